@@ -1,0 +1,1 @@
+"""fio job rendering (cell semantics → fio options) and fio JSON parsing."""

@@ -1,0 +1,155 @@
+"""Render fio job files for a matrix cell.
+
+Bare metal reproduces each QEMU cache mode on the host with fio options
+(domain-brief §1, §9): what matters is whether the host page cache is used
+(O_DIRECT or not) and whether guest flushes reach the disk after every write,
+at the end only, or never. Inside a guest fio always uses O_DIRECT on the
+virtual disk, so what is measured is the host-side cache mode, not the guest's
+own page cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from iomatrix.workloads import Workload
+
+# aio axis → fio engine on bare metal. QEMU's thread pool issues blocking
+# pread/pwrite from worker threads (psync); native is Linux AIO (libaio);
+# io_uring is io_uring.
+ENGINE_FOR_AIO = {"threads": "psync", "native": "libaio", "io_uring": "io_uring"}
+
+
+@dataclass(frozen=True)
+class CacheSemantics:
+    """How a QEMU cache mode treats data and flushes, as fio options."""
+
+    direct: bool  # O_DIRECT on the host file: host page cache bypassed
+    flush_every_write: bool  # write-cache off: every write is followed by a flush
+    flushes_dropped: bool  # cache.no-flush: guest flushes never reach the disk
+    end_flush: bool  # the guest's final flush (a clean shutdown) reaches the disk
+
+
+CACHE_SEMANTICS: dict[str, CacheSemantics] = {
+    "writeback": CacheSemantics(direct=False, flush_every_write=False, flushes_dropped=False, end_flush=True),
+    "none": CacheSemantics(direct=True, flush_every_write=False, flushes_dropped=False, end_flush=True),
+    "writethrough": CacheSemantics(direct=False, flush_every_write=True, flushes_dropped=False, end_flush=True),
+    "directsync": CacheSemantics(direct=True, flush_every_write=True, flushes_dropped=False, end_flush=True),
+    "unsafe": CacheSemantics(direct=False, flush_every_write=False, flushes_dropped=True, end_flush=False),
+}
+
+MEASURE_JOB = "measure"
+PREFILL_JOB = "prefill"
+
+
+@dataclass(frozen=True)
+class JobShape:
+    """Size and duration every run of a plan shares."""
+
+    size_bytes: int
+    runtime_s: float
+    ramp_s: float = 0.0
+
+
+def _workload_lines(w: Workload) -> list[str]:
+    lines = [f"rw={w.rw}", f"bs={w.bs}", f"iodepth={w.iodepth}"]
+    if w.rwmixread is not None:
+        lines.append(f"rwmixread={w.rwmixread}")
+    return lines
+
+
+def _timing_lines(shape: JobShape) -> list[str]:
+    lines = ["time_based=1", f"runtime={shape.runtime_s:g}s"]
+    if shape.ramp_s:
+        lines.append(f"ramp_time={shape.ramp_s:g}s")
+    return lines
+
+
+def _prefill_section(bs: str = "1m") -> list[str]:
+    # Reads of never-written blocks hit holes (sparse file, unallocated qcow2
+    # cluster) and never touch the disk; write the region first, unmeasured.
+    return [f"[{PREFILL_JOB}]", "rw=write", f"bs={bs}", "time_based=0", "end_fsync=1", ""]
+
+
+def baremetal_job(w: Workload, *, cache: str, aio: str, target: str, shape: JobShape,
+                  custom_text: str | None = None) -> str:
+    """fio job file reproducing `cache` and `aio` on the host against `target`.
+
+    `target` is a file path (created by fio) or a whole block device.
+    """
+    sem = CACHE_SEMANTICS[cache]
+    fdatasync = w.fdatasync
+    if sem.flush_every_write:
+        fdatasync = 1
+    if sem.flushes_dropped:
+        fdatasync = 0
+    glob = [
+        "[global]",
+        f"filename={target}",
+        f"size={shape.size_bytes}",
+        f"direct={int(sem.direct)}",
+        f"ioengine={ENGINE_FOR_AIO[aio]}",
+        f"end_fsync={int(sem.end_flush)}",
+        # fio's default, stated: POSIX_FADV_DONTNEED on the file before each
+        # job, so buffered reads do not start from the prefill's pages.
+        "invalidate=1",
+        "randrepeat=0",
+        "group_reporting=0",
+        "",
+    ]
+    if custom_text is not None:
+        if fdatasync:
+            glob.insert(-1, f"fdatasync={fdatasync}")
+        return "\n".join(glob) + custom_text
+    lines = list(glob)
+    if w.reads:
+        lines += _prefill_section()
+    lines += [f"[{MEASURE_JOB}]", "stonewall", *_workload_lines(w), *_timing_lines(shape)]
+    if fdatasync:
+        lines.append(f"fdatasync={fdatasync}")
+    return "\n".join(lines) + "\n"
+
+
+GUEST_DISK_PLACEHOLDER = "@DISK@"
+
+
+def guest_job(w: Workload, *, shape: JobShape, custom_text: str | None = None) -> str:
+    """fio job run inside the guest against the raw disk under test.
+
+    O_DIRECT with libaio in the guest: the guest's page cache is kept out, so
+    the host cache mode is what differs between cells. The disk path is the
+    placeholder the guest's init replaces with the device it finds.
+    """
+    glob = [
+        "[global]",
+        f"filename={GUEST_DISK_PLACEHOLDER}",
+        f"size={shape.size_bytes}",
+        "direct=1",
+        "ioengine=libaio",
+        "end_fsync=1",
+        "randrepeat=0",
+        "",
+    ]
+    if custom_text is not None:
+        return "\n".join(glob) + custom_text
+    lines = list(glob)
+    if w.reads:
+        lines += _prefill_section()
+    lines += [f"[{MEASURE_JOB}]", "stonewall", *_workload_lines(w), *_timing_lines(shape)]
+    if w.fdatasync:
+        lines.append(f"fdatasync={w.fdatasync}")
+    return "\n".join(lines) + "\n"
+
+
+def page_cache_method(w: Workload, *, tier: str, cache: str, caches_dropped: bool) -> str:
+    """How the page cache was kept out of a read measurement (recorded per run)."""
+    if not w.reads:
+        return "n/a (no reads measured)"
+    dropped = "host caches dropped before the run" if caches_dropped else "host caches NOT dropped"
+    if tier == "guest":
+        host = ("host O_DIRECT" if CACHE_SEMANTICS.get(cache, CACHE_SEMANTICS["none"]).direct
+                else f"host page cache in use (cache={cache}: reads after the prefill may hit it, as in a real VM)")
+        return f"guest O_DIRECT; {host}; {dropped}"
+    if CACHE_SEMANTICS[cache].direct:
+        return f"direct I/O (O_DIRECT); {dropped}"
+    return f"buffered: fio invalidate=1 (POSIX_FADV_DONTNEED) before the job; {dropped}"

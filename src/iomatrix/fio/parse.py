@@ -1,0 +1,118 @@
+"""Parse fio's JSON output into flat, named metrics.
+
+fio sometimes prints warnings or log lines before (or after) its JSON
+(axboe/fio#731), so the JSON object is located rather than assumed to be the
+whole output.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from iomatrix.fio.jobs import PREFILL_JOB
+
+
+class FioOutputError(ValueError):
+    """fio's output held no parseable JSON report."""
+
+
+def extract_json(text: str) -> dict[str, Any]:
+    """The fio JSON report inside `text`, ignoring anything printed around it."""
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start != -1:
+        try:
+            obj, _ = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            start = text.find("{", start + 1)
+            continue
+        if isinstance(obj, dict) and "jobs" in obj:
+            return obj
+        start = text.find("{", start + 1)
+    raise FioOutputError("no fio JSON report found in output")
+
+
+def _pct(clat: dict[str, Any], key: str) -> float | None:
+    value = clat.get("percentile", {}).get(key)
+    return None if value is None else float(value) / 1000.0
+
+
+def _direction(job: dict[str, Any], d: str) -> dict[str, float]:
+    side = job.get(d) or {}
+    if not side.get("total_ios"):
+        return {}
+    clat = side.get("clat_ns") or {}
+    out = {
+        f"{d}.bw_mbps": float(side["bw_bytes"]) / 1e6,
+        f"{d}.iops": float(side["iops"]),
+        f"{d}.clat_mean_us": float(clat.get("mean", 0.0)) / 1000.0,
+    }
+    for name, key in (("p50", "50.000000"), ("p99", "99.000000"), ("p999", "99.900000")):
+        v = _pct(clat, key)
+        if v is not None:
+            out[f"{d}.clat_{name}_us"] = v
+    return out
+
+
+def _sync(job: dict[str, Any]) -> dict[str, float]:
+    lat = (job.get("sync") or {}).get("lat_ns") or {}
+    # fio 3.33 leaves sync.total_ios at 0 but counts the syncs in lat_ns.N.
+    if not lat.get("N"):
+        return {}
+    out = {"sync.count": float(lat["N"]), "sync.lat_mean_us": float(lat["mean"]) / 1000.0}
+    v = _pct(lat, "99.000000")
+    if v is not None:
+        out["sync.lat_p99_us"] = v
+    return out
+
+
+def job_metrics(job: dict[str, Any]) -> dict[str, float]:
+    """Flat metrics for one fio job."""
+    m: dict[str, float] = {}
+    m.update(_direction(job, "read"))
+    m.update(_direction(job, "write"))
+    m.update(_sync(job))
+    m["total.iops"] = m.get("read.iops", 0.0) + m.get("write.iops", 0.0)
+    m["total.bw_mbps"] = m.get("read.bw_mbps", 0.0) + m.get("write.bw_mbps", 0.0)
+    m["cpu.usr_pct"] = float(job.get("usr_cpu", 0.0))
+    m["cpu.sys_pct"] = float(job.get("sys_cpu", 0.0))
+    m["job.runtime_s"] = float(job.get("job_runtime", 0.0)) / 1000.0
+    return m
+
+
+def measured_jobs(report: dict[str, Any]) -> list[dict[str, Any]]:
+    jobs = [j for j in report.get("jobs", []) if j.get("jobname") != PREFILL_JOB]
+    if not jobs:
+        raise FioOutputError("fio report has no measured job")
+    for j in jobs:
+        if j.get("error"):
+            raise FioOutputError(f"fio job '{j.get('jobname')}' failed with error {j['error']}")
+    return jobs
+
+
+def report_metrics(report: dict[str, Any]) -> dict[str, float]:
+    """Metrics of a whole report: one measured job, or the sum over several.
+
+    With several jobs (custom job files) throughput and IOPS add up; latency
+    figures are taken from the job that did the most I/O, and CPU is summed.
+    """
+    jobs = measured_jobs(report)
+    per_job = [job_metrics(j) for j in jobs]
+    if len(per_job) == 1:
+        return per_job[0]
+    merged = dict(max(per_job, key=lambda m: m["total.iops"]))
+    for key in ("read.bw_mbps", "read.iops", "write.bw_mbps", "write.iops", "total.iops", "total.bw_mbps",
+                "cpu.usr_pct", "cpu.sys_pct", "sync.count"):
+        vals = [m[key] for m in per_job if key in m]
+        if vals:
+            merged[key] = sum(vals)
+    merged["job.runtime_s"] = max(m["job.runtime_s"] for m in per_job)
+    return merged
+
+
+def steadystate(report: dict[str, Any]) -> dict[str, Any] | None:
+    for j in measured_jobs(report):
+        if "steadystate" in j:
+            return j["steadystate"]
+    return None

@@ -1,0 +1,155 @@
+"""Plan model, validated with pydantic.
+
+A plan lists the values of each matrix axis; the matrix module expands it into
+cells and prunes the combinations that cannot run, with the reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from iomatrix.backing.spec import BackingSpec, DirBacking, parse_size
+
+Tier = Literal["baremetal", "blocklayer", "guest"]
+Format = Literal["raw", "qcow2", "qed"]
+Preallocation = Literal["off", "metadata", "falloc", "full"]
+Cache = Literal["none", "writeback", "writethrough", "directsync", "unsafe"]
+Aio = Literal["threads", "native", "io_uring"]
+Bus = Literal["virtio-blk", "virtio-scsi", "ide", "nvme"]
+Modifier = Literal["none", "eatmydata"]
+
+AXES = ("tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier")
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$", re.I)
+
+
+def parse_duration(value: str | float | int) -> float:
+    """'10m' → seconds."""
+    if isinstance(value, int | float):
+        return float(value)
+    m = _DURATION.match(value)
+    if not m:
+        raise ValueError(f"'{value}' is not a duration; write e.g. 90s, 10m or 2h")
+    return float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[(m.group(2) or "s").lower()]
+
+
+class Repetitions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    min: Annotated[int, Field(ge=1, le=1000)] = 3
+    max: Annotated[int, Field(ge=1, le=1000)] = 10
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Repetitions:
+        if self.max < self.min:
+            raise ValueError(f"max ({self.max}) must be ≥ min ({self.min})")
+        return self
+
+
+def _nonempty_unique(values: list, axis: str) -> list:
+    if not values:
+        raise ValueError(f"axis '{axis}' needs at least one value")
+    seen: list = []
+    for v in values:
+        if v in seen:
+            raise ValueError(f"axis '{axis}' lists '{v}' twice")
+        seen.append(v)
+    return values
+
+
+class Plan(BaseModel):
+    """What a sweep runs. Every axis is a list of values; the matrix is their product."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str = ""
+    tier: list[Tier] = ["baremetal"]
+    format: list[Format] = ["raw"]
+    preallocation: list[Preallocation] = ["off"]
+    cache: list[Cache] = ["none"]
+    aio: list[Aio] = ["threads"]
+    bus: list[Bus] = ["virtio-blk"]
+    modifier: list[Modifier] = ["none"]
+    backing: list[BackingSpec] = Field(default_factory=lambda: [DirBacking(type="dir")])
+    workloads: list[str] = ["rand-read-4k", "rand-write-4k"]
+    repetitions: Repetitions = Repetitions()
+    # CI half-width target, as a fraction of the mean (0.05 = ±5%).
+    ci_target: Annotated[float, Field(gt=0, lt=1)] = 0.05
+    # Wall-clock budget of the sweep (e.g. "10m"): once spent, no repetitions
+    # beyond `min` are started. Minimum repetitions always complete.
+    time_budget: str = "30m"
+    # Data region each run touches, and how long each measured job runs.
+    size: str = "256M"
+    runtime: Annotated[float, Field(gt=0, le=3600)] = 5.0
+    ramp: Annotated[float, Field(ge=0, le=600)] = 0.0
+    # Virtual disk size for guest images (≥ size).
+    image_size: str = "1G"
+    # Guest tier: add a null-co cell per bus, the ceiling of the virtual I/O path.
+    null_ceiling: bool = True
+    guest_fs: Literal["ext4", "xfs"] = "ext4"
+    guest_memory_mb: Annotated[int, Field(ge=128, le=16384)] = 512
+    # Skip sync + drop_caches before each run (measure warm caches on purpose).
+    keep_caches_warm: bool = False
+    # Seconds a single run may take before it is killed and recorded as failed.
+    run_timeout: Annotated[float, Field(gt=0)] = 300.0
+
+    @field_validator("tier", "format", "preallocation", "cache", "aio", "bus", "modifier", "workloads")
+    @classmethod
+    def _axis_values(cls, v: list, info) -> list:  # type: ignore[no-untyped-def]
+        return _nonempty_unique(v, info.field_name)
+
+    @field_validator("backing")
+    @classmethod
+    def _backings(cls, v: list[BackingSpec]) -> list[BackingSpec]:
+        if not v:
+            raise ValueError("axis 'backing' needs at least one value")
+        labels = [b.label() for b in v]
+        dupes = {x for x in labels if labels.count(x) > 1}
+        if dupes:
+            raise ValueError(f"backings share the label {sorted(dupes)}; give each a distinct 'name'")
+        return v
+
+    @field_validator("size", "image_size")
+    @classmethod
+    def _size(cls, v: str) -> str:
+        parse_size(v)
+        return v
+
+    @field_validator("time_budget")
+    @classmethod
+    def _budget(cls, v: str) -> str:
+        parse_duration(v)
+        return v
+
+    @model_validator(mode="after")
+    def _image_holds_data(self) -> Plan:
+        if "guest" in self.tier and parse_size(self.image_size) < parse_size(self.size):
+            raise ValueError(f"image_size ({self.image_size}) must be ≥ size ({self.size})")
+        return self
+
+    @property
+    def size_bytes(self) -> int:
+        return parse_size(self.size)
+
+    @property
+    def image_size_bytes(self) -> int:
+        return parse_size(self.image_size)
+
+    @property
+    def time_budget_s(self) -> float:
+        return parse_duration(self.time_budget)
+
+    def backing_by_label(self) -> dict[str, BackingSpec]:
+        return {b.label(): b for b in self.backing}
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True)
+
+    def fingerprint(self) -> str:
+        """Identifies 'the same plan' for resuming a sweep."""
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]

@@ -1,0 +1,1 @@
+"""Reports read only the store; statistics come from iomatrix.stats."""

@@ -1,0 +1,96 @@
+"""`iomatrix results`: one row per cell × workload × metric, as a table, JSON or CSV.
+
+The JSON form is a documented, versioned contract (docs/results-json.md):
+other tools and later reports read it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from iomatrix.report.query import CellWorkload, cell_workloads, failures, monitor_run_means, sweep_info
+from iomatrix.stats import summarize
+from iomatrix.store import Store
+
+RESULTS_FORMAT = "iomatrix-results"
+RESULTS_VERSION = 1
+
+# Monitor fields shown beside the performance figures (seed 002's questions).
+MONITOR_HEADLINE = ("cpu.usr_pct", "cpu.sys_pct", "cpu.iowait_pct", "disk.util_pct", "disk.await_ms",
+                    "mem.used_mb", "mem.cached_mb", "proc.cpu_pct", "proc.rss_mb")
+
+
+def _summary_dict(values: list[float]) -> dict[str, Any]:
+    s = summarize(values)
+    return {
+        "n": s.n, "mean": s.mean, "sd": s.sd, "cv": s.cv, "median": s.median,
+        "ci95_low": s.ci_low, "ci95_high": s.ci_high, "ci95_rel_half_width": s.rel_half_width,
+    }
+
+
+def monitor_summary(store: Store, cw: CellWorkload) -> dict[str, dict[str, float]]:
+    """Per field: mean of the per-run means and the highest peak, over the cell's ok runs."""
+    per_run = monitor_run_means(store, cw.runs)
+    fields: dict[str, dict[str, float]] = {}
+    for run in per_run:
+        for name, (mean, peak) in run.items():
+            f = fields.setdefault(name, {"mean": 0.0, "peak": float("-inf"), "runs": 0})
+            f["mean"] += mean
+            f["peak"] = max(f["peak"], peak)
+            f["runs"] += 1
+    for f in fields.values():
+        f["mean"] /= f["runs"]
+    return fields
+
+
+def results_document(store: Store, sweep_ids: list[int], *, with_monitor: bool = True) -> dict[str, Any]:
+    """The stable JSON document for the given sweeps."""
+    sweeps = []
+    for sid in sweep_ids:
+        info = sweep_info(store, sid)
+        rows = []
+        for cw in cell_workloads(store, sid):
+            mon = monitor_summary(store, cw) if with_monitor else {}
+            for metric, values in sorted(cw.samples.items()):
+                rows.append({
+                    "cell": cw.cell_key, "axes": cw.axes, "workload": cw.workload, "metric": metric,
+                    "accel": cw.accel, **_summary_dict(values), "samples": values,
+                    "failed_runs": cw.failed, "run_ids": cw.runs,
+                })
+            info.setdefault("cells", []).append({
+                "cell": cw.cell_key, "axes": cw.axes, "workload": cw.workload, "backing": cw.backing,
+                "accel": cw.accel, "ok_runs": len(cw.runs), "failed_runs": cw.failed,
+                "cache_states": sorted(set(cw.cache_states)), "page_cache": sorted(set(cw.page_cache)),
+                "phases": {k: _summary_dict(v) for k, v in cw.phases.items()},
+                "monitor": mon,
+            })
+        info["results"] = rows
+        info["failures"] = failures(store, sid)
+        sweeps.append(info)
+    return {"format": RESULTS_FORMAT, "version": RESULTS_VERSION, "sweeps": sweeps}
+
+
+CSV_COLUMNS = ("sweep", "cell", "tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier",
+               "workload", "metric", "accel", "n", "mean", "sd", "cv", "median", "ci95_low", "ci95_high",
+               "failed_runs", "samples")
+
+
+def to_csv(doc: dict[str, Any]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(CSV_COLUMNS)
+    for sweep in doc["sweeps"]:
+        for r in sweep["results"]:
+            w.writerow([sweep["id"], r["cell"], *(r["axes"][a] for a in ("tier", "format", "preallocation", "cache",
+                                                                           "aio", "bus", "backing", "modifier")),
+                        r["workload"], r["metric"], "+".join(r["accel"]), r["n"], r["mean"], r["sd"], r["cv"],
+                        r["median"], r["ci95_low"], r["ci95_high"], r["failed_runs"],
+                        " ".join(f"{v:.6g}" for v in r["samples"])])
+    return buf.getvalue()
+
+
+def to_json(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, sort_keys=False)

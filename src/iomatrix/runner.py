@@ -1,0 +1,300 @@
+"""Run a plan: provision backings, interleave repetitions across cells, sample
+the host, and commit every finished run to the store at once.
+
+Scheduling follows the statistics, not a fixed count: every cell × workload
+runs `min` times, then more while its confidence interval is wider than the
+plan's target, up to `max` runs and within the time budget. Runs are
+interleaved (A B C A B C …) so slow drift of the machine spreads over all
+cells instead of favouring the ones that ran first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from iomatrix import workloads as wl
+from iomatrix.backing.provision import BackingHandle, provision
+from iomatrix.fio.jobs import JobShape, page_cache_method
+from iomatrix.hygiene import modifier_wrapper, prepare_cache
+from iomatrix.matrix import NA, BackingFacts, Cell, Expansion, Unit, expand
+from iomatrix.metadata import host_metadata
+from iomatrix.monitor.devices import resolve_device_chain
+from iomatrix.monitor.sampler import HostSampler
+from iomatrix.plan.model import Plan
+from iomatrix.stats import needs_more_runs
+from iomatrix.store import RunRecord, Store
+from iomatrix.tiers.base import RunOutcome, RunRequest, Target, Tier
+
+MAX_FAILED_ATTEMPTS = 3
+
+
+@dataclass
+class RunOptions:
+    workdir: Path
+    allowed_devices: set[Path] = field(default_factory=set)
+    accel: str = "auto"  # auto | kvm | tcg
+    monitor_interval: float = 1.0
+    kernel: Path | None = None
+
+
+@dataclass
+class UnitState:
+    unit: Unit
+    cell_id: int
+    ok: int = 0
+    failed: int = 0
+    done_reason: str | None = None  # why no more runs: converged, max runs, gave up …
+
+
+@dataclass
+class SweepResult:
+    sweep_id: int
+    runs_done: int
+    runs_failed: int
+    not_converged: list[tuple[str, str]]  # (unit key, reason)
+    gave_up: list[tuple[str, str]]
+    accel: dict[str, str]
+    resumed: bool
+    interrupted: bool = False
+
+
+def backing_facts(plan: Plan, allowed: set[Path]) -> dict[str, BackingFacts]:
+    return {
+        b.label(): BackingFacts(unavailable=b.availability(allowed), o_direct=b.supports_o_direct(),
+                                is_device=b.kind == "device")
+        for b in plan.backing
+    }
+
+
+def resolve_workloads(plan: Plan, base_dir: Path | None) -> list[wl.Workload]:
+    return [wl.resolve(name, base_dir) for name in plan.workloads]
+
+
+def plan_expansion(plan: Plan, base_dir: Path | None, allowed: set[Path]) -> Expansion:
+    return expand(plan, backing_facts(plan, allowed), resolve_workloads(plan, base_dir))
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM gets the same orderly teardown as Ctrl-C."""
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+class Progress:
+    """What the runner tells the user; the CLI gives a rich implementation."""
+
+    def start(self, total_estimate: int, resumed_runs: int) -> None: ...
+    def run_started(self, index: int, unit: Unit, attempt: int, cell_no: int, cell_count: int) -> None: ...
+    def run_finished(self, unit: Unit, outcome: RunOutcome, summary: str) -> None: ...
+    def grow(self, total_estimate: int) -> None: ...
+    def message(self, text: str) -> None: ...
+    def stop(self) -> None: ...
+
+
+def _headline(unit: Unit, outcome: RunOutcome) -> str:
+    if not outcome.ok:
+        return f"FAILED: {outcome.error}"
+    m = unit.workload.primary_metric
+    v = outcome.metrics.get(m)
+    shown = "?" if v is None else f"{v:,.1f}"
+    return f"{m}={shown} (wall {outcome.phases.get('wall_s', 0):.1f} s)"
+
+
+class SweepRunner:
+    def __init__(self, plan: Plan, base_dir: Path | None, store: Store, options: RunOptions,
+                 progress: Progress | None = None,
+                 tier_factory: Callable[[str, Plan, RunOptions], Tier] | None = None) -> None:
+        self.plan = plan
+        self.store = store
+        self.opts = options
+        self.progress = progress or Progress()
+        self.expansion = plan_expansion(plan, base_dir, options.allowed_devices)
+        self.tier_factory = tier_factory or default_tier_factory
+        self.tiers: dict[str, Tier] = {}
+        self.handles: dict[str, BackingHandle] = {}
+        self.devices: dict[str, list[str]] = {}
+        self.shape = JobShape(size_bytes=plan.size_bytes, runtime_s=plan.runtime, ramp_s=plan.ramp)
+
+    # -- setup ------------------------------------------------------------
+    def _sweep(self) -> tuple[int, bool]:
+        host_id = self.store.host_id(host_metadata())
+        fp = self.plan.fingerprint()
+        row = self.store.resumable_sweep(fp)
+        if row is not None:
+            return int(row["id"]), True
+        pruned = [{"what": p.what, "reason": p.reason} for p in self.expansion.pruned]
+        return self.store.create_sweep(host_id, self.plan.name, fp, self.plan.canonical_json(), pruned,
+                                       self.expansion.notes), False
+
+    def _target(self, cell: Cell) -> Target:
+        if cell.is_null_ceiling:
+            return Target("null", None)
+        h = self.handles[cell.backing]
+        return Target(h.kind, Path(h.path))
+
+    def _provision(self, stack: contextlib.ExitStack) -> None:
+        specs = self.plan.backing_by_label()
+        used = sorted({c.backing for c in self.expansion.cells if not c.is_null_ceiling})
+        for label in used:
+            self.progress.message(f"setting up backing {label}")
+            handle = stack.enter_context(provision(specs[label], self.opts.workdir, self.opts.allowed_devices))
+            self.handles[label] = handle
+            try:
+                self.devices[label] = resolve_device_chain(Path(handle.path))
+            except (OSError, ValueError):
+                self.devices[label] = []
+
+    # -- scheduling ---------------------------------------------------------
+    def _wants_more(self, st: UnitState, budget_left: bool) -> bool:
+        if st.done_reason:
+            return False
+        if st.failed >= MAX_FAILED_ATTEMPTS and st.failed > st.ok:
+            st.done_reason = f"gave up after {st.failed} failed runs"
+            return False
+        reps = self.plan.repetitions
+        if st.ok < reps.min:
+            return True
+        if not budget_left:
+            more, why = needs_more_runs(self._primary(st), reps.min, reps.max, self.plan.ci_target)
+            if more:
+                st.done_reason = f"time budget spent ({why})"
+            else:
+                st.done_reason = why
+            return False
+        more, why = needs_more_runs(self._primary(st), reps.min, reps.max, self.plan.ci_target)
+        if not more:
+            st.done_reason = why
+        return more
+
+    def _primary(self, st: UnitState) -> list[float]:
+        return self.store.metric_series(st.cell_id, st.unit.workload.name, st.unit.workload.primary_metric)
+
+    # -- one run ------------------------------------------------------------
+    def _run_one(self, sweep_id: int, st: UnitState) -> RunOutcome:
+        unit = st.unit
+        cell = unit.cell
+        tier = self.tiers[cell.tier]
+        cache = prepare_cache(self.plan.keep_caches_warm)
+        devices = [] if cell.is_null_ceiling else self.devices.get(cell.backing, [])
+        sampler = HostSampler(devices, interval=self.opts.monitor_interval)
+        run_dir = self.opts.workdir / "runs" / f"sweep{sweep_id}" / f"{st.cell_id}-{unit.workload.name}"
+        req = RunRequest(
+            cell=cell, workload=unit.workload, target=self._target(cell), shape=self.shape, run_dir=run_dir,
+            timeout_s=self.plan.run_timeout,
+            wrapper=modifier_wrapper(cell.modifier) if cell.modifier != NA else [],
+            on_process=sampler.attach_pid,
+            options={"guest_fs": self.plan.guest_fs, "image_size": self.plan.image_size_bytes,
+                     "memory_mb": self.plan.guest_memory_mb},
+        )
+        started = time.time()
+        sampler.start()
+        try:
+            outcome = tier.run(req)
+        finally:
+            samples = sampler.stop()
+        finished = time.time()
+        meta: dict[str, Any] = dict(outcome.meta)
+        meta["cache_detail"] = cache.detail
+        if cell.modifier == "eatmydata" and cell.aio == "io_uring":
+            meta["modifier_note"] = "eatmydata does not remove flushes sent through io_uring"
+        self.store.record_run(RunRecord(
+            cell_id=st.cell_id, workload=unit.workload.name, status="ok" if outcome.ok else "failed",
+            started_at=started, finished_at=finished, accel=tier.accel(), cache_state=cache.state,
+            page_cache_method=page_cache_method(unit.workload, tier=cell.tier, cache=cell.cache,
+                                                caches_dropped=cache.state == "dropped"),
+            metrics=outcome.metrics, phases=outcome.phases, job_text=outcome.job_text,
+            raw_output=outcome.raw_output, console_tail=outcome.console_tail, error=outcome.error, meta=meta,
+            monitor=[(s.t, s.values) for s in samples]))
+        return outcome
+
+    # -- the sweep ------------------------------------------------------------
+    def run(self) -> SweepResult:
+        sweep_id, resumed = self._sweep()
+        states: list[UnitState] = []
+        result = SweepResult(sweep_id, 0, 0, [], [], {}, resumed)
+        counts = self.store.run_counts(sweep_id)
+        with _sigterm_as_interrupt(), contextlib.ExitStack() as stack:
+            try:
+                self._provision(stack)
+                for tier_name in sorted({c.tier for c in self.expansion.cells}):
+                    tier = self.tier_factory(tier_name, self.plan, self.opts)
+                    self.tiers[tier_name] = tier
+                    result.accel[tier_name] = tier.accel()
+                    closer = getattr(tier, "close", None)
+                    if closer:
+                        stack.callback(closer)
+                for unit in self.expansion.units:
+                    label = unit.cell.backing
+                    backing_meta = {} if unit.cell.is_null_ceiling else dict(self.handles[label].metadata)
+                    cid = self.store.cell_id(sweep_id, unit.cell.key,
+                                             {a: getattr(unit.cell, a) for a in unit.cell.__dataclass_fields__},
+                                             backing_meta)
+                    ok, bad = counts.get((cid, unit.workload.name), (0, 0))
+                    states.append(UnitState(unit, cid, ok, bad))
+                cells_order = {c: i for i, c in enumerate(dict.fromkeys(u.cell for u in self.expansion.units))}
+                reps = self.plan.repetitions
+                already = sum(s.ok for s in states)
+                self.progress.start(max(already, len(states) * reps.min), already)
+                index = already
+                while True:
+                    budget_left = self.store.sweep_elapsed(sweep_id) < self.plan.time_budget_s
+                    round_units = [s for s in states if self._wants_more(s, budget_left)]
+                    if not round_units:
+                        break
+                    pending = sum(max(0, reps.min - s.ok) for s in states) + sum(
+                        1 for s in round_units if s.ok >= reps.min)
+                    self.progress.grow(index + pending)
+                    for st in round_units:
+                        index += 1
+                        self.progress.run_started(index, st.unit, st.ok + st.failed + 1,
+                                                  cells_order[st.unit.cell] + 1, len(cells_order))
+                        outcome = self._run_one(sweep_id, st)
+                        if outcome.ok:
+                            st.ok += 1
+                            result.runs_done += 1
+                        else:
+                            st.failed += 1
+                            result.runs_failed += 1
+                        self.progress.run_finished(st.unit, outcome, _headline(st.unit, outcome))
+                self.store.set_sweep_status(sweep_id, "finished")
+            except KeyboardInterrupt:
+                result.interrupted = True
+                self.store.set_sweep_status(sweep_id, "interrupted")
+            finally:
+                self.progress.stop()
+        for s in states:
+            reason = s.done_reason or ""
+            if reason.startswith("gave up"):
+                result.gave_up.append((s.unit.key, reason))
+            elif reason and reason != "converged":
+                result.not_converged.append((s.unit.key, reason))
+        return result
+
+
+def default_tier_factory(name: str, plan: Plan, opts: RunOptions) -> Tier:
+    if name == "baremetal":
+        from iomatrix.tiers.baremetal import BareMetalTier
+
+        return BareMetalTier()
+    if name == "guest":
+        from iomatrix.tiers.guest import GuestTier
+
+        return GuestTier(plan, opts)
+    raise ValueError(f"no tier named {name}")

@@ -1,0 +1,85 @@
+"""Bare-metal tier: fio on the host, the baseline every guest number is compared with."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from iomatrix.fio.jobs import baremetal_job
+from iomatrix.fio.parse import FioOutputError, extract_json, report_metrics
+from iomatrix.hostcmd import require
+from iomatrix.tiers.base import RunOutcome, RunRequest
+
+DATA_FILE = "iomatrix-baremetal.dat"
+
+
+def _tail(text: str, lines: int = 40) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class BareMetalTier:
+    name = "baremetal"
+
+    def __init__(self) -> None:
+        self.fio = require("fio")
+
+    def accel(self) -> str:
+        return "none (bare metal)"
+
+    def target_path(self, req: RunRequest) -> Path:
+        if req.target.kind == "device":
+            assert req.target.path is not None
+            return req.target.path
+        assert req.target.path is not None
+        return req.target.path / f"{DATA_FILE}.{os.getpid()}"
+
+    def run(self, req: RunRequest) -> RunOutcome:
+        target = self.target_path(req)
+        custom = req.workload.custom_path.read_text() if req.workload.custom_path else None
+        job = baremetal_job(req.workload, cache=req.cell.cache, aio=req.cell.aio, target=str(target),
+                            shape=req.shape, custom_text=custom)
+        req.run_dir.mkdir(parents=True, exist_ok=True)
+        job_file = req.run_dir / "job.fio"
+        job_file.write_text(job)
+        out_file = req.run_dir / "fio.json"
+        argv = [*req.wrapper, self.fio, "--output-format=json", f"--output={out_file}", str(job_file)]
+        t0 = time.monotonic()
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        if req.on_process:
+            req.on_process(proc.pid)
+        try:
+            _, stderr = proc.communicate(timeout=req.timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return RunOutcome(ok=False, job_text=job, error=f"fio did not finish within {req.timeout_s:g} s; "
+                              "killed", phases={"wall_s": time.monotonic() - t0})
+        except BaseException:
+            # Ctrl-C: no fio left behind writing to the backing.
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        finally:
+            if req.target.kind != "device":
+                target.unlink(missing_ok=True)
+        wall = time.monotonic() - t0
+        raw = out_file.read_text() if out_file.exists() else ""
+        if proc.returncode != 0:
+            return RunOutcome(ok=False, job_text=job, raw_output=raw, console_tail=_tail(stderr),
+                              error=f"fio exited with status {proc.returncode}: {_tail(stderr, 3)}",
+                              phases={"wall_s": wall})
+        try:
+            report = extract_json(raw)
+            metrics = report_metrics(report)
+        except FioOutputError as err:
+            return RunOutcome(ok=False, job_text=job, raw_output=raw, console_tail=_tail(stderr),
+                              error=str(err), phases={"wall_s": wall})
+        workload_s = metrics.get("job.runtime_s", 0.0)
+        return RunOutcome(ok=True, metrics=metrics, job_text=job, raw_output=raw, console_tail=_tail(stderr),
+                          phases={"wall_s": wall, "workload_s": workload_s,
+                                  "overhead_s": max(0.0, wall - workload_s)},
+                          meta={"target": str(target), "fio_argv": argv})
