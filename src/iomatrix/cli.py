@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -25,13 +25,13 @@ DbOpt = Annotated[Path, typer.Option("--db", help="Results database (SQLite file
 SweepOpt = Annotated[int | None, typer.Option("--sweep", help="Sweep id (default: the latest).")]
 
 
-class OutputFormat(str, Enum):
+class OutputFormat(StrEnum):
     table = "table"
     json = "json"
     csv = "csv"
 
 
-class Accel(str, Enum):
+class Accel(StrEnum):
     auto = "auto"
     kvm = "kvm"
     tcg = "tcg"
@@ -197,6 +197,104 @@ def results(
     _warn_tcg(accels)
 
 
+@app.command("rank")
+def rank_cmd(
+    db: DbOpt = DEFAULT_DB,
+    sweep: SweepOpt = None,
+    workload: Annotated[str | None, typer.Option(help="Only this workload.")] = None,
+    metric: Annotated[str | None, typer.Option(help="Rank by this metric (default: the workload's primary).")]
+    = None,
+    score: Annotated[str | None, typer.Option(help="Seed 000 score: weighted-read, weighted-write or "
+                                                   "weighted-mixed.")] = None,
+    top: Annotated[int, typer.Option(help="Rows per table.")] = 20,
+    min_runs: Annotated[int, typer.Option(help="Cells with fewer ok runs are not ranked.")] = 3,
+    max_noise: Annotated[float, typer.Option(help="Cells whose CI half-width exceeds this fraction of the "
+                                                  "mean are not ranked.")] = 0.10,
+) -> None:
+    """Order cells, group those not significantly different, with ratios to the best and to bare metal."""
+    from iomatrix.report.query import pick_sweep
+    from iomatrix.report.rank import rank_sweep, weighted_scores
+    from iomatrix.risk import risk_of
+
+    store = _open(db)
+    sid = pick_sweep(store, sweep)
+    if score is not None:
+        rows, factors = weighted_scores(store, sid, score)
+        console.print(f"[bold]top performers, {score}[/] (seed 000): factor(s) "
+                      + ", ".join(f"{k}={v:.3g}" for k, v in factors.items()))
+        t = Table("#", "cell", "score", "95% CI", box=None)
+        for i, r in enumerate(rows[:top], 1):
+            ci = "–" if r.score.low is None else f"{fmt(r.score.low)}–{fmt(r.score.high)}"
+            t.add_row(str(i), r.label, fmt(r.score.score), ci)
+        console.print(t)
+        return
+    rankings = rank_sweep(store, sid, workload, metric, min_n=min_runs, max_noise=max_noise)
+    accels: list[str] = []
+    for wr in rankings:
+        r = wr.ranking
+        accels += wr.accel
+        better = "higher" if r.higher_is_better else "lower"
+        console.print(f"\n[bold]{wr.workload}[/] · {wr.metric} ({better} is better) · tier {wr.tier}")
+        t = Table("rank", "group", "cell", "n", "mean", "95% CI", "vs best", "vs bare metal", "power loss",
+                  "flags", box=None)
+        for row in r.rows[:top]:
+            s = row.summary
+            ci = "–" if s.ci_low is None else f"{fmt(s.ci_low)}–{fmt(s.ci_high)}"
+            vb = _ratio(row.ratio_to_best)
+            vm = _ratio(wr.to_baremetal.get(row.name))
+            cell = wr.cells[row.name]
+            risk = risk_of(cell.axes["cache"], cell.axes["modifier"])
+            flags = ", ".join(f.replace("_", " ") for f in row.flags)
+            t.add_row(str(row.rank) if row.rank else "–", row.group_label or "–", row.name, str(s.n),
+                      fmt(s.mean), ci, vb, vm, risk.level if risk else "–", f"[yellow]{flags}[/]" if flags else "")
+        console.print(t)
+        for cw, mean in wr.ceiling:
+            console.print(f"  ceiling (null-co, {cw.axes['bus']}): {fmt(mean)} — the fastest the virtual I/O "
+                          "path goes on this host")
+        console.print(f"  [dim]{r.test_description}. Same group letter = not significantly different; "
+                      "cells flagged 'too few runs' or 'too noisy' are listed, never ranked.[/]")
+        if r.best is None:
+            console.print("  [yellow]no cell is eligible to be called the best: too few runs or too noisy[/]")
+    _warn_tcg(accels)
+
+
+def _ratio(rc) -> str:  # type: ignore[no-untyped-def]
+    if rc is None or rc.ratio is None:
+        return "–"
+    if rc.low is None:
+        return f"{rc.ratio:.2f}×"
+    return f"{rc.ratio:.2f}× ({rc.low:.2f}–{rc.high:.2f})"
+
+
+@app.command()
+def compare(
+    db_a: Annotated[Path, typer.Argument(help="Before (or host A).")],
+    db_b: Annotated[Path, typer.Argument(help="After (or host B).")],
+    sweep_a: Annotated[int | None, typer.Option(help="Sweep in DB_A (default: latest).")] = None,
+    sweep_b: Annotated[int | None, typer.Option(help="Sweep in DB_B (default: latest).")] = None,
+    metric: Annotated[str | None, typer.Option(help="Metric (default: each workload's primary).")] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="Also list cells that did not change.")] = False,
+) -> None:
+    """Cells that changed significantly between two sweeps (Welch, Holm-corrected), and by how much."""
+    from iomatrix.report.query import pick_sweep
+    from iomatrix.report.rank import compare_stores
+
+    a, b = _open(db_a), _open(db_b)
+    changes = compare_stores(a, pick_sweep(a, sweep_a), b, pick_sweep(b, sweep_b), metric)
+    sig = [c for c in changes if c.significant]
+    console.print(f"{len(sig)} of {len(changes)} cell × workload figures changed significantly "
+                  "(Welch's t-test, Holm-corrected, α=0.05)")
+    t = Table("cell · workload · metric", "A mean", "B mean", "B/A", "95% CI", "p (Holm)", "", box=None)
+    for c in sorted(changes, key=lambda c: (not c.significant, c.p_adjusted if c.p_adjusted is not None else 1)):
+        if not (c.significant or show_all):
+            continue
+        ci = "–" if c.ratio.low is None else f"{c.ratio.low:.3f}–{c.ratio.high:.3f}"
+        t.add_row(c.key, fmt(c.a.mean), fmt(c.b.mean), f"{c.ratio.ratio:.3f}" if c.ratio.ratio else "–", ci,
+                  "–" if c.p_adjusted is None else f"{c.p_adjusted:.3g}", "[bold]changed[/]" if c.significant
+                  else "")
+    console.print(t)
+
+
 @app.command()
 def monitor(
     run_id: Annotated[int, typer.Option("--run", help="Run id (see 'iomatrix results --format json').")],
@@ -275,7 +373,7 @@ def main() -> None:
         sys.exit(130)
     except typer.Exit as e:
         sys.exit(e.exit_code)
-    except (typer.Abort,):
+    except typer.Abort:
         sys.exit(1)
     except Exception as e:  # click usage errors
         import click

@@ -20,6 +20,7 @@ from typing import Any
 
 from iomatrix import workloads as wl
 from iomatrix.backing.provision import BackingHandle, provision
+from iomatrix.errors import UserError
 from iomatrix.fio.jobs import JobShape, page_cache_method
 from iomatrix.hygiene import modifier_wrapper, prepare_cache
 from iomatrix.matrix import NA, BackingFacts, Cell, Expansion, Unit, expand
@@ -126,6 +127,10 @@ class SweepRunner:
         self.opts = options
         self.progress = progress or Progress()
         self.expansion = plan_expansion(plan, base_dir, options.allowed_devices)
+        if not self.expansion.units:
+            first = self.expansion.pruned[0].reason if self.expansion.pruned else "the plan expands to no cell"
+            raise UserError(f"nothing to run: every cell of plan '{plan.name}' was pruned ({first})",
+                            hint=f"see 'iomatrix plan {plan.name} --explain'")
         self.tier_factory = tier_factory or default_tier_factory
         self.tiers: dict[str, Tier] = {}
         self.handles: dict[str, BackingHandle] = {}

@@ -5,15 +5,15 @@ from __future__ import annotations
 import sys
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-    TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from iomatrix import runner
 from iomatrix.matrix import Unit
 from iomatrix.tiers.base import RunOutcome
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# Piped output (CI logs, `| less`) gets wide lines instead of rich's 80-column default.
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
 
 TCG_WARNING = ("TCG: guests ran under software emulation. Compare guest cells with each other; do not quote "
                "their absolute figures as KVM performance.")

@@ -59,9 +59,10 @@ def _workload_lines(w: Workload) -> list[str]:
 
 
 def _timing_lines(shape: JobShape) -> list[str]:
-    lines = ["time_based=1", f"runtime={shape.runtime_s:g}s"]
+    # Milliseconds: fio truncates fractional seconds ("0.5s" runs ~0.26 s).
+    lines = ["time_based=1", f"runtime={round(shape.runtime_s * 1000)}ms"]
     if shape.ramp_s:
-        lines.append(f"ramp_time={shape.ramp_s:g}s")
+        lines.append(f"ramp_time={round(shape.ramp_s * 1000)}ms")
     return lines
 
 

@@ -59,7 +59,12 @@ def load_plan(name_or_path: str) -> tuple[Plan, Path | None]:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        # tomllib's message already ends with "(at line L, column C)".
-        raise UserError(f"{source}: malformed TOML: {err}") from None
+        # tomllib's message ends with "(at line L, column C)", or "(at end of document)".
+        msg = str(err)
+        if msg.endswith("(at end of document)"):
+            lines = text.splitlines() or [""]
+            msg = msg.replace("(at end of document)",
+                              f"(at end of document: line {len(lines)}, column {len(lines[-1]) + 1})")
+        raise UserError(f"{source}: malformed TOML: {msg}") from None
     data.setdefault("name", path.stem if base else name_or_path)
     return plan_from_dict(data, source), base

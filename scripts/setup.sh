@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Install everything iomatrix needs on a Debian/Ubuntu host, idempotently:
+# Debian packages, a Python virtualenv with iomatrix and its dependencies in
+# .venv/, and the guest kernel + initramfs (cached under ~/.cache/iomatrix).
+# Safe to run again: each step checks before it acts.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$here"
+
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then exec sudo -E "$0" "$@"; fi
+    echo "setup.sh: run as root (apt-get, loop devices, drop_caches need it)" >&2
+    exit 2
+fi
+
+# Why each package: qemu-system-x86/qemu-utils run guests and create images;
+# fio is the workload on bare metal and (copied into the initramfs) in guests;
+# e2fsprogs/xfsprogs/btrfs-progs make backing and guest filesystems;
+# eatmydata is the host modifier axis; busybox-static, kmod (depmod), cpio and
+# zstd build the guest initramfs; python3-venv holds the Python dependencies.
+packages=(python3 python3-venv python3-pip qemu-system-x86 qemu-utils fio e2fsprogs xfsprogs btrfs-progs
+          eatmydata busybox-static kmod cpio zstd gzip util-linux mount procps ca-certificates)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "setup: installing Debian packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+    echo "setup: Debian packages present"
+fi
+
+# Python: a virtualenv beside the checkout. Prefer python3 on PATH when it is >= 3.11.
+py="$(command -v python3)"
+if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then py=/usr/bin/python3; fi
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    echo "setup: creating .venv with $py"
+    rm -rf .venv
+    "$py" -m venv .venv
+fi
+stamp=.venv/.iomatrix-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! .venv/bin/python -c 'import iomatrix' 2>/dev/null; then
+    echo "setup: installing iomatrix and its Python dependencies into .venv"
+    .venv/bin/python -m pip install -q --upgrade pip
+    .venv/bin/python -m pip install -q -e ".[dev]"
+    touch "$stamp"
+else
+    echo "setup: Python environment up to date"
+fi
+
+# Guest kernel + initramfs with fio (cached; rebuilt only when versions change).
+.venv/bin/iomatrix guest build
+echo "setup: done"

@@ -1,0 +1,421 @@
+"""Create a backing for the duration of a `with` block, and always take it down.
+
+    with provision(spec, workdir, allowed_devices) as handle:
+        # handle.kind == "dir": put images/fio files in handle.path
+        # handle.kind == "device": use handle.path (a block device node) whole
+        ...
+
+Every created thing is recorded in the leftovers ledger *before* it is created
+and dropped from it after teardown, so `iomatrix clean` can finish the job after
+a `kill -9`.  Teardown runs on success, on exceptions and on KeyboardInterrupt; a
+Ctrl-C that arrives during teardown is held back until teardown is done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from iomatrix.backing import leftovers
+from iomatrix.backing.spec import (
+    BackingSpec,
+    BlockdevBacking,
+    DirBacking,
+    LoopfsBacking,
+    LvmBacking,
+    TmpfsBacking,
+    ZfsBacking,
+    format_size,
+)
+from iomatrix.errors import UserError
+from iomatrix.safety import (
+    _read,
+    check_destroyable,
+    loop_backing_file,
+    parent_disk,
+    parse_mountinfo,
+    path_devices,
+    sysfs_dir,
+)
+
+BACKINGS_DIR = "backings"
+
+
+@dataclass
+class BackingHandle:
+    """A provisioned backing: where to put data, and what to record with every result."""
+
+    label: str
+    kind: Literal["dir", "device"]
+    path: Path  # the directory for files, or the device node
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------
+# host metadata
+# ---------------------------------------------------------------------------------------------
+
+
+def _active_scheduler(text: str | None) -> str | None:
+    if not text:
+        return None
+    m = re.search(r"\[([^\]]+)\]", text)
+    return m.group(1) if m else text.split()[0]
+
+
+def device_info(devnum: tuple[int, int], _depth: int = 0) -> dict[str, Any] | None:
+    """Model, rotational flag, scheduler, size of a block device (from /sys/block/<disk>/...).
+
+    For a loop device also `loop_backing_file` and `underlying` (the disk holding the
+    backing file); for dm/md, `slaves`.
+    """
+    sysdir = sysfs_dir(*devnum)
+    if sysdir is None:
+        return None
+    disk = parent_disk(sysdir)
+    info: dict[str, Any] = {
+        "name": sysdir.name,
+        "node": f"/dev/{sysdir.name}",
+        "devnum": f"{devnum[0]}:{devnum[1]}",
+        "disk": disk.name,
+        "model": _read(disk / "device" / "model") or None,
+        "vendor": _read(disk / "device" / "vendor") or None,
+        "rotational": _read(disk / "queue" / "rotational") == "1",
+        "scheduler": _active_scheduler(_read(disk / "queue" / "scheduler")),
+        "size_bytes": int(_read(sysdir / "size") or 0) * 512,
+    }
+    backing = loop_backing_file(disk)
+    if backing:
+        info["loop_backing_file"] = backing
+        info["loop_direct_io"] = _read(disk / "loop" / "dio") == "1"
+        if _depth < 4:
+            try:
+                nums = path_devices(backing.removesuffix(" (deleted)"))
+            except OSError:
+                nums = []
+            if nums:
+                info["underlying"] = device_info(nums[0], _depth + 1)
+    slaves = disk / "slaves"
+    if slaves.is_dir():
+        names = sorted(s.name for s in slaves.iterdir())
+        if names:
+            info["slaves"] = names
+    return info
+
+
+def physical_of(info: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The bottom-most device of a device_info chain (the disk under a loop's file)."""
+    while info and info.get("underlying"):
+        info = info["underlying"]
+    if info:
+        return {k: info.get(k) for k in ("node", "disk", "model", "vendor", "rotational", "scheduler")}
+    return None
+
+
+def mount_of(path: Path) -> dict[str, str] | None:
+    """The mountinfo entry of the filesystem holding `path` (innermost, last-mounted)."""
+    real = os.path.realpath(path)
+    best = None
+    for m in parse_mountinfo():
+        mp = m["mountpoint"]
+        inside = real == mp or real.startswith(mp.rstrip("/") + "/")
+        if inside and (best is None or len(mp) >= len(best["mountpoint"])):
+            best = m
+    return best
+
+
+def fs_metadata(path: Path) -> dict[str, Any]:
+    """Filesystem, mount and device facts for a directory."""
+    m = mount_of(path)
+    meta: dict[str, Any] = {"fs_type": None, "mountpoint": None, "source": None,
+                            "mount_options_effective": None, "device": None}
+    if m is None:
+        return meta
+    meta.update(fs_type=m["fstype"], mountpoint=m["mountpoint"], source=m["source"],
+                mount_options_effective=",".join(x for x in (m["mount_options"], m["super_options"]) if x))
+    try:
+        nums = path_devices(path)
+    except OSError:
+        nums = []
+    if nums:
+        meta["device"] = device_info(nums[0])
+    return meta
+
+
+def device_metadata(device: Path) -> dict[str, Any]:
+    st = os.stat(device)
+    info = device_info((os.major(st.st_rdev), os.minor(st.st_rdev)))
+    return {"fs_type": None, "mountpoint": None, "source": str(device),
+            "mount_options_effective": None, "device": info}
+
+
+def probe_o_direct(directory: Path) -> bool:
+    """Can a file in `directory` be opened with O_DIRECT? (tmpfs accepts it since Linux 6.6.)"""
+    probe = directory / f".iomatrix-odirect-{os.getpid()}"
+    try:
+        fd = os.open(probe, os.O_CREAT | os.O_WRONLY | os.O_DIRECT, 0o600)
+    except OSError:
+        return False
+    else:
+        os.close(fd)
+        return True
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink()
+
+
+# ---------------------------------------------------------------------------------------------
+# teardown machinery
+# ---------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Hold back SIGINT while tearing down (main thread only); re-raise it afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    except ValueError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt  # only reached when teardown itself did not raise
+
+
+class _Teardown:
+    """Undo steps recorded in the ledger; run newest first, stop at the first failure."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.chain = secrets.token_hex(4)
+        self.steps: list[tuple[str, Callable[[], object]]] = []  # (entry id, action)
+
+    def record(self, kind: leftovers.EntryKind, target: str | Path, action: Callable[[], object],
+               **info: Any) -> str:
+        entry_id = leftovers.record(self.workdir, kind, target, chain=self.chain, **info)
+        self.steps.append((entry_id, action))
+        return entry_id
+
+    def run(self, in_flight: BaseException | None) -> None:
+        """Undo everything; with an exception in flight, report failures as a note on it."""
+        with _sigint_deferred():
+            while self.steps:
+                entry_id, action = self.steps[-1]
+                try:
+                    action()
+                except (leftovers.LeftoverError, OSError, subprocess.SubprocessError) as exc:
+                    msg = (f"teardown incomplete: {exc}; what is left is recorded in "
+                           f"{leftovers.state_path(self.workdir)}")
+                    hint = f"run: iomatrix clean {self.workdir}"
+                    if in_flight is not None:
+                        in_flight.add_note(f"{msg} ({hint})")
+                        return
+                    raise UserError(msg, hint=hint) from exc
+                leftovers.release(self.workdir, entry_id)
+                self.steps.pop()
+
+
+def _check(argv: list[str], what: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise UserError(f"{what}: '{argv[0]}' is not installed") from None
+    if out.returncode != 0:
+        err = (out.stderr or out.stdout).strip().splitlines()
+        raise UserError(f"{what} failed: {' '.join(argv)}: {err[-1] if err else f'exit {out.returncode}'}")
+    return out
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:40] or "backing"
+
+
+def _scratch_dir(td: _Teardown, base: Path, label: str) -> Path:
+    d = base / f"{_slug(label)}-{os.getpid()}-{secrets.token_hex(3)}"
+    td.record("path", d, lambda: leftovers.undo_path(str(d)))
+    d.mkdir(parents=True)
+    return d
+
+
+def _wait_for(path: Path, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise UserError(f"{path} did not appear within {seconds:.0f} s (udev?)")
+        time.sleep(0.1)
+
+
+# ---------------------------------------------------------------------------------------------
+# per-type setup
+# ---------------------------------------------------------------------------------------------
+
+
+def _setup_dir(spec: DirBacking, workdir: Path, td: _Teardown) -> tuple[Path, dict[str, Any]]:
+    base = spec.path if spec.path is not None else workdir / BACKINGS_DIR
+    d = _scratch_dir(td, Path(os.path.realpath(base)), "dir")
+    return d, {**fs_metadata(d), "base_dir": str(base), "o_direct_probe": probe_o_direct(d)}
+
+
+def _mkfs_argv(spec: LoopfsBacking, device: str) -> list[str]:
+    opts = list(spec.mkfs_options)
+    if spec.fs == "ext4" and not any(o.startswith("-E") for o in opts):
+        # no background inode-table/journal zeroing (ext4lazyinit) during measurements
+        opts = ["-E", "lazy_itable_init=0,lazy_journal_init=0", *opts]
+    return [f"mkfs.{spec.fs}", "-q", *opts, device]
+
+
+def _setup_loopfs(spec: LoopfsBacking, workdir: Path, td: _Teardown) -> tuple[Path, dict[str, Any]]:
+    scratch = _scratch_dir(td, workdir / BACKINGS_DIR, spec.label())
+    image = scratch / "disk.img"
+    fd = os.open(image, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    try:
+        os.ftruncate(fd, spec.size)  # sparse
+    finally:
+        os.close(fd)
+
+    # recorded by backing file: clean finds the loop device even if we die inside losetup
+    loop_id = td.record("loop", image, lambda: leftovers.undo_loop(str(image)))
+    device = _check(["losetup", "--find", "--show", str(image)], "attaching a loop device").stdout.strip()
+    leftovers.update(workdir, loop_id, device=device)
+
+    mkfs = _mkfs_argv(spec, device)
+    _check(mkfs, f"mkfs.{spec.fs}")
+
+    mnt = scratch / "mnt"
+    td.record("mount", mnt, lambda: leftovers.undo_mount(str(mnt), device), source=device)
+    mnt.mkdir()
+    argv = ["mount", "-t", spec.fs]
+    if spec.mount_options:
+        argv += ["-o", ",".join(spec.mount_options)]
+    _check([*argv, device, str(mnt)], "mounting the loop filesystem")
+    meta = fs_metadata(mnt)
+    meta.update(mkfs_argv=mkfs, mkfs_options=list(spec.mkfs_options), mount_options=list(spec.mount_options),
+                size_bytes=spec.size, backing_file=str(image), o_direct_probe=probe_o_direct(mnt))
+    return mnt, meta
+
+
+def _setup_tmpfs(spec: TmpfsBacking, workdir: Path, td: _Teardown) -> tuple[Path, dict[str, Any]]:
+    scratch = _scratch_dir(td, workdir / BACKINGS_DIR, "tmpfs")
+    mnt = scratch / "mnt"
+    source = f"iomatrix-tmpfs-{td.chain}"
+    td.record("mount", mnt, lambda: leftovers.undo_mount(str(mnt), source), source=source)
+    mnt.mkdir()
+    opts = f"size={spec.size},mode=0755"
+    _check(["mount", "-t", "tmpfs", "-o", opts, source, str(mnt)], "mounting tmpfs")
+    meta = fs_metadata(mnt)
+    meta.update(mount_options=[opts], size_bytes=spec.size, o_direct_probe=probe_o_direct(mnt))
+    return mnt, meta
+
+
+def _setup_blockdev(spec: BlockdevBacking, workdir: Path, td: _Teardown,
+                    allowed: set[Path]) -> tuple[Path, dict[str, Any]]:
+    check_destroyable(spec.device, allowed)
+    return spec.device, device_metadata(spec.device)
+
+
+def _setup_lvm(spec: LvmBacking, workdir: Path, td: _Teardown) -> tuple[Path, dict[str, Any]]:
+    lv = f"iomx-{os.getpid()}-{secrets.token_hex(3)}"
+    target = f"{spec.vg}/{lv}"
+    mib = -(-spec.size // (1 << 20))
+    td.record("lv", target, lambda: leftovers.undo_lv(target))
+    _check(["lvcreate", "--yes", "--wipesignatures", "y", "--name", lv, "--size", f"{mib}m", spec.vg],
+           "lvcreate")
+    dev = Path("/dev") / spec.vg / lv
+    _wait_for(dev)
+    meta = device_metadata(dev)
+    meta.update(lv=target, size_bytes=mib << 20)
+    return dev, meta
+
+
+def _setup_zfs(spec: ZfsBacking, workdir: Path, td: _Teardown) -> tuple[Path, dict[str, Any]]:
+    name = f"{spec.pool}/iomx-{os.getpid()}-{secrets.token_hex(3)}"
+    if spec.zfs_kind == "zvol":
+        assert spec.size is not None
+        mib = -(-spec.size // (1 << 20))
+        td.record("zfs", name, lambda: leftovers.undo_zfs(name))
+        _check(["zfs", "create", "-V", f"{mib}M", name], "zfs create (zvol)")
+        dev = Path("/dev/zvol") / name
+        _wait_for(dev)
+        meta = device_metadata(dev)
+        meta.update(zfs_name=name, size_bytes=mib << 20)
+        return dev, meta
+    scratch = _scratch_dir(td, workdir / BACKINGS_DIR, "zfs")
+    mnt = scratch / "mnt"
+    argv = ["zfs", "create", "-o", f"mountpoint={mnt}"]
+    if spec.size is not None:
+        argv += ["-o", f"quota={format_size(spec.size)}"]
+    td.record("zfs", name, lambda: leftovers.undo_zfs(name))  # destroy also unmounts
+    _check([*argv, name], "zfs create (dataset)")
+    meta = fs_metadata(mnt)
+    meta.update(zfs_name=name, size_bytes=spec.size, o_direct_probe=probe_o_direct(mnt))
+    return mnt, meta
+
+
+# ---------------------------------------------------------------------------------------------
+# provision
+# ---------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def provision(spec: BackingSpec, workdir: Path, allowed_devices: set[Path]) -> Iterator[BackingHandle]:
+    """Create `spec` under `workdir`, yield a BackingHandle, and tear it down on exit."""
+    reason = spec.availability(allowed_devices)
+    if reason is not None:
+        raise UserError(f"backing {spec.label()} is not available here: {reason}")
+    Path(workdir).mkdir(parents=True, exist_ok=True)
+    workdir = Path(os.path.realpath(workdir))  # mountinfo shows real paths
+    td = _Teardown(workdir)
+    try:
+        if isinstance(spec, DirBacking):
+            path, meta = _setup_dir(spec, workdir, td)
+        elif isinstance(spec, LoopfsBacking):
+            path, meta = _setup_loopfs(spec, workdir, td)
+        elif isinstance(spec, TmpfsBacking):
+            path, meta = _setup_tmpfs(spec, workdir, td)
+        elif isinstance(spec, BlockdevBacking):
+            path, meta = _setup_blockdev(spec, workdir, td, allowed_devices)
+        elif isinstance(spec, LvmBacking):
+            path, meta = _setup_lvm(spec, workdir, td)
+        elif isinstance(spec, ZfsBacking):
+            path, meta = _setup_zfs(spec, workdir, td)
+        else:  # pragma: no cover
+            raise TypeError(f"unknown backing spec {spec!r}")
+        dev = meta.get("device")
+        metadata: dict[str, Any] = {
+            "backing_type": spec.type,
+            "backing_label": spec.label(),
+            "backing_spec": spec.model_dump(mode="json", by_alias=True),
+            "kind": spec.kind,
+            "o_direct_supported": spec.supports_o_direct(),
+            "mkfs_options": None,
+            "mount_options": None,
+            **meta,
+            "physical_device": physical_of(dev),
+        }
+        handle = BackingHandle(label=spec.label(), kind=spec.kind, path=path, metadata=metadata)
+    except BaseException as exc:
+        td.run(in_flight=exc)
+        raise
+    try:
+        yield handle
+    except BaseException as exc:
+        td.run(in_flight=exc)
+        raise
+    td.run(in_flight=None)

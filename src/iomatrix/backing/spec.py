@@ -1,0 +1,328 @@
+"""Host storage backings: the `[[backing]]` tables of a plan.
+
+Each backing says *where* the images / fio files of a cell live on the host:
+a plain directory, a fresh filesystem on a loop device, a whole block device,
+tmpfs, an LVM logical volume or a ZFS dataset/zvol.  The models here are pure:
+they validate, label and decide availability; `iomatrix.backing.provision`
+creates and tears them down.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
+
+from iomatrix.errors import UserError
+from iomatrix.hostcmd import PACKAGE_OF
+
+BACKING_TYPES = ("dir", "loopfs", "blockdev", "tmpfs", "lvm", "zfs")
+LOOP_FILESYSTEMS = ("ext4", "xfs", "btrfs")
+
+# Smallest filesystems mkfs accepts (measured: mkfs.xfs 6.1 refuses < 300 MiB,
+# mkfs.btrfs 6.2 refuses 64 MiB and accepts 110 MiB).
+MIN_FS_SIZE = {"ext4": 16 << 20, "xfs": 300 << 20, "btrfs": 128 << 20}
+
+_UNITS = {
+    "": 1, "b": 1,
+    "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
+    "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
+    "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
+    "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40,
+}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+SIZE_EXAMPLE = ('use a number with a binary unit, e.g. "4G", "512M" or "1.5G" '
+                "(K/M/G/T = KiB/MiB/GiB/TiB)")
+
+
+def parse_size(value: object) -> int:
+    """Parse "4G", "512M", "1.5GiB", "300MB" or an int into bytes (units are binary)."""
+    if isinstance(value, bool):
+        raise ValueError(f"bad size {value!r}: {SIZE_EXAMPLE}")
+    if isinstance(value, int):
+        size = value
+    elif isinstance(value, str):
+        m = _SIZE_RE.match(value)
+        unit = m.group(2).lower() if m else None
+        if m is None or unit not in _UNITS:
+            raise ValueError(f"bad size {value!r}: {SIZE_EXAMPLE}")
+        size = int(float(m.group(1)) * _UNITS[unit])
+    else:
+        raise ValueError(f"bad size {value!r}: {SIZE_EXAMPLE}")
+    if size <= 0:
+        raise ValueError(f"bad size {value!r}: must be > 0; {SIZE_EXAMPLE}")
+    return size
+
+
+def format_size(size: int) -> str:
+    """Shortest exact human form: 4294967296 -> "4G", 1536 MiB -> "1536M"."""
+    for suffix, mult in (("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if size % mult == 0:
+            return f"{size // mult}{suffix}"
+    return str(size)
+
+
+Size = Annotated[int, BeforeValidator(parse_size), PlainSerializer(format_size, return_type=str)]
+
+
+def _missing_tools(*programs: str) -> str | None:
+    for prog in programs:
+        if shutil.which(prog) is None:
+            return f"'{prog}' is not installed (apt-get install {PACKAGE_OF.get(prog, prog)})"
+    return None
+
+
+def _not_root(what: str) -> str | None:
+    if os.geteuid() != 0:
+        return f"not root: {what} needs root (run iomatrix as root or drop this backing)"
+    return None
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = Field(default=None, description="optional label overriding the derived one")
+
+    # -- interface every backing implements -------------------------------------------------
+    def _derived_label(self) -> str:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def label(self) -> str:
+        """Short, stable label used in results and reports ("ext4-loop", "tmpfs", ...)."""
+        return self.name or self._derived_label()
+
+    @property
+    def kind(self) -> Literal["dir", "device"]:
+        """Where images/fio files go: "dir" (files in a directory) or "device" (the whole device)."""
+        return "dir"
+
+    def supports_o_direct(self) -> bool:
+        """Whether cache=none/directsync (O_DIRECT) can run on this backing."""
+        return True
+
+    def availability(self, allowed_devices: set[Path]) -> str | None:
+        """None if this backing can be provisioned on this host, else the reason."""
+        return None
+
+
+class DirBacking(_Spec):
+    """An existing directory (default: the plan's working directory)."""
+
+    type: Literal["dir"] = "dir"
+    path: Path | None = None
+
+    def _derived_label(self) -> str:
+        return "dir" if self.path is None else f"dir:{self.path}"
+
+    def availability(self, allowed_devices: set[Path]) -> str | None:
+        if self.path is None:
+            return None
+        if not self.path.is_dir():
+            return f"directory {self.path} does not exist (create it or fix 'path')"
+        if not os.access(self.path, os.W_OK | os.X_OK):
+            return f"directory {self.path} is not writable by this user"
+        return None
+
+
+class LoopfsBacking(_Spec):
+    """A fresh filesystem on a loop device over a sparse file in the working directory."""
+
+    type: Literal["loopfs"] = "loopfs"
+    fs: Literal["ext4", "xfs", "btrfs"]
+    size: Size
+    mkfs_options: tuple[str, ...] = ()
+    mount_options: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _check_min_size(self) -> LoopfsBacking:
+        minimum = MIN_FS_SIZE[self.fs]
+        if self.size < minimum:
+            raise ValueError(
+                f"size {format_size(self.size)} is too small for {self.fs}: mkfs.{self.fs} needs at "
+                f"least {format_size(minimum)}, e.g. size = \"{format_size(max(minimum, 1 << 30))}\"")
+        return self
+
+    def _derived_label(self) -> str:
+        label = f"{self.fs}-loop"
+        if self.mkfs_options:
+            label += "[" + " ".join(self.mkfs_options) + "]"
+        if self.mount_options:
+            label += "(" + ",".join(self.mount_options) + ")"
+        return label
+
+    def availability(self, allowed_devices: set[Path]) -> str | None:
+        return (_missing_tools("losetup", f"mkfs.{self.fs}", "mount", "umount")
+                or _not_root("a loop device and mount")
+                or (None if Path("/dev/loop-control").exists()
+                    else "/dev/loop-control is missing (modprobe loop)"))
+
+
+class BlockdevBacking(_Spec):
+    """A whole block device whose contents may be destroyed (needs --allow-destroy DEVICE)."""
+
+    type: Literal["blockdev"] = "blockdev"
+    device: Path
+
+    def _derived_label(self) -> str:
+        return f"blockdev:{self.device}"
+
+    @property
+    def kind(self) -> Literal["dir", "device"]:
+        return "device"
+
+    def availability(self, allowed_devices: set[Path]) -> str | None:
+        from iomatrix.safety import check_destroyable
+
+        try:
+            check_destroyable(self.device, allowed_devices)
+        except UserError as exc:
+            return exc.one_line()
+        return None
+
+
+class TmpfsBacking(_Spec):
+    """A tmpfs mounted under the working directory (RAM: no O_DIRECT)."""
+
+    type: Literal["tmpfs"] = "tmpfs"
+    size: Size
+
+    def _derived_label(self) -> str:
+        return "tmpfs"
+
+    def supports_o_direct(self) -> bool:
+        return False
+
+    def availability(self, allowed_devices: set[Path]) -> str | None:
+        return _missing_tools("mount", "umount") or _not_root("mounting tmpfs")
+
+
+def _quiet(argv: list[str]) -> subprocess.CompletedProcess[str] | None:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+class LvmBacking(_Spec):
+    """A fresh logical volume in an existing volume group (used as a whole device)."""
+
+    type: Literal["lvm"] = "lvm"
+    vg: str = Field(pattern=r"^[A-Za-z0-9+_.][A-Za-z0-9+_.-]*$")
+    size: Size
+
+    def _derived_label(self) -> str:
+        return f"lvm:{self.vg}"
+
+    @property
+    def kind(self) -> Literal["dir", "device"]:
+        return "device"
+
+    def availability(self, allowed_devices: set[Path]) -> str | None:
+        reason = (_missing_tools("lvcreate", "lvremove", "vgs")
+                  or _not_root("creating a logical volume")
+                  or (None if Path("/dev/mapper/control").exists()
+                      else "device-mapper is not available on this host (/dev/mapper/control missing)"))
+        if reason:
+            return reason
+        out = _quiet(["vgs", "--noheadings", "-o", "vg_name", self.vg])
+        if out is None or out.returncode != 0 or out.stdout.strip() != self.vg:
+            return f"volume group '{self.vg}' does not exist (see: vgs)"
+        return None
+
+
+class ZfsBacking(_Spec):
+    """A fresh ZFS dataset (files, no O_DIRECT) or zvol (whole device) in an existing pool."""
+
+    type: Literal["zfs"] = "zfs"
+    pool: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_.:/-]*$")
+    zfs_kind: Literal["dataset", "zvol"] = Field(alias="kind")
+    size: Size | None = None
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _zvol_needs_size(self) -> ZfsBacking:
+        if self.zfs_kind == "zvol" and self.size is None:
+            raise ValueError("a zvol needs a size, e.g. size = \"8G\"")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump_kind_as_written(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # the TOML field is `kind`; the attribute is `zfs_kind` because `kind` means dir/device
+        data = handler(self)
+        if isinstance(data, dict) and "zfs_kind" in data:
+            data["kind"] = data.pop("zfs_kind")
+        return data
+
+    def _derived_label(self) -> str:
+        return f"zfs:{self.pool}/{self.zfs_kind}"
+
+    @property
+    def kind(self) -> Literal["dir", "device"]:
+        return "device" if self.zfs_kind == "zvol" else "dir"
+
+    def supports_o_direct(self) -> bool:
+        # ZFS datasets refused O_DIRECT until OpenZFS 2.3; zvols are block devices and accept it.
+        return self.zfs_kind == "zvol"
+
+    def availability(self, allowed_devices: set[Path]) -> str | None:
+        reason = (_missing_tools("zfs")
+                  or _not_root("creating a ZFS dataset or zvol")
+                  or (None if Path("/dev/zfs").exists()
+                      else "the ZFS kernel module is not loaded (/dev/zfs missing)"))
+        if reason:
+            return reason
+        out = _quiet(["zfs", "list", "-H", "-o", "name", self.pool])
+        if out is None or out.returncode != 0:
+            return f"ZFS pool/dataset '{self.pool}' does not exist (see: zfs list)"
+        return None
+
+
+BackingSpec = Annotated[
+    DirBacking | LoopfsBacking | BlockdevBacking | TmpfsBacking | LvmBacking | ZfsBacking,
+    Field(discriminator="type"),
+]
+
+_ADAPTER: TypeAdapter[BackingSpec] = TypeAdapter(BackingSpec)
+
+
+def _describe(err: ValidationError, where: str) -> str:
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"][1:])  # drop the union tag
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "union_tag_invalid":
+            tag = e.get("input", {}).get("type") if isinstance(e.get("input"), dict) else None
+            msg = f"unknown backing type {tag!r}: valid types are {', '.join(BACKING_TYPES)}"
+            loc = "type"
+        elif e["type"] == "union_tag_not_found":
+            msg = f"missing 'type': valid types are {', '.join(BACKING_TYPES)}"
+            loc = "type"
+        elif e["type"] == "extra_forbidden":
+            msg = "unknown field"
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return f"{where}: " + "; ".join(parts)
+
+
+def parse_backing(data: dict, *, where: str = "[[backing]]") -> BackingSpec:
+    """Validate one `[[backing]]` table; raise UserError with a one-line explanation."""
+    try:
+        return _ADAPTER.validate_python(data)
+    except ValidationError as err:
+        raise UserError(_describe(err, where)) from None

@@ -1,0 +1,518 @@
+"""Run one guest: build the QEMU command line, pass the job in, time the phases, collect results.
+
+How a job travels:
+  * host → guest: fw_cfg files `opt/iomatrix/job` (shell assignments read by init.sh) and, for fio,
+    `opt/iomatrix/fio` (the job file; `filename=@DISK@` is replaced by the disk under test, which
+    init finds by its serial `iomx-test`, never by probe order).
+  * guest → host: the second serial port (ttyS1) carries only delimited blocks and timestamps
+    (`@@IOMX:MARK:<name>:<uptime>@@`, `@@IOMX:BEGIN:<name>@@ … @@IOMX:END:<name>@@`). It is QEMU's
+    stdout (a pipe): a reader thread stamps every line with the host clock as it arrives, which
+    splits the run into QEMU start / boot / workload / shutdown. ttyS0 (kernel + init messages) goes
+    to `console.log` in the run directory; its tail is reported on failure.
+
+Every QEMU child is registered until it has been reaped; `kill_all_guests()` (also run at exit and
+on SIGTERM while a guest runs in the main thread) kills them by pid.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from iomatrix.errors import UserError
+from iomatrix.guest.artifacts import BUS_MODULES, FS_MODULES, GuestArtifacts
+from iomatrix.guest.images import is_block_device
+from iomatrix.hostcmd import require
+
+if TYPE_CHECKING:
+    from iomatrix.guest.accel import AccelChoice
+
+DISK_PLACEHOLDER = "@DISK@"
+DISK_SERIAL = "iomx-test"
+TAR_SERIAL = "iomx-tar"
+KERNEL_CMDLINE = (
+    "console=ttyS0 quiet panic=-1 rdinit=/init 8250.nr_uarts=2 mitigations=off cryptomgr.notests "
+    "tsc=reliable no_timer_check random.trust_cpu=on i8042.noaux i8042.nopnp"
+)
+CONSOLE_TAIL_LINES = 40
+
+CacheMode = Literal["none", "writeback", "writethrough", "directsync", "unsafe"]
+AioMode = Literal["threads", "native", "io_uring"]
+Bus = Literal["virtio-blk", "virtio-scsi", "ide", "nvme", "sata"]
+DiskFormat = Literal["raw", "qcow2", "qed", "null"]
+JobKind = Literal["fio", "fs-read", "fs-write", "boot"]
+
+# cache mode -> (device write-cache, file node cache.direct, cache.no-flush); domain brief §1.
+CACHE_MODES: dict[str, tuple[bool, bool, bool]] = {
+    "writeback": (True, False, False),
+    "none": (True, True, False),
+    "writethrough": (False, False, False),
+    "directsync": (False, True, False),
+    "unsafe": (True, False, True),
+}
+AIO_MODES = ("threads", "native", "io_uring")
+BUSES = ("virtio-blk", "virtio-scsi", "ide", "nvme", "sata")
+FORMATS = ("raw", "qcow2", "qed", "null")
+
+
+@dataclass
+class DiskSpec:
+    """The disk under test. `target` is an image file or block device; None (format "null") is the
+    null-co ceiling: no storage at all, reads return zeroes."""
+
+    target: str | None
+    format: DiskFormat = "qcow2"
+    cache: CacheMode = "none"
+    aio: AioMode = "threads"
+    bus: Bus = "virtio-blk"
+    null_size_bytes: int = 1 << 30  # size of the null-co disk
+
+
+@dataclass
+class GuestJob:
+    """What the guest runs. kind="fio": `fio_job` is a fio job file whose filename is `@DISK@`.
+    kind="fs-read"/"fs-write": filesystem workloads on `fs` using `tarball`. kind="boot": nothing
+    (reports that it booted; used by the accelerator probe and the boot benchmark)."""
+
+    kind: JobKind
+    fio_job: str = ""
+    fs: Literal["ext4", "xfs"] = "ext4"
+    tarball: Path | None = None
+    write_mb: int = 128  # fs-write: size of each large sequential write
+    write_count: int = 3  # fs-write: how many of them
+
+
+@dataclass
+class GuestOutcome:
+    ok: bool
+    fio_json: dict | None
+    fs_result: dict | None
+    phases: dict[str, float]  # qemu_start_s, boot_to_workload_s, workload_s, shutdown_s, wall_s
+    console_tail: str
+    error: str | None
+    qemu_argv: list[str]
+    qemu_pid: int | None
+    disk_info: dict | None = None  # what the guest saw: device name, write_cache, size
+    marks: dict[str, float] = field(default_factory=dict)  # guest uptime at each init mark
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def _opt(value: str | Path) -> str:
+    """Escape a value for QEMU's key=value option syntax (commas are doubled)."""
+    return str(value).replace(",", ",,")
+
+
+def _onoff(flag: bool) -> str:
+    return "on" if flag else "off"
+
+
+def validate_disk(disk: DiskSpec) -> None:
+    """Refuse combinations QEMU would reject (or that make no sense) with a one-line fix."""
+    if disk.cache not in CACHE_MODES:
+        raise UserError(f"unknown cache mode '{disk.cache}'", hint=f"use one of: {', '.join(CACHE_MODES)}")
+    if disk.aio not in AIO_MODES:
+        raise UserError(f"unknown aio mode '{disk.aio}'", hint=f"use one of: {', '.join(AIO_MODES)}")
+    if disk.bus not in BUSES:
+        raise UserError(f"unknown bus '{disk.bus}'", hint=f"use one of: {', '.join(BUSES)}")
+    if disk.format not in FORMATS:
+        raise UserError(f"unknown disk format '{disk.format}'", hint=f"use one of: {', '.join(FORMATS)}")
+    if (disk.format == "null") != (disk.target is None):
+        raise UserError("the null ceiling has no target and every other format needs one",
+                        hint="use format='null' with target=None, or give an image path")
+    direct = CACHE_MODES[disk.cache][1]
+    if disk.format != "null" and disk.aio == "native" and not direct:
+        raise UserError(f"aio=native needs O_DIRECT, but cache={disk.cache} does not use it",
+                        hint="use cache=none or cache=directsync with aio=native, or aio=threads/io_uring")
+
+
+def blockdev_args(disk: DiskSpec, node: str = "d0") -> list[str]:
+    """`-blockdev` for the disk under test: format node over a file/host_device node (inline child).
+
+    cache.direct and cache.no-flush are set on both nodes (what `-drive cache=` does); the
+    write-cache half of the cache mode lives on the device (see device_args).
+    """
+    validate_disk(disk)
+    _wc, direct, no_flush = CACHE_MODES[disk.cache]
+    cache = f"cache.direct={_onoff(direct)},cache.no-flush={_onoff(no_flush)}"
+    if disk.format == "null":
+        spec = (f"driver=null-co,node-name={node},read-zeroes=on,size={disk.null_size_bytes},"
+                f"cache.no-flush={_onoff(no_flush)}")
+        return ["-blockdev", spec]
+    assert disk.target is not None
+    proto = "host_device" if is_block_device(Path(disk.target)) else "file"
+    spec = (f"driver={disk.format},node-name={node},{cache},"
+            f"file.driver={proto},file.filename={_opt(disk.target)},file.aio={disk.aio},"
+            f"file.cache.direct={_onoff(direct)},file.cache.no-flush={_onoff(no_flush)}")
+    return ["-blockdev", spec]
+
+
+def device_args(disk: DiskSpec, node: str = "d0", serial: str = DISK_SERIAL) -> list[str]:
+    """`-device` options attaching `node` on the disk's bus, with write-cache from the cache mode."""
+    wc = f"write-cache={_onoff(CACHE_MODES[disk.cache][0])}"
+    if disk.bus == "virtio-blk":
+        return ["-device", f"virtio-blk-pci,drive={node},serial={serial},{wc}"]
+    if disk.bus == "virtio-scsi":
+        return ["-device", "virtio-scsi-pci,id=scsi0",
+                "-device", f"scsi-hd,drive={node},bus=scsi0.0,serial={serial},{wc}"]
+    if disk.bus == "ide":
+        return ["-device", f"ide-hd,drive={node},bus=ide.0,serial={serial},{wc}"]
+    if disk.bus == "sata":
+        return ["-device", "ahci,id=ahci0", "-device", f"ide-hd,drive={node},bus=ahci0.0,serial={serial},{wc}"]
+    if disk.bus == "nvme":
+        return ["-device", f"nvme,drive={node},serial={serial},{wc}"]
+    raise UserError(f"unknown bus '{disk.bus}'", hint=f"use one of: {', '.join(BUSES)}")
+
+
+def accel_args(accel: str) -> list[str]:
+    if accel == "kvm":
+        return ["-accel", "kvm", "-cpu", "host"]
+    if accel == "tcg":
+        return ["-accel", "tcg,thread=multi", "-cpu", "max"]
+    raise UserError(f"unknown accelerator '{accel}'", hint="use kvm or tcg")
+
+
+def guest_modules(artifacts: GuestArtifacts, disk: DiskSpec | None, job: GuestJob) -> list[str]:
+    """Relative .ko paths this run must insmod, dependencies first (qemu_fw_cfg is loaded by init)."""
+    names: list[str] = []
+    if disk is not None and job.kind != "boot":
+        names += BUS_MODULES[disk.bus]
+    if job.kind in ("fs-read", "fs-write"):
+        names += BUS_MODULES["virtio-blk"]  # the tarball disk
+        names += FS_MODULES[job.fs]
+    return artifacts.modules_for(names)
+
+
+def job_env(artifacts: GuestArtifacts, disk: DiskSpec | None, job: GuestJob) -> str:
+    """The shell assignments init.sh sources from fw_cfg opt/iomatrix/job."""
+    env = {
+        "IOMX_KIND": job.kind,
+        "IOMX_MODULES": " ".join(guest_modules(artifacts, disk, job)),
+        "IOMX_DISK_SERIAL": DISK_SERIAL if (disk is not None and job.kind != "boot") else "",
+        "IOMX_TAR_SERIAL": TAR_SERIAL if job.kind in ("fs-read", "fs-write") else "",
+        "IOMX_FS": job.fs,
+        "IOMX_WRITE_MB": str(int(job.write_mb)),
+        "IOMX_WRITE_COUNT": str(int(job.write_count)),
+    }
+    return "".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items())
+
+
+def validate_job(job: GuestJob) -> None:
+    if job.kind == "fio":
+        if DISK_PLACEHOLDER not in job.fio_job:
+            raise UserError(f"the guest fio job must use filename={DISK_PLACEHOLDER}",
+                            hint="the guest replaces it with the disk under test")
+    elif job.kind in ("fs-read", "fs-write"):
+        if job.fs not in FS_MODULES:
+            raise UserError(f"unknown guest filesystem '{job.fs}'", hint="use ext4 or xfs")
+        if job.tarball is None or not Path(job.tarball).is_file():
+            raise UserError(f"filesystem job needs a tarball, got {job.tarball}",
+                            hint="create one with iomatrix.guest.tarball.ensure_tarball()")
+    elif job.kind != "boot":
+        raise UserError(f"unknown guest job kind '{job.kind}'", hint="use fio, fs-read, fs-write or boot")
+
+
+def build_argv(artifacts: GuestArtifacts, accel: str, disk: DiskSpec | None, job: GuestJob, run_dir: Path,
+               memory_mb: int = 512, wrapper: list[str] | None = None) -> list[str]:
+    """The full QEMU command line for one run (files referenced live in `run_dir`)."""
+    run_dir = Path(run_dir)
+    argv = list(wrapper or []) + [
+        require("qemu-system-x86_64"),
+        "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+        "-machine", "pc", *accel_args(accel), "-smp", "1", "-m", str(memory_mb),
+        "-kernel", str(artifacts.kernel), "-initrd", str(artifacts.initramfs),
+        "-append", KERNEL_CMDLINE,
+        "-chardev", f"file,id=con,path={_opt(run_dir / 'console.log')}", "-serial", "chardev:con",
+        "-chardev", "stdio,id=res,signal=off", "-serial", "chardev:res",
+        "-fw_cfg", f"name=opt/iomatrix/job,file={_opt(run_dir / 'job.env')}",
+    ]
+    if job.kind == "fio":
+        argv += ["-fw_cfg", f"name=opt/iomatrix/fio,file={_opt(run_dir / 'job.fio')}"]
+    if disk is not None:
+        argv += blockdev_args(disk) + device_args(disk)
+    if job.kind in ("fs-read", "fs-write"):
+        assert job.tarball is not None
+        argv += ["-blockdev", f"driver=raw,node-name=tar0,read-only=on,file.driver=file,"
+                              f"file.filename={_opt(job.tarball)},file.read-only=on",
+                 "-device", f"virtio-blk-pci,drive=tar0,serial={TAR_SERIAL}"]
+    return argv
+
+
+# --------------------------------------------------------------------------- results
+
+
+_MARK = re.compile(r"@@IOMX:MARK:([A-Za-z0-9_]+):([0-9.]+)@@")
+_BEGIN = re.compile(r"@@IOMX:BEGIN:([A-Za-z0-9_]+)@@")
+
+
+@dataclass
+class ResultStream:
+    marks: dict[str, float]
+    blocks: dict[str, str]
+
+
+def parse_result_stream(text: str) -> ResultStream:
+    """Marks and delimited blocks from the ttyS1 capture (CRs and stray text tolerated)."""
+    text = text.replace("\r", "")
+    marks: dict[str, float] = {}
+    for m in _MARK.finditer(text):
+        marks.setdefault(m.group(1), float(m.group(2)))
+    blocks: dict[str, str] = {}
+    for m in _BEGIN.finditer(text):
+        name = m.group(1)
+        end = text.find(f"@@IOMX:END:{name}@@", m.end())
+        if end >= 0:
+            blocks.setdefault(name, text[m.end():end].strip("\n"))
+    return ResultStream(marks, blocks)
+
+
+def extract_fio_json(text: str) -> dict | None:
+    """The fio JSON object in `text`, skipping anything fio printed around it (fio#731: error or log
+    lines can land in --output before or after the JSON). Returns None if there is none."""
+    decoder = json.JSONDecoder()
+    starts = [m.start() for m in re.finditer(r"(?m)^\{", text)]
+    starts += [i for i in (m.start() for m in re.finditer(r"\{", text)) if i not in set(starts)]
+    for i in starts:
+        try:
+            obj, _end = decoder.raw_decode(text, i)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and "jobs" in obj:
+            return obj
+    return None
+
+
+def fs_result_from_block(text: str) -> dict | None:
+    """The fs block → {"fs", "steps": {name: seconds}, "timed_s", "untimed_s"}."""
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        return None
+    steps = {s["name"]: round(float(s["end"]) - float(s["start"]), 3) for s in raw.get("steps", [])}
+    untimed = {"mkfs", "mount", "populate_extract", "populate_copy", "drop_caches"}
+    return {
+        "fs": raw.get("fs"),
+        "steps": steps,
+        "timed_s": round(sum(v for k, v in steps.items() if k not in untimed), 3),
+        "untimed_s": round(sum(v for k, v in steps.items() if k in untimed), 3),
+    }
+
+
+def console_tail(path: Path, lines: int = CONSOLE_TAIL_LINES) -> str:
+    try:
+        data = path.read_bytes()[-64 * 1024:]
+    except OSError:
+        return ""
+    text = data.decode("utf-8", "replace").replace("\r", "")
+    return "\n".join(text.splitlines()[-lines:])
+
+
+# --------------------------------------------------------------------------- live children
+
+
+_LIVE: dict[int, subprocess.Popen] = {}
+_LIVE_LOCK = threading.Lock()
+
+
+def kill_all_guests() -> int:
+    """SIGKILL every QEMU child this process started that is still registered; returns how many."""
+    with _LIVE_LOCK:
+        procs = list(_LIVE.values())
+    for p in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p.pid, signal.SIGKILL)
+    for p in procs:
+        with contextlib.suppress(Exception):
+            p.wait(timeout=10)
+        with _LIVE_LOCK:
+            _LIVE.pop(p.pid, None)
+    return len(procs)
+
+
+atexit.register(kill_all_guests)
+
+
+def live_guest_pids() -> list[int]:
+    with _LIVE_LOCK:
+        return list(_LIVE)
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: the kernel kills QEMU if we die
+
+
+class _SigtermGuard:
+    """While a guest runs in the main thread, turn SIGTERM into SystemExit so `finally` runs."""
+
+    def __init__(self) -> None:
+        self.installed = False
+        self.previous: object = None
+
+    def __enter__(self) -> _SigtermGuard:
+        if threading.current_thread() is threading.main_thread():
+            prev = signal.getsignal(signal.SIGTERM)
+            if prev in (signal.SIG_DFL, None):
+                self.previous = prev
+                signal.signal(signal.SIGTERM, self._handler)
+                self.installed = True
+        return self
+
+    @staticmethod
+    def _handler(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.installed:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if self.previous is None else self.previous)
+
+
+# --------------------------------------------------------------------------- run
+
+
+class _Reader(threading.Thread):
+    """Reads QEMU's stdout (ttyS1), keeps it, and stamps each mark with the host clock on arrival."""
+
+    def __init__(self, stream, sink: Path) -> None:
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.sink = sink
+        self.chunks: list[bytes] = []
+        self.host_marks: dict[str, float] = {}
+
+    def run(self) -> None:
+        with open(self.sink, "wb") as out:
+            for line in iter(self.stream.readline, b""):
+                now = time.monotonic()
+                self.chunks.append(line)
+                out.write(line)
+                for m in _MARK.finditer(line.decode("utf-8", "replace")):
+                    self.host_marks.setdefault(m.group(1), now)
+
+    def text(self) -> str:
+        return b"".join(self.chunks).decode("utf-8", "replace")
+
+
+def _phases(t_spawn: float, t_exit: float, host: dict[str, float], guest: dict[str, float]) -> dict[str, float]:
+    ph: dict[str, float] = {"wall_s": round(t_exit - t_spawn, 3)}
+    if "init" in host and "init" in guest:
+        # Before the guest clock starts: process start, firmware, kernel/initrd load.
+        ph["qemu_start_s"] = round(max(0.0, host["init"] - t_spawn - guest["init"]), 3)
+        ph["guest_init_s"] = round(guest["init"], 3)  # guest kernel start -> /init
+    if "modules" in guest and "init" in guest:
+        ph["module_load_s"] = round(guest["modules"] - guest["init"], 3)
+    if "workload_start" in host and "qemu_start_s" in ph:
+        ph["boot_to_workload_s"] = round(host["workload_start"] - t_spawn - ph["qemu_start_s"], 3)
+    if "workload_start" in guest and "workload_end" in guest:
+        ph["workload_s"] = round(guest["workload_end"] - guest["workload_start"], 3)
+    if "workload_end" in host:
+        ph["shutdown_s"] = round(max(0.0, t_exit - host["workload_end"]), 3)
+    return ph
+
+
+def run_guest(artifacts: GuestArtifacts, accel: AccelChoice | str, disk: DiskSpec | None, job: GuestJob,
+              run_dir: Path, timeout: float, on_start: Callable[[int], None] | None = None,
+              wrapper: list[str] | None = None, memory_mb: int = 512) -> GuestOutcome:
+    """Boot one guest, run `job` against `disk`, and return what happened.
+
+    The guest is killed by its pid after `timeout` seconds (ok=False, console tail kept). Files
+    written to `run_dir`: console.log, results.log (ttyS1), job.env, job.fio, qemu-stderr.log,
+    qemu.argv.
+    """
+    accel_name = accel if isinstance(accel, str) else accel.accel
+    validate_job(job)
+    if disk is not None:
+        validate_disk(disk)
+    if disk is None and job.kind != "boot":
+        raise UserError(f"a {job.kind} job needs a disk", hint="pass a DiskSpec")
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "job.env").write_text(job_env(artifacts, disk, job))
+    if job.kind == "fio":
+        (run_dir / "job.fio").write_text(job.fio_job if job.fio_job.endswith("\n") else job.fio_job + "\n")
+    argv = build_argv(artifacts, accel_name, disk, job, run_dir, memory_mb, wrapper)
+    (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
+    console = run_dir / "console.log"
+    console.unlink(missing_ok=True)
+
+    error: str | None = None
+    proc: subprocess.Popen | None = None
+    reader: _Reader | None = None
+    t_spawn = time.monotonic()
+    t_exit = t_spawn
+    with _SigtermGuard(), open(run_dir / "qemu-stderr.log", "wb") as err:
+        try:
+            t_spawn = time.monotonic()
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
+                                    start_new_session=True, preexec_fn=_die_with_parent)
+            with _LIVE_LOCK:
+                _LIVE[proc.pid] = proc
+            reader = _Reader(proc.stdout, run_dir / "results.log")
+            reader.start()
+            if on_start is not None:
+                on_start(proc.pid)
+            try:
+                rc = proc.wait(timeout=timeout)
+                t_exit = time.monotonic()
+                if rc != 0:
+                    error = f"QEMU exited with status {rc}"
+            except subprocess.TimeoutExpired:
+                t_exit = time.monotonic()
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+                error = f"guest did not finish within {timeout:g} s: killed QEMU (pid {proc.pid})"
+        finally:
+            if proc is not None:
+                if proc.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                with _LIVE_LOCK:
+                    _LIVE.pop(proc.pid, None)
+            if reader is not None:
+                reader.join(timeout=5)
+            if proc is not None and proc.stdout is not None:
+                proc.stdout.close()
+
+    assert proc is not None and reader is not None
+    stream = parse_result_stream(reader.text())
+    phases = _phases(t_spawn, t_exit, reader.host_marks, stream.marks)
+    stderr_text = (run_dir / "qemu-stderr.log").read_text(errors="replace").strip()
+    if error and stderr_text and "exited with status" in error:
+        error += f": {stderr_text.splitlines()[-1]}"
+    if "error" in stream.blocks:
+        error = (error + "; " if error else "") + "guest: " + " | ".join(stream.blocks["error"].splitlines())
+    disk_info = None
+    if "disk" in stream.blocks:
+        with contextlib.suppress(ValueError):
+            disk_info = json.loads(stream.blocks["disk"])
+    fio_json = extract_fio_json(stream.blocks["fio"]) if "fio" in stream.blocks else None
+    fs_result = fs_result_from_block(stream.blocks["fs"]) if "fs" in stream.blocks else None
+    if error is None:
+        if "done" not in stream.marks:
+            error = "guest stopped without reporting completion"
+        elif job.kind == "fio" and fio_json is None:
+            error = "guest fio produced no parsable JSON"
+        elif job.kind in ("fs-read", "fs-write") and fs_result is None:
+            error = "guest filesystem job produced no result"
+    return GuestOutcome(
+        ok=error is None, fio_json=fio_json, fs_result=fs_result, phases=phases,
+        console_tail=console_tail(console), error=error, qemu_argv=argv, qemu_pid=proc.pid,
+        disk_info=disk_info, marks=stream.marks,
+    )

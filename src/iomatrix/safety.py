@@ -1,0 +1,310 @@
+"""Device and path safety: iomatrix never destroys what the user did not hand over.
+
+`check_destroyable` is called before anything writes to a whole block device
+(a `blockdev` backing, or a raw device given to a guest); `check_workdir_path`
+before anything writes a file, so nothing lands outside the plan's working
+directory.  Both raise `UserError` with a one-line message naming the problem
+and the fix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+
+from iomatrix.errors import UserError
+
+SYS_DEV_BLOCK = Path("/sys/dev/block")
+MOUNTINFO = Path("/proc/self/mountinfo")
+PROC_SWAPS = Path("/proc/swaps")
+
+# ---------------------------------------------------------------------------------------------
+# sysfs helpers (shared with iomatrix.backing.provision)
+# ---------------------------------------------------------------------------------------------
+
+
+def devnum_of(device: Path) -> tuple[int, int]:
+    """(major, minor) of a block device node."""
+    st = os.stat(device)
+    return os.major(st.st_rdev), os.minor(st.st_rdev)
+
+
+def sysfs_dir(major: int, minor: int) -> Path | None:
+    """/sys/class/block/<name> directory (resolved) of a device number, or None."""
+    p = SYS_DEV_BLOCK / f"{major}:{minor}"
+    return p.resolve() if p.exists() else None
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _devnum_from_sysfs(d: Path) -> tuple[int, int] | None:
+    text = _read(d / "dev")
+    if not text or ":" not in text:
+        return None
+    ma, mi = text.split(":", 1)
+    return int(ma), int(mi)
+
+
+def partitions_of(sysdir: Path) -> list[Path]:
+    """sysfs dirs of the partitions of a whole disk."""
+    return sorted(c for c in sysdir.iterdir() if c.is_dir() and (c / "partition").exists())
+
+
+def parent_disk(sysdir: Path) -> Path:
+    """The whole-disk sysfs dir of a partition (itself for a whole disk)."""
+    return sysdir.parent if (sysdir / "partition").exists() else sysdir
+
+
+def loop_backing_file(sysdir: Path) -> str | None:
+    return _read(sysdir / "loop" / "backing_file")
+
+
+def lower_devices(devnum: tuple[int, int], _depth: int = 0) -> set[tuple[int, int]]:
+    """Every block device `devnum` is built on, itself included.
+
+    Follows partition -> disk, dm/md -> slaves, and loop -> the device holding its
+    backing file.
+    """
+    result = {devnum}
+    if _depth > 16:
+        return result
+    sysdir = sysfs_dir(*devnum)
+    if sysdir is None:
+        return result
+    parents: list[Path] = []
+    if (sysdir / "partition").exists():
+        parents.append(sysdir.parent)
+    slaves = sysdir / "slaves"
+    if slaves.is_dir():
+        parents.extend(s.resolve() for s in slaves.iterdir())
+    for p in parents:
+        num = _devnum_from_sysfs(p)
+        if num and num not in result:
+            result |= lower_devices(num, _depth + 1)
+    backing = loop_backing_file(sysdir)
+    if backing:
+        try:
+            nums = path_devices(backing.removesuffix(" (deleted)"))
+        except OSError:
+            nums = []
+        for num in nums:
+            if num not in result:
+                result |= lower_devices(num, _depth + 1)
+    return result
+
+
+def parse_mountinfo(text: str | None = None) -> list[dict[str, str]]:
+    """Entries of /proc/self/mountinfo: devnum "M:m", mountpoint, fstype, source, options."""
+    if text is None:
+        text = MOUNTINFO.read_text()
+    entries = []
+    for line in text.splitlines():
+        left, _, right = line.partition(" - ")
+        f = left.split()
+        r = right.split()
+        if len(f) < 6 or len(r) < 2:
+            continue
+        entries.append({
+            "devnum": f[2],
+            "root": _unescape(f[3]),
+            "mountpoint": _unescape(f[4]),
+            "mount_options": f[5],
+            "fstype": r[0],
+            "source": _unescape(r[1]),
+            "super_options": r[2] if len(r) > 2 else "",
+        })
+    return entries
+
+
+def _unescape(s: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \ooo octal
+    out, i = [], 0
+    while i < len(s):
+        if s[i] == "\\" and i + 4 <= len(s) and s[i + 1:i + 4].isdigit():
+            out.append(chr(int(s[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(s[i])
+            i += 1
+    return "".join(out)
+
+
+def fs_devices(major: int, minor: int) -> list[tuple[int, int]]:
+    """Block devices behind a filesystem st_dev; btrfs uses anonymous 0:N, so map via mount source."""
+    if major != 0:
+        return [(major, minor)]
+    found = []
+    for m in parse_mountinfo():
+        if m["devnum"] == f"{major}:{minor}" and m["source"].startswith("/dev/"):
+            with contextlib.suppress(OSError):
+                found.append(devnum_of(Path(m["source"])))
+    return found
+
+
+def path_devices(path: str | Path) -> list[tuple[int, int]]:
+    """Block devices holding the filesystem of `path` (via st_dev, else the mount source)."""
+    st = os.stat(path)
+    found = fs_devices(os.major(st.st_dev), os.minor(st.st_dev))
+    if found:
+        return found
+    # btrfs subvolumes report an anonymous st_dev that differs from mountinfo's: use the
+    # innermost mount holding the path
+    real = os.path.realpath(path)
+    best: dict[str, str] | None = None
+    for m in parse_mountinfo():
+        mp = m["mountpoint"]
+        inside = real == mp or real.startswith(mp.rstrip("/") + "/")
+        if inside and (best is None or len(mp) >= len(best["mountpoint"])):
+            best = m
+    if best is not None and best["source"].startswith("/dev/"):
+        with contextlib.suppress(OSError):
+            return [devnum_of(Path(best["source"]))]
+    return []
+
+
+def root_devices() -> set[tuple[int, int]]:
+    """Device numbers the root filesystem lives on (the device, its disk, dm/md slaves, loops' disks)."""
+    result: set[tuple[int, int]] = set()
+    for num in path_devices("/"):
+        result |= lower_devices(num)
+        sysdir = sysfs_dir(*num)
+        if sysdir is not None:
+            disk = _devnum_from_sysfs(parent_disk(sysdir))
+            if disk:
+                result.add(disk)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# check_destroyable
+# ---------------------------------------------------------------------------------------------
+
+
+def _refuse(device: Path, problem: str, fix: str) -> UserError:
+    return UserError(f"refusing to use {device} as a destroyable device: {problem}", hint=fix)
+
+
+def _signatures(device: Path) -> list[str]:
+    """Filesystem/RAID/LVM/partition-table signatures on the device (wipefs, else blkid -p)."""
+    try:
+        out = subprocess.run(["wipefs", "--no-act", "--noheadings", "--output", "TYPE", str(device)],
+                             capture_output=True, text=True, timeout=30)
+        if out.returncode == 0:
+            return [t.strip() for t in out.stdout.splitlines() if t.strip()]
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    try:
+        out = subprocess.run(["blkid", "-p", "-o", "value", "-s", "TYPE", "-s", "PTTYPE", str(device)],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise _refuse(device, f"cannot look for signatures ({exc})",
+                      "install util-linux (wipefs, blkid)") from None
+    if out.returncode == 2:  # nothing found
+        return []
+    if out.returncode != 0:
+        raise _refuse(device, f"cannot look for signatures: {out.stderr.strip()}",
+                      "check the device is readable by this user")
+    return [t.strip() for t in out.stdout.splitlines() if t.strip()]
+
+
+def check_destroyable(device: Path, allowed: set[Path]) -> None:
+    """Raise UserError unless `device` may be overwritten as a whole.
+
+    Requires: named with --allow-destroy (compared by real path), a block device with
+    a medium, not mounted (itself or a partition), not swap, not under the root
+    filesystem, no holders (dm/md/LVM), no partitions and no filesystem/RAID/LVM/
+    partition-table signature.
+    """
+    device = Path(device)
+    real = Path(os.path.realpath(device))
+    allowed_real = {Path(os.path.realpath(a)) for a in allowed}
+    if real not in allowed_real:
+        raise _refuse(device, "it was not named with --allow-destroy",
+                      f"pass --allow-destroy {device} if its contents may be destroyed")
+    try:
+        st = os.stat(real)
+    except OSError as exc:
+        raise _refuse(device, f"cannot stat it ({exc.strerror})", "check the device path") from None
+    if not stat.S_ISBLK(st.st_mode):
+        raise _refuse(device, "it is not a block device",
+                      "name a whole block device such as /dev/sdX or /dev/loopN")
+    devnum = (os.major(st.st_rdev), os.minor(st.st_rdev))
+    sysdir = sysfs_dir(*devnum)
+    if sysdir is None:
+        raise _refuse(device, "it has no entry in /sys/dev/block", "name an existing block device")
+    name = sysdir.name
+    parts = partitions_of(sysdir)
+    family = [(real, devnum, sysdir)]
+    for p in parts:
+        num = _devnum_from_sysfs(p)
+        if num:
+            family.append((Path("/dev") / p.name, num, p))
+    nums = {f"{n[0]}:{n[1]}" for _, n, _ in family}
+    nodes = {str(node) for node, _, _ in family}
+
+    if _read(sysdir / "size") in (None, "0"):
+        raise _refuse(device, "it has no medium (size 0; an unattached loop device?)",
+                      "attach it first, e.g. losetup --find --show FILE")
+
+    rootdevs = root_devices()
+    if any(n in rootdevs for _, n, _ in family):
+        raise _refuse(device, "the root filesystem lives on it", "choose a disk that does not hold /")
+
+    for m in parse_mountinfo():
+        src = m["source"]
+        src_real = os.path.realpath(src) if src.startswith("/") else src
+        if m["devnum"] in nums or src_real in nodes:
+            raise _refuse(device, f"it is mounted on {m['mountpoint']} ({src})",
+                          f"unmount it first (umount {m['mountpoint']}) or choose another device")
+
+    swaps = _read(PROC_SWAPS) or ""
+    for line in swaps.splitlines()[1:]:
+        swap = line.split()[0] if line.split() else ""
+        if swap and os.path.realpath(_unescape(swap)) in nodes:
+            raise _refuse(device, f"it is used as swap ({swap})", f"swapoff {swap} first")
+
+    for node, _, d in family:
+        holders = d / "holders"
+        users = sorted(h.name for h in holders.iterdir()) if holders.is_dir() else []
+        if users:
+            raise _refuse(device, f"{node} is in use by {', '.join(users)} (device-mapper/RAID/LVM)",
+                          "remove those mappings first or choose another device")
+
+    if parts:
+        raise _refuse(device, f"it holds partitions ({', '.join(p.name for p in parts)})",
+                      f"wipe the partition table first (wipefs -a /dev/{name}) if it really is scratch")
+
+    sigs = _signatures(real)
+    if sigs:
+        raise _refuse(device, f"it carries a {'/'.join(sigs)} signature",
+                      f"wipe it first (wipefs -a {device}) if its contents may be destroyed")
+
+
+# ---------------------------------------------------------------------------------------------
+# check_workdir_path
+# ---------------------------------------------------------------------------------------------
+
+
+def check_workdir_path(path: Path, workdir: Path, *, also_allowed: Iterable[Path] = ()) -> Path:
+    """Return the resolved `path`, or raise UserError if it lies outside `workdir`.
+
+    Symlinks are resolved (a link inside the workdir pointing outside is refused).
+    `also_allowed` adds roots the user named explicitly, e.g. the directory of a
+    `dir` backing with its own `path`.
+    """
+    resolved = Path(os.path.realpath(path))
+    roots = [Path(os.path.realpath(workdir)), *(Path(os.path.realpath(r)) for r in also_allowed)]
+    for root in roots:
+        if resolved == root or resolved.is_relative_to(root):
+            return resolved
+    raise UserError(f"refusing to write {path}: it is outside the plan's working directory {workdir}",
+                    hint="keep outputs and images under the working directory (--workdir)")

@@ -1,0 +1,150 @@
+"""Two-sample comparison: Welch's t-test, Holm's correction, Fieller CI of a ratio of means.
+
+* ``welch`` wraps ``scipy.stats.ttest_ind(equal_var=False)`` (two-sided).  Both
+  samples need n ≥ 2.  When *both* samples have zero variance the t statistic
+  is 0/0 and scipy returns NaN; we decide deterministically instead:
+  identical constants → t = 0, p = 1; different constants → t = ±inf, p = 0.
+  Welch's df is undefined then (``df is None``).
+* ``holm`` wraps ``statsmodels.stats.multitest.multipletests(method="holm")``.
+* ``ratio_ci`` uses Fieller's theorem for independent samples, with the
+  Welch–Satterthwaite degrees of freedom of ā − R·b̄ evaluated at R = ā/b̄.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+from scipy import stats as _st
+from statsmodels.stats.multitest import multipletests
+
+from iomatrix.stats.summary import as_samples, check_confidence, sample_sd, t_quantile
+
+
+@dataclass(frozen=True)
+class WelchResult:
+    """Welch's unequal-variance t-test of mean(a) − mean(b), two-sided."""
+
+    t: float
+    df: float | None  # Welch–Satterthwaite df; None when both samples have zero variance
+    p_value: float
+    mean_diff: float  # mean(a) − mean(b)
+    se: float  # √(s_a²/n_a + s_b²/n_b)
+    ci_low: float  # CI of mean_diff at `confidence`
+    ci_high: float
+    n_a: int
+    n_b: int
+    confidence: float = 0.95
+
+    def significant(self, alpha: float = 0.05) -> bool:
+        """Unadjusted decision p < alpha (use ``holm`` for families of tests)."""
+        return self.p_value < alpha
+
+
+def _mean(arr: np.ndarray) -> float:
+    return float(arr[0]) if float(np.ptp(arr)) == 0.0 else float(np.mean(arr))
+
+
+def welch(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> WelchResult:
+    """Welch's t-test (scipy.stats.ttest_ind, equal_var=False, two-sided).
+
+    Raises ValueError when either sample has fewer than 2 values.
+    """
+    check_confidence(confidence)
+    xa = as_samples(a, name="a", min_n=2)
+    xb = as_samples(b, name="b", min_n=2)
+    ma, mb = _mean(xa), _mean(xb)
+    va, vb = sample_sd(xa) ** 2, sample_sd(xb) ** 2
+    se = math.sqrt(va / xa.size + vb / xb.size)
+    diff = ma - mb
+    if se == 0.0:
+        # Both samples constant: no noise at all, the comparison is exact.
+        if diff == 0.0:
+            t, p = 0.0, 1.0
+        else:
+            t, p = math.copysign(math.inf, diff), 0.0
+        return WelchResult(t=t, df=None, p_value=p, mean_diff=diff, se=0.0, ci_low=diff, ci_high=diff,
+                           n_a=int(xa.size), n_b=int(xb.size), confidence=confidence)
+    with warnings.catch_warnings():
+        # One constant sample makes scipy warn about "catastrophic cancellation"; the
+        # other sample's variance carries the test, so the result is well defined.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = _st.ttest_ind(xa, xb, equal_var=False)
+        ci = res.confidence_interval(confidence_level=confidence)
+    return WelchResult(
+        t=float(res.statistic),
+        df=float(res.df),
+        p_value=float(res.pvalue),
+        mean_diff=diff,
+        se=se,
+        ci_low=float(ci.low),
+        ci_high=float(ci.high),
+        n_a=int(xa.size),
+        n_b=int(xb.size),
+        confidence=confidence,
+    )
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm–Bonferroni adjusted p-values, same order as the input (statsmodels)."""
+    ps = [float(p) for p in p_values]
+    if not ps:
+        return []
+    if any(not (0.0 <= p <= 1.0) for p in ps):
+        raise ValueError("p-values must lie in [0, 1]")
+    _reject, adjusted, _sidak, _bonf = multipletests(ps, alpha=0.05, method="holm")
+    return [float(p) for p in adjusted]
+
+
+class RatioCI(NamedTuple):
+    """Ratio of means with its CI; ``low``/``high`` are None when the CI is undefined."""
+
+    ratio: float | None
+    low: float | None
+    high: float | None
+
+
+def ratio_ci(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> RatioCI:
+    """mean(a)/mean(b) with a Fieller confidence interval.
+
+    Fieller: the set of R with (ā − R·b̄)² ≤ t²·(v_a + R²·v_b), v = s²/n, i.e. the
+    roots of  R²(b̄² − t²v_b) − 2R·ā·b̄ + (ā² − t²v_a) = 0.
+    t uses the Welch–Satterthwaite df of ā − R·b̄ evaluated at R = ā/b̄.
+
+    * mean(b) == 0 → ``RatioCI(None, None, None)``.
+    * either n < 2 → ratio only, bounds None.
+    * b̄ not significantly different from 0 (g = t²v_b/b̄² ≥ 1) → the Fieller set
+      is unbounded; bounds None.
+    * both samples constant → (R, R, R).
+    """
+    check_confidence(confidence)
+    xa = as_samples(a, name="a")
+    xb = as_samples(b, name="b")
+    ma, mb = _mean(xa), _mean(xb)
+    if mb == 0.0:
+        return RatioCI(None, None, None)
+    r = ma / mb
+    na, nb = int(xa.size), int(xb.size)
+    if na < 2 or nb < 2:
+        return RatioCI(r, None, None)
+    va = sample_sd(xa) ** 2 / na
+    vb = sample_sd(xb) ** 2 / nb
+    if va == 0.0 and vb == 0.0:
+        return RatioCI(r, r, r)
+    num = (va + r * r * vb) ** 2
+    den = va * va / (na - 1) + (r**4) * vb * vb / (nb - 1)
+    df = num / den if den > 0 else float(min(na, nb) - 1)
+    t = t_quantile(confidence, df)
+    t2 = t * t
+    a2 = mb * mb - t2 * vb
+    if a2 <= 0.0:
+        return RatioCI(r, None, None)
+    disc = ma * ma * vb + mb * mb * va - t2 * va * vb
+    root = t * math.sqrt(max(disc, 0.0))
+    lo = (ma * mb - root) / a2
+    hi = (ma * mb + root) / a2
+    return RatioCI(r, min(lo, hi), max(lo, hi))

@@ -1,0 +1,118 @@
+"""Guest tier: every run boots a fresh QEMU guest on a fresh image and runs the
+workload inside it (fio on the raw virtual disk, or seed 001's filesystem jobs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from iomatrix.backing.leftovers import forget, register_temp_path
+from iomatrix.fio.jobs import guest_job
+from iomatrix.fio.parse import FioOutputError, report_metrics
+from iomatrix.guest.accel import AccelChoice, choose_accel
+from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
+from iomatrix.guest.images import create_image, remove_image
+from iomatrix.guest.qemu import DiskSpec, GuestJob, GuestOutcome, kill_all_guests, run_guest
+from iomatrix.guest.tarball import ensure_tarball
+from iomatrix.plan.model import Plan
+from iomatrix.tiers.base import RunOutcome, RunRequest
+
+
+class GuestTier:
+    name = "guest"
+
+    def __init__(self, plan: Plan, opts: object) -> None:
+        self.plan = plan
+        self.workdir: Path = opts.workdir  # type: ignore[attr-defined]
+        log = getattr(opts, "log", None)
+        self.artifacts: GuestArtifacts = ensure_artifacts(kernel=getattr(opts, "kernel", None), log=log)
+        force = getattr(opts, "accel", "auto")
+        self.choice: AccelChoice = choose_accel(self.artifacts, force=None if force == "auto" else force)
+        self._tarball: Path | None = None
+
+    def accel(self) -> str:
+        return self.choice.accel
+
+    def close(self) -> None:
+        kill_all_guests()
+
+    def _tarball_path(self) -> Path:
+        if self._tarball is None:
+            self._tarball = ensure_tarball()
+        return self._tarball
+
+    def _image(self, req: RunRequest) -> tuple[Path | None, bool]:
+        """The disk under test: (path, created_by_us)."""
+        cell = req.cell
+        if req.target.kind == "null":
+            return None, False
+        assert req.target.path is not None
+        if req.target.kind == "device":
+            if cell.format == "raw":
+                return req.target.path, False
+            create_image(req.target.path, cell.format, cell.preallocation, req.options["image_size"])  # type: ignore[arg-type]
+            return req.target.path, False
+        path = req.target.path / f"iomatrix-{os.getpid()}-{req.workload.name}.{cell.format}"
+        register_temp_path(self.workdir, path)
+        create_image(path, cell.format, cell.preallocation, req.options["image_size"])  # type: ignore[arg-type]
+        return path, True
+
+    def _job(self, req: RunRequest) -> GuestJob:
+        w = req.workload
+        if w.kind in ("fs-read", "fs-write"):
+            return GuestJob(kind=w.kind, fs=req.options.get("guest_fs", "ext4"), tarball=self._tarball_path())
+        custom = w.custom_path.read_text() if w.custom_path else None
+        return GuestJob(kind="fio", fio_job=guest_job(w, shape=req.shape, custom_text=custom))
+
+    def run(self, req: RunRequest) -> RunOutcome:
+        cell = req.cell
+        job = self._job(req)
+        image, ours = self._image(req)
+        try:
+            disk = DiskSpec(
+                target=None if image is None else str(image),
+                format="null" if cell.is_null_ceiling else cell.format,  # type: ignore[arg-type]
+                cache="writeback" if cell.is_null_ceiling else cell.cache,  # type: ignore[arg-type]
+                aio="threads" if cell.is_null_ceiling else cell.aio,  # type: ignore[arg-type]
+                bus=cell.bus,  # type: ignore[arg-type]
+                null_size_bytes=req.options["image_size"],
+            )
+            out = run_guest(self.artifacts, self.choice, disk, job, req.run_dir, req.timeout_s,
+                            on_start=req.on_process, wrapper=req.wrapper or None,
+                            memory_mb=req.options.get("memory_mb", 512))
+        finally:
+            if ours and image is not None:
+                remove_image(image)
+                forget(self.workdir, image)
+        result = self._outcome(out, job)
+        if result.ok:
+            shutil.rmtree(req.run_dir, ignore_errors=True)
+        return result
+
+    def _outcome(self, out: GuestOutcome, job: GuestJob) -> RunOutcome:
+        meta = {"qemu_argv": out.qemu_argv, "guest_disk": out.disk_info, "accel_reason": self.choice.reason,
+                "guest_artifacts": self.artifacts.as_metadata()}
+        job_text = job.fio_job if job.kind == "fio" else f"{job.kind} on {job.fs}"
+        raw = "" if out.fio_json is None else json.dumps(out.fio_json)
+        if not out.ok:
+            return RunOutcome(ok=False, phases=out.phases, job_text=job_text, raw_output=raw,
+                              console_tail=out.console_tail, error=out.error, meta=meta)
+        metrics: dict[str, float] = {}
+        try:
+            if out.fio_json is not None:
+                metrics.update(report_metrics(out.fio_json))
+        except FioOutputError as err:
+            return RunOutcome(ok=False, phases=out.phases, job_text=job_text, raw_output=raw,
+                              console_tail=out.console_tail, error=f"guest fio: {err}", meta=meta)
+        if out.fs_result:
+            for k, v in out.fs_result.items():
+                if isinstance(v, int | float):
+                    metrics[f"fs.{k}"] = float(v)
+        if "workload_s" in out.phases:
+            metrics["workload.seconds"] = out.phases["workload_s"]
+        for k, v in out.phases.items():
+            metrics[f"phase.{k}"] = float(v)
+        return RunOutcome(ok=True, metrics=metrics, phases=out.phases, job_text=job_text, raw_output=raw,
+                          console_tail=out.console_tail, meta=meta)

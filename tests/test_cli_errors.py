@@ -1,0 +1,54 @@
+"""Bad input gets one line naming the problem and the fix, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.conftest import run_cli
+
+
+def assert_one_line_error(proc, *needles: str) -> None:  # type: ignore[no-untyped-def]
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_malformed_plan(tmp_path: Path) -> None:
+    p = tmp_path / "bad.toml"
+    p.write_text('cache = ["none"\n')
+    assert_one_line_error(run_cli("plan", str(p)), "bad.toml", "line", "column")
+
+
+def test_unknown_axis_value(tmp_path: Path) -> None:
+    p = tmp_path / "bad.toml"
+    p.write_text('bus = ["scsi"]\n')
+    assert_one_line_error(run_cli("plan", str(p)), "'scsi'", "virtio-scsi", "nvme")
+
+
+def test_unknown_plan_name() -> None:
+    assert_one_line_error(run_cli("plan", "nosuch"), "unknown plan", "quick")
+
+
+def test_results_without_database(tmp_path: Path) -> None:
+    assert_one_line_error(run_cli("results", "--db", str(tmp_path / "none.sqlite")), "does not exist")
+
+
+@pytest.mark.parametrize("device", ["/dev/vda", "/dev/nonexistent-disk"])
+def test_unallowed_or_missing_device_refused(tmp_path: Path, device: str) -> None:
+    p = tmp_path / "dev.toml"
+    p.write_text(f'tier = ["baremetal"]\n[[backing]]\ntype = "blockdev"\ndevice = "{device}"\n')
+    proc = run_cli("run", str(p), "--db", str(tmp_path / "r.sqlite"), "--workdir", str(tmp_path / "w"),
+                   "--allow-destroy", device)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert device in proc.stderr
+
+
+def test_plan_explain_lists_cells_and_pruned() -> None:
+    proc = run_cli("plan", "hallyn", "--explain")
+    assert proc.returncode == 0, proc.stderr
+    assert "aio=native needs O_DIRECT" in proc.stdout
+    assert "estimated duration" in proc.stdout

@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+from iomatrix import workloads as wl
+from iomatrix.matrix import NA, BackingFacts, Cell, estimate_seconds, expand, prune_reason
+from iomatrix.plan.load import plan_from_dict
+
+OK = BackingFacts(unavailable=None, o_direct=True, is_device=False)
+
+
+def facts(plan, **over):
+    return {b.label(): over.get(b.label(), OK) for b in plan.backing}
+
+
+def plan(**kw):
+    return plan_from_dict({"name": "t", **kw}, "test")
+
+
+def run_expand(p, **over):
+    return expand(p, facts(p, **over), [wl.resolve(w) for w in p.workloads])
+
+
+def test_baremetal_collapses_format_preallocation_bus() -> None:
+    p = plan(tier=["baremetal"], format=["raw", "qcow2", "qed"], preallocation=["off", "full"],
+             bus=["virtio-blk", "ide"], cache=["none", "writeback"])
+    e = run_expand(p)
+    assert len(e.cells) == 2  # one per cache mode, not 3 × 2 × 2 × 2
+    assert all(c.format == NA and c.bus == NA and c.preallocation == NA for c in e.cells)
+    assert e.collapsed == {"baremetal": ("format", "preallocation", "bus")}
+
+
+def test_aio_native_needs_direct_cache() -> None:
+    p = plan(tier=["guest"], cache=["none", "writeback", "directsync", "unsafe"], aio=["native"],
+             null_ceiling=False)
+    e = run_expand(p)
+    assert sorted(c.cache for c in e.cells) == ["directsync", "none"]
+    reasons = [x.reason for x in e.pruned]
+    assert len(reasons) == 2 and all("aio=native" in r and "O_DIRECT" in r for r in reasons)
+
+
+def test_preallocation_support_per_format() -> None:
+    p = plan(tier=["guest"], format=["raw", "qcow2", "qed"], preallocation=["off", "metadata", "falloc", "full"],
+             null_ceiling=False)
+    e = run_expand(p)
+    got = sorted((c.format, c.preallocation) for c in e.cells)
+    assert got == sorted([("raw", "off"), ("raw", "falloc"), ("raw", "full"), ("qcow2", "off"),
+                          ("qcow2", "metadata"), ("qcow2", "falloc"), ("qcow2", "full"), ("qed", "off")])
+    qed_full = next(x for x in e.pruned if x.what.startswith("guest/qed/full"))
+    assert "qed does not support preallocation=full" in qed_full.reason
+
+
+def test_no_o_direct_backing_prunes_none_and_directsync() -> None:
+    p = plan(tier=["baremetal"], cache=["none", "writeback", "directsync"],
+             backing=[{"type": "tmpfs", "size": "64M"}])
+    label = p.backing[0].label()
+    e = run_expand(p, **{label: BackingFacts(None, o_direct=False, is_device=False)})
+    assert [c.cache for c in e.cells] == ["writeback"]
+    assert all("O_DIRECT" in x.reason and label in x.reason for x in e.pruned)
+
+
+def test_unavailable_backing_pruned_with_reason() -> None:
+    p = plan(tier=["baremetal"], backing=[{"type": "dir"}, {"type": "lvm", "vg": "vg0", "size": "1G"}])
+    lvm = p.backing[1].label()
+    e = run_expand(p, **{lvm: BackingFacts("volume group vg0 not found", True, True)})
+    assert [c.backing for c in e.cells] == ["dir"]
+    assert "vg0 not found" in e.pruned[0].reason
+
+
+def test_device_backing_refuses_file_preallocation() -> None:
+    cell = Cell("guest", "qcow2", "full", "none", "threads", "virtio-blk", "blockdev:/dev/loop9", "none")
+    reason = prune_reason(cell, BackingFacts(None, True, True))
+    assert reason is not None and "block device" in reason
+
+
+def test_blocklayer_tier_pruned_not_silently_dropped() -> None:
+    p = plan(tier=["blocklayer", "baremetal"])
+    e = run_expand(p)
+    assert {c.tier for c in e.cells} == {"baremetal"}
+    assert any("blocklayer" in x.reason and "not implemented" in x.reason for x in e.pruned)
+
+
+def test_null_ceiling_one_per_bus_and_no_fs_workloads() -> None:
+    p = plan(tier=["guest"], bus=["virtio-blk", "nvme"], workloads=["rand-read-4k", "fs-write"])
+    e = run_expand(p)
+    nulls = [c for c in e.cells if c.is_null_ceiling]
+    assert sorted(c.bus for c in nulls) == ["nvme", "virtio-blk"]
+    assert not any(u.cell.is_null_ceiling and u.workload.name == "fs-write" for u in e.units)
+    assert any("null ceiling" in x.reason for x in e.pruned)
+
+
+def test_fs_workloads_are_guest_only() -> None:
+    p = plan(tier=["baremetal", "guest"], workloads=["fs-read"], null_ceiling=False)
+    e = run_expand(p)
+    assert {u.cell.tier for u in e.units} == {"guest"}
+    assert any("guest tier only" in x.reason for x in e.pruned)
+
+
+def test_eatmydata_rules() -> None:
+    p = plan(tier=["baremetal"], cache=["unsafe", "writeback"], aio=["threads", "io_uring"],
+             modifier=["none", "eatmydata"])
+    e = run_expand(p)
+    assert not any(c.modifier == "eatmydata" and c.cache == "unsafe" for c in e.cells)
+    assert any("io_uring" in n for n in e.notes)
+
+
+def test_cell_key_roundtrip_and_estimate() -> None:
+    p, = [plan(tier=["baremetal", "guest"], cache=["none", "writeback"], runtime=2)]
+    e = run_expand(p)
+    for c in e.cells:
+        assert Cell.from_key(c.key) == c
+    low, high = estimate_seconds(p, e)
+    assert 0 < low <= high
