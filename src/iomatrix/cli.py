@@ -364,7 +364,9 @@ def _open(db: Path):  # type: ignore[no-untyped-def]
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        # standalone_mode=False hands back typer.Exit codes as the return value.
+        rc = app(standalone_mode=False)
+        sys.exit(rc if isinstance(rc, int) else 0)
     except UserError as err:
         err_console.print(f"[red]error:[/] {err.one_line()}")
         sys.exit(2)

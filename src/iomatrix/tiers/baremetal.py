@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
 
 from iomatrix.fio.jobs import baremetal_job
 from iomatrix.fio.parse import FioOutputError, extract_json, report_metrics
-from iomatrix.hostcmd import require
+from iomatrix.hostcmd import require, terminate_tree
 from iomatrix.tiers.base import RunOutcome, RunRequest
 
 DATA_FILE = "iomatrix-baremetal.dat"
@@ -49,18 +48,18 @@ class BareMetalTier:
         t0 = time.monotonic()
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=True)
-        if req.on_process:
-            req.on_process(proc.pid)
         try:
+            if req.on_process:
+                req.on_process(proc.pid)
             _, stderr = proc.communicate(timeout=req.timeout_s)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            terminate_tree(proc.pid, grace_s=1.0)
             proc.communicate()
             return RunOutcome(ok=False, job_text=job, error=f"fio did not finish within {req.timeout_s:g} s; "
                               "killed", phases={"wall_s": time.monotonic() - t0})
         except BaseException:
-            # Ctrl-C: no fio left behind writing to the backing.
-            os.killpg(proc.pid, signal.SIGKILL)
+            # Ctrl-C / SIGTERM: no fio job left behind writing to the backing.
+            terminate_tree(proc.pid)
             proc.wait()
             raise
         finally:
