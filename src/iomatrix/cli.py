@@ -165,9 +165,9 @@ def results(
     console.print(f"sweep {s['id']} · plan {s['plan']} · {s['status']} · host {s['host']['hostname']} "
                   f"(kernel {s['host']['kernel']}, {s['host']['fio_version']}, {s['host']['qemu_version']})")
     t = Table("tier", "cell", "workload", "metric", "n", "mean", "95% CI", "±%", "CV", "accel", box=None)
-    mon_cols = [f for f in MONITOR_HEADLINE] if monitor else []
+    mon_cols = list(MONITOR_HEADLINE) if monitor else []
     for f in mon_cols:
-        t.add_column(f.replace("_pct", "%").replace("_ms", " ms").replace("_mb", " MB"))
+        t.add_column(f.replace("_pct", " %").replace("_ms", " ms").replace("_mb", " MiB").replace("_", " "))
     cells = {(c["cell"], c["workload"]): c for c in s.get("cells", [])}
     accels: list[str] = []
     for r in s["results"]:
@@ -184,8 +184,8 @@ def results(
         n = f"{r['n']}" + (f" (+{r['failed_runs']} failed)" if r["failed_runs"] else "")
         row = [r["axes"]["tier"], label, r["workload"], r["metric"], n, fmt(r["mean"]), ci, rel, cv,
                ",".join(r["accel"])]
-        mon = cells.get((r["cell"], r["workload"]), {}).get("monitor", {})
-        row += [fmt(mon[f]["mean"]) if f in mon else "–" for f in mon_cols]
+        view = cells.get((r["cell"], r["workload"]), {}).get("host_view", {})
+        row += [fmt(view.get(f)) for f in mon_cols]
         t.add_row(*row)
     console.print(t)
     for pr in s["pruned"][:5]:

@@ -328,8 +328,23 @@ def _unpack_deb(deb: Path, root: Path, log: Callable[[str], None]) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _cloud_kernel(cache_dir: Path, log: Callable[[str], None], why: str) -> _KernelTree:
+def _resolve_cloud_package_cached(cache_dir: Path, max_age: float = 86400.0) -> tuple[str, str]:
+    """_resolve_cloud_package(), remembered for a day (apt-cache costs ~1 s per call)."""
+    memo = cache_dir / "kernels" / "resolved.json"
+    try:
+        m = json.loads(memo.read_text())
+        if time.time() - m["when"] < max_age:
+            return m["package"], m["version"]
+    except (OSError, ValueError, KeyError):
+        pass
     pkg, version = _resolve_cloud_package()
+    memo.parent.mkdir(parents=True, exist_ok=True)
+    memo.write_text(json.dumps({"package": pkg, "version": version, "when": time.time()}) + "\n")
+    return pkg, version
+
+
+def _cloud_kernel(cache_dir: Path, log: Callable[[str], None], why: str) -> _KernelTree:
+    pkg, version = _resolve_cloud_package_cached(cache_dir)
     root = cache_dir / "kernels" / f"{pkg}_{version}"
     if not (root / ".unpacked").is_file():
         if shutil.which("apt-get") is None:
@@ -763,7 +778,7 @@ def artifact_info(cache_dir: Path | None = None) -> dict:
         info["would_use"] = {"kernel": str(host.vmlinuz), "kernel_version": host.version, "why": why}
     else:
         try:
-            pkg, version = _resolve_cloud_package()
+            pkg, version = _resolve_cloud_package_cached(cache_dir)
             cached = f"{pkg}_{version}" in kernels
             info["would_use"] = {"kernel": f"{pkg} {version}", "kernel_version": pkg.removeprefix("linux-image-"),
                                  "why": f"{why}; Debian cloud kernel ({'cached' if cached else 'to download'})"}

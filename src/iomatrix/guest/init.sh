@@ -93,11 +93,13 @@ if [ -n "$IOMX_DISK_SERIAL" ]; then
     echo "{\"disk\": \"$DISK\", \"tar\": \"$TAR\", \"write_cache\": \"$(cat /sys/block/$DISK/queue/write_cache 2>/dev/null)\", \"size_bytes\": $(( $(cat /sys/block/$DISK/size) * 512 ))}" | emit disk
 fi
 
-step() { # name command... : times one step, appends to /tmp/steps
+step() { # name command... : times one step, appends "name start end" to /tmp/steps
+    _n=$1
+    shift
     _s=$(now)
-    "$@" > /tmp/step.out 2>&1 || { tail -n 20 /tmp/step.out > /dev/console; fail "step $1 failed: $*"; }
+    "$@" > /tmp/step.out 2>&1 || { tail -n 20 /tmp/step.out > /dev/console; fail "step $_n failed: $*"; }
     _e=$(now)
-    echo "$1 $_s $_e" >> /tmp/steps
+    echo "$_n $_s $_e" >> /tmp/steps
 }
 steps_json() {
     printf '{"fs": "%s", "steps": [' "$IOMX_FS"

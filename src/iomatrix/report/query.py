@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iomatrix.errors import UserError
+from iomatrix.monitor.sampler import MonitorSample
 from iomatrix.store import Store
 
 AXES = ("tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier")
@@ -126,11 +127,9 @@ def monitor_series(store: Store, run_id: int) -> dict[str, list[tuple[float, flo
     return dict(series)
 
 
-def monitor_run_means(store: Store, run_ids: list[int]) -> list[dict[str, tuple[float, float]]]:
-    """Per run: field → (mean, peak) of the monitor series."""
-    out = []
-    for rid in run_ids:
-        rows = store.db.execute("SELECT field, AVG(value) m, MAX(value) p FROM monitor WHERE run_id=? "
-                                "GROUP BY field", (rid,))
-        out.append({r["field"]: (float(r["m"]), float(r["p"])) for r in rows})
-    return out
+def run_monitor_samples(store: Store, run_id: int) -> list[MonitorSample]:
+    """A run's sampler output as the sampler produced it (one sample per tick)."""
+    ticks: dict[float, dict[str, float]] = {}
+    for r in store.db.execute("SELECT t, field, value FROM monitor WHERE run_id=? ORDER BY t", (run_id,)):
+        ticks.setdefault(float(r["t"]), {})[r["field"]] = float(r["value"])
+    return [MonitorSample(t, values) for t, values in ticks.items()]

@@ -11,16 +11,17 @@ import io
 import json
 from typing import Any
 
-from iomatrix.report.query import CellWorkload, cell_workloads, failures, monitor_run_means, sweep_info
+from iomatrix.monitor.summary import FieldSummary, cell_summary, seed002_view, summarize_samples
+from iomatrix.report.query import CellWorkload, cell_workloads, failures, run_monitor_samples, sweep_info
 from iomatrix.stats import summarize
 from iomatrix.store import Store
 
 RESULTS_FORMAT = "iomatrix-results"
 RESULTS_VERSION = 1
 
-# Monitor fields shown beside the performance figures (seed 002's questions).
-MONITOR_HEADLINE = ("cpu.usr_pct", "cpu.sys_pct", "cpu.iowait_pct", "disk.util_pct", "disk.await_ms",
-                    "mem.used_mb", "mem.cached_mb", "proc.cpu_pct", "proc.rss_mb")
+# seed 002's questions, shown beside the performance figures with --monitor.
+MONITOR_HEADLINE = ("cpu_busy_pct", "cpu_iowait_pct", "disk_util_pct", "disk_await_ms", "mem_used_mb",
+                    "mem_used_with_cache_mb", "proc_cpu_pct")
 
 
 def _summary_dict(values: list[float]) -> dict[str, Any]:
@@ -31,19 +32,9 @@ def _summary_dict(values: list[float]) -> dict[str, Any]:
     }
 
 
-def monitor_summary(store: Store, cw: CellWorkload) -> dict[str, dict[str, float]]:
-    """Per field: mean of the per-run means and the highest peak, over the cell's ok runs."""
-    per_run = monitor_run_means(store, cw.runs)
-    fields: dict[str, dict[str, float]] = {}
-    for run in per_run:
-        for name, (mean, peak) in run.items():
-            f = fields.setdefault(name, {"mean": 0.0, "peak": float("-inf"), "runs": 0})
-            f["mean"] += mean
-            f["peak"] = max(f["peak"], peak)
-            f["runs"] += 1
-    for f in fields.values():
-        f["mean"] /= f["runs"]
-    return fields
+def monitor_summary(store: Store, cw: CellWorkload) -> dict[str, FieldSummary]:
+    """Per field over the cell's ok runs: mean of the time-weighted run means, highest peak."""
+    return cell_summary(summarize_samples(run_monitor_samples(store, rid)) for rid in cw.runs)
 
 
 def results_document(store: Store, sweep_ids: list[int], *, with_monitor: bool = True) -> dict[str, Any]:
@@ -54,6 +45,7 @@ def results_document(store: Store, sweep_ids: list[int], *, with_monitor: bool =
         rows = []
         for cw in cell_workloads(store, sid):
             mon = monitor_summary(store, cw) if with_monitor else {}
+            view = seed002_view(mon) if mon else {}
             for metric, values in sorted(cw.samples.items()):
                 rows.append({
                     "cell": cw.cell_key, "axes": cw.axes, "workload": cw.workload, "metric": metric,
@@ -65,7 +57,8 @@ def results_document(store: Store, sweep_ids: list[int], *, with_monitor: bool =
                 "accel": cw.accel, "ok_runs": len(cw.runs), "failed_runs": cw.failed,
                 "cache_states": sorted(set(cw.cache_states)), "page_cache": sorted(set(cw.page_cache)),
                 "phases": {k: _summary_dict(v) for k, v in cw.phases.items()},
-                "monitor": mon,
+                "monitor": {k: {"mean": f.mean, "peak": f.peak, "runs": f.n} for k, f in mon.items()},
+                "host_view": view,
             })
         info["results"] = rows
         info["failures"] = failures(store, sid)
