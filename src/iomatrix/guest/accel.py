@@ -60,11 +60,10 @@ def _load(path: Path) -> dict:
 
 
 def _host_module_hint() -> str:
-    try:
-        mods = Path("/proc/modules").read_text()
-    except OSError:
-        return ""
-    return " (kvm_pvm host?)" if "kvm_pvm" in mods else ""
+    """A hint for the usual cause of a KVM guest that never boots: /dev/kvm provided by kvm_pvm."""
+    if Path("/sys/module/kvm_pvm").exists():
+        return " (/dev/kvm is kvm_pvm, which runs only PVM-enabled guest kernels)"
+    return ""
 
 
 def probe_kvm(artifacts: GuestArtifacts, timeout: float = 10.0) -> AccelChoice:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import subprocess
@@ -74,7 +75,5 @@ def remove_image(path: Path) -> None:
     path = Path(path)
     if is_block_device(path):
         return
-    try:
+    with contextlib.suppress(FileNotFoundError):
         path.unlink()
-    except FileNotFoundError:
-        pass

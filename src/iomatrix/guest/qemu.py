@@ -230,7 +230,8 @@ def build_argv(artifacts: GuestArtifacts, accel: str, disk: DiskSpec | None, job
                memory_mb: int = 512, wrapper: list[str] | None = None) -> list[str]:
     """The full QEMU command line for one run (files referenced live in `run_dir`)."""
     run_dir = Path(run_dir)
-    argv = list(wrapper or []) + [
+    argv = [
+        *(wrapper or []),
         require("qemu-system-x86_64"),
         "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
         "-machine", "pc", *accel_args(accel), "-smp", "1", "-m", str(memory_mb),
