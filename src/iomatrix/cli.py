@@ -177,7 +177,8 @@ def results(
         if metric not in (None, "all") and r["metric"] != metric:
             continue
         accels += r["accel"]
-        label = " ".join(f"{k}={v}" for k, v in r["axes"].items() if v != "-" and k != "tier")
+        label = " ".join(f"{k}={v}" for k, v in r["axes"].items()
+                         if v != "-" and k != "tier" and not (k == "modifier" and v == "none"))
         ci = "–" if r["ci95_low"] is None else f"{fmt(r['ci95_low'])}–{fmt(r['ci95_high'])}"
         rel = "–" if r["ci95_rel_half_width"] is None else f"{r['ci95_rel_half_width']:.1%}"
         cv = "–" if r["cv"] is None else f"{r['cv']:.1%}"

@@ -38,7 +38,9 @@ class CellWorkload:
     page_cache: list[str] = field(default_factory=list)
 
     def label(self) -> str:
-        return " ".join(f"{a}={v}" for a, v in self.axes.items() if v != "-")
+        """The axes that distinguish this cell (tier is shown apart; modifier only when set)."""
+        return " ".join(f"{a}={v}" for a, v in self.axes.items()
+                        if v != "-" and a != "tier" and not (a == "modifier" and v == "none"))
 
 
 def sweep_ids(store: Store) -> list[int]:
