@@ -148,6 +148,7 @@ def results(
     = False,
 ) -> None:
     """Results per cell × workload × metric: n, mean, CI and the samples."""
+    from iomatrix.report.quality import notes as quality_notes
     from iomatrix.report.query import pick_sweep, sweep_ids
     from iomatrix.report.results import MONITOR_HEADLINE, results_document, to_csv, to_json
     from iomatrix.workloads import PRESETS
@@ -164,7 +165,7 @@ def results(
     s = doc["sweeps"][0]
     console.print(f"sweep {s['id']} · plan {s['plan']} · {s['status']} · host {s['host']['hostname']} "
                   f"(kernel {s['host']['kernel']}, {s['host']['fio_version']}, {s['host']['qemu_version']})")
-    t = Table("tier", "cell", "workload", "metric", "n", "mean", "95% CI", "±%", "CV", "accel", box=None)
+    t = Table("tier", "cell", "workload", "metric", "n", "mean", "95% CI", "±%", "CV", "accel", "notes", box=None)
     mon_cols = list(MONITOR_HEADLINE) if monitor else []
     for f in mon_cols:
         t.add_column(f.replace("_pct", " %").replace("_ms", " ms").replace("_mb", " MiB").replace("_", " "))
@@ -184,7 +185,7 @@ def results(
         cv = "–" if r["cv"] is None else f"{r['cv']:.1%}"
         n = f"{r['n']}" + (f" (+{r['failed_runs']} failed)" if r["failed_runs"] else "")
         row = [r["axes"]["tier"], label, r["workload"], r["metric"], n, fmt(r["mean"]), ci, rel, cv,
-               ",".join(r["accel"])]
+               ",".join(r["accel"]), "; ".join(quality_notes(r))]
         view = cells.get((r["cell"], r["workload"]), {}).get("host_view", {})
         row += [fmt(view.get(f)) for f in mon_cols]
         t.add_row(*row)
@@ -245,7 +246,8 @@ def rank_cmd(
             vm = _ratio(wr.to_baremetal.get(row.name))
             cell = wr.cells[row.name]
             risk = risk_of(cell.axes["cache"], cell.axes["modifier"])
-            flags = ", ".join(f.replace("_", " ") for f in row.flags)
+            flags = ", ".join([f.replace("_", " ") for f in row.flags]
+                              + (["cold run apart"] if row.name in wr.cold_apart else []))
             t.add_row(str(row.rank) if row.rank else "–", row.group_label or "–", row.name, str(s.n),
                       fmt(s.mean), ci, vb, vm, risk.level if risk else "–", f"[yellow]{flags}[/]" if flags else "")
         console.print(t)
@@ -254,6 +256,9 @@ def rank_cmd(
                           "path goes on this host")
         console.print(f"  [dim]{r.test_description}. Same group letter = not significantly different; "
                       "cells flagged 'too few runs' or 'too noisy' are listed, never ranked.[/]")
+        if wr.cold_apart:
+            console.print("  [dim]'cold run apart': the first run differed significantly from the rest "
+                          "(see 'iomatrix results'); the cell is ranked on its warm runs[/]")
         if r.best is None:
             console.print("  [yellow]no cell is eligible to be called the best: too few runs or too noisy[/]")
     _warn_tcg(accels)

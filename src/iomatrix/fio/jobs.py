@@ -40,6 +40,11 @@ CACHE_SEMANTICS: dict[str, CacheSemantics] = {
 
 MEASURE_JOB = "measure"
 PREFILL_JOB = "prefill"
+# The measured job logs its IOPS per interval into IOPS_LOG_FILE (in fio's
+# working directory), ~10 points per run, for the steady-state check.
+IOPS_LOG_PREFIX = "iomx"
+IOPS_LOG_FILE = f"{IOPS_LOG_PREFIX}_iops.log"
+STEADY_POINTS = 10
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,10 @@ def _workload_lines(w: Workload) -> list[str]:
 
 def _timing_lines(shape: JobShape) -> list[str]:
     # Milliseconds: fio truncates fractional seconds ("0.5s" runs ~0.26 s).
-    lines = ["time_based=1", f"runtime={round(shape.runtime_s * 1000)}ms"]
+    runtime_ms = round(shape.runtime_s * 1000)
+    lines = ["time_based=1", f"runtime={runtime_ms}ms",
+             f"write_iops_log={IOPS_LOG_PREFIX}", f"log_avg_msec={max(50, runtime_ms // (STEADY_POINTS + 2))}",
+             "per_job_logs=0"]
     if shape.ramp_s:
         lines.append(f"ramp_time={round(shape.ramp_s * 1000)}ms")
     return lines

@@ -116,3 +116,19 @@ def steadystate(report: dict[str, Any]) -> dict[str, Any] | None:
         if "steadystate" in j:
             return j["steadystate"]
     return None
+
+
+def parse_iops_log(text: str) -> list[float]:
+    """fio's averaged IOPS log ("time_ms, value, direction, bs, offset, …") as one series:
+    IOPS per interval, read and write added up."""
+    per_time: dict[int, float] = {}
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 3:
+            continue
+        try:
+            t, value = int(parts[0]), float(parts[1])
+        except ValueError:
+            continue
+        per_time[t] = per_time.get(t, 0.0) + value
+    return [per_time[t] for t in sorted(per_time)]

@@ -139,10 +139,12 @@ case "$IOMX_KIND" in
     fio)
         sed "s#@DISK@#/dev/$DISK#g" $FW/fio/raw > /tmp/job.fio
         mark workload_start
-        fio --output-format=json --output=/tmp/fio.json /tmp/job.fio > /tmp/fio.stderr 2>&1
+        (cd /tmp && fio --output-format=json --output=/tmp/fio.json /tmp/job.fio > /tmp/fio.stderr 2>&1)
         rc=$?
         mark workload_end
         emit fio < /tmp/fio.json
+        # per-interval IOPS log of the measured job (steady-state check on the host)
+        [ -f /tmp/iomx_iops.log ] && emit iopslog < /tmp/iomx_iops.log
         if [ $rc -ne 0 ]; then
             tail -n 20 /tmp/fio.stderr > /dev/console
             { echo "fio exited with status $rc"; tail -n 5 /tmp/fio.stderr; } | emit error

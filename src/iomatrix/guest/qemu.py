@@ -106,6 +106,7 @@ class GuestOutcome:
     qemu_argv: list[str]
     qemu_pid: int | None
     disk_info: dict | None = None  # what the guest saw: device name, write_cache, size
+    iops_log: str | None = None  # fio's per-interval IOPS log of the measured job, when it wrote one
     marks: dict[str, float] = field(default_factory=dict)  # guest uptime at each init mark
 
 
@@ -514,6 +515,7 @@ def run_guest(artifacts: GuestArtifacts, accel: AccelChoice | str, disk: DiskSpe
             error = "guest filesystem job produced no result"
     return GuestOutcome(
         ok=error is None, fio_json=fio_json, fs_result=fs_result, phases=phases,
+        iops_log=stream.blocks.get("iopslog"),
         console_tail=console_tail(console), error=error, qemu_argv=argv, qemu_pid=proc.pid,
         disk_info=disk_info, marks=stream.marks,
     )

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from iomatrix.errors import UserError
+from iomatrix.report.quality import ranked_samples
 from iomatrix.report.query import CellWorkload, cell_workloads
 from iomatrix.stats import (
     Change,
@@ -54,6 +55,7 @@ class WorkloadRanking:
     to_baremetal: dict[str, RatioCI | None]
     ceiling: list[tuple[CellWorkload, float]]  # null-co cells and their mean
     accel: list[str]
+    cold_apart: list[str]  # cells ranked on their warm runs: the first run differed significantly
 
 
 def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *, min_n: int = 3,
@@ -70,7 +72,12 @@ def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *,
     ranked = [c for c in mine if c.axes["tier"] == tier and c.axes["backing"] != "null"]
     if not ranked:
         return None
-    groups = {c.label(): c.samples[metric] for c in ranked}
+    groups: dict[str, list[float]] = {}
+    cold_apart: list[str] = []
+    for c in ranked:
+        groups[c.label()], apart = ranked_samples(c.samples[metric])
+        if apart:
+            cold_apart.append(c.label())
     r = rank(groups, higher_is_better=higher, alpha=alpha, min_n=min_n, max_rel_half_width=max_noise)
     to_bm: dict[str, RatioCI | None] = {}
     if tier != "baremetal":
@@ -83,7 +90,8 @@ def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *,
                 to_bm[c.label()] = None
     ceiling = [(c, sum(c.samples[metric]) / len(c.samples[metric])) for c in mine if c.axes["backing"] == "null"]
     accel = sorted({a for c in mine for a in c.accel})
-    return WorkloadRanking(workload, metric, tier, r, {c.label(): c for c in ranked}, to_bm, ceiling, accel)
+    return WorkloadRanking(workload, metric, tier, r, {c.label(): c for c in ranked}, to_bm, ceiling, accel,
+                           cold_apart)
 
 
 def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | None, *, min_n: int = 3,

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from iomatrix.monitor.summary import FieldSummary, cell_summary, seed002_view, summarize_samples
+from iomatrix.report.quality import cold_run, outliers, steady_counts
 from iomatrix.report.query import CellWorkload, cell_workloads, failures, run_monitor_samples, sweep_info
 from iomatrix.stats import summarize
 from iomatrix.store import Store
@@ -46,10 +47,12 @@ def results_document(store: Store, sweep_ids: list[int], *, with_monitor: bool =
         for cw in cell_workloads(store, sid):
             mon = monitor_summary(store, cw) if with_monitor else {}
             view = seed002_view(mon) if mon else {}
+            steady = steady_counts(cw.samples.get("ss.attained", []))
             for metric, values in sorted(cw.samples.items()):
                 rows.append({
                     "cell": cw.cell_key, "axes": cw.axes, "workload": cw.workload, "metric": metric,
                     "accel": cw.accel, **_summary_dict(values), "samples": values,
+                    "cold_run": cold_run(values), "outliers": outliers(values), "steady_state": steady,
                     "failed_runs": cw.failed, "run_ids": cw.runs,
                 })
             info.setdefault("cells", []).append({

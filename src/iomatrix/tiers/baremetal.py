@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
 
-from iomatrix.fio.jobs import baremetal_job
+from iomatrix.fio.jobs import IOPS_LOG_FILE, baremetal_job
 from iomatrix.fio.parse import FioOutputError, extract_json, report_metrics
+from iomatrix.fio.steady import steady_metrics
 from iomatrix.hostcmd import require, terminate_tree
 from iomatrix.tiers.base import RunOutcome, RunRequest
 
@@ -46,8 +48,11 @@ class BareMetalTier:
         out_file = req.run_dir / "fio.json"
         argv = [*req.wrapper, self.fio, "--output-format=json", f"--output={out_file}", str(job_file)]
         t0 = time.monotonic()
+        log_file = req.run_dir / IOPS_LOG_FILE
+        log_file.unlink(missing_ok=True)
+        # fio writes its IOPS log into its working directory: the run's scratch dir.
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
+                                start_new_session=True, cwd=req.run_dir)
         try:
             if req.on_process:
                 req.on_process(proc.pid)
@@ -78,7 +83,11 @@ class BareMetalTier:
             return RunOutcome(ok=False, job_text=job, raw_output=raw, console_tail=_tail(stderr),
                               error=str(err), phases={"wall_s": wall})
         workload_s = metrics.get("job.runtime_s", 0.0)
+        steady, series = steady_metrics(log_file.read_text() if log_file.exists() else None)
+        metrics.update(steady)
+        # Kept for a failed run (job, output); a good run's files are all in the store now.
+        shutil.rmtree(req.run_dir, ignore_errors=True)
         return RunOutcome(ok=True, metrics=metrics, job_text=job, raw_output=raw, console_tail=_tail(stderr),
                           phases={"wall_s": wall, "workload_s": workload_s,
                                   "overhead_s": max(0.0, wall - workload_s)},
-                          meta={"target": str(target), "fio_argv": argv})
+                          meta={"target": str(target), "fio_argv": argv, "iops_series": series})

@@ -11,6 +11,7 @@ from pathlib import Path
 from iomatrix.backing.leftovers import forget, register_temp_path
 from iomatrix.fio.jobs import guest_job
 from iomatrix.fio.parse import FioOutputError, report_metrics
+from iomatrix.fio.steady import steady_metrics
 from iomatrix.guest.accel import AccelChoice, choose_accel
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
 from iomatrix.guest.images import create_image, remove_image
@@ -106,6 +107,10 @@ class GuestTier:
         except FioOutputError as err:
             return RunOutcome(ok=False, phases=out.phases, job_text=job_text, raw_output=raw,
                               console_tail=out.console_tail, error=f"guest fio: {err}", meta=meta)
+        steady, series = steady_metrics(out.iops_log)
+        metrics.update(steady)
+        if series:
+            meta["iops_series"] = series
         if out.fs_result:
             for k, v in out.fs_result.items():
                 if isinstance(v, int | float):

@@ -1,0 +1,53 @@
+"""Per-series quality notes: the cold first run, outliers, steady state.
+
+Nothing is dropped: the first run is reported apart when it differs
+significantly from the rest, outliers are flagged (MAD), and the steady-state
+verdict of each time-based run is counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from iomatrix.stats import cold_vs_warm, mad_outliers
+
+
+def cold_run(samples: Sequence[float]) -> dict[str, Any] | None:
+    cw = cold_vs_warm(samples)
+    if not cw.tested:
+        return None
+    return {"value": cw.cold, "warm_mean": cw.warm.mean if cw.warm else None, "ratio": cw.ratio,
+            "p_value": cw.p_value, "differs": cw.differs, "test": cw.test}
+
+
+def ranked_samples(samples: Sequence[float]) -> tuple[list[float], bool]:
+    """The samples a ranking should use: the warm runs when the cold first run differs significantly."""
+    cr = cold_run(samples)
+    if cr is not None and cr["differs"]:
+        return list(samples[1:]), True
+    return list(samples), False
+
+
+def outliers(samples: Sequence[float]) -> list[int]:
+    return mad_outliers(samples) if len(samples) >= 3 else []
+
+
+def steady_counts(attained: Sequence[float]) -> dict[str, int] | None:
+    if not attained:
+        return None
+    return {"runs": len(attained), "attained": int(sum(1 for a in attained if a >= 0.5))}
+
+
+def notes(row: dict[str, Any]) -> list[str]:
+    """Short human flags for a results/rank row."""
+    out = []
+    cr = row.get("cold_run")
+    if cr and cr["differs"]:
+        out.append(f"cold run differs ({cr['ratio']:.2f}× warm, p={cr['p_value']:.2g})")
+    if row.get("outliers"):
+        out.append("outlier run(s) #" + ",".join(str(i + 1) for i in row["outliers"]))
+    ss = row.get("steady_state")
+    if ss and ss["attained"] < ss["runs"]:
+        out.append(f"steady state {ss['attained']}/{ss['runs']} runs")
+    return out
