@@ -116,7 +116,9 @@ def test_interrupt_keeps_completed_runs_and_resume_skips_them(tmp_path: Path, si
         assert con.execute("SELECT COUNT(*) FROM samples WHERE run_id=?", (rid,)).fetchone()[0] > 0
     con.close()
     leftovers = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
-    assert leftovers == [], subprocess.run(["ps", "-o", "pid,ppid,args", "-p", ",".join(leftovers)], capture_output=True, text=True).stdout
+    ps = subprocess.run(["ps", "-o", "pid,ppid,args", "-p", ",".join(leftovers or ["1"])], capture_output=True,
+                        text=True).stdout
+    assert leftovers == [], f"left behind:\n{ps}"
     assert not list((tmp_path / "iomatrix-work").rglob("iomatrix-baremetal.dat*"))
 
     again = run_cli("run", "p.toml", "--db", "r.sqlite", cwd=tmp_path)
