@@ -20,8 +20,9 @@ def results(tmp_path: Path, db: str = "r.sqlite") -> dict:
     return json.loads(proc.stdout)["sweeps"][-1]
 
 
-def metric(sweep: dict, metric_name: str, **axes: str) -> dict:
+def metric(sweep: dict, metric_name: str, workload: str | None = None, **axes: str) -> dict:
     rows = [r for r in sweep["results"] if r["metric"] == metric_name
+            and (workload is None or r["workload"] == workload)
             and all(r["axes"][k] == v for k, v in axes.items())]
     assert len(rows) == 1, (metric_name, axes, len(rows))
     return rows[0]

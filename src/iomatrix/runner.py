@@ -176,14 +176,10 @@ class SweepRunner:
         reps = self.plan.repetitions
         if st.ok < reps.min:
             return True
-        if not budget_left:
-            more, why = needs_more_runs(self._primary(st), reps.min, reps.max, self.plan.ci_target)
-            if more:
-                st.done_reason = f"time budget spent ({why})"
-            else:
-                st.done_reason = why
-            return False
         more, why = needs_more_runs(self._primary(st), reps.min, reps.max, self.plan.ci_target)
+        if more and not budget_left:
+            st.done_reason = f"time budget spent ({why})"
+            return False
         if not more:
             st.done_reason = why
         return more
@@ -258,15 +254,24 @@ class SweepRunner:
                 already = sum(s.ok for s in states)
                 self.progress.start(max(already, len(states) * reps.min), already)
                 index = already
+                # Wall clock of this session plus the run time of earlier sessions of a resumed sweep.
+                prior = self.store.sweep_elapsed(sweep_id)
+                session_start = time.monotonic()
+
+                def budget_left() -> bool:
+                    return prior + (time.monotonic() - session_start) < self.plan.time_budget_s
+
                 while True:
-                    budget_left = self.store.sweep_elapsed(sweep_id) < self.plan.time_budget_s
-                    round_units = [s for s in states if self._wants_more(s, budget_left)]
+                    round_units = [s for s in states if self._wants_more(s, budget_left())]
                     if not round_units:
                         break
                     pending = sum(max(0, reps.min - s.ok) for s in states) + sum(
                         1 for s in round_units if s.ok >= reps.min)
                     self.progress.grow(index + pending)
                     for st in round_units:
+                        # Extra repetitions stop the moment the budget is spent, not at the end of a round.
+                        if st.ok >= reps.min and not self._wants_more(st, budget_left()):
+                            continue
                         index += 1
                         self.progress.run_started(index, st.unit, st.ok + st.failed + 1,
                                                   cells_order[st.unit.cell] + 1, len(cells_order))
