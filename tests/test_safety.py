@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from iomatrix.errors import UserError
-from iomatrix.safety import check_destroyable, check_workdir_path, parse_mountinfo, root_devices, sysfs_dir
+from iomatrix.mountinfo import parse_mountinfo
+from iomatrix.safety import check_destroyable, check_workdir_path, root_devices, sysfs_dir
 
 _skip_unless_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (loop devices, mounts)")
 SCRATCH = Path("/tmp/iomx-backing")

@@ -17,9 +17,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from iomatrix.errors import UserError
+from iomatrix.mountinfo import parse_mountinfo, unescape
 
 SYS_DEV_BLOCK = Path("/sys/dev/block")
-MOUNTINFO = Path("/proc/self/mountinfo")
 PROC_SWAPS = Path("/proc/swaps")
 
 # ---------------------------------------------------------------------------------------------
@@ -100,42 +100,6 @@ def lower_devices(devnum: tuple[int, int], _depth: int = 0) -> set[tuple[int, in
             if num not in result:
                 result |= lower_devices(num, _depth + 1)
     return result
-
-
-def parse_mountinfo(text: str | None = None) -> list[dict[str, str]]:
-    """Entries of /proc/self/mountinfo: devnum "M:m", mountpoint, fstype, source, options."""
-    if text is None:
-        text = MOUNTINFO.read_text()
-    entries = []
-    for line in text.splitlines():
-        left, _, right = line.partition(" - ")
-        f = left.split()
-        r = right.split()
-        if len(f) < 6 or len(r) < 2:
-            continue
-        entries.append({
-            "devnum": f[2],
-            "root": _unescape(f[3]),
-            "mountpoint": _unescape(f[4]),
-            "mount_options": f[5],
-            "fstype": r[0],
-            "source": _unescape(r[1]),
-            "super_options": r[2] if len(r) > 2 else "",
-        })
-    return entries
-
-
-def _unescape(s: str) -> str:
-    # mountinfo escapes space, tab, newline and backslash as \ooo octal
-    out, i = [], 0
-    while i < len(s):
-        if s[i] == "\\" and i + 4 <= len(s) and s[i + 1:i + 4].isdigit():
-            out.append(chr(int(s[i + 1:i + 4], 8)))
-            i += 4
-        else:
-            out.append(s[i])
-            i += 1
-    return "".join(out)
 
 
 def fs_devices(major: int, minor: int) -> list[tuple[int, int]]:
@@ -269,7 +233,7 @@ def check_destroyable(device: Path, allowed: set[Path]) -> None:
     swaps = _read(PROC_SWAPS) or ""
     for line in swaps.splitlines()[1:]:
         swap = line.split()[0] if line.split() else ""
-        if swap and os.path.realpath(_unescape(swap)) in nodes:
+        if swap and os.path.realpath(unescape(swap)) in nodes:
             raise _refuse(device, f"it is used as swap ({swap})", f"swapoff {swap} first")
 
     for node, _, d in family:

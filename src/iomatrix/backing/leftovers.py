@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from iomatrix.safety import parse_mountinfo
+from iomatrix.mountinfo import parse_mountinfo
 
 STATE_DIR = ".iomatrix"
 STATE_FILE = "leftovers.json"

@@ -38,12 +38,12 @@ from iomatrix.backing.spec import (
     format_size,
 )
 from iomatrix.errors import UserError
+from iomatrix.mountinfo import parse_mountinfo
 from iomatrix.safety import (
     _read,
     check_destroyable,
     loop_backing_file,
     parent_disk,
-    parse_mountinfo,
     path_devices,
     sysfs_dir,
 )

@@ -30,8 +30,9 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from iomatrix.mountinfo import parse_mountinfo
+
 SYS = Path("/sys")
-MOUNTINFO = Path("/proc/self/mountinfo")
 
 LOOP_GET_STATUS64 = 0x4C05
 # struct loop_info64: lo_device, lo_inode, lo_rdevice, lo_offset, lo_sizelimit (u64),
@@ -201,31 +202,14 @@ def _explain_non_block(devt: int, chain: DeviceChain, seen: set[str]) -> None:
 
 def _mount_for(majmin: str) -> tuple[str, str, str] | None:
     """(fstype, source, mount point) of the first mount whose st_dev is majmin."""
-    text = _read(MOUNTINFO)
-    if not text:
+    try:
+        entries = parse_mountinfo()
+    except OSError:
         return None
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) < 10 or parts[2] != majmin:
-            continue
-        sep = parts.index("-", 6)
-        return parts[sep + 1], _unescape(parts[sep + 2]), _unescape(parts[4])
+    for m in entries:
+        if m["devnum"] == majmin:
+            return m["fstype"], m["source"], m["mountpoint"]
     return None
-
-
-def _unescape(s: str) -> str:
-    """mountinfo escapes space, tab, newline and backslash as \\ooo octal."""
-    if "\\" not in s:
-        return s
-    out, i = [], 0
-    while i < len(s):
-        if s[i] == "\\" and i + 3 < len(s) and s[i + 1:i + 4].isdigit():
-            out.append(chr(int(s[i + 1:i + 4], 8)))
-            i += 4
-        else:
-            out.append(s[i])
-            i += 1
-    return "".join(out)
 
 
 def _read(p: Path | str) -> str | None:
