@@ -117,7 +117,8 @@ def run(
     workdir.mkdir(parents=True, exist_ok=True)
     store = Store(db)
     opts = RunOptions(workdir=workdir.resolve(), allowed_devices={d.resolve() for d in allow_destroy},
-                      accel=accel.value, monitor_interval=monitor_interval, kernel=kernel)
+                      accel=accel.value, monitor_interval=monitor_interval, kernel=kernel,
+                      log=lambda m: console.print(f"[dim]{m}[/]"))
     runner = SweepRunner(p, base, store, opts, progress=RichProgress())
     exp = runner.expansion
     console.print(f"[bold]{p.name}[/]: {len(exp.cells)} cells, {len(exp.units)} cell×workload units, "

@@ -22,7 +22,7 @@ from iomatrix import workloads as wl
 from iomatrix.backing.provision import BackingHandle, provision
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import JobShape, page_cache_method
-from iomatrix.hygiene import modifier_wrapper, prepare_cache
+from iomatrix.hygiene import modifier_notes, modifier_wrapper, prepare_cache
 from iomatrix.matrix import NA, BackingFacts, Cell, Expansion, Unit, expand
 from iomatrix.metadata import host_metadata
 from iomatrix.monitor.devices import resolve_device_chain
@@ -42,6 +42,7 @@ class RunOptions:
     accel: str = "auto"  # auto | kvm | tcg
     monitor_interval: float = 1.0
     kernel: Path | None = None
+    log: Callable[[str], None] | None = None  # progress of slow set-up steps (guest artifact build, KVM probe)
 
 
 @dataclass
@@ -194,7 +195,12 @@ class SweepRunner:
         tier = self.tiers[cell.tier]
         cache = prepare_cache(self.plan.keep_caches_warm)
         devices = [] if cell.is_null_ceiling else self.devices.get(cell.backing, [])
-        sampler = HostSampler(devices, interval=self.opts.monitor_interval)
+        notes: list[str] = modifier_notes(cell.modifier, cell.aio) if cell.modifier != NA else []
+        try:
+            sampler = HostSampler(devices, interval=self.opts.monitor_interval)
+        except ValueError as err:  # a device vanished from /proc/diskstats: still sample CPU and memory
+            notes.append(f"disk not sampled: {err}")
+            sampler = HostSampler([], interval=self.opts.monitor_interval)
         run_dir = self.opts.workdir / "runs" / f"sweep{sweep_id}" / f"{st.cell_id}-{unit.workload.name}"
         req = RunRequest(
             cell=cell, workload=unit.workload, target=self._target(cell), shape=self.shape, run_dir=run_dir,
@@ -209,12 +215,16 @@ class SweepRunner:
         try:
             outcome = tier.run(req)
         finally:
-            samples = sampler.stop()
+            try:
+                samples = sampler.stop()
+            except Exception as err:  # the monitor must never cost a measured run
+                samples = []
+                notes.append(f"host sampler failed: {err}")
         finished = time.time()
         meta: dict[str, Any] = dict(outcome.meta)
         meta["cache_detail"] = cache.detail
-        if cell.modifier == "eatmydata" and cell.aio == "io_uring":
-            meta["modifier_note"] = "eatmydata does not remove flushes sent through io_uring"
+        if notes:
+            meta["notes"] = notes
         self.store.record_run(RunRecord(
             cell_id=st.cell_id, workload=unit.workload.name, status="ok" if outcome.ok else "failed",
             started_at=started, finished_at=finished, accel=tier.accel(), cache_state=cache.state,
@@ -238,6 +248,9 @@ class SweepRunner:
                     tier = self.tier_factory(tier_name, self.plan, self.opts)
                     self.tiers[tier_name] = tier
                     result.accel[tier_name] = tier.accel()
+                    describe = getattr(tier, "describe", None)
+                    if describe:
+                        self.progress.message(describe())
                     closer = getattr(tier, "close", None)
                     if closer:
                         stack.callback(closer)

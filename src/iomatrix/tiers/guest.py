@@ -30,11 +30,17 @@ class GuestTier:
         log = getattr(opts, "log", None)
         self.artifacts: GuestArtifacts = ensure_artifacts(kernel=getattr(opts, "kernel", None), log=log)
         force = getattr(opts, "accel", "auto")
+        if log and force == "auto":
+            log("choosing the guest accelerator (a KVM probe boots one guest, ≤ 10 s, cached afterwards)")
         self.choice: AccelChoice = choose_accel(self.artifacts, force=None if force == "auto" else force)
         self._tarball: Path | None = None
 
     def accel(self) -> str:
         return self.choice.accel
+
+    def describe(self) -> str:
+        return (f"guest tier: accelerator {self.choice.accel} ({self.choice.reason}); kernel "
+                f"{self.artifacts.kernel_version}, {self.artifacts.fio_version} ({self.artifacts.fio_source})")
 
     def close(self) -> None:
         kill_all_guests()
