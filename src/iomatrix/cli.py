@@ -11,7 +11,8 @@ import typer
 from rich.table import Table
 
 from iomatrix.errors import UserError
-from iomatrix.ui import TCG_WARNING, console, err_console, fmt
+from iomatrix.guest.accel import TCG_WARNING
+from iomatrix.ui import console, err_console, fmt
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Sweep VM disk configurations (format × cache × aio × bus × backing) with error bars.")
@@ -151,8 +152,8 @@ def results(
     """Results per cell × workload × metric: n, mean, CI and the samples."""
     from iomatrix.report.quality import notes as quality_notes
     from iomatrix.report.query import pick_sweep, sweep_ids
+    from iomatrix.report.rank import primary_metric
     from iomatrix.report.results import MONITOR_HEADLINE, results_document, to_csv, to_json
-    from iomatrix.workloads import PRESETS
 
     store = _open(db)
     ids = sweep_ids(store) if (format != OutputFormat.table and sweep is None) else [pick_sweep(store, sweep)]
@@ -173,7 +174,7 @@ def results(
     cells = {(c["cell"], c["workload"]): c for c in s.get("cells", [])}
     accels: list[str] = []
     for r in s["results"]:
-        primary = PRESETS[r["workload"]].primary_metric if r["workload"] in PRESETS else "total.iops"
+        primary = primary_metric(r["workload"])[0]
         if metric is None and r["metric"] != primary:
             continue
         if metric not in (None, "all") and r["metric"] != metric:

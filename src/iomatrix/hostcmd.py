@@ -40,14 +40,6 @@ def require(program: str) -> str:
     return path
 
 
-def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None,
-        input: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run a host program, capturing text output; the program must exist."""
-    require(argv[0])
-    return subprocess.run(list(argv), check=check, capture_output=True, text=True,
-                          timeout=timeout, input=input)
-
-
 def version_of(argv: Sequence[str]) -> str | None:
     """First line of a program's --version output, or None when it is absent."""
     if shutil.which(argv[0]) is None:

@@ -15,8 +15,6 @@ from iomatrix.tiers.base import RunOutcome
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
 
-TCG_WARNING = ("TCG: guests ran under software emulation. Compare guest cells with each other; do not quote "
-               "their absolute figures as KVM performance.")
 
 
 def fmt(value: float | None, digits: int = 3) -> str:

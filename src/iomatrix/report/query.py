@@ -9,9 +9,8 @@ from typing import Any
 
 from iomatrix.errors import UserError
 from iomatrix.monitor.sampler import MonitorSample
+from iomatrix.plan.model import AXES
 from iomatrix.store import Store
-
-AXES = ("tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier")
 
 
 @dataclass
