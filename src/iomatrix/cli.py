@@ -262,7 +262,9 @@ def rank_cmd(
             console.print("  [dim]'cold run apart': the first run differed significantly from the rest "
                           "(see 'iomatrix results'); the cell is ranked on its warm runs[/]")
         if r.best is None:
-            console.print("  [yellow]no cell is eligible to be called the best: too few runs or too noisy[/]")
+            console.print("  [yellow]no cell is eligible to be called the best: too few runs or too noisy[/] — "
+                          "run more repetitions (repetitions.max, time_budget), lengthen runtime, or accept "
+                          "wider intervals with --max-noise")
     _warn_tcg(accels)
 
 
