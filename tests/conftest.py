@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,3 +35,36 @@ def needs(program: str) -> pytest.MarkDecorator:
 
 
 requires_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+
+
+@contextlib.contextmanager
+def loop_mounted_ext4(scratch: Path, size_mb: int = 128) -> Iterator[tuple[str, Path, Path]]:
+    """Sparse file under `scratch` -> loop device -> ext4 -> mount.
+
+    Yields (loop device path, mount point, backing file) and removes only what it made. Lazy ext4
+    initialisation is off so no background zeroing writes land in what a test measures.
+    """
+    work = scratch / f"loop-{uuid.uuid4().hex[:8]}"
+    mnt = work / "mnt"
+    mnt.mkdir(parents=True)
+    backing = work / "backing.img"
+    with open(backing, "wb") as f:
+        f.truncate(size_mb * 1024 * 1024)
+    loop, mounted = None, False
+    try:
+        try:
+            loop = subprocess.run(["losetup", "--find", "--show", str(backing)], check=True,
+                                  capture_output=True, text=True).stdout.strip()
+        except subprocess.CalledProcessError as e:
+            pytest.skip(f"losetup failed: {e.stderr.strip()}")
+        subprocess.run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", loop],
+                       check=True, capture_output=True)
+        subprocess.run(["mount", loop, str(mnt)], check=True, capture_output=True)
+        mounted = True
+        yield loop, mnt, backing
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(mnt)], check=False, capture_output=True)
+        if loop:
+            subprocess.run(["losetup", "-d", loop], check=False, capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)

@@ -1,16 +1,14 @@
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import subprocess
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from iomatrix.monitor.devices import resolve, resolve_device_chain
+from tests.conftest import loop_mounted_ext4
 
 SCRATCH = Path("/tmp/iomx-mon")
 
@@ -25,36 +23,6 @@ def _needs_loop() -> None:
     for tool in ("losetup", "mkfs.ext4", "mount", "umount"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} not available")
-
-
-@contextlib.contextmanager
-def loop_mount(size_mb: int = 128) -> Iterator[tuple[str, Path, Path]]:
-    """Sparse file under /tmp/iomx-mon -> loop device -> ext4 -> mount.
-    Yields (loop device path, mount point, backing file). Cleans up only what it made."""
-    work = SCRATCH / f"dev-{uuid.uuid4().hex[:8]}"
-    mnt = work / "mnt"
-    mnt.mkdir(parents=True)
-    backing = work / "backing.img"
-    with open(backing, "wb") as f:
-        f.truncate(size_mb * 1024 * 1024)
-    loop = None
-    mounted = False
-    try:
-        try:
-            loop = subprocess.run(["losetup", "--find", "--show", str(backing)], check=True,
-                                  capture_output=True, text=True).stdout.strip()
-        except subprocess.CalledProcessError as e:
-            pytest.skip(f"losetup failed: {e.stderr.strip()}")
-        subprocess.run(["mkfs.ext4", "-q", "-F", loop], check=True, capture_output=True)
-        subprocess.run(["mount", loop, str(mnt)], check=True, capture_output=True)
-        mounted = True
-        yield loop, mnt, backing
-    finally:
-        if mounted:
-            subprocess.run(["umount", str(mnt)], check=False, capture_output=True)
-        if loop:
-            subprocess.run(["losetup", "-d", loop], check=False, capture_output=True)
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def test_root_directory_resolves_to_a_whole_disk():
@@ -101,7 +69,7 @@ def test_loop_mounted_ext4_chain():
     outer = resolve_device_chain(SCRATCH)
     if not outer:
         pytest.skip(f"/tmp/iomx-mon is not on a block device: {resolve(SCRATCH).reason}")
-    with loop_mount() as (loop, mnt, _backing):
+    with loop_mounted_ext4(SCRATCH) as (loop, mnt, _backing):
         name = Path(loop).name
         f = mnt / "disk.img"
         f.write_bytes(b"x" * 4096)

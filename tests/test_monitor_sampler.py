@@ -3,15 +3,12 @@ moves forward, fields present, the right device saw the writes), not timing."""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import shutil
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +22,7 @@ from iomatrix.monitor.sampler import (
     MonitorSample,
     disk_field_names,
 )
+from tests.conftest import loop_mounted_ext4
 
 SCRATCH = Path("/tmp/iomx-mon")
 CHUNK = b"\xa5" * (1024 * 1024)
@@ -143,40 +141,12 @@ def test_optional_sources_follow_the_host():
     assert ("ksm.pages_sharing" in keys) == Path("/sys/kernel/mm/ksm/pages_sharing").exists()
 
 
-@contextlib.contextmanager
-def _loop_mount(size_mb: int = 128) -> Iterator[tuple[str, Path]]:
-    work = SCRATCH / f"smp-{uuid.uuid4().hex[:8]}"
-    mnt = work / "mnt"
-    mnt.mkdir(parents=True)
-    backing = work / "backing.img"
-    with open(backing, "wb") as f:
-        f.truncate(size_mb * 1024 * 1024)
-    loop, mounted = None, False
-    try:
-        try:
-            loop = subprocess.run(["losetup", "--find", "--show", str(backing)], check=True,
-                                  capture_output=True, text=True).stdout.strip()
-        except subprocess.CalledProcessError as e:
-            pytest.skip(f"losetup failed: {e.stderr.strip()}")
-        subprocess.run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", loop],
-                       check=True, capture_output=True)
-        subprocess.run(["mount", loop, str(mnt)], check=True, capture_output=True)
-        mounted = True
-        yield loop, mnt
-    finally:
-        if mounted:
-            subprocess.run(["umount", str(mnt)], check=False, capture_output=True)
-        if loop:
-            subprocess.run(["losetup", "-d", loop], check=False, capture_output=True)
-        shutil.rmtree(work, ignore_errors=True)
-
-
 @pytest.mark.root
 def test_sampler_on_loop_chain_attributes_writes_per_device():
     if os.geteuid() != 0 or not all(shutil.which(t) for t in ("losetup", "mkfs.ext4", "mount")):
         pytest.skip("needs root with losetup/mkfs.ext4/mount")
     SCRATCH.mkdir(parents=True, exist_ok=True)
-    with _loop_mount() as (loop, mnt):
+    with loop_mounted_ext4(SCRATCH) as (loop, mnt, _backing):
         chain = resolve_device_chain(mnt)
         name = Path(loop).name
         assert chain[0] == name and len(chain) >= 2

@@ -274,18 +274,24 @@ def undo_path(path: str) -> list[str]:
     return [f"deleted {path}"]
 
 
+def _remove_with_retries(argv: list[str], done: str, failed: str) -> list[str]:
+    """Run a removal command, retrying briefly (udev or a closing fd may hold the volume for a moment)."""
+    for attempt in range(5):
+        out = _run(argv)
+        if out.returncode == 0:
+            return [done]
+        if attempt < 4:
+            time.sleep(0.5)
+    raise LeftoverError(f"{failed}: {out.stderr.strip()}")
+
+
 def undo_lv(target: str) -> list[str]:
     if shutil.which("lvs") is None:
         raise LeftoverError(f"cannot remove logical volume {target}: lvm2 is not installed")
     if _run(["lvs", "--noheadings", "-o", "lv_name", target]).returncode != 0:
         return []
-    for attempt in range(5):
-        out = _run(["lvremove", "--yes", "--force", target])
-        if out.returncode == 0:
-            return [f"removed logical volume {target}"]
-        if attempt < 4:
-            time.sleep(0.5)
-    raise LeftoverError(f"cannot remove logical volume {target}: {out.stderr.strip()}")
+    return _remove_with_retries(["lvremove", "--yes", "--force", target], f"removed logical volume {target}",
+                                f"cannot remove logical volume {target}")
 
 
 def undo_zfs(target: str) -> list[str]:
@@ -293,13 +299,8 @@ def undo_zfs(target: str) -> list[str]:
         raise LeftoverError(f"cannot destroy ZFS dataset {target}: zfsutils-linux is not installed")
     if _run(["zfs", "list", "-H", "-o", "name", target]).returncode != 0:
         return []
-    for attempt in range(5):
-        out = _run(["zfs", "destroy", "-r", target])
-        if out.returncode == 0:
-            return [f"destroyed ZFS dataset {target}"]
-        if attempt < 4:
-            time.sleep(0.5)
-    raise LeftoverError(f"cannot destroy ZFS dataset {target}: {out.stderr.strip()}")
+    return _remove_with_retries(["zfs", "destroy", "-r", target], f"destroyed ZFS dataset {target}",
+                                f"cannot destroy ZFS dataset {target}")
 
 
 def undo(entry: Entry) -> list[str]:
