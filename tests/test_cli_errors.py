@@ -53,3 +53,10 @@ def test_plan_explain_lists_cells_and_pruned() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "aio=native needs O_DIRECT" in proc.stdout
     assert "estimated duration" in proc.stdout
+
+
+def test_usage_errors_are_not_tracebacks() -> None:
+    for args in ((), ("run", "--no-such-option"), ("results", "--format", "xml")):
+        proc = run_cli(*args)
+        assert proc.returncode == 2, (args, proc.returncode)
+        assert "Traceback" not in proc.stderr + proc.stdout, args

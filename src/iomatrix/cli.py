@@ -373,24 +373,13 @@ def _open(db: Path):  # type: ignore[no-untyped-def]
 
 
 def main() -> None:
+    # Standalone mode: the CLI library prints usage errors and --help itself and turns typer.Exit
+    # into the exit code; what is left for us is the user's own mistakes (UserError) and Ctrl-C.
     try:
-        # standalone_mode=False hands back typer.Exit codes as the return value.
-        rc = app(standalone_mode=False)
-        sys.exit(rc if isinstance(rc, int) else 0)
+        app()
     except UserError as err:
         err_console.print(f"[red]error:[/] {err.one_line()}")
         sys.exit(2)
     except KeyboardInterrupt:
         err_console.print("interrupted")
         sys.exit(130)
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except typer.Abort:
-        sys.exit(1)
-    except Exception as e:  # click usage errors
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
-        raise

@@ -121,7 +121,8 @@ def failures(store: Store, sweep_id: int) -> list[dict[str, Any]]:
 
 def monitor_series(store: Store, run_id: int) -> dict[str, list[tuple[float, float]]]:
     if store.db.execute("SELECT 1 FROM runs WHERE id=?", (run_id,)).fetchone() is None:
-        raise UserError(f"{store.path} has no run {run_id}", hint="see run ids with 'iomatrix results --runs'")
+        raise UserError(f"{store.path} has no run {run_id}",
+                        hint="run ids are listed as run_ids in 'iomatrix results --format json'")
     series: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for r in store.db.execute("SELECT t, field, value FROM monitor WHERE run_id=? ORDER BY t", (run_id,)):
         series[r["field"]].append((float(r["t"]), float(r["value"])))
