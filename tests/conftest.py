@@ -37,6 +37,11 @@ def needs(program: str) -> pytest.MarkDecorator:
 requires_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
 
+def root_only(f):  # type: ignore[no-untyped-def]
+    """Mark a test `root` and skip it cleanly when not root (loop devices, mounts)."""
+    return pytest.mark.root(pytest.mark.skipif(os.geteuid() != 0, reason="needs root (loop devices, mounts)")(f))
+
+
 @contextlib.contextmanager
 def loop_mounted_ext4(scratch: Path, size_mb: int = 128) -> Iterator[tuple[str, Path, Path]]:
     """Sparse file under `scratch` -> loop device -> ext4 -> mount.

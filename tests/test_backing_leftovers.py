@@ -17,13 +17,9 @@ import pytest
 
 from iomatrix.backing import leftovers
 from iomatrix.backing.leftovers import clean, forget, register_temp_path
+from tests.conftest import root_only
 
-_skip_unless_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (loop devices, mounts)")
 SCRATCH = Path("/tmp/iomx-backing")
-
-
-def root_only(f):  # type: ignore[no-untyped-def]
-    return pytest.mark.root(_skip_unless_root(f))
 
 
 @pytest.fixture

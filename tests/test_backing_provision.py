@@ -15,12 +15,8 @@ from iomatrix.backing import leftovers
 from iomatrix.backing.provision import BackingHandle, provision
 from iomatrix.backing.spec import parse_backing
 from iomatrix.errors import UserError
+from tests.conftest import root_only
 
-_skip_unless_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (loop devices, mounts)")
-
-
-def root_only(f):  # type: ignore[no-untyped-def]
-    return pytest.mark.root(_skip_unless_root(f))
 SCRATCH = Path("/tmp/iomx-backing")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tempfile
@@ -14,13 +13,9 @@ import pytest
 from iomatrix.errors import UserError
 from iomatrix.mountinfo import parse_mountinfo
 from iomatrix.safety import check_destroyable, check_workdir_path, root_devices, sysfs_dir
+from tests.conftest import root_only
 
-_skip_unless_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (loop devices, mounts)")
 SCRATCH = Path("/tmp/iomx-backing")
-
-
-def root_only(f):  # type: ignore[no-untyped-def]
-    return pytest.mark.root(_skip_unless_root(f))
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ import secrets
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -150,15 +150,20 @@ def update(workdir: Path, entry_id: str, **info: Any) -> None:
         _save(path, entries)
 
 
-def release(workdir: Path, entry_id: str) -> None:
-    """Drop an entry after its thing was removed."""
+def _drop(workdir: Path, gone: Callable[[Entry], bool]) -> None:
+    """Remove the entries `gone` selects from the ledger, under its lock."""
     with _locked(workdir, create=False) as path:
         if path is None or not path.exists():
             return
         entries = _load(path)
-        kept = [e for e in entries if e.id != entry_id]
+        kept = [e for e in entries if not gone(e)]
         if len(kept) != len(entries):
             _save(path, kept)
+
+
+def release(workdir: Path, entry_id: str) -> None:
+    """Drop an entry after its thing was removed."""
+    _drop(workdir, lambda e: e.id == entry_id)
 
 
 def register_temp_path(workdir: Path, path: Path) -> None:
@@ -169,13 +174,7 @@ def register_temp_path(workdir: Path, path: Path) -> None:
 def forget(workdir: Path, path: Path) -> None:
     """Drop the entries for `path` (call after deleting it yourself)."""
     target = str(Path(os.path.abspath(path)))
-    with _locked(workdir, create=False) as state:
-        if state is None or not state.exists():
-            return
-        entries = _load(state)
-        kept = [e for e in entries if e.target != target]
-        if len(kept) != len(entries):
-            _save(state, kept)
+    _drop(workdir, lambda e: e.target == target)
 
 
 def pending(workdir: Path) -> list[Entry]:

@@ -28,7 +28,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -312,21 +312,29 @@ def _resolve_cloud_package() -> tuple[str, str]:
     return pkg, vm.group(1)
 
 
+@contextlib.contextmanager
+def _staged_dir(dest: Path, prefix: str) -> Iterator[Path]:
+    """A scratch directory beside `dest` that replaces `dest` only if the block completes, so a
+    half-built cache entry is never visible (and an interrupted build leaves nothing behind)."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=dest.parent))
+    try:
+        yield tmp
+        if dest.exists():
+            shutil.rmtree(dest)
+        tmp.rename(dest)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _unpack_deb(deb: Path, root: Path, log: Callable[[str], None]) -> None:
     if (root / ".unpacked").is_file():
         return
     require("dpkg-deb")
-    tmp = Path(tempfile.mkdtemp(prefix=".unpack-", dir=root.parent))
-    try:
+    with _staged_dir(root, ".unpack-") as tmp:
         log(f"unpacking {deb.name}")
         subprocess.run(["dpkg-deb", "-x", str(deb), str(tmp)], check=True, capture_output=True)
         (tmp / ".unpacked").write_text(str(deb) + "\n")
-        if root.exists():
-            shutil.rmtree(root)
-        tmp.rename(root)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _resolve_cloud_package_cached(cache_dir: Path, max_age: float = 86400.0) -> tuple[str, str]:
@@ -774,8 +782,7 @@ def ensure_artifacts(cache_dir: Path | None = None, kernel: Path | None = None, 
             return art
     log(f"building guest initramfs for kernel {tree.version} ({tree.source})")
     (cache_dir / "builds").mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=cache_dir / "builds"))
-    try:
+    with _staged_dir(build, f".{key}-") as tmp:
         shutil.copyfile(tree.vmlinuz, tmp / "vmlinuz")
         config = tree.vmlinuz.parent / f"config-{tree.version}"
         kernel_file = "vmlinuz"
@@ -798,12 +805,6 @@ def ensure_artifacts(cache_dir: Path | None = None, kernel: Path | None = None, 
             "initramfs_bytes": (tmp / final_name).stat().st_size, "build_seconds": round(seconds, 2),
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-        if build.exists():
-            shutil.rmtree(build)
-        tmp.rename(build)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     art = _from_manifest(build)
     assert art is not None
     log(f"guest artifacts ready in {time.monotonic() - start:.1f} s: {build}")
