@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 
 from iomatrix import workloads as wl
+from iomatrix.domain import CACHE
 from iomatrix.errors import UserError
-from iomatrix.fio.jobs import CACHE_SEMANTICS, JobShape, baremetal_job, guest_job, page_cache_method
+from iomatrix.fio.jobs import JobShape, baremetal_job, guest_job, page_cache_method
 from iomatrix.fio.parse import FioOutputError, extract_json, report_metrics
 
 SHAPE = JobShape(size_bytes=64 << 20, runtime_s=2)
@@ -58,7 +59,7 @@ def test_reads_are_prefilled_writes_are_not() -> None:
 
 
 def test_every_cache_mode_has_semantics() -> None:
-    assert set(CACHE_SEMANTICS) == {"none", "writeback", "writethrough", "directsync", "unsafe"}
+    assert set(CACHE) == {"none", "writeback", "writethrough", "directsync", "unsafe"}
 
 
 def test_page_cache_method_is_stated() -> None:

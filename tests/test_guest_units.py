@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from iomatrix.domain import CACHE
 from iomatrix.errors import UserError
 from iomatrix.guest import artifacts as A
 from iomatrix.guest import images
 from iomatrix.guest.qemu import (
-    CACHE_MODES,
     DiskSpec,
     GuestJob,
     blockdev_args,
@@ -47,7 +47,7 @@ def _opts(spec: str) -> dict[str, str]:
     return dict(kv.split("=", 1) for kv in spec.split(",") if "=" in kv)
 
 
-@pytest.mark.parametrize("cache", list(CACHE_MODES))
+@pytest.mark.parametrize("cache", [c.value for c in CACHE])
 @pytest.mark.parametrize("bus", BUSES)
 def test_cache_mode_mapping_every_bus(cache: str, bus: str, tmp_path: Path) -> None:
     disk = DiskSpec(str(tmp_path / "d.qcow2"), "qcow2", cache, "threads", bus)  # type: ignore[arg-type]
@@ -70,10 +70,10 @@ def test_cache_mode_mapping_every_bus(cache: str, bus: str, tmp_path: Path) -> N
         assert last["bus"] == "ide.0"
 
 
-@pytest.mark.parametrize("cache", list(CACHE_MODES))
+@pytest.mark.parametrize("cache", [c.value for c in CACHE])
 def test_aio_native_requires_direct(cache: str) -> None:
     disk = DiskSpec("/x.raw", "raw", cache, "native", "virtio-blk")  # type: ignore[arg-type]
-    if CACHE_MODES[cache][1]:
+    if CACHE[cache].direct:
         validate_disk(disk)
         assert "file.aio=native" in blockdev_args(disk)[1]
     else:

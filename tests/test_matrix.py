@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import pytest
+
 from iomatrix import workloads as wl
+from iomatrix.errors import UserError
 from iomatrix.matrix import NA, BackingFacts, Cell, estimate_seconds, expand, prune_reason
 from iomatrix.plan.load import plan_from_dict
 
@@ -71,11 +74,22 @@ def test_device_backing_refuses_file_preallocation() -> None:
     assert reason is not None and "block device" in reason
 
 
-def test_blocklayer_tier_pruned_not_silently_dropped() -> None:
-    p = plan(tier=["blocklayer", "baremetal"])
-    e = run_expand(p)
-    assert {c.tier for c in e.cells} == {"baremetal"}
-    assert any("blocklayer" in x.reason and "not implemented" in x.reason for x in e.pruned)
+def test_unknown_tier_is_a_clear_error_naming_the_registered_tiers() -> None:
+    with pytest.raises(UserError, match=r"tier: 'warp' is not valid; valid values: baremetal, .*guest"):
+        plan(tier=["warp", "baremetal"])
+
+
+def test_tier_axes_come_from_the_tier_plugin() -> None:
+    from iomatrix.matrix import collapsed_axes
+
+    assert collapsed_axes("baremetal") == ("format", "preallocation", "bus")
+    assert collapsed_axes("guest") == ()
+
+
+def test_sata_is_pruned_with_the_reason_not_rejected() -> None:
+    e = run_expand(plan(tier=["guest"], bus=["sata", "virtio-blk"]))
+    assert {c.bus for c in e.cells} == {"virtio-blk"}
+    assert any("ahci" in x.reason for x in e.pruned)
 
 
 def test_null_ceiling_one_per_bus_and_no_fs_workloads() -> None:

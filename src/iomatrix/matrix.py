@@ -10,29 +10,15 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
+from iomatrix import domain
+from iomatrix.domain import NA, NULL_BACKING
 from iomatrix.plan.model import AXES, Plan
 from iomatrix.workloads import Workload
 
-NA = "-"
-
-# Axes with no meaning for a tier.
-COLLAPSED: dict[str, tuple[str, ...]] = {
-    "baremetal": ("format", "preallocation", "bus"),
-    "blocklayer": ("bus",),
-    "guest": (),
-}
-
-IMPLEMENTED_TIERS = ("baremetal", "guest")
-
-PREALLOCATION_SUPPORT = {
-    "raw": ("off", "falloc", "full"),
-    "qcow2": ("off", "metadata", "falloc", "full"),
-    "qed": ("off",),
-}
-
-DIRECT_CACHES = ("none", "directsync")
-NULL_BACKING = "null"
+if TYPE_CHECKING:
+    from iomatrix.tiers.base import Tier
 
 
 @dataclass(frozen=True, order=True)
@@ -100,46 +86,43 @@ class BackingFacts:
     is_device: bool
 
 
+def _tier(name: str) -> type[Tier]:
+    from iomatrix.tiers import tier_class
+
+    return tier_class(name)
+
+
+def collapsed_axes(tier: str) -> tuple[str, ...]:
+    """Axes with no meaning for `tier`: shown as "-", not multiplied."""
+    applies = _tier(tier).axes
+    return tuple(a for a in AXES if a not in applies)
+
+
 def prune_reason(cell: Cell, backing: BackingFacts | None) -> str | None:
-    """Why `cell` cannot run, or None. Pure: every rule lives here."""
-    if cell.tier not in IMPLEMENTED_TIERS:
-        return (f"tier '{cell.tier}' (qemu-img bench / qemu-storage-daemon) is not implemented in this "
-                "version; use tier 'baremetal' or 'guest'")
+    """Why `cell` cannot run, or None: the domain's rules between axes, then the tier's own."""
+    tier = _tier(cell.tier)
     if cell.is_null_ceiling:
-        return None
+        return tier.prune_reason(cell, backing)
     if backing is not None and backing.unavailable:
         return f"backing {cell.backing} is unavailable here: {backing.unavailable}"
-    if cell.aio == "native" and cell.cache not in DIRECT_CACHES:
-        return (f"aio=native needs O_DIRECT (cache none or directsync); cache={cell.cache} would make QEMU "
-                "refuse to open the image ('aio=native was specified, but it requires cache.direct=on')")
-    if backing is not None and not backing.o_direct and cell.cache in DIRECT_CACHES:
-        return (f"cache={cell.cache} opens with O_DIRECT, which backing {cell.backing} does not support "
-                "(tmpfs and ZFS datasets refuse O_DIRECT)")
+    checks = []
+    if cell.aio != NA and cell.cache != NA:
+        checks.append(domain.aio_rule(cell.cache, cell.aio))
+    if backing is not None and cell.cache != NA:
+        checks.append(domain.o_direct_rule(cell.cache, backing.o_direct, cell.backing))
     if cell.format != NA and cell.preallocation != NA:
-        allowed = PREALLOCATION_SUPPORT[cell.format]
-        if cell.preallocation not in allowed:
-            return (f"format {cell.format} does not support preallocation={cell.preallocation} "
-                    f"(it supports: {', '.join(allowed)})")
-        if backing is not None and backing.is_device and cell.preallocation in ("falloc", "full"):
-            return (f"preallocation={cell.preallocation} preallocates an image file; backing {cell.backing} is a "
-                    "whole block device")
-    if cell.modifier == "eatmydata" and cell.cache == "unsafe":
-        return "cache=unsafe already drops every flush; eatmydata would change nothing"
-    return None
+        checks.append(domain.preallocation_rule(cell.format, cell.preallocation,
+                                                on_block_device=backing is not None and backing.is_device))
+    if cell.bus != NA:
+        checks.append(domain.bus_rule(cell.bus))
+    if cell.modifier != NA and cell.cache != NA:
+        checks.append(domain.modifier_rule(cell.modifier, cell.cache))
+    checks.append(tier.prune_reason(cell, backing))
+    return next((c for c in checks if c), None)
 
 
 def workload_prune_reason(cell: Cell, workload: Workload) -> str | None:
-    if workload.guest_only and cell.tier != "guest":
-        return f"workload {workload.name} runs on a guest filesystem: guest tier only"
-    if workload.guest_only and cell.is_null_ceiling:
-        return "the null ceiling has no data to hold a filesystem"
-    return None
-
-
-def _null_ceiling_cells(plan: Plan) -> list[Cell]:
-    # One per bus: null-co has no format, preallocation, host cache or backing;
-    # what is left is the emulated device and QEMU's block layer.
-    return [Cell("guest", "null", NA, NA, NA, bus, NULL_BACKING, "none") for bus in plan.bus]
+    return _tier(cell.tier).workload_prune_reason(cell, workload)
 
 
 def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Workload]) -> Expansion:
@@ -150,8 +133,7 @@ def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Wor
     seen: set[Cell] = set()
     for combo in itertools.product(*(axis_values[a] for a in AXES)):
         cell = Cell(*combo)
-        collapse = COLLAPSED.get(cell.tier, ())
-        cell = replace(cell, **{a: NA for a in collapse})
+        cell = replace(cell, **{a: NA for a in collapsed_axes(cell.tier)})
         if cell in seen:
             continue
         seen.add(cell)
@@ -160,8 +142,8 @@ def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Wor
             pruned[cell.key] = Pruned(cell.key, reason)
         else:
             cells.append(cell)
-    if "guest" in plan.tier and plan.null_ceiling:
-        cells.extend(_null_ceiling_cells(plan))
+    for tier_name in plan.tier:
+        cells.extend(_tier(tier_name).extra_cells(plan))
     units: list[Unit] = []
     unit_pruned: list[Pruned] = []
     for cell in cells:
@@ -179,14 +161,9 @@ def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Wor
         cells=cells,
         units=units,
         pruned=list(pruned.values()) + unit_pruned,
-        collapsed={t: COLLAPSED.get(t, ()) for t in plan.tier if COLLAPSED.get(t)},
+        collapsed={t: collapsed_axes(t) for t in plan.tier if collapsed_axes(t)},
         notes=notes,
     )
-
-
-# Rough per-run overhead (seconds) beyond the workload's runtime, for the
-# estimate only: bare-metal fio start + prefill; guest boot under TCG.
-OVERHEAD_S = {"baremetal": 1.5, "guest": 4.5}
 
 
 def estimate_seconds(plan: Plan, expansion: Expansion) -> tuple[float, float]:
@@ -194,7 +171,7 @@ def estimate_seconds(plan: Plan, expansion: Expansion) -> tuple[float, float]:
     per_rep = 0.0
     for u in expansion.units:
         runtime = 20.0 if u.workload.guest_only else plan.runtime + plan.ramp
-        per_rep += runtime + OVERHEAD_S.get(u.cell.tier, 2.0)
+        per_rep += runtime + _tier(u.cell.tier).overhead_s
     low = per_rep * plan.repetitions.min
     high = max(low, min(per_rep * plan.repetitions.max, plan.time_budget_s))
     return low, high

@@ -1,11 +1,9 @@
 """Run a plan: provision backings, interleave repetitions across cells, sample
 the host, and commit every finished run to the store at once.
 
-Scheduling follows the statistics, not a fixed count: every cell × workload
-runs `min` times, then more while its confidence interval is wider than the
-plan's target, up to `max` runs and within the time budget. Runs are
-interleaved (A B C A B C …) so slow drift of the machine spreads over all
-cells instead of favouring the ones that ran first.
+What runs next is decided by the pure scheduler (`scheduler.py`: randomised complete blocks, stopping
+policy, budget, giving up); this module does the I/O around each run: backings, tiers, the host sampler,
+the store. Tiers come from the registry (`iomatrix.tiers`), so a new tier needs no change here.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ import contextlib
 import signal
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,30 +26,12 @@ from iomatrix.metadata import host_metadata
 from iomatrix.monitor.devices import resolve_device_chain
 from iomatrix.monitor.sampler import HostSampler
 from iomatrix.plan.model import Plan
-from iomatrix.stats import needs_more_runs
+from iomatrix.scheduler import CiWidthPolicy, Scheduler, Slot, UnitState
 from iomatrix.store import RunRecord, Store
-from iomatrix.tiers.base import RunOutcome, RunRequest, Target, Tier
+from iomatrix.tiers import tier_class
+from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Target, Tier
 
-MAX_FAILED_ATTEMPTS = 3
-
-
-@dataclass
-class RunOptions:
-    workdir: Path
-    allowed_devices: set[Path] = field(default_factory=set)
-    accel: str = "auto"  # auto | kvm | tcg
-    monitor_interval: float = 1.0
-    kernel: Path | None = None
-    log: Callable[[str], None] | None = None  # progress of slow set-up steps (guest artifact build, KVM probe)
-
-
-@dataclass
-class UnitState:
-    unit: Unit
-    cell_id: int
-    ok: int = 0
-    failed: int = 0
-    done_reason: str | None = None  # why no more runs: converged, max runs, gave up …
+__all__ = ["RunOptions", "SweepResult", "SweepRunner"]
 
 
 @dataclass
@@ -167,30 +147,37 @@ class SweepRunner:
             except (OSError, ValueError):
                 self.devices[label] = []
 
-    # -- scheduling ---------------------------------------------------------
-    def _wants_more(self, st: UnitState, budget_left: bool) -> bool:
-        if st.done_reason:
-            return False
-        if st.failed >= MAX_FAILED_ATTEMPTS and st.failed > st.ok:
-            st.done_reason = f"gave up after {st.failed} failed runs"
-            return False
-        reps = self.plan.repetitions
-        if st.ok < reps.min:
-            return True
-        more, why = needs_more_runs(self._primary(st), reps.min, reps.max, self.plan.ci_target)
-        if more and not budget_left:
-            st.done_reason = f"time budget spent ({why})"
-            return False
-        if not more:
-            st.done_reason = why
-        return more
+    def _open_tiers(self, stack: contextlib.ExitStack, result: SweepResult) -> None:
+        for tier_name in sorted({c.tier for c in self.expansion.cells}):
+            tier = self.tier_factory(tier_name, self.plan, self.opts)
+            stack.callback(tier.close)
+            tier.open()
+            self.tiers[tier_name] = tier
+            result.accel[tier_name] = tier.accel()
+            self.progress.message(tier.describe())
 
-    def _primary(self, st: UnitState) -> list[float]:
-        return self.store.metric_series(st.cell_id, st.unit.workload.name, st.unit.workload.primary_metric)
+    def _unit_states(self, sweep_id: int) -> tuple[dict[str, tuple[Unit, int]], list[UnitState]]:
+        """Every unit with its cell id, and its scheduling state so far (a resumed sweep's runs count)."""
+        counts = self.store.run_counts(sweep_id)
+        rounds = self.store.run_rounds(sweep_id)
+        units: dict[str, tuple[Unit, int]] = {}
+        states: list[UnitState] = []
+        for unit in self.expansion.units:
+            backing_meta = {} if unit.cell.is_null_ceiling else dict(self.handles[unit.cell.backing].metadata)
+            cid = self.store.cell_id(sweep_id, unit.cell.key,
+                                     {a: getattr(unit.cell, a) for a in unit.cell.__dataclass_fields__},
+                                     backing_meta)
+            ok, bad = counts.get((cid, unit.workload.name), (0, 0))
+            units[unit.key] = (unit, cid)
+            states.append(UnitState(
+                key=unit.key, group=unit.workload.name,
+                values=self.store.metric_series(cid, unit.workload.name, unit.workload.primary_metric),
+                rounds=rounds.get((cid, unit.workload.name), set()), ok=ok, failed=bad,
+                baseline=tier_class(unit.cell.tier).is_reference or unit.cell.is_null_ceiling))
+        return units, states
 
     # -- one run ------------------------------------------------------------
-    def _run_one(self, sweep_id: int, st: UnitState) -> RunOutcome:
-        unit = st.unit
+    def _run_one(self, sweep_id: int, unit: Unit, cell_id: int, slot: Slot) -> RunOutcome:
         cell = unit.cell
         tier = self.tiers[cell.tier]
         cache = prepare_cache(self.plan.keep_caches_warm)
@@ -201,14 +188,12 @@ class SweepRunner:
         except ValueError as err:  # a device vanished from /proc/diskstats: still sample CPU and memory
             notes.append(f"disk not sampled: {err}")
             sampler = HostSampler([], interval=self.opts.monitor_interval)
-        run_dir = self.opts.workdir / "runs" / f"sweep{sweep_id}" / f"{st.cell_id}-{unit.workload.name}"
+        run_dir = self.opts.workdir / "runs" / f"sweep{sweep_id}" / f"{cell_id}-{unit.workload.name}"
         req = RunRequest(
             cell=cell, workload=unit.workload, target=self._target(cell), shape=self.shape, run_dir=run_dir,
             timeout_s=self.plan.run_timeout,
             wrapper=modifier_wrapper(cell.modifier) if cell.modifier != NA else [],
             on_process=sampler.attach_pid,
-            options={"guest_fs": self.plan.guest_fs, "image_size": self.plan.image_size_bytes,
-                     "memory_mb": self.plan.guest_memory_mb},
         )
         started = time.time()
         sampler.start()
@@ -223,10 +208,13 @@ class SweepRunner:
         finished = time.time()
         meta: dict[str, Any] = dict(outcome.meta)
         meta["cache_detail"] = cache.detail
+        # The randomised-block design: the statistics use the round as a block.
+        meta["round"] = slot.round
+        meta["round_position"] = slot.position
         if notes:
             meta["notes"] = notes
         self.store.record_run(RunRecord(
-            cell_id=st.cell_id, workload=unit.workload.name, status="ok" if outcome.ok else "failed",
+            cell_id=cell_id, workload=unit.workload.name, status="ok" if outcome.ok else "failed",
             started_at=started, finished_at=finished, accel=tier.accel(), cache_state=cache.state,
             page_cache_method=page_cache_method(unit.workload, tier=cell.tier, cache=cell.cache,
                                                 caches_dropped=cache.state == "dropped"),
@@ -238,86 +226,56 @@ class SweepRunner:
     # -- the sweep ------------------------------------------------------------
     def run(self) -> SweepResult:
         sweep_id, resumed = self._sweep()
-        states: list[UnitState] = []
         result = SweepResult(sweep_id, 0, 0, [], [], {}, resumed)
-        counts = self.store.run_counts(sweep_id)
+        sched: Scheduler | None = None
         with _sigterm_as_interrupt(), contextlib.ExitStack() as stack:
             try:
                 self._provision(stack)
-                for tier_name in sorted({c.tier for c in self.expansion.cells}):
-                    tier = self.tier_factory(tier_name, self.plan, self.opts)
-                    self.tiers[tier_name] = tier
-                    result.accel[tier_name] = tier.accel()
-                    describe = getattr(tier, "describe", None)
-                    if describe:
-                        self.progress.message(describe())
-                    closer = getattr(tier, "close", None)
-                    if closer:
-                        stack.callback(closer)
-                for unit in self.expansion.units:
-                    label = unit.cell.backing
-                    backing_meta = {} if unit.cell.is_null_ceiling else dict(self.handles[label].metadata)
-                    cid = self.store.cell_id(sweep_id, unit.cell.key,
-                                             {a: getattr(unit.cell, a) for a in unit.cell.__dataclass_fields__},
-                                             backing_meta)
-                    ok, bad = counts.get((cid, unit.workload.name), (0, 0))
-                    states.append(UnitState(unit, cid, ok, bad))
-                cells_order = {c: i for i, c in enumerate(dict.fromkeys(u.cell for u in self.expansion.units))}
+                self._open_tiers(stack, result)
+                units, states = self._unit_states(sweep_id)
                 reps = self.plan.repetitions
+                sched = Scheduler(
+                    states, min_runs=reps.min, max_runs=reps.max, budget_s=self.plan.time_budget_s,
+                    policy=CiWidthPolicy(self.plan.ci_target, reps.min, reps.max),
+                    seed=int(self.plan.fingerprint(), 16), clock=time.monotonic,
+                    # Wall clock of this session plus the run time of earlier sessions of a resumed sweep.
+                    prior_elapsed_s=self.store.sweep_elapsed(sweep_id))
+                cells_order = {c: i for i, c in enumerate(dict.fromkeys(u.cell for u in self.expansion.units))}
                 already = sum(s.ok for s in states)
                 self.progress.start(max(already, len(states) * reps.min), already)
                 index = already
-                # Wall clock of this session plus the run time of earlier sessions of a resumed sweep.
-                prior = self.store.sweep_elapsed(sweep_id)
-                session_start = time.monotonic()
-
-                def budget_left() -> bool:
-                    return prior + (time.monotonic() - session_start) < self.plan.time_budget_s
-
-                while True:
-                    round_units = [s for s in states if self._wants_more(s, budget_left())]
-                    if not round_units:
-                        break
-                    pending = sum(max(0, reps.min - s.ok) for s in states) + sum(
-                        1 for s in round_units if s.ok >= reps.min)
-                    self.progress.grow(index + pending)
-                    for st in round_units:
-                        # Extra repetitions stop the moment the budget is spent, not at the end of a round.
-                        if st.ok >= reps.min and not self._wants_more(st, budget_left()):
+                while slots := sched.next_round():
+                    self.progress.grow(index + sched.pending_estimate())
+                    for slot in slots:
+                        if not sched.should_start(slot):
                             continue
+                        unit, cell_id = units[slot.key]
+                        st = sched.units[slot.key]
                         index += 1
-                        self.progress.run_started(index, st.unit, st.ok + st.failed + 1,
-                                                  cells_order[st.unit.cell] + 1, len(cells_order))
-                        outcome = self._run_one(sweep_id, st)
+                        self.progress.run_started(index, unit, st.ok + st.failed + 1,
+                                                  cells_order[unit.cell] + 1, len(cells_order))
+                        outcome = self._run_one(sweep_id, unit, cell_id, slot)
+                        value = outcome.metrics.get(unit.workload.primary_metric) if outcome.ok else None
+                        sched.record(slot, outcome.ok, value)
                         if outcome.ok:
-                            st.ok += 1
                             result.runs_done += 1
                         else:
-                            st.failed += 1
                             result.runs_failed += 1
-                        self.progress.run_finished(st.unit, outcome, _headline(st.unit, outcome))
+                        self.progress.run_finished(unit, outcome, _headline(unit, outcome))
                 self.store.set_sweep_status(sweep_id, "finished")
             except KeyboardInterrupt:
                 result.interrupted = True
                 self.store.set_sweep_status(sweep_id, "interrupted")
             finally:
                 self.progress.stop()
-        for s in states:
-            reason = s.done_reason or ""
+        for key, reason in (sched.reasons() if sched else {}).items():
+            reason = reason or ""
             if reason.startswith("gave up"):
-                result.gave_up.append((s.unit.key, reason))
+                result.gave_up.append((key, reason))
             elif reason and reason != "converged":
-                result.not_converged.append((s.unit.key, reason))
+                result.not_converged.append((key, reason))
         return result
 
 
 def default_tier_factory(name: str, plan: Plan, opts: RunOptions) -> Tier:
-    if name == "baremetal":
-        from iomatrix.tiers.baremetal import BareMetalTier
-
-        return BareMetalTier()
-    if name == "guest":
-        from iomatrix.tiers.guest import GuestTier
-
-        return GuestTier(plan, opts)
-    raise ValueError(f"no tier named {name}")
+    return tier_class(name)(plan, opts)

@@ -231,6 +231,16 @@ class Store:
             "AND r.status='ok' AND s.metric=? ORDER BY r.attempt", (cell_id, workload, metric))
         return [float(r[0]) for r in rows]
 
+    def run_rounds(self, sweep_id: int) -> dict[tuple[int, str], set[int]]:
+        """(cell_id, workload) → the rounds of the randomised-block design its runs belong to."""
+        rows = self.db.execute(
+            "SELECT r.cell_id, r.workload, json_extract(r.meta_json, '$.round') rnd FROM runs r "
+            "JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=? AND rnd IS NOT NULL", (sweep_id,))
+        out: dict[tuple[int, str], set[int]] = {}
+        for r in rows:
+            out.setdefault((r["cell_id"], r["workload"]), set()).add(int(r["rnd"]))
+        return out
+
     def sweep_elapsed(self, sweep_id: int) -> float:
         """Seconds spent in runs of this sweep (resumes add up; idle time between them does not)."""
         row = self.db.execute("SELECT COALESCE(SUM(r.wall_s), 0) FROM runs r JOIN cells c ON c.id=r.cell_id "

@@ -12,31 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from iomatrix.domain import CACHE, FIO_ENGINE, Aio, CacheMode
 from iomatrix.workloads import Workload
-
-# aio axis → fio engine on bare metal. QEMU's thread pool issues blocking
-# pread/pwrite from worker threads (psync); native is Linux AIO (libaio);
-# io_uring is io_uring.
-ENGINE_FOR_AIO = {"threads": "psync", "native": "libaio", "io_uring": "io_uring"}
-
-
-@dataclass(frozen=True)
-class CacheSemantics:
-    """How a QEMU cache mode treats data and flushes, as fio options."""
-
-    direct: bool  # O_DIRECT on the host file: host page cache bypassed
-    flush_every_write: bool  # write-cache off: every write is followed by a flush
-    flushes_dropped: bool  # cache.no-flush: guest flushes never reach the disk
-    end_flush: bool  # the guest's final flush (a clean shutdown) reaches the disk
-
-
-CACHE_SEMANTICS: dict[str, CacheSemantics] = {
-    "writeback": CacheSemantics(direct=False, flush_every_write=False, flushes_dropped=False, end_flush=True),
-    "none": CacheSemantics(direct=True, flush_every_write=False, flushes_dropped=False, end_flush=True),
-    "writethrough": CacheSemantics(direct=False, flush_every_write=True, flushes_dropped=False, end_flush=True),
-    "directsync": CacheSemantics(direct=True, flush_every_write=True, flushes_dropped=False, end_flush=True),
-    "unsafe": CacheSemantics(direct=False, flush_every_write=False, flushes_dropped=True, end_flush=False),
-}
 
 MEASURE_JOB = "measure"
 PREFILL_JOB = "prefill"
@@ -86,19 +63,20 @@ def baremetal_job(w: Workload, *, cache: str, aio: str, target: str, shape: JobS
 
     `target` is a file path (created by fio) or a whole block device.
     """
-    sem = CACHE_SEMANTICS[cache]
+    sem = CACHE[CacheMode(cache)]
     fdatasync = w.fdatasync
     if sem.flush_every_write:
         fdatasync = 1
-    if sem.flushes_dropped:
+    if sem.no_flush:
         fdatasync = 0
     glob = [
         "[global]",
         f"filename={target}",
         f"size={shape.size_bytes}",
         f"direct={int(sem.direct)}",
-        f"ioengine={ENGINE_FOR_AIO[aio]}",
-        f"end_fsync={int(sem.end_flush)}",
+        f"ioengine={FIO_ENGINE[Aio(aio)]}",
+        # The guest's final flush (a clean shutdown) reaches the disk unless flushes are dropped.
+        f"end_fsync={int(sem.honours_flush)}",
         # fio's default, stated: POSIX_FADV_DONTNEED on the file before each
         # job, so buffered reads do not start from the prefill's pages.
         "invalidate=1",
@@ -156,9 +134,9 @@ def page_cache_method(w: Workload, *, tier: str, cache: str, caches_dropped: boo
         return "n/a (no reads measured)"
     dropped = "host caches dropped before the run" if caches_dropped else "host caches NOT dropped"
     if tier == "guest":
-        host = ("host O_DIRECT" if CACHE_SEMANTICS.get(cache, CACHE_SEMANTICS["none"]).direct
+        host = ("host O_DIRECT" if cache not in CACHE or CACHE[CacheMode(cache)].direct
                 else f"host page cache in use (cache={cache}: reads after the prefill may hit it, as in a real VM)")
         return f"guest O_DIRECT; {host}; {dropped}"
-    if CACHE_SEMANTICS[cache].direct:
+    if CACHE[CacheMode(cache)].direct:
         return f"direct I/O (O_DIRECT); {dropped}"
     return f"buffered: fio invalidate=1 (POSIX_FADV_DONTNEED) before the job; {dropped}"

@@ -7,20 +7,11 @@ import os
 import stat
 import subprocess
 from pathlib import Path
-from typing import Literal
 
+from iomatrix import domain
+from iomatrix.domain import Format, Preallocation
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import require
-
-ImageFormat = Literal["raw", "qcow2", "qed"]
-Preallocation = Literal["off", "metadata", "falloc", "full"]
-
-# Which preallocation values each format accepts (qemu-img create -o help, QEMU 7.2).
-PREALLOCATIONS: dict[str, tuple[str, ...]] = {
-    "raw": ("off", "falloc", "full"),
-    "qcow2": ("off", "metadata", "falloc", "full"),
-    "qed": ("off",),  # qed has no preallocation option; "off" means: do not pass one
-}
 
 
 def is_block_device(path: Path) -> bool:
@@ -32,27 +23,25 @@ def is_block_device(path: Path) -> bool:
 
 def create_image_argv(path: Path, fmt: str, preallocation: str, size_bytes: int) -> list[str] | None:
     """The qemu-img command that creates the image, or None when nothing must be created."""
-    if fmt not in PREALLOCATIONS:
-        raise UserError(f"unknown image format '{fmt}'", hint="use raw, qcow2 or qed")
-    if preallocation not in PREALLOCATIONS[fmt]:
-        raise UserError(f"{fmt} images do not support preallocation={preallocation}",
-                        hint=f"use one of: {', '.join(PREALLOCATIONS[fmt])}")
+    if fmt not in {f.value for f in Format}:
+        raise UserError(f"unknown image format '{fmt}'", hint=f"use {domain.choices(Format)}")
+    on_device = is_block_device(path)
+    reason = domain.preallocation_rule(fmt, preallocation, on_block_device=on_device)
+    if reason:
+        raise UserError(f"{reason} ({path})", hint="pick another preallocation; see 'iomatrix plan --explain'")
     if size_bytes <= 0 or size_bytes % 512:
         raise UserError(f"image size {size_bytes} is not a positive multiple of 512 bytes")
-    if is_block_device(path):
-        if fmt == "raw":
-            return None  # the device is used directly (driver host_device)
-        if preallocation not in ("off", "metadata"):
-            raise UserError(f"preallocation={preallocation} makes no sense on block device {path}",
-                            hint="use off or metadata")
+    if on_device and fmt == Format.RAW:
+        return None  # the device is used directly (driver host_device)
     argv = [require("qemu-img"), "create", "-q", "-f", fmt]
-    if fmt != "qed":
+    # qed has no preallocation option at all.
+    if fmt != Format.QED:
         argv += ["-o", f"preallocation={preallocation}"]
     argv += [str(path), str(size_bytes)]
     return argv
 
 
-def create_image(path: Path, fmt: ImageFormat, preallocation: Preallocation, size_bytes: int) -> None:
+def create_image(path: Path, fmt: Format | str, preallocation: Preallocation | str, size_bytes: int) -> None:
     """Create an image file (or format a block device as qcow2/qed) for one guest cell.
 
     raw on a block device creates nothing: the device itself is the disk (host_device driver).

@@ -10,20 +10,17 @@ How a job travels:
     splits the run into QEMU start / boot / workload / shutdown. ttyS0 (kernel + init messages) goes
     to `console.log` in the run directory; its tail is reported on failure.
 
-Every QEMU child is registered until it has been reaped; `kill_all_guests()` (also run at exit and
-on SIGTERM while a guest runs in the main thread) kills them by pid.
+A guest is started with `start_guest` (non-blocking: several can run at once) and finished with
+`GuestHandle.wait`; `run_guest` does both. QEMU is a child of `iomatrix.children`: registered until
+reaped, killed with iomatrix (parent-death signal), and killed by `kill_all_guests()` on interrupt.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import ctypes
 import json
-import os
 import re
 import shlex
-import signal
 import subprocess
 import threading
 import time
@@ -32,7 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from iomatrix import children, domain
+from iomatrix.domain import BUS, CACHE, Aio, Bus, CacheMode
 from iomatrix.errors import UserError
+from iomatrix.fio.jobs import GUEST_DISK_PLACEHOLDER as DISK_PLACEHOLDER
 from iomatrix.guest.artifacts import BUS_MODULES, FS_MODULES, GuestArtifacts
 from iomatrix.guest.images import is_block_device
 from iomatrix.hostcmd import require
@@ -40,7 +40,6 @@ from iomatrix.hostcmd import require
 if TYPE_CHECKING:
     from iomatrix.guest.accel import AccelChoice
 
-DISK_PLACEHOLDER = "@DISK@"
 DISK_SERIAL = "iomx-test"
 TAR_SERIAL = "iomx-tar"
 KERNEL_CMDLINE = (
@@ -49,23 +48,9 @@ KERNEL_CMDLINE = (
 )
 CONSOLE_TAIL_LINES = 40
 
-CacheMode = Literal["none", "writeback", "writethrough", "directsync", "unsafe"]
-AioMode = Literal["threads", "native", "io_uring"]
-Bus = Literal["virtio-blk", "virtio-scsi", "ide", "nvme", "sata"]
-DiskFormat = Literal["raw", "qcow2", "qed", "null"]
+# The null-co ceiling is a disk "format" of its own: no image, no backing.
+NULL_FORMAT = "null"
 JobKind = Literal["fio", "fs-read", "fs-write", "boot"]
-
-# cache mode -> (device write-cache, file node cache.direct, cache.no-flush); domain brief §1.
-CACHE_MODES: dict[str, tuple[bool, bool, bool]] = {
-    "writeback": (True, False, False),
-    "none": (True, True, False),
-    "writethrough": (False, False, False),
-    "directsync": (False, True, False),
-    "unsafe": (True, False, True),
-}
-AIO_MODES = ("threads", "native", "io_uring")
-BUSES = ("virtio-blk", "virtio-scsi", "ide", "nvme", "sata")
-FORMATS = ("raw", "qcow2", "qed", "null")
 
 
 @dataclass
@@ -74,10 +59,10 @@ class DiskSpec:
     null-co ceiling: no storage at all, reads return zeroes."""
 
     target: str | None
-    format: DiskFormat = "qcow2"
-    cache: CacheMode = "none"
-    aio: AioMode = "threads"
-    bus: Bus = "virtio-blk"
+    format: str = "qcow2"  # a domain.Format value, or NULL_FORMAT
+    cache: CacheMode = CacheMode.NONE
+    aio: Aio = Aio.THREADS
+    bus: Bus = Bus.VIRTIO_BLK
     null_size_bytes: int = 1 << 30  # size of the null-co disk
 
 
@@ -124,21 +109,18 @@ def _onoff(flag: bool) -> str:
 
 def validate_disk(disk: DiskSpec) -> None:
     """Refuse combinations QEMU would reject (or that make no sense) with a one-line fix."""
-    if disk.cache not in CACHE_MODES:
-        raise UserError(f"unknown cache mode '{disk.cache}'", hint=f"use one of: {', '.join(CACHE_MODES)}")
-    if disk.aio not in AIO_MODES:
-        raise UserError(f"unknown aio mode '{disk.aio}'", hint=f"use one of: {', '.join(AIO_MODES)}")
-    if disk.bus not in BUSES:
-        raise UserError(f"unknown bus '{disk.bus}'", hint=f"use one of: {', '.join(BUSES)}")
-    if disk.format not in FORMATS:
-        raise UserError(f"unknown disk format '{disk.format}'", hint=f"use one of: {', '.join(FORMATS)}")
-    if (disk.format == "null") != (disk.target is None):
+    for value, enum in ((disk.cache, CacheMode), (disk.aio, Aio), (disk.bus, Bus)):
+        if value not in {e.value for e in enum}:
+            raise UserError(f"unknown {enum.__name__} '{value}'", hint=f"use {domain.choices(enum)}")
+    if disk.format != NULL_FORMAT and disk.format not in {f.value for f in domain.Format}:
+        raise UserError(f"unknown disk format '{disk.format}'",
+                        hint=f"use {domain.choices(domain.Format)} (or {NULL_FORMAT} for the ceiling)")
+    if (disk.format == NULL_FORMAT) != (disk.target is None):
         raise UserError("the null ceiling has no target and every other format needs one",
                         hint="use format='null' with target=None, or give an image path")
-    direct = CACHE_MODES[disk.cache][1]
-    if disk.format != "null" and disk.aio == "native" and not direct:
-        raise UserError(f"aio=native needs O_DIRECT, but cache={disk.cache} does not use it",
-                        hint="use cache=none or cache=directsync with aio=native, or aio=threads/io_uring")
+    reason = None if disk.format == NULL_FORMAT else domain.aio_rule(disk.cache, disk.aio)
+    if reason:
+        raise UserError(reason, hint="use cache=none or cache=directsync with aio=native, or aio=threads/io_uring")
 
 
 def blockdev_args(disk: DiskSpec, node: str = "d0") -> list[str]:
@@ -148,9 +130,10 @@ def blockdev_args(disk: DiskSpec, node: str = "d0") -> list[str]:
     write-cache half of the cache mode lives on the device (see device_args).
     """
     validate_disk(disk)
-    _wc, direct, no_flush = CACHE_MODES[disk.cache]
+    sem = CACHE[CacheMode(disk.cache)]
+    direct, no_flush = sem.direct, sem.no_flush
     cache = f"cache.direct={_onoff(direct)},cache.no-flush={_onoff(no_flush)}"
-    if disk.format == "null":
+    if disk.format == NULL_FORMAT:
         spec = (f"driver=null-co,node-name={node},read-zeroes=on,size={disk.null_size_bytes},"
                 f"cache.no-flush={_onoff(no_flush)}")
         return ["-blockdev", spec]
@@ -164,19 +147,14 @@ def blockdev_args(disk: DiskSpec, node: str = "d0") -> list[str]:
 
 def device_args(disk: DiskSpec, node: str = "d0", serial: str = DISK_SERIAL) -> list[str]:
     """`-device` options attaching `node` on the disk's bus, with write-cache from the cache mode."""
-    wc = f"write-cache={_onoff(CACHE_MODES[disk.cache][0])}"
-    if disk.bus == "virtio-blk":
-        return ["-device", f"virtio-blk-pci,drive={node},serial={serial},{wc}"]
-    if disk.bus == "virtio-scsi":
-        return ["-device", "virtio-scsi-pci,id=scsi0",
-                "-device", f"scsi-hd,drive={node},bus=scsi0.0,serial={serial},{wc}"]
-    if disk.bus == "ide":
-        return ["-device", f"ide-hd,drive={node},bus=ide.0,serial={serial},{wc}"]
-    if disk.bus == "sata":
-        return ["-device", "ahci,id=ahci0", "-device", f"ide-hd,drive={node},bus=ahci0.0,serial={serial},{wc}"]
-    if disk.bus == "nvme":
-        return ["-device", f"nvme,drive={node},serial={serial},{wc}"]
-    raise UserError(f"unknown bus '{disk.bus}'", hint=f"use one of: {', '.join(BUSES)}")
+    bus = Bus(disk.bus)
+    # Each bus but virtio-blk and nvme needs a controller the disk sits on.
+    controller = {Bus.VIRTIO_SCSI: (["-device", "virtio-scsi-pci,id=scsi0"], ",bus=scsi0.0"),
+                  Bus.IDE: ([], ",bus=ide.0"),
+                  Bus.SATA: (["-device", "ahci,id=ahci0"], ",bus=ahci0.0")}
+    extra, on_bus = controller.get(bus, ([], ""))
+    wc = _onoff(CACHE[CacheMode(disk.cache)].write_cache)
+    return [*extra, "-device", f"{BUS[bus].qemu_device},drive={node}{on_bus},serial={serial},write-cache={wc}"]
 
 
 def accel_args(accel: str) -> list[str]:
@@ -326,62 +304,13 @@ def console_tail(path: Path, lines: int = CONSOLE_TAIL_LINES) -> str:
 # --------------------------------------------------------------------------- live children
 
 
-_LIVE: dict[int, subprocess.Popen] = {}
-_LIVE_LOCK = threading.Lock()
-
-
 def kill_all_guests() -> int:
-    """SIGKILL every QEMU child this process started that is still registered; returns how many."""
-    with _LIVE_LOCK:
-        procs = list(_LIVE.values())
-    for p in procs:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(p.pid, signal.SIGKILL)
-    for p in procs:
-        with contextlib.suppress(Exception):
-            p.wait(timeout=10)
-        with _LIVE_LOCK:
-            _LIVE.pop(p.pid, None)
-    return len(procs)
-
-
-atexit.register(kill_all_guests)
+    """SIGKILL every child still running (QEMU, and whatever else this process started)."""
+    return children.kill_all()
 
 
 def live_guest_pids() -> list[int]:
-    with _LIVE_LOCK:
-        return list(_LIVE)
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: the kernel kills QEMU if we die
-
-
-class _SigtermGuard:
-    """While a guest runs in the main thread, turn SIGTERM into SystemExit so `finally` runs."""
-
-    def __init__(self) -> None:
-        self.installed = False
-        self.previous: object = None
-
-    def __enter__(self) -> _SigtermGuard:
-        if threading.current_thread() is threading.main_thread():
-            prev = signal.getsignal(signal.SIGTERM)
-            if prev in (signal.SIG_DFL, None):
-                self.previous = prev
-                signal.signal(signal.SIGTERM, self._handler)
-                self.installed = True
-        return self
-
-    @staticmethod
-    def _handler(signum: int, _frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.installed:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL if self.previous is None else self.previous)
+    return children.live_pids()
 
 
 # --------------------------------------------------------------------------- run
@@ -427,13 +356,92 @@ def _phases(t_spawn: float, t_exit: float, host: dict[str, float], guest: dict[s
     return ph
 
 
-def run_guest(artifacts: GuestArtifacts, accel: AccelChoice | str, disk: DiskSpec | None, job: GuestJob,
-              run_dir: Path, timeout: float, on_start: Callable[[int], None] | None = None,
-              wrapper: list[str] | None = None, memory_mb: int = 512) -> GuestOutcome:
-    """Boot one guest, run `job` against `disk`, and return what happened.
+class GuestHandle:
+    """A started guest: `wait` for it (with a timeout), or `kill` it. Several may run at once."""
 
-    The guest is killed by its pid after `timeout` seconds (ok=False, console tail kept). Files
-    written to `run_dir`: console.log, results.log (ttyS1), job.env, job.fio, qemu-stderr.log,
+    def __init__(self, proc: subprocess.Popen, reader: _Reader, argv: list[str], run_dir: Path, job: GuestJob,
+                 t_spawn: float, stderr_file: object) -> None:
+        self.proc = proc
+        self.reader = reader
+        self.argv = argv
+        self.run_dir = run_dir
+        self.job = job
+        self.t_spawn = t_spawn
+        self._stderr_file = stderr_file
+        self._error: str | None = None
+        self._t_exit: float | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def kill(self, why: str | None = None) -> None:
+        if self.proc.poll() is None and why and self._error is None:
+            self._error = why
+        self._finish(kill=True)
+
+    def _finish(self, kill: bool = False) -> None:
+        if self._t_exit is None:
+            self._t_exit = time.monotonic()
+        if kill:
+            children.kill(self.proc)
+        children.release(self.proc)
+        self.reader.join(timeout=5)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        with contextlib.suppress(Exception):
+            self._stderr_file.close()  # type: ignore[attr-defined]
+
+    def wait(self, timeout: float) -> GuestOutcome:
+        """Wait until the guest powers off (or kill it after `timeout` s) and read what it reported."""
+        try:
+            rc = self.proc.wait(timeout=timeout)
+            self._t_exit = time.monotonic()
+            if rc != 0 and self._error is None:
+                self._error = f"QEMU exited with status {rc}"
+        except subprocess.TimeoutExpired:
+            self._t_exit = time.monotonic()
+            self._error = f"guest did not finish within {timeout:g} s: killed QEMU (pid {self.proc.pid})"
+        finally:
+            self._finish(kill=True)
+        return self._outcome()
+
+    def _outcome(self) -> GuestOutcome:
+        job, reader, error = self.job, self.reader, self._error
+        stream = parse_result_stream(reader.text())
+        assert self._t_exit is not None
+        phases = _phases(self.t_spawn, self._t_exit, reader.host_marks, stream.marks)
+        stderr_text = (self.run_dir / "qemu-stderr.log").read_text(errors="replace").strip()
+        if error and stderr_text and "exited with status" in error:
+            error += f": {stderr_text.splitlines()[-1]}"
+        if "error" in stream.blocks:
+            error = (error + "; " if error else "") + "guest: " + " | ".join(stream.blocks["error"].splitlines())
+        disk_info = None
+        if "disk" in stream.blocks:
+            with contextlib.suppress(ValueError):
+                disk_info = json.loads(stream.blocks["disk"])
+        fio_json = extract_fio_json(stream.blocks["fio"]) if "fio" in stream.blocks else None
+        fs_result = fs_result_from_block(stream.blocks["fs"]) if "fs" in stream.blocks else None
+        if error is None:
+            if "done" not in stream.marks:
+                error = "guest stopped without reporting completion"
+            elif job.kind == "fio" and fio_json is None:
+                error = "guest fio produced no parsable JSON"
+            elif job.kind in ("fs-read", "fs-write") and fs_result is None:
+                error = "guest filesystem job produced no result"
+        return GuestOutcome(
+            ok=error is None, fio_json=fio_json, fs_result=fs_result, phases=phases,
+            iops_log=stream.blocks.get("iopslog"),
+            console_tail=console_tail(self.run_dir / "console.log"), error=error, qemu_argv=self.argv,
+            qemu_pid=self.proc.pid, disk_info=disk_info, marks=stream.marks,
+        )
+
+
+def start_guest(artifacts: GuestArtifacts, accel: AccelChoice | str, disk: DiskSpec | None, job: GuestJob,
+                run_dir: Path, wrapper: list[str] | None = None, memory_mb: int = 512) -> GuestHandle:
+    """Boot one guest that will run `job` against `disk`, and return at once.
+
+    Files written to `run_dir`: console.log, results.log (ttyS1), job.env, job.fio, qemu-stderr.log,
     qemu.argv.
     """
     accel_name = accel if isinstance(accel, str) else accel.accel
@@ -449,73 +457,31 @@ def run_guest(artifacts: GuestArtifacts, accel: AccelChoice | str, disk: DiskSpe
         (run_dir / "job.fio").write_text(job.fio_job if job.fio_job.endswith("\n") else job.fio_job + "\n")
     argv = build_argv(artifacts, accel_name, disk, job, run_dir, memory_mb, wrapper)
     (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
-    console = run_dir / "console.log"
-    console.unlink(missing_ok=True)
+    (run_dir / "console.log").unlink(missing_ok=True)
+    err = open(run_dir / "qemu-stderr.log", "wb")  # noqa: SIM115 - closed by the handle
+    try:
+        t_spawn = time.monotonic()
+        proc = children.spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
+    except BaseException:
+        err.close()
+        raise
+    reader = _Reader(proc.stdout, run_dir / "results.log")
+    reader.start()
+    return GuestHandle(proc, reader, argv, run_dir, job, t_spawn, err)
 
-    error: str | None = None
-    proc: subprocess.Popen | None = None
-    reader: _Reader | None = None
-    t_spawn = time.monotonic()
-    t_exit = t_spawn
-    with _SigtermGuard(), open(run_dir / "qemu-stderr.log", "wb") as err:
+
+def run_guest(artifacts: GuestArtifacts, accel: AccelChoice | str, disk: DiskSpec | None, job: GuestJob,
+              run_dir: Path, timeout: float, on_start: Callable[[int], None] | None = None,
+              wrapper: list[str] | None = None, memory_mb: int = 512) -> GuestOutcome:
+    """Boot one guest, run `job` against `disk`, and return what happened.
+
+    The guest is killed by its pid after `timeout` seconds (ok=False, console tail kept).
+    """
+    with children.SigtermGuard():
+        handle = start_guest(artifacts, accel, disk, job, run_dir, wrapper=wrapper, memory_mb=memory_mb)
         try:
-            t_spawn = time.monotonic()
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
-                                    start_new_session=True, preexec_fn=_die_with_parent)
-            with _LIVE_LOCK:
-                _LIVE[proc.pid] = proc
-            reader = _Reader(proc.stdout, run_dir / "results.log")
-            reader.start()
             if on_start is not None:
-                on_start(proc.pid)
-            try:
-                rc = proc.wait(timeout=timeout)
-                t_exit = time.monotonic()
-                if rc != 0:
-                    error = f"QEMU exited with status {rc}"
-            except subprocess.TimeoutExpired:
-                t_exit = time.monotonic()
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGKILL)
-                proc.wait()
-                error = f"guest did not finish within {timeout:g} s: killed QEMU (pid {proc.pid})"
+                on_start(handle.pid)
+            return handle.wait(timeout)
         finally:
-            if proc is not None:
-                if proc.poll() is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(proc.pid, signal.SIGKILL)
-                    proc.wait()
-                with _LIVE_LOCK:
-                    _LIVE.pop(proc.pid, None)
-            if reader is not None:
-                reader.join(timeout=5)
-            if proc is not None and proc.stdout is not None:
-                proc.stdout.close()
-
-    assert proc is not None and reader is not None
-    stream = parse_result_stream(reader.text())
-    phases = _phases(t_spawn, t_exit, reader.host_marks, stream.marks)
-    stderr_text = (run_dir / "qemu-stderr.log").read_text(errors="replace").strip()
-    if error and stderr_text and "exited with status" in error:
-        error += f": {stderr_text.splitlines()[-1]}"
-    if "error" in stream.blocks:
-        error = (error + "; " if error else "") + "guest: " + " | ".join(stream.blocks["error"].splitlines())
-    disk_info = None
-    if "disk" in stream.blocks:
-        with contextlib.suppress(ValueError):
-            disk_info = json.loads(stream.blocks["disk"])
-    fio_json = extract_fio_json(stream.blocks["fio"]) if "fio" in stream.blocks else None
-    fs_result = fs_result_from_block(stream.blocks["fs"]) if "fs" in stream.blocks else None
-    if error is None:
-        if "done" not in stream.marks:
-            error = "guest stopped without reporting completion"
-        elif job.kind == "fio" and fio_json is None:
-            error = "guest fio produced no parsable JSON"
-        elif job.kind in ("fs-read", "fs-write") and fs_result is None:
-            error = "guest filesystem job produced no result"
-    return GuestOutcome(
-        ok=error is None, fio_json=fio_json, fs_result=fs_result, phases=phases,
-        iops_log=stream.blocks.get("iopslog"),
-        console_tail=console_tail(console), error=error, qemu_argv=argv, qemu_pid=proc.pid,
-        disk_info=disk_info, marks=stream.marks,
-    )
+            handle.kill()

@@ -22,7 +22,7 @@ def _describe_validation(err: ValidationError, source: str) -> str:
     loc = ".".join(str(x) for x in first["loc"] if not str(x).startswith("function-after"))
     msg = first["msg"]
     value = first.get("input")
-    if first["type"] == "literal_error":
+    if first["type"] in ("literal_error", "enum"):
         expected = first.get("ctx", {}).get("expected", "")
         msg = f"'{value}' is not valid; valid values: {expected.replace(' or ', ', ')}"
     elif first["type"] == "extra_forbidden":

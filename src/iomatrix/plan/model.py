@@ -14,14 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from iomatrix.backing.spec import BackingSpec, DirBacking, parse_size
-
-Tier = Literal["baremetal", "blocklayer", "guest"]
-Format = Literal["raw", "qcow2", "qed"]
-Preallocation = Literal["off", "metadata", "falloc", "full"]
-Cache = Literal["none", "writeback", "writethrough", "directsync", "unsafe"]
-Aio = Literal["threads", "native", "io_uring"]
-Bus = Literal["virtio-blk", "virtio-scsi", "ide", "nvme"]
-Modifier = Literal["none", "eatmydata"]
+from iomatrix.domain import Aio, Bus, CacheMode, Format, Modifier, Preallocation
 
 AXES = ("tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier")
 
@@ -68,13 +61,14 @@ class Plan(BaseModel):
 
     name: str
     description: str = ""
-    tier: list[Tier] = ["baremetal"]
-    format: list[Format] = ["raw"]
-    preallocation: list[Preallocation] = ["off"]
-    cache: list[Cache] = ["none"]
-    aio: list[Aio] = ["threads"]
-    bus: list[Bus] = ["virtio-blk"]
-    modifier: list[Modifier] = ["none"]
+    # Tier names come from the tier registry (iomatrix.tiers): a new tier needs no change here.
+    tier: list[str] = ["baremetal"]
+    format: list[Format] = [Format.RAW]
+    preallocation: list[Preallocation] = [Preallocation.OFF]
+    cache: list[CacheMode] = [CacheMode.NONE]
+    aio: list[Aio] = [Aio.THREADS]
+    bus: list[Bus] = [Bus.VIRTIO_BLK]
+    modifier: list[Modifier] = [Modifier.NONE]
     backing: list[BackingSpec] = Field(default_factory=lambda: [DirBacking(type="dir")])
     workloads: list[str] = ["rand-read-4k", "rand-write-4k"]
     repetitions: Repetitions = Repetitions()
@@ -102,6 +96,17 @@ class Plan(BaseModel):
     @classmethod
     def _axis_values(cls, v: list, info) -> list:  # type: ignore[no-untyped-def]
         return _nonempty_unique(v, info.field_name)
+
+    @field_validator("tier")
+    @classmethod
+    def _tiers(cls, v: list[str]) -> list[str]:
+        from iomatrix.tiers import tier_names
+
+        known = tier_names()
+        for t in v:
+            if t not in known:
+                raise ValueError(f"'{t}' is not valid; valid values: {', '.join(known)}")
+        return v
 
     @field_validator("backing")
     @classmethod

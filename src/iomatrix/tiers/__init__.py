@@ -1,5 +1,58 @@
-"""Tiers issue I/O: bare metal (fio on the host) and guest (fio inside QEMU).
+"""Tiers issue I/O: bare metal (fio on the host), guest (fio inside QEMU), and whatever else is registered.
 
-They share one small interface (`Tier.run(RunRequest) -> RunOutcome`) so the
-runner, the monitor and the store treat them alike.
+Every module in this package that defines a :class:`~iomatrix.tiers.base.Tier` subclass registers it with
+:func:`register`; the plan model, the matrix, the runner, the reports and the CLI find tiers only through
+:func:`tier_class` and :func:`tier_names`, so adding a tier is writing one module.
 """
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from iomatrix.tiers.base import Tier
+
+_REGISTRY: dict[str, type[Tier]] = {}
+_discovered = False
+T = TypeVar("T", bound="type[Tier]")
+
+
+def register(cls: T) -> T:
+    """Class decorator: make a tier known by its `name`."""
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def _discover() -> dict[str, type[Tier]]:
+    global _discovered
+    if not _discovered:
+        for mod in pkgutil.iter_modules(__path__):
+            if mod.name != "base":
+                importlib.import_module(f"{__name__}.{mod.name}")
+        _discovered = True
+    return _REGISTRY
+
+
+def tier_names() -> list[str]:
+    """Registered tier names, reference tier first."""
+    return [c.name for c in sorted(_discover().values(), key=lambda c: (c.order, c.name))]
+
+
+def tier_class(name: str) -> type[Tier]:
+    try:
+        return _discover()[name]
+    except KeyError:
+        raise KeyError(f"no tier named '{name}'; known: {', '.join(tier_names())}") from None
+
+
+def tier_order(name: str) -> int:
+    """Sort key for reports; unknown names (an old database's tier) sort last."""
+    cls = _discover().get(name)
+    return cls.order if cls else 1000
+
+
+def is_reference(name: str) -> bool:
+    cls = _discover().get(name)
+    return bool(cls and cls.is_reference)

@@ -8,11 +8,14 @@ import subprocess
 import time
 from pathlib import Path
 
+from iomatrix import children
 from iomatrix.fio.jobs import IOPS_LOG_FILE, baremetal_job
 from iomatrix.fio.parse import FioOutputError, extract_json, report_metrics
 from iomatrix.fio.steady import steady_metrics
-from iomatrix.hostcmd import require, terminate_tree
-from iomatrix.tiers.base import RunOutcome, RunRequest
+from iomatrix.hostcmd import require
+from iomatrix.plan.model import Plan
+from iomatrix.tiers import register
+from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier
 
 DATA_FILE = "iomatrix-baremetal.dat"
 
@@ -21,10 +24,17 @@ def _tail(text: str, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-class BareMetalTier:
+@register
+class BareMetalTier(Tier):
     name = "baremetal"
+    summary = "fio on the host, reproducing each cache mode's semantics: the baseline"
+    axes = ("tier", "cache", "aio", "backing", "modifier")
+    overhead_s = 1.5  # fio start + prefill
+    is_reference = True
+    order = 0
 
-    def __init__(self) -> None:
+    def __init__(self, plan: Plan, opts: RunOptions) -> None:
+        super().__init__(plan, opts)
         self.fio = require("fio")
 
     def accel(self) -> str:
@@ -51,23 +61,22 @@ class BareMetalTier:
         log_file = req.run_dir / IOPS_LOG_FILE
         log_file.unlink(missing_ok=True)
         # fio writes its IOPS log into its working directory: the run's scratch dir.
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True, cwd=req.run_dir)
+        proc = children.spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=req.run_dir)
         try:
             if req.on_process:
                 req.on_process(proc.pid)
             _, stderr = proc.communicate(timeout=req.timeout_s)
         except subprocess.TimeoutExpired:
-            terminate_tree(proc.pid, grace_s=1.0)
+            children.kill(proc, tree=True, grace_s=1.0)
             proc.communicate()
             return RunOutcome(ok=False, job_text=job, error=f"fio did not finish within {req.timeout_s:g} s; "
                               "killed", phases={"wall_s": time.monotonic() - t0})
         except BaseException:
             # Ctrl-C / SIGTERM: no fio job left behind writing to the backing.
-            terminate_tree(proc.pid)
-            proc.wait()
+            children.kill(proc, tree=True)
             raise
         finally:
+            children.release(proc)
             if req.target.kind != "device":
                 target.unlink(missing_ok=True)
         wall = time.monotonic() - t0

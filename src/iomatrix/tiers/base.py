@@ -1,15 +1,38 @@
-"""The interface every tier implements."""
+"""The interface every tier implements, and what travels between the runner and a tier.
+
+A tier is a plug-in: one module under ``iomatrix/tiers/`` defining a subclass of :class:`Tier` decorated
+with :func:`iomatrix.tiers.register`. Its class attributes tell the matrix which axes apply (the others
+collapse to ``-``), its class methods add its own prune rules and extra cells, and an instance runs one
+measurement at a time. Nothing outside the module names the tier.
+"""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from iomatrix.fio.jobs import JobShape
 from iomatrix.matrix import Cell
 from iomatrix.workloads import Workload
+
+if TYPE_CHECKING:
+    from iomatrix.matrix import BackingFacts
+    from iomatrix.plan.model import Plan
+
+
+@dataclass
+class RunOptions:
+    """How this invocation runs (command-line options), as opposed to what it runs (the plan)."""
+
+    workdir: Path
+    allowed_devices: set[Path] = field(default_factory=set)
+    accel: str = "auto"  # auto | kvm | tcg
+    monitor_interval: float = 1.0
+    kernel: Path | None = None
+    log: Callable[[str], None] | None = None  # progress of slow set-up steps (guest artifact build, KVM probe)
 
 
 @dataclass(frozen=True)
@@ -30,7 +53,6 @@ class RunRequest:
     timeout_s: float
     wrapper: list[str] = field(default_factory=list)  # argv prefix from the host modifier (eatmydata)
     on_process: Callable[[int], None] | None = None  # told the pid doing the I/O (fio or QEMU)
-    options: dict[str, Any] = field(default_factory=dict)  # tier-specific plan options
 
 
 @dataclass
@@ -45,11 +67,55 @@ class RunOutcome:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-class Tier(Protocol):
-    name: str
+class Tier(ABC):
+    """One way of measuring a cell. Subclass, set the class attributes, register with @register."""
 
+    name: ClassVar[str]
+    summary: ClassVar[str]  # one line: what this tier measures
+    # Matrix axes that mean something for this tier; the others are collapsed to "-", not multiplied.
+    axes: ClassVar[tuple[str, ...]]
+    # Seconds per run beyond the workload's runtime (start-up, prefill, teardown), for estimates only.
+    overhead_s: ClassVar[float] = 2.0
+    # Bare metal is the reference other tiers' cells are divided by (ratio to bare metal).
+    is_reference: ClassVar[bool] = False
+    # Where it sorts in reports: the reference first, then the tiers closest to it.
+    order: ClassVar[int] = 50
+    # Whether the tier can run filesystem workloads (fs-read / fs-write need a guest filesystem).
+    runs_fs_workloads: ClassVar[bool] = False
+
+    @classmethod
+    def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:
+        """Why this tier cannot run `cell`, beyond the domain's rules (checked by the matrix first)."""
+        return None
+
+    @classmethod
+    def workload_prune_reason(cls, cell: Cell, workload: Workload) -> str | None:
+        if workload.guest_only and not cls.runs_fs_workloads:
+            return f"workload {workload.name} runs on a guest filesystem: guest tier only"
+        return None
+
+    @classmethod
+    def extra_cells(cls, plan: Plan) -> list[Cell]:
+        """Cells the tier adds by itself (e.g. the null-co ceiling of the virtual I/O path)."""
+        return []
+
+    def __init__(self, plan: Plan, opts: RunOptions) -> None:
+        self.plan = plan
+        self.opts = opts
+
+    def open(self) -> None:  # noqa: B027 - optional hook: slow set-up (artifacts, probes), once per sweep
+        """Prepare to run (called once per sweep, before the first run)."""
+
+    def describe(self) -> str:
+        """One line for the user when the sweep starts: accelerator, versions."""
+        return f"{self.name} tier: {self.summary}"
+
+    @abstractmethod
     def accel(self) -> str:
         """The accelerator recorded with every result of this tier."""
-        ...
 
+    @abstractmethod
     def run(self, req: RunRequest) -> RunOutcome: ...
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release everything the tier started (called on success, error, Ctrl-C and SIGTERM)."""

@@ -8,32 +8,60 @@ import os
 import shutil
 from pathlib import Path
 
+from iomatrix import domain
+from iomatrix import workloads as wl
 from iomatrix.backing.leftovers import forget, register_temp_path
+from iomatrix.domain import NA, NULL_BACKING, Aio, Bus, CacheMode
 from iomatrix.fio.jobs import guest_job
 from iomatrix.fio.parse import FioOutputError, report_metrics
 from iomatrix.fio.steady import steady_metrics
 from iomatrix.guest.accel import AccelChoice, choose_accel
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
 from iomatrix.guest.images import create_image, remove_image
-from iomatrix.guest.qemu import DiskSpec, GuestJob, GuestOutcome, kill_all_guests, run_guest
+from iomatrix.guest.qemu import NULL_FORMAT, DiskSpec, GuestJob, GuestOutcome, kill_all_guests, run_guest
 from iomatrix.guest.tarball import ensure_tarball
+from iomatrix.matrix import Cell
 from iomatrix.plan.model import Plan
-from iomatrix.tiers.base import RunOutcome, RunRequest
+from iomatrix.tiers import register
+from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier
 
 
-class GuestTier:
+@register
+class GuestTier(Tier):
     name = "guest"
+    summary = "fio inside a freshly booted QEMU guest on a fresh image: the whole virtual I/O path"
+    axes = ("tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier")
+    overhead_s = 4.5  # guest boot under TCG
+    order = 20
+    runs_fs_workloads = True
 
-    def __init__(self, plan: Plan, opts: object) -> None:
-        self.plan = plan
-        self.workdir: Path = opts.workdir  # type: ignore[attr-defined]
-        log = getattr(opts, "log", None)
-        self.artifacts: GuestArtifacts = ensure_artifacts(kernel=getattr(opts, "kernel", None), log=log)
-        force = getattr(opts, "accel", "auto")
+    @classmethod
+    def extra_cells(cls, plan: Plan) -> list[Cell]:
+        # One null-co ceiling per bus: no format, preallocation, host cache or backing; what is left is the
+        # emulated device and QEMU's block layer.
+        if not plan.null_ceiling:
+            return []
+        return [Cell(cls.name, NULL_FORMAT, NA, NA, NA, bus, NULL_BACKING, domain.Modifier.NONE)
+                for bus in plan.bus if domain.bus_rule(bus) is None]
+
+    @classmethod
+    def workload_prune_reason(cls, cell: Cell, workload: wl.Workload) -> str | None:
+        if workload.guest_only and cell.is_null_ceiling:
+            return "the null ceiling has no data to hold a filesystem"
+        return super().workload_prune_reason(cell, workload)
+
+    def __init__(self, plan: Plan, opts: RunOptions) -> None:
+        super().__init__(plan, opts)
+        self.workdir = opts.workdir
+        self._tarball: Path | None = None
+
+    def open(self) -> None:
+        log = self.opts.log
+        self.artifacts: GuestArtifacts = ensure_artifacts(kernel=self.opts.kernel, log=log)
+        force = self.opts.accel
         if log and force == "auto":
             log("choosing the guest accelerator (a KVM probe boots one guest, ≤ 10 s, cached afterwards)")
         self.choice: AccelChoice = choose_accel(self.artifacts, force=None if force == "auto" else force)
-        self._tarball: Path | None = None
 
     def accel(self) -> str:
         return self.choice.accel
@@ -59,17 +87,17 @@ class GuestTier:
         if req.target.kind == "device":
             if cell.format == "raw":
                 return req.target.path, False
-            create_image(req.target.path, cell.format, cell.preallocation, req.options["image_size"])  # type: ignore[arg-type]
+            create_image(req.target.path, cell.format, cell.preallocation, self.plan.image_size_bytes)
             return req.target.path, False
         path = req.target.path / f"iomatrix-{os.getpid()}-{req.workload.name}.{cell.format}"
         register_temp_path(self.workdir, path)
-        create_image(path, cell.format, cell.preallocation, req.options["image_size"])  # type: ignore[arg-type]
+        create_image(path, cell.format, cell.preallocation, self.plan.image_size_bytes)
         return path, True
 
     def _job(self, req: RunRequest) -> GuestJob:
         w = req.workload
         if w.kind in ("fs-read", "fs-write"):
-            return GuestJob(kind=w.kind, fs=req.options.get("guest_fs", "ext4"), tarball=self._tarball_path())
+            return GuestJob(kind=w.kind, fs=self.plan.guest_fs, tarball=self._tarball_path())
         custom = w.custom_path.read_text() if w.custom_path else None
         return GuestJob(kind="fio", fio_job=guest_job(w, shape=req.shape, custom_text=custom))
 
@@ -78,17 +106,18 @@ class GuestTier:
         job = self._job(req)
         image, ours = self._image(req)
         try:
+            null = cell.is_null_ceiling
             disk = DiskSpec(
                 target=None if image is None else str(image),
-                format="null" if cell.is_null_ceiling else cell.format,  # type: ignore[arg-type]
-                cache="writeback" if cell.is_null_ceiling else cell.cache,  # type: ignore[arg-type]
-                aio="threads" if cell.is_null_ceiling else cell.aio,  # type: ignore[arg-type]
-                bus=cell.bus,  # type: ignore[arg-type]
-                null_size_bytes=req.options["image_size"],
+                format=NULL_FORMAT if null else cell.format,
+                cache=CacheMode.WRITEBACK if null else CacheMode(cell.cache),
+                aio=Aio.THREADS if null else Aio(cell.aio),
+                bus=Bus(cell.bus),
+                null_size_bytes=self.plan.image_size_bytes,
             )
             out = run_guest(self.artifacts, self.choice, disk, job, req.run_dir, req.timeout_s,
                             on_start=req.on_process, wrapper=req.wrapper or None,
-                            memory_mb=req.options.get("memory_mb", 512))
+                            memory_mb=self.plan.guest_memory_mb)
         finally:
             if ours and image is not None:
                 remove_image(image)

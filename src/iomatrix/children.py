@@ -1,0 +1,138 @@
+"""Every child process iomatrix starts that does I/O (fio, QEMU, qemu-storage-daemon, nbdkit), in one place.
+
+Three promises, kept here and nowhere else:
+
+* a child dies with us: it is started with ``PR_SET_PDEATHSIG = SIGKILL``, so even a ``kill -9`` of iomatrix
+  stops the I/O at once instead of leaving fio writing to a backing that ``clean`` then cannot unmount;
+* a child is registered until it is reaped, so an interrupt, SIGTERM or interpreter exit kills every one
+  still alive (:func:`kill_all`, also registered with ``atexit``);
+* a child runs in a session of its own, so the terminal's Ctrl-C reaches iomatrix only and iomatrix decides
+  the order of teardown.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+_LIVE: dict[int, subprocess.Popen] = {}
+_LOCK = threading.Lock()
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def spawn(argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen:
+    """Start a registered child that is killed by the kernel if iomatrix dies."""
+    popen_kwargs.setdefault("start_new_session", True)
+    proc = subprocess.Popen(list(argv), preexec_fn=_die_with_parent, **popen_kwargs)
+    with _LOCK:
+        _LIVE[proc.pid] = proc
+    return proc
+
+
+def release(proc: subprocess.Popen) -> None:
+    """Forget a child that has been reaped."""
+    with _LOCK:
+        _LIVE.pop(proc.pid, None)
+
+
+def kill(proc: subprocess.Popen, *, tree: bool = False, grace_s: float = 0.0) -> None:
+    """Stop a child (and, with `tree`, every descendant: fio's job processes sit in sessions of their own),
+    reap it and forget it. `grace_s` > 0 sends SIGTERM first."""
+    if tree:
+        terminate_tree(proc.pid, grace_s=grace_s or 3.0)
+    elif proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGTERM if grace_s else signal.SIGKILL)
+        if grace_s:
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        proc.wait(timeout=30)
+    release(proc)
+
+
+def kill_all() -> int:
+    """SIGKILL every registered child still alive; returns how many there were."""
+    with _LOCK:
+        procs = list(_LIVE.values())
+    for p in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p.pid, signal.SIGKILL)
+    for p in procs:
+        with contextlib.suppress(Exception):
+            p.wait(timeout=10)
+        release(p)
+    return len(procs)
+
+
+atexit.register(kill_all)
+
+
+def live_pids() -> list[int]:
+    with _LOCK:
+        return list(_LIVE)
+
+
+def terminate_tree(pid: int, grace_s: float = 3.0) -> None:
+    """Stop a process and every descendant: SIGTERM, then SIGKILL after `grace_s`.
+
+    fio puts each job process in a session of its own (setsid), so killing fio's process group would
+    orphan the job still writing to the backing; walking the tree finds them.
+    """
+    import psutil
+
+    try:
+        parent = psutil.Process(pid)
+        procs = [parent, *parent.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for p in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for p in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+    psutil.wait_procs(alive, timeout=grace_s)
+
+
+class SigtermGuard:
+    """While a child runs in the main thread, turn SIGTERM into SystemExit so `finally` blocks run
+    (unless someone, e.g. the sweep runner, already handles SIGTERM)."""
+
+    def __init__(self) -> None:
+        self.installed = False
+        self.previous: object = None
+
+    def __enter__(self) -> SigtermGuard:
+        if threading.current_thread() is threading.main_thread():
+            prev = signal.getsignal(signal.SIGTERM)
+            if prev in (signal.SIG_DFL, None):
+                self.previous = prev
+                signal.signal(signal.SIGTERM, self._handler)
+                self.installed = True
+        return self
+
+    @staticmethod
+    def _handler(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.installed:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if self.previous is None else self.previous)

@@ -1,0 +1,228 @@
+"""The disk-configuration vocabulary: every axis value, what it means, and the rules between them.
+
+This module is the single definition of what a VM disk configuration is. The plan model, the matrix,
+every tier, the risk statements and the configuration snippets read it; nothing else spells an axis
+value, a cache mode's semantics or a rule between axes (domain-brief §1–§4).
+
+Cache modes (QEMU ``-drive cache=``) are three independent switches (domain-brief §1):
+
+===============  ============  ==============  ==============
+cache            cache.direct  write-cache     cache.no-flush
+===============  ============  ==============  ==============
+writeback        off           on              off
+none             on            on              off
+writethrough     off           off             off
+directsync       on            off             off
+unsafe           off           on              on
+===============  ============  ==============  ==============
+
+``cache.direct`` opens the host file with O_DIRECT (host page cache bypassed); ``write-cache`` is what the
+guest sees: off means QEMU flushes after every write; ``cache.no-flush`` drops every flush the guest sends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+# Shown for an axis that does not apply to a tier (bare metal has no image format or bus).
+NA = "-"
+# The backing label of the null-co ceiling cell: no storage at all.
+NULL_BACKING = "null"
+
+
+class Format(StrEnum):
+    RAW = "raw"
+    QCOW2 = "qcow2"
+    QED = "qed"
+
+
+class Preallocation(StrEnum):
+    OFF = "off"
+    METADATA = "metadata"
+    FALLOC = "falloc"
+    FULL = "full"
+
+
+class CacheMode(StrEnum):
+    NONE = "none"
+    WRITEBACK = "writeback"
+    WRITETHROUGH = "writethrough"
+    DIRECTSYNC = "directsync"
+    UNSAFE = "unsafe"
+
+
+class Aio(StrEnum):
+    THREADS = "threads"
+    NATIVE = "native"
+    IO_URING = "io_uring"
+
+
+class Bus(StrEnum):
+    VIRTIO_BLK = "virtio-blk"
+    VIRTIO_SCSI = "virtio-scsi"
+    IDE = "ide"
+    SATA = "sata"
+    NVME = "nvme"
+
+
+class Modifier(StrEnum):
+    """A host-side wrapper around the process doing the I/O."""
+
+    NONE = "none"
+    EATMYDATA = "eatmydata"
+
+
+class SafetyLevel(StrEnum):
+    """What a host crash or power loss costs (documented semantics, not a measurement)."""
+
+    SAFE = "safe"  # every completed write is on stable storage
+    LIKE_A_DISK_CACHE = "like-a-disk-cache"  # writes since the guest's last flush may be lost, as on a real disk
+    UNSAFE = "unsafe"  # flushes are dropped: acknowledged, flushed data may be lost
+
+
+# Best first: a tie-break that prefers safety sorts by this.
+SAFETY_ORDER = (SafetyLevel.SAFE, SafetyLevel.LIKE_A_DISK_CACHE, SafetyLevel.UNSAFE)
+
+
+@dataclass(frozen=True)
+class CacheSemantics:
+    """One QEMU cache mode: the three switches, and what they risk according to QEMU's documentation."""
+
+    direct: bool  # cache.direct: O_DIRECT on the host file, host page cache bypassed
+    write_cache: bool  # the guest sees a volatile write cache; off = QEMU flushes after every write
+    no_flush: bool  # cache.no-flush: the guest's flushes never reach the disk
+    on_qemu_crash: str
+    on_power_loss: str
+    level: SafetyLevel
+
+    @property
+    def flush_every_write(self) -> bool:
+        return not self.write_cache
+
+    @property
+    def honours_flush(self) -> bool:
+        return not self.no_flush
+
+
+CACHE: dict[CacheMode, CacheSemantics] = {
+    CacheMode.WRITEBACK: CacheSemantics(
+        direct=False, write_cache=True, no_flush=False,
+        on_qemu_crash="completed writes survive (they are in the host page cache)",
+        on_power_loss="writes since the guest's last flush are lost (host page cache); flushes are honoured",
+        level=SafetyLevel.LIKE_A_DISK_CACHE),
+    CacheMode.NONE: CacheSemantics(
+        direct=True, write_cache=True, no_flush=False,
+        on_qemu_crash="completed writes survive (they reached the host)",
+        on_power_loss="writes since the guest's last flush may be lost (the disk's volatile cache), as on "
+                      "bare metal",
+        level=SafetyLevel.LIKE_A_DISK_CACHE),
+    CacheMode.WRITETHROUGH: CacheSemantics(
+        direct=False, write_cache=False, no_flush=False,
+        on_qemu_crash="safe",
+        on_power_loss="safe if the device honours flush (every write is flushed)",
+        level=SafetyLevel.SAFE),
+    CacheMode.DIRECTSYNC: CacheSemantics(
+        direct=True, write_cache=False, no_flush=False,
+        on_qemu_crash="safe",
+        on_power_loss="safe (O_DIRECT and a flush after every write)",
+        level=SafetyLevel.SAFE),
+    CacheMode.UNSAFE: CacheSemantics(
+        direct=False, write_cache=True, no_flush=True,
+        on_qemu_crash="completed writes survive (they are in the host page cache)",
+        on_power_loss="guest flushes are ignored: everything not yet written back is lost and the image may "
+                      "be unusable",
+        level=SafetyLevel.UNSAFE),
+}
+
+# Which preallocation values each format accepts (qemu-img create -o help, QEMU 7.2). qed has no
+# preallocation option at all: "off" means "do not pass one".
+PREALLOCATIONS: dict[Format, tuple[Preallocation, ...]] = {
+    Format.RAW: (Preallocation.OFF, Preallocation.FALLOC, Preallocation.FULL),
+    Format.QCOW2: (Preallocation.OFF, Preallocation.METADATA, Preallocation.FALLOC, Preallocation.FULL),
+    Format.QED: (Preallocation.OFF,),
+}
+
+# Preallocation that writes or reserves the image file's blocks: meaningless on a whole block device.
+FILE_PREALLOCATIONS = (Preallocation.FALLOC, Preallocation.FULL)
+
+# aio → the fio engine that issues I/O the same way on the host: QEMU's thread pool issues blocking
+# pread/pwrite from worker threads (psync); native is Linux AIO (libaio); io_uring is io_uring.
+FIO_ENGINE: dict[Aio, str] = {Aio.THREADS: "psync", Aio.NATIVE: "libaio", Aio.IO_URING: "io_uring"}
+
+
+@dataclass(frozen=True)
+class BusSpelling:
+    """How each tool names a guest bus; None where the tool has no such bus."""
+
+    qemu_device: str  # the -device driver the disk is attached with
+    libvirt: str  # <target bus=...>
+    proxmox: str | None  # qm disk key prefix (virtio0, scsi0, ide0, sata0)
+    guest_kernel_ready: bool  # the guest kernel iomatrix boots has the driver
+    unavailable_reason: str = ""
+
+
+BUS: dict[Bus, BusSpelling] = {
+    Bus.VIRTIO_BLK: BusSpelling("virtio-blk-pci", "virtio", "virtio", True),
+    Bus.VIRTIO_SCSI: BusSpelling("scsi-hd", "scsi", "scsi", True),
+    Bus.IDE: BusSpelling("ide-hd", "ide", "ide", True),
+    Bus.SATA: BusSpelling("ide-hd", "sata", "sata", False,
+                          "the guest kernel (Debian's cloud kernel) has no ahci driver"),
+    Bus.NVME: BusSpelling("nvme", "nvme", None, True),
+}
+
+
+def direct_io(cache: str) -> bool:
+    return CACHE[CacheMode(cache)].direct
+
+
+def aio_rule(cache: str, aio: str) -> str | None:
+    """aio=native needs O_DIRECT: QEMU refuses to open the image otherwise."""
+    if aio == Aio.NATIVE and not direct_io(cache):
+        return (f"aio=native needs O_DIRECT (cache none or directsync); cache={cache} would make QEMU "
+                "refuse to open the image ('aio=native was specified, but it requires cache.direct=on')")
+    return None
+
+
+def preallocation_rule(fmt: str, preallocation: str, *, on_block_device: bool = False) -> str | None:
+    """Which preallocation a format supports, and that file preallocation needs an image file."""
+    allowed = PREALLOCATIONS[Format(fmt)]
+    if preallocation not in allowed:
+        return (f"format {fmt} does not support preallocation={preallocation} "
+                f"(it supports: {', '.join(allowed)})")
+    if on_block_device and preallocation in FILE_PREALLOCATIONS:
+        return f"preallocation={preallocation} preallocates an image file; the backing is a whole block device"
+    return None
+
+
+def o_direct_rule(cache: str, backing_supports_o_direct: bool, backing: str) -> str | None:
+    if not backing_supports_o_direct and direct_io(cache):
+        return (f"cache={cache} opens with O_DIRECT, which backing {backing} does not support "
+                "(tmpfs and ZFS datasets refuse O_DIRECT)")
+    return None
+
+
+def modifier_rule(modifier: str, cache: str) -> str | None:
+    if modifier == Modifier.EATMYDATA and cache == CacheMode.UNSAFE:
+        return "cache=unsafe already drops every flush; eatmydata would change nothing"
+    return None
+
+
+def bus_rule(bus: str) -> str | None:
+    spelling = BUS[Bus(bus)]
+    if not spelling.guest_kernel_ready:
+        return f"bus={bus}: {spelling.unavailable_reason}"
+    return None
+
+
+def safety_level(cache: str, modifier: str = Modifier.NONE) -> SafetyLevel:
+    """Documented power-loss safety of a cache mode under a host modifier."""
+    if modifier == Modifier.EATMYDATA:
+        return SafetyLevel.UNSAFE
+    return CACHE[CacheMode(cache)].level
+
+
+def choices(enum: type[StrEnum]) -> str:
+    """'a, b or c': the valid values of an axis, for error messages."""
+    vals = [e.value for e in enum]
+    return ", ".join(vals[:-1]) + f" or {vals[-1]}" if len(vals) > 1 else vals[0]

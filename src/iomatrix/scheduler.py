@@ -1,0 +1,197 @@
+"""Which unit runs next, and when a unit has enough runs: scheduling policy without any I/O.
+
+The runner (``runner.py``) does the I/O: it asks :meth:`Scheduler.next_round` for the units of the next
+round, asks :meth:`Scheduler.should_start` before each run (the budget may run out mid-round), runs the
+unit and reports the outcome with :meth:`Scheduler.record`. Everything here is decided from the numbers
+it is given and an injectable clock, so the policy is unit-tested with scripted outcomes and no fio or
+QEMU (as hyperfine tests its scheduler with a mock executor).
+
+Design: **randomised complete blocks**. A round runs every still-active unit once, in a fresh random
+order drawn from a seed that is a function of the sweep (its plan fingerprint) and the round number, so
+the order is reproducible and slow drift of the machine spreads over all units instead of favouring the
+ones that ran first. The round and the position in it are stored with every run, so the statistics can
+use the round as a block, and a resumed sweep continues the same design: the interrupted round is
+finished (in its recorded order) before the next one starts.
+
+Stopping, per unit, in this order:
+
+* ``gave up after N failed runs``: ``max_failures`` failures and more failures than successes;
+* fewer than ``min`` ok runs: always another run, even with the budget spent (the minimum is the
+  promise a plan makes);
+* the stopping policy (``ci-width`` by default: converged when the 95% CI half-width ≤ ``ci_target`` of
+  the mean; a racing policy is a drop-in ``StopPolicy``) says done;
+* ``max runs reached``;
+* ``time budget spent``: no run beyond ``min`` starts once the wall clock of the sweep (earlier sessions
+  included) reaches the budget.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+MAX_FAILED_ATTEMPTS = 3
+
+
+@dataclass
+class UnitState:
+    key: str
+    group: str = ""  # units compared with each other (the same workload): a racing policy decides per group
+    values: list[float] = field(default_factory=list)  # primary metric of the ok runs, in run order
+    rounds: set[int] = field(default_factory=set)  # rounds in which the unit has an ok or failed run
+    ok: int = 0
+    failed: int = 0
+    done_reason: str | None = None  # why no more runs: converged, max runs, gave up …
+    # Baselines the report needs (bare metal, the null ceiling) keep the minimum only under racing.
+    baseline: bool = False
+
+    @property
+    def done(self) -> bool:
+        return self.done_reason is not None
+
+
+class StopPolicy(Protocol):
+    """Decides, once per round, which units (beyond their minimum runs) need no more runs."""
+
+    name: str
+
+    def finished(self, units: Sequence[UnitState]) -> dict[str, str]:
+        """unit key → reason, for the units that should stop (only units with ≥ min ok runs are passed)."""
+        ...
+
+
+@dataclass
+class CiWidthPolicy:
+    """Stop a unit when the 95% CI half-width of its mean is within ``ci_target`` of the mean."""
+
+    ci_target: float
+    min_runs: int
+    max_runs: int
+    name: str = "ci-width"
+
+    def finished(self, units: Sequence[UnitState]) -> dict[str, str]:
+        from iomatrix.stats import needs_more_runs
+
+        out: dict[str, str] = {}
+        for u in units:
+            more, why = needs_more_runs(u.values, self.min_runs, self.max_runs, self.ci_target)
+            if not more:
+                out[u.key] = why
+        return out
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One run to start: a unit, its round and its position in the round (both stored with the run)."""
+
+    key: str
+    round: int
+    position: int
+
+
+class Scheduler:
+    def __init__(self, units: Iterable[UnitState], *, min_runs: int, max_runs: int, budget_s: float,
+                 policy: StopPolicy, seed: int, clock: Callable[[], float], prior_elapsed_s: float = 0.0,
+                 max_failures: int = MAX_FAILED_ATTEMPTS) -> None:
+        if not 1 <= min_runs <= max_runs:
+            raise ValueError(f"need 1 ≤ min ≤ max repetitions, got {min_runs}, {max_runs}")
+        self.units: dict[str, UnitState] = {u.key: u for u in units}
+        self.min_runs = min_runs
+        self.max_runs = max_runs
+        self.budget_s = budget_s
+        self.policy = policy
+        self.seed = seed
+        self.clock = clock
+        self.prior_elapsed_s = prior_elapsed_s
+        self.max_failures = max_failures
+        self._start = clock()
+        # The round in progress: the highest round any unit has a run in (0 = none yet).
+        self.round = max((r for u in self.units.values() for r in u.rounds), default=0)
+
+    # -- budget ---------------------------------------------------------------
+    def elapsed_s(self) -> float:
+        return self.prior_elapsed_s + (self.clock() - self._start)
+
+    def budget_left(self) -> bool:
+        return self.elapsed_s() < self.budget_s
+
+    # -- decisions --------------------------------------------------------------
+    def _refresh(self) -> None:
+        """Mark units done: failures, then policy/max/budget for units past their minimum."""
+        candidates: list[UnitState] = []
+        for u in self.units.values():
+            if u.done:
+                continue
+            if u.failed >= self.max_failures and u.failed > u.ok:
+                u.done_reason = f"gave up after {u.failed} failed runs"
+            elif u.ok >= self.min_runs:
+                candidates.append(u)
+        if not candidates:
+            return
+        for key, why in self.policy.finished(candidates).items():
+            self.units[key].done_reason = why
+        for u in candidates:
+            if u.done:
+                continue
+            if u.ok >= self.max_runs:
+                u.done_reason = "max runs reached"
+            elif not self.budget_left():
+                u.done_reason = "time budget spent"
+
+    def order(self, round_no: int, keys: Sequence[str]) -> list[str]:
+        """`keys` in the round's random order. The permutation is drawn over all units from the sweep's seed
+        and the round number only, so it is reproducible and the same whichever units are still active
+        (a resumed round keeps its order)."""
+        everything = sorted(self.units)
+        random.Random(f"{self.seed}:{round_no}").shuffle(everything)
+        wanted = set(keys)
+        return [k for k in everything if k in wanted]
+
+    def next_round(self) -> list[Slot]:
+        """The runs of the next round (or of the interrupted round of a resumed sweep); [] when finished."""
+        self._refresh()
+        active = [u.key for u in self.units.values() if not u.done]
+        if not active:
+            return []
+        if self.round and any(self.round not in self.units[k].rounds for k in active) and any(
+                self.round in u.rounds for u in self.units.values()):
+            # Resuming: finish the interrupted round, in its order, for the units that have not run in it.
+            round_no = self.round
+            todo = [k for k in active if round_no not in self.units[k].rounds]
+        else:
+            round_no = self.round + 1
+            todo = active
+        self.round = round_no
+        return [Slot(k, round_no, i) for i, k in enumerate(self.order(round_no, todo))]
+
+    def should_start(self, slot: Slot) -> bool:
+        """Re-checked before each run: a unit past its minimum does not start once the budget is spent."""
+        u = self.units[slot.key]
+        if u.done:
+            return False
+        if u.ok >= self.min_runs and not self.budget_left():
+            u.done_reason = "time budget spent"
+            return False
+        return True
+
+    def record(self, slot: Slot, ok: bool, value: float | None) -> None:
+        u = self.units[slot.key]
+        u.rounds.add(slot.round)
+        if ok:
+            u.ok += 1
+            if value is not None:
+                u.values.append(value)
+        else:
+            u.failed += 1
+
+    # -- reporting ----------------------------------------------------------------
+    def pending_estimate(self) -> int:
+        """Runs still owed at least: the minimum of every unit, plus one for each unit still converging."""
+        owed = sum(max(0, self.min_runs - u.ok) for u in self.units.values() if not u.done)
+        extra = sum(1 for u in self.units.values() if not u.done and u.ok >= self.min_runs)
+        return owed + extra
+
+    def reasons(self) -> Mapping[str, str | None]:
+        return {k: u.done_reason for k, u in self.units.items()}
