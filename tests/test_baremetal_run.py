@@ -132,3 +132,54 @@ def test_interrupt_keeps_completed_runs_and_resume_skips_them(tmp_path: Path, si
     assert len(final) == 8  # 2 cells × 4 repetitions, exactly
     con = sqlite3.connect(db)
     assert [r[0] for r in con.execute("SELECT status FROM sweeps")] == ["finished"]
+
+
+LONG_RUN = """
+tier = ["baremetal"]
+cache = ["none"]
+workloads = ["rand-write-4k"]
+size = "16M"
+runtime = 600
+[repetitions]
+min = 1
+max = 1
+"""
+
+
+def _fio_processes_under(pid: int) -> list[int]:
+    import psutil
+
+    try:
+        return [p.pid for p in psutil.Process(pid).children(recursive=True) if p.name() == "fio"]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def test_kill_9_of_the_runner_stops_fio_at_once(tmp_path: Path) -> None:
+    """fio has no parent-death signal of its own; iomatrix starts it with PR_SET_PDEATHSIG, so a SIGKILL of
+    iomatrix ends fio's I/O instead of leaving it writing to the backing (and `clean` unable to unmount)."""
+    import psutil
+
+    (tmp_path / "p.toml").write_text(LONG_RUN)
+    proc = subprocess.Popen([*iomatrix_argv(), "run", "p.toml", "--db", "r.sqlite"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    fio: list[int] = []
+    deadline = time.monotonic() + 180
+
+    def measuring() -> bool:  # fio runs and has laid out its data file
+        return bool(fio) and any((tmp_path / "iomatrix-work").rglob("iomatrix-baremetal.dat*"))
+
+    while not measuring() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+        fio = _fio_processes_under(proc.pid)
+    assert measuring(), "fio never started measuring"
+    time.sleep(1.0)  # well into the 600 s job
+    procs = [psutil.Process(p) for p in fio]
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    # The 600 s job must end because its parent died, long before its runtime (a bound, not a speed test).
+    _, alive = psutil.wait_procs(procs, timeout=120)
+    running = [p.pid for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    for pid in running:  # do not leave a 600 s writer behind when the test fails
+        os.kill(pid, signal.SIGKILL)
+    assert not running, "fio outlived iomatrix"

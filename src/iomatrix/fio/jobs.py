@@ -82,6 +82,9 @@ def baremetal_job(w: Workload, *, cache: str, aio: str, target: str, shape: JobS
         "invalidate=1",
         "randrepeat=0",
         "group_reporting=0",
+        # Jobs as threads of the one fio process iomatrix starts, not forked processes in sessions of their
+        # own: the parent-death signal iomatrix sets on fio then stops all of its I/O if iomatrix is killed.
+        "thread=1",
         "",
     ]
     if custom_text is not None:
