@@ -58,7 +58,7 @@ def main() -> None:
     try:
         boots, starts, inits = [], [], []
         for i in range(args.n):
-            out = run_guest(art, accel, None, GuestJob(kind="boot"), work / f"boot{i}", timeout=60)
+            out = run_guest(art, accel.accel, None, GuestJob(kind="boot"), work / f"boot{i}", timeout=60)
             if not out.ok:
                 print(f"boot {i} failed: {out.error}\n{out.console_tail}")
                 continue
@@ -76,7 +76,8 @@ def main() -> None:
             img.unlink(missing_ok=True)
             create_image(img, "qcow2", "off", 256 << 20)
             disk = DiskSpec(str(img), "qcow2", "none", "threads", "virtio-blk")
-            out = run_guest(art, accel, disk, GuestJob(kind="fio", fio_job=FIO_JOB), work / f"fio{i}", timeout=120)
+            out = run_guest(art, accel.accel, disk, GuestJob(kind="fio", fio_job=FIO_JOB), work / f"fio{i}",
+                            timeout=120)
             if not out.ok:
                 print(f"fio run {i} failed: {out.error}\n{out.console_tail}")
                 continue

@@ -16,14 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.guest.accel import AccelChoice
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
 from iomatrix.guest.images import create_image
 from iomatrix.guest.qemu import DiskSpec, GuestJob, live_guest_pids, run_guest
 from iomatrix.guest.tarball import ensure_tarball
 
 pytestmark = pytest.mark.slow
-TCG = AccelChoice("tcg", "tests run under TCG")
+TCG = "tcg"  # tests run under TCG
 
 
 def fio_job(rw: str = "randwrite", runtime: int = 1, extra: str = "") -> str:

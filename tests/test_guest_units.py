@@ -10,8 +10,10 @@ import pytest
 
 from iomatrix.domain import CACHE
 from iomatrix.errors import UserError
-from iomatrix.guest import artifacts as A
 from iomatrix.guest import images
+from iomatrix.guest.artifacts import GuestArtifacts
+from iomatrix.guest.initramfs import CpioWriter
+from iomatrix.guest.kernel import bzimage_version, load_order, module_name, parse_modules_dep, user_kernel
 from iomatrix.guest.qemu import (
     DiskSpec,
     GuestJob,
@@ -32,15 +34,15 @@ EXPECTED = {  # domain brief §1: cache mode -> (write-cache, cache.direct, cach
 }
 
 
-def _artifacts(tmp_path: Path) -> A.GuestArtifacts:
+def _artifacts(tmp_path: Path) -> GuestArtifacts:
     load = {"virtio_pci": ("v/virtio_ring.ko", "v/virtio.ko", "v/virtio_pci.ko"),
             "virtio_blk": ("v/virtio_ring.ko", "v/virtio.ko", "v/virtio_blk.ko"),
             "virtio_scsi": ("s/scsi_mod.ko", "v/virtio_scsi.ko"), "sd_mod": ("s/scsi_mod.ko", "s/sd_mod.ko"),
             "ata_piix": ("s/scsi_mod.ko", "a/libata.ko", "a/ata_piix.ko"), "nvme": (), "ext4": (),
             "libcrc32c": ("l/libcrc32c.ko",), "xfs": ("l/libcrc32c.ko", "x/xfs.ko")}
-    return A.GuestArtifacts(kernel=tmp_path / "vmlinuz", initramfs=tmp_path / "initramfs.cpio.lz4",
-                            kernel_version="6.1.0-test", kernel_source="test", fio_version="fio-3.33",
-                            modules=tuple(load), cache_key="k", module_load=load)
+    return GuestArtifacts(kernel=tmp_path / "vmlinuz", initramfs=tmp_path / "initramfs.cpio.lz4",
+                          kernel_version="6.1.0-test", kernel_source="test", fio_version="fio-3.33",
+                          modules=tuple(load), cache_key="k", module_load=load)
 
 
 def _opts(spec: str) -> dict[str, str]:
@@ -154,20 +156,20 @@ kernel/lib/libcrc32c.ko.xz:
 
 
 def test_modules_dep_load_order() -> None:
-    deps = A.parse_modules_dep(MODULES_DEP)
-    order = A.load_order(["ata_piix", "sd_mod"], deps)
-    names = [A.module_name(p) for p in order]
+    deps = parse_modules_dep(MODULES_DEP)
+    order = load_order(["ata_piix", "sd_mod"], deps)
+    names = [module_name(p) for p in order]
     assert names == ["scsi_common", "scsi_mod", "libata", "ata_piix", "sd_mod"]
-    order = A.load_order(["virtio_pci"], deps)
-    names = [A.module_name(p) for p in order]
+    order = load_order(["virtio_pci"], deps)
+    names = [module_name(p) for p in order]
     assert names[-1] == "virtio_pci" and names.index("virtio_ring") < names.index("virtio")
-    assert [A.module_name(p) for p in A.load_order(["xfs"], deps)] == ["libcrc32c", "xfs"]
+    assert [module_name(p) for p in load_order(["xfs"], deps)] == ["libcrc32c", "xfs"]
     with pytest.raises(KeyError):
-        A.load_order(["nope"], deps)
+        load_order(["nope"], deps)
 
 
 def test_cpio_writer_is_readable_by_cpio(tmp_path: Path) -> None:
-    w = A.CpioWriter()
+    w = CpioWriter()
     w.file("init", b"#!/bin/sh\n", 0o755)
     w.symlink("bin/sh", "/bin/busybox")
     w.file("lib/modules/x/a.ko", b"\x7fELF" + b"x" * 5)
@@ -184,16 +186,16 @@ def test_bzimage_version(tmp_path: Path) -> None:
     img[0x500:0x520] = b"6.1.0-56-cloud-amd64 (debian)\0\0\0"
     p = tmp_path / "vmlinuz"
     p.write_bytes(bytes(img))
-    assert A.bzimage_version(p) == "6.1.0-56-cloud-amd64"
+    assert bzimage_version(p) == "6.1.0-56-cloud-amd64"
     p.write_bytes(b"not a kernel")
-    assert A.bzimage_version(p) is None
+    assert bzimage_version(p) is None
 
 
 def test_user_kernel_without_modules_is_a_user_error(tmp_path: Path) -> None:
     p = tmp_path / "vmlinuz-9.9.9-nomods"
     p.write_bytes(b"x" * 100)
     with pytest.raises(UserError, match="modules"):
-        A._user_kernel(p, None, tmp_path, print)
+        user_kernel(p, None, tmp_path, print)
 
 
 def test_image_argv() -> None:

@@ -6,48 +6,32 @@ from __future__ import annotations
 import os
 import platform
 import socket
-from pathlib import Path
 from typing import Any
 
 from iomatrix import __version__
 from iomatrix.hostcmd import version_of
+from iomatrix.sysfs import read_text
 
 
 def _cpu_model() -> str | None:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    for line in (read_text("/proc/cpuinfo", strip=False) or "").splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
     return platform.processor() or None
 
 
 def _mem_bytes() -> int | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
+    for line in (read_text("/proc/meminfo", strip=False) or "").splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) * 1024
     return None
 
 
 def _os_release() -> str | None:
-    try:
-        for line in Path("/etc/os-release").read_text().splitlines():
-            if line.startswith("PRETTY_NAME="):
-                return line.split("=", 1)[1].strip().strip('"')
-    except OSError:
-        pass
+    for line in (read_text("/etc/os-release", strip=False) or "").splitlines():
+        if line.startswith("PRETTY_NAME="):
+            return line.split("=", 1)[1].strip().strip('"')
     return None
-
-
-def _read(path: str) -> str | None:
-    try:
-        return Path(path).read_text().strip()
-    except OSError:
-        return None
 
 
 def host_metadata() -> dict[str, Any]:
@@ -64,9 +48,9 @@ def host_metadata() -> dict[str, Any]:
         "python_version": platform.python_version(),
         "iomatrix_version": __version__,
         # Knobs that change results; not part of the host's identity.
-        "cpu_governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+        "cpu_governor": read_text("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
         "kvm_device": os.path.exists("/dev/kvm"),
-        "ksm_run": _read("/sys/kernel/mm/ksm/run"),
-        "transparent_hugepage": _read("/sys/kernel/mm/transparent_hugepage/enabled"),
+        "ksm_run": read_text("/sys/kernel/mm/ksm/run"),
+        "transparent_hugepage": read_text("/sys/kernel/mm/transparent_hugepage/enabled"),
         "euid": os.geteuid(),
     }

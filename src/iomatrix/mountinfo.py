@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 MOUNTINFO = Path("/proc/self/mountinfo")
@@ -42,3 +43,21 @@ def unescape(s: str) -> str:
             out.append(s[i])
             i += 1
     return "".join(out)
+
+
+def innermost_mount(path: str | Path, entries: list[dict[str, str]] | None = None) -> dict[str, str] | None:
+    """The mountinfo entry of the filesystem holding `path`: the innermost mount point containing
+    its real path, and of several mounts on that point the last mounted (the one visible)."""
+    real = os.path.realpath(path)
+    best: dict[str, str] | None = None
+    for m in parse_mountinfo() if entries is None else entries:
+        mp = m["mountpoint"]
+        inside = real == mp or real.startswith(mp.rstrip("/") + "/")
+        if inside and (best is None or len(mp) >= len(best["mountpoint"])):
+            best = m
+    return best
+
+
+def mounts_of_devnum(devnum: str, entries: list[dict[str, str]] | None = None) -> list[dict[str, str]]:
+    """The mountinfo entries whose st_dev is `devnum` ("M:m"), in mount order."""
+    return [m for m in (parse_mountinfo() if entries is None else entries) if m["devnum"] == devnum]

@@ -38,15 +38,9 @@ from iomatrix.backing.spec import (
     format_size,
 )
 from iomatrix.errors import UserError
-from iomatrix.mountinfo import parse_mountinfo
-from iomatrix.safety import (
-    _read,
-    check_destroyable,
-    loop_backing_file,
-    parent_disk,
-    path_devices,
-    sysfs_dir,
-)
+from iomatrix.mountinfo import innermost_mount
+from iomatrix.safety import check_destroyable, path_devices
+from iomatrix.sysfs import block_sysdir, loop_backing_file, read_text, slaves, whole_disk
 
 BACKINGS_DIR = "backings"
 
@@ -79,25 +73,25 @@ def device_info(devnum: tuple[int, int], _depth: int = 0) -> dict[str, Any] | No
     For a loop device also `loop_backing_file` and `underlying` (the disk holding the
     backing file); for dm/md, `slaves`.
     """
-    sysdir = sysfs_dir(*devnum)
+    sysdir = block_sysdir(*devnum)
     if sysdir is None:
         return None
-    disk = parent_disk(sysdir)
+    disk = whole_disk(sysdir)
     info: dict[str, Any] = {
         "name": sysdir.name,
         "node": f"/dev/{sysdir.name}",
         "devnum": f"{devnum[0]}:{devnum[1]}",
         "disk": disk.name,
-        "model": _read(disk / "device" / "model") or None,
-        "vendor": _read(disk / "device" / "vendor") or None,
-        "rotational": _read(disk / "queue" / "rotational") == "1",
-        "scheduler": _active_scheduler(_read(disk / "queue" / "scheduler")),
-        "size_bytes": int(_read(sysdir / "size") or 0) * 512,
+        "model": read_text(disk / "device" / "model") or None,
+        "vendor": read_text(disk / "device" / "vendor") or None,
+        "rotational": read_text(disk / "queue" / "rotational") == "1",
+        "scheduler": _active_scheduler(read_text(disk / "queue" / "scheduler")),
+        "size_bytes": int(read_text(sysdir / "size") or 0) * 512,
     }
     backing = loop_backing_file(disk)
     if backing:
         info["loop_backing_file"] = backing
-        info["loop_direct_io"] = _read(disk / "loop" / "dio") == "1"
+        info["loop_direct_io"] = read_text(disk / "loop" / "dio") == "1"
         if _depth < 4:
             try:
                 nums = path_devices(backing.removesuffix(" (deleted)"))
@@ -105,11 +99,9 @@ def device_info(devnum: tuple[int, int], _depth: int = 0) -> dict[str, Any] | No
                 nums = []
             if nums:
                 info["underlying"] = device_info(nums[0], _depth + 1)
-    slaves = disk / "slaves"
-    if slaves.is_dir():
-        names = sorted(s.name for s in slaves.iterdir())
-        if names:
-            info["slaves"] = names
+    names = slaves(disk)
+    if names:
+        info["slaves"] = names
     return info
 
 
@@ -122,21 +114,9 @@ def physical_of(info: dict[str, Any] | None) -> dict[str, Any] | None:
     return None
 
 
-def mount_of(path: Path) -> dict[str, str] | None:
-    """The mountinfo entry of the filesystem holding `path` (innermost, last-mounted)."""
-    real = os.path.realpath(path)
-    best = None
-    for m in parse_mountinfo():
-        mp = m["mountpoint"]
-        inside = real == mp or real.startswith(mp.rstrip("/") + "/")
-        if inside and (best is None or len(mp) >= len(best["mountpoint"])):
-            best = m
-    return best
-
-
 def fs_metadata(path: Path) -> dict[str, Any]:
     """Filesystem, mount and device facts for a directory."""
-    m = mount_of(path)
+    m = innermost_mount(path)
     meta: dict[str, Any] = {"fs_type": None, "mountpoint": None, "source": None,
                             "mount_options_effective": None, "device": None}
     if m is None:

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Literal
 
 from iomatrix.errors import UserError
-from iomatrix.guest.artifacts import GuestArtifacts, default_cache_dir
+from iomatrix.guest.artifacts import GuestArtifacts
+from iomatrix.guest.cache import default_cache_dir
+from iomatrix.guest.qemu import GuestJob, run_guest
 from iomatrix.hostcmd import version_of
 
 TCG_WARNING = (
@@ -68,8 +70,6 @@ def _host_module_hint() -> str:
 
 def probe_kvm(artifacts: GuestArtifacts, timeout: float = 10.0) -> AccelChoice:
     """Boot the artifacts under KVM with a trivial job; KVM if it reports in time, else TCG."""
-    from iomatrix.guest.qemu import GuestJob, run_guest
-
     run_dir = Path(tempfile.mkdtemp(prefix="iomatrix-kvm-probe-"))
     start = time.monotonic()
     try:

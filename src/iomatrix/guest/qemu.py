@@ -27,18 +27,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from iomatrix import children, domain
 from iomatrix.domain import BUS, CACHE, Aio, Bus, CacheMode
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import GUEST_DISK_PLACEHOLDER as DISK_PLACEHOLDER
-from iomatrix.guest.artifacts import BUS_MODULES, FS_MODULES, GuestArtifacts
+from iomatrix.guest.artifacts import GuestArtifacts
 from iomatrix.guest.images import is_block_device
+from iomatrix.guest.kernel import BUS_MODULES, FS_MODULES
 from iomatrix.hostcmd import require
-
-if TYPE_CHECKING:
-    from iomatrix.guest.accel import AccelChoice
 
 DISK_SERIAL = "iomx-test"
 TAR_SERIAL = "iomx-tar"
@@ -437,14 +435,13 @@ class GuestHandle:
         )
 
 
-def start_guest(artifacts: GuestArtifacts, accel: AccelChoice | str, disk: DiskSpec | None, job: GuestJob,
+def start_guest(artifacts: GuestArtifacts, accel: str, disk: DiskSpec | None, job: GuestJob,
                 run_dir: Path, wrapper: list[str] | None = None, memory_mb: int = 512) -> GuestHandle:
     """Boot one guest that will run `job` against `disk`, and return at once.
 
     Files written to `run_dir`: console.log, results.log (ttyS1), job.env, job.fio, qemu-stderr.log,
     qemu.argv.
     """
-    accel_name = accel if isinstance(accel, str) else accel.accel
     validate_job(job)
     if disk is not None:
         validate_disk(disk)
@@ -455,7 +452,7 @@ def start_guest(artifacts: GuestArtifacts, accel: AccelChoice | str, disk: DiskS
     (run_dir / "job.env").write_text(job_env(artifacts, disk, job))
     if job.kind == "fio":
         (run_dir / "job.fio").write_text(job.fio_job if job.fio_job.endswith("\n") else job.fio_job + "\n")
-    argv = build_argv(artifacts, accel_name, disk, job, run_dir, memory_mb, wrapper)
+    argv = build_argv(artifacts, accel, disk, job, run_dir, memory_mb, wrapper)
     (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
     (run_dir / "console.log").unlink(missing_ok=True)
     err = open(run_dir / "qemu-stderr.log", "wb")  # noqa: SIM115 - closed by the handle
@@ -470,7 +467,7 @@ def start_guest(artifacts: GuestArtifacts, accel: AccelChoice | str, disk: DiskS
     return GuestHandle(proc, reader, argv, run_dir, job, t_spawn, err)
 
 
-def run_guest(artifacts: GuestArtifacts, accel: AccelChoice | str, disk: DiskSpec | None, job: GuestJob,
+def run_guest(artifacts: GuestArtifacts, accel: str, disk: DiskSpec | None, job: GuestJob,
               run_dir: Path, timeout: float, on_start: Callable[[int], None] | None = None,
               wrapper: list[str] | None = None, memory_mb: int = 512) -> GuestOutcome:
     """Boot one guest, run `job` against `disk`, and return what happened.

@@ -15,7 +15,7 @@ import random
 import tarfile
 from pathlib import Path
 
-from iomatrix.guest.artifacts import default_cache_dir
+from iomatrix.guest.cache import default_cache_dir
 
 TARBALL_FORMAT = 1
 DEFAULT_SIZE = 64 << 20

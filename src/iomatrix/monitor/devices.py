@@ -30,9 +30,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iomatrix.mountinfo import parse_mountinfo
-
-SYS = Path("/sys")
+from iomatrix import sysfs
+from iomatrix.mountinfo import mounts_of_devnum
 
 LOOP_GET_STATUS64 = 0x4C05
 # struct loop_info64: lo_device, lo_inode, lo_rdevice, lo_offset, lo_sizelimit (u64),
@@ -88,29 +87,19 @@ def resolve(path: Path | str) -> DeviceChain:
 # --------------------------------------------------------------------------- internals
 
 
-def _sysfs_for_devt(devt: int) -> Path | None:
-    p = SYS / "dev" / "block" / f"{os.major(devt)}:{os.minor(devt)}"
-    return p if p.exists() else None
-
-
-def _block_dir(name: str) -> Path:
-    return SYS / "class" / "block" / name
-
-
 def _is_leaf(name: str) -> bool:
-    d = _block_dir(name)
-    if (d / "partition").exists() or (d / "loop").exists():
+    d = sysfs.block_sysdir_by_name(name)
+    if sysfs.is_partition(d) or (d / "loop").exists():
         return False
-    slaves = d / "slaves"
-    return not (slaves.is_dir() and any(slaves.iterdir()))
+    return not sysfs.slaves(d)
 
 
 def _walk_devt(devt: int, chain: DeviceChain, seen: set[str]) -> None:
-    sysdir = _sysfs_for_devt(devt)
+    sysdir = sysfs.block_sysdir(os.major(devt), os.minor(devt))
     if sysdir is None:
         _explain_non_block(devt, chain, seen)
         return
-    _walk_name(sysdir.resolve().name, chain, seen)
+    _walk_name(sysdir.name, chain, seen)
 
 
 def _walk_name(name: str, chain: DeviceChain, seen: set[str]) -> None:
@@ -118,25 +107,22 @@ def _walk_name(name: str, chain: DeviceChain, seen: set[str]) -> None:
         return
     seen.add(name)
     chain.devices.append(name)
-    d = _block_dir(name).resolve()
+    d = sysfs.block_sysdir_by_name(name)
 
-    if (d / "partition").exists():  # partition -> its parent disk
-        _walk_name(d.parent.name, chain, seen)
+    if sysfs.is_partition(d):  # partition -> its parent disk
+        _walk_name(sysfs.whole_disk(d).name, chain, seen)
         return
 
-    loop = d / "loop"
-    if loop.is_dir():
-        _walk_loop(name, loop, chain, seen)
+    if sysfs.is_loop(d):
+        _walk_loop(name, d, chain, seen)
         return
 
-    slaves = d / "slaves"
-    if slaves.is_dir():
-        for s in sorted(p.name for p in slaves.iterdir()):
-            _walk_name(s, chain, seen)
+    for s in sysfs.slaves(d):
+        _walk_name(s, chain, seen)
 
 
-def _walk_loop(name: str, loopdir: Path, chain: DeviceChain, seen: set[str]) -> None:
-    backing = _read(loopdir / "backing_file")
+def _walk_loop(name: str, sysdir: Path, chain: DeviceChain, seen: set[str]) -> None:
+    backing = sysfs.loop_backing_file(sysdir)
     if backing:
         try:
             st = os.stat(backing)
@@ -203,18 +189,10 @@ def _explain_non_block(devt: int, chain: DeviceChain, seen: set[str]) -> None:
 def _mount_for(majmin: str) -> tuple[str, str, str] | None:
     """(fstype, source, mount point) of the first mount whose st_dev is majmin."""
     try:
-        entries = parse_mountinfo()
+        mounts = mounts_of_devnum(majmin)
     except OSError:
         return None
-    for m in entries:
-        if m["devnum"] == majmin:
-            return m["fstype"], m["source"], m["mountpoint"]
-    return None
-
-
-def _read(p: Path | str) -> str | None:
-    try:
-        with open(p) as f:
-            return f.read().strip()
-    except OSError:
+    if not mounts:
         return None
+    m = mounts[0]
+    return m["fstype"], m["source"], m["mountpoint"]

@@ -31,6 +31,7 @@ from pathlib import Path
 import psutil
 
 from iomatrix.monitor import procfs
+from iomatrix.sysfs import read_text
 
 PROC_STAT = "/proc/stat"
 PROC_DISKSTATS = "/proc/diskstats"
@@ -79,14 +80,6 @@ def disk_field_names(devices: list[str]) -> list[str]:
     return names
 
 
-def _read(path: str | Path) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        return None
-
-
 @dataclass
 class _Snapshot:
     ts: float
@@ -112,7 +105,7 @@ class HostSampler:
             self._prefix[self.devices[-1]] = "disk."
         self._names = frozenset(self.devices)
         if self.devices:
-            known = procfs.parse_diskstats(_read(PROC_DISKSTATS) or "", self._names)
+            known = procfs.parse_diskstats(read_text(PROC_DISKSTATS, strip=False) or "", self._names)
             missing = [d for d in self.devices if d not in known]
             if missing:
                 raise ValueError(f"block device(s) {', '.join(missing)} not in {PROC_DISKSTATS}")
@@ -238,7 +231,7 @@ class HostSampler:
             for key, v in procfs.disk_rates(old, cur, dt).items():
                 values[pre + key] = v
 
-        meminfo = _read(PROC_MEMINFO)
+        meminfo = read_text(PROC_MEMINFO, strip=False)
         if meminfo:
             for key, v in procfs.mem_mb(procfs.parse_meminfo(meminfo)).items():
                 values[f"mem.{key}_mb"] = v
@@ -250,7 +243,7 @@ class HostSampler:
                 values[fname] = procfs.psi_stall_pct(a, b, dt)
 
         for fname, path in self._ksm_files:
-            text = _read(path)
+            text = read_text(path, strip=False)
             if text:
                 values[fname] = float(procfs.parse_int_file(text))
 
@@ -259,11 +252,11 @@ class HostSampler:
 
     def _snapshot(self, ts: float) -> _Snapshot:
         """Counters that need a previous value (gauges are read in _tick)."""
-        stat = _read(PROC_STAT)
-        disks = procfs.parse_diskstats(_read(PROC_DISKSTATS) or "", self._names) if self._names else {}
+        stat = read_text(PROC_STAT, strip=False)
+        disks = procfs.parse_diskstats(read_text(PROC_DISKSTATS, strip=False) or "", self._names) if self._names else {}
         psi: dict[str, dict[str, procfs.PsiLine]] = {}
         for res, path in self._psi_files:
-            text = _read(path)
+            text = read_text(path, strip=False)
             if text:
                 psi[res] = procfs.parse_pressure(text)
         return _Snapshot(ts=ts, cpu=procfs.parse_proc_stat(stat) if stat else None, disks=disks, psi=psi)

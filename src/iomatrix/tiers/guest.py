@@ -115,7 +115,7 @@ class GuestTier(Tier):
                 bus=Bus(cell.bus),
                 null_size_bytes=self.plan.image_size_bytes,
             )
-            out = run_guest(self.artifacts, self.choice, disk, job, req.run_dir, req.timeout_s,
+            out = run_guest(self.artifacts, self.choice.accel, disk, job, req.run_dir, req.timeout_s,
                             on_start=req.on_process, wrapper=req.wrapper or None,
                             memory_mb=self.plan.guest_memory_mb)
         finally:

@@ -1,0 +1,131 @@
+"""A static fio for the initramfs, built once from Debian's source package of the host's fio version.
+
+A static fio keeps the initramfs at a few MB instead of ~35 MB for the host binary's library
+closure, which saves about a second of boot under TCG. The build uses a private deb-src list (the
+host's apt configuration is not touched) and is cached in `fio-static/`; a failed build is
+remembered so it is not retried on every run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from iomatrix.hostcmd import require
+
+FIO_CONFIGURE = ["--build-static", "--disable-native", "--disable-numa", "--disable-rdma", "--disable-rados",
+                 "--disable-rbd", "--disable-http", "--disable-gfapi", "--disable-libnfs", "--disable-pmem",
+                 "--disable-xnvme", "--disable-libzbc", "--disable-tcmalloc", "--disable-dfs"]
+STATIC_FIO_PACKAGES = "build-essential dpkg-dev libaio-dev zlib1g-dev"
+
+
+def _debian_mirror() -> tuple[str, str]:
+    """(mirror URI, suite) of the host's Debian main archive, for a private deb-src list."""
+    uri, suite = "http://deb.debian.org/debian", "bookworm"
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("VERSION_CODENAME="):
+                suite = line.split("=", 1)[1].strip('"') or suite
+    except OSError:
+        pass
+    for src in (Path("/etc/apt/sources.list.d/debian.sources"), Path("/etc/apt/sources.list")):
+        try:
+            text = src.read_text()
+        except OSError:
+            continue
+        m = re.search(r"^URIs:\s*(\S+/debian)\s*$", text, re.M) or re.search(r"^deb\s+(\S+/debian)\s", text, re.M)
+        if m:
+            uri = m.group(1)
+            break
+    return uri, suite
+
+
+def _host_fio_package_version() -> str | None:
+    out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "fio"], capture_output=True, text=True)
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def static_fio(cache_dir: Path, log: Callable[[str], None], build: bool = True) -> tuple[Path | None, str]:
+    """A static fio built from Debian's source package of the host's fio version (cached).
+
+    Returns (path, why). A static fio keeps the initramfs at a few MB instead of ~35 MB for the
+    host binary's library closure, which saves about a second of boot under TCG. When it cannot be
+    built (no compiler, no libaio-dev, no source), returns (None, reason) and the closure is used.
+    """
+    version = _host_fio_package_version()
+    if version is None:
+        return None, "host fio is not a Debian package: using its library closure"
+    root = cache_dir / "fio-static"
+    binary = root / f"fio_{version}"
+    failed = root / f"failed_{version}.txt"
+    if binary.is_file():
+        return binary, f"static fio built from Debian source fio {version}"
+    if not build:
+        return None, f"no static fio {version} cached"
+    missing = [t for t in ("gcc", "make", "dpkg-source", "apt-get", "strip") if shutil.which(t) is None]
+    if not Path("/usr/lib/x86_64-linux-gnu/libaio.a").is_file():
+        missing.append("libaio.a")
+    if missing:
+        return None, (f"static fio not built (missing {', '.join(missing)}; apt-get install "
+                      f"{STATIC_FIO_PACKAGES}): using the host fio's library closure")
+    if failed.is_file():  # do not retry a failed build on every run (rebuild=True clears this)
+        return None, failed.read_text().strip()
+    path, why = _build_static_fio(root, binary, version, log)
+    if path is None:
+        failed.write_text(why + "\n")
+    return path, why
+
+
+def _build_static_fio(root: Path, binary: Path, version: str,
+                      log: Callable[[str], None]) -> tuple[Path | None, str]:
+    root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
+    start = time.monotonic()
+    try:
+        uri, suite = _debian_mirror()
+        (work / "src.list").write_text(f"deb-src {uri} {suite} main\n")
+        (work / "lists" / "partial").mkdir(parents=True)
+        apt = ["apt-get", "-q", f"-oDir::Etc::SourceList={work / 'src.list'}", "-oDir::Etc::SourceParts=/dev/null",
+               f"-oDir::State::Lists={work / 'lists'}"]
+        log(f"building a static fio {version} from Debian's source package (once, ~1 min)")
+        steps = [([*apt, "update"], work), ([*apt, "source", "--download-only", f"fio={version}"], work)]
+        for argv, cwd in steps:
+            res = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
+            if res.returncode != 0:
+                last = (res.stderr.strip().splitlines() or ["no output"])[-1]
+                return None, f"static fio not built ({argv[-2]} {argv[-1]}: {last}): using the host fio's closure"
+        dsc = next(iter(sorted(work.glob("fio_*.dsc"))), None)
+        if dsc is None:
+            return None, "static fio not built (no fio source downloaded): using the host fio's closure"
+        src = work / "src"
+        for argv, cwd in (
+            (["dpkg-source", "-x", str(dsc), str(src)], work),
+            (["./configure", *FIO_CONFIGURE], src),
+            (["make", f"-j{os.cpu_count() or 2}", "fio"], src),
+            (["strip", "-o", str(work / "fio"), "fio"], src),
+        ):
+            res = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
+            if res.returncode != 0:
+                last = ((res.stderr or res.stdout).strip().splitlines() or ["no output"])[-1]
+                return None, f"static fio not built ({argv[0]}: {last}): using the host fio's closure"
+        ver = subprocess.run([str(work / "fio"), "--version"], capture_output=True, text=True).stdout.strip()
+        if not ver.startswith("fio-"):
+            return None, "static fio not built (the result does not run): using the host fio's closure"
+        (work / "fio").rename(binary)
+        log(f"static fio {ver} built in {time.monotonic() - start:.0f} s")
+        return binary, f"static fio built from Debian source fio {version}"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def host_fio_version() -> str:
+    """The host fio's `--version` (e.g. 'fio-3.33'); raises MissingTool without fio."""
+    out = subprocess.run([require("fio"), "--version"], capture_output=True, text=True, timeout=10)
+    return out.stdout.strip() or "unknown"
+
