@@ -12,13 +12,14 @@ block export (``--export …,writethrough=``); both end in QEMU's ``blk_set_enab
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from iomatrix import domain
 from iomatrix.domain import CACHE, Aio, Bus, CacheMode
 from iomatrix.errors import UserError
-from iomatrix.guest.images import is_block_device
 
 # The null-co ceiling is a disk "format" of its own: no image, no backing.
 NULL_FORMAT = "null"
@@ -35,6 +36,13 @@ class DiskSpec:
     aio: Aio = Aio.THREADS
     bus: Bus = Bus.VIRTIO_BLK
     null_size_bytes: int = 1 << 30  # size of the null-co disk
+
+
+def is_block_device(path: Path) -> bool:
+    try:
+        return stat.S_ISBLK(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def qemu_opt(value: str | Path) -> str:
