@@ -114,7 +114,7 @@ class BlockLayerTier(Tier):
     summary = "fio over NBD to qemu-storage-daemon running the cell's block graph: QEMU's storage stack, no guest"
     axes = ("tier", "format", "preallocation", "cache", "aio", "backing", "modifier")
     # Measured on the development host (docs/benchmarks.md): image + daemon start + teardown.
-    overhead_s = 0.6
+    overhead_s = 0.7
     order = 10
     uses_images = True
 
