@@ -13,14 +13,15 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 2
 fi
 
-# Why each package: qemu-system-x86/qemu-utils run guests and create images;
+# Why each package: qemu-system-x86/qemu-utils run guests and create images; qemu-system-common has
+# qemu-storage-daemon (the block-layer tier runs the cell's graph in it, without a guest);
 # fio is the workload on bare metal and (copied into the initramfs) in guests;
 # e2fsprogs/xfsprogs/btrfs-progs make backing and guest filesystems;
 # eatmydata is the host modifier axis; busybox-static, kmod (depmod), cpio and
 # zstd/lz4 build the guest initramfs; build-essential, dpkg-dev, libaio-dev and zlib1g-dev build a static
 # fio for the guest from Debian's source package (a 6 MB initramfs that boots ~1 s faster than copying the
 # host fio and its libraries); python3-venv holds the Python dependencies.
-packages=(python3 python3-venv python3-pip qemu-system-x86 qemu-utils fio e2fsprogs xfsprogs btrfs-progs
+packages=(python3 python3-venv python3-pip qemu-system-x86 qemu-system-common qemu-utils fio e2fsprogs xfsprogs btrfs-progs
           eatmydata busybox-static kmod cpio zstd lz4 gzip util-linux mount procps ca-certificates
           build-essential dpkg-dev libaio-dev zlib1g-dev)
 missing=()

@@ -93,7 +93,7 @@ def test_null_ceiling_and_block_device(monkeypatch: pytest.MonkeyPatch) -> None:
         validate_disk(DiskSpec(None, "qcow2"))
     with pytest.raises(UserError):
         validate_disk(DiskSpec("/x", "null"))
-    monkeypatch.setattr("iomatrix.guest.qemu.is_block_device", lambda p: True)
+    monkeypatch.setattr("iomatrix.qemu_block.is_block_device", lambda p: True)
     o = _opts(blockdev_args(DiskSpec("/dev/sdz", "raw", "none", "native", "virtio-blk"))[1])
     assert o["file.driver"] == "host_device" and o["file.filename"] == "/dev/sdz"
 

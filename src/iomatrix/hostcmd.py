@@ -14,6 +14,7 @@ PACKAGE_OF = {
     "fio": "fio",
     "qemu-system-x86_64": "qemu-system-x86",
     "qemu-img": "qemu-utils",
+    "qemu-storage-daemon": "qemu-system-common",
     "mkfs.ext4": "e2fsprogs",
     "mkfs.xfs": "xfsprogs",
     "mkfs.btrfs": "btrfs-progs",

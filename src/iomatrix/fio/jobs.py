@@ -10,7 +10,8 @@ own page cache.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 from iomatrix.domain import CACHE, FIO_ENGINE, Aio, CacheMode
 from iomatrix.workloads import Workload
@@ -131,6 +132,56 @@ def guest_job(w: Workload, *, shape: JobShape, custom_text: str | None = None) -
     return "\n".join(lines) + "\n"
 
 
+# fio's nbd engine (libnbd) has no fdatasync: `fdatasync=N` fails with EINVAL. `fsync=N` becomes an NBD flush,
+# which is all a block device can be asked for anyway (a guest's fdatasync reaches its disk as a flush too).
+_FDATASYNC_LINE = re.compile(r"^(\s*)fdatasync(\s*=)", re.MULTILINE)
+SUBST_FDATASYNC = "fdatasync=N -> fsync=N (fio's nbd engine refuses fdatasync; both become an NBD flush)"
+
+
+def nbd_uri(socket: str, export: str) -> str:
+    """libnbd URI of an export on a UNIX socket (a relative socket path is resolved in fio's working dir)."""
+    return f"nbd+unix:///{export}?socket={socket}"
+
+
+@dataclass(frozen=True)
+class NbdJob:
+    text: str
+    substitutions: list[str] = field(default_factory=list)  # what was changed so the nbd engine runs it
+
+
+def nbd_job(w: Workload, *, uri: str, shape: JobShape, custom_text: str | None = None) -> NbdJob:
+    """fio job talking NBD to qemu-storage-daemon's export of the cell's block graph.
+
+    There is no host page cache or O_DIRECT on fio's side: every request goes over the socket to QEMU's
+    block layer, and the cache mode is applied there, exactly as for a guest's requests. The workload's own
+    flush cadence (fdatasync=N) is sent as NBD flushes; end_fsync=1 is the final flush a guest sends before
+    a clean shutdown (as in the guest tier's job).
+    """
+    glob = [
+        "[global]",
+        "ioengine=nbd",
+        f"uri={uri}",
+        f"size={shape.size_bytes}",
+        "end_fsync=1",
+        "randrepeat=0",
+        "",
+    ]
+    subst: list[str] = []
+    if custom_text is not None:
+        text, n = _FDATASYNC_LINE.subn(r"\1fsync\2", custom_text)
+        if n:
+            subst.append(SUBST_FDATASYNC)
+        return NbdJob("\n".join(glob) + text, subst)
+    lines = list(glob)
+    if w.reads:
+        lines += _prefill_section()
+    lines += [f"[{MEASURE_JOB}]", "stonewall", *_workload_lines(w), *_timing_lines(shape)]
+    if w.fdatasync:
+        lines.append(f"fsync={w.fdatasync}")
+        subst.append(SUBST_FDATASYNC)
+    return NbdJob("\n".join(lines) + "\n", subst)
+
+
 def page_cache_method(w: Workload, *, tier: str, cache: str, caches_dropped: bool) -> str:
     """How the page cache was kept out of a read measurement (recorded per run)."""
     if not w.reads:
@@ -140,6 +191,10 @@ def page_cache_method(w: Workload, *, tier: str, cache: str, caches_dropped: boo
         host = ("host O_DIRECT" if cache not in CACHE or CACHE[CacheMode(cache)].direct
                 else f"host page cache in use (cache={cache}: reads after the prefill may hit it, as in a real VM)")
         return f"guest O_DIRECT; {host}; {dropped}"
+    if tier == "blocklayer":
+        host = ("host O_DIRECT" if cache not in CACHE or CACHE[CacheMode(cache)].direct
+                else f"host page cache in use (cache={cache}: reads after the prefill may hit it, as in a real VM)")
+        return f"no guest page cache (fio sends NBD requests to QEMU's block layer); {host}; {dropped}"
     if CACHE[CacheMode(cache)].direct:
         return f"direct I/O (O_DIRECT); {dropped}"
     return f"buffered: fio invalidate=1 (POSIX_FADV_DONTNEED) before the job; {dropped}"

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
-import stat
 import subprocess
 from pathlib import Path
 
@@ -12,13 +10,7 @@ from iomatrix import domain
 from iomatrix.domain import Format, Preallocation
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import require
-
-
-def is_block_device(path: Path) -> bool:
-    try:
-        return stat.S_ISBLK(os.stat(path).st_mode)
-    except OSError:
-        return False
+from iomatrix.qemu_block import is_block_device as is_block_device
 
 
 def create_image_argv(path: Path, fmt: str, preallocation: str, size_bytes: int) -> list[str] | None:

@@ -29,14 +29,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from iomatrix import children, domain
-from iomatrix.domain import BUS, CACHE, Aio, Bus, CacheMode
+from iomatrix import children
+from iomatrix.domain import BUS, Bus
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import GUEST_DISK_PLACEHOLDER as DISK_PLACEHOLDER
 from iomatrix.guest.artifacts import GuestArtifacts
-from iomatrix.guest.images import is_block_device
 from iomatrix.guest.kernel import BUS_MODULES, FS_MODULES
 from iomatrix.hostcmd import require
+from iomatrix.qemu_block import NULL_FORMAT as NULL_FORMAT
+from iomatrix.qemu_block import DiskSpec as DiskSpec
+from iomatrix.qemu_block import blockdev_args as blockdev_args
+from iomatrix.qemu_block import onoff as _onoff
+from iomatrix.qemu_block import qemu_opt as _opt
+from iomatrix.qemu_block import validate_disk as validate_disk
+from iomatrix.qemu_block import write_cache
 
 DISK_SERIAL = "iomx-test"
 TAR_SERIAL = "iomx-tar"
@@ -46,22 +52,7 @@ KERNEL_CMDLINE = (
 )
 CONSOLE_TAIL_LINES = 40
 
-# The null-co ceiling is a disk "format" of its own: no image, no backing.
-NULL_FORMAT = "null"
 JobKind = Literal["fio", "fs-read", "fs-write", "boot"]
-
-
-@dataclass
-class DiskSpec:
-    """The disk under test. `target` is an image file or block device; None (format "null") is the
-    null-co ceiling: no storage at all, reads return zeroes."""
-
-    target: str | None
-    format: str = "qcow2"  # a domain.Format value, or NULL_FORMAT
-    cache: CacheMode = CacheMode.NONE
-    aio: Aio = Aio.THREADS
-    bus: Bus = Bus.VIRTIO_BLK
-    null_size_bytes: int = 1 << 30  # size of the null-co disk
 
 
 @dataclass
@@ -96,53 +87,6 @@ class GuestOutcome:
 # --------------------------------------------------------------------------- command line
 
 
-def _opt(value: str | Path) -> str:
-    """Escape a value for QEMU's key=value option syntax (commas are doubled)."""
-    return str(value).replace(",", ",,")
-
-
-def _onoff(flag: bool) -> str:
-    return "on" if flag else "off"
-
-
-def validate_disk(disk: DiskSpec) -> None:
-    """Refuse combinations QEMU would reject (or that make no sense) with a one-line fix."""
-    for value, enum in ((disk.cache, CacheMode), (disk.aio, Aio), (disk.bus, Bus)):
-        if value not in {e.value for e in enum}:
-            raise UserError(f"unknown {enum.__name__} '{value}'", hint=f"use {domain.choices(enum)}")
-    if disk.format != NULL_FORMAT and disk.format not in {f.value for f in domain.Format}:
-        raise UserError(f"unknown disk format '{disk.format}'",
-                        hint=f"use {domain.choices(domain.Format)} (or {NULL_FORMAT} for the ceiling)")
-    if (disk.format == NULL_FORMAT) != (disk.target is None):
-        raise UserError("the null ceiling has no target and every other format needs one",
-                        hint="use format='null' with target=None, or give an image path")
-    reason = None if disk.format == NULL_FORMAT else domain.aio_rule(disk.cache, disk.aio)
-    if reason:
-        raise UserError(reason, hint="use cache=none or cache=directsync with aio=native, or aio=threads/io_uring")
-
-
-def blockdev_args(disk: DiskSpec, node: str = "d0") -> list[str]:
-    """`-blockdev` for the disk under test: format node over a file/host_device node (inline child).
-
-    cache.direct and cache.no-flush are set on both nodes (what `-drive cache=` does); the
-    write-cache half of the cache mode lives on the device (see device_args).
-    """
-    validate_disk(disk)
-    sem = CACHE[CacheMode(disk.cache)]
-    direct, no_flush = sem.direct, sem.no_flush
-    cache = f"cache.direct={_onoff(direct)},cache.no-flush={_onoff(no_flush)}"
-    if disk.format == NULL_FORMAT:
-        spec = (f"driver=null-co,node-name={node},read-zeroes=on,size={disk.null_size_bytes},"
-                f"cache.no-flush={_onoff(no_flush)}")
-        return ["-blockdev", spec]
-    assert disk.target is not None
-    proto = "host_device" if is_block_device(Path(disk.target)) else "file"
-    spec = (f"driver={disk.format},node-name={node},{cache},"
-            f"file.driver={proto},file.filename={_opt(disk.target)},file.aio={disk.aio},"
-            f"file.cache.direct={_onoff(direct)},file.cache.no-flush={_onoff(no_flush)}")
-    return ["-blockdev", spec]
-
-
 def device_args(disk: DiskSpec, node: str = "d0", serial: str = DISK_SERIAL) -> list[str]:
     """`-device` options attaching `node` on the disk's bus, with write-cache from the cache mode."""
     bus = Bus(disk.bus)
@@ -151,7 +95,7 @@ def device_args(disk: DiskSpec, node: str = "d0", serial: str = DISK_SERIAL) -> 
                   Bus.IDE: ([], ",bus=ide.0"),
                   Bus.SATA: (["-device", "ahci,id=ahci0"], ",bus=ahci0.0")}
     extra, on_bus = controller.get(bus, ([], ""))
-    wc = _onoff(CACHE[CacheMode(disk.cache)].write_cache)
+    wc = _onoff(write_cache(disk.cache))
     return [*extra, "-device", f"{BUS[bus].qemu_device},drive={node}{on_bus},serial={serial},write-cache={wc}"]
 
 

@@ -81,9 +81,9 @@ class Plan(BaseModel):
     size: str = "256M"
     runtime: Annotated[float, Field(gt=0, le=3600)] = 5.0
     ramp: Annotated[float, Field(ge=0, le=600)] = 0.0
-    # Virtual disk size for guest images (≥ size).
+    # Disk image size for the tiers that create one per run (guest, blocklayer); ≥ size.
     image_size: str = "1G"
-    # Guest tier: add a null-co cell per bus, the ceiling of the virtual I/O path.
+    # Guest and blocklayer tiers: add null-co cells, the ceiling of the virtual I/O path.
     null_ceiling: bool = True
     guest_fs: Literal["ext4", "xfs"] = "ext4"
     guest_memory_mb: Annotated[int, Field(ge=128, le=16384)] = 512
@@ -133,7 +133,9 @@ class Plan(BaseModel):
 
     @model_validator(mode="after")
     def _image_holds_data(self) -> Plan:
-        if "guest" in self.tier and parse_size(self.image_size) < parse_size(self.size):
+        from iomatrix.tiers import tier_class
+
+        if any(tier_class(t).uses_images for t in self.tier) and parse_size(self.image_size) < parse_size(self.size):
             raise ValueError(f"image_size ({self.image_size}) must be ≥ size ({self.size})")
         return self
 

@@ -82,6 +82,8 @@ class Tier(ABC):
     order: ClassVar[int] = 50
     # Whether the tier can run filesystem workloads (fs-read / fs-write need a guest filesystem).
     runs_fs_workloads: ClassVar[bool] = False
+    # Whether each run creates a disk image of the plan's image_size (which must then hold `size`).
+    uses_images: ClassVar[bool] = False
 
     @classmethod
     def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:

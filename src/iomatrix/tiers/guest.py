@@ -34,6 +34,7 @@ class GuestTier(Tier):
     overhead_s = 4.5  # guest boot under TCG
     order = 20
     runs_fs_workloads = True
+    uses_images = True
 
     @classmethod
     def extra_cells(cls, plan: Plan) -> list[Cell]:

@@ -1,0 +1,314 @@
+"""The block-layer tier: qemu-storage-daemon with the cell's graph, exported over NBD, measured by fio's nbd
+engine. Pure tests of the graph and job, then real sweeps, an interrupt and failures (real daemon, real fio)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from iomatrix.domain import CACHE, NA, CacheMode
+from iomatrix.errors import UserError
+from iomatrix.fio.jobs import SUBST_FDATASYNC, JobShape, nbd_job, nbd_uri
+from iomatrix.matrix import Cell, expand
+from iomatrix.plan.load import load_plan
+from iomatrix.plan.model import Plan
+from iomatrix.qemu_block import DiskSpec, blockdev_spec
+from iomatrix.runner import backing_facts, plan_expansion
+from iomatrix.tiers import tier_class
+from iomatrix.tiers.base import RunOptions, RunRequest, Target
+from iomatrix.tiers.blocklayer import BlockLayerTier, daemon_argv, disk_for, export_spec
+from iomatrix.workloads import resolve
+from tests.conftest import iomatrix_argv, needs, root_only, run_cli
+
+needs_qsd = needs("qemu-storage-daemon")
+
+
+def _opts(spec: str) -> dict[str, str]:
+    return dict(kv.split("=", 1) for kv in spec.split(","))
+
+
+# --------------------------------------------------------------------------- pure: graph, export, job
+
+
+@pytest.mark.parametrize("cache", [c.value for c in CacheMode])
+def test_graph_and_export_per_cache_mode(cache: str) -> None:
+    sem = CACHE[CacheMode(cache)]
+    disk = DiskSpec("/w/img.qcow2", "qcow2", CacheMode(cache), "threads")  # type: ignore[arg-type]
+    argv = daemon_argv("/usr/bin/qemu-storage-daemon", disk, "nbd.sock", "daemon.pid")
+    graph = _opts(argv[argv.index("--blockdev") + 1])
+    onoff = {True: "on", False: "off"}
+    # The node half of the cache mode: the very string the guest passes to -blockdev.
+    assert argv[argv.index("--blockdev") + 1] == blockdev_spec(disk)
+    assert graph["cache.direct"] == graph["file.cache.direct"] == onoff[sem.direct]
+    assert graph["cache.no-flush"] == graph["file.cache.no-flush"] == onoff[sem.no_flush]
+    assert graph["driver"] == "qcow2" and graph["file.driver"] == "file" and graph["file.aio"] == "threads"
+    # The device half: no write cache means the export is writethrough (QEMU flushes after every write).
+    export = _opts(argv[argv.index("--export") + 1])
+    assert export["writethrough"] == onoff[not sem.write_cache]
+    assert export["type"] == "nbd" and export["writable"] == "on" and export["node-name"] == graph["node-name"]
+    assert argv[argv.index("--nbd-server") + 1] == "addr.type=unix,addr.path=nbd.sock"
+    assert export_spec(cache) == argv[argv.index("--export") + 1]
+
+
+def test_expected_writethrough_table() -> None:
+    wt = {c: _opts(export_spec(c))["writethrough"] for c in CacheMode}
+    assert wt == {"none": "off", "writeback": "off", "unsafe": "off", "writethrough": "on", "directsync": "on"}
+
+
+def test_null_ceiling_graph_and_wrapper() -> None:
+    cell = Cell("blocklayer", "null", NA, NA, NA, NA, "null", "none")
+    disk = disk_for(cell, None, 1 << 30)
+    argv = daemon_argv("qsd", disk, "nbd.sock", "daemon.pid", wrapper=["eatmydata"])
+    assert argv[:2] == ["eatmydata", "qsd"]  # the modifier wraps QEMU, the process issuing the flushes
+    graph = _opts(argv[argv.index("--blockdev") + 1])
+    assert graph["driver"] == "null-co" and graph["size"] == str(1 << 30) and graph["cache.no-flush"] == "off"
+
+
+def test_nbd_job_substitutes_fdatasync() -> None:
+    shape = JobShape(size_bytes=64 << 20, runtime_s=1.0)
+    uri = nbd_uri("nbd.sock", "iomx")
+    assert uri == "nbd+unix:///iomx?socket=nbd.sock"
+    db = nbd_job(resolve("db-write-4k-fdatasync", None), uri=uri, shape=shape)
+    lines = db.text.splitlines()
+    assert "ioengine=nbd" in lines and f"uri={uri}" in lines and "fsync=1" in lines
+    assert not any(line.startswith("fdatasync") for line in lines)
+    assert db.substitutions == [SUBST_FDATASYNC]
+    plain = nbd_job(resolve("rand-read-4k", None), uri=uri, shape=shape)
+    assert plain.substitutions == [] and "[prefill]" in plain.text and "filename" not in plain.text
+    custom = nbd_job(resolve("rand-write-4k", None), uri=uri, shape=shape,
+                     custom_text="[mine]\nrw=randwrite\n  fdatasync = 4\n")
+    assert "  fsync = 4" in custom.text and custom.substitutions == [SUBST_FDATASYNC]
+
+
+def _plan(**kw: object) -> Plan:
+    base: dict[str, object] = {"name": "t", "tier": ["blocklayer"], "size": "16M", "image_size": "64M"}
+    return Plan.model_validate({**base, **kw})
+
+
+def test_matrix_collapses_bus_prunes_fs_and_native_without_direct() -> None:
+    plan = _plan(format=["raw", "qcow2"], cache=["none", "writeback"], aio=["threads", "native"],
+                 bus=["virtio-blk", "ide"], workloads=["rand-write-4k", "fs-write"])
+    exp = plan_expansion(plan, None, set())
+    assert all(c.bus == NA for c in exp.cells)
+    assert exp.collapsed["blocklayer"] == ("bus",)
+    keys = {c.key for c in exp.cells}
+    assert "blocklayer/raw/off/none/native/-/dir/none" in keys
+    assert "blocklayer/null/-/-/-/-/null/none" in keys  # the null-co ceiling
+    reasons = {p.what: p.reason for p in exp.pruned}
+    assert "aio=native needs O_DIRECT" in reasons["blocklayer/raw/off/writeback/native/-/dir/none"]
+    fs = [r for w, r in reasons.items() if w.endswith("× fs-write")]
+    assert fs and all("no guest" in r for r in fs)
+    assert {u.workload.name for u in exp.units} == {"rand-write-4k"}
+    # 2 formats × (none: threads+native, writeback: threads) + the ceiling
+    assert len(exp.cells) == 7
+
+
+def test_image_must_hold_the_data() -> None:
+    with pytest.raises(ValueError, match="image_size"):
+        _plan(size="256M", image_size="64M")
+
+
+def test_quick_plan_includes_the_tier() -> None:
+    plan, _ = load_plan("quick")
+    assert "blocklayer" in plan.tier
+    exp = expand(plan, backing_facts(plan, set()), [resolve(w, None) for w in plan.workloads])
+    assert any(c.tier == "blocklayer" for c in exp.cells)
+    assert tier_class("blocklayer").overhead_s < tier_class("guest").overhead_s
+
+
+def test_missing_daemon_names_the_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # a host without qemu-storage-daemon (nor anything else)
+    tier = BlockLayerTier(_plan(), RunOptions(workdir=tmp_path))
+    with pytest.raises(UserError) as err:
+        tier.open()
+    assert "qemu-storage-daemon" in err.value.one_line() and "qemu-system-common" in err.value.one_line()
+
+
+@needs("fio")
+@needs_qsd
+def test_fio_without_nbd_engine_is_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    os.symlink("/usr/bin/qemu-storage-daemon", bindir / "qemu-storage-daemon")
+    # An fio built without libnbd: the real fio, minus the nbd line in its engine list.
+    (bindir / "fio").write_text('#!/bin/sh\n/usr/bin/fio "$@" | grep -vx "[[:space:]]*nbd"\n')
+    (bindir / "fio").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+    tier = BlockLayerTier(_plan(), RunOptions(workdir=tmp_path))
+    with pytest.raises(UserError) as err:
+        tier.open()
+    assert "nbd ioengine" in err.value.one_line() and "apt-get install fio" in err.value.one_line()
+
+
+# --------------------------------------------------------------------------- real runs
+
+
+def _ours(tmp_path: Path) -> list[str]:
+    """Processes (of any kind: qemu-storage-daemon, fio) whose command line names this test's directory."""
+    return subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
+
+
+def _left_files(tmp_path: Path) -> list[Path]:
+    work = tmp_path / "iomatrix-work"
+    return [p for p in work.rglob("*") if p.name.startswith("iomatrix-blk-") or p.name.endswith(".sock")]
+
+
+SWEEP = """
+tier = ["blocklayer"]
+format = ["raw", "qcow2"]
+cache = ["none", "writeback", "unsafe"]
+workloads = ["rand-write-4k", "db-write-4k-fdatasync"]
+size = "32M"
+image_size = "64M"
+runtime = 1
+null_ceiling = true
+[repetitions]
+min = 2
+max = 2
+"""
+
+
+@pytest.mark.slow
+@needs("fio")
+@needs_qsd
+def test_small_sweep(tmp_path: Path) -> None:
+    (tmp_path / "p.toml").write_text(SWEEP)
+    proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--monitor-interval", "0.2", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "28 runs ok, 0 failed" in proc.stdout  # (6 cells + the ceiling) × 2 workloads × 2
+
+    db = sqlite3.connect(tmp_path / "r.sqlite")
+    rows = db.execute("SELECT c.key, r.workload, r.meta_json, r.accel FROM runs r "
+                      "JOIN cells c ON c.id = r.cell_id").fetchall()
+    assert len(rows) == 28
+    for key, workload, meta_json, accel in rows:
+        meta = json.loads(meta_json)
+        assert meta["tier"] == "blocklayer" and meta["qemu_version"].startswith("qemu-storage-daemon version")
+        assert meta["export"].startswith("nbd over a private UNIX socket")
+        assert "--export" in meta["daemon_argv"] and accel.startswith("none")
+        assert (meta["substitutions"] != []) == (workload == "db-write-4k-fdatasync")
+        cache = Cell.from_key(key).cache
+        if cache != NA:
+            assert meta["export_writethrough"] is False  # none, writeback and unsafe all have a write cache
+
+    doc = json.loads(run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout)
+    means = {(r["axes"]["format"], r["axes"]["cache"], r["workload"]): r["mean"]
+             for r in doc["sweeps"][0]["results"] if r["metric"] == "write.iops"}
+    for fmt in ("raw", "qcow2"):
+        # cache=unsafe drops every flush; cache=none sends each one to the disk: an order of magnitude apart.
+        assert means[(fmt, "unsafe", "db-write-4k-fdatasync")] > 2 * means[(fmt, "none", "db-write-4k-fdatasync")]
+    flushes = {(r["axes"]["format"], r["axes"]["cache"]): r["mean"] for r in doc["sweeps"][0]["results"]
+               if r["metric"] == "sync.count" and r["workload"] == "db-write-4k-fdatasync"}
+    assert flushes and all(v > 0 for v in flushes.values())  # fio really sent a flush after every write
+
+    assert _ours(tmp_path) == []
+    assert _left_files(tmp_path) == []
+    ledger = json.loads((tmp_path / "iomatrix-work" / ".iomatrix" / "leftovers.json").read_text())
+    assert ledger["entries"] == []
+
+
+LONG = """
+tier = ["blocklayer"]
+format = ["qcow2"]
+cache = ["none", "writeback"]
+workloads = ["rand-write-4k"]
+size = "32M"
+image_size = "64M"
+runtime = 3
+null_ceiling = false
+[repetitions]
+min = 4
+max = 4
+"""
+
+
+def _runs(db: Path) -> int:
+    if not db.exists():
+        return 0
+    try:
+        return sqlite3.connect(db, timeout=5).execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+
+
+@pytest.mark.slow
+@needs("fio")
+@needs_qsd
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_leaves_no_daemon_socket_or_image(tmp_path: Path, sig: signal.Signals) -> None:
+    (tmp_path / "p.toml").write_text(LONG)
+    db = tmp_path / "r.sqlite"
+    proc = subprocess.Popen([*iomatrix_argv(), "run", "p.toml", "--db", "r.sqlite"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # Signal while a daemon serves a run: after one run is stored, wait for the next daemon to be up.
+    deadline = time.monotonic() + 120
+    while _runs(db) < 1 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    while time.monotonic() < deadline and proc.poll() is None:
+        qsd = subprocess.run(["pgrep", "-f", f"qemu-storage-daemon.*{tmp_path}"], capture_output=True, text=True)
+        if qsd.stdout.split():
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    assert "Traceback" not in err
+    assert _ours(tmp_path) == []
+    assert _left_files(tmp_path) == []
+    ledger = json.loads((tmp_path / "iomatrix-work" / ".iomatrix" / "leftovers.json").read_text())
+    assert [e for e in ledger["entries"] if "iomatrix-blk-" in e["target"] or e["target"].endswith(".sock")] == []
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def test_native_aio_without_direct_is_pruned_not_run(tmp_path: Path) -> None:
+    plan = _plan(cache=["writeback", "writethrough"], aio=["native"], null_ceiling=False)
+    exp = plan_expansion(plan, None, set())
+    assert exp.units == []
+    assert all("requires cache.direct=on" in p.reason for p in exp.pruned)
+    (tmp_path / "p.toml").write_text('tier = ["blocklayer"]\ncache = ["writeback"]\naio = ["native"]\n'
+                                     "null_ceiling = false\n")
+    proc = run_cli("run", "p.toml", "--db", "r.sqlite", cwd=tmp_path)
+    assert proc.returncode == 2 and "nothing to run" in proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@root_only
+@pytest.mark.slow
+@needs("fio")
+@needs_qsd
+def test_daemon_refusing_the_graph_is_a_failed_run(tmp_path: Path) -> None:
+    """ramfs has no O_DIRECT; no backing type maps to it, so nothing prunes it: QEMU refuses at run time."""
+    mnt = tmp_path / f"ramfs-{uuid.uuid4().hex[:6]}"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "ramfs", "ramfs", str(mnt)], check=True)
+    try:
+        plan = _plan(null_ceiling=False)
+        work = tmp_path / "work"
+        tier = BlockLayerTier(plan, RunOptions(workdir=work))
+        tier.open()
+        cell = Cell("blocklayer", "raw", "off", "none", "threads", NA, "ramfs", "none")
+        req = RunRequest(cell=cell, workload=resolve("rand-write-4k", None), target=Target("dir", mnt),
+                         shape=JobShape(size_bytes=16 << 20, runtime_s=1.0), run_dir=work / "run", timeout_s=60)
+        out = tier.run(req)
+        tier.close()
+        assert not out.ok
+        assert out.error is not None and "does not support O_DIRECT" in out.error
+        assert "qemu-storage-daemon exited" in out.error
+        assert (work / "run" / "daemon.log").exists()  # kept for the failed run
+        assert list(mnt.iterdir()) == [] and not (work / "run" / "nbd.sock").exists()
+        assert _ours(tmp_path) == []
+        ledger = json.loads((work / ".iomatrix" / "leftovers.json").read_text())
+        assert ledger["entries"] == []
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
