@@ -328,6 +328,17 @@ def _friedman(cells: list[str], table: dict[str, dict[int, float]], alpha: float
                            friedman_stat=t1, friedman_p=p1, notes=base.notes)
 
 
+def independent_analysis(
+    data: Mapping[str, Sequence[float]], alpha: float = 0.05, confidence: float = 0.95,
+    why: str = "runs carry no round",
+) -> BlockedAnalysis:
+    """The Welch fallback for plain samples (no rounds): every pair by Welch's t-test, Holm, Fieller ratios."""
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    table = {c: {i: float(v) for i, v in enumerate(vs)} for c, vs in data.items()}
+    return _welch(list(table), table, alpha, confidence, [], why, [])
+
+
 def blocked_analysis(
     data: Mapping[str, Sequence[tuple[int, float]]],
     alpha: float = 0.05,
