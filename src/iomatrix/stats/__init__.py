@@ -15,7 +15,7 @@ _WHERE: dict[str, str] = {
     "needs_more_runs": "adaptive", "runs_needed_estimate": "adaptive",
     "ColdWarm": "coldwarm", "cold_vs_warm": "coldwarm",
     "RatioCI": "compare", "WelchResult": "compare", "ratio_ci": "compare", "welch": "compare",
-    "holm": "holm",
+    "holm": "holm_stepdown",
     "mad_outliers": "outliers", "modified_z_scores": "outliers",
     "PairComparison": "ranking", "RankedRow": "ranking", "Ranking": "ranking", "group_letter": "ranking",
     "rank": "ranking",

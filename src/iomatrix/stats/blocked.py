@@ -51,7 +51,7 @@ of geometric means.
     T1 = (k−1)·Σ_i (R_i − b(k+1)/2)² / (A1 − C1)        ≈ χ²(k−1)  (tie-corrected Friedman)
     pairs: t = |R_a − R_b| / √(2·(b·A1 − Σ_i R_i²) / ((b−1)(k−1))),  df (b−1)(k−1)
 
-Every family of pairwise p-values is Holm-adjusted (``stats/holm.py``).
+Every family of pairwise p-values is Holm-adjusted (``stats/holm_stepdown.py``).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from iomatrix.stats.holm import holm
+from iomatrix.stats.holm_stepdown import holm
 
 NORMALITY_ALPHA = 0.01  # Shapiro–Wilk p below this → Friedman + Conover
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from iomatrix.stats.compare import RatioCI, WelchResult, ratio_ci, welch
-from iomatrix.stats.holm import holm
+from iomatrix.stats.holm_stepdown import holm
 from iomatrix.stats.summary import Summary, summarize
 
 

@@ -1,5 +1,8 @@
 """Holm's step-down adjustment of a family of p-values (Holm 1979).
 
+(Not named holm.py: a submodule named like the function it exports would replace that
+function on the lazily loaded ``iomatrix.stats`` package once imported.)
+
 Sort the m p-values ascending, p_(1) ≤ … ≤ p_(m).  The adjusted values are
 
     p̃_(i) = min(1, max_{j ≤ i} (m − j + 1) · p_(j))
