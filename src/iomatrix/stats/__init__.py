@@ -25,9 +25,11 @@ _WHERE: dict[str, str] = {
     "Summary": "summary", "summarize": "summary", "t_quantile": "summary",
     "Change": "sweeps", "compare_sweeps": "sweeps",
     "BlockedAnalysis": "blocked", "BlockedPair": "blocked", "blocked_analysis": "blocked",
+    "independent_analysis": "blocked",
     "Decision": "decision", "decide": "decision", "TIE_BREAKS": "decision",
-    "Elimination": "racing", "eliminations": "racing", "stop_reason": "racing",
-    "RunInterference": "interference", "interference_flags": "interference", "interference_effect": "interference",
+    "Elimination": "racing", "RaceStep": "racing", "race_step": "racing", "stop_reason": "racing",
+    "RunInterference": "interference", "InterferenceEffect": "interference", "interference_flags": "interference",
+    "interference_effect": "interference",
 }
 
 __all__ = sorted(_WHERE)
