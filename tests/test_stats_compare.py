@@ -121,3 +121,32 @@ def test_ratio_ci_undefined_cases() -> None:
     assert ratio_ci([3.0, 3.0], [1.5, 1.5]) == (2.0, 2.0, 2.0)  # both constant: exact
     # denominator not distinguishable from 0 → Fieller set unbounded
     assert ratio_ci([10, 11, 12], [-1.0, 1.0, 2.0]).low is None
+
+
+def test_holm_step_down_hand_computed_and_monotone() -> None:
+    """Hand computation, m = 5, p = (0.04, 0.001, 0.03, 0.012, 0.2):
+
+    sorted: 0.001 ×5 = 0.005; 0.012 ×4 = 0.048; 0.03 ×3 = 0.09; 0.04 ×2 = 0.08 → max(0.09, 0.08) = 0.09
+    (monotone); 0.2 ×1 = 0.2.  R: p.adjust(c(0.04, 0.001, 0.03, 0.012, 0.2), "holm")
+    = 0.090 0.005 0.090 0.048 0.200.
+    """
+    assert holm([0.04, 0.001, 0.03, 0.012, 0.2]) == pytest.approx([0.09, 0.005, 0.09, 0.048, 0.2])
+
+
+def test_holm_ties_and_cap() -> None:
+    # two equal smallest p: both ×3 then ×2 → running max keeps both at 0.3; 0.5×1 = 0.5
+    assert holm([0.1, 0.1, 0.5]) == pytest.approx([0.3, 0.3, 0.5])
+    assert holm([0.4, 0.9, 0.3]) == pytest.approx([0.9, 0.9, 0.9])  # 0.9, max(0.8,0.9), min(1, 0.9)
+    with pytest.raises(ValueError):
+        holm([float("nan")])
+
+
+def test_cli_import_does_not_load_scipy_or_pandas() -> None:
+    """`iomatrix --help` must not pay for scipy/pandas: the stats package loads its modules lazily."""
+    import subprocess
+    import sys
+
+    code = ("import sys, iomatrix.cli; bad = [m for m in ('scipy', 'pandas', 'statsmodels') if m in sys.modules]; "
+            "print(','.join(bad))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

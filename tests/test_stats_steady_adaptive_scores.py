@@ -158,3 +158,17 @@ def test_weighted_score_ci_propagates_both_means() -> None:
     half = ci.high - ci.score
     assert half == pytest.approx(ci.score - ci.low)
     assert half / math.sqrt(125 / 3) == pytest.approx(3.2, abs=0.05)  # t_{0.975, 2.94} ≈ 3.20
+
+
+def test_weighted_mixed_ci_propagates_the_two_standard_errors() -> None:
+    """read: SE 2 at df 4 (half = t₄·2), write: SE 2 at df 4 → mixed SE = ½√8 = √2, df = 8²/(16/4+16/4) = 8."""
+    from scipy import stats as st
+
+    from iomatrix.stats.scores import ScoreCI, weighted_mixed_ci
+
+    t4 = st.t.ppf(0.975, 4)
+    r = ScoreCI(100.0, 100 - 2 * t4, 100 + 2 * t4, 4.0)
+    w = ScoreCI(50.0, 50 - 2 * t4, 50 + 2 * t4, 4.0)
+    m = weighted_mixed_ci(r, w)
+    assert m.score == 75.0 and m.df == pytest.approx(8.0)
+    assert m.high - 75.0 == pytest.approx(st.t.ppf(0.975, 8) * 2 ** 0.5)

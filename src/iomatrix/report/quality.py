@@ -1,16 +1,21 @@
-"""Per-series quality notes: the cold first run, outliers, steady state.
+"""Per-series quality notes: the cold first run, outliers, steady state, disturbed runs.
 
 Nothing is dropped: the first run is reported apart when it differs
-significantly from the rest, outliers are flagged (MAD), and the steady-state
-verdict of each time-based run is counted.
+significantly from the rest, outliers are flagged (MAD), the steady-state
+verdict of each time-based run is counted, and runs the rest of the host
+disturbed (stats/interference.py) are named with the reason.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from iomatrix.stats import cold_vs_warm, mad_outliers
+
+if TYPE_CHECKING:
+    from iomatrix.stats.interference import RunInterference
+    from iomatrix.store import Store
 
 
 def cold_run(samples: Sequence[float]) -> dict[str, Any] | None:
@@ -50,4 +55,22 @@ def notes(row: dict[str, Any]) -> list[str]:
     ss = row.get("steady_state")
     if ss and ss["attained"] < ss["runs"]:
         out.append(f"steady state {ss['attained']}/{ss['runs']} runs")
+    dist = row.get("disturbed_runs")  # [{"run_id", "reasons"}], when the results document carries them
+    if dist:
+        out.append("disturbed run(s) " + ", ".join(f"{d['run_id']} ({'; '.join(d['reasons'])})" for d in dist))
+    return out
+
+
+def run_interference(store: Store, sweep_id: int, run_ids: Sequence[int]) -> dict[int, RunInterference]:
+    """Interference flags of each run from its stored monitor series (runs without samples are skipped)."""
+    from iomatrix.monitor.summary import summarize_samples
+    from iomatrix.report.query import run_monitor_samples, sweep_info
+    from iomatrix.stats.interference import interference_flags
+
+    cpus = int(sweep_info(store, sweep_id)["host"].get("cpu_count") or 1)
+    out: dict[int, RunInterference] = {}
+    for rid in run_ids:
+        samples = run_monitor_samples(store, rid)
+        if samples:
+            out[rid] = interference_flags({k: f.mean for k, f in summarize_samples(samples).items()}, cpus)
     return out

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from iomatrix.errors import UserError
-from iomatrix.report.quality import ranked_samples
+from iomatrix.metrics import metric_info
+from iomatrix.report.quality import ranked_samples, run_interference
 from iomatrix.report.query import CellWorkload, cell_workloads
 from iomatrix.stats import (
     Change,
@@ -16,9 +17,18 @@ from iomatrix.stats import (
     compare_sweeps,
     rank,
     ratio_ci,
-    weighted_mixed,
+    weighted_mixed_ci,
     weighted_score_ci,
 )
+from iomatrix.stats.decision import (
+    DEFAULT_THRESHOLD,
+    DEFAULT_TIE_BREAK,
+    Decision,
+    check_threshold,
+    check_tie_break,
+    decide,
+)
+from iomatrix.stats.interference import RunInterference
 from iomatrix.store import Store
 from iomatrix.workloads import PRESETS
 
@@ -26,8 +36,40 @@ MATCH_AXES = ("cache", "aio", "backing", "modifier")
 
 
 def primary_metric(workload: str) -> tuple[str, bool]:
+    """The workload's primary metric and its direction (from the metric registry, iomatrix.metrics)."""
     w = PRESETS.get(workload)
-    return (w.primary_metric, w.higher_is_better) if w else ("total.iops", True)
+    name = w.primary_metric if w else "total.iops"
+    return name, metric_info(name).higher_is_better
+
+
+def run_rounds(store: Store, run_ids: Sequence[int]) -> dict[int, int]:
+    """run id → round.  Schema 2 stores ``runs.round``; older stores have only the attempt number, which
+    is the round for a sweep that ran uninterrupted (each round runs every unit once), so it stands in."""
+    if not run_ids:
+        return {}
+    cols = {r[1] for r in store.db.execute("PRAGMA table_info(runs)")}
+    col = "round" if "round" in cols else "attempt"
+    out: dict[int, int] = {}
+    ids = list(run_ids)
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        q = f"SELECT id, {col} FROM runs WHERE id IN ({','.join('?' * len(chunk))})"
+        for rid, rnd in store.db.execute(q, chunk):
+            if rnd is not None:
+                out[int(rid)] = int(rnd)
+    return out
+
+
+def run_values(store: Store, run_ids: Sequence[int], metric: str) -> dict[int, float]:
+    """run id → the metric's value, for the runs that have it."""
+    out: dict[int, float] = {}
+    ids = list(run_ids)
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        q = f"SELECT run_id, value FROM samples WHERE metric=? AND run_id IN ({','.join('?' * len(chunk))})"
+        for rid, v in store.db.execute(q, [metric, *chunk]):
+            out[int(rid)] = float(v)
+    return out
 
 
 def baremetal_reference(cell: CellWorkload, candidates: Sequence[CellWorkload]) -> CellWorkload | None:
@@ -56,14 +98,39 @@ class WorkloadRanking:
     ceiling: list[tuple[CellWorkload, float]]  # null-co cells and their mean
     accel: list[str]
     cold_apart: list[str]  # cells ranked on their warm runs: the first run differed significantly
+    decision: Decision | None = None
+    disturbed: dict[str, list[tuple[int, RunInterference]]] | None = None  # label → flagged runs (id, why)
+
+    def notes(self) -> list[str]:
+        """Lines a report prints under the table: the decision, unresolved pairs, disturbed runs."""
+        out = []
+        if self.decision is not None:
+            out.append(self.decision.statement)
+        unresolved = self.ranking.unresolved
+        if unresolved:
+            shown = "; ".join(f"{a} vs {b}" for a, b in unresolved[:6])
+            more = f" (+{len(unresolved) - 6} more)" if len(unresolved) > 6 else ""
+            out.append(f"unresolved (not significantly different): {shown}{more}")
+        an = self.ranking.analysis
+        if an is not None and an.round_share is not None:
+            out.append(f"between-round share of the run-to-run variance: {an.round_share:.0%}"
+                       + ("" if an.p_rounds is None else f" (F-test p={an.p_rounds:.2g})"))
+        for label, runs in (self.disturbed or {}).items():
+            for rid, why in runs:
+                out.append(f"disturbed run {rid} ({label}): {'; '.join(why.reasons)}")
+        return out
 
 
 def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *, min_n: int = 3,
-                  max_noise: float = 0.10, alpha: float = 0.05) -> WorkloadRanking | None:
-    m, higher = primary_metric(workload)
+                  max_noise: float = 0.10, alpha: float = 0.05,
+                  per_run: Mapping[int, tuple[int, float]] | None = None,
+                  threshold: float = DEFAULT_THRESHOLD, tie_break: Sequence[str] = DEFAULT_TIE_BREAK,
+                  interference: Mapping[int, RunInterference] | None = None) -> WorkloadRanking | None:
+    """Rank one workload's cells.  ``per_run`` (run id → (round, value of ``metric``)) makes the analysis
+    blocked by round; without it runs are independent samples."""
+    m, _ = primary_metric(workload)
     metric = metric or m
-    if metric.endswith(("_us", ".seconds", "_s", "_ms")):
-        higher = False
+    higher = metric_info(metric).higher_is_better
     mine = [c for c in cws if c.workload == workload and metric in c.samples]
     if not mine:
         return None
@@ -73,12 +140,24 @@ def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *,
     if not ranked:
         return None
     groups: dict[str, list[float]] = {}
+    rounds: dict[str, list[int]] | None = {} if per_run is not None else None
     cold_apart: list[str] = []
     for c in ranked:
-        groups[c.label()], apart = ranked_samples(c.samples[metric])
+        if per_run is not None and rounds is not None:
+            pts = sorted((per_run[rid] for rid in c.runs if rid in per_run), key=lambda p: p[0])
+            values, apart = ranked_samples([v for _, v in pts])
+            pts = pts[len(pts) - len(values):]  # the cold first run, when set apart, is the earliest round
+            groups[c.label()], rounds[c.label()] = [v for _, v in pts], [r for r, _ in pts]
+        else:
+            groups[c.label()], apart = ranked_samples(c.samples[metric])
         if apart:
             cold_apart.append(c.label())
-    r = rank(groups, higher_is_better=higher, alpha=alpha, min_n=min_n, max_rel_half_width=max_noise)
+    r = rank(groups, higher_is_better=higher, alpha=alpha, min_n=min_n, max_rel_half_width=max_noise,
+             rounds=rounds)
+    decision = decide(r, {c.label(): c.axes for c in ranked}, groups, threshold=threshold, tie_break=tie_break)
+    disturbed = {c.label(): [(rid, interference[rid]) for rid in c.runs
+                             if interference and rid in interference and interference[rid].disturbed]
+                 for c in ranked}
     to_bm: dict[str, RatioCI | None] = {}
     if tier != "baremetal":
         for c in ranked:
@@ -91,11 +170,15 @@ def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *,
     ceiling = [(c, sum(c.samples[metric]) / len(c.samples[metric])) for c in mine if c.axes["backing"] == "null"]
     accel = sorted({a for c in mine for a in c.accel})
     return WorkloadRanking(workload, metric, tier, r, {c.label(): c for c in ranked}, to_bm, ceiling, accel,
-                           cold_apart)
+                           cold_apart, decision, {k: v for k, v in disturbed.items() if v})
 
 
 def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | None, *, min_n: int = 3,
-               max_noise: float = 0.10) -> list[WorkloadRanking]:
+               max_noise: float = 0.10, threshold: float = DEFAULT_THRESHOLD,
+               tie_break: Sequence[str] = DEFAULT_TIE_BREAK, blocked: bool = True) -> list[WorkloadRanking]:
+    """Rank every workload of a sweep (blocked by round unless ``blocked`` is False)."""
+    check_threshold(threshold)
+    check_tie_break(tie_break)
     cws = cell_workloads(store, sweep_id)
     names = sorted({c.workload for c in cws})
     if workload is not None:
@@ -103,9 +186,19 @@ def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | 
             raise UserError(f"sweep {sweep_id} has no results for workload '{workload}'",
                             hint=f"workloads in it: {', '.join(names) or 'none'}")
         names = [workload]
+    all_runs = [rid for c in cws for rid in c.runs]
+    rounds = run_rounds(store, all_runs) if blocked else {}
+    interference = run_interference(store, sweep_id, all_runs)
     out = []
     for w in names:
-        wr = rank_workload(cws, w, metric, min_n=min_n, max_noise=max_noise)
+        m = metric or primary_metric(w)[0]
+        per_run = None
+        if blocked:
+            ids = [rid for c in cws if c.workload == w for rid in c.runs]
+            vals = run_values(store, ids, m)
+            per_run = {rid: (rounds[rid], v) for rid, v in vals.items() if rid in rounds}
+        wr = rank_workload(cws, w, metric, min_n=min_n, max_noise=max_noise, per_run=per_run,
+                           threshold=threshold, tie_break=tie_break, interference=interference)
         if wr is not None:
             out.append(wr)
     if metric is not None and not out:
@@ -114,7 +207,7 @@ def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | 
     return out
 
 
-# -- seed 000's weighted scores --------------------------------------------------------------
+# -- weighted read/write scores (sequential and 4 KiB random weighed equally) -------------------
 
 SCORE_INPUTS = {
     "weighted-read": ("seq-read-1m", "rand-read-4k", "read.bw_mbps"),
@@ -130,7 +223,7 @@ class ScoreRow:
 
 
 def weighted_scores(store: Store, sweep_id: int, score: str) -> tuple[list[ScoreRow], dict[str, float]]:
-    """Seed 000: mean of the sequential figure and the 4 KiB random figure × factor, where the factor
+    """Mean of the sequential figure and the 4 KiB random figure × factor, where the factor
     (bare-metal sequential / bare-metal 4 KiB random) makes 4 KiB matter as much as sequential."""
     if score not in (*SCORE_INPUTS, "weighted-mixed"):
         raise UserError(f"unknown score '{score}'", hint="use weighted-read, weighted-write or weighted-mixed")
@@ -160,13 +253,7 @@ def weighted_scores(store: Store, sweep_id: int, score: str) -> tuple[list[Score
     rows = []
     for label in labels:
         ps = {p: per_part[p][label] for p in parts}
-        if len(parts) == 1:
-            total = ps[parts[0]]
-        else:
-            a, b = ps[parts[0]], ps[parts[1]]
-            lo = None if a.low is None or b.low is None else weighted_mixed(a.low, b.low)
-            hi = None if a.high is None or b.high is None else weighted_mixed(a.high, b.high)
-            total = ScoreCI(weighted_mixed(a.score, b.score), lo, hi, None)
+        total = ps[parts[0]] if len(parts) == 1 else weighted_mixed_ci(ps[parts[0]], ps[parts[1]])
         rows.append(ScoreRow(label, total, ps))
     rows.sort(key=lambda r: -r.score.score)
     return rows, factors

@@ -1,45 +1,48 @@
 """Pure statistics over stored samples (lists of floats): no I/O, no database, no printing.
 
-See docs/statistics.md for every definition and convention.
+See docs/statistics.md for every definition and convention.  Names are loaded
+lazily (PEP 562) so that importing ``iomatrix.stats`` — which the runner and
+the CLI do — does not import scipy until a statistic is actually computed.
 """
 
-from iomatrix.stats.adaptive import needs_more_runs, runs_needed_estimate
-from iomatrix.stats.coldwarm import ColdWarm, cold_vs_warm
-from iomatrix.stats.compare import RatioCI, WelchResult, holm, ratio_ci, welch
-from iomatrix.stats.outliers import mad_outliers, modified_z_scores
-from iomatrix.stats.ranking import PairComparison, RankedRow, Ranking, group_letter, rank
-from iomatrix.stats.scores import ScoreCI, weighted_mixed, weighted_score, weighted_score_ci
-from iomatrix.stats.steady import SteadyState, fio_steady_state, snia_steady_state
-from iomatrix.stats.summary import Summary, summarize, t_quantile
-from iomatrix.stats.sweeps import Change, compare_sweeps
+from __future__ import annotations
 
-__all__ = [
-    "Change",
-    "ColdWarm",
-    "PairComparison",
-    "RankedRow",
-    "Ranking",
-    "RatioCI",
-    "ScoreCI",
-    "SteadyState",
-    "Summary",
-    "WelchResult",
-    "cold_vs_warm",
-    "compare_sweeps",
-    "fio_steady_state",
-    "group_letter",
-    "holm",
-    "mad_outliers",
-    "modified_z_scores",
-    "needs_more_runs",
-    "rank",
-    "ratio_ci",
-    "runs_needed_estimate",
-    "snia_steady_state",
-    "summarize",
-    "t_quantile",
-    "weighted_mixed",
-    "weighted_score",
-    "weighted_score_ci",
-    "welch",
-]
+import importlib
+from typing import Any
+
+# public name → the module (one procedure per file) that defines it
+_WHERE: dict[str, str] = {
+    "needs_more_runs": "adaptive", "runs_needed_estimate": "adaptive",
+    "ColdWarm": "coldwarm", "cold_vs_warm": "coldwarm",
+    "RatioCI": "compare", "WelchResult": "compare", "ratio_ci": "compare", "welch": "compare",
+    "holm": "holm_stepdown",
+    "mad_outliers": "outliers", "modified_z_scores": "outliers",
+    "PairComparison": "ranking", "RankedRow": "ranking", "Ranking": "ranking", "group_letter": "ranking",
+    "rank": "ranking",
+    "ScoreCI": "scores", "weighted_mixed": "scores", "weighted_score": "scores", "weighted_score_ci": "scores",
+    "weighted_mixed_ci": "scores",
+    "SteadyState": "steady", "fio_steady_state": "steady", "snia_steady_state": "steady",
+    "Summary": "summary", "summarize": "summary", "t_quantile": "summary",
+    "Change": "sweeps", "compare_sweeps": "sweeps",
+    "BlockedAnalysis": "blocked", "BlockedPair": "blocked", "blocked_analysis": "blocked",
+    "independent_analysis": "blocked",
+    "Decision": "decision", "decide": "decision", "TIE_BREAKS": "decision",
+    "Elimination": "racing", "RaceStep": "racing", "race_step": "racing", "stop_reason": "racing",
+    "RunInterference": "interference", "InterferenceEffect": "interference", "interference_flags": "interference",
+    "interference_effect": "interference",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    mod = _WHERE.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'iomatrix.stats' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"iomatrix.stats.{mod}"), name)
+    globals()[name] = value  # cache: the next access skips __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

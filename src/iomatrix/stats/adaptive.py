@@ -9,8 +9,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from scipy import stats as _st
-
 from iomatrix.stats.summary import as_samples, check_confidence, summarize, t_quantile
 
 
@@ -78,6 +76,8 @@ def runs_needed_estimate(samples: Sequence[float], ci_target: float, confidence:
     if s.sd == 0:
         return 2
     target = ci_target * abs(s.mean)
+    from scipy import stats as _st  # lazy, see summary.t_quantile
+
     z = float(_st.norm.ppf(0.5 + confidence / 2.0))
     # t > z, so the z answer is a lower bound; walk up from it (a few steps at most).
     n = max(2, math.ceil((z * s.sd / target) ** 2))

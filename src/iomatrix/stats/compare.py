@@ -5,7 +5,6 @@
   is 0/0 and scipy returns NaN; we decide deterministically instead:
   identical constants → t = 0, p = 1; different constants → t = ±inf, p = 0.
   Welch's df is undefined then (``df is None``).
-* ``holm`` wraps ``statsmodels.stats.multitest.multipletests(method="holm")``.
 * ``ratio_ci`` uses Fieller's theorem for independent samples, with the
   Welch–Satterthwaite degrees of freedom of ā − R·b̄ evaluated at R = ā/b̄.
 """
@@ -20,7 +19,6 @@ from typing import NamedTuple
 
 import numpy as np
 from scipy import stats as _st
-from statsmodels.stats.multitest import multipletests
 
 from iomatrix.stats.summary import as_samples, check_confidence, sample_sd, t_quantile
 
@@ -87,17 +85,6 @@ def welch(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> W
         n_b=int(xb.size),
         confidence=confidence,
     )
-
-
-def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm–Bonferroni adjusted p-values, same order as the input (statsmodels)."""
-    ps = [float(p) for p in p_values]
-    if not ps:
-        return []
-    if any(not (0.0 <= p <= 1.0) for p in ps):
-        raise ValueError("p-values must lie in [0, 1]")
-    _reject, adjusted, _sidak, _bonf = multipletests(ps, alpha=0.05, method="holm")
-    return [float(p) for p in adjusted]
 
 
 class RatioCI(NamedTuple):

@@ -1,23 +1,32 @@
-"""Rank the cells of a sweep, with honest ties.
+"""Rank the cells of a sweep, with honest ties.  No threshold hides a settled difference.
 
 Procedure (docs/statistics.md, "Ranking"):
 
-1. Summarize every cell (Student-t CI).
-2. A cell is *eligible* when n ≥ ``min_n`` and, if ``max_rel_half_width`` is
-   set, its CI half-width is at most that fraction of |mean|.  Ineligible cells
-   carry the flags ``too_few_runs`` / ``too_noisy``; they are listed *after*
-   all eligible cells with ``rank = group = None`` and can never be the winner.
-3. Eligible cells are ordered by mean, best first (ties broken by name, so the
-   order is deterministic).
-4. Every pair of eligible cells is compared with Welch's t-test; the
-   k(k−1)/2 p-values form one family, Holm-corrected together.
-5. Groups (leader clustering, in rank order): the best cell leads group 1; a
+1. Summarize every cell (Student-t CI).  A cell with n < ``min_n`` runs is
+   listed last, unranked (a variance needs runs).  The CI width is never a
+   filter: a cell whose CI half-width exceeds ``max_rel_half_width`` of its
+   mean is ranked like any other and only *flagged* ``too_noisy``; what the
+   noise leaves open shows up as unresolved comparisons.
+2. Every pair of ranked cells is compared, one Holm family:
+   * with ``rounds`` (the round of every sample): ``blocked_analysis`` — the
+     two-way model on log values with the round as block (or Friedman +
+     Conover when the residuals are clearly not normal), falling back to Welch
+     with fewer than 2 complete rounds;
+   * without: Welch's t-test on the values (``independent_analysis``).
+3. Cells are ordered by their centre, best first: the geometric mean (blocked
+   analyses, model-adjusted when rounds are incomplete) or the arithmetic mean
+   (Welch); ties by name.
+4. Groups (leader clustering, in rank order): the best cell leads group 1; a
    cell joins the group of the first leader it is *not* significantly
-   different from (Holm-adjusted p ≥ α); a cell significantly different from
-   every existing leader starts a new group.  Group 1 is therefore exactly the
-   set of cells indistinguishable from the best (``same_as_best``).
-6. Every row gets its ratio to the best (cell/best, Fieller CI) and, when a
-   ``reference`` (e.g. bare metal) is given, its ratio to the reference.
+   different from (Holm-adjusted p ≥ α); otherwise it starts a new group.
+   Group 1 is the set of cells indistinguishable from the best.
+5. ``unresolved`` lists every pair the data cannot order (adjusted p ≥ α).
+6. Ratios to the best: from the analysis (blocked: ratio of geometric means
+   with the model's CI; Welch: ratio of means with a Fieller CI).  Ratios to a
+   ``reference`` (e.g. bare metal) are always Fieller on the values.
+
+Choosing *the answer* from the ranking (practical threshold, tie-break) is
+``stats/decision.py``.
 """
 
 from __future__ import annotations
@@ -25,7 +34,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from iomatrix.stats.compare import RatioCI, WelchResult, holm, ratio_ci, welch
+from iomatrix.stats.blocked import BlockedAnalysis, BlockedPair, blocked_analysis, independent_analysis
+from iomatrix.stats.compare import RatioCI, ratio_ci
 from iomatrix.stats.summary import Summary, summarize
 
 
@@ -33,7 +43,7 @@ from iomatrix.stats.summary import Summary, summarize
 class PairComparison:
     a: str
     b: str
-    welch: WelchResult  # mean(a) − mean(b)
+    test: BlockedPair  # oriented a versus b
     p_adjusted: float  # Holm over the whole family
     significant: bool  # p_adjusted < alpha
 
@@ -42,18 +52,19 @@ class PairComparison:
 class RankedRow:
     name: str
     summary: Summary
-    rank: int | None  # 1-based position among eligible cells; None when ineligible
-    group: int | None  # 1 = indistinguishable from the best; None when ineligible
-    same_as_best: bool  # eligible and not significantly different from the best
-    p_vs_best: float | None  # Holm-adjusted p against the best; None for the best / ineligible
-    ratio_to_best: RatioCI | None  # mean(cell)/mean(best); None when there is no eligible best
+    centre: float | None  # the value the order uses: geometric (blocked) or arithmetic mean; None if unranked
+    rank: int | None  # 1-based position among ranked cells; None with too few runs
+    group: int | None  # 1 = indistinguishable from the best; None with too few runs
+    same_as_best: bool  # ranked and not significantly different from the best
+    p_vs_best: float | None  # Holm-adjusted p against the best; None for the best / unranked
+    ratio_to_best: RatioCI | None  # centre(cell)/centre(best); None when there is no best
     ratio_to_reference: RatioCI | None  # mean(cell)/mean(reference); None without a reference
     too_few_runs: bool
-    too_noisy: bool
+    too_noisy: bool  # a flag only: the cell is ranked all the same
 
     @property
     def eligible(self) -> bool:
-        return not (self.too_few_runs or self.too_noisy)
+        return not self.too_few_runs
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -62,28 +73,36 @@ class RankedRow:
 
     @property
     def group_label(self) -> str | None:
-        """Group as a letter: 1 → "a", 26 → "z", 27 → "aa" (None when ineligible)."""
+        """Group as a letter: 1 → "a", 26 → "z", 27 → "aa" (None when unranked)."""
         return None if self.group is None else group_letter(self.group)
 
 
 @dataclass(frozen=True)
 class Ranking:
-    rows: tuple[RankedRow, ...]  # eligible cells best first, then ineligible cells
+    rows: tuple[RankedRow, ...]  # ranked cells best first, then cells with too few runs
     comparisons: tuple[PairComparison, ...]
     higher_is_better: bool
     alpha: float
     min_n: int
     max_rel_half_width: float | None
     test_description: str
+    analysis: BlockedAnalysis | None = None  # None with fewer than 2 ranked cells
 
     @property
     def best(self) -> str | None:
-        """Name of the leading eligible cell, or None when no cell is eligible."""
+        """Name of the leading ranked cell (by centre), or None when no cell could be ranked."""
         return self.rows[0].name if self.rows and self.rows[0].rank == 1 else None
 
     @property
     def n_comparisons(self) -> int:
         return len(self.comparisons)
+
+    @property
+    def unresolved(self) -> tuple[tuple[str, str], ...]:
+        """Pairs the data cannot order (Holm-adjusted p ≥ α), better cell first."""
+        pos = {r.name: i for i, r in enumerate(self.rows)}
+        out = [tuple(sorted((c.a, c.b), key=pos.__getitem__)) for c in self.comparisons if not c.significant]
+        return tuple(sorted(out, key=lambda ab: (pos[ab[0]], pos[ab[1]])))  # type: ignore[arg-type]
 
     def row(self, name: str) -> RankedRow:
         for r in self.rows:
@@ -92,7 +111,7 @@ class Ranking:
         raise KeyError(name)
 
     def comparison(self, a: str, b: str) -> PairComparison:
-        """The comparison of a and b in either order (welch is for the stored order)."""
+        """The comparison of a and b in either order (``test`` is for the stored order)."""
         for c in self.comparisons:
             if {c.a, c.b} == {a, b}:
                 return c
@@ -121,11 +140,13 @@ def rank(
     max_rel_half_width: float | None = 0.10,
     reference: Sequence[float] | None = None,
     confidence: float = 0.95,
+    rounds: Mapping[str, Sequence[int]] | None = None,
 ) -> Ranking:
     """Order cells best first and group the statistically indistinguishable ones.
 
-    ``min_n`` must be ≥ 2 (Welch needs a variance).  Raises ValueError for an
-    empty cell or an invalid parameter.
+    ``rounds[name][i]`` is the round of ``groups[name][i]``; without it the runs are
+    treated as independent.  ``min_n`` must be ≥ 2.  Raises ValueError for an empty
+    cell, a rounds list of the wrong length, or an invalid parameter.
     """
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
@@ -140,6 +161,8 @@ def rank(
             summaries[name] = summarize(samples, confidence)
         except ValueError as exc:
             raise ValueError(f"cell {name!r}: {exc}") from exc
+        if rounds is not None and len(rounds.get(name, ())) != len(samples):
+            raise ValueError(f"cell {name!r}: {len(samples)} samples but {len(rounds.get(name, ()))} rounds")
 
     def too_noisy(s: Summary) -> bool:
         if max_rel_half_width is None or s.half_width is None:
@@ -148,22 +171,22 @@ def rank(
             return s.half_width > 0
         return s.rel_half_width > max_rel_half_width
 
-    flags = {name: (s.n < min_n, too_noisy(s)) for name, s in summaries.items()}
+    few = {name for name, s in summaries.items() if s.n < min_n}
+    ranked_names = [n for n in groups if n not in few]
+    analysis: BlockedAnalysis | None = None
+    if len(ranked_names) >= 2:
+        if rounds is not None:
+            analysis = blocked_analysis(
+                {n: list(zip(rounds[n], groups[n], strict=True)) for n in ranked_names}, alpha, confidence)
+        else:
+            analysis = independent_analysis({n: groups[n] for n in ranked_names}, alpha, confidence)
+    centre = dict(analysis.centre) if analysis else {n: summaries[n].mean for n in ranked_names}
     sign = -1.0 if higher_is_better else 1.0
+    eligible = sorted(ranked_names, key=lambda n: (sign * centre[n], n))
+    ineligible = sorted(few, key=lambda n: (sign * summaries[n].mean, n))
 
-    def order_key(name: str) -> tuple[float, str]:
-        return (sign * summaries[name].mean, name)
-
-    eligible = sorted((n for n, (f1, f2) in flags.items() if not (f1 or f2)), key=order_key)
-    ineligible = sorted((n for n, (f1, f2) in flags.items() if f1 or f2), key=order_key)
-
-    # Every pair of eligible cells, one Holm family.
-    pairs = [(eligible[i], eligible[j]) for i in range(len(eligible)) for j in range(i + 1, len(eligible))]
-    tests = [welch(groups[x], groups[y], confidence) for x, y in pairs]
-    adjusted = holm([w.p_value for w in tests])
-    comparisons = tuple(
-        PairComparison(x, y, w, p, p < alpha) for (x, y), w, p in zip(pairs, tests, adjusted, strict=True)
-    )
+    comparisons = tuple(PairComparison(p.a, p.b, p, p.p_adjusted, p.significant)
+                        for p in (analysis.pairs if analysis else ()))
     p_adj = {frozenset((c.a, c.b)): c.p_adjusted for c in comparisons}
 
     group_of: dict[str, int] = {}
@@ -180,46 +203,56 @@ def rank(
     best = eligible[0] if eligible else None
     ref = list(reference) if reference is not None else None
 
+    def to_best(name: str) -> RatioCI | None:
+        if best is None:
+            return None
+        if name == best:
+            return RatioCI(1.0, 1.0, 1.0)
+        if analysis is not None and name in centre and analysis.blocked:
+            pr = analysis.pair(name, best)
+            return RatioCI(pr.ratio, pr.ratio_low, pr.ratio_high)
+        return ratio_ci(groups[name], groups[best], confidence)
+
     rows: list[RankedRow] = []
     for pos, name in enumerate(eligible + ineligible, start=1):
-        is_eligible = name in group_of
-        if best is None:
-            to_best = None
-        elif name == best:
-            to_best = RatioCI(1.0, 1.0, 1.0)
-        else:
-            to_best = ratio_ci(groups[name], groups[best], confidence)
+        is_ranked = name in group_of
         rows.append(
             RankedRow(
                 name=name,
                 summary=summaries[name],
-                rank=pos if is_eligible else None,
+                centre=centre.get(name),
+                rank=pos if is_ranked else None,
                 group=group_of.get(name),
                 same_as_best=group_of.get(name) == 1,
-                p_vs_best=(p_adj[frozenset((name, best))] if is_eligible and best is not None and name != best
+                p_vs_best=(p_adj[frozenset((name, best))] if is_ranked and best is not None and name != best
                            else None),
-                ratio_to_best=to_best,
+                ratio_to_best=to_best(name),
                 ratio_to_reference=None if ref is None else ratio_ci(groups[name], ref, confidence),
-                too_few_runs=flags[name][0],
-                too_noisy=flags[name][1],
+                too_few_runs=name in few,
+                too_noisy=too_noisy(summaries[name]),
             )
         )
 
-    k = len(comparisons)
     direction = "higher is better" if higher_is_better else "lower is better"
-    noisy_rule = (
-        "" if max_rel_half_width is None else f" or CI half-width > {_pct(max_rel_half_width)} of the mean"
-    )
-    if k:
-        head = (f"Welch's t-test, two-sided, Holm-corrected over {k} comparison{'s' if k != 1 else ''}, "
-                f"α={alpha:g}")
+    if analysis is not None:
+        head = analysis.description
+        if analysis.blocked:
+            head = head[0].upper() + head[1:]
+        else:
+            head = (f"Welch's t-test, two-sided, Holm-corrected over {len(comparisons)} "
+                    f"comparison{'s' if len(comparisons) != 1 else ''}, α={alpha:g}"
+                    + ("" if rounds is None else f" ({analysis.description.split(': ', 1)[-1]})"))
     elif len(eligible) == 1:
-        head = "one eligible cell: no comparisons made"
+        head = "one ranked cell: no comparisons made"
     else:
-        head = "no eligible cells: no comparisons made"
+        head = "no cell has enough runs: no comparisons made"
+    centre_word = "geometric means" if analysis is not None and analysis.blocked else "means"
+    noisy_note = ("" if max_rel_half_width is None
+                  else f"; 'too noisy' (CI half-width > {_pct(max_rel_half_width)} of the mean) is a flag, "
+                       "never a reason to leave a cell out")
     description = (
-        f"{head}; {direction}; {_pct(confidence)} Student-t CIs; ratios by Fieller's theorem; "
-        f"cells with n < {min_n}{noisy_rule} are listed last and not ranked"
+        f"{head}; {direction}; ordered by {centre_word}; {_pct(confidence)} Student-t CIs; "
+        f"cells with n < {min_n} are listed last and not ranked{noisy_note}"
     )
     return Ranking(
         rows=tuple(rows),
@@ -229,4 +262,5 @@ def rank(
         min_n=min_n,
         max_rel_half_width=max_rel_half_width,
         test_description=description,
+        analysis=analysis,
     )

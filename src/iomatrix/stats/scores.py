@@ -1,4 +1,4 @@
-"""Seed 000's weighted read/write scores ("Top performers").
+"""Weighted read/write scores ("top performers": sequential and 4 KiB random weighed equally).
 
 The 4 KiB random result is rescaled by the bare-metal ratio
 factor = bm_seq / bm_rand4k, so that on bare metal it weighs exactly as much as
@@ -11,6 +11,15 @@ the sequential result, and the score is the mean of the two:
 combination of two independent sample means, so its SE is
 ½·√(s_seq²/n_seq + factor²·s_rand²/n_rand), with Welch–Satterthwaite df.  The
 bare-metal values are treated as exact constants (their own noise is ignored).
+
+``weighted_mixed_ci`` averages a weighted-read and a weighted-write ScoreCI.  The
+two come from different workloads' runs, treated as independent, so
+
+    SE_mixed = ½·√(SE_read² + SE_write²)
+
+with SE recovered from each CI (half-width / t quantile at its df) and a
+Welch–Satterthwaite df.  (Averaging the two CIs' bounds, as the report once
+did, gives a CI as wide as their mean width: too wide by up to √2.)
 """
 
 from __future__ import annotations
@@ -67,4 +76,26 @@ def weighted_score_ci(
         return ScoreCI(score, score, score, None)
     df = (vs + vr) ** 2 / (vs * vs / (xs.size - 1) + vr * vr / (xr.size - 1))
     half = t_quantile(confidence, df) * math.sqrt(var)
+    return ScoreCI(score, score - half, score + half, df)
+
+
+def weighted_mixed_ci(read: ScoreCI, write: ScoreCI, confidence: float = 0.95) -> ScoreCI:
+    """Mean of a weighted-read and a weighted-write score with a propagated CI (see the module docstring)."""
+    check_confidence(confidence)
+    score = weighted_mixed(read.score, write.score)
+    if read.low is None or write.low is None or read.high is None or write.high is None:
+        return ScoreCI(score, None, None, None)
+    parts = []
+    for ci in (read, write):
+        half = (ci.high - ci.low) / 2.0  # type: ignore[operator]
+        if half == 0:
+            parts.append((0.0, None))
+            continue
+        assert ci.df is not None
+        parts.append(((half / t_quantile(confidence, ci.df)) ** 2, ci.df))
+    v = sum(p[0] for p in parts)
+    if v == 0:
+        return ScoreCI(score, score, score, None)
+    df = v * v / sum(p[0] ** 2 / p[1] for p in parts if p[1] is not None)
+    half = t_quantile(confidence, df) * math.sqrt(v) / 2.0
     return ScoreCI(score, score - half, score + half, df)

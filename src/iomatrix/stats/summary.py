@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as _st
 
 
 def as_samples(samples: Sequence[float], *, name: str = "samples", min_n: int = 1) -> np.ndarray:
@@ -48,6 +47,9 @@ def t_quantile(confidence: float, df: float) -> float:
     check_confidence(confidence)
     if not df > 0:
         raise ValueError(f"degrees of freedom must be > 0, got {df}")
+    from scipy import stats as _st  # lazy: scipy.stats costs ~0.5 s to import; CLI paths that never
+    # compute a quantile (e.g. --help) should not pay it
+
     return float(_st.t.ppf(0.5 + confidence / 2.0, df))
 
 

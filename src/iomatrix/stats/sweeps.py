@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from iomatrix.stats.compare import RatioCI, WelchResult, holm, ratio_ci, welch
+from iomatrix.stats.compare import RatioCI, WelchResult, ratio_ci, welch
+from iomatrix.stats.holm_stepdown import holm
 from iomatrix.stats.summary import Summary, summarize
 
 

@@ -1,0 +1,112 @@
+"""Every metric the tiers emit: its unit, which direction is better, and what it means.
+
+One registry instead of guessing a direction from a metric's name at each
+call site.  The names come from ``fio/parse.py`` (``job_metrics``,
+``report_metrics``), ``fio/steady.py`` (``ss.*``) and ``tiers/guest.py``
+(``fs.*``, ``phase.*``, ``workload.seconds``).  ``registry_json()`` is what the
+store saves with a sweep, so a later reader knows the direction that ranked it.
+
+Metrics not in the registry (custom job files, new tiers) get a stated default,
+``infer_rule``: a name ending in a time unit (``_ns``, ``_us``, ``_ms``, ``_s``,
+``.seconds``) or ``_pct`` (a share of CPU) is a cost → lower is better;
+anything else is taken as a rate or an amount of work → higher is better.  The
+returned ``MetricInfo`` says ``known=False`` and carries that rule, so a report
+can print why it chose the direction.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    name: str
+    unit: str
+    higher_is_better: bool
+    description: str
+    known: bool = True  # False: not in the registry, direction from ``infer_rule``
+    rule: str = "registry"
+
+    @property
+    def direction(self) -> str:
+        return "higher" if self.higher_is_better else "lower"
+
+
+def _m(name: str, unit: str, higher: bool, description: str) -> MetricInfo:
+    return MetricInfo(name, unit, higher, description)
+
+
+def _directional() -> list[MetricInfo]:
+    out = []
+    for d in ("read", "write"):
+        out += [
+            _m(f"{d}.bw_mbps", "MB/s", True, f"{d} throughput, 10^6 bytes per second (fio bw_bytes / 1e6)"),
+            _m(f"{d}.iops", "IOPS", True, f"{d} I/O operations per second (fio iops)"),
+            _m(f"{d}.clat_mean_us", "µs", False, f"mean {d} completion latency (fio clat_ns mean / 1000)"),
+            _m(f"{d}.clat_p50_us", "µs", False, f"median {d} completion latency"),
+            _m(f"{d}.clat_p99_us", "µs", False, f"99th percentile {d} completion latency"),
+            _m(f"{d}.clat_p999_us", "µs", False, f"99.9th percentile {d} completion latency"),
+        ]
+    return out
+
+
+_PHASES = {
+    "wall_s": "wall time of the whole run, QEMU start to exit (guest) or fio start to exit (bare metal)",
+    "qemu_start_s": "QEMU process start until the guest kernel runs",
+    "guest_init_s": "guest kernel start until /init",
+    "module_load_s": "guest module loading",
+    "boot_to_workload_s": "guest boot until the workload starts",
+    "workload_s": "the workload itself",
+    "shutdown_s": "workload end until QEMU exits",
+    "overhead_s": "wall time not spent in the workload (bare metal: fio start-up and teardown)",
+}
+
+REGISTRY: dict[str, MetricInfo] = {m.name: m for m in [
+    *_directional(),
+    _m("total.iops", "IOPS", True, "read + write I/O operations per second"),
+    _m("total.bw_mbps", "MB/s", True, "read + write throughput"),
+    _m("cpu.usr_pct", "%", False, "fio's user CPU share (of one CPU) while the job ran"),
+    _m("cpu.sys_pct", "%", False, "fio's system CPU share (of one CPU) while the job ran"),
+    _m("job.runtime_s", "s", False, "fio job runtime (time-based jobs: the configured runtime)"),
+    _m("sync.count", "syncs", True, "number of fsync/fdatasync calls completed (time-based: more is faster)"),
+    _m("sync.lat_mean_us", "µs", False, "mean fsync/fdatasync latency"),
+    _m("sync.lat_p99_us", "µs", False, "99th percentile fsync/fdatasync latency"),
+    _m("ss.attained", "0/1", True, "1 when the SNIA steady-state window rule held at the end of the run"),
+    _m("ss.range_frac", "fraction", False, "(max − min)/mean of IOPS over the steady-state window"),
+    _m("ss.slope_frac", "fraction", False, "least-squares slope excursion/mean of IOPS over the window"),
+    _m("workload.seconds", "s", False, "time the guest workload took (file-system workloads: the timed steps)"),
+    _m("fs.timed_s", "s", False, "sum of the timed file-system steps in the guest"),
+    _m("fs.untimed_s", "s", False, "sum of the untimed preparation steps (mkfs, mount, populate, drop caches)"),
+    *(_m(f"phase.{k}", "s", False, v) for k, v in _PHASES.items()),
+]}
+
+_COST_SUFFIXES = ("_ns", "_us", "_ms", "_s", ".seconds", "_pct")
+infer_rule = ("not in the registry: names ending in _ns/_us/_ms/_s/.seconds (a time) or _pct (a CPU share) "
+              "are lower-is-better, anything else higher-is-better")
+
+
+def metric_info(name: str) -> MetricInfo:
+    """The registry entry, or an inferred one (``known=False``) following ``infer_rule``."""
+    if name in REGISTRY:
+        return REGISTRY[name]
+    cost = name.endswith(_COST_SUFFIXES)
+    unit = "s" if name.endswith(("_s", ".seconds")) else name.rsplit("_", 1)[-1] if cost else ""
+    return MetricInfo(name, unit, not cost, "custom metric", known=False, rule=infer_rule)
+
+
+def higher_is_better(name: str) -> bool:
+    return metric_info(name).higher_is_better
+
+
+def registry_json() -> str:
+    """The registry as a JSON object {name: {unit, direction, description}} plus the rule for unknown names."""
+    return json.dumps({
+        "metrics": {n: {"unit": m.unit, "direction": m.direction, "description": m.description}
+                    for n, m in sorted(REGISTRY.items())},
+        "unknown_rule": infer_rule,
+    }, sort_keys=True)
+
+
+__all__ = ["REGISTRY", "MetricInfo", "higher_is_better", "infer_rule", "metric_info", "registry_json"]

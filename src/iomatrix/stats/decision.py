@@ -1,0 +1,231 @@
+"""The decision rule: always an answer, a named tie, or a statement that the data cannot tell yet.
+
+Given a ``Ranking`` (stats/ranking.py) and a practical threshold θ (default
+0.05, like asv's ``factor``), each ranked cell c other than the best B is:
+
+* **tied with the best** (the *top group*) — its gap to the best is within θ:
+  gap = 1 − centre(c)/centre(B) when higher is better, centre(c)/centre(B) − 1
+  when lower is better; gap ≤ θ.  A difference smaller than θ is not worth
+  choosing on, significant or not (asv reports a change only when it is both
+  significant *and* beyond its factor).
+* **separated** — significantly worse than the best (Holm-adjusted p < α) and
+  gap > θ: clearly and materially worse.
+* **unresolved** — not significantly worse, yet gap > θ: it may be the true
+  best or materially worse; the data cannot tell.
+
+Outcome:
+
+* no unresolved cell, top group = {B} → ``kind="single"``: the answer is B;
+* no unresolved cell, several in the top group → ``kind="tie"``: the
+  tie-break picks the answer, the rest are named as tied;
+* unresolved cells → ``kind="unresolved"``: no answer; B is the provisional
+  leader, the contenders are named, and ``extra_rounds`` estimates how many
+  more rounds would separate them (below).
+
+**Tie-break**: an ordered list of keys, each a function of the cell's axes;
+the first key that differs decides, then the next.  Valid keys (``TIE_BREAKS``):
+
+* ``safety`` — power-loss behaviour of the cache mode (``risk.risk_of(cache,
+  modifier).level``): safe < like-a-disk-cache < unsafe; an unknown cache ranks
+  after like-a-disk-cache and before unsafe.
+* ``simplicity`` — the configuration with fewer non-default choices: per axis,
+  the position of the value in the list below (0 = the default, unlisted
+  values after the listed ones), summed; fewer and earlier choices win.
+  format raw < qcow2; preallocation off < metadata < falloc < full;
+  aio threads < io_uring < native (threads needs nothing from the host,
+  io_uring a recent kernel, native needs O_DIRECT); bus virtio-blk <
+  virtio-scsi; modifier none first.
+* ``performance`` — the better centre first.
+* ``name`` — alphabetical (always appended last so the order is total).
+
+Default: ``("safety", "simplicity")``, then ``performance`` and ``name``.
+
+**Extra rounds** to separate the leader B from a contender c: with d = |ln
+ratio| the observed effect and s the residual SD on the log scale (blocked
+analysis: √MSE; Welch: the larger of the two cells' sample SDs of ln values),
+the difference of two cells in one round has SD √2·s, and a two-sided test at
+α with power 0.8 needs
+
+    n = ⌈ ((z_{1−α/2} + z_{0.8}) · √2 · s / d)² ⌉   rounds per cell
+
+(normal approximation: a lower bound for t with few df, and α is not split
+over the family).  extra = max over contenders of n − rounds done, ≥ 1;
+None when d = 0 or s is unknown (no number of rounds separates equal means).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from iomatrix.errors import UserError
+from iomatrix.stats.ranking import Ranking
+
+TIE_BREAKS = ("safety", "simplicity", "performance", "name")
+DEFAULT_TIE_BREAK = ("safety", "simplicity")
+DEFAULT_THRESHOLD = 0.05
+
+SAFETY_ORDER = {"safe": 0, "like-a-disk-cache": 1, None: 2, "unsafe": 3}
+SIMPLER: dict[str, tuple[str, ...]] = {
+    "format": ("raw", "qcow2"),
+    "preallocation": ("off", "metadata", "falloc", "full"),
+    "aio": ("threads", "io_uring", "native"),
+    "bus": ("virtio-blk", "virtio-scsi"),
+    "modifier": ("none",),
+}
+
+
+@dataclass(frozen=True)
+class Decision:
+    kind: str  # "single" | "tie" | "unresolved" | "none"
+    answer: str | None  # the chosen cell; None when unresolved or nothing ranked
+    leader: str | None  # the best cell by centre (the provisional leader when unresolved)
+    tied: tuple[str, ...]  # the rest of the top group, in tie-break order
+    unresolved: tuple[str, ...]  # contenders the data cannot separate from the leader
+    separated: tuple[str, ...]  # significantly and materially worse than the leader
+    threshold: float
+    tie_break: tuple[str, ...]
+    extra_rounds: int | None  # estimated more rounds to separate the leader from the contenders
+    statement: str  # one or two sentences for a report
+
+
+def check_threshold(threshold: float) -> float:
+    if not (isinstance(threshold, int | float) and 0.0 <= threshold < 1.0):
+        raise UserError(f"practical threshold {threshold!r} is not a fraction in [0, 1)",
+                        hint="give it as a fraction of the best: 0.05 for 5% (0 = any difference matters)")
+    return float(threshold)
+
+
+def check_tie_break(keys: Sequence[str]) -> tuple[str, ...]:
+    bad = [k for k in keys if k not in TIE_BREAKS]
+    if bad or len(set(keys)) != len(keys):
+        what = f"unknown tie-break key(s) {', '.join(map(repr, bad))}" if bad else "a tie-break key is repeated"
+        raise UserError(what, hint=f"valid keys, in any order: {', '.join(TIE_BREAKS)}")
+    return tuple(keys)
+
+
+def safety_key(axes: Mapping[str, str]) -> int:
+    from iomatrix.risk import risk_of
+
+    risk = risk_of(axes.get("cache", "-"), axes.get("modifier", "none"))
+    return SAFETY_ORDER[risk.level if risk else None]
+
+
+def simplicity_key(axes: Mapping[str, str]) -> tuple[int, int]:
+    """(number of non-default choices, sum of positions); values outside SIMPLER count after the listed ones."""
+    nondefault = 0
+    total = 0
+    for axis, order in SIMPLER.items():
+        v = axes.get(axis, "-")
+        if v in ("-", ""):
+            continue
+        pos = order.index(v) if v in order else len(order)
+        nondefault += pos > 0
+        total += pos
+    return nondefault, total
+
+
+def _gap(ratio: float, higher_is_better: bool) -> float:
+    return 1.0 - ratio if higher_is_better else ratio - 1.0
+
+
+def _log_sd(values: Sequence[float]) -> float | None:
+    if len(values) < 2 or min(values) <= 0:
+        return None
+    logs = [math.log(v) for v in values]
+    m = sum(logs) / len(logs)
+    return math.sqrt(sum((x - m) ** 2 for x in logs) / (len(logs) - 1))
+
+
+def rounds_to_separate(effect_log: float, sd_log: float | None, rounds_done: int, alpha: float = 0.05,
+                       power: float = 0.8) -> int | None:
+    """More rounds needed (≥ 1) for a two-sided test at α with the given power; None if it cannot be estimated."""
+    from scipy import stats as _st
+
+    if sd_log is None or effect_log == 0 or not math.isfinite(effect_log):
+        return None
+    if sd_log == 0:
+        return 1
+    z = float(_st.norm.ppf(1 - alpha / 2) + _st.norm.ppf(power))
+    n = math.ceil((z * math.sqrt(2.0) * sd_log / abs(effect_log)) ** 2)
+    return max(1, n - rounds_done)
+
+
+def decide(
+    ranking: Ranking,
+    axes: Mapping[str, Mapping[str, str]],
+    samples: Mapping[str, Sequence[float]] | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+    tie_break: Sequence[str] = DEFAULT_TIE_BREAK,
+) -> Decision:
+    """Apply the decision rule to a ranking (see the module docstring).
+
+    ``axes[name]`` are the cell's axis values (cache, modifier, format, …), used by the
+    tie-break.  ``samples`` (the ranked values) only feed the extra-rounds estimate
+    when the ranking was not blocked.  Raises UserError for a bad threshold or key.
+    """
+    threshold = check_threshold(threshold)
+    keys = check_tie_break(tie_break)
+    full_keys = keys + tuple(k for k in ("performance", "name") if k not in keys)
+    ranked = [r for r in ranking.rows if r.rank is not None]
+    if not ranked:
+        return Decision("none", None, None, (), (), (), threshold, keys, None,
+                        "no cell has enough runs to be ranked")
+    best = ranked[0]
+    top, unresolved, separated = [best.name], [], []
+    for r in ranked[1:]:
+        ratio = r.ratio_to_best.ratio if r.ratio_to_best and r.ratio_to_best.ratio is not None else None
+        gap = _gap(ratio, ranking.higher_is_better) if ratio is not None else math.inf
+        significant = r.p_vs_best is not None and r.p_vs_best < ranking.alpha
+        if gap <= threshold:
+            top.append(r.name)
+        elif significant:
+            separated.append(r.name)
+        else:
+            unresolved.append(r.name)
+
+    sign = -1.0 if ranking.higher_is_better else 1.0
+    centre = {r.name: r.centre if r.centre is not None else r.summary.mean for r in ranked}
+
+    def order(name: str) -> tuple:  # type: ignore[type-arg]
+        ax = axes.get(name, {})
+        parts: list[object] = []
+        for k in full_keys:
+            parts.append({"safety": lambda: safety_key(ax), "simplicity": lambda: simplicity_key(ax),
+                          "performance": lambda: sign * centre[name], "name": lambda: name}[k]())
+        return tuple(parts)
+
+    pct = f"{threshold * 100:g}%"
+    if unresolved:
+        an = ranking.analysis
+        rounds_done = min(r.summary.n for r in ranked if r.name in (best.name, *unresolved))
+        extra: int | None = None
+        for name in unresolved:
+            eff = math.log(centre[name] / centre[best.name]) if centre[name] > 0 and centre[best.name] > 0 else 0.0
+            if an is not None and an.blocked:
+                sd = an.residual_sd
+            elif samples is not None:
+                sds = [s for s in (_log_sd(samples[best.name]), _log_sd(samples[name])) if s is not None]
+                sd = max(sds) if sds else None
+            else:
+                sd = None
+            need = rounds_to_separate(eff, sd, rounds_done, ranking.alpha)
+            if need is not None:
+                extra = need if extra is None else max(extra, need)
+        more = (f"about {extra} more round(s) would separate them (power 0.8, α={ranking.alpha:g})"
+                if extra is not None else "no number of rounds can be estimated to separate them")
+        statement = (f"not separable yet: {best.name} leads, but {', '.join(unresolved)} "
+                     f"{'is' if len(unresolved) == 1 else 'are'} neither significantly worse nor within {pct}; "
+                     f"{more}")
+        return Decision("unresolved", None, best.name, tuple(top[1:]), tuple(unresolved), tuple(separated),
+                        threshold, keys, extra, statement)
+    if len(top) == 1:
+        statement = (f"{best.name} is the answer: every other cell is significantly worse by more than {pct}"
+                     if separated else f"{best.name} is the only ranked cell")
+        return Decision("single", best.name, best.name, (), (), tuple(separated), threshold, keys, None, statement)
+    chosen = sorted(top, key=order)
+    statement = (f"{chosen[0]} is the answer among {len(top)} cells within {pct} of the best "
+                 f"(tie-break: {', '.join(keys) or 'performance'}); tied: {', '.join(chosen[1:])}")
+    return Decision("tie", chosen[0], best.name, tuple(chosen[1:]), (), tuple(separated), threshold, keys, None,
+                    statement)
