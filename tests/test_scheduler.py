@@ -111,7 +111,7 @@ def test_resume_finishes_the_interrupted_round_in_its_recorded_order_then_contin
     states = []
     for k in "abcd":
         done = {1, 2} if k in round2[:2] else {1}
-        states.append(UnitState(k, values=[100.0] * len(done), rounds=done, ok=len(done)))
+        states.append(UnitState(k, points=[(r, 100.0) for r in sorted(done)], rounds=done, ok=len(done)))
     s = make([], min_runs=3, states=states)
     first = s.next_round()
     assert [sl.key for sl in first] == [k for k in round2 if k not in round2[:2]]
@@ -123,7 +123,7 @@ def test_resume_finishes_the_interrupted_round_in_its_recorded_order_then_contin
 
 
 def test_resume_of_a_finished_unit_runs_nothing_more() -> None:
-    s = make([], min_runs=3, states=[UnitState("a", values=[1.0, 1.0, 1.0], rounds={1, 2, 3}, ok=3)])
+    s = make([], min_runs=3, states=[UnitState("a", points=[(1, 1.0), (2, 1.0), (3, 1.0)], rounds={1, 2, 3}, ok=3)])
     assert s.next_round() == []
 
 
@@ -150,3 +150,43 @@ def test_a_stop_policy_plugs_in_and_only_sees_units_past_their_minimum() -> None
 def test_bad_repetitions_are_refused() -> None:
     with pytest.raises(ValueError, match="min ≤ max"):
         make(["a"], min_runs=5, max_runs=2)
+
+
+def racing(keys: Sequence[str], *, min_runs: int = 3, max_runs: int = 20, baselines: Sequence[str] = ()) -> Scheduler:
+    from iomatrix.scheduler import RacingPolicy
+
+    states = [UnitState(k, group="w", baseline=k in baselines) for k in keys]
+    return Scheduler(states, min_runs=min_runs, max_runs=max_runs, budget_s=1e9, seed=3, clock=FakeClock(),
+                     policy=RacingPolicy(0.05, min_runs, higher_is_better=lambda g: True))
+
+
+def jitter(base: float, n: int) -> float:
+    return base * (1.0 + 0.03 * ((n * 7919) % 5 - 2) / 2)  # ±3%, deterministic
+
+
+def test_racing_eliminates_clearly_worse_units_after_the_minimum_and_stops_with_one_best() -> None:
+    s = racing(["fast", "slow", "slower"], min_runs=3)
+    means = {"fast": 1000.0, "slow": 500.0, "slower": 100.0}
+    log = drive(s, lambda k, n: jitter(means[k], n))
+    reasons = s.reasons()
+    assert reasons["slow"].startswith("eliminated") and reasons["slower"].startswith("eliminated")
+    assert reasons["fast"].startswith("race over: one best left")
+    assert len(log) == 9  # 3 rounds, nothing more: the data settled it at the minimum
+
+
+def test_racing_keeps_a_close_contender_running_and_baselines_stop_at_their_minimum() -> None:
+    s = racing(["a", "b", "bare-metal"], min_runs=3, max_runs=8, baselines=["bare-metal"])
+    log = drive(s, lambda k, n: jitter(1000.0 if k != "b" else 1015.0, n) if k != "bare-metal" else 5.0)
+    assert sum(k == "bare-metal" for k, _, _ in log) == 3
+    assert s.reasons()["bare-metal"] == "baseline: minimum runs kept"
+    # a and b are within the 5% threshold: a stable tied group ends the race before max.
+    assert s.reasons()["a"].startswith("race over: stable tied group")
+    assert sum(k == "a" for k, _, _ in log) < 8
+
+
+def test_racing_needs_fewer_runs_than_fixed_repetition_for_the_same_answer() -> None:
+    means = {f"u{i}": 1000.0 / (1 + i) for i in range(6)}
+    s = racing(list(means), min_runs=3, max_runs=10)
+    log = drive(s, lambda k, n: jitter(means[k], n))
+    assert len(log) <= 0.5 * 6 * 10
+    assert s.reasons()["u0"].startswith("race over")

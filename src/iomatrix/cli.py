@@ -208,14 +208,19 @@ def rank_cmd(
     workload: Annotated[str | None, typer.Option(help="Only this workload.")] = None,
     metric: Annotated[str | None, typer.Option(help="Rank by this metric (default: the workload's primary).")]
     = None,
-    score: Annotated[str | None, typer.Option(help="Seed 000 score: weighted-read, weighted-write or "
-                                                   "weighted-mixed.")] = None,
+    score: Annotated[str | None, typer.Option(help="Weighted score over sequential and 4 KiB random results: "
+                                                   "weighted-read, weighted-write or weighted-mixed.")] = None,
     top: Annotated[int, typer.Option(help="Rows per table.")] = 20,
     min_runs: Annotated[int, typer.Option(help="Cells with fewer ok runs are not ranked.")] = 3,
-    max_noise: Annotated[float, typer.Option(help="Cells whose CI half-width exceeds this fraction of the "
-                                                  "mean are not ranked.")] = 0.10,
+    max_noise: Annotated[float, typer.Option(help="Flag (never drop) cells whose CI half-width exceeds this "
+                                                  "fraction of the mean.")] = 0.10,
+    threshold: Annotated[float, typer.Option(help="Practical threshold: cells within this fraction of the "
+                                                  "best are tied with it.")] = 0.05,
+    tie_break: Annotated[str, typer.Option(help="How a tied top group is resolved, in order (comma-separated: "
+                                                "safety, simplicity).")] = "safety,simplicity",
 ) -> None:
-    """Order cells, group those not significantly different, with ratios to the best and to bare metal."""
+    """Order cells per tier, group those not significantly different, and decide: one answer, a tie, or
+    what it would take to separate the leaders."""
     from iomatrix.report.query import pick_sweep
     from iomatrix.report.rank import rank_sweep, weighted_scores
     from iomatrix.risk import risk_of
@@ -224,7 +229,7 @@ def rank_cmd(
     sid = pick_sweep(store, sweep)
     if score is not None:
         rows, factors = weighted_scores(store, sid, score)
-        console.print(f"[bold]top performers, {score}[/] (seed 000): factor(s) "
+        console.print(f"[bold]top performers, {score}[/]: factor(s) "
                       + ", ".join(f"{k}={v:.3g}" for k, v in factors.items()))
         t = Table("#", "cell", "score", "95% CI", box=None)
         for i, r in enumerate(rows[:top], 1):
@@ -232,7 +237,8 @@ def rank_cmd(
             t.add_row(str(i), r.label, fmt(r.score.score), ci)
         console.print(t)
         return
-    rankings = rank_sweep(store, sid, workload, metric, min_n=min_runs, max_noise=max_noise)
+    rankings = rank_sweep(store, sid, workload, metric, min_n=min_runs, max_noise=max_noise, threshold=threshold,
+                          tie_break=[x.strip() for x in tie_break.split(",") if x.strip()])
     accels: list[str] = []
     for wr in rankings:
         r = wr.ranking
@@ -256,15 +262,16 @@ def rank_cmd(
         for cw, mean in wr.ceiling:
             console.print(f"  ceiling (null-co, {cw.axes['bus']}): {fmt(mean)} — the fastest the virtual I/O "
                           "path goes on this host")
+        for line in wr.notes():
+            console.print(f"  {line}")
         console.print(f"  [dim]{r.test_description}. Same group letter = not significantly different; "
-                      "cells flagged 'too few runs' or 'too noisy' are listed, never ranked.[/]")
+                      "'too noisy' is a flag, never a filter; cells with too few runs are listed, not ranked.[/]")
         if wr.cold_apart:
             console.print("  [dim]'cold run apart': the first run differed significantly from the rest "
                           "(see 'iomatrix results'); the cell is ranked on its warm runs[/]")
         if r.best is None:
-            console.print("  [yellow]no cell is eligible to be called the best: too few runs or too noisy[/] — "
-                          "run more repetitions (repetitions.max, time_budget), lengthen runtime, or accept "
-                          "wider intervals with --max-noise")
+            console.print(f"  [yellow]no cell has {min_runs} ok runs yet[/] — run more repetitions "
+                          "(repetitions.min, time_budget) or lower --min-runs")
     _warn_tcg(accels)
 
 

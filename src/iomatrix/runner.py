@@ -26,7 +26,7 @@ from iomatrix.metadata import host_metadata
 from iomatrix.monitor.devices import resolve_device_chain
 from iomatrix.monitor.sampler import HostSampler
 from iomatrix.plan.model import Plan
-from iomatrix.scheduler import CiWidthPolicy, Scheduler, Slot, UnitState
+from iomatrix.scheduler import CiWidthPolicy, RacingPolicy, Scheduler, Slot, StopPolicy, UnitState
 from iomatrix.store import RunRecord, Store
 from iomatrix.tiers import tier_class
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Target, Tier
@@ -170,11 +170,18 @@ class SweepRunner:
             ok, bad = counts.get((cid, unit.workload.name), (0, 0))
             units[unit.key] = (unit, cid)
             states.append(UnitState(
-                key=unit.key, group=unit.workload.name,
-                values=self.store.metric_series(cid, unit.workload.name, unit.workload.primary_metric),
+                key=unit.key, group=_race_group(unit),
+                points=self.store.metric_points(cid, unit.workload.name, unit.workload.primary_metric),
                 rounds=rounds.get((cid, unit.workload.name), set()), ok=ok, failed=bad,
                 baseline=tier_class(unit.cell.tier).is_reference or unit.cell.is_null_ceiling))
         return units, states
+
+    def _policy(self) -> StopPolicy:
+        reps = self.plan.repetitions
+        if self.plan.repetition_policy == "ci-width":
+            return CiWidthPolicy(self.plan.ci_target, reps.min, reps.max)
+        direction = {_race_group(u): u.workload.higher_is_better for u in self.expansion.units}
+        return RacingPolicy(self.plan.threshold, reps.min, higher_is_better=direction.__getitem__)
 
     # -- one run ------------------------------------------------------------
     def _run_one(self, sweep_id: int, unit: Unit, cell_id: int, slot: Slot) -> RunOutcome:
@@ -236,7 +243,7 @@ class SweepRunner:
                 reps = self.plan.repetitions
                 sched = Scheduler(
                     states, min_runs=reps.min, max_runs=reps.max, budget_s=self.plan.time_budget_s,
-                    policy=CiWidthPolicy(self.plan.ci_target, reps.min, reps.max),
+                    policy=self._policy(),
                     seed=int(self.plan.fingerprint(), 16), clock=time.monotonic,
                     # Wall clock of this session plus the run time of earlier sessions of a resumed sweep.
                     prior_elapsed_s=self.store.sweep_elapsed(sweep_id))
@@ -275,6 +282,11 @@ class SweepRunner:
             elif reason and reason != "converged":
                 result.not_converged.append((key, reason))
         return result
+
+
+def _race_group(unit: Unit) -> str:
+    """Units that race each other: one workload within one tier (tiers measure different things)."""
+    return f"{unit.cell.tier}::{unit.workload.name}"
 
 
 def default_tier_factory(name: str, plan: Plan, opts: RunOptions) -> Tier:

@@ -18,8 +18,10 @@ Stopping, per unit, in this order:
 * ``gave up after N failed runs``: ``max_failures`` failures and more failures than successes;
 * fewer than ``min`` ok runs: always another run, even with the budget spent (the minimum is the
   promise a plan makes);
-* the stopping policy (``ci-width`` by default: converged when the 95% CI half-width ≤ ``ci_target`` of
-  the mean; a racing policy is a drop-in ``StopPolicy``) says done;
+* the stopping policy says done: ``racing`` (the default; F-race style, per workload and tier: a unit
+  significantly worse than the current best by more than the practical threshold stops, baselines stop
+  at their minimum, and the race ends when one best or a stable tied group is left — ``stats/racing.py``)
+  or ``ci-width`` (converged when the 95% CI half-width ≤ ``ci_target`` of the mean);
 * ``max runs reached``;
 * ``time budget spent``: no run beyond ``min`` starts once the wall clock of the sweep (earlier sessions
   included) reaches the budget.
@@ -38,8 +40,8 @@ MAX_FAILED_ATTEMPTS = 3
 @dataclass
 class UnitState:
     key: str
-    group: str = ""  # units compared with each other (the same workload): a racing policy decides per group
-    values: list[float] = field(default_factory=list)  # primary metric of the ok runs, in run order
+    group: str = ""  # units compared with each other (one workload in one tier): racing decides per group
+    points: list[tuple[int, float]] = field(default_factory=list)  # (round, primary metric) of the ok runs
     rounds: set[int] = field(default_factory=set)  # rounds in which the unit has an ok or failed run
     ok: int = 0
     failed: int = 0
@@ -50,6 +52,10 @@ class UnitState:
     @property
     def done(self) -> bool:
         return self.done_reason is not None
+
+    @property
+    def values(self) -> list[float]:
+        return [v for _, v in self.points]
 
 
 class StopPolicy(Protocol):
@@ -80,6 +86,51 @@ class CiWidthPolicy:
             if not more:
                 out[u.key] = why
         return out
+
+
+@dataclass
+class RacingPolicy:
+    """F-race / irace style: per group (one workload in one tier), after every round past the minimum,
+    eliminate the units significantly worse than the current best by more than ``threshold``; baselines
+    (bare metal, the null ceiling) stop at their minimum; the group stops when one best or a stable tied
+    group is left. The decisions themselves are pure functions in ``stats/racing.py``."""
+
+    threshold: float
+    min_runs: int
+    higher_is_better: Callable[[str], bool]  # group → direction of its primary metric
+    alpha: float = 0.05
+    name: str = "racing"
+    history: dict[str, list] = field(default_factory=dict)  # group → its RaceStep per round
+
+    def finished(self, units: Sequence[UnitState]) -> dict[str, str]:
+        from iomatrix.stats.racing import race_step, stop_reason
+
+        out: dict[str, str] = {}
+        groups: dict[str, list[UnitState]] = {}
+        for u in units:
+            if u.baseline:
+                out[u.key] = "baseline: minimum runs kept"
+            else:
+                groups.setdefault(u.group, []).append(u)
+        for group, members in groups.items():
+            if len(members) < 2:
+                continue  # a lone unit (its rivals still below their minimum, or eliminated) waits or converges
+            step = race_step({u.key: u.points for u in members}, self.higher_is_better(group),
+                             threshold=self.threshold, alpha=self.alpha, min_rounds=self.min_runs)
+            steps = self.history.setdefault(group, [])
+            steps.append(step)
+            for d in step.decisions:
+                if d.status == "eliminated":
+                    out[d.unit] = f"eliminated: {d.reason}"
+            rounds_done = min(len({r for r, _ in u.points}) for u in members)
+            why = stop_reason(steps, rounds_done, max_rounds=10**9, min_rounds=self.min_runs)
+            if why:
+                for u in members:
+                    out.setdefault(u.key, f"race over: {why}" + (f" ({step.best} best)" if step.best else ""))
+        return out
+
+
+POLICIES = ("racing", "ci-width")
 
 
 @dataclass(frozen=True)
@@ -182,7 +233,7 @@ class Scheduler:
         if ok:
             u.ok += 1
             if value is not None:
-                u.values.append(value)
+                u.points.append((slot.round, value))
         else:
             u.failed += 1
 

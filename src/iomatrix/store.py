@@ -231,6 +231,15 @@ class Store:
             "AND r.status='ok' AND s.metric=? ORDER BY r.attempt", (cell_id, workload, metric))
         return [float(r[0]) for r in rows]
 
+    def metric_points(self, cell_id: int, workload: str, metric: str) -> list[tuple[int, float]]:
+        """(round, value) of a metric over the ok runs of a cell × workload; a run stored before rounds were
+        recorded counts its attempt number as its round."""
+        rows = self.db.execute(
+            "SELECT COALESCE(json_extract(r.meta_json, '$.round'), r.attempt) rnd, s.value FROM samples s "
+            "JOIN runs r ON r.id=s.run_id WHERE r.cell_id=? AND r.workload=? AND r.status='ok' AND s.metric=? "
+            "ORDER BY r.attempt", (cell_id, workload, metric))
+        return [(int(r[0]), float(r[1])) for r in rows]
+
     def run_rounds(self, sweep_id: int) -> dict[tuple[int, str], set[int]]:
         """(cell_id, workload) → the rounds of the randomised-block design its runs belong to."""
         rows = self.db.execute(

@@ -72,8 +72,14 @@ class Plan(BaseModel):
     backing: list[BackingSpec] = Field(default_factory=lambda: [DirBacking(type="dir")])
     workloads: list[str] = ["rand-read-4k", "rand-write-4k"]
     repetitions: Repetitions = Repetitions()
-    # CI half-width target, as a fraction of the mean (0.05 = ±5%).
+    # CI half-width target, as a fraction of the mean (0.05 = ±5%): the ci-width policy stops there.
     ci_target: Annotated[float, Field(gt=0, lt=1)] = 0.05
+    # How repetitions beyond `min` are spent: "racing" stops repeating cells that are significantly worse
+    # than the best by more than `threshold` (and baselines at their minimum); "ci-width" repeats every
+    # cell until its CI reaches ci_target.
+    repetition_policy: Literal["racing", "ci-width"] = "racing"
+    # Practical threshold: cells within this fraction of the best are tied with it.
+    threshold: Annotated[float, Field(ge=0, lt=1)] = 0.05
     # Wall-clock budget of the sweep (e.g. "10m"): once spent, no repetitions
     # beyond `min` are started. Minimum repetitions always complete.
     time_budget: str = "30m"

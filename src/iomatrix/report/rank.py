@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from iomatrix.domain import NA, NULL_BACKING
 from iomatrix.errors import UserError
 from iomatrix.metrics import metric_info
 from iomatrix.report.quality import ranked_samples, run_interference
@@ -30,6 +31,7 @@ from iomatrix.stats.decision import (
 )
 from iomatrix.stats.interference import RunInterference
 from iomatrix.store import Store
+from iomatrix.tiers import is_reference, tier_order
 from iomatrix.workloads import PRESETS
 
 MATCH_AXES = ("cache", "aio", "backing", "modifier")
@@ -75,7 +77,7 @@ def run_values(store: Store, run_ids: Sequence[int], metric: str) -> dict[int, f
 def baremetal_reference(cell: CellWorkload, candidates: Sequence[CellWorkload]) -> CellWorkload | None:
     """The bare-metal cell with the same host-side semantics (cache, aio, backing, modifier),
     else the bare-metal cache=none cell on the same backing, else any bare-metal cell."""
-    bms = [c for c in candidates if c.axes["tier"] == "baremetal" and c.workload == cell.workload]
+    bms = [c for c in candidates if is_reference(c.axes["tier"]) and c.workload == cell.workload]
     for pick in (
         lambda c: all(c.axes[a] == cell.axes[a] for a in MATCH_AXES),
         lambda c: c.axes["cache"] == "none" and c.axes["backing"] == cell.axes["backing"],
@@ -125,18 +127,21 @@ def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *,
                   max_noise: float = 0.10, alpha: float = 0.05,
                   per_run: Mapping[int, tuple[int, float]] | None = None,
                   threshold: float = DEFAULT_THRESHOLD, tie_break: Sequence[str] = DEFAULT_TIE_BREAK,
-                  interference: Mapping[int, RunInterference] | None = None) -> WorkloadRanking | None:
-    """Rank one workload's cells.  ``per_run`` (run id → (round, value of ``metric``)) makes the analysis
-    blocked by round; without it runs are independent samples."""
+                  interference: Mapping[int, RunInterference] | None = None,
+                  tier: str | None = None) -> WorkloadRanking | None:
+    """Rank one workload's cells of one tier (cells of different tiers measure different things and are
+    never ranked against each other; by default the tier closest to a real VM that has results).
+    ``per_run`` (run id → (round, value of ``metric``)) makes the analysis blocked by round; without it
+    runs are independent samples."""
     m, _ = primary_metric(workload)
     metric = metric or m
     higher = metric_info(metric).higher_is_better
     mine = [c for c in cws if c.workload == workload and metric in c.samples]
     if not mine:
         return None
-    tiers = {c.axes["tier"] for c in mine}
-    tier = "guest" if "guest" in tiers else "baremetal"
-    ranked = [c for c in mine if c.axes["tier"] == tier and c.axes["backing"] != "null"]
+    if tier is None:
+        tier = max({c.axes["tier"] for c in mine}, key=tier_order)
+    ranked = [c for c in mine if c.axes["tier"] == tier and c.axes["backing"] != NULL_BACKING]
     if not ranked:
         return None
     groups: dict[str, list[float]] = {}
@@ -159,7 +164,7 @@ def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *,
                              if interference and rid in interference and interference[rid].disturbed]
                  for c in ranked}
     to_bm: dict[str, RatioCI | None] = {}
-    if tier != "baremetal":
+    if not is_reference(tier):
         for c in ranked:
             ref = baremetal_reference(c, cws)
             if ref is not None and metric in ref.samples and len(ref.samples[metric]) >= 2 \
@@ -167,7 +172,8 @@ def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *,
                 to_bm[c.label()] = ratio_ci(c.samples[metric], ref.samples[metric])
             else:
                 to_bm[c.label()] = None
-    ceiling = [(c, sum(c.samples[metric]) / len(c.samples[metric])) for c in mine if c.axes["backing"] == "null"]
+    ceiling = [(c, sum(c.samples[metric]) / len(c.samples[metric])) for c in mine
+               if c.axes["backing"] == NULL_BACKING and c.axes["tier"] == tier]
     accel = sorted({a for c in mine for a in c.accel})
     return WorkloadRanking(workload, metric, tier, r, {c.label(): c for c in ranked}, to_bm, ceiling, accel,
                            cold_apart, decision, {k: v for k, v in disturbed.items() if v})
@@ -197,10 +203,12 @@ def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | 
             ids = [rid for c in cws if c.workload == w for rid in c.runs]
             vals = run_values(store, ids, m)
             per_run = {rid: (rounds[rid], v) for rid, v in vals.items() if rid in rounds}
-        wr = rank_workload(cws, w, metric, min_n=min_n, max_noise=max_noise, per_run=per_run,
-                           threshold=threshold, tie_break=tie_break, interference=interference)
-        if wr is not None:
-            out.append(wr)
+        # One ranking per tier, reference (bare metal) first: each tier answers for what it measures.
+        for tier in sorted({c.axes["tier"] for c in cws if c.workload == w}, key=tier_order):
+            wr = rank_workload(cws, w, metric, min_n=min_n, max_noise=max_noise, per_run=per_run,
+                               threshold=threshold, tie_break=tie_break, interference=interference, tier=tier)
+            if wr is not None:
+                out.append(wr)
     if metric is not None and not out:
         raise UserError(f"no results for metric '{metric}'", hint="see metric names with 'iomatrix results "
                         "--metric all'")
@@ -233,7 +241,7 @@ def weighted_scores(store: Store, sweep_id: int, score: str) -> tuple[list[Score
     per_part: dict[str, dict[str, ScoreCI]] = {}
     for part in parts:
         seq_w, rand_w, metric = SCORE_INPUTS[part]
-        bm = {c.workload: c for c in cws if c.axes["tier"] == "baremetal" and c.axes["cache"] in ("none", "-")
+        bm = {c.workload: c for c in cws if is_reference(c.axes["tier"]) and c.axes["cache"] in ("none", NA)
               and metric in c.samples}
         if seq_w not in bm or rand_w not in bm:
             raise UserError(f"{score} needs bare-metal results for {seq_w} and {rand_w}",
@@ -243,7 +251,7 @@ def weighted_scores(store: Store, sweep_id: int, score: str) -> tuple[list[Score
         factors[part] = bm_seq / bm_rand
         by_cell: dict[str, dict[str, CellWorkload]] = {}
         for c in cws:
-            if c.axes["tier"] == "guest" and c.axes["backing"] != "null" and metric in c.samples:
+            if not is_reference(c.axes["tier"]) and c.axes["backing"] != NULL_BACKING and metric in c.samples:
                 by_cell.setdefault(c.label(), {})[c.workload] = c
         per_part[part] = {
             label: weighted_score_ci(ws[seq_w].samples[metric], ws[rand_w].samples[metric], bm_seq, bm_rand)
