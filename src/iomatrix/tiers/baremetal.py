@@ -49,7 +49,7 @@ class BareMetalTier(Tier):
 
     def run(self, req: RunRequest) -> RunOutcome:
         target = self.target_path(req)
-        custom = req.workload.custom_path.read_text() if req.workload.custom_path else None
+        custom = req.workload.custom_text  # validated at plan load; never re-read from disk
         job = baremetal_job(req.workload, cache=req.cell.cache, aio=req.cell.aio, target=str(target),
                             shape=req.shape, custom_text=custom)
         req.run_dir.mkdir(parents=True, exist_ok=True)
