@@ -114,6 +114,9 @@ def run(
 
     if not 0.05 <= monitor_interval <= 60:
         raise UserError(f"--monitor-interval {monitor_interval} is out of range", hint="use 0.05 to 60 seconds")
+    from iomatrix.safety import check_allowed_devices
+
+    check_allowed_devices(allow_destroy)  # every handed-over device, before anything runs, whatever the plan
     p, base = load_plan(plan)
     workdir.mkdir(parents=True, exist_ok=True)
     store = Store(db)
