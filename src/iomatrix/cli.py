@@ -339,12 +339,16 @@ def clean(
 ) -> None:
     """Remove what a crashed or killed run left behind (mounts, loop devices, images) — and only that."""
     from iomatrix.backing.leftovers import clean as clean_leftovers
+    from iomatrix.backing.leftovers import pending
 
     lines = clean_leftovers(workdir.resolve())
     for line in lines:
         console.print(line)
     if not lines:
         console.print(f"nothing left behind in {workdir}")
+    if remaining := pending(workdir.resolve()):  # refused, failed or still in use: say so in the exit status
+        err_console.print(f"[red]{len(remaining)} leftover(s) remain[/] in {workdir} (see above)")
+        raise typer.Exit(1)
 
 
 @guest_app.command("build")

@@ -229,7 +229,8 @@ def _slug(text: str) -> str:
 
 def _scratch_dir(td: _Teardown, base: Path, label: str) -> Path:
     d = base / f"{_slug(label)}-{os.getpid()}-{secrets.token_hex(3)}"
-    td.record("path", d, lambda: leftovers.undo_path(str(d)))
+    # base: lets `clean` verify a dir backing's scratch directory that lies outside the workdir
+    td.record("path", d, lambda: leftovers.undo_path(str(d)), base=str(base))
     d.mkdir(parents=True)
     return d
 
@@ -290,7 +291,8 @@ def _setup_loopfs(spec: LoopfsBacking, workdir: Path, td: _Teardown) -> tuple[Pa
         os.close(fd)
 
     # recorded by backing file: clean finds the loop device even if we die inside losetup
-    loop_id = td.record("loop", image, lambda: leftovers.undo_loop(str(image)))
+    st = os.stat(image)
+    loop_id = td.record("loop", image, lambda: leftovers.undo_loop(str(image)), inode=[st.st_dev, st.st_ino])
     device = _check(["losetup", "--find", "--show", str(image)], "attaching a loop device").stdout.strip()
     leftovers.update(workdir, loop_id, device=device)
 
