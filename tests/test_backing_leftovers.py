@@ -288,3 +288,21 @@ def test_forged_mount_without_source_outside_the_workdir_is_not_unmounted(workdi
     finally:
         subprocess.run(["umount", str(mnt)], check=True)
     leftovers.state_path(workdir).unlink()
+
+
+def test_dir_backing_scratch_outside_the_workdir_is_cleaned(workdir: Path, tmp_path: Path) -> None:
+    from iomatrix.backing.provision import provision
+    from iomatrix.backing.spec import parse_backing
+
+    store = tmp_path / "vmstore"
+    store.mkdir()
+    (store / "unrelated.img").write_text("keep")
+    spec = parse_backing({"type": "dir", "path": str(store)})
+    with provision(spec, workdir, set()) as h:
+        register_temp_path(workdir, h.path / "iomatrix-1-file_a_job.fio-0123abcd.qcow2")  # a guest image
+        (h.path / "iomatrix-1-file_a_job.fio-0123abcd.qcow2").write_text("img")
+        _rewrite_pids(workdir, _dead_pid())  # as if the run had been killed
+        lines = clean(workdir)
+        assert not h.path.exists() and (store / "unrelated.img").read_text() == "keep"
+        assert not [line for line in lines if line.startswith(("refused", "failed"))], lines
+    assert leftovers.pending(workdir) == []

@@ -142,3 +142,12 @@ def test_validate_reports_directions() -> None:
     jf = validate_job_text("[a]\nrw=write\n[b]\nreadwrite=randread\n", "x.fio")
     assert jf.reads and jf.writes and jf.jobs == ("a", "b")
     assert json.dumps(jf.text)  # plain text
+
+
+def test_workload_slugs_are_file_names_and_stay_distinct(tmp_path: Path) -> None:
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "job.fio").write_text("[job]\nrw=randread\n")
+    slugs = {wl.resolve(f"file:{d}/job.fio", tmp_path).slug for d in ("a", "b")}
+    assert len(slugs) == 2 and all("/" not in s and ":" not in s for s in slugs)
+    assert wl.resolve("rand-read-4k").slug == "rand-read-4k"

@@ -9,7 +9,9 @@ job file, named in a plan as ``file:PATH``.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +38,14 @@ class Workload:
     # The figure adaptive repetition converges on and ranking sorts by.
     primary_metric: str = "read.iops"
     higher_is_better: bool = True
+
+    @property
+    def slug(self) -> str:
+        """The name made safe for a file name ("file:jobs/a.fio" holds a '/'); distinct names stay distinct."""
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.name).strip(".")
+        if safe == self.name:
+            return safe
+        return f"{safe[:60]}-{hashlib.sha256(self.name.encode()).hexdigest()[:8]}"
 
     @property
     def reads(self) -> bool:

@@ -345,12 +345,16 @@ def _parent_inside(target: str, workdir: str) -> bool:
     return _inside(os.path.realpath(os.path.dirname(norm)), workdir) and norm != workdir
 
 
-def identity_problem(entry: Entry, workdir: Path) -> str | None:
-    """Why `entry` cannot be shown to be something this workdir's run created (None if it can)."""
+def identity_problem(entry: Entry, workdir: Path, scratch_dirs: tuple[str, ...] = ()) -> str | None:
+    """Why `entry` cannot be shown to be something this workdir's run created (None if it can).
+
+    `scratch_dirs`: verified scratch directories of `dir` backings outside the workdir;
+    temp files inside them (guest images) are theirs.
+    """
     wd = os.path.realpath(workdir)
     t = entry.target
     if entry.kind == "path":
-        if _parent_inside(t, wd):
+        if _parent_inside(t, wd) or any(_parent_inside(t, os.path.realpath(d)) for d in scratch_dirs):
             return None
         base = entry.info.get("base")
         if (isinstance(base, str) and os.path.isabs(t)
@@ -537,10 +541,12 @@ def clean(workdir: Path, *, mine: bool = False) -> list[str]:
         entries = _load(ledger.path)
         keep: list[Entry] = []
         failed_chain: set[str] = set()
+        scratch = tuple(e.target for e in entries if e.kind == "path" and "base" in e.info and ledger.verified(e)
+                        and identity_problem(e, Path(workdir)) is None)
         for entry in reversed(entries):
             problem = (None if ledger.verified(entry) else "its signature does not verify with this workdir's "
                        "ledger key (not written by iomatrix for this workdir)")
-            problem = problem or identity_problem(entry, Path(workdir))
+            problem = problem or identity_problem(entry, Path(workdir), scratch)
             if problem is not None:
                 lines.append(f"refused: {entry.describe()}: {problem}; not touched (check it, then remove it "
                              f"from {ledger.path} by hand)")

@@ -90,7 +90,7 @@ class GuestTier(Tier):
                 return req.target.path, False
             create_image(req.target.path, cell.format, cell.preallocation, self.plan.image_size_bytes)
             return req.target.path, False
-        path = req.target.path / f"iomatrix-{os.getpid()}-{req.workload.name}.{cell.format}"
+        path = req.target.path / f"iomatrix-{os.getpid()}-{req.workload.slug}.{cell.format}"
         register_temp_path(self.workdir, path)
         create_image(path, cell.format, cell.preallocation, self.plan.image_size_bytes)
         return path, True
