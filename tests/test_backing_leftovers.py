@@ -17,7 +17,7 @@ import pytest
 
 from iomatrix.backing import leftovers
 from iomatrix.backing.leftovers import clean, forget, register_temp_path
-from tests.conftest import root_only
+from tests.conftest import root_only, run_cli
 
 SCRATCH = Path("/tmp/iomx-backing")
 
@@ -38,11 +38,10 @@ def _dead_pid() -> int:
 
 
 def _rewrite_pids(workdir: Path, pid: int) -> None:
-    state = leftovers.state_path(workdir)
-    data = json.loads(state.read_text())
-    for e in data["entries"]:
-        e["pid"], e["pid_start"] = pid, None
-    state.write_text(json.dumps(data))
+    """Pretend a dead process wrote the entries (re-signed with the workdir's key, as iomatrix would)."""
+    def dead(e: leftovers.Entry) -> None:
+        e.pid, e.pid_start = pid, None
+    leftovers._edit(workdir, dead)
 
 
 def test_clean_without_ledger_does_nothing(tmp_path: Path) -> None:
@@ -95,10 +94,10 @@ def test_already_gone_entries_are_forgotten(workdir: Path) -> None:
 
 def test_pid_reuse_is_not_mistaken_for_a_live_run(workdir: Path) -> None:
     register_temp_path(workdir, workdir / "x")
-    state = leftovers.state_path(workdir)
-    data = json.loads(state.read_text())
-    data["entries"][0]["pid_start"] = 1  # same pid (ours), different start time
-    state.write_text(json.dumps(data))
+
+    def other_start(e: leftovers.Entry) -> None:
+        e.pid_start = 1  # same pid (ours), different start time
+    leftovers._edit(workdir, other_start)
     assert clean(workdir) == [f"forgot path {workdir / 'x'} (already gone)"]
 
 
@@ -106,7 +105,7 @@ def test_pid_reuse_is_not_mistaken_for_a_live_run(workdir: Path) -> None:
 def test_mount_with_a_different_source_is_left_alone(workdir: Path) -> None:
     mnt = workdir / "mnt"
     mnt.mkdir()
-    leftovers.record(workdir, "mount", mnt, source="iomatrix-tmpfs-expected")
+    leftovers.record(workdir, "mount", mnt, source="iomatrix-tmpfs-0badc0de")
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "somebody-else", str(mnt)], check=True)
     try:
         _rewrite_pids(workdir, _dead_pid())
@@ -173,3 +172,137 @@ def test_loop_recorded_before_losetup_returned_is_still_found(workdir: Path) -> 
     _rewrite_pids(workdir, _dead_pid())
     assert clean(workdir) == [f"detached {dev} (backing file {image})", f"deleted {image}"]
     assert leftovers.loops_backed_by(str(image)) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# the ledger is verified, not trusted (issue #14)
+# ---------------------------------------------------------------------------------------------
+
+
+def _forge(workdir: Path, **entry: object) -> None:
+    """Append an entry the way a hostile or careless hand would: plain JSON, no valid signature."""
+    state = leftovers.state_path(workdir)
+    state.parent.mkdir(exist_ok=True)
+    data = json.loads(state.read_text()) if state.exists() else {"version": 2, "entries": []}
+    data["entries"].append({"id": "f0", "pid": _dead_pid(), "pid_start": None, "created": 0.0, "info": {},
+                            **entry})
+    state.write_text(json.dumps(data))
+
+
+def test_forged_entry_outside_the_workdir_is_refused_listed_and_kept(workdir: Path, tmp_path: Path) -> None:
+    victim = tmp_path / "precious.txt"
+    victim.write_text("keep me")
+    register_temp_path(workdir, workdir / "ours")  # creates the key and a genuine entry
+    (workdir / "ours").write_text("x")
+    _rewrite_pids(workdir, _dead_pid())
+    _forge(workdir, kind="path", target=str(victim))
+    _forge(workdir, kind="path", target=str(workdir / "forged-inside"), mac="00" * 32)
+    lines = clean(workdir)
+    assert victim.read_text() == "keep me"
+    assert f"deleted {workdir / 'ours'}" in lines
+    refused = [line for line in lines if line.startswith("refused:")]
+    assert len(refused) == 2 and all("signature does not verify" in line for line in refused)
+    assert sorted(e.target for e in leftovers.pending(workdir)) == sorted([str(victim), str(workdir / "forged-inside")])
+
+
+def test_signed_entry_outside_the_workdir_is_still_refused(workdir: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    leftovers.record(workdir, "path", outside)
+    leftovers.record(workdir, "path", workdir / "link" / "x")  # a symlinked way out
+    (workdir / "link").symlink_to(tmp_path)
+    (tmp_path / "x").write_text("keep")
+    leftovers.record(workdir, "lv", "vg0/root")
+    _rewrite_pids(workdir, _dead_pid())
+    lines = clean(workdir)
+    assert outside.is_dir() and (tmp_path / "x").read_text() == "keep"
+    assert len([line for line in lines if line.startswith("refused:")]) == 3, lines
+    assert any("not a name iomatrix gives" in line for line in lines)
+
+
+def test_a_ledger_copied_from_another_workdir_is_not_trusted(workdir: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    register_temp_path(other, other / "thing")
+    (other / "thing").write_text("x")
+    _rewrite_pids(other, _dead_pid())
+    shutil.copytree(other / ".iomatrix", workdir / ".iomatrix", dirs_exist_ok=True)
+    (workdir / "thing").write_text("y")
+    lines = clean(workdir)
+    assert (other / "thing").exists() and lines and lines[0].startswith("refused:")
+
+
+def test_untrustworthy_key_and_malformed_ledgers_are_one_line_errors(workdir: Path) -> None:
+    register_temp_path(workdir, workdir / "x")
+    key = workdir / ".iomatrix" / "ledger.key"
+    assert key.stat().st_mode & 0o777 == 0o600 and key.stat().st_size == 32
+    key.chmod(0o644)
+    with pytest.raises(leftovers.LedgerError, match="mode 0600"):
+        clean(workdir)
+    key.chmod(0o600)
+    state = leftovers.state_path(workdir)
+    for bad in (b"{not json", b"\xff\xfe", b"[]", b'{"entries": {}}', b'{"entries": [1]}',
+                b'{"entries": [{"id": "a", "kind": "rm -rf", "target": "/", "pid": 1, "pid_start": null, '
+                b'"created": 0}]}', b'{"entries": [{"id": "a", "kind": "path", "target": "/", "pid": "1", '
+                b'"pid_start": null, "created": 0}]}', b"[" * 100000):
+        state.write_bytes(bad)
+        with pytest.raises(leftovers.LedgerError) as err:
+            clean(workdir)
+        assert "\n" not in err.value.one_line()
+    proc = run_cli("clean", "--workdir", str(workdir))
+    assert proc.returncode == 2 and proc.stderr.startswith("error:") and "Traceback" not in proc.stderr
+    state.unlink()
+
+
+def test_symlinked_state_dir_is_refused(tmp_path: Path) -> None:
+    wd = tmp_path / "wd"
+    wd.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (wd / ".iomatrix").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(leftovers.LedgerError, match="not a directory"):
+        register_temp_path(wd, wd / "x")
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_clean_exits_non_zero_when_something_remains(workdir: Path, tmp_path: Path) -> None:
+    _forge(workdir, kind="path", target=str(tmp_path))
+    # no key yet: the forged ledger alone is not trusted, and the exit status says something remains
+    proc = run_cli("clean", "--workdir", str(workdir))
+    assert proc.returncode == 1 and "refused" in proc.stdout and "1 leftover(s) remain" in proc.stderr
+    assert tmp_path.is_dir()
+    leftovers.state_path(workdir).unlink()
+    proc = run_cli("clean", "--workdir", str(workdir))
+    assert proc.returncode == 0 and "nothing left behind" in proc.stdout
+
+
+@root_only
+def test_forged_mount_without_source_outside_the_workdir_is_not_unmounted(workdir: Path, tmp_path: Path) -> None:
+    mnt = tmp_path / "foreign"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "somebody-else", str(mnt)], check=True)
+    try:
+        _forge(workdir, kind="mount", target=str(mnt))
+        lines = clean(workdir)
+        assert len(lines) == 1 and lines[0].startswith("refused:")
+        assert any(m["mountpoint"] == str(mnt) for m in leftovers.parse_mountinfo())
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+    leftovers.state_path(workdir).unlink()
+
+
+def test_dir_backing_scratch_outside_the_workdir_is_cleaned(workdir: Path, tmp_path: Path) -> None:
+    from iomatrix.backing.provision import provision
+    from iomatrix.backing.spec import parse_backing
+
+    store = tmp_path / "vmstore"
+    store.mkdir()
+    (store / "unrelated.img").write_text("keep")
+    spec = parse_backing({"type": "dir", "path": str(store)})
+    with provision(spec, workdir, set()) as h:
+        register_temp_path(workdir, h.path / "iomatrix-1-file_a_job.fio-0123abcd.qcow2")  # a guest image
+        (h.path / "iomatrix-1-file_a_job.fio-0123abcd.qcow2").write_text("img")
+        _rewrite_pids(workdir, _dead_pid())  # as if the run had been killed
+        lines = clean(workdir)
+        assert not h.path.exists() and (store / "unrelated.img").read_text() == "keep"
+        assert not [line for line in lines if line.startswith(("refused", "failed"))], lines
+    assert leftovers.pending(workdir) == []

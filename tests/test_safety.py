@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -12,8 +13,14 @@ import pytest
 
 from iomatrix.errors import UserError
 from iomatrix.mountinfo import parse_mountinfo
-from iomatrix.safety import check_destroyable, check_workdir_path, root_devices, sysfs_dir
-from tests.conftest import root_only
+from iomatrix.safety import (
+    check_allowed_devices,
+    check_destroyable,
+    check_workdir_path,
+    root_devices,
+    sysfs_dir,
+)
+from tests.conftest import loop_mounted_ext4, root_only, run_cli
 
 SCRATCH = Path("/tmp/iomx-backing")
 
@@ -178,3 +185,73 @@ def test_swap_device_is_refused(fresh_loop: Path, tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(safety, "PROC_SWAPS", swaps)
     msg = _refusal(fresh_loop, {fresh_loop})
     assert "used as swap" in msg and f"swapoff {fresh_loop}" in msg
+
+
+def _attach(*args: str) -> str:
+    return subprocess.run(["losetup", "--find", "--show", *args], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+@root_only
+def test_loop_aliasing_a_mounted_image_at_an_offset_is_refused(scratch: Path) -> None:
+    # issue #14: a loop at offset 1 MiB over the image of a mounted ext4 was accepted, and
+    # e2fsck found the mounted filesystem damaged afterwards
+    with loop_mounted_ext4(scratch, size_mb=64) as (_, _mnt, image):
+        alias = _attach("--offset", str(1 << 20), str(image))
+        try:
+            msg = _refusal(Path(alias), {Path(alias)})
+            assert "maps the same bytes" in msg and str(image) in msg
+        finally:
+            subprocess.run(["losetup", "--detach", alias], check=False)
+
+
+@root_only
+def test_loop_over_a_file_held_open_is_refused(fresh_loop: Path, scratch: Path) -> None:
+    with open(scratch / "zero.img", "rb"):
+        msg = _refusal(fresh_loop, {fresh_loop})
+    assert f"is open by {os.getpid()} (" in msg
+    check_destroyable(fresh_loop, {fresh_loop})  # closed again: accepted
+
+
+@root_only
+def test_loop_over_a_mounted_loop_device_is_refused(scratch: Path) -> None:
+    with loop_mounted_ext4(scratch, size_mb=64) as (dev, mnt, _):
+        stacked = _attach("--offset", str(1 << 20), dev)
+        try:
+            msg = _refusal(Path(stacked), {Path(stacked)})
+            assert f"loop over {dev}, mounted on {mnt}" in msg
+        finally:
+            subprocess.run(["losetup", "--detach", stacked], check=False)
+
+
+@root_only
+def test_non_overlapping_loops_over_one_file_are_accepted(scratch: Path) -> None:
+    image = scratch / "halves.img"
+    with open(image, "wb") as f:
+        f.truncate(16 << 20)
+    low = _attach("--sizelimit", str(8 << 20), str(image))
+    high = _attach("--offset", str(8 << 20), str(image))
+    try:
+        check_destroyable(Path(high), {Path(high)})
+        check_allowed_devices([Path(low), Path(high)])
+    finally:
+        for d in (low, high):
+            subprocess.run(["losetup", "--detach", d], check=False)
+
+
+def test_every_allow_destroy_argument_is_checked_whatever_the_plan(tmp_path: Path) -> None:
+    roots = root_devices()
+    sysdir = sysfs_dir(*sorted(roots)[0])
+    assert sysdir is not None
+    node = Path("/dev") / sysdir.name
+    if not node.exists():
+        pytest.skip(f"no {node} node for the root device")
+    with pytest.raises(UserError, match="root filesystem"):
+        check_allowed_devices([node])
+    # through the CLI: a plan with only a dir backing still refuses, before creating anything
+    (tmp_path / "p.toml").write_text('tier = ["baremetal"]\nworkloads = ["rand-write-4k"]\nsize = "16M"\n'
+                                     "runtime = 0.3\n")
+    proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--workdir", "w", "--allow-destroy", str(node),
+                   cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2 and "root filesystem" in proc.stderr, proc.stdout + proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]

@@ -52,8 +52,8 @@ max = 2
     eaten = metric(sweep, "sync.lat_mean_us", modifier="eatmydata", workload="db-write-4k-fdatasync")
     # under libeatmydata fdatasync returns without reaching the kernel
     assert eaten["mean"] < 0.5 * plain["mean"], (eaten["mean"], plain["mean"])
-    custom = metric(sweep, "total.iops", modifier="none", workload="file:twojobs.fio")
-    small = metric(sweep, "write.iops", modifier="none", workload="file:twojobs.fio")
+    custom = metric(sweep, "total.iops", modifier="none", workload="file:jobs/twojobs.fio")
+    small = metric(sweep, "write.iops", modifier="none", workload="file:jobs/twojobs.fio")
     assert custom["n"] == 2 and custom["mean"] >= small["mean"] > 0  # two jobs add up
 
 

@@ -114,6 +114,9 @@ def run(
 
     if not 0.05 <= monitor_interval <= 60:
         raise UserError(f"--monitor-interval {monitor_interval} is out of range", hint="use 0.05 to 60 seconds")
+    from iomatrix.safety import check_allowed_devices
+
+    check_allowed_devices(allow_destroy)  # every handed-over device, before anything runs, whatever the plan
     p, base = load_plan(plan)
     workdir.mkdir(parents=True, exist_ok=True)
     store = Store(db)
@@ -343,12 +346,16 @@ def clean(
 ) -> None:
     """Remove what a crashed or killed run left behind (mounts, loop devices, images) — and only that."""
     from iomatrix.backing.leftovers import clean as clean_leftovers
+    from iomatrix.backing.leftovers import pending
 
     lines = clean_leftovers(workdir.resolve())
     for line in lines:
         console.print(line)
     if not lines:
         console.print(f"nothing left behind in {workdir}")
+    if remaining := pending(workdir.resolve()):  # refused, failed or still in use: say so in the exit status
+        err_console.print(f"[red]{len(remaining)} leftover(s) remain[/] in {workdir} (see above)")
+        raise typer.Exit(1)
 
 
 @guest_app.command("build")

@@ -195,7 +195,7 @@ class SweepRunner:
         except ValueError as err:  # a device vanished from /proc/diskstats: still sample CPU and memory
             notes.append(f"disk not sampled: {err}")
             sampler = HostSampler([], interval=self.opts.monitor_interval)
-        run_dir = self.opts.workdir / "runs" / f"sweep{sweep_id}" / f"{cell_id}-{unit.workload.name}"
+        run_dir = self.opts.workdir / "runs" / f"sweep{sweep_id}" / f"{cell_id}-{unit.workload.slug}"
         req = RunRequest(
             cell=cell, workload=unit.workload, target=self._target(cell), shape=self.shape, run_dir=run_dir,
             timeout_s=self.plan.run_timeout,

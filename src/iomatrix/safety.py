@@ -14,6 +14,7 @@ import os
 import stat
 import subprocess
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from iomatrix.errors import UserError
@@ -247,10 +248,137 @@ def check_destroyable(device: Path, allowed: set[Path]) -> None:
         raise _refuse(device, f"it holds partitions ({', '.join(p.name for p in parts)})",
                       f"wipe the partition table first (wipefs -a /dev/{name}) if it really is scratch")
 
+    _check_loop_mapping(device, sysdir)
+
     sigs = _signatures(real)
     if sigs:
         raise _refuse(device, f"it carries a {'/'.join(sigs)} signature",
                       f"wipe it first (wipefs -a {device}) if its contents may be destroyed")
+
+
+def check_allowed_devices(paths: Iterable[Path]) -> None:
+    """Check every `--allow-destroy` argument before anything runs, whatever the plan.
+
+    A device handed over is a promise that it may be destroyed; a wrong one (the root
+    disk, a mounted filesystem, a loop device aliasing a mounted image) is refused at
+    once, even when no backing of the plan would use it.
+    """
+    allowed = {Path(p) for p in paths}
+    for p in sorted(allowed):
+        check_destroyable(p, allowed)
+
+
+# ---------------------------------------------------------------------------------------------
+# loop devices: what bytes of which file they expose
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoopMapping:
+    """The byte range [start, end) of a backing file (identified by st_dev/st_ino) a loop device exposes."""
+
+    device: str
+    backing_file: str
+    file_id: tuple[int, int] | None  # (st_dev, st_ino); None if the file is gone
+    is_block_device: bool
+    start: int
+    end: int | None  # None: to the end of the file
+
+    def overlaps(self, other: LoopMapping) -> bool:
+        if self.file_id is None or self.file_id != other.file_id:
+            return False
+        a_end = self.end if self.end is not None else 1 << 63
+        b_end = other.end if other.end is not None else 1 << 63
+        return self.start < b_end and other.start < a_end
+
+
+def loop_mapping(sysdir: Path) -> LoopMapping | None:
+    """How the loop device at `sysdir` maps its backing file (None for a non-loop device)."""
+    backing = loop_backing_file(sysdir)
+    if not backing:
+        return None
+    offset = int(_read(sysdir / "loop" / "offset") or 0)
+    limit = int(_read(sysdir / "loop" / "sizelimit") or 0)
+    path = backing.removesuffix(" (deleted)")
+    file_id, is_blk = None, False
+    if not backing.endswith(" (deleted)"):
+        try:
+            st = os.stat(path)
+            file_id, is_blk = (st.st_dev, st.st_ino), stat.S_ISBLK(st.st_mode)
+        except OSError:
+            pass
+    return LoopMapping(device=f"/dev/{sysdir.name}", backing_file=path, file_id=file_id, is_block_device=is_blk,
+                       start=offset, end=offset + limit if limit else None)
+
+
+def _loop_sysdirs() -> list[Path]:
+    base = Path("/sys/block")
+    return sorted(p for p in base.glob("loop*") if (p / "loop" / "backing_file").exists())
+
+
+def open_by(file_id: tuple[int, int]) -> list[str]:
+    """Processes holding `file_id` open ("pid (comm)"), from /proc/*/fd."""
+    users = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            fds = list((proc / "fd").iterdir())
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                st = os.stat(fd)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) == file_id:
+                comm = _read(proc / "comm") or "?"
+                users.append(f"{proc.name} ({comm})")
+                break
+    return users
+
+
+def _check_loop_mapping(device: Path, sysdir: Path) -> None:
+    """Refuse a loop device whose bytes are also reachable another way that is in use.
+
+    Another loop device over an overlapping range of the same file (e.g. the image of a
+    mounted ext4, aliased at offset 1 MiB), a backing file some process holds open, or a
+    backing block device that is mounted or held would all be corrupted by writing here.
+    """
+    mine = loop_mapping(sysdir)
+    if mine is None:
+        return
+    if mine.file_id is None:
+        raise _refuse(device, f"its backing file {mine.backing_file} is gone or unreadable",
+                      "detach it (losetup -d) and attach a file that exists")
+    for other_dir in _loop_sysdirs():
+        if other_dir.name == sysdir.name:
+            continue
+        other = loop_mapping(other_dir)
+        if other is not None and mine.overlaps(other):
+            raise _refuse(device, f"{other.device} maps the same bytes of {mine.backing_file} "
+                          f"(offsets {mine.start} and {other.start})",
+                          f"detach {other.device} first, or hand over a loop device over a file nothing else uses")
+    users = open_by(mine.file_id)
+    if users:
+        raise _refuse(device, f"its backing file {mine.backing_file} is open by {', '.join(users[:3])}",
+                      "stop those processes or choose another device")
+    if mine.is_block_device:
+        st = os.stat(mine.backing_file)
+        under = (os.major(st.st_rdev), os.minor(st.st_rdev))
+        if under in root_devices():
+            raise _refuse(device, f"it is a loop over {mine.backing_file}, which holds the root filesystem",
+                          "choose a disk that does not hold /")
+        for m in parse_mountinfo():
+            if m["devnum"] == f"{under[0]}:{under[1]}":
+                raise _refuse(device, f"it is a loop over {mine.backing_file}, mounted on {m['mountpoint']}",
+                              f"unmount {m['mountpoint']} first or choose another device")
+        under_dir = sysfs_dir(*under)
+        holders = sorted(h.name for h in (under_dir / "holders").iterdir()) if under_dir else []
+        others = [h for h in holders if h != sysdir.name]
+        if others:
+            raise _refuse(device, f"it is a loop over {mine.backing_file}, also used by {', '.join(others)}",
+                          "remove those first or choose another device")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,12 +9,16 @@ job file, named in a plan as ``file:PATH``.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from iomatrix.errors import UserError
+from iomatrix.fio.allowlist import MAX_JOB_FILE_BYTES, validate_job_text
 
 WorkloadKind = Literal["fio", "fs-read", "fs-write", "custom"]
 
@@ -30,9 +34,18 @@ class Workload:
     fdatasync: int = 0  # sync every N writes, as the workload itself asks (a database would)
     rwmixread: int | None = None
     custom_path: Path | None = None
+    custom_text: str | None = None  # the validated, canonical job file (what fio is given)
     # The figure adaptive repetition converges on and ranking sorts by.
     primary_metric: str = "read.iops"
     higher_is_better: bool = True
+
+    @property
+    def slug(self) -> str:
+        """The name made safe for a file name ("file:jobs/a.fio" holds a '/'); distinct names stay distinct."""
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.name).strip(".")
+        if safe == self.name:
+            return safe
+        return f"{safe[:60]}-{hashlib.sha256(self.name.encode()).hexdigest()[:8]}"
 
     @property
     def reads(self) -> bool:
@@ -88,39 +101,61 @@ PRESETS: dict[str, Workload] = {
     ]
 }
 
-# Options iomatrix sets from the cell; a custom job file that sets them would
-# silently measure something other than the cell it is filed under.
-RESERVED_FIO_OPTIONS = {"filename", "directory", "direct", "ioengine", "sync", "buffered", "size",
-                        "filesize", "nrfiles"}
+# Pseudo-filesystems: their "files" are kernel interfaces (reading /proc/self/mem faults), not job files.
+_PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
 
-_OPTION_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=|$)")
+
+def _read_job_file(spec: str, path: Path) -> str:
+    """The text of a job file, refusing anything that is not a small UTF-8 regular file."""
+    real = os.path.realpath(path)
+    if any(real == r or real.startswith(r + "/") for r in _PSEUDO_ROOTS):
+        raise UserError(f"custom workload '{spec}': {path} is a kernel interface, not an fio job file",
+                        hint="give the path of an fio job file you wrote")
+    try:
+        st = os.stat(real)
+        if not stat.S_ISREG(st.st_mode):
+            raise UserError(f"custom workload '{spec}': {path} is not a regular file",
+                            hint="give the path of an fio job file")
+        with open(real, "rb") as f:
+            data = f.read(MAX_JOB_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise UserError(f"custom workload '{spec}': no such fio job file {path}",
+                        hint="give a path to an fio job file, relative to the plan file") from None
+    except OSError as exc:
+        raise UserError(f"custom workload '{spec}': cannot read {path}: {exc.strerror}",
+                        hint="check the path and its permissions") from None
+    if b"\0" in data:
+        raise UserError(f"custom workload '{spec}': {path} is a binary file, not an fio job file",
+                        hint="give the path of an fio job file (text)")
+    if len(data) > MAX_JOB_FILE_BYTES:
+        raise UserError(f"custom workload '{spec}': {path} is larger than {MAX_JOB_FILE_BYTES // 1024} KiB",
+                        hint="an fio job file is a few lines of text; check the path")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise UserError(f"custom workload '{spec}': {path}:{line}: not UTF-8 text",
+                        hint="save the job file as UTF-8 text") from None
 
 
 def load_custom(spec: str, base_dir: Path | None = None) -> Workload:
-    """Load a ``file:PATH`` workload: an fio job file without target/engine options."""
+    """Load a ``file:PATH`` workload: an fio job file holding workload-shape options only.
+
+    The file is validated against `iomatrix.fio.allowlist` and kept as its canonical
+    re-rendering (`custom_text`): what runs is what was checked, even if the file
+    changes later. The workload is named by the path as written in the plan, so two
+    job files with the same base name stay two workloads.
+    """
     raw = spec.removeprefix("file:")
+    if not raw.strip():
+        raise UserError(f"custom workload '{spec}': no path given", hint="write file:PATH, e.g. file:jobs/oltp.fio")
     path = Path(raw)
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
-    if not path.is_file():
-        raise UserError(f"custom workload '{spec}': no such fio job file {path}",
-                        hint="give a path to an fio job file, relative to the plan file")
-    text = path.read_text()
-    sections = 0
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if line.strip().startswith("[") and line.strip().lower() != "[global]":
-            sections += 1
-        m = _OPTION_LINE.match(line)
-        if m and m.group(1).lower() in RESERVED_FIO_OPTIONS:
-            raise UserError(
-                f"{path}:{lineno}: option '{m.group(1)}' is set by iomatrix from the matrix cell",
-                hint=f"remove it; iomatrix sets {', '.join(sorted(RESERVED_FIO_OPTIONS))}")
-    if sections == 0:
-        raise UserError(f"{path}: no fio job section found", hint="add a section such as [myjob]")
-    reads = bool(re.search(r"^\s*rw\s*=\s*(rand)?(read|rw)", text, re.M))
-    return Workload(name=f"file:{path.name}", description=f"custom fio job file {path}", kind="custom",
-                    rw="randrw" if reads else "write", custom_path=path,
-                    primary_metric="total.iops")
+    job = validate_job_text(_read_job_file(spec, path), str(path))
+    rw = "randrw" if job.reads and job.writes else ("randread" if job.reads else "randwrite")
+    return Workload(name=f"file:{os.path.normpath(raw)}", description=f"custom fio job file {path}",
+                    kind="custom", rw=rw, custom_path=path, custom_text=job.text, primary_metric="total.iops")
 
 
 def resolve(name: str, base_dir: Path | None = None) -> Workload:

@@ -9,16 +9,32 @@ entry is dropped.  If the run dies — even by `kill -9` — the entries stay, a
 but only for entries whose creating process is gone, and only after checking
 that the thing on the host is still the one recorded (same mount source, loop
 device still backed by our file).  Nothing that is not in the ledger is touched.
+
+The ledger is not trusted just because it is there (issue #14: a hand-written entry
+made `clean` delete a path outside the workdir and unmount a foreign mount). Every
+entry carries an HMAC-SHA256 made with a per-workdir secret (`.iomatrix/ledger.key`,
+32 random bytes, mode 0600, owned by the user running iomatrix) over the entry and
+the workdir's real path; `clean` acts only on entries whose MAC verifies *and* whose
+recorded identity still holds: temp paths, loop backing files and mountpoints inside
+the workdir (a `dir` backing's scratch directory may sit in its own `path`, then it
+must be an iomatrix-named child of the recorded base), mounts with their recorded
+source (a loop device or iomatrix's own tmpfs), loop backing files with the recorded
+inode, LV/ZFS names iomatrix generates. Anything else is refused, listed and left in
+place; a malformed ledger is a one-line error.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
+import hmac
 import json
 import os
+import re
 import secrets
 import shutil
+import stat
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -26,11 +42,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from iomatrix.errors import UserError
 from iomatrix.mountinfo import parse_mountinfo
 
 STATE_DIR = ".iomatrix"
 STATE_FILE = "leftovers.json"
 LOCK_FILE = "leftovers.lock"
+KEY_FILE = "ledger.key"
+LEDGER_VERSION = 2
+# Names iomatrix gives what it creates: scratch dirs "<label>-<pid>-<hex6>", LVs/datasets "iomx-<pid>-<hex6>".
+SCRATCH_NAME = re.compile(r"[A-Za-z0-9_.-]+-[0-9]+-[0-9a-f]{6}")
+VOLUME_NAME = re.compile(r"iomx-[0-9]+-[0-9a-f]{6}")
+TMPFS_SOURCE = re.compile(r"iomatrix-tmpfs-[0-9a-f]+")
+LOOP_SOURCE = re.compile(r"/dev/loop[0-9]+")
 
 EntryKind = Literal["path", "loop", "mount", "lv", "zfs"]
 
@@ -47,6 +71,7 @@ class Entry:
     pid_start: int | None
     created: float
     info: dict[str, Any] = field(default_factory=dict)
+    mac: str = ""  # HMAC-SHA256 over the other fields and the workdir, with the workdir's ledger key
 
     def describe(self) -> str:
         what = {"path": "path", "loop": "loop device over", "mount": "mount on",
@@ -88,34 +113,146 @@ def state_path(workdir: Path) -> Path:
     return Path(workdir) / STATE_DIR / STATE_FILE
 
 
-@contextlib.contextmanager
-def _locked(workdir: Path, *, create: bool = True) -> Iterator[Path | None]:
+class LedgerError(UserError):
+    """The ledger (or its key) is not one iomatrix wrote for this workdir: nothing is done with it."""
+
+
+def _state_dir(workdir: Path, *, create: bool) -> Path | None:
+    """`.iomatrix` of the workdir: a real directory owned by us (created 0700), never a symlink."""
     sdir = Path(workdir) / STATE_DIR
-    if not sdir.is_dir():
+    try:
+        st = os.lstat(sdir)
+    except FileNotFoundError:
         if not create:
-            yield None
-            return
-        sdir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(sdir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            return None
+        os.makedirs(workdir, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(sdir, 0o700)
+        st = os.lstat(sdir)
+    except NotADirectoryError:
+        return None  # the "workdir" is a file: nothing was ever recorded there
+    if not stat.S_ISDIR(st.st_mode):
+        raise LedgerError(f"{sdir} is not a directory (a symlink or a file): the ledger there is not trusted",
+                          hint=f"remove {sdir} by hand after checking it")
+    if st.st_uid != os.geteuid():
+        raise LedgerError(f"{sdir} belongs to uid {st.st_uid}, not to this user ({os.geteuid()}): not trusted",
+                          hint="run iomatrix as the user who ran the sweep")
+    return sdir
+
+
+def _key(sdir: Path, *, create: bool) -> bytes | None:
+    """The workdir's ledger key: 32 random bytes, mode 0600, owned by us."""
+    path = sdir / KEY_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        if not create:
+            return None
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            return _key(sdir, create=False)
+        try:
+            os.write(fd, secrets.token_bytes(32))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return _key(sdir, create=False)
+    except OSError as exc:
+        raise LedgerError(f"cannot open the ledger key {path}: {exc.strerror}",
+                          hint=f"remove {sdir} by hand after checking it") from None
+    try:
+        st = os.fstat(fd)
+        data = os.read(fd, 64)
+    finally:
+        os.close(fd)
+    if st.st_uid != os.geteuid() or st.st_mode & 0o077 or not stat.S_ISREG(st.st_mode) or len(data) != 32:
+        raise LedgerError(f"ledger key {path} is not a 32-byte file of mode 0600 owned by this user: the ledger "
+                          "is not trusted", hint=f"remove {sdir} by hand after checking what it lists")
+    return data
+
+
+def _mac(key: bytes, workdir: Path, entry: Entry) -> str:
+    fields = asdict(entry)
+    fields.pop("mac")
+    fields["workdir"] = os.path.realpath(workdir)
+    return hmac.new(key, json.dumps(fields, sort_keys=True, default=str).encode(), hashlib.sha256).hexdigest()
+
+
+@dataclass
+class _Ledger:
+    path: Path
+    key: bytes | None
+    workdir: Path
+
+    def sign(self, entry: Entry) -> None:
+        assert self.key is not None
+        entry.mac = _mac(self.key, self.workdir, entry)
+
+    def verified(self, entry: Entry) -> bool:
+        return (self.key is not None and bool(entry.mac)
+                and hmac.compare_digest(entry.mac, _mac(self.key, self.workdir, entry)))
+
+
+@contextlib.contextmanager
+def _locked(workdir: Path, *, create: bool = True) -> Iterator[_Ledger | None]:
+    sdir = _state_dir(workdir, create=create)
+    if sdir is None:
+        yield None
+        return
+    key = _key(sdir, create=create)
+    fd = os.open(sdir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield sdir / STATE_FILE
+        yield _Ledger(sdir / STATE_FILE, key, Path(workdir))
     finally:
         os.close(fd)  # releases the flock
 
 
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "id": (str,), "kind": (str,), "target": (str,), "pid": (int,), "pid_start": (int, type(None)),
+    "created": (int, float), "info": (dict,), "mac": (str,),
+}
+
+
+def _entry_ok(e: object) -> bool:
+    if not isinstance(e, dict) or set(e) - set(_FIELD_TYPES):
+        return False
+    if any(k not in e for k in _FIELD_TYPES if k not in ("info", "mac")):
+        return False
+    for k, types in _FIELD_TYPES.items():
+        if k in e and (not isinstance(e[k], types) or isinstance(e[k], bool)):
+            return False
+    return e["kind"] in ("path", "loop", "mount", "lv", "zfs")
+
+
 def _load(path: Path) -> list[Entry]:
     try:
-        data = json.loads(path.read_text())
+        raw = path.read_bytes()
     except FileNotFoundError:
         return []
-    return [Entry(**e) for e in data.get("entries", [])]
+    except OSError as exc:
+        raise LedgerError(f"cannot read the ledger {path}: {exc.strerror}") from None
+    hint = f"it was not written by iomatrix; check what it lists, then remove {path} by hand"
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise LedgerError(f"the ledger {path} is not valid JSON", hint=hint) from None
+    if not isinstance(data, dict) or not isinstance(data.get("entries", []), list):
+        raise LedgerError(f"the ledger {path} has no list of entries", hint=hint)
+    entries = []
+    for i, e in enumerate(data.get("entries", []), 1):
+        if not _entry_ok(e):
+            raise LedgerError(f"the ledger {path}: entry {i} is malformed", hint=hint)
+        entries.append(Entry(**e))
+    return entries
 
 
 def _save(path: Path, entries: list[Entry]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    payload = json.dumps({"version": 1, "entries": [asdict(e) for e in entries]}, indent=1)
-    with open(tmp, "w") as f:
+    payload = json.dumps({"version": LEDGER_VERSION, "entries": [asdict(e) for e in entries]}, indent=1)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with open(fd, "w") as f:
         f.write(payload + "\n")
         f.flush()
         os.fsync(f.fileno())
@@ -128,37 +265,44 @@ def _save(path: Path, entries: list[Entry]) -> None:
 
 
 def record(workdir: Path, kind: EntryKind, target: str | Path, **info: Any) -> str:
-    """Append an entry (before creating the thing); returns its id."""
+    """Append a signed entry (before creating the thing); returns its id."""
     entry = Entry(id=secrets.token_hex(6), kind=kind, target=str(target), pid=os.getpid(),
                   pid_start=_proc_start(os.getpid()), created=time.time(), info=info)
-    with _locked(workdir) as path:
-        assert path is not None
-        entries = _load(path)
+    with _locked(workdir) as ledger:
+        assert ledger is not None
+        ledger.sign(entry)
+        entries = _load(ledger.path)
         entries.append(entry)
-        _save(path, entries)
+        _save(ledger.path, entries)
     return entry.id
 
 
 def update(workdir: Path, entry_id: str, **info: Any) -> None:
-    """Add details to an entry once they are known (e.g. the loop device name)."""
-    with _locked(workdir) as path:
-        assert path is not None
-        entries = _load(path)
+    """Add details to an entry once they are known (e.g. the loop device name); re-signs it."""
+    _edit(workdir, lambda e: e.info.update(info) if e.id == entry_id else None)
+
+
+def _edit(workdir: Path, change: Callable[[Entry], object]) -> None:
+    """Apply `change` to every verified entry and re-sign it; unverified entries stay as they are."""
+    with _locked(workdir) as ledger:
+        assert ledger is not None
+        entries = _load(ledger.path)
         for e in entries:
-            if e.id == entry_id:
-                e.info.update(info)
-        _save(path, entries)
+            if ledger.verified(e):
+                change(e)
+                ledger.sign(e)
+        _save(ledger.path, entries)
 
 
 def _drop(workdir: Path, gone: Callable[[Entry], bool]) -> None:
-    """Remove the entries `gone` selects from the ledger, under its lock."""
-    with _locked(workdir, create=False) as path:
-        if path is None or not path.exists():
+    """Remove the (verified) entries `gone` selects from the ledger, under its lock."""
+    with _locked(workdir, create=False) as ledger:
+        if ledger is None or not ledger.path.exists():
             return
-        entries = _load(path)
-        kept = [e for e in entries if not gone(e)]
+        entries = _load(ledger.path)
+        kept = [e for e in entries if not (ledger.verified(e) and gone(e))]
         if len(kept) != len(entries):
-            _save(path, kept)
+            _save(ledger.path, kept)
 
 
 def release(workdir: Path, entry_id: str) -> None:
@@ -178,9 +322,67 @@ def forget(workdir: Path, path: Path) -> None:
 
 
 def pending(workdir: Path) -> list[Entry]:
-    """Entries currently recorded (live or dead creators)."""
-    with _locked(workdir, create=False) as path:
-        return [] if path is None else _load(path)
+    """Entries currently recorded (live or dead creators, verified or not)."""
+    with _locked(workdir, create=False) as ledger:
+        return [] if ledger is None else _load(ledger.path)
+
+
+# ---------------------------------------------------------------------------------------------
+# identity: is the recorded thing one this workdir's run created?
+# ---------------------------------------------------------------------------------------------
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _parent_inside(target: str, workdir: str) -> bool:
+    """Target lies in the workdir (its directory resolved: no symlinked way out); the last
+    component itself is never followed by the undo actions."""
+    if not os.path.isabs(target):
+        return False
+    norm = os.path.normpath(target)
+    return _inside(os.path.realpath(os.path.dirname(norm)), workdir) and norm != workdir
+
+
+def identity_problem(entry: Entry, workdir: Path, scratch_dirs: tuple[str, ...] = ()) -> str | None:
+    """Why `entry` cannot be shown to be something this workdir's run created (None if it can).
+
+    `scratch_dirs`: verified scratch directories of `dir` backings outside the workdir;
+    temp files inside them (guest images) are theirs.
+    """
+    wd = os.path.realpath(workdir)
+    t = entry.target
+    if entry.kind == "path":
+        if _parent_inside(t, wd) or any(_parent_inside(t, os.path.realpath(d)) for d in scratch_dirs):
+            return None
+        base = entry.info.get("base")
+        if (isinstance(base, str) and os.path.isabs(t)
+                and os.path.realpath(os.path.dirname(os.path.normpath(t))) == os.path.realpath(base)
+                and SCRATCH_NAME.fullmatch(os.path.basename(t))):
+            return None  # a dir backing's scratch directory in its own `path`
+        return f"{t} is outside the working directory {wd}"
+    if entry.kind == "loop":
+        if not _parent_inside(t, wd):
+            return f"loop backing file {t} is outside the working directory {wd}"
+        ino = entry.info.get("inode")
+        if ino is not None and os.path.exists(t):
+            st = os.stat(t)
+            if [st.st_dev, st.st_ino] != list(ino):
+                return f"{t} is no longer the file the loop device was attached to"
+        return None
+    if entry.kind == "mount":
+        if not _parent_inside(t, wd):
+            return f"mountpoint {t} is outside the working directory {wd}"
+        source = entry.info.get("source")
+        if not isinstance(source, str) or not (TMPFS_SOURCE.fullmatch(source) or LOOP_SOURCE.fullmatch(source)):
+            return f"the mount on {t} has no recorded iomatrix source"
+        return None
+    if entry.kind in ("lv", "zfs"):
+        if not VOLUME_NAME.fullmatch(t.rsplit("/", 1)[-1]) or t.startswith("/") or ".." in t.split("/"):
+            return f"{t} is not a name iomatrix gives its volumes"
+        return None
+    return f"unknown kind {entry.kind!r}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -333,13 +535,23 @@ def clean(workdir: Path, *, mine: bool = False) -> list[str]:
     means there was nothing to do.
     """
     lines: list[str] = []
-    with _locked(Path(workdir), create=False) as path:
-        if path is None or not path.exists():
+    with _locked(Path(workdir), create=False) as ledger:
+        if ledger is None or not ledger.path.exists():
             return []
-        entries = _load(path)
+        entries = _load(ledger.path)
         keep: list[Entry] = []
         failed_chain: set[str] = set()
+        scratch = tuple(e.target for e in entries if e.kind == "path" and "base" in e.info and ledger.verified(e)
+                        and identity_problem(e, Path(workdir)) is None)
         for entry in reversed(entries):
+            problem = (None if ledger.verified(entry) else "its signature does not verify with this workdir's "
+                       "ledger key (not written by iomatrix for this workdir)")
+            problem = problem or identity_problem(entry, Path(workdir), scratch)
+            if problem is not None:
+                lines.append(f"refused: {entry.describe()}: {problem}; not touched (check it, then remove it "
+                             f"from {ledger.path} by hand)")
+                keep.append(entry)
+                continue
             own = mine and entry.pid == os.getpid()
             if not own and process_alive(entry.pid, entry.pid_start):
                 lines.append(f"left alone: {entry.describe()} (pid {entry.pid} is still running)")
@@ -359,5 +571,5 @@ def clean(workdir: Path, *, mine: bool = False) -> list[str]:
                 continue
             lines.extend(did or [f"forgot {entry.describe()} (already gone)"])
         keep.reverse()
-        _save(path, keep)
+        _save(ledger.path, keep)
     return lines

@@ -229,7 +229,8 @@ def _slug(text: str) -> str:
 
 def _scratch_dir(td: _Teardown, base: Path, label: str) -> Path:
     d = base / f"{_slug(label)}-{os.getpid()}-{secrets.token_hex(3)}"
-    td.record("path", d, lambda: leftovers.undo_path(str(d)))
+    # base: lets `clean` verify a dir backing's scratch directory that lies outside the workdir
+    td.record("path", d, lambda: leftovers.undo_path(str(d)), base=str(base))
     d.mkdir(parents=True)
     return d
 
@@ -261,17 +262,37 @@ def _mkfs_argv(spec: LoopfsBacking, device: str) -> list[str]:
     return [f"mkfs.{spec.fs}", "-q", *opts, device]
 
 
+def check_free_space(spec: LoopfsBacking, workdir: Path) -> None:
+    """Refuse a loop image larger than the free space where it would live.
+
+    The image is sparse, but the runs fill it: a bigger image only ends in ENOSPC on the
+    host filesystem in the middle of a measurement (or EFBIG at creation).
+    """
+    st = os.statvfs(workdir)
+    free = st.f_bavail * st.f_frsize
+    if spec.size > free:
+        raise UserError(f"loopfs {spec.label()}: size {format_size(spec.size)} ({spec.size} bytes) is larger than "
+                        f"the free space of the working directory's filesystem ({workdir}: {free} bytes, "
+                        f"about {free / (1 << 30):.1f} GiB, free): {spec.size} > {free}",
+                        hint="lower the backing's size or use a --workdir on a filesystem with more room")
+
+
 def _setup_loopfs(spec: LoopfsBacking, workdir: Path, td: _Teardown) -> tuple[Path, dict[str, Any]]:
+    check_free_space(spec, workdir)
     scratch = _scratch_dir(td, workdir / BACKINGS_DIR, spec.label())
     image = scratch / "disk.img"
     fd = os.open(image, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     try:
         os.ftruncate(fd, spec.size)  # sparse
+    except OSError as exc:
+        raise UserError(f"loopfs {spec.label()}: cannot create a {format_size(spec.size)} image in {scratch}: "
+                        f"{exc.strerror}", hint="lower the backing's size") from None
     finally:
         os.close(fd)
 
     # recorded by backing file: clean finds the loop device even if we die inside losetup
-    loop_id = td.record("loop", image, lambda: leftovers.undo_loop(str(image)))
+    st = os.stat(image)
+    loop_id = td.record("loop", image, lambda: leftovers.undo_loop(str(image)), inode=[st.st_dev, st.st_ino])
     device = _check(["losetup", "--find", "--show", str(image)], "attaching a loop device").stdout.strip()
     leftovers.update(workdir, loop_id, device=device)
 

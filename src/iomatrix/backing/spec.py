@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -25,13 +26,19 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     TypeAdapter,
     ValidationError,
+    field_validator,
     model_serializer,
     model_validator,
 )
 
+from iomatrix.backing.fsoptions import check_mkfs_options, check_mount_options
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import PACKAGE_OF
 
+# The label of the null ceiling (matrix.NULL_BACKING); a user backing of that name would be mistaken for it.
+RESERVED_NAME = "null"
+# Pseudo-filesystems: not somewhere to put test files.
+PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
 BACKING_TYPES = ("dir", "loopfs", "blockdev", "tmpfs", "lvm", "zfs")
 LOOP_FILESYSTEMS = ("ext4", "xfs", "btrfs")
 
@@ -47,6 +54,8 @@ _UNITS = {
     "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40,
 }
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+# Linux caps files and block devices at 8 EiB; anything near that is a typo, not a disk.
+MAX_SIZE = 1 << 60
 SIZE_EXAMPLE = ('use a number with a binary unit, e.g. "4G", "512M" or "1.5G" '
                 "(K/M/G/T = KiB/MiB/GiB/TiB)")
 
@@ -58,15 +67,19 @@ def parse_size(value: object) -> int:
     if isinstance(value, int):
         size = value
     elif isinstance(value, str):
-        m = _SIZE_RE.match(value)
+        m = _SIZE_RE.match(value) if len(value) <= 64 else None
         unit = m.group(2).lower() if m else None
         if m is None or unit not in _UNITS:
-            raise ValueError(f"bad size {value!r}: {SIZE_EXAMPLE}")
-        size = int(float(m.group(1)) * _UNITS[unit])
+            raise ValueError(f"bad size {value[:40]!r}: {SIZE_EXAMPLE}")
+        # Exact decimal arithmetic: float() turns a 400-digit number into inf (OverflowError).
+        size = int(Fraction(m.group(1)) * _UNITS[unit])
     else:
         raise ValueError(f"bad size {value!r}: {SIZE_EXAMPLE}")
     if size <= 0:
         raise ValueError(f"bad size {value!r}: must be > 0; {SIZE_EXAMPLE}")
+    if size > MAX_SIZE:
+        raise ValueError(f"bad size {str(value)[:40]!r}: larger than {format_size(MAX_SIZE)} "
+                         f"(no disk or file is that big); {SIZE_EXAMPLE}")
     return size
 
 
@@ -97,7 +110,15 @@ def _not_root(what: str) -> str | None:
 class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str | None = Field(default=None, description="optional label overriding the derived one")
+    name: str | None = Field(default=None, max_length=64, description="optional label overriding the derived one")
+
+    @field_validator("name")
+    @classmethod
+    def _name_not_reserved(cls, v: str | None) -> str | None:
+        if v is not None and v.strip().lower() == RESERVED_NAME:
+            raise ValueError(f"name '{v}' is reserved for the null ceiling (QEMU's null-co driver); "
+                             "choose another name")
+        return v
 
     # -- interface every backing implements -------------------------------------------------
     def _derived_label(self) -> str:  # pragma: no cover - overridden
@@ -127,6 +148,18 @@ class DirBacking(_Spec):
     type: Literal["dir"] = "dir"
     path: Path | None = None
 
+    @field_validator("path")
+    @classmethod
+    def _path_not_a_kernel_interface(cls, v: Path | None) -> Path | None:
+        if v is None:
+            return v
+        real = os.path.realpath(v)
+        for root in PSEUDO_ROOTS:
+            if real == root or real.startswith(root + "/"):
+                raise ValueError(f"path {v} is under {root}, a kernel interface, not a place for test files; "
+                                 "name a directory on a real filesystem")
+        return v
+
     def _derived_label(self) -> str:
         return "dir" if self.path is None else f"dir:{self.path}"
 
@@ -148,6 +181,12 @@ class LoopfsBacking(_Spec):
     size: Size
     mkfs_options: tuple[str, ...] = ()
     mount_options: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _check_options(self) -> LoopfsBacking:
+        check_mkfs_options(self.fs, self.mkfs_options)
+        check_mount_options(self.fs, self.mount_options)
+        return self
 
     @model_validator(mode="after")
     def _check_min_size(self) -> LoopfsBacking:

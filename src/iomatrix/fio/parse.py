@@ -8,6 +8,7 @@ whole output.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from iomatrix.fio.jobs import PREFILL_JOB
@@ -81,14 +82,68 @@ def job_metrics(job: dict[str, Any]) -> dict[str, float]:
     return m
 
 
+ENOSPC = 28
+ENOSPC_HINT = ("the backing ran out of space (ENOSPC, \"No space left on device\"): give the backing more room "
+               "(a bigger loopfs/tmpfs size, a roomier dir) or make the plan's size smaller")
+
+# Lines fio prints (stderr, or around its JSON) when a job did not do what the report seems to say:
+# fio may still exit 0 and write a report with zeros (issue #14: 1,772 such runs stored as "ok").
+_FATAL_MARKERS = (
+    ("got signal", "a fio worker was killed by a signal"),
+    ("failed allocating random map", "fio could not allocate its random map (the region is too large; "
+     "use a smaller size, or norandommap in a custom job)"),
+    ("No space left on device", ENOSPC_HINT),
+)
+
+
+def _error_text(code: int) -> str:
+    if code == ENOSPC:
+        return ENOSPC_HINT
+    try:
+        return f"error {code}: {os.strerror(code)}"
+    except ValueError:
+        return f"error {code}"
+
+
 def measured_jobs(report: dict[str, Any]) -> list[dict[str, Any]]:
-    jobs = [j for j in report.get("jobs", []) if j.get("jobname") != PREFILL_JOB]
+    """The jobs a run is measured by (all but the prefill); a job fio marks as failed fails the run."""
+    jobs = [j for j in report.get("jobs", []) if isinstance(j, dict) and j.get("jobname") != PREFILL_JOB]
     if not jobs:
         raise FioOutputError("fio report has no measured job")
-    for j in jobs:
-        if j.get("error"):
-            raise FioOutputError(f"fio job '{j.get('jobname')}' failed with error {j['error']}")
+    for j in report.get("jobs", []):  # a failed prefill leaves the measured job reading holes: also a failure
+        code = j.get("error") if isinstance(j, dict) else None
+        if code:
+            raise FioOutputError(f"fio job '{j.get('jobname')}' failed: "
+                                 f"{_error_text(code) if isinstance(code, int) else code}")
     return jobs
+
+
+def fatal_message(text: str) -> str | None:
+    """What went wrong, if fio's messages say a job did not complete (even when it exited 0)."""
+    for line in text.splitlines():
+        for marker, meaning in _FATAL_MARKERS:
+            if marker in line:
+                return f"{meaning} (fio: {line.strip()[:160]})"
+    return None
+
+
+def checked_metrics(report: dict[str, Any], messages: str, primary_metric: str) -> dict[str, float]:
+    """Metrics of a run that really happened; FioOutputError otherwise.
+
+    A run counts only if every job completed without error (`error` 0), fio printed no
+    sign of a killed worker / failed allocation / full disk (`messages`: its stderr and
+    anything around its JSON), and the measured jobs produced the workload's primary
+    metric with a value above zero.
+    """
+    metrics = report_metrics(report)
+    fatal = fatal_message(messages)
+    if fatal is not None:
+        raise FioOutputError(fatal)
+    value = metrics.get(primary_metric)
+    if not value:
+        raise FioOutputError(f"fio reported no {primary_metric} (the measured job did no I/O"
+                             f"{'' if value is None else ': 0'}); the run is not counted")
+    return metrics
 
 
 def report_metrics(report: dict[str, Any]) -> dict[str, float]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from iomatrix import children
 from iomatrix.fio.jobs import IOPS_LOG_FILE, baremetal_job
-from iomatrix.fio.parse import FioOutputError, extract_json, report_metrics
+from iomatrix.fio.parse import FioOutputError, checked_metrics, extract_json, fatal_message
 from iomatrix.fio.steady import steady_metrics
 from iomatrix.hostcmd import require
 from iomatrix.plan.model import Plan
@@ -49,7 +49,7 @@ class BareMetalTier(Tier):
 
     def run(self, req: RunRequest) -> RunOutcome:
         target = self.target_path(req)
-        custom = req.workload.custom_path.read_text() if req.workload.custom_path else None
+        custom = req.workload.custom_text  # validated at plan load; never re-read from disk
         job = baremetal_job(req.workload, cache=req.cell.cache, aio=req.cell.aio, target=str(target),
                             shape=req.shape, custom_text=custom)
         req.run_dir.mkdir(parents=True, exist_ok=True)
@@ -83,11 +83,13 @@ class BareMetalTier(Tier):
         raw = out_file.read_text() if out_file.exists() else ""
         if proc.returncode != 0:
             return RunOutcome(ok=False, job_text=job, raw_output=raw, console_tail=_tail(stderr),
-                              error=f"fio exited with status {proc.returncode}: {_tail(stderr, 3)}",
+                              error=f"fio exited with status {proc.returncode}: "
+                              f"{fatal_message(stderr) or _tail(stderr, 3)}",
                               phases={"wall_s": wall})
         try:
             report = extract_json(raw)
-            metrics = report_metrics(report)
+            # fio can exit 0 with a report of zeros (killed worker, failed allocation): judged here.
+            metrics = checked_metrics(report, stderr + raw[:raw.find("{")], req.workload.primary_metric)
         except FioOutputError as err:
             return RunOutcome(ok=False, job_text=job, raw_output=raw, console_tail=_tail(stderr),
                               error=str(err), phases={"wall_s": wall})

@@ -90,7 +90,7 @@ class GuestTier(Tier):
                 return req.target.path, False
             create_image(req.target.path, cell.format, cell.preallocation, self.plan.image_size_bytes)
             return req.target.path, False
-        path = req.target.path / f"iomatrix-{os.getpid()}-{req.workload.name}.{cell.format}"
+        path = req.target.path / f"iomatrix-{os.getpid()}-{req.workload.slug}.{cell.format}"
         register_temp_path(self.workdir, path)
         create_image(path, cell.format, cell.preallocation, self.plan.image_size_bytes)
         return path, True
@@ -99,7 +99,7 @@ class GuestTier(Tier):
         w = req.workload
         if w.kind in ("fs-read", "fs-write"):
             return GuestJob(kind=w.kind, fs=self.plan.guest_fs, tarball=self._tarball_path())
-        custom = w.custom_path.read_text() if w.custom_path else None
+        custom = w.custom_text  # validated at plan load; never re-read from disk
         return GuestJob(kind="fio", fio_job=guest_job(w, shape=req.shape, custom_text=custom))
 
     def run(self, req: RunRequest) -> RunOutcome:
