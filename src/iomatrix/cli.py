@@ -72,6 +72,15 @@ def _root(
     """Sweep VM disk configurations (format × cache × aio × bus × backing) with error bars."""
 
 
+def _load_plan(plan: str) -> tuple[Plan, Path | None]:
+    from iomatrix.plan.load import PLAN_ALIASES, load_plan
+
+    if plan in PLAN_ALIASES:
+        err_console.print(f"[yellow]note:[/] the built-in plan '{plan}' is now called '{PLAN_ALIASES[plan]}'",
+                          soft_wrap=True)
+    return load_plan(plan)
+
+
 def _warn_tcg(accels: list[str]) -> None:
     if any("tcg" in a for a in accels):
         err_console.print(f"[yellow]warning:[/] {TCG_WARNING}")
@@ -97,10 +106,9 @@ def plan_cmd(
 ) -> None:
     """Expand a plan into matrix cells; show pruned cells with their reasons and an estimated duration."""
     from iomatrix.matrix import estimate_seconds
-    from iomatrix.plan.load import load_plan
     from iomatrix.runner import plan_expansion
 
-    p, base = load_plan(plan)
+    p, base = _load_plan(plan)
     exp = plan_expansion(p, base, set(allow_destroy))
     low, high = estimate_seconds(p, exp)
     console.print(f"[bold]{p.name}[/]: {p.description}")
@@ -142,12 +150,11 @@ def run(
 ) -> None:
     """Run a plan, e.g. 'iomatrix run quick'. Re-running on the same --db resumes and skips completed runs."""
     from iomatrix.locks import WORKDIR_LOCK, db_lock_path, exclusive
-    from iomatrix.plan.load import load_plan
     from iomatrix.store import Store
 
     if not 0.05 <= monitor_interval <= 60:
         raise UserError(f"--monitor-interval {monitor_interval} is out of range", hint="use 0.05 to 60 seconds")
-    p, base = load_plan(plan)
+    p, base = _load_plan(plan)
     # Everything is checked before anything is created: a bad --db leaves no workdir behind.
     Store.preflight(db)
     work = _check_workdir(workdir)
