@@ -154,6 +154,14 @@ def check_file(path: Path) -> bool:
         raise NotOurs("an empty file")
     if not head.startswith(SQLITE_MAGIC):
         raise NotOurs("not an SQLite file")
+    if len(head) == 100:
+        # The header's page count is valid when its change counter matches "version-valid-for".
+        page_size = int.from_bytes(head[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        pages = int.from_bytes(head[28:32], "big")
+        if head[24:28] == head[92:96] and path.stat().st_size < pages * page_size:
+            raise NotOurs(f"truncated: its header promises {pages * page_size} bytes, the file has "
+                          f"{path.stat().st_size}")
     return True
 
 
