@@ -49,7 +49,7 @@ def test_unallowed_or_missing_device_refused(tmp_path: Path, device: str) -> Non
 
 
 def test_plan_explain_lists_cells_and_pruned() -> None:
-    proc = run_cli("plan", "hallyn", "--explain")
+    proc = run_cli("plan", "full-matrix-fs", "--explain")
     assert proc.returncode == 0, proc.stderr
     assert "aio=native needs O_DIRECT" in proc.stdout
     assert "estimated duration" in proc.stdout

@@ -15,7 +15,8 @@ def write(tmp_path: Path, text: str) -> str:
 
 
 def test_builtin_plans_load() -> None:
-    assert {"quick", "hallyn", "salter"} <= set(builtin_names())
+    assert {"quick", "full-matrix-fs", "block-size-sweep"} <= set(builtin_names())
+    assert not {"hallyn", "salter"} & set(builtin_names())  # old names: hidden aliases
     for name in builtin_names():
         plan, base = load_plan(name)
         assert plan.name == name and base is None

@@ -2,25 +2,45 @@
 
 from __future__ import annotations
 
+import contextlib
+import math
+import os
 import sys
+import time
+import traceback
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
+from iomatrix import __version__
 from iomatrix.errors import UserError
 from iomatrix.guest.accel import TCG_WARNING
 from iomatrix.ui import console, err_console, fmt
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Sweep VM disk configurations (format × cache × aio × bus × backing) with error bars.")
+if TYPE_CHECKING:
+    from iomatrix.plan.model import Plan
+    from iomatrix.store import Store
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
 guest_app = typer.Typer(no_args_is_help=True, help="Guest artifacts: kernel, initramfs with fio.")
 app.add_typer(guest_app, name="guest")
 
 DEFAULT_DB = Path("iomatrix.sqlite")
 DEFAULT_WORKDIR = Path("iomatrix-work")
+
+# Exit statuses (README, "Exit status"): 0 done; 1 internal error (a bug: the traceback is in a log file);
+# 2 a problem the user can fix (bad plan, option, file); 3 a sweep ran but units gave up or every run
+# failed; 130 interrupted.
+EXIT_INTERNAL = 1
+EXIT_USER = 2
+EXIT_GAVE_UP = 3
+
+# Kernel filesystems: a workdir there is never what the user meant, and writing to them can do harm.
+KERNEL_FS_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))
 
 DbOpt = Annotated[Path, typer.Option("--db", help="Results database (SQLite file).")]
 SweepOpt = Annotated[int | None, typer.Option("--sweep", help="Sweep id (default: the latest).")]
@@ -36,6 +56,29 @@ class Accel(StrEnum):
     auto = "auto"
     kvm = "kvm"
     tcg = "tcg"
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"iomatrix {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Sweep VM disk configurations (format × cache × aio × bus × backing) with error bars."""
+
+
+def _load_plan(plan: str) -> tuple[Plan, Path | None]:
+    from iomatrix.plan.load import PLAN_ALIASES, load_plan
+
+    if plan in PLAN_ALIASES:
+        err_console.print(f"[yellow]note:[/] the built-in plan '{plan}' is now called '{PLAN_ALIASES[plan]}'",
+                          soft_wrap=True)
+    return load_plan(plan)
 
 
 def _warn_tcg(accels: list[str]) -> None:
@@ -63,10 +106,9 @@ def plan_cmd(
 ) -> None:
     """Expand a plan into matrix cells; show pruned cells with their reasons and an estimated duration."""
     from iomatrix.matrix import estimate_seconds
-    from iomatrix.plan.load import load_plan
     from iomatrix.runner import plan_expansion
 
-    p, base = load_plan(plan)
+    p, base = _load_plan(plan)
     exp = plan_expansion(p, base, set(allow_destroy))
     low, high = estimate_seconds(p, exp)
     console.print(f"[bold]{p.name}[/]: {p.description}")
@@ -96,7 +138,7 @@ def plan_cmd(
 
 @app.command()
 def run(
-    plan: Annotated[str, typer.Argument(help="Built-in plan name or TOML file.")] = "quick",
+    plan: Annotated[str, typer.Argument(help="Built-in plan name (e.g. quick) or TOML file.")],
     db: DbOpt = DEFAULT_DB,
     workdir: Annotated[Path, typer.Option(help="Working directory: images, fio files, loop files go here.")]
     = DEFAULT_WORKDIR,
@@ -106,21 +148,40 @@ def run(
     monitor_interval: Annotated[float, typer.Option(help="Host sampler period in seconds.")] = 1.0,
     kernel: Annotated[Path | None, typer.Option(help="Guest kernel image to use instead of Debian's.")] = None,
 ) -> None:
-    """Run a plan (default: quick). Re-running on the same --db resumes and skips completed runs."""
-    from iomatrix.plan.load import load_plan
-    from iomatrix.runner import RunOptions, SweepRunner
+    """Run a plan, e.g. 'iomatrix run quick'. Re-running on the same --db resumes and skips completed runs."""
+    from iomatrix.locks import WORKDIR_LOCK, db_lock_path, exclusive
     from iomatrix.store import Store
-    from iomatrix.ui import RichProgress
 
     if not 0.05 <= monitor_interval <= 60:
         raise UserError(f"--monitor-interval {monitor_interval} is out of range", hint="use 0.05 to 60 seconds")
     from iomatrix.safety import check_allowed_devices
 
     check_allowed_devices(allow_destroy)  # every handed-over device, before anything runs, whatever the plan
-    p, base = load_plan(plan)
-    workdir.mkdir(parents=True, exist_ok=True)
-    store = Store(db)
-    opts = RunOptions(workdir=workdir.resolve(), allowed_devices={d.resolve() for d in allow_destroy},
+    p, base = _load_plan(plan)
+    # Everything is checked before anything is created: a bad --db leaves no workdir behind.
+    Store.preflight(db)
+    work = _check_workdir(workdir)
+    if os.geteuid() != 0 and not p.keep_caches_warm:
+        err_console.print("[yellow]warning:[/] not running as root: the host page cache cannot be dropped "
+                          "before each run (each run records it as not-dropped); run as root for cold-cache "
+                          "figures", soft_wrap=True)
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"cannot create --workdir {workdir}: {err.strerror}",
+                        hint="choose a writable directory") from None
+    with contextlib.ExitStack() as held:
+        held.enter_context(exclusive(work / WORKDIR_LOCK, f"working directory {work}"))
+        held.enter_context(exclusive(db_lock_path(db.absolute()), f"results database {db}"))
+        _run_locked(p, base, plan, Store(db), db, work, allow_destroy, accel, monitor_interval, kernel)
+
+
+def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, work: Path,
+                allow_destroy: list[Path], accel: Accel, monitor_interval: float, kernel: Path | None) -> None:
+    from iomatrix.runner import RunOptions, SweepRunner
+    from iomatrix.ui import RichProgress
+
+    opts = RunOptions(workdir=work, allowed_devices={d.resolve() for d in allow_destroy},
                       accel=accel.value, monitor_interval=monitor_interval, kernel=kernel,
                       log=lambda m: console.print(f"[dim]{m}[/]"))
     runner = SweepRunner(p, base, store, opts, progress=RichProgress())
@@ -140,6 +201,34 @@ def run(
         console.print(f"[yellow]interrupted[/]: completed runs are saved in {db}; run the same command to resume")
         raise typer.Exit(130)
     console.print(f"next: iomatrix results --db {db}   ·   iomatrix rank --db {db}")
+    if res.runs_done == 0 and res.runs_failed > 0:
+        err_console.print(f"[red]error:[/] every run failed ({res.runs_failed} runs); see the errors above and "
+                          f"'iomatrix results --db {escape(str(db))}'", soft_wrap=True)
+        raise typer.Exit(EXIT_GAVE_UP)
+    if res.gave_up:
+        err_console.print(f"[red]error:[/] {len(res.gave_up)} of {len(exp.units)} cell×workload units gave up "
+                          "after repeated failures; their figures are missing", soft_wrap=True)
+        raise typer.Exit(EXIT_GAVE_UP)
+
+
+def _check_workdir(workdir: Path) -> Path:
+    """The resolved workdir, after refusing kernel filesystems, files and unwritable places."""
+    w = workdir.expanduser().resolve()
+    for root in KERNEL_FS_ROOTS:
+        if w == root or root in w.parents:
+            raise UserError(f"--workdir {workdir} is under {root}, a kernel filesystem",
+                            hint="choose a directory on a real filesystem, e.g. ./iomatrix-work")
+    if w.exists() and not w.is_dir():
+        raise UserError(f"--workdir {workdir} exists and is not a directory",
+                        hint="give a directory (it is created if missing)")
+    existing = w
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserError(f"--workdir {workdir}: {existing} is not a directory", hint="give a directory path")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"--workdir {workdir}: {existing} is not writable", hint="choose a writable directory")
+    return w
 
 
 @app.command()
@@ -161,6 +250,11 @@ def results(
     store = _open(db)
     ids = sweep_ids(store) if (format != OutputFormat.table and sweep is None) else [pick_sweep(store, sweep)]
     doc = results_document(store, ids)
+    if metric not in (None, "all"):
+        known = sorted({r["metric"] for sw in doc["sweeps"] for r in sw["results"]})
+        if metric not in known:
+            raise UserError(f"no metric '{metric}' in {db}",
+                            hint=f"metrics: {', '.join(known) or 'none yet'}, or 'all'")
     if format == OutputFormat.json:
         sys.stdout.write(to_json(doc) + "\n")
         return
@@ -211,7 +305,7 @@ def rank_cmd(
     workload: Annotated[str | None, typer.Option(help="Only this workload.")] = None,
     metric: Annotated[str | None, typer.Option(help="Rank by this metric (default: the workload's primary).")]
     = None,
-    score: Annotated[str | None, typer.Option(help="Weighted score over sequential and 4 KiB random results: "
+    score: Annotated[str | None, typer.Option(help="Rank by a block-size-weighted bare-metal-relative score: "
                                                    "weighted-read, weighted-write or weighted-mixed.")] = None,
     top: Annotated[int, typer.Option(help="Rows per table.")] = 20,
     min_runs: Annotated[int, typer.Option(help="Cells with fewer ok runs are not ranked.")] = 3,
@@ -228,11 +322,19 @@ def rank_cmd(
     from iomatrix.report.rank import rank_sweep, weighted_scores
     from iomatrix.risk import risk_of
 
+    if top < 1:
+        raise UserError(f"--top {top} is out of range", hint="use 1 or more rows per table")
+    if min_runs < 2:
+        raise UserError(f"--min-runs {min_runs} is out of range",
+                        hint="use 2 or more: a confidence interval needs at least 2 runs")
+    if not (math.isfinite(max_noise) and max_noise > 0):
+        raise UserError(f"--max-noise {max_noise} is out of range",
+                        hint="use a fraction of the mean above 0, e.g. 0.10 for ±10%")
     store = _open(db)
     sid = pick_sweep(store, sweep)
     if score is not None:
         rows, factors = weighted_scores(store, sid, score)
-        console.print(f"[bold]top performers, {score}[/]: factor(s) "
+        console.print(f"[bold]top performers, {score}[/] (block-size-weighted score): factor(s) "
                       + ", ".join(f"{k}={v:.3g}" for k, v in factors.items()))
         t = Table("#", "cell", "score", "95% CI", box=None)
         for i, r in enumerate(rows[:top], 1):
@@ -328,6 +430,13 @@ def monitor(
     store = _open(db)
     series = monitor_series(store, run_id)
     prefixes = tuple(x.strip() for x in fields.split(",") if x.strip())
+    groups = sorted({n.split(".")[0] + "." for n in series})
+    unknown = [x for x in prefixes if not any(n.startswith(x) for n in series)]
+    if not prefixes or (series and unknown):
+        raise UserError(f"--fields {fields!r} matches no monitor field of run {run_id}"
+                        if not unknown else f"--fields: no monitor field of run {run_id} starts with "
+                        + ", ".join(repr(u) for u in unknown),
+                        hint=f"field prefixes: {', '.join(groups) or 'none recorded'}")
     names = sorted(n for n in series if n.startswith(prefixes))
     if not names:
         console.print(f"run {run_id} has no monitor samples matching {fields}")
@@ -386,14 +495,50 @@ def _open(db: Path):  # type: ignore[no-untyped-def]
     return Store.open_existing(db)
 
 
-def main() -> None:
-    # Standalone mode: the CLI library prints usage errors and --help itself and turns typer.Exit
-    # into the exit code; what is left for us is the user's own mistakes (UserError) and Ctrl-C.
+def crash_log_dir() -> Path:
+    """Where full tracebacks of internal errors go: $XDG_CACHE_HOME/iomatrix/logs (~/.cache/iomatrix/logs)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "iomatrix" / "logs"
+
+
+def _write_crash_log(err: BaseException) -> Path | None:
+    text = (f"iomatrix {__version__}\nargv: {sys.argv!r}\ntime: {time.strftime('%Y-%m-%d %H:%M:%S')}\n\n"
+            + "".join(traceback.format_exception(err)))
     try:
-        app()
+        d = crash_log_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        log = d / f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+        log.write_text(text)
+        return log
+    except OSError:
+        return None
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def main(argv: list[str] | None = None) -> None:
+    # Standalone mode: the CLI library prints usage errors and --help itself and turns typer.Exit
+    # into the exit code; what is left for us is the user's own mistakes (UserError), Ctrl-C, and
+    # anything unexpected, which becomes one line here and a full traceback in a log file.
+    try:
+        app(args=argv, prog_name="iomatrix")
     except UserError as err:
-        err_console.print(f"[red]error:[/] {err.one_line()}")
-        sys.exit(2)
+        err_console.print(f"[red]error:[/] {escape(_one_line(err.one_line(), 1000))}", soft_wrap=True)
+        sys.exit(EXIT_USER)
     except KeyboardInterrupt:
         err_console.print("interrupted")
         sys.exit(130)
+    except Exception as err:
+        log = _write_crash_log(err)
+        where = f"full traceback in {log}" if log else f"no log could be written in {crash_log_dir()}"
+        if isinstance(err, OSError) and err.strerror:
+            # The host refused something (disk full, permission, read-only filesystem): the user can act.
+            what = f"{err.strerror}" + (f": {err.filename}" if err.filename else "")
+            err_console.print(f"[red]error:[/] {escape(_one_line(what))} — {escape(where)}", soft_wrap=True)
+            sys.exit(EXIT_USER)
+        err_console.print(f"[red]internal error:[/] {escape(_one_line(f'{type(err).__name__}: {err}'))} — "
+                          f"{escape(where)}; please report it", soft_wrap=True)
+        sys.exit(EXIT_INTERNAL)

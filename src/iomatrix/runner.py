@@ -126,8 +126,13 @@ class SweepRunner:
         if row is not None:
             return int(row["id"]), True
         pruned = [{"what": p.what, "reason": p.reason} for p in self.expansion.pruned]
+        from iomatrix.metrics import REGISTRY
+
+        # Units and directions as this version understood them, so the sweep can be read right years later.
+        registry = {n: {"unit": m.unit, "direction": m.direction, "description": m.description}
+                    for n, m in REGISTRY.items()}
         return self.store.create_sweep(host_id, self.plan.name, fp, self.plan.canonical_json(), pruned,
-                                       self.expansion.notes), False
+                                       self.expansion.notes, metric_registry=registry), False
 
     def _target(self, cell: Cell) -> Target:
         if cell.is_null_ceiling:
@@ -215,9 +220,6 @@ class SweepRunner:
         finished = time.time()
         meta: dict[str, Any] = dict(outcome.meta)
         meta["cache_detail"] = cache.detail
-        # The randomised-block design: the statistics use the round as a block.
-        meta["round"] = slot.round
-        meta["round_position"] = slot.position
         if notes:
             meta["notes"] = notes
         self.store.record_run(RunRecord(
@@ -227,7 +229,9 @@ class SweepRunner:
                                                 caches_dropped=cache.state == "dropped"),
             metrics=outcome.metrics, phases=outcome.phases, job_text=outcome.job_text,
             raw_output=outcome.raw_output, console_tail=outcome.console_tail, error=outcome.error, meta=meta,
-            monitor=[(s.t, s.values) for s in samples]))
+            monitor=[(s.t, s.values) for s in samples],
+            # The randomised-block design: the statistics use the round as a block.
+            round=slot.round, round_position=slot.position))
         return outcome
 
     # -- the sweep ------------------------------------------------------------

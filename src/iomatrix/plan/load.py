@@ -1,15 +1,35 @@
-"""Load a plan from a built-in name or a TOML file, with one-line errors."""
+"""Load a plan from a built-in name or a TOML file, with one-line errors.
+
+A plan is data that users share and download, so everything about the file is
+checked before it is parsed: it must be a regular file of modest size outside the
+kernel filesystems, valid UTF-8 and not absurdly nested; the parsed values are then
+validated strictly (no "5" for 5, no 'no' for false) and every complaint is
+rewritten into one plain line that names the key and the expected form.
+"""
 
 from __future__ import annotations
 
+import difflib
+import re
+import stat
 import tomllib
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from iomatrix.backing import spec as backing_spec
 from iomatrix.errors import UserError
-from iomatrix.plan.model import Plan
+from iomatrix.plan.model import NAME_MAX, Plan, Repetitions
+
+# Old built-in names, kept working but not listed: they were named after the people whose published
+# sweeps they reproduce, which says nothing about what they run.
+PLAN_ALIASES = {"hallyn": "full-matrix-fs", "salter": "block-size-sweep"}
+
+MAX_PLAN_BYTES = 1024 * 1024  # a plan is a few hundred bytes; anything near this is not a plan
+MAX_NESTING = 32  # plans nest two levels ([[backing]] options); tomllib recurses per level
+_KERNEL_FS = (Path("/proc"), Path("/sys"), Path("/dev"))
 
 
 def builtin_names() -> list[str]:
@@ -17,21 +37,77 @@ def builtin_names() -> list[str]:
                   if p.name.endswith(".toml"))
 
 
+def _all_keys() -> set[str]:
+    keys = set(Plan.model_fields) | set(Repetitions.model_fields)
+    for name in dir(backing_spec):
+        obj = getattr(backing_spec, name)
+        if isinstance(obj, type) and issubclass(obj, BaseModel):
+            keys |= set(obj.model_fields)
+    return keys
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_TYPE_MESSAGES = {
+    "string_type": "must be a string in quotes",
+    "bool_type": "must be true or false (unquoted)",
+    "int_type": "must be a whole number (unquoted)",
+    "int_from_float": "must be a whole number",
+    "float_type": "must be a number (unquoted)",
+    "list_type": 'must be a list, e.g. ["a", "b"]',
+    "dict_type": "must be a table, e.g. [repetitions] or { min = 3 }",
+    "model_type": "must be a table, e.g. [repetitions] or { min = 3 }",
+    "model_attributes_type": "must be a table, e.g. [[backing]] with type = \"dir\"",
+    "finite_number": "must be a finite number (not inf or nan)",
+    "missing": "is required",
+    "int_parsing_size": "is too large",
+}
+_BOUNDS = {"greater_than": ">", "greater_than_equal": "≥", "less_than": "<", "less_than_equal": "≤"}
+
+
+def _describe_one(e: dict[str, Any]) -> tuple[str, str]:
+    """(key path, plain message) for one pydantic error."""
+    loc = [str(x) for x in e["loc"] if not str(x).startswith("function-")]
+    # Discriminated unions put the chosen type in the path ('backing.0.loopfs.size'): drop it.
+    if len(loc) >= 2 and loc[0] == "backing" and loc[1].isdigit():
+        loc = [f"backing[{int(loc[1]) + 1}]", *loc[3:]]
+    key = ".".join(loc)
+    kind = e["type"]
+    value = e.get("input")
+    ctx = e.get("ctx") or {}
+    if kind == "extra_forbidden":
+        bad = str(e["loc"][-1])
+        close = difflib.get_close_matches(bad, sorted(_all_keys()), n=1, cutoff=0.6)
+        key = ".".join(loc[:-1])
+        return key, f"unknown key '{bad[:60]}'" + (f" — did you mean '{close[0]}'?" if close else "")
+    if kind in ("literal_error", "enum"):
+        expected = str(ctx.get("expected", "")).replace(" or ", ", ")
+        return key, f"{_short(value)} is not valid; valid values: {expected}"
+    if kind in _BOUNDS:
+        limit = next(iter(ctx.values()), "?")
+        return key, f"must be {_BOUNDS[kind]} {limit} (got {_short(value)})"
+    if kind in ("string_too_long", "too_long"):
+        return key, f"is too long (at most {ctx.get('max_length', '?')} characters)"
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        tags = str(ctx.get("expected_tags", "")).replace("'", "")
+        return key, f"needs type = one of {tags}" if tags else "needs a valid type"
+    if kind == "float_type" and isinstance(value, int) and not isinstance(value, bool):
+        return key, f"is too large ({len(str(abs(value)))} digits)"
+    if kind in _TYPE_MESSAGES:
+        got = "" if kind == "missing" else f" (got {_short(value)})"
+        return key, _TYPE_MESSAGES[kind] + got
+    return key, str(e["msg"]).removeprefix("Value error, ")
+
+
 def _describe_validation(err: ValidationError, source: str) -> str:
-    first = err.errors()[0]
-    loc = ".".join(str(x) for x in first["loc"] if not str(x).startswith("function-after"))
-    msg = first["msg"]
-    value = first.get("input")
-    if first["type"] in ("literal_error", "enum"):
-        expected = first.get("ctx", {}).get("expected", "")
-        msg = f"'{value}' is not valid; valid values: {expected.replace(' or ', ', ')}"
-    elif first["type"] == "extra_forbidden":
-        msg = f"unknown key '{first['loc'][-1]}'"
-    elif first["type"] == "union_tag_invalid":
-        msg = f"{msg}"
-    msg = msg.removeprefix("Value error, ")
-    more = f" (+{len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
-    return f"{source}: {loc}: {msg}{more}" if loc else f"{source}: {msg}{more}"
+    # An unknown key is the likeliest cause of the other complaints (a typo'd required key): say it first.
+    errors = sorted(err.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    key, msg = _describe_one(dict(errors[0]))
+    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{source}: {key}: {msg}{more}" if key else f"{source}: {msg}{more}"
 
 
 def plan_from_dict(data: dict, source: str) -> Plan:
@@ -39,23 +115,82 @@ def plan_from_dict(data: dict, source: str) -> Plan:
         return Plan.model_validate(data)
     except ValidationError as err:
         raise UserError(_describe_validation(err, source)) from None
+    except RecursionError:
+        raise UserError(f"{source}: nested too deeply") from None
+
+
+def _nesting(text: str) -> int:
+    """An upper bound on the nesting depth of arrays and inline tables (brackets outside strings
+    are not told apart, so strings full of brackets can only make this larger)."""
+    depth = deepest = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return deepest
+
+
+def _read_plan_file(path: Path) -> str:
+    resolved = path.resolve()
+    for root in _KERNEL_FS:
+        if resolved == root or root in resolved.parents:
+            raise UserError(f"plan file {path} is under {root}, not a plan", hint="give a TOML file")
+    try:
+        st = resolved.stat()
+    except OSError as err:
+        raise UserError(f"cannot read plan file {path}: {err.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise UserError(f"plan file {path} is not a regular file", hint="give a TOML file")
+    try:
+        with open(resolved, "rb") as f:
+            raw = f.read(MAX_PLAN_BYTES + 1)
+    except OSError as err:
+        raise UserError(f"cannot read plan file {path}: {err.strerror}") from None
+    if len(raw) > MAX_PLAN_BYTES:
+        raise UserError(f"plan file {path} is larger than {MAX_PLAN_BYTES // 1024} KiB, not a plan",
+                        hint="give a TOML plan file")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise UserError(f"plan file {path} is not UTF-8 text (byte 0x{raw[err.start]:02x} on line {line})",
+                        hint="save it as UTF-8") from None
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):  # a name too long for the filesystem, or with a NUL byte
+        return False
+
+
+def _safe_name(stem: str) -> str:
+    """A plan name derived from a file name: safe characters only, at most NAME_MAX long."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-.") or "plan"
+    return name[:NAME_MAX]
 
 
 def load_plan(name_or_path: str) -> tuple[Plan, Path | None]:
     """A built-in plan by name, or a TOML plan file. Returns the plan and its file's directory."""
     path = Path(name_or_path)
-    if path.suffix == ".toml" or path.exists() or "/" in name_or_path:
-        if not path.is_file():
-            raise UserError(f"plan file {path} does not exist",
+    if path.suffix == ".toml" or _exists(path) or "/" in name_or_path:
+        if not _exists(path):
+            raise UserError(f"plan file {str(path)[:200]} does not exist",
                             hint=f"give a TOML file or a built-in plan: {', '.join(builtin_names())}")
-        text = path.read_text()
-        source, base = str(path), path.resolve().parent
+        text = _read_plan_file(path)
+        source, base, default_name = str(path), path.resolve().parent, _safe_name(path.stem)
     else:
-        if name_or_path not in builtin_names():
-            raise UserError(f"unknown plan '{name_or_path}'",
+        name = PLAN_ALIASES.get(name_or_path, name_or_path)
+        if name not in builtin_names():
+            shown = name_or_path if len(name_or_path) <= 60 else name_or_path[:59] + "…"
+            raise UserError(f"unknown plan '{shown}'",
                             hint=f"built-in plans: {', '.join(builtin_names())}; or a path to a TOML file")
-        text = (resources.files("iomatrix.plans") / f"{name_or_path}.toml").read_text()
-        source, base = f"built-in plan '{name_or_path}'", None
+        text = (resources.files("iomatrix.plans") / f"{name}.toml").read_text()
+        source, base, default_name = f"built-in plan '{name}'", None, name
+    if _nesting(text) > MAX_NESTING:
+        raise UserError(f"{source}: arrays or tables nested more than {MAX_NESTING} deep, not a plan")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -66,5 +201,8 @@ def load_plan(name_or_path: str) -> tuple[Plan, Path | None]:
             msg = msg.replace("(at end of document)",
                               f"(at end of document: line {len(lines)}, column {len(lines[-1]) + 1})")
         raise UserError(f"{source}: malformed TOML: {msg}") from None
-    data.setdefault("name", path.stem if base else name_or_path)
+    except (ValueError, RecursionError) as err:  # e.g. an integer beyond Python's digit limit
+        why = "a number with thousands of digits" if "digits" in str(err) else str(err)[:120]
+        raise UserError(f"{source}: unreadable TOML: {why}") from None
+    data.setdefault("name", default_name)
     return plan_from_dict(data, source), base

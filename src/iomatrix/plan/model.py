@@ -9,14 +9,23 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
 
 from iomatrix.backing.spec import BackingSpec, DirBacking, parse_size
 from iomatrix.domain import Aio, Bus, CacheMode, Format, Modifier, Preallocation
 
 AXES = ("tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier")
+
+_E = TypeVar("_E")
+
+NAME_MAX = 100
+# Plan names appear in file names, tables and the database: letters, digits and . _ - (no spaces, no
+# slashes), starting with a letter or digit.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+MAX_SIZE_BYTES = 2**50  # 1 PiB: larger than any device or file a sweep could touch
+MAX_DURATION_S = 30 * 24 * 3600.0
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$", re.I)
 
@@ -24,15 +33,27 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$", re.I)
 def parse_duration(value: str | float | int) -> float:
     """'10m' → seconds."""
     if isinstance(value, int | float):
-        return float(value)
-    m = _DURATION.match(value)
-    if not m:
-        raise ValueError(f"'{value}' is not a duration; write e.g. 90s, 10m or 2h")
-    return float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[(m.group(2) or "s").lower()]
+        seconds = float(value)
+    else:
+        m = _DURATION.match(value) if len(value) <= 40 else None
+        if not m:
+            raise ValueError(f"'{value[:40]}' is not a duration; write e.g. 90s, 10m or 2h")
+        seconds = float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[(m.group(2) or "s").lower()]
+    if not 0 < seconds <= MAX_DURATION_S:
+        raise ValueError(f"duration {value!s:.40} is out of range; use more than 0 and at most 30 days")
+    return seconds
+
+
+# Strict: a TOML plan has real types, so "5" for 5 or 'no' for false is a mistake to report, not to
+# coerce (ints are still accepted where a number of seconds is expected).
+_STRICT = ConfigDict(extra="forbid", strict=True)
+# Axis values are enums: strict mode would want enum instances, so their lists validate in lax mode (a
+# string must still be one of the enum's values; nothing else converts to one).
+_Axis = list[Annotated[_E, Strict(False)]]
 
 
 class Repetitions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
     min: Annotated[int, Field(ge=1, le=1000)] = 3
     max: Annotated[int, Field(ge=1, le=1000)] = 10
 
@@ -57,36 +78,37 @@ def _nonempty_unique(values: list, axis: str) -> list:
 class Plan(BaseModel):
     """What a sweep runs. Every axis is a list of values; the matrix is their product."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
 
     name: str
     description: str = ""
     # Tier names come from the tier registry (iomatrix.tiers): a new tier needs no change here.
     tier: list[str] = ["baremetal"]
-    format: list[Format] = [Format.RAW]
-    preallocation: list[Preallocation] = [Preallocation.OFF]
-    cache: list[CacheMode] = [CacheMode.NONE]
-    aio: list[Aio] = [Aio.THREADS]
-    bus: list[Bus] = [Bus.VIRTIO_BLK]
-    modifier: list[Modifier] = [Modifier.NONE]
+    format: _Axis[Format] = [Format.RAW]
+    preallocation: _Axis[Preallocation] = [Preallocation.OFF]
+    cache: _Axis[CacheMode] = [CacheMode.NONE]
+    aio: _Axis[Aio] = [Aio.THREADS]
+    bus: _Axis[Bus] = [Bus.VIRTIO_BLK]
+    modifier: _Axis[Modifier] = [Modifier.NONE]
     backing: list[BackingSpec] = Field(default_factory=lambda: [DirBacking(type="dir")])
     workloads: list[str] = ["rand-read-4k", "rand-write-4k"]
     repetitions: Repetitions = Repetitions()
     # CI half-width target, as a fraction of the mean (0.05 = ±5%): the ci-width policy stops there.
-    ci_target: Annotated[float, Field(gt=0, lt=1)] = 0.05
+    ci_target: Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)] = 0.05
     # How repetitions beyond `min` are spent: "racing" stops repeating cells that are significantly worse
     # than the best by more than `threshold` (and baselines at their minimum); "ci-width" repeats every
     # cell until its CI reaches ci_target.
     repetition_policy: Literal["racing", "ci-width"] = "racing"
     # Practical threshold: cells within this fraction of the best are tied with it.
-    threshold: Annotated[float, Field(ge=0, lt=1)] = 0.05
+    threshold: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = 0.05
     # Wall-clock budget of the sweep (e.g. "10m"): once spent, no repetitions
     # beyond `min` are started. Minimum repetitions always complete.
     time_budget: str = "30m"
     # Data region each run touches, and how long each measured job runs.
     size: str = "256M"
-    runtime: Annotated[float, Field(gt=0, le=3600)] = 5.0
-    ramp: Annotated[float, Field(ge=0, le=600)] = 0.0
+    # fio counts runtime in milliseconds: below 0.1 s it would round to 0, which fio reads as "no limit".
+    runtime: Annotated[float, Field(ge=0.1, le=3600, allow_inf_nan=False)] = 5.0
+    ramp: Annotated[float, Field(ge=0, le=600, allow_inf_nan=False)] = 0.0
     # Disk image size for the tiers that create one per run (guest, blocklayer); ≥ size.
     image_size: str = "1G"
     # Guest and blocklayer tiers: add null-co cells, the ceiling of the virtual I/O path.
@@ -96,7 +118,17 @@ class Plan(BaseModel):
     # Skip sync + drop_caches before each run (measure warm caches on purpose).
     keep_caches_warm: bool = False
     # Seconds a single run may take before it is killed and recorded as failed.
-    run_timeout: Annotated[float, Field(gt=0)] = 300.0
+    run_timeout: Annotated[float, Field(ge=1, le=7 * 24 * 3600, allow_inf_nan=False)] = 300.0
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if len(v) > NAME_MAX:
+            raise ValueError(f"is {len(v)} characters long; use at most {NAME_MAX}")
+        if not _NAME.match(v):
+            raise ValueError(f"'{v[:40]}' may contain only letters, digits, '.', '_' and '-', starting with a "
+                             "letter or digit")
+        return v
 
     @field_validator("tier", "format", "preallocation", "cache", "aio", "bus", "modifier", "workloads")
     @classmethod
@@ -128,7 +160,10 @@ class Plan(BaseModel):
     @field_validator("size", "image_size")
     @classmethod
     def _size(cls, v: str) -> str:
-        parse_size(v)
+        if len(v) > 40 or parse_size(v) > MAX_SIZE_BYTES:
+            raise ValueError(f"'{v[:40]}' is larger than 1 PiB; write e.g. 256M or 4G")
+        if parse_size(v) <= 0:
+            raise ValueError(f"'{v}' must be larger than 0")
         return v
 
     @field_validator("time_budget")

@@ -1,8 +1,7 @@
-"""Read sweeps, cells and per-run samples back out of the store."""
+"""Sweeps, cells and per-run samples as reports need them, read through the store's typed queries."""
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,7 +42,7 @@ class CellWorkload:
 
 
 def sweep_ids(store: Store) -> list[int]:
-    return [int(r[0]) for r in store.db.execute("SELECT id FROM sweeps ORDER BY id")]
+    return store.sweep_ids()
 
 
 def pick_sweep(store: Store, sweep_id: int | None) -> int:
@@ -58,80 +57,68 @@ def pick_sweep(store: Store, sweep_id: int | None) -> int:
 
 
 def sweep_info(store: Store, sweep_id: int) -> dict[str, Any]:
-    row = store.db.execute("SELECT s.*, h.* , s.id AS sid FROM sweeps s JOIN hosts h ON h.id=s.host_id "
-                           "WHERE s.id=?", (sweep_id,)).fetchone()
-    host_cols = ("hostname", "kernel", "os", "cpu_model", "cpu_count", "mem_bytes", "fio_version", "qemu_version",
-                 "qemu_img_version", "python_version", "iomatrix_version")
-    host = {k: row[k] for k in host_cols}
-    host.update(json.loads(row["extra_json"]))
+    s = store.sweep(sweep_id)
+    if s is None:
+        raise UserError(f"{store.path} has no sweep {sweep_id}")
     return {
-        "id": int(row["sid"]),
-        "plan": row["plan_name"],
-        "plan_fingerprint": row["plan_fingerprint"],
-        "plan_definition": json.loads(row["plan_json"]),
-        "status": row["status"],
-        "started_at": row["started_at"],
-        "finished_at": row["finished_at"],
-        "host": host,
-        "pruned": json.loads(row["pruned_json"]),
-        "notes": json.loads(row["notes_json"]),
+        "id": s.id,
+        "plan": s.plan_name,
+        "plan_fingerprint": s.plan_fingerprint,
+        "plan_definition": s.plan_definition,
+        "status": s.status,
+        "started_at": s.started_at,
+        "finished_at": s.finished_at,
+        "host": s.host,
+        "pruned": s.pruned,
+        "notes": s.notes,
     }
 
 
 def cell_workloads(store: Store, sweep_id: int) -> list[CellWorkload]:
     """Every cell × workload of a sweep that has at least one run."""
     out: dict[tuple[int, str], CellWorkload] = {}
-    rows = store.db.execute(
-        "SELECT c.id cid, c.key, c.backing_json, c.tier, c.format, c.preallocation, c.cache, c.aio, c.bus, "
-        "c.backing, c.modifier, r.id rid, r.workload, r.status, r.accel, r.phases_json, r.cache_state, "
-        "r.page_cache_method FROM runs r JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=? "
-        "ORDER BY c.id, r.workload, r.attempt", (sweep_id,))
-    for r in rows:
-        k = (int(r["cid"]), r["workload"])
+    for r in store.runs(sweep_id):
+        k = (r.cell_id, r.workload)
         cw = out.get(k)
         if cw is None:
-            cw = out[k] = CellWorkload(int(r["cid"]), r["key"], {a: r[a] for a in AXES},
-                                       json.loads(r["backing_json"]), r["workload"], [])
-        if r["accel"] not in cw.accel:
-            cw.accel.append(r["accel"])
-        if r["status"] != "ok":
+            cw = out[k] = CellWorkload(r.cell_id, r.cell_key, {a: r.axes[a] for a in AXES}, r.backing,
+                                       r.workload, [])
+        if r.accel not in cw.accel:
+            cw.accel.append(r.accel)
+        if r.status != "ok":
             cw.failed += 1
             continue
-        cw.runs.append(int(r["rid"]))
-        cw.cache_states.append(r["cache_state"])
-        cw.page_cache.append(r["page_cache_method"])
-        for name, value in json.loads(r["phases_json"]).items():
-            cw.phases[name].append(float(value))
+        cw.runs.append(r.run_id)
+        cw.cache_states.append(r.cache_state)
+        cw.page_cache.append(r.page_cache_method)
+        for name, value in r.phases.items():
+            cw.phases[name].append(value)
     if not out:
         return []
     by_run = {rid: cw for cw in out.values() for rid in cw.runs}
-    for s in store.db.execute(
-            "SELECT s.run_id, s.metric, s.value FROM samples s JOIN runs r ON r.id=s.run_id JOIN cells c "
-            "ON c.id=r.cell_id WHERE c.sweep_id=? AND r.status='ok' ORDER BY r.attempt", (sweep_id,)):
-        by_run[int(s["run_id"])].samples[s["metric"]].append(float(s["value"]))
+    for s in store.ok_samples(sweep_id):
+        by_run[s.run_id].samples[s.metric].append(s.value)
     return list(out.values())
 
 
 def failures(store: Store, sweep_id: int) -> list[dict[str, Any]]:
-    rows = store.db.execute(
-        "SELECT r.id, c.key, r.workload, r.attempt, r.error FROM runs r JOIN cells c ON c.id=r.cell_id "
-        "WHERE c.sweep_id=? AND r.status!='ok' ORDER BY r.id", (sweep_id,))
-    return [dict(r) for r in rows]
+    return [{"id": f.run_id, "key": f.cell_key, "workload": f.workload, "attempt": f.attempt, "error": f.error}
+            for f in store.failed_runs(sweep_id)]
 
 
 def monitor_series(store: Store, run_id: int) -> dict[str, list[tuple[float, float]]]:
-    if store.db.execute("SELECT 1 FROM runs WHERE id=?", (run_id,)).fetchone() is None:
+    if not store.run_exists(run_id):
         raise UserError(f"{store.path} has no run {run_id}",
                         hint="run ids are listed as run_ids in 'iomatrix results --format json'")
     series: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for r in store.db.execute("SELECT t, field, value FROM monitor WHERE run_id=? ORDER BY t", (run_id,)):
-        series[r["field"]].append((float(r["t"]), float(r["value"])))
+    for p in store.monitor_points(run_id):
+        series[p.field].append((p.t, p.value))
     return dict(series)
 
 
 def run_monitor_samples(store: Store, run_id: int) -> list[MonitorSample]:
     """A run's sampler output as the sampler produced it (one sample per tick)."""
     ticks: dict[float, dict[str, float]] = {}
-    for r in store.db.execute("SELECT t, field, value FROM monitor WHERE run_id=? ORDER BY t", (run_id,)):
-        ticks.setdefault(float(r["t"]), {})[r["field"]] = float(r["value"])
+    for p in store.monitor_points(run_id):
+        ticks.setdefault(p.t, {})[p.field] = p.value
     return [MonitorSample(t, values) for t, values in ticks.items()]

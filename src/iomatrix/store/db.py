@@ -1,0 +1,374 @@
+"""The results store: one SQLite file.
+
+Every completed run is committed in its own transaction, so an interrupted
+sweep loses at most the run in flight, and `iomatrix run` on the same file
+resumes where it stopped. Reports read only from here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import stat
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from iomatrix.errors import UserError
+from iomatrix.store.queries import StoreQueries
+from iomatrix.store.schema import MIGRATIONS, SCHEMA_1, SCHEMA_VERSION, NotOurs, TooNew, check_file, inspect
+
+_NOT_OURS_HINT = "point --db at an iomatrix results database, or at a path where no file exists yet"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A finished run, as the runner hands it to the store."""
+
+    cell_id: int
+    workload: str
+    status: str
+    started_at: float
+    finished_at: float
+    accel: str
+    cache_state: str
+    page_cache_method: str
+    metrics: Mapping[str, float]
+    phases: Mapping[str, float]
+    job_text: str = ""
+    raw_output: str = ""
+    console_tail: str = ""
+    error: str | None = None
+    meta: Mapping[str, Any] | None = None
+    monitor: Iterable[tuple[float, Mapping[str, float]]] = ()
+    # Randomised block designs: the sweep's round and the run's position in it (None: plan order).
+    round: int | None = None
+    round_position: int | None = None
+
+
+class Store(StoreQueries):
+    """The results database.
+
+    `Store(path)` opens it for a sweep: it creates a new file, or checks that an existing one is
+    iomatrix's and migrates it to the current schema (after a backup copy). `Store.open_existing(path)`
+    opens it read-only (SQLite `mode=ro`, `query_only`) for reports: no table is created, no journal mode
+    is switched, an older schema is read as it is.
+    """
+
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+        self.path = Path(path)
+        self.read_only = read_only
+        self.db, self.schema_version = _open_read_only(self.path) if read_only else _open_for_writing(self.path)
+
+    @staticmethod
+    def preflight(path: Path) -> None:
+        """Refuse, before anything is created, a --db that a sweep could not use (reads only)."""
+        preflight_write(Path(path))
+
+    @classmethod
+    def open_existing(cls, path: Path) -> Store:
+        """Open for reading only; the file must exist and be iomatrix's."""
+        return cls(path, read_only=True)
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; a database that cannot be written is a UserError, not a traceback."""
+        if self.read_only:
+            raise RuntimeError(f"{self.path} was opened read-only")  # a bug in the caller
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as err:
+            raise _write_error(self.path, err) from None
+        try:
+            yield self.db
+        except sqlite3.OperationalError as err:
+            _rollback(self.db)
+            raise _write_error(self.path, err) from None
+        except BaseException:
+            _rollback(self.db)
+            raise
+        try:
+            self.db.execute("COMMIT")
+        except sqlite3.OperationalError as err:
+            _rollback(self.db)
+            raise _write_error(self.path, err) from None
+
+    # -- hosts and sweeps -------------------------------------------------
+    def host_id(self, host: Mapping[str, Any]) -> int:
+        cols = ("hostname", "kernel", "os", "cpu_model", "cpu_count", "mem_bytes", "fio_version",
+                "qemu_version", "qemu_img_version", "python_version", "iomatrix_version")
+        fingerprint = json.dumps({k: host.get(k) for k in cols}, sort_keys=True)
+        extra = {k: v for k, v in host.items() if k not in cols}
+        with self.tx() as db:
+            row = db.execute("SELECT id FROM hosts WHERE fingerprint=?", (fingerprint,)).fetchone()
+            if row:
+                db.execute("UPDATE hosts SET extra_json=? WHERE id=?", (json.dumps(extra), row["id"]))
+                return int(row["id"])
+            cur = db.execute(
+                f"INSERT INTO hosts (fingerprint, {', '.join(cols)}, extra_json) "
+                f"VALUES (?, {', '.join('?' * len(cols))}, ?)",
+                (fingerprint, *(host.get(k) for k in cols), json.dumps(extra)))
+            return int(cur.lastrowid or 0)
+
+    def resumable_sweep(self, plan_fingerprint: str) -> sqlite3.Row | None:
+        """The latest unfinished sweep of the same plan, if any."""
+        return self.db.execute(
+            "SELECT * FROM sweeps WHERE plan_fingerprint=? AND status != 'finished' ORDER BY id DESC LIMIT 1",
+            (plan_fingerprint,)).fetchone()
+
+    def create_sweep(self, host_id: int, plan_name: str, fingerprint: str, plan_json: str,
+                     pruned: list[dict[str, str]], notes: list[str],
+                     metric_registry: Mapping[str, Mapping[str, str]] | None = None) -> int:
+        """A new sweep. `metric_registry`: metric → {"unit": …, "direction": "higher"|"lower"}."""
+        with self.tx() as db:
+            cur = db.execute(
+                "INSERT INTO sweeps (host_id, plan_name, plan_fingerprint, plan_json, started_at, pruned_json,"
+                " notes_json, metric_registry) VALUES (?,?,?,?,?,?,?,?)",
+                (host_id, plan_name, fingerprint, plan_json, time.time(), json.dumps(pruned), json.dumps(notes),
+                 json.dumps({k: dict(v) for k, v in (metric_registry or {}).items()}, sort_keys=True)))
+            return int(cur.lastrowid or 0)
+
+    def set_sweep_status(self, sweep_id: int, status: str) -> None:
+        with self.tx() as db:
+            db.execute("UPDATE sweeps SET status=?, finished_at=? WHERE id=?", (status, time.time(), sweep_id))
+
+    def cell_id(self, sweep_id: int, key: str, axes: Mapping[str, str], backing: Mapping[str, Any]) -> int:
+        with self.tx() as db:
+            row = db.execute("SELECT id FROM cells WHERE sweep_id=? AND key=?", (sweep_id, key)).fetchone()
+            if row:
+                db.execute("UPDATE cells SET backing_json=? WHERE id=?", (json.dumps(backing), row["id"]))
+                return int(row["id"])
+            cur = db.execute(
+                "INSERT INTO cells (sweep_id, key, tier, format, preallocation, cache, aio, bus, backing, modifier,"
+                " backing_json) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (sweep_id, key, *(axes[a] for a in ("tier", "format", "preallocation", "cache", "aio", "bus",
+                                                    "backing", "modifier")), json.dumps(backing)))
+            return int(cur.lastrowid or 0)
+
+    # -- runs ---------------------------------------------------------------
+    def record_run(self, rec: RunRecord) -> int:
+        """Commit one finished run with its samples and monitor series, atomically."""
+        with self.tx() as db:
+            attempt = db.execute("SELECT COALESCE(MAX(attempt), 0) + 1 FROM runs WHERE cell_id=? AND workload=?",
+                                 (rec.cell_id, rec.workload)).fetchone()[0]
+            cur = db.execute(
+                "INSERT INTO runs (cell_id, workload, attempt, status, started_at, finished_at, wall_s, accel,"
+                " cache_state, page_cache_method, phases_json, job_text, raw_output, console_tail, error, meta_json,"
+                " round, round_position) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (rec.cell_id, rec.workload, attempt, rec.status, rec.started_at, rec.finished_at,
+                 rec.finished_at - rec.started_at, rec.accel, rec.cache_state, rec.page_cache_method,
+                 json.dumps(dict(rec.phases)), rec.job_text, rec.raw_output, rec.console_tail, rec.error,
+                 json.dumps(dict(rec.meta or {})), rec.round, rec.round_position))
+            run_id = int(cur.lastrowid or 0)
+            db.executemany("INSERT INTO samples VALUES (?,?,?)",
+                           [(run_id, k, float(v)) for k, v in rec.metrics.items()])
+            db.executemany("INSERT INTO monitor VALUES (?,?,?,?)",
+                           [(run_id, t, k, float(v)) for t, values in rec.monitor for k, v in values.items()])
+            return run_id
+
+    def run_counts(self, sweep_id: int) -> dict[tuple[int, str], tuple[int, int]]:
+        """(cell_id, workload) → (ok runs, failed runs)."""
+        rows = self.db.execute(
+            "SELECT r.cell_id, r.workload, SUM(r.status='ok') ok, SUM(r.status!='ok') bad FROM runs r "
+            "JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=? GROUP BY r.cell_id, r.workload", (sweep_id,))
+        return {(r["cell_id"], r["workload"]): (int(r["ok"]), int(r["bad"])) for r in rows}
+
+    def metric_series(self, cell_id: int, workload: str, metric: str) -> list[float]:
+        """A metric's values over the ok runs of a cell × workload, in run order."""
+        rows = self.db.execute(
+            "SELECT s.value FROM samples s JOIN runs r ON r.id=s.run_id WHERE r.cell_id=? AND r.workload=? "
+            "AND r.status='ok' AND s.metric=? ORDER BY r.attempt", (cell_id, workload, metric))
+        return [float(r[0]) for r in rows]
+
+    def metric_points(self, cell_id: int, workload: str, metric: str) -> list[tuple[int, float]]:
+        """(round, value) of a metric over the ok runs of a cell × workload; a run stored before rounds were
+        recorded counts its attempt number as its round."""
+        rows = self.db.execute(
+            "SELECT COALESCE(r.round, json_extract(r.meta_json, '$.round'), r.attempt) rnd, s.value FROM samples s "
+            "JOIN runs r ON r.id=s.run_id WHERE r.cell_id=? AND r.workload=? AND r.status='ok' AND s.metric=? "
+            "ORDER BY r.attempt", (cell_id, workload, metric))
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    def run_rounds(self, sweep_id: int) -> dict[tuple[int, str], set[int]]:
+        """(cell_id, workload) → the rounds of the randomised-block design its runs belong to."""
+        # The round is in runs.round (schema 2) when the runner passes it, else in the run's meta.
+        rows = self.db.execute(
+            "SELECT r.cell_id, r.workload, COALESCE(r.round, json_extract(r.meta_json, '$.round')) rnd FROM runs r "
+            "JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=? AND rnd IS NOT NULL", (sweep_id,))
+        out: dict[tuple[int, str], set[int]] = {}
+        for r in rows:
+            out.setdefault((r["cell_id"], r["workload"]), set()).add(int(r["rnd"]))
+        return out
+
+    def sweep_elapsed(self, sweep_id: int) -> float:
+        """Seconds spent in runs of this sweep (resumes add up; idle time between them does not)."""
+        row = self.db.execute("SELECT COALESCE(SUM(r.wall_s), 0) FROM runs r JOIN cells c ON c.id=r.cell_id "
+                              "WHERE c.sweep_id=?", (sweep_id,)).fetchone()
+        return float(row[0])
+
+
+# -- opening ------------------------------------------------------------------------------------------
+
+def _refuse(path: Path, why: NotOurs | str) -> UserError:
+    if isinstance(why, TooNew):
+        return UserError(f"{path} {why}", hint="use that iomatrix version, or a new --db")
+    return UserError(f"{path} is not an iomatrix results database ({why})", hint=_NOT_OURS_HINT)
+
+
+def _write_error(path: Path, err: sqlite3.Error) -> UserError:
+    return UserError(f"cannot write results database {path}: {err}",
+                     hint="check that the file and its directory are writable and not immutable, "
+                          "and that the disk has space")
+
+
+def _rollback(db: sqlite3.Connection) -> None:
+    # The transaction may already be gone (SQLite rolls back by itself on some errors).
+    with contextlib.suppress(sqlite3.Error):
+        db.execute("ROLLBACK")
+
+
+def _connect_ro(path: Path) -> sqlite3.Connection:
+    """A read-only connection that has read the schema once (so open errors surface here)."""
+    uri = "file:" + quote(str(path.resolve())) + "?mode=ro"
+
+    def connect(u: str) -> sqlite3.Connection:
+        db = sqlite3.connect(u, uri=True, timeout=30)
+        db.row_factory = sqlite3.Row
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return db
+
+    try:
+        return connect(uri)
+    except sqlite3.OperationalError as err:
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise UserError(f"cannot read results database {path}: {err}; it has a write-ahead log "
+                            f"({wal.name}) that needs a writable directory",
+                            hint="let the sweep writing it finish, or read a copy of the file") from None
+        # A WAL-mode file in a directory we cannot write: SQLite cannot make its -shm index. With no
+        # -wal beside it, every committed transaction is in the main file, so reading it as immutable
+        # is exact.
+        try:
+            return connect(uri + "&immutable=1")
+        except sqlite3.DatabaseError:
+            raise UserError(f"cannot read results database {path}: {err}",
+                            hint="check the file's permissions") from None
+    except sqlite3.DatabaseError as err:
+        raise _refuse(path, f"not a readable SQLite file: {err}") from None
+
+
+def _open_read_only(path: Path) -> tuple[sqlite3.Connection, int]:
+    try:
+        exists = check_file(path)
+    except NotOurs as why:
+        raise _refuse(path, why) from None
+    if not exists:
+        raise UserError(f"results database {path} does not exist",
+                        hint="run 'iomatrix run' first, or point --db at its file")
+    db = _connect_ro(path)
+    try:
+        found = inspect(db)
+    except NotOurs as why:
+        db.close()
+        raise _refuse(path, why) from None
+    if found.version is None:
+        db.close()
+        raise _refuse(path, "it holds no iomatrix tables")
+    db.execute("PRAGMA query_only=ON")  # belt and braces: this connection never writes
+    return db, found.version
+
+
+def preflight_write(path: Path) -> int | None:
+    """Check, by reading only, that a sweep may write `path`: the schema version of an existing iomatrix
+    database, or None when a new one will be created. Raises UserError otherwise."""
+    try:
+        exists = check_file(path)
+    except NotOurs as why:
+        raise _refuse(path, why) from None
+    version: int | None = None
+    if exists:
+        if not os.access(path, os.W_OK):
+            raise UserError(f"cannot write results database {path}: the file is read-only, immutable or on a "
+                            "read-only filesystem", hint="choose a writable path with --db")
+        probe = _connect_ro(path)
+        try:
+            version = inspect(probe).version
+        except NotOurs as why:
+            raise _refuse(path, why) from None
+        finally:
+            probe.close()
+        if version is None:
+            raise _refuse(path, "an SQLite file without iomatrix tables")
+    else:
+        parent = path.absolute().parent
+        if not parent.is_dir():
+            raise UserError(f"cannot create results database {path}: directory {parent} does not exist",
+                            hint="create it, or choose another path with --db")
+        if not os.access(parent, os.W_OK):
+            raise UserError(f"cannot create results database {path}: directory {parent} is not writable",
+                            hint="choose a writable path with --db")
+    return version
+
+
+def _open_for_writing(path: Path) -> tuple[sqlite3.Connection, int]:
+    version = preflight_write(path)
+    try:
+        db = sqlite3.connect(path, timeout=30, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA foreign_keys=ON")
+        if version is None:
+            db.execute("PRAGMA journal_mode=WAL")
+            _create(db)
+        elif version < SCHEMA_VERSION:
+            _migrate(db, path, version)
+    except sqlite3.Error as err:
+        raise _write_error(path, err) from None
+    return db, SCHEMA_VERSION
+
+
+def _apply(db: sqlite3.Connection, statements: Iterable[str]) -> None:
+    """Run `statements` in one transaction: all or none."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for stmt in statements:
+            db.execute(stmt)
+        db.execute("COMMIT")
+    except BaseException:
+        _rollback(db)
+        raise
+
+
+def _create(db: sqlite3.Connection) -> None:
+    # Schema 1 and then every migration, so a new file is the same as a migrated one.
+    steps = [s.strip() for s in SCHEMA_1.split(";") if s.strip()]
+    steps.append("INSERT INTO meta VALUES ('schema_version', '1')")
+    for v in range(1, SCHEMA_VERSION):
+        steps += MIGRATIONS[v]
+    _apply(db, steps)
+
+
+def _migrate(db: sqlite3.Connection, path: Path, version: int) -> None:
+    """Bring a database of an older schema to the current one, after a backup copy beside it."""
+    backup = path.with_name(f"{path.name}.schema{version}.bak")
+    if not backup.exists():  # a backup from an earlier, interrupted attempt is the older copy: keep it
+        staged = backup.with_name(backup.name + ".partial")
+        copy = sqlite3.connect(staged)
+        try:
+            db.backup(copy)  # SQLite's online backup: a consistent copy even of a WAL database
+        finally:
+            copy.close()
+        os.chmod(staged, stat.S_IMODE(path.stat().st_mode))
+        os.replace(staged, backup)
+    steps: list[str] = []
+    for v in range(version, SCHEMA_VERSION):
+        steps += MIGRATIONS[v]
+    _apply(db, steps)

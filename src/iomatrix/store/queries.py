@@ -1,0 +1,139 @@
+"""The store's read API: typed queries that reports use instead of SQL.
+
+Every query works on each schema version the store can open: columns a version
+lacks are read as their neutral value (e.g. `round` is None for schema-1 runs), so
+read-only commands never need to migrate, and therefore never write.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+HOST_COLUMNS = ("hostname", "kernel", "os", "cpu_model", "cpu_count", "mem_bytes", "fio_version", "qemu_version",
+                "qemu_img_version", "python_version", "iomatrix_version")
+AXIS_COLUMNS = ("tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier")
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    id: int
+    plan_name: str
+    plan_fingerprint: str
+    plan_definition: dict[str, Any]
+    status: str
+    started_at: float
+    finished_at: float | None
+    host: dict[str, Any]
+    pruned: list[dict[str, str]]
+    notes: list[str]
+    metric_registry: dict[str, dict[str, str]]  # {} for sweeps recorded before schema 2
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One run with its cell's axes, in (cell, workload, attempt) order."""
+
+    run_id: int
+    cell_id: int
+    cell_key: str
+    axes: dict[str, str]
+    backing: dict[str, Any]
+    workload: str
+    attempt: int
+    status: str
+    accel: str
+    phases: dict[str, float]
+    cache_state: str
+    page_cache_method: str
+    round: int | None
+    round_position: int | None
+
+
+@dataclass(frozen=True)
+class Sample:
+    run_id: int
+    metric: str
+    value: float
+
+
+@dataclass(frozen=True)
+class FailedRun:
+    run_id: int
+    cell_key: str
+    workload: str
+    attempt: int
+    error: str | None
+
+
+@dataclass(frozen=True)
+class MonitorPoint:
+    t: float
+    field: str
+    value: float
+
+
+class StoreQueries:
+    """Mixed into `Store`: `self.db` is its connection, `self.schema_version` the file's schema."""
+
+    db: sqlite3.Connection
+    schema_version: int
+
+    def sweep_ids(self) -> list[int]:
+        return [int(r[0]) for r in self.db.execute("SELECT id FROM sweeps ORDER BY id")]
+
+    def sweep(self, sweep_id: int) -> SweepRow | None:
+        registry = "s.metric_registry" if self.schema_version >= 2 else "'{}'"
+        row = self.db.execute(
+            f"SELECT s.id sid, s.plan_name, s.plan_fingerprint, s.plan_json, s.status, s.started_at, s.finished_at,"
+            f" s.pruned_json, s.notes_json, {registry} AS metric_registry, h.extra_json, "
+            + ", ".join(f"h.{c}" for c in HOST_COLUMNS)
+            + " FROM sweeps s JOIN hosts h ON h.id=s.host_id WHERE s.id=?", (sweep_id,)).fetchone()
+        if row is None:
+            return None
+        host = {k: row[k] for k in HOST_COLUMNS}
+        host.update(json.loads(row["extra_json"]))
+        return SweepRow(
+            id=int(row["sid"]), plan_name=row["plan_name"], plan_fingerprint=row["plan_fingerprint"],
+            plan_definition=json.loads(row["plan_json"]), status=row["status"], started_at=row["started_at"],
+            finished_at=row["finished_at"], host=host, pruned=json.loads(row["pruned_json"]),
+            notes=json.loads(row["notes_json"]), metric_registry=json.loads(row["metric_registry"]))
+
+    def runs(self, sweep_id: int) -> list[RunRow]:
+        """Every run of a sweep (ok and failed) with its cell, in cell, workload, attempt order."""
+        rounds = "r.round, r.round_position" if self.schema_version >= 2 else "NULL AS round, NULL AS round_position"
+        rows = self.db.execute(
+            "SELECT c.id cid, c.key, c.backing_json, " + ", ".join(f"c.{a}" for a in AXIS_COLUMNS)
+            + ", r.id rid, r.workload, r.attempt, r.status, r.accel, r.phases_json, r.cache_state, "
+            f"r.page_cache_method, {rounds} FROM runs r JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=? "
+            "ORDER BY c.id, r.workload, r.attempt", (sweep_id,))
+        return [RunRow(run_id=int(r["rid"]), cell_id=int(r["cid"]), cell_key=r["key"],
+                       axes={a: r[a] for a in AXIS_COLUMNS}, backing=json.loads(r["backing_json"]),
+                       workload=r["workload"], attempt=int(r["attempt"]), status=r["status"], accel=r["accel"],
+                       phases={k: float(v) for k, v in json.loads(r["phases_json"]).items()},
+                       cache_state=r["cache_state"], page_cache_method=r["page_cache_method"],
+                       round=r["round"], round_position=r["round_position"])
+                for r in rows]
+
+    def ok_samples(self, sweep_id: int) -> list[Sample]:
+        """The metric samples of a sweep's ok runs, in attempt order."""
+        rows = self.db.execute(
+            "SELECT s.run_id, s.metric, s.value FROM samples s JOIN runs r ON r.id=s.run_id JOIN cells c "
+            "ON c.id=r.cell_id WHERE c.sweep_id=? AND r.status='ok' ORDER BY r.attempt", (sweep_id,))
+        return [Sample(int(r["run_id"]), r["metric"], float(r["value"])) for r in rows]
+
+    def failed_runs(self, sweep_id: int) -> list[FailedRun]:
+        rows = self.db.execute(
+            "SELECT r.id, c.key, r.workload, r.attempt, r.error FROM runs r JOIN cells c ON c.id=r.cell_id "
+            "WHERE c.sweep_id=? AND r.status!='ok' ORDER BY r.id", (sweep_id,))
+        return [FailedRun(int(r["id"]), r["key"], r["workload"], int(r["attempt"]), r["error"]) for r in rows]
+
+    def run_exists(self, run_id: int) -> bool:
+        return self.db.execute("SELECT 1 FROM runs WHERE id=?", (run_id,)).fetchone() is not None
+
+    def monitor_points(self, run_id: int) -> list[MonitorPoint]:
+        """A run's host sampler values, in time order."""
+        rows = self.db.execute("SELECT t, field, value FROM monitor WHERE run_id=? ORDER BY t", (run_id,))
+        return [MonitorPoint(float(r["t"]), r["field"], float(r["value"])) for r in rows]

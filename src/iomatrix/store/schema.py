@@ -1,0 +1,208 @@
+"""The results database's schema, its versions, and the migrations between them.
+
+A new database is created as schema 1 and migrated forward through the same steps
+an old database takes, so a fresh file and a migrated file are identical by
+construction. The version lives in `meta.schema_version` (what schema 1 wrote) and,
+from schema 2 on, also in SQLite's `PRAGMA user_version`.
+
+`inspect` tells whether a file is iomatrix's, and which version, using reads only:
+nothing is written to a file before it is known to be ours.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEMA_VERSION = 2
+
+# Schema 1, exactly as the first release created it. Never edit: new columns go in a migration.
+SCHEMA_1 = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS hosts (
+    id INTEGER PRIMARY KEY,
+    fingerprint TEXT NOT NULL UNIQUE,
+    hostname TEXT, kernel TEXT, os TEXT, cpu_model TEXT, cpu_count INTEGER, mem_bytes INTEGER,
+    fio_version TEXT, qemu_version TEXT, qemu_img_version TEXT, python_version TEXT, iomatrix_version TEXT,
+    extra_json TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS sweeps (
+    id INTEGER PRIMARY KEY,
+    host_id INTEGER NOT NULL REFERENCES hosts(id),
+    plan_name TEXT NOT NULL,
+    plan_fingerprint TEXT NOT NULL,
+    plan_json TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    finished_at REAL,
+    status TEXT NOT NULL DEFAULT 'running',   -- running | finished | interrupted
+    pruned_json TEXT NOT NULL DEFAULT '[]',
+    notes_json TEXT NOT NULL DEFAULT '[]'
+);
+CREATE TABLE IF NOT EXISTS cells (
+    id INTEGER PRIMARY KEY,
+    sweep_id INTEGER NOT NULL REFERENCES sweeps(id),
+    key TEXT NOT NULL,
+    tier TEXT, format TEXT, preallocation TEXT, cache TEXT, aio TEXT, bus TEXT, backing TEXT, modifier TEXT,
+    backing_json TEXT NOT NULL DEFAULT '{}',
+    UNIQUE (sweep_id, key)
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    cell_id INTEGER NOT NULL REFERENCES cells(id),
+    workload TEXT NOT NULL,
+    attempt INTEGER NOT NULL,            -- 1, 2, … per cell × workload, failed attempts included
+    status TEXT NOT NULL,                -- ok | failed
+    started_at REAL NOT NULL,
+    finished_at REAL NOT NULL,
+    wall_s REAL NOT NULL,
+    accel TEXT NOT NULL,                 -- 'none (bare metal)', 'kvm', 'tcg'
+    cache_state TEXT NOT NULL,           -- host page cache at start: dropped | warm-by-request | not-dropped: why
+    page_cache_method TEXT NOT NULL,     -- how reads were kept out of the page cache
+    phases_json TEXT NOT NULL DEFAULT '{}',
+    job_text TEXT NOT NULL DEFAULT '',
+    raw_output TEXT NOT NULL DEFAULT '',  -- fio's JSON as it printed it
+    console_tail TEXT NOT NULL DEFAULT '',
+    error TEXT,
+    meta_json TEXT NOT NULL DEFAULT '{}',
+    UNIQUE (cell_id, workload, attempt)
+);
+CREATE TABLE IF NOT EXISTS samples (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    metric TEXT NOT NULL,
+    value REAL NOT NULL,
+    PRIMARY KEY (run_id, metric)
+);
+CREATE TABLE IF NOT EXISTS monitor (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    t REAL NOT NULL,
+    field TEXT NOT NULL,
+    value REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS monitor_run ON monitor(run_id);
+CREATE INDEX IF NOT EXISTS runs_cell ON runs(cell_id, workload);
+"""
+
+# migrations[v] takes a database from schema v to v + 1. Each runs inside one transaction.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        # The metric registry of the sweep (metric → {"unit": …, "direction": "higher"|"lower"}), so a
+        # report never has to guess from a metric's name which way is better. '{}' for sweeps of schema 1.
+        "ALTER TABLE sweeps ADD COLUMN metric_registry TEXT NOT NULL DEFAULT '{}'",
+        # Randomised block designs: which round of the sweep a run belongs to and its position in it.
+        # NULL for runs recorded before schema 2 (they ran in plan order).
+        "ALTER TABLE runs ADD COLUMN round INTEGER",
+        "ALTER TABLE runs ADD COLUMN round_position INTEGER",
+        "UPDATE meta SET value='2' WHERE key='schema_version'",
+        "PRAGMA user_version = 2",
+    ),
+}
+
+# The columns each table has at each version (a subset check: SQLite adds none by itself).
+COLUMNS_1: dict[str, frozenset[str]] = {
+    "meta": frozenset({"key", "value"}),
+    "hosts": frozenset({"id", "fingerprint", "hostname", "kernel", "os", "cpu_model", "cpu_count", "mem_bytes",
+                        "fio_version", "qemu_version", "qemu_img_version", "python_version", "iomatrix_version",
+                        "extra_json"}),
+    "sweeps": frozenset({"id", "host_id", "plan_name", "plan_fingerprint", "plan_json", "started_at",
+                         "finished_at", "status", "pruned_json", "notes_json"}),
+    "cells": frozenset({"id", "sweep_id", "key", "tier", "format", "preallocation", "cache", "aio", "bus",
+                        "backing", "modifier", "backing_json"}),
+    "runs": frozenset({"id", "cell_id", "workload", "attempt", "status", "started_at", "finished_at", "wall_s",
+                       "accel", "cache_state", "page_cache_method", "phases_json", "job_text", "raw_output",
+                       "console_tail", "error", "meta_json"}),
+    "samples": frozenset({"run_id", "metric", "value"}),
+    "monitor": frozenset({"run_id", "t", "field", "value"}),
+}
+COLUMNS: dict[int, dict[str, frozenset[str]]] = {
+    1: COLUMNS_1,
+    2: {**COLUMNS_1, "sweeps": COLUMNS_1["sweeps"] | {"metric_registry"},
+        "runs": COLUMNS_1["runs"] | {"round", "round_position"}},
+}
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+class NotOurs(Exception):
+    """The file is not an iomatrix results database; the message says why."""
+
+
+class TooNew(NotOurs):
+    """An iomatrix database of a schema newer than this version knows."""
+
+
+@dataclass(frozen=True)
+class Inspection:
+    version: int | None  # None: a valid SQLite file with no tables at all (a new database)
+    journal_mode_wal: bool
+
+
+def check_file(path: Path) -> bool:
+    """Whether `path` exists, after making sure it is a file that may be an SQLite database (reads 16 bytes)."""
+    if not path.exists():
+        return False
+    if path.is_dir():
+        raise NotOurs(f"a directory; give a file path, e.g. {path / 'iomatrix.sqlite'}")
+    if not path.is_file():
+        raise NotOurs("not a regular file")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(100)
+    except OSError as err:
+        raise NotOurs(f"cannot be read: {err.strerror}") from None
+    if not head:
+        raise NotOurs("an empty file")
+    if not head.startswith(SQLITE_MAGIC):
+        raise NotOurs("not an SQLite file")
+    if len(head) == 100:
+        # The header's page count is valid when its change counter matches "version-valid-for".
+        page_size = int.from_bytes(head[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        pages = int.from_bytes(head[28:32], "big")
+        if head[24:28] == head[92:96] and path.stat().st_size < pages * page_size:
+            raise NotOurs(f"truncated: its header promises {pages * page_size} bytes, the file has "
+                          f"{path.stat().st_size}")
+    return True
+
+
+def inspect(db: sqlite3.Connection) -> Inspection:
+    """Which schema version `db` holds, by reading only. Raises NotOurs for anything else."""
+    try:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        wal = db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # a read: no argument, no switch
+    except sqlite3.DatabaseError as err:
+        raise NotOurs(f"not a readable SQLite file: {err}") from None
+    tables = {t for t in tables if not t.startswith("sqlite_")}
+    if not tables:
+        return Inspection(None, wal)
+    foreign = sorted(tables - set(COLUMNS_1))
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" (+{len(foreign) - 5} more)" if len(foreign) > 5 else "")
+        raise NotOurs(f"it holds tables iomatrix does not use: {shown}")
+    if "meta" not in tables:
+        raise NotOurs("it has no iomatrix 'meta' table")
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    except sqlite3.DatabaseError as err:
+        raise NotOurs(f"its 'meta' table is not iomatrix's: {err}") from None
+    if row is None:
+        raise NotOurs("it has no iomatrix schema version")
+    try:
+        version = int(str(row[0]))
+    except ValueError:
+        raise NotOurs(f"its schema version '{str(row[0])[:40]}' is not a number") from None
+    if version > SCHEMA_VERSION:
+        raise TooNew(f"has schema version {version}, written by a newer iomatrix (this one reads up to "
+                     f"{SCHEMA_VERSION})")
+    if version not in COLUMNS:
+        raise NotOurs(f"iomatrix never wrote schema version {version}")
+    missing_tables = sorted(set(COLUMNS[version]) - tables)
+    if missing_tables:
+        raise NotOurs(f"it lacks the tables {', '.join(missing_tables)} of iomatrix schema {version}")
+    for table, expected in COLUMNS[version].items():
+        have = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+        lacking = sorted(expected - have)
+        if lacking:
+            raise NotOurs(f"its '{table}' table lacks the columns {', '.join(lacking[:5])} of iomatrix "
+                          f"schema {version}")
+    return Inspection(version, wal)

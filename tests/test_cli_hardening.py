@@ -1,0 +1,139 @@
+"""CLI edges: locks between two real sweeps, usage, version, ranges, workdir and db checks, crash log."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from iomatrix.cli import main
+from tests.conftest import DATA, iomatrix_argv, root_only, run_cli
+
+SCHEMA1 = DATA / "schema1" / "iomatrix-schema1.sqlite"
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str], *needles: str, code: int = 2) -> None:
+    assert proc.returncode == code, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr + proc.stdout
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_second_sweep_on_the_same_db_or_workdir_names_the_first(tmp_path: Path) -> None:
+    plan = tmp_path / "slow.toml"
+    plan.write_text('tier = ["baremetal"]\nworkloads = ["rand-read-4k"]\nsize = "16M"\nruntime = 3\n'
+                    '[repetitions]\nmin = 2\nmax = 2\n')
+    db, work = tmp_path / "r.sqlite", tmp_path / "w"
+    first = subprocess.Popen([*iomatrix_argv(), "run", str(plan), "--db", str(db), "--workdir", str(work)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        lock = tmp_path / "r.sqlite.lock"
+        deadline = time.monotonic() + 120
+        while not (lock.exists() and lock.read_text().strip()):
+            assert first.poll() is None, first.stderr.read() if first.stderr else ""
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        same_db = run_cli("run", str(plan), "--db", str(db), "--workdir", str(tmp_path / "w2"))
+        one_line_error(same_db, "results database", "in use by process", str(first.pid))
+        same_work = run_cli("run", str(plan), "--db", str(tmp_path / "other.sqlite"), "--workdir", str(work))
+        one_line_error(same_work, "working directory", "in use by process", str(first.pid))
+        assert not (tmp_path / "other.sqlite").exists()
+    finally:
+        assert first.wait(timeout=300) == 0
+    # Once the first is done, the lock is free: the same command resumes (and finds nothing left to do).
+    again = run_cli("run", str(plan), "--db", str(db), "--workdir", str(work))
+    assert again.returncode == 0, again.stderr
+
+
+@pytest.mark.parametrize(("args", "needles"), [
+    (("rank", "--top", "0"), ("--top 0", "1 or more")),
+    (("rank", "--min-runs", "1"), ("--min-runs 1", "2 or more")),
+    (("rank", "--max-noise", "-1"), ("--max-noise", "above 0")),
+    (("results", "--metric", "bogus"), ("no metric 'bogus'", "read.iops", "'all'")),
+    (("monitor", "--run", "1", "--fields", "bogus"), ("'bogus'", "cpu.")),
+])
+def test_report_options_out_of_range(tmp_path: Path, args: tuple[str, ...], needles: tuple[str, ...],
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "r.sqlite"
+    shutil.copyfile(SCHEMA1, db)
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, "--db", str(db)])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and all(n in lines[0] for n in needles), err
+
+
+@pytest.mark.parametrize("workdir", ["/dev/null", "FILE", "/proc/iomatrix", "/sys/kernel/iomatrix"])
+def test_bad_workdir_or_db_creates_nothing(tmp_path: Path, workdir: str) -> None:
+    (tmp_path / "FILE").write_text("x")
+    proc = run_cli("run", "quick", "--db", str(tmp_path / "r.sqlite"), "--workdir", workdir, cwd=tmp_path)
+    one_line_error(proc, "--workdir")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["FILE"]
+
+
+def test_db_that_is_a_directory_creates_nothing(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    proc = run_cli("run", "quick", "--db", "d", cwd=tmp_path)
+    one_line_error(proc, "a directory")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
+    assert not list((tmp_path / "d").iterdir())
+
+
+def test_run_without_a_plan_prints_usage_and_version_works(tmp_path: Path) -> None:
+    proc = run_cli("run", cwd=tmp_path)
+    assert proc.returncode == 2 and "Usage: iomatrix run" in proc.stdout + proc.stderr
+    assert list(tmp_path.iterdir()) == []
+    proc = run_cli("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("iomatrix ")
+
+
+def test_unexpected_error_is_one_line_with_a_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # A real internal failure: the report code meets a database whose samples table was tampered with.
+    db = tmp_path / "r.sqlite"
+    shutil.copyfile(SCHEMA1, db)
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    con.execute("UPDATE runs SET phases_json='not json'")
+    con.commit()
+    con.close()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with pytest.raises(SystemExit) as exit_:
+        main(["results", "--db", str(db)])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 1
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "internal error" in lines[0] and "full traceback in" in lines[0], err
+    logs = list((tmp_path / "cache" / "iomatrix" / "logs").glob("crash-*.log"))
+    assert len(logs) == 1 and "Traceback" in logs[0].read_text()
+    assert str(logs[0]) in lines[0]
+
+
+def test_non_root_warning_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    plan = tmp_path / "p.toml"
+    plan.write_text('tier = ["baremetal"]\n[[backing]]\ntype = "blockdev"\ndevice = "/dev/nonexistent-x"\n')
+    with pytest.raises(SystemExit):
+        main(["run", str(plan), "--db", str(tmp_path / "r.sqlite"), "--workdir", str(tmp_path / "w")])
+    assert "cannot be dropped" in capsys.readouterr().err
+
+
+@root_only
+def test_all_failed_sweep_exits_3_and_says_how_many(tmp_path: Path) -> None:
+    # A real ENOSPC: 64 MiB of writes into an 8 MiB tmpfs.
+    plan = tmp_path / "full.toml"
+    plan.write_text('tier = ["baremetal"]\ncache = ["writeback"]\nworkloads = ["seq-write-1m"]\nsize = "64M"\n'
+                    'runtime = 1\n[repetitions]\nmin = 1\nmax = 1\n[[backing]]\ntype = "tmpfs"\nsize = "8M"\n')
+    proc = run_cli("run", str(plan), "--db", str(tmp_path / "r.sqlite"), "--workdir", str(tmp_path / "w"))
+    assert proc.returncode == 3, proc.stderr
+    assert "every run failed (3 runs)" in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
