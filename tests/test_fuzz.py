@@ -24,9 +24,6 @@ from tests.conftest import DATA
 
 FUZZ = DATA / "fuzz"
 SCHEMA1 = DATA / "schema1" / "iomatrix-schema1.sqlite"
-# Job files named by a plan are read by workloads.py, which the fio-job allowlist work rewrites (issue 14):
-# a binary job file and /proc/self/mem still end in an internal error there. Remove once that lands.
-PENDING_JOB_FILE_FIX = {"plan workloads--text1.toml", "plan workloads--text2.toml"}
 REPORTS = (["results"], ["results", "--format", "json"], ["rank"], ["monitor", "--run", "1"])
 
 
@@ -78,8 +75,6 @@ def test_fuzz_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(all_cases) >= 300
     problems: list[str] = []
     for name, argv in all_cases:
-        if name in PENDING_JOB_FILE_FIX:
-            continue
         case = tmp_path / "case"
         shutil.rmtree(case, ignore_errors=True)
         case.mkdir()

@@ -283,9 +283,15 @@ class SweepRunner:
             reason = reason or ""
             if reason.startswith("gave up"):
                 result.gave_up.append((key, reason))
-            elif reason and reason != "converged":
+            elif reason.startswith(NOT_SETTLED):
+                # Stopped by a limit, not by the data: racing's eliminations, race ends and baselines are
+                # answers, and "converged" is one too.
                 result.not_converged.append((key, reason))
         return result
+
+
+# Reasons a unit stopped before its data settled anything.
+NOT_SETTLED = ("max runs reached", "time budget spent")
 
 
 def _race_group(unit: Unit) -> str:
