@@ -190,3 +190,9 @@ def test_racing_needs_fewer_runs_than_fixed_repetition_for_the_same_answer() -> 
     log = drive(s, lambda k, n: jitter(means[k], n))
     assert len(log) <= 0.5 * 6 * 10
     assert s.reasons()["u0"].startswith("race over")
+
+
+def test_racing_with_a_minimum_of_one_run_waits_for_two_values_before_testing() -> None:
+    s = racing(["a", "b"], min_runs=1, max_runs=4)
+    log = drive(s, lambda k, n: jitter(1000.0 if k == "a" else 100.0, n))
+    assert s.reasons()["b"].startswith("eliminated") and len(log) >= 4

@@ -112,18 +112,20 @@ class RacingPolicy:
                 out[u.key] = "baseline: minimum runs kept"
             else:
                 groups.setdefault(u.group, []).append(u)
+        # A comparison needs a variance: at least two rounds, whatever the plan's minimum.
+        min_rounds = max(2, self.min_runs)
         for group, members in groups.items():
-            if len(members) < 2:
-                continue  # a lone unit (its rivals still below their minimum, or eliminated) waits or converges
+            if len(members) < 2 or any(len(u.points) < 2 for u in members):
+                continue  # a lone unit, or one with a single value: nothing can be tested yet
             step = race_step({u.key: u.points for u in members}, self.higher_is_better(group),
-                             threshold=self.threshold, alpha=self.alpha, min_rounds=self.min_runs)
+                             threshold=self.threshold, alpha=self.alpha, min_rounds=min_rounds)
             steps = self.history.setdefault(group, [])
             steps.append(step)
             for d in step.decisions:
                 if d.status == "eliminated":
                     out[d.unit] = f"eliminated: {d.reason}"
             rounds_done = min(len({r for r, _ in u.points}) for u in members)
-            why = stop_reason(steps, rounds_done, max_rounds=10**9, min_rounds=self.min_runs)
+            why = stop_reason(steps, rounds_done, max_rounds=10**9, min_rounds=min_rounds)
             if why:
                 for u in members:
                     out.setdefault(u.key, f"race over: {why}" + (f" ({step.best} best)" if step.best else ""))

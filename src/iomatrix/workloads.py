@@ -78,12 +78,12 @@ PRESETS: dict[str, Workload] = {
         _fio("seq-read-1m", "sequential read, 1 MiB blocks", "read", "1m", "read.bw_mbps"),
         _fio("seq-write-1m", "sequential write, 1 MiB blocks", "write", "1m", "write.bw_mbps"),
         *[
-            _fio(f"rand-read-{label}", f"random read, {bs} blocks (seed 000 sweep)", "randread", bs,
+            _fio(f"rand-read-{label}", f"random read, {bs} blocks (block-size sweep)", "randread", bs,
                  "read.iops" if label in ("512", "4k") else "read.bw_mbps")
             for label, bs in _sizes()
         ],
         *[
-            _fio(f"rand-write-{label}", f"random write, {bs} blocks (seed 000 sweep)", "randwrite", bs,
+            _fio(f"rand-write-{label}", f"random write, {bs} blocks (block-size sweep)", "randwrite", bs,
                  "write.iops" if label in ("512", "4k") else "write.bw_mbps")
             for label, bs in _sizes()
         ],
@@ -93,9 +93,9 @@ PRESETS: dict[str, Workload] = {
              "randwrite", "4k", "write.iops", fdatasync=1),
         _fio("mixed-70-30", "random 4 KiB mix, 70% read / 30% write", "randrw", "4k", "total.iops",
              rwmixread=70),
-        Workload("fs-read", "seed 001 read-heavy: walk a file tree and list a large tarball (guest fs)",
+        Workload("fs-read", "read-heavy filesystem job: walk a file tree and list a large tarball (guest fs)",
                  kind="fs-read", primary_metric="workload.seconds", higher_is_better=False),
-        Workload("fs-write", "seed 001 write-heavy: large sequential writes with sync, then extract a "
+        Workload("fs-write", "write-heavy filesystem job: large sequential writes with sync, then extract a "
                  "tarball and sync (guest fs)", kind="fs-write", primary_metric="workload.seconds",
                  higher_is_better=False),
     ]

@@ -245,7 +245,7 @@ def weighted_scores(store: Store, sweep_id: int, score: str) -> tuple[list[Score
               and metric in c.samples}
         if seq_w not in bm or rand_w not in bm:
             raise UserError(f"{score} needs bare-metal results for {seq_w} and {rand_w}",
-                            hint="run a plan with tier baremetal and those workloads (e.g. 'salter')")
+                            hint="run a plan with tier baremetal and those workloads (e.g. 'block-size-sweep')")
         bm_seq = sum(bm[seq_w].samples[metric]) / len(bm[seq_w].samples[metric])
         bm_rand = sum(bm[rand_w].samples[metric]) / len(bm[rand_w].samples[metric])
         factors[part] = bm_seq / bm_rand
