@@ -21,9 +21,13 @@ fi
 # zstd/lz4 build the guest initramfs; build-essential, dpkg-dev, libaio-dev and zlib1g-dev build a static
 # fio for the guest from Debian's source package (a 6 MB initramfs that boots ~1 s faster than copying the
 # host fio and its libraries); python3-venv holds the Python dependencies.
+# Checks of what iomatrix generates: libvirt-clients has virt-xml-validate (the configuration snippets' libvirt
+# XML is validated against libvirt's own schema) and libxml2-utils its xmllint; chromium loads the HTML report
+# headless in the tests (no console errors, no network requests, a non-blank screenshot).
 packages=(python3 python3-venv python3-pip qemu-system-x86 qemu-system-common qemu-utils fio e2fsprogs xfsprogs btrfs-progs
           eatmydata busybox-static kmod cpio zstd lz4 gzip util-linux mount procps ca-certificates
-          build-essential dpkg-dev libaio-dev zlib1g-dev)
+          build-essential dpkg-dev libaio-dev zlib1g-dev
+          libvirt-clients libxml2-utils chromium)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -226,3 +226,72 @@ def choices(enum: type[StrEnum]) -> str:
     """'a, b or c': the valid values of an axis, for error messages."""
     vals = [e.value for e in enum]
     return ", ".join(vals[:-1]) + f" or {vals[-1]}" if len(vals) > 1 else vals[0]
+
+
+# --------------------------------------------------------------------------- other tools' spellings
+# How libvirt, virt-install, Proxmox and OpenStack Nova spell the same axis values; checked against:
+#   libvirt formatdomain "Hard drives" <driver>: cache = default|none|writethrough|writeback|directsync|unsafe,
+#     io = threads|native|io_uring (io_uring since 6.3.0), discard = unmap|ignore, detect_zeroes = off|on|unmap;
+#     <target bus=ide|fdc|scsi|virtio|xen|usb|sata|sd> (domaincommon.rng of libvirt 9.0: no nvme)
+#   virt-install(1) --disk: format=, bus=, cache=, io=, discard=, detect_zeroes=, sparse=yes|no
+#   pve-docs qm.conf(5): ide[n]/sata[n]/scsi[n]/virtio[n]: [file=]<volume> [,aio=<io_uring|native|threads>]
+#     [,cache=<directsync|none|unsafe|writeback|writethrough>] [,discard=<ignore|on>]
+#     [,format=<cloop|qcow|qcow2|qed|raw|vmdk>]; qm(1) "STORAGE_ID:SIZE_IN_GiB" allocates a new volume
+#   Nova configuration reference [libvirt]: disk_cachemodes = list of "<source>=<mode>" with source
+#     file|block|network and mode default|none|writethrough|writeback|directsync|unsafe;
+#     images_type = raw|flat|qcow2|lvm|rbd|ploop|default; preallocate_images = none|space;
+#     image property hw_disk_bus = virtio|scsi|ide|sata|... (hw_scsi_model=virtio-scsi for scsi).
+
+# Cache-mode names are identical in QEMU, libvirt, virt-install, Proxmox and Nova; aio names are identical
+# in QEMU (aio=), libvirt (io=), virt-install (io=) and Proxmox (aio=). The tables make that explicit so a
+# snippet never spells a value the tool does not know.
+LIBVIRT_CACHE: dict[CacheMode, str] = {c: c.value for c in CacheMode}
+LIBVIRT_IO: dict[Aio, str] = {Aio.THREADS: "threads", Aio.NATIVE: "native", Aio.IO_URING: "io_uring"}
+PROXMOX_CACHE: dict[CacheMode, str] = {c: c.value for c in CacheMode}
+PROXMOX_AIO: dict[Aio, str] = {Aio.THREADS: "threads", Aio.NATIVE: "native", Aio.IO_URING: "io_uring"}
+PROXMOX_FORMAT: dict[Format, str] = {Format.RAW: "raw", Format.QCOW2: "qcow2", Format.QED: "qed"}
+# Proxmox disk keys take an index: ide 0-3, sata 0-5, scsi 0-30, virtio 0-15 (qm.conf(5)).
+PROXMOX_MAX_INDEX: dict[str, int] = {"ide": 3, "sata": 5, "scsi": 30, "virtio": 15}
+NOVA_CACHE: dict[CacheMode, str] = {c: c.value for c in CacheMode}
+# Nova's images_type for an image format; None = Nova cannot use it for instance disks.
+NOVA_IMAGES_TYPE: dict[Format, str | None] = {Format.RAW: "raw", Format.QCOW2: "qcow2", Format.QED: None}
+# hw_disk_bus image property per bus (Nova image metadata reference).
+NOVA_DISK_BUS: dict[Bus, str] = {Bus.VIRTIO_BLK: "virtio", Bus.VIRTIO_SCSI: "scsi", Bus.IDE: "ide",
+                                 Bus.SATA: "sata", Bus.NVME: "nvme"}
+# Buses libvirt's <target bus=...> cannot express (domaincommon.rng, libvirt 9.0 as in Debian 12).
+LIBVIRT_BUS_UNAVAILABLE: dict[Bus, str] = {
+    Bus.NVME: "libvirt's disk <target bus=...> has no nvme (domain schema of libvirt 9.0); "
+              "use virtio-blk, or pass the -blockdev/-device below through <qemu:commandline>",
+}
+# libvirt <target dev=...> prefix per bus (vda for virtio, sda for scsi/sata, hda for ide, nvme0n1 for nvme).
+LIBVIRT_DEV: dict[Bus, str] = {Bus.VIRTIO_BLK: "vda", Bus.VIRTIO_SCSI: "sda", Bus.IDE: "hda", Bus.SATA: "sda",
+                               Bus.NVME: "nvme0n1"}
+
+
+class BackingKind(StrEnum):
+    """What the image lives on: a file on a filesystem, or a whole block device (LV, partition, disk)."""
+
+    FILE = "file"
+    BLOCK = "block"
+
+
+# Backing types (plan `[[backing]] type`) whose target is a block device rather than an image file.
+BLOCK_BACKINGS = ("blockdev", "lvm")
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A named configuration people run without choosing: a tool's defaults."""
+
+    name: str
+    cache: CacheMode
+    aio: Aio
+    source: str  # where the default is documented
+
+
+BASELINES: tuple[Baseline, ...] = (
+    Baseline("QEMU default", CacheMode.WRITEBACK, Aio.THREADS,
+             "qemu-system-x86_64(1) -drive: 'The default mode is cache=writeback'; aio defaults to threads"),
+    Baseline("libvirt default", CacheMode.WRITEBACK, Aio.THREADS,
+             "libvirt formatdomain: without cache=/io= the hypervisor default applies, i.e. QEMU's"),
+)

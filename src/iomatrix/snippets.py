@@ -1,0 +1,268 @@
+"""Paste-ready configuration for one disk configuration, in every tool's own spelling.
+
+Everything is generated from the domain model (`iomatrix.domain`): the axis values, each tool's spelling
+of them, and the rules between them. The QEMU arguments are the very `-blockdev`/`-device` graph the
+guest tier measures (`iomatrix.guest.qemu.blockdev_args`/`device_args`), so what is pasted is what was
+measured. Where a tool cannot express a configuration (Proxmox has no NVMe disk bus, Nova cannot use qed
+images) the snippet says so in one line instead of printing something that would not work.
+"""
+
+from __future__ import annotations
+
+import shlex
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from iomatrix import domain
+from iomatrix.domain import (
+    BUS,
+    LIBVIRT_BUS_UNAVAILABLE,
+    LIBVIRT_CACHE,
+    LIBVIRT_DEV,
+    LIBVIRT_IO,
+    NA,
+    NOVA_CACHE,
+    NOVA_DISK_BUS,
+    NOVA_IMAGES_TYPE,
+    PROXMOX_AIO,
+    PROXMOX_CACHE,
+    PROXMOX_FORMAT,
+    Aio,
+    BackingKind,
+    Bus,
+    CacheMode,
+    Format,
+    Preallocation,
+)
+from iomatrix.errors import UserError
+
+# Axis values a snippet uses when the sweep did not vary that axis (bare metal has no format or bus).
+ASSUMED_DEFAULTS: dict[str, str] = {"format": Format.RAW, "preallocation": Preallocation.OFF,
+                                    "aio": Aio.THREADS, "bus": Bus.VIRTIO_BLK}
+DEFAULT_SIZE_GIB = 32
+
+
+@dataclass(frozen=True)
+class DiskConfig:
+    """One VM disk configuration: the axes a snippet needs."""
+
+    format: Format
+    preallocation: Preallocation
+    cache: CacheMode
+    aio: Aio
+    bus: Bus
+    backing: BackingKind = BackingKind.FILE
+    assumed: tuple[str, ...] = ()  # axes the source did not give; filled from ASSUMED_DEFAULTS
+
+    def __post_init__(self) -> None:
+        for reason in (domain.aio_rule(self.cache, self.aio),
+                       domain.preallocation_rule(self.format, self.preallocation,
+                                                 on_block_device=self.backing == BackingKind.BLOCK)):
+            if reason:
+                raise UserError(reason, hint="pick a combination QEMU accepts (see 'iomatrix plan --explain')")
+
+    @classmethod
+    def from_axes(cls, axes: dict[str, str], backing_type: str | None = None) -> DiskConfig:
+        """From a cell's axes (as stored); axes shown as "-" take ASSUMED_DEFAULTS and are listed in `assumed`."""
+        vals: dict[str, str] = {}
+        assumed: list[str] = []
+        for axis in ("format", "preallocation", "cache", "aio", "bus"):
+            v = axes.get(axis, NA)
+            if v in (NA, None, ""):
+                if axis == "cache":
+                    raise UserError("a configuration needs a cache mode", hint=f"use {domain.choices(CacheMode)}")
+                v = ASSUMED_DEFAULTS[axis]
+                assumed.append(axis)
+            vals[axis] = v
+        kind = BackingKind.BLOCK if backing_type in domain.BLOCK_BACKINGS else BackingKind.FILE
+        return cls(Format(vals["format"]), Preallocation(vals["preallocation"]), CacheMode(vals["cache"]),
+                   Aio(vals["aio"]), Bus(vals["bus"]), kind, tuple(assumed))
+
+    def label(self) -> str:
+        return (f"format={self.format} preallocation={self.preallocation} cache={self.cache} aio={self.aio} "
+                f"bus={self.bus}")
+
+    def default_path(self) -> str:
+        if self.backing == BackingKind.BLOCK:
+            return "/dev/vg0/vm-disk"
+        return f"/var/lib/libvirt/images/vm-disk.{self.format}"
+
+
+@dataclass(frozen=True)
+class Snippet:
+    tool: str  # "libvirt", "qemu", "proxmox", "virt-install", "nova", "qemu-img"
+    title: str
+    text: str | None  # None when the tool cannot express the configuration
+    note: str = ""  # what the snippet leaves to the user, or why it is not available
+    language: str = "sh"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"tool": self.tool, "title": self.title, "text": self.text, "note": self.note,
+                "language": self.language}
+
+
+@dataclass
+class SnippetSet:
+    config: DiskConfig
+    snippets: list[Snippet] = field(default_factory=list)
+
+    def by_tool(self, tool: str) -> Snippet:
+        return next(s for s in self.snippets if s.tool == tool)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"config": self.config.label(), "assumed": list(self.config.assumed),
+                "snippets": [s.as_dict() for s in self.snippets]}
+
+
+# --------------------------------------------------------------------------- libvirt
+
+
+def libvirt_disk_element(cfg: DiskConfig, path: str | None = None) -> ET.Element:
+    path = path or cfg.default_path()
+    disk = ET.Element("disk", type="block" if cfg.backing == BackingKind.BLOCK else "file", device="disk")
+    ET.SubElement(disk, "driver", name="qemu", type=cfg.format.value, cache=LIBVIRT_CACHE[cfg.cache],
+                  io=LIBVIRT_IO[cfg.aio])
+    ET.SubElement(disk, "source", **({"dev": path} if cfg.backing == BackingKind.BLOCK else {"file": path}))
+    ET.SubElement(disk, "target", dev=LIBVIRT_DEV[cfg.bus], bus=BUS[cfg.bus].libvirt)
+    return disk
+
+
+def libvirt_disk_xml(cfg: DiskConfig, path: str | None = None) -> str:
+    el = libvirt_disk_element(cfg, path)
+    ET.indent(el, space="  ")
+    return ET.tostring(el, encoding="unicode")
+
+
+def libvirt_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
+    title = "libvirt domain XML (virsh edit VM: replace the <disk> element)"
+    if cfg.bus in LIBVIRT_BUS_UNAVAILABLE:
+        return Snippet("libvirt", title, None, f"not available: {LIBVIRT_BUS_UNAVAILABLE[cfg.bus]}", "xml")
+    xml = libvirt_disk_xml(cfg, path)
+    note = ""
+    if cfg.bus == Bus.VIRTIO_SCSI:
+        xml = "<controller type='scsi' model='virtio-scsi'/>\n" + xml
+        note = "bus scsi needs the virtio-scsi controller shown (libvirt adds an LSI one otherwise)"
+    return Snippet("libvirt", title, xml, note, "xml")
+
+
+# --------------------------------------------------------------------------- QEMU
+
+
+def qemu_argv(cfg: DiskConfig, path: str | None = None, node: str = "disk0") -> list[str]:
+    """The -blockdev/-device arguments the guest tier measured, for `path`."""
+    from iomatrix.guest.qemu import DiskSpec, blockdev_args, device_args
+
+    spec = DiskSpec(target=path or cfg.default_path(), format=cfg.format.value, cache=cfg.cache, aio=cfg.aio,
+                    bus=cfg.bus)
+    blockdev = blockdev_args(spec, node=node)
+    if cfg.backing == BackingKind.BLOCK:
+        # blockdev_args picks the protocol from the path it sees; a snippet's path need not exist here.
+        blockdev = [a.replace("file.driver=file,", "file.driver=host_device,") for a in blockdev]
+    return [*blockdev, *device_args(spec, node=node, serial="disk0")]
+
+
+def qemu_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
+    argv = qemu_argv(cfg, path)
+    pairs = [f"{argv[i]} {shlex.quote(argv[i + 1])}" for i in range(0, len(argv), 2)]
+    return Snippet("qemu", "QEMU command line (-blockdev/-device, the graph iomatrix measured)",
+                   " \\\n".join(pairs), "append to your qemu-system-x86_64 command line")
+
+
+# --------------------------------------------------------------------------- Proxmox
+
+
+def proxmox_drive_value(cfg: DiskConfig, storage: str = "STORAGE", size_gib: int = DEFAULT_SIZE_GIB) -> str:
+    """The qm.conf property string: STORAGE:SIZE allocates a new volume of SIZE GiB."""
+    opts = [f"{storage}:{size_gib}"]
+    if cfg.backing == BackingKind.FILE:  # a block storage (LVM, ZFS) has no image format to choose
+        opts.append(f"format={PROXMOX_FORMAT[cfg.format]}")
+    opts += [f"cache={PROXMOX_CACHE[cfg.cache]}", f"aio={PROXMOX_AIO[cfg.aio]}"]
+    return ",".join(opts)
+
+
+def proxmox_snippet(cfg: DiskConfig, vmid: str = "VMID", storage: str = "STORAGE",
+                    size_gib: int = DEFAULT_SIZE_GIB) -> Snippet:
+    title = "Proxmox VE (qm set)"
+    prefix = BUS[cfg.bus].proxmox
+    if prefix is None:
+        return Snippet("proxmox", title, None,
+                       f"not available: Proxmox VE has no {cfg.bus} disk bus (qm.conf offers ide, sata, scsi and "
+                       "virtio); the nearest is virtio (virtio-blk)")
+    cmd = f"qm set {vmid}"
+    if cfg.bus == Bus.VIRTIO_SCSI:
+        cmd += " --scsihw virtio-scsi-pci"  # the controller measured; Proxmox's default may be LSI
+    cmd += f" --{prefix}0 {proxmox_drive_value(cfg, storage, size_gib)}"
+    note = "STORAGE:SIZE allocates a new volume of SIZE GiB; use an existing volume id to reconfigure a disk"
+    if cfg.preallocation != Preallocation.OFF and cfg.backing == BackingKind.FILE:
+        cmd += f"\npvesm set {storage} --preallocation {cfg.preallocation}"
+        note += "; preallocation is a property of a directory/NFS storage, not of one disk"
+    return Snippet("proxmox", title, cmd, note)
+
+
+# --------------------------------------------------------------------------- virt-install, Nova, qemu-img
+
+
+def virt_install_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
+    title = "virt-install --disk"
+    if cfg.bus in LIBVIRT_BUS_UNAVAILABLE:
+        return Snippet("virt-install", title, None, f"not available: {LIBVIRT_BUS_UNAVAILABLE[cfg.bus]}")
+    keys = [f"path={path or cfg.default_path()}", f"format={cfg.format}", f"bus={BUS[cfg.bus].libvirt}",
+            f"cache={LIBVIRT_CACHE[cfg.cache]}", f"io={LIBVIRT_IO[cfg.aio]}"]
+    text = "--disk " + shlex.quote(",".join(keys))
+    if cfg.bus == Bus.VIRTIO_SCSI:
+        text = "--controller type=scsi,model=virtio-scsi " + text
+    return Snippet("virt-install", title, text, "uses an existing image: create it first with the qemu-img line")
+
+
+def nova_snippet(cfg: DiskConfig) -> Snippet:
+    title = "OpenStack Nova (nova.conf on each compute node, and the image's bus)"
+    images_type = NOVA_IMAGES_TYPE[cfg.format]
+    if images_type is None:
+        return Snippet("nova", title, None, f"not available: Nova's images_type cannot be {cfg.format}", "ini")
+    source = "block" if cfg.backing == BackingKind.BLOCK else "file"
+    lines = ["[libvirt]", f"disk_cachemodes = {source}={NOVA_CACHE[cfg.cache]}"]
+    if cfg.backing == BackingKind.FILE:
+        lines.append(f"images_type = {images_type}")
+        lines.append(f"preallocate_images = {'none' if cfg.preallocation == Preallocation.OFF else 'space'}")
+    lines.append(f"# image property: openstack image set --property hw_disk_bus={NOVA_DISK_BUS[cfg.bus]}"
+                 + (" --property hw_scsi_model=virtio-scsi" if cfg.bus == Bus.VIRTIO_SCSI else "") + " IMAGE")
+    return Snippet("nova", title, "\n".join(lines),
+                   "Nova has no option for aio (libvirt io=); it chooses it itself", "ini")
+
+
+def qemu_img_snippet(cfg: DiskConfig, path: str | None = None, size_gib: int = DEFAULT_SIZE_GIB) -> Snippet:
+    title = "qemu-img create (the image, with its preallocation)"
+    target = path or cfg.default_path()
+    if cfg.backing == BackingKind.BLOCK and cfg.format == Format.RAW:
+        return Snippet("qemu-img", title, None, "none needed: a raw disk on a block device is the device itself")
+    argv = ["qemu-img", "create", "-f", cfg.format.value]
+    if cfg.preallocation != Preallocation.OFF:
+        argv += ["-o", f"preallocation={cfg.preallocation}"]
+    argv += [target, f"{size_gib}G"]
+    return Snippet("qemu-img", title, shlex.join(argv))
+
+
+def snippets_for(cfg: DiskConfig, path: str | None = None) -> SnippetSet:
+    return SnippetSet(cfg, [
+        libvirt_snippet(cfg, path),
+        qemu_snippet(cfg, path),
+        proxmox_snippet(cfg),
+        virt_install_snippet(cfg, path),
+        nova_snippet(cfg),
+        qemu_img_snippet(cfg, path),
+    ])
+
+
+def minimal_domain_xml(disk_xml: str, name: str = "iomatrix-snippet") -> str:
+    """A complete libvirt domain around a <disk> snippet (what virt-xml-validate checks)."""
+    body = "\n".join("    " + line for line in disk_xml.splitlines())
+    return (f"<domain type='kvm'>\n  <name>{name}</name>\n  <memory unit='MiB'>512</memory>\n  <vcpu>1</vcpu>\n"
+            f"  <os><type arch='x86_64' machine='pc'>hvm</type></os>\n  <devices>\n{body}\n  </devices>\n"
+            "</domain>\n")
+
+
+def write_domain(disk_xml: str, path: Path) -> Path:
+    path.write_text(minimal_domain_xml(disk_xml))
+    return path
