@@ -542,3 +542,7 @@ def main(argv: list[str] | None = None) -> None:
         err_console.print(f"[red]internal error:[/] {escape(_one_line(f'{type(err).__name__}: {err}'))} — "
                           f"{escape(where)}; please report it", soft_wrap=True)
         sys.exit(EXIT_INTERNAL)
+
+
+# Commands defined in their own modules register themselves on `app` when imported.
+import iomatrix.cli_verdict  # noqa: E402, F401

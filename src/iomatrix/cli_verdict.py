@@ -1,0 +1,71 @@
+"""`iomatrix recommend` and `iomatrix report`: registered on the main CLI app (iomatrix.cli imports this)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from iomatrix.cli import DEFAULT_DB, DbOpt, SweepOpt, app
+from iomatrix.errors import UserError
+from iomatrix.report.render import Format
+from iomatrix.ui import console
+
+
+@app.command()
+def recommend(
+    db: DbOpt = DEFAULT_DB,
+    sweep: SweepOpt = None,
+    workload: Annotated[str | None, typer.Option(help="Only this workload.")] = None,
+    score: Annotated[list[str], typer.Option(
+        "--score", help="weighted-read, weighted-write or weighted-mixed (repeatable; default: all three when "
+                        "the sweep has guests).")] = [],  # noqa: B006
+    current: Annotated[str | None, typer.Option(
+        help="What you run today: a libvirt domain XML file, a QEMU -drive/-blockdev string, or axes "
+             "'cache=none,aio=threads,format=qcow2,bus=virtio-blk'.")] = None,
+    current_disk: Annotated[str | None, typer.Option(help="Which disk of the libvirt XML (target dev, e.g. vda); "
+                                                          "default: the first.")] = None,
+    require: Annotated[list[str], typer.Option(
+        "--require", help="power-loss-safe, every-write-durable, migratable or snapshots (repeatable).")] = [],  # noqa: B006
+    format: Annotated[Format, typer.Option("--format", help="table, json, csv or markdown.")] = Format.table,
+    min_runs: Annotated[int, typer.Option(help="Cells with fewer ok runs are not ranked.")] = 3,
+    max_noise: Annotated[float, typer.Option(help="Cells whose CI half-width exceeds this fraction of the "
+                                                  "mean are not ranked.")] = 0.10,
+) -> None:
+    """The configuration to use per workload, how much faster it is, what it risks, and paste-ready snippets."""
+    from iomatrix.current import parse_current
+    from iomatrix.report.query import pick_sweep
+    from iomatrix.report.recommend import recommend as build
+    from iomatrix.report.render import render_recommendation
+    from iomatrix.store import Store
+
+    if current_disk is not None and current is None:
+        raise UserError("--current-disk needs --current", hint="give the libvirt domain XML with --current vm.xml")
+    cur = parse_current(current, current_disk) if current is not None else None
+    store = Store.open_existing(db)
+    rec = build(store, pick_sweep(store, sweep), workload=workload, requirements=require, current=cur,
+                scores=score or None, min_n=min_runs, max_noise=max_noise)
+    sys.stdout.write(render_recommendation(rec, format.value))
+
+
+@app.command()
+def report(
+    html: Annotated[Path, typer.Option("--html", help="Write the report to this HTML file.")],
+    db: DbOpt = DEFAULT_DB,
+    sweep: SweepOpt = None,
+    current: Annotated[str | None, typer.Option(help="What you run today (as for 'recommend').")] = None,
+    require: Annotated[list[str], typer.Option("--require", help="As for 'recommend' (repeatable).")] = [],  # noqa: B006
+) -> None:
+    """One self-contained HTML file: recommendation and risks, rankings with error bars, block-size bars,
+    host panels over time, sweep metadata and every run."""
+    from iomatrix.current import parse_current
+    from iomatrix.report.html import write_report
+    from iomatrix.report.query import pick_sweep
+    from iomatrix.store import Store
+
+    cur = parse_current(current) if current is not None else None
+    store = Store.open_existing(db)
+    size = write_report(store, pick_sweep(store, sweep), html, current=cur, requirements=require)
+    console.print(f"wrote {html} ({size / 1024:.0f} KiB): open it in a browser, it needs no network")

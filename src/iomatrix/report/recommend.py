@@ -1,0 +1,397 @@
+"""`iomatrix recommend`: which disk configuration to use, how much it gains, and what it risks.
+
+The report is a data model (dataclasses, `as_dict()` for JSON); render.py formats it. The choice of a
+configuration is made in exactly one place, `choose()`: today it takes the ranking's best eligible cell and
+names the cells of its group as tied (stats/ranking.py); the statistics decision rule (stats/decision.py)
+replaces its body when it lands. Risks are QEMU's documented semantics (`domain.CACHE`, `risk.risk_of`),
+labelled as such; `measured_risks()` is the seam where a durability tier's measured verdicts will take
+precedence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from iomatrix import domain
+from iomatrix.current import CurrentConfig
+from iomatrix.domain import BASELINES, CACHE, CacheMode, Modifier, SafetyLevel
+from iomatrix.errors import UserError
+from iomatrix.guest.accel import TCG_WARNING
+from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info
+from iomatrix.report.rank import WorkloadRanking, rank_workload
+from iomatrix.risk import risk_of
+from iomatrix.snippets import DiskConfig, SnippetSet, snippets_for
+from iomatrix.stats import Ranking, RatioCI, ratio_ci
+from iomatrix.store import Store
+
+DOCUMENTED = "documented, not measured"
+
+
+# --------------------------------------------------------------------------- requirements
+
+
+@dataclass(frozen=True)
+class Requirement:
+    name: str
+    meaning: str
+
+    def met_by(self, axes: dict[str, str]) -> bool:
+        cache, modifier = axes.get("cache", domain.NA), axes.get("modifier", Modifier.NONE)
+        if cache not in {c.value for c in CacheMode}:
+            return False
+        if self.name == "power-loss-safe":
+            return domain.safety_level(cache, modifier) != SafetyLevel.UNSAFE
+        if self.name == "every-write-durable":
+            return domain.safety_level(cache, modifier) == SafetyLevel.SAFE
+        if self.name == "migratable":
+            return CACHE[CacheMode(cache)].direct
+        if self.name == "snapshots":
+            return axes.get("format") == domain.Format.QCOW2
+        raise AssertionError(self.name)
+
+
+REQUIREMENTS: dict[str, Requirement] = {r.name: r for r in (
+    Requirement("power-loss-safe", "what the guest flushed survives a host crash or power loss (flushes honoured, "
+                                   "no cache=unsafe, no eatmydata)"),
+    Requirement("every-write-durable", "every completed write survives a power loss (cache=writethrough or "
+                                       "directsync)"),
+    Requirement("migratable", "safe for live migration: the host page cache is bypassed (cache=none or "
+                              "directsync; libvirt refuses other modes without --unsafe)"),
+    Requirement("snapshots", "internal snapshots and backing chains: format=qcow2"),
+)}
+
+
+def parse_requirements(names: Sequence[str]) -> list[Requirement]:
+    out = []
+    for raw in names:
+        for n in filter(None, (x.strip() for x in raw.split(","))):
+            if n not in REQUIREMENTS:
+                raise UserError(f"unknown requirement '{n}'", hint=f"use {', '.join(REQUIREMENTS)}")
+            out.append(REQUIREMENTS[n])
+    return out
+
+
+# --------------------------------------------------------------------------- risks
+
+
+@dataclass(frozen=True)
+class RiskStatement:
+    situation: str
+    text: str
+    basis: str  # DOCUMENTED, or "measured" once a durability tier supplies verdicts
+
+
+SITUATIONS = ("QEMU crash", "host crash or power loss", "live migration", "guest that does not send flushes")
+
+
+def measured_risks(cell: CellWorkload | None) -> dict[str, str]:
+    """Measured durability verdicts for a cell, per situation. The sweep has none yet (no durability tier):
+    this is where they will come from, and they take precedence over the documented semantics."""
+    return {}
+
+
+def risk_statements(cache: str, modifier: str = Modifier.NONE, cell: CellWorkload | None = None) -> list[RiskStatement]:
+    risk = risk_of(cache, modifier)
+    if risk is None:
+        return []
+    sem = CACHE[CacheMode(cache)]
+    if sem.direct:
+        migration = ("safe on shared storage: the host page cache is bypassed, so the destination reads what the "
+                     "source wrote")
+    else:
+        migration = ("unsafe on shared storage: writes may sit in the source host's page cache; libvirt refuses "
+                     "live migration unless forced with --unsafe")
+    if sem.no_flush or modifier == Modifier.EATMYDATA:
+        no_flush = "nothing changes: flushes are dropped for every guest anyway"
+    elif not sem.write_cache:
+        no_flush = "safe: QEMU flushes after every write, the guest does not have to"
+    elif sem.direct:
+        no_flush = ("its writes may be lost on power loss from the disk's volatile cache; they never wait in host "
+                    "RAM")
+    else:
+        no_flush = ("its writes may wait in host RAM until the kernel writes them back (seconds), and are lost on "
+                    "a host crash or power loss")
+    texts = dict(zip(SITUATIONS, (risk.qemu_crash, risk.power_loss, migration, no_flush), strict=True))
+    measured = measured_risks(cell)
+    return [RiskStatement(s, measured.get(s, texts[s]), "measured" if s in measured else DOCUMENTED)
+            for s in SITUATIONS]
+
+
+# --------------------------------------------------------------------------- the choice (one seam)
+
+
+@dataclass(frozen=True)
+class Choice:
+    cell: str  # the chosen cell's label
+    tied: tuple[str, ...]  # allowed cells not significantly different from the chosen one
+    rule: str  # how it was chosen, in one sentence
+
+
+def choose(ranking: Ranking, allowed: set[str]) -> Choice | None:
+    """THE decision: the best eligible allowed cell, and the allowed cells of its group as tied.
+
+    Seam: stats/decision.py's rule (top group, tie-break, one answer) replaces this body when it lands;
+    everything else in the report reads only the returned Choice.
+    """
+    rows = [r for r in ranking.rows if r.rank is not None and r.name in allowed]
+    if not rows:
+        return None
+    best = rows[0]
+    tied = tuple(r.name for r in rows[1:] if r.group == best.group)
+    return Choice(best.name, tied, "best mean among eligible cells; cells in its group (Welch, Holm-corrected) "
+                                   "are named as tied")
+
+
+# --------------------------------------------------------------------------- the verdict
+
+
+@dataclass
+class Gain:
+    """How the chosen configuration compares with another: chosen/other for higher-is-better figures,
+    other/chosen for lower-is-better ones, so > 1 always means the choice is better."""
+
+    against: str
+    label: str | None  # the compared cell; None when not in the sweep
+    ratio: RatioCI | None
+    note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        r = self.ratio
+        return {"against": self.against, "cell": self.label, "note": self.note,
+                "ratio": None if r is None else r.ratio, "ci95_low": None if r is None else r.low,
+                "ci95_high": None if r is None else r.high}
+
+
+@dataclass
+class Verdict:
+    workload: str
+    metric: str
+    higher_is_better: bool
+    tier: str
+    choice: Choice | None
+    mean: float | None = None
+    ci: tuple[float | None, float | None] = (None, None)
+    n: int = 0
+    gains: list[Gain] = field(default_factory=list)  # vs current, vs defaults
+    to_baremetal: Gain | None = None
+    to_ceiling: Gain | None = None
+    requirement_cost: Gain | None = None
+    risks: list[RiskStatement] = field(default_factory=list)
+    snippets: SnippetSet | None = None
+    missing: str = ""  # why there is no choice
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload, "metric": self.metric, "higher_is_better": self.higher_is_better,
+            "tier": self.tier, "missing": self.missing or None,
+            "choice": None if self.choice is None else {"cell": self.choice.cell, "tied": list(self.choice.tied),
+                                                        "rule": self.choice.rule},
+            "mean": self.mean, "ci95_low": self.ci[0], "ci95_high": self.ci[1], "n": self.n,
+            "gains": [g.as_dict() for g in self.gains],
+            "to_baremetal": None if self.to_baremetal is None else self.to_baremetal.as_dict(),
+            "to_ceiling": None if self.to_ceiling is None else self.to_ceiling.as_dict(),
+            "requirement_cost": None if self.requirement_cost is None else self.requirement_cost.as_dict(),
+            "risks": [{"situation": r.situation, "text": r.text, "basis": r.basis} for r in self.risks],
+            "snippets": None if self.snippets is None else self.snippets.as_dict(),
+        }
+
+
+@dataclass
+class Recommendation:
+    sweep_id: int
+    plan: str
+    status: str
+    requirements: list[Requirement]
+    current: CurrentConfig | None
+    verdicts: list[Verdict]
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"sweep": self.sweep_id, "plan": self.plan, "status": self.status,
+                "requirements": [{"name": r.name, "meaning": r.meaning} for r in self.requirements],
+                "current": None if self.current is None else {"axes": self.current.axes,
+                                                              "source": self.current.source,
+                                                              "defaulted": self.current.defaulted},
+                "verdicts": [v.as_dict() for v in self.verdicts], "warnings": self.warnings}
+
+
+def _gain(against: str, chosen: CellWorkload, other: CellWorkload | None, metric: str, higher: bool,
+          missing_note: str) -> Gain:
+    if other is None:
+        return Gain(against, None, None, missing_note)
+    a, b = chosen.samples.get(metric, []), other.samples.get(metric, [])
+    if len(a) < 2 or len(b) < 2:
+        return Gain(against, other.label(), None, "fewer than 2 runs: no interval")
+    rc = ratio_ci(a, b) if higher else ratio_ci(b, a)
+    return Gain(against, other.label(), rc, "same cell" if other is chosen else "")
+
+
+def _matching(cells: Sequence[CellWorkload], like: CellWorkload, **axes: str) -> CellWorkload | None:
+    """The cell with `axes` and otherwise the same axes as `like` (same tier and backing)."""
+    want = {**like.axes, **axes}
+    for c in cells:
+        if all(c.axes[k] == v for k, v in want.items()):
+            return c
+    return None
+
+
+def _matching_current(cells: Sequence[CellWorkload], like: CellWorkload, cur: CurrentConfig) -> CellWorkload | None:
+    # Axes the sweep shows as "-" (bare metal has no format or bus) cannot differ; others must match.
+    want = {k: v for k, v in cur.axes.items() if like.axes.get(k, domain.NA) != domain.NA}
+    return _matching(cells, like, **want)
+
+
+def workload_verdict(cws: list[CellWorkload], wr: WorkloadRanking, requirements: list[Requirement],
+                     current: CurrentConfig | None) -> Verdict:
+    r = wr.ranking
+    v = Verdict(wr.workload, wr.metric, r.higher_is_better, wr.tier, None)
+    allowed = {name for name, c in wr.cells.items() if all(q.met_by(c.axes) for q in requirements)}
+    choice = choose(r, allowed)
+    if choice is None:
+        if r.best is None:
+            v.missing = ("no cell is eligible: too few runs or too noisy (run more repetitions or lengthen "
+                         "runtime)")
+        else:
+            for q in requirements:
+                if not any(q.met_by(c.axes) for c in wr.cells.values()):
+                    v.missing = f"requirement {q.name} excluded every swept cell ({q.meaning})"
+                    break
+            else:
+                v.missing = ("no eligible cell meets all of " + ", ".join(q.name for q in requirements)
+                             + " together")
+        return v
+    v.choice = choice
+    cell = wr.cells[choice.cell]
+    row = r.row(choice.cell)
+    v.mean, v.ci, v.n = row.summary.mean, (row.summary.ci_low, row.summary.ci_high), row.summary.n
+    same_tier = [c for c in cws if c.workload == wr.workload and c.axes["tier"] == wr.tier]
+    higher = r.higher_is_better
+    if current is not None:
+        other = _matching_current(same_tier, cell, current)
+        v.gains.append(_gain(f"current ({current.label()})", cell, other, wr.metric, higher,
+                             "not measured in this sweep: add its values to the plan to compare"))
+    for b in BASELINES:
+        other = _matching(same_tier, cell, cache=b.cache.value, aio=b.aio.value)
+        v.gains.append(_gain(f"{b.name} (cache={b.cache} aio={b.aio})", cell, other, wr.metric, higher,
+                             "not in this sweep"))
+    if wr.tier != "baremetal":
+        rc = wr.to_baremetal.get(choice.cell)
+        v.to_baremetal = Gain("bare metal", None, rc, "cell/bare metal")
+        ceilings = [c for c, _ in wr.ceiling if c.axes.get("bus") == cell.axes.get("bus")] or \
+            [c for c, _ in wr.ceiling]
+        if ceilings:
+            a, b = cell.samples[wr.metric], ceilings[0].samples[wr.metric]
+            v.to_ceiling = Gain("null ceiling", ceilings[0].label(),
+                                ratio_ci(a, b) if len(a) >= 2 and len(b) >= 2 else None, "cell/ceiling")
+    if requirements and r.best is not None and r.best != choice.cell:
+        best = wr.cells[r.best]
+        g = _gain("best without the requirements", best, cell, wr.metric, higher, "")
+        v.requirement_cost = Gain(f"{r.best} (best without requirements)", r.best, g.ratio,
+                                  "the unrestricted best is this many times better")
+    v.risks = risk_statements(cell.axes["cache"], cell.axes.get("modifier", Modifier.NONE), cell)
+    v.snippets = snippets_for(DiskConfig.from_axes(cell.axes, cell.backing.get("kind")))
+    return v
+
+
+def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requirements: Sequence[str] = (),
+              current: CurrentConfig | None = None, scores: Sequence[str] | None = None, min_n: int = 3,
+              max_noise: float = 0.10) -> Recommendation:
+    """Verdicts per workload, then per weighted score (`scores`; default: every score when the sweep has a guest
+    tier and no single workload was asked for)."""
+    info = sweep_info(store, sweep_id)
+    reqs = parse_requirements(requirements)
+    cws = cell_workloads(store, sweep_id)
+    names = sorted({c.workload for c in cws})
+    if workload is not None:
+        if workload not in names:
+            raise UserError(f"sweep {sweep_id} has no results for workload '{workload}'",
+                            hint=f"workloads in it: {', '.join(names) or 'none'}")
+        names = [workload]
+    verdicts = []
+    for w in names:
+        wr = rank_workload(cws, w, None, min_n=min_n, max_noise=max_noise)
+        if wr is None:
+            m = "no ranked cells (only the null ceiling, or no figure for the primary metric)"
+            verdicts.append(Verdict(w, "", True, "", None, missing=m))
+            continue
+        verdicts.append(workload_verdict(cws, wr, reqs, current))
+    if scores is None:
+        scores = SCORES if workload is None and any(c.axes["tier"] == "guest" for c in cws) else ()
+    for sc in scores:
+        if sc not in SCORES:
+            raise UserError(f"unknown score '{sc}'", hint=f"use {', '.join(SCORES)}")
+    verdicts += score_verdicts(store, sweep_id, scores, reqs)
+    warnings = []
+    if not cws:
+        warnings.append(f"sweep {sweep_id} has no completed runs yet: nothing to recommend")
+    if info["status"] != "finished":
+        warnings.append(f"sweep {sweep_id} is {info['status']}: figures may change when it completes")
+    if any("tcg" in a for c in cws for a in c.accel):
+        warnings.append(TCG_WARNING)
+    return Recommendation(sweep_id, info["plan"], info["status"], reqs, current, verdicts, warnings)
+
+
+def short_verdict(store: Store, sweep_id: int) -> str:
+    """A few lines for the end of `iomatrix run`: the choice per workload and its gain over QEMU's default."""
+    rec = recommend(store, sweep_id)
+    lines = []
+    for v in rec.verdicts:
+        if v.choice is None:
+            lines.append(f"{v.workload}: no recommendation — {v.missing}")
+            continue
+        tied = f" (tied with {len(v.choice.tied)} other{'s' if len(v.choice.tied) != 1 else ''})" \
+            if v.choice.tied else ""
+        gain = next((g for g in v.gains if g.against.startswith("QEMU default") and g.ratio and g.ratio.ratio), None)
+        vs = f"; {gain.ratio.ratio:.2f}× QEMU's default" if gain and gain.label != v.choice.cell else ""
+        level = domain.safety_level(*_cache_modifier(v.choice.cell))
+        lines.append(f"{v.workload}: {v.choice.cell}{tied}{vs}; power loss: {level}")
+    lines.append(f"details, risks and snippets: iomatrix recommend --db {store.path}")
+    return "\n".join(lines)
+
+
+def _cache_modifier(label: str) -> tuple[str, str]:
+    kv = dict(p.split("=", 1) for p in label.split() if "=" in p)
+    return kv.get("cache", CacheMode.NONE), kv.get("modifier", Modifier.NONE)
+
+
+SCORES = ("weighted-read", "weighted-write", "weighted-mixed")
+
+
+def score_verdicts(store: Store, sweep_id: int, scores: Sequence[str], requirements: list[Requirement]) \
+        -> list[Verdict]:
+    """Seed 000's weighted scores: the top-scoring allowed guest cell. A score has no significance test, so
+    cells whose score interval overlaps the top one's are named as tied."""
+    from iomatrix.report.rank import weighted_scores
+
+    cells = {c.label(): c for c in cell_workloads(store, sweep_id)}
+    out = []
+    for score in scores:
+        v = Verdict(score, "score", True, "guest", None)
+        try:
+            rows, _ = weighted_scores(store, sweep_id, score)
+        except UserError as e:
+            v.missing = e.one_line()
+            out.append(v)
+            continue
+        allowed = [r for r in rows if r.label in cells and all(q.met_by(cells[r.label].axes) for q in requirements)]
+        if not allowed:
+            v.missing = ("no guest cell has both inputs of the score" if not rows else
+                         "the requirements excluded every scored cell")
+            out.append(v)
+            continue
+        top = allowed[0]
+        tied = tuple(r.label for r in allowed[1:]
+                     if top.score.low is not None and r.score.high is not None and r.score.high >= top.score.low)
+        v.choice = Choice(top.label, tied, "highest score; cells whose score interval overlaps it are named as tied")
+        v.mean, v.ci = top.score.score, (top.score.low, top.score.high)
+        if requirements and rows[0].label != top.label:
+            v.requirement_cost = Gain(f"{rows[0].label} (best without requirements)", rows[0].label,
+                                      RatioCI(rows[0].score.score / top.score.score, None, None),
+                                      "point ratio of scores, no interval")
+        cell = cells[top.label]
+        v.risks = risk_statements(cell.axes["cache"], cell.axes.get("modifier", Modifier.NONE), cell)
+        v.snippets = snippets_for(DiskConfig.from_axes(cell.axes, cell.backing.get("kind")))
+        out.append(v)
+    return out
