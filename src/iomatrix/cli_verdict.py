@@ -57,6 +57,9 @@ def report(
     sweep: SweepOpt = None,
     current: Annotated[str | None, typer.Option(help="What you run today (as for 'recommend').")] = None,
     require: Annotated[list[str], typer.Option("--require", help="As for 'recommend' (repeatable).")] = [],  # noqa: B006
+    min_runs: Annotated[int, typer.Option(help="Cells with fewer ok runs are not ranked.")] = 3,
+    max_noise: Annotated[float, typer.Option(help="Cells whose CI half-width exceeds this fraction of the "
+                                                  "mean are not ranked.")] = 0.10,
 ) -> None:
     """One self-contained HTML file: recommendation and risks, rankings with error bars, block-size bars,
     host panels over time, sweep metadata and every run."""
@@ -67,5 +70,6 @@ def report(
 
     cur = parse_current(current) if current is not None else None
     store = Store.open_existing(db)
-    size = write_report(store, pick_sweep(store, sweep), html, current=cur, requirements=require)
+    size = write_report(store, pick_sweep(store, sweep), html, current=cur, requirements=require,
+                        min_n=min_runs, max_noise=max_noise)
     console.print(f"wrote {html} ({size / 1024:.0f} KiB): open it in a browser, it needs no network")

@@ -122,3 +122,25 @@ def run_monitor_samples(store: Store, run_id: int) -> list[MonitorSample]:
     for p in store.monitor_points(run_id):
         ticks.setdefault(p.t, {})[p.field] = p.value
     return [MonitorSample(t, values) for t, values in ticks.items()]
+
+
+def run_table(store: Store, sweep_id: int) -> list[dict[str, Any]]:
+    """Every run of a sweep (ok and failed) with its cell axes and every metric it produced, in run order."""
+    rows = store.db.execute(
+        "SELECT r.id, r.cell_id, c.key, c.tier, c.format, c.preallocation, c.cache, c.aio, c.bus, c.backing, "
+        "c.modifier, r.workload, r.attempt, r.status, r.accel, r.wall_s, r.started_at, r.error FROM runs r "
+        "JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=? ORDER BY r.id", (sweep_id,))
+    out = {int(r["id"]): {**dict(r), "metrics": {}} for r in rows}
+    for s in store.db.execute("SELECT s.run_id, s.metric, s.value FROM samples s JOIN runs r ON r.id=s.run_id "
+                              "JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=?", (sweep_id,)):
+        out[int(s["run_id"])]["metrics"][s["metric"]] = float(s["value"])
+    return list(out.values())
+
+
+def run_raw_output(store: Store, run_id: int) -> str:
+    """The tool's output of one run exactly as it printed it (fio's JSON for fio runs)."""
+    row = store.db.execute("SELECT raw_output FROM runs WHERE id=?", (run_id,)).fetchone()
+    if row is None:
+        raise UserError(f"{store.path} has no run {run_id}",
+                        hint="run ids are listed as run_ids in 'iomatrix results --format json'")
+    return str(row["raw_output"])

@@ -1,0 +1,144 @@
+"""Charts for the HTML report, rendered by matplotlib's SVG backend to inline SVG text.
+
+Text stays text in the SVG (svg.fonttype=none): small files, searchable, and no embedded font. Every chart
+takes plain data (labels, means, intervals, series) and returns an SVG string; nothing here reads the store.
+Intervals of quantities that cannot be negative are drawn bounded at 0.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("svg")  # no display, no GUI toolkit
+import matplotlib.pyplot as plt  # noqa: E402
+
+plt.rcParams.update({
+    "svg.fonttype": "none",  # text as <text>, not paths: a fraction of the size
+    "svg.hashsalt": "iomatrix",  # stable ids: the same data gives the same file
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+})
+
+GROUP_COLOURS = ("#1b7837", "#5aae61", "#a6dba0", "#d9f0d3")
+INELIGIBLE = "#bbbbbb"
+REFERENCE = {"bare metal": "#2166ac", "ceiling": "#b2182b"}
+PALETTE = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666")
+
+
+def _svg(fig: plt.Figure) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": "iomatrix"})
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]  # drop the XML prolog and DOCTYPE: the SVG is inlined in HTML
+
+
+def _err(mean: float, low: float | None, high: float | None) -> tuple[float, float]:
+    if low is None or high is None:
+        return 0.0, 0.0
+    return mean - max(0.0, low), high - mean
+
+
+@dataclass
+class Bar:
+    label: str
+    mean: float
+    low: float | None
+    high: float | None
+    group: int | None  # 1 = indistinguishable from the best; None = not ranked
+
+
+def ranking_chart(bars: Sequence[Bar], unit: str, references: dict[str, float] | None = None) -> str:
+    """Horizontal bars, best at the top, 95% CI error bars, coloured by significance group."""
+    n = len(bars)
+    fig, ax = plt.subplots(figsize=(7.5, 0.6 + 0.32 * max(n, 1)))
+    ys = list(range(n))[::-1]
+    colours = [INELIGIBLE if b.group is None else GROUP_COLOURS[min(b.group, len(GROUP_COLOURS)) - 1]
+               for b in bars]
+    errs = [_err(b.mean, b.low, b.high) for b in bars]
+    ax.barh(ys, [b.mean for b in bars], color=colours, xerr=[[e[0] for e in errs], [e[1] for e in errs]],
+            capsize=3, error_kw={"elinewidth": 1})
+    ax.set_yticks(ys, [b.label for b in bars])
+    ax.set_xlabel(unit)
+    ax.set_xlim(left=0)
+    for (name, value), style in zip((references or {}).items(), ("--", ":"), strict=False):
+        ax.axvline(value, color=REFERENCE.get(name, "#444"), linestyle=style, linewidth=1.2, label=name)
+    if references:
+        ax.legend(loc="lower right", fontsize=8)
+    return _svg(fig)
+
+
+@dataclass
+class SizeSeries:
+    label: str
+    values: dict[str, tuple[float, float | None, float | None]]  # block size → (mean, low, high)
+
+
+def blocksize_chart(series: Sequence[SizeSeries], sizes: Sequence[str], unit: str) -> str:
+    """Seed-000-style grouped bars: one group per block size, one bar per configuration (and references)."""
+    fig, ax = plt.subplots(figsize=(7.5, 3.2))
+    k = max(len(series), 1)
+    width = 0.8 / k
+    for i, s in enumerate(series):
+        xs, ms, lo, hi = [], [], [], []
+        for j, size in enumerate(sizes):
+            if size in s.values:
+                m, low, high = s.values[size]
+                e = _err(m, low, high)
+                xs.append(j - 0.4 + width * (i + 0.5))
+                ms.append(m)
+                lo.append(e[0])
+                hi.append(e[1])
+        colour = REFERENCE.get(s.label, PALETTE[i % len(PALETTE)])
+        ax.bar(xs, ms, width=width, color=colour, yerr=[lo, hi], capsize=2, label=s.label,
+               error_kw={"elinewidth": 0.8})
+    ax.set_xticks(range(len(sizes)), [f"{s}" for s in sizes])
+    ax.set_xlabel("block size")
+    ax.set_ylabel(unit)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7, loc="upper left", ncols=1 if k < 5 else 2)
+    return _svg(fig)
+
+
+# Panels: (title, [(field, legend)], unit)
+HOST_PANELS: tuple[tuple[str, tuple[tuple[str, str], ...], str], ...] = (
+    ("CPU", (("cpu.usr_pct", "usr"), ("cpu.sys_pct", "sys"), ("cpu.iowait_pct", "iowait")), "%"),
+    ("disk", (("disk.util_pct", "util %"), ("disk.await_ms", "await ms")), ""),
+    ("memory used without cache", (("mem.used_mb", "used"),), "MiB"),
+    ("KSM", (("ksm.pages_sharing", "pages sharing"), ("ksm.pages_shared", "pages shared")), "pages"),
+)
+
+
+def host_panels(columns: Sequence[tuple[str, dict[str, list[tuple[float, float]]]]]) -> str:
+    """Seed-002-style host view: one column per compared cell, one row per panel, time on x."""
+    ncol = max(len(columns), 1)
+    fig, axes = plt.subplots(len(HOST_PANELS), ncol, figsize=(3.6 * ncol, 1.7 * len(HOST_PANELS)), squeeze=False,
+                             sharex="col")
+    for c, (label, series) in enumerate(columns):
+        for r, (title, fields, unit) in enumerate(HOST_PANELS):
+            ax = axes[r][c]
+            drawn = False
+            for i, (name, legend) in enumerate(fields):
+                pts = series.get(name)
+                if pts:
+                    ax.plot([t for t, _ in pts], [v for _, v in pts], label=legend, color=PALETTE[i], linewidth=1)
+                    drawn = True
+            if not drawn:
+                ax.text(0.5, 0.5, "not sampled", transform=ax.transAxes, ha="center", va="center", color="#888")
+            else:
+                ax.legend(fontsize=6, loc="upper right")
+            ax.set_ylim(bottom=0)
+            if c == 0:
+                ax.set_ylabel(f"{title}\n{unit}" if unit else title, fontsize=8)
+            if r == 0:
+                ax.set_title(label, fontsize=8)
+            if r == len(HOST_PANELS) - 1:
+                ax.set_xlabel("s")
+    return _svg(fig)

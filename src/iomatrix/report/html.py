@@ -1,0 +1,191 @@
+"""`iomatrix report --html`: one self-contained HTML file (inline SVG charts and CSS, no script, no request).
+
+Order follows what a reader needs: the recommendation and its risks, then the evidence (rankings with error
+bars, block-size bars beside bare metal and the ceiling, host panels over time), then the sweep's metadata
+and every run. A section without data says what is missing instead of disappearing.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from iomatrix.current import CurrentConfig
+from iomatrix.report import charts
+from iomatrix.report.query import CellWorkload, cell_workloads, failures, monitor_series, run_table, sweep_info
+from iomatrix.report.rank import primary_metric, rank_workload
+from iomatrix.report.recommend import Recommendation, Verdict, recommend
+from iomatrix.report.render import BOUNDED_NOTE, ci_text, ratio_text
+from iomatrix.stats import summarize
+from iomatrix.store import Store
+from iomatrix.ui import fmt
+
+BLOCK_SIZES = ("512", "4k", "64k", "1m")
+SIZE_WORKLOAD = re.compile(r"^(rand-read|rand-write)-(512|4k|64k|1m)$")
+MAX_HOST_COLUMNS = 3
+
+
+def _env() -> Environment:
+    env = Environment(loader=PackageLoader("iomatrix", "templates"), autoescape=select_autoescape(["html", "j2"]),
+                      trim_blocks=True, lstrip_blocks=True)
+    env.filters["num"] = fmt
+    env.filters["ratio"] = lambda g: "–" if g is None or g.ratio is None else ratio_text(*g.ratio)
+    return env
+
+
+def _short_labels(labels: Sequence[str]) -> tuple[list[str], str]:
+    """Drop key=value parts every label shares; return (short labels, the shared part)."""
+    parts = [lab.split() for lab in labels]
+    common = set(parts[0]).intersection(*parts[1:]) if len(parts) > 1 else set()
+    short = [" ".join(p for p in ps if p not in common) or "(all axes shared)" for ps in parts]
+    return short, " ".join(p for p in parts[0] if p in common) if parts else ""
+
+
+def _summary(samples: list[float]) -> tuple[float, float | None, float | None]:
+    s = summarize(samples)
+    return s.mean, s.ci_low, s.ci_high
+
+
+def ranking_sections(cws: list[CellWorkload], min_n: int, max_noise: float) -> list[dict[str, Any]]:
+    out = []
+    for w in sorted({c.workload for c in cws}):
+        wr = rank_workload(cws, w, None, min_n=min_n, max_noise=max_noise)
+        if wr is None:
+            out.append({"workload": w, "missing": "no ranked cells for this workload's primary metric"})
+            continue
+        rows = wr.ranking.rows
+        short, common = _short_labels([r.name for r in rows])
+        bars = [charts.Bar(s, r.summary.mean, r.summary.ci_low, r.summary.ci_high, r.group)
+                for s, r in zip(short, rows, strict=True)]
+        refs: dict[str, float] = {}
+        bm = [c for c in cws if c.workload == w and c.axes["tier"] == "baremetal" and wr.metric in c.samples]
+        if wr.tier != "baremetal" and bm:
+            refs["bare metal"] = max(_summary(c.samples[wr.metric])[0] for c in bm)
+        if wr.ceiling:
+            refs["ceiling"] = max(m for _, m in wr.ceiling)
+        table = []
+        bounded = False
+        for s, r in zip(short, rows, strict=True):
+            ci, b = ci_text(r.summary.ci_low, r.summary.ci_high)
+            bounded |= b
+            table.append({"cell_label": r.name, "rank": r.rank or "–", "group": r.group_label or "–", "cell": s, "n": r.summary.n,
+                          "mean": fmt(r.summary.mean), "mean_value": r.summary.mean, "ci": ci,
+                          "vs_best": "–" if r.ratio_to_best is None else ratio_text(*r.ratio_to_best),
+                          "flags": ", ".join(f.replace("_", " ") for f in r.flags)})
+        out.append({"workload": w, "metric": wr.metric, "tier": wr.tier, "common": common,
+                    "better": "higher" if wr.ranking.higher_is_better else "lower",
+                    "svg": charts.ranking_chart(bars, wr.metric, refs), "rows": table, "bounded": bounded,
+                    "test": wr.ranking.test_description})
+    return out
+
+
+def blocksize_sections(cws: list[CellWorkload]) -> list[dict[str, Any]]:
+    """Per direction (random read / write): MB/s per block size, per configuration, beside references."""
+    out = []
+    for direction, metric in (("rand-read", "read.bw_mbps"), ("rand-write", "write.bw_mbps")):
+        mine = [c for c in cws if (m := SIZE_WORKLOAD.match(c.workload)) and m.group(1) == direction
+                and metric in c.samples and len(c.samples[metric]) >= 2]
+        sizes = [s for s in BLOCK_SIZES if any(c.workload.endswith(f"-{s}") for c in mine)]
+        if not mine:
+            continue
+        tier = "guest" if any(c.axes["tier"] == "guest" for c in mine) else "baremetal"
+        series: dict[str, charts.SizeSeries] = {}
+        for c in mine:
+            size = c.workload.rsplit("-", 1)[1]
+            if c.axes["backing"] == "null":
+                name = "ceiling"
+            elif c.axes["tier"] != tier:
+                name = "bare metal" if c.axes["tier"] == "baremetal" and c.axes["cache"] in ("none", "-") else ""
+            else:
+                name = c.label()
+            if not name:
+                continue
+            series.setdefault(name, charts.SizeSeries(name, {})).values.setdefault(size, _summary(c.samples[metric]))
+        configs = [s for n, s in series.items() if n not in ("bare metal", "ceiling")]
+        short, common = _short_labels([s.label for s in configs]) if configs else ([], "")
+        for s, lab in zip(configs, short, strict=True):
+            s.label = lab
+        ordered = configs + [series[n] for n in ("bare metal", "ceiling") if n in series]
+        note = "" if len(sizes) > 1 else f"only {sizes[0]} was swept: add {direction}-512/4k/64k/1m for the sweep"
+        out.append({"title": f"{direction.replace('-', ' ')} by block size", "metric": metric, "common": common,
+                    "svg": charts.blocksize_chart(ordered, sizes, "MB/s"), "note": note})
+    return out
+
+
+def host_section(store: Store, rec: Recommendation, cws: list[CellWorkload],
+                 fallback: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The host over time for the cells the recommendation compares (chosen vs current/defaults)."""
+    by_label = {(c.label(), c.workload): c for c in cws}
+    picked: list[tuple[str, int]] = []
+    for v in rec.verdicts:
+        if v.metric == "score":
+            continue
+        if v.choice is not None:
+            names = [v.choice.cell] + [g.label for g in v.gains if g.label and g.label != v.choice.cell]
+        else:  # nothing chosen: show the cells with the highest means of this workload
+            names = [r["cell_label"] for r in fallback.get(v.workload, [])]
+        for name in dict.fromkeys(names):
+            c = by_label.get((name, v.workload))
+            if c and c.runs and all(p[0] != f"{name} · {v.workload}" for p in picked):
+                picked.append((f"{name} · {v.workload}", c.runs[-1]))
+        if picked:
+            break
+    columns = []
+    for label, run_id in picked[:MAX_HOST_COLUMNS]:
+        series = monitor_series(store, run_id)
+        if series:
+            columns.append((f"{label} (run {run_id})", series))
+    if not columns:
+        return {"missing": "no monitor samples for the compared cells (was the host sampler off?)"}
+    short, _ = _short_labels([c[0] for c in columns])
+    return {"svg": charts.host_panels(list(zip(short, (c[1] for c in columns), strict=True)))}
+
+
+def missing_parts(info: dict[str, Any], cws: list[CellWorkload], rec: Recommendation) -> list[str]:
+    out = []
+    if not cws:
+        out.append("no completed runs: the sweep has not produced a result yet (run 'iomatrix run' on this "
+                   "database, it resumes)")
+    if info["status"] != "finished":
+        out.append(f"the sweep is {info['status']}: the figures below are partial")
+    if cws and not any(c.axes["tier"] == "baremetal" for c in cws):
+        out.append("no bare-metal cells: ratios to bare metal are missing (add tier 'baremetal' to the plan)")
+    if any(c.axes["tier"] == "guest" for c in cws) and not any(c.axes["backing"] == "null" for c in cws):
+        out.append("no null-co ceiling: ratios to the ceiling are missing (null_ceiling = true)")
+    out += [f"{v.workload}: {v.missing}" for v in rec.verdicts if v.choice is None and v.metric != "score"]
+    return out
+
+
+def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None = None,
+                  requirements: Sequence[str] = (), min_n: int = 3, max_noise: float = 0.10) -> str:
+    info = sweep_info(store, sweep_id)
+    cws = cell_workloads(store, sweep_id)
+    rec = recommend(store, sweep_id, requirements=requirements, current=current, min_n=min_n, max_noise=max_noise)
+    runs = run_table(store, sweep_id)
+    for r in runs:
+        m = primary_metric(r["workload"])[0]
+        r["primary"] = f"{m} = {fmt(r['metrics'].get(m))}" if m in r["metrics"] else "–"
+    verdicts: list[Verdict] = rec.verdicts
+    bounded = any(ci_text(*v.ci)[1] for v in verdicts if v.choice)
+    rankings = ranking_sections(cws, min_n, max_noise)
+    top = {r["workload"]: sorted(r["rows"], key=lambda x: -float(x["mean_value"]) if r["better"] == "higher"
+                                 else float(x["mean_value"]))[:2] for r in rankings if "rows" in r}
+    for k in ("started_at", "finished_at"):
+        if isinstance(info.get(k), int | float):
+            info[k] = datetime.fromtimestamp(info[k], tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return _env().get_template("report.html.j2").render(
+        info=info, rec=rec, verdicts=verdicts, rankings=rankings,
+        blocksizes=blocksize_sections(cws), host=host_section(store, rec, cws, top), runs=runs,
+        failures=failures(store, sweep_id), missing=missing_parts(info, cws, rec), ci_text=ci_text,
+        bounded_note=BOUNDED_NOTE if bounded else "")
+
+
+def write_report(store: Store, sweep_id: int, path: Path, **kw: Any) -> int:
+    html = render_report(store, sweep_id, **kw)
+    Path(path).write_text(html, encoding="utf-8")
+    return len(html.encode())
