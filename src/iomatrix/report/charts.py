@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import matplotlib
 
 matplotlib.use("svg")  # no display, no GUI toolkit
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 plt.rcParams.update({
     "svg.fonttype": "none",  # text as <text>, not paths: a fraction of the size

@@ -8,8 +8,8 @@ and every run. A section without data says what is missing instead of disappeari
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,8 @@ def ranking_sections(cws: list[CellWorkload], min_n: int, max_noise: float) -> l
         for s, r in zip(short, rows, strict=True):
             ci, b = ci_text(r.summary.ci_low, r.summary.ci_high)
             bounded |= b
-            table.append({"cell_label": r.name, "rank": r.rank or "–", "group": r.group_label or "–", "cell": s, "n": r.summary.n,
+            table.append({"cell_label": r.name, "rank": r.rank or "–", "group": r.group_label or "–", "cell": s,
+                          "n": r.summary.n,
                           "mean": fmt(r.summary.mean), "mean_value": r.summary.mean, "ci": ci,
                           "vs_best": "–" if r.ratio_to_best is None else ratio_text(*r.ratio_to_best),
                           "flags": ", ".join(f.replace("_", " ") for f in r.flags)})
