@@ -148,12 +148,7 @@ def host_section(store: Store, rec: Recommendation, cws: list[CellWorkload],
 
 
 def missing_parts(info: dict[str, Any], cws: list[CellWorkload], rec: Recommendation) -> list[str]:
-    out = []
-    if not cws:
-        out.append("no completed runs: the sweep has not produced a result yet (run 'iomatrix run' on this "
-                   "database, it resumes)")
-    if info["status"] != "finished":
-        out.append(f"the sweep is {info['status']}: the figures below are partial")
+    out = []  # the sweep's state (empty, unfinished) is in rec.warnings
     if cws and not any(c.axes["tier"] == "baremetal" for c in cws):
         out.append("no bare-metal cells: ratios to bare metal are missing (add tier 'baremetal' to the plan)")
     if any(c.axes["tier"] == "guest" for c in cws) and not any(c.axes["backing"] == "null" for c in cws):

@@ -325,7 +325,8 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     verdicts += score_verdicts(store, sweep_id, scores, reqs)
     warnings = []
     if not cws:
-        warnings.append(f"sweep {sweep_id} has no completed runs yet: nothing to recommend")
+        warnings.append(f"sweep {sweep_id} has no completed runs yet: nothing to recommend (run 'iomatrix run' "
+                        "with this database: it resumes)")
     if info["status"] != "finished":
         warnings.append(f"sweep {sweep_id} is {info['status']}: figures may change when it completes")
     if any("tcg" in a for c in cws for a in c.accel):

@@ -1,0 +1,174 @@
+"""recommend, short_verdict, exports and the HTML report on a real (tiny) bare-metal sweep, and the report in
+a real browser."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from iomatrix.metadata import host_metadata
+from iomatrix.report.query import run_raw_output, run_table
+from iomatrix.report.recommend import short_verdict
+from iomatrix.store import Store
+from tests.conftest import needs, run_cli
+
+pytestmark = [pytest.mark.slow, needs("fio")]
+
+PLAN = """name = "verdict-tiny"
+description = "bare metal: 2 cache modes x 2 block sizes, 1 s runs"
+tier = ["baremetal"]
+cache = ["none", "writeback"]
+workloads = ["rand-read-4k", "rand-read-64k"]
+size = "32M"
+runtime = 1
+time_budget = "5m"
+[repetitions]
+min = 3
+max = 3
+"""
+# The sweep's 1 s runs on a shared 2-core host are noisy: accept wide intervals so cells are ranked.
+LOOSE = ("--max-noise", "5")
+
+
+@pytest.fixture(scope="module")
+def sweep_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("verdict")
+    (d / "plan.toml").write_text(PLAN)
+    res = run_cli("run", str(d / "plan.toml"), "--db", str(d / "r.sqlite"), "--workdir", str(d / "work"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    return d / "r.sqlite"
+
+
+def _recommend(db: Path, *args: str) -> dict:
+    res = run_cli("recommend", "--db", str(db), *LOOSE, "--format", "json", *args)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def test_recommend_chooses_a_swept_cell_with_gains_risks_and_snippets(sweep_db: Path) -> None:
+    rec = _recommend(sweep_db)
+    results = json.loads(run_cli("results", "--db", str(sweep_db), "--format", "json").stdout)
+    means = {(r["workload"], r["metric"], r["axes"]["cache"]): r["mean"] for r in results["sweeps"][0]["results"]}
+    assert [v["workload"] for v in rec["verdicts"]] == ["rand-read-4k", "rand-read-64k"]
+    for v in rec["verdicts"]:
+        chosen = v["choice"]["cell"]
+        cache = re.search(r"cache=(\w+)", chosen).group(1)
+        assert cache in ("none", "writeback")
+        assert v["mean"] == pytest.approx(means[(v["workload"], v["metric"], cache)])
+        qemu = next(g for g in v["gains"] if g["against"].startswith("QEMU default"))
+        assert qemu["cell"] == "cache=writeback aio=threads backing=dir" and qemu["ratio"] > 0
+        if cache == "writeback":
+            assert qemu["ratio"] == pytest.approx(1.0)
+        assert [r["situation"] for r in v["risks"]] == ["QEMU crash", "host crash or power loss",
+                                                        "live migration", "guest that does not send flushes"]
+        assert {r["basis"] for r in v["risks"]} == {"documented, not measured"}
+        tools = {s["tool"]: s for s in v["snippets"]["snippets"]}
+        assert f"cache={cache}" in tools["proxmox"]["text"] and f"cache='{cache}'" not in tools["libvirt"]["text"]
+        assert f'cache="{cache}"' in tools["libvirt"]["text"]
+        assert v["snippets"]["assumed"] == ["format", "preallocation", "bus"]
+
+
+def test_requirements_restrict_the_choice_and_state_their_cost(sweep_db: Path) -> None:
+    free = _recommend(sweep_db)
+    rec = _recommend(sweep_db, "--require", "migratable")
+    for before, v in zip(free["verdicts"], rec["verdicts"], strict=True):
+        assert v["choice"]["cell"].startswith("cache=none")
+        if before["choice"]["cell"].startswith("cache=writeback"):
+            assert v["requirement_cost"]["cell"] == before["choice"]["cell"]
+            assert v["requirement_cost"]["ratio"] is not None
+        else:
+            assert v["requirement_cost"] is None
+    none = _recommend(sweep_db, "--require", "power-loss-safe,snapshots")
+    for v in none["verdicts"]:
+        assert v["choice"] is None
+        assert v["missing"].startswith("requirement snapshots excluded every swept cell")
+
+
+def test_current_configuration_is_compared(sweep_db: Path) -> None:
+    rec = _recommend(sweep_db, "--current", "-drive file=/vm/a.raw,format=raw,cache=none,aio=threads,if=virtio")
+    assert rec["current"]["axes"]["cache"] == "none"
+    for v in rec["verdicts"]:
+        cur = v["gains"][0]
+        assert cur["against"].startswith("current (") and cur["cell"] == "cache=none aio=threads backing=dir"
+        assert cur["ratio"] is not None and cur["ci95_low"] is not None
+
+
+def test_recommend_table_markdown_csv(sweep_db: Path) -> None:
+    table = run_cli("recommend", "--db", str(sweep_db), *LOOSE)
+    assert table.returncode == 0 and "use: cache=" in table.stdout
+    assert table.stdout.count("# libvirt domain XML") == 1 or "snippets: as above" in table.stdout
+    md = run_cli("recommend", "--db", str(sweep_db), *LOOSE, "--format", "markdown").stdout
+    assert md.startswith("## Recommendation") and "```xml" in md
+    rows = list(csv.DictReader(io.StringIO(run_cli("recommend", "--db", str(sweep_db), *LOOSE, "--format",
+                                                   "csv").stdout)))
+    assert {r["workload"] for r in rows} == {"rand-read-4k", "rand-read-64k"} and all(r["ratio"] for r in rows)
+
+
+def test_short_verdict_for_the_end_of_run(sweep_db: Path) -> None:
+    store = Store.open_existing(sweep_db)
+    text = short_verdict(store, 1)
+    lines = text.splitlines()
+    assert lines[0].startswith("rand-read-4k: ") and lines[1].startswith("rand-read-64k: ")
+    assert "recommend --db" in lines[-1]
+
+
+def test_raw_fio_json_of_a_run(sweep_db: Path) -> None:
+    store = Store.open_existing(sweep_db)
+    runs = run_table(store, 1)
+    assert len(runs) == 12 and all(r["status"] == "ok" for r in runs)
+    fio = json.loads(run_raw_output(store, runs[0]["id"]))
+    assert fio["jobs"] and "fio version" in fio
+
+
+def _check_in_browser(html: Path, tmp_path: Path) -> np.ndarray:
+    from tests.browser import load
+
+    page = load(html)
+    assert page.console_errors == []
+    assert page.requests == [html.resolve().as_uri()], "the report must not request anything"
+    img = np.asarray(Image.open(io.BytesIO(page.screenshot_png)).convert("L"), dtype=float)
+    (tmp_path / "shot.png").write_bytes(page.screenshot_png)
+    assert img.std() > 20, "the screenshot is blank"
+    assert (img < 200).mean() > 0.01, "the screenshot has almost no content"
+    return img
+
+
+@needs("chromium")
+def test_html_report_is_self_contained_and_renders(sweep_db: Path, tmp_path: Path) -> None:
+    html = tmp_path / "report.html"
+    res = run_cli("report", "--html", str(html), "--db", str(sweep_db), *LOOSE)
+    assert res.returncode == 0, res.stderr
+    text = html.read_text()
+    assert len(text.encode()) < 1_500_000
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", text)
+    assert "<script" not in text
+    for section in ("Recommendation", "Ranking per workload", "By block size", "Host over time", "Every run"):
+        assert section in text
+    assert text.count("<svg") >= 4  # two rankings, one block-size chart, the host panels
+    assert "documented, not measured" in text and "qm set VMID" in text
+    _check_in_browser(html, tmp_path)
+
+
+@needs("chromium")
+def test_report_on_an_empty_sweep_renders_and_says_what_is_missing(tmp_path: Path) -> None:
+    db = tmp_path / "empty.sqlite"
+    store = Store(db)
+    sid = store.create_sweep(store.host_id(host_metadata()), "empty", "0" * 16, PLAN_JSON, [], [])
+    assert sid == 1
+    store.close()
+    html = tmp_path / "empty.html"
+    res = run_cli("report", "--html", str(html), "--db", str(db))
+    assert res.returncode == 0, res.stderr
+    text = html.read_text()
+    assert "no completed runs" in text and "no runs recorded" in text and "no workload has results" in text
+    _check_in_browser(html, tmp_path)
+
+
+PLAN_JSON = json.dumps({"name": "empty", "tier": ["baremetal"]})
