@@ -172,3 +172,22 @@ def test_report_on_an_empty_sweep_renders_and_says_what_is_missing(tmp_path: Pat
 
 
 PLAN_JSON = json.dumps({"name": "empty", "tier": ["baremetal"]})
+
+
+def test_rank_and_monitor_exports_on_the_real_sweep(sweep_db: Path) -> None:
+    from iomatrix.report.exports import monitor_table, rank_tables
+    from iomatrix.report.query import monitor_series
+    from iomatrix.report.rank import rank_sweep
+    from iomatrix.report.render import render_tables
+
+    store = Store.open_existing(sweep_db)
+    tables = rank_tables(rank_sweep(store, 1, None, None, max_noise=5))
+    text = render_tables(tables, "table")
+    assert all(len(line) <= 100 for line in text.splitlines())
+    assert "constant: tier=baremetal format=- preallocation=- aio=threads bus=- backing=dir modifier=none" in text
+    rows = list(csv.DictReader(io.StringIO(render_tables(tables, "csv"))))
+    assert len(rows) == 4 and {r["cache"] for r in rows} == {"none", "writeback"}
+    run_id = run_table(store, 1)[0]["id"]
+    mon = monitor_table(monitor_series(store, run_id), ["cpu.", "disk."])
+    assert mon.rows and "cpu.usr_pct" in mon.columns
+    assert json.loads(render_tables([mon], "json"))[0]["rows"][0]["t (s)"] >= 0

@@ -102,12 +102,18 @@ def to_json(obj: Any) -> str:
     return json.dumps(obj, indent=2, default=str)
 
 
+def machine_columns(t: DataTable) -> list[str]:
+    """The shown columns, then every other field the rows carry (numeric CI ends, raw ratios)."""
+    return list(dict.fromkeys([*t.columns, *(k for r in t.rows for k in r)]))
+
+
 def to_csv(t: DataTable) -> str:
+    cols = machine_columns(t)
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=t.columns, extrasaction="ignore", lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for r in t.rows:
-        w.writerow({c: "" if r.get(c) is None else r.get(c) for c in t.columns})
+        w.writerow({c: "" if r.get(c) is None else r.get(c) for c in cols})
     return buf.getvalue()
 
 

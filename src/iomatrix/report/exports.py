@@ -1,0 +1,109 @@
+"""Tables for `--format table|json|csv|markdown` of results, rank, compare and monitor, and the regression
+gate of `compare --fail-above`. Each function turns a report module's data into `render.DataTable`s; the
+axes are separate columns so that axes constant across the shown rows fold into one header line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from iomatrix.plan.model import AXES
+from iomatrix.report.rank import WorkloadRanking, primary_metric
+from iomatrix.report.render import DataTable, ci_text, ratio_text
+from iomatrix.risk import risk_of
+from iomatrix.stats import Change
+
+CELL_AXES = list(AXES)
+
+
+def _shown_axes(axes: dict[str, str]) -> dict[str, str]:
+    return {a: axes[a] for a in CELL_AXES}
+
+
+def results_table(doc: dict[str, Any], metric: str | None = None) -> list[DataTable]:
+    """One table per sweep of `results_document` (primary metric per workload unless `metric`)."""
+    out = []
+    for s in doc["sweeps"]:
+        rows = []
+        for r in s["results"]:
+            if metric is None and r["metric"] != primary_metric(r["workload"])[0]:
+                continue
+            if metric not in (None, "all") and r["metric"] != metric:
+                continue
+            ci, _ = ci_text(r["ci95_low"], r["ci95_high"])
+            rows.append({**_shown_axes(r["axes"]), "workload": r["workload"], "metric": r["metric"], "n": r["n"],
+                         "mean": r["mean"], "95% CI": ci, "ci95_low": r["ci95_low"], "ci95_high": r["ci95_high"],
+                         "cv": r["cv"]})
+        out.append(DataTable(f"sweep {s['id']} · {s['plan']} · {s['status']}",
+                             [*CELL_AXES, "workload", "metric", "n", "mean", "95% CI"], rows, axes=CELL_AXES))
+    return out
+
+
+def rank_tables(rankings: Sequence[WorkloadRanking]) -> list[DataTable]:
+    out = []
+    for wr in rankings:
+        rows = []
+        for row in wr.ranking.rows:
+            cell = wr.cells[row.name]
+            s = row.summary
+            ci, bounded = ci_text(s.ci_low, s.ci_high)
+            risk = risk_of(cell.axes["cache"], cell.axes["modifier"])
+            tb = wr.to_baremetal.get(row.name)
+            rows.append({"rank": row.rank, "group": row.group_label, **_shown_axes(cell.axes), "n": s.n,
+                         "mean": s.mean, "95% CI": ci, "ci95_low": s.ci_low, "ci95_high": s.ci_high,
+                         "vs best": ratio_text(*row.ratio_to_best) if row.ratio_to_best else None,
+                         "vs bare metal": ratio_text(*tb) if tb else None,
+                         "power loss": risk.level.value if risk else None, "flags": ", ".join(row.flags) or None,
+                         "_bounded": bounded})
+        better = "higher" if wr.ranking.higher_is_better else "lower"
+        notes = [wr.ranking.test_description]
+        if any(r.pop("_bounded") for r in rows):
+            notes.append("≥0: interval bounded at 0 (the quantity cannot be negative)")
+        out.append(DataTable(f"{wr.workload} · {wr.metric} ({better} is better) · tier {wr.tier}",
+                             ["rank", "group", *CELL_AXES, "n", "mean", "95% CI", "vs best", "vs bare metal",
+                              "power loss", "flags"], rows, axes=CELL_AXES, notes=notes))
+    return out
+
+
+def _direction(key: str) -> bool:
+    """Higher is better for the metric of a compare key 'cell · workload · metric'."""
+    workload, metric = key.split(" · ")[-2:]
+    m, higher = primary_metric(workload)
+    if metric != m:
+        higher = not metric.endswith(("_us", "_ms", "_s", ".seconds"))
+    return higher
+
+
+def regressions(changes: Sequence[Change], fail_above_pct: float) -> list[Change]:
+    """Significant changes for the worse by more than `fail_above_pct` percent (B relative to A)."""
+    out = []
+    for c in changes:
+        if not c.significant or c.ratio.ratio is None:
+            continue
+        worse = (1 - c.ratio.ratio) if _direction(c.key) else (c.ratio.ratio - 1)
+        if worse * 100 > fail_above_pct:
+            out.append(c)
+    return out
+
+
+def compare_table(changes: Sequence[Change], show_all: bool = False) -> DataTable:
+    rows = []
+    for c in sorted(changes, key=lambda c: (not c.significant, c.p_adjusted if c.p_adjusted is not None else 1)):
+        if not (c.significant or show_all):
+            continue
+        cell, workload, metric = c.key.rsplit(" · ", 2)
+        rows.append({"cell": cell, "workload": workload, "metric": metric, "A mean": c.a.mean, "B mean": c.b.mean,
+                     "B/A": ratio_text(*c.ratio), "ratio": c.ratio.ratio, "ci95_low": c.ratio.low,
+                     "ci95_high": c.ratio.high, "p (Holm)": c.p_adjusted, "changed": c.significant})
+    return DataTable("changes (Welch's t-test, Holm-corrected, α=0.05)",
+                     ["cell", "workload", "metric", "A mean", "B mean", "B/A", "p (Holm)", "changed"], rows,
+                     axes=["workload", "metric"])
+
+
+def monitor_table(series: dict[str, list[tuple[float, float]]], prefixes: Sequence[str]) -> DataTable:
+    names = sorted(n for n in series if n.startswith(tuple(prefixes)))
+    index = {n: dict(series[n]) for n in names}
+    times = sorted({t for n in names for t, _ in series[n]})
+    rows = [{"t (s)": round(t, 3), **{n: index[n].get(t) for n in names}} for t in times]
+    return DataTable("host time series", ["t (s)", *names], rows)

@@ -1,0 +1,68 @@
+"""The render layer: constant axes fold into a header, intervals of positive quantities never go below 0,
+tables fit 100 columns; the compare gate finds regressions in the worse direction only."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from iomatrix.report.exports import regressions
+from iomatrix.report.render import DataTable, ci_text, ratio_text, render_tables, to_terminal
+from iomatrix.stats import compare_sweeps
+
+AXES = ["tier", "cache", "backing"]
+
+
+def _table() -> DataTable:
+    rows = [{"tier": "guest", "cache": c, "backing": "ext4-loop-with-a-long-name", "mean": m,
+             "95% CI": ci_text(lo, hi)[0], "ci95_low": lo, "ci95_high": hi}
+            for c, m, lo, hi in (("none", 120.0, 100.0, 140.0), ("writeback", 20.0, -15.0, 55.0))]
+    return DataTable("t", [*AXES, "mean", "95% CI"], rows, axes=AXES)
+
+
+def test_constant_axes_fold_into_a_header_line() -> None:
+    text = to_terminal(_table())
+    lines = text.splitlines()
+    assert lines[1] == "constant: tier=guest backing=ext4-loop-with-a-long-name"
+    assert "backing" not in lines[2] and "cache" in lines[2]
+    assert all(len(line) <= 100 for line in lines)
+
+
+def test_positive_intervals_are_bounded_at_zero() -> None:
+    assert ci_text(-15.0, 55.0) == ("≥0–55", True)
+    assert ci_text(-15.0, 55.0, positive=False) == ("-15–55", False)
+    assert ratio_text(1.5, -0.2, 3.0) == "1.50× (≥0–3.00)"
+    assert "≥0–55" in to_terminal(_table())
+
+
+def test_long_cell_names_wrap_instead_of_truncating() -> None:
+    long = "format=qcow2 preallocation=metadata cache=writethrough aio=io_uring bus=virtio-scsi backing=x" * 2
+    t = DataTable("", ["cell", "mean"], [{"cell": long, "mean": 1.0}])
+    text = to_terminal(t)
+    assert all(len(line) <= 100 for line in text.splitlines())
+    assert "".join(text.split()).count("backing=x") == 2 and "…" not in text
+
+
+def test_machine_formats_carry_every_field() -> None:
+    t = _table()
+    rows = list(csv.DictReader(io.StringIO(render_tables([t], "csv"))))
+    assert rows[1]["ci95_low"] == "-15.0" and rows[1]["backing"] == "ext4-loop-with-a-long-name"
+    doc = json.loads(render_tables([t], "json"))
+    assert doc[0]["rows"][0]["ci95_high"] == 140.0
+    md = render_tables([t], "markdown")
+    assert "Constant across rows: `tier=guest`, `backing=ext4-loop-with-a-long-name`" in md
+    assert "| cache | mean | 95% CI |" in md
+
+
+def test_fail_above_flags_only_significant_changes_for_the_worse() -> None:
+    a = {"cache=none · rand-read-4k · read.iops": [1000.0, 1010.0, 990.0, 1005.0],
+         "cache=none · rand-read-4k · read.clat_mean_us": [100.0, 101.0, 99.0, 100.5],
+         "cache=writeback · rand-read-4k · read.iops": [1000.0, 1010.0, 990.0, 1005.0]}
+    b = {"cache=none · rand-read-4k · read.iops": [800.0, 805.0, 795.0, 810.0],  # 20 % fewer IOPS: worse
+         "cache=none · rand-read-4k · read.clat_mean_us": [80.0, 81.0, 79.0, 80.5],  # 20 % less latency: better
+         "cache=writeback · rand-read-4k · read.iops": [1200.0, 1190.0, 1210.0, 1205.0]}  # better
+    changes = compare_sweeps(a, b)
+    assert all(c.significant for c in changes)
+    assert [c.key for c in regressions(changes, 10)] == ["cache=none · rand-read-4k · read.iops"]
+    assert regressions(changes, 25) == []
