@@ -67,7 +67,8 @@ def ranking_chart(bars: Sequence[Bar], unit: str, references: dict[str, float] |
             capsize=3, error_kw={"elinewidth": 1})
     ax.set_yticks(ys, [b.label for b in bars])
     ax.set_xlabel(unit)
-    ax.set_xlim(left=0)
+    right = max([b.mean + e[1] for b, e in zip(bars, errs, strict=True)] + list((references or {}).values()) + [0])
+    ax.set_xlim(0, right * 1.05 or 1)  # the reference lines stay in view even when no cell reaches them
     for (name, value), style in zip((references or {}).items(), ("--", ":"), strict=False):
         ax.axvline(value, color=REFERENCE.get(name, "#444"), linestyle=style, linewidth=1.2, label=name)
     if references:

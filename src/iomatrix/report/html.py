@@ -140,11 +140,11 @@ def host_section(store: Store, rec: Recommendation, cws: list[CellWorkload],
     for label, run_id in picked[:MAX_HOST_COLUMNS]:
         series = monitor_series(store, run_id)
         if series:
-            columns.append((f"{label} (run {run_id})", series))
+            columns.append((label, run_id, series))
     if not columns:
         return {"missing": "no monitor samples for the compared cells (was the host sampler off?)"}
     short, _ = _short_labels([c[0] for c in columns])
-    return {"svg": charts.host_panels(list(zip(short, (c[1] for c in columns), strict=True)))}
+    return {"svg": charts.host_panels([(f"{s} (run {c[1]})", c[2]) for s, c in zip(short, columns, strict=True)])}
 
 
 def missing_parts(info: dict[str, Any], cws: list[CellWorkload], rec: Recommendation) -> list[str]:

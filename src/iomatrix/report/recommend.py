@@ -276,6 +276,10 @@ def workload_verdict(cws: list[CellWorkload], wr: WorkloadRanking, requirements:
         other = _matching(same_tier, cell, cache=b.cache.value, aio=b.aio.value)
         v.gains.append(_gain(f"{b.name} (cache={b.cache} aio={b.aio})", cell, other, wr.metric, higher,
                              "not in this sweep"))
+    for g in v.gains:  # say why a compared cell that looks better was not chosen
+        if g.label in wr.cells and not r.row(g.label).eligible:
+            why = "not ranked: " + ", ".join(r.row(g.label).flags).replace("_", " ")
+            g.note = "; ".join(filter(None, [g.note, why]))
     if wr.tier != "baremetal":
         rc = wr.to_baremetal.get(choice.cell)
         v.to_baremetal = Gain("bare metal", None, rc, "cell/bare metal")

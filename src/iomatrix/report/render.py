@@ -23,6 +23,8 @@ from iomatrix.ui import fmt
 
 WIDTH = 100
 BOUNDED_NOTE = "≥0: the interval's lower end is bounded at 0 (the quantity cannot be negative)"
+NO_INTERVAL_NOTE = ("no interval: Fieller's interval of a ratio is unbounded when the denominator's mean is not "
+                    "clearly above zero (too noisy); or the figure is a point ratio")
 
 
 class Format(StrEnum):
@@ -65,7 +67,7 @@ def ratio_text(ratio: float | None, low: float | None, high: float | None) -> st
     if ratio is None:
         return "–"
     if low is None or high is None:
-        return f"{ratio:.2f}×"
+        return f"{ratio:.2f}× (no interval)"
     lo = "≥0" if low < 0 else f"{low:.2f}"
     return f"{ratio:.2f}× ({lo}–{high:.2f})"
 
@@ -175,9 +177,12 @@ def recommendation_text(rec: Any, markdown: bool = False) -> str:
             out.append(f"no recommendation: {v.missing}")
             continue
         ci, bounded = ci_text(*v.ci)
-        out.append(f"use: {v.choice.cell}  — mean {fmt(v.mean)} (95% CI {ci}, n={v.n})")
+        n = f", n={v.n}" if v.n else ""
+        out.append(f"use: {v.choice.cell}  — {'score' if v.metric == 'score' else 'mean'} {fmt(v.mean)} "
+                   f"(95% CI {ci}{n})")
         if v.choice.tied:
-            out.append(f"tied (not significantly different): {'; '.join(v.choice.tied)}")
+            how = "score intervals overlap" if v.metric == "score" else "not significantly different"
+            out.append(f"tied ({how}): {'; '.join(v.choice.tied)}")
         for g in [*v.gains, *(x for x in (v.to_baremetal, v.to_ceiling, v.requirement_cost) if x)]:
             r = g.ratio
             rt = ratio_text(*(r if r is not None else (None, None, None)))
@@ -185,6 +190,9 @@ def recommendation_text(rec: Any, markdown: bool = False) -> str:
             out.append(f"  vs {g.against}: {rt}{tail}")
         if bounded:
             out.append(f"  {BOUNDED_NOTE}")
+        if any(g.ratio is not None and g.ratio.ratio is not None and g.ratio.low is None
+               for g in [*v.gains, *(x for x in (v.to_baremetal, v.to_ceiling, v.requirement_cost) if x)]):
+            out.append(f"  {NO_INTERVAL_NOTE}")
         if v.risks:
             out.append(f"risks ({v.risks[0].basis}):")
             for rs in v.risks:
