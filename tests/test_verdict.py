@@ -191,3 +191,43 @@ def test_rank_and_monitor_exports_on_the_real_sweep(sweep_db: Path) -> None:
     mon = monitor_table(monitor_series(store, run_id), ["cpu.", "disk."])
     assert mon.rows and "cpu.usr_pct" in mon.columns
     assert json.loads(render_tables([mon], "json"))[0]["rows"][0]["t (s)"] >= 0
+
+
+GUEST_PLAN = """name = "verdict-guest"
+description = "guest beside bare metal and the null ceiling: 2 cache modes, 1 s runs"
+tier = ["baremetal", "guest"]
+format = ["raw"]
+cache = ["none", "writeback"]
+workloads = ["rand-read-4k"]
+size = "32M"
+image_size = "64M"
+runtime = 1
+time_budget = "8m"
+[repetitions]
+min = 3
+max = 3
+"""
+
+
+@needs("qemu-system-x86_64")
+@needs("chromium")
+def test_guest_sweep_verdict_has_bare_metal_and_ceiling_ratios(tmp_path: Path) -> None:
+    (tmp_path / "plan.toml").write_text(GUEST_PLAN)
+    db = tmp_path / "g.sqlite"
+    res = run_cli("run", str(tmp_path / "plan.toml"), "--db", str(db), "--workdir", str(tmp_path / "work"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    rec = _recommend(db)
+    scores = {v["workload"]: v for v in rec["verdicts"][1:]}
+    assert set(scores) == {"weighted-read", "weighted-write", "weighted-mixed"}  # guests: scores are tried
+    assert "needs bare-metal results for seq-read-1m" in scores["weighted-read"]["missing"]
+    v = rec["verdicts"][0]
+    assert v["tier"] == "guest" and v["choice"]["cell"].startswith("format=raw ")
+    assert v["to_baremetal"]["ratio"] > 0 and v["to_ceiling"]["ratio"] > 0
+    assert v["to_ceiling"]["cell"] == "format=null bus=virtio-blk backing=null"
+    qemu = next(s for s in v["snippets"]["snippets"] if s["tool"] == "qemu")["text"]
+    assert "driver=raw" in qemu and "virtio-blk-pci" in qemu
+    html = tmp_path / "g.html"
+    assert run_cli("report", "--html", str(html), "--db", str(db), *LOOSE).returncode == 0
+    text = html.read_text()
+    assert re.search(r">\s*bare metal\s*<", text) and re.search(r">\s*ceiling\s*<", text)  # chart legend
+    _check_in_browser(html, tmp_path)

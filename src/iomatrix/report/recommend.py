@@ -344,14 +344,16 @@ def short_verdict(store: Store, sweep_id: int) -> str:
     lines = []
     for v in rec.verdicts:
         if v.choice is None:
-            lines.append(f"{v.workload}: no recommendation — {v.missing}")
+            if v.metric != "score":  # a score the plan has no inputs for is not news at the end of a run
+                lines.append(f"{v.workload}: no recommendation — {v.missing}")
             continue
         tied = f" (tied with {len(v.choice.tied)} other{'s' if len(v.choice.tied) != 1 else ''})" \
             if v.choice.tied else ""
         gain = next((g for g in v.gains if g.against.startswith("QEMU default") and g.ratio and g.ratio.ratio), None)
         vs = f"; {gain.ratio.ratio:.2f}× QEMU's default" if gain and gain.label != v.choice.cell else ""
-        level = domain.safety_level(*_cache_modifier(v.choice.cell))
-        lines.append(f"{v.workload}: {v.choice.cell}{tied}{vs}; power loss: {level}")
+        risk = risk_of(*_cache_modifier(v.choice.cell))
+        lines.append(f"{v.workload}: {v.choice.cell}{tied}{vs}"
+                     + (f"; on power loss: {risk.power_loss} ({DOCUMENTED})" if risk else ""))
     lines.append(f"details, risks and snippets: iomatrix recommend --db {store.path}")
     return "\n".join(lines)
 
