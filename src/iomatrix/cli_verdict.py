@@ -30,9 +30,13 @@ def recommend(
     require: Annotated[list[str], typer.Option(
         "--require", help="power-loss-safe, every-write-durable, migratable or snapshots (repeatable).")] = [],  # noqa: B006
     format: Annotated[Format, typer.Option("--format", help="table, json, csv or markdown.")] = Format.table,
-    min_runs: Annotated[int, typer.Option(help="Cells with fewer ok runs are not ranked.")] = 3,
+    min_runs: Annotated[int, typer.Option(help="Cells with fewer ok runs are flagged.")] = 3,
     max_noise: Annotated[float, typer.Option(help="Cells whose CI half-width exceeds this fraction of the "
-                                                  "mean are not ranked.")] = 0.10,
+                                                  "mean are flagged.")] = 0.10,
+    threshold: Annotated[float, typer.Option(help="Practical threshold: cells within this fraction of the "
+                                                  "best are tied with it.")] = 0.05,
+    tie_break: Annotated[str, typer.Option(help="How a tied top group is resolved, in order (comma-separated: "
+                                                "safety, simplicity, performance, name).")] = "safety,simplicity",
 ) -> None:
     """The configuration to use per workload, how much faster it is, what it risks, and paste-ready snippets."""
     from iomatrix.current import parse_current
@@ -46,7 +50,8 @@ def recommend(
     cur = parse_current(current, current_disk) if current is not None else None
     store = Store.open_existing(db)
     rec = build(store, pick_sweep(store, sweep), workload=workload, requirements=require, current=cur,
-                scores=score or None, min_n=min_runs, max_noise=max_noise)
+                scores=score or None, min_n=min_runs, max_noise=max_noise, threshold=threshold,
+                tie_break=_keys(tie_break))
     sys.stdout.write(render_recommendation(rec, format.value))
 
 
@@ -57,9 +62,13 @@ def report(
     sweep: SweepOpt = None,
     current: Annotated[str | None, typer.Option(help="What you run today (as for 'recommend').")] = None,
     require: Annotated[list[str], typer.Option("--require", help="As for 'recommend' (repeatable).")] = [],  # noqa: B006
-    min_runs: Annotated[int, typer.Option(help="Cells with fewer ok runs are not ranked.")] = 3,
+    min_runs: Annotated[int, typer.Option(help="Cells with fewer ok runs are flagged.")] = 3,
     max_noise: Annotated[float, typer.Option(help="Cells whose CI half-width exceeds this fraction of the "
-                                                  "mean are not ranked.")] = 0.10,
+                                                  "mean are flagged.")] = 0.10,
+    threshold: Annotated[float, typer.Option(help="Practical threshold: cells within this fraction of the "
+                                                  "best are tied with it.")] = 0.05,
+    tie_break: Annotated[str, typer.Option(help="How a tied top group is resolved, in order (comma-separated: "
+                                                "safety, simplicity, performance, name).")] = "safety,simplicity",
 ) -> None:
     """One self-contained HTML file: recommendation and risks, rankings with error bars, block-size bars,
     host panels over time, sweep metadata and every run."""
@@ -71,5 +80,9 @@ def report(
     cur = parse_current(current) if current is not None else None
     store = Store.open_existing(db)
     size = write_report(store, pick_sweep(store, sweep), html, current=cur, requirements=require,
-                        min_n=min_runs, max_noise=max_noise)
+                        min_n=min_runs, max_noise=max_noise, threshold=threshold, tie_break=_keys(tie_break))
     console.print(f"wrote {html} ({size / 1024:.0f} KiB): open it in a browser, it needs no network")
+
+
+def _keys(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]

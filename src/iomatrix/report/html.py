@@ -18,10 +18,11 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from iomatrix.current import CurrentConfig
 from iomatrix.report import charts
 from iomatrix.report.query import CellWorkload, cell_workloads, failures, monitor_series, run_table, sweep_info
-from iomatrix.report.rank import primary_metric, rank_workload
+from iomatrix.report.rank import primary_metric, rank_sweep
 from iomatrix.report.recommend import Recommendation, Verdict, recommend
 from iomatrix.report.render import BOUNDED_NOTE, ci_text, ratio_text
 from iomatrix.stats import summarize
+from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK
 from iomatrix.store import Store
 from iomatrix.ui import fmt
 
@@ -51,13 +52,14 @@ def _summary(samples: list[float]) -> tuple[float, float | None, float | None]:
     return s.mean, s.ci_low, s.ci_high
 
 
-def ranking_sections(cws: list[CellWorkload], min_n: int, max_noise: float) -> list[dict[str, Any]]:
+def ranking_sections(store: Store, sweep_id: int, cws: list[CellWorkload], **rank_kw: Any) -> list[dict[str, Any]]:
+    """One section per workload and tier, ranked exactly as 'iomatrix rank' ranks them."""
     out = []
-    for w in sorted({c.workload for c in cws}):
-        wr = rank_workload(cws, w, None, min_n=min_n, max_noise=max_noise)
-        if wr is None:
-            out.append({"workload": w, "missing": "no ranked cells for this workload's primary metric"})
-            continue
+    rankings = rank_sweep(store, sweep_id, None, None, **rank_kw) if cws else []
+    for w in sorted({c.workload for c in cws} - {wr.workload for wr in rankings}):
+        out.append({"workload": w, "missing": "no ranked cells for this workload's primary metric"})
+    for wr in rankings:
+        w = wr.workload
         rows = wr.ranking.rows
         short, common = _short_labels([r.name for r in rows])
         bars = [charts.Bar(s, r.summary.mean, r.summary.ci_low, r.summary.ci_high, r.group)
@@ -78,7 +80,7 @@ def ranking_sections(cws: list[CellWorkload], min_n: int, max_noise: float) -> l
                           "mean": fmt(r.summary.mean), "mean_value": r.summary.mean, "ci": ci,
                           "vs_best": "–" if r.ratio_to_best is None else ratio_text(*r.ratio_to_best),
                           "flags": ", ".join(f.replace("_", " ") for f in r.flags)})
-        out.append({"workload": w, "metric": wr.metric, "tier": wr.tier, "common": common,
+        out.append({"workload": w, "metric": wr.metric, "tier": wr.tier, "common": common, "notes": wr.notes(),
                     "better": "higher" if wr.ranking.higher_is_better else "lower",
                     "svg": charts.ranking_chart(bars, wr.metric, refs), "rows": table, "bounded": bounded,
                     "test": wr.ranking.test_description})
@@ -158,17 +160,19 @@ def missing_parts(info: dict[str, Any], cws: list[CellWorkload], rec: Recommenda
 
 
 def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None = None,
-                  requirements: Sequence[str] = (), min_n: int = 3, max_noise: float = 0.10) -> str:
+                  requirements: Sequence[str] = (), min_n: int = 3, max_noise: float = 0.10,
+                  threshold: float = DEFAULT_THRESHOLD, tie_break: Sequence[str] = DEFAULT_TIE_BREAK) -> str:
     info = sweep_info(store, sweep_id)
     cws = cell_workloads(store, sweep_id)
-    rec = recommend(store, sweep_id, requirements=requirements, current=current, min_n=min_n, max_noise=max_noise)
+    rank_kw = {"min_n": min_n, "max_noise": max_noise, "threshold": threshold, "tie_break": tie_break}
+    rec = recommend(store, sweep_id, requirements=requirements, current=current, **rank_kw)
     runs = run_table(store, sweep_id)
     for r in runs:
         m = primary_metric(r["workload"])[0]
         r["primary"] = f"{m} = {fmt(r['metrics'].get(m))}" if m in r["metrics"] else "–"
     verdicts: list[Verdict] = rec.verdicts
     bounded = any(ci_text(*v.ci)[1] for v in verdicts if v.choice)
-    rankings = ranking_sections(cws, min_n, max_noise)
+    rankings = ranking_sections(store, sweep_id, cws, **rank_kw)
     top = {r["workload"]: sorted(r["rows"], key=lambda x: -float(x["mean_value"]) if r["better"] == "higher"
                                  else float(x["mean_value"]))[:2] for r in rankings if "rows" in r}
     for k in ("started_at", "finished_at"):

@@ -19,12 +19,15 @@ from iomatrix.current import CurrentConfig
 from iomatrix.domain import BASELINES, CACHE, CacheMode, Modifier, SafetyLevel
 from iomatrix.errors import UserError
 from iomatrix.guest.accel import TCG_WARNING
+from iomatrix.report.quality import run_interference
 from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info
-from iomatrix.report.rank import WorkloadRanking, rank_workload
+from iomatrix.report.rank import WorkloadRanking, primary_metric, rank_workload, run_rounds, run_values
 from iomatrix.risk import risk_of
 from iomatrix.snippets import DiskConfig, SnippetSet, snippets_for
-from iomatrix.stats import Ranking, RatioCI, ratio_ci
+from iomatrix.stats import RatioCI, ratio_ci
+from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK, check_threshold, check_tie_break
 from iomatrix.store import Store
+from iomatrix.tiers import is_reference
 
 DOCUMENTED = "documented, not measured"
 
@@ -125,23 +128,18 @@ def risk_statements(cache: str, modifier: str = Modifier.NONE, cell: CellWorkloa
 @dataclass(frozen=True)
 class Choice:
     cell: str  # the chosen cell's label
-    tied: tuple[str, ...]  # allowed cells not significantly different from the chosen one
-    rule: str  # how it was chosen, in one sentence
+    tied: tuple[str, ...]  # the rest of the top group, in tie-break order
+    rule: str  # the decision in one or two sentences
 
 
-def choose(ranking: Ranking, allowed: set[str]) -> Choice | None:
-    """THE decision: the best eligible allowed cell, and the allowed cells of its group as tied.
-
-    Seam: stats/decision.py's rule (top group, tie-break, one answer) replaces this body when it lands;
-    everything else in the report reads only the returned Choice.
-    """
-    rows = [r for r in ranking.rows if r.rank is not None and r.name in allowed]
-    if not rows:
+def choose(wr: WorkloadRanking) -> Choice | None:
+    """THE decision, in one place: the statistics decision rule (stats/decision.py) already applied to the
+    ranking by rank_workload. None when it gives no answer (nothing eligible, or contenders the data cannot
+    separate from the leader yet); `wr.decision.statement` then says why."""
+    d = wr.decision
+    if d is None or d.answer is None:
         return None
-    best = rows[0]
-    tied = tuple(r.name for r in rows[1:] if r.group == best.group)
-    return Choice(best.name, tied, "best mean among eligible cells; cells in its group (Welch, Holm-corrected) "
-                                   "are named as tied")
+    return Choice(d.answer, d.tied, d.statement)
 
 
 # --------------------------------------------------------------------------- the verdict
@@ -244,27 +242,30 @@ def _matching_current(cells: Sequence[CellWorkload], like: CellWorkload, cur: Cu
 
 
 def workload_verdict(cws: list[CellWorkload], wr: WorkloadRanking, requirements: list[Requirement],
-                     current: CurrentConfig | None) -> Verdict:
+                     current: CurrentConfig | None, restricted: WorkloadRanking | None = None) -> Verdict:
+    """`wr` ranks every cell of the workload's tier; `restricted` only those meeting `requirements` (None when
+    none does or there are no requirements)."""
     r = wr.ranking
     v = Verdict(wr.workload, wr.metric, r.higher_is_better, wr.tier, None)
-    allowed = {name for name, c in wr.cells.items() if all(q.met_by(c.axes) for q in requirements)}
-    choice = choose(r, allowed)
+    chosen_from = restricted if requirements else wr
+    choice = choose(chosen_from) if chosen_from is not None else None
     if choice is None:
-        if r.best is None:
-            v.missing = ("no cell is eligible: too few runs or too noisy (run more repetitions or lengthen "
-                         "runtime)")
-        else:
+        if requirements:
             for q in requirements:
                 if not any(q.met_by(c.axes) for c in wr.cells.values()):
                     v.missing = f"requirement {q.name} excluded every swept cell ({q.meaning})"
                     break
             else:
-                v.missing = ("no eligible cell meets all of " + ", ".join(q.name for q in requirements)
-                             + " together")
+                if chosen_from is None:
+                    v.missing = "no swept cell meets " + " and ".join(q.name for q in requirements) + " together"
+        if not v.missing:
+            d = chosen_from.decision if chosen_from is not None else None
+            v.missing = d.statement if d is not None else "no cell is eligible: too few runs or too noisy"
         return v
+    r = chosen_from.ranking if chosen_from is not None else r
     v.choice = choice
     cell = wr.cells[choice.cell]
-    row = r.row(choice.cell)
+    row = r.row(choice.cell)  # the ranking the choice was made in
     v.mean, v.ci, v.n = row.summary.mean, (row.summary.ci_low, row.summary.ci_high), row.summary.n
     same_tier = [c for c in cws if c.workload == wr.workload and c.axes["tier"] == wr.tier]
     higher = r.higher_is_better
@@ -277,10 +278,10 @@ def workload_verdict(cws: list[CellWorkload], wr: WorkloadRanking, requirements:
         v.gains.append(_gain(f"{b.name} (cache={b.cache} aio={b.aio})", cell, other, wr.metric, higher,
                              "not in this sweep"))
     for g in v.gains:  # say why a compared cell that looks better was not chosen
-        if g.label in wr.cells and not r.row(g.label).eligible:
-            why = "not ranked: " + ", ".join(r.row(g.label).flags).replace("_", " ")
+        if g.label in wr.cells and not wr.ranking.row(g.label).eligible:
+            why = "not ranked: " + ", ".join(wr.ranking.row(g.label).flags).replace("_", " ")
             g.note = "; ".join(filter(None, [g.note, why]))
-    if wr.tier != "baremetal":
+    if not is_reference(wr.tier):
         rc = wr.to_baremetal.get(choice.cell)
         v.to_baremetal = Gain("bare metal", None, rc, "cell/bare metal")
         ceilings = [c for c, _ in wr.ceiling if c.axes.get("bus") == cell.axes.get("bus")] or \
@@ -289,11 +290,11 @@ def workload_verdict(cws: list[CellWorkload], wr: WorkloadRanking, requirements:
             a, b = cell.samples[wr.metric], ceilings[0].samples[wr.metric]
             v.to_ceiling = Gain("null ceiling", ceilings[0].label(),
                                 ratio_ci(a, b) if len(a) >= 2 and len(b) >= 2 else None, "cell/ceiling")
-    if requirements and r.best is not None and r.best != choice.cell:
-        best = wr.cells[r.best]
-        g = _gain("best without the requirements", best, cell, wr.metric, higher, "")
-        v.requirement_cost = Gain(f"{r.best} (best without requirements)", r.best, g.ratio,
-                                  "the unrestricted best is this many times better")
+    free = wr.decision.answer if wr.decision is not None else None
+    if requirements and free is not None and free != choice.cell:
+        g = _gain("best without the requirements", wr.cells[free], cell, wr.metric, higher, "")
+        v.requirement_cost = Gain(f"{free} (the answer without requirements)", free, g.ratio,
+                                  "the unrestricted answer is this many times better")
     v.risks = risk_statements(cell.axes["cache"], cell.axes.get("modifier", Modifier.NONE), cell)
     v.snippets = snippets_for(DiskConfig.from_axes(cell.axes, cell.backing.get("kind")))
     return v
@@ -301,7 +302,8 @@ def workload_verdict(cws: list[CellWorkload], wr: WorkloadRanking, requirements:
 
 def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requirements: Sequence[str] = (),
               current: CurrentConfig | None = None, scores: Sequence[str] | None = None, min_n: int = 3,
-              max_noise: float = 0.10) -> Recommendation:
+              max_noise: float = 0.10, threshold: float = DEFAULT_THRESHOLD,
+              tie_break: Sequence[str] = DEFAULT_TIE_BREAK) -> Recommendation:
     """Verdicts per workload, then per weighted score (`scores`; default: every score when the sweep has a guest
     tier and no single workload was asked for)."""
     info = sweep_info(store, sweep_id)
@@ -314,13 +316,28 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
                             hint=f"workloads in it: {', '.join(names) or 'none'}")
         names = [workload]
     verdicts = []
+    # The same inputs 'iomatrix rank' uses: runs blocked by round, disturbed runs flagged.
+    all_runs = [rid for c in cws for rid in c.runs]
+    rounds = run_rounds(store, all_runs)
+    interference = run_interference(store, sweep_id, all_runs)
     for w in names:
-        wr = rank_workload(cws, w, None, min_n=min_n, max_noise=max_noise)
+        ids = [rid for c in cws if c.workload == w for rid in c.runs]
+        vals = run_values(store, ids, primary_metric(w)[0])
+        per_run = {rid: (rounds[rid], val) for rid, val in vals.items() if rid in rounds}
+        kw: dict[str, Any] = {"min_n": min_n, "max_noise": max_noise, "per_run": per_run,
+                              "interference": interference, "threshold": check_threshold(threshold),
+                              "tie_break": check_tie_break(tie_break)}
+        wr = rank_workload(cws, w, None, **kw)
         if wr is None:
             m = "no ranked cells (only the null ceiling, or no figure for the primary metric)"
             verdicts.append(Verdict(w, "", True, "", None, missing=m))
             continue
-        verdicts.append(workload_verdict(cws, wr, reqs, current))
+        restricted = None
+        if reqs:
+            keep = [c for c in cws if c.axes["tier"] != wr.tier or c.axes["backing"] == domain.NULL_BACKING
+                    or all(q.met_by(c.axes) for q in reqs)]
+            restricted = rank_workload(keep, w, None, tier=wr.tier, **kw)
+        verdicts.append(workload_verdict(cws, wr, reqs, current, restricted))
     if scores is None:
         scores = SCORES if workload is None and any(c.axes["tier"] == "guest" for c in cws) else ()
     for sc in scores:
