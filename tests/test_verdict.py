@@ -195,6 +195,40 @@ def test_rank_and_monitor_exports_on_the_real_sweep(sweep_db: Path) -> None:
     assert json.loads(render_tables([mon], "json"))[0]["rows"][0]["t (s)"] >= 0
 
 
+def test_every_report_command_leaves_the_terminal_in_every_format(sweep_db: Path) -> None:
+    db = str(sweep_db)
+    md = run_cli("results", "--db", db, "--format", "markdown")
+    assert md.returncode == 0 and "| cache | workload | metric |" in md.stdout, md.stderr
+    ranked = run_cli("rank", "--db", db, "--format", "json", "--max-noise", "5")
+    assert ranked.returncode == 0, ranked.stderr
+    assert {t["title"].split(" · ")[0] for t in json.loads(ranked.stdout)} == {"rand-read-4k", "rand-read-64k"}
+    mon = run_cli("monitor", "--run", "1", "--db", db, "--format", "csv")
+    assert mon.returncode == 0 and mon.stdout.startswith("t (s),"), mon.stderr
+    raw = run_cli("results", "--db", db, "--run", "1", "--raw")
+    assert raw.returncode == 0 and json.loads(raw.stdout)["fio version"].startswith("fio-")
+    half = run_cli("results", "--db", db, "--raw")
+    assert half.returncode == 2 and "--raw and --run go together" in half.stderr
+
+
+def test_compare_fail_above_gates_on_a_significant_regression(sweep_db: Path, tmp_path: Path) -> None:
+    import shutil
+    import sqlite3
+
+    worse = tmp_path / "worse.sqlite"
+    shutil.copyfile(sweep_db, worse)
+    # The same sweep with every sample halved: a real, significant 50% regression for a CI gate to catch.
+    con = sqlite3.connect(worse)
+    con.execute("UPDATE samples SET value = value / 2")
+    con.commit()
+    con.close()
+    same = run_cli("compare", str(sweep_db), str(sweep_db), "--fail-above", "5")
+    assert same.returncode == 0, same.stdout + same.stderr
+    gate = run_cli("compare", str(sweep_db), str(worse), "--fail-above", "5", "--format", "markdown")
+    assert gate.returncode == 1 and "|" in gate.stdout, gate.stdout + gate.stderr
+    loose = run_cli("compare", str(sweep_db), str(worse), "--fail-above", "60")
+    assert loose.returncode == 0, loose.stdout + loose.stderr
+
+
 GUEST_PLAN = """name = "verdict-guest"
 description = "guest beside bare metal and the null ceiling: 2 cache modes, 1 s runs"
 tier = ["baremetal", "guest"]

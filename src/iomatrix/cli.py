@@ -50,6 +50,10 @@ class OutputFormat(StrEnum):
     table = "table"
     json = "json"
     csv = "csv"
+    markdown = "markdown"
+
+
+FormatOpt = Annotated[OutputFormat, typer.Option("--format", help="table, json, csv or markdown.")]
 
 
 class Accel(StrEnum):
@@ -200,7 +204,12 @@ def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, w
     if res.interrupted:
         console.print(f"[yellow]interrupted[/]: completed runs are saved in {db}; run the same command to resume")
         raise typer.Exit(130)
-    console.print(f"next: iomatrix results --db {db}   ·   iomatrix rank --db {db}")
+    if res.runs_done:
+        from iomatrix.report.recommend import short_verdict
+
+        console.print(short_verdict(store, res.sweep_id))
+    console.print(f"next: iomatrix recommend --db {db}   ·   iomatrix report --html report.html --db {db}   ·   "
+                  f"iomatrix rank --db {db}")
     if res.runs_done == 0 and res.runs_failed > 0:
         err_console.print(f"[red]error:[/] every run failed ({res.runs_failed} runs); see the errors above and "
                           f"'iomatrix results --db {escape(str(db))}'", soft_wrap=True)
@@ -234,11 +243,15 @@ def _check_workdir(workdir: Path) -> Path:
 @app.command()
 def results(
     db: DbOpt = DEFAULT_DB,
-    format: Annotated[OutputFormat, typer.Option("--format", help="table, json or csv.")] = OutputFormat.table,
+    format: FormatOpt = OutputFormat.table,
     sweep: SweepOpt = None,
     metric: Annotated[str | None, typer.Option(help="Only this metric ('all' for every metric; default: "
                                                     "each workload's primary metric).")] = None,
     monitor: Annotated[bool, typer.Option("--monitor", help="Show host monitor summaries beside each cell.")]
+    = False,
+    run_id: Annotated[int | None, typer.Option("--run", help="With --raw: the run whose tool output to print.")]
+    = None,
+    raw: Annotated[bool, typer.Option("--raw", help="Print the raw fio JSON of the run given with --run.")]
     = False,
 ) -> None:
     """Results per cell × workload × metric: n, mean, CI and the samples."""
@@ -248,6 +261,13 @@ def results(
     from iomatrix.report.results import MONITOR_HEADLINE, results_document, to_csv, to_json
 
     store = _open(db)
+    if raw or run_id is not None:
+        from iomatrix.report.query import run_raw_output
+
+        if not (raw and run_id is not None):
+            raise UserError("--raw and --run go together", hint="e.g. 'iomatrix results --run 12 --raw'")
+        sys.stdout.write(run_raw_output(store, run_id))
+        return
     ids = sweep_ids(store) if (format != OutputFormat.table and sweep is None) else [pick_sweep(store, sweep)]
     doc = results_document(store, ids)
     if metric not in (None, "all"):
@@ -260,6 +280,12 @@ def results(
         return
     if format == OutputFormat.csv:
         sys.stdout.write(to_csv(doc))
+        return
+    if format == OutputFormat.markdown:
+        from iomatrix.report.exports import results_table
+        from iomatrix.report.render import render_tables
+
+        sys.stdout.write(render_tables(results_table(doc, metric), format.value))
         return
     s = doc["sweeps"][0]
     console.print(f"sweep {s['id']} · plan {s['plan']} · {s['status']} · host {s['host']['hostname']} "
@@ -315,6 +341,7 @@ def rank_cmd(
                                                   "best are tied with it.")] = 0.05,
     tie_break: Annotated[str, typer.Option(help="How a tied top group is resolved, in order (comma-separated: "
                                                 "safety, simplicity).")] = "safety,simplicity",
+    format: FormatOpt = OutputFormat.table,
 ) -> None:
     """Order cells per tier, group those not significantly different, and decide: one answer, a tie, or
     what it would take to separate the leaders."""
@@ -344,6 +371,12 @@ def rank_cmd(
         return
     rankings = rank_sweep(store, sid, workload, metric, min_n=min_runs, max_noise=max_noise, threshold=threshold,
                           tie_break=[x.strip() for x in tie_break.split(",") if x.strip()])
+    if format != OutputFormat.table:
+        from iomatrix.report.exports import rank_tables
+        from iomatrix.report.render import render_tables
+
+        sys.stdout.write(render_tables(rank_tables(rankings), format.value))
+        return
     accels: list[str] = []
     for wr in rankings:
         r = wr.ranking
@@ -396,13 +429,27 @@ def compare(
     sweep_b: Annotated[int | None, typer.Option(help="Sweep in DB_B (default: latest).")] = None,
     metric: Annotated[str | None, typer.Option(help="Metric (default: each workload's primary).")] = None,
     show_all: Annotated[bool, typer.Option("--all", help="Also list cells that did not change.")] = False,
+    format: FormatOpt = OutputFormat.table,
+    fail_above: Annotated[float | None, typer.Option(
+        help="Exit 1 when any figure got significantly worse by more than this many percent (a CI gate).")]
+    = None,
 ) -> None:
     """Cells that changed significantly between two sweeps (Welch, Holm-corrected), and by how much."""
+    from iomatrix.report.exports import compare_table, regressions
     from iomatrix.report.query import pick_sweep
     from iomatrix.report.rank import compare_stores
+    from iomatrix.report.render import render_tables
 
+    if fail_above is not None and not (math.isfinite(fail_above) and fail_above >= 0):
+        raise UserError(f"--fail-above {fail_above} is out of range", hint="use a percentage ≥ 0, e.g. 5")
     a, b = _open(db_a), _open(db_b)
     changes = compare_stores(a, pick_sweep(a, sweep_a), b, pick_sweep(b, sweep_b), metric)
+    worse = regressions(changes, fail_above) if fail_above is not None else []
+    if format != OutputFormat.table:
+        sys.stdout.write(render_tables([compare_table(changes, show_all)], format.value))
+        if worse:
+            raise typer.Exit(1)
+        return
     sig = [c for c in changes if c.significant]
     console.print(f"{len(sig)} of {len(changes)} cell × workload figures changed significantly "
                   "(Welch's t-test, Holm-corrected, α=0.05)")
@@ -415,6 +462,10 @@ def compare(
                   "–" if c.p_adjusted is None else f"{c.p_adjusted:.3g}", "[bold]changed[/]" if c.significant
                   else "")
     console.print(t)
+    if worse:
+        err_console.print(f"[red]regression:[/] {len(worse)} figure(s) significantly worse by more than "
+                          f"{fail_above:g}%: " + ", ".join(c.key for c in worse[:5]), soft_wrap=True)
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -423,6 +474,7 @@ def monitor(
     db: DbOpt = DEFAULT_DB,
     fields: Annotated[str, typer.Option(help="Comma-separated field prefixes to show.")]
     = "cpu.,disk.,mem.,proc.",
+    format: FormatOpt = OutputFormat.table,
 ) -> None:
     """Print a run's host time series (one row per sample)."""
     from iomatrix.report.query import monitor_series
@@ -438,6 +490,12 @@ def monitor(
                         + ", ".join(repr(u) for u in unknown),
                         hint=f"field prefixes: {', '.join(groups) or 'none recorded'}")
     names = sorted(n for n in series if n.startswith(prefixes))
+    if format != OutputFormat.table:
+        from iomatrix.report.exports import monitor_table
+        from iomatrix.report.render import render_tables
+
+        sys.stdout.write(render_tables([monitor_table(series, prefixes)], format.value))
+        return
     if not names:
         console.print(f"run {run_id} has no monitor samples matching {fields}")
         return
