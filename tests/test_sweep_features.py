@@ -74,8 +74,10 @@ min = 1
 max = 1
 """)
     proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--accel", "tcg", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # The sweep goes on past the hung guest, and its exit status says a unit gave up (3), not success.
+    assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "gave up" in proc.stdout and "1 runs ok, 3 failed" in proc.stdout
+    assert "1 of 2 cell×workload units gave up" in proc.stderr
     db = sqlite3.connect(tmp_path / "r.sqlite")
     failed = db.execute("SELECT error, console_tail FROM runs WHERE status='failed'").fetchall()
     assert len(failed) == 3
