@@ -44,6 +44,14 @@ KERNEL_FS_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))
 
 DbOpt = Annotated[Path, typer.Option("--db", help="Results database (SQLite file).")]
 SweepOpt = Annotated[int | None, typer.Option("--sweep", help="Sweep id (default: the latest).")]
+# Options of every command that ranks (rank, recommend, report): one spelling, one help text.
+MinRunsOpt = Annotated[int, typer.Option(help="Cells with fewer ok runs are listed but not ranked.")]
+MaxNoiseOpt = Annotated[float, typer.Option(help="Flag (never drop) cells whose CI half-width exceeds this "
+                                                 "fraction of the mean.")]
+ThresholdOpt = Annotated[float, typer.Option(help="Practical threshold: cells within this fraction of the best "
+                                                  "are tied with it.")]
+TieBreakOpt = Annotated[str, typer.Option(help="How a tied top group is resolved, in order (comma-separated: "
+                                               "safety, simplicity, performance, name).")]
 
 
 class OutputFormat(StrEnum):
@@ -334,13 +342,10 @@ def rank_cmd(
     score: Annotated[str | None, typer.Option(help="Rank by a block-size-weighted bare-metal-relative score: "
                                                    "weighted-read, weighted-write or weighted-mixed.")] = None,
     top: Annotated[int, typer.Option(help="Rows per table.")] = 20,
-    min_runs: Annotated[int, typer.Option(help="Cells with fewer ok runs are not ranked.")] = 3,
-    max_noise: Annotated[float, typer.Option(help="Flag (never drop) cells whose CI half-width exceeds this "
-                                                  "fraction of the mean.")] = 0.10,
-    threshold: Annotated[float, typer.Option(help="Practical threshold: cells within this fraction of the "
-                                                  "best are tied with it.")] = 0.05,
-    tie_break: Annotated[str, typer.Option(help="How a tied top group is resolved, in order (comma-separated: "
-                                                "safety, simplicity).")] = "safety,simplicity",
+    min_runs: MinRunsOpt = 3,
+    max_noise: MaxNoiseOpt = 0.10,
+    threshold: ThresholdOpt = 0.05,
+    tie_break: TieBreakOpt = "safety,simplicity",
     format: FormatOpt = OutputFormat.table,
 ) -> None:
     """Order cells per tier, group those not significantly different, and decide: one answer, a tie, or

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from iomatrix.cli import DEFAULT_DB, DbOpt, SweepOpt, app
+from iomatrix.cli import DEFAULT_DB, DbOpt, MaxNoiseOpt, MinRunsOpt, SweepOpt, ThresholdOpt, TieBreakOpt, app
 from iomatrix.errors import UserError
 from iomatrix.report.render import Format
 from iomatrix.ui import console
@@ -30,13 +30,10 @@ def recommend(
     require: Annotated[list[str], typer.Option(
         "--require", help="power-loss-safe, every-write-durable, migratable or snapshots (repeatable).")] = [],  # noqa: B006
     format: Annotated[Format, typer.Option("--format", help="table, json, csv or markdown.")] = Format.table,
-    min_runs: Annotated[int, typer.Option(help="Cells with fewer ok runs are flagged.")] = 3,
-    max_noise: Annotated[float, typer.Option(help="Cells whose CI half-width exceeds this fraction of the "
-                                                  "mean are flagged.")] = 0.10,
-    threshold: Annotated[float, typer.Option(help="Practical threshold: cells within this fraction of the "
-                                                  "best are tied with it.")] = 0.05,
-    tie_break: Annotated[str, typer.Option(help="How a tied top group is resolved, in order (comma-separated: "
-                                                "safety, simplicity, performance, name).")] = "safety,simplicity",
+    min_runs: MinRunsOpt = 3,
+    max_noise: MaxNoiseOpt = 0.10,
+    threshold: ThresholdOpt = 0.05,
+    tie_break: TieBreakOpt = "safety,simplicity",
 ) -> None:
     """The configuration to use per workload, how much faster it is, what it risks, and paste-ready snippets."""
     from iomatrix.current import parse_current
@@ -62,13 +59,10 @@ def report(
     sweep: SweepOpt = None,
     current: Annotated[str | None, typer.Option(help="What you run today (as for 'recommend').")] = None,
     require: Annotated[list[str], typer.Option("--require", help="As for 'recommend' (repeatable).")] = [],  # noqa: B006
-    min_runs: Annotated[int, typer.Option(help="Cells with fewer ok runs are flagged.")] = 3,
-    max_noise: Annotated[float, typer.Option(help="Cells whose CI half-width exceeds this fraction of the "
-                                                  "mean are flagged.")] = 0.10,
-    threshold: Annotated[float, typer.Option(help="Practical threshold: cells within this fraction of the "
-                                                  "best are tied with it.")] = 0.05,
-    tie_break: Annotated[str, typer.Option(help="How a tied top group is resolved, in order (comma-separated: "
-                                                "safety, simplicity, performance, name).")] = "safety,simplicity",
+    min_runs: MinRunsOpt = 3,
+    max_noise: MaxNoiseOpt = 0.10,
+    threshold: ThresholdOpt = 0.05,
+    tie_break: TieBreakOpt = "safety,simplicity",
 ) -> None:
     """One self-contained HTML file: recommendation and risks, rankings with error bars, block-size bars,
     host panels over time, sweep metadata and every run."""

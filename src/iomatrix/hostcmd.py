@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -51,27 +50,3 @@ def version_of(argv: Sequence[str]) -> str | None:
         return None
     text = (out.stdout or out.stderr).strip()
     return text.splitlines()[0] if text else None
-
-
-def terminate_tree(pid: int, grace_s: float = 3.0) -> None:
-    """Stop a process and every descendant: SIGTERM, then SIGKILL after `grace_s`.
-
-    fio puts each job process in a session of its own (setsid), so killing
-    fio's process group would orphan the job still writing to the backing;
-    walking the tree finds them.
-    """
-    import psutil
-
-    try:
-        parent = psutil.Process(pid)
-        procs = [parent, *parent.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return
-    for p in procs:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            p.terminate()
-    _, alive = psutil.wait_procs(procs, timeout=grace_s)
-    for p in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            p.kill()
-    psutil.wait_procs(alive, timeout=grace_s)

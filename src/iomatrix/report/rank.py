@@ -179,6 +179,17 @@ def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *,
                            cold_apart, decision, {k: v for k, v in disturbed.items() if v})
 
 
+def workload_names(cws: Sequence[CellWorkload], sweep_id: int, workload: str | None) -> list[str]:
+    """The sweep's workloads, or just `workload` (a one-line error when the sweep has none of it)."""
+    names = sorted({c.workload for c in cws})
+    if workload is None:
+        return names
+    if workload not in names:
+        raise UserError(f"sweep {sweep_id} has no results for workload '{workload}'",
+                        hint=f"workloads in it: {', '.join(names) or 'none'}")
+    return [workload]
+
+
 def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | None, *, min_n: int = 3,
                max_noise: float = 0.10, threshold: float = DEFAULT_THRESHOLD,
                tie_break: Sequence[str] = DEFAULT_TIE_BREAK, blocked: bool = True) -> list[WorkloadRanking]:
@@ -186,12 +197,7 @@ def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | 
     check_threshold(threshold)
     check_tie_break(tie_break)
     cws = cell_workloads(store, sweep_id)
-    names = sorted({c.workload for c in cws})
-    if workload is not None:
-        if workload not in names:
-            raise UserError(f"sweep {sweep_id} has no results for workload '{workload}'",
-                            hint=f"workloads in it: {', '.join(names) or 'none'}")
-        names = [workload]
+    names = workload_names(cws, sweep_id, workload)
     all_runs = [rid for c in cws for rid in c.runs]
     rounds = run_rounds(store, all_runs) if blocked else {}
     interference = run_interference(store, sweep_id, all_runs)

@@ -21,7 +21,14 @@ from iomatrix.errors import UserError
 from iomatrix.guest.accel import TCG_WARNING
 from iomatrix.report.quality import run_interference
 from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info
-from iomatrix.report.rank import WorkloadRanking, primary_metric, rank_workload, run_rounds, run_values
+from iomatrix.report.rank import (
+    WorkloadRanking,
+    primary_metric,
+    rank_workload,
+    run_rounds,
+    run_values,
+    workload_names,
+)
 from iomatrix.risk import risk_of
 from iomatrix.snippets import DiskConfig, SnippetSet, snippets_for
 from iomatrix.stats import RatioCI, ratio_ci
@@ -309,12 +316,7 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     info = sweep_info(store, sweep_id)
     reqs = parse_requirements(requirements)
     cws = cell_workloads(store, sweep_id)
-    names = sorted({c.workload for c in cws})
-    if workload is not None:
-        if workload not in names:
-            raise UserError(f"sweep {sweep_id} has no results for workload '{workload}'",
-                            hint=f"workloads in it: {', '.join(names) or 'none'}")
-        names = [workload]
+    names = workload_names(cws, sweep_id, workload)
     verdicts = []
     # The same inputs 'iomatrix rank' uses: runs blocked by round, disturbed runs flagged.
     all_runs = [rid for c in cws for rid in c.runs]
