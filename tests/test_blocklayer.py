@@ -312,3 +312,32 @@ def test_daemon_refusing_the_graph_is_a_failed_run(tmp_path: Path) -> None:
         assert ledger["entries"] == []
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+@pytest.mark.slow
+@needs("fio")
+@needs_qsd
+def test_custom_job_file_runs_as_checked_at_plan_load(tmp_path: Path) -> None:
+    """A `file:dir/job.fio` workload: its image is named by the workload's slug (the name holds a '/'),
+    and what fio runs is the allowlist-checked text, not the file re-read at run time."""
+    (tmp_path / "jobs").mkdir()
+    job = tmp_path / "jobs" / "w.fio"
+    job.write_text("[w]\nrw=randwrite\nbs=4k\n")
+    (tmp_path / "p.toml").write_text('tier = ["blocklayer"]\nworkloads = ["file:jobs/w.fio"]\nsize = "16M"\n'
+                                     'image_size = "64M"\nruntime = 1\nnull_ceiling = false\n'
+                                     '[repetitions]\nmin = 1\nmax = 1\n')
+    plan, base = load_plan(str(tmp_path / "p.toml"))
+    (unit,) = plan_expansion(plan, base, set()).units
+    w = unit.workload
+    job.write_text("[w]\nrw=randwrite\nbs=4k\nexec_prerun=touch /tmp/should-never-run\n")  # edited after load
+    tier = BlockLayerTier(plan, RunOptions(workdir=tmp_path / "work"))
+    tier.open()
+    try:
+        out = tier.run(RunRequest(cell=unit.cell, workload=w, target=Target("dir", tmp_path),
+                                  shape=JobShape(plan.size_bytes, plan.runtime), run_dir=tmp_path / "run",
+                                  timeout_s=120))
+    finally:
+        tier.close()
+    assert out.ok, out.error
+    assert "exec_prerun" not in out.job_text and "rw=randwrite" in out.job_text
+    assert not list(tmp_path.glob("iomatrix-blk-*")), "the run's image was not removed"

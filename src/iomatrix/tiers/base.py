@@ -8,13 +8,16 @@ measurement at a time. Nothing outside the module names the tier.
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from iomatrix.backing.leftovers import register_temp_path
 from iomatrix.fio.jobs import JobShape
+from iomatrix.guest.images import create_image
 from iomatrix.matrix import Cell
 from iomatrix.workloads import Workload
 
@@ -65,6 +68,28 @@ class RunOutcome:
     console_tail: str = ""
     error: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+
+
+def fresh_image(req: RunRequest, workdir: Path, size_bytes: int, prefix: str) -> tuple[Path | None, bool]:
+    """The disk under test of one run, created fresh on the cell's backing: (path, created_by_us).
+
+    None for the null ceiling; a raw block device is used as it is; another format on a block device is
+    written onto the device; on a directory a new image file is recorded in the leftovers ledger before it
+    is created, so `iomatrix clean` can remove it after a kill -9. Shared by every tier that runs QEMU.
+    """
+    cell = req.cell
+    if req.target.kind == "null":
+        return None, False
+    assert req.target.path is not None
+    if req.target.kind == "device":
+        if cell.format != "raw":
+            create_image(req.target.path, cell.format, cell.preallocation, size_bytes)
+        return req.target.path, False
+    # The slug, not the name: a custom workload's name holds the '/' of its path.
+    path = req.target.path / f"{prefix}-{os.getpid()}-{req.workload.slug}.{cell.format}"
+    register_temp_path(workdir, path)
+    create_image(path, cell.format, cell.preallocation, size_bytes)
+    return path, True
 
 
 class Tier(ABC):

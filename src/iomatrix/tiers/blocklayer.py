@@ -33,7 +33,6 @@ sends its NBD flushes under writethrough/directsync (QEMU then flushes a file wi
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import subprocess
 import time
@@ -48,13 +47,13 @@ from iomatrix.errors import UserError
 from iomatrix.fio.jobs import IOPS_LOG_FILE, NbdJob, nbd_job, nbd_uri
 from iomatrix.fio.parse import FioOutputError, extract_json, report_metrics
 from iomatrix.fio.steady import steady_metrics
-from iomatrix.guest.images import create_image, remove_image
+from iomatrix.guest.images import remove_image
 from iomatrix.hostcmd import require, version_of
 from iomatrix.matrix import Cell
 from iomatrix.plan.model import Plan
 from iomatrix.qemu_block import NULL_FORMAT, DiskSpec, blockdev_spec, onoff, qemu_opt, write_cache
 from iomatrix.tiers import register
-from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier
+from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_image
 
 NODE = "d0"
 EXPORT_ID = "iomx-export"
@@ -159,22 +158,8 @@ class BlockLayerTier(Tier):
         self._live.clear()
 
     # -- one run ------------------------------------------------------------
-    def _image(self, req: RunRequest) -> tuple[Path | None, bool]:
-        """The disk under test: (path, created_by_us). Same rules as the guest tier's images."""
-        cell = req.cell
-        if req.target.kind == "null":
-            return None, False
-        assert req.target.path is not None
-        if req.target.kind == "device":
-            create_image(req.target.path, cell.format, cell.preallocation, self.plan.image_size_bytes)
-            return req.target.path, False
-        path = req.target.path / f"iomatrix-blk-{os.getpid()}-{req.workload.name}.{cell.format}"
-        register_temp_path(self.workdir, path)
-        create_image(path, cell.format, cell.preallocation, self.plan.image_size_bytes)
-        return path, True
-
     def _job(self, req: RunRequest) -> NbdJob:
-        custom = req.workload.custom_path.read_text() if req.workload.custom_path else None
+        custom = req.workload.custom_text  # validated at plan load; never re-read from disk
         return nbd_job(req.workload, uri=nbd_uri(SOCKET_NAME, EXPORT_NAME), shape=req.shape, custom_text=custom)
 
     def _wait_ready(self, proc: subprocess.Popen, run_dir: Path, timeout_s: float) -> str | None:
@@ -213,7 +198,7 @@ class BlockLayerTier(Tier):
         with children.SigtermGuard():
             try:
                 try:
-                    image, ours = self._image(req)
+                    image, ours = fresh_image(req, self.workdir, self.plan.image_size_bytes, "iomatrix-blk")
                 except UserError as err:
                     return RunOutcome(ok=False, job_text=job.text, error=err.one_line(), meta=meta,
                                       phases={"wall_s": time.monotonic() - t0})

@@ -4,26 +4,25 @@ workload inside it (fio on the raw virtual disk, or seed 001's filesystem jobs).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
 from iomatrix import domain
 from iomatrix import workloads as wl
-from iomatrix.backing.leftovers import forget, register_temp_path
+from iomatrix.backing.leftovers import forget
 from iomatrix.domain import NA, NULL_BACKING, Aio, Bus, CacheMode
 from iomatrix.fio.jobs import guest_job
 from iomatrix.fio.parse import FioOutputError, report_metrics
 from iomatrix.fio.steady import steady_metrics
 from iomatrix.guest.accel import AccelChoice, choose_accel
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
-from iomatrix.guest.images import create_image, remove_image
+from iomatrix.guest.images import remove_image
 from iomatrix.guest.qemu import NULL_FORMAT, DiskSpec, GuestJob, GuestOutcome, kill_all_guests, run_guest
 from iomatrix.guest.tarball import ensure_tarball
 from iomatrix.matrix import Cell
 from iomatrix.plan.model import Plan
 from iomatrix.tiers import register
-from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier
+from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_image
 
 
 @register
@@ -79,22 +78,6 @@ class GuestTier(Tier):
             self._tarball = ensure_tarball()
         return self._tarball
 
-    def _image(self, req: RunRequest) -> tuple[Path | None, bool]:
-        """The disk under test: (path, created_by_us)."""
-        cell = req.cell
-        if req.target.kind == "null":
-            return None, False
-        assert req.target.path is not None
-        if req.target.kind == "device":
-            if cell.format == "raw":
-                return req.target.path, False
-            create_image(req.target.path, cell.format, cell.preallocation, self.plan.image_size_bytes)
-            return req.target.path, False
-        path = req.target.path / f"iomatrix-{os.getpid()}-{req.workload.slug}.{cell.format}"
-        register_temp_path(self.workdir, path)
-        create_image(path, cell.format, cell.preallocation, self.plan.image_size_bytes)
-        return path, True
-
     def _job(self, req: RunRequest) -> GuestJob:
         w = req.workload
         if w.kind in ("fs-read", "fs-write"):
@@ -105,7 +88,7 @@ class GuestTier(Tier):
     def run(self, req: RunRequest) -> RunOutcome:
         cell = req.cell
         job = self._job(req)
-        image, ours = self._image(req)
+        image, ours = fresh_image(req, self.workdir, self.plan.image_size_bytes, "iomatrix")
         try:
             null = cell.is_null_ceiling
             disk = DiskSpec(
