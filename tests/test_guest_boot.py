@@ -143,3 +143,15 @@ def test_sigterm_leaves_no_qemu(art: GuestArtifacts, tmp_path: Path) -> None:
     finally:
         if child.poll() is None:
             child.kill()
+
+
+def test_kind_script_gets_env_and_files(art: GuestArtifacts, tmp_path: Path) -> None:
+    # A job kind /init does not know is run by its kind script, which sees the job's variables and files.
+    from iomatrix.guest.qemu import parse_result_stream
+
+    job = GuestJob("hello", env={"IOMX_HELLO": "from the host"}, files={"hello": "a file line\n"})
+    out = run_guest(art, TCG, None, job, tmp_path / "run", timeout=90)
+    assert out.ok, f"{out.error}\n{out.console_tail}"
+    text = (tmp_path / "run" / "results.log").read_text(errors="replace")
+    block = parse_result_stream(text).blocks.get("hello", "")
+    assert "env=from the host" in block and "a file line" in block, f"{text}\n{out.console_tail}"

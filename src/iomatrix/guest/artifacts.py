@@ -84,6 +84,20 @@ def init_script_text() -> str:
     return resources.files("iomatrix.guest").joinpath("init.sh").read_text()
 
 
+def kind_scripts() -> dict[str, str]:
+    """The job-kind scripts (`guest/kinds/kind-<kind>.sh`) by file name: /init sources the one named by
+    IOMX_KIND for kinds it does not run itself, so a tier adds a guest job without editing /init."""
+    kinds = resources.files("iomatrix.guest").joinpath("kinds")
+    return {f.name: f.read_text() for f in sorted(kinds.iterdir(), key=lambda f: f.name)
+            if f.name.startswith("kind-") and f.name.endswith(".sh")}
+
+
+def guest_script_text() -> str:
+    """Everything scripted that goes into the initramfs, as one text: the cache key hashes it, so a change
+    to /init or to any kind script rebuilds the initramfs."""
+    return init_script_text() + "".join(f"\0{name}\0{text}" for name, text in kind_scripts().items())
+
+
 def _noop(_msg: str) -> None:
     pass
 
@@ -136,13 +150,14 @@ def ensure_artifacts(cache_dir: Path | None = None, kernel: Path | None = None, 
     cache_dir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     init_text = init_script_text()
+    scripts = kind_scripts()
     fio_version = host_fio_version()
     tree = pick_kernel(cache_dir, kernel, modules, log)
     if rebuild:
         for f in (cache_dir / "fio-static").glob("failed_*.txt"):
             f.unlink()
     fio_bin, fio_why = static_fio(cache_dir, log, build=static_fio_build)
-    key = _cache_key(tree.version, fio_version, init_text, "static" if fio_bin else "closure")
+    key = _cache_key(tree.version, fio_version, guest_script_text(), "static" if fio_bin else "closure")
     build = cache_dir / "builds" / key
     if not rebuild:
         art = _from_manifest(build)
@@ -161,7 +176,7 @@ def ensure_artifacts(cache_dir: Path | None = None, kernel: Path | None = None, 
                 kernel_file = "vmlinux"
                 log("kernel: booting the uncompressed vmlinux through its PVH entry")
         initramfs = tmp / "initramfs.cpio"
-        names, module_load, compression = build_initramfs(tree, init_text, initramfs, fio_bin, log)
+        names, module_load, compression = build_initramfs(tree, init_text, initramfs, fio_bin, log, scripts)
         final_name = f"initramfs.cpio.{compression}" if compression != "none" else "initramfs.cpio"
         initramfs.rename(tmp / final_name)
         seconds = time.monotonic() - start
@@ -207,7 +222,7 @@ def artifact_info(cache_dir: Path | None = None) -> dict:
         info["fio_version"] = host_fio_version()
         fio_bin, fio_why = static_fio(cache_dir, _noop, build=False)
         info["fio_source"] = fio_why
-        key = _cache_key(info["would_use"].get("kernel_version") or "?", info["fio_version"], init_script_text(),
+        key = _cache_key(info["would_use"].get("kernel_version") or "?", info["fio_version"], guest_script_text(),
                          "static" if fio_bin else "closure")
         info["cache_key"] = key
         info["up_to_date"] = _from_manifest(cache_dir / "builds" / key) is not None

@@ -130,7 +130,9 @@ def _compress(data: bytes, kernel_config: str, log: Callable[[str], None]) -> tu
 
 
 def build_initramfs(tree: KernelTree, init_text: str, out: Path, fio: Path | None,
-                     log: Callable[[str], None]) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]], str]:
+                     log: Callable[[str], None], scripts: dict[str, str] | None = None,
+                     ) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]], str]:
+    """Write the initramfs to `out`; `scripts` (file name → text) go to /usr/lib/iomatrix/ for /init to source."""
     cpio = CpioWriter()
     for d in ("dev", "proc", "sys", "tmp", "mnt", "run", "etc", "root", "bin", "sbin", "usr/bin", "usr/sbin",
               "lib64"):
@@ -138,6 +140,8 @@ def build_initramfs(tree: KernelTree, init_text: str, out: Path, fio: Path | Non
     cpio.chardev("dev/console", 5, 1)
     cpio.chardev("dev/null", 1, 3)
     cpio.file("init", init_text.encode(), 0o755)
+    for name, text in (scripts or {}).items():
+        cpio.file(f"usr/lib/iomatrix/{name}", text.encode(), 0o644)
 
     busybox = require("busybox")
     cpio.file("bin/busybox", Path(busybox).read_bytes(), 0o755)

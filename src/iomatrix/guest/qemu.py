@@ -33,7 +33,7 @@ from iomatrix import children
 from iomatrix.domain import BUS, Bus
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import GUEST_DISK_PLACEHOLDER as DISK_PLACEHOLDER
-from iomatrix.guest.artifacts import GuestArtifacts
+from iomatrix.guest.artifacts import GuestArtifacts, kind_scripts
 from iomatrix.guest.kernel import BUS_MODULES, FS_MODULES
 from iomatrix.hostcmd import require
 from iomatrix.qemu_block import NULL_FORMAT as NULL_FORMAT
@@ -52,21 +52,28 @@ KERNEL_CMDLINE = (
 )
 CONSOLE_TAIL_LINES = 40
 
-JobKind = Literal["fio", "fs-read", "fs-write", "boot"]
+# Kinds /init runs itself; any other kind needs src/iomatrix/guest/kinds/kind-<kind>.sh.
+BUILTIN_KINDS = ("fio", "fs-read", "fs-write", "boot")
+_ENV_NAME = re.compile(r"IOMX_[A-Z0-9_]+")
+_FILE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,40}")
 
 
 @dataclass
 class GuestJob:
     """What the guest runs. kind="fio": `fio_job` is a fio job file whose filename is `@DISK@`.
     kind="fs-read"/"fs-write": filesystem workloads on `fs` using `tarball`. kind="boot": nothing
-    (reports that it booted; used by the accelerator probe and the boot benchmark)."""
+    (reports that it booted; used by the accelerator probe and the boot benchmark). Any other kind is
+    run by its kind script (`guest/kinds/kind-<kind>.sh`), with `env` added to the job's shell
+    assignments and each of `files` readable in the guest at `$FW/<name>/raw` (fw_cfg)."""
 
-    kind: JobKind
+    kind: str
     fio_job: str = ""
     fs: Literal["ext4", "xfs"] = "ext4"
     tarball: Path | None = None
     write_mb: int = 128  # fs-write: size of each large sequential write
     write_count: int = 3  # fs-write: how many of them
+    env: dict[str, str] = field(default_factory=dict)  # extra IOMX_* assignments for a kind script
+    files: dict[str, str] = field(default_factory=dict)  # name -> text, passed as fw_cfg opt/iomatrix/<name>
 
 
 @dataclass
@@ -128,6 +135,7 @@ def job_env(artifacts: GuestArtifacts, disk: DiskSpec | None, job: GuestJob) -> 
         "IOMX_FS": job.fs,
         "IOMX_WRITE_MB": str(int(job.write_mb)),
         "IOMX_WRITE_COUNT": str(int(job.write_count)),
+        **job.env,
     }
     return "".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items())
 
@@ -143,8 +151,16 @@ def validate_job(job: GuestJob) -> None:
         if job.tarball is None or not Path(job.tarball).is_file():
             raise UserError(f"filesystem job needs a tarball, got {job.tarball}",
                             hint="create one with iomatrix.guest.tarball.ensure_tarball()")
-    elif job.kind != "boot":
-        raise UserError(f"unknown guest job kind '{job.kind}'", hint="use fio, fs-read, fs-write or boot")
+    elif job.kind != "boot" and f"kind-{job.kind}.sh" not in kind_scripts():
+        raise UserError(f"unknown guest job kind '{job.kind}'",
+                        hint="use fio, fs-read, fs-write, boot or a kind with a script in iomatrix/guest/kinds/")
+    for name in job.env:
+        if not _ENV_NAME.fullmatch(name):
+            raise UserError(f"guest job variable '{name}' is not IOMX_<NAME>", hint="prefix it with IOMX_")
+    for name in job.files:
+        if not _FILE_NAME.fullmatch(name) or name in ("job", "fio"):
+            raise UserError(f"guest job file name '{name}' is not allowed",
+                            hint="use lower-case letters, digits, '-' and '_' (not 'job' or 'fio')")
 
 
 def build_argv(artifacts: GuestArtifacts, accel: str, disk: DiskSpec | None, job: GuestJob, run_dir: Path,
@@ -164,6 +180,8 @@ def build_argv(artifacts: GuestArtifacts, accel: str, disk: DiskSpec | None, job
     ]
     if job.kind == "fio":
         argv += ["-fw_cfg", f"name=opt/iomatrix/fio,file={_opt(run_dir / 'job.fio')}"]
+    for name in job.files:
+        argv += ["-fw_cfg", f"name=opt/iomatrix/{name},file={_opt(run_dir / f'file-{name}')}"]
     if disk is not None:
         argv += blockdev_args(disk) + device_args(disk)
     if job.kind in ("fs-read", "fs-write"):
@@ -389,13 +407,15 @@ def start_guest(artifacts: GuestArtifacts, accel: str, disk: DiskSpec | None, jo
     validate_job(job)
     if disk is not None:
         validate_disk(disk)
-    if disk is None and job.kind != "boot":
+    if disk is None and job.kind in BUILTIN_KINDS and job.kind != "boot":  # kind scripts decide for themselves
         raise UserError(f"a {job.kind} job needs a disk", hint="pass a DiskSpec")
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "job.env").write_text(job_env(artifacts, disk, job))
     if job.kind == "fio":
         (run_dir / "job.fio").write_text(job.fio_job if job.fio_job.endswith("\n") else job.fio_job + "\n")
+    for name, text in job.files.items():
+        (run_dir / f"file-{name}").write_text(text)
     argv = build_argv(artifacts, accel, disk, job, run_dir, memory_mb, wrapper)
     (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
     (run_dir / "console.log").unlink(missing_ok=True)
