@@ -1,0 +1,128 @@
+"""The verdict rule: trials of one configuration → what it keeps, compared with QEMU's documentation.
+
+Pure functions. A trial's evidence is the number of acknowledged records it lost (per situation) and
+whether the guest filesystem checked clean. The rule, per situation (power loss, QEMU crash):
+
+* ``kept``: no trial lost an acknowledged record: "acknowledged writes kept in N/N cuts".
+* ``LOST``: at least one trial did: "LOST acknowledged writes in k/N cuts (up to M records)".
+
+A configuration is called **safe** for a situation only when every trial kept every acknowledged record
+*and* QEMU's documentation does not say it drops flushes: one loss in any trial is never safe (no false
+"safe"), and a configuration documented as unsafe is not promoted to safe because N cuts happened not to
+catch it. Where measurement and documentation disagree, :attr:`SituationVerdict.disagreement` says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from iomatrix.domain import CacheMode, Modifier, SafetyLevel, safety_level
+
+POWER_LOSS = "power_loss"
+QEMU_CRASH = "qemu_crash"
+# Metric prefix → the situation's name in reports (recommend.SITUATIONS spells the same situations).
+SITUATION_NAMES = {POWER_LOSS: "host crash or power loss", QEMU_CRASH: "QEMU crash"}
+SHORT_NAMES = {POWER_LOSS: "power loss", QEMU_CRASH: "QEMU crash"}
+
+
+def documented_keeps_acked(situation: str, cache: str, modifier: str = Modifier.NONE) -> bool:
+    """Whether QEMU's documented semantics (domain.CACHE) promise that writes the guest flushed survive.
+
+    Power loss: every mode that honours flushes (all but cache=unsafe, and none under eatmydata).
+    QEMU crash: every mode, since a completed write has been handed to the host kernel (or is flushed)."""
+    if situation == POWER_LOSS:
+        return safety_level(cache, modifier) != SafetyLevel.UNSAFE
+    if situation == QEMU_CRASH:
+        return cache in {c.value for c in CacheMode}
+    raise ValueError(f"unknown situation {situation!r}")
+
+
+@dataclass(frozen=True)
+class SituationVerdict:
+    situation: str  # POWER_LOSS or QEMU_CRASH
+    trials: int
+    lost_trials: int  # trials that lost at least one acknowledged record
+    max_lost: int  # most acknowledged records lost in one trial
+    documented_keeps: bool
+
+    @property
+    def measured_keeps(self) -> bool:
+        return self.trials > 0 and self.lost_trials == 0
+
+    @property
+    def safe(self) -> bool:
+        return self.measured_keeps and self.documented_keeps
+
+    @property
+    def text(self) -> str:
+        name = SHORT_NAMES[self.situation]
+        if self.trials == 0:
+            return f"{name}: no completed trial"
+        cuts = "cut" if self.trials == 1 else "cuts"
+        if self.lost_trials:
+            rec = "record" if self.max_lost == 1 else "records"
+            return (f"{name}: LOST acknowledged writes in {self.lost_trials}/{self.trials} {cuts} "
+                    f"(up to {self.max_lost} {rec})")
+        return f"{name}: acknowledged writes kept in {self.trials}/{self.trials} {cuts}"
+
+    @property
+    def disagreement(self) -> str | None:
+        """A loud line when the measurement contradicts QEMU's documentation, else None."""
+        if self.trials == 0:
+            return None
+        if self.documented_keeps and self.lost_trials:
+            return (f"DISAGREES WITH QEMU'S DOCUMENTATION: {SHORT_NAMES[self.situation]} should keep flushed "
+                    f"writes, but {self.lost_trials}/{self.trials} cuts lost acknowledged writes")
+        if not self.documented_keeps and not self.lost_trials:
+            return (f"documented as losing flushed writes on {SHORT_NAMES[self.situation]}, but no loss was "
+                    f"caught in {self.trials} cuts (not called safe)")
+        return None
+
+
+def situation_verdict(situation: str, acked_lost: Sequence[float], cache: str,
+                      modifier: str = Modifier.NONE) -> SituationVerdict:
+    lost = [int(v) for v in acked_lost]
+    return SituationVerdict(situation, len(lost), sum(1 for v in lost if v > 0), max(lost, default=0),
+                            documented_keeps_acked(situation, cache, modifier))
+
+
+@dataclass(frozen=True)
+class FsVerdict:
+    trials: int
+    unclean: int
+
+    @property
+    def text(self) -> str:
+        if self.trials == 0:
+            return "guest filesystem: no completed trial"
+        if self.unclean:
+            return f"guest filesystem: NOT clean after {self.unclean}/{self.trials} cuts (after journal replay)"
+        return f"guest filesystem: clean after {self.trials}/{self.trials} cuts (after journal replay)"
+
+
+@dataclass(frozen=True)
+class ConfigVerdict:
+    """Every verdict of one configuration."""
+
+    situations: dict[str, SituationVerdict]
+    fs: FsVerdict
+
+    def lines(self) -> list[str]:
+        out = []
+        for v in self.situations.values():
+            out.append(v.text)
+            if v.disagreement:
+                out.append("  " + v.disagreement)
+        out.append(self.fs.text)
+        return out
+
+
+def config_verdict(samples: Mapping[str, Sequence[float]], cache: str,
+                   modifier: str = Modifier.NONE) -> ConfigVerdict:
+    """The verdicts of one configuration from its trials' metrics (`samples[metric]` = one value per ok
+    trial): ``power_loss.acked_lost``, ``qemu_crash.acked_lost`` and ``fs.clean``."""
+    situations = {s: situation_verdict(s, samples.get(f"{s}.acked_lost", []), cache, modifier)
+                  for s in (POWER_LOSS, QEMU_CRASH)}
+    clean = [v for v in samples.get("fs.clean", [])]
+    return ConfigVerdict(situations, FsVerdict(len(clean), sum(1 for v in clean if v < 1)))
