@@ -52,6 +52,28 @@ def _directional() -> list[MetricInfo]:
     return out
 
 
+def _durability() -> list[MetricInfo]:
+    """The durability tier's per-trial evidence (tiers/durability.py); 'lost' counts are 4 KiB records."""
+    out = []
+    for s, what in (("power_loss", "after a simulated power loss (the volatile cache under QEMU killed)"),
+                    ("qemu_crash", "after QEMU was killed with SIGKILL (host page cache kept)")):
+        out += [
+            _m(f"{s}.acked_lost", "records", False, f"acknowledged (flushed) records missing or torn {what}"),
+            _m(f"{s}.unacked_lost", "records", False, f"written but unacknowledged records gone {what} (allowed)"),
+            _m(f"{s}.unacked_kept", "records", True, f"unacknowledged records that survived {what}"),
+            _m(f"{s}.fs_clean", "0/1", True, f"1 when the guest ext4 checked clean (e2fsck -fn after journal "
+                                            f"replay) {what}"),
+            _m(f"{s}.image_readable", "0/1", True, f"1 when the image could still be read {what}"),
+        ]
+    out += [
+        _m("fs.clean", "0/1", True, "1 when the guest filesystem checked clean after both cuts of the trial"),
+        _m("durability.acked_records", "records", True, "records per stream acknowledged before the cut"),
+        _m("durability.cut_delay_ms", "ms", False, "seeded delay between the chosen acknowledgement and the cut"),
+        _m("phase.verify_s", "s", False, "host-side verification after the cuts (convert, e2fsck, read records)"),
+    ]
+    return out
+
+
 _PHASES = {
     "wall_s": "wall time of the whole run, QEMU start to exit (guest) or fio start to exit (bare metal)",
     "qemu_start_s": "QEMU process start until the guest kernel runs",
@@ -80,6 +102,7 @@ REGISTRY: dict[str, MetricInfo] = {m.name: m for m in [
     _m("fs.timed_s", "s", False, "sum of the timed file-system steps in the guest"),
     _m("fs.untimed_s", "s", False, "sum of the untimed preparation steps (mkfs, mount, populate, drop caches)"),
     *(_m(f"phase.{k}", "s", False, v) for k, v in _PHASES.items()),
+    *_durability(),
 ]}
 
 _COST_SUFFIXES = ("_ns", "_us", "_ms", "_s", ".seconds", "_pct")

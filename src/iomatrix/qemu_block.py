@@ -98,3 +98,23 @@ def write_cache(cache: CacheMode | str) -> bool:
     """Whether the BlockBackend on top of the graph has a volatile write cache (off: QEMU makes every write
     durable before completing it, by a flush after it)."""
     return CACHE[CacheMode(cache)].write_cache
+
+
+def blockdev_spec_over_nbd(disk: DiskSpec, socket: str | Path, node: str = "d0") -> str:
+    """The cell's format node, with its cache switches, over an NBD client node instead of the file node.
+
+    The durability tier serves the image through nbdkit (a simulated volatile disk cache) and puts QEMU's
+    graph on top of it, so everything above the protocol node is the cell's: format driver, cache.direct and
+    cache.no-flush on both nodes (no-flush drops flushes in QEMU's generic block layer, whatever the
+    protocol), and the device's write-cache. What does not carry over: ``aio`` is an option of the file
+    protocol only, and O_DIRECT means nothing to a socket (the simulated cache below stands for both the
+    host page cache and the disk's own cache).
+    """
+    validate_disk(disk)
+    if disk.format == NULL_FORMAT:
+        raise UserError("the null ceiling has no image to serve over NBD", hint="use an image format")
+    sem = CACHE[CacheMode(disk.cache)]
+    direct, no_flush = onoff(sem.direct), onoff(sem.no_flush)
+    return (f"driver={disk.format},node-name={node},cache.direct={direct},cache.no-flush={no_flush},"
+            f"file.driver=nbd,file.server.type=unix,file.server.path={qemu_opt(socket)},"
+            f"file.cache.direct={direct},file.cache.no-flush={no_flush}")

@@ -20,7 +20,7 @@ from typing import Literal
 from iomatrix.errors import UserError
 from iomatrix.fio.allowlist import MAX_JOB_FILE_BYTES, validate_job_text
 
-WorkloadKind = Literal["fio", "fs-read", "fs-write", "custom"]
+WorkloadKind = Literal["fio", "fs-read", "fs-write", "custom", "durability"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,8 @@ class Workload:
     # The figure adaptive repetition converges on and ranking sorts by.
     primary_metric: str = "read.iops"
     higher_is_better: bool = True
+    # The only tier that can run it (None: any tier that runs its kind).
+    tier_only: str | None = None
 
     @property
     def slug(self) -> str:
@@ -98,6 +100,11 @@ PRESETS: dict[str, Workload] = {
         Workload("fs-write", "write-heavy filesystem job: large sequential writes with sync, then extract a "
                  "tarball and sync (guest fs)", kind="fs-write", primary_metric="workload.seconds",
                  higher_is_better=False),
+        Workload("durability", "checksummed records, flushed and acknowledged in groups, to the raw disk (O_DIRECT) "
+                 "and to a file on the guest's ext4 (fsync); then a power loss and a QEMU crash at a seeded "
+                 "random point, and a count of acknowledged records lost", kind="durability",
+                 rw="write", primary_metric="power_loss.acked_lost", higher_is_better=False,
+                 tier_only="durability"),
     ]
 }
 

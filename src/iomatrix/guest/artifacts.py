@@ -29,6 +29,7 @@ from iomatrix.guest.cache import default_cache_dir, staged_dir
 from iomatrix.guest.initramfs import build_initramfs
 from iomatrix.guest.kernel import extract_vmlinux, host_kernel, pick_kernel, resolve_cloud_package_cached
 from iomatrix.guest.static_fio import host_fio_version, static_fio
+from iomatrix.guest.static_tools import sources_text, static_tools
 
 # Bump when the initramfs layout or the builder changes in a way init.sh's hash does not capture.
 BUILD_FORMAT = 4
@@ -51,6 +52,7 @@ class GuestArtifacts:
     compression: str = "gzip"
     initramfs_bytes: int = 0
     build_seconds: float = 0.0
+    tools: tuple[str, ...] = ()  # static iomatrix tools in the initramfs (guest paths, see static_tools)
 
     def modules_for(self, names: Iterable[str]) -> list[str]:
         """Relative .ko paths to insmod, in dependency order, for the given module names."""
@@ -77,6 +79,7 @@ class GuestArtifacts:
             "fio_source": self.fio_source,
             "compression": self.compression,
             "initramfs_bytes": self.initramfs_bytes,
+            "tools": list(self.tools),
         }
 
 
@@ -95,7 +98,17 @@ def kind_scripts() -> dict[str, str]:
 def guest_script_text() -> str:
     """Everything scripted that goes into the initramfs, as one text: the cache key hashes it, so a change
     to /init or to any kind script rebuilds the initramfs."""
-    return init_script_text() + "".join(f"\0{name}\0{text}" for name, text in kind_scripts().items())
+    return (init_script_text() + "".join(f"\0{name}\0{text}" for name, text in kind_scripts().items())
+            + sources_text())
+
+
+def _tools_marker(tools: dict[str, Path]) -> str:
+    return "\0tools=" + ",".join(sorted(tools))
+
+
+def has_guest_tool(artifacts: GuestArtifacts, guest_path: str) -> bool:
+    """Whether the initramfs of `artifacts` carries the static tool `guest_path` (see static_tools.TOOLS)."""
+    return guest_path in artifacts.tools
 
 
 def _noop(_msg: str) -> None:
@@ -126,7 +139,7 @@ def _from_manifest(build: Path) -> GuestArtifacts | None:
             cache_key=m["cache_key"], module_load={k: tuple(v) for k, v in m["module_load"].items()},
             fio_source=m.get("fio_source", ""), compression=m["compression"],
             initramfs_bytes=m["initramfs_bytes"],
-            build_seconds=m.get("build_seconds", 0.0))
+            build_seconds=m.get("build_seconds", 0.0), tools=tuple(m.get("tools", ())))
     except (OSError, ValueError, KeyError):
         return None
     if not (art.kernel.is_file() and art.initramfs.is_file()):
@@ -157,7 +170,10 @@ def ensure_artifacts(cache_dir: Path | None = None, kernel: Path | None = None, 
         for f in (cache_dir / "fio-static").glob("failed_*.txt"):
             f.unlink()
     fio_bin, fio_why = static_fio(cache_dir, log, build=static_fio_build)
-    key = _cache_key(tree.version, fio_version, guest_script_text(), "static" if fio_bin else "closure")
+    tools, _tools_note = static_tools(cache_dir, log)
+    # Which static tools made it in is part of the build: installing gcc later rebuilds with them.
+    key = _cache_key(tree.version, fio_version, guest_script_text() + _tools_marker(tools),
+                     "static" if fio_bin else "closure")
     build = cache_dir / "builds" / key
     if not rebuild:
         art = _from_manifest(build)
@@ -176,7 +192,7 @@ def ensure_artifacts(cache_dir: Path | None = None, kernel: Path | None = None, 
                 kernel_file = "vmlinux"
                 log("kernel: booting the uncompressed vmlinux through its PVH entry")
         initramfs = tmp / "initramfs.cpio"
-        names, module_load, compression = build_initramfs(tree, init_text, initramfs, fio_bin, log, scripts)
+        names, module_load, compression = build_initramfs(tree, init_text, initramfs, fio_bin, log, scripts, tools)
         final_name = f"initramfs.cpio.{compression}" if compression != "none" else "initramfs.cpio"
         initramfs.rename(tmp / final_name)
         seconds = time.monotonic() - start
@@ -186,6 +202,7 @@ def ensure_artifacts(cache_dir: Path | None = None, kernel: Path | None = None, 
             "fio_version": fio_version, "fio_source": fio_why, "modules": list(names), "cache_key": key,
             "module_load": {k: list(v) for k, v in module_load.items()}, "compression": compression,
             "initramfs_bytes": (tmp / final_name).stat().st_size, "build_seconds": round(seconds, 2),
+            "tools": sorted(tools),
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     art = _from_manifest(build)
@@ -222,8 +239,9 @@ def artifact_info(cache_dir: Path | None = None) -> dict:
         info["fio_version"] = host_fio_version()
         fio_bin, fio_why = static_fio(cache_dir, _noop, build=False)
         info["fio_source"] = fio_why
-        key = _cache_key(info["would_use"].get("kernel_version") or "?", info["fio_version"], guest_script_text(),
-                         "static" if fio_bin else "closure")
+        tools, _note = static_tools(cache_dir, _noop, build=False)
+        key = _cache_key(info["would_use"].get("kernel_version") or "?", info["fio_version"],
+                         guest_script_text() + _tools_marker(tools), "static" if fio_bin else "closure")
         info["cache_key"] = key
         info["up_to_date"] = _from_manifest(cache_dir / "builds" / key) is not None
     except MissingTool as e:

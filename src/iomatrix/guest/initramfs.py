@@ -131,8 +131,10 @@ def _compress(data: bytes, kernel_config: str, log: Callable[[str], None]) -> tu
 
 def build_initramfs(tree: KernelTree, init_text: str, out: Path, fio: Path | None,
                      log: Callable[[str], None], scripts: dict[str, str] | None = None,
+                     tools: dict[str, Path] | None = None,
                      ) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]], str]:
-    """Write the initramfs to `out`; `scripts` (file name → text) go to /usr/lib/iomatrix/ for /init to source."""
+    """Write the initramfs to `out`; `scripts` (file name → text) go to /usr/lib/iomatrix/ for /init to source;
+    `tools` (guest path → static binary) are iomatrix's own static programs (guest/static_tools.py)."""
     cpio = CpioWriter()
     for d in ("dev", "proc", "sys", "tmp", "mnt", "run", "etc", "root", "bin", "sbin", "usr/bin", "usr/sbin",
               "lib64"):
@@ -153,6 +155,9 @@ def build_initramfs(tree: KernelTree, init_text: str, out: Path, fio: Path | Non
             continue
         cpio.symlink(applet, "/bin/busybox")
     cpio.symlink("bin/sh", "/bin/busybox")
+
+    for guest_path, binary in sorted((tools or {}).items()):
+        cpio.file(guest_path, binary.read_bytes(), 0o755)  # static: no libraries
 
     libs: set[str] = set()
     for candidates, guest in PROGRAMS:

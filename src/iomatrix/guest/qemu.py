@@ -74,6 +74,7 @@ class GuestJob:
     write_count: int = 3  # fs-write: how many of them
     env: dict[str, str] = field(default_factory=dict)  # extra IOMX_* assignments for a kind script
     files: dict[str, str] = field(default_factory=dict)  # name -> text, passed as fw_cfg opt/iomatrix/<name>
+    modules: tuple[str, ...] = ()  # further guest modules a kind script needs (e.g. its filesystem)
 
 
 @dataclass
@@ -122,6 +123,7 @@ def guest_modules(artifacts: GuestArtifacts, disk: DiskSpec | None, job: GuestJo
     if job.kind in ("fs-read", "fs-write"):
         names += BUS_MODULES["virtio-blk"]  # the tarball disk
         names += FS_MODULES[job.fs]
+    names += job.modules
     return artifacts.modules_for(names)
 
 
@@ -164,8 +166,10 @@ def validate_job(job: GuestJob) -> None:
 
 
 def build_argv(artifacts: GuestArtifacts, accel: str, disk: DiskSpec | None, job: GuestJob, run_dir: Path,
-               memory_mb: int = 512, wrapper: list[str] | None = None) -> list[str]:
-    """The full QEMU command line for one run (files referenced live in `run_dir`)."""
+               memory_mb: int = 512, wrapper: list[str] | None = None,
+               extra_args: list[str] | None = None) -> list[str]:
+    """The full QEMU command line for one run (files referenced live in `run_dir`); `extra_args` (e.g. a
+    further disk a kind script uses) go at the end."""
     run_dir = Path(run_dir)
     argv = [
         *(wrapper or []),
@@ -189,7 +193,7 @@ def build_argv(artifacts: GuestArtifacts, accel: str, disk: DiskSpec | None, job
         argv += ["-blockdev", f"driver=raw,node-name=tar0,read-only=on,file.driver=file,"
                               f"file.filename={_opt(job.tarball)},file.read-only=on",
                  "-device", f"virtio-blk-pci,drive=tar0,serial={TAR_SERIAL}"]
-    return argv
+    return argv + list(extra_args or [])
 
 
 # --------------------------------------------------------------------------- results
@@ -279,10 +283,11 @@ def live_guest_pids() -> list[int]:
 class _Reader(threading.Thread):
     """Reads QEMU's stdout (ttyS1), keeps it, and stamps each mark with the host clock on arrival."""
 
-    def __init__(self, stream, sink: Path) -> None:
+    def __init__(self, stream, sink: Path, on_line: Callable[[str, float], None] | None = None) -> None:
         super().__init__(daemon=True)
         self.stream = stream
         self.sink = sink
+        self.on_line = on_line
         self.chunks: list[bytes] = []
         self.host_marks: dict[str, float] = {}
 
@@ -292,8 +297,11 @@ class _Reader(threading.Thread):
                 now = time.monotonic()
                 self.chunks.append(line)
                 out.write(line)
-                for m in _MARK.finditer(line.decode("utf-8", "replace")):
+                text = line.decode("utf-8", "replace")
+                for m in _MARK.finditer(text):
                     self.host_marks.setdefault(m.group(1), now)
+                if self.on_line is not None:
+                    self.on_line(text, now)
 
     def text(self) -> str:
         return b"".join(self.chunks).decode("utf-8", "replace")
@@ -398,8 +406,13 @@ class GuestHandle:
 
 
 def start_guest(artifacts: GuestArtifacts, accel: str, disk: DiskSpec | None, job: GuestJob,
-                run_dir: Path, wrapper: list[str] | None = None, memory_mb: int = 512) -> GuestHandle:
+                run_dir: Path, wrapper: list[str] | None = None, memory_mb: int = 512,
+                extra_args: list[str] | None = None,
+                on_line: Callable[[str, float], None] | None = None) -> GuestHandle:
     """Boot one guest that will run `job` against `disk`, and return at once.
+
+    `on_line(text, host_monotonic_time)` is called from the reader thread for every ttyS1 line as it arrives
+    (a tier that acts on the guest's progress, e.g. cuts it at an acknowledgement).
 
     Files written to `run_dir`: console.log, results.log (ttyS1), job.env, job.fio, qemu-stderr.log,
     qemu.argv.
@@ -416,7 +429,7 @@ def start_guest(artifacts: GuestArtifacts, accel: str, disk: DiskSpec | None, jo
         (run_dir / "job.fio").write_text(job.fio_job if job.fio_job.endswith("\n") else job.fio_job + "\n")
     for name, text in job.files.items():
         (run_dir / f"file-{name}").write_text(text)
-    argv = build_argv(artifacts, accel, disk, job, run_dir, memory_mb, wrapper)
+    argv = build_argv(artifacts, accel, disk, job, run_dir, memory_mb, wrapper, extra_args)
     (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
     (run_dir / "console.log").unlink(missing_ok=True)
     err = open(run_dir / "qemu-stderr.log", "wb")  # noqa: SIM115 - closed by the handle
@@ -426,7 +439,7 @@ def start_guest(artifacts: GuestArtifacts, accel: str, disk: DiskSpec | None, jo
     except BaseException:
         err.close()
         raise
-    reader = _Reader(proc.stdout, run_dir / "results.log")
+    reader = _Reader(proc.stdout, run_dir / "results.log", on_line)
     reader.start()
     return GuestHandle(proc, reader, argv, run_dir, job, t_spawn, err)
 

@@ -117,6 +117,8 @@ class Plan(BaseModel):
     guest_memory_mb: Annotated[int, Field(ge=128, le=16384)] = 512
     # Skip sync + drop_caches before each run (measure warm caches on purpose).
     keep_caches_warm: bool = False
+    # Durability tier: trials (cuts) per configuration, each a power loss and a QEMU crash at a seeded random point.
+    cuts: Annotated[int, Field(ge=1, le=1000)] = 20
     # Seconds a single run may take before it is killed and recorded as failed.
     run_timeout: Annotated[float, Field(ge=1, le=7 * 24 * 3600, allow_inf_nan=False)] = 300.0
 
@@ -178,6 +180,22 @@ class Plan(BaseModel):
 
         if any(tier_class(t).uses_images for t in self.tier) and parse_size(self.image_size) < parse_size(self.size):
             raise ValueError(f"image_size ({self.image_size}) must be ≥ size ({self.size})")
+        return self
+
+    @model_validator(mode="after")
+    def _durability_trials(self) -> Plan:
+        # A durability trial is not a noisy sample to repeat until a CI settles: the plan asks for `cuts` trials
+        # per configuration, exactly; the scheduler's repetitions are set from it.
+        if "durability" not in self.tier:
+            return self
+        if len(self.tier) > 1:
+            raise ValueError("the durability tier runs `cuts` trials per configuration: give it a plan of its own "
+                             f"(this plan also has {', '.join(t for t in self.tier if t != 'durability')})")
+        if "repetitions" in self.model_fields_set and (self.repetitions.min, self.repetitions.max) != \
+                (self.cuts, self.cuts):
+            raise ValueError("the durability tier counts trials with `cuts`, not [repetitions]: remove "
+                             "[repetitions] and set cuts = N")
+        self.repetitions = Repetitions(min=self.cuts, max=self.cuts)
         return self
 
     @property

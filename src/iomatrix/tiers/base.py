@@ -117,6 +117,8 @@ class Tier(ABC):
 
     @classmethod
     def workload_prune_reason(cls, cell: Cell, workload: Workload) -> str | None:
+        if workload.tier_only is not None and workload.tier_only != cls.name:
+            return f"workload {workload.name} runs on the {workload.tier_only} tier only"
         if workload.guest_only and not cls.runs_fs_workloads:
             return f"workload {workload.name} runs on a guest filesystem: guest tier only"
         return None

@@ -128,7 +128,7 @@ class BlockLayerTier(Tier):
         if workload.guest_only:
             return (f"workload {workload.name} runs on a guest filesystem; the block-layer tier has no guest "
                     "(and no filesystem): guest tier only")
-        return None
+        return super().workload_prune_reason(cell, workload)
 
     def __init__(self, plan: Plan, opts: RunOptions) -> None:
         super().__init__(plan, opts)

@@ -1,0 +1,435 @@
+"""Durability tier: cut the power and crash QEMU at a seeded random point, and count what survived.
+
+One run is one trial of a configuration (format, preallocation, cache mode, aio, bus, host modifier):
+
+1. Two fresh images on the cell's backing. The **power-loss disk** is served by
+   ``nbdkit --filter=cache file file=IMAGE cache=writeback`` on a private UNIX socket: a volatile write cache
+   that honours flushes (and FUA), standing for everything volatile below QEMU on a real host (the host
+   page cache and the disk's own cache). QEMU attaches it as an NBD client node *under* the cell's graph:
+   the format driver, ``cache.direct``/``cache.no-flush`` and the device's ``write-cache`` are the cell's
+   (``qemu_block.blockdev_spec_over_nbd``). The **crash disk** is the image file opened exactly as the guest
+   tier opens it (``qemu_block.blockdev_spec``: file protocol, the cell's aio and O_DIRECT).
+2. A guest (kind script ``kind-durability.sh``) makes ext4 on both disks and runs ``iomx-durwriter``: 4 KiB
+   checksummed records in groups, to a raw region of each disk (O_DIRECT + fdatasync) and to a file on each
+   ext4 (fsync), acknowledging each flushed group on the result port (``@@IOMX:DUR:ACK:<g>@@``).
+3. After a seeded number of acknowledged groups plus a seeded delay, the cut: SIGKILL nbdkit (its cache is
+   lost: a **power loss** for the first disk), reaped, then SIGKILL QEMU (a **QEMU crash** for the second
+   disk: what QEMU handed to the host kernel stays in the page cache, as when QEMU dies on a running host).
+4. The surviving images are checked on the host (:mod:`iomatrix.durability.records`): every acknowledged
+   record intact? how many unacknowledged records were lost? For the file streams the ext4 journal is
+   replayed on a copy (as a reboot would), ``e2fsck -fn`` must find it clean, and the file is read with
+   ``debugfs``. qcow2/qed images are converted to raw first; an image that cannot be read lost everything.
+
+Host modifier eatmydata wraps QEMU (real, for the crash disk). On the power-loss disk QEMU's flushes are
+NBD requests, which LD_PRELOAD cannot see, so eatmydata's effect there — flushes never reach stable
+storage — is modelled by nbdkit's ``fua`` filter with ``fuamode=discard`` in front of the cache (see
+docs/durability.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import random
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from iomatrix import children
+from iomatrix import workloads as wl
+from iomatrix.backing.leftovers import forget, register_temp_path
+from iomatrix.domain import Aio, Bus, CacheMode, Modifier
+from iomatrix.durability.records import RECORD_BYTES, StreamCheck, check_stream
+from iomatrix.durability.verdict import POWER_LOSS, QEMU_CRASH
+from iomatrix.errors import UserError
+from iomatrix.guest.accel import AccelChoice, choose_accel
+from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts, has_guest_tool
+from iomatrix.guest.images import remove_image
+from iomatrix.guest.kernel import BUS_MODULES, FS_MODULES
+from iomatrix.guest.qemu import (
+    DISK_SERIAL,
+    GuestHandle,
+    GuestJob,
+    console_tail,
+    device_args,
+    kill_all_guests,
+    parse_result_stream,
+    start_guest,
+)
+from iomatrix.hostcmd import require, version_of
+from iomatrix.matrix import BackingFacts, Cell
+from iomatrix.plan.model import Plan
+from iomatrix.qemu_block import DiskSpec, blockdev_args, blockdev_spec_over_nbd
+from iomatrix.tiers import register
+from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_image
+
+WRITER = "usr/bin/iomx-durwriter"
+CRASH_SERIAL = "iomx-crash"
+IMAGE_BYTES = 64 << 20
+FS_MB = 32  # the guest's ext4 occupies the first FS_MB MiB of each disk
+RAW_OFFSET = 48 << 20  # the raw record region, past the filesystem
+RAW_SLOTS = 1024  # 4 MiB of records per stream: more than any cut reaches
+NBD_MARGIN = 16 << 20  # room in the fixed-size NBD export for qcow2/qed metadata the guest's writes allocate
+GROUP = 4  # records per stream between two flushes (so unflushed writes exist at the cut)
+CUT_AFTER_GROUPS = (2, 20)  # the cut comes after this many acknowledged groups (seeded, inclusive)
+CUT_DELAY_S = (0.0, 0.040)  # ... plus this much (seeded): the cut lands anywhere in a group
+NBDKIT_START_S = 20.0
+STREAMS = {POWER_LOSS: (1, 2), QEMU_CRASH: (3, 4)}  # (raw stream id, file stream id), as in kind-durability.sh
+_DUR = re.compile(r"@@IOMX:DUR:(W|ACK|END|ERROR):([^@]*)@@")
+
+
+@dataclass
+class _Watch:
+    """Follows the writer's lines on ttyS1 (called from the reader thread) and fires at the cut point."""
+
+    cut_after_groups: int
+    written: int = -1  # last group reported written
+    acked: int = -1  # last group acknowledged
+    acked_at_trigger: int = -1
+    ended: bool = False
+    error: str | None = None
+    t_trigger: float | None = None
+    fire: threading.Event = field(default_factory=threading.Event)
+
+    def __call__(self, text: str, now: float) -> None:
+        for m in _DUR.finditer(text):
+            kind, value = m.group(1), m.group(2)
+            if kind == "W":
+                self.written = max(self.written, int(value))
+            elif kind == "ACK":
+                self.acked = max(self.acked, int(value))
+                if self.acked + 1 >= self.cut_after_groups and not self.fire.is_set():
+                    self.acked_at_trigger, self.t_trigger = self.acked, now
+                    self.fire.set()
+            elif kind == "END":
+                self.ended = True
+                self.fire.set()
+            else:
+                self.error = value
+                self.fire.set()
+
+
+@dataclass
+class DiskCheck:
+    """What one image held after its cut."""
+
+    readable: bool
+    fs_clean: bool
+    raw: StreamCheck | None
+    file: StreamCheck | None
+    notes: list[str] = field(default_factory=list)
+
+    def acked_lost(self, acked: int) -> int:
+        """Acknowledged records lost over both streams; an unreadable image lost all of them."""
+        if not self.readable:
+            return 2 * acked
+        return sum(s.acked_lost if s is not None else acked for s in (self.raw, self.file))
+
+    def as_meta(self) -> dict[str, Any]:
+        return {"readable": self.readable, "fs_clean": self.fs_clean, "notes": self.notes,
+                "raw": None if self.raw is None else asdict(self.raw),
+                "file": None if self.file is None else asdict(self.file)}
+
+
+def trial_seed(plan_fingerprint: str, cell_key: str, trial: int) -> int:
+    """Reproducible per (plan, configuration, n-th trial of this session): the cut point and the nonce."""
+    return int(hashlib.sha256(f"{plan_fingerprint}|{cell_key}|{trial}".encode()).hexdigest()[:16], 16)
+
+
+def _run(argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+
+def _tail(text: str, lines: int = 8) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def inspect_image(image: Path, fmt: str, scratch: Path, nonce: int, streams: tuple[int, int], acked: int,
+                  written: int) -> DiskCheck:
+    """Check one surviving image (see the module docstring, step 4). `scratch` receives a raw copy."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    copy = scratch / f"{image.stem}.raw"
+    notes: list[str] = []
+    try:
+        if fmt == "raw":
+            res = _run(["cp", "--sparse=always", str(image), str(copy)])
+        else:
+            res = _run([require("qemu-img"), "convert", "-U", "-f", fmt, "-O", "raw", str(image), str(copy)])
+        if res.returncode != 0:
+            return DiskCheck(False, False, None, None, [f"image unreadable: {_tail(res.stderr, 2)}"])
+        with open(copy, "rb") as f:
+            f.seek(RAW_OFFSET)
+            region = f.read(RAW_SLOTS * RECORD_BYTES)
+        raw = check_stream(region, nonce, streams[0], acked, written, RAW_SLOTS)
+        # The journal is replayed as the guest's next mount would; only then is "clean" a fair question.
+        replay = _run([require("e2fsck"), "-p", "-E", "journal_only", str(copy)])
+        if replay.returncode >= 4:
+            notes.append(f"journal replay: rc {replay.returncode}: {_tail(replay.stdout + replay.stderr, 3)}")
+        dumped = scratch / f"{image.stem}.records"
+        dump = _run([require("debugfs"), "-R", f"dump /records {dumped}", str(copy)])
+        data = dumped.read_bytes() if dumped.is_file() else b""
+        if not data:
+            notes.append(f"no /records file: {_tail(dump.stderr, 2)}")
+        file = check_stream(data, nonce, streams[1], acked, written, RAW_SLOTS)
+        fsck = _run([require("e2fsck"), "-fn", str(copy)])
+        if fsck.returncode != 0:
+            notes.append(f"e2fsck -fn: rc {fsck.returncode}: {_tail(fsck.stdout + fsck.stderr, 6)}")
+        return DiskCheck(True, fsck.returncode == 0, raw, file, notes)
+    finally:
+        for p in scratch.glob(f"{image.stem}.*"):
+            p.unlink(missing_ok=True)
+
+
+def _short_socket_path(trial_dir: Path) -> tuple[Path, Path | None]:
+    """A UNIX socket path under the 108-byte limit: in the trial directory if it fits, else in a private
+    temporary directory (returned second, for removal)."""
+    sock = trial_dir / "nbd.sock"
+    if len(str(sock)) < 100:
+        return sock, None
+    tmp = Path(tempfile.mkdtemp(prefix="iomx-nbd-"))
+    return tmp / "nbd.sock", tmp
+
+
+def nbdkit_argv(nbdkit: str, image: Path, socket: Path, pid_file: Path, modifier: str) -> list[str]:
+    """nbdkit serving `image` behind a volatile write-back cache that honours flushes; under eatmydata the
+    fua filter drops every flush and FUA before the cache sees it (eatmydata's effect on the NBD path)."""
+    filters = ["--filter=fua", "--filter=cache"] if modifier == Modifier.EATMYDATA else ["--filter=cache"]
+    extra = ["fuamode=discard"] if modifier == Modifier.EATMYDATA else []
+    return [nbdkit, "-f", "--exit-with-parent", "-U", str(socket), "-P", str(pid_file), *filters,
+            "file", f"file={image}", "cache=writeback", *extra]
+
+
+def _two_disk_args(power: DiskSpec, socket: Path, crash: DiskSpec) -> list[str]:
+    """-blockdev/-device for the power-loss disk (d0 over NBD) and the crash disk (d1 on the file)."""
+    first = ["-blockdev", blockdev_spec_over_nbd(power, socket, "d0"), *device_args(power, "d0", DISK_SERIAL)]
+    second = device_args(crash, "d1", CRASH_SERIAL)
+    # A controller both disks sit on (virtio-scsi, ahci) is created once.
+    controllers = {first[i + 1] for i in range(len(first) - 1) if first[i] == "-device" and ",id=" in first[i + 1]}
+    pairs = [second[i:i + 2] for i in range(0, len(second), 2)]
+    second = [x for p in pairs if not (p[0] == "-device" and p[1] in controllers) for x in p]
+    return [*first, *blockdev_args(crash, "d1"), *second]
+
+
+@register
+class DurabilityTier(Tier):
+    name = "durability"
+    summary = ("a guest writes acknowledged, checksummed records; then a power loss (nbdkit's volatile cache "
+               "killed) and a QEMU crash at a seeded random point; counts acknowledged writes lost")
+    axes = ("tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier")
+    overhead_s = 6.0  # boot, mkfs, writing until the cut, verification (docs/benchmarks.md)
+    order = 40
+    uses_images = False  # its images are its own small ones (IMAGE_BYTES), not the plan's image_size
+
+    @classmethod
+    def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:
+        if backing is not None and backing.is_device:
+            return ("the durability tier serves an image file through nbdkit to simulate a power loss: "
+                    "give it a directory backing")
+        return None
+
+    @classmethod
+    def workload_prune_reason(cls, cell: Cell, workload: wl.Workload) -> str | None:
+        if workload.kind != "durability":
+            return f"workload {workload.name} measures speed; the durability tier runs the 'durability' workload"
+        return super().workload_prune_reason(cell, workload)
+
+    def __init__(self, plan: Plan, opts: RunOptions) -> None:
+        super().__init__(plan, opts)
+        self.workdir = opts.workdir
+        self._trials: dict[str, int] = {}
+        self._fingerprint = plan.fingerprint()
+
+    def open(self) -> None:
+        log = self.opts.log
+        self.nbdkit = require("nbdkit")
+        for tool in ("qemu-img", "e2fsck", "debugfs"):
+            require(tool)
+        self.artifacts: GuestArtifacts = ensure_artifacts(kernel=self.opts.kernel, log=log)
+        if not has_guest_tool(self.artifacts, WRITER):
+            raise UserError("the guest initramfs has no iomx-durwriter (the durability tier's writer)",
+                            hint="install build-essential (gcc, static libc), then run: iomatrix guest build")
+        force = self.opts.accel
+        self.choice: AccelChoice = choose_accel(self.artifacts, force=None if force == "auto" else force)
+
+    def accel(self) -> str:
+        return self.choice.accel
+
+    def describe(self) -> str:
+        return (f"durability tier: accelerator {self.choice.accel} ({self.choice.reason}); "
+                f"{version_of([self.nbdkit, '--version']) or 'nbdkit'} cache filter as the volatile cache; "
+                f"kernel {self.artifacts.kernel_version}; guest filesystem ext4")
+
+    def close(self) -> None:
+        kill_all_guests()
+
+    # -- one trial ------------------------------------------------------------
+    def run(self, req: RunRequest) -> RunOutcome:
+        cell = req.cell
+        k = self._trials.get(cell.key, 0) + 1
+        self._trials[cell.key] = k
+        seed = trial_seed(self._fingerprint, cell.key, k)
+        rng = random.Random(seed)
+        nonce = rng.getrandbits(62)
+        cut_after = rng.randint(*CUT_AFTER_GROUPS)
+        delay = rng.uniform(*CUT_DELAY_S)
+        trial_dir = req.run_dir / f"trial-{k}"
+        shutil.rmtree(trial_dir, ignore_errors=True)
+        trial_dir.mkdir(parents=True)
+        meta: dict[str, Any] = {"trial": k, "seed": seed, "nonce": nonce, "group_records": GROUP,
+                                "cut_after_groups": cut_after, "cut_delay_ms": round(delay * 1000, 1)}
+        images: list[Path] = []
+        tmp_sock_dir: Path | None = None
+        with children.SigtermGuard():
+            try:
+                power, _ = fresh_image(req, self.workdir, IMAGE_BYTES, "iomatrix-dur-power")
+                if power is not None:
+                    images.append(power)
+                crash, _ = fresh_image(req, self.workdir, IMAGE_BYTES, "iomatrix-dur-crash")
+                if crash is not None:
+                    images.append(crash)
+                if power is None or crash is None:
+                    return RunOutcome(ok=False, error="the durability tier needs image files", meta=meta)
+                if cell.format != "raw":
+                    # The NBD export has a fixed size: leave room for the metadata the guest's writes allocate.
+                    with open(power, "r+b") as f:
+                        f.truncate(max(os.path.getsize(power), IMAGE_BYTES + NBD_MARGIN))
+                sock, tmp_sock_dir = _short_socket_path(trial_dir)
+                if tmp_sock_dir is not None:
+                    register_temp_path(self.workdir, tmp_sock_dir)
+                outcome = self._trial(req, power, crash, sock, trial_dir, nonce, cut_after, delay, meta)
+            finally:
+                for img in images:
+                    remove_image(img)
+                    forget(self.workdir, img)
+                if tmp_sock_dir is not None:
+                    shutil.rmtree(tmp_sock_dir, ignore_errors=True)
+                    forget(self.workdir, tmp_sock_dir)
+        if outcome.ok:
+            shutil.rmtree(trial_dir, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                req.run_dir.rmdir()
+        return outcome
+
+    def _start_nbdkit(self, image: Path, sock: Path, trial_dir: Path, modifier: str) -> subprocess.Popen:
+        pid_file = trial_dir / "nbdkit.pid"
+        log = open(trial_dir / "nbdkit.log", "wb")  # noqa: SIM115 - closed below
+        try:
+            proc = children.spawn(nbdkit_argv(self.nbdkit, image, sock, pid_file, modifier),
+                                  stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                  env={**os.environ, "TMPDIR": str(trial_dir)})  # the cache's file
+        finally:
+            log.close()
+        deadline = time.monotonic() + NBDKIT_START_S
+        while not (pid_file.is_file() and pid_file.read_text().strip() and sock.exists()):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                children.kill(proc)
+                text = (trial_dir / "nbdkit.log").read_text(errors="replace")
+                raise UserError(f"nbdkit did not start: {_tail(text, 2) or 'no output'}",
+                                hint="check that nbdkit's file plugin and cache filter are installed (apt-get "
+                                     "install nbdkit)")
+            time.sleep(0.01)
+        return proc
+
+    def _trial(self, req: RunRequest, power: Path, crash: Path, sock: Path, trial_dir: Path, nonce: int,
+               cut_after: int, delay: float, meta: dict[str, Any]) -> RunOutcome:
+        cell = req.cell
+        t0 = time.monotonic()
+        nbd = self._start_nbdkit(power, sock, trial_dir, cell.modifier)
+        spec = {"format": cell.format, "cache": CacheMode(cell.cache), "aio": Aio(cell.aio), "bus": Bus(cell.bus)}
+        power_disk, crash_disk = DiskSpec(target=str(power), **spec), DiskSpec(target=str(crash), **spec)
+        watch = _Watch(cut_after)
+        job = GuestJob(kind="durability", modules=(*BUS_MODULES[cell.bus], *FS_MODULES["ext4"]), env={
+            "IOMX_DISK_SERIAL": DISK_SERIAL, "IOMX_DUR_CRASH_SERIAL": CRASH_SERIAL, "IOMX_DUR_NONCE": str(nonce),
+            "IOMX_DUR_GROUP": str(GROUP), "IOMX_DUR_MAX": str(RAW_SLOTS), "IOMX_DUR_FS_MB": str(FS_MB),
+            "IOMX_DUR_RAW_OFFSET": str(RAW_OFFSET)})
+        try:
+            handle = start_guest(self.artifacts, self.choice.accel, None, job, trial_dir,
+                                 wrapper=req.wrapper or None, memory_mb=self.plan.guest_memory_mb,
+                                 extra_args=_two_disk_args(power_disk, sock, crash_disk), on_line=watch)
+        except BaseException:
+            children.kill(nbd)
+            raise
+        try:
+            return self._cut_and_check(req, handle, nbd, watch, power, crash, trial_dir, nonce, delay, meta, t0)
+        finally:  # nothing of this trial outlives it, whatever happened (Ctrl-C, SIGTERM, an error)
+            children.kill(nbd)
+            handle.kill()
+
+    def _cut_and_check(self, req: RunRequest, handle: GuestHandle, nbd: subprocess.Popen, watch: _Watch,
+                       power: Path, crash: Path, trial_dir: Path, nonce: int, delay: float, meta: dict[str, Any],
+                       t0: float) -> RunOutcome:
+        cell = req.cell
+        meta["qemu_argv"] = handle.argv
+        if req.on_process is not None:
+            req.on_process(handle.pid)
+        deadline = t0 + req.timeout_s
+        while not watch.fire.wait(0.02):
+            if handle.proc.poll() is not None or time.monotonic() > deadline:
+                break
+        failed: str | None = None
+        if not watch.fire.is_set():
+            failed = ("guest stopped before the cut" if handle.proc.poll() is not None
+                      else f"no cut point reached within {req.timeout_s:g} s")
+        elif watch.error is not None:
+            failed = f"guest writer failed before the cut: {watch.error}"
+        else:
+            time.sleep(delay)
+        # The cut: power loss for the first disk (its volatile cache dies with nbdkit), then a QEMU crash for
+        # the second. nbdkit is reaped before QEMU is killed, so nothing more can reach the first image.
+        t_cut = time.monotonic()
+        children.kill(nbd)
+        handle.kill()
+        stream = parse_result_stream(handle.reader.text())
+        tail = console_tail(trial_dir / "console.log")
+        marks = handle.reader.host_marks
+        meta["guest_marks"] = stream.marks  # guest uptime at init, modules, disks, mkfs, workload_start
+        phases: dict[str, float] = {}
+        if "workload_start" in marks:
+            phases["boot_to_workload_s"] = round(marks["workload_start"] - handle.t_spawn, 3)
+            phases["writing_s"] = round(max(0.0, t_cut - marks["workload_start"]), 3)
+        if failed is None and "workload_start" not in marks:
+            failed = "the guest never started writing"
+        if failed is not None:
+            if "error" in stream.blocks:
+                failed += "; guest: " + " | ".join(stream.blocks["error"].splitlines())
+            stderr = (trial_dir / "qemu-stderr.log").read_text(errors="replace").strip()
+            if stderr:
+                failed += f"; QEMU: {stderr.splitlines()[-1]}"
+            phases["wall_s"] = round(time.monotonic() - t0, 3)
+            return RunOutcome(ok=False, phases=phases, console_tail=tail, error=failed, meta=meta,
+                              job_text="durability trial")
+        acked = (watch.acked + 1) * GROUP
+        written = (watch.written + 1) * GROUP
+        meta["cut"] = {"acked_groups_at_trigger": watch.acked_at_trigger + 1, "acked_groups": watch.acked + 1,
+                       "written_groups": watch.written + 1, "writer_finished": watch.ended,
+                       "trigger_to_cut_ms": round((t_cut - (watch.t_trigger or t_cut)) * 1000, 1)}
+        t_verify = time.monotonic()
+        checks = {POWER_LOSS: inspect_image(power, cell.format, trial_dir, nonce, STREAMS[POWER_LOSS], acked, written),
+                  QEMU_CRASH: inspect_image(crash, cell.format, trial_dir, nonce, STREAMS[QEMU_CRASH], acked, written)}
+        phases["verify_s"] = round(time.monotonic() - t_verify, 3)
+        phases["wall_s"] = round(time.monotonic() - t0, 3)
+        metrics: dict[str, float] = {}
+        for situation, chk in checks.items():
+            streams = [s for s in (chk.raw, chk.file) if s is not None]
+            metrics[f"{situation}.acked_lost"] = float(chk.acked_lost(acked))
+            metrics[f"{situation}.unacked_lost"] = float(sum(s.unacked_lost for s in streams))
+            metrics[f"{situation}.unacked_kept"] = float(sum(s.unacked_kept for s in streams))
+            metrics[f"{situation}.fs_clean"] = float(chk.fs_clean)
+            metrics[f"{situation}.image_readable"] = float(chk.readable)
+            meta[situation] = chk.as_meta()
+        metrics["fs.clean"] = float(checks[POWER_LOSS].fs_clean and checks[QEMU_CRASH].fs_clean)
+        metrics["durability.acked_records"] = float(acked)
+        metrics["durability.cut_delay_ms"] = round(delay * 1000, 1)
+        for key, value in phases.items():
+            metrics[f"phase.{key}"] = value
+        return RunOutcome(ok=True, metrics=metrics, phases=phases, console_tail=tail, meta=meta,
+                          job_text=f"durability trial: cut after {watch.cut_after_groups} acknowledged groups of "
+                                   f"{GROUP} records + {delay * 1000:.1f} ms",
+                          raw_output=handle.reader.text()[-20000:])
