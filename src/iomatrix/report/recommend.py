@@ -4,8 +4,8 @@ The report is a data model (dataclasses, `as_dict()` for JSON); render.py format
 configuration is made in exactly one place, `choose()`: today it takes the ranking's best eligible cell and
 names the cells of its group as tied (stats/ranking.py); the statistics decision rule (stats/decision.py)
 replaces its body when it lands. Risks are QEMU's documented semantics (`domain.CACHE`, `risk.risk_of`),
-labelled as such; `measured_risks()` is the seam where a durability tier's measured verdicts will take
-precedence.
+labelled as such; `measured_risks()` is the seam where the durability tier's measured verdicts (report/durability.py)
+take precedence, labelled "measured".
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from iomatrix.current import CurrentConfig
 from iomatrix.domain import BASELINES, CACHE, CacheMode, Modifier, SafetyLevel
 from iomatrix.errors import UserError
 from iomatrix.guest.accel import TCG_WARNING
+from iomatrix.report.durability import MeasuredIndex, measured_statements, sweep_verdict_lines
 from iomatrix.report.quality import run_interference
 from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info
 from iomatrix.report.rank import (
@@ -96,13 +97,16 @@ class RiskStatement:
 SITUATIONS = ("QEMU crash", "host crash or power loss", "live migration", "guest that does not send flushes")
 
 
-def measured_risks(cell: CellWorkload | None) -> dict[str, str]:
-    """Measured durability verdicts for a cell, per situation. The sweep has none yet (no durability tier):
-    this is where they will come from, and they take precedence over the documented semantics."""
-    return {}
+def measured_risks(cell: CellWorkload | None, measured: MeasuredIndex | None = None) -> dict[str, str]:
+    """Measured durability verdicts for a cell, per situation, from the durability tier's trials anywhere in the
+    database (`measured`, built once per report); they take precedence over the documented semantics."""
+    if cell is None or measured is None:
+        return {}
+    return measured_statements(measured, cell.axes)
 
 
-def risk_statements(cache: str, modifier: str = Modifier.NONE, cell: CellWorkload | None = None) -> list[RiskStatement]:
+def risk_statements(cache: str, modifier: str = Modifier.NONE, cell: CellWorkload | None = None,
+                    measured: MeasuredIndex | None = None) -> list[RiskStatement]:
     risk = risk_of(cache, modifier)
     if risk is None:
         return []
@@ -124,8 +128,8 @@ def risk_statements(cache: str, modifier: str = Modifier.NONE, cell: CellWorkloa
         no_flush = ("its writes may wait in host RAM until the kernel writes them back (seconds), and are lost on "
                     "a host crash or power loss")
     texts = dict(zip(SITUATIONS, (risk.qemu_crash, risk.power_loss, migration, no_flush), strict=True))
-    measured = measured_risks(cell)
-    return [RiskStatement(s, measured.get(s, texts[s]), "measured" if s in measured else DOCUMENTED)
+    found = measured_risks(cell, measured)
+    return [RiskStatement(s, found.get(s, texts[s]), "measured" if s in found else DOCUMENTED)
             for s in SITUATIONS]
 
 
@@ -249,7 +253,8 @@ def _matching_current(cells: Sequence[CellWorkload], like: CellWorkload, cur: Cu
 
 
 def workload_verdict(cws: list[CellWorkload], wr: WorkloadRanking, requirements: list[Requirement],
-                     current: CurrentConfig | None, restricted: WorkloadRanking | None = None) -> Verdict:
+                     current: CurrentConfig | None, restricted: WorkloadRanking | None = None,
+                     measured: MeasuredIndex | None = None) -> Verdict:
     """`wr` ranks every cell of the workload's tier; `restricted` only those meeting `requirements` (None when
     none does or there are no requirements)."""
     r = wr.ranking
@@ -302,7 +307,7 @@ def workload_verdict(cws: list[CellWorkload], wr: WorkloadRanking, requirements:
         g = _gain("best without the requirements", wr.cells[free], cell, wr.metric, higher, "")
         v.requirement_cost = Gain(f"{free} (the answer without requirements)", free, g.ratio,
                                   "the unrestricted answer is this many times better")
-    v.risks = risk_statements(cell.axes["cache"], cell.axes.get("modifier", Modifier.NONE), cell)
+    v.risks = risk_statements(cell.axes["cache"], cell.axes.get("modifier", Modifier.NONE), cell, measured)
     v.snippets = snippets_for(DiskConfig.from_axes(cell.axes, cell.backing.get("kind")))
     return v
 
@@ -322,6 +327,7 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     all_runs = [rid for c in cws for rid in c.runs]
     rounds = run_rounds(store, all_runs)
     interference = run_interference(store, sweep_id, all_runs)
+    measured = MeasuredIndex.from_store(store)
     for w in names:
         ids = [rid for c in cws if c.workload == w for rid in c.runs]
         vals = run_values(store, ids, primary_metric(w)[0])
@@ -339,13 +345,13 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
             keep = [c for c in cws if c.axes["tier"] != wr.tier or c.axes["backing"] == domain.NULL_BACKING
                     or all(q.met_by(c.axes) for q in reqs)]
             restricted = rank_workload(keep, w, None, tier=wr.tier, **kw)
-        verdicts.append(workload_verdict(cws, wr, reqs, current, restricted))
+        verdicts.append(workload_verdict(cws, wr, reqs, current, restricted, measured))
     if scores is None:
         scores = SCORES if workload is None and any(c.axes["tier"] == "guest" for c in cws) else ()
     for sc in scores:
         if sc not in SCORES:
             raise UserError(f"unknown score '{sc}'", hint=f"use {', '.join(SCORES)}")
-    verdicts += score_verdicts(store, sweep_id, scores, reqs)
+    verdicts += score_verdicts(store, sweep_id, scores, reqs, measured)
     warnings = []
     if not cws:
         warnings.append(f"sweep {sweep_id} has no completed runs yet: nothing to recommend (run 'iomatrix run' "
@@ -361,6 +367,9 @@ def short_verdict(store: Store, sweep_id: int) -> str:
     """A few lines for the end of `iomatrix run`: the choice per workload and its gain over QEMU's default."""
     rec = recommend(store, sweep_id)
     lines = []
+    durability = sweep_verdict_lines(store, sweep_id)
+    if durability:
+        lines += ["measured durability (acknowledged = flushed by the guest):", *durability]
     for v in rec.verdicts:
         if v.choice is None:
             if v.metric != "score":  # a score the plan has no inputs for is not news at the end of a run
@@ -371,8 +380,12 @@ def short_verdict(store: Store, sweep_id: int) -> str:
         gain = next((g for g in v.gains if g.against.startswith("QEMU default") and g.ratio and g.ratio.ratio), None)
         vs = f"; {gain.ratio.ratio:.2f}× QEMU's default" if gain and gain.label != v.choice.cell else ""
         risk = risk_of(*_cache_modifier(v.choice.cell))
-        lines.append(f"{v.workload}: {v.choice.cell}{tied}{vs}"
-                     + (f"; on power loss: {risk.power_loss} ({DOCUMENTED})" if risk else ""))
+        power = next((r for r in v.risks if r.situation == SITUATIONS[1]), None)
+        if power is not None and power.basis != DOCUMENTED:
+            on_power = f"; on power loss: {power.text} (measured)"
+        else:
+            on_power = f"; on power loss: {risk.power_loss} ({DOCUMENTED})" if risk else ""
+        lines.append(f"{v.workload}: {v.choice.cell}{tied}{vs}{on_power}")
     lines.append(f"details, risks and snippets: iomatrix recommend --db {store.path}")
     return "\n".join(lines)
 
@@ -385,8 +398,8 @@ def _cache_modifier(label: str) -> tuple[str, str]:
 SCORES = ("weighted-read", "weighted-write", "weighted-mixed")
 
 
-def score_verdicts(store: Store, sweep_id: int, scores: Sequence[str], requirements: list[Requirement]) \
-        -> list[Verdict]:
+def score_verdicts(store: Store, sweep_id: int, scores: Sequence[str], requirements: list[Requirement],
+                   measured: MeasuredIndex | None = None) -> list[Verdict]:
     """Seed 000's weighted scores: the top-scoring allowed guest cell. A score has no significance test, so
     cells whose score interval overlaps the top one's are named as tied."""
     from iomatrix.report.rank import weighted_scores
@@ -417,7 +430,7 @@ def score_verdicts(store: Store, sweep_id: int, scores: Sequence[str], requireme
                                       RatioCI(rows[0].score.score / top.score.score, None, None),
                                       "point ratio of scores, no interval")
         cell = cells[top.label]
-        v.risks = risk_statements(cell.axes["cache"], cell.axes.get("modifier", Modifier.NONE), cell)
+        v.risks = risk_statements(cell.axes["cache"], cell.axes.get("modifier", Modifier.NONE), cell, measured)
         v.snippets = snippets_for(DiskConfig.from_axes(cell.axes, cell.backing.get("kind")))
         out.append(v)
     return out

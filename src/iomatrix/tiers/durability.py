@@ -20,10 +20,11 @@ One run is one trial of a configuration (format, preallocation, cache mode, aio,
    replayed on a copy (as a reboot would), ``e2fsck -fn`` must find it clean, and the file is read with
    ``debugfs``. qcow2/qed images are converted to raw first; an image that cannot be read lost everything.
 
-Host modifier eatmydata wraps QEMU (real, for the crash disk). On the power-loss disk QEMU's flushes are
-NBD requests, which LD_PRELOAD cannot see, so eatmydata's effect there — flushes never reach stable
-storage — is modelled by nbdkit's ``fua`` filter with ``fuamode=discard`` in front of the cache (see
-docs/durability.md).
+Host modifier eatmydata wraps QEMU (real, for the crash disk). On the power-loss disk, two configurations need
+a model rather than the real thing: QEMU's NBD client sends its flush as a "flush to the OS", which QEMU
+performs even with cache.no-flush=on (cache=unsafe), and an NBD flush is invisible to eatmydata. For both, the
+fact that flushes never reach stable storage on a real host is modelled by nbdkit's ``fua`` filter with
+``fuamode=discard`` in front of the cache (:func:`nbdkit_argv`; docs/durability.md).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from typing import Any
 from iomatrix import children
 from iomatrix import workloads as wl
 from iomatrix.backing.leftovers import forget, register_temp_path
-from iomatrix.domain import Aio, Bus, CacheMode, Modifier
+from iomatrix.domain import CACHE, Aio, Bus, CacheMode, Modifier
 from iomatrix.durability.records import RECORD_BYTES, StreamCheck, check_stream
 from iomatrix.durability.verdict import POWER_LOSS, QEMU_CRASH
 from iomatrix.errors import UserError
@@ -197,11 +198,22 @@ def _short_socket_path(trial_dir: Path) -> tuple[Path, Path | None]:
     return tmp / "nbd.sock", tmp
 
 
-def nbdkit_argv(nbdkit: str, image: Path, socket: Path, pid_file: Path, modifier: str) -> list[str]:
-    """nbdkit serving `image` behind a volatile write-back cache that honours flushes; under eatmydata the
-    fua filter drops every flush and FUA before the cache sees it (eatmydata's effect on the NBD path)."""
-    filters = ["--filter=fua", "--filter=cache"] if modifier == Modifier.EATMYDATA else ["--filter=cache"]
-    extra = ["fuamode=discard"] if modifier == Modifier.EATMYDATA else []
+def drops_flushes_below_qemu(cache: str, modifier: str) -> bool:
+    """Whether, on a real host, this configuration's flushes never reach stable storage (cache=unsafe, or
+    eatmydata around QEMU): then the NBD path must drop them too (see nbdkit_argv)."""
+    return CACHE[CacheMode(cache)].no_flush or modifier == Modifier.EATMYDATA
+
+
+def nbdkit_argv(nbdkit: str, image: Path, socket: Path, pid_file: Path, drop_flushes: bool) -> list[str]:
+    """nbdkit serving `image` behind a volatile write-back cache that honours flushes and FUA.
+
+    With `drop_flushes`, nbdkit's fua filter (fuamode=discard) in front of the cache discards every flush and
+    FUA flag before the cache sees them. Why it is needed: QEMU's NBD client sends its flush as "flush to the
+    OS", which QEMU does even with cache.no-flush=on (on a file that step is a no-op and the data waits in the
+    host page cache, which a power loss wipes); and eatmydata cannot see an NBD flush at all. Measured
+    without it, cache=unsafe kept every acknowledged write (docs/durability.md)."""
+    filters = ["--filter=fua", "--filter=cache"] if drop_flushes else ["--filter=cache"]
+    extra = ["fuamode=discard"] if drop_flushes else []
     return [nbdkit, "-f", "--exit-with-parent", "-U", str(socket), "-P", str(pid_file), *filters,
             "file", f"file={image}", "cache=writeback", *extra]
 
@@ -317,11 +329,11 @@ class DurabilityTier(Tier):
                 req.run_dir.rmdir()
         return outcome
 
-    def _start_nbdkit(self, image: Path, sock: Path, trial_dir: Path, modifier: str) -> subprocess.Popen:
+    def _start_nbdkit(self, image: Path, sock: Path, trial_dir: Path, drop_flushes: bool) -> subprocess.Popen:
         pid_file = trial_dir / "nbdkit.pid"
         log = open(trial_dir / "nbdkit.log", "wb")  # noqa: SIM115 - closed below
         try:
-            proc = children.spawn(nbdkit_argv(self.nbdkit, image, sock, pid_file, modifier),
+            proc = children.spawn(nbdkit_argv(self.nbdkit, image, sock, pid_file, drop_flushes),
                                   stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                   env={**os.environ, "TMPDIR": str(trial_dir)})  # the cache's file
         finally:
@@ -341,7 +353,9 @@ class DurabilityTier(Tier):
                cut_after: int, delay: float, meta: dict[str, Any]) -> RunOutcome:
         cell = req.cell
         t0 = time.monotonic()
-        nbd = self._start_nbdkit(power, sock, trial_dir, cell.modifier)
+        drop = drops_flushes_below_qemu(cell.cache, cell.modifier)
+        meta["nbd_drops_flushes"] = drop
+        nbd = self._start_nbdkit(power, sock, trial_dir, drop)
         spec = {"format": cell.format, "cache": CacheMode(cell.cache), "aio": Aio(cell.aio), "bus": Bus(cell.bus)}
         power_disk, crash_disk = DiskSpec(target=str(power), **spec), DiskSpec(target=str(crash), **spec)
         watch = _Watch(cut_after)

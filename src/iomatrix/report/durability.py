@@ -1,0 +1,128 @@
+"""Measured durability verdicts from the store, for `recommend`, the report and the end of `iomatrix run`.
+
+The verdict rule itself is pure (:mod:`iomatrix.durability.verdict`); this module only collects each
+durability configuration's trials from every sweep in the database and finds the measured configuration
+that matches a recommended cell. A configuration measured in several sweeps has its trials pooled: a loss in
+any of them counts.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from iomatrix.domain import Modifier
+from iomatrix.durability.verdict import POWER_LOSS, QEMU_CRASH, SITUATION_NAMES, ConfigVerdict, config_verdict
+from iomatrix.report.query import cell_workloads
+from iomatrix.store import Store
+
+TIER = "durability"
+# Axes that identify a measured configuration; the first three must match a recommended cell, the rest
+# are matched when they can be (a verdict measured with aio=threads still speaks for io_uring, and says so).
+MUST_MATCH = ("format", "cache", "modifier")
+SHOULD_MATCH = ("preallocation", "aio", "bus")
+EVIDENCE = ("power_loss.acked_lost", "qemu_crash.acked_lost", "fs.clean")
+
+
+@dataclass
+class MeasuredConfig:
+    axes: dict[str, str]
+    samples: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    sweeps: set[int] = field(default_factory=set)
+    failed: int = 0
+
+    def verdict(self) -> ConfigVerdict:
+        return config_verdict(self.samples, self.axes["cache"], self.axes.get("modifier", Modifier.NONE))
+
+    def label(self) -> str:
+        return " ".join(f"{a}={self.axes[a]}" for a in (*MUST_MATCH, *SHOULD_MATCH)
+                        if not (a == "modifier" and self.axes[a] == Modifier.NONE))
+
+
+def _key(axes: Mapping[str, str]) -> tuple[str, ...]:
+    return tuple(axes.get(a, "-") for a in (*MUST_MATCH, *SHOULD_MATCH))
+
+
+@dataclass
+class MeasuredIndex:
+    """Every durability configuration measured in a database."""
+
+    configs: dict[tuple[str, ...], MeasuredConfig] = field(default_factory=dict)
+
+    @classmethod
+    def from_store(cls, store: Store, sweep_ids: list[int] | None = None) -> MeasuredIndex:
+        index = cls()
+        for sid in sweep_ids if sweep_ids is not None else store.sweep_ids():
+            for cw in cell_workloads(store, sid):
+                if cw.axes.get("tier") != TIER:
+                    continue
+                mc = index.configs.setdefault(_key(cw.axes), MeasuredConfig(dict(cw.axes)))
+                mc.sweeps.add(sid)
+                mc.failed += cw.failed
+                for m in EVIDENCE:
+                    mc.samples[m].extend(cw.samples.get(m, []))
+        return index
+
+    def for_axes(self, axes: Mapping[str, str]) -> tuple[MeasuredConfig | None, list[str]]:
+        """The measured configuration for a cell's axes, and the axes in which it differs from the cell.
+
+        An exact match wins; otherwise the trials of every configuration with the same format, cache mode
+        and modifier are pooled (any loss in any of them counts)."""
+        exact = self.configs.get(_key(axes))
+        if exact is not None:
+            return exact, []
+        same = [mc for mc in self.configs.values() if all(mc.axes.get(a) == axes.get(a) for a in MUST_MATCH)]
+        if not same:
+            return None, []
+        pooled = MeasuredConfig({**same[0].axes})
+        differs: set[str] = set()
+        for mc in same:
+            pooled.sweeps |= mc.sweeps
+            pooled.failed += mc.failed
+            for m, vals in mc.samples.items():
+                pooled.samples[m].extend(vals)
+            differs |= {a for a in SHOULD_MATCH if mc.axes.get(a) != axes.get(a)}
+        return pooled, sorted(differs)
+
+
+def measured_statements(index: MeasuredIndex | None, axes: Mapping[str, str]) -> dict[str, str]:
+    """Situation (recommend.SITUATIONS spelling) → measured statement, for the cell with `axes`."""
+    if index is None:
+        return {}
+    mc, differs = index.for_axes(axes)
+    if mc is None:
+        return {}
+    v = mc.verdict()
+    where = f"durability sweep{'s' if len(mc.sweeps) > 1 else ''} {', '.join(map(str, sorted(mc.sweeps)))}"
+    if differs:
+        where += f"; measured with other {', '.join(differs)}"
+    out: dict[str, str] = {}
+    for situation in (POWER_LOSS, QEMU_CRASH):
+        sv = v.situations[situation]
+        if sv.trials == 0:
+            continue
+        text = sv.text
+        if situation == POWER_LOSS:
+            text += f"; {v.fs.text}"
+        if sv.disagreement:
+            text += f" — {sv.disagreement}"
+        out[SITUATION_NAMES[situation]] = f"{text} ({where})"
+    return out
+
+
+def sweep_verdict_lines(store: Store, sweep_id: int) -> list[str]:
+    """One block per durability configuration of a sweep: its verdicts, disagreements first-class."""
+    index = MeasuredIndex.from_store(store, [sweep_id])
+    lines: list[str] = []
+    for mc in sorted(index.configs.values(), key=lambda m: m.label()):
+        v = mc.verdict()
+        failed = f" ({mc.failed} failed trial{'s' if mc.failed != 1 else ''}: not verdicts)" if mc.failed else ""
+        lines.append(f"{mc.label()}{failed}")
+        lines += [f"  {line}" for line in v.lines()]
+    disagreements = sum(1 for mc in index.configs.values() for sv in mc.verdict().situations.values()
+                        if sv.disagreement and "DISAGREES" in sv.disagreement)
+    if disagreements:
+        lines.append(f"!! {disagreements} measured verdict(s) DISAGREE with QEMU's documented cache semantics "
+                     "(see the lines marked DISAGREES)")
+    return lines
