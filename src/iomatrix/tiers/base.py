@@ -109,6 +109,8 @@ class Tier(ABC):
     runs_fs_workloads: ClassVar[bool] = False
     # Whether each run creates a disk image of the plan's image_size (which must then hold `size`).
     uses_images: ClassVar[bool] = False
+    # Whether a unit runs a fixed number of trials (reaching it is the answer, not "not converged").
+    fixed_trials: ClassVar[bool] = False
 
     @classmethod
     def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:

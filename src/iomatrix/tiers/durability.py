@@ -238,6 +238,7 @@ class DurabilityTier(Tier):
     overhead_s = 6.0  # boot, mkfs, writing until the cut, verification (docs/benchmarks.md)
     order = 40
     uses_images = False  # its images are its own small ones (IMAGE_BYTES), not the plan's image_size
+    fixed_trials = True  # `cuts` trials per configuration
 
     @classmethod
     def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:
