@@ -27,7 +27,8 @@ fi
 packages=(python3 python3-venv python3-pip qemu-system-x86 qemu-system-common qemu-utils fio e2fsprogs xfsprogs btrfs-progs
           eatmydata busybox-static kmod cpio zstd lz4 gzip util-linux mount procps ca-certificates
           build-essential dpkg-dev libaio-dev zlib1g-dev
-          libvirt-clients libxml2-utils chromium)
+          libvirt-clients libxml2-utils chromium
+          nbdkit)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
