@@ -36,6 +36,7 @@ from iomatrix.stats import RatioCI, ratio_ci
 from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK, check_threshold, check_tie_break
 from iomatrix.store import Store
 from iomatrix.tiers import is_reference
+from iomatrix.workloads import PRESETS
 
 DOCUMENTED = "documented, not measured"
 
@@ -371,6 +372,8 @@ def short_verdict(store: Store, sweep_id: int) -> str:
     if durability:
         lines += ["measured durability (acknowledged = flushed by the guest):", *durability]
     for v in rec.verdicts:
+        if durability and v.workload in _DURABILITY_WORKLOADS:
+            continue  # its verdicts are the lines above; ranking trials by records lost answers nothing more
         if v.choice is None:
             if v.metric != "score":  # a score the plan has no inputs for is not news at the end of a run
                 lines.append(f"{v.workload}: no recommendation — {v.missing}")
@@ -388,6 +391,9 @@ def short_verdict(store: Store, sweep_id: int) -> str:
         lines.append(f"{v.workload}: {v.choice.cell}{tied}{vs}{on_power}")
     lines.append(f"details, risks and snippets: iomatrix recommend --db {store.path}")
     return "\n".join(lines)
+
+
+_DURABILITY_WORKLOADS = {name for name, w in PRESETS.items() if w.kind == "durability"}
 
 
 def _cache_modifier(label: str) -> tuple[str, str]:
