@@ -330,6 +330,13 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     interference = run_interference(store, sweep_id, all_runs)
     measured = MeasuredIndex.from_store(store)
     for w in names:
+        if w in _DURABILITY_WORKLOADS:
+            # Trials are not ranked by how many records they lost: the verdicts per configuration are the answer.
+            lines = sweep_verdict_lines(store, sweep_id)
+            verdicts.append(Verdict(w, primary_metric(w)[0], False, "durability", None,
+                                    missing="measured durability verdicts, not a speed ranking: " + "; ".join(
+                                        x.strip() for x in lines)))
+            continue
         ids = [rid for c in cws if c.workload == w for rid in c.runs]
         vals = run_values(store, ids, primary_metric(w)[0])
         per_run = {rid: (rounds[rid], val) for rid, val in vals.items() if rid in rounds}
