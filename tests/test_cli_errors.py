@@ -60,3 +60,17 @@ def test_usage_errors_are_not_tracebacks() -> None:
         proc = run_cli(*args)
         assert proc.returncode == 2, (args, proc.returncode)
         assert "Traceback" not in proc.stderr + proc.stdout, args
+
+
+@pytest.mark.parametrize("command", [["rank"], ["recommend"], ["report", "--html", "out.html"]])
+@pytest.mark.parametrize("option,needle", [(["--min-runs", "1"], "--min-runs 1"),
+                                           (["--max-noise", "0"], "--max-noise")])
+def test_ranking_options_checked_by_every_ranking_command(tmp_path: Path, command: list[str], option: list[str],
+                                                          needle: str) -> None:
+    # The shipped schema-1 fixture is copied: report commands must refuse the option before reading anything.
+    import shutil
+
+    db = tmp_path / "r.sqlite"
+    shutil.copy(Path(__file__).parent / "data" / "schema1" / "iomatrix-schema1.sqlite", db)
+    proc = run_cli(*command, "--db", str(db), *option, cwd=tmp_path)
+    assert_one_line_error(proc, needle)

@@ -54,6 +54,17 @@ TieBreakOpt = Annotated[str, typer.Option(help="How a tied top group is resolved
                                                "safety, simplicity, performance, name).")]
 
 
+def check_ranking_options(min_runs: int, max_noise: float) -> None:
+    """The ranking options' ranges, checked once for rank, recommend and report (the threshold and tie-break are
+    checked where they are parsed, in stats.decision)."""
+    if min_runs < 2:
+        raise UserError(f"--min-runs {min_runs} is out of range",
+                        hint="use 2 or more: a confidence interval needs at least 2 runs")
+    if not (math.isfinite(max_noise) and max_noise > 0):
+        raise UserError(f"--max-noise {max_noise} is out of range",
+                        hint="use a fraction of the mean above 0, e.g. 0.10 for ±10%")
+
+
 class OutputFormat(StrEnum):
     table = "table"
     json = "json"
@@ -356,12 +367,7 @@ def rank_cmd(
 
     if top < 1:
         raise UserError(f"--top {top} is out of range", hint="use 1 or more rows per table")
-    if min_runs < 2:
-        raise UserError(f"--min-runs {min_runs} is out of range",
-                        hint="use 2 or more: a confidence interval needs at least 2 runs")
-    if not (math.isfinite(max_noise) and max_noise > 0):
-        raise UserError(f"--max-noise {max_noise} is out of range",
-                        hint="use a fraction of the mean above 0, e.g. 0.10 for ±10%")
+    check_ranking_options(min_runs, max_noise)
     store = _open(db)
     sid = pick_sweep(store, sweep)
     if score is not None:

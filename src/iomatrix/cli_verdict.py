@@ -8,7 +8,17 @@ from typing import Annotated
 
 import typer
 
-from iomatrix.cli import DEFAULT_DB, DbOpt, MaxNoiseOpt, MinRunsOpt, SweepOpt, ThresholdOpt, TieBreakOpt, app
+from iomatrix.cli import (
+    DEFAULT_DB,
+    DbOpt,
+    MaxNoiseOpt,
+    MinRunsOpt,
+    SweepOpt,
+    ThresholdOpt,
+    TieBreakOpt,
+    app,
+    check_ranking_options,
+)
 from iomatrix.errors import UserError
 from iomatrix.report.render import Format
 from iomatrix.ui import console
@@ -42,6 +52,7 @@ def recommend(
     from iomatrix.report.render import render_recommendation
     from iomatrix.store import Store
 
+    check_ranking_options(min_runs, max_noise)
     if current_disk is not None and current is None:
         raise UserError("--current-disk needs --current", hint="give the libvirt domain XML with --current vm.xml")
     cur = parse_current(current, current_disk) if current is not None else None
@@ -71,6 +82,7 @@ def report(
     from iomatrix.report.query import pick_sweep
     from iomatrix.store import Store
 
+    check_ranking_options(min_runs, max_noise)
     cur = parse_current(current) if current is not None else None
     store = Store.open_existing(db)
     size = write_report(store, pick_sweep(store, sweep), html, current=cur, requirements=require,
