@@ -100,7 +100,8 @@ def test_any_loss_is_never_safe() -> None:
         assert "LOST acknowledged writes" in v.text
         assert v.disagreement and "DISAGREES" in v.disagreement
     v = situation_verdict(POWER_LOSS, [3, 0, 7], "unsafe")
-    assert v.text == "power loss: LOST acknowledged writes in 2/3 cuts (up to 7 records)"
+    assert v.text == ("power loss: LOST acknowledged writes in 2/3 cuts (up to 7 records); flushes dropped below "
+                      "QEMU as on a real host, the amount lost measured")
     assert v.disagreement is None  # documented: unsafe drops flushes
 
 
@@ -122,6 +123,7 @@ def test_no_trials_is_not_safe() -> None:
 def test_config_verdict_lines() -> None:
     cv = config_verdict({"power_loss.acked_lost": [4, 4], "qemu_crash.acked_lost": [0, 0],
                          "fs.clean": [1, 0]}, "unsafe")
-    assert cv.lines() == ["power loss: LOST acknowledged writes in 2/2 cuts (up to 4 records)",
+    assert cv.lines() == ["power loss: LOST acknowledged writes in 2/2 cuts (up to 4 records); flushes dropped "
+                          "below QEMU as on a real host, the amount lost measured",
                           "QEMU crash: acknowledged writes kept in 2/2 cuts",
                           "guest filesystem: NOT clean after 1/2 cuts (after journal replay)"]
