@@ -18,8 +18,8 @@ from iomatrix.safety import (
     check_destroyable,
     check_workdir_path,
     root_devices,
-    sysfs_dir,
 )
+from iomatrix.sysfs import block_sysdir
 from tests.conftest import loop_mounted_ext4, root_only, run_cli
 
 SCRATCH = Path("/tmp/iomx-backing")
@@ -129,7 +129,7 @@ def test_root_disk_is_refused() -> None:
     roots = root_devices()
     assert roots, "no block device found under /"
     major, minor = sorted(roots)[0]
-    sysdir = sysfs_dir(major, minor)
+    sysdir = block_sysdir(major, minor)
     assert sysdir is not None
     node = Path("/dev") / sysdir.name
     if not node.exists():
@@ -241,7 +241,7 @@ def test_non_overlapping_loops_over_one_file_are_accepted(scratch: Path) -> None
 
 def test_every_allow_destroy_argument_is_checked_whatever_the_plan(tmp_path: Path) -> None:
     roots = root_devices()
-    sysdir = sysfs_dir(*sorted(roots)[0])
+    sysdir = block_sysdir(*sorted(roots)[0])
     assert sysdir is not None
     node = Path("/dev") / sysdir.name
     if not node.exists():

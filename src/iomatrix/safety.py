@@ -18,55 +18,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iomatrix.errors import UserError
-from iomatrix.mountinfo import parse_mountinfo, unescape
+from iomatrix.mountinfo import innermost_mount, mounts_of_devnum, parse_mountinfo, unescape
+from iomatrix.sysfs import (
+    block_sysdir,
+    block_sysdir_by_name,
+    devnum_of,
+    holders,
+    is_partition,
+    loop_backing_file,
+    partitions,
+    read_text,
+    slaves,
+    sysdir_devnum,
+    whole_disk,
+)
 
-SYS_DEV_BLOCK = Path("/sys/dev/block")
 PROC_SWAPS = Path("/proc/swaps")
 
 # ---------------------------------------------------------------------------------------------
-# sysfs helpers (shared with iomatrix.backing.provision)
+# what a device or a path is built on (sysfs steps from iomatrix.sysfs)
 # ---------------------------------------------------------------------------------------------
-
-
-def devnum_of(device: Path) -> tuple[int, int]:
-    """(major, minor) of a block device node."""
-    st = os.stat(device)
-    return os.major(st.st_rdev), os.minor(st.st_rdev)
-
-
-def sysfs_dir(major: int, minor: int) -> Path | None:
-    """/sys/class/block/<name> directory (resolved) of a device number, or None."""
-    p = SYS_DEV_BLOCK / f"{major}:{minor}"
-    return p.resolve() if p.exists() else None
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return None
-
-
-def _devnum_from_sysfs(d: Path) -> tuple[int, int] | None:
-    text = _read(d / "dev")
-    if not text or ":" not in text:
-        return None
-    ma, mi = text.split(":", 1)
-    return int(ma), int(mi)
-
-
-def partitions_of(sysdir: Path) -> list[Path]:
-    """sysfs dirs of the partitions of a whole disk."""
-    return sorted(c for c in sysdir.iterdir() if c.is_dir() and (c / "partition").exists())
-
-
-def parent_disk(sysdir: Path) -> Path:
-    """The whole-disk sysfs dir of a partition (itself for a whole disk)."""
-    return sysdir.parent if (sysdir / "partition").exists() else sysdir
-
-
-def loop_backing_file(sysdir: Path) -> str | None:
-    return _read(sysdir / "loop" / "backing_file")
 
 
 def lower_devices(devnum: tuple[int, int], _depth: int = 0) -> set[tuple[int, int]]:
@@ -78,17 +49,15 @@ def lower_devices(devnum: tuple[int, int], _depth: int = 0) -> set[tuple[int, in
     result = {devnum}
     if _depth > 16:
         return result
-    sysdir = sysfs_dir(*devnum)
+    sysdir = block_sysdir(*devnum)
     if sysdir is None:
         return result
     parents: list[Path] = []
-    if (sysdir / "partition").exists():
-        parents.append(sysdir.parent)
-    slaves = sysdir / "slaves"
-    if slaves.is_dir():
-        parents.extend(s.resolve() for s in slaves.iterdir())
+    if is_partition(sysdir):
+        parents.append(whole_disk(sysdir))
+    parents.extend(block_sysdir_by_name(name) for name in slaves(sysdir))
     for p in parents:
-        num = _devnum_from_sysfs(p)
+        num = sysdir_devnum(p)
         if num and num not in result:
             result |= lower_devices(num, _depth + 1)
     backing = loop_backing_file(sysdir)
@@ -108,10 +77,10 @@ def fs_devices(major: int, minor: int) -> list[tuple[int, int]]:
     if major != 0:
         return [(major, minor)]
     found = []
-    for m in parse_mountinfo():
-        if m["devnum"] == f"{major}:{minor}" and m["source"].startswith("/dev/"):
+    for m in mounts_of_devnum(f"{major}:{minor}"):
+        if m["source"].startswith("/dev/"):
             with contextlib.suppress(OSError):
-                found.append(devnum_of(Path(m["source"])))
+                found.append(devnum_of(m["source"]))
     return found
 
 
@@ -123,16 +92,10 @@ def path_devices(path: str | Path) -> list[tuple[int, int]]:
         return found
     # btrfs subvolumes report an anonymous st_dev that differs from mountinfo's: use the
     # innermost mount holding the path
-    real = os.path.realpath(path)
-    best: dict[str, str] | None = None
-    for m in parse_mountinfo():
-        mp = m["mountpoint"]
-        inside = real == mp or real.startswith(mp.rstrip("/") + "/")
-        if inside and (best is None or len(mp) >= len(best["mountpoint"])):
-            best = m
+    best = innermost_mount(path)
     if best is not None and best["source"].startswith("/dev/"):
         with contextlib.suppress(OSError):
-            return [devnum_of(Path(best["source"]))]
+            return [devnum_of(best["source"])]
     return []
 
 
@@ -141,9 +104,9 @@ def root_devices() -> set[tuple[int, int]]:
     result: set[tuple[int, int]] = set()
     for num in path_devices("/"):
         result |= lower_devices(num)
-        sysdir = sysfs_dir(*num)
+        sysdir = block_sysdir(*num)
         if sysdir is not None:
-            disk = _devnum_from_sysfs(parent_disk(sysdir))
+            disk = sysdir_devnum(whole_disk(sysdir))
             if disk:
                 result.add(disk)
     return result
@@ -203,20 +166,20 @@ def check_destroyable(device: Path, allowed: set[Path]) -> None:
         raise _refuse(device, "it is not a block device",
                       "name a whole block device such as /dev/sdX or /dev/loopN")
     devnum = (os.major(st.st_rdev), os.minor(st.st_rdev))
-    sysdir = sysfs_dir(*devnum)
+    sysdir = block_sysdir(*devnum)
     if sysdir is None:
         raise _refuse(device, "it has no entry in /sys/dev/block", "name an existing block device")
     name = sysdir.name
-    parts = partitions_of(sysdir)
+    parts = partitions(sysdir)
     family = [(real, devnum, sysdir)]
     for p in parts:
-        num = _devnum_from_sysfs(p)
+        num = sysdir_devnum(p)
         if num:
             family.append((Path("/dev") / p.name, num, p))
     nums = {f"{n[0]}:{n[1]}" for _, n, _ in family}
     nodes = {str(node) for node, _, _ in family}
 
-    if _read(sysdir / "size") in (None, "0"):
+    if read_text(sysdir / "size") in (None, "0"):
         raise _refuse(device, "it has no medium (size 0; an unattached loop device?)",
                       "attach it first, e.g. losetup --find --show FILE")
 
@@ -231,15 +194,14 @@ def check_destroyable(device: Path, allowed: set[Path]) -> None:
             raise _refuse(device, f"it is mounted on {m['mountpoint']} ({src})",
                           f"unmount it first (umount {m['mountpoint']}) or choose another device")
 
-    swaps = _read(PROC_SWAPS) or ""
+    swaps = read_text(PROC_SWAPS) or ""
     for line in swaps.splitlines()[1:]:
         swap = line.split()[0] if line.split() else ""
         if swap and os.path.realpath(unescape(swap)) in nodes:
             raise _refuse(device, f"it is used as swap ({swap})", f"swapoff {swap} first")
 
     for node, _, d in family:
-        holders = d / "holders"
-        users = sorted(h.name for h in holders.iterdir()) if holders.is_dir() else []
+        users = holders(d)
         if users:
             raise _refuse(device, f"{node} is in use by {', '.join(users)} (device-mapper/RAID/LVM)",
                           "remove those mappings first or choose another device")
@@ -297,8 +259,8 @@ def loop_mapping(sysdir: Path) -> LoopMapping | None:
     backing = loop_backing_file(sysdir)
     if not backing:
         return None
-    offset = int(_read(sysdir / "loop" / "offset") or 0)
-    limit = int(_read(sysdir / "loop" / "sizelimit") or 0)
+    offset = int(read_text(sysdir / "loop" / "offset") or 0)
+    limit = int(read_text(sysdir / "loop" / "sizelimit") or 0)
     path = backing.removesuffix(" (deleted)")
     file_id, is_blk = None, False
     if not backing.endswith(" (deleted)"):
@@ -332,7 +294,7 @@ def open_by(file_id: tuple[int, int]) -> list[str]:
             except OSError:
                 continue
             if (st.st_dev, st.st_ino) == file_id:
-                comm = _read(proc / "comm") or "?"
+                comm = read_text(proc / "comm") or "?"
                 users.append(f"{proc.name} ({comm})")
                 break
     return users
@@ -369,13 +331,13 @@ def _check_loop_mapping(device: Path, sysdir: Path) -> None:
         if under in root_devices():
             raise _refuse(device, f"it is a loop over {mine.backing_file}, which holds the root filesystem",
                           "choose a disk that does not hold /")
-        for m in parse_mountinfo():
-            if m["devnum"] == f"{under[0]}:{under[1]}":
-                raise _refuse(device, f"it is a loop over {mine.backing_file}, mounted on {m['mountpoint']}",
-                              f"unmount {m['mountpoint']} first or choose another device")
-        under_dir = sysfs_dir(*under)
-        holders = sorted(h.name for h in (under_dir / "holders").iterdir()) if under_dir else []
-        others = [h for h in holders if h != sysdir.name]
+        mounted = mounts_of_devnum(f"{under[0]}:{under[1]}")
+        if mounted:
+            mp = mounted[0]["mountpoint"]
+            raise _refuse(device, f"it is a loop over {mine.backing_file}, mounted on {mp}",
+                          f"unmount {mp} first or choose another device")
+        under_dir = block_sysdir(*under)
+        others = [h for h in (holders(under_dir) if under_dir else []) if h != sysdir.name]
         if others:
             raise _refuse(device, f"it is a loop over {mine.backing_file}, also used by {', '.join(others)}",
                           "remove those first or choose another device")
