@@ -19,7 +19,7 @@ from rich.table import Table
 from iomatrix import __version__
 from iomatrix.errors import UserError
 from iomatrix.guest.accel import TCG_WARNING
-from iomatrix.ui import console, err_console, fmt
+from iomatrix.ui import console, err_console
 
 if TYPE_CHECKING:
     from iomatrix.plan.model import Plan
@@ -274,10 +274,8 @@ def results(
     = False,
 ) -> None:
     """Results per cell × workload × metric: n, mean, CI and the samples."""
-    from iomatrix.report.quality import notes as quality_notes
     from iomatrix.report.query import pick_sweep, sweep_ids
-    from iomatrix.report.rank import primary_metric
-    from iomatrix.report.results import MONITOR_HEADLINE, results_document, to_csv, to_json
+    from iomatrix.report.results import results_document, to_csv, to_json
 
     store = _open(db)
     if raw or run_id is not None:
@@ -306,41 +304,9 @@ def results(
 
         sys.stdout.write(render_tables(results_table(doc, metric), format.value))
         return
-    s = doc["sweeps"][0]
-    console.print(f"sweep {s['id']} · plan {s['plan']} · {s['status']} · host {s['host']['hostname']} "
-                  f"(kernel {s['host']['kernel']}, {s['host']['fio_version']}, {s['host']['qemu_version']})")
-    t = Table("tier", "cell", "workload", "metric", "n", "mean", "95% CI", "±%", "CV", "accel", "notes", box=None)
-    mon_cols = list(MONITOR_HEADLINE) if monitor else []
-    for f in mon_cols:
-        t.add_column(f.replace("_pct", " %").replace("_ms", " ms").replace("_mb", " MiB").replace("_", " "))
-    cells = {(c["cell"], c["workload"]): c for c in s.get("cells", [])}
-    accels: list[str] = []
-    for r in s["results"]:
-        primary = primary_metric(r["workload"])[0]
-        if metric is None and r["metric"] != primary:
-            continue
-        if metric not in (None, "all") and r["metric"] != metric:
-            continue
-        accels += r["accel"]
-        label = " ".join(f"{k}={v}" for k, v in r["axes"].items()
-                         if v != "-" and k != "tier" and not (k == "modifier" and v == "none"))
-        ci = "–" if r["ci95_low"] is None else f"{fmt(r['ci95_low'])}–{fmt(r['ci95_high'])}"
-        rel = "–" if r["ci95_rel_half_width"] is None else f"{r['ci95_rel_half_width']:.1%}"
-        cv = "–" if r["cv"] is None else f"{r['cv']:.1%}"
-        n = f"{r['n']}" + (f" (+{r['failed_runs']} failed)" if r["failed_runs"] else "")
-        row = [r["axes"]["tier"], label, r["workload"], r["metric"], n, fmt(r["mean"]), ci, rel, cv,
-               ",".join(r["accel"]), "; ".join(quality_notes(r))]
-        view = cells.get((r["cell"], r["workload"]), {}).get("host_view", {})
-        row += [fmt(view.get(f)) for f in mon_cols]
-        t.add_row(*row)
-    console.print(t)
-    for pr in s["pruned"][:5]:
-        console.print(f"[dim]pruned: {pr['what']}: {pr['reason']}[/]")
-    if len(s["pruned"]) > 5:
-        console.print(f"[dim]… {len(s['pruned']) - 5} more pruned (iomatrix plan --explain)[/]")
-    for f in s["failures"][:5]:
-        console.print(f"[red]failed run {f['id']}[/] {f['key']} · {f['workload']}: {f['error']}")
-    _warn_tcg(accels)
+    from iomatrix.report.terminal import print_results
+
+    _warn_tcg(print_results(console, doc, metric, monitor))
 
 
 @app.command("rank")
@@ -363,7 +329,7 @@ def rank_cmd(
     what it would take to separate the leaders."""
     from iomatrix.report.query import pick_sweep
     from iomatrix.report.rank import rank_sweep, weighted_scores
-    from iomatrix.risk import risk_of
+    from iomatrix.report.terminal import print_rankings, print_scores
 
     if top < 1:
         raise UserError(f"--top {top} is out of range", hint="use 1 or more rows per table")
@@ -372,13 +338,7 @@ def rank_cmd(
     sid = pick_sweep(store, sweep)
     if score is not None:
         rows, factors = weighted_scores(store, sid, score)
-        console.print(f"[bold]top performers, {score}[/] (block-size-weighted score): factor(s) "
-                      + ", ".join(f"{k}={v:.3g}" for k, v in factors.items()))
-        t = Table("#", "cell", "score", "95% CI", box=None)
-        for i, r in enumerate(rows[:top], 1):
-            ci = "–" if r.score.low is None else f"{fmt(r.score.low)}–{fmt(r.score.high)}"
-            t.add_row(str(i), r.label, fmt(r.score.score), ci)
-        console.print(t)
+        print_scores(console, score, rows, factors, top)
         return
     rankings = rank_sweep(store, sid, workload, metric, min_n=min_runs, max_noise=max_noise, threshold=threshold,
                           tie_break=[x.strip() for x in tie_break.split(",") if x.strip()])
@@ -388,48 +348,7 @@ def rank_cmd(
 
         sys.stdout.write(render_tables(rank_tables(rankings), format.value))
         return
-    accels: list[str] = []
-    for wr in rankings:
-        r = wr.ranking
-        accels += wr.accel
-        better = "higher" if r.higher_is_better else "lower"
-        console.print(f"\n[bold]{wr.workload}[/] · {wr.metric} ({better} is better) · tier {wr.tier}")
-        t = Table("rank", "group", "cell", "n", "mean", "95% CI", "vs best", "vs bare metal", "power loss",
-                  "flags", box=None)
-        for row in r.rows[:top]:
-            s = row.summary
-            ci = "–" if s.ci_low is None else f"{fmt(s.ci_low)}–{fmt(s.ci_high)}"
-            vb = _ratio(row.ratio_to_best)
-            vm = _ratio(wr.to_baremetal.get(row.name))
-            cell = wr.cells[row.name]
-            risk = risk_of(cell.axes["cache"], cell.axes["modifier"])
-            flags = ", ".join([f.replace("_", " ") for f in row.flags]
-                              + (["cold run apart"] if row.name in wr.cold_apart else []))
-            t.add_row(str(row.rank) if row.rank else "–", row.group_label or "–", row.name, str(s.n),
-                      fmt(s.mean), ci, vb, vm, risk.level if risk else "–", f"[yellow]{flags}[/]" if flags else "")
-        console.print(t)
-        for cw, mean in wr.ceiling:
-            console.print(f"  ceiling (null-co, {cw.axes['bus']}): {fmt(mean)} — the fastest the virtual I/O "
-                          "path goes on this host")
-        for line in wr.notes():
-            console.print(f"  {line}")
-        console.print(f"  [dim]{r.test_description}. Same group letter = not significantly different; "
-                      "'too noisy' is a flag, never a filter; cells with too few runs are listed, not ranked.[/]")
-        if wr.cold_apart:
-            console.print("  [dim]'cold run apart': the first run differed significantly from the rest "
-                          "(see 'iomatrix results'); the cell is ranked on its warm runs[/]")
-        if r.best is None:
-            console.print(f"  [yellow]no cell has {min_runs} ok runs yet[/] — run more repetitions "
-                          "(repetitions.min, time_budget) or lower --min-runs")
-    _warn_tcg(accels)
-
-
-def _ratio(rc) -> str:  # type: ignore[no-untyped-def]
-    if rc is None or rc.ratio is None:
-        return "–"
-    if rc.low is None:
-        return f"{rc.ratio:.2f}×"
-    return f"{rc.ratio:.2f}× ({rc.low:.2f}–{rc.high:.2f})"
+    _warn_tcg(print_rankings(console, rankings, top, min_runs))
 
 
 @app.command()
@@ -450,6 +369,7 @@ def compare(
     from iomatrix.report.query import pick_sweep
     from iomatrix.report.rank import compare_stores
     from iomatrix.report.render import render_tables
+    from iomatrix.report.terminal import print_changes
 
     if fail_above is not None and not (math.isfinite(fail_above) and fail_above >= 0):
         raise UserError(f"--fail-above {fail_above} is out of range", hint="use a percentage ≥ 0, e.g. 5")
@@ -461,18 +381,7 @@ def compare(
         if worse:
             raise typer.Exit(1)
         return
-    sig = [c for c in changes if c.significant]
-    console.print(f"{len(sig)} of {len(changes)} cell × workload figures changed significantly "
-                  "(Welch's t-test, Holm-corrected, α=0.05)")
-    t = Table("cell · workload · metric", "A mean", "B mean", "B/A", "95% CI", "p (Holm)", "", box=None)
-    for c in sorted(changes, key=lambda c: (not c.significant, c.p_adjusted if c.p_adjusted is not None else 1)):
-        if not (c.significant or show_all):
-            continue
-        ci = "–" if c.ratio.low is None else f"{c.ratio.low:.3f}–{c.ratio.high:.3f}"
-        t.add_row(c.key, fmt(c.a.mean), fmt(c.b.mean), f"{c.ratio.ratio:.3f}" if c.ratio.ratio else "–", ci,
-                  "–" if c.p_adjusted is None else f"{c.p_adjusted:.3g}", "[bold]changed[/]" if c.significant
-                  else "")
-    console.print(t)
+    print_changes(console, changes, show_all)
     if worse:
         err_console.print(f"[red]regression:[/] {len(worse)} figure(s) significantly worse by more than "
                           f"{fail_above:g}%: " + ", ".join(c.key for c in worse[:5]), soft_wrap=True)
@@ -510,12 +419,9 @@ def monitor(
     if not names:
         console.print(f"run {run_id} has no monitor samples matching {fields}")
         return
-    times = sorted({t for n in names for t, _ in series[n]})
-    t = Table("t (s)", *names, box=None)
-    index = {n: dict(series[n]) for n in names}
-    for ts in times:
-        t.add_row(f"{ts:.2f}", *(fmt(index[n].get(ts)) for n in names))
-    console.print(t)
+    from iomatrix.report.terminal import print_monitor
+
+    print_monitor(console, series, names)
 
 
 @app.command()

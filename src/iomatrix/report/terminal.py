@@ -1,0 +1,149 @@
+"""Terminal renderers of `results`, `rank`, `compare` and `monitor` (the default `--format table`).
+
+The report modules produce the data (`results_document`, `WorkloadRanking`, `Change`, monitor series);
+these functions lay it out as rich tables with colour markup and print it to the console they are given.
+`render.py` holds the machine formats (JSON, CSV, Markdown) and the plain-text table used by those commands'
+other formats; nothing here computes a statistic. Each renderer returns the accelerators of what it showed,
+so the caller can warn once that TCG numbers are not a KVM host's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from iomatrix.report.quality import notes as quality_notes
+from iomatrix.report.rank import ScoreRow, WorkloadRanking, primary_metric
+from iomatrix.report.results import MONITOR_HEADLINE
+from iomatrix.risk import risk_of
+from iomatrix.stats import Change, RatioCI
+from iomatrix.ui import fmt
+
+
+def ratio_short(rc: RatioCI | None) -> str:
+    """'1.23× (1.10–1.40)', '1.23×' without an interval, '–' without a ratio."""
+    if rc is None or rc.ratio is None:
+        return "–"
+    if rc.low is None:
+        return f"{rc.ratio:.2f}×"
+    return f"{rc.ratio:.2f}× ({rc.low:.2f}–{rc.high:.2f})"
+
+
+def _shown(metric: str | None, r: dict[str, Any]) -> bool:
+    """Whether a result row is shown: the workload's primary metric by default, `metric`, or 'all'."""
+    if metric is None:
+        return r["metric"] == primary_metric(r["workload"])[0]
+    return metric == "all" or r["metric"] == metric
+
+
+def print_results(out: Console, doc: dict[str, Any], metric: str | None, monitor: bool) -> list[str]:
+    """The first sweep of a `results_document`: one row per cell × workload × metric, then pruned and failed."""
+    s = doc["sweeps"][0]
+    out.print(f"sweep {s['id']} · plan {s['plan']} · {s['status']} · host {s['host']['hostname']} "
+              f"(kernel {s['host']['kernel']}, {s['host']['fio_version']}, {s['host']['qemu_version']})")
+    t = Table("tier", "cell", "workload", "metric", "n", "mean", "95% CI", "±%", "CV", "accel", "notes", box=None)
+    mon_cols = list(MONITOR_HEADLINE) if monitor else []
+    for f in mon_cols:
+        t.add_column(f.replace("_pct", " %").replace("_ms", " ms").replace("_mb", " MiB").replace("_", " "))
+    cells = {(c["cell"], c["workload"]): c for c in s.get("cells", [])}
+    accels: list[str] = []
+    for r in s["results"]:
+        if not _shown(metric, r):
+            continue
+        accels += r["accel"]
+        label = " ".join(f"{k}={v}" for k, v in r["axes"].items()
+                         if v != "-" and k != "tier" and not (k == "modifier" and v == "none"))
+        ci = "–" if r["ci95_low"] is None else f"{fmt(r['ci95_low'])}–{fmt(r['ci95_high'])}"
+        rel = "–" if r["ci95_rel_half_width"] is None else f"{r['ci95_rel_half_width']:.1%}"
+        cv = "–" if r["cv"] is None else f"{r['cv']:.1%}"
+        n = f"{r['n']}" + (f" (+{r['failed_runs']} failed)" if r["failed_runs"] else "")
+        row = [r["axes"]["tier"], label, r["workload"], r["metric"], n, fmt(r["mean"]), ci, rel, cv,
+               ",".join(r["accel"]), "; ".join(quality_notes(r))]
+        view = cells.get((r["cell"], r["workload"]), {}).get("host_view", {})
+        row += [fmt(view.get(f)) for f in mon_cols]
+        t.add_row(*row)
+    out.print(t)
+    for pr in s["pruned"][:5]:
+        out.print(f"[dim]pruned: {pr['what']}: {pr['reason']}[/]")
+    if len(s["pruned"]) > 5:
+        out.print(f"[dim]… {len(s['pruned']) - 5} more pruned (iomatrix plan --explain)[/]")
+    for f in s["failures"][:5]:
+        out.print(f"[red]failed run {f['id']}[/] {f['key']} · {f['workload']}: {f['error']}")
+    return accels
+
+
+def print_scores(out: Console, score: str, rows: Sequence[ScoreRow], factors: dict[str, float], top: int) -> None:
+    """`rank --score`: the top cells by a block-size-weighted, bare-metal-relative score."""
+    out.print(f"[bold]top performers, {score}[/] (block-size-weighted score): factor(s) "
+              + ", ".join(f"{k}={v:.3g}" for k, v in factors.items()))
+    t = Table("#", "cell", "score", "95% CI", box=None)
+    for i, r in enumerate(rows[:top], 1):
+        ci = "–" if r.score.low is None else f"{fmt(r.score.low)}–{fmt(r.score.high)}"
+        t.add_row(str(i), r.label, fmt(r.score.score), ci)
+    out.print(t)
+
+
+def print_rankings(out: Console, rankings: Sequence[WorkloadRanking], top: int, min_runs: int) -> list[str]:
+    """One ranking table per workload × tier, with its ceiling, notes and the legend."""
+    accels: list[str] = []
+    for wr in rankings:
+        r = wr.ranking
+        accels += wr.accel
+        better = "higher" if r.higher_is_better else "lower"
+        out.print(f"\n[bold]{wr.workload}[/] · {wr.metric} ({better} is better) · tier {wr.tier}")
+        t = Table("rank", "group", "cell", "n", "mean", "95% CI", "vs best", "vs bare metal", "power loss",
+                  "flags", box=None)
+        for row in r.rows[:top]:
+            s = row.summary
+            ci = "–" if s.ci_low is None else f"{fmt(s.ci_low)}–{fmt(s.ci_high)}"
+            cell = wr.cells[row.name]
+            risk = risk_of(cell.axes["cache"], cell.axes["modifier"])
+            flags = ", ".join([f.replace("_", " ") for f in row.flags]
+                              + (["cold run apart"] if row.name in wr.cold_apart else []))
+            t.add_row(str(row.rank) if row.rank else "–", row.group_label or "–", row.name, str(s.n),
+                      fmt(s.mean), ci, ratio_short(row.ratio_to_best), ratio_short(wr.to_baremetal.get(row.name)),
+                      risk.level if risk else "–", f"[yellow]{flags}[/]" if flags else "")
+        out.print(t)
+        for cw, mean in wr.ceiling:
+            out.print(f"  ceiling (null-co, {cw.axes['bus']}): {fmt(mean)} — the fastest the virtual I/O "
+                      "path goes on this host")
+        for line in wr.notes():
+            out.print(f"  {line}")
+        out.print(f"  [dim]{r.test_description}. Same group letter = not significantly different; "
+                  "'too noisy' is a flag, never a filter; cells with too few runs are listed, not ranked.[/]")
+        if wr.cold_apart:
+            out.print("  [dim]'cold run apart': the first run differed significantly from the rest "
+                      "(see 'iomatrix results'); the cell is ranked on its warm runs[/]")
+        if r.best is None:
+            out.print(f"  [yellow]no cell has {min_runs} ok runs yet[/] — run more repetitions "
+                      "(repetitions.min, time_budget) or lower --min-runs")
+    return accels
+
+
+def print_changes(out: Console, changes: Sequence[Change], show_all: bool) -> None:
+    """`compare`: the figures that changed significantly (all of them with `show_all`)."""
+    sig = [c for c in changes if c.significant]
+    out.print(f"{len(sig)} of {len(changes)} cell × workload figures changed significantly "
+              "(Welch's t-test, Holm-corrected, α=0.05)")
+    t = Table("cell · workload · metric", "A mean", "B mean", "B/A", "95% CI", "p (Holm)", "", box=None)
+    for c in sorted(changes, key=lambda c: (not c.significant, c.p_adjusted if c.p_adjusted is not None else 1)):
+        if not (c.significant or show_all):
+            continue
+        ci = "–" if c.ratio.low is None else f"{c.ratio.low:.3f}–{c.ratio.high:.3f}"
+        t.add_row(c.key, fmt(c.a.mean), fmt(c.b.mean), f"{c.ratio.ratio:.3f}" if c.ratio.ratio else "–", ci,
+                  "–" if c.p_adjusted is None else f"{c.p_adjusted:.3g}", "[bold]changed[/]" if c.significant
+                  else "")
+    out.print(t)
+
+
+def print_monitor(out: Console, series: dict[str, list[tuple[float, float]]], names: Sequence[str]) -> None:
+    """`monitor`: one row per sample time, one column per field in `names`."""
+    times = sorted({t for n in names for t, _ in series[n]})
+    t = Table("t (s)", *names, box=None)
+    index = {n: dict(series[n]) for n in names}
+    for ts in times:
+        t.add_row(f"{ts:.2f}", *(fmt(index[n].get(ts)) for n in names))
+    out.print(t)
