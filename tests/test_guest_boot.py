@@ -18,8 +18,9 @@ import pytest
 
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
 from iomatrix.guest.images import create_image
-from iomatrix.guest.qemu import DiskSpec, GuestJob, live_guest_pids, run_guest
+from iomatrix.guest.qemu import GuestJob, live_guest_pids, run_guest
 from iomatrix.guest.tarball import ensure_tarball
+from iomatrix.qemu_block import DiskSpec
 
 pytestmark = pytest.mark.slow
 TCG = "tcg"  # tests run under TCG
@@ -118,7 +119,8 @@ def test_sigterm_leaves_no_qemu(art: GuestArtifacts, tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         from pathlib import Path
         from iomatrix.guest.artifacts import ensure_artifacts
-        from iomatrix.guest.qemu import DiskSpec, GuestJob, run_guest
+        from iomatrix.guest.qemu import GuestJob, run_guest
+        from iomatrix.qemu_block import DiskSpec
         job = "[t]\\nfilename=@DISK@\\nrw=read\\nbs=4k\\nruntime=3600\\ntime_based=1\\n"
         run_guest(ensure_artifacts(), "tcg", DiskSpec({str(img)!r}, "raw", "writeback", "threads"),
                   GuestJob("fio", job), Path({str(tmp_path / 'run')!r}), timeout=300,

@@ -14,15 +14,8 @@ from iomatrix.guest import images
 from iomatrix.guest.artifacts import GuestArtifacts
 from iomatrix.guest.initramfs import CpioWriter
 from iomatrix.guest.kernel import bzimage_version, load_order, module_name, parse_modules_dep, user_kernel
-from iomatrix.guest.qemu import (
-    DiskSpec,
-    GuestJob,
-    blockdev_args,
-    build_argv,
-    device_args,
-    job_env,
-    validate_disk,
-)
+from iomatrix.guest.qemu import GuestJob, build_argv, device_args, job_env
+from iomatrix.qemu_block import DiskSpec, blockdev_args, validate_disk
 
 BUSES = ["virtio-blk", "virtio-scsi", "ide", "nvme"]
 EXPECTED = {  # domain brief §1: cache mode -> (write-cache, cache.direct, cache.no-flush)

@@ -14,13 +14,13 @@ from iomatrix.guest.artifacts import GuestArtifacts, artifact_info, ensure_artif
 from iomatrix.guest.images import create_image, remove_image
 from iomatrix.guest.qemu import (
     DISK_PLACEHOLDER,
-    DiskSpec,
     GuestJob,
     GuestOutcome,
     kill_all_guests,
     run_guest,
 )
 from iomatrix.guest.tarball import ensure_tarball
+from iomatrix.qemu_block import DiskSpec
 
 __all__ = [
     "DISK_PLACEHOLDER",

@@ -10,7 +10,7 @@ from iomatrix import domain
 from iomatrix.domain import Format, Preallocation
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import require
-from iomatrix.qemu_block import is_block_device as is_block_device
+from iomatrix.qemu_block import is_block_device
 
 
 def create_image_argv(path: Path, fmt: str, preallocation: str, size_bytes: int) -> list[str] | None:

@@ -36,13 +36,9 @@ from iomatrix.fio.jobs import GUEST_DISK_PLACEHOLDER as DISK_PLACEHOLDER
 from iomatrix.guest.artifacts import GuestArtifacts, kind_scripts
 from iomatrix.guest.kernel import BUS_MODULES, FS_MODULES
 from iomatrix.hostcmd import require
-from iomatrix.qemu_block import NULL_FORMAT as NULL_FORMAT
-from iomatrix.qemu_block import DiskSpec as DiskSpec
-from iomatrix.qemu_block import blockdev_args as blockdev_args
+from iomatrix.qemu_block import DiskSpec, blockdev_args, validate_disk, write_cache
 from iomatrix.qemu_block import onoff as _onoff
 from iomatrix.qemu_block import qemu_opt as _opt
-from iomatrix.qemu_block import validate_disk as validate_disk
-from iomatrix.qemu_block import write_cache
 
 DISK_SERIAL = "iomx-test"
 TAR_SERIAL = "iomx-tar"

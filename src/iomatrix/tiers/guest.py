@@ -17,10 +17,11 @@ from iomatrix.fio.steady import steady_metrics
 from iomatrix.guest.accel import AccelChoice, choose_accel
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
 from iomatrix.guest.images import remove_image
-from iomatrix.guest.qemu import NULL_FORMAT, DiskSpec, GuestJob, GuestOutcome, kill_all_guests, run_guest
+from iomatrix.guest.qemu import GuestJob, GuestOutcome, kill_all_guests, run_guest
 from iomatrix.guest.tarball import ensure_tarball
 from iomatrix.matrix import Cell
 from iomatrix.plan.model import Plan
+from iomatrix.qemu_block import NULL_FORMAT, DiskSpec
 from iomatrix.tiers import register
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_image
 
