@@ -2,9 +2,10 @@
 
 One registry instead of guessing a direction from a metric's name at each
 call site.  The names come from ``fio/parse.py`` (``job_metrics``,
-``report_metrics``), ``fio/steady.py`` (``ss.*``) and ``tiers/guest.py``
-(``fs.*``, ``phase.*``, ``workload.seconds``).  ``registry_json()`` is what the
-store saves with a sweep, so a later reader knows the direction that ranked it.
+``report_metrics``), ``tiers/guest.py`` (``fs.*``, ``phase.*``, ``workload.seconds``) and
+``report/quality.py`` (``ss.*``, derived at report time from each run's stored IOPS series).
+``registry_json()`` is what the store saves with a sweep, so a later reader knows the direction that
+ranked it.
 
 Metrics not in the registry (custom job files, new tiers) get a stated default,
 ``infer_rule``: a name ending in a time unit (``_ns``, ``_us``, ``_ms``, ``_s``,

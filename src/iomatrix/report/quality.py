@@ -2,7 +2,8 @@
 
 Nothing is dropped: the first run is reported apart when it differs
 significantly from the rest, outliers are flagged (MAD), the steady-state
-verdict of each time-based run is counted, and runs the rest of the host
+verdict of each time-based run is computed from its stored per-interval IOPS and
+counted, and runs the rest of the host
 disturbed (stats/interference.py) are named with the reason.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from iomatrix.stats import cold_vs_warm, mad_outliers
+from iomatrix.stats import cold_vs_warm, mad_outliers, snia_steady_state
 
 if TYPE_CHECKING:
     from iomatrix.stats.interference import RunInterference
@@ -36,6 +37,25 @@ def ranked_samples(samples: Sequence[float]) -> tuple[list[float], bool]:
 
 def outliers(samples: Sequence[float]) -> list[int]:
     return mad_outliers(samples) if len(samples) >= 3 else []
+
+
+STEADY_PREFIX = "ss."
+STEADY_WINDOW = 5  # SNIA PTS: the last 5 intervals (fio logs ~10 per run, see fio.jobs)
+
+
+def steady_state_samples(iops_series: Sequence[float]) -> dict[str, float]:
+    """The `ss.*` figures of one run from its per-interval IOPS: `ss.attained` (0/1), `ss.range_frac` and
+    `ss.slope_frac` of the SNIA window rule (`stats.snia_steady_state`); {} for a series shorter than the
+    window (too short a run to say)."""
+    if len(iops_series) < STEADY_WINDOW:
+        return {}
+    ss = snia_steady_state(iops_series, window=STEADY_WINDOW)
+    out = {"ss.attained": 1.0 if ss.attained else 0.0}
+    if ss.range_frac is not None:
+        out["ss.range_frac"] = ss.range_frac
+    if ss.slope_frac is not None:
+        out["ss.slope_frac"] = ss.slope_frac
+    return out
 
 
 def steady_counts(attained: Sequence[float]) -> dict[str, int] | None:

@@ -9,6 +9,7 @@ from typing import Any
 from iomatrix.errors import UserError
 from iomatrix.monitor.sampler import MonitorSample
 from iomatrix.plan.model import AXES
+from iomatrix.report.quality import STEADY_PREFIX, steady_state_samples
 from iomatrix.store import Store
 
 
@@ -95,9 +96,20 @@ def cell_workloads(store: Store, sweep_id: int) -> list[CellWorkload]:
             cw.phases[name].append(value)
     if not out:
         return []
-    by_run = {rid: cw for cw in out.values() for rid in cw.runs}
+    # Per run, the stored metrics plus those computed here from the run's raw series: steady state is a
+    # statistic, so it is derived at report time from the per-interval IOPS (a sweep stored before this
+    # carries ss.* samples too; where its run kept the series they are recomputed, with the same result).
+    series = store.ok_run_series(sweep_id, "iops_series")
+    per_run: dict[int, dict[str, float]] = defaultdict(dict)
     for s in store.ok_samples(sweep_id):
-        by_run[s.run_id].samples[s.metric].append(s.value)
+        if not (s.run_id in series and s.metric.startswith(STEADY_PREFIX)):
+            per_run[s.run_id][s.metric] = s.value
+    for rid, values in series.items():
+        per_run[rid].update(steady_state_samples(values))
+    for cw in out.values():
+        for rid in cw.runs:
+            for metric, value in per_run.get(rid, {}).items():
+                cw.samples[metric].append(value)
     return list(out.values())
 
 

@@ -130,6 +130,19 @@ class StoreQueries:
             "WHERE c.sweep_id=? AND r.status!='ok' ORDER BY r.id", (sweep_id,))
         return [FailedRun(int(r["id"]), r["key"], r["workload"], int(r["attempt"]), r["error"]) for r in rows]
 
+    def ok_run_series(self, sweep_id: int, name: str = "iops_series") -> dict[int, list[float]]:
+        """A per-interval series each ok run of a sweep recorded in its meta (e.g. fio's IOPS per interval),
+        by run id; runs without one are absent."""
+        rows = self.db.execute(
+            "SELECT r.id, json_extract(r.meta_json, '$.' || ?) series FROM runs r JOIN cells c ON c.id=r.cell_id "
+            "WHERE c.sweep_id=? AND r.status='ok'", (name, sweep_id))
+        out = {}
+        for r in rows:
+            series = json.loads(r["series"]) if r["series"] else None
+            if isinstance(series, list):
+                out[int(r["id"])] = [float(v) for v in series]
+        return out
+
     def run_exists(self, run_id: int) -> bool:
         return self.db.execute("SELECT 1 FROM runs WHERE id=?", (run_id,)).fetchone() is not None
 

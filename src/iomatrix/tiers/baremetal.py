@@ -10,8 +10,7 @@ from pathlib import Path
 
 from iomatrix import children
 from iomatrix.fio.jobs import IOPS_LOG_FILE, baremetal_job
-from iomatrix.fio.parse import FioOutputError, checked_metrics, extract_json, fatal_message
-from iomatrix.fio.steady import steady_metrics
+from iomatrix.fio.parse import FioOutputError, checked_metrics, extract_json, fatal_message, parse_iops_log
 from iomatrix.hostcmd import require
 from iomatrix.plan.model import Plan
 from iomatrix.tiers import register
@@ -94,8 +93,8 @@ class BareMetalTier(Tier):
             return RunOutcome(ok=False, job_text=job, raw_output=raw, console_tail=_tail(stderr),
                               error=str(err), phases={"wall_s": wall})
         workload_s = metrics.get("job.runtime_s", 0.0)
-        steady, series = steady_metrics(log_file.read_text() if log_file.exists() else None)
-        metrics.update(steady)
+        # The raw per-interval series only: steady state is computed from it at report time.
+        series = parse_iops_log(log_file.read_text()) if log_file.exists() else []
         # Kept for a failed run (job, output); a good run's files are all in the store now.
         shutil.rmtree(req.run_dir, ignore_errors=True)
         return RunOutcome(ok=True, metrics=metrics, job_text=job, raw_output=raw, console_tail=_tail(stderr),

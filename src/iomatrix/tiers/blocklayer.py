@@ -45,8 +45,7 @@ from iomatrix.backing.leftovers import forget, register_temp_path
 from iomatrix.domain import NA, NULL_BACKING, Aio, CacheMode
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import IOPS_LOG_FILE, NbdJob, nbd_job, nbd_uri
-from iomatrix.fio.parse import FioOutputError, extract_json, report_metrics
-from iomatrix.fio.steady import steady_metrics
+from iomatrix.fio.parse import FioOutputError, extract_json, parse_iops_log, report_metrics
 from iomatrix.guest.images import remove_image
 from iomatrix.hostcmd import require, version_of
 from iomatrix.matrix import Cell
@@ -293,8 +292,8 @@ class BlockLayerTier(Tier):
                               error=str(err))
         phases["workload_s"] = metrics.get("job.runtime_s", 0.0)
         log_file = run_dir / IOPS_LOG_FILE
-        steady, series = steady_metrics(log_file.read_text() if log_file.exists() else None)
-        metrics.update(steady)
+        # The raw per-interval series only: steady state is computed from it at report time.
+        series = parse_iops_log(log_file.read_text()) if log_file.exists() else []
         if series:
             meta["iops_series"] = series
         return RunOutcome(ok=True, metrics=metrics, job_text=job.text, raw_output=raw, console_tail=_tail(stderr),

@@ -12,8 +12,7 @@ from iomatrix import workloads as wl
 from iomatrix.backing.leftovers import forget
 from iomatrix.domain import NA, NULL_BACKING, Aio, Bus, CacheMode
 from iomatrix.fio.jobs import guest_job
-from iomatrix.fio.parse import FioOutputError, report_metrics
-from iomatrix.fio.steady import steady_metrics
+from iomatrix.fio.parse import FioOutputError, parse_iops_log, report_metrics
 from iomatrix.guest.accel import AccelChoice, choose_accel
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
 from iomatrix.guest.images import remove_image
@@ -127,8 +126,7 @@ class GuestTier(Tier):
         except FioOutputError as err:
             return RunOutcome(ok=False, phases=out.phases, job_text=job_text, raw_output=raw,
                               console_tail=out.console_tail, error=f"guest fio: {err}", meta=meta)
-        steady, series = steady_metrics(out.iops_log)
-        metrics.update(steady)
+        series = parse_iops_log(out.iops_log) if out.iops_log else []
         if series:
             meta["iops_series"] = series
         if out.fs_result:
