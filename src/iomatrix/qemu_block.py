@@ -20,6 +20,7 @@ from pathlib import Path
 from iomatrix import domain
 from iomatrix.domain import CACHE, Aio, Bus, CacheMode
 from iomatrix.errors import UserError
+from iomatrix.fio.parse import ENOSPC_HINT
 
 # The null-co ceiling is a disk "format" of its own: no image, no backing.
 NULL_FORMAT = "null"
@@ -87,6 +88,31 @@ def blockdev_spec(disk: DiskSpec, node: str = "d0") -> str:
     return (f"driver={disk.format},node-name={node},cache.direct={onoff(direct)},cache.no-flush={onoff(no_flush)},"
             f"file.driver={proto},file.filename={qemu_opt(disk.target)},file.aio={disk.aio},"
             f"file.cache.direct={onoff(direct)},file.cache.no-flush={onoff(no_flush)}")
+
+
+# Less room than this left on the host filesystem holding an image after a failed run: it ran full.
+FULL_BELOW_BYTES = 1 << 20
+
+
+def out_of_space(target: str | Path | None) -> str | None:
+    """Why a run on the image `target` failed, when the host filesystem holding it is full (else None).
+
+    A guest never sees ENOSPC itself: QEMU fails its request with a plain I/O error (the guest tier sets
+    werror=report, see `guest.qemu.device_args`; QEMU's default would pause the VM). Call this after a
+    failed run and before the image is removed (removing it frees the room again). A block device is never
+    "full"; root may fill a filesystem's reserved blocks too, so root is judged by them.
+    """
+    if target is None or is_block_device(Path(target)):
+        return None
+    try:
+        st = os.statvfs(Path(target).parent)
+    except OSError:
+        return None
+    free = (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize
+    if free >= FULL_BELOW_BYTES:
+        return None
+    return f"{ENOSPC_HINT} (the host filesystem holding {target} has {free} bytes free; QEMU failed the " \
+           "guest's writes to it)"
 
 
 def blockdev_args(disk: DiskSpec, node: str = "d0") -> list[str]:

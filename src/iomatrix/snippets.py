@@ -161,7 +161,9 @@ def qemu_argv(cfg: DiskConfig, path: str | None = None, node: str = "disk0") -> 
     if cfg.backing == BackingKind.BLOCK:
         # blockdev_args picks the protocol from the path it sees; a snippet's path need not exist here.
         blockdev = [a.replace("file.driver=file,", "file.driver=host_device,") for a in blockdev]
-    return [*blockdev, *device_args(spec, node=node, serial="disk0")]
+    # QEMU's default error policy (pause the VM on ENOSPC, e.g. a full thin pool) is kept for the user's
+    # VM: iomatrix reports errors only so that a measurement fails with a reason instead of hanging.
+    return [*blockdev, *device_args(spec, node=node, serial="disk0", report_errors=False)]
 
 
 def qemu_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:

@@ -91,8 +91,13 @@ class GuestOutcome:
 # --------------------------------------------------------------------------- command line
 
 
-def device_args(disk: DiskSpec, node: str = "d0", serial: str = DISK_SERIAL) -> list[str]:
-    """`-device` options attaching `node` on the disk's bus, with write-cache from the cache mode."""
+def device_args(disk: DiskSpec, node: str = "d0", serial: str = DISK_SERIAL, report_errors: bool = True) -> list[str]:
+    """`-device` options attaching `node` on the disk's bus, with write-cache from the cache mode.
+
+    `report_errors`: werror=report,rerror=report, so an I/O error (ENOSPC on the host) fails the guest's
+    request instead of pausing the VM (QEMU's default werror=enospc), which would leave the run to time out
+    with no reason given.
+    """
     bus = Bus(disk.bus)
     # Each bus but virtio-blk and nvme needs a controller the disk sits on.
     controller = {Bus.VIRTIO_SCSI: (["-device", "virtio-scsi-pci,id=scsi0"], ",bus=scsi0.0"),
@@ -100,7 +105,9 @@ def device_args(disk: DiskSpec, node: str = "d0", serial: str = DISK_SERIAL) -> 
                   Bus.SATA: (["-device", "ahci,id=ahci0"], ",bus=ahci0.0")}
     extra, on_bus = controller.get(bus, ([], ""))
     wc = _onoff(write_cache(disk.cache))
-    return [*extra, "-device", f"{BUS[bus].qemu_device},drive={node}{on_bus},serial={serial},write-cache={wc}"]
+    policy = ",werror=report,rerror=report" if report_errors and BUS[bus].error_policy else ""
+    return [*extra, "-device",
+            f"{BUS[bus].qemu_device},drive={node}{on_bus},serial={serial},write-cache={wc}{policy}"]
 
 
 def accel_args(accel: str) -> list[str]:

@@ -45,7 +45,7 @@ from iomatrix.backing.leftovers import forget, register_temp_path
 from iomatrix.domain import NA, NULL_BACKING, Aio, CacheMode
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import IOPS_LOG_FILE, NbdJob, nbd_job, nbd_uri
-from iomatrix.fio.parse import FioOutputError, extract_json, parse_iops_log, report_metrics
+from iomatrix.fio.parse import FioOutputError, extract_json, fatal_message, parse_iops_log, report_metrics
 from iomatrix.guest.images import remove_image
 from iomatrix.hostcmd import require, version_of
 from iomatrix.matrix import Cell
@@ -279,7 +279,7 @@ class BlockLayerTier(Tier):
         phases["fio_s"] = time.monotonic() - t0
         raw = out_file.read_text() if out_file.exists() else ""
         if proc.returncode != 0:
-            why = _tail(stderr, 3)
+            why = fatal_message(stderr) or _tail(stderr, 3)  # names ENOSPC (NBD passes it through) with a fix
             if daemon.poll() is not None:
                 why += f" (qemu-storage-daemon exited with status {daemon.returncode}: " \
                        f"{_tail((run_dir / DAEMON_LOG).read_text(errors='replace'), 1)})"

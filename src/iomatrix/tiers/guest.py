@@ -20,7 +20,7 @@ from iomatrix.guest.qemu import GuestJob, GuestOutcome, kill_all_guests, run_gue
 from iomatrix.guest.tarball import ensure_tarball
 from iomatrix.matrix import Cell
 from iomatrix.plan.model import Plan
-from iomatrix.qemu_block import NULL_FORMAT, DiskSpec
+from iomatrix.qemu_block import NULL_FORMAT, DiskSpec, out_of_space
 from iomatrix.tiers import register
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_image
 
@@ -103,10 +103,13 @@ class GuestTier(Tier):
                             on_start=req.on_process, wrapper=req.wrapper or None,
                             memory_mb=self.plan.guest_memory_mb)
         finally:
+            full = out_of_space(image)  # before the image is removed, which frees the room again
             if ours and image is not None:
                 remove_image(image)
                 forget(self.workdir, image)
         result = self._outcome(out, job)
+        if not result.ok and full:
+            result.error = f"{result.error} — {full}"
         if result.ok:
             shutil.rmtree(req.run_dir, ignore_errors=True)
         return result

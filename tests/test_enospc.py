@@ -1,0 +1,115 @@
+"""A disk image that fills its host filesystem fails the run naming ENOSPC, instead of pausing the guest.
+
+QEMU's default error policy (werror=enospc) stops the VM when a write to the image gets ENOSPC on the host;
+the guest then never finishes and the run used to time out with no reason. The guest tier attaches its disk
+with werror=report,rerror=report and names the full host filesystem; the block-layer tier gets ENOSPC from
+the NBD export and names it with the same hint.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from iomatrix.domain import BUS, Aio, Bus, CacheMode, Format, Preallocation
+from iomatrix.guest.qemu import device_args
+from iomatrix.qemu_block import DiskSpec, blockdev_args, out_of_space
+from iomatrix.snippets import DiskConfig, qemu_argv
+from tests.conftest import needs, root_only, run_cli
+
+
+def _qom_werror(args: list[str]) -> tuple[str, str]:
+    """Start QEMU paused with `args` (the disk device gets id=dut) and read the device's werror/rerror."""
+    cmds = [{"execute": "qmp_capabilities"},
+            *({"execute": "qom-get", "arguments": {"path": "/machine/peripheral/dut", "property": p}}
+              for p in ("werror", "rerror")),
+            {"execute": "quit"}]
+    argv = ["qemu-system-x86_64", "-S", "-nodefaults", "-no-user-config", "-display", "none", "-machine", "pc",
+            "-accel", "tcg", "-m", "64", "-qmp", "stdio", *args]
+    res = subprocess.run(argv, input="\n".join(json.dumps(c) for c in cmds) + "\n", capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, f"{res.stderr}\n{argv}"
+    values = [r["return"] for r in map(json.loads, res.stdout.splitlines()) if isinstance(r.get("return"), str)]
+    assert len(values) == 2, res.stdout
+    return values[0], values[1]
+
+
+@needs("qemu-system-x86_64")
+@pytest.mark.parametrize("bus", [b for b in Bus if BUS[b].error_policy])
+def test_the_guest_disk_reports_errors_instead_of_pausing(bus: Bus, tmp_path: Path) -> None:
+    image = tmp_path / "d.raw"
+    image.write_bytes(b"\0" * (1 << 20))
+    disk = DiskSpec(str(image), "raw", CacheMode.WRITEBACK, Aio.THREADS, bus)
+    dev = device_args(disk)
+    dev[-1] += ",id=dut"
+    assert _qom_werror(blockdev_args(disk) + dev) == ("report", "report")
+
+
+@needs("qemu-system-x86_64")
+def test_nvme_has_no_error_policy_and_gets_none() -> None:
+    # QEMU 7.2's nvme device completes failed requests with an error status itself (no werror property).
+    out = subprocess.run(["qemu-system-x86_64", "-device", "nvme,help"], capture_output=True, text=True, timeout=60)
+    assert "werror" not in out.stdout
+    assert "werror" not in device_args(DiskSpec("/x.raw", "raw", bus=Bus.NVME))[-1]
+
+
+def test_snippets_keep_qemus_default_error_policy() -> None:
+    # A user's VM should pause on a full thin pool (QEMU's default), not fail the guest's writes.
+    argv = qemu_argv(DiskConfig(Format.RAW, Preallocation.OFF, CacheMode.NONE, Aio.THREADS, Bus.VIRTIO_BLK))
+    assert not any("werror" in a for a in argv)
+
+
+def test_out_of_space_only_for_a_full_filesystem(tmp_path: Path) -> None:
+    assert out_of_space(tmp_path / "roomy.raw") is None
+    assert out_of_space(None) is None
+
+
+@root_only
+def test_out_of_space_names_a_full_tmpfs(tmp_path: Path) -> None:
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "iomatrix-test-full", str(mnt)], check=True)
+    try:
+        with open(mnt / "fill", "wb") as f, pytest.raises(OSError):
+            f.write(b"\1" * (2 << 20))
+        why = out_of_space(mnt / "disk.qcow2")
+        assert why is not None and "ENOSPC" in why and "0 bytes free" in why
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+PLAN = """
+tier = ["{tier}"]
+format = ["raw"]
+cache = ["writeback"]
+workloads = ["seq-write-1m"]
+size = "96M"
+runtime = 3
+run_timeout = 120
+null_ceiling = false
+[repetitions]
+min = 1
+max = 1
+[[backing]]
+type = "tmpfs"
+size = "48M"
+"""
+
+
+@pytest.mark.slow
+@root_only
+@pytest.mark.parametrize("tier", ["guest", "blocklayer"])
+def test_an_image_filling_its_backing_fails_the_run_naming_enospc(tier: str, tmp_path: Path) -> None:
+    # 96 MiB written to an image on a 48 MiB tmpfs: the host filesystem fills in the middle of the run.
+    (tmp_path / "p.toml").write_text(PLAN.format(tier=tier))
+    proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--workdir", "w", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # the unit gave up
+    assert "Traceback" not in proc.stdout + proc.stderr
+    con = sqlite3.connect(tmp_path / "r.sqlite")
+    errors = [r[0] for r in con.execute("SELECT error FROM runs")]
+    con.close()
+    assert errors and all(e and "ENOSPC" in e and "did not finish" not in e for e in errors), errors
