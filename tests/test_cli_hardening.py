@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -137,3 +138,54 @@ def test_all_failed_sweep_exits_3_and_says_how_many(tmp_path: Path) -> None:
     assert proc.returncode == 3, proc.stderr
     assert "every run failed (3 runs)" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
+
+
+@root_only
+def test_database_made_immutable_mid_sweep_stops_with_one_line_and_keeps_every_run(tmp_path: Path) -> None:
+    # SQLite writes its WAL index through a shared mapping: an immutable -shm used to end in SIGBUS.
+    plan = tmp_path / "p.toml"
+    plan.write_text('tier = ["baremetal"]\ncache = ["none"]\nworkloads = ["rand-read-4k"]\nsize = "16M"\n'
+                    'runtime = 1\n[repetitions]\nmin = 8\nmax = 8\n')
+    db = tmp_path / "r.sqlite"
+    files = [str(db), f"{db}-wal", f"{db}-shm"]
+    sweep = subprocess.Popen([*iomatrix_argv(), "run", str(plan), "--db", str(db), "--workdir", str(tmp_path / "w")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(_ok_run_ids(db)) < 2:
+            assert sweep.poll() is None, sweep.stderr.read() if sweep.stderr else ""
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        if subprocess.run(["chattr", "+i", *files], capture_output=True).returncode != 0:
+            sweep.kill()
+            pytest.skip("filesystem does not support chattr +i")
+        subprocess.run(["sync"], check=True)  # write the -shm pages back, so the next write to them faults
+        kept = _ok_run_ids(db)
+        _, err = sweep.communicate(timeout=300)
+        proc = subprocess.CompletedProcess(sweep.args, sweep.returncode, "", err)
+        one_line_error(proc, "became unwritable during the sweep", "runs recorded so far are kept", "chattr -i")
+        # Still readable while immutable, with every run committed before the change.
+        assert set(kept) <= set(_ok_run_ids(db)), kept
+        results = run_cli("results", "--db", str(db))
+        assert results.returncode == 0 and "read.iops" in results.stdout, results.stderr
+    finally:
+        subprocess.run(["chattr", "-i", *files], capture_output=True)
+        if sweep.poll() is None:
+            sweep.kill()
+    resumed = run_cli("run", str(plan), "--db", str(db), "--workdir", str(tmp_path / "w"))
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming: {len(kept)} completed runs kept" in resumed.stdout
+    assert len(_ok_run_ids(db)) == 8
+
+
+def _ok_run_ids(db: Path) -> list[int]:
+    if not db.exists():
+        return []
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        try:
+            return [r[0] for r in con.execute("SELECT id FROM runs WHERE status='ok' ORDER BY id")]
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return []

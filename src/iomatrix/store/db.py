@@ -8,6 +8,7 @@ resumes where it stopped. Reports read only from here.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import sqlite3
@@ -23,6 +24,9 @@ from urllib.parse import quote
 from iomatrix.errors import UserError
 from iomatrix.store.queries import StoreQueries
 from iomatrix.store.schema import MIGRATIONS, SCHEMA_1, SCHEMA_VERSION, NotOurs, TooNew, check_file, inspect
+
+# Connections to a database that became unwritable mid-sweep: kept open until the process ends.
+_ABANDONED: list[sqlite3.Connection] = []
 
 _NOT_OURS_HINT = "point --db at an iomatrix results database, or at a path where no file exists yet"
 
@@ -77,30 +81,62 @@ class Store(StoreQueries):
         return cls(path, read_only=True)
 
     def close(self) -> None:
-        self.db.close()
+        if not getattr(self, "abandoned", False):
+            self.db.close()
+
+    def _files(self) -> list[Path]:
+        return [self.path, *(self.path.with_name(self.path.name + s) for s in ("-wal", "-shm"))]
+
+    def _abandon_if_unwritable(self) -> None:
+        """Stop writing, with one line, when the file became unwritable during a sweep (chattr +i, a
+        read-only remount).
+
+        SQLite writes its WAL index (-shm) through a shared memory mapping: a write to that mapping once the
+        file is immutable kills the process with SIGBUS, not an error. So every write transaction first asks
+        the kernel whether the files are still writable (access(2) says no for an immutable file even to
+        root), and a connection found unwritable is never closed: closing checkpoints through the mapping.
+        Every run committed before is in the -wal or the main file, and the next writer recovers the WAL.
+        """
+        bad = [p for p in self._files() if p.exists() and not os.access(p, os.W_OK)]
+        if not bad:
+            return
+        self.abandoned = True
+        _ABANDONED.append(self.db)
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(self.db))  # never freed: freeing closes it (see above)
+        raise UserError(f"results database {self.path} became unwritable during the sweep "
+                        f"({', '.join(p.name for p in bad)}: read-only, immutable or on a read-only filesystem); "
+                        "the runs recorded so far are kept",
+                        hint="make it writable again (e.g. chattr -i) and run the same command: the sweep resumes")
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
         """One write transaction; a database that cannot be written is a UserError, not a traceback."""
         if self.read_only:
             raise RuntimeError(f"{self.path} was opened read-only")  # a bug in the caller
+        if getattr(self, "abandoned", False):
+            raise UserError(f"results database {self.path} is no longer written by this sweep")
+        self._abandon_if_unwritable()
         try:
             self.db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as err:
-            raise _write_error(self.path, err) from None
+            raise self._failed(err) from None
         try:
             yield self.db
         except sqlite3.OperationalError as err:
-            _rollback(self.db)
-            raise _write_error(self.path, err) from None
+            raise self._failed(err) from None
         except BaseException:
             _rollback(self.db)
             raise
         try:
             self.db.execute("COMMIT")
         except sqlite3.OperationalError as err:
-            _rollback(self.db)
-            raise _write_error(self.path, err) from None
+            raise self._failed(err) from None
+
+    def _failed(self, err: sqlite3.Error) -> UserError:
+        # Unwritable files first: then the transaction is left open, as ending it would write the -shm.
+        self._abandon_if_unwritable()
+        _rollback(self.db)
+        return _write_error(self.path, err)
 
     # -- hosts and sweeps -------------------------------------------------
     def host_id(self, host: Mapping[str, Any]) -> int:
