@@ -6,6 +6,8 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -189,3 +191,39 @@ def _ok_run_ids(db: Path) -> list[int]:
             con.close()
     except sqlite3.Error:
         return []
+
+
+def _as_nobody(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`iomatrix ARGS` as the real unprivileged user nobody (setpriv), with this checkout's source."""
+    import sysconfig
+
+    import iomatrix
+
+    python = shutil.which(f"python{sys.version_info.major}.{sys.version_info.minor}", path="/usr/bin")
+    if python is None or shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv and a system Python of this version (the venv's lives under /root)")
+    src = str(Path(iomatrix.__file__).parents[1])
+    path = f"{src}:{sysconfig.get_paths()['purelib']}"
+    return subprocess.run(["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups", "env", "-i",
+                           f"PATH={os.environ['PATH']}", f"PYTHONPATH={path}", *(f"{k}={v}" for k, v in env.items()),
+                           python, "-c", "from iomatrix.cli import main; main()", *args],
+                          capture_output=True, text=True, timeout=300, cwd="/")
+
+
+@root_only
+def test_guest_info_as_a_non_root_user(tmp_path: Path) -> None:
+    # No home at all: nothing cached, and info still says what a build would use.
+    proc = _as_nobody("guest", "info", env={"HOME": "/nonexistent"})
+    assert proc.returncode == 0, proc.stderr
+    assert "cache_dir: /nonexistent/.cache/iomatrix/guest" in proc.stdout and "would_use" in proc.stdout
+    # Someone else's cache (root's, mode 0700): one line naming it and the fix.
+    top = Path(tempfile.mkdtemp(prefix="iomx-nonroot-"))
+    try:
+        top.chmod(0o755)
+        cache = top / "cache"
+        (cache / "guest" / "builds").mkdir(parents=True)
+        cache.chmod(0o700)
+        proc = _as_nobody("guest", "info", env={"HOME": "/nonexistent", "IOMATRIX_CACHE": str(cache)})
+        one_line_error(proc, "cannot be read by this user", "IOMATRIX_CACHE")
+    finally:
+        shutil.rmtree(top, ignore_errors=True)

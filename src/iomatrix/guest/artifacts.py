@@ -211,9 +211,23 @@ def ensure_artifacts(cache_dir: Path | None = None, kernel: Path | None = None, 
     return art
 
 
+def _check_readable(cache_dir: Path) -> None:
+    """A cache this user may not look into (e.g. root's, through a shared HOME) is a clear error; an absent
+    one is simply empty."""
+    for d in (cache_dir, *(cache_dir / sub for sub in ("builds", "kernels"))):
+        try:
+            if d.is_dir():
+                os.listdir(d)
+        except PermissionError:
+            raise UserError(f"guest cache {cache_dir} cannot be read by this user ({d}: permission denied)",
+                            hint="run as the user who built it (e.g. root), or set IOMATRIX_CACHE to a directory "
+                                 "you own") from None
+
+
 def artifact_info(cache_dir: Path | None = None) -> dict:
     """What is cached, what `ensure_artifacts()` would use, and why (no download, no build)."""
     cache_dir = (cache_dir or default_cache_dir()).expanduser()
+    _check_readable(cache_dir)
     info: dict = {"cache_dir": str(cache_dir)}
     builds = []
     for b in sorted((cache_dir / "builds").glob("*")) if (cache_dir / "builds").is_dir() else []:

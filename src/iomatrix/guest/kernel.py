@@ -9,6 +9,7 @@ vmlinux from a bzImage for a PVH boot.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -246,8 +247,10 @@ def resolve_cloud_package_cached(cache_dir: Path, max_age: float = 86400.0) -> t
     except (OSError, ValueError, KeyError):
         pass
     pkg, version = _resolve_cloud_package()
-    memo.parent.mkdir(parents=True, exist_ok=True)
-    memo.write_text(json.dumps({"package": pkg, "version": version, "when": time.time()}) + "\n")
+    # Only a memo: a cache this user cannot write (another user's, or no home) just means asking apt again.
+    with contextlib.suppress(OSError):
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        memo.write_text(json.dumps({"package": pkg, "version": version, "when": time.time()}) + "\n")
     return pkg, version
 
 
