@@ -7,6 +7,8 @@ import csv
 import io
 import json
 
+import pytest
+
 from iomatrix.report.exports import regressions
 from iomatrix.report.render import DataTable, ci_text, ratio_text, render_tables, to_terminal
 from iomatrix.stats import compare_sweeps
@@ -66,3 +68,15 @@ def test_fail_above_flags_only_significant_changes_for_the_worse() -> None:
     assert all(c.significant for c in changes)
     assert [c.key for c in regressions(changes, 10)] == ["cache=none · rand-read-4k · read.iops"]
     assert regressions(changes, 25) == []
+
+
+def test_block_size_chart_uses_a_log2_axis() -> None:
+    from iomatrix.report.charts import SizeSeries, blocksize_chart, blocksize_positions
+
+    where, group = blocksize_positions(["512", "4k", "64k", "1m"])
+    assert where == {"512": 9.0, "4k": 12.0, "64k": 16.0, "1m": 20.0}  # log2(bytes): each doubling one step
+    assert group == pytest.approx(0.8 * 3)  # 512 → 4k is the closest pair (3 doublings)
+    assert blocksize_positions(["4k"]) == ({"4k": 12.0}, 0.8)
+    svg = blocksize_chart([SizeSeries("a", {"4k": (100.0, 90.0, 110.0), "1m": (900.0, 850.0, 950.0)})],
+                          ["4k", "1m"], "MB/s")
+    assert "log₂" in svg and svg.startswith("<svg")

@@ -6,16 +6,20 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from iomatrix import domain
-from iomatrix.domain import Aio, BackingKind, Bus, CacheMode, Format, Preallocation
+from iomatrix.domain import Aio, BackingKind, Bus, CacheMode, Format, Modifier, Preallocation
 from iomatrix.errors import UserError
 from iomatrix.snippets import (
+    EATMYDATA_WRAPPER,
+    QEMU_BINARY,
     DiskConfig,
+    eatmydata_wrapper_snippet,
     libvirt_disk_xml,
     minimal_domain_xml,
     proxmox_drive_value,
@@ -155,14 +159,16 @@ def test_qemu_accepts_the_block_device_snippet(tmp_path: Path) -> None:
 # The documented format of a Proxmox VE disk property (pve-docs, qm.conf(5) / "VM Configuration Options",
 # e.g. https://pve.proxmox.com/pve-docs/qm.conf.5.html):
 #   ide[n]|sata[n]|scsi[n]|virtio[n]: [file=]<volume> [,aio=<native|threads|io_uring>]
-#       [,cache=<directsync | none | unsafe | writeback | writethrough>] [,discard=<ignore|on>]
-#       [,format=<cloop | qcow | qcow2 | qed | raw | vmdk>] ...
+#       [,cache=<directsync | none | unsafe | writeback | writethrough>] [,detect_zeroes=<boolean>]
+#       [,discard=<ignore|on>] [,format=<cloop | qcow | qcow2 | qed | raw | vmdk>] ...
 #   "Use volume as IDE hard disk or CD-ROM (n is 0 to 3)"; SATA n is 0 to 5, SCSI 0 to 30, VirtIO 0 to 15.
 #   qm(1): "Use the special syntax STORAGE_ID:SIZE_IN_GiB to allocate a new volume."
 PVE_ENUMS = {
     "aio": {"native", "threads", "io_uring"},
     "cache": {"directsync", "none", "unsafe", "writeback", "writethrough"},
     "format": {"cloop", "qcow", "qcow2", "qed", "raw", "vmdk"},
+    "discard": {"ignore", "on"},
+    "detect_zeroes": {"0", "1", "on", "off", "yes", "no", "true", "false"},  # a PVE <boolean>
 }
 PVE_KEY = re.compile(r"^(ide|sata|scsi|virtio)(\d+)$")
 PVE_MAX = {"ide": 3, "sata": 5, "scsi": 30, "virtio": 15}
@@ -199,6 +205,8 @@ def test_every_proxmox_snippet_matches_the_documented_format() -> None:
             assert m, s.text
             parsed = parse_pve_disk(m.group(1), m.group(2))
             assert parsed["cache"] == cfg.cache and parsed["aio"] == cfg.aio
+            # What was measured: QEMU's discard=ignore, detect-zeroes=off (Proxmox's own default is on).
+            assert parsed["discard"] == "ignore" and parsed["detect_zeroes"] == "0"
             assert parsed.get("format", cfg.format) == cfg.format
             seen_buses.add(m.group(1))
     assert seen_buses == {"ide0", "sata0", "scsi0", "virtio0"}
@@ -237,3 +245,61 @@ def test_axes_a_sweep_did_not_vary_are_assumed_and_named() -> None:
                                 "bus": "-"})
     assert cfg.format == Format.RAW and cfg.bus == Bus.VIRTIO_BLK
     assert cfg.assumed == ("format", "preallocation", "bus")
+
+
+# --------------------------------------------------------------------------- eatmydata, discard, detect-zeroes
+
+EATMYDATA_CASES = [DiskConfig(Format.RAW, Preallocation.OFF, c, Aio.THREADS, Bus.VIRTIO_BLK,
+                              modifier=Modifier.EATMYDATA) for c in CacheMode if c != CacheMode.UNSAFE]
+
+
+@needs("virt-xml-validate")
+def test_eatmydata_says_it_needs_a_wrapper_and_the_xml_still_validates(tmp_path: Path) -> None:
+    for cfg in EATMYDATA_CASES:
+        s = snippets_for(cfg)
+        lib = s.by_tool("libvirt")
+        assert lib.text and f"<emulator>{EATMYDATA_WRAPPER}</emulator>" in lib.text
+        assert "libvirt cannot preload a library into QEMU" in lib.note and "wrapper" in lib.note
+        wrapper = s.by_tool("qemu-wrapper")
+        assert wrapper.text and f"exec eatmydata {QEMU_BINARY}" in wrapper.text
+        assert "eatmydata qemu-system-x86_64" in s.by_tool("qemu").note
+        assert "eatmydata cannot be expressed" in s.by_tool("proxmox").note
+        assert "eatmydata cannot be expressed" in s.by_tool("nova").note
+        assert f"--xml ./devices/emulator={EATMYDATA_WRAPPER}" in (s.by_tool("virt-install").text or "")
+        res = _validate(minimal_domain_xml(lib.text), tmp_path)  # one <emulator> per domain
+        assert res.returncode == 0, res.stderr
+    plain = snippets_for(DiskConfig(Format.RAW, Preallocation.OFF, CacheMode.NONE, Aio.THREADS, Bus.VIRTIO_BLK))
+    assert "<emulator>" not in (plain.by_tool("libvirt").text or "")
+    assert not any(x.tool == "qemu-wrapper" for x in plain.snippets)
+
+
+def test_eatmydata_with_unsafe_is_refused_and_read_from_a_cells_axes() -> None:
+    with pytest.raises(UserError, match="eatmydata would change nothing"):
+        DiskConfig(Format.RAW, Preallocation.OFF, CacheMode.UNSAFE, Aio.THREADS, Bus.VIRTIO_BLK,
+                   modifier=Modifier.EATMYDATA)
+    axes = {"format": "raw", "preallocation": "off", "cache": "writeback", "aio": "threads", "bus": "virtio-blk"}
+    assert DiskConfig.from_axes({**axes, "modifier": "eatmydata"}).modifier == Modifier.EATMYDATA
+    assert DiskConfig.from_axes({**axes, "modifier": "-"}).modifier == Modifier.NONE
+    assert DiskConfig.from_axes(axes).label().endswith("bus=virtio-blk")
+
+
+@needs("eatmydata")
+@needs("qemu-system-x86_64")
+def test_the_eatmydata_wrapper_script_runs_qemu(tmp_path: Path) -> None:
+    wrapper = tmp_path / "qemu-eatmydata"
+    text = eatmydata_wrapper_snippet().text or ""
+    script = text.replace(EATMYDATA_WRAPPER, str(wrapper)).replace(QEMU_BINARY, shutil.which("qemu-system-x86_64")
+                                                                   or QEMU_BINARY)
+    subprocess.run(["sh", "-c", script], check=True, timeout=30)
+    out = subprocess.run([str(wrapper), "-version"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "QEMU emulator version" in out.stdout, out.stderr
+
+
+def test_discard_and_detect_zeroes_are_spelled_as_measured() -> None:
+    cfg = DiskConfig(Format.QCOW2, Preallocation.OFF, CacheMode.NONE, Aio.NATIVE, Bus.VIRTIO_BLK)
+    s = snippets_for(cfg)
+    assert 'discard="ignore"' in (s.by_tool("libvirt").text or "")
+    assert 'detect_zeroes="off"' in (s.by_tool("libvirt").text or "")
+    assert "discard=ignore,detect_zeroes=off" in (s.by_tool("virt-install").text or "")
+    # QEMU's own defaults are what was measured: the graph does not repeat them, the note names them.
+    assert "discard=unmap" in s.by_tool("qemu").note and "not measured" in s.by_tool("qemu").note

@@ -238,12 +238,19 @@ def choices(enum: type[StrEnum]) -> str:
 #     <target bus=ide|fdc|scsi|virtio|xen|usb|sata|sd> (domaincommon.rng of libvirt 9.0: no nvme)
 #   virt-install(1) --disk: format=, bus=, cache=, io=, discard=, detect_zeroes=, sparse=yes|no
 #   pve-docs qm.conf(5): ide[n]/sata[n]/scsi[n]/virtio[n]: [file=]<volume> [,aio=<io_uring|native|threads>]
-#     [,cache=<directsync|none|unsafe|writeback|writethrough>] [,discard=<ignore|on>]
+#     [,cache=<directsync|none|unsafe|writeback|writethrough>] [,detect_zeroes=<boolean>] [,discard=<ignore|on>]
 #     [,format=<cloop|qcow|qcow2|qed|raw|vmdk>]; qm(1) "STORAGE_ID:SIZE_IN_GiB" allocates a new volume
 #   Nova configuration reference [libvirt]: disk_cachemodes = list of "<source>=<mode>" with source
 #     file|block|network and mode default|none|writethrough|writeback|directsync|unsafe;
 #     images_type = raw|flat|qcow2|lvm|rbd|ploop|default; preallocate_images = none|space;
 #     image property hw_disk_bus = virtio|scsi|ide|sata|... (hw_scsi_model=virtio-scsi for scsi).
+
+# discard and detect-zeroes are not axes: every tier measures QEMU's defaults (-blockdev discard=ignore,
+# detect-zeroes=off), spelled here per tool so that a snippet reproduces the measurement even where the tool's
+# own default differs (Proxmox's qemu-server turns detect-zeroes on unless a disk says detect_zeroes=0).
+MEASURED_DISCARD: dict[str, str] = {"qemu": "ignore", "libvirt": "ignore", "virt-install": "ignore",
+                                    "proxmox": "ignore"}
+MEASURED_DETECT_ZEROES: dict[str, str] = {"qemu": "off", "libvirt": "off", "virt-install": "off", "proxmox": "0"}
 
 # Cache-mode names are identical in QEMU, libvirt, virt-install, Proxmox and Nova; aio names are identical
 # in QEMU (aio=), libvirt (io=), virt-install (io=) and Proxmox (aio=). The tables make that explicit so a

@@ -22,6 +22,8 @@ from iomatrix.domain import (
     LIBVIRT_CACHE,
     LIBVIRT_DEV,
     LIBVIRT_IO,
+    MEASURED_DETECT_ZEROES,
+    MEASURED_DISCARD,
     NA,
     NOVA_CACHE,
     NOVA_DISK_BUS,
@@ -34,6 +36,7 @@ from iomatrix.domain import (
     Bus,
     CacheMode,
     Format,
+    Modifier,
     Preallocation,
 )
 from iomatrix.errors import UserError
@@ -42,6 +45,16 @@ from iomatrix.errors import UserError
 ASSUMED_DEFAULTS: dict[str, str] = {"format": Format.RAW, "preallocation": Preallocation.OFF,
                                     "aio": Aio.THREADS, "bus": Bus.VIRTIO_BLK}
 DEFAULT_SIZE_GIB = 32
+
+# eatmydata is an LD_PRELOAD library around the whole QEMU process: no tool has a per-disk setting for it,
+# so the snippets run QEMU through this wrapper script (libvirt: <emulator>).
+EATMYDATA_WRAPPER = "/usr/local/bin/qemu-system-x86_64-eatmydata"
+QEMU_BINARY = "/usr/bin/qemu-system-x86_64"
+EATMYDATA_NOTE = ("eatmydata applies to the whole VM (every disk): libvirt cannot preload a library into QEMU, "
+                  f"so <emulator> runs QEMU through the wrapper script {EATMYDATA_WRAPPER} (see the wrapper "
+                  "snippet)")
+DISCARD_NOTE = ("discard and detect-zeroes as measured (QEMU's defaults: discard ignored, zero detection off); "
+                "on thin storage discard=unmap lets the guest's TRIM free space: an option, not measured here")
 
 
 @dataclass(frozen=True)
@@ -55,9 +68,10 @@ class DiskConfig:
     bus: Bus
     backing: BackingKind = BackingKind.FILE
     assumed: tuple[str, ...] = ()  # axes the source did not give; filled from ASSUMED_DEFAULTS
+    modifier: Modifier = Modifier.NONE  # a host wrapper around QEMU (eatmydata)
 
     def __post_init__(self) -> None:
-        for reason in (domain.aio_rule(self.cache, self.aio),
+        for reason in (domain.aio_rule(self.cache, self.aio), domain.modifier_rule(self.modifier, self.cache),
                        domain.preallocation_rule(self.format, self.preallocation,
                                                  on_block_device=self.backing == BackingKind.BLOCK)):
             if reason:
@@ -77,12 +91,14 @@ class DiskConfig:
                 assumed.append(axis)
             vals[axis] = v
         kind = BackingKind.BLOCK if backing_type in domain.BLOCK_BACKINGS else BackingKind.FILE
+        modifier = axes.get("modifier", NA)
         return cls(Format(vals["format"]), Preallocation(vals["preallocation"]), CacheMode(vals["cache"]),
-                   Aio(vals["aio"]), Bus(vals["bus"]), kind, tuple(assumed))
+                   Aio(vals["aio"]), Bus(vals["bus"]), kind, tuple(assumed),
+                   Modifier.NONE if modifier in (NA, None, "") else Modifier(modifier))
 
     def label(self) -> str:
         return (f"format={self.format} preallocation={self.preallocation} cache={self.cache} aio={self.aio} "
-                f"bus={self.bus}")
+                f"bus={self.bus}" + (f" modifier={self.modifier}" if self.modifier != Modifier.NONE else ""))
 
     def default_path(self) -> str:
         if self.backing == BackingKind.BLOCK:
@@ -123,7 +139,8 @@ def libvirt_disk_element(cfg: DiskConfig, path: str | None = None) -> ET.Element
     path = path or cfg.default_path()
     disk = ET.Element("disk", type="block" if cfg.backing == BackingKind.BLOCK else "file", device="disk")
     ET.SubElement(disk, "driver", name="qemu", type=cfg.format.value, cache=LIBVIRT_CACHE[cfg.cache],
-                  io=LIBVIRT_IO[cfg.aio])
+                  io=LIBVIRT_IO[cfg.aio], discard=MEASURED_DISCARD["libvirt"],
+                  detect_zeroes=MEASURED_DETECT_ZEROES["libvirt"])
     ET.SubElement(disk, "source", **({"dev": path} if cfg.backing == BackingKind.BLOCK else {"file": path}))
     ET.SubElement(disk, "target", dev=LIBVIRT_DEV[cfg.bus], bus=BUS[cfg.bus].libvirt)
     return disk
@@ -140,11 +157,14 @@ def libvirt_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
     if cfg.bus in LIBVIRT_BUS_UNAVAILABLE:
         return Snippet("libvirt", title, None, f"not available: {LIBVIRT_BUS_UNAVAILABLE[cfg.bus]}", "xml")
     xml = libvirt_disk_xml(cfg, path)
-    note = ""
+    notes = [DISCARD_NOTE]
     if cfg.bus == Bus.VIRTIO_SCSI:
         xml = "<controller type='scsi' model='virtio-scsi'/>\n" + xml
-        note = "bus scsi needs the virtio-scsi controller shown (libvirt adds an LSI one otherwise)"
-    return Snippet("libvirt", title, xml, note, "xml")
+        notes.append("bus scsi needs the virtio-scsi controller shown (libvirt adds an LSI one otherwise)")
+    if cfg.modifier == Modifier.EATMYDATA:
+        xml = f"<emulator>{EATMYDATA_WRAPPER}</emulator>\n" + xml
+        notes.append(EATMYDATA_NOTE)
+    return Snippet("libvirt", title, xml, "; ".join(notes), "xml")
 
 
 # --------------------------------------------------------------------------- QEMU
@@ -169,8 +189,22 @@ def qemu_argv(cfg: DiskConfig, path: str | None = None, node: str = "disk0") -> 
 def qemu_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
     argv = qemu_argv(cfg, path)
     pairs = [f"{argv[i]} {shlex.quote(argv[i + 1])}" for i in range(0, len(argv), 2)]
+    note = "append to your qemu-system-x86_64 command line"
+    if cfg.modifier == Modifier.EATMYDATA:
+        note += " and start QEMU as 'eatmydata qemu-system-x86_64 …' (an LD_PRELOAD wrapper of the whole process)"
     return Snippet("qemu", "QEMU command line (-blockdev/-device, the graph iomatrix measured)",
-                   " \\\n".join(pairs), "append to your qemu-system-x86_64 command line")
+                   " \\\n".join(pairs), f"{note}; {DISCARD_NOTE}")
+
+
+def eatmydata_wrapper_snippet() -> Snippet:
+    """The script libvirt's <emulator> (or any tool that takes an emulator path) runs instead of QEMU."""
+    script = (f"cat > {EATMYDATA_WRAPPER} <<'EOF'\n#!/bin/sh\n"
+              "# QEMU under eatmydata: its fsync/fdatasync return at once, so nothing is durable until the host\n"
+              "# writes it back on its own (power loss or a host crash loses acknowledged guest writes)\n"
+              f'exec eatmydata {QEMU_BINARY} "$@"\nEOF\nchmod 755 {EATMYDATA_WRAPPER}')
+    return Snippet("qemu-wrapper", "QEMU wrapper for eatmydata (what libvirt's <emulator> points at)", script,
+                   "needs the eatmydata package; under AppArmor or SELinux the VM's confinement must allow libvirt "
+                   "to execute the wrapper")
 
 
 # --------------------------------------------------------------------------- Proxmox
@@ -181,7 +215,8 @@ def proxmox_drive_value(cfg: DiskConfig, storage: str = "STORAGE", size_gib: int
     opts = [f"{storage}:{size_gib}"]
     if cfg.backing == BackingKind.FILE:  # a block storage (LVM, ZFS) has no image format to choose
         opts.append(f"format={PROXMOX_FORMAT[cfg.format]}")
-    opts += [f"cache={PROXMOX_CACHE[cfg.cache]}", f"aio={PROXMOX_AIO[cfg.aio]}"]
+    opts += [f"cache={PROXMOX_CACHE[cfg.cache]}", f"aio={PROXMOX_AIO[cfg.aio]}",
+             f"discard={MEASURED_DISCARD['proxmox']}", f"detect_zeroes={MEASURED_DETECT_ZEROES['proxmox']}"]
     return ",".join(opts)
 
 
@@ -197,7 +232,12 @@ def proxmox_snippet(cfg: DiskConfig, vmid: str = "VMID", storage: str = "STORAGE
     if cfg.bus == Bus.VIRTIO_SCSI:
         cmd += " --scsihw virtio-scsi-pci"  # the controller measured; Proxmox's default may be LSI
     cmd += f" --{prefix}0 {proxmox_drive_value(cfg, storage, size_gib)}"
-    note = "STORAGE:SIZE allocates a new volume of SIZE GiB; use an existing volume id to reconfigure a disk"
+    note = ("STORAGE:SIZE allocates a new volume of SIZE GiB; use an existing volume id to reconfigure a disk; "
+            "detect_zeroes=0 because Proxmox turns QEMU's zero detection on by default and iomatrix measured it "
+            "off; discard=on (guest TRIM frees thin storage) is an option, not measured here")
+    if cfg.modifier == Modifier.EATMYDATA:
+        note += ("; eatmydata cannot be expressed: Proxmox starts QEMU itself and has no per-VM wrapper "
+                 "(only a host-wide replacement of /usr/bin/kvm would do, for every VM)")
     if cfg.preallocation != Preallocation.OFF and cfg.backing == BackingKind.FILE:
         cmd += f"\npvesm set {storage} --preallocation {cfg.preallocation}"
         note += "; preallocation is a property of a directory/NFS storage, not of one disk"
@@ -212,11 +252,16 @@ def virt_install_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
     if cfg.bus in LIBVIRT_BUS_UNAVAILABLE:
         return Snippet("virt-install", title, None, f"not available: {LIBVIRT_BUS_UNAVAILABLE[cfg.bus]}")
     keys = [f"path={path or cfg.default_path()}", f"format={cfg.format}", f"bus={BUS[cfg.bus].libvirt}",
-            f"cache={LIBVIRT_CACHE[cfg.cache]}", f"io={LIBVIRT_IO[cfg.aio]}"]
+            f"cache={LIBVIRT_CACHE[cfg.cache]}", f"io={LIBVIRT_IO[cfg.aio]}",
+            f"discard={MEASURED_DISCARD['virt-install']}", f"detect_zeroes={MEASURED_DETECT_ZEROES['virt-install']}"]
     text = "--disk " + shlex.quote(",".join(keys))
     if cfg.bus == Bus.VIRTIO_SCSI:
         text = "--controller type=scsi,model=virtio-scsi " + text
-    return Snippet("virt-install", title, text, "uses an existing image: create it first with the qemu-img line")
+    note = "uses an existing image: create it first with the qemu-img line"
+    if cfg.modifier == Modifier.EATMYDATA:
+        text += f" --xml ./devices/emulator={EATMYDATA_WRAPPER}"  # virt-install's XPath edit of the domain XML
+        note += f"; {EATMYDATA_NOTE}"
+    return Snippet("virt-install", title, text, note)
 
 
 def nova_snippet(cfg: DiskConfig) -> Snippet:
@@ -231,8 +276,10 @@ def nova_snippet(cfg: DiskConfig) -> Snippet:
         lines.append(f"preallocate_images = {'none' if cfg.preallocation == Preallocation.OFF else 'space'}")
     lines.append(f"# image property: openstack image set --property hw_disk_bus={NOVA_DISK_BUS[cfg.bus]}"
                  + (" --property hw_scsi_model=virtio-scsi" if cfg.bus == Bus.VIRTIO_SCSI else "") + " IMAGE")
-    return Snippet("nova", title, "\n".join(lines),
-                   "Nova has no option for aio (libvirt io=); it chooses it itself", "ini")
+    note = "Nova has no option for aio (libvirt io=); it chooses it itself"
+    if cfg.modifier == Modifier.EATMYDATA:
+        note += "; eatmydata cannot be expressed: Nova has no setting for the QEMU binary a guest runs"
+    return Snippet("nova", title, "\n".join(lines), note, "ini")
 
 
 def qemu_img_snippet(cfg: DiskConfig, path: str | None = None, size_gib: int = DEFAULT_SIZE_GIB) -> Snippet:
@@ -250,6 +297,7 @@ def qemu_img_snippet(cfg: DiskConfig, path: str | None = None, size_gib: int = D
 def snippets_for(cfg: DiskConfig, path: str | None = None) -> SnippetSet:
     return SnippetSet(cfg, [
         libvirt_snippet(cfg, path),
+        *([eatmydata_wrapper_snippet()] if cfg.modifier == Modifier.EATMYDATA else []),
         qemu_snippet(cfg, path),
         proxmox_snippet(cfg),
         virt_install_snippet(cfg, path),

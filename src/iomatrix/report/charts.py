@@ -8,6 +8,8 @@ Intervals of quantities that cannot be negative are drawn bounded at 0.
 from __future__ import annotations
 
 import io
+import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -15,6 +17,8 @@ import matplotlib
 
 matplotlib.use("svg")  # no display, no GUI toolkit
 import matplotlib.pyplot as plt
+
+from iomatrix.backing.spec import parse_size
 
 plt.rcParams.update({
     "svg.fonttype": "none",  # text as <text>, not paths: a fraction of the size
@@ -82,26 +86,39 @@ class SizeSeries:
     values: dict[str, tuple[float, float | None, float | None]]  # block size → (mean, low, high)
 
 
+def blocksize_positions(sizes: Sequence[str]) -> tuple[dict[str, float], float]:
+    """Where each block size's group sits on a log2 axis (x = log2(bytes): 4k → 12, 1m → 20), and the
+    width of a group: 0.8 of the closest spacing, so that neighbouring groups never overlap."""
+    xs = {s: math.log2(parse_size(s)) for s in sizes}
+    ordered = sorted(xs.values())
+    gap = min((b - a for a, b in itertools.pairwise(ordered)), default=1.0)
+    return xs, 0.8 * gap
+
+
 def blocksize_chart(series: Sequence[SizeSeries], sizes: Sequence[str], unit: str) -> str:
-    """Seed-000-style grouped bars: one group per block size, one bar per configuration (and references)."""
+    """Seed-000-style grouped bars: one group per block size, one bar per configuration (and references).
+
+    Block sizes sit on a log2 axis (each doubling is the same distance), so 512 B, 4 KiB, 64 KiB and 1 MiB
+    are spaced by how far apart they really are, not evenly as categories."""
     fig, ax = plt.subplots(figsize=(7.5, 3.2))
     k = max(len(series), 1)
-    width = 0.8 / k
+    where, group = blocksize_positions(sizes)
+    width = group / k
     for i, s in enumerate(series):
         xs, ms, lo, hi = [], [], [], []
-        for j, size in enumerate(sizes):
+        for size in sizes:
             if size in s.values:
                 m, low, high = s.values[size]
                 e = _err(m, low, high)
-                xs.append(j - 0.4 + width * (i + 0.5))
+                xs.append(where[size] - group / 2 + width * (i + 0.5))
                 ms.append(m)
                 lo.append(e[0])
                 hi.append(e[1])
         colour = REFERENCE.get(s.label, PALETTE[i % len(PALETTE)])
         ax.bar(xs, ms, width=width, color=colour, yerr=[lo, hi], capsize=2, label=s.label,
                error_kw={"elinewidth": 0.8})
-    ax.set_xticks(range(len(sizes)), [f"{s}" for s in sizes])
-    ax.set_xlabel("block size")
+    ax.set_xticks([where[s] for s in sizes], [f"{s}" for s in sizes])
+    ax.set_xlabel("block size (log₂ scale)")
     ax.set_ylabel(unit)
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=7, loc="upper left", ncols=1 if k < 5 else 2)
