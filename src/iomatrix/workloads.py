@@ -12,13 +12,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from iomatrix.errors import UserError
 from iomatrix.fio.allowlist import MAX_JOB_FILE_BYTES, validate_job_text
+from iomatrix.textfile import read_small_text
 
 WorkloadKind = Literal["fio", "fs-read", "fs-write", "custom", "durability"]
 
@@ -108,43 +108,6 @@ PRESETS: dict[str, Workload] = {
     ]
 }
 
-# Pseudo-filesystems: their "files" are kernel interfaces (reading /proc/self/mem faults), not job files.
-_PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
-
-
-def _read_job_file(spec: str, path: Path) -> str:
-    """The text of a job file, refusing anything that is not a small UTF-8 regular file."""
-    real = os.path.realpath(path)
-    if any(real == r or real.startswith(r + "/") for r in _PSEUDO_ROOTS):
-        raise UserError(f"custom workload '{spec}': {path} is a kernel interface, not an fio job file",
-                        hint="give the path of an fio job file you wrote")
-    try:
-        st = os.stat(real)
-        if not stat.S_ISREG(st.st_mode):
-            raise UserError(f"custom workload '{spec}': {path} is not a regular file",
-                            hint="give the path of an fio job file")
-        with open(real, "rb") as f:
-            data = f.read(MAX_JOB_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise UserError(f"custom workload '{spec}': no such fio job file {path}",
-                        hint="give a path to an fio job file, relative to the plan file") from None
-    except OSError as exc:
-        raise UserError(f"custom workload '{spec}': cannot read {path}: {exc.strerror}",
-                        hint="check the path and its permissions") from None
-    if b"\0" in data:
-        raise UserError(f"custom workload '{spec}': {path} is a binary file, not an fio job file",
-                        hint="give the path of an fio job file (text)")
-    if len(data) > MAX_JOB_FILE_BYTES:
-        raise UserError(f"custom workload '{spec}': {path} is larger than {MAX_JOB_FILE_BYTES // 1024} KiB",
-                        hint="an fio job file is a few lines of text; check the path")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise UserError(f"custom workload '{spec}': {path}:{line}: not UTF-8 text",
-                        hint="save the job file as UTF-8 text") from None
-
-
 def load_custom(spec: str, base_dir: Path | None = None) -> Workload:
     """Load a ``file:PATH`` workload: an fio job file holding workload-shape options only.
 
@@ -159,7 +122,10 @@ def load_custom(spec: str, base_dir: Path | None = None) -> Workload:
     path = Path(raw)
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
-    job = validate_job_text(_read_job_file(spec, path), str(path))
+    text = read_small_text(path, label=f"custom workload '{spec}': {path}", noun="fio job file",
+                           a_noun="an fio job file", limit=MAX_JOB_FILE_BYTES,
+                           hint="give the path of an fio job file you wrote (UTF-8 text)")
+    job = validate_job_text(text, str(path))
     rw = "randrw" if job.reads and job.writes else ("randread" if job.reads else "randwrite")
     return Workload(name=f"file:{os.path.normpath(raw)}", description=f"custom fio job file {path}",
                     kind="custom", rw=rw, custom_path=path, custom_text=job.text, primary_metric="total.iops")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import stat
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -22,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from iomatrix.backing import spec as backing_spec
 from iomatrix.errors import UserError
 from iomatrix.plan.model import NAME_MAX, Plan, Repetitions
+from iomatrix.textfile import read_small_text
 
 # Old built-in names, kept working but not listed: they were named after the people whose published
 # sweeps they reproduce, which says nothing about what they run.
@@ -29,7 +29,6 @@ PLAN_ALIASES = {"hallyn": "full-matrix-fs", "salter": "block-size-sweep"}
 
 MAX_PLAN_BYTES = 1024 * 1024  # a plan is a few hundred bytes; anything near this is not a plan
 MAX_NESTING = 32  # plans nest two levels ([[backing]] options); tomllib recurses per level
-_KERNEL_FS = (Path("/proc"), Path("/sys"), Path("/dev"))
 
 
 def builtin_names() -> list[str]:
@@ -133,30 +132,8 @@ def _nesting(text: str) -> int:
 
 
 def _read_plan_file(path: Path) -> str:
-    resolved = path.resolve()
-    for root in _KERNEL_FS:
-        if resolved == root or root in resolved.parents:
-            raise UserError(f"plan file {path} is under {root}, not a plan", hint="give a TOML file")
-    try:
-        st = resolved.stat()
-    except OSError as err:
-        raise UserError(f"cannot read plan file {path}: {err.strerror}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise UserError(f"plan file {path} is not a regular file", hint="give a TOML file")
-    try:
-        with open(resolved, "rb") as f:
-            raw = f.read(MAX_PLAN_BYTES + 1)
-    except OSError as err:
-        raise UserError(f"cannot read plan file {path}: {err.strerror}") from None
-    if len(raw) > MAX_PLAN_BYTES:
-        raise UserError(f"plan file {path} is larger than {MAX_PLAN_BYTES // 1024} KiB, not a plan",
-                        hint="give a TOML plan file")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        raise UserError(f"plan file {path} is not UTF-8 text (byte 0x{raw[err.start]:02x} on line {line})",
-                        hint="save it as UTF-8") from None
+    return read_small_text(path, label=f"plan file {path}", noun="plan", a_noun="a plan", limit=MAX_PLAN_BYTES,
+                           hint="give a TOML plan file (UTF-8 text)")
 
 
 def _exists(path: Path) -> bool:
