@@ -105,7 +105,11 @@ def test_current_configuration_is_compared(sweep_db: Path) -> None:
 def test_recommend_table_markdown_csv(sweep_db: Path) -> None:
     table = run_cli("recommend", "--db", str(sweep_db), *LOOSE)
     assert table.returncode == 0 and "use: cache=" in table.stdout
-    assert table.stdout.count("# libvirt domain XML") == 1 or "snippets: as above" in table.stdout
+    # Snippets are printed once per chosen configuration (which cell wins each workload depends on the noise).
+    chosen = set(re.findall(r"^use: (.+?)  — ", table.stdout, re.M))
+    assert len(chosen) in (1, 2), table.stdout
+    assert table.stdout.count("# libvirt domain XML") == len(chosen), table.stdout
+    assert ("snippets: as above" in table.stdout) == (len(chosen) == 1), table.stdout
     md = run_cli("recommend", "--db", str(sweep_db), *LOOSE, "--format", "markdown").stdout
     assert md.startswith("## Recommendation") and "```xml" in md
     rows = list(csv.DictReader(io.StringIO(run_cli("recommend", "--db", str(sweep_db), *LOOSE, "--format",
@@ -216,16 +220,17 @@ def test_compare_fail_above_gates_on_a_significant_regression(sweep_db: Path, tm
 
     worse = tmp_path / "worse.sqlite"
     shutil.copyfile(sweep_db, worse)
-    # The same sweep with every sample halved: a real, significant 50% regression for a CI gate to catch.
+    # The same sweep with every sample divided by ten: a 90% regression that 3 noisy runs per cell still settle
+    # after Holm's correction (a mere halving is within what 1 s runs on a loaded 2-core host can hide).
     con = sqlite3.connect(worse)
-    con.execute("UPDATE samples SET value = value / 2")
+    con.execute("UPDATE samples SET value = value / 10")
     con.commit()
     con.close()
     same = run_cli("compare", str(sweep_db), str(sweep_db), "--fail-above", "5")
     assert same.returncode == 0, same.stdout + same.stderr
     gate = run_cli("compare", str(sweep_db), str(worse), "--fail-above", "5", "--format", "markdown")
     assert gate.returncode == 1 and "|" in gate.stdout, gate.stdout + gate.stderr
-    loose = run_cli("compare", str(sweep_db), str(worse), "--fail-above", "60")
+    loose = run_cli("compare", str(sweep_db), str(worse), "--fail-above", "95")
     assert loose.returncode == 0, loose.stdout + loose.stderr
 
 
