@@ -170,13 +170,18 @@ def estimate_seconds(plan: Plan, expansion: Expansion) -> tuple[float, float]:
     """(with min repetitions, with max repetitions capped by the time budget)."""
     per_rep = 0.0
     for u in expansion.units:
+        tier = _tier(u.cell.tier)
+        own = tier.estimate_run_s(plan, u.workload)
+        if own is not None:  # the tier knows better (e.g. a consolidation point: many guests at once)
+            per_rep += own
+            continue
         # A durability trial's length is the tier's overhead (boot, write to a seeded cut, verify), not `runtime`.
         runtime = plan.runtime + plan.ramp
         if u.workload.kind == "durability":
             runtime = 0.0
         elif u.workload.guest_only:
             runtime = 20.0
-        per_rep += runtime + _tier(u.cell.tier).overhead_s
+        per_rep += runtime + tier.overhead_s
     low = per_rep * plan.repetitions.min
     high = max(low, min(per_rep * plan.repetitions.max, plan.time_budget_s))
     return low, high

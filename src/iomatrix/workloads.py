@@ -20,7 +20,7 @@ from iomatrix.errors import UserError
 from iomatrix.fio.allowlist import MAX_JOB_FILE_BYTES, validate_job_text
 from iomatrix.textfile import read_small_text
 
-WorkloadKind = Literal["fio", "fs-read", "fs-write", "custom", "durability"]
+WorkloadKind = Literal["fio", "fs-read", "fs-write", "custom", "durability", "consolidation"]
 
 
 @dataclass(frozen=True)
@@ -50,13 +50,26 @@ class Workload:
         return f"{safe[:60]}-{hashlib.sha256(self.name.encode()).hexdigest()[:8]}"
 
     @property
+    def tiles(self) -> int | None:
+        """How many consolidation tiles run at once (kind "consolidation", named tiles-N), else None."""
+        if self.kind != "consolidation":
+            return None
+        from iomatrix.consolidation.spec import tiles_of
+
+        return tiles_of(self.name)
+
+    @property
     def reads(self) -> bool:
+        if self.kind == "consolidation":
+            return True  # the roles read and write
         if self.kind in ("fs-read", "fs-write"):
             return self.kind == "fs-read"
         return "read" in self.rw or self.rw in ("randrw", "rw")
 
     @property
     def writes(self) -> bool:
+        if self.kind == "consolidation":
+            return True
         if self.kind in ("fs-read", "fs-write"):
             return self.kind == "fs-write"
         return "write" in self.rw or self.rw in ("randrw", "rw")
@@ -131,10 +144,24 @@ def load_custom(spec: str, base_dir: Path | None = None) -> Workload:
                     kind="custom", rw=rw, custom_path=path, custom_text=job.text, primary_metric="total.iops")
 
 
+def tile_workload(name: str) -> Workload | None:
+    """The consolidation sweep point ``tiles-N`` (N tiles of guests at once), or None for another name."""
+    from iomatrix.consolidation.spec import tiles_of
+
+    n = tiles_of(name)
+    if n is None:
+        return None
+    return Workload(name=name, description=f"{n} consolidation tile{'s' if n > 1 else ''} started together",
+                    kind="consolidation", rw="randrw", primary_metric="point.wall_s", higher_is_better=False,
+                    tier_only="consolidation")
+
+
 def resolve(name: str, base_dir: Path | None = None) -> Workload:
-    """A preset by name, or a custom job file given as ``file:PATH``."""
+    """A preset by name, a consolidation point ``tiles-N``, or a custom job file given as ``file:PATH``."""
     if name.startswith("file:"):
         return load_custom(name, base_dir)
+    if (tiles := tile_workload(name)) is not None:
+        return tiles
     try:
         return PRESETS[name]
     except KeyError:

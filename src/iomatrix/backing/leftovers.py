@@ -56,7 +56,10 @@ VOLUME_NAME = re.compile(r"iomx-[0-9]+-[0-9a-f]{6}")
 TMPFS_SOURCE = re.compile(r"iomatrix-tmpfs-[0-9a-f]+")
 LOOP_SOURCE = re.compile(r"/dev/loop[0-9]+")
 
-EntryKind = Literal["path", "loop", "mount", "lv", "zfs"]
+EntryKind = Literal["path", "loop", "mount", "lv", "zfs", "ksm"]
+# A host setting changed for a sweep (the consolidation tier enables KSM): restored to the recorded value.
+KSM_RUN = "/sys/kernel/mm/ksm/run"
+KSM_RUN_VALUES = ("0", "1", "2")
 
 
 @dataclass
@@ -75,7 +78,7 @@ class Entry:
 
     def describe(self) -> str:
         what = {"path": "path", "loop": "loop device over", "mount": "mount on",
-                "lv": "logical volume", "zfs": "ZFS dataset"}[self.kind]
+                "lv": "logical volume", "zfs": "ZFS dataset", "ksm": "KSM setting changed at"}[self.kind]
         return f"{what} {self.target}"
 
 
@@ -223,7 +226,7 @@ def _entry_ok(e: object) -> bool:
     for k, types in _FIELD_TYPES.items():
         if k in e and (not isinstance(e[k], types) or isinstance(e[k], bool)):
             return False
-    return e["kind"] in ("path", "loop", "mount", "lv", "zfs")
+    return e["kind"] in ("path", "loop", "mount", "lv", "zfs", "ksm")
 
 
 def _load(path: Path) -> list[Entry]:
@@ -382,6 +385,10 @@ def identity_problem(entry: Entry, workdir: Path, scratch_dirs: tuple[str, ...] 
         if not VOLUME_NAME.fullmatch(t.rsplit("/", 1)[-1]) or t.startswith("/") or ".." in t.split("/"):
             return f"{t} is not a name iomatrix gives its volumes"
         return None
+    if entry.kind == "ksm":
+        if t != KSM_RUN or entry.info.get("previous") not in KSM_RUN_VALUES:
+            return f"{t} with previous value {entry.info.get('previous')!r} is not a KSM setting iomatrix changes"
+        return None
     return f"unknown kind {entry.kind!r}"
 
 
@@ -504,6 +511,18 @@ def undo_zfs(target: str) -> list[str]:
                                 f"cannot destroy ZFS dataset {target}")
 
 
+def undo_ksm(previous: str) -> list[str]:
+    """Put KSM's run setting back to what it was before a sweep enabled it."""
+    if previous not in KSM_RUN_VALUES:
+        raise LeftoverError(f"refusing to write {previous!r} to {KSM_RUN}")
+    with open(KSM_RUN) as f:
+        if f.read().strip() == previous:
+            return []
+    with open(KSM_RUN, "w") as f:
+        f.write(previous)
+    return [f"restored {KSM_RUN} to {previous}"]
+
+
 def undo(entry: Entry) -> list[str]:
     """Remove the thing an entry records; returns what was done (empty if already gone)."""
     if entry.kind == "mount":
@@ -516,6 +535,8 @@ def undo(entry: Entry) -> list[str]:
         return undo_lv(entry.target)
     if entry.kind == "zfs":
         return undo_zfs(entry.target)
+    if entry.kind == "ksm":
+        return undo_ksm(entry.info["previous"])
     raise LeftoverError(f"unknown leftover kind {entry.kind!r}")
 
 

@@ -187,7 +187,7 @@ def page_cache_method(w: Workload, *, tier: str, cache: str, caches_dropped: boo
     if not w.reads:
         return "n/a (no reads measured)"
     dropped = "host caches dropped before the run" if caches_dropped else "host caches NOT dropped"
-    if tier == "guest":
+    if tier in ("guest", "consolidation"):
         host = ("host O_DIRECT" if cache not in CACHE or CACHE[CacheMode(cache)].direct
                 else f"host page cache in use (cache={cache}: reads after the prefill may hit it, as in a real VM)")
         return f"guest O_DIRECT; {host}; {dropped}"

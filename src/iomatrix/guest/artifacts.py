@@ -27,7 +27,7 @@ from pathlib import Path
 from iomatrix.errors import MissingTool, UserError
 from iomatrix.guest.cache import default_cache_dir, staged_dir
 from iomatrix.guest.initramfs import build_initramfs
-from iomatrix.guest.kernel import extract_vmlinux, host_kernel, pick_kernel, resolve_cloud_package_cached
+from iomatrix.guest.kernel import MODULE_ROOTS, extract_vmlinux, host_kernel, pick_kernel, resolve_cloud_package_cached
 from iomatrix.guest.static_fio import host_fio_version, static_fio
 from iomatrix.guest.static_tools import sources_text, static_tools
 
@@ -117,7 +117,8 @@ def _noop(_msg: str) -> None:
 
 def _cache_key(kernel_version: str, fio_version: str, init_text: str, fio_kind: str = "static") -> str:
     h = hashlib.sha256()
-    for part in (f"format={BUILD_FORMAT}", kernel_version, fio_version, fio_kind, init_text,
+    # The module roots are part of the key: adding a driver to MODULE_ROOTS must rebuild the initramfs.
+    for part in (f"format={BUILD_FORMAT}", kernel_version, fio_version, fio_kind, init_text, ",".join(MODULE_ROOTS),
                  os.environ.get("IOMATRIX_INITRAMFS_COMPRESSION", "")):
         h.update(part.encode())
         h.update(b"\0")

@@ -32,6 +32,7 @@ MODULE_ROOTS = (
     "virtio_pci", "virtio_blk", "virtio_scsi", "sd_mod",
     "ata_piix", "ahci", "nvme",
     "ext4", "xfs", "libcrc32c",
+    "virtio_net",  # the private network between the guests of a consolidation tile
 )
 # What each bus / filesystem needs loaded in the guest (besides qemu_fw_cfg, which init loads itself).
 BUS_MODULES = {
@@ -42,6 +43,8 @@ BUS_MODULES = {
     "nvme": ("nvme",),
 }
 FS_MODULES = {"ext4": ("ext4",), "xfs": ("libcrc32c", "xfs")}
+# A virtio network card (guest-to-guest links of the consolidation tier).
+NET_MODULES = ("virtio_pci", "virtio_net")
 
 
 # --------------------------------------------------------------------------- kernel version / modules

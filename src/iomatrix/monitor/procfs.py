@@ -248,3 +248,35 @@ def psi_stall_pct(a: PsiLine, b: PsiLine, interval: float) -> float:
 def parse_int_file(text: str) -> int:
     """Parse a single-integer sysfs file such as /sys/kernel/mm/ksm/pages_sharing."""
     return int(text.strip())
+
+
+# --------------------------------------------------------------------------- /proc/<pid>/stat, status
+
+
+@dataclass(frozen=True, slots=True)
+class PidStat:
+    """The fields of /proc/<pid>/stat the consolidation tier needs: state, and user/system CPU in
+    USER_HZ ticks (a zombie keeps its final counts until it is reaped)."""
+
+    state: str
+    utime: int
+    stime: int
+
+
+def parse_pid_stat(text: str) -> PidStat:
+    """Parse /proc/<pid>/stat. The command name (field 2) may hold spaces and parentheses, so fields are
+    counted after its last ')': state is field 3, utime field 14, stime field 15."""
+    _, sep, rest = text.rpartition(")")
+    if not sep:
+        raise ValueError("not a /proc/<pid>/stat line")
+    fields = rest.split()
+    return PidStat(state=fields[0], utime=int(fields[11]), stime=int(fields[12]))
+
+
+def parse_status_kb(text: str, key: str) -> int | None:
+    """A "Key:   N kB" value of /proc/<pid>/status (e.g. VmHWM, the peak resident set), or None."""
+    for line in text.splitlines():
+        if line.startswith(key + ":"):
+            parts = line.split()
+            return int(parts[1]) if len(parts) >= 2 else None
+    return None

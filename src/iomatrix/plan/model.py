@@ -14,6 +14,7 @@ from typing import Annotated, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
 
 from iomatrix.backing.spec import BackingSpec, DirBacking, parse_size
+from iomatrix.consolidation.spec import DEFAULT_TILES, ConsolidationSpec, tile_workload_name
 from iomatrix.domain import Aio, Bus, CacheMode, Format, Modifier, Preallocation
 
 AXES = ("tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier")
@@ -121,6 +122,29 @@ class Plan(BaseModel):
     cuts: Annotated[int, Field(ge=1, le=1000)] = 20
     # Seconds a single run may take before it is killed and recorded as failed.
     run_timeout: Annotated[float, Field(ge=1, le=7 * 24 * 3600, allow_inf_nan=False)] = 300.0
+    # The consolidation tier's tiles, roles, slowdown bound and KSM permission (iomatrix.consolidation.spec).
+    consolidation: ConsolidationSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tile_workloads(cls, data: object) -> object:
+        # A consolidation plan's sweep points are its tile counts: without a workloads key they become the
+        # workloads tiles-1, tiles-2, ... (an explicit workloads list is kept as written).
+        if isinstance(data, dict) and "workloads" not in data and "consolidation" in (data.get("tier") or []):
+            spec = data.get("consolidation")
+            tiles = spec.get("tiles", list(DEFAULT_TILES)) if isinstance(spec, dict) else list(DEFAULT_TILES)
+            if isinstance(tiles, list) and tiles and all(isinstance(t, int) and not isinstance(t, bool)
+                                                        and 1 <= t <= 99 for t in tiles):
+                data = {**data, "workloads": [tile_workload_name(t) for t in sorted(set(tiles))]}
+        return data
+
+    @model_validator(mode="after")
+    def _consolidation(self) -> Plan:
+        if "consolidation" in self.tier and self.consolidation is None:
+            self.consolidation = ConsolidationSpec()
+        if self.consolidation is not None and "consolidation" not in self.tier:
+            raise ValueError("a [consolidation] table needs tier = [\"consolidation\"]")
+        return self
 
     @field_validator("name")
     @classmethod

@@ -126,6 +126,11 @@ class Tier(ABC):
         return None
 
     @classmethod
+    def estimate_run_s(cls, plan: Plan, workload: Workload) -> float | None:
+        """Seconds one run of `workload` takes, for estimates; None: the workload's runtime + overhead_s."""
+        return None
+
+    @classmethod
     def extra_cells(cls, plan: Plan) -> list[Cell]:
         """Cells the tier adds by itself (e.g. the null-co ceiling of the virtual I/O path)."""
         return []
