@@ -164,3 +164,24 @@ def test_sampler_on_loop_chain_attributes_writes_per_device():
         assert loop_written <= (after.sectors_written - before.sectors_written) * 512 / procfs.MIB + 1e-6
         assert _integrated(samples, "disk.write_mbps") > 0  # ... and down to the backing disk
         assert any(x.values.get(f"dev.{name}.write_iops", 0) > 0 for x in samples)
+
+
+def test_several_pids_are_summed():
+    # The consolidation tier attaches every QEMU of a point: proc.* are sums over the live ones.
+    kids = [subprocess.Popen([sys.executable, "-c", "x=bytearray(24<<20)\nwhile 1: pass"]) for _ in range(2)]
+    try:
+        with HostSampler([], interval=0.1) as s:
+            for k in kids:
+                s.attach_pid(k.pid)
+            time.sleep(0.8)
+            kids[0].kill()
+            kids[0].wait()
+            time.sleep(0.4)
+    finally:
+        for k in kids:
+            k.kill()
+            k.wait()
+    counts = [x.values.get("proc.count") for x in s.samples if "proc.count" in x.values]
+    assert 2.0 in counts and counts[-1] == 1.0, counts
+    both = [x for x in s.samples if x.values.get("proc.count") == 2.0]
+    assert max(x.values["proc.rss_mb"] for x in both) > 40  # two 24 MiB buffers

@@ -348,7 +348,12 @@ def rank_cmd(
 
         sys.stdout.write(render_tables(rank_tables(rankings), format.value))
         return
-    _warn_tcg(print_rankings(console, rankings, top, min_runs))
+    accels = print_rankings(console, rankings, top, min_runs)
+    from iomatrix.report.consolidation import consolidation_groups, consolidation_lines
+
+    for line in consolidation_lines(consolidation_groups(store, sid)):  # consolidation tier: how many tiles
+        console.print(line, markup=False, highlight=False)
+    _warn_tcg(accels)
 
 
 @app.command()

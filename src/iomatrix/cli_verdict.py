@@ -61,6 +61,11 @@ def recommend(
                 scores=score or None, min_n=min_runs, max_noise=max_noise, threshold=threshold,
                 tie_break=_keys(tie_break))
     sys.stdout.write(render_recommendation(rec, format.value))
+    if format in (Format.table, Format.markdown):  # consolidation tier: how many tiles per cache mode
+        from iomatrix.report.consolidation import consolidation_groups, consolidation_lines
+
+        if lines := consolidation_lines(consolidation_groups(store, pick_sweep(store, sweep))):
+            sys.stdout.write("\n".join(lines) + "\n")
 
 
 @app.command()

@@ -18,6 +18,7 @@ can print why it chose the direction.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 
@@ -104,7 +105,43 @@ REGISTRY: dict[str, MetricInfo] = {m.name: m for m in [
     _m("fs.untimed_s", "s", False, "sum of the untimed preparation steps (mkfs, mount, populate, drop caches)"),
     *(_m(f"phase.{k}", "s", False, v) for k, v in _PHASES.items()),
     *_durability(),
+    # Consolidation tier (tiers/consolidation.py): one run is a sweep point of N tiles of guests.
+    _m("point.wall_s", "s", False, "consolidation point: first QEMU start until the last guest powered off"),
+    _m("point.start_window_s", "s", False, "consolidation point: first QEMU start until the last one started"),
+    _m("point.guests", "guests", True, "consolidation point: guests run at once"),
+    _m("point.tiles", "tiles", True, "consolidation point: tiles run at once"),
+    _m("role.*.seconds", "s", False, "a role's own time (guest workload start to end), mean over the tiles"),
+    _m("role.*.seconds_max", "s", False, "a role's own time in its slowest tile (what the answer compares)"),
+    _m("role.*.there_s", "s", False, "file copy: sending the tree to the peer"),
+    _m("role.*.back_s", "s", False, "file copy: the peer's idle pause and the copy back"),
+    _m("role.*.files", "files", True, "file copy: files in the tree"),
+    _m("role.*.kib", "KiB", True, "file copy: size of the tree"),
+    _m("qemu.cpu_user_s", "s", False, "user CPU of every QEMU of the point, summed (/proc/<pid>/stat)"),
+    _m("qemu.cpu_sys_s", "s", False, "system CPU of every QEMU of the point, summed"),
+    _m("qemu.rss_peak_mb", "MiB", False, "peak resident memory (VmHWM) of every QEMU of the point, summed"),
+    _m("qemu.count", "processes", True, "QEMU processes followed in the point"),
+    _m("guest.*.cpu_user_s", "s", False, "user CPU of one guest's QEMU"),
+    _m("guest.*.cpu_sys_s", "s", False, "system CPU of one guest's QEMU"),
+    _m("guest.*.rss_peak_mb", "MiB", False, "peak resident memory (VmHWM) of one guest's QEMU"),
+    _m("host.cpu_usr_pct", "%", False, "host CPU in user mode over the point, % of all CPUs (guest time included)"),
+    _m("host.cpu_sys_pct", "%", False, "host CPU in the kernel over the point, % of all CPUs"),
+    _m("host.cpu_iowait_pct", "%", False, "host CPU idle with I/O outstanding over the point, % of all CPUs"),
+    _m("host.cpu_idle_pct", "%", True, "host CPU idle over the point, % of all CPUs"),
+    _m("host.cpu_steal_pct", "%", False, "host CPU stolen by the hypervisor below, % of all CPUs"),
+    _m("host.disk_util_pct", "%", False, "physical disk busy time over the point (/proc/diskstats io_ticks)"),
+    _m("host.disk_await_ms", "ms", False, "mean time a disk request took over the point (queue + service)"),
+    _m("host.disk_read_mbps", "MiB/s", True, "physical disk reads over the point"),
+    _m("host.disk_write_mbps", "MiB/s", True, "physical disk writes over the point"),
+    _m("host.mem_used_mb", "MiB", False, "host memory used without page cache and buffers, mean over the point"),
+    _m("host.mem_used_peak_mb", "MiB", False, "host memory used without cache, peak over the point"),
+    _m("host.mem_with_cache_peak_mb", "MiB", False, "host memory used including page cache and buffers, peak"),
+    _m("host.ksm_pages_shared", "pages", True, "KSM: shared pages in use (peak over the point)"),
+    _m("host.ksm_pages_sharing", "pages", True, "KSM: sites sharing them, i.e. pages saved (peak over the point)"),
 ]}
+
+# Metrics with a role or guest name in the middle (role.db.write.iops, guest.t1-db.cpu_user_s) are looked up
+# as role.*.<rest> / guest.*.<rest>, then (roles) as <rest> itself: a role's fio metrics mean what fio's do.
+_NAMED = re.compile(r"^(role|guest)\.([A-Za-z0-9_-]+)\.(.+)$")
 
 _COST_SUFFIXES = ("_ns", "_us", "_ms", "_s", ".seconds", "_pct")
 infer_rule = ("not in the registry: names ending in _ns/_us/_ms/_s/.seconds (a time) or _pct (a CPU share) "
@@ -115,6 +152,12 @@ def metric_info(name: str) -> MetricInfo:
     """The registry entry, or an inferred one (``known=False``) following ``infer_rule``."""
     if name in REGISTRY:
         return REGISTRY[name]
+    m = _NAMED.match(name)
+    if m:
+        kind, who, rest = m.groups()
+        base = REGISTRY.get(f"{kind}.*.{rest}") or (REGISTRY.get(rest) if kind == "role" else None)
+        if base is not None:
+            return MetricInfo(name, base.unit, base.higher_is_better, f"{base.description} ({kind} {who})")
     cost = name.endswith(_COST_SUFFIXES)
     unit = "s" if name.endswith(("_s", ".seconds")) else name.rsplit("_", 1)[-1] if cost else ""
     return MetricInfo(name, unit, not cost, "custom metric", known=False, rule=infer_rule)

@@ -1,5 +1,5 @@
 """Background host sampler: CPU states, disk rates along a device chain, memory,
-PSI, KSM and (optionally) the QEMU process, at a fixed rate in a daemon thread.
+PSI, KSM and (optionally) the QEMU processes, at a fixed rate in a daemon thread.
 
     with HostSampler(["loop3", "vda"], interval=1.0) as s:
         s.attach_pid(qemu.pid)
@@ -17,8 +17,8 @@ otherwise when it is at least MIN_TAIL_FRACTION of an interval), so even a
 
 Cost: each tick opens and reads /proc/stat, /proc/diskstats, /proc/meminfo,
 /proc/pressure/{cpu,io,memory} and two KSM files, and, when a pid is attached,
-psutil's cpu_times()/memory_info() (/proc/<pid>/stat and statm). Nothing is
-spawned. `cpu_seconds` reports the sampler thread's own CPU time.
+psutil's cpu_times()/memory_info() (/proc/<pid>/stat and statm) per followed
+process. Nothing is spawned. `cpu_seconds` reports the sampler thread's own CPU time.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ KSM_DIR = Path("/sys/kernel/mm/ksm")
 MIN_TAIL_FRACTION = 0.2
 
 CPU_FIELDS = ("cpu.usr_pct", "cpu.sys_pct", "cpu.iowait_pct", "cpu.steal_pct", "cpu.idle_pct")
-PROC_FIELDS = ("proc.cpu_pct", "proc.rss_mb")
+# Summed over every attached process (the consolidation tier attaches all QEMUs of a sweep point).
+PROC_FIELDS = ("proc.cpu_pct", "proc.rss_mb", "proc.count")
 DISK_KEYS = ("read_mbps", "write_mbps", "read_iops", "write_iops", "util_pct", "await_ms", "queue_depth")
 MEM_FIELDS = ("mem.used_mb", "mem.cached_mb", "mem.buffers_mb", "mem.dirty_mb", "mem.writeback_mb")
 PSI_FIELDS = (
@@ -116,8 +117,8 @@ class HostSampler:
                            if (KSM_DIR / k).exists()]
 
         self._lock = threading.Lock()
-        self._proc: psutil.Process | None = None
-        self._proc_base: tuple[float, float] | None = None  # (monotonic ts, cpu seconds)
+        # pid -> (process, (monotonic ts, cpu seconds) at the last reading)
+        self._procs: dict[int, tuple[psutil.Process, tuple[float, float]]] = {}
 
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -131,8 +132,9 @@ class HostSampler:
     # ------------------------------------------------------------------ public API
 
     def attach_pid(self, pid: int) -> None:
-        """Also sample proc.cpu_pct and proc.rss_mb for `pid` (e.g. QEMU); may be
-        called before or after start(). Replaces a previously attached pid.
+        """Also follow `pid` (e.g. QEMU): proc.cpu_pct and proc.rss_mb are summed over every attached
+        process still running, proc.count says how many. May be called before or after start(), and
+        several times (one sweep point of the consolidation tier runs many guests at once).
         Raises ProcessLookupError if the process does not exist."""
         try:
             proc = psutil.Process(pid)
@@ -140,7 +142,7 @@ class HostSampler:
         except psutil.NoSuchProcess as e:
             raise ProcessLookupError(f"no process with pid {pid}") from e
         with self._lock:
-            self._proc, self._proc_base = proc, (time.monotonic(), base)
+            self._procs[pid] = (proc, (time.monotonic(), base))
 
     def start(self) -> None:
         if self._thread is not None:
@@ -148,11 +150,11 @@ class HostSampler:
         self._t0 = time.monotonic()
         self._prev = self._snapshot(self._t0)
         with self._lock:
-            if self._proc is not None:  # attached before start: rebase to t = 0
+            for pid, (proc, _base) in list(self._procs.items()):  # attached before start: rebase to t = 0
                 try:
-                    self._proc_base = (self._t0, self._proc_cpu(self._proc))
+                    self._procs[pid] = (proc, (self._t0, self._proc_cpu(proc)))
                 except psutil.Error:
-                    self._proc, self._proc_base = None, None
+                    del self._procs[pid]
         self._thread = threading.Thread(target=self._run, name="iomatrix-host-sampler", daemon=True)
         self._thread.start()
 
@@ -268,22 +270,28 @@ class HostSampler:
 
     def _proc_values(self, ts: float, values: dict[str, float]) -> None:
         with self._lock:
-            proc, base = self._proc, self._proc_base
-        if proc is None or base is None:
+            followed = list(self._procs.items())
+        if not followed:
             return
-        try:
-            with proc.oneshot():
-                cpu = self._proc_cpu(proc)
-                rss = proc.memory_info().rss
-        except psutil.Error:  # the process exited: stop reporting proc.*
+        cpu_pct = rss = 0.0
+        alive = 0
+        for pid, (proc, (t_base, cpu_base)) in followed:
+            try:
+                with proc.oneshot():
+                    cpu = self._proc_cpu(proc)
+                    rss += proc.memory_info().rss
+            except psutil.Error:  # the process exited: stop following it
+                with self._lock:
+                    if self._procs.get(pid, (None,))[0] is proc:
+                        del self._procs[pid]
+                continue
+            alive += 1
+            if ts > t_base:
+                cpu_pct += max(0.0, cpu - cpu_base) / (ts - t_base) * 100.0
             with self._lock:
-                if self._proc is proc:
-                    self._proc, self._proc_base = None, None
-            return
-        t_base, cpu_base = base
-        if ts > t_base:
-            values["proc.cpu_pct"] = max(0.0, cpu - cpu_base) / (ts - t_base) * 100.0
-        values["proc.rss_mb"] = rss / procfs.MIB
-        with self._lock:
-            if self._proc is proc:  # not replaced by attach_pid meanwhile
-                self._proc_base = (ts, cpu)
+                if self._procs.get(pid, (None,))[0] is proc:  # not replaced by attach_pid meanwhile
+                    self._procs[pid] = (proc, (ts, cpu))
+        if alive:
+            values["proc.cpu_pct"] = cpu_pct
+            values["proc.rss_mb"] = rss / procfs.MIB
+            values["proc.count"] = float(alive)

@@ -30,6 +30,7 @@ _WHERE: dict[str, str] = {
     "Elimination": "racing", "RaceStep": "racing", "race_step": "racing", "stop_reason": "racing",
     "RunInterference": "interference", "InterferenceEffect": "interference", "interference_flags": "interference",
     "interference_effect": "interference",
+    "ConsolidationAnswer": "consolidation", "RoleSlowdown": "consolidation", "consolidation_answer": "consolidation",
 }
 
 __all__ = sorted(_WHERE)
