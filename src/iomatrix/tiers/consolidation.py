@@ -81,7 +81,7 @@ class ConsolidationTier(Tier):
         guests = (workload.tiles or 1) * guests_per_tile(spec.roles)
         cpus = os.cpu_count() or HOST_CPUS_FALLBACK
         # Boots compete for the host's CPUs under emulation; the roles' own work is a few seconds at scale 1.
-        return 4.0 + guests * BOOT_CPU_S / cpus + 6.0 * spec.scale * max(1.0, guests / cpus)
+        return 4.0 + guests * BOOT_CPU_S / cpus + 14.0 * spec.scale * max(1.0, guests / cpus)
 
     def __init__(self, plan: Plan, opts: RunOptions) -> None:
         super().__init__(plan, opts)
