@@ -130,7 +130,8 @@ class Plan(BaseModel):
     def _tile_workloads(cls, data: object) -> object:
         # A consolidation plan's sweep points are its tile counts: without a workloads key they become the
         # workloads tiles-1, tiles-2, ... (an explicit workloads list is kept as written).
-        if isinstance(data, dict) and "workloads" not in data and "consolidation" in (data.get("tier") or []):
+        tiers = data.get("tier") if isinstance(data, dict) else None
+        if isinstance(data, dict) and "workloads" not in data and isinstance(tiers, list) and "consolidation" in tiers:
             spec = data.get("consolidation")
             tiles = spec.get("tiles", list(DEFAULT_TILES)) if isinstance(spec, dict) else list(DEFAULT_TILES)
             if isinstance(tiles, list) and tiles and all(isinstance(t, int) and not isinstance(t, bool)
