@@ -99,6 +99,10 @@ def test_one_tile_file_copy_point(tmp_path: Path):
     rank = run_cli("rank", "--db", str(db), "--min-runs", "2")
     assert rank.returncode == 0, rank.stderr
     assert "Consolidation: the most tiles" in rank.stdout and ": 1 tile" in rank.stdout
+    html = tmp_path / "report.html"
+    rep = run_cli("report", "--html", str(html), "--db", str(db))
+    assert rep.returncode == 0, rep.stderr
+    assert '<h2 id="consolidation">Consolidation</h2>' in html.read_text()
 
 
 def test_role_failure_marks_the_point_failed_and_the_sweep_goes_on(tmp_path: Path):

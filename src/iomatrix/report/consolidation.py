@@ -42,7 +42,8 @@ class ConsolidationGroup:
     accel: list[str] = field(default_factory=list)
 
 
-def _bound(store: Store, sweep_id: int) -> float:
+def slowdown_bound(store: Store, sweep_id: int) -> float:
+    """The bound the sweep's plan asked for (the default when the plan has no consolidation table)."""
     s = store.sweep(sweep_id)
     try:
         plan = json.loads(s.plan_definition) if s is not None else {}
@@ -82,7 +83,7 @@ def groups_from(cws: list[CellWorkload], bound: float, confidence: float = 0.95)
 
 
 def consolidation_groups(store: Store, sweep_id: int) -> list[ConsolidationGroup]:
-    return groups_from(cell_workloads(store, sweep_id), _bound(store, sweep_id))
+    return groups_from(cell_workloads(store, sweep_id), slowdown_bound(store, sweep_id))
 
 
 def _fmt(x: float | None, decimals: int = 2) -> str:
@@ -140,4 +141,4 @@ def consolidation_json(groups: list[ConsolidationGroup]) -> list[dict[str, Any]]
 
 
 __all__ = ["ConsolidationGroup", "consolidation_groups", "consolidation_json",
-           "consolidation_lines", "groups_from"]
+           "consolidation_lines", "groups_from", "slowdown_bound"]

@@ -17,6 +17,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from iomatrix.current import CurrentConfig
 from iomatrix.report import charts
+from iomatrix.report.consolidation import consolidation_lines, groups_from, slowdown_bound
 from iomatrix.report.query import CellWorkload, cell_workloads, failures, monitor_series, run_table, sweep_info
 from iomatrix.report.rank import primary_metric, rank_sweep
 from iomatrix.report.recommend import Recommendation, Verdict, recommend
@@ -182,7 +183,8 @@ def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None 
         info=info, rec=rec, verdicts=verdicts, rankings=rankings,
         blocksizes=blocksize_sections(cws), host=host_section(store, rec, cws, top), runs=runs,
         failures=failures(store, sweep_id), missing=missing_parts(info, cws, rec), ci_text=ci_text,
-        bounded_note=BOUNDED_NOTE if bounded else "")
+        bounded_note=BOUNDED_NOTE if bounded else "",
+        consolidation=consolidation_lines(groups_from(cws, slowdown_bound(store, sweep_id))))
 
 
 def write_report(store: Store, sweep_id: int, path: Path, **kw: Any) -> int:
