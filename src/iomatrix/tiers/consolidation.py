@@ -224,7 +224,10 @@ class ConsolidationTier(Tier):
                 forget(self.workdir, image)
             shutil.rmtree(sock_dir, ignore_errors=True)
         host = probe.finish()
-        return self._outcome(guests, outcomes, blocks, failure, wall, start_window, host, req)
+        result = self._outcome(guests, outcomes, blocks, failure, wall, start_window, host, req)
+        if result.ok:  # a failed point keeps its consoles and QEMU command lines for inspection
+            shutil.rmtree(req.run_dir, ignore_errors=True)
+        return result
 
     def _wait_all(self, handles: dict[str, GuestHandle], probe: PointProbe, outcomes: dict[str, GuestOutcome],
                   blocks: dict[str, dict[str, str]], deadline: float, timeout_s: float) -> str | None:
