@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -66,6 +67,7 @@ def main() -> int:
     ap.add_argument("--caches", default="none,writeback")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--scale", type=float, default=0.25)
+    ap.add_argument("--keep", type=Path, help="copy the results database here (for iomatrix rank/report)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="iomatrix-bench-consol-", dir=os.getcwd()) as tmp:
         scratch = Path(tmp)
@@ -103,6 +105,8 @@ def main() -> int:
             walls = [w for w, _ in vals]
             print(f"{cache:<10} {workload:<8} {len(vals):>2}  {statistics.mean(walls):6.1f} "
                   f"({min(walls):.1f}-{max(walls):.1f})        {max(x for _, x in vals):.2f}")
+        if args.keep is not None:
+            shutil.copyfile(db, args.keep)
         rank = subprocess.run([*_cli(), "rank", "--db", str(db), "--min-runs", "2"], capture_output=True, text=True,
                               env={**os.environ, "COLUMNS": "200"})
         section = rank.stdout[rank.stdout.find("Consolidation:"):] if "Consolidation:" in rank.stdout else ""

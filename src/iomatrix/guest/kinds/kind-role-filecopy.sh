@@ -4,6 +4,7 @@
 # copies it back. The source's workload_start..workload_end is the round trip; the peer's is its part of it.
 # Variables: IOMX_COPY_SIDE (source|peer), IOMX_NET_ADDR / IOMX_PEER_ADDR (10.x.y.z), IOMX_COPY_SMALL_FILES,
 # IOMX_COPY_LARGE_FILES, IOMX_COPY_LARGE_MB, IOMX_COPY_IDLE_S, IOMX_COPY_WAIT_S (how long to wait for the peer).
+PORT_READY=5000   # the peer accepts one connection here once it listens for the tree
 PORT_THERE=5001   # source -> peer
 PORT_BACK=5002    # peer -> source
 [ -n "$DISK" ] || fail "file copy: no disk under test"
@@ -78,6 +79,14 @@ case "$IOMX_COPY_SIDE" in
         # The listener for the way back is up before the tree leaves, so the peer never waits on us.
         receive_tree $PORT_BACK /mnt/t/back &
         back=$!
+        # Wait until the peer is up and listening, so its boot (slower when the host is loaded) is not timed.
+        tries=$(( ${IOMX_COPY_WAIT_S:-60} * 5 ))
+        i=0
+        until nc "$IOMX_PEER_ADDR" $PORT_READY < /dev/null > /dev/null 2>&1; do
+            i=$((i + 1))
+            [ $i -ge $tries ] && fail "file copy: peer $IOMX_PEER_ADDR not ready after ${IOMX_COPY_WAIT_S:-60} s"
+            usleep 200000
+        done
         mark workload_start
         t0=$(now)
         send_tree /mnt/t/tree "$IOMX_PEER_ADDR" $PORT_THERE
@@ -93,8 +102,12 @@ case "$IOMX_COPY_SIDE" in
         echo "{\"side\": \"source\", \"files\": $files, \"kib\": $bytes, \"there_s\": $there, \"back_s\": $back_s}" | emit copy
         ;;
     peer)
+        receive_tree $PORT_THERE /mnt/t/in &
+        there=$!
+        usleep 100000
+        nc -l -p $PORT_READY -e true 2>/tmp/ready.err || fail "file copy: ready handshake failed ($(cat /tmp/ready.err))"
         mark workload_start
-        receive_tree $PORT_THERE /mnt/t/in
+        wait $there || fail "file copy: receiving the tree failed"
         sync
         got=$(find /mnt/t/in -type f | wc -l)
         sleep "${IOMX_COPY_IDLE_S:-0}"
