@@ -245,3 +245,39 @@ def test_ksm_ledger_entry_is_checked_before_it_is_undone(tmp_path: Path):
         undo_ksm("7")
     if os.path.exists(KSM_RUN):  # restoring the value it already has writes nothing
         assert undo_ksm(Path(KSM_RUN).read_text().strip()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.access(KSM_RUN, os.W_OK), reason="needs root and KSM")
+def test_ksm_is_restored_on_close_and_by_clean_after_a_crash(tmp_path: Path):
+    import subprocess
+    import sys
+
+    from iomatrix.backing.leftovers import clean
+
+    before = Path(KSM_RUN).read_text().strip()
+    if before == "1":
+        pytest.skip("KSM is already on here: nothing would be changed or restored")
+    p = plan_from_dict({"name": "c", "tier": ["consolidation"], "consolidation": {"ksm": True}}, "test plan")
+    tier = ConsolidationTier(p, RunOptions(workdir=tmp_path))
+    try:
+        tier._enable_ksm()
+        assert Path(KSM_RUN).read_text().strip() == "1"
+        assert [e.kind for e in pending(tmp_path)] == ["ksm"]
+    finally:
+        tier.close()
+    assert Path(KSM_RUN).read_text().strip() == before and pending(tmp_path) == []
+    # A process that dies without its finally: the ledger entry lets `clean` put the setting back.
+    code = ("import os, sys; from pathlib import Path; from iomatrix.plan.load import plan_from_dict; "
+            "from iomatrix.tiers.base import RunOptions; from iomatrix.tiers.consolidation import ConsolidationTier; "
+            "p = plan_from_dict({'name': 'c', 'tier': ['consolidation'], 'consolidation': {'ksm': True}}, 't'); "
+            "ConsolidationTier(p, RunOptions(workdir=Path(sys.argv[1])))._enable_ksm(); os._exit(9)")
+    try:
+        res = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        assert res.returncode == 9, res.stderr
+        assert Path(KSM_RUN).read_text().strip() == "1"
+        lines = clean(tmp_path)
+        assert f"restored {KSM_RUN} to {before}" in lines
+    finally:
+        Path(KSM_RUN).write_text(before)
+    assert Path(KSM_RUN).read_text().strip() == before and pending(tmp_path) == []
