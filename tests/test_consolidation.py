@@ -122,6 +122,19 @@ def test_tier_refuses_a_plan_before_any_guest_starts(tmp_path: Path):
     assert available_mb("MemAvailable:    8000000 kB\n") == 7812
 
 
+def test_sweep_is_refused_before_anything_is_created(tmp_path: Path):
+    from iomatrix.runner import SweepRunner
+    from iomatrix.store import Store
+
+    p = plan_from_dict({"name": "c", "tier": ["consolidation"], "guest_memory_mb": 16384,
+                        "consolidation": {"tiles": [1, 32], "roles": ["filecopy-pair", "db", "web", "burst"]}},
+                       "test plan")
+    store = Store(tmp_path / "r.sqlite")
+    with pytest.raises(UserError, match=r"32 tiles × 5 guests × \(16384 MiB guest"):
+        SweepRunner(p, None, store, RunOptions(workdir=tmp_path / "wd"))
+    assert not (tmp_path / "wd").exists() and store.sweep_ids() == []
+
+
 # --------------------------------------------------------------------------- roles
 
 

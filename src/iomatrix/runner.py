@@ -112,6 +112,8 @@ class SweepRunner:
             first = self.expansion.pruned[0].reason if self.expansion.pruned else "the plan expands to no cell"
             raise UserError(f"nothing to run: every cell of plan '{plan.name}' was pruned ({first})",
                             hint=f"see 'iomatrix plan {plan.name} --explain'")
+        for tier_name in plan.tier:  # host checks a tier can make before anything is created (e.g. memory)
+            tier_class(tier_name).preflight(plan)
         self.tier_factory = tier_factory or default_tier_factory
         self.tiers: dict[str, Tier] = {}
         self.handles: dict[str, BackingHandle] = {}

@@ -126,6 +126,11 @@ class Tier(ABC):
         return None
 
     @classmethod
+    def preflight(cls, plan: Plan) -> None:
+        """Refuse a plan this host cannot run (raise UserError), before anything is created or started."""
+        return None
+
+    @classmethod
     def estimate_run_s(cls, plan: Plan, workload: Workload) -> float | None:
         """Seconds one run of `workload` takes, for estimates; None: the workload's runtime + overhead_s."""
         return None

@@ -91,6 +91,10 @@ class ConsolidationTier(Tier):
         self._ksm_previous: str | None = None
 
     # -- sweep-level set-up ---------------------------------------------------------------------------------
+    @classmethod
+    def preflight(cls, plan: Plan) -> None:
+        cls.check_memory_of(plan, Path("/proc/meminfo").read_text())
+
     def open(self) -> None:
         self.check_memory()
         log = self.opts.log
@@ -106,12 +110,15 @@ class ConsolidationTier(Tier):
         if self.spec.ksm:
             self._enable_ksm()
 
+    @staticmethod
+    def check_memory_of(plan: Plan, meminfo_text: str) -> None:
+        """Refuse the plan if its largest point's guests cannot fit in this host's memory."""
+        spec = _spec(plan)
+        check_memory(max(spec.tiles), guests_per_tile(spec.roles), plan.guest_memory_mb, available_mb(meminfo_text))
+
     def check_memory(self, meminfo_text: str | None = None) -> None:
-        """Refuse the plan before any guest starts if its largest point cannot fit in memory."""
-        if meminfo_text is None:
-            meminfo_text = Path("/proc/meminfo").read_text()
-        check_memory(max(self.spec.tiles), guests_per_tile(self.spec.roles), self.plan.guest_memory_mb,
-                     available_mb(meminfo_text))
+        """The same, again when the sweep opens the tier (memory may have been taken meanwhile)."""
+        self.check_memory_of(self.plan, meminfo_text if meminfo_text is not None else Path("/proc/meminfo").read_text())
 
     def _enable_ksm(self) -> None:
         try:
