@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -42,11 +43,16 @@ def test_second_sweep_on_the_same_db_or_workdir_names_the_first(tmp_path: Path) 
             assert first.poll() is None, first.stderr.read() if first.stderr else ""
             assert time.monotonic() < deadline
             time.sleep(0.1)
-        same_db = run_cli("run", str(plan), "--db", str(db), "--workdir", str(tmp_path / "w2"))
-        one_line_error(same_db, "results database", "in use by process", str(first.pid))
-        same_work = run_cli("run", str(plan), "--db", str(tmp_path / "other.sqlite"), "--workdir", str(work))
-        one_line_error(same_work, "working directory", "in use by process", str(first.pid))
-        assert not (tmp_path / "other.sqlite").exists()
+        # Freeze the first sweep while it holds its locks, so the checks below never race its end on a slow host.
+        os.kill(first.pid, signal.SIGSTOP)
+        try:
+            same_db = run_cli("run", str(plan), "--db", str(db), "--workdir", str(tmp_path / "w2"))
+            one_line_error(same_db, "results database", "in use by process", str(first.pid))
+            same_work = run_cli("run", str(plan), "--db", str(tmp_path / "other.sqlite"), "--workdir", str(work))
+            one_line_error(same_work, "working directory", "in use by process", str(first.pid))
+            assert not (tmp_path / "other.sqlite").exists()
+        finally:
+            os.kill(first.pid, signal.SIGCONT)
     finally:
         assert first.wait(timeout=300) == 0
     # Once the first is done, the lock is free: the same command resumes (and finds nothing left to do).
