@@ -13,8 +13,10 @@ from iomatrix.backing.spec import (
     BACKING_TYPES,
     BackingSpec,
     format_size,
+    kernel_version,
     parse_backing,
     parse_size,
+    tmpfs_accepts_o_direct,
 )
 from iomatrix.errors import UserError
 
@@ -85,11 +87,11 @@ def test_labels_and_kinds() -> None:
         ({"type": "loopfs", "fs": "ext4", "size": "1G", "mkfs_options": ["-O", "^has_journal"]},
          "ext4-loop[-O ^has_journal]", "dir", True),
         ({"type": "blockdev", "device": "/dev/loop7"}, "blockdev:/dev/loop7", "device", True),
-        ({"type": "tmpfs", "size": "2G"}, "tmpfs", "dir", False),
+        ({"type": "tmpfs", "size": "2G"}, "tmpfs", "dir", tmpfs_accepts_o_direct()),
         ({"type": "lvm", "vg": "vg0", "size": "4G"}, "lvm:vg0", "device", True),
         ({"type": "zfs", "pool": "tank", "kind": "zvol", "size": "4G"}, "zfs:tank/zvol", "device", True),
         ({"type": "zfs", "pool": "tank", "kind": "dataset"}, "zfs:tank/dataset", "dir", False),
-        ({"type": "tmpfs", "size": "2G", "name": "ram"}, "ram", "dir", False),
+        ({"type": "tmpfs", "size": "2G", "name": "ram"}, "ram", "dir", tmpfs_accepts_o_direct()),
     ]
     for data, label, kind, odirect in cases:
         spec = parse_backing(data)
@@ -160,3 +162,12 @@ def test_dir_with_missing_path(tmp_path: Path) -> None:
     assert parse_backing({"type": "dir", "path": str(tmp_path)}).availability(set()) is None
     reason = parse_backing({"type": "dir", "path": str(tmp_path / "nope")}).availability(set())
     assert reason is not None and "does not exist" in reason
+
+
+def test_tmpfs_o_direct_is_keyed_on_the_kernel_version() -> None:
+    # shmem gained O_DIRECT in Linux 6.6; the release strings are real ones (Debian, Fedora, this host).
+    assert kernel_version("6.18.44-fc-v769") == (6, 18)
+    assert kernel_version("garbage") == (0, 0)
+    for release, accepts in [("6.1.0-28-amd64", False), ("6.5.13", False), ("6.6.0", True),
+                             ("6.12.9+bpo-amd64", True), ("5.15.0-91-generic", False), ("10.0", True)]:
+        assert tmpfs_accepts_o_direct(release) is accepts, release

@@ -201,7 +201,7 @@ def preallocation_rule(fmt: str, preallocation: str, *, on_block_device: bool = 
 def o_direct_rule(cache: str, backing_supports_o_direct: bool, backing: str) -> str | None:
     if not backing_supports_o_direct and direct_io(cache):
         return (f"cache={cache} opens with O_DIRECT, which backing {backing} does not support "
-                "(tmpfs and ZFS datasets refuse O_DIRECT)")
+                "(tmpfs before Linux 6.6 and ZFS datasets refuse O_DIRECT)")
     return None
 
 

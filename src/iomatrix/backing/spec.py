@@ -235,8 +235,26 @@ class BlockdevBacking(_Spec):
         return None
 
 
+# tmpfs accepts O_DIRECT (as a no-op: it has no device below it) since Linux 6.6 (commit "shmem: add support
+# for O_DIRECT", e88e0d366f9c); before that, open(O_DIRECT) fails with EINVAL.
+TMPFS_O_DIRECT_SINCE = (6, 6)
+
+
+def kernel_version(release: str) -> tuple[int, int]:
+    """(major, minor) of a kernel release string such as "6.18.44-fc-v769"; (0, 0) when unreadable."""
+    m = re.match(r"(\d+)\.(\d+)", release)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def tmpfs_accepts_o_direct(release: str | None = None) -> bool:
+    """Whether tmpfs on this kernel (or on `release`) opens files with O_DIRECT. Keyed on the kernel version
+    so a plan can be expanded before anything is mounted; provisioning records the real probe beside it
+    (``o_direct_probe`` in the backing's metadata)."""
+    return kernel_version(release if release is not None else os.uname().release) >= TMPFS_O_DIRECT_SINCE
+
+
 class TmpfsBacking(_Spec):
-    """A tmpfs mounted under the working directory (RAM: no O_DIRECT)."""
+    """A tmpfs mounted under the working directory (RAM; O_DIRECT only on Linux ≥ 6.6)."""
 
     type: Literal["tmpfs"] = "tmpfs"
     size: Size
@@ -245,7 +263,7 @@ class TmpfsBacking(_Spec):
         return "tmpfs"
 
     def supports_o_direct(self) -> bool:
-        return False
+        return tmpfs_accepts_o_direct()
 
     def availability(self, allowed_devices: set[Path]) -> str | None:
         return _missing_tools("mount", "umount") or _not_root("mounting tmpfs")
