@@ -70,7 +70,7 @@ def test_every_report_command_reads_a_schema1_database_without_writing(tmp_path:
 def test_run_migrates_schema1_in_place_after_a_backup(tmp_path: Path) -> None:
     db = schema1_copy(tmp_path)
     store = Store(db)  # what `iomatrix run` opens
-    assert store.schema_version == SCHEMA_VERSION == 2
+    assert store.schema_version == SCHEMA_VERSION == 3  # 1 → 2 → 3, one transaction
     backup = tmp_path / "old.sqlite.schema1.bak"
     assert backup.is_file()
     old = sqlite3.connect(backup)
@@ -78,16 +78,19 @@ def test_run_migrates_schema1_in_place_after_a_backup(tmp_path: Path) -> None:
     assert old.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 4
     old.close()
     other = sqlite3.connect(db)  # another connection sees the committed migration (WAL: not yet in the file)
-    assert other.execute("PRAGMA user_version").fetchone()[0] == 2
-    assert other.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "2"
+    assert other.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert other.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "3"
     other.close()
     # A migrated file has exactly the columns of a new one.
     fresh = Store(tmp_path / "new.sqlite")
-    for table in COLUMNS[2]:
+    for table in COLUMNS[3]:
         cols = [r[1] for r in store.db.execute(f"PRAGMA table_info({table})")]
         assert cols == [r[1] for r in fresh.db.execute(f"PRAGMA table_info({table})")], table
     # Old runs read back with no round; the old sweep with an empty metric registry.
     assert {r.round for r in store.runs(1)} == {None}
+    # …and not judged for interference, nothing replaced, no recorded stops.
+    assert {(r.disturbed, r.disturbance, r.replaced) for r in store.runs(1)} == {(None, (), False)}
+    assert store.unit_stops(1) == []
     assert store.sweep(1).metric_registry == {}  # type: ignore[union-attr]
     sid = store.create_sweep(store.host_id({"hostname": "h"}), "p", "fp", "{}", [], [],
                              metric_registry={"read.iops": {"unit": "IO/s", "direction": "higher"}})
@@ -98,6 +101,78 @@ def test_run_migrates_schema1_in_place_after_a_backup(tmp_path: Path) -> None:
     Store(db).close()
     assert digest(backup) == bak
     assert run_cli("results", "--db", str(db), "--sweep", "1").returncode == 0
+
+
+def _schema2_copy(tmp_path: Path) -> Path:
+    """A schema-2 database as the previous release left it: the schema-1 fixture taken through migration 1 only."""
+    from iomatrix.store.schema import MIGRATIONS
+
+    db = schema1_copy(tmp_path, "v2.sqlite")
+    con = sqlite3.connect(db, isolation_level=None)
+    for stmt in MIGRATIONS[1]:
+        con.execute(stmt)
+    con.execute("UPDATE runs SET round = attempt, round_position = 0")
+    con.close()
+    return db
+
+
+def test_schema2_migrates_to_3_after_its_own_backup_and_reads_before(tmp_path: Path) -> None:
+    db = _schema2_copy(tmp_path)
+    before = digest(db)
+    # Read-only commands read schema 2 as it is (no stops, nothing judged) and write nothing.
+    ro = Store.open_existing(db)
+    assert ro.schema_version == 2
+    assert ro.unit_stops(1) == [] and ro.replaced_runs(1) == set()
+    assert {r.round for r in ro.runs(1)} == {1, 2}
+    ro.close()
+    for args in (("results",), ("results", "--format", "json"), ("rank", "--min-runs", "2")):
+        proc = run_cli(*args, "--db", str(db))
+        assert proc.returncode == 0, (args, proc.stderr)
+    assert digest(db) == before
+    store = Store(db)
+    assert store.schema_version == 3
+    backup = tmp_path / "v2.sqlite.schema2.bak"
+    assert backup.is_file() and not (tmp_path / "v2.sqlite.schema1.bak").exists()
+    old = sqlite3.connect(backup)
+    assert old.execute("PRAGMA user_version").fetchone()[0] == 2
+    old.close()
+    # The new table and columns work on the migrated file.
+    run = store.runs(1)[0]
+    store.record_unit_stop(run.cell_id, run.workload, "max-runs", "max runs reached", 2, 2)
+    [stop] = store.unit_stops(1)
+    assert (stop.cell_key, stop.kind, stop.round, stop.ok_runs) == (run.cell_key, "max-runs", 2, 2)
+    store.close()
+
+
+def test_a_clean_retry_replaces_the_disturbed_run_of_its_round(tmp_path: Path) -> None:
+    from iomatrix.store import RunRecord
+
+    store = Store(tmp_path / "r.sqlite")
+    sid = store.create_sweep(store.host_id({"hostname": "h"}), "p", "fp", "{}", [], [])
+    axes = dict.fromkeys(("tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier"), "-")
+    cid = store.cell_id(sid, "c", axes, {})
+
+    def run(rnd: int, value: float, disturbed: bool, retry_of: int | None = None, status: str = "ok") -> int:
+        return store.record_run(RunRecord(
+            cell_id=cid, workload="w", status=status, started_at=0, finished_at=1, accel="none", cache_state="-",
+            page_cache_method="-", metrics={"m": value} if status == "ok" else {}, phases={}, round=rnd,
+            round_position=0, disturbed=disturbed, disturbance=["CPU pressure"] if disturbed else [],
+            retry_of=retry_of))
+
+    a = run(1, 10.0, True)
+    b = run(1, 20.0, False, retry_of=a)  # round 1: the clean retry counts
+    c = run(2, 30.0, True)
+    run(2, 40.0, True, retry_of=c)  # round 2: both disturbed, the latest counts
+    run(3, 50.0, False)
+    e = run(4, 60.0, True)
+    run(4, 0.0, False, retry_of=e, status="failed")  # a failed retry leaves the disturbed run counting
+    assert store.replaced_runs(sid) == {a, c}
+    assert store.metric_points(cid, "w", "m") == [(1, 20.0), (2, 40.0), (3, 50.0), (4, 60.0)]
+    assert store.run_counts(sid) == {(cid, "w"): (4, 1)}
+    rows = {r.run_id: r for r in store.runs(sid)}
+    assert rows[a].replaced and rows[a].disturbance == ("CPU pressure",) and rows[b].retry_of == a
+    assert not rows[b].replaced and rows[b].disturbed is False
+    store.close()
 
 
 def _foreign_files(tmp_path: Path) -> dict[str, Path]:

@@ -2,7 +2,8 @@
 typed read API reports use (queries.py)."""
 
 from iomatrix.store.db import RunRecord, Store
-from iomatrix.store.queries import FailedRun, MonitorPoint, RunRow, Sample, SweepRow
+from iomatrix.store.queries import FailedRun, MonitorPoint, RunRow, Sample, SweepRow, UnitStop
 from iomatrix.store.schema import SCHEMA_VERSION
 
-__all__ = ["SCHEMA_VERSION", "FailedRun", "MonitorPoint", "RunRecord", "RunRow", "Sample", "Store", "SweepRow"]
+__all__ = ["SCHEMA_VERSION", "FailedRun", "MonitorPoint", "RunRecord", "RunRow", "Sample", "Store", "SweepRow",
+           "UnitStop"]

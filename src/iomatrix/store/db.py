@@ -14,7 +14,7 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import quote
 
 from iomatrix.errors import UserError
-from iomatrix.store.queries import StoreQueries
+from iomatrix.store.queries import REPLACED_RUNS_SQL, StoreQueries
 from iomatrix.store.schema import MIGRATIONS, SCHEMA_1, SCHEMA_VERSION, NotOurs, TooNew, check_file, inspect
 
 # Connections to a database that became unwritable mid-sweep: kept open until the process ends.
@@ -54,6 +54,10 @@ class RunRecord:
     # Randomised block designs: the sweep's round and the run's position in it (None: plan order).
     round: int | None = None
     round_position: int | None = None
+    # Interference judged from the run's host samples (None: not judged), and the run it retries.
+    disturbed: bool | None = None
+    disturbance: Sequence[str] = ()
+    retry_of: int | None = None
 
 
 class Store(StoreQueries):
@@ -199,11 +203,14 @@ class Store(StoreQueries):
             cur = db.execute(
                 "INSERT INTO runs (cell_id, workload, attempt, status, started_at, finished_at, wall_s, accel,"
                 " cache_state, page_cache_method, phases_json, job_text, raw_output, console_tail, error, meta_json,"
-                " round, round_position) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " round, round_position, disturbed, disturbance_json, retry_of)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (rec.cell_id, rec.workload, attempt, rec.status, rec.started_at, rec.finished_at,
                  rec.finished_at - rec.started_at, rec.accel, rec.cache_state, rec.page_cache_method,
                  json.dumps(dict(rec.phases)), rec.job_text, rec.raw_output, rec.console_tail, rec.error,
-                 json.dumps(dict(rec.meta or {})), rec.round, rec.round_position))
+                 json.dumps(dict(rec.meta or {})), rec.round, rec.round_position,
+                 None if rec.disturbed is None else int(rec.disturbed), json.dumps(list(rec.disturbance)),
+                 rec.retry_of))
             run_id = int(cur.lastrowid or 0)
             db.executemany("INSERT INTO samples VALUES (?,?,?)",
                            [(run_id, k, float(v)) for k, v in rec.metrics.items()])
@@ -211,11 +218,19 @@ class Store(StoreQueries):
                            [(run_id, t, k, float(v)) for t, values in rec.monitor for k, v in values.items()])
             return run_id
 
+    def record_unit_stop(self, cell_id: int, workload: str, kind: str, reason: str, round_no: int | None,
+                         ok_runs: int) -> None:
+        """Why a cell × workload stopped being repeated (a resumed sweep's later decision replaces it)."""
+        with self.tx() as db:
+            db.execute("INSERT OR REPLACE INTO unit_stops (cell_id, workload, kind, reason, round, ok_runs, stopped_at)"
+                       " VALUES (?,?,?,?,?,?,?)", (cell_id, workload, kind, reason, round_no, ok_runs, time.time()))
+
     def run_counts(self, sweep_id: int) -> dict[tuple[int, str], tuple[int, int]]:
-        """(cell_id, workload) → (ok runs, failed runs)."""
+        """(cell_id, workload) → (ok runs, failed runs); an ok run a clean retry replaced does not count."""
         rows = self.db.execute(
-            "SELECT r.cell_id, r.workload, SUM(r.status='ok') ok, SUM(r.status!='ok') bad FROM runs r "
-            "JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=? GROUP BY r.cell_id, r.workload", (sweep_id,))
+            "SELECT r.cell_id, r.workload, SUM(r.status='ok' AND r.id NOT IN (" + REPLACED_RUNS_SQL + ")) ok, "
+            "SUM(r.status!='ok') bad FROM runs r JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=? "
+            "GROUP BY r.cell_id, r.workload", (sweep_id, sweep_id))
         return {(r["cell_id"], r["workload"]): (int(r["ok"]), int(r["bad"])) for r in rows}
 
     def metric_series(self, cell_id: int, workload: str, metric: str) -> list[float]:
@@ -228,10 +243,12 @@ class Store(StoreQueries):
     def metric_points(self, cell_id: int, workload: str, metric: str) -> list[tuple[int, float]]:
         """(round, value) of a metric over the ok runs of a cell × workload; a run stored before rounds were
         recorded counts its attempt number as its round."""
+        # Without the runs a clean retry replaced (one value per round, as the scheduler keeps it).
         rows = self.db.execute(
             "SELECT COALESCE(r.round, json_extract(r.meta_json, '$.round'), r.attempt) rnd, s.value FROM samples s "
-            "JOIN runs r ON r.id=s.run_id WHERE r.cell_id=? AND r.workload=? AND r.status='ok' AND s.metric=? "
-            "ORDER BY r.attempt", (cell_id, workload, metric))
+            "JOIN runs r ON r.id=s.run_id WHERE r.cell_id=? AND r.workload=? "
+            "AND r.status='ok' AND s.metric=? AND r.id NOT IN (" + REPLACED_RUNS_SQL + ") ORDER BY r.attempt",
+            (cell_id, workload, metric, _sweep_of(self.db, cell_id)))
         return [(int(r[0]), float(r[1])) for r in rows]
 
     def run_rounds(self, sweep_id: int) -> dict[tuple[int, str], set[int]]:
@@ -250,6 +267,11 @@ class Store(StoreQueries):
         row = self.db.execute("SELECT COALESCE(SUM(r.wall_s), 0) FROM runs r JOIN cells c ON c.id=r.cell_id "
                               "WHERE c.sweep_id=?", (sweep_id,)).fetchone()
         return float(row[0])
+
+
+def _sweep_of(db: sqlite3.Connection, cell_id: int) -> int:
+    row = db.execute("SELECT sweep_id FROM cells WHERE id=?", (cell_id,)).fetchone()
+    return int(row[0]) if row else -1
 
 
 # -- opening ------------------------------------------------------------------------------------------

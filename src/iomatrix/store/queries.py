@@ -50,6 +50,36 @@ class RunRow:
     page_cache_method: str
     round: int | None
     round_position: int | None
+    # Interference (schema 3): None = not judged (older runs); the reasons when disturbed.
+    disturbed: bool | None = None
+    disturbance: tuple[str, ...] = ()
+    retry_of: int | None = None  # the disturbed run this run was started again for
+    replaced: bool = False  # an ok run that a clean retry in the same round replaced: not analysed
+
+
+@dataclass(frozen=True)
+class UnitStop:
+    """Why and when the scheduler stopped repeating one cell × workload (schema 3)."""
+
+    cell_id: int
+    cell_key: str
+    workload: str
+    kind: str  # eliminated | settled | baseline | converged | max-runs | budget | gave-up
+    reason: str
+    round: int | None
+    ok_runs: int
+    stopped_at: float
+
+
+# The ok runs a disturbed run's clean retry replaced: per cell × workload × round the analysis uses one run,
+# the latest clean one, else the latest one (runs without a round stand alone). Same rule as the scheduler's.
+REPLACED_RUNS_SQL = """
+SELECT id FROM (
+  SELECT r.id, ROW_NUMBER() OVER (PARTITION BY r.cell_id, r.workload, COALESCE(r.round, -r.id)
+                                  ORDER BY COALESCE(r.disturbed, 0), r.id DESC) AS pick
+  FROM runs r JOIN cells c ON c.id = r.cell_id WHERE c.sweep_id = ? AND r.status = 'ok'
+) WHERE pick > 1
+"""
 
 
 @dataclass(frozen=True)
@@ -101,21 +131,43 @@ class StoreQueries:
             finished_at=row["finished_at"], host=host, pruned=json.loads(row["pruned_json"]),
             notes=json.loads(row["notes_json"]), metric_registry=json.loads(row["metric_registry"]))
 
+    def replaced_runs(self, sweep_id: int) -> set[int]:
+        """Ok runs of the sweep that a clean retry replaced (none before schema 3: nothing was retried)."""
+        if self.schema_version < 3:
+            return set()
+        return {int(r[0]) for r in self.db.execute(REPLACED_RUNS_SQL, (sweep_id,))}
+
     def runs(self, sweep_id: int) -> list[RunRow]:
         """Every run of a sweep (ok and failed) with its cell, in cell, workload, attempt order."""
         rounds = "r.round, r.round_position" if self.schema_version >= 2 else "NULL AS round, NULL AS round_position"
+        interference = ("r.disturbed, r.disturbance_json, r.retry_of" if self.schema_version >= 3
+                        else "NULL AS disturbed, '[]' AS disturbance_json, NULL AS retry_of")
         rows = self.db.execute(
             "SELECT c.id cid, c.key, c.backing_json, " + ", ".join(f"c.{a}" for a in AXIS_COLUMNS)
             + ", r.id rid, r.workload, r.attempt, r.status, r.accel, r.phases_json, r.cache_state, "
-            f"r.page_cache_method, {rounds} FROM runs r JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=? "
-            "ORDER BY c.id, r.workload, r.attempt", (sweep_id,))
+            f"r.page_cache_method, {rounds}, {interference} FROM runs r JOIN cells c ON c.id=r.cell_id "
+            "WHERE c.sweep_id=? ORDER BY c.id, r.workload, r.attempt", (sweep_id,))
+        replaced = self.replaced_runs(sweep_id)
         return [RunRow(run_id=int(r["rid"]), cell_id=int(r["cid"]), cell_key=r["key"],
                        axes={a: r[a] for a in AXIS_COLUMNS}, backing=json.loads(r["backing_json"]),
                        workload=r["workload"], attempt=int(r["attempt"]), status=r["status"], accel=r["accel"],
                        phases={k: float(v) for k, v in json.loads(r["phases_json"]).items()},
                        cache_state=r["cache_state"], page_cache_method=r["page_cache_method"],
-                       round=r["round"], round_position=r["round_position"])
+                       round=r["round"], round_position=r["round_position"],
+                       disturbed=None if r["disturbed"] is None else bool(r["disturbed"]),
+                       disturbance=tuple(json.loads(r["disturbance_json"])), retry_of=r["retry_of"],
+                       replaced=int(r["rid"]) in replaced)
                 for r in rows]
+
+    def unit_stops(self, sweep_id: int) -> list[UnitStop]:
+        """Why each cell × workload of the sweep stopped ([] before schema 3, or while none has stopped)."""
+        if self.schema_version < 3:
+            return []
+        rows = self.db.execute(
+            "SELECT u.cell_id, c.key, u.workload, u.kind, u.reason, u.round, u.ok_runs, u.stopped_at FROM unit_stops u "
+            "JOIN cells c ON c.id=u.cell_id WHERE c.sweep_id=? ORDER BY u.stopped_at, c.id, u.workload", (sweep_id,))
+        return [UnitStop(int(r["cell_id"]), r["key"], r["workload"], r["kind"], r["reason"], r["round"],
+                         int(r["ok_runs"]), float(r["stopped_at"])) for r in rows]
 
     def ok_samples(self, sweep_id: int) -> list[Sample]:
         """The metric samples of a sweep's ok runs, in attempt order."""

@@ -15,7 +15,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Schema 1, exactly as the first release created it. Never edit: new columns go in a migration.
 SCHEMA_1 = """
@@ -96,6 +96,27 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "UPDATE meta SET value='2' WHERE key='schema_version'",
         "PRAGMA user_version = 2",
     ),
+    2: (
+        # Interference (stats/interference.py), judged by the runner from the run's host samples:
+        # NULL = not judged (runs before schema 3), 0 = clean, 1 = disturbed; the reasons as a JSON list.
+        "ALTER TABLE runs ADD COLUMN disturbed INTEGER",
+        "ALTER TABLE runs ADD COLUMN disturbance_json TEXT NOT NULL DEFAULT '[]'",
+        # A run started again because run `retry_of` was disturbed (same unit, same round).
+        "ALTER TABLE runs ADD COLUMN retry_of INTEGER REFERENCES runs(id)",
+        # Why and when each cell × workload stopped being repeated: the scheduler's decision.
+        """CREATE TABLE IF NOT EXISTS unit_stops (
+    cell_id INTEGER NOT NULL REFERENCES cells(id),
+    workload TEXT NOT NULL,
+    kind TEXT NOT NULL,      -- eliminated | settled | baseline | converged | max-runs | budget | gave-up
+    reason TEXT NOT NULL,    -- the scheduler's sentence, e.g. 'eliminated: 2.1× worse than cache=unsafe, p=0.003'
+    round INTEGER,           -- the last round the unit had run in when it stopped
+    ok_runs INTEGER NOT NULL,
+    stopped_at REAL NOT NULL,
+    PRIMARY KEY (cell_id, workload)
+)""",
+        "UPDATE meta SET value='3' WHERE key='schema_version'",
+        "PRAGMA user_version = 3",
+    ),
 }
 
 # The columns each table has at each version (a subset check: SQLite adds none by itself).
@@ -114,11 +135,16 @@ COLUMNS_1: dict[str, frozenset[str]] = {
     "samples": frozenset({"run_id", "metric", "value"}),
     "monitor": frozenset({"run_id", "t", "field", "value"}),
 }
+COLUMNS_2: dict[str, frozenset[str]] = {**COLUMNS_1, "sweeps": COLUMNS_1["sweeps"] | {"metric_registry"},
+                                         "runs": COLUMNS_1["runs"] | {"round", "round_position"}}
 COLUMNS: dict[int, dict[str, frozenset[str]]] = {
     1: COLUMNS_1,
-    2: {**COLUMNS_1, "sweeps": COLUMNS_1["sweeps"] | {"metric_registry"},
-        "runs": COLUMNS_1["runs"] | {"round", "round_position"}},
+    2: COLUMNS_2,
+    3: {**COLUMNS_2, "runs": COLUMNS_2["runs"] | {"disturbed", "disturbance_json", "retry_of"},
+        "unit_stops": frozenset({"cell_id", "workload", "kind", "reason", "round", "ok_runs", "stopped_at"})},
 }
+# Every table some version of iomatrix created: anything else in a file means it is not ours.
+KNOWN_TABLES = frozenset(t for cols in COLUMNS.values() for t in cols)
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -175,7 +201,7 @@ def inspect(db: sqlite3.Connection) -> Inspection:
     tables = {t for t in tables if not t.startswith("sqlite_")}
     if not tables:
         return Inspection(None, wal)
-    foreign = sorted(tables - set(COLUMNS_1))
+    foreign = sorted(tables - KNOWN_TABLES)
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" (+{len(foreign) - 5} more)" if len(foreign) > 5 else "")
         raise NotOurs(f"it holds tables iomatrix does not use: {shown}")
