@@ -196,3 +196,128 @@ def test_racing_with_a_minimum_of_one_run_waits_for_two_values_before_testing() 
     s = racing(["a", "b"], min_runs=1, max_runs=4)
     log = drive(s, lambda k, n: jitter(1000.0 if k == "a" else 100.0, n))
     assert s.reasons()["b"].startswith("eliminated") and len(log) >= 4
+
+
+# -- disturbed runs: retried at the end of their round, within the budget ------------------------------
+
+Script = Callable[[str, int], tuple[float | None, bool]]  # the n-th run of a unit → (value or None, disturbed)
+
+
+def drive_disturbed(s: Scheduler, outcome: Script, clock: FakeClock | None = None,
+                    worthy: Callable[[str, int], bool] | None = None) -> list[tuple[str, int, int, bool]]:
+    """As `drive`, with the runner's queue: a retry the scheduler returns runs at the end of the round."""
+    from collections import deque
+
+    log: list[tuple[str, int, int, bool]] = []
+    counts: dict[str, int] = {}
+    while slots := s.next_round():
+        queue = deque(slots)
+        while queue:
+            slot = queue.popleft()
+            if not s.should_start(slot):
+                continue
+            n = counts.get(slot.key, 0)
+            counts[slot.key] = n + 1
+            if clock is not None:
+                clock.t += 1.0
+            value, disturbed = outcome(slot.key, n)
+            retry = s.record(slot, value is not None, value, disturbed,
+                             None if worthy is None else worthy(slot.key, n))
+            log.append((slot.key, slot.round, slot.position, slot.retry))
+            if retry is not None:
+                queue.append(retry)
+            assert len(log) < 1000, "scheduler never stopped"
+    return log
+
+
+def test_a_disturbed_run_is_retried_at_the_end_of_its_round_and_the_clean_value_replaces_it() -> None:
+    s = make(["a", "b", "c"], min_runs=3, max_runs=3)
+    # b's first run was disturbed (a slow outlier); its retry is clean.
+    log = drive_disturbed(s, lambda k, n: (1.0 if (k, n) == ("b", 0) else 100.0, (k, n) == ("b", 0)))
+    round1 = [e for e in log if e[1] == 1]
+    assert round1[-1] == ("b", 1, 3, True)  # after every unit of the round, at the next position
+    assert [e[0] for e in round1[:3]].count("b") == 1
+    assert s.units["b"].points == [(1, 100.0), (2, 100.0), (3, 100.0)]  # the disturbed 1.0 is not used
+    assert s.units["b"].ok == 3 and s.units["b"].retries == 1
+    assert len(log) == 10 and all(sorted({k for k, r, _, _ in log if r == rr}) == ["a", "b", "c"] for rr in (1, 2, 3))
+
+
+def test_a_retry_disturbed_again_counts_its_own_value_and_is_not_retried_again() -> None:
+    s = make(["a"], min_runs=2, max_runs=2)
+    log = drive_disturbed(s, lambda k, n: (float(n + 1), n < 2))  # runs 0 and 1 disturbed, run 2 clean
+    assert [(r, retry) for _, r, _, retry in log] == [(1, False), (1, True), (2, False)]
+    assert s.units["a"].points == [(1, 2.0), (2, 3.0)]  # round 1: the latest (the retry's) value
+
+
+def test_a_failed_retry_leaves_the_disturbed_value_counting() -> None:
+    s = make(["a"], min_runs=2, max_runs=2)
+    drive_disturbed(s, lambda k, n: ((None, False) if n == 1 else (10.0 * (n + 1), n == 0)))
+    u = s.units["a"]
+    assert u.points == [(1, 10.0), (2, 30.0)] and u.failed == 1 and u.ok == 2
+
+
+def test_retries_are_capped_per_unit_and_writeback_alone_is_not_retried() -> None:
+    s = make(["a", "b"], min_runs=4, max_runs=4)
+    s.max_retries = 2
+    # Every run disturbed: a by CPU pressure (retry-worthy), b by page-cache writeback only (our own writes).
+    log = drive_disturbed(s, lambda k, n: (100.0, True), worthy=lambda k, n: k == "a")
+    assert sum(1 for k, _, _, retry in log if retry and k == "a") == 2
+    assert not any(retry for k, _, _, retry in log if k == "b")
+    assert s.units["a"].ok == s.units["b"].ok == 4
+
+
+def test_no_retry_once_the_host_is_busy() -> None:
+    from iomatrix.scheduler import BUSY_MIN_RUNS
+
+    keys = [f"u{i}" for i in range(BUSY_MIN_RUNS)]
+    s = make(keys, min_runs=3, max_runs=3)
+    log = drive_disturbed(s, lambda k, n: (100.0, True))  # everything disturbed, all the time
+    retries = [e for e in log if e[3]]
+    # Retries while fewer than BUSY_MIN_RUNS runs were judged, then none: the host is busy.
+    assert 0 < len(retries) < BUSY_MIN_RUNS and s.host_busy()
+    assert all(u.ok == 3 for u in s.units.values())
+
+
+def test_no_retry_when_the_budget_is_spent_and_a_queued_retry_is_dropped() -> None:
+    clock = FakeClock()
+    s = make(["a", "b"], min_runs=2, max_runs=5, budget=2.5, clock=clock)
+    log = drive_disturbed(s, lambda k, n: (100.0 + n, (k, n) == ("a", 1)), clock=clock)
+    # a's second run (round 2, after the budget) is disturbed: no retry, its value counts.
+    assert not any(e[3] for e in log)
+    assert s.units["a"].points[-1] == (2, 101.0)
+    # A retry queued before the budget ran out is not started once it has: the disturbed value counts.
+    clock2 = FakeClock()
+    s2 = make(["a"], min_runs=1, max_runs=1, budget=1.5, clock=clock2)
+    [slot] = s2.next_round()
+    clock2.t = 1.0
+    retry = s2.record(slot, True, 7.0, disturbed=True)
+    assert retry is not None and retry.retry
+    clock2.t = 2.0
+    assert not s2.should_start(retry)
+    assert s2.units["a"].points == [(1, 7.0)] and s2.next_round() == []
+
+
+# -- why and when each unit stopped ---------------------------------------------------------------------
+
+def test_every_stop_is_reported_once_with_its_kind_and_round() -> None:
+    from iomatrix.scheduler import stop_kind
+
+    s = racing(["fast", "slow", "bare-metal", "broken"], min_runs=3, baselines=["bare-metal"])
+    stops = []
+    means = {"fast": 1000.0, "slow": 100.0, "bare-metal": 5.0}
+    while slots := s.next_round():
+        stops += s.new_stops()
+        for slot in slots:
+            if s.should_start(slot):
+                v = None if slot.key == "broken" else jitter(means[slot.key], slot.round)
+                s.record(slot, v is not None, v)
+    stops += s.new_stops()
+    by = {st.key: st for st in stops}
+    assert len(stops) == 4 == len(by)
+    assert (by["slow"].kind, by["slow"].round, by["slow"].ok_runs) == ("eliminated", 3, 3)
+    assert by["fast"].kind == "settled" and by["fast"].reason.startswith("race over")
+    assert by["bare-metal"].kind == "baseline"
+    assert by["broken"].kind == "gave-up" and by["broken"].ok_runs == 0
+    assert s.new_stops() == []
+    assert [stop_kind(r) for r in ("converged", "max runs reached", "time budget spent", "???")] == [
+        "converged", "max-runs", "budget", "other"]

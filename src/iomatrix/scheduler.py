@@ -25,6 +25,18 @@ Stopping, per unit, in this order:
 * ``max runs reached``;
 * ``time budget spent``: no run beyond ``min`` starts once the wall clock of the sweep (earlier sessions
   included) reaches the budget.
+
+Every stop is reported once through :meth:`Scheduler.new_stops` (the runner stores it) with a kind from
+:func:`stop_kind`: eliminated, settled (the race is over), baseline, converged, max-runs, budget, gave-up.
+
+**Disturbed runs are retried**: the runner judges each run from the host samples taken during it
+(``stats/interference.py``) and passes the verdict to :meth:`Scheduler.record`. An ok run disturbed by an
+outside cause (CPU pressure, steal, other processes' CPU — not page-cache writeback, which our own writes
+cause too) gets one retry at the end of the same round, so the block stays complete: the retry's value
+replaces the disturbed one when it is clean, else the latest value counts (the store's rule for reading,
+``store/queries.py``, is the same). No retry when the budget is spent, after ``max_retries`` retries of
+the unit, or once the host is *busy*: more than half of the sweep's judged runs were disturbed (at least
+``BUSY_MIN_RUNS`` of them), so waiting for a quiet moment would only spend the budget.
 """
 
 from __future__ import annotations
@@ -35,6 +47,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 MAX_FAILED_ATTEMPTS = 3
+MAX_RETRIES_PER_UNIT = 2  # retries of disturbed runs per unit over the sweep
+BUSY_SHARE = 0.5  # disturbed share of the judged runs above which the host counts as busy: no more retries
+BUSY_MIN_RUNS = 6
 
 
 @dataclass
@@ -48,6 +63,8 @@ class UnitState:
     done_reason: str | None = None  # why no more runs: converged, max runs, gave up …
     # Baselines the report needs (bare metal, the null ceiling) keep the minimum only under racing.
     baseline: bool = False
+    pending: dict[int, float] = field(default_factory=dict)  # round → value of a disturbed run awaiting its retry
+    retries: int = 0  # disturbed runs started again
 
     @property
     def done(self) -> bool:
@@ -134,6 +151,17 @@ class RacingPolicy:
 
 POLICIES = ("racing", "ci-width")
 
+# Kinds of stop reasons, as stored in unit_stops.kind: (prefix of the reason, kind).
+STOP_KINDS = (("gave up", "gave-up"), ("eliminated", "eliminated"), ("race over", "settled"),
+              ("baseline", "baseline"), ("converged", "converged"), ("max runs", "max-runs"),
+              ("time budget", "budget"))
+
+
+def stop_kind(reason: str) -> str:
+    """The kind of a stop reason: eliminated, settled, baseline, converged, max-runs, budget, gave-up (else
+    'other')."""
+    return next((kind for prefix, kind in STOP_KINDS if reason.startswith(prefix)), "other")
+
 
 @dataclass(frozen=True)
 class Slot:
@@ -142,12 +170,24 @@ class Slot:
     key: str
     round: int
     position: int
+    retry: bool = False  # started again because the unit's run earlier in this round was disturbed
+
+
+@dataclass(frozen=True)
+class Stop:
+    """A unit's stop, as the store keeps it."""
+
+    key: str
+    kind: str
+    reason: str
+    round: int | None  # the last round the unit ran in
+    ok_runs: int
 
 
 class Scheduler:
     def __init__(self, units: Iterable[UnitState], *, min_runs: int, max_runs: int, budget_s: float,
                  policy: StopPolicy, seed: int, clock: Callable[[], float], prior_elapsed_s: float = 0.0,
-                 max_failures: int = MAX_FAILED_ATTEMPTS) -> None:
+                 max_failures: int = MAX_FAILED_ATTEMPTS, max_retries: int = MAX_RETRIES_PER_UNIT) -> None:
         if not 1 <= min_runs <= max_runs:
             raise ValueError(f"need 1 ≤ min ≤ max repetitions, got {min_runs}, {max_runs}")
         self.units: dict[str, UnitState] = {u.key: u for u in units}
@@ -159,6 +199,11 @@ class Scheduler:
         self.clock = clock
         self.prior_elapsed_s = prior_elapsed_s
         self.max_failures = max_failures
+        self.max_retries = max_retries
+        self.judged = 0  # ok runs judged for interference this session
+        self.disturbed = 0  # …of which disturbed
+        self._next_position: dict[int, int] = {}
+        self._reported: set[str] = set()
         self._start = clock()
         # The round in progress: the highest round any unit has a run in (0 = none yet).
         self.round = max((r for u in self.units.values() for r in u.rounds), default=0)
@@ -204,6 +249,9 @@ class Scheduler:
 
     def next_round(self) -> list[Slot]:
         """The runs of the next round (or of the interrupted round of a resumed sweep); [] when finished."""
+        for u in self.units.values():  # a retry that never ran: the disturbed value counts
+            for rnd in list(u.pending):
+                self._settle(u, rnd)
         self._refresh()
         active = [u.key for u in self.units.values() if not u.done]
         if not active:
@@ -217,11 +265,17 @@ class Scheduler:
             round_no = self.round + 1
             todo = active
         self.round = round_no
-        return [Slot(k, round_no, i) for i, k in enumerate(self.order(round_no, todo))]
+        slots = [Slot(k, round_no, i) for i, k in enumerate(self.order(round_no, todo))]
+        self._next_position[round_no] = len(slots)
+        return slots
 
     def should_start(self, slot: Slot) -> bool:
-        """Re-checked before each run: a unit past its minimum does not start once the budget is spent."""
+        """Re-checked before each run: a unit past its minimum does not start once the budget is spent, and
+        a retry does not start then at all (the disturbed value counts)."""
         u = self.units[slot.key]
+        if slot.retry and not self.budget_left():
+            self._settle(u, slot.round)
+            return False
         if u.done:
             return False
         if u.ok >= self.min_runs and not self.budget_left():
@@ -229,15 +283,47 @@ class Scheduler:
             return False
         return True
 
-    def record(self, slot: Slot, ok: bool, value: float | None) -> None:
+    def host_busy(self) -> bool:
+        """More than BUSY_SHARE of this session's judged runs were disturbed: retrying finds no quiet moment."""
+        return self.judged >= BUSY_MIN_RUNS and self.disturbed > BUSY_SHARE * self.judged
+
+    def _may_retry(self, u: UnitState, slot: Slot) -> bool:
+        return (not slot.retry and u.retries < self.max_retries and self.budget_left()
+                and not self.host_busy())
+
+    def _settle(self, u: UnitState, round_no: int) -> None:
+        """The disturbed run of `round_no` counts after all (its retry failed or never ran)."""
+        value = u.pending.pop(round_no, None)
+        if value is not None:
+            u.ok += 1
+            u.points.append((round_no, value))
+
+    def record(self, slot: Slot, ok: bool, value: float | None, disturbed: bool = False,
+               retry_worthy: bool | None = None) -> Slot | None:
+        """Count one finished run. ``disturbed``: the run's interference verdict; ``retry_worthy`` (default:
+        ``disturbed``): whether the cause lies outside the measured process, so a retry can avoid it. Returns
+        the retry to run at the end of this round, or None."""
         u = self.units[slot.key]
         u.rounds.add(slot.round)
-        if ok:
-            u.ok += 1
-            if value is not None:
-                u.points.append((slot.round, value))
-        else:
+        if not ok:
             u.failed += 1
+            if slot.retry:
+                self._settle(u, slot.round)
+            return None
+        self.judged += 1
+        self.disturbed += int(disturbed)
+        worthy = disturbed if retry_worthy is None else retry_worthy
+        if disturbed and worthy and value is not None and self._may_retry(u, slot):
+            u.pending[slot.round] = value
+            u.retries += 1
+            position = self._next_position.get(slot.round, slot.position + 1)
+            self._next_position[slot.round] = position + 1
+            return Slot(slot.key, slot.round, position, retry=True)
+        u.pending.pop(slot.round, None)  # a retry's value replaces the disturbed one (clean or not: the latest)
+        u.ok += 1
+        if value is not None:
+            u.points.append((slot.round, value))
+        return None
 
     # -- reporting ----------------------------------------------------------------
     def pending_estimate(self) -> int:
@@ -248,3 +334,12 @@ class Scheduler:
 
     def reasons(self) -> Mapping[str, str | None]:
         return {k: u.done_reason for k, u in self.units.items()}
+
+    def new_stops(self) -> list[Stop]:
+        """Units that stopped since the last call, each reported once."""
+        out = []
+        for k, u in self.units.items():
+            if u.done_reason is not None and k not in self._reported:
+                self._reported.add(k)
+                out.append(Stop(k, stop_kind(u.done_reason), u.done_reason, max(u.rounds, default=None), u.ok))
+        return out
