@@ -65,6 +65,10 @@ def test_interference_flags_and_thresholds() -> None:
     assert [r.split(":")[0].split(" ")[0] for r in b.reasons] == ["CPU", "CPU", "other"]
     assert not interference_flags({"psi.cpu_some_pct": 10.0}, cpu_count=1).disturbed  # the limit is allowed
     assert not interference_flags({}, cpu_count=4).disturbed  # nothing sampled: nothing flagged
+    assert b.causes == ("psi.cpu_some_pct", "cpu.steal_pct", "other_cpu_pct") and b.retry_worthy
+    # Writeback alone is flagged but not worth a retry: the run's own writes through a host cache cause it too.
+    wb = interference_flags({**quiet, "mem.writeback_mb": 300.0}, cpu_count=2)
+    assert wb.disturbed and wb.causes == ("mem.writeback_mb",) and not wb.retry_worthy
 
 
 def test_interference_effect_spearman() -> None:

@@ -83,7 +83,7 @@ max = 1
     assert len(failed) == 3
     assert all("1.5" in err and "kill" in err.lower() for err, _ in failed), failed
     assert db.execute("SELECT COUNT(*) FROM runs r JOIN cells c ON c.id=r.cell_id "
-                      "WHERE c.tier='baremetal' AND r.status='ok'").fetchone()[0] == 1
+                      "WHERE c.tier='baremetal' AND r.status='ok' AND r.retry_of IS NULL").fetchone()[0] == 1
     table = run_cli("results", "--db", "r.sqlite", cwd=tmp_path).stdout
     assert "failed run" in table
 

@@ -215,6 +215,9 @@ def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, w
     accels = sorted(set(res.accel.values()))
     console.print(f"sweep {res.sweep_id}: {res.runs_done} runs ok, {res.runs_failed} failed; accelerator: "
                   + ", ".join(f"{t}={a}" for t, a in res.accel.items()))
+    if res.disturbed:
+        console.print(f"[yellow]{res.disturbed} run(s) disturbed by the rest of the host[/] ({res.retried} retried); "
+                      "see the notes in 'iomatrix results'")
     for key, why in res.not_converged:
         console.print(f"[yellow]not converged:[/] {key}: {why}")
     for key, why in res.gave_up:

@@ -9,9 +9,11 @@ the store. Tiers come from the registry (`iomatrix.tiers`), so a new tier needs 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,9 +26,11 @@ from iomatrix.hygiene import modifier_notes, modifier_wrapper, prepare_cache
 from iomatrix.matrix import NA, BackingFacts, Cell, Expansion, Unit, expand
 from iomatrix.metadata import host_metadata
 from iomatrix.monitor.devices import resolve_device_chain
-from iomatrix.monitor.sampler import HostSampler
+from iomatrix.monitor.sampler import HostSampler, MonitorSample
+from iomatrix.monitor.summary import summarize_samples
 from iomatrix.plan.model import Plan
 from iomatrix.scheduler import CiWidthPolicy, RacingPolicy, Scheduler, Slot, StopPolicy, UnitState
+from iomatrix.stats.interference import RunInterference, interference_flags
 from iomatrix.store import RunRecord, Store
 from iomatrix.tiers import tier_class
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Target, Tier
@@ -37,13 +41,15 @@ __all__ = ["RunOptions", "SweepResult", "SweepRunner"]
 @dataclass
 class SweepResult:
     sweep_id: int
-    runs_done: int
+    runs_done: int  # ok runs this session that the analysis uses (a run its clean retry replaced is not one)
     runs_failed: int
     not_converged: list[tuple[str, str]]  # (unit key, reason)
     gave_up: list[tuple[str, str]]
     accel: dict[str, str]
     resumed: bool
     interrupted: bool = False
+    disturbed: int = 0  # ok runs the host disturbed (flagged in the store)
+    retried: int = 0  # …of which were started again
 
 
 def backing_facts(plan: Plan, allowed: set[Path]) -> dict[str, BackingFacts]:
@@ -191,7 +197,8 @@ class SweepRunner:
         return RacingPolicy(self.plan.threshold, reps.min, higher_is_better=direction.__getitem__)
 
     # -- one run ------------------------------------------------------------
-    def _run_one(self, sweep_id: int, unit: Unit, cell_id: int, slot: Slot) -> RunOutcome:
+    def _run_one(self, sweep_id: int, unit: Unit, cell_id: int, slot: Slot,
+                 retry_of: int | None = None) -> tuple[RunOutcome, int, RunInterference | None]:
         cell = unit.cell
         tier = self.tiers[cell.tier]
         cache = prepare_cache(self.plan.keep_caches_warm)
@@ -224,7 +231,8 @@ class SweepRunner:
         meta["cache_detail"] = cache.detail
         if notes:
             meta["notes"] = notes
-        self.store.record_run(RunRecord(
+        flags = judge_interference(samples) if outcome.ok else None
+        run_id = self.store.record_run(RunRecord(
             cell_id=cell_id, workload=unit.workload.name, status="ok" if outcome.ok else "failed",
             started_at=started, finished_at=finished, accel=tier.accel(), cache_state=cache.state,
             page_cache_method=page_cache_method(unit.workload, tier=cell.tier, cache=cell.cache,
@@ -233,14 +241,22 @@ class SweepRunner:
             raw_output=outcome.raw_output, console_tail=outcome.console_tail, error=outcome.error, meta=meta,
             monitor=[(s.t, s.values) for s in samples],
             # The randomised-block design: the statistics use the round as a block.
-            round=slot.round, round_position=slot.position))
-        return outcome
+            round=slot.round, round_position=slot.position,
+            disturbed=None if flags is None else flags.disturbed,
+            disturbance=flags.reasons if flags is not None else (), retry_of=retry_of))
+        return outcome, run_id, flags
+
+    def _record_stops(self, sched: Scheduler, units: dict[str, tuple[Unit, int]]) -> None:
+        for st in sched.new_stops():
+            unit, cell_id = units[st.key]
+            self.store.record_unit_stop(cell_id, unit.workload.name, st.kind, st.reason, st.round, st.ok_runs)
 
     # -- the sweep ------------------------------------------------------------
     def run(self) -> SweepResult:
         sweep_id, resumed = self._sweep()
         result = SweepResult(sweep_id, 0, 0, [], [], {}, resumed)
         sched: Scheduler | None = None
+        already = 0
         with _sigterm_as_interrupt(), contextlib.ExitStack() as stack:
             try:
                 self._provision(stack)
@@ -257,9 +273,13 @@ class SweepRunner:
                 already = sum(s.ok for s in states)
                 self.progress.start(max(already, len(states) * reps.min), already)
                 index = already
+                last_run: dict[tuple[str, int], int] = {}  # (unit, round) → its latest run id, for retries
                 while slots := sched.next_round():
+                    self._record_stops(sched, units)
                     self.progress.grow(index + sched.pending_estimate())
-                    for slot in slots:
+                    queue = deque(slots)  # a disturbed run's retry joins the end of its round
+                    while queue:
+                        slot = queue.popleft()
                         if not sched.should_start(slot):
                             continue
                         unit, cell_id = units[slot.key]
@@ -267,20 +287,37 @@ class SweepRunner:
                         index += 1
                         self.progress.run_started(index, unit, st.ok + st.failed + 1,
                                                   cells_order[unit.cell] + 1, len(cells_order))
-                        outcome = self._run_one(sweep_id, unit, cell_id, slot)
+                        outcome, run_id, flags = self._run_one(
+                            sweep_id, unit, cell_id, slot,
+                            retry_of=last_run.get((slot.key, slot.round)) if slot.retry else None)
+                        last_run[(slot.key, slot.round)] = run_id
                         value = outcome.metrics.get(unit.workload.primary_metric) if outcome.ok else None
-                        sched.record(slot, outcome.ok, value)
+                        disturbed = flags is not None and flags.disturbed
+                        retry = sched.record(slot, outcome.ok, value, disturbed,
+                                             retry_worthy=flags is not None and flags.retry_worthy)
                         if outcome.ok:
-                            result.runs_done += 1
+                            result.disturbed += int(disturbed)
                         else:
                             result.runs_failed += 1
-                        self.progress.run_finished(unit, outcome, _headline(unit, outcome))
+                        summary = _headline(unit, outcome)
+                        if disturbed and flags is not None:
+                            summary += f" — disturbed: {'; '.join(flags.reasons)}" + (
+                                ", retried at the end of the round" if retry is not None else "")
+                        self.progress.run_finished(unit, outcome, summary)
+                        if retry is not None:
+                            result.retried += 1
+                            queue.append(retry)
+                            self.progress.grow(index + len(queue) + sched.pending_estimate())
+                self._record_stops(sched, units)
                 self.store.set_sweep_status(sweep_id, "finished")
             except KeyboardInterrupt:
                 result.interrupted = True
                 self.store.set_sweep_status(sweep_id, "interrupted")
             finally:
                 self.progress.stop()
+        if sched is not None:
+            # Ok runs that count: a disturbed run its retry replaced is not one (its retry is).
+            result.runs_done = sum(u.ok + len(u.pending) for u in sched.units.values()) - already
         for key, reason in (sched.reasons() if sched else {}).items():
             reason = reason or ""
             if reason.startswith("gave up"):
@@ -290,6 +327,14 @@ class SweepRunner:
                 # answers, and "converged" is one too.
                 result.not_converged.append((key, reason))
         return result
+
+
+def judge_interference(samples: Sequence[MonitorSample]) -> RunInterference | None:
+    """The run's interference verdict from the host samples taken during it (None: nothing was sampled)."""
+    if not samples:
+        return None
+    means = {k: f.mean for k, f in summarize_samples(samples).items()}
+    return interference_flags(means, os.cpu_count() or 1)
 
 
 # Reasons a unit stopped before its data settled anything.

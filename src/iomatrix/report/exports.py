@@ -32,12 +32,23 @@ def results_table(doc: dict[str, Any], metric: str | None = None) -> list[DataTa
             if metric not in (None, "all") and r["metric"] != metric:
                 continue
             ci, _ = ci_text(r["ci95_low"], r["ci95_high"])
+            dist = r.get("disturbed_runs") or []
+            stop = r.get("stop")
             rows.append({**_shown_axes(r["axes"]), "workload": r["workload"], "metric": r["metric"], "n": r["n"],
                          "mean": r["mean"], "95% CI": ci, "ci95_low": r["ci95_low"], "ci95_high": r["ci95_high"],
-                         "cv": r["cv"]})
+                         "cv": r["cv"], "disturbed": _disturbed_text(dist), "stopped": stop["kind"] if stop else None})
         out.append(DataTable(f"sweep {s['id']} · {s['plan']} · {s['status']}",
-                             [*CELL_AXES, "workload", "metric", "n", "mean", "95% CI"], rows, axes=CELL_AXES))
+                             [*CELL_AXES, "workload", "metric", "n", "mean", "95% CI", "disturbed", "stopped"], rows,
+                             axes=CELL_AXES))
     return out
+
+
+def _disturbed_text(dist: Sequence[dict[str, Any]]) -> str | None:
+    """'2 (1 replaced)': runs the host disturbed, and how many of them a clean retry replaced."""
+    if not dist:
+        return None
+    replaced = sum(1 for d in dist if d.get("replaced"))
+    return f"{len(dist)}" + (f" ({replaced} replaced)" if replaced else "")
 
 
 def rank_tables(rankings: Sequence[WorkloadRanking]) -> list[DataTable]:
@@ -54,7 +65,8 @@ def rank_tables(rankings: Sequence[WorkloadRanking]) -> list[DataTable]:
                          "mean": s.mean, "95% CI": ci, "ci95_low": s.ci_low, "ci95_high": s.ci_high,
                          "vs best": ratio_text(*row.ratio_to_best) if row.ratio_to_best else None,
                          "vs bare metal": ratio_text(*tb) if tb else None,
-                         "power loss": risk.level.value if risk else None, "flags": ", ".join(row.flags) or None,
+                         "power loss": risk.level.value if risk else None,
+                         "flags": ", ".join([*row.flags, *_rank_flags(wr, row.name)]) or None,
                          "_bounded": bounded})
         better = "higher" if wr.ranking.higher_is_better else "lower"
         notes = [wr.ranking.test_description]
@@ -63,6 +75,17 @@ def rank_tables(rankings: Sequence[WorkloadRanking]) -> list[DataTable]:
         out.append(DataTable(f"{wr.workload} · {wr.metric} ({better} is better) · tier {wr.tier}",
                              ["rank", "group", *CELL_AXES, "n", "mean", "95% CI", "vs best", "vs bare metal",
                               "power loss", "flags"], rows, axes=CELL_AXES, notes=notes))
+    return out
+
+
+def _rank_flags(wr: WorkloadRanking, label: str) -> list[str]:
+    out = []
+    n = len((wr.disturbed or {}).get(label, []))
+    if n:
+        out.append(f"{n} disturbed")
+    stop = (wr.stops or {}).get(label)
+    if stop and stop["kind"] == "eliminated":
+        out.append(f"eliminated after round {stop['round']}")
     return out
 
 

@@ -75,21 +75,31 @@ def notes(row: dict[str, Any]) -> list[str]:
     ss = row.get("steady_state")
     if ss and ss["attained"] < ss["runs"]:
         out.append(f"steady state {ss['attained']}/{ss['runs']} runs")
-    dist = row.get("disturbed_runs")  # [{"run_id", "reasons"}], when the results document carries them
+    dist = row.get("disturbed_runs")  # [{"run_id", "reasons", "replaced"}], when the results document has them
     if dist:
-        out.append("disturbed run(s) " + ", ".join(f"{d['run_id']} ({'; '.join(d['reasons'])})" for d in dist))
+        out.append("disturbed run(s) " + ", ".join(
+            f"{d['run_id']} ({'; '.join(d['reasons'])}{'; replaced by its retry' if d.get('replaced') else ''})"
+            for d in dist))
+    stop = row.get("stop")
+    if stop and stop["kind"] not in ("converged", "settled"):
+        out.append(f"stopped after round {stop['round']}: {stop['reason']}")
     return out
 
 
 def run_interference(store: Store, sweep_id: int, run_ids: Sequence[int]) -> dict[int, RunInterference]:
-    """Interference flags of each run from its stored monitor series (runs without samples are skipped)."""
+    """Interference flags of each run: the verdict the runner stored with it (schema 3), else judged now from
+    its stored monitor series (runs without samples are skipped)."""
     from iomatrix.monitor.summary import summarize_samples
     from iomatrix.report.query import run_monitor_samples, sweep_info
-    from iomatrix.stats.interference import interference_flags
+    from iomatrix.stats.interference import RunInterference, interference_flags
 
     cpus = int(sweep_info(store, sweep_id)["host"].get("cpu_count") or 1)
+    stored = {r.run_id: r for r in store.runs(sweep_id) if r.disturbed is not None}
     out: dict[int, RunInterference] = {}
     for rid in run_ids:
+        if rid in stored:
+            out[rid] = RunInterference(bool(stored[rid].disturbed), stored[rid].disturbance, None)
+            continue
         samples = run_monitor_samples(store, rid)
         if samples:
             out[rid] = interference_flags({k: f.mean for k, f in summarize_samples(samples).items()}, cpus)

@@ -35,6 +35,10 @@ class CellWorkload:
     phases: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     cache_states: list[str] = field(default_factory=list)
     page_cache: list[str] = field(default_factory=list)
+    # Interference: run id → reasons, for the ok runs the host disturbed (analysed or replaced), and the
+    # ok runs a clean retry replaced (not in `runs`, `samples` or `phases`).
+    disturbed: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    replaced: list[int] = field(default_factory=list)
 
     def label(self) -> str:
         """The axes that distinguish this cell (tier is shown apart; modifier only when set)."""
@@ -89,6 +93,11 @@ def cell_workloads(store: Store, sweep_id: int) -> list[CellWorkload]:
         if r.status != "ok":
             cw.failed += 1
             continue
+        if r.disturbed:
+            cw.disturbed[r.run_id] = r.disturbance
+        if r.replaced:
+            cw.replaced.append(r.run_id)
+            continue
         cw.runs.append(r.run_id)
         cw.cache_states.append(r.cache_state)
         cw.page_cache.append(r.page_cache_method)
@@ -136,13 +145,25 @@ def run_monitor_samples(store: Store, run_id: int) -> list[MonitorSample]:
     return [MonitorSample(t, values) for t, values in ticks.items()]
 
 
+def unit_stops(store: Store, sweep_id: int) -> dict[tuple[int, str], dict[str, Any]]:
+    """(cell id, workload) → why and when the scheduler stopped repeating it (empty before schema 3)."""
+    return {(u.cell_id, u.workload): {"kind": u.kind, "reason": u.reason, "round": u.round, "ok_runs": u.ok_runs,
+                                      "stopped_at": u.stopped_at} for u in store.unit_stops(sweep_id)}
+
+
 def run_table(store: Store, sweep_id: int) -> list[dict[str, Any]]:
-    """Every run of a sweep (ok and failed) with its cell axes and every metric it produced, in run order."""
+    """Every run of a sweep (ok and failed) with its cell axes and every metric it produced, in run order;
+    with its interference verdict (``disturbance``: reasons, ``replaced``: a clean retry replaced it)."""
+    judged = {r.run_id: r for r in store.runs(sweep_id)}
     rows = store.db.execute(
         "SELECT r.id, r.cell_id, c.key, c.tier, c.format, c.preallocation, c.cache, c.aio, c.bus, c.backing, "
         "c.modifier, r.workload, r.attempt, r.status, r.accel, r.wall_s, r.started_at, r.error FROM runs r "
         "JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=? ORDER BY r.id", (sweep_id,))
     out = {int(r["id"]): {**dict(r), "metrics": {}} for r in rows}
+    for rid, row in out.items():
+        j = judged.get(rid)
+        row.update(disturbed=j.disturbed if j else None, disturbance=list(j.disturbance) if j else [],
+                   retry_of=j.retry_of if j else None, replaced=bool(j and j.replaced))
     for s in store.db.execute("SELECT s.run_id, s.metric, s.value FROM samples s JOIN runs r ON r.id=s.run_id "
                               "JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=?", (sweep_id,)):
         out[int(s["run_id"])]["metrics"][s["metric"]] = float(s["value"])

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from iomatrix.domain import NA, NULL_BACKING
 from iomatrix.errors import UserError
 from iomatrix.metrics import metric_info
 from iomatrix.report.quality import ranked_samples, run_interference
-from iomatrix.report.query import CellWorkload, cell_workloads
+from iomatrix.report.query import CellWorkload, cell_workloads, unit_stops
 from iomatrix.stats import (
     Change,
     Ranking,
@@ -102,6 +103,8 @@ class WorkloadRanking:
     cold_apart: list[str]  # cells ranked on their warm runs: the first run differed significantly
     decision: Decision | None = None
     disturbed: dict[str, list[tuple[int, RunInterference]]] | None = None  # label → flagged runs (id, why)
+    stops: dict[str, dict[str, Any]] | None = None  # label → why the scheduler stopped repeating it
+    replaced: dict[str, list[int]] | None = None  # label → disturbed runs a clean retry replaced
 
     def notes(self) -> list[str]:
         """Lines a report prints under the table: the decision, unresolved pairs, disturbed runs."""
@@ -120,6 +123,14 @@ class WorkloadRanking:
         for label, runs in (self.disturbed or {}).items():
             for rid, why in runs:
                 out.append(f"disturbed run {rid} ({label}): {'; '.join(why.reasons)}")
+        for label, rids in (self.replaced or {}).items():
+            out.append(f"replaced by a clean retry, not analysed ({label}): run(s) "
+                       + ", ".join(map(str, rids)))
+        for label, stop in (self.stops or {}).items():
+            # Racing's eliminations explain a smaller n; limits say the data did not settle it.
+            if stop["kind"] in ("eliminated", "budget", "max-runs", "gave-up"):
+                out.append(f"stopped after round {stop['round']} with {stop['ok_runs']} runs ({label}): "
+                           f"{stop['reason']}")
         return out
 
 
@@ -128,7 +139,8 @@ def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *,
                   per_run: Mapping[int, tuple[int, float]] | None = None,
                   threshold: float = DEFAULT_THRESHOLD, tie_break: Sequence[str] = DEFAULT_TIE_BREAK,
                   interference: Mapping[int, RunInterference] | None = None,
-                  tier: str | None = None) -> WorkloadRanking | None:
+                  tier: str | None = None,
+                  stops: Mapping[tuple[int, str], dict[str, Any]] | None = None) -> WorkloadRanking | None:
     """Rank one workload's cells of one tier (cells of different tiers measure different things and are
     never ranked against each other; by default the tier closest to a real VM that has results).
     ``per_run`` (run id → (round, value of ``metric``)) makes the analysis blocked by round; without it
@@ -163,6 +175,8 @@ def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *,
     disturbed = {c.label(): [(rid, interference[rid]) for rid in c.runs
                              if interference and rid in interference and interference[rid].disturbed]
                  for c in ranked}
+    stopped = {c.label(): (stops or {})[(c.cell_id, c.workload)] for c in ranked
+               if (c.cell_id, c.workload) in (stops or {})}
     to_bm: dict[str, RatioCI | None] = {}
     if not is_reference(tier):
         for c in ranked:
@@ -176,7 +190,8 @@ def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *,
                if c.axes["backing"] == NULL_BACKING and c.axes["tier"] == tier]
     accel = sorted({a for c in mine for a in c.accel})
     return WorkloadRanking(workload, metric, tier, r, {c.label(): c for c in ranked}, to_bm, ceiling, accel,
-                           cold_apart, decision, {k: v for k, v in disturbed.items() if v})
+                           cold_apart, decision, {k: v for k, v in disturbed.items() if v}, stopped,
+                           {c.label(): c.replaced for c in ranked if c.replaced})
 
 
 def workload_names(cws: Sequence[CellWorkload], sweep_id: int, workload: str | None) -> list[str]:
@@ -201,6 +216,7 @@ def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | 
     all_runs = [rid for c in cws for rid in c.runs]
     rounds = run_rounds(store, all_runs) if blocked else {}
     interference = run_interference(store, sweep_id, all_runs)
+    stops = unit_stops(store, sweep_id)
     out = []
     for w in names:
         m = metric or primary_metric(w)[0]
@@ -212,7 +228,8 @@ def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | 
         # One ranking per tier, reference (bare metal) first: each tier answers for what it measures.
         for tier in sorted({c.axes["tier"] for c in cws if c.workload == w}, key=tier_order):
             wr = rank_workload(cws, w, metric, min_n=min_n, max_noise=max_noise, per_run=per_run,
-                               threshold=threshold, tie_break=tie_break, interference=interference, tier=tier)
+                               threshold=threshold, tie_break=tie_break, interference=interference, tier=tier,
+                               stops=stops)
             if wr is not None:
                 out.append(wr)
     if metric is not None and not out:

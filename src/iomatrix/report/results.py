@@ -13,7 +13,14 @@ from typing import Any
 
 from iomatrix.monitor.summary import FieldSummary, cell_summary, seed002_view, summarize_samples
 from iomatrix.report.quality import cold_run, outliers, steady_counts
-from iomatrix.report.query import CellWorkload, cell_workloads, failures, run_monitor_samples, sweep_info
+from iomatrix.report.query import (
+    CellWorkload,
+    cell_workloads,
+    failures,
+    run_monitor_samples,
+    sweep_info,
+    unit_stops,
+)
 from iomatrix.stats import summarize
 from iomatrix.store import Store
 
@@ -44,16 +51,20 @@ def results_document(store: Store, sweep_ids: list[int], *, with_monitor: bool =
     for sid in sweep_ids:
         info = sweep_info(store, sid)
         rows = []
+        stops = unit_stops(store, sid)
         for cw in cell_workloads(store, sid):
             mon = monitor_summary(store, cw) if with_monitor else {}
             view = seed002_view(mon) if mon else {}
             steady = steady_counts(cw.samples.get("ss.attained", []))
+            disturbed = [{"run_id": rid, "reasons": list(why), "replaced": rid in cw.replaced}
+                         for rid, why in sorted(cw.disturbed.items())]
+            stop = stops.get((cw.cell_id, cw.workload))
             for metric, values in sorted(cw.samples.items()):
                 rows.append({
                     "cell": cw.cell_key, "axes": cw.axes, "workload": cw.workload, "metric": metric,
                     "accel": cw.accel, **_summary_dict(values), "samples": values,
                     "cold_run": cold_run(values), "outliers": outliers(values), "steady_state": steady,
-                    "failed_runs": cw.failed, "run_ids": cw.runs,
+                    "failed_runs": cw.failed, "run_ids": cw.runs, "disturbed_runs": disturbed, "stop": stop,
                 })
             info.setdefault("cells", []).append({
                 "cell": cw.cell_key, "axes": cw.axes, "workload": cw.workload, "backing": cw.backing,
@@ -61,7 +72,7 @@ def results_document(store: Store, sweep_ids: list[int], *, with_monitor: bool =
                 "cache_states": sorted(set(cw.cache_states)), "page_cache": sorted(set(cw.page_cache)),
                 "phases": {k: _summary_dict(v) for k, v in cw.phases.items()},
                 "monitor": {k: {"mean": f.mean, "peak": f.peak, "runs": f.n} for k, f in mon.items()},
-                "host_view": view,
+                "host_view": view, "disturbed_runs": disturbed, "replaced_runs": cw.replaced, "stop": stop,
             })
         info["results"] = rows
         info["failures"] = failures(store, sid)
@@ -71,7 +82,7 @@ def results_document(store: Store, sweep_ids: list[int], *, with_monitor: bool =
 
 CSV_COLUMNS = ("sweep", "cell", "tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier",
                "workload", "metric", "accel", "n", "mean", "sd", "cv", "median", "ci95_low", "ci95_high",
-               "failed_runs", "samples")
+               "failed_runs", "samples", "disturbed_runs", "stop")
 
 
 def to_csv(doc: dict[str, Any]) -> str:
@@ -84,7 +95,9 @@ def to_csv(doc: dict[str, Any]) -> str:
                                                                            "aio", "bus", "backing", "modifier")),
                         r["workload"], r["metric"], "+".join(r["accel"]), r["n"], r["mean"], r["sd"], r["cv"],
                         r["median"], r["ci95_low"], r["ci95_high"], r["failed_runs"],
-                        " ".join(f"{v:.6g}" for v in r["samples"])])
+                        " ".join(f"{v:.6g}" for v in r["samples"]),
+                        " ".join(str(d["run_id"]) for d in r["disturbed_runs"]),
+                        r["stop"]["kind"] if r["stop"] else ""])
     return buf.getvalue()
 
 

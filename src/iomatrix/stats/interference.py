@@ -37,11 +37,22 @@ THRESHOLDS: dict[str, float] = {
 }
 
 
+# Causes outside the measured process: retrying the run at a quieter moment can avoid them. Writeback is
+# not one of them: the run's own writes through a host cache mode cause it too.
+OUTSIDE_CAUSES = frozenset({"psi.cpu_some_pct", "cpu.steal_pct", "other_cpu_pct"})
+
+
 @dataclass(frozen=True)
 class RunInterference:
     disturbed: bool
     reasons: tuple[str, ...]
     other_cpu_pct: float | None  # CPU used by other processes, % of one CPU (None when not computable)
+    causes: tuple[str, ...] = ()  # the THRESHOLDS keys that were exceeded, in the order of `reasons`
+
+    @property
+    def retry_worthy(self) -> bool:
+        """Disturbed by something outside the measured process (see OUTSIDE_CAUSES)."""
+        return any(c in OUTSIDE_CAUSES for c in self.causes)
 
 
 def interference_flags(summary: Mapping[str, float], cpu_count: int,
@@ -51,22 +62,27 @@ def interference_flags(summary: Mapping[str, float], cpu_count: int,
         raise ValueError(f"cpu_count must be ≥ 1, got {cpu_count}")
     th = {**THRESHOLDS, **(thresholds or {})}
     reasons: list[str] = []
+    causes: list[str] = []
     psi = summary.get("psi.cpu_some_pct")
     if psi is not None and psi > th["psi.cpu_some_pct"]:
         reasons.append(f"CPU pressure: PSI cpu some {psi:.0f}% > {th['psi.cpu_some_pct']:g}%")
+        causes.append("psi.cpu_some_pct")
     steal = summary.get("cpu.steal_pct")
     if steal is not None and steal > th["cpu.steal_pct"]:
         reasons.append(f"CPU steal {steal:.1f}% > {th['cpu.steal_pct']:g}%")
+        causes.append("cpu.steal_pct")
     other: float | None = None
     usr, sys_, proc = summary.get("cpu.usr_pct"), summary.get("cpu.sys_pct"), summary.get("proc.cpu_pct")
     if usr is not None and sys_ is not None and proc is not None:
         other = max(0.0, (usr + sys_) * cpu_count - proc)
         if other > th["other_cpu_pct"]:
             reasons.append(f"other processes used {other:.0f}% of a CPU > {th['other_cpu_pct']:g}%")
+            causes.append("other_cpu_pct")
     wb = summary.get("mem.writeback_mb")
     if wb is not None and wb > th["mem.writeback_mb"]:
         reasons.append(f"page-cache writeback {wb:.0f} MiB in flight > {th['mem.writeback_mb']:g} MiB")
-    return RunInterference(bool(reasons), tuple(reasons), other)
+        causes.append("mem.writeback_mb")
+    return RunInterference(bool(reasons), tuple(reasons), other, tuple(causes))
 
 
 @dataclass(frozen=True)
