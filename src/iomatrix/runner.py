@@ -172,6 +172,9 @@ class SweepRunner:
     def _unit_states(self, sweep_id: int) -> tuple[dict[str, tuple[Unit, int]], list[UnitState]]:
         """Every unit with its cell id, and its scheduling state so far (a resumed sweep's runs count)."""
         counts = self.store.run_counts(sweep_id)
+        # Bare metal is a baseline (its minimum only) when the sweep measures another tier against it; in a
+        # bare-metal-only sweep it is what is being compared, and races like any tier.
+        compared = any(not tier_class(u.cell.tier).is_reference for u in self.expansion.units)
         rounds = self.store.run_rounds(sweep_id)
         units: dict[str, tuple[Unit, int]] = {}
         states: list[UnitState] = []
@@ -186,7 +189,7 @@ class SweepRunner:
                 key=unit.key, group=_race_group(unit),
                 points=self.store.metric_points(cid, unit.workload.name, unit.workload.primary_metric),
                 rounds=rounds.get((cid, unit.workload.name), set()), ok=ok, failed=bad,
-                baseline=tier_class(unit.cell.tier).is_reference or unit.cell.is_null_ceiling))
+                baseline=(compared and tier_class(unit.cell.tier).is_reference) or unit.cell.is_null_ceiling))
         return units, states
 
     def _policy(self) -> StopPolicy:
