@@ -2,13 +2,14 @@
 
     python bench/noisy_host.py dbwrite   # (a) bare-metal db-write-4k-fdatasync over every cache mode:
                                          #     unsafe ranked alone first, significantly ahead of every other mode
-    python bench/noisy_host.py load      # (b) the same block-layer plan quiet and under a background CPU load
-                                         #     that runs half of the time: disturbed runs flagged, and the cell
-                                         #     order agrees with the quiet sweep (Kendall tau ≥ 0.8, separated cells)
+    python bench/noisy_host.py load      # (b) the same plan (--plan, default seqwrite) quiet and under a
+                                         #     background CPU load that runs half of the time: disturbed runs
+                                         #     flagged, and the cell order agrees with the quiet sweep (Kendall
+                                         #     tau ≥ 0.8 on the separated cells)
     python bench/noisy_host.py racing    # (c) racing vs a fixed number of repetitions on three plans: the same
                                          #     top group with ≤ 50% of the runs on at least two
-    python bench/noisy_host.py repeat    # (d) the same plan twice: Kendall tau ≥ 0.8 on the separated cells, and
-                                         #     each sweep's choice in the other's top group
+    python bench/noisy_host.py repeat    # (d) the same plan (--plan) twice: Kendall tau ≥ 0.8 on the separated
+                                         #     cells, and each sweep's choice in the other's top group
     python bench/noisy_host.py all
 
 "Separated cells": walking the first sweep's ranking from the best, a cell joins when the blocked analysis
@@ -34,8 +35,9 @@ from typing import Any
 
 from scipy.stats import kendalltau
 
+from iomatrix.monitor.summary import summarize_samples
 from iomatrix.plan.load import plan_from_dict
-from iomatrix.report.query import run_table
+from iomatrix.report.query import run_monitor_samples, run_table
 from iomatrix.report.rank import WorkloadRanking, rank_sweep
 from iomatrix.runner import RunOptions, SweepResult, SweepRunner
 from iomatrix.store import Store
@@ -189,10 +191,23 @@ class BackgroundLoad:
         return overlap / max(end - start, 1e-9)
 
 
-def bench_load(tmp: Path, period: float) -> bool:
-    fixed = with_(BLOCK, name="bench-load", repetitions={"min": 4, "max": 4})
-    print(f"(b) block-layer plan, 6 cells × 4 rounds: quiet, then with a background load {period:g} s on / "
-          f"{period:g} s off")
+def mean_psi(store: Store, run_ids: list[int]) -> float | None:
+    """Mean over the runs of PSI cpu some (time-weighted within each run), in %."""
+    vals = []
+    for rid in run_ids:
+        summary = summarize_samples(run_monitor_samples(store, rid))
+        if "psi.cpu_some_pct" in summary:
+            vals.append(summary["psi.cpu_some_pct"].mean)
+    return sum(vals) / len(vals) if vals else None
+
+
+def pct(x: float | None) -> str:
+    return "–" if x is None else f"{x:.0f}%"
+
+
+def bench_load(tmp: Path, period: float, plan: str) -> bool:
+    fixed = with_(PLANS[plan], name="bench-load", repetitions={"min": 4, "max": 4})
+    print(f"(b) plan {plan}, 4 rounds: quiet, then with a background load {period:g} s on / {period:g} s off")
     qs, qid, _, _ = run_sweep(fixed, tmp, "quiet")
     load = BackgroundLoad(period)
     with load.running():
@@ -209,8 +224,11 @@ def bench_load(tmp: Path, period: float) -> bool:
     total_on = sum(b - a for a, b in load.on_intervals)
     span = (runs[-1]["started_at"] + runs[-1]["wall_s"] - runs[0]["started_at"]) if runs else 0.0
     print(f"  load on {total_on:.0f} s of the loaded sweep's {span:.0f} s ({total_on / max(span, 1):.0%})")
-    print(f"  runs mostly under load: {len(on)}, flagged {flagged_on}; runs with no load: {len(off)}, flagged "
-          f"{flagged_off}; quiet sweep: {quiet_flagged} flagged of {len(run_table(qs, qid))}")
+    quiet_ids = [r["id"] for r in run_table(qs, qid) if r["status"] == "ok"]
+    print(f"  runs mostly under load: {len(on)}, flagged {flagged_on} (mean PSI cpu some "
+          f"{pct(mean_psi(ls, [r['id'] for r in on]))}); runs with no load: {len(off)}, flagged {flagged_off} "
+          f"({pct(mean_psi(ls, [r['id'] for r in off]))}); quiet sweep: {quiet_flagged} flagged of "
+          f"{len(quiet_ids)} ({pct(mean_psi(qs, quiet_ids))})")
     tau, cells = tau_on_separated(quiet, loaded)
     print(f"  Kendall tau on the {len(cells)} cells the quiet sweep separates: "
           f"{'–' if tau is None else f'{tau:+.2f}'} ({', '.join(cells)})")
@@ -251,10 +269,10 @@ def bench_racing(tmp: Path, plans: list[str]) -> bool:
 
 # -- (d) ---------------------------------------------------------------------------------------------------
 
-def bench_repeat(tmp: Path) -> bool:
-    print("(d) the block-layer plan twice (racing, the default)")
-    s1, id1, _, _ = run_sweep(with_(BLOCK, name="bench-repeat"), tmp, "first")
-    s2, id2, _, _ = run_sweep(with_(BLOCK, name="bench-repeat"), tmp, "second")
+def bench_repeat(tmp: Path, plan: str) -> bool:
+    print(f"(d) plan {plan} twice (racing, the default)")
+    s1, id1, _, _ = run_sweep(with_(PLANS[plan], name="bench-repeat"), tmp, "first")
+    s2, id2, _, _ = run_sweep(with_(PLANS[plan], name="bench-repeat"), tmp, "second")
     a, b = ranking(s1, id1), ranking(s2, id2)
     show(a, "first")
     show(b, "second")
@@ -276,6 +294,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("bench", choices=["dbwrite", "load", "racing", "repeat", "all"])
     ap.add_argument("--period", type=float, default=6.0, help="background load: seconds on, then seconds off")
+    ap.add_argument("--plan", default="seqwrite", choices=list(PLANS), help="load and repeat: which plan")
     ap.add_argument("--plans", default="dbwrite,seqwrite,block", help="racing: which plans (comma-separated): "
                     + ", ".join(PLANS))
     args = ap.parse_args()
@@ -287,11 +306,11 @@ def main() -> int:
         if args.bench in ("dbwrite", "all"):
             results["dbwrite"] = bench_dbwrite(tmp)
         if args.bench in ("load", "all"):
-            results["load"] = bench_load(tmp, args.period)
+            results["load"] = bench_load(tmp, args.period, args.plan)
         if args.bench in ("racing", "all"):
             results["racing"] = bench_racing(tmp, [p for p in args.plans.split(",") if p])
         if args.bench in ("repeat", "all"):
-            results["repeat"] = bench_repeat(tmp)
+            results["repeat"] = bench_repeat(tmp, args.plan)
     print("summary: " + ", ".join(f"{k} {verdict(v)}" for k, v in results.items())
           + f"; load average now {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0 if all(results.values()) else 1
