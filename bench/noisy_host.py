@@ -121,6 +121,22 @@ def tau_on_separated(a: WorkloadRanking, b: WorkloadRanking) -> tuple[float | No
     return float(res.statistic), cells
 
 
+def tau_on_resolved_pairs(a: WorkloadRanking, b: WorkloadRanking) -> tuple[float | None, int]:
+    """Kendall's tau restricted to the pairs the first sweep resolved (Holm-significant): (C − D)/(C + D),
+    C/D = pairs the second sweep orders the same/the other way. Uses every separated pair, not only a set of
+    mutually separated cells (which has just 2 cells when the cells form 2 or 3 overlapping groups)."""
+    cb = {r.name: r.centre for r in b.ranking.rows if r.centre is not None}
+    ca = {r.name: r.centre for r in a.ranking.rows if r.centre is not None}
+    c = d = 0
+    for comp in a.ranking.comparisons:
+        if not comp.significant or comp.a not in cb or comp.b not in cb or comp.a not in ca or comp.b not in ca:
+            continue
+        same = (ca[comp.a] - ca[comp.b]) * (cb[comp.a] - cb[comp.b])
+        c += same > 0
+        d += same < 0
+    return ((c - d) / (c + d) if c + d else None), c + d
+
+
 def verdict(ok: bool) -> str:
     return "met" if ok else "MISSED"
 
@@ -232,6 +248,8 @@ def bench_load(tmp: Path, period: float, plan: str) -> bool:
     tau, cells = tau_on_separated(quiet, loaded)
     print(f"  Kendall tau on the {len(cells)} cells the quiet sweep separates: "
           f"{'–' if tau is None else f'{tau:+.2f}'} ({', '.join(cells)})")
+    ptau, npairs = tau_on_resolved_pairs(quiet, loaded)
+    print(f"  Kendall tau on the {npairs} pairs the quiet sweep resolves: {'–' if ptau is None else f'{ptau:+.2f}'}")
     flagged_ok = bool(on) and flagged_on >= 0.8 * len(on)
     ok = flagged_ok and tau is not None and tau >= 0.8
     print(f"  loaded runs flagged (≥ 80%): {flagged_ok}; tau ≥ 0.8: {tau is not None and tau >= 0.8} → {verdict(ok)}")
@@ -284,6 +302,9 @@ def bench_repeat(tmp: Path, plan: str) -> bool:
     print(f"  Kendall tau, cells the first separates: {'–' if tau_ab is None else f'{tau_ab:+.2f}'} "
           f"(n={len(cells_ab)}); cells the second separates: {'–' if tau_ba is None else f'{tau_ba:+.2f}'} "
           f"(n={len(cells_ba)})")
+    for x, y, what in ((a, b, "first"), (b, a, "second")):
+        ptau, npairs = tau_on_resolved_pairs(x, y)
+        print(f"  Kendall tau on the {npairs} pairs the {what} resolves: {'–' if ptau is None else f'{ptau:+.2f}'}")
     print(f"  choices: first {ca!r}, second {cb!r}; each in the other's top group: {cross}")
     ok = tau_ab is not None and tau_ab >= 0.8 and tau_ba is not None and tau_ba >= 0.8 and cross
     print(f"  → {verdict(ok)}")
