@@ -274,8 +274,10 @@ class SweepRunner:
                     prior_elapsed_s=self.store.sweep_elapsed(sweep_id))
                 cells_order = {c: i for i, c in enumerate(dict.fromkeys(u.cell for u in self.expansion.units))}
                 already = sum(s.ok for s in states)
-                self.progress.start(max(already, len(states) * reps.min), already)
-                index = already
+                # Every ok run stored counts as kept and done, a disturbed one its retry replaced included.
+                stored = sum(ok for ok, _ in self.store.run_counts(sweep_id, replaced_too=True).values())
+                self.progress.start(max(stored, len(states) * reps.min), stored)
+                index = stored
                 last_run: dict[tuple[str, int], int] = {}  # (unit, round) → its latest run id, for retries
                 while slots := sched.next_round():
                     self._record_stops(sched, units)
@@ -296,8 +298,10 @@ class SweepRunner:
                         last_run[(slot.key, slot.round)] = run_id
                         value = outcome.metrics.get(unit.workload.primary_metric) if outcome.ok else None
                         disturbed = flags is not None and flags.disturbed
+                        # A fixed-trial tier (durability) counts trials, not speed: a busy host changes no verdict.
                         retry = sched.record(slot, outcome.ok, value, disturbed,
-                                             retry_worthy=flags is not None and flags.retry_worthy)
+                                             retry_worthy=flags is not None and flags.retry_worthy
+                                             and not tier_class(unit.cell.tier).fixed_trials)
                         if outcome.ok:
                             result.disturbed += int(disturbed)
                         else:

@@ -225,12 +225,14 @@ class Store(StoreQueries):
             db.execute("INSERT OR REPLACE INTO unit_stops (cell_id, workload, kind, reason, round, ok_runs, stopped_at)"
                        " VALUES (?,?,?,?,?,?,?)", (cell_id, workload, kind, reason, round_no, ok_runs, time.time()))
 
-    def run_counts(self, sweep_id: int) -> dict[tuple[int, str], tuple[int, int]]:
-        """(cell_id, workload) → (ok runs, failed runs); an ok run a clean retry replaced does not count."""
+    def run_counts(self, sweep_id: int, *, replaced_too: bool = False) -> dict[tuple[int, str], tuple[int, int]]:
+        """(cell_id, workload) → (ok runs, failed runs); an ok run a clean retry replaced counts only with
+        ``replaced_too``."""
+        ok = "r.status='ok'" if replaced_too else "r.status='ok' AND r.id NOT IN (" + REPLACED_RUNS_SQL + ")"
         rows = self.db.execute(
-            "SELECT r.cell_id, r.workload, SUM(r.status='ok' AND r.id NOT IN (" + REPLACED_RUNS_SQL + ")) ok, "
+            f"SELECT r.cell_id, r.workload, SUM({ok}) ok, "
             "SUM(r.status!='ok') bad FROM runs r JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=? "
-            "GROUP BY r.cell_id, r.workload", (sweep_id, sweep_id))
+            "GROUP BY r.cell_id, r.workload", (sweep_id,) if replaced_too else (sweep_id, sweep_id))
         return {(r["cell_id"], r["workload"]): (int(r["ok"]), int(r["bad"])) for r in rows}
 
     def metric_series(self, cell_id: int, workload: str, metric: str) -> list[float]:
