@@ -298,10 +298,12 @@ class SweepRunner:
                         last_run[(slot.key, slot.round)] = run_id
                         value = outcome.metrics.get(unit.workload.primary_metric) if outcome.ok else None
                         disturbed = flags is not None and flags.disturbed
-                        # A fixed-trial tier (durability) counts trials, not speed: a busy host changes no verdict.
+                        # A fixed-trial tier (durability) counts trials, not speed: a busy host changes no verdict;
+                        # a tier that loads the host itself (consolidation) would only disturb its own retry.
+                        tc = tier_class(unit.cell.tier)
                         retry = sched.record(slot, outcome.ok, value, disturbed,
                                              retry_worthy=flags is not None and flags.retry_worthy
-                                             and not tier_class(unit.cell.tier).fixed_trials)
+                                             and not (tc.fixed_trials or tc.loads_host))
                         if outcome.ok:
                             result.disturbed += int(disturbed)
                         else:

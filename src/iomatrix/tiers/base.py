@@ -111,6 +111,9 @@ class Tier(ABC):
     uses_images: ClassVar[bool] = False
     # Whether a unit runs a fixed number of trials (reaching it is the answer, not "not converged").
     fixed_trials: ClassVar[bool] = False
+    # Whether a run loads the host's CPUs itself (several guests at once): its CPU pressure is the measurement,
+    # so the runner flags such runs but never retries them as disturbed.
+    loads_host: ClassVar[bool] = False
 
     @classmethod
     def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:

@@ -62,6 +62,7 @@ class ConsolidationTier(Tier):
     overhead_s = 10.0
     order = 40
     uses_images = True
+    loads_host = True  # 2–6 guests at once: their CPU pressure is what a tile measures
 
     @classmethod
     def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:
