@@ -45,10 +45,6 @@ class Cell:
         parts = [f"{a}={getattr(self, a)}" for a in AXES if getattr(self, a) != NA]
         return " ".join(parts)
 
-    @classmethod
-    def from_key(cls, key: str) -> Cell:
-        return cls(*key.split("/"))
-
 
 @dataclass(frozen=True)
 class Pruned:

@@ -331,7 +331,7 @@ class SweepRunner:
             reason = reason or ""
             if reason.startswith("gave up"):
                 result.gave_up.append((key, reason))
-            elif reason.startswith(NOT_SETTLED) and not tier_class(Cell.from_key(key.split("::")[0]).tier).fixed_trials:
+            elif reason.startswith(NOT_SETTLED) and not tier_class(units[key][0].cell.tier).fixed_trials:
                 # Stopped by a limit, not by the data: racing's eliminations, race ends and baselines are
                 # answers, and "converged" is one too.
                 result.not_converged.append((key, reason))
