@@ -121,5 +121,10 @@ def test_cell_key_roundtrip_and_estimate() -> None:
     e = run_expand(p)
     for c in e.cells:
         assert Cell.from_key(c.key) == c
+    # A block-device backing's name has slashes of its own.
+    dev = Cell("guest", "raw", "off", "none", "threads", "virtio-blk", "blockdev:/dev/loop0", "none")
+    assert Cell.from_key(dev.key) == dev
+    with pytest.raises(ValueError, match="not a cell key"):
+        Cell.from_key("baremetal/none")
     low, high = estimate_seconds(p, e)
     assert 0 < low <= high

@@ -45,6 +45,16 @@ class Cell:
         parts = [f"{a}={getattr(self, a)}" for a in AXES if getattr(self, a) != NA]
         return " ".join(parts)
 
+    @classmethod
+    def from_key(cls, key: str) -> Cell:
+        """The cell of a key. A block-device backing's name holds slashes (blockdev:/dev/loop0): the six axes
+        before it and the modifier after it have none."""
+        head = key.split("/", 6)
+        if len(head) < 7 or "/" not in head[6]:
+            raise ValueError(f"not a cell key: {key!r}")
+        backing, modifier = head[6].rsplit("/", 1)
+        return cls(*head[:6], backing, modifier)
+
 
 @dataclass(frozen=True)
 class Pruned:
