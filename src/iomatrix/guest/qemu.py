@@ -64,9 +64,35 @@ MACHINES = ("pc", "microvm")
 _MICROVM_TRANSPORTS = 8
 
 
+def host_tsc_khz(cpuinfo: str | None = None) -> int | None:
+    """The host's TSC rate in kHz from /proc/cpuinfo ('cpu MHz' with constant_tsc), or None.
+
+    Under TCG the guest reads the host's TSC. microvm has no HPET or ACPI PM timer, so a guest that fails
+    its PIT calibration (it does on a loaded host: TCG timing jitters) is left without a clock and hangs in
+    early boot; `tsc_early_khz=` on the kernel command line skips that calibration."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return None
+    if "constant_tsc" not in cpuinfo:
+        return None  # the TSC rate follows the CPU frequency: no single rate to give
+    m = re.search(r"^cpu MHz\s*:\s*([0-9.]+)", cpuinfo, re.M)
+    return round(float(m.group(1)) * 1000) if m else None
+
+
 def machine_for(bus: Bus | str) -> str:
-    """The smallest machine type that has `bus`: microvm for the virtio buses, pc for the others."""
-    return "microvm" if Bus(bus) in MICROVM_BUSES else "pc"
+    """The smallest machine type that has `bus`: microvm for the virtio buses (when the host's TSC rate is
+    known, see host_tsc_khz), pc for the others."""
+    return "microvm" if Bus(bus) in MICROVM_BUSES and host_tsc_khz() is not None else "pc"
+
+
+def kernel_cmdline(machine: str, accel: str) -> str:
+    if machine == "microvm" and accel == "tcg":
+        khz = host_tsc_khz()
+        if khz is not None:
+            return f"{KERNEL_CMDLINE} tsc_early_khz={khz}"
+    return KERNEL_CMDLINE
 
 
 def max_runs_per_boot(bus: Bus | str, machine: str = "pc") -> int:
@@ -254,7 +280,7 @@ def _machine_argv(artifacts: GuestArtifacts, accel: str, run_dir: Path, memory_m
         "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
         "-machine", machine, *accel_args(accel), "-smp", "1", "-m", str(memory_mb),
         "-kernel", str(artifacts.kernel), "-initrd", str(artifacts.initramfs),
-        "-append", KERNEL_CMDLINE,
+        "-append", kernel_cmdline(machine, accel),
         "-chardev", f"file,id=con,path={_opt(run_dir / 'console.log')}", "-serial", "chardev:con",
         "-chardev", "stdio,id=res,signal=off", *results_port,
         "-fw_cfg", f"name=opt/iomatrix/job,file={_opt(run_dir / 'job.env')}",
