@@ -218,6 +218,8 @@ if [ -n "$IOMX_RUNS" ]; then
             cat $FW/job$r/raw > /tmp/job$r.env
             . /tmp/job$r.env
             find_test_disk
+            # What an earlier run of this boot read (the tarball disk) must not be cached for this one.
+            drop_caches
             run_kind
         )
         umount /mnt/t 2>/dev/null

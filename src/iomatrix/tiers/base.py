@@ -123,9 +123,11 @@ class Tier(ABC):
     # so the runner flags such runs but never retries them as disturbed.
     loads_host: ClassVar[bool] = False
     # Whether several runs of one cell can share a start-up (a guest boot): the runner then hands a
-    # round's runs of a cell to run_batch() together. Seconds of that shared start-up, for estimates.
+    # round's runs of a cell to run_batch() together. For estimates: seconds of that shared start-up, and
+    # seconds per run inside a batch beyond its runtime.
     batches_runs: ClassVar[bool] = False
     batch_overhead_s: ClassVar[float] = 0.0
+    batch_run_overhead_s: ClassVar[float] = 0.0
 
     @classmethod
     def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:
@@ -173,7 +175,8 @@ class Tier(ABC):
     @abstractmethod
     def run(self, req: RunRequest) -> RunOutcome: ...
 
-    def max_batch(self, cell: Cell) -> int:
+    @classmethod
+    def max_batch(cls, cell: Cell) -> int:
         """How many runs of `cell` one batch may hold (a tier that batches overrides this)."""
         return 1
 
