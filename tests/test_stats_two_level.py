@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from iomatrix.stats.two_level import boots_needed, optimal_runs_per_boot, variance_components
+from iomatrix.stats.two_level import boots_needed, boots_of, optimal_runs_per_boot, variance_components
 
 
 def test_balanced_boots_by_hand() -> None:
@@ -66,3 +66,12 @@ def test_boots_needed_by_hand() -> None:
     # Var(boot mean) = 1 + 10/7 = 2.4286; 1.96² · 2.4286 / (0.05 · 20)² = 9.33 → 10
     assert boots_needed(1.0, 10.0, 7, 20.0, 0.05) == 10
     assert boots_needed(0.0, 0.0, 1, 20.0, 0.05) == 2
+
+
+def test_stored_runs_group_by_boot_in_boot_order() -> None:
+    runs = [("b1", 1, 12.0), ("b2", 0, 14.0), ("b1", 0, 10.0), (None, None, 7.0), ("b2", 1, 16.0), (None, None, 8.0)]
+    groups = boots_of(runs)
+    assert groups["b1"] == [10.0, 12.0] and groups["b2"] == [14.0, 16.0]
+    assert sorted(v for k, v in groups.items() if k.startswith("#")) == [[7.0], [8.0]]
+    tl = variance_components(groups)
+    assert tl.boots == 4 and tl.cold_mean == pytest.approx((10 + 14 + 7 + 8) / 4)

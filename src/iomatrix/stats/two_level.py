@@ -42,7 +42,7 @@ runs), the paired first-run effect (seed 001's first-run observation, per boot).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 Z95 = 1.959963984540054
@@ -99,6 +99,16 @@ def variance_components(boots: Mapping[str, Sequence[float]] | Sequence[Sequence
         unit="boot-means" if use_boots else "runs", values=values,
         cold_mean=sum(cold) / len(cold), warm_mean=sum(warm) / len(warm) if warm else None,
         first_run_effect=sum(effects) / len(effects) if effects else None, first_run_boots=len(effects))
+
+
+def boots_of(runs: Iterable[tuple[str | None, int | None, float]]) -> dict[str, list[float]]:
+    """Stored runs (boot_id, boot_position, value) → boot id → values in boot order, for
+    `variance_components`. A run without a boot id had a boot to itself and forms its own group."""
+    groups: dict[str, list[tuple[int, float]]] = {}
+    for i, (boot, position, value) in enumerate(runs):
+        key = boot if boot is not None else f"#run{i}"
+        groups.setdefault(key, []).append((position if position is not None else 0, float(value)))
+    return {k: [v for _, v in sorted(g, key=lambda pv: pv[0])] for k, g in groups.items()}
 
 
 def optimal_runs_per_boot(between_var: float, within_var: float, boot_cost_s: float, run_cost_s: float,
