@@ -137,3 +137,14 @@ def test_estimate_pays_one_guest_boot_per_cell_and_round() -> None:
     reps = p.repetitions.min
     assert low == pytest.approx(reps * (3 * (5 + GuestTier.batch_run_overhead_s) + GuestTier.batch_overhead_s))
     assert alone == pytest.approx(reps * 3 * (5 + GuestTier.overhead_s))
+
+
+def test_estimate_with_repetitions_per_boot_shares_a_boot_among_rounds() -> None:
+    from iomatrix.tiers.guest import GuestTier
+
+    p = plan(tier=["guest"], cache=["none"], format=["raw"], bus=["virtio-blk"], null_ceiling=False, runtime=5,
+             workloads=["rand-read-4k", "rand-write-4k", "seq-write-1m"], repetitions_per_boot=2)
+    low, _ = estimate_seconds(p, run_expand(p))
+    reps = p.repetitions.min
+    # 6 runs per boot (≤ 7 disks on microvm virtio-blk): one boot every second round.
+    assert low == pytest.approx(reps * (3 * (5 + GuestTier.batch_run_overhead_s) + GuestTier.batch_overhead_s / 2))

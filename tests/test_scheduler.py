@@ -407,3 +407,40 @@ def test_resumed_round_keeps_its_batches_in_their_order() -> None:
     again = [sl for b in resumed.next_batches(CELL_OF, {"g1": 8, "g2": 8}) for sl in b]
     assert [sl.key for sl in again] == [sl.key for sl in flat[3:]]
     assert all(sl.round == 1 for sl in again)
+
+
+def test_in_boot_repetition_puts_several_rounds_of_a_cell_in_one_batch_and_keeps_blocks_complete() -> None:
+    s = make(list(CELL_OF), min_runs=4, max_runs=4)
+    log: list[list[tuple[str, int, int]]] = []
+    while batches := s.next_batches(CELL_OF, {"g1": 8, "g2": 8}, rounds_per_batch=2):
+        for batch in batches:
+            ran = []
+            for slot in batch:
+                if s.should_start(slot):
+                    s.record(slot, True, 100.0)
+                    ran.append((slot.key, slot.round, slot.position))
+            log.append(ran)
+        assert len(log) < 100
+    guest = [b for b in log if CELL_OF[b[0][0]] != b[0][0]]
+    # 4 runs each, 2 rounds per boot: each guest cell boots twice, 6 runs a boot, both rounds in it.
+    assert len(guest) == 4 and all(len(b) == 6 and len({r for _, r, _ in b}) == 2 for b in guest)
+    for b in guest:  # round r's runs before round r+1's in the boot
+        assert [r for _, r, _ in b] == sorted(r for _, r, _ in b)
+    # Every round is a complete block, bare metal included (it joins each second round on its own).
+    for r in (1, 2, 3, 4):
+        in_round = [x for b in log for x in b if x[1] == r]
+        assert sorted(k for k, _, _ in in_round) == sorted(CELL_OF)
+        assert sorted(p for _, _, p in in_round) == list(range(len(CELL_OF)))
+    assert all(s.units[k].ok == 4 for k in CELL_OF)
+
+
+def test_in_boot_repetition_never_exceeds_max_runs() -> None:
+    s = make(list(CELL_OF), min_runs=1, max_runs=3)
+    counts: dict[str, int] = {}
+    while batches := s.next_batches(CELL_OF, {"g1": 16, "g2": 16}, rounds_per_batch=4):
+        for batch in batches:
+            for slot in batch:
+                if s.should_start(slot):
+                    counts[slot.key] = counts.get(slot.key, 0) + 1
+                    s.record(slot, True, 100.0 + 40.0 * (counts[slot.key] % 2))
+    assert all(1 <= n <= 3 for n in counts.values()), counts

@@ -303,7 +303,7 @@ class SweepRunner:
                 cell_of = {k: (u.cell.key if self.tiers[u.cell.tier].batches_runs else k)
                            for k, (u, _) in units.items()}
                 max_batch = {u.cell.key: self.tiers[u.cell.tier].max_batch(u.cell) for u, _ in units.values()}
-                while batches := sched.next_batches(cell_of, max_batch):
+                while batches := sched.next_batches(cell_of, max_batch, self.plan.repetitions_per_boot):
                     self._record_stops(sched, units)
                     self.progress.grow(index + sched.pending_estimate())
                     queue = deque(batches)  # a disturbed run's retry joins the end of its round, on its own
