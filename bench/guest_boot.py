@@ -6,9 +6,10 @@
 boot:  N guests per machine type (pc, microvm) each running a 1 s fio job on a fresh qcow2 on
        virtio-blk: boot-to-workload (QEMU spawn → workload start, modules included; target ≤ 2.0 s
        median under TCG), and per-run overhead = wall − workload of a one-run boot.
-sweep: real sweeps through the runner (store, host sampler and all), each twice: "before" = one pc
-       boot per run (how the guest tier ran before runs shared boots), "after" = the runs of one cell
-       share a boot each round (microvm for virtio buses). Plans: the quick plan's guest cells shaped
+sweep: real sweeps through the runner (store, host sampler and all): "before" = one pc boot per run
+       (how the guest tier ran before runs shared boots), "after" = the runs of one cell share a boot
+       each round (microvm for virtio buses), and "after, N rounds per boot" (`repetitions_per_boot`).
+       Plans: the quick plan's guest cells shaped
        like the issue's measurement (qcow2 × none/writeback on virtio-blk + the null ceiling, 3 fio
        workloads, `--reps` rounds, runtime `--runtime`), and a slice of the built-in full-matrix-fs
        plan (raw/qcow2 × none/writeback × virtio-blk/ide, fs-read and fs-write). Reported:
@@ -131,14 +132,18 @@ def _one_boot_per_run() -> Iterator[None]:
         guest_tier.GuestTier.batches_runs, guest_tier.machine_for = saved
 
 
-def bench_sweep(name: str, toml: str, runtime: float, accel: str, work: Path, before: bool) -> dict:
+def bench_sweep(name: str, toml: str, runtime: float, accel: str, work: Path, before: bool,
+                rounds_per_boot: int = 1) -> dict:
     from iomatrix.plan.load import load_plan
     from iomatrix.runner import SweepRunner
     from iomatrix.store import Store
     from iomatrix.tiers.base import RunOptions
 
     label = "before (one pc boot per run)" if before else "after (runs of a cell share a boot)"
-    d = work / f"{name}-{'before' if before else 'after'}"
+    if rounds_per_boot > 1:
+        label = f"after ({rounds_per_boot} rounds of a cell per boot)"
+        toml = f"repetitions_per_boot = {rounds_per_boot}\n" + toml
+    d = work / f"{name}-{'before' if before else 'after'}-{rounds_per_boot}"
     d.mkdir()
     (d / "p.toml").write_text(toml)
     plan, base = load_plan(str(d / "p.toml"))
@@ -162,7 +167,7 @@ def bench_sweep(name: str, toml: str, runtime: float, accel: str, work: Path, be
            "efficiency": round(len(ok) * runtime / wall, 3), "workload_share": round(work_s / wall, 3),
            "overhead_per_run_s": round((wall - work_s) / max(1, len(ok)), 2),
            "boot_to_workload_median_s": round(statistics.median(b2w), 2) if b2w else None}
-    print(json.dumps(out))
+    print(json.dumps(out), flush=True)
     return out
 
 
@@ -175,6 +180,9 @@ def main() -> None:
     ap.add_argument("--runtime", type=float, default=5.0, help="fio runtime of the sweeps (default 5 s)")
     ap.add_argument("--reps", type=int, default=2, help="rounds of the quick-shaped sweep (default 2)")
     ap.add_argument("--plans", default="quick-guest,seed-shaped", help="which sweeps, comma-separated")
+    ap.add_argument("--rounds-per-boot", type=int, default=2,
+                    help="also run the sweeps with this many rounds per boot (in-boot repetition; 1 = skip)")
+    ap.add_argument("--no-before", action="store_true", help="skip the one-boot-per-run sweeps")
     args = ap.parse_args()
 
     t0 = time.monotonic()
@@ -192,8 +200,12 @@ def main() -> None:
             plans = {"quick-guest": QUICK_GUEST.format(runtime=int(args.runtime), reps=args.reps),
                      "seed-shaped": SEED_SHAPED.format(runtime=int(args.runtime))}
             for name in args.plans.split(","):
-                for before in (True, False):
-                    bench_sweep(name, plans[name], args.runtime, accel.accel, work, before)
+                if not args.no_before:
+                    bench_sweep(name, plans[name], args.runtime, accel.accel, work, before=True)
+                bench_sweep(name, plans[name], args.runtime, accel.accel, work, before=False)
+                if args.rounds_per_boot > 1:
+                    bench_sweep(name, plans[name], args.runtime, accel.accel, work, before=False,
+                                rounds_per_boot=args.rounds_per_boot)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
