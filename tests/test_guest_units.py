@@ -218,3 +218,35 @@ def test_tarball_is_deterministic(tmp_path: Path) -> None:
     write_tarball(b, 1 << 20)
     assert a.read_bytes() == b.read_bytes()
     assert a.stat().st_size % 512 == 0
+
+
+def test_host_tsc_rate_and_machine_choice() -> None:
+    from iomatrix.guest.qemu import host_tsc_khz, max_runs_per_boot
+
+    assert host_tsc_khz("flags\t: fpu constant_tsc\ncpu MHz\t\t: 2600.000\n") == 2_600_000
+    assert host_tsc_khz("flags\t: fpu\ncpu MHz\t\t: 2600.000\n") is None  # TSC follows the clock: no rate
+    assert host_tsc_khz("flags\t: constant_tsc\n") is None
+    assert max_runs_per_boot("ide") == 4 and max_runs_per_boot("sata") == 6
+    assert max_runs_per_boot("virtio-blk", "microvm") == 7 and max_runs_per_boot("virtio-blk", "pc") == 16
+
+
+def test_batch_command_line_gives_each_run_its_disk_serial_and_job(tmp_path: Path) -> None:
+    from iomatrix.guest.qemu import BatchRun, batch_env, build_batch_argv, validate_batch
+
+    art = _artifacts(tmp_path)
+    job = GuestJob("fio", "[j]\nfilename=@DISK@\n")
+    runs = [BatchRun(DiskSpec(f"/x{i}", "raw", "none", "threads", "ide"), job) for i in range(3)]
+    argv = " ".join(build_batch_argv(art, "tcg", runs, tmp_path))
+    assert "-machine pc" in argv
+    for i, unit in ((1, "bus=ide.0,unit=0"), (2, "bus=ide.0,unit=1"), (3, "bus=ide.1,unit=0")):
+        assert f"name=opt/iomatrix/job{i}," in argv and f"name=opt/iomatrix/fio{i}," in argv
+        assert f"drive=d{i},{unit},serial=iomx-t0{i}" in argv
+    boot, per_run = batch_env(art, runs, "pc")
+    assert "IOMX_RUNS=3" in boot and "IOMX_KIND=batch" in boot
+    assert all(f"IOMX_DISK_SERIAL=iomx-t0{i}" in e for i, e in enumerate(per_run, 1))
+    with pytest.raises(UserError, match="carries at most 4"):
+        validate_batch(runs * 2, "pc")
+    vio = [BatchRun(DiskSpec(f"/x{i}", "raw", "none", "threads", "virtio-scsi"), job) for i in range(2)]
+    argv = " ".join(build_batch_argv(art, "tcg", vio, tmp_path, machine="microvm"))
+    assert "-machine microvm" in argv and argv.count("virtio-scsi-device,id=scsi0") == 1
+    assert "isa-serial,chardev=res" in argv

@@ -128,3 +128,28 @@ def test_cell_key_roundtrip_and_estimate() -> None:
         Cell.from_key("baremetal/none")
     low, high = estimate_seconds(p, e)
     assert 0 < low <= high
+
+
+def test_estimate_pays_one_guest_boot_per_cell_and_round() -> None:
+    from iomatrix.tiers.guest import GuestTier
+
+    p = plan(tier=["guest"], cache=["none"], format=["raw"], bus=["virtio-blk"], null_ceiling=False, runtime=5,
+             workloads=["rand-read-4k", "rand-write-4k", "seq-write-1m"])
+    e = run_expand(p)
+    assert len(e.cells) == 1 and len(e.units) == 3
+    low, _ = estimate_seconds(p, e)
+    alone, _ = estimate_seconds(p, e, batching=False)
+    reps = p.repetitions.min
+    assert low == pytest.approx(reps * (3 * (5 + GuestTier.batch_run_overhead_s) + GuestTier.batch_overhead_s))
+    assert alone == pytest.approx(reps * 3 * (5 + GuestTier.overhead_s))
+
+
+def test_estimate_with_repetitions_per_boot_shares_a_boot_among_rounds() -> None:
+    from iomatrix.tiers.guest import GuestTier
+
+    p = plan(tier=["guest"], cache=["none"], format=["raw"], bus=["virtio-blk"], null_ceiling=False, runtime=5,
+             workloads=["rand-read-4k", "rand-write-4k", "seq-write-1m"], repetitions_per_boot=2)
+    low, _ = estimate_seconds(p, run_expand(p))
+    reps = p.repetitions.min
+    # 6 runs per boot (≤ 7 disks on microvm virtio-blk): one boot every second round.
+    assert low == pytest.approx(reps * (3 * (5 + GuestTier.batch_run_overhead_s) + GuestTier.batch_overhead_s / 2))

@@ -321,3 +321,126 @@ def test_every_stop_is_reported_once_with_its_kind_and_round() -> None:
     assert s.new_stops() == []
     assert [stop_kind(r) for r in ("converged", "max runs reached", "time budget spent", "???")] == [
         "converged", "max-runs", "budget", "other"]
+
+
+# -- batches: runs of one cell sharing a start-up (the guest tier's boot) ------------------------------------
+
+
+CELL_OF = {"g1:a": "g1", "g1:b": "g1", "g1:c": "g1", "g2:a": "g2", "g2:b": "g2", "g2:c": "g2", "bm:a": "bm:a"}
+
+
+def drive_batches(s: Scheduler, max_batch: dict[str, int],
+                  outcome: Callable[[str, int], float | None]) -> list[list[tuple[str, int, int]]]:
+    """Like drive(), batch by batch; returns the batches as run."""
+    out: list[list[tuple[str, int, int]]] = []
+    counts: dict[str, int] = {}
+    while batches := s.next_batches(CELL_OF, max_batch):
+        for batch in batches:
+            ran = []
+            for slot in batch:
+                if not s.should_start(slot):
+                    continue
+                n = counts.get(slot.key, 0)
+                counts[slot.key] = n + 1
+                v = outcome(slot.key, n)
+                s.record(slot, v is not None, v)
+                ran.append((slot.key, slot.round, slot.position))
+            if ran:
+                out.append(ran)
+        assert len(out) < 1000, "scheduler never stopped"
+    return out
+
+
+def test_batches_hold_one_cell_each_and_cover_every_unit_of_every_round() -> None:
+    s = make(list(CELL_OF), min_runs=3)
+    batches = drive_batches(s, {"g1": 8, "g2": 8}, steady())
+    for b in batches:
+        assert len({CELL_OF[k] for k, _, _ in b}) == 1  # one cell per batch
+        assert len({r for _, r, _ in b}) == 1  # one round per batch
+    for r in (1, 2, 3):
+        in_round = [x for b in batches for x in b if x[1] == r]
+        assert sorted(k for k, _, _ in in_round) == sorted(CELL_OF)
+        assert sorted(p for _, _, p in in_round) == list(range(len(CELL_OF)))  # positions 0..n-1 in run order
+        assert [p for _, _, p in in_round] == sorted(p for _, _, p in in_round)
+    # 2 guest cells batched + the bare-metal unit on its own: 3 batches per round.
+    assert len(batches) == 9
+
+
+def test_batch_order_is_random_per_round_at_the_cell_level_and_reproducible() -> None:
+    a = drive_batches(make(list(CELL_OF), min_runs=6, max_runs=6), {"g1": 8, "g2": 8}, steady())
+    b = drive_batches(make(list(CELL_OF), min_runs=6, max_runs=6), {"g1": 8, "g2": 8}, steady())
+    assert a == b
+    cell_orders = {tuple(CELL_OF[x[0][0]] for x in a if x[0][1] == r) for r in range(1, 7)}
+    unit_orders = {tuple(k for x in a for k, rr, _ in x if rr == r and CELL_OF[k] == "g1") for r in range(1, 7)}
+    assert len(cell_orders) > 1 and len(unit_orders) > 1
+
+
+def test_a_cell_larger_than_its_tiers_limit_is_split() -> None:
+    s = make(list(CELL_OF), min_runs=1, max_runs=1)
+    batches = drive_batches(s, {"g1": 2, "g2": 3}, steady())
+    sizes = sorted(len(b) for b in batches if CELL_OF[b[0][0]] == "g1")
+    assert sizes == [1, 2]
+    assert [len(b) for b in batches if CELL_OF[b[0][0]] == "g2"] == [3]
+
+
+def test_failed_runs_of_a_batch_are_retried_in_a_later_round_and_the_rest_count() -> None:
+    # g1:b fails its first run (its part of the boot hung); the others of that batch are kept.
+    s = make(list(CELL_OF), min_runs=2, max_runs=2)
+    batches = drive_batches(s, {"g1": 8, "g2": 8}, lambda k, n: None if (k == "g1:b" and n == 0) else 100.0)
+    runs_b = [x for b in batches for x in b if x[0] == "g1:b"]
+    assert len(runs_b) == 3 and s.units["g1:b"].ok == 2 and s.units["g1:b"].failed == 1
+    assert all(s.units[k].ok == 2 for k in CELL_OF)
+
+
+def test_resumed_round_keeps_its_batches_in_their_order() -> None:
+    full = make(list(CELL_OF), min_runs=1, max_runs=1)
+    first = full.next_batches(CELL_OF, {"g1": 8, "g2": 8})
+    flat = [sl for b in first for sl in b]
+    # The first three runs happened in an earlier session.
+    states = [UnitState(k) for k in CELL_OF]
+    for sl in flat[:3]:
+        st = next(x for x in states if x.key == sl.key)
+        st.rounds.add(1)
+        st.ok = 1
+        st.points.append((1, 1.0))
+    resumed = make(list(CELL_OF), min_runs=2, max_runs=2, states=states)
+    again = [sl for b in resumed.next_batches(CELL_OF, {"g1": 8, "g2": 8}) for sl in b]
+    assert [sl.key for sl in again] == [sl.key for sl in flat[3:]]
+    assert all(sl.round == 1 for sl in again)
+
+
+def test_in_boot_repetition_puts_several_rounds_of_a_cell_in_one_batch_and_keeps_blocks_complete() -> None:
+    s = make(list(CELL_OF), min_runs=4, max_runs=4)
+    log: list[list[tuple[str, int, int]]] = []
+    while batches := s.next_batches(CELL_OF, {"g1": 8, "g2": 8}, rounds_per_batch=2):
+        for batch in batches:
+            ran = []
+            for slot in batch:
+                if s.should_start(slot):
+                    s.record(slot, True, 100.0)
+                    ran.append((slot.key, slot.round, slot.position))
+            log.append(ran)
+        assert len(log) < 100
+    guest = [b for b in log if CELL_OF[b[0][0]] != b[0][0]]
+    # 4 runs each, 2 rounds per boot: each guest cell boots twice, 6 runs a boot, both rounds in it.
+    assert len(guest) == 4 and all(len(b) == 6 and len({r for _, r, _ in b}) == 2 for b in guest)
+    for b in guest:  # round r's runs before round r+1's in the boot
+        assert [r for _, r, _ in b] == sorted(r for _, r, _ in b)
+    # Every round is a complete block, bare metal included (it joins each second round on its own).
+    for r in (1, 2, 3, 4):
+        in_round = [x for b in log for x in b if x[1] == r]
+        assert sorted(k for k, _, _ in in_round) == sorted(CELL_OF)
+        assert sorted(p for _, _, p in in_round) == list(range(len(CELL_OF)))
+    assert all(s.units[k].ok == 4 for k in CELL_OF)
+
+
+def test_in_boot_repetition_never_exceeds_max_runs() -> None:
+    s = make(list(CELL_OF), min_runs=1, max_runs=3)
+    counts: dict[str, int] = {}
+    while batches := s.next_batches(CELL_OF, {"g1": 16, "g2": 16}, rounds_per_batch=4):
+        for batch in batches:
+            for slot in batch:
+                if s.should_start(slot):
+                    counts[slot.key] = counts.get(slot.key, 0) + 1
+                    s.record(slot, True, 100.0 + 40.0 * (counts[slot.key] % 2))
+    assert all(1 <= n <= 3 for n in counts.values()), counts

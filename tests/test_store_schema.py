@@ -70,7 +70,7 @@ def test_every_report_command_reads_a_schema1_database_without_writing(tmp_path:
 def test_run_migrates_schema1_in_place_after_a_backup(tmp_path: Path) -> None:
     db = schema1_copy(tmp_path)
     store = Store(db)  # what `iomatrix run` opens
-    assert store.schema_version == SCHEMA_VERSION == 3  # 1 → 2 → 3, one transaction
+    assert store.schema_version == SCHEMA_VERSION == 4  # 1 → 2 → 3 → 4, one transaction
     backup = tmp_path / "old.sqlite.schema1.bak"
     assert backup.is_file()
     old = sqlite3.connect(backup)
@@ -78,12 +78,12 @@ def test_run_migrates_schema1_in_place_after_a_backup(tmp_path: Path) -> None:
     assert old.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 4
     old.close()
     other = sqlite3.connect(db)  # another connection sees the committed migration (WAL: not yet in the file)
-    assert other.execute("PRAGMA user_version").fetchone()[0] == 3
-    assert other.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "3"
+    assert other.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert other.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "4"
     other.close()
     # A migrated file has exactly the columns of a new one.
     fresh = Store(tmp_path / "new.sqlite")
-    for table in COLUMNS[3]:
+    for table in COLUMNS[4]:
         cols = [r[1] for r in store.db.execute(f"PRAGMA table_info({table})")]
         assert cols == [r[1] for r in fresh.db.execute(f"PRAGMA table_info({table})")], table
     # Old runs read back with no round; the old sweep with an empty metric registry.
@@ -91,6 +91,8 @@ def test_run_migrates_schema1_in_place_after_a_backup(tmp_path: Path) -> None:
     # …and not judged for interference, nothing replaced, no recorded stops.
     assert {(r.disturbed, r.disturbance, r.replaced) for r in store.runs(1)} == {(None, (), False)}
     assert store.unit_stops(1) == []
+    # …and not from a shared guest boot.
+    assert {(r.boot_id, r.boot_position) for r in store.runs(1)} == {(None, None)}
     assert store.sweep(1).metric_registry == {}  # type: ignore[union-attr]
     sid = store.create_sweep(store.host_id({"hostname": "h"}), "p", "fp", "{}", [], [],
                              metric_registry={"read.iops": {"unit": "IO/s", "direction": "higher"}})
@@ -130,7 +132,7 @@ def test_schema2_migrates_to_3_after_its_own_backup_and_reads_before(tmp_path: P
         assert proc.returncode == 0, (args, proc.stderr)
     assert digest(db) == before
     store = Store(db)
-    assert store.schema_version == 3
+    assert store.schema_version == 4
     backup = tmp_path / "v2.sqlite.schema2.bak"
     assert backup.is_file() and not (tmp_path / "v2.sqlite.schema1.bak").exists()
     old = sqlite3.connect(backup)

@@ -142,6 +142,10 @@ def plan_cmd(
         console.print(f"[dim]tier {tier}: axes {', '.join(axes)} do not apply and are collapsed (shown as -)[/]")
     console.print(f"estimated duration: {low / 60:.1f} min with {p.repetitions.min} runs each, up to "
                   f"{high / 60:.1f} min (time budget {p.time_budget})")
+    unbatched, _ = estimate_seconds(p, exp, batching=False)
+    if unbatched > low:
+        console.print(f"[dim]guest runs of one cell share a boot each round; one boot per run would take "
+                      f"{unbatched / 60:.1f} min with {p.repetitions.min} runs each[/]")
     for note in exp.notes:
         console.print(f"[yellow]note:[/] {note}")
     if explain:

@@ -172,9 +172,12 @@ def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Wor
     )
 
 
-def estimate_seconds(plan: Plan, expansion: Expansion) -> tuple[float, float]:
-    """(with min repetitions, with max repetitions capped by the time budget)."""
+def estimate_seconds(plan: Plan, expansion: Expansion, batching: bool = True) -> tuple[float, float]:
+    """(with min repetitions, with max repetitions capped by the time budget). A tier that batches runs
+    pays its start-up once per batch (one per cell and round, split at the tier's limit); `batching=False`
+    estimates one start-up per run instead, for comparison."""
     per_rep = 0.0
+    per_cell: dict[Cell, int] = {}
     for u in expansion.units:
         tier = _tier(u.cell.tier)
         own = tier.estimate_run_s(plan, u.workload)
@@ -187,7 +190,17 @@ def estimate_seconds(plan: Plan, expansion: Expansion) -> tuple[float, float]:
             runtime = 0.0
         elif u.workload.guest_only:
             runtime = 20.0
-        per_rep += runtime + tier.overhead_s
+        if batching and tier.batches_runs:  # a round's runs of one cell share start-ups (guest boots)
+            per_rep += runtime + tier.batch_run_overhead_s
+            per_cell[u.cell] = per_cell.get(u.cell, 0) + 1
+        else:
+            per_rep += runtime + tier.overhead_s
+    for cell, n in per_cell.items():
+        tier = _tier(cell.tier)
+        # One boot holds `repetitions_per_boot` rounds of the cell's runs, split at the bus's disk limit.
+        per_boot = n * plan.repetitions_per_boot
+        boots = -(-per_boot // max(1, tier.max_batch(cell)))
+        per_rep += boots * tier.batch_overhead_s / plan.repetitions_per_boot
     low = per_rep * plan.repetitions.min
     high = max(low, min(per_rep * plan.repetitions.max, plan.time_budget_s))
     return low, high

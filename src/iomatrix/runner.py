@@ -202,7 +202,14 @@ class SweepRunner:
     # -- one run ------------------------------------------------------------
     def _run_one(self, sweep_id: int, unit: Unit, cell_id: int, slot: Slot,
                  retry_of: int | None = None) -> tuple[RunOutcome, int, RunInterference | None]:
-        cell = unit.cell
+        return self._run_batch(sweep_id, [(unit, cell_id, slot, retry_of)])[0]
+
+    def _run_batch(self, sweep_id: int, items: list[tuple[Unit, int, Slot, int | None]]
+                   ) -> list[tuple[RunOutcome, int, RunInterference | None]]:
+        """Runs of one cell: one by one, or together when the tier shares a start-up among them (one guest
+        boot). One host sampler covers the batch; each run keeps, and is judged on, the samples of its own
+        time span."""
+        cell = items[0][0].cell
         tier = self.tiers[cell.tier]
         cache = prepare_cache(self.plan.keep_caches_warm)
         devices = [] if cell.is_null_ceiling else self.devices.get(cell.backing, [])
@@ -212,17 +219,19 @@ class SweepRunner:
         except ValueError as err:  # a device vanished from /proc/diskstats: still sample CPU and memory
             notes.append(f"disk not sampled: {err}")
             sampler = HostSampler([], interval=self.opts.monitor_interval)
-        run_dir = self.opts.workdir / "runs" / f"sweep{sweep_id}" / f"{cell_id}-{unit.workload.slug}"
-        req = RunRequest(
-            cell=cell, workload=unit.workload, target=self._target(cell), shape=self.shape, run_dir=run_dir,
+        runs_dir = self.opts.workdir / "runs" / f"sweep{sweep_id}"
+        reqs = [RunRequest(
+            cell=cell, workload=unit.workload, target=self._target(cell), shape=self.shape,
+            run_dir=runs_dir / f"{cell_id}-{unit.workload.slug}" if len(items) == 1
+            else runs_dir / f"{cell_id}-{unit.workload.slug}-r{slot.round}",
             timeout_s=self.plan.run_timeout,
             wrapper=modifier_wrapper(cell.modifier) if cell.modifier != NA else [],
             on_process=sampler.attach_pid,
-        )
+        ) for unit, cell_id, slot, _ in items]
         started = time.time()
         sampler.start()
         try:
-            outcome = tier.run(req)
+            outcomes = tier.run_batch(reqs) if len(reqs) > 1 else [tier.run(reqs[0])]
         finally:
             try:
                 samples = sampler.stop()
@@ -230,24 +239,35 @@ class SweepRunner:
                 samples = []
                 notes.append(f"host sampler failed: {err}")
         finished = time.time()
-        meta: dict[str, Any] = dict(outcome.meta)
-        meta["cache_detail"] = cache.detail
-        if notes:
-            meta["notes"] = notes
-        flags = judge_interference(samples) if outcome.ok else None
-        run_id = self.store.record_run(RunRecord(
-            cell_id=cell_id, workload=unit.workload.name, status="ok" if outcome.ok else "failed",
-            started_at=started, finished_at=finished, accel=tier.accel(), cache_state=cache.state,
-            page_cache_method=page_cache_method(unit.workload, tier=cell.tier, cache=cell.cache,
-                                                caches_dropped=cache.state == "dropped"),
-            metrics=outcome.metrics, phases=outcome.phases, job_text=outcome.job_text,
-            raw_output=outcome.raw_output, console_tail=outcome.console_tail, error=outcome.error, meta=meta,
-            monitor=[(s.t, s.values) for s in samples],
-            # The randomised-block design: the statistics use the round as a block.
-            round=slot.round, round_position=slot.position,
-            disturbed=None if flags is None else flags.disturbed,
-            disturbance=flags.reasons if flags is not None else (), retry_of=retry_of))
-        return outcome, run_id, flags
+        results: list[tuple[RunOutcome, int, RunInterference | None]] = []
+        for (unit, cell_id, slot, retry_of), outcome in zip(items, outcomes, strict=True):
+            run_start = outcome.started_at if outcome.started_at is not None else started
+            run_end = outcome.finished_at if outcome.finished_at is not None else finished
+            meta: dict[str, Any] = dict(outcome.meta)
+            meta["cache_detail"] = cache.detail
+            if len(items) > 1:
+                meta["round_order"] = "cell"  # randomised at the cell level: a cell's runs shared a boot
+            if notes:
+                meta["notes"] = notes
+            # Sampler times are seconds since it started; a batched run keeps its own span of them.
+            lo, hi = run_start - started, run_end - started
+            mine = samples if len(items) == 1 else [x for x in samples if lo - 1e-6 <= x.t <= hi + 1e-6]
+            flags = judge_interference(mine) if outcome.ok else None
+            run_id = self.store.record_run(RunRecord(
+                cell_id=cell_id, workload=unit.workload.name, status="ok" if outcome.ok else "failed",
+                started_at=run_start, finished_at=run_end, accel=tier.accel(), cache_state=cache.state,
+                page_cache_method=page_cache_method(unit.workload, tier=cell.tier, cache=cell.cache,
+                                                    caches_dropped=cache.state == "dropped"),
+                metrics=outcome.metrics, phases=outcome.phases, job_text=outcome.job_text,
+                raw_output=outcome.raw_output, console_tail=outcome.console_tail, error=outcome.error, meta=meta,
+                monitor=[(x.t, x.values) for x in mine],
+                # The randomised-block design: the statistics use the round as a block.
+                round=slot.round, round_position=slot.position,
+                disturbed=None if flags is None else flags.disturbed,
+                disturbance=flags.reasons if flags is not None else (), retry_of=retry_of,
+                boot_id=outcome.boot_id, boot_position=outcome.boot_position))
+            results.append((outcome, run_id, flags))
+        return results
 
     def _record_stops(self, sched: Scheduler, units: dict[str, tuple[Unit, int]]) -> None:
         for st in sched.new_stops():
@@ -279,44 +299,52 @@ class SweepRunner:
                 self.progress.start(max(stored, len(states) * reps.min), stored)
                 index = stored
                 last_run: dict[tuple[str, int], int] = {}  # (unit, round) → its latest run id, for retries
-                while slots := sched.next_round():
+                # Units of a tier that shares start-ups (guest boots) are batched per cell; others alone.
+                cell_of = {k: (u.cell.key if self.tiers[u.cell.tier].batches_runs else k)
+                           for k, (u, _) in units.items()}
+                max_batch = {u.cell.key: self.tiers[u.cell.tier].max_batch(u.cell) for u, _ in units.values()}
+                while batches := sched.next_batches(cell_of, max_batch, self.plan.repetitions_per_boot):
                     self._record_stops(sched, units)
                     self.progress.grow(index + sched.pending_estimate())
-                    queue = deque(slots)  # a disturbed run's retry joins the end of its round
+                    queue = deque(batches)  # a disturbed run's retry joins the end of its round, on its own
                     while queue:
-                        slot = queue.popleft()
-                        if not sched.should_start(slot):
+                        todo = [slot for slot in queue.popleft() if sched.should_start(slot)]
+                        if not todo:
                             continue
-                        unit, cell_id = units[slot.key]
-                        st = sched.units[slot.key]
-                        index += 1
-                        self.progress.run_started(index, unit, st.ok + st.failed + 1,
-                                                  cells_order[unit.cell] + 1, len(cells_order))
-                        outcome, run_id, flags = self._run_one(
-                            sweep_id, unit, cell_id, slot,
-                            retry_of=last_run.get((slot.key, slot.round)) if slot.retry else None)
-                        last_run[(slot.key, slot.round)] = run_id
-                        value = outcome.metrics.get(unit.workload.primary_metric) if outcome.ok else None
-                        disturbed = flags is not None and flags.disturbed
-                        # A fixed-trial tier (durability) counts trials, not speed: a busy host changes no verdict;
-                        # a tier that loads the host itself (consolidation) would only disturb its own retry.
-                        tc = tier_class(unit.cell.tier)
-                        retry = sched.record(slot, outcome.ok, value, disturbed,
-                                             retry_worthy=flags is not None and flags.retry_worthy
-                                             and not (tc.fixed_trials or tc.loads_host))
-                        if outcome.ok:
-                            result.disturbed += int(disturbed)
-                        else:
-                            result.runs_failed += 1
-                        summary = _headline(unit, outcome)
-                        if disturbed and flags is not None:
-                            summary += f" — disturbed: {'; '.join(flags.reasons)}" + (
-                                ", retried at the end of the round" if retry is not None else "")
-                        self.progress.run_finished(unit, outcome, summary)
-                        if retry is not None:
-                            result.retried += 1
-                            queue.append(retry)
-                            self.progress.grow(index + len(queue) + sched.pending_estimate())
+                        items = []
+                        for slot in todo:
+                            unit, cell_id = units[slot.key]
+                            st = sched.units[slot.key]
+                            index += 1
+                            self.progress.run_started(index, unit, st.ok + st.failed + 1,
+                                                      cells_order[unit.cell] + 1, len(cells_order))
+                            items.append((unit, cell_id, slot,
+                                          last_run.get((slot.key, slot.round)) if slot.retry else None))
+                        for (unit, _cid, slot, _r), (outcome, run_id, flags) in zip(
+                                items, self._run_batch(sweep_id, items), strict=True):
+                            last_run[(slot.key, slot.round)] = run_id
+                            value = outcome.metrics.get(unit.workload.primary_metric) if outcome.ok else None
+                            disturbed = flags is not None and flags.disturbed
+                            # A fixed-trial tier (durability) counts trials, not speed: a busy host changes no
+                            # verdict; a tier that loads the host itself (consolidation) would only disturb its
+                            # own retry.
+                            tc = tier_class(unit.cell.tier)
+                            retry = sched.record(slot, outcome.ok, value, disturbed,
+                                                 retry_worthy=flags is not None and flags.retry_worthy
+                                                 and not (tc.fixed_trials or tc.loads_host))
+                            if outcome.ok:
+                                result.disturbed += int(disturbed)
+                            else:
+                                result.runs_failed += 1
+                            summary = _headline(unit, outcome)
+                            if disturbed and flags is not None:
+                                summary += f" — disturbed: {'; '.join(flags.reasons)}" + (
+                                    ", retried at the end of the round" if retry is not None else "")
+                            self.progress.run_finished(unit, outcome, summary)
+                            if retry is not None:
+                                result.retried += 1
+                                queue.append([retry])
+                                self.progress.grow(index + len(queue) + sched.pending_estimate())
                 self._record_stops(sched, units)
                 self.store.set_sweep_status(sweep_id, "finished")
             except KeyboardInterrupt:

@@ -37,6 +37,14 @@ replaces the disturbed one when it is clean, else the latest value counts (the s
 ``store/queries.py``, is the same). No retry when the budget is spent, after ``max_retries`` retries of
 the unit, or once the host is *busy*: more than half of the sweep's judged runs were disturbed (at least
 ``BUSY_MIN_RUNS`` of them), so waiting for a quiet moment would only spend the budget.
+
+Batches: a tier that shares a start-up among runs (the guest tier boots once for several runs of one
+cell) gets a round as batches (:meth:`Scheduler.next_batches`): the units of one cell form one batch
+(split at the tier's limit), the order of the cells is random per round (drawn like the unit order),
+the order of the units inside a cell too, and positions in the round count on across the batches. The
+randomisation is then at the cell level: the runs of one cell are adjacent in time, which is the price
+of the shared boot; the runs' positions record it. With ``rounds_per_batch`` > 1 (in-boot repetition)
+a batch holds the following rounds of its cell too; a retry of a disturbed run is a batch of its own.
 """
 
 from __future__ import annotations
@@ -265,9 +273,76 @@ class Scheduler:
             round_no = self.round + 1
             todo = active
         self.round = round_no
-        slots = [Slot(k, round_no, i) for i, k in enumerate(self.order(round_no, todo))]
-        self._next_position[round_no] = len(slots)
+        # A resumed round's positions continue after the runs it already has.
+        offset = sum(1 for u in self.units.values() if round_no in u.rounds)
+        slots = [Slot(k, round_no, offset + i) for i, k in enumerate(self.order(round_no, todo))]
+        self._next_position[round_no] = offset + len(slots)
         return slots
+
+    def batches(self, slots: Sequence[Slot], cell_of: Mapping[str, str],
+                max_batch: Mapping[str, int]) -> list[list[Slot]]:
+        """`slots` (of one round, or of consecutive rounds) regrouped into batches: the units of one cell
+        together (at most `max_batch[cell]` a batch), cells in a random order (drawn for the first round),
+        inside a cell the rounds in turn and each round's units in a random order; each slot keeps its
+        round and is renumbered within it in the new order. The permutations come from the sweep's seed
+        and the round numbers only, so they are reproducible, and a resumed round keeps its order."""
+        if not slots:
+            return []
+        rounds = sorted({s.round for s in slots})
+        rng = random.Random(f"{self.seed}:{rounds[0]}:cells")
+        cells = sorted({cell_of[k] for k in self.units})
+        rng.shuffle(cells)
+        wanted: dict[tuple[str, int], set[str]] = {}
+        for slot in slots:
+            wanted.setdefault((cell_of[slot.key], slot.round), set()).add(slot.key)
+        position = {r: min(s.position for s in slots if s.round == r) for r in rounds}
+        out: list[list[Slot]] = []
+        for cell in cells:
+            members = sorted(k for k in self.units if cell_of[k] == cell)
+            ordered: list[tuple[str, int]] = []
+            for r in rounds:
+                if (cell, r) not in wanted:
+                    continue
+                mine = list(members)
+                random.Random(f"{self.seed}:{r}:{cell}").shuffle(mine)
+                ordered += [(k, r) for k in mine if k in wanted[(cell, r)]]
+            size = max(1, max_batch.get(cell, 1))
+            for i in range(0, len(ordered), size):
+                batch = []
+                for k, r in ordered[i:i + size]:
+                    batch.append(Slot(k, r, position[r]))
+                    position[r] += 1
+                out.append(batch)
+        return out
+
+    def next_batches(self, cell_of: Mapping[str, str], max_batch: Mapping[str, int],
+                     rounds_per_batch: int = 1) -> list[list[Slot]]:
+        """The next round (see :meth:`next_round`) as batches (see :meth:`batches`); [] when finished.
+
+        `rounds_per_batch` > 1 (in-boot repetition): the units that batch (``cell_of[k] != k``) also get
+        the following rounds now, so one batch holds several repetitions of each; a unit gets no more
+        runs than its maximum. Units that do not batch join those rounds at the next call (the round is
+        then resumed), so every round stays a complete block. No extra rounds when resuming."""
+        first = self.next_round()
+        if not first or rounds_per_batch <= 1:
+            return self.batches(first, cell_of, max_batch)
+        slots = list(first)
+        active = {u.key for u in self.units.values() if not u.done}
+        if {s.key for s in first} != active:  # a resumed round: finish it first
+            return self.batches(slots, cell_of, max_batch)
+        planned = {s.key: 1 for s in first}
+        for _ in range(rounds_per_batch - 1):
+            keys = [s.key for s in first if cell_of[s.key] != s.key
+                    and self.units[s.key].ok + planned[s.key] < self.max_runs]
+            if not keys:
+                break
+            self.round += 1
+            extra = [Slot(k, self.round, i) for i, k in enumerate(self.order(self.round, keys))]
+            self._next_position[self.round] = len(extra)
+            slots += extra
+            for k in keys:
+                planned[k] += 1
+        return self.batches(slots, cell_of, max_batch)
 
     def should_start(self, slot: Slot) -> bool:
         """Re-checked before each run: a unit past its minimum does not start once the budget is spent, and

@@ -32,7 +32,7 @@ from iomatrix.guest.static_fio import host_fio_version, static_fio
 from iomatrix.guest.static_tools import sources_text, static_tools
 
 # Bump when the initramfs layout or the builder changes in a way init.sh's hash does not capture.
-BUILD_FORMAT = 4
+BUILD_FORMAT = 5  # 5: virtio_mmio for the microvm machine
 
 
 @dataclass(frozen=True)

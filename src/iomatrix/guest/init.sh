@@ -12,6 +12,10 @@
 #       @@IOMX:BEGIN:<name>@@ ... @@IOMX:END:<name>@@
 #     ttyS0 is the human console (kept by the host for failures).
 #   * the guest ends with reboot -f; QEMU runs with -no-reboot so it exits.
+#   * several runs per boot (IOMX_RUNS=N, kinds fio/fs-read/fs-write): run i (1..N) takes its own
+#     assignments from opt/iomatrix/job<i> and fio job from opt/iomatrix/fio<i>, its own disk (serial
+#     IOMX_DISK_SERIAL of job<i>); its marks and blocks carry the suffix _r<i>, and `run_end_r<i>` marks
+#     it done. Runs execute one after another; a failing run reports `error_r<i>` and the next one starts.
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 umask 022
 mount -t proc proc /proc
@@ -27,9 +31,13 @@ now() { read -r _t _ < /proc/uptime; echo "$_t"; }
 mark() { echo "@@IOMX:MARK:$1:$(now)@@" > $RES; }
 emit() { { echo "@@IOMX:BEGIN:$1@@"; cat; echo; echo "@@IOMX:END:$1@@"; } > $RES; }
 finish() { sync; echo "@@IOMX:MARK:done:$(now)@@" > $RES; reboot -f; sleep 5; }
+SFX=""   # suffix of marks and blocks: "" for a single run, _r<i> for run i of a multi-run boot
+IN_RUN=""
 fail() {
     echo "iomatrix-init: ERROR: $*" > /dev/console
-    echo "$*" | emit error
+    echo "$*" | emit "error$SFX"
+    # Inside one run of a multi-run boot (a subshell): end that run only, the next one starts.
+    [ -n "$IN_RUN" ] && exit 1
     finish
 }
 
@@ -87,12 +95,14 @@ TAR=""
 if [ -n "$IOMX_TAR_SERIAL" ]; then
     TAR=$(wait_disk "$IOMX_TAR_SERIAL" "") || fail "tarball disk (serial $IOMX_TAR_SERIAL) not found"
 fi
-DISK=""
-if [ -n "$IOMX_DISK_SERIAL" ]; then
+find_test_disk() {
+    DISK=""
+    [ -n "$IOMX_DISK_SERIAL" ] || return 0
     DISK=$(wait_disk "$IOMX_DISK_SERIAL" "$TAR") || fail "disk under test (serial $IOMX_DISK_SERIAL) not found: $(ls /sys/block)"
     [ -b /dev/$DISK ] || fail "/dev/$DISK is not a block device"
-    echo "{\"disk\": \"$DISK\", \"tar\": \"$TAR\", \"write_cache\": \"$(cat /sys/block/$DISK/queue/write_cache 2>/dev/null)\", \"size_bytes\": $(( $(cat /sys/block/$DISK/size) * 512 ))}" | emit disk
-fi
+    echo "{\"disk\": \"$DISK\", \"tar\": \"$TAR\", \"write_cache\": \"$(cat /sys/block/$DISK/queue/write_cache 2>/dev/null)\", \"size_bytes\": $(( $(cat /sys/block/$DISK/size) * 512 ))}" | emit "disk$SFX"
+}
+[ -n "$IOMX_RUNS" ] || find_test_disk
 
 step() { # name command... : times one step, appends "name start end" to /tmp/steps
     _n=$1
@@ -131,24 +141,26 @@ list_tar() { tar -tvf /mnt/t/src.tar > /dev/null; }
 drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 big_write() { rm -f /mnt/t/bigfile; dd if=/dev/zero of=/mnt/t/bigfile bs=1M count="$IOMX_WRITE_MB" conv=fsync 2>/dev/null; }
 
+run_kind() { # runs $IOMX_KIND against $DISK; marks and blocks carry $SFX
 case "$IOMX_KIND" in
     boot)
-        mark workload_start
+        mark "workload_start$SFX"
         echo booted > /dev/console
-        mark workload_end
+        mark "workload_end$SFX"
         ;;
     fio)
-        sed "s#@DISK@#/dev/$DISK#g" $FW/fio/raw > /tmp/job.fio
-        mark workload_start
+        sed "s#@DISK@#/dev/$DISK#g" $FW/fio$JOB_NO/raw > /tmp/job.fio
+        rm -f /tmp/fio.json /tmp/iomx_iops.log
+        mark "workload_start$SFX"
         (cd /tmp && fio --output-format=json --output=/tmp/fio.json /tmp/job.fio > /tmp/fio.stderr 2>&1)
         rc=$?
-        mark workload_end
-        emit fio < /tmp/fio.json
+        mark "workload_end$SFX"
+        [ -f /tmp/fio.json ] && emit "fio$SFX" < /tmp/fio.json
         # per-interval IOPS log of the measured job (steady-state check on the host)
-        [ -f /tmp/iomx_iops.log ] && emit iopslog < /tmp/iomx_iops.log
+        [ -f /tmp/iomx_iops.log ] && emit "iopslog$SFX" < /tmp/iomx_iops.log
         if [ $rc -ne 0 ]; then
             tail -n 20 /tmp/fio.stderr > /dev/console
-            { echo "fio exited with status $rc"; tail -n 5 /tmp/fio.stderr; } | emit error
+            { echo "fio exited with status $rc"; tail -n 5 /tmp/fio.stderr; } | emit "error$SFX"
         fi
         ;;
     fs-read)
@@ -158,17 +170,17 @@ case "$IOMX_KIND" in
         step populate_extract extract_tar
         step populate_copy copy_tar
         step drop_caches drop_caches
-        mark workload_start
+        mark "workload_start$SFX"
         step find walk_tree
         step tar_list list_tar
-        mark workload_end
-        steps_json | emit fs
+        mark "workload_end$SFX"
+        steps_json | emit "fs$SFX"
         ;;
     fs-write)
         : > /tmp/steps
         step mkfs make_fs
         step mount mount_fs
-        mark workload_start
+        mark "workload_start$SFX"
         i=1
         while [ $i -le "$IOMX_WRITE_COUNT" ]; do
             step "dd_$i" big_write
@@ -178,8 +190,8 @@ case "$IOMX_KIND" in
         rm -f /mnt/t/bigfile
         step extract extract_tar
         step sync sync
-        mark workload_end
-        steps_json | emit fs
+        mark "workload_end$SFX"
+        steps_json | emit "fs$SFX"
         ;;
     *)
         # Job kinds added by other tiers live in their own script (src/iomatrix/guest/kinds/), sourced here
@@ -189,4 +201,32 @@ case "$IOMX_KIND" in
         . "$KIND_SCRIPT"
         ;;
 esac
+}
+
+JOB_NO=""
+if [ -n "$IOMX_RUNS" ]; then
+    # Several runs in this boot, each on its own fresh disk. Each runs in a subshell, so one run's
+    # variables, working files and failure (fail → exit) do not reach the next.
+    r=1
+    while [ $r -le "$IOMX_RUNS" ]; do
+        (
+            IN_RUN=1
+            SFX="_r$r"
+            JOB_NO=$r
+            mark "run_start$SFX"
+            [ -r $FW/job$r/raw ] || fail "no job for run $r in fw_cfg (opt/iomatrix/job$r)"
+            cat $FW/job$r/raw > /tmp/job$r.env
+            . /tmp/job$r.env
+            find_test_disk
+            # What an earlier run of this boot read (the tarball disk) must not be cached for this one.
+            drop_caches
+            run_kind
+        )
+        umount /mnt/t 2>/dev/null
+        mark "run_end_r$r"
+        r=$((r + 1))
+    done
+else
+    run_kind
+fi
 finish

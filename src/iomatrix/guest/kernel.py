@@ -29,7 +29,7 @@ CLOUD_META_PACKAGE = "linux-image-cloud-amd64"
 # Module roots the initramfs carries (their modules.dep closure is added). Names use '_' like lsmod.
 MODULE_ROOTS = (
     "qemu_fw_cfg",
-    "virtio_pci", "virtio_blk", "virtio_scsi", "sd_mod",
+    "virtio_pci", "virtio_mmio", "virtio_blk", "virtio_scsi", "sd_mod",
     "ata_piix", "ahci", "nvme",
     "ext4", "xfs", "libcrc32c",
     "virtio_net",  # the private network between the guests of a consolidation tile
@@ -41,6 +41,11 @@ BUS_MODULES = {
     "ide": ("ata_piix", "sd_mod"),
     "sata": ("ahci", "sd_mod"),
     "nvme": ("nvme",),
+}
+# On the microvm machine the virtio devices sit on virtio-mmio (found through ACPI), not PCI.
+MMIO_BUS_MODULES = {
+    "virtio-blk": ("virtio_mmio", "virtio_blk"),
+    "virtio-scsi": ("virtio_mmio", "virtio_scsi", "sd_mod"),
 }
 FS_MODULES = {"ext4": ("ext4",), "xfs": ("libcrc32c", "xfs")}
 # A virtio network card (guest-to-guest links of the consolidation tier).

@@ -11,8 +11,11 @@ How a job travels:
     to `console.log` in the run directory; its tail is reported on failure.
 
 A guest is started with `start_guest` (non-blocking: several can run at once) and finished with
-`GuestHandle.wait`; `run_guest` does both. QEMU is a child of `iomatrix.children`: registered until
-reaped, killed with iomatrix (parent-death signal), and killed by `kill_all_guests()` on interrupt.
+`GuestHandle.wait`; `run_guest` does both. `run_guest_batch` boots one guest for several runs (each
+its own fresh disk, serial `iomx-tNN`, own job; see init.sh), kills it when one run exceeds its
+timeout, and returns one outcome per run; `machine_for(bus)` picks the smallest machine for a bus.
+QEMU is a child of `iomatrix.children`: registered until reaped, killed with iomatrix (parent-death
+signal), and killed by `kill_all_guests()` on interrupt.
 """
 
 from __future__ import annotations
@@ -34,11 +37,15 @@ from iomatrix.domain import BUS, Bus
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import GUEST_DISK_PLACEHOLDER as DISK_PLACEHOLDER
 from iomatrix.guest.artifacts import GuestArtifacts, kind_scripts
-from iomatrix.guest.kernel import BUS_MODULES, FS_MODULES
+from iomatrix.guest.kernel import BUS_MODULES, FS_MODULES, MMIO_BUS_MODULES
 from iomatrix.hostcmd import require
-from iomatrix.qemu_block import DiskSpec, blockdev_args, validate_disk, write_cache
+from iomatrix.qemu_block import NULL_FORMAT as NULL_FORMAT
+from iomatrix.qemu_block import DiskSpec as DiskSpec
+from iomatrix.qemu_block import blockdev_args as blockdev_args
 from iomatrix.qemu_block import onoff as _onoff
 from iomatrix.qemu_block import qemu_opt as _opt
+from iomatrix.qemu_block import validate_disk as validate_disk
+from iomatrix.qemu_block import write_cache
 
 DISK_SERIAL = "iomx-test"
 TAR_SERIAL = "iomx-tar"
@@ -47,6 +54,64 @@ KERNEL_CMDLINE = (
     "tsc=reliable no_timer_check random.trust_cpu=on i8042.noaux i8042.nopnp"
 )
 CONSOLE_TAIL_LINES = 40
+
+# Machine types. microvm (no PCI, no firmware tables to walk, virtio on virtio-mmio found via ACPI) boots
+# ~0.5 s faster under TCG; the virtio-blk/virtio-scsi device models and QEMU's block layer under them are
+# the same as on pc, only the transport (MMIO instead of PCI) differs. IDE, SATA and NVMe need pc.
+MICROVM_BUSES = frozenset({Bus.VIRTIO_BLK, Bus.VIRTIO_SCSI})
+MACHINES = ("pc", "microvm")
+# microvm has 8 virtio-mmio transports; one is kept for the tarball disk of the filesystem workloads.
+_MICROVM_TRANSPORTS = 8
+
+
+def host_tsc_khz(cpuinfo: str | None = None) -> int | None:
+    """The host's TSC rate in kHz from /proc/cpuinfo ('cpu MHz' with constant_tsc), or None.
+
+    Under TCG the guest reads the host's TSC. microvm has no HPET or ACPI PM timer, so a guest that fails
+    its PIT calibration (it does on a loaded host: TCG timing jitters) is left without a clock and hangs in
+    early boot; `tsc_early_khz=` on the kernel command line skips that calibration."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return None
+    if "constant_tsc" not in cpuinfo:
+        return None  # the TSC rate follows the CPU frequency: no single rate to give
+    m = re.search(r"^cpu MHz\s*:\s*([0-9.]+)", cpuinfo, re.M)
+    return round(float(m.group(1)) * 1000) if m else None
+
+
+def machine_for(bus: Bus | str) -> str:
+    """The smallest machine type that has `bus`: microvm for the virtio buses (when the host's TSC rate is
+    known, see host_tsc_khz), pc for the others."""
+    return "microvm" if Bus(bus) in MICROVM_BUSES and host_tsc_khz() is not None else "pc"
+
+
+def kernel_cmdline(machine: str, accel: str) -> str:
+    if machine == "microvm" and accel == "tcg":
+        khz = host_tsc_khz()
+        if khz is not None:
+            return f"{KERNEL_CMDLINE} tsc_early_khz={khz}"
+    return KERNEL_CMDLINE
+
+
+def max_runs_per_boot(bus: Bus | str, machine: str = "pc") -> int:
+    """How many test disks one guest can carry on `bus`: IDE has 2 channels × 2 units, AHCI 6 ports,
+    microvm's virtio-blk one transport per disk; otherwise enough slots for any sensible batch."""
+    bus = Bus(bus)
+    if bus == Bus.IDE:
+        return 4
+    if bus == Bus.SATA:
+        return 6
+    if machine == "microvm" and bus == Bus.VIRTIO_BLK:
+        return _MICROVM_TRANSPORTS - 1
+    return 16
+
+
+def batch_serial(index: int) -> str:
+    """The serial of run `index` (1-based) of a multi-run boot. Fixed width: init finds disks with grep,
+    and 'iomx-t1' would also match 'iomx-t10'."""
+    return f"iomx-t{index:02d}"
 
 # Kinds /init runs itself; any other kind needs src/iomatrix/guest/kinds/kind-<kind>.sh.
 BUILTIN_KINDS = ("fio", "fs-read", "fs-write", "boot")
@@ -91,23 +156,45 @@ class GuestOutcome:
 # --------------------------------------------------------------------------- command line
 
 
-def device_args(disk: DiskSpec, node: str = "d0", serial: str = DISK_SERIAL, report_errors: bool = True) -> list[str]:
+def _device_name(bus: Bus, machine: str) -> str:
+    name = BUS[bus].qemu_device
+    if machine == "microvm" and name.endswith("-pci"):
+        return name[: -len("-pci")] + "-device"  # virtio-blk-device, virtio-scsi-device: the MMIO transport
+    return name
+
+
+def controller_args(bus: Bus | str, machine: str = "pc") -> list[str]:
+    """The controller the bus's disks sit on (none for virtio-blk, NVMe and the pc's built-in IDE)."""
+    bus = Bus(bus)
+    if bus == Bus.VIRTIO_SCSI:
+        return ["-device", ("virtio-scsi-device" if machine == "microvm" else "virtio-scsi-pci") + ",id=scsi0"]
+    if bus == Bus.SATA:
+        return ["-device", "ahci,id=ahci0"]
+    return []
+
+
+def disk_device_args(disk: DiskSpec, node: str, serial: str, index: int = 0, machine: str = "pc",
+                     report_errors: bool = True) -> list[str]:
+    """`-device` for the `index`-th (0-based) disk on the disk's bus, after `controller_args`."""
+    bus = Bus(disk.bus)
+    on_bus = {Bus.VIRTIO_SCSI: ",bus=scsi0.0",
+              Bus.IDE: f",bus=ide.{index // 2},unit={index % 2}",
+              Bus.SATA: f",bus=ahci0.{index}"}.get(bus, "")
+    wc = _onoff(write_cache(disk.cache))
+    policy = ",werror=report,rerror=report" if report_errors and BUS[bus].error_policy else ""
+    return ["-device",
+            f"{_device_name(bus, machine)},drive={node}{on_bus},serial={serial},write-cache={wc}{policy}"]
+
+
+def device_args(disk: DiskSpec, node: str = "d0", serial: str = DISK_SERIAL, report_errors: bool = True,
+                machine: str = "pc") -> list[str]:
     """`-device` options attaching `node` on the disk's bus, with write-cache from the cache mode.
 
     `report_errors`: werror=report,rerror=report, so an I/O error (ENOSPC on the host) fails the guest's
     request instead of pausing the VM (QEMU's default werror=enospc), which would leave the run to time out
     with no reason given.
     """
-    bus = Bus(disk.bus)
-    # Each bus but virtio-blk and nvme needs a controller the disk sits on.
-    controller = {Bus.VIRTIO_SCSI: (["-device", "virtio-scsi-pci,id=scsi0"], ",bus=scsi0.0"),
-                  Bus.IDE: ([], ",bus=ide.0"),
-                  Bus.SATA: (["-device", "ahci,id=ahci0"], ",bus=ahci0.0")}
-    extra, on_bus = controller.get(bus, ([], ""))
-    wc = _onoff(write_cache(disk.cache))
-    policy = ",werror=report,rerror=report" if report_errors and BUS[bus].error_policy else ""
-    return [*extra, "-device",
-            f"{BUS[bus].qemu_device},drive={node}{on_bus},serial={serial},write-cache={wc}{policy}"]
+    return [*controller_args(disk.bus, machine), *disk_device_args(disk, node, serial, 0, machine, report_errors)]
 
 
 def accel_args(accel: str) -> list[str]:
@@ -118,31 +205,42 @@ def accel_args(accel: str) -> list[str]:
     raise UserError(f"unknown accelerator '{accel}'", hint="use kvm or tcg")
 
 
-def guest_modules(artifacts: GuestArtifacts, disk: DiskSpec | None, job: GuestJob) -> list[str]:
+def guest_modules(artifacts: GuestArtifacts, disk: DiskSpec | None, job: GuestJob, machine: str = "pc") -> list[str]:
     """Relative .ko paths this run must insmod, dependencies first (qemu_fw_cfg is loaded by init)."""
+    bus_modules = MMIO_BUS_MODULES if machine == "microvm" else BUS_MODULES
     names: list[str] = []
     if disk is not None and job.kind != "boot":
-        names += BUS_MODULES[disk.bus]
+        names += bus_modules.get(disk.bus, BUS_MODULES[disk.bus])
     if job.kind in ("fs-read", "fs-write"):
-        names += BUS_MODULES["virtio-blk"]  # the tarball disk
+        names += bus_modules["virtio-blk"]  # the tarball disk
         names += FS_MODULES[job.fs]
     names += job.modules
     return artifacts.modules_for(names)
 
 
-def job_env(artifacts: GuestArtifacts, disk: DiskSpec | None, job: GuestJob) -> str:
-    """The shell assignments init.sh sources from fw_cfg opt/iomatrix/job."""
-    env = {
+def _job_vars(job: GuestJob, serial: str) -> dict[str, str]:
+    return {
         "IOMX_KIND": job.kind,
-        "IOMX_MODULES": " ".join(guest_modules(artifacts, disk, job)),
-        "IOMX_DISK_SERIAL": DISK_SERIAL if (disk is not None and job.kind != "boot") else "",
-        "IOMX_TAR_SERIAL": TAR_SERIAL if job.kind in ("fs-read", "fs-write") else "",
+        "IOMX_DISK_SERIAL": serial,
         "IOMX_FS": job.fs,
         "IOMX_WRITE_MB": str(int(job.write_mb)),
         "IOMX_WRITE_COUNT": str(int(job.write_count)),
         **job.env,
     }
+
+
+def _shell(env: dict[str, str]) -> str:
     return "".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items())
+
+
+def job_env(artifacts: GuestArtifacts, disk: DiskSpec | None, job: GuestJob, machine: str = "pc") -> str:
+    """The shell assignments init.sh sources from fw_cfg opt/iomatrix/job."""
+    env = {
+        "IOMX_MODULES": " ".join(guest_modules(artifacts, disk, job, machine)),
+        "IOMX_TAR_SERIAL": TAR_SERIAL if job.kind in ("fs-read", "fs-write") else "",
+        **_job_vars(job, DISK_SERIAL if (disk is not None and job.kind != "boot") else ""),
+    }
+    return _shell({"IOMX_KIND": env.pop("IOMX_KIND"), **env})
 
 
 def validate_job(job: GuestJob) -> None:
@@ -168,35 +266,122 @@ def validate_job(job: GuestJob) -> None:
                             hint="use lower-case letters, digits, '-' and '_' (not 'job' or 'fio')")
 
 
-def build_argv(artifacts: GuestArtifacts, accel: str, disk: DiskSpec | None, job: GuestJob, run_dir: Path,
-               memory_mb: int = 512, wrapper: list[str] | None = None,
-               extra_args: list[str] | None = None) -> list[str]:
-    """The full QEMU command line for one run (files referenced live in `run_dir`); `extra_args` (e.g. a
-    further disk a kind script uses) go at the end."""
-    run_dir = Path(run_dir)
-    argv = [
+def _machine_argv(artifacts: GuestArtifacts, accel: str, run_dir: Path, memory_mb: int,
+                  wrapper: list[str] | None, machine: str) -> list[str]:
+    """QEMU, the machine, kernel, consoles and the job's fw_cfg entry: what every boot has."""
+    if machine not in MACHINES:
+        raise UserError(f"unknown guest machine type '{machine}'", hint=f"use one of {', '.join(MACHINES)}")
+    # microvm creates one ISA serial port by itself; the results port is added as a second one.
+    results_port = (["-device", "isa-serial,chardev=res"] if machine == "microvm"
+                    else ["-serial", "chardev:res"])
+    return [
         *(wrapper or []),
         require("qemu-system-x86_64"),
         "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-        "-machine", "pc", *accel_args(accel), "-smp", "1", "-m", str(memory_mb),
+        "-machine", machine, *accel_args(accel), "-smp", "1", "-m", str(memory_mb),
         "-kernel", str(artifacts.kernel), "-initrd", str(artifacts.initramfs),
-        "-append", KERNEL_CMDLINE,
+        "-append", kernel_cmdline(machine, accel),
         "-chardev", f"file,id=con,path={_opt(run_dir / 'console.log')}", "-serial", "chardev:con",
-        "-chardev", "stdio,id=res,signal=off", "-serial", "chardev:res",
+        "-chardev", "stdio,id=res,signal=off", *results_port,
         "-fw_cfg", f"name=opt/iomatrix/job,file={_opt(run_dir / 'job.env')}",
     ]
+
+
+def _tarball_args(tarball: Path, machine: str) -> list[str]:
+    dev = "virtio-blk-device" if machine == "microvm" else "virtio-blk-pci"
+    return ["-blockdev", f"driver=raw,node-name=tar0,read-only=on,file.driver=file,"
+                         f"file.filename={_opt(tarball)},file.read-only=on",
+            "-device", f"{dev},drive=tar0,serial={TAR_SERIAL}"]
+
+
+def build_argv(artifacts: GuestArtifacts, accel: str, disk: DiskSpec | None, job: GuestJob, run_dir: Path,
+               memory_mb: int = 512, wrapper: list[str] | None = None,
+               extra_args: list[str] | None = None, machine: str = "pc") -> list[str]:
+    """The full QEMU command line for one run (files referenced live in `run_dir`); `extra_args` (e.g. a
+    further disk a kind script uses) go at the end."""
+    run_dir = Path(run_dir)
+    argv = _machine_argv(artifacts, accel, run_dir, memory_mb, wrapper, machine)
     if job.kind == "fio":
         argv += ["-fw_cfg", f"name=opt/iomatrix/fio,file={_opt(run_dir / 'job.fio')}"]
     for name in job.files:
         argv += ["-fw_cfg", f"name=opt/iomatrix/{name},file={_opt(run_dir / f'file-{name}')}"]
     if disk is not None:
-        argv += blockdev_args(disk) + device_args(disk)
+        argv += blockdev_args(disk) + device_args(disk, machine=machine)
     if job.kind in ("fs-read", "fs-write"):
         assert job.tarball is not None
-        argv += ["-blockdev", f"driver=raw,node-name=tar0,read-only=on,file.driver=file,"
-                              f"file.filename={_opt(job.tarball)},file.read-only=on",
-                 "-device", f"virtio-blk-pci,drive=tar0,serial={TAR_SERIAL}"]
+        argv += _tarball_args(job.tarball, machine)
     return argv + list(extra_args or [])
+
+
+@dataclass
+class BatchRun:
+    """One run of a multi-run boot: its own fresh disk and its job (kind fio, fs-read or fs-write)."""
+
+    disk: DiskSpec
+    job: GuestJob
+
+
+BATCH_KINDS = ("fio", "fs-read", "fs-write")
+
+
+def validate_batch(runs: list[BatchRun], machine: str) -> None:
+    if not runs:
+        raise UserError("a multi-run boot needs at least one run", hint="pass one BatchRun per run")
+    buses = {Bus(r.disk.bus) for r in runs}
+    if len(buses) != 1:
+        raise UserError(f"the runs of one boot must share a bus, got {', '.join(sorted(buses))}",
+                        hint="batch the runs of one cell")
+    bus = buses.pop()
+    if machine == "microvm" and bus not in MICROVM_BUSES:
+        raise UserError(f"bus {bus} does not exist on the microvm machine", hint="use machine pc")
+    cap = max_runs_per_boot(bus, machine)
+    if len(runs) > cap:
+        raise UserError(f"{len(runs)} runs in one boot, but {bus} on {machine} carries at most {cap} disks",
+                        hint="split the batch")
+    for r in runs:
+        if r.job.kind not in BATCH_KINDS:
+            raise UserError(f"job kind '{r.job.kind}' cannot share a boot",
+                            hint=f"batch only {', '.join(BATCH_KINDS)} runs")
+        if r.job.files:
+            raise UserError("jobs with extra fw_cfg files cannot share a boot", hint="run them one per boot")
+        validate_job(r.job)
+        validate_disk(r.disk)
+
+
+def batch_env(artifacts: GuestArtifacts, runs: list[BatchRun], machine: str) -> tuple[str, list[str]]:
+    """(the boot's assignments, one set of assignments per run) for a multi-run boot."""
+    modules: list[str] = []
+    for r in runs:
+        for m in guest_modules(artifacts, r.disk, r.job, machine):
+            if m not in modules:
+                modules.append(m)
+    fs_jobs = any(r.job.kind in ("fs-read", "fs-write") for r in runs)
+    boot = {"IOMX_KIND": "batch", "IOMX_RUNS": str(len(runs)), "IOMX_MODULES": " ".join(modules),
+            "IOMX_TAR_SERIAL": TAR_SERIAL if fs_jobs else "", "IOMX_DISK_SERIAL": ""}
+    per_run = [_shell(_job_vars(r.job, batch_serial(i))) for i, r in enumerate(runs, 1)]
+    return _shell(boot), per_run
+
+
+def build_batch_argv(artifacts: GuestArtifacts, accel: str, runs: list[BatchRun], run_dir: Path,
+                     memory_mb: int = 512, wrapper: list[str] | None = None, machine: str = "pc") -> list[str]:
+    """The QEMU command line of a multi-run boot: one disk, serial and job per run."""
+    run_dir = Path(run_dir)
+    argv = _machine_argv(artifacts, accel, run_dir, memory_mb, wrapper, machine)
+    argv += controller_args(runs[0].disk.bus, machine)
+    tarballs = {r.job.tarball for r in runs if r.job.kind in ("fs-read", "fs-write")}
+    if len(tarballs) > 1:
+        raise UserError("the filesystem runs of one boot must share a tarball", hint="use ensure_tarball()")
+    for i, r in enumerate(runs, 1):
+        argv += ["-fw_cfg", f"name=opt/iomatrix/job{i},file={_opt(run_dir / f'job{i}.env')}"]
+        if r.job.kind == "fio":
+            argv += ["-fw_cfg", f"name=opt/iomatrix/fio{i},file={_opt(run_dir / f'job{i}.fio')}"]
+        node = f"d{i}"
+        argv += blockdev_args(r.disk, node) + disk_device_args(r.disk, node, batch_serial(i), i - 1, machine)
+    if tarballs:
+        tarball = tarballs.pop()
+        assert tarball is not None
+        argv += _tarball_args(tarball, machine)
+    return argv
 
 
 # --------------------------------------------------------------------------- results
@@ -385,33 +570,187 @@ class GuestHandle:
         stderr_text = (self.run_dir / "qemu-stderr.log").read_text(errors="replace").strip()
         if error and stderr_text and "exited with status" in error:
             error += f": {stderr_text.splitlines()[-1]}"
-        if "error" in stream.blocks:
-            error = (error + "; " if error else "") + "guest: " + " | ".join(stream.blocks["error"].splitlines())
-        disk_info = None
-        if "disk" in stream.blocks:
-            with contextlib.suppress(ValueError):
-                disk_info = json.loads(stream.blocks["disk"])
-        fio_json = extract_fio_json(stream.blocks["fio"]) if "fio" in stream.blocks else None
-        fs_result = fs_result_from_block(stream.blocks["fs"]) if "fs" in stream.blocks else None
-        if error is None:
-            if "done" not in stream.marks:
-                error = "guest stopped without reporting completion"
-            elif job.kind == "fio" and fio_json is None:
-                error = "guest fio produced no parsable JSON"
-            elif job.kind in ("fs-read", "fs-write") and fs_result is None:
-                error = "guest filesystem job produced no result"
-        return GuestOutcome(
-            ok=error is None, fio_json=fio_json, fs_result=fs_result, phases=phases,
-            iops_log=stream.blocks.get("iopslog"),
-            console_tail=console_tail(self.run_dir / "console.log"), error=error, qemu_argv=self.argv,
-            qemu_pid=self.proc.pid, disk_info=disk_info, marks=stream.marks,
-        )
+        if error is None and "done" not in stream.marks and "error" not in stream.blocks:
+            error = "guest stopped without reporting completion"
+        return _run_outcome(stream, job, phases, error, self.argv, self.proc.pid,
+                            console_tail(self.run_dir / "console.log"))
+
+    def wait_batch(self, n_runs: int, run_timeout: float, poll_s: float = 0.2) -> int:
+        """Wait for a multi-run boot: kill QEMU once a run (the first one with the boot) has taken longer
+        than `run_timeout` s since the previous run ended. Returns how many runs reported their end."""
+        def ended() -> int:
+            return sum(1 for i in range(1, n_runs + 1) if f"run_end_r{i}" in self.reader.host_marks)
+
+        try:
+            while True:
+                done = ended()
+                last = max([self.t_spawn] + [self.reader.host_marks[f"run_end_r{i}"] for i in range(1, done + 1)
+                                             if f"run_end_r{i}" in self.reader.host_marks])
+                left = last + run_timeout - time.monotonic()
+                if left <= 0:
+                    self._t_exit = time.monotonic()
+                    self._error = (f"guest run {done + 1} of {n_runs} did not finish within {run_timeout:g} s: "
+                                   f"killed QEMU (pid {self.proc.pid})")
+                    break
+                try:
+                    rc = self.proc.wait(timeout=min(poll_s, left))
+                except subprocess.TimeoutExpired:
+                    continue
+                self._t_exit = time.monotonic()
+                if rc != 0 and self._error is None:
+                    self._error = f"QEMU exited with status {rc}"
+                break
+        finally:
+            self._finish(kill=True)
+        return ended()
+
+
+def _run_outcome(stream: ResultStream, job: GuestJob, phases: dict[str, float], error: str | None,
+                 argv: list[str], pid: int | None, tail: str) -> GuestOutcome:
+    """One run's outcome from its marks and blocks (names without a run suffix)."""
+    if "error" in stream.blocks:
+        error = (error + "; " if error else "") + "guest: " + " | ".join(stream.blocks["error"].splitlines())
+    disk_info = None
+    if "disk" in stream.blocks:
+        with contextlib.suppress(ValueError):
+            disk_info = json.loads(stream.blocks["disk"])
+    fio_json = extract_fio_json(stream.blocks["fio"]) if "fio" in stream.blocks else None
+    fs_result = fs_result_from_block(stream.blocks["fs"]) if "fs" in stream.blocks else None
+    if error is None:
+        if job.kind == "fio" and fio_json is None:
+            error = "guest fio produced no parsable JSON"
+        elif job.kind in ("fs-read", "fs-write") and fs_result is None:
+            error = "guest filesystem job produced no result"
+    return GuestOutcome(
+        ok=error is None, fio_json=fio_json, fs_result=fs_result, phases=phases,
+        iops_log=stream.blocks.get("iopslog"), console_tail=tail, error=error, qemu_argv=argv,
+        qemu_pid=pid, disk_info=disk_info, marks=stream.marks,
+    )
+
+
+def _run_view(stream: ResultStream, index: int) -> ResultStream:
+    """Run `index`'s marks and blocks of a multi-run boot, with the `_r<index>` suffix removed."""
+    sfx = f"_r{index}"
+    return ResultStream({k[: -len(sfx)]: v for k, v in stream.marks.items() if k.endswith(sfx)},
+                        {k[: -len(sfx)]: v for k, v in stream.blocks.items() if k.endswith(sfx)})
+
+
+@dataclass
+class BatchOutcome:
+    """A multi-run boot. `runs[i]` is None for a run that never started (the guest died before it):
+    the caller retries those in a new boot."""
+
+    runs: list[GuestOutcome | None]
+    boot_phases: dict[str, float]  # qemu_start_s, guest_init_s, module_load_s, boot_to_workload_s, wall_s
+    machine: str
+    error: str | None  # what ended the boot early, if anything
+    console_tail: str = ""
+    qemu_argv: list[str] = field(default_factory=list)
+
+
+def _batch_outcome(handle: GuestHandle, runs: list[BatchRun], machine: str) -> BatchOutcome:
+    reader = handle.reader
+    stream = parse_result_stream(reader.text())
+    host = dict(reader.host_marks)
+    assert handle._t_exit is not None
+    boot = _phases(handle.t_spawn, handle._t_exit, host, stream.marks)
+    boot.pop("workload_s", None)
+    if "run_start_r1" in host and "qemu_start_s" in boot:
+        boot["boot_to_workload_s"] = round(host["run_start_r1"] - handle.t_spawn - boot["qemu_start_s"], 3)
+    error = handle._error
+    stderr_text = (handle.run_dir / "qemu-stderr.log").read_text(errors="replace").strip()
+    if error and stderr_text and "exited with status" in error:
+        error += f": {stderr_text.splitlines()[-1]}"
+    tail = console_tail(handle.run_dir / "console.log")
+    outs: list[GuestOutcome | None] = []
+    prev_end = handle.t_spawn
+    for i, r in enumerate(runs, 1):
+        if f"run_start_r{i}" not in host:
+            outs.append(None)
+            continue
+        view = _run_view(stream, i)
+        end = host.get(f"run_end_r{i}")
+        ph: dict[str, float] = {}
+        if "workload_start" in view.marks and "workload_end" in view.marks:
+            ph["workload_s"] = round(view.marks["workload_end"] - view.marks["workload_start"], 3)
+        # The run's share of the boot's wall time: from the previous run's end (the QEMU spawn for the
+        # first run, so it carries the boot) to its own end; the last run carries the shutdown.
+        stop = end if end is not None else handle._t_exit
+        if i == len(runs) and end is not None:
+            stop = handle._t_exit
+            ph["shutdown_s"] = round(max(0.0, handle._t_exit - end), 3)
+        ph["wall_s"] = round(stop - prev_end, 3)
+        if i == 1:
+            ph.update({k: v for k, v in boot.items() if k in ("qemu_start_s", "guest_init_s", "module_load_s",
+                                                              "boot_to_workload_s")})
+        elif "run_start" in view.marks and f"run_end_r{i - 1}" in stream.marks:
+            ph["between_runs_s"] = round(view.marks["run_start"] - stream.marks[f"run_end_r{i - 1}"], 3)
+        if "run_start" in view.marks and "workload_start" in view.marks:
+            ph["run_setup_s"] = round(view.marks["workload_start"] - view.marks["run_start"], 3)
+        run_error = None if end is not None else (error or "guest stopped during this run")
+        outs.append(_run_outcome(view, r.job, ph, run_error, handle.argv, handle.proc.pid, tail))
+        if end is not None:
+            prev_end = end
+    if error is None and "done" not in stream.marks:
+        error = "guest stopped without reporting completion"
+    return BatchOutcome(outs, boot, machine, error, tail, handle.argv)
+
+
+def start_guest_batch(artifacts: GuestArtifacts, accel: str, runs: list[BatchRun], run_dir: Path,
+                      wrapper: list[str] | None = None, memory_mb: int = 512, machine: str = "pc") -> GuestHandle:
+    """Boot one guest that runs `runs` one after another, each on its own disk, and return at once."""
+    validate_batch(runs, machine)
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    boot_env, per_run = batch_env(artifacts, runs, machine)
+    (run_dir / "job.env").write_text(boot_env)
+    for i, (r, env) in enumerate(zip(runs, per_run, strict=True), 1):
+        (run_dir / f"job{i}.env").write_text(env)
+        if r.job.kind == "fio":
+            text = r.job.fio_job
+            (run_dir / f"job{i}.fio").write_text(text if text.endswith("\n") else text + "\n")
+    argv = build_batch_argv(artifacts, accel, runs, run_dir, memory_mb, wrapper, machine)
+    return _spawn(argv, run_dir, GuestJob(kind="batch"))
+
+
+def run_guest_batch(artifacts: GuestArtifacts, accel: str, runs: list[BatchRun], run_dir: Path,
+                    run_timeout: float, on_start: Callable[[int], None] | None = None,
+                    wrapper: list[str] | None = None, memory_mb: int = 512, machine: str = "pc") -> BatchOutcome:
+    """Boot one guest for several runs. A run that takes longer than `run_timeout` s (the first one
+    including the boot) gets QEMU killed: runs that ended are kept, the run in flight fails, the runs that
+    never started come back as None."""
+    with children.SigtermGuard():
+        handle = start_guest_batch(artifacts, accel, runs, run_dir, wrapper=wrapper, memory_mb=memory_mb,
+                                   machine=machine)
+        try:
+            if on_start is not None:
+                on_start(handle.pid)
+            handle.wait_batch(len(runs), run_timeout)
+        finally:
+            handle.kill()
+        return _batch_outcome(handle, runs, machine)
+
+
+def _spawn(argv: list[str], run_dir: Path, job: GuestJob,
+           on_line: Callable[[str, float], None] | None = None) -> GuestHandle:
+    (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
+    (run_dir / "console.log").unlink(missing_ok=True)
+    err = open(run_dir / "qemu-stderr.log", "wb")  # noqa: SIM115 - closed by the handle
+    try:
+        t_spawn = time.monotonic()
+        proc = children.spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
+    except BaseException:
+        err.close()
+        raise
+    reader = _Reader(proc.stdout, run_dir / "results.log", on_line)
+    reader.start()
+    return GuestHandle(proc, reader, argv, run_dir, job, t_spawn, err)
 
 
 def start_guest(artifacts: GuestArtifacts, accel: str, disk: DiskSpec | None, job: GuestJob,
                 run_dir: Path, wrapper: list[str] | None = None, memory_mb: int = 512,
                 extra_args: list[str] | None = None,
-                on_line: Callable[[str, float], None] | None = None) -> GuestHandle:
+                on_line: Callable[[str, float], None] | None = None, machine: str = "pc") -> GuestHandle:
     """Boot one guest that will run `job` against `disk`, and return at once.
 
     `on_line(text, host_monotonic_time)` is called from the reader thread for every ttyS1 line as it arrives
@@ -427,35 +766,25 @@ def start_guest(artifacts: GuestArtifacts, accel: str, disk: DiskSpec | None, jo
         raise UserError(f"a {job.kind} job needs a disk", hint="pass a DiskSpec")
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "job.env").write_text(job_env(artifacts, disk, job))
+    (run_dir / "job.env").write_text(job_env(artifacts, disk, job, machine))
     if job.kind == "fio":
         (run_dir / "job.fio").write_text(job.fio_job if job.fio_job.endswith("\n") else job.fio_job + "\n")
     for name, text in job.files.items():
         (run_dir / f"file-{name}").write_text(text)
-    argv = build_argv(artifacts, accel, disk, job, run_dir, memory_mb, wrapper, extra_args)
-    (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
-    (run_dir / "console.log").unlink(missing_ok=True)
-    err = open(run_dir / "qemu-stderr.log", "wb")  # noqa: SIM115 - closed by the handle
-    try:
-        t_spawn = time.monotonic()
-        proc = children.spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
-    except BaseException:
-        err.close()
-        raise
-    reader = _Reader(proc.stdout, run_dir / "results.log", on_line)
-    reader.start()
-    return GuestHandle(proc, reader, argv, run_dir, job, t_spawn, err)
+    argv = build_argv(artifacts, accel, disk, job, run_dir, memory_mb, wrapper, extra_args, machine)
+    return _spawn(argv, run_dir, job, on_line)
 
 
 def run_guest(artifacts: GuestArtifacts, accel: str, disk: DiskSpec | None, job: GuestJob,
               run_dir: Path, timeout: float, on_start: Callable[[int], None] | None = None,
-              wrapper: list[str] | None = None, memory_mb: int = 512) -> GuestOutcome:
+              wrapper: list[str] | None = None, memory_mb: int = 512, machine: str = "pc") -> GuestOutcome:
     """Boot one guest, run `job` against `disk`, and return what happened.
 
     The guest is killed by its pid after `timeout` seconds (ok=False, console tail kept).
     """
     with children.SigtermGuard():
-        handle = start_guest(artifacts, accel, disk, job, run_dir, wrapper=wrapper, memory_mb=memory_mb)
+        handle = start_guest(artifacts, accel, disk, job, run_dir, wrapper=wrapper, memory_mb=memory_mb,
+                             machine=machine)
         try:
             if on_start is not None:
                 on_start(handle.pid)

@@ -116,6 +116,9 @@ class Plan(BaseModel):
     null_ceiling: bool = True
     guest_fs: Literal["ext4", "xfs"] = "ext4"
     guest_memory_mb: Annotated[int, Field(ge=128, le=16384)] = 512
+    # In-boot repetition: how many rounds one guest boot serves (each run still on its own fresh image).
+    # 1 = one run of each workload of a cell per boot; more amortises the boot over more runs.
+    repetitions_per_boot: Annotated[int, Field(ge=1, le=8)] = 1
     # Skip sync + drop_caches before each run (measure warm caches on purpose).
     keep_caches_warm: bool = False
     # Durability tier: trials (cuts) per configuration, each a power loss and a QEMU crash at a seeded random point.

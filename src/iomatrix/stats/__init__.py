@@ -31,6 +31,8 @@ _WHERE: dict[str, str] = {
     "RunInterference": "interference", "InterferenceEffect": "interference", "interference_flags": "interference",
     "interference_effect": "interference",
     "ConsolidationAnswer": "consolidation", "RoleSlowdown": "consolidation", "consolidation_answer": "consolidation",
+    "TwoLevel": "two_level", "variance_components": "two_level", "optimal_runs_per_boot": "two_level",
+    "boots_needed": "two_level", "boots_of": "two_level",
 }
 
 __all__ = sorted(_WHERE)

@@ -58,6 +58,9 @@ class RunRecord:
     disturbed: bool | None = None
     disturbance: Sequence[str] = ()
     retry_of: int | None = None
+    # Runs sharing one guest boot: the boot's id and the run's position in it (0 = cold first run).
+    boot_id: str | None = None
+    boot_position: int | None = None
 
 
 class Store(StoreQueries):
@@ -203,14 +206,14 @@ class Store(StoreQueries):
             cur = db.execute(
                 "INSERT INTO runs (cell_id, workload, attempt, status, started_at, finished_at, wall_s, accel,"
                 " cache_state, page_cache_method, phases_json, job_text, raw_output, console_tail, error, meta_json,"
-                " round, round_position, disturbed, disturbance_json, retry_of)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " round, round_position, disturbed, disturbance_json, retry_of, boot_id, boot_position)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (rec.cell_id, rec.workload, attempt, rec.status, rec.started_at, rec.finished_at,
                  rec.finished_at - rec.started_at, rec.accel, rec.cache_state, rec.page_cache_method,
                  json.dumps(dict(rec.phases)), rec.job_text, rec.raw_output, rec.console_tail, rec.error,
                  json.dumps(dict(rec.meta or {})), rec.round, rec.round_position,
                  None if rec.disturbed is None else int(rec.disturbed), json.dumps(list(rec.disturbance)),
-                 rec.retry_of))
+                 rec.retry_of, rec.boot_id, rec.boot_position))
             run_id = int(cur.lastrowid or 0)
             db.executemany("INSERT INTO samples VALUES (?,?,?)",
                            [(run_id, k, float(v)) for k, v in rec.metrics.items()])

@@ -55,6 +55,8 @@ class RunRow:
     disturbance: tuple[str, ...] = ()
     retry_of: int | None = None  # the disturbed run this run was started again for
     replaced: bool = False  # an ok run that a clean retry in the same round replaced: not analysed
+    boot_id: str | None = None  # runs that shared a guest boot (schema 4); None otherwise
+    boot_position: int | None = None  # 0 = the cold first run of its boot
 
 
 @dataclass(frozen=True)
@@ -142,10 +144,11 @@ class StoreQueries:
         rounds = "r.round, r.round_position" if self.schema_version >= 2 else "NULL AS round, NULL AS round_position"
         interference = ("r.disturbed, r.disturbance_json, r.retry_of" if self.schema_version >= 3
                         else "NULL AS disturbed, '[]' AS disturbance_json, NULL AS retry_of")
+        boots = "r.boot_id, r.boot_position" if self.schema_version >= 4 else "NULL AS boot_id, NULL AS boot_position"
         rows = self.db.execute(
             "SELECT c.id cid, c.key, c.backing_json, " + ", ".join(f"c.{a}" for a in AXIS_COLUMNS)
             + ", r.id rid, r.workload, r.attempt, r.status, r.accel, r.phases_json, r.cache_state, "
-            f"r.page_cache_method, {rounds}, {interference} FROM runs r JOIN cells c ON c.id=r.cell_id "
+            f"r.page_cache_method, {rounds}, {interference}, {boots} FROM runs r JOIN cells c ON c.id=r.cell_id "
             "WHERE c.sweep_id=? ORDER BY c.id, r.workload, r.attempt", (sweep_id,))
         replaced = self.replaced_runs(sweep_id)
         return [RunRow(run_id=int(r["rid"]), cell_id=int(r["cid"]), cell_key=r["key"],
@@ -156,7 +159,7 @@ class StoreQueries:
                        round=r["round"], round_position=r["round_position"],
                        disturbed=None if r["disturbed"] is None else bool(r["disturbed"]),
                        disturbance=tuple(json.loads(r["disturbance_json"])), retry_of=r["retry_of"],
-                       replaced=int(r["rid"]) in replaced)
+                       replaced=int(r["rid"]) in replaced, boot_id=r["boot_id"], boot_position=r["boot_position"])
                 for r in rows]
 
     def unit_stops(self, sweep_id: int) -> list[UnitStop]:

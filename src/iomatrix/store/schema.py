@@ -15,7 +15,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Schema 1, exactly as the first release created it. Never edit: new columns go in a migration.
 SCHEMA_1 = """
@@ -117,6 +117,15 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "UPDATE meta SET value='3' WHERE key='schema_version'",
         "PRAGMA user_version = 3",
     ),
+    3: (
+        # Runs that shared one guest boot: the boot (unique within the sweep) and the run's position in it
+        # (0 = the cold first run), for the two-level (between-boot / within-boot) statistics.
+        # NULL for a run that had its own boot or process, and for runs recorded before schema 4.
+        "ALTER TABLE runs ADD COLUMN boot_id TEXT",
+        "ALTER TABLE runs ADD COLUMN boot_position INTEGER",
+        "UPDATE meta SET value='4' WHERE key='schema_version'",
+        "PRAGMA user_version = 4",
+    ),
 }
 
 # The columns each table has at each version (a subset check: SQLite adds none by itself).
@@ -143,6 +152,7 @@ COLUMNS: dict[int, dict[str, frozenset[str]]] = {
     3: {**COLUMNS_2, "runs": COLUMNS_2["runs"] | {"disturbed", "disturbance_json", "retry_of"},
         "unit_stops": frozenset({"cell_id", "workload", "kind", "reason", "round", "ok_runs", "stopped_at"})},
 }
+COLUMNS[4] = {**COLUMNS[3], "runs": COLUMNS[3]["runs"] | {"boot_id", "boot_position"}}
 # Every table some version of iomatrix created: anything else in a file means it is not ours.
 KNOWN_TABLES = frozenset(t for cols in COLUMNS.values() for t in cols)
 

@@ -68,6 +68,14 @@ class RunOutcome:
     console_tail: str = ""
     error: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    # Runs that shared a guest boot: the boot's id (unique in the sweep) and the run's position in it
+    # (0 = the cold first run). None for a run that had a process or guest to itself.
+    boot_id: str | None = None
+    boot_position: int | None = None
+    # Host clock (time.time()) of the run's own start and end when the tier knows them better than the
+    # runner (the runs of one boot); None: the runner's clock around tier.run().
+    started_at: float | None = None
+    finished_at: float | None = None
 
 
 def fresh_image(req: RunRequest, workdir: Path, size_bytes: int, prefix: str) -> tuple[Path | None, bool]:
@@ -114,6 +122,12 @@ class Tier(ABC):
     # Whether a run loads the host's CPUs itself (several guests at once): its CPU pressure is the measurement,
     # so the runner flags such runs but never retries them as disturbed.
     loads_host: ClassVar[bool] = False
+    # Whether several runs of one cell can share a start-up (a guest boot): the runner then hands a
+    # round's runs of a cell to run_batch() together. For estimates: seconds of that shared start-up, and
+    # seconds per run inside a batch beyond its runtime.
+    batches_runs: ClassVar[bool] = False
+    batch_overhead_s: ClassVar[float] = 0.0
+    batch_run_overhead_s: ClassVar[float] = 0.0
 
     @classmethod
     def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:
@@ -160,6 +174,16 @@ class Tier(ABC):
 
     @abstractmethod
     def run(self, req: RunRequest) -> RunOutcome: ...
+
+    @classmethod
+    def max_batch(cls, cell: Cell) -> int:
+        """How many runs of `cell` one batch may hold (a tier that batches overrides this)."""
+        return 1
+
+    def run_batch(self, reqs: list[RunRequest]) -> list[RunOutcome]:
+        """Several runs of one cell; one outcome per request, in order. The default runs them one by one;
+        a tier with ``batches_runs`` shares one start-up among them."""
+        return [self.run(r) for r in reqs]
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release everything the tier started (called on success, error, Ctrl-C and SIGTERM)."""

@@ -1,10 +1,18 @@
-"""Guest tier: every run boots a fresh QEMU guest on a fresh image and runs the
-workload inside it (fio on the raw virtual disk, or seed 001's filesystem jobs)."""
+"""Guest tier: runs boot a fresh QEMU guest and run the workload inside it (fio on the raw virtual
+disk, or the filesystem jobs), each run on its own freshly created image.
+
+Several runs of one cell share a boot (`run_batch`): each gets its own fresh image attached as its own
+disk, and they run one after another in the guest, so the boot is paid once per cell and round instead
+of once per run. The virtio buses boot the microvm machine (virtio-mmio), the others pc.
+"""
 
 from __future__ import annotations
 
 import json
 import shutil
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from iomatrix import domain
@@ -16,7 +24,16 @@ from iomatrix.fio.parse import FioOutputError, parse_iops_log, report_metrics
 from iomatrix.guest.accel import AccelChoice, choose_accel
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
 from iomatrix.guest.images import remove_image
-from iomatrix.guest.qemu import GuestJob, GuestOutcome, kill_all_guests, run_guest
+from iomatrix.guest.qemu import (
+    BatchRun,
+    GuestJob,
+    GuestOutcome,
+    kill_all_guests,
+    machine_for,
+    max_runs_per_boot,
+    run_guest,
+    run_guest_batch,
+)
 from iomatrix.guest.tarball import ensure_tarball
 from iomatrix.matrix import Cell
 from iomatrix.plan.model import Plan
@@ -30,7 +47,10 @@ class GuestTier(Tier):
     name = "guest"
     summary = "fio inside a freshly booted QEMU guest on a fresh image: the whole virtual I/O path"
     axes = ("tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier")
-    overhead_s = 4.5  # guest boot under TCG
+    overhead_s = 4.5  # one boot per run under TCG (pc machine)
+    batches_runs = True
+    batch_overhead_s = 2.5  # one microvm boot and shutdown shared by a batch, under TCG
+    batch_run_overhead_s = 0.3  # per run inside a boot: image creation, disk lookup, fio start
     order = 20
     runs_fs_workloads = True
     uses_images = True
@@ -89,19 +109,11 @@ class GuestTier(Tier):
         cell = req.cell
         job = self._job(req)
         image, ours = fresh_image(req, self.workdir, self.plan.image_size_bytes, "iomatrix")
+        machine = machine_for(cell.bus)
         try:
-            null = cell.is_null_ceiling
-            disk = DiskSpec(
-                target=None if image is None else str(image),
-                format=NULL_FORMAT if null else cell.format,
-                cache=CacheMode.WRITEBACK if null else CacheMode(cell.cache),
-                aio=Aio.THREADS if null else Aio(cell.aio),
-                bus=Bus(cell.bus),
-                null_size_bytes=self.plan.image_size_bytes,
-            )
-            out = run_guest(self.artifacts, self.choice.accel, disk, job, req.run_dir, req.timeout_s,
-                            on_start=req.on_process, wrapper=req.wrapper or None,
-                            memory_mb=self.plan.guest_memory_mb)
+            out = run_guest(self.artifacts, self.choice.accel, self._disk(cell, image), job, req.run_dir,
+                            req.timeout_s, on_start=req.on_process, wrapper=req.wrapper or None,
+                            memory_mb=self.plan.guest_memory_mb, machine=machine)
         finally:
             full = out_of_space(image)  # before the image is removed, which frees the room again
             if ours and image is not None:
@@ -110,9 +122,94 @@ class GuestTier(Tier):
         result = self._outcome(out, job)
         if not result.ok and full:
             result.error = f"{result.error} — {full}"
+        result.meta["machine"] = machine
         if result.ok:
             shutil.rmtree(req.run_dir, ignore_errors=True)
         return result
+
+    @classmethod
+    def max_batch(cls, cell: Cell) -> int:
+        return max_runs_per_boot(Bus(cell.bus), machine_for(cell.bus))
+
+    def run_batch(self, reqs: list[RunRequest]) -> list[RunOutcome]:
+        """One boot for several runs of one cell (its own fresh image and serial each). Runs that never
+        started because the guest died or hung earlier are retried in a new boot; the run that hung fails."""
+        if len(reqs) <= 1 or any(r.target.kind == "device" for r in reqs):
+            return [self.run(r) for r in reqs]  # a block device holds one fresh image at a time
+        results: list[RunOutcome | None] = [None] * len(reqs)
+        pending = list(range(len(reqs)))
+        while pending:
+            done = self._one_boot([reqs[i] for i in pending])
+            still: list[int] = []
+            for i, out in zip(pending, done, strict=True):
+                if out is None:
+                    still.append(i)
+                else:
+                    results[i] = out
+            if len(still) == len(pending):  # the boot reached no run: no point in booting again
+                for i in still:
+                    results[i] = RunOutcome(ok=False, error="guest died before this run started",
+                                            meta={"machine": machine_for(reqs[i].cell.bus)})
+                break
+            pending = still
+        return [r for r in results if r is not None]
+
+    def _one_boot(self, reqs: list[RunRequest]) -> list[RunOutcome | None]:
+        cell = reqs[0].cell
+        machine = machine_for(cell.bus)
+        jobs = [self._job(r) for r in reqs]
+        boot_id = uuid.uuid4().hex[:12]
+        run_dir = reqs[0].run_dir.parent / f"boot-{boot_id}"
+
+        def make(i: int) -> tuple[Path | None, bool]:
+            return fresh_image(reqs[i], self.workdir, self.plan.image_size_bytes, f"iomatrix-{boot_id}-{i}")
+
+        # Each run's image is created fresh, all of them at once (qemu-img is mostly waiting on the disk).
+        with ThreadPoolExecutor(max_workers=min(4, len(reqs))) as pool:
+            images = list(pool.map(make, range(len(reqs))))
+        t0 = time.time()
+        try:
+            runs = [BatchRun(self._disk(cell, img), job) for (img, _), job in zip(images, jobs, strict=True)]
+            first = reqs[0]
+            batch = run_guest_batch(self.artifacts, self.choice.accel, runs, run_dir, first.timeout_s,
+                                    on_start=first.on_process, wrapper=first.wrapper or None,
+                                    memory_mb=self.plan.guest_memory_mb, machine=machine)
+        finally:
+            # Before the images are removed, which frees the room again.
+            full = next((f for f in (out_of_space(img) for img, _ in images) if f), None)
+            for img, ours in images:
+                if ours and img is not None:
+                    remove_image(img)
+                    forget(self.workdir, img)
+        outs: list[RunOutcome | None] = []
+        clock = t0
+        for pos, (out, job) in enumerate(zip(batch.runs, jobs, strict=True)):
+            if out is None:
+                outs.append(None)
+                continue
+            result = self._outcome(out, job)
+            if not result.ok and full:
+                result.error = f"{result.error} — {full}"
+            result.boot_id, result.boot_position = boot_id, pos
+            result.meta.update({"machine": machine, "boot_runs": len(reqs), "boot_phases": batch.boot_phases})
+            result.started_at = clock
+            clock += out.phases.get("wall_s", 0.0)
+            result.finished_at = clock
+            outs.append(result)
+        if all(o is not None and o.ok for o in outs) and batch.error is None:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        return outs
+
+    def _disk(self, cell: Cell, image: Path | None) -> DiskSpec:
+        null = cell.is_null_ceiling
+        return DiskSpec(
+            target=None if image is None else str(image),
+            format=NULL_FORMAT if null else cell.format,
+            cache=CacheMode.WRITEBACK if null else CacheMode(cell.cache),
+            aio=Aio.THREADS if null else Aio(cell.aio),
+            bus=Bus(cell.bus),
+            null_size_bytes=self.plan.image_size_bytes,
+        )
 
     def _outcome(self, out: GuestOutcome, job: GuestJob) -> RunOutcome:
         meta = {"qemu_argv": out.qemu_argv, "guest_disk": out.disk_info, "accel_reason": self.choice.reason,
