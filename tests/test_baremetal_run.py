@@ -75,6 +75,7 @@ cache = ["none", "writeback"]
 workloads = ["rand-write-4k"]
 size = "16M"
 runtime = 1
+retry_disturbed = false  # the test counts runs exactly
 [repetitions]
 min = 4
 max = 4

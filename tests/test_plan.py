@@ -71,3 +71,11 @@ def test_fingerprint_is_stable_and_sensitive(tmp_path: Path) -> None:
     b, _ = load_plan(write(tmp_path, 'cache = ["none"]\n'))
     c, _ = load_plan(write(tmp_path, 'cache = ["writeback"]\n'))
     assert a.fingerprint() == b.fingerprint() != c.fingerprint()
+
+
+def test_retry_disturbed_is_a_boolean_plan_key(tmp_path: Path) -> None:
+    (tmp_path / "p.toml").write_text('tier = ["baremetal"]\nretry_disturbed = false\n')
+    assert load_plan(str(tmp_path / "p.toml"))[0].retry_disturbed is False
+    (tmp_path / "q.toml").write_text('tier = ["baremetal"]\nretry_disturbed = "sometimes"\n')
+    with pytest.raises(UserError, match="retry_disturbed"):
+        load_plan(str(tmp_path / "q.toml"))

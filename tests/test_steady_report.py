@@ -51,7 +51,8 @@ def test_an_old_sweeps_stored_steady_state_is_recomputed_from_its_series_with_th
 @needs("fio")
 def test_a_new_run_stores_the_series_only_and_results_derive_steady_state(tmp_path: Path) -> None:
     (tmp_path / "p.toml").write_text('tier = ["baremetal"]\ncache = ["none"]\nworkloads = ["rand-read-4k"]\n'
-                                     'size = "16M"\nruntime = 1.5\n[repetitions]\nmin = 2\nmax = 2\n')
+                                     'size = "16M"\nruntime = 1.5\nretry_disturbed = false\n'
+                                     '[repetitions]\nmin = 2\nmax = 2\n')
     proc = run_cli("run", "p.toml", "--db", "r.sqlite", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     con = sqlite3.connect(tmp_path / "r.sqlite")

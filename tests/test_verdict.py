@@ -29,6 +29,7 @@ workloads = ["rand-read-4k", "rand-read-64k"]
 size = "32M"
 runtime = 1
 time_budget = "5m"
+retry_disturbed = false  # the tests count runs: no retries of runs the loaded test host disturbed
 [repetitions]
 min = 3
 max = 3

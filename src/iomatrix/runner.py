@@ -331,6 +331,7 @@ class SweepRunner:
                             tc = tier_class(unit.cell.tier)
                             retry = sched.record(slot, outcome.ok, value, disturbed,
                                                  retry_worthy=flags is not None and flags.retry_worthy
+                                                 and self.plan.retry_disturbed
                                                  and not (tc.fixed_trials or tc.loads_host))
                             if outcome.ok:
                                 result.disturbed += int(disturbed)

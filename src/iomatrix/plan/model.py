@@ -102,6 +102,9 @@ class Plan(BaseModel):
     repetition_policy: Literal["racing", "ci-width"] = "racing"
     # Practical threshold: cells within this fraction of the best are tied with it.
     threshold: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = 0.05
+    # A run the host samples show was disturbed by other processes (CPU pressure, steal) is run once more at
+    # the end of its round, within the budget; false on a host that is always shared, where it only costs time.
+    retry_disturbed: bool = True
     # Wall-clock budget of the sweep (e.g. "10m"): once spent, no repetitions
     # beyond `min` are started. Minimum repetitions always complete.
     time_budget: str = "30m"
