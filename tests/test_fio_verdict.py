@@ -119,3 +119,25 @@ def test_sweep_of_runs_that_never_happened_fails_them_and_stops(tmp_path: Path) 
     rows = sqlite3.connect(tmp_path / "r.sqlite").execute("SELECT status, error FROM runs").fetchall()
     assert [r[0] for r in rows] == ["failed"] * 3
     assert all("random map" in r[1] for r in rows), rows
+
+
+def test_guest_tier_judges_the_guest_fio_report_like_bare_metal(tmp_path: Path) -> None:
+    # The guest's fio report (here a real one from the host's fio) goes through the same check: a report
+    # without the workload's primary metric is a failed run, not a run of zeros.
+    from types import SimpleNamespace
+
+    from iomatrix.guest.qemu import GuestJob, GuestOutcome
+    from iomatrix.tiers.guest import GuestTier
+
+    proc, out = _fio(tmp_path, _job(tmp_path / "d", "8M"))
+    proc.communicate(timeout=120)
+    report = extract_json(out.read_text())
+    tier = object.__new__(GuestTier)  # only the judging is exercised: no guest is booted
+    tier.choice = SimpleNamespace(reason="test")
+    tier.artifacts = SimpleNamespace(as_metadata=dict)
+    done = GuestOutcome(ok=True, fio_json=report, fs_result=None, phases={"workload_s": 0.3}, console_tail="",
+                        error=None, qemu_argv=[], qemu_pid=None)
+    job = GuestJob("fio", "[t]\nfilename=@DISK@\n")
+    assert tier._outcome(done, job, "write.iops").ok
+    bad = tier._outcome(done, job, "read.iops")
+    assert not bad.ok and "no read.iops" in (bad.error or "")

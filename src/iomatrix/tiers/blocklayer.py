@@ -45,7 +45,7 @@ from iomatrix.backing.leftovers import forget, register_temp_path
 from iomatrix.domain import NA, NULL_BACKING, Aio, CacheMode
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import IOPS_LOG_FILE, NbdJob, nbd_job, nbd_uri
-from iomatrix.fio.parse import FioOutputError, extract_json, fatal_message, parse_iops_log, report_metrics
+from iomatrix.fio.parse import FioOutputError, checked_metrics, extract_json, fatal_message, parse_iops_log
 from iomatrix.guest.images import remove_image
 from iomatrix.hostcmd import require, version_of
 from iomatrix.matrix import Cell
@@ -286,7 +286,8 @@ class BlockLayerTier(Tier):
             return RunOutcome(ok=False, job_text=job.text, raw_output=raw, console_tail=_tail(stderr), meta=meta,
                               error=f"fio exited with status {proc.returncode}: {why}")
         try:
-            metrics = report_metrics(extract_json(raw))
+            # fio can exit 0 with a report of zeros (killed worker, failed allocation): judged as on bare metal.
+            metrics = checked_metrics(extract_json(raw), stderr + raw[:raw.find("{")], req.workload.primary_metric)
         except FioOutputError as err:
             return RunOutcome(ok=False, job_text=job.text, raw_output=raw, console_tail=_tail(stderr), meta=meta,
                               error=str(err))

@@ -20,7 +20,7 @@ from iomatrix import workloads as wl
 from iomatrix.backing.leftovers import forget
 from iomatrix.domain import NA, NULL_BACKING, Aio, Bus, CacheMode
 from iomatrix.fio.jobs import guest_job
-from iomatrix.fio.parse import FioOutputError, parse_iops_log, report_metrics
+from iomatrix.fio.parse import FioOutputError, checked_metrics, parse_iops_log
 from iomatrix.guest.accel import AccelChoice, choose_accel
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
 from iomatrix.guest.images import remove_image
@@ -119,7 +119,7 @@ class GuestTier(Tier):
             if ours and image is not None:
                 remove_image(image)
                 forget(self.workdir, image)
-        result = self._outcome(out, job)
+        result = self._outcome(out, job, req.workload.primary_metric)
         if not result.ok and full:
             result.error = f"{result.error} — {full}"
         result.meta["machine"] = machine
@@ -187,7 +187,7 @@ class GuestTier(Tier):
             if out is None:
                 outs.append(None)
                 continue
-            result = self._outcome(out, job)
+            result = self._outcome(out, job, reqs[pos].workload.primary_metric)
             if not result.ok and full:
                 result.error = f"{result.error} — {full}"
             result.boot_id, result.boot_position = boot_id, pos
@@ -211,7 +211,7 @@ class GuestTier(Tier):
             null_size_bytes=self.plan.image_size_bytes,
         )
 
-    def _outcome(self, out: GuestOutcome, job: GuestJob) -> RunOutcome:
+    def _outcome(self, out: GuestOutcome, job: GuestJob, primary_metric: str) -> RunOutcome:
         meta = {"qemu_argv": out.qemu_argv, "guest_disk": out.disk_info, "accel_reason": self.choice.reason,
                 "guest_artifacts": self.artifacts.as_metadata()}
         job_text = job.fio_job if job.kind == "fio" else f"{job.kind} on {job.fs}"
@@ -222,7 +222,9 @@ class GuestTier(Tier):
         metrics: dict[str, float] = {}
         try:
             if out.fio_json is not None:
-                metrics.update(report_metrics(out.fio_json))
+                # As on bare metal: fio can exit 0 with a report of zeros (killed worker, failed allocation); a
+                # run counts only with every job error-free and its primary metric measured.
+                metrics.update(checked_metrics(out.fio_json, "", primary_metric))
         except FioOutputError as err:
             return RunOutcome(ok=False, phases=out.phases, job_text=job_text, raw_output=raw,
                               console_tail=out.console_tail, error=f"guest fio: {err}", meta=meta)
