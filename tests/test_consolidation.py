@@ -294,3 +294,20 @@ def test_ksm_is_restored_on_close_and_by_clean_after_a_crash(tmp_path: Path):
     finally:
         Path(KSM_RUN).write_text(before)
     assert Path(KSM_RUN).read_text().strip() == before and pending(tmp_path) == []
+
+
+def test_report_chart_draws_seed_002_panels_per_configuration():
+    # The HTML report's consolidation chart: one line per configuration against tiles, panels named.
+    from iomatrix.report import charts
+
+    cws = [_cw("none", "tiles-1", [10.0, 10.3, 9.9], [15.0, 15.2, 15.1], 1),
+           _cw("none", "tiles-2", [30.0, 31.0, 29.5], [35.0, 36.0, 34.0], 1),
+           _cw("writeback", "tiles-1", [8.0, 8.1, 8.2], [12.0, 12.0, 12.0], 2)]
+    groups = groups_from(cws, bound=2.0)
+    svg = charts.consolidation_chart([("cache=none", groups[0].host), ("cache=writeback", groups[1].host)])
+    assert svg.startswith("<svg")
+    for text in ("wall time per point", "disk utilisation", "tiles", "cache=none", "cache=writeback"):
+        assert text in svg, text
+    assert "not measured" in svg  # no disk or QEMU CPU samples in these points: said, not drawn as zero
+    assert charts.consolidation_chart([("cache=none", groups[0].host)]) == charts.consolidation_chart(
+        [("cache=none", groups[0].host)])  # same data, same file

@@ -160,3 +160,45 @@ def host_panels(columns: Sequence[tuple[str, dict[str, list[tuple[float, float]]
             if r == len(HOST_PANELS) - 1:
                 ax.set_xlabel("s")
     return _svg(fig)
+
+
+# Seed 002's consolidation panels: (title, [(metric, legend suffix, line style)], unit). Each is drawn against the
+# tile count, one colour per configuration.
+CONSOLIDATION_PANELS: tuple[tuple[str, tuple[tuple[str, str, str], ...], str], ...] = (
+    ("wall time per point", (("point.wall_s", "", "-"),), "s"),
+    ("QEMU CPU (solid usr, dashed sys)", (("qemu.cpu_user_s", " usr", "-"), ("qemu.cpu_sys_s", " sys", "--")), "s"),
+    ("disk utilisation", (("host.disk_util_pct", "", "-"),), "%"),
+    ("memory (solid without cache, dashed with)",
+     (("host.mem_used_peak_mb", " w/o cache", "-"), ("host.mem_with_cache_peak_mb", " w/ cache", "--")), "MiB"),
+)
+
+
+def consolidation_chart(series: Sequence[tuple[str, dict[int, dict[str, float]]]]) -> str:
+    """Seed-002-style panels against the number of tiles: wall time, QEMU CPU split, disk utilisation and memory,
+    one line per configuration (`series`: label, tiles → metric → mean). Panels without data say so."""
+    fig, axes = plt.subplots(1, len(CONSOLIDATION_PANELS), figsize=(11, 2.8))
+    tiles = sorted({n for _label, host in series for n in host})
+    for ax, (title, fields, unit) in zip(axes, CONSOLIDATION_PANELS, strict=True):
+        drawn = False
+        for i, (label, host) in enumerate(series):
+            colour = PALETTE[i % len(PALETTE)]
+            for metric, suffix, style in fields:
+                pts = [(n, host[n][metric]) for n in sorted(host) if metric in host[n]]
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", markersize=3,
+                            color=colour, label=f"{label}{suffix}" if ax is axes[0] or suffix else None)
+                    drawn = True
+        ax.set_title(title, fontsize=8)
+        ax.set_xlabel("tiles")
+        ax.set_ylabel(unit)
+        if tiles:
+            ax.set_xticks(tiles)
+        ax.set_ylim(bottom=0)
+        if not drawn:
+            ax.text(0.5, 0.5, "not measured", transform=ax.transAxes, ha="center", va="center", color="#888888")
+    handles, labels = axes[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncols=min(len(labels), 3), fontsize=7,
+                   bbox_to_anchor=(0.5, -0.12))
+    fig.tight_layout()
+    return _svg(fig)

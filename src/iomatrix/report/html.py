@@ -179,12 +179,17 @@ def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None 
     for k in ("started_at", "finished_at"):
         if isinstance(info.get(k), int | float):
             info[k] = datetime.fromtimestamp(info[k], tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    groups = groups_from(cws, slowdown_bound(store, sweep_id))
+    # Legends name only the axes the configurations differ in (the cache mode, usually).
+    short = _short_labels([g.label for g in groups])[0] if groups else []
+    consolidation_svg = charts.consolidation_chart(list(zip(short, (g.host for g in groups), strict=True))) \
+        if groups else ""
     return _env().get_template("report.html.j2").render(
         info=info, rec=rec, verdicts=verdicts, rankings=rankings,
         blocksizes=blocksize_sections(cws), host=host_section(store, rec, cws, top), runs=runs,
         failures=failures(store, sweep_id), missing=missing_parts(info, cws, rec), ci_text=ci_text,
         bounded_note=BOUNDED_NOTE if bounded else "",
-        consolidation=consolidation_lines(groups_from(cws, slowdown_bound(store, sweep_id))))
+        consolidation=consolidation_lines(groups), consolidation_svg=consolidation_svg)
 
 
 def write_report(store: Store, sweep_id: int, path: Path, **kw: Any) -> int:
