@@ -3,6 +3,7 @@ that fails marks its point failed and the sweep goes on, and Ctrl-C leaves no gu
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -102,7 +103,12 @@ def test_one_tile_file_copy_point(tmp_path: Path):
     html = tmp_path / "report.html"
     rep = run_cli("report", "--html", str(html), "--db", str(db))
     assert rep.returncode == 0, rep.stderr
-    assert '<h2 id="consolidation">Consolidation</h2>' in html.read_text()
+    page = html.read_text()
+    assert '<h2 id="consolidation">Consolidation</h2>' in page and "wall time per point" in page  # the panels
+    rec = run_cli("recommend", "--db", str(db), "--format", "json")
+    assert rec.returncode == 0, rec.stderr
+    answers = json.loads(rec.stdout)["consolidation"]
+    assert answers and answers[0]["tested"] == [1] and answers[0]["max_tiles"] == 1
 
 
 def test_role_failure_marks_the_point_failed_and_the_sweep_goes_on(tmp_path: Path):

@@ -60,12 +60,12 @@ def recommend(
     rec = build(store, pick_sweep(store, sweep), workload=workload, requirements=require, current=cur,
                 scores=score or None, min_n=min_runs, max_noise=max_noise, threshold=threshold,
                 tie_break=_keys(tie_break))
-    sys.stdout.write(render_recommendation(rec, format.value))
-    if format in (Format.table, Format.markdown):  # consolidation tier: how many tiles per cache mode
-        from iomatrix.report.consolidation import consolidation_groups, consolidation_lines
+    from iomatrix.report.consolidation import consolidation_groups, consolidation_json, consolidation_lines
 
-        if lines := consolidation_lines(consolidation_groups(store, pick_sweep(store, sweep))):
-            sys.stdout.write("\n".join(lines) + "\n")
+    groups = consolidation_groups(store, pick_sweep(store, sweep))  # consolidation tier: how many tiles per mode
+    sys.stdout.write(render_recommendation(rec, format.value, consolidation_json(groups)))
+    if format in (Format.table, Format.markdown) and (lines := consolidation_lines(groups)):
+        sys.stdout.write("\n".join(lines) + "\n")
 
 
 @app.command()

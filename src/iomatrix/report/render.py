@@ -219,10 +219,15 @@ def recommendation_text(rec: Any, markdown: bool = False) -> str:
     return "\n".join(out) + "\n"
 
 
-def render_recommendation(rec: Any, format: str) -> str:
+def render_recommendation(rec: Any, format: str, consolidation: list[dict[str, Any]] | None = None) -> str:
+    """`consolidation`: the consolidation answers (report.consolidation.consolidation_json), added to the JSON
+    document under "consolidation" when the sweep has them (the table and markdown forms print them as text)."""
     f = Format(format)
     if f == Format.json:
-        return to_json(rec.as_dict()) + "\n"
+        doc = rec.as_dict()
+        if consolidation:
+            doc["consolidation"] = consolidation
+        return to_json(doc) + "\n"
     if f == Format.csv:
         rows = []
         for v in rec.verdicts:
