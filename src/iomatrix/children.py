@@ -19,7 +19,9 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 _LIVE: dict[int, subprocess.Popen] = {}
@@ -87,6 +89,23 @@ atexit.register(kill_all)
 def live_pids() -> list[int]:
     with _LOCK:
         return list(_LIVE)
+
+
+def wait_listening(proc: subprocess.Popen, pid_file: Path, socket: Path, timeout_s: float,
+                   poll_s: float = 0.005) -> str | None:
+    """Wait until a server child (qemu-storage-daemon, nbdkit) has written its pid file and created its UNIX
+    socket, which both do only once they accept connections. None when ready; else why not (it exited, or it
+    was not ready within `timeout_s`)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            return f"exited with status {proc.returncode}"
+        with contextlib.suppress(OSError):
+            if pid_file.read_text().strip() and socket.exists():
+                return None
+        if time.monotonic() > deadline:
+            return f"was not ready within {timeout_s:g} s"
+        time.sleep(poll_s)
 
 
 def terminate_tree(pid: int, grace_s: float = 3.0) -> None:

@@ -47,3 +47,8 @@ def read_small_text(path: Path, *, label: str, noun: str, a_noun: str, limit: in
         line = data[:err.start].count(b"\n") + 1
         raise UserError(f"{label}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x})",
                         hint="save it as UTF-8 text") from None
+
+
+def last_lines(text: str, lines: int) -> str:
+    """The last `lines` lines of `text` (a child's log or stderr, quoted in an error or a console tail)."""
+    return "\n".join(text.splitlines()[-lines:])

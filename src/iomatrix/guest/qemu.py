@@ -46,6 +46,7 @@ from iomatrix.qemu_block import onoff as _onoff
 from iomatrix.qemu_block import qemu_opt as _opt
 from iomatrix.qemu_block import validate_disk as validate_disk
 from iomatrix.qemu_block import write_cache
+from iomatrix.textfile import last_lines
 
 DISK_SERIAL = "iomx-test"
 TAR_SERIAL = "iomx-tar"
@@ -449,8 +450,7 @@ def console_tail(path: Path, lines: int = CONSOLE_TAIL_LINES) -> str:
         data = path.read_bytes()[-64 * 1024:]
     except OSError:
         return ""
-    text = data.decode("utf-8", "replace").replace("\r", "")
-    return "\n".join(text.splitlines()[-lines:])
+    return last_lines(data.decode("utf-8", "replace").replace("\r", ""), lines)
 
 
 # --------------------------------------------------------------------------- live children

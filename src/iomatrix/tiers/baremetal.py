@@ -13,6 +13,7 @@ from iomatrix.fio.jobs import IOPS_LOG_FILE, baremetal_job
 from iomatrix.fio.parse import FioOutputError, checked_metrics, extract_json, fatal_message, parse_iops_log
 from iomatrix.hostcmd import require
 from iomatrix.plan.model import Plan
+from iomatrix.textfile import last_lines
 from iomatrix.tiers import register
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier
 
@@ -20,7 +21,7 @@ DATA_FILE = "iomatrix-baremetal.dat"
 
 
 def _tail(text: str, lines: int = 40) -> str:
-    return "\n".join(text.splitlines()[-lines:])
+    return last_lines(text, lines)
 
 
 @register

@@ -32,7 +32,6 @@ sends its NBD flushes under writethrough/directsync (QEMU then flushes a file wi
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import subprocess
 import time
@@ -51,6 +50,7 @@ from iomatrix.hostcmd import require, version_of
 from iomatrix.matrix import Cell
 from iomatrix.plan.model import Plan
 from iomatrix.qemu_block import NULL_FORMAT, DiskSpec, blockdev_spec, onoff, qemu_opt, write_cache
+from iomatrix.textfile import last_lines
 from iomatrix.tiers import register
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_image
 
@@ -70,7 +70,7 @@ EXPORT_KIND = "nbd over a private UNIX socket (fio ioengine=nbd, libnbd)"
 
 
 def _tail(text: str, lines: int = 40) -> str:
-    return "\n".join(text.splitlines()[-lines:])
+    return last_lines(text, lines)
 
 
 def export_spec(cache: CacheMode | str, node: str = NODE, name: str = EXPORT_NAME) -> str:
@@ -163,16 +163,8 @@ class BlockLayerTier(Tier):
 
     def _wait_ready(self, proc: subprocess.Popen, run_dir: Path, timeout_s: float) -> str | None:
         """None once the daemon serves the export; else why not (it exited, or never got ready)."""
-        pid_file, socket = run_dir / PID_FILE, run_dir / SOCKET_NAME
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                return f"qemu-storage-daemon exited with status {proc.returncode}"
-            with contextlib.suppress(OSError):
-                if pid_file.read_text().strip() and socket.exists():
-                    return None
-            time.sleep(0.005)
-        return f"qemu-storage-daemon was not ready within {timeout_s:g} s"
+        why = children.wait_listening(proc, run_dir / PID_FILE, run_dir / SOCKET_NAME, timeout_s)
+        return None if why is None else f"qemu-storage-daemon {why}"
 
     def _stop(self, proc: subprocess.Popen, *, grace_s: float) -> None:
         children.kill(proc, grace_s=grace_s)

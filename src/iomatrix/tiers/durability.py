@@ -68,6 +68,7 @@ from iomatrix.hostcmd import require, version_of
 from iomatrix.matrix import BackingFacts, Cell
 from iomatrix.plan.model import Plan
 from iomatrix.qemu_block import DiskSpec, blockdev_args, blockdev_spec_over_nbd
+from iomatrix.textfile import last_lines
 from iomatrix.tiers import register
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_image
 
@@ -149,7 +150,7 @@ def _run(argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess[s
 
 
 def _tail(text: str, lines: int = 8) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
+    return last_lines(text.strip(), lines)
 
 
 def inspect_image(image: Path, fmt: str, scratch: Path, nonce: int, streams: tuple[int, int], acked: int,
@@ -339,15 +340,12 @@ class DurabilityTier(Tier):
                                   env={**os.environ, "TMPDIR": str(trial_dir)})  # the cache's file
         finally:
             log.close()
-        deadline = time.monotonic() + NBDKIT_START_S
-        while not (pid_file.is_file() and pid_file.read_text().strip() and sock.exists()):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                children.kill(proc)
-                text = (trial_dir / "nbdkit.log").read_text(errors="replace")
-                raise UserError(f"nbdkit did not start: {_tail(text, 2) or 'no output'}",
-                                hint="check that nbdkit's file plugin and cache filter are installed (apt-get "
-                                     "install nbdkit)")
-            time.sleep(0.01)
+        if children.wait_listening(proc, pid_file, sock, NBDKIT_START_S, poll_s=0.01) is not None:
+            children.kill(proc)
+            text = (trial_dir / "nbdkit.log").read_text(errors="replace")
+            raise UserError(f"nbdkit did not start: {_tail(text, 2) or 'no output'}",
+                            hint="check that nbdkit's file plugin and cache filter are installed (apt-get "
+                                 "install nbdkit)")
         return proc
 
     def _trial(self, req: RunRequest, power: Path, crash: Path, sock: Path, trial_dir: Path, nonce: int,
