@@ -57,12 +57,13 @@ def recommend(
         raise UserError("--current-disk needs --current", hint="give the libvirt domain XML with --current vm.xml")
     cur = parse_current(current, current_disk) if current is not None else None
     store = Store.open_existing(db)
-    rec = build(store, pick_sweep(store, sweep), workload=workload, requirements=require, current=cur,
+    sid = pick_sweep(store, sweep)
+    rec = build(store, sid, workload=workload, requirements=require, current=cur,
                 scores=score or None, min_n=min_runs, max_noise=max_noise, threshold=threshold,
                 tie_break=_keys(tie_break))
     from iomatrix.report.consolidation import consolidation_groups, consolidation_json, consolidation_lines
 
-    groups = consolidation_groups(store, pick_sweep(store, sweep))  # consolidation tier: how many tiles per mode
+    groups = consolidation_groups(store, sid)  # consolidation tier: how many tiles per mode
     sys.stdout.write(render_recommendation(rec, format.value, consolidation_json(groups)))
     if format in (Format.table, Format.markdown) and (lines := consolidation_lines(groups)):
         sys.stdout.write("\n".join(lines) + "\n")
