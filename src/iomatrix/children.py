@@ -29,18 +29,38 @@ _LOCK = threading.Lock()
 _PR_SET_PDEATHSIG = 1
 
 
+# Signals iomatrix handles in Python (Ctrl-C, and SIGTERM during a sweep).
+_HANDLED = {signal.SIGINT, signal.SIGTERM}
+
+
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     with contextlib.suppress(Exception):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    # Blocked by spawn() across the fork: take the default action from here on (exec would reset the handlers
+    # anyway), then let a signal that arrived meanwhile act on this child as on any process of the group.
+    for signum in _HANDLED:
+        with contextlib.suppress(Exception):
+            signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _HANDLED)
 
 
 def spawn(argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen:
-    """Start a registered child that is killed by the kernel if iomatrix dies."""
+    """Start a registered child that is killed by the kernel if iomatrix dies.
+
+    A signal sent to iomatrix's process group while the child is forked but has not yet left the group would
+    run iomatrix's Python handlers inside the forked copy (a KeyboardInterrupt traceback from the child on
+    iomatrix's stderr): the signals are blocked across the fork and the child is registered before they are
+    let through, so the parent's handler then sees a child it will tear down.
+    """
     popen_kwargs.setdefault("start_new_session", True)
-    proc = subprocess.Popen(list(argv), preexec_fn=_die_with_parent, **popen_kwargs)
-    with _LOCK:
-        _LIVE[proc.pid] = proc
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED)
+    try:
+        proc = subprocess.Popen(list(argv), preexec_fn=_die_with_parent, **popen_kwargs)
+        with _LOCK:
+            _LIVE[proc.pid] = proc
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
     return proc
 
 
