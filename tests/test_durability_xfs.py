@@ -272,3 +272,12 @@ def test_killed_xfs_check_leaves_only_what_clean_removes(tmp_path: Path) -> None
     assert any(line.startswith("unmounted") for line in done) and any(line.startswith("detached") for line in done)
     assert _ours(tmp_path) == ([], []) and pending(tmp_path) == []
     assert list((tmp_path / "scratch").iterdir()) == []
+
+
+def test_a_host_that_cannot_mount_the_copy_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from iomatrix.tiers.durability import check_host_reads_xfs
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(UserError) as err:
+        check_host_reads_xfs()
+    assert "needs root" in err.value.one_line() and "drop durability-xfs" in err.value.one_line()

@@ -225,6 +225,24 @@ def inspect_image(image: Path, fmt: str, scratch: Path, nonce: int, streams: tup
             leftovers.release(ledger, copy_id)
 
 
+def check_host_reads_xfs() -> None:
+    """The host replays a guest xfs's log by mounting a copy on a loop device: that needs root, the tools and
+    the kernel's xfs. Checked up front, so a host that cannot is a one-line error, never an "unclean" verdict."""
+    for tool in ("xfs_repair", "losetup", "mount"):
+        require(tool)
+    if os.geteuid() != 0:
+        raise UserError("the durability workload durability-xfs checks the guest's xfs by mounting a copy of the "
+                        "image on a loop device, which needs root",
+                        hint="run as root, or drop durability-xfs from the plan's workloads")
+    if "xfs" not in Path("/proc/filesystems").read_text().split():
+        if shutil.which("modprobe"):
+            _run(["modprobe", "xfs"])
+        if "xfs" not in Path("/proc/filesystems").read_text().split():
+            raise UserError("the host kernel cannot mount xfs (no xfs in /proc/filesystems, modprobe xfs failed): "
+                            "the durability workload durability-xfs needs it to replay the guest's XFS log",
+                            hint="load the xfs module (modprobe xfs), or drop durability-xfs from the plan")
+
+
 def _read_ext4(copy: Path, dumped: Path, notes: list[str]) -> tuple[bytes, bool]:
     """The records file of an ext4 copy and whether it checks clean: the journal is replayed as the guest's
     next mount would (only then is "clean" a fair question), e2fsck -fn, the file read with debugfs."""
@@ -268,6 +286,8 @@ def _read_xfs(copy: Path, mnt: Path, ledger: Path, notes: list[str]) -> tuple[by
                     data = records.read_bytes()
                 else:
                     notes.append("no /records file")
+            elif "unknown filesystem type" in mounted.stderr:  # the host's fault, not the filesystem's
+                raise HostCheckError(f"the host cannot mount xfs: {_tail(mounted.stderr, 1)}")
             else:
                 notes.append(f"mount (log replay) failed: {_tail(mounted.stderr, 2)}")
         finally:
@@ -359,10 +379,8 @@ class DurabilityTier(Tier):
         self.nbdkit = require("nbdkit")
         for tool in ("qemu-img", "e2fsck", "debugfs"):
             require(tool)
-        for name in self.plan.workloads:
-            if name in LAYOUTS and LAYOUTS[name].fs == "xfs":  # the host replays and checks the guest's xfs
-                for tool in ("xfs_repair", "losetup", "mount"):
-                    require(tool)
+        if any(LAYOUTS[n].fs == "xfs" for n in self.plan.workloads if n in LAYOUTS):
+            check_host_reads_xfs()
         self.artifacts: GuestArtifacts = ensure_artifacts(kernel=self.opts.kernel, log=log)
         if not has_guest_tool(self.artifacts, WRITER):
             raise UserError("the guest initramfs has no iomx-durwriter (the durability tier's writer)",
