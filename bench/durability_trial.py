@@ -74,6 +74,9 @@ def main() -> None:
                 gaps.append(max(0.0, wall - out.phases.get("wall_s", wall)))
                 for k, v in out.phases.items():
                     phases.setdefault(k, []).append(v)
+                marks = out.meta.get("guest_marks", {})
+                if "disks" in marks and "filesystems" in marks:  # both mkfs and mounts, inside boot_to_workload
+                    phases.setdefault("guest_mkfs_s", []).append(marks["filesystems"] - marks["disks"])
                 print(f"  {fmt}/{cache}/{args.fs}: {wall:5.2f} s  power-loss acked lost "
                       f"{out.metrics['power_loss.acked_lost']:.0f}, QEMU-crash acked lost "
                       f"{out.metrics['qemu_crash.acked_lost']:.0f}, fs clean {out.metrics['power_loss.fs_clean']:.0f}/"
@@ -84,7 +87,7 @@ def main() -> None:
     if not walls:
         raise SystemExit("no trial completed")
     print(f"\none trial, wall (target ≤ 8 s): {_q(walls)}   ({len(walls)} ok, {failed} failed)")
-    for k in ("boot_to_workload_s", "writing_s", "verify_s"):
+    for k in ("boot_to_workload_s", "guest_mkfs_s", "writing_s", "verify_s"):
         if k in phases:
             print(f"  {k:<20} {_q(phases[k])}")
     print(f"  images, nbdkit, cleanup (wall − trial) {_q(gaps)}")
