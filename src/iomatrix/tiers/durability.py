@@ -80,6 +80,12 @@ from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_
 WRITER = "usr/bin/iomx-durwriter"
 CRASH_SERIAL = "iomx-crash"
 RAW_SLOTS = 1024  # 4 MiB of records per stream: more than any cut reaches
+NBD_MARGIN = 16 << 20  # room in the fixed-size NBD export for qcow2/qed metadata the guest's writes allocate
+GROUP = 4  # records per stream between two flushes (so unflushed writes exist at the cut)
+CUT_AFTER_GROUPS = (2, 20)  # the cut comes after this many acknowledged groups (seeded, inclusive)
+CUT_DELAY_S = (0.0, 0.040)  # ... plus this much (seeded): the cut lands anywhere in a group
+NBDKIT_START_S = 20.0
+STREAMS = {POWER_LOSS: (1, 2), QEMU_CRASH: (3, 4)}  # (raw stream id, file stream id), as in kind-durability.sh
 
 
 @dataclass(frozen=True)
@@ -108,12 +114,8 @@ def layout_for(workload: str) -> Layout:
     except KeyError:
         raise UserError(f"'{workload}' is not a durability workload",
                         hint=f"use one of: {', '.join(LAYOUTS)}") from None
-NBD_MARGIN = 16 << 20  # room in the fixed-size NBD export for qcow2/qed metadata the guest's writes allocate
-GROUP = 4  # records per stream between two flushes (so unflushed writes exist at the cut)
-CUT_AFTER_GROUPS = (2, 20)  # the cut comes after this many acknowledged groups (seeded, inclusive)
-CUT_DELAY_S = (0.0, 0.040)  # ... plus this much (seeded): the cut lands anywhere in a group
-NBDKIT_START_S = 20.0
-STREAMS = {POWER_LOSS: (1, 2), QEMU_CRASH: (3, 4)}  # (raw stream id, file stream id), as in kind-durability.sh
+
+
 _DUR = re.compile(r"@@IOMX:DUR:(W|ACK|END|ERROR):([^@]*)@@")
 
 
