@@ -62,11 +62,13 @@ class MeasuredIndex:
     configs: dict[tuple[str, ...], MeasuredConfig] = field(default_factory=dict)  # key: axes + guest filesystem
 
     @classmethod
-    def from_store(cls, store: Store, sweep_ids: list[int] | None = None) -> MeasuredIndex:
+    def from_store(cls, store: Store, sweep_ids: list[int] | None = None,
+                   workload: str | None = None) -> MeasuredIndex:
+        """`workload`: only that durability workload's trials (one guest filesystem), else all of them."""
         index = cls()
         for sid in sweep_ids if sweep_ids is not None else store.sweep_ids():
             for cw in cell_workloads(store, sid):
-                if cw.axes.get("tier") != TIER:
+                if cw.axes.get("tier") != TIER or (workload is not None and cw.workload != workload):
                     continue
                 fs = WORKLOAD_FS.get(cw.workload, "ext4")
                 mc = index.configs.setdefault((*_key(cw.axes), fs), MeasuredConfig(dict(cw.axes)))
@@ -129,9 +131,10 @@ def measured_statements(index: MeasuredIndex | None, axes: Mapping[str, str]) ->
     return out
 
 
-def sweep_verdict_lines(store: Store, sweep_id: int) -> list[str]:
-    """One block per durability configuration of a sweep: its verdicts, disagreements first-class."""
-    index = MeasuredIndex.from_store(store, [sweep_id])
+def sweep_verdict_lines(store: Store, sweep_id: int, workload: str | None = None) -> list[str]:
+    """One block per durability configuration (and guest filesystem) of a sweep: its verdicts, disagreements
+    first-class. `workload`: only that durability workload's blocks."""
+    index = MeasuredIndex.from_store(store, [sweep_id], workload)
     lines: list[str] = []
     for mc in sorted(index.configs.values(), key=lambda m: m.label()):
         v = mc.verdict()
