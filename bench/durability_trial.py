@@ -1,12 +1,13 @@
 """Durability trial benchmark: the time of one cut trial, and the default plan's projected time (not a test).
 
-    python bench/durability_trial.py [-n 5] [--accel tcg|kvm] [--plan durability]
+    python bench/durability_trial.py [-n 5] [--accel tcg|kvm] [--plan durability] [--fs ext4|xfs]
 
 Runs N trials of each of a few configurations (boot, mkfs, write until the cut, power loss + QEMU crash,
 verification) through the real tier and prints the wall time per trial (target ≤ 8 s under TCG) with its
 phases, then projects the plan's time as trials × the median trial wall (the tier's whole `run`: images,
 nbdkit, boot, cut, verification, cleanup; the runner's own per-run work — dropping the host caches, storing the
-run — is not included) (target ≤ 25 min for the built-in `durability` plan).
+run — is not included) (target ≤ 25 min for the built-in `durability` plan). `--fs` picks the guest filesystem of the
+file streams (the workload durability or durability-xfs).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from iomatrix.matrix import Cell
 from iomatrix.plan.load import load_plan
 from iomatrix.runner import plan_expansion
 from iomatrix.tiers.base import RunOptions, RunRequest, Target
-from iomatrix.tiers.durability import DurabilityTier
+from iomatrix.tiers.durability import LAYOUTS, DurabilityTier
 from iomatrix.workloads import PRESETS
 
 CONFIGS = [("raw", "none"), ("qcow2", "writeback"), ("raw", "unsafe"), ("qcow2", "directsync")]
@@ -40,13 +41,17 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=5, help="trials per configuration (default 5)")
     ap.add_argument("--accel", choices=["kvm", "tcg", "auto"], default="auto")
     ap.add_argument("--plan", default="durability", help="plan whose time is projected (default durability)")
+    ap.add_argument("--fs", choices=sorted({lay.fs for lay in LAYOUTS.values()}), default="ext4",
+                    help="guest filesystem of the file streams (default ext4)")
     args = ap.parse_args()
+    workload = next(name for name, lay in LAYOUTS.items() if lay.fs == args.fs)
 
     plan, base = load_plan(args.plan)
     work = Path(tempfile.mkdtemp(prefix="iomx-bench-dur-"))
     tier = DurabilityTier(plan, RunOptions(workdir=work, accel=args.accel))
     tier.open()
-    print(tier.describe())
+    load = Path("/proc/loadavg").read_text().strip()
+    print(f"{tier.describe()}\nmeasuring {workload} (guest {args.fs}); /proc/loadavg at the start: {load}")
     walls: list[float] = []
     gaps: list[float] = []
     phases: dict[str, list[float]] = {}
@@ -55,7 +60,7 @@ def main() -> None:
         for fmt, cache in CONFIGS:
             cell = Cell("durability", fmt, "off", cache, "threads", "virtio-blk", "dir", "none")
             for _ in range(args.n):
-                req = RunRequest(cell=cell, workload=PRESETS["durability"], target=Target("dir", work / "img"),
+                req = RunRequest(cell=cell, workload=PRESETS[workload], target=Target("dir", work / "img"),
                                  shape=JobShape(1, 1, 0), run_dir=work / "runs", timeout_s=120,
                                  wrapper=modifier_wrapper("none"))
                 t0 = time.monotonic()
@@ -69,16 +74,20 @@ def main() -> None:
                 gaps.append(max(0.0, wall - out.phases.get("wall_s", wall)))
                 for k, v in out.phases.items():
                     phases.setdefault(k, []).append(v)
-                print(f"  {fmt}/{cache}: {wall:5.2f} s  power-loss acked lost "
+                marks = out.meta.get("guest_marks", {})
+                if "disks" in marks and "filesystems" in marks:  # both mkfs and mounts, inside boot_to_workload
+                    phases.setdefault("guest_mkfs_s", []).append(marks["filesystems"] - marks["disks"])
+                print(f"  {fmt}/{cache}/{args.fs}: {wall:5.2f} s  power-loss acked lost "
                       f"{out.metrics['power_loss.acked_lost']:.0f}, QEMU-crash acked lost "
-                      f"{out.metrics['qemu_crash.acked_lost']:.0f}, load {os.getloadavg()[0]:.1f}")
+                      f"{out.metrics['qemu_crash.acked_lost']:.0f}, fs clean {out.metrics['power_loss.fs_clean']:.0f}/"
+                      f"{out.metrics['qemu_crash.fs_clean']:.0f}, load {os.getloadavg()[0]:.1f}")
     finally:
         tier.close()
         shutil.rmtree(work, ignore_errors=True)
     if not walls:
         raise SystemExit("no trial completed")
     print(f"\none trial, wall (target ≤ 8 s): {_q(walls)}   ({len(walls)} ok, {failed} failed)")
-    for k in ("boot_to_workload_s", "writing_s", "verify_s"):
+    for k in ("boot_to_workload_s", "guest_mkfs_s", "writing_s", "verify_s"):
         if k in phases:
             print(f"  {k:<20} {_q(phases[k])}")
     print(f"  images, nbdkit, cleanup (wall − trial) {_q(gaps)}")

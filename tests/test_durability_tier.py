@@ -226,3 +226,57 @@ def test_sigterm_mid_trial_leaves_no_nbdkit_qemu_image_or_socket(tmp_path: Path)
     assert proc.returncode == 130, out + err
     assert "Traceback" not in err
     assert _ours(tmp_path) == [] and _left_files(tmp_path) == []
+
+
+XFS_SWEEP = """
+tier = ["durability"]
+format = ["raw"]
+cache = ["none", "unsafe"]
+workloads = ["durability", "durability-xfs"]
+cuts = 1
+run_timeout = 180
+"""
+
+
+@pytest.mark.slow
+@needs("nbdkit")
+@needs("qemu-system-x86_64")
+@needs("xfs_repair")
+def test_xfs_file_variant_verdicts(tmp_path: Path) -> None:
+    """On the guest's xfs as on ext4: cache=unsafe (flushes dropped below QEMU) loses acknowledged records on a
+    power loss and the xfs does not survive it (the host's check says so); cache=none keeps every record and
+    its xfs checks clean after the log replay. The verdicts come per filesystem; no loop device or mount of the
+    host-side check outlives the sweep."""
+    (tmp_path / "p.toml").write_text(XFS_SWEEP)
+    proc = run_cli("run", "p.toml", "--db", "r.sqlite", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    db = sqlite3.connect(tmp_path / "r.sqlite")
+    rows = db.execute("SELECT c.cache, r.workload, s.metric, s.value FROM samples s JOIN runs r ON r.id = s.run_id "
+                      "JOIN cells c ON c.id = r.cell_id WHERE r.status = 'ok'").fetchall()
+    m = {(cache, wl, metric): value for cache, wl, metric, value in rows}
+    xfs = "durability-xfs"
+    assert m[("unsafe", xfs, "power_loss.acked_lost")] > 0
+    assert m[("unsafe", xfs, "power_loss.fs_clean")] == 0 and m[("unsafe", xfs, "fs.clean")] == 0
+    assert m[("none", xfs, "power_loss.acked_lost")] == 0 and m[("none", xfs, "qemu_crash.acked_lost")] == 0
+    assert m[("none", xfs, "power_loss.fs_clean")] == 1 and m[("none", xfs, "qemu_crash.fs_clean")] == 1
+    assert m[("unsafe", xfs, "qemu_crash.acked_lost")] == 0 and m[("unsafe", xfs, "qemu_crash.fs_clean")] == 1
+    meta = json.loads(db.execute("SELECT meta_json FROM runs r JOIN cells c ON c.id = r.cell_id "
+                                 "WHERE c.cache = 'unsafe' AND r.workload = ?", (xfs,)).fetchone()[0])
+    assert meta["guest_fs"] == "xfs" and meta["power_loss"]["file"]["acked_lost"] > 0
+    assert any("xfs_repair -n" in n for n in meta["power_loss"]["notes"])
+    out = " ".join(proc.stdout.split())
+    for fs in ("ext4", "xfs"):
+        assert f"cache=unsafe preallocation=off aio=threads bus=virtio-blk fs={fs}" in out
+    assert "guest filesystem (xfs): NOT clean after 1/1 cuts" in out
+    assert "guest filesystem (xfs): clean after 1/1 cuts" in out
+    assert "DISAGREES" not in out
+    assert _ours(tmp_path) == [] and _left_files(tmp_path) == []
+    rec = run_cli("recommend", "--db", "r.sqlite", cwd=tmp_path)
+    assert rec.returncode == 0, rec.stdout + rec.stderr
+    xfs_section = " ".join(rec.stdout.split()).split("durability-xfs ·")[1]
+    assert "fs=xfs" in xfs_section and "fs=ext4" not in xfs_section  # each workload: its own filesystem
+    real = os.path.realpath(tmp_path)
+    loops = subprocess.run(["losetup", "--list", "--noheadings", "--output", "BACK-FILE"], capture_output=True,
+                           text=True).stdout
+    assert real not in loops
+    assert real not in Path("/proc/self/mountinfo").read_text()

@@ -19,6 +19,7 @@ PACKAGE_OF = {
     "qemu-storage-daemon": "qemu-system-common",
     "mkfs.ext4": "e2fsprogs",
     "mkfs.xfs": "xfsprogs",
+    "xfs_repair": "xfsprogs",
     "mkfs.btrfs": "btrfs-progs",
     "losetup": "mount",
     "mount": "mount",

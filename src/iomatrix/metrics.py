@@ -63,8 +63,8 @@ def _durability() -> list[MetricInfo]:
             _m(f"{s}.acked_lost", "records", False, f"acknowledged (flushed) records missing or torn {what}"),
             _m(f"{s}.unacked_lost", "records", False, f"written but unacknowledged records gone {what} (allowed)"),
             _m(f"{s}.unacked_kept", "records", True, f"unacknowledged records that survived {what}"),
-            _m(f"{s}.fs_clean", "0/1", True, f"1 when the guest ext4 checked clean (e2fsck -fn after journal "
-                                            f"replay) {what}"),
+            _m(f"{s}.fs_clean", "0/1", True, f"1 when the guest filesystem checked clean (after journal replay: "
+                                            f"e2fsck -fn for ext4, xfs_repair -n for xfs) {what}"),
             _m(f"{s}.image_readable", "0/1", True, f"1 when the image could still be read {what}"),
         ]
     out += [

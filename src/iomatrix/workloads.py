@@ -118,6 +118,10 @@ PRESETS: dict[str, Workload] = {
                  "random point, and a count of acknowledged records lost", kind="durability",
                  rw="write", primary_metric="power_loss.acked_lost", higher_is_better=False,
                  tier_only="durability"),
+        Workload("durability-xfs", "the durability trial with the file streams on the guest's xfs (fsync) instead "
+                 "of ext4; the host replays the XFS log on a copy and checks it with xfs_repair -n",
+                 kind="durability", rw="write", primary_metric="power_loss.acked_lost", higher_is_better=False,
+                 tier_only="durability"),
     ]
 }
 

@@ -24,6 +24,8 @@ QEMU_CRASH = "qemu_crash"
 # Metric prefix → the situation's name in reports (recommend.SITUATIONS spells the same situations).
 SITUATION_NAMES = {POWER_LOSS: "host crash or power loss", QEMU_CRASH: "QEMU crash"}
 SHORT_NAMES = {POWER_LOSS: "power loss", QEMU_CRASH: "QEMU crash"}
+# The durability workloads and the guest filesystem each puts its file streams on.
+WORKLOAD_FS = {"durability": "ext4", "durability-xfs": "xfs"}
 
 
 def documented_keeps_acked(situation: str, cache: str, modifier: str = Modifier.NONE) -> bool:
@@ -97,14 +99,16 @@ def situation_verdict(situation: str, acked_lost: Sequence[float], cache: str,
 class FsVerdict:
     trials: int
     unclean: int
+    fs: str = ""  # the guest filesystem (ext4, xfs), when known
 
     @property
     def text(self) -> str:
+        name = f"guest filesystem ({self.fs})" if self.fs else "guest filesystem"
         if self.trials == 0:
-            return "guest filesystem: no completed trial"
+            return f"{name}: no completed trial"
         if self.unclean:
-            return f"guest filesystem: NOT clean after {self.unclean}/{self.trials} cuts (after journal replay)"
-        return f"guest filesystem: clean after {self.trials}/{self.trials} cuts (after journal replay)"
+            return f"{name}: NOT clean after {self.unclean}/{self.trials} cuts (after journal replay)"
+        return f"{name}: clean after {self.trials}/{self.trials} cuts (after journal replay)"
 
 
 @dataclass(frozen=True)
@@ -112,7 +116,12 @@ class ConfigVerdict:
     """Every verdict of one configuration."""
 
     situations: dict[str, SituationVerdict]
-    fs: FsVerdict
+    fs: FsVerdict  # over every trial (one guest filesystem, or several pooled)
+    per_fs: tuple[FsVerdict, ...] = ()  # one per guest filesystem, when the trials used several
+
+    def fs_texts(self) -> list[str]:
+        """The filesystem verdict: one line per guest filesystem (a clean ext4 never hides an unclean xfs)."""
+        return [f.text for f in self.per_fs] if len(self.per_fs) > 1 else [self.fs.text]
 
     def lines(self) -> list[str]:
         out = []
@@ -120,15 +129,21 @@ class ConfigVerdict:
             out.append(v.text)
             if v.disagreement:
                 out.append("  " + v.disagreement)
-        out.append(self.fs.text)
+        out += self.fs_texts()
         return out
 
 
-def config_verdict(samples: Mapping[str, Sequence[float]], cache: str,
-                   modifier: str = Modifier.NONE) -> ConfigVerdict:
+def _fs_verdict(clean: Sequence[float], fs: str = "") -> FsVerdict:
+    return FsVerdict(len(clean), sum(1 for v in clean if v < 1), fs)
+
+
+def config_verdict(samples: Mapping[str, Sequence[float]], cache: str, modifier: str = Modifier.NONE,
+                   fs_clean: Mapping[str, Sequence[float]] | None = None) -> ConfigVerdict:
     """The verdicts of one configuration from its trials' metrics (`samples[metric]` = one value per ok
-    trial): ``power_loss.acked_lost``, ``qemu_crash.acked_lost`` and ``fs.clean``."""
+    trial): ``power_loss.acked_lost``, ``qemu_crash.acked_lost`` and ``fs.clean``. `fs_clean`: the same
+    ``fs.clean`` values per guest filesystem, when known (then each filesystem gets its own verdict)."""
     situations = {s: situation_verdict(s, samples.get(f"{s}.acked_lost", []), cache, modifier)
                   for s in (POWER_LOSS, QEMU_CRASH)}
-    clean = [v for v in samples.get("fs.clean", [])]
-    return ConfigVerdict(situations, FsVerdict(len(clean), sum(1 for v in clean if v < 1)))
+    per_fs = tuple(_fs_verdict(v, fs) for fs, v in sorted((fs_clean or {}).items()) if v)
+    name = per_fs[0].fs if len(per_fs) == 1 else ""
+    return ConfigVerdict(situations, _fs_verdict(list(samples.get("fs.clean", [])), name), per_fs)

@@ -13,7 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from iomatrix.domain import Modifier
-from iomatrix.durability.verdict import POWER_LOSS, QEMU_CRASH, SITUATION_NAMES, ConfigVerdict, config_verdict
+from iomatrix.durability.verdict import (
+    POWER_LOSS,
+    QEMU_CRASH,
+    SITUATION_NAMES,
+    WORKLOAD_FS,
+    ConfigVerdict,
+    config_verdict,
+)
 from iomatrix.report.query import cell_workloads
 from iomatrix.store import Store
 
@@ -31,13 +38,17 @@ class MeasuredConfig:
     samples: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     sweeps: set[int] = field(default_factory=set)
     failed: int = 0
+    fs_clean: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # per guest filesystem
 
     def verdict(self) -> ConfigVerdict:
-        return config_verdict(self.samples, self.axes["cache"], self.axes.get("modifier", Modifier.NONE))
+        return config_verdict(self.samples, self.axes["cache"], self.axes.get("modifier", Modifier.NONE),
+                              self.fs_clean)
 
     def label(self) -> str:
-        return " ".join(f"{a}={self.axes[a]}" for a in (*MUST_MATCH, *SHOULD_MATCH)
+        text = " ".join(f"{a}={self.axes[a]}" for a in (*MUST_MATCH, *SHOULD_MATCH)
                         if not (a == "modifier" and self.axes[a] == Modifier.NONE))
+        filesystems = sorted(fs for fs, v in self.fs_clean.items() if v)
+        return f"{text} fs={','.join(filesystems)}" if filesystems else text
 
 
 def _key(axes: Mapping[str, str]) -> tuple[str, ...]:
@@ -48,31 +59,38 @@ def _key(axes: Mapping[str, str]) -> tuple[str, ...]:
 class MeasuredIndex:
     """Every durability configuration measured in a database."""
 
-    configs: dict[tuple[str, ...], MeasuredConfig] = field(default_factory=dict)
+    configs: dict[tuple[str, ...], MeasuredConfig] = field(default_factory=dict)  # key: axes + guest filesystem
 
     @classmethod
-    def from_store(cls, store: Store, sweep_ids: list[int] | None = None) -> MeasuredIndex:
+    def from_store(cls, store: Store, sweep_ids: list[int] | None = None,
+                   workload: str | None = None) -> MeasuredIndex:
+        """`workload`: only that durability workload's trials (one guest filesystem), else all of them."""
         index = cls()
         for sid in sweep_ids if sweep_ids is not None else store.sweep_ids():
             for cw in cell_workloads(store, sid):
-                if cw.axes.get("tier") != TIER:
+                if cw.axes.get("tier") != TIER or (workload is not None and cw.workload != workload):
                     continue
-                mc = index.configs.setdefault(_key(cw.axes), MeasuredConfig(dict(cw.axes)))
+                fs = WORKLOAD_FS.get(cw.workload, "ext4")
+                mc = index.configs.setdefault((*_key(cw.axes), fs), MeasuredConfig(dict(cw.axes)))
                 mc.sweeps.add(sid)
                 mc.failed += cw.failed
                 for m in EVIDENCE:
                     mc.samples[m].extend(cw.samples.get(m, []))
+                mc.fs_clean[fs].extend(cw.samples.get("fs.clean", []))
         return index
 
     def for_axes(self, axes: Mapping[str, str]) -> tuple[MeasuredConfig | None, list[str]]:
         """The measured configuration for a cell's axes, and the axes in which it differs from the cell.
 
-        An exact match wins; otherwise the trials of every configuration with the same format, cache mode
-        and modifier are pooled (any loss in any of them counts)."""
-        exact = self.configs.get(_key(axes))
-        if exact is not None:
-            return exact, []
-        same = [mc for mc in self.configs.values() if all(mc.axes.get(a) == axes.get(a) for a in MUST_MATCH)]
+        An exact match wins (its trials on every guest filesystem pooled, each filesystem keeping its own
+        verdict); otherwise the trials of every configuration with the same format, cache mode and modifier are
+        pooled (any loss in any of them counts)."""
+        key = _key(axes)
+        exact = [mc for k, mc in self.configs.items() if k[:len(key)] == key]
+        if len(exact) == 1:
+            return exact[0], []
+        same = exact or [mc for mc in self.configs.values()
+                         if all(mc.axes.get(a) == axes.get(a) for a in MUST_MATCH)]
         if not same:
             return None, []
         pooled = MeasuredConfig({**same[0].axes})
@@ -82,6 +100,8 @@ class MeasuredIndex:
             pooled.failed += mc.failed
             for m, vals in mc.samples.items():
                 pooled.samples[m].extend(vals)
+            for fs, vals in mc.fs_clean.items():
+                pooled.fs_clean[fs].extend(vals)
             differs |= {a for a in SHOULD_MATCH if mc.axes.get(a) != axes.get(a)}
         return pooled, sorted(differs)
 
@@ -104,16 +124,17 @@ def measured_statements(index: MeasuredIndex | None, axes: Mapping[str, str]) ->
             continue
         text = sv.text
         if situation == POWER_LOSS:
-            text += f"; {v.fs.text}"
+            text += "; " + "; ".join(v.fs_texts())
         if sv.disagreement:
             text += f" — {sv.disagreement}"
         out[SITUATION_NAMES[situation]] = f"{text} ({where})"
     return out
 
 
-def sweep_verdict_lines(store: Store, sweep_id: int) -> list[str]:
-    """One block per durability configuration of a sweep: its verdicts, disagreements first-class."""
-    index = MeasuredIndex.from_store(store, [sweep_id])
+def sweep_verdict_lines(store: Store, sweep_id: int, workload: str | None = None) -> list[str]:
+    """One block per durability configuration (and guest filesystem) of a sweep: its verdicts, disagreements
+    first-class. `workload`: only that durability workload's blocks."""
+    index = MeasuredIndex.from_store(store, [sweep_id], workload)
     lines: list[str] = []
     for mc in sorted(index.configs.values(), key=lambda m: m.label()):
         v = mc.verdict()

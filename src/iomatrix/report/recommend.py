@@ -332,7 +332,7 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     for w in names:
         if w in _DURABILITY_WORKLOADS:
             # Trials are not ranked by how many records they lost: the verdicts per configuration are the answer.
-            lines = sweep_verdict_lines(store, sweep_id)
+            lines = sweep_verdict_lines(store, sweep_id, w)
             verdicts.append(Verdict(w, primary_metric(w)[0], False, "durability", None,
                                     missing="measured durability verdicts, not a speed ranking: " + "; ".join(
                                         x.strip() for x in lines)))

@@ -9,16 +9,19 @@ One run is one trial of a configuration (format, preallocation, cache mode, aio,
    the format driver, ``cache.direct``/``cache.no-flush`` and the device's ``write-cache`` are the cell's
    (``qemu_block.blockdev_spec_over_nbd``). The **crash disk** is the image file opened exactly as the guest
    tier opens it (``qemu_block.blockdev_spec``: file protocol, the cell's aio and O_DIRECT).
-2. A guest (kind script ``kind-durability.sh``) makes ext4 on both disks and runs ``iomx-durwriter``: 4 KiB
+2. A guest (kind script ``kind-durability.sh``) makes a filesystem on both disks (ext4 for the workload
+   ``durability``, xfs for ``durability-xfs``: :data:`LAYOUTS`) and runs ``iomx-durwriter``: 4 KiB
    checksummed records in groups, to a raw region of each disk (O_DIRECT + fdatasync) and to a file on each
-   ext4 (fsync), acknowledging each flushed group on the result port (``@@IOMX:DUR:ACK:<g>@@``).
+   filesystem (fsync), acknowledging each flushed group on the result port (``@@IOMX:DUR:ACK:<g>@@``).
 3. After a seeded number of acknowledged groups plus a seeded delay, the cut: SIGKILL nbdkit (its cache is
    lost: a **power loss** for the first disk), reaped, then SIGKILL QEMU (a **QEMU crash** for the second
    disk: what QEMU handed to the host kernel stays in the page cache, as when QEMU dies on a running host).
 4. The surviving images are checked on the host (:mod:`iomatrix.durability.records`): every acknowledged
-   record intact? how many unacknowledged records were lost? For the file streams the ext4 journal is
-   replayed on a copy (as a reboot would), ``e2fsck -fn`` must find it clean, and the file is read with
-   ``debugfs``. qcow2/qed images are converted to raw first; an image that cannot be read lost everything.
+   record intact? how many unacknowledged records were lost? For the file streams the journal is replayed on
+   a raw copy (as a reboot would) and the filesystem checked: ext4 with ``e2fsck`` (journal replay, ``-fn``)
+   and ``debugfs``; xfs by mounting the copy on a loop device (only the kernel replays an XFS log), reading
+   the file, unmounting, then ``xfs_repair -n``. The evidence itself is never modified. qcow2/qed images are
+   converted to raw first; an image that cannot be read lost everything.
 
 Host modifier eatmydata wraps QEMU (real, for the crash disk). On the power-loss disk, two configurations need
 a model rather than the real thing: QEMU's NBD client sends its flush as a "flush to the OS", which QEMU
@@ -45,8 +48,10 @@ from typing import Any
 
 from iomatrix import children
 from iomatrix import workloads as wl
+from iomatrix.backing import leftovers
 from iomatrix.backing.leftovers import forget, register_temp_path
 from iomatrix.domain import CACHE, Aio, Bus, CacheMode, Modifier
+from iomatrix.durability.fscheck import read_xfs_repair
 from iomatrix.durability.records import RECORD_BYTES, StreamCheck, check_stream
 from iomatrix.durability.verdict import POWER_LOSS, QEMU_CRASH
 from iomatrix.errors import UserError
@@ -74,9 +79,6 @@ from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_
 
 WRITER = "usr/bin/iomx-durwriter"
 CRASH_SERIAL = "iomx-crash"
-IMAGE_BYTES = 64 << 20
-FS_MB = 32  # the guest's ext4 occupies the first FS_MB MiB of each disk
-RAW_OFFSET = 48 << 20  # the raw record region, past the filesystem
 RAW_SLOTS = 1024  # 4 MiB of records per stream: more than any cut reaches
 NBD_MARGIN = 16 << 20  # room in the fixed-size NBD export for qcow2/qed metadata the guest's writes allocate
 GROUP = 4  # records per stream between two flushes (so unflushed writes exist at the cut)
@@ -84,6 +86,36 @@ CUT_AFTER_GROUPS = (2, 20)  # the cut comes after this many acknowledged groups 
 CUT_DELAY_S = (0.0, 0.040)  # ... plus this much (seeded): the cut lands anywhere in a group
 NBDKIT_START_S = 20.0
 STREAMS = {POWER_LOSS: (1, 2), QEMU_CRASH: (3, 4)}  # (raw stream id, file stream id), as in kind-durability.sh
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where things are on one trial disk: the guest filesystem in the first `fs_mb` MiB, the raw record
+    region at `raw_offset`, the image `image_bytes` long (sparse: only what is written takes room)."""
+
+    fs: str
+    fs_mb: int
+    raw_offset: int
+    image_bytes: int
+
+
+# The workload picks the guest filesystem of the file streams. xfs gets xfsprogs' smallest supported
+# filesystem (300 MiB: mkfs.xfs refuses less, and gives it its minimum 64 MiB log).
+LAYOUTS = {
+    "durability": Layout("ext4", 32, 48 << 20, 64 << 20),
+    "durability-xfs": Layout("xfs", 304, 320 << 20, 336 << 20),
+}
+
+
+def layout_for(workload: str) -> Layout:
+    """The disk layout (and guest filesystem) of a durability workload; a one-line error for any other."""
+    try:
+        return LAYOUTS[workload]
+    except KeyError:
+        raise UserError(f"'{workload}' is not a durability workload",
+                        hint=f"use one of: {', '.join(LAYOUTS)}") from None
+
+
 _DUR = re.compile(r"@@IOMX:DUR:(W|ACK|END|ERROR):([^@]*)@@")
 
 
@@ -153,12 +185,20 @@ def _tail(text: str, lines: int = 8) -> str:
     return last_lines(text.strip(), lines)
 
 
+class HostCheckError(Exception):
+    """The host could not examine a surviving image (a host tool failed): the trial fails, it is no verdict."""
+
+
 def inspect_image(image: Path, fmt: str, scratch: Path, nonce: int, streams: tuple[int, int], acked: int,
-                  written: int) -> DiskCheck:
-    """Check one surviving image (see the module docstring, step 4). `scratch` receives a raw copy."""
+                  written: int, layout: Layout = LAYOUTS["durability"], workdir: Path | None = None) -> DiskCheck:
+    """Check one surviving image (see the module docstring, step 4) without modifying it: everything happens on
+    a raw copy in `scratch`. `workdir` holds the leftovers ledger that records the copy (and, for xfs, the loop
+    device and the mount) before each is made, so a killed run leaves nothing `iomatrix clean` cannot undo."""
     scratch.mkdir(parents=True, exist_ok=True)
+    ledger = workdir if workdir is not None else scratch
     copy = scratch / f"{image.stem}.raw"
     notes: list[str] = []
+    copy_id = leftovers.record(ledger, "path", Path(os.path.abspath(copy)))
     try:
         if fmt == "raw":
             res = _run(["cp", "--sparse=always", str(image), str(copy)])
@@ -167,26 +207,102 @@ def inspect_image(image: Path, fmt: str, scratch: Path, nonce: int, streams: tup
         if res.returncode != 0:
             return DiskCheck(False, False, None, None, [f"image unreadable: {_tail(res.stderr, 2)}"])
         with open(copy, "rb") as f:
-            f.seek(RAW_OFFSET)
+            f.seek(layout.raw_offset)
             region = f.read(RAW_SLOTS * RECORD_BYTES)
         raw = check_stream(region, nonce, streams[0], acked, written, RAW_SLOTS)
-        # The journal is replayed as the guest's next mount would; only then is "clean" a fair question.
-        replay = _run([require("e2fsck"), "-p", "-E", "journal_only", str(copy)])
-        if replay.returncode >= 4:
-            notes.append(f"journal replay: rc {replay.returncode}: {_tail(replay.stdout + replay.stderr, 3)}")
-        dumped = scratch / f"{image.stem}.records"
-        dump = _run([require("debugfs"), "-R", f"dump /records {dumped}", str(copy)])
-        data = dumped.read_bytes() if dumped.is_file() else b""
-        if not data:
-            notes.append(f"no /records file: {_tail(dump.stderr, 2)}")
+        if layout.fs == "xfs":
+            data, fs_clean = _read_xfs(copy, scratch / f"{image.stem}.mnt", ledger, notes)
+        else:
+            data, fs_clean = _read_ext4(copy, scratch / f"{image.stem}.records", notes)
         file = check_stream(data, nonce, streams[1], acked, written, RAW_SLOTS)
-        fsck = _run([require("e2fsck"), "-fn", str(copy)])
-        if fsck.returncode != 0:
-            notes.append(f"e2fsck -fn: rc {fsck.returncode}: {_tail(fsck.stdout + fsck.stderr, 6)}")
-        return DiskCheck(True, fsck.returncode == 0, raw, file, notes)
+        return DiskCheck(True, fs_clean, raw, file, notes)
     finally:
         for p in scratch.glob(f"{image.stem}.*"):
-            p.unlink(missing_ok=True)
+            if p.is_dir() and not p.is_symlink():
+                with contextlib.suppress(OSError):
+                    p.rmdir()  # a mountpoint: undo_mount removed it unless something went wrong
+            else:
+                p.unlink(missing_ok=True)
+        if not copy.exists():
+            leftovers.release(ledger, copy_id)
+
+
+def check_host_reads_xfs() -> None:
+    """The host replays a guest xfs's log by mounting a copy on a loop device: that needs root, the tools and
+    the kernel's xfs. Checked up front, so a host that cannot is a one-line error, never an "unclean" verdict."""
+    for tool in ("xfs_repair", "losetup", "mount"):
+        require(tool)
+    if os.geteuid() != 0:
+        raise UserError("the durability workload durability-xfs checks the guest's xfs by mounting a copy of the "
+                        "image on a loop device, which needs root",
+                        hint="run as root, or drop durability-xfs from the plan's workloads")
+    if "xfs" not in Path("/proc/filesystems").read_text().split():
+        if shutil.which("modprobe"):
+            _run(["modprobe", "xfs"])
+        if "xfs" not in Path("/proc/filesystems").read_text().split():
+            raise UserError("the host kernel cannot mount xfs (no xfs in /proc/filesystems, modprobe xfs failed): "
+                            "the durability workload durability-xfs needs it to replay the guest's XFS log",
+                            hint="load the xfs module (modprobe xfs), or drop durability-xfs from the plan")
+
+
+def _read_ext4(copy: Path, dumped: Path, notes: list[str]) -> tuple[bytes, bool]:
+    """The records file of an ext4 copy and whether it checks clean: the journal is replayed as the guest's
+    next mount would (only then is "clean" a fair question), e2fsck -fn, the file read with debugfs."""
+    replay = _run([require("e2fsck"), "-p", "-E", "journal_only", str(copy)])
+    if replay.returncode >= 4:
+        notes.append(f"journal replay: rc {replay.returncode}: {_tail(replay.stdout + replay.stderr, 3)}")
+    dump = _run([require("debugfs"), "-R", f"dump /records {dumped}", str(copy)])
+    data = dumped.read_bytes() if dumped.is_file() else b""
+    if not data:
+        notes.append(f"no /records file: {_tail(dump.stderr, 2)}")
+    fsck = _run([require("e2fsck"), "-fn", str(copy)])
+    if fsck.returncode != 0:
+        notes.append(f"e2fsck -fn: rc {fsck.returncode}: {_tail(fsck.stdout + fsck.stderr, 6)}")
+    return data, fsck.returncode == 0
+
+
+def _read_xfs(copy: Path, mnt: Path, ledger: Path, notes: list[str]) -> tuple[bytes, bool]:
+    """The records file of an xfs copy and whether it checks clean.
+
+    xfs_repair -n cannot judge a filesystem with a dirty log, and only the kernel replays an XFS log: the copy
+    is attached to a loop device and mounted (the replay, as the guest's next mount would do it), the records
+    file read, the filesystem unmounted, and then ``xfs_repair -n`` checks it. A filesystem the kernel refuses
+    to mount is not clean (xfs_repair -n then reports the log it could not replay)."""
+    st = os.stat(copy)
+    loop_id = leftovers.record(ledger, "loop", copy, inode=[st.st_dev, st.st_ino])  # found by backing file
+    try:
+        att = _run(["losetup", "--find", "--show", str(copy)])
+        if att.returncode != 0:
+            raise HostCheckError(f"losetup could not attach the image copy: {_tail(att.stderr, 2)}")
+        dev = att.stdout.strip()
+        leftovers.update(ledger, loop_id, device=dev)
+        data = b""
+        mount_id = leftovers.record(ledger, "mount", mnt, source=dev)
+        try:
+            mnt.mkdir()
+            # nouuid: the power-loss and crash copies may be checked while another helper's XFS is mounted.
+            mounted = _run(["mount", "-t", "xfs", "-o", "nouuid", dev, str(mnt)])
+            if mounted.returncode == 0:
+                records = mnt / "records"
+                if records.is_file():
+                    data = records.read_bytes()
+                else:
+                    notes.append("no /records file")
+            elif "unknown filesystem type" in mounted.stderr:  # the host's fault, not the filesystem's
+                raise HostCheckError(f"the host cannot mount xfs: {_tail(mounted.stderr, 1)}")
+            else:
+                notes.append(f"mount (log replay) failed: {_tail(mounted.stderr, 2)}")
+        finally:
+            leftovers.undo_mount(str(mnt), dev)
+            leftovers.release(ledger, mount_id)
+        repair = _run([require("xfs_repair"), "-n", dev], timeout=300)
+        check = read_xfs_repair(repair.returncode, repair.stdout + repair.stderr)
+        if not check.clean:
+            notes.append(f"xfs_repair -n: rc {repair.returncode}: {check.summary()}")
+        return data, check.clean
+    finally:
+        leftovers.undo_loop(str(copy))
+        leftovers.release(ledger, loop_id)
 
 
 def _short_socket_path(trial_dir: Path) -> tuple[Path, Path | None]:
@@ -238,7 +354,7 @@ class DurabilityTier(Tier):
     axes = ("tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier")
     overhead_s = 5.8  # a whole trial: boot, mkfs, writing until the cut, verification (docs/benchmarks.md)
     order = 40
-    uses_images = False  # its images are its own small ones (IMAGE_BYTES), not the plan's image_size
+    uses_images = False  # its images are its own small ones (LAYOUTS), not the plan's image_size
     fixed_trials = True  # `cuts` trials per configuration
 
     @classmethod
@@ -265,6 +381,8 @@ class DurabilityTier(Tier):
         self.nbdkit = require("nbdkit")
         for tool in ("qemu-img", "e2fsck", "debugfs"):
             require(tool)
+        if any(LAYOUTS[n].fs == "xfs" for n in self.plan.workloads if n in LAYOUTS):
+            check_host_reads_xfs()
         self.artifacts: GuestArtifacts = ensure_artifacts(kernel=self.opts.kernel, log=log)
         if not has_guest_tool(self.artifacts, WRITER):
             raise UserError("the guest initramfs has no iomx-durwriter (the durability tier's writer)",
@@ -278,7 +396,8 @@ class DurabilityTier(Tier):
     def describe(self) -> str:
         return (f"durability tier: accelerator {self.choice.accel} ({self.choice.reason}); "
                 f"{version_of([self.nbdkit, '--version']) or 'nbdkit'} cache filter as the volatile cache; "
-                f"kernel {self.artifacts.kernel_version}; guest filesystem ext4")
+                f"kernel {self.artifacts.kernel_version}; guest filesystem per workload (durability: ext4, "
+                f"durability-xfs: xfs)")
 
     def close(self) -> None:
         kill_all_guests()
@@ -286,8 +405,9 @@ class DurabilityTier(Tier):
     # -- one trial ------------------------------------------------------------
     def run(self, req: RunRequest) -> RunOutcome:
         cell = req.cell
-        k = self._trials.get(cell.key, 0) + 1
-        self._trials[cell.key] = k
+        layout = layout_for(req.workload.name)
+        k = self._trials.get(f"{cell.key}|{req.workload.name}", 0) + 1
+        self._trials[f"{cell.key}|{req.workload.name}"] = k
         seed = trial_seed(self._fingerprint, cell.key, k)
         rng = random.Random(seed)
         nonce = rng.getrandbits(62)
@@ -296,16 +416,16 @@ class DurabilityTier(Tier):
         trial_dir = req.run_dir / f"trial-{k}"
         shutil.rmtree(trial_dir, ignore_errors=True)
         trial_dir.mkdir(parents=True)
-        meta: dict[str, Any] = {"trial": k, "seed": seed, "nonce": nonce, "group_records": GROUP,
+        meta: dict[str, Any] = {"trial": k, "seed": seed, "guest_fs": layout.fs, "nonce": nonce, "group_records": GROUP,
                                 "cut_after_groups": cut_after, "cut_delay_ms": round(delay * 1000, 1)}
         images: list[Path] = []
         tmp_sock_dir: Path | None = None
         with children.SigtermGuard():
             try:
-                power, _ = fresh_image(req, self.workdir, IMAGE_BYTES, "iomatrix-dur-power")
+                power, _ = fresh_image(req, self.workdir, layout.image_bytes, "iomatrix-dur-power")
                 if power is not None:
                     images.append(power)
-                crash, _ = fresh_image(req, self.workdir, IMAGE_BYTES, "iomatrix-dur-crash")
+                crash, _ = fresh_image(req, self.workdir, layout.image_bytes, "iomatrix-dur-crash")
                 if crash is not None:
                     images.append(crash)
                 if power is None or crash is None:
@@ -313,11 +433,11 @@ class DurabilityTier(Tier):
                 if cell.format != "raw":
                     # The NBD export has a fixed size: leave room for the metadata the guest's writes allocate.
                     with open(power, "r+b") as f:
-                        f.truncate(max(os.path.getsize(power), IMAGE_BYTES + NBD_MARGIN))
+                        f.truncate(max(os.path.getsize(power), layout.image_bytes + NBD_MARGIN))
                 sock, tmp_sock_dir = _short_socket_path(trial_dir)
                 if tmp_sock_dir is not None:
                     register_temp_path(self.workdir, tmp_sock_dir)
-                outcome = self._trial(req, power, crash, sock, trial_dir, nonce, cut_after, delay, meta)
+                outcome = self._trial(req, layout, power, crash, sock, trial_dir, nonce, cut_after, delay, meta)
             finally:
                 for img in images:
                     remove_image(img)
@@ -348,8 +468,8 @@ class DurabilityTier(Tier):
                                  "install nbdkit)")
         return proc
 
-    def _trial(self, req: RunRequest, power: Path, crash: Path, sock: Path, trial_dir: Path, nonce: int,
-               cut_after: int, delay: float, meta: dict[str, Any]) -> RunOutcome:
+    def _trial(self, req: RunRequest, layout: Layout, power: Path, crash: Path, sock: Path, trial_dir: Path,
+               nonce: int, cut_after: int, delay: float, meta: dict[str, Any]) -> RunOutcome:
         cell = req.cell
         t0 = time.monotonic()
         drop = drops_flushes_below_qemu(cell.cache, cell.modifier)
@@ -358,10 +478,10 @@ class DurabilityTier(Tier):
         spec = {"format": cell.format, "cache": CacheMode(cell.cache), "aio": Aio(cell.aio), "bus": Bus(cell.bus)}
         power_disk, crash_disk = DiskSpec(target=str(power), **spec), DiskSpec(target=str(crash), **spec)
         watch = _Watch(cut_after)
-        job = GuestJob(kind="durability", modules=(*BUS_MODULES[cell.bus], *FS_MODULES["ext4"]), env={
+        job = GuestJob(kind="durability", modules=(*BUS_MODULES[cell.bus], *FS_MODULES[layout.fs]), env={
             "IOMX_DISK_SERIAL": DISK_SERIAL, "IOMX_DUR_CRASH_SERIAL": CRASH_SERIAL, "IOMX_DUR_NONCE": str(nonce),
-            "IOMX_DUR_GROUP": str(GROUP), "IOMX_DUR_MAX": str(RAW_SLOTS), "IOMX_DUR_FS_MB": str(FS_MB),
-            "IOMX_DUR_RAW_OFFSET": str(RAW_OFFSET)})
+            "IOMX_DUR_GROUP": str(GROUP), "IOMX_DUR_MAX": str(RAW_SLOTS), "IOMX_DUR_FS": layout.fs,
+            "IOMX_DUR_FS_MB": str(layout.fs_mb), "IOMX_DUR_RAW_OFFSET": str(layout.raw_offset)})
         try:
             handle = start_guest(self.artifacts, self.choice.accel, None, job, trial_dir,
                                  wrapper=req.wrapper or None, memory_mb=self.plan.guest_memory_mb,
@@ -370,14 +490,15 @@ class DurabilityTier(Tier):
             children.kill(nbd)
             raise
         try:
-            return self._cut_and_check(req, handle, nbd, watch, power, crash, trial_dir, nonce, delay, meta, t0)
+            return self._cut_and_check(req, layout, handle, nbd, watch, power, crash, trial_dir, nonce, delay,
+                                       meta, t0)
         finally:  # nothing of this trial outlives it, whatever happened (Ctrl-C, SIGTERM, an error)
             children.kill(nbd)
             handle.kill()
 
-    def _cut_and_check(self, req: RunRequest, handle: GuestHandle, nbd: subprocess.Popen, watch: _Watch,
-                       power: Path, crash: Path, trial_dir: Path, nonce: int, delay: float, meta: dict[str, Any],
-                       t0: float) -> RunOutcome:
+    def _cut_and_check(self, req: RunRequest, layout: Layout, handle: GuestHandle, nbd: subprocess.Popen,
+                       watch: _Watch, power: Path, crash: Path, trial_dir: Path, nonce: int, delay: float,
+                       meta: dict[str, Any], t0: float) -> RunOutcome:
         cell = req.cell
         meta["qemu_argv"] = handle.argv
         if req.on_process is not None:
@@ -424,8 +545,14 @@ class DurabilityTier(Tier):
                        "written_groups": watch.written + 1, "writer_finished": watch.ended,
                        "trigger_to_cut_ms": round((t_cut - (watch.t_trigger or t_cut)) * 1000, 1)}
         t_verify = time.monotonic()
-        checks = {POWER_LOSS: inspect_image(power, cell.format, trial_dir, nonce, STREAMS[POWER_LOSS], acked, written),
-                  QEMU_CRASH: inspect_image(crash, cell.format, trial_dir, nonce, STREAMS[QEMU_CRASH], acked, written)}
+        try:
+            checks = {situation: inspect_image(image, cell.format, trial_dir, nonce, STREAMS[situation], acked,
+                                               written, layout, self.workdir)
+                      for situation, image in ((POWER_LOSS, power), (QEMU_CRASH, crash))}
+        except HostCheckError as err:  # the host failed, not the configuration: no verdict from this trial
+            phases["wall_s"] = round(time.monotonic() - t0, 3)
+            return RunOutcome(ok=False, phases=phases, console_tail=tail, meta=meta, job_text="durability trial",
+                              error=f"checking the surviving images failed: {err}")
         phases["verify_s"] = round(time.monotonic() - t_verify, 3)
         phases["wall_s"] = round(time.monotonic() - t0, 3)
         metrics: dict[str, float] = {}
