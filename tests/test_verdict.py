@@ -219,19 +219,22 @@ def test_compare_fail_above_gates_on_a_significant_regression(sweep_db: Path, tm
     import shutil
     import sqlite3
 
-    worse = tmp_path / "worse.sqlite"
-    shutil.copyfile(sweep_db, worse)
-    # The same sweep with every sample divided by ten: a 90% regression that 3 noisy runs per cell still settle
-    # after Holm's correction (a mere halving is within what 1 s runs on a loaded 2-core host can hide).
-    con = sqlite3.connect(worse)
-    con.execute("UPDATE samples SET value = value / 10")
-    con.commit()
-    con.close()
+    # The gate's plumbing is under test, not the sweep's noise: Welch on 3 raw runs cannot call any change
+    # significant when one run is several times the others (t ≤ √3 / CV), which a loaded 2-core host does
+    # produce. So both sides get the sweep's cells with a narrow deterministic spread, and `worse` is a 90%
+    # regression of it.
+    base, worse = tmp_path / "base.sqlite", tmp_path / "worse.sqlite"
+    for path, level in ((base, 1000), (worse, 100)):
+        shutil.copyfile(sweep_db, path)
+        con = sqlite3.connect(path)
+        con.execute("UPDATE samples SET value = ? * (1 + (rowid % 3) / 100.0)", (level,))
+        con.commit()
+        con.close()
     same = run_cli("compare", str(sweep_db), str(sweep_db), "--fail-above", "5")
     assert same.returncode == 0, same.stdout + same.stderr
-    gate = run_cli("compare", str(sweep_db), str(worse), "--fail-above", "5", "--format", "markdown")
+    gate = run_cli("compare", str(base), str(worse), "--fail-above", "5", "--format", "markdown")
     assert gate.returncode == 1 and "|" in gate.stdout, gate.stdout + gate.stderr
-    loose = run_cli("compare", str(sweep_db), str(worse), "--fail-above", "95")
+    loose = run_cli("compare", str(base), str(worse), "--fail-above", "95")
     assert loose.returncode == 0, loose.stdout + loose.stderr
 
 
