@@ -135,6 +135,29 @@ def test_interrupt_keeps_completed_runs_and_resume_skips_them(tmp_path: Path, si
     assert [r[0] for r in con.execute("SELECT status FROM sweeps")] == ["finished"]
 
 
+
+def test_an_unfinished_sweep_from_an_older_release_resumes(tmp_path: Path) -> None:
+    """Earlier releases fingerprinted every plan setting, defaults included, so each new plan key stopped their
+    unfinished sweeps from resuming. Such a sweep (its fingerprint rewritten to the old formula) resumes."""
+    from iomatrix.plan.load import load_plan
+
+    (tmp_path / "p.toml").write_text(RESUME)
+    first = run_cli("run", "p.toml", "--db", "r.sqlite", cwd=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    plan, _ = load_plan(str(tmp_path / "p.toml"))
+    legacy = plan.legacy_fingerprints()[0]
+    assert legacy != plan.fingerprint()
+    con = sqlite3.connect(tmp_path / "r.sqlite")
+    con.execute("UPDATE sweeps SET status='interrupted', plan_fingerprint=?", (legacy,))
+    con.commit()
+    con.close()
+    again = run_cli("run", "p.toml", "--db", "r.sqlite", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "resuming: 8 completed runs kept" in again.stdout
+    con = sqlite3.connect(tmp_path / "r.sqlite")
+    assert [r[0] for r in con.execute("SELECT status FROM sweeps")] == ["finished"]
+    assert con.execute("SELECT COUNT(*) FROM runs WHERE status='ok'").fetchone()[0] == 8
+
 LONG_RUN = """
 tier = ["baremetal"]
 cache = ["none"]

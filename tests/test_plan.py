@@ -71,6 +71,9 @@ def test_fingerprint_is_stable_and_sensitive(tmp_path: Path) -> None:
     b, _ = load_plan(write(tmp_path, 'cache = ["none"]\n'))
     c, _ = load_plan(write(tmp_path, 'cache = ["writeback"]\n'))
     assert a.fingerprint() == b.fingerprint() != c.fingerprint()
+    # A setting written out at its default is the same plan (and so is one a later release adds with a default).
+    d, _ = load_plan(write(tmp_path, 'cache = ["none"]\nretry_disturbed = true\n'))
+    assert d.fingerprint() == a.fingerprint()
 
 
 def test_retry_disturbed_is_a_boolean_plan_key(tmp_path: Path) -> None:

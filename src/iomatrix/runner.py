@@ -125,14 +125,18 @@ class SweepRunner:
         self.handles: dict[str, BackingHandle] = {}
         self.devices: dict[str, list[str]] = {}
         self.shape = JobShape(size_bytes=plan.size_bytes, runtime_s=plan.runtime, ramp_s=plan.ramp)
+        self.design_seed = int(plan.fingerprint(), 16)  # the scheduler's round orders; a resumed sweep keeps its own
 
     # -- setup ------------------------------------------------------------
     def _sweep(self) -> tuple[int, bool]:
         host_id = self.store.host_id(host_metadata())
         fp = self.plan.fingerprint()
-        row = self.store.resumable_sweep(fp)
-        if row is not None:
-            return int(row["id"]), True
+        for candidate in (fp, *self.plan.legacy_fingerprints()):
+            row = self.store.resumable_sweep(candidate)
+            if row is not None:
+                self.design_seed = int(row["plan_fingerprint"], 16)  # the resumed sweep keeps its rounds' orders
+                return int(row["id"]), True
+        self.design_seed = int(fp, 16)
         pruned = [{"what": p.what, "reason": p.reason} for p in self.expansion.pruned]
         from iomatrix.metrics import REGISTRY
 
@@ -289,7 +293,7 @@ class SweepRunner:
                 sched = Scheduler(
                     states, min_runs=reps.min, max_runs=reps.max, budget_s=self.plan.time_budget_s,
                     policy=self._policy(),
-                    seed=int(self.plan.fingerprint(), 16), clock=time.monotonic,
+                    seed=self.design_seed, clock=time.monotonic,
                     # Wall clock of this session plus the run time of earlier sessions of a resumed sweep.
                     prior_elapsed_s=self.store.sweep_elapsed(sweep_id))
                 cells_order = {c: i for i, c in enumerate(dict.fromkeys(u.cell for u in self.expansion.units))}

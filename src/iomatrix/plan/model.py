@@ -248,5 +248,13 @@ class Plan(BaseModel):
         return json.dumps(self.model_dump(mode="json"), sort_keys=True)
 
     def fingerprint(self) -> str:
-        """Identifies 'the same plan' for resuming a sweep."""
-        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]
+        """Identifies 'the same plan' for resuming a sweep: the settings that differ from their defaults, so a
+        release that adds a plan key (with a default) still resumes the sweeps an older release left unfinished.
+        (The price: a default that changes between releases applies to the rest of a resumed sweep.)"""
+        explicit = json.dumps(self.model_dump(mode="json", exclude_defaults=True), sort_keys=True)
+        return hashlib.sha256(explicit.encode()).hexdigest()[:16]
+
+    def legacy_fingerprints(self) -> list[str]:
+        """Fingerprints earlier releases gave this plan (every setting, defaults included), so their
+        unfinished sweeps of it resume too."""
+        return [hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]]
