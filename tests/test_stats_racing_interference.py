@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 import iomatrix.stats as stats
 from iomatrix.stats.interference import interference_effect, interference_flags
-from iomatrix.stats.racing import race_step, stop_reason
+from iomatrix.stats.racing import equivalence_margin, race_step, stop_reason
 
 ROUND_NOISE = [1.00, 1.20, 0.90, 1.10, 0.95, 1.05]  # the host's mood per round, shared by every unit
 
@@ -19,7 +21,7 @@ def scripted(means: dict[str, float], rounds: int, jitter: float = 0.01) -> dict
 
 
 def test_clearly_worse_units_are_eliminated_close_ones_kept_baselines_never() -> None:
-    data = scripted({"fast": 1000.0, "close": 980.0, "slow": 600.0, "bm": 300.0}, rounds=4)
+    data = scripted({"fast": 1000.0, "close": 980.0, "slow": 600.0, "bm": 300.0}, rounds=3, jitter=0.05)
     step = race_step(data, higher_is_better=True, threshold=0.05, baselines={"bm"})
     status = {d.unit: d.status for d in step.decisions}
     assert status == {"fast": "keep", "close": "keep", "slow": "eliminated", "bm": "baseline"}
@@ -44,7 +46,9 @@ def test_lower_is_better() -> None:
 def test_stop_reasons() -> None:
     one = race_step(scripted({"fast": 1000.0, "slow": 600.0}, rounds=4), higher_is_better=True)
     assert stop_reason([one], rounds_done=4, max_rounds=10) == "one best left"
-    tied = race_step(scripted({"a": 1000.0, "b": 990.0, "c": 500.0}, rounds=4), higher_is_better=True)
+    # 5% jitter: b is within 5% of a by its point estimate, but its CI is too wide to call it equivalent.
+    tied = race_step(scripted({"a": 1000.0, "b": 990.0, "c": 500.0}, rounds=3, jitter=0.05), higher_is_better=True)
+    assert tied.active == ("a", "b") and tied.equivalent == ()
     assert stop_reason([tied], rounds_done=4, max_rounds=10) is None  # stable needs 2 rounds
     assert stop_reason([tied, tied], rounds_done=5, max_rounds=10) == "stable tied group"
     assert stop_reason([tied], rounds_done=2, max_rounds=10) is None
@@ -52,6 +56,51 @@ def test_stop_reasons() -> None:
     assert stop_reason([tied], rounds_done=6, max_rounds=10, budget_left=False) == "budget"
     with pytest.raises(ValueError):
         stop_reason([], rounds_done=1, max_rounds=2, min_rounds=3)
+
+
+def two_cells(diffs_log: list[float]) -> dict[str, list[tuple[int, float]]]:
+    """Cell a with a round effect, cell b = a · exp(d_j): for two cells the blocked model is the paired t-test
+    on the log differences d_j, so its CI can be computed by hand."""
+    a = [100.0, 120.0, 90.0, 110.0, 95.0][:len(diffs_log)]
+    b = [(j, v * math.exp(d)) for j, (v, d) in enumerate(zip(a, diffs_log, strict=True))]
+    return {"a": list(enumerate(a)), "b": b}
+
+
+def test_equivalence_stop_is_a_tost_on_the_blocked_ratio() -> None:
+    # d = −0.02, −0.01, −0.03: mean −0.02, SD 0.01, SE 0.01/√3; t(0.95, df 2) = 2.919986
+    # 90% CI exp(−0.02 ± 2.919986·0.005774) = 0.96384–0.99684, inside the ±5% margin 0.95–1.0526.
+    data = two_cells([-0.02, -0.01, -0.03])
+    step = race_step(data, higher_is_better=True, threshold=0.05)
+    [b] = [d for d in step.decisions if d.unit == "b"]
+    assert b.status == "equivalent" and step.equivalent == ("b",) and step.active == ("a",)
+    assert "90% CI 0.964–0.997 within ±5% (TOST, α=0.05)" in b.reason
+    assert stop_reason([step], rounds_done=3, max_rounds=8) == "tied group settled"
+    # A 3% margin (0.97–1.031) does not hold the interval: within 3% by the point estimate (2.0%), still racing.
+    step3 = race_step(data, higher_is_better=True, threshold=0.03)
+    assert step3.equivalent == () and step3.active == ("a", "b") and step3.top_group == {"a", "b"}
+    # Lower is better: the margin is 1/(1 + θ)…1 + θ = 0.952–1.05 around b/a (b is now the best).
+    low = race_step(data, higher_is_better=False, threshold=0.05)
+    assert low.best == "b" and low.equivalent == ("a",)
+    assert equivalence_margin(0.05, True) == pytest.approx((0.95, 1 / 0.95))
+    assert equivalence_margin(0.05, False) == pytest.approx((1 / 1.05, 1.05))
+
+
+def test_futility_stop_when_the_rounds_left_cannot_separate_the_leaders() -> None:
+    # d = −0.10, +0.10, −0.30: b is 9.5% behind a (gap > 5%), paired t = 0.10/(0.2/√3) = 0.87: not significant.
+    # Residual SD of the blocked model s = SD(d)/√2 = 0.2/√2; at power 0.5 the rounds needed are
+    # n = ⌈(1.959964 · √2 · s / 0.10)²⌉ = ⌈(1.959964 · 2)²⌉ = ⌈15.37⌉ = 16, i.e. 13 more after 3.
+    data = two_cells([-0.10, 0.10, -0.30])
+    assert race_step(data, higher_is_better=True).contenders == {"b"}  # no limit given: races on
+    assert race_step(data, higher_is_better=True, rounds_left=13).contenders == {"b"}
+    futile = race_step(data, higher_is_better=True, rounds_left=12)
+    assert futile.futile == ("b",) and futile.contenders == frozenset() and futile.active == ("a",)
+    [b] = [d for d in futile.decisions if d.unit == "b"]
+    assert b.reason == ("not separable from a within the budget: 10% behind (Holm p=0.48); about 13 more round(s) "
+                        "needed for even odds of separating them, 12 left")
+    assert stop_reason([futile], rounds_done=3, max_rounds=8) == "not separable within the budget"
+    # An earlier step's futile or equivalent stop still names the end of the race.
+    assert stop_reason([futile, race_step(two_cells([0.5, 0.6, 0.55]), True)], 4, 8) == \
+        "not separable within the budget"
 
 
 def test_interference_flags_and_thresholds() -> None:
