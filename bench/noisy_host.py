@@ -272,6 +272,8 @@ def bench_racing(tmp: Path, plans: list[str]) -> bool:
                                          tmp, f"{name}-fixed")
         race, fixed = ranking(rs, rid), ranking(fs, fid)
         show(race, "racing")
+        for st in rs.unit_stops(rid):
+            print(f"    stop after round {st.round} ({st.ok_runs} runs), {st.kind}: {st.cell_key}: {st.reason}")
         show(fixed, "fixed")
         rt, ft = top_group(race), top_group(fixed)
         same = rt == ft
