@@ -40,6 +40,7 @@ from iomatrix.plan.load import plan_from_dict
 from iomatrix.report.query import run_monitor_samples, run_table
 from iomatrix.report.rank import WorkloadRanking, rank_sweep
 from iomatrix.runner import RunOptions, SweepResult, SweepRunner
+from iomatrix.stats.interference import interference_flags
 from iomatrix.store import Store
 
 DBWRITE: dict[str, Any] = {
@@ -217,6 +218,12 @@ def mean_psi(store: Store, run_ids: list[int]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
+def absolute_flag(store: Store, run_id: int) -> bool:
+    """The run judged by the absolute limits only (no sweep baseline), as before relative flags."""
+    means = {k: f.mean for k, f in summarize_samples(run_monitor_samples(store, run_id)).items()}
+    return interference_flags(means, os.cpu_count() or 1).disturbed
+
+
 def pct(x: float | None) -> str:
     return "–" if x is None else f"{x:.0f}%"
 
@@ -245,12 +252,26 @@ def bench_load(tmp: Path, period: float, plan: str) -> bool:
           f"{pct(mean_psi(ls, [r['id'] for r in on]))}); runs with no load: {len(off)}, flagged {flagged_off} "
           f"({pct(mean_psi(ls, [r['id'] for r in off]))}); quiet sweep: {quiet_flagged} flagged of "
           f"{len(quiet_ids)} ({pct(mean_psi(qs, quiet_ids))})")
+    for what, group in (("under load", on), ("no load", off)):
+        example = next((r for r in group if r["disturbed"]), None)
+        if example is not None:
+            print(f"  e.g. a flagged run {what}: {'; '.join(example['disturbance'])}")
+    # Flags against the sweep's own baseline (the runner's rule) vs the absolute limits alone.
+    absolute_on = sum(1 for r in on if absolute_flag(ls, r["id"]))
+    absolute_off = sum(1 for r in off if absolute_flag(ls, r["id"]))
+    print(f"  absolute limits alone would flag {absolute_on} of {len(on)} runs under load and {absolute_off} of "
+          f"{len(off)} runs with no load")
     tau, cells = tau_on_separated(quiet, loaded)
     print(f"  Kendall tau on the {len(cells)} cells the quiet sweep separates: "
           f"{'–' if tau is None else f'{tau:+.2f}'} ({', '.join(cells)})")
     ptau, npairs = tau_on_resolved_pairs(quiet, loaded)
     print(f"  Kendall tau on the {npairs} pairs the quiet sweep resolves: {'–' if ptau is None else f'{ptau:+.2f}'}")
     flagged_ok = bool(on) and flagged_on >= 0.8 * len(on)
+    # Discriminating: runs with our load off are flagged much less often than runs under it.
+    share_on = flagged_on / len(on) if on else 0.0
+    share_off = flagged_off / len(off) if off else 0.0
+    print(f"  flagged share under load {share_on:.0%} vs with no load {share_off:.0%}: "
+          f"discriminates (gap ≥ 50 points): {share_on - share_off >= 0.5}")
     ok = flagged_ok and tau is not None and tau >= 0.8
     print(f"  loaded runs flagged (≥ 80%): {flagged_ok}; tau ≥ 0.8: {tau is not None and tau >= 0.8} → {verdict(ok)}")
     return ok
