@@ -40,7 +40,7 @@ from iomatrix.plan.load import plan_from_dict
 from iomatrix.report.query import run_monitor_samples, run_table
 from iomatrix.report.rank import WorkloadRanking, rank_sweep
 from iomatrix.runner import RunOptions, SweepResult, SweepRunner
-from iomatrix.stats.interference import interference_flags
+from iomatrix.stats.interference import interference_flags, interference_scores
 from iomatrix.store import Store
 
 DBWRITE: dict[str, Any] = {
@@ -241,6 +241,13 @@ def bench_load(tmp: Path, period: float, plan: str) -> bool:
     runs = [r for r in run_table(ls, lid) if r["status"] == "ok"]
     on = [r for r in runs if load.loaded_share(r["started_at"], r["started_at"] + r["wall_s"]) >= 0.5]
     off = [r for r in runs if load.loaded_share(r["started_at"], r["started_at"] + r["wall_s"]) == 0.0]
+    print("  per run of the loaded sweep (load share, scores, flag):")
+    for r in runs:
+        means = {k: f.mean for k, f in summarize_samples(run_monitor_samples(ls, r["id"])).items()}
+        sc = interference_scores(means, os.cpu_count() or 1)
+        print(f"    run {r['id']:>3} load {load.loaded_share(r['started_at'], r['started_at'] + r['wall_s']):4.0%} "
+              + " ".join(f"{k.split('.')[-1]}={v:6.1f}" for k, v in sorted(sc.items()))
+              + f" {'DISTURBED' if r['disturbed'] else 'clean'}")
     flagged_on = sum(1 for r in on if r["disturbed"])
     flagged_off = sum(1 for r in off if r["disturbed"])
     quiet_flagged = sum(1 for r in run_table(qs, qid) if r["disturbed"])

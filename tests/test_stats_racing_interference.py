@@ -138,17 +138,18 @@ def judge_series(psi: list[float]) -> list[RunInterference]:
 
 
 def test_relative_limit_by_hand() -> None:
-    # sorted 48 49 50 51 52 89 90 91: median 51.5, quieter half 48–51, its median 49.5, MAD 1.0;
-    # σ̂ = 1/0.39909 = 2.5057, μ̂ = 49.5 + 0.67449·2.5057 = 51.190, limit = μ̂ + 3σ̂ = 58.707.
-    lim = baseline_limit("psi.cpu_some_pct", [50, 52, 48, 51, 49, 90, 91, 89], absolute=10.0)
-    assert lim.value == pytest.approx(49.5 + 0.67449 / 0.39909 + 3 / 0.39909, abs=1e-9)
-    assert lim.value == pytest.approx(58.707, abs=1e-3)
-    assert lim.source == "this sweep's undisturbed level 51.2 ± 2.5 over 8 runs + 3 SD"
+    h = [40.0, 50.0, 60.0, 45.0, 55.0, 90.0, 95.0, 92.0, 47.0, 53.0]
+    # median 54 → quieter half 40 45 47 50 53: centre 47, MAD 3, SD 4.448 → clip at 58.12 adds 55;
+    # centre 48.5, MAD 4.0, SD 5.930 → clip at 63.33 adds 60; centre 50, MAD 5, SD 7.413 → clip at 68.53:
+    # unchanged (7 runs). Limit = 50 + 3 · 7.413 = 72.24: the runs at 90–95 stand out, 60 does not.
+    lim = baseline_limit("psi.cpu_some_pct", h, absolute=10.0)
+    assert lim.value == pytest.approx(50 + 3 * 1.4826 * 5, abs=1e-9)
+    assert lim.source == "this sweep's undisturbed level 50 ± 7.4 (7 of 10 earlier runs) + 3 SD"
     # A near-constant background: the spread is at least MIN_SPREAD (2 points of PSI).
     assert baseline_limit("psi.cpu_some_pct", [50.0] * 8, 10.0).value == pytest.approx(56.0)
-    # Fewer than 6 earlier runs: the absolute limit, and the reason says why.
-    few = baseline_limit("psi.cpu_some_pct", [50.0] * 5, 10.0)
-    assert few.value == 10.0 and "5 earlier run(s) < 6" in few.source
+    # Fewer than 8 earlier runs: the absolute limit, and the reason says why.
+    few = baseline_limit("psi.cpu_some_pct", [50.0] * 7, 10.0)
+    assert few.value == 10.0 and "7 earlier run(s) < 8" in few.source
 
 
 def test_on_an_always_shared_host_only_the_runs_above_its_usual_level_are_flagged() -> None:
@@ -156,11 +157,10 @@ def test_on_an_always_shared_host_only_the_runs_above_its_usual_level_are_flagge
     busy = [50.0, 53.0, 47.0, 55.0, 45.0, 51.0, 49.0, 52.0]
     loaded = [90.0, 48.0, 88.0, 54.0, 93.0, 46.0, 86.0, 50.0, 95.0, 52.0, 91.0, 49.0]
     flags = judge_series(busy + loaded)
-    # The first 6 runs know no baseline yet: the absolute 10% flags them all (as before).
-    assert all(f.disturbed for f in flags[:6])
+    # The first 8 runs know no baseline yet: the absolute 10% flags them all (as before).
+    assert all(f.disturbed for f in flags[:8])
     later = flags[len(busy):]
     assert [f.disturbed for f in later] == [v > 80 for v in loaded]
-    assert all(not f.disturbed for f in flags[6:len(busy)])
     reason = later[0].reasons[0]
     assert reason.startswith("CPU pressure: PSI cpu some 90% > ") and "this sweep's undisturbed level" in reason
     # With the absolute rule alone every one of them is flagged: nothing discriminates.
@@ -171,7 +171,8 @@ def test_on_a_quiet_host_the_absolute_limit_stays_the_floor() -> None:
     quiet = [0.4, 0.9, 0.2, 0.6, 0.3, 0.8, 0.5, 0.7]
     flags = judge_series([*quiet, 8.0, 12.0])
     assert [f.disturbed for f in flags] == [False] * 9 + [True]  # 8% is noise, 12% is over the 10% floor
-    assert flags[-1].reasons[0].startswith("CPU pressure: PSI cpu some 12% > 10% (absolute; this sweep's")
+    assert flags[-1].reasons[0] == ("CPU pressure: PSI cpu some 12% > 10% (absolute; this sweep's undisturbed level "
+                                    "0.55 ± 2 (8 of 9 earlier runs))")
 
 
 def test_interference_effect_spearman() -> None:
