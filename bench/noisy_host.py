@@ -10,6 +10,9 @@
                                          #     top group with ≤ 50% of the runs on at least two
     python bench/noisy_host.py repeat    # (d) the same plan (--plan) twice: Kendall tau ≥ 0.8 on the separated
                                          #     cells, and each sweep's choice in the other's top group
+    python bench/noisy_host.py flagsim   # the relative interference limit on simulated PSI series (no sweep):
+                                         #     false flags on a busy host with no disturbance, and detection
+                                         #     in a 50/50 mixture of quiet and disturbed runs
     python bench/noisy_host.py all
 
 "Separated cells": walking the first sweep's ranking from the best, a cell joins when the blocked analysis
@@ -345,9 +348,37 @@ def bench_repeat(tmp: Path, plan: str) -> bool:
     return ok
 
 
+# -- relative flags, simulated ------------------------------------------------------------------------------
+
+def bench_flagsim(reps: int = 300, runs: int = 40, seed: int = 0) -> bool:
+    """Judge simulated PSI series run by run with stats.interference.baseline_limit (as the runner does)."""
+    import numpy as np
+
+    from iomatrix.stats.interference import BASELINE_MIN_RUNS, baseline_limit
+
+    rng = np.random.default_rng(seed)
+
+    def flags(xs: list[float]) -> list[bool]:
+        return [x > baseline_limit("psi.cpu_some_pct", xs[:i], 10.0).value for i, x in enumerate(xs)][
+            BASELINE_MIN_RUNS:]
+
+    false_busy = [float(np.mean(flags(list(rng.normal(50, 8, runs))))) for _ in range(reps)]
+    det, fa = [], []
+    for _ in range(reps):
+        lab = rng.random(runs) < 0.5
+        xs = np.where(lab, rng.normal(88, 6, runs), rng.normal(50, 8, runs))
+        f = np.array(flags(list(xs)))
+        det.append(float(f[lab[BASELINE_MIN_RUNS:]].mean()))
+        fa.append(float(f[~lab[BASELINE_MIN_RUNS:]].mean()))
+    print(f"flagsim ({reps} series of {runs} runs, judged from run {BASELINE_MIN_RUNS + 1}): busy host N(50, 8) "
+          f"with no disturbance: {np.mean(false_busy):.1%} flagged; 50/50 mixture N(50, 8) + N(88, 6): "
+          f"{np.mean(det):.0%} of the disturbed runs flagged, {np.mean(fa):.1%} of the others")
+    return True
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("bench", choices=["dbwrite", "load", "racing", "repeat", "all"])
+    ap.add_argument("bench", choices=["dbwrite", "load", "racing", "repeat", "flagsim", "all"])
     ap.add_argument("--period", type=float, default=6.0, help="background load: seconds on, then seconds off")
     ap.add_argument("--plan", default="seqwrite", choices=list(PLANS), help="load and repeat: which plan")
     ap.add_argument("--plans", default="dbwrite,seqwrite,block", help="racing: which plans (comma-separated): "
@@ -366,6 +397,8 @@ def main() -> int:
             results["racing"] = bench_racing(tmp, [p for p in args.plans.split(",") if p])
         if args.bench in ("repeat", "all"):
             results["repeat"] = bench_repeat(tmp, args.plan)
+        if args.bench in ("flagsim", "all"):
+            results["flagsim"] = bench_flagsim()
     print("summary: " + ", ".join(f"{k} {verdict(v)}" for k, v in results.items())
           + f"; load average now {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0 if all(results.values()) else 1

@@ -40,10 +40,10 @@ disturbed by a clear step — a plain median + k·MAD over all runs drifts to
 the disturbed level when they are half the runs, and its MAD swallows the gap
 (benchmark (b) loads the host half of the time) — and it grows to nearly all
 runs when none are disturbed.  Measured by simulation (8–40 earlier runs): a
-busy host with normal PSI and no disturbance gets ~7% of its runs flagged
+busy host with normal PSI and no disturbance gets 7.9% of its runs flagged
 (the robust SD from so few runs is itself noisy: the price of relative
-flags); a 50/50 mixture with the disturbed level 4.75 SD higher gets ~80% of
-its disturbed runs flagged and ~3% of the others.  ``MIN_SPREAD`` keeps a
+flags); a 50/50 mixture with the disturbed level 4.75 SD higher gets 79% of
+its disturbed runs flagged and 4.6% of the others (``bench/noisy_host.py flagsim``).  ``MIN_SPREAD`` keeps a
 near-constant background from flagging wobbles.  The absolute limits stay the
 floor, so on a quiet host (baseline near 0) the rule is the absolute one;
 with fewer than 8 earlier runs only the absolute rule applies.  Each reason
