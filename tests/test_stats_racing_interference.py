@@ -98,6 +98,7 @@ def test_futility_stop_when_the_rounds_left_cannot_separate_the_leaders() -> Non
     data = two_cells([-0.10, 0.10, -0.30])
     assert race_step(data, higher_is_better=True).contenders == {"b"}  # no limit given: races on
     assert race_step(data, higher_is_better=True, rounds_left=13).contenders == {"b"}
+    assert race_step(data, higher_is_better=True, rounds_left=0).contenders == {"b"}  # max/budget stop it
     futile = race_step(data, higher_is_better=True, rounds_left=12)
     assert futile.futile == ("b",) and futile.contenders == frozenset() and futile.active == ("a",)
     [b] = [d for d in futile.decisions if d.unit == "b"]

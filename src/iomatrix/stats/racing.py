@@ -34,9 +34,10 @@ After every round the scheduler passes, per unit of one workload, the
 
    rounds per cell in all, i.e. the rounds after which the observed difference,
    if it is the true one, would just reach significance.  extra = n − rounds
-   done; futile when extra > rounds_left: even at ``max`` a test would more
+   done; futile when extra > rounds_left > 0: even at ``max`` a test would more
    likely than not still fail to separate them, so the runs are not spent and
-   the pair is reported as "not separable within the budget".  The estimate
+   the pair is reported as "not separable within the budget" (with no round
+   left, ``max`` or the budget stops the unit anyway, under its own reason).  The estimate
    uses α unsplit (Holm splits it), so it is a lower bound and the stop errs
    towards running on.  No estimate (s unknown: the Welch fallback) → no
    futility stop;
@@ -187,7 +188,8 @@ def race_step(
             sd = an.residual_sd if an.blocked else None
             extra = rounds_to_separate(math.log(pr.ratio), sd, len(complete), alpha, FUTILITY_POWER) \
                 if pr.ratio > 0 else None
-            if rounds_left is not None and extra is not None and extra > rounds_left:
+            # With no round left, max or the budget stops the unit anyway, and says so.
+            if rounds_left is not None and rounds_left > 0 and extra is not None and extra > rounds_left:
                 decisions.append(Elimination(u, "futile",
                                              f"not separable from {best} within the budget: {gap:.0%} behind "
                                              f"(Holm p={pr.p_adjusted:.2g}); about {extra} more round(s) needed "
