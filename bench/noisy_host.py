@@ -329,12 +329,12 @@ def bench_repeat(tmp: Path, plan: str) -> bool:
     show(b, "second")
     tau_ab, cells_ab = tau_on_separated(a, b)
     tau_ba, cells_ba = tau_on_separated(b, a)
-    # The choice: the decision's answer, else (not separable yet) its provisional leader — said so below.
-    ca = (a.decision.answer or a.decision.leader) if a.decision else None
-    cb = (b.decision.answer or b.decision.leader) if b.decision else None
+    # The choice: the decision's answer, else (not separable yet) the tie-break's provisional pick — said so.
+    ca = (a.decision.answer or a.decision.provisional or a.decision.leader) if a.decision else None
+    cb = (b.decision.answer or b.decision.provisional or b.decision.leader) if b.decision else None
     for wr, what in ((a, "first"), (b, "second")):
         if wr.decision is not None and wr.decision.answer is None:
-            print(f"  the {what} sweep gave no answer ({wr.decision.kind}); its provisional leader stands in")
+            print(f"  the {what} sweep gave no answer ({wr.decision.kind}); its provisional pick stands in")
     cross = ca is not None and cb is not None and ca in top_group(b) and cb in top_group(a)
     print(f"  Kendall tau, cells the first separates: {'–' if tau_ab is None else f'{tau_ab:+.2f}'} "
           f"(n={len(cells_ab)}); cells the second separates: {'–' if tau_ba is None else f'{tau_ba:+.2f}'} "
