@@ -10,6 +10,9 @@
                                          #     top group with ≤ 50% of the runs on at least two
     python bench/noisy_host.py repeat    # (d) the same plan (--plan) twice: Kendall tau ≥ 0.8 on the separated
                                          #     cells, and each sweep's choice in the other's top group
+    python bench/noisy_host.py flagsim   # the relative interference limit on simulated PSI series (no sweep):
+                                         #     false flags on a busy host with no disturbance, and detection
+                                         #     in a 50/50 mixture of quiet and disturbed runs
     python bench/noisy_host.py all
 
 "Separated cells": walking the first sweep's ranking from the best, a cell joins when the blocked analysis
@@ -40,6 +43,7 @@ from iomatrix.plan.load import plan_from_dict
 from iomatrix.report.query import run_monitor_samples, run_table
 from iomatrix.report.rank import WorkloadRanking, rank_sweep
 from iomatrix.runner import RunOptions, SweepResult, SweepRunner
+from iomatrix.stats.interference import interference_flags, interference_scores
 from iomatrix.store import Store
 
 DBWRITE: dict[str, Any] = {
@@ -217,6 +221,12 @@ def mean_psi(store: Store, run_ids: list[int]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
+def absolute_flag(store: Store, run_id: int) -> bool:
+    """The run judged by the absolute limits only (no sweep baseline), as before relative flags."""
+    means = {k: f.mean for k, f in summarize_samples(run_monitor_samples(store, run_id)).items()}
+    return interference_flags(means, os.cpu_count() or 1).disturbed
+
+
 def pct(x: float | None) -> str:
     return "–" if x is None else f"{x:.0f}%"
 
@@ -234,6 +244,13 @@ def bench_load(tmp: Path, period: float, plan: str) -> bool:
     runs = [r for r in run_table(ls, lid) if r["status"] == "ok"]
     on = [r for r in runs if load.loaded_share(r["started_at"], r["started_at"] + r["wall_s"]) >= 0.5]
     off = [r for r in runs if load.loaded_share(r["started_at"], r["started_at"] + r["wall_s"]) == 0.0]
+    print("  per run of the loaded sweep (load share, scores, flag):")
+    for r in runs:
+        means = {k: f.mean for k, f in summarize_samples(run_monitor_samples(ls, r["id"])).items()}
+        sc = interference_scores(means, os.cpu_count() or 1)
+        print(f"    run {r['id']:>3} load {load.loaded_share(r['started_at'], r['started_at'] + r['wall_s']):4.0%} "
+              + " ".join(f"{k.split('.')[-1]}={v:6.1f}" for k, v in sorted(sc.items()))
+              + f" {'DISTURBED' if r['disturbed'] else 'clean'}")
     flagged_on = sum(1 for r in on if r["disturbed"])
     flagged_off = sum(1 for r in off if r["disturbed"])
     quiet_flagged = sum(1 for r in run_table(qs, qid) if r["disturbed"])
@@ -245,12 +262,26 @@ def bench_load(tmp: Path, period: float, plan: str) -> bool:
           f"{pct(mean_psi(ls, [r['id'] for r in on]))}); runs with no load: {len(off)}, flagged {flagged_off} "
           f"({pct(mean_psi(ls, [r['id'] for r in off]))}); quiet sweep: {quiet_flagged} flagged of "
           f"{len(quiet_ids)} ({pct(mean_psi(qs, quiet_ids))})")
+    for what, group in (("under load", on), ("no load", off)):
+        example = next((r for r in group if r["disturbed"]), None)
+        if example is not None:
+            print(f"  e.g. a flagged run {what}: {'; '.join(example['disturbance'])}")
+    # Flags against the sweep's own baseline (the runner's rule) vs the absolute limits alone.
+    absolute_on = sum(1 for r in on if absolute_flag(ls, r["id"]))
+    absolute_off = sum(1 for r in off if absolute_flag(ls, r["id"]))
+    print(f"  absolute limits alone would flag {absolute_on} of {len(on)} runs under load and {absolute_off} of "
+          f"{len(off)} runs with no load")
     tau, cells = tau_on_separated(quiet, loaded)
     print(f"  Kendall tau on the {len(cells)} cells the quiet sweep separates: "
           f"{'–' if tau is None else f'{tau:+.2f}'} ({', '.join(cells)})")
     ptau, npairs = tau_on_resolved_pairs(quiet, loaded)
     print(f"  Kendall tau on the {npairs} pairs the quiet sweep resolves: {'–' if ptau is None else f'{ptau:+.2f}'}")
     flagged_ok = bool(on) and flagged_on >= 0.8 * len(on)
+    # Discriminating: runs with our load off are flagged much less often than runs under it.
+    share_on = flagged_on / len(on) if on else 0.0
+    share_off = flagged_off / len(off) if off else 0.0
+    print(f"  flagged share under load {share_on:.0%} vs with no load {share_off:.0%}: "
+          f"discriminates (gap ≥ 50 points): {share_on - share_off >= 0.5}")
     ok = flagged_ok and tau is not None and tau >= 0.8
     print(f"  loaded runs flagged (≥ 80%): {flagged_ok}; tau ≥ 0.8: {tau is not None and tau >= 0.8} → {verdict(ok)}")
     return ok
@@ -272,6 +303,8 @@ def bench_racing(tmp: Path, plans: list[str]) -> bool:
                                          tmp, f"{name}-fixed")
         race, fixed = ranking(rs, rid), ranking(fs, fid)
         show(race, "racing")
+        for st in rs.unit_stops(rid):
+            print(f"    stop after round {st.round} ({st.ok_runs} runs), {st.kind}: {st.cell_key}: {st.reason}")
         show(fixed, "fixed")
         rt, ft = top_group(race), top_group(fixed)
         same = rt == ft
@@ -296,12 +329,12 @@ def bench_repeat(tmp: Path, plan: str) -> bool:
     show(b, "second")
     tau_ab, cells_ab = tau_on_separated(a, b)
     tau_ba, cells_ba = tau_on_separated(b, a)
-    # The choice: the decision's answer, else (not separable yet) its provisional leader — said so below.
-    ca = (a.decision.answer or a.decision.leader) if a.decision else None
-    cb = (b.decision.answer or b.decision.leader) if b.decision else None
+    # The choice: the decision's answer, else (not separable yet) the tie-break's provisional pick — said so.
+    ca = (a.decision.answer or a.decision.provisional or a.decision.leader) if a.decision else None
+    cb = (b.decision.answer or b.decision.provisional or b.decision.leader) if b.decision else None
     for wr, what in ((a, "first"), (b, "second")):
         if wr.decision is not None and wr.decision.answer is None:
-            print(f"  the {what} sweep gave no answer ({wr.decision.kind}); its provisional leader stands in")
+            print(f"  the {what} sweep gave no answer ({wr.decision.kind}); its provisional pick stands in")
     cross = ca is not None and cb is not None and ca in top_group(b) and cb in top_group(a)
     print(f"  Kendall tau, cells the first separates: {'–' if tau_ab is None else f'{tau_ab:+.2f}'} "
           f"(n={len(cells_ab)}); cells the second separates: {'–' if tau_ba is None else f'{tau_ba:+.2f}'} "
@@ -315,9 +348,37 @@ def bench_repeat(tmp: Path, plan: str) -> bool:
     return ok
 
 
+# -- relative flags, simulated ------------------------------------------------------------------------------
+
+def bench_flagsim(reps: int = 300, runs: int = 40, seed: int = 0) -> bool:
+    """Judge simulated PSI series run by run with stats.interference.baseline_limit (as the runner does)."""
+    import numpy as np
+
+    from iomatrix.stats.interference import BASELINE_MIN_RUNS, baseline_limit
+
+    rng = np.random.default_rng(seed)
+
+    def flags(xs: list[float]) -> list[bool]:
+        return [x > baseline_limit("psi.cpu_some_pct", xs[:i], 10.0).value for i, x in enumerate(xs)][
+            BASELINE_MIN_RUNS:]
+
+    false_busy = [float(np.mean(flags(list(rng.normal(50, 8, runs))))) for _ in range(reps)]
+    det, fa = [], []
+    for _ in range(reps):
+        lab = rng.random(runs) < 0.5
+        xs = np.where(lab, rng.normal(88, 6, runs), rng.normal(50, 8, runs))
+        f = np.array(flags(list(xs)))
+        det.append(float(f[lab[BASELINE_MIN_RUNS:]].mean()))
+        fa.append(float(f[~lab[BASELINE_MIN_RUNS:]].mean()))
+    print(f"flagsim ({reps} series of {runs} runs, judged from run {BASELINE_MIN_RUNS + 1}): busy host N(50, 8) "
+          f"with no disturbance: {np.mean(false_busy):.1%} flagged; 50/50 mixture N(50, 8) + N(88, 6): "
+          f"{np.mean(det):.0%} of the disturbed runs flagged, {np.mean(fa):.1%} of the others")
+    return True
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("bench", choices=["dbwrite", "load", "racing", "repeat", "all"])
+    ap.add_argument("bench", choices=["dbwrite", "load", "racing", "repeat", "flagsim", "all"])
     ap.add_argument("--period", type=float, default=6.0, help="background load: seconds on, then seconds off")
     ap.add_argument("--plan", default="seqwrite", choices=list(PLANS), help="load and repeat: which plan")
     ap.add_argument("--plans", default="dbwrite,seqwrite,block", help="racing: which plans (comma-separated): "
@@ -336,6 +397,8 @@ def main() -> int:
             results["racing"] = bench_racing(tmp, [p for p in args.plans.split(",") if p])
         if args.bench in ("repeat", "all"):
             results["repeat"] = bench_repeat(tmp, args.plan)
+        if args.bench in ("flagsim", "all"):
+            results["flagsim"] = bench_flagsim()
     print("summary: " + ", ".join(f"{k} {verdict(v)}" for k, v in results.items())
           + f"; load average now {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0 if all(results.values()) else 1

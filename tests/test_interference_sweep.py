@@ -59,7 +59,8 @@ def test_runs_under_cpu_load_are_flagged_retried_and_shown(tmp_path: Path) -> No
     assert all(r[4] in ids and r[4] < r[0] for r in retries)
     # Every unit's stop is stored, once, with its kind.
     stops = db.execute("SELECT kind, reason, round, ok_runs FROM unit_stops").fetchall()
-    assert len(stops) == 2 and all(k in {"eliminated", "settled", "converged", "max-runs", "budget"}
+    assert len(stops) == 2 and all(k in {"eliminated", "equivalent", "unresolved", "settled", "converged", "max-runs",
+                                         "budget"}
                                    for k, *_ in stops), stops
 
     doc = json.loads(run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout)

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from iomatrix.scheduler import CiWidthPolicy, Scheduler, UnitState
+from iomatrix.scheduler import CiWidthPolicy, Room, Scheduler, UnitState
 
 
 class FakeClock:
@@ -133,7 +133,7 @@ class StopAllAfterMin:
     def __init__(self) -> None:
         self.calls: list[list[str]] = []
 
-    def finished(self, units: Sequence[UnitState]) -> dict[str, str]:
+    def finished(self, units: Sequence[UnitState], room: Room) -> dict[str, str]:
         self.calls.append(sorted(u.key for u in units))
         return {u.key: "scripted stop" for u in units}
 
@@ -179,9 +179,11 @@ def test_racing_keeps_a_close_contender_running_and_baselines_stop_at_their_mini
     log = drive(s, lambda k, n: jitter(1000.0 if k != "b" else 1015.0, n) if k != "bare-metal" else 5.0)
     assert sum(k == "bare-metal" for k, _, _ in log) == 3
     assert s.reasons()["bare-metal"] == "baseline: minimum runs kept"
-    # a and b are within the 5% threshold: a stable tied group ends the race before max.
-    assert s.reasons()["a"].startswith("race over: stable tied group")
-    assert sum(k == "a" for k, _, _ in log) < 8
+    # a and b are 1.5% apart with the same ±3% jitter: the 90% CI of their ratio lies within ±5% (TOST), so a
+    # stops as equivalent at the minimum and the race is over: a settled tied group.
+    assert s.reasons()["a"].startswith("equivalent to b: ratio 0.985")
+    assert s.reasons()["b"] == "race over: tied group settled (b best)"
+    assert sum(k == "a" for k, _, _ in log) == 3
 
 
 def test_racing_needs_fewer_runs_than_fixed_repetition_for_the_same_answer() -> None:
@@ -444,3 +446,38 @@ def test_in_boot_repetition_never_exceeds_max_runs() -> None:
                     counts[slot.key] = counts.get(slot.key, 0) + 1
                     s.record(slot, True, 100.0 + 40.0 * (counts[slot.key] % 2))
     assert all(1 <= n <= 3 for n in counts.values()), counts
+
+
+def wobble(base: float, n: int, phase: int) -> float:
+    return base * (1.0 + 0.15 * (((n + phase) * 7919) % 5 - 2) / 2)  # ±15%, deterministic, out of step per unit
+
+
+def test_racing_stops_two_unseparable_leaders_when_max_cannot_separate_them() -> None:
+    # b is ~10% behind a with ±15% noise that does not cancel within a round: not separable in 8 rounds.
+    s = racing(["a", "b"], min_runs=3, max_runs=8)
+    log = drive(s, lambda k, n: wobble(1000.0 if k == "a" else 900.0, n, 0 if k == "a" else 2))
+    reasons = s.reasons()
+    assert reasons["b"].startswith("not separable from a within the budget") and "left" in reasons["b"]
+    assert reasons["a"] == "race over: not separable within the budget (a best)"
+    assert len(log) < 2 * 8
+    from iomatrix.scheduler import stop_kind
+
+    assert stop_kind(reasons["b"]) == stop_kind(reasons["a"]) == "unresolved"
+    # With room for many more rounds the same pair races on, past the point where max 8 gave up.
+    s2 = racing(["a", "b"], min_runs=3, max_runs=200)
+    log2 = drive(s2, lambda k, n: wobble(1000.0 if k == "a" else 900.0, n, 0 if k == "a" else 2))
+    assert len(log2) > len(log)
+
+
+def test_room_counts_max_and_the_budget_at_the_sessions_pace() -> None:
+    room = Room(max_runs=8, runs_affordable=None, active_units=4)
+    assert room.rounds_left(3) == 5 and room.rounds_left(9) == 0
+    assert Room(8, runs_affordable=10.0, active_units=4).rounds_left(3) == 2  # 10 runs ÷ 4 units a round
+    clock = FakeClock()
+    s = Scheduler([UnitState("a"), UnitState("b")], min_runs=1, max_runs=8, budget_s=100.0,
+                  policy=CiWidthPolicy(0.05, 1, 8), seed=1, clock=clock)
+    assert s.room().runs_affordable is None  # no pace yet
+    for slot in s.next_round():
+        clock.t += 10.0
+        s.record(slot, True, 1.0)
+    assert s.room().runs_affordable == pytest.approx(8.0)  # 80 s left at 10 s a run

@@ -55,6 +55,12 @@ def test_b_a_tight_cell_is_not_crowned_for_being_tight() -> None:
     assert d.leader == "wide" and d.unresolved == ("tight",)
     assert d.extra_rounds is not None and d.extra_rounds >= 1
     assert "not separable yet" in d.statement
+    # Still an answer if one must be made now: the tie-break (safety, simplicity — equal here — then
+    # performance) picks the leader, and says so.
+    assert d.provisional == "wide" and d.statement.endswith("the tie-break (safety, simplicity) picks wide")
+    d2 = decide(r, {"tight": {"cache": "none"}, "wide": {"cache": "unsafe"}}, samples={"tight": tight, "wide": wide},
+                budget_spent=True)
+    assert d2.provisional == "tight" and d2.statement.startswith("not separable within the budget: wide leads")
 
 
 def test_tie_break_prefers_safe_then_simple() -> None:

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 import iomatrix.stats as stats
-from iomatrix.stats.interference import interference_effect, interference_flags
-from iomatrix.stats.racing import race_step, stop_reason
+from iomatrix.stats.interference import (
+    RunInterference,
+    baseline_limit,
+    interference_effect,
+    interference_flags,
+    interference_scores,
+)
+from iomatrix.stats.racing import equivalence_margin, race_step, stop_reason
 
 ROUND_NOISE = [1.00, 1.20, 0.90, 1.10, 0.95, 1.05]  # the host's mood per round, shared by every unit
 
@@ -19,7 +27,7 @@ def scripted(means: dict[str, float], rounds: int, jitter: float = 0.01) -> dict
 
 
 def test_clearly_worse_units_are_eliminated_close_ones_kept_baselines_never() -> None:
-    data = scripted({"fast": 1000.0, "close": 980.0, "slow": 600.0, "bm": 300.0}, rounds=4)
+    data = scripted({"fast": 1000.0, "close": 980.0, "slow": 600.0, "bm": 300.0}, rounds=3, jitter=0.05)
     step = race_step(data, higher_is_better=True, threshold=0.05, baselines={"bm"})
     status = {d.unit: d.status for d in step.decisions}
     assert status == {"fast": "keep", "close": "keep", "slow": "eliminated", "bm": "baseline"}
@@ -44,7 +52,9 @@ def test_lower_is_better() -> None:
 def test_stop_reasons() -> None:
     one = race_step(scripted({"fast": 1000.0, "slow": 600.0}, rounds=4), higher_is_better=True)
     assert stop_reason([one], rounds_done=4, max_rounds=10) == "one best left"
-    tied = race_step(scripted({"a": 1000.0, "b": 990.0, "c": 500.0}, rounds=4), higher_is_better=True)
+    # 5% jitter: b is within 5% of a by its point estimate, but its CI is too wide to call it equivalent.
+    tied = race_step(scripted({"a": 1000.0, "b": 990.0, "c": 500.0}, rounds=3, jitter=0.05), higher_is_better=True)
+    assert tied.active == ("a", "b") and tied.equivalent == ()
     assert stop_reason([tied], rounds_done=4, max_rounds=10) is None  # stable needs 2 rounds
     assert stop_reason([tied, tied], rounds_done=5, max_rounds=10) == "stable tied group"
     assert stop_reason([tied], rounds_done=2, max_rounds=10) is None
@@ -52,6 +62,52 @@ def test_stop_reasons() -> None:
     assert stop_reason([tied], rounds_done=6, max_rounds=10, budget_left=False) == "budget"
     with pytest.raises(ValueError):
         stop_reason([], rounds_done=1, max_rounds=2, min_rounds=3)
+
+
+def two_cells(diffs_log: list[float]) -> dict[str, list[tuple[int, float]]]:
+    """Cell a with a round effect, cell b = a · exp(d_j): for two cells the blocked model is the paired t-test
+    on the log differences d_j, so its CI can be computed by hand."""
+    a = [100.0, 120.0, 90.0, 110.0, 95.0][:len(diffs_log)]
+    b = [(j, v * math.exp(d)) for j, (v, d) in enumerate(zip(a, diffs_log, strict=True))]
+    return {"a": list(enumerate(a)), "b": b}
+
+
+def test_equivalence_stop_is_a_tost_on_the_blocked_ratio() -> None:
+    # d = −0.02, −0.01, −0.03: mean −0.02, SD 0.01, SE 0.01/√3; t(0.95, df 2) = 2.919986
+    # 90% CI exp(−0.02 ± 2.919986·0.005774) = 0.96384–0.99684, inside the ±5% margin 0.95–1.0526.
+    data = two_cells([-0.02, -0.01, -0.03])
+    step = race_step(data, higher_is_better=True, threshold=0.05)
+    [b] = [d for d in step.decisions if d.unit == "b"]
+    assert b.status == "equivalent" and step.equivalent == ("b",) and step.active == ("a",)
+    assert "90% CI 0.964–0.997 within ±5% (TOST, α=0.05)" in b.reason
+    assert stop_reason([step], rounds_done=3, max_rounds=8) == "tied group settled"
+    # A 3% margin (0.97–1.031) does not hold the interval: within 3% by the point estimate (2.0%), still racing.
+    step3 = race_step(data, higher_is_better=True, threshold=0.03)
+    assert step3.equivalent == () and step3.active == ("a", "b") and step3.top_group == {"a", "b"}
+    # Lower is better: the margin is 1/(1 + θ)…1 + θ = 0.952–1.05 around b/a (b is now the best).
+    low = race_step(data, higher_is_better=False, threshold=0.05)
+    assert low.best == "b" and low.equivalent == ("a",)
+    assert equivalence_margin(0.05, True) == pytest.approx((0.95, 1 / 0.95))
+    assert equivalence_margin(0.05, False) == pytest.approx((1 / 1.05, 1.05))
+
+
+def test_futility_stop_when_the_rounds_left_cannot_separate_the_leaders() -> None:
+    # d = −0.10, +0.10, −0.30: b is 9.5% behind a (gap > 5%), paired t = 0.10/(0.2/√3) = 0.87: not significant.
+    # Residual SD of the blocked model s = SD(d)/√2 = 0.2/√2; at power 0.5 the rounds needed are
+    # n = ⌈(1.959964 · √2 · s / 0.10)²⌉ = ⌈(1.959964 · 2)²⌉ = ⌈15.37⌉ = 16, i.e. 13 more after 3.
+    data = two_cells([-0.10, 0.10, -0.30])
+    assert race_step(data, higher_is_better=True).contenders == {"b"}  # no limit given: races on
+    assert race_step(data, higher_is_better=True, rounds_left=13).contenders == {"b"}
+    assert race_step(data, higher_is_better=True, rounds_left=0).contenders == {"b"}  # max/budget stop it
+    futile = race_step(data, higher_is_better=True, rounds_left=12)
+    assert futile.futile == ("b",) and futile.contenders == frozenset() and futile.active == ("a",)
+    [b] = [d for d in futile.decisions if d.unit == "b"]
+    assert b.reason == ("not separable from a within the budget: 10% behind (Holm p=0.48); about 13 more round(s) "
+                        "needed for even odds of separating them, 12 left")
+    assert stop_reason([futile], rounds_done=3, max_rounds=8) == "not separable within the budget"
+    # An earlier step's futile or equivalent stop still names the end of the race.
+    assert stop_reason([futile, race_step(two_cells([0.5, 0.6, 0.55]), True)], 4, 8) == \
+        "not separable within the budget"
 
 
 def test_interference_flags_and_thresholds() -> None:
@@ -69,6 +125,55 @@ def test_interference_flags_and_thresholds() -> None:
     # Writeback alone is flagged but not worth a retry: the run's own writes through a host cache cause it too.
     wb = interference_flags({**quiet, "mem.writeback_mb": 300.0}, cpu_count=2)
     assert wb.disturbed and wb.causes == ("mem.writeback_mb",) and not wb.retry_worthy
+
+
+def judge_series(psi: list[float]) -> list[RunInterference]:
+    """Judge runs one after another, each against the sweep's earlier runs (as the runner does)."""
+    baseline: list[dict[str, float]] = []
+    out = []
+    for p in psi:
+        summary = {"psi.cpu_some_pct": p}
+        out.append(interference_flags(summary, cpu_count=2, baseline=baseline))
+        baseline.append(interference_scores(summary, cpu_count=2))
+    return out
+
+
+def test_relative_limit_by_hand() -> None:
+    h = [40.0, 50.0, 60.0, 45.0, 55.0, 90.0, 95.0, 92.0, 47.0, 53.0]
+    # median 54 → quieter half 40 45 47 50 53: centre 47, MAD 3, SD 4.448 → clip at 58.12 adds 55;
+    # centre 48.5, MAD 4.0, SD 5.930 → clip at 63.33 adds 60; centre 50, MAD 5, SD 7.413 → clip at 68.53:
+    # unchanged (7 runs). Limit = 50 + 3 · 7.413 = 72.24: the runs at 90–95 stand out, 60 does not.
+    lim = baseline_limit("psi.cpu_some_pct", h, absolute=10.0)
+    assert lim.value == pytest.approx(50 + 3 * 1.4826 * 5, abs=1e-9)
+    assert lim.source == "this sweep's undisturbed level 50 ± 7.4 (7 of 10 earlier runs) + 3 SD"
+    # A near-constant background: the spread is at least MIN_SPREAD (2 points of PSI).
+    assert baseline_limit("psi.cpu_some_pct", [50.0] * 8, 10.0).value == pytest.approx(56.0)
+    # Fewer than 8 earlier runs: the absolute limit, and the reason says why.
+    few = baseline_limit("psi.cpu_some_pct", [50.0] * 7, 10.0)
+    assert few.value == 10.0 and "7 earlier run(s) < 8" in few.source
+
+
+def test_on_an_always_shared_host_only_the_runs_above_its_usual_level_are_flagged() -> None:
+    # Other tenants keep PSI at 45–55%; our own background load pushes half of the later runs to 85–95%.
+    busy = [50.0, 53.0, 47.0, 55.0, 45.0, 51.0, 49.0, 52.0]
+    loaded = [90.0, 48.0, 88.0, 54.0, 93.0, 46.0, 86.0, 50.0, 95.0, 52.0, 91.0, 49.0]
+    flags = judge_series(busy + loaded)
+    # The first 8 runs know no baseline yet: the absolute 10% flags them all (as before).
+    assert all(f.disturbed for f in flags[:8])
+    later = flags[len(busy):]
+    assert [f.disturbed for f in later] == [v > 80 for v in loaded]
+    reason = later[0].reasons[0]
+    assert reason.startswith("CPU pressure: PSI cpu some 90% > ") and "this sweep's undisturbed level" in reason
+    # With the absolute rule alone every one of them is flagged: nothing discriminates.
+    assert all(interference_flags({"psi.cpu_some_pct": v}, cpu_count=2).disturbed for v in busy + loaded)
+
+
+def test_on_a_quiet_host_the_absolute_limit_stays_the_floor() -> None:
+    quiet = [0.4, 0.9, 0.2, 0.6, 0.3, 0.8, 0.5, 0.7]
+    flags = judge_series([*quiet, 8.0, 12.0])
+    assert [f.disturbed for f in flags] == [False] * 9 + [True]  # 8% is noise, 12% is over the 10% floor
+    assert flags[-1].reasons[0] == ("CPU pressure: PSI cpu some 12% > 10% (absolute; this sweep's undisturbed level "
+                                    "0.55 ± 2 (8 of 9 earlier runs))")
 
 
 def test_interference_effect_spearman() -> None:

@@ -30,7 +30,7 @@ from iomatrix.monitor.sampler import HostSampler, MonitorSample
 from iomatrix.monitor.summary import summarize_samples
 from iomatrix.plan.model import Plan
 from iomatrix.scheduler import CiWidthPolicy, RacingPolicy, Scheduler, Slot, StopPolicy, UnitState
-from iomatrix.stats.interference import RunInterference, interference_flags
+from iomatrix.stats.interference import RunInterference, interference_flags, interference_scores
 from iomatrix.store import RunRecord, Store
 from iomatrix.tiers import tier_class
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Target, Tier
@@ -126,6 +126,8 @@ class SweepRunner:
         self.devices: dict[str, list[str]] = {}
         self.shape = JobShape(size_bytes=plan.size_bytes, runtime_s=plan.runtime, ramp_s=plan.ramp)
         self.design_seed = int(plan.fingerprint(), 16)  # the scheduler's round orders; a resumed sweep keeps its own
+        # Interference scores of this session's judged runs: each run is flagged relative to them.
+        self.host_baseline: list[dict[str, float]] = []
 
     # -- setup ------------------------------------------------------------
     def _sweep(self) -> tuple[int, bool]:
@@ -256,7 +258,7 @@ class SweepRunner:
             # Sampler times are seconds since it started; a batched run keeps its own span of them.
             lo, hi = run_start - started, run_end - started
             mine = samples if len(items) == 1 else [x for x in samples if lo - 1e-6 <= x.t <= hi + 1e-6]
-            flags = judge_interference(mine) if outcome.ok else None
+            flags = judge_interference(mine, self.host_baseline) if outcome.ok else None
             run_id = self.store.record_run(RunRecord(
                 cell_id=cell_id, workload=unit.workload.name, status="ok" if outcome.ok else "failed",
                 started_at=run_start, finished_at=run_end, accel=tier.accel(), cache_state=cache.state,
@@ -371,12 +373,18 @@ class SweepRunner:
         return result
 
 
-def judge_interference(samples: Sequence[MonitorSample]) -> RunInterference | None:
-    """The run's interference verdict from the host samples taken during it (None: nothing was sampled)."""
+def judge_interference(samples: Sequence[MonitorSample],
+                       baseline: list[dict[str, float]] | None = None) -> RunInterference | None:
+    """The run's interference verdict from the host samples taken during it (None: nothing was sampled),
+    relative to `baseline` (the sweep's earlier runs' scores; this run's are appended to it)."""
     if not samples:
         return None
     means = {k: f.mean for k, f in summarize_samples(samples).items()}
-    return interference_flags(means, os.cpu_count() or 1)
+    cpus = os.cpu_count() or 1
+    flags = interference_flags(means, cpus, baseline=baseline or ())
+    if baseline is not None:
+        baseline.append(interference_scores(means, cpus))
+    return flags
 
 
 # Reasons a unit stopped before its data settled anything.

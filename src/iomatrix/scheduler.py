@@ -19,15 +19,18 @@ Stopping, per unit, in this order:
 * fewer than ``min`` ok runs: always another run, even with the budget spent (the minimum is the
   promise a plan makes);
 * the stopping policy says done: ``racing`` (the default; F-race style, per workload and tier: a unit
-  significantly worse than the current best by more than the practical threshold stops, baselines stop
-  at their minimum, and the race ends when one best or a stable tied group is left — ``stats/racing.py``)
+  significantly worse than the current best by more than the practical threshold stops, so does one
+  practically equivalent to it (TOST) or one the rounds left cannot separate from it (futility: ``max``
+  and the budget, at the sweep's pace so far), baselines stop at their minimum, and the race ends when one
+  best, a settled or stable tied group, or only unseparable contenders are left — ``stats/racing.py``)
   or ``ci-width`` (converged when the 95% CI half-width ≤ ``ci_target`` of the mean);
 * ``max runs reached``;
 * ``time budget spent``: no run beyond ``min`` starts once the wall clock of the sweep (earlier sessions
   included) reaches the budget.
 
 Every stop is reported once through :meth:`Scheduler.new_stops` (the runner stores it) with a kind from
-:func:`stop_kind`: eliminated, settled (the race is over), baseline, converged, max-runs, budget, gave-up.
+:func:`stop_kind`: eliminated, equivalent (practically equivalent to the best), unresolved (the rounds left
+cannot separate it from the best), settled (the race is over), baseline, converged, max-runs, budget, gave-up.
 
 **Disturbed runs are retried**: the runner judges each run from the host samples taken during it
 (``stats/interference.py``) and passes the verdict to :meth:`Scheduler.record`. An ok run disturbed by an
@@ -49,6 +52,7 @@ a batch holds the following rounds of its cell too; a retry of a disturbed run i
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -83,12 +87,28 @@ class UnitState:
         return [v for _, v in self.points]
 
 
+@dataclass(frozen=True)
+class Room:
+    """What the sweep can still afford, for a policy that stops early when the rest cannot settle anything."""
+
+    max_runs: int  # the plan's maximum runs per unit
+    runs_affordable: float | None  # runs the time budget still allows at this session's pace; None = unknown
+    active_units: int  # units not done (all groups): a round costs about this many runs
+
+    def rounds_left(self, rounds_done: int) -> int:
+        """Rounds a unit with `rounds_done` rounds may still run: up to max, and what the budget allows."""
+        left = max(0, self.max_runs - rounds_done)
+        if self.runs_affordable is not None and self.active_units > 0:
+            left = min(left, max(0, math.floor(self.runs_affordable / self.active_units)))
+        return left
+
+
 class StopPolicy(Protocol):
     """Decides, once per round, which units (beyond their minimum runs) need no more runs."""
 
     name: str
 
-    def finished(self, units: Sequence[UnitState]) -> dict[str, str]:
+    def finished(self, units: Sequence[UnitState], room: Room) -> dict[str, str]:
         """unit key → reason, for the units that should stop (only units with ≥ min ok runs are passed)."""
         ...
 
@@ -102,7 +122,7 @@ class CiWidthPolicy:
     max_runs: int
     name: str = "ci-width"
 
-    def finished(self, units: Sequence[UnitState]) -> dict[str, str]:
+    def finished(self, units: Sequence[UnitState], room: Room) -> dict[str, str]:
         from iomatrix.stats import needs_more_runs
 
         out: dict[str, str] = {}
@@ -116,9 +136,11 @@ class CiWidthPolicy:
 @dataclass
 class RacingPolicy:
     """F-race / irace style: per group (one workload in one tier), after every round past the minimum,
-    eliminate the units significantly worse than the current best by more than ``threshold``; baselines
-    (bare metal, the null ceiling) stop at their minimum; the group stops when one best or a stable tied
-    group is left. The decisions themselves are pure functions in ``stats/racing.py``."""
+    eliminate the units significantly worse than the current best by more than ``threshold``, stop the units
+    practically equivalent to it (TOST) and the contenders the rounds left (``Room``: max and the budget)
+    cannot separate from it (futility); baselines (bare metal, the null ceiling) stop at their minimum; the
+    group stops when one best, a settled or stable tied group, or only unseparable contenders are left. The
+    decisions themselves are pure functions in ``stats/racing.py``."""
 
     threshold: float
     min_runs: int
@@ -127,7 +149,7 @@ class RacingPolicy:
     name: str = "racing"
     history: dict[str, list] = field(default_factory=dict)  # group → its RaceStep per round
 
-    def finished(self, units: Sequence[UnitState]) -> dict[str, str]:
+    def finished(self, units: Sequence[UnitState], room: Room) -> dict[str, str]:
         from iomatrix.stats.racing import race_step, stop_reason
 
         out: dict[str, str] = {}
@@ -142,14 +164,17 @@ class RacingPolicy:
         for group, members in groups.items():
             if len(members) < 2 or any(len(u.points) < 2 for u in members):
                 continue  # a lone unit, or one with a single value: nothing can be tested yet
+            rounds_done = min(len({r for r, _ in u.points}) for u in members)
             step = race_step({u.key: u.points for u in members}, self.higher_is_better(group),
-                             threshold=self.threshold, alpha=self.alpha, min_rounds=min_rounds)
+                             threshold=self.threshold, alpha=self.alpha, min_rounds=min_rounds,
+                             rounds_left=room.rounds_left(rounds_done))
             steps = self.history.setdefault(group, [])
             steps.append(step)
             for d in step.decisions:
                 if d.status == "eliminated":
                     out[d.unit] = f"eliminated: {d.reason}"
-            rounds_done = min(len({r for r, _ in u.points}) for u in members)
+                elif d.status in ("equivalent", "futile"):
+                    out[d.unit] = d.reason  # "equivalent to X: …", "not separable from X within the budget: …"
             why = stop_reason(steps, rounds_done, max_rounds=10**9, min_rounds=min_rounds)
             if why:
                 for u in members:
@@ -160,14 +185,15 @@ class RacingPolicy:
 POLICIES = ("racing", "ci-width")
 
 # Kinds of stop reasons, as stored in unit_stops.kind: (prefix of the reason, kind).
-STOP_KINDS = (("gave up", "gave-up"), ("eliminated", "eliminated"), ("race over", "settled"),
+STOP_KINDS = (("gave up", "gave-up"), ("eliminated", "eliminated"), ("equivalent", "equivalent"),
+              ("not separable", "unresolved"), ("race over: not separable", "unresolved"), ("race over", "settled"),
               ("baseline", "baseline"), ("converged", "converged"), ("max runs", "max-runs"),
               ("time budget", "budget"))
 
 
 def stop_kind(reason: str) -> str:
-    """The kind of a stop reason: eliminated, settled, baseline, converged, max-runs, budget, gave-up (else
-    'other')."""
+    """The kind of a stop reason: eliminated, equivalent, unresolved (not separable within the budget), settled,
+    baseline, converged, max-runs, budget, gave-up (else 'other')."""
     return next((kind for prefix, kind in STOP_KINDS if reason.startswith(prefix)), "other")
 
 
@@ -210,6 +236,7 @@ class Scheduler:
         self.max_retries = max_retries
         self.judged = 0  # ok runs judged for interference this session
         self.disturbed = 0  # …of which disturbed
+        self.session_runs = 0  # runs recorded this session (ok or failed): the pace for Room.runs_affordable
         self._next_position: dict[int, int] = {}
         self._reported: set[str] = set()
         self._start = clock()
@@ -222,6 +249,14 @@ class Scheduler:
 
     def budget_left(self) -> bool:
         return self.elapsed_s() < self.budget_s
+
+    def room(self) -> Room:
+        """What max and the budget still allow; the budget in runs at this session's pace (None before a run)."""
+        runs_affordable = None
+        if self.session_runs:
+            per_run = max(self.clock() - self._start, 1e-9) / self.session_runs
+            runs_affordable = max(0.0, self.budget_s - self.elapsed_s()) / per_run
+        return Room(self.max_runs, runs_affordable, sum(1 for u in self.units.values() if not u.done))
 
     # -- decisions --------------------------------------------------------------
     def _refresh(self) -> None:
@@ -236,7 +271,7 @@ class Scheduler:
                 candidates.append(u)
         if not candidates:
             return
-        for key, why in self.policy.finished(candidates).items():
+        for key, why in self.policy.finished(candidates, self.room()).items():
             self.units[key].done_reason = why
         for u in candidates:
             if u.done:
@@ -380,6 +415,7 @@ class Scheduler:
         the retry to run at the end of this round, or None."""
         u = self.units[slot.key]
         u.rounds.add(slot.round)
+        self.session_runs += 1
         if not ok:
             u.failed += 1
             if slot.retry:

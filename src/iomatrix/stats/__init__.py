@@ -30,6 +30,7 @@ _WHERE: dict[str, str] = {
     "Elimination": "racing", "RaceStep": "racing", "race_step": "racing", "stop_reason": "racing",
     "RunInterference": "interference", "InterferenceEffect": "interference", "interference_flags": "interference",
     "interference_effect": "interference",
+    "interference_scores": "interference", "baseline_limit": "interference", "equivalence_margin": "racing",
     "ConsolidationAnswer": "consolidation", "RoleSlowdown": "consolidation", "consolidation_answer": "consolidation",
     "TwoLevel": "two_level", "variance_components": "two_level", "optimal_runs_per_boot": "two_level",
     "boots_needed": "two_level", "boots_of": "two_level",

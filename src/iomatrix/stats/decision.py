@@ -20,7 +20,12 @@ Outcome:
   tie-break picks the answer, the rest are named as tied;
 * unresolved cells → ``kind="unresolved"``: no answer; B is the provisional
   leader, the contenders are named, and ``extra_rounds`` estimates how many
-  more rounds would separate them (below).
+  more rounds would separate them (below).  ``provisional`` is what the
+  tie-break picks among B, the cells tied with it and the unresolved ones,
+  named in the statement as the choice *if one must be made now* (the race's
+  futility stop ends a sweep in this state when ``max`` or the budget cannot
+  separate them: ``budget_spent=True`` says "not separable within the budget"
+  instead of "not separable yet").
 
 **Tie-break**: an ordered list of keys, each a function of the cell's axes;
 the first key that differs decides, then the next.  Valid keys (``TIE_BREAKS``):
@@ -88,6 +93,7 @@ class Decision:
     tie_break: tuple[str, ...]
     extra_rounds: int | None  # estimated more rounds to separate the leader from the contenders
     statement: str  # one or two sentences for a report
+    provisional: str | None = None  # unresolved: the tie-break's pick among the leader, tied and unresolved cells
 
 
 def check_threshold(threshold: float) -> float:
@@ -158,12 +164,15 @@ def decide(
     samples: Mapping[str, Sequence[float]] | None = None,
     threshold: float = DEFAULT_THRESHOLD,
     tie_break: Sequence[str] = DEFAULT_TIE_BREAK,
+    budget_spent: bool = False,
 ) -> Decision:
     """Apply the decision rule to a ranking (see the module docstring).
 
     ``axes[name]`` are the cell's axis values (cache, modifier, format, …), used by the
     tie-break.  ``samples`` (the ranked values) only feed the extra-rounds estimate
-    when the ranking was not blocked.  Raises UserError for a bad threshold or key.
+    when the ranking was not blocked.  ``budget_spent``: the sweep stopped repeating the
+    leaders because max or the budget could not separate them (racing's futility stop).
+    Raises UserError for a bad threshold or key.
     """
     threshold = check_threshold(threshold)
     keys = check_tie_break(tie_break)
@@ -215,11 +224,13 @@ def decide(
                 extra = need if extra is None else max(extra, need)
         more = (f"about {extra} more round(s) would separate them (power 0.8, α={ranking.alpha:g})"
                 if extra is not None else "no number of rounds can be estimated to separate them")
-        statement = (f"not separable yet: {best.name} leads, but {', '.join(unresolved)} "
-                     f"{'is' if len(unresolved) == 1 else 'are'} neither significantly worse nor within {pct}; "
-                     f"{more}")
+        pick = sorted(top + unresolved, key=order)[0]
+        statement = (f"not separable {'within the budget' if budget_spent else 'yet'}: {best.name} leads, but "
+                     f"{', '.join(unresolved)} {'is' if len(unresolved) == 1 else 'are'} neither significantly "
+                     f"worse nor within {pct}; {more}; if one must be chosen now, the tie-break "
+                     f"({', '.join(keys) or 'performance'}) picks {pick}")
         return Decision("unresolved", None, best.name, tuple(top[1:]), tuple(unresolved), tuple(separated),
-                        threshold, keys, extra, statement)
+                        threshold, keys, extra, statement, pick)
     if len(top) == 1:
         statement = (f"{best.name} is the answer: every other cell is significantly worse by more than {pct}"
                      if separated else f"{best.name} is the only ranked cell")

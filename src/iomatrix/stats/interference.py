@@ -20,6 +20,35 @@ flagged):
   the disk (our own writes through a cache mode can cause it as well, so this
   is a flag to look at, not proof of an outside cause).
 
+**Relative to the sweep's own baseline.**  On a host that is always shared
+(other tenants keep PSI cpu "some" at 30–75%), the absolute limits flag every
+run and say nothing.  So each limit is raised to what this sweep's
+*undisturbed* runs see, once ``baseline`` holds the scores
+(``interference_scores``) of at least ``BASELINE_MIN_RUNS`` (8) earlier runs.
+Per score, with the earlier values h:
+
+    S  = the quieter half of h (values ≤ median(h))
+    repeat (at most 20 times, until S stops changing):
+        c = median(S),  s = max(1.4826 · MAD(S), MIN_SPREAD)
+        S = { x ∈ h : x ≤ c + 2.5 · s }
+    limit = max(absolute limit,  c + 3 · s)      (c, s of the final S)
+
+1.4826·MAD is the normal-consistent robust SD.  Starting from the quieter
+half and growing the set by clipping at 2.5 SD estimates the centre and SD of
+the undisturbed runs while up to half of the runs (in practice more) are
+disturbed by a clear step — a plain median + k·MAD over all runs drifts to
+the disturbed level when they are half the runs, and its MAD swallows the gap
+(benchmark (b) loads the host half of the time) — and it grows to nearly all
+runs when none are disturbed.  Measured by simulation (8–40 earlier runs): a
+busy host with normal PSI and no disturbance gets 7.9% of its runs flagged
+(the robust SD from so few runs is itself noisy: the price of relative
+flags); a 50/50 mixture with the disturbed level 4.75 SD higher gets 79% of
+its disturbed runs flagged and 4.6% of the others (``bench/noisy_host.py flagsim``).  ``MIN_SPREAD`` keeps a
+near-constant background from flagging wobbles.  The absolute limits stay the
+floor, so on a quiet host (baseline near 0) the rule is the absolute one;
+with fewer than 8 earlier runs only the absolute rule applies.  Each reason
+names the limit that applied and the baseline it came from.
+
 ``interference_effect`` relates a per-run interference score (PSI cpu some,
 or any field) to the measured values with Spearman's rank correlation.
 """
@@ -36,6 +65,18 @@ THRESHOLDS: dict[str, float] = {
     "mem.writeback_mb": 64.0,
 }
 
+
+BASELINE_MIN_RUNS = 8
+BASELINE_K = 3.0  # flag above the undisturbed centre + K robust SDs
+BASELINE_CLIP = 2.5  # runs within this many robust SDs above the centre count as undisturbed
+MAD_TO_SD = 1.4826  # 1/Φ⁻¹(0.75): MAD → SD for a normal sample
+# Smallest spread the relative limit assumes, per score (same units as the score).
+MIN_SPREAD: dict[str, float] = {
+    "psi.cpu_some_pct": 2.0,
+    "cpu.steal_pct": 0.5,
+    "other_cpu_pct": 10.0,
+    "mem.writeback_mb": 16.0,
+}
 
 # Causes outside the measured process: retrying the run at a quieter moment can avoid them. Writeback is
 # not one of them: the run's own writes through a host cache mode cause it too.
@@ -55,34 +96,82 @@ class RunInterference:
         return any(c in OUTSIDE_CAUSES for c in self.causes)
 
 
-def interference_flags(summary: Mapping[str, float], cpu_count: int,
-                       thresholds: Mapping[str, float] | None = None) -> RunInterference:
-    """Flag one run from its monitor field means (see the module docstring)."""
+def interference_scores(summary: Mapping[str, float], cpu_count: int) -> dict[str, float]:
+    """The run's scores the flags judge (keys of THRESHOLDS), from its monitor field means; a score that was not
+    sampled is absent. other_cpu_pct = (usr + sys)·ncpu − proc.cpu_pct (% of one CPU), floored at 0."""
     if cpu_count < 1:
         raise ValueError(f"cpu_count must be ≥ 1, got {cpu_count}")
-    th = {**THRESHOLDS, **(thresholds or {})}
-    reasons: list[str] = []
-    causes: list[str] = []
-    psi = summary.get("psi.cpu_some_pct")
-    if psi is not None and psi > th["psi.cpu_some_pct"]:
-        reasons.append(f"CPU pressure: PSI cpu some {psi:.0f}% > {th['psi.cpu_some_pct']:g}%")
-        causes.append("psi.cpu_some_pct")
-    steal = summary.get("cpu.steal_pct")
-    if steal is not None and steal > th["cpu.steal_pct"]:
-        reasons.append(f"CPU steal {steal:.1f}% > {th['cpu.steal_pct']:g}%")
-        causes.append("cpu.steal_pct")
-    other: float | None = None
+    out = {k: float(summary[k]) for k in ("psi.cpu_some_pct", "cpu.steal_pct", "mem.writeback_mb") if k in summary}
     usr, sys_, proc = summary.get("cpu.usr_pct"), summary.get("cpu.sys_pct"), summary.get("proc.cpu_pct")
     if usr is not None and sys_ is not None and proc is not None:
-        other = max(0.0, (usr + sys_) * cpu_count - proc)
-        if other > th["other_cpu_pct"]:
-            reasons.append(f"other processes used {other:.0f}% of a CPU > {th['other_cpu_pct']:g}%")
-            causes.append("other_cpu_pct")
-    wb = summary.get("mem.writeback_mb")
-    if wb is not None and wb > th["mem.writeback_mb"]:
-        reasons.append(f"page-cache writeback {wb:.0f} MiB in flight > {th['mem.writeback_mb']:g} MiB")
-        causes.append("mem.writeback_mb")
-    return RunInterference(bool(reasons), tuple(reasons), other, tuple(causes))
+        out["other_cpu_pct"] = max(0.0, (usr + sys_) * cpu_count - proc)
+    return out
+
+
+@dataclass(frozen=True)
+class Limit:
+    value: float  # the limit that applied
+    source: str  # how it was set, for the reason: "absolute" or the baseline it came from
+
+
+def _median(xs: Sequence[float]) -> float:
+    v = sorted(xs)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2.0
+
+
+def baseline_limit(field: str, history: Sequence[float], absolute: float) -> Limit:
+    """The limit for one score given the sweep's earlier values of it (see the module docstring)."""
+    if len(history) < BASELINE_MIN_RUNS:
+        return Limit(absolute, "absolute" if not history else
+                     f"absolute; {len(history)} earlier run(s) < {BASELINE_MIN_RUNS} for a sweep baseline")
+    floor = MIN_SPREAD.get(field, 0.0)
+
+    def centre_spread(xs: Sequence[float]) -> tuple[float, float]:
+        c = _median(xs)
+        return c, max(MAD_TO_SD * _median([abs(x - c) for x in xs]), floor)
+
+    med = _median(history)
+    undisturbed = [x for x in history if x <= med]
+    for _ in range(20):
+        c, sd = centre_spread(undisturbed)
+        grown = [x for x in history if x <= c + BASELINE_CLIP * sd]
+        if len(grown) == len(undisturbed):
+            break
+        undisturbed = grown
+    centre, spread = centre_spread(undisturbed)
+    relative = centre + BASELINE_K * spread
+    base = (f"this sweep's undisturbed level {centre:.3g} ± {spread:.2g} "
+            f"({len(undisturbed)} of {len(history)} earlier runs)")
+    if relative > absolute:
+        return Limit(relative, f"{base} + {BASELINE_K:g} SD")
+    return Limit(absolute, f"absolute; {base}")
+
+
+def interference_flags(summary: Mapping[str, float], cpu_count: int,
+                       thresholds: Mapping[str, float] | None = None,
+                       baseline: Sequence[Mapping[str, float]] = ()) -> RunInterference:
+    """Flag one run from its monitor field means (see the module docstring). ``baseline``: the scores
+    (``interference_scores``) of the sweep's earlier runs, for the relative limits; empty = absolute only."""
+    th = {**THRESHOLDS, **(thresholds or {})}
+    scores = interference_scores(summary, cpu_count)
+    reasons: list[str] = []
+    causes: list[str] = []
+    text = {
+        "psi.cpu_some_pct": lambda v, lim: f"CPU pressure: PSI cpu some {v:.0f}% > {lim:.3g}%",
+        "cpu.steal_pct": lambda v, lim: f"CPU steal {v:.1f}% > {lim:.2g}%",
+        "other_cpu_pct": lambda v, lim: f"other processes used {v:.0f}% of a CPU > {lim:.3g}%",
+        "mem.writeback_mb": lambda v, lim: f"page-cache writeback {v:.0f} MiB in flight > {lim:.3g} MiB",
+    }
+    for key in ("psi.cpu_some_pct", "cpu.steal_pct", "other_cpu_pct", "mem.writeback_mb"):
+        v = scores.get(key)
+        if v is None:
+            continue
+        limit = baseline_limit(key, [b[key] for b in baseline if key in b], th[key])
+        if v > limit.value:
+            reasons.append(text[key](v, limit.value) + ("" if limit.source == "absolute" else f" ({limit.source})"))
+            causes.append(key)
+    return RunInterference(bool(reasons), tuple(reasons), scores.get("other_cpu_pct"), tuple(causes))
 
 
 @dataclass(frozen=True)

@@ -5,33 +5,69 @@ After every round the scheduler passes, per unit of one workload, the
 
 1. compares the units with ``blocked_analysis`` (round as block, Holm over the
    family; Welch with fewer than 2 complete rounds);
-2. the *current best* is the unit with the best centre (geometric mean);
+2. the *current best* B is the unit with the best centre (geometric mean);
 3. a unit is **eliminated** when it is significantly worse than the best
    (Holm-adjusted p < α) *and* its gap exceeds the practical threshold θ:
    gap = 1 − centre/best (higher is better) or centre/best − 1 (lower is better);
-4. units the report needs as **baselines** (e.g. the bare-metal reference of a
+4. a unit is **equivalent** to the best (TOST, Schuirmann 1987) when the
+   (1 − 2α) confidence interval of its ratio to the best, r = centre(u)/centre(B),
+   lies inside the equivalence margin: whichever of the two is really better,
+   the other is within θ of it, the decision rule's tie:
+
+       higher is better:  1 − θ ≤ r_low  and  r_high ≤ 1/(1 − θ)
+       lower is better:   1/(1 + θ) ≤ r_low  and  r_high ≤ 1 + θ
+
+   The interval comes from the parametric blocked model on log values
+   (``blocked_analysis(..., confidence=1 − 2α, allow_nonparametric=False)``:
+   exp(d ± t_{1−α,df}·SE), d = difference of log means); it is a per-pair test
+   at α, not corrected over the family (each equivalence stops one unit; the
+   final answer is decided again from all the data by stats/decision.py).
+   An equivalent unit stops being repeated: the tie is settled;
+5. a **contender** (neither eliminated, equivalent, nor within θ by its point
+   estimate) is **futile** when it cannot be separated from the best in the
+   rounds left (``rounds_left``: what ``max`` and the time budget still allow).
+   With d = |ln r| the observed effect and s the residual SD on the log scale
+   (√MSE of the blocked model), the decision rule's estimate
+   (``stats.decision.rounds_to_separate``) at power ``FUTILITY_POWER`` = 0.5:
+
+       n = ⌈ ((z_{1−α/2} + z_{0.5}) · √2 · s / d)² ⌉ = ⌈ (z_{1−α/2} · √2 · s / d)² ⌉
+
+   rounds per cell in all, i.e. the rounds after which the observed difference,
+   if it is the true one, would just reach significance.  extra = n − rounds
+   done; futile when extra > rounds_left > 0: even at ``max`` a test would more
+   likely than not still fail to separate them, so the runs are not spent and
+   the pair is reported as "not separable within the budget" (with no round
+   left, ``max`` or the budget stops the unit anyway, under its own reason).  The estimate
+   uses α unsplit (Holm splits it), so it is a lower bound and the stop errs
+   towards running on.  No estimate (s unknown: the Welch fallback) → no
+   futility stop;
+6. units the report needs as **baselines** (e.g. the bare-metal reference of a
    guest cell) are never eliminated; they are marked ``"baseline: keep min runs"``
    and the scheduler runs them only up to the minimum;
-5. the *top group* is the best plus every unit within θ of it
-   (stats/decision.py's rule), and ``contenders`` are the units neither
-   eliminated nor in the top group.
+7. the *top group* is the best plus every unit within θ of it by its point
+   estimate (stats/decision.py's rule), and ``contenders`` are the units still
+   racing that are neither eliminated nor in the top group.
 
-Nothing is eliminated before ``min_rounds`` complete rounds.  ``stop_reason``
-says when the race for a workload is over.
+Nothing is decided before ``min_rounds`` complete rounds.  ``stop_reason`` says
+when the race for a workload is over.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from iomatrix.stats.blocked import blocked_analysis
 
+FUTILITY_POWER = 0.5
+STATUSES = ("keep", "eliminated", "baseline", "equivalent", "futile")
+
 
 @dataclass(frozen=True)
 class Elimination:
     unit: str
-    status: str  # "keep" | "eliminated" | "baseline"
+    status: str  # one of STATUSES
     reason: str  # e.g. "significantly worse than X by 38% (p=0.002 > threshold 5%)"
 
 
@@ -40,24 +76,45 @@ class RaceStep:
     best: str | None
     decisions: tuple[Elimination, ...]
     top_group: frozenset[str]
-    contenders: frozenset[str]  # neither eliminated nor within θ of the best
+    contenders: frozenset[str]  # still racing, neither eliminated nor within θ of the best
     method: str  # the analysis used ("rcbd-anova", "friedman-conover", "welch", or "none")
+    rounds_left: int | None = None  # what max and the budget still allowed when this step was taken
+
+    def _with(self, status: str) -> tuple[str, ...]:
+        return tuple(d.unit for d in self.decisions if d.status == status)
 
     @property
     def eliminated(self) -> tuple[str, ...]:
-        return tuple(d.unit for d in self.decisions if d.status == "eliminated")
+        return self._with("eliminated")
+
+    @property
+    def equivalent(self) -> tuple[str, ...]:
+        """Stopped as practically equivalent to the best (TOST)."""
+        return self._with("equivalent")
+
+    @property
+    def futile(self) -> tuple[str, ...]:
+        """Stopped because the rounds left cannot separate them from the best."""
+        return self._with("futile")
 
     @property
     def active(self) -> tuple[str, ...]:
-        """Units still racing (not eliminated, not a baseline)."""
-        return tuple(d.unit for d in self.decisions if d.status == "keep")
+        """Units still racing (not stopped, not a baseline)."""
+        return self._with("keep")
 
 
 def _check(threshold: float, alpha: float) -> None:
     if not 0.0 <= threshold < 1.0:
         raise ValueError(f"threshold must be a fraction in [0, 1), got {threshold}")
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if not 0.0 < alpha < 0.5:
+        raise ValueError(f"alpha must be in (0, 0.5), got {alpha}")
+
+
+def equivalence_margin(threshold: float, higher_is_better: bool) -> tuple[float, float]:
+    """(low, high) bounds on the ratio centre(u)/centre(best) within which the two are tied either way."""
+    if higher_is_better:
+        return 1.0 - threshold, 1.0 / (1.0 - threshold)
+    return 1.0 / (1.0 + threshold), 1.0 + threshold
 
 
 def race_step(
@@ -67,8 +124,14 @@ def race_step(
     alpha: float = 0.05,
     baselines: Collection[str] = (),
     min_rounds: int = 3,
+    rounds_left: int | None = None,
 ) -> RaceStep:
-    """One racing decision over the units of one workload (see the module docstring)."""
+    """One racing decision over the units of one workload (see the module docstring).
+
+    ``rounds_left``: rounds the race may still run (None = unlimited: no futility stop).
+    """
+    from iomatrix.stats.decision import rounds_to_separate
+
     _check(threshold, alpha)
     units = list(data)
     base = set(baselines)
@@ -76,7 +139,7 @@ def race_step(
     def keep_all(why: str) -> RaceStep:
         ds = tuple(Elimination(u, "baseline" if u in base else "keep",
                                "baseline: keep min runs" if u in base else why) for u in units)
-        return RaceStep(None, ds, frozenset(u for u in units if u not in base), frozenset(), "none")
+        return RaceStep(None, ds, frozenset(u for u in units if u not in base), frozenset(), "none", rounds_left)
 
     racing = [u for u in units if u not in base]
     if len(racing) < 2:
@@ -85,12 +148,17 @@ def race_step(
     complete = set.intersection(*rounds_per_unit.values())
     if len(complete) < min_rounds:
         return keep_all(f"{len(complete)} complete round(s) < minimum {min_rounds}")
-    an = blocked_analysis({u: data[u] for u in racing}, alpha)
+    sub = {u: data[u] for u in racing}
+    an = blocked_analysis(sub, alpha)
+    # The equivalence interval: parametric, at 1 − 2α (a TOST at α).
+    eq_an = blocked_analysis(sub, alpha, confidence=1.0 - 2.0 * alpha, allow_nonparametric=False)
+    lo_m, hi_m = equivalence_margin(threshold, higher_is_better)
     sign = -1.0 if higher_is_better else 1.0
     best = min(racing, key=lambda u: (sign * an.centre[u], u))
     decisions: list[Elimination] = []
     top = {best}
     contenders: set[str] = set()
+    pct = f"{threshold:.0%}"
     for u in units:
         if u in base:
             decisions.append(Elimination(u, "baseline", "baseline: keep min runs"))
@@ -100,18 +168,37 @@ def race_step(
             continue
         pr = an.pair(u, best)
         gap = (1.0 - pr.ratio) if higher_is_better else (pr.ratio - 1.0)
+        eq = eq_an.pair(u, best)
+        equivalent = (eq.ratio_low is not None and eq.ratio_high is not None
+                      and lo_m <= eq.ratio_low and eq.ratio_high <= hi_m)
         if pr.significant and gap > threshold:
             decisions.append(Elimination(u, "eliminated",
                                          f"significantly worse than {best} by {gap:.0%} "
-                                         f"(Holm p={pr.p_adjusted:.2g} < {alpha:g}; threshold {threshold:.0%})"))
+                                         f"(Holm p={pr.p_adjusted:.2g} < {alpha:g}; threshold {pct})"))
+        elif equivalent:
+            top.add(u)
+            decisions.append(Elimination(u, "equivalent",
+                                         f"equivalent to {best}: ratio {eq.ratio:.3f}, "
+                                         f"{1 - 2 * alpha:.0%} CI {eq.ratio_low:.3f}–{eq.ratio_high:.3f} "
+                                         f"within ±{pct} (TOST, α={alpha:g})"))
         elif gap <= threshold:
             top.add(u)
-            decisions.append(Elimination(u, "keep", f"within {threshold:.0%} of {best}"))
+            decisions.append(Elimination(u, "keep", f"within {pct} of {best}"))
         else:
-            contenders.add(u)
-            decisions.append(Elimination(u, "keep", f"{gap:.0%} behind {best} but not significantly "
-                                                    f"(Holm p={pr.p_adjusted:.2g})"))
-    return RaceStep(best, tuple(decisions), frozenset(top), frozenset(contenders), an.method)
+            sd = an.residual_sd if an.blocked else None
+            extra = rounds_to_separate(math.log(pr.ratio), sd, len(complete), alpha, FUTILITY_POWER) \
+                if pr.ratio > 0 else None
+            # With no round left, max or the budget stops the unit anyway, and says so.
+            if rounds_left is not None and rounds_left > 0 and extra is not None and extra > rounds_left:
+                decisions.append(Elimination(u, "futile",
+                                             f"not separable from {best} within the budget: {gap:.0%} behind "
+                                             f"(Holm p={pr.p_adjusted:.2g}); about {extra} more round(s) needed "
+                                             f"for even odds of separating them, {rounds_left} left"))
+            else:
+                contenders.add(u)
+                decisions.append(Elimination(u, "keep", f"{gap:.0%} behind {best} but not significantly "
+                                                        f"(Holm p={pr.p_adjusted:.2g})"))
+    return RaceStep(best, tuple(decisions), frozenset(top), frozenset(contenders), an.method, rounds_left)
 
 
 STABLE_ROUNDS = 2
@@ -129,7 +216,10 @@ def stop_reason(
     ``steps`` holds one ``race_step`` per finished round (oldest first).  Checked in order:
 
     * fewer than ``min_rounds`` rounds → None (keep going);
-    * ``"one best left"`` — only one racing unit is not eliminated;
+    * only the best is still racing (every other unit eliminated, equivalent or futile, in this
+      or an earlier step):
+      ``"not separable within the budget"`` when any unit stopped as futile,
+      else ``"tied group settled"`` when any stopped as equivalent, else ``"one best left"``;
     * ``"stable tied group"`` — no contenders remain (every racing unit is eliminated or in
       the top group) and the top group is the same in the last ``STABLE_ROUNDS`` (2) steps;
     * ``"max rounds"`` — ``rounds_done ≥ max_rounds``;
@@ -142,6 +232,10 @@ def stop_reason(
     if steps:
         last = steps[-1]
         if last.best is not None and len(last.active) == 1:
+            if any(s.futile for s in steps):
+                return "not separable within the budget"
+            if any(s.equivalent for s in steps):
+                return "tied group settled"
             return "one best left"
         recent = steps[-STABLE_ROUNDS:]
         if (len(recent) == STABLE_ROUNDS and not last.contenders and last.best is not None

@@ -66,7 +66,7 @@ class UnitStop:
     cell_id: int
     cell_key: str
     workload: str
-    kind: str  # eliminated | settled | baseline | converged | max-runs | budget | gave-up
+    kind: str  # eliminated | equivalent | unresolved | settled | baseline | converged | max-runs | budget | gave-up
     reason: str
     round: int | None
     ok_runs: int

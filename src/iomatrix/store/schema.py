@@ -103,7 +103,8 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE runs ADD COLUMN disturbance_json TEXT NOT NULL DEFAULT '[]'",
         # A run started again because run `retry_of` was disturbed (same unit, same round).
         "ALTER TABLE runs ADD COLUMN retry_of INTEGER REFERENCES runs(id)",
-        # Why and when each cell × workload stopped being repeated: the scheduler's decision.
+        # Why and when each cell × workload stopped being repeated: the scheduler's decision. Kinds added later
+        # (no migration needed, the column is free text): equivalent, unresolved (scheduler.STOP_KINDS).
         """CREATE TABLE IF NOT EXISTS unit_stops (
     cell_id INTEGER NOT NULL REFERENCES cells(id),
     workload TEXT NOT NULL,
