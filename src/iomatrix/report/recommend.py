@@ -35,7 +35,7 @@ from iomatrix.snippets import DiskConfig, SnippetSet, snippets_for
 from iomatrix.stats import RatioCI, ratio_ci
 from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK, check_threshold, check_tie_break
 from iomatrix.store import Store
-from iomatrix.tiers import is_reference
+from iomatrix.tiers import is_reference, tier_class, tier_order
 from iomatrix.workloads import PRESETS
 
 DOCUMENTED = "documented, not measured"
@@ -191,11 +191,12 @@ class Verdict:
     risks: list[RiskStatement] = field(default_factory=list)
     snippets: SnippetSet | None = None
     missing: str = ""  # why there is no choice
+    basis: str = ""  # when another tier than the one closest to a VM answered: which, why, and what it decides
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "workload": self.workload, "metric": self.metric, "higher_is_better": self.higher_is_better,
-            "tier": self.tier, "missing": self.missing or None,
+            "tier": self.tier, "missing": self.missing or None, "basis": self.basis or None,
             "choice": None if self.choice is None else {"cell": self.choice.cell, "tied": list(self.choice.tied),
                                                         "rule": self.choice.rule},
             "mean": self.mean, "ci95_low": self.ci[0], "ci95_high": self.ci[1], "n": self.n,
@@ -348,12 +349,11 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
             m = "no ranked cells (only the null ceiling, or no figure for the primary metric)"
             verdicts.append(Verdict(w, "", True, "", None, missing=m))
             continue
-        restricted = None
-        if reqs:
-            keep = [c for c in cws if c.axes["tier"] != wr.tier or c.axes["backing"] == domain.NULL_BACKING
-                    or all(q.met_by(c.axes) for q in reqs)]
-            restricted = rank_workload(keep, w, None, tier=wr.tier, **kw)
-        verdicts.append(workload_verdict(cws, wr, reqs, current, restricted, measured))
+
+        v = _tier_verdict(cws, wr, reqs, current, measured, kw)
+        if v.choice is None:
+            v = _answer_from_another_tier(cws, w, v, reqs, current, measured, kw) or v
+        verdicts.append(v)
     if scores is None:
         scores = SCORES if workload is None and any(c.axes["tier"] == "guest" for c in cws) else ()
     for sc in scores:
@@ -369,6 +369,44 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     if any("tcg" in a for c in cws for a in c.accel):
         warnings.append(TCG_WARNING)
     return Recommendation(sweep_id, info["plan"], info["status"], reqs, current, verdicts, warnings)
+
+
+def _tier_verdict(cws: list[CellWorkload], wr: WorkloadRanking, reqs: list[Requirement],
+                  current: CurrentConfig | None, measured: MeasuredIndex, kw: dict[str, Any]) -> Verdict:
+    restricted = None
+    if reqs:
+        keep = [c for c in cws if c.axes["tier"] != wr.tier or c.axes["backing"] == domain.NULL_BACKING
+                or all(q.met_by(c.axes) for q in reqs)]
+        restricted = rank_workload(keep, wr.workload, None, tier=wr.tier, **kw)
+    return workload_verdict(cws, wr, reqs, current, restricted, measured)
+
+
+def _answer_from_another_tier(cws: list[CellWorkload], workload: str, unanswered: Verdict,
+                              reqs: list[Requirement], current: CurrentConfig | None, measured: MeasuredIndex,
+                              kw: dict[str, Any]) -> Verdict | None:
+    """When the tier closest to a VM cannot answer (a guest under TCG swings 30–50% run to run), the next tier
+    that can (the block layer: the same QEMU graph at native speed) answers for the axes it measures, and the
+    verdict says so and names what it does not decide (the bus)."""
+    tiers = {c.axes["tier"] for c in cws if c.workload == workload} - {unanswered.tier}
+    for t in sorted((t for t in tiers if not is_reference(t)), key=tier_order, reverse=True):
+        wr = rank_workload(cws, workload, None, tier=t, **kw)
+        if wr is None:
+            continue
+        v = _tier_verdict(cws, wr, reqs, current, measured, kw)
+        if v.choice is None:
+            continue
+        try:
+            mine, theirs = tier_class(t), tier_class(unanswered.tier)
+        except KeyError:  # a tier this version does not know (an old database): no scope to state
+            scope = ""
+        else:
+            undecided = [a for a in theirs.axes if a not in mine.axes]
+            scope = f" ({mine.summary}): it decides {', '.join(a for a in mine.axes if a != 'tier')}" + \
+                (f", not the {', '.join(undecided)}" if undecided else "")
+        v.basis = (f"the {unanswered.tier} tier cannot answer yet ('iomatrix rank --workload {workload}' shows why); "
+                   f"answered by the {t} tier{scope}")
+        return v
+    return None
 
 
 def short_verdict(store: Store, sweep_id: int) -> str:
@@ -395,7 +433,8 @@ def short_verdict(store: Store, sweep_id: int) -> str:
             on_power = f"; on power loss: {power.text} (measured)"
         else:
             on_power = f"; on power loss: {risk.power_loss} ({DOCUMENTED})" if risk else ""
-        lines.append(f"{v.workload}: {v.choice.cell}{tied}{vs}{on_power}")
+        by = f" [{v.tier} tier: the closest tier to a VM could not separate its leaders]" if v.basis else ""
+        lines.append(f"{v.workload}: {v.choice.cell}{tied}{vs}{on_power}{by}")
     lines.append(f"details, risks and snippets: iomatrix recommend --db {store.path}")
     return "\n".join(lines)
 

@@ -180,6 +180,8 @@ def recommendation_text(rec: Any, markdown: bool = False) -> str:
         n = f", n={v.n}" if v.n else ""
         out.append(f"use: {v.choice.cell}  — {'score' if v.metric == 'score' else 'mean'} {fmt(v.mean)} "
                    f"(95% CI {ci}{n})")
+        if v.basis:
+            out.append(f"  note: {v.basis}")
         if v.choice.tied:
             how = "score intervals overlap" if v.metric == "score" else "not significantly different"
             out.append(f"tied ({how}): {'; '.join(v.choice.tied)}")
