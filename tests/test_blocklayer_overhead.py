@@ -1,0 +1,152 @@
+"""The block-layer tier's per-run overhead cuts (issue 10): the socket fio connects to before the daemon runs,
+the image deleted during the next run's start-up, and the phases recorded with every run. Real sockets,
+real qemu-storage-daemon and fio; no assertion on how long anything takes, only on what happens in which
+order and what is left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from iomatrix import children
+from iomatrix.fio.jobs import JobShape
+from iomatrix.matrix import Cell
+from iomatrix.plan.model import Plan
+from iomatrix.tiers import blocklayer
+from iomatrix.tiers.base import RunOptions, RunRequest, Target
+from iomatrix.tiers.blocklayer import SOCKET_NAME, BlockLayerTier, listening_socket
+from iomatrix.workloads import resolve
+from tests.conftest import needs
+
+needs_qsd = needs("qemu-storage-daemon")
+
+
+def _plan(**kw: object) -> Plan:
+    base: dict[str, object] = {"name": "t", "tier": ["blocklayer"], "size": "16M", "image_size": "64M",
+                               "null_ceiling": False}
+    return Plan.model_validate({**base, **kw})
+
+
+def _cell(cache: str) -> Cell:
+    return Cell("blocklayer", "qcow2", "off", cache, "threads", "-", "dir", "none")
+
+
+def test_listening_socket_binds_under_a_path_longer_than_sun_path(tmp_path: Path) -> None:
+    """The run directory may be deeper than the 108 bytes a UNIX socket path holds; a client connecting
+    by the path relative to it (as fio does, from the run directory) reaches the socket."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    assert len(str(deep / SOCKET_NAME)) > 108
+    server = listening_socket(deep)
+    try:
+        assert (deep / SOCKET_NAME).is_socket()
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        fd = os.open(deep, os.O_PATH)
+        try:
+            # Connecting needs no accept(): the listen queue takes it (fio's handshake then waits for the daemon).
+            client.connect(f"/proc/self/fd/{fd}/{SOCKET_NAME}")
+        finally:
+            os.close(fd)
+        conn, _ = server.accept()
+        client.sendall(b"x")
+        assert conn.recv(1) == b"x"
+        conn.close()
+        client.close()
+    finally:
+        server.close()
+
+
+def test_deletion_is_deferred_except_under_unsafe_or_without_room(tmp_path: Path) -> None:
+    tier = BlockLayerTier(_plan(), RunOptions(workdir=tmp_path / "work"))
+    image = tmp_path / "img.qcow2"
+    image.write_bytes(b"")
+    assert tier._can_defer(_cell("none"), image)
+    assert tier._can_defer(_cell("writeback"), image)  # fio's final flush reached the file: nothing dirty
+    # unsafe drops that flush: the file may hold dirty pages that only deleting it now keeps unwritten.
+    assert not tier._can_defer(_cell("unsafe"), image)
+    # A backing without room for two more images of the plan's size deletes at once.
+    huge = BlockLayerTier(_plan(image_size="1000T", size="16M"), RunOptions(workdir=tmp_path / "work"))
+    assert not huge._can_defer(_cell("none"), image)
+
+
+def _run(tier: BlockLayerTier, tmp_path: Path, cache: str, name: str) -> blocklayer.RunOutcome:
+    req = RunRequest(cell=_cell(cache), workload=resolve("rand-write-4k", None), target=Target("dir", tmp_path),
+                     shape=JobShape(size_bytes=16 << 20, runtime_s=1.0), run_dir=tmp_path / "work" / name,
+                     timeout_s=120)
+    return tier.run(req)
+
+
+def _ledger_targets(work: Path) -> list[str]:
+    return [e["target"] for e in json.loads((work / ".iomatrix" / "leftovers.json").read_text())["entries"]]
+
+
+@pytest.mark.slow
+@needs("fio")
+@needs_qsd
+def test_previous_image_is_deleted_before_the_next_daemon_starts(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run 1's image waits (renamed, in the ledger) until run 2, which deletes it while fio starts up and
+    starts its daemon only once the file is gone; close() deletes run 2's. The deletion is made slow (a real
+    deletion after a pause) so that an overlap with the daemon's start could not go unseen."""
+    events: list[tuple[str, float]] = []
+    real_remove, real_spawn = blocklayer.remove_image, children.spawn
+
+    def slow_remove(path: Path) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            time.sleep(1.0)
+        real_remove(path)
+        events.append(("removed " + Path(path).name, time.monotonic()))
+
+    def spawn(argv: list[str], **kw: object) -> object:
+        events.append(("spawn " + Path(argv[0]).name, time.monotonic()))
+        return real_spawn(argv, **kw)
+
+    monkeypatch.setattr(blocklayer, "remove_image", slow_remove)
+    monkeypatch.setattr(blocklayer.children, "spawn", spawn)
+    work = tmp_path / "work"
+    tier = BlockLayerTier(_plan(), RunOptions(workdir=work))
+    tier.open()
+    try:
+        first = _run(tier, tmp_path, "none", "r1")
+        assert first.ok, first.error
+        assert first.meta["image_removal"].startswith("deferred")
+        (kept,) = tmp_path.glob("iomatrix-blk-*")  # renamed out of the way of the next run's image
+        assert kept.name.endswith(".removing-1") and str(kept) in _ledger_targets(work)
+        events.clear()
+        second = _run(tier, tmp_path, "none", "r2")
+        assert second.ok, second.error
+        assert "previous_image_removal_s" in second.meta
+        order = [what for what, _ in sorted(events, key=lambda e: e[1])]
+        # fio first (its start-up covers the deletion), then the deletion ends, then the daemon starts.
+        assert order == ["spawn fio", f"removed {kept.name}", "spawn qemu-storage-daemon"], order
+        assert not kept.exists() and str(kept) not in _ledger_targets(work)
+        for key in ("setup_s", "image_s", "previous_image_wait_s", "daemon_spawn_s", "fio_s", "workload_s",
+                    "fio_overhead_s", "daemon_stop_s", "image_remove_s", "wall_s", "overhead_s"):
+            assert key in second.phases, key
+        assert second.meta["fio_argv"][1] == blocklayer.FIO_CLOCKSOURCE
+        assert "addr.type=fd" in " ".join(second.meta["daemon_argv"])
+    finally:
+        tier.close()
+    assert list(tmp_path.glob("iomatrix-blk-*")) == []
+    assert _ledger_targets(work) == []
+
+
+@pytest.mark.slow
+@needs("fio")
+@needs_qsd
+def test_unsafe_image_is_deleted_at_the_end_of_its_run(tmp_path: Path) -> None:
+    tier = BlockLayerTier(_plan(), RunOptions(workdir=tmp_path / "work"))
+    tier.open()
+    try:
+        out = _run(tier, tmp_path, "unsafe", "r1")
+        assert out.ok, out.error
+        assert out.meta["image_removal"] == "at the end of the run"
+        assert list(tmp_path.glob("iomatrix-blk-*")) == []
+    finally:
+        tier.close()
