@@ -78,6 +78,7 @@ def main() -> int:
     value: dict[str, dict[tuple[str, str, str], list[float]]] = {t: {} for t in TIERS}
     wall: dict[str, list[float]] = {t: [] for t in TIERS}
     phases: dict[str, list[dict[str, float]]] = {t: [] for t in TIERS}
+    removals: list[tuple[float, float]] = []  # (deletion of the previous image, the part of it waited for)
     with tempfile.TemporaryDirectory(prefix="iomatrix-bench-", dir=os.getcwd()) as tmp:
         scratch = Path(tmp)
         opts = RunOptions(workdir=scratch / "work", log=lambda s: print(s, flush=True))
@@ -105,6 +106,8 @@ def main() -> int:
                         continue
                     wall[t].append(took)
                     phases[t].append(out.phases)
+                    if "previous_image_removal_s" in out.meta:
+                        removals.append((out.meta["previous_image_removal_s"], out.phases["previous_image_wait_s"]))
                     v = out.metrics[w.primary_metric]
                     value[t].setdefault((fmt, cache, w.name), []).append(v)
                     print(f"  run {rep + 1} {t:10s} {fmt}/{cache:9s} {w.name:22s} {w.primary_metric}={v:10,.0f} "
@@ -122,7 +125,7 @@ def main() -> int:
         print(f"{t:10s} per-run wall: median {statistics.median(wall[t]):.2f} s, max {max(wall[t]):.2f} s; "
               f"over runtime: median {statistics.median(over):.2f} s, max {max(over):.2f} s")
     if phases["blocklayer"]:
-        print_phases(phases["blocklayer"])
+        print_phases(phases["blocklayer"], removals)
     print("\n95% CI half-width after N runs, % of the mean (target ≤ 5%):")
     for key in sorted(value["blocklayer"]):
         row = []
@@ -155,15 +158,18 @@ PHASES = ("setup_s", "image_s", "previous_image_wait_s", "daemon_spawn_s", "fio_
           "daemon_stop_s", "image_remove_s", "wall_s", "overhead_s")
 
 
-def print_phases(runs: list[dict[str, float]], removals: list[float] | None = None) -> None:
+def print_phases(runs: list[dict[str, float]], removals: list[tuple[float, float]] | None = None) -> None:
     print(f"block-layer phases over {len(runs)} runs, median (max) in s:")
     for k in PHASES:
         xs = [r[k] for r in runs if k in r]
         if xs:
             print(f"  {k:24s} {statistics.median(xs):6.3f} ({max(xs):6.3f})")
     if removals:
-        print(f"  {'(previous image deletion, in a thread during fio start-up)':24s} "
-              f"{statistics.median(removals):6.3f} ({max(removals):6.3f})")
+        took = [a for a, _ in removals]
+        hidden = [max(0.0, a - w) for a, w in removals]
+        print(f"  previous image's deletion (in a thread during fio's start-up): {statistics.median(took):.3f} "
+              f"({max(took):.3f}); hidden under fio's start-up: median {statistics.median(hidden):.3f} s "
+              f"(max {max(hidden):.3f}), total {sum(hidden):.1f} s of {sum(took):.1f} s")
 
 
 def quick_plan(args: argparse.Namespace) -> int:
@@ -214,7 +220,11 @@ def quick_plan(args: argparse.Namespace) -> int:
             print(f"  {key:44s} {wname:15s} n={len(xs)} mean {s.mean:12,.0f} ±{shown:>6s}  "
                   f"{stop.kind + ': ' + stop.reason[:70] if stop else '(no stop recorded)'}")
         print(f"  {met} of {len(cells)} block-layer cells within 5%")
-        print_phases([r.phases for r in runs if r.axes["tier"] == "blocklayer"])
+        blk = {r.run_id: r for r in runs if r.axes["tier"] == "blocklayer"}
+        took = dict(store.db.execute("SELECT id, json_extract(meta_json, '$.previous_image_removal_s') FROM runs "
+                                     "WHERE json_extract(meta_json, '$.previous_image_removal_s') IS NOT NULL"))
+        print_phases([r.phases for r in blk.values()],
+                     [(float(took[i]), blk[i].phases["previous_image_wait_s"]) for i in blk if i in took])
         store.close()
     print(f"load average after: {Path('/proc/loadavg').read_text().split()[:3]}")
     return proc.returncode
