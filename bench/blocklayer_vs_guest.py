@@ -21,6 +21,7 @@ the runs the plan gave it (target ≤ 5%), why the scheduler stopped repeating i
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import platform
 import random
@@ -191,7 +192,7 @@ def quick_plan(args: argparse.Namespace) -> int:
                str(scratch / "quick-bench.toml"), "--db", str(db), "--workdir", str(scratch / "work")]
         t0 = time.monotonic()
         proc = subprocess.run(cmd, cwd=scratch, text=True, capture_output=True)
-        took = time.monotonic() - t0
+        took_s = time.monotonic() - t0
         print(proc.stdout[-3000:], proc.stderr[-2000:], sep="\n")
         store = Store(db, read_only=True)
         (sweep_id,) = store.sweep_ids()[-1:]
@@ -208,7 +209,7 @@ def quick_plan(args: argparse.Namespace) -> int:
             cells.setdefault((r.cell_key, r.workload), []).append(values[r.run_id][metric])
         print(f"\n{time.strftime('%Y-%m-%d %H:%M')} quick plan ({', '.join(plan['tier'])}; "
               f"{plan.get('repetition_policy', 'racing')}, repetitions {plan['repetitions']}, budget "
-              f"{plan['time_budget']}): sweep took {took:.0f} s; exit status {proc.returncode}")
+              f"{plan['time_budget']}): sweep took {took_s:.0f} s; exit status {proc.returncode}")
         print("block-layer cells: 95% CI half-width, % of the mean (target ≤ 5%), and why repetition stopped:")
         met = 0
         for (key, wname), xs in sorted(cells.items()):
@@ -225,6 +226,15 @@ def quick_plan(args: argparse.Namespace) -> int:
                                      "WHERE json_extract(meta_json, '$.previous_image_removal_s') IS NOT NULL"))
         print_phases([r.phases for r in blk.values()],
                      [(float(took[i]), blk[i].phases["previous_image_wait_s"]) for i in blk if i in took])
+        # The runner's own time between one run's end and the next one's start (storing, sampling, the cache
+        # drop), which no tier's phases contain.
+        spans = [tuple(r) for r in store.db.execute(
+            "SELECT r.started_at, r.finished_at FROM runs r JOIN cells c ON c.id = r.cell_id WHERE c.sweep_id = ? "
+            "ORDER BY r.started_at", (sweep_id,))]
+        gaps = [b[0] - a[1] for a, b in itertools.pairwise(spans)]
+        if gaps:
+            print(f"runner's time between runs: median {statistics.median(gaps):.3f} s (max {max(gaps):.3f}); "
+                  f"{len(spans)} runs took {sum(b - a for a, b in spans):.0f} s of the sweep's {took_s:.0f} s")
         store.close()
     print(f"load average after: {Path('/proc/loadavg').read_text().split()[:3]}")
     return proc.returncode
