@@ -79,7 +79,7 @@ def main() -> int:
     value: dict[str, dict[tuple[str, str, str], list[float]]] = {t: {} for t in TIERS}
     wall: dict[str, list[float]] = {t: [] for t in TIERS}
     phases: dict[str, list[dict[str, float]]] = {t: [] for t in TIERS}
-    removals: list[tuple[float, float]] = []  # (deletion of the previous image, the part of it waited for)
+    deletions: list[tuple[float, int]] = []  # per run: (time spent deleting earlier images, files left)
     with tempfile.TemporaryDirectory(prefix="iomatrix-bench-", dir=os.getcwd()) as tmp:
         scratch = Path(tmp)
         opts = RunOptions(workdir=scratch / "work", log=lambda s: print(s, flush=True))
@@ -107,8 +107,8 @@ def main() -> int:
                         continue
                     wall[t].append(took)
                     phases[t].append(out.phases)
-                    if "previous_image_removal_s" in out.meta:
-                        removals.append((out.meta["previous_image_removal_s"], out.phases["previous_image_wait_s"]))
+                    if "deletion_work_s" in out.meta:
+                        deletions.append((out.meta["deletion_work_s"], out.meta["deletion_backlog_files"]))
                     v = out.metrics[w.primary_metric]
                     value[t].setdefault((fmt, cache, w.name), []).append(v)
                     print(f"  run {rep + 1} {t:10s} {fmt}/{cache:9s} {w.name:22s} {w.primary_metric}={v:10,.0f} "
@@ -126,7 +126,7 @@ def main() -> int:
         print(f"{t:10s} per-run wall: median {statistics.median(wall[t]):.2f} s, max {max(wall[t]):.2f} s; "
               f"over runtime: median {statistics.median(over):.2f} s, max {max(over):.2f} s")
     if phases["blocklayer"]:
-        print_phases(phases["blocklayer"], removals)
+        print_phases(phases["blocklayer"], deletions)
     print("\n95% CI half-width after N runs, % of the mean (target ≤ 5%):")
     for key in sorted(value["blocklayer"]):
         row = []
@@ -154,23 +154,23 @@ def main() -> int:
 
 
 # The block-layer tier's phases (tiers/blocklayer.py), in the order they happen; fio's start-up overlaps
-# the image creation, the previous image's deletion and the daemon's start.
-PHASES = ("setup_s", "image_s", "previous_image_wait_s", "daemon_spawn_s", "fio_s", "workload_s", "fio_overhead_s",
+# the image creation, the deletion of earlier runs' images and the daemon's start.
+PHASES = ("setup_s", "image_s", "deletion_wait_s", "daemon_spawn_s", "fio_s", "workload_s", "fio_overhead_s",
           "daemon_stop_s", "image_remove_s", "wall_s", "overhead_s")
 
 
-def print_phases(runs: list[dict[str, float]], removals: list[tuple[float, float]] | None = None) -> None:
+def print_phases(runs: list[dict[str, float]], deletions: list[tuple[float, int]] | None = None) -> None:
     print(f"block-layer phases over {len(runs)} runs, median (max) in s:")
     for k in PHASES:
         xs = [r[k] for r in runs if k in r]
         if xs:
             print(f"  {k:24s} {statistics.median(xs):6.3f} ({max(xs):6.3f})")
-    if removals:
-        took = [a for a, _ in removals]
-        hidden = [max(0.0, a - w) for a, w in removals]
-        print(f"  previous image's deletion (in a thread during fio's start-up): {statistics.median(took):.3f} "
-              f"({max(took):.3f}); hidden under fio's start-up: median {statistics.median(hidden):.3f} s "
-              f"(max {max(hidden):.3f}), total {sum(hidden):.1f} s of {sum(took):.1f} s")
+    if deletions:
+        work = [w for w, _ in deletions]
+        left = [n for _, n in deletions]
+        print(f"  deleting earlier runs' images before the daemon starts (mostly under fio's start-up): median "
+              f"{statistics.median(work):.3f} s ({max(work):.3f}), {sum(work):.1f} s in all; images still waiting "
+              f"when the daemon started: median {statistics.median(left):g} (max {max(left)})")
 
 
 def quick_plan(args: argparse.Namespace) -> int:
@@ -222,10 +222,11 @@ def quick_plan(args: argparse.Namespace) -> int:
                   f"{stop.kind + ': ' + stop.reason[:70] if stop else '(no stop recorded)'}")
         print(f"  {met} of {len(cells)} block-layer cells within 5%")
         blk = {r.run_id: r for r in runs if r.axes["tier"] == "blocklayer"}
-        took = dict(store.db.execute("SELECT id, json_extract(meta_json, '$.previous_image_removal_s') FROM runs "
-                                     "WHERE json_extract(meta_json, '$.previous_image_removal_s') IS NOT NULL"))
+        took = {int(i): (float(w), int(n)) for i, w, n in store.db.execute(
+            "SELECT id, json_extract(meta_json, '$.deletion_work_s'), json_extract(meta_json, "
+            "'$.deletion_backlog_files') FROM runs WHERE json_extract(meta_json, '$.deletion_work_s') IS NOT NULL")}
         print_phases([r.phases for r in blk.values()],
-                     [(float(took[i]), blk[i].phases["previous_image_wait_s"]) for i in blk if i in took])
+                     [took[i] for i in blk if i in took])
         # The runner's own time between one run's end and the next one's start (storing, sampling, the cache
         # drop), which no tier's phases contain.
         spans = [tuple(r) for r in store.db.execute(

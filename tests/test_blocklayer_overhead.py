@@ -89,25 +89,26 @@ def _ledger_targets(work: Path) -> list[str]:
 @pytest.mark.slow
 @needs("fio")
 @needs_qsd
-def test_previous_image_is_deleted_before_the_next_daemon_starts(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run 1's image waits (renamed, in the ledger) until run 2, which deletes it while fio starts up and
-    starts its daemon only once the file is gone; close() deletes run 2's. The deletion is made slow (a real
-    deletion after a pause) so that an overlap with the daemon's start could not go unseen."""
+def test_earlier_images_are_deleted_only_before_a_daemon_starts(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run 1's image waits (renamed, in the ledger) for run 2's start-up, which truncates it while fio starts
+    up and stops before starting its daemon; what is left carries over, and close() deletes it. Each slice is
+    made slow (a real truncation after a pause) so that the deletion cannot end within the window and a
+    truncation while the daemon serves could not go unseen."""
     events: list[tuple[str, float]] = []
-    real_remove, real_spawn = blocklayer.remove_image, children.spawn
+    real_truncate, real_spawn = os.ftruncate, children.spawn
 
-    def slow_remove(path: Path) -> None:
+    def slow_truncate(fd: int, length: int) -> None:
         if threading.current_thread() is not threading.main_thread():
-            time.sleep(1.0)
-        real_remove(path)
-        events.append(("removed " + Path(path).name, time.monotonic()))
+            time.sleep(0.05)
+        real_truncate(fd, length)
+        events.append(("truncate", time.monotonic()))
 
     def spawn(argv: list[str], **kw: object) -> object:
         events.append(("spawn " + Path(argv[0]).name, time.monotonic()))
         return real_spawn(argv, **kw)
 
-    monkeypatch.setattr(blocklayer, "remove_image", slow_remove)
+    monkeypatch.setattr(blocklayer.os, "ftruncate", slow_truncate)
     monkeypatch.setattr(blocklayer.children, "spawn", spawn)
     work = tmp_path / "work"
     tier = BlockLayerTier(_plan(), RunOptions(workdir=work))
@@ -117,24 +118,57 @@ def test_previous_image_is_deleted_before_the_next_daemon_starts(tmp_path: Path,
         assert first.ok, first.error
         assert first.meta["image_removal"].startswith("deferred")
         (kept,) = tmp_path.glob("iomatrix-blk-*")  # renamed out of the way of the next run's image
+        size_before = kept.stat().st_size
         assert kept.name.endswith(".removing-1") and str(kept) in _ledger_targets(work)
         events.clear()
         second = _run(tier, tmp_path, "none", "r2")
+        returned = time.monotonic()
         assert second.ok, second.error
-        assert "previous_image_removal_s" in second.meta
-        order = [what for what, _ in sorted(events, key=lambda e: e[1])]
-        # fio first (its start-up covers the deletion), then the deletion ends, then the daemon starts.
-        assert order == ["spawn fio", f"removed {kept.name}", "spawn qemu-storage-daemon"], order
-        assert not kept.exists() and str(kept) not in _ledger_targets(work)
-        for key in ("setup_s", "image_s", "previous_image_wait_s", "daemon_spawn_s", "fio_s", "workload_s",
+        (daemon_at,) = [t for what, t in events if what == "spawn qemu-storage-daemon"]
+        truncations = [t for what, t in events if what == "truncate"]
+        assert all(t < daemon_at for t in truncations if t < returned)
+        # Not all of it fitted in the window (≥ 32 slices of 50 ms): the rest waits, in the ledger, for later.
+        assert kept.exists() and kept.stat().st_size <= size_before and str(kept) in _ledger_targets(work)
+        assert second.meta["deletion_backlog_files"] == 1  # run 1's remainder, when run 2's daemon started
+        assert len(list(tmp_path.glob("iomatrix-blk-*"))) == 2  # and now run 2's own image too
+        for key in ("setup_s", "image_s", "deletion_wait_s", "daemon_spawn_s", "fio_s", "workload_s",
                     "fio_overhead_s", "daemon_stop_s", "image_remove_s", "wall_s", "overhead_s"):
             assert key in second.phases, key
+        assert second.meta["deletion_work_s"] > 0
         assert second.meta["fio_argv"][1] == blocklayer.FIO_CLOCKSOURCE
         assert "addr.type=fd" in " ".join(second.meta["daemon_argv"])
     finally:
         tier.close()
     assert list(tmp_path.glob("iomatrix-blk-*")) == []
     assert _ledger_targets(work) == []
+
+
+def test_trash_stops_between_slices_and_empties(tmp_path: Path) -> None:
+    """The deleting loop checks between slices whether to stop; the thread does nothing after stop() returns;
+    empty() deletes the rest."""
+    files = []
+    for i in range(3):
+        f = tmp_path / f"img-{i}"
+        with open(f, "wb") as out:
+            out.write(b"x" * 4096)  # allocated data at the start: the last slice to go
+            out.truncate(8 * blocklayer.TRASH_STEP_BYTES)
+        files.append(f)
+    trash = blocklayer.Trash()
+    for f in files:
+        trash.add(f)
+    trash.work(lambda: True)  # told to stop before the first slice
+    assert all(f.stat().st_size == 8 * blocklayer.TRASH_STEP_BYTES for f in files) and trash.gone == []
+    trash.work(lambda: trash.files == files[1:])  # exactly the first file, then stop
+    assert not files[0].exists() and trash.gone == [files[0]] and trash.files == files[1:]
+    assert trash.allocated_bytes() > 0
+    trash.start()
+    trash.stop()
+    state = [(f.exists() and f.stat().st_size) for f in files]
+    time.sleep(0.2)
+    assert [(f.exists() and f.stat().st_size) for f in files] == state  # nothing happens after stop()
+    trash.empty()
+    assert not any(f.exists() for f in files) and trash.files == [] and trash.gone == files
+    assert trash.allocated_bytes() == 0
 
 
 @pytest.mark.slow

@@ -39,7 +39,7 @@ import socket as socketlib
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -72,9 +72,17 @@ EXPORT_KIND = "nbd over a private UNIX socket (fio ioengine=nbd, libnbd)"
 # across CPUs (fio_monotonic_clocktest); clock_gettime (vDSO) costs nothing at start-up, and its few ns per
 # call are nothing against an NBD round trip of ≥ 10 µs. Measured in docs/benchmarks.md (issue 10).
 FIO_CLOCKSOURCE = "--clocksource=clock_gettime"
-# An image is removed in the background during the next run's start-up only if the backing keeps room for
-# this many more images of the plan's size (the next one may be fully preallocated).
+# An image is left to later runs' start-ups to delete only if the backing keeps room for this many more
+# images of the plan's size (the next one may be fully preallocated).
 DEFER_ROOM_IMAGES = 2
+# Deleting is done by truncating from the end a slice at a time, so that it can stop within one slice's time
+# (≤ 35 ms measured here, loaded) when the daemon must start.
+TRASH_STEP_BYTES = 512 << 10
+# fio spends ≥ ~0.2 s starting up before it connects (a fixed 100 ms sleep while its job initialises and
+# ~100 ms calibrating the CPU clock): the trash is worked on until this long after fio started, then the
+# daemon is started (it serves ~20 ms later). Were the daemon later than fio, fio's handshake would wait:
+# the run takes longer, what it measures does not change.
+TRASH_WINDOW_S = 0.12
 
 
 def _tail(text: str, lines: int = 40) -> str:
@@ -119,29 +127,81 @@ def listening_socket(run_dir: Path) -> socketlib.socket:
     return sock
 
 
-@dataclass
-class PendingRemoval:
-    """The previous run's image, renamed out of the way, being deleted in a thread during this run's
-    start-up (see :meth:`BlockLayerTier._defer_removal`)."""
+class Trash:
+    """Earlier runs' images waiting to be deleted (renamed, in the leftovers ledger), worked on only while no
+    measured I/O can run: in a thread during a run's start-up, stopped before that run's daemon starts.
 
-    path: Path
-    thread: threading.Thread | None = None
-    took_s: float = 0.0
+    Why not at the end of each run: see :meth:`BlockLayerTier._defer_removal`. Work that does not fit in one
+    start-up carries over to the next ones (a cheap deletion, e.g. a write-cached image's, leaves the rest of
+    its window to the backlog); :meth:`BlockLayerTier.run` bounds the backlog by waiting.
+    """
+
+    def __init__(self) -> None:
+        self.files: list[Path] = []
+        self.gone: list[Path] = []  # deleted, not yet dropped from the ledger (the main thread does that)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.busy_s = 0.0  # time spent deleting since the last reset (recorded with a run)
+
+    def add(self, path: Path) -> None:
+        self.files.append(path)
+
+    def allocated_bytes(self) -> int:
+        total = 0
+        for f in self.files:
+            with contextlib.suppress(OSError):
+                total += f.stat().st_blocks * 512
+        return total
+
+    def work(self, done: Callable[[], bool]) -> None:
+        """Truncate the files from the end, a slice at a time, unlinking each once empty, until `done()`."""
+        t0 = time.monotonic()
+        try:
+            while self.files and not done():
+                path = self.files[0]
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                except FileNotFoundError:
+                    self.gone.append(self.files.pop(0))
+                    continue
+                try:
+                    size = os.fstat(fd).st_size
+                    while size > 0 and not done():
+                        size = max(0, size - TRASH_STEP_BYTES)
+                        os.ftruncate(fd, size)
+                finally:
+                    os.close(fd)
+                if size == 0:
+                    path.unlink(missing_ok=True)
+                    self.gone.append(self.files.pop(0))
+        finally:
+            self.busy_s += time.monotonic() - t0
 
     def start(self) -> None:
-        self.thread = threading.Thread(target=self._remove, name="iomatrix-blk-remove", daemon=True)
-        self.thread.start()
+        """Work in a thread until :meth:`stop`."""
+        if not self.files or self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self.work, args=(self._stop.is_set,), name="iomatrix-blk-trash",
+                                        daemon=True)
+        self._thread.start()
 
-    def _remove(self) -> None:
-        t0 = time.monotonic()
-        remove_image(self.path)
-        self.took_s = time.monotonic() - t0
+    def wait(self, deadline: float) -> None:
+        """Let the thread work until it has nothing left or the monotonic clock reaches `deadline`."""
+        if self._thread is not None:
+            self._thread.join(max(0.0, deadline - time.monotonic()))
 
-    def wait(self) -> None:
-        if self.thread is None:
-            self._remove()
-        else:
-            self.thread.join()
+    def stop(self) -> None:
+        """Stop the thread; returns within one slice's time. Nothing is deleted after this returns."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def empty(self) -> None:
+        """Delete everything now (the sweep is over, or a run is being torn down)."""
+        self.stop()
+        self.work(lambda: False)
 
 
 def disk_for(cell: Cell, image: Path | None, null_size_bytes: int) -> DiskSpec:
@@ -191,8 +251,8 @@ class BlockLayerTier(Tier):
         self.fio = ""
         self.qemu_version = ""
         self._live: dict[int, subprocess.Popen] = {}
-        # The last run's image, when its deletion waits for the next run of this tier (_defer_removal).
-        self._pending: PendingRemoval | None = None
+        # Earlier runs' images whose deletion waits for later runs' start-ups (_defer_removal).
+        self._trash = Trash()
         self._removals = 0
 
     def open(self) -> None:
@@ -213,10 +273,13 @@ class BlockLayerTier(Tier):
         for proc in list(self._live.values()):
             children.kill(proc, tree=True)
         self._live.clear()
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.wait()
-            forget(self.workdir, pending.path)
+        self._trash.empty()
+        self._forget_gone()
+
+    def _forget_gone(self) -> None:
+        for path in self._trash.gone:
+            forget(self.workdir, path)
+        self._trash.gone.clear()
 
     # -- one run ------------------------------------------------------------
     def _job(self, req: RunRequest) -> NbdJob:
@@ -243,24 +306,25 @@ class BlockLayerTier(Tier):
             return False
         return st.f_bavail * st.f_frsize >= DEFER_ROOM_IMAGES * self.plan.image_size_bytes
 
-    def _defer_removal(self, image: Path) -> PendingRemoval:
-        """Rename the image out of the way of the next run's (same name) and leave its deletion to that run.
+    def _defer_removal(self, image: Path) -> None:
+        """Rename the image out of the way of the next run's (same name) and leave its deletion to the next
+        runs' start-ups.
 
         Deleting an image can take longer than anything else in a run: on a filesystem mounted with
         ``discard`` whose block frees are not deferred to a journal commit (this host's ext4 has no journal),
         unlink() discards every freed extent synchronously, and an image written by small O_DIRECT writes has
-        thousands of extents (0.3–1 s for a 128 MiB region here). The next run of this tier deletes it in a
-        thread while fio starts up (~0.25 s of fio's own start-up before it connects) and starts its daemon
-        only once the deletion is over: fio's first request waits for the daemon, so no measured I/O overlaps
-        the deletion. Between the two runs (another tier's run included) the file only sits on the backing;
-        :meth:`close` deletes the last one, and the leftovers ledger has it meanwhile.
+        thousands of extents (0.3–1 s for a 128 MiB region here). The next runs of this tier delete it in a
+        thread while fio starts up (≥ ~0.2 s of fio's own start-up before it connects) and start their daemon
+        only once that thread has stopped: fio's first request waits for the daemon, so no measured I/O
+        overlaps a deletion. Between runs (another tier's runs included) the file only sits on the backing;
+        :meth:`close` deletes what is left, and the leftovers ledger has it meanwhile.
         """
         self._removals += 1
         moved = image.with_name(f"{image.name}.removing-{self._removals}")
         register_temp_path(self.workdir, moved)
         os.rename(image, moved)
         forget(self.workdir, image)
-        return PendingRemoval(moved)
+        self._trash.add(moved)
 
     def _spawn_fio(self, run_dir: Path, meta: dict[str, object]) -> subprocess.Popen:
         out_file = run_dir / "fio.json"
@@ -273,9 +337,9 @@ class BlockLayerTier(Tier):
         return proc
 
     def run(self, req: RunRequest) -> RunOutcome:
-        """One run. Order (docs/blocklayer.md "Per-run overhead"): the previous run's image starts being
-        deleted in a thread; fio starts (its own start-up takes ~0.25 s before it connects); meanwhile the
-        image is created, the deletion is waited for and the daemon started on the socket fio connects to."""
+        """One run. Order (docs/blocklayer.md "Per-run overhead"): earlier runs' images are deleted in a
+        thread; fio starts (its own start-up takes ≥ ~0.2 s before it connects); meanwhile the image is
+        created, the deleting thread stopped and the daemon started on the socket fio connects to."""
         t0 = time.monotonic()
         run_dir = req.run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -293,12 +357,12 @@ class BlockLayerTier(Tier):
         daemon: subprocess.Popen | None = None
         listener: socketlib.socket | None = None
         log: IO[bytes] | None = None
-        pending, self._pending = self._pending, None
+        trash = self._trash
+        trash.busy_s = 0.0
         outcome: RunOutcome | None = None
         with children.SigtermGuard():
             try:
-                if pending is not None:
-                    pending.start()
+                trash.start()
                 # The daemon never unlinks the socket (we bound it anyway): it is ours to remove.
                 register_temp_path(self.workdir, socket)
                 listener = listening_socket(run_dir)
@@ -311,13 +375,18 @@ class BlockLayerTier(Tier):
                     outcome = RunOutcome(ok=False, job_text=job.text, error=err.one_line(), meta=meta)
                 t_img = time.monotonic()
                 phases["image_s"] = t_img - t_fio
-                if pending is not None:
-                    pending.wait()
-                    forget(self.workdir, pending.path)
-                    meta["previous_image_removal_s"] = round(pending.took_s, 4)
-                    pending = None
+                # Earlier images are deleted until fio is about to connect; nothing is deleted once the daemon runs.
+                trash.wait(t_fio + TRASH_WINDOW_S)
+                trash.stop()
+                # A bounded backlog: beyond one image's worth of allocated bytes, delete down to it now.
+                cap = self.plan.image_size_bytes
+                if trash.files and trash.allocated_bytes() > cap:
+                    trash.work(lambda: trash.allocated_bytes() <= cap)
+                self._forget_gone()
+                meta["deletion_work_s"] = round(trash.busy_s, 4)
+                meta["deletion_backlog_files"] = len(trash.files)
                 t_daemon = time.monotonic()
-                phases["previous_image_wait_s"] = t_daemon - t_img
+                phases["deletion_wait_s"] = t_daemon - t_img
                 if outcome is None:
                     disk = disk_for(req.cell, image, self.plan.image_size_bytes)
                     argv = daemon_argv(self.qsd, disk, listener.fileno(), req.wrapper or None)
@@ -350,9 +419,8 @@ class BlockLayerTier(Tier):
                     listener.close()
                 if fio is not None:  # the run failed before fio's end was waited for
                     self._stop(fio, grace_s=1.0, tree=True)
-                if pending is not None:  # an error before the wait above
-                    pending.wait()
-                    forget(self.workdir, pending.path)
+                trash.stop()  # an error before the stop above
+                self._forget_gone()
                 t_stop = time.monotonic()
                 if daemon is not None:
                     self._stop(daemon, grace_s=STOP_GRACE_S)
@@ -364,8 +432,8 @@ class BlockLayerTier(Tier):
                 t_rm = time.monotonic()
                 if ours and image is not None:
                     if outcome is not None and outcome.ok and self._can_defer(req.cell, image):
-                        self._pending = self._defer_removal(image)
-                        meta["image_removal"] = "deferred: deleted during the next run's start-up"
+                        self._defer_removal(image)
+                        meta["image_removal"] = "deferred: deleted during later runs' start-ups"
                     else:
                         remove_image(image)
                         forget(self.workdir, image)
