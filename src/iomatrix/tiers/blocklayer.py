@@ -378,8 +378,9 @@ class BlockLayerTier(Tier):
                 # Earlier images are deleted until fio is about to connect; nothing is deleted once the daemon runs.
                 trash.wait(t_fio + TRASH_WINDOW_S)
                 trash.stop()
-                # A bounded backlog: beyond one image's worth of allocated bytes, delete down to it now.
-                cap = self.plan.image_size_bytes
+                # A bounded backlog: beyond about two runs' worth of written data, delete down to it now (the
+                # rest is deleted by close() at the end of the sweep).
+                cap = min(self.plan.image_size_bytes, 2 * self.plan.size_bytes)
                 if trash.files and trash.allocated_bytes() > cap:
                     trash.work(lambda: trash.allocated_bytes() <= cap)
                 self._forget_gone()
