@@ -42,7 +42,7 @@ def _opts(spec: str) -> dict[str, str]:
 def test_graph_and_export_per_cache_mode(cache: str) -> None:
     sem = CACHE[CacheMode(cache)]
     disk = DiskSpec("/w/img.qcow2", "qcow2", CacheMode(cache), "threads")  # type: ignore[arg-type]
-    argv = daemon_argv("/usr/bin/qemu-storage-daemon", disk, "nbd.sock", "daemon.pid")
+    argv = daemon_argv("/usr/bin/qemu-storage-daemon", disk, 7)
     graph = _opts(argv[argv.index("--blockdev") + 1])
     onoff = {True: "on", False: "off"}
     # The node half of the cache mode: the very string the guest passes to -blockdev.
@@ -54,7 +54,8 @@ def test_graph_and_export_per_cache_mode(cache: str) -> None:
     export = _opts(argv[argv.index("--export") + 1])
     assert export["writethrough"] == onoff[not sem.write_cache]
     assert export["type"] == "nbd" and export["writable"] == "on" and export["node-name"] == graph["node-name"]
-    assert argv[argv.index("--nbd-server") + 1] == "addr.type=unix,addr.path=nbd.sock"
+    # The listening socket is inherited (fd 7 here), so fio can connect before the daemon is up.
+    assert argv[argv.index("--nbd-server") + 1] == "addr.type=fd,addr.str=7"
     assert export_spec(cache) == argv[argv.index("--export") + 1]
 
 
@@ -66,7 +67,7 @@ def test_expected_writethrough_table() -> None:
 def test_null_ceiling_graph_and_wrapper() -> None:
     cell = Cell("blocklayer", "null", NA, NA, NA, NA, "null", "none")
     disk = disk_for(cell, None, 1 << 30)
-    argv = daemon_argv("qsd", disk, "nbd.sock", "daemon.pid", wrapper=["eatmydata"])
+    argv = daemon_argv("qsd", disk, 3, wrapper=["eatmydata"])
     assert argv[:2] == ["eatmydata", "qsd"]  # the modifier wraps QEMU, the process issuing the flushes
     graph = _opts(argv[argv.index("--blockdev") + 1])
     assert graph["driver"] == "null-co" and graph["size"] == str(1 << 30) and graph["cache.no-flush"] == "off"

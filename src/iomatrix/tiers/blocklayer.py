@@ -32,16 +32,21 @@ sends its NBD flushes under writethrough/directsync (QEMU then flushes a file wi
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import socket as socketlib
 import subprocess
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
 from iomatrix import children, domain
 from iomatrix import workloads as wl
 from iomatrix.backing.leftovers import forget, register_temp_path
-from iomatrix.domain import NA, NULL_BACKING, Aio, CacheMode
+from iomatrix.domain import CACHE, NA, NULL_BACKING, Aio, CacheMode
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import IOPS_LOG_FILE, NbdJob, nbd_job, nbd_uri
 from iomatrix.fio.parse import FioOutputError, checked_metrics, extract_json, fatal_message, parse_iops_log
@@ -49,7 +54,7 @@ from iomatrix.guest.images import remove_image
 from iomatrix.hostcmd import require, version_of
 from iomatrix.matrix import Cell
 from iomatrix.plan.model import Plan
-from iomatrix.qemu_block import NULL_FORMAT, DiskSpec, blockdev_spec, onoff, qemu_opt, write_cache
+from iomatrix.qemu_block import NULL_FORMAT, DiskSpec, blockdev_spec, onoff, write_cache
 from iomatrix.textfile import last_lines
 from iomatrix.tiers import register
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_image
@@ -60,13 +65,24 @@ EXPORT_NAME = "iomx"
 # Relative to the run directory (the daemon's and fio's working directory): a UNIX socket path is limited
 # to 108 bytes, and the working directory can be deeper than that.
 SOCKET_NAME = "nbd.sock"
-# qemu-storage-daemon writes its pid file after the exports and the NBD server exist and before it accepts
-# connections (documented order, qemu-storage-daemon(1)): the file appearing means "ready".
-PID_FILE = "daemon.pid"
 DAEMON_LOG = "daemon.log"
-START_TIMEOUT_S = 20.0  # generous: a loaded 2-core host; the daemon is normally ready in ~50 ms
 STOP_GRACE_S = 5.0
 EXPORT_KIND = "nbd over a private UNIX socket (fio ioengine=nbd, libnbd)"
+# fio's default clock source (the TSC) costs ~70 ms of start-up per run checking that the TSC is monotonic
+# across CPUs (fio_monotonic_clocktest); clock_gettime (vDSO) costs nothing at start-up, and its few ns per
+# call are nothing against an NBD round trip of ≥ 10 µs. Measured in docs/benchmarks.md (issue 10).
+FIO_CLOCKSOURCE = "--clocksource=clock_gettime"
+# An image is left to later runs' start-ups to delete only if the backing keeps room for this many more
+# images of the plan's size (the next one may be fully preallocated).
+DEFER_ROOM_IMAGES = 2
+# Deleting is done by truncating from the end a slice at a time, so that it can stop within one slice's time
+# (≤ 35 ms measured here, loaded) when the daemon must start.
+TRASH_STEP_BYTES = 512 << 10
+# fio spends ≥ ~0.2 s starting up before it connects (a fixed 100 ms sleep while its job initialises and
+# ~100 ms calibrating the CPU clock): the trash is worked on until this long after fio started, then the
+# daemon is started (it serves ~20 ms later). Were the daemon later than fio, fio's handshake would wait:
+# the run takes longer, what it measures does not change.
+TRASH_WINDOW_S = 0.12
 
 
 def _tail(text: str, lines: int = 40) -> str:
@@ -79,14 +95,113 @@ def export_spec(cache: CacheMode | str, node: str = NODE, name: str = EXPORT_NAM
     return f"type=nbd,id={EXPORT_ID},node-name={node},name={name},writable=on,writethrough={onoff(writethrough)}"
 
 
-def daemon_argv(qsd: str, disk: DiskSpec, socket: str | Path, pid_file: str | Path,
-                wrapper: list[str] | None = None) -> list[str]:
-    """The qemu-storage-daemon command line serving `disk` (the guest's graph) on `socket`."""
+def daemon_argv(qsd: str, disk: DiskSpec, listen_fd: int, wrapper: list[str] | None = None) -> list[str]:
+    """The qemu-storage-daemon command line serving `disk` (the guest's graph) on the listening UNIX socket
+    `listen_fd` (inherited: see :func:`listening_socket`)."""
     return [*(wrapper or []), qsd,
             "--blockdev", blockdev_spec(disk, NODE),
-            "--nbd-server", f"addr.type=unix,addr.path={qemu_opt(socket)}",
-            "--export", export_spec(disk.cache),
-            "--pidfile", str(pid_file)]
+            "--nbd-server", f"addr.type=fd,addr.str={listen_fd}",
+            "--export", export_spec(disk.cache)]
+
+
+def listening_socket(run_dir: Path) -> socketlib.socket:
+    """A UNIX stream socket bound at ``run_dir/SOCKET_NAME`` and already listening, for the daemon to inherit.
+
+    Why the socket is ours and not the daemon's: a client's connect() succeeds as soon as the socket listens,
+    and the NBD handshake then waits until the daemon accepts, which it does only after it has built the
+    graph and the export (it processes its whole command line before its main loop runs). So fio can start
+    at the same time as the daemon, without a readiness poll, and fio's measured part can only begin once
+    the daemon serves. Bound through /proc/self/fd/N/… so the path is short whatever the run directory's
+    length (sun_path holds 108 bytes).
+    """
+    sock = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
+    dfd = os.open(run_dir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        sock.bind(f"/proc/self/fd/{dfd}/{SOCKET_NAME}")
+        sock.listen(8)
+    except BaseException:
+        sock.close()
+        raise
+    finally:
+        os.close(dfd)
+    return sock
+
+
+class Trash:
+    """Earlier runs' images waiting to be deleted (renamed, in the leftovers ledger), worked on only while no
+    measured I/O can run: in a thread during a run's start-up, stopped before that run's daemon starts.
+
+    Why not at the end of each run: see :meth:`BlockLayerTier._defer_removal`. Work that does not fit in one
+    start-up carries over to the next ones (a cheap deletion, e.g. a write-cached image's, leaves the rest of
+    its window to the backlog); :meth:`BlockLayerTier.run` bounds the backlog by waiting.
+    """
+
+    def __init__(self) -> None:
+        self.files: list[Path] = []
+        self.gone: list[Path] = []  # deleted, not yet dropped from the ledger (the main thread does that)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.busy_s = 0.0  # time spent deleting since the last reset (recorded with a run)
+
+    def add(self, path: Path) -> None:
+        self.files.append(path)
+
+    def allocated_bytes(self) -> int:
+        total = 0
+        for f in self.files:
+            with contextlib.suppress(OSError):
+                total += f.stat().st_blocks * 512
+        return total
+
+    def work(self, done: Callable[[], bool]) -> None:
+        """Truncate the files from the end, a slice at a time, unlinking each once empty, until `done()`."""
+        t0 = time.monotonic()
+        try:
+            while self.files and not done():
+                path = self.files[0]
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                except FileNotFoundError:
+                    self.gone.append(self.files.pop(0))
+                    continue
+                try:
+                    size = os.fstat(fd).st_size
+                    while size > 0 and not done():
+                        size = max(0, size - TRASH_STEP_BYTES)
+                        os.ftruncate(fd, size)
+                finally:
+                    os.close(fd)
+                if size == 0:
+                    path.unlink(missing_ok=True)
+                    self.gone.append(self.files.pop(0))
+        finally:
+            self.busy_s += time.monotonic() - t0
+
+    def start(self) -> None:
+        """Work in a thread until :meth:`stop`."""
+        if not self.files or self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self.work, args=(self._stop.is_set,), name="iomatrix-blk-trash",
+                                        daemon=True)
+        self._thread.start()
+
+    def wait(self, deadline: float) -> None:
+        """Let the thread work until it has nothing left or the monotonic clock reaches `deadline`."""
+        if self._thread is not None:
+            self._thread.join(max(0.0, deadline - time.monotonic()))
+
+    def stop(self) -> None:
+        """Stop the thread; returns within one slice's time. Nothing is deleted after this returns."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def empty(self) -> None:
+        """Delete everything now (the sweep is over, or a run is being torn down)."""
+        self.stop()
+        self.work(lambda: False)
 
 
 def disk_for(cell: Cell, image: Path | None, null_size_bytes: int) -> DiskSpec:
@@ -136,6 +251,9 @@ class BlockLayerTier(Tier):
         self.fio = ""
         self.qemu_version = ""
         self._live: dict[int, subprocess.Popen] = {}
+        # Earlier runs' images whose deletion waits for later runs' start-ups (_defer_removal).
+        self._trash = Trash()
+        self._removals = 0
 
     def open(self) -> None:
         self.qsd = require("qemu-storage-daemon")
@@ -153,28 +271,79 @@ class BlockLayerTier(Tier):
 
     def close(self) -> None:
         for proc in list(self._live.values()):
-            children.kill(proc)
+            children.kill(proc, tree=True)
         self._live.clear()
+        self._trash.empty()
+        self._forget_gone()
+
+    def _forget_gone(self) -> None:
+        for path in self._trash.gone:
+            forget(self.workdir, path)
+        self._trash.gone.clear()
 
     # -- one run ------------------------------------------------------------
     def _job(self, req: RunRequest) -> NbdJob:
         custom = req.workload.custom_text  # validated at plan load; never re-read from disk
         return nbd_job(req.workload, uri=nbd_uri(SOCKET_NAME, EXPORT_NAME), shape=req.shape, custom_text=custom)
 
-    def _wait_ready(self, proc: subprocess.Popen, run_dir: Path, timeout_s: float) -> str | None:
-        """None once the daemon serves the export; else why not (it exited, or never got ready)."""
-        why = children.wait_listening(proc, run_dir / PID_FILE, run_dir / SOCKET_NAME, timeout_s)
-        return None if why is None else f"qemu-storage-daemon {why}"
-
-    def _stop(self, proc: subprocess.Popen, *, grace_s: float) -> None:
-        children.kill(proc, grace_s=grace_s)
+    def _stop(self, proc: subprocess.Popen, *, grace_s: float, tree: bool = False) -> None:
+        children.kill(proc, grace_s=grace_s, tree=tree)
         self._live.pop(proc.pid, None)
 
+    def _can_defer(self, cell: Cell, image: Path) -> bool:
+        """Whether this run's image may wait for the next run to be deleted (see :meth:`_defer_removal`).
+
+        Not under cache=unsafe: QEMU drops fio's final flush there, so the image can still have dirty pages
+        in the host page cache, which the runner's sync before the next run would write out; deleting the
+        file now drops them unwritten (and costs little: delayed allocation gives such a file few extents).
+        Not when the backing is short of room for the next image next to this one.
+        """
+        if cell.cache in CACHE and CACHE[CacheMode(cell.cache)].no_flush:
+            return False
+        try:
+            st = os.statvfs(image.parent)
+        except OSError:
+            return False
+        return st.f_bavail * st.f_frsize >= DEFER_ROOM_IMAGES * self.plan.image_size_bytes
+
+    def _defer_removal(self, image: Path) -> None:
+        """Rename the image out of the way of the next run's (same name) and leave its deletion to the next
+        runs' start-ups.
+
+        Deleting an image can take longer than anything else in a run: on a filesystem mounted with
+        ``discard`` whose block frees are not deferred to a journal commit (this host's ext4 has no journal),
+        unlink() discards every freed extent synchronously, and an image written by small O_DIRECT writes has
+        thousands of extents (0.3–1 s for a 128 MiB region here). The next runs of this tier delete it in a
+        thread while fio starts up (≥ ~0.2 s of fio's own start-up before it connects) and start their daemon
+        only once that thread has stopped: fio's first request waits for the daemon, so no measured I/O
+        overlaps a deletion. Between runs (another tier's runs included) the file only sits on the backing;
+        :meth:`close` deletes what is left, and the leftovers ledger has it meanwhile.
+        """
+        self._removals += 1
+        moved = image.with_name(f"{image.name}.removing-{self._removals}")
+        register_temp_path(self.workdir, moved)
+        os.rename(image, moved)
+        forget(self.workdir, image)
+        self._trash.add(moved)
+
+    def _spawn_fio(self, run_dir: Path, meta: dict[str, object]) -> subprocess.Popen:
+        out_file = run_dir / "fio.json"
+        # --output: the nbd engine prints "connected to NBD server" on stdout, which would corrupt JSON there.
+        argv = [self.fio, FIO_CLOCKSOURCE, "--output-format=json", f"--output={out_file}", str(run_dir / "job.fio")]
+        meta["fio_argv"] = argv
+        proc = children.spawn(argv, cwd=run_dir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+        self._live[proc.pid] = proc
+        return proc
+
     def run(self, req: RunRequest) -> RunOutcome:
+        """One run. Order (docs/blocklayer.md "Per-run overhead"): earlier runs' images are deleted in a
+        thread; fio starts (its own start-up takes ≥ ~0.2 s before it connects); meanwhile the image is
+        created, the deleting thread stopped and the daemon started on the socket fio connects to."""
         t0 = time.monotonic()
         run_dir = req.run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
-        for name in (SOCKET_NAME, PID_FILE, IOPS_LOG_FILE, "fio.json"):
+        for name in (SOCKET_NAME, IOPS_LOG_FILE, "fio.json"):
             (run_dir / name).unlink(missing_ok=True)
         job = self._job(req)
         (run_dir / "job.fio").write_text(job.text)
@@ -184,97 +353,128 @@ class BlockLayerTier(Tier):
         socket = run_dir / SOCKET_NAME
         image: Path | None = None
         ours = False
-        proc: subprocess.Popen | None = None
+        fio: subprocess.Popen | None = None
+        daemon: subprocess.Popen | None = None
+        listener: socketlib.socket | None = None
         log: IO[bytes] | None = None
+        trash = self._trash
+        trash.busy_s = 0.0
+        outcome: RunOutcome | None = None
         with children.SigtermGuard():
             try:
+                trash.start()
+                # The daemon never unlinks the socket (we bound it anyway): it is ours to remove.
+                register_temp_path(self.workdir, socket)
+                listener = listening_socket(run_dir)
+                t_fio = time.monotonic()
+                fio = self._spawn_fio(run_dir, meta)
+                phases["setup_s"] = t_fio - t0
                 try:
                     image, ours = fresh_image(req, self.workdir, self.plan.image_size_bytes, "iomatrix-blk")
                 except UserError as err:
-                    return RunOutcome(ok=False, job_text=job.text, error=err.one_line(), meta=meta,
-                                      phases={"wall_s": time.monotonic() - t0})
-                disk = disk_for(req.cell, image, self.plan.image_size_bytes)
-                argv = daemon_argv(self.qsd, disk, SOCKET_NAME, PID_FILE, req.wrapper or None)
-                meta["daemon_argv"] = argv
-                meta["export_writethrough"] = not write_cache(disk.cache)
+                    outcome = RunOutcome(ok=False, job_text=job.text, error=err.one_line(), meta=meta)
                 t_img = time.monotonic()
-                phases["image_s"] = t_img - t0
-                # The daemon unlinks neither its socket nor (after SIGKILL) its pid file: both are ours.
-                register_temp_path(self.workdir, socket)
-                log = open(run_dir / DAEMON_LOG, "wb")  # noqa: SIM115 - closed in finally
-                proc = children.spawn(argv, cwd=run_dir, stdin=subprocess.DEVNULL, stdout=log,
-                                      stderr=subprocess.STDOUT)
-                self._live[proc.pid] = proc
-                not_ready = self._wait_ready(proc, run_dir, START_TIMEOUT_S)
-                phases["daemon_start_s"] = time.monotonic() - t_img
-                if not_ready:
-                    self._stop(proc, grace_s=0)
-                    log.flush()
-                    said = (run_dir / DAEMON_LOG).read_text(errors="replace").strip()
-                    why = said.splitlines()[-1] if said else "no message"
-                    phases["wall_s"] = time.monotonic() - t0
-                    return RunOutcome(ok=False, job_text=job.text, console_tail=_tail(said),
-                                      error=f"{not_ready}: {why}", meta=meta, phases=phases)
-                if req.on_process:
-                    # The host sampler follows the process doing the I/O on the host: QEMU.
-                    req.on_process(proc.pid)
-                result = self._fio(req, job, meta, phases, proc)
+                phases["image_s"] = t_img - t_fio
+                # Earlier images are deleted until fio is about to connect; nothing is deleted once the daemon runs.
+                trash.wait(t_fio + TRASH_WINDOW_S)
+                trash.stop()
+                # A bounded backlog: beyond about two runs' worth of written data, delete down to it now (the
+                # rest is deleted by close() at the end of the sweep).
+                cap = min(self.plan.image_size_bytes, 2 * self.plan.size_bytes)
+                if trash.files and trash.allocated_bytes() > cap:
+                    trash.work(lambda: trash.allocated_bytes() <= cap)
+                self._forget_gone()
+                meta["deletion_work_s"] = round(trash.busy_s, 4)
+                meta["deletion_backlog_files"] = len(trash.files)
+                t_daemon = time.monotonic()
+                phases["deletion_wait_s"] = t_daemon - t_img
+                if outcome is None:
+                    disk = disk_for(req.cell, image, self.plan.image_size_bytes)
+                    argv = daemon_argv(self.qsd, disk, listener.fileno(), req.wrapper or None)
+                    meta["daemon_argv"] = argv
+                    meta["export_writethrough"] = not write_cache(disk.cache)
+                    log = open(run_dir / DAEMON_LOG, "wb")  # noqa: SIM115 - closed in finally
+                    daemon = children.spawn(argv, cwd=run_dir, stdin=subprocess.DEVNULL, stdout=log,
+                                            stderr=subprocess.STDOUT, pass_fds=(listener.fileno(),))
+                    self._live[daemon.pid] = daemon
+                    # Only the daemon holds the socket now: if it exits (a graph it refuses), fio's connection
+                    # is reset at once instead of waiting in our listen queue.
+                    listener.close()
+                    listener = None
+                    phases["daemon_spawn_s"] = time.monotonic() - t_daemon
+                    if req.on_process:
+                        # The host sampler follows the process doing the I/O on the host: QEMU.
+                        req.on_process(daemon.pid)
+                    outcome = self._wait_fio(req, job, meta, phases, fio, t_fio, daemon, run_dir)
+                    fio = None
             except BaseException:
-                # Ctrl-C / SIGTERM: no daemon left serving (or flushing) the image we are about to delete.
-                if proc is not None:
-                    self._stop(proc, grace_s=0)
+                # Ctrl-C / SIGTERM: no fio or daemon left serving (or flushing) the image we are about to delete.
+                if fio is not None:
+                    self._stop(fio, grace_s=0, tree=True)
+                    fio = None
+                if daemon is not None:
+                    self._stop(daemon, grace_s=0)
                 raise
             finally:
+                if listener is not None:
+                    listener.close()
+                if fio is not None:  # the run failed before fio's end was waited for
+                    self._stop(fio, grace_s=1.0, tree=True)
+                trash.stop()  # an error before the stop above
+                self._forget_gone()
                 t_stop = time.monotonic()
-                if proc is not None:
-                    self._stop(proc, grace_s=STOP_GRACE_S)
+                if daemon is not None:
+                    self._stop(daemon, grace_s=STOP_GRACE_S)
                 phases["daemon_stop_s"] = time.monotonic() - t_stop
                 if log is not None:
                     log.close()
                 socket.unlink(missing_ok=True)
-                (run_dir / PID_FILE).unlink(missing_ok=True)
                 forget(self.workdir, socket)
+                t_rm = time.monotonic()
                 if ours and image is not None:
-                    remove_image(image)
-                    forget(self.workdir, image)
+                    if outcome is not None and outcome.ok and self._can_defer(req.cell, image):
+                        self._defer_removal(image)
+                        meta["image_removal"] = "deferred: deleted during later runs' start-ups"
+                    else:
+                        remove_image(image)
+                        forget(self.workdir, image)
+                        meta["image_removal"] = "at the end of the run"
+                phases["image_remove_s"] = time.monotonic() - t_rm
                 phases["teardown_s"] = time.monotonic() - t_stop
+        assert outcome is not None
         phases["wall_s"] = time.monotonic() - t0
-        workload_s = phases.get("workload_s", 0.0)
-        phases["overhead_s"] = max(0.0, phases["wall_s"] - workload_s)
-        result.phases = phases
-        if result.ok:
+        phases["overhead_s"] = max(0.0, phases["wall_s"] - phases.get("workload_s", 0.0))
+        outcome.phases = phases
+        if outcome.ok:
             shutil.rmtree(run_dir, ignore_errors=True)
-        return result
+        return outcome
 
-    def _fio(self, req: RunRequest, job: NbdJob, meta: dict[str, object], phases: dict[str, float],
-             daemon: subprocess.Popen) -> RunOutcome:
-        run_dir = req.run_dir
+    def _wait_fio(self, req: RunRequest, job: NbdJob, meta: dict[str, object], phases: dict[str, float],
+                  proc: subprocess.Popen, t_fio: float, daemon: subprocess.Popen, run_dir: Path) -> RunOutcome:
         out_file = run_dir / "fio.json"
-        # --output: the nbd engine prints "connected to NBD server" on stdout, which would corrupt JSON there.
-        argv = [self.fio, "--output-format=json", f"--output={out_file}", str(run_dir / "job.fio")]
-        meta["fio_argv"] = argv
-        t0 = time.monotonic()
-        proc = children.spawn(argv, cwd=run_dir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
         try:
-            _, stderr = proc.communicate(timeout=req.timeout_s)
+            _, stderr = proc.communicate(timeout=max(1.0, req.timeout_s - (time.monotonic() - t_fio)))
         except subprocess.TimeoutExpired:
-            children.kill(proc, tree=True, grace_s=1.0)
-            proc.communicate()
+            self._stop(proc, grace_s=1.0, tree=True)
             return RunOutcome(ok=False, job_text=job.text, meta=meta,
                               error=f"fio did not finish within {req.timeout_s:g} s; killed")
-        except BaseException:
-            children.kill(proc, tree=True)
-            raise
         finally:
             children.release(proc)
-        phases["fio_s"] = time.monotonic() - t0
+            self._live.pop(proc.pid, None)
+        phases["fio_s"] = time.monotonic() - t_fio
         raw = out_file.read_text() if out_file.exists() else ""
         if proc.returncode != 0:
+            # A daemon that refused the graph exits at once, and fio then fails to connect or its connection
+            # is reset: QEMU's message is the one that says why.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                daemon.wait(timeout=1.0)
+            if daemon.returncode is not None:
+                said = (run_dir / DAEMON_LOG).read_text(errors="replace").strip()
+                why = said.splitlines()[-1] if said else "no message"
+                return RunOutcome(ok=False, job_text=job.text, raw_output=raw, console_tail=_tail(said), meta=meta,
+                                  error=f"qemu-storage-daemon exited with status {daemon.returncode}: {why} "
+                                        f"(fio exited with status {proc.returncode})")
             why = fatal_message(stderr) or _tail(stderr, 3)  # names ENOSPC (NBD passes it through) with a fix
-            if daemon.poll() is not None:
-                why += f" (qemu-storage-daemon exited with status {daemon.returncode}: " \
-                       f"{_tail((run_dir / DAEMON_LOG).read_text(errors='replace'), 1)})"
             return RunOutcome(ok=False, job_text=job.text, raw_output=raw, console_tail=_tail(stderr), meta=meta,
                               error=f"fio exited with status {proc.returncode}: {why}")
         try:
@@ -284,6 +484,8 @@ class BlockLayerTier(Tier):
             return RunOutcome(ok=False, job_text=job.text, raw_output=raw, console_tail=_tail(stderr), meta=meta,
                               error=str(err))
         phases["workload_s"] = metrics.get("job.runtime_s", 0.0)
+        # fio's start-up (or the wait for the image and the daemon, if longer), final flush and exit.
+        phases["fio_overhead_s"] = max(0.0, phases["fio_s"] - phases["workload_s"])
         log_file = run_dir / IOPS_LOG_FILE
         # The raw per-interval series only: steady state is computed from it at report time.
         series = parse_iops_log(log_file.read_text()) if log_file.exists() else []
