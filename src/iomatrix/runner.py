@@ -363,6 +363,7 @@ class SweepRunner:
                                                       cells_order[unit.cell] + 1, len(cells_order))
                             items.append((unit, cell_id, slot,
                                           last_run.get((slot.key, slot.round)) if slot.retry else None))
+                        retries: list[Slot] = []
                         for (unit, _cid, slot, _r), (outcome, run_id, flags) in zip(
                                 items, self._run_batch(sweep_id, items), strict=True):
                             last_run[(slot.key, slot.round)] = run_id
@@ -387,8 +388,15 @@ class SweepRunner:
                             self.progress.run_finished(unit, outcome, summary)
                             if retry is not None:
                                 result.retried += 1
-                                queue.append([retry])
-                                self.progress.grow(index + len(queue) + sched.pending_estimate())
+                                retries.append(retry)
+                        # The retries of one shared boot share the next boot too (a tier that starts once per
+                        # run gets them one by one): a boot per disturbed run cost more than the runs.
+                        if retries and cell_of[retries[0].key] != retries[0].key:
+                            queue.append(retries)
+                        else:
+                            queue.extend([r] for r in retries)
+                        if retries:
+                            self.progress.grow(index + len(queue) + sched.pending_estimate())
                     self._adapt_rounds_per_boot(units, cell_of, max_batch)
                 self._record_stops(sched, units)
                 self.store.set_sweep_status(sweep_id, "finished")
