@@ -22,7 +22,7 @@ from iomatrix import workloads as wl
 from iomatrix.backing.provision import BackingHandle, provision
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import JobShape, page_cache_method
-from iomatrix.hygiene import modifier_notes, modifier_wrapper, prepare_cache
+from iomatrix.hygiene import CacheState, modifier_notes, modifier_wrapper, prepare_cache
 from iomatrix.matrix import NA, BackingFacts, Cell, Expansion, Unit, expand
 from iomatrix.metadata import host_metadata
 from iomatrix.monitor.devices import resolve_device_chain
@@ -223,7 +223,20 @@ class SweepRunner:
         t_batch = time.monotonic()  # the batch's whole cost, cache dropping included (for the boot ledger)
         cell = items[0][0].cell
         tier = self.tiers[cell.tier]
-        cache = prepare_cache(self.plan.keep_caches_warm)
+        # A tier that shares a start-up among the batch drops the caches behind a gate during it (after its
+        # own clean-up of the previous start-up); otherwise every tier's background work ends, then the
+        # caches are dropped, before anything starts.
+        overlap = len(items) > 1 and tier.overlaps_host_ready
+        for other in self.tiers.values():
+            if other is not tier or not overlap:
+                other.finish_background_work()
+        prepared: list[CacheState] = []
+
+        def host_ready() -> None:
+            prepared.append(prepare_cache(self.plan.keep_caches_warm))
+
+        if not overlap:
+            host_ready()
         devices = [] if cell.is_null_ceiling else self.devices.get(cell.backing, [])
         notes: list[str] = modifier_notes(cell.modifier, cell.aio) if cell.modifier != NA else []
         try:
@@ -243,7 +256,8 @@ class SweepRunner:
         started = time.time()
         sampler.start()
         try:
-            outcomes = tier.run_batch(reqs) if len(reqs) > 1 else [tier.run(reqs[0])]
+            outcomes = (tier.run_batch(reqs, host_ready=host_ready) if overlap
+                        else tier.run_batch(reqs) if len(reqs) > 1 else [tier.run(reqs[0])])
         finally:
             try:
                 samples = sampler.stop()
@@ -251,6 +265,7 @@ class SweepRunner:
                 samples = []
                 notes.append(f"host sampler failed: {err}")
         finished = time.time()
+        cache = prepared[0] if prepared else CacheState("not-dropped", "the tier did not run the cache preparation")
         if len(items) > 1:
             self.boots.add_batch(outcomes, time.monotonic() - t_batch, len({u.key for u, _, _, _ in items}))
         results: list[tuple[RunOutcome, int, RunInterference | None]] = []
