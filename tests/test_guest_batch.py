@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,43 @@ def test_three_runs_in_one_boot_each_on_its_own_disk(art: GuestArtifacts, tmp_pa
     assert "boot_to_workload_s" not in out.runs[1].phases  # type: ignore[union-attr]
     # Each run wrote to its own image.
     assert all(_allocated(i) > b for i, b in zip(imgs, before, strict=True))
+    assert not live_guest_pids()
+
+
+def test_the_gate_holds_the_first_run_until_the_host_is_ready(art: GuestArtifacts, tmp_path: Path) -> None:
+    imgs = _images(tmp_path, 2)
+    runs = [BatchRun(DiskSpec(str(i), "qcow2", "none", "threads", "virtio-blk"), GuestJob("fio", fio_job()))
+            for i in imgs]
+    calls: list[float] = []
+
+    def ready() -> None:  # the host's clean-up of a previous boot, made long on purpose
+        time.sleep(6)
+        calls.append(time.monotonic())
+
+    out = run_guest_batch(art, TCG, runs, tmp_path / "boot", run_timeout=120, machine="microvm",
+                          host_ready=ready)
+    assert out.error is None, out.console_tail
+    assert all(r is not None and r.ok for r in out.runs), [r and r.error for r in out.runs]
+    assert len(calls) == 1 and out.boot_phases["host_ready_s"] >= 6.0
+    # `ready` starts at QEMU's spawn: the first run cannot have reached its workload before it returned,
+    # however fast the guest booted.
+    first = out.runs[0].phases  # type: ignore[union-attr]
+    assert first["qemu_start_s"] + first["boot_to_workload_s"] >= out.boot_phases["host_ready_s"]
+    assert "gate_wait_s" in out.boot_phases
+    assert "@@IOMX:MARK:gate_open:" in (tmp_path / "boot" / "results.log").read_text()
+    assert not live_guest_pids()
+
+
+def test_a_failing_host_ready_still_lets_the_boot_end_and_is_reported(art: GuestArtifacts, tmp_path: Path) -> None:
+    imgs = _images(tmp_path, 2)
+    runs = [BatchRun(DiskSpec(str(i), "qcow2", "none", "threads", "virtio-blk"), GuestJob("fio", fio_job()))
+            for i in imgs]
+
+    def ready() -> None:
+        raise OSError("cannot remove the previous images")
+
+    with pytest.raises(OSError, match="cannot remove"):
+        run_guest_batch(art, TCG, runs, tmp_path / "boot", run_timeout=120, machine="microvm", host_ready=ready)
     assert not live_guest_pids()
 
 

@@ -80,3 +80,11 @@ def test_auto_rounds_per_boot_records_its_choice_with_every_run(tmp_path: Path) 
     # After two boots the variances are estimable: the choice names its reason, and the progress says so.
     assert any("median of 2 units' optimum" in c["reason"] for c in choices)
     assert "guest boots:" in proc.stdout + proc.stderr
+    # Each boot dropped the caches behind its gate, and each boot after the first removed the previous
+    # boot's images there first (the whole removal is recorded with the boot that waited for it).
+    boots = con.execute("SELECT boot_id, MIN(started_at), json_extract(meta_json, '$.boot_phases.host_ready_s'), "
+                        "json_extract(meta_json, '$.boot_host_s.previous_images_remove_s'), cache_state FROM runs "
+                        "WHERE boot_id IS NOT NULL GROUP BY boot_id ORDER BY 2").fetchall()
+    assert len(boots) >= 3 and all(b[2] is not None and b[4] == "dropped" for b in boots)
+    assert boots[0][3] is None and all(b[3] is not None for b in boots[1:])
+    assert not [p for p in (tmp_path / "iomatrix-work").rglob("*") if p.suffix == ".qcow2"]
