@@ -45,3 +45,9 @@ def test_keeps_the_current_value_until_the_data_can_say() -> None:
     assert choice.rounds == 3 and "no boot measured yet" in choice.reason  # the cap bounds the start too
     with pytest.raises(ValueError):
         choose_rounds_per_boot({}, 1.0, 1.0, current=2, cap=0)
+
+
+def test_one_round_is_singular() -> None:
+    # C alone: r* = 1 (see above).
+    choice = choose_rounds_per_boot({"c": UNIT_C}, 14.0, 2.0, current=2, cap=6)
+    assert choice.rounds == 1 and choice.reason.startswith("1 round per boot: median of 1 units' optimum")

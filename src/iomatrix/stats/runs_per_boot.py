@@ -35,6 +35,10 @@ class RoundsPerBoot:
     per_unit: dict[str, int]  # the units' own r*
 
 
+def _rounds(n: int) -> str:
+    return f"{n} round" if n == 1 else f"{n} rounds"
+
+
 def choose_rounds_per_boot(units: Mapping[str, Sequence[tuple[str | None, int | None, float]]],
                            boot_cost_s: float | None, round_cost_s: float | None, current: int,
                            cap: int) -> RoundsPerBoot:
@@ -43,7 +47,7 @@ def choose_rounds_per_boot(units: Mapping[str, Sequence[tuple[str | None, int | 
         raise ValueError("need cap ≥ 1 and current ≥ 1")
     current = min(current, cap)
     if not boot_cost_s or not round_cost_s or boot_cost_s < 0 or round_cost_s <= 0:
-        return RoundsPerBoot(current, f"{current} rounds per boot: no boot measured yet", {})
+        return RoundsPerBoot(current, f"{_rounds(current)} per boot: no boot measured yet", {})
     per_unit: dict[str, int] = {}
     for key, runs in units.items():
         tl = variance_components(boots_of(runs)) if runs else None
@@ -52,10 +56,10 @@ def choose_rounds_per_boot(units: Mapping[str, Sequence[tuple[str | None, int | 
         per_unit[key] = optimal_runs_per_boot(tl.between_var, tl.within_var, boot_cost_s, round_cost_s, cap)
     costs = f"boot {boot_cost_s:.1f} s, round {round_cost_s:.1f} s"
     if not per_unit:
-        return RoundsPerBoot(current, f"{current} rounds per boot: variances not estimable yet (need 2 boots with "
+        return RoundsPerBoot(current, f"{_rounds(current)} per boot: variances not estimable yet (need 2 boots with "
                                       f"≥ 2 runs of a unit); {costs}", {})
     ordered = sorted(per_unit.values())
     chosen = ordered[(len(ordered) - 1) // 2]
-    return RoundsPerBoot(chosen, f"{chosen} rounds per boot: median of {len(ordered)} units' optimum "
+    return RoundsPerBoot(chosen, f"{_rounds(chosen)} per boot: median of {len(ordered)} units' optimum "
                                  f"√((c_boot/c_round)·(σ_w²/σ_b²)) (range {ordered[0]}–{ordered[-1]}); {costs}; "
                                  f"at most {cap}", per_unit)
