@@ -1,14 +1,15 @@
 """Guest boot benchmark: boot-to-workload, per-run overhead and harness efficiency (not a test).
 
     python bench/guest_boot.py [-n 5] [--accel tcg|kvm] [--cache-dir DIR] [--part boot|sweep|all]
-                               [--runtime 5] [--reps 2]
+                               [--runtime 5] [--reps 2] [--rounds-per-boot 2,auto] [--no-before] [--no-after]
 
 boot:  N guests per machine type (pc, microvm) each running a 1 s fio job on a fresh qcow2 on
        virtio-blk: boot-to-workload (QEMU spawn → workload start, modules included; target ≤ 2.0 s
        median under TCG), and per-run overhead = wall − workload of a one-run boot.
 sweep: real sweeps through the runner (store, host sampler and all): "before" = one pc boot per run
        (how the guest tier ran before runs shared boots), "after" = the runs of one cell share a boot
-       each round (microvm for virtio buses), and "after, N rounds per boot" (`repetitions_per_boot`).
+       each round (microvm for virtio buses), and "after, N rounds per boot" (`repetitions_per_boot`;
+       `--rounds-per-boot auto`: chosen after each round from the measured variances and costs).
        Plans: the quick plan's guest cells shaped
        like the issue's measurement (qcow2 × none/writeback on virtio-blk + the null ceiling, 3 fio
        workloads, `--reps` rounds, runtime `--runtime`), and a slice of the built-in full-matrix-fs
@@ -133,14 +134,17 @@ def _one_boot_per_run() -> Iterator[None]:
 
 
 def bench_sweep(name: str, toml: str, runtime: float, accel: str, work: Path, before: bool,
-                rounds_per_boot: int = 1) -> dict:
+                rounds_per_boot: int | str = 1) -> dict:
     from iomatrix.plan.load import load_plan
     from iomatrix.runner import SweepRunner
     from iomatrix.store import Store
     from iomatrix.tiers.base import RunOptions
 
     label = "before (one pc boot per run)" if before else "after (runs of a cell share a boot)"
-    if rounds_per_boot > 1:
+    if rounds_per_boot == "auto":
+        label = "after (rounds per boot chosen by the data: repetitions_per_boot = \"auto\")"
+        toml = 'repetitions_per_boot = "auto"\n' + toml
+    elif int(rounds_per_boot) > 1:
         label = f"after ({rounds_per_boot} rounds of a cell per boot)"
         toml = f"repetitions_per_boot = {rounds_per_boot}\n" + toml
     d = work / f"{name}-{'before' if before else 'after'}-{rounds_per_boot}"
@@ -157,7 +161,19 @@ def bench_sweep(name: str, toml: str, runtime: float, accel: str, work: Path, be
     wall = time.monotonic() - t0
     store.close()
     con = sqlite3.connect(d / "r.sqlite")
-    rows = con.execute("SELECT status, phases_json, boot_id FROM runs").fetchall()
+    rows = con.execute("SELECT status, phases_json, boot_id, meta_json FROM runs").fetchall()
+    # Host-side time around each boot (image creation and removal), once per boot; the rounds-per-boot
+    # choices in the order they were made.
+    host: dict[str, dict] = {}
+    choices: list[int] = []
+    for r in rows:
+        meta = json.loads(r[3] or "{}")
+        if r[2] and "boot_host_s" in meta:
+            host[r[2]] = {**meta["boot_host_s"], **{k: v for k, v in meta.get("boot_phases", {}).items()
+                                                     if k in ("host_ready_s", "gate_wait_s")}}
+        rpb = meta.get("rounds_per_boot")
+        if rpb and (not choices or choices[-1] != rpb["rounds"]):
+            choices.append(rpb["rounds"])
     ok = [json.loads(r[1]) for r in rows if r[0] == "ok"]
     boots = len({r[2] for r in rows if r[2]}) + sum(1 for r in rows if not r[2])
     work_s = sum(p.get("workload_s", 0.0) for p in ok)
@@ -166,9 +182,24 @@ def bench_sweep(name: str, toml: str, runtime: float, accel: str, work: Path, be
            "wall_s": round(wall, 1), "workload_s": round(work_s, 1),
            "efficiency": round(len(ok) * runtime / wall, 3), "workload_share": round(work_s / wall, 3),
            "overhead_per_run_s": round((wall - work_s) / max(1, len(ok)), 2),
-           "boot_to_workload_median_s": round(statistics.median(b2w), 2) if b2w else None}
+           "boot_to_workload_median_s": round(statistics.median(b2w), 2) if b2w else None,
+           "images_create_s": round(sum(h.get("images_create_s", 0.0) for h in host.values()), 2),
+           # Removal of a boot's images overlaps the next boot (behind its gate, with sync + drop caches:
+           # host_ready_s); gate_wait_s is how long guests waited for it.
+           "images_remove_s": round(sum(h.get("images_remove_s") or h.get("previous_images_remove_s") or 0.0
+                                        for h in host.values()), 2),
+           "host_ready_s": round(sum(h.get("host_ready_s", 0.0) for h in host.values()), 2),
+           "gate_wait_s": round(sum(h.get("gate_wait_s", 0.0) for h in host.values()), 2),
+           "rounds_per_boot": choices, "load_avg_1m": _load()}
     print(json.dumps(out), flush=True)
     return out
+
+
+def _load() -> float | None:
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def main() -> None:
@@ -180,8 +211,11 @@ def main() -> None:
     ap.add_argument("--runtime", type=float, default=5.0, help="fio runtime of the sweeps (default 5 s)")
     ap.add_argument("--reps", type=int, default=2, help="rounds of the quick-shaped sweep (default 2)")
     ap.add_argument("--plans", default="quick-guest,seed-shaped", help="which sweeps, comma-separated")
-    ap.add_argument("--rounds-per-boot", type=int, default=2,
-                    help="also run the sweeps with this many rounds per boot (in-boot repetition; 1 = skip)")
+    ap.add_argument("--rounds-per-boot", default="2",
+                    help="also run the sweeps with this many rounds per boot (in-boot repetition; 1 = skip), "
+                         "or 'auto' (chosen from the measured variances and costs)")
+    ap.add_argument("--no-after", action="store_true",
+                    help="skip the one-round-per-boot sweeps (keep only --rounds-per-boot)")
     ap.add_argument("--no-before", action="store_true", help="skip the one-boot-per-run sweeps")
     args = ap.parse_args()
 
@@ -202,10 +236,12 @@ def main() -> None:
             for name in args.plans.split(","):
                 if not args.no_before:
                     bench_sweep(name, plans[name], args.runtime, accel.accel, work, before=True)
-                bench_sweep(name, plans[name], args.runtime, accel.accel, work, before=False)
-                if args.rounds_per_boot > 1:
-                    bench_sweep(name, plans[name], args.runtime, accel.accel, work, before=False,
-                                rounds_per_boot=args.rounds_per_boot)
+                if not args.no_after:
+                    bench_sweep(name, plans[name], args.runtime, accel.accel, work, before=False)
+                for rpb in args.rounds_per_boot.split(","):
+                    if rpb == "auto" or int(rpb) > 1:
+                        bench_sweep(name, plans[name], args.runtime, accel.accel, work, before=False,
+                                    rounds_per_boot=rpb if rpb == "auto" else int(rpb))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

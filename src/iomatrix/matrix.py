@@ -198,9 +198,9 @@ def estimate_seconds(plan: Plan, expansion: Expansion, batching: bool = True) ->
     for cell, n in per_cell.items():
         tier = _tier(cell.tier)
         # One boot holds `repetitions_per_boot` rounds of the cell's runs, split at the bus's disk limit.
-        per_boot = n * plan.repetitions_per_boot
+        per_boot = n * plan.start_rounds_per_boot
         boots = -(-per_boot // max(1, tier.max_batch(cell)))
-        per_rep += boots * tier.batch_overhead_s / plan.repetitions_per_boot
+        per_rep += boots * tier.batch_overhead_s / plan.start_rounds_per_boot
     low = per_rep * plan.repetitions.min
     high = max(low, min(per_rep * plan.repetitions.max, plan.time_budget_s))
     return low, high

@@ -22,7 +22,7 @@ from iomatrix import workloads as wl
 from iomatrix.backing.provision import BackingHandle, provision
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import JobShape, page_cache_method
-from iomatrix.hygiene import modifier_notes, modifier_wrapper, prepare_cache
+from iomatrix.hygiene import CacheState, modifier_notes, modifier_wrapper, prepare_cache
 from iomatrix.matrix import NA, BackingFacts, Cell, Expansion, Unit, expand
 from iomatrix.metadata import host_metadata
 from iomatrix.monitor.devices import resolve_device_chain
@@ -31,6 +31,7 @@ from iomatrix.monitor.summary import summarize_samples
 from iomatrix.plan.model import Plan
 from iomatrix.scheduler import CiWidthPolicy, RacingPolicy, Scheduler, Slot, StopPolicy, UnitState
 from iomatrix.stats.interference import RunInterference, interference_flags, interference_scores
+from iomatrix.stats.runs_per_boot import RoundsPerBoot, choose_rounds_per_boot
 from iomatrix.store import RunRecord, Store
 from iomatrix.tiers import tier_class
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Target, Tier
@@ -128,6 +129,10 @@ class SweepRunner:
         self.design_seed = int(plan.fingerprint(), 16)  # the scheduler's round orders; a resumed sweep keeps its own
         # Interference scores of this session's judged runs: each run is flagged relative to them.
         self.host_baseline: list[dict[str, float]] = []
+        self.boots = BootLedger()
+        self.rounds_per_boot = RoundsPerBoot(plan.start_rounds_per_boot,
+                                             "set by the plan" if not plan.adaptive_rounds_per_boot
+                                             else f"{plan.start_rounds_per_boot} rounds per boot to start", {})
 
     # -- setup ------------------------------------------------------------
     def _sweep(self) -> tuple[int, bool]:
@@ -215,9 +220,23 @@ class SweepRunner:
         """Runs of one cell: one by one, or together when the tier shares a start-up among them (one guest
         boot). One host sampler covers the batch; each run keeps, and is judged on, the samples of its own
         time span."""
+        t_batch = time.monotonic()  # the batch's whole cost, cache dropping included (for the boot ledger)
         cell = items[0][0].cell
         tier = self.tiers[cell.tier]
-        cache = prepare_cache(self.plan.keep_caches_warm)
+        # A tier that shares a start-up among the batch drops the caches behind a gate during it (after its
+        # own clean-up of the previous start-up); otherwise every tier's background work ends, then the
+        # caches are dropped, before anything starts.
+        overlap = len(items) > 1 and tier.overlaps_host_ready
+        for other in self.tiers.values():
+            if other is not tier or not overlap:
+                other.finish_background_work()
+        prepared: list[CacheState] = []
+
+        def host_ready() -> None:
+            prepared.append(prepare_cache(self.plan.keep_caches_warm))
+
+        if not overlap:
+            host_ready()
         devices = [] if cell.is_null_ceiling else self.devices.get(cell.backing, [])
         notes: list[str] = modifier_notes(cell.modifier, cell.aio) if cell.modifier != NA else []
         try:
@@ -237,7 +256,8 @@ class SweepRunner:
         started = time.time()
         sampler.start()
         try:
-            outcomes = tier.run_batch(reqs) if len(reqs) > 1 else [tier.run(reqs[0])]
+            outcomes = (tier.run_batch(reqs, host_ready=host_ready) if overlap
+                        else tier.run_batch(reqs) if len(reqs) > 1 else [tier.run(reqs[0])])
         finally:
             try:
                 samples = sampler.stop()
@@ -245,6 +265,9 @@ class SweepRunner:
                 samples = []
                 notes.append(f"host sampler failed: {err}")
         finished = time.time()
+        cache = prepared[0] if prepared else CacheState("not-dropped", "the tier did not run the cache preparation")
+        if len(items) > 1:
+            self.boots.add_batch(outcomes, time.monotonic() - t_batch, len({u.key for u, _, _, _ in items}))
         results: list[tuple[RunOutcome, int, RunInterference | None]] = []
         for (unit, cell_id, slot, retry_of), outcome in zip(items, outcomes, strict=True):
             run_start = outcome.started_at if outcome.started_at is not None else started
@@ -253,6 +276,13 @@ class SweepRunner:
             meta["cache_detail"] = cache.detail
             if len(items) > 1:
                 meta["round_order"] = "cell"  # randomised at the cell level: a cell's runs shared a boot
+                meta["rounds_per_boot"] = {"rounds": self.rounds_per_boot.rounds,
+                                           "mode": "auto" if self.plan.adaptive_rounds_per_boot else "fixed",
+                                           "reason": self.rounds_per_boot.reason}
+            if outcome.ok and outcome.boot_id is not None:
+                value = outcome.metrics.get(unit.workload.primary_metric)
+                if value is not None:
+                    self.boots.add_run(unit.key, outcome.boot_id, outcome.boot_position, value)
             if notes:
                 meta["notes"] = notes
             # Sampler times are seconds since it started; a batched run keeps its own span of them.
@@ -274,6 +304,28 @@ class SweepRunner:
                 boot_id=outcome.boot_id, boot_position=outcome.boot_position))
             results.append((outcome, run_id, flags))
         return results
+
+    def _adapt_rounds_per_boot(self, units: dict[str, tuple[Unit, int]], cell_of: dict[str, str],
+                               max_batch: dict[str, int]) -> None:
+        """`repetitions_per_boot = "auto"`: after each batch round, choose the rounds the next boots hold from
+        the runs so far (stats/runs_per_boot.py); one value for the sweep keeps the rounds aligned."""
+        if not self.plan.adaptive_rounds_per_boot:
+            return
+        from iomatrix.plan.model import MAX_REPETITIONS_PER_BOOT
+
+        members: dict[str, int] = {}
+        for key, cell in cell_of.items():
+            if cell != key:
+                members[cell] = members.get(cell, 0) + 1
+        if not members:
+            return
+        fits = max(max(1, max_batch.get(cell, 1) // n) for cell, n in members.items())
+        cap = min(MAX_REPETITIONS_PER_BOOT, self.plan.repetitions.max, fits)
+        choice = choose_rounds_per_boot(self.boots.runs, self.boots.boot_cost_s(), self.boots.round_cost_s(),
+                                        self.rounds_per_boot.rounds, cap)
+        if choice.reason != self.rounds_per_boot.reason:
+            self.progress.message(f"guest boots: {choice.reason}")
+        self.rounds_per_boot = choice
 
     def _record_stops(self, sched: Scheduler, units: dict[str, tuple[Unit, int]]) -> None:
         for st in sched.new_stops():
@@ -309,7 +361,7 @@ class SweepRunner:
                 cell_of = {k: (u.cell.key if self.tiers[u.cell.tier].batches_runs else k)
                            for k, (u, _) in units.items()}
                 max_batch = {u.cell.key: self.tiers[u.cell.tier].max_batch(u.cell) for u, _ in units.values()}
-                while batches := sched.next_batches(cell_of, max_batch, self.plan.repetitions_per_boot):
+                while batches := sched.next_batches(cell_of, max_batch, self.rounds_per_boot.rounds):
                     self._record_stops(sched, units)
                     self.progress.grow(index + sched.pending_estimate())
                     queue = deque(batches)  # a disturbed run's retry joins the end of its round, on its own
@@ -326,6 +378,7 @@ class SweepRunner:
                                                       cells_order[unit.cell] + 1, len(cells_order))
                             items.append((unit, cell_id, slot,
                                           last_run.get((slot.key, slot.round)) if slot.retry else None))
+                        retries: list[Slot] = []
                         for (unit, _cid, slot, _r), (outcome, run_id, flags) in zip(
                                 items, self._run_batch(sweep_id, items), strict=True):
                             last_run[(slot.key, slot.round)] = run_id
@@ -350,8 +403,16 @@ class SweepRunner:
                             self.progress.run_finished(unit, outcome, summary)
                             if retry is not None:
                                 result.retried += 1
-                                queue.append([retry])
-                                self.progress.grow(index + len(queue) + sched.pending_estimate())
+                                retries.append(retry)
+                        # The retries of one shared boot share the next boot too (a tier that starts once per
+                        # run gets them one by one): a boot per disturbed run cost more than the runs.
+                        if retries and cell_of[retries[0].key] != retries[0].key:
+                            queue.append(retries)
+                        else:
+                            queue.extend([r] for r in retries)
+                        if retries:
+                            self.progress.grow(index + len(queue) + sched.pending_estimate())
+                    self._adapt_rounds_per_boot(units, cell_of, max_batch)
                 self._record_stops(sched, units)
                 self.store.set_sweep_status(sweep_id, "finished")
             except KeyboardInterrupt:
@@ -371,6 +432,45 @@ class SweepRunner:
                 # answers, and "converged" is one too.
                 result.not_converged.append((key, reason))
         return result
+
+
+class BootLedger:
+    """What shared guest boots cost and measured, for choosing the rounds per boot: per unit its ok runs as
+    (boot id, position, primary metric); per batch its cost split into the boot's and the runs' share."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, list[tuple[str | None, int | None, float]]] = {}
+        self._boot_costs: list[float] = []
+        self._round_costs: list[float] = []
+
+    def add_run(self, unit_key: str, boot_id: str | None, position: int | None, value: float) -> None:
+        self.runs.setdefault(unit_key, []).append((boot_id, position, float(value)))
+
+    def add_batch(self, outcomes: Sequence[RunOutcome], wall_s: float, units: int) -> None:
+        """A batch's wall (images, boot, runs, shutdown, removal) = c_boot + n · c_run, with c_run the median
+        wall of its runs after the first (the first carries the boot, the last the shutdown); a round of the
+        cell costs `units` runs."""
+        later = sorted(o.phases["wall_s"] for o in outcomes
+                       if o.ok and (o.boot_position or 0) >= 1 and "wall_s" in o.phases)
+        if not later or units < 1:
+            return
+        run_s = later[(len(later) - 1) // 2]
+        self._boot_costs.append(max(0.0, wall_s - len(outcomes) * run_s))
+        self._round_costs.append(units * run_s)
+
+    @staticmethod
+    def _median(xs: Sequence[float]) -> float | None:
+        if not xs:
+            return None
+        s = sorted(xs)
+        mid = len(s) // 2
+        return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+
+    def boot_cost_s(self) -> float | None:
+        return self._median(self._boot_costs)
+
+    def round_cost_s(self) -> float | None:
+        return self._median(self._round_costs)
 
 
 def judge_interference(samples: Sequence[MonitorSample],

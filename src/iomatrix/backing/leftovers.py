@@ -36,6 +36,7 @@ import secrets
 import shutil
 import stat
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -151,15 +152,21 @@ def _key(sdir: Path, *, create: bool) -> bytes | None:
     except FileNotFoundError:
         if not create:
             return None
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        except FileExistsError:
-            return _key(sdir, create=False)
+        # Written under a name of its own, then linked into place: a thread or process that finds the key
+        # must never read it half-written (the guest tier creates a boot's images from several threads).
+        tmp = sdir / f"{KEY_FILE}.{os.getpid()}.{threading.get_ident()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             os.write(fd, secrets.token_bytes(32))
             os.fsync(fd)
         finally:
             os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another one won: use its key
+        finally:
+            tmp.unlink(missing_ok=True)
         return _key(sdir, create=False)
     except OSError as exc:
         raise LedgerError(f"cannot open the ledger key {path}: {exc.strerror}",

@@ -349,8 +349,10 @@ def validate_batch(runs: list[BatchRun], machine: str) -> None:
         validate_disk(r.disk)
 
 
-def batch_env(artifacts: GuestArtifacts, runs: list[BatchRun], machine: str) -> tuple[str, list[str]]:
-    """(the boot's assignments, one set of assignments per run) for a multi-run boot."""
+def batch_env(artifacts: GuestArtifacts, runs: list[BatchRun], machine: str,
+              gate: bool = False) -> tuple[str, list[str]]:
+    """(the boot's assignments, one set of assignments per run) for a multi-run boot. `gate`: the guest
+    waits for a line on ttyS1 before its first run (see `HostGate`)."""
     modules: list[str] = []
     for r in runs:
         for m in guest_modules(artifacts, r.disk, r.job, machine):
@@ -359,6 +361,8 @@ def batch_env(artifacts: GuestArtifacts, runs: list[BatchRun], machine: str) -> 
     fs_jobs = any(r.job.kind in ("fs-read", "fs-write") for r in runs)
     boot = {"IOMX_KIND": "batch", "IOMX_RUNS": str(len(runs)), "IOMX_MODULES": " ".join(modules),
             "IOMX_TAR_SERIAL": TAR_SERIAL if fs_jobs else "", "IOMX_DISK_SERIAL": ""}
+    if gate:
+        boot["IOMX_GATE"] = "1"
     per_run = [_shell(_job_vars(r.job, batch_serial(i))) for i, r in enumerate(runs, 1)]
     return _shell(boot), per_run
 
@@ -545,6 +549,9 @@ class GuestHandle:
         self.reader.join(timeout=5)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
         with contextlib.suppress(Exception):
             self._stderr_file.close()  # type: ignore[attr-defined]
 
@@ -696,13 +703,70 @@ def _batch_outcome(handle: GuestHandle, runs: list[BatchRun], machine: str) -> B
     return BatchOutcome(outs, boot, machine, error, tail, handle.argv)
 
 
+class HostGate:
+    """Holds a multi-run guest before its first run until `ready()` has returned on the host.
+
+    `ready` (e.g. removing the previous boot's images, sync + drop caches) runs in a thread from QEMU's
+    spawn on, so it overlaps QEMU's start and the guest's boot; the guest marks `gate_wait` and reads a
+    line from ttyS1, which the host writes once `ready` is done and the guest waits (repeatedly, until
+    `gate_open` arrives: input sent before the guest opens the port is lost). So the host's own work never
+    meets a measured run. `ready_s`: how long `ready` took; `waited_s`: how long the guest waited for it."""
+
+    def __init__(self, ready: Callable[[], None]) -> None:
+        self._ready = ready
+        self._at_gate = threading.Event()
+        self._opened = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+        self.ready_s: float | None = None
+        self.waited_s: float | None = None
+        self._t_at_gate: float | None = None
+
+    def on_line(self, text: str, now: float) -> None:
+        if "@@IOMX:MARK:gate_wait:" in text:
+            self._t_at_gate = now
+            self._at_gate.set()
+        if "@@IOMX:MARK:gate_open:" in text:
+            self._opened.set()
+
+    def start(self, proc: subprocess.Popen) -> None:
+        self._thread = threading.Thread(target=self._run, args=(proc,), name="iomatrix-host-gate", daemon=True)
+        self._thread.start()
+
+    def _run(self, proc: subprocess.Popen) -> None:
+        t0 = time.monotonic()
+        try:
+            self._ready()
+        except BaseException as err:  # reported by the caller; the guest still runs (its runs are judged)
+            self.error = err
+        t_ready = time.monotonic()
+        self.ready_s = round(t_ready - t0, 3)
+        while proc.poll() is None and not self._at_gate.wait(0.1):
+            pass
+        if self._t_at_gate is not None:
+            self.waited_s = round(max(0.0, t_ready - self._t_at_gate), 3)
+        while proc.poll() is None and not self._opened.is_set():
+            try:
+                assert proc.stdin is not None
+                proc.stdin.write(b"go\n")
+                proc.stdin.flush()
+            except (OSError, ValueError):
+                break
+            self._opened.wait(0.2)
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+
 def start_guest_batch(artifacts: GuestArtifacts, accel: str, runs: list[BatchRun], run_dir: Path,
-                      wrapper: list[str] | None = None, memory_mb: int = 512, machine: str = "pc") -> GuestHandle:
+                      wrapper: list[str] | None = None, memory_mb: int = 512, machine: str = "pc",
+                      gate: HostGate | None = None) -> GuestHandle:
     """Boot one guest that runs `runs` one after another, each on its own disk, and return at once."""
     validate_batch(runs, machine)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    boot_env, per_run = batch_env(artifacts, runs, machine)
+    boot_env, per_run = batch_env(artifacts, runs, machine, gate=gate is not None)
     (run_dir / "job.env").write_text(boot_env)
     for i, (r, env) in enumerate(zip(runs, per_run, strict=True), 1):
         (run_dir / f"job{i}.env").write_text(env)
@@ -710,35 +774,60 @@ def start_guest_batch(artifacts: GuestArtifacts, accel: str, runs: list[BatchRun
             text = r.job.fio_job
             (run_dir / f"job{i}.fio").write_text(text if text.endswith("\n") else text + "\n")
     argv = build_batch_argv(artifacts, accel, runs, run_dir, memory_mb, wrapper, machine)
-    return _spawn(argv, run_dir, GuestJob(kind="batch"))
+    handle = _spawn(argv, run_dir, GuestJob(kind="batch"), None if gate is None else gate.on_line,
+                    stdin_pipe=gate is not None)
+    if gate is not None:
+        gate.start(handle.proc)
+    return handle
 
 
 def run_guest_batch(artifacts: GuestArtifacts, accel: str, runs: list[BatchRun], run_dir: Path,
                     run_timeout: float, on_start: Callable[[int], None] | None = None,
-                    wrapper: list[str] | None = None, memory_mb: int = 512, machine: str = "pc") -> BatchOutcome:
+                    wrapper: list[str] | None = None, memory_mb: int = 512, machine: str = "pc",
+                    host_ready: Callable[[], None] | None = None) -> BatchOutcome:
     """Boot one guest for several runs. A run that takes longer than `run_timeout` s (the first one
     including the boot) gets QEMU killed: runs that ended are kept, the run in flight fails, the runs that
-    never started come back as None."""
+    never started come back as None. `host_ready`: host work that may overlap the boot but no run (see
+    `HostGate`); it has returned when this returns, and its time is in `boot_phases` (`host_ready_s`,
+    `gate_wait_s`: how long the guest waited for it)."""
+    gate = None if host_ready is None else HostGate(host_ready)
     with children.SigtermGuard():
-        handle = start_guest_batch(artifacts, accel, runs, run_dir, wrapper=wrapper, memory_mb=memory_mb,
-                                   machine=machine)
+        try:
+            handle = start_guest_batch(artifacts, accel, runs, run_dir, wrapper=wrapper, memory_mb=memory_mb,
+                                       machine=machine, gate=gate)
+        except BaseException:
+            if host_ready is not None:
+                host_ready()  # it must have run when this returns, boot or not
+            raise
         try:
             if on_start is not None:
                 on_start(handle.pid)
             handle.wait_batch(len(runs), run_timeout)
         finally:
             handle.kill()
-        return _batch_outcome(handle, runs, machine)
+            if gate is not None:
+                gate.join()
+        out = _batch_outcome(handle, runs, machine)
+        if gate is not None:
+            if gate.ready_s is not None:
+                out.boot_phases["host_ready_s"] = gate.ready_s
+            if gate.waited_s is not None:
+                out.boot_phases["gate_wait_s"] = gate.waited_s
+            if gate.error is not None:
+                raise gate.error
+        return out
 
 
 def _spawn(argv: list[str], run_dir: Path, job: GuestJob,
-           on_line: Callable[[str, float], None] | None = None) -> GuestHandle:
+           on_line: Callable[[str, float], None] | None = None, stdin_pipe: bool = False) -> GuestHandle:
     (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
     (run_dir / "console.log").unlink(missing_ok=True)
     err = open(run_dir / "qemu-stderr.log", "wb")  # noqa: SIM115 - closed by the handle
     try:
         t_spawn = time.monotonic()
-        proc = children.spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
+        # stdin is ttyS1's input: a pipe only when the host opens a gate with it (HostGate).
+        proc = children.spawn(argv, stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=err)
     except BaseException:
         err.close()
         raise

@@ -53,6 +53,9 @@ _STRICT = ConfigDict(extra="forbid", strict=True)
 _Axis = list[Annotated[_E, Strict(False)]]
 
 
+MAX_REPETITIONS_PER_BOOT = 8  # in-boot repetitions, fixed or chosen by "auto"
+
+
 class Repetitions(BaseModel):
     model_config = _STRICT
     min: Annotated[int, Field(ge=1, le=1000)] = 3
@@ -120,8 +123,9 @@ class Plan(BaseModel):
     guest_fs: Literal["ext4", "xfs"] = "ext4"
     guest_memory_mb: Annotated[int, Field(ge=128, le=16384)] = 512
     # In-boot repetition: how many rounds one guest boot serves (each run still on its own fresh image).
-    # 1 = one run of each workload of a cell per boot; more amortises the boot over more runs.
-    repetitions_per_boot: Annotated[int, Field(ge=1, le=8)] = 1
+    # 1 = one run of each workload of a cell per boot; more amortises the boot over more runs. "auto": start
+    # with 2 and let the measured between-/within-boot variances and boot/run costs choose (stats/two_level.py).
+    repetitions_per_boot: int | str = 1
     # Skip sync + drop_caches before each run (measure warm caches on purpose).
     keep_caches_warm: bool = False
     # Durability tier: trials (cuts) per configuration, each a power loss and a QEMU crash at a seeded random point.
@@ -198,6 +202,23 @@ class Plan(BaseModel):
         if parse_size(v) <= 0:
             raise ValueError(f"'{v}' must be larger than 0")
         return v
+
+    @property
+    def adaptive_rounds_per_boot(self) -> bool:
+        return self.repetitions_per_boot == "auto"
+
+    @property
+    def start_rounds_per_boot(self) -> int:
+        """The rounds one boot serves from the start ("auto" starts with 2, the least that tells the variation
+        within a boot from that between boots)."""
+        return 2 if self.repetitions_per_boot == "auto" else int(self.repetitions_per_boot)
+
+    @field_validator("repetitions_per_boot", mode="before")
+    @classmethod
+    def _per_boot(cls, v: object) -> int | str:
+        if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_REPETITIONS_PER_BOOT):
+            return v  # type: ignore[return-value]
+        raise ValueError(f"{str(v)[:40]!r} is not valid; valid values: 1 to {MAX_REPETITIONS_PER_BOOT}, or \"auto\"")
 
     @field_validator("time_budget")
     @classmethod

@@ -70,6 +70,7 @@ def rank_tables(rankings: Sequence[WorkloadRanking]) -> list[DataTable]:
                          "_bounded": bounded})
         better = "higher" if wr.ranking.higher_is_better else "lower"
         notes = [wr.ranking.test_description]
+        notes += [f"unit for {label}: {cu.describe()}" for label, cu in (wr.units or {}).items()]
         if any(r.pop("_bounded") for r in rows):
             notes.append("≥0: interval bounded at 0 (the quantity cannot be negative)")
         out.append(DataTable(f"{wr.workload} · {wr.metric} ({better} is better) · tier {wr.tier}",
@@ -83,6 +84,9 @@ def _rank_flags(wr: WorkloadRanking, label: str) -> list[str]:
     n = len((wr.disturbed or {}).get(label, []))
     if n:
         out.append(f"{n} disturbed")
+    unit = (wr.units or {}).get(label)
+    if unit is not None and unit.unit == "boot-means":
+        out.append("n = boots")  # the boot means are the unit: runs of one boot are not independent
     stop = (wr.stops or {}).get(label)
     if stop and stop["kind"] == "eliminated":
         out.append(f"eliminated after round {stop['round']}")

@@ -22,6 +22,7 @@ from iomatrix.stats import (
     weighted_mixed_ci,
     weighted_score_ci,
 )
+from iomatrix.stats.analysis_unit import CellUnit, cell_unit
 from iomatrix.stats.decision import (
     DEFAULT_THRESHOLD,
     DEFAULT_TIE_BREAK,
@@ -60,6 +61,22 @@ def run_rounds(store: Store, run_ids: Sequence[int]) -> dict[int, int]:
         for rid, rnd in store.db.execute(q, chunk):
             if rnd is not None:
                 out[int(rid)] = int(rnd)
+    return out
+
+
+def run_boots(store: Store, run_ids: Sequence[int]) -> dict[int, tuple[str, int | None]]:
+    """run id → (boot id, position in the boot), for the runs that shared a guest boot (schema 4)."""
+    cols = {r[1] for r in store.db.execute("PRAGMA table_info(runs)")}
+    if "boot_id" not in cols or not run_ids:
+        return {}
+    out: dict[int, tuple[str, int | None]] = {}
+    ids = list(run_ids)
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        q = ("SELECT id, boot_id, boot_position FROM runs WHERE boot_id IS NOT NULL "
+             f"AND id IN ({','.join('?' * len(chunk))})")
+        for rid, boot, pos in store.db.execute(q, chunk):
+            out[int(rid)] = (str(boot), None if pos is None else int(pos))
     return out
 
 
@@ -105,6 +122,7 @@ class WorkloadRanking:
     disturbed: dict[str, list[tuple[int, RunInterference]]] | None = None  # label → flagged runs (id, why)
     stops: dict[str, dict[str, Any]] | None = None  # label → why the scheduler stopped repeating it
     replaced: dict[str, list[int]] | None = None  # label → disturbed runs a clean retry replaced
+    units: dict[str, CellUnit] | None = None  # label → the analysis unit, for cells whose runs shared boots
 
     def notes(self) -> list[str]:
         """Lines a report prints under the table: the decision, unresolved pairs, disturbed runs."""
@@ -120,6 +138,10 @@ class WorkloadRanking:
         if an is not None and an.round_share is not None:
             out.append(f"between-round share of the run-to-run variance: {an.round_share:.0%}"
                        + ("" if an.p_rounds is None else f" (F-test p={an.p_rounds:.2g})"))
+        for label, cu in (self.units or {}).items():
+            out.append(f"unit for {label}: {cu.describe()}")
+            if cu.describe_first_run():
+                out.append(f"{cu.describe_first_run()} ({label}; reported apart, analysed with the runs)")
         for label, runs in (self.disturbed or {}).items():
             for rid, why in runs:
                 out.append(f"disturbed run {rid} ({label}): {'; '.join(why.reasons)}")
@@ -140,11 +162,14 @@ def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *,
                   threshold: float = DEFAULT_THRESHOLD, tie_break: Sequence[str] = DEFAULT_TIE_BREAK,
                   interference: Mapping[int, RunInterference] | None = None,
                   tier: str | None = None,
-                  stops: Mapping[tuple[int, str], dict[str, Any]] | None = None) -> WorkloadRanking | None:
+                  stops: Mapping[tuple[int, str], dict[str, Any]] | None = None,
+                  boots: Mapping[int, tuple[str, int | None]] | None = None) -> WorkloadRanking | None:
     """Rank one workload's cells of one tier (cells of different tiers measure different things and are
     never ranked against each other; by default the tier closest to a real VM that has results).
     ``per_run`` (run id → (round, value of ``metric``)) makes the analysis blocked by round; without it
-    runs are independent samples."""
+    runs are independent samples. ``boots`` (run id → (boot id, position)) marks runs that shared a guest
+    boot: such a cell's unit is chosen by ``stats.analysis_unit.cell_unit`` (boot means when the
+    between-boot variance dominates, else the runs)."""
     m, _ = primary_metric(workload)
     metric = metric or m
     higher = metric_info(metric).higher_is_better
@@ -159,14 +184,26 @@ def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *,
     groups: dict[str, list[float]] = {}
     rounds: dict[str, list[int]] | None = {} if per_run is not None else None
     cold_apart: list[str] = []
+    units: dict[str, CellUnit] = {}
     for c in ranked:
         if per_run is not None and rounds is not None:
-            pts = sorted((per_run[rid] for rid in c.runs if rid in per_run), key=lambda p: p[0])
-            values, apart = ranked_samples([v for _, v in pts])
-            pts = pts[len(pts) - len(values):]  # the cold first run, when set apart, is the earliest round
-            groups[c.label()], rounds[c.label()] = [v for _, v in pts], [r for r, _ in pts]
+            rid_pts = sorted(((rid, *per_run[rid]) for rid in c.runs if rid in per_run), key=lambda p: p[1])
+            values, apart = ranked_samples([v for _, _, v in rid_pts])
+            rid_pts = rid_pts[len(rid_pts) - len(values):]  # the cold first run, when set apart, is the earliest
+            groups[c.label()], rounds[c.label()] = [v for _, _, v in rid_pts], [r for _, r, _ in rid_pts]
+            cu = _boot_unit(rid_pts, boots)
+            if cu is not None:
+                units[c.label()] = cu
+                groups[c.label()], rounds[c.label()] = list(cu.values), list(cu.rounds)
         else:
             groups[c.label()], apart = ranked_samples(c.samples[metric])
+            all_values = c.samples[metric]
+            if len(c.runs) == len(all_values):  # run ids line up with the values: the boots can be told
+                kept = list(zip(c.runs, all_values, strict=True))[len(all_values) - len(groups[c.label()]):]
+                cu = _boot_unit([(rid, i, v) for i, (rid, v) in enumerate(kept)], boots)
+                if cu is not None:
+                    units[c.label()] = cu
+                    groups[c.label()] = list(cu.values)
         if apart:
             cold_apart.append(c.label())
     r = rank(groups, higher_is_better=higher, alpha=alpha, min_n=min_n, max_rel_half_width=max_noise,
@@ -191,7 +228,16 @@ def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *,
     accel = sorted({a for c in mine for a in c.accel})
     return WorkloadRanking(workload, metric, tier, r, {c.label(): c for c in ranked}, to_bm, ceiling, accel,
                            cold_apart, decision, {k: v for k, v in disturbed.items() if v}, stopped,
-                           {c.label(): c.replaced for c in ranked if c.replaced})
+                           {c.label(): c.replaced for c in ranked if c.replaced}, units or None)
+
+
+def _boot_unit(points: Sequence[tuple[int, int, float]],
+               boots: Mapping[int, tuple[str, int | None]] | None) -> CellUnit | None:
+    """The cell's analysis unit from its (run id, round, value) points, when some of its runs shared a boot."""
+    if not boots or not any(rid in boots for rid, _, _ in points):
+        return None
+    cu = cell_unit([(*boots.get(rid, (None, None)), rnd, v) for rid, rnd, v in points])
+    return cu if cu.shared else None
 
 
 def workload_names(cws: Sequence[CellWorkload], sweep_id: int, workload: str | None) -> list[str]:
@@ -217,6 +263,7 @@ def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | 
     rounds = run_rounds(store, all_runs) if blocked else {}
     interference = run_interference(store, sweep_id, all_runs)
     stops = unit_stops(store, sweep_id)
+    boots = run_boots(store, all_runs)
     out = []
     for w in names:
         m = metric or primary_metric(w)[0]
@@ -229,7 +276,7 @@ def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | 
         for tier in sorted({c.axes["tier"] for c in cws if c.workload == w}, key=tier_order):
             wr = rank_workload(cws, w, metric, min_n=min_n, max_noise=max_noise, per_run=per_run,
                                threshold=threshold, tie_break=tie_break, interference=interference, tier=tier,
-                               stops=stops)
+                               stops=stops, boots=boots)
             if wr is not None:
                 out.append(wr)
     if metric is not None and not out:

@@ -102,7 +102,9 @@ def print_rankings(out: Console, rankings: Sequence[WorkloadRanking], top: int, 
             cell = wr.cells[row.name]
             risk = risk_of(cell.axes["cache"], cell.axes["modifier"])
             flags = ", ".join([f.replace("_", " ") for f in row.flags]
-                              + (["cold run apart"] if row.name in wr.cold_apart else []))
+                              + (["cold run apart"] if row.name in wr.cold_apart else [])
+                              + (["n = boots"] if (wr.units or {}).get(row.name) is not None
+                                 and (wr.units or {})[row.name].unit == "boot-means" else []))
             t.add_row(str(row.rank) if row.rank else "–", row.group_label or "–", row.name, str(s.n),
                       fmt(s.mean), ci, ratio_short(row.ratio_to_best), ratio_short(wr.to_baremetal.get(row.name)),
                       risk.level if risk else "–", f"[yellow]{flags}[/]" if flags else "")

@@ -34,6 +34,8 @@ _WHERE: dict[str, str] = {
     "ConsolidationAnswer": "consolidation", "RoleSlowdown": "consolidation", "consolidation_answer": "consolidation",
     "TwoLevel": "two_level", "variance_components": "two_level", "optimal_runs_per_boot": "two_level",
     "boots_needed": "two_level", "boots_of": "two_level",
+    "RoundsPerBoot": "runs_per_boot", "choose_rounds_per_boot": "runs_per_boot",
+    "CellUnit": "analysis_unit", "cell_unit": "analysis_unit",
 }
 
 __all__ = sorted(_WHERE)

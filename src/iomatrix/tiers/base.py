@@ -126,6 +126,8 @@ class Tier(ABC):
     # round's runs of a cell to run_batch() together. For estimates: seconds of that shared start-up, and
     # seconds per run inside a batch beyond its runtime.
     batches_runs: ClassVar[bool] = False
+    # run_batch runs `host_ready` during its shared start-up (overlapping it) rather than before it.
+    overlaps_host_ready: ClassVar[bool] = False
     batch_overhead_s: ClassVar[float] = 0.0
     batch_run_overhead_s: ClassVar[float] = 0.0
 
@@ -180,10 +182,18 @@ class Tier(ABC):
         """How many runs of `cell` one batch may hold (a tier that batches overrides this)."""
         return 1
 
-    def run_batch(self, reqs: list[RunRequest]) -> list[RunOutcome]:
+    def run_batch(self, reqs: list[RunRequest], host_ready: Callable[[], None] | None = None) -> list[RunOutcome]:
         """Several runs of one cell; one outcome per request, in order. The default runs them one by one;
-        a tier with ``batches_runs`` shares one start-up among them."""
+        a tier with ``batches_runs`` shares one start-up among them. `host_ready` (the runner's cache
+        preparation) must have run before the first run's workload starts; a tier with
+        ``overlaps_host_ready`` runs it during its shared start-up, the default first."""
+        if host_ready is not None:
+            host_ready()
         return [self.run(r) for r in reqs]
+
+    def finish_background_work(self) -> None:  # noqa: B027 - optional hook
+        """Wait for work the tier left running after its last run (the guest tier removes a boot's images
+        while the next boot starts); the runner calls it before any run that work could disturb."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release everything the tier started (called on success, error, Ctrl-C and SIGTERM)."""

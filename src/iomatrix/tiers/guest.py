@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -49,6 +51,7 @@ class GuestTier(Tier):
     axes = ("tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier")
     overhead_s = 4.5  # one boot per run under TCG (pc machine)
     batches_runs = True
+    overlaps_host_ready = True  # the runner's cache dropping waits for the boot, behind a gate (HostGate)
     batch_overhead_s = 2.5  # one microvm boot and shutdown shared by a batch, under TCG
     batch_run_overhead_s = 0.3  # per run inside a boot: image creation, disk lookup, fio start
     order = 20
@@ -74,6 +77,10 @@ class GuestTier(Tier):
         super().__init__(plan, opts)
         self.workdir = opts.workdir
         self._tarball: Path | None = None
+        # The last boot's images, being removed while the next boot starts (see _one_boot).
+        self._cleanup: threading.Thread | None = None
+        self._cleanup_error: BaseException | None = None
+        self._last_remove_s: float | None = None
 
     def open(self) -> None:
         log = self.opts.log
@@ -92,6 +99,16 @@ class GuestTier(Tier):
 
     def close(self) -> None:
         kill_all_guests()
+        self.finish_background_work()
+
+    def finish_background_work(self) -> None:
+        """Wait until the last boot's images are removed (re-raising what went wrong there)."""
+        if self._cleanup is not None:
+            self._cleanup.join()
+            self._cleanup = None
+        if self._cleanup_error is not None:
+            err, self._cleanup_error = self._cleanup_error, None
+            raise err
 
     def _tarball_path(self) -> Path:
         if self._tarball is None:
@@ -106,6 +123,7 @@ class GuestTier(Tier):
         return GuestJob(kind="fio", fio_job=guest_job(w, shape=req.shape, custom_text=custom))
 
     def run(self, req: RunRequest) -> RunOutcome:
+        self.finish_background_work()  # a boot's image removal must not overlap this run
         cell = req.cell
         job = self._job(req)
         image, ours = fresh_image(req, self.workdir, self.plan.image_size_bytes, "iomatrix")
@@ -131,15 +149,21 @@ class GuestTier(Tier):
     def max_batch(cls, cell: Cell) -> int:
         return max_runs_per_boot(Bus(cell.bus), machine_for(cell.bus))
 
-    def run_batch(self, reqs: list[RunRequest]) -> list[RunOutcome]:
+    def run_batch(self, reqs: list[RunRequest], host_ready: Callable[[], None] | None = None) -> list[RunOutcome]:
         """One boot for several runs of one cell (its own fresh image and serial each). Runs that never
-        started because the guest died or hung earlier are retried in a new boot; the run that hung fails."""
+        started because the guest died or hung earlier are retried in a new boot; the run that hung fails.
+        `host_ready` (sync + drop caches) and the removal of the previous boot's images run while this boot
+        starts, behind a gate the guest waits at before its first run."""
         if len(reqs) <= 1 or any(r.target.kind == "device" for r in reqs):
+            self.finish_background_work()
+            if host_ready is not None:
+                host_ready()
             return [self.run(r) for r in reqs]  # a block device holds one fresh image at a time
         results: list[RunOutcome | None] = [None] * len(reqs)
         pending = list(range(len(reqs)))
         while pending:
-            done = self._one_boot([reqs[i] for i in pending])
+            done = self._one_boot([reqs[i] for i in pending], host_ready)
+            host_ready = None  # once per batch, as before: a retry boot only waits for the removal
             still: list[int] = []
             for i, out in zip(pending, done, strict=True):
                 if out is None:
@@ -154,7 +178,8 @@ class GuestTier(Tier):
             pending = still
         return [r for r in results if r is not None]
 
-    def _one_boot(self, reqs: list[RunRequest]) -> list[RunOutcome | None]:
+    def _one_boot(self, reqs: list[RunRequest], host_ready: Callable[[], None] | None = None
+                  ) -> list[RunOutcome | None]:
         cell = reqs[0].cell
         machine = machine_for(cell.bus)
         jobs = [self._job(r) for r in reqs]
@@ -165,22 +190,40 @@ class GuestTier(Tier):
             return fresh_image(reqs[i], self.workdir, self.plan.image_size_bytes, f"iomatrix-{boot_id}-{i}")
 
         # Each run's image is created fresh, all of them at once (qemu-img is mostly waiting on the disk).
+        t_create = time.monotonic()
         with ThreadPoolExecutor(max_workers=min(4, len(reqs))) as pool:
             images = list(pool.map(make, range(len(reqs))))
+        create_s = time.monotonic() - t_create
+        previous = self._cleanup
+        self._cleanup = None
+        prev_remove_s: list[float | None] = [None]
+
+        def ready() -> None:
+            # Behind the guest's gate: the previous boot's images gone (unlinking waits for the host's
+            # write-back of their pages, seconds after a cache=writeback run), then sync + drop caches.
+            if previous is not None:
+                previous.join()
+                prev_remove_s[0] = self._last_remove_s
+                if self._cleanup_error is not None:
+                    err, self._cleanup_error = self._cleanup_error, None
+                    raise err
+            if host_ready is not None:
+                host_ready()
+
         t0 = time.time()
         try:
             runs = [BatchRun(self._disk(cell, img), job) for (img, _), job in zip(images, jobs, strict=True)]
             first = reqs[0]
             batch = run_guest_batch(self.artifacts, self.choice.accel, runs, run_dir, first.timeout_s,
                                     on_start=first.on_process, wrapper=first.wrapper or None,
-                                    memory_mb=self.plan.guest_memory_mb, machine=machine)
+                                    memory_mb=self.plan.guest_memory_mb, machine=machine,
+                                    host_ready=ready if previous is not None or host_ready is not None else None)
         finally:
+            if previous is not None:
+                previous.join()  # normally done behind the gate already
             # Before the images are removed, which frees the room again.
             full = next((f for f in (out_of_space(img) for img, _ in images) if f), None)
-            for img, ours in images:
-                if ours and img is not None:
-                    remove_image(img)
-                    forget(self.workdir, img)
+            self._remove_in_background([img for img, ours in images if ours and img is not None])
         outs: list[RunOutcome | None] = []
         clock = t0
         for pos, (out, job) in enumerate(zip(batch.runs, jobs, strict=True)):
@@ -191,7 +234,11 @@ class GuestTier(Tier):
             if not result.ok and full:
                 result.error = f"{result.error} — {full}"
             result.boot_id, result.boot_position = boot_id, pos
-            result.meta.update({"machine": machine, "boot_runs": len(reqs), "boot_phases": batch.boot_phases})
+            result.meta.update({"machine": machine, "boot_runs": len(reqs), "boot_phases": batch.boot_phases,
+                                # Host-side time around the boot (not in any run's wall): creating the
+                                # images before it, removing them after it.
+                                "boot_host_s": {"images_create_s": round(create_s, 3),
+                                                "previous_images_remove_s": prev_remove_s[0]}})
             result.started_at = clock
             clock += out.phases.get("wall_s", 0.0)
             result.finished_at = clock
@@ -199,6 +246,38 @@ class GuestTier(Tier):
         if all(o is not None and o.ok for o in outs) and batch.error is None:
             shutil.rmtree(run_dir, ignore_errors=True)
         return outs
+
+    def _remove_in_background(self, images: list[Path]) -> None:
+        """Remove a boot's images in a thread: the next boot waits for it behind its gate (`ready` in
+        _one_boot), any other run in `finish_background_work`."""
+        self.finish_background_work()  # at most one removal in flight
+
+        def work() -> None:
+            t = time.monotonic()
+            try:
+                self._remove_images(images)
+            except BaseException as err:
+                self._cleanup_error = err
+            self._last_remove_s = round(time.monotonic() - t, 3)
+
+        self._cleanup = threading.Thread(target=work, name="iomatrix-image-removal")
+        self._cleanup.start()
+
+    def _remove_images(self, images: list[Path]) -> None:
+        """Remove a boot's images, all at once: unlinking a file whose pages the host is still writing
+        back waits for that write-back (seconds after a cache=writeback run), and the waits of several
+        images overlap instead of adding up. All are gone before the next boot starts, so their
+        write-back never meets a measured run."""
+        def one(img: Path) -> None:
+            remove_image(img)
+            forget(self.workdir, img)
+
+        if len(images) <= 1:
+            for img in images:
+                one(img)
+            return
+        with ThreadPoolExecutor(max_workers=min(8, len(images))) as pool:
+            list(pool.map(one, images))
 
     def _disk(self, cell: Cell, image: Path | None) -> DiskSpec:
         null = cell.is_null_ceiling
