@@ -74,3 +74,24 @@ def test_rank_names_disturbed_replaced_and_eliminated_cells(tmp_path: Path) -> N
     assert "stopped after round 3 with 3 runs" in text and "eliminated" in text
     row = {r.name: r for r in wr.ranking.rows}
     assert row["cache=none aio=threads backing=dir"].summary.n == 4
+
+
+def test_a_race_stopped_as_not_separable_within_the_budget_says_so_in_rank(tmp_path: Path) -> None:
+    store = Store(tmp_path / "r.sqlite")
+    sid = store.create_sweep(store.host_id({"hostname": "h", "cpu_count": 2}), "p", "fp", "{}", [], [])
+    cells = {c: store.cell_id(sid, f"baremetal/-/-/{c}/threads/-/dir/none", {**AXES, "cache": c}, {})
+             for c in ("writeback", "unsafe")}
+    swings = {"writeback": [1.0, 1.3, 0.8, 1.1], "unsafe": [1.2, 0.9, 1.25, 0.85]}  # 10% apart, ±25% noise
+    for rnd in range(4):
+        for cache, cid in cells.items():
+            store.record_run(RunRecord(
+                cell_id=cid, workload="seq-write-1m", status="ok", started_at=rnd, finished_at=rnd + 1,
+                accel="none (bare metal)", cache_state="dropped", page_cache_method="-",
+                metrics={"write.bw_mbps": 1000.0 * (1.1 if cache == "unsafe" else 1.0) * swings[cache][rnd]},
+                phases={}, round=rnd + 1, round_position=0))
+    store.record_unit_stop(cells["writeback"], "seq-write-1m", "unresolved",
+                           "not separable from cache=unsafe within the budget: about 30 more rounds needed", 4, 4)
+    [wr] = rank_sweep(store, sid, None, None)
+    assert wr.decision is not None and wr.decision.answer is None
+    assert wr.decision.statement.startswith("not separable within the budget")
+    assert any("stopped after round 4" in n and "within the budget" in n for n in wr.notes())

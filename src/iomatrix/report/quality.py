@@ -81,7 +81,7 @@ def notes(row: dict[str, Any]) -> list[str]:
             f"{d['run_id']} ({'; '.join(d['reasons'])}{'; replaced by its retry' if d.get('replaced') else ''})"
             for d in dist))
     stop = row.get("stop")
-    if stop and stop["kind"] not in ("converged", "settled"):
+    if stop and stop["kind"] not in ("converged", "settled", "equivalent"):  # equivalence settles a tie
         out.append(f"stopped after round {stop['round']}: {stop['reason']}")
     return out
 

@@ -150,7 +150,7 @@ class WorkloadRanking:
                        + ", ".join(map(str, rids)))
         for label, stop in (self.stops or {}).items():
             # Racing's eliminations explain a smaller n; limits say the data did not settle it.
-            if stop["kind"] in ("eliminated", "budget", "max-runs", "gave-up"):
+            if stop["kind"] in ("eliminated", "equivalent", "unresolved", "budget", "max-runs", "gave-up"):
                 out.append(f"stopped after round {stop['round']} with {stop['ok_runs']} runs ({label}): "
                            f"{stop['reason']}")
         return out
@@ -208,12 +208,15 @@ def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *,
             cold_apart.append(c.label())
     r = rank(groups, higher_is_better=higher, alpha=alpha, min_n=min_n, max_rel_half_width=max_noise,
              rounds=rounds)
-    decision = decide(r, {c.label(): c.axes for c in ranked}, groups, threshold=threshold, tie_break=tie_break)
+    stopped = {c.label(): (stops or {})[(c.cell_id, c.workload)] for c in ranked
+               if (c.cell_id, c.workload) in (stops or {})}
+    # A race that stopped contenders as not separable within the budget: "yet" would promise more than it can.
+    spent = any(st["kind"] == "unresolved" for st in stopped.values())
+    decision = decide(r, {c.label(): c.axes for c in ranked}, groups, threshold=threshold, tie_break=tie_break,
+                      budget_spent=spent)
     disturbed = {c.label(): [(rid, interference[rid]) for rid in c.runs
                              if interference and rid in interference and interference[rid].disturbed]
                  for c in ranked}
-    stopped = {c.label(): (stops or {})[(c.cell_id, c.workload)] for c in ranked
-               if (c.cell_id, c.workload) in (stops or {})}
     to_bm: dict[str, RatioCI | None] = {}
     if not is_reference(tier):
         for c in ranked:
