@@ -95,6 +95,13 @@ def _root(
     """Sweep VM disk configurations (format × cache × aio × bus × backing) with error bars."""
 
 
+def _policy_text(p: Plan) -> str:
+    """What decides how many runs a unit gets, in a few words."""
+    if p.repetition_policy == "racing":
+        return "racing: units stop once the data settles them, from the minimum on"
+    return f"until the 95% CI is within ±{p.ci_target:.0%} of the mean"
+
+
 def _load_plan(plan: str) -> tuple[Plan, Path | None]:
     from iomatrix.plan.load import PLAN_ALIASES, load_plan
 
@@ -136,7 +143,7 @@ def plan_cmd(
     low, high = estimate_seconds(p, exp)
     console.print(f"[bold]{p.name}[/]: {p.description}")
     console.print(f"{len(exp.cells)} cells × workloads = {len(exp.units)} units; "
-                  f"repetitions {p.repetitions.min}–{p.repetitions.max} (CI target ±{p.ci_target:.0%}); "
+                  f"repetitions {p.repetitions.min}–{p.repetitions.max} ({_policy_text(p)}); "
                   f"{len(exp.pruned)} pruned")
     for tier, axes in exp.collapsed.items():
         console.print(f"[dim]tier {tier}: axes {', '.join(axes)} do not apply and are collapsed (shown as -)[/]")

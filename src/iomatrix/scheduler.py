@@ -47,7 +47,8 @@ cell) gets a round as batches (:meth:`Scheduler.next_batches`): the units of one
 the order of the units inside a cell too, and positions in the round count on across the batches. The
 randomisation is then at the cell level: the runs of one cell are adjacent in time, which is the price
 of the shared boot; the runs' positions record it. With ``rounds_per_batch`` > 1 (in-boot repetition)
-a batch holds the following rounds of its cell too; a retry of a disturbed run is a batch of its own.
+a batch holds the following rounds of its cell too. (The runner retries the disturbed runs of one
+shared boot together, in one new boot.)
 """
 
 from __future__ import annotations
