@@ -90,7 +90,9 @@ def top_group(wr: WorkloadRanking) -> set[str]:
     d = wr.decision
     if d is None or d.leader is None:
         return set()
-    return {d.leader, *d.tied, *d.unresolved}
+    # The answer too: when the tie-break picks another cell than the leader, `tied` is the rest of the group
+    # *besides the answer* (the leader among them).
+    return {x for x in (d.leader, d.answer) if x is not None} | set(d.tied) | set(d.unresolved)
 
 
 def show(wr: WorkloadRanking, label: str) -> None:

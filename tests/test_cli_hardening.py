@@ -54,10 +54,11 @@ def test_second_sweep_on_the_same_db_or_workdir_names_the_first(tmp_path: Path) 
         finally:
             os.kill(first.pid, signal.SIGCONT)
     finally:
-        assert first.wait(timeout=300) == 0
+        _, first_err = first.communicate(timeout=300)
+    assert first.returncode == 0, first_err
     # Once the first is done, the lock is free: the same command resumes (and finds nothing left to do).
     again = run_cli("run", str(plan), "--db", str(db), "--workdir", str(work))
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == 0, again.stdout + again.stderr
 
 
 @pytest.mark.parametrize(("args", "needles"), [

@@ -269,15 +269,27 @@ def test_retries_are_capped_per_unit_and_writeback_alone_is_not_retried() -> Non
 
 
 def test_no_retry_once_the_host_is_busy() -> None:
-    from iomatrix.scheduler import BUSY_MIN_RUNS
+    from iomatrix.scheduler import BUSY_MIN_RETRIES
 
-    keys = [f"u{i}" for i in range(BUSY_MIN_RUNS)]
+    keys = [f"u{i}" for i in range(6)]
     s = make(keys, min_runs=3, max_runs=3)
-    log = drive_disturbed(s, lambda k, n: (100.0, True))  # everything disturbed, all the time
+    log = drive_disturbed(s, lambda k, n: (100.0, True))  # everything disturbed, all the time, retries too
     retries = [e for e in log if e[3]]
-    # Retries while fewer than BUSY_MIN_RUNS runs were judged, then none: the host is busy.
-    assert 0 < len(retries) < BUSY_MIN_RUNS and s.host_busy()
+    # Retries until BUSY_MIN_RETRIES of them were disturbed again (those already queued in that round run
+    # too), then none: the host is busy.
+    assert BUSY_MIN_RETRIES <= len(retries) < len(keys) * s.max_retries and s.host_busy()
     assert all(u.ok == 3 for u in s.units.values())
+
+
+def test_a_load_that_comes_and_goes_keeps_retrying() -> None:
+    """Most first attempts disturbed, their retries clean (the load's off phases): not a busy host."""
+    keys = [f"u{i}" for i in range(6)]
+    s = make(keys, min_runs=3, max_runs=3)
+    s.max_retries = 3
+    log = drive_disturbed(s, lambda k, n: (100.0, n % 2 == 0))  # the n-th run of a unit: even ones disturbed
+    retries = [e for e in log if e[3]]
+    assert not s.host_busy() and 2 * s.disturbed >= s.judged
+    assert len(retries) == s.disturbed  # every disturbed run got its retry
 
 
 def test_no_retry_when_the_budget_is_spent_and_a_queued_retry_is_dropped() -> None:

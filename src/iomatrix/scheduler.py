@@ -38,8 +38,10 @@ outside cause (CPU pressure, steal, other processes' CPU — not page-cache writ
 cause too) gets one retry at the end of the same round, so the block stays complete: the retry's value
 replaces the disturbed one when it is clean, else the latest value counts (the store's rule for reading,
 ``store/queries.py``, is the same). No retry when the budget is spent, after ``max_retries`` retries of
-the unit, or once the host is *busy*: more than half of the sweep's judged runs were disturbed (at least
-``BUSY_MIN_RUNS`` of them), so waiting for a quiet moment would only spend the budget.
+the unit, or once the host is *busy*: retries themselves keep landing in disturbed moments (more than half
+of the judged retries disturbed again, at least ``BUSY_MIN_RETRIES`` of them), so waiting for a quiet moment
+would only spend the budget. (Judged by the retries, not by the share of disturbed runs: a load that comes
+and goes disturbs many runs, and their retries find the quiet moments between.)
 
 Batches: a tier that shares a start-up among runs (the guest tier boots once for several runs of one
 cell) gets a round as batches (:meth:`Scheduler.next_batches`): the units of one cell form one batch
@@ -61,8 +63,8 @@ from typing import Protocol
 
 MAX_FAILED_ATTEMPTS = 3
 MAX_RETRIES_PER_UNIT = 2  # retries of disturbed runs per unit over the sweep
-BUSY_SHARE = 0.5  # disturbed share of the judged runs above which the host counts as busy: no more retries
-BUSY_MIN_RUNS = 6
+BUSY_SHARE = 0.5  # disturbed share of the judged retries above which the host counts as busy: no more retries
+BUSY_MIN_RETRIES = 3
 
 
 @dataclass
@@ -237,6 +239,8 @@ class Scheduler:
         self.max_retries = max_retries
         self.judged = 0  # ok runs judged for interference this session
         self.disturbed = 0  # …of which disturbed
+        self.retries_judged = 0  # retries of disturbed runs judged this session
+        self.retries_disturbed = 0  # …of which disturbed again
         self.session_runs = 0  # runs recorded this session (ok or failed): the pace for Room.runs_affordable
         self._next_position: dict[int, int] = {}
         self._reported: set[str] = set()
@@ -395,8 +399,10 @@ class Scheduler:
         return True
 
     def host_busy(self) -> bool:
-        """More than BUSY_SHARE of this session's judged runs were disturbed: retrying finds no quiet moment."""
-        return self.judged >= BUSY_MIN_RUNS and self.disturbed > BUSY_SHARE * self.judged
+        """More than BUSY_SHARE of this session's judged retries were disturbed again: retrying finds no quiet
+        moment."""
+        return (self.retries_judged >= BUSY_MIN_RETRIES
+                and self.retries_disturbed > BUSY_SHARE * self.retries_judged)
 
     def _may_retry(self, u: UnitState, slot: Slot) -> bool:
         return (not slot.retry and u.retries < self.max_retries and self.budget_left()
@@ -424,6 +430,9 @@ class Scheduler:
             return None
         self.judged += 1
         self.disturbed += int(disturbed)
+        if slot.retry:
+            self.retries_judged += 1
+            self.retries_disturbed += int(disturbed)
         worthy = disturbed if retry_worthy is None else retry_worthy
         if disturbed and worthy and value is not None and self._may_retry(u, slot):
             u.pending[slot.round] = value
