@@ -153,3 +153,18 @@ def test_estimate_with_repetitions_per_boot_shares_a_boot_among_rounds() -> None
     reps = p.repetitions.min
     # 6 runs per boot (≤ 7 disks on microvm virtio-blk): one boot every second round.
     assert low == pytest.approx(reps * (3 * (5 + GuestTier.batch_run_overhead_s) + GuestTier.batch_overhead_s / 2))
+
+
+def test_a_filesystem_job_is_estimated_from_its_data_size_not_from_runtime() -> None:
+    from iomatrix.matrix import FS_JOB_FIXED_S, FS_JOB_S_PER_256M
+    from iomatrix.tiers.guest import GuestTier
+
+    def est(size: str, runtime: int) -> float:
+        p = plan(tier=["guest"], cache=["none"], format=["raw"], bus=["virtio-blk"], null_ceiling=False,
+                 runtime=runtime, workloads=["fs-read", "fs-write"], size=size, image_size="2G")
+        return estimate_seconds(p, run_expand(p))[0] / p.repetitions.min
+
+    per_boot = GuestTier.batch_overhead_s + 2 * GuestTier.batch_run_overhead_s
+    assert est("256M", 5) == pytest.approx(per_boot + 2 * FS_JOB_FIXED_S + sum(FS_JOB_S_PER_256M.values()))
+    assert est("256M", 30) == est("256M", 5)  # runtime does not bound a filesystem job
+    assert est("512M", 5) - est("256M", 5) == pytest.approx(sum(FS_JOB_S_PER_256M.values()))

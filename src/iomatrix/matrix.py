@@ -172,6 +172,18 @@ def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Wor
     )
 
 
+# A filesystem job's length is set by its data, not by `runtime`: seconds per 256 MiB of `size` (mkfs, mount
+# and populating the tree included), measured in guests under TCG on the development host (full-matrix-fs
+# slice, docs/benchmarks.md: fs-read 4.6–8.4 s, fs-write 6.4–9.3 s per run wall at 256 MiB), plus a fixed part.
+FS_JOB_S_PER_256M = {"fs-read": 5.0, "fs-write": 6.0}
+FS_JOB_FIXED_S = 0.5
+
+
+def fs_job_estimate_s(kind: str, size_bytes: int) -> float:
+    """Estimated seconds of one fs-read / fs-write run inside a booted guest."""
+    return FS_JOB_FIXED_S + FS_JOB_S_PER_256M.get(kind, 6.0) * size_bytes / (256 << 20)
+
+
 def estimate_seconds(plan: Plan, expansion: Expansion, batching: bool = True) -> tuple[float, float]:
     """(with min repetitions, with max repetitions capped by the time budget). A tier that batches runs
     pays its start-up once per batch (one per cell and round, split at the tier's limit); `batching=False`
@@ -189,7 +201,7 @@ def estimate_seconds(plan: Plan, expansion: Expansion, batching: bool = True) ->
         if u.workload.kind == "durability":
             runtime = 0.0
         elif u.workload.guest_only:
-            runtime = 20.0
+            runtime = fs_job_estimate_s(u.workload.kind, plan.size_bytes)
         if batching and tier.batches_runs:  # a round's runs of one cell share start-ups (guest boots)
             per_rep += runtime + tier.batch_run_overhead_s
             per_cell[u.cell] = per_cell.get(u.cell, 0) + 1

@@ -18,6 +18,12 @@ from iomatrix.workloads import Workload
 
 MEASURE_JOB = "measure"
 PREFILL_JOB = "prefill"
+# fio's default clock source (the TSC) costs ~70 ms of start-up per run checking that the TSC is monotonic
+# across CPUs (fio_monotonic_clocktest) plus ~100 ms calibrating it; clock_gettime (vDSO) costs nothing at
+# start-up, and its few ns per call are nothing against an NBD round trip of ≥ 10 µs. The block-layer tier uses
+# it (0.28–0.31 s → 0.21–0.22 s per fio start); in TCG guests it saved nothing measurable (their fio start-up
+# is the prefill and fio's own sleeps), so the guest keeps fio's default. docs/benchmarks.md (issues 10, 15).
+FIO_CLOCKSOURCE = "--clocksource=clock_gettime"
 # The measured job logs its IOPS per interval into IOPS_LOG_FILE (in fio's
 # working directory), ~10 points per run, for the steady-state check.
 IOPS_LOG_PREFIX = "iomx"

@@ -48,7 +48,7 @@ from iomatrix import workloads as wl
 from iomatrix.backing.leftovers import forget, register_temp_path
 from iomatrix.domain import CACHE, NA, NULL_BACKING, Aio, CacheMode
 from iomatrix.errors import UserError
-from iomatrix.fio.jobs import IOPS_LOG_FILE, NbdJob, nbd_job, nbd_uri
+from iomatrix.fio.jobs import FIO_CLOCKSOURCE, IOPS_LOG_FILE, NbdJob, nbd_job, nbd_uri
 from iomatrix.fio.parse import FioOutputError, checked_metrics, extract_json, fatal_message, parse_iops_log
 from iomatrix.guest.images import remove_image
 from iomatrix.hostcmd import require, version_of
@@ -68,10 +68,6 @@ SOCKET_NAME = "nbd.sock"
 DAEMON_LOG = "daemon.log"
 STOP_GRACE_S = 5.0
 EXPORT_KIND = "nbd over a private UNIX socket (fio ioengine=nbd, libnbd)"
-# fio's default clock source (the TSC) costs ~70 ms of start-up per run checking that the TSC is monotonic
-# across CPUs (fio_monotonic_clocktest); clock_gettime (vDSO) costs nothing at start-up, and its few ns per
-# call are nothing against an NBD round trip of ≥ 10 µs. Measured in docs/benchmarks.md (issue 10).
-FIO_CLOCKSOURCE = "--clocksource=clock_gettime"
 # An image is left to later runs' start-ups to delete only if the backing keeps room for this many more
 # images of the plan's size (the next one may be fully preallocated).
 DEFER_ROOM_IMAGES = 2
