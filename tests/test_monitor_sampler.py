@@ -111,6 +111,28 @@ def test_attach_pid_reports_process_cpu_and_rss():
     assert max(x.values["proc.rss_mb"] for x in with_proc) > 20   # holds a 32 MiB buffer
 
 
+def test_children_of_an_attached_process_count_as_its_work():
+    """fio does its I/O in forked job processes: a parent that only waits, with a busy child, is busy work."""
+    code = ("import signal, subprocess, sys, time\n"
+            "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"
+            "kid = subprocess.Popen([sys.executable, '-c', 'while 1: pass'])\n"
+            "try:\n    time.sleep(30)\nfinally:\n    kid.kill()\n    kid.wait()\n")
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        with HostSampler([], interval=0.1) as s:
+            s.attach_pid(parent.pid)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not any(x.values.get("proc.count", 0) >= 2 for x in s.samples):
+                time.sleep(0.1)
+            time.sleep(0.5)
+    finally:
+        parent.terminate()  # its finally kills the busy child
+        parent.wait()
+    two = [x for x in s.samples if x.values.get("proc.count", 0) >= 2]
+    assert two, "the busy child was never followed"
+    assert max(x.values["proc.cpu_pct"] for x in two) > 10  # the child's busy loop, on a noisy box
+
+
 def test_attach_missing_pid_and_unknown_device():
     s = HostSampler([], interval=1.0)
     p = subprocess.Popen([sys.executable, "-c", "pass"])

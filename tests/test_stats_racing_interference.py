@@ -121,6 +121,11 @@ def test_interference_flags_and_thresholds() -> None:
     assert [r.split(":")[0].split(" ")[0] for r in b.reasons] == ["CPU", "CPU", "other"]
     assert not interference_flags({"psi.cpu_some_pct": 10.0}, cpu_count=1).disturbed  # the limit is allowed
     assert not interference_flags({}, cpu_count=4).disturbed  # nothing sampled: nothing flagged
+    # CPU pressure with nobody else on the CPUs is the measured work's own (fio + QEMU on 2 cores): no flag.
+    own = {**quiet, "psi.cpu_some_pct": 18.0, "cpu.usr_pct": 35.0, "cpu.sys_pct": 20.0, "proc.cpu_pct": 100.0}
+    assert not interference_flags(own, cpu_count=2).disturbed  # others: (35+20)·2 − 100 = 10% of a CPU
+    shared = {**own, "cpu.usr_pct": 60.0}  # others: (60+20)·2 − 100 = 60% of a CPU
+    assert interference_flags(shared, cpu_count=2).causes == ("psi.cpu_some_pct", "other_cpu_pct")
     assert b.causes == ("psi.cpu_some_pct", "cpu.steal_pct", "other_cpu_pct") and b.retry_worthy
     # Writeback alone is flagged but not worth a retry: the run's own writes through a host cache cause it too.
     wb = interference_flags({**quiet, "mem.writeback_mb": 300.0}, cpu_count=2)

@@ -399,8 +399,11 @@ class BlockLayerTier(Tier):
                     listener = None
                     phases["daemon_spawn_s"] = time.monotonic() - t_daemon
                     if req.on_process:
-                        # The host sampler follows the process doing the I/O on the host: QEMU.
+                        # The host sampler follows the processes doing the I/O on the host: QEMU serving it and
+                        # fio generating it (its CPU is the measured work, not another tenant's).
                         req.on_process(daemon.pid)
+                        with contextlib.suppress(ProcessLookupError):  # fio may have failed already
+                            req.on_process(fio.pid)
                     outcome = self._wait_fio(req, job, meta, phases, fio, t_fio, daemon, run_dir)
                     fio = None
             except BaseException:
