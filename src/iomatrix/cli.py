@@ -183,7 +183,7 @@ def run(
     kernel: Annotated[Path | None, typer.Option(help="Guest kernel image to use instead of Debian's.")] = None,
 ) -> None:
     """Run a plan, e.g. 'iomatrix run quick'. Re-running on the same --db resumes and skips completed runs."""
-    from iomatrix.locks import WORKDIR_LOCK, db_lock_path, exclusive
+    from iomatrix.locks import WORKDIR_LOCK, db_lock_path, exclusive, refuse_if_held
     from iomatrix.store import Store
 
     if not 0.05 <= monitor_interval <= 60:
@@ -192,7 +192,9 @@ def run(
 
     check_allowed_devices(allow_destroy)  # every handed-over device, before anything runs, whatever the plan
     p, base = _load_plan(plan)
-    # Everything is checked before anything is created: a bad --db leaves no workdir behind.
+    # Everything is checked before anything is created: a bad --db leaves no workdir behind. A database
+    # another sweep holds may be half-created: say who holds it rather than judge its contents.
+    refuse_if_held(db_lock_path(db.absolute()), f"results database {db}")
     Store.preflight(db)
     work = _check_workdir(workdir)
     if os.geteuid() != 0 and not p.keep_caches_warm:

@@ -58,6 +58,24 @@ def exclusive(lock_path: Path, what: str) -> Iterator[None]:
         os.close(fd)
 
 
+def refuse_if_held(lock_path: Path, what: str) -> None:
+    """Raise the "in use" error now if another process holds `lock_path` (creating nothing when it does not
+    exist), so checks that read what the holder may be writing (a results database it is creating) never
+    see its half-made state. Not a lock: :func:`exclusive` still takes the real one."""
+    try:
+        fd = os.open(lock_path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return  # no lock file (or unreadable): exclusive() decides later
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(f"{what} is in use by {_holder(fd)}",
+                            hint="wait for that sweep to finish, or use another --db / --workdir") from None
+    finally:
+        os.close(fd)  # drops the shared lock, if taken
+
+
 def db_lock_path(db: Path) -> Path:
     return db.with_name(db.name + ".lock")
 
