@@ -31,6 +31,11 @@ def _holder(fd: int) -> str:
     return f"process {pid} ({cmd[:200]})" if cmd else f"process {pid}"
 
 
+def _in_use(fd: int, what: str) -> UserError:
+    return UserError(f"{what} is in use by {_holder(fd)}",
+                     hint="wait for that sweep to finish, or use another --db / --workdir")
+
+
 @contextlib.contextmanager
 def exclusive(lock_path: Path, what: str) -> Iterator[None]:
     """Hold an exclusive lock on `lock_path` (created if missing); `what` names the locked thing."""
@@ -43,8 +48,7 @@ def exclusive(lock_path: Path, what: str) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise UserError(f"{what} is in use by {_holder(fd)}",
-                            hint="wait for that sweep to finish, or use another --db / --workdir") from None
+            raise _in_use(fd, what) from None
         me = f"{os.getpid()} {' '.join(sys.argv)}\n".encode()
         os.ftruncate(fd, 0)
         os.pwrite(fd, me, 0)
@@ -70,8 +74,7 @@ def refuse_if_held(lock_path: Path, what: str) -> None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise UserError(f"{what} is in use by {_holder(fd)}",
-                            hint="wait for that sweep to finish, or use another --db / --workdir") from None
+            raise _in_use(fd, what) from None
     finally:
         os.close(fd)  # drops the shared lock, if taken
 
