@@ -143,7 +143,6 @@ class SweepRunner:
             if row is not None:
                 self.design_seed = int(row["plan_fingerprint"], 16)  # the resumed sweep keeps its rounds' orders
                 return int(row["id"]), True
-        self.design_seed = int(fp, 16)
         pruned = [{"what": p.what, "reason": p.reason} for p in self.expansion.pruned]
         from iomatrix.metrics import REGISTRY
 

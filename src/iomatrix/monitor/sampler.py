@@ -126,7 +126,6 @@ class HostSampler:
         self._error: BaseException | None = None
         self._t0 = 0.0
         self._prev: _Snapshot | None = None
-        self._attach_time: dict[int, float] = {}  # pid → when attach_pid was called (children start later)
         self.cpu_seconds = 0.0  # CPU time used by the sampler thread (valid after stop())
         self.ticks_skipped = 0
 
@@ -143,9 +142,7 @@ class HostSampler:
         except psutil.NoSuchProcess as e:
             raise ProcessLookupError(f"no process with pid {pid}") from e
         with self._lock:
-            now = time.monotonic()
-            self._procs[pid] = (proc, (now, base))
-            self._attach_time[pid] = now
+            self._procs[pid] = (proc, (time.monotonic(), base))
 
     def start(self) -> None:
         if self._thread is not None:
@@ -274,19 +271,19 @@ class HostSampler:
     def _adopt_children(self) -> None:
         """Follow the children of followed processes too: fio does its I/O in forked job processes, and their
         CPU must count as the measured work, not as "other processes" (the interference judge subtracts
-        proc.cpu_pct from the host's CPU). A child found now started after its parent was attached (tiers
-        attach a process as soon as it is spawned), so its whole CPU time belongs to this run: base 0."""
+        proc.cpu_pct from the host's CPU). A child found now started after its parent's last sample (or its
+        attachment: tiers attach a process as soon as it is spawned), so its whole CPU time belongs to the
+        interval since then: base 0 at the parent's base time."""
         with self._lock:
-            parents = [proc for proc, _ in self._procs.values()]
-        for parent in parents:
+            parents = [(proc, t_base) for proc, (t_base, _cpu) in self._procs.values()]
+        for parent, t_base in parents:
             try:
                 kids = parent.children(recursive=True)
             except psutil.Error:
                 continue
-            for kid in kids:
-                with self._lock:
-                    if kid.pid not in self._procs:
-                        self._procs[kid.pid] = (kid, (self._attach_time.get(parent.pid, self._t0), 0.0))
+            with self._lock:
+                for kid in kids:
+                    self._procs.setdefault(kid.pid, (kid, (t_base, 0.0)))
 
     def _proc_values(self, ts: float, values: dict[str, float]) -> None:
         self._adopt_children()
