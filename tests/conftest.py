@@ -3,6 +3,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import uuid
@@ -18,6 +19,13 @@ def iomatrix_argv() -> list[str]:
     """The installed CLI, falling back to the module (same interpreter as the tests)."""
     exe = Path(sys.executable).parent / "iomatrix"
     return [str(exe)] if exe.exists() else [sys.executable, "-c", "from iomatrix.cli import main; main()"]
+
+
+def sigint_default() -> None:
+    """preexec_fn for a CLI a test interrupts: SIGINT back to its default action. A test runner started in
+    the background by a non-interactive shell inherits SIGINT ignored, and Python turns SIGINT into
+    KeyboardInterrupt only when it is not ignored at start-up."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import iomatrix_argv, needs, run_cli
+from tests.conftest import iomatrix_argv, needs, run_cli, sigint_default
 
 pytestmark = [pytest.mark.slow, needs("fio")]
 
@@ -97,11 +97,9 @@ def test_interrupt_keeps_completed_runs_and_resume_skips_them(tmp_path: Path, si
     (tmp_path / "p.toml").write_text(RESUME)
     db = tmp_path / "r.sqlite"
     # Its own process group, signalled as a whole: what Ctrl-C in a terminal does.
-    # SIGINT back to its default first: a test runner started in the background inherits it ignored,
-    # and Python only turns SIGINT into KeyboardInterrupt when it is not ignored at start-up.
     proc = subprocess.Popen([*iomatrix_argv(), "run", "p.toml", "--db", "r.sqlite"], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=sigint_default)
     deadline = time.monotonic() + 120
     while len(_ok_runs(db)) < 2 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)

@@ -26,7 +26,7 @@ from iomatrix.tiers import tier_class
 from iomatrix.tiers.base import RunOptions, RunRequest, Target
 from iomatrix.tiers.blocklayer import BlockLayerTier, daemon_argv, disk_for, export_spec
 from iomatrix.workloads import resolve
-from tests.conftest import iomatrix_argv, needs, root_only, run_cli
+from tests.conftest import iomatrix_argv, needs, root_only, run_cli, sigint_default
 
 needs_qsd = needs("qemu-storage-daemon")
 
@@ -250,7 +250,7 @@ def test_interrupt_leaves_no_daemon_socket_or_image(tmp_path: Path, sig: signal.
     db = tmp_path / "r.sqlite"
     proc = subprocess.Popen([*iomatrix_argv(), "run", "p.toml", "--db", "r.sqlite"], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=sigint_default)
     # Signal while a daemon serves a run: after one run is stored, wait for the next daemon to be up.
     deadline = time.monotonic() + 120
     while _runs(db) < 1 and time.monotonic() < deadline and proc.poll() is None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import iomatrix_argv, needs, run_cli
+from tests.conftest import iomatrix_argv, needs, run_cli, sigint_default
 
 pytestmark = [pytest.mark.slow, needs("qemu-system-x86_64"), needs("busybox")]
 
@@ -132,7 +132,7 @@ def test_ctrl_c_leaves_no_guest_running(tmp_path: Path):
     plan = _plan(tmp_path, "interrupted", ["none"], [1, 2], scale=1.0)
     db, wd = tmp_path / "r.sqlite", tmp_path / "wd"
     proc = subprocess.Popen([*iomatrix_argv(), "run", str(plan), "--db", str(db), "--workdir", str(wd)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=sigint_default)
     try:
         seen: list[int] = []
         deadline = time.monotonic() + 240
