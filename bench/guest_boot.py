@@ -152,16 +152,18 @@ def bench_sweep(name: str, toml: str, runtime: float, accel: str, work: Path, be
     (d / "p.toml").write_text(toml)
     plan, base = load_plan(str(d / "p.toml"))
     store = Store(d / "r.sqlite")
-    t0 = time.monotonic()
+    t0, t0_wall = time.monotonic(), time.time()
     if before:
         with _one_boot_per_run():
             res = SweepRunner(plan, base, store, RunOptions(workdir=d / "work", accel=accel)).run()
     else:
         res = SweepRunner(plan, base, store, RunOptions(workdir=d / "work", accel=accel)).run()
     wall = time.monotonic() - t0
+    end_wall = t0_wall + wall
     store.close()
     con = sqlite3.connect(d / "r.sqlite")
     rows = con.execute("SELECT status, phases_json, boot_id, meta_json FROM runs").fetchall()
+    spans = con.execute("SELECT MIN(started_at), MAX(finished_at) FROM runs").fetchone()
     # Host-side time around each boot (image creation and removal), once per boot; the rounds-per-boot
     # choices in the order they were made.
     host: dict[str, dict] = {}
@@ -190,7 +192,11 @@ def bench_sweep(name: str, toml: str, runtime: float, accel: str, work: Path, be
                                         for h in host.values()), 2),
            "host_ready_s": round(sum(h.get("host_ready_s", 0.0) for h in host.values()), 2),
            "gate_wait_s": round(sum(h.get("gate_wait_s", 0.0) for h in host.values()), 2),
-           "rounds_per_boot": choices, "load_avg_1m": _load()}
+           "rounds_per_boot": choices, "load_avg_1m": _load(),
+           # Where the sweep's wall went outside its runs: before the first run starts (tiers opened,
+           # images, first boot) and after the last one ends (last clean-up, store, tiers closed).
+           "before_first_run_s": round(spans[0] - t0_wall, 2) if spans[0] else None,
+           "after_last_run_s": round(end_wall - spans[1], 2) if spans[1] else None}
     print(json.dumps(out), flush=True)
     return out
 
@@ -217,6 +223,7 @@ def main() -> None:
     ap.add_argument("--no-after", action="store_true",
                     help="skip the one-round-per-boot sweeps (keep only --rounds-per-boot)")
     ap.add_argument("--no-before", action="store_true", help="skip the one-boot-per-run sweeps")
+    ap.add_argument("--keep", action="store_true", help="keep the sweeps' databases and work directories")
     args = ap.parse_args()
 
     t0 = time.monotonic()
@@ -243,7 +250,10 @@ def main() -> None:
                         bench_sweep(name, plans[name], args.runtime, accel.accel, work, before=False,
                                     rounds_per_boot=rpb if rpb == "auto" else int(rpb))
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if args.keep:
+            print(f"kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -250,3 +250,22 @@ def test_batch_command_line_gives_each_run_its_disk_serial_and_job(tmp_path: Pat
     argv = " ".join(build_batch_argv(art, "tcg", vio, tmp_path, machine="microvm"))
     assert "-machine microvm" in argv and argv.count("virtio-scsi-device,id=scsi0") == 1
     assert "isa-serial,chardev=res" in argv
+
+
+def test_fio_start_poll_patch_shortens_both_sleeps_or_leaves_the_file(tmp_path: Path) -> None:
+    from iomatrix.guest.static_fio import START_POLL_FROM, START_POLL_TO, patch_start_poll
+
+    # The shape of fio 3.x's run_threads(): the wait for a group's start and the wait between groups use
+    # 100 ms; the reaping loop's 10 ms stays as it is.
+    src = ("\t\t\tdo_usleep(100000);\n\t\tfor (i = 0; i < this_jobs; i++) {}\n"
+           "\t\tif (todo)\n\t\t\tdo_usleep(100000);\n\twhile (nr_running) {\n\t\tdo_usleep(10000);\n\t}\n")
+    c = tmp_path / "backend.c"
+    c.write_text(src)
+    assert patch_start_poll(c)
+    text = c.read_text()
+    assert START_POLL_FROM not in text and text.count(START_POLL_TO) == 3
+    # Another fio whose code we have not read: untouched, and the caller builds nothing.
+    other = src.replace("\t\tif (todo)\n\t\t\tdo_usleep(100000);\n", "")
+    c.write_text(other)
+    assert not patch_start_poll(c)
+    assert c.read_text() == other
