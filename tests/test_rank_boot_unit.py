@@ -63,3 +63,45 @@ def test_rank_tables_say_which_unit(tmp_path: Path) -> None:
     [table] = rank_tables(rank_sweep(store, sid, None, None))
     assert all(r["n"] == 3 and "n = boots" in (r["flags"] or "") for r in table.rows)
     assert any("boot means (3 boots of 6 runs)" in n for n in table.notes)
+
+
+def test_results_carry_the_unit_and_its_ci(tmp_path: Path) -> None:
+    from iomatrix.report.results import results_document, to_csv
+
+    store, sid = _store(tmp_path, shared_boots=True)
+    doc = results_document(store, [sid], with_monitor=False)
+    row = next(r for r in doc["sweeps"][0]["results"] if r["axes"]["cache"] == "none")
+    # The row's own figures describe the six runs; the unit's are the three boot means 11, 15, 21.
+    assert row["n"] == 6 and row["mean"] == pytest.approx(94 / 6)
+    u = row["analysis_unit"]
+    assert u["unit"] == "boot-means" and u["n"] == 3 and u["boots"] == 3 and u["runs"] == 6
+    assert u["between_boot_share"] == pytest.approx(73 / 79)
+    assert u["mean"] == pytest.approx(47 / 3)
+    half = T_975_2 * math.sqrt(76 / 3) / math.sqrt(3)
+    assert (u["ci95_low"], u["ci95_high"]) == (pytest.approx(47 / 3 - half), pytest.approx(47 / 3 + half))
+    line = next(x for x in to_csv(doc).splitlines() if "/none/" in x)
+    assert line.endswith(f",boot-means,3,{u['ci95_low']},{u['ci95_high']}")
+
+
+def test_results_without_shared_boots_have_no_unit(tmp_path: Path) -> None:
+    from iomatrix.report.results import results_document
+
+    store, sid = _store(tmp_path, shared_boots=False)
+    doc = results_document(store, [sid], with_monitor=False)
+    assert all(r["analysis_unit"] is None for r in doc["sweeps"][0]["results"])
+
+
+def test_results_table_shows_the_boot_means_ci(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from iomatrix.report.results import results_document
+    from iomatrix.report.terminal import print_results
+
+    store, sid = _store(tmp_path, shared_boots=True)
+    doc = results_document(store, [sid], with_monitor=False)
+    con = Console(width=400, record=True)
+    print_results(con, doc, None, False)
+    text = con.export_text()
+    u = next(r for r in doc["sweeps"][0]["results"] if r["axes"]["cache"] == "none")["analysis_unit"]
+    assert f"{u['ci95_rel_half_width']:.1%}" in text
+    assert "CI over boot means (3 boots of 6 runs): between-boot variance 92% of total" in text

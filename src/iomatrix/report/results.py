@@ -21,7 +21,9 @@ from iomatrix.report.query import (
     sweep_info,
     unit_stops,
 )
+from iomatrix.report.rank import run_boots, run_rounds
 from iomatrix.stats import summarize
+from iomatrix.stats.analysis_unit import cell_unit
 from iomatrix.store import Store
 
 RESULTS_FORMAT = "iomatrix-results"
@@ -40,6 +42,23 @@ def _summary_dict(values: list[float]) -> dict[str, Any]:
     }
 
 
+def analysis_unit(cw: CellWorkload, values: list[float], boots: dict[int, tuple[str, int | None]],
+                  rounds: dict[int, int]) -> dict[str, Any] | None:
+    """What the statistics of a cell whose runs shared guest boots stand on (stats.analysis_unit): the runs,
+    or the boot means when the between-boot variance dominates, with that unit's mean and CI. None when no
+    boot held two of its runs (every run is then its own unit, and the row's own figures are the ones)."""
+    if len(cw.runs) != len(values) or not any(rid in boots for rid in cw.runs):
+        return None
+    cu = cell_unit([(*boots.get(rid, (None, None)), rounds.get(rid, 0), v)
+                    for rid, v in zip(cw.runs, values, strict=True)])
+    if not cu.shared:
+        return None
+    s = summarize(list(cu.values))
+    return {"unit": cu.unit, "n": s.n, "boots": cu.boots, "runs": cu.runs, "between_boot_share": cu.between_share,
+            "mean": s.mean, "ci95_low": s.ci_low, "ci95_high": s.ci_high, "ci95_rel_half_width": s.rel_half_width,
+            "first_run_effect": cu.first_run_effect, "describe": cu.describe()}
+
+
 def monitor_summary(store: Store, cw: CellWorkload) -> dict[str, FieldSummary]:
     """Per field over the cell's ok runs: mean of the time-weighted run means, highest peak."""
     return cell_summary(summarize_samples(run_monitor_samples(store, rid)) for rid in cw.runs)
@@ -52,7 +71,10 @@ def results_document(store: Store, sweep_ids: list[int], *, with_monitor: bool =
         info = sweep_info(store, sid)
         rows = []
         stops = unit_stops(store, sid)
-        for cw in cell_workloads(store, sid):
+        cws = cell_workloads(store, sid)
+        all_runs = [rid for cw in cws for rid in cw.runs]
+        boots, rounds = run_boots(store, all_runs), run_rounds(store, all_runs)
+        for cw in cws:
             mon = monitor_summary(store, cw) if with_monitor else {}
             view = seed002_view(mon) if mon else {}
             steady = steady_counts(cw.samples.get("ss.attained", []))
@@ -65,6 +87,7 @@ def results_document(store: Store, sweep_ids: list[int], *, with_monitor: bool =
                     "accel": cw.accel, **_summary_dict(values), "samples": values,
                     "cold_run": cold_run(values), "outliers": outliers(values), "steady_state": steady,
                     "failed_runs": cw.failed, "run_ids": cw.runs, "disturbed_runs": disturbed, "stop": stop,
+                    "analysis_unit": analysis_unit(cw, values, boots, rounds),
                 })
             info.setdefault("cells", []).append({
                 "cell": cw.cell_key, "axes": cw.axes, "workload": cw.workload, "backing": cw.backing,
@@ -82,7 +105,8 @@ def results_document(store: Store, sweep_ids: list[int], *, with_monitor: bool =
 
 CSV_COLUMNS = ("sweep", "cell", "tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier",
                "workload", "metric", "accel", "n", "mean", "sd", "cv", "median", "ci95_low", "ci95_high",
-               "failed_runs", "samples", "disturbed_runs", "stop")
+               "failed_runs", "samples", "disturbed_runs", "stop", "unit", "unit_n", "unit_ci95_low",
+               "unit_ci95_high")
 
 
 def to_csv(doc: dict[str, Any]) -> str:
@@ -97,8 +121,14 @@ def to_csv(doc: dict[str, Any]) -> str:
                         r["median"], r["ci95_low"], r["ci95_high"], r["failed_runs"],
                         " ".join(f"{v:.6g}" for v in r["samples"]),
                         " ".join(str(d["run_id"]) for d in r["disturbed_runs"]),
-                        r["stop"]["kind"] if r["stop"] else ""])
+                        r["stop"]["kind"] if r["stop"] else "",
+                        *_unit_columns(r.get("analysis_unit"))])
     return buf.getvalue()
+
+
+def _unit_columns(u: dict[str, Any] | None) -> list[Any]:
+    # Empty when every run was its own unit (no boot held two of the cell's runs).
+    return ["", "", "", ""] if u is None else [u["unit"], u["n"], u["ci95_low"], u["ci95_high"]]
 
 
 def to_json(doc: dict[str, Any]) -> str:

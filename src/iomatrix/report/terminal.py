@@ -56,12 +56,17 @@ def print_results(out: Console, doc: dict[str, Any], metric: str | None, monitor
         accels += r["accel"]
         label = " ".join(f"{k}={v}" for k, v in r["axes"].items()
                          if v != "-" and k != "tier" and not (k == "modifier" and v == "none"))
-        ci = "–" if r["ci95_low"] is None else f"{fmt(r['ci95_low'])}–{fmt(r['ci95_high'])}"
-        rel = "–" if r["ci95_rel_half_width"] is None else f"{r['ci95_rel_half_width']:.1%}"
+        # Runs that shared guest boots: the CI is that of the analysis unit (boot means when boots differ
+        # more than runs within a boot do), as in rank, and so is the mean; n and CV stay those of the runs.
+        unit = r.get("analysis_unit")
+        src = unit if unit is not None and unit["unit"] == "boot-means" else r
+        ci = "–" if src["ci95_low"] is None else f"{fmt(src['ci95_low'])}–{fmt(src['ci95_high'])}"
+        rel = "–" if src["ci95_rel_half_width"] is None else f"{src['ci95_rel_half_width']:.1%}"
         cv = "–" if r["cv"] is None else f"{r['cv']:.1%}"
         n = f"{r['n']}" + (f" (+{r['failed_runs']} failed)" if r["failed_runs"] else "")
-        row = [r["axes"]["tier"], label, r["workload"], r["metric"], n, fmt(r["mean"]), ci, rel, cv,
-               ",".join(r["accel"]), "; ".join(quality_notes(r))]
+        notes = quality_notes(r) + ([f"CI over {unit['describe']}"] if unit is not None and src is unit else [])
+        row = [r["axes"]["tier"], label, r["workload"], r["metric"], n, fmt(src["mean"]), ci, rel, cv,
+               ",".join(r["accel"]), "; ".join(notes)]
         view = cells.get((r["cell"], r["workload"]), {}).get("host_view", {})
         row += [fmt(view.get(f)) for f in mon_cols]
         t.add_row(*row)
