@@ -105,3 +105,16 @@ def test_results_table_shows_the_boot_means_ci(tmp_path: Path) -> None:
     u = next(r for r in doc["sweeps"][0]["results"] if r["axes"]["cache"] == "none")["analysis_unit"]
     assert f"{u['ci95_rel_half_width']:.1%}" in text
     assert "CI over boot means (3 boots of 6 runs): between-boot variance 92% of total" in text
+
+
+def test_results_markdown_uses_the_boot_means_ci(tmp_path: Path) -> None:
+    from iomatrix.report.exports import results_table
+    from iomatrix.report.render import render_tables
+    from iomatrix.report.results import results_document
+
+    store, sid = _store(tmp_path, shared_boots=True)
+    doc = results_document(store, [sid], with_monitor=False)
+    [table] = results_table(doc)
+    row = next(r for r in table.rows if r["cache"] == "none")
+    assert row["mean"] == pytest.approx(47 / 3) and row["n"] == 6
+    assert "CI over boot means (3 boots of 6 runs)" in render_tables([table], "markdown")

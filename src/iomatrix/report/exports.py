@@ -11,6 +11,7 @@ from typing import Any
 from iomatrix.plan.model import AXES
 from iomatrix.report.rank import WorkloadRanking, primary_metric
 from iomatrix.report.render import DataTable, ci_text, ratio_text
+from iomatrix.report.results import inference_figures
 from iomatrix.risk import risk_of
 from iomatrix.stats import Change
 
@@ -31,14 +32,18 @@ def results_table(doc: dict[str, Any], metric: str | None = None) -> list[DataTa
                 continue
             if metric not in (None, "all") and r["metric"] != metric:
                 continue
-            ci, _ = ci_text(r["ci95_low"], r["ci95_high"])
+            # Runs that shared guest boots: mean and CI of the analysis unit (boot means), as in rank.
+            src, unit_note = inference_figures(r)
+            ci, _ = ci_text(src["ci95_low"], src["ci95_high"])
             dist = r.get("disturbed_runs") or []
             stop = r.get("stop")
             rows.append({**_shown_axes(r["axes"]), "workload": r["workload"], "metric": r["metric"], "n": r["n"],
-                         "mean": r["mean"], "95% CI": ci, "ci95_low": r["ci95_low"], "ci95_high": r["ci95_high"],
-                         "cv": r["cv"], "disturbed": _disturbed_text(dist), "stopped": stop["kind"] if stop else None})
+                         "mean": src["mean"], "95% CI": ci, "ci95_low": src["ci95_low"],
+                         "ci95_high": src["ci95_high"], "cv": r["cv"], "unit": unit_note,
+                         "disturbed": _disturbed_text(dist), "stopped": stop["kind"] if stop else None})
         out.append(DataTable(f"sweep {s['id']} · {s['plan']} · {s['status']}",
-                             [*CELL_AXES, "workload", "metric", "n", "mean", "95% CI", "disturbed", "stopped"], rows,
+                             [*CELL_AXES, "workload", "metric", "n", "mean", "95% CI", "unit", "disturbed", "stopped"],
+                             rows,
                              axes=CELL_AXES))
     return out
 

@@ -59,6 +59,15 @@ def analysis_unit(cw: CellWorkload, values: list[float], boots: dict[int, tuple[
             "first_run_effect": cu.first_run_effect, "describe": cu.describe()}
 
 
+def inference_figures(row: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """(figures, note) a results row's mean and CI are shown from: its analysis unit when that is the boot
+    means (then the note names it), else the row's own per-run figures (note None)."""
+    unit = row.get("analysis_unit")
+    if unit is not None and unit["unit"] == "boot-means":
+        return unit, f"CI over {unit['describe']}"
+    return row, None
+
+
 def monitor_summary(store: Store, cw: CellWorkload) -> dict[str, FieldSummary]:
     """Per field over the cell's ok runs: mean of the time-weighted run means, highest peak."""
     return cell_summary(summarize_samples(run_monitor_samples(store, rid)) for rid in cw.runs)

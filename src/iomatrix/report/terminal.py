@@ -17,7 +17,7 @@ from rich.table import Table
 
 from iomatrix.report.quality import notes as quality_notes
 from iomatrix.report.rank import ScoreRow, WorkloadRanking, primary_metric
-from iomatrix.report.results import MONITOR_HEADLINE
+from iomatrix.report.results import MONITOR_HEADLINE, inference_figures
 from iomatrix.risk import risk_of
 from iomatrix.stats import Change, RatioCI
 from iomatrix.ui import fmt
@@ -58,13 +58,12 @@ def print_results(out: Console, doc: dict[str, Any], metric: str | None, monitor
                          if v != "-" and k != "tier" and not (k == "modifier" and v == "none"))
         # Runs that shared guest boots: the CI is that of the analysis unit (boot means when boots differ
         # more than runs within a boot do), as in rank, and so is the mean; n and CV stay those of the runs.
-        unit = r.get("analysis_unit")
-        src = unit if unit is not None and unit["unit"] == "boot-means" else r
+        src, unit_note = inference_figures(r)
         ci = "–" if src["ci95_low"] is None else f"{fmt(src['ci95_low'])}–{fmt(src['ci95_high'])}"
         rel = "–" if src["ci95_rel_half_width"] is None else f"{src['ci95_rel_half_width']:.1%}"
         cv = "–" if r["cv"] is None else f"{r['cv']:.1%}"
         n = f"{r['n']}" + (f" (+{r['failed_runs']} failed)" if r["failed_runs"] else "")
-        notes = quality_notes(r) + ([f"CI over {unit['describe']}"] if unit is not None and src is unit else [])
+        notes = quality_notes(r) + ([unit_note] if unit_note else [])
         row = [r["axes"]["tier"], label, r["workload"], r["metric"], n, fmt(src["mean"]), ci, rel, cv,
                ",".join(r["accel"]), "; ".join(notes)]
         view = cells.get((r["cell"], r["workload"]), {}).get("host_view", {})
