@@ -28,6 +28,23 @@ def sigint_default() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def qemu_pids_using(path: Path) -> list[int]:
+    """Live QEMU processes whose command line names a file under `path` (one test's guests only)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"qemu-system-x86_64") and str(path).encode() in b" ".join(argv) \
+                and state != "Z":
+            out.append(int(d.name))
+    return out
+
+
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*iomatrix_argv(), *args], capture_output=True, text=True, cwd=cwd, timeout=timeout,
                           env={**os.environ, "COLUMNS": "200"})

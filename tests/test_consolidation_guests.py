@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import iomatrix_argv, needs, run_cli, sigint_default
+from tests.conftest import iomatrix_argv, needs, qemu_pids_using, run_cli, sigint_default
 
 pytestmark = [pytest.mark.slow, needs("qemu-system-x86_64"), needs("busybox")]
 
@@ -47,23 +47,6 @@ type = "dir"
     return p
 
 
-def _qemu_pids_using(path: Path) -> list[int]:
-    """QEMU processes whose command line names a file under `path` (this test's guests only)."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            argv = (d / "cmdline").read_bytes().split(b"\0")
-            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if argv and argv[0].endswith(b"qemu-system-x86_64") and str(path).encode() in b" ".join(argv) \
-                and state != "Z":
-            out.append(int(d.name))
-    return out
-
-
 def _runs(db: Path) -> list[sqlite3.Row]:
     con = sqlite3.connect(db)
     con.row_factory = sqlite3.Row
@@ -95,7 +78,7 @@ def test_one_tile_file_copy_point(tmp_path: Path):
     assert m["qemu.cpu_user_s"] > 0 and m["qemu.rss_peak_mb"] > 50
     assert m["guest.t1-filecopy.cpu_user_s"] > 0 and m["guest.t1-filecopy_peer.rss_peak_mb"] > 0
     assert "host.mem_used_peak_mb" in m and "host.cpu_usr_pct" in m
-    assert _qemu_pids_using(tmp_path) == []
+    assert qemu_pids_using(tmp_path) == []
     assert not list(wd.rglob("iomatrix-consol-*")), "guest images left behind"
     rank = run_cli("rank", "--db", str(db), "--min-runs", "2")
     assert rank.returncode == 0, rank.stderr
@@ -125,7 +108,7 @@ def test_role_failure_marks_the_point_failed_and_the_sweep_goes_on(tmp_path: Pat
         assert "role t1-filecopy failed" in r["error"] and "writing large file" in r["error"], r["error"]
         assert "[console of guest t1-filecopy]" in r["console_tail"]
         assert "file copy" in r["console_tail"]
-    assert _qemu_pids_using(tmp_path) == []
+    assert qemu_pids_using(tmp_path) == []
 
 
 def test_ctrl_c_leaves_no_guest_running(tmp_path: Path):
@@ -137,7 +120,7 @@ def test_ctrl_c_leaves_no_guest_running(tmp_path: Path):
         seen: list[int] = []
         deadline = time.monotonic() + 240
         while len(seen) < 2 and time.monotonic() < deadline and proc.poll() is None:
-            seen = _qemu_pids_using(tmp_path)
+            seen = qemu_pids_using(tmp_path)
             time.sleep(0.2)
         assert len(seen) >= 2, "no guests started"
         proc.send_signal(signal.SIGINT)
@@ -148,7 +131,7 @@ def test_ctrl_c_leaves_no_guest_running(tmp_path: Path):
             proc.wait()
     assert proc.returncode == 130, out
     for pid in seen:
-        assert not Path(f"/proc/{pid}").exists() or pid not in _qemu_pids_using(tmp_path), f"QEMU {pid} survived"
-    assert _qemu_pids_using(tmp_path) == []
+        assert not Path(f"/proc/{pid}").exists() or pid not in qemu_pids_using(tmp_path), f"QEMU {pid} survived"
+    assert qemu_pids_using(tmp_path) == []
     assert not list(wd.rglob("iomatrix-consol-*")), "guest images left behind"
     assert os.path.exists(db)

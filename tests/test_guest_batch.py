@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
 import subprocess
 import time
@@ -19,7 +21,7 @@ from iomatrix.runner import plan_expansion
 from iomatrix.tiers.base import RunOptions, RunRequest, Target
 from iomatrix.tiers.guest import GuestTier
 from iomatrix.workloads import resolve
-from tests.conftest import needs, run_cli
+from tests.conftest import iomatrix_argv, needs, qemu_pids_using, run_cli, sigint_default
 
 pytestmark = [pytest.mark.slow, needs("qemu-system-x86_64")]
 TCG = "tcg"
@@ -198,3 +200,44 @@ def test_sweep_stores_each_run_of_a_boot_with_its_boot_and_position(tmp_path: Pa
     assert {r[6] for r in rows} == {"microvm"} and {r[7] for r in rows} == {"cell"}
     assert sorted(r[0] for r in rows) == ["rand-read-4k", "rand-write-4k", "seq-write-1m"]
     assert not [p for p in (tmp_path / "iomatrix-work").rglob("*") if p.suffix == ".qcow2"]
+
+
+def test_ctrl_c_in_a_shared_boot_keeps_its_finished_runs_and_leaves_nothing(tmp_path: Path) -> None:
+    """Ctrl-C after the first of three runs of one boot: that run is stored, QEMU and every image are gone,
+    and the resumed sweep runs only the two that never finished."""
+    (tmp_path / "p.toml").write_text(
+        'tier = ["guest"]\nformat = ["qcow2"]\ncache = ["none"]\nbus = ["virtio-blk"]\n'
+        'workloads = ["rand-write-4k", "rand-read-4k", "seq-write-1m"]\nsize = "16M"\nimage_size = "64M"\n'
+        'runtime = 4\nrun_timeout = 240\nnull_ceiling = false\nretry_disturbed = false\n'
+        '[repetitions]\nmin = 1\nmax = 1\n')
+    # Its own process group, signalled as a whole: what Ctrl-C in a terminal does.
+    proc = subprocess.Popen([*iomatrix_argv(), "run", "p.toml", "--db", "r.sqlite", "--accel", "tcg"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, preexec_fn=sigint_default)
+    try:
+        deadline = time.monotonic() + 300
+        first_ended = False
+        while not first_ended and time.monotonic() < deadline and proc.poll() is None:
+            first_ended = any("@@IOMX:MARK:run_end_r1" in p.read_text(errors="replace")
+                              for p in tmp_path.rglob("results.log"))
+            time.sleep(0.2)
+        assert first_ended, "the boot's first run never ended"
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, out[-3000:]
+    con = sqlite3.connect(tmp_path / "r.sqlite")
+    kept = con.execute("SELECT workload, status, boot_id, boot_position FROM runs").fetchall()
+    con.close()
+    assert kept and all(k[1] == "ok" and k[2] and k[3] == i for i, k in enumerate(kept)), kept
+    assert len(kept) < 3, "the interrupt came after the whole boot"
+    assert qemu_pids_using(tmp_path) == []
+    assert not [p for p in tmp_path.rglob("*.qcow2")], "images left behind"
+    resumed = run_cli("run", "p.toml", "--db", "r.sqlite", "--accel", "tcg", cwd=tmp_path, timeout=900)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    con = sqlite3.connect(tmp_path / "r.sqlite")
+    after = con.execute("SELECT workload FROM runs WHERE status = 'ok'").fetchall()
+    assert sorted(w for (w,) in after) == ["rand-read-4k", "rand-write-4k", "seq-write-1m"]

@@ -34,7 +34,7 @@ from iomatrix.stats.interference import RunInterference, interference_flags, int
 from iomatrix.stats.runs_per_boot import RoundsPerBoot, choose_rounds_per_boot
 from iomatrix.store import RunRecord, Store
 from iomatrix.tiers import tier_class
-from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Target, Tier
+from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, RunsInterrupted, Target, Tier
 
 __all__ = ["RunOptions", "SweepResult", "SweepRunner"]
 
@@ -129,6 +129,7 @@ class SweepRunner:
         self.design_seed = int(plan.fingerprint(), 16)  # the scheduler's round orders; a resumed sweep keeps its own
         # Interference scores of this session's judged runs: each run is flagged relative to them.
         self.host_baseline: list[dict[str, float]] = []
+        self.stored_while_interrupted = 0  # ok runs of an interrupted shared boot, stored on the way out
         self.boots = BootLedger()
         self.rounds_per_boot = RoundsPerBoot(plan.start_rounds_per_boot,
                                              "set by the plan" if not plan.adaptive_rounds_per_boot
@@ -254,9 +255,13 @@ class SweepRunner:
         ) for unit, cell_id, slot, _ in items]
         started = time.time()
         sampler.start()
+        interrupted: RunsInterrupted | None = None
         try:
-            outcomes = (tier.run_batch(reqs, host_ready=host_ready) if overlap
-                        else tier.run_batch(reqs) if len(reqs) > 1 else [tier.run(reqs[0])])
+            outcomes: list[RunOutcome | None] = list(
+                tier.run_batch(reqs, host_ready=host_ready) if overlap
+                else tier.run_batch(reqs) if len(reqs) > 1 else [tier.run(reqs[0])])
+        except RunsInterrupted as intr:  # Ctrl-C in a shared boot: store its finished runs, then stop
+            interrupted, outcomes = intr, intr.outcomes
         finally:
             try:
                 samples = sampler.stop()
@@ -265,10 +270,13 @@ class SweepRunner:
                 notes.append(f"host sampler failed: {err}")
         finished = time.time()
         cache = prepared[0] if prepared else CacheState("not-dropped", "the tier did not run the cache preparation")
-        if len(items) > 1:
-            self.boots.add_batch(outcomes, time.monotonic() - t_batch, len({u.key for u, _, _, _ in items}))
+        if len(items) > 1 and interrupted is None:
+            self.boots.add_batch([o for o in outcomes if o is not None], time.monotonic() - t_batch,
+                                 len({u.key for u, _, _, _ in items}))
         results: list[tuple[RunOutcome, int, RunInterference | None]] = []
         for (unit, cell_id, slot, retry_of), outcome in zip(items, outcomes, strict=True):
+            if outcome is None:  # never finished: the interrupted sweep runs it again when resumed
+                continue
             run_start = outcome.started_at if outcome.started_at is not None else started
             run_end = outcome.finished_at if outcome.finished_at is not None else finished
             meta: dict[str, Any] = dict(outcome.meta)
@@ -302,6 +310,9 @@ class SweepRunner:
                 disturbance=flags.reasons if flags is not None else (), retry_of=retry_of,
                 boot_id=outcome.boot_id, boot_position=outcome.boot_position))
             results.append((outcome, run_id, flags))
+        if interrupted is not None:
+            self.stored_while_interrupted = sum(1 for o in outcomes if o is not None and o.ok)
+            raise interrupted
         return results
 
     def _adapt_rounds_per_boot(self, units: dict[str, tuple[Unit, int]], cell_of: dict[str, str],
@@ -421,7 +432,8 @@ class SweepRunner:
                 self.progress.stop()
         if sched is not None:
             # Ok runs that count: a disturbed run its retry replaced is not one (its retry is).
-            result.runs_done = sum(u.ok + len(u.pending) for u in sched.units.values()) - already
+            result.runs_done = (sum(u.ok + len(u.pending) for u in sched.units.values()) - already
+                                + self.stored_while_interrupted)
         for key, reason in (sched.reasons() if sched else {}).items():
             reason = reason or ""
             if reason.startswith("gave up"):

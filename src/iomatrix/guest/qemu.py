@@ -655,6 +655,15 @@ class BatchOutcome:
     qemu_argv: list[str] = field(default_factory=list)
 
 
+class BatchInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during a multi-run boot, after QEMU was killed: `batch` has the runs that reported
+    their end (the run in flight and the ones after it are None)."""
+
+    def __init__(self, batch: BatchOutcome) -> None:
+        super().__init__()
+        self.batch = batch
+
+
 def _batch_outcome(handle: GuestHandle, runs: list[BatchRun], machine: str) -> BatchOutcome:
     reader = handle.reader
     stream = parse_result_stream(reader.text())
@@ -802,7 +811,14 @@ def run_guest_batch(artifacts: GuestArtifacts, accel: str, runs: list[BatchRun],
         try:
             if on_start is not None:
                 on_start(handle.pid)
-            handle.wait_batch(len(runs), run_timeout)
+            handle.wait_batch(len(runs), run_timeout)  # kills QEMU on its way out, interrupted or not
+        except KeyboardInterrupt as intr:
+            if gate is not None:
+                gate.join()
+            partial = _batch_outcome(handle, runs, machine)
+            partial.runs = [r if f"run_end_r{i}" in handle.reader.host_marks else None
+                            for i, r in enumerate(partial.runs, 1)]
+            raise BatchInterrupted(partial) from intr
         finally:
             handle.kill()
             if gate is not None:

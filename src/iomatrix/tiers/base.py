@@ -78,6 +78,16 @@ class RunOutcome:
     finished_at: float | None = None
 
 
+class RunsInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) during a batch of runs that shared a start-up: `outcomes` holds, in the batch's
+    order, the runs that had completed (None for the others), so the runner stores them before the sweep
+    stops — a boot's finished runs are results like any other."""
+
+    def __init__(self, outcomes: list[RunOutcome | None]) -> None:
+        super().__init__()
+        self.outcomes = outcomes
+
+
 def fresh_image(req: RunRequest, workdir: Path, size_bytes: int, prefix: str) -> tuple[Path | None, bool]:
     """The disk under test of one run, created fresh on the cell's backing: (path, created_by_us).
 

@@ -27,6 +27,7 @@ from iomatrix.guest.accel import AccelChoice, choose_accel
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
 from iomatrix.guest.images import remove_image
 from iomatrix.guest.qemu import (
+    BatchInterrupted,
     BatchRun,
     GuestJob,
     GuestOutcome,
@@ -41,7 +42,7 @@ from iomatrix.matrix import Cell
 from iomatrix.plan.model import Plan
 from iomatrix.qemu_block import NULL_FORMAT, DiskSpec, out_of_space
 from iomatrix.tiers import register
-from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_image
+from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, RunsInterrupted, Tier, fresh_image
 
 
 @register
@@ -162,7 +163,12 @@ class GuestTier(Tier):
         results: list[RunOutcome | None] = [None] * len(reqs)
         pending = list(range(len(reqs)))
         while pending:
-            done = self._one_boot([reqs[i] for i in pending], host_ready)
+            try:
+                done = self._one_boot([reqs[i] for i in pending], host_ready)
+            except RunsInterrupted as intr:  # with this boot's finished runs: add the earlier boots' ones
+                for i, out in zip(pending, intr.outcomes, strict=True):
+                    results[i] = out
+                raise RunsInterrupted(results) from intr
             host_ready = None  # once per batch, as before: a retry boot only waits for the removal
             still: list[int] = []
             for i, out in zip(pending, done, strict=True):
@@ -211,13 +217,18 @@ class GuestTier(Tier):
                 host_ready()
 
         t0 = time.time()
+        interrupted: BatchInterrupted | None = None
         try:
             runs = [BatchRun(self._disk(cell, img), job) for (img, _), job in zip(images, jobs, strict=True)]
             first = reqs[0]
-            batch = run_guest_batch(self.artifacts, self.choice.accel, runs, run_dir, first.timeout_s,
-                                    on_start=first.on_process, wrapper=first.wrapper or None,
-                                    memory_mb=self.plan.guest_memory_mb, machine=machine,
-                                    host_ready=ready if previous is not None or host_ready is not None else None)
+            try:
+                batch = run_guest_batch(self.artifacts, self.choice.accel, runs, run_dir, first.timeout_s,
+                                        on_start=first.on_process, wrapper=first.wrapper or None,
+                                        memory_mb=self.plan.guest_memory_mb, machine=machine,
+                                        host_ready=ready if previous is not None or host_ready is not None
+                                        else None)
+            except BatchInterrupted as intr:  # Ctrl-C: QEMU is gone; keep the runs that had finished
+                batch, interrupted = intr.batch, intr
         finally:
             if previous is not None:
                 previous.join()  # normally done behind the gate already
@@ -243,6 +254,8 @@ class GuestTier(Tier):
             clock += out.phases.get("wall_s", 0.0)
             result.finished_at = clock
             outs.append(result)
+        if interrupted is not None:
+            raise RunsInterrupted(outs) from interrupted
         if all(o is not None and o.ok for o in outs) and batch.error is None:
             shutil.rmtree(run_dir, ignore_errors=True)
         return outs
