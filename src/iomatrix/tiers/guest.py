@@ -169,6 +169,10 @@ class GuestTier(Tier):
                 for i, out in zip(pending, intr.outcomes, strict=True):
                     results[i] = out
                 raise RunsInterrupted(results) from intr
+            except KeyboardInterrupt as intr:  # before this boot started: the earlier boots' runs still count
+                if any(r is not None for r in results):
+                    raise RunsInterrupted(results) from intr
+                raise
             host_ready = None  # once per batch, as before: a retry boot only waits for the removal
             still: list[int] = []
             for i, out in zip(pending, done, strict=True):
