@@ -813,9 +813,13 @@ def run_guest_batch(artifacts: GuestArtifacts, accel: str, runs: list[BatchRun],
                 on_start(handle.pid)
             handle.wait_batch(len(runs), run_timeout)  # kills QEMU on its way out, interrupted or not
         except KeyboardInterrupt as intr:
+            handle.kill()  # also when the interrupt came before wait_batch
             if gate is not None:
                 gate.join()
-            partial = _batch_outcome(handle, runs, machine)
+            try:
+                partial = _batch_outcome(handle, runs, machine)
+            except Exception:  # what the guest reported cannot be read: the interrupt itself still stops us
+                raise intr from None
             partial.runs = [r if f"run_end_r{i}" in handle.reader.host_marks else None
                             for i, r in enumerate(partial.runs, 1)]
             raise BatchInterrupted(partial) from intr
