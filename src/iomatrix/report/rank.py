@@ -191,7 +191,7 @@ def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *,
             values, apart = ranked_samples([v for _, _, v in rid_pts])
             rid_pts = rid_pts[len(rid_pts) - len(values):]  # the cold first run, when set apart, is the earliest
             groups[c.label()], rounds[c.label()] = [v for _, _, v in rid_pts], [r for _, r, _ in rid_pts]
-            cu = _boot_unit(rid_pts, boots)
+            cu = boot_unit(rid_pts, boots)
             if cu is not None:
                 units[c.label()] = cu
                 groups[c.label()], rounds[c.label()] = list(cu.values), list(cu.rounds)
@@ -200,7 +200,7 @@ def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *,
             all_values = c.samples[metric]
             if len(c.runs) == len(all_values):  # run ids line up with the values: the boots can be told
                 kept = list(zip(c.runs, all_values, strict=True))[len(all_values) - len(groups[c.label()]):]
-                cu = _boot_unit([(rid, i, v) for i, (rid, v) in enumerate(kept)], boots)
+                cu = boot_unit([(rid, i, v) for i, (rid, v) in enumerate(kept)], boots)
                 if cu is not None:
                     units[c.label()] = cu
                     groups[c.label()] = list(cu.values)
@@ -234,7 +234,7 @@ def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *,
                            {c.label(): c.replaced for c in ranked if c.replaced}, units or None)
 
 
-def _boot_unit(points: Sequence[tuple[int, int, float]],
+def boot_unit(points: Sequence[tuple[int, int, float]],
                boots: Mapping[int, tuple[str, int | None]] | None) -> CellUnit | None:
     """The cell's analysis unit from its (run id, round, value) points, when some of its runs shared a boot."""
     if not boots or not any(rid in boots for rid, _, _ in points):

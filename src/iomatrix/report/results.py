@@ -21,9 +21,8 @@ from iomatrix.report.query import (
     sweep_info,
     unit_stops,
 )
-from iomatrix.report.rank import run_boots, run_rounds
+from iomatrix.report.rank import boot_unit, run_boots, run_rounds
 from iomatrix.stats import summarize
-from iomatrix.stats.analysis_unit import cell_unit
 from iomatrix.store import Store
 
 RESULTS_FORMAT = "iomatrix-results"
@@ -47,11 +46,10 @@ def analysis_unit(cw: CellWorkload, values: list[float], boots: dict[int, tuple[
     """What the statistics of a cell whose runs shared guest boots stand on (stats.analysis_unit): the runs,
     or the boot means when the between-boot variance dominates, with that unit's mean and CI. None when no
     boot held two of its runs (every run is then its own unit, and the row's own figures are the ones)."""
-    if len(cw.runs) != len(values) or not any(rid in boots for rid in cw.runs):
+    if len(cw.runs) != len(values):
         return None
-    cu = cell_unit([(*boots.get(rid, (None, None)), rounds.get(rid, 0), v)
-                    for rid, v in zip(cw.runs, values, strict=True)])
-    if not cu.shared:
+    cu = boot_unit([(rid, rounds.get(rid, 0), v) for rid, v in zip(cw.runs, values, strict=True)], boots)
+    if cu is None:
         return None
     s = summarize(list(cu.values))
     return {"unit": cu.unit, "n": s.n, "boots": cu.boots, "runs": cu.runs, "between_boot_share": cu.between_share,
