@@ -269,3 +269,10 @@ def test_fio_start_poll_patch_shortens_both_sleeps_or_leaves_the_file(tmp_path: 
     c.write_text(other)
     assert not patch_start_poll(c)
     assert c.read_text() == other
+
+
+def test_initramfs_key_names_which_static_fio_build() -> None:
+    from iomatrix.guest.static_fio import static_kind
+
+    assert static_kind(Path("fio_3.33-3-poll10ms")) == "static-poll10ms"
+    assert static_kind(Path("fio_3.33-3-unpatched")) == "static-unpatched"

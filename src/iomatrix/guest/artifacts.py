@@ -28,7 +28,7 @@ from iomatrix.errors import MissingTool, UserError
 from iomatrix.guest.cache import default_cache_dir, staged_dir
 from iomatrix.guest.initramfs import build_initramfs
 from iomatrix.guest.kernel import MODULE_ROOTS, extract_vmlinux, host_kernel, pick_kernel, resolve_cloud_package_cached
-from iomatrix.guest.static_fio import START_POLL_SUFFIX, host_fio_version, static_fio
+from iomatrix.guest.static_fio import host_fio_version, static_fio, static_kind
 from iomatrix.guest.static_tools import sources_text, static_tools
 
 # Bump when the initramfs layout or the builder changes in a way init.sh's hash does not capture.
@@ -174,8 +174,7 @@ def ensure_artifacts(cache_dir: Path | None = None, kernel: Path | None = None, 
     tools, _tools_note = static_tools(cache_dir, log)
     # Which static tools made it in is part of the build: installing gcc later rebuilds with them.
     key = _cache_key(tree.version, fio_version, guest_script_text() + _tools_marker(tools),
-                     ("static" + (START_POLL_SUFFIX if fio_bin.name.endswith(START_POLL_SUFFIX) else ""))
-                     if fio_bin else "closure")
+                     static_kind(fio_bin) if fio_bin else "closure")
     build = cache_dir / "builds" / key
     if not rebuild:
         art = _from_manifest(build)

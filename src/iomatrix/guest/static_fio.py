@@ -31,6 +31,7 @@ STATIC_FIO_PACKAGES = "build-essential dpkg-dev libaio-dev zlib1g-dev"
 START_POLL_FROM, START_POLL_TO = "do_usleep(100000);", "do_usleep(10000);"
 START_POLL_SITES = 2  # fio 3.x: the wait for a group's start, the wait between groups
 START_POLL_SUFFIX = "-poll10ms"
+UNPATCHED_SUFFIX = "-unpatched"
 START_POLL_NOTE = "job start-up polled every 10 ms instead of 100 ms"
 UNPATCHED_NOTE = "unpatched: its backend.c does not have the two start-up sleeps iomatrix shortens"
 
@@ -75,7 +76,7 @@ def static_fio(cache_dir: Path, log: Callable[[str], None], build: bool = True) 
     binary = root / f"fio_{version}{START_POLL_SUFFIX}"
     failed = root / f"failed_{version}.txt"
     # (A plain fio_<version> is an older iomatrix's unpatched build: rebuilt, not used.)
-    for cached, note in ((binary, START_POLL_NOTE), (root / f"fio_{version}-unpatched", UNPATCHED_NOTE)):
+    for cached, note in ((binary, START_POLL_NOTE), (root / f"fio_{version}{UNPATCHED_SUFFIX}", UNPATCHED_NOTE)):
         if cached.is_file():
             return cached, f"static fio built from Debian source fio {version} ({note})"
     if not build:
@@ -123,7 +124,7 @@ def _build_static_fio(root: Path, binary: Path, version: str,
         note = START_POLL_NOTE
         if not patch_start_poll(src / "backend.c"):
             # Not the code we read: fio as it is (still a second of boot less than the host closure).
-            binary, note = root / f"fio_{version}-unpatched", UNPATCHED_NOTE
+            binary, note = root / f"fio_{version}{UNPATCHED_SUFFIX}", UNPATCHED_NOTE
         for argv, cwd in (
             (["./configure", *FIO_CONFIGURE], src),
             (["make", f"-j{os.cpu_count() or 2}", "fio"], src),
@@ -141,6 +142,12 @@ def _build_static_fio(root: Path, binary: Path, version: str,
         return binary, f"static fio built from Debian source fio {version} ({note})"
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def static_kind(binary: Path) -> str:
+    """The initramfs cache key's word for a static fio: which build it is (patched or not), so an initramfs
+    never carries another build of the same version."""
+    return "static" + next((sfx for sfx in (START_POLL_SUFFIX, UNPATCHED_SUFFIX) if binary.name.endswith(sfx)), "")
 
 
 def patch_start_poll(backend_c: Path) -> bool:
