@@ -343,3 +343,50 @@ def test_custom_job_file_runs_as_checked_at_plan_load(tmp_path: Path) -> None:
     assert out.ok, out.error
     assert "exec_prerun" not in out.job_text and "rw=randwrite" in out.job_text
     assert not list(tmp_path.glob("iomatrix-blk-*")), "the run's image was not removed"
+
+
+PRECISION = """
+tier = ["baremetal", "blocklayer"]
+format = ["raw"]
+cache = ["none", "writeback"]
+workloads = ["rand-write-4k"]
+size = "32M"
+image_size = "64M"
+runtime = 0.3
+null_ceiling = false
+ci_target = 0.001
+[repetitions]
+min = 2
+max = 3
+precision_max = { blocklayer = 5 }
+"""
+
+
+@pytest.mark.slow
+@needs("fio")
+@needs_qsd
+def test_block_layer_units_run_on_toward_the_ci_target_after_the_race(tmp_path: Path) -> None:
+    # ±0.1% is out of reach of any real fio figure in 5 runs, so every block-layer unit runs to precision_max.
+    (tmp_path / "p.toml").write_text(PRECISION)
+    explained = run_cli("plan", "p.toml", cwd=tmp_path)
+    assert "then blocklayer units run on toward ±0.1%, up to 5 runs" in explained.stdout.replace("\n", " ")
+    proc = run_cli("run", "p.toml", "--db", "r.sqlite", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    db = sqlite3.connect(tmp_path / "r.sqlite")
+    stops = {(c.split("/")[0], c.split("/")[3]): (kind, reason, ok) for c, kind, reason, ok in db.execute(
+        "SELECT c.key, u.kind, u.reason, u.ok_runs FROM unit_stops u JOIN cells c ON c.id = u.cell_id")}
+    assert {k: v[0] for k, v in stops.items() if k[0] == "baremetal"} == {("baremetal", "none"): "baseline",
+                                                                         ("baremetal", "writeback"): "baseline"}
+    for cache in ("none", "writeback"):
+        kind, reason, ok = stops[("blocklayer", cache)]
+        assert ok == 5, reason
+        assert kind in ("eliminated", "equivalent", "unresolved", "settled", "max-runs"), reason
+        assert "; then run on toward ±0.1%: CI ±" in reason and reason.endswith("at 5 runs (precision_max)")
+    # Every round is still a block: at most one kept run per unit.
+    assert db.execute("SELECT COUNT(*) FROM runs WHERE status = 'ok' AND retry_of IS NULL "
+                      "GROUP BY cell_id, workload, round HAVING COUNT(*) > 1").fetchall() == []
+    doc = json.loads(run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout)
+    n = {r["axes"]["cache"]: r["n"] for r in doc["sweeps"][0]["results"]
+         if r["axes"]["tier"] == "blocklayer" and r["metric"] == "write.iops"}
+    assert n == {"none": 5, "writeback": 5}
+    assert _ours(tmp_path) == [] and _left_files(tmp_path) == []

@@ -168,3 +168,18 @@ def test_a_filesystem_job_is_estimated_from_its_data_size_not_from_runtime() -> 
     assert est("256M", 5) == pytest.approx(per_boot + 2 * FS_JOB_FIXED_S + sum(FS_JOB_S_PER_256M.values()))
     assert est("256M", 30) == est("256M", 5)  # runtime does not bound a filesystem job
     assert est("512M", 5) - est("256M", 5) == pytest.approx(sum(FS_JOB_S_PER_256M.values()))
+
+
+def test_estimate_counts_a_tiers_precision_runs_up_to_the_budget() -> None:
+    from iomatrix.tiers.blocklayer import BlockLayerTier
+
+    base = {"tier": ["baremetal", "blocklayer"], "cache": ["none"], "format": ["raw"], "null_ceiling": False,
+            "runtime": 1, "workloads": ["rand-read-4k"], "time_budget": "1h"}
+    reps = {"min": 3, "max": 6}
+    p = plan(**base, repetitions=reps)
+    q = plan(**base, repetitions={**reps, "precision_max": {"blocklayer": 20}})
+    (low_p, high_p), (low_q, high_q) = estimate_seconds(p, run_expand(p)), estimate_seconds(q, run_expand(q))
+    assert low_p == low_q  # the minimum is the same promise
+    assert high_q - high_p == pytest.approx((20 - 6) * (1 + BlockLayerTier.overhead_s))
+    capped = plan(**{**base, "time_budget": "40s"}, repetitions={**reps, "precision_max": {"blocklayer": 20}})
+    assert estimate_seconds(capped, run_expand(capped))[1] == 40.0

@@ -82,3 +82,20 @@ def test_retry_disturbed_is_a_boolean_plan_key(tmp_path: Path) -> None:
     (tmp_path / "q.toml").write_text('tier = ["baremetal"]\nretry_disturbed = "sometimes"\n')
     with pytest.raises(UserError, match="retry_disturbed"):
         load_plan(str(tmp_path / "q.toml"))
+
+
+def test_precision_max_names_tiers_of_the_plan_and_exceeds_max(tmp_path: Path) -> None:
+    plan, _ = load_plan(write(tmp_path, 'tier = ["baremetal", "blocklayer"]\n[repetitions]\nmax = 6\n'
+                                        "precision_max = { blocklayer = 20 }\n"))
+    assert plan.repetitions.precision_max == {"blocklayer": 20}
+    assert load_plan("quick")[0].repetitions.precision_max == {"blocklayer": 24}
+    for text, expected in (
+            ('tier = ["baremetal"]\n[repetitions]\nprecision_max = { blocklayer = 20 }\n', "does not run"),
+            ('tier = ["blocklayer"]\n[repetitions]\nmax = 6\nprecision_max = { blocklayer = 6 }\n', "more than max"),
+            ('tier = ["blocklayer"]\n[repetitions]\nprecision_max = { blocklayer = "lots" }\n', "precision_max"),
+            ('tier = ["durability"]\ncuts = 3\n[repetitions]\nmin = 3\nmax = 3\nprecision_max = { durability = 9 }\n',
+             "cuts")):
+        with pytest.raises(UserError) as e:
+            load_plan(write(tmp_path, text))
+        msg = e.value.one_line()
+        assert expected in msg and "\n" not in msg, msg

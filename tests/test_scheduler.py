@@ -493,3 +493,103 @@ def test_room_counts_max_and_the_budget_at_the_sessions_pace() -> None:
         clock.t += 10.0
         s.record(slot, True, 1.0)
     assert s.room().runs_affordable == pytest.approx(8.0)  # 80 s left at 10 s a run
+
+
+# -- precision after the decision (repetitions.precision_max) ---------------------------------------------------
+class ScriptedRace:
+    """A stop policy that stops each unit at a scripted number of ok runs with a scripted reason, recording which
+    units it was asked about and the Room it was given."""
+
+    name = "scripted"
+
+    def __init__(self, stops: dict[str, tuple[int, str]]) -> None:
+        self.stops = stops
+        self.seen: list[tuple[list[str], int]] = []
+
+    def finished(self, units: Sequence[UnitState], room: Room) -> dict[str, str]:
+        self.seen.append(([u.key for u in units], room.active_units))
+        return {u.key: self.stops[u.key][1] for u in units if u.ok >= self.stops[u.key][0]}
+
+
+def wide_then(value: float, first: int = 3) -> Callable[[str, int], float]:
+    """±10% for the first `first` runs, then `value` every time: wide at the decision, narrowing after it."""
+    return lambda key, n: value * (1.1 if n % 2 else 0.9) if n < first else value
+
+
+def race_scheduler(precision_max: int | None, *, budget: float = 1e9, clock: FakeClock | None = None,
+                   ci_target: float | None = 0.05) -> tuple[Scheduler, ScriptedRace]:
+    policy = ScriptedRace({"a": (6, "race over: a best"), "b": (3, "eliminated: scripted")})
+    units = [UnitState("a"), UnitState("b", precision_max=precision_max)]
+    return Scheduler(units, min_runs=3, max_runs=6, budget_s=budget, policy=policy, seed=5,
+                     clock=clock or FakeClock(), ci_target=ci_target), policy
+
+
+def test_a_decided_unit_runs_on_after_the_race_and_leaves_the_race_untouched() -> None:
+    from iomatrix.scheduler import stop_kind
+
+    plain, plain_policy = race_scheduler(None)
+    plain_log = drive(plain, noisy)
+    s, policy = race_scheduler(10)
+    log = drive(s, noisy)
+    # While a races (rounds 1–6), b takes part only up to its decision at 3 runs, exactly as without precision …
+    assert [x for x in log if x[1] <= 6] == plain_log
+    assert policy.seen == plain_policy.seen  # … and the policy saw the same units and the same Room each time
+    # … then b runs on alone, a round (block) each, to its precision_max: noisy never reaches ±5%.
+    assert [(k, r) for k, r, _ in log if r > 6] == [("b", r) for r in range(7, 14)]
+    assert s.units["b"].ok == 10 and s.units["a"].ok == 6
+    reason = s.reasons()["b"]
+    assert reason.startswith("eliminated: scripted; then run on toward ±5%: CI ±")
+    assert reason.endswith("at 10 runs (precision_max)")
+    assert stop_kind(reason) == "eliminated"  # the decision's kind is kept
+    assert s.reasons()["a"] == "race over: a best"
+
+
+def test_a_decided_unit_stops_as_soon_as_its_ci_is_within_the_target() -> None:
+    s, _ = race_scheduler(24)
+    drive(s, wide_then(100.0))
+    b = s.units["b"]
+    assert 3 < b.ok < 24
+    assert s.reasons()["b"] == f"eliminated: scripted; then run on toward ±5%: CI within ±5% after {b.ok} runs"
+    from iomatrix.stats import needs_more_runs
+
+    assert needs_more_runs(b.values, 1, 100, 0.05)[1] == "converged"
+    assert needs_more_runs(b.values[:-1], 1, 100, 0.05)[0]  # one run fewer was not enough
+
+
+def test_a_unit_already_precise_at_its_decision_stops_there() -> None:
+    s, _ = race_scheduler(24)
+    drive(s, steady())
+    assert s.units["b"].ok == 3 and s.reasons()["b"] == "eliminated: scripted"
+
+
+def test_the_budget_ends_the_precision_runs_with_the_ci_reached_so_far() -> None:
+    clock = FakeClock()
+    s, _ = race_scheduler(24, budget=12.5, clock=clock)
+    drive(s, noisy, clock=clock, run_s=1.0)  # a: 6 runs, b: 3 in the race, then b alone until 12.5 s
+    assert s.units["b"].ok == 7
+    assert s.reasons()["b"].startswith("eliminated: scripted; then run on toward ±5%: CI ±")
+    assert s.reasons()["b"].endswith("at 7 runs (time budget spent)")
+
+
+def test_precision_needs_a_ci_target() -> None:
+    with pytest.raises(ValueError, match="ci_target"):
+        race_scheduler(10, ci_target=None)
+
+
+def test_no_run_beyond_the_minimum_starts_if_it_would_end_past_the_budget() -> None:
+    clock = FakeClock()
+    s = Scheduler([UnitState("slow"), UnitState("fast")], min_runs=2, max_runs=10, budget_s=35.0,
+                  policy=CiWidthPolicy(0.001, 2, 10), seed=3, clock=clock)
+    took = {"slow": 10.0, "fast": 1.0}
+    runs: list[str] = []
+    while slots := s.next_round():
+        for slot in slots:
+            if s.should_start(slot):
+                clock.t += took[slot.key]
+                s.record(slot, True, noisy(slot.key, runs.count(slot.key)), wall_s=took[slot.key])
+                runs.append(slot.key)
+    # 22 s for the minimum; round 3 ends at 33 s; round 4: fast ends at 34, slow would end at 44: not started;
+    # round 5: fast would end at 35, the budget: not started either.
+    assert runs.count("slow") == 3 and runs.count("fast") == 4
+    assert clock.t == 34.0
+    assert s.reasons() == {"slow": "time budget spent", "fast": "time budget spent"}

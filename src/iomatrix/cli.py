@@ -98,8 +98,12 @@ def _root(
 def _policy_text(p: Plan) -> str:
     """What decides how many runs a unit gets, in a few words."""
     if p.repetition_policy == "racing":
-        return "racing: units stop once the data settles them, from the minimum on"
-    return f"until the 95% CI is within ±{p.ci_target:.0%} of the mean"
+        text = "racing: units stop once the data settles them, from the minimum on"
+    else:
+        text = f"until the 95% CI is within ±{p.ci_target * 100:g}% of the mean"
+    for tier, n in p.repetitions.precision_max.items():
+        text += f"; then {tier} units run on toward ±{p.ci_target * 100:g}%, up to {n} runs"
+    return text
 
 
 def _load_plan(plan: str) -> tuple[Plan, Path | None]:

@@ -189,6 +189,8 @@ def estimate_seconds(plan: Plan, expansion: Expansion, batching: bool = True) ->
     pays its start-up once per batch (one per cell and round, split at the tier's limit); `batching=False`
     estimates one start-up per run instead, for comparison."""
     per_rep = 0.0
+    # A tier with a precision_max may run its units up to that many times (after the race, within the budget).
+    precise_rep: dict[str, float] = {}
     per_cell: dict[Cell, int] = {}
     for u in expansion.units:
         tier = _tier(u.cell.tier)
@@ -203,16 +205,21 @@ def estimate_seconds(plan: Plan, expansion: Expansion, batching: bool = True) ->
         elif u.workload.guest_only:
             runtime = fs_job_estimate_s(u.workload.kind, plan.size_bytes)
         if batching and tier.batches_runs:  # a round's runs of one cell share start-ups (guest boots)
-            per_rep += runtime + tier.batch_run_overhead_s
+            run_s = runtime + tier.batch_run_overhead_s
             per_cell[u.cell] = per_cell.get(u.cell, 0) + 1
         else:
-            per_rep += runtime + tier.overhead_s
+            run_s = runtime + tier.overhead_s
+        per_rep += run_s
+        if u.cell.tier in plan.repetitions.precision_max:  # (a batching tier's extra boots are not counted)
+            precise_rep[u.cell.tier] = precise_rep.get(u.cell.tier, 0.0) + run_s
     for cell, n in per_cell.items():
         tier = _tier(cell.tier)
         # One boot holds `repetitions_per_boot` rounds of the cell's runs, split at the bus's disk limit.
         per_boot = n * plan.start_rounds_per_boot
         boots = -(-per_boot // max(1, tier.max_batch(cell)))
         per_rep += boots * tier.batch_overhead_s / plan.start_rounds_per_boot
-    low = per_rep * plan.repetitions.min
-    high = max(low, min(per_rep * plan.repetitions.max, plan.time_budget_s))
+    reps = plan.repetitions
+    low = per_rep * reps.min
+    extra = sum(t * (reps.precision_max[tier] - reps.max) for tier, t in precise_rep.items())
+    high = max(low, min(per_rep * reps.max + extra, plan.time_budget_s))
     return low, high

@@ -200,7 +200,8 @@ class SweepRunner:
                 key=unit.key, group=_race_group(unit),
                 points=self.store.metric_points(cid, unit.workload.name, unit.workload.primary_metric),
                 rounds=rounds.get((cid, unit.workload.name), set()), ok=ok, failed=bad,
-                baseline=(compared and tier_class(unit.cell.tier).is_reference) or unit.cell.is_null_ceiling))
+                baseline=(compared and tier_class(unit.cell.tier).is_reference) or unit.cell.is_null_ceiling,
+                precision_max=self.plan.repetitions.precision_max.get(unit.cell.tier)))
         return units, states
 
     def _policy(self) -> StopPolicy:
@@ -356,7 +357,7 @@ class SweepRunner:
                 reps = self.plan.repetitions
                 sched = Scheduler(
                     states, min_runs=reps.min, max_runs=reps.max, budget_s=self.plan.time_budget_s,
-                    policy=self._policy(),
+                    policy=self._policy(), ci_target=self.plan.ci_target,
                     seed=self.design_seed, clock=time.monotonic,
                     # Wall clock of this session plus the run time of earlier sessions of a resumed sweep.
                     prior_elapsed_s=self.store.sweep_elapsed(sweep_id))
@@ -401,7 +402,8 @@ class SweepRunner:
                             retry = sched.record(slot, outcome.ok, value, disturbed,
                                                  retry_worthy=flags is not None and flags.retry_worthy
                                                  and self.plan.retry_disturbed
-                                                 and not (tc.fixed_trials or tc.loads_host))
+                                                 and not (tc.fixed_trials or tc.loads_host),
+                                                 wall_s=outcome.phases.get("wall_s"))
                             if outcome.ok:
                                 result.disturbed += int(disturbed)
                             else:

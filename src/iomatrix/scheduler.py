@@ -26,7 +26,18 @@ Stopping, per unit, in this order:
   or ``ci-width`` (converged when the 95% CI half-width ≤ ``ci_target`` of the mean);
 * ``max runs reached``;
 * ``time budget spent``: no run beyond ``min`` starts once the wall clock of the sweep (earlier sessions
-  included) reaches the budget.
+  included) reaches the budget, or would reach it before the run ends at the unit's pace so far.
+
+**Precision after the decision** (``[repetitions] precision_max``, per tier): the stopping policy decides
+*which* unit is best; the numbers the reports quote for every unit (and the ratios between them: "x% faster
+than what you run today") need an error bar that is tight too, and racing stops losers and baselines with
+wide ones. A unit of a tier given a ``precision_max`` (a cheap tier: the block layer's runs take about a
+second) is therefore *decided* rather than stopped when the policy (or ``max``) is done with it and its 95% CI
+half-width is still above ``ci_target``: once no unit is racing any more, decided units run in further rounds
+(complete blocks of their own) until their CI reaches ``ci_target``, they reach ``precision_max`` runs, or the
+budget is spent. The race itself is untouched: a decided unit takes no part in the policy's decisions, in its
+estimate of the rounds left, or in the rounds while the race is on. Its stop keeps the policy's reason (and
+so its kind), followed by what the extra runs reached.
 
 Every stop is reported once through :meth:`Scheduler.new_stops` (the runner stores it) with a kind from
 :func:`stop_kind`: eliminated, equivalent (practically equivalent to the best), unresolved (the rounds left
@@ -80,10 +91,25 @@ class UnitState:
     baseline: bool = False
     pending: dict[int, float] = field(default_factory=dict)  # round → value of a disturbed run awaiting its retry
     retries: int = 0  # disturbed runs started again
+    # Runs up to which the unit keeps running toward ci_target once the policy is done with it (None: it stops).
+    precision_max: int | None = None
+    decided: str | None = None  # the policy's stop reason while the unit runs on for precision
+    wall_total_s: float = 0.0  # wall time of this session's runs of the unit (the runner reports it)
+    wall_runs: int = 0
+
+    @property
+    def expected_run_s(self) -> float:
+        """What the unit's next run should take: the mean wall of its runs so far (0 before any)."""
+        return self.wall_total_s / self.wall_runs if self.wall_runs else 0.0
 
     @property
     def done(self) -> bool:
         return self.done_reason is not None
+
+    @property
+    def racing(self) -> bool:
+        """Still up to the stopping policy (not done, not decided and running on for precision)."""
+        return self.done_reason is None and self.decided is None
 
     @property
     def values(self) -> list[float]:
@@ -224,10 +250,14 @@ class Stop:
 class Scheduler:
     def __init__(self, units: Iterable[UnitState], *, min_runs: int, max_runs: int, budget_s: float,
                  policy: StopPolicy, seed: int, clock: Callable[[], float], prior_elapsed_s: float = 0.0,
-                 max_failures: int = MAX_FAILED_ATTEMPTS, max_retries: int = MAX_RETRIES_PER_UNIT) -> None:
+                 max_failures: int = MAX_FAILED_ATTEMPTS, max_retries: int = MAX_RETRIES_PER_UNIT,
+                 ci_target: float | None = None) -> None:
         if not 1 <= min_runs <= max_runs:
             raise ValueError(f"need 1 ≤ min ≤ max repetitions, got {min_runs}, {max_runs}")
         self.units: dict[str, UnitState] = {u.key: u for u in units}
+        if ci_target is None and any(u.precision_max is not None for u in self.units.values()):
+            raise ValueError("units with a precision_max need the sweep's ci_target")
+        self.ci_target = ci_target
         self.min_runs = min_runs
         self.max_runs = max_runs
         self.budget_s = budget_s
@@ -244,6 +274,7 @@ class Scheduler:
         self.session_runs = 0  # runs recorded this session (ok or failed): the pace for Room.runs_affordable
         self._next_position: dict[int, int] = {}
         self._reported: set[str] = set()
+        self._active: set[str] = set()  # the units of the round next_round last gave
         self._start = clock()
         # The round in progress: the highest round any unit has a run in (0 = none yet).
         self.round = max((r for u in self.units.values() for r in u.rounds), default=0)
@@ -261,30 +292,70 @@ class Scheduler:
         if self.session_runs:
             per_run = max(self.clock() - self._start, 1e-9) / self.session_runs
             runs_affordable = max(0.0, self.budget_s - self.elapsed_s()) / per_run
-        return Room(self.max_runs, runs_affordable, sum(1 for u in self.units.values() if not u.done))
+        # Decided units are not counted: the race's futility judgement is made as if they had stopped.
+        return Room(self.max_runs, runs_affordable, sum(1 for u in self.units.values() if u.racing))
 
     # -- decisions --------------------------------------------------------------
     def _refresh(self) -> None:
-        """Mark units done: failures, then policy/max/budget for units past their minimum."""
+        """Mark units done: failures, then policy/max/budget for units past their minimum; decided units once
+        precise enough, at their precision_max or out of budget."""
         candidates: list[UnitState] = []
         for u in self.units.values():
             if u.done:
                 continue
             if u.failed >= self.max_failures and u.failed > u.ok:
                 u.done_reason = f"gave up after {u.failed} failed runs"
+            elif u.decided is not None:
+                self._precision_check(u)
             elif u.ok >= self.min_runs:
                 candidates.append(u)
         if not candidates:
             return
         for key, why in self.policy.finished(candidates, self.room()).items():
-            self.units[key].done_reason = why
+            self._stop(self.units[key], why)
         for u in candidates:
-            if u.done:
+            if not u.racing:
                 continue
             if u.ok >= self.max_runs:
-                u.done_reason = "max runs reached"
+                self._stop(u, "max runs reached")
             elif not self.budget_left():
                 u.done_reason = "time budget spent"
+
+    # -- precision after the decision ------------------------------------------------
+    def _ci_gap(self, u: UnitState) -> str | None:
+        """None when the unit's 95% CI half-width is within ci_target (or it has no precision_max); else
+        what it is now, e.g. 'CI ±7.2% > target 5%'."""
+        if u.precision_max is None or self.ci_target is None:
+            return None
+        from iomatrix.stats import needs_more_runs
+
+        # max beyond the runs so far: only "converged" or the CI's width can come back.
+        more, why = needs_more_runs(u.values, 1, len(u.values) + 1, self.ci_target)
+        return why if more else None
+
+    def _stop(self, u: UnitState, why: str) -> None:
+        """The policy (or max) is done with `u`: stop it, or let it run on toward ci_target (decided)."""
+        if (u.precision_max is not None and u.ok < u.precision_max and self.budget_left()
+                and self._ci_gap(u) is not None):
+            u.decided = why
+        else:
+            u.done_reason = why
+
+    def _precision_check(self, u: UnitState, budget_spent: bool = False) -> None:
+        """A decided unit stops once its CI is within ci_target, at its precision_max, or when the budget is
+        spent; its reason keeps the policy's (and so its kind) and says what the extra runs reached."""
+        assert u.decided is not None and u.precision_max is not None and self.ci_target is not None
+        gap = self._ci_gap(u)
+        target = f"±{self.ci_target * 100:g}%"
+        if gap is None:
+            then = f"CI within {target} after {u.ok} runs"
+        elif u.ok >= u.precision_max:
+            then = f"{gap} at {u.ok} runs (precision_max)"
+        elif budget_spent or not self.budget_left():
+            then = f"{gap} at {u.ok} runs (time budget spent)"
+        else:
+            return
+        u.done_reason = f"{u.decided}; then run on toward {target}: {then}"
 
     def order(self, round_no: int, keys: Sequence[str]) -> list[str]:
         """`keys` in the round's random order. The permutation is drawn over all units from the sweep's seed
@@ -301,10 +372,14 @@ class Scheduler:
             for rnd in list(u.pending):
                 self._settle(u, rnd)
         self._refresh()
-        active = [u.key for u in self.units.values() if not u.done]
+        active = [u.key for u in self.units.values() if u.racing]
+        precision = not active
+        if precision:  # the race is over: the decided units run on toward ci_target, each round a new block
+            active = [u.key for u in self.units.values() if not u.done]
+        self._active = set(active)
         if not active:
             return []
-        if self.round and any(self.round not in self.units[k].rounds for k in active) and any(
+        if not precision and self.round and any(self.round not in self.units[k].rounds for k in active) and any(
                 self.round in u.rounds for u in self.units.values()):
             # Resuming: finish the interrupted round, in its order, for the units that have not run in it.
             round_no = self.round
@@ -367,13 +442,12 @@ class Scheduler:
         if not first or rounds_per_batch <= 1:
             return self.batches(first, cell_of, max_batch)
         slots = list(first)
-        active = {u.key for u in self.units.values() if not u.done}
-        if {s.key for s in first} != active:  # a resumed round: finish it first
+        if {s.key for s in first} != self._active:  # a resumed round: finish it first
             return self.batches(slots, cell_of, max_batch)
         planned = {s.key: 1 for s in first}
         for _ in range(rounds_per_batch - 1):
             keys = [s.key for s in first if cell_of[s.key] != s.key
-                    and self.units[s.key].ok + planned[s.key] < self.max_runs]
+                    and self.units[s.key].ok + planned[s.key] < self._max_of(self.units[s.key])]
             if not keys:
                 break
             self.round += 1
@@ -384,6 +458,10 @@ class Scheduler:
                 planned[k] += 1
         return self.batches(slots, cell_of, max_batch)
 
+    def _max_of(self, u: UnitState) -> int:
+        """Runs the unit may still reach: its precision_max once decided, else the plan's max."""
+        return u.precision_max if u.decided is not None and u.precision_max is not None else self.max_runs
+
     def should_start(self, slot: Slot) -> bool:
         """Re-checked before each run: a unit past its minimum does not start once the budget is spent, and
         a retry does not start then at all (the disturbed value counts)."""
@@ -393,8 +471,13 @@ class Scheduler:
             return False
         if u.done:
             return False
-        if u.ok >= self.min_runs and not self.budget_left():
-            u.done_reason = "time budget spent"
+        # A run would end past the budget: not started (at the unit's own pace, so that a sweep of cheap and
+        # expensive runs ends close to its budget, not one long run after it).
+        if u.ok >= self.min_runs and self.elapsed_s() + u.expected_run_s >= self.budget_s:
+            if u.decided is not None:
+                self._precision_check(u, budget_spent=True)
+            else:
+                u.done_reason = "time budget spent"
             return False
         return True
 
@@ -416,13 +499,17 @@ class Scheduler:
             u.points.append((round_no, value))
 
     def record(self, slot: Slot, ok: bool, value: float | None, disturbed: bool = False,
-               retry_worthy: bool | None = None) -> Slot | None:
+               retry_worthy: bool | None = None, wall_s: float | None = None) -> Slot | None:
         """Count one finished run. ``disturbed``: the run's interference verdict; ``retry_worthy`` (default:
-        ``disturbed``): whether the cause lies outside the measured process, so a retry can avoid it. Returns
-        the retry to run at the end of this round, or None."""
+        ``disturbed``): whether the cause lies outside the measured process, so a retry can avoid it;
+        ``wall_s``: how long the run took (for :meth:`should_start`'s budget check). Returns the retry to run
+        at the end of this round, or None."""
         u = self.units[slot.key]
         u.rounds.add(slot.round)
         self.session_runs += 1
+        if wall_s is not None:
+            u.wall_total_s += wall_s
+            u.wall_runs += 1
         if not ok:
             u.failed += 1
             if slot.retry:

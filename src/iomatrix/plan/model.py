@@ -60,11 +60,19 @@ class Repetitions(BaseModel):
     model_config = _STRICT
     min: Annotated[int, Field(ge=1, le=1000)] = 3
     max: Annotated[int, Field(ge=1, le=1000)] = 10
+    # Per tier, e.g. { blocklayer = 20 }: once the repetition policy (or max) is done with a unit of that tier,
+    # it keeps running, after the race and within the budget, until its 95% CI is within ci_target or it
+    # has this many runs. For cheap tiers, so that every number quoted (losers and baselines too) is precise.
+    precision_max: dict[str, Annotated[int, Field(ge=1, le=1000)]] = {}
 
     @model_validator(mode="after")
     def _ordered(self) -> Repetitions:
         if self.max < self.min:
             raise ValueError(f"max ({self.max}) must be ≥ min ({self.min})")
+        for tier, n in self.precision_max.items():
+            if n <= self.max:
+                raise ValueError(f"precision_max for {tier} ({n}) must be more than max ({self.max}): it is the "
+                                 "number of runs a unit may reach after the policy is done with it")
         return self
 
 
@@ -235,6 +243,14 @@ class Plan(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _precision_tiers(self) -> Plan:
+        unknown = [t for t in self.repetitions.precision_max if t not in self.tier]
+        if unknown:
+            raise ValueError(f"repetitions.precision_max names tier(s) {', '.join(unknown)} that this plan does not "
+                             f"run (its tiers: {', '.join(self.tier)}); remove them or add them to `tier`")
+        return self
+
+    @model_validator(mode="after")
     def _durability_trials(self) -> Plan:
         # A durability trial is not a noisy sample to repeat until a CI settles: the plan asks for `cuts` trials
         # per configuration, exactly; the scheduler's repetitions are set from it.
@@ -243,8 +259,8 @@ class Plan(BaseModel):
         if len(self.tier) > 1:
             raise ValueError("the durability tier runs `cuts` trials per configuration: give it a plan of its own "
                              f"(this plan also has {', '.join(t for t in self.tier if t != 'durability')})")
-        if "repetitions" in self.model_fields_set and (self.repetitions.min, self.repetitions.max) != \
-                (self.cuts, self.cuts):
+        if "repetitions" in self.model_fields_set and ((self.repetitions.min, self.repetitions.max) !=
+                                                       (self.cuts, self.cuts) or self.repetitions.precision_max):
             raise ValueError("the durability tier counts trials with `cuts`, not [repetitions]: remove "
                              "[repetitions] and set cuts = N")
         self.repetitions = Repetitions(min=self.cuts, max=self.cuts)
