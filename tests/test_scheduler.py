@@ -517,31 +517,46 @@ def wide_then(value: float, first: int = 3) -> Callable[[str, int], float]:
 
 
 def race_scheduler(precision_max: int | None, *, budget: float = 1e9, clock: FakeClock | None = None,
-                   ci_target: float | None = 0.05) -> tuple[Scheduler, ScriptedRace]:
-    policy = ScriptedRace({"a": (6, "race over: a best"), "b": (3, "eliminated: scripted")})
+                   ci_target: float | None = 0.05, max_runs: int = 6) -> tuple[Scheduler, ScriptedRace]:
+    policy = ScriptedRace({"a": (max_runs, "race over: a best"), "b": (3, "eliminated: scripted")})
     units = [UnitState("a"), UnitState("b", precision_max=precision_max)]
-    return Scheduler(units, min_runs=3, max_runs=6, budget_s=budget, policy=policy, seed=5,
+    return Scheduler(units, min_runs=3, max_runs=max_runs, budget_s=budget, policy=policy, seed=5,
                      clock=clock or FakeClock(), ci_target=ci_target), policy
+
+
+def ten_percent(key: str, n: int) -> float:
+    return 90.0 if n % 2 else 110.0  # CV ~10%: ±5% needs about 20 runs
 
 
 def test_a_decided_unit_runs_on_after_the_race_and_leaves_the_race_untouched() -> None:
     from iomatrix.scheduler import stop_kind
 
-    plain, plain_policy = race_scheduler(None)
-    plain_log = drive(plain, noisy)
-    s, policy = race_scheduler(10)
-    log = drive(s, noisy)
-    # While a races (rounds 1–6), b takes part only up to its decision at 3 runs, exactly as without precision …
-    assert [x for x in log if x[1] <= 6] == plain_log
+    plain, plain_policy = race_scheduler(None, max_runs=4)
+    plain_log = drive(plain, ten_percent)
+    s, policy = race_scheduler(5, max_runs=4)
+    log = drive(s, ten_percent)
+    # While a races (rounds 1–4), b takes part only up to its decision at 3 runs, exactly as without precision …
+    assert [x for x in log if x[1] <= 4] == plain_log
     assert policy.seen == plain_policy.seen  # … and the policy saw the same units and the same Room each time
-    # … then b runs on alone, a round (block) each, to its precision_max: noisy never reaches ±5%.
-    assert [(k, r) for k, r, _ in log if r > 6] == [("b", r) for r in range(7, 14)]
-    assert s.units["b"].ok == 10 and s.units["a"].ok == 6
+    # … then b runs on alone, a round (block) each, to its precision_max.
+    assert [(k, r) for k, r, _ in log if r > 4] == [("b", 5), ("b", 6)]
+    assert s.units["b"].ok == 5 and s.units["a"].ok == 4
     reason = s.reasons()["b"]
     assert reason.startswith("eliminated: scripted; then run on toward ±5%: CI ±")
-    assert reason.endswith("at 10 runs (precision_max)")
+    assert reason.endswith("at 5 runs (precision_max)")
     assert stop_kind(reason) == "eliminated"  # the decision's kind is kept
     assert s.reasons()["a"] == "race over: a best"
+
+
+def test_a_decided_unit_whose_spread_needs_more_than_precision_max_stops_at_six_runs() -> None:
+    s, _ = race_scheduler(10)
+    drive(s, noisy)  # ±40%: some 250 runs for ±5%
+    assert s.units["b"].ok == 6
+    assert s.reasons()["b"].startswith("eliminated: scripted; then run on toward ±5%: CI ±")
+    assert "at 6 runs; about" in s.reasons()["b"] and s.reasons()["b"].endswith("(precision_max 10)")
+    s, _ = race_scheduler(24)
+    drive(s, ten_percent)
+    assert s.units["b"].ok > 6  # about 20 runs needed: within reach of 24
 
 
 def test_a_decided_unit_stops_as_soon_as_its_ci_is_within_the_target() -> None:
@@ -565,7 +580,7 @@ def test_a_unit_already_precise_at_its_decision_stops_there() -> None:
 def test_the_budget_ends_the_precision_runs_with_the_ci_reached_so_far() -> None:
     clock = FakeClock()
     s, _ = race_scheduler(24, budget=12.5, clock=clock)
-    drive(s, noisy, clock=clock, run_s=1.0)  # a: 6 runs, b: 3 in the race, then b alone until 12.5 s
+    drive(s, ten_percent, clock=clock, run_s=1.0)  # a: 6 runs, b: 3 in the race, then b alone until 12.5 s
     assert s.units["b"].ok == 7
     assert s.reasons()["b"].startswith("eliminated: scripted; then run on toward ±5%: CI ±")
     assert s.reasons()["b"].endswith("at 7 runs (time budget spent)")
