@@ -222,8 +222,11 @@ def quick_plan(args: argparse.Namespace) -> int:
             met += rel is not None and rel <= 5.0
             stop = stops.get((key, wname))
             shown = "-" if rel is None else f"{rel:5.1f}%"
-            print(f"  {key:44s} {wname:15s} n={len(xs)} mean {s.mean:12,.0f} ±{shown:>6s}  "
-                  f"{stop.kind + ': ' + stop.reason[:70] if stop else '(no stop recorded)'}")
+            why = "(no stop recorded)"
+            if stop is not None:  # the decision, and what the precision runs after it reached (precision_max)
+                decided, _, then = stop.reason.partition("; then run on toward ")
+                why = f"{stop.kind}: {decided[:60]}" + (f" → {then}" if then else "")
+            print(f"  {key:44s} {wname:15s} n={len(xs)} mean {s.mean:12,.0f} ±{shown:>6s}  {why}")
         print(f"  {met} of {len(cells)} block-layer cells within 5%")
         blk = {r.run_id: r for r in runs if r.axes["tier"] == "blocklayer"}
         took = {int(i): (float(w), int(n)) for i, w, n in store.db.execute(

@@ -88,7 +88,7 @@ def test_precision_max_names_tiers_of_the_plan_and_exceeds_max(tmp_path: Path) -
     plan, _ = load_plan(write(tmp_path, 'tier = ["baremetal", "blocklayer"]\n[repetitions]\nmax = 6\n'
                                         "precision_max = { blocklayer = 20 }\n"))
     assert plan.repetitions.precision_max == {"blocklayer": 20}
-    assert load_plan("quick")[0].repetitions.precision_max == {"blocklayer": 24}
+    assert load_plan("quick")[0].repetitions.precision_max == {"blocklayer": 30}
     for text, expected in (
             ('tier = ["baremetal"]\n[repetitions]\nprecision_max = { blocklayer = 20 }\n', "does not run"),
             ('tier = ["blocklayer"]\n[repetitions]\nmax = 6\nprecision_max = { blocklayer = 6 }\n', "more than max"),

@@ -34,12 +34,10 @@ than what you run today") need an error bar that is tight too, and racing stops 
 wide ones. A unit of a tier given a ``precision_max`` (a cheap tier: the block layer's runs take about a
 second) is therefore *decided* rather than stopped when the policy (or ``max``) is done with it and its 95% CI
 half-width is still above ``ci_target``: once no unit is racing any more, decided units run in further rounds
-(complete blocks of their own) until their CI reaches ``ci_target``, they reach ``precision_max`` runs, the
-budget is spent, or (from ``PRECISION_FUTILITY_MIN_RUNS`` runs on) their spread says more than
-``precision_max`` runs would be needed (``runs_needed_estimate``), whose runs then go to the others. The race
-itself is untouched: a decided unit takes no part in the policy's decisions, in its estimate of the rounds
-left, or in the rounds while the race is on. Its stop keeps the policy's reason (and so its kind), followed by
-what the extra runs reached.
+(complete blocks of their own) until their CI reaches ``ci_target``, they reach ``precision_max`` runs, or
+the budget is spent. The race itself is untouched: a decided unit takes no part in the policy's decisions,
+in its estimate of the rounds left, or in the rounds while the race is on. Its stop keeps the policy's reason
+(and so its kind), followed by what the extra runs reached.
 
 Every stop is reported once through :meth:`Scheduler.new_stops` (the runner stores it) with a kind from
 :func:`stop_kind`: eliminated, equivalent (practically equivalent to the best), unresolved (the rounds left
@@ -75,9 +73,6 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 MAX_FAILED_ATTEMPTS = 3
-# A decided unit is given up as imprecise (its spread says precision_max runs cannot reach ci_target) only from
-# this many runs on: an SD from 3 runs is too unsure to act on.
-PRECISION_FUTILITY_MIN_RUNS = 6
 MAX_RETRIES_PER_UNIT = 2  # retries of disturbed runs per unit over the sweep
 BUSY_SHARE = 0.5  # disturbed share of the judged retries above which the host counts as busy: no more retries
 BUSY_MIN_RETRIES = 3
@@ -343,7 +338,6 @@ class Scheduler:
         if (u.precision_max is not None and u.ok < u.precision_max and self.budget_left()
                 and self._ci_gap(u) is not None):
             u.decided = why
-            self._precision_check(u)  # (ends it at once if its spread already says the target is out of reach)
         else:
             u.done_reason = why
 
@@ -353,20 +347,15 @@ class Scheduler:
         assert u.decided is not None and u.precision_max is not None and self.ci_target is not None
         gap = self._ci_gap(u)
         target = f"±{self.ci_target * 100:g}%"
-        need = None
-        if gap is not None and len(u.values) >= PRECISION_FUTILITY_MIN_RUNS:
-            from iomatrix.stats import runs_needed_estimate
-
-            need = runs_needed_estimate(u.values, self.ci_target)
+        # No futility stop here (unlike racing's): on a host with heavy-tailed noise the spread of a few runs
+        # says little about how many more are needed (measured: cells given up at 6 runs as "needing 34–112"
+        # reached ±5% within 22 runs in another sweep), and the runs would otherwise go unused.
         if gap is None:
             then = f"CI within {target} after {u.ok} runs"
         elif u.ok >= u.precision_max:
             then = f"{gap} at {u.ok} runs (precision_max)"
         elif budget_spent or not self.budget_left():
             then = f"{gap} at {u.ok} runs (time budget spent)"
-        elif need is not None and need > u.precision_max:
-            # Futile, as racing's futility: the runs it would need go to units that can still get there.
-            then = f"{gap} at {u.ok} runs; about {need} needed at this spread (precision_max {u.precision_max})"
         else:
             return
         u.done_reason = f"{u.decided}; then run on toward {target}: {then}"
