@@ -349,6 +349,7 @@ class SweepRunner:
         result = SweepResult(sweep_id, 0, 0, [], [], {}, resumed)
         sched: Scheduler | None = None
         already = 0
+        t_session = time.monotonic()
         with _sigterm_as_interrupt(), contextlib.ExitStack() as stack:
             try:
                 self._provision(stack)
@@ -359,8 +360,9 @@ class SweepRunner:
                     states, min_runs=reps.min, max_runs=reps.max, budget_s=self.plan.time_budget_s,
                     policy=self._policy(), ci_target=self.plan.ci_target,
                     seed=self.design_seed, clock=time.monotonic,
-                    # Wall clock of this session plus the run time of earlier sessions of a resumed sweep.
-                    prior_elapsed_s=self.store.sweep_elapsed(sweep_id))
+                    # Wall clock of this session (its set-up included: provisioning backings, opening tiers) plus
+                    # the run time of earlier sessions of a resumed sweep.
+                    prior_elapsed_s=self.store.sweep_elapsed(sweep_id) + (time.monotonic() - t_session))
                 cells_order = {c: i for i, c in enumerate(dict.fromkeys(u.cell for u in self.expansion.units))}
                 already = sum(s.ok for s in states)
                 # Every ok run stored counts as kept and done, a disturbed one its retry replaced included.

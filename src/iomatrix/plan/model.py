@@ -116,8 +116,8 @@ class Plan(BaseModel):
     # A run the host samples show was disturbed by other processes (CPU pressure, steal) is run once more at
     # the end of its round, within the budget; false on a host that is always shared, where it only costs time.
     retry_disturbed: bool = True
-    # Wall-clock budget of the sweep (e.g. "10m"): once spent, no repetitions
-    # beyond `min` are started. Minimum repetitions always complete.
+    # Wall-clock budget of the sweep (e.g. "10m"), its set-up included: no repetition beyond `min` starts
+    # that would end after it (at its unit's pace so far). Minimum repetitions always complete.
     time_budget: str = "30m"
     # Data region each run touches, and how long each measured job runs.
     size: str = "256M"
