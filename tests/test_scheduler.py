@@ -604,3 +604,17 @@ def test_no_run_beyond_the_minimum_starts_if_it_would_end_past_the_budget() -> N
     assert runs.count("slow") == 3 and runs.count("fast") == 4
     assert clock.t == 34.0
     assert s.reasons() == {"slow": "time budget spent", "fast": "time budget spent"}
+
+
+def test_a_resumed_sweep_carries_on_with_the_precision_runs() -> None:
+    # Interrupted in the precision phase: a finished its race (6 runs), b had 5 runs (3 in the race, 2 after).
+    a = UnitState("a", points=[(r, ten_percent("a", r)) for r in range(1, 7)], rounds=set(range(1, 7)), ok=6)
+    b = UnitState("b", points=[(r, ten_percent("b", i)) for i, r in enumerate((1, 2, 3, 7, 8))],
+                  rounds={1, 2, 3, 7, 8}, ok=5, precision_max=10)
+    policy = ScriptedRace({"a": (6, "race over: a best"), "b": (3, "eliminated: scripted")})
+    s = Scheduler([a, b], min_runs=3, max_runs=6, budget_s=1e9, policy=policy, seed=5, clock=FakeClock(),
+                  ci_target=0.05)
+    log = drive(s, lambda key, n: ten_percent(key, n + 5))
+    assert [(k, r) for k, r, _ in log] == [("b", r) for r in range(9, 14)]  # new rounds after the last one
+    assert s.units["b"].ok == 10 and s.reasons()["b"].endswith("at 10 runs (precision_max)")
+    assert s.reasons()["a"] == "race over: a best"
