@@ -122,7 +122,7 @@ class Room:
 
     max_runs: int  # the plan's maximum runs per unit
     runs_affordable: float | None  # runs the time budget still allows at this session's pace; None = unknown
-    active_units: int  # units not done (all groups): a round costs about this many runs
+    active_units: int  # units still racing (all groups; decided units not): a round costs about this many runs
 
     def rounds_left(self, rounds_done: int) -> int:
         """Rounds a unit with `rounds_done` rounds may still run: up to max, and what the budget allows."""
@@ -283,8 +283,9 @@ class Scheduler:
     def elapsed_s(self) -> float:
         return self.prior_elapsed_s + (self.clock() - self._start)
 
-    def budget_left(self) -> bool:
-        return self.elapsed_s() < self.budget_s
+    def budget_left(self, run_s: float = 0.0) -> bool:
+        """Whether the budget has room for `run_s` more seconds (a run of that length would end within it)."""
+        return self.elapsed_s() + run_s < self.budget_s
 
     def room(self) -> Room:
         """What max and the budget still allow; the budget in runs at this session's pace (None before a run)."""
@@ -476,7 +477,7 @@ class Scheduler:
             return False
         # A run would end past the budget: not started (at the unit's own pace, so that a sweep of cheap and
         # expensive runs ends close to its budget, not one long run after it).
-        if u.ok >= self.min_runs and self.elapsed_s() + u.expected_run_s >= self.budget_s:
+        if u.ok >= self.min_runs and not self.budget_left(u.expected_run_s):
             if u.decided is not None:
                 self._precision_check(u, budget_spent=True)
             else:
