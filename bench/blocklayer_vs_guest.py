@@ -95,7 +95,8 @@ def main() -> int:
                 rng.shuffle(order)
                 for t, (fmt, cache, w) in order:
                     bus = "virtio-blk" if t == "guest" else NA
-                    cell = Cell(t, fmt, "off", cache, "threads", bus, "dir", "none")
+                    cell = Cell.of(tier=t, format=fmt, preallocation="off",
+                                   cache=cache, aio="threads", bus=bus, backing="dir", modifier="none")
                     prepare_cache(keep_warm=False)
                     req = RunRequest(cell=cell, workload=w, target=Target("dir", scratch), shape=shape,
                                      run_dir=scratch / "runs" / f"{t}-{fmt}-{cache}-{w.name}-{rep}", timeout_s=300)

@@ -58,7 +58,8 @@ def main() -> None:
     failed = 0
     try:
         for fmt, cache in CONFIGS:
-            cell = Cell("durability", fmt, "off", cache, "threads", "virtio-blk", "dir", "none")
+            cell = Cell.of(tier="durability", format=fmt, preallocation="off",
+                           cache=cache, aio="threads", bus="virtio-blk", backing="dir", modifier="none")
             for _ in range(args.n):
                 req = RunRequest(cell=cell, workload=PRESETS[workload], target=Target("dir", work / "img"),
                                  shape=JobShape(1, 1, 0), run_dir=work / "runs", timeout_s=120,

@@ -65,7 +65,8 @@ def test_expected_writethrough_table() -> None:
 
 
 def test_null_ceiling_graph_and_wrapper() -> None:
-    cell = Cell("blocklayer", "null", NA, NA, NA, NA, "null", "none")
+    cell = Cell.of(tier="blocklayer", format="null", preallocation=NA,
+                   cache=NA, aio=NA, bus=NA, backing="null", modifier="none")
     disk = disk_for(cell, None, 1 << 30)
     argv = daemon_argv("qsd", disk, 3, wrapper=["eatmydata"])
     assert argv[:2] == ["eatmydata", "qsd"]  # the modifier wraps QEMU, the process issuing the flushes
@@ -299,7 +300,8 @@ def test_daemon_refusing_the_graph_is_a_failed_run(tmp_path: Path) -> None:
         work = tmp_path / "work"
         tier = BlockLayerTier(plan, RunOptions(workdir=work))
         tier.open()
-        cell = Cell("blocklayer", "raw", "off", "none", "threads", NA, "ramfs", "none")
+        cell = Cell.of(tier="blocklayer", format="raw", preallocation="off",
+                       cache="none", aio="threads", bus=NA, backing="ramfs", modifier="none")
         req = RunRequest(cell=cell, workload=resolve("rand-write-4k", None), target=Target("dir", mnt),
                          shape=JobShape(size_bytes=16 << 20, runtime_s=1.0), run_dir=work / "run", timeout_s=60)
         out = tier.run(req)

@@ -34,7 +34,8 @@ def _plan(**kw: object) -> Plan:
 
 
 def _cell(cache: str) -> Cell:
-    return Cell("blocklayer", "qcow2", "off", cache, "threads", "-", "dir", "none")
+    return Cell.of(tier="blocklayer", format="qcow2", preallocation="off",
+                   cache=cache, aio="threads", bus="-", backing="dir", modifier="none")
 
 
 def test_listening_socket_binds_under_a_path_longer_than_sun_path(tmp_path: Path) -> None:

@@ -195,7 +195,8 @@ def test_trial_that_never_reaches_its_cut_fails_and_leaves_nothing(tmp_path: Pat
     plan = Plan(name="x", tier=["durability"], workloads=["durability"], cuts=1)
     tier = DurabilityTier(plan, RunOptions(workdir=tmp_path))
     tier.open()
-    cell = Cell("durability", "qcow2", "off", "none", "threads", "virtio-blk", "dir", "none")
+    cell = Cell.of(tier="durability", format="qcow2", preallocation="off",
+                   cache="none", aio="threads", bus="virtio-blk", backing="dir", modifier="none")
     req = RunRequest(cell=cell, workload=PRESETS["durability"], target=Target("dir", tmp_path / "img"),
                      shape=JobShape(1, 1, 0), run_dir=tmp_path / "run", timeout_s=1.0)
     try:

@@ -69,7 +69,8 @@ def test_unavailable_backing_pruned_with_reason() -> None:
 
 
 def test_device_backing_refuses_file_preallocation() -> None:
-    cell = Cell("guest", "qcow2", "full", "none", "threads", "virtio-blk", "blockdev:/dev/loop9", "none")
+    cell = Cell.of(tier="guest", format="qcow2", preallocation="full",
+                   cache="none", aio="threads", bus="virtio-blk", backing="blockdev:/dev/loop9", modifier="none")
     reason = prune_reason(cell, BackingFacts(None, True, True))
     assert reason is not None and "block device" in reason
 
@@ -122,7 +123,8 @@ def test_cell_key_roundtrip_and_estimate() -> None:
     for c in e.cells:
         assert Cell.from_key(c.key) == c
     # A block-device backing's name has slashes of its own.
-    dev = Cell("guest", "raw", "off", "none", "threads", "virtio-blk", "blockdev:/dev/loop0", "none")
+    dev = Cell.of(tier="guest", format="raw", preallocation="off",
+                  cache="none", aio="threads", bus="virtio-blk", backing="blockdev:/dev/loop0", modifier="none")
     assert Cell.from_key(dev.key) == dev
     with pytest.raises(ValueError, match="not a cell key"):
         Cell.from_key("baremetal/none")

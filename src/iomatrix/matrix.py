@@ -8,33 +8,82 @@ does not run the same bare-metal job three times.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from iomatrix import domain
-from iomatrix.domain import NA, NULL_BACKING
-from iomatrix.plan.model import AXES, Plan
+from iomatrix.domain import NA, NULL_BACKING, axes
+from iomatrix.domain.axes import BackingFacts
+from iomatrix.plan.model import Plan
 from iomatrix.workloads import Workload
 
 if TYPE_CHECKING:
     from iomatrix.tiers.base import Tier
 
 
-@dataclass(frozen=True, order=True)
-class Cell:
-    tier: str
-    format: str
-    preallocation: str
-    cache: str
-    aio: str
-    bus: str
-    backing: str
-    modifier: str
+class Cell(Mapping[str, str]):
+    """One point of the matrix: axis → value for every registered axis ("-" where the axis does not apply to
+    the cell's tier). A mapping (``cell["cache"]``), with the values also readable as attributes
+    (``cell.cache``); immutable, hashable and ordered by its values in registry order."""
+
+    __slots__ = ("_values",)
+    _values: tuple[str, ...]
+
+    def __init__(self, values: Mapping[str, str]) -> None:
+        unknown = set(values) - set(axes.names())
+        if unknown:
+            raise ValueError(f"unknown axis {sorted(unknown)[0]!r}; known: {', '.join(axes.names())}")
+        object.__setattr__(self, "_values", tuple(str(values.get(a, NA)) for a in axes.names()))
+
+    @classmethod
+    def of(cls, **values: str) -> Cell:
+        """A cell from keyword values; axes not given are "-" (not applying)."""
+        return cls(values)
+
+    # -- the mapping
+    def __getitem__(self, axis: str) -> str:
+        try:
+            return self._values[axes.names().index(axis)]
+        except ValueError:
+            raise KeyError(axis) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(axes.names()[: len(self._values)])
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __getattr__(self, axis: str) -> str:
+        try:
+            return self[axis]
+        except KeyError:
+            raise AttributeError(axis) from None
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("a Cell is immutable: use replace()")
+
+    def __hash__(self) -> int:
+        return hash(self._values)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Cell) and self._values == other._values
+
+    def __lt__(self, other: Cell) -> bool:
+        return self._values < other._values
+
+    def __repr__(self) -> str:
+        return f"Cell({self.key!r})"
+
+    def replace(self, **values: str) -> Cell:
+        return Cell({**self, **values})
 
     @property
     def key(self) -> str:
-        return "/".join(getattr(self, a) for a in AXES)
+        """The cell's identity in the store: the first release's axes joined by "/" (unchanged since), then
+        each later axis set away from its default as "+axis=value"."""
+        named = axes.named(self)
+        base = "/".join(v for a, v in named if axes.get(a).always_named)
+        return base + "".join(f"+{a}={v}" for a, v in named if not axes.get(a).always_named)
 
     @property
     def is_null_ceiling(self) -> bool:
@@ -42,18 +91,49 @@ class Cell:
 
     def label(self) -> str:
         """Short human label: only the axes that apply."""
-        parts = [f"{a}={getattr(self, a)}" for a in AXES if getattr(self, a) != NA]
-        return " ".join(parts)
+        return " ".join(f"{a}={v}" for a, v in axes.named(self) if v != NA)
 
     @classmethod
     def from_key(cls, key: str) -> Cell:
         """The cell of a key. A block-device backing's name holds slashes (blockdev:/dev/loop0): the six axes
-        before it and the modifier after it have none."""
+        before it and the modifier (with any later axes after it, "+axis=value") have none."""
         head = key.split("/", 6)
         if len(head) < 7 or "/" not in head[6]:
             raise ValueError(f"not a cell key: {key!r}")
-        backing, modifier = head[6].rsplit("/", 1)
-        return cls(*head[:6], backing, modifier)
+        backing, tail = head[6].rsplit("/", 1)
+        modifier, *later = tail.split("+")
+        first = [a.name for a in axes.axes() if a.always_named]
+        values = dict(zip(first, [*head[:6], backing, modifier], strict=True))
+        for item in later:
+            axis, sep, value = item.partition("=")
+            if not sep or axis not in axes.names():
+                raise ValueError(f"not a cell key: {key!r} (unknown axis setting {item!r})")
+            values[axis] = value
+        return complete(values)
+
+
+def applying_axes(tier: str) -> tuple[str, ...]:
+    """The axes that mean something for `tier` (the others collapse to "-")."""
+    layers = _tier(tier).layers
+    return tuple(a.name for a in axes.axes() if a.applies_to(layers))
+
+
+def complete(values: Mapping[str, str]) -> Cell:
+    """The cell of stored values: an axis the values do not name (recorded before it existed) reads as its
+    default where it applies to the cell's tier, "-" elsewhere (and for the null ceiling, which has no disk
+    configuration). A tier this release does not know leaves such axes "-"; a stored axis this release does
+    not know (a test's demonstration axis) is left out."""
+    filled = {a: v for a, v in values.items() if a in axes.names()}
+    missing = [a for a in axes.names() if a not in filled]
+    if missing:
+        try:
+            applying = set(applying_axes(filled.get("tier", NA)))
+        except KeyError:
+            applying = set()
+        null = filled.get("backing") == NULL_BACKING
+        for a in missing:
+            filled[a] = axes.get(a).default if a in applying and not null else NA
+    return Cell(filled)
 
 
 @dataclass(frozen=True)
@@ -83,15 +163,6 @@ class Expansion:
     notes: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class BackingFacts:
-    """What the matrix needs to know of a backing on this host."""
-
-    unavailable: str | None  # reason it cannot run here, or None
-    o_direct: bool
-    is_device: bool
-
-
 def _tier(name: str) -> type[Tier]:
     from iomatrix.tiers import tier_class
 
@@ -100,8 +171,8 @@ def _tier(name: str) -> type[Tier]:
 
 def collapsed_axes(tier: str) -> tuple[str, ...]:
     """Axes with no meaning for `tier`: shown as "-", not multiplied."""
-    applies = _tier(tier).axes
-    return tuple(a for a in AXES if a not in applies)
+    applies = applying_axes(tier)
+    return tuple(a for a in axes.names() if a not in applies)
 
 
 def prune_reason(cell: Cell, backing: BackingFacts | None) -> str | None:
@@ -111,20 +182,7 @@ def prune_reason(cell: Cell, backing: BackingFacts | None) -> str | None:
         return tier.prune_reason(cell, backing)
     if backing is not None and backing.unavailable:
         return f"backing {cell.backing} is unavailable here: {backing.unavailable}"
-    checks = []
-    if cell.aio != NA and cell.cache != NA:
-        checks.append(domain.aio_rule(cell.cache, cell.aio))
-    if backing is not None and cell.cache != NA:
-        checks.append(domain.o_direct_rule(cell.cache, backing.o_direct, cell.backing))
-    if cell.format != NA and cell.preallocation != NA:
-        checks.append(domain.preallocation_rule(cell.format, cell.preallocation,
-                                                on_block_device=backing is not None and backing.is_device))
-    if cell.bus != NA:
-        checks.append(domain.bus_rule(cell.bus))
-    if cell.modifier != NA and cell.cache != NA:
-        checks.append(domain.modifier_rule(cell.modifier, cell.cache))
-    checks.append(tier.prune_reason(cell, backing))
-    return next((c for c in checks if c), None)
+    return axes.prune_reason(cell, axes.RuleContext(backing, cell.backing)) or tier.prune_reason(cell, backing)
 
 
 def workload_prune_reason(cell: Cell, workload: Workload) -> str | None:
@@ -133,13 +191,13 @@ def workload_prune_reason(cell: Cell, workload: Workload) -> str | None:
 
 def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Workload]) -> Expansion:
     """All cells of `plan`, deduplicated after collapsing, with pruned cells and reasons."""
-    axis_values = {a: [b.label() for b in plan.backing] if a == "backing" else getattr(plan, a) for a in AXES}
+    axis_values = {a: plan.axis_values(a) for a in axes.names()}
     cells: list[Cell] = []
     pruned: dict[str, Pruned] = {}
     seen: set[Cell] = set()
-    for combo in itertools.product(*(axis_values[a] for a in AXES)):
-        cell = Cell(*combo)
-        cell = replace(cell, **{a: NA for a in collapsed_axes(cell.tier)})
+    for combo in itertools.product(*axis_values.values()):
+        cell = Cell(dict(zip(axis_values, combo, strict=True)))
+        cell = cell.replace(**{a: NA for a in collapsed_axes(cell.tier)})
         if cell in seen:
             continue
         seen.add(cell)
@@ -159,10 +217,7 @@ def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Wor
                 unit_pruned.append(Pruned(f"{cell.key} × {w.name}", reason))
             else:
                 units.append(Unit(cell, w))
-    notes = []
-    if any(c.modifier == "eatmydata" and c.aio == "io_uring" for c in cells):
-        notes.append("eatmydata does not intercept flushes sent through io_uring: cells with aio=io_uring "
-                     "still flush under eatmydata")
+    notes = axes.notes(cells)
     return Expansion(
         cells=cells,
         units=units,

@@ -192,7 +192,7 @@ class SweepRunner:
         for unit in self.expansion.units:
             backing_meta = {} if unit.cell.is_null_ceiling else dict(self.handles[unit.cell.backing].metadata)
             cid = self.store.cell_id(sweep_id, unit.cell.key,
-                                     {a: getattr(unit.cell, a) for a in unit.cell.__dataclass_fields__},
+                                     dict(unit.cell),
                                      backing_meta)
             ok, bad = counts.get((cid, unit.workload.name), (0, 0))
             units[unit.key] = (unit, cid)

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from iomatrix.backing import spec as backing_spec
+from iomatrix.domain import axes
 from iomatrix.errors import UserError
 from iomatrix.plan.model import NAME_MAX, Plan, Repetitions
 from iomatrix.textfile import read_small_text
@@ -37,7 +38,7 @@ def builtin_names() -> list[str]:
 
 
 def _all_keys() -> set[str]:
-    keys = set(Plan.model_fields) | set(Repetitions.model_fields)
+    keys = (set(Plan.model_fields) - {"axis_settings"}) | set(axes.names()) | set(Repetitions.model_fields)
     for name in dir(backing_spec):
         obj = getattr(backing_spec, name)
         if isinstance(obj, type) and issubclass(obj, BaseModel):

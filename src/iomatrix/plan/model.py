@@ -9,17 +9,22 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from iomatrix.backing.spec import BackingSpec, DirBacking, parse_size
 from iomatrix.consolidation.spec import DEFAULT_TILES, ConsolidationSpec, tile_workload_name
-from iomatrix.domain import Aio, Bus, CacheMode, Format, Modifier, Preallocation
-
-AXES = ("tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier")
-
-_E = TypeVar("_E")
+from iomatrix.domain import axes
 
 NAME_MAX = 100
 # Plan names appear in file names, tables and the database: letters, digits and . _ - (no spaces, no
@@ -48,9 +53,6 @@ def parse_duration(value: str | float | int) -> float:
 # Strict: a TOML plan has real types, so "5" for 5 or 'no' for false is a mistake to report, not to
 # coerce (ints are still accepted where a number of seconds is expected).
 _STRICT = ConfigDict(extra="forbid", strict=True)
-# Axis values are enums: strict mode would want enum instances, so their lists validate in lax mode (a
-# string must still be one of the enum's values; nothing else converts to one).
-_Axis = list[Annotated[_E, Strict(False)]]
 
 
 MAX_REPETITIONS_PER_BOOT = 8  # in-boot repetitions, fixed or chosen by "auto"
@@ -87,6 +89,26 @@ def _nonempty_unique(values: list, axis: str) -> list:
     return values
 
 
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _axis_list(axis: axes.Axis, raw: object) -> list[str]:
+    """A plan's list of values of a registry axis, validated against the registry (messages in the form the
+    plan loader prints for other keys: 'cache.1: 'nocache' is not valid; valid values: …')."""
+    if not isinstance(raw, list):
+        raise ValueError(f'{axis.name}: must be a list, e.g. ["a", "b"] (got {_short(raw)})')
+    for i, v in enumerate(raw):
+        if v not in axis.values:
+            valid = ", ".join(f"'{x}'" for x in axis.values)
+            raise ValueError(f"{axis.name}.{i}: {_short(v)} is not valid; valid values: {valid}")
+    try:
+        return _nonempty_unique(list(raw), axis.name)
+    except ValueError as err:
+        raise ValueError(f"{axis.name}: {err}") from None
+
+
 class Plan(BaseModel):
     """What a sweep runs. Every axis is a list of values; the matrix is their product."""
 
@@ -96,12 +118,10 @@ class Plan(BaseModel):
     description: str = ""
     # Tier names come from the tier registry (iomatrix.tiers): a new tier needs no change here.
     tier: list[str] = ["baremetal"]
-    format: _Axis[Format] = [Format.RAW]
-    preallocation: _Axis[Preallocation] = [Preallocation.OFF]
-    cache: _Axis[CacheMode] = [CacheMode.NONE]
-    aio: _Axis[Aio] = [Aio.THREADS]
-    bus: _Axis[Bus] = [Bus.VIRTIO_BLK]
-    modifier: _Axis[Modifier] = [Modifier.NONE]
+    # The values of every other axis of the registry (iomatrix.domain.axes): written in the plan as top-level
+    # keys (cache = ["none"]), gathered here by `_gather_axes`, and written back as top-level keys when the plan
+    # is dumped (so a new axis changes no stored plan and no fingerprint of a plan that does not name it).
+    axis_settings: dict[str, list[str]] = Field(default_factory=dict, exclude=True)
     backing: list[BackingSpec] = Field(default_factory=lambda: [DirBacking(type="dir")])
     workloads: list[str] = ["rand-read-4k", "rand-write-4k"]
     repetitions: Repetitions = Repetitions()
@@ -145,6 +165,40 @@ class Plan(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
+    def _gather_axes(cls, data: object) -> object:
+        if not isinstance(data, dict):
+            return data
+        if "axis_settings" in data:
+            raise ValueError("unknown key 'axis_settings'")
+        settings = {a.name: _axis_list(a, data[a.name]) for a in axes.plan_axes() if a.name in data}
+        rest = {k: v for k, v in data.items() if k not in settings}
+        return {**rest, "axis_settings": settings}
+
+    @model_serializer(mode="wrap")
+    def _dump_axes(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict:
+        out = handler(self)
+        for a in axes.plan_axes():
+            values = self.axis_values(a.name)
+            if info.exclude_defaults and values == list(a.plan_default):
+                continue
+            if (info.exclude_unset and a.name not in self.axis_settings) or (info.include is not None
+                                                                              and a.name not in info.include):
+                continue
+            out[a.name] = values
+        return out
+
+    def axis_values(self, axis: str) -> list[str]:
+        """The values the plan sweeps of `axis` (its plan default when the plan does not name it)."""
+        if axis == "tier":
+            return list(self.tier)
+        if axis == "backing":
+            return [b.label() for b in self.backing]
+        if axis in self.axis_settings:
+            return list(self.axis_settings[axis])
+        return [str(v) for v in axes.get(axis).plan_default]
+
+    @model_validator(mode="before")
+    @classmethod
     def _tile_workloads(cls, data: object) -> object:
         # A consolidation plan's sweep points are its tile counts: without a workloads key they become the
         # workloads tiles-1, tiles-2, ... (an explicit workloads list is kept as written).
@@ -175,7 +229,7 @@ class Plan(BaseModel):
                              "letter or digit")
         return v
 
-    @field_validator("tier", "format", "preallocation", "cache", "aio", "bus", "modifier", "workloads")
+    @field_validator("tier", "workloads")
     @classmethod
     def _axis_values(cls, v: list, info) -> list:  # type: ignore[no-untyped-def]
         return _nonempty_unique(v, info.field_name)

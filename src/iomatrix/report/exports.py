@@ -8,18 +8,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from iomatrix.plan.model import AXES
+from iomatrix.domain import axes as axis_registry
 from iomatrix.report.rank import WorkloadRanking, primary_metric
 from iomatrix.report.render import DataTable, ci_text, ratio_text
 from iomatrix.report.results import inference_figures
 from iomatrix.risk import risk_of
 from iomatrix.stats import Change
 
-CELL_AXES = list(AXES)
+
+def cell_axes() -> list[str]:
+    """Every axis of the registry: one column each."""
+    return list(axis_registry.names())
 
 
 def _shown_axes(axes: dict[str, str]) -> dict[str, str]:
-    return {a: axes[a] for a in CELL_AXES}
+    return {a: axes.get(a, "-") for a in cell_axes()}
 
 
 def results_table(doc: dict[str, Any], metric: str | None = None) -> list[DataTable]:
@@ -42,9 +45,10 @@ def results_table(doc: dict[str, Any], metric: str | None = None) -> list[DataTa
                          "ci95_high": src["ci95_high"], "cv": r["cv"], "unit": unit_note,
                          "disturbed": _disturbed_text(dist), "stopped": stop["kind"] if stop else None})
         out.append(DataTable(f"sweep {s['id']} · {s['plan']} · {s['status']}",
-                             [*CELL_AXES, "workload", "metric", "n", "mean", "95% CI", "unit", "disturbed", "stopped"],
+                             [*cell_axes(), "workload", "metric", "n", "mean", "95% CI", "unit", "disturbed",
+                              "stopped"],
                              rows,
-                             axes=CELL_AXES))
+                             axes=cell_axes()))
     return out
 
 
@@ -79,8 +83,8 @@ def rank_tables(rankings: Sequence[WorkloadRanking]) -> list[DataTable]:
         if any(r.pop("_bounded") for r in rows):
             notes.append("≥0: interval bounded at 0 (the quantity cannot be negative)")
         out.append(DataTable(f"{wr.workload} · {wr.metric} ({better} is better) · tier {wr.tier}",
-                             ["rank", "group", *CELL_AXES, "n", "mean", "95% CI", "vs best", "vs bare metal",
-                              "power loss", "flags"], rows, axes=CELL_AXES, notes=notes))
+                             ["rank", "group", *cell_axes(), "n", "mean", "95% CI", "vs best", "vs bare metal",
+                              "power loss", "flags"], rows, axes=cell_axes(), notes=notes))
     return out
 
 

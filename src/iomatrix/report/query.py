@@ -6,9 +6,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from iomatrix.domain import axes as axis_registry
 from iomatrix.errors import UserError
+from iomatrix.matrix import complete
 from iomatrix.monitor.sampler import MonitorSample
-from iomatrix.plan.model import AXES
 from iomatrix.report.quality import STEADY_PREFIX, steady_state_samples
 from iomatrix.store import Store
 
@@ -42,7 +43,7 @@ class CellWorkload:
 
     def label(self) -> str:
         """The axes that distinguish this cell (tier is shown apart; modifier only when set)."""
-        return " ".join(f"{a}={v}" for a, v in self.axes.items()
+        return " ".join(f"{a}={v}" for a, v in axis_registry.named(self.axes)
                         if v != "-" and a != "tier" and not (a == "modifier" and v == "none"))
 
 
@@ -86,7 +87,7 @@ def cell_workloads(store: Store, sweep_id: int) -> list[CellWorkload]:
         k = (r.cell_id, r.workload)
         cw = out.get(k)
         if cw is None:
-            cw = out[k] = CellWorkload(r.cell_id, r.cell_key, {a: r.axes[a] for a in AXES}, r.backing,
+            cw = out[k] = CellWorkload(r.cell_id, r.cell_key, dict(complete(r.axes)), r.backing,
                                        r.workload, [])
         if r.accel not in cw.accel:
             cw.accel.append(r.accel)

@@ -36,8 +36,6 @@ from iomatrix.store import Store
 from iomatrix.tiers import is_reference, tier_order
 from iomatrix.workloads import PRESETS
 
-MATCH_AXES = ("cache", "aio", "backing", "modifier")
-
 
 def primary_metric(workload: str) -> tuple[str, bool]:
     """The workload's primary metric and its direction (from the metric registry, iomatrix.metrics)."""
@@ -48,11 +46,12 @@ def primary_metric(workload: str) -> tuple[str, bool]:
 
 def run_rounds(store: Store, run_ids: Sequence[int]) -> dict[int, int]:
     """run id → round.  Schema 2 stores ``runs.round``; older stores have only the attempt number, which
-    is the round for a sweep that ran uninterrupted (each round runs every unit once), so it stands in."""
+    is the round for a sweep that ran uninterrupted (each round runs every unit once), so it stands in — also
+    for the runs of a schema-1 file migrated since (their ``round`` is NULL)."""
     if not run_ids:
         return {}
     cols = {r[1] for r in store.db.execute("PRAGMA table_info(runs)")}
-    col = "round" if "round" in cols else "attempt"
+    col = "COALESCE(round, attempt)" if "round" in cols else "attempt"
     out: dict[int, int] = {}
     ids = list(run_ids)
     for i in range(0, len(ids), 500):
@@ -93,11 +92,11 @@ def run_values(store: Store, run_ids: Sequence[int], metric: str) -> dict[int, f
 
 
 def baremetal_reference(cell: CellWorkload, candidates: Sequence[CellWorkload]) -> CellWorkload | None:
-    """The bare-metal cell with the same host-side semantics (cache, aio, backing, modifier),
-    else the bare-metal cache=none cell on the same backing, else any bare-metal cell."""
+    """The bare-metal cell with the same host-side semantics (every axis that applies to bare metal: cache, aio,
+    backing, modifier), else the bare-metal cache=none cell on the same backing, else any bare-metal cell."""
     bms = [c for c in candidates if is_reference(c.axes["tier"]) and c.workload == cell.workload]
     for pick in (
-        lambda c: all(c.axes[a] == cell.axes[a] for a in MATCH_AXES),
+        lambda c: all(v == cell.axes.get(a) for a, v in c.axes.items() if v != "-" and a != "tier"),
         lambda c: c.axes["cache"] == "none" and c.axes["backing"] == cell.axes["backing"],
         lambda c: True,
     ):

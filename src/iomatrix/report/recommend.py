@@ -19,6 +19,7 @@ from iomatrix.current import CurrentConfig
 from iomatrix.domain import BASELINES, CACHE, CacheMode, Modifier, SafetyLevel
 from iomatrix.errors import UserError
 from iomatrix.guest.accel import TCG_WARNING
+from iomatrix.matrix import applying_axes
 from iomatrix.report.durability import MeasuredIndex, measured_statements, sweep_verdict_lines
 from iomatrix.report.quality import run_interference
 from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info
@@ -396,12 +397,12 @@ def _answer_from_another_tier(cws: list[CellWorkload], workload: str, unanswered
         if v.choice is None:
             continue
         try:
-            mine, theirs = tier_class(t), tier_class(unanswered.tier)
+            mine, theirs = applying_axes(t), applying_axes(unanswered.tier)
         except KeyError:  # a tier this version does not know (an old database): no scope to state
             scope = ""
         else:
-            undecided = [a for a in theirs.axes if a not in mine.axes]
-            scope = f" ({mine.summary}): it decides {', '.join(a for a in mine.axes if a != 'tier')}" + \
+            undecided = [a for a in theirs if a not in mine]
+            scope = f" ({tier_class(t).summary}): it decides {', '.join(a for a in mine if a != 'tier')}" + \
                 (f", not the {', '.join(undecided)}" if undecided else "")
         v.basis = (f"the {unanswered.tier} tier cannot answer yet ('iomatrix rank --workload {workload}' shows why); "
                    f"answered by the {t} tier{scope}")

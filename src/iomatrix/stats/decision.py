@@ -72,13 +72,6 @@ DEFAULT_TIE_BREAK = ("safety", "simplicity")
 DEFAULT_THRESHOLD = 0.05
 
 SAFETY_ORDER = {"safe": 0, "like-a-disk-cache": 1, None: 2, "unsafe": 3}
-SIMPLER: dict[str, tuple[str, ...]] = {
-    "format": ("raw", "qcow2"),
-    "preallocation": ("off", "metadata", "falloc", "full"),
-    "aio": ("threads", "io_uring", "native"),
-    "bus": ("virtio-blk", "virtio-scsi"),
-    "modifier": ("none",),
-}
 
 
 @dataclass(frozen=True)
@@ -119,10 +112,13 @@ def safety_key(axes: Mapping[str, str]) -> int:
 
 
 def simplicity_key(axes: Mapping[str, str]) -> tuple[int, int]:
-    """(number of non-default choices, sum of positions); values outside SIMPLER count after the listed ones."""
+    """(number of non-default choices, sum of positions); values outside an axis's order count after the listed
+    ones. The orders are the axis registry's (iomatrix.domain.axes: Axis.simpler)."""
+    from iomatrix.domain.axes import simplicity_order
+
     nondefault = 0
     total = 0
-    for axis, order in SIMPLER.items():
+    for axis, order in simplicity_order().items():
         v = axes.get(axis, "-")
         if v in ("-", ""):
             continue

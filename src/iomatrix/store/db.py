@@ -23,7 +23,16 @@ from urllib.parse import quote
 
 from iomatrix.errors import UserError
 from iomatrix.store.queries import REPLACED_RUNS_SQL, StoreQueries
-from iomatrix.store.schema import MIGRATIONS, SCHEMA_1, SCHEMA_VERSION, NotOurs, TooNew, check_file, inspect
+from iomatrix.store.schema import (
+    CELL_AXIS_COLUMNS,
+    MIGRATIONS,
+    SCHEMA_1,
+    SCHEMA_VERSION,
+    NotOurs,
+    TooNew,
+    check_file,
+    inspect,
+)
 
 # Connections to a database that became unwritable mid-sweep: kept open until the process ends.
 _ABANDONED: list[sqlite3.Connection] = []
@@ -185,17 +194,21 @@ class Store(StoreQueries):
             db.execute("UPDATE sweeps SET status=?, finished_at=? WHERE id=?", (status, time.time(), sweep_id))
 
     def cell_id(self, sweep_id: int, key: str, axes: Mapping[str, str], backing: Mapping[str, Any]) -> int:
+        """The cell's id in the sweep, created with its axes (every axis a row of cell_axes; the first release's
+        axes in the cells table's own columns too) the first time."""
         with self.tx() as db:
             row = db.execute("SELECT id FROM cells WHERE sweep_id=? AND key=?", (sweep_id, key)).fetchone()
             if row:
                 db.execute("UPDATE cells SET backing_json=? WHERE id=?", (json.dumps(backing), row["id"]))
                 return int(row["id"])
             cur = db.execute(
-                "INSERT INTO cells (sweep_id, key, tier, format, preallocation, cache, aio, bus, backing, modifier,"
-                " backing_json) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (sweep_id, key, *(axes[a] for a in ("tier", "format", "preallocation", "cache", "aio", "bus",
-                                                    "backing", "modifier")), json.dumps(backing)))
-            return int(cur.lastrowid or 0)
+                f"INSERT INTO cells (sweep_id, key, {', '.join(CELL_AXIS_COLUMNS)}, backing_json) "
+                f"VALUES (?,?,{','.join('?' * len(CELL_AXIS_COLUMNS))},?)",
+                (sweep_id, key, *(axes.get(a) for a in CELL_AXIS_COLUMNS), json.dumps(backing)))
+            cid = int(cur.lastrowid or 0)
+            db.executemany("INSERT INTO cell_axes (cell_id, axis, value) VALUES (?,?,?)",
+                           [(cid, a, str(v)) for a, v in axes.items()])
+            return cid
 
     # -- runs ---------------------------------------------------------------
     def record_run(self, rec: RunRecord) -> int:

@@ -12,9 +12,10 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from iomatrix.store.schema import CELL_AXIS_COLUMNS
+
 HOST_COLUMNS = ("hostname", "kernel", "os", "cpu_model", "cpu_count", "mem_bytes", "fio_version", "qemu_version",
                 "qemu_img_version", "python_version", "iomatrix_version")
-AXIS_COLUMNS = ("tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier")
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,18 @@ class StoreQueries:
             return set()
         return {int(r[0]) for r in self.db.execute(REPLACED_RUNS_SQL, (sweep_id,))}
 
+    def cell_axes(self, sweep_id: int) -> dict[int, dict[str, str]]:
+        """Cell id → its stored axes (schema 5: one row per axis; older files: the cells table's columns, read by
+        `runs`). Only what was recorded: an axis added since has no row (see matrix.complete)."""
+        if self.schema_version < 5:
+            return {}
+        out: dict[int, dict[str, str]] = {}
+        for cid, axis, value in self.db.execute(
+                "SELECT a.cell_id, a.axis, a.value FROM cell_axes a JOIN cells c ON c.id=a.cell_id "
+                "WHERE c.sweep_id=? ORDER BY a.cell_id", (sweep_id,)):
+            out.setdefault(int(cid), {})[axis] = value
+        return out
+
     def runs(self, sweep_id: int) -> list[RunRow]:
         """Every run of a sweep (ok and failed) with its cell, in cell, workload, attempt order."""
         rounds = "r.round, r.round_position" if self.schema_version >= 2 else "NULL AS round, NULL AS round_position"
@@ -146,13 +159,15 @@ class StoreQueries:
                         else "NULL AS disturbed, '[]' AS disturbance_json, NULL AS retry_of")
         boots = "r.boot_id, r.boot_position" if self.schema_version >= 4 else "NULL AS boot_id, NULL AS boot_position"
         rows = self.db.execute(
-            "SELECT c.id cid, c.key, c.backing_json, " + ", ".join(f"c.{a}" for a in AXIS_COLUMNS)
+            "SELECT c.id cid, c.key, c.backing_json, " + ", ".join(f"c.{a}" for a in CELL_AXIS_COLUMNS)
             + ", r.id rid, r.workload, r.attempt, r.status, r.accel, r.phases_json, r.cache_state, "
             f"r.page_cache_method, {rounds}, {interference}, {boots} FROM runs r JOIN cells c ON c.id=r.cell_id "
             "WHERE c.sweep_id=? ORDER BY c.id, r.workload, r.attempt", (sweep_id,))
         replaced = self.replaced_runs(sweep_id)
+        cell_axes = self.cell_axes(sweep_id)
         return [RunRow(run_id=int(r["rid"]), cell_id=int(r["cid"]), cell_key=r["key"],
-                       axes={a: r[a] for a in AXIS_COLUMNS}, backing=json.loads(r["backing_json"]),
+                       axes=cell_axes.get(int(r["cid"])) or {a: r[a] for a in CELL_AXIS_COLUMNS},
+                       backing=json.loads(r["backing_json"]),
                        workload=r["workload"], attempt=int(r["attempt"]), status=r["status"], accel=r["accel"],
                        phases={k: float(v) for k, v in json.loads(r["phases_json"]).items()},
                        cache_state=r["cache_state"], page_cache_method=r["page_cache_method"],

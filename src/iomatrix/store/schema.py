@@ -15,7 +15,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Schema 1, exactly as the first release created it. Never edit: new columns go in a migration.
 SCHEMA_1 = """
@@ -127,6 +127,21 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "UPDATE meta SET value='4' WHERE key='schema_version'",
         "PRAGMA user_version = 4",
     ),
+    4: (
+        # A cell's axes as key/value rows (iomatrix.domain.axes), so a new axis needs no migration: a cell
+        # recorded before an axis existed has no row for it and reads it as its default. The cells table's
+        # axis columns (schema 1) are still written for the axes they name.
+        """CREATE TABLE IF NOT EXISTS cell_axes (
+    cell_id INTEGER NOT NULL REFERENCES cells(id),
+    axis TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (cell_id, axis)
+)""",
+        *(f"INSERT OR IGNORE INTO cell_axes SELECT id, '{a}', {a} FROM cells WHERE {a} IS NOT NULL"
+          for a in ("tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier")),
+        "UPDATE meta SET value='5' WHERE key='schema_version'",
+        "PRAGMA user_version = 5",
+    ),
 }
 
 # The columns each table has at each version (a subset check: SQLite adds none by itself).
@@ -154,6 +169,9 @@ COLUMNS: dict[int, dict[str, frozenset[str]]] = {
         "unit_stops": frozenset({"cell_id", "workload", "kind", "reason", "round", "ok_runs", "stopped_at"})},
 }
 COLUMNS[4] = {**COLUMNS[3], "runs": COLUMNS[3]["runs"] | {"boot_id", "boot_position"}}
+COLUMNS[5] = {**COLUMNS[4], "cell_axes": frozenset({"cell_id", "axis", "value"})}
+# The axis columns of the cells table (schema 1): written for these axes, read where cell_axes has no row.
+CELL_AXIS_COLUMNS = ("tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier")
 # Every table some version of iomatrix created: anything else in a file means it is not ours.
 KNOWN_TABLES = frozenset(t for cols in COLUMNS.values() for t in cols)
 

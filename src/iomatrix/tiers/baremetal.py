@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from iomatrix import children
+from iomatrix.domain.axes import Layer
 from iomatrix.fio.jobs import IOPS_LOG_FILE, baremetal_job
 from iomatrix.fio.parse import FioOutputError, checked_metrics, extract_json, fatal_message, parse_iops_log
 from iomatrix.hostcmd import require
@@ -28,7 +29,7 @@ def _tail(text: str, lines: int = 40) -> str:
 class BareMetalTier(Tier):
     name = "baremetal"
     summary = "fio on the host, reproducing each cache mode's semantics: the baseline"
-    axes = ("tier", "cache", "aio", "backing", "modifier")
+    layers = frozenset({Layer.PROCESS, Layer.HOST_IO})  # fio on the host: no image, no guest device
     overhead_s = 1.5  # fio start + prefill
     is_reference = True
     order = 0

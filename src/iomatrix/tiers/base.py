@@ -1,9 +1,9 @@
 """The interface every tier implements, and what travels between the runner and a tier.
 
 A tier is a plug-in: one module under ``iomatrix/tiers/`` defining a subclass of :class:`Tier` decorated
-with :func:`iomatrix.tiers.register`. Its class attributes tell the matrix which axes apply (the others
-collapse to ``-``), its class methods add its own prune rules and extra cells, and an instance runs one
-measurement at a time. Nothing outside the module names the tier.
+with :func:`iomatrix.tiers.register`. Its class attributes tell the matrix which layers of the I/O stack it
+runs, so which axes apply (the others collapse to ``-``), its class methods add its own prune rules and
+extra cells, and an instance runs one measurement at a time. Nothing outside the module names the tier.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from iomatrix.backing.leftovers import register_temp_path
+from iomatrix.domain.axes import Layer
 from iomatrix.fio.jobs import JobShape
 from iomatrix.guest.images import create_image
 from iomatrix.matrix import Cell
@@ -115,8 +116,9 @@ class Tier(ABC):
 
     name: ClassVar[str]
     summary: ClassVar[str]  # one line: what this tier measures
-    # Matrix axes that mean something for this tier; the others are collapsed to "-", not multiplied.
-    axes: ClassVar[tuple[str, ...]]
+    # The layers of the I/O stack the tier runs (iomatrix.domain.axes.Layer): an axis applies to the tier where
+    # its layers meet these; the others are collapsed to "-", not multiplied.
+    layers: ClassVar[frozenset[Layer]]
     # Seconds per run beyond the workload's runtime (start-up, prefill, teardown), for estimates only.
     overhead_s: ClassVar[float] = 2.0
     # Bare metal is the reference other tiers' cells are divided by (ratio to bare metal).

@@ -46,7 +46,8 @@ from typing import IO
 from iomatrix import children, domain
 from iomatrix import workloads as wl
 from iomatrix.backing.leftovers import forget, register_temp_path
-from iomatrix.domain import CACHE, NA, NULL_BACKING, Aio, CacheMode
+from iomatrix.domain import CACHE, NULL_BACKING, Aio, CacheMode
+from iomatrix.domain.axes import Layer
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import FIO_CLOCKSOURCE, IOPS_LOG_FILE, NbdJob, nbd_job, nbd_uri
 from iomatrix.fio.parse import FioOutputError, checked_metrics, extract_json, fatal_message, parse_iops_log
@@ -221,7 +222,7 @@ def fio_has_nbd(fio: str) -> bool:
 class BlockLayerTier(Tier):
     name = "blocklayer"
     summary = "fio over NBD to qemu-storage-daemon running the cell's block graph: QEMU's storage stack, no guest"
-    axes = ("tier", "format", "preallocation", "cache", "aio", "backing", "modifier")
+    layers = frozenset({Layer.PROCESS, Layer.HOST_IO, Layer.IMAGE})  # QEMU's block graph, no guest device
     # Measured on the development host (docs/benchmarks.md): image + daemon start + teardown.
     overhead_s = 0.7
     order = 10
@@ -231,7 +232,7 @@ class BlockLayerTier(Tier):
     def extra_cells(cls, plan: Plan) -> list[Cell]:
         if not plan.null_ceiling:
             return []
-        return [Cell(cls.name, NULL_FORMAT, NA, NA, NA, NA, NULL_BACKING, domain.Modifier.NONE)]
+        return [Cell.of(tier=cls.name, format=NULL_FORMAT, backing=NULL_BACKING, modifier=domain.Modifier.NONE)]
 
     @classmethod
     def workload_prune_reason(cls, cell: Cell, workload: wl.Workload) -> str | None:

@@ -28,6 +28,7 @@ from iomatrix.consolidation.memory import available_mb, check_memory
 from iomatrix.consolidation.roles import GuestPlan, guests_per_tile, point_guests
 from iomatrix.consolidation.spec import ConsolidationSpec
 from iomatrix.domain import Aio, Bus, CacheMode
+from iomatrix.domain.axes import Layer
 from iomatrix.errors import UserError
 from iomatrix.fio.parse import FioOutputError, report_metrics
 from iomatrix.guest.accel import AccelChoice, choose_accel
@@ -58,7 +59,8 @@ class ConsolidationTier(Tier):
     name = "consolidation"
     summary = ("tiles of guests started together that load each other (file copies over a private network, "
                "a database, a web server, bursty writes): how the host scales with the cache mode")
-    axes = ("tier", "format", "preallocation", "cache", "aio", "bus", "backing")
+    # No host modifier: a tile's guests share the host, and a wrapper of one QEMU would not describe the tile.
+    layers = frozenset({Layer.HOST_IO, Layer.IMAGE, Layer.DEVICE})
     overhead_s = 10.0
     order = 40
     uses_images = True

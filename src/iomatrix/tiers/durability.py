@@ -51,6 +51,7 @@ from iomatrix import workloads as wl
 from iomatrix.backing import leftovers
 from iomatrix.backing.leftovers import forget, register_temp_path
 from iomatrix.domain import CACHE, Aio, Bus, CacheMode, Modifier
+from iomatrix.domain.axes import Layer
 from iomatrix.durability.fscheck import read_xfs_repair
 from iomatrix.durability.records import RECORD_BYTES, StreamCheck, check_stream
 from iomatrix.durability.verdict import POWER_LOSS, QEMU_CRASH
@@ -351,7 +352,7 @@ class DurabilityTier(Tier):
     name = "durability"
     summary = ("a guest writes acknowledged, checksummed records; then a power loss (nbdkit's volatile cache "
                "killed) and a QEMU crash at a seeded random point; counts acknowledged writes lost")
-    axes = ("tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier")
+    layers = frozenset(Layer)
     overhead_s = 5.8  # a whole trial: boot, mkfs, writing until the cut, verification (docs/benchmarks.md)
     order = 40
     uses_images = False  # its images are its own small ones (LAYOUTS), not the plan's image_size

@@ -20,7 +20,8 @@ from pathlib import Path
 from iomatrix import domain
 from iomatrix import workloads as wl
 from iomatrix.backing.leftovers import forget
-from iomatrix.domain import NA, NULL_BACKING, Aio, Bus, CacheMode
+from iomatrix.domain import NULL_BACKING, Aio, Bus, CacheMode
+from iomatrix.domain.axes import Layer
 from iomatrix.fio.jobs import guest_job
 from iomatrix.fio.parse import FioOutputError, checked_metrics, parse_iops_log
 from iomatrix.guest.accel import AccelChoice, choose_accel
@@ -49,7 +50,7 @@ from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, RunsInterrup
 class GuestTier(Tier):
     name = "guest"
     summary = "fio inside a freshly booted QEMU guest on a fresh image: the whole virtual I/O path"
-    axes = ("tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier")
+    layers = frozenset(Layer)
     overhead_s = 4.5  # one boot per run under TCG (pc machine)
     batches_runs = True
     overlaps_host_ready = True  # the runner's cache dropping waits for the boot, behind a gate (HostGate)
@@ -65,8 +66,9 @@ class GuestTier(Tier):
         # emulated device and QEMU's block layer.
         if not plan.null_ceiling:
             return []
-        return [Cell(cls.name, NULL_FORMAT, NA, NA, NA, bus, NULL_BACKING, domain.Modifier.NONE)
-                for bus in plan.bus if domain.bus_rule(bus) is None]
+        return [Cell.of(tier=cls.name, format=NULL_FORMAT, bus=bus, backing=NULL_BACKING,
+                        modifier=domain.Modifier.NONE)
+                for bus in plan.axis_values("bus") if domain.bus_rule(bus) is None]
 
     @classmethod
     def workload_prune_reason(cls, cell: Cell, workload: wl.Workload) -> str | None:

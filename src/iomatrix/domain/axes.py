@@ -1,0 +1,365 @@
+"""The axis registry: every axis of the disk-configuration matrix as one entry of data.
+
+An axis is what a plan lists values of (``cache = ["none", "writeback"]``) and what a cell holds one value of.
+Each :class:`Axis` entry holds everything the rest of iomatrix needs to know about it:
+
+* its **values**, the value QEMU/libvirt use when it is not given (its **default**: a cell recorded before the
+  axis existed reads that value), and what a plan gets when it does not name the axis (**plan_default**);
+* the **layers** of the I/O stack it acts on, which decide the tiers it applies to (a tier declares the layers
+  it runs; on other tiers the axis collapses to ``-`` instead of multiplying the matrix);
+* its **rules**: why a combination cannot run (pruned with the reason);
+* its **spellings**: the options it sets on QEMU's disk (image creation, format and protocol nodes, guest
+  device, block export) and how libvirt, Proxmox, virt-install and Nova write it;
+* its order for the "simpler configuration" tie-break, and its documented risk where it has one.
+
+Plan validation, matrix expansion and pruning, ``plan --explain``, the store, results columns and CSV,
+snippets, ``--current`` parsing, the decision tie-break and rank's axis matching all iterate this registry;
+nothing else lists axes. Adding an axis is adding one :class:`Axis` to :data:`REGISTRY` (docs/design.md,
+"Adding an axis").
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from iomatrix import domain
+from iomatrix.domain import NA, SafetyLevel
+
+
+class Layer(StrEnum):
+    """Where in the I/O stack an axis acts. A tier runs some layers; an axis applies where they meet."""
+
+    SWEEP = "sweep"  # every tier: which tier measures, and on what backing
+    PROCESS = "process"  # the host process doing the I/O (fio, qemu-storage-daemon, QEMU): a wrapper around it
+    HOST_IO = "host-io"  # how that process opens and issues I/O on the host (O_DIRECT, flushes, aio engine)
+    IMAGE = "image"  # QEMU's block graph: the disk image and its nodes
+    DEVICE = "device"  # the guest's virtual disk device and its bus
+
+
+@dataclass(frozen=True)
+class BackingFacts:
+    """What the matrix needs to know of a backing on this host."""
+
+    unavailable: str | None  # reason it cannot run here, or None
+    o_direct: bool
+    is_device: bool
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    """What a rule may know beyond the cell's values: the facts of the cell's backing on this host (None where
+    the sweep has not probed it, e.g. snippets)."""
+
+    backing: BackingFacts | None = None
+    backing_label: str = ""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Why a combination cannot run. `reads` are the axes the check needs: where one of them does not apply to
+    the cell's tier ("-"), the rule does not apply either."""
+
+    reads: tuple[str, ...]
+    check: Callable[[Mapping[str, str], RuleContext], str | None]
+
+    def reason(self, values: Mapping[str, str], ctx: RuleContext) -> str | None:
+        if any(values.get(a, NA) == NA for a in self.reads):
+            return None
+        return self.check(values, ctx)
+
+
+Options = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class QemuOptions:
+    """What one axis value sets on QEMU's disk, by where it goes. The builders in ``qemu_block`` (the
+    ``-blockdev`` graph and the block export), ``guest.cmdline`` (the guest's ``-device``) and
+    ``guest.images`` (``qemu-img create -o``) merge these over every axis of a cell."""
+
+    create: Options = ()  # qemu-img create -o KEY=VALUE
+    format_node: Options = ()  # options of the format node (driver=qcow2,…)
+    file_node: Options = ()  # options of the protocol node below it (file./host_device)
+    device: Options = ()  # -device properties of the guest's disk
+    export: Options = ()  # qemu-storage-daemon --export properties (the block-layer tier's NBD export)
+
+
+@dataclass(frozen=True)
+class ToolOption:
+    """How one tool (libvirt, proxmox, virt-install, nova) writes one axis value.
+
+    `options` are KEY=VALUE pairs of the tool's disk statement (libvirt: attributes of ``<driver>``; Proxmox:
+    the drive property string; virt-install: ``--disk`` keys; Nova: ``nova.conf [libvirt]`` lines); None
+    in `unavailable` means the tool can express the value, a sentence means it cannot (and why)."""
+
+    options: Options = ()
+    unavailable: str | None = None
+    note: str = ""
+
+
+def _no_risk(value: str) -> SafetyLevel | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One axis of the matrix (see the module docstring)."""
+
+    name: str
+    summary: str  # one line: what the axis chooses
+    values: tuple[str, ...]  # every valid value ("" for an axis whose values come from elsewhere: free_values)
+    default: str  # what QEMU/libvirt use when the option is not given; old cells read this value
+    plan_default: tuple[str, ...]  # a plan that does not name the axis
+    layers: frozenset[Layer]
+    # The axes of the first release are always named in a cell's key and label; later ones only when a cell
+    # sets them away from their default, so adding an axis changes no stored key and no printed label.
+    always_named: bool = False
+    # tier and backing: values come from the tier registry and the plan's [[backing]] tables, not from here.
+    free_values: bool = False
+    rules: tuple[Rule, ...] = ()
+    simpler: tuple[str, ...] = ()  # simplest first, for the "simplicity" tie-break (the default is simplest)
+    qemu: Callable[[str], QemuOptions] | None = None
+    tools: Mapping[str, Callable[[str], ToolOption]] = field(default_factory=dict)
+    risk: Callable[[str], SafetyLevel | None] = _no_risk  # documented power-loss risk of a value alone
+    # A note for the sweep (shown by `plan --explain` and stored) when some cell has a value that needs one.
+    cell_note: Callable[[Mapping[str, str]], str | None] | None = None
+
+    def applies_to(self, layers: frozenset[Layer]) -> bool:
+        return self.name in ("tier", "backing") or bool(self.layers & layers)
+
+    def choices(self) -> str:
+        """'a, b or c': the valid values, for error messages."""
+        vals = list(self.values)
+        return ", ".join(vals[:-1]) + f" or {vals[-1]}" if len(vals) > 1 else vals[0]
+
+
+# --------------------------------------------------------------------------- the axes of the 2013 matrix
+
+
+def _cache_qemu(value: str) -> QemuOptions:
+    sem = domain.CACHE[domain.CacheMode(value)]
+    direct, no_flush = onoff(sem.direct), onoff(sem.no_flush)
+    # cache.direct and cache.no-flush go on both nodes (what -drive cache= does); the write cache belongs to
+    # whoever issues requests: the guest device (write-cache=) or the block export (writethrough=).
+    return QemuOptions(format_node=(("cache.direct", direct), ("cache.no-flush", no_flush)),
+                       file_node=(("cache.direct", direct), ("cache.no-flush", no_flush)),
+                       device=(("write-cache", onoff(sem.write_cache)),),
+                       export=(("writethrough", onoff(not sem.write_cache)),))
+
+
+def _same_name(key: str) -> Callable[[str], ToolOption]:
+    """Cache-mode and aio names are identical in QEMU, libvirt, virt-install and Proxmox."""
+    return lambda value: ToolOption(((key, value),))
+
+
+def _format_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
+    on_device = ctx.backing is not None and ctx.backing.is_device
+    return domain.preallocation_rule(values["format"], values["preallocation"], on_block_device=on_device)
+
+
+def _o_direct(values: Mapping[str, str], ctx: RuleContext) -> str | None:
+    if ctx.backing is None:
+        return None
+    return domain.o_direct_rule(values["cache"], ctx.backing.o_direct, ctx.backing_label)
+
+
+def _eatmydata_note(values: Mapping[str, str]) -> str | None:
+    if values.get("modifier") == domain.Modifier.EATMYDATA and values.get("aio") == domain.Aio.IO_URING:
+        return ("eatmydata does not intercept flushes sent through io_uring: cells with aio=io_uring still flush "
+                "under eatmydata")
+    return None
+
+
+def _nova_format(value: str) -> ToolOption:
+    images_type = domain.NOVA_IMAGES_TYPE[domain.Format(value)]
+    if images_type is None:
+        return ToolOption(unavailable=f"Nova's images_type cannot be {value}")
+    return ToolOption((("images_type", images_type),))
+
+
+def _bus_tool(tool: str) -> Callable[[str], ToolOption]:
+    def spell(value: str) -> ToolOption:
+        bus = domain.Bus(value)
+        if tool in ("libvirt", "virt-install"):
+            if bus in domain.LIBVIRT_BUS_UNAVAILABLE:
+                return ToolOption(unavailable=domain.LIBVIRT_BUS_UNAVAILABLE[bus])
+            return ToolOption((("bus", domain.BUS[bus].libvirt),))
+        if tool == "proxmox":
+            prefix = domain.BUS[bus].proxmox
+            if prefix is None:
+                return ToolOption(unavailable=f"Proxmox VE has no {value} disk bus (qm.conf offers ide, sata, scsi "
+                                              "and virtio); the nearest is virtio (virtio-blk)")
+            return ToolOption((("disk-key", prefix),))
+        return ToolOption((("hw_disk_bus", domain.NOVA_DISK_BUS[bus]),))
+    return spell
+
+
+TIER = Axis("tier", "which measurement: bare metal, QEMU's block layer, a guest, …", (), "", ("baremetal",),
+            frozenset({Layer.SWEEP}), always_named=True, free_values=True)
+FORMAT = Axis(
+    "format", "disk image format", tuple(domain.Format), domain.Format.RAW, (domain.Format.RAW,),
+    frozenset({Layer.IMAGE}), always_named=True,
+    simpler=(domain.Format.RAW, domain.Format.QCOW2),
+    qemu=lambda v: QemuOptions(),  # the format node's driver itself (qemu_block.blockdev_spec)
+    tools={"libvirt": lambda v: ToolOption((("type", v),)),
+           "proxmox": lambda v: ToolOption((("format", domain.PROXMOX_FORMAT[domain.Format(v)]),)),
+           "virt-install": lambda v: ToolOption((("format", v),)),
+           "nova": _nova_format})
+PREALLOCATION = Axis(
+    "preallocation", "what qemu-img allocates when it creates the image", tuple(domain.Preallocation),
+    domain.Preallocation.OFF, (domain.Preallocation.OFF,), frozenset({Layer.IMAGE}), always_named=True,
+    rules=(Rule(("format", "preallocation"), _format_rule),),
+    simpler=tuple(domain.Preallocation),
+    qemu=lambda v: QemuOptions(create=() if v == domain.Preallocation.OFF else (("preallocation", v),)),
+    tools={"nova": lambda v: ToolOption((("preallocate_images", "none" if v == "off" else "space"),)),
+           "proxmox": lambda v: ToolOption(note="preallocation is a property of a directory/NFS storage, not of "
+                                                 "one disk")})
+CACHE = Axis(
+    "cache", "QEMU cache mode: O_DIRECT, the guest-visible write cache, and whether flushes reach the disk",
+    tuple(domain.CacheMode), domain.CacheMode.WRITEBACK, (domain.CacheMode.NONE,),
+    frozenset({Layer.HOST_IO, Layer.IMAGE}), always_named=True,
+    rules=(Rule(("cache",), _o_direct),),
+    qemu=_cache_qemu,
+    tools={"libvirt": _same_name("cache"), "proxmox": _same_name("cache"), "virt-install": _same_name("cache"),
+           "nova": _same_name("disk_cachemodes")},
+    risk=lambda v: domain.CACHE[domain.CacheMode(v)].level)
+AIO = Axis(
+    "aio", "how QEMU issues I/O on the host: a thread pool, Linux AIO or io_uring", tuple(domain.Aio),
+    domain.Aio.THREADS, (domain.Aio.THREADS,), frozenset({Layer.HOST_IO, Layer.IMAGE}), always_named=True,
+    rules=(Rule(("cache", "aio"), lambda v, ctx: domain.aio_rule(v["cache"], v["aio"])),),
+    # threads needs nothing from the host, io_uring a recent kernel, native needs O_DIRECT.
+    simpler=(domain.Aio.THREADS, domain.Aio.IO_URING, domain.Aio.NATIVE),
+    qemu=lambda v: QemuOptions(file_node=(("aio", v),)),
+    tools={"libvirt": _same_name("io"), "proxmox": _same_name("aio"), "virt-install": _same_name("io"),
+           "nova": lambda v: ToolOption(note="Nova has no option for aio (libvirt io=); it chooses it itself")})
+BUS = Axis(
+    "bus", "the guest's disk bus (virtual device)", tuple(domain.Bus), domain.Bus.VIRTIO_BLK, (domain.Bus.VIRTIO_BLK,),
+    frozenset({Layer.DEVICE}), always_named=True,
+    rules=(Rule(("bus",), lambda v, ctx: domain.bus_rule(v["bus"])),),
+    simpler=(domain.Bus.VIRTIO_BLK, domain.Bus.VIRTIO_SCSI),
+    qemu=lambda v: QemuOptions(),  # the -device driver and its controller (guest.cmdline.disk_device_args)
+    tools={t: _bus_tool(t) for t in ("libvirt", "proxmox", "virt-install", "nova")})
+BACKING = Axis("backing", "what the image lives on: a directory, a filesystem on a loop device, a block device",
+               (), "", (), frozenset({Layer.SWEEP}), always_named=True, free_values=True)
+MODIFIER = Axis(
+    "modifier", "a host-side wrapper around the process doing the I/O", tuple(domain.Modifier),
+    domain.Modifier.NONE, (domain.Modifier.NONE,), frozenset({Layer.PROCESS}), always_named=True,
+    rules=(Rule(("modifier", "cache"), lambda v, ctx: domain.modifier_rule(v["modifier"], v["cache"])),),
+    simpler=(domain.Modifier.NONE,),
+    risk=lambda v: SafetyLevel.UNSAFE if v == domain.Modifier.EATMYDATA else None,
+    cell_note=_eatmydata_note)
+
+
+# --------------------------------------------------------------------------- the registry
+
+REGISTRY: dict[str, Axis] = {a.name: a for a in (TIER, FORMAT, PREALLOCATION, CACHE, AIO, BUS, BACKING, MODIFIER)}
+
+
+def axes() -> tuple[Axis, ...]:
+    """Every registered axis, in the order cells are keyed and tables show them."""
+    return tuple(REGISTRY.values())
+
+
+def names() -> tuple[str, ...]:
+    return tuple(REGISTRY)
+
+
+def get(name: str) -> Axis:
+    return REGISTRY[name]
+
+
+def plan_axes() -> tuple[Axis, ...]:
+    """The axes a plan lists values of from this registry (tier and backing have their own validation)."""
+    return tuple(a for a in REGISTRY.values() if not a.free_values)
+
+
+@contextlib.contextmanager
+def registered(axis: Axis) -> Iterator[Axis]:
+    """Add `axis` for the duration of a block (a test's demonstration axis); removed afterwards."""
+    if axis.name in REGISTRY:
+        raise ValueError(f"axis {axis.name!r} is already registered")
+    REGISTRY[axis.name] = axis
+    try:
+        yield axis
+    finally:
+        del REGISTRY[axis.name]
+
+
+def simplicity_order() -> dict[str, tuple[str, ...]]:
+    """Axis → its values, simplest first (the "simplicity" tie-break; stats/decision.py)."""
+    return {a.name: a.simpler for a in REGISTRY.values() if a.simpler}
+
+
+def prune_reason(values: Mapping[str, str], ctx: RuleContext) -> str | None:
+    """The first rule of any axis the cell breaks, in registry order, or None."""
+    for axis in REGISTRY.values():
+        for rule in axis.rules:
+            reason = rule.reason(values, ctx)
+            if reason:
+                return reason
+    return None
+
+
+def notes(cells: list[Mapping[str, str]]) -> list[str]:
+    """The sweep notes the cells' values call for, each once."""
+    out: list[str] = []
+    for axis in REGISTRY.values():
+        if axis.cell_note is None:
+            continue
+        for values in cells:
+            note = axis.cell_note(values)
+            if note and note not in out:
+                out.append(note)
+    return out
+
+
+def named(values: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(axis, value) pairs a key or label names: the always-named axes, and later axes set away from their
+    default and applying to the cell's tier ("-" means not applying)."""
+    out = []
+    for axis in REGISTRY.values():
+        v = values.get(axis.name, NA)
+        if axis.always_named or (v != NA and v != axis.default):
+            out.append((axis.name, v))
+    return out
+
+
+def qemu_options(values: Mapping[str, str]) -> QemuOptions:
+    """Every axis's QEMU options for a cell's values, merged in registry order (axes that do not apply, "-",
+    contribute nothing)."""
+    merged: dict[str, list[tuple[str, str]]] = {k: [] for k in ("create", "format_node", "file_node", "device",
+                                                                 "export")}
+    for axis in REGISTRY.values():
+        v = values.get(axis.name, NA)
+        if axis.qemu is None or v == NA:
+            continue
+        opts = axis.qemu(v)
+        for k, pairs in merged.items():
+            pairs.extend(getattr(opts, k))
+    return QemuOptions(**{k: tuple(v) for k, v in merged.items()})
+
+
+def tool_options(values: Mapping[str, str], tool: str) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """(options, notes, unavailable reasons) of every axis of a cell's values, for one tool."""
+    options: list[tuple[str, str]] = []
+    notes_: list[str] = []
+    unavailable: list[str] = []
+    for axis in REGISTRY.values():
+        v = values.get(axis.name, NA)
+        spell = axis.tools.get(tool)
+        if spell is None or v == NA:
+            continue
+        t = spell(v)
+        options.extend(t.options)
+        if t.note:
+            notes_.append(t.note)
+        if t.unavailable:
+            unavailable.append(t.unavailable)
+    return options, notes_, unavailable
+
+
+def onoff(flag: bool) -> str:
+    return "on" if flag else "off"

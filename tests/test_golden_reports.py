@@ -1,0 +1,92 @@
+"""Reports print the same figures for the same database, release after release.
+
+`data/golden/quick-sweep.sqlite` is a real sweep of the default plan's matrix (bare metal, block layer and
+TCG guests; 4-minute budget) written by the release before the axis registry (schema 4; fio's raw JSON
+emptied to keep the file small: no report reads it). `data/schema1/` is the first release's file. For both,
+every report command and format is run as a user would (the installed CLI, COLUMNS=100) and compared with
+the output recorded when the file was written; then the file is migrated as `iomatrix run` migrates it and
+the reports must still print exactly the same. The HTML report is compared without its chart drawings (the
+charts' text, i.e. their labels and legends, is kept).
+
+After a deliberate change of output, regenerate with IOMATRIX_UPDATE_GOLDEN=1 and review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from iomatrix.store import Store
+from tests.conftest import DATA, iomatrix_argv
+
+GOLDEN = DATA / "golden"
+DATABASES = {"quick-sweep": GOLDEN / "quick-sweep.sqlite", "schema1": DATA / "schema1" / "iomatrix-schema1.sqlite"}
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "results.txt": ("results",),
+    "results.json": ("results", "--format", "json"),
+    "results.csv": ("results", "--format", "csv"),
+    "results.md": ("results", "--format", "markdown"),
+    "rank.txt": ("rank",),
+    "rank.json": ("rank", "--format", "json"),
+    "rank.md": ("rank", "--format", "markdown"),
+    "recommend.txt": ("recommend",),
+    "recommend.json": ("recommend", "--format", "json"),
+    "recommend.md": ("recommend", "--format", "markdown"),
+    "report.html": ("report", "--html", "{out}"),
+}
+
+
+def _charts_as_text(html: str) -> str:
+    """Each inline SVG chart replaced by the text it shows (matplotlib keeps text as <text>)."""
+    def texts(m: re.Match[str]) -> str:
+        return "<svg>" + " | ".join(t.strip() for t in re.findall(r"<text[^>]*>([^<]*)</text>", m.group(0))) + "</svg>"
+    return re.sub(r"<svg.*?</svg>", texts, html, flags=re.S)
+
+
+def _outputs(db: Path, tmp: Path) -> dict[str, str]:
+    import subprocess
+
+    out: dict[str, str] = {}
+    env = {**os.environ, "COLUMNS": "100"}
+    for name, args in COMMANDS.items():
+        html = tmp / "report.html"
+        argv = [a.replace("{out}", str(html)) for a in args]
+        proc = subprocess.run([*iomatrix_argv(), *argv, "--db", str(db)], capture_output=True, text=True, env=env,
+                              timeout=600)
+        assert proc.returncode == 0, (name, proc.stderr[-2000:])
+        out[name] = _charts_as_text(html.read_text()) if name == "report.html" else proc.stdout
+    return out
+
+
+def _check(label: str, db: Path, tmp: Path) -> None:
+    got = _outputs(db, tmp)
+    expected_dir = GOLDEN / label
+    if os.environ.get("IOMATRIX_UPDATE_GOLDEN") == "1":
+        expected_dir.mkdir(parents=True, exist_ok=True)
+        for name, text in got.items():
+            (expected_dir / name).write_text(text)
+    for name, text in got.items():
+        expected = (expected_dir / name).read_text()
+        assert text == expected, f"{label}: '{' '.join(COMMANDS[name])}' prints something else than before"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("label", sorted(DATABASES))
+def test_reports_unchanged_on_an_old_database(label: str, tmp_path: Path) -> None:
+    db = tmp_path / "old.sqlite"
+    shutil.copy(DATABASES[label], db)
+    _check(label, db, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("label", sorted(DATABASES))
+def test_reports_unchanged_after_migration(label: str, tmp_path: Path) -> None:
+    db = tmp_path / "old.sqlite"
+    shutil.copy(DATABASES[label], db)
+    Store(db).close()  # what `iomatrix run` does to an older file: backup, then migrate to this schema
+    assert Store.open_existing(db).schema_version > 4 or label == "schema1"
+    _check(label, db, tmp_path)
