@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.guest import qemu as cmdline
+from iomatrix.guest import cmdline
 from iomatrix.guest.artifacts import GuestArtifacts
-from iomatrix.guest.qemu import BatchRun, GuestJob, batch_env, build_argv, build_batch_argv, device_args, job_env
+from iomatrix.guest.cmdline import build_argv, build_batch_argv, device_args
+from iomatrix.guest.job import BatchRun, GuestJob, batch_env, job_env
 from iomatrix.hostcmd import require
 from iomatrix.qemu_block import DiskSpec
 
