@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 from iomatrix import children
-from iomatrix.backing.leftovers import KSM_RUN, forget, record, release
+from iomatrix.backing.leftover_kinds import KSM_RUN
+from iomatrix.backing.leftovers import forget, record, release
 from iomatrix.consolidation.hostview import PointProbe
 from iomatrix.consolidation.memory import available_mb, check_memory
 from iomatrix.consolidation.roles import GuestPlan, guests_per_tile, point_guests

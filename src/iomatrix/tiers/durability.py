@@ -49,6 +49,7 @@ from typing import Any
 from iomatrix import children
 from iomatrix import workloads as wl
 from iomatrix.backing import leftovers
+from iomatrix.backing.leftover_kinds import LoopLeftover, MountLeftover
 from iomatrix.backing.leftovers import forget, register_temp_path
 from iomatrix.domain import CACHE, Aio, Bus, CacheMode, Modifier
 from iomatrix.durability.fscheck import read_xfs_repair
@@ -287,7 +288,7 @@ def _read_xfs(copy: Path, mnt: Path, ledger: Path, notes: list[str]) -> tuple[by
             else:
                 notes.append(f"mount (log replay) failed: {_tail(mounted.stderr, 2)}")
         finally:
-            leftovers.undo_mount(str(mnt), dev)
+            MountLeftover(str(mnt), {"source": dev}).undo()
             leftovers.release(ledger, mount_id)
         repair = _run([require("xfs_repair"), "-n", dev], timeout=300)
         check = read_xfs_repair(repair.returncode, repair.stdout + repair.stderr)
@@ -295,7 +296,7 @@ def _read_xfs(copy: Path, mnt: Path, ledger: Path, notes: list[str]) -> tuple[by
             notes.append(f"xfs_repair -n: rc {repair.returncode}: {check.summary()}")
         return data, check.clean
     finally:
-        leftovers.undo_loop(str(copy))
+        LoopLeftover(str(copy)).undo()
         leftovers.release(ledger, loop_id)
 
 
