@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from iomatrix.backing import leftovers
+from iomatrix.backing.leftover_kinds import loops_backed_by
 from iomatrix.backing.leftovers import clean, forget, register_temp_path
+from iomatrix.mountinfo import parse_mountinfo
 from tests.conftest import root_only, run_cli
 
 SCRATCH = Path("/tmp/iomx-backing")
@@ -111,7 +113,7 @@ def test_mount_with_a_different_source_is_left_alone(workdir: Path) -> None:
         _rewrite_pids(workdir, _dead_pid())
         lines = clean(workdir)
         assert len(lines) == 1 and lines[0].startswith("failed:") and "left alone" in lines[0]
-        assert any(m["mountpoint"] == str(mnt) for m in leftovers.parse_mountinfo())
+        assert any(m["mountpoint"] == str(mnt) for m in parse_mountinfo())
         assert len(leftovers.pending(workdir)) == 1
     finally:
         subprocess.run(["umount", str(mnt)], check=True)
@@ -140,19 +142,19 @@ def test_kill_9_then_clean_removes_mount_loop_and_file(workdir: Path) -> None:
         # while the run is alive, clean leaves everything in place
         lines = clean(workdir)
         assert len(lines) == 3 and all(x.startswith("left alone") for x in lines)
-        assert any(m["mountpoint"] == mnt for m in leftovers.parse_mountinfo())
+        assert any(m["mountpoint"] == mnt for m in parse_mountinfo())
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     # the kill -9 skipped teardown: everything is still there
-    assert any(m["mountpoint"] == mnt for m in leftovers.parse_mountinfo())
-    assert leftovers.loops_backed_by(image) == [loopdev]
+    assert any(m["mountpoint"] == mnt for m in parse_mountinfo())
+    assert loops_backed_by(image) == [loopdev]
 
     lines = clean(workdir)
     assert lines[0] == f"unmounted {mnt} ({loopdev})"
     assert f"detached {loopdev} (backing file {image})" in lines
     assert lines[-1].startswith("deleted ") and image.startswith(lines[-1].removeprefix("deleted "))
-    assert not any(m["mountpoint"].startswith(str(workdir)) for m in leftovers.parse_mountinfo())
+    assert not any(m["mountpoint"].startswith(str(workdir)) for m in parse_mountinfo())
     assert not Path(image).exists() and not Path(mnt).exists()
     out = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
     assert image not in out
@@ -171,7 +173,7 @@ def test_loop_recorded_before_losetup_returned_is_still_found(workdir: Path) -> 
                          check=True).stdout.strip()
     _rewrite_pids(workdir, _dead_pid())
     assert clean(workdir) == [f"detached {dev} (backing file {image})", f"deleted {image}"]
-    assert leftovers.loops_backed_by(str(image)) == []
+    assert loops_backed_by(str(image)) == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,7 +286,7 @@ def test_forged_mount_without_source_outside_the_workdir_is_not_unmounted(workdi
         _forge(workdir, kind="mount", target=str(mnt))
         lines = clean(workdir)
         assert len(lines) == 1 and lines[0].startswith("refused:")
-        assert any(m["mountpoint"] == str(mnt) for m in leftovers.parse_mountinfo())
+        assert any(m["mountpoint"] == str(mnt) for m in parse_mountinfo())
     finally:
         subprocess.run(["umount", str(mnt)], check=True)
     leftovers.state_path(workdir).unlink()

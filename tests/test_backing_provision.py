@@ -142,13 +142,15 @@ def test_failed_teardown_keeps_ledger_and_clean_finishes(workdir: Path) -> None:
 def test_ctrl_c_during_teardown_is_held_back(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import signal
 
-    real_undo = leftovers.undo_mount
+    from iomatrix.backing.leftover_kinds import MountLeftover
 
-    def interrupted_undo(mountpoint: str, source: str | None) -> list[str]:
+    real_undo = MountLeftover.undo
+
+    def interrupted_undo(self: MountLeftover) -> list[str]:
         os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C arrives in the middle of teardown
-        return real_undo(mountpoint, source)
+        return real_undo(self)
 
-    monkeypatch.setattr(leftovers, "undo_mount", interrupted_undo)
+    monkeypatch.setattr(MountLeftover, "undo", interrupted_undo)
     spec = parse_backing({"type": "tmpfs", "size": "8M"})
     with pytest.raises(KeyboardInterrupt), provision(spec, workdir, set()) as h:
         pass

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.backing.leftovers import KSM_RUN, identity_problem, pending, record, undo_ksm
+from iomatrix.backing.leftover_kinds import KSM_RUN, KsmSettingLeftover, LeftoverError
+from iomatrix.backing.leftovers import identity_problem, pending, record
 from iomatrix.consolidation.memory import QEMU_OVERHEAD_MB, RESERVE_MB, available_mb, check_memory
 from iomatrix.consolidation.roles import guests_per_tile, point_guests, tile_guests
 from iomatrix.errors import UserError
@@ -252,12 +253,10 @@ def test_ksm_ledger_entry_is_checked_before_it_is_undone(tmp_path: Path):
     assert "not a KSM setting" in (identity_problem(forged, tmp_path) or "")
     other = type(entry)(**{**entry.__dict__, "target": "/sys/kernel/mm/transparent_hugepage/enabled"})
     assert identity_problem(other, tmp_path) is not None
-    from iomatrix.backing.leftovers import LeftoverError
-
     with pytest.raises(LeftoverError):
-        undo_ksm("7")
+        KsmSettingLeftover(KSM_RUN, {"previous": "7"}).undo()
     if os.path.exists(KSM_RUN):  # restoring the value it already has writes nothing
-        assert undo_ksm(Path(KSM_RUN).read_text().strip()) == []
+        assert KsmSettingLeftover(KSM_RUN, {"previous": Path(KSM_RUN).read_text().strip()}).undo() == []
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not os.access(KSM_RUN, os.W_OK), reason="needs root and KSM")

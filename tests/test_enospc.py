@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix.domain import BUS, Aio, Bus, CacheMode, Format, Preallocation
-from iomatrix.guest.qemu import device_args
+from iomatrix.guest.cmdline import device_args
 from iomatrix.qemu_block import DiskSpec, blockdev_args, out_of_space
 from iomatrix.snippets import DiskConfig, qemu_argv
 from tests.conftest import needs, root_only, run_cli

@@ -126,7 +126,8 @@ def test_guest_tier_judges_the_guest_fio_report_like_bare_metal(tmp_path: Path) 
     # without the workload's primary metric is a failed run, not a run of zeros.
     from types import SimpleNamespace
 
-    from iomatrix.guest.qemu import GuestJob, GuestOutcome
+    from iomatrix.guest.job import GuestJob
+    from iomatrix.guest.stream import GuestOutcome
     from iomatrix.tiers.guest import GuestTier
 
     proc, out = _fio(tmp_path, _job(tmp_path / "d", "8M"))

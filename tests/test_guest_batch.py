@@ -15,8 +15,10 @@ import pytest
 from iomatrix.fio.jobs import JobShape
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
 from iomatrix.guest.images import create_image
-from iomatrix.guest.qemu import BatchRun, DiskSpec, GuestJob, live_guest_pids, run_guest, run_guest_batch
+from iomatrix.guest.job import BatchRun, GuestJob
+from iomatrix.guest.process import live_guest_pids, run_guest, run_guest_batch
 from iomatrix.plan.model import Plan
+from iomatrix.qemu_block import DiskSpec
 from iomatrix.runner import plan_expansion
 from iomatrix.tiers.base import RunOptions, RunRequest, Target
 from iomatrix.tiers.guest import GuestTier

@@ -18,7 +18,8 @@ import pytest
 
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
 from iomatrix.guest.images import create_image
-from iomatrix.guest.qemu import GuestJob, live_guest_pids, run_guest
+from iomatrix.guest.job import GuestJob
+from iomatrix.guest.process import live_guest_pids, run_guest
 from iomatrix.guest.tarball import ensure_tarball
 from iomatrix.qemu_block import DiskSpec
 
@@ -119,7 +120,8 @@ def test_sigterm_leaves_no_qemu(art: GuestArtifacts, tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         from pathlib import Path
         from iomatrix.guest.artifacts import ensure_artifacts
-        from iomatrix.guest.qemu import GuestJob, run_guest
+        from iomatrix.guest.job import GuestJob
+        from iomatrix.guest.process import run_guest
         from iomatrix.qemu_block import DiskSpec
         job = "[t]\\nfilename=@DISK@\\nrw=read\\nbs=4k\\nruntime=3600\\ntime_based=1\\n"
         run_guest(ensure_artifacts(), "tcg", DiskSpec({str(img)!r}, "raw", "writeback", "threads"),
@@ -149,7 +151,7 @@ def test_sigterm_leaves_no_qemu(art: GuestArtifacts, tmp_path: Path) -> None:
 
 def test_kind_script_gets_env_and_files(art: GuestArtifacts, tmp_path: Path) -> None:
     # A job kind /init does not know is run by its kind script, which sees the job's variables and files.
-    from iomatrix.guest.qemu import parse_result_stream
+    from iomatrix.guest.stream import parse_result_stream
 
     job = GuestJob("hello", env={"IOMX_HELLO": "from the host"}, files={"hello": "a file line\n"})
     out = run_guest(art, TCG, None, job, tmp_path / "run", timeout=90)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from iomatrix.guest.qemu import _phases, extract_fio_json, fs_result_from_block, parse_result_stream
+from iomatrix.guest.stream import extract_fio_json, fs_result_from_block, parse_result_stream, run_phases
 
 # Captured from a real TCG guest (null-co ceiling, fio 4k randread io_uring), with junk injected the
 # way fio#731 reports it (an error line and a broken brace before the JSON) and CRLF/escape noise.
@@ -337,7 +337,7 @@ def test_fs_block() -> None:
 def test_phases_split() -> None:
     host = {"init": 10.0 + 0.4 + 2.0, "workload_start": 12.6, "workload_end": 15.6}
     guest = {"init": 2.0, "modules": 2.1, "workload_start": 2.2, "workload_end": 5.2}
-    ph = _phases(10.0, 15.7, host, guest)
+    ph = run_phases(10.0, 15.7, host, guest)
     assert ph["qemu_start_s"] == pytest.approx(0.4)
     assert ph["boot_to_workload_s"] == pytest.approx(2.2)
     assert ph["workload_s"] == pytest.approx(3.0)

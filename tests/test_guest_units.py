@@ -12,9 +12,10 @@ from iomatrix.domain import CACHE
 from iomatrix.errors import UserError
 from iomatrix.guest import images
 from iomatrix.guest.artifacts import GuestArtifacts
+from iomatrix.guest.cmdline import build_argv, device_args
 from iomatrix.guest.initramfs import CpioWriter
+from iomatrix.guest.job import GuestJob, job_env
 from iomatrix.guest.kernel import bzimage_version, load_order, module_name, parse_modules_dep, user_kernel
-from iomatrix.guest.qemu import GuestJob, build_argv, device_args, job_env
 from iomatrix.qemu_block import DiskSpec, blockdev_args, validate_disk
 
 BUSES = ["virtio-blk", "virtio-scsi", "ide", "nvme"]
@@ -221,7 +222,7 @@ def test_tarball_is_deterministic(tmp_path: Path) -> None:
 
 
 def test_host_tsc_rate_and_machine_choice() -> None:
-    from iomatrix.guest.qemu import host_tsc_khz, max_runs_per_boot
+    from iomatrix.guest.cmdline import host_tsc_khz, max_runs_per_boot
 
     assert host_tsc_khz("flags\t: fpu constant_tsc\ncpu MHz\t\t: 2600.000\n") == 2_600_000
     assert host_tsc_khz("flags\t: fpu\ncpu MHz\t\t: 2600.000\n") is None  # TSC follows the clock: no rate
@@ -231,7 +232,8 @@ def test_host_tsc_rate_and_machine_choice() -> None:
 
 
 def test_batch_command_line_gives_each_run_its_disk_serial_and_job(tmp_path: Path) -> None:
-    from iomatrix.guest.qemu import BatchRun, batch_env, build_batch_argv, validate_batch
+    from iomatrix.guest.cmdline import build_batch_argv, validate_batch
+    from iomatrix.guest.job import BatchRun, batch_env
 
     art = _artifacts(tmp_path)
     job = GuestJob("fio", "[j]\nfilename=@DISK@\n")

@@ -2,7 +2,7 @@
 
 Everything is generated from the domain model (`iomatrix.domain`): the axis values, each tool's spelling
 of them, and the rules between them. The QEMU arguments are the very `-blockdev`/`-device` graph the
-guest tier measures (`iomatrix.qemu_block.blockdev_args`, `iomatrix.guest.qemu.device_args`), so what is
+guest tier measures (`iomatrix.qemu_block.blockdev_args`, `iomatrix.guest.cmdline.device_args`), so what is
 pasted is what was measured. Where a tool cannot express a configuration (Proxmox has no NVMe disk bus, Nova
 cannot use qed images) the snippet says so in one line instead of printing something that would not work.
 """
@@ -172,7 +172,7 @@ def libvirt_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
 
 def qemu_argv(cfg: DiskConfig, path: str | None = None, node: str = "disk0") -> list[str]:
     """The -blockdev/-device arguments the guest tier measured, for `path`."""
-    from iomatrix.guest.qemu import device_args
+    from iomatrix.guest.cmdline import device_args
     from iomatrix.qemu_block import DiskSpec, blockdev_args
 
     spec = DiskSpec(target=path or cfg.default_path(), format=cfg.format.value, cache=cfg.cache, aio=cfg.aio,

@@ -21,6 +21,10 @@ must be an iomatrix-named child of the recorded base), mounts with their recorde
 source (a loop device or iomatrix's own tmpfs), loop backing files with the recorded
 inode, LV/ZFS names iomatrix generates. Anything else is refused, listed and left in
 place; a malformed ledger is a one-line error.
+
+This module is the ledger: the signed entries, the key, the JSON file and its lock, and `clean`. What each
+kind of entry is, how its identity is checked and how it is undone lives in `backing.leftover_kinds`, one
+class per kind.
 """
 
 from __future__ import annotations
@@ -31,9 +35,7 @@ import hashlib
 import hmac
 import json
 import os
-import re
 import secrets
-import shutil
 import stat
 import subprocess
 import threading
@@ -41,26 +43,16 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from iomatrix.backing.leftover_kinds import LEFTOVER_KINDS, EntryKind, Leftover, LeftoverError
 from iomatrix.errors import UserError
-from iomatrix.mountinfo import parse_mountinfo
 
 STATE_DIR = ".iomatrix"
 STATE_FILE = "leftovers.json"
 LOCK_FILE = "leftovers.lock"
 KEY_FILE = "ledger.key"
 LEDGER_VERSION = 2
-# Names iomatrix gives what it creates: scratch dirs "<label>-<pid>-<hex6>", LVs/datasets "iomx-<pid>-<hex6>".
-SCRATCH_NAME = re.compile(r"[A-Za-z0-9_.-]+-[0-9]+-[0-9a-f]{6}")
-VOLUME_NAME = re.compile(r"iomx-[0-9]+-[0-9a-f]{6}")
-TMPFS_SOURCE = re.compile(r"iomatrix-tmpfs-[0-9a-f]+")
-LOOP_SOURCE = re.compile(r"/dev/loop[0-9]+")
-
-EntryKind = Literal["path", "loop", "mount", "lv", "zfs", "ksm"]
-# A host setting changed for a sweep (the consolidation tier enables KSM): restored to the recorded value.
-KSM_RUN = "/sys/kernel/mm/ksm/run"
-KSM_RUN_VALUES = ("0", "1", "2")
 
 
 @dataclass
@@ -77,10 +69,13 @@ class Entry:
     info: dict[str, Any] = field(default_factory=dict)
     mac: str = ""  # HMAC-SHA256 over the other fields and the workdir, with the workdir's ledger key
 
+    def leftover(self) -> Leftover | None:
+        """The thing this entry records, as its kind's class (None for a kind iomatrix does not know)."""
+        kind = LEFTOVER_KINDS.get(self.kind)
+        return None if kind is None else kind(self.target, self.info)
+
     def describe(self) -> str:
-        what = {"path": "path", "loop": "loop device over", "mount": "mount on",
-                "lv": "logical volume", "zfs": "ZFS dataset", "ksm": "KSM setting changed at"}[self.kind]
-        return f"{what} {self.target}"
+        return f"{LEFTOVER_KINDS[self.kind].label} {self.target}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,7 +228,7 @@ def _entry_ok(e: object) -> bool:
     for k, types in _FIELD_TYPES.items():
         if k in e and (not isinstance(e[k], types) or isinstance(e[k], bool)):
             return False
-    return e["kind"] in ("path", "loop", "mount", "lv", "zfs", "ksm")
+    return e["kind"] in LEFTOVER_KINDS
 
 
 def _load(path: Path) -> list[Entry]:
@@ -338,21 +333,8 @@ def pending(workdir: Path) -> list[Entry]:
 
 
 # ---------------------------------------------------------------------------------------------
-# identity: is the recorded thing one this workdir's run created?
+# identity and undo, by the entry's kind (backing.leftover_kinds)
 # ---------------------------------------------------------------------------------------------
-
-
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
-
-
-def _parent_inside(target: str, workdir: str) -> bool:
-    """Target lies in the workdir (its directory resolved: no symlinked way out); the last
-    component itself is never followed by the undo actions."""
-    if not os.path.isabs(target):
-        return False
-    norm = os.path.normpath(target)
-    return _inside(os.path.realpath(os.path.dirname(norm)), workdir) and norm != workdir
 
 
 def identity_problem(entry: Entry, workdir: Path, scratch_dirs: tuple[str, ...] = ()) -> str | None:
@@ -361,190 +343,18 @@ def identity_problem(entry: Entry, workdir: Path, scratch_dirs: tuple[str, ...] 
     `scratch_dirs`: verified scratch directories of `dir` backings outside the workdir;
     temp files inside them (guest images) are theirs.
     """
-    wd = os.path.realpath(workdir)
-    t = entry.target
-    if entry.kind == "path":
-        if _parent_inside(t, wd) or any(_parent_inside(t, os.path.realpath(d)) for d in scratch_dirs):
-            return None
-        base = entry.info.get("base")
-        if (isinstance(base, str) and os.path.isabs(t)
-                and os.path.realpath(os.path.dirname(os.path.normpath(t))) == os.path.realpath(base)
-                and SCRATCH_NAME.fullmatch(os.path.basename(t))):
-            return None  # a dir backing's scratch directory in its own `path`
-        return f"{t} is outside the working directory {wd}"
-    if entry.kind == "loop":
-        if not _parent_inside(t, wd):
-            return f"loop backing file {t} is outside the working directory {wd}"
-        ino = entry.info.get("inode")
-        if ino is not None and os.path.exists(t):
-            st = os.stat(t)
-            if [st.st_dev, st.st_ino] != list(ino):
-                return f"{t} is no longer the file the loop device was attached to"
-        return None
-    if entry.kind == "mount":
-        if not _parent_inside(t, wd):
-            return f"mountpoint {t} is outside the working directory {wd}"
-        source = entry.info.get("source")
-        if not isinstance(source, str) or not (TMPFS_SOURCE.fullmatch(source) or LOOP_SOURCE.fullmatch(source)):
-            return f"the mount on {t} has no recorded iomatrix source"
-        return None
-    if entry.kind in ("lv", "zfs"):
-        if not VOLUME_NAME.fullmatch(t.rsplit("/", 1)[-1]) or t.startswith("/") or ".." in t.split("/"):
-            return f"{t} is not a name iomatrix gives its volumes"
-        return None
-    if entry.kind == "ksm":
-        if t != KSM_RUN or entry.info.get("previous") not in KSM_RUN_VALUES:
-            return f"{t} with previous value {entry.info.get('previous')!r} is not a KSM setting iomatrix changes"
-        return None
-    return f"unknown kind {entry.kind!r}"
-
-
-# ---------------------------------------------------------------------------------------------
-# undo actions, shared by provision's teardown and clean
-# ---------------------------------------------------------------------------------------------
-
-
-class LeftoverError(Exception):
-    """An undo action could not be completed (the entry is kept)."""
-
-
-def _run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-
-
-def mounts_at(mountpoint: str) -> list[dict[str, str]]:
-    return [m for m in parse_mountinfo() if m["mountpoint"] == mountpoint]
-
-
-def loops_backed_by(backing_file: str) -> list[str]:
-    """Loop devices attached to `backing_file` (matched by losetup on device+inode)."""
-    if not os.path.exists(backing_file):
-        return []
-    out = _run(["losetup", "--list", "--noheadings", "--output", "NAME", "-j", backing_file])
-    return [line.strip() for line in out.stdout.splitlines() if line.strip()]
-
-
-def undo_mount(mountpoint: str, source: str | None) -> list[str]:
-    """Unmount our mount (checking its source), then remove the empty mountpoint directory."""
-    mountpoint = os.path.realpath(mountpoint)
-    done = []
-    for _ in range(8):  # stacked mounts: unmount the top one each round
-        here = mounts_at(mountpoint)
-        if not here:
-            break
-        top = here[-1]
-        if source is not None and top["source"] != source:
-            raise LeftoverError(f"{mountpoint} is mounted from {top['source']}, not {source}: left alone")
-        for attempt in range(10):
-            out = _run(["umount", mountpoint])
-            if out.returncode == 0:
-                break
-            if attempt == 9:
-                raise LeftoverError(f"cannot unmount {mountpoint}: {out.stderr.strip()}")
-            time.sleep(0.2)
-        done.append(f"unmounted {mountpoint} ({top['source']})")
-    if os.path.isdir(mountpoint) and not mounts_at(mountpoint):
-        try:
-            os.rmdir(mountpoint)
-            done.append(f"removed mountpoint {mountpoint}")
-        except OSError:
-            pass  # not empty: the enclosing scratch directory entry deals with it
-    return done
-
-
-def undo_loop(backing_file: str) -> list[str]:
-    """Detach every loop device over our backing file (never one over someone else's file)."""
-    done = []
-    mounted = {m["source"] for m in parse_mountinfo()}
-    for dev in loops_backed_by(backing_file):
-        if dev in mounted:
-            raise LeftoverError(f"{dev} (over {backing_file}) is still mounted: left attached")
-        out = _run(["losetup", "--detach", dev])
-        if out.returncode != 0 and dev in loops_backed_by(backing_file):
-            raise LeftoverError(f"cannot detach {dev}: {out.stderr.strip()}")
-        done.append(f"detached {dev} (backing file {backing_file})")
-    return done
-
-
-def undo_path(path: str) -> list[str]:
-    """Delete our file or directory tree, refusing if anything is mounted or looped inside it."""
-    p = Path(path)
-    if not p.exists() and not p.is_symlink():
-        return []
-    if p.resolve() == Path("/") or len(p.resolve().parts) < 3:
-        raise LeftoverError(f"refusing to delete {path}: too close to /")
-    real = os.path.realpath(path)
-    for m in parse_mountinfo():
-        if m["mountpoint"] == real or m["mountpoint"].startswith(real.rstrip("/") + "/"):
-            raise LeftoverError(f"{m['mountpoint']} is still mounted inside {path}: not deleted")
-    if p.is_dir() and not p.is_symlink():
-        for f in p.rglob("*"):
-            if f.is_file() and loops_backed_by(str(f)):
-                raise LeftoverError(f"{f} still backs a loop device: not deleted")
-        shutil.rmtree(p)
-    else:
-        if p.is_file() and loops_backed_by(str(p)):
-            raise LeftoverError(f"{p} still backs a loop device: not deleted")
-        p.unlink()
-    return [f"deleted {path}"]
-
-
-def _remove_with_retries(argv: list[str], done: str, failed: str) -> list[str]:
-    """Run a removal command, retrying briefly (udev or a closing fd may hold the volume for a moment)."""
-    for attempt in range(5):
-        out = _run(argv)
-        if out.returncode == 0:
-            return [done]
-        if attempt < 4:
-            time.sleep(0.5)
-    raise LeftoverError(f"{failed}: {out.stderr.strip()}")
-
-
-def undo_lv(target: str) -> list[str]:
-    if shutil.which("lvs") is None:
-        raise LeftoverError(f"cannot remove logical volume {target}: lvm2 is not installed")
-    if _run(["lvs", "--noheadings", "-o", "lv_name", target]).returncode != 0:
-        return []
-    return _remove_with_retries(["lvremove", "--yes", "--force", target], f"removed logical volume {target}",
-                                f"cannot remove logical volume {target}")
-
-
-def undo_zfs(target: str) -> list[str]:
-    if shutil.which("zfs") is None:
-        raise LeftoverError(f"cannot destroy ZFS dataset {target}: zfsutils-linux is not installed")
-    if _run(["zfs", "list", "-H", "-o", "name", target]).returncode != 0:
-        return []
-    return _remove_with_retries(["zfs", "destroy", "-r", target], f"destroyed ZFS dataset {target}",
-                                f"cannot destroy ZFS dataset {target}")
-
-
-def undo_ksm(previous: str) -> list[str]:
-    """Put KSM's run setting back to what it was before a sweep enabled it."""
-    if previous not in KSM_RUN_VALUES:
-        raise LeftoverError(f"refusing to write {previous!r} to {KSM_RUN}")
-    with open(KSM_RUN) as f:
-        if f.read().strip() == previous:
-            return []
-    with open(KSM_RUN, "w") as f:
-        f.write(previous)
-    return [f"restored {KSM_RUN} to {previous}"]
+    leftover = entry.leftover()
+    if leftover is None:
+        return f"unknown kind {entry.kind!r}"
+    return leftover.identity_problem(os.path.realpath(workdir), scratch_dirs)
 
 
 def undo(entry: Entry) -> list[str]:
     """Remove the thing an entry records; returns what was done (empty if already gone)."""
-    if entry.kind == "mount":
-        return undo_mount(entry.target, entry.info.get("source"))
-    if entry.kind == "loop":
-        return undo_loop(entry.target)
-    if entry.kind == "path":
-        return undo_path(entry.target)
-    if entry.kind == "lv":
-        return undo_lv(entry.target)
-    if entry.kind == "zfs":
-        return undo_zfs(entry.target)
-    if entry.kind == "ksm":
-        return undo_ksm(entry.info["previous"])
-    raise LeftoverError(f"unknown leftover kind {entry.kind!r}")
+    leftover = entry.leftover()
+    if leftover is None:
+        raise LeftoverError(f"unknown leftover kind {entry.kind!r}")
+    return leftover.undo()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -27,6 +27,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from iomatrix.backing import leftovers
+from iomatrix.backing.leftover_kinds import (
+    Leftover,
+    LeftoverError,
+    LogicalVolumeLeftover,
+    LoopLeftover,
+    MountLeftover,
+    PathLeftover,
+    ZfsDatasetLeftover,
+)
 from iomatrix.backing.spec import (
     BackingSpec,
     BlockdevBacking,
@@ -187,10 +196,10 @@ class _Teardown:
         self.chain = secrets.token_hex(4)
         self.steps: list[tuple[str, Callable[[], object]]] = []  # (entry id, action)
 
-    def record(self, kind: leftovers.EntryKind, target: str | Path, action: Callable[[], object],
-               **info: Any) -> str:
-        entry_id = leftovers.record(self.workdir, kind, target, chain=self.chain, **info)
-        self.steps.append((entry_id, action))
+    def record(self, leftover: Leftover) -> str:
+        """Record `leftover` in the ledger (before it is created); teardown undoes it."""
+        entry_id = leftovers.record(self.workdir, leftover.kind, leftover.target, chain=self.chain, **leftover.info)
+        self.steps.append((entry_id, leftover.undo))
         return entry_id
 
     def run(self, in_flight: BaseException | None) -> None:
@@ -200,7 +209,7 @@ class _Teardown:
                 entry_id, action = self.steps[-1]
                 try:
                     action()
-                except (leftovers.LeftoverError, OSError, subprocess.SubprocessError) as exc:
+                except (LeftoverError, OSError, subprocess.SubprocessError) as exc:
                     msg = (f"teardown incomplete: {exc}; what is left is recorded in "
                            f"{leftovers.state_path(self.workdir)}")
                     hint = f"run: iomatrix clean {self.workdir}"
@@ -230,7 +239,7 @@ def _slug(text: str) -> str:
 def _scratch_dir(td: _Teardown, base: Path, label: str) -> Path:
     d = base / f"{_slug(label)}-{os.getpid()}-{secrets.token_hex(3)}"
     # base: lets `clean` verify a dir backing's scratch directory that lies outside the workdir
-    td.record("path", d, lambda: leftovers.undo_path(str(d)), base=str(base))
+    td.record(PathLeftover(str(d), {"base": str(base)}))
     d.mkdir(parents=True)
     return d
 
@@ -292,7 +301,7 @@ def _setup_loopfs(spec: LoopfsBacking, workdir: Path, td: _Teardown) -> tuple[Pa
 
     # recorded by backing file: clean finds the loop device even if we die inside losetup
     st = os.stat(image)
-    loop_id = td.record("loop", image, lambda: leftovers.undo_loop(str(image)), inode=[st.st_dev, st.st_ino])
+    loop_id = td.record(LoopLeftover(str(image), {"inode": [st.st_dev, st.st_ino]}))
     device = _check(["losetup", "--find", "--show", str(image)], "attaching a loop device").stdout.strip()
     leftovers.update(workdir, loop_id, device=device)
 
@@ -300,7 +309,7 @@ def _setup_loopfs(spec: LoopfsBacking, workdir: Path, td: _Teardown) -> tuple[Pa
     _check(mkfs, f"mkfs.{spec.fs}")
 
     mnt = scratch / "mnt"
-    td.record("mount", mnt, lambda: leftovers.undo_mount(str(mnt), device), source=device)
+    td.record(MountLeftover(str(mnt), {"source": device}))
     mnt.mkdir()
     argv = ["mount", "-t", spec.fs]
     if spec.mount_options:
@@ -316,7 +325,7 @@ def _setup_tmpfs(spec: TmpfsBacking, workdir: Path, td: _Teardown) -> tuple[Path
     scratch = _scratch_dir(td, workdir / BACKINGS_DIR, "tmpfs")
     mnt = scratch / "mnt"
     source = f"iomatrix-tmpfs-{td.chain}"
-    td.record("mount", mnt, lambda: leftovers.undo_mount(str(mnt), source), source=source)
+    td.record(MountLeftover(str(mnt), {"source": source}))
     mnt.mkdir()
     opts = f"size={spec.size},mode=0755"
     _check(["mount", "-t", "tmpfs", "-o", opts, source, str(mnt)], "mounting tmpfs")
@@ -335,7 +344,7 @@ def _setup_lvm(spec: LvmBacking, workdir: Path, td: _Teardown) -> tuple[Path, di
     lv = f"iomx-{os.getpid()}-{secrets.token_hex(3)}"
     target = f"{spec.vg}/{lv}"
     mib = -(-spec.size // (1 << 20))
-    td.record("lv", target, lambda: leftovers.undo_lv(target))
+    td.record(LogicalVolumeLeftover(target))
     _check(["lvcreate", "--yes", "--wipesignatures", "y", "--name", lv, "--size", f"{mib}m", spec.vg],
            "lvcreate")
     dev = Path("/dev") / spec.vg / lv
@@ -350,7 +359,7 @@ def _setup_zfs(spec: ZfsBacking, workdir: Path, td: _Teardown) -> tuple[Path, di
     if spec.zfs_kind == "zvol":
         assert spec.size is not None
         mib = -(-spec.size // (1 << 20))
-        td.record("zfs", name, lambda: leftovers.undo_zfs(name))
+        td.record(ZfsDatasetLeftover(name))
         _check(["zfs", "create", "-V", f"{mib}M", name], "zfs create (zvol)")
         dev = Path("/dev/zvol") / name
         _wait_for(dev)
@@ -362,7 +371,7 @@ def _setup_zfs(spec: ZfsBacking, workdir: Path, td: _Teardown) -> tuple[Path, di
     argv = ["zfs", "create", "-o", f"mountpoint={mnt}"]
     if spec.size is not None:
         argv += ["-o", f"quota={format_size(spec.size)}"]
-    td.record("zfs", name, lambda: leftovers.undo_zfs(name))  # destroy also unmounts
+    td.record(ZfsDatasetLeftover(name))  # destroy also unmounts
     _check([*argv, name], "zfs create (dataset)")
     meta = fs_metadata(mnt)
     meta.update(zfs_name=name, size_bytes=spec.size, o_direct_probe=probe_o_direct(mnt))

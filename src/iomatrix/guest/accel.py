@@ -21,7 +21,8 @@ from typing import Literal
 from iomatrix.errors import UserError
 from iomatrix.guest.artifacts import GuestArtifacts
 from iomatrix.guest.cache import default_cache_dir
-from iomatrix.guest.qemu import GuestJob, run_guest
+from iomatrix.guest.job import GuestJob
+from iomatrix.guest.process import run_guest
 from iomatrix.hostcmd import version_of
 
 TCG_WARNING = (

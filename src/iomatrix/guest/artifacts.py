@@ -2,7 +2,7 @@
 
 The initramfs holds busybox, fio (a static build, else the host's binary plus its shared-library
 closure), mkfs.ext4 and mkfs.xfs (plus closures), the init script (`init.sh`, package data) and only
-the kernel modules a guest run can need. Jobs reach the guest through fw_cfg (see `qemu.py`), so one
+the kernel modules a guest run can need. Jobs reach the guest through fw_cfg (see `job.py`), so one
 initramfs serves every run. The parts: `kernel.py` (which kernel), `static_fio.py` (which fio),
 `initramfs.py` (the archive); this module ties them into one cached build (`cache.py` has the layout).
 

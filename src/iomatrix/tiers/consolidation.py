@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 from iomatrix import children
-from iomatrix.backing.leftovers import KSM_RUN, forget, record, release
+from iomatrix.backing.leftover_kinds import KSM_RUN
+from iomatrix.backing.leftovers import forget, record, release
 from iomatrix.consolidation.hostview import PointProbe
 from iomatrix.consolidation.memory import available_mb, check_memory
 from iomatrix.consolidation.roles import GuestPlan, guests_per_tile, point_guests
@@ -34,12 +35,15 @@ from iomatrix.fio.parse import FioOutputError, report_metrics
 from iomatrix.guest.accel import AccelChoice, choose_accel
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
 from iomatrix.guest.images import remove_image
+from iomatrix.guest.job import GuestJob
 from iomatrix.guest.kernel import BUS_MODULES, FS_MODULES, NET_MODULES
-from iomatrix.guest.qemu import DiskSpec, GuestHandle, GuestJob, GuestOutcome, kill_all_guests, start_guest
-from iomatrix.guest.qemu import parse_result_stream as _parse_stream
+from iomatrix.guest.process import GuestHandle, kill_all_guests, start_guest
+from iomatrix.guest.stream import GuestOutcome
+from iomatrix.guest.stream import parse_result_stream as _parse_stream
 from iomatrix.matrix import BackingFacts, Cell
 from iomatrix.monitor.devices import resolve_device_chain
 from iomatrix.plan.model import Plan
+from iomatrix.qemu_block import DiskSpec
 from iomatrix.tiers import register
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_image
 from iomatrix.workloads import Workload

@@ -49,6 +49,7 @@ from typing import Any
 from iomatrix import children
 from iomatrix import workloads as wl
 from iomatrix.backing import leftovers
+from iomatrix.backing.leftover_kinds import LoopLeftover, MountLeftover
 from iomatrix.backing.leftovers import forget, register_temp_path
 from iomatrix.domain import CACHE, Aio, Bus, CacheMode, Modifier
 from iomatrix.domain.axes import Layer
@@ -58,18 +59,12 @@ from iomatrix.durability.verdict import POWER_LOSS, QEMU_CRASH
 from iomatrix.errors import UserError
 from iomatrix.guest.accel import AccelChoice, choose_accel
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts, has_guest_tool
+from iomatrix.guest.cmdline import device_args
 from iomatrix.guest.images import remove_image
+from iomatrix.guest.job import DISK_SERIAL, GuestJob
 from iomatrix.guest.kernel import BUS_MODULES, FS_MODULES
-from iomatrix.guest.qemu import (
-    DISK_SERIAL,
-    GuestHandle,
-    GuestJob,
-    console_tail,
-    device_args,
-    kill_all_guests,
-    parse_result_stream,
-    start_guest,
-)
+from iomatrix.guest.process import GuestHandle, console_tail, kill_all_guests, start_guest
+from iomatrix.guest.stream import parse_result_stream
 from iomatrix.hostcmd import require, version_of
 from iomatrix.matrix import BackingFacts, Cell
 from iomatrix.plan.model import Plan
@@ -294,7 +289,7 @@ def _read_xfs(copy: Path, mnt: Path, ledger: Path, notes: list[str]) -> tuple[by
             else:
                 notes.append(f"mount (log replay) failed: {_tail(mounted.stderr, 2)}")
         finally:
-            leftovers.undo_mount(str(mnt), dev)
+            MountLeftover(str(mnt), {"source": dev}).undo()
             leftovers.release(ledger, mount_id)
         repair = _run([require("xfs_repair"), "-n", dev], timeout=300)
         check = read_xfs_repair(repair.returncode, repair.stdout + repair.stderr)
@@ -302,7 +297,7 @@ def _read_xfs(copy: Path, mnt: Path, ledger: Path, notes: list[str]) -> tuple[by
             notes.append(f"xfs_repair -n: rc {repair.returncode}: {check.summary()}")
         return data, check.clean
     finally:
-        leftovers.undo_loop(str(copy))
+        LoopLeftover(str(copy)).undo()
         leftovers.release(ledger, loop_id)
 
 
