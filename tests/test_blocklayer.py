@@ -56,11 +56,11 @@ def test_graph_and_export_per_cache_mode(cache: str) -> None:
     assert export["type"] == "nbd" and export["writable"] == "on" and export["node-name"] == graph["node-name"]
     # The listening socket is inherited (fd 7 here), so fio can connect before the daemon is up.
     assert argv[argv.index("--nbd-server") + 1] == "addr.type=fd,addr.str=7"
-    assert export_spec(cache) == argv[argv.index("--export") + 1]
+    assert export_spec(DiskSpec(target="/x.qcow2", cache=cache)) == argv[argv.index("--export") + 1]
 
 
 def test_expected_writethrough_table() -> None:
-    wt = {c: _opts(export_spec(c))["writethrough"] for c in CacheMode}
+    wt = {c: _opts(export_spec(DiskSpec(target="/x.qcow2", cache=c)))["writethrough"] for c in CacheMode}
     assert wt == {"none": "off", "writeback": "off", "unsafe": "off", "writethrough": "on", "directsync": "on"}
 
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from iomatrix import domain
-from iomatrix.domain import CACHE, Aio, Bus, CacheMode
+from iomatrix.domain import CACHE, NA, NULL_BACKING, Aio, Bus, CacheMode, axes
 from iomatrix.errors import UserError
 from iomatrix.fio.parse import ENOSPC_HINT
 
@@ -29,7 +30,10 @@ NULL_FORMAT = "null"
 @dataclass
 class DiskSpec:
     """The disk under test. `target` is an image file or block device; None (format "null") is the
-    null-co ceiling: no storage at all, reads return zeroes. `bus` matters to the guest tier only."""
+    null-co ceiling: no storage at all, reads return zeroes. `bus` matters to the guest tier only.
+
+    Every QEMU tier builds it from its cell with :meth:`for_cell`; the builders below (and the guest's
+    ``-device``, the block export, the image creation) take each axis's QEMU options from the axis registry."""
 
     target: str | None
     format: str = "qcow2"  # a domain.Format value, or NULL_FORMAT
@@ -37,6 +41,35 @@ class DiskSpec:
     aio: Aio = Aio.THREADS
     bus: Bus = Bus.VIRTIO_BLK
     null_size_bytes: int = 1 << 30  # size of the null-co disk
+    # The cell's values of the registry's later axes (those not named above), axis → value.
+    more: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def for_cell(cls, cell: Mapping[str, str], target: str | Path | None, null_size_bytes: int = 1 << 30) -> DiskSpec:
+        """The disk of a cell on `target` (None for the null ceiling, which keeps only the bus: no format, host
+        cache or backing, what is left is QEMU's block layer and the device or export)."""
+        bus = Bus(cell["bus"]) if cell.get("bus", NA) != NA else Bus.VIRTIO_BLK
+        if cell.get("backing") == NULL_BACKING:
+            return cls(target=None, format=NULL_FORMAT, cache=CacheMode.WRITEBACK, aio=Aio.THREADS, bus=bus,
+                       null_size_bytes=null_size_bytes)
+        more = {a: v for a, v in cell.items() if not axes.get(a).always_named and v != NA}
+        return cls(target=None if target is None else str(target), format=cell["format"],
+                   cache=CacheMode(cell["cache"]), aio=Aio(cell["aio"]), bus=bus, null_size_bytes=null_size_bytes,
+                   more=more)
+
+    def axis_values(self) -> dict[str, str]:
+        """The disk's values of every axis that sets something on QEMU's disk."""
+        if self.format == NULL_FORMAT:
+            return {}
+        return {"format": self.format, "cache": str(self.cache), "aio": str(self.aio), "bus": str(self.bus),
+                **self.more}
+
+    def qemu_options(self) -> axes.QemuOptions:
+        return axes.qemu_options(self.axis_values())
+
+
+def _opts(pairs: axes.Options, prefix: str = "") -> str:
+    return "".join(f",{prefix}{k}={qemu_opt(v)}" for k, v in pairs)
 
 
 def is_block_device(path: Path) -> bool:
@@ -72,22 +105,21 @@ def validate_disk(disk: DiskSpec) -> None:
 
 
 def blockdev_spec(disk: DiskSpec, node: str = "d0") -> str:
-    """The ``-blockdev`` value: format node over a file/host_device node (inline child).
-
-    cache.direct and cache.no-flush are set on both nodes (what ``-drive cache=`` does); the write-cache
-    half of the cache mode is not a node option (see :func:`write_cache`).
+    """The ``-blockdev`` value: format node over a file/host_device node (inline child), each with the options
+    the cell's axes set there (iomatrix.domain.axes: cache.direct and cache.no-flush on both nodes, as
+    ``-drive cache=`` does, aio on the file node, …); the write-cache half of the cache mode is not a node
+    option (see :func:`write_cache`).
     """
     validate_disk(disk)
-    sem = CACHE[CacheMode(disk.cache)]
-    direct, no_flush = sem.direct, sem.no_flush
     if disk.format == NULL_FORMAT:
+        no_flush = CACHE[CacheMode(disk.cache)].no_flush
         return (f"driver=null-co,node-name={node},read-zeroes=on,size={disk.null_size_bytes},"
                 f"cache.no-flush={onoff(no_flush)}")
     assert disk.target is not None
     proto = "host_device" if is_block_device(Path(disk.target)) else "file"
-    return (f"driver={disk.format},node-name={node},cache.direct={onoff(direct)},cache.no-flush={onoff(no_flush)},"
-            f"file.driver={proto},file.filename={qemu_opt(disk.target)},file.aio={disk.aio},"
-            f"file.cache.direct={onoff(direct)},file.cache.no-flush={onoff(no_flush)}")
+    o = disk.qemu_options()
+    return (f"driver={disk.format},node-name={node}{_opts(o.format_node)},file.driver={proto},"
+            f"file.filename={qemu_opt(disk.target)}{_opts(o.file_protocol + o.file_node, 'file.')}")
 
 
 # Less room than this left on the host filesystem holding an image after a failed run: it ran full.
@@ -139,8 +171,21 @@ def blockdev_spec_over_nbd(disk: DiskSpec, socket: str | Path, node: str = "d0")
     validate_disk(disk)
     if disk.format == NULL_FORMAT:
         raise UserError("the null ceiling has no image to serve over NBD", hint="use an image format")
-    sem = CACHE[CacheMode(disk.cache)]
-    direct, no_flush = onoff(sem.direct), onoff(sem.no_flush)
-    return (f"driver={disk.format},node-name={node},cache.direct={direct},cache.no-flush={no_flush},"
-            f"file.driver=nbd,file.server.type=unix,file.server.path={qemu_opt(socket)},"
-            f"file.cache.direct={direct},file.cache.no-flush={no_flush}")
+    o = disk.qemu_options()
+    return (f"driver={disk.format},node-name={node}{_opts(o.format_node)},"
+            f"file.driver=nbd,file.server.type=unix,file.server.path={qemu_opt(socket)}{_opts(o.file_node, 'file.')}")
+
+
+def device_options(disk: DiskSpec) -> str:
+    """',key=value…' the cell's axes set on the guest's ``-device`` (write-cache from the cache mode, …)."""
+    if disk.format == NULL_FORMAT:  # the ceiling keeps QEMU's default device write cache of writeback
+        return f",write-cache={onoff(write_cache(disk.cache))}"
+    return _opts(disk.qemu_options().device)
+
+
+def export_options(disk: DiskSpec) -> str:
+    """',key=value…' the cell's axes set on the block-layer tier's ``--export`` (writethrough from the cache
+    mode, …)."""
+    if disk.format == NULL_FORMAT:
+        return f",writethrough={onoff(not write_cache(disk.cache))}"
+    return _opts(disk.qemu_options().export)

@@ -82,7 +82,8 @@ class QemuOptions:
 
     create: Options = ()  # qemu-img create -o KEY=VALUE
     format_node: Options = ()  # options of the format node (driver=qcow2,…)
-    file_node: Options = ()  # options of the protocol node below it (file./host_device)
+    file_node: Options = ()  # options of the protocol node below it, whatever the protocol (file, nbd)
+    file_protocol: Options = ()  # options only the file/host_device protocol takes (not an NBD client node)
     device: Options = ()  # -device properties of the guest's disk
     export: Options = ()  # qemu-storage-daemon --export properties (the block-layer tier's NBD export)
 
@@ -213,7 +214,7 @@ PREALLOCATION = Axis(
     domain.Preallocation.OFF, (domain.Preallocation.OFF,), frozenset({Layer.IMAGE}), always_named=True,
     rules=(Rule(("format", "preallocation"), _format_rule),),
     simpler=tuple(domain.Preallocation),
-    qemu=lambda v: QemuOptions(create=() if v == domain.Preallocation.OFF else (("preallocation", v),)),
+    # (qemu-img create -o preallocation= is create_image's own argument: it depends on the format, qed has none)
     tools={"nova": lambda v: ToolOption((("preallocate_images", "none" if v == "off" else "space"),)),
            "proxmox": lambda v: ToolOption(note="preallocation is a property of a directory/NFS storage, not of "
                                                  "one disk")})
@@ -232,7 +233,7 @@ AIO = Axis(
     rules=(Rule(("cache", "aio"), lambda v, ctx: domain.aio_rule(v["cache"], v["aio"])),),
     # threads needs nothing from the host, io_uring a recent kernel, native needs O_DIRECT.
     simpler=(domain.Aio.THREADS, domain.Aio.IO_URING, domain.Aio.NATIVE),
-    qemu=lambda v: QemuOptions(file_node=(("aio", v),)),
+    qemu=lambda v: QemuOptions(file_protocol=(("aio", v),)),
     tools={"libvirt": _same_name("io"), "proxmox": _same_name("aio"), "virt-install": _same_name("io"),
            "nova": lambda v: ToolOption(note="Nova has no option for aio (libvirt io=); it chooses it itself")})
 BUS = Axis(
@@ -330,8 +331,8 @@ def named(values: Mapping[str, str]) -> list[tuple[str, str]]:
 def qemu_options(values: Mapping[str, str]) -> QemuOptions:
     """Every axis's QEMU options for a cell's values, merged in registry order (axes that do not apply, "-",
     contribute nothing)."""
-    merged: dict[str, list[tuple[str, str]]] = {k: [] for k in ("create", "format_node", "file_node", "device",
-                                                                 "export")}
+    merged: dict[str, list[tuple[str, str]]] = {k: [] for k in ("create", "format_node", "file_node",
+                                                                 "file_protocol", "device", "export")}
     for axis in REGISTRY.values():
         v = values.get(axis.name, NA)
         if axis.qemu is None or v == NA:

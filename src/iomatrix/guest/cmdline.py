@@ -32,8 +32,7 @@ from iomatrix.guest.job import (
     validate_job,
 )
 from iomatrix.hostcmd import require
-from iomatrix.qemu_block import DiskSpec, blockdev_args, validate_disk, write_cache
-from iomatrix.qemu_block import onoff as _onoff
+from iomatrix.qemu_block import DiskSpec, blockdev_args, device_options, validate_disk
 from iomatrix.qemu_block import qemu_opt as _opt
 
 KERNEL_CMDLINE = (
@@ -179,10 +178,9 @@ def disk_device_args(disk: DiskSpec, node: str, serial: str, index: int = 0, mac
     on_bus = {Bus.VIRTIO_SCSI: ",bus=scsi0.0",
               Bus.IDE: f",bus=ide.{index // 2},unit={index % 2}",
               Bus.SATA: f",bus=ahci0.{index}"}.get(bus, "")
-    wc = _onoff(write_cache(disk.cache))
     policy = ",werror=report,rerror=report" if report_errors and BUS[bus].error_policy else ""
     return ["-device",
-            f"{_device_name(bus, machine)},drive={node}{on_bus},serial={serial},write-cache={wc}{policy}"]
+            f"{_device_name(bus, machine)},drive={node}{on_bus},serial={serial}{device_options(disk)}{policy}"]
 
 
 def device_args(disk: DiskSpec, node: str = "d0", serial: str = DISK_SERIAL, report_errors: bool = True,

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from iomatrix import domain
 from iomatrix.domain import Format, Preallocation
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import require
-from iomatrix.qemu_block import is_block_device
+from iomatrix.qemu_block import is_block_device, qemu_opt
 
 
-def create_image_argv(path: Path, fmt: str, preallocation: str, size_bytes: int) -> list[str] | None:
-    """The qemu-img command that creates the image, or None when nothing must be created."""
+def create_image_argv(path: Path, fmt: str, preallocation: str, size_bytes: int,
+                      options: Sequence[tuple[str, str]] = ()) -> list[str] | None:
+    """The qemu-img command that creates the image, or None when nothing must be created. `options` are the
+    further ``-o`` options the cell's axes set at creation (iomatrix.domain.axes: QemuOptions.create)."""
     if fmt not in {f.value for f in Format}:
         raise UserError(f"unknown image format '{fmt}'", hint=f"use {domain.choices(Format)}")
     on_device = is_block_device(path)
@@ -27,19 +30,22 @@ def create_image_argv(path: Path, fmt: str, preallocation: str, size_bytes: int)
         return None  # the device is used directly (driver host_device)
     argv = [require("qemu-img"), "create", "-q", "-f", fmt]
     # qed has no preallocation option at all.
-    if fmt != Format.QED:
-        argv += ["-o", f"preallocation={preallocation}"]
+    opts = [] if fmt == Format.QED else [f"preallocation={preallocation}"]
+    opts += [f"{k}={qemu_opt(v)}" for k, v in options]
+    if opts:
+        argv += ["-o", ",".join(opts)]
     argv += [str(path), str(size_bytes)]
     return argv
 
 
-def create_image(path: Path, fmt: Format | str, preallocation: Preallocation | str, size_bytes: int) -> None:
+def create_image(path: Path, fmt: Format | str, preallocation: Preallocation | str, size_bytes: int,
+                 options: Sequence[tuple[str, str]] = ()) -> None:
     """Create an image file (or format a block device as qcow2/qed) for one guest cell.
 
     raw on a block device creates nothing: the device itself is the disk (host_device driver).
     """
     path = Path(path)
-    argv = create_image_argv(path, fmt, preallocation, size_bytes)
+    argv = create_image_argv(path, fmt, preallocation, size_bytes, options)
     if argv is None:
         return
     if not is_block_device(path):

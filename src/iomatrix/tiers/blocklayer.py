@@ -46,7 +46,7 @@ from typing import IO
 from iomatrix import children, domain
 from iomatrix import workloads as wl
 from iomatrix.backing.leftovers import forget, register_temp_path
-from iomatrix.domain import CACHE, NULL_BACKING, Aio, CacheMode
+from iomatrix.domain import CACHE, NULL_BACKING, CacheMode
 from iomatrix.domain.axes import Layer
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import FIO_CLOCKSOURCE, IOPS_LOG_FILE, NbdJob, nbd_job, nbd_uri
@@ -55,7 +55,7 @@ from iomatrix.guest.images import remove_image
 from iomatrix.hostcmd import require, version_of
 from iomatrix.matrix import Cell
 from iomatrix.plan.model import Plan
-from iomatrix.qemu_block import NULL_FORMAT, DiskSpec, blockdev_spec, onoff, write_cache
+from iomatrix.qemu_block import NULL_FORMAT, DiskSpec, blockdev_spec, export_options, write_cache
 from iomatrix.textfile import last_lines
 from iomatrix.tiers import register
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_image
@@ -86,10 +86,10 @@ def _tail(text: str, lines: int = 40) -> str:
     return last_lines(text, lines)
 
 
-def export_spec(cache: CacheMode | str, node: str = NODE, name: str = EXPORT_NAME) -> str:
-    """``--export`` value: the node exported writable over NBD; the write-cache half of the cache mode."""
-    writethrough = not write_cache(cache)
-    return f"type=nbd,id={EXPORT_ID},node-name={node},name={name},writable=on,writethrough={onoff(writethrough)}"
+def export_spec(disk: DiskSpec, node: str = NODE, name: str = EXPORT_NAME) -> str:
+    """``--export`` value: the node exported writable over NBD, with what the cell's axes set on the export
+    (the write-cache half of the cache mode: writethrough=)."""
+    return f"type=nbd,id={EXPORT_ID},node-name={node},name={name},writable=on{export_options(disk)}"
 
 
 def daemon_argv(qsd: str, disk: DiskSpec, listen_fd: int, wrapper: list[str] | None = None) -> list[str]:
@@ -98,7 +98,7 @@ def daemon_argv(qsd: str, disk: DiskSpec, listen_fd: int, wrapper: list[str] | N
     return [*(wrapper or []), qsd,
             "--blockdev", blockdev_spec(disk, NODE),
             "--nbd-server", f"addr.type=fd,addr.str={listen_fd}",
-            "--export", export_spec(disk.cache)]
+            "--export", export_spec(disk)]
 
 
 def listening_socket(run_dir: Path) -> socketlib.socket:
@@ -202,12 +202,9 @@ class Trash:
 
 
 def disk_for(cell: Cell, image: Path | None, null_size_bytes: int) -> DiskSpec:
-    if cell.is_null_ceiling:
-        # No format, host cache or backing: what is left is QEMU's block layer and the NBD export.
-        return DiskSpec(target=None, format=NULL_FORMAT, cache=CacheMode.WRITEBACK, aio=Aio.THREADS,
-                        null_size_bytes=null_size_bytes)
-    assert image is not None
-    return DiskSpec(target=str(image), format=cell.format, cache=CacheMode(cell.cache), aio=Aio(cell.aio))
+    # The null ceiling has no format, host cache or backing: what is left is QEMU's block layer and the export.
+    assert image is not None or cell.is_null_ceiling
+    return DiskSpec.for_cell(cell, image, null_size_bytes)
 
 
 def fio_has_nbd(fio: str) -> bool:

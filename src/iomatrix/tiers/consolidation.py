@@ -28,7 +28,6 @@ from iomatrix.consolidation.hostview import PointProbe
 from iomatrix.consolidation.memory import available_mb, check_memory
 from iomatrix.consolidation.roles import GuestPlan, guests_per_tile, point_guests
 from iomatrix.consolidation.spec import ConsolidationSpec
-from iomatrix.domain import Aio, Bus, CacheMode
 from iomatrix.domain.axes import Layer
 from iomatrix.errors import UserError
 from iomatrix.fio.parse import FioOutputError, report_metrics
@@ -203,7 +202,6 @@ class ConsolidationTier(Tier):
         handles: dict[str, GuestHandle] = {}
         # Unix socket paths must stay short (108 bytes): a private directory under /tmp, not the run dir.
         sock_dir = Path(tempfile.mkdtemp(prefix="iomx-net-"))
-        disk_base = dict(format=cell.format, cache=CacheMode(cell.cache), aio=Aio(cell.aio), bus=Bus(cell.bus))
         outcomes: dict[str, GuestOutcome] = {}
         blocks: dict[str, dict[str, str]] = {}
         try:
@@ -218,7 +216,7 @@ class ConsolidationTier(Tier):
                 for g in guests:
                     job = GuestJob(kind=g.kind, fs=self.plan.guest_fs, files=dict(g.files),
                                    env={**g.env, "IOMX_MODULES": self._modules(cell, g)})
-                    disk = DiskSpec(target=str(images[len(handles)]), **disk_base)  # type: ignore[arg-type]
+                    disk = DiskSpec.for_cell(cell, images[len(handles)])
                     h = start_guest(self.artifacts, self.choice.accel, disk, job, req.run_dir / g.label,
                                     wrapper=req.wrapper or None, memory_mb=self.plan.guest_memory_mb,
                                     extra_args=self._net_args(g, sock_dir))

@@ -51,7 +51,7 @@ from iomatrix import workloads as wl
 from iomatrix.backing import leftovers
 from iomatrix.backing.leftover_kinds import LoopLeftover, MountLeftover
 from iomatrix.backing.leftovers import forget, register_temp_path
-from iomatrix.domain import CACHE, Aio, Bus, CacheMode, Modifier
+from iomatrix.domain import CACHE, CacheMode, Modifier
 from iomatrix.domain.axes import Layer
 from iomatrix.durability.fscheck import read_xfs_repair
 from iomatrix.durability.records import RECORD_BYTES, StreamCheck, check_stream
@@ -471,8 +471,7 @@ class DurabilityTier(Tier):
         drop = drops_flushes_below_qemu(cell.cache, cell.modifier)
         meta["nbd_drops_flushes"] = drop
         nbd = self._start_nbdkit(power, sock, trial_dir, drop)
-        spec = {"format": cell.format, "cache": CacheMode(cell.cache), "aio": Aio(cell.aio), "bus": Bus(cell.bus)}
-        power_disk, crash_disk = DiskSpec(target=str(power), **spec), DiskSpec(target=str(crash), **spec)
+        power_disk, crash_disk = DiskSpec.for_cell(cell, power), DiskSpec.for_cell(cell, crash)
         watch = _Watch(cut_after)
         job = GuestJob(kind="durability", modules=(*BUS_MODULES[cell.bus], *FS_MODULES[layout.fs]), env={
             "IOMX_DISK_SERIAL": DISK_SERIAL, "IOMX_DUR_CRASH_SERIAL": CRASH_SERIAL, "IOMX_DUR_NONCE": str(nonce),

@@ -20,7 +20,7 @@ from pathlib import Path
 from iomatrix import domain
 from iomatrix import workloads as wl
 from iomatrix.backing.leftovers import forget
-from iomatrix.domain import NULL_BACKING, Aio, Bus, CacheMode
+from iomatrix.domain import NULL_BACKING, Bus
 from iomatrix.domain.axes import Layer
 from iomatrix.fio.jobs import guest_job
 from iomatrix.fio.parse import FioOutputError, checked_metrics, parse_iops_log
@@ -292,15 +292,7 @@ class GuestTier(Tier):
             list(pool.map(one, images))
 
     def _disk(self, cell: Cell, image: Path | None) -> DiskSpec:
-        null = cell.is_null_ceiling
-        return DiskSpec(
-            target=None if image is None else str(image),
-            format=NULL_FORMAT if null else cell.format,
-            cache=CacheMode.WRITEBACK if null else CacheMode(cell.cache),
-            aio=Aio.THREADS if null else Aio(cell.aio),
-            bus=Bus(cell.bus),
-            null_size_bytes=self.plan.image_size_bytes,
-        )
+        return DiskSpec.for_cell(cell, image, self.plan.image_size_bytes)
 
     def _outcome(self, out: GuestOutcome, job: GuestJob, primary_metric: str) -> RunOutcome:
         meta = {"qemu_argv": out.qemu_argv, "guest_disk": out.disk_info, "accel_reason": self.choice.reason,
