@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from iomatrix import workloads as wl
 from iomatrix.backing.provision import BackingHandle, provision
@@ -86,6 +86,18 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
+class HostMonitor(Protocol):
+    """What the runner needs of a host sampler (monitor/sampler.py's HostSampler; a test's scripted host)."""
+
+    def attach_pid(self, pid: int) -> None: ...
+    def start(self) -> None: ...
+    def stop(self) -> list[MonitorSample]: ...
+
+
+# (devices to sample, interval in seconds) → a sampler; raises ValueError for a device it cannot sample.
+SamplerFactory = Callable[[list[str], float], HostMonitor]
+
+
 class Progress:
     """What the runner tells the user; the CLI gives a rich implementation."""
 
@@ -109,7 +121,11 @@ def _headline(unit: Unit, outcome: RunOutcome) -> str:
 class SweepRunner:
     def __init__(self, plan: Plan, base_dir: Path | None, store: Store, options: RunOptions,
                  progress: Progress | None = None,
-                 tier_factory: Callable[[str, Plan, RunOptions], Tier] | None = None) -> None:
+                 tier_factory: Callable[[str, Plan, RunOptions], Tier] | None = None,
+                 sampler_factory: SamplerFactory = HostSampler,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """`sampler_factory` and `clock` (the time budget's and the boot costs' monotonic clock) are the host
+        a test scripts; `tier_factory` makes the tiers (default: the registered tier's class)."""
         self.plan = plan
         self.store = store
         self.opts = options
@@ -122,6 +138,8 @@ class SweepRunner:
         for tier_name in plan.tier:  # host checks a tier can make before anything is created (e.g. memory)
             tier_class(tier_name).preflight(plan)
         self.tier_factory = tier_factory or default_tier_factory
+        self.sampler_factory = sampler_factory
+        self.clock = clock
         self.tiers: dict[str, Tier] = {}
         self.handles: dict[str, BackingHandle] = {}
         self.devices: dict[str, list[str]] = {}
@@ -221,7 +239,7 @@ class SweepRunner:
         """Runs of one cell: one by one, or together when the tier shares a start-up among them (one guest
         boot). One host sampler covers the batch; each run keeps, and is judged on, the samples of its own
         time span."""
-        t_batch = time.monotonic()  # the batch's whole cost, cache dropping included (for the boot ledger)
+        t_batch = self.clock()  # the batch's whole cost, cache dropping included (for the boot ledger)
         cell = items[0][0].cell
         tier = self.tiers[cell.tier]
         # A tier that shares a start-up among the batch drops the caches behind a gate during it (after its
@@ -241,10 +259,10 @@ class SweepRunner:
         devices = [] if cell.is_null_ceiling else self.devices.get(cell.backing, [])
         notes: list[str] = modifier_notes(cell.modifier, cell.aio) if cell.modifier != NA else []
         try:
-            sampler = HostSampler(devices, interval=self.opts.monitor_interval)
+            sampler = self.sampler_factory(devices, self.opts.monitor_interval)
         except ValueError as err:  # a device vanished from /proc/diskstats: still sample CPU and memory
             notes.append(f"disk not sampled: {err}")
-            sampler = HostSampler([], interval=self.opts.monitor_interval)
+            sampler = self.sampler_factory([], self.opts.monitor_interval)
         runs_dir = self.opts.workdir / "runs" / f"sweep{sweep_id}"
         reqs = [RunRequest(
             cell=cell, workload=unit.workload, target=self._target(cell), shape=self.shape,
@@ -272,7 +290,7 @@ class SweepRunner:
         finished = time.time()
         cache = prepared[0] if prepared else CacheState("not-dropped", "the tier did not run the cache preparation")
         if len(items) > 1 and interrupted is None:
-            self.boots.add_batch([o for o in outcomes if o is not None], time.monotonic() - t_batch,
+            self.boots.add_batch([o for o in outcomes if o is not None], self.clock() - t_batch,
                                  len({u.key for u, _, _, _ in items}))
         results: list[tuple[RunOutcome, int, RunInterference | None]] = []
         for (unit, cell_id, slot, retry_of), outcome in zip(items, outcomes, strict=True):
@@ -349,7 +367,7 @@ class SweepRunner:
         result = SweepResult(sweep_id, 0, 0, [], [], {}, resumed)
         sched: Scheduler | None = None
         already = 0
-        t_session = time.monotonic()
+        t_session = self.clock()
         with _sigterm_as_interrupt(), contextlib.ExitStack() as stack:
             try:
                 self._provision(stack)
@@ -359,10 +377,10 @@ class SweepRunner:
                 sched = Scheduler(
                     states, min_runs=reps.min, max_runs=reps.max, budget_s=self.plan.time_budget_s,
                     policy=self._policy(), ci_target=self.plan.ci_target,
-                    seed=self.design_seed, clock=time.monotonic,
+                    seed=self.design_seed, clock=self.clock,
                     # Wall clock of this session (its set-up included: provisioning backings, opening tiers) plus
                     # the run time of earlier sessions of a resumed sweep.
-                    prior_elapsed_s=self.store.sweep_elapsed(sweep_id) + (time.monotonic() - t_session))
+                    prior_elapsed_s=self.store.sweep_elapsed(sweep_id) + (self.clock() - t_session))
                 cells_order = {c: i for i, c in enumerate(dict.fromkeys(u.cell for u in self.expansion.units))}
                 already = sum(s.ok for s in states)
                 # Every ok run stored counts as kept and done, a disturbed one its retry replaced included.
