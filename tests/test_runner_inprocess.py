@@ -298,3 +298,18 @@ def test_ctrl_c_in_a_shared_boot_stores_its_finished_runs_and_a_resume_finishes(
     # The resume finished round 1 with the run that never finished, then ran round 2 in one boot.
     assert [len(c.runs) for c in host.calls] == [3, 1, 3]
     assert host.calls[1].runs[0] == (host.calls[0].runs[2][0], 2)
+
+
+def test_a_test_tier_is_known_only_while_registered() -> None:
+    from iomatrix.tiers import tier_class, tier_names
+    from tests.fake_tier import FakeTier
+
+    twin = type("TwinTier", (FakeTier,), {"name": "twin"})
+    with registered(twin):
+        assert tier_class("twin") is twin and "twin" in tier_names()
+    assert "twin" not in tier_names()
+    with pytest.raises(ValueError, match="fake"), registered(twin, FakeTier):  # "fake" is the fixture's
+        pass
+    with pytest.raises(ValueError, match="repeated"), registered(twin, type("Twin2", (FakeTier,), {"name": "twin"})):
+        pass
+    assert "twin" not in tier_names() and tier_class("fake") is FakeTier  # a refused registration changes nothing
