@@ -195,10 +195,12 @@ class FakeTier(Tier):
 
 
 class FakeBatchTier(FakeTier):
-    """Runs of one cell share a start-up, like the guest tier's boots: at most `batch_limit` a batch."""
+    """Runs of one cell share a start-up, like the guest tier's boots: at most `batch_limit` a batch, and the
+    runner's cache preparation runs during the start-up (as behind the guest tier's gate)."""
 
     name = "fake-batch"
     batches_runs = True
+    overlaps_host_ready = True
     batch_limit: ClassVar[int] = 2
 
     @classmethod

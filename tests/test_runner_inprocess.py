@@ -52,7 +52,7 @@ def runs(store: Store, sweep_id: int) -> list[sqlite3.Row]:
     """Every stored run of the sweep in the order it was stored, with its unit key and primary value."""
     return store.db.execute(
         "SELECT r.id, c.key || '::' || r.workload unit, r.workload, r.attempt, c.cache, r.status, r.error, r.round,"
-        " r.round_position, r.disturbed, r.retry_of, r.boot_id, r.boot_position, r.meta_json,"
+        " r.round_position, r.cache_state, r.disturbed, r.retry_of, r.boot_id, r.boot_position, r.meta_json,"
         " (SELECT MIN(s.value) FROM samples s WHERE s.run_id=r.id) value,"
         " (SELECT COUNT(*) FROM monitor m WHERE m.run_id=r.id) monitor_rows"
         " FROM runs r JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=? ORDER BY r.id", (sweep_id,)).fetchall()
@@ -274,6 +274,8 @@ def test_a_rounds_runs_of_a_cell_go_to_one_batch_split_at_max_batch(store: Store
     assert {k: sorted(v) for k, v in sizes.items()} == {(c, rnd): [1, 2] for c in ("writeback", "unsafe")
                                                         for rnd in (1, 2)}
     assert all('"round_order": "cell"' in r["meta_json"] for r in stored if r["boot_id"] is not None)
+    # The plan keeps the caches warm: prepared by the runner for a lone run, by the tier during a shared boot.
+    assert {r["cache_state"] for r in stored} == {"warm-by-request"}
     units = {unit_key("fake-batch", w, c) for c in ("writeback", "unsafe") for w in workloads}
     assert_complete_blocks(stored, units)
 
