@@ -14,9 +14,9 @@ import signal
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 from iomatrix import workloads as wl
 from iomatrix.backing.provision import BackingHandle, provision
@@ -86,6 +86,18 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
+class HostMonitor(Protocol):
+    """What the runner needs of a host sampler (monitor/sampler.py's HostSampler; a test's scripted host)."""
+
+    def attach_pid(self, pid: int) -> None: ...
+    def start(self) -> None: ...
+    def stop(self) -> list[MonitorSample]: ...
+
+
+# (devices to sample, interval in seconds) → a sampler; raises ValueError for a device it cannot sample.
+SamplerFactory = Callable[[list[str], float], HostMonitor]
+
+
 class Progress:
     """What the runner tells the user; the CLI gives a rich implementation."""
 
@@ -109,7 +121,11 @@ def _headline(unit: Unit, outcome: RunOutcome) -> str:
 class SweepRunner:
     def __init__(self, plan: Plan, base_dir: Path | None, store: Store, options: RunOptions,
                  progress: Progress | None = None,
-                 tier_factory: Callable[[str, Plan, RunOptions], Tier] | None = None) -> None:
+                 tier_factory: Callable[[str, Plan, RunOptions], Tier] | None = None,
+                 sampler_factory: SamplerFactory = HostSampler,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """`sampler_factory` and `clock` (the time budget's and the boot costs' monotonic clock) are the host
+        a test scripts; `tier_factory` makes the tiers (default: the registered tier's class)."""
         self.plan = plan
         self.store = store
         self.opts = options
@@ -122,6 +138,8 @@ class SweepRunner:
         for tier_name in plan.tier:  # host checks a tier can make before anything is created (e.g. memory)
             tier_class(tier_name).preflight(plan)
         self.tier_factory = tier_factory or default_tier_factory
+        self.sampler_factory = sampler_factory
+        self.clock = clock
         self.tiers: dict[str, Tier] = {}
         self.handles: dict[str, BackingHandle] = {}
         self.devices: dict[str, list[str]] = {}
@@ -211,55 +229,75 @@ class SweepRunner:
         direction = {_race_group(u): u.workload.higher_is_better for u in self.expansion.units}
         return RacingPolicy(self.plan.threshold, reps.min, higher_is_better=direction.__getitem__)
 
-    # -- one run ------------------------------------------------------------
-    def _run_one(self, sweep_id: int, unit: Unit, cell_id: int, slot: Slot,
-                 retry_of: int | None = None) -> tuple[RunOutcome, int, RunInterference | None]:
-        return self._run_batch(sweep_id, [(unit, cell_id, slot, retry_of)])[0]
-
-    def _run_batch(self, sweep_id: int, items: list[tuple[Unit, int, Slot, int | None]]
-                   ) -> list[tuple[RunOutcome, int, RunInterference | None]]:
+    # -- one batch of runs ------------------------------------------------------
+    def _run_batch(self, sweep_id: int, items: list[RunItem]) -> list[tuple[RunOutcome, int, RunInterference | None]]:
         """Runs of one cell: one by one, or together when the tier shares a start-up among them (one guest
         boot). One host sampler covers the batch; each run keeps, and is judged on, the samples of its own
-        time span."""
-        t_batch = time.monotonic()  # the batch's whole cost, cache dropping included (for the boot ledger)
-        cell = items[0][0].cell
+        time span. Every finished run is stored at once; after Ctrl-C in a shared start-up its finished runs are
+        stored before the RunsInterrupted goes on up."""
+        t_batch = self.clock()  # the batch's whole cost, cache dropping included (for the boot ledger)
+        cell = items[0].unit.cell
         tier = self.tiers[cell.tier]
-        # A tier that shares a start-up among the batch drops the caches behind a gate during it (after its
-        # own clean-up of the previous start-up); otherwise every tier's background work ends, then the
-        # caches are dropped, before anything starts.
         overlap = len(items) > 1 and tier.overlaps_host_ready
+        cache = self._ready_host(tier, overlap)
+        notes: list[str] = modifier_notes(cell.modifier, cell.aio) if cell.modifier != NA else []
+        sampler = self._sampler(cell, notes)
+        reqs = self._requests(sweep_id, items, sampler)
+        outcomes, interrupted, host = self._execute(tier, reqs, sampler, cache, overlap, notes)
+        if len(items) > 1 and interrupted is None:
+            self.boots.add_batch([o for o in outcomes if o is not None], self.clock() - t_batch,
+                                 len({item.unit.key for item in items}))
+        results = [self._store_run(tier, host, item, outcome)
+                   for item, outcome in zip(items, outcomes, strict=True)
+                   if outcome is not None]  # None: never finished; the interrupted sweep runs it again when resumed
+        if interrupted is not None:
+            self.stored_while_interrupted = sum(1 for o in outcomes if o is not None and o.ok)
+            raise interrupted
+        return results
+
+    def _ready_host(self, tier: Tier, overlap: bool) -> _CachePreparation:
+        """A tier that shares a start-up among the batch (`overlap`) drops the caches behind a gate during it
+        (after its own clean-up of the previous start-up); otherwise every tier's background work ends, then
+        the caches are dropped, before anything starts."""
         for other in self.tiers.values():
             if other is not tier or not overlap:
                 other.finish_background_work()
-        prepared: list[CacheState] = []
-
-        def host_ready() -> None:
-            prepared.append(prepare_cache(self.plan.keep_caches_warm))
-
+        cache = _CachePreparation(self.plan.keep_caches_warm)
         if not overlap:
-            host_ready()
+            cache()
+        return cache
+
+    def _sampler(self, cell: Cell, notes: list[str]) -> HostMonitor:
         devices = [] if cell.is_null_ceiling else self.devices.get(cell.backing, [])
-        notes: list[str] = modifier_notes(cell.modifier, cell.aio) if cell.modifier != NA else []
         try:
-            sampler = HostSampler(devices, interval=self.opts.monitor_interval)
+            return self.sampler_factory(devices, self.opts.monitor_interval)
         except ValueError as err:  # a device vanished from /proc/diskstats: still sample CPU and memory
             notes.append(f"disk not sampled: {err}")
-            sampler = HostSampler([], interval=self.opts.monitor_interval)
+            return self.sampler_factory([], self.opts.monitor_interval)
+
+    def _requests(self, sweep_id: int, items: list[RunItem], sampler: HostMonitor) -> list[RunRequest]:
+        cell = items[0].unit.cell
         runs_dir = self.opts.workdir / "runs" / f"sweep{sweep_id}"
-        reqs = [RunRequest(
-            cell=cell, workload=unit.workload, target=self._target(cell), shape=self.shape,
-            run_dir=runs_dir / f"{cell_id}-{unit.workload.slug}" if len(items) == 1
-            else runs_dir / f"{cell_id}-{unit.workload.slug}-r{slot.round}",
+        return [RunRequest(
+            cell=cell, workload=item.unit.workload, target=self._target(cell), shape=self.shape,
+            run_dir=runs_dir / f"{item.cell_id}-{item.unit.workload.slug}" if len(items) == 1
+            else runs_dir / f"{item.cell_id}-{item.unit.workload.slug}-r{item.slot.round}",
             timeout_s=self.plan.run_timeout,
             wrapper=modifier_wrapper(cell.modifier) if cell.modifier != NA else [],
             on_process=sampler.attach_pid,
-        ) for unit, cell_id, slot, _ in items]
+        ) for item in items]
+
+    @staticmethod
+    def _execute(tier: Tier, reqs: list[RunRequest], sampler: HostMonitor, cache: _CachePreparation, overlap: bool,
+                 notes: list[str]) -> tuple[list[RunOutcome | None], RunsInterrupted | None, _BatchHost]:
+        """Run the requests under the sampler: (outcomes, the interruption of a shared start-up if any, the
+        host around them). `overlap`: the tier runs `cache` during its shared start-up (else it ran already)."""
         started = time.time()
         sampler.start()
         interrupted: RunsInterrupted | None = None
         try:
             outcomes: list[RunOutcome | None] = list(
-                tier.run_batch(reqs, host_ready=host_ready) if overlap
+                tier.run_batch(reqs, host_ready=cache) if overlap
                 else tier.run_batch(reqs) if len(reqs) > 1 else [tier.run(reqs[0])])
         except RunsInterrupted as intr:  # Ctrl-C in a shared boot: store its finished runs, then stop
             interrupted, outcomes = intr, intr.outcomes
@@ -269,52 +307,46 @@ class SweepRunner:
             except Exception as err:  # the monitor must never cost a measured run
                 samples = []
                 notes.append(f"host sampler failed: {err}")
-        finished = time.time()
-        cache = prepared[0] if prepared else CacheState("not-dropped", "the tier did not run the cache preparation")
-        if len(items) > 1 and interrupted is None:
-            self.boots.add_batch([o for o in outcomes if o is not None], time.monotonic() - t_batch,
-                                 len({u.key for u, _, _, _ in items}))
-        results: list[tuple[RunOutcome, int, RunInterference | None]] = []
-        for (unit, cell_id, slot, retry_of), outcome in zip(items, outcomes, strict=True):
-            if outcome is None:  # never finished: the interrupted sweep runs it again when resumed
-                continue
-            run_start = outcome.started_at if outcome.started_at is not None else started
-            run_end = outcome.finished_at if outcome.finished_at is not None else finished
-            meta: dict[str, Any] = dict(outcome.meta)
-            meta["cache_detail"] = cache.detail
-            if len(items) > 1:
-                meta["round_order"] = "cell"  # randomised at the cell level: a cell's runs shared a boot
-                meta["rounds_per_boot"] = {"rounds": self.rounds_per_boot.rounds,
-                                           "mode": "auto" if self.plan.adaptive_rounds_per_boot else "fixed",
-                                           "reason": self.rounds_per_boot.reason}
-            if outcome.ok and outcome.boot_id is not None:
-                value = outcome.metrics.get(unit.workload.primary_metric)
-                if value is not None:
-                    self.boots.add_run(unit.key, outcome.boot_id, outcome.boot_position, value)
-            if notes:
-                meta["notes"] = notes
-            # Sampler times are seconds since it started; a batched run keeps its own span of them.
-            lo, hi = run_start - started, run_end - started
-            mine = samples if len(items) == 1 else [x for x in samples if lo - 1e-6 <= x.t <= hi + 1e-6]
-            flags = judge_interference(mine, self.host_baseline) if outcome.ok else None
-            run_id = self.store.record_run(RunRecord(
-                cell_id=cell_id, workload=unit.workload.name, status="ok" if outcome.ok else "failed",
-                started_at=run_start, finished_at=run_end, accel=tier.accel(), cache_state=cache.state,
-                page_cache_method=page_cache_method(unit.workload, tier=cell.tier, cache=cell.cache,
-                                                    caches_dropped=cache.state == "dropped"),
-                metrics=outcome.metrics, phases=outcome.phases, job_text=outcome.job_text,
-                raw_output=outcome.raw_output, console_tail=outcome.console_tail, error=outcome.error, meta=meta,
-                monitor=[(x.t, x.values) for x in mine],
-                # The randomised-block design: the statistics use the round as a block.
-                round=slot.round, round_position=slot.position,
-                disturbed=None if flags is None else flags.disturbed,
-                disturbance=flags.reasons if flags is not None else (), retry_of=retry_of,
-                boot_id=outcome.boot_id, boot_position=outcome.boot_position))
-            results.append((outcome, run_id, flags))
-        if interrupted is not None:
-            self.stored_while_interrupted = sum(1 for o in outcomes if o is not None and o.ok)
-            raise interrupted
-        return results
+        return outcomes, interrupted, _BatchHost(cache.result(), notes, samples, started, time.time(), len(reqs) > 1)
+
+    def _store_run(self, tier: Tier, host: _BatchHost, item: RunItem, outcome: RunOutcome
+                   ) -> tuple[RunOutcome, int, RunInterference | None]:
+        """Judge one finished run from its host samples and commit it: (outcome, run id, interference)."""
+        unit, cell, cache = item.unit, item.unit.cell, host.cache
+        run_start = outcome.started_at if outcome.started_at is not None else host.started
+        run_end = outcome.finished_at if outcome.finished_at is not None else host.finished
+        if outcome.ok and outcome.boot_id is not None:
+            value = outcome.metrics.get(unit.workload.primary_metric)
+            if value is not None:
+                self.boots.add_run(unit.key, outcome.boot_id, outcome.boot_position, value)
+        mine = host.samples_between(run_start, run_end)
+        flags = judge_interference(mine, self.host_baseline) if outcome.ok else None
+        run_id = self.store.record_run(RunRecord(
+            cell_id=item.cell_id, workload=unit.workload.name, status="ok" if outcome.ok else "failed",
+            started_at=run_start, finished_at=run_end, accel=tier.accel(), cache_state=cache.state,
+            page_cache_method=page_cache_method(unit.workload, tier=cell.tier, cache=cell.cache,
+                                                caches_dropped=cache.state == "dropped"),
+            metrics=outcome.metrics, phases=outcome.phases, job_text=outcome.job_text,
+            raw_output=outcome.raw_output, console_tail=outcome.console_tail, error=outcome.error,
+            meta=self._run_meta(outcome, host), monitor=[(x.t, x.values) for x in mine],
+            # The randomised-block design: the statistics use the round as a block.
+            round=item.slot.round, round_position=item.slot.position,
+            disturbed=None if flags is None else flags.disturbed,
+            disturbance=flags.reasons if flags is not None else (), retry_of=item.retry_of,
+            boot_id=outcome.boot_id, boot_position=outcome.boot_position))
+        return outcome, run_id, flags
+
+    def _run_meta(self, outcome: RunOutcome, host: _BatchHost) -> dict[str, Any]:
+        meta: dict[str, Any] = dict(outcome.meta)
+        meta["cache_detail"] = host.cache.detail
+        if host.batched:
+            meta["round_order"] = "cell"  # randomised at the cell level: a cell's runs shared a boot
+            meta["rounds_per_boot"] = {"rounds": self.rounds_per_boot.rounds,
+                                       "mode": "auto" if self.plan.adaptive_rounds_per_boot else "fixed",
+                                       "reason": self.rounds_per_boot.reason}
+        if host.notes:
+            meta["notes"] = host.notes
+        return meta
 
     def _adapt_rounds_per_boot(self, units: dict[str, tuple[Unit, int]], cell_of: dict[str, str],
                                max_batch: dict[str, int]) -> None:
@@ -347,106 +379,187 @@ class SweepRunner:
     def run(self) -> SweepResult:
         sweep_id, resumed = self._sweep()
         result = SweepResult(sweep_id, 0, 0, [], [], {}, resumed)
-        sched: Scheduler | None = None
-        already = 0
-        t_session = time.monotonic()
+        session: _Session | None = None
+        t_session = self.clock()
         with _sigterm_as_interrupt(), contextlib.ExitStack() as stack:
             try:
                 self._provision(stack)
                 self._open_tiers(stack, result)
-                units, states = self._unit_states(sweep_id)
-                reps = self.plan.repetitions
-                sched = Scheduler(
-                    states, min_runs=reps.min, max_runs=reps.max, budget_s=self.plan.time_budget_s,
-                    policy=self._policy(), ci_target=self.plan.ci_target,
-                    seed=self.design_seed, clock=time.monotonic,
-                    # Wall clock of this session (its set-up included: provisioning backings, opening tiers) plus
-                    # the run time of earlier sessions of a resumed sweep.
-                    prior_elapsed_s=self.store.sweep_elapsed(sweep_id) + (time.monotonic() - t_session))
-                cells_order = {c: i for i, c in enumerate(dict.fromkeys(u.cell for u in self.expansion.units))}
-                already = sum(s.ok for s in states)
-                # Every ok run stored counts as kept and done, a disturbed one its retry replaced included.
-                stored = sum(ok for ok, _ in self.store.run_counts(sweep_id, replaced_too=True).values())
-                self.progress.start(max(stored, len(states) * reps.min), stored)
-                index = stored
-                last_run: dict[tuple[str, int], int] = {}  # (unit, round) → its latest run id, for retries
-                # Units of a tier that shares start-ups (guest boots) are batched per cell; others alone.
-                cell_of = {k: (u.cell.key if self.tiers[u.cell.tier].batches_runs else k)
-                           for k, (u, _) in units.items()}
-                max_batch = {u.cell.key: self.tiers[u.cell.tier].max_batch(u.cell) for u, _ in units.values()}
-                while batches := sched.next_batches(cell_of, max_batch, self.rounds_per_boot.rounds):
-                    self._record_stops(sched, units)
-                    self.progress.grow(index + sched.pending_estimate())
-                    queue = deque(batches)  # a disturbed run's retry joins the end of its round, on its own
-                    while queue:
-                        todo = [slot for slot in queue.popleft() if sched.should_start(slot)]
-                        if not todo:
-                            continue
-                        items = []
-                        for slot in todo:
-                            unit, cell_id = units[slot.key]
-                            st = sched.units[slot.key]
-                            index += 1
-                            self.progress.run_started(index, unit, st.ok + st.failed + 1,
-                                                      cells_order[unit.cell] + 1, len(cells_order))
-                            items.append((unit, cell_id, slot,
-                                          last_run.get((slot.key, slot.round)) if slot.retry else None))
-                        retries: list[Slot] = []
-                        for (unit, _cid, slot, _r), (outcome, run_id, flags) in zip(
-                                items, self._run_batch(sweep_id, items), strict=True):
-                            last_run[(slot.key, slot.round)] = run_id
-                            value = outcome.metrics.get(unit.workload.primary_metric) if outcome.ok else None
-                            disturbed = flags is not None and flags.disturbed
-                            # A fixed-trial tier (durability) counts trials, not speed: a busy host changes no
-                            # verdict; a tier that loads the host itself (consolidation) would only disturb its
-                            # own retry.
-                            tc = tier_class(unit.cell.tier)
-                            retry = sched.record(slot, outcome.ok, value, disturbed,
-                                                 retry_worthy=flags is not None and flags.retry_worthy
-                                                 and self.plan.retry_disturbed
-                                                 and not (tc.fixed_trials or tc.loads_host),
-                                                 wall_s=outcome.phases.get("wall_s"))
-                            if outcome.ok:
-                                result.disturbed += int(disturbed)
-                            else:
-                                result.runs_failed += 1
-                            summary = _headline(unit, outcome)
-                            if disturbed and flags is not None:
-                                summary += f" — disturbed: {'; '.join(flags.reasons)}" + (
-                                    ", retried at the end of the round" if retry is not None else "")
-                            self.progress.run_finished(unit, outcome, summary)
-                            if retry is not None:
-                                result.retried += 1
-                                retries.append(retry)
-                        # The retries of one shared boot share the next boot too (a tier that starts once per
-                        # run gets them one by one): a boot per disturbed run cost more than the runs.
-                        if retries and cell_of[retries[0].key] != retries[0].key:
-                            queue.append(retries)
-                        else:
-                            queue.extend([r] for r in retries)
-                        if retries:
-                            self.progress.grow(index + len(queue) + sched.pending_estimate())
-                    self._adapt_rounds_per_boot(units, cell_of, max_batch)
-                self._record_stops(sched, units)
+                session = self._start_session(sweep_id, t_session)
+                self._run_rounds(session, result)
                 self.store.set_sweep_status(sweep_id, "finished")
             except KeyboardInterrupt:
                 result.interrupted = True
                 self.store.set_sweep_status(sweep_id, "interrupted")
             finally:
                 self.progress.stop()
-        if sched is not None:
-            # Ok runs that count: a disturbed run its retry replaced is not one (its retry is).
-            result.runs_done = (sum(u.ok + len(u.pending) for u in sched.units.values()) - already
-                                + self.stored_while_interrupted)
-        for key, reason in (sched.reasons() if sched else {}).items():
+        if session is not None:
+            self._conclude(session, result)
+        return result
+
+    def _start_session(self, sweep_id: int, t_session: float) -> _Session:
+        """The scheduler of this session, from the units' state so far (a resumed sweep's runs count)."""
+        units, states = self._unit_states(sweep_id)
+        reps = self.plan.repetitions
+        sched = Scheduler(
+            states, min_runs=reps.min, max_runs=reps.max, budget_s=self.plan.time_budget_s,
+            policy=self._policy(), ci_target=self.plan.ci_target,
+            seed=self.design_seed, clock=self.clock,
+            # Wall clock of this session (its set-up included: provisioning backings, opening tiers) plus
+            # the run time of earlier sessions of a resumed sweep.
+            prior_elapsed_s=self.store.sweep_elapsed(sweep_id) + (self.clock() - t_session))
+        # Every ok run stored counts as kept and done, a disturbed one its retry replaced included.
+        stored = sum(ok for ok, _ in self.store.run_counts(sweep_id, replaced_too=True).values())
+        session = _Session(
+            sweep_id, sched, units,
+            # Units of a tier that shares start-ups (guest boots) are batched per cell; others alone.
+            cell_of={k: (u.cell.key if self.tiers[u.cell.tier].batches_runs else k) for k, (u, _) in units.items()},
+            max_batch={u.cell.key: self.tiers[u.cell.tier].max_batch(u.cell) for u, _ in units.values()},
+            cells_order={c: i for i, c in enumerate(dict.fromkeys(u.cell for u in self.expansion.units))},
+            already=sum(s.ok for s in states), index=stored)
+        self.progress.start(max(stored, len(states) * reps.min), stored)
+        return session
+
+    def _run_rounds(self, s: _Session, result: SweepResult) -> None:
+        """Every round the scheduler gives, batch by batch; a disturbed run's retry joins the end of its round."""
+        while batches := s.sched.next_batches(s.cell_of, s.max_batch, self.rounds_per_boot.rounds):
+            self._record_stops(s.sched, s.units)
+            self.progress.grow(s.index + s.sched.pending_estimate())
+            queue = deque(batches)
+            while queue:
+                todo = [slot for slot in queue.popleft() if s.sched.should_start(slot)]
+                if not todo:
+                    continue
+                retries = self._run_slots(s, todo, result)
+                # The retries of one shared boot share the next boot too (a tier that starts once per run gets
+                # them one by one): a boot per disturbed run cost more than the runs.
+                if retries and s.cell_of[retries[0].key] != retries[0].key:
+                    queue.append(retries)
+                else:
+                    queue.extend([r] for r in retries)
+                if retries:
+                    self.progress.grow(s.index + len(queue) + s.sched.pending_estimate())
+            self._adapt_rounds_per_boot(s.units, s.cell_of, s.max_batch)
+        self._record_stops(s.sched, s.units)
+
+    def _run_slots(self, s: _Session, todo: list[Slot], result: SweepResult) -> list[Slot]:
+        """Run one batch of slots and count its outcomes; the retries of its disturbed runs."""
+        items = []
+        for slot in todo:
+            unit, cell_id = s.units[slot.key]
+            st = s.sched.units[slot.key]
+            s.index += 1
+            self.progress.run_started(s.index, unit, st.ok + st.failed + 1, s.cells_order[unit.cell] + 1,
+                                      len(s.cells_order))
+            items.append(RunItem(unit, cell_id, slot, s.last_run.get((slot.key, slot.round)) if slot.retry else None))
+        retries: list[Slot] = []
+        for item, (outcome, run_id, flags) in zip(items, self._run_batch(s.sweep_id, items), strict=True):
+            s.last_run[(item.slot.key, item.slot.round)] = run_id
+            retry = self._count(s.sched, item, outcome, flags, result)
+            if retry is not None:
+                retries.append(retry)
+        return retries
+
+    def _count(self, sched: Scheduler, item: RunItem, outcome: RunOutcome, flags: RunInterference | None,
+               result: SweepResult) -> Slot | None:
+        """Tell the scheduler, the result and the user how a run went; its retry, if it gets one."""
+        unit = item.unit
+        value = outcome.metrics.get(unit.workload.primary_metric) if outcome.ok else None
+        disturbed = flags is not None and flags.disturbed
+        retry = sched.record(item.slot, outcome.ok, value, disturbed,
+                             retry_worthy=flags is not None and flags.retry_worthy and self._retries_disturbed(unit),
+                             wall_s=outcome.phases.get("wall_s"))
+        if outcome.ok:
+            result.disturbed += int(disturbed)
+        else:
+            result.runs_failed += 1
+        summary = _headline(unit, outcome)
+        if disturbed and flags is not None:
+            summary += f" — disturbed: {'; '.join(flags.reasons)}" + (
+                ", retried at the end of the round" if retry is not None else "")
+        self.progress.run_finished(unit, outcome, summary)
+        result.retried += retry is not None
+        return retry
+
+    def _retries_disturbed(self, unit: Unit) -> bool:
+        """Whether a disturbed run of `unit` is started again. A fixed-trial tier (durability) counts trials, not
+        speed: a busy host changes no verdict; a tier that loads the host itself (consolidation) would only
+        disturb its own retry."""
+        tc = tier_class(unit.cell.tier)
+        return self.plan.retry_disturbed and not (tc.fixed_trials or tc.loads_host)
+
+    def _conclude(self, s: _Session, result: SweepResult) -> None:
+        """The session's counts and the units that stopped without an answer."""
+        # Ok runs that count: a disturbed run its retry replaced is not one (its retry is).
+        result.runs_done = (sum(u.ok + len(u.pending) for u in s.sched.units.values()) - s.already
+                            + self.stored_while_interrupted)
+        for key, reason in s.sched.reasons().items():
             reason = reason or ""
             if reason.startswith("gave up"):
                 result.gave_up.append((key, reason))
-            elif reason.startswith(NOT_SETTLED) and not tier_class(units[key][0].cell.tier).fixed_trials:
+            elif reason.startswith(NOT_SETTLED) and not tier_class(s.units[key][0].cell.tier).fixed_trials:
                 # Stopped by a limit, not by the data: racing's eliminations, race ends and baselines are
                 # answers, and "converged" is one too.
                 result.not_converged.append((key, reason))
-        return result
+
+
+class RunItem(NamedTuple):
+    """One run to start: its unit, the unit's cell in the store, its place in the design, the run it retries."""
+
+    unit: Unit
+    cell_id: int
+    slot: Slot
+    retry_of: int | None
+
+
+@dataclass
+class _Session:
+    """One session's walk through the scheduler's rounds."""
+
+    sweep_id: int
+    sched: Scheduler
+    units: dict[str, tuple[Unit, int]]  # unit key → (unit, cell id)
+    cell_of: dict[str, str]  # unit key → what it is batched by: its cell's key, or its own key (not batched)
+    max_batch: dict[str, int]  # cell key → runs one batch of it may hold
+    cells_order: dict[Cell, int]  # for "cell i of n"
+    already: int  # ok runs of earlier sessions
+    index: int  # runs started, earlier sessions' included (the progress display's count)
+    last_run: dict[tuple[str, int], int] = field(default_factory=dict)  # (unit, round) → latest run id, for retries
+
+
+class _CachePreparation:
+    """Sync and drop the host's caches (or keep them warm, as the plan says), before the runs or during a
+    tier's shared start-up; what the first preparation did holds for every run of the batch."""
+
+    def __init__(self, keep_warm: bool) -> None:
+        self.keep_warm = keep_warm
+        self.state: CacheState | None = None
+
+    def __call__(self) -> None:
+        state = prepare_cache(self.keep_warm)
+        if self.state is None:
+            self.state = state
+
+    def result(self) -> CacheState:
+        return self.state or CacheState("not-dropped", "the tier did not run the cache preparation")
+
+
+@dataclass
+class _BatchHost:
+    """The host around one batch of runs, which each run is stored with its share of."""
+
+    cache: CacheState
+    notes: list[str]
+    samples: list[MonitorSample]  # t: seconds since `started`
+    started: float  # host clock (time.time()) when the sampler started
+    finished: float
+    batched: bool  # several runs: each keeps the samples of its own span
+
+    def samples_between(self, start: float, end: float) -> list[MonitorSample]:
+        if not self.batched:
+            return self.samples
+        lo, hi = start - self.started, end - self.started
+        return [x for x in self.samples if lo - 1e-6 <= x.t <= hi + 1e-6]
 
 
 class BootLedger:

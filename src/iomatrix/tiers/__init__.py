@@ -7,8 +7,10 @@ Every module in this package that defines a :class:`~iomatrix.tiers.base.Tier` s
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import pkgutil
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
@@ -23,6 +25,23 @@ def register(cls: T) -> T:
     """Class decorator: make a tier known by its `name`."""
     _REGISTRY[cls.name] = cls
     return cls
+
+
+@contextlib.contextmanager
+def registered(*classes: type[Tier]) -> Iterator[None]:
+    """Make `classes` known by their names for the duration of the block only (a test's scripted tier):
+    the plan model, the matrix and the runner then find them like any tier. A name already taken is refused."""
+    registry = _discover()
+    taken = [c.name for c in classes if c.name in registry]
+    if taken or len({c.name for c in classes}) != len(classes):
+        raise ValueError(f"tier name(s) already registered or repeated: {', '.join(taken) or 'repeated'}")
+    for cls in classes:
+        registry[cls.name] = cls
+    try:
+        yield
+    finally:
+        for cls in classes:
+            registry.pop(cls.name, None)
 
 
 def _discover() -> dict[str, type[Tier]]:
