@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+from iomatrix.domain.axes import Layer
 from iomatrix.matrix import Cell
 from iomatrix.monitor.sampler import MonitorSample
 from iomatrix.plan.model import Plan
@@ -180,7 +181,7 @@ class FakeTier(Tier):
 
     name = "fake"
     summary = "scripted runs (the runner's tests)"
-    axes = ("tier", "cache", "backing")
+    layers = frozenset({Layer.HOST_IO})  # cache (and aio), like fio on the host without its modifier
     overhead_s = 0.0
 
     def __init__(self, plan: Plan, opts: RunOptions, host: ScriptedHost) -> None:

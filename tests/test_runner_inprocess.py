@@ -71,7 +71,7 @@ def status(store: Store, sweep_id: int) -> str:
 
 
 def unit_key(tier: str, workload: str, cache: str = "writeback") -> str:
-    return f"{tier}/-/-/{cache}/-/-/dir/-::{workload}"
+    return f"{tier}/-/-/{cache}/threads/-/dir/-::{workload}"
 
 
 def assert_complete_blocks(stored: list[sqlite3.Row], units: set[str]) -> None:

@@ -75,15 +75,20 @@ max = 1
 """)
     proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--accel", "tcg", cwd=tmp_path)
     # The sweep goes on past the hung guest, and its exit status says a unit gave up (3), not success.
+    # (A TCG guest cannot boot and run 1 s of fio within 1.5 s, however fast the host; bare metal's 1 s of fio
+    # usually fits, but a loaded host may push it past 1.5 s too, so its outcome is not asserted, only that
+    # it was run after the guest's unit gave up.)
     assert proc.returncode == 3, proc.stdout + proc.stderr
-    assert "gave up" in proc.stdout and "1 runs ok, 3 failed" in proc.stdout
-    assert "1 of 2 cell×workload units gave up" in proc.stderr
+    assert "gave up" in proc.stdout
     db = sqlite3.connect(tmp_path / "r.sqlite")
-    failed = db.execute("SELECT error, console_tail FROM runs WHERE status='failed'").fetchall()
-    assert len(failed) == 3
-    assert all("1.5" in err and "kill" in err.lower() for err, _ in failed), failed
+    guest_failed = db.execute("SELECT r.error FROM runs r JOIN cells c ON c.id=r.cell_id "
+                              "WHERE c.tier='guest' AND r.status='failed'").fetchall()
+    assert len(guest_failed) == 3  # the first attempt and two retries, then the unit gives up
+    assert all("1.5" in err and "kill" in err.lower() for (err,) in guest_failed), guest_failed
     assert db.execute("SELECT COUNT(*) FROM runs r JOIN cells c ON c.id=r.cell_id "
-                      "WHERE c.tier='baremetal' AND r.status='ok' AND r.retry_of IS NULL").fetchone()[0] == 1
+                      "WHERE c.tier='guest' AND r.status='ok'").fetchone()[0] == 0
+    assert db.execute("SELECT COUNT(*) FROM runs r JOIN cells c ON c.id=r.cell_id "
+                      "WHERE c.tier='baremetal'").fetchone()[0] >= 1
     table = run_cli("results", "--db", "r.sqlite", cwd=tmp_path).stdout
     assert "failed run" in table
 
