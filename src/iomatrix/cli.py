@@ -19,6 +19,7 @@ from rich.table import Table
 from iomatrix import __version__
 from iomatrix.errors import UserError
 from iomatrix.guest.accel import TCG_WARNING
+from iomatrix.report.formats import OutputFormat
 from iomatrix.ui import console, err_console
 
 if TYPE_CHECKING:
@@ -63,13 +64,6 @@ def check_ranking_options(min_runs: int, max_noise: float) -> None:
     if not (math.isfinite(max_noise) and max_noise > 0):
         raise UserError(f"--max-noise {max_noise} is out of range",
                         hint="use a fraction of the mean above 0, e.g. 0.10 for ±10%")
-
-
-class OutputFormat(StrEnum):
-    table = "table"
-    json = "json"
-    csv = "csv"
-    markdown = "markdown"
 
 
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", help="table, json, csv or markdown.")]
@@ -319,8 +313,8 @@ def results(
         sys.stdout.write(to_csv(doc))
         return
     if format == OutputFormat.markdown:
+        from iomatrix.report.export import render_tables
         from iomatrix.report.exports import results_table
-        from iomatrix.report.render import render_tables
 
         sys.stdout.write(render_tables(results_table(doc, metric), format.value))
         return
@@ -363,8 +357,8 @@ def rank_cmd(
     rankings = rank_sweep(store, sid, workload, metric, min_n=min_runs, max_noise=max_noise, threshold=threshold,
                           tie_break=[x.strip() for x in tie_break.split(",") if x.strip()])
     if format != OutputFormat.table:
+        from iomatrix.report.export import render_tables
         from iomatrix.report.exports import rank_tables
-        from iomatrix.report.render import render_tables
 
         sys.stdout.write(render_tables(rank_tables(rankings), format.value))
         return
@@ -390,10 +384,10 @@ def compare(
     = None,
 ) -> None:
     """Cells that changed significantly between two sweeps (Welch, Holm-corrected), and by how much."""
+    from iomatrix.report.export import render_tables
     from iomatrix.report.exports import compare_table, regressions
     from iomatrix.report.query import pick_sweep
     from iomatrix.report.rank import compare_stores
-    from iomatrix.report.render import render_tables
     from iomatrix.report.terminal import print_changes
 
     if fail_above is not None and not (math.isfinite(fail_above) and fail_above >= 0):
@@ -436,8 +430,8 @@ def monitor(
                         hint=f"field prefixes: {', '.join(groups) or 'none recorded'}")
     names = sorted(n for n in series if n.startswith(prefixes))
     if format != OutputFormat.table:
+        from iomatrix.report.export import render_tables
         from iomatrix.report.exports import monitor_table
-        from iomatrix.report.render import render_tables
 
         sys.stdout.write(render_tables([monitor_table(series, prefixes)], format.value))
         return

@@ -20,7 +20,7 @@ from iomatrix.cli import (
     check_ranking_options,
 )
 from iomatrix.errors import UserError
-from iomatrix.report.render import Format
+from iomatrix.report.formats import OutputFormat
 from iomatrix.ui import console
 
 
@@ -39,7 +39,8 @@ def recommend(
                                                           "default: the first.")] = None,
     require: Annotated[list[str], typer.Option(
         "--require", help="power-loss-safe, every-write-durable, migratable or snapshots (repeatable).")] = [],  # noqa: B006
-    format: Annotated[Format, typer.Option("--format", help="table, json, csv or markdown.")] = Format.table,
+    format: Annotated[OutputFormat, typer.Option("--format", help="table, json, csv or markdown.")] \
+    = OutputFormat.table,
     min_runs: MinRunsOpt = 3,
     max_noise: MaxNoiseOpt = 0.10,
     threshold: ThresholdOpt = 0.05,
@@ -65,7 +66,7 @@ def recommend(
 
     groups = consolidation_groups(store, sid)  # consolidation tier: how many tiles per mode
     sys.stdout.write(render_recommendation(rec, format.value, consolidation_json(groups)))
-    if format in (Format.table, Format.markdown) and (lines := consolidation_lines(groups)):
+    if format in (OutputFormat.table, OutputFormat.markdown) and (lines := consolidation_lines(groups)):
         sys.stdout.write("\n".join(lines) + "\n")
 
 
