@@ -7,10 +7,10 @@ import csv
 import io
 from pathlib import Path
 
+from iomatrix.report.export import render_tables
 from iomatrix.report.exports import results_table
 from iomatrix.report.quality import notes
 from iomatrix.report.rank import rank_sweep
-from iomatrix.report.render import render_tables
 from iomatrix.report.results import results_document, to_csv
 from iomatrix.store import RunRecord, Store
 

@@ -108,8 +108,8 @@ def test_results_table_shows_the_boot_means_ci(tmp_path: Path) -> None:
 
 
 def test_results_markdown_uses_the_boot_means_ci(tmp_path: Path) -> None:
+    from iomatrix.report.export import render_tables
     from iomatrix.report.exports import results_table
-    from iomatrix.report.render import render_tables
     from iomatrix.report.results import results_document
 
     store, sid = _store(tmp_path, shared_boots=True)

@@ -9,8 +9,10 @@ import json
 
 import pytest
 
+from iomatrix.report.export import DataTable, render_tables
+from iomatrix.report.export.text import table_text as to_terminal
 from iomatrix.report.exports import regressions
-from iomatrix.report.render import DataTable, ci_text, ratio_text, render_tables, to_terminal
+from iomatrix.report.render import ci_text, ratio_text
 from iomatrix.stats import compare_sweeps
 
 AXES = ["tier", "cache", "backing"]

@@ -182,10 +182,10 @@ PLAN_JSON = json.dumps({"name": "empty", "tier": ["baremetal"]})
 
 
 def test_rank_and_monitor_exports_on_the_real_sweep(sweep_db: Path) -> None:
+    from iomatrix.report.export import render_tables
     from iomatrix.report.exports import monitor_table, rank_tables
     from iomatrix.report.query import monitor_series
     from iomatrix.report.rank import rank_sweep
-    from iomatrix.report.render import render_tables
 
     store = Store.open_existing(sweep_db)
     tables = rank_tables(rank_sweep(store, 1, None, None, max_noise=5, threshold=0.95))

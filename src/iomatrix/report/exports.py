@@ -1,6 +1,7 @@
 """Tables for `--format table|json|csv|markdown` of results, rank, compare and monitor, and the regression
-gate of `compare --fail-above`. Each function turns a report module's data into `render.DataTable`s; the
-axes are separate columns so that axes constant across the shown rows fold into one header line.
+gate of `compare --fail-above`. Each function turns a report module's data into `DataTable`s (rendered by
+the exporters in `report/export/`); the axes are separate columns so that axes constant across the shown rows
+fold into one header line.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 The report modules produce the data (`results_document`, `WorkloadRanking`, `Change`, monitor series);
 these functions lay it out as rich tables with colour markup and print it to the console they are given.
-`render.py` holds the machine formats (JSON, CSV, Markdown) and the plain-text table used by those commands'
-other formats; nothing here computes a statistic. Each renderer returns the accelerators of what it showed,
+The exporters in `export/` write those commands' other formats (JSON, CSV, Markdown) from the tables of
+`exports.py`; nothing here computes a statistic. Each renderer returns the accelerators of what it showed,
 so the caller can warn once that TCG numbers are not a KVM host's.
 """
 

@@ -1,0 +1,29 @@
+"""`iomatrix clean`: remove what a crashed or killed run left behind, and only that."""
+
+from __future__ import annotations
+
+import typer
+
+from iomatrix.commands.options import DEFAULT_WORKDIR, CrashedWorkdirOpt
+from iomatrix.ui import console, err_console
+
+NAME = "clean"
+
+
+def clean(workdir: CrashedWorkdirOpt = DEFAULT_WORKDIR) -> None:
+    """Remove what a crashed or killed run left behind (mounts, loop devices, images) — and only that."""
+    from iomatrix.backing.leftovers import clean as clean_leftovers
+    from iomatrix.backing.leftovers import pending
+
+    lines = clean_leftovers(workdir.resolve())
+    for line in lines:
+        console.print(line)
+    if not lines:
+        console.print(f"nothing left behind in {workdir}")
+    if remaining := pending(workdir.resolve()):  # refused, failed or still in use: say so in the exit status
+        err_console.print(f"[red]{len(remaining)} leftover(s) remain[/] in {workdir} (see above)")
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(NAME)(clean)

@@ -1,0 +1,39 @@
+"""What several commands do the same way: open a results database, load a plan, warn about TCG numbers.
+Heavy modules are imported inside the functions, so that importing a command costs nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from iomatrix.ui import err_console
+
+if TYPE_CHECKING:
+    from iomatrix.plan.model import Plan
+    from iomatrix.store import Store
+
+
+def open_store(db: Path) -> Store:
+    """An existing results database, for reading (a missing or foreign file is a one-line error)."""
+    from iomatrix.store import Store
+
+    return Store.open_existing(db)
+
+
+def load_plan(plan: str) -> tuple[Plan, Path | None]:
+    """A built-in plan by name (old names still work, with a note) or a TOML file."""
+    from iomatrix.plan.load import PLAN_ALIASES
+    from iomatrix.plan.load import load_plan as load
+
+    if plan in PLAN_ALIASES:
+        err_console.print(f"[yellow]note:[/] the built-in plan '{plan}' is now called '{PLAN_ALIASES[plan]}'",
+                          soft_wrap=True)
+    return load(plan)
+
+
+def warn_tcg(accels: list[str]) -> None:
+    """Once, if anything shown ran under TCG: its numbers are not a KVM host's."""
+    if any("tcg" in a for a in accels):
+        from iomatrix.guest.accel import TCG_WARNING
+
+        err_console.print(f"[yellow]warning:[/] {TCG_WARNING}")

@@ -1,0 +1,76 @@
+"""Options shared by several commands: one spelling, one help text and one default each.
+
+Each is a typer `Annotated` alias; a command declares `db: DbOpt = DEFAULT_DB`. Options that only one command
+has, or whose help differs per command (e.g. `--metric`), stay in that command's module.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from iomatrix.errors import UserError
+from iomatrix.report.formats import OutputFormat
+
+DEFAULT_DB = Path("iomatrix.sqlite")
+DEFAULT_WORKDIR = Path("iomatrix-work")
+
+DbOpt = Annotated[Path, typer.Option("--db", help="Results database (SQLite file).")]
+SweepOpt = Annotated[int | None, typer.Option("--sweep", help="Sweep id (default: the latest).")]
+WorkloadOpt = Annotated[str | None, typer.Option(help="Only this workload.")]
+KernelOpt = Annotated[Path | None, typer.Option(help="Guest kernel image to use instead of Debian's.")]
+WorkdirOpt = Annotated[Path, typer.Option(help="Working directory: images, fio files, loop files go here.")]
+CrashedWorkdirOpt = Annotated[Path, typer.Option(help="Working directory of the crashed run.")]
+
+# Options of every command that ranks (rank, recommend, report): one spelling, one help text, one default.
+MinRunsOpt = Annotated[int, typer.Option(help="Cells with fewer ok runs are listed but not ranked.")]
+MaxNoiseOpt = Annotated[float, typer.Option(help="Flag (never drop) cells whose CI half-width exceeds this "
+                                                 "fraction of the mean.")]
+ThresholdOpt = Annotated[float, typer.Option(help="Practical threshold: cells within this fraction of the best "
+                                                  "are tied with it.")]
+TieBreakOpt = Annotated[str, typer.Option(help="How a tied top group is resolved, in order (comma-separated: "
+                                               "safety, simplicity, performance, name).")]
+DEFAULT_MIN_RUNS = 3
+DEFAULT_MAX_NOISE = 0.10
+DEFAULT_THRESHOLD = 0.05
+DEFAULT_TIE_BREAK = "safety,simplicity"
+
+
+def check_ranking_options(min_runs: int, max_noise: float) -> None:
+    """The ranking options' ranges, checked once for rank, recommend and report (the threshold and tie-break are
+    checked where they are parsed, in stats.decision)."""
+    if min_runs < 2:
+        raise UserError(f"--min-runs {min_runs} is out of range",
+                        hint="use 2 or more: a confidence interval needs at least 2 runs")
+    if not (math.isfinite(max_noise) and max_noise > 0):
+        raise UserError(f"--max-noise {max_noise} is out of range",
+                        hint="use a fraction of the mean above 0, e.g. 0.10 for ±10%")
+
+
+def tie_break_keys(text: str) -> list[str]:
+    """`--tie-break safety, simplicity` → ['safety', 'simplicity']."""
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _spoken(formats: tuple[OutputFormat, ...]) -> str:
+    names = [f.value for f in formats]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def check_format(value: OutputFormat, accepted: tuple[OutputFormat, ...]) -> OutputFormat:
+    """`value` if the command renders it; else a one-line error naming the formats it does render."""
+    if value not in accepted:
+        raise UserError(f"--format {value.value} is not available here", hint=f"use {_spoken(accepted)}")
+    return value
+
+
+def format_option(*accepted: OutputFormat) -> Any:
+    """`--format` of a command that renders the formats `accepted`: its help names them, and any other member of
+    `OutputFormat` is refused with a one-line error (`check_format`)."""
+    # typer names every member of the type as the choices; a subset names only its own.
+    metavar = None if set(accepted) == set(OutputFormat) else "<" + "|".join(f.value for f in accepted) + ">"
+    return Annotated[OutputFormat, typer.Option("--format", help=f"{_spoken(accepted)}.", metavar=metavar,
+                                                callback=lambda value: check_format(value, accepted))]

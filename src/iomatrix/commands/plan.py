@@ -1,0 +1,81 @@
+"""`iomatrix plan`: a plan expanded into matrix cells, the pruned ones with their reasons, the estimated
+duration; `--explain` lists every cell."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from iomatrix.commands.common import load_plan
+from iomatrix.ui import console
+
+if TYPE_CHECKING:
+    from iomatrix.matrix import Expansion
+    from iomatrix.plan.model import Plan
+
+NAME = "plan"
+
+
+def policy_text(p: Plan) -> str:
+    """What decides how many runs a unit gets, in a few words."""
+    if p.repetition_policy == "racing":
+        text = "racing: units stop once the data settles them, from the minimum on"
+    else:
+        text = f"until the 95% CI is within ±{p.ci_target * 100:g}% of the mean"
+    for tier, n in p.repetitions.precision_max.items():
+        text += f"; then {tier} units run on toward ±{p.ci_target * 100:g}%, up to {n} runs"
+    return text
+
+
+def plan_cmd(
+    plan: Annotated[str, typer.Argument(help="Built-in plan name or TOML file.")] = "quick",
+    explain: Annotated[bool, typer.Option("--explain", help="List every cell and every pruned cell.")] = False,
+    allow_destroy: Annotated[list[Path], typer.Option("--allow-destroy", help="Block device you hand over.")] = [],  # noqa: B006
+) -> None:
+    """Expand a plan into matrix cells; show pruned cells with their reasons and an estimated duration."""
+    from iomatrix.matrix import estimate_seconds
+    from iomatrix.runner import plan_expansion
+
+    p, base = load_plan(plan)
+    exp = plan_expansion(p, base, set(allow_destroy))
+    low, high = estimate_seconds(p, exp)
+    console.print(f"[bold]{p.name}[/]: {p.description}")
+    console.print(f"{len(exp.cells)} cells × workloads = {len(exp.units)} units; "
+                  f"repetitions {p.repetitions.min}–{p.repetitions.max} ({policy_text(p)}); "
+                  f"{len(exp.pruned)} pruned")
+    for tier, axes in exp.collapsed.items():
+        console.print(f"[dim]tier {tier}: axes {', '.join(axes)} do not apply and are collapsed (shown as -)[/]")
+    console.print(f"estimated duration: {low / 60:.1f} min with {p.repetitions.min} runs each, up to "
+                  f"{high / 60:.1f} min (time budget {p.time_budget})")
+    unbatched, _ = estimate_seconds(p, exp, batching=False)
+    if unbatched > low:
+        console.print(f"[dim]guest runs of one cell share a boot each round; one boot per run would take "
+                      f"{unbatched / 60:.1f} min with {p.repetitions.min} runs each[/]")
+    for note in exp.notes:
+        console.print(f"[yellow]note:[/] {note}")
+    if explain:
+        print_explain(exp)
+
+
+def print_explain(exp: Expansion) -> None:
+    """`--explain`: every cell with its workloads, then every pruned cell with its reason."""
+    from rich.table import Table
+
+    t = Table("#", "tier", "format", "prealloc", "cache", "aio", "bus", "backing", "modifier", "workloads",
+              title="cells", box=None)
+    for i, c in enumerate(exp.cells, 1):
+        wls = [u.workload.name for u in exp.units if u.cell == c]
+        t.add_row(str(i), c.tier, c.format, c.preallocation, c.cache, c.aio, c.bus, c.backing, c.modifier,
+                  ", ".join(wls))
+    console.print(t)
+    if exp.pruned:
+        pt = Table("pruned", "reason", title="pruned", box=None)
+        for pr in exp.pruned:
+            pt.add_row(pr.what, pr.reason)
+        console.print(pt)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(NAME)(plan_cmd)

@@ -1,0 +1,85 @@
+"""`iomatrix rank`: cells ordered per tier, grouped when not significantly different, and a decision; or the
+top cells by a block-size-weighted score (`--score`)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from iomatrix.commands.common import open_store, warn_tcg
+from iomatrix.commands.options import (
+    DEFAULT_DB,
+    DEFAULT_MAX_NOISE,
+    DEFAULT_MIN_RUNS,
+    DEFAULT_THRESHOLD,
+    DEFAULT_TIE_BREAK,
+    DbOpt,
+    MaxNoiseOpt,
+    MinRunsOpt,
+    SweepOpt,
+    ThresholdOpt,
+    TieBreakOpt,
+    WorkloadOpt,
+    check_ranking_options,
+    format_option,
+    tie_break_keys,
+)
+from iomatrix.errors import UserError
+from iomatrix.report.formats import ALL_FORMATS, OutputFormat
+from iomatrix.ui import console
+
+NAME = "rank"
+FORMATS = ALL_FORMATS
+FormatOpt = format_option(*FORMATS)
+
+
+def rank_cmd(
+    db: DbOpt = DEFAULT_DB,
+    sweep: SweepOpt = None,
+    workload: WorkloadOpt = None,
+    metric: Annotated[str | None, typer.Option(help="Rank by this metric (default: the workload's primary).")]
+    = None,
+    score: Annotated[str | None, typer.Option(help="Rank by a block-size-weighted bare-metal-relative score: "
+                                                   "weighted-read, weighted-write or weighted-mixed.")] = None,
+    top: Annotated[int, typer.Option(help="Rows per table.")] = 20,
+    min_runs: MinRunsOpt = DEFAULT_MIN_RUNS,
+    max_noise: MaxNoiseOpt = DEFAULT_MAX_NOISE,
+    threshold: ThresholdOpt = DEFAULT_THRESHOLD,
+    tie_break: TieBreakOpt = DEFAULT_TIE_BREAK,
+    format: FormatOpt = OutputFormat.table,
+) -> None:
+    """Order cells per tier, group those not significantly different, and decide: one answer, a tie, or
+    what it would take to separate the leaders."""
+    from iomatrix.report.query import pick_sweep
+    from iomatrix.report.rank import rank_sweep, weighted_scores
+    from iomatrix.report.terminal import print_rankings, print_scores
+
+    if top < 1:
+        raise UserError(f"--top {top} is out of range", hint="use 1 or more rows per table")
+    check_ranking_options(min_runs, max_noise)
+    store = open_store(db)
+    sid = pick_sweep(store, sweep)
+    if score is not None:
+        rows, factors = weighted_scores(store, sid, score)
+        print_scores(console, score, rows, factors, top)
+        return
+    rankings = rank_sweep(store, sid, workload, metric, min_n=min_runs, max_noise=max_noise, threshold=threshold,
+                          tie_break=tie_break_keys(tie_break))
+    if format != OutputFormat.table:
+        from iomatrix.report.export import render_tables
+        from iomatrix.report.exports import rank_tables
+
+        sys.stdout.write(render_tables(rank_tables(rankings), format))
+        return
+    accels = print_rankings(console, rankings, top, min_runs)
+    from iomatrix.report.consolidation import consolidation_groups, consolidation_lines
+
+    for line in consolidation_lines(consolidation_groups(store, sid)):  # consolidation tier: how many tiles
+        console.print(line, markup=False, highlight=False)
+    warn_tcg(accels)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(NAME)(rank_cmd)

@@ -1,0 +1,80 @@
+"""`iomatrix recommend`: the configuration to use per workload, how much faster it is than what you run today,
+what it risks, and paste-ready snippets."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from iomatrix.commands.common import open_store
+from iomatrix.commands.options import (
+    DEFAULT_DB,
+    DEFAULT_MAX_NOISE,
+    DEFAULT_MIN_RUNS,
+    DEFAULT_THRESHOLD,
+    DEFAULT_TIE_BREAK,
+    DbOpt,
+    MaxNoiseOpt,
+    MinRunsOpt,
+    SweepOpt,
+    ThresholdOpt,
+    TieBreakOpt,
+    WorkloadOpt,
+    check_ranking_options,
+    format_option,
+    tie_break_keys,
+)
+from iomatrix.errors import UserError
+from iomatrix.report.formats import ALL_FORMATS, OutputFormat
+
+NAME = "recommend"
+FORMATS = ALL_FORMATS
+FormatOpt = format_option(*FORMATS)
+
+
+def recommend(
+    db: DbOpt = DEFAULT_DB,
+    sweep: SweepOpt = None,
+    workload: WorkloadOpt = None,
+    score: Annotated[list[str], typer.Option(
+        "--score", help="weighted-read, weighted-write or weighted-mixed (repeatable; default: all three when "
+                        "the sweep has guests).")] = [],  # noqa: B006
+    current: Annotated[str | None, typer.Option(
+        help="What you run today: a libvirt domain XML file, a QEMU -drive/-blockdev string, or axes "
+             "'cache=none,aio=threads,format=qcow2,bus=virtio-blk'.")] = None,
+    current_disk: Annotated[str | None, typer.Option(help="Which disk of the libvirt XML (target dev, e.g. vda); "
+                                                          "default: the first.")] = None,
+    require: Annotated[list[str], typer.Option(
+        "--require", help="power-loss-safe, every-write-durable, migratable or snapshots (repeatable).")] = [],  # noqa: B006
+    format: FormatOpt = OutputFormat.table,
+    min_runs: MinRunsOpt = DEFAULT_MIN_RUNS,
+    max_noise: MaxNoiseOpt = DEFAULT_MAX_NOISE,
+    threshold: ThresholdOpt = DEFAULT_THRESHOLD,
+    tie_break: TieBreakOpt = DEFAULT_TIE_BREAK,
+) -> None:
+    """The configuration to use per workload, how much faster it is, what it risks, and paste-ready snippets."""
+    from iomatrix.current import parse_current
+    from iomatrix.report.consolidation import consolidation_groups, consolidation_json, consolidation_lines
+    from iomatrix.report.query import pick_sweep
+    from iomatrix.report.recommend import recommend as build
+    from iomatrix.report.render import render_recommendation
+
+    check_ranking_options(min_runs, max_noise)
+    if current_disk is not None and current is None:
+        raise UserError("--current-disk needs --current", hint="give the libvirt domain XML with --current vm.xml")
+    cur = parse_current(current, current_disk) if current is not None else None
+    store = open_store(db)
+    sid = pick_sweep(store, sweep)
+    rec = build(store, sid, workload=workload, requirements=require, current=cur,
+                scores=score or None, min_n=min_runs, max_noise=max_noise, threshold=threshold,
+                tie_break=tie_break_keys(tie_break))
+    groups = consolidation_groups(store, sid)  # consolidation tier: how many tiles per mode
+    sys.stdout.write(render_recommendation(rec, format, consolidation_json(groups)))
+    if format in (OutputFormat.table, OutputFormat.markdown) and (lines := consolidation_lines(groups)):
+        sys.stdout.write("\n".join(lines) + "\n")
+
+
+def register(app: typer.Typer) -> None:
+    app.command(NAME)(recommend)

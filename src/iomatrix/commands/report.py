@@ -1,0 +1,57 @@
+"""`iomatrix report`: one self-contained HTML file of a sweep (docs/report.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from iomatrix.commands.common import open_store
+from iomatrix.commands.options import (
+    DEFAULT_DB,
+    DEFAULT_MAX_NOISE,
+    DEFAULT_MIN_RUNS,
+    DEFAULT_THRESHOLD,
+    DEFAULT_TIE_BREAK,
+    DbOpt,
+    MaxNoiseOpt,
+    MinRunsOpt,
+    SweepOpt,
+    ThresholdOpt,
+    TieBreakOpt,
+    check_ranking_options,
+    tie_break_keys,
+)
+from iomatrix.ui import console
+
+NAME = "report"
+
+
+def report(
+    html: Annotated[Path, typer.Option("--html", help="Write the report to this HTML file.")],
+    db: DbOpt = DEFAULT_DB,
+    sweep: SweepOpt = None,
+    current: Annotated[str | None, typer.Option(help="What you run today (as for 'recommend').")] = None,
+    require: Annotated[list[str], typer.Option("--require", help="As for 'recommend' (repeatable).")] = [],  # noqa: B006
+    min_runs: MinRunsOpt = DEFAULT_MIN_RUNS,
+    max_noise: MaxNoiseOpt = DEFAULT_MAX_NOISE,
+    threshold: ThresholdOpt = DEFAULT_THRESHOLD,
+    tie_break: TieBreakOpt = DEFAULT_TIE_BREAK,
+) -> None:
+    """One self-contained HTML file: recommendation and risks, rankings with error bars, block-size bars,
+    host panels over time, sweep metadata and every run."""
+    from iomatrix.current import parse_current
+    from iomatrix.report.html import write_report
+    from iomatrix.report.query import pick_sweep
+
+    check_ranking_options(min_runs, max_noise)
+    cur = parse_current(current) if current is not None else None
+    store = open_store(db)
+    size = write_report(store, pick_sweep(store, sweep), html, current=cur, requirements=require,
+                        min_n=min_runs, max_noise=max_noise, threshold=threshold, tie_break=tie_break_keys(tie_break))
+    console.print(f"wrote {html} ({size / 1024:.0f} KiB): open it in a browser, it needs no network")
+
+
+def register(app: typer.Typer) -> None:
+    app.command(NAME)(report)

@@ -1,0 +1,141 @@
+"""`iomatrix run`: run a plan's sweep into a results database, resuming what an earlier run left."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from iomatrix.commands.common import load_plan, warn_tcg
+from iomatrix.commands.options import DEFAULT_DB, DEFAULT_WORKDIR, DbOpt, KernelOpt, WorkdirOpt
+from iomatrix.errors import UserError
+from iomatrix.ui import console, err_console
+
+if TYPE_CHECKING:
+    from iomatrix.plan.model import Plan
+    from iomatrix.store import Store
+
+NAME = "run"
+
+# Kernel filesystems: a workdir there is never what the user meant, and writing to them can do harm.
+KERNEL_FS_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))
+
+
+class Accel(StrEnum):
+    auto = "auto"
+    kvm = "kvm"
+    tcg = "tcg"
+
+
+class SweepIncomplete(Exception):
+    """The sweep ran, but every run failed or some units gave up: the CLI prints the message (plain text) as one
+    error line and exits with its own status (README, "Exit status")."""
+
+
+def run(
+    plan: Annotated[str, typer.Argument(help="Built-in plan name (e.g. quick) or TOML file.")],
+    db: DbOpt = DEFAULT_DB,
+    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    allow_destroy: Annotated[list[Path], typer.Option(
+        "--allow-destroy", help="A block device you hand over to be overwritten (repeatable).")] = [],  # noqa: B006
+    accel: Annotated[Accel, typer.Option(help="Guest accelerator: probe KVM, or force one.")] = Accel.auto,
+    monitor_interval: Annotated[float, typer.Option(help="Host sampler period in seconds.")] = 1.0,
+    kernel: KernelOpt = None,
+) -> None:
+    """Run a plan, e.g. 'iomatrix run quick'. Re-running on the same --db resumes and skips completed runs."""
+    from iomatrix.locks import WORKDIR_LOCK, db_lock_path, exclusive, refuse_if_held
+    from iomatrix.store import Store
+
+    if not 0.05 <= monitor_interval <= 60:
+        raise UserError(f"--monitor-interval {monitor_interval} is out of range", hint="use 0.05 to 60 seconds")
+    from iomatrix.safety import check_allowed_devices
+
+    check_allowed_devices(allow_destroy)  # every handed-over device, before anything runs, whatever the plan
+    p, base = load_plan(plan)
+    # Everything is checked before anything is created: a bad --db leaves no workdir behind. A database
+    # another sweep holds may be half-created: say who holds it rather than judge its contents.
+    refuse_if_held(db_lock_path(db.absolute()), f"results database {db}")
+    Store.preflight(db)
+    work = check_workdir(workdir)
+    if os.geteuid() != 0 and not p.keep_caches_warm:
+        err_console.print("[yellow]warning:[/] not running as root: the host page cache cannot be dropped "
+                          "before each run (each run records it as not-dropped); run as root for cold-cache "
+                          "figures", soft_wrap=True)
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"cannot create --workdir {workdir}: {err.strerror}",
+                        hint="choose a writable directory") from None
+    with contextlib.ExitStack() as held:
+        held.enter_context(exclusive(work / WORKDIR_LOCK, f"working directory {work}"))
+        held.enter_context(exclusive(db_lock_path(db.absolute()), f"results database {db}"))
+        _run_locked(p, base, plan, Store(db), db, work, allow_destroy, accel, monitor_interval, kernel)
+
+
+def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, work: Path,
+                allow_destroy: list[Path], accel: Accel, monitor_interval: float, kernel: Path | None) -> None:
+    from iomatrix.commands.progress import RichProgress
+    from iomatrix.runner import RunOptions, SweepRunner
+
+    opts = RunOptions(workdir=work, allowed_devices={d.resolve() for d in allow_destroy},
+                      accel=accel.value, monitor_interval=monitor_interval, kernel=kernel,
+                      log=lambda m: console.print(f"[dim]{m}[/]"))
+    runner = SweepRunner(p, base, store, opts, progress=RichProgress())
+    exp = runner.expansion
+    console.print(f"[bold]{p.name}[/]: {len(exp.cells)} cells, {len(exp.units)} cell×workload units, "
+                  f"{len(exp.pruned)} pruned (see 'iomatrix plan {plan} --explain'); results → {db}")
+    res = runner.run()
+    accels = sorted(set(res.accel.values()))
+    console.print(f"sweep {res.sweep_id}: {res.runs_done} runs ok, {res.runs_failed} failed; accelerator: "
+                  + ", ".join(f"{t}={a}" for t, a in res.accel.items()))
+    if res.disturbed:
+        console.print(f"[yellow]{res.disturbed} run(s) disturbed by the rest of the host[/] ({res.retried} retried); "
+                      "see the notes in 'iomatrix results'")
+    for key, why in res.not_converged:
+        console.print(f"[yellow]not converged:[/] {key}: {why}")
+    for key, why in res.gave_up:
+        console.print(f"[red]gave up:[/] {key}: {why}")
+    warn_tcg(accels)
+    if res.interrupted:
+        console.print(f"[yellow]interrupted[/]: completed runs are saved in {db}; run the same command to resume")
+        raise typer.Exit(130)
+    if res.runs_done:
+        from iomatrix.report.recommend import short_verdict
+
+        console.print(short_verdict(store, res.sweep_id))
+    console.print(f"next: iomatrix recommend --db {db}   ·   iomatrix report --html report.html --db {db}   ·   "
+                  f"iomatrix rank --db {db}")
+    if res.runs_done == 0 and res.runs_failed > 0:
+        raise SweepIncomplete(f"every run failed ({res.runs_failed} runs); see the errors above and "
+                              f"'iomatrix results --db {db}'")
+    if res.gave_up:
+        raise SweepIncomplete(f"{len(res.gave_up)} of {len(exp.units)} cell×workload units gave up "
+                              "after repeated failures; their figures are missing")
+
+
+def check_workdir(workdir: Path) -> Path:
+    """The resolved workdir, after refusing kernel filesystems, files and unwritable places."""
+    w = workdir.expanduser().resolve()
+    for root in KERNEL_FS_ROOTS:
+        if w == root or root in w.parents:
+            raise UserError(f"--workdir {workdir} is under {root}, a kernel filesystem",
+                            hint="choose a directory on a real filesystem, e.g. ./iomatrix-work")
+    if w.exists() and not w.is_dir():
+        raise UserError(f"--workdir {workdir} exists and is not a directory",
+                        hint="give a directory (it is created if missing)")
+    existing = w
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserError(f"--workdir {workdir}: {existing} is not a directory", hint="give a directory path")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"--workdir {workdir}: {existing} is not writable", hint="choose a writable directory")
+    return w
+
+
+def register(app: typer.Typer) -> None:
+    app.command(NAME)(run)
