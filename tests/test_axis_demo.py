@@ -16,16 +16,18 @@ from pathlib import Path
 
 import pytest
 
+from iomatrix.commands.plan import print_explain
 from iomatrix.domain import NA, axes
 from iomatrix.domain.axes import Axis, Layer, QemuOptions, ToolOption
 from iomatrix.matrix import Cell, expand
 from iomatrix.plan.load import plan_from_dict
+from iomatrix.report.export import render_tables
 from iomatrix.report.exports import results_table
 from iomatrix.report.rank import rank_sweep
-from iomatrix.report.render import render_tables
 from iomatrix.report.results import results_document
 from iomatrix.runner import RunOptions, SweepRunner, plan_expansion
 from iomatrix.store import Store
+from iomatrix.ui import console
 from iomatrix.workloads import resolve
 from tests.conftest import needs
 
@@ -66,6 +68,10 @@ def test_plan_validates_and_expands_the_new_axis() -> None:
         assert keys == ["baremetal/-/-/none/threads/-/dir/none",
                         "blocklayer/raw/off/none/threads/-/dir/none",  # the default: the key from before the axis
                         "blocklayer/raw/off/none/threads/-/dir/none+demo_zeroes=on"]
+        with console.capture() as cap:  # `plan --explain` gets a column for the axis the plan varies
+            print_explain(exp)
+        header = next(line for line in cap.get().splitlines() if "workloads" in line)
+        assert header.split()[-2:] == ["demo_zeroes", "workloads"]
         on = next(c for c in exp.cells if c["demo_zeroes"] == "on")
         assert Cell.from_key(on.key) == on and on.label().endswith("demo_zeroes=on")
         with pytest.raises(Exception, match=r"demo_zeroes\.0: 'maybe' is not valid; valid values: 'off', 'on'"):

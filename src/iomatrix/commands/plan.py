@@ -63,12 +63,14 @@ def print_explain(exp: Expansion) -> None:
     """`--explain`: every cell with its workloads, then every pruned cell with its reason."""
     from rich.table import Table
 
-    t = Table("#", "tier", "format", "prealloc", "cache", "aio", "bus", "backing", "modifier", "workloads",
-              title="cells", box=None)
+    from iomatrix.domain import NA, axes
+
+    # The first release's axes always; a later axis where some cell sets it away from its default.
+    shown = [a for a in axes.axes() if a.always_named or any(c[a.name] not in (NA, a.default) for c in exp.cells)]
+    t = Table("#", *(a.heading for a in shown), "workloads", title="cells", box=None)
     for i, c in enumerate(exp.cells, 1):
         wls = [u.workload.name for u in exp.units if u.cell == c]
-        t.add_row(str(i), c.tier, c.format, c.preallocation, c.cache, c.aio, c.bus, c.backing, c.modifier,
-                  ", ".join(wls))
+        t.add_row(str(i), *(c[a.name] for a in shown), ", ".join(wls))
     console.print(t)
     if exp.pruned:
         pt = Table("pruned", "reason", title="pruned", box=None)

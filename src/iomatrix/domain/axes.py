@@ -127,6 +127,12 @@ class Axis:
     risk: Callable[[str], SafetyLevel | None] = _no_risk  # documented power-loss risk of a value alone
     # A note for the sweep (shown by `plan --explain` and stored) when some cell has a value that needs one.
     cell_note: Callable[[Mapping[str, str]], str | None] | None = None
+    short: str = ""  # a shorter column heading ("prealloc")
+
+    @property
+    def heading(self) -> str:
+        """The axis's column heading in terminal tables (short where the name is long)."""
+        return self.short or self.name
 
     def applies_to(self, layers: frozenset[Layer]) -> bool:
         return self.name in ("tier", "backing") or bool(self.layers & layers)
@@ -212,6 +218,7 @@ FORMAT = Axis(
 PREALLOCATION = Axis(
     "preallocation", "what qemu-img allocates when it creates the image", tuple(domain.Preallocation),
     domain.Preallocation.OFF, (domain.Preallocation.OFF,), frozenset({Layer.IMAGE}), always_named=True,
+    short="prealloc",
     rules=(Rule(("format", "preallocation"), _format_rule),),
     simpler=tuple(domain.Preallocation),
     # (qemu-img create -o preallocation= is create_image's own argument: it depends on the format, qed has none)
