@@ -40,7 +40,7 @@ from iomatrix.workloads import PRESETS
 
 MATCH_AXES = ("cache", "aio", "backing", "modifier")
 # Stops a ranking's notes call out: racing's eliminations explain a smaller n; limits say the data did not settle
-# it. (Not: settled, converged, baseline — answers, or a cell that is not ranked for itself.)
+# it. (Not noted: settled and converged, which are answers; baseline; a plug-in policy's other.)
 NOTED_STOPS = frozenset({StopKind.ELIMINATED, StopKind.EQUIVALENT, StopKind.UNRESOLVED, StopKind.BUDGET,
                          StopKind.MAX_RUNS, StopKind.GAVE_UP})
 
