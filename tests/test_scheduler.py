@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from iomatrix.scheduler import CiWidthPolicy, Room, Scheduler, UnitState
+from iomatrix.scheduler import CiWidthPolicy, Room, Scheduler, StopKind, StopVerdict, UnitState
 
 
 class FakeClock:
@@ -133,9 +133,9 @@ class StopAllAfterMin:
     def __init__(self) -> None:
         self.calls: list[list[str]] = []
 
-    def finished(self, units: Sequence[UnitState], room: Room) -> dict[str, str]:
+    def finished(self, units: Sequence[UnitState], room: Room) -> dict[str, StopVerdict]:
         self.calls.append(sorted(u.key for u in units))
-        return {u.key: "scripted stop" for u in units}
+        return {u.key: StopVerdict(StopKind.OTHER, "scripted stop") for u in units}
 
 
 def test_a_stop_policy_plugs_in_and_only_sees_units_past_their_minimum() -> None:
@@ -145,6 +145,7 @@ def test_a_stop_policy_plugs_in_and_only_sees_units_past_their_minimum() -> None
     log = drive(s, steady())
     assert len(log) == 4 and policy.calls == [["a", "b"]]
     assert set(s.reasons().values()) == {"scripted stop"}
+    assert {st.kind for st in s.new_stops()} == {StopKind.OTHER}  # the policy's kind, whatever its sentence
 
 
 def test_bad_repetitions_are_refused() -> None:
@@ -314,8 +315,6 @@ def test_no_retry_when_the_budget_is_spent_and_a_queued_retry_is_dropped() -> No
 # -- why and when each unit stopped ---------------------------------------------------------------------
 
 def test_every_stop_is_reported_once_with_its_kind_and_round() -> None:
-    from iomatrix.scheduler import stop_kind
-
     s = racing(["fast", "slow", "bare-metal", "broken"], min_runs=3, baselines=["bare-metal"])
     stops = []
     means = {"fast": 1000.0, "slow": 100.0, "bare-metal": 5.0}
@@ -333,8 +332,16 @@ def test_every_stop_is_reported_once_with_its_kind_and_round() -> None:
     assert by["bare-metal"].kind == "baseline"
     assert by["broken"].kind == "gave-up" and by["broken"].ok_runs == 0
     assert s.new_stops() == []
-    assert [stop_kind(r) for r in ("converged", "max runs reached", "time budget spent", "???")] == [
-        "converged", "max-runs", "budget", "other"]
+
+
+def test_the_limits_and_ci_width_stop_with_their_kinds() -> None:
+    s = make(["steady", "noisy"], min_runs=3, max_runs=5)
+    drive(s, lambda k, n: 100.0 if k == "steady" else (50.0 if n % 2 else 150.0))
+    assert {k: (v.kind, v.reason) for k, v in s.verdicts().items() if v} == {
+        "steady": (StopKind.CONVERGED, "converged"), "noisy": (StopKind.MAX_RUNS, "max runs reached")}
+    s = make(["a"], min_runs=1, max_runs=50, budget=100.0, prior=100.0)
+    drive(s, lambda k, n: 100.0 * (1 + n % 3))
+    assert s.verdicts()["a"] == StopVerdict(StopKind.BUDGET, "time budget spent")
 
 
 # -- batches: runs of one cell sharing a start-up (the guest tier's boot) ------------------------------------
@@ -472,9 +479,7 @@ def test_racing_stops_two_unseparable_leaders_when_max_cannot_separate_them() ->
     assert reasons["b"].startswith("not separable from a within the budget") and "left" in reasons["b"]
     assert reasons["a"] == "race over: not separable within the budget (a best)"
     assert len(log) < 2 * 8
-    from iomatrix.scheduler import stop_kind
-
-    assert stop_kind(reasons["b"]) == stop_kind(reasons["a"]) == "unresolved"
+    assert {st.kind for st in s.new_stops()} == {StopKind.UNRESOLVED}
     # With room for many more rounds the same pair races on, past the point where max 8 gave up.
     s2 = racing(["a", "b"], min_runs=3, max_runs=200)
     log2 = drive(s2, lambda k, n: wobble(1000.0 if k == "a" else 900.0, n, 0 if k == "a" else 2))
@@ -502,13 +507,14 @@ class ScriptedRace:
 
     name = "scripted"
 
-    def __init__(self, stops: dict[str, tuple[int, str]]) -> None:
+    def __init__(self, stops: dict[str, tuple[int, StopKind, str]]) -> None:
         self.stops = stops
         self.seen: list[tuple[list[str], int]] = []
 
-    def finished(self, units: Sequence[UnitState], room: Room) -> dict[str, str]:
+    def finished(self, units: Sequence[UnitState], room: Room) -> dict[str, StopVerdict]:
         self.seen.append(([u.key for u in units], room.active_units))
-        return {u.key: self.stops[u.key][1] for u in units if u.ok >= self.stops[u.key][0]}
+        return {u.key: StopVerdict(self.stops[u.key][1], self.stops[u.key][2]) for u in units
+                if u.ok >= self.stops[u.key][0]}
 
 
 def wide_then(value: float, first: int = 3) -> Callable[[str, int], float]:
@@ -518,7 +524,8 @@ def wide_then(value: float, first: int = 3) -> Callable[[str, int], float]:
 
 def race_scheduler(precision_max: int | None, *, budget: float = 1e9, clock: FakeClock | None = None,
                    ci_target: float | None = 0.05, max_runs: int = 6) -> tuple[Scheduler, ScriptedRace]:
-    policy = ScriptedRace({"a": (max_runs, "race over: a best"), "b": (3, "eliminated: scripted")})
+    policy = ScriptedRace({"a": (max_runs, StopKind.SETTLED, "race over: a best"),
+                           "b": (3, StopKind.ELIMINATED, "eliminated: scripted")})
     units = [UnitState("a"), UnitState("b", precision_max=precision_max)]
     return Scheduler(units, min_runs=3, max_runs=max_runs, budget_s=budget, policy=policy, seed=5,
                      clock=clock or FakeClock(), ci_target=ci_target), policy
@@ -529,8 +536,6 @@ def ten_percent(key: str, n: int) -> float:
 
 
 def test_a_decided_unit_runs_on_after_the_race_and_leaves_the_race_untouched() -> None:
-    from iomatrix.scheduler import stop_kind
-
     plain, plain_policy = race_scheduler(None, max_runs=4)
     plain_log = drive(plain, ten_percent)
     s, policy = race_scheduler(5, max_runs=4)
@@ -544,7 +549,7 @@ def test_a_decided_unit_runs_on_after_the_race_and_leaves_the_race_untouched() -
     reason = s.reasons()["b"]
     assert reason.startswith("eliminated: scripted; then run on toward ±5%: CI ±")
     assert reason.endswith("at 5 runs (precision_max)")
-    assert stop_kind(reason) == "eliminated"  # the decision's kind is kept
+    assert s.verdicts()["b"] == StopVerdict(StopKind.ELIMINATED, reason)  # the decision's kind is kept
     assert s.reasons()["a"] == "race over: a best"
 
 
@@ -611,7 +616,8 @@ def test_a_resumed_sweep_carries_on_with_the_precision_runs() -> None:
     a = UnitState("a", points=[(r, ten_percent("a", r)) for r in range(1, 7)], rounds=set(range(1, 7)), ok=6)
     b = UnitState("b", points=[(r, ten_percent("b", i)) for i, r in enumerate((1, 2, 3, 7, 8))],
                   rounds={1, 2, 3, 7, 8}, ok=5, precision_max=10)
-    policy = ScriptedRace({"a": (6, "race over: a best"), "b": (3, "eliminated: scripted")})
+    policy = ScriptedRace({"a": (6, StopKind.SETTLED, "race over: a best"),
+                           "b": (3, StopKind.ELIMINATED, "eliminated: scripted")})
     s = Scheduler([a, b], min_runs=3, max_runs=6, budget_s=1e9, policy=policy, seed=5, clock=FakeClock(),
                   ci_target=0.05)
     log = drive(s, lambda key, n: ten_percent(key, n + 5))

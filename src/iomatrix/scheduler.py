@@ -39,9 +39,11 @@ the budget is spent. The race itself is untouched: a decided unit takes no part 
 in its estimate of the rounds left, or in the rounds while the race is on. Its stop keeps the policy's reason
 (and so its kind), followed by what the extra runs reached.
 
-Every stop is reported once through :meth:`Scheduler.new_stops` (the runner stores it) with a kind from
-:func:`stop_kind`: eliminated, equivalent (practically equivalent to the best), unresolved (the rounds left
-cannot separate it from the best), settled (the race is over), baseline, converged, max-runs, budget, gave-up.
+Every stop is decided as a :class:`StopVerdict`, its kind (``stop_kinds.StopKind``) and its sentence together,
+and reported once through :meth:`Scheduler.new_stops` (the runner stores it): eliminated, equivalent
+(practically equivalent to the best), unresolved (the rounds left cannot separate it from the best), settled
+(the race is over), baseline, converged, max-runs, budget, gave-up, or other (a plug-in policy's own reason).
+Nothing reads the kind back from the sentence.
 
 **Disturbed runs are retried**: the runner judges each run from the host samples taken during it
 (``stats/interference.py``) and passes the verdict to :meth:`Scheduler.record`. An ok run disturbed by an
@@ -72,10 +74,32 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from iomatrix.stop_kinds import StopKind
+
 MAX_FAILED_ATTEMPTS = 3
 MAX_RETRIES_PER_UNIT = 2  # retries of disturbed runs per unit over the sweep
 BUSY_SHARE = 0.5  # disturbed share of the judged retries above which the host counts as busy: no more retries
 BUSY_MIN_RETRIES = 3
+# stats.racing.stop_reason's reason when the race ends with only contenders the rounds left cannot separate.
+RACE_NOT_SEPARABLE = "not separable within the budget"
+
+
+@dataclass(frozen=True)
+class StopVerdict:
+    """Why a unit gets no more runs: the kind reports group by, and the sentence they print."""
+
+    kind: StopKind
+    reason: str  # e.g. "eliminated: significantly worse than cache=unsafe by 38% (…)", "time budget spent"
+
+    def then(self, more: str) -> StopVerdict:
+        """The same decision, with what happened after it (a decided unit's precision runs)."""
+        return StopVerdict(self.kind, f"{self.reason}; {more}")
+
+
+GAVE_UP = "gave up after {failed} failed runs"
+MAX_RUNS = StopVerdict(StopKind.MAX_RUNS, "max runs reached")
+BUDGET_SPENT = StopVerdict(StopKind.BUDGET, "time budget spent")
+BASELINE = StopVerdict(StopKind.BASELINE, "baseline: minimum runs kept")
 
 
 @dataclass
@@ -86,14 +110,14 @@ class UnitState:
     rounds: set[int] = field(default_factory=set)  # rounds in which the unit has an ok or failed run
     ok: int = 0
     failed: int = 0
-    done_reason: str | None = None  # why no more runs: converged, max runs, gave up …
+    stopped: StopVerdict | None = None  # why no more runs: converged, max runs, gave up …
     # Baselines the report needs (bare metal, the null ceiling) keep the minimum only under racing.
     baseline: bool = False
     pending: dict[int, float] = field(default_factory=dict)  # round → value of a disturbed run awaiting its retry
     retries: int = 0  # disturbed runs started again
     # Runs up to which the unit keeps running toward ci_target once the policy is done with it (None: it stops).
     precision_max: int | None = None
-    decided: str | None = None  # the policy's stop reason while the unit runs on for precision
+    decided: StopVerdict | None = None  # the policy's stop while the unit runs on for precision
     wall_total_s: float = 0.0  # wall time of this session's runs of the unit (the runner reports it)
     wall_runs: int = 0
 
@@ -103,13 +127,17 @@ class UnitState:
         return self.wall_total_s / self.wall_runs if self.wall_runs else 0.0
 
     @property
+    def done_reason(self) -> str | None:
+        return None if self.stopped is None else self.stopped.reason
+
+    @property
     def done(self) -> bool:
-        return self.done_reason is not None
+        return self.stopped is not None
 
     @property
     def racing(self) -> bool:
         """Still up to the stopping policy (not done, not decided and running on for precision)."""
-        return self.done_reason is None and self.decided is None
+        return self.stopped is None and self.decided is None
 
     @property
     def values(self) -> list[float]:
@@ -137,8 +165,8 @@ class StopPolicy(Protocol):
 
     name: str
 
-    def finished(self, units: Sequence[UnitState], room: Room) -> dict[str, str]:
-        """unit key → reason, for the units that should stop (only units with ≥ min ok runs are passed)."""
+    def finished(self, units: Sequence[UnitState], room: Room) -> dict[str, StopVerdict]:
+        """unit key → why, for the units that should stop (only units with ≥ min ok runs are passed)."""
         ...
 
 
@@ -151,14 +179,14 @@ class CiWidthPolicy:
     max_runs: int
     name: str = "ci-width"
 
-    def finished(self, units: Sequence[UnitState], room: Room) -> dict[str, str]:
+    def finished(self, units: Sequence[UnitState], room: Room) -> dict[str, StopVerdict]:
         from iomatrix.stats import needs_more_runs
 
-        out: dict[str, str] = {}
+        out: dict[str, StopVerdict] = {}
         for u in units:
             more, why = needs_more_runs(u.values, self.min_runs, self.max_runs, self.ci_target)
-            if not more:
-                out[u.key] = why
+            if not more:  # needs_more_runs stops with exactly "converged" or "max runs reached"
+                out[u.key] = StopVerdict(StopKind.CONVERGED if why == "converged" else StopKind.MAX_RUNS, why)
         return out
 
 
@@ -178,14 +206,14 @@ class RacingPolicy:
     name: str = "racing"
     history: dict[str, list] = field(default_factory=dict)  # group → its RaceStep per round
 
-    def finished(self, units: Sequence[UnitState], room: Room) -> dict[str, str]:
+    def finished(self, units: Sequence[UnitState], room: Room) -> dict[str, StopVerdict]:
         from iomatrix.stats.racing import race_step, stop_reason
 
-        out: dict[str, str] = {}
+        out: dict[str, StopVerdict] = {}
         groups: dict[str, list[UnitState]] = {}
         for u in units:
             if u.baseline:
-                out[u.key] = "baseline: minimum runs kept"
+                out[u.key] = BASELINE
             else:
                 groups.setdefault(u.group, []).append(u)
         # A comparison needs a variance: at least two rounds, whatever the plan's minimum.
@@ -200,30 +228,35 @@ class RacingPolicy:
             steps = self.history.setdefault(group, [])
             steps.append(step)
             for d in step.decisions:
-                if d.status == "eliminated":
-                    out[d.unit] = f"eliminated: {d.reason}"
-                elif d.status in ("equivalent", "futile"):
-                    out[d.unit] = d.reason  # "equivalent to X: …", "not separable from X within the budget: …"
+                if d.status in RACE_STOPS:
+                    out[d.unit] = race_verdict(d.status, d.reason)
             why = stop_reason(steps, rounds_done, max_rounds=10**9, min_rounds=min_rounds)
             if why:
+                over = race_over(why, step.best)
                 for u in members:
-                    out.setdefault(u.key, f"race over: {why}" + (f" ({step.best} best)" if step.best else ""))
+                    out.setdefault(u.key, over)
         return out
 
 
+# Racing's per-unit decisions that stop a unit, by their status (stats.racing.STATUSES), with their kind.
+RACE_STOPS = {"eliminated": StopKind.ELIMINATED, "equivalent": StopKind.EQUIVALENT, "futile": StopKind.UNRESOLVED}
+
+
+def race_verdict(status: str, reason: str) -> StopVerdict:
+    """A unit racing stopped: eliminated ("eliminated: significantly worse than X …"), equivalent ("equivalent
+    to X: …") or futile ("not separable from X within the budget: …")."""
+    kind = RACE_STOPS[status]
+    return StopVerdict(kind, f"eliminated: {reason}" if kind is StopKind.ELIMINATED else reason)
+
+
+def race_over(why: str, best: str | None) -> StopVerdict:
+    """The race of a group ended (``stats.racing.stop_reason``'s `why`): settled, or unresolved when only
+    contenders the rounds left cannot separate were left."""
+    kind = StopKind.UNRESOLVED if why == RACE_NOT_SEPARABLE else StopKind.SETTLED
+    return StopVerdict(kind, f"race over: {why}" + (f" ({best} best)" if best else ""))
+
+
 POLICIES = ("racing", "ci-width")
-
-# Kinds of stop reasons, as stored in unit_stops.kind: (prefix of the reason, kind).
-STOP_KINDS = (("gave up", "gave-up"), ("eliminated", "eliminated"), ("equivalent", "equivalent"),
-              ("not separable", "unresolved"), ("race over: not separable", "unresolved"), ("race over", "settled"),
-              ("baseline", "baseline"), ("converged", "converged"), ("max runs", "max-runs"),
-              ("time budget", "budget"))
-
-
-def stop_kind(reason: str) -> str:
-    """The kind of a stop reason: eliminated, equivalent, unresolved (not separable within the budget), settled,
-    baseline, converged, max-runs, budget, gave-up (else 'other')."""
-    return next((kind for prefix, kind in STOP_KINDS if reason.startswith(prefix)), "other")
 
 
 @dataclass(frozen=True)
@@ -241,7 +274,7 @@ class Stop:
     """A unit's stop, as the store keeps it."""
 
     key: str
-    kind: str
+    kind: StopKind
     reason: str
     round: int | None  # the last round the unit ran in
     ok_runs: int
@@ -305,7 +338,7 @@ class Scheduler:
             if u.done:
                 continue
             if u.failed >= self.max_failures and u.failed > u.ok:
-                u.done_reason = f"gave up after {u.failed} failed runs"
+                u.stopped = StopVerdict(StopKind.GAVE_UP, GAVE_UP.format(failed=u.failed))
             elif u.decided is not None:
                 self._precision_check(u)
             elif u.ok >= self.min_runs:
@@ -318,9 +351,9 @@ class Scheduler:
             if not u.racing:
                 continue
             if u.ok >= self.max_runs:
-                self._stop(u, "max runs reached")
+                self._stop(u, MAX_RUNS)
             elif not self.budget_left():
-                u.done_reason = "time budget spent"
+                u.stopped = BUDGET_SPENT
 
     # -- precision after the decision ------------------------------------------------
     def _ci_gap(self, u: UnitState) -> str | None:
@@ -334,13 +367,13 @@ class Scheduler:
         more, why = needs_more_runs(u.values, 1, len(u.values) + 1, self.ci_target)
         return why if more else None
 
-    def _stop(self, u: UnitState, why: str) -> None:
+    def _stop(self, u: UnitState, why: StopVerdict) -> None:
         """The policy (or max) is done with `u`: stop it, or let it run on toward ci_target (decided)."""
         if (u.precision_max is not None and u.ok < u.precision_max and self.budget_left()
                 and self._ci_gap(u) is not None):
             u.decided = why
         else:
-            u.done_reason = why
+            u.stopped = why
 
     def _precision_check(self, u: UnitState, budget_spent: bool = False) -> None:
         """A decided unit stops once its CI is within ci_target, at its precision_max, or when the budget is
@@ -359,7 +392,7 @@ class Scheduler:
             then = f"{gap} at {u.ok} runs (time budget spent)"
         else:
             return
-        u.done_reason = f"{u.decided}; then run on toward {target}: {then}"
+        u.stopped = u.decided.then(f"then run on toward {target}: {then}")
 
     def order(self, round_no: int, keys: Sequence[str]) -> list[str]:
         """`keys` in the round's random order. The permutation is drawn over all units from the sweep's seed
@@ -481,7 +514,7 @@ class Scheduler:
             if u.decided is not None:
                 self._precision_check(u, budget_spent=True)
             else:
-                u.done_reason = "time budget spent"
+                u.stopped = BUDGET_SPENT
             return False
         return True
 
@@ -547,11 +580,15 @@ class Scheduler:
     def reasons(self) -> Mapping[str, str | None]:
         return {k: u.done_reason for k, u in self.units.items()}
 
+    def verdicts(self) -> Mapping[str, StopVerdict | None]:
+        """unit key → why it stopped (kind and sentence), None while it runs on."""
+        return {k: u.stopped for k, u in self.units.items()}
+
     def new_stops(self) -> list[Stop]:
         """Units that stopped since the last call, each reported once."""
         out = []
         for k, u in self.units.items():
-            if u.done_reason is not None and k not in self._reported:
+            if u.stopped is not None and k not in self._reported:
                 self._reported.add(k)
-                out.append(Stop(k, stop_kind(u.done_reason), u.done_reason, max(u.rounds, default=None), u.ok))
+                out.append(Stop(k, u.stopped.kind, u.stopped.reason, max(u.rounds, default=None), u.ok))
         return out

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from iomatrix.stats import cold_vs_warm, mad_outliers, snia_steady_state
+from iomatrix.stop_kinds import StopKind
 
 if TYPE_CHECKING:
     from iomatrix.stats.interference import RunInterference
@@ -64,6 +65,10 @@ def steady_counts(attained: Sequence[float]) -> dict[str, int] | None:
     return {"runs": len(attained), "attained": int(sum(1 for a in attained if a >= 0.5))}
 
 
+# Stops that are answers from the data (equivalence settles a tie): a results row does not flag them.
+SETTLING_STOPS = frozenset({StopKind.CONVERGED, StopKind.SETTLED, StopKind.EQUIVALENT})
+
+
 def notes(row: dict[str, Any]) -> list[str]:
     """Short human flags for a results/rank row."""
     out = []
@@ -81,7 +86,7 @@ def notes(row: dict[str, Any]) -> list[str]:
             f"{d['run_id']} ({'; '.join(d['reasons'])}{'; replaced by its retry' if d.get('replaced') else ''})"
             for d in dist))
     stop = row.get("stop")
-    if stop and stop["kind"] not in ("converged", "settled", "equivalent"):  # equivalence settles a tie
+    if stop and stop["kind"] not in SETTLING_STOPS:
         out.append(f"stopped after round {stop['round']}: {stop['reason']}")
     return out
 

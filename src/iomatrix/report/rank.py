@@ -32,10 +32,16 @@ from iomatrix.stats.decision import (
     decide,
 )
 from iomatrix.stats.interference import RunInterference
+from iomatrix.stop_kinds import StopKind
 from iomatrix.store import Store
+from iomatrix.store.queries import RunBoot
 from iomatrix.tiers import is_reference, tier_order
 from iomatrix.workloads import PRESETS
 
+# Stops a ranking's notes call out: racing's eliminations explain a smaller n; limits say the data did not settle
+# it. (Not noted: settled and converged, which are answers; baseline; a plug-in policy's other.)
+NOTED_STOPS = frozenset({StopKind.ELIMINATED, StopKind.EQUIVALENT, StopKind.UNRESOLVED, StopKind.BUDGET,
+                         StopKind.MAX_RUNS, StopKind.GAVE_UP})
 
 def primary_metric(workload: str) -> tuple[str, bool]:
     """The workload's primary metric and its direction (from the metric registry, iomatrix.metrics)."""
@@ -45,50 +51,18 @@ def primary_metric(workload: str) -> tuple[str, bool]:
 
 
 def run_rounds(store: Store, run_ids: Sequence[int]) -> dict[int, int]:
-    """run id → round.  Schema 2 stores ``runs.round``; older stores have only the attempt number, which
-    is the round for a sweep that ran uninterrupted (each round runs every unit once), so it stands in — also
-    for the runs of a schema-1 file migrated since (their ``round`` is NULL)."""
-    if not run_ids:
-        return {}
-    cols = {r[1] for r in store.db.execute("PRAGMA table_info(runs)")}
-    col = "COALESCE(round, attempt)" if "round" in cols else "attempt"
-    out: dict[int, int] = {}
-    ids = list(run_ids)
-    for i in range(0, len(ids), 500):
-        chunk = ids[i:i + 500]
-        q = f"SELECT id, {col} FROM runs WHERE id IN ({','.join('?' * len(chunk))})"
-        for rid, rnd in store.db.execute(q, chunk):
-            if rnd is not None:
-                out[int(rid)] = int(rnd)
-    return out
+    """run id → round (schema 1: the attempt number stands in; ``Store.run_round_numbers``)."""
+    return store.run_round_numbers(run_ids) if run_ids else {}
 
 
-def run_boots(store: Store, run_ids: Sequence[int]) -> dict[int, tuple[str, int | None]]:
+def run_boots(store: Store, run_ids: Sequence[int]) -> dict[int, RunBoot]:
     """run id → (boot id, position in the boot), for the runs that shared a guest boot (schema 4)."""
-    cols = {r[1] for r in store.db.execute("PRAGMA table_info(runs)")}
-    if "boot_id" not in cols or not run_ids:
-        return {}
-    out: dict[int, tuple[str, int | None]] = {}
-    ids = list(run_ids)
-    for i in range(0, len(ids), 500):
-        chunk = ids[i:i + 500]
-        q = ("SELECT id, boot_id, boot_position FROM runs WHERE boot_id IS NOT NULL "
-             f"AND id IN ({','.join('?' * len(chunk))})")
-        for rid, boot, pos in store.db.execute(q, chunk):
-            out[int(rid)] = (str(boot), None if pos is None else int(pos))
-    return out
+    return store.run_boots(run_ids) if run_ids else {}
 
 
 def run_values(store: Store, run_ids: Sequence[int], metric: str) -> dict[int, float]:
     """run id → the metric's value, for the runs that have it."""
-    out: dict[int, float] = {}
-    ids = list(run_ids)
-    for i in range(0, len(ids), 500):
-        chunk = ids[i:i + 500]
-        q = f"SELECT run_id, value FROM samples WHERE metric=? AND run_id IN ({','.join('?' * len(chunk))})"
-        for rid, v in store.db.execute(q, [metric, *chunk]):
-            out[int(rid)] = float(v)
-    return out
+    return store.run_metric_values(run_ids, metric)
 
 
 def baremetal_reference(cell: CellWorkload, candidates: Sequence[CellWorkload]) -> CellWorkload | None:
@@ -148,11 +122,112 @@ class WorkloadRanking:
             out.append(f"replaced by a clean retry, not analysed ({label}): run(s) "
                        + ", ".join(map(str, rids)))
         for label, stop in (self.stops or {}).items():
-            # Racing's eliminations explain a smaller n; limits say the data did not settle it.
-            if stop["kind"] in ("eliminated", "equivalent", "unresolved", "budget", "max-runs", "gave-up"):
+            if stop["kind"] in NOTED_STOPS:
                 out.append(f"stopped after round {stop['round']} with {stop['ok_runs']} runs ({label}): "
                            f"{stop['reason']}")
         return out
+
+
+@dataclass(frozen=True)
+class CellSamples:
+    """What one cell contributes to its ranking."""
+
+    values: list[float]  # the analysed values: the runs (warm ones when the cold first run is set apart) or boot means
+    rounds: list[int] | None  # the round of each value, for a blocked analysis; None without one
+    cold_apart: bool  # the cold first run differed significantly and is left out
+    unit: CellUnit | None  # the boot-means unit, when the cell's runs shared boots
+
+
+def blocked_cell_samples(cell: CellWorkload, per_run: Mapping[int, tuple[int, float]],
+                         boots: Mapping[int, tuple[str, int | None]] | None) -> CellSamples:
+    """The cell's values with their rounds, in round order, from ``per_run`` (run id → (round, value))."""
+    points = sorted(((rid, *per_run[rid]) for rid in cell.runs if rid in per_run), key=lambda p: p[1])
+    values, apart = ranked_samples([v for _, _, v in points])
+    points = points[len(points) - len(values):]  # the cold first run, when set apart, is the earliest
+    cu = boot_unit(points, boots)
+    if cu is not None:
+        return CellSamples(list(cu.values), list(cu.rounds), apart, cu)
+    return CellSamples([v for _, _, v in points], [r for _, r, _ in points], apart, None)
+
+
+def independent_cell_samples(cell: CellWorkload, metric: str,
+                             boots: Mapping[int, tuple[str, int | None]] | None) -> CellSamples:
+    """The cell's values of ``metric`` in run order, without rounds."""
+    values, apart = ranked_samples(cell.samples[metric])
+    all_values = cell.samples[metric]
+    cu = None
+    if len(cell.runs) == len(all_values):  # run ids line up with the values: the boots can be told
+        kept = list(zip(cell.runs, all_values, strict=True))[len(all_values) - len(values):]
+        cu = boot_unit([(rid, i, v) for i, (rid, v) in enumerate(kept)], boots)
+    return CellSamples(values if cu is None else list(cu.values), None, apart, cu)
+
+
+def cell_samples(cell: CellWorkload, metric: str, per_run: Mapping[int, tuple[int, float]] | None,
+                 boots: Mapping[int, tuple[str, int | None]] | None) -> CellSamples:
+    """Blocked by round with ``per_run``, else independent."""
+    if per_run is not None:
+        return blocked_cell_samples(cell, per_run, boots)
+    return independent_cell_samples(cell, metric, boots)
+
+
+def tier_cells(cws: Sequence[CellWorkload], workload: str, metric: str,
+               tier: str | None) -> tuple[list[CellWorkload], str, list[CellWorkload]] | None:
+    """(the workload's cells with ``metric``, the tier to rank — by default the one closest to a real VM among
+    theirs —, that tier's cells to rank: all but the null-backing ceiling); None when either list is empty."""
+    mine = [c for c in cws if c.workload == workload and metric in c.samples]
+    if not mine:
+        return None
+    if tier is None:
+        tier = max({c.axes["tier"] for c in mine}, key=tier_order)
+    ranked = [c for c in mine if c.axes["tier"] == tier and c.axes["backing"] != NULL_BACKING]
+    return (mine, tier, ranked) if ranked else None
+
+
+def cell_stops(cells: Sequence[CellWorkload],
+               stops: Mapping[tuple[int, str], dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
+    """label → why the scheduler stopped repeating the cell, for the cells that have a stop."""
+    return {c.label(): (stops or {})[(c.cell_id, c.workload)] for c in cells
+            if (c.cell_id, c.workload) in (stops or {})}
+
+
+def disturbed_runs(cells: Sequence[CellWorkload], interference: Mapping[int, RunInterference] | None
+                   ) -> dict[str, list[tuple[int, RunInterference]]]:
+    """label → its analysed runs flagged as disturbed (id, why), for the cells that have any."""
+    out = {c.label(): [(rid, interference[rid]) for rid in c.runs
+                       if interference and rid in interference and interference[rid].disturbed]
+           for c in cells}
+    return {k: v for k, v in out.items() if v}
+
+
+def ratios_to_baremetal(cells: Sequence[CellWorkload], candidates: Sequence[CellWorkload],
+                        metric: str) -> dict[str, RatioCI | None]:
+    """label → mean(cell)/mean(its bare-metal reference) with a Fieller CI; None without a reference of ≥ 2
+    runs or with fewer than 2 runs of the cell."""
+    out: dict[str, RatioCI | None] = {}
+    for c in cells:
+        ref = baremetal_reference(c, candidates)
+        if ref is not None and metric in ref.samples and len(ref.samples[metric]) >= 2 \
+                and len(c.samples[metric]) >= 2:
+            out[c.label()] = ratio_ci(c.samples[metric], ref.samples[metric])
+        else:
+            out[c.label()] = None
+    return out
+
+
+def replaced_runs(cells: Sequence[CellWorkload]) -> dict[str, list[int]]:
+    """label → the ok runs a clean retry replaced (not analysed), for the cells that have any."""
+    return {c.label(): c.replaced for c in cells if c.replaced}
+
+
+def accelerators(cells: Sequence[CellWorkload]) -> list[str]:
+    """The accelerators the cells' runs used (kvm, tcg, …), sorted."""
+    return sorted({a for c in cells for a in c.accel})
+
+
+def null_ceiling(cells: Sequence[CellWorkload], tier: str, metric: str) -> list[tuple[CellWorkload, float]]:
+    """The tier's null-backing cells with their mean: what the stack can do without a disk."""
+    return [(c, sum(c.samples[metric]) / len(c.samples[metric])) for c in cells
+            if c.axes["backing"] == NULL_BACKING and c.axes["tier"] == tier]
 
 
 def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *, min_n: int = 3,
@@ -169,68 +244,28 @@ def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *,
     runs are independent samples. ``boots`` (run id → (boot id, position)) marks runs that shared a guest
     boot: such a cell's unit is chosen by ``stats.analysis_unit.cell_unit`` (boot means when the
     between-boot variance dominates, else the runs)."""
-    m, _ = primary_metric(workload)
-    metric = metric or m
-    higher = metric_info(metric).higher_is_better
-    mine = [c for c in cws if c.workload == workload and metric in c.samples]
-    if not mine:
+    metric = metric or primary_metric(workload)[0]
+    found = tier_cells(cws, workload, metric, tier)
+    if found is None:
         return None
-    if tier is None:
-        tier = max({c.axes["tier"] for c in mine}, key=tier_order)
-    ranked = [c for c in mine if c.axes["tier"] == tier and c.axes["backing"] != NULL_BACKING]
-    if not ranked:
-        return None
-    groups: dict[str, list[float]] = {}
-    rounds: dict[str, list[int]] | None = {} if per_run is not None else None
-    cold_apart: list[str] = []
-    units: dict[str, CellUnit] = {}
-    for c in ranked:
-        if per_run is not None and rounds is not None:
-            rid_pts = sorted(((rid, *per_run[rid]) for rid in c.runs if rid in per_run), key=lambda p: p[1])
-            values, apart = ranked_samples([v for _, _, v in rid_pts])
-            rid_pts = rid_pts[len(rid_pts) - len(values):]  # the cold first run, when set apart, is the earliest
-            groups[c.label()], rounds[c.label()] = [v for _, _, v in rid_pts], [r for _, r, _ in rid_pts]
-            cu = boot_unit(rid_pts, boots)
-            if cu is not None:
-                units[c.label()] = cu
-                groups[c.label()], rounds[c.label()] = list(cu.values), list(cu.rounds)
-        else:
-            groups[c.label()], apart = ranked_samples(c.samples[metric])
-            all_values = c.samples[metric]
-            if len(c.runs) == len(all_values):  # run ids line up with the values: the boots can be told
-                kept = list(zip(c.runs, all_values, strict=True))[len(all_values) - len(groups[c.label()]):]
-                cu = boot_unit([(rid, i, v) for i, (rid, v) in enumerate(kept)], boots)
-                if cu is not None:
-                    units[c.label()] = cu
-                    groups[c.label()] = list(cu.values)
-        if apart:
-            cold_apart.append(c.label())
-    r = rank(groups, higher_is_better=higher, alpha=alpha, min_n=min_n, max_rel_half_width=max_noise,
-             rounds=rounds)
-    stopped = {c.label(): (stops or {})[(c.cell_id, c.workload)] for c in ranked
-               if (c.cell_id, c.workload) in (stops or {})}
+    mine, tier, ranked = found
+    samples = [(c.label(), cell_samples(c, metric, per_run, boots)) for c in ranked]
+    groups = {label: cs.values for label, cs in samples}
+    rounds = {label: cs.rounds or [] for label, cs in samples} if per_run is not None else None
+    r = rank(groups, higher_is_better=metric_info(metric).higher_is_better, alpha=alpha, min_n=min_n,
+             max_rel_half_width=max_noise, rounds=rounds)
+    stopped = cell_stops(ranked, stops)
     # A race that stopped contenders as not separable within the budget: "yet" would promise more than it can.
-    spent = any(st["kind"] == "unresolved" for st in stopped.values())
+    spent = any(st["kind"] == StopKind.UNRESOLVED for st in stopped.values())
     decision = decide(r, {c.label(): c.axes for c in ranked}, groups, threshold=threshold, tie_break=tie_break,
                       budget_spent=spent)
-    disturbed = {c.label(): [(rid, interference[rid]) for rid in c.runs
-                             if interference and rid in interference and interference[rid].disturbed]
-                 for c in ranked}
-    to_bm: dict[str, RatioCI | None] = {}
-    if not is_reference(tier):
-        for c in ranked:
-            ref = baremetal_reference(c, cws)
-            if ref is not None and metric in ref.samples and len(ref.samples[metric]) >= 2 \
-                    and len(c.samples[metric]) >= 2:
-                to_bm[c.label()] = ratio_ci(c.samples[metric], ref.samples[metric])
-            else:
-                to_bm[c.label()] = None
-    ceiling = [(c, sum(c.samples[metric]) / len(c.samples[metric])) for c in mine
-               if c.axes["backing"] == NULL_BACKING and c.axes["tier"] == tier]
-    accel = sorted({a for c in mine for a in c.accel})
-    return WorkloadRanking(workload, metric, tier, r, {c.label(): c for c in ranked}, to_bm, ceiling, accel,
-                           cold_apart, decision, {k: v for k, v in disturbed.items() if v}, stopped,
-                           {c.label(): c.replaced for c in ranked if c.replaced}, units or None)
+    units = {label: cs.unit for label, cs in samples if cs.unit is not None}
+    return WorkloadRanking(workload, metric, tier, r, {c.label(): c for c in ranked},
+                           {} if is_reference(tier) else ratios_to_baremetal(ranked, cws, metric),
+                           null_ceiling(mine, tier, metric), accelerators(mine),
+                           [label for label, cs in samples if cs.cold_apart], decision,
+                           disturbed_runs(ranked, interference), stopped,
+                           replaced_runs(ranked), units or None)
 
 
 def boot_unit(points: Sequence[tuple[int, int, float]],

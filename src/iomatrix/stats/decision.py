@@ -65,7 +65,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from iomatrix.errors import UserError
-from iomatrix.stats.ranking import Ranking
+from iomatrix.stats.blocked import BlockedAnalysis
+from iomatrix.stats.ranking import RankedRow, Ranking
 
 TIE_BREAKS = ("safety", "simplicity", "performance", "name")
 DEFAULT_TIE_BREAK = ("safety", "simplicity")
@@ -154,6 +155,81 @@ def rounds_to_separate(effect_log: float, sd_log: float | None, rounds_done: int
     return max(1, n - rounds_done)
 
 
+@dataclass(frozen=True)
+class Verdicts:
+    """The ranked cells other than the best, each put in one place by the decision rule."""
+
+    top: tuple[str, ...]  # the best, then the cells within θ of it (in rank order)
+    unresolved: tuple[str, ...]  # not significantly worse, yet beyond θ
+    separated: tuple[str, ...]  # significantly worse and beyond θ
+
+
+def classify(ranked: Sequence[RankedRow], higher_is_better: bool, alpha: float, threshold: float) -> Verdicts:
+    """Each of ``ranked[1:]`` against the best ``ranked[0]``: gap ≤ θ → top group (significant or not); else
+    Holm-adjusted p < α → separated; else unresolved.  A cell without a ratio to the best has an infinite gap."""
+    top, unresolved, separated = [ranked[0].name], [], []
+    for r in ranked[1:]:
+        ratio = r.ratio_to_best.ratio if r.ratio_to_best and r.ratio_to_best.ratio is not None else None
+        gap = _gap(ratio, higher_is_better) if ratio is not None else math.inf
+        if gap <= threshold:
+            top.append(r.name)
+        elif r.p_vs_best is not None and r.p_vs_best < alpha:
+            separated.append(r.name)
+        else:
+            unresolved.append(r.name)
+    return Verdicts(tuple(top), tuple(unresolved), tuple(separated))
+
+
+def full_tie_break(keys: Sequence[str]) -> tuple[str, ...]:
+    """The keys, then ``performance`` and ``name`` unless given, so that the order is total."""
+    return tuple(keys) + tuple(k for k in ("performance", "name") if k not in keys)
+
+
+def tie_break_key(name: str, keys: Sequence[str], axes: Mapping[str, str], centre: float,
+                  higher_is_better: bool) -> tuple[object, ...]:
+    """Sort key of one cell under the tie-break ``keys`` (smaller first): safety, simplicity, performance
+    (−centre when higher is better, +centre otherwise) and name, in the order given."""
+    sign = -1.0 if higher_is_better else 1.0
+    parts = {"safety": lambda: safety_key(axes), "simplicity": lambda: simplicity_key(axes),
+             "performance": lambda: sign * centre, "name": lambda: name}
+    return tuple(parts[k]() for k in keys)
+
+
+def separation_sd(leader: str, contender: str, analysis: BlockedAnalysis | None,
+                  samples: Mapping[str, Sequence[float]] | None) -> float | None:
+    """s, the SD on the log scale for the extra-rounds estimate: the blocked analysis's √MSE, else the larger
+    of the two cells' sample SDs of ln values (from ``samples``), else None."""
+    if analysis is not None and analysis.blocked:
+        return analysis.residual_sd
+    if samples is None:
+        return None
+    sds = [s for s in (_log_sd(samples[leader]), _log_sd(samples[contender])) if s is not None]
+    return max(sds) if sds else None
+
+
+def extra_rounds(leader: str, contenders: Sequence[str], centre: Mapping[str, float], rounds_done: int, alpha: float,
+                 analysis: BlockedAnalysis | None, samples: Mapping[str, Sequence[float]] | None) -> int | None:
+    """More rounds to separate the leader from every contender: the largest ``rounds_to_separate`` with
+    d = ln(centre(c)/centre(leader)) (0 unless both centres are positive); None when none can be estimated."""
+    extra: int | None = None
+    for name in contenders:
+        eff = math.log(centre[name] / centre[leader]) if centre[name] > 0 and centre[leader] > 0 else 0.0
+        need = rounds_to_separate(eff, separation_sd(leader, name, analysis, samples), rounds_done, alpha)
+        if need is not None:
+            extra = need if extra is None else max(extra, need)
+    return extra
+
+
+def unresolved_statement(leader: str, unresolved: Sequence[str], pct: str, extra: int | None, alpha: float,
+                         keys: Sequence[str], pick: str, budget_spent: bool) -> str:
+    more = (f"about {extra} more round(s) would separate them (power 0.8, α={alpha:g})"
+            if extra is not None else "no number of rounds can be estimated to separate them")
+    return (f"not separable {'within the budget' if budget_spent else 'yet'}: {leader} leads, but "
+            f"{', '.join(unresolved)} {'is' if len(unresolved) == 1 else 'are'} neither significantly "
+            f"worse nor within {pct}; {more}; if one must be chosen now, the tie-break "
+            f"({', '.join(keys) or 'performance'}) picks {pick}")
+
+
 def decide(
     ranking: Ranking,
     axes: Mapping[str, Mapping[str, str]],
@@ -172,67 +248,31 @@ def decide(
     """
     threshold = check_threshold(threshold)
     keys = check_tie_break(tie_break)
-    full_keys = keys + tuple(k for k in ("performance", "name") if k not in keys)
     ranked = [r for r in ranking.rows if r.rank is not None]
     if not ranked:
         return Decision("none", None, None, (), (), (), threshold, keys, None,
                         "no cell has enough runs to be ranked")
-    best = ranked[0]
-    top, unresolved, separated = [best.name], [], []
-    for r in ranked[1:]:
-        ratio = r.ratio_to_best.ratio if r.ratio_to_best and r.ratio_to_best.ratio is not None else None
-        gap = _gap(ratio, ranking.higher_is_better) if ratio is not None else math.inf
-        significant = r.p_vs_best is not None and r.p_vs_best < ranking.alpha
-        if gap <= threshold:
-            top.append(r.name)
-        elif significant:
-            separated.append(r.name)
-        else:
-            unresolved.append(r.name)
-
-    sign = -1.0 if ranking.higher_is_better else 1.0
+    best = ranked[0].name
+    v = classify(ranked, ranking.higher_is_better, ranking.alpha, threshold)
     centre = {r.name: r.centre if r.centre is not None else r.summary.mean for r in ranked}
+    full_keys = full_tie_break(keys)
 
-    def order(name: str) -> tuple:  # type: ignore[type-arg]
-        ax = axes.get(name, {})
-        parts: list[object] = []
-        for k in full_keys:
-            parts.append({"safety": lambda: safety_key(ax), "simplicity": lambda: simplicity_key(ax),
-                          "performance": lambda: sign * centre[name], "name": lambda: name}[k]())
-        return tuple(parts)
+    def order(name: str) -> tuple[object, ...]:
+        return tie_break_key(name, full_keys, axes.get(name, {}), centre[name], ranking.higher_is_better)
 
     pct = f"{threshold * 100:g}%"
-    if unresolved:
-        an = ranking.analysis
-        rounds_done = min(r.summary.n for r in ranked if r.name in (best.name, *unresolved))
-        extra: int | None = None
-        for name in unresolved:
-            eff = math.log(centre[name] / centre[best.name]) if centre[name] > 0 and centre[best.name] > 0 else 0.0
-            if an is not None and an.blocked:
-                sd = an.residual_sd
-            elif samples is not None:
-                sds = [s for s in (_log_sd(samples[best.name]), _log_sd(samples[name])) if s is not None]
-                sd = max(sds) if sds else None
-            else:
-                sd = None
-            need = rounds_to_separate(eff, sd, rounds_done, ranking.alpha)
-            if need is not None:
-                extra = need if extra is None else max(extra, need)
-        more = (f"about {extra} more round(s) would separate them (power 0.8, α={ranking.alpha:g})"
-                if extra is not None else "no number of rounds can be estimated to separate them")
-        pick = sorted(top + unresolved, key=order)[0]
-        statement = (f"not separable {'within the budget' if budget_spent else 'yet'}: {best.name} leads, but "
-                     f"{', '.join(unresolved)} {'is' if len(unresolved) == 1 else 'are'} neither significantly "
-                     f"worse nor within {pct}; {more}; if one must be chosen now, the tie-break "
-                     f"({', '.join(keys) or 'performance'}) picks {pick}")
-        return Decision("unresolved", None, best.name, tuple(top[1:]), tuple(unresolved), tuple(separated),
-                        threshold, keys, extra, statement, pick)
-    if len(top) == 1:
-        statement = (f"{best.name} is the answer: every other cell is significantly worse by more than {pct}"
-                     if separated else f"{best.name} is the only ranked cell")
-        return Decision("single", best.name, best.name, (), (), tuple(separated), threshold, keys, None, statement)
-    chosen = sorted(top, key=order)
-    statement = (f"{chosen[0]} is the answer among {len(top)} cells within {pct} of the best "
+    if v.unresolved:
+        rounds_done = min(r.summary.n for r in ranked if r.name in (best, *v.unresolved))
+        extra = extra_rounds(best, v.unresolved, centre, rounds_done, ranking.alpha, ranking.analysis, samples)
+        pick = sorted(v.top + v.unresolved, key=order)[0]
+        statement = unresolved_statement(best, v.unresolved, pct, extra, ranking.alpha, keys, pick, budget_spent)
+        return Decision("unresolved", None, best, v.top[1:], v.unresolved, v.separated, threshold, keys, extra,
+                        statement, pick)
+    if len(v.top) == 1:
+        statement = (f"{best} is the answer: every other cell is significantly worse by more than {pct}"
+                     if v.separated else f"{best} is the only ranked cell")
+        return Decision("single", best, best, (), (), v.separated, threshold, keys, None, statement)
+    chosen = sorted(v.top, key=order)
+    statement = (f"{chosen[0]} is the answer among {len(v.top)} cells within {pct} of the best "
                  f"(tie-break: {', '.join(keys) or 'performance'}); tied: {', '.join(chosen[1:])}")
-    return Decision("tie", chosen[0], best.name, tuple(chosen[1:]), (), tuple(separated), threshold, keys, None,
-                    statement)
+    return Decision("tie", chosen[0], best, tuple(chosen[1:]), (), v.separated, threshold, keys, None, statement)

@@ -16,7 +16,7 @@ Procedure (docs/statistics.md, "Ranking"):
 3. Cells are ordered by their centre, best first: the geometric mean (blocked
    analyses, model-adjusted when rounds are incomplete) or the arithmetic mean
    (Welch); ties by name.
-4. Groups (leader clustering, in rank order): the best cell leads group 1; a
+4. Groups (leader clustering, in rank order: ``stats/leader_groups.py``): the best cell leads group 1; a
    cell joins the group of the first leader it is *not* significantly
    different from (Holm-adjusted p ≥ α); otherwise it starts a new group.
    Group 1 is the set of cells indistinguishable from the best.
@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from iomatrix.stats.blocked import BlockedAnalysis, BlockedPair, blocked_analysis, independent_analysis
 from iomatrix.stats.compare import RatioCI, ratio_ci
+from iomatrix.stats.leader_groups import leader_groups
 from iomatrix.stats.summary import Summary, summarize
 
 
@@ -132,6 +133,92 @@ def _pct(x: float) -> str:
     return f"{x * 100:g}%"
 
 
+def check_rank_parameters(alpha: float, min_n: int, max_rel_half_width: float | None) -> None:
+    """ValueError unless 0 < α < 1, min_n ≥ 2 (a variance needs two runs) and max_rel_half_width ≥ 0 or None."""
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if min_n < 2:
+        raise ValueError(f"min_n must be ≥ 2 (a variance needs two runs), got {min_n}")
+    if max_rel_half_width is not None and max_rel_half_width < 0:
+        raise ValueError("max_rel_half_width must be ≥ 0 or None")
+
+
+def summarize_cells(groups: Mapping[str, Sequence[float]], rounds: Mapping[str, Sequence[int]] | None,
+                    confidence: float) -> dict[str, Summary]:
+    """Every cell's Student-t summary; ValueError naming the cell for an empty one or, with ``rounds``, a
+    rounds list whose length differs from its samples'."""
+    summaries: dict[str, Summary] = {}
+    for name, samples in groups.items():
+        try:
+            summaries[name] = summarize(samples, confidence)
+        except ValueError as exc:
+            raise ValueError(f"cell {name!r}: {exc}") from exc
+        if rounds is not None and len(rounds.get(name, ())) != len(samples):
+            raise ValueError(f"cell {name!r}: {len(samples)} samples but {len(rounds.get(name, ()))} rounds")
+    return summaries
+
+
+def too_noisy(s: Summary, max_rel_half_width: float | None) -> bool:
+    """The CI half-width exceeds ``max_rel_half_width`` · |mean| (a flag only).  With mean 0 the relative
+    width is infinite unless the CI is a point; no limit, or no CI (n = 1), is never too noisy."""
+    if max_rel_half_width is None or s.half_width is None:
+        return False
+    if s.rel_half_width is None:
+        return s.half_width > 0
+    return s.rel_half_width > max_rel_half_width
+
+
+def pair_analysis(groups: Mapping[str, Sequence[float]], names: Sequence[str],
+                  rounds: Mapping[str, Sequence[int]] | None, alpha: float,
+                  confidence: float) -> BlockedAnalysis | None:
+    """Step 2: every pair of the ranked ``names`` in one Holm family — blocked by round with ``rounds``,
+    else Welch; None with fewer than 2 cells."""
+    if len(names) < 2:
+        return None
+    if rounds is not None:
+        return blocked_analysis({n: list(zip(rounds[n], groups[n], strict=True)) for n in names}, alpha,
+                                confidence)
+    return independent_analysis({n: groups[n] for n in names}, alpha, confidence)
+
+
+def ratio_to_best(name: str, best: str | None, analysis: BlockedAnalysis | None, groups: Mapping[str, Sequence[float]],
+                  confidence: float) -> RatioCI | None:
+    """Step 6: centre(name)/centre(best) — 1 for the best itself; the model's ratio and CI when the analysis
+    is blocked and ranked the cell; else the Fieller CI of the ratio of means.  None without a best."""
+    if best is None:
+        return None
+    if name == best:
+        return RatioCI(1.0, 1.0, 1.0)
+    if analysis is not None and name in analysis.centre and analysis.blocked:
+        pr = analysis.pair(name, best)
+        return RatioCI(pr.ratio, pr.ratio_low, pr.ratio_high)
+    return ratio_ci(groups[name], groups[best], confidence)
+
+
+def comparison_heading(analysis: BlockedAnalysis | None, n_ranked: int, alpha: float, blocked_by_round: bool) -> str:
+    """The first clause of the ranking's description: which test (or why none was made)."""
+    if analysis is None:
+        return "one ranked cell: no comparisons made" if n_ranked == 1 else \
+            "no cell has enough runs: no comparisons made"
+    if analysis.blocked:
+        return analysis.description[0].upper() + analysis.description[1:]
+    m = len(analysis.pairs)
+    return (f"Welch's t-test, two-sided, Holm-corrected over {m} comparison{'s' if m != 1 else ''}, α={alpha:g}"
+            + ("" if not blocked_by_round else f" ({analysis.description.split(': ', 1)[-1]})"))
+
+
+def ranking_description(head: str, higher_is_better: bool, blocked: bool, confidence: float, min_n: int,
+                        max_rel_half_width: float | None) -> str:
+    """One sentence for reports: the test, the direction, the order, the CIs and what is not ranked."""
+    direction = "higher is better" if higher_is_better else "lower is better"
+    centre_word = "geometric means" if blocked else "means"
+    noisy_note = ("" if max_rel_half_width is None
+                  else f"; 'too noisy' (CI half-width > {_pct(max_rel_half_width)} of the mean) is a flag, "
+                       "never a reason to leave a cell out")
+    return (f"{head}; {direction}; ordered by {centre_word}; {_pct(confidence)} Student-t CIs; "
+            f"cells with n < {min_n} are listed last and not ranked{noisy_note}")
+
+
 def rank(
     groups: Mapping[str, Sequence[float]],
     higher_is_better: bool,
@@ -148,38 +235,11 @@ def rank(
     treated as independent.  ``min_n`` must be ≥ 2.  Raises ValueError for an empty
     cell, a rounds list of the wrong length, or an invalid parameter.
     """
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-    if min_n < 2:
-        raise ValueError(f"min_n must be ≥ 2 (a variance needs two runs), got {min_n}")
-    if max_rel_half_width is not None and max_rel_half_width < 0:
-        raise ValueError("max_rel_half_width must be ≥ 0 or None")
-
-    summaries: dict[str, Summary] = {}
-    for name, samples in groups.items():
-        try:
-            summaries[name] = summarize(samples, confidence)
-        except ValueError as exc:
-            raise ValueError(f"cell {name!r}: {exc}") from exc
-        if rounds is not None and len(rounds.get(name, ())) != len(samples):
-            raise ValueError(f"cell {name!r}: {len(samples)} samples but {len(rounds.get(name, ()))} rounds")
-
-    def too_noisy(s: Summary) -> bool:
-        if max_rel_half_width is None or s.half_width is None:
-            return False
-        if s.rel_half_width is None:  # mean 0: relative width is infinite unless the CI is a point
-            return s.half_width > 0
-        return s.rel_half_width > max_rel_half_width
-
+    check_rank_parameters(alpha, min_n, max_rel_half_width)
+    summaries = summarize_cells(groups, rounds, confidence)
     few = {name for name, s in summaries.items() if s.n < min_n}
     ranked_names = [n for n in groups if n not in few]
-    analysis: BlockedAnalysis | None = None
-    if len(ranked_names) >= 2:
-        if rounds is not None:
-            analysis = blocked_analysis(
-                {n: list(zip(rounds[n], groups[n], strict=True)) for n in ranked_names}, alpha, confidence)
-        else:
-            analysis = independent_analysis({n: groups[n] for n in ranked_names}, alpha, confidence)
+    analysis = pair_analysis(groups, ranked_names, rounds, alpha, confidence)
     centre = dict(analysis.centre) if analysis else {n: summaries[n].mean for n in ranked_names}
     sign = -1.0 if higher_is_better else 1.0
     eligible = sorted(ranked_names, key=lambda n: (sign * centre[n], n))
@@ -188,79 +248,35 @@ def rank(
     comparisons = tuple(PairComparison(p.a, p.b, p, p.p_adjusted, p.significant)
                         for p in (analysis.pairs if analysis else ()))
     p_adj = {frozenset((c.a, c.b)): c.p_adjusted for c in comparisons}
-
-    group_of: dict[str, int] = {}
-    leaders: list[str] = []
-    for name in eligible:
-        for gi, leader in enumerate(leaders, start=1):
-            if p_adj[frozenset((name, leader))] >= alpha:
-                group_of[name] = gi
-                break
-        else:
-            leaders.append(name)
-            group_of[name] = len(leaders)
-
+    group_of = leader_groups(eligible, p_adj, alpha)
     best = eligible[0] if eligible else None
     ref = list(reference) if reference is not None else None
 
-    def to_best(name: str) -> RatioCI | None:
-        if best is None:
-            return None
-        if name == best:
-            return RatioCI(1.0, 1.0, 1.0)
-        if analysis is not None and name in centre and analysis.blocked:
-            pr = analysis.pair(name, best)
-            return RatioCI(pr.ratio, pr.ratio_low, pr.ratio_high)
-        return ratio_ci(groups[name], groups[best], confidence)
-
-    rows: list[RankedRow] = []
-    for pos, name in enumerate(eligible + ineligible, start=1):
+    def row(pos: int, name: str) -> RankedRow:
         is_ranked = name in group_of
-        rows.append(
-            RankedRow(
-                name=name,
-                summary=summaries[name],
-                centre=centre.get(name),
-                rank=pos if is_ranked else None,
-                group=group_of.get(name),
-                same_as_best=group_of.get(name) == 1,
-                p_vs_best=(p_adj[frozenset((name, best))] if is_ranked and best is not None and name != best
-                           else None),
-                ratio_to_best=to_best(name),
-                ratio_to_reference=None if ref is None else ratio_ci(groups[name], ref, confidence),
-                too_few_runs=name in few,
-                too_noisy=too_noisy(summaries[name]),
-            )
+        return RankedRow(
+            name=name,
+            summary=summaries[name],
+            centre=centre.get(name),
+            rank=pos if is_ranked else None,
+            group=group_of.get(name),
+            same_as_best=group_of.get(name) == 1,
+            p_vs_best=p_adj[frozenset((name, best))] if is_ranked and best is not None and name != best else None,
+            ratio_to_best=ratio_to_best(name, best, analysis, groups, confidence),
+            ratio_to_reference=None if ref is None else ratio_ci(groups[name], ref, confidence),
+            too_few_runs=name in few,
+            too_noisy=too_noisy(summaries[name], max_rel_half_width),
         )
 
-    direction = "higher is better" if higher_is_better else "lower is better"
-    if analysis is not None:
-        head = analysis.description
-        if analysis.blocked:
-            head = head[0].upper() + head[1:]
-        else:
-            head = (f"Welch's t-test, two-sided, Holm-corrected over {len(comparisons)} "
-                    f"comparison{'s' if len(comparisons) != 1 else ''}, α={alpha:g}"
-                    + ("" if rounds is None else f" ({analysis.description.split(': ', 1)[-1]})"))
-    elif len(eligible) == 1:
-        head = "one ranked cell: no comparisons made"
-    else:
-        head = "no cell has enough runs: no comparisons made"
-    centre_word = "geometric means" if analysis is not None and analysis.blocked else "means"
-    noisy_note = ("" if max_rel_half_width is None
-                  else f"; 'too noisy' (CI half-width > {_pct(max_rel_half_width)} of the mean) is a flag, "
-                       "never a reason to leave a cell out")
-    description = (
-        f"{head}; {direction}; ordered by {centre_word}; {_pct(confidence)} Student-t CIs; "
-        f"cells with n < {min_n} are listed last and not ranked{noisy_note}"
-    )
+    head = comparison_heading(analysis, len(eligible), alpha, rounds is not None)
+    blocked = analysis is not None and analysis.blocked
     return Ranking(
-        rows=tuple(rows),
+        rows=tuple(row(pos, name) for pos, name in enumerate(eligible + ineligible, start=1)),
         comparisons=comparisons,
         higher_is_better=higher_is_better,
         alpha=alpha,
         min_n=min_n,
         max_rel_half_width=max_rel_half_width,
-        test_description=description,
+        test_description=ranking_description(head, higher_is_better, blocked, confidence, min_n, max_rel_half_width),
         analysis=analysis,
     )

@@ -65,15 +65,25 @@ class TwoLevel:
     first_run_boots: int  # boots that contributed to first_run_effect
 
 
-def variance_components(boots: Mapping[str, Sequence[float]] | Sequence[Sequence[float]]) -> TwoLevel:
-    """Between-boot and within-boot variance of one cell × workload. `boots`: boot id → the values of its
-    runs in boot order (or a list of such lists); empty boots are ignored."""
-    groups = [list(map(float, v)) for v in (boots.values() if isinstance(boots, Mapping) else boots)]
-    groups = [g for g in groups if g]
+@dataclass(frozen=True)
+class BootAnova:
+    """The method-of-moments (one-way ANOVA) estimates of the module docstring."""
+
+    grand_mean: float  # ȳ
+    boot_means: tuple[float, ...]  # ȳ_i
+    within_var: float | None  # σ_w² = MSW (None without a boot of ≥ 2 runs)
+    between_var: float | None  # σ_b² = max(0, (MSB − MSW) / n₀) (None with < 2 boots or no σ_w²)
+    n0: float | None  # (N − Σ n_i² / N) / (k − 1) (None with < 2 boots)
+
+
+def boot_anova(groups: Sequence[Sequence[float]]) -> BootAnova:
+    """σ_b², σ_w² and n₀ of non-empty boots `groups` (at least one run in all):
+
+        SSB = Σ_i n_i (ȳ_i − ȳ)²,  MSB = SSB / (k − 1),  SSW = Σ_i Σ_j (y_ij − ȳ_i)²,  MSW = SSW / (N − k)
+        n₀ = (N − Σ_i n_i² / N) / (k − 1),  σ_w² = MSW,  σ_b² = max(0, (MSB − MSW) / n₀)
+    """
     k = len(groups)
     n_total = sum(len(g) for g in groups)
-    if n_total == 0:
-        raise ValueError("no runs")
     grand = sum(sum(g) for g in groups) / n_total
     means = [sum(g) / len(g) for g in groups]
     ssw = sum((y - m) ** 2 for g, m in zip(groups, means, strict=True) for y in g)
@@ -86,19 +96,57 @@ def variance_components(boots: Mapping[str, Sequence[float]] | Sequence[Sequence
         msb = ssb / (k - 1)
         if within is not None and n0 > 0:
             between = max(0.0, (msb - within) / n0)
-    icc = None
+    return BootAnova(grand, tuple(means), within, between, n0)
+
+
+def intraclass_correlation(between: float | None, within: float | None) -> float | None:
+    """ICC = σ_b² / (σ_b² + σ_w²); None when either is unknown or both are 0."""
     if between is not None and within is not None and between + within > 0:
-        icc = between / (between + within)
-    use_boots = between is not None and within is not None and between >= within and between > 0
-    values = tuple(means) if use_boots else tuple(y for g in groups for y in g)
+        return between / (between + within)
+    return None
+
+
+def boot_means_are_the_unit(between: float | None, within: float | None) -> bool:
+    """The between-boot variance dominates (σ_b² ≥ σ_w² and σ_b² > 0): the boot means are the unit."""
+    return between is not None and within is not None and between >= within and between > 0
+
+
+@dataclass(frozen=True)
+class FirstRun:
+    """The cold first run of each boot against the later runs (module docstring, last paragraph)."""
+
+    cold_mean: float  # mean of the position-0 runs
+    warm_mean: float | None  # mean of the later runs (None when no boot has a second run)
+    effect: float | None  # mean over boots of ≥ 2 runs of (cold − mean of the boot's later runs)
+    boots: int  # boots that contributed to `effect`
+
+
+def first_run(groups: Sequence[Sequence[float]]) -> FirstRun:
+    """The first-run figures of non-empty boots `groups` (each in boot order)."""
     cold = [g[0] for g in groups]
     warm = [y for g in groups for y in g[1:]]
     effects = [g[0] - sum(g[1:]) / (len(g) - 1) for g in groups if len(g) >= 2]
+    return FirstRun(sum(cold) / len(cold), sum(warm) / len(warm) if warm else None,
+                    sum(effects) / len(effects) if effects else None, len(effects))
+
+
+def variance_components(boots: Mapping[str, Sequence[float]] | Sequence[Sequence[float]]) -> TwoLevel:
+    """Between-boot and within-boot variance of one cell × workload. `boots`: boot id → the values of its
+    runs in boot order (or a list of such lists); empty boots are ignored."""
+    groups = [list(map(float, v)) for v in (boots.values() if isinstance(boots, Mapping) else boots)]
+    groups = [g for g in groups if g]
+    n_total = sum(len(g) for g in groups)
+    if n_total == 0:
+        raise ValueError("no runs")
+    an = boot_anova(groups)
+    use_boots = boot_means_are_the_unit(an.between_var, an.within_var)
+    fr = first_run(groups)
     return TwoLevel(
-        boots=k, runs=n_total, grand_mean=grand, between_var=between, within_var=within, icc=icc, n0=n0,
-        unit="boot-means" if use_boots else "runs", values=values,
-        cold_mean=sum(cold) / len(cold), warm_mean=sum(warm) / len(warm) if warm else None,
-        first_run_effect=sum(effects) / len(effects) if effects else None, first_run_boots=len(effects))
+        boots=len(groups), runs=n_total, grand_mean=an.grand_mean, between_var=an.between_var,
+        within_var=an.within_var, icc=intraclass_correlation(an.between_var, an.within_var), n0=an.n0,
+        unit="boot-means" if use_boots else "runs",
+        values=an.boot_means if use_boots else tuple(y for g in groups for y in g),
+        cold_mean=fr.cold_mean, warm_mean=fr.warm_mean, first_run_effect=fr.effect, first_run_boots=fr.boots)
 
 
 def boots_of(runs: Iterable[tuple[str | None, int | None, float]]) -> dict[str, list[float]]:

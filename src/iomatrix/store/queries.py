@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
+from iomatrix.stop_kinds import StopKind
 from iomatrix.store.schema import CELL_AXIS_COLUMNS
 
 HOST_COLUMNS = ("hostname", "kernel", "os", "cpu_model", "cpu_count", "mem_bytes", "fio_version", "qemu_version",
@@ -67,7 +69,7 @@ class UnitStop:
     cell_id: int
     cell_key: str
     workload: str
-    kind: str  # eliminated | equivalent | unresolved | settled | baseline | converged | max-runs | budget | gave-up
+    kind: StopKind
     reason: str
     round: int | None
     ok_runs: int
@@ -106,6 +108,27 @@ class MonitorPoint:
     t: float
     field: str
     value: float
+
+
+class RunBoot(NamedTuple):
+    """The guest boot a run shared with other runs (schema 4), as a (boot id, position) pair."""
+
+    boot_id: str
+    position: int | None  # 0 = the cold first run of its boot
+
+
+# SQLite's default limit of host parameters in one statement was 999 before 3.32: ask in chunks below it.
+ID_CHUNK = 500
+
+
+def _chunks(ids: Sequence[int]) -> Iterator[list[int]]:
+    ids = list(ids)
+    for i in range(0, len(ids), ID_CHUNK):
+        yield ids[i:i + ID_CHUNK]
+
+
+def _marks(chunk: Sequence[int]) -> str:
+    return ",".join("?" * len(chunk))
 
 
 class StoreQueries:
@@ -184,8 +207,8 @@ class StoreQueries:
         rows = self.db.execute(
             "SELECT u.cell_id, c.key, u.workload, u.kind, u.reason, u.round, u.ok_runs, u.stopped_at FROM unit_stops u "
             "JOIN cells c ON c.id=u.cell_id WHERE c.sweep_id=? ORDER BY u.stopped_at, c.id, u.workload", (sweep_id,))
-        return [UnitStop(int(r["cell_id"]), r["key"], r["workload"], r["kind"], r["reason"], r["round"],
-                         int(r["ok_runs"]), float(r["stopped_at"])) for r in rows]
+        return [UnitStop(int(r["cell_id"]), r["key"], r["workload"], StopKind.stored(r["kind"]), r["reason"],
+                         r["round"], int(r["ok_runs"]), float(r["stopped_at"])) for r in rows]
 
     def ok_samples(self, sweep_id: int) -> list[Sample]:
         """The metric samples of a sweep's ok runs, in attempt order."""
@@ -215,6 +238,38 @@ class StoreQueries:
 
     def run_exists(self, run_id: int) -> bool:
         return self.db.execute("SELECT 1 FROM runs WHERE id=?", (run_id,)).fetchone() is not None
+
+    def run_round_numbers(self, run_ids: Sequence[int]) -> dict[int, int]:
+        """run id → its round, for the given runs that have one. Schema 1 has no rounds, only the attempt
+        number, which is the round of a sweep that ran uninterrupted (each round runs every unit once), so it
+        stands in there — and for the runs of a schema-1 file migrated since (their round is NULL)."""
+        column = "COALESCE(round, attempt)" if self.schema_version >= 2 else "attempt"
+        out: dict[int, int] = {}
+        for chunk in _chunks(run_ids):
+            for rid, rnd in self.db.execute(f"SELECT id, {column} FROM runs WHERE id IN ({_marks(chunk)})", chunk):
+                if rnd is not None:
+                    out[int(rid)] = int(rnd)
+        return out
+
+    def run_boots(self, run_ids: Sequence[int]) -> dict[int, RunBoot]:
+        """run id → the boot it shared, for the given runs that shared one ({} before schema 4)."""
+        if self.schema_version < 4:
+            return {}
+        out: dict[int, RunBoot] = {}
+        for chunk in _chunks(run_ids):
+            q = f"SELECT id, boot_id, boot_position FROM runs WHERE boot_id IS NOT NULL AND id IN ({_marks(chunk)})"
+            for rid, boot, pos in self.db.execute(q, chunk):
+                out[int(rid)] = RunBoot(str(boot), None if pos is None else int(pos))
+        return out
+
+    def run_metric_values(self, run_ids: Sequence[int], metric: str) -> dict[int, float]:
+        """run id → the value of `metric`, for the given runs that recorded it."""
+        out: dict[int, float] = {}
+        for chunk in _chunks(run_ids):
+            q = f"SELECT run_id, value FROM samples WHERE metric=? AND run_id IN ({_marks(chunk)})"
+            for rid, v in self.db.execute(q, [metric, *chunk]):
+                out[int(rid)] = float(v)
+        return out
 
     def monitor_points(self, run_id: int) -> list[MonitorPoint]:
         """A run's host sampler values, in time order."""

@@ -104,7 +104,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         # A run started again because run `retry_of` was disturbed (same unit, same round).
         "ALTER TABLE runs ADD COLUMN retry_of INTEGER REFERENCES runs(id)",
         # Why and when each cell × workload stopped being repeated: the scheduler's decision. Kinds added later
-        # (no migration needed, the column is free text): equivalent, unresolved (scheduler.STOP_KINDS).
+        # (no migration needed, the column is free text): equivalent, unresolved (stop_kinds.StopKind).
         """CREATE TABLE IF NOT EXISTS unit_stops (
     cell_id INTEGER NOT NULL REFERENCES cells(id),
     workload TEXT NOT NULL,

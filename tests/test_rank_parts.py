@@ -1,0 +1,102 @@
+"""The pure parts `rank_workload` is built from: which cells are ranked, what each contributes, and the notes."""
+
+from __future__ import annotations
+
+import pytest
+
+from iomatrix.report.quality import ranked_samples
+from iomatrix.report.query import CellWorkload
+from iomatrix.report.rank import (
+    NOTED_STOPS,
+    blocked_cell_samples,
+    cell_stops,
+    disturbed_runs,
+    independent_cell_samples,
+    null_ceiling,
+    rank_workload,
+    ratios_to_baremetal,
+    tier_cells,
+)
+from iomatrix.stats.interference import RunInterference
+from iomatrix.stop_kinds import StopKind
+
+BASE = {"format": "raw", "preallocation": "off", "cache": "none", "aio": "threads", "bus": "virtio-blk",
+        "backing": "dir", "modifier": "none"}
+COLD = [50.0, 100.0, 101.0, 99.0, 100.0, 100.5]  # the first run far below the rest
+
+
+def cell(cid: int, tier: str, values: list[float], *, workload: str = "rand-read-4k", runs: list[int] | None = None,
+         **axes: str) -> CellWorkload:
+    c = CellWorkload(cid, f"k{cid}", {**BASE, "tier": tier, **axes}, {}, workload, ["kvm"],
+                     runs=runs if runs is not None else [cid * 100 + i for i in range(len(values))])
+    c.samples["read.iops"] = list(values)
+    return c
+
+
+def test_the_cold_first_run_is_a_real_difference_here() -> None:
+    assert ranked_samples(COLD) == (COLD[1:], True)
+
+
+def test_tier_cells_picks_the_tier_closest_to_a_vm_and_leaves_the_ceiling_out() -> None:
+    bm, bl, null = cell(1, "baremetal", [1.0, 2.0]), cell(2, "blocklayer", [1.0, 2.0]), \
+        cell(3, "blocklayer", [9.0, 9.0], backing="null")
+    other = cell(4, "blocklayer", [1.0], workload="seq-read-1m")
+    assert tier_cells([bm, bl, null, other], "rand-read-4k", "read.iops", None) == ([bm, bl, null], "blocklayer", [bl])
+    assert tier_cells([bm, bl, null], "rand-read-4k", "read.iops", "baremetal") == ([bm, bl, null], "baremetal", [bm])
+    assert tier_cells([bm, null], "rand-read-4k", "read.iops", "blocklayer") is None  # only the ceiling
+    assert tier_cells([bm], "rand-read-4k", "write.iops", None) is None  # no cell has the metric
+
+
+def test_blocked_samples_in_round_order_without_the_cold_first_run() -> None:
+    c = cell(1, "blocklayer", COLD)
+    # Rounds given out of run order: the values are taken in round order, the earliest round is the cold one.
+    per_run = {rid: (rnd, v) for rid, rnd, v in zip(c.runs, [1, 3, 2, 4, 6, 5], COLD, strict=True)}
+    cs = blocked_cell_samples(c, per_run, None)
+    assert cs.cold_apart and cs.unit is None
+    assert cs.rounds == [2, 3, 4, 5, 6] and cs.values == [101.0, 100.0, 99.0, 100.5, 100.0]
+    warm = blocked_cell_samples(c, {rid: rv for rid, rv in per_run.items() if rv[0] > 1}, None)
+    assert not warm.cold_apart and warm.rounds == [2, 3, 4, 5, 6]
+
+
+def test_independent_samples_and_boot_means() -> None:
+    values = [10.0, 12.0, 14.0, 16.0, 20.0, 22.0]
+    c = cell(1, "guest", values, runs=[1, 2, 3, 4, 5, 6])
+    plain = independent_cell_samples(c, "read.iops", None)
+    assert (plain.values, plain.rounds, plain.cold_apart, plain.unit) == (values, None, False, None)
+    # Three boots of two runs whose between-boot variance dominates: the boot means are the unit.
+    boots = {rid: (f"b{(rid - 1) // 2}", (rid - 1) % 2) for rid in c.runs}
+    shared = independent_cell_samples(c, "read.iops", boots)
+    assert shared.unit is not None and shared.values == pytest.approx([11.0, 15.0, 21.0])
+    # Run ids that do not line up with the values (a run without the metric): boots cannot be told.
+    assert independent_cell_samples(cell(2, "guest", values, runs=[1, 2, 3]), "read.iops", boots).unit is None
+
+
+def test_stops_disturbed_runs_ceiling_and_ratios() -> None:
+    a, b = cell(1, "blocklayer", [10.0, 12.0, 11.0], cache="none"), cell(2, "blocklayer", [20.0, 22.0], cache="unsafe")
+    stop = {"kind": StopKind.UNRESOLVED, "reason": "r", "round": 3, "ok_runs": 3}
+    assert cell_stops([a, b], {(1, "rand-read-4k"): stop, (9, "rand-read-4k"): stop}) == {a.label(): stop}
+    assert cell_stops([a, b], None) == {}
+    hit = RunInterference(True, ("cpu pressure",), None)
+    flags = {100: hit, 101: RunInterference(False, (), None), 200: hit}
+    assert disturbed_runs([a, b], flags) == {a.label(): [(100, hit)], b.label(): [(200, hit)]}
+    assert disturbed_runs([a, b], None) == {}
+    null = cell(3, "blocklayer", [100.0, 300.0], backing="null")
+    assert null_ceiling([a, null, cell(4, "guest", [1.0], backing="null")], "blocklayer", "read.iops") == [
+        (null, 200.0)]
+    bm = cell(5, "baremetal", [20.0, 24.0, 22.0])
+    ratios = ratios_to_baremetal([a, b], [a, b, bm], "read.iops")
+    assert ratios[a.label()] is not None and ratios[a.label()].ratio == pytest.approx(0.5)
+    assert ratios_to_baremetal([a], [a], "read.iops") == {a.label(): None}  # no bare-metal cell
+
+
+def test_notes_name_the_stops_that_explain_a_smaller_n() -> None:
+    cells = [cell(i, "blocklayer", [v, v * 1.01, v * 0.99], cache=cache)
+             for i, (cache, v) in enumerate((("none", 100.0), ("unsafe", 200.0), ("writeback", 150.0)), start=1)]
+    kinds = {1: StopKind.MAX_RUNS, 2: StopKind.SETTLED, 3: StopKind.ELIMINATED}
+    stops = {(i, "rand-read-4k"): {"kind": k, "reason": f"why {k}", "round": 3, "ok_runs": 3} for i, k in kinds.items()}
+    wr = rank_workload(cells, "rand-read-4k", None, stops=stops)
+    assert wr is not None
+    noted = [n for n in wr.notes() if n.startswith("stopped after")]
+    assert noted == [f"stopped after round 3 with 3 runs ({cells[0].label()}): why max-runs",
+                     f"stopped after round 3 with 3 runs ({cells[2].label()}): why eliminated"]
+    assert all(k in NOTED_STOPS for k in ("max-runs", "eliminated"))  # plain strings from a document match too
