@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from iomatrix.backing import spec as backing_spec
 from iomatrix.errors import UserError
 from iomatrix.plan.model import NAME_MAX, Plan, Repetitions
+from iomatrix.plan.sections import setting_keys
 from iomatrix.textfile import read_small_text
 
 # Old built-in names, kept working but not listed: they were named after the people whose published
@@ -37,7 +38,7 @@ def builtin_names() -> list[str]:
 
 
 def _all_keys() -> set[str]:
-    keys = set(Plan.model_fields) | set(Repetitions.model_fields)
+    keys = set(Plan.model_fields) | set(Repetitions.model_fields) | setting_keys()
     for name in dir(backing_spec):
         obj = getattr(backing_spec, name)
         if isinstance(obj, type) and issubclass(obj, BaseModel):
