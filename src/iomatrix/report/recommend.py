@@ -19,7 +19,7 @@ from iomatrix.current import CurrentConfig
 from iomatrix.domain import BASELINES, CACHE, CacheMode, Modifier, SafetyLevel
 from iomatrix.errors import UserError
 from iomatrix.guest.accel import TCG_WARNING
-from iomatrix.report.durability import MeasuredIndex, measured_statements, sweep_verdict_lines
+from iomatrix.report.durability import MeasuredIndex, measured_statements
 from iomatrix.report.quality import run_interference
 from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info
 from iomatrix.report.rank import (
@@ -35,7 +35,8 @@ from iomatrix.snippets import DiskConfig, SnippetSet, snippets_for
 from iomatrix.stats import RatioCI, ratio_ci
 from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK, check_threshold, check_tie_break
 from iomatrix.store import Store
-from iomatrix.tiers import is_reference, tier_class, tier_order
+from iomatrix.tiers import is_reference, known_tier, tier_class, tier_classes, tier_order, workload_owner
+from iomatrix.tiers.base import Tier
 from iomatrix.workloads import PRESETS
 
 DOCUMENTED = "documented, not measured"
@@ -331,11 +332,12 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     interference = run_interference(store, sweep_id, all_runs)
     measured = MeasuredIndex.from_store(store)
     for w in names:
-        if w in _DURABILITY_WORKLOADS:
+        owner = _verdict_tier(w)
+        if owner is not None:
             # Trials are not ranked by how many records they lost: the verdicts per configuration are the answer.
-            lines = sweep_verdict_lines(store, sweep_id, w)
-            verdicts.append(Verdict(w, primary_metric(w)[0], False, "durability", None,
-                                    missing="measured durability verdicts, not a speed ranking: " + "; ".join(
+            lines = owner.verdict_lines(store, sweep_id, w)
+            verdicts.append(Verdict(w, primary_metric(w)[0], False, owner.name, None,
+                                    missing=f"{owner.verdicts}, not a speed ranking: " + "; ".join(
                                         x.strip() for x in lines)))
             continue
         ids = [rid for c in cws if c.workload == w for rid in c.runs]
@@ -355,7 +357,7 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
             v = _answer_from_another_tier(cws, w, v, reqs, current, measured, kw) or v
         verdicts.append(v)
     if scores is None:
-        scores = SCORES if workload is None and any(c.axes["tier"] == "guest" for c in cws) else ()
+        scores = SCORES if workload is None and any(_is_vm_view(c.axes["tier"]) for c in cws) else ()
     for sc in scores:
         if sc not in SCORES:
             raise UserError(f"unknown score '{sc}'", hint=f"use {', '.join(SCORES)}")
@@ -413,11 +415,15 @@ def short_verdict(store: Store, sweep_id: int) -> str:
     """A few lines for the end of `iomatrix run`: the choice per workload and its gain over QEMU's default."""
     rec = recommend(store, sweep_id)
     lines = []
-    durability = sweep_verdict_lines(store, sweep_id)
-    if durability:
-        lines += ["measured durability (acknowledged = flushed by the guest):", *durability]
+    answered: set[str] = set()  # tiers whose verdicts are lines of their own (the durability tier's)
+    for tier in tier_classes():
+        own = tier.verdict_lines(store, sweep_id) if tier.verdicts else []
+        if own:
+            lines += [tier.verdict_heading, *own]
+            answered.add(tier.name)
     for v in rec.verdicts:
-        if durability and v.workload in _DURABILITY_WORKLOADS:
+        owner = _verdict_tier(v.workload)
+        if owner is not None and owner.name in answered:
             continue  # its verdicts are the lines above; ranking trials by records lost answers nothing more
         if v.choice is None:
             if v.metric != "score":  # a score the plan has no inputs for is not news at the end of a run
@@ -439,7 +445,17 @@ def short_verdict(store: Store, sweep_id: int) -> str:
     return "\n".join(lines)
 
 
-_DURABILITY_WORKLOADS = {name for name, w in PRESETS.items() if w.kind == "durability"}
+def _verdict_tier(workload: str) -> type[Tier] | None:
+    """The tier whose trials of `workload` are verdicts, not a speed ranking (the durability tier's own
+    workloads), or None for a workload that is ranked."""
+    w = PRESETS.get(workload)
+    owner = workload_owner(w) if w is not None else None
+    return owner if owner is not None and owner.verdicts else None
+
+
+def _is_vm_view(tier: str) -> bool:
+    known = known_tier(tier)
+    return known is not None and known.vm_view
 
 
 def _cache_modifier(label: str) -> tuple[str, str]:
@@ -459,7 +475,7 @@ def score_verdicts(store: Store, sweep_id: int, scores: Sequence[str], requireme
     cells = {c.label(): c for c in cell_workloads(store, sweep_id)}
     out = []
     for score in scores:
-        v = Verdict(score, "score", True, "guest", None)
+        v = Verdict(score, "score", True, next(t.name for t in tier_classes() if t.vm_view), None)
         try:
             rows, _ = weighted_scores(store, sweep_id, score)
         except UserError as e:
