@@ -38,7 +38,7 @@ def test_tiles_become_the_workloads_and_axes_multiply():
     p = plan_from_dict({"name": "c", "tier": ["consolidation"], "cache": ["none", "writeback"],
                         "consolidation": {"tiles": [3, 1, 2]}}, "test plan")
     assert p.workloads == ["tiles-1", "tiles-2", "tiles-3"]
-    assert p.consolidation.tiles == [1, 2, 3] and p.consolidation.slowdown_bound == 2.0
+    assert p.setting("consolidation").tiles == [1, 2, 3] and p.setting("consolidation").slowdown_bound == 2.0
     exp = plan_expansion(p, None, set())
     assert len(exp.units) == 6 and not exp.pruned
     assert {u.workload.tiles for u in exp.units} == {1, 2, 3}
@@ -46,8 +46,8 @@ def test_tiles_become_the_workloads_and_axes_multiply():
 
 def test_consolidation_tier_alone_gets_the_default_table():
     p = plan_from_dict({"name": "c", "tier": ["consolidation"]}, "test plan")
-    assert p.consolidation is not None and p.workloads == ["tiles-1", "tiles-2", "tiles-3"]
-    assert p.consolidation.roles == ["filecopy-pair"] and p.consolidation.ksm is False
+    assert p.setting("consolidation") is not None and p.workloads == ["tiles-1", "tiles-2", "tiles-3"]
+    assert p.setting("consolidation").roles == ["filecopy-pair"] and p.setting("consolidation").ksm is False
 
 
 @pytest.mark.parametrize(("table", "message"), [
@@ -89,7 +89,7 @@ def test_builtin_plan_estimate_fits_twenty_minutes():
     assert len(exp.units) == 6  # tiles 1, 2, 3 × cache none, writeback
     low, high = estimate_seconds(p, exp)
     assert low == high and high <= 20 * 60
-    assert p.consolidation.tiles == [1, 2, 3] and guests_per_tile(p.consolidation.roles) == 2
+    assert p.setting("consolidation").tiles == [1, 2, 3] and guests_per_tile(p.setting("consolidation").roles) == 2
 
 
 def test_tile_workload_names():

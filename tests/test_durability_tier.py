@@ -37,11 +37,11 @@ def test_builtin_plan_is_five_cache_modes_by_two_formats_with_twenty_cuts() -> N
     plan, base = load_plan("durability")
     exp = plan_expansion(plan, base, set())
     assert len(exp.units) == 10 and {u.cell.tier for u in exp.units} == {"durability"}
-    assert plan.cuts == 20 and (plan.repetitions.min, plan.repetitions.max) == (20, 20)
+    assert plan.setting("cuts") == 20 and (plan.repetitions.min, plan.repetitions.max) == (20, 20)
     quick, base = load_plan("durability-quick")
     exp = plan_expansion(quick, base, set())
     assert len(exp.units) == 9  # 5 modes × {none, eatmydata}, minus unsafe+eatmydata (changes nothing)
-    assert quick.repetitions.max == quick.cuts == 3
+    assert quick.repetitions.max == quick.setting("cuts") == 3
 
 
 def test_cuts_not_repetitions_and_a_plan_of_its_own() -> None:

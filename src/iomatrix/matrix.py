@@ -253,11 +253,8 @@ def estimate_seconds(plan: Plan, expansion: Expansion, batching: bool = True) ->
         if own is not None:  # the tier knows better (e.g. a consolidation point: many guests at once)
             per_rep += own
             continue
-        # A durability trial's length is the tier's overhead (boot, write to a seeded cut, verify), not `runtime`.
         runtime = plan.runtime + plan.ramp
-        if u.workload.kind == "durability":
-            runtime = 0.0
-        elif u.workload.guest_only:
+        if u.workload.guest_only:
             runtime = fs_job_estimate_s(u.workload.kind, plan.size_bytes)
         if batching and tier.batches_runs:  # a round's runs of one cell share start-ups (guest boots)
             run_s = runtime + tier.batch_run_overhead_s

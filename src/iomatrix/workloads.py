@@ -20,6 +20,7 @@ from iomatrix.errors import UserError
 from iomatrix.fio.allowlist import MAX_JOB_FILE_BYTES, validate_job_text
 from iomatrix.textfile import read_small_text
 
+# The kinds a tier runs as its own workloads are named like the tier (Tier.workload_kind claims them).
 WorkloadKind = Literal["fio", "fs-read", "fs-write", "custom", "durability", "consolidation"]
 
 
@@ -38,8 +39,6 @@ class Workload:
     # The figure adaptive repetition converges on and ranking sorts by.
     primary_metric: str = "read.iops"
     higher_is_better: bool = True
-    # The only tier that can run it (None: any tier that runs its kind).
-    tier_only: str | None = None
 
     @property
     def slug(self) -> str:
@@ -116,12 +115,10 @@ PRESETS: dict[str, Workload] = {
         Workload("durability", "checksummed records, flushed and acknowledged in groups, to the raw disk (O_DIRECT) "
                  "and to a file on the guest's ext4 (fsync); then a power loss and a QEMU crash at a seeded "
                  "random point, and a count of acknowledged records lost", kind="durability",
-                 rw="write", primary_metric="power_loss.acked_lost", higher_is_better=False,
-                 tier_only="durability"),
+                 rw="write", primary_metric="power_loss.acked_lost", higher_is_better=False),
         Workload("durability-xfs", "the durability trial with the file streams on the guest's xfs (fsync) instead "
                  "of ext4; the host replays the XFS log on a copy and checks it with xfs_repair -n",
-                 kind="durability", rw="write", primary_metric="power_loss.acked_lost", higher_is_better=False,
-                 tier_only="durability"),
+                 kind="durability", rw="write", primary_metric="power_loss.acked_lost", higher_is_better=False),
     ]
 }
 
@@ -156,8 +153,7 @@ def tile_workload(name: str) -> Workload | None:
     if n is None:
         return None
     return Workload(name=name, description=f"{n} consolidation tile{'s' if n > 1 else ''} started together",
-                    kind="consolidation", rw="randrw", primary_metric="point.wall_s", higher_is_better=False,
-                    tier_only="consolidation")
+                    kind="consolidation", rw="randrw", primary_metric="point.wall_s", higher_is_better=False)
 
 
 def resolve(name: str, base_dir: Path | None = None) -> Workload:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 ROLE_NAMES = ("filecopy-pair", "db", "web", "burst")
 RoleName = Literal["filecopy-pair", "db", "web", "burst"]
+SECTION = "consolidation"  # the plan's table (a setting of the consolidation tier: Tier.plan_settings)
 DEFAULT_TILES = (1, 2, 3)
 MAX_TILES = 32
 TILE_WORKLOAD = re.compile(r"^tiles-([1-9][0-9]?)$")

@@ -22,6 +22,7 @@ from iomatrix.backing import spec as backing_spec
 from iomatrix.domain import axes
 from iomatrix.errors import UserError
 from iomatrix.plan.model import NAME_MAX, Plan, Repetitions
+from iomatrix.plan.sections import setting_keys
 from iomatrix.textfile import read_small_text
 
 # Old built-in names, kept working but not listed: they were named after the people whose published
@@ -38,7 +39,8 @@ def builtin_names() -> list[str]:
 
 
 def _all_keys() -> set[str]:
-    keys = (set(Plan.model_fields) - {"axis_settings"}) | set(axes.names()) | set(Repetitions.model_fields)
+    keys = (set(Plan.model_fields) - {"axis_settings"}) | set(axes.names()) | set(Repetitions.model_fields) \
+        | setting_keys()
     for name in dir(backing_spec):
         obj = getattr(backing_spec, name)
         if isinstance(obj, type) and issubclass(obj, BaseModel):

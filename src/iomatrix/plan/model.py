@@ -9,21 +9,22 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
     SerializationInfo,
     SerializerFunctionWrapHandler,
+    ValidationError,
     field_validator,
     model_serializer,
     model_validator,
 )
 
 from iomatrix.backing.spec import BackingSpec, DirBacking, parse_size
-from iomatrix.consolidation.spec import DEFAULT_TILES, ConsolidationSpec, tile_workload_name
 from iomatrix.domain import axes
 
 NAME_MAX = 100
@@ -78,6 +79,28 @@ class Repetitions(BaseModel):
         return self
 
 
+def _reference_tier_name() -> str:
+    from iomatrix.tiers import reference_tier
+
+    return reference_tier().name
+
+
+def _with_tier_workloads(data: dict[str, Any]) -> dict[str, Any]:
+    """A plan that names no workloads runs its tiers' own, when they have some (Tier.default_workloads: a
+    consolidation plan's tile counts, the durability tier's workload); an explicit list is kept as written."""
+    from iomatrix.tiers import known_tier
+
+    tiers = data.get("tier")
+    if "workloads" in data or not isinstance(tiers, list):
+        return data
+    found: list[str] = []
+    for name in tiers:
+        tier = known_tier(name) if isinstance(name, str) else None
+        if tier is not None:
+            found += [w for w in tier.default_workloads(data) if w not in found]
+    return {**data, "workloads": found} if found else data
+
+
 def _nonempty_unique(values: list, axis: str) -> list:
     if not values:
         raise ValueError(f"axis '{axis}' needs at least one value")
@@ -116,8 +139,9 @@ class Plan(BaseModel):
 
     name: str
     description: str = ""
-    # Tier names come from the tier registry (iomatrix.tiers): a new tier needs no change here.
-    tier: list[str] = ["baremetal"]
+    # Tier names come from the tier registry (iomatrix.tiers): a new tier needs no change here. Default: the
+    # reference tier (bare metal).
+    tier: list[str] = Field(default_factory=lambda: [_reference_tier_name()])
     # The values of every other axis of the registry (iomatrix.domain.axes): written in the plan as top-level
     # keys (cache = ["none"]), gathered here by `_gather_axes`, and written back as top-level keys when the plan
     # is dumped (so a new axis changes no stored plan and no fingerprint of a plan that does not name it).
@@ -156,12 +180,37 @@ class Plan(BaseModel):
     repetitions_per_boot: int | str = 1
     # Skip sync + drop_caches before each run (measure warm caches on purpose).
     keep_caches_warm: bool = False
-    # Durability tier: trials (cuts) per configuration, each a power loss and a QEMU crash at a seeded random point.
-    cuts: Annotated[int, Field(ge=1, le=1000)] = 20
     # Seconds a single run may take before it is killed and recorded as failed.
     run_timeout: Annotated[float, Field(ge=1, le=7 * 24 * 3600, allow_inf_nan=False)] = 300.0
-    # The consolidation tier's tiles, roles, slowdown bound and KSM permission (iomatrix.consolidation.spec).
-    consolidation: ConsolidationSpec | None = None
+    # The tiers' own settings (Tier.plan_settings: the durability tier's cuts, the consolidation tier's
+    # [consolidation] table), validated by _tier_settings and dumped at the top level by _dump_tier_settings.
+    _settings: Any = None
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _tier_settings(cls, data: object, handler: ModelWrapValidatorHandler[Plan]) -> Plan:
+        if not isinstance(data, dict):
+            return handler(data)
+        from iomatrix.plan import sections
+        from iomatrix.tiers import tier_classes
+
+        own, settings = sections.split(_with_tier_workloads(data))
+        errors = []
+        values = None
+        try:
+            values = sections.settings_model().model_validate(settings)
+        except ValidationError as err:
+            errors = sections.error_details(err)
+        try:
+            plan = handler(own)
+        except ValidationError as err:
+            errors = sections.error_details(err) + errors
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
+        plan._settings = values
+        for tier in tier_classes():
+            tier.check_plan(plan)
+        return plan
 
     @model_validator(mode="before")
     @classmethod
@@ -175,7 +224,8 @@ class Plan(BaseModel):
         return {**rest, "axis_settings": settings}
 
     @model_serializer(mode="wrap")
-    def _dump_axes(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict:
+    def _dump(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
+        """The plan as written: its own fields, every registry axis and every tier setting at the top level."""
         out = handler(self)
         for a in axes.plan_axes():
             values = self.axis_values(a.name)
@@ -185,6 +235,9 @@ class Plan(BaseModel):
                                                                               and a.name not in info.include):
                 continue
             out[a.name] = values
+        out.update(self._tier_settings_model().model_dump(
+            mode=info.mode, by_alias=bool(info.by_alias), exclude_unset=info.exclude_unset,
+            exclude_defaults=info.exclude_defaults, exclude_none=info.exclude_none, round_trip=info.round_trip))
         return out
 
     def axis_values(self, axis: str) -> list[str]:
@@ -197,27 +250,20 @@ class Plan(BaseModel):
             return list(self.axis_settings[axis])
         return [str(v) for v in axes.get(axis).plan_default]
 
-    @model_validator(mode="before")
-    @classmethod
-    def _tile_workloads(cls, data: object) -> object:
-        # A consolidation plan's sweep points are its tile counts: without a workloads key they become the
-        # workloads tiles-1, tiles-2, ... (an explicit workloads list is kept as written).
-        tiers = data.get("tier") if isinstance(data, dict) else None
-        if isinstance(data, dict) and "workloads" not in data and isinstance(tiers, list) and "consolidation" in tiers:
-            spec = data.get("consolidation")
-            tiles = spec.get("tiles", list(DEFAULT_TILES)) if isinstance(spec, dict) else list(DEFAULT_TILES)
-            if isinstance(tiles, list) and tiles and all(isinstance(t, int) and not isinstance(t, bool)
-                                                        and 1 <= t <= 99 for t in tiles):
-                data = {**data, "workloads": [tile_workload_name(t) for t in sorted(set(tiles))]}
-        return data
+    def _tier_settings_model(self) -> BaseModel:
+        if self._settings is None:  # a plan made without validation (model_construct): the tiers' defaults
+            from iomatrix.plan.sections import settings_model
 
-    @model_validator(mode="after")
-    def _consolidation(self) -> Plan:
-        if "consolidation" in self.tier and self.consolidation is None:
-            self.consolidation = ConsolidationSpec()
-        if self.consolidation is not None and "consolidation" not in self.tier:
-            raise ValueError("a [consolidation] table needs tier = [\"consolidation\"]")
-        return self
+            self._settings = settings_model()()
+        return self._settings
+
+    def setting(self, key: str) -> Any:
+        """A tier's own plan setting (Tier.plan_settings), e.g. the durability tier's `cuts`."""
+        return getattr(self._tier_settings_model(), key)
+
+    def set_setting(self, key: str, value: Any) -> None:
+        """For a tier's check_plan: complete one of its settings (it counts as set, as if written)."""
+        setattr(self._tier_settings_model(), key, value)
 
     @field_validator("name")
     @classmethod
@@ -302,22 +348,6 @@ class Plan(BaseModel):
         if unknown:
             raise ValueError(f"repetitions.precision_max names tier(s) {', '.join(unknown)} that this plan does not "
                              f"run (its tiers: {', '.join(self.tier)}); remove them or add them to `tier`")
-        return self
-
-    @model_validator(mode="after")
-    def _durability_trials(self) -> Plan:
-        # A durability trial is not a noisy sample to repeat until a CI settles: the plan asks for `cuts` trials
-        # per configuration, exactly; the scheduler's repetitions are set from it.
-        if "durability" not in self.tier:
-            return self
-        if len(self.tier) > 1:
-            raise ValueError("the durability tier runs `cuts` trials per configuration: give it a plan of its own "
-                             f"(this plan also has {', '.join(t for t in self.tier if t != 'durability')})")
-        if "repetitions" in self.model_fields_set and ((self.repetitions.min, self.repetitions.max) !=
-                                                       (self.cuts, self.cuts) or self.repetitions.precision_max):
-            raise ValueError("the durability tier counts trials with `cuts`, not [repetitions]: remove "
-                             "[repetitions] and set cuts = N")
-        self.repetitions = Repetitions(min=self.cuts, max=self.cuts)
         return self
 
     @property

@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iomatrix.consolidation.roles import TIMED_ROLES
-from iomatrix.consolidation.spec import ConsolidationSpec, tiles_of
+from iomatrix.consolidation.spec import SECTION, ConsolidationSpec
 from iomatrix.report.query import CellWorkload, cell_workloads
 from iomatrix.stats.consolidation import ConsolidationAnswer, consolidation_answer
 from iomatrix.store import Store
+from iomatrix.tiers import workload_owner
+from iomatrix.workloads import tile_workload
 
 # Host-view columns per tile count: (metric, heading, decimals).
 HOST_COLUMNS = (
@@ -47,7 +49,7 @@ def slowdown_bound(store: Store, sweep_id: int) -> float:
     s = store.sweep(sweep_id)
     try:
         plan = json.loads(s.plan_definition) if s is not None else {}
-        spec = plan.get("consolidation") or {}
+        spec = plan.get(SECTION) or {}
         return float(spec.get("slowdown_bound", ConsolidationSpec().slowdown_bound))
     except (TypeError, ValueError, AttributeError):
         return ConsolidationSpec().slowdown_bound
@@ -59,12 +61,14 @@ def _mean(xs: list[float]) -> float | None:
 
 
 def groups_from(cws: list[CellWorkload], bound: float, confidence: float = 0.95) -> list[ConsolidationGroup]:
-    """Group the consolidation tier's cell × workloads by cell, and answer each group."""
+    """Group the consolidation tier's cell × workloads (its tile counts, on the tier that owns them) by cell,
+    and answer each group."""
     by_cell: dict[str, list[tuple[int, CellWorkload]]] = defaultdict(list)
     for cw in cws:
-        n = tiles_of(cw.workload)
-        if cw.axes.get("tier") == "consolidation" and n is not None:
-            by_cell[cw.cell_key].append((n, cw))
+        w = tile_workload(cw.workload)
+        owner = workload_owner(w) if w is not None else None
+        if w is not None and w.tiles is not None and owner is not None and cw.axes.get("tier") == owner.name:
+            by_cell[cw.cell_key].append((w.tiles, cw))
     out: list[ConsolidationGroup] = []
     for _key, items in sorted(by_cell.items()):
         times: dict[int, dict[str, list[float]]] = {}
@@ -130,6 +134,24 @@ def consolidation_lines(groups: list[ConsolidationGroup]) -> list[str]:
     return lines
 
 
+def html_section(store: Store, sweep_id: int, cws: list[CellWorkload]) -> dict[str, Any] | None:
+    """The HTML report's consolidation section (the consolidation tier's report extra): the host view per tile
+    count as a chart, and the text section; None when the sweep has no tile counts."""
+    from iomatrix.report import charts
+    from iomatrix.report.html import short_labels
+
+    groups = groups_from(cws, slowdown_bound(store, sweep_id))
+    if not groups:
+        return None
+    # Legends name only the axes the configurations differ in (the cache mode, usually).
+    short = short_labels([g.label for g in groups])[0]
+    return {"title": "Consolidation",
+            "svg": charts.consolidation_chart(list(zip(short, (g.host for g in groups), strict=True))),
+            "svg_caption": "Per configuration against the number of tiles started together: wall time,\n"
+                           "QEMU CPU, disk utilisation, memory (means of the repeated points).",
+            "lines": consolidation_lines(groups)}
+
+
 def consolidation_json(groups: list[ConsolidationGroup]) -> list[dict[str, Any]]:
     return [{
         "cell": g.label, "bound": g.answer.bound, "max_tiles": g.answer.answer, "max_tiles_estimate": g.answer.estimate,
@@ -141,4 +163,4 @@ def consolidation_json(groups: list[ConsolidationGroup]) -> list[dict[str, Any]]
 
 
 __all__ = ["ConsolidationGroup", "consolidation_groups", "consolidation_json",
-           "consolidation_lines", "groups_from", "slowdown_bound"]
+           "consolidation_lines", "groups_from", "html_section", "slowdown_bound"]

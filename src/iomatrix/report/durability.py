@@ -21,10 +21,11 @@ from iomatrix.durability.verdict import (
     ConfigVerdict,
     config_verdict,
 )
-from iomatrix.report.query import cell_workloads
+from iomatrix.report.query import CellWorkload, cell_workloads
 from iomatrix.store import Store
+from iomatrix.tiers import workload_owner
+from iomatrix.workloads import PRESETS
 
-TIER = "durability"
 # Axes that identify a measured configuration; the first three must match a recommended cell, the rest
 # are matched when they can be (a verdict measured with aio=threads still speaks for io_uring, and says so).
 MUST_MATCH = ("format", "cache", "modifier")
@@ -51,6 +52,14 @@ class MeasuredConfig:
         return f"{text} fs={','.join(filesystems)}" if filesystems else text
 
 
+def _is_trial(cw: CellWorkload) -> bool:
+    """A durability trial: a cell × workload of the tier whose own workload it is, when that tier's trials are
+    verdicts (the durability tier's; tiers are asked through the registry, not by name)."""
+    w = PRESETS.get(cw.workload)
+    owner = workload_owner(w) if w is not None else None
+    return owner is not None and bool(owner.verdicts) and cw.axes.get("tier") == owner.name
+
+
 def _key(axes: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(axes.get(a, "-") for a in (*MUST_MATCH, *SHOULD_MATCH))
 
@@ -68,7 +77,7 @@ class MeasuredIndex:
         index = cls()
         for sid in sweep_ids if sweep_ids is not None else store.sweep_ids():
             for cw in cell_workloads(store, sid):
-                if cw.axes.get("tier") != TIER or (workload is not None and cw.workload != workload):
+                if not _is_trial(cw) or (workload is not None and cw.workload != workload):
                     continue
                 fs = WORKLOAD_FS.get(cw.workload, "ext4")
                 mc = index.configs.setdefault((*_key(cw.axes), fs), MeasuredConfig(dict(cw.axes)))

@@ -17,7 +17,6 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from iomatrix.current import CurrentConfig
 from iomatrix.report import charts
-from iomatrix.report.consolidation import consolidation_lines, groups_from, slowdown_bound
 from iomatrix.report.query import CellWorkload, cell_workloads, failures, monitor_series, run_table, sweep_info
 from iomatrix.report.rank import primary_metric, rank_sweep
 from iomatrix.report.recommend import Recommendation, Verdict, recommend
@@ -25,6 +24,7 @@ from iomatrix.report.render import BOUNDED_NOTE, ci_text, ratio_text
 from iomatrix.stats import summarize
 from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK
 from iomatrix.store import Store
+from iomatrix.tiers import is_reference, known_tier, reference_tier, tier_classes
 from iomatrix.ui import fmt
 
 BLOCK_SIZES = ("512", "4k", "64k", "1m")
@@ -40,7 +40,7 @@ def _env() -> Environment:
     return env
 
 
-def _short_labels(labels: Sequence[str]) -> tuple[list[str], str]:
+def short_labels(labels: Sequence[str]) -> tuple[list[str], str]:
     """Drop key=value parts every label shares; return (short labels, the shared part)."""
     parts = [lab.split() for lab in labels]
     common = set(parts[0]).intersection(*parts[1:]) if len(parts) > 1 else set()
@@ -53,6 +53,11 @@ def _summary(samples: list[float]) -> tuple[float, float | None, float | None]:
     return s.mean, s.ci_low, s.ci_high
 
 
+def _is_vm_view(tier: str) -> bool:
+    known = known_tier(tier)
+    return known is not None and known.vm_view
+
+
 def ranking_sections(store: Store, sweep_id: int, cws: list[CellWorkload], **rank_kw: Any) -> list[dict[str, Any]]:
     """One section per workload and tier, ranked exactly as 'iomatrix rank' ranks them."""
     out = []
@@ -62,13 +67,13 @@ def ranking_sections(store: Store, sweep_id: int, cws: list[CellWorkload], **ran
     for wr in rankings:
         w = wr.workload
         rows = wr.ranking.rows
-        short, common = _short_labels([r.name for r in rows])
+        short, common = short_labels([r.name for r in rows])
         bars = [charts.Bar(s, r.summary.mean, r.summary.ci_low, r.summary.ci_high, r.group)
                 for s, r in zip(short, rows, strict=True)]
         refs: dict[str, float] = {}
-        bm = [c for c in cws if c.workload == w and c.axes["tier"] == "baremetal" and wr.metric in c.samples]
-        if wr.tier != "baremetal" and bm:
-            refs["bare metal"] = max(_summary(c.samples[wr.metric])[0] for c in bm)
+        bm = [c for c in cws if c.workload == w and is_reference(c.axes["tier"]) and wr.metric in c.samples]
+        if not is_reference(wr.tier) and bm:
+            refs[reference_tier().prose_name()] = max(_summary(c.samples[wr.metric])[0] for c in bm)
         if wr.ceiling:
             refs["ceiling"] = max(m for _, m in wr.ceiling)
         table = []
@@ -97,24 +102,27 @@ def blocksize_sections(cws: list[CellWorkload]) -> list[dict[str, Any]]:
         sizes = [s for s in BLOCK_SIZES if any(c.workload.endswith(f"-{s}") for c in mine)]
         if not mine:
             continue
-        tier = "guest" if any(c.axes["tier"] == "guest" for c in mine) else "baremetal"
+        # The configurations charted: a VM's view (the guest tier) when the sweep has it, else the reference's.
+        ref = reference_tier()
+        tier = next((c.axes["tier"] for c in mine if _is_vm_view(c.axes["tier"])), ref.name)
+        bare = ref.prose_name()
         series: dict[str, charts.SizeSeries] = {}
         for c in mine:
             size = c.workload.rsplit("-", 1)[1]
             if c.axes["backing"] == "null":
                 name = "ceiling"
             elif c.axes["tier"] != tier:
-                name = "bare metal" if c.axes["tier"] == "baremetal" and c.axes["cache"] in ("none", "-") else ""
+                name = bare if is_reference(c.axes["tier"]) and c.axes["cache"] in ("none", "-") else ""
             else:
                 name = c.label()
             if not name:
                 continue
             series.setdefault(name, charts.SizeSeries(name, {})).values.setdefault(size, _summary(c.samples[metric]))
-        configs = [s for n, s in series.items() if n not in ("bare metal", "ceiling")]
-        short, common = _short_labels([s.label for s in configs]) if configs else ([], "")
+        configs = [s for n, s in series.items() if n not in (bare, "ceiling")]
+        short, common = short_labels([s.label for s in configs]) if configs else ([], "")
         for s, lab in zip(configs, short, strict=True):
             s.label = lab
-        ordered = configs + [series[n] for n in ("bare metal", "ceiling") if n in series]
+        ordered = configs + [series[n] for n in (bare, "ceiling") if n in series]
         note = "" if len(sizes) > 1 else f"only {sizes[0]} was swept: add {direction}-512/4k/64k/1m for the sweep"
         out.append({"title": f"{direction.replace('-', ' ')} by block size", "metric": metric, "common": common,
                     "svg": charts.blocksize_chart(ordered, sizes, "MB/s"), "note": note})
@@ -146,16 +154,15 @@ def host_section(store: Store, rec: Recommendation, cws: list[CellWorkload],
             columns.append((label, run_id, series))
     if not columns:
         return {"missing": "no monitor samples for the compared cells (was the host sampler off?)"}
-    short, _ = _short_labels([c[0] for c in columns])
+    short, _ = short_labels([c[0] for c in columns])
     return {"svg": charts.host_panels([(f"{s} (run {c[1]})", c[2]) for s, c in zip(short, columns, strict=True)])}
 
 
 def missing_parts(info: dict[str, Any], cws: list[CellWorkload], rec: Recommendation) -> list[str]:
     out = []  # the sweep's state (empty, unfinished) is in rec.warnings
-    if cws and not any(c.axes["tier"] == "baremetal" for c in cws):
-        out.append("no bare-metal cells: ratios to bare metal are missing (add tier 'baremetal' to the plan)")
-    if any(c.axes["tier"] == "guest" for c in cws) and not any(c.axes["backing"] == "null" for c in cws):
-        out.append("no null-co ceiling: ratios to the ceiling are missing (null_ceiling = true)")
+    cells = [c.axes for c in cws]
+    for tier in tier_classes():  # what a tier misses in the sweep: bare metal absent, the guest tier's ceiling
+        out += tier.missing_notes(cells)
     out += [f"{v.workload}: {v.missing}" for v in rec.verdicts if v.choice is None and v.metric != "score"]
     return out
 
@@ -179,17 +186,14 @@ def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None 
     for k in ("started_at", "finished_at"):
         if isinstance(info.get(k), int | float):
             info[k] = datetime.fromtimestamp(info[k], tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    groups = groups_from(cws, slowdown_bound(store, sweep_id))
-    # Legends name only the axes the configurations differ in (the cache mode, usually).
-    short = _short_labels([g.label for g in groups])[0] if groups else []
-    consolidation_svg = charts.consolidation_chart(list(zip(short, (g.host for g in groups), strict=True))) \
-        if groups else ""
+    # The tiers' own sections (the consolidation tier's tiles), in the order the tiers sort.
+    extras = [s for tier in tier_classes() if (s := tier.report_section(store, sweep_id, cws)) is not None]
     return _env().get_template("report.html.j2").render(
         info=info, rec=rec, verdicts=verdicts, rankings=rankings,
         blocksizes=blocksize_sections(cws), host=host_section(store, rec, cws, top), runs=runs,
         failures=failures(store, sweep_id), missing=missing_parts(info, cws, rec), ci_text=ci_text,
         bounded_note=BOUNDED_NOTE if bounded else "",
-        consolidation=consolidation_lines(groups), consolidation_svg=consolidation_svg)
+        extras=extras)
 
 
 def write_report(store: Store, sweep_id: int, path: Path, **kw: Any) -> int:

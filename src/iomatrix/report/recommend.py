@@ -20,7 +20,7 @@ from iomatrix.domain import BASELINES, CACHE, CacheMode, Modifier, SafetyLevel
 from iomatrix.errors import UserError
 from iomatrix.guest.accel import TCG_WARNING
 from iomatrix.matrix import applying_axes
-from iomatrix.report.durability import MeasuredIndex, measured_statements, sweep_verdict_lines
+from iomatrix.report.durability import MeasuredIndex, measured_statements
 from iomatrix.report.quality import run_interference
 from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info
 from iomatrix.report.rank import (
@@ -36,7 +36,8 @@ from iomatrix.snippets import DiskConfig, SnippetSet, snippets_for
 from iomatrix.stats import RatioCI, ratio_ci
 from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK, check_threshold, check_tie_break
 from iomatrix.store import Store
-from iomatrix.tiers import is_reference, tier_class, tier_order
+from iomatrix.tiers import is_reference, known_tier, tier_class, tier_classes, tier_order, workload_owner
+from iomatrix.tiers.base import Tier
 from iomatrix.workloads import PRESETS
 
 DOCUMENTED = "documented, not measured"
@@ -260,59 +261,82 @@ def workload_verdict(cws: list[CellWorkload], wr: WorkloadRanking, requirements:
                      measured: MeasuredIndex | None = None) -> Verdict:
     """`wr` ranks every cell of the workload's tier; `restricted` only those meeting `requirements` (None when
     none does or there are no requirements)."""
-    r = wr.ranking
-    v = Verdict(wr.workload, wr.metric, r.higher_is_better, wr.tier, None)
+    v = Verdict(wr.workload, wr.metric, wr.ranking.higher_is_better, wr.tier, None)
     chosen_from = restricted if requirements else wr
     choice = choose(chosen_from) if chosen_from is not None else None
     if choice is None:
-        if requirements:
-            for q in requirements:
-                if not any(q.met_by(c.axes) for c in wr.cells.values()):
-                    v.missing = f"requirement {q.name} excluded every swept cell ({q.meaning})"
-                    break
-            else:
-                if chosen_from is None:
-                    v.missing = "no swept cell meets " + " and ".join(q.name for q in requirements) + " together"
-        if not v.missing:
-            d = chosen_from.decision if chosen_from is not None else None
-            v.missing = d.statement if d is not None else "no cell is eligible: too few runs or too noisy"
+        v.missing = _why_no_choice(wr, chosen_from, requirements)
         return v
-    r = chosen_from.ranking if chosen_from is not None else r
+    r = chosen_from.ranking if chosen_from is not None else wr.ranking
     v.choice = choice
     cell = wr.cells[choice.cell]
     row = r.row(choice.cell)  # the ranking the choice was made in
     v.mean, v.ci, v.n = row.summary.mean, (row.summary.ci_low, row.summary.ci_high), row.summary.n
     same_tier = [c for c in cws if c.workload == wr.workload and c.axes["tier"] == wr.tier]
-    higher = r.higher_is_better
-    if current is not None:
-        other = _matching_current(same_tier, cell, current)
-        v.gains.append(_gain(f"current ({current.label()})", cell, other, wr.metric, higher,
-                             "not measured in this sweep: add its values to the plan to compare"))
-    for b in BASELINES:
-        other = _matching(same_tier, cell, cache=b.cache.value, aio=b.aio.value)
-        v.gains.append(_gain(f"{b.name} (cache={b.cache} aio={b.aio})", cell, other, wr.metric, higher,
-                             "not in this sweep"))
-    for g in v.gains:  # say why a compared cell that looks better was not chosen
-        if g.label in wr.cells and not wr.ranking.row(g.label).eligible:
-            why = "not ranked: " + ", ".join(wr.ranking.row(g.label).flags).replace("_", " ")
-            g.note = "; ".join(filter(None, [g.note, why]))
+    v.gains = _gains(wr, cell, same_tier, r.higher_is_better, current)
     if not is_reference(wr.tier):
-        rc = wr.to_baremetal.get(choice.cell)
-        v.to_baremetal = Gain("bare metal", None, rc, "cell/bare metal")
-        ceilings = [c for c, _ in wr.ceiling if c.axes.get("bus") == cell.axes.get("bus")] or \
-            [c for c, _ in wr.ceiling]
-        if ceilings:
-            a, b = cell.samples[wr.metric], ceilings[0].samples[wr.metric]
-            v.to_ceiling = Gain("null ceiling", ceilings[0].label(),
-                                ratio_ci(a, b) if len(a) >= 2 and len(b) >= 2 else None, "cell/ceiling")
-    free = wr.decision.answer if wr.decision is not None else None
-    if requirements and free is not None and free != choice.cell:
-        g = _gain("best without the requirements", wr.cells[free], cell, wr.metric, higher, "")
-        v.requirement_cost = Gain(f"{free} (the answer without requirements)", free, g.ratio,
-                                  "the unrestricted answer is this many times better")
+        v.to_baremetal, v.to_ceiling = _to_references(wr, choice.cell)
+    if requirements:
+        v.requirement_cost = _requirement_cost(wr, choice.cell, r.higher_is_better)
     v.risks = risk_statements(cell.axes["cache"], cell.axes.get("modifier", Modifier.NONE), cell, measured)
     v.snippets = snippets_for(DiskConfig.from_axes(cell.axes, cell.backing.get("kind")))
     return v
+
+
+def _why_no_choice(wr: WorkloadRanking, chosen_from: WorkloadRanking | None,
+                   requirements: list[Requirement]) -> str:
+    """Why the ranking the choice is made in (`chosen_from`: restricted to the requirements, or all of `wr`)
+    gives no answer: a requirement no swept cell meets, none meeting them all, or the decision's own reason."""
+    for q in requirements:
+        if not any(q.met_by(c.axes) for c in wr.cells.values()):
+            return f"requirement {q.name} excluded every swept cell ({q.meaning})"
+    if requirements and chosen_from is None:
+        return "no swept cell meets " + " and ".join(q.name for q in requirements) + " together"
+    d = chosen_from.decision if chosen_from is not None else None
+    return d.statement if d is not None else "no cell is eligible: too few runs or too noisy"
+
+
+def _gains(wr: WorkloadRanking, cell: CellWorkload, same_tier: list[CellWorkload], higher: bool,
+           current: CurrentConfig | None) -> list[Gain]:
+    """The chosen cell against the user's current configuration and the tools' defaults, in the same tier;
+    a compared cell that looks better says why it was not chosen."""
+    gains = []
+    if current is not None:
+        other = _matching_current(same_tier, cell, current)
+        gains.append(_gain(f"current ({current.label()})", cell, other, wr.metric, higher,
+                           "not measured in this sweep: add its values to the plan to compare"))
+    for b in BASELINES:
+        other = _matching(same_tier, cell, cache=b.cache.value, aio=b.aio.value)
+        gains.append(_gain(f"{b.name} (cache={b.cache} aio={b.aio})", cell, other, wr.metric, higher,
+                           "not in this sweep"))
+    for g in gains:
+        if g.label in wr.cells and not wr.ranking.row(g.label).eligible:
+            why = "not ranked: " + ", ".join(wr.ranking.row(g.label).flags).replace("_", " ")
+            g.note = "; ".join(filter(None, [g.note, why]))
+    return gains
+
+
+def _to_references(wr: WorkloadRanking, chosen: str) -> tuple[Gain, Gain | None]:
+    """The chosen cell of a non-reference tier over bare metal, and over the null ceiling (the one of its bus
+    when there is one): how much of the host's speed, and of the virtual I/O path's, it keeps."""
+    cell = wr.cells[chosen]
+    to_baremetal = Gain("bare metal", None, wr.to_baremetal.get(chosen), "cell/bare metal")
+    ceilings = [c for c, _ in wr.ceiling if c.axes.get("bus") == cell.axes.get("bus")] or [c for c, _ in wr.ceiling]
+    if not ceilings:
+        return to_baremetal, None
+    a, b = cell.samples[wr.metric], ceilings[0].samples[wr.metric]
+    return to_baremetal, Gain("null ceiling", ceilings[0].label(),
+                              ratio_ci(a, b) if len(a) >= 2 and len(b) >= 2 else None, "cell/ceiling")
+
+
+def _requirement_cost(wr: WorkloadRanking, chosen: str, higher: bool) -> Gain | None:
+    """What the requirements cost: the unrestricted answer over the chosen cell (None when they cost nothing)."""
+    free = wr.decision.answer if wr.decision is not None else None
+    if free is None or free == chosen:
+        return None
+    g = _gain("best without the requirements", wr.cells[free], wr.cells[chosen], wr.metric, higher, "")
+    return Gain(f"{free} (the answer without requirements)", free, g.ratio,
+                "the unrestricted answer is this many times better")
 
 
 def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requirements: Sequence[str] = (),
@@ -332,11 +356,12 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     interference = run_interference(store, sweep_id, all_runs)
     measured = MeasuredIndex.from_store(store)
     for w in names:
-        if w in _DURABILITY_WORKLOADS:
+        owner = _verdict_tier(w)
+        if owner is not None:
             # Trials are not ranked by how many records they lost: the verdicts per configuration are the answer.
-            lines = sweep_verdict_lines(store, sweep_id, w)
-            verdicts.append(Verdict(w, primary_metric(w)[0], False, "durability", None,
-                                    missing="measured durability verdicts, not a speed ranking: " + "; ".join(
+            lines = owner.verdict_lines(store, sweep_id, w)
+            verdicts.append(Verdict(w, primary_metric(w)[0], False, owner.name, None,
+                                    missing=f"{owner.verdicts}, not a speed ranking: " + "; ".join(
                                         x.strip() for x in lines)))
             continue
         ids = [rid for c in cws if c.workload == w for rid in c.runs]
@@ -356,7 +381,7 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
             v = _answer_from_another_tier(cws, w, v, reqs, current, measured, kw) or v
         verdicts.append(v)
     if scores is None:
-        scores = SCORES if workload is None and any(c.axes["tier"] == "guest" for c in cws) else ()
+        scores = SCORES if workload is None and any(_is_vm_view(c.axes["tier"]) for c in cws) else ()
     for sc in scores:
         if sc not in SCORES:
             raise UserError(f"unknown score '{sc}'", hint=f"use {', '.join(SCORES)}")
@@ -414,11 +439,15 @@ def short_verdict(store: Store, sweep_id: int) -> str:
     """A few lines for the end of `iomatrix run`: the choice per workload and its gain over QEMU's default."""
     rec = recommend(store, sweep_id)
     lines = []
-    durability = sweep_verdict_lines(store, sweep_id)
-    if durability:
-        lines += ["measured durability (acknowledged = flushed by the guest):", *durability]
+    answered: set[str] = set()  # tiers whose verdicts are lines of their own (the durability tier's)
+    for tier in tier_classes():
+        own = tier.verdict_lines(store, sweep_id) if tier.verdicts else []
+        if own:
+            lines += [tier.verdict_heading, *own]
+            answered.add(tier.name)
     for v in rec.verdicts:
-        if durability and v.workload in _DURABILITY_WORKLOADS:
+        owner = _verdict_tier(v.workload)
+        if owner is not None and owner.name in answered:
             continue  # its verdicts are the lines above; ranking trials by records lost answers nothing more
         if v.choice is None:
             if v.metric != "score":  # a score the plan has no inputs for is not news at the end of a run
@@ -440,7 +469,17 @@ def short_verdict(store: Store, sweep_id: int) -> str:
     return "\n".join(lines)
 
 
-_DURABILITY_WORKLOADS = {name for name, w in PRESETS.items() if w.kind == "durability"}
+def _verdict_tier(workload: str) -> type[Tier] | None:
+    """The tier whose trials of `workload` are verdicts, not a speed ranking (the durability tier's own
+    workloads), or None for a workload that is ranked."""
+    w = PRESETS.get(workload)
+    owner = workload_owner(w) if w is not None else None
+    return owner if owner is not None and owner.verdicts else None
+
+
+def _is_vm_view(tier: str) -> bool:
+    known = known_tier(tier)
+    return known is not None and known.vm_view
 
 
 def _cache_modifier(label: str) -> tuple[str, str]:
@@ -460,7 +499,7 @@ def score_verdicts(store: Store, sweep_id: int, scores: Sequence[str], requireme
     cells = {c.label(): c for c in cell_workloads(store, sweep_id)}
     out = []
     for score in scores:
-        v = Verdict(score, "score", True, "guest", None)
+        v = Verdict(score, "score", True, next(t.name for t in tier_classes() if t.vm_view), None)
         try:
             rows, _ = weighted_scores(store, sweep_id, score)
         except UserError as e:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from iomatrix.tiers.base import Tier
+    from iomatrix.workloads import Workload
 
 _REGISTRY: dict[str, type[Tier]] = {}
 _discovered = False
@@ -54,9 +55,30 @@ def _discover() -> dict[str, type[Tier]]:
     return _REGISTRY
 
 
+def tier_classes() -> list[type[Tier]]:
+    """Registered tiers, reference tier first (the order reports list them in)."""
+    return sorted(_discover().values(), key=lambda c: (c.order, c.name))
+
+
 def tier_names() -> list[str]:
     """Registered tier names, reference tier first."""
-    return [c.name for c in sorted(_discover().values(), key=lambda c: (c.order, c.name))]
+    return [c.name for c in tier_classes()]
+
+
+def known_tier(name: str) -> type[Tier] | None:
+    """The tier named `name`, or None for a name this version does not know (an old database's tier)."""
+    return _discover().get(name)
+
+
+def reference_tier() -> type[Tier]:
+    """The tier other tiers' cells are divided by (bare metal)."""
+    return next(c for c in tier_classes() if c.is_reference)
+
+
+def workload_owner(workload: Workload) -> type[Tier] | None:
+    """The tier whose own workload this is (its kind is the tier's `workload_kind`), or None for a workload
+    the tiers share."""
+    return next((c for c in tier_classes() if c.workload_kind is not None and c.workload_kind == workload.kind), None)
 
 
 def tier_class(name: str) -> type[Tier]:

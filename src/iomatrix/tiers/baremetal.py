@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from iomatrix import children
@@ -33,6 +34,13 @@ class BareMetalTier(Tier):
     overhead_s = 1.5  # fio start + prefill
     is_reference = True
     order = 0
+    title = "bare metal"
+
+    @classmethod
+    def missing_notes(cls, cells: Sequence[Mapping[str, str]]) -> list[str]:
+        if cells and not any(c["tier"] == cls.name for c in cells):
+            return [f"no bare-metal cells: ratios to bare metal are missing (add tier '{cls.name}' to the plan)"]
+        return []
 
     def __init__(self, plan: Plan, opts: RunOptions) -> None:
         super().__init__(plan, opts)

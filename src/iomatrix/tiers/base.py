@@ -3,19 +3,24 @@
 A tier is a plug-in: one module under ``iomatrix/tiers/`` defining a subclass of :class:`Tier` decorated
 with :func:`iomatrix.tiers.register`. Its class attributes tell the matrix which layers of the I/O stack it
 runs, so which axes apply (the others collapse to ``-``), its class methods add its own prune rules and
-extra cells, and an instance runs one measurement at a time. Nothing outside the module names the tier.
+extra cells, and an instance runs one measurement at a time. What is specific to a tier is declared here too,
+and asked of the registry by the rest of the program: its plan settings (`plan_settings`, `check_plan`,
+`default_workloads`), how a run kept the page cache out (`page_cache_wording`) and its report extras (`title`,
+`missing_notes`, `report_section`, `verdict_lines`). Nothing outside the tier modules (and their own packages)
+names a tier.
 """
 
 from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from iomatrix.backing.leftovers import register_temp_path
+from iomatrix.domain import CACHE, CacheMode
 from iomatrix.domain.axes import Layer, qemu_options
 from iomatrix.fio.jobs import JobShape
 from iomatrix.guest.images import create_image
@@ -25,6 +30,8 @@ from iomatrix.workloads import Workload
 if TYPE_CHECKING:
     from iomatrix.matrix import BackingFacts
     from iomatrix.plan.model import Plan
+    from iomatrix.report.query import CellWorkload
+    from iomatrix.store import Store
 
 
 @dataclass
@@ -142,6 +149,64 @@ class Tier(ABC):
     overlaps_host_ready: ClassVar[bool] = False
     batch_overhead_s: ClassVar[float] = 0.0
     batch_run_overhead_s: ClassVar[float] = 0.0
+    # Plan keys the tier owns, written at the plan's top level like any other (`cuts = 20`, a
+    # `[consolidation]` table): key → (type, default). The plan model validates (strictly) and dumps them as
+    # its own, whether or not the plan runs the tier; read them with `plan.setting(key)`.
+    plan_settings: ClassVar[dict[str, tuple[Any, Any]]] = {}
+    # The workload kind only this tier runs (its own workloads: "runs on the X tier only" elsewhere); None:
+    # it runs the workloads the tiers share.
+    workload_kind: ClassVar[str | None] = None
+    # How reports name the tier in prose ("bare metal"); empty: its name.
+    title: ClassVar[str] = ""
+    # Its cells are what a VM's own I/O sees (fio inside a guest): reports chart them by block size and score
+    # them (the weighted scores) in preference to the reference's.
+    vm_view: ClassVar[bool] = False
+    # Non-empty for a tier whose trials are verdicts, not a speed ranking (what `recommend` shows instead of a
+    # choice, "... verdicts, not a speed ranking"), with the heading of its lines at the end of `iomatrix run`.
+    verdicts: ClassVar[str] = ""
+    verdict_heading: ClassVar[str] = ""
+
+    @classmethod
+    def prose_name(cls) -> str:
+        return cls.title or cls.name
+
+    @classmethod
+    def default_workloads(cls, plan_data: Mapping[str, Any]) -> list[str]:
+        """The workloads a plan running this tier gets when it names none (from the plan as written, before
+        validation: check what you read); empty: the plan's defaults."""
+        return []
+
+    @classmethod
+    def check_plan(cls, plan: Plan) -> None:
+        """Check (and complete) the settings the tier owns, and the plan as this tier needs it: raise
+        ValueError with a one-line message. Called for every registered tier, whether the plan runs it or not
+        (a tier's own table in a plan without the tier is a mistake to report)."""
+        return None
+
+    @classmethod
+    def page_cache_wording(cls, cache: str) -> str:
+        """How a read measurement kept the page cache out, for `cache` (recorded per run, before what was
+        done with the host's caches). The default: fio on the host."""
+        if CACHE[CacheMode(cache)].direct:
+            return "direct I/O (O_DIRECT)"
+        return "buffered: fio invalidate=1 (POSIX_FADV_DONTNEED) before the job"
+
+    @classmethod
+    def missing_notes(cls, cells: Sequence[Mapping[str, str]]) -> list[str]:
+        """What the HTML report says is missing from a sweep because of this tier (its cells' axes, every
+        tier's). Asked of every registered tier."""
+        return []
+
+    @classmethod
+    def report_section(cls, store: Store, sweep_id: int, cws: list[CellWorkload]) -> dict[str, Any] | None:
+        """A section of the HTML report of the tier's own (id, title, lines; svg and svg_caption optional), or
+        None when the sweep has nothing for it."""
+        return None
+
+    @classmethod
+    def verdict_lines(cls, store: Store, sweep_id: int, workload: str | None = None) -> list[str]:
+        """For a tier with `verdicts`: its verdicts in a sweep as text lines (`workload`: only that one's)."""
+        return []
 
     @classmethod
     def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:
@@ -150,8 +215,11 @@ class Tier(ABC):
 
     @classmethod
     def workload_prune_reason(cls, cell: Cell, workload: Workload) -> str | None:
-        if workload.tier_only is not None and workload.tier_only != cls.name:
-            return f"workload {workload.name} runs on the {workload.tier_only} tier only"
+        from iomatrix.tiers import workload_owner
+
+        owner = workload_owner(workload)
+        if owner is not None and owner is not cls:
+            return f"workload {workload.name} runs on the {owner.name} tier only"
         if workload.guest_only and not cls.runs_fs_workloads:
             return f"workload {workload.name} runs on a guest filesystem: guest tier only"
         return None

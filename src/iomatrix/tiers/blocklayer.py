@@ -49,7 +49,7 @@ from iomatrix.backing.leftovers import forget, register_temp_path
 from iomatrix.domain import CACHE, NULL_BACKING, CacheMode
 from iomatrix.domain.axes import Layer
 from iomatrix.errors import UserError
-from iomatrix.fio.jobs import FIO_CLOCKSOURCE, IOPS_LOG_FILE, NbdJob, nbd_job, nbd_uri
+from iomatrix.fio.jobs import FIO_CLOCKSOURCE, IOPS_LOG_FILE, NbdJob, nbd_job, nbd_uri, qemu_host_cache_wording
 from iomatrix.fio.parse import FioOutputError, checked_metrics, extract_json, fatal_message, parse_iops_log
 from iomatrix.guest.images import remove_image
 from iomatrix.hostcmd import require, version_of
@@ -224,6 +224,11 @@ class BlockLayerTier(Tier):
     overhead_s = 0.7
     order = 10
     uses_images = True
+
+    @classmethod
+    def page_cache_wording(cls, cache: str) -> str:
+        return ("no guest page cache (fio sends NBD requests to QEMU's block layer); "
+                f"{qemu_host_cache_wording(cache)}")
 
     @classmethod
     def extra_cells(cls, plan: Plan) -> list[Cell]:

@@ -19,7 +19,9 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from iomatrix import children
 from iomatrix.backing.leftover_kinds import KSM_RUN
@@ -27,9 +29,10 @@ from iomatrix.backing.leftovers import forget, record, release
 from iomatrix.consolidation.hostview import PointProbe
 from iomatrix.consolidation.memory import available_mb, check_memory
 from iomatrix.consolidation.roles import GuestPlan, guests_per_tile, point_guests
-from iomatrix.consolidation.spec import ConsolidationSpec
+from iomatrix.consolidation.spec import DEFAULT_TILES, SECTION, ConsolidationSpec, tile_workload_name
 from iomatrix.domain.axes import Layer
 from iomatrix.errors import UserError
+from iomatrix.fio.jobs import qemu_host_cache_wording
 from iomatrix.fio.parse import FioOutputError, report_metrics
 from iomatrix.guest.accel import AccelChoice, choose_accel
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
@@ -47,6 +50,10 @@ from iomatrix.tiers import register
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_image
 from iomatrix.workloads import Workload
 
+if TYPE_CHECKING:
+    from iomatrix.report.query import CellWorkload
+    from iomatrix.store import Store
+
 POLL_S = 0.1
 # Seconds of guest CPU one boot costs under TCG here, and the fixed part of a point (for estimates only).
 BOOT_CPU_S = 3.0
@@ -54,7 +61,7 @@ HOST_CPUS_FALLBACK = 2
 
 
 def _spec(plan: Plan) -> ConsolidationSpec:
-    return plan.consolidation or ConsolidationSpec()
+    return plan.setting(SECTION) or ConsolidationSpec()
 
 
 @register
@@ -68,6 +75,40 @@ class ConsolidationTier(Tier):
     order = 40
     uses_images = True
     loads_host = True  # 2–6 guests at once: their CPU pressure is what a tile measures
+    # Its [consolidation] table: tiles, roles, slowdown bound and KSM permission (iomatrix.consolidation.spec).
+    plan_settings: ClassVar[dict[str, tuple[Any, Any]]] = {SECTION: (ConsolidationSpec | None, None)}
+    workload_kind = "consolidation"
+
+    @classmethod
+    def default_workloads(cls, plan_data: Mapping[str, Any]) -> list[str]:
+        # A consolidation plan's sweep points are its tile counts: the workloads tiles-1, tiles-2, ... (read
+        # from the table as written, so only when its tile counts are plausible; the table's own validation
+        # reports the others).
+        spec = plan_data.get(SECTION)
+        tiles = spec.get("tiles", list(DEFAULT_TILES)) if isinstance(spec, dict) else list(DEFAULT_TILES)
+        if isinstance(tiles, list) and tiles and all(isinstance(t, int) and not isinstance(t, bool)
+                                                    and 1 <= t <= 99 for t in tiles):
+            return [tile_workload_name(t) for t in sorted(set(tiles))]
+        return []
+
+    @classmethod
+    def check_plan(cls, plan: Plan) -> None:
+        runs = cls.name in plan.tier
+        if runs and plan.setting(SECTION) is None:
+            plan.set_setting(SECTION, ConsolidationSpec())
+        if plan.setting(SECTION) is not None and not runs:
+            raise ValueError(f"a [{SECTION}] table needs tier = [\"{cls.name}\"]")
+
+    @classmethod
+    def page_cache_wording(cls, cache: str) -> str:
+        return f"guest O_DIRECT; {qemu_host_cache_wording(cache)}"
+
+    @classmethod
+    def report_section(cls, store: Store, sweep_id: int, cws: list[CellWorkload]) -> dict[str, Any] | None:
+        from iomatrix.report.consolidation import html_section
+
+        section = html_section(store, sweep_id, cws)
+        return None if section is None else {"id": cls.name, **section}
 
     @classmethod
     def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:

@@ -13,7 +13,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from iomatrix import workloads as wl
 from iomatrix.backing.leftovers import forget
 from iomatrix.domain import NULL_BACKING, Bus
 from iomatrix.domain.axes import Layer
-from iomatrix.fio.jobs import guest_job
+from iomatrix.fio.jobs import guest_job, qemu_host_cache_wording
 from iomatrix.fio.parse import FioOutputError, checked_metrics, parse_iops_log
 from iomatrix.guest.accel import AccelChoice, choose_accel
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
@@ -52,6 +52,17 @@ class GuestTier(Tier):
     order = 20
     runs_fs_workloads = True
     uses_images = True
+    vm_view = True
+
+    @classmethod
+    def page_cache_wording(cls, cache: str) -> str:
+        return f"guest O_DIRECT; {qemu_host_cache_wording(cache)}"
+
+    @classmethod
+    def missing_notes(cls, cells: Sequence[Mapping[str, str]]) -> list[str]:
+        if any(c["tier"] == cls.name for c in cells) and not any(c["backing"] == NULL_BACKING for c in cells):
+            return ["no null-co ceiling: ratios to the ceiling are missing (null_ceiling = true)"]
+        return []
 
     @classmethod
     def extra_cells(cls, plan: Plan) -> list[Cell]:
