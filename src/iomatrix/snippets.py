@@ -123,7 +123,7 @@ class DiskConfig:
             if v in (NA, None, ""):
                 if axis.name == "cache":  # the one axis every snippet is about: never assumed
                     raise UserError("a configuration needs a cache mode", hint=f"use {axis.choices()}")
-                v = axis.default
+                v = str(axis.default)
                 if axis.tools:
                     assumed.append(axis.name)
             vals[axis.name] = v
