@@ -19,8 +19,10 @@ from its three switches, the bus from ``if=`` or the ``-device`` driver), and th
 
 from __future__ import annotations
 
+import itertools
 import shlex
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -141,8 +143,8 @@ def from_libvirt_xml(path: Path, disk: str | None = None) -> CurrentConfig:
 
 
 def _libvirt_driver_axes(attrs: dict[str, str]) -> tuple[dict[str, str], list[str]]:
-    """Every axis libvirt spells on <driver>, read back: the value whose options all match the element's
-    attributes; an axis none of whose attributes is there takes the hypervisor's default (QEMU's)."""
+    """Every axis libvirt spells on <driver>, read back through its spelling; an axis none of whose
+    attributes is there takes the hypervisor's default (QEMU's)."""
     values: dict[str, str] = {}
     defaulted: list[str] = []
     if attrs.get("cache") == "default":  # libvirt's explicit "the hypervisor's"
@@ -151,133 +153,140 @@ def _libvirt_driver_axes(attrs: dict[str, str]) -> tuple[dict[str, str], list[st
         spell = axis.tools.get("libvirt")
         if spell is None or axis.name == "bus":  # the bus is <target bus=>: read by the caller
             continue
-        spelled = {v: t.options for v in axis.values if (t := spell(v)).unavailable is None and t.options}
-        keys = list(dict.fromkeys(k for options in spelled.values() for k, _ in options))
-        given = [k for k in keys if attrs.get(k)]
-        if not given:
-            if axis.name not in LIBVIRT_UNKNOWN_WHEN_ABSENT:
-                values[axis.name] = str(axis.default)
-                defaulted.append(f"{axis.name} (libvirt default: the hypervisor's, QEMU {axis.name}={axis.default})")
-            continue
-        matching = [v for v, options in spelled.items() if all(attrs.get(k) == val for k, val in options)]
-        if not matching:
-            key = given[0]
-            accepted = list(dict.fromkeys(val for options in spelled.values() for k, val in options if k == key))
-            raise _bad(f"driver {key}", attrs[key], _choices(accepted))
-        values[axis.name] = max(matching, key=lambda v: len(spelled[v]))  # the most specific spelling
+        spelled = {v: t.options for v in axis.values if (t := spell(v)).unavailable is None}
+        value = _read_back(spelled, attrs.get, lambda key: f"driver {key}")
+        if value is not None:
+            values[axis.name] = value
+        elif axis.name not in LIBVIRT_UNKNOWN_WHEN_ABSENT:
+            values[axis.name] = str(axis.default)
+            defaulted.append(f"{axis.name} (libvirt default: the hypervisor's, QEMU {axis.name}={axis.default})")
     return values, defaulted
+
+
+def _read_back(spelled: dict[str, axes.Options], given: Callable[[str], str | None],
+               field_name: Callable[[str], str]) -> str | None:
+    """The value whose options (`spelled`: value → KEY=VALUE pairs) all match what is `given`, the most
+    specific one where several do; None when none of the keys is given; a one-line error when some are given
+    but no value matches."""
+    keys = list(dict.fromkeys(k for options in spelled.values() for k, _ in options))
+    present = [k for k in keys if given(k)]
+    if not present:
+        return None
+    matching = [v for v, options in spelled.items() if options and all(given(k) == val for k, val in options)]
+    if not matching:
+        key = present[0]
+        accepted = list(dict.fromkeys(val for options in spelled.values() for k, val in options if k == key))
+        raise _bad(field_name(key), given(key) or "", _choices(accepted))
+    return max(matching, key=lambda v: len(spelled[v]))
 
 
 # --------------------------------------------------------------------------- QEMU
 
 
+def _qemu_options(tokens: list[str]) -> tuple[dict[str, str] | None, dict[str, str] | None, dict[str, str]]:
+    """(the -drive, the first -blockdev (the format node), the disk's -device) of a command line."""
+    drive: dict[str, str] | None = None
+    blockdev: dict[str, str] | None = None
+    device: dict[str, str] = {}
+    for tok, arg in itertools.pairwise(tokens):
+        if tok == "-drive":
+            drive = dict(_split_opts(arg))
+        elif tok == "-blockdev" and blockdev is None:
+            blockdev = dict(_split_opts(arg))
+        elif tok == "-device" and not device:
+            name, _, rest = arg.partition(",")  # -device DRIVER,key=value,...
+            opts = [("driver", name), *_split_opts(rest)]
+            if any(k == "drive" for k, _ in opts):  # a disk device, not a controller
+                device = dict(opts)
+    return drive, blockdev, device
+
+
 def from_qemu(text: str) -> CurrentConfig:
-    tokens = shlex.split(text)
-    drive: list[tuple[str, str]] | None = None
-    blockdev: list[tuple[str, str]] | None = None
-    device: list[tuple[str, str]] | None = None
-    i = 0
-    while i < len(tokens):
-        tok = tokens[i]
-        if tok in ("-drive", "-blockdev", "-device") and i + 1 < len(tokens):
-            arg = tokens[i + 1]
-            if tok == "-drive":
-                drive = _split_opts(arg)
-            elif tok == "-blockdev" and blockdev is None:  # the first -blockdev: the format node
-                blockdev = _split_opts(arg)
-            elif tok == "-device" and device is None:
-                name, _, rest = arg.partition(",")  # -device DRIVER,key=value,...
-                opts = [("driver", name), *_split_opts(rest)]
-                if any(k == "drive" for k, _ in opts):  # a disk device, not a controller
-                    device = opts
-            i += 2
-            continue
-        i += 1
-    if drive is None and blockdev is None:
-        raise _bad("QEMU option", text, FORMS)
-    values: dict[str, str] = {}
-    defaulted: list[str] = []
+    drive, blockdev, device = _qemu_options(shlex.split(text))
     if drive is not None:
-        kv = dict(drive)
-        if "format" in kv:
-            values["format"] = _value("format", "format", kv["format"])
-        if "cache" in kv:
-            values["cache"] = _value("cache", "cache", kv["cache"])
-        elif any(k in kv for k in ("cache.direct", "cache.no-flush")):
-            values["cache"] = cache_from_switches(_onoff("cache.direct", kv.get("cache.direct", "off")), True,
-                                                _onoff("cache.no-flush", kv.get("cache.no-flush", "off"))).value
-        else:
-            values["cache"] = QEMU_DEFAULT_CACHE
-            defaulted.append(f"cache (QEMU -drive default: {QEMU_DEFAULT_CACHE})")
-        if "aio" in kv:
-            values["aio"] = _value("aio", "aio", kv["aio"])
-        else:
-            values["aio"] = QEMU_DEFAULT_AIO
-            defaulted.append(f"aio (QEMU default: {QEMU_DEFAULT_AIO})")
-        if kv.get("if", "none") != "none":
-            if kv["if"] not in DRIVE_IF:
-                raise _bad("if", kv["if"], ", ".join(DRIVE_IF) + " or none with a -device")
-            values["bus"] = DRIVE_IF[kv["if"]].value
+        values, defaulted = _from_drive(drive)
+    elif blockdev is not None:
+        values, defaulted = _from_blockdev(blockdev, device)
     else:
-        assert blockdev is not None
-        kv = dict(blockdev)
-        drv = kv.get("driver", "")
-        if drv in {f.value for f in Format}:
-            values["format"] = drv
-        direct = _onoff("cache.direct", kv.get("cache.direct", kv.get("file.cache.direct", "off")))
-        no_flush = _onoff("cache.no-flush", kv.get("cache.no-flush", kv.get("file.cache.no-flush", "off")))
-        wc = _onoff("write-cache", dict(device or []).get("write-cache", "on"))
-        values["cache"] = cache_from_switches(direct, wc, no_flush).value
-        aio = kv.get("file.aio", kv.get("aio"))
-        if aio is None:
-            values["aio"] = QEMU_DEFAULT_AIO
-            defaulted.append(f"aio (QEMU default: {QEMU_DEFAULT_AIO})")
-        else:
-            values["aio"] = _value("aio", "aio", aio)
-    if device is not None:
-        drv = dict(device)["driver"]
+        raise _bad("QEMU option", text, FORMS)
+    if device:
+        drv = device["driver"]
         if drv not in QEMU_DEVICE:
             raise _bad("-device", drv, ", ".join(QEMU_DEVICE))
         values["bus"] = QEMU_DEVICE[drv].value
-    later, later_defaulted = _later_axes_from_qemu(dict(drive if drive is not None else blockdev or []),
-                                                   dict(device or []))
+    later, later_defaulted = _later_axes_from_qemu(drive if drive is not None else blockdev or {}, device)
     return CurrentConfig({**values, **later}, "QEMU command line", defaulted + later_defaulted)
+
+
+def _from_drive(kv: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    values: dict[str, str] = {}
+    defaulted: list[str] = []
+    if "format" in kv:
+        values["format"] = _value("format", "format", kv["format"])
+    if "cache" in kv:
+        values["cache"] = _value("cache", "cache", kv["cache"])
+    elif any(k in kv for k in ("cache.direct", "cache.no-flush")):
+        values["cache"] = cache_from_switches(_onoff("cache.direct", kv.get("cache.direct", "off")), True,
+                                            _onoff("cache.no-flush", kv.get("cache.no-flush", "off"))).value
+    else:
+        values["cache"] = QEMU_DEFAULT_CACHE
+        defaulted.append(f"cache (QEMU -drive default: {QEMU_DEFAULT_CACHE})")
+    if "aio" in kv:
+        values["aio"] = _value("aio", "aio", kv["aio"])
+    else:
+        values["aio"] = QEMU_DEFAULT_AIO
+        defaulted.append(f"aio (QEMU default: {QEMU_DEFAULT_AIO})")
+    if kv.get("if", "none") != "none":
+        if kv["if"] not in DRIVE_IF:
+            raise _bad("if", kv["if"], ", ".join(DRIVE_IF) + " or none with a -device")
+        values["bus"] = DRIVE_IF[kv["if"]].value
+    return values, defaulted
+
+
+def _from_blockdev(kv: dict[str, str], device: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    values: dict[str, str] = {}
+    defaulted: list[str] = []
+    if kv.get("driver", "") in {f.value for f in Format}:
+        values["format"] = kv["driver"]
+    direct = _onoff("cache.direct", kv.get("cache.direct", kv.get("file.cache.direct", "off")))
+    no_flush = _onoff("cache.no-flush", kv.get("cache.no-flush", kv.get("file.cache.no-flush", "off")))
+    wc = _onoff("write-cache", device.get("write-cache", "on"))
+    values["cache"] = cache_from_switches(direct, wc, no_flush).value
+    aio = kv.get("file.aio", kv.get("aio"))
+    if aio is None:
+        values["aio"] = QEMU_DEFAULT_AIO
+        defaulted.append(f"aio (QEMU default: {QEMU_DEFAULT_AIO})")
+    else:
+        values["aio"] = _value("aio", "aio", aio)
+    return values, defaulted
+
+
+DEVICE_PREFIX = "-device "  # how _later_axes_from_qemu names a -device property among the node's options
 
 
 def _later_axes_from_qemu(node: dict[str, str], device: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     """The registry's later axes, read back through their QEMU options: format-node options on the -drive or
     the first -blockdev, protocol-node ones as file.KEY there (or KEY on a -drive), device ones on the
     -device. An axis none of whose options is given takes QEMU's default."""
+
+    def given(key: str) -> str | None:
+        if key.startswith(DEVICE_PREFIX):
+            return device.get(key.removeprefix(DEVICE_PREFIX))
+        return node.get(key, node.get(key.removeprefix("file.")))
+
     values: dict[str, str] = {}
     defaulted: list[str] = []
     for axis in axes.axes():
         if axis.always_named or axis.qemu is None:
             continue
-        wanted: dict[str, list[tuple[str, str, str]]] = {}  # value → (where, key, option value)
-        for v in axis.values:
-            q = axis.qemu(v)
-            wanted[v] = [*(("node", k, val) for k, val in q.format_node),
-                         *(("file", k, val) for k, val in (*q.file_node, *q.file_protocol)),
-                         *(("device", k, val) for k, val in q.device)]
-
-        def given(where: str, key: str) -> str | None:
-            if where == "device":
-                return device.get(key)
-            if where == "file":
-                return node.get(f"file.{key}", node.get(key))
-            return node.get(key)
-
-        present = [(w, k) for opts in wanted.values() for w, k, _ in opts if given(w, k) is not None]
-        if not present:
-            values[axis.name] = str(axis.default)
+        spelled = {v: (*q.format_node, *((f"file.{k}", val) for k, val in (*q.file_node, *q.file_protocol)),
+                       *((DEVICE_PREFIX + k, val) for k, val in q.device))
+                   for v in axis.values if (q := axis.qemu(v))}
+        value = _read_back(spelled, given, lambda key: key)
+        if value is None:
+            value = str(axis.default)
             defaulted.append(f"{axis.name} (QEMU default: {axis.default})")
-            continue
-        matching = [v for v, opts in wanted.items() if opts and all(given(w, k) == val for w, k, val in opts)]
-        if not matching:
-            where, key = present[0]
-            accepted = list(dict.fromkeys(val for opts in wanted.values() for w, k, val in opts if k == key))
-            raise _bad(key, given(where, key) or "", _choices(accepted))
-        values[axis.name] = max(matching, key=lambda v: len(wanted[v]))
+        values[axis.name] = value
     return values, defaulted
 
 

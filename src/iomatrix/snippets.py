@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import shlex
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -171,6 +171,14 @@ def _not_available(unavailable: list[str]) -> str:
     return "not available: " + "; ".join(unavailable)
 
 
+Pairs = list[tuple[str, str]]
+
+
+def _partition(opts: Pairs, keys: Callable[[str], bool]) -> tuple[Pairs, Pairs]:
+    """(the options whose key `keys` accepts, the others), each in order."""
+    return [kv for kv in opts if keys(kv[0])], [kv for kv in opts if not keys(kv[0])]
+
+
 @dataclass(frozen=True)
 class Snippet:
     tool: str  # "libvirt", "qemu", "proxmox", "virt-install", "nova", "qemu-img"
@@ -202,12 +210,11 @@ class SnippetSet:
 
 def libvirt_disk_element(cfg: DiskConfig, path: str | None = None) -> ET.Element:
     path = path or cfg.default_path()
-    opts, _, _ = axes.tool_options(cfg.axis_values(), "libvirt")
-    driver = {k: v for k, v in opts if k not in LIBVIRT_TARGET_KEYS}
+    target, driver = _partition(axes.tool_options(cfg.axis_values(), "libvirt")[0], LIBVIRT_TARGET_KEYS.__contains__)
     disk = ET.Element("disk", type="block" if cfg.backing == BackingKind.BLOCK else "file", device="disk")
-    ET.SubElement(disk, "driver", {"name": "qemu", **driver, **dict(measured_defaults("libvirt", driver))})
+    ET.SubElement(disk, "driver", dict([("name", "qemu"), *driver, *measured_defaults("libvirt", dict(driver))]))
     ET.SubElement(disk, "source", **({"dev": path} if cfg.backing == BackingKind.BLOCK else {"file": path}))
-    ET.SubElement(disk, "target", {"dev": LIBVIRT_DEV[cfg.bus], **{k: v for k, v in opts if k in LIBVIRT_TARGET_KEYS}})
+    ET.SubElement(disk, "target", dict([("dev", LIBVIRT_DEV[cfg.bus]), *target]))
     return disk
 
 
@@ -291,9 +298,9 @@ def _proxmox_options(cfg: DiskConfig) -> tuple[list[tuple[str, str]], list[str],
     return axes.tool_options(cfg.axis_values(), "proxmox", skip_keys=skip)
 
 
-def _proxmox_drive_options(opts: list[tuple[str, str]]) -> list[tuple[str, str]]:
+def _proxmox_drive_options(opts: Pairs) -> Pairs:
     """The axes' options that are properties of the drive (not its key, not the storage's)."""
-    return [(k, v) for k, v in opts if k != PROXMOX_DISK_KEY and k not in PROXMOX_STORAGE_KEYS]
+    return _partition(opts, lambda k: k != PROXMOX_DISK_KEY and k not in PROXMOX_STORAGE_KEYS)[0]
 
 
 def proxmox_drive_value(cfg: DiskConfig, storage: str = "STORAGE", size_gib: int = DEFAULT_SIZE_GIB) -> str:
@@ -324,7 +331,7 @@ def proxmox_snippet(cfg: DiskConfig, vmid: str = "VMID", storage: str = "STORAGE
     if cfg.modifier == Modifier.EATMYDATA:
         notes.append("eatmydata cannot be expressed: Proxmox starts QEMU itself and has no per-VM wrapper "
                      "(only a host-wide replacement of /usr/bin/kvm would do, for every VM)")
-    if on_storage := [(k, v) for k, v in opts if k in PROXMOX_STORAGE_KEYS]:
+    if on_storage := _partition(opts, PROXMOX_STORAGE_KEYS.__contains__)[0]:
         cmd += f"\npvesm set {storage}" + "".join(f" --{k} {v}" for k, v in on_storage)
         notes.append(f"{', '.join(k for k, _ in on_storage)} is a property of a directory/NFS storage, not of "
                      "one disk")
@@ -339,8 +346,8 @@ def virt_install_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
     opts, axis_notes, unavailable = axes.tool_options(cfg.axis_values(), "virt-install")
     if unavailable:
         return Snippet("virt-install", title, None, _not_available(unavailable))
-    leading = [kv for key in VIRT_INSTALL_LEADING_KEYS for kv in opts if kv[0] == key]
-    ordered = leading + [kv for kv in opts if kv[0] not in VIRT_INSTALL_LEADING_KEYS]
+    lead = VIRT_INSTALL_LEADING_KEYS
+    ordered = sorted(opts, key=lambda kv: lead.index(kv[0]) if kv[0] in lead else len(lead))  # stable: else as given
     keys = [("path", path or cfg.default_path()), *ordered, *measured_defaults("virt-install", dict(opts))]
     text = "--disk " + shlex.quote(",".join(f"{k}={v}" for k, v in keys))
     if cfg.bus == Bus.VIRTIO_SCSI:
@@ -359,10 +366,10 @@ def nova_snippet(cfg: DiskConfig) -> Snippet:
     if unavailable:
         return Snippet("nova", title, None, _not_available(unavailable), "ini")
     source = "block" if cfg.backing == BackingKind.BLOCK else "file"
-    conf = [(k, v) for k, v in opts if not k.startswith(NOVA_IMAGE_PROPERTY_PREFIX)]
+    props, conf = _partition(opts, lambda k: k.startswith(NOVA_IMAGE_PROPERTY_PREFIX))
     conf.sort(key=lambda kv: kv[0] != NOVA_CACHE_KEY)  # the cache mode, what was measured above all, first
     lines = ["[libvirt]", *(f"{k} = {source}={v}" if k == NOVA_CACHE_KEY else f"{k} = {v}" for k, v in conf)]
-    if props := [(k, v) for k, v in opts if k.startswith(NOVA_IMAGE_PROPERTY_PREFIX)]:
+    if props:
         lines.append("# image property: openstack image set " + "".join(f"--property {k}={v} " for k, v in props)
                      + "IMAGE")
     if cfg.modifier == Modifier.EATMYDATA:
