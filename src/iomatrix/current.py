@@ -9,24 +9,34 @@ Accepted forms:
 
 Unset values take the tool's documented default (QEMU ``-drive``: cache=writeback, aio=threads; libvirt: no
 cache/io attribute = the hypervisor default, i.e. QEMU's), and the result says which were defaulted.
+
+Every axis of the registry (`iomatrix.domain.axes`) is read: the plain form takes any axis and checks its
+values; libvirt's ``<driver>`` attributes are read back through each axis's libvirt spelling, and QEMU's
+options through each later axis's QEMU options. The first release's axes keep their own QEMU parsing (cache
+from its three switches, the bus from ``if=`` or the ``-device`` driver), and the bus comes from libvirt's
+``<target bus=>``.
 """
 
 from __future__ import annotations
 
+import itertools
 import shlex
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from iomatrix import domain
-from iomatrix.domain import BUS, CACHE, Aio, Bus, CacheMode, Format, Preallocation
+from iomatrix.domain import BUS, CACHE, Bus, CacheMode, Format, axes
 from iomatrix.errors import UserError
 
 FORMS = ("a libvirt domain XML file, a QEMU -drive/-blockdev string (e.g. '-drive file=vm.qcow2,cache=none,"
          "aio=native,if=virtio') or axes 'cache=none,aio=threads,format=qcow2,bus=virtio-blk'")
-QEMU_DEFAULT_CACHE = CacheMode.WRITEBACK  # qemu-system-x86_64(1): "The default mode is cache=writeback"
-QEMU_DEFAULT_AIO = Aio.THREADS
-AXIS_KEYS = ("format", "preallocation", "cache", "aio", "bus")
+QEMU_DEFAULT_CACHE = str(axes.get("cache").default)  # qemu-system-x86_64(1): "The default mode is cache=writeback"
+QEMU_DEFAULT_AIO = str(axes.get("aio").default)
+# libvirt without <driver type=> probes the image (or assumes raw): its format is unknown, not QEMU's default.
+# Every other axis libvirt spells takes the hypervisor's default, i.e. QEMU's, when its attribute is absent.
+LIBVIRT_UNKNOWN_WHEN_ABSENT = ("format",)
 # -drive if= → bus (if=scsi attaches an LSI controller, not virtio-scsi: iomatrix has no such bus).
 DRIVE_IF = {"virtio": Bus.VIRTIO_BLK, "ide": Bus.IDE}
 LIBVIRT_BUS = {s.libvirt: b for b, s in BUS.items()}
@@ -43,18 +53,23 @@ class CurrentConfig:
     defaulted: list[str] = field(default_factory=list)
 
     def label(self) -> str:
-        return " ".join(f"{k}={self.axes[k]}" for k in AXIS_KEYS if k in self.axes)
+        return " ".join(f"{a.name}={self.axes[a.name]}" for a in axes.axes() if a.name in self.axes)
 
 
 def _bad(field_name: str, value: str, accepted: str) -> UserError:
     return UserError(f"--current: cannot read {field_name} '{value}'", hint=f"accepted: {accepted}")
 
 
-def _enum(enum: type, axis: str, value: str):  # type: ignore[no-untyped-def]
-    try:
-        return enum(value)
-    except ValueError:
-        raise _bad(axis, value, domain.choices(enum)) from None
+def _value(axis: str, field_name: str, value: str) -> str:
+    """`value` if it is one of the axis's values, else a one-line error listing them."""
+    if value not in axes.get(axis).values:
+        raise _bad(field_name, value, axes.get(axis).choices())
+    return value
+
+
+def _choices(values: list[str]) -> str:
+    """'a, b or c'."""
+    return ", ".join(values[:-1]) + f" or {values[-1]}" if len(values) > 1 else "".join(values)
 
 
 def _split_opts(text: str) -> list[tuple[str, str]]:
@@ -117,120 +132,179 @@ def from_libvirt_xml(path: Path, disk: str | None = None) -> CurrentConfig:
     d = disks[0]
     drv = d.find("driver")
     tgt = d.find("target")
-    axes: dict[str, str] = {}
-    defaulted: list[str] = []
-    fmt = drv.get("type") if drv is not None else None
-    if fmt:
-        axes["format"] = _enum(Format, "driver type", fmt).value
-    cache = drv.get("cache") if drv is not None else None
-    if cache in (None, "default"):
-        axes["cache"] = QEMU_DEFAULT_CACHE.value
-        defaulted.append("cache (libvirt default: the hypervisor's, QEMU cache=writeback)")
-    else:
-        axes["cache"] = _enum(CacheMode, "driver cache", cache).value
-    io = drv.get("io") if drv is not None else None
-    if io is None:
-        axes["aio"] = QEMU_DEFAULT_AIO.value
-        defaulted.append("aio (libvirt default: the hypervisor's, QEMU aio=threads)")
-    else:
-        axes["aio"] = _enum(Aio, "driver io", io).value
+    values, defaulted = _libvirt_driver_axes(dict(drv.attrib) if drv is not None else {})
     bus = tgt.get("bus") if tgt is not None else None
     if bus is not None:
         if bus not in LIBVIRT_BUS:
             raise _bad("target bus", bus, ", ".join(LIBVIRT_BUS))
-        axes["bus"] = LIBVIRT_BUS[bus].value
+        values["bus"] = LIBVIRT_BUS[bus].value
     dev = tgt.get("dev") if tgt is not None else "?"
-    return CurrentConfig(axes, f"libvirt {path.name}, disk {dev}", defaulted)
+    return CurrentConfig(values, f"libvirt {path.name}, disk {dev}", defaulted)
+
+
+def _libvirt_driver_axes(attrs: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Every axis libvirt spells on <driver>, read back through its spelling; an axis none of whose
+    attributes is there takes the hypervisor's default (QEMU's)."""
+    values: dict[str, str] = {}
+    defaulted: list[str] = []
+    if attrs.get("cache") == "default":  # libvirt's explicit "the hypervisor's"
+        attrs = {k: v for k, v in attrs.items() if k != "cache"}
+    for axis in axes.axes():
+        spell = axis.tools.get("libvirt")
+        if spell is None or axis.name == "bus":  # the bus is <target bus=>: read by the caller
+            continue
+        spelled = {v: t.options for v in axis.values if (t := spell(v)).unavailable is None}
+        value = _read_back(spelled, attrs.get, lambda key: f"driver {key}")
+        if value is not None:
+            values[axis.name] = value
+        elif axis.name not in LIBVIRT_UNKNOWN_WHEN_ABSENT:
+            values[axis.name] = str(axis.default)
+            defaulted.append(f"{axis.name} (libvirt default: the hypervisor's, QEMU {axis.name}={axis.default})")
+    return values, defaulted
+
+
+def _read_back(spelled: dict[str, axes.Options], given: Callable[[str], str | None],
+               field_name: Callable[[str], str]) -> str | None:
+    """The value whose options (`spelled`: value → KEY=VALUE pairs) all match what is `given`, the most
+    specific one where several do; None when none of the keys is given; a one-line error when some are given
+    but no value matches."""
+    keys = list(dict.fromkeys(k for options in spelled.values() for k, _ in options))
+    present = [k for k in keys if given(k)]
+    if not present:
+        return None
+    matching = [v for v, options in spelled.items() if options and all(given(k) == val for k, val in options)]
+    if not matching:
+        key = present[0]
+        accepted = list(dict.fromkeys(val for options in spelled.values() for k, val in options if k == key))
+        raise _bad(field_name(key), given(key) or "", _choices(accepted))
+    return max(matching, key=lambda v: len(spelled[v]))
 
 
 # --------------------------------------------------------------------------- QEMU
 
 
+def _qemu_options(tokens: list[str]) -> tuple[dict[str, str] | None, dict[str, str] | None, dict[str, str]]:
+    """(the -drive, the first -blockdev (the format node), the disk's -device) of a command line."""
+    drive: dict[str, str] | None = None
+    blockdev: dict[str, str] | None = None
+    device: dict[str, str] = {}
+    for tok, arg in itertools.pairwise(tokens):
+        if tok == "-drive":
+            drive = dict(_split_opts(arg))
+        elif tok == "-blockdev" and blockdev is None:
+            blockdev = dict(_split_opts(arg))
+        elif tok == "-device" and not device:
+            name, _, rest = arg.partition(",")  # -device DRIVER,key=value,...
+            opts = [("driver", name), *_split_opts(rest)]
+            if any(k == "drive" for k, _ in opts):  # a disk device, not a controller
+                device = dict(opts)
+    return drive, blockdev, device
+
+
 def from_qemu(text: str) -> CurrentConfig:
-    tokens = shlex.split(text)
-    drive: list[tuple[str, str]] | None = None
-    blockdev: list[tuple[str, str]] | None = None
-    device: list[tuple[str, str]] | None = None
-    i = 0
-    while i < len(tokens):
-        tok = tokens[i]
-        if tok in ("-drive", "-blockdev", "-device") and i + 1 < len(tokens):
-            arg = tokens[i + 1]
-            if tok == "-drive":
-                drive = _split_opts(arg)
-            elif tok == "-blockdev" and blockdev is None:  # the first -blockdev: the format node
-                blockdev = _split_opts(arg)
-            elif tok == "-device" and device is None:
-                name, _, rest = arg.partition(",")  # -device DRIVER,key=value,...
-                opts = [("driver", name), *_split_opts(rest)]
-                if any(k == "drive" for k, _ in opts):  # a disk device, not a controller
-                    device = opts
-            i += 2
-            continue
-        i += 1
-    if drive is None and blockdev is None:
-        raise _bad("QEMU option", text, FORMS)
-    axes: dict[str, str] = {}
-    defaulted: list[str] = []
+    drive, blockdev, device = _qemu_options(shlex.split(text))
     if drive is not None:
-        kv = dict(drive)
-        if "format" in kv:
-            axes["format"] = _enum(Format, "format", kv["format"]).value
-        if "cache" in kv:
-            axes["cache"] = _enum(CacheMode, "cache", kv["cache"]).value
-        elif any(k in kv for k in ("cache.direct", "cache.no-flush")):
-            axes["cache"] = cache_from_switches(_onoff("cache.direct", kv.get("cache.direct", "off")), True,
-                                                _onoff("cache.no-flush", kv.get("cache.no-flush", "off"))).value
-        else:
-            axes["cache"] = QEMU_DEFAULT_CACHE.value
-            defaulted.append("cache (QEMU -drive default: writeback)")
-        if "aio" in kv:
-            axes["aio"] = _enum(Aio, "aio", kv["aio"]).value
-        else:
-            axes["aio"] = QEMU_DEFAULT_AIO.value
-            defaulted.append("aio (QEMU default: threads)")
-        if kv.get("if", "none") != "none":
-            if kv["if"] not in DRIVE_IF:
-                raise _bad("if", kv["if"], ", ".join(DRIVE_IF) + " or none with a -device")
-            axes["bus"] = DRIVE_IF[kv["if"]].value
+        values, defaulted = _from_drive(drive)
+    elif blockdev is not None:
+        values, defaulted = _from_blockdev(blockdev, device)
     else:
-        assert blockdev is not None
-        kv = dict(blockdev)
-        drv = kv.get("driver", "")
-        if drv in {f.value for f in Format}:
-            axes["format"] = drv
-        direct = _onoff("cache.direct", kv.get("cache.direct", kv.get("file.cache.direct", "off")))
-        no_flush = _onoff("cache.no-flush", kv.get("cache.no-flush", kv.get("file.cache.no-flush", "off")))
-        wc = _onoff("write-cache", dict(device or []).get("write-cache", "on"))
-        axes["cache"] = cache_from_switches(direct, wc, no_flush).value
-        aio = kv.get("file.aio", kv.get("aio"))
-        if aio is None:
-            axes["aio"] = QEMU_DEFAULT_AIO.value
-            defaulted.append("aio (QEMU default: threads)")
-        else:
-            axes["aio"] = _enum(Aio, "aio", aio).value
-    if device is not None:
-        drv = dict(device)["driver"]
+        raise _bad("QEMU option", text, FORMS)
+    if device:
+        drv = device["driver"]
         if drv not in QEMU_DEVICE:
             raise _bad("-device", drv, ", ".join(QEMU_DEVICE))
-        axes["bus"] = QEMU_DEVICE[drv].value
-    return CurrentConfig(axes, "QEMU command line", defaulted)
+        values["bus"] = QEMU_DEVICE[drv].value
+    later, later_defaulted = _later_axes_from_qemu(drive if drive is not None else blockdev or {}, device)
+    return CurrentConfig({**values, **later}, "QEMU command line", defaulted + later_defaulted)
+
+
+def _from_drive(kv: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    values: dict[str, str] = {}
+    defaulted: list[str] = []
+    if "format" in kv:
+        values["format"] = _value("format", "format", kv["format"])
+    if "cache" in kv:
+        values["cache"] = _value("cache", "cache", kv["cache"])
+    elif any(k in kv for k in ("cache.direct", "cache.no-flush")):
+        values["cache"] = cache_from_switches(_onoff("cache.direct", kv.get("cache.direct", "off")), True,
+                                            _onoff("cache.no-flush", kv.get("cache.no-flush", "off"))).value
+    else:
+        values["cache"] = QEMU_DEFAULT_CACHE
+        defaulted.append(f"cache (QEMU -drive default: {QEMU_DEFAULT_CACHE})")
+    if "aio" in kv:
+        values["aio"] = _value("aio", "aio", kv["aio"])
+    else:
+        values["aio"] = QEMU_DEFAULT_AIO
+        defaulted.append(f"aio (QEMU default: {QEMU_DEFAULT_AIO})")
+    if kv.get("if", "none") != "none":
+        if kv["if"] not in DRIVE_IF:
+            raise _bad("if", kv["if"], ", ".join(DRIVE_IF) + " or none with a -device")
+        values["bus"] = DRIVE_IF[kv["if"]].value
+    return values, defaulted
+
+
+def _from_blockdev(kv: dict[str, str], device: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    values: dict[str, str] = {}
+    defaulted: list[str] = []
+    if kv.get("driver", "") in {f.value for f in Format}:
+        values["format"] = kv["driver"]
+    direct = _onoff("cache.direct", kv.get("cache.direct", kv.get("file.cache.direct", "off")))
+    no_flush = _onoff("cache.no-flush", kv.get("cache.no-flush", kv.get("file.cache.no-flush", "off")))
+    wc = _onoff("write-cache", device.get("write-cache", "on"))
+    values["cache"] = cache_from_switches(direct, wc, no_flush).value
+    aio = kv.get("file.aio", kv.get("aio"))
+    if aio is None:
+        values["aio"] = QEMU_DEFAULT_AIO
+        defaulted.append(f"aio (QEMU default: {QEMU_DEFAULT_AIO})")
+    else:
+        values["aio"] = _value("aio", "aio", aio)
+    return values, defaulted
+
+
+DEVICE_PREFIX = "-device "  # how _later_axes_from_qemu names a -device property among the node's options
+
+
+def _later_axes_from_qemu(node: dict[str, str], device: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The registry's later axes, read back through their QEMU options: format-node options on the -drive or
+    the first -blockdev, protocol-node ones as file.KEY there (or KEY on a -drive), device ones on the
+    -device. An axis none of whose options is given takes QEMU's default."""
+
+    def given(key: str) -> str | None:
+        if key.startswith(DEVICE_PREFIX):
+            return device.get(key.removeprefix(DEVICE_PREFIX))
+        return node.get(key, node.get(key.removeprefix("file.")))
+
+    values: dict[str, str] = {}
+    defaulted: list[str] = []
+    for axis in axes.axes():
+        if axis.always_named or axis.qemu is None:
+            continue
+        spelled = {v: (*q.format_node, *((f"file.{k}", val) for k, val in (*q.file_node, *q.file_protocol)),
+                       *((DEVICE_PREFIX + k, val) for k, val in q.device))
+                   for v in axis.values if (q := axis.qemu(v))}
+        value = _read_back(spelled, given, lambda key: key)
+        if value is None:
+            value = str(axis.default)
+            defaulted.append(f"{axis.name} (QEMU default: {axis.default})")
+        values[axis.name] = value
+    return values, defaulted
 
 
 # --------------------------------------------------------------------------- plain axes
 
 
 def from_axes(text: str) -> CurrentConfig:
-    axes: dict[str, str] = {}
-    enums = {"format": Format, "preallocation": Preallocation, "cache": CacheMode, "aio": Aio, "bus": Bus}
+    """Any axis of the registry as key=value (tier and backing are not a disk's configuration)."""
+    values: dict[str, str] = {}
+    known = [a.name for a in axes.plan_axes()]
     for part in filter(None, (p.strip() for p in text.split(","))):
         k, sep, v = part.partition("=")
-        if not sep or k not in enums:
-            raise _bad("axis", part, f"{', '.join(enums)} as key=value; or {FORMS}")
-        axes[k] = _enum(enums[k], k, v).value
-    if "cache" not in axes:
-        raise UserError("--current: the axes give no cache mode", hint=f"add cache=… ({domain.choices(CacheMode)})")
-    return CurrentConfig(axes, "axes given on the command line")
+        if not sep or k not in known:
+            raise _bad("axis", part, f"{', '.join(known)} as key=value; or {FORMS}")
+        values[k] = _value(k, k, v)
+    if "cache" not in values:
+        raise UserError("--current: the axes give no cache mode", hint=f"add cache=… ({axes.get('cache').choices()})")
+    return CurrentConfig(values, "axes given on the command line")
 
 
 def parse_current(value: str, disk: str | None = None) -> CurrentConfig:

@@ -1,7 +1,11 @@
 """Paste-ready configuration for one disk configuration, in every tool's own spelling.
 
-Everything is generated from the domain model (`iomatrix.domain`): the axis values, each tool's spelling
-of them, and the rules between them. The QEMU arguments are the very `-blockdev`/`-device` graph the
+Everything is generated from the axis registry (`iomatrix.domain.axes`): a configuration holds a value of
+every axis, each tool's options are the axes' spellings for that tool (`axes.tool_options`), and the rules
+between them are the registry's; an axis added to the registry reaches every snippet with no change here.
+What stays here is each tool's own structure: where an option goes (libvirt's <driver> or <target>, Proxmox's
+drive or storage, Nova's nova.conf or image properties), the virtio-scsi controller, the eatmydata wrapper
+and the measured discard/detect-zeroes defaults. The QEMU arguments are the very `-blockdev`/`-device` graph the
 guest tier measures (`iomatrix.qemu_block.blockdev_args`, `iomatrix.guest.cmdline.device_args`), so what is
 pasted is what was measured. Where a tool cannot express a configuration (Proxmox has no NVMe disk bus, Nova
 cannot use qed images) the snippet says so in one line instead of printing something that would not work.
@@ -11,26 +15,17 @@ from __future__ import annotations
 
 import shlex
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from iomatrix import domain
 from iomatrix.domain import (
-    BUS,
-    LIBVIRT_BUS_UNAVAILABLE,
-    LIBVIRT_CACHE,
+    BLOCK_BACKINGS,
     LIBVIRT_DEV,
-    LIBVIRT_IO,
     MEASURED_DETECT_ZEROES,
     MEASURED_DISCARD,
     NA,
-    NOVA_CACHE,
-    NOVA_DISK_BUS,
-    NOVA_IMAGES_TYPE,
-    PROXMOX_AIO,
-    PROXMOX_CACHE,
-    PROXMOX_FORMAT,
     Aio,
     BackingKind,
     Bus,
@@ -38,12 +33,14 @@ from iomatrix.domain import (
     Format,
     Modifier,
     Preallocation,
+    axes,
 )
+from iomatrix.domain.axes import BackingFacts, RuleContext
 from iomatrix.errors import UserError
 
-# Axis values a snippet uses when the sweep did not vary that axis (bare metal has no format or bus).
-ASSUMED_DEFAULTS: dict[str, str] = {"format": Format.RAW, "preallocation": Preallocation.OFF,
-                                    "aio": Aio.THREADS, "bus": Bus.VIRTIO_BLK}
+if TYPE_CHECKING:
+    from iomatrix.qemu_block import DiskSpec
+
 DEFAULT_SIZE_GIB = 32
 
 # eatmydata is an LD_PRELOAD library around the whole QEMU process: no tool has a per-disk setting for it,
@@ -55,11 +52,43 @@ EATMYDATA_NOTE = ("eatmydata applies to the whole VM (every disk): libvirt canno
                   "snippet)")
 DISCARD_NOTE = ("discard and detect-zeroes as measured (QEMU's defaults: discard ignored, zero detection off); "
                 "on thin storage discard=unmap lets the guest's TRIM free space: an option, not measured here")
+# What a snippet says of the measured defaults it writes, when an axis spells the other one itself.
+MEASURED_NOTES = {"discard": "discard as measured (QEMU's default: discard ignored); on thin storage discard=unmap "
+                             "lets the guest's TRIM free space: an option, not measured here",
+                  "detect_zeroes": "detect-zeroes as measured (QEMU's default: zero detection off)"}
+
+# libvirt: the option keys that go on <target> (the rest are attributes of <driver>).
+LIBVIRT_TARGET_KEYS = ("bus",)
+# virt-install: the image and the device first, then the driver's options, as virt-install(1) writes them.
+VIRT_INSTALL_LEADING_KEYS = ("format", "bus")
+# Proxmox: the key prefix of the drive (virtio0, scsi0), and the keys set on the storage (pvesm set), not the
+# drive; a block storage (LVM, ZFS) has no image file, so no format on the drive and no preallocation.
+PROXMOX_DISK_KEY = "disk-key"
+PROXMOX_STORAGE_KEYS = ("preallocation",)
+PROXMOX_IMAGE_FILE_KEYS = ("format", "preallocation")
+# Nova: image properties (openstack image set --property) are hw_*; the rest are nova.conf [libvirt] lines, of
+# which images_type and preallocate_images concern instance disks that are image files.
+NOVA_IMAGE_PROPERTY_PREFIX = "hw_"
+NOVA_IMAGE_FILE_KEYS = ("images_type", "preallocate_images")
+NOVA_CACHE_KEY = "disk_cachemodes"  # a list of SOURCE=MODE: the source (file, block) is the snippet's backing
+
+
+def measured_defaults(tool: str, spelled: Mapping[str, str]) -> list[tuple[str, str]]:
+    """discard and detect-zeroes are not axes: every tier measures QEMU's defaults, written out per tool (a
+    tool's own default may differ) unless an axis spells the option itself."""
+    return [(k, table[tool]) for k, table in (("discard", MEASURED_DISCARD), ("detect_zeroes", MEASURED_DETECT_ZEROES))
+            if k not in spelled]
+
+
+def measured_note(written: list[tuple[str, str]]) -> str:
+    keys = [k for k, _ in written]
+    return DISCARD_NOTE if len(keys) == len(MEASURED_NOTES) else "; ".join(MEASURED_NOTES[k] for k in keys)
 
 
 @dataclass(frozen=True)
 class DiskConfig:
-    """One VM disk configuration: the axes a snippet needs."""
+    """One VM disk configuration: a value of every axis of the registry (the first release's typed, later ones
+    in `more`), and what the image lives on."""
 
     format: Format
     preallocation: Preallocation
@@ -67,43 +96,87 @@ class DiskConfig:
     aio: Aio
     bus: Bus
     backing: BackingKind = BackingKind.FILE
-    assumed: tuple[str, ...] = ()  # axes the source did not give; filled from ASSUMED_DEFAULTS
+    assumed: tuple[str, ...] = ()  # axes the source did not give: they take the axis's default
     modifier: Modifier = Modifier.NONE  # a host wrapper around QEMU (eatmydata)
+    # The registry's later axes, axis → value: they reach every snippet through the axis's spellings.
+    more: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
-        for reason in (domain.aio_rule(self.cache, self.aio), domain.modifier_rule(self.modifier, self.cache),
-                       domain.preallocation_rule(self.format, self.preallocation,
-                                                 on_block_device=self.backing == BackingKind.BLOCK)):
-            if reason:
-                raise UserError(reason, hint="pick a combination QEMU accepts (see 'iomatrix plan --explain')")
+        for name, value in self.more.items():
+            if name not in axes.REGISTRY or name in _TYPED_AXES:
+                raise UserError(f"no axis {name!r} beyond {', '.join(_TYPED_AXES)}",
+                                hint=f"axes: {', '.join(a.name for a in axes.plan_axes())}")
+            if value not in axes.get(name).values:
+                raise UserError(f"{name}={value} is not a value of {name}", hint=f"use {axes.get(name).choices()}")
+        reason = refusal(self.axis_values(), self.backing)
+        if reason:
+            raise UserError(reason, hint="pick a combination QEMU accepts (see 'iomatrix plan --explain')")
 
     @classmethod
-    def from_axes(cls, axes: dict[str, str], backing_type: str | None = None) -> DiskConfig:
-        """From a cell's axes (as stored); axes shown as "-" take ASSUMED_DEFAULTS and are listed in `assumed`."""
+    def from_axes(cls, cell: Mapping[str, str], backing_type: str | None = None) -> DiskConfig:
+        """From a cell's axes (as stored): every axis of the registry; one shown as "-" (it does not apply to
+        the cell's tier) or absent takes the axis's default, and is listed in `assumed` where a tool spells it."""
         vals: dict[str, str] = {}
         assumed: list[str] = []
-        for axis in ("format", "preallocation", "cache", "aio", "bus"):
-            v = axes.get(axis, NA)
+        for axis in axes.plan_axes():
+            v = cell.get(axis.name, NA)
             if v in (NA, None, ""):
-                if axis == "cache":
-                    raise UserError("a configuration needs a cache mode", hint=f"use {domain.choices(CacheMode)}")
-                v = ASSUMED_DEFAULTS[axis]
-                assumed.append(axis)
-            vals[axis] = v
-        kind = BackingKind.BLOCK if backing_type in domain.BLOCK_BACKINGS else BackingKind.FILE
-        modifier = axes.get("modifier", NA)
+                if axis.name == "cache":  # the one axis every snippet is about: never assumed
+                    raise UserError("a configuration needs a cache mode", hint=f"use {axis.choices()}")
+                v = str(axis.default)
+                if axis.tools:
+                    assumed.append(axis.name)
+            vals[axis.name] = v
+        kind = BackingKind.BLOCK if backing_type in BLOCK_BACKINGS else BackingKind.FILE
+        more = {a: vals.pop(a) for a in list(vals) if a not in _TYPED_AXES}
         return cls(Format(vals["format"]), Preallocation(vals["preallocation"]), CacheMode(vals["cache"]),
-                   Aio(vals["aio"]), Bus(vals["bus"]), kind, tuple(assumed),
-                   Modifier.NONE if modifier in (NA, None, "") else Modifier(modifier))
+                   Aio(vals["aio"]), Bus(vals["bus"]), kind, tuple(assumed), Modifier(vals["modifier"]), more)
+
+    def axis_values(self) -> dict[str, str]:
+        """The configuration's value of every axis of the registry (tier and backing aside)."""
+        return {**{a: str(getattr(self, a)) for a in _TYPED_AXES}, **self.more}
 
     def label(self) -> str:
-        return (f"format={self.format} preallocation={self.preallocation} cache={self.cache} aio={self.aio} "
-                f"bus={self.bus}" + (f" modifier={self.modifier}" if self.modifier != Modifier.NONE else ""))
+        """The axes every tool spells are always named; the others (a host wrapper, later axes) only away
+        from their default."""
+        values = self.axis_values()
+        return " ".join(f"{a.name}={values[a.name]}" for a in axes.plan_axes() if a.name in values
+                        and ((a.always_named and a.tools) or values[a.name] != a.default))
 
     def default_path(self) -> str:
         if self.backing == BackingKind.BLOCK:
             return "/dev/vg0/vm-disk"
         return f"/var/lib/libvirt/images/vm-disk.{self.format}"
+
+
+# The axes DiskConfig has a typed field for (the first release's); later axes are in DiskConfig.more.
+_TYPED_AXES = tuple(f.name for f in fields(DiskConfig) if f.name in axes.REGISTRY)
+
+
+def refusal(values: Mapping[str, str], backing: BackingKind) -> str | None:
+    """Why QEMU would not run a configuration: the registry's rules, for a backing that takes O_DIRECT (the
+    user's storage is not probed). The bus's rule is left out: it is about the guest kernel iomatrix boots
+    (no ahci driver), not the user's VM."""
+    ctx = RuleContext(BackingFacts(unavailable=None, o_direct=True, is_device=backing == BackingKind.BLOCK))
+    for axis in axes.axes():
+        if axis.name == "bus":
+            continue
+        for rule in axis.rules:
+            if reason := rule.reason(values, ctx):
+                return reason
+    return None
+
+
+def _not_available(unavailable: list[str]) -> str:
+    return "not available: " + "; ".join(unavailable)
+
+
+Pairs = list[tuple[str, str]]
+
+
+def _partition(opts: Pairs, keys: Callable[[str], bool]) -> tuple[Pairs, Pairs]:
+    """(the options whose key `keys` accepts, the others), each in order."""
+    return [kv for kv in opts if keys(kv[0])], [kv for kv in opts if not keys(kv[0])]
 
 
 @dataclass(frozen=True)
@@ -137,12 +210,11 @@ class SnippetSet:
 
 def libvirt_disk_element(cfg: DiskConfig, path: str | None = None) -> ET.Element:
     path = path or cfg.default_path()
+    target, driver = _partition(axes.tool_options(cfg.axis_values(), "libvirt")[0], LIBVIRT_TARGET_KEYS.__contains__)
     disk = ET.Element("disk", type="block" if cfg.backing == BackingKind.BLOCK else "file", device="disk")
-    ET.SubElement(disk, "driver", name="qemu", type=cfg.format.value, cache=LIBVIRT_CACHE[cfg.cache],
-                  io=LIBVIRT_IO[cfg.aio], discard=MEASURED_DISCARD["libvirt"],
-                  detect_zeroes=MEASURED_DETECT_ZEROES["libvirt"])
+    ET.SubElement(disk, "driver", dict([("name", "qemu"), *driver, *measured_defaults("libvirt", dict(driver))]))
     ET.SubElement(disk, "source", **({"dev": path} if cfg.backing == BackingKind.BLOCK else {"file": path}))
-    ET.SubElement(disk, "target", dev=LIBVIRT_DEV[cfg.bus], bus=BUS[cfg.bus].libvirt)
+    ET.SubElement(disk, "target", dict([("dev", LIBVIRT_DEV[cfg.bus]), *target]))
     return disk
 
 
@@ -154,29 +226,36 @@ def libvirt_disk_xml(cfg: DiskConfig, path: str | None = None) -> str:
 
 def libvirt_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
     title = "libvirt domain XML (virsh edit VM: replace the <disk> element)"
-    if cfg.bus in LIBVIRT_BUS_UNAVAILABLE:
-        return Snippet("libvirt", title, None, f"not available: {LIBVIRT_BUS_UNAVAILABLE[cfg.bus]}", "xml")
+    opts, axis_notes, unavailable = axes.tool_options(cfg.axis_values(), "libvirt")
+    if unavailable:
+        return Snippet("libvirt", title, None, _not_available(unavailable), "xml")
     xml = libvirt_disk_xml(cfg, path)
-    notes = [DISCARD_NOTE]
+    notes = [measured_note(measured_defaults("libvirt", dict(opts)))]
     if cfg.bus == Bus.VIRTIO_SCSI:
         xml = "<controller type='scsi' model='virtio-scsi'/>\n" + xml
         notes.append("bus scsi needs the virtio-scsi controller shown (libvirt adds an LSI one otherwise)")
+    notes += axis_notes
     if cfg.modifier == Modifier.EATMYDATA:
         xml = f"<emulator>{EATMYDATA_WRAPPER}</emulator>\n" + xml
         notes.append(EATMYDATA_NOTE)
-    return Snippet("libvirt", title, xml, "; ".join(notes), "xml")
+    return Snippet("libvirt", title, xml, "; ".join(filter(None, notes)), "xml")
 
 
 # --------------------------------------------------------------------------- QEMU
 
 
+def _disk_spec(cfg: DiskConfig, path: str | None) -> DiskSpec:
+    from iomatrix.qemu_block import DiskSpec
+
+    return DiskSpec.for_cell(cfg.axis_values(), path or cfg.default_path())
+
+
 def qemu_argv(cfg: DiskConfig, path: str | None = None, node: str = "disk0") -> list[str]:
     """The -blockdev/-device arguments the guest tier measured, for `path`."""
     from iomatrix.guest.cmdline import device_args
-    from iomatrix.qemu_block import DiskSpec, blockdev_args
+    from iomatrix.qemu_block import blockdev_args
 
-    spec = DiskSpec(target=path or cfg.default_path(), format=cfg.format.value, cache=cfg.cache, aio=cfg.aio,
-                    bus=cfg.bus)
+    spec = _disk_spec(cfg, path)
     blockdev = blockdev_args(spec, node=node)
     if cfg.backing == BackingKind.BLOCK:
         # blockdev_args picks the protocol from the path it sees; a snippet's path need not exist here.
@@ -192,8 +271,12 @@ def qemu_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
     note = "append to your qemu-system-x86_64 command line"
     if cfg.modifier == Modifier.EATMYDATA:
         note += " and start QEMU as 'eatmydata qemu-system-x86_64 …' (an LD_PRELOAD wrapper of the whole process)"
+    # An axis that sets discard or detect-zeroes on the graph takes that default's place.
+    qopts = _disk_spec(cfg, path).qemu_options()
+    spelled = {k.replace("-", "_"): v for k, v in (*qopts.format_node, *qopts.file_node, *qopts.file_protocol)}
     return Snippet("qemu", "QEMU command line (-blockdev/-device, the graph iomatrix measured)",
-                   " \\\n".join(pairs), f"{note}; {DISCARD_NOTE}")
+                   " \\\n".join(pairs), "; ".join(filter(None, (note, measured_note(measured_defaults("qemu",
+                                                                                                       spelled))))))
 
 
 def eatmydata_wrapper_snippet() -> Snippet:
@@ -210,38 +293,49 @@ def eatmydata_wrapper_snippet() -> Snippet:
 # --------------------------------------------------------------------------- Proxmox
 
 
+def _proxmox_options(cfg: DiskConfig) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    skip = PROXMOX_IMAGE_FILE_KEYS if cfg.backing == BackingKind.BLOCK else ()
+    return axes.tool_options(cfg.axis_values(), "proxmox", skip_keys=skip)
+
+
+def _proxmox_drive_options(opts: Pairs) -> Pairs:
+    """The axes' options that are properties of the drive (not its key, not the storage's)."""
+    return _partition(opts, lambda k: k != PROXMOX_DISK_KEY and k not in PROXMOX_STORAGE_KEYS)[0]
+
+
 def proxmox_drive_value(cfg: DiskConfig, storage: str = "STORAGE", size_gib: int = DEFAULT_SIZE_GIB) -> str:
     """The qm.conf property string: STORAGE:SIZE allocates a new volume of SIZE GiB."""
-    opts = [f"{storage}:{size_gib}"]
-    if cfg.backing == BackingKind.FILE:  # a block storage (LVM, ZFS) has no image format to choose
-        opts.append(f"format={PROXMOX_FORMAT[cfg.format]}")
-    opts += [f"cache={PROXMOX_CACHE[cfg.cache]}", f"aio={PROXMOX_AIO[cfg.aio]}",
-             f"discard={MEASURED_DISCARD['proxmox']}", f"detect_zeroes={MEASURED_DETECT_ZEROES['proxmox']}"]
-    return ",".join(opts)
+    drive = _proxmox_drive_options(_proxmox_options(cfg)[0])
+    drive += measured_defaults("proxmox", dict(drive))
+    return ",".join([f"{storage}:{size_gib}", *(f"{k}={v}" for k, v in drive)])
 
 
 def proxmox_snippet(cfg: DiskConfig, vmid: str = "VMID", storage: str = "STORAGE",
                     size_gib: int = DEFAULT_SIZE_GIB) -> Snippet:
     title = "Proxmox VE (qm set)"
-    prefix = BUS[cfg.bus].proxmox
-    if prefix is None:
-        return Snippet("proxmox", title, None,
-                       f"not available: Proxmox VE has no {cfg.bus} disk bus (qm.conf offers ide, sata, scsi and "
-                       "virtio); the nearest is virtio (virtio-blk)")
+    opts, axis_notes, unavailable = _proxmox_options(cfg)
+    if unavailable:
+        return Snippet("proxmox", title, None, _not_available(unavailable))
     cmd = f"qm set {vmid}"
     if cfg.bus == Bus.VIRTIO_SCSI:
         cmd += " --scsihw virtio-scsi-pci"  # the controller measured; Proxmox's default may be LSI
-    cmd += f" --{prefix}0 {proxmox_drive_value(cfg, storage, size_gib)}"
-    note = ("STORAGE:SIZE allocates a new volume of SIZE GiB; use an existing volume id to reconfigure a disk; "
-            "detect_zeroes=0 because Proxmox turns QEMU's zero detection on by default and iomatrix measured it "
-            "off; discard=on (guest TRIM frees thin storage) is an option, not measured here")
+    cmd += f" --{dict(opts)[PROXMOX_DISK_KEY]}0 {proxmox_drive_value(cfg, storage, size_gib)}"
+    measured = dict(measured_defaults("proxmox", dict(_proxmox_drive_options(opts))))
+    notes = ["STORAGE:SIZE allocates a new volume of SIZE GiB; use an existing volume id to reconfigure a disk"]
+    if "detect_zeroes" in measured:
+        notes.append("detect_zeroes=0 because Proxmox turns QEMU's zero detection on by default and iomatrix "
+                     "measured it off")
+    if "discard" in measured:
+        notes.append("discard=on (guest TRIM frees thin storage) is an option, not measured here")
+    notes += axis_notes
     if cfg.modifier == Modifier.EATMYDATA:
-        note += ("; eatmydata cannot be expressed: Proxmox starts QEMU itself and has no per-VM wrapper "
-                 "(only a host-wide replacement of /usr/bin/kvm would do, for every VM)")
-    if cfg.preallocation != Preallocation.OFF and cfg.backing == BackingKind.FILE:
-        cmd += f"\npvesm set {storage} --preallocation {cfg.preallocation}"
-        note += "; preallocation is a property of a directory/NFS storage, not of one disk"
-    return Snippet("proxmox", title, cmd, note)
+        notes.append("eatmydata cannot be expressed: Proxmox starts QEMU itself and has no per-VM wrapper "
+                     "(only a host-wide replacement of /usr/bin/kvm would do, for every VM)")
+    if on_storage := _partition(opts, PROXMOX_STORAGE_KEYS.__contains__)[0]:
+        cmd += f"\npvesm set {storage}" + "".join(f" --{k} {v}" for k, v in on_storage)
+        notes.append(f"{', '.join(k for k, _ in on_storage)} is a property of a directory/NFS storage, not of "
+                     "one disk")
+    return Snippet("proxmox", title, cmd, "; ".join(notes))
 
 
 # --------------------------------------------------------------------------- virt-install, Nova, qemu-img
@@ -249,37 +343,38 @@ def proxmox_snippet(cfg: DiskConfig, vmid: str = "VMID", storage: str = "STORAGE
 
 def virt_install_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
     title = "virt-install --disk"
-    if cfg.bus in LIBVIRT_BUS_UNAVAILABLE:
-        return Snippet("virt-install", title, None, f"not available: {LIBVIRT_BUS_UNAVAILABLE[cfg.bus]}")
-    keys = [f"path={path or cfg.default_path()}", f"format={cfg.format}", f"bus={BUS[cfg.bus].libvirt}",
-            f"cache={LIBVIRT_CACHE[cfg.cache]}", f"io={LIBVIRT_IO[cfg.aio]}",
-            f"discard={MEASURED_DISCARD['virt-install']}", f"detect_zeroes={MEASURED_DETECT_ZEROES['virt-install']}"]
-    text = "--disk " + shlex.quote(",".join(keys))
+    opts, axis_notes, unavailable = axes.tool_options(cfg.axis_values(), "virt-install")
+    if unavailable:
+        return Snippet("virt-install", title, None, _not_available(unavailable))
+    lead = VIRT_INSTALL_LEADING_KEYS
+    ordered = sorted(opts, key=lambda kv: lead.index(kv[0]) if kv[0] in lead else len(lead))  # stable: else as given
+    keys = [("path", path or cfg.default_path()), *ordered, *measured_defaults("virt-install", dict(opts))]
+    text = "--disk " + shlex.quote(",".join(f"{k}={v}" for k, v in keys))
     if cfg.bus == Bus.VIRTIO_SCSI:
         text = "--controller type=scsi,model=virtio-scsi " + text
-    note = "uses an existing image: create it first with the qemu-img line"
+    notes = ["uses an existing image: create it first with the qemu-img line", *axis_notes]
     if cfg.modifier == Modifier.EATMYDATA:
         text += f" --xml ./devices/emulator={EATMYDATA_WRAPPER}"  # virt-install's XPath edit of the domain XML
-        note += f"; {EATMYDATA_NOTE}"
-    return Snippet("virt-install", title, text, note)
+        notes.append(EATMYDATA_NOTE)
+    return Snippet("virt-install", title, text, "; ".join(notes))
 
 
 def nova_snippet(cfg: DiskConfig) -> Snippet:
     title = "OpenStack Nova (nova.conf on each compute node, and the image's bus)"
-    images_type = NOVA_IMAGES_TYPE[cfg.format]
-    if images_type is None:
-        return Snippet("nova", title, None, f"not available: Nova's images_type cannot be {cfg.format}", "ini")
+    skip = NOVA_IMAGE_FILE_KEYS if cfg.backing == BackingKind.BLOCK else ()
+    opts, notes, unavailable = axes.tool_options(cfg.axis_values(), "nova", skip_keys=skip)
+    if unavailable:
+        return Snippet("nova", title, None, _not_available(unavailable), "ini")
     source = "block" if cfg.backing == BackingKind.BLOCK else "file"
-    lines = ["[libvirt]", f"disk_cachemodes = {source}={NOVA_CACHE[cfg.cache]}"]
-    if cfg.backing == BackingKind.FILE:
-        lines.append(f"images_type = {images_type}")
-        lines.append(f"preallocate_images = {'none' if cfg.preallocation == Preallocation.OFF else 'space'}")
-    lines.append(f"# image property: openstack image set --property hw_disk_bus={NOVA_DISK_BUS[cfg.bus]}"
-                 + (" --property hw_scsi_model=virtio-scsi" if cfg.bus == Bus.VIRTIO_SCSI else "") + " IMAGE")
-    note = "Nova has no option for aio (libvirt io=); it chooses it itself"
+    props, conf = _partition(opts, lambda k: k.startswith(NOVA_IMAGE_PROPERTY_PREFIX))
+    conf.sort(key=lambda kv: kv[0] != NOVA_CACHE_KEY)  # the cache mode, what was measured above all, first
+    lines = ["[libvirt]", *(f"{k} = {source}={v}" if k == NOVA_CACHE_KEY else f"{k} = {v}" for k, v in conf)]
+    if props:
+        lines.append("# image property: openstack image set " + "".join(f"--property {k}={v} " for k, v in props)
+                     + "IMAGE")
     if cfg.modifier == Modifier.EATMYDATA:
-        note += "; eatmydata cannot be expressed: Nova has no setting for the QEMU binary a guest runs"
-    return Snippet("nova", title, "\n".join(lines), note, "ini")
+        notes.append("eatmydata cannot be expressed: Nova has no setting for the QEMU binary a guest runs")
+    return Snippet("nova", title, "\n".join(lines), "; ".join(notes), "ini")
 
 
 def qemu_img_snippet(cfg: DiskConfig, path: str | None = None, size_gib: int = DEFAULT_SIZE_GIB) -> Snippet:
@@ -288,8 +383,10 @@ def qemu_img_snippet(cfg: DiskConfig, path: str | None = None, size_gib: int = D
     if cfg.backing == BackingKind.BLOCK and cfg.format == Format.RAW:
         return Snippet("qemu-img", title, None, "none needed: a raw disk on a block device is the device itself")
     argv = ["qemu-img", "create", "-f", cfg.format.value]
-    if cfg.preallocation != Preallocation.OFF:
-        argv += ["-o", f"preallocation={cfg.preallocation}"]
+    opts = [f"preallocation={cfg.preallocation}"] if cfg.preallocation != Preallocation.OFF else []
+    opts += [f"{k}={v}" for k, v in axes.qemu_options(cfg.axis_values()).create]
+    if opts:
+        argv += ["-o", ",".join(opts)]
     argv += [target, f"{size_gib}G"]
     return Snippet("qemu-img", title, shlex.join(argv))
 

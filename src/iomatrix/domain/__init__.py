@@ -252,17 +252,11 @@ MEASURED_DISCARD: dict[str, str] = {"qemu": "ignore", "libvirt": "ignore", "virt
                                     "proxmox": "ignore"}
 MEASURED_DETECT_ZEROES: dict[str, str] = {"qemu": "off", "libvirt": "off", "virt-install": "off", "proxmox": "0"}
 
-# Cache-mode names are identical in QEMU, libvirt, virt-install, Proxmox and Nova; aio names are identical
-# in QEMU (aio=), libvirt (io=), virt-install (io=) and Proxmox (aio=). The tables make that explicit so a
-# snippet never spells a value the tool does not know.
-LIBVIRT_CACHE: dict[CacheMode, str] = {c: c.value for c in CacheMode}
-LIBVIRT_IO: dict[Aio, str] = {Aio.THREADS: "threads", Aio.NATIVE: "native", Aio.IO_URING: "io_uring"}
-PROXMOX_CACHE: dict[CacheMode, str] = {c: c.value for c in CacheMode}
-PROXMOX_AIO: dict[Aio, str] = {Aio.THREADS: "threads", Aio.NATIVE: "native", Aio.IO_URING: "io_uring"}
+# Cache-mode and aio names are identical in QEMU, libvirt, virt-install and Proxmox (the axis registry spells
+# them: iomatrix.domain.axes); the tables below are where a tool's spelling differs.
 PROXMOX_FORMAT: dict[Format, str] = {Format.RAW: "raw", Format.QCOW2: "qcow2", Format.QED: "qed"}
 # Proxmox disk keys take an index: ide 0-3, sata 0-5, scsi 0-30, virtio 0-15 (qm.conf(5)).
 PROXMOX_MAX_INDEX: dict[str, int] = {"ide": 3, "sata": 5, "scsi": 30, "virtio": 15}
-NOVA_CACHE: dict[CacheMode, str] = {c: c.value for c in CacheMode}
 # Nova's images_type for an image format; None = Nova cannot use it for instance disks.
 NOVA_IMAGES_TYPE: dict[Format, str | None] = {Format.RAW: "raw", Format.QCOW2: "qcow2", Format.QED: None}
 # hw_disk_bus image property per bus (Nova image metadata reference).

@@ -21,7 +21,7 @@ nothing else lists axes. Adding an axis is adding one :class:`Axis` to :data:`RE
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -92,9 +92,12 @@ class QemuOptions:
 class ToolOption:
     """How one tool (libvirt, proxmox, virt-install, nova) writes one axis value.
 
-    `options` are KEY=VALUE pairs of the tool's disk statement (libvirt: attributes of ``<driver>``; Proxmox:
-    the drive property string; virt-install: ``--disk`` keys; Nova: ``nova.conf [libvirt]`` lines); None
-    in `unavailable` means the tool can express the value, a sentence means it cannot (and why)."""
+    `options` are KEY=VALUE pairs of the tool's disk statement (libvirt: attributes of ``<driver>``, and
+    ``bus`` of ``<target>``; Proxmox: the drive property string, ``disk-key`` the drive's key prefix
+    (``virtio0``) and ``preallocation`` a property of the storage (``pvesm set``); virt-install: ``--disk``
+    keys; Nova: ``nova.conf [libvirt]`` lines, and ``hw_*`` image properties); None in `unavailable` means
+    the tool can express the value, a sentence means it cannot (and why). `note` is appended to the snippet's
+    note: what the tool does instead, or leaves to the user."""
 
     options: Options = ()
     unavailable: str | None = None
@@ -200,7 +203,9 @@ def _bus_tool(tool: str) -> Callable[[str], ToolOption]:
                 return ToolOption(unavailable=f"Proxmox VE has no {value} disk bus (qm.conf offers ide, sata, scsi "
                                               "and virtio); the nearest is virtio (virtio-blk)")
             return ToolOption((("disk-key", prefix),))
-        return ToolOption((("hw_disk_bus", domain.NOVA_DISK_BUS[bus]),))
+        # Nova's scsi bus is an LSI controller unless the image asks for virtio-scsi.
+        scsi_model = (("hw_scsi_model", "virtio-scsi"),) if bus == domain.Bus.VIRTIO_SCSI else ()
+        return ToolOption((("hw_disk_bus", domain.NOVA_DISK_BUS[bus]), *scsi_model))
     return spell
 
 
@@ -222,9 +227,9 @@ PREALLOCATION = Axis(
     rules=(Rule(("format", "preallocation"), _format_rule),),
     simpler=tuple(domain.Preallocation),
     # (qemu-img create -o preallocation= is create_image's own argument: it depends on the format, qed has none)
+    # Proxmox: a property of the directory/NFS storage (pvesm set), not of one disk; off is not set at all.
     tools={"nova": lambda v: ToolOption((("preallocate_images", "none" if v == "off" else "space"),)),
-           "proxmox": lambda v: ToolOption(note="preallocation is a property of a directory/NFS storage, not of "
-                                                 "one disk")})
+           "proxmox": lambda v: ToolOption() if v == "off" else ToolOption((("preallocation", v),))})
 CACHE = Axis(
     "cache", "QEMU cache mode: O_DIRECT, the guest-visible write cache, and whether flushes reach the disk",
     tuple(domain.CacheMode), domain.CacheMode.WRITEBACK, (domain.CacheMode.NONE,),
@@ -350,8 +355,12 @@ def qemu_options(values: Mapping[str, str]) -> QemuOptions:
     return QemuOptions(**{k: tuple(v) for k, v in merged.items()})
 
 
-def tool_options(values: Mapping[str, str], tool: str) -> tuple[list[tuple[str, str]], list[str], list[str]]:
-    """(options, notes, unavailable reasons) of every axis of a cell's values, for one tool."""
+def tool_options(values: Mapping[str, str], tool: str, skip_keys: Collection[str] = ()
+                 ) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """(options, notes, unavailable reasons) of every axis of a cell's values, for one tool, in registry order.
+
+    A spelling whose options all have keys in `skip_keys` is left out with its note (options the tool has no
+    use for here: Proxmox's image format on a block storage); a value the tool cannot express still counts."""
     options: list[tuple[str, str]] = []
     notes_: list[str] = []
     unavailable: list[str] = []
@@ -361,6 +370,8 @@ def tool_options(values: Mapping[str, str], tool: str) -> tuple[list[tuple[str, 
         if spell is None or v == NA:
             continue
         t = spell(v)
+        if t.options and all(k in skip_keys for k, _ in t.options):
+            continue
         options.extend(t.options)
         if t.note:
             notes_.append(t.note)
