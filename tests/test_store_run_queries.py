@@ -43,7 +43,8 @@ def _written(tmp_path: Path) -> tuple[Store, int, list[int]]:
 
 def test_run_queries_on_a_new_store(tmp_path: Path) -> None:
     store, _, ids = _written(tmp_path)
-    assert store.run_round_numbers(ids) == {ids[0]: 1, ids[1]: 2, ids[3]: 3}  # no round: absent
+    # A run stored without a round reads its attempt (3) as its round, as runs of a schema-1 file do.
+    assert store.run_round_numbers(ids) == {ids[0]: 1, ids[1]: 2, ids[2]: 3, ids[3]: 3}
     assert store.run_boots(ids) == {ids[0]: RunBoot("b0", 0), ids[1]: RunBoot("b0", 1), ids[3]: RunBoot("b1", None)}
     boot, position = store.run_boots(ids)[ids[1]]  # a (boot id, position) pair, as the reports unpack it
     assert (boot, position) == ("b0", 1)
@@ -57,7 +58,7 @@ def test_run_queries_on_a_new_store(tmp_path: Path) -> None:
 def test_run_queries_ask_in_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store, _, ids = _written(tmp_path)
     monkeypatch.setattr(store_queries, "ID_CHUNK", 1)  # every run in a statement of its own
-    assert store.run_round_numbers(ids) == {ids[0]: 1, ids[1]: 2, ids[3]: 3}
+    assert store.run_round_numbers(ids) == {ids[0]: 1, ids[1]: 2, ids[2]: 3, ids[3]: 3}
     assert set(store.run_boots(ids)) == {ids[0], ids[1], ids[3]}
     assert store.run_metric_values(ids, "read.iops") == {ids[0]: 10.0, ids[1]: 12.5, ids[3]: 7.0}
 
@@ -72,10 +73,11 @@ def test_run_queries_on_a_schema1_file_read_as_it_is(tmp_path: Path) -> None:
     assert store.unit_stops(1) == []
 
 
-def test_a_migrated_schema1_file_has_no_rounds(tmp_path: Path) -> None:
+def test_a_migrated_schema1_file_reads_attempts_as_rounds(tmp_path: Path) -> None:
     store = Store(_schema1(tmp_path))  # migrated to the current schema: round is a column now, NULL for old runs
     assert store.schema_version >= 4
-    assert store.run_round_numbers([1, 2, 3, 4]) == {}
+    # As before the migration: the attempt stands in (with no round at all, `rank` had no sample to rank).
+    assert store.run_round_numbers([1, 2, 3, 4]) == {1: 1, 2: 1, 3: 2, 4: 2}
     assert store.run_boots([1, 2, 3, 4]) == {}
 
 

@@ -219,7 +219,10 @@ class Plan(BaseModel):
             return data
         if "axis_settings" in data:
             raise ValueError("unknown key 'axis_settings'")
-        settings = {a.name: _axis_list(a, data[a.name]) for a in axes.plan_axes() if a.name in data}
+        # Every axis, its plan default where the plan does not name it: two plans that sweep the same values are
+        # equal whether a value was written or defaulted (a resumed sweep re-reads its stored, complete plan).
+        settings = {a.name: _axis_list(a, data[a.name]) if a.name in data else [str(v) for v in a.plan_default]
+                    for a in axes.plan_axes()}
         rest = {k: v for k, v in data.items() if k not in settings}
         return {**rest, "axis_settings": settings}
 
@@ -231,8 +234,7 @@ class Plan(BaseModel):
             values = self.axis_values(a.name)
             if info.exclude_defaults and values == list(a.plan_default):
                 continue
-            if (info.exclude_unset and a.name not in self.axis_settings) or (info.include is not None
-                                                                              and a.name not in info.include):
+            if info.include is not None and a.name not in info.include:
                 continue
             out[a.name] = values
         out.update(self._tier_settings_model().model_dump(

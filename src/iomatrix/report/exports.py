@@ -17,13 +17,15 @@ from iomatrix.risk import risk_of
 from iomatrix.stats import Change
 
 
-def cell_axes() -> list[str]:
-    """Every axis of the registry: one column each."""
-    return list(axis_registry.names())
+def cell_axes(axes_of_rows: Sequence[dict[str, str]] = ()) -> list[str]:
+    """One column per axis the rows name (report.query.shown_axes: the first release's axes, and a later one
+    where a cell of the sweep sets it), in registry order."""
+    named = {a for axes in axes_of_rows for a in axes}
+    return [a.name for a in axis_registry.axes() if a.always_named or a.name in named]
 
 
-def _shown_axes(axes: dict[str, str]) -> dict[str, str]:
-    return {a: axes.get(a, "-") for a in cell_axes()}
+def _shown_axes(axes: dict[str, str], columns: list[str]) -> dict[str, str]:
+    return {a: axes.get(a, "-") for a in columns}
 
 
 def results_table(doc: dict[str, Any], metric: str | None = None) -> list[DataTable]:
@@ -31,6 +33,7 @@ def results_table(doc: dict[str, Any], metric: str | None = None) -> list[DataTa
     out = []
     for s in doc["sweeps"]:
         rows = []
+        columns = cell_axes([r["axes"] for r in s["results"]])
         for r in s["results"]:
             if metric is None and r["metric"] != primary_metric(r["workload"])[0]:
                 continue
@@ -41,15 +44,16 @@ def results_table(doc: dict[str, Any], metric: str | None = None) -> list[DataTa
             ci, _ = ci_text(src["ci95_low"], src["ci95_high"])
             dist = r.get("disturbed_runs") or []
             stop = r.get("stop")
-            rows.append({**_shown_axes(r["axes"]), "workload": r["workload"], "metric": r["metric"], "n": r["n"],
+            rows.append({**_shown_axes(r["axes"], columns), "workload": r["workload"], "metric": r["metric"],
+                         "n": r["n"],
                          "mean": src["mean"], "95% CI": ci, "ci95_low": src["ci95_low"],
                          "ci95_high": src["ci95_high"], "cv": r["cv"], "unit": unit_note,
                          "disturbed": _disturbed_text(dist), "stopped": stop["kind"] if stop else None})
         out.append(DataTable(f"sweep {s['id']} · {s['plan']} · {s['status']}",
-                             [*cell_axes(), "workload", "metric", "n", "mean", "95% CI", "unit", "disturbed",
+                             [*columns, "workload", "metric", "n", "mean", "95% CI", "unit", "disturbed",
                               "stopped"],
                              rows,
-                             axes=cell_axes()))
+                             axes=columns))
     return out
 
 
@@ -65,13 +69,14 @@ def rank_tables(rankings: Sequence[WorkloadRanking]) -> list[DataTable]:
     out = []
     for wr in rankings:
         rows = []
+        columns = cell_axes([c.axes for c in wr.cells.values()])
         for row in wr.ranking.rows:
             cell = wr.cells[row.name]
             s = row.summary
             ci, bounded = ci_text(s.ci_low, s.ci_high)
             risk = risk_of(cell.axes["cache"], cell.axes["modifier"])
             tb = wr.to_baremetal.get(row.name)
-            rows.append({"rank": row.rank, "group": row.group_label, **_shown_axes(cell.axes), "n": s.n,
+            rows.append({"rank": row.rank, "group": row.group_label, **_shown_axes(cell.axes, columns), "n": s.n,
                          "mean": s.mean, "95% CI": ci, "ci95_low": s.ci_low, "ci95_high": s.ci_high,
                          "vs best": ratio_text(*row.ratio_to_best) if row.ratio_to_best else None,
                          "vs bare metal": ratio_text(*tb) if tb else None,
@@ -84,8 +89,8 @@ def rank_tables(rankings: Sequence[WorkloadRanking]) -> list[DataTable]:
         if any(r.pop("_bounded") for r in rows):
             notes.append("≥0: interval bounded at 0 (the quantity cannot be negative)")
         out.append(DataTable(f"{wr.workload} · {wr.metric} ({better} is better) · tier {wr.tier}",
-                             ["rank", "group", *cell_axes(), "n", "mean", "95% CI", "vs best", "vs bare metal",
-                              "power loss", "flags"], rows, axes=cell_axes(), notes=notes))
+                             ["rank", "group", *columns, "n", "mean", "95% CI", "vs best", "vs bare metal",
+                              "power loss", "flags"], rows, axes=columns, notes=notes))
     return out
 
 

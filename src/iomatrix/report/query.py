@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,15 @@ class CellWorkload:
         """The axes that distinguish this cell (tier is shown apart; modifier only when set)."""
         return " ".join(f"{a}={v}" for a, v in axis_registry.named(self.axes)
                         if v != "-" and a != "tier" and not (a == "modifier" and v == "none"))
+
+
+def shown_axes(cws: Iterable[CellWorkload]) -> list[str]:
+    """The axes a sweep's reports name: the first release's always, and a later axis (iomatrix.domain.axes)
+    where some cell sets it away from its default ("-" and the default are what cells recorded before the axis
+    existed read, so they name nothing new)."""
+    cws = list(cws)
+    return [a.name for a in axis_registry.axes()
+            if a.always_named or any(cw.axes.get(a.name, "-") not in ("-", a.default) for cw in cws)]
 
 
 def sweep_ids(store: Store) -> list[int]:
@@ -106,6 +116,10 @@ def cell_workloads(store: Store, sweep_id: int) -> list[CellWorkload]:
             cw.phases[name].append(value)
     if not out:
         return []
+    # A later axis is named only where some cell of the sweep sets it (the rest read the same as before it).
+    shown = shown_axes(out.values())
+    for cw in out.values():
+        cw.axes = {a: v for a, v in cw.axes.items() if a in shown}
     # Per run, the stored metrics plus those computed here from the run's raw series: steady state is a
     # statistic, so it is derived at report time from the per-interval IOPS (a sweep stored before this
     # carries ss.* samples too; where its run kept the series they are recomputed, with the same result).

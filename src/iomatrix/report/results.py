@@ -11,6 +11,7 @@ import io
 import json
 from typing import Any
 
+from iomatrix.domain import axes as axis_registry
 from iomatrix.monitor.summary import FieldSummary, cell_summary, seed002_view, summarize_samples
 from iomatrix.report.quality import cold_run, outliers, steady_counts
 from iomatrix.report.query import (
@@ -110,8 +111,8 @@ def results_document(store: Store, sweep_ids: list[int], *, with_monitor: bool =
     return {"format": RESULTS_FORMAT, "version": RESULTS_VERSION, "sweeps": sweeps}
 
 
-CSV_COLUMNS = ("sweep", "cell", "tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier",
-               "workload", "metric", "accel", "n", "mean", "sd", "cv", "median", "ci95_low", "ci95_high",
+# The columns after the cell's axes (one column per axis the document's cells name, in registry order).
+CSV_COLUMNS = ("workload", "metric", "accel", "n", "mean", "sd", "cv", "median", "ci95_low", "ci95_high",
                "failed_runs", "samples", "disturbed_runs", "stop", "unit", "unit_n", "unit_ci95_low",
                "unit_ci95_high")
 
@@ -119,11 +120,12 @@ CSV_COLUMNS = ("sweep", "cell", "tier", "format", "preallocation", "cache", "aio
 def to_csv(doc: dict[str, Any]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(CSV_COLUMNS)
+    named = {a for sweep in doc["sweeps"] for r in sweep["results"] for a in r["axes"]}
+    columns = [a.name for a in axis_registry.axes() if a.always_named or a.name in named]
+    w.writerow(("sweep", "cell", *columns, *CSV_COLUMNS))
     for sweep in doc["sweeps"]:
         for r in sweep["results"]:
-            w.writerow([sweep["id"], r["cell"], *(r["axes"][a] for a in ("tier", "format", "preallocation", "cache",
-                                                                           "aio", "bus", "backing", "modifier")),
+            w.writerow([sweep["id"], r["cell"], *(r["axes"].get(a, "-") for a in columns),
                         r["workload"], r["metric"], "+".join(r["accel"]), r["n"], r["mean"], r["sd"], r["cv"],
                         r["median"], r["ci95_low"], r["ci95_high"], r["failed_runs"],
                         " ".join(f"{v:.6g}" for v in r["samples"]),
