@@ -155,6 +155,8 @@ class Tier(ABC):
             return f"workload {workload.name} runs on the {workload.tier_only} tier only"
         if workload.guest_only and not cls.runs_fs_workloads:
             return f"workload {workload.name} runs on a guest filesystem: guest tier only"
+        if workload.needs_layer is not None and workload.needs_layer not in cls.layers:
+            return f"workload {workload.name} {workload.needs_why}"
         return None
 
     @classmethod
