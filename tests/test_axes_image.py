@@ -240,6 +240,7 @@ def test_trim_metrics_are_parsed() -> None:
 
 def _sweep(tmp_path: Path, plan_dict: dict[str, object]) -> tuple[sqlite3.Connection, dict[str, list[float]]]:
     plan = plan_from_dict(plan_dict, "p.toml")
+    tmp_path.mkdir(exist_ok=True)
     store = Store(tmp_path / "r.sqlite")
     result = SweepRunner(plan, None, store, RunOptions(workdir=tmp_path / "work", monitor_interval=0.5)).run()
     store.close()
