@@ -218,11 +218,14 @@ def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Wor
             else:
                 units.append(Unit(cell, w))
     notes = axes.notes(cells)
+    # Later axes are listed as collapsed only when the plan names them: a plan that does not is shown as before.
+    shown = {t: tuple(a for a in collapsed_axes(t) if axes.get(a).always_named or a in plan.axis_settings)
+             for t in plan.tier}
     return Expansion(
         cells=cells,
         units=units,
         pruned=list(pruned.values()) + unit_pruned,
-        collapsed={t: collapsed_axes(t) for t in plan.tier if collapsed_axes(t)},
+        collapsed={t: names for t, names in shown.items() if names},
         notes=notes,
     )
 

@@ -42,7 +42,7 @@ def _m(name: str, unit: str, higher: bool, description: str) -> MetricInfo:
 
 def _directional() -> list[MetricInfo]:
     out = []
-    for d in ("read", "write"):
+    for d in ("read", "write", "trim"):
         out += [
             _m(f"{d}.bw_mbps", "MB/s", True, f"{d} throughput, 10^6 bytes per second (fio bw_bytes / 1e6)"),
             _m(f"{d}.iops", "IOPS", True, f"{d} I/O operations per second (fio iops)"),

@@ -43,19 +43,22 @@ class DiskSpec:
     null_size_bytes: int = 1 << 30  # size of the null-co disk
     # The cell's values of the registry's later axes (those not named above), axis → value.
     more: Mapping[str, str] = field(default_factory=dict)
+    # The image's virtual size, for options sized by it (l2_cache=whole-image); None where not known.
+    image_size_bytes: int | None = None
 
     @classmethod
-    def for_cell(cls, cell: Mapping[str, str], target: str | Path | None, null_size_bytes: int = 1 << 30) -> DiskSpec:
+    def for_cell(cls, cell: Mapping[str, str], target: str | Path | None, size_bytes: int | None = None) -> DiskSpec:
         """The disk of a cell on `target` (None for the null ceiling, which keeps only the bus: no format, host
-        cache or backing, what is left is QEMU's block layer and the device or export)."""
+        cache or backing, what is left is QEMU's block layer and the device or export). `size_bytes` is the
+        disk's virtual size: the image's (created by the tier at that size), or the null-co disk's."""
         bus = Bus(cell["bus"]) if cell.get("bus", NA) != NA else Bus.VIRTIO_BLK
         if cell.get("backing") == NULL_BACKING:
             return cls(target=None, format=NULL_FORMAT, cache=CacheMode.WRITEBACK, aio=Aio.THREADS, bus=bus,
-                       null_size_bytes=null_size_bytes)
+                       null_size_bytes=size_bytes or 1 << 30)
         more = {a: v for a, v in cell.items() if not axes.get(a).always_named and v != NA}
         return cls(target=None if target is None else str(target), format=cell["format"],
-                   cache=CacheMode(cell["cache"]), aio=Aio(cell["aio"]), bus=bus, null_size_bytes=null_size_bytes,
-                   more=more)
+                   cache=CacheMode(cell["cache"]), aio=Aio(cell["aio"]), bus=bus, more=more,
+                   image_size_bytes=size_bytes)
 
     def axis_values(self) -> dict[str, str]:
         """The disk's values of every axis that sets something on QEMU's disk."""
@@ -65,7 +68,7 @@ class DiskSpec:
                 **self.more}
 
     def qemu_options(self) -> axes.QemuOptions:
-        return axes.qemu_options(self.axis_values())
+        return axes.qemu_options(self.axis_values(), axes.DiskContext(self.image_size_bytes))
 
 
 def _opts(pairs: axes.Options, prefix: str = "") -> str:

@@ -3,8 +3,11 @@
 Presets follow the seeds: seed 000's HD-Tune-like sweep (sequential 1 MiB,
 random 512 B / 4 KiB / 64 KiB / 1 MiB), a database-like 4 KiB write with an
 fdatasync after every write, a 70/30 mix, and seed 001's filesystem-level
-read-heavy / write-heavy jobs (guest tier only). A custom workload is an fio
-job file, named in a plan as ``file:PATH``.
+read-heavy / write-heavy jobs (guest tier only). Issue 24's presets make QEMU's
+image-layer axes visible (docs/axes.md): zero-filled writes (zero detection),
+trims of a written region (discard), and first writes to a fresh thin image
+against rewrites of written blocks (qcow2 cluster layout). A custom workload is
+an fio job file, named in a plan as ``file:PATH``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from iomatrix.domain.axes import Layer
 from iomatrix.errors import UserError
 from iomatrix.fio.allowlist import MAX_JOB_FILE_BYTES, validate_job_text
 from iomatrix.textfile import read_small_text
@@ -39,6 +43,14 @@ class Workload:
     # The figure adaptive repetition converges on and ranking sorts by.
     primary_metric: str = "read.iops"
     higher_is_better: bool = True
+    # fio writes zero-filled buffers (zero_buffers=1) instead of its default non-zero data.
+    zero_buffers: bool = False
+    # The measured job acts on written blocks (rewrites, trims): the region is written first, unmeasured, as for
+    # a read workload.
+    prefill: bool = False
+    # A layer of the I/O stack the workload needs, and why; tiers that do not run it prune the workload.
+    needs_layer: Layer | None = None
+    needs_why: str = ""
 
     @property
     def slug(self) -> str:
@@ -74,6 +86,12 @@ class Workload:
         return "write" in self.rw or self.rw in ("randrw", "rw")
 
     @property
+    def writes_first(self) -> bool:
+        """Whether the region is written (unmeasured) before the measured job: reads would hit holes otherwise,
+        and rewrites and trims need written blocks."""
+        return self.reads or self.prefill
+
+    @property
     def guest_only(self) -> bool:
         return self.kind in ("fs-read", "fs-write")
 
@@ -107,6 +125,17 @@ PRESETS: dict[str, Workload] = {
              "randwrite", "4k", "write.iops", fdatasync=1),
         _fio("mixed-70-30", "random 4 KiB mix, 70% read / 30% write", "randrw", "4k", "total.iops",
              rwmixread=70),
+        _fio("seq-write-zeroes-1m", "sequential write of zero-filled 1 MiB blocks (what QEMU's zero detection "
+             "turns into zero clusters or holes)", "write", "1m", "write.bw_mbps", zero_buffers=True),
+        _fio("rand-trim-64k", "random 64 KiB trims (discards) over a written region: what QEMU's discard policy "
+             "does with them", "randtrim", "64k", "trim.iops", prefill=True, needs_layer=Layer.IMAGE,
+             needs_why="trims a disk image through QEMU (its discard policy decides what a trim does); fio on the "
+                       "host cannot trim an image file (BLKDISCARD is for block devices)"),
+        _fio("rand-write-4k-first", "random 4 KiB writes at queue depth 16 to a fresh thin image: first writes, "
+             "each allocating (qcow2 cluster layout), while the run lasts less than a pass over the region",
+             "randwrite", "4k", "write.iops", iodepth=16),
+        _fio("rand-write-4k-rewrite", "random 4 KiB writes at queue depth 16 to blocks written before (an unmeasured "
+             "prefill): rewrites, no allocation", "randwrite", "4k", "write.iops", iodepth=16, prefill=True),
         Workload("fs-read", "read-heavy filesystem job: walk a file tree and list a large tarball (guest fs)",
                  kind="fs-read", primary_metric="workload.seconds", higher_is_better=False),
         Workload("fs-write", "write-heavy filesystem job: large sequential writes with sync, then extract a "

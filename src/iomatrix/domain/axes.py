@@ -27,6 +27,7 @@ from enum import StrEnum
 
 from iomatrix import domain
 from iomatrix.domain import NA, SafetyLevel
+from iomatrix.errors import UserError
 
 
 class Layer(StrEnum):
@@ -89,6 +90,14 @@ class QemuOptions:
 
 
 @dataclass(frozen=True)
+class DiskContext:
+    """What an axis's QEMU options may need beyond the cell's values: the disk image's virtual size (None where
+    it is not known, e.g. a snippet for the user's own image). See :attr:`Axis.qemu_cell`."""
+
+    image_size_bytes: int | None = None
+
+
+@dataclass(frozen=True)
 class ToolOption:
     """How one tool (libvirt, proxmox, virt-install, nova) writes one axis value.
 
@@ -126,6 +135,9 @@ class Axis:
     rules: tuple[Rule, ...] = ()
     simpler: tuple[str, ...] = ()  # simplest first, for the "simplicity" tie-break (the default is simplest)
     qemu: Callable[[str], QemuOptions] | None = None
+    # Options that depend on more than the axis's own value (other axes of the cell, the image's size): the
+    # L2 cache that covers the whole image needs the image size, the cluster size and the L2 entry width.
+    qemu_cell: Callable[[Mapping[str, str], DiskContext], QemuOptions] | None = None
     tools: Mapping[str, Callable[[str], ToolOption]] = field(default_factory=dict)
     risk: Callable[[str], SafetyLevel | None] = _no_risk  # documented power-loss risk of a value alone
     # A note for the sweep (shown by `plan --explain` and stored) when some cell has a value that needs one.
@@ -266,9 +278,214 @@ MODIFIER = Axis(
     cell_note=_eatmydata_note)
 
 
+# --------------------------------------------------------------------------- QEMU's image layer (issue 24)
+# What QEMU implements below the guest, measured in the block-layer tier (and the same options in every tier
+# that runs QEMU's block graph). A value at its default sets nothing: a cell at the default runs the very
+# command line it ran before these axes existed. docs/axes.md has what each does and what was measured.
+
+QCOW2 = domain.Format.QCOW2
+# qemu-img create -o cluster_size= values, in bytes. QEMU allows powers of two from 512 B to 2 MiB
+# (block/qcow2.h MIN_CLUSTER_BITS 9, MAX_CLUSTER_BITS 21); 64 KiB is its default (DEFAULT_CLUSTER_SIZE).
+CLUSTER_BYTES: dict[str, int] = {"64k": 64 << 10, "128k": 128 << 10, "1M": 1 << 20, "2M": 2 << 20}
+DEFAULT_CLUSTER_BYTES = CLUSTER_BYTES["64k"]
+# Extended L2 entries split a cluster into 32 subclusters of at least 512 B: QEMU refuses smaller clusters
+# (block/qcow2.c validate_cluster_size: "Extended L2 entries are only supported with cluster sizes of at least
+# 16384 bytes"). Every CLUSTER_BYTES value satisfies it (tests/test_axes_image.py checks), so no rule is needed.
+EXTENDED_L2_MIN_CLUSTER_BYTES = 16 << 10
+# QEMU ≥ 3.1 on Linux: the L2 cache grows up to 32 MiB (block/qcow2.h DEFAULT_L2_CACHE_MAX_SIZE) and never
+# beyond what the image's L2 tables need (block/qcow2.c read_cache_sizes), i.e. it already covers the whole image
+# up to 32 MiB × cluster_size / 8 bytes (256 GiB at 64 KiB clusters; half that with extended L2 entries).
+DEFAULT_L2_CACHE_MAX_BYTES = 32 << 20
+# QEMU's refusal of detect-zeroes=unmap without discard=unmap (block.c bdrv_parse_detect_zeroes; the message of
+# QEMU 7.2's qemu-storage-daemon and qemu-system, verbatim).
+QEMU_DETECT_ZEROES_UNMAP = "setting detect-zeroes to unmap is not allowed without setting discard operation to unmap"
+
+
+def _qcow2_only(axis: str, default: str) -> Rule:
+    """A qcow2 creation/open option: another format with a value other than the default is pruned."""
+    def check(values: Mapping[str, str], ctx: RuleContext) -> str | None:
+        if values["format"] != QCOW2 and values[axis] != default:
+            return f"{axis} applies to qcow2 images only"
+        return None
+    return Rule(("format", axis), check)
+
+
+def _discard_qemu(value: str) -> QemuOptions:
+    if value == "ignore":
+        return QemuOptions()
+    # The format node's policy decides whether a discard (a guest's, an NBD trim, detect-zeroes=unmap) goes
+    # below it. QEMU gives an inline protocol child discard=unmap by default whatever its parent says (block.c
+    # bdrv_inherited_options); stating it on both nodes keeps it so should the file node ever be defined apart.
+    return QemuOptions(format_node=(("discard", value),), file_node=(("discard", value),))
+
+
+def _proxmox_discard(value: str) -> ToolOption:
+    return ToolOption((("discard", "on" if value == "unmap" else "ignore"),))
+
+
+def _detect_zeroes_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
+    if values["detect_zeroes"] == "unmap" and values["discard"] != "unmap":
+        return f"detect_zeroes=unmap needs discard=unmap (QEMU: \"{QEMU_DETECT_ZEROES_UNMAP}\")"
+    return None
+
+
+def _proxmox_detect_zeroes(value: str) -> ToolOption:
+    # qemu-server (PVE/QemuServer.pm print_drive_commandline): detect_zeroes=0 → off; otherwise (set or not) →
+    # unmap when the disk has discard=on, else on. So Proxmox's default is on, and 'unmap' is spelled by
+    # detect_zeroes=1 together with discard=on.
+    if value == "off":
+        return ToolOption((("detect_zeroes", "0"),),
+                          note="Proxmox turns zero detection on unless a disk says detect_zeroes=0")
+    if value == "on":
+        return ToolOption((("detect_zeroes", "1"),),
+                          note="Proxmox passes detect-zeroes=on only while discard is ignore: with discard=on the "
+                               "same detect_zeroes=1 becomes QEMU's detect-zeroes=unmap")
+    return ToolOption((("detect_zeroes", "1"),),
+                      note="Proxmox has no detect_zeroes=unmap: detect_zeroes=1 on a disk with discard=on is "
+                           "QEMU's detect-zeroes=unmap")
+
+
+def _nova_detect_zeroes(value: str) -> ToolOption:
+    if value == "off":
+        return ToolOption(note="Nova has no zero-detection setting; libvirt's default (off) is what it runs")
+    return ToolOption(unavailable="Nova has no zero-detection setting (libvirt's detect_zeroes is not exposed)")
+
+
+def _precreated(axis: str, option: str, default: str) -> Mapping[str, Callable[[str], ToolOption]]:
+    """Spellings of a qcow2 creation option: no tool sets it on a disk statement, but libvirt, virt-install and
+    Proxmox open an image created beforehand, so their snippets hold with the command that creates it."""
+
+    def create(value: str) -> str:
+        return f"qemu-img create -f qcow2 -o {option}={value} IMAGE SIZE"
+
+    def libvirt(value: str) -> ToolOption:
+        if value == default:
+            return ToolOption()
+        return ToolOption(note=f"{axis}={value} is set when the image is created: {create(value)}, then point "
+                               "<source file=…> at it (a storage pool's vol-create cannot set it)")
+
+    def virt_install(value: str) -> ToolOption:
+        if value == default:
+            return ToolOption()
+        return ToolOption(note=f"{axis}={value} is set when the image is created: {create(value)}, then "
+                               "--disk path=IMAGE (a new volume from --disk size= gets QEMU's default)")
+
+    def proxmox(value: str) -> ToolOption:
+        if value == default:
+            return ToolOption()
+        return ToolOption(note=f"qm allocates volumes (STORAGE:SIZE, qm disk import) with QEMU's default {axis}: "
+                               f"{create(value)} as images/VMID/vm-VMID-disk-N.qcow2 on a directory storage, "
+                               "then qm rescan --vmid VMID and attach the volume")
+
+    def nova(value: str) -> ToolOption:
+        if value == default:
+            return ToolOption()
+        return ToolOption(unavailable=f"Nova creates instance disks itself with QEMU's default {axis}; it has no "
+                                      f"option for {option}")
+
+    return {"libvirt": libvirt, "virt-install": virt_install, "proxmox": proxmox, "nova": nova}
+
+
+def _l2_entry_bytes(values: Mapping[str, str]) -> int:
+    return 16 if values.get("extended_l2") == "on" else 8  # docs/qcow2-cache.txt, "Extended L2 Entries"
+
+
+def whole_image_l2_cache_bytes(image_size_bytes: int, cluster_bytes: int, entry_bytes: int = 8) -> int:
+    """The L2 cache holding every L2 table of an image: QEMU's own bound (block/qcow2.c read_cache_sizes:
+    one entry per cluster, rounded up to whole clusters, as an L2 table is one cluster on disk)."""
+    entries = -(-image_size_bytes // cluster_bytes)
+    return -(-entries * entry_bytes // cluster_bytes) * cluster_bytes
+
+
+def default_l2_cache_covers_bytes(cluster_bytes: int, entry_bytes: int = 8) -> int:
+    """How large an image QEMU's default L2 cache (≤ 32 MiB on Linux, QEMU ≥ 3.1) covers whole."""
+    return DEFAULT_L2_CACHE_MAX_BYTES // entry_bytes * cluster_bytes
+
+
+def _l2_cache_qemu(values: Mapping[str, str], ctx: DiskContext) -> QemuOptions:
+    if values.get("l2_cache", "default") == "default" or values.get("format") != QCOW2:
+        return QemuOptions()
+    if ctx.image_size_bytes is None:
+        raise UserError("l2_cache=whole-image needs the image's size to size QEMU's L2 cache",
+                        hint="give the disk's image size (DiskSpec.image_size_bytes)")
+    cluster = CLUSTER_BYTES.get(values.get("cluster_size", NA), DEFAULT_CLUSTER_BYTES)
+    size = whole_image_l2_cache_bytes(ctx.image_size_bytes, cluster, _l2_entry_bytes(values))
+    return QemuOptions(format_node=(("l2-cache-size", str(size)),))
+
+
+def _l2_cache_note(values: Mapping[str, str]) -> str | None:
+    if values.get("l2_cache") != "whole-image":
+        return None
+    return ("l2_cache=whole-image sets l2-cache-size to the image's whole L2 metadata; QEMU ≥ 3.1's default already "
+            "covers images up to 256 GiB at 64 KiB clusters (128 GiB with extended_l2=on, 32× more at 2 MiB), so "
+            "below that the two values run the same cache")
+
+
+def _l2_cache_tool(tool: str) -> Callable[[str], ToolOption]:
+    covered = ("QEMU ≥ 3.1 already caches the whole L2 metadata of images up to 256 GiB at 64 KiB clusters "
+               "(default l2-cache-size, up to 32 MiB)")
+
+    def spell(value: str) -> ToolOption:
+        if value == "default":
+            return ToolOption()
+        if tool == "libvirt":
+            return ToolOption(note=f"{covered}; for a larger image libvirt ≥ 7.0 sizes it with "
+                                   "<driver><metadata_cache><max_size unit='bytes'>N</max_size></metadata_cache>, "
+                                   "N = image size × 8 / cluster size (× 16 with extended_l2)")
+        return ToolOption(unavailable=f"{tool} has no qcow2 L2 cache option; {covered}")
+    return spell
+
+
+DISCARD = Axis(
+    "discard", "whether discard requests (guest TRIM, NBD trim) free space in the image and below it",
+    ("ignore", "unmap"), "ignore", ("ignore",), frozenset({Layer.IMAGE}),
+    simpler=("ignore", "unmap"),
+    qemu=_discard_qemu,
+    tools={"libvirt": lambda v: ToolOption((("discard", v),)),
+           "proxmox": _proxmox_discard,
+           "virt-install": lambda v: ToolOption((("discard", v),)),
+           "nova": lambda v: ToolOption((("hw_disk_discard", v),),
+                                        note="Nova's hw_disk_discard ([libvirt] in nova.conf) applies to every "
+                                             "instance disk of the compute host")})
+DETECT_ZEROES = Axis(
+    "detect_zeroes", "QEMU's zero detection: writes of zeroes become zero clusters / holes (unmap) instead of data",
+    ("off", "on", "unmap"), "off", ("off",), frozenset({Layer.IMAGE}),
+    rules=(Rule(("detect_zeroes", "discard"), _detect_zeroes_rule),),
+    simpler=("off", "on", "unmap"),
+    qemu=lambda v: QemuOptions() if v == "off" else QemuOptions(format_node=(("detect-zeroes", v),)),
+    tools={"libvirt": lambda v: ToolOption((("detect_zeroes", v),)),
+           "proxmox": _proxmox_detect_zeroes,
+           "virt-install": lambda v: ToolOption((("detect_zeroes", v),)),
+           "nova": _nova_detect_zeroes})
+CLUSTER_SIZE = Axis(
+    "cluster_size", "qcow2 cluster size: the unit of allocation and of an L2 entry's mapping",
+    tuple(CLUSTER_BYTES), "64k", ("64k",), frozenset({Layer.IMAGE}),
+    rules=(_qcow2_only("cluster_size", "64k"),),
+    simpler=tuple(CLUSTER_BYTES),
+    qemu=lambda v: QemuOptions() if v == "64k" else QemuOptions(create=(("cluster_size", v),)),
+    tools=_precreated("cluster_size", "cluster_size", "64k"))
+EXTENDED_L2 = Axis(
+    "extended_l2", "qcow2 extended L2 entries: 32 subclusters per cluster, allocated separately",
+    ("off", "on"), "off", ("off",), frozenset({Layer.IMAGE}),
+    rules=(_qcow2_only("extended_l2", "off"),),
+    simpler=("off", "on"),
+    qemu=lambda v: QemuOptions() if v == "off" else QemuOptions(create=(("extended_l2", v),)),
+    tools=_precreated("extended_l2", "extended_l2", "off"))
+L2_CACHE = Axis(
+    "l2_cache", "qcow2 L2 cache size: QEMU's default, or one that holds the whole image's L2 tables",
+    ("default", "whole-image"), "default", ("default",), frozenset({Layer.IMAGE}),
+    rules=(_qcow2_only("l2_cache", "default"),),
+    simpler=("default", "whole-image"),
+    qemu_cell=_l2_cache_qemu,
+    tools={t: _l2_cache_tool(t) for t in ("libvirt", "proxmox", "virt-install", "nova")},
+    cell_note=_l2_cache_note)
+IMAGE_AXES = (DISCARD, DETECT_ZEROES, CLUSTER_SIZE, EXTENDED_L2, L2_CACHE)
+
+
 # --------------------------------------------------------------------------- the registry
 
-REGISTRY: dict[str, Axis] = {a.name: a for a in (TIER, FORMAT, PREALLOCATION, CACHE, AIO, BUS, BACKING, MODIFIER)}
+REGISTRY: dict[str, Axis] = {a.name: a for a in (TIER, FORMAT, PREALLOCATION, CACHE, AIO, BUS, BACKING, MODIFIER,
+                                                  *IMAGE_AXES)}
 
 
 def axes() -> tuple[Axis, ...]:
@@ -340,18 +557,20 @@ def named(values: Mapping[str, str]) -> list[tuple[str, str]]:
     return out
 
 
-def qemu_options(values: Mapping[str, str]) -> QemuOptions:
+def qemu_options(values: Mapping[str, str], ctx: DiskContext | None = None) -> QemuOptions:
     """Every axis's QEMU options for a cell's values, merged in registry order (axes that do not apply, "-",
-    contribute nothing)."""
+    contribute nothing). `ctx` is what options depending on the image need (:attr:`Axis.qemu_cell`)."""
+    ctx = ctx or DiskContext()
     merged: dict[str, list[tuple[str, str]]] = {k: [] for k in ("create", "format_node", "file_node",
                                                                  "file_protocol", "device", "export")}
     for axis in REGISTRY.values():
         v = values.get(axis.name, NA)
-        if axis.qemu is None or v == NA:
+        if v == NA:
             continue
-        opts = axis.qemu(v)
-        for k, pairs in merged.items():
-            pairs.extend(getattr(opts, k))
+        for opts in (axis.qemu(v) if axis.qemu else None, axis.qemu_cell(values, ctx) if axis.qemu_cell else None):
+            if opts is not None:
+                for k, pairs in merged.items():
+                    pairs.extend(getattr(opts, k))
     return QemuOptions(**{k: tuple(v) for k, v in merged.items()})
 
 

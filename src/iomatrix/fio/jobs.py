@@ -44,6 +44,8 @@ def _workload_lines(w: Workload) -> list[str]:
     lines = [f"rw={w.rw}", f"bs={w.bs}", f"iodepth={w.iodepth}"]
     if w.rwmixread is not None:
         lines.append(f"rwmixread={w.rwmixread}")
+    if w.zero_buffers:
+        lines.append("zero_buffers=1")
     return lines
 
 
@@ -60,7 +62,8 @@ def _timing_lines(shape: JobShape) -> list[str]:
 
 def _prefill_section(bs: str = "1m") -> list[str]:
     # Reads of never-written blocks hit holes (sparse file, unallocated qcow2
-    # cluster) and never touch the disk; write the region first, unmeasured.
+    # cluster) and never touch the disk, and rewrites and trims need written
+    # blocks: write the region first, unmeasured.
     return [f"[{PREFILL_JOB}]", "rw=write", f"bs={bs}", "time_based=0", "end_fsync=1", ""]
 
 
@@ -99,7 +102,7 @@ def baremetal_job(w: Workload, *, cache: str, aio: str, target: str, shape: JobS
             glob.insert(-1, f"fdatasync={fdatasync}")
         return "\n".join(glob) + custom_text
     lines = list(glob)
-    if w.reads:
+    if w.writes_first:
         lines += _prefill_section()
     lines += [f"[{MEASURE_JOB}]", "stonewall", *_workload_lines(w), *_timing_lines(shape)]
     if fdatasync:
@@ -130,7 +133,7 @@ def guest_job(w: Workload, *, shape: JobShape, custom_text: str | None = None) -
     if custom_text is not None:
         return "\n".join(glob) + custom_text
     lines = list(glob)
-    if w.reads:
+    if w.writes_first:
         lines += _prefill_section()
     lines += [f"[{MEASURE_JOB}]", "stonewall", *_workload_lines(w), *_timing_lines(shape)]
     if w.fdatasync:
@@ -179,7 +182,7 @@ def nbd_job(w: Workload, *, uri: str, shape: JobShape, custom_text: str | None =
             subst.append(SUBST_FDATASYNC)
         return NbdJob("\n".join(glob) + text, subst)
     lines = list(glob)
-    if w.reads:
+    if w.writes_first:
         lines += _prefill_section()
     lines += [f"[{MEASURE_JOB}]", "stonewall", *_workload_lines(w), *_timing_lines(shape)]
     if w.fdatasync:

@@ -73,6 +73,7 @@ def job_metrics(job: dict[str, Any]) -> dict[str, float]:
     m: dict[str, float] = {}
     m.update(_direction(job, "read"))
     m.update(_direction(job, "write"))
+    m.update(_direction(job, "trim"))  # trim workloads (rw=trim/randtrim); absent from every other job
     m.update(_sync(job))
     m["total.iops"] = m.get("read.iops", 0.0) + m.get("write.iops", 0.0)
     m["total.bw_mbps"] = m.get("read.bw_mbps", 0.0) + m.get("write.bw_mbps", 0.0)

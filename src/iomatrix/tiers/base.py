@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from iomatrix.backing.leftovers import register_temp_path
 from iomatrix.domain import CACHE, CacheMode
-from iomatrix.domain.axes import Layer, qemu_options
+from iomatrix.domain.axes import DiskContext, Layer, qemu_options
 from iomatrix.fio.jobs import JobShape
 from iomatrix.guest.images import create_image
 from iomatrix.matrix import Cell
@@ -107,14 +107,15 @@ def fresh_image(req: RunRequest, workdir: Path, size_bytes: int, prefix: str) ->
     if req.target.kind == "null":
         return None, False
     assert req.target.path is not None
+    create_options = qemu_options(cell, DiskContext(size_bytes)).create
     if req.target.kind == "device":
         if cell.format != "raw":
-            create_image(req.target.path, cell.format, cell.preallocation, size_bytes, qemu_options(cell).create)
+            create_image(req.target.path, cell.format, cell.preallocation, size_bytes, create_options)
         return req.target.path, False
     # The slug, not the name: a custom workload's name holds the '/' of its path.
     path = req.target.path / f"{prefix}-{os.getpid()}-{req.workload.slug}.{cell.format}"
     register_temp_path(workdir, path)
-    create_image(path, cell.format, cell.preallocation, size_bytes, qemu_options(cell).create)
+    create_image(path, cell.format, cell.preallocation, size_bytes, create_options)
     return path, True
 
 
@@ -222,6 +223,8 @@ class Tier(ABC):
             return f"workload {workload.name} runs on the {owner.name} tier only"
         if workload.guest_only and not cls.runs_fs_workloads:
             return f"workload {workload.name} runs on a guest filesystem: guest tier only"
+        if workload.needs_layer is not None and workload.needs_layer not in cls.layers:
+            return f"workload {workload.name} {workload.needs_why}"
         return None
 
     @classmethod

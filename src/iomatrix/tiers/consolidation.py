@@ -257,7 +257,7 @@ class ConsolidationTier(Tier):
                 for g in guests:
                     job = GuestJob(kind=g.kind, fs=self.plan.guest_fs, files=dict(g.files),
                                    env={**g.env, "IOMX_MODULES": self._modules(cell, g)})
-                    disk = DiskSpec.for_cell(cell, images[len(handles)])
+                    disk = DiskSpec.for_cell(cell, images[len(handles)], self.plan.image_size_bytes)
                     h = start_guest(self.artifacts, self.choice.accel, disk, job, req.run_dir / g.label,
                                     wrapper=req.wrapper or None, memory_mb=self.plan.guest_memory_mb,
                                     extra_args=self._net_args(g, sock_dir))

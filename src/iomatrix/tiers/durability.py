@@ -514,7 +514,8 @@ class DurabilityTier(Tier):
         drop = drops_flushes_below_qemu(cell.cache, cell.modifier)
         meta["nbd_drops_flushes"] = drop
         nbd = self._start_nbdkit(power, sock, trial_dir, drop)
-        power_disk, crash_disk = DiskSpec.for_cell(cell, power), DiskSpec.for_cell(cell, crash)
+        power_disk = DiskSpec.for_cell(cell, power, layout.image_bytes)
+        crash_disk = DiskSpec.for_cell(cell, crash, layout.image_bytes)
         watch = _Watch(cut_after)
         job = GuestJob(kind="durability", modules=(*BUS_MODULES[cell.bus], *FS_MODULES[layout.fs]), env={
             "IOMX_DISK_SERIAL": DISK_SERIAL, "IOMX_DUR_CRASH_SERIAL": CRASH_SERIAL, "IOMX_DUR_NONCE": str(nonce),

@@ -1,0 +1,294 @@
+"""QEMU's image-layer axes (issue 24): discard, detect_zeroes, cluster_size, extended_l2, l2_cache.
+
+Their rules prune with the reason, their options reach ``qemu-img create`` and the ``-blockdev`` graph both tiers
+use, a value at its default adds nothing to any command line, and the presets that make them visible render the
+fio jobs the block layer and the guest run. The slow tests run real qemu-storage-daemon + fio.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from iomatrix.domain import axes
+from iomatrix.domain.axes import DiskContext, RuleContext
+from iomatrix.errors import UserError
+from iomatrix.fio.jobs import JobShape, baremetal_job, guest_job, nbd_job
+from iomatrix.fio.parse import job_metrics
+from iomatrix.guest.images import create_image_argv
+from iomatrix.matrix import complete, expand
+from iomatrix.plan.load import plan_from_dict
+from iomatrix.qemu_block import DiskSpec, blockdev_spec
+from iomatrix.runner import RunOptions, SweepRunner
+from iomatrix.store import Store
+from iomatrix.tiers.blocklayer import daemon_argv
+from iomatrix.workloads import PRESETS, resolve
+from tests.conftest import needs
+
+IMAGE_DEFAULTS = {"discard": "ignore", "detect_zeroes": "off", "cluster_size": "64k", "extended_l2": "off",
+                  "l2_cache": "default"}
+SHAPE = JobShape(size_bytes=64 << 20, runtime_s=1.0)
+
+
+def _cell(**over: str) -> dict[str, str]:
+    base = {"tier": "blocklayer", "format": "qcow2", "preallocation": "off", "cache": "none", "aio": "threads",
+            "bus": "-", "backing": "dir", "modifier": "none", **IMAGE_DEFAULTS}
+    return {**base, **over}
+
+
+def _reason(**over: str) -> str | None:
+    return axes.prune_reason(_cell(**over), RuleContext())
+
+
+# --------------------------------------------------------------------------- registry entries and rules
+
+
+def test_entries_declare_default_plan_default_layer_and_every_tool() -> None:
+    for name, default in IMAGE_DEFAULTS.items():
+        a = axes.get(name)
+        assert a.default == default and a.plan_default == (default,) and a.simpler[0] == default
+        assert a.layers == frozenset({axes.Layer.IMAGE}) and not a.always_named
+        assert set(a.tools) == {"libvirt", "proxmox", "virt-install", "nova"}
+        for v in a.values:
+            for spell in a.tools.values():
+                t = spell(v)
+                assert t.options or t.note or t.unavailable or v == default, (name, v)
+
+
+def test_detect_zeroes_unmap_needs_discard_unmap_with_qemus_message() -> None:
+    why = _reason(detect_zeroes="unmap")
+    assert why is not None and why.startswith("detect_zeroes=unmap needs discard=unmap")
+    assert "setting detect-zeroes to unmap is not allowed without setting discard operation to unmap" in why
+    assert _reason(detect_zeroes="unmap", discard="unmap") is None
+    assert _reason(detect_zeroes="on") is None
+
+
+@pytest.mark.parametrize(("axis", "value"), [("cluster_size", "1M"), ("cluster_size", "128k"),
+                                             ("extended_l2", "on"), ("l2_cache", "whole-image")])
+@pytest.mark.parametrize("fmt", ["raw", "qed"])
+def test_qcow2_options_are_pruned_on_other_formats(axis: str, value: str, fmt: str) -> None:
+    assert _reason(format=fmt, **{axis: value}) == f"{axis} applies to qcow2 images only"
+    assert _reason(format="qcow2", **{axis: value}) is None
+    assert _reason(format=fmt) is None  # the default value applies to every format (QEMU's own behaviour)
+
+
+def test_every_cluster_size_allows_extended_l2() -> None:
+    # QEMU refuses extended L2 entries below 16 KiB clusters; a smaller value added here would need a rule.
+    assert min(axes.CLUSTER_BYTES.values()) >= axes.EXTENDED_L2_MIN_CLUSTER_BYTES
+
+
+def test_a_plan_multiplies_formats_by_cluster_size_only_where_it_applies() -> None:
+    plan = plan_from_dict({"name": "c", "tier": ["baremetal", "blocklayer"], "format": ["raw", "qcow2"],
+                           "cache": ["none"], "cluster_size": ["64k", "1M"], "workloads": ["rand-write-4k-first"],
+                           "null_ceiling": False}, "c.toml")
+    exp = expand(plan, {}, [resolve(w) for w in plan.workloads])
+    keys = sorted(c.key for c in exp.cells)
+    assert keys == ["baremetal/-/-/none/threads/-/dir/none",
+                    "blocklayer/qcow2/off/none/threads/-/dir/none",
+                    "blocklayer/qcow2/off/none/threads/-/dir/none+cluster_size=1M",
+                    "blocklayer/raw/off/none/threads/-/dir/none"]
+    assert [p.reason for p in exp.pruned] == ["cluster_size applies to qcow2 images only"]
+    assert "cluster_size" in exp.collapsed["baremetal"]
+
+
+def test_a_plan_without_the_new_axes_shows_no_new_collapsed_axes() -> None:
+    plan = plan_from_dict({"name": "p", "tier": ["baremetal", "blocklayer"], "cache": ["none"],
+                           "workloads": ["seq-write-1m"], "null_ceiling": False}, "p.toml")
+    exp = expand(plan, {}, [resolve(w) for w in plan.workloads])
+    assert exp.collapsed == {"baremetal": ("format", "preallocation", "bus"), "blocklayer": ("bus",)}
+    assert all("+" not in c.key for c in exp.cells)
+
+
+# --------------------------------------------------------------------------- QEMU options
+
+
+def test_defaults_add_nothing_to_any_command_line() -> None:
+    assert axes.qemu_options(_cell(), DiskContext(1 << 30)) == axes.qemu_options(
+        {k: v for k, v in _cell().items() if k not in IMAGE_DEFAULTS})
+    disk = DiskSpec.for_cell(complete(_cell()), "/img/x.qcow2", 1 << 30)
+    assert blockdev_spec(disk) == ("driver=qcow2,node-name=d0,cache.direct=on,cache.no-flush=off,file.driver=file,"
+                                   "file.filename=/img/x.qcow2,file.aio=threads,file.cache.direct=on,"
+                                   "file.cache.no-flush=off")
+
+
+def test_discard_and_detect_zeroes_reach_the_blockdev_graph() -> None:
+    disk = DiskSpec.for_cell(complete(_cell(discard="unmap", detect_zeroes="unmap")), "/img/x.qcow2", 1 << 30)
+    spec = blockdev_spec(disk)
+    fmt, _, file = spec.partition(",file.driver=")
+    assert "discard=unmap" in fmt.split(",") and "detect-zeroes=unmap" in fmt.split(",")
+    assert "file.discard=unmap" in file.split(",") and "detect-zeroes" not in file
+    argv = daemon_argv("qemu-storage-daemon", disk, 3)
+    assert argv[argv.index("--blockdev") + 1] == spec
+    on = blockdev_spec(DiskSpec.for_cell(complete(_cell(detect_zeroes="on")), "/img/x.qcow2", 1 << 30))
+    assert ",detect-zeroes=on," in on and "discard" not in on
+
+
+def test_cluster_layout_reaches_qemu_img_create(tmp_path: Path) -> None:
+    opts = axes.qemu_options(_cell(cluster_size="1M", extended_l2="on"), DiskContext(1 << 30)).create
+    argv = create_image_argv(tmp_path / "x.qcow2", "qcow2", "off", 1 << 30, opts)
+    assert argv is not None
+    assert argv[argv.index("-o") + 1] == "preallocation=off,cluster_size=1M,extended_l2=on"
+
+
+@pytest.mark.parametrize(("size", "cluster", "extl2", "expected"), [
+    (1 << 30, "64k", "off", 128 << 10),  # 16384 entries × 8 B = 128 KiB, two clusters
+    (1280 << 20, "64k", "off", 192 << 10),  # 160 KiB rounded up to whole clusters (QEMU commit b70d0820)
+    (1 << 30, "64k", "on", 256 << 10),  # extended L2 entries are 16 B
+    (1 << 30, "1M", "off", 1 << 20),  # 8 KiB of entries, one 1 MiB table
+    (300 << 30, "64k", "off", 39_321_600),  # 37.5 MiB, past the 32 MiB default: where the two differ
+])
+def test_whole_image_l2_cache_is_qemus_own_bound(size: int, cluster: str, extl2: str, expected: int) -> None:
+    opts = axes.qemu_options(_cell(l2_cache="whole-image", cluster_size=cluster, extended_l2=extl2),
+                             DiskContext(size))
+    assert dict(opts.format_node)["l2-cache-size"] == str(expected)
+
+
+def test_default_l2_cache_covers_256_gib_at_64k_clusters() -> None:
+    assert axes.default_l2_cache_covers_bytes(64 << 10) == 256 << 30
+    assert axes.default_l2_cache_covers_bytes(64 << 10, 16) == 128 << 30
+    assert axes.whole_image_l2_cache_bytes(256 << 30, 64 << 10) == axes.DEFAULT_L2_CACHE_MAX_BYTES
+
+
+def test_whole_image_l2_cache_without_an_image_size_is_refused() -> None:
+    with pytest.raises(UserError, match="l2_cache=whole-image needs the image's size"):
+        axes.qemu_options(_cell(l2_cache="whole-image"))
+    disk = DiskSpec.for_cell(complete(_cell(l2_cache="whole-image")), "/img/x.qcow2", 1 << 30)
+    assert ",l2-cache-size=131072," in blockdev_spec(disk)
+
+
+def test_whole_image_cells_carry_a_sweep_note() -> None:
+    notes = axes.notes([_cell(l2_cache="whole-image")])
+    assert len(notes) == 1 and "256 GiB at 64 KiB clusters" in notes[0]
+
+
+# --------------------------------------------------------------------------- tool spellings
+
+
+def _spell(tool: str, **over: str) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    return axes.tool_options({k: v for k, v in _cell(**over).items() if k in IMAGE_DEFAULTS}, tool)
+
+
+def test_tool_spellings() -> None:
+    opts, _, unavail = _spell("libvirt", discard="unmap", detect_zeroes="unmap")
+    assert opts == [("discard", "unmap"), ("detect_zeroes", "unmap")] and not unavail
+    opts, notes, _ = _spell("proxmox", discard="unmap", detect_zeroes="unmap")
+    assert opts == [("discard", "on"), ("detect_zeroes", "1")]
+    assert any("no detect_zeroes=unmap" in n for n in notes)
+    opts, notes, _ = _spell("proxmox")
+    assert ("detect_zeroes", "0") in opts and any("unless a disk says detect_zeroes=0" in n for n in notes)
+    opts, _, unavail = _spell("nova", discard="unmap", detect_zeroes="on")
+    assert opts == [("hw_disk_discard", "unmap")] and unavail == [
+        "Nova has no zero-detection setting (libvirt's detect_zeroes is not exposed)"]
+    # A pre-created image is still a valid libvirt disk: a note with the command, not "unavailable".
+    opts, notes, unavail = _spell("libvirt", cluster_size="1M", extended_l2="on")
+    assert opts == [("discard", "ignore"), ("detect_zeroes", "off")] and not unavail
+    assert any("qemu-img create -f qcow2 -o cluster_size=1M" in n for n in notes)
+    assert any("-o extended_l2=on" in n for n in notes)
+    _, _, unavail = _spell("nova", cluster_size="1M")
+    assert unavail and "cluster_size" in unavail[0]
+    _, _, unavail = _spell("proxmox", l2_cache="whole-image")
+    assert unavail and "256 GiB" in unavail[0]
+
+
+# --------------------------------------------------------------------------- presets
+
+
+def test_zero_filled_writes_preset() -> None:
+    w = PRESETS["seq-write-zeroes-1m"]
+    text = nbd_job(w, uri="nbd+unix:///x?socket=s", shape=SHAPE).text
+    measure = text.split("[measure]")[1]
+    assert "rw=write\n" in measure and "bs=1m\n" in measure and "zero_buffers=1\n" in measure
+    assert "[prefill]" not in text
+    assert "zero_buffers=1" in guest_job(w, shape=SHAPE)
+    assert "zero_buffers" not in nbd_job(PRESETS["seq-write-1m"], uri="u", shape=SHAPE).text
+
+
+def test_trim_preset_trims_a_written_region_and_needs_qemus_image_layer() -> None:
+    w = PRESETS["rand-trim-64k"]
+    for text in (nbd_job(w, uri="u", shape=SHAPE).text, guest_job(w, shape=SHAPE)):
+        prefill, measure = text.split("[measure]")
+        assert "[prefill]\nrw=write" in prefill and "rw=randtrim\n" in measure and "bs=64k\n" in measure
+    assert w.primary_metric == "trim.iops" and not w.reads and not w.writes
+    plan = plan_from_dict({"name": "t", "tier": ["baremetal", "blocklayer"], "cache": ["none"],
+                           "workloads": ["rand-trim-64k"], "null_ceiling": False}, "t.toml")
+    exp = expand(plan, {}, [resolve(x) for x in plan.workloads])
+    assert [u.cell.tier for u in exp.units] == ["blocklayer"]
+    assert any("fio on the host cannot trim an image file" in p.reason for p in exp.pruned)
+
+
+def test_first_writes_and_rewrites_differ_only_by_the_prefill() -> None:
+    first, rewrite = PRESETS["rand-write-4k-first"], PRESETS["rand-write-4k-rewrite"]
+    a = nbd_job(first, uri="u", shape=SHAPE).text
+    b = nbd_job(rewrite, uri="u", shape=SHAPE).text
+    assert "[prefill]" not in a and "[prefill]" in b
+    assert a.split("[measure]")[1] == b.split("[measure]")[1]
+    assert "rw=randwrite\nbs=4k\niodepth=16\n" in a
+    assert "[prefill]" in baremetal_job(rewrite, cache="none", aio="threads", target="/t/f", shape=SHAPE)
+
+
+def test_trim_metrics_are_parsed() -> None:
+    job = {"trim": {"total_ios": 10, "bw_bytes": 640_000, "iops": 10.0, "clat_ns": {"mean": 1000.0}}}
+    m = job_metrics(job)
+    assert m["trim.iops"] == 10.0 and m["trim.bw_mbps"] == 0.64 and m["total.iops"] == 0.0
+
+
+# --------------------------------------------------------------------------- measured in the block layer
+
+
+def _sweep(tmp_path: Path, plan_dict: dict[str, object]) -> tuple[sqlite3.Connection, dict[str, list[float]]]:
+    plan = plan_from_dict(plan_dict, "p.toml")
+    tmp_path.mkdir(exist_ok=True)
+    store = Store(tmp_path / "r.sqlite")
+    result = SweepRunner(plan, None, store, RunOptions(workdir=tmp_path / "work", monitor_interval=0.5)).run()
+    store.close()
+    assert result.runs_failed == 0, result
+    con = sqlite3.connect(tmp_path / "r.sqlite")
+    metric = resolve(plan.workloads[0]).primary_metric
+    values: dict[str, list[float]] = {}
+    for key, value in con.execute("SELECT c.key, s.value FROM runs r JOIN cells c ON c.id=r.cell_id JOIN samples s "
+                                  "ON s.run_id=r.id WHERE r.status='ok' AND c.tier='blocklayer' AND s.metric=?",
+                                  (metric,)):
+        values.setdefault(key, []).append(value)
+    return con, values
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+BASE = {"tier": ["blocklayer"], "cache": ["none"], "size": "256M", "image_size": "512M", "runtime": 1.0,
+        "null_ceiling": False, "retry_disturbed": False, "repetitions": {"min": 3, "max": 3}}
+
+
+@pytest.mark.slow
+@needs("fio")
+@needs("qemu-storage-daemon")
+def test_block_layer_zero_detection_is_faster_on_zero_filled_writes(tmp_path: Path) -> None:
+    con, bw = _sweep(tmp_path, {**BASE, "name": "dz", "format": ["qcow2"], "detect_zeroes": ["off", "on"],
+                                "workloads": ["seq-write-zeroes-1m"]})
+    argv = [json.loads(m)["daemon_argv"] for (m,) in con.execute("SELECT meta_json FROM runs")]
+    assert sum(",detect-zeroes=on," in a[a.index("--blockdev") + 1] for a in argv) == 3
+    off, on = bw["blocklayer/qcow2/off/none/threads/-/dir/none"], \
+        bw["blocklayer/qcow2/off/none/threads/-/dir/none+detect_zeroes=on"]
+    assert _mean(on) > 1.5 * _mean(off), (on, off)
+
+
+@pytest.mark.slow
+@needs("fio")
+@needs("qemu-storage-daemon")
+def test_block_layer_runs_cluster_sizes_and_trims(tmp_path: Path) -> None:
+    con, iops = _sweep(tmp_path, {**BASE, "name": "cl", "format": ["qcow2", "raw"], "cluster_size": ["64k", "1M"],
+                                  "extended_l2": ["off", "on"], "workloads": ["rand-write-4k-first"],
+                                  "repetitions": {"min": 2, "max": 2}})
+    # raw × (1M or extended_l2) is pruned, not run: 4 qcow2 cells and 1 raw cell.
+    assert len(iops) == 5 and all(len(v) == 2 for v in iops.values()), iops
+    sizes = {k: json.loads(m)["daemon_argv"] for k, m in con.execute(
+        "SELECT c.key, r.meta_json FROM runs r JOIN cells c ON c.id=r.cell_id")}
+    assert all("cluster_size" not in " ".join(a) for a in sizes.values())  # a creation option, not a node one
+
+    _, trims = _sweep(tmp_path / "t", {**BASE, "name": "tr", "format": ["qcow2"], "discard": ["ignore", "unmap"],
+                                       "workloads": ["rand-trim-64k"], "repetitions": {"min": 2, "max": 2}})
+    assert len(trims) == 2 and all(v > 0 for xs in trims.values() for v in xs), trims
