@@ -81,10 +81,14 @@ def test_unknown_tier_is_a_clear_error_naming_the_registered_tiers() -> None:
 
 
 def test_tier_axes_come_from_the_tier_plugin() -> None:
+    from iomatrix.domain import axes
     from iomatrix.matrix import collapsed_axes
 
-    assert collapsed_axes("baremetal") == ("format", "preallocation", "bus")
+    collapsed = collapsed_axes("baremetal")
+    assert tuple(a for a in collapsed if axes.get(a).always_named) == ("format", "preallocation", "bus")
+    assert {"iothread", "queues"} <= set(collapsed)  # no guest device, no block export on bare metal
     assert collapsed_axes("guest") == ()
+    assert "iothread" not in collapsed_axes("blocklayer") and "queues" in collapsed_axes("blocklayer")
 
 
 def test_sata_is_pruned_with_the_reason_not_rejected() -> None:
