@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from iomatrix.matrix import BackingFacts, Cell, expand
 from iomatrix.plan.load import plan_from_dict
 from iomatrix.qemu_block import DiskSpec
 from iomatrix.tiers.blocklayer import daemon_argv
-from tests.conftest import needs
+from tests.conftest import needs, run_cli
 from tests.test_guest_argv_pinned import _artifacts
 
 DATA = Path(__file__).parent / "data" / "qemu_caps"
@@ -167,3 +168,31 @@ def test_qemu_accepts_the_device_command_line(tmp_path: Path, bus: str, more: di
     out = subprocess.run(argv, input='{"execute":"qmp_capabilities"}\n{"execute":"quit"}\n', capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.slow
+@needs("qemu-system-x86_64")
+def test_guest_sweep_runs_iothread_queues_and_virtio_scsi_single(tmp_path: Path) -> None:
+    """A real TCG guest per cell, through the CLI: the cell's IOThread, two virtqueues (two vCPUs) and a
+    controller per disk reach QEMU's command line, and fio ran in the guest."""
+    (tmp_path / "p.toml").write_text(
+        'tier = ["guest"]\nformat = ["qcow2"]\ncache = ["none"]\nbus = ["virtio-blk", "virtio-scsi-single"]\n'
+        'iothread = ["on"]\nqueues = ["2"]\nworkloads = ["rand-write-4k"]\nsize = "16M"\nimage_size = "64M"\n'
+        'runtime = 1\nrun_timeout = 180\nnull_ceiling = false\nretry_disturbed = false\n'
+        '[repetitions]\nmin = 1\nmax = 1\n')
+    proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--accel", "tcg", cwd=tmp_path, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    con = sqlite3.connect(tmp_path / "r.sqlite")
+    rows = {key: (status, json.loads(meta)) for key, status, meta in con.execute(
+        "SELECT c.key, r.status, r.meta_json FROM runs r JOIN cells c ON c.id = r.cell_id")}
+    con.close()
+    assert set(rows) == {"guest/qcow2/off/none/threads/virtio-blk/dir/none+iothread=on+queues=2",
+                         "guest/qcow2/off/none/threads/virtio-scsi-single/dir/none+iothread=on+queues=2"}
+    for key, (status, meta) in rows.items():
+        assert status == "ok", key
+        argv = " ".join(meta["qemu_argv"])
+        assert "-smp 2 " in argv and "-object iothread,id=iothread-d0" in argv
+        if "virtio-scsi-single" in key:
+            assert ",id=scsi-d0,iothread=iothread-d0,num_queues=2" in argv and "bus=scsi-d0.0" in argv
+        else:
+            assert "iothread=iothread-d0,num-queues=2" in argv

@@ -71,9 +71,13 @@ def host_tsc_khz(cpuinfo: str | None = None) -> int | None:
     return round(float(m.group(1)) * 1000) if m else None
 
 
-def machine_for(bus: Bus | str) -> str:
+def machine_for(bus: Bus | str, iothread: str = "off") -> str:
     """The smallest machine type that has `bus`: microvm for the virtio buses (when the host's TSC rate is
-    known, see host_tsc_khz), pc for the others."""
+    known, see host_tsc_khz), pc for the others. A disk with an IOThread (`iothread` other than off or "-")
+    boots pc under every accelerator: an IOThread needs ioeventfd, which virtio-mmio has only under KVM
+    (QEMU under TCG: "ioeventfd is required for iothread") and virtio-pci always."""
+    if iothread not in ("off", "-"):
+        return "pc"
     return "microvm" if Bus(bus) in MICROVM_BUSES and host_tsc_khz() is not None else "pc"
 
 
