@@ -4,7 +4,7 @@ import pytest
 
 from iomatrix import workloads as wl
 from iomatrix.errors import UserError
-from iomatrix.matrix import NA, BackingFacts, Cell, estimate_seconds, expand, prune_reason
+from iomatrix.matrix import NA, BackingFacts, Cell, complete, estimate_seconds, expand, prune_reason
 from iomatrix.plan.load import plan_from_dict
 
 OK = BackingFacts(unavailable=None, o_direct=True, is_device=False)
@@ -127,8 +127,9 @@ def test_cell_key_roundtrip_and_estimate() -> None:
     for c in e.cells:
         assert Cell.from_key(c.key) == c
     # A block-device backing's name has slashes of its own.
-    dev = Cell.of(tier="guest", format="raw", preallocation="off",
-                  cache="none", aio="threads", bus="virtio-blk", backing="blockdev:/dev/loop0", modifier="none")
+    # (complete: a guest cell also holds the later axes, at their defaults)
+    dev = complete(dict(tier="guest", format="raw", preallocation="off", cache="none", aio="threads",
+                        bus="virtio-blk", backing="blockdev:/dev/loop0", modifier="none"))
     assert Cell.from_key(dev.key) == dev
     with pytest.raises(ValueError, match="not a cell key"):
         Cell.from_key("baremetal/none")

@@ -170,8 +170,10 @@ class BusSpelling:
 
 BUS: dict[Bus, BusSpelling] = {
     Bus.VIRTIO_BLK: BusSpelling("virtio-blk-pci", "virtio", "virtio", True),
+    # virtio-scsi-single spells like virtio-scsi (plus a controller per disk) and is listed first: a reverse
+    # lookup by spelling (current.py's libvirt <target bus='scsi'>) ends on virtio-scsi, the shared controller.
+    Bus.VIRTIO_SCSI_SINGLE: BusSpelling("scsi-hd", "scsi", "scsi", True),
     Bus.VIRTIO_SCSI: BusSpelling("scsi-hd", "scsi", "scsi", True),
-    Bus.VIRTIO_SCSI_SINGLE: BusSpelling("scsi-hd", "scsi", "scsi", True),  # + a controller per disk
     Bus.IDE: BusSpelling("ide-hd", "ide", "ide", True),
     Bus.SATA: BusSpelling("ide-hd", "sata", "sata", False,
                           "the guest kernel (Debian's cloud kernel) has no ahci driver"),
