@@ -88,7 +88,9 @@ def test_tier_axes_come_from_the_tier_plugin() -> None:
     assert tuple(a for a in baremetal if axes.get(a).always_named) == ("format", "preallocation", "bus")
     # The image-layer axes (issue 24) act on QEMU's block graph, which bare metal does not run.
     assert {"discard", "detect_zeroes", "cluster_size", "extended_l2", "l2_cache"} <= set(baremetal)
+    assert {"iothread", "queues"} <= set(baremetal)  # no guest device, no block export on bare metal
     assert collapsed_axes("guest") == ()
+    assert "iothread" not in collapsed_axes("blocklayer") and "queues" in collapsed_axes("blocklayer")
 
 
 def test_sata_is_pruned_with_the_reason_not_rejected() -> None:
@@ -127,7 +129,7 @@ def test_cell_key_roundtrip_and_estimate() -> None:
     for c in e.cells:
         assert Cell.from_key(c.key) == c
     # A block-device backing's name has slashes of its own.
-    # (complete: a guest cell holds every later axis too, at its default where the values do not name it)
+    # (complete: a guest cell also holds the later axes, at their defaults)
     dev = complete(dict(tier="guest", format="raw", preallocation="off", cache="none", aio="threads",
                         bus="virtio-blk", backing="blockdev:/dev/loop0", modifier="none"))
     assert Cell.from_key(dev.key) == dev

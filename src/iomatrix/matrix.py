@@ -8,12 +8,13 @@ does not run the same bare-metal job three times.
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from iomatrix.domain import NA, NULL_BACKING, axes
-from iomatrix.domain.axes import BackingFacts
+from iomatrix.domain.axes import BackingFacts, QemuFacts
 from iomatrix.plan.model import Plan
 from iomatrix.workloads import Workload
 
@@ -175,22 +176,35 @@ def collapsed_axes(tier: str) -> tuple[str, ...]:
     return tuple(a for a in axes.names() if a not in applies)
 
 
-def prune_reason(cell: Cell, backing: BackingFacts | None) -> str | None:
-    """Why `cell` cannot run, or None: the domain's rules between axes, then the tier's own."""
+def prune_reason(cell: Cell, backing: BackingFacts | None, qemu: QemuFacts | None = None,
+                 host_cpus: int | None = None) -> str | None:
+    """Why `cell` cannot run, or None: the domain's rules between axes, then the tier's own. `qemu` and
+    `host_cpus` are the installed QEMU's facts and the host's CPU count (None: rules needing them skip)."""
     tier = _tier(cell.tier)
     if cell.is_null_ceiling:
         return tier.prune_reason(cell, backing)
     if backing is not None and backing.unavailable:
         return f"backing {cell.backing} is unavailable here: {backing.unavailable}"
-    return axes.prune_reason(cell, axes.RuleContext(backing, cell.backing)) or tier.prune_reason(cell, backing)
+    ctx = axes.RuleContext(backing, cell.backing, qemu=qemu, host_cpus=host_cpus)
+    return axes.prune_reason(cell, ctx) or tier.prune_reason(cell, backing)
 
 
 def workload_prune_reason(cell: Cell, workload: Workload) -> str | None:
     return _tier(cell.tier).workload_prune_reason(cell, workload)
 
 
-def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Workload]) -> Expansion:
-    """All cells of `plan`, deduplicated after collapsing, with pruned cells and reasons."""
+def _named_collapsed(plan: Plan, tier: str) -> tuple[str, ...]:
+    """The axes collapsed for `tier` worth telling: the first release's, and later ones the plan names away from
+    their default (a plan that does not name a later axis is told what it was told before the axis existed)."""
+    return tuple(a for a in collapsed_axes(tier)
+                 if axes.get(a).always_named or plan.axis_values(a) != [axes.get(a).default])
+
+
+def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Workload],
+           qemu: QemuFacts | None = None) -> Expansion:
+    """All cells of `plan`, deduplicated after collapsing, with pruned cells and reasons. `qemu`: the installed
+    QEMU's facts (iomatrix.qemu_caps), for the rules that need them."""
+    host_cpus = os.cpu_count()
     axis_values = {a: plan.axis_values(a) for a in axes.names()}
     cells: list[Cell] = []
     pruned: dict[str, Pruned] = {}
@@ -201,7 +215,7 @@ def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Wor
         if cell in seen:
             continue
         seen.add(cell)
-        reason = prune_reason(cell, backings.get(cell.backing))
+        reason = prune_reason(cell, backings.get(cell.backing), qemu, host_cpus)
         if reason:
             pruned[cell.key] = Pruned(cell.key, reason)
         else:
@@ -218,14 +232,11 @@ def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Wor
             else:
                 units.append(Unit(cell, w))
     notes = axes.notes(cells)
-    # Later axes are listed as collapsed only when the plan names them: a plan that does not is shown as before.
-    shown = {t: tuple(a for a in collapsed_axes(t) if axes.get(a).always_named or a in plan.axis_settings)
-             for t in plan.tier}
     return Expansion(
         cells=cells,
         units=units,
         pruned=list(pruned.values()) + unit_pruned,
-        collapsed={t: names for t, names in shown.items() if names},
+        collapsed={t: shown for t in plan.tier if (shown := _named_collapsed(plan, t))},
         notes=notes,
     )
 

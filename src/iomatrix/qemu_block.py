@@ -179,11 +179,25 @@ def blockdev_spec_over_nbd(disk: DiskSpec, socket: str | Path, node: str = "d0")
             f"file.driver=nbd,file.server.type=unix,file.server.path={qemu_opt(socket)}{_opts(o.file_node, 'file.')}")
 
 
+def device_option_pairs(disk: DiskSpec) -> axes.Options:
+    """(key, value) pairs the cell's axes set on the guest's ``-device`` (write-cache from the cache mode, …);
+    object references (iothread=) still carry the disk-local ids of ``QemuOptions.objects``."""
+    if disk.format == NULL_FORMAT:  # the ceiling keeps QEMU's default device write cache of writeback
+        return (("write-cache", onoff(write_cache(disk.cache))),)
+    return disk.qemu_options().device
+
+
 def device_options(disk: DiskSpec) -> str:
     """',key=value…' the cell's axes set on the guest's ``-device`` (write-cache from the cache mode, …)."""
-    if disk.format == NULL_FORMAT:  # the ceiling keeps QEMU's default device write cache of writeback
-        return f",write-cache={onoff(write_cache(disk.cache))}"
-    return _opts(disk.qemu_options().device)
+    return _opts(device_option_pairs(disk))
+
+
+def object_specs(disk: DiskSpec, suffix: str = "") -> list[str]:
+    """``-object`` values of the QOM objects the cell's axes refer to (an IOThread: ``iothread,id=iothread``);
+    `suffix` scopes their ids to one disk of several (the references must use the same suffix)."""
+    if disk.format == NULL_FORMAT:
+        return []
+    return [f"{qom_type},id={oid}{suffix}" for qom_type, oid in disk.qemu_options().objects]
 
 
 def export_options(disk: DiskSpec) -> str:

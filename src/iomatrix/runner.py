@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+from iomatrix import qemu_caps
 from iomatrix import workloads as wl
 from iomatrix.backing.provision import BackingHandle, provision
 from iomatrix.errors import UserError
@@ -66,7 +67,7 @@ def resolve_workloads(plan: Plan, base_dir: Path | None) -> list[wl.Workload]:
 
 
 def plan_expansion(plan: Plan, base_dir: Path | None, allowed: set[Path]) -> Expansion:
-    return expand(plan, backing_facts(plan, allowed), resolve_workloads(plan, base_dir))
+    return expand(plan, backing_facts(plan, allowed), resolve_workloads(plan, base_dir), qemu_caps.facts_for(plan))
 
 
 @contextlib.contextmanager

@@ -61,6 +61,9 @@ class Aio(StrEnum):
 class Bus(StrEnum):
     VIRTIO_BLK = "virtio-blk"
     VIRTIO_SCSI = "virtio-scsi"
+    # One virtio-scsi controller per disk (what gives each disk its own IOThread; Proxmox VE's default
+    # controller for new VMs, scsihw virtio-scsi-single). virtio-scsi shares one controller between disks.
+    VIRTIO_SCSI_SINGLE = "virtio-scsi-single"
     IDE = "ide"
     SATA = "sata"
     NVME = "nvme"
@@ -167,6 +170,9 @@ class BusSpelling:
 
 BUS: dict[Bus, BusSpelling] = {
     Bus.VIRTIO_BLK: BusSpelling("virtio-blk-pci", "virtio", "virtio", True),
+    # virtio-scsi-single spells like virtio-scsi (plus a controller per disk) and is listed first: a reverse
+    # lookup by spelling (current.py's libvirt <target bus='scsi'>) ends on virtio-scsi, the shared controller.
+    Bus.VIRTIO_SCSI_SINGLE: BusSpelling("scsi-hd", "scsi", "scsi", True),
     Bus.VIRTIO_SCSI: BusSpelling("scsi-hd", "scsi", "scsi", True),
     Bus.IDE: BusSpelling("ide-hd", "ide", "ide", True),
     Bus.SATA: BusSpelling("ide-hd", "sata", "sata", False,
@@ -260,16 +266,21 @@ PROXMOX_MAX_INDEX: dict[str, int] = {"ide": 3, "sata": 5, "scsi": 30, "virtio": 
 # Nova's images_type for an image format; None = Nova cannot use it for instance disks.
 NOVA_IMAGES_TYPE: dict[Format, str | None] = {Format.RAW: "raw", Format.QCOW2: "qcow2", Format.QED: None}
 # hw_disk_bus image property per bus (Nova image metadata reference).
-NOVA_DISK_BUS: dict[Bus, str] = {Bus.VIRTIO_BLK: "virtio", Bus.VIRTIO_SCSI: "scsi", Bus.IDE: "ide",
-                                 Bus.SATA: "sata", Bus.NVME: "nvme"}
+NOVA_DISK_BUS: dict[Bus, str] = {Bus.VIRTIO_BLK: "virtio", Bus.VIRTIO_SCSI: "scsi", Bus.VIRTIO_SCSI_SINGLE: "scsi",
+                                 Bus.IDE: "ide", Bus.SATA: "sata", Bus.NVME: "nvme"}
+# Buses Nova cannot express: it attaches every scsi disk of an instance to one controller (hw_scsi_model).
+NOVA_BUS_UNAVAILABLE: dict[Bus, str] = {
+    Bus.VIRTIO_SCSI_SINGLE: "Nova attaches every scsi disk to one virtio-scsi controller (hw_disk_bus=scsi, "
+                            "hw_scsi_model=virtio-scsi); it has no controller per disk",
+}
 # Buses libvirt's <target bus=...> cannot express (domaincommon.rng, libvirt 9.0 as in Debian 12).
 LIBVIRT_BUS_UNAVAILABLE: dict[Bus, str] = {
     Bus.NVME: "libvirt's disk <target bus=...> has no nvme (domain schema of libvirt 9.0); "
               "use virtio-blk, or pass the -blockdev/-device below through <qemu:commandline>",
 }
 # libvirt <target dev=...> prefix per bus (vda for virtio, sda for scsi/sata, hda for ide, nvme0n1 for nvme).
-LIBVIRT_DEV: dict[Bus, str] = {Bus.VIRTIO_BLK: "vda", Bus.VIRTIO_SCSI: "sda", Bus.IDE: "hda", Bus.SATA: "sda",
-                               Bus.NVME: "nvme0n1"}
+LIBVIRT_DEV: dict[Bus, str] = {Bus.VIRTIO_BLK: "vda", Bus.VIRTIO_SCSI: "sda", Bus.VIRTIO_SCSI_SINGLE: "sda",
+                               Bus.IDE: "hda", Bus.SATA: "sda", Bus.NVME: "nvme0n1"}
 
 
 class BackingKind(StrEnum):

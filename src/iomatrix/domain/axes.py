@@ -38,6 +38,8 @@ class Layer(StrEnum):
     HOST_IO = "host-io"  # how that process opens and issues I/O on the host (O_DIRECT, flushes, aio engine)
     IMAGE = "image"  # QEMU's block graph: the disk image and its nodes
     DEVICE = "device"  # the guest's virtual disk device and its bus
+    # What issues requests into QEMU's block graph: a guest device, or a block export (qemu-storage-daemon).
+    FRONTEND = "frontend"
 
 
 @dataclass(frozen=True)
@@ -50,12 +52,34 @@ class BackingFacts:
 
 
 @dataclass(frozen=True)
+class QemuFacts:
+    """What the installed QEMU offers (probed by ``iomatrix.qemu_caps``): the versions of qemu-system-x86_64
+    and qemu-storage-daemon, and the properties of the devices rules ask about (``-device NAME,help``)."""
+
+    system_version: tuple[int, ...] | None = None
+    daemon_version: tuple[int, ...] | None = None
+    device_properties: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    def has_property(self, device: str, prop: str) -> bool | None:
+        """Whether `device` has `prop`; None when the device was not probed."""
+        props = self.device_properties.get(device)
+        return None if props is None else prop in props
+
+
+def version_text(version: tuple[int, ...] | None) -> str:
+    return "an unknown version" if version is None else ".".join(map(str, version))
+
+
+@dataclass(frozen=True)
 class RuleContext:
-    """What a rule may know beyond the cell's values: the facts of the cell's backing on this host (None where
-    the sweep has not probed it, e.g. snippets)."""
+    """What a rule may know beyond the cell's values: the facts of the cell's backing on this host, of the
+    installed QEMU, and the host's CPU count (None where the sweep has not probed them, e.g. snippets: a rule
+    that needs a fact it does not have does not apply)."""
 
     backing: BackingFacts | None = None
     backing_label: str = ""
+    qemu: QemuFacts | None = None
+    host_cpus: int | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +111,9 @@ class QemuOptions:
     file_protocol: Options = ()  # options only the file/host_device protocol takes (not an NBD client node)
     device: Options = ()  # -device properties of the guest's disk
     export: Options = ()  # qemu-storage-daemon --export properties (the block-layer tier's NBD export)
+    # QOM objects the device or export refers to by id, as (qom-type, id) pairs (-object iothread,id=…). The
+    # ids are local to one disk: the builders scope them per disk (guest.cmdline) and rewrite the references.
+    objects: Options = ()
 
 
 @dataclass(frozen=True)
@@ -215,6 +242,8 @@ def _bus_tool(tool: str) -> Callable[[str], ToolOption]:
                 return ToolOption(unavailable=f"Proxmox VE has no {value} disk bus (qm.conf offers ide, sata, scsi "
                                               "and virtio); the nearest is virtio (virtio-blk)")
             return ToolOption((("disk-key", prefix),))
+        if bus in domain.NOVA_BUS_UNAVAILABLE:
+            return ToolOption(unavailable=domain.NOVA_BUS_UNAVAILABLE[bus])
         # Nova's scsi bus is an LSI controller unless the image asks for virtio-scsi.
         scsi_model = (("hw_scsi_model", "virtio-scsi"),) if bus == domain.Bus.VIRTIO_SCSI else ()
         return ToolOption((("hw_disk_bus", domain.NOVA_DISK_BUS[bus]), *scsi_model))
@@ -264,7 +293,7 @@ BUS = Axis(
     "bus", "the guest's disk bus (virtual device)", tuple(domain.Bus), domain.Bus.VIRTIO_BLK, (domain.Bus.VIRTIO_BLK,),
     frozenset({Layer.DEVICE}), always_named=True,
     rules=(Rule(("bus",), lambda v, ctx: domain.bus_rule(v["bus"])),),
-    simpler=(domain.Bus.VIRTIO_BLK, domain.Bus.VIRTIO_SCSI),
+    simpler=(domain.Bus.VIRTIO_BLK, domain.Bus.VIRTIO_SCSI, domain.Bus.VIRTIO_SCSI_SINGLE),
     qemu=lambda v: QemuOptions(),  # the -device driver and its controller (guest.cmdline.disk_device_args)
     tools={t: _bus_tool(t) for t in ("libvirt", "proxmox", "virt-install", "nova")})
 BACKING = Axis("backing", "what the image lives on: a directory, a filesystem on a loop device, a block device",
@@ -481,11 +510,164 @@ L2_CACHE = Axis(
     cell_note=_l2_cache_note)
 IMAGE_AXES = (DISCARD, DETECT_ZEROES, CLUSTER_SIZE, EXTENDED_L2, L2_CACHE)
 
+# --------------------------------------------------------------------------- device axes (issue 24)
+# What only the request issuer shows: a guest device's IOThread and virtqueues (and the block export's
+# IOThread where qemu-storage-daemon's NBD export supports one). Facts of the installed QEMU come from
+# iomatrix.qemu_caps through RuleContext.qemu; a rule without them does not apply.
+
+VIRTIO_BUSES = (domain.Bus.VIRTIO_BLK, domain.Bus.VIRTIO_SCSI, domain.Bus.VIRTIO_SCSI_SINGLE)
+# The PCI device whose properties decide what a virtio bus's IOThread/queue options can be (its MMIO twin on
+# microvm has the same properties: they belong to the virtio device, not the transport).
+VIRTIO_PROBED_DEVICE = {domain.Bus.VIRTIO_BLK: "virtio-blk-pci", domain.Bus.VIRTIO_SCSI: "virtio-scsi-pci",
+                        domain.Bus.VIRTIO_SCSI_SINGLE: "virtio-scsi-pci"}
+# Where QEMU gained what (qemu/qemu history): virtio-blk's iothread-vq-mapping in 9.0 (commit "virtio-blk: add
+# iothread-vq-mapping parameter", block pull of 2023-12-21), virtio-scsi's in 10.0.
+VQ_MAPPING_SINCE = {"virtio-blk-pci": "9.0", "virtio-scsi-pci": "10.0"}
+# The NBD export's iothread= exists since 5.2, but before commit f816310d0c32 ("nbd/server: only traverse
+# NBDExport->clients from main loop thread", QEMU 9.0, backported to stable 8.2.3) a client's disconnect runs
+# its close callback in the IOThread, and qemu-storage-daemon aborts (measured on 7.2.22: "Assertion
+# `qemu_in_main_thread() && nbd_server' failed" in nbd_blockdev_client_closed, when fio connects).
+NBD_EXPORT_IOTHREAD_SINCE = (8, 2, 3)
+
+
+class IOThread(StrEnum):
+    OFF = "off"  # requests run in QEMU's main loop (QEMU's and libvirt's default)
+    ON = "on"  # one IOThread for the disk (virtio-scsi: for its controller)
+    VQ_MAPPING = "vq-mapping"  # one IOThread per virtqueue (QEMU ≥ 9.0 iothread-vq-mapping)
+
+
+def _is_virtio(bus: str) -> bool:
+    return bus in VIRTIO_BUSES
+
+
+def _iothread_bus_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
+    if values["iothread"] != IOThread.OFF and not _is_virtio(values["bus"]):
+        return (f"bus={values['bus']} has no IOThread option in QEMU (its requests run in the main loop): "
+                "iothread needs virtio-blk, virtio-scsi or virtio-scsi-single")
+    return None
+
+
+def _vq_mapping_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
+    if values["iothread"] != IOThread.VQ_MAPPING or not _is_virtio(values["bus"]):
+        return None
+    if not values.get("queues", NA).isdigit() or int(values["queues"]) < 2:
+        return ("iothread=vq-mapping spreads a disk's virtqueues over IOThreads (one each): it needs "
+                "queues of 2 or more")
+    if ctx.qemu is None:
+        return None
+    device = VIRTIO_PROBED_DEVICE[domain.Bus(values["bus"])]
+    if ctx.qemu.has_property(device, "iothread-vq-mapping") is False:
+        return (f"iothread=vq-mapping needs QEMU ≥ {VQ_MAPPING_SINCE[device]} ({device}'s iothread-vq-mapping); "
+                f"this host has {version_text(ctx.qemu.system_version)}")
+    return None
+
+
+def _export_iothread_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
+    """Where no guest device applies (bus "-"), the request issuer is the block-layer tier's NBD export."""
+    if values.get("bus", NA) != NA or values["iothread"] == IOThread.OFF:
+        return None
+    if values["iothread"] == IOThread.VQ_MAPPING:
+        return ("iothread=vq-mapping maps a guest device's virtqueues to IOThreads; an NBD export has no "
+                "virtqueues: guest tier only")
+    if ctx.qemu is not None and ctx.qemu.daemon_version is not None \
+            and ctx.qemu.daemon_version < NBD_EXPORT_IOTHREAD_SINCE:
+        return (f"qemu-storage-daemon {version_text(ctx.qemu.daemon_version)} aborts when an NBD client of an "
+                "export with iothread= disconnects (assertion in nbd_blockdev_client_closed; fixed in QEMU 9.0 "
+                "and 8.2.3): on this QEMU the guest tier measures IOThreads")
+    return None
+
+
+def _iothread_qemu(value: str) -> QemuOptions:
+    if value == IOThread.OFF:
+        return QemuOptions()
+    objects = (("iothread", "iothread"),)
+    if value == IOThread.VQ_MAPPING:
+        # guest.cmdline gives the device one IOThread per virtqueue (iothread0, iothread1, …) in JSON syntax.
+        return QemuOptions(objects=objects, device=(("iothread-vq-mapping", "iothread"),))
+    return QemuOptions(objects=objects, device=(("iothread", "iothread"),), export=(("iothread", "iothread"),))
+
+
+def _iothread_tool(tool: str) -> Callable[[str], ToolOption]:
+    def spell(value: str) -> ToolOption:
+        if value == IOThread.OFF:
+            return ToolOption()
+        if value == IOThread.VQ_MAPPING:
+            return ToolOption(unavailable={
+                "libvirt": "libvirt 9.0 (Debian 12) has no per-virtqueue IOThread mapping; libvirt ≥ 10.0 writes "
+                           "it as <driver queues='N'><iothreads><iothread id='1'/>…</iothreads></driver>",
+                "proxmox": "Proxmox VE has no per-virtqueue IOThread mapping (iothread=1 is one IOThread per disk)",
+                "virt-install": "virt-install has no --disk key for a per-virtqueue IOThread mapping",
+                "nova": "Nova has no per-disk IOThread setting",
+            }[tool])
+        return {
+            "libvirt": ToolOption((("iothread", "1"),), note="<driver iothread='1'> needs <iothreads>1</iothreads> "
+                                  "in <domain>; on a scsi bus the IOThread goes on the controller's <driver>"),
+            "proxmox": ToolOption((("iothread", "1"),), note="Proxmox gives a disk its own IOThread on virtio "
+                                  "(virtio-blk) or with scsihw virtio-scsi-single"),
+            "virt-install": ToolOption((("driver.iothread", "1"),), note="with --iothreads 1"),
+            "nova": ToolOption(unavailable="Nova has no per-disk IOThread setting (no image property or flavor "
+                                           "extra spec for <driver iothread=>)"),
+        }[tool]
+    return spell
+
+
+IOTHREAD = Axis(
+    "iothread", "where QEMU runs the disk's requests: the main loop, an IOThread, or one IOThread per virtqueue",
+    tuple(IOThread), IOThread.OFF, (IOThread.OFF,), frozenset({Layer.FRONTEND}),
+    rules=(Rule(("iothread", "bus"), _iothread_bus_rule), Rule(("iothread", "bus"), _vq_mapping_rule),
+           Rule(("iothread",), _export_iothread_rule)),
+    simpler=tuple(IOThread),
+    qemu=_iothread_qemu,
+    tools={t: _iothread_tool(t) for t in ("libvirt", "proxmox", "virt-install", "nova")})
+
+
+QUEUES_AUTO = "auto"
+
+
+def _queues_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
+    queues = values["queues"]
+    if queues == QUEUES_AUTO:
+        return None
+    if not _is_virtio(values["bus"]):
+        return (f"bus={values['bus']} has no virtqueues to count: queues needs virtio-blk, virtio-scsi or "
+                "virtio-scsi-single")
+    if ctx.host_cpus is not None and int(queues) > ctx.host_cpus:
+        return (f"queues={queues} needs {queues} guest vCPUs (the guest boots one per queue: more queues than "
+                f"vCPUs go unused); this host has {ctx.host_cpus} CPUs")
+    return None
+
+
+def _queues_tool(tool: str) -> Callable[[str], ToolOption]:
+    def spell(value: str) -> ToolOption:
+        if value == QUEUES_AUTO:
+            return ToolOption()  # nothing set: QEMU's default
+        return {
+            "libvirt": ToolOption((("queues", value),), note="on a scsi bus the queue count goes on the "
+                                  "controller's <driver queues=>"),
+            "proxmox": ToolOption(unavailable="Proxmox VE's disk options have no queue count (qm.conf's queues= "
+                                              "is an option of network devices)"),
+            "virt-install": ToolOption((("driver.queues", value),)),
+            "nova": ToolOption(unavailable="Nova has no per-disk virtqueue count (its multiqueue setting, "
+                                           "hw_vif_multiqueue_enabled, is for network interfaces)"),
+        }[tool]
+    return spell
+
+
+QUEUES = Axis(
+    # QEMU's default (num-queues unset, 'auto'): one virtqueue per vCPU on PCI since QEMU 5.2, one on virtio-mmio.
+    "queues", "how many virtqueues the guest's virtio disk (or virtio-scsi controller) has; the guest gets a vCPU "
+    "per queue", (QUEUES_AUTO, "1", "2", "4", "8"), QUEUES_AUTO, (QUEUES_AUTO,), frozenset({Layer.DEVICE}),
+    rules=(Rule(("queues", "bus"), _queues_rule),),
+    simpler=(QUEUES_AUTO, "1", "2", "4", "8"),
+    # virtio-blk's num-queues; guest.cmdline moves it onto the controller as num_queues for virtio-scsi.
+    qemu=lambda v: QemuOptions() if v == QUEUES_AUTO else QemuOptions(device=(("num-queues", v),)),
+    tools={t: _queues_tool(t) for t in ("libvirt", "proxmox", "virt-install", "nova")})
+
 
 # --------------------------------------------------------------------------- the registry
 
 REGISTRY: dict[str, Axis] = {a.name: a for a in (TIER, FORMAT, PREALLOCATION, CACHE, AIO, BUS, BACKING, MODIFIER,
-                                                  *IMAGE_AXES)}
+                                                  *IMAGE_AXES, IOTHREAD, QUEUES)}
 
 
 def axes() -> tuple[Axis, ...]:
@@ -562,7 +744,7 @@ def qemu_options(values: Mapping[str, str], ctx: DiskContext | None = None) -> Q
     contribute nothing). `ctx` is what options depending on the image need (:attr:`Axis.qemu_cell`)."""
     ctx = ctx or DiskContext()
     merged: dict[str, list[tuple[str, str]]] = {k: [] for k in ("create", "format_node", "file_node",
-                                                                 "file_protocol", "device", "export")}
+                                                                 "file_protocol", "device", "export", "objects")}
     for axis in REGISTRY.values():
         v = values.get(axis.name, NA)
         if v == NA:

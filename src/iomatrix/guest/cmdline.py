@@ -16,7 +16,9 @@ ttyS0 (kernel + init messages) goes to `console.log` in the run directory; ttyS1
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from iomatrix.domain import BUS, Bus
@@ -32,7 +34,7 @@ from iomatrix.guest.job import (
     validate_job,
 )
 from iomatrix.hostcmd import require
-from iomatrix.qemu_block import DiskSpec, blockdev_args, device_options, validate_disk
+from iomatrix.qemu_block import NULL_FORMAT, DiskSpec, blockdev_args, device_option_pairs, validate_disk
 from iomatrix.qemu_block import qemu_opt as _opt
 
 KERNEL_CMDLINE = (
@@ -43,7 +45,7 @@ KERNEL_CMDLINE = (
 # Machine types. microvm (no PCI, no firmware tables to walk, virtio on virtio-mmio found via ACPI) boots
 # ~0.5 s faster under TCG; the virtio-blk/virtio-scsi device models and QEMU's block layer under them are
 # the same as on pc, only the transport (MMIO instead of PCI) differs. IDE, SATA and NVMe need pc.
-MICROVM_BUSES = frozenset({Bus.VIRTIO_BLK, Bus.VIRTIO_SCSI})
+MICROVM_BUSES = frozenset({Bus.VIRTIO_BLK, Bus.VIRTIO_SCSI, Bus.VIRTIO_SCSI_SINGLE})
 MACHINES = ("pc", "microvm")
 # microvm has 8 virtio-mmio transports; one is kept for the tarball disk of the filesystem workloads.
 _MICROVM_TRANSPORTS = 8
@@ -69,9 +71,13 @@ def host_tsc_khz(cpuinfo: str | None = None) -> int | None:
     return round(float(m.group(1)) * 1000) if m else None
 
 
-def machine_for(bus: Bus | str) -> str:
+def machine_for(bus: Bus | str, iothread: str = "off") -> str:
     """The smallest machine type that has `bus`: microvm for the virtio buses (when the host's TSC rate is
-    known, see host_tsc_khz), pc for the others."""
+    known, see host_tsc_khz), pc for the others. A disk with an IOThread (`iothread` other than off or "-")
+    boots pc under every accelerator: an IOThread needs ioeventfd, which virtio-mmio has only under KVM
+    (QEMU under TCG: "ioeventfd is required for iothread") and virtio-pci always."""
+    if iothread not in ("off", "-"):
+        return "pc"
     return "microvm" if Bus(bus) in MICROVM_BUSES and host_tsc_khz() is not None else "pc"
 
 
@@ -91,7 +97,7 @@ def max_runs_per_boot(bus: Bus | str, machine: str = "pc") -> int:
         return 4
     if bus == Bus.SATA:
         return 6
-    if machine == "microvm" and bus == Bus.VIRTIO_BLK:
+    if machine == "microvm" and bus in (Bus.VIRTIO_BLK, Bus.VIRTIO_SCSI_SINGLE):  # a transport per disk
         return _MICROVM_TRANSPORTS - 1
     return 16
 
@@ -130,8 +136,15 @@ def accel_args(accel: str) -> list[str]:
     raise UserError(f"unknown accelerator '{accel}'", hint="use kvm or tcg")
 
 
+def guest_cpus(disks: Iterable[DiskSpec]) -> int:
+    """The guest's vCPUs: one per virtqueue of the disk with the most (the `queues` axis: blk-mq maps a queue
+    to a CPU, so queues beyond the vCPUs go unused), else one."""
+    queues = [int(q) for d in disks if (q := d.more.get("queues", "")).isdigit()]
+    return max([1, *queues])
+
+
 def _machine_argv(artifacts: GuestArtifacts, accel: str, run_dir: Path, memory_mb: int,
-                  wrapper: list[str] | None, machine: str) -> list[str]:
+                  wrapper: list[str] | None, machine: str, cpus: int = 1) -> list[str]:
     """QEMU, the machine, kernel, consoles and the job's fw_cfg entry: what every boot has."""
     if machine not in MACHINES:
         raise UserError(f"unknown guest machine type '{machine}'", hint=f"use one of {', '.join(MACHINES)}")
@@ -142,7 +155,7 @@ def _machine_argv(artifacts: GuestArtifacts, accel: str, run_dir: Path, memory_m
         *(wrapper or []),
         require("qemu-system-x86_64"),
         "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-        "-machine", machine, *accel_args(accel), "-smp", "1", "-m", str(memory_mb),
+        "-machine", machine, *accel_args(accel), "-smp", str(cpus), "-m", str(memory_mb),
         "-kernel", str(artifacts.kernel), "-initrd", str(artifacts.initramfs),
         "-append", kernel_cmdline(machine, accel),
         "-chardev", f"file,id=con,path={_opt(run_dir / 'console.log')}", "-serial", "chardev:con",
@@ -161,11 +174,67 @@ def _device_name(bus: Bus, machine: str) -> str:
     return name
 
 
-def controller_args(bus: Bus | str, machine: str = "pc") -> list[str]:
-    """The controller the bus's disks sit on (none for virtio-blk, NVMe and the pc's built-in IDE)."""
+# Device options that belong on a virtio-scsi controller rather than on its scsi-hd disks (the controller's
+# virtqueues and IOThread serve every disk on it), under the controller's names for them.
+_CONTROLLER_KEYS = {"iothread": "iothread", "iothread-vq-mapping": "iothread-vq-mapping", "num-queues": "num_queues"}
+# Options whose value names a QOM object of QemuOptions.objects (a disk-local id, scoped here).
+_OBJECT_REFS = frozenset({"iothread", "iothread-vq-mapping"})
+# Integer properties, for the JSON syntax of -device (its values are typed; key=value's are strings).
+_JSON_INTS = frozenset({"num-queues", "num_queues", "unit"})
+_SCSI_BUSES = frozenset({Bus.VIRTIO_SCSI, Bus.VIRTIO_SCSI_SINGLE})
+
+Props = list[tuple[str, object]]
+
+
+def _scsi_controller_name(machine: str) -> str:
+    return "virtio-scsi-device" if machine == "microvm" else "virtio-scsi-pci"
+
+
+def _device_arg(driver: str, props: Props) -> str:
+    """One -device value: key=value syntax, or JSON where a value is a list (iothread-vq-mapping), which only
+    QEMU's JSON syntax can express."""
+    if any(not isinstance(v, str) for _, v in props):
+        return json.dumps({"driver": driver, **{k: int(v) if k in _JSON_INTS and isinstance(v, str) else v
+                                                for k, v in props}}, separators=(",", ":"))
+    return driver + "".join(f",{k}={_opt(str(v))}" for k, v in props)
+
+
+def _frontend(disk: DiskSpec, scope: str, on_controller: bool) -> tuple[list[str], Props, Props]:
+    """(-object args, -device options, controller options) the disk's axes set, their object ids scoped by
+    `scope` (a disk's node, or its shared controller's id). `on_controller`: the bus is virtio-scsi, whose
+    IOThread and virtqueues are the controller's. An iothread-vq-mapping gets one IOThread per virtqueue."""
+    pairs = list(device_option_pairs(disk))
+    objects = () if disk.format == NULL_FORMAT else disk.qemu_options().objects
+    mapped = {v for k, v in pairs if k == "iothread-vq-mapping"}
+    per_queue = guest_cpus([disk])
+    args: list[str] = []
+    scoped: dict[str, object] = {}
+    for qom_type, oid in objects:
+        ids = [f"{oid}{i}-{scope}" for i in range(per_queue)] if oid in mapped else [f"{oid}-{scope}"]
+        for one in ids:
+            args += ["-object", f"{qom_type},id={one}"]
+        scoped[oid] = [{"iothread": one} for one in ids] if oid in mapped else ids[0]
+    device: Props = []
+    controller: Props = []
+    for k, v in pairs:
+        value = scoped.get(v, v) if k in _OBJECT_REFS else v
+        if on_controller and k in _CONTROLLER_KEYS:
+            controller.append((_CONTROLLER_KEYS[k], value))
+        else:
+            device.append((k, value))
+    return args, device, controller
+
+
+def controller_args(bus: Bus | str, machine: str = "pc", disk: DiskSpec | None = None) -> list[str]:
+    """The controller the bus's disks share (none for virtio-blk, NVMe, the pc's built-in IDE and
+    virtio-scsi-single, whose controllers are per disk: `disk_device_args`), with the IOThread and virtqueues
+    `disk`'s axes give it (the disks of one boot share a cell)."""
     bus = Bus(bus)
     if bus == Bus.VIRTIO_SCSI:
-        return ["-device", ("virtio-scsi-device" if machine == "microvm" else "virtio-scsi-pci") + ",id=scsi0"]
+        objects, ctrl = [], []
+        if disk is not None:
+            objects, _, ctrl = _frontend(disk, "scsi0", on_controller=True)
+        return [*objects, "-device", _device_arg(_scsi_controller_name(machine), [("id", "scsi0"), *ctrl])]
     if bus == Bus.SATA:
         return ["-device", "ahci,id=ahci0"]
     return []
@@ -173,14 +242,22 @@ def controller_args(bus: Bus | str, machine: str = "pc") -> list[str]:
 
 def disk_device_args(disk: DiskSpec, node: str, serial: str, index: int = 0, machine: str = "pc",
                      report_errors: bool = True) -> list[str]:
-    """`-device` for the `index`-th (0-based) disk on the disk's bus, after `controller_args`."""
+    """`-device` for the `index`-th (0-based) disk on the disk's bus, after `controller_args` (with, for
+    virtio-scsi-single, the disk's own controller, and the IOThreads the disk's device refers to)."""
     bus = Bus(disk.bus)
-    on_bus = {Bus.VIRTIO_SCSI: ",bus=scsi0.0",
-              Bus.IDE: f",bus=ide.{index // 2},unit={index % 2}",
-              Bus.SATA: f",bus=ahci0.{index}"}.get(bus, "")
-    policy = ",werror=report,rerror=report" if report_errors and BUS[bus].error_policy else ""
-    return ["-device",
-            f"{_device_name(bus, machine)},drive={node}{on_bus},serial={serial}{device_options(disk)}{policy}"]
+    objects, device, ctrl = _frontend(disk, node, on_controller=bus in _SCSI_BUSES)
+    own: list[str] = []
+    on_bus: Props = {Bus.VIRTIO_SCSI: [("bus", "scsi0.0")],
+                     Bus.VIRTIO_SCSI_SINGLE: [("bus", f"scsi-{node}.0")],
+                     Bus.IDE: [("bus", f"ide.{index // 2}"), ("unit", str(index % 2))],
+                     Bus.SATA: [("bus", f"ahci0.{index}")]}.get(bus, [])
+    if bus == Bus.VIRTIO_SCSI:
+        objects = []  # the shared controller's IOThreads come with it (controller_args)
+    elif bus == Bus.VIRTIO_SCSI_SINGLE:
+        own = ["-device", _device_arg(_scsi_controller_name(machine), [("id", f"scsi-{node}"), *ctrl])]
+    policy: Props = [("werror", "report"), ("rerror", "report")] if report_errors and BUS[bus].error_policy else []
+    props: Props = [("drive", node), *on_bus, ("serial", serial), *device, *policy]
+    return [*objects, *own, "-device", _device_arg(_device_name(bus, machine), props)]
 
 
 def device_args(disk: DiskSpec, node: str = "d0", serial: str = DISK_SERIAL, report_errors: bool = True,
@@ -191,7 +268,8 @@ def device_args(disk: DiskSpec, node: str = "d0", serial: str = DISK_SERIAL, rep
     request instead of pausing the VM (QEMU's default werror=enospc), which would leave the run to time out
     with no reason given.
     """
-    return [*controller_args(disk.bus, machine), *disk_device_args(disk, node, serial, 0, machine, report_errors)]
+    return [*controller_args(disk.bus, machine, disk),
+            *disk_device_args(disk, node, serial, 0, machine, report_errors)]
 
 
 def disk_args(disk: DiskSpec, node: str = "d0", serial: str = DISK_SERIAL, index: int = 0, machine: str = "pc",
@@ -222,7 +300,8 @@ def build_argv(artifacts: GuestArtifacts, accel: str, disk: DiskSpec | None, job
     """The full QEMU command line for one run (files referenced live in `run_dir`); `extra_args` (e.g. a
     further disk a kind script uses) go at the end."""
     run_dir = Path(run_dir)
-    argv = _machine_argv(artifacts, accel, run_dir, memory_mb, wrapper, machine)
+    argv = _machine_argv(artifacts, accel, run_dir, memory_mb, wrapper, machine,
+                         guest_cpus([disk] if disk is not None else []))
     if job.kind == "fio":
         argv += ["-fw_cfg", f"name=opt/iomatrix/fio,file={_opt(run_dir / 'job.fio')}"]
     for name in job.files:
@@ -239,8 +318,8 @@ def build_batch_argv(artifacts: GuestArtifacts, accel: str, runs: list[BatchRun]
                      memory_mb: int = 512, wrapper: list[str] | None = None, machine: str = "pc") -> list[str]:
     """The QEMU command line of a multi-run boot: one disk, serial and job per run."""
     run_dir = Path(run_dir)
-    argv = _machine_argv(artifacts, accel, run_dir, memory_mb, wrapper, machine)
-    argv += controller_args(runs[0].disk.bus, machine)
+    argv = _machine_argv(artifacts, accel, run_dir, memory_mb, wrapper, machine, guest_cpus(r.disk for r in runs))
+    argv += controller_args(runs[0].disk.bus, machine, runs[0].disk)
     tarballs = {r.job.tarball for r in runs if r.job.kind in ("fs-read", "fs-write")}
     if len(tarballs) > 1:
         raise UserError("the filesystem runs of one boot must share a tarball", hint="use ensure_tarball()")

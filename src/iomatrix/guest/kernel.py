@@ -38,6 +38,7 @@ MODULE_ROOTS = (
 BUS_MODULES = {
     "virtio-blk": ("virtio_pci", "virtio_blk"),
     "virtio-scsi": ("virtio_pci", "virtio_scsi", "sd_mod"),
+    "virtio-scsi-single": ("virtio_pci", "virtio_scsi", "sd_mod"),
     "ide": ("ata_piix", "sd_mod"),
     "sata": ("ahci", "sd_mod"),
     "nvme": ("nvme",),
@@ -46,6 +47,7 @@ BUS_MODULES = {
 MMIO_BUS_MODULES = {
     "virtio-blk": ("virtio_mmio", "virtio_blk"),
     "virtio-scsi": ("virtio_mmio", "virtio_scsi", "sd_mod"),
+    "virtio-scsi-single": ("virtio_mmio", "virtio_scsi", "sd_mod"),
 }
 FS_MODULES = {"ext4": ("ext4",), "xfs": ("libcrc32c", "xfs")}
 # A virtio network card (guest-to-guest links of the consolidation tier).

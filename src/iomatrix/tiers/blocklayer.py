@@ -55,7 +55,7 @@ from iomatrix.guest.images import remove_image
 from iomatrix.hostcmd import require, version_of
 from iomatrix.matrix import Cell
 from iomatrix.plan.model import Plan
-from iomatrix.qemu_block import NULL_FORMAT, DiskSpec, blockdev_spec, export_options, write_cache
+from iomatrix.qemu_block import NULL_FORMAT, DiskSpec, blockdev_spec, export_options, object_specs, write_cache
 from iomatrix.textfile import last_lines
 from iomatrix.tiers import register
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_image
@@ -95,7 +95,8 @@ def export_spec(disk: DiskSpec, node: str = NODE, name: str = EXPORT_NAME) -> st
 def daemon_argv(qsd: str, disk: DiskSpec, listen_fd: int, wrapper: list[str] | None = None) -> list[str]:
     """The qemu-storage-daemon command line serving `disk` (the guest's graph) on the listening UNIX socket
     `listen_fd` (inherited: see :func:`listening_socket`)."""
-    return [*(wrapper or []), qsd,
+    objects = [arg for spec in object_specs(disk) for arg in ("--object", spec)]  # an IOThread for the export
+    return [*(wrapper or []), qsd, *objects,
             "--blockdev", blockdev_spec(disk, NODE),
             "--nbd-server", f"addr.type=fd,addr.str={listen_fd}",
             "--export", export_spec(disk)]
@@ -219,7 +220,8 @@ def fio_has_nbd(fio: str) -> bool:
 class BlockLayerTier(Tier):
     name = "blocklayer"
     summary = "fio over NBD to qemu-storage-daemon running the cell's block graph: QEMU's storage stack, no guest"
-    layers = frozenset({Layer.PROCESS, Layer.HOST_IO, Layer.IMAGE})  # QEMU's block graph, no guest device
+    # QEMU's block graph and its NBD export (the request issuer: FRONTEND), no guest device
+    layers = frozenset({Layer.PROCESS, Layer.HOST_IO, Layer.IMAGE, Layer.FRONTEND})
     # Measured on the development host (docs/benchmarks.md): image + daemon start + teardown.
     overhead_s = 0.7
     order = 10

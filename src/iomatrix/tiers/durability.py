@@ -353,7 +353,8 @@ class DurabilityTier(Tier):
     name = "durability"
     summary = ("a guest writes acknowledged, checksummed records; then a power loss (nbdkit's volatile cache "
                "killed) and a QEMU crash at a seeded random point; counts acknowledged writes lost")
-    layers = frozenset(Layer)
+    # Not FRONTEND: what it measures is lost writes, and its two-disk command line attaches no IOThread.
+    layers = frozenset(Layer) - {Layer.FRONTEND}
     overhead_s = 5.8  # a whole trial: boot, mkfs, writing until the cut, verification (docs/benchmarks.md)
     order = 40
     uses_images = False  # its images are its own small ones (LAYOUTS), not the plan's image_size

@@ -134,7 +134,7 @@ class GuestTier(Tier):
         cell = req.cell
         job = self._job(req)
         image, ours = fresh_image(req, self.workdir, self.plan.image_size_bytes, "iomatrix")
-        machine = machine_for(cell.bus)
+        machine = machine_for(cell.bus, cell.iothread)
         try:
             out = run_guest(self.artifacts, self.choice.accel, self._disk(cell, image), job, req.run_dir,
                             req.timeout_s, on_start=req.on_process, wrapper=req.wrapper or None,
@@ -154,7 +154,7 @@ class GuestTier(Tier):
 
     @classmethod
     def max_batch(cls, cell: Cell) -> int:
-        return max_runs_per_boot(Bus(cell.bus), machine_for(cell.bus))
+        return max_runs_per_boot(Bus(cell.bus), machine_for(cell.bus, cell.iothread))
 
     def run_batch(self, reqs: list[RunRequest], host_ready: Callable[[], None] | None = None) -> list[RunOutcome]:
         """One boot for several runs of one cell (its own fresh image and serial each). Runs that never
@@ -189,7 +189,7 @@ class GuestTier(Tier):
             if len(still) == len(pending):  # the boot reached no run: no point in booting again
                 for i in still:
                     results[i] = RunOutcome(ok=False, error="guest died before this run started",
-                                            meta={"machine": machine_for(reqs[i].cell.bus)})
+                                            meta={"machine": machine_for(reqs[i].cell.bus, reqs[i].cell.iothread)})
                 break
             pending = still
         return [r for r in results if r is not None]
@@ -197,7 +197,7 @@ class GuestTier(Tier):
     def _one_boot(self, reqs: list[RunRequest], host_ready: Callable[[], None] | None = None
                   ) -> list[RunOutcome | None]:
         cell = reqs[0].cell
-        machine = machine_for(cell.bus)
+        machine = machine_for(cell.bus, cell.iothread)
         jobs = [self._job(r) for r in reqs]
         boot_id = uuid.uuid4().hex[:12]
         run_dir = reqs[0].run_dir.parent / f"boot-{boot_id}"
