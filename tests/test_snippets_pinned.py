@@ -94,7 +94,9 @@ def _expand(data: dict[str, Any]) -> dict[str, Any]:
 def test_every_snippet_is_byte_identical_to_the_pinned_one() -> None:
     pinned = _expand(json.loads(PINNED.read_text()))
     now = _expand(render_all())
-    assert now.keys() == pinned.keys()
+    # Every pinned configuration still prints the same (configurations new since, e.g. a new bus, are not pinned).
+    assert pinned.keys() <= now.keys()
+    now = {k: now[k] for k in pinned}
     assert len([c for c in pinned.values() if "error" not in c]) > 350
     for case, expected in pinned.items():
         assert now[case] == expected, case

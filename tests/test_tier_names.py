@@ -20,7 +20,8 @@ OWNERS = ("tiers", "guest", "durability", "consolidation")
 OTHER_MEANINGS = {
     ("workloads.py", "durability"): "the workload kind (and preset) the durability tier claims (workload_kind)",
     ("workloads.py", "consolidation"): "the workload kind the consolidation tier claims (workload_kind)",
-    ("cli.py", "guest"): "the `iomatrix guest` command group (the guest machinery's build and check commands)",
+    ("commands/guest.py", "guest"): "the `iomatrix guest` command group (the guest machinery's build and check "
+                                    "commands)",
     ("stats/__init__.py", "consolidation"): "the module stats/consolidation.py, imported lazily by name",
     ("report/render.py", "consolidation"): "the key of the consolidation answers in recommend's JSON document",
 }

@@ -157,7 +157,8 @@ def _libvirt_driver_axes(attrs: dict[str, str]) -> tuple[dict[str, str], list[st
         value = _read_back(spelled, attrs.get, lambda key: f"driver {key}")
         if value is not None:
             values[axis.name] = value
-        elif axis.name not in LIBVIRT_UNKNOWN_WHEN_ABSENT:
+        elif axis.always_named and axis.name not in LIBVIRT_UNKNOWN_WHEN_ABSENT:
+            # (a later axis left out is at its default implicitly, as in a cell's key: nothing to say)
             values[axis.name] = str(axis.default)
             defaulted.append(f"{axis.name} (libvirt default: the hypervisor's, QEMU {axis.name}={axis.default})")
     return values, defaulted
@@ -267,7 +268,7 @@ DEVICE_PREFIX = "-device "  # how _later_axes_from_qemu names a -device property
 def _later_axes_from_qemu(node: dict[str, str], device: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     """The registry's later axes, read back through their QEMU options: format-node options on the -drive or
     the first -blockdev, protocol-node ones as file.KEY there (or KEY on a -drive), device ones on the
-    -device. An axis none of whose options is given takes QEMU's default."""
+    -device. An axis none of whose options is given is left out: it is at QEMU's default."""
 
     def given(key: str) -> str | None:
         if key.startswith(DEVICE_PREFIX):
@@ -283,10 +284,8 @@ def _later_axes_from_qemu(node: dict[str, str], device: dict[str, str]) -> tuple
                        *((DEVICE_PREFIX + k, val) for k, val in q.device))
                    for v in axis.values if (q := axis.qemu(v))}
         value = _read_back(spelled, given, lambda key: key)
-        if value is None:
-            value = str(axis.default)
-            defaulted.append(f"{axis.name} (QEMU default: {axis.default})")
-        values[axis.name] = value
+        if value is not None:  # (one left out is at its default implicitly, as in a cell's key)
+            values[axis.name] = value
     return values, defaulted
 
 

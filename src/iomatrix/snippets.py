@@ -115,7 +115,8 @@ class DiskConfig:
     @classmethod
     def from_axes(cls, cell: Mapping[str, str], backing_type: str | None = None) -> DiskConfig:
         """From a cell's axes (as stored): every axis of the registry; one shown as "-" (it does not apply to
-        the cell's tier) or absent takes the axis's default, and is listed in `assumed` where a tool spells it."""
+        the cell's tier) or absent takes the axis's default, and is listed in `assumed` where a tool spells it (the
+        first release's axes: a later axis a cell does not name is at QEMU's default, as measured)."""
         vals: dict[str, str] = {}
         assumed: list[str] = []
         for axis in axes.plan_axes():
@@ -124,11 +125,14 @@ class DiskConfig:
                 if axis.name == "cache":  # the one axis every snippet is about: never assumed
                     raise UserError("a configuration needs a cache mode", hint=f"use {axis.choices()}")
                 v = str(axis.default)
-                if axis.tools:
+                # A later axis left out is at QEMU's default, which is what was measured: nothing to assume.
+                if axis.tools and axis.always_named:
                     assumed.append(axis.name)
             vals[axis.name] = v
         kind = BackingKind.BLOCK if backing_type in BLOCK_BACKINGS else BackingKind.FILE
         more = {a: vals.pop(a) for a in list(vals) if a not in _TYPED_AXES}
+        # A later axis at its default sets nothing (as in a cell's key): the snippet is the one it was before it.
+        more = {a: v for a, v in more.items() if v != axes.get(a).default}
         return cls(Format(vals["format"]), Preallocation(vals["preallocation"]), CacheMode(vals["cache"]),
                    Aio(vals["aio"]), Bus(vals["bus"]), kind, tuple(assumed), Modifier(vals["modifier"]), more)
 

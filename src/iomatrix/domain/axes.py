@@ -250,7 +250,7 @@ def _bus_tool(tool: str) -> Callable[[str], ToolOption]:
     return spell
 
 
-TIER = Axis("tier", "which measurement: bare metal, QEMU's block layer, a guest, …", (), "", ("baremetal",),
+TIER = Axis("tier", "which measurement: bare metal, QEMU's block layer, a guest, …", (), "", (),
             frozenset({Layer.SWEEP}), always_named=True, free_values=True)
 FORMAT = Axis(
     "format", "disk image format", tuple(domain.Format), domain.Format.RAW, (domain.Format.RAW,),

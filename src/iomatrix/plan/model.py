@@ -232,7 +232,9 @@ class Plan(BaseModel):
         out = handler(self)
         for a in axes.plan_axes():
             values = self.axis_values(a.name)
-            if info.exclude_defaults and values == list(a.plan_default):
+            # A later axis at its default is left out even of a full dump: the stored plan (and the fingerprint
+            # of every setting that earlier releases used) stays what it was before the axis existed.
+            if (info.exclude_defaults or not a.always_named) and values == list(a.plan_default):
                 continue
             if info.include is not None and a.name not in info.include:
                 continue
