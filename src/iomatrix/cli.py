@@ -545,4 +545,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # Commands defined in their own modules register themselves on `app` when imported.
+__import__("iomatrix.commands_merge", fromlist=["register"]).register(app)  # iomatrix merge (store/merge.py)
 import iomatrix.cli_verdict  # noqa: E402, F401
