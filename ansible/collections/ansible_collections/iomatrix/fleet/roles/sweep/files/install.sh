@@ -1,9 +1,9 @@
 #!/bin/sh
-# Install or update iomatrix from a source tarball, idempotently: install.sh PROJECT_DIR TARBALL [WHEELHOUSE]
+# Install or update iomatrix from a source tarball, idempotently: install.sh PROJECT_DIR TARBALL [WHEELHOUSE_TAR]
 #
 # One install at a time per directory (a flock), because hosts that share a filesystem (containers, the
 # fleet demo's namespaces) would otherwise unpack and pip-install into one .venv at once. The source is unpacked
-# only when the tarball changed; scripts/setup.sh itself installs only what is missing.
+# only when the tarball changed, and so are the wheels; scripts/setup.sh itself installs only what is missing.
 set -eu
 dir=$1
 tarball=$2
@@ -21,7 +21,15 @@ if [ "$(cat "$dir/.source.sha256" 2>/dev/null || true)" != "$sum" ]; then
     echo "iomatrix-install: changed: source unpacked ($sum)"
 fi
 if [ -n "$wheelhouse" ]; then
+    sum=$(sha256sum "$wheelhouse" | cut -d' ' -f1)
+    if [ "$(cat "$dir/.wheelhouse.sha256" 2>/dev/null || true)" != "$sum" ]; then
+        rm -rf "$dir/.wheelhouse"
+        mkdir "$dir/.wheelhouse"
+        tar -xf "$wheelhouse" -C "$dir/.wheelhouse"
+        echo "$sum" >"$dir/.wheelhouse.sha256"
+        echo "iomatrix-install: changed: wheelhouse unpacked ($sum)"
+    fi
     # No package index: pip takes everything from the copied wheels.
-    export PIP_NO_INDEX=1 PIP_FIND_LINKS="$wheelhouse"
+    export PIP_NO_INDEX=1 PIP_FIND_LINKS="$dir/.wheelhouse"
 fi
 "$dir/scripts/setup.sh"
