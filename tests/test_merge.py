@@ -184,6 +184,18 @@ def test_merging_is_incremental(tmp_path: Path) -> None:
     assert dump(out) == expected(inputs, tmp_path)
 
 
+def test_an_old_output_is_merged_into_after_a_backup(tmp_path: Path) -> None:
+    inputs = fleet(tmp_path)
+    out = tmp_path / "old-out.sqlite"
+    shutil.copy(SCHEMA1, out)
+    res = merge(out, inputs[:3])
+    assert not res.created and res.sweeps == 1 + 5
+    backup = out.with_name("old-out.sqlite.schema1.bak")  # the output as it was, schema 1
+    original = shutil.copy(SCHEMA1, tmp_path / "original.sqlite")  # read a copy: never the fixture itself
+    assert dump(backup) == dump(original) and Store.open_existing(backup).schema_version == 1
+    assert dump(out) == expected([SCHEMA1, *inputs[:3]], tmp_path)
+
+
 def test_merged_hosts_keep_their_facts_and_are_shared(tmp_path: Path) -> None:
     inputs = fleet(tmp_path)
     out = tmp_path / "out.sqlite"

@@ -21,7 +21,8 @@ What is refused (a conflict: one line, nothing is written):
 
 Inputs are never modified: each is read through a read-only connection into a temporary copy, and a copy of an
 older schema is migrated there. The output is built in a temporary file beside it (from a copy of the existing
-output, so merging is incremental) and renamed over it only when every input merged.
+output, so merging is incremental) and renamed over it only when every input merged; an existing output of an
+older schema is kept first as `<out>.schemaN.bak`, as `iomatrix run` keeps it before migrating.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from typing import Any
 from iomatrix.errors import UserError
 from iomatrix.locks import db_lock_path, exclusive, refuse_if_held
 from iomatrix.store.db import Store
+from iomatrix.store.schema import SCHEMA_VERSION
 
 
 @dataclass(frozen=True)
@@ -112,10 +114,11 @@ def merge(out: Path, inputs: Sequence[Path]) -> MergeResult:
         with tempfile.TemporaryDirectory(prefix=f".{out.name}.merge-", dir=out_abs.parent) as tmp:
             staged = Path(tmp) / out.name
             created = not out.exists()
+            out_version = SCHEMA_VERSION
             if created:
                 Store(staged).close()
             else:
-                _copy_current(out, staged)
+                out_version = _copy_current(out, staged)
             db = _connect(staged)
             try:
                 _check_declared(db)
@@ -124,6 +127,8 @@ def merge(out: Path, inputs: Sequence[Path]) -> MergeResult:
                 db.execute("PRAGMA journal_mode=DELETE")  # one self-contained file, no -wal to carry along
             finally:
                 db.close()
+            if out_version < SCHEMA_VERSION:
+                _keep_backup(out, out_version)  # as `iomatrix run` does before it migrates a database
             _publish(staged, out)
     return MergeResult(out, created, reports, *totals)
 
@@ -153,6 +158,24 @@ def _copy_current(src: Path, dest: Path) -> int:
         reader.close()
     Store(dest).close()  # migrates an older schema (Store's own steps); a current one is left as it is
     return version
+
+
+def _keep_backup(path: Path, version: int) -> None:
+    """A copy of the database `path` of schema `version` at `<path>.schema<version>.bak`, unless one is there."""
+    backup = path.with_name(f"{path.name}.schema{version}.bak")
+    if backup.exists():
+        return
+    staged = backup.with_name(backup.name + ".partial")
+    reader = Store.open_existing(path)
+    try:
+        copy = sqlite3.connect(staged)
+        try:
+            reader.db.backup(copy)
+        finally:
+            copy.close()
+    finally:
+        reader.close()
+    os.replace(staged, backup)
 
 
 def _publish(staged: Path, out: Path) -> None:
