@@ -251,7 +251,7 @@ def _merge_one(db: sqlite3.Connection, path: Path, tmp: Path, index: int) -> Inp
         try:
             for spec in TABLES:
                 if spec.name in _tables(db):
-                    _merge_table(db, spec, state, path)
+                    _TableMerge(db, spec, state, path).run()
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -265,107 +265,133 @@ def _merge_one(db: sqlite3.Connection, path: Path, tmp: Path, index: int) -> Inp
     return report
 
 
-def _merge_table(db: sqlite3.Connection, spec: TableSpec, state: _State, path: Path) -> None:
-    cols = _columns(db, spec.name)
-    if _columns(db, spec.name, "src") != cols:  # both are at the current schema: a mismatch is a bug
-        raise RuntimeError(f"{path}: table {spec.name} has columns {_columns(db, spec.name, 'src')}, expected {cols}")
-    has_id = _has_id(db, spec.name)
-    data_cols = [c for c in cols if c != "id"]
-    insert_sql = (f"INSERT INTO main.{spec.name} ({', '.join(data_cols)}) "
-                  f"VALUES ({', '.join('?' * len(data_cols))})")
-    later: list[tuple[int, str, int, bool]] = []  # (output id, column, input id it refers to, row was new)
-    owned: dict[int, list[tuple[Any, ...]]] = defaultdict(list)  # rows without a key, by existing owner
-    seen_per_owner: dict[int, int] = defaultdict(int)
-    owner_table = spec.refs.get(spec.owner) if spec.owner else None
+class _TableMerge:
+    """The rows of one table of one input, merged into the output: remapped, then inserted or matched."""
 
-    for row in db.execute(f"SELECT {', '.join(cols)} FROM src.{spec.name} ORDER BY rowid").fetchall():
-        values = dict(zip(cols, row, strict=True))
+    def __init__(self, db: sqlite3.Connection, spec: TableSpec, state: _State, path: Path) -> None:
+        self.db, self.spec, self.state, self.path = db, spec, state, path
+        self.cols = _columns(db, spec.name)
+        if _columns(db, spec.name, "src") != self.cols:  # both are at the current schema: a mismatch is a bug
+            raise RuntimeError(f"{path}: table {spec.name} has columns {_columns(db, spec.name, 'src')}, "
+                               f"expected {self.cols}")
+        self.has_id = _has_id(db, spec.name)
+        self.data_cols = [c for c in self.cols if c != "id"]
+        self.owner_table = spec.refs.get(spec.owner) if spec.owner else None
+        # Self references to rows not copied yet: (output id, column, input id it refers to, row was inserted).
+        self.later: list[tuple[int, str, int, bool]] = []
+        self.owned: dict[int, list[tuple[Any, ...]]] = defaultdict(list)  # rows without a key, by existing owner
+        self.seen_per_owner: dict[int, int] = defaultdict(int)  # rows matched, by existing owner
+
+    def run(self) -> None:
+        rows = self.db.execute(f"SELECT {', '.join(self.cols)} FROM src.{self.spec.name} ORDER BY rowid").fetchall()
+        for row in rows:
+            self._row(dict(zip(self.cols, row, strict=True)))
+        self._resolve_later()
+        if self.owner_table is not None:
+            self._check_same_rows(self.owner_table)
+
+    def _row(self, values: dict[str, Any]) -> None:
         old_id = values.pop("id", None)
+        deferred = self._remap(values, old_id)
+        owner_id = values[self.spec.owner] if self.spec.owner else None
+        owner_is_new = self.owner_table is not None and owner_id in self.state.fresh[self.owner_table]
+        if not self.spec.key and not owner_is_new:
+            self.owned[owner_id].append(tuple(values[c] for c in self.data_cols))  # compared per owner, later
+            return
+        existing = None if owner_is_new else _find(self.db, self.spec, values, self.has_id)
+        if existing is not None:
+            self._match(values, old_id, deferred, owner_id, dict(existing))
+        elif owner_id is not None and not owner_is_new:
+            raise self._differs(owner_id, f"has a {self.spec.name} row ({_describe_key(self.spec, values)}) that "
+                                          "the merged copy of it lacks")
+        else:
+            self._insert(values, old_id, deferred)
+
+    def _insert(self, values: Mapping[str, Any], old_id: int | None, deferred: Mapping[str, int]) -> None:
+        cur = self.db.execute(f"INSERT INTO main.{self.spec.name} ({', '.join(self.data_cols)}) "
+                              f"VALUES ({', '.join('?' * len(self.data_cols))})", [values[c] for c in self.data_cols])
+        new_id = int(cur.lastrowid or 0)
+        if self.has_id and old_id is not None:
+            self.state.ids[self.spec.name][old_id] = new_id
+            self.state.fresh[self.spec.name].add(new_id)
+        self.later += [(new_id, c, r, True) for c, r in deferred.items()]
+
+    def _remap(self, values: dict[str, Any], old_id: int | None) -> dict[str, int]:
+        """Replace the input's ids in `values` by the output's; the self references not copied yet, returned."""
         deferred: dict[str, int] = {}
-        for col, target in spec.refs.items():
+        for col, target in self.spec.refs.items():
             ref = values[col]
             if ref is None:
                 continue
-            mapped = state.ids[target].get(ref)
-            if mapped is None and target == spec.name:
+            mapped = self.state.ids[target].get(ref)
+            if mapped is None and target == self.spec.name:
                 deferred[col] = ref  # a row of this table not copied yet: set once every row is
                 values[col] = None
                 continue
             if mapped is None:
-                raise MergeConflict(f"{path}: {spec.name} row {old_id if old_id is not None else ''} refers to "
-                                    f"{target} row {ref}, which the database does not hold (a damaged file)",
-                                    hint="merge the other databases without it; nothing was merged")
+                raise self._damaged(f"{self.spec.name} row {old_id if old_id is not None else ''}", target, ref)
             values[col] = mapped
-        owner_id = values[spec.owner] if spec.owner else None
-        owner_is_new = owner_table is not None and owner_id in state.fresh[owner_table]
-        if not spec.key and not owner_is_new:
-            owned[owner_id].append(tuple(values[c] for c in data_cols))
-            continue
-        existing = None if owner_is_new else _find(db, spec, values, has_id)
-        if existing is None:
-            if owner_id is not None and not owner_is_new:
-                raise _differs(db, path, owner_table, owner_id, f"has a {spec.name} row "
-                               f"({_describe_key(spec, values)}) that the merged copy of it lacks")
-            cur = db.execute(insert_sql, [values[c] for c in data_cols])
-            new_id = int(cur.lastrowid or 0)
-            if has_id and old_id is not None:
-                state.ids[spec.name][old_id] = new_id
-                state.fresh[spec.name].add(new_id)
-            later += [(new_id, c, r, True) for c, r in deferred.items()]
-            continue
+        return deferred
+
+    def _match(self, values: Mapping[str, Any], old_id: int | None, deferred: Mapping[str, int],
+               owner_id: int | None, existing: dict[str, Any]) -> None:
+        """A row whose key the output already has: the same row (or a shared one), mapped to it."""
+        out_id = existing.pop("id", None)
         if owner_id is not None:
-            seen_per_owner[owner_id] += 1
-        out_values = dict(existing)
-        out_id = out_values.pop("id", None)
-        if not spec.shared:
-            diff = [c for c in data_cols if c not in deferred and out_values[c] != values[c]]
-            if diff:
-                if spec.name == "sweeps":
-                    raise _sweep_differs(db, path, out_id, f"its {', '.join(diff[:3])} differ")
-                raise _differs(db, path, owner_table, owner_id, f"its {spec.name} row "
-                               f"({_describe_key(spec, values)}) differs in {', '.join(diff[:3])}")
-        if has_id and old_id is not None and out_id is not None:
-            state.ids[spec.name][old_id] = int(out_id)
-        later += [(int(out_id), c, r, False) for c, r in deferred.items() if out_id is not None]
+            self.seen_per_owner[owner_id] += 1
+        diff = [] if self.spec.shared else _differing(self.data_cols, values, existing, skip=deferred)
+        if diff and self.spec.name == "sweeps":
+            raise _sweep_differs(self.db, self.path, out_id, f"its {', '.join(diff[:3])} differ")
+        if diff:
+            raise self._differs(owner_id, f"its {self.spec.name} row ({_describe_key(self.spec, values)}) differs "
+                                          f"in {', '.join(diff[:3])}")
+        if self.has_id and old_id is not None and out_id is not None:
+            self.state.ids[self.spec.name][old_id] = int(out_id)
+            self.later += [(int(out_id), c, r, False) for c, r in deferred.items()]
 
-    for out_id, col, ref, was_new in later:
-        mapped = state.ids[spec.name].get(ref)
-        if mapped is None:
-            raise MergeConflict(f"{path}: {spec.name} row refers to {spec.name} row {ref}, which the database does "
-                                "not hold (a damaged file)", hint="merge the other databases without it; "
-                                                                   "nothing was merged")
-        if was_new:
-            db.execute(f"UPDATE main.{spec.name} SET {col}=? WHERE id=?", (mapped, out_id))
-        elif db.execute(f"SELECT {col} FROM main.{spec.name} WHERE id=?", (out_id,)).fetchone()[0] != mapped:
-            raise _differs(db, path, owner_table, None, f"its {spec.name} row {out_id} differs in {col}")
+    def _resolve_later(self) -> None:
+        for out_id, col, ref, inserted in self.later:
+            mapped = self.state.ids[self.spec.name].get(ref)
+            if mapped is None:
+                raise self._damaged(f"{self.spec.name} row", self.spec.name, ref)
+            if inserted:
+                self.db.execute(f"UPDATE main.{self.spec.name} SET {col}=? WHERE id=?", (mapped, out_id))
+            elif self.db.execute(f"SELECT {col} FROM main.{self.spec.name} WHERE id=?",
+                                 (out_id,)).fetchone()[0] != mapped:
+                raise self._differs(None, f"its {self.spec.name} row {out_id} differs in {col}")
 
-    if spec.owner and owner_table:
-        _check_same_rows(db, path, spec, owner_table, state, data_cols, owned, seen_per_owner)
+    def _check_same_rows(self, owner_table: str) -> None:
+        """An owner row that was already in the output must own the same rows there as in the input."""
+        existing_owners = set(self.state.ids[owner_table].values()) - self.state.fresh[owner_table]
+        if not existing_owners:
+            return
+        counts = _owned_counts(self.db, self.spec, existing_owners)
+        for owner_id in sorted(existing_owners):
+            if self.spec.key:
+                have, mine = counts.get(owner_id, 0), self.seen_per_owner.get(owner_id, 0)
+                if have != mine:
+                    raise self._differs(owner_id, f"the merged copy has {have} {self.spec.name} rows of a "
+                                                  f"{owner_table[:-1]} where this database has {mine}")
+                continue
+            rows = sorted(self.owned.get(owner_id, []), key=_sort_key)
+            theirs = sorted((tuple(r) for r in self.db.execute(
+                f"SELECT {', '.join(self.data_cols)} FROM main.{self.spec.name} WHERE {self.spec.owner}=?",
+                (owner_id,))), key=_sort_key)
+            if rows != theirs:
+                raise self._differs(owner_id, f"its {self.spec.name} rows differ ({len(rows)} here, {len(theirs)} "
+                                              "in the merged copy)")
+
+    def _differs(self, owner_id: int | None, what: str) -> MergeConflict:
+        return _differs(self.db, self.path, self.owner_table, owner_id, what)
+
+    def _damaged(self, row: str, target: str, ref: int) -> MergeConflict:
+        return MergeConflict(f"{self.path}: {row} refers to {target} row {ref}, which the database does not hold "
+                             "(a damaged file)", hint="merge the other databases without it; nothing was merged")
 
 
-def _check_same_rows(db: sqlite3.Connection, path: Path, spec: TableSpec, owner_table: str, state: _State,
-                     data_cols: list[str], owned: Mapping[int, list[tuple[Any, ...]]],
-                     seen_per_owner: Mapping[int, int]) -> None:
-    """An owner row that was already in the output must own the same rows there as in the input."""
-    assert spec.owner is not None
-    existing_owners = set(state.ids[owner_table].values()) - state.fresh[owner_table]
-    if not existing_owners:
-        return
-    counts = _owned_counts(db, spec, existing_owners)
-    for owner_id in sorted(existing_owners):
-        if spec.key:
-            if counts.get(owner_id, 0) != seen_per_owner.get(owner_id, 0):
-                raise _differs(db, path, owner_table, owner_id,
-                               f"the merged copy has {counts.get(owner_id, 0)} {spec.name} rows of a "
-                               f"{owner_table[:-1]} where this database has {seen_per_owner.get(owner_id, 0)}")
-            continue
-        mine = sorted(owned.get(owner_id, []), key=_sort_key)
-        theirs = sorted((tuple(r) for r in db.execute(
-            f"SELECT {', '.join(data_cols)} FROM main.{spec.name} WHERE {spec.owner}=?", (owner_id,))),
-            key=_sort_key)
-        if mine != theirs:
-            raise _differs(db, path, owner_table, owner_id,
-                           f"its {spec.name} rows differ ({len(mine)} here, {len(theirs)} in the merged copy)")
+def _differing(cols: Sequence[str], mine: Mapping[str, Any], theirs: Mapping[str, Any], *,
+               skip: Mapping[str, Any]) -> list[str]:
+    return [c for c in cols if c not in skip and mine[c] != theirs[c]]
 
 
 def _sort_key(row: tuple[Any, ...]) -> tuple[tuple[int, Any], ...]:
