@@ -3,9 +3,22 @@
 # Debian packages, a Python virtualenv with iomatrix and its dependencies in
 # .venv/, and the guest kernel + initramfs (cached under ~/.cache/iomatrix).
 # Safe to run again: each step checks before it acts.
+#
+# Opt-in: `--fleet` (or IOMATRIX_FLEET=1) also installs the fleet controller, ansible-core (the `fleet` extra),
+# for ansible/sweep.yml and scripts/fleet-demo (docs/fleet.md). The swept hosts never need it.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
+
+fleet="${IOMATRIX_FLEET:-0}"
+for arg in "$@"; do
+    case "$arg" in
+        --fleet) fleet=1 ;;
+        *) echo "setup.sh: unknown option '$arg' (the only option is --fleet)" >&2; exit 2 ;;
+    esac
+done
+extras=dev
+if [ "$fleet" = 1 ]; then extras=dev,fleet; fi
 
 if [ "$(id -u)" -ne 0 ]; then
     if command -v sudo >/dev/null 2>&1; then exec sudo -E "$0" "$@"; fi
@@ -51,10 +64,11 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import sys; sys.exit(sys.
     "$py" -m venv .venv
 fi
 stamp=.venv/.iomatrix-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! .venv/bin/python -c 'import iomatrix' 2>/dev/null; then
-    echo "setup: installing iomatrix and its Python dependencies into .venv"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! .venv/bin/python -c 'import iomatrix' 2>/dev/null \
+        || { [ "$fleet" = 1 ] && [ ! -x .venv/bin/ansible-playbook ]; }; then
+    echo "setup: installing iomatrix and its Python dependencies ($extras) into .venv"
     .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e ".[dev]"
+    .venv/bin/python -m pip install -q -e ".[$extras]"
     touch "$stamp"
 else
     echo "setup: Python environment up to date"

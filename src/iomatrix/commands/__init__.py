@@ -15,6 +15,7 @@ from iomatrix.commands import (
     clean,
     compare,
     guest,
+    merge,
     monitor,
     plan,
     plans,
@@ -26,4 +27,4 @@ from iomatrix.commands import (
 )
 
 COMMANDS: tuple[ModuleType, ...] = (plans, plan, run, results, rank, compare, monitor, clean, recommend, report,
-                                    guest)
+                                    merge, guest)

@@ -1,0 +1,33 @@
+"""`iomatrix merge`: combine per-host results databases into one (the logic is in store/merge.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from iomatrix.ui import console
+
+NAME = "merge"
+
+
+def merge(
+    out: Annotated[Path, typer.Argument(help="The merged database (created, or merged into when it exists).")],
+    inputs: Annotated[list[Path], typer.Argument(help="Per-host results databases to add to it.")],
+) -> None:
+    """Merge per-host databases, e.g. 'iomatrix merge fleet.sqlite results/*.sqlite'; merging one twice adds
+    nothing, a conflict is refused and nothing is written."""
+    from iomatrix.store.merge import merge as merge_databases
+    from iomatrix.store.schema import SCHEMA_VERSION
+
+    result = merge_databases(out, inputs)
+    for r in result.inputs:
+        older = f" (schema {r.schema_version}, migrated on a copy)" if r.schema_version < SCHEMA_VERSION else ""
+        console.print(f"{r.path}{older}: {r.sweeps_added} sweep(s) added with {r.runs_added} run(s), "
+                      f"{r.sweeps_present} already merged", soft_wrap=True)
+    console.print(f"{out}: {result.hosts} host(s), {result.sweeps} sweep(s), {result.runs} run(s)", soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(NAME)(merge)
