@@ -147,16 +147,7 @@ def _copy_current(src: Path, dest: Path) -> int:
 
     The source is read through a read-only connection (it checks the file is iomatrix's); the migration runs on
     the copy, whose backup file (`<copy>.schemaN.bak`) lives and dies in the temporary directory."""
-    reader = Store.open_existing(src)
-    try:
-        version = reader.schema_version
-        copy = sqlite3.connect(dest)
-        try:
-            reader.db.backup(copy)
-        finally:
-            copy.close()
-    finally:
-        reader.close()
+    version = _copy_database(src, dest)
     Store(dest).close()  # migrates an older schema (Store's own steps); a current one is left as it is
     return version
 
@@ -167,16 +158,23 @@ def _keep_backup(path: Path, version: int) -> None:
     if backup.exists():
         return
     staged = backup.with_name(backup.name + ".partial")
-    reader = Store.open_existing(path)
+    _copy_database(path, staged)
+    os.replace(staged, backup)
+
+
+def _copy_database(src: Path, dest: Path) -> int:
+    """SQLite's online backup of the iomatrix database `src` (opened read-only, so it is checked first) into
+    `dest`; its schema version."""
+    reader = Store.open_existing(src)
     try:
-        copy = sqlite3.connect(staged)
+        copy = sqlite3.connect(dest)
         try:
             reader.db.backup(copy)
         finally:
             copy.close()
+        return reader.schema_version
     finally:
         reader.close()
-    os.replace(staged, backup)
 
 
 def _publish(staged: Path, out: Path) -> None:
