@@ -39,6 +39,14 @@ class CellNames:
     def of(self, label: str) -> str:
         return self.names.get(label, label)
 
+    def rename(self, text: str) -> str:
+        """`text` with every full label in it replaced by its short name (longest first: no label is a part of
+        another's replacement)."""
+        for full, short in sorted(self.names.items(), key=lambda kv: -len(kv[0])):
+            if full != short:
+                text = text.replace(full, short)
+        return text
+
     def constant_text(self) -> str:
         """'preallocation=off aio=threads' — the axes every cell shares, stated once ('' when none is shared)."""
         return " ".join(f"{a}={v}" for a, v in self.constant)
@@ -52,8 +60,10 @@ def cell_names(labels: Iterable[str]) -> CellNames:
     parsed = {lab: parse_label(lab) for lab in unique}
     keys = sorted({k for p in parsed.values() for k in p}, key=_order)
     values = {k: [p.get(k) for p in parsed.values()] for k in keys}
-    varying = tuple(k for k in keys if len(set(values[k])) > 1)
-    constant = tuple((k, values[k][0]) for k in keys if k not in varying and values[k][0] is not None)
+    # An axis some labels do not name (bare metal has no format) varies only if the labels naming it differ.
+    named = {k: {v for v in values[k] if v is not None} for k in keys}
+    varying = tuple(k for k in keys if len(named[k]) > 1)
+    constant = tuple((k, next(iter(named[k]))) for k in keys if k not in varying)
     if len(unique) < 2 or not varying:
         return CellNames({lab: lab for lab in unique}, varying, ())
     seen_in = _axes_of_values(values, varying)

@@ -53,6 +53,10 @@ def comparisons(v: Verdict) -> list[Gain]:
     return [*v.gains, *(x for x in (v.to_baremetal, v.to_ceiling, v.requirement_cost) if x)]
 
 
+# Snippets the detail shows whatever the target: the image to create, and the eatmydata wrapper QEMU runs under.
+TOOLS_WITH_EVERY_TARGET = ("qemu-img", "qemu-wrapper")
+
+
 class Code(str):
     """A snippet's text among prose lines: never wrapped, never renamed (code_lines breaks XML where it may)."""
 
@@ -64,9 +68,11 @@ class Code(str):
         return self
 
 
-def recommendation_text(rec: Recommendation, markdown: bool = False, width: int | None = None) -> str:
+def recommendation_text(rec: Recommendation, markdown: bool = False, width: int | None = None,
+                        target: str | None = None) -> str:
     """The recommendation's detail as terminal text or Markdown: prose wrapped to `width` (None: not wrapped),
-    cells named by the axes that vary (the shared ones stated once in the header)."""
+    cells named by the axes that vary (the shared ones stated once in the header); snippets of every tool, or of
+    `target` only (and the image's qemu-img line)."""
     names = cell_names(label for v in rec.verdicts for label in verdict_labels(v))
     out = _header_lines(rec, "## " if markdown else "")
     if names.constant_text():
@@ -76,15 +82,13 @@ def recommendation_text(rec: Recommendation, markdown: bool = False, width: int 
         if v.metric == "score" and v.choice is None:
             continue  # a weighted score the plan has no inputs for: not an answer this sweep could have given
         out.append("")
-        out += _verdict_lines(v, markdown, printed)
-    renames = sorted(((k, n) for k, n in names.names.items() if k != n), key=lambda kn: -len(kn[0]))
+        out += _verdict_lines(v, markdown, printed, target)
     lines = []
     for line in out:
         if isinstance(line, Code):
             lines += code_lines(line, line.language, width) if width else [str(line)]
             continue
-        for full, short in renames:
-            line = line.replace(full, short)
+        line = names.rename(line)
         indent = line[:len(line) - len(line.lstrip())]
         lines += wrap(line.strip(), width, indent) if width and line.strip() else [line]
     return "\n".join(lines) + "\n"
@@ -101,14 +105,14 @@ def _header_lines(rec: Recommendation, h1: str) -> list[str]:
     return out
 
 
-def _verdict_lines(v: Verdict, markdown: bool, printed: set[str]) -> list[str]:
+def _verdict_lines(v: Verdict, markdown: bool, printed: set[str], target: str | None = None) -> list[str]:
     """One workload's answer: the choice, its ratios, its risks and its snippets."""
     better = "higher" if v.higher_is_better else "lower"
     out = [f"{'### ' if markdown else ''}{v.workload} · {v.metric or '–'} ({better} is better) · "
            f"tier {v.tier or '–'}"]
     if v.choice is None:
         return [*out, *([f"  note: {v.basis}"] if v.basis else []), f"no recommendation: {v.missing}"]
-    return out + _choice_lines(v) + _risk_lines(v) + _snippet_lines(v, markdown, printed)
+    return out + _choice_lines(v) + _risk_lines(v) + _snippet_lines(v, markdown, printed, target)
 
 
 def _choice_lines(v: Verdict) -> list[str]:
@@ -147,7 +151,7 @@ def _risk_lines(v: Verdict) -> list[str]:
     return [f"risks ({v.risks[0].basis}):", *(f"  - on {rs.situation}: {rs.text}" for rs in v.risks)]
 
 
-def _snippet_lines(v: Verdict, markdown: bool, printed: set[str]) -> list[str]:
+def _snippet_lines(v: Verdict, markdown: bool, printed: set[str], target: str | None = None) -> list[str]:
     if v.snippets is None:
         return []
     config = v.snippets.config
@@ -158,7 +162,8 @@ def _snippet_lines(v: Verdict, markdown: bool, printed: set[str]) -> list[str]:
     if config.assumed:
         out.append(f"snippets assume {', '.join(config.assumed)} (not swept): " + config.label())
     for s in v.snippets.snippets:
-        out += _snippet_block(s, markdown)
+        if target is None or s.tool in (target, *TOOLS_WITH_EVERY_TARGET):
+            out += _snippet_block(s, markdown)
     return out
 
 
@@ -219,7 +224,7 @@ def render_recommendation(rec: Recommendation, format: OutputFormat | str,
         return recommendation_text(rec, markdown, width)
     text = headline_text(headline, width or 100, markdown)
     if detail or markdown:
-        text += "\n" + recommendation_text(rec, markdown, width)
+        text += "\n" + recommendation_text(rec, markdown, width, None if markdown else headline.target)
     return text
 
 

@@ -15,6 +15,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from iomatrix.report.fit import Column, fitted_table
+from iomatrix.report.naming import cell_names
 from iomatrix.report.quality import notes as quality_notes
 from iomatrix.report.rank import ScoreRow, WorkloadRanking, primary_metric
 from iomatrix.report.results import MONITOR_HEADLINE, inference_figures
@@ -44,18 +46,21 @@ def print_results(out: Console, doc: dict[str, Any], metric: str | None, monitor
     s = doc["sweeps"][0]
     out.print(f"sweep {s['id']} · plan {s['plan']} · {s['status']} · host {s['host']['hostname']} "
               f"(kernel {s['host']['kernel']}, {s['host']['fio_version']}, {s['host']['qemu_version']})")
-    t = Table("tier", "cell", "workload", "metric", "n", "mean", "95% CI", "±%", "CV", "accel", "notes", box=None)
+    cols = [Column("tier", 0), Column("cell", 0), Column("workload", 0), Column("metric", 3), Column("n", 1),
+            Column("mean", 0), Column("95% CI", 1), Column("±%", 2), Column("CV", 4), Column("accel", 5),
+            Column("notes", 2, wraps=True)]
     mon_cols = list(MONITOR_HEADLINE) if monitor else []
-    for f in mon_cols:
-        t.add_column(f.replace("_pct", " %").replace("_ms", " ms").replace("_mb", " MiB").replace("_", " "))
+    cols += [Column(f.replace("_pct", " %").replace("_ms", " ms").replace("_mb", " MiB").replace("_", " "), 6)
+             for f in mon_cols]
     cells = {(c["cell"], c["workload"]): c for c in s.get("cells", [])}
     accels: list[str] = []
-    for r in s["results"]:
-        if not _shown(metric, r):
-            continue
+    shown = [r for r in s["results"] if _shown(metric, r)]
+    labels = [" ".join(f"{k}={v}" for k, v in r["axes"].items()
+                       if v != "-" and k != "tier" and not (k == "modifier" and v == "none")) for r in shown]
+    names = cell_names(labels)
+    rows = []
+    for r, label in zip(shown, labels, strict=True):
         accels += r["accel"]
-        label = " ".join(f"{k}={v}" for k, v in r["axes"].items()
-                         if v != "-" and k != "tier" and not (k == "modifier" and v == "none"))
         # Runs that shared guest boots: the CI is that of the analysis unit (boot means when boots differ
         # more than runs within a boot do), as in rank, and so is the mean; n and CV stay those of the runs.
         src, unit_note = inference_figures(r)
@@ -64,12 +69,17 @@ def print_results(out: Console, doc: dict[str, Any], metric: str | None, monitor
         cv = "–" if r["cv"] is None else f"{r['cv']:.1%}"
         n = f"{r['n']}" + (f" (+{r['failed_runs']} failed)" if r["failed_runs"] else "")
         notes = quality_notes(r) + ([unit_note] if unit_note else [])
-        row = [r["axes"]["tier"], label, r["workload"], r["metric"], n, fmt(src["mean"]), ci, rel, cv,
+        row = [r["axes"]["tier"], names.of(label), r["workload"], r["metric"], n, fmt(src["mean"]), ci, rel, cv,
                ",".join(r["accel"]), "; ".join(notes)]
         view = cells.get((r["cell"], r["workload"]), {}).get("host_view", {})
         row += [fmt(view.get(f)) for f in mon_cols]
-        t.add_row(*row)
+        rows.append(row)
+    if names.constant_text():
+        out.print(f"every cell has {names.constant_text()}", markup=False)
+    t, left_out = fitted_table(cols, rows, out.width)
     out.print(t)
+    if left_out:
+        out.print(f"[dim]{left_out}[/]")
     for pr in s["pruned"][:5]:
         out.print(f"[dim]pruned: {pr['what']}: {pr['reason']}[/]")
     if len(s["pruned"]) > 5:
@@ -98,8 +108,11 @@ def print_rankings(out: Console, rankings: Sequence[WorkloadRanking], top: int, 
         accels += wr.accel
         better = "higher" if r.higher_is_better else "lower"
         out.print(f"\n[bold]{wr.workload}[/] · {wr.metric} ({better} is better) · tier {wr.tier}")
-        t = Table("rank", "group", "cell", "n", "mean", "95% CI", "vs best", "vs bare metal", "power loss",
-                  "flags", box=None)
+        cols = [Column("rank", 0), Column("group", 1), Column("cell", 0), Column("n", 2), Column("mean", 0),
+                Column("95% CI", 1), Column("vs best", 2), Column("vs bare metal", 3), Column("power loss", 3),
+                Column("flags", 2, wraps=True)]
+        names = cell_names(row.name for row in r.rows)
+        rows = []
         for row in r.rows[:top]:
             s = row.summary
             ci = "–" if s.ci_low is None else f"{fmt(s.ci_low)}–{fmt(s.ci_high)}"
@@ -109,15 +122,20 @@ def print_rankings(out: Console, rankings: Sequence[WorkloadRanking], top: int, 
                               + (["cold run apart"] if row.name in wr.cold_apart else [])
                               + (["n = boots"] if (wr.units or {}).get(row.name) is not None
                                  and (wr.units or {})[row.name].unit == "boot-means" else []))
-            t.add_row(str(row.rank) if row.rank else "–", row.group_label or "–", row.name, str(s.n),
-                      fmt(s.mean), ci, ratio_short(row.ratio_to_best), ratio_short(wr.to_baremetal.get(row.name)),
-                      risk.level if risk else "–", f"[yellow]{flags}[/]" if flags else "")
+            rows.append([str(row.rank) if row.rank else "–", row.group_label or "–", names.of(row.name), str(s.n),
+                         fmt(s.mean), ci, ratio_short(row.ratio_to_best), ratio_short(wr.to_baremetal.get(row.name)),
+                         risk.level if risk else "–", f"[yellow]{flags}[/]" if flags else ""])
+        if names.constant_text():
+            out.print(f"  every cell has {names.constant_text()}", markup=False)
+        t, left_out = fitted_table(cols, rows, out.width)
         out.print(t)
+        if left_out:
+            out.print(f"  [dim]{left_out}[/]")
         for cw, mean in wr.ceiling:
             out.print(f"  ceiling (null-co, {cw.axes['bus']}): {fmt(mean)} — the fastest the virtual I/O "
                       "path goes on this host")
         for line in wr.notes():
-            out.print(f"  {line}")
+            out.print(f"  {names.rename(line)}", markup=False)
         out.print(f"  [dim]{r.test_description}. Same group letter = not significantly different; "
                   "'too noisy' is a flag, never a filter; cells with too few runs are listed, not ranked.[/]")
         if wr.cold_apart:
