@@ -76,7 +76,11 @@ def run(
     with contextlib.ExitStack() as held:
         held.enter_context(exclusive(work / WORKDIR_LOCK, f"working directory {work}"))
         held.enter_context(exclusive(db_lock_path(db.absolute()), f"results database {db}"))
-        _run_locked(p, base, plan, Store(db), db, work, allow_destroy, accel, monitor_interval, kernel, verbose)
+        reclaim_leftovers(work)
+        store = Store(db)
+        # Closing the last connection checkpoints the WAL: a finished sweep leaves no -wal/-shm beside the file.
+        held.callback(store.close)
+        _run_locked(p, base, plan, store, db, work, allow_destroy, accel, monitor_interval, kernel, verbose)
 
 
 def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, work: Path,
@@ -119,6 +123,20 @@ def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, w
     if res.gave_up:
         raise SweepIncomplete(f"{len(res.gave_up)} of {len(exp.units)} cell×workload units gave up "
                               "after repeated failures; their figures are missing")
+
+
+def reclaim_leftovers(work: Path) -> list[str]:
+    """What a killed sweep in `work` left behind (its ledger says what: mounts, loop devices, images), removed
+    and said. Called with the workdir's lock held, so no other sweep is using them; the ledger undoes only
+    entries whose creating process is dead, and refuses what it cannot show it created."""
+    from iomatrix.backing.leftovers import clean, pending
+
+    if not pending(work):
+        return []
+    lines = clean(work)
+    for line in lines:
+        console.print(f"reclaimed from a killed sweep: {line}", markup=False, highlight=False)
+    return lines
 
 
 def check_workdir(workdir: Path) -> Path:
