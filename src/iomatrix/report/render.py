@@ -76,7 +76,7 @@ def recommendation_text(rec: Recommendation, markdown: bool = False, width: int 
     names = cell_names(label for v in rec.verdicts for label in verdict_labels(v))
     out = _header_lines(rec, "## " if markdown else "")
     if names.constant_text():
-        out.append(f"Every cell named below has {names.constant_text()}")
+        out.append(f"All cells named below, where the axis applies: {names.constant_text()}")
     printed: set[str] = set()  # snippets are printed once per configuration
     for v in rec.verdicts:
         if v.metric == "score" and v.choice is None:
@@ -286,7 +286,7 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
                width)
     out += [x for w in h.warnings for x in wrap(f"warning: {w}", width)]
     if h.shared:
-        out += wrap(f"every cell below has {h.shared}", width)
+        out += wrap(f"all cells, where the axis applies: {h.shared}", width)
     for line in h.basis:
         out += wrap(f"basis: {line}", width)
     tiers = {wg.tier for p in h.picks for wg in p.gains}

@@ -46,8 +46,8 @@ def print_results(out: Console, doc: dict[str, Any], metric: str | None, monitor
     s = doc["sweeps"][0]
     out.print(f"sweep {s['id']} · plan {s['plan']} · {s['status']} · host {s['host']['hostname']} "
               f"(kernel {s['host']['kernel']}, {s['host']['fio_version']}, {s['host']['qemu_version']})")
-    cols = [Column("tier", 0), Column("cell", 0), Column("workload", 0), Column("metric", 3), Column("n", 1),
-            Column("mean", 0), Column("95% CI", 1), Column("±%", 2), Column("CV", 4), Column("accel", 5),
+    cols = [Column("tier", 0), Column("cell", 0), Column("workload", 0), Column("metric", 1), Column("n", 2),
+            Column("mean", 0), Column("95% CI", 1), Column("±%", 3), Column("CV", 4), Column("accel", 5),
             Column("notes", 2, wraps=True)]
     mon_cols = list(MONITOR_HEADLINE) if monitor else []
     cols += [Column(f.replace("_pct", " %").replace("_ms", " ms").replace("_mb", " MiB").replace("_", " "), 6)
@@ -75,7 +75,7 @@ def print_results(out: Console, doc: dict[str, Any], metric: str | None, monitor
         row += [fmt(view.get(f)) for f in mon_cols]
         rows.append(row)
     if names.constant_text():
-        out.print(f"every cell has {names.constant_text()}", markup=False)
+        out.print(f"all cells, where the axis applies: {names.constant_text()}", markup=False)
     t, left_out = fitted_table(cols, rows, out.width)
     out.print(t)
     if left_out:
@@ -126,7 +126,7 @@ def print_rankings(out: Console, rankings: Sequence[WorkloadRanking], top: int, 
                          fmt(s.mean), ci, ratio_short(row.ratio_to_best), ratio_short(wr.to_baremetal.get(row.name)),
                          risk.level if risk else "–", f"[yellow]{flags}[/]" if flags else ""])
         if names.constant_text():
-            out.print(f"  every cell has {names.constant_text()}", markup=False)
+            out.print(f"  all cells, where the axis applies: {names.constant_text()}", markup=False)
         t, left_out = fitted_table(cols, rows, out.width)
         out.print(t)
         if left_out:
