@@ -160,3 +160,15 @@ def test_html_first_screen_shows_the_headline_not_an_error_box(db: Path, tmp_pat
     assert error_border.sum() == 0, "an error box is on the first screen"
     text = html.read_text()
     assert text.index('class="headline"') < text.index('class="missing"')
+
+
+def test_detail_on_a_sweep_with_nothing_to_detail_says_so(tmp_path: Path) -> None:
+    from iomatrix.metadata import host_metadata
+    from iomatrix.store import Store
+
+    store = Store(tmp_path / "empty.sqlite")
+    store.create_sweep(store.host_id(host_metadata()), "empty", "0" * 16, "{}", [], [])
+    store.close()
+    res = _cli("recommend", "--detail", "--db", str(tmp_path / "empty.sqlite"))
+    assert res.returncode == 0, res.stderr
+    assert "nothing to recommend" in res.stdout and "nothing to detail" in res.stdout

@@ -87,8 +87,6 @@ def recommend(
         from iomatrix.report.render import wrap
 
         sys.stdout.write("\n".join(x for line in lines for x in wrap(line, width)) + "\n")
-    if detail and format == OutputFormat.table and not rec.verdicts:
-        sys.stdout.write(f"nothing to detail: sweep {sid} has no ranked workloads yet\n")
 
 
 def register(app: typer.Typer) -> None:

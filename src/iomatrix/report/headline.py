@@ -15,7 +15,7 @@ from typing import Any
 
 from iomatrix.errors import UserError
 from iomatrix.report.naming import cell_names
-from iomatrix.report.recommend import SITUATIONS, Gain, Recommendation, Verdict
+from iomatrix.report.recommend import SITUATIONS, Gain, Recommendation, Verdict, verdict_tier
 from iomatrix.snippets import Snippet
 from iomatrix.store import Store
 from iomatrix.tiers import tier_classes
@@ -79,11 +79,14 @@ class Headline:
     unanswered: list[str]  # "workload: why" for workloads with not even a tie-break pick
     warnings: list[str]
     has_detail: bool
+    # "workload: verdicts" of the tiers whose trials are verdicts, not a speed ranking (the durability tier's)
+    measured: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {"host": self.host, "sweep": self.sweep_id, "plan": self.plan, "status": self.status,
                 "target": self.target, "shared": self.shared, "picks": [p.as_dict() for p in self.picks],
-                "basis": self.basis, "unanswered": self.unanswered, "warnings": self.warnings}
+                "basis": self.basis, "unanswered": self.unanswered, "measured": self.measured,
+                "warnings": self.warnings}
 
 
 def _answer(v: Verdict) -> tuple[Verdict, str] | None:
@@ -111,7 +114,8 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
     answered: dict[str, Pick] = {}
     basis: list[str] = []
     unanswered: list[str] = []
-    ranked = [v for v in rec.verdicts if v.metric != "score" and v.tier]
+    measured = [f"{v.workload}: {v.missing}" for v in rec.verdicts if verdict_tier(v.workload) is not None]
+    ranked = [v for v in rec.verdicts if v.metric != "score" and v.tier and verdict_tier(v.workload) is None]
     for v in ranked:
         found = _answer(v)
         if found is None:
@@ -129,7 +133,7 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
         p.name = names.of(p.cell)
     has_detail = bool(rec.verdicts)
     return Headline(host, rec.sweep_id, rec.plan, rec.status, target, list(answered.values()),
-                    names.constant_text(), basis, unanswered, rec.warnings, has_detail)
+                    names.constant_text(), basis, unanswered, rec.warnings, has_detail, measured)
 
 
 def verdict_labels(v: Verdict) -> list[str]:

@@ -380,7 +380,7 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     interference = run_interference(store, sweep_id, all_runs)
     measured = MeasuredIndex.from_store(store)
     for w in names:
-        owner = _verdict_tier(w)
+        owner = verdict_tier(w)
         if owner is not None:
             # Trials are not ranked by how many records they lost: the verdicts per configuration are the answer.
             lines = owner.verdict_lines(store, sweep_id, w)
@@ -481,7 +481,7 @@ def short_verdict(store: Store, sweep_id: int) -> str:
             lines += [tier.verdict_heading, *own]
             answered.add(tier.name)
     for v in rec.verdicts:
-        owner = _verdict_tier(v.workload)
+        owner = verdict_tier(v.workload)
         if owner is not None and owner.name in answered:
             continue  # its verdicts are the lines above; ranking trials by records lost answers nothing more
         if v.choice is None:
@@ -504,7 +504,7 @@ def short_verdict(store: Store, sweep_id: int) -> str:
     return "\n".join(lines)
 
 
-def _verdict_tier(workload: str) -> type[Tier] | None:
+def verdict_tier(workload: str) -> type[Tier] | None:
     """The tier whose trials of `workload` are verdicts, not a speed ranking (the durability tier's own
     workloads), or None for a workload that is ranked."""
     w = PRESETS.get(workload)

@@ -223,7 +223,9 @@ def render_recommendation(rec: Recommendation, format: OutputFormat | str,
     if headline is None:
         return recommendation_text(rec, markdown, width)
     text = headline_text(headline, width or 100, markdown)
-    if detail or markdown:
+    if detail and not markdown and not rec.verdicts:
+        text += f"\nnothing to detail: sweep {rec.sweep_id} has no ranked workloads yet\n"
+    elif detail or markdown:
         text += "\n" + recommendation_text(rec, markdown, width, None if markdown else headline.target)
     return text
 
@@ -295,7 +297,9 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
         out += _pick_lines(p, h.target, width, markdown, one_tier)
     for line in h.unanswered:
         out += wrap(f"no answer for {line}", width)
-    if not h.picks and not h.unanswered:
+    for line in h.measured:
+        out += wrap(f"measured: {line}", width)
+    if not h.picks and not h.unanswered and not h.measured:
         out += wrap("nothing to recommend: the sweep has no ranked workloads yet", width)
     others = "|".join(t for t in TARGETS if t != h.target)
     out.append("")
