@@ -400,11 +400,7 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
             verdicts.append(Verdict(w, "", True, "", None, missing=m))
             continue
 
-        v = _tier_verdict(cws, wr, reqs, current, measured, kw)
-        emulated = _emulated(cws, w, wr.tier)
-        if v.choice is None or emulated:
-            v = _answer_from_another_tier(cws, w, v, reqs, current, measured, kw, emulated=emulated) or v
-        verdicts.append(v)
+        verdicts.append(_verdict_on_its_basis(cws, wr, reqs, current, measured, kw))
     if scores is None:
         scores = SCORES if workload is None and any(_is_vm_view(c.axes["tier"]) for c in cws) else ()
     for sc in scores:
@@ -420,6 +416,17 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     if any("tcg" in a for c in cws for a in c.accel):
         warnings.append(TCG_WARNING)
     return Recommendation(sweep_id, info["plan"], info["status"], reqs, current, verdicts, warnings)
+
+
+def _verdict_on_its_basis(cws: list[CellWorkload], wr: WorkloadRanking, reqs: list[Requirement],
+                          current: CurrentConfig | None, measured: MeasuredIndex, kw: dict[str, Any]) -> Verdict:
+    """The verdict of the tier closest to a VM (`wr`), or of the tier below it when that one cannot answer or
+    its guests ran under TCG."""
+    v = _tier_verdict(cws, wr, reqs, current, measured, kw)
+    emulated = _emulated(cws, wr.workload, wr.tier)
+    if v.choice is None or emulated:
+        v = _answer_from_another_tier(cws, wr.workload, v, reqs, current, measured, kw, emulated=emulated) or v
+    return v
 
 
 def _tier_verdict(cws: list[CellWorkload], wr: WorkloadRanking, reqs: list[Requirement],
@@ -447,22 +454,26 @@ def _answer_from_another_tier(cws: list[CellWorkload], workload: str, unanswered
         v = _tier_verdict(cws, wr, reqs, current, measured, kw)
         if v.choice is None and not (emulated and v.provisional is not None):
             continue
-        try:
-            mine, theirs = applying_axes(t), applying_axes(unanswered.tier)
-        except KeyError:  # a tier this version does not know (an old database): no scope to state
-            scope = ""
-        else:
-            undecided = [a for a in theirs if a not in mine]
-            scope = f" ({tier_class(t).summary}): it decides {', '.join(a for a in mine if a != 'tier')}" + \
-                (f", not the {', '.join(undecided)}" if undecided else "")
-        if emulated:
-            v.basis = (f"the {unanswered.tier} tier ran under TCG (emulated, not a KVM host's timings): the {t} tier "
-                       f"is the basis{scope}")
-        else:
-            v.basis = (f"the {unanswered.tier} tier cannot answer yet ('iomatrix rank --workload {workload}' shows "
-                       f"why); answered by the {t} tier{scope}")
+        v.basis = _basis(t, unanswered.tier, workload, emulated)
         return v
     return None
+
+
+def _basis(tier: str, closest: str, workload: str, emulated: bool) -> str:
+    """Why `tier` answers for `closest` (the tier closest to a VM), and which axes it decides."""
+    try:
+        mine, theirs = applying_axes(tier), applying_axes(closest)
+    except KeyError:  # a tier this version does not know (an old database): no scope to state
+        scope = ""
+    else:
+        undecided = [a for a in theirs if a not in mine]
+        scope = f" ({tier_class(tier).summary}): it decides {', '.join(a for a in mine if a != 'tier')}" + \
+            (f", not the {', '.join(undecided)}" if undecided else "")
+    if emulated:
+        return (f"the {closest} tier ran under TCG (emulated, not a KVM host's timings): the {tier} tier is the "
+                f"basis{scope}")
+    return (f"the {closest} tier cannot answer yet ('iomatrix rank --workload {workload}' shows why); answered by "
+            f"the {tier} tier{scope}")
 
 
 def _emulated(cws: list[CellWorkload], workload: str, tier: str) -> bool:

@@ -61,19 +61,8 @@ def print_results(out: Console, doc: dict[str, Any], metric: str | None, monitor
     rows = []
     for r, label in zip(shown, labels, strict=True):
         accels += r["accel"]
-        # Runs that shared guest boots: the CI is that of the analysis unit (boot means when boots differ
-        # more than runs within a boot do), as in rank, and so is the mean; n and CV stay those of the runs.
-        src, unit_note = inference_figures(r)
-        ci = "–" if src["ci95_low"] is None else f"{fmt(src['ci95_low'])}–{fmt(src['ci95_high'])}"
-        rel = "–" if src["ci95_rel_half_width"] is None else f"{src['ci95_rel_half_width']:.1%}"
-        cv = "–" if r["cv"] is None else f"{r['cv']:.1%}"
-        n = f"{r['n']}" + (f" (+{r['failed_runs']} failed)" if r["failed_runs"] else "")
-        notes = quality_notes(r) + ([unit_note] if unit_note else [])
-        row = [r["axes"]["tier"], names.of(label), r["workload"], r["metric"], n, fmt(src["mean"]), ci, rel, cv,
-               ",".join(r["accel"]), "; ".join(notes)]
         view = cells.get((r["cell"], r["workload"]), {}).get("host_view", {})
-        row += [fmt(view.get(f)) for f in mon_cols]
-        rows.append(row)
+        rows.append([*_result_row(r, names.of(label)), *(fmt(view.get(f)) for f in mon_cols)])
     if names.constant_text():
         out.print(f"all cells, where the axis applies: {names.constant_text()}", markup=False)
     t, left_out = fitted_table(cols, rows, out.width)
@@ -87,6 +76,20 @@ def print_results(out: Console, doc: dict[str, Any], metric: str | None, monitor
     for f in s["failures"][:5]:
         out.print(f"[red]failed run {f['id']}[/] {f['key']} · {f['workload']}: {f['error']}")
     return accels
+
+
+def _result_row(r: dict[str, Any], name: str) -> list[str]:
+    """One result's cells, monitor columns apart."""
+    # Runs that shared guest boots: the CI is that of the analysis unit (boot means when boots differ
+    # more than runs within a boot do), as in rank, and so is the mean; n and CV stay those of the runs.
+    src, unit_note = inference_figures(r)
+    ci = "–" if src["ci95_low"] is None else f"{fmt(src['ci95_low'])}–{fmt(src['ci95_high'])}"
+    rel = "–" if src["ci95_rel_half_width"] is None else f"{src['ci95_rel_half_width']:.1%}"
+    cv = "–" if r["cv"] is None else f"{r['cv']:.1%}"
+    n = f"{r['n']}" + (f" (+{r['failed_runs']} failed)" if r["failed_runs"] else "")
+    notes = quality_notes(r) + ([unit_note] if unit_note else [])
+    return [r["axes"]["tier"], name, r["workload"], r["metric"], n, fmt(src["mean"]), ci, rel, cv,
+            ",".join(r["accel"]), "; ".join(notes)]
 
 
 def print_scores(out: Console, score: str, rows: Sequence[ScoreRow], factors: dict[str, float], top: int) -> None:
@@ -112,19 +115,7 @@ def print_rankings(out: Console, rankings: Sequence[WorkloadRanking], top: int, 
                 Column("95% CI", 1), Column("vs best", 2), Column("vs bare metal", 3), Column("power loss", 3),
                 Column("flags", 2, wraps=True)]
         names = cell_names(row.name for row in r.rows)
-        rows = []
-        for row in r.rows[:top]:
-            s = row.summary
-            ci = "–" if s.ci_low is None else f"{fmt(s.ci_low)}–{fmt(s.ci_high)}"
-            cell = wr.cells[row.name]
-            risk = risk_of(cell.axes["cache"], cell.axes["modifier"])
-            flags = ", ".join([f.replace("_", " ") for f in row.flags]
-                              + (["cold run apart"] if row.name in wr.cold_apart else [])
-                              + (["n = boots"] if (wr.units or {}).get(row.name) is not None
-                                 and (wr.units or {})[row.name].unit == "boot-means" else []))
-            rows.append([str(row.rank) if row.rank else "–", row.group_label or "–", names.of(row.name), str(s.n),
-                         fmt(s.mean), ci, ratio_short(row.ratio_to_best), ratio_short(wr.to_baremetal.get(row.name)),
-                         risk.level if risk else "–", f"[yellow]{flags}[/]" if flags else ""])
+        rows = [_ranking_row(wr, row, names.of(row.name)) for row in r.rows[:top]]
         if names.constant_text():
             out.print(f"  all cells, where the axis applies: {names.constant_text()}", markup=False)
         t, left_out = fitted_table(cols, rows, out.width)
@@ -145,6 +136,21 @@ def print_rankings(out: Console, rankings: Sequence[WorkloadRanking], top: int, 
             out.print(f"  [yellow]no cell has {min_runs} ok runs yet[/] — run more repetitions "
                       "(repetitions.min, time_budget) or lower --min-runs")
     return accels
+
+
+def _ranking_row(wr: WorkloadRanking, row: Any, name: str) -> list[str]:
+    """One ranked cell's columns (`row`: a row of `wr.ranking`)."""
+    s = row.summary
+    ci = "–" if s.ci_low is None else f"{fmt(s.ci_low)}–{fmt(s.ci_high)}"
+    cell = wr.cells[row.name]
+    risk = risk_of(cell.axes["cache"], cell.axes["modifier"])
+    unit = (wr.units or {}).get(row.name)
+    flags = ", ".join([f.replace("_", " ") for f in row.flags]
+                      + (["cold run apart"] if row.name in wr.cold_apart else [])
+                      + (["n = boots"] if unit is not None and unit.unit == "boot-means" else []))
+    return [str(row.rank) if row.rank else "–", row.group_label or "–", name, str(s.n), fmt(s.mean), ci,
+            ratio_short(row.ratio_to_best), ratio_short(wr.to_baremetal.get(row.name)),
+            risk.level if risk else "–", f"[yellow]{flags}[/]" if flags else ""]
 
 
 def print_changes(out: Console, changes: Sequence[Change], show_all: bool) -> None:
