@@ -25,6 +25,7 @@ def run_line(mark: str, cell: str, workload: str, summary: str, width: int, verb
     """One finished run as one line: the full summary with `verbose`, else at most `width` characters (a
     disturbed run says so; its reasons are in the database)."""
     head, sep, _reasons = summary.partition(DISTURBED)
+    cell = " ".join(p for p in cell.split() if not p.endswith("=-") and p != "modifier=none")  # what it sets
     line = f"{mark} {cell} · {workload}: {summary if verbose else head + (' · disturbed' if sep else '')}"
     if verbose or len(line) <= width:
         return line
