@@ -272,7 +272,7 @@ def test_xfs_file_variant_verdicts(tmp_path: Path) -> None:
     assert "guest filesystem (xfs): clean after 1/1 cuts" in out
     assert "DISAGREES" not in out
     assert _ours(tmp_path) == [] and _left_files(tmp_path) == []
-    rec = run_cli("recommend", "--db", "r.sqlite", cwd=tmp_path)
+    rec = run_cli("recommend", "--db", "r.sqlite", "--detail", cwd=tmp_path)  # each workload's own section
     assert rec.returncode == 0, rec.stdout + rec.stderr
     xfs_section = " ".join(rec.stdout.split()).split("durability-xfs ·")[1]
     assert "fs=xfs" in xfs_section and "fs=ext4" not in xfs_section  # each workload: its own filesystem

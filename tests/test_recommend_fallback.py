@@ -1,5 +1,6 @@
-"""`recommend` when the tier closest to a VM cannot answer: the block layer answers for the axes it measures,
-and the verdict says so. A real SQLite store written through the store's API (no sweep needed)."""
+"""`recommend` when the tier closest to a VM cannot answer, or its guests ran under TCG: the block layer answers
+for the axes it measures, and the verdict says so; on KVM a guest tier that can answer is the basis. A real
+SQLite store written through the store's API (no sweep needed)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def _axes(tier: str, cache: str) -> dict[str, str]:
             "bus": "virtio-blk" if tier == "guest" else "-", "backing": "dir", "modifier": "none"}
 
 
-def _store(tmp_path: Path, guest_spread: float) -> tuple[Store, int]:
+def _store(tmp_path: Path, guest_spread: float, guest_accel: str = "kvm") -> tuple[Store, int]:
     """Guest cells (none vs writeback) that differ by 10% with a run-to-run spread of `guest_spread`, and
     block-layer cells of the same two cache modes 3× apart with 1% spread, over 4 rounds."""
     store = Store(tmp_path / "r.sqlite")
@@ -33,7 +34,7 @@ def _store(tmp_path: Path, guest_spread: float) -> tuple[Store, int]:
             f = f if cache == "none" or tier != "guest" else swing[(rnd + 2) % 4]  # unrelated swings per cell
             store.record_run(RunRecord(
                 cell_id=cid, workload=WORKLOAD, status="ok", started_at=rnd, finished_at=rnd + 1,
-                accel="tcg" if tier == "guest" else "none (QEMU block layer, no guest)", cache_state="dropped",
+                accel=guest_accel if tier == "guest" else "none (QEMU block layer, no guest)", cache_state="dropped",
                 page_cache_method="-", metrics={"write.iops": base * f}, phases={}, round=rnd + 1,
                 round_position=0))
     store.set_sweep_status(sid, "finished")
@@ -56,3 +57,10 @@ def test_the_guest_tier_answers_itself_when_it_can(tmp_path: Path) -> None:
     [v] = recommend(store, sid, workload=WORKLOAD).verdicts
     assert v.tier == "guest" and v.choice is not None and "cache=writeback" in v.choice.cell
     assert v.basis == ""
+
+
+def test_under_tcg_the_block_layer_is_the_basis_even_when_the_guests_could_answer(tmp_path: Path) -> None:
+    store, sid = _store(tmp_path, guest_spread=0.0, guest_accel="tcg")
+    [v] = recommend(store, sid, workload=WORKLOAD).verdicts
+    assert v.tier == "blocklayer" and v.choice is not None and "cache=writeback" in v.choice.cell
+    assert v.basis.startswith("the guest tier ran under TCG") and "not the bus" in v.basis

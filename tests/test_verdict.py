@@ -104,15 +104,16 @@ def test_current_configuration_is_compared(sweep_db: Path) -> None:
 
 
 def test_recommend_table_markdown_csv(sweep_db: Path) -> None:
-    table = run_cli("recommend", "--db", str(sweep_db), *LOOSE)
-    assert table.returncode == 0 and "use: cache=" in table.stdout
+    # The detail (issue 27: the terminal shows the headline first, the per-workload verdicts with --detail).
+    table = run_cli("recommend", "--db", str(sweep_db), *LOOSE, "--detail")
+    assert table.returncode == 0 and table.stdout.startswith("Answer for ") and "\nuse: " in table.stdout
     # Snippets are printed once per chosen configuration (which cell wins each workload depends on the noise).
     chosen = set(re.findall(r"^use: (.+?)  — ", table.stdout, re.M))
     assert len(chosen) in (1, 2), table.stdout
     assert table.stdout.count("# libvirt domain XML") == len(chosen), table.stdout
     assert ("snippets: as above" in table.stdout) == (len(chosen) == 1), table.stdout
     md = run_cli("recommend", "--db", str(sweep_db), *LOOSE, "--format", "markdown").stdout
-    assert md.startswith("## Recommendation") and "```xml" in md
+    assert md.startswith("## Answer for ") and "## Recommendation" in md and "```xml" in md
     rows = list(csv.DictReader(io.StringIO(run_cli("recommend", "--db", str(sweep_db), *LOOSE, "--format",
                                                    "csv").stdout)))
     assert {r["workload"] for r in rows} == {"rand-read-4k", "rand-read-64k"} and all(r["ratio"] for r in rows)

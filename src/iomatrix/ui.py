@@ -1,15 +1,33 @@
-"""Terminal presentation: the consoles and how a figure is written. Cheap to import (the CLI's start-up
-imports it); the sweep's progress display, which needs the runner, is in `commands/progress.py`."""
+"""Terminal presentation: the consoles, the width reports fit in, and how a figure is written. Cheap to import
+(the CLI's start-up imports it); the sweep's progress display, which needs the runner, is in
+`commands/progress.py`."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 
 from rich.console import Console
 
-# Piped output (CI logs, `| less`) gets wide lines instead of rich's 80-column default.
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
-err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
+# Outside a terminal (CI logs, `| less`, a file) reports keep to this width unless COLUMNS says otherwise.
+PIPED_WIDTH = 100
+
+
+def report_width(stream: object = None) -> int:
+    """The columns every table and line of prose must fit in: COLUMNS when set, else the terminal's width, else
+    PIPED_WIDTH. Narrow terminals get what they have (content wraps; nothing fails)."""
+    env = os.environ.get("COLUMNS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    out = stream if stream is not None else sys.stdout
+    if getattr(out, "isatty", lambda: False)():
+        return shutil.get_terminal_size((PIPED_WIDTH, 24)).columns
+    return PIPED_WIDTH
+
+
+console = Console(highlight=False, width=report_width(sys.stdout))
+err_console = Console(stderr=True, highlight=False, width=report_width(sys.stderr))
 
 
 def fmt(value: float | None, digits: int = 3) -> str:

@@ -1,4 +1,7 @@
-"""The progress display of `iomatrix run`: cell i/N, run j, a bar with ETA, one line per finished run.
+"""The progress display of `iomatrix run`: in a terminal one live line (units done / total, runs, elapsed and
+ETA, the cell running, disturbed runs counted); outside a terminal one line of at most the report width (100
+unless COLUMNS says otherwise) per run. A disturbed run's full reasons are in the database ('iomatrix results'
+shows them) and, with `--verbose`, on the run's line.
 
 Apart from `ui.py` because it builds on the runner: only the `run` command imports it, when it runs, so the
 CLI's start-up (`iomatrix --help`) does not import the runner.
@@ -13,17 +16,34 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from iomatrix import runner
 from iomatrix.matrix import Unit
 from iomatrix.tiers.base import RunOutcome
-from iomatrix.ui import console
+from iomatrix.ui import console, report_width
+
+DISTURBED = " — disturbed: "
+
+
+def run_line(mark: str, cell: str, workload: str, summary: str, width: int, verbose: bool) -> str:
+    """One finished run as one line: the full summary with `verbose`, else at most `width` characters (a
+    disturbed run says so; its reasons are in the database)."""
+    head, sep, _reasons = summary.partition(DISTURBED)
+    cell = " ".join(p for p in cell.split() if not p.endswith("=-") and p != "modifier=none")  # what it sets
+    line = f"{mark} {cell} · {workload}: {summary if verbose else head + (' · disturbed' if sep else '')}"
+    if verbose or len(line) <= width:
+        return line
+    return line[:max(width - 1, 1)] + "…"
 
 
 class RichProgress(runner.Progress):
-    """Cell i/N, run j, a bar with ETA, and one line per finished run."""
+    """One live line in a terminal; one short line per finished run elsewhere (every line with `verbose`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, verbose: bool = False) -> None:
+        self.live = sys.stdout.isatty()
+        self.verbose = verbose
+        self.disturbed = 0
+        self.where = "starting"
         self.bar = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=False,
-            disable=not sys.stdout.isatty())
+            TextColumn("[bold]{task.description}"), BarColumn(bar_width=12), MofNCompleteColumn(),
+            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=False,
+            disable=not self.live)
         self.task = None
 
     def start(self, total_estimate: int, resumed_runs: int) -> None:
@@ -37,13 +57,22 @@ class RichProgress(runner.Progress):
             self.bar.update(self.task, total=total_estimate)
 
     def run_started(self, index: int, unit: Unit, attempt: int, cell_no: int, cell_count: int) -> None:
+        self.where = f"cell {cell_no}/{cell_count} · {unit.workload.name} · run {attempt}"
+        self._describe()
+
+    def _describe(self) -> None:
         if self.task is not None:
-            self.bar.update(self.task, description=f"cell {cell_no}/{cell_count} · {unit.workload.name} · "
-                                                   f"run {attempt}")
+            disturbed = f" · {self.disturbed} disturbed" if self.disturbed else ""
+            self.bar.update(self.task, description=f"{self.where}{disturbed}")
 
     def run_finished(self, unit: Unit, outcome: RunOutcome, summary: str) -> None:
-        mark = "[green]✓[/]" if outcome.ok else "[red]✗[/]"
-        console.print(f"{mark} {unit.cell.label()} · {unit.workload.name}: {summary}")
+        self.disturbed += DISTURBED in summary
+        if self.verbose or not self.live or not outcome.ok:
+            # The mark is plain text: a line measured in characters is the line printed.
+            line = run_line("ok" if outcome.ok else "FAILED", unit.cell.label(), unit.workload.name, summary,
+                            min(report_width(), 100), self.verbose)
+            console.print(line, markup=False, highlight=False, soft_wrap=self.verbose)
+        self._describe()
         if self.task is not None:
             self.bar.advance(self.task)
 

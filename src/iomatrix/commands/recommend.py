@@ -53,15 +53,23 @@ def recommend(
     max_noise: MaxNoiseOpt = DEFAULT_MAX_NOISE,
     threshold: ThresholdOpt = DEFAULT_THRESHOLD,
     tie_break: TieBreakOpt = DEFAULT_TIE_BREAK,
+    target: Annotated[str, typer.Option(
+        help="The tool whose snippet the answer shows: libvirt, proxmox, qemu, virt-install or nova.")] = "libvirt",
+    detail: Annotated[bool, typer.Option(
+        "--detail", help="After the answer: every workload's verdict, tie-breaks, comparisons, risks and "
+                         "snippets.")] = False,
 ) -> None:
-    """The configuration to use per workload, how much faster it is, what it risks, and paste-ready snippets."""
+    """The answer first (what to use, how much faster it is, what it risks, the snippet), detail on request."""
     from iomatrix.current import parse_current
     from iomatrix.report.consolidation import consolidation_groups, consolidation_json, consolidation_lines
-    from iomatrix.report.query import pick_sweep
+    from iomatrix.report.headline import check_target, headline
+    from iomatrix.report.query import pick_sweep, sweep_info
     from iomatrix.report.recommend import recommend as build
     from iomatrix.report.render import render_recommendation
+    from iomatrix.ui import report_width
 
     check_ranking_options(min_runs, max_noise)
+    check_target(target)
     if current_disk is not None and current is None:
         raise UserError("--current-disk needs --current", hint="give the libvirt domain XML with --current vm.xml")
     cur = parse_current(current, current_disk) if current is not None else None
@@ -71,9 +79,14 @@ def recommend(
                 scores=score or None, min_n=min_runs, max_noise=max_noise, threshold=threshold,
                 tie_break=tie_break_keys(tie_break))
     groups = consolidation_groups(store, sid)  # consolidation tier: how many tiles per mode
-    sys.stdout.write(render_recommendation(rec, format, consolidation_json(groups)))
+    head = headline(rec, sweep_info(store, sid)["host"]["hostname"], target)
+    width = report_width()
+    sys.stdout.write(render_recommendation(rec, format, consolidation_json(groups), headline=head, detail=detail,
+                                           width=width))
     if format in (OutputFormat.table, OutputFormat.markdown) and (lines := consolidation_lines(groups)):
-        sys.stdout.write("\n".join(lines) + "\n")
+        from iomatrix.report.render import wrap
+
+        sys.stdout.write("\n".join(x for line in lines for x in wrap(line, width)) + "\n")
 
 
 def register(app: typer.Typer) -> None:

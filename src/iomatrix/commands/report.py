@@ -38,18 +38,23 @@ def report(
     max_noise: MaxNoiseOpt = DEFAULT_MAX_NOISE,
     threshold: ThresholdOpt = DEFAULT_THRESHOLD,
     tie_break: TieBreakOpt = DEFAULT_TIE_BREAK,
+    target: Annotated[str, typer.Option(help="The tool whose snippet the answer at the top shows (as for "
+                                             "'recommend').")] = "libvirt",
 ) -> None:
-    """One self-contained HTML file: recommendation and risks, rankings with error bars, block-size bars,
-    host panels over time, sweep metadata and every run."""
+    """One self-contained HTML file: the answer first, then recommendation and risks, rankings with error bars,
+    block-size bars, host panels over time, sweep metadata and every run."""
     from iomatrix.current import parse_current
+    from iomatrix.report.headline import check_target
     from iomatrix.report.html import write_report
     from iomatrix.report.query import pick_sweep
 
     check_ranking_options(min_runs, max_noise)
+    check_target(target)
     cur = parse_current(current) if current is not None else None
     store = open_store(db)
     size = write_report(store, pick_sweep(store, sweep), html, current=cur, requirements=require,
-                        min_n=min_runs, max_noise=max_noise, threshold=threshold, tie_break=tie_break_keys(tie_break))
+                        min_n=min_runs, max_noise=max_noise, threshold=threshold, tie_break=tie_break_keys(tie_break),
+                        target=target)
     console.print(f"wrote {html} ({size / 1024:.0f} KiB): open it in a browser, it needs no network")
 
 

@@ -45,6 +45,9 @@ def run(
     accel: Annotated[Accel, typer.Option(help="Guest accelerator: probe KVM, or force one.")] = Accel.auto,
     monitor_interval: Annotated[float, typer.Option(help="Host sampler period in seconds.")] = 1.0,
     kernel: KernelOpt = None,
+    verbose: Annotated[bool, typer.Option("--verbose", help="One full line per run, a disturbed run's reasons "
+                                                            "included (they are always in the database).")]
+    = False,
 ) -> None:
     """Run a plan, e.g. 'iomatrix run quick'. Re-running on the same --db resumes and skips completed runs."""
     from iomatrix.locks import WORKDIR_LOCK, db_lock_path, exclusive, refuse_if_held
@@ -73,18 +76,23 @@ def run(
     with contextlib.ExitStack() as held:
         held.enter_context(exclusive(work / WORKDIR_LOCK, f"working directory {work}"))
         held.enter_context(exclusive(db_lock_path(db.absolute()), f"results database {db}"))
-        _run_locked(p, base, plan, Store(db), db, work, allow_destroy, accel, monitor_interval, kernel)
+        reclaim_leftovers(work)
+        store = Store(db)
+        # Closing the last connection checkpoints the WAL: a finished sweep leaves no -wal/-shm beside the file.
+        held.callback(store.close)
+        _run_locked(p, base, plan, store, db, work, allow_destroy, accel, monitor_interval, kernel, verbose)
 
 
 def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, work: Path,
-                allow_destroy: list[Path], accel: Accel, monitor_interval: float, kernel: Path | None) -> None:
+                allow_destroy: list[Path], accel: Accel, monitor_interval: float, kernel: Path | None,
+                verbose: bool = False) -> None:
     from iomatrix.commands.progress import RichProgress
     from iomatrix.runner import RunOptions, SweepRunner
 
     opts = RunOptions(workdir=work, allowed_devices={d.resolve() for d in allow_destroy},
                       accel=accel.value, monitor_interval=monitor_interval, kernel=kernel,
                       log=lambda m: console.print(f"[dim]{m}[/]"))
-    runner = SweepRunner(p, base, store, opts, progress=RichProgress())
+    runner = SweepRunner(p, base, store, opts, progress=RichProgress(verbose))
     exp = runner.expansion
     console.print(f"[bold]{p.name}[/]: {len(exp.cells)} cells, {len(exp.units)} cell×workload units, "
                   f"{len(exp.pruned)} pruned (see 'iomatrix plan {plan} --explain'); results → {db}")
@@ -104,9 +112,9 @@ def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, w
         console.print(f"[yellow]interrupted[/]: completed runs are saved in {db}; run the same command to resume")
         raise typer.Exit(130)
     if res.runs_done:
-        from iomatrix.report.recommend import short_verdict
+        from iomatrix.report.headline import end_of_run_text
 
-        console.print(short_verdict(store, res.sweep_id))
+        console.print(end_of_run_text(store, res.sweep_id, console.width), markup=False, highlight=False)
     console.print(f"next: iomatrix recommend --db {db}   ·   iomatrix report --html report.html --db {db}   ·   "
                   f"iomatrix rank --db {db}")
     if res.runs_done == 0 and res.runs_failed > 0:
@@ -115,6 +123,20 @@ def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, w
     if res.gave_up:
         raise SweepIncomplete(f"{len(res.gave_up)} of {len(exp.units)} cell×workload units gave up "
                               "after repeated failures; their figures are missing")
+
+
+def reclaim_leftovers(work: Path) -> list[str]:
+    """What a killed sweep in `work` left behind (its ledger says what: mounts, loop devices, images), removed
+    and said. Called with the workdir's lock held, so no other sweep is using them; the ledger undoes only
+    entries whose creating process is dead, and refuses what it cannot show it created."""
+    from iomatrix.backing.leftovers import clean, pending
+
+    if not pending(work):
+        return []
+    lines = clean(work)
+    for line in lines:
+        console.print(f"reclaimed from a killed sweep: {line}", markup=False, highlight=False)
+    return lines
 
 
 def check_workdir(workdir: Path) -> Path:

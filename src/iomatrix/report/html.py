@@ -17,10 +17,11 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from iomatrix.current import CurrentConfig
 from iomatrix.report import charts
+from iomatrix.report.headline import DEFAULT_TARGET, headline
 from iomatrix.report.query import CellWorkload, cell_workloads, failures, monitor_series, run_table, sweep_info
 from iomatrix.report.rank import primary_metric, rank_sweep
 from iomatrix.report.recommend import Recommendation, Verdict, recommend
-from iomatrix.report.render import BOUNDED_NOTE, ci_text, ratio_text
+from iomatrix.report.render import BOUNDED_NOTE, STATUS_TEXT, ci_text, gain_text, ratio_text
 from iomatrix.stats import summarize
 from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK
 from iomatrix.store import Store
@@ -169,7 +170,8 @@ def missing_parts(info: dict[str, Any], cws: list[CellWorkload], rec: Recommenda
 
 def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None = None,
                   requirements: Sequence[str] = (), min_n: int = 3, max_noise: float = 0.10,
-                  threshold: float = DEFAULT_THRESHOLD, tie_break: Sequence[str] = DEFAULT_TIE_BREAK) -> str:
+                  threshold: float = DEFAULT_THRESHOLD, tie_break: Sequence[str] = DEFAULT_TIE_BREAK,
+                  target: str = DEFAULT_TARGET) -> str:
     info = sweep_info(store, sweep_id)
     cws = cell_workloads(store, sweep_id)
     rank_kw = {"min_n": min_n, "max_noise": max_noise, "threshold": threshold, "tie_break": tie_break}
@@ -189,7 +191,8 @@ def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None 
     # The tiers' own sections (the consolidation tier's tiles), in the order the tiers sort.
     extras = [s for tier in tier_classes() if (s := tier.report_section(store, sweep_id, cws)) is not None]
     return _env().get_template("report.html.j2").render(
-        info=info, rec=rec, verdicts=verdicts, rankings=rankings,
+        info=info, rec=rec, head=headline(rec, info["host"]["hostname"], target), gain_text=gain_text,
+        status_text=STATUS_TEXT, verdicts=verdicts, rankings=rankings,
         blocksizes=blocksize_sections(cws), host=host_section(store, rec, cws, top), runs=runs,
         failures=failures(store, sweep_id), missing=missing_parts(info, cws, rec), ci_text=ci_text,
         bounded_note=BOUNDED_NOTE if bounded else "",

@@ -194,8 +194,17 @@ class Verdict:
     snippets: SnippetSet | None = None
     missing: str = ""  # why there is no choice
     basis: str = ""  # when another tier than the one closest to a VM answered: which, why, and what it decides
+    # No answer yet, but the tie-break picks one among the cells the data cannot separate: that pick's figures,
+    # risks and snippets (its `choice` is the pick, named as such), so a headline can still say what to use.
+    provisional: Verdict | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        out = self._fields()
+        if self.provisional is not None:
+            out["provisional"] = self.provisional._fields()
+        return out
+
+    def _fields(self) -> dict[str, Any]:
         return {
             "workload": self.workload, "metric": self.metric, "higher_is_better": self.higher_is_better,
             "tier": self.tier, "missing": self.missing or None, "basis": self.basis or None,
@@ -266,9 +275,24 @@ def workload_verdict(cws: list[CellWorkload], wr: WorkloadRanking, requirements:
     choice = choose(chosen_from) if chosen_from is not None else None
     if choice is None:
         v.missing = _why_no_choice(wr, chosen_from, requirements)
+        d = chosen_from.decision if chosen_from is not None else None
+        if d is not None and d.provisional is not None and d.provisional in wr.cells:
+            pick = Choice(d.provisional, tuple(c for c in (d.leader, *d.tied, *d.unresolved)
+                                               if c and c != d.provisional), d.statement)
+            v.provisional = _chosen_verdict(Verdict(v.workload, v.metric, v.higher_is_better, v.tier, pick), cws,
+                                            wr, chosen_from, requirements, current, measured)
         return v
-    r = chosen_from.ranking if chosen_from is not None else wr.ranking
     v.choice = choice
+    return _chosen_verdict(v, cws, wr, chosen_from, requirements, current, measured)
+
+
+def _chosen_verdict(v: Verdict, cws: list[CellWorkload], wr: WorkloadRanking, chosen_from: WorkloadRanking | None,
+                    requirements: list[Requirement], current: CurrentConfig | None,
+                    measured: MeasuredIndex | None) -> Verdict:
+    """`v` with the figures, comparisons, risks and snippets of its choice (`v.choice`)."""
+    choice = v.choice
+    assert choice is not None
+    r = chosen_from.ranking if chosen_from is not None else wr.ranking
     cell = wr.cells[choice.cell]
     row = r.row(choice.cell)  # the ranking the choice was made in
     v.mean, v.ci, v.n = row.summary.mean, (row.summary.ci_low, row.summary.ci_high), row.summary.n
@@ -356,7 +380,7 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     interference = run_interference(store, sweep_id, all_runs)
     measured = MeasuredIndex.from_store(store)
     for w in names:
-        owner = _verdict_tier(w)
+        owner = verdict_tier(w)
         if owner is not None:
             # Trials are not ranked by how many records they lost: the verdicts per configuration are the answer.
             lines = owner.verdict_lines(store, sweep_id, w)
@@ -376,10 +400,7 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
             verdicts.append(Verdict(w, "", True, "", None, missing=m))
             continue
 
-        v = _tier_verdict(cws, wr, reqs, current, measured, kw)
-        if v.choice is None:
-            v = _answer_from_another_tier(cws, w, v, reqs, current, measured, kw) or v
-        verdicts.append(v)
+        verdicts.append(_verdict_on_its_basis(cws, wr, reqs, current, measured, kw))
     if scores is None:
         scores = SCORES if workload is None and any(_is_vm_view(c.axes["tier"]) for c in cws) else ()
     for sc in scores:
@@ -397,6 +418,17 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     return Recommendation(sweep_id, info["plan"], info["status"], reqs, current, verdicts, warnings)
 
 
+def _verdict_on_its_basis(cws: list[CellWorkload], wr: WorkloadRanking, reqs: list[Requirement],
+                          current: CurrentConfig | None, measured: MeasuredIndex, kw: dict[str, Any]) -> Verdict:
+    """The verdict of the tier closest to a VM (`wr`), or of the tier below it when that one cannot answer or
+    its guests ran under TCG."""
+    v = _tier_verdict(cws, wr, reqs, current, measured, kw)
+    emulated = _emulated(cws, wr.workload, wr.tier)
+    if v.choice is None or emulated:
+        v = _answer_from_another_tier(cws, wr.workload, v, reqs, current, measured, kw, emulated=emulated) or v
+    return v
+
+
 def _tier_verdict(cws: list[CellWorkload], wr: WorkloadRanking, reqs: list[Requirement],
                   current: CurrentConfig | None, measured: MeasuredIndex, kw: dict[str, Any]) -> Verdict:
     restricted = None
@@ -409,30 +441,44 @@ def _tier_verdict(cws: list[CellWorkload], wr: WorkloadRanking, reqs: list[Requi
 
 def _answer_from_another_tier(cws: list[CellWorkload], workload: str, unanswered: Verdict,
                               reqs: list[Requirement], current: CurrentConfig | None, measured: MeasuredIndex,
-                              kw: dict[str, Any]) -> Verdict | None:
-    """When the tier closest to a VM cannot answer (a guest under TCG swings 30–50% run to run), the next tier
-    that can (the block layer: the same QEMU graph at native speed) answers for the axes it measures, and the
-    verdict says so and names what it does not decide (the bus)."""
+                              kw: dict[str, Any], emulated: bool = False) -> Verdict | None:
+    """When the tier closest to a VM cannot answer, or its guests ran under TCG (emulated: 30–50% run-to-run
+    swings, timings bound by instruction emulation), the next tier below it (the block layer: the same QEMU
+    graph at native speed) is the basis for the axes it measures, and the verdict says so and names what it does
+    not decide (the bus). Under TCG that tier is the basis even when it has only a tie-break's pick."""
     tiers = {c.axes["tier"] for c in cws if c.workload == workload} - {unanswered.tier}
     for t in sorted((t for t in tiers if not is_reference(t)), key=tier_order, reverse=True):
         wr = rank_workload(cws, workload, None, tier=t, **kw)
         if wr is None:
             continue
         v = _tier_verdict(cws, wr, reqs, current, measured, kw)
-        if v.choice is None:
+        if v.choice is None and not (emulated and v.provisional is not None):
             continue
-        try:
-            mine, theirs = applying_axes(t), applying_axes(unanswered.tier)
-        except KeyError:  # a tier this version does not know (an old database): no scope to state
-            scope = ""
-        else:
-            undecided = [a for a in theirs if a not in mine]
-            scope = f" ({tier_class(t).summary}): it decides {', '.join(a for a in mine if a != 'tier')}" + \
-                (f", not the {', '.join(undecided)}" if undecided else "")
-        v.basis = (f"the {unanswered.tier} tier cannot answer yet ('iomatrix rank --workload {workload}' shows why); "
-                   f"answered by the {t} tier{scope}")
+        v.basis = _basis(t, unanswered.tier, workload, emulated)
         return v
     return None
+
+
+def _basis(tier: str, closest: str, workload: str, emulated: bool) -> str:
+    """Why `tier` answers for `closest` (the tier closest to a VM), and which axes it decides."""
+    try:
+        mine, theirs = applying_axes(tier), applying_axes(closest)
+    except KeyError:  # a tier this version does not know (an old database): no scope to state
+        scope = ""
+    else:
+        undecided = [a for a in theirs if a not in mine]
+        scope = f" ({tier_class(tier).summary}): it decides {', '.join(a for a in mine if a != 'tier')}" + \
+            (f", not the {', '.join(undecided)}" if undecided else "")
+    if emulated:
+        return (f"the {closest} tier ran under TCG (emulated, not a KVM host's timings): the {tier} tier is the "
+                f"basis{scope}")
+    return (f"the {closest} tier cannot answer yet ('iomatrix rank --workload {workload}' shows why); answered by "
+            f"the {tier} tier{scope}")
+
+
+def _emulated(cws: list[CellWorkload], workload: str, tier: str) -> bool:
+    """Whether `workload`'s runs on `tier` ran under TCG (a guest tier without KVM)."""
+    return any("tcg" in a for c in cws if c.workload == workload and c.axes["tier"] == tier for a in c.accel)
 
 
 def short_verdict(store: Store, sweep_id: int) -> str:
@@ -446,7 +492,7 @@ def short_verdict(store: Store, sweep_id: int) -> str:
             lines += [tier.verdict_heading, *own]
             answered.add(tier.name)
     for v in rec.verdicts:
-        owner = _verdict_tier(v.workload)
+        owner = verdict_tier(v.workload)
         if owner is not None and owner.name in answered:
             continue  # its verdicts are the lines above; ranking trials by records lost answers nothing more
         if v.choice is None:
@@ -469,7 +515,7 @@ def short_verdict(store: Store, sweep_id: int) -> str:
     return "\n".join(lines)
 
 
-def _verdict_tier(workload: str) -> type[Tier] | None:
+def verdict_tier(workload: str) -> type[Tier] | None:
     """The tier whose trials of `workload` are verdicts, not a speed ranking (the durability tier's own
     workloads), or None for a workload that is ranked."""
     w = PRESETS.get(workload)

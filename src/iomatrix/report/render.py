@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from iomatrix.report.export.table import DataTable
 from iomatrix.report.formats import OutputFormat
+from iomatrix.report.headline import TARGETS, Headline, Pick, WorkloadGain, verdict_labels
+from iomatrix.report.naming import cell_names
 from iomatrix.ui import fmt
 
 if TYPE_CHECKING:
@@ -51,14 +53,45 @@ def comparisons(v: Verdict) -> list[Gain]:
     return [*v.gains, *(x for x in (v.to_baremetal, v.to_ceiling, v.requirement_cost) if x)]
 
 
-def recommendation_text(rec: Recommendation, markdown: bool = False) -> str:
-    """The recommendation as terminal text or Markdown."""
+# Snippets the detail shows whatever the target: the image to create, and the eatmydata wrapper QEMU runs under.
+TOOLS_WITH_EVERY_TARGET = ("qemu-img", "qemu-wrapper")
+
+
+class Code(str):
+    """A snippet's text among prose lines: never wrapped, never renamed (code_lines breaks XML where it may)."""
+
+    language: str
+
+    def __new__(cls, text: str, language: str) -> Code:
+        self = super().__new__(cls, text)
+        self.language = language
+        return self
+
+
+def recommendation_text(rec: Recommendation, markdown: bool = False, width: int | None = None,
+                        target: str | None = None) -> str:
+    """The recommendation's detail as terminal text or Markdown: prose wrapped to `width` (None: not wrapped),
+    cells named by the axes that vary (the shared ones stated once in the header); snippets of every tool, or of
+    `target` only (and the image's qemu-img line)."""
+    names = cell_names(label for v in rec.verdicts for label in verdict_labels(v))
     out = _header_lines(rec, "## " if markdown else "")
+    if names.constant_text():
+        out.append(f"All cells named below, where the axis applies: {names.constant_text()}")
     printed: set[str] = set()  # snippets are printed once per configuration
     for v in rec.verdicts:
+        if v.metric == "score" and v.choice is None:
+            continue  # a weighted score the plan has no inputs for: not an answer this sweep could have given
         out.append("")
-        out += _verdict_lines(v, markdown, printed)
-    return "\n".join(out) + "\n"
+        out += _verdict_lines(v, markdown, printed, target)
+    lines = []
+    for line in out:
+        if isinstance(line, Code):
+            lines += code_lines(line, line.language, width) if width else [str(line)]
+            continue
+        line = names.rename(line)
+        indent = line[:len(line) - len(line.lstrip())]
+        lines += wrap(line.strip(), width, indent) if width and line.strip() else [line]
+    return "\n".join(lines) + "\n"
 
 
 def _header_lines(rec: Recommendation, h1: str) -> list[str]:
@@ -72,14 +105,14 @@ def _header_lines(rec: Recommendation, h1: str) -> list[str]:
     return out
 
 
-def _verdict_lines(v: Verdict, markdown: bool, printed: set[str]) -> list[str]:
+def _verdict_lines(v: Verdict, markdown: bool, printed: set[str], target: str | None = None) -> list[str]:
     """One workload's answer: the choice, its ratios, its risks and its snippets."""
     better = "higher" if v.higher_is_better else "lower"
     out = [f"{'### ' if markdown else ''}{v.workload} · {v.metric or '–'} ({better} is better) · "
            f"tier {v.tier or '–'}"]
     if v.choice is None:
-        return [*out, f"no recommendation: {v.missing}"]
-    return out + _choice_lines(v) + _risk_lines(v) + _snippet_lines(v, markdown, printed)
+        return [*out, *([f"  note: {v.basis}"] if v.basis else []), f"no recommendation: {v.missing}"]
+    return out + _choice_lines(v) + _risk_lines(v) + _snippet_lines(v, markdown, printed, target)
 
 
 def _choice_lines(v: Verdict) -> list[str]:
@@ -118,7 +151,7 @@ def _risk_lines(v: Verdict) -> list[str]:
     return [f"risks ({v.risks[0].basis}):", *(f"  - on {rs.situation}: {rs.text}" for rs in v.risks)]
 
 
-def _snippet_lines(v: Verdict, markdown: bool, printed: set[str]) -> list[str]:
+def _snippet_lines(v: Verdict, markdown: bool, printed: set[str], target: str | None = None) -> list[str]:
     if v.snippets is None:
         return []
     config = v.snippets.config
@@ -129,7 +162,8 @@ def _snippet_lines(v: Verdict, markdown: bool, printed: set[str]) -> list[str]:
     if config.assumed:
         out.append(f"snippets assume {', '.join(config.assumed)} (not swept): " + config.label())
     for s in v.snippets.snippets:
-        out += _snippet_block(s, markdown)
+        if target is None or s.tool in (target, *TOOLS_WITH_EVERY_TARGET):
+            out += _snippet_block(s, markdown)
     return out
 
 
@@ -137,10 +171,15 @@ def _snippet_block(s: Snippet, markdown: bool) -> list[str]:
     out = [f"{'#### ' if markdown else '# '}{s.title}"]
     if s.text is None:
         return [*out, s.note]
-    out += [f"```{s.language}", s.text, "```"] if markdown else [s.text]
+    out += [f"```{s.language}", _code(s), "```"] if markdown else [_code(s)]
     if s.note:
         out.append(f"({s.note})")
     return out
+
+
+def _code(s: Snippet) -> Code:
+    assert s.text is not None
+    return Code(s.text, s.language)
 
 
 def recommendation_table(rec: Recommendation) -> DataTable:
@@ -160,14 +199,19 @@ def recommendation_table(rec: Recommendation) -> DataTable:
 
 
 def render_recommendation(rec: Recommendation, format: OutputFormat | str,
-                          consolidation: list[dict[str, Any]] | None = None) -> str:
+                          consolidation: list[dict[str, Any]] | None = None, *, headline: Headline | None = None,
+                          detail: bool = True, width: int | None = None) -> str:
     """`consolidation`: the consolidation answers (report.consolidation.consolidation_json), added to the JSON
-    document under "consolidation" when the sweep has them (the table and markdown forms print them as text)."""
+    document under "consolidation" when the sweep has them (the table and markdown forms print them as text).
+    `headline` comes first (JSON: under "headline"); the detail follows in the terminal only with `detail`
+    (Markdown, a document, always has it). `width`: the terminal's columns, for wrapping."""
     f = OutputFormat(format)
     if f == OutputFormat.json:
         from iomatrix.report.export import json
 
         doc = rec.as_dict()
+        if headline is not None:
+            doc = {"headline": headline.as_dict(), **doc}
         if consolidation:
             doc["consolidation"] = consolidation
         return json.dumps(doc) + "\n"
@@ -175,4 +219,115 @@ def render_recommendation(rec: Recommendation, format: OutputFormat | str,
         from iomatrix.report.export import csv
 
         return csv.export([recommendation_table(rec)])
-    return recommendation_text(rec, markdown=f == OutputFormat.markdown)
+    markdown = f == OutputFormat.markdown
+    if headline is None:
+        return recommendation_text(rec, markdown, width)
+    text = headline_text(headline, width or 100, markdown)
+    if detail and not markdown and not rec.verdicts:
+        text += f"\nnothing to detail: sweep {rec.sweep_id} has no ranked workloads yet\n"
+    elif detail or markdown:
+        text += "\n" + recommendation_text(rec, markdown, width, None if markdown else headline.target)
+    return text
+
+
+# --------------------------------------------------------------------------- the headline
+
+STATUS_TEXT = {"answer": "the answer", "tied": "tied: the tie-break's pick",
+               "provisional": "not separated yet: the tie-break's pick"}
+
+
+def wrap(text: str, width: int, indent: str = "", hang: str = "  ") -> list[str]:
+    """`text` wrapped to `width` columns (continuation lines indented by `hang` more); never wider, never
+    empty-handed: a width too small for the indentation still gets one word per line."""
+    import textwrap
+
+    room = max(width, len(indent) + len(hang) + 10)
+    return textwrap.wrap(text, room, initial_indent=indent, subsequent_indent=indent + hang,
+                         break_on_hyphens=False, break_long_words=width >= 60) or [indent]
+
+
+def code_lines(text: str, language: str, width: int, indent: str = "") -> list[str]:
+    """A snippet's lines, paste-ready. XML breaks between attributes where a line is too wide (whitespace between
+    attributes means nothing to XML); other languages are never broken (a broken shell word is a broken
+    command)."""
+    import re
+
+    out = []
+    for line in text.splitlines():
+        line = indent + line
+        if len(line) <= width or language != "xml":
+            out.append(line)
+            continue
+        lead = line[:len(line) - len(line.lstrip())]
+        words = re.findall(r'[^\s"]+(?:"[^"]*")?|"[^"]*"', line.strip())
+        cur = lead + words[0]
+        for w in words[1:]:
+            if len(cur) + 1 + len(w) > width:
+                out.append(cur)
+                cur = lead + "    " + w
+            else:
+                cur += " " + w
+        out.append(cur)
+    return out
+
+
+def gain_text(wg: WorkloadGain, cell: str) -> str:
+    g = wg.gain
+    if g is None:
+        return f"vs {wg.against}: not in this sweep"
+    if g.label == cell:
+        return f"1.00×: it is {wg.against}"
+    if g.ratio is None or g.ratio.ratio is None:
+        return f"vs {wg.against}: – ({g.note})" if g.note else f"vs {wg.against}: –"
+    return f"{ratio_text(g.ratio.ratio, g.ratio.low, g.ratio.high)} {wg.against}"
+
+
+def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
+    """The headline as terminal text (every line at most `width` columns) or Markdown."""
+    out = wrap(f"{'## ' if markdown else ''}Answer for {h.host} · sweep {h.sweep_id} ({h.plan}, {h.status})",
+               width)
+    out += [x for w in h.warnings for x in wrap(f"warning: {w}", width)]
+    if h.shared:
+        out += wrap(f"all cells, where the axis applies: {h.shared}", width)
+    for line in h.basis:
+        out += wrap(f"basis: {line}", width)
+    tiers = {wg.tier for p in h.picks for wg in p.gains}
+    one_tier = next(iter(tiers)) if len(tiers) == 1 else None
+    for p in h.picks:
+        out += _pick_lines(p, h.target, width, markdown, one_tier)
+    for line in h.unanswered:
+        out += wrap(f"no answer for {line}", width)
+    for line in h.measured:
+        out += wrap(f"measured: {line}", width)
+    if not h.picks and not h.unanswered and not h.measured:
+        out += wrap("nothing to recommend: the sweep has no ranked workloads yet", width)
+    others = "|".join(t for t in TARGETS if t != h.target)
+    out.append("")
+    out += wrap(f"more: iomatrix recommend --detail (tables, tie-breaks, every risk); other tools: --target {others}",
+                width)
+    return "\n".join(out) + "\n"
+
+
+def _pick_lines(p: Pick, target: str, width: int, markdown: bool, one_tier: str | None) -> list[str]:
+    """One configuration: its name and settings, its gain per workload, its risks and its snippet. `one_tier`:
+    the tier every workload was answered by (stated once), or None when they differ (stated per workload)."""
+    out = [""]
+    measured = f" (measured by the {one_tier} tier)" if one_tier else ""
+    out += wrap(f"{'### ' if markdown else ''}Use: {p.name}{measured}", width)
+    if p.name != p.config:
+        out += wrap(f"({p.config})", width, "  ")
+    for wg in p.gains:
+        tier = f" [{wg.tier} tier]" if wg.tier and one_tier is None else ""
+        out += wrap(f"{wg.workload}: {gain_text(wg, p.cell)} · {STATUS_TEXT[wg.status]}{tier}", width, "  ")
+    if p.risks:
+        out += wrap(f"risks ({p.risks[0][2]}):", width, "  ")
+        out += [x for situation, text, _ in p.risks for x in wrap(f"{situation}: {text}", width, "    ")]
+    if p.snippet is not None:
+        out += wrap(f"{target}: {p.snippet.title}", width, "  ")
+        if p.snippet.text is None:
+            out += wrap(p.snippet.note, width, "    ")
+        elif markdown:
+            out += [f"```{p.snippet.language}", *code_lines(p.snippet.text, p.snippet.language, width), "```"]
+        else:
+            out += code_lines(p.snippet.text, p.snippet.language, width, "    ")
+    return out

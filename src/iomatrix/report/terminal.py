@@ -15,6 +15,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from iomatrix.report.fit import Column, fitted_table
+from iomatrix.report.naming import cell_names
 from iomatrix.report.quality import notes as quality_notes
 from iomatrix.report.rank import ScoreRow, WorkloadRanking, primary_metric
 from iomatrix.report.results import MONITOR_HEADLINE, inference_figures
@@ -44,32 +46,29 @@ def print_results(out: Console, doc: dict[str, Any], metric: str | None, monitor
     s = doc["sweeps"][0]
     out.print(f"sweep {s['id']} · plan {s['plan']} · {s['status']} · host {s['host']['hostname']} "
               f"(kernel {s['host']['kernel']}, {s['host']['fio_version']}, {s['host']['qemu_version']})")
-    t = Table("tier", "cell", "workload", "metric", "n", "mean", "95% CI", "±%", "CV", "accel", "notes", box=None)
+    cols = [Column("tier", 0), Column("cell", 0), Column("workload", 0), Column("metric", 1), Column("n", 2),
+            Column("mean", 0), Column("95% CI", 1), Column("±%", 3), Column("CV", 4), Column("accel", 5),
+            Column("notes", 2, wraps=True)]
     mon_cols = list(MONITOR_HEADLINE) if monitor else []
-    for f in mon_cols:
-        t.add_column(f.replace("_pct", " %").replace("_ms", " ms").replace("_mb", " MiB").replace("_", " "))
+    cols += [Column(f.replace("_pct", " %").replace("_ms", " ms").replace("_mb", " MiB").replace("_", " "), 6)
+             for f in mon_cols]
     cells = {(c["cell"], c["workload"]): c for c in s.get("cells", [])}
     accels: list[str] = []
-    for r in s["results"]:
-        if not _shown(metric, r):
-            continue
+    shown = [r for r in s["results"] if _shown(metric, r)]
+    labels = [" ".join(f"{k}={v}" for k, v in r["axes"].items()
+                       if v != "-" and k != "tier" and not (k == "modifier" and v == "none")) for r in shown]
+    names = cell_names(labels)
+    rows = []
+    for r, label in zip(shown, labels, strict=True):
         accels += r["accel"]
-        label = " ".join(f"{k}={v}" for k, v in r["axes"].items()
-                         if v != "-" and k != "tier" and not (k == "modifier" and v == "none"))
-        # Runs that shared guest boots: the CI is that of the analysis unit (boot means when boots differ
-        # more than runs within a boot do), as in rank, and so is the mean; n and CV stay those of the runs.
-        src, unit_note = inference_figures(r)
-        ci = "–" if src["ci95_low"] is None else f"{fmt(src['ci95_low'])}–{fmt(src['ci95_high'])}"
-        rel = "–" if src["ci95_rel_half_width"] is None else f"{src['ci95_rel_half_width']:.1%}"
-        cv = "–" if r["cv"] is None else f"{r['cv']:.1%}"
-        n = f"{r['n']}" + (f" (+{r['failed_runs']} failed)" if r["failed_runs"] else "")
-        notes = quality_notes(r) + ([unit_note] if unit_note else [])
-        row = [r["axes"]["tier"], label, r["workload"], r["metric"], n, fmt(src["mean"]), ci, rel, cv,
-               ",".join(r["accel"]), "; ".join(notes)]
         view = cells.get((r["cell"], r["workload"]), {}).get("host_view", {})
-        row += [fmt(view.get(f)) for f in mon_cols]
-        t.add_row(*row)
+        rows.append([*_result_row(r, names.of(label)), *(fmt(view.get(f)) for f in mon_cols)])
+    if names.constant_text():
+        out.print(f"all cells, where the axis applies: {names.constant_text()}", markup=False)
+    t, left_out = fitted_table(cols, rows, out.width)
     out.print(t)
+    if left_out:
+        out.print(f"[dim]{left_out}[/]")
     for pr in s["pruned"][:5]:
         out.print(f"[dim]pruned: {pr['what']}: {pr['reason']}[/]")
     if len(s["pruned"]) > 5:
@@ -77,6 +76,20 @@ def print_results(out: Console, doc: dict[str, Any], metric: str | None, monitor
     for f in s["failures"][:5]:
         out.print(f"[red]failed run {f['id']}[/] {f['key']} · {f['workload']}: {f['error']}")
     return accels
+
+
+def _result_row(r: dict[str, Any], name: str) -> list[str]:
+    """One result's cells, monitor columns apart."""
+    # Runs that shared guest boots: the CI is that of the analysis unit (boot means when boots differ
+    # more than runs within a boot do), as in rank, and so is the mean; n and CV stay those of the runs.
+    src, unit_note = inference_figures(r)
+    ci = "–" if src["ci95_low"] is None else f"{fmt(src['ci95_low'])}–{fmt(src['ci95_high'])}"
+    rel = "–" if src["ci95_rel_half_width"] is None else f"{src['ci95_rel_half_width']:.1%}"
+    cv = "–" if r["cv"] is None else f"{r['cv']:.1%}"
+    n = f"{r['n']}" + (f" (+{r['failed_runs']} failed)" if r["failed_runs"] else "")
+    notes = quality_notes(r) + ([unit_note] if unit_note else [])
+    return [r["axes"]["tier"], name, r["workload"], r["metric"], n, fmt(src["mean"]), ci, rel, cv,
+            ",".join(r["accel"]), "; ".join(notes)]
 
 
 def print_scores(out: Console, score: str, rows: Sequence[ScoreRow], factors: dict[str, float], top: int) -> None:
@@ -98,26 +111,22 @@ def print_rankings(out: Console, rankings: Sequence[WorkloadRanking], top: int, 
         accels += wr.accel
         better = "higher" if r.higher_is_better else "lower"
         out.print(f"\n[bold]{wr.workload}[/] · {wr.metric} ({better} is better) · tier {wr.tier}")
-        t = Table("rank", "group", "cell", "n", "mean", "95% CI", "vs best", "vs bare metal", "power loss",
-                  "flags", box=None)
-        for row in r.rows[:top]:
-            s = row.summary
-            ci = "–" if s.ci_low is None else f"{fmt(s.ci_low)}–{fmt(s.ci_high)}"
-            cell = wr.cells[row.name]
-            risk = risk_of(cell.axes["cache"], cell.axes["modifier"])
-            flags = ", ".join([f.replace("_", " ") for f in row.flags]
-                              + (["cold run apart"] if row.name in wr.cold_apart else [])
-                              + (["n = boots"] if (wr.units or {}).get(row.name) is not None
-                                 and (wr.units or {})[row.name].unit == "boot-means" else []))
-            t.add_row(str(row.rank) if row.rank else "–", row.group_label or "–", row.name, str(s.n),
-                      fmt(s.mean), ci, ratio_short(row.ratio_to_best), ratio_short(wr.to_baremetal.get(row.name)),
-                      risk.level if risk else "–", f"[yellow]{flags}[/]" if flags else "")
+        cols = [Column("rank", 0), Column("group", 1), Column("cell", 0), Column("n", 2), Column("mean", 0),
+                Column("95% CI", 1), Column("vs best", 2), Column("vs bare metal", 3), Column("power loss", 3),
+                Column("flags", 2, wraps=True)]
+        names = cell_names(row.name for row in r.rows)
+        rows = [_ranking_row(wr, row, names.of(row.name)) for row in r.rows[:top]]
+        if names.constant_text():
+            out.print(f"  all cells, where the axis applies: {names.constant_text()}", markup=False)
+        t, left_out = fitted_table(cols, rows, out.width)
         out.print(t)
+        if left_out:
+            out.print(f"  [dim]{left_out}[/]")
         for cw, mean in wr.ceiling:
             out.print(f"  ceiling (null-co, {cw.axes['bus']}): {fmt(mean)} — the fastest the virtual I/O "
                       "path goes on this host")
         for line in wr.notes():
-            out.print(f"  {line}")
+            out.print(f"  {names.rename(line)}", markup=False)
         out.print(f"  [dim]{r.test_description}. Same group letter = not significantly different; "
                   "'too noisy' is a flag, never a filter; cells with too few runs are listed, not ranked.[/]")
         if wr.cold_apart:
@@ -127,6 +136,21 @@ def print_rankings(out: Console, rankings: Sequence[WorkloadRanking], top: int, 
             out.print(f"  [yellow]no cell has {min_runs} ok runs yet[/] — run more repetitions "
                       "(repetitions.min, time_budget) or lower --min-runs")
     return accels
+
+
+def _ranking_row(wr: WorkloadRanking, row: Any, name: str) -> list[str]:
+    """One ranked cell's columns (`row`: a row of `wr.ranking`)."""
+    s = row.summary
+    ci = "–" if s.ci_low is None else f"{fmt(s.ci_low)}–{fmt(s.ci_high)}"
+    cell = wr.cells[row.name]
+    risk = risk_of(cell.axes["cache"], cell.axes["modifier"])
+    unit = (wr.units or {}).get(row.name)
+    flags = ", ".join([f.replace("_", " ") for f in row.flags]
+                      + (["cold run apart"] if row.name in wr.cold_apart else [])
+                      + (["n = boots"] if unit is not None and unit.unit == "boot-means" else []))
+    return [str(row.rank) if row.rank else "–", row.group_label or "–", name, str(s.n), fmt(s.mean), ci,
+            ratio_short(row.ratio_to_best), ratio_short(wr.to_baremetal.get(row.name)),
+            risk.level if risk else "–", f"[yellow]{flags}[/]" if flags else ""]
 
 
 def print_changes(out: Console, changes: Sequence[Change], show_all: bool) -> None:

@@ -1,0 +1,172 @@
+"""The first answer on one screen: what to use, how much it gains, what it risks, and the snippet to paste.
+
+`headline()` turns a `Recommendation` (report/recommend.py) into one short block per host: the configuration
+to use for the workloads the plan ran (one, or one per workload where they differ), its ratio to the user's
+current configuration or QEMU's default with its interval, one line each on what it risks on a QEMU crash, a
+power loss and a live migration, and the snippet for one target tool. Everything else (per-workload tables,
+tie-breaks, stops, variance components) is the recommendation's detail. Renderers (render.py, html.py) lay the
+`Headline` out; nothing here computes a statistic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from iomatrix.errors import UserError
+from iomatrix.report.naming import cell_names
+from iomatrix.report.recommend import SITUATIONS, Gain, Recommendation, Verdict, verdict_tier
+from iomatrix.snippets import Snippet
+from iomatrix.store import Store
+from iomatrix.tiers import tier_classes
+
+TARGETS = ("libvirt", "proxmox", "qemu", "virt-install", "nova")
+DEFAULT_TARGET = "libvirt"
+# The three situations a headline states (the fourth, a guest that sends no flushes, is detail).
+HEADLINE_SITUATIONS = {SITUATIONS[0]: "QEMU crash", SITUATIONS[1]: "power loss", SITUATIONS[2]: "live migration"}
+
+
+def check_target(target: str) -> str:
+    if target not in TARGETS:
+        raise UserError(f"unknown target '{target}'", hint=f"use {', '.join(TARGETS)}")
+    return target
+
+
+@dataclass(frozen=True)
+class WorkloadGain:
+    """What the configuration gains on one workload, and how sure the choice is."""
+
+    workload: str
+    metric: str
+    status: str  # "answer", "tied" (a tie broken by the tie-break) or "provisional" (not separated yet)
+    against: str  # "QEMU default" or "current (…)"
+    gain: Gain | None
+    tier: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"workload": self.workload, "metric": self.metric, "status": self.status, "tier": self.tier,
+                "against": self.against, "vs": None if self.gain is None else self.gain.as_dict()}
+
+
+@dataclass
+class Pick:
+    """One configuration to use, and the workloads it is the answer for."""
+
+    cell: str  # the full label
+    name: str  # the short name (only the axes that vary in the sweep)
+    config: str  # the whole configuration the snippet sets, assumed axes included
+    gains: list[WorkloadGain] = field(default_factory=list)
+    risks: list[tuple[str, str, str]] = field(default_factory=list)  # (situation, text, basis)
+    snippet: Snippet | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"cell": self.cell, "name": self.name, "config": self.config,
+                "workloads": [g.as_dict() for g in self.gains],
+                "risks": [{"situation": s, "text": t, "basis": b} for s, t, b in self.risks],
+                "snippet": None if self.snippet is None else self.snippet.as_dict()}
+
+
+@dataclass
+class Headline:
+    host: str
+    sweep_id: int
+    plan: str
+    status: str
+    target: str
+    picks: list[Pick]
+    shared: str  # the axes every swept cell of the picks shares, stated once
+    basis: list[str]  # one line per tier that answered for another (TCG guests)
+    unanswered: list[str]  # "workload: why" for workloads with not even a tie-break pick
+    warnings: list[str]
+    has_detail: bool
+    # "workload: verdicts" of the tiers whose trials are verdicts, not a speed ranking (the durability tier's)
+    measured: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"host": self.host, "sweep": self.sweep_id, "plan": self.plan, "status": self.status,
+                "target": self.target, "shared": self.shared, "picks": [p.as_dict() for p in self.picks],
+                "basis": self.basis, "unanswered": self.unanswered, "measured": self.measured,
+                "warnings": self.warnings}
+
+
+def _answer(v: Verdict) -> tuple[Verdict, str] | None:
+    """The verdict whose figures the headline uses and how sure it is, or None when there is not even a pick."""
+    if v.choice is not None:
+        return v, "tied" if v.choice.tied else "answer"
+    if v.provisional is not None and v.provisional.choice is not None:
+        return v.provisional, "provisional"
+    return None
+
+
+def _reference_gain(v: Verdict) -> tuple[str, Gain | None]:
+    """The comparison the headline states: the user's current configuration when given, else QEMU's default."""
+    for prefix, name in (("current", "current"), ("QEMU default", "QEMU's default")):
+        g = next((g for g in v.gains if g.against.startswith(prefix)), None)
+        if g is not None:
+            return (g.against if prefix == "current" else name), g
+    return "QEMU's default", None
+
+
+def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> Headline:
+    """The headline of `rec`: ranked workloads only (weighted scores and the durability tier's verdicts are
+    detail), grouped by the configuration they pick."""
+    check_target(target)
+    answered: dict[str, Pick] = {}
+    basis: list[str] = []
+    unanswered: list[str] = []
+    measured = [f"{v.workload}: {v.missing}" for v in rec.verdicts if verdict_tier(v.workload) is not None]
+    ranked = [v for v in rec.verdicts if v.metric != "score" and v.tier and verdict_tier(v.workload) is None]
+    for v in ranked:
+        found = _answer(v)
+        if found is None:
+            unanswered.append(f"{v.workload}: {v.missing}")
+            continue
+        shown, status = found
+        assert shown.choice is not None
+        pick = answered.setdefault(shown.choice.cell, _pick(shown, target))
+        against, gain = _reference_gain(shown)
+        pick.gains.append(WorkloadGain(v.workload, v.metric, status, against, gain, shown.tier))
+        if v.basis and v.basis not in basis:
+            basis.append(v.basis)
+    names = cell_names([c for v in ranked for c in verdict_labels(v)])
+    for p in answered.values():
+        p.name = names.of(p.cell)
+    has_detail = bool(rec.verdicts)
+    return Headline(host, rec.sweep_id, rec.plan, rec.status, target, list(answered.values()),
+                    names.constant_text(), basis, unanswered, rec.warnings, has_detail, measured)
+
+
+def verdict_labels(v: Verdict) -> list[str]:
+    """Every cell label a verdict names (its choice or the tie-break's pick, the cells tied with it, the cells
+    compared with it): what short names are chosen among."""
+    shown = v if v.choice is not None else v.provisional
+    if shown is None or shown.choice is None:
+        return []
+    return [shown.choice.cell, *shown.choice.tied, *(g.label for g in shown.gains if g.label)]
+
+
+def _pick(v: Verdict, target: str) -> Pick:
+    assert v.choice is not None
+    snippet = None
+    config = v.choice.cell
+    if v.snippets is not None:
+        config = v.snippets.config.label()
+        snippet = next((s for s in v.snippets.snippets if s.tool == target), None)
+    risks = [(HEADLINE_SITUATIONS[r.situation], r.text, r.basis) for r in v.risks if r.situation in HEADLINE_SITUATIONS]
+    return Pick(v.choice.cell, v.choice.cell, config, risks=risks, snippet=snippet)
+
+
+def end_of_run_text(store: Store, sweep_id: int, width: int, target: str = DEFAULT_TARGET) -> str:
+    """What `iomatrix run` ends with: the tiers' own verdict lines (the durability tier's), then the headline."""
+    from iomatrix.report.query import sweep_info
+    from iomatrix.report.recommend import recommend
+    from iomatrix.report.render import headline_text, wrap
+
+    lines: list[str] = []
+    for tier in tier_classes():
+        own = tier.verdict_lines(store, sweep_id) if tier.verdicts else []
+        if own:
+            lines += [x for line in (tier.verdict_heading, *own) for x in wrap(line, width)]
+    rec = recommend(store, sweep_id)
+    head = headline(rec, sweep_info(store, sweep_id)["host"]["hostname"], target)
+    return "\n".join([*lines, headline_text(head, width).rstrip("\n")])

@@ -1,0 +1,91 @@
+"""Names of cells that show what differs: a sweep that varies only format and cache calls its cells
+`raw · writeback`, and says once, above the table, what every cell shares (`preallocation=off aio=threads …`).
+
+Pure functions over cell labels (`CellWorkload.label()`: `axis=value` pairs in registry order). The axes come
+from the axis registry (`iomatrix.domain.axes`), so a new axis is named like the others. The full label stays in
+JSON and CSV; only terminal, Markdown and HTML views use the short names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from iomatrix.domain import axes as axis_registry
+
+SEPARATOR = " · "
+# Values that say nothing without their axis ("none" could be a cache mode or a modifier; "off" a preallocation).
+_BARE_VALUES = frozenset({"none", "off", "on", "full", "metadata", "falloc", "-", "default"})
+
+
+def parse_label(label: str) -> dict[str, str]:
+    """'format=raw cache=none' → {'format': 'raw', 'cache': 'none'} (words without '=' are ignored)."""
+    return dict(p.split("=", 1) for p in label.split() if "=" in p)
+
+
+def _order(name: str) -> int:
+    known = axis_registry.names()
+    return known.index(name) if name in known else len(known)
+
+
+@dataclass(frozen=True)
+class CellNames:
+    """The short name of each label, the axes that vary (registry order) and what every label shares."""
+
+    names: Mapping[str, str]
+    varying: tuple[str, ...]
+    constant: tuple[tuple[str, str], ...]
+
+    def of(self, label: str) -> str:
+        return self.names.get(label, label)
+
+    def rename(self, text: str) -> str:
+        """`text` with every full label in it replaced by its short name (longest first: no label is a part of
+        another's replacement)."""
+        for full, short in sorted(self.names.items(), key=lambda kv: -len(kv[0])):
+            if full != short:
+                text = text.replace(full, short)
+        return text
+
+    def constant_text(self) -> str:
+        """'preallocation=off aio=threads' — the axes every cell shares, stated once ('' when none is shared)."""
+        return " ".join(f"{a}={v}" for a, v in self.constant)
+
+
+def cell_names(labels: Iterable[str]) -> CellNames:
+    """Short names for `labels`: only the axes whose values differ among them, by value where the value alone is
+    unambiguous (`raw`, `writeback`) and as `axis=value` otherwise (`cache=none`). One label, or labels that
+    differ in nothing, keep their full text (there is nothing shorter that still says what the cell is)."""
+    unique = list(dict.fromkeys(labels))
+    parsed = {lab: parse_label(lab) for lab in unique}
+    keys = sorted({k for p in parsed.values() for k in p}, key=_order)
+    values = {k: [p.get(k) for p in parsed.values()] for k in keys}
+    # An axis some labels do not name (bare metal has no format) varies only if the labels naming it differ.
+    named = {k: {v for v in values[k] if v is not None} for k in keys}
+    varying = tuple(k for k in keys if len(named[k]) > 1)
+    constant = tuple((k, next(iter(named[k]))) for k in keys if k not in varying)
+    if len(unique) < 2 or not varying:
+        return CellNames({lab: lab for lab in unique}, varying, ())
+    seen_in = _axes_of_values(values, varying)
+    names = {lab: _short(parsed[lab], varying, seen_in) for lab in unique}
+    return CellNames(names, varying, constant)
+
+
+def _axes_of_values(values: Mapping[str, Sequence[str | None]], varying: Sequence[str]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for k in varying:
+        for v in values[k]:
+            if v is not None:
+                out.setdefault(v, set()).add(k)
+    return out
+
+
+def _short(axes: Mapping[str, str], varying: Sequence[str], seen_in: Mapping[str, set[str]]) -> str:
+    parts = []
+    for k in varying:
+        v = axes.get(k)
+        if v is None:
+            continue
+        bare = v not in _BARE_VALUES and len(seen_in.get(v, ())) == 1
+        parts.append(v if bare else f"{k}={v}")
+    return SEPARATOR.join(parts) or "(all axes shared)"
