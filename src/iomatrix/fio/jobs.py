@@ -44,6 +44,8 @@ def _workload_lines(w: Workload) -> list[str]:
     lines = [f"rw={w.rw}", f"bs={w.bs}", f"iodepth={w.iodepth}"]
     if w.rwmixread is not None:
         lines.append(f"rwmixread={w.rwmixread}")
+    if w.rate_iops is not None:
+        lines.append(f"rate_iops={w.rate_iops}")
     return lines
 
 

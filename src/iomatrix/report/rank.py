@@ -36,7 +36,7 @@ from iomatrix.stop_kinds import StopKind
 from iomatrix.store import Store
 from iomatrix.store.queries import RunBoot
 from iomatrix.tiers import is_reference, tier_order
-from iomatrix.workloads import PRESETS
+from iomatrix.workloads import preset
 
 # Stops a ranking's notes call out: racing's eliminations explain a smaller n; limits say the data did not settle
 # it. (Not noted: settled and converged, which are answers; baseline; a plug-in policy's other.)
@@ -45,7 +45,7 @@ NOTED_STOPS = frozenset({StopKind.ELIMINATED, StopKind.EQUIVALENT, StopKind.UNRE
 
 def primary_metric(workload: str) -> tuple[str, bool]:
     """The workload's primary metric and its direction (from the metric registry, iomatrix.metrics)."""
-    w = PRESETS.get(workload)
+    w = preset(workload)
     name = w.primary_metric if w else "total.iops"
     return name, metric_info(name).higher_is_better
 
