@@ -71,15 +71,19 @@ def rank_cmd(
         return
     rankings = rank_sweep(store, sid, workload, metric, min_n=min_runs, max_noise=max_noise, threshold=threshold,
                           tie_break=tie_break_keys(tie_break), objective=goal)
-    if format != OutputFormat.table:
-        from iomatrix.report.export import render_tables
-        from iomatrix.report.exports import rank_tables
+    from iomatrix.report.curves import sweep_curves
+    from iomatrix.report.export import render_tables
+    from iomatrix.report.exports import curve_tables, rank_tables
 
-        sys.stdout.write(render_tables(rank_tables(rankings), format))
+    curves = curve_tables(sweep_curves(store, sid, workload))  # latency against load: queue-depth families only
+    if format != OutputFormat.table:
+        sys.stdout.write(render_tables(rank_tables(rankings) + curves, format))
         return
     if goal is not None:  # said only when asked: without it, rank reads as it always did
         console.print(objective_line(goal), markup=False, highlight=False)
     accels = print_rankings(console, rankings, top, min_runs)
+    if curves:
+        sys.stdout.write(render_tables(curves, OutputFormat.table))
     from iomatrix.report.consolidation import consolidation_groups, consolidation_lines
 
     for line in consolidation_lines(consolidation_groups(store, sid)):  # consolidation tier: how many tiles

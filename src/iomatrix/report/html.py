@@ -2,7 +2,9 @@
 
 Order follows what a reader needs: the recommendation and its risks, then the evidence (rankings with error
 bars, block-size bars beside bare metal and the ceiling, host panels over time), then the sweep's metadata
-and every run. A section without data says what is missing instead of disappearing.
+and every run. A section without data says what is missing instead of disappearing — except latency against
+load and host CPU per I/O, which appear only for sweeps that measured them (a queue-depth family, runs with the
+I/O path sampled), so a report of an older sweep reads as it did.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from iomatrix.current import CurrentConfig
 from iomatrix.report import charts
+from iomatrix.report.curves import LatencyCurve, latency_curves
 from iomatrix.report.query import CellWorkload, cell_workloads, failures, monitor_series, run_table, sweep_info
-from iomatrix.report.rank import primary_metric, rank_sweep
+from iomatrix.report.rank import WorkloadRanking, primary_metric, rank_sweep
 from iomatrix.report.recommend import Recommendation, Verdict, recommend
 from iomatrix.report.render import BOUNDED_NOTE, ci_text, ratio_text
 from iomatrix.stats import summarize
@@ -30,6 +33,7 @@ from iomatrix.ui import fmt
 BLOCK_SIZES = ("512", "4k", "64k", "1m")
 SIZE_WORKLOAD = re.compile(r"^(rand-read|rand-write)-(512|4k|64k|1m)$")
 MAX_HOST_COLUMNS = 3
+COST_METRIC = "cost.cpu_us_per_io"
 
 
 def _env() -> Environment:
@@ -64,32 +68,63 @@ def ranking_sections(store: Store, sweep_id: int, cws: list[CellWorkload], **ran
     rankings = rank_sweep(store, sweep_id, None, None, **rank_kw) if cws else []
     for w in sorted({c.workload for c in cws} - {wr.workload for wr in rankings}):
         out.append({"workload": w, "missing": "no ranked cells for this workload's primary metric"})
-    for wr in rankings:
-        w = wr.workload
-        rows = wr.ranking.rows
-        short, common = short_labels([r.name for r in rows])
-        bars = [charts.Bar(s, r.summary.mean, r.summary.ci_low, r.summary.ci_high, r.group)
-                for s, r in zip(short, rows, strict=True)]
-        refs: dict[str, float] = {}
-        bm = [c for c in cws if c.workload == w and is_reference(c.axes["tier"]) and wr.metric in c.samples]
-        if not is_reference(wr.tier) and bm:
-            refs[reference_tier().prose_name()] = max(_summary(c.samples[wr.metric])[0] for c in bm)
-        if wr.ceiling:
-            refs["ceiling"] = max(m for _, m in wr.ceiling)
-        table = []
-        bounded = False
-        for s, r in zip(short, rows, strict=True):
-            ci, b = ci_text(r.summary.ci_low, r.summary.ci_high)
-            bounded |= b
-            table.append({"cell_label": r.name, "rank": r.rank or "–", "group": r.group_label or "–", "cell": s,
-                          "n": r.summary.n,
-                          "mean": fmt(r.summary.mean), "mean_value": r.summary.mean, "ci": ci,
-                          "vs_best": "–" if r.ratio_to_best is None else ratio_text(*r.ratio_to_best),
-                          "flags": ", ".join(f.replace("_", " ") for f in r.flags)})
-        out.append({"workload": w, "metric": wr.metric, "tier": wr.tier, "common": common, "notes": wr.notes(),
-                    "better": "higher" if wr.ranking.higher_is_better else "lower",
-                    "svg": charts.ranking_chart(bars, wr.metric, refs), "rows": table, "bounded": bounded,
-                    "test": wr.ranking.test_description})
+    return out + [_ranking_section(wr, cws) for wr in rankings]
+
+
+def _ranking_section(wr: WorkloadRanking, cws: list[CellWorkload]) -> dict[str, Any]:
+    """One ranking's chart, table and notes."""
+    w = wr.workload
+    rows = wr.ranking.rows
+    short, common = short_labels([r.name for r in rows])
+    bars = [charts.Bar(s, r.summary.mean, r.summary.ci_low, r.summary.ci_high, r.group)
+            for s, r in zip(short, rows, strict=True)]
+    refs: dict[str, float] = {}
+    bm = [c for c in cws if c.workload == w and is_reference(c.axes["tier"]) and wr.metric in c.samples]
+    if not is_reference(wr.tier) and bm:
+        refs[reference_tier().prose_name()] = max(_summary(c.samples[wr.metric])[0] for c in bm)
+    if wr.ceiling:
+        refs["ceiling"] = max(m for _, m in wr.ceiling)
+    table = []
+    bounded = False
+    for s, r in zip(short, rows, strict=True):
+        ci, b = ci_text(r.summary.ci_low, r.summary.ci_high)
+        bounded |= b
+        table.append({"cell_label": r.name, "rank": r.rank or "–", "group": r.group_label or "–", "cell": s,
+                      "n": r.summary.n,
+                      "mean": fmt(r.summary.mean), "mean_value": r.summary.mean, "ci": ci,
+                      "vs_best": "–" if r.ratio_to_best is None else ratio_text(*r.ratio_to_best),
+                      "flags": ", ".join(f.replace("_", " ") for f in r.flags)})
+    return {"workload": w, "metric": wr.metric, "tier": wr.tier, "common": common, "notes": wr.notes(),
+            "better": "higher" if wr.ranking.higher_is_better else "lower",
+            "svg": charts.ranking_chart(bars, wr.metric, refs), "rows": table, "bounded": bounded,
+            "test": wr.ranking.test_description}
+
+
+def cost_sections(store: Store, sweep_id: int, cws: list[CellWorkload], **rank_kw: Any) -> list[dict[str, Any]]:
+    """Host CPU per I/O per workload and tier, ranked like the speed (lower is better); none for a sweep
+    recorded before the sampler followed the I/O path (its runs have no cost.cpu_us_per_io)."""
+    if not any(COST_METRIC in c.samples for c in cws):
+        return []
+    return [_ranking_section(wr, cws) for wr in rank_sweep(store, sweep_id, None, COST_METRIC, **rank_kw)]
+
+
+def curve_sections(cws: list[CellWorkload]) -> list[dict[str, Any]]:
+    """Latency against load: one chart per queue-depth family and tier, one line per configuration."""
+    by_chart: dict[tuple[str, str], list[LatencyCurve]] = {}
+    for curve in latency_curves(cws):
+        by_chart.setdefault((curve.family, curve.tier), []).append(curve)
+    out = []
+    for (family, tier), curves in by_chart.items():
+        short, common = short_labels([c.label for c in curves])
+        series = [charts.CurveSeries(s, [(p.queue_depth, (p.iops.mean, p.iops.ci_low, p.iops.ci_high),
+                                          (p.p99_us.mean, p.p99_us.ci_low, p.p99_us.ci_high)) for p in c.points],
+                                     c.knee) for s, c in zip(short, curves, strict=True)]
+        rows = [{**row, "cell": s, "iops": fmt(row["iops"]), "p99_us": fmt(row["p99_us"]),
+                 "iops_ci": ci_text(row["iops_ci95_low"], row["iops_ci95_high"])[0],
+                 "p99_ci": ci_text(row["p99_ci95_low"], row["p99_ci95_high"])[0]}
+                for s, c in zip(short, curves, strict=True) for row in c.as_rows()]
+        out.append({"family": family, "tier": tier, "common": common, "svg": charts.latency_curve_chart(series),
+                    "rows": rows, "metrics": f"{curves[0].iops_metric} against {curves[0].latency_metric}"})
     return out
 
 
@@ -191,6 +226,7 @@ def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None 
     return _env().get_template("report.html.j2").render(
         info=info, rec=rec, verdicts=verdicts, rankings=rankings,
         blocksizes=blocksize_sections(cws), host=host_section(store, rec, cws, top), runs=runs,
+        curves=curve_sections(cws), costs=cost_sections(store, sweep_id, cws, **rank_kw),
         failures=failures(store, sweep_id), missing=missing_parts(info, cws, rec), ci_text=ci_text,
         bounded_note=BOUNDED_NOTE if bounded else "",
         extras=extras)
