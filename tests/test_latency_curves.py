@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from iomatrix.cli import app
 from iomatrix.report.curves import latency_curves, sweep_curves
 from iomatrix.report.html import render_report
+from iomatrix.report.objective import Objective
 from iomatrix.report.query import cell_workloads
 from iomatrix.stats.knee import knee_index
 from iomatrix.store import RunRecord, Store
@@ -94,6 +95,15 @@ def test_html_report_draws_curves_and_cpu_per_io_bars(tmp_path: Path):
     assert "cost.cpu_us_per_io (lower is better)" in cost and cost.count("<svg") == 4  # one per qd workload
 
 
+def test_html_report_by_objective(tmp_path: Path):
+    _, store, sid = _store(tmp_path)
+    html = render_report(store, sid, objective=Objective.p99_latency)
+    assert "<p>objective: p99-latency (99th percentile completion latency" in html
+    ranking = html[html.index('id="ranking"'):html.index('id="blocksize"')]
+    assert "read.clat_p99_us (lower is better)" in ranking and "read.iops (higher" not in ranking
+    assert "objective:" not in render_report(store, sid)
+
+
 def test_rank_exports_carry_the_curve_numbers(tmp_path: Path):
     path, _, _ = _store(tmp_path)
     runner = CliRunner()
@@ -114,7 +124,7 @@ def test_rank_exports_carry_the_curve_numbers(tmp_path: Path):
 
 def test_unknown_objective_is_one_line(tmp_path: Path):
     path, _, _ = _store(tmp_path)
-    for command in ("rank", "recommend"):
-        proc = run_cli(command, "--db", str(path), "--objective", "fastest")
+    for command in ("rank", "recommend", "report --html r.html"):
+        proc = run_cli(*command.split(), "--db", str(path), "--objective", "fastest", cwd=tmp_path)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr
         assert "unknown objective 'fastest'" in proc.stderr and "cpu-per-io" in proc.stderr

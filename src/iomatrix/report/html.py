@@ -20,6 +20,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from iomatrix.current import CurrentConfig
 from iomatrix.report import charts
 from iomatrix.report.curves import LatencyCurve, latency_curves
+from iomatrix.report.objective import Objective, objective_line, objective_metric
 from iomatrix.report.query import CellWorkload, cell_workloads, failures, monitor_series, run_table, sweep_info
 from iomatrix.report.rank import WorkloadRanking, primary_metric, rank_sweep
 from iomatrix.report.recommend import Recommendation, Verdict, recommend
@@ -62,12 +63,16 @@ def _is_vm_view(tier: str) -> bool:
     return known is not None and known.vm_view
 
 
-def ranking_sections(store: Store, sweep_id: int, cws: list[CellWorkload], **rank_kw: Any) -> list[dict[str, Any]]:
+def ranking_sections(store: Store, sweep_id: int, cws: list[CellWorkload], objective: Objective | None = None,
+                     **rank_kw: Any) -> list[dict[str, Any]]:
     """One section per workload and tier, ranked exactly as 'iomatrix rank' ranks them."""
     out = []
-    rankings = rank_sweep(store, sweep_id, None, None, **rank_kw) if cws else []
+    rankings = rank_sweep(store, sweep_id, None, None, objective=objective, **rank_kw) \
+        if cws and (objective is None or any(objective_metric(objective, c.workload) in c.samples for c in cws)) \
+        else []
     for w in sorted({c.workload for c in cws} - {wr.workload for wr in rankings}):
-        out.append({"workload": w, "missing": "no ranked cells for this workload's primary metric"})
+        what = "primary metric" if objective is None else objective_metric(objective, w)
+        out.append({"workload": w, "missing": f"no ranked cells for this workload's {what}"})
     return out + [_ranking_section(wr, cws) for wr in rankings]
 
 
@@ -204,18 +209,21 @@ def missing_parts(info: dict[str, Any], cws: list[CellWorkload], rec: Recommenda
 
 def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None = None,
                   requirements: Sequence[str] = (), min_n: int = 3, max_noise: float = 0.10,
-                  threshold: float = DEFAULT_THRESHOLD, tie_break: Sequence[str] = DEFAULT_TIE_BREAK) -> str:
+                  threshold: float = DEFAULT_THRESHOLD, tie_break: Sequence[str] = DEFAULT_TIE_BREAK,
+                  objective: Objective | None = None) -> str:
+    """The report; ``objective`` (report/objective.py) chooses what the recommendation and the rankings rank by
+    (None: each workload's primary metric)."""
     info = sweep_info(store, sweep_id)
     cws = cell_workloads(store, sweep_id)
     rank_kw = {"min_n": min_n, "max_noise": max_noise, "threshold": threshold, "tie_break": tie_break}
-    rec = recommend(store, sweep_id, requirements=requirements, current=current, **rank_kw)
+    rec = recommend(store, sweep_id, requirements=requirements, current=current, objective=objective, **rank_kw)
     runs = run_table(store, sweep_id)
     for r in runs:
         m = primary_metric(r["workload"])[0]
         r["primary"] = f"{m} = {fmt(r['metrics'].get(m))}" if m in r["metrics"] else "–"
     verdicts: list[Verdict] = rec.verdicts
     bounded = any(ci_text(*v.ci)[1] for v in verdicts if v.choice)
-    rankings = ranking_sections(store, sweep_id, cws, **rank_kw)
+    rankings = ranking_sections(store, sweep_id, cws, objective=objective, **rank_kw)
     top = {r["workload"]: sorted(r["rows"], key=lambda x: -float(x["mean_value"]) if r["better"] == "higher"
                                  else float(x["mean_value"]))[:2] for r in rankings if "rows" in r}
     for k in ("started_at", "finished_at"):
@@ -229,7 +237,7 @@ def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None 
         curves=curve_sections(cws), costs=cost_sections(store, sweep_id, cws, **rank_kw),
         failures=failures(store, sweep_id), missing=missing_parts(info, cws, rec), ci_text=ci_text,
         bounded_note=BOUNDED_NOTE if bounded else "",
-        extras=extras)
+        extras=extras, objective=None if objective is None else objective_line(objective))
 
 
 def write_report(store: Store, sweep_id: int, path: Path, **kw: Any) -> int:
