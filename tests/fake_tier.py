@@ -164,8 +164,11 @@ class ScriptedSampler:
         self._first = 0
         self._t0 = 0.0
 
-    def attach_pid(self, pid: int) -> None:
+    def attach_pid(self, pid: int, role: str = "io") -> None:
         self.pids.append(pid)
+
+    def followed_processes(self) -> list[dict[str, object]]:
+        return [{"pid": pid, "name": "fake", "role": "io"} for pid in self.pids]
 
     def start(self) -> None:
         self._first = len(self.host.spans)

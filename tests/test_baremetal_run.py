@@ -57,6 +57,8 @@ def test_tiny_plan_end_to_end(tmp_path: Path) -> None:
     assert iops["ci95_low"] <= iops["mean"] <= iops["ci95_high"]
     # fdatasync after every write was really issued
     assert rows[("none", "db-write-4k-fdatasync", "sync.count")]["mean"] > 0
+    # on bare metal the I/O path is fio itself: its CPU per I/O is measured in every cell
+    assert all(rows[(c, w, "cost.cpu_us_per_io")]["mean"] > 0 for c, w in cells)
 
     csv_text = run_cli("results", "--db", "r.sqlite", "--format", "csv", cwd=tmp_path).stdout
     table = list(csv.DictReader(io.StringIO(csv_text)))

@@ -201,6 +201,10 @@ def test_small_sweep(tmp_path: Path) -> None:
         cache = Cell.from_key(key).cache
         if cache != NA:
             assert meta["export_writethrough"] is False  # none, writeback and unsafe all have a write cache
+        # The I/O path is the daemon; fio beside it generates the load and is not counted in its cost.
+        roles = {(p["name"].startswith("qemu-storage"), p["name"] == "fio", p["role"]) for p in meta["processes"]}
+        assert (True, False, "io") in roles and (False, True, "load") in roles
+        assert (False, True, "io") not in roles
 
     doc = json.loads(run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout)
     means = {(r["axes"]["format"], r["axes"]["cache"], r["workload"]): r["mean"]
@@ -211,6 +215,8 @@ def test_small_sweep(tmp_path: Path) -> None:
     flushes = {(r["axes"]["format"], r["axes"]["cache"]): r["mean"] for r in doc["sweeps"][0]["results"]
                if r["metric"] == "sync.count" and r["workload"] == "db-write-4k-fdatasync"}
     assert flushes and all(v > 0 for v in flushes.values())  # fio really sent a flush after every write
+    cost = [r for r in doc["sweeps"][0]["results"] if r["metric"] == "cost.cpu_us_per_io"]
+    assert cost and all(r["mean"] > 0 for r in cost)  # the daemon's CPU per I/O, every cell
 
     assert _ours(tmp_path) == []
     assert _left_files(tmp_path) == []

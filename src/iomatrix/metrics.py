@@ -76,6 +76,64 @@ def _durability() -> list[MetricInfo]:
     return out
 
 
+def _costs() -> list[MetricInfo]:
+    """What a run cost the host (io_cost_metrics) and whether it ran at the load it was offered
+    (offered_load_metrics); docs/metrics.md says how each tier measures them."""
+    return [
+        _m("cost.cpu_s", "s", False, "CPU time (user + system) of the I/O path's processes over the run: QEMU or "
+           "qemu-storage-daemon with all its threads (bare metal: fio itself)"),
+        _m("cost.cpu_us_per_io", "µs", False, "host CPU time of the I/O path per I/O completed"),
+        _m("cost.cpu_ms_per_mib", "ms", False, "host CPU time of the I/O path per MiB moved"),
+        _m("cost.ctx_switches_per_io", "switches", False, "context switches of the I/O path's threads per I/O"),
+        _m("load.target_iops", "IOPS", True, "the offered load: the IOPS the rate-limited workload asked for"),
+        _m("load.achieved_frac", "fraction", True, "IOPS achieved / IOPS offered (rate-limited workloads)"),
+        _m("load.reached", "0/1", True, f"1 when the achieved IOPS were at least {LOAD_REACHED_FRACTION:.0%} of the "
+           "offered load; 0: offered load not reached, the run's latency is not at the asked load"),
+    ]
+
+
+# A rate-limited run that achieved less than this share of its offered IOPS did not run at the asked load.
+LOAD_REACHED_FRACTION = 0.95
+MIB = 1024 * 1024
+
+
+def io_cost_metrics(metrics: dict[str, float], cpu_s: float | None,
+                    ctx_switches: float | None) -> dict[str, float]:
+    """A run's host cost per unit of work, from the I/O path's CPU seconds and context switches summed over the
+    run (monitor.summary.field_total of iopath.cpu_s / iopath.ctx_switches) and fio's own counts:
+
+        I/Os  = total.iops × job.runtime_s            (fio's iops is total_ios / runtime)
+        MiB   = total.bw_mbps × 10^6 × job.runtime_s / 2^20
+        cost.cpu_us_per_io       = cpu_s × 10^6 / I/Os
+        cost.cpu_ms_per_mib      = cpu_s × 10^3 / MiB
+        cost.ctx_switches_per_io = ctx_switches / I/Os
+
+    Absent, never zero, where an input is missing (no I/O path sampled, no I/O completed)."""
+    if cpu_s is None:
+        return {}
+    out = {"cost.cpu_s": cpu_s}
+    runtime = metrics.get("job.runtime_s", 0.0)
+    ios = metrics.get("total.iops", 0.0) * runtime
+    mib = metrics.get("total.bw_mbps", 0.0) * 1e6 * runtime / MIB
+    if ios > 0:
+        out["cost.cpu_us_per_io"] = cpu_s * 1e6 / ios
+        if ctx_switches is not None:
+            out["cost.ctx_switches_per_io"] = ctx_switches / ios
+    if mib > 0:
+        out["cost.cpu_ms_per_mib"] = cpu_s * 1e3 / mib
+    return out
+
+
+def offered_load_metrics(metrics: dict[str, float], rate_iops: int | None) -> dict[str, float]:
+    """For a rate-limited workload (fio rate_iops): the offered load, the share achieved
+    (total.iops / rate_iops) and whether it was reached (share ≥ LOAD_REACHED_FRACTION). {} otherwise."""
+    if not rate_iops:
+        return {}
+    frac = metrics.get("total.iops", 0.0) / rate_iops
+    return {"load.target_iops": float(rate_iops), "load.achieved_frac": frac,
+            "load.reached": 1.0 if frac >= LOAD_REACHED_FRACTION else 0.0}
+
+
 _PHASES = {
     "wall_s": "wall time of the whole run, QEMU start to exit (guest) or fio start to exit (bare metal)",
     "qemu_start_s": "QEMU process start until the guest kernel runs",
@@ -97,6 +155,7 @@ REGISTRY: dict[str, MetricInfo] = {m.name: m for m in [
     _m("sync.count", "syncs", True, "number of fsync/fdatasync calls completed (time-based: more is faster)"),
     _m("sync.lat_mean_us", "µs", False, "mean fsync/fdatasync latency"),
     _m("sync.lat_p99_us", "µs", False, "99th percentile fsync/fdatasync latency"),
+    *_costs(),
     _m("ss.attained", "0/1", True, "1 when the SNIA steady-state window rule held at the end of the run"),
     _m("ss.range_frac", "fraction", False, "(max − min)/mean of IOPS over the steady-state window"),
     _m("ss.slope_frac", "fraction", False, "least-squares slope excursion/mean of IOPS over the window"),
@@ -176,4 +235,5 @@ def registry_json() -> str:
     }, sort_keys=True)
 
 
-__all__ = ["REGISTRY", "MetricInfo", "higher_is_better", "infer_rule", "metric_info", "registry_json"]
+__all__ = ["LOAD_REACHED_FRACTION", "REGISTRY", "MetricInfo", "higher_is_better", "infer_rule", "io_cost_metrics",
+           "metric_info", "offered_load_metrics", "registry_json"]

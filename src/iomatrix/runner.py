@@ -26,9 +26,10 @@ from iomatrix.fio.jobs import JobShape, page_cache_method
 from iomatrix.hygiene import CacheState, modifier_notes, modifier_wrapper, prepare_cache
 from iomatrix.matrix import NA, BackingFacts, Cell, Expansion, Unit, expand
 from iomatrix.metadata import host_metadata
+from iomatrix.metrics import io_cost_metrics, offered_load_metrics
 from iomatrix.monitor.devices import resolve_device_chain
 from iomatrix.monitor.sampler import HostSampler, MonitorSample
-from iomatrix.monitor.summary import summarize_samples
+from iomatrix.monitor.summary import field_total, summarize_samples
 from iomatrix.plan.model import Plan
 from iomatrix.scheduler import CiWidthPolicy, RacingPolicy, Scheduler, Slot, StopPolicy, UnitState
 from iomatrix.stats.interference import RunInterference, interference_flags, interference_scores
@@ -90,7 +91,8 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 class HostMonitor(Protocol):
     """What the runner needs of a host sampler (monitor/sampler.py's HostSampler; a test's scripted host)."""
 
-    def attach_pid(self, pid: int) -> None: ...
+    def attach_pid(self, pid: int, role: str = "io") -> None: ...
+    def followed_processes(self) -> list[dict[str, object]]: ...
     def start(self) -> None: ...
     def stop(self) -> list[MonitorSample]: ...
 
@@ -286,6 +288,7 @@ class SweepRunner:
             timeout_s=self.plan.run_timeout,
             wrapper=modifier_wrapper(cell.modifier) if cell.modifier != NA else [],
             on_process=sampler.attach_pid,
+            on_load_process=lambda pid: sampler.attach_pid(pid, role="load"),
         ) for item in items]
 
     @staticmethod
@@ -308,7 +311,8 @@ class SweepRunner:
             except Exception as err:  # the monitor must never cost a measured run
                 samples = []
                 notes.append(f"host sampler failed: {err}")
-        return outcomes, interrupted, _BatchHost(cache.result(), notes, samples, started, time.time(), len(reqs) > 1)
+        return outcomes, interrupted, _BatchHost(cache.result(), notes, samples, started, time.time(), len(reqs) > 1,
+                                                 sampler.followed_processes())
 
     def _store_run(self, tier: Tier, host: _BatchHost, item: RunItem, outcome: RunOutcome
                    ) -> tuple[RunOutcome, int, RunInterference | None]:
@@ -321,13 +325,15 @@ class SweepRunner:
             if value is not None:
                 self.boots.add_run(unit.key, outcome.boot_id, outcome.boot_position, value)
         mine = host.samples_between(run_start, run_end)
+        metrics = {**outcome.metrics, **self._derived_metrics(unit.workload, outcome, mine)} if outcome.ok \
+            else outcome.metrics
         flags = judge_interference(mine, self.host_baseline) if outcome.ok else None
         run_id = self.store.record_run(RunRecord(
             cell_id=item.cell_id, workload=unit.workload.name, status="ok" if outcome.ok else "failed",
             started_at=run_start, finished_at=run_end, accel=tier.accel(), cache_state=cache.state,
             page_cache_method=page_cache_method(unit.workload, tier=cell.tier, cache=cell.cache,
                                                 caches_dropped=cache.state == "dropped"),
-            metrics=outcome.metrics, phases=outcome.phases, job_text=outcome.job_text,
+            metrics=metrics, phases=outcome.phases, job_text=outcome.job_text,
             raw_output=outcome.raw_output, console_tail=outcome.console_tail, error=outcome.error,
             meta=self._run_meta(outcome, host), monitor=[(x.t, x.values) for x in mine],
             # The randomised-block design: the statistics use the round as a block.
@@ -337,8 +343,18 @@ class SweepRunner:
             boot_id=outcome.boot_id, boot_position=outcome.boot_position))
         return outcome, run_id, flags
 
+    @staticmethod
+    def _derived_metrics(workload: wl.Workload, outcome: RunOutcome, samples: list[MonitorSample]) -> dict[str, float]:
+        """What the run cost the host per I/O (the I/O path's sampled CPU and context switches) and, for a
+        rate-limited workload, whether it ran at the offered load."""
+        return {**io_cost_metrics(outcome.metrics, field_total(samples, "iopath.cpu_s"),
+                                  field_total(samples, "iopath.ctx_switches")),
+                **offered_load_metrics(outcome.metrics, workload.rate_iops)}
+
     def _run_meta(self, outcome: RunOutcome, host: _BatchHost) -> dict[str, Any]:
         meta: dict[str, Any] = dict(outcome.meta)
+        if host.processes:
+            meta["processes"] = host.processes  # what the sampler followed: cost.* counts the role "io" ones
         meta["cache_detail"] = host.cache.detail
         if host.batched:
             meta["round_order"] = "cell"  # randomised at the cell level: a cell's runs shared a boot
@@ -555,6 +571,7 @@ class _BatchHost:
     started: float  # host clock (time.time()) when the sampler started
     finished: float
     batched: bool  # several runs: each keeps the samples of its own span
+    processes: list[dict[str, object]] = field(default_factory=list)  # followed by the sampler (pid, name, role)
 
     def samples_between(self, start: float, end: float) -> list[MonitorSample]:
         if not self.batched:

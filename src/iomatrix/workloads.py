@@ -38,6 +38,7 @@ class Workload:
     iodepth: int = 1
     fdatasync: int = 0  # sync every N writes, as the workload itself asks (a database would)
     rwmixread: int | None = None
+    rate_iops: int | None = None  # offered load: fio's rate_iops (the rand-*-4k-rateN presets), None: as fast as it can
     custom_path: Path | None = None
     custom_text: str | None = None  # the validated, canonical job file (what fio is given)
     # The figure adaptive repetition converges on and ranking sorts by.
@@ -100,6 +101,38 @@ def _fio(name: str, description: str, rw: str, bs: str, metric: str, **kw: objec
     return Workload(name=name, description=description, rw=rw, bs=bs, primary_metric=metric, **kw)  # type: ignore[arg-type]
 
 
+# The queue depths of the latency-against-load family (rand-read-4k-qd1 ... -qd64).
+QD_SWEEP = (1, 4, 16, 64)
+# rand-read-4k-rate2000: random 4 KiB at a fixed offered load (fio rate_iops), the rate in the name.
+_RATE_NAME = re.compile(r"^rand-(read|write)-4k-rate([0-9]+)$")
+MAX_RATE_IOPS = 10_000_000
+# Queue depth of a rate-limited job: enough in flight that a slow configuration can still reach the rate.
+RATE_IODEPTH = 16
+# A workload of a queue-depth family: "<family>-qd<depth>".
+_QD_NAME = re.compile(r"^(.+)-qd([0-9]+)$")
+
+
+def qd_point(name: str) -> tuple[str, int] | None:
+    """(family, queue depth) of a queue-depth family member ("rand-read-4k-qd16" → ("rand-read-4k", 16))."""
+    m = _QD_NAME.match(name)
+    return (m.group(1), int(m.group(2))) if m else None
+
+
+def rate_workload(name: str) -> Workload | None:
+    """The fixed-load preset rand-read-4k-rateN / rand-write-4k-rateN (N IOPS offered), or None for another
+    name. A rate the host cannot reach is not refused here: each run says whether it reached it (load.reached)."""
+    m = _RATE_NAME.match(name)
+    if m is None:
+        return None
+    d, rate = m.group(1), int(m.group(2))
+    if not 1 <= rate <= MAX_RATE_IOPS:
+        raise UserError(f"workload '{name}': rate {rate} IOPS is out of range",
+                        hint=f"write rand-{d}-4k-rateN with N from 1 to {MAX_RATE_IOPS}, e.g. rand-{d}-4k-rate2000")
+    return Workload(name=name, description=f"random {d}, 4 KiB, at a fixed offered load of {rate} IOPS "
+                    f"(queue depth up to {RATE_IODEPTH})", rw=f"rand{d}", bs="4k", iodepth=RATE_IODEPTH,
+                    rate_iops=rate, primary_metric=f"{d}.clat_p99_us", higher_is_better=False)
+
+
 def _sizes() -> list[tuple[str, str]]:
     return [("512", "512"), ("4k", "4k"), ("64k", "64k"), ("1m", "1m")]
 
@@ -121,6 +154,15 @@ PRESETS: dict[str, Workload] = {
         ],
         _fio("rand-read-4k-qd32", "random read, 4 KiB, queue depth 32", "randread", "4k", "read.iops",
              iodepth=32),
+        # Pure latency: one I/O in flight, so nothing queues in front of it (ranked by p99 completion latency).
+        _fio("rand-read-4k-qd1", "random read, 4 KiB, queue depth 1: pure latency", "randread", "4k",
+             "read.clat_p99_us", higher_is_better=False),
+        _fio("rand-write-4k-qd1", "random write, 4 KiB, queue depth 1: pure latency", "randwrite", "4k",
+             "write.clat_p99_us", higher_is_better=False),
+        # Latency against load: one family, one point per queue depth (stats/knee.py finds where latency
+        # starts to grow faster than throughput); qd1 above is the family's first point.
+        *[_fio(f"rand-{d}-4k-qd{qd}", f"random {d}, 4 KiB, queue depth {qd} (latency-against-load sweep)",
+               f"rand{d}", "4k", f"{d}.iops", iodepth=qd) for d in ("read", "write") for qd in QD_SWEEP[1:]],
         _fio("db-write-4k-fdatasync", "database-like: 4 KiB random write, fdatasync after every write",
              "randwrite", "4k", "write.iops", fdatasync=1),
         _fio("mixed-70-30", "random 4 KiB mix, 70% read / 30% write", "randrw", "4k", "total.iops",
@@ -185,14 +227,25 @@ def tile_workload(name: str) -> Workload | None:
                     kind="consolidation", rw="randrw", primary_metric="point.wall_s", higher_is_better=False)
 
 
+def preset(name: str) -> Workload | None:
+    """A preset by its stored name (the fixed-load rand-*-4k-rateN included), None for a custom or unknown one."""
+    try:
+        return PRESETS.get(name) or rate_workload(name)
+    except UserError:
+        return None
+
+
 def resolve(name: str, base_dir: Path | None = None) -> Workload:
     """A preset by name, a consolidation point ``tiles-N``, or a custom job file given as ``file:PATH``."""
     if name.startswith("file:"):
         return load_custom(name, base_dir)
     if (tiles := tile_workload(name)) is not None:
         return tiles
+    if (rated := rate_workload(name)) is not None:
+        return rated
     try:
         return PRESETS[name]
     except KeyError:
         raise UserError(f"unknown workload '{name}'",
-                        hint=f"valid presets: {', '.join(PRESETS)}; or file:PATH for an fio job file") from None
+                        hint=f"valid presets: {', '.join(PRESETS)}, rand-read-4k-rateN / rand-write-4k-rateN "
+                             "(N IOPS offered); or file:PATH for an fio job file") from None

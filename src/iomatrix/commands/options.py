@@ -21,6 +21,9 @@ DEFAULT_WORKDIR = Path("iomatrix-work")
 DbOpt = Annotated[Path, typer.Option("--db", help="Results database (SQLite file).")]
 SweepOpt = Annotated[int | None, typer.Option("--sweep", help="Sweep id (default: the latest).")]
 WorkloadOpt = Annotated[str | None, typer.Option(help="Only this workload.")]
+ObjectiveOpt = Annotated[str | None, typer.Option(
+    help="What to optimise: throughput, p99-latency or cpu-per-io (default: each workload's primary metric, "
+         "a throughput for the speed presets).", metavar="throughput|p99-latency|cpu-per-io")]
 KernelOpt = Annotated[Path | None, typer.Option(help="Guest kernel image to use instead of Debian's.")]
 WorkdirOpt = Annotated[Path, typer.Option(help="Working directory: images, fio files, loop files go here.")]
 CrashedWorkdirOpt = Annotated[Path, typer.Option(help="Working directory of the crashed run.")]

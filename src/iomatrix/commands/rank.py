@@ -18,6 +18,7 @@ from iomatrix.commands.options import (
     DbOpt,
     MaxNoiseOpt,
     MinRunsOpt,
+    ObjectiveOpt,
     SweepOpt,
     ThresholdOpt,
     TieBreakOpt,
@@ -41,6 +42,7 @@ def rank_cmd(
     workload: WorkloadOpt = None,
     metric: Annotated[str | None, typer.Option(help="Rank by this metric (default: the workload's primary).")]
     = None,
+    objective: ObjectiveOpt = None,
     score: Annotated[str | None, typer.Option(help="Rank by a block-size-weighted bare-metal-relative score: "
                                                    "weighted-read, weighted-write or weighted-mixed.")] = None,
     top: Annotated[int, typer.Option(help="Rows per table.")] = 20,
@@ -52,6 +54,7 @@ def rank_cmd(
 ) -> None:
     """Order cells per tier, group those not significantly different, and decide: one answer, a tie, or
     what it would take to separate the leaders."""
+    from iomatrix.report.objective import objective_line, parse_objective
     from iomatrix.report.query import pick_sweep
     from iomatrix.report.rank import rank_sweep, weighted_scores
     from iomatrix.report.terminal import print_rankings, print_scores
@@ -59,6 +62,7 @@ def rank_cmd(
     if top < 1:
         raise UserError(f"--top {top} is out of range", hint="use 1 or more rows per table")
     check_ranking_options(min_runs, max_noise)
+    goal = parse_objective(objective)
     store = open_store(db)
     sid = pick_sweep(store, sweep)
     if score is not None:
@@ -66,14 +70,20 @@ def rank_cmd(
         print_scores(console, score, rows, factors, top)
         return
     rankings = rank_sweep(store, sid, workload, metric, min_n=min_runs, max_noise=max_noise, threshold=threshold,
-                          tie_break=tie_break_keys(tie_break))
-    if format != OutputFormat.table:
-        from iomatrix.report.export import render_tables
-        from iomatrix.report.exports import rank_tables
+                          tie_break=tie_break_keys(tie_break), objective=goal)
+    from iomatrix.report.curves import sweep_curves
+    from iomatrix.report.export import render_tables
+    from iomatrix.report.exports import curve_tables, rank_tables
 
-        sys.stdout.write(render_tables(rank_tables(rankings), format))
+    curves = curve_tables(sweep_curves(store, sid, workload))  # latency against load: queue-depth families only
+    if format != OutputFormat.table:
+        sys.stdout.write(render_tables(rank_tables(rankings) + curves, format))
         return
+    if goal is not None:  # said only when asked: without it, rank reads as it always did
+        console.print(objective_line(goal), markup=False, highlight=False)
     accels = print_rankings(console, rankings, top, min_runs)
+    if curves:
+        sys.stdout.write(render_tables(curves, OutputFormat.table))
     from iomatrix.report.consolidation import consolidation_groups, consolidation_lines
 
     for line in consolidation_lines(consolidation_groups(store, sid)):  # consolidation tier: how many tiles

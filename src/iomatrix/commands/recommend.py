@@ -18,6 +18,7 @@ from iomatrix.commands.options import (
     DbOpt,
     MaxNoiseOpt,
     MinRunsOpt,
+    ObjectiveOpt,
     SweepOpt,
     ThresholdOpt,
     TieBreakOpt,
@@ -38,6 +39,7 @@ def recommend(
     db: DbOpt = DEFAULT_DB,
     sweep: SweepOpt = None,
     workload: WorkloadOpt = None,
+    objective: ObjectiveOpt = None,
     score: Annotated[list[str], typer.Option(
         "--score", help="weighted-read, weighted-write or weighted-mixed (repeatable; default: all three when "
                         "the sweep has guests).")] = [],  # noqa: B006
@@ -63,6 +65,7 @@ def recommend(
     from iomatrix.current import parse_current
     from iomatrix.report.consolidation import consolidation_groups, consolidation_json, consolidation_lines
     from iomatrix.report.headline import check_target, headline
+    from iomatrix.report.objective import parse_objective
     from iomatrix.report.query import pick_sweep, sweep_info
     from iomatrix.report.recommend import recommend as build
     from iomatrix.report.render import render_recommendation
@@ -70,6 +73,7 @@ def recommend(
 
     check_ranking_options(min_runs, max_noise)
     check_target(target)
+    goal = parse_objective(objective)
     if current_disk is not None and current is None:
         raise UserError("--current-disk needs --current", hint="give the libvirt domain XML with --current vm.xml")
     cur = parse_current(current, current_disk) if current is not None else None
@@ -77,7 +81,7 @@ def recommend(
     sid = pick_sweep(store, sweep)
     rec = build(store, sid, workload=workload, requirements=require, current=cur,
                 scores=score or None, min_n=min_runs, max_noise=max_noise, threshold=threshold,
-                tie_break=tie_break_keys(tie_break))
+                tie_break=tie_break_keys(tie_break), objective=goal)
     groups = consolidation_groups(store, sid)  # consolidation tier: how many tiles per mode
     head = headline(rec, sweep_info(store, sid)["host"]["hostname"], target)
     width = report_width()

@@ -17,6 +17,7 @@ from iomatrix.commands.options import (
     DbOpt,
     MaxNoiseOpt,
     MinRunsOpt,
+    ObjectiveOpt,
     SweepOpt,
     ThresholdOpt,
     TieBreakOpt,
@@ -34,6 +35,7 @@ def report(
     sweep: SweepOpt = None,
     current: Annotated[str | None, typer.Option(help="What you run today (as for 'recommend').")] = None,
     require: Annotated[list[str], typer.Option("--require", help="As for 'recommend' (repeatable).")] = [],  # noqa: B006
+    objective: ObjectiveOpt = None,
     min_runs: MinRunsOpt = DEFAULT_MIN_RUNS,
     max_noise: MaxNoiseOpt = DEFAULT_MAX_NOISE,
     threshold: ThresholdOpt = DEFAULT_THRESHOLD,
@@ -46,15 +48,17 @@ def report(
     from iomatrix.current import parse_current
     from iomatrix.report.headline import check_target
     from iomatrix.report.html import write_report
+    from iomatrix.report.objective import parse_objective
     from iomatrix.report.query import pick_sweep
 
     check_ranking_options(min_runs, max_noise)
     check_target(target)
+    goal = parse_objective(objective)
     cur = parse_current(current) if current is not None else None
     store = open_store(db)
     size = write_report(store, pick_sweep(store, sweep), html, current=cur, requirements=require,
                         min_n=min_runs, max_noise=max_noise, threshold=threshold, tie_break=tie_break_keys(tie_break),
-                        target=target)
+                        target=target, objective=goal)
     console.print(f"wrote {html} ({size / 1024:.0f} KiB): open it in a browser, it needs no network")
 
 

@@ -46,6 +46,8 @@ def _workload_lines(w: Workload) -> list[str]:
         lines.append(f"rwmixread={w.rwmixread}")
     if w.zero_buffers:
         lines.append("zero_buffers=1")
+    if w.rate_iops is not None:
+        lines.append(f"rate_iops={w.rate_iops}")
     return lines
 
 

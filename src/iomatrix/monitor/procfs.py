@@ -280,3 +280,24 @@ def parse_status_kb(text: str, key: str) -> int | None:
             parts = line.split()
             return int(parts[1]) if len(parts) >= 2 else None
     return None
+
+
+def parse_status_ctx_switches(text: str) -> int | None:
+    """Context switches of one task: voluntary_ctxt_switches + nonvoluntary_ctxt_switches of
+    /proc/<pid>/task/<tid>/status, or None when the kernel does not print them. The counts are per task
+    (thread), not per process: a process's switches are the sum over its tasks (``process_ctx_switches``)."""
+    total = None
+    for line in text.splitlines():
+        if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+            parts = line.split()
+            if len(parts) >= 2:
+                total = (total or 0) + int(parts[1])
+    return total
+
+
+def process_ctx_switches(task_status_texts: list[str]) -> int | None:
+    """A process's context switches: the sum over the status files of its live tasks (IOThreads, the aio
+    thread pool's workers, vCPUs), None when no task printed them. A task that exited took its count with it,
+    so a delta between two readings is a lower bound when worker threads come and go between them."""
+    counts = [c for c in (parse_status_ctx_switches(t) for t in task_status_texts) if c is not None]
+    return sum(counts) if counts else None

@@ -23,6 +23,7 @@ process. Nothing is spawned. `cpu_seconds` reports the sampler thread's own CPU 
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -44,6 +45,12 @@ MIN_TAIL_FRACTION = 0.2
 CPU_FIELDS = ("cpu.usr_pct", "cpu.sys_pct", "cpu.iowait_pct", "cpu.steal_pct", "cpu.idle_pct")
 # Summed over every attached process (the consolidation tier attaches all QEMUs of a sweep point).
 PROC_FIELDS = ("proc.cpu_pct", "proc.rss_mb", "proc.count")
+# The I/O path alone (processes attached with role "io" and their children; not the load generator beside it):
+# CPU seconds and context switches spent in the interval, summed (what a run's cost per I/O divides).
+IOPATH_FIELDS = ("iopath.cpu_s", "iopath.ctx_switches", "iopath.count")
+# Roles of a followed process: "io" is the I/O path (QEMU, qemu-storage-daemon; bare metal: fio itself),
+# "load" generates the load beside it (fio driving the block layer over NBD): in proc.*, not in iopath.*.
+ROLES = ("io", "load")
 DISK_KEYS = ("read_mbps", "write_mbps", "read_iops", "write_iops", "util_pct", "await_ms", "queue_depth")
 MEM_FIELDS = ("mem.used_mb", "mem.cached_mb", "mem.buffers_mb", "mem.dirty_mb", "mem.writeback_mb")
 PSI_FIELDS = (
@@ -119,6 +126,9 @@ class HostSampler:
         self._lock = threading.Lock()
         # pid -> (process, (monotonic ts, cpu seconds) at the last reading)
         self._procs: dict[int, tuple[psutil.Process, tuple[float, float]]] = {}
+        self._roles: dict[int, str] = {}  # pid -> role (ROLES); children inherit their parent's
+        self._ctx: dict[int, int] = {}  # pid -> context switches at the last reading (role "io" only)
+        self._counted: dict[int, tuple[str, str]] = {}  # every pid ever followed -> (name, role)
 
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -131,18 +141,33 @@ class HostSampler:
 
     # ------------------------------------------------------------------ public API
 
-    def attach_pid(self, pid: int) -> None:
+    def attach_pid(self, pid: int, role: str = "io") -> None:
         """Also follow `pid` (e.g. QEMU): proc.cpu_pct and proc.rss_mb are summed over every attached
         process still running, proc.count says how many. May be called before or after start(), and
         several times (one sweep point of the consolidation tier runs many guests at once).
+        `role` "io" (the default) counts the process (and its children) as the I/O path in iopath.*;
+        "load" marks the load generator beside it (proc.* only).
         Raises ProcessLookupError if the process does not exist."""
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
         try:
             proc = psutil.Process(pid)
             base = self._proc_cpu(proc)
+            name = proc.name()
         except psutil.NoSuchProcess as e:
             raise ProcessLookupError(f"no process with pid {pid}") from e
+        ctx = _task_ctx_switches(pid) if role == "io" else None
         with self._lock:
             self._procs[pid] = (proc, (time.monotonic(), base))
+            self._roles[pid] = role
+            self._counted[pid] = (name, role)
+            if ctx is not None:
+                self._ctx[pid] = ctx
+
+    def followed_processes(self) -> list[dict[str, object]]:
+        """Every process followed so far (attached or adopted as a child): pid, name and role, pid order."""
+        with self._lock:
+            return [{"pid": pid, "name": name, "role": role} for pid, (name, role) in sorted(self._counted.items())]
 
     def start(self) -> None:
         if self._thread is not None:
@@ -155,6 +180,9 @@ class HostSampler:
                     self._procs[pid] = (proc, (self._t0, self._proc_cpu(proc)))
                 except psutil.Error:
                     del self._procs[pid]
+                    continue
+                if pid in self._ctx and (ctx := _task_ctx_switches(pid)) is not None:
+                    self._ctx[pid] = ctx
         self._thread = threading.Thread(target=self._run, name="iomatrix-host-sampler", daemon=True)
         self._thread.start()
 
@@ -275,15 +303,27 @@ class HostSampler:
         attachment: tiers attach a process as soon as it is spawned), so its whole CPU time belongs to the
         interval since then: base 0 at the parent's base time."""
         with self._lock:
-            parents = [(proc, t_base) for proc, (t_base, _cpu) in self._procs.values()]
-        for parent, t_base in parents:
+            parents = [(proc, t_base, self._roles.get(pid, "io")) for pid, (proc, (t_base, _cpu))
+                       in self._procs.items()]
+        for parent, t_base, role in parents:
             try:
                 kids = parent.children(recursive=True)
             except psutil.Error:
                 continue
+            named = []
+            for kid in kids:
+                try:
+                    named.append((kid, kid.name()))
+                except psutil.Error:
+                    continue
             with self._lock:
-                for kid in kids:
-                    self._procs.setdefault(kid.pid, (kid, (t_base, 0.0)))
+                for kid, name in named:
+                    if kid.pid not in self._procs:
+                        self._procs[kid.pid] = (kid, (t_base, 0.0))
+                        self._roles[kid.pid] = role
+                        self._counted.setdefault(kid.pid, (name, role))
+                        if role == "io":
+                            self._ctx[kid.pid] = 0  # like its CPU: every switch it made is in this interval
 
     def _proc_values(self, ts: float, values: dict[str, float]) -> None:
         self._adopt_children()
@@ -291,8 +331,8 @@ class HostSampler:
             followed = list(self._procs.items())
         if not followed:
             return
-        cpu_pct = rss = 0.0
-        alive = 0
+        cpu_pct = rss = io_cpu_s = 0.0
+        alive = io_alive = io_ctx = 0
         for pid, (proc, (t_base, cpu_base)) in followed:
             try:
                 with proc.oneshot():
@@ -306,6 +346,14 @@ class HostSampler:
             alive += 1
             if ts > t_base:
                 cpu_pct += max(0.0, cpu - cpu_base) / (ts - t_base) * 100.0
+            if self._roles.get(pid, "io") == "io":
+                io_alive += 1
+                io_cpu_s += max(0.0, cpu - cpu_base)
+                ctx = _task_ctx_switches(pid)
+                if ctx is not None:
+                    io_ctx += max(0, ctx - self._ctx.get(pid, ctx))
+                    with self._lock:
+                        self._ctx[pid] = ctx
             with self._lock:
                 if self._procs.get(pid, (None,))[0] is proc:  # not replaced by attach_pid meanwhile
                     self._procs[pid] = (proc, (ts, cpu))
@@ -313,3 +361,18 @@ class HostSampler:
             values["proc.cpu_pct"] = cpu_pct
             values["proc.rss_mb"] = rss / procfs.MIB
             values["proc.count"] = float(alive)
+        if io_alive:
+            values["iopath.cpu_s"] = io_cpu_s
+            values["iopath.ctx_switches"] = float(io_ctx)
+            values["iopath.count"] = float(io_alive)
+
+
+def _task_ctx_switches(pid: int) -> int | None:
+    """The context switches of every live task (thread) of `pid`, summed (procfs.process_ctx_switches)."""
+    base = f"/proc/{pid}/task"
+    try:
+        tids = os.listdir(base)
+    except OSError:
+        return None
+    texts = [t for t in (read_text(f"{base}/{tid}/status", strip=False) for tid in tids) if t]
+    return procfs.process_ctx_switches(texts)

@@ -125,6 +125,40 @@ def blocksize_chart(series: Sequence[SizeSeries], sizes: Sequence[str], unit: st
     return _svg(fig)
 
 
+@dataclass
+class CurveSeries:
+    label: str
+    # per point, in load order: (queue depth, (IOPS mean, low, high), (p99 mean, low, high))
+    points: list[tuple[int, tuple[float, float | None, float | None], tuple[float, float | None, float | None]]]
+    knee: int | None  # index of the knee point (stats/knee.py), None: none in the measured range
+
+
+def latency_curve_chart(series: Sequence[CurveSeries], latency_unit: str = "p99 completion latency (µs)") -> str:
+    """IOPS (x) against p99 latency (y), one line per configuration, points labelled by queue depth, 95% CI
+    error bars both ways, the knee ringed. Latency on a log axis: a queue's tail grows by orders of magnitude."""
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    for i, s in enumerate(series):
+        colour = PALETTE[i % len(PALETTE)]
+        xs = [p[1][0] for p in s.points]
+        ys = [p[2][0] for p in s.points]
+        xerr = [_err(*p[1]) for p in s.points]
+        yerr = [_err(*p[2]) for p in s.points]
+        ax.errorbar(xs, ys, xerr=[[e[0] for e in xerr], [e[1] for e in xerr]],
+                    yerr=[[e[0] for e in yerr], [e[1] for e in yerr]], color=colour, marker="o", markersize=3,
+                    capsize=2, elinewidth=0.8, linewidth=1.2, label=s.label)
+        for qd, (x, _, _), (y, _, _) in s.points:
+            ax.annotate(f"qd{qd}", (x, y), textcoords="offset points", xytext=(3, 3), fontsize=6, color=colour)
+        if s.knee is not None:
+            ax.plot([xs[s.knee]], [ys[s.knee]], marker="o", markersize=10, markerfacecolor="none",
+                    markeredgecolor=colour, markeredgewidth=1.5, linestyle="none")
+    ax.set_xlabel("IOPS (ringed: the knee, where p99 latency starts growing faster than IOPS)")
+    ax.set_ylabel(latency_unit)
+    ax.set_yscale("log")
+    ax.set_xlim(left=0)
+    ax.legend(fontsize=7, loc="upper left")
+    return _svg(fig)
+
+
 # Panels: (title, [(field, legend)], unit)
 HOST_PANELS: tuple[tuple[str, tuple[tuple[str, str], ...], str], ...] = (
     ("CPU", (("cpu.usr_pct", "usr"), ("cpu.sys_pct", "sys"), ("cpu.iowait_pct", "iowait")), "%"),

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from iomatrix.domain import axes as axis_registry
+from iomatrix.report.curves import LatencyCurve
 from iomatrix.report.rank import WorkloadRanking, primary_metric
 from iomatrix.report.render import DataTable, ci_text, ratio_text
 from iomatrix.report.results import inference_figures
@@ -91,6 +92,25 @@ def rank_tables(rankings: Sequence[WorkloadRanking]) -> list[DataTable]:
         out.append(DataTable(f"{wr.workload} · {wr.metric} ({better} is better) · tier {wr.tier}",
                              ["rank", "group", *columns, "n", "mean", "95% CI", "vs best", "vs bare metal",
                               "power loss", "flags"], rows, axes=columns, notes=notes))
+    return out
+
+
+def curve_tables(curves: Sequence[LatencyCurve]) -> list[DataTable]:
+    """Latency against load (report/curves.py): one table per queue-depth family and tier, a row per
+    configuration and depth, the knee marked: the numbers the HTML report's curves draw."""
+    by_table: dict[tuple[str, str], list[LatencyCurve]] = {}
+    for c in curves:
+        by_table.setdefault((c.family, c.tier), []).append(c)
+    out = []
+    for (family, tier), group in by_table.items():
+        rows = [{**row, "p99 95% CI": ci_text(row["p99_ci95_low"], row["p99_ci95_high"])[0],
+                 "IOPS 95% CI": ci_text(row["iops_ci95_low"], row["iops_ci95_high"])[0],
+                 "knee": "knee" if row["knee"] else None} for c in group for row in c.as_rows()]
+        out.append(DataTable(f"{family} · latency against load ({group[0].iops_metric} vs "
+                             f"{group[0].latency_metric}) · tier {tier}",
+                             ["config", "qd", "n", "iops", "IOPS 95% CI", "p99_us", "p99 95% CI", "knee"], rows,
+                             notes=["knee: the first point where p99 latency grows by a larger fraction than IOPS "
+                                    "(stats/knee.py); CIs over runs, a run's p99 is one sample"]))
     return out
 
 

@@ -2,7 +2,9 @@
 
 Order follows what a reader needs: the recommendation and its risks, then the evidence (rankings with error
 bars, block-size bars beside bare metal and the ceiling, host panels over time), then the sweep's metadata
-and every run. A section without data says what is missing instead of disappearing.
+and every run. A section without data says what is missing instead of disappearing — except latency against
+load and host CPU per I/O, which appear only for sweeps that measured them (a queue-depth family, runs with the
+I/O path sampled), so a report of an older sweep reads as it did.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from iomatrix.current import CurrentConfig
 from iomatrix.report import charts
+from iomatrix.report.curves import LatencyCurve, latency_curves
 from iomatrix.report.headline import DEFAULT_TARGET, headline
+from iomatrix.report.objective import Objective, objective_line, objective_metric
 from iomatrix.report.query import CellWorkload, cell_workloads, failures, monitor_series, run_table, sweep_info
-from iomatrix.report.rank import primary_metric, rank_sweep
+from iomatrix.report.rank import WorkloadRanking, primary_metric, rank_sweep
 from iomatrix.report.recommend import Recommendation, Verdict, recommend
 from iomatrix.report.render import BOUNDED_NOTE, STATUS_TEXT, ci_text, gain_text, ratio_text
 from iomatrix.stats import summarize
@@ -31,6 +35,7 @@ from iomatrix.ui import fmt
 BLOCK_SIZES = ("512", "4k", "64k", "1m")
 SIZE_WORKLOAD = re.compile(r"^(rand-read|rand-write)-(512|4k|64k|1m)$")
 MAX_HOST_COLUMNS = 3
+COST_METRIC = "cost.cpu_us_per_io"
 
 
 def _env() -> Environment:
@@ -59,38 +64,73 @@ def _is_vm_view(tier: str) -> bool:
     return known is not None and known.vm_view
 
 
-def ranking_sections(store: Store, sweep_id: int, cws: list[CellWorkload], **rank_kw: Any) -> list[dict[str, Any]]:
+def ranking_sections(store: Store, sweep_id: int, cws: list[CellWorkload], objective: Objective | None = None,
+                     **rank_kw: Any) -> list[dict[str, Any]]:
     """One section per workload and tier, ranked exactly as 'iomatrix rank' ranks them."""
     out = []
-    rankings = rank_sweep(store, sweep_id, None, None, **rank_kw) if cws else []
+    rankings = rank_sweep(store, sweep_id, None, None, objective=objective, **rank_kw) \
+        if cws and (objective is None or any(objective_metric(objective, c.workload) in c.samples for c in cws)) \
+        else []
     for w in sorted({c.workload for c in cws} - {wr.workload for wr in rankings}):
-        out.append({"workload": w, "missing": "no ranked cells for this workload's primary metric"})
-    for wr in rankings:
-        w = wr.workload
-        rows = wr.ranking.rows
-        short, common = short_labels([r.name for r in rows])
-        bars = [charts.Bar(s, r.summary.mean, r.summary.ci_low, r.summary.ci_high, r.group)
-                for s, r in zip(short, rows, strict=True)]
-        refs: dict[str, float] = {}
-        bm = [c for c in cws if c.workload == w and is_reference(c.axes["tier"]) and wr.metric in c.samples]
-        if not is_reference(wr.tier) and bm:
-            refs[reference_tier().prose_name()] = max(_summary(c.samples[wr.metric])[0] for c in bm)
-        if wr.ceiling:
-            refs["ceiling"] = max(m for _, m in wr.ceiling)
-        table = []
-        bounded = False
-        for s, r in zip(short, rows, strict=True):
-            ci, b = ci_text(r.summary.ci_low, r.summary.ci_high)
-            bounded |= b
-            table.append({"cell_label": r.name, "rank": r.rank or "–", "group": r.group_label or "–", "cell": s,
-                          "n": r.summary.n,
-                          "mean": fmt(r.summary.mean), "mean_value": r.summary.mean, "ci": ci,
-                          "vs_best": "–" if r.ratio_to_best is None else ratio_text(*r.ratio_to_best),
-                          "flags": ", ".join(f.replace("_", " ") for f in r.flags)})
-        out.append({"workload": w, "metric": wr.metric, "tier": wr.tier, "common": common, "notes": wr.notes(),
-                    "better": "higher" if wr.ranking.higher_is_better else "lower",
-                    "svg": charts.ranking_chart(bars, wr.metric, refs), "rows": table, "bounded": bounded,
-                    "test": wr.ranking.test_description})
+        what = "primary metric" if objective is None else objective_metric(objective, w)
+        out.append({"workload": w, "missing": f"no ranked cells for this workload's {what}"})
+    return out + [_ranking_section(wr, cws) for wr in rankings]
+
+
+def _ranking_section(wr: WorkloadRanking, cws: list[CellWorkload]) -> dict[str, Any]:
+    """One ranking's chart, table and notes."""
+    w = wr.workload
+    rows = wr.ranking.rows
+    short, common = short_labels([r.name for r in rows])
+    bars = [charts.Bar(s, r.summary.mean, r.summary.ci_low, r.summary.ci_high, r.group)
+            for s, r in zip(short, rows, strict=True)]
+    refs: dict[str, float] = {}
+    bm = [c for c in cws if c.workload == w and is_reference(c.axes["tier"]) and wr.metric in c.samples]
+    if not is_reference(wr.tier) and bm:
+        refs[reference_tier().prose_name()] = max(_summary(c.samples[wr.metric])[0] for c in bm)
+    if wr.ceiling:
+        refs["ceiling"] = max(m for _, m in wr.ceiling)
+    table = []
+    bounded = False
+    for s, r in zip(short, rows, strict=True):
+        ci, b = ci_text(r.summary.ci_low, r.summary.ci_high)
+        bounded |= b
+        table.append({"cell_label": r.name, "rank": r.rank or "–", "group": r.group_label or "–", "cell": s,
+                      "n": r.summary.n,
+                      "mean": fmt(r.summary.mean), "mean_value": r.summary.mean, "ci": ci,
+                      "vs_best": "–" if r.ratio_to_best is None else ratio_text(*r.ratio_to_best),
+                      "flags": ", ".join(f.replace("_", " ") for f in r.flags)})
+    return {"workload": w, "metric": wr.metric, "tier": wr.tier, "common": common, "notes": wr.notes(),
+            "better": "higher" if wr.ranking.higher_is_better else "lower",
+            "svg": charts.ranking_chart(bars, wr.metric, refs), "rows": table, "bounded": bounded,
+            "test": wr.ranking.test_description}
+
+
+def cost_sections(store: Store, sweep_id: int, cws: list[CellWorkload], **rank_kw: Any) -> list[dict[str, Any]]:
+    """Host CPU per I/O per workload and tier, ranked like the speed (lower is better); none for a sweep
+    recorded before the sampler followed the I/O path (its runs have no cost.cpu_us_per_io)."""
+    if not any(COST_METRIC in c.samples for c in cws):
+        return []
+    return [_ranking_section(wr, cws) for wr in rank_sweep(store, sweep_id, None, COST_METRIC, **rank_kw)]
+
+
+def curve_sections(cws: list[CellWorkload]) -> list[dict[str, Any]]:
+    """Latency against load: one chart per queue-depth family and tier, one line per configuration."""
+    by_chart: dict[tuple[str, str], list[LatencyCurve]] = {}
+    for curve in latency_curves(cws):
+        by_chart.setdefault((curve.family, curve.tier), []).append(curve)
+    out = []
+    for (family, tier), curves in by_chart.items():
+        short, common = short_labels([c.label for c in curves])
+        series = [charts.CurveSeries(s, [(p.queue_depth, (p.iops.mean, p.iops.ci_low, p.iops.ci_high),
+                                          (p.p99_us.mean, p.p99_us.ci_low, p.p99_us.ci_high)) for p in c.points],
+                                     c.knee) for s, c in zip(short, curves, strict=True)]
+        rows = [{**row, "cell": s, "iops": fmt(row["iops"]), "p99_us": fmt(row["p99_us"]),
+                 "iops_ci": ci_text(row["iops_ci95_low"], row["iops_ci95_high"])[0],
+                 "p99_ci": ci_text(row["p99_ci95_low"], row["p99_ci95_high"])[0]}
+                for s, c in zip(short, curves, strict=True) for row in c.as_rows()]
+        out.append({"family": family, "tier": tier, "common": common, "svg": charts.latency_curve_chart(series),
+                    "rows": rows, "metrics": f"{curves[0].iops_metric} against {curves[0].latency_metric}"})
     return out
 
 
@@ -171,18 +211,20 @@ def missing_parts(info: dict[str, Any], cws: list[CellWorkload], rec: Recommenda
 def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None = None,
                   requirements: Sequence[str] = (), min_n: int = 3, max_noise: float = 0.10,
                   threshold: float = DEFAULT_THRESHOLD, tie_break: Sequence[str] = DEFAULT_TIE_BREAK,
-                  target: str = DEFAULT_TARGET) -> str:
+                  target: str = DEFAULT_TARGET, objective: Objective | None = None) -> str:
+    """The report; ``objective`` (report/objective.py) chooses what the recommendation and the rankings rank by
+    (None: each workload's primary metric)."""
     info = sweep_info(store, sweep_id)
     cws = cell_workloads(store, sweep_id)
     rank_kw = {"min_n": min_n, "max_noise": max_noise, "threshold": threshold, "tie_break": tie_break}
-    rec = recommend(store, sweep_id, requirements=requirements, current=current, **rank_kw)
+    rec = recommend(store, sweep_id, requirements=requirements, current=current, objective=objective, **rank_kw)
     runs = run_table(store, sweep_id)
     for r in runs:
         m = primary_metric(r["workload"])[0]
         r["primary"] = f"{m} = {fmt(r['metrics'].get(m))}" if m in r["metrics"] else "–"
     verdicts: list[Verdict] = rec.verdicts
     bounded = any(ci_text(*v.ci)[1] for v in verdicts if v.choice)
-    rankings = ranking_sections(store, sweep_id, cws, **rank_kw)
+    rankings = ranking_sections(store, sweep_id, cws, objective=objective, **rank_kw)
     top = {r["workload"]: sorted(r["rows"], key=lambda x: -float(x["mean_value"]) if r["better"] == "higher"
                                  else float(x["mean_value"]))[:2] for r in rankings if "rows" in r}
     for k in ("started_at", "finished_at"):
@@ -194,9 +236,10 @@ def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None 
         info=info, rec=rec, head=headline(rec, info["host"]["hostname"], target), gain_text=gain_text,
         status_text=STATUS_TEXT, verdicts=verdicts, rankings=rankings,
         blocksizes=blocksize_sections(cws), host=host_section(store, rec, cws, top), runs=runs,
+        curves=curve_sections(cws), costs=cost_sections(store, sweep_id, cws, **rank_kw),
         failures=failures(store, sweep_id), missing=missing_parts(info, cws, rec), ci_text=ci_text,
         bounded_note=BOUNDED_NOTE if bounded else "",
-        extras=extras)
+        extras=extras, objective=None if objective is None else objective_line(objective))
 
 
 def write_report(store: Store, sweep_id: int, path: Path, **kw: Any) -> int:

@@ -41,6 +41,10 @@ class CellWorkload:
     # ok runs a clean retry replaced (not in `runs`, `samples` or `phases`).
     disturbed: dict[int, tuple[str, ...]] = field(default_factory=dict)
     replaced: list[int] = field(default_factory=list)
+    # Offered load not reached: ok runs of a rate-limited workload that achieved less than LOAD_REACHED_FRACTION
+    # of their offered IOPS (run id → achieved share). Their latency is not at the asked load, so they are not in
+    # `runs`, `samples` or `phases` either: never ranked, listed apart.
+    unreached: dict[int, float] = field(default_factory=dict)
 
     def label(self) -> str:
         """The axes that distinguish this cell (tier is shown apart; modifier only when set)."""
@@ -93,6 +97,16 @@ def sweep_info(store: Store, sweep_id: int) -> dict[str, Any]:
 def cell_workloads(store: Store, sweep_id: int) -> list[CellWorkload]:
     """Every cell × workload of a sweep that has at least one run."""
     out: dict[tuple[int, str], CellWorkload] = {}
+    # Per run, the stored metrics plus those computed here from the run's raw series: steady state is a
+    # statistic, so it is derived at report time from the per-interval IOPS (a sweep stored before this
+    # carries ss.* samples too; where its run kept the series they are recomputed, with the same result).
+    series = store.ok_run_series(sweep_id, "iops_series")
+    per_run: dict[int, dict[str, float]] = defaultdict(dict)
+    for s in store.ok_samples(sweep_id):
+        if not (s.run_id in series and s.metric.startswith(STEADY_PREFIX)):
+            per_run[s.run_id][s.metric] = s.value
+    for rid, values in series.items():
+        per_run[rid].update(steady_state_samples(values))
     for r in store.runs(sweep_id):
         k = (r.cell_id, r.workload)
         cw = out.get(k)
@@ -109,6 +123,9 @@ def cell_workloads(store: Store, sweep_id: int) -> list[CellWorkload]:
         if r.replaced:
             cw.replaced.append(r.run_id)
             continue
+        if per_run.get(r.run_id, {}).get("load.reached") == 0.0:
+            cw.unreached[r.run_id] = per_run[r.run_id].get("load.achieved_frac", 0.0)
+            continue
         cw.runs.append(r.run_id)
         cw.cache_states.append(r.cache_state)
         cw.page_cache.append(r.page_cache_method)
@@ -120,16 +137,6 @@ def cell_workloads(store: Store, sweep_id: int) -> list[CellWorkload]:
     shown = shown_axes(out.values())
     for cw in out.values():
         cw.axes = {a: v for a, v in cw.axes.items() if a in shown}
-    # Per run, the stored metrics plus those computed here from the run's raw series: steady state is a
-    # statistic, so it is derived at report time from the per-interval IOPS (a sweep stored before this
-    # carries ss.* samples too; where its run kept the series they are recomputed, with the same result).
-    series = store.ok_run_series(sweep_id, "iops_series")
-    per_run: dict[int, dict[str, float]] = defaultdict(dict)
-    for s in store.ok_samples(sweep_id):
-        if not (s.run_id in series and s.metric.startswith(STEADY_PREFIX)):
-            per_run[s.run_id][s.metric] = s.value
-    for rid, values in series.items():
-        per_run[rid].update(steady_state_samples(values))
     for cw in out.values():
         for rid in cw.runs:
             for metric, value in per_run.get(rid, {}).items():

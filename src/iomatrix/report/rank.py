@@ -9,6 +9,7 @@ from typing import Any
 from iomatrix.domain import NA, NULL_BACKING
 from iomatrix.errors import UserError
 from iomatrix.metrics import metric_info
+from iomatrix.report.objective import Objective, objective_metric
 from iomatrix.report.quality import ranked_samples, run_interference
 from iomatrix.report.query import CellWorkload, cell_workloads, unit_stops
 from iomatrix.stats import (
@@ -36,7 +37,7 @@ from iomatrix.stop_kinds import StopKind
 from iomatrix.store import Store
 from iomatrix.store.queries import RunBoot
 from iomatrix.tiers import is_reference, tier_order
-from iomatrix.workloads import PRESETS
+from iomatrix.workloads import preset
 
 # Stops a ranking's notes call out: racing's eliminations explain a smaller n; limits say the data did not settle
 # it. (Not noted: settled and converged, which are answers; baseline; a plug-in policy's other.)
@@ -45,7 +46,7 @@ NOTED_STOPS = frozenset({StopKind.ELIMINATED, StopKind.EQUIVALENT, StopKind.UNRE
 
 def primary_metric(workload: str) -> tuple[str, bool]:
     """The workload's primary metric and its direction (from the metric registry, iomatrix.metrics)."""
-    w = PRESETS.get(workload)
+    w = preset(workload)
     name = w.primary_metric if w else "total.iops"
     return name, metric_info(name).higher_is_better
 
@@ -96,6 +97,7 @@ class WorkloadRanking:
     stops: dict[str, dict[str, Any]] | None = None  # label → why the scheduler stopped repeating it
     replaced: dict[str, list[int]] | None = None  # label → disturbed runs a clean retry replaced
     units: dict[str, CellUnit] | None = None  # label → the analysis unit, for cells whose runs shared boots
+    unreached: dict[str, dict[int, float]] | None = None  # label → runs that missed the offered load (id → share)
 
     def notes(self) -> list[str]:
         """Lines a report prints under the table: the decision, unresolved pairs, disturbed runs."""
@@ -121,6 +123,10 @@ class WorkloadRanking:
         for label, rids in (self.replaced or {}).items():
             out.append(f"replaced by a clean retry, not analysed ({label}): run(s) "
                        + ", ".join(map(str, rids)))
+        for label, runs in (self.unreached or {}).items():
+            shown = ", ".join(f"{rid} ({frac:.0%} of it)" for rid, frac in sorted(runs.items()))
+            out.append(f"offered load not reached, not ranked ({label}): run(s) {shown}; their latency is not at "
+                       "the offered load (lower the workload's rate)")
         for label, stop in (self.stops or {}).items():
             if stop["kind"] in NOTED_STOPS:
                 out.append(f"stopped after round {stop['round']} with {stop['ok_runs']} runs ({label}): "
@@ -265,7 +271,14 @@ def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *,
                            null_ceiling(mine, tier, metric), accelerators(mine),
                            [label for label, cs in samples if cs.cold_apart], decision,
                            disturbed_runs(ranked, interference), stopped,
-                           replaced_runs(ranked), units or None)
+                           replaced_runs(ranked), units or None, unreached_runs(cws, workload, tier))
+
+
+def unreached_runs(cws: Sequence[CellWorkload], workload: str, tier: str) -> dict[str, dict[int, float]] | None:
+    """label → the runs of the workload's cells of ``tier`` that did not reach their offered load, or None."""
+    out = {c.label(): dict(c.unreached) for c in cws
+           if c.workload == workload and c.axes["tier"] == tier and c.unreached}
+    return out or None
 
 
 def boot_unit(points: Sequence[tuple[int, int, float]],
@@ -290,8 +303,12 @@ def workload_names(cws: Sequence[CellWorkload], sweep_id: int, workload: str | N
 
 def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | None, *, min_n: int = 3,
                max_noise: float = 0.10, threshold: float = DEFAULT_THRESHOLD,
-               tie_break: Sequence[str] = DEFAULT_TIE_BREAK, blocked: bool = True) -> list[WorkloadRanking]:
-    """Rank every workload of a sweep (blocked by round unless ``blocked`` is False)."""
+               tie_break: Sequence[str] = DEFAULT_TIE_BREAK, blocked: bool = True,
+               objective: Objective | None = None) -> list[WorkloadRanking]:
+    """Rank every workload of a sweep (blocked by round unless ``blocked`` is False), by ``metric``, else by
+    what ``objective`` ranks each workload by (report/objective.py), else by each workload's primary metric."""
+    if metric is not None and objective is not None:
+        raise UserError("--metric and --objective both choose what to rank by", hint="give one of them")
     check_threshold(threshold)
     check_tie_break(tie_break)
     cws = cell_workloads(store, sweep_id)
@@ -303,7 +320,8 @@ def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | 
     boots = run_boots(store, all_runs)
     out = []
     for w in names:
-        m = metric or primary_metric(w)[0]
+        chosen = metric if objective is None else objective_metric(objective, w)
+        m = chosen or primary_metric(w)[0]
         per_run = None
         if blocked:
             ids = [rid for c in cws if c.workload == w for rid in c.runs]
@@ -311,7 +329,7 @@ def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | 
             per_run = {rid: (rounds[rid], v) for rid, v in vals.items() if rid in rounds}
         # One ranking per tier, reference (bare metal) first: each tier answers for what it measures.
         for tier in sorted({c.axes["tier"] for c in cws if c.workload == w}, key=tier_order):
-            wr = rank_workload(cws, w, metric, min_n=min_n, max_noise=max_noise, per_run=per_run,
+            wr = rank_workload(cws, w, chosen, min_n=min_n, max_noise=max_noise, per_run=per_run,
                                threshold=threshold, tie_break=tie_break, interference=interference, tier=tier,
                                stops=stops, boots=boots)
             if wr is not None:
@@ -319,6 +337,10 @@ def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | 
     if metric is not None and not out:
         raise UserError(f"no results for metric '{metric}'", hint="see metric names with 'iomatrix results "
                         "--metric all'")
+    if objective is not None and not out:
+        raise UserError(f"no results for the objective '{objective.value}' in sweep {sweep_id}",
+                        hint="cpu-per-io needs runs recorded by this version (the host sampler following the I/O "
+                             "path); p99-latency needs fio workloads")
     return out
 
 

@@ -21,6 +21,7 @@ from iomatrix.errors import UserError
 from iomatrix.guest.accel import TCG_WARNING
 from iomatrix.matrix import applying_axes
 from iomatrix.report.durability import MeasuredIndex, measured_statements
+from iomatrix.report.objective import Objective, objective_metric
 from iomatrix.report.quality import run_interference
 from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info
 from iomatrix.report.rank import (
@@ -229,6 +230,7 @@ class Recommendation:
     current: CurrentConfig | None
     verdicts: list[Verdict]
     warnings: list[str] = field(default_factory=list)
+    objective: str | None = None  # --objective when given (report/objective.py); None: primary metrics
 
     def as_dict(self) -> dict[str, Any]:
         return {"sweep": self.sweep_id, "plan": self.plan, "status": self.status,
@@ -236,7 +238,8 @@ class Recommendation:
                 "current": None if self.current is None else {"axes": self.current.axes,
                                                               "source": self.current.source,
                                                               "defaulted": self.current.defaulted},
-                "verdicts": [v.as_dict() for v in self.verdicts], "warnings": self.warnings}
+                "verdicts": [v.as_dict() for v in self.verdicts], "warnings": self.warnings,
+                **({"objective": self.objective} if self.objective is not None else {})}
 
 
 def _gain(against: str, chosen: CellWorkload, other: CellWorkload | None, metric: str, higher: bool,
@@ -366,9 +369,10 @@ def _requirement_cost(wr: WorkloadRanking, chosen: str, higher: bool) -> Gain | 
 def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requirements: Sequence[str] = (),
               current: CurrentConfig | None = None, scores: Sequence[str] | None = None, min_n: int = 3,
               max_noise: float = 0.10, threshold: float = DEFAULT_THRESHOLD,
-              tie_break: Sequence[str] = DEFAULT_TIE_BREAK) -> Recommendation:
+              tie_break: Sequence[str] = DEFAULT_TIE_BREAK, objective: Objective | None = None) -> Recommendation:
     """Verdicts per workload, then per weighted score (`scores`; default: every score when the sweep has a guest
-    tier and no single workload was asked for)."""
+    tier and no single workload was asked for). ``objective``: what each workload is ranked by
+    (report/objective.py; None: its primary metric)."""
     info = sweep_info(store, sweep_id)
     reqs = parse_requirements(requirements)
     cws = cell_workloads(store, sweep_id)
@@ -389,12 +393,13 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
                                         x.strip() for x in lines)))
             continue
         ids = [rid for c in cws if c.workload == w for rid in c.runs]
-        vals = run_values(store, ids, primary_metric(w)[0])
+        chosen = None if objective is None else objective_metric(objective, w)
+        vals = run_values(store, ids, chosen or primary_metric(w)[0])
         per_run = {rid: (rounds[rid], val) for rid, val in vals.items() if rid in rounds}
-        kw: dict[str, Any] = {"min_n": min_n, "max_noise": max_noise, "per_run": per_run,
+        kw: dict[str, Any] = {"metric": chosen, "min_n": min_n, "max_noise": max_noise, "per_run": per_run,
                               "interference": interference, "threshold": check_threshold(threshold),
                               "tie_break": check_tie_break(tie_break)}
-        wr = rank_workload(cws, w, None, **kw)
+        wr = rank_workload(cws, w, **kw)
         if wr is None:
             m = "no ranked cells (only the null ceiling, or no figure for the primary metric)"
             verdicts.append(Verdict(w, "", True, "", None, missing=m))
@@ -415,7 +420,8 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
         warnings.append(f"sweep {sweep_id} is {info['status']}: figures may change when it completes")
     if any("tcg" in a for c in cws for a in c.accel):
         warnings.append(TCG_WARNING)
-    return Recommendation(sweep_id, info["plan"], info["status"], reqs, current, verdicts, warnings)
+    return Recommendation(sweep_id, info["plan"], info["status"], reqs, current, verdicts, warnings,
+                          None if objective is None else objective.value)
 
 
 def _verdict_on_its_basis(cws: list[CellWorkload], wr: WorkloadRanking, reqs: list[Requirement],
@@ -435,7 +441,7 @@ def _tier_verdict(cws: list[CellWorkload], wr: WorkloadRanking, reqs: list[Requi
     if reqs:
         keep = [c for c in cws if c.axes["tier"] != wr.tier or c.axes["backing"] == domain.NULL_BACKING
                 or all(q.met_by(c.axes) for q in reqs)]
-        restricted = rank_workload(keep, wr.workload, None, tier=wr.tier, **kw)
+        restricted = rank_workload(keep, wr.workload, tier=wr.tier, **kw)
     return workload_verdict(cws, wr, reqs, current, restricted, measured)
 
 
@@ -448,7 +454,7 @@ def _answer_from_another_tier(cws: list[CellWorkload], workload: str, unanswered
     not decide (the bus). Under TCG that tier is the basis even when it has only a tie-break's pick."""
     tiers = {c.axes["tier"] for c in cws if c.workload == workload} - {unanswered.tier}
     for t in sorted((t for t in tiers if not is_reference(t)), key=tier_order, reverse=True):
-        wr = rank_workload(cws, workload, None, tier=t, **kw)
+        wr = rank_workload(cws, workload, tier=t, **kw)
         if wr is None:
             continue
         v = _tier_verdict(cws, wr, reqs, current, measured, kw)

@@ -16,6 +16,7 @@ from iomatrix.report.export.table import DataTable
 from iomatrix.report.formats import OutputFormat
 from iomatrix.report.headline import TARGETS, Headline, Pick, WorkloadGain, verdict_labels
 from iomatrix.report.naming import cell_names
+from iomatrix.report.objective import Objective, objective_line
 from iomatrix.ui import fmt
 
 if TYPE_CHECKING:
@@ -96,6 +97,8 @@ def recommendation_text(rec: Recommendation, markdown: bool = False, width: int 
 
 def _header_lines(rec: Recommendation, h1: str) -> list[str]:
     out = [f"{h1}Recommendation · sweep {rec.sweep_id} ({rec.plan}, {rec.status})"]
+    if rec.objective is not None:
+        out.append(objective_line(Objective(rec.objective)))
     if rec.requirements:
         out.append("Requirements: " + "; ".join(f"{r.name} = {r.meaning}" for r in rec.requirements))
     if rec.current is not None:

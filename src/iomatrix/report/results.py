@@ -104,6 +104,9 @@ def results_document(store: Store, sweep_ids: list[int], *, with_monitor: bool =
                 "phases": {k: _summary_dict(v) for k, v in cw.phases.items()},
                 "monitor": {k: {"mean": f.mean, "peak": f.peak, "runs": f.n} for k, f in mon.items()},
                 "host_view": view, "disturbed_runs": disturbed, "replaced_runs": cw.replaced, "stop": stop,
+                # rate-limited workloads only (absent elsewhere, so older documents read the same)
+                **({"load_not_reached": [{"run_id": rid, "achieved_frac": f}
+                                         for rid, f in sorted(cw.unreached.items())]} if cw.unreached else {}),
             })
         info["results"] = rows
         info["failures"] = failures(store, sid)

@@ -21,6 +21,7 @@ _WHERE: dict[str, str] = {
     "rank": "ranking",
     "ScoreCI": "scores", "weighted_mixed": "scores", "weighted_score": "scores", "weighted_score_ci": "scores",
     "weighted_mixed_ci": "scores",
+    "knee_index": "knee",
     "SteadyState": "steady", "fio_steady_state": "steady", "snia_steady_state": "steady",
     "Summary": "summary", "summarize": "summary", "t_quantile": "summary",
     "Change": "sweeps", "compare_sweeps": "sweeps",

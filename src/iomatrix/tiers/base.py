@@ -64,6 +64,8 @@ class RunRequest:
     timeout_s: float
     wrapper: list[str] = field(default_factory=list)  # argv prefix from the host modifier (eatmydata)
     on_process: Callable[[int], None] | None = None  # told the pid doing the I/O (fio or QEMU)
+    # told the pid generating the load beside the I/O path (the block layer's fio): sampled, not counted as its cost
+    on_load_process: Callable[[int], None] | None = None
 
 
 @dataclass

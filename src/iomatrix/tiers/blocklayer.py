@@ -404,11 +404,13 @@ class BlockLayerTier(Tier):
                     listener = None
                     phases["daemon_spawn_s"] = time.monotonic() - t_daemon
                     if req.on_process:
-                        # The host sampler follows the processes doing the I/O on the host: QEMU serving it and
-                        # fio generating it (its CPU is the measured work, not another tenant's).
+                        # The host sampler follows the processes doing the I/O on the host: QEMU serving it (the
+                        # I/O path, whose CPU per I/O is the cost) and fio generating it (its CPU is the measured
+                        # work, not another tenant's, but not the I/O path's cost either: role "load").
                         req.on_process(daemon.pid)
+                    if req.on_load_process:
                         with contextlib.suppress(ProcessLookupError):  # fio may have failed already
-                            req.on_process(fio.pid)
+                            req.on_load_process(fio.pid)
                     outcome = self._wait_fio(req, job, meta, phases, fio, t_fio, daemon, run_dir)
                     fio = None
             except BaseException:
