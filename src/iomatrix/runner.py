@@ -34,6 +34,7 @@ from iomatrix.plan.model import Plan
 from iomatrix.scheduler import CiWidthPolicy, RacingPolicy, Scheduler, Slot, StopPolicy, UnitState
 from iomatrix.stats.interference import RunInterference, interference_flags, interference_scores
 from iomatrix.stats.runs_per_boot import RoundsPerBoot, choose_rounds_per_boot
+from iomatrix.stop_kinds import StopKind
 from iomatrix.store import RunRecord, Store
 from iomatrix.tiers import tier_class
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, RunsInterrupted, Target, Tier
@@ -510,14 +511,15 @@ class SweepRunner:
         # Ok runs that count: a disturbed run its retry replaced is not one (its retry is).
         result.runs_done = (sum(u.ok + len(u.pending) for u in s.sched.units.values()) - s.already
                             + self.stored_while_interrupted)
-        for key, reason in s.sched.reasons().items():
-            reason = reason or ""
-            if reason.startswith("gave up"):
-                result.gave_up.append((key, reason))
-            elif reason.startswith(NOT_SETTLED) and not tier_class(s.units[key][0].cell.tier).fixed_trials:
+        for key, verdict in s.sched.verdicts().items():
+            if verdict is None:
+                continue
+            if verdict.kind is StopKind.GAVE_UP:
+                result.gave_up.append((key, verdict.reason))
+            elif verdict.kind in NOT_SETTLED and not tier_class(s.units[key][0].cell.tier).fixed_trials:
                 # Stopped by a limit, not by the data: racing's eliminations, race ends and baselines are
                 # answers, and "converged" is one too.
-                result.not_converged.append((key, reason))
+                result.not_converged.append((key, verdict.reason))
 
 
 class RunItem(NamedTuple):
@@ -634,7 +636,7 @@ def judge_interference(samples: Sequence[MonitorSample],
 
 
 # Reasons a unit stopped before its data settled anything.
-NOT_SETTLED = ("max runs reached", "time budget spent")
+NOT_SETTLED = frozenset({StopKind.MAX_RUNS, StopKind.BUDGET})  # the stops a limit made, not the data
 
 
 def _race_group(unit: Unit) -> str:
