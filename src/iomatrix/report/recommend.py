@@ -460,15 +460,18 @@ def _answer_from_another_tier(cws: list[CellWorkload], workload: str, unanswered
         v = _tier_verdict(cws, wr, reqs, current, measured, kw)
         if v.choice is None and not (emulated and v.provisional is not None):
             continue
-        v.basis = _basis(t, unanswered.tier, workload, emulated)
+        # The axes the sweep names (report.query.shown_axes): a later axis it leaves at its default is not a choice.
+        named = {a for c in cws for a in c.axes}
+        v.basis = _basis(t, unanswered.tier, workload, emulated, named)
         return v
     return None
 
 
-def _basis(tier: str, closest: str, workload: str, emulated: bool) -> str:
-    """Why `tier` answers for `closest` (the tier closest to a VM), and which axes it decides."""
+def _basis(tier: str, closest: str, workload: str, emulated: bool, named: set[str]) -> str:
+    """Why `tier` answers for `closest` (the tier closest to a VM), and which of the `named` axes it decides."""
     try:
-        mine, theirs = applying_axes(tier), applying_axes(closest)
+        mine = [a for a in applying_axes(tier) if a in named]
+        theirs = [a for a in applying_axes(closest) if a in named]
     except KeyError:  # a tier this version does not know (an old database): no scope to state
         scope = ""
     else:
