@@ -5,10 +5,18 @@ Accepted forms:
     one whose ``<target dev=...>`` is given as ``disk``;
   * a QEMU ``-drive`` or ``-blockdev`` option string (with or without the option name, with the matching
     ``-device`` when there is one): ``-drive file=vm.qcow2,format=qcow2,cache=none,aio=native,if=virtio``;
+  * Proxmox VE's ``qm config VMID`` output (or the VM's ``/etc/pve/qemu-server/VMID.conf``): the boot disk, or
+    the drive given as ``disk`` (``scsi0``);
   * plain axes: ``cache=none,aio=threads,format=qcow2,bus=virtio-blk``.
 
 Unset values take the tool's documented default (QEMU ``-drive``: cache=writeback, aio=threads; libvirt: no
-cache/io attribute = the hypervisor default, i.e. QEMU's), and the result says which were defaulted.
+cache/io attribute = the hypervisor default, i.e. QEMU's; Proxmox: qemu-server's, see below), and the result
+says which were defaulted.
+
+The device axes (IOThread, queues) and the bus's controller are read where each tool puts them: libvirt's disk
+``<driver>`` for virtio-blk, the virtio-scsi ``<controller>`` the disk's ``<address>`` names for scsi disks
+(alone on it: virtio-scsi-single), QEMU's ``-device`` or its controller, Proxmox's drive options with its
+``scsihw``.
 
 Every axis of the registry (`iomatrix.domain.axes`) is read: the plain form takes any axis and checks its
 values; libvirt's ``<driver>`` attributes are read back through each axis's libvirt spelling, and QEMU's
