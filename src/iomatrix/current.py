@@ -463,10 +463,10 @@ def _qm_drive(value: str) -> dict[str, str]:
 
 def _qm_disks(conf: dict[str, str]) -> list[str]:
     """The VM's disks (not CD-ROM drives), the boot order's first."""
-    disks = [k for k in conf if PROXMOX_DRIVE.match(k) and _qm_drive(conf[k]).get("media", "disk") != "cdrom"
-             and _qm_drive(conf[k]).get("file") != "none"]
-    disks.sort(key=lambda k: (PROXMOX_DRIVE_ORDER.index(PROXMOX_DRIVE.match(k).group(1)),  # type: ignore[union-attr]
-                              int(PROXMOX_DRIVE.match(k).group(2))))  # type: ignore[union-attr]
+    found = [(m.group(1), int(m.group(2)), key) for key in conf if (m := PROXMOX_DRIVE.match(key))]
+    drives = {key: _qm_drive(conf[key]) for _, _, key in found}
+    disks = [key for _, _, key in sorted(found, key=lambda f: (PROXMOX_DRIVE_ORDER.index(f[0]), f[1]))
+             if drives[key].get("media", "disk") != "cdrom" and drives[key].get("file") != "none"]
     boot = conf.get("boot", "")
     order = boot.removeprefix("order=").split(";") if boot.startswith("order=") else []
     order += [conf["bootdisk"]] if "bootdisk" in conf else []
