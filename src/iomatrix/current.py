@@ -5,10 +5,18 @@ Accepted forms:
     one whose ``<target dev=...>`` is given as ``disk``;
   * a QEMU ``-drive`` or ``-blockdev`` option string (with or without the option name, with the matching
     ``-device`` when there is one): ``-drive file=vm.qcow2,format=qcow2,cache=none,aio=native,if=virtio``;
+  * Proxmox VE's ``qm config VMID`` output (or the VM's ``/etc/pve/qemu-server/VMID.conf``): the boot disk, or
+    the drive given as ``disk`` (``scsi0``);
   * plain axes: ``cache=none,aio=threads,format=qcow2,bus=virtio-blk``.
 
 Unset values take the tool's documented default (QEMU ``-drive``: cache=writeback, aio=threads; libvirt: no
-cache/io attribute = the hypervisor default, i.e. QEMU's), and the result says which were defaulted.
+cache/io attribute = the hypervisor default, i.e. QEMU's; Proxmox: qemu-server's, see below), and the result
+says which were defaulted.
+
+The device axes (IOThread, queues) and the bus's controller are read where each tool puts them: libvirt's disk
+``<driver>`` for virtio-blk, the virtio-scsi ``<controller>`` the disk's ``<address>`` names for scsi disks
+(alone on it: virtio-scsi-single), QEMU's ``-device`` or its controller, Proxmox's drive options with its
+``scsihw``.
 
 Every axis of the registry (`iomatrix.domain.axes`) is read: the plain form takes any axis and checks its
 values; libvirt's ``<driver>`` attributes are read back through each axis's libvirt spelling, and QEMU's
@@ -20,18 +28,27 @@ from its three switches, the bus from ``if=`` or the ``-device`` driver), and th
 from __future__ import annotations
 
 import itertools
+import json
+import re
 import shlex
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from iomatrix import domain
 from iomatrix.domain import BUS, CACHE, Bus, CacheMode, Format, axes
+from iomatrix.domain.axes import IOThread
 from iomatrix.errors import UserError
+from iomatrix.snippets import CONTROLLER_AXES, SCSI_BUSES
 
-FORMS = ("a libvirt domain XML file, a QEMU -drive/-blockdev string (e.g. '-drive file=vm.qcow2,cache=none,"
-         "aio=native,if=virtio') or axes 'cache=none,aio=threads,format=qcow2,bus=virtio-blk'")
+# libvirt's virtio-scsi controller models (the transitional ones are the same device on another PCI id).
+LIBVIRT_VIRTIO_SCSI_MODELS = ("virtio-scsi", "virtio-transitional", "virtio-non-transitional")
+
+FORMS = ("a libvirt domain XML file, a Proxmox 'qm config VMID' output file, a QEMU -drive/-blockdev string (e.g. "
+         "'-drive file=vm.qcow2,cache=none,aio=native,if=virtio') or axes 'cache=none,aio=threads,format=qcow2,"
+         "bus=virtio-blk'")
 QEMU_DEFAULT_CACHE = str(axes.get("cache").default)  # qemu-system-x86_64(1): "The default mode is cache=writeback"
 QEMU_DEFAULT_AIO = str(axes.get("aio").default)
 # libvirt without <driver type=> probes the image (or assumes raw): its format is unknown, not QEMU's default.
@@ -138,8 +155,63 @@ def from_libvirt_xml(path: Path, disk: str | None = None) -> CurrentConfig:
         if bus not in LIBVIRT_BUS:
             raise _bad("target bus", bus, ", ".join(LIBVIRT_BUS))
         values["bus"] = LIBVIRT_BUS[bus].value
+    values.update(_libvirt_device_axes(root, d, Bus(values["bus"]) if "bus" in values else None))
     dev = tgt.get("dev") if tgt is not None else "?"
     return CurrentConfig(values, f"libvirt {path.name}, disk {dev}", defaulted)
+
+
+def _scsi_controller_of(disk: ET.Element) -> str:
+    """The index of the scsi controller a disk is on: its <address type='drive' controller=K>, else 0 (where
+    libvirt puts every scsi disk that names none)."""
+    addr = disk.find("address")
+    if addr is not None and addr.get("type") == "drive":
+        return addr.get("controller", "0")
+    return "0"
+
+
+def _libvirt_device_axes(root: ET.Element, disk: ET.Element, bus: Bus | None) -> dict[str, str]:
+    """The bus's controller and the device axes (CONTROLLER_AXES: IOThread, queues), which libvirt writes on the
+    disk's <driver> for virtio-blk and on the virtio-scsi <controller>'s <driver> for scsi disks.
+
+    A scsi disk whose <address> names a controller no other disk is on has a controller of its own
+    (virtio-scsi-single); a controller several disks share, or a disk that names none (libvirt puts every such
+    disk on controller 0), is virtio-scsi. Axes left at QEMU's default are left out (as in a cell's key)."""
+    values: dict[str, str] = {}
+    driver = disk.find("driver")
+    if bus in SCSI_BUSES:
+        index = _scsi_controller_of(disk)
+        ctrl = next((c for c in root.iter("controller") if c.get("type") == "scsi" and c.get("index", "0") == index),
+                    None)
+        if ctrl is not None and ctrl.get("model") not in LIBVIRT_VIRTIO_SCSI_MODELS:
+            raise _bad(f"scsi controller {index} model", ctrl.get("model") or "(none: libvirt's LSI default)",
+                       "virtio-scsi (iomatrix measures no other scsi controller)")
+        on_it = [x for x in root.iter("disk") if (t := x.find("target")) is not None and t.get("bus") == "scsi"
+                 and _scsi_controller_of(x) == index]
+        has_address = disk.find("address") is not None
+        values["bus"] = (Bus.VIRTIO_SCSI_SINGLE if has_address and len(on_it) == 1 else Bus.VIRTIO_SCSI).value
+        driver = ctrl.find("driver") if ctrl is not None else None
+    if driver is None:
+        return values
+    iothread = driver.get("iothread")
+    if driver.find("iothreads") is not None:  # libvirt ≥ 10.0: IOThreads mapped to the disk's virtqueues
+        values["iothread"] = IOThread.VQ_MAPPING.value
+    elif iothread is not None:
+        _check_iothread_id(root, iothread)
+        values["iothread"] = IOThread.ON.value
+    if (queues := driver.get("queues")) is not None:
+        values["queues"] = _value("queues", "driver queues", queues)
+    return values
+
+
+def _check_iothread_id(root: ET.Element, iothread: str) -> None:
+    """libvirt numbers IOThreads 1..<iothreads>N</iothreads> (or lists their ids in <iothreadids>)."""
+    ids = {t.get("id") for t in root.iterfind("iothreadids/iothread")}
+    count = (root.findtext("iothreads") or "0").strip()
+    known = ids or ({str(i) for i in range(1, int(count) + 1)} if count.isdigit() else set())
+    if iothread not in known:
+        raise UserError(f"--current: driver iothread='{iothread}' names no IOThread of the domain "
+                        f"(<iothreads>{count}</iothreads>)",
+                        hint="libvirt refuses this XML: give 'virsh dumpxml' output")
 
 
 def _libvirt_driver_axes(attrs: dict[str, str]) -> tuple[dict[str, str], list[str]]:
@@ -151,7 +223,8 @@ def _libvirt_driver_axes(attrs: dict[str, str]) -> tuple[dict[str, str], list[st
         attrs = {k: v for k, v in attrs.items() if k != "cache"}
     for axis in axes.axes():
         spell = axis.tools.get("libvirt")
-        if spell is None or axis.name == "bus":  # the bus is <target bus=>: read by the caller
+        # The bus is <target bus=>, the device axes are where the bus puts them: both read by the caller.
+        if spell is None or axis.name == "bus" or axis.name in CONTROLLER_AXES:
             continue
         spelled = {v: t.options for v in axis.values if (t := spell(v)).unavailable is None}
         value = _read_back(spelled, attrs.get, lambda key: f"driver {key}")
@@ -184,26 +257,65 @@ def _read_back(spelled: dict[str, axes.Options], given: Callable[[str], str | No
 # --------------------------------------------------------------------------- QEMU
 
 
-def _qemu_options(tokens: list[str]) -> tuple[dict[str, str] | None, dict[str, str] | None, dict[str, str]]:
-    """(the -drive, the first -blockdev (the format node), the disk's -device) of a command line."""
+Device = dict[str, Any]  # one -device's properties, "driver" its name (a JSON -device's lists kept as lists)
+
+
+def _device_props(arg: str) -> Device:
+    """-device DRIVER,key=value,… or QEMU's JSON syntax {"driver": …} (which iothread-vq-mapping needs)."""
+    if arg.lstrip().startswith("{"):
+        try:
+            props = json.loads(arg)
+        except json.JSONDecodeError as e:
+            raise _bad("-device", arg, f"QEMU's JSON -device syntax ({e})") from e
+        if not isinstance(props, dict) or "driver" not in props:
+            raise _bad("-device", arg, 'a JSON object with a "driver"')
+        return {k: v if isinstance(v, list | dict) else str(v) for k, v in props.items()}
+    name, _, rest = arg.partition(",")
+    return {"driver": name, **dict(_split_opts(rest))}
+
+
+def _qemu_options(tokens: list[str]) -> tuple[dict[str, str] | None, dict[str, str] | None, list[Device]]:
+    """(the -drive, the first -blockdev (the format node), every -device) of a command line."""
     drive: dict[str, str] | None = None
     blockdev: dict[str, str] | None = None
-    device: dict[str, str] = {}
+    devices: list[Device] = []
     for tok, arg in itertools.pairwise(tokens):
         if tok == "-drive":
             drive = dict(_split_opts(arg))
         elif tok == "-blockdev" and blockdev is None:
             blockdev = dict(_split_opts(arg))
-        elif tok == "-device" and not device:
-            name, _, rest = arg.partition(",")  # -device DRIVER,key=value,...
-            opts = [("driver", name), *_split_opts(rest)]
-            if any(k == "drive" for k, _ in opts):  # a disk device, not a controller
-                device = dict(opts)
-    return drive, blockdev, device
+        elif tok == "-device":
+            devices.append(_device_props(arg))
+    return drive, blockdev, devices
+
+
+def _qemu_device_axes(device: Device, devices: list[Device]) -> dict[str, str]:
+    """The bus's controller and the device axes of the disk's -device: IOThread and queues on a virtio-blk device,
+    on its virtio-scsi-pci controller (the -device whose id the disk's bus= names) for scsi-hd. A scsi disk alone
+    on its controller among several scsi disks has a controller of its own (virtio-scsi-single); a lone scsi
+    disk reads as virtio-scsi: its command line is the same either way. QEMU's defaults are left out."""
+    values: dict[str, str] = {}
+    props = device
+    if device["driver"] == "scsi-hd":
+        controller_id = str(device.get("bus", "")).partition(".")[0]
+        scsi = [d for d in devices if d["driver"] == "scsi-hd"]
+        alone = [d for d in scsi if str(d.get("bus", "")).partition(".")[0] == controller_id] == [device]
+        values["bus"] = (Bus.VIRTIO_SCSI_SINGLE if alone and len(scsi) > 1 else Bus.VIRTIO_SCSI).value
+        props = next((d for d in devices if d.get("id") == controller_id and controller_id), {})
+    if "iothread-vq-mapping" in props:
+        values["iothread"] = IOThread.VQ_MAPPING.value
+    elif "iothread" in props:
+        values["iothread"] = IOThread.ON.value
+    queues = props.get("num-queues", props.get("num_queues"))
+    if queues is not None:
+        values["queues"] = _value("queues", "num-queues", str(queues))
+    return values
 
 
 def from_qemu(text: str) -> CurrentConfig:
-    drive, blockdev, device = _qemu_options(shlex.split(text))
+    drive, blockdev, devices = _qemu_options(shlex.split(text))
+    # The disk's -device (a controller has no drive=).
+    device = next((d for d in devices if "drive" in d), {})
     if drive is not None:
         values, defaulted = _from_drive(drive)
     elif blockdev is not None:
@@ -215,6 +327,7 @@ def from_qemu(text: str) -> CurrentConfig:
         if drv not in QEMU_DEVICE:
             raise _bad("-device", drv, ", ".join(QEMU_DEVICE))
         values["bus"] = QEMU_DEVICE[drv].value
+        values.update(_qemu_device_axes(device, devices))
     later, later_defaulted = _later_axes_from_qemu(drive if drive is not None else blockdev or {}, device)
     return CurrentConfig({**values, **later}, "QEMU command line", defaulted + later_defaulted)
 
@@ -244,7 +357,7 @@ def _from_drive(kv: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     return values, defaulted
 
 
-def _from_blockdev(kv: dict[str, str], device: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+def _from_blockdev(kv: dict[str, str], device: Device) -> tuple[dict[str, str], list[str]]:
     values: dict[str, str] = {}
     defaulted: list[str] = []
     if kv.get("driver", "") in {f.value for f in Format}:
@@ -265,7 +378,7 @@ def _from_blockdev(kv: dict[str, str], device: dict[str, str]) -> tuple[dict[str
 DEVICE_PREFIX = "-device "  # how _later_axes_from_qemu names a -device property among the node's options
 
 
-def _later_axes_from_qemu(node: dict[str, str], device: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+def _later_axes_from_qemu(node: dict[str, str], device: Device) -> tuple[dict[str, str], list[str]]:
     """The registry's later axes, read back through their QEMU options: format-node options on the -drive or
     the first -blockdev, protocol-node ones as file.KEY there (or KEY on a -drive), device ones on the
     -device. An axis none of whose options is given is left out: it is at QEMU's default."""
@@ -278,7 +391,7 @@ def _later_axes_from_qemu(node: dict[str, str], device: dict[str, str]) -> tuple
     values: dict[str, str] = {}
     defaulted: list[str] = []
     for axis in axes.axes():
-        if axis.always_named or axis.qemu is None:
+        if axis.always_named or axis.qemu is None or axis.name in CONTROLLER_AXES:  # (read by _qemu_device_axes)
             continue
         spelled = {v: (*q.format_node, *((f"file.{k}", val) for k, val in (*q.file_node, *q.file_protocol)),
                        *((DEVICE_PREFIX + k, val) for k, val in q.device))
@@ -286,6 +399,153 @@ def _later_axes_from_qemu(node: dict[str, str], device: dict[str, str]) -> tuple
         value = _read_back(spelled, given, lambda key: key)
         if value is not None:  # (one left out is at its default implicitly, as in a cell's key)
             values[axis.name] = value
+    return values, defaulted
+
+
+# --------------------------------------------------------------------------- Proxmox VE
+# `qm config VMID` output, or the VM's file /etc/pve/qemu-server/VMID.conf (the same "key: value" lines, then a
+# [snapshot] section per snapshot, which is not the running configuration). What qemu-server runs for a drive
+# that does not set an option (PVE/QemuServer.pm print_drive_commandline_full and PVE/QemuServer/Drive.pm of
+# qemu-server 8, Proxmox VE 8):
+#   cache: none (O_DIRECT) unless the storage is btrfs without nocow;
+#   aio: io_uring (since Proxmox VE 7.0), but native (with cache none/directsync) or threads on LVM and CIFS
+#     storages and on krbd without O_DIRECT;
+#   detect_zeroes: on, and unmap with discard=on (only detect_zeroes=0 turns it off);
+#   discard: ignore; iothread: off; scsihw: lsi (qm.conf's default; the web interface writes virtio-scsi-single
+#   for new VMs); a scsi drive's iothread and queues take effect only with scsihw virtio-scsi-single.
+PROXMOX_DRIVE = re.compile(r"^(ide|sata|scsi|virtio)(\d+)$")
+PROXMOX_BUS = {"virtio": Bus.VIRTIO_BLK, "ide": Bus.IDE, "sata": Bus.SATA}
+PROXMOX_SCSIHW = {"virtio-scsi-pci": Bus.VIRTIO_SCSI, "virtio-scsi-single": Bus.VIRTIO_SCSI_SINGLE}
+PROXMOX_DEFAULT_SCSIHW = "lsi"
+PROXMOX_DEFAULT_CACHE = "none"
+PROXMOX_DEFAULT_AIO = "io_uring"
+PROXMOX_TRUE = ("1", "on", "yes", "true")
+PROXMOX_FALSE = ("0", "off", "no", "false")
+# qemu-server's drive order when it picks a boot disk itself (PVE/QemuServer/Drive.pm valid_drive_names).
+PROXMOX_DRIVE_ORDER = ("ide", "scsi", "virtio", "sata")
+PROXMOX_IMAGE_EXTENSIONS = {f".{f.value}": f.value for f in Format}
+# A line of `qm config`: "key: value" (a key has letters, digits, '-' and '_').
+PROXMOX_LINE = re.compile(r"^([a-z][a-z0-9_-]*):\s?(.*)$")
+
+
+def looks_like_qm_config(text: str) -> bool:
+    """Whether `text` is `qm config` output: key: value lines, one of them a disk drive or scsihw."""
+    lines = list(itertools.takewhile(lambda line: not line.startswith("["), text.splitlines()))
+    matches = [PROXMOX_LINE.match(line) for line in lines if line.strip() and not line.startswith("#")]
+    return all(matches) and any(PROXMOX_DRIVE.match(m.group(1)) or m.group(1) == "scsihw" for m in matches if m)
+
+
+def _qm_config(text: str) -> dict[str, str]:
+    conf: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("["):  # a snapshot's section: the running configuration ends here
+            break
+        if not line.strip() or line.startswith("#"):
+            continue
+        m = PROXMOX_LINE.match(line)
+        if m is None:
+            raise _bad("qm config line", line, "'key: value' lines of 'qm config VMID'")
+        conf[m.group(1)] = m.group(2).strip()
+    return conf
+
+
+def _qm_drive(value: str) -> dict[str, str]:
+    """A drive's property string: [file=]VOLUME,key=value,…"""
+    parts = value.split(",")
+    drive = {"file": parts[0]} if "=" not in parts[0] else {}
+    for part in parts[0 if not drive else 1:]:
+        k, sep, v = part.partition("=")
+        if not sep:
+            raise _bad("drive property", part, "key=value after the volume")
+        drive["file" if k == "volume" else k] = v
+    return drive
+
+
+def _qm_disks(conf: dict[str, str]) -> list[str]:
+    """The VM's disks (not CD-ROM drives), the boot order's first."""
+    found = [(m.group(1), int(m.group(2)), key) for key in conf if (m := PROXMOX_DRIVE.match(key))]
+    drives = {key: _qm_drive(conf[key]) for _, _, key in found}
+    disks = [key for _, _, key in sorted(found, key=lambda f: (PROXMOX_DRIVE_ORDER.index(f[0]), f[1]))
+             if drives[key].get("media", "disk") != "cdrom" and drives[key].get("file") != "none"]
+    boot = conf.get("boot", "")
+    order = boot.removeprefix("order=").split(";") if boot.startswith("order=") else []
+    order += [conf["bootdisk"]] if "bootdisk" in conf else []
+    first = [k for k in order if k in disks]
+    return first[:1] + [k for k in disks if k not in first[:1]]
+
+
+def _qm_bool(key: str, value: str) -> bool:
+    if value in PROXMOX_TRUE:
+        return True
+    if value in PROXMOX_FALSE:
+        return False
+    raise _bad(key, value, "a Proxmox boolean: 1/0, on/off, yes/no")
+
+
+def from_proxmox(text: str, source: str, disk: str | None = None) -> CurrentConfig:
+    conf = _qm_config(text)
+    disks = _qm_disks(conf)
+    if disk is not None and disk not in disks:
+        raise UserError(f"--current: {source} has no disk {disk}",
+                        hint=f"disks in it: {', '.join(disks) or 'none'} (--current-disk scsi0)")
+    if not disks:
+        raise UserError(f"--current: {source} has no disk", hint="give 'qm config VMID' output of a VM with a disk")
+    key = disk or disks[0]
+    drive = _qm_drive(conf[key])
+    values, defaulted = _proxmox_drive_axes(key, drive, conf)
+    return CurrentConfig(values, f"Proxmox {source}, disk {key}", defaulted)
+
+
+def _proxmox_bus(key: str, conf: dict[str, str]) -> tuple[Bus, str]:
+    """(the bus, its scsihw) of drive `key`."""
+    prefix = PROXMOX_DRIVE.match(key).group(1)  # type: ignore[union-attr]
+    if prefix != "scsi":
+        return PROXMOX_BUS[prefix], ""
+    scsihw = conf.get("scsihw", PROXMOX_DEFAULT_SCSIHW)
+    if scsihw not in PROXMOX_SCSIHW:
+        raise _bad("scsihw", scsihw, f"{', '.join(PROXMOX_SCSIHW)} (iomatrix measures no other scsi controller; "
+                                     f"'{PROXMOX_DEFAULT_SCSIHW}' is qm.conf's default when scsihw is absent)")
+    return PROXMOX_SCSIHW[scsihw], scsihw
+
+
+def _proxmox_drive_axes(key: str, drive: dict[str, str], conf: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    values: dict[str, str] = {}
+    defaulted: list[str] = []
+    volume = drive.get("file", "")
+    if "format" in drive:
+        values["format"] = _value("format", "format", drive["format"])
+    else:  # qemu-server: a file's extension, else (LVM, ZFS, Ceph volumes) raw
+        ext = next((e for e in PROXMOX_IMAGE_EXTENSIONS if volume.endswith(e)), None)
+        values["format"] = PROXMOX_IMAGE_EXTENSIONS[ext] if ext else Format.RAW.value
+    if "cache" in drive:
+        values["cache"] = _value("cache", "cache", drive["cache"])
+    else:
+        values["cache"] = PROXMOX_DEFAULT_CACHE
+        defaulted.append(f"cache (Proxmox default: {PROXMOX_DEFAULT_CACHE}; writeback on a btrfs storage)")
+    if "aio" in drive:
+        values["aio"] = _value("aio", "aio", drive["aio"])
+    else:
+        values["aio"] = PROXMOX_DEFAULT_AIO
+        defaulted.append(f"aio (Proxmox ≥ 7.0 default: {PROXMOX_DEFAULT_AIO}; native or threads on LVM and CIFS "
+                         "storages)")
+    bus, scsihw = _proxmox_bus(key, conf)
+    values["bus"] = bus.value
+    discard_on = drive.get("discard", "ignore") == "on"
+    if drive.get("discard", "ignore") not in ("ignore", "on"):
+        raise _bad("discard", drive["discard"], "ignore or on")
+    if discard_on:
+        values["discard"] = "unmap"
+    zeroes = _qm_bool("detect_zeroes", drive["detect_zeroes"]) if "detect_zeroes" in drive else None
+    values["detect_zeroes"] = "off" if zeroes is False else ("unmap" if discard_on else "on")
+    if zeroes is None:
+        defaulted.append(f"detect_zeroes (Proxmox default: {values['detect_zeroes']}, unless detect_zeroes=0)")
+    # A scsi drive's iothread and queues take effect with scsihw virtio-scsi-single only (qemu-server ignores them
+    # on a shared controller); virtio drives have iothread and no queues.
+    own_controller = bus == Bus.VIRTIO_BLK or scsihw == "virtio-scsi-single"
+    if own_controller and _qm_bool("iothread", drive.get("iothread", "0")):
+        values["iothread"] = IOThread.ON.value
+    if own_controller and "queues" in drive:
+        values["queues"] = _value("queues", "queues", drive["queues"])
     return values, defaulted
 
 
@@ -312,9 +572,16 @@ def parse_current(value: str, disk: str | None = None) -> CurrentConfig:
     if not value:
         raise UserError("--current is empty", hint=f"give {FORMS}")
     path = Path(value)
-    if value.endswith(".xml") or (len(value) < 4096 and "=" not in value and path.is_file()):
+    if value.endswith((".xml", ".conf")) or (len(value) < 4096 and "=" not in value and path.is_file()):
         if not path.is_file():
-            raise UserError(f"--current: no such file {value}", hint="give 'virsh dumpxml VM > vm.xml' output")
+            raise UserError(f"--current: no such file {value}",
+                            hint="give 'virsh dumpxml VM > vm.xml' or 'qm config VMID > vm.conf' output")
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise UserError(f"--current: cannot read {value} ({e})", hint=f"give {FORMS}") from e
+        if not text.lstrip().startswith("<") and looks_like_qm_config(text):
+            return _checked(from_proxmox(text, path.name, disk))
         return from_libvirt_xml(path, disk)
     if value.startswith(("-drive", "-blockdev", "-device")) or "file=" in value or "driver=" in value:
         text = value if value.startswith("-") else ("-blockdev " if "driver=" in value.split(",")[0] else "-drive ") \
@@ -322,6 +589,10 @@ def parse_current(value: str, disk: str | None = None) -> CurrentConfig:
         cfg = from_qemu(text)
     else:
         cfg = from_axes(value)
+    return _checked(cfg)
+
+
+def _checked(cfg: CurrentConfig) -> CurrentConfig:
     if cfg.axes.get("cache") and cfg.axes.get("aio") and (why := domain.aio_rule(cfg.axes["cache"], cfg.axes["aio"])):
         raise UserError(f"--current: {why}", hint="QEMU would not start this configuration")
     return cfg

@@ -13,6 +13,7 @@ cannot use qed images) the snippet says so in one line instead of printing somet
 
 from __future__ import annotations
 
+import re
 import shlex
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
@@ -35,7 +36,14 @@ from iomatrix.domain import (
     Preallocation,
     axes,
 )
-from iomatrix.domain.axes import BackingFacts, RuleContext
+from iomatrix.domain.axes import (
+    QUEUES_AUTO,
+    VIRTIO_PROBED_DEVICE,
+    VQ_MAPPING_SINCE,
+    BackingFacts,
+    IOThread,
+    RuleContext,
+)
 from iomatrix.errors import UserError
 
 if TYPE_CHECKING:
@@ -71,6 +79,21 @@ PROXMOX_IMAGE_FILE_KEYS = ("format", "preallocation")
 NOVA_IMAGE_PROPERTY_PREFIX = "hw_"
 NOVA_IMAGE_FILE_KEYS = ("images_type", "preallocate_images")
 NOVA_CACHE_KEY = "disk_cachemodes"  # a list of SOURCE=MODE: the source (file, block) is the snippet's backing
+
+# The device axes whose options belong to a virtio-scsi controller rather than to its disks: the controller's
+# virtqueues and IOThread serve every disk on it (guest.cmdline moves the same options onto the controller of
+# the measured command line). libvirt writes them on <controller><driver>, virt-install as --controller keys.
+CONTROLLER_AXES = ("iothread", "queues")
+SCSI_BUSES = (Bus.VIRTIO_SCSI, Bus.VIRTIO_SCSI_SINGLE)
+# The libvirt <controller> the shared virtio-scsi bus has always been written with (pinned snippets).
+LIBVIRT_SHARED_SCSI_CONTROLLER = "<controller type='scsi' model='virtio-scsi'/>"
+# virtio-scsi-single: the disk's own controller, which the disk's drive address names. One index for the snippet's
+# one disk; further disks each take the next index (the note says so).
+SINGLE_CONTROLLER_INDEX = "0"
+# libvirt's IOThread ids count from 1 up to <iothreads>N</iothreads>; every snippet uses IOThread 1.
+LIBVIRT_IOTHREAD_ID = "1"
+LIBVIRT_DOMAIN_LEVEL = "<!-- in <domain>, beside <vcpu> -->"
+LIBVIRT_DEVICES_LEVEL = "<!-- in <devices> -->"
 
 
 def measured_defaults(tool: str, spelled: Mapping[str, str]) -> list[tuple[str, str]]:
@@ -212,13 +235,38 @@ class SnippetSet:
 # --------------------------------------------------------------------------- libvirt
 
 
+def controller_options(cfg: DiskConfig, tool: str) -> tuple[Pairs, Pairs]:
+    """(the tool's options for the disk, those for its virtio-scsi controller): on a scsi bus the device axes'
+    options (CONTROLLER_AXES) are the controller's; on any other bus everything is the disk's."""
+    opts = axes.tool_options(cfg.axis_values(), tool)[0]
+    if cfg.bus not in SCSI_BUSES:
+        return opts, []
+    values = cfg.axis_values()
+    controller_keys = {k for a in CONTROLLER_AXES if a in values for k, _ in axes.tool_options({a: values[a]}, tool)[0]}
+    on_controller, on_disk = _partition(opts, controller_keys.__contains__)
+    return on_disk, on_controller
+
+
+def controller_options_of(cfg: DiskConfig, opts: Pairs, tool: str) -> tuple[Pairs, Pairs]:
+    """`opts` (the tool's options, in the caller's order) split as `controller_options` splits them."""
+    on_controller = controller_options(cfg, tool)[1]
+    return [kv for kv in opts if kv not in on_controller], on_controller
+
+
+def _uses_iothread(cfg: DiskConfig) -> bool:
+    return cfg.more.get("iothread", axes.get("iothread").default) != axes.get("iothread").default
+
+
 def libvirt_disk_element(cfg: DiskConfig, path: str | None = None) -> ET.Element:
     path = path or cfg.default_path()
-    target, driver = _partition(axes.tool_options(cfg.axis_values(), "libvirt")[0], LIBVIRT_TARGET_KEYS.__contains__)
+    target, driver = _partition(controller_options(cfg, "libvirt")[0], LIBVIRT_TARGET_KEYS.__contains__)
     disk = ET.Element("disk", type="block" if cfg.backing == BackingKind.BLOCK else "file", device="disk")
     ET.SubElement(disk, "driver", dict([("name", "qemu"), *driver, *measured_defaults("libvirt", dict(driver))]))
     ET.SubElement(disk, "source", **({"dev": path} if cfg.backing == BackingKind.BLOCK else {"file": path}))
     ET.SubElement(disk, "target", dict([("dev", LIBVIRT_DEV[cfg.bus]), *target]))
+    if cfg.bus == Bus.VIRTIO_SCSI_SINGLE:  # the disk's own controller
+        ET.SubElement(disk, "address", type="drive", controller=SINGLE_CONTROLLER_INDEX, bus="0", target="0",
+                      unit="0")
     return disk
 
 
@@ -228,20 +276,55 @@ def libvirt_disk_xml(cfg: DiskConfig, path: str | None = None) -> str:
     return ET.tostring(el, encoding="unicode")
 
 
+def libvirt_controller_xml(cfg: DiskConfig) -> str | None:
+    """The virtio-scsi <controller> a scsi disk needs (libvirt adds an LSI one otherwise), with the IOThread and
+    virtqueues its disks share; None on other buses."""
+    if cfg.bus not in SCSI_BUSES:
+        return None
+    driver = controller_options(cfg, "libvirt")[1]
+    if cfg.bus == Bus.VIRTIO_SCSI and not driver:
+        return LIBVIRT_SHARED_SCSI_CONTROLLER
+    index = [("index", SINGLE_CONTROLLER_INDEX)] if cfg.bus == Bus.VIRTIO_SCSI_SINGLE else []
+    ctrl = ET.Element("controller", dict([("type", "scsi"), *index, ("model", "virtio-scsi")]))
+    if driver:
+        ET.SubElement(ctrl, "driver", dict(driver))
+    ET.indent(ctrl, space="  ")
+    return ET.tostring(ctrl, encoding="unicode")
+
+
+def _libvirt_device_notes(cfg: DiskConfig, driver_on_controller: bool) -> list[str]:
+    notes = []
+    if cfg.bus == Bus.VIRTIO_SCSI:
+        notes.append("bus scsi needs the virtio-scsi controller shown (libvirt adds an LSI one otherwise)"
+                     + ("; its IOThread and queues serve every disk on it" if driver_on_controller else ""))
+    elif cfg.bus == Bus.VIRTIO_SCSI_SINGLE:
+        notes.append(f"virtio-scsi-single: a virtio-scsi controller per disk, which the disk's <address "
+                     f"controller='{SINGLE_CONTROLLER_INDEX}'> names; give each further disk its own controller "
+                     "(index 1, 2, …)" + (" and IOThread" if _uses_iothread(cfg) else ""))
+    if _uses_iothread(cfg):
+        notes.append(f"<iothreads>{LIBVIRT_IOTHREAD_ID}</iothreads> goes in <domain> (raise it if other disks "
+                     "have IOThreads of their own)")
+    return notes
+
+
 def libvirt_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
     title = "libvirt domain XML (virsh edit VM: replace the <disk> element)"
     opts, axis_notes, unavailable = axes.tool_options(cfg.axis_values(), "libvirt")
     if unavailable:
         return Snippet("libvirt", title, None, _not_available(unavailable), "xml")
-    xml = libvirt_disk_xml(cfg, path)
+    devices = [libvirt_disk_xml(cfg, path)]
     notes = [measured_note(measured_defaults("libvirt", dict(opts)))]
-    if cfg.bus == Bus.VIRTIO_SCSI:
-        xml = "<controller type='scsi' model='virtio-scsi'/>\n" + xml
-        notes.append("bus scsi needs the virtio-scsi controller shown (libvirt adds an LSI one otherwise)")
+    if (controller := libvirt_controller_xml(cfg)) is not None:
+        devices.insert(0, controller)
+    notes += _libvirt_device_notes(cfg, bool(controller_options(cfg, "libvirt")[1]))
     notes += axis_notes
     if cfg.modifier == Modifier.EATMYDATA:
-        xml = f"<emulator>{EATMYDATA_WRAPPER}</emulator>\n" + xml
+        devices.insert(0, f"<emulator>{EATMYDATA_WRAPPER}</emulator>")
         notes.append(EATMYDATA_NOTE)
+    xml = "\n".join(devices)
+    if _uses_iothread(cfg):  # a domain-level element: where each part goes is said in the XML itself
+        xml = "\n".join((LIBVIRT_DOMAIN_LEVEL, f"<iothreads>{LIBVIRT_IOTHREAD_ID}</iothreads>",
+                         LIBVIRT_DEVICES_LEVEL, xml))
     return Snippet("libvirt", title, xml, "; ".join(filter(None, notes)), "xml")
 
 
@@ -273,6 +356,12 @@ def qemu_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
     argv = qemu_argv(cfg, path)
     pairs = [f"{argv[i]} {shlex.quote(argv[i + 1])}" for i in range(0, len(argv), 2)]
     note = "append to your qemu-system-x86_64 command line"
+    if cfg.more.get("queues", QUEUES_AUTO) != QUEUES_AUTO:
+        note += f" (with -smp {cfg.more['queues']} or more: the guest uses a queue per vCPU)"
+    if cfg.more.get("iothread") == IOThread.VQ_MAPPING:
+        device = VIRTIO_PROBED_DEVICE.get(cfg.bus, "")
+        note += (f"; iothread-vq-mapping needs QEMU ≥ {VQ_MAPPING_SINCE.get(device, '9.0')} and QEMU's JSON -device "
+                 "syntax (its value is a list)")
     if cfg.modifier == Modifier.EATMYDATA:
         note += " and start QEMU as 'eatmydata qemu-system-x86_64 …' (an LD_PRELOAD wrapper of the whole process)"
     # An axis that sets discard or detect-zeroes on the graph takes that default's place.
@@ -307,6 +396,26 @@ def _proxmox_drive_options(opts: Pairs) -> Pairs:
     return _partition(opts, lambda k: k != PROXMOX_DISK_KEY and k not in PROXMOX_STORAGE_KEYS)[0]
 
 
+# qm.conf scsihw per bus: virtio-scsi-pci is one controller for every scsi disk, virtio-scsi-single one per disk.
+PROXMOX_SCSIHW = {Bus.VIRTIO_SCSI: "virtio-scsi-pci", Bus.VIRTIO_SCSI_SINGLE: "virtio-scsi-single"}
+
+
+def _proxmox_device_unavailable(cfg: DiskConfig) -> list[str]:
+    """What Proxmox cannot set on this bus (qemu-server PVE/QemuServer.pm config_to_command: a scsi drive's
+    iothread and queues go on its controller only with scsihw virtio-scsi-single, and are ignored otherwise;
+    PVE/QemuServer/Drive.pm: virtio drives have iothread but no queues)."""
+    iothread, queues = cfg.more.get("iothread", IOThread.OFF), cfg.more.get("queues", QUEUES_AUTO)
+    out = []
+    if cfg.bus == Bus.VIRTIO_SCSI and iothread != IOThread.OFF:
+        out.append("Proxmox gives a scsi disk an IOThread only with scsihw virtio-scsi-single (with virtio-scsi-pci "
+                   "it ignores iothread=1): use bus virtio-scsi-single")
+    if cfg.bus == Bus.VIRTIO_SCSI and queues != QUEUES_AUTO:
+        out.append("Proxmox sets a scsi disk's queues only with scsihw virtio-scsi-single (a controller per disk)")
+    if cfg.bus == Bus.VIRTIO_BLK and queues != QUEUES_AUTO:
+        out.append("Proxmox's virtio drives have no queues option: QEMU gives them one queue per vCPU")
+    return out
+
+
 def proxmox_drive_value(cfg: DiskConfig, storage: str = "STORAGE", size_gib: int = DEFAULT_SIZE_GIB) -> str:
     """The qm.conf property string: STORAGE:SIZE allocates a new volume of SIZE GiB."""
     drive = _proxmox_drive_options(_proxmox_options(cfg)[0])
@@ -318,11 +427,12 @@ def proxmox_snippet(cfg: DiskConfig, vmid: str = "VMID", storage: str = "STORAGE
                     size_gib: int = DEFAULT_SIZE_GIB) -> Snippet:
     title = "Proxmox VE (qm set)"
     opts, axis_notes, unavailable = _proxmox_options(cfg)
+    unavailable += _proxmox_device_unavailable(cfg)
     if unavailable:
         return Snippet("proxmox", title, None, _not_available(unavailable))
     cmd = f"qm set {vmid}"
-    if cfg.bus == Bus.VIRTIO_SCSI:
-        cmd += " --scsihw virtio-scsi-pci"  # the controller measured; Proxmox's default may be LSI
+    if cfg.bus in PROXMOX_SCSIHW:
+        cmd += f" --scsihw {PROXMOX_SCSIHW[cfg.bus]}"  # the controller measured; Proxmox's default may be LSI
     cmd += f" --{dict(opts)[PROXMOX_DISK_KEY]}0 {proxmox_drive_value(cfg, storage, size_gib)}"
     measured = dict(measured_defaults("proxmox", dict(_proxmox_drive_options(opts))))
     notes = ["STORAGE:SIZE allocates a new volume of SIZE GiB; use an existing volume id to reconfigure a disk"]
@@ -352,11 +462,22 @@ def virt_install_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
         return Snippet("virt-install", title, None, _not_available(unavailable))
     lead = VIRT_INSTALL_LEADING_KEYS
     ordered = sorted(opts, key=lambda kv: lead.index(kv[0]) if kv[0] in lead else len(lead))  # stable: else as given
+    ordered, on_controller = controller_options_of(cfg, ordered, "virt-install")
     keys = [("path", path or cfg.default_path()), *ordered, *measured_defaults("virt-install", dict(opts))]
+    if cfg.bus == Bus.VIRTIO_SCSI_SINGLE:  # the disk's own controller (virt-install's address.* keys)
+        keys += [("address.type", "drive"), ("address.controller", SINGLE_CONTROLLER_INDEX), ("address.bus", "0"),
+                 ("address.target", "0"), ("address.unit", "0")]
     text = "--disk " + shlex.quote(",".join(f"{k}={v}" for k, v in keys))
-    if cfg.bus == Bus.VIRTIO_SCSI:
-        text = "--controller type=scsi,model=virtio-scsi " + text
+    if cfg.bus in SCSI_BUSES:
+        index = [("index", SINGLE_CONTROLLER_INDEX)] if cfg.bus == Bus.VIRTIO_SCSI_SINGLE else []
+        controller = [("type", "scsi"), *index, ("model", "virtio-scsi"), *on_controller]
+        text = "--controller " + ",".join(f"{k}={v}" for k, v in controller) + " " + text
+    if _uses_iothread(cfg):
+        text = f"--iothreads {LIBVIRT_IOTHREAD_ID} " + text
     notes = ["uses an existing image: create it first with the qemu-img line", *axis_notes]
+    if cfg.bus == Bus.VIRTIO_SCSI_SINGLE:
+        notes.append("virtio-scsi-single: give each further disk its own --controller (index=1, 2, …) and its "
+                     "address.controller")
     if cfg.modifier == Modifier.EATMYDATA:
         text += f" --xml ./devices/emulator={EATMYDATA_WRAPPER}"  # virt-install's XPath edit of the domain XML
         notes.append(EATMYDATA_NOTE)
@@ -407,12 +528,19 @@ def snippets_for(cfg: DiskConfig, path: str | None = None) -> SnippetSet:
     ])
 
 
+_LIBVIRT_IOTHREADS = re.compile(r"^\s*<iothreads>(\d+)</iothreads>\s*$")
+
+
 def minimal_domain_xml(disk_xml: str, name: str = "iomatrix-snippet") -> str:
-    """A complete libvirt domain around a <disk> snippet (what virt-xml-validate checks)."""
-    body = "\n".join("    " + line for line in disk_xml.splitlines())
+    """A complete libvirt domain around libvirt snippets (what virt-xml-validate checks): their <iothreads> lines
+    go in <domain> (the largest, once), the rest in <devices>; the placement comments are left out."""
+    lines = [line for line in disk_xml.splitlines() if line not in (LIBVIRT_DOMAIN_LEVEL, LIBVIRT_DEVICES_LEVEL)]
+    iothreads = [int(m.group(1)) for line in lines if (m := _LIBVIRT_IOTHREADS.match(line))]
+    body = "\n".join("    " + line for line in lines if not _LIBVIRT_IOTHREADS.match(line))
+    domain_level = f"  <iothreads>{max(iothreads)}</iothreads>\n" if iothreads else ""
     return (f"<domain type='kvm'>\n  <name>{name}</name>\n  <memory unit='MiB'>512</memory>\n  <vcpu>1</vcpu>\n"
-            f"  <os><type arch='x86_64' machine='pc'>hvm</type></os>\n  <devices>\n{body}\n  </devices>\n"
-            "</domain>\n")
+            f"{domain_level}  <os><type arch='x86_64' machine='pc'>hvm</type></os>\n  <devices>\n{body}\n"
+            "  </devices>\n</domain>\n")
 
 
 def write_domain(disk_xml: str, path: Path) -> Path:

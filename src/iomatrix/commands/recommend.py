@@ -44,10 +44,11 @@ def recommend(
         "--score", help="weighted-read, weighted-write or weighted-mixed (repeatable; default: all three when "
                         "the sweep has guests).")] = [],  # noqa: B006
     current: Annotated[str | None, typer.Option(
-        help="What you run today: a libvirt domain XML file, a QEMU -drive/-blockdev string, or axes "
-             "'cache=none,aio=threads,format=qcow2,bus=virtio-blk'.")] = None,
-    current_disk: Annotated[str | None, typer.Option(help="Which disk of the libvirt XML (target dev, e.g. vda); "
-                                                          "default: the first.")] = None,
+        help="What you run today: a libvirt domain XML file, Proxmox 'qm config VMID' output (a file), a QEMU "
+             "-drive/-blockdev string, or axes 'cache=none,aio=threads,format=qcow2,bus=virtio-blk'.")] = None,
+    current_disk: Annotated[str | None, typer.Option(help="Which disk of the libvirt XML (target dev, e.g. vda) or "
+                                                          "of the qm config (scsi0); default: the first (Proxmox: "
+                                                          "the boot disk).")] = None,
     require: Annotated[list[str], typer.Option(
         "--require", help="power-loss-safe, every-write-durable, migratable or snapshots (repeatable).")] = [],  # noqa: B006
     format: FormatOpt = OutputFormat.table,

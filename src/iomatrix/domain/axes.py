@@ -599,12 +599,12 @@ def _iothread_tool(tool: str) -> Callable[[str], ToolOption]:
                 "virt-install": "virt-install has no --disk key for a per-virtqueue IOThread mapping",
                 "nova": "Nova has no per-disk IOThread setting",
             }[tool])
+        # IOThread 1 of the domain's <iothreads>; snippets.py puts it where each tool wants it (a virtio-scsi
+        # controller's, the domain's <iothreads>, virt-install's --iothreads).
         return {
-            "libvirt": ToolOption((("iothread", "1"),), note="<driver iothread='1'> needs <iothreads>1</iothreads> "
-                                  "in <domain>; on a scsi bus the IOThread goes on the controller's <driver>"),
-            "proxmox": ToolOption((("iothread", "1"),), note="Proxmox gives a disk its own IOThread on virtio "
-                                  "(virtio-blk) or with scsihw virtio-scsi-single"),
-            "virt-install": ToolOption((("driver.iothread", "1"),), note="with --iothreads 1"),
+            "libvirt": ToolOption((("iothread", "1"),)),
+            "proxmox": ToolOption((("iothread", "1"),)),
+            "virt-install": ToolOption((("driver.iothread", "1"),)),
             "nova": ToolOption(unavailable="Nova has no per-disk IOThread setting (no image property or flavor "
                                            "extra spec for <driver iothread=>)"),
         }[tool]
@@ -641,11 +641,15 @@ def _queues_tool(tool: str) -> Callable[[str], ToolOption]:
     def spell(value: str) -> ToolOption:
         if value == QUEUES_AUTO:
             return ToolOption()  # nothing set: QEMU's default
+        # Proxmox (qemu-server PVE/QemuServer/Drive.pm): scsiN drives have queues=<integer> (minimum 2), given to
+        # the disk's own controller as num_queues with scsihw virtio-scsi-single only; virtioN drives have none.
+        # snippets.py says where a bus cannot take it.
+        if tool == "proxmox" and int(value) < 2:
+            return ToolOption(unavailable=f"Proxmox's queues= starts at 2 (qm.conf); without it QEMU gives one queue "
+                                          f"per vCPU, not {value}")
         return {
-            "libvirt": ToolOption((("queues", value),), note="on a scsi bus the queue count goes on the "
-                                  "controller's <driver queues=>"),
-            "proxmox": ToolOption(unavailable="Proxmox VE's disk options have no queue count (qm.conf's queues= "
-                                              "is an option of network devices)"),
+            "libvirt": ToolOption((("queues", value),)),
+            "proxmox": ToolOption((("queues", value),)),
             "virt-install": ToolOption((("driver.queues", value),)),
             "nova": ToolOption(unavailable="Nova has no per-disk virtqueue count (its multiqueue setting, "
                                            "hw_vif_multiqueue_enabled, is for network interfaces)"),
