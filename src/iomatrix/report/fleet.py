@@ -157,7 +157,7 @@ class WorkloadFleet:
         return out
 
 
-def _host_result(host: str, wr: WorkloadRanking) -> HostResult:
+def host_result(host: str, wr: WorkloadRanking) -> HostResult:
     rows = [r for r in wr.ranking.rows if r.rank is not None and r.centre is not None]
     d = wr.decision
     top: list[str] = []
@@ -193,7 +193,7 @@ def fleet_answers(store: Store, fleet: Fleet, workload: str | None = None, metri
         for w, tier, m in keys:
             per_host = {s.hostname: wr for s in sweeps for wr in per_sweep[s.id]
                         if (wr.workload, wr.tier, wr.metric) == (w, tier, m)}
-            hosts = [_host_result(h, wr) for h, wr in per_host.items()]
+            hosts = [host_result(h, wr) for h, wr in per_host.items()]
             axes = {label: cw.axes for wr in per_host.values() for label, cw in wr.cells.items()}
             answer = fleet_answer(hosts, metric_info(m).higher_is_better, axes, tie_break=tie_break, alpha=alpha)
             out.append(WorkloadFleet(name, w, tier, m, per_host, {s.hostname: s.id for s in sweeps}, answer))
