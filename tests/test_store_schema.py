@@ -70,7 +70,7 @@ def test_every_report_command_reads_a_schema1_database_without_writing(tmp_path:
 def test_run_migrates_schema1_in_place_after_a_backup(tmp_path: Path) -> None:
     db = schema1_copy(tmp_path)
     store = Store(db)  # what `iomatrix run` opens
-    assert store.schema_version == SCHEMA_VERSION == 5  # 1 → 2 → 3 → 4 → 5, one transaction
+    assert store.schema_version == SCHEMA_VERSION == 6  # 1 → 2 → 3 → 4 → 5 → 6, one transaction
     backup = tmp_path / "old.sqlite.schema1.bak"
     assert backup.is_file()
     old = sqlite3.connect(backup)
@@ -78,8 +78,8 @@ def test_run_migrates_schema1_in_place_after_a_backup(tmp_path: Path) -> None:
     assert old.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 4
     old.close()
     other = sqlite3.connect(db)  # another connection sees the committed migration (WAL: not yet in the file)
-    assert other.execute("PRAGMA user_version").fetchone()[0] == 5
-    assert other.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "5"
+    assert other.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert other.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "6"
     # Schema 5 gives every old cell its axes as rows, copied from the cells table's columns.
     assert other.execute("SELECT COUNT(*) FROM cell_axes").fetchone()[0] == \
         8 * other.execute("SELECT COUNT(*) FROM cells").fetchone()[0]
@@ -97,6 +97,7 @@ def test_run_migrates_schema1_in_place_after_a_backup(tmp_path: Path) -> None:
     # …and not from a shared guest boot.
     assert {(r.boot_id, r.boot_position) for r in store.runs(1)} == {(None, None)}
     assert store.sweep(1).metric_registry == {}  # type: ignore[union-attr]
+    assert store.sweep(1).group is None  # type: ignore[union-attr]  # schema 6: no group recorded before it
     sid = store.create_sweep(store.host_id({"hostname": "h"}), "p", "fp", "{}", [], [],
                              metric_registry={"read.iops": {"unit": "IO/s", "direction": "higher"}})
     assert store.sweep(sid).metric_registry == {"read.iops": {"unit": "IO/s", "direction": "higher"}}  # type: ignore[union-attr]
@@ -135,7 +136,7 @@ def test_schema2_migrates_to_3_after_its_own_backup_and_reads_before(tmp_path: P
         assert proc.returncode == 0, (args, proc.stderr)
     assert digest(db) == before
     store = Store(db)
-    assert store.schema_version == 5
+    assert store.schema_version == 6
     backup = tmp_path / "v2.sqlite.schema2.bak"
     assert backup.is_file() and not (tmp_path / "v2.sqlite.schema1.bak").exists()
     old = sqlite3.connect(backup)

@@ -20,6 +20,13 @@ DEFAULT_WORKDIR = Path("iomatrix-work")
 
 DbOpt = Annotated[Path, typer.Option("--db", help="Results database (SQLite file).")]
 SweepOpt = Annotated[int | None, typer.Option("--sweep", help="Sweep id (default: the latest).")]
+# The fleet answers of a merged database (docs/fleet.md): per-host answers side by side and one per host group.
+ByHostOpt = Annotated[bool, typer.Option(
+    "--by-host", help="Answer for the fleet: every host's latest sweep of the plan side by side, and one "
+                      "configuration per group (the default when the database holds several hosts' sweeps and no "
+                      "--sweep is given).")]
+FleetGroupOpt = Annotated[str | None, typer.Option(
+    "--group", help="The fleet answer for the hosts whose sweeps were recorded with this group (run --group).")]
 WorkloadOpt = Annotated[str | None, typer.Option(help="Only this workload.")]
 ObjectiveOpt = Annotated[str | None, typer.Option(
     help="What to optimise: throughput, p99-latency or cpu-per-io (default: each workload's primary metric, "

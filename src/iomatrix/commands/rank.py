@@ -15,7 +15,9 @@ from iomatrix.commands.options import (
     DEFAULT_MIN_RUNS,
     DEFAULT_THRESHOLD,
     DEFAULT_TIE_BREAK,
+    ByHostOpt,
     DbOpt,
+    FleetGroupOpt,
     MaxNoiseOpt,
     MinRunsOpt,
     ObjectiveOpt,
@@ -51,6 +53,8 @@ def rank_cmd(
     threshold: ThresholdOpt = DEFAULT_THRESHOLD,
     tie_break: TieBreakOpt = DEFAULT_TIE_BREAK,
     format: FormatOpt = OutputFormat.table,
+    by_host: ByHostOpt = False,
+    group: FleetGroupOpt = None,
 ) -> None:
     """Order cells per tier, group those not significantly different, and decide: one answer, a tie, or
     what it would take to separate the leaders."""
@@ -64,6 +68,17 @@ def rank_cmd(
     check_ranking_options(min_runs, max_noise)
     goal = parse_objective(objective)
     store = open_store(db)
+    from iomatrix.report.fleet import fleet_wanted
+
+    if score is None and fleet_wanted(store, sweep, by_host, group):
+        from iomatrix.report.fleet import fleet_answers, render_fleet, select_fleet
+        from iomatrix.ui import report_width
+
+        fleet = select_fleet(store, group)
+        answers = fleet_answers(store, fleet, workload, metric, objective=goal, min_n=min_runs, max_noise=max_noise,
+                                threshold=threshold, tie_break=tie_break_keys(tie_break))
+        sys.stdout.write(render_fleet(fleet, answers, format, report_width()))
+        return
     sid = pick_sweep(store, sweep)
     if score is not None:
         rows, factors = weighted_scores(store, sid, score)

@@ -15,7 +15,9 @@ from iomatrix.commands.options import (
     DEFAULT_MIN_RUNS,
     DEFAULT_THRESHOLD,
     DEFAULT_TIE_BREAK,
+    ByHostOpt,
     DbOpt,
+    FleetGroupOpt,
     MaxNoiseOpt,
     MinRunsOpt,
     ObjectiveOpt,
@@ -61,6 +63,8 @@ def recommend(
     detail: Annotated[bool, typer.Option(
         "--detail", help="After the answer: every workload's verdict, tie-breaks, comparisons, risks and "
                          "snippets.")] = False,
+    by_host: ByHostOpt = False,
+    group: FleetGroupOpt = None,
 ) -> None:
     """The answer first (what to use, how much faster it is, what it risks, the snippet), detail on request."""
     from iomatrix.current import parse_current
@@ -79,6 +83,19 @@ def recommend(
         raise UserError("--current-disk needs --current", hint="give the libvirt domain XML with --current vm.xml")
     cur = parse_current(current, current_disk) if current is not None else None
     store = open_store(db)
+    from iomatrix.report.fleet import fleet_wanted
+
+    if (by_host or group is not None or current is None) and fleet_wanted(store, sweep, by_host, group):
+        if current is not None:
+            raise UserError("--current compares what one host runs today: give it with --sweep N",
+                            hint="or leave --current out for the fleet answer")
+        from iomatrix.report.fleet import fleet_answers, render_fleet, select_fleet
+
+        fleet = select_fleet(store, group)
+        answers = fleet_answers(store, fleet, workload, objective=goal, min_n=min_runs, max_noise=max_noise,
+                                threshold=threshold, tie_break=tie_break_keys(tie_break))
+        sys.stdout.write(render_fleet(fleet, answers, format, report_width(), answer_first=True))
+        return
     sid = pick_sweep(store, sweep)
     rec = build(store, sid, workload=workload, requirements=require, current=cur,
                 scores=score or None, min_n=min_runs, max_noise=max_noise, threshold=threshold,

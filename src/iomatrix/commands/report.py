@@ -15,6 +15,7 @@ from iomatrix.commands.options import (
     DEFAULT_THRESHOLD,
     DEFAULT_TIE_BREAK,
     DbOpt,
+    FleetGroupOpt,
     MaxNoiseOpt,
     MinRunsOpt,
     ObjectiveOpt,
@@ -42,6 +43,7 @@ def report(
     tie_break: TieBreakOpt = DEFAULT_TIE_BREAK,
     target: Annotated[str, typer.Option(help="The tool whose snippet the answer at the top shows (as for "
                                              "'recommend').")] = "libvirt",
+    group: FleetGroupOpt = None,
 ) -> None:
     """One self-contained HTML file: the answer first, then recommendation and risks, rankings with error bars,
     block-size bars, host panels over time, sweep metadata and every run."""
@@ -56,9 +58,14 @@ def report(
     goal = parse_objective(objective)
     cur = parse_current(current) if current is not None else None
     store = open_store(db)
-    size = write_report(store, pick_sweep(store, sweep), html, current=cur, requirements=require,
+    sid = pick_sweep(store, sweep)
+    if group is not None:  # the fleet sections for one group; the sweep shown in full is that group's latest
+        from iomatrix.report.fleet import select_fleet
+
+        sid = sweep if sweep is not None else select_fleet(store, group).sweeps[-1].id
+    size = write_report(store, sid, html, current=cur, requirements=require,
                         min_n=min_runs, max_noise=max_noise, threshold=threshold, tie_break=tie_break_keys(tie_break),
-                        target=target, objective=goal)
+                        target=target, objective=goal, fleet_group=group)
     console.print(f"wrote {html} ({size / 1024:.0f} KiB): open it in a browser, it needs no network")
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from iomatrix.commands.common import open_store, warn_tcg
-from iomatrix.commands.options import DEFAULT_DB, DbOpt, SweepOpt, format_option
+from iomatrix.commands.options import DEFAULT_DB, ByHostOpt, DbOpt, FleetGroupOpt, SweepOpt, format_option
 from iomatrix.errors import UserError
 from iomatrix.report.formats import ALL_FORMATS, OutputFormat
 from iomatrix.ui import console
@@ -39,6 +39,8 @@ def results(
     = None,
     raw: Annotated[bool, typer.Option("--raw", help="Print the raw fio JSON of the run given with --run.")]
     = False,
+    by_host: ByHostOpt = False,
+    group: FleetGroupOpt = None,
 ) -> None:
     """Results per cell × workload × metric: n, mean, CI and the samples."""
     from iomatrix.report.query import pick_sweep, sweep_ids
@@ -47,6 +49,23 @@ def results(
     store = open_store(db)
     if raw or run_id is not None:
         _write_raw(store, run_id, raw)
+        return
+    from iomatrix.report.fleet import fleet_wanted
+
+    # The fleet view: asked for, or the terminal table of a database holding several hosts (JSON and CSV stay the
+    # results document of every sweep unless asked).
+    asked = by_host or group is not None
+    if (asked or format == OutputFormat.table) and fleet_wanted(store, sweep, by_host, group):
+        from iomatrix.report.export import render_tables
+        from iomatrix.report.fleet import fleet_heading, results_by_host, select_fleet
+
+        fleet = select_fleet(store, group)
+        if format in (OutputFormat.table, OutputFormat.markdown):
+            from iomatrix.report.render import wrap
+            from iomatrix.ui import report_width
+
+            sys.stdout.write("\n".join(wrap(fleet_heading(fleet), report_width())) + "\n\n")
+        sys.stdout.write(render_tables(results_by_host(store, fleet, metric), format))
         return
     ids = sweep_ids(store) if (format != OutputFormat.table and sweep is None) else [pick_sweep(store, sweep)]
     doc = results_document(store, ids)

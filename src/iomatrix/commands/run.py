@@ -48,11 +48,15 @@ def run(
     verbose: Annotated[bool, typer.Option("--verbose", help="One full line per run, a disturbed run's reasons "
                                                             "included (they are always in the database).")]
     = False,
+    group: Annotated[str | None, typer.Option(
+        "--group", help="The host group this sweep answers for (e.g. the inventory group), recorded with it: the "
+                        "fleet answers of a merged database choose one configuration per group.")] = None,
 ) -> None:
     """Run a plan, e.g. 'iomatrix run quick'. Re-running on the same --db resumes and skips completed runs."""
     from iomatrix.locks import WORKDIR_LOCK, db_lock_path, exclusive, refuse_if_held
     from iomatrix.store import Store
 
+    check_group_name(group)
     if not 0.05 <= monitor_interval <= 60:
         raise UserError(f"--monitor-interval {monitor_interval} is out of range", hint="use 0.05 to 60 seconds")
     from iomatrix.safety import check_allowed_devices
@@ -80,12 +84,25 @@ def run(
         store = Store(db)
         # Closing the last connection checkpoints the WAL: a finished sweep leaves no -wal/-shm beside the file.
         held.callback(store.close)
-        _run_locked(p, base, plan, store, db, work, allow_destroy, accel, monitor_interval, kernel, verbose)
+        _run_locked(p, base, plan, store, db, work, allow_destroy, accel, monitor_interval, kernel, verbose, group)
+
+
+# A group name is shown in tables and used as a filter: printable, no spaces that would read as two words.
+GROUP_NAME_MAX = 64
+
+
+def check_group_name(group: str | None) -> None:
+    """A one-line error for a `--group` that is empty, too long, or holds spaces or control characters."""
+    if group is None:
+        return
+    if not group or len(group) > GROUP_NAME_MAX or any(c.isspace() or not c.isprintable() for c in group):
+        raise UserError(f"--group {group!r} is not a group name",
+                        hint=f"use 1 to {GROUP_NAME_MAX} printable characters without spaces, e.g. gen10")
 
 
 def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, work: Path,
                 allow_destroy: list[Path], accel: Accel, monitor_interval: float, kernel: Path | None,
-                verbose: bool = False) -> None:
+                verbose: bool = False, group: str | None = None) -> None:
     from iomatrix.commands.progress import RichProgress
     from iomatrix.runner import RunOptions, SweepRunner
 
@@ -97,6 +114,8 @@ def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, w
     console.print(f"[bold]{p.name}[/]: {len(exp.cells)} cells, {len(exp.units)} cell×workload units, "
                   f"{len(exp.pruned)} pruned (see 'iomatrix plan {plan} --explain'); results → {db}")
     res = runner.run()
+    if group is not None:  # recorded once the sweep exists; a resumed sweep takes the group given last
+        store.set_sweep_group(res.sweep_id, group)
     accels = sorted(set(res.accel.values()))
     console.print(f"sweep {res.sweep_id}: {res.runs_done} runs ok, {res.runs_failed} failed; accelerator: "
                   + ", ".join(f"{t}={a}" for t, a in res.accel.items()))

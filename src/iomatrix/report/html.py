@@ -211,7 +211,8 @@ def missing_parts(info: dict[str, Any], cws: list[CellWorkload], rec: Recommenda
 def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None = None,
                   requirements: Sequence[str] = (), min_n: int = 3, max_noise: float = 0.10,
                   threshold: float = DEFAULT_THRESHOLD, tie_break: Sequence[str] = DEFAULT_TIE_BREAK,
-                  target: str = DEFAULT_TARGET, objective: Objective | None = None) -> str:
+                  target: str = DEFAULT_TARGET, objective: Objective | None = None,
+                  fleet_group: str | None = None) -> str:
     """The report; ``objective`` (report/objective.py) chooses what the recommendation and the rankings rank by
     (None: each workload's primary metric)."""
     info = sweep_info(store, sweep_id)
@@ -232,6 +233,9 @@ def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None 
             info[k] = datetime.fromtimestamp(info[k], tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     # The tiers' own sections (the consolidation tier's tiles), in the order the tiers sort.
     extras = [s for tier in tier_classes() if (s := tier.report_section(store, sweep_id, cws)) is not None]
+    from iomatrix.report.fleet import fleet_html_sections  # a merged database's hosts: the host × configuration view
+
+    extras += fleet_html_sections(store, group=fleet_group, objective=objective, **rank_kw)
     return _env().get_template("report.html.j2").render(
         info=info, rec=rec, head=headline(rec, info["host"]["hostname"], target), gain_text=gain_text,
         status_text=STATUS_TEXT, verdicts=verdicts, rankings=rankings,

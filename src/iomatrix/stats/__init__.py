@@ -37,6 +37,7 @@ _WHERE: dict[str, str] = {
     "boots_needed": "two_level", "boots_of": "two_level",
     "RoundsPerBoot": "runs_per_boot", "choose_rounds_per_boot": "runs_per_boot",
     "CellUnit": "analysis_unit", "cell_unit": "analysis_unit",
+    "FleetAnswer": "fleet", "HostLoss": "fleet", "HostResult": "fleet", "fleet_answer": "fleet",
 }
 
 __all__ = sorted(_WHERE)

@@ -189,6 +189,11 @@ class Store(StoreQueries):
                  json.dumps({k: dict(v) for k, v in (metric_registry or {}).items()}, sort_keys=True)))
             return int(cur.lastrowid or 0)
 
+    def set_sweep_group(self, sweep_id: int, group: str) -> None:
+        """Record the host group the sweep answers for (a fleet's inventory group; the latest given wins)."""
+        with self.tx() as db:
+            db.execute("UPDATE sweeps SET host_group=? WHERE id=?", (group, sweep_id))
+
     def set_sweep_status(self, sweep_id: int, status: str) -> None:
         with self.tx() as db:
             db.execute("UPDATE sweeps SET status=?, finished_at=? WHERE id=?", (status, time.time(), sweep_id))

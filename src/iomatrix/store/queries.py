@@ -33,6 +33,21 @@ class SweepRow:
     pruned: list[dict[str, str]]
     notes: list[str]
     metric_registry: dict[str, dict[str, str]]  # {} for sweeps recorded before schema 2
+    group: str | None = None  # the host group recorded with the sweep (schema 6, `run --group`); None without one
+
+
+@dataclass(frozen=True)
+class FleetSweep:
+    """One sweep as the fleet answers see it: which host ran which plan, in which group."""
+
+    id: int
+    plan_name: str
+    plan_fingerprint: str
+    status: str
+    started_at: float
+    host_id: int
+    hostname: str  # the host's recorded hostname ("host N" when none was recorded)
+    group: str | None  # `run --group` / the inventory group; None without one
 
 
 @dataclass(frozen=True)
@@ -142,9 +157,10 @@ class StoreQueries:
 
     def sweep(self, sweep_id: int) -> SweepRow | None:
         registry = "s.metric_registry" if self.schema_version >= 2 else "'{}'"
+        group = "s.host_group" if self.schema_version >= 6 else "NULL"
         row = self.db.execute(
             f"SELECT s.id sid, s.plan_name, s.plan_fingerprint, s.plan_json, s.status, s.started_at, s.finished_at,"
-            f" s.pruned_json, s.notes_json, {registry} AS metric_registry, h.extra_json, "
+            f" s.pruned_json, s.notes_json, {registry} AS metric_registry, {group} AS host_group, h.extra_json, "
             + ", ".join(f"h.{c}" for c in HOST_COLUMNS)
             + " FROM sweeps s JOIN hosts h ON h.id=s.host_id WHERE s.id=?", (sweep_id,)).fetchone()
         if row is None:
@@ -155,7 +171,18 @@ class StoreQueries:
             id=int(row["sid"]), plan_name=row["plan_name"], plan_fingerprint=row["plan_fingerprint"],
             plan_definition=json.loads(row["plan_json"]), status=row["status"], started_at=row["started_at"],
             finished_at=row["finished_at"], host=host, pruned=json.loads(row["pruned_json"]),
-            notes=json.loads(row["notes_json"]), metric_registry=json.loads(row["metric_registry"]))
+            notes=json.loads(row["notes_json"]), metric_registry=json.loads(row["metric_registry"]),
+            group=row["host_group"])
+
+    def fleet_sweeps(self) -> list[FleetSweep]:
+        """Every sweep with its host and group, for the fleet answers (the hosts of a merged database), by id."""
+        group = "s.host_group" if self.schema_version >= 6 else "NULL"
+        rows = self.db.execute(
+            f"SELECT s.id, s.plan_name, s.plan_fingerprint, s.status, s.started_at, {group} AS host_group, "
+            "h.id AS host_id, h.hostname FROM sweeps s JOIN hosts h ON h.id=s.host_id ORDER BY s.id")
+        return [FleetSweep(int(r["id"]), r["plan_name"], r["plan_fingerprint"], r["status"], float(r["started_at"]),
+                           int(r["host_id"]), r["hostname"] or f"host {r['host_id']}", r["host_group"])
+                for r in rows]
 
     def replaced_runs(self, sweep_id: int) -> set[int]:
         """Ok runs of the sweep that a clean retry replaced (none before schema 3: nothing was retried)."""

@@ -15,7 +15,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Schema 1, exactly as the first release created it. Never edit: new columns go in a migration.
 SCHEMA_1 = """
@@ -142,6 +142,13 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "UPDATE meta SET value='5' WHERE key='schema_version'",
         "PRAGMA user_version = 5",
     ),
+    5: (
+        # The host group a sweep answers for (`iomatrix run --group`, the Ansible role's inventory group): the
+        # fleet answers choose one configuration per group. NULL for sweeps recorded without one (and before 6).
+        "ALTER TABLE sweeps ADD COLUMN host_group TEXT",
+        "UPDATE meta SET value='6' WHERE key='schema_version'",
+        "PRAGMA user_version = 6",
+    ),
 }
 
 # The columns each table has at each version (a subset check: SQLite adds none by itself).
@@ -170,6 +177,7 @@ COLUMNS: dict[int, dict[str, frozenset[str]]] = {
 }
 COLUMNS[4] = {**COLUMNS[3], "runs": COLUMNS[3]["runs"] | {"boot_id", "boot_position"}}
 COLUMNS[5] = {**COLUMNS[4], "cell_axes": frozenset({"cell_id", "axis", "value"})}
+COLUMNS[6] = {**COLUMNS[5], "sweeps": COLUMNS[5]["sweeps"] | {"host_group"}}
 # The axis columns of the cells table (schema 1): written for these axes, read where cell_axes has no row.
 CELL_AXIS_COLUMNS = ("tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier")
 # Every table some version of iomatrix created: anything else in a file means it is not ours.

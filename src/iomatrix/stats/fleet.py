@@ -1,0 +1,154 @@
+"""One configuration for a group of hosts: the fleet answer (docs/statistics.md, "Fleet answers").
+
+Input: per host h, what its own ranking of one workload (one tier, one metric) found — the centre m_h(c) of
+every ranked configuration c (the geometric mean of its runs, or the model's, as ``stats/ranking.py`` gives it),
+its analysed values x_h(c) (the runs), its best b_h (by centre) and its *top group* T_h: b_h and the
+configurations within the practical threshold θ of it (``stats/decision.py``: gap = 1 − m_h(c)/m_h(b_h) when
+higher is better, m_h(c)/m_h(b_h) − 1 otherwise, gap ≤ θ).
+
+1. **Hosts as blocks.**  The configurations are ranked across the hosts by the blocked analysis of
+   ``stats/blocked.py`` with the host in the place of the round: one value per host and configuration, m_h(c),
+
+       ln m_h(c) = μ + α_c + β_h + ε_hc
+
+   (β_h absorbs that one host is faster than another at everything; α_c is the configuration's effect on every
+   host; Friedman + Conover when the residuals are clearly not normal; Welch across host values with fewer than
+   2 hosts holding every configuration).  ``stats/ranking.rank`` orders and groups them (min_n = 2 hosts),
+   Holm over every pair.
+2. **The group's choice.**  Only configurations every host ranked can be chosen (a host that lacks one gives
+   no loss for it).  wins(c) = #{h : c ∈ T_h}, the hosts where c is best or tied-best.  The choice is the
+   configuration with the most wins; among equals, the tie-break keys of ``stats/decision.py`` (default safety,
+   then simplicity), then ``performance`` — the blocked analysis's centre across the hosts —, then the name.
+3. **The worst-host loss.**  For the choice c* on each host h, the ratio of means of its runs to those of the
+   host's own best, r_h = x̄_h(c*)/x̄_h(b_h), with Fieller's CI (``stats/compare.ratio_ci``; (1, 1, 1) where c*
+   is the host's best).  The worst host is the one with the largest loss: the smallest r_h when higher is
+   better, the largest when lower is better.
+4. **Hosts whose answer differs**: those with c* ∉ T_h, named with their own best.
+
+The heat map of a report shows m_h(c)/m_h(b_h) for every host and configuration (1 = the host's best).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from iomatrix.stats.compare import RatioCI, ratio_ci
+from iomatrix.stats.decision import DEFAULT_TIE_BREAK, full_tie_break, tie_break_key
+from iomatrix.stats.ranking import Ranking, rank
+
+
+@dataclass(frozen=True)
+class HostResult:
+    """One host's own ranking of one workload, as the fleet answer needs it."""
+
+    host: str
+    centre: Mapping[str, float]  # ranked configuration → its centre on this host
+    values: Mapping[str, Sequence[float]]  # ranked configuration → the runs' values (for the ratio CI)
+    top: Sequence[str]  # the host's best first, then the configurations within θ of it
+    answer: str | None = None  # the host's own answer (its decision's, tie-break applied); None when unresolved
+
+    @property
+    def best(self) -> str | None:
+        return self.top[0] if self.top else None
+
+
+@dataclass(frozen=True)
+class HostLoss:
+    """The group's choice on one host, against that host's own best."""
+
+    host: str
+    best: str
+    ratio: RatioCI  # mean(choice)/mean(host's best) over the host's runs, Fieller CI
+
+    def loss(self, higher_is_better: bool) -> float:
+        """The fraction given away against the host's best (0 on the host where the choice is best)."""
+        r = self.ratio.ratio
+        if r is None or r <= 0:
+            return math.inf
+        return 1.0 - r if higher_is_better else r - 1.0
+
+
+@dataclass(frozen=True)
+class FleetAnswer:
+    hosts: tuple[str, ...]
+    higher_is_better: bool
+    ranking: Ranking | None  # the configurations across hosts, hosts as blocks; None with fewer than 2 hosts
+    wins: dict[str, int]  # configuration → hosts where it is best or tied-best
+    eligible: tuple[str, ...]  # configurations every host ranked, most wins first
+    choice: str | None  # None when no configuration was ranked on every host
+    tied_choices: tuple[str, ...]  # the other configurations with as many wins (the tie-break passed them over)
+    losses: tuple[HostLoss, ...]  # the choice on every host
+    worst: HostLoss | None  # the host that loses most with the choice
+    differing: tuple[str, ...]  # hosts whose top group lacks the choice
+    missing: dict[str, tuple[str, ...]]  # host → configurations other hosts ranked that it did not
+    heat: dict[str, dict[str, float]]  # host → configuration → centre / centre of the host's best
+    tie_break: tuple[str, ...]
+
+
+def host_blocked_ranking(hosts: Sequence[HostResult], higher_is_better: bool, alpha: float = 0.05,
+                         confidence: float = 0.95) -> Ranking | None:
+    """Step 1: every configuration ranked on ≥ 2 hosts, with the host as block (None with fewer than 2 hosts)."""
+    if len(hosts) < 2:
+        return None
+    groups: dict[str, list[float]] = {}
+    blocks: dict[str, list[int]] = {}
+    for i, h in enumerate(hosts):
+        for c, m in h.centre.items():
+            groups.setdefault(c, []).append(float(m))
+            blocks.setdefault(c, []).append(i)
+    return rank(groups, higher_is_better, alpha=alpha, min_n=2, max_rel_half_width=None, confidence=confidence,
+                rounds=blocks)
+
+
+def heat_map(hosts: Sequence[HostResult]) -> dict[str, dict[str, float]]:
+    """host → configuration → m_h(c)/m_h(b_h) (1 for the host's best)."""
+    out: dict[str, dict[str, float]] = {}
+    for h in hosts:
+        best = h.best
+        if best is None or not h.centre.get(best):
+            out[h.host] = {}
+            continue
+        out[h.host] = {c: m / h.centre[best] for c, m in h.centre.items()}
+    return out
+
+
+def fleet_answer(hosts: Sequence[HostResult], higher_is_better: bool, axes: Mapping[str, Mapping[str, str]],
+                 tie_break: Sequence[str] = DEFAULT_TIE_BREAK, alpha: float = 0.05,
+                 confidence: float = 0.95) -> FleetAnswer:
+    """The group's answer for one workload (see the module docstring).  ``axes``: configuration → its axes, for
+    the tie-break.  Raises ValueError for no host or a host named twice."""
+    if not hosts:
+        raise ValueError("a fleet answer needs at least one host")
+    names = [h.host for h in hosts]
+    if len(set(names)) != len(names):
+        raise ValueError(f"a host appears twice: {sorted(n for n in names if names.count(n) > 1)[0]}")
+    ranking = host_blocked_ranking(hosts, higher_is_better, alpha, confidence)
+    every = set.intersection(*(set(h.centre) for h in hosts))
+    union = set().union(*(set(h.centre) for h in hosts))
+    wins = {c: sum(c in h.top for h in hosts) for c in sorted(union)}
+    fleet_centre = {r.name: r.centre for r in ranking.rows if r.centre is not None} if ranking else {}
+    if not fleet_centre:  # one host: its own centres
+        fleet_centre = {c: float(m) for c, m in hosts[0].centre.items()}
+    keys = full_tie_break(tie_break)
+
+    def order(c: str) -> tuple[object, ...]:
+        centre = fleet_centre.get(c, math.nan)
+        return (-wins[c], *tie_break_key(c, keys, axes.get(c, {}), centre, higher_is_better))
+
+    eligible = tuple(sorted(every, key=order))
+    choice = eligible[0] if eligible else None
+    tied = tuple(c for c in eligible[1:] if wins[c] == wins[choice]) if choice else ()
+    losses: list[HostLoss] = []
+    if choice is not None:
+        for h in hosts:
+            best = h.best or choice
+            ratio = RatioCI(1.0, 1.0, 1.0) if best == choice else ratio_ci(h.values[choice], h.values[best],
+                                                                            confidence)
+            losses.append(HostLoss(h.host, best, ratio))
+    worst = max(losses, key=lambda x: x.loss(higher_is_better)) if losses else None
+    differing = tuple(h.host for h in hosts if choice is not None and choice not in h.top)
+    missing = {h.host: tuple(sorted(union - set(h.centre))) for h in hosts if union - set(h.centre)}
+    return FleetAnswer(tuple(names), higher_is_better, ranking, wins, eligible, choice, tied, tuple(losses), worst,
+                       differing, missing, heat_map(hosts), tuple(tie_break))

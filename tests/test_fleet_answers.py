@@ -1,0 +1,267 @@
+"""Fleet answers: the group rule (stats/fleet.py), the group recorded with a sweep and carried by merge, and the
+commands' per-host and per-group views of a merged database (report/fleet.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iomatrix.stats.fleet import HostResult, fleet_answer
+from iomatrix.store import Store
+from iomatrix.store.merge import merge
+from tests.conftest import DATA, needs, root_only, run_cli
+from tests.test_merge import make_sweep
+
+AXES = {c: {"cache": c} for c in ("none", "writeback", "directsync")}
+
+
+def host(name: str, means: dict[str, float], tied: tuple[str, ...] = (), spread: float = 0.01) -> HostResult:
+    """A host whose runs of each configuration are its mean ×(1 − spread, 1, 1 + spread); top: its best + tied."""
+    values = {c: [m * (1 - spread), m, m * (1 + spread)] for c, m in means.items()}
+    best = max(means, key=means.__getitem__)
+    return HostResult(name, dict(means), values, (best, *tied), best)
+
+
+def test_the_choice_is_best_or_tied_best_on_most_hosts_and_the_others_are_named() -> None:
+    hosts = [host("h1", {"none": 100, "writeback": 90, "directsync": 50}),
+             host("h2", {"none": 180, "writeback": 205, "directsync": 90}),
+             host("h3", {"none": 100, "writeback": 130, "directsync": 60})]
+    a = fleet_answer(hosts, True, AXES)
+    assert a.wins == {"directsync": 0, "none": 1, "writeback": 2}
+    assert a.choice == "writeback" and a.tied_choices == () and a.differing == ("h1",)
+    # The worst host is the one whose own best is furthest ahead of the choice: h1, at 90/100.
+    assert a.worst is not None and a.worst.host == "h1" and a.worst.best == "none"
+    r = a.worst.ratio
+    assert r.ratio == pytest.approx(0.9) and r.low is not None and r.high is not None and r.low < 0.9 < r.high
+    assert {x.host: x.ratio.ratio for x in a.losses} == {"h1": pytest.approx(0.9), "h2": 1.0, "h3": 1.0}
+    assert a.heat["h2"] == {"none": pytest.approx(180 / 205), "writeback": 1.0, "directsync": pytest.approx(90 / 205)}
+
+
+def test_hosts_are_blocks_so_a_fast_host_does_not_hide_a_small_consistent_effect() -> None:
+    # Three hosts 10× apart; writeback is 6–8% ahead of none on each. As blocks, the hosts' speed cancels out.
+    hosts = [host("slow", {"none": 100, "writeback": 107}), host("mid", {"none": 1000, "writeback": 1060}),
+             host("fast", {"none": 10000, "writeback": 10800})]
+    a = fleet_answer(hosts, True, AXES)
+    assert a.ranking is not None and a.ranking.analysis is not None and a.ranking.analysis.blocked
+    assert a.ranking.best == "writeback"
+    pair = a.ranking.comparison("none", "writeback")
+    assert pair.significant, pair  # Welch on the host values (no blocks) could not see this: the hosts dominate
+    assert a.choice == "writeback" and a.wins["writeback"] == 3 and a.differing == ()
+
+
+def test_a_tie_in_wins_goes_to_the_tie_break_and_a_configuration_some_host_lacks_is_not_chosen() -> None:
+    # Each of none / writeback is best on one host; directsync, best on the third, was not run on the first.
+    hosts = [host("h1", {"none": 100, "writeback": 80}), host("h2", {"none": 80, "writeback": 100, "directsync": 50}),
+             host("h3", {"none": 50, "writeback": 60, "directsync": 200})]
+    a = fleet_answer(hosts, True, AXES, tie_break=("name",))
+    assert a.missing == {"h1": ("directsync",)} and "directsync" not in a.eligible
+    assert a.wins["none"] == a.wins["writeback"] == 1
+    assert (a.choice, a.tied_choices) == ("none", ("writeback",))  # by name, the only key asked for
+
+
+def test_lower_is_better_takes_the_largest_ratio_as_the_worst_loss() -> None:
+    lat = {"h1": {"none": 100.0, "writeback": 120.0}, "h2": {"none": 100.0, "writeback": 90.0}}
+    hosts = [HostResult(h, m, {c: [v * 0.99, v, v * 1.01] for c, v in m.items()}, (min(m, key=m.__getitem__),))
+             for h, m in lat.items()]
+    a = fleet_answer(hosts, False, AXES, tie_break=("name",))
+    assert a.choice == "none"  # 1 win each; by name
+    assert a.worst is not None and a.worst.host == "h2" and a.worst.ratio.ratio == pytest.approx(100 / 90)
+    assert a.worst.loss(False) == pytest.approx(100 / 90 - 1)
+
+
+def test_bad_fleets_are_refused() -> None:
+    with pytest.raises(ValueError, match="at least one host"):
+        fleet_answer([], True, AXES)
+    with pytest.raises(ValueError, match="twice: h1"):
+        fleet_answer([host("h1", {"none": 1.0}), host("h1", {"none": 2.0})], True, AXES)
+
+
+# -- the group with the sweep, through merge ---------------------------------------------------------------------
+
+def _host_db(tmp_path: Path, name: str, group: str | None, base: float) -> Path:
+    path = tmp_path / f"{name}.sqlite"
+    store = Store(path)
+    sid = make_sweep(store, name, "quick", base=base)
+    if group is not None:
+        store.set_sweep_group(sid, group)
+    store.close()
+    return path
+
+
+def merged_fleet(tmp_path: Path) -> Path:
+    out = tmp_path / "fleet.sqlite"
+    merge(out, [_host_db(tmp_path, "host-a", "gen10", 100.0), _host_db(tmp_path, "host-b", "gen10", 300.0),
+                _host_db(tmp_path, "host-c", "gen12", 500.0)])
+    return out
+
+
+def test_the_group_is_recorded_carried_by_merge_and_absent_from_old_databases(tmp_path: Path) -> None:
+    out = merged_fleet(tmp_path)
+    store = Store.open_existing(out)
+    assert {(s.hostname, s.group) for s in store.fleet_sweeps()} == {
+        ("host-a", "gen10"), ("host-b", "gen10"), ("host-c", "gen12")}
+    old = tmp_path / "old.sqlite"
+    shutil.copy(DATA / "schema1" / "iomatrix-schema1.sqlite", old)
+    legacy = Store.open_existing(old)
+    assert legacy.sweep(1).group is None and {s.group for s in legacy.fleet_sweeps()} == {None}  # type: ignore[union-attr]
+
+
+def test_bad_fleet_options_are_one_line_errors(tmp_path: Path) -> None:
+    out = merged_fleet(tmp_path)
+    for args, words in ((("rank", "--sweep", "1", "--by-host"), "--sweep selects one host's sweep"),
+                        (("rank", "--group", "gen11"), "no sweep recorded with group 'gen11'"),
+                        (("recommend", "--by-host", "--current", "cache=none"), "--current compares"),
+                        (("results", "--group", "gen11", "--format", "json"), "groups: gen10, gen12")):
+        done = run_cli(*args, "--db", str(out))
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, (args, done.stderr)
+        assert words in done.stderr, (args, done.stderr)
+    bad = run_cli("run", "quick", "--group", "two words", "--db", str(tmp_path / "x.sqlite"))
+    assert bad.returncode == 2 and "--group 'two words' is not a group name" in bad.stderr
+    assert not (tmp_path / "x.sqlite").exists()
+
+
+def fleet_json(db: Path, *args: str) -> list[dict]:
+    done = run_cli("rank", "--db", str(db), "--format", "json", *args)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def check_consistent(tables: list[dict], hosts_of: dict[str, set[str]]) -> None:
+    """Every group answer agrees with its per-host rows: the choice has the most wins, a host agrees exactly when
+    its row says so, the choice's ratio on a host is 1 where it is that host's best, and the hosts are the group's."""
+    answers = [t for t in tables if t["title"].endswith("configurations across hosts")]
+    per_host = next(t for t in tables if t["title"].startswith("per-host answers"))["rows"]
+    assert answers
+    for t in answers:
+        group = t["title"].split(" · ")[0]
+        chosen = [r for r in t["rows"] if r["chosen"]]
+        assert len(chosen) == 1
+        wins = {r["axes"]: int(r["wins"].split("/")[0]) for r in t["rows"]}
+        assert wins[chosen[0]["axes"]] == max(wins.values())
+        rows = [r for r in per_host if r["group"] == group and r["workload"] in t["title"]]
+        assert {r["host"] for r in rows} == hosts_of[group]
+        for r in rows:
+            heat = chosen[0][r["host"]]
+            assert heat is not None and heat > 0
+            assert (r["ratio"] == 1.0) == (heat == 1.0)  # the choice is that host's best in both views or neither
+        assert sum(r["agrees"] == "yes" for r in rows) >= 1 or wins[chosen[0]["axes"]] == 0
+
+
+def test_rank_and_recommend_answer_per_host_and_per_group_on_a_merged_database(tmp_path: Path) -> None:
+    out = merged_fleet(tmp_path)
+    tables = fleet_json(out, "--min-runs", "2")
+    check_consistent(tables, {"gen10": {"host-a", "host-b"}, "gen12": {"host-c"},
+                              "all hosts": {"host-a", "host-b", "host-c"}})
+    only = fleet_json(out, "--min-runs", "2", "--group", "gen10")
+    assert {t["title"].split(" · ")[0] for t in only if "across hosts" in t["title"]} == {"gen10"}
+    # --sweep N is one host's sweep, as before.
+    single = run_cli("rank", "--db", str(out), "--sweep", "1", "--min-runs", "2")
+    assert single.returncode == 0 and "across hosts" not in single.stdout, single.stderr
+    rec = run_cli("recommend", "--db", str(out), "--min-runs", "2")
+    assert rec.returncode == 0, rec.stderr
+    assert "all hosts, 3 hosts: use " in rec.stdout and "gen12, 1 host: use " in rec.stdout
+    assert max(map(len, rec.stdout.splitlines())) <= 200  # run_cli's COLUMNS
+    side = run_cli("results", "--db", str(out))
+    assert side.returncode == 0 and all(h in side.stdout for h in ("host-a", "host-b", "host-c")), side.stderr
+    cmp = run_cli("compare", str(out), str(out), "--all", "--format", "json")
+    assert cmp.returncode == 0, cmp.stderr
+    cells = [r["cell"] for r in json.loads(cmp.stdout)[0]["rows"]]
+    assert {c.split(":")[0] for c in cells} == {"host-a", "host-b", "host-c"}  # host by host
+
+
+@needs("chromium")
+def test_the_html_report_shows_the_host_by_configuration_heat_map(tmp_path: Path) -> None:
+    from tests.browser import load
+
+    out = merged_fleet(tmp_path)
+    html = tmp_path / "fleet.html"
+    done = run_cli("report", "--html", str(html), "--db", str(out), "--min-runs", "2")
+    assert done.returncode == 0, done.stderr
+    text = html.read_text()
+    assert text.count('<h2 id="fleet-') >= 3 and "as a ratio to that host&#39;s own best" in text
+    assert all(h in text for h in ("host-a", "host-b", "host-c"))
+    page = load(html, width=1400)
+    assert page.console_errors == [] and len(page.screenshot_png) > 1000
+
+
+# -- real sweeps of three hosts -------------------------------------------------------------------------------------
+
+PLAN = """
+tier = ["blocklayer"]
+cache = ["none", "unsafe"]
+workloads = ["rand-write-4k"]
+size = "16M"
+image_size = "32M"
+runtime = 1
+[repetitions]
+min = 3
+max = 3
+"""
+
+
+@pytest.mark.slow
+@root_only
+@needs("fio")
+@needs("qemu-storage-daemon")
+@needs("unshare")
+def test_three_real_hosts_swept_merged_and_answered(tmp_path: Path) -> None:
+    """Three sweeps of one plan, each under its own hostname (a UTS namespace, as scripts/fleet-demo gives its
+    hosts: the host facts iomatrix records differ), merged; the fleet answer is checked against each host's own
+    database, ranked alone."""
+    from iomatrix.report.fleet import fleet_answers, select_fleet
+    from iomatrix.report.rank import rank_sweep
+
+    (tmp_path / "p.toml").write_text(PLAN)
+    exe = shutil.which("iomatrix") or str(Path(sys.executable).parent / "iomatrix")
+    dbs = []
+    for n, group in ((1, "rack-a"), (2, "rack-a"), (3, "rack-b")):
+        script = (f"hostname fleet-test-{n} && exec {exe} run p.toml --db h{n}.sqlite --workdir w{n} "
+                  f"--group {group} --monitor-interval 0.5")
+        done = subprocess.run(["unshare", "--uts", "sh", "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=600, env={**os.environ, "COLUMNS": "200"})
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+        dbs.append(tmp_path / f"h{n}.sqlite")
+    merged = tmp_path / "fleet.sqlite"
+    assert run_cli("merge", str(merged), *map(str, dbs)).returncode == 0
+    store = Store.open_existing(merged)
+    fleet = select_fleet(store)
+    assert [(s.hostname, s.group) for s in fleet.sweeps] == [
+        ("fleet-test-1", "rack-a"), ("fleet-test-2", "rack-a"), ("fleet-test-3", "rack-b")]
+    answers = fleet_answers(store, fleet, min_n=3)
+    assert {wf.group for wf in answers} == {"rack-a", "rack-b", "all hosts"}
+    for wf in answers:
+        a = wf.answer
+        for h in a.hosts:  # each host's view in the merged file is what its own database says
+            own = rank_sweep(Store.open_existing(tmp_path / f"h{h[-1]}.sqlite"), 1, None, None, min_n=3)
+            mine = next(wr for wr in own if (wr.workload, wr.tier) == (wf.workload, wf.tier))
+            assert mine.decision is not None and wf.per_host[h].decision is not None
+            assert mine.decision.leader == wf.per_host[h].decision.leader
+            centres = {r.name: r.centre for r in mine.ranking.rows if r.centre is not None}
+            best = centres[mine.decision.leader]
+            assert a.heat[h] == pytest.approx({c: m / best for c, m in centres.items()})
+        assert a.choice is not None and a.wins[a.choice] == max(a.wins[c] for c in a.eligible)
+        assert set(a.differing) == {h.host for h in (_tops(wf)) if a.choice not in h.top}
+        losses = [x.loss(a.higher_is_better) for x in a.losses]
+        assert a.worst is not None and a.worst.loss(a.higher_is_better) == max(losses)
+        assert all(math.isfinite(x) for x in losses)
+    blocked = next(wf for wf in answers if wf.group == "all hosts").answer.ranking
+    assert blocked is not None and blocked.analysis is not None and len(blocked.rows) == 2
+    rec = run_cli("recommend", "--db", str(merged))
+    assert rec.returncode == 0 and "all hosts, 3 hosts: use " in rec.stdout, rec.stderr
+    con = sqlite3.connect(f"file:{merged}?mode=ro", uri=True)
+    assert con.execute("SELECT COUNT(DISTINCT host_group) FROM sweeps").fetchone()[0] == 2
+
+
+def _tops(wf: object) -> list[HostResult]:
+    from iomatrix.report.fleet import WorkloadFleet, host_result
+
+    assert isinstance(wf, WorkloadFleet)
+    return [host_result(h, wr) for h, wr in wf.per_host.items()]
