@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -162,6 +162,9 @@ class Expansion:
     pruned: list[Pruned] = field(default_factory=list)
     collapsed: dict[str, tuple[str, ...]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # The user's current configuration (plan.current) as it runs in each tier: a cell of its own, or the matrix's
+    # own cell where they are the same (current_cells; the pruned ones are in `pruned`, with the reason).
+    current: list[Cell] = field(default_factory=list)
 
 
 def _tier(name: str) -> type[Tier]:
@@ -220,6 +223,8 @@ def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Wor
             pruned[cell.key] = Pruned(cell.key, reason)
         else:
             cells.append(cell)
+    current = _add_current(plan, cells, pruned, seen,
+                           lambda c: prune_reason(c, backings.get(c.backing), qemu, host_cpus))
     for tier_name in plan.tier:
         cells.extend(_tier(tier_name).extra_cells(plan))
     units: list[Unit] = []
@@ -238,7 +243,49 @@ def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Wor
         pruned=list(pruned.values()) + unit_pruned,
         collapsed={t: shown for t in plan.tier if (shown := _named_collapsed(plan, t))},
         notes=notes,
+        current=current,
     )
+
+
+def current_cells(plan: Plan) -> list[Cell]:
+    """The plan's current configuration (plan.current: `run --current`) as a cell of each of its tiers, on each of
+    its backings (where the VM's image lives is the plan's choice: the XML's path is not a backing), its axes
+    collapsed for the tier as any cell's are. Empty for a plan without one."""
+    if plan.current is None:
+        return []
+    values = plan.current.values()
+    out: list[Cell] = []
+    for tier in plan.tier:
+        for backing in plan.axis_values("backing"):
+            cell = Cell({**values, "tier": tier, "backing": backing}).replace(**{a: NA for a in collapsed_axes(tier)})
+            if cell not in out:
+                out.append(cell)
+    return out
+
+
+def _add_current(plan: Plan, cells: list[Cell], pruned: dict[str, Pruned], seen: set[Cell],
+                 reason_of: Callable[[Cell], str | None]) -> list[Cell]:
+    """The current cells that run, added to `cells` unless the matrix has them already (then the matrix's cell is
+    the current one, not a duplicate); one that cannot run is pruned by the same rules as any cell, its reason
+    saying it is the current configuration."""
+    from iomatrix.plan.current_cell import CURRENT_PRUNED
+
+    running: list[Cell] = []
+    for cell in current_cells(plan):
+        if cell in seen:  # a cell of the matrix: run, or pruned for the same reason
+            if cell.key in pruned:
+                pruned[cell.key] = Pruned(cell.key, CURRENT_PRUNED + pruned[cell.key].reason)
+            else:
+                running.append(cell)
+            continue
+        seen.add(cell)
+        reason = reason_of(cell)
+        if reason:
+            pruned[cell.key] = Pruned(cell.key, CURRENT_PRUNED + reason)
+        else:
+            cells.append(cell)
+            running.append(cell)
+    return running
 
 
 # A filesystem job's length is set by its data, not by `runtime`: seconds per 256 MiB of `size` (mkfs, mount

@@ -223,6 +223,7 @@ class SweepRunner:
                 points=self.store.metric_points(cid, unit.workload.name, unit.workload.primary_metric),
                 rounds=rounds.get((cid, unit.workload.name), set()), ok=ok, failed=bad,
                 baseline=(compared and tier_class(unit.cell.tier).is_reference) or unit.cell.is_null_ceiling,
+                current=unit.cell in self.expansion.current,  # the comparison the user came for: never eliminated
                 precision_max=self.plan.repetitions.precision_max.get(unit.cell.tier)))
         return units, states
 

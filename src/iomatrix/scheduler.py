@@ -113,6 +113,9 @@ class UnitState:
     stopped: StopVerdict | None = None  # why no more runs: converged, max runs, gave up …
     # Baselines the report needs (bare metal, the null ceiling) keep the minimum only under racing.
     baseline: bool = False
+    # The user's current configuration (`run --current`): once racing decides on it, it leaves the race but keeps
+    # running until its group's race is over (the comparison the user came for needs its ratio to the winner).
+    current: bool = False
     pending: dict[int, float] = field(default_factory=dict)  # round → value of a disturbed run awaiting its retry
     retries: int = 0  # disturbed runs started again
     # Runs up to which the unit keeps running toward ci_target once the policy is done with it (None: it stops).
@@ -205,6 +208,7 @@ class RacingPolicy:
     alpha: float = 0.05
     name: str = "racing"
     history: dict[str, list] = field(default_factory=dict)  # group → its RaceStep per round
+    held: dict[str, StopVerdict] = field(default_factory=dict)  # current units decided on, run to the race's end
 
     def finished(self, units: Sequence[UnitState], room: Room) -> dict[str, StopVerdict]:
         from iomatrix.stats.racing import race_step, stop_reason
@@ -214,7 +218,7 @@ class RacingPolicy:
         for u in units:
             if u.baseline:
                 out[u.key] = BASELINE
-            else:
+            elif u.key not in self.held:
                 groups.setdefault(u.group, []).append(u)
         # A comparison needs a variance: at least two rounds, whatever the plan's minimum.
         min_rounds = max(2, self.min_runs)
@@ -227,14 +231,19 @@ class RacingPolicy:
                              rounds_left=room.rounds_left(rounds_done))
             steps = self.history.setdefault(group, [])
             steps.append(step)
+            current = {u.key for u in members if u.current}
             for d in step.decisions:
                 if d.status in RACE_STOPS:
-                    out[d.unit] = race_verdict(d.status, d.reason)
+                    verdict = race_verdict(d.status, d.reason)
+                    if d.unit in current:
+                        self.held[d.unit] = verdict.then("run on to the end of the race: the current configuration")
+                    else:
+                        out[d.unit] = verdict
             why = stop_reason(steps, rounds_done, max_rounds=10**9, min_rounds=min_rounds)
             if why:
                 over = race_over(why, step.best)
-                for u in members:
-                    out.setdefault(u.key, over)
+                for u in [*members, *(u for u in units if u.key in self.held and u.group == group)]:
+                    out.setdefault(u.key, self.held.get(u.key, over))
         return out
 
 

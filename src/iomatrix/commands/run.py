@@ -16,6 +16,7 @@ from iomatrix.errors import UserError
 from iomatrix.ui import console, err_console
 
 if TYPE_CHECKING:
+    from iomatrix.matrix import Expansion
     from iomatrix.plan.model import Plan
     from iomatrix.store import Store
 
@@ -51,6 +52,12 @@ def run(
     group: Annotated[str | None, typer.Option(
         "--group", help="The host group this sweep answers for (e.g. the inventory group), recorded with it: the "
                         "fleet answers of a merged database choose one configuration per group.")] = None,
+    current: Annotated[str | None, typer.Option(
+        help="What you run today, measured as a cell of its own in every tier (so the answer's ratio to it is "
+             "measured): a libvirt domain XML file, a QEMU -drive/-blockdev string, or axes "
+             "'cache=none,aio=native,format=qcow2'. Part of the plan: re-run with it to resume.")] = None,
+    current_disk: Annotated[str | None, typer.Option(help="Which disk of the libvirt XML (target dev, e.g. vda); "
+                                                          "default: the first.")] = None,
 ) -> None:
     """Run a plan, e.g. 'iomatrix run quick'. Re-running on the same --db resumes and skips completed runs."""
     from iomatrix.locks import WORKDIR_LOCK, db_lock_path, exclusive, refuse_if_held
@@ -63,6 +70,7 @@ def run(
 
     check_allowed_devices(allow_destroy)  # every handed-over device, before anything runs, whatever the plan
     p, base = load_plan(plan)
+    p = plan_with_current(p, current, current_disk)
     # Everything is checked before anything is created: a bad --db leaves no workdir behind. A database
     # another sweep holds may be half-created: say who holds it rather than judge its contents.
     refuse_if_held(db_lock_path(db.absolute()), f"results database {db}")
@@ -113,6 +121,8 @@ def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, w
     exp = runner.expansion
     console.print(f"[bold]{p.name}[/]: {len(exp.cells)} cells, {len(exp.units)} cell×workload units, "
                   f"{len(exp.pruned)} pruned (see 'iomatrix plan {plan} --explain'); results → {db}")
+    for line in current_lines(p, exp, console.width):
+        console.print(line, markup=False, highlight=False)
     res = runner.run()
     if group is not None:  # recorded once the sweep exists; a resumed sweep takes the group given last
         store.set_sweep_group(res.sweep_id, group)
@@ -142,6 +152,46 @@ def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, w
     if res.gave_up:
         raise SweepIncomplete(f"{len(res.gave_up)} of {len(exp.units)} cell×workload units gave up "
                               "after repeated failures; their figures are missing")
+
+
+def plan_with_current(p: Plan, current: str | None, current_disk: str | None) -> Plan:
+    """`p` with the user's current configuration (--current) as its `current` (plan/current_cell.py)."""
+    if current is None:
+        if current_disk is not None:
+            raise UserError("--current-disk needs --current", hint="give the libvirt domain XML with --current vm.xml")
+        return p
+    from iomatrix.current import parse_current
+    from iomatrix.plan.current_cell import with_current
+
+    return with_current(p, parse_current(current, current_disk))
+
+
+def current_lines(p: Plan, exp: Expansion, width: int) -> list[str]:
+    """What became of the current configuration in each tier: a cell of its own, the matrix's own cell, or
+    pruned with the reason (each line wrapped to `width`)."""
+    if p.current is None:
+        return []
+    from iomatrix.domain import NA
+    from iomatrix.matrix import current_cells
+    from iomatrix.plan.current_cell import CURRENT_PRUNED
+    from iomatrix.report.render import wrap
+
+    defaulted = f" (defaulted: {'; '.join(p.current.defaulted)})" if p.current.defaulted else ""
+    given = " ".join(f"{k}={v}" for k, v in p.current.axes.items())
+    out = wrap(f"current configuration, from {p.current.source}: {given}{defaulted}", width)
+    pruned = {x.what: x.reason.removeprefix(CURRENT_PRUNED) for x in exp.pruned}
+    said: dict[str, list[str]] = {}  # what became of it → the tiers (one line for tiers pruning it alike)
+    for cell in current_cells(p):
+        if cell in exp.current:
+            in_matrix = all(v == NA or v in p.axis_values(a) for a, v in cell.items())
+            shown = cell.label().removeprefix(f"tier={cell.tier} ")
+            text = f"{'a cell the plan has already' if in_matrix else 'a cell of its own'}: {shown}"
+        else:
+            text = f"not measured: {pruned.get(cell.key, 'pruned')}"
+        said.setdefault(text, []).append(cell.tier)
+    for text, tiers in said.items():
+        out += wrap(f"{', '.join(dict.fromkeys(tiers))} tier{'s' if len(set(tiers)) > 1 else ''}: {text}", width, "  ")
+    return out
 
 
 def reclaim_leftovers(work: Path) -> list[str]:

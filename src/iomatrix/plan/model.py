@@ -26,6 +26,7 @@ from pydantic import (
 
 from iomatrix.backing.spec import BackingSpec, DirBacking, parse_size
 from iomatrix.domain import axes
+from iomatrix.plan.current_cell import CurrentDisk
 
 NAME_MAX = 100
 # Plan names appear in file names, tables and the database: letters, digits and . _ - (no spaces, no
@@ -182,6 +183,9 @@ class Plan(BaseModel):
     keep_caches_warm: bool = False
     # Seconds a single run may take before it is killed and recorded as failed.
     run_timeout: Annotated[float, Field(ge=1, le=7 * 24 * 3600, allow_inf_nan=False)] = 300.0
+    # The user's current disk configuration (`run --current vm.xml`, plan/current_cell.py): measured as a cell of
+    # its own in every tier. Left out of the dump when absent, so a plan without it dumps as it always did.
+    current: CurrentDisk | None = None
     # The tiers' own settings (Tier.plan_settings: the durability tier's cuts, the consolidation tier's
     # [consolidation] table), validated by _tier_settings and dumped at the top level by _dump_tier_settings.
     _settings: Any = None
@@ -230,6 +234,8 @@ class Plan(BaseModel):
     def _dump(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
         """The plan as written: its own fields, every registry axis and every tier setting at the top level."""
         out = handler(self)
+        if out.get("current", ...) is None:
+            del out["current"]
         for a in axes.plan_axes():
             values = self.axis_values(a.name)
             # A later axis at its default is left out even of a full dump: the stored plan (and the fingerprint

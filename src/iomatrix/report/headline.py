@@ -10,11 +10,13 @@ tie-breaks, stops, variance components) is the recommendation's detail. Renderer
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from iomatrix.current import CurrentConfig
 from iomatrix.errors import UserError
-from iomatrix.report.naming import cell_names
+from iomatrix.plan.current_cell import MeasuredCurrent
+from iomatrix.report.naming import CellNames, cell_names
 from iomatrix.report.recommend import SITUATIONS, Gain, Recommendation, Verdict, verdict_tier
 from iomatrix.snippets import Snippet
 from iomatrix.store import Store
@@ -131,9 +133,27 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
     names = cell_names([c for v in ranked for c in verdict_labels(v)])
     for p in answered.values():
         p.name = names.of(p.cell)
+        p.gains = [_named_current(wg, names, rec.current) for wg in p.gains]
     has_detail = bool(rec.verdicts)
     return Headline(host, rec.sweep_id, rec.plan, rec.status, target, list(answered.values()),
                     names.constant_text(), basis, unanswered, rec.warnings, has_detail, measured)
+
+
+def _named_current(wg: WorkloadGain, names: CellNames, current: CurrentConfig | None) -> WorkloadGain:
+    """A gain against the current configuration named by its short cell name ("current (qcow2 · native)") when
+    the sweep measured it; when the sweep holds a current configuration (run --current) it could not measure in
+    this tier, the gain says why instead of asking for it to be added to the plan."""
+    g = wg.gain
+    if g is None or current is None or not wg.against.startswith("current"):
+        return wg
+    if g.label is not None:
+        return replace(wg, against=f"current ({names.of(g.label)})")
+    if isinstance(current, MeasuredCurrent):
+        why = current.pruned.get(wg.tier)
+        note = f"not measurable in the {wg.tier} tier: {why}" if why else \
+            "not measured yet: resume the sweep ('iomatrix run' with the same plan, --current and --db)"
+        return replace(wg, gain=replace(g, note=note))
+    return wg
 
 
 def verdict_labels(v: Verdict) -> list[str]:

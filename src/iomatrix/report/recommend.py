@@ -20,6 +20,7 @@ from iomatrix.domain import BASELINES, CACHE, CacheMode, Modifier, SafetyLevel
 from iomatrix.errors import UserError
 from iomatrix.guest.accel import TCG_WARNING
 from iomatrix.matrix import applying_axes
+from iomatrix.plan.current_cell import stored_current
 from iomatrix.report.durability import MeasuredIndex, measured_statements
 from iomatrix.report.objective import Objective, objective_metric
 from iomatrix.report.quality import run_interference
@@ -374,6 +375,8 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     tier and no single workload was asked for). ``objective``: what each workload is ranked by
     (report/objective.py; None: its primary metric)."""
     info = sweep_info(store, sweep_id)
+    if current is None:  # the current configuration the sweep measured (run --current), if any
+        current = stored_current(info["plan_definition"], info["pruned"])
     reqs = parse_requirements(requirements)
     cws = cell_workloads(store, sweep_id)
     names = workload_names(cws, sweep_id, workload)
