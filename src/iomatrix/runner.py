@@ -159,6 +159,14 @@ class SweepRunner:
 
     # -- setup ------------------------------------------------------------
     def _sweep(self) -> tuple[int, bool]:
+        sweep_id, resumed = self._find_or_create_sweep()
+        if self.opts.group is not None:
+            # Recorded as the sweep starts, so a sweep killed before its end still answers for its group; a
+            # resumed sweep takes the group given last.
+            self.store.set_sweep_group(sweep_id, self.opts.group)
+        return sweep_id, resumed
+
+    def _find_or_create_sweep(self) -> tuple[int, bool]:
         host_id = self.store.host_id(host_metadata())
         fp = self.plan.fingerprint()
         for candidate in (fp, *self.plan.legacy_fingerprints()):

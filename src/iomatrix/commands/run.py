@@ -115,7 +115,7 @@ def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, w
     from iomatrix.runner import RunOptions, SweepRunner
 
     opts = RunOptions(workdir=work, allowed_devices={d.resolve() for d in allow_destroy},
-                      accel=accel.value, monitor_interval=monitor_interval, kernel=kernel,
+                      accel=accel.value, monitor_interval=monitor_interval, kernel=kernel, group=group,
                       log=lambda m: console.print(f"[dim]{m}[/]"))
     runner = SweepRunner(p, base, store, opts, progress=RichProgress(verbose))
     exp = runner.expansion
@@ -124,8 +124,6 @@ def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, w
     for line in current_lines(p, exp, console.width):
         console.print(line, markup=False, highlight=False)
     res = runner.run()
-    if group is not None:  # recorded once the sweep exists; a resumed sweep takes the group given last
-        store.set_sweep_group(res.sweep_id, group)
     accels = sorted(set(res.accel.values()))
     console.print(f"sweep {res.sweep_id}: {res.runs_done} runs ok, {res.runs_failed} failed; accelerator: "
                   + ", ".join(f"{t}={a}" for t, a in res.accel.items()))

@@ -44,6 +44,7 @@ class RunOptions:
     monitor_interval: float = 1.0
     kernel: Path | None = None
     log: Callable[[str], None] | None = None  # progress of slow set-up steps (guest artifact build, KVM probe)
+    group: str | None = None  # the host group this sweep answers for (`run --group`), recorded with the sweep
 
 
 @dataclass(frozen=True)
