@@ -27,6 +27,7 @@ from iomatrix.store.queries import RunRow
 from iomatrix.tiers import registered
 from iomatrix.tiers.base import RunOptions
 from iomatrix.workloads import RATE_IODEPTH, RateOfMax, resolve
+from tests.conftest import needs, run_cli
 from tests.fake_tier import SCRIPTED_TIERS, FakeReferenceTier, Interrupt, Ok, ScriptedHost
 
 
@@ -265,3 +266,44 @@ def test_a_rate_with_no_bare_metal_run_to_come_from_gives_up(store: Store, tmp_p
     assert gave_up[key("fake", "rand-read-4k-rate50pct", "unsafe")] == (
         "no bare-metal maximum of rand-read-4k-qd16 to set its rate from (no bare-metal run of it succeeded)")
     assert host.offered == []  # never run without its rate
+
+
+RATE_OF_MAX_PLAN = """
+tier = ["baremetal"]
+cache = ["writeback"]
+workloads = ["rand-read-4k-qd16", "rand-read-4k-rate25pct"]
+size = "16M"
+runtime = 1
+retry_disturbed = false  # a loaded test host: every run counts (replaced runs are tested elsewhere)
+[repetitions]
+min = 2
+max = 2
+"""
+
+
+@pytest.mark.slow
+@needs("fio")
+def test_real_fio_runs_at_a_quarter_of_the_bare_metal_maximum(tmp_path: Path) -> None:
+    (tmp_path / "p.toml").write_text(RATE_OF_MAX_PLAN)
+    proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--monitor-interval", "0.2", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "rand-read-4k-rate25pct on dir: " in proc.stdout and "25% of " in proc.stdout
+    store = Store(tmp_path / "r.sqlite", read_only=True)
+    try:
+        rows = stored_runs(store, store.sweep_ids()[-1])
+        iops = store.run_metric_values([r["id"] for r in rows], "total.iops")
+        raw = {r["id"]: store.db.execute("SELECT job_text FROM runs WHERE id=?", (r["id"],)).fetchone()[0]
+               for r in rows}
+    finally:
+        store.close()
+    refs = [r for r in rows if r["workload"] == "rand-read-4k-qd16"]
+    rated = [r for r in rows if r["workload"] == "rand-read-4k-rate25pct"]
+    assert len(refs) == 2 and len(rated) == 2 and max(r["id"] for r in refs) < min(r["id"] for r in rated)
+    maximum = sum(iops[r["id"]] for r in refs) / 2
+    for r in rated:
+        offered = json.loads(r["meta_json"])["offered_load"]
+        assert offered["rate_iops"] == int(0.25 * maximum) == r["target"]
+        assert offered["runs"] == [r["id"] for r in refs]
+        assert f"rate_iops={offered['rate_iops']}" in raw[r["id"]]  # what fio was given
+        # fio held the rate: at most a little above it (a quarter of the maximum is within reach of the host)
+        assert iops[r["id"]] <= 1.1 * offered["rate_iops"]
