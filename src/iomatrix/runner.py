@@ -243,7 +243,7 @@ class SweepRunner:
 
     def _rate_reference_cells(self, unit: Unit) -> list[Unit]:
         """The bare-metal units whose IOPS set the rate of `unit` (a rate-of-maximum workload; [] otherwise): its
-        reference workload on the same backing (a cell without one of its own, the null ceiling: every backing)."""
+        reference workload on the same backing (none there — the null ceiling, bare metal pruned: every backing's)."""
         rate = unit.workload.rate_of_max
         if rate is None:
             return []
