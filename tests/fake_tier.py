@@ -32,6 +32,7 @@ from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, RunsInterrup
 class Ok:
     value: float = 100.0  # of the workload's primary metric
     wall_s: float = 1.0  # how long the run takes (on the fake clock and in its recorded span)
+    iops: float | None = None  # fio's total.iops, when the test needs it (offered load, a bare-metal maximum)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class Disturbed:
 
     value: float = 100.0
     wall_s: float = 1.0
+    iops: float | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ class ScriptedHost:
         self.clock = FakeClock()
         self.attempts: Counter[str] = Counter()
         self.calls: list[Call] = []
+        self.offered: list[tuple[str, int | None]] = []  # (unit key, fio rate_iops) of every run of a rated workload
         self.runs_asked = 0
         # Recorded (wall-clock) span of every finished run, and whether the host was busy during it.
         self.spans: list[tuple[float, float, bool]] = []
@@ -133,6 +136,8 @@ class ScriptedHost:
                 key = f"{req.cell.key}::{req.workload.name}"
                 n, step = self._step(key, req.workload.name)
                 done.append((key, n))
+                if req.workload.rate_iops is not None or req.workload.rate_of_max is not None:
+                    self.offered.append((key, req.workload.rate_iops))
                 if isinstance(step, Interrupt):
                     if shared_boot and outcomes:
                         raise RunsInterrupted([*outcomes, *[None] * (len(reqs) - pos)])
@@ -142,8 +147,10 @@ class ScriptedHost:
                 if isinstance(step, Fail):
                     out = RunOutcome(ok=False, error=step.error, phases={"wall_s": step.wall_s})
                 else:
-                    out = RunOutcome(ok=True, metrics={req.workload.primary_metric: step.value},
-                                     phases={"wall_s": step.wall_s})
+                    metrics = {req.workload.primary_metric: step.value}
+                    if step.iops is not None:
+                        metrics.update({"total.iops": step.iops, "job.runtime_s": 1.0})
+                    out = RunOutcome(ok=True, metrics=metrics, phases={"wall_s": step.wall_s})
                 out.started_at, out.finished_at = t, t + step.wall_s
                 t += step.wall_s
                 if shared_boot:
@@ -222,6 +229,14 @@ class FakeHostLoadTier(FakeTier):
 
     name = "fake-load"
     loads_host = True
+
+
+class FakeReferenceTier(FakeTier):
+    """The reference (bare metal) of a scripted sweep: a baseline, and what a rate-of-maximum workload's rate is a
+    share of. Not in SCRIPTED_TIERS (a second reference tier is registered only by the tests that need one)."""
+
+    name = "fake-ref"
+    is_reference = True
 
 
 SCRIPTED_TIERS: tuple[type[FakeTier], ...] = (FakeTier, FakeBatchTier, FakeHostLoadTier)

@@ -71,7 +71,7 @@ def test_offered_load_not_reached_is_never_ranked(tmp_path: Path) -> None:
     assert short not in uring.runs and uring.unreached == {short: 0.8}
     assert 9e3 not in uring.samples["write.clat_p99_us"]  # the far-off p99 of the short run is not analysed
     [lat] = rank_sweep(store, sid, None, None, objective=Objective.p99_latency)
-    [note] = [n for n in lat.notes() if n.startswith("offered load not reached")]
+    [note] = [n for n in lat.notes() if n.startswith("offered load not reached, 1 run(s) not ranked")]
     assert f"run(s) {short} (80% of it)" in note
     [cell] = [c for c in results_document(store, [sid], with_monitor=False)["sweeps"][0]["cells"]
               if c["axes"]["aio"] == "io_uring"]

@@ -95,4 +95,4 @@ def test_stop_kinds_read_back_as_the_enum_from_the_same_strings(tmp_path: Path) 
     assert stops["v"].kind is StopKind.UNRESOLVED
     assert stops["u"].kind is StopKind.OTHER  # a kind this version does not know
     assert [str(k) for k in StopKind] == ["eliminated", "equivalent", "unresolved", "settled", "baseline", "converged",
-                                          "max-runs", "budget", "gave-up", "other"]
+                                          "max-runs", "budget", "gave-up", "load-not-reached", "other"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -134,6 +135,14 @@ def offered_load_metrics(metrics: dict[str, float], rate_iops: int | None) -> di
             "load.reached": 1.0 if frac >= LOAD_REACHED_FRACTION else 0.0}
 
 
+def load_not_reached(metrics: Mapping[str, float]) -> bool:
+    """Whether a run missed its offered load (``load.reached`` = 0, see offered_load_metrics): its latency and cost
+    are not at the asked load, so nothing that compares runs counts it — the reports (report/query.py) and the
+    sweep's racing and precision decisions (runner → scheduler) ask this one predicate. False for a run with no
+    offered load (no ``load.reached``)."""
+    return metrics.get("load.reached") == 0.0
+
+
 _PHASES = {
     "wall_s": "wall time of the whole run, QEMU start to exit (guest) or fio start to exit (bare metal)",
     "qemu_start_s": "QEMU process start until the guest kernel runs",
@@ -236,4 +245,4 @@ def registry_json() -> str:
 
 
 __all__ = ["LOAD_REACHED_FRACTION", "REGISTRY", "MetricInfo", "higher_is_better", "infer_rule", "io_cost_metrics",
-           "metric_info", "offered_load_metrics", "registry_json"]
+           "load_not_reached", "metric_info", "offered_load_metrics", "registry_json"]

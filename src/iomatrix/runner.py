@@ -9,6 +9,7 @@ the store. Tiers come from the registry (`iomatrix.tiers`), so a new tier needs 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import time
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from iomatrix import qemu_caps
+from iomatrix import qemu_caps, rates
 from iomatrix import workloads as wl
 from iomatrix.backing.provision import BackingHandle, provision
 from iomatrix.errors import UserError
@@ -26,7 +27,7 @@ from iomatrix.fio.jobs import JobShape, page_cache_method
 from iomatrix.hygiene import CacheState, modifier_notes, modifier_wrapper, prepare_cache
 from iomatrix.matrix import NA, BackingFacts, Cell, Expansion, Unit, expand
 from iomatrix.metadata import host_metadata
-from iomatrix.metrics import io_cost_metrics, offered_load_metrics
+from iomatrix.metrics import io_cost_metrics, load_not_reached, offered_load_metrics
 from iomatrix.monitor.devices import resolve_device_chain
 from iomatrix.monitor.sampler import HostSampler, MonitorSample
 from iomatrix.monitor.summary import field_total, summarize_samples
@@ -36,7 +37,7 @@ from iomatrix.stats.interference import RunInterference, interference_flags, int
 from iomatrix.stats.runs_per_boot import RoundsPerBoot, choose_rounds_per_boot
 from iomatrix.stop_kinds import StopKind
 from iomatrix.store import RunRecord, Store
-from iomatrix.tiers import tier_class
+from iomatrix.tiers import reference_tier, tier_class
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, RunsInterrupted, Target, Tier
 
 __all__ = ["RunOptions", "SweepResult", "SweepRunner"]
@@ -54,6 +55,9 @@ class SweepResult:
     interrupted: bool = False
     disturbed: int = 0  # ok runs the host disturbed (flagged in the store)
     retried: int = 0  # …of which were started again
+    load_not_reached: int = 0  # ok runs that missed their offered load: not counted by racing nor ranked
+    # Units stopped because most of their runs missed the offered load: (unit key, reason)
+    unreached_units: list[tuple[str, str]] = field(default_factory=list)
 
 
 def backing_facts(plan: Plan, allowed: set[Path]) -> dict[str, BackingFacts]:
@@ -65,7 +69,10 @@ def backing_facts(plan: Plan, allowed: set[Path]) -> dict[str, BackingFacts]:
 
 
 def resolve_workloads(plan: Plan, base_dir: Path | None) -> list[wl.Workload]:
-    return [wl.resolve(name, base_dir) for name in plan.workloads]
+    """The plan's workloads; a rate set from the bare-metal maximum needs bare metal and its reference workload."""
+    out = [wl.resolve(name, base_dir) for name in plan.workloads]
+    rates.check_plan(out, [t for t in plan.tier if tier_class(t).is_reference], reference_tier().name)
+    return out
 
 
 def plan_expansion(plan: Plan, base_dir: Path | None, allowed: set[Path]) -> Expansion:
@@ -119,7 +126,11 @@ def _headline(unit: Unit, outcome: RunOutcome) -> str:
     m = unit.workload.primary_metric
     v = outcome.metrics.get(m)
     shown = "?" if v is None else f"{v:,.1f}"
-    return f"{m}={shown} (wall {outcome.phases.get('wall_s', 0):.1f} s)"
+    line = f"{m}={shown} (wall {outcome.phases.get('wall_s', 0):.1f} s)"
+    if load_not_reached(outcome.metrics):
+        line += (f", offered load not reached ({outcome.metrics.get('load.achieved_frac', 0):.0%} of "
+                 f"{outcome.metrics.get('load.target_iops', 0):,.0f} IOPS): not counted")
+    return line
 
 
 class SweepRunner:
@@ -153,6 +164,7 @@ class SweepRunner:
         self.host_baseline: list[dict[str, float]] = []
         self.stored_while_interrupted = 0  # ok runs of an interrupted shared boot, stored on the way out
         self.boots = BootLedger()
+        self.rates: dict[tuple[str, str], rates.ResolvedRate] = {}  # (workload, backing) → its offered load
         self.rounds_per_boot = RoundsPerBoot(plan.start_rounds_per_boot,
                                              "set by the plan" if not plan.adaptive_rounds_per_boot
                                              else f"{plan.start_rounds_per_boot} rounds per boot to start", {})
@@ -217,6 +229,7 @@ class SweepRunner:
         # bare-metal-only sweep it is what is being compared, and races like any tier.
         compared = any(not tier_class(u.cell.tier).is_reference for u in self.expansion.units)
         rounds = self.store.run_rounds(sweep_id)
+        unreached = self._unreached_rounds(sweep_id)
         units: dict[str, tuple[Unit, int]] = {}
         states: list[UnitState] = []
         for unit in self.expansion.units:
@@ -226,14 +239,64 @@ class SweepRunner:
                                      backing_meta)
             ok, bad = counts.get((cid, unit.workload.name), (0, 0))
             units[unit.key] = (unit, cid)
+            missed = unreached.get((cid, unit.workload.name), set())
             states.append(UnitState(
-                key=unit.key, group=_race_group(unit),
-                points=self.store.metric_points(cid, unit.workload.name, unit.workload.primary_metric),
+                key=unit.key, group=_race_group(unit), unreached=len(missed), after=self._rate_reference_units(unit),
+                points=[p for p in self.store.metric_points(cid, unit.workload.name, unit.workload.primary_metric)
+                        if p[0] not in missed],
                 rounds=rounds.get((cid, unit.workload.name), set()), ok=ok, failed=bad,
                 baseline=(compared and tier_class(unit.cell.tier).is_reference) or unit.cell.is_null_ceiling,
                 current=unit.cell in self.expansion.current,  # the comparison the user came for: never eliminated
                 precision_max=self.plan.repetitions.precision_max.get(unit.cell.tier)))
         return units, states
+
+    def _rate_reference_cells(self, unit: Unit) -> list[Unit]:
+        """The bare-metal units whose IOPS set the rate of `unit` (a rate-of-maximum workload; [] otherwise): its
+        reference workload on the same backing (none there — the null ceiling, bare metal pruned: every backing's)."""
+        rate = unit.workload.rate_of_max
+        if rate is None:
+            return []
+        refs = [u for u in self.expansion.units
+                if u.workload.name == rate.reference and tier_class(u.cell.tier).is_reference]
+        same = [u for u in refs if u.cell.backing == unit.cell.backing]
+        return same or refs
+
+    def _rate_reference_units(self, unit: Unit) -> frozenset[str]:
+        return frozenset(u.key for u in self._rate_reference_cells(unit))
+
+    def _resolve_rate(self, s: _Session, unit: Unit) -> rates.ResolvedRate | None:
+        """The offered load of a rate-of-maximum unit from the stored bare-metal runs (rates.py); the same for every
+        cell of its backing, and recomputed alike when a sweep resumes."""
+        key = (unit.workload.name, unit.cell.backing)
+        if key not in self.rates:
+            cell_ids = {u.key: cid for u, cid in s.units.values()}
+            ref_cells = {cell_ids[u.key]: u.cell.key for u in self._rate_reference_cells(unit)}
+            mine = {cid for u, cid in s.units.values()
+                    if u.workload.name == unit.workload.name and u.cell.backing == unit.cell.backing}
+            stored = self.store.runs(s.sweep_id)
+            iops = self.store.run_metric_values([r.run_id for r in stored if r.cell_id in ref_cells], "total.iops")
+            assert unit.workload.rate_of_max is not None
+            resolved = rates.resolve_rate(unit.workload.rate_of_max, rates.reference_runs(
+                stored, iops, ref_cells, unit.workload.rate_of_max.reference, mine, unit.workload.name))
+            if resolved is None:
+                return None
+            self.rates[key] = resolved
+            self.progress.message(f"{unit.workload.name} on {unit.cell.backing}: {resolved.iops} IOPS offered = "
+                                  f"{resolved.fraction:.0%} of {resolved.maximum_iops:,.0f} IOPS, the bare-metal "
+                                  f"maximum of {resolved.reference} ({resolved.maximum_cell}, runs "
+                                  f"{', '.join(map(str, resolved.runs))})")
+        return self.rates[key]
+
+    def _unreached_rounds(self, sweep_id: int) -> dict[tuple[int, str], set[int]]:
+        """(cell id, workload) → the rounds of its stored runs that missed their offered load (one counted ok run
+        per round: a replaced run is not one), so a resumed sweep's racing leaves them out as the reports do."""
+        kept = [r for r in self.store.runs(sweep_id) if r.status == "ok" and not r.replaced and r.round is not None]
+        reached = self.store.run_metric_values([r.run_id for r in kept], "load.reached")
+        out: dict[tuple[int, str], set[int]] = {}
+        for r in kept:
+            if r.run_id in reached and load_not_reached({"load.reached": reached[r.run_id]}):
+                out.setdefault((r.cell_id, r.workload), set()).add(int(r.round))  # type: ignore[arg-type]
+        return out
 
     def _policy(self) -> StopPolicy:
         reps = self.plan.repetitions
@@ -335,8 +398,9 @@ class SweepRunner:
             if value is not None:
                 self.boots.add_run(unit.key, outcome.boot_id, outcome.boot_position, value)
         mine = host.samples_between(run_start, run_end)
-        metrics = {**outcome.metrics, **self._derived_metrics(unit.workload, outcome, mine)} if outcome.ok \
-            else outcome.metrics
+        if outcome.ok:  # the derived figures join what the run measured: the scheduler and the run's line read them
+            outcome.metrics.update(self._derived_metrics(unit.workload, outcome, mine))
+        metrics = outcome.metrics
         flags = judge_interference(mine, self.host_baseline) if outcome.ok else None
         run_id = self.store.record_run(RunRecord(
             cell_id=item.cell_id, workload=unit.workload.name, status="ok" if outcome.ok else "failed",
@@ -345,7 +409,9 @@ class SweepRunner:
                                                 caches_dropped=cache.state == "dropped"),
             metrics=metrics, phases=outcome.phases, job_text=outcome.job_text,
             raw_output=outcome.raw_output, console_tail=outcome.console_tail, error=outcome.error,
-            meta=self._run_meta(outcome, host), monitor=[(x.t, x.values) for x in mine],
+            meta={**self._run_meta(outcome, host),
+                  **({"offered_load": item.offered_load} if item.offered_load else {})},
+            monitor=[(x.t, x.values) for x in mine],
             # The randomised-block design: the statistics use the round as a block.
             round=item.slot.round, round_position=item.slot.position,
             disturbed=None if flags is None else flags.disturbed,
@@ -474,11 +540,23 @@ class SweepRunner:
         items = []
         for slot in todo:
             unit, cell_id = s.units[slot.key]
+            offered: dict[str, Any] | None = None
+            if unit.workload.rate_of_max is not None:  # its rate, from the bare-metal runs done before it
+                resolved = self._resolve_rate(s, unit)
+                if resolved is None:
+                    s.sched.give_up(slot.key, f"no bare-metal maximum of {unit.workload.rate_of_max.reference} to "
+                                              "set its rate from (no bare-metal run of it succeeded)")
+                    continue
+                unit = Unit(unit.cell, dataclasses.replace(unit.workload, rate_iops=resolved.iops))
+                offered = resolved.meta()
             st = s.sched.units[slot.key]
             s.index += 1
             self.progress.run_started(s.index, unit, st.ok + st.failed + 1, s.cells_order[unit.cell] + 1,
                                       len(s.cells_order))
-            items.append(RunItem(unit, cell_id, slot, s.last_run.get((slot.key, slot.round)) if slot.retry else None))
+            items.append(RunItem(unit, cell_id, slot, s.last_run.get((slot.key, slot.round)) if slot.retry else None,
+                                 offered))
+        if not items:
+            return []
         retries: list[Slot] = []
         for item, (outcome, run_id, flags) in zip(items, self._run_batch(s.sweep_id, items), strict=True):
             s.last_run[(item.slot.key, item.slot.round)] = run_id
@@ -493,11 +571,13 @@ class SweepRunner:
         unit = item.unit
         value = outcome.metrics.get(unit.workload.primary_metric) if outcome.ok else None
         disturbed = flags is not None and flags.disturbed
+        unreached = outcome.ok and load_not_reached(outcome.metrics)
         retry = sched.record(item.slot, outcome.ok, value, disturbed,
                              retry_worthy=flags is not None and flags.retry_worthy and self._retries_disturbed(unit),
-                             wall_s=outcome.phases.get("wall_s"))
+                             wall_s=outcome.phases.get("wall_s"), load_reached=not unreached)
         if outcome.ok:
             result.disturbed += int(disturbed)
+            result.load_not_reached += int(unreached)
         else:
             result.runs_failed += 1
         summary = _headline(unit, outcome)
@@ -525,6 +605,8 @@ class SweepRunner:
                 continue
             if verdict.kind is StopKind.GAVE_UP:
                 result.gave_up.append((key, verdict.reason))
+            elif verdict.kind is StopKind.LOAD_NOT_REACHED:
+                result.unreached_units.append((key, verdict.reason))
             elif verdict.kind in NOT_SETTLED and not tier_class(s.units[key][0].cell.tier).fixed_trials:
                 # Stopped by a limit, not by the data: racing's eliminations, race ends and baselines are
                 # answers, and "converged" is one too.
@@ -534,10 +616,11 @@ class SweepRunner:
 class RunItem(NamedTuple):
     """One run to start: its unit, the unit's cell in the store, its place in the design, the run it retries."""
 
-    unit: Unit
+    unit: Unit  # a rate-of-maximum workload's with its rate set
     cell_id: int
     slot: Slot
     retry_of: int | None
+    offered_load: dict[str, Any] | None = None  # where a rate-of-maximum workload's rate came from (rates.py)
 
 
 @dataclass

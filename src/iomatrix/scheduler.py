@@ -97,6 +97,8 @@ class StopVerdict:
 
 
 GAVE_UP = "gave up after {failed} failed runs"
+LOAD_NOT_REACHED = ("offered load not reached in {n} of {ok} runs: not comparable at the asked load, not counted "
+                    "(lower the workload's rate)")
 MAX_RUNS = StopVerdict(StopKind.MAX_RUNS, "max runs reached")
 BUDGET_SPENT = StopVerdict(StopKind.BUDGET, "time budget spent")
 BASELINE = StopVerdict(StopKind.BASELINE, "baseline: minimum runs kept")
@@ -116,11 +118,16 @@ class UnitState:
     # The user's current configuration (`run --current`): once racing decides on it, it leaves the race but keeps
     # running until its group's race is over (the comparison the user came for needs its ratio to the winner).
     current: bool = False
+    # Ok runs that missed their offered load (metrics.load_not_reached): counted as runs (min, max, budget), never
+    # as values (racing, the CI), as the reports leave them out too.
+    unreached: int = 0
     pending: dict[int, float] = field(default_factory=dict)  # round → value of a disturbed run awaiting its retry
     retries: int = 0  # disturbed runs started again
     # Runs up to which the unit keeps running toward ci_target once the policy is done with it (None: it stops).
     precision_max: int | None = None
     decided: StopVerdict | None = None  # the policy's stop while the unit runs on for precision
+    # Units that must be done before this one starts (a rate set from bare metal's maximum waits for bare metal).
+    after: frozenset[str] = frozenset()
     wall_total_s: float = 0.0  # wall time of this session's runs of the unit (the runner reports it)
     wall_runs: int = 0
 
@@ -348,6 +355,9 @@ class Scheduler:
                 continue
             if u.failed >= self.max_failures and u.failed > u.ok:
                 u.stopped = StopVerdict(StopKind.GAVE_UP, GAVE_UP.format(failed=u.failed))
+            elif u.ok >= self.min_runs and u.unreached > len(u.points):
+                # Most of its runs missed the offered load: more of them would not make it comparable.
+                u.stopped = StopVerdict(StopKind.LOAD_NOT_REACHED, LOAD_NOT_REACHED.format(n=u.unreached, ok=u.ok))
             elif u.decided is not None:
                 self._precision_check(u)
             elif u.ok >= self.min_runs:
@@ -418,10 +428,10 @@ class Scheduler:
             for rnd in list(u.pending):
                 self._settle(u, rnd)
         self._refresh()
-        active = [u.key for u in self.units.values() if u.racing]
+        active = [u.key for u in self.units.values() if u.racing and self._ready(u)]
         precision = not active
         if precision:  # the race is over: the decided units run on toward ci_target, each round a new block
-            active = [u.key for u in self.units.values() if not u.done]
+            active = [u.key for u in self.units.values() if not u.done and self._ready(u)]
         self._active = set(active)
         if not active:
             return []
@@ -439,6 +449,14 @@ class Scheduler:
         slots = [Slot(k, round_no, offset + i) for i, k in enumerate(self.order(round_no, todo))]
         self._next_position[round_no] = offset + len(slots)
         return slots
+
+    def _ready(self, u: UnitState) -> bool:
+        """Whether every unit `u` waits for (UnitState.after) is done."""
+        return all(self.units[k].done for k in u.after if k in self.units)
+
+    def give_up(self, key: str, reason: str) -> None:
+        """The runner cannot run the unit at all (its rate has no bare-metal maximum to come from): it stops."""
+        self.units[key].stopped = StopVerdict(StopKind.GAVE_UP, reason)
 
     def batches(self, slots: Sequence[Slot], cell_of: Mapping[str, str],
                 max_batch: Mapping[str, int]) -> list[list[Slot]]:
@@ -545,12 +563,17 @@ class Scheduler:
             u.points.append((round_no, value))
 
     def record(self, slot: Slot, ok: bool, value: float | None, disturbed: bool = False,
-               retry_worthy: bool | None = None, wall_s: float | None = None) -> Slot | None:
+               retry_worthy: bool | None = None, wall_s: float | None = None,
+               load_reached: bool = True) -> Slot | None:
         """Count one finished run. ``disturbed``: the run's interference verdict; ``retry_worthy`` (default:
         ``disturbed``): whether the cause lies outside the measured process, so a retry can avoid it;
-        ``wall_s``: how long the run took (for :meth:`should_start`'s budget check). Returns the retry to run
-        at the end of this round, or None."""
+        ``wall_s``: how long the run took (for :meth:`should_start`'s budget check); ``load_reached`` False: an
+        ok run that missed its offered load (``metrics.load_not_reached``), counted as a run but its value not
+        (the reports leave it out too). Returns the retry to run at the end of this round, or None."""
         u = self.units[slot.key]
+        if ok and not load_reached:
+            u.unreached += 1
+            value = None  # no value: neither racing nor the CI sees it, and it is not retried for its value
         u.rounds.add(slot.round)
         self.session_runs += 1
         if wall_s is not None:

@@ -21,6 +21,7 @@ class StopKind(StrEnum):
     MAX_RUNS = "max-runs"  # the plan's maximum runs
     BUDGET = "budget"  # the time budget is spent
     GAVE_UP = "gave-up"  # too many failed runs
+    LOAD_NOT_REACHED = "load-not-reached"  # most of its runs missed their offered load (rate-limited workloads)
     OTHER = "other"  # a stop policy's own reason (plug-in policies)
 
     @classmethod

@@ -29,6 +29,16 @@ WorkloadKind = Literal["fio", "fs-read", "fs-write", "custom", "durability", "co
 
 
 @dataclass(frozen=True)
+class RateOfMax:
+    """An offered load set as a share of the bare-metal maximum measured in the same sweep (rand-*-4k-rateNpct):
+    `fraction` of the highest mean IOPS a bare-metal cell of `reference` reached on the same backing.
+    ``iomatrix.rates`` checks the plan for it and resolves it from the stored runs."""
+
+    fraction: float  # 0.5 for rate50pct
+    reference: str  # the same job without the rate limit (rand-read-4k-qd16): its bare-metal IOPS are the maximum
+
+
+@dataclass(frozen=True)
 class Workload:
     name: str
     description: str
@@ -39,6 +49,8 @@ class Workload:
     fdatasync: int = 0  # sync every N writes, as the workload itself asks (a database would)
     rwmixread: int | None = None
     rate_iops: int | None = None  # offered load: fio's rate_iops (the rand-*-4k-rateN presets), None: as fast as it can
+    # rand-*-4k-rateNpct: the rate is N% of the sweep's bare-metal maximum, set (rate_iops) before its runs start.
+    rate_of_max: RateOfMax | None = None
     custom_path: Path | None = None
     custom_text: str | None = None  # the validated, canonical job file (what fio is given)
     # The figure adaptive repetition converges on and ranking sorts by.
@@ -108,6 +120,8 @@ _RATE_NAME = re.compile(r"^rand-(read|write)-4k-rate([0-9]+)$")
 MAX_RATE_IOPS = 10_000_000
 # Queue depth of a rate-limited job: enough in flight that a slow configuration can still reach the rate.
 RATE_IODEPTH = 16
+# rand-read-4k-rate50pct: the same at N% of the bare-metal maximum of rand-read-4k-qd16 measured in the same sweep.
+_RATE_PCT_NAME = re.compile(r"^rand-(read|write)-4k-rate([0-9]+)pct$")
 # A workload of a queue-depth family: "<family>-qd<depth>".
 _QD_NAME = re.compile(r"^(.+)-qd([0-9]+)$")
 
@@ -123,7 +137,7 @@ def rate_workload(name: str) -> Workload | None:
     name. A rate the host cannot reach is not refused here: each run says whether it reached it (load.reached)."""
     m = _RATE_NAME.match(name)
     if m is None:
-        return None
+        return rate_of_max_workload(name)
     d, rate = m.group(1), int(m.group(2))
     if not 1 <= rate <= MAX_RATE_IOPS:
         raise UserError(f"workload '{name}': rate {rate} IOPS is out of range",
@@ -131,6 +145,24 @@ def rate_workload(name: str) -> Workload | None:
     return Workload(name=name, description=f"random {d}, 4 KiB, at a fixed offered load of {rate} IOPS "
                     f"(queue depth up to {RATE_IODEPTH})", rw=f"rand{d}", bs="4k", iodepth=RATE_IODEPTH,
                     rate_iops=rate, primary_metric=f"{d}.clat_p99_us", higher_is_better=False)
+
+
+def rate_of_max_workload(name: str) -> Workload | None:
+    """rand-read-4k-rateNpct / rand-write-4k-rateNpct: the fixed-load job at N% (1-100) of the bare-metal maximum of
+    the same job without a rate (rand-<rw>-4k-qd16, queue depth RATE_IODEPTH) measured in the same sweep; its
+    rate_iops is set when the sweep knows that maximum (iomatrix.rates). None for another name."""
+    m = _RATE_PCT_NAME.match(name)
+    if m is None:
+        return None
+    d, pct = m.group(1), int(m.group(2))
+    if not 1 <= pct <= 100:
+        raise UserError(f"workload '{name}': {pct}% of the bare-metal maximum is out of range",
+                        hint=f"write rand-{d}-4k-rateNpct with N from 1 to 100, e.g. rand-{d}-4k-rate50pct")
+    reference = f"rand-{d}-4k-qd{RATE_IODEPTH}"
+    return Workload(name=name, description=f"random {d}, 4 KiB, at a fixed offered load of {pct}% of the bare-metal "
+                    f"maximum of {reference} in the same sweep (queue depth up to {RATE_IODEPTH})", rw=f"rand{d}",
+                    bs="4k", iodepth=RATE_IODEPTH, rate_of_max=RateOfMax(pct / 100, reference),
+                    primary_metric=f"{d}.clat_p99_us", higher_is_better=False)
 
 
 def _sizes() -> list[tuple[str, str]]:
@@ -248,4 +280,5 @@ def resolve(name: str, base_dir: Path | None = None) -> Workload:
     except KeyError:
         raise UserError(f"unknown workload '{name}'",
                         hint=f"valid presets: {', '.join(PRESETS)}, rand-read-4k-rateN / rand-write-4k-rateN "
-                             "(N IOPS offered); or file:PATH for an fio job file") from None
+                             "(N IOPS offered), rand-read-4k-rateNpct / rand-write-4k-rateNpct (N% of the bare-metal "
+                             "maximum); or file:PATH for an fio job file") from None

@@ -130,6 +130,11 @@ def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, w
     if res.disturbed:
         console.print(f"[yellow]{res.disturbed} run(s) disturbed by the rest of the host[/] ({res.retried} retried); "
                       "see the notes in 'iomatrix results'")
+    if res.load_not_reached:
+        console.print(f"[yellow]{res.load_not_reached} run(s) missed their offered load[/]: not counted by racing nor "
+                      "ranked (their latency is not at the asked load)")
+    for key, why in res.unreached_units:
+        console.print(f"[yellow]load not reached:[/] {key}: {why}")
     for key, why in res.not_converged:
         console.print(f"[yellow]not converged:[/] {key}: {why}")
     for key, why in res.gave_up:

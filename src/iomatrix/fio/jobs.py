@@ -48,6 +48,9 @@ def _workload_lines(w: Workload) -> list[str]:
         lines.append("zero_buffers=1")
     if w.rate_iops is not None:
         lines.append(f"rate_iops={w.rate_iops}")
+    elif w.rate_of_max is not None:  # never run a rate-limited job without its limit (the runner sets it first)
+        raise ValueError(f"workload {w.name}: its rate ({w.rate_of_max.fraction:.0%} of the bare-metal maximum) "
+                         "is not resolved yet")
     return lines
 
 

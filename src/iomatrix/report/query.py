@@ -10,6 +10,7 @@ from typing import Any
 from iomatrix.domain import axes as axis_registry
 from iomatrix.errors import UserError
 from iomatrix.matrix import complete
+from iomatrix.metrics import load_not_reached
 from iomatrix.monitor.sampler import MonitorSample
 from iomatrix.report.quality import STEADY_PREFIX, steady_state_samples
 from iomatrix.store import Store
@@ -123,7 +124,7 @@ def cell_workloads(store: Store, sweep_id: int) -> list[CellWorkload]:
         if r.replaced:
             cw.replaced.append(r.run_id)
             continue
-        if per_run.get(r.run_id, {}).get("load.reached") == 0.0:
+        if load_not_reached(per_run.get(r.run_id, {})):
             cw.unreached[r.run_id] = per_run[r.run_id].get("load.achieved_frac", 0.0)
             continue
         cw.runs.append(r.run_id)

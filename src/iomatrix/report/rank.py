@@ -125,8 +125,8 @@ class WorkloadRanking:
                        + ", ".join(map(str, rids)))
         for label, runs in (self.unreached or {}).items():
             shown = ", ".join(f"{rid} ({frac:.0%} of it)" for rid, frac in sorted(runs.items()))
-            out.append(f"offered load not reached, not ranked ({label}): run(s) {shown}; their latency is not at "
-                       "the offered load (lower the workload's rate)")
+            out.append(f"offered load not reached, {len(runs)} run(s) not ranked ({label}): run(s) {shown}; their "
+                       "latency is not at the offered load (lower the workload's rate)")
         for label, stop in (self.stops or {}).items():
             if stop["kind"] in NOTED_STOPS:
                 out.append(f"stopped after round {stop['round']} with {stop['ok_runs']} runs ({label}): "
