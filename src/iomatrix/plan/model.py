@@ -67,6 +67,9 @@ class Repetitions(BaseModel):
     # it keeps running, after the race and within the budget, until its 95% CI is within ci_target or it
     # has this many runs. For cheap tiers, so that every number quoted (losers and baselines too) is precise.
     precision_max: dict[str, Annotated[int, Field(ge=1, le=1000)]] = {}
+    # Which decided units run on for precision: "all", or "contenders" (not eliminated, no baseline) and the cells
+    # a contender is quoted against (QEMU's default): the figures the first answer quotes (scheduler.py).
+    precision_for: Literal["all", "contenders"] = "all"
 
     @model_validator(mode="after")
     def _ordered(self) -> Repetitions:
