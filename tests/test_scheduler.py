@@ -690,3 +690,13 @@ def test_the_sweep_ends_before_its_budget_once_the_contenders_are_precise() -> N
 def test_precision_for_names_a_known_scope() -> None:
     with pytest.raises(ValueError, match="precision_for"):
         contenders_scheduler(precision_for="losers")
+
+
+def test_when_the_budget_ends_the_race_a_loser_says_it_would_not_have_run_on() -> None:
+    clock = FakeClock()
+    s = contenders_scheduler(("b",), budget=10.5, clock=clock)
+    drive(s, ten_percent, clock=clock, run_s=1.0)  # b and c decided at 3 runs; a races on, until the budget
+    assert s.units["a"].ok < 6 and s.reasons()["a"] == "time budget spent"
+    assert s.reasons()["b"].startswith("eliminated: scripted; then run on toward ±5%: CI ±")  # a's comparison
+    assert s.reasons()["b"].endswith("at 3 runs (time budget spent)")
+    assert s.reasons()["c"].startswith("baseline: minimum runs kept; not run on toward ±5%: not a contender, CI ±")

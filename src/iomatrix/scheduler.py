@@ -413,18 +413,28 @@ class Scheduler:
             then = f"CI within {target} after {u.ok} runs"
         elif u.ok >= u.precision_max:
             then = f"{gap} at {u.ok} runs (precision_max)"
-        elif budget_spent or not self.budget_left():
-            then = f"{gap} at {u.ok} runs (time budget spent)"
-        else:
+        elif not budget_spent and self.budget_left():
             return
+        elif u.key not in self.precision_units():  # the budget ended the race: it would not have run on anyway
+            u.stopped = self._not_run_on(u)
+            return
+        else:
+            then = f"{gap} at {u.ok} runs (time budget spent)"
         u.stopped = u.decided.then(f"then run on toward {target}: {then}")
+
+    def _not_run_on(self, u: UnitState) -> StopVerdict:
+        """A decided unit's stop when it gets no precision runs (not a contender): its decision, and its CI."""
+        assert u.decided is not None and self.ci_target is not None
+        width = (self._ci_gap(u) or "CI within target").split(" > ", 1)[0]  # "CI ±9.1%"
+        return u.decided.then(f"not run on toward ±{self.ci_target * 100:g}%: not a contender, {width}")
 
     def precision_units(self) -> set[str]:
         """The units that run on for precision once the race is over: every decided unit, or under
         precision_for = "contenders" the contenders and the units a contender is compared with."""
         if self.precision_for == "all":
             return set(self.units)
-        wanted = {u.key for u in self.units.values() if u.contends}
+        # While the race is on, a racing unit may still turn out a contender: its comparison stays wanted.
+        wanted = {u.key for u in self.units.values() if u.contends or u.racing}
         for key in list(wanted):
             wanted.update(k for k in self.units[key].compared_with if k in self.units)
         return wanted
@@ -434,11 +444,8 @@ class Scheduler:
         that they were not run on and how wide their CI is."""
         wanted = self.precision_units()
         for u in self.units.values():
-            if u.decided is None or u.done or u.key in wanted:
-                continue
-            gap = self._ci_gap(u) or "CI within target"
-            width = gap.split(" > ", 1)[0]  # "CI ±9.1%"
-            u.stopped = u.decided.then(f"not run on toward ±{self.ci_target * 100:g}%: not a contender, {width}")
+            if u.decided is not None and not u.done and u.key not in wanted:
+                u.stopped = self._not_run_on(u)
 
     def order(self, round_no: int, keys: Sequence[str]) -> list[str]:
         """`keys` in the round's random order. The permutation is drawn over all units from the sweep's seed
