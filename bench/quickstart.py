@@ -122,6 +122,10 @@ def main() -> int:
         print(f"total: {tl.total_s:.1f} s (target {args.target_s:.0f} s: {'met' if met else 'MISSED'}), "
               f"exit status {tl.exit_status}")
         print(f"lines printed: {len(tl.lines)}, widest {widest} characters")
+        for _, text in tl.lines:
+            if len(text) > args.columns:
+                print(f"  wider than {args.columns}: {text[:args.columns - 30]}…")
+        (tmp / "quickstart.log").write_text("".join(f"{t:7.1f} {text}\n" for t, text in tl.lines))
         if head is not None and snippet_end is not None:
             print(f"headline to the end of the snippet: {snippet_end - head + 1} lines")
         else:
