@@ -373,7 +373,10 @@ class Plan(BaseModel):
         return {b.label(): b for b in self.backing}
 
     def canonical_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        data = self.model_dump(mode="json")
+        if data["repetitions"]["precision_for"] == "all":  # a later key at its default: earlier releases' JSON
+            del data["repetitions"]["precision_for"]
+        return json.dumps(data, sort_keys=True)
 
     def fingerprint(self) -> str:
         """Identifies 'the same plan' for resuming a sweep: the settings that differ from their defaults, so a
