@@ -6,15 +6,19 @@
 #
 # Opt-in: `--fleet` (or IOMATRIX_FLEET=1) also installs the fleet controller, ansible-core (the `fleet` extra),
 # for ansible/sweep.yml and scripts/fleet-demo (docs/fleet.md). The swept hosts never need it.
+# `--no-guest` skips building the guest kernel + initramfs (scripts/quickstart: the default plan runs no guest);
+# the first sweep with guests builds them then.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 
 fleet="${IOMATRIX_FLEET:-0}"
+guest=1
 for arg in "$@"; do
     case "$arg" in
         --fleet) fleet=1 ;;
-        *) echo "setup.sh: unknown option '$arg' (the only option is --fleet)" >&2; exit 2 ;;
+        --no-guest) guest=0 ;;
+        *) echo "setup.sh: unknown option '$arg' (the options are --fleet and --no-guest)" >&2; exit 2 ;;
     esac
 done
 extras=dev
@@ -76,5 +80,9 @@ else
 fi
 
 # Guest kernel + initramfs with fio (cached; rebuilt only when versions change).
-.venv/bin/iomatrix guest build
+if [ "$guest" = 1 ]; then
+    .venv/bin/iomatrix guest build
+else
+    echo "setup: guest kernel not built now (--no-guest): the first sweep with guests builds it"
+fi
 echo "setup: done"

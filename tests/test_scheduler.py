@@ -624,3 +624,79 @@ def test_a_resumed_sweep_carries_on_with_the_precision_runs() -> None:
     assert [(k, r) for k, r, _ in log] == [("b", r) for r in range(9, 14)]  # new rounds after the last one
     assert s.units["b"].ok == 10 and s.reasons()["b"].endswith("at 10 runs (precision_max)")
     assert s.reasons()["a"] == "race over: a best"
+
+
+# -- precision for the contenders only (repetitions.precision_for = "contenders") -------------------------------
+def contenders_scheduler(compared: tuple[str, ...] = (), *, precision_for: str = "contenders", budget: float = 1e9,
+                         clock: FakeClock | None = None) -> Scheduler:
+    """a wins the race at 6 runs (max), b is eliminated at 3, c is a baseline kept at its minimum; all three of a
+    tier with precision_max 30; a is quoted against the units in `compared` (its QEMU-default twin)."""
+    policy = ScriptedRace({"a": (6, StopKind.SETTLED, "race over: a best"),
+                           "b": (3, StopKind.ELIMINATED, "eliminated: scripted"),
+                           "c": (3, StopKind.BASELINE, "baseline: minimum runs kept")})
+    units = [UnitState("a", precision_max=30, compared_with=compared), UnitState("b", precision_max=30),
+             UnitState("c", precision_max=30)]
+    return Scheduler(units, min_runs=3, max_runs=6, budget_s=budget, policy=policy, seed=5,
+                     clock=clock or FakeClock(), ci_target=0.05, precision_for=precision_for)
+
+
+def test_only_the_contenders_run_on_for_precision_and_the_others_say_so() -> None:
+    s = contenders_scheduler()
+    log = drive(s, ten_percent)
+    assert {k for k, r, _ in log if r > 6} == {"a"}  # after the race: the winner alone
+    a = s.units["a"]
+    assert 6 < a.ok < 30
+    assert s.reasons()["a"] == f"race over: a best; then run on toward ±5%: CI within ±5% after {a.ok} runs"
+    for key, said in (("b", "eliminated: scripted"), ("c", "baseline: minimum runs kept")):
+        assert s.units[key].ok == 3
+        reason = s.reasons()[key]
+        assert reason.startswith(f"{said}; not run on toward ±5%: not a contender, CI ±"), reason
+        assert s.verdicts()[key].kind is s.units[key].stopped.kind  # the decision's kind is kept
+    assert s.precision_units() == {"a"}
+
+
+def test_the_comparison_a_contender_is_quoted_against_runs_on_too_even_when_eliminated() -> None:
+    s = contenders_scheduler(("b",))
+    log = drive(s, ten_percent)
+    assert {k for k, r, _ in log if r > 6} == {"a", "b"}
+    assert s.reasons()["b"].startswith("eliminated: scripted; then run on toward ±5%: CI within ±5% after ")
+    assert s.reasons()["c"].startswith("baseline: minimum runs kept; not run on toward ±5%")
+    assert s.verdicts()["b"].kind is StopKind.ELIMINATED
+
+
+def test_a_precise_winner_still_brings_its_comparison_to_precision() -> None:
+    # a's CI is within ±5% when the race ends (it stops there); b, its comparison, is not and runs on.
+    s = contenders_scheduler(("b",))
+    drive(s, lambda key, n: 100.0 if key == "a" else ten_percent(key, n))
+    assert s.units["a"].ok == 6 and s.reasons()["a"] == "race over: a best"
+    assert s.units["b"].ok > 3 and "then run on toward ±5%" in s.reasons()["b"]
+
+
+def test_the_sweep_ends_before_its_budget_once_the_contenders_are_precise() -> None:
+    clock = FakeClock()
+    s = contenders_scheduler(("b",), budget=1000.0, clock=clock)
+    drive(s, ten_percent, clock=clock, run_s=1.0)
+    assert all(u.done for u in s.units.values())
+    assert not any("budget" in r for r in s.reasons().values() if r)
+    spent_contenders = clock.t
+    assert spent_contenders < 1000.0
+    # Every decided unit run on (precision_for = "all") costs more runs for the same answer.
+    clock_all = FakeClock()
+    drive(contenders_scheduler(("b",), precision_for="all", budget=1000.0, clock=clock_all), ten_percent,
+          clock=clock_all, run_s=1.0)
+    assert spent_contenders < clock_all.t < 1000.0
+
+
+def test_precision_for_names_a_known_scope() -> None:
+    with pytest.raises(ValueError, match="precision_for"):
+        contenders_scheduler(precision_for="losers")
+
+
+def test_when_the_budget_ends_the_race_a_loser_says_it_would_not_have_run_on() -> None:
+    clock = FakeClock()
+    s = contenders_scheduler(("b",), budget=10.5, clock=clock)
+    drive(s, ten_percent, clock=clock, run_s=1.0)  # b and c decided at 3 runs; a races on, until the budget
+    assert s.units["a"].ok < 6 and s.reasons()["a"] == "time budget spent"
+    assert s.reasons()["b"].startswith("eliminated: scripted; then run on toward ±5%: CI ±")  # a's comparison
+    assert s.reasons()["b"].endswith("at 3 runs (time budget spent)")
+    assert s.reasons()["c"].startswith("baseline: minimum runs kept; not run on toward ±5%: not a contender, CI ±")

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, Protocol
 from iomatrix import qemu_caps, rates
 from iomatrix import workloads as wl
 from iomatrix.backing.provision import BackingHandle, provision
+from iomatrix.domain import BASELINES
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import JobShape, page_cache_method
 from iomatrix.hygiene import CacheState, modifier_notes, modifier_wrapper, prepare_cache
@@ -232,6 +233,7 @@ class SweepRunner:
         unreached = self._unreached_rounds(sweep_id)
         units: dict[str, tuple[Unit, int]] = {}
         states: list[UnitState] = []
+        twins = compared_with(self.expansion.units)
         for unit in self.expansion.units:
             backing_meta = {} if unit.cell.is_null_ceiling else dict(self.handles[unit.cell.backing].metadata)
             cid = self.store.cell_id(sweep_id, unit.cell.key,
@@ -247,7 +249,8 @@ class SweepRunner:
                 rounds=rounds.get((cid, unit.workload.name), set()), ok=ok, failed=bad,
                 baseline=(compared and tier_class(unit.cell.tier).is_reference) or unit.cell.is_null_ceiling,
                 current=unit.cell in self.expansion.current,  # the comparison the user came for: never eliminated
-                precision_max=self.plan.repetitions.precision_max.get(unit.cell.tier)))
+                precision_max=self.plan.repetitions.precision_max.get(unit.cell.tier),
+                compared_with=twins.get(unit.key, ())))
         return units, states
 
     def _rate_reference_cells(self, unit: Unit) -> list[Unit]:
@@ -496,7 +499,7 @@ class SweepRunner:
         reps = self.plan.repetitions
         sched = Scheduler(
             states, min_runs=reps.min, max_runs=reps.max, budget_s=self.plan.time_budget_s,
-            policy=self._policy(), ci_target=self.plan.ci_target,
+            policy=self._policy(), ci_target=self.plan.ci_target, precision_for=reps.precision_for,
             seed=self.design_seed, clock=self.clock,
             # Wall clock of this session (its set-up included: provisioning backings, opening tiers) plus
             # the run time of earlier sessions of a resumed sweep.
@@ -729,6 +732,25 @@ def judge_interference(samples: Sequence[MonitorSample],
 
 # Reasons a unit stopped before its data settled anything.
 NOT_SETTLED = frozenset({StopKind.MAX_RUNS, StopKind.BUDGET})  # the stops a limit made, not the data
+
+
+def compared_with(units: Sequence[Unit]) -> dict[str, tuple[str, ...]]:
+    """unit key → the units the reports quote it against: its twins at each tool default's cache and aio (QEMU's,
+    libvirt's; ``domain.BASELINES``, as report/recommend.py matches them) in the same tier and workload, the
+    other axes equal. The scheduler runs those on for precision with a contender (precision_for = "contenders")."""
+    by_cell = {(u.cell, u.workload.name): u.key for u in units}
+    out: dict[str, tuple[str, ...]] = {}
+    for u in units:
+        if u.cell.is_null_ceiling or NA in (u.cell["cache"], u.cell["aio"]):
+            continue
+        twins = []
+        for b in BASELINES:
+            twin = by_cell.get((Cell({**u.cell, "cache": b.cache.value, "aio": b.aio.value}), u.workload.name))
+            if twin is not None and twin != u.key and twin not in twins:
+                twins.append(twin)
+        if twins:
+            out[u.key] = tuple(twins)
+    return out
 
 
 def _race_group(unit: Unit) -> str:

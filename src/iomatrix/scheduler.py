@@ -39,6 +39,15 @@ the budget is spent. The race itself is untouched: a decided unit takes no part 
 in its estimate of the rounds left, or in the rounds while the race is on. Its stop keeps the policy's reason
 (and so its kind), followed by what the extra runs reached.
 
+**Precision for the contenders only** (``precision_for = "contenders"``; the default ``"all"`` runs every decided
+unit on): the figures the first answer quotes are the chosen cell's and its ratio to the comparison it is quoted
+against (QEMU's default, the user's current configuration), so only those need the tight error bar. Once the
+race is over, a decided unit runs on only when it is a *contender* (the policy did not eliminate it and it is no
+baseline: the best, those tied with it, those the rounds could not separate from it, those stopped at ``max``)
+or when a contender names it in ``compared_with`` (the runner fills that in from the axis registry's baselines).
+The others stop there, their reason saying so ("…; not run on toward ±5%: not a contender, CI ±9.1%"), and the
+sweep ends as soon as the contenders are precise: before its budget when that is enough.
+
 Every stop is decided as a :class:`StopVerdict`, its kind (``stop_kinds.StopKind``) and its sentence together,
 and reported once through :meth:`Scheduler.new_stops` (the runner stores it): eliminated, equivalent
 (practically equivalent to the best), unresolved (the rounds left cannot separate it from the best), settled
@@ -96,6 +105,9 @@ class StopVerdict:
         return StopVerdict(self.kind, f"{self.reason}; {more}")
 
 
+# The policy's stops of a unit that is out of the running: no precision runs for it under precision_for = "contenders".
+NOT_CONTENDING = frozenset({StopKind.ELIMINATED, StopKind.BASELINE, StopKind.GAVE_UP})
+PRECISION_FOR = ("all", "contenders")
 GAVE_UP = "gave up after {failed} failed runs"
 LOAD_NOT_REACHED = ("offered load not reached in {n} of {ok} runs: not comparable at the asked load, not counted "
                     "(lower the workload's rate)")
@@ -128,6 +140,9 @@ class UnitState:
     decided: StopVerdict | None = None  # the policy's stop while the unit runs on for precision
     # Units that must be done before this one starts (a rate set from bare metal's maximum waits for bare metal).
     after: frozenset[str] = frozenset()
+    # Units the reports quote this one against (its QEMU-default twin: same tier, workload and other axes, the
+    # default cache and aio): under precision_for = "contenders" they run on for precision when this one contends.
+    compared_with: tuple[str, ...] = ()
     wall_total_s: float = 0.0  # wall time of this session's runs of the unit (the runner reports it)
     wall_runs: int = 0
 
@@ -152,6 +167,13 @@ class UnitState:
     @property
     def values(self) -> list[float]:
         return [v for _, v in self.points]
+
+    @property
+    def contends(self) -> bool:
+        """Still in the running when the policy was done with it: not eliminated, not a baseline, not given up
+        (False while it races: no decision yet)."""
+        verdict = self.decided or self.stopped
+        return verdict is not None and verdict.kind not in NOT_CONTENDING
 
 
 @dataclass(frozen=True)
@@ -300,9 +322,12 @@ class Scheduler:
     def __init__(self, units: Iterable[UnitState], *, min_runs: int, max_runs: int, budget_s: float,
                  policy: StopPolicy, seed: int, clock: Callable[[], float], prior_elapsed_s: float = 0.0,
                  max_failures: int = MAX_FAILED_ATTEMPTS, max_retries: int = MAX_RETRIES_PER_UNIT,
-                 ci_target: float | None = None) -> None:
+                 ci_target: float | None = None, precision_for: str = "all") -> None:
         if not 1 <= min_runs <= max_runs:
             raise ValueError(f"need 1 ≤ min ≤ max repetitions, got {min_runs}, {max_runs}")
+        if precision_for not in PRECISION_FOR:
+            raise ValueError(f"precision_for must be one of {', '.join(PRECISION_FOR)}, got {precision_for!r}")
+        self.precision_for = precision_for
         self.units: dict[str, UnitState] = {u.key: u for u in units}
         if ci_target is None and any(u.precision_max is not None for u in self.units.values()):
             raise ValueError("units with a precision_max need the sweep's ci_target")
@@ -407,11 +432,39 @@ class Scheduler:
             then = f"CI within {target} after {u.ok} runs"
         elif u.ok >= u.precision_max:
             then = f"{gap} at {u.ok} runs (precision_max)"
-        elif budget_spent or not self.budget_left():
-            then = f"{gap} at {u.ok} runs (time budget spent)"
-        else:
+        elif not budget_spent and self.budget_left():
             return
+        elif u.key not in self.precision_units():  # the budget ended the race: it would not have run on anyway
+            u.stopped = self._not_run_on(u)
+            return
+        else:
+            then = f"{gap} at {u.ok} runs (time budget spent)"
         u.stopped = u.decided.then(f"then run on toward {target}: {then}")
+
+    def _not_run_on(self, u: UnitState) -> StopVerdict:
+        """A decided unit's stop when it gets no precision runs (not a contender): its decision, and its CI."""
+        assert u.decided is not None and self.ci_target is not None
+        width = (self._ci_gap(u) or "CI within target").split(" > ", 1)[0]  # "CI ±9.1%"
+        return u.decided.then(f"not run on toward ±{self.ci_target * 100:g}%: not a contender, {width}")
+
+    def precision_units(self) -> set[str]:
+        """The units that run on for precision once the race is over: every decided unit, or under
+        precision_for = "contenders" the contenders and the units a contender is compared with."""
+        if self.precision_for == "all":
+            return set(self.units)
+        # While the race is on, a racing unit may still turn out a contender: its comparison stays wanted.
+        wanted = {u.key for u in self.units.values() if u.contends or u.racing}
+        for key in list(wanted):
+            wanted.update(k for k in self.units[key].compared_with if k in self.units)
+        return wanted
+
+    def _stop_non_contenders(self) -> None:
+        """The race is over: decided units that are not wanted for precision stop with their decision, saying
+        that they were not run on and how wide their CI is."""
+        wanted = self.precision_units()
+        for u in self.units.values():
+            if u.decided is not None and not u.done and u.key not in wanted:
+                u.stopped = self._not_run_on(u)
 
     def order(self, round_no: int, keys: Sequence[str]) -> list[str]:
         """`keys` in the round's random order. The permutation is drawn over all units from the sweep's seed
@@ -431,6 +484,7 @@ class Scheduler:
         active = [u.key for u in self.units.values() if u.racing and self._ready(u)]
         precision = not active
         if precision:  # the race is over: the decided units run on toward ci_target, each round a new block
+            self._stop_non_contenders()
             active = [u.key for u in self.units.values() if not u.done and self._ready(u)]
         self._active = set(active)
         if not active:

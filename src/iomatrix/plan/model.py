@@ -68,6 +68,9 @@ class Repetitions(BaseModel):
     # it keeps running, after the race and within the budget, until its 95% CI is within ci_target or it
     # has this many runs. For cheap tiers, so that every number quoted (losers and baselines too) is precise.
     precision_max: dict[str, Annotated[int, Field(ge=1, le=1000)]] = {}
+    # Which decided units run on for precision: "all", or "contenders" (not eliminated, no baseline) and the cells
+    # a contender is quoted against (QEMU's default): the figures the first answer quotes (scheduler.py).
+    precision_for: Literal["all", "contenders"] = "all"
 
     @model_validator(mode="after")
     def _ordered(self) -> Repetitions:
@@ -376,7 +379,10 @@ class Plan(BaseModel):
         return {b.label(): b for b in self.backing}
 
     def canonical_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        data = self.model_dump(mode="json")
+        if data["repetitions"]["precision_for"] == "all":  # a later key at its default: earlier releases' JSON
+            del data["repetitions"]["precision_for"]
+        return json.dumps(data, sort_keys=True)
 
     def fingerprint(self) -> str:
         """Identifies 'the same plan' for resuming a sweep: the settings that differ from their defaults, so a
