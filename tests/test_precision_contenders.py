@@ -37,11 +37,14 @@ def script(key: str, n: int) -> Ok:
     return Ok(MEANS[cache] * (0.9 if n % 2 else 1.1), wall_s=1.0)
 
 
-def run_sweep(tmp_path: Path, precision_for: str) -> tuple[Store, int, ScriptedHost]:
-    plan = plan_from_dict({"name": "contenders", "tier": ["fake"], "cache": ["none", "writeback", "unsafe"],
-                           "workloads": ["rand-write-4k"], "keep_caches_warm": True, "time_budget": "1h",
-                           "ci_target": 0.05, "repetitions": {"min": 3, "max": 6, "precision_max": {"fake": 30},
-                                                              "precision_for": precision_for}}, "test plan")
+def run_sweep(tmp_path: Path, precision_for: str, current: str | None = None) -> tuple[Store, int, ScriptedHost]:
+    spec: dict[str, object] = {
+        "name": "contenders", "tier": ["fake"], "cache": ["none", "writeback", "unsafe"],
+        "workloads": ["rand-write-4k"], "keep_caches_warm": True, "time_budget": "1h", "ci_target": 0.05,
+        "repetitions": {"min": 3, "max": 6, "precision_max": {"fake": 30}, "precision_for": precision_for}}
+    if current is not None:
+        spec["current"] = {"axes": {"cache": current}, "source": "test"}
+    plan = plan_from_dict(spec, "test plan")
     store = Store(tmp_path / f"{precision_for}.sqlite")
     host = ScriptedHost(default=script)
     runner = SweepRunner(plan, None, store, RunOptions(workdir=tmp_path / f"work-{precision_for}"),
@@ -60,6 +63,17 @@ def test_the_winner_and_qemus_default_run_to_precision_a_loser_does_not(tmp_path
         assert got[best][2] > 6 and got[default][2] > 6 and got[loser][2] < 6
         assert status(store, sweep_id) == "finished"
         assert host.clock.now < 3600 / 4  # done: the sweep ended long before its hour
+    finally:
+        store.close()
+
+
+def test_the_users_current_configuration_runs_to_precision_though_it_lost(tmp_path: Path) -> None:
+    # `run --current` with cache=unsafe: the loser is what the user runs today, and the headline quotes the
+    # answer against it, so it runs on toward ±5% like a contender.
+    store, sweep_id, _ = run_sweep(tmp_path, "contenders", current="unsafe")
+    try:
+        got = stops(store, sweep_id)[unit_key("fake", "rand-write-4k", "unsafe")]
+        assert "then run on toward ±5%" in got[1] and "not a contender" not in got[1] and got[2] > 6
     finally:
         store.close()
 

@@ -449,11 +449,12 @@ class Scheduler:
 
     def precision_units(self) -> set[str]:
         """The units that run on for precision once the race is over: every decided unit, or under
-        precision_for = "contenders" the contenders and the units a contender is compared with."""
+        precision_for = "contenders" the contenders, the units a contender is compared with and the user's
+        current configuration (`run --current`: the headline quotes the answer against it)."""
         if self.precision_for == "all":
             return set(self.units)
         # While the race is on, a racing unit may still turn out a contender: its comparison stays wanted.
-        wanted = {u.key for u in self.units.values() if u.contends or u.racing}
+        wanted = {u.key for u in self.units.values() if u.contends or u.racing or u.current}
         for key in list(wanted):
             wanted.update(k for k in self.units[key].compared_with if k in self.units)
         return wanted
