@@ -6,23 +6,29 @@
 #
 # Opt-in: `--fleet` (or IOMATRIX_FLEET=1) also installs the fleet controller, ansible-core (the `fleet` extra),
 # for ansible/sweep.yml and scripts/fleet-demo (docs/fleet.md). The swept hosts never need it.
-# `--no-guest` skips building the guest kernel + initramfs (scripts/quickstart: the default plan runs no guest);
-# the first sweep with guests builds them then.
+# `--no-guest` skips building the guest kernel + initramfs; the first sweep with guests builds them then.
+# `--minimal` (scripts/quickstart) installs only what the default plan `quick` needs (bare metal and QEMU's
+# block layer: QEMU, fio, Python without the test tools) and builds no guest: on a fresh Debian 12 machine its
+# apt step took 30 s instead of 110 s for everything (docs/benchmarks.md, issue 27). Running setup.sh without
+# it later (scripts/test does) adds the rest.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 
 fleet="${IOMATRIX_FLEET:-0}"
 guest=1
+minimal=0
 for arg in "$@"; do
     case "$arg" in
         --fleet) fleet=1 ;;
         --no-guest) guest=0 ;;
-        *) echo "setup.sh: unknown option '$arg' (the options are --fleet and --no-guest)" >&2; exit 2 ;;
+        --minimal) minimal=1; guest=0 ;;
+        *) echo "setup.sh: unknown option '$arg' (the options are --fleet, --no-guest and --minimal)" >&2; exit 2 ;;
     esac
 done
 extras=dev
-if [ "$fleet" = 1 ]; then extras=dev,fleet; fi
+if [ "$minimal" = 1 ]; then extras=; fi
+if [ "$fleet" = 1 ]; then extras="${extras:+$extras,}fleet"; fi
 
 if [ "$(id -u)" -ne 0 ]; then
     if command -v sudo >/dev/null 2>&1; then exec sudo -E "$0" "$@"; fi
@@ -47,6 +53,11 @@ packages=(python3 python3-venv python3-pip qemu-system-x86 qemu-system-common qe
           build-essential dpkg-dev libaio-dev zlib1g-dev
           libvirt-clients libxml2-utils virtinst chromium
           nbdkit)
+# What `--minimal` installs: what the default plan runs (fio on bare metal, qemu-storage-daemon and qemu-img for
+# the block layer; qemu-system-x86 also gives the QEMU version every result records) and the Python venv.
+minimal_packages=(python3 python3-venv python3-pip qemu-system-x86 qemu-system-common qemu-utils fio e2fsprogs
+                  kmod util-linux mount procps ca-certificates)
+if [ "$minimal" = 1 ]; then packages=("${minimal_packages[@]}"); fi
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -68,13 +79,20 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import sys; sys.exit(sys.
     rm -rf .venv
     "$py" -m venv .venv
 fi
+# The stamp holds the extras installed (one per line): a --minimal venv gets the test tools when asked later.
 stamp=.venv/.iomatrix-installed
+extras_missing=0
+for e in ${extras//,/ }; do
+    if [ ! -f "$stamp" ] || ! grep -qx "$e" "$stamp"; then extras_missing=1; fi
+done
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! .venv/bin/python -c 'import iomatrix' 2>/dev/null \
-        || { [ "$fleet" = 1 ] && [ ! -x .venv/bin/ansible-playbook ]; }; then
-    echo "setup: installing iomatrix and its Python dependencies ($extras) into .venv"
+        || [ "$extras_missing" = 1 ] || { [ "$fleet" = 1 ] && [ ! -x .venv/bin/ansible-playbook ]; }; then
+    echo "setup: installing iomatrix and its Python dependencies (${extras:-no extras}) into .venv"
     .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e ".[$extras]"
-    touch "$stamp"
+    .venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"
+    # Extras installed before stay installed: keep them in the stamp with the new ones.
+    { [ -f "$stamp" ] && cat "$stamp"; for e in ${extras//,/ }; do echo "$e"; done; } | sort -u > "$stamp.new"
+    mv "$stamp.new" "$stamp"
 else
     echo "setup: Python environment up to date"
 fi
@@ -83,6 +101,10 @@ fi
 if [ "$guest" = 1 ]; then
     .venv/bin/iomatrix guest build
 else
-    echo "setup: guest kernel not built now (--no-guest): the first sweep with guests builds it"
+    if [ "$minimal" = 1 ]; then
+        echo "setup: no guest kernel (--minimal): before a plan with guests, run scripts/setup.sh (its build tools)"
+    else
+        echo "setup: guest kernel not built now (--no-guest): the first sweep with guests builds it"
+    fi
 fi
 echo "setup: done"
