@@ -1,6 +1,7 @@
 """The README's first command, timed as a new user meets it (not a test): a fresh clone, then `scripts/quickstart`.
 
     python bench/quickstart.py [--source REPO] [--rev HEAD] [--columns 100] [--target-s 360] [--keep]
+                               [--fresh-debian]
 
 In a temporary directory: `git clone` of REPO at REV (default: the repository this file is in, at HEAD, so
 commit first), then `scripts/quickstart` run there as root exactly as the README says, its output captured
@@ -8,6 +9,12 @@ line by line with a timestamp (outside a terminal, at COLUMNS=`--columns`). Fres
 Python dependencies downloaded from PyPI with pip's cache off), the guest cache (IOMATRIX_CACHE) and the logs
 (XDG_CACHE_HOME). Not fresh, and not measurable here: the Debian packages (`setup.sh` finds them installed, so
 apt's download and install time is not in the figures) and the host's page cache.
+
+`--fresh-debian` measures that too: a minimal Debian 12 (`debootstrap --variant=minbase bookworm`, not timed)
+in the temporary directory, the clone inside it, and `scripts/quickstart` run there in a chroot (the host's
+/proc, /sys and /dev bound in, the host's DNS resolver copied), so its `apt-get install` starts from nothing,
+as on a fresh machine. Only the kernel and the page cache are the host's. Everything is unmounted after; the
+temporary directory is removed only when nothing is mounted below it any more.
 
 Printed: set-up (until `setup: done`), sweep and report (the rest), total; lines printed and the widest;
 the lines from the headline ("Answer for …") to the end of the snippet; per workload whether it was answered
@@ -49,11 +56,60 @@ class Timeline:
         return None if i is None else self.lines[i][0]
 
 
-def run_quickstart(clone: Path, env: dict[str, str]) -> Timeline:
-    """`scripts/quickstart` in `clone`, every line it prints (stdout and stderr together) with its time."""
+class Place:
+    """Where the quickstart runs: the host itself, or a chroot (`root`), the clone at `clone` in both cases."""
+
+    def __init__(self, clone: Path, root: Path | None = None) -> None:
+        self.clone, self.root = clone, root
+
+    def argv(self, *cmd: str) -> tuple[list[str], Path]:
+        """The argv and cwd that run `cmd` in the clone (inside the chroot when there is one)."""
+        if self.root is None:
+            return list(cmd), self.clone
+        inside = "/" / self.clone.relative_to(self.root)
+        return ["chroot", str(self.root), "/bin/sh", "-c", f"cd {inside} && exec \"$@\"", "sh", *cmd], self.root
+
+
+BOUND = ("proc", "sys", "dev")  # what a chroot needs from the host: loop/drop_caches/sampler, /dev/null, kvm
+
+
+def make_fresh_debian(root: Path) -> float:
+    """A minimal Debian 12 in `root` with the host's /proc, /sys, /dev bound in; seconds debootstrap took."""
+    if shutil.which("debootstrap") is None:
+        raise SystemExit("quickstart bench: --fresh-debian needs debootstrap (apt-get install debootstrap)")
+    t0 = time.monotonic()
+    subprocess.run(["debootstrap", "--variant=minbase", "bookworm", str(root), "http://deb.debian.org/debian"],
+                   check=True, stdout=subprocess.DEVNULL)
+    took = time.monotonic() - t0
+    shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")
+    for name in BOUND:
+        subprocess.run(["mount", "--rbind", f"/{name}", str(root / name)], check=True)
+        subprocess.run(["mount", "--make-rslave", str(root / name)], check=True)
+    return took
+
+
+def mounts_below(path: Path) -> list[str]:
+    """Mount points at or below `path` (from /proc/self/mounts)."""
+    prefix = str(path.resolve())
+    with open("/proc/self/mounts") as f:
+        points = [line.split()[1].replace("\\040", " ") for line in f]
+    return [p for p in points if p == prefix or p.startswith(prefix + "/")]
+
+
+def unmount_fresh_debian(root: Path) -> list[str]:
+    """Unmount what `make_fresh_debian` bound (deepest first); the mount points still there afterwards."""
+    for name in BOUND:
+        if mounts_below(root / name):
+            subprocess.run(["umount", "-R", str(root / name)], check=False)
+    return mounts_below(root)
+
+
+def run_quickstart(place: Place, env: dict[str, str]) -> Timeline:
+    """`scripts/quickstart` in the clone, every line it prints (stdout and stderr together) with its time."""
     t0 = time.monotonic()
     out = Timeline()
-    proc = subprocess.Popen(["scripts/quickstart"], cwd=clone, env=env, stdout=subprocess.PIPE,
+    argv, cwd = place.argv("scripts/quickstart")
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, bufsize=1)
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -63,10 +119,10 @@ def run_quickstart(clone: Path, env: dict[str, str]) -> Timeline:
     return out
 
 
-def workload_statuses(clone: Path, env: dict[str, str]) -> dict[str, str]:
+def workload_statuses(place: Place, env: dict[str, str]) -> dict[str, str]:
     """workload → how the headline answers it ("answer", "tied", "provisional", or "unanswered: why")."""
-    res = subprocess.run([str(clone / ".venv/bin/iomatrix"), "recommend", "--db", "iomatrix.sqlite",
-                          "--format", "json"], cwd=clone, env=env, capture_output=True, text=True, check=True)
+    argv, cwd = place.argv(".venv/bin/iomatrix", "recommend", "--db", "iomatrix.sqlite", "--format", "json")
+    res = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=True)
     data = json.loads(res.stdout)
     heads = data.get("headlines") or [data.get("headline", data)]
     statuses: dict[str, str] = {}
@@ -87,13 +143,18 @@ def main() -> int:
     ap.add_argument("--columns", type=int, default=100, help="COLUMNS for the quickstart's output")
     ap.add_argument("--target-s", type=float, default=360.0, help="the target for the whole command")
     ap.add_argument("--keep", action="store_true", help="keep the temporary clone (its database and report)")
+    ap.add_argument("--fresh-debian", action="store_true",
+                    help="run it in a chroot of a minimal Debian 12 made with debootstrap (apt included)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("quickstart bench: run as root (the quickstart is run as root, as the README says)", file=sys.stderr)
         return 2
     tmp = Path(tempfile.mkdtemp(prefix="iomatrix-quickstart-"))
+    root = tmp / "debian" if args.fresh_debian else None
     try:
-        clone = tmp / "iomatrix"
+        debootstrap_s = make_fresh_debian(root) if root is not None else None
+        clone = (root / "root" if root is not None else tmp) / "iomatrix"
+        place = Place(clone, root)
         t_clone = time.monotonic()
         subprocess.run(["git", "clone", "--quiet", str(args.source), str(clone)], check=True)
         subprocess.run(["git", "-C", str(clone), "checkout", "--quiet", args.rev], check=True)
@@ -101,21 +162,27 @@ def main() -> int:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "PIP_"))}
         env.update(COLUMNS=str(args.columns), IOMATRIX_CACHE=str(tmp / "cache"), XDG_CACHE_HOME=str(tmp / "xdg"),
                    PIP_NO_CACHE_DIR="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+        if root is not None:  # the chroot's own paths: nothing of the host's PATH (pyenv shims) or caches
+            env.update(PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", HOME="/root",
+                       IOMATRIX_CACHE="/tmp/iomatrix-cache", XDG_CACHE_HOME="/tmp/xdg")
         load_before = os.getloadavg()
         started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-        tl = run_quickstart(clone, env)
+        tl = run_quickstart(place, env)
         load_after = os.getloadavg()
         setup_s = tl.at("setup: done")
         head, snippet_end = tl.first("Answer for"), tl.first("    </disk>")
         widest = max((len(text) for _, text in tl.lines), default=0)
-        statuses = workload_statuses(clone, env) if tl.exit_status == 0 else {}
+        statuses = workload_statuses(place, env) if tl.exit_status == 0 else {}
         all_answered = bool(statuses) and all(s in ANSWERED for s in statuses.values())
         met = tl.exit_status == 0 and tl.total_s <= args.target_s and all_answered
         print(f"started {started}, commit {args.rev} of {args.source}, COLUMNS={args.columns}")
         print(f"load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
               f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
         print(f"git clone (not in the total): {clone_s:.1f} s")
-        print("set-up (setup.sh: packages checked, .venv from PyPI): "
+        if debootstrap_s is not None:
+            print(f"fresh Debian 12 (debootstrap minbase, not in the total): {debootstrap_s:.1f} s; "
+                  "the quickstart installs its Debian packages there")
+        print(f"set-up (setup.sh: packages {'installed' if root is not None else 'checked'}, .venv from PyPI): "
               + ("not reached" if setup_s is None else f"{setup_s:.1f} s"))
         if setup_s is not None:
             print(f"sweep, answer and HTML report: {tl.total_s - setup_s:.1f} s")
@@ -136,7 +203,11 @@ def main() -> int:
             print("its last lines:", *(text for _, text in tl.lines[-15:]), sep="\n")
         return 0 if met else 1
     finally:
-        if args.keep:
+        left = unmount_fresh_debian(root) if root is not None else mounts_below(tmp)
+        if left:
+            # Never remove a tree with the host's /dev or /sys bound below it.
+            print(f"still mounted below {tmp}, so it was not removed: {', '.join(left)}", file=sys.stderr)
+        elif args.keep:
             print(f"kept: {tmp}")
         else:
             # The quickstart's sweep leaves no mount or loop device (the plan's backing is a directory).
