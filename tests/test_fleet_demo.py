@@ -1,4 +1,5 @@
-"""scripts/fleet-demo: three hosts in network namespaces swept through Ansible, merged, and all of it removed."""
+"""scripts/fleet-demo: three hosts in network namespaces swept through Ansible, merged, and all of it removed; the
+bad hosts (unreachable, a refused device, not root) reported in one line each, an interrupted sweep resumed."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from iomatrix.store import Store
 from tests.conftest import root_only
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "scripts" / "fleet-demo"
+DEMO_USER = "iomatrix-demo-user"  # the throw-away user of --with-nonroot
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not os.path.exists("/usr/sbin/ip") and not os.path.exists(
     "/sbin/ip"), reason="iproute2 not installed")]
@@ -41,27 +44,64 @@ def leftovers(before_tmp: set[str]) -> list[str]:
     found += [f"loop {line}" for line in loops.splitlines() if "iomatrix-fleet-demo." in line]
     found += [f"mount {line}" for line in Path("/proc/mounts").read_text().splitlines()
               if "iomatrix-fleet-demo." in line]
+    for database in ("passwd", "group"):
+        if subprocess.run(["getent", database, DEMO_USER], capture_output=True).returncode == 0:
+            found.append(f"{database} entry {DEMO_USER}")
     return found
 
 
 @root_only
 def test_the_demo_sweeps_three_hosts_reports_the_bad_ones_and_leaves_nothing(tmp_path: Path) -> None:
+    """One run of the demo for every bad host and the resume, as CI has time for one: hosts 4 (unreachable),
+    5 (a device that does not exist), 6 (not root) and 3, whose first sweep is stopped part-way with SIGTERM."""
     before = set(map(str, Path("/tmp").glob("iomatrix-fleet-demo.*")))
     kept = tmp_path / "kept"
     started = time.monotonic()
-    done = subprocess.run([str(DEMO), "--with-unreachable", "--with-failing", "--twice", "--keep-results", str(kept)],
+    done = subprocess.run([str(DEMO), "--with-unreachable", "--with-failing", "--with-nonroot", "--interrupt-once",
+                           "--twice", "--keep-results", str(kept)],
                           capture_output=True, text=True, timeout=1200, cwd=REPO)
     took = time.monotonic() - started
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
-    assert leftovers(before) == []
+    assert leftovers(before) == []  # the demo's user included
 
+    first = (kept / "summary-first.txt").read_text().splitlines()
     summary = (kept / "summary.txt").read_text().splitlines()
-    assert [line.split(":")[0] for line in summary] == [f"fleet-host-{n}" for n in (1, 2, 3, 4, 5)]
-    assert summary[3].startswith("fleet-host-4: unreachable: ") and "10.231.4.2" in summary[3]
-    # A host whose sweep iomatrix refuses (a device handed over that does not exist): its one line, iomatrix's own.
-    assert summary[4].startswith("fleet-host-5: failed at 'Wait for the sweep") and "refusing to use" in summary[4]
+    for lines in (first, summary):
+        assert [line.split(":")[0] for line in lines] == [f"fleet-host-{n}" for n in (1, 2, 3, 4, 5, 6)]
+        assert lines[3].startswith("fleet-host-4: unreachable: ") and "10.231.4.2" in lines[3]
+        # A host whose sweep iomatrix refuses (a device handed over that does not exist): one line, iomatrix's own.
+        assert lines[4].startswith("fleet-host-5: failed at 'Wait for the sweep") and "refusing to use" in lines[4]
+        # A host reached as a user who is not root: refused before anything is installed, with the fix.
+        assert lines[5].startswith(f"fleet-host-6: failed at 'Check that the host runs the sweep as root': the sweep "
+                                   f"would run as '{DEMO_USER}', not root"), lines[5]
+        assert "fix: set ansible_user to root, or become to true" in lines[5]
+    assert all(line.startswith(f"fleet-host-{n}: ok: sweep ") for n, line in zip((1, 2), first, strict=False))
     assert all(line.startswith(f"fleet-host-{n}: ok: already finished earlier") for n, line in
-               zip((1, 2, 3), summary, strict=False))  # the second pass did not sweep again
+               zip((1, 2), summary, strict=False))  # the second pass did not sweep them again
+
+    # fleet-host-3: stopped after a completed run, reported so, resumed by the second pass, which kept its runs.
+    assert first[2].startswith("fleet-host-3: failed at 'Wait for the sweep") and \
+        "interrupted (exit status 130)" in first[2] and "re-running the playbook resumes it" in first[2], first[2]
+    interrupted = sqlite3.connect(f"file:{kept / 'host3-interrupted.sqlite'}?mode=ro", uri=True)
+    resumed = sqlite3.connect(f"file:{kept / 'fleet-host-3.sqlite'}?mode=ro", uri=True)
+    (sweep_id, status), = interrupted.execute("SELECT id, status FROM sweeps").fetchall()
+    assert status == "interrupted"
+    assert resumed.execute("SELECT id, status FROM sweeps").fetchall() == [(sweep_id, "finished")]
+    runs = "SELECT id, cell_id, workload, attempt, status, started_at, finished_at FROM runs ORDER BY id"
+    runs_before, runs_after = interrupted.execute(runs).fetchall(), resumed.execute(runs).fetchall()
+    ok_before = sum(r[4] == "ok" for r in runs_before)
+    assert ok_before >= 1 and runs_after[:len(runs_before)] == runs_before  # kept as they were
+    added = runs_after[len(runs_before):]
+    assert added and min(r[5] for r in added) >= max(r[6] for r in runs_before)  # the rest, after the stop
+    assert summary[2].startswith("fleet-host-3: ok: sweep ") and \
+        f"(resumed: {ok_before} completed runs kept)" in summary[2], summary[2]
+    interrupted.close()
+    resumed.close()
+    # Not run again: every cell x workload has the plan's 2 runs (a retry's replaced run left out).
+    assert {ok for ok, _ in Store.open_existing(kept / "fleet-host-3.sqlite").run_counts(sweep_id).values()} == {2}
+    merged_again = (kept / "merge-again.log").read_text()
+    assert "fleet-host-3.sqlite: 1 sweep(s) added" in merged_again
+    assert merged_again.count("0 sweep(s) added with 0 run(s)") == 2  # hosts 1 and 2: nothing new
     db = sqlite3.connect(f"file:{kept / 'merged.sqlite'}?mode=ro", uri=True)
     per_host = dict(db.execute("SELECT h.hostname, COUNT(*) FROM sweeps s JOIN hosts h ON h.id=s.host_id "
                                "WHERE s.status='finished' GROUP BY h.hostname"))
@@ -70,13 +110,15 @@ def test_the_demo_sweeps_three_hosts_reports_the_bad_ones_and_leaves_nothing(tmp
     assert ok_runs >= 3 * 4  # 2 cells x 1 workload x 2 repetitions per host, retries of disturbed runs on top
     db.close()
     assert "fleet-host-4: unreachable" in done.stdout
-    print(f"fleet demo (twice, with an unreachable and a failing host): {took:.0f} s")
+    print(f"fleet demo (twice, with an unreachable, a failing, a non-root host, one sweep resumed): {took:.0f} s")
 
 
 @root_only
 def test_the_demo_removes_everything_when_stopped(tmp_path: Path) -> None:
     before = set(map(str, Path("/tmp").glob("iomatrix-fleet-demo.*")))
-    demo = subprocess.Popen([str(DEMO)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+    # With the user who is not root: made before the playbook runs, it must be gone after the stop too.
+    demo = subprocess.Popen([str(DEMO), "--with-nonroot"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, cwd=REPO)
     seen = []
     try:
         assert demo.stdout is not None
