@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 import pytest
 
@@ -12,11 +13,12 @@ from iomatrix import qemu_caps
 from iomatrix import workloads as wl
 from iomatrix.domain import NA, axes
 from iomatrix.errors import UserError
-from iomatrix.matrix import BackingFacts, Cell, Expansion, collapsed_axes, expand, prune_reason
+from iomatrix.matrix import BackingFacts, Cell, Expansion, collapsed_axes, estimate_seconds, expand, prune_reason
 from iomatrix.plan.load import builtin_names, load_plan, plan_from_dict
 from iomatrix.plan.model import Plan
 from iomatrix.runner import plan_expansion
 from iomatrix.tiers import tier_class
+from tests.conftest import run_cli
 
 OK = BackingFacts(unavailable=None, o_direct=True, is_device=False)
 
@@ -146,3 +148,30 @@ def test_a_table_naming_only_new_axes_probes_qemu() -> None:
     # The facts are probed for plans that name a later axis; a tier table naming one counts.
     assert not qemu_caps.plan_needs_facts(plan(blocklayer=None, aio=["threads"]))
     assert qemu_caps.plan_needs_facts(plan(aio=["threads"]))
+
+
+def test_modern_is_one_plan_within_its_budget() -> None:
+    p, _ = load_plan("modern")
+    assert "modern-image" not in builtin_names()
+    e = plan_expansion(p, None, set())
+    block = [c for c in e.cells if c.tier == "blocklayer"]
+    guest = [c for c in e.cells if c.tier == "guest"]
+    assert {c.detect_zeroes for c in block} == {"off", "on"} and {c.cluster_size for c in block} == {"64k", "1M"}
+    assert {c.detect_zeroes for c in guest} == {"off"} and {c.cluster_size for c in guest} == {"64k"}
+    assert {c.iothread for c in guest} == {"off", "on"} and {c.bus for c in guest} == {"virtio-blk",
+                                                                                     "virtio-scsi-single"}
+    assert {u.workload.name for u in e.units if u.cell.tier == "blocklayer"} >= {"seq-write-zeroes-1m"}
+    assert "seq-write-zeroes-1m" not in {u.workload.name for u in e.units if u.cell.tier == "guest"}
+    low, _ = estimate_seconds(p, e)
+    assert low <= p.time_budget_s == 20 * 60  # the minimum repetitions fit the 20-minute budget
+
+
+def test_plan_explain_shows_each_tier_and_its_own_values(tmp_path: Path) -> None:
+    proc = run_cli("plan", "modern", "--explain", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "cells: blocklayer" in out and "cells: guest" in out
+    assert "tier blocklayer: 20 cells" in out and "its own detect_zeroes off/on; cluster_size 64k/1M" in out
+    assert "tier guest: 20 cells, 40 units" in out and "estimated duration" in out
+    guest_table = out.split("cells: guest")[1].split("pruned")[0]
+    assert "detect_zeroes" not in guest_table and "iothread" in guest_table
