@@ -203,26 +203,35 @@ def _named_collapsed(plan: Plan, tier: str) -> tuple[str, ...]:
                  if axes.get(a).always_named or plan.axis_values(a) != [axes.get(a).default])
 
 
+def tier_product(plan: Plan, tier: str) -> Iterator[Cell]:
+    """The cells of one tier of `plan`: the product of the values the tier sweeps (the plan's, its tier table's in
+    their place: Plan.axis_values(axis, tier)), with the axes that do not apply to it collapsed to "-" (one value,
+    not multiplied). In the order of the full product with the tier first, so a plan without tier tables expands
+    exactly as it did when the matrix was one product over every axis."""
+    collapsed = set(collapsed_axes(tier))
+    values = {a: [tier] if a == "tier" else [NA] if a in collapsed else plan.axis_values(a, tier)
+              for a in axes.names()}
+    for combo in itertools.product(*values.values()):
+        yield Cell(dict(zip(values, combo, strict=True)))
+
+
 def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Workload],
-           qemu: QemuFacts | None = None) -> Expansion:
-    """All cells of `plan`, deduplicated after collapsing, with pruned cells and reasons. `qemu`: the installed
-    QEMU's facts (iomatrix.qemu_caps), for the rules that need them."""
+           qemu: QemuFacts | None = None, tier_workloads: Mapping[str, list[Workload]] | None = None) -> Expansion:
+    """All cells of `plan`, per tier (tier_product), with pruned cells and reasons. `qemu`: the installed QEMU's
+    facts (iomatrix.qemu_caps), for the rules that need them. `workloads` run on every tier, except a tier in
+    `tier_workloads` (its tier table's own workloads), which runs those instead."""
     host_cpus = os.cpu_count()
-    axis_values = {a: plan.axis_values(a) for a in axes.names()}
     cells: list[Cell] = []
     pruned: dict[str, Pruned] = {}
     seen: set[Cell] = set()
-    for combo in itertools.product(*axis_values.values()):
-        cell = Cell(dict(zip(axis_values, combo, strict=True)))
-        cell = cell.replace(**{a: NA for a in collapsed_axes(cell.tier)})
-        if cell in seen:
-            continue
-        seen.add(cell)
-        reason = prune_reason(cell, backings.get(cell.backing), qemu, host_cpus)
-        if reason:
-            pruned[cell.key] = Pruned(cell.key, reason)
-        else:
-            cells.append(cell)
+    for tier_name in plan.tier:
+        for cell in tier_product(plan, tier_name):
+            seen.add(cell)
+            reason = prune_reason(cell, backings.get(cell.backing), qemu, host_cpus)
+            if reason:
+                pruned[cell.key] = Pruned(cell.key, reason)
+            else:
+                cells.append(cell)
     current = _add_current(plan, cells, pruned, seen,
                            lambda c: prune_reason(c, backings.get(c.backing), qemu, host_cpus))
     for tier_name in plan.tier:
@@ -230,7 +239,7 @@ def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Wor
     units: list[Unit] = []
     unit_pruned: list[Pruned] = []
     for cell in cells:
-        for w in workloads:
+        for w in (tier_workloads or {}).get(cell.tier, workloads):
             reason = workload_prune_reason(cell, w)
             if reason:
                 unit_pruned.append(Pruned(f"{cell.key} × {w.name}", reason))

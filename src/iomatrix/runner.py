@@ -77,7 +77,9 @@ def resolve_workloads(plan: Plan, base_dir: Path | None) -> list[wl.Workload]:
 
 
 def plan_expansion(plan: Plan, base_dir: Path | None, allowed: set[Path]) -> Expansion:
-    return expand(plan, backing_facts(plan, allowed), resolve_workloads(plan, base_dir), qemu_caps.facts_for(plan))
+    own = {t: [wl.resolve(name, base_dir) for name in names] for t, names in plan.tier_workloads().items()}
+    return expand(plan, backing_facts(plan, allowed), resolve_workloads(plan, base_dir), qemu_caps.facts_for(plan),
+                  tier_workloads=own)
 
 
 @contextlib.contextmanager

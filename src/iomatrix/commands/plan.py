@@ -47,6 +47,9 @@ def plan_cmd(
                   f"{len(exp.pruned)} pruned")
     for tier, axes in exp.collapsed.items():
         console.print(f"[dim]tier {tier}: axes {', '.join(axes)} do not apply and are collapsed (shown as -)[/]")
+    if p.tier_tables:
+        for line in tier_table_lines(p, exp):
+            console.print(line, highlight=False)
     console.print(f"estimated duration: {low / 60:.1f} min with {p.repetitions.min} runs each, up to "
                   f"{high / 60:.1f} min (time budget {p.time_budget})")
     unbatched, _ = estimate_seconds(p, exp, batching=False)
@@ -56,22 +59,46 @@ def plan_cmd(
     for note in exp.notes:
         console.print(f"[yellow]note:[/] {note}")
     if explain:
-        print_explain(exp)
+        print_explain(exp, per_tier=bool(p.tier_tables))
 
 
-def print_explain(exp: Expansion) -> None:
-    """`--explain`: every cell with its workloads, then every pruned cell with its reason."""
+def tier_table_lines(p: Plan, exp: Expansion) -> list[str]:
+    """A plan with tier tables: what each tier sweeps of its own, and each tier's share of the cells, units and
+    estimated minutes (with the minimum runs each), so the cost of a tier's own axes shows where it is paid."""
+    from iomatrix.matrix import Expansion, estimate_seconds
+
+    lines = []
+    for tier in p.tier:
+        cells = [c for c in exp.cells if c["tier"] == tier]
+        units = [u for u in exp.units if u.cell["tier"] == tier]
+        low, _ = estimate_seconds(p, Expansion(cells, units))
+        own = "; ".join(f"{k} {'/'.join(v)}" if k != "workloads" else f"workloads {', '.join(v)}"
+                        for k, v in p.tier_tables.get(tier, {}).items())
+        lines.append(f"tier {tier}: {len(cells)} cells, {len(units)} units ({low / 60:.1f} min at "
+                     f"{p.repetitions.min} runs each)" + (f"; its own {own}" if own else ": the plan's values"))
+    return lines
+
+
+def print_explain(exp: Expansion, per_tier: bool = False) -> None:
+    """`--explain`: every cell with its workloads, then every pruned cell with its reason. `per_tier` (a plan with
+    tier tables): one table per tier, with the columns of the axes that tier sweeps."""
     from rich.table import Table
 
     from iomatrix.domain import NA, axes
 
-    # The first release's axes always; a later axis where some cell sets it away from its default.
-    shown = [a for a in axes.axes() if a.always_named or any(c[a.name] not in (NA, a.default) for c in exp.cells)]
-    t = Table("#", *(a.heading for a in shown), "workloads", title="cells", box=None)
-    for i, c in enumerate(exp.cells, 1):
-        wls = [u.workload.name for u in exp.units if u.cell == c]
-        t.add_row(str(i), *(c[a.name] for a in shown), ", ".join(wls))
-    console.print(t)
+    groups = [(f"cells: {t}", [c for c in exp.cells if c["tier"] == t]) for t in dict.fromkeys(
+        c["tier"] for c in exp.cells)] if per_tier else [("cells", exp.cells)]
+    for title, cells in groups:
+        # The first release's axes always (a tier's own table: those that apply to it, not the tier itself); a
+        # later axis where some cell sets it away from its default.
+        shown = [a for a in axes.axes() if not (per_tier and a.name == "tier") and (
+            (a.always_named and not (per_tier and all(c[a.name] == NA for c in cells)))
+            or any(c[a.name] not in (NA, a.default) for c in cells))]
+        t = Table("#", *(a.heading for a in shown), "workloads", title=title, box=None)
+        for i, c in enumerate(cells, 1):
+            wls = [u.workload.name for u in exp.units if u.cell == c]
+            t.add_row(str(i), *(c[a.name] for a in shown), ", ".join(wls))
+        console.print(t)
     if exp.pruned:
         pt = Table("pruned", "reason", title="pruned", box=None)
         for pr in exp.pruned:

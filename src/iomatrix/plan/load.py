@@ -24,6 +24,7 @@ from iomatrix.errors import UserError
 from iomatrix.plan.model import NAME_MAX, Plan, Repetitions
 from iomatrix.plan.sections import setting_keys
 from iomatrix.textfile import read_small_text
+from iomatrix.tiers import tier_names
 
 # Old built-in names, kept working but not listed: they were named after the people whose published
 # sweeps they reproduce, which says nothing about what they run.
@@ -39,8 +40,8 @@ def builtin_names() -> list[str]:
 
 
 def _all_keys() -> set[str]:
-    keys = (set(Plan.model_fields) - {"axis_settings"}) | set(axes.names()) | set(Repetitions.model_fields) \
-        | setting_keys()
+    keys = (set(Plan.model_fields) - {"axis_settings", "tier_tables"}) | set(axes.names()) \
+        | set(Repetitions.model_fields) | setting_keys() | set(tier_names())  # tier names: tier tables
     for name in dir(backing_spec):
         obj = getattr(backing_spec, name)
         if isinstance(obj, type) and issubclass(obj, BaseModel):
@@ -82,8 +83,13 @@ def _describe_one(e: dict[str, Any]) -> tuple[str, str]:
     ctx = e.get("ctx") or {}
     if kind == "extra_forbidden":
         bad = str(e["loc"][-1])
-        close = difflib.get_close_matches(bad, sorted(_all_keys()), n=1, cutoff=0.6)
         key = ".".join(loc[:-1])
+        if loc[:-1] and loc[-2] in setting_keys() and loc[-2] in tier_names() and bad in axes.names():
+            # A tier whose settings table bears its name (the consolidation tier's [consolidation]) has no tier
+            # table of its own axis values: that table is its settings.
+            return key, (f"unknown key '{bad}': the [{loc[-2]}] table holds the {loc[-2]} tier's settings, not axis "
+                         f"values; write {bad} at the plan's top level")
+        close = [k for k in difflib.get_close_matches(bad, sorted(_all_keys()), n=2, cutoff=0.6) if k != bad]
         return key, f"unknown key '{bad[:60]}'" + (f" — did you mean '{close[0]}'?" if close else "")
     if kind in ("literal_error", "enum"):
         expected = str(ctx.get("expected", "")).replace(" or ", ", ")

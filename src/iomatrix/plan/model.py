@@ -6,6 +6,7 @@ cells and prunes the combinations that cannot run, with the reason.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
@@ -136,6 +137,46 @@ def _axis_list(axis: axes.Axis, raw: object) -> list[str]:
         raise ValueError(f"{axis.name}: {err}") from None
 
 
+# The key of a tier table that names the tier's own workloads (beside its axes).
+TIER_WORKLOADS = "workloads"
+
+
+def _tier_table(tier: str, raw: object) -> dict[str, list[str]]:
+    """A tier table as written (``[blocklayer]`` with ``detect_zeroes = ["off", "on"]``): the axis values and
+    workloads that tier sweeps instead of the plan-wide lists, validated against the registry and put in registry
+    order (workloads last), so two plans that say the same thing dump the same. Whether the tier runs in the plan
+    and acts on each axis is checked once the plan's tiers are known (Plan._tier_tables_fit)."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{tier}: must be a table of the {tier} tier's own axis values, e.g. [{tier}] with "
+                         f'cache = ["none"] (got {_short(raw)})')
+    known = {a.name: a for a in axes.plan_axes()}
+    for key in raw:
+        if key not in known and key != TIER_WORKLOADS:
+            close = difflib.get_close_matches(str(key), [*known, TIER_WORKLOADS], n=1, cutoff=0.6)
+            hint = f" — did you mean '{close[0]}'?" if close else f" (a [{tier}] table holds axes and workloads)"
+            raise ValueError(f"{tier}: unknown key '{str(key)[:60]}'{hint}")
+    if not raw:
+        raise ValueError(f"{tier}: the [{tier}] table is empty; name the axes the {tier} tier sweeps on its own, "
+                         "or remove it")
+    table: dict[str, list[str]] = {}
+    for name, axis in known.items():
+        if name in raw:
+            try:
+                table[name] = _axis_list(axis, raw[name])
+            except ValueError as err:
+                raise ValueError(f"{tier}.{err}") from None
+    if TIER_WORKLOADS in raw:
+        names = raw[TIER_WORKLOADS]
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ValueError(f'{tier}.workloads: must be a list of workload names, e.g. ["rand-read-4k"] '
+                             f"(got {_short(names)})")
+        try:
+            table[TIER_WORKLOADS] = _nonempty_unique(list(names), "workloads")
+        except ValueError as err:
+            raise ValueError(f"{tier}.workloads: {err}") from None
+    return table
+
+
 class Plan(BaseModel):
     """What a sweep runs. Every axis is a list of values; the matrix is their product."""
 
@@ -150,6 +191,12 @@ class Plan(BaseModel):
     # keys (cache = ["none"]), gathered here by `_gather_axes`, and written back as top-level keys when the plan
     # is dumped (so a new axis changes no stored plan and no fingerprint of a plan that does not name it).
     axis_settings: dict[str, list[str]] = Field(default_factory=dict, exclude=True)
+    # Tier tables: per tier, the axis values (and workloads) it sweeps instead of the plan-wide ones. Written in the
+    # plan as a table named by the tier ([blocklayer] with detect_zeroes = ["off", "on"]): that tier sweeps them,
+    # the others keep the plan-wide list (the axis's default where the plan names none), so an axis one tier
+    # measures best does not multiply the others' cells. Gathered by `_gather_axes`, dumped back as those tables
+    # (a plan without one dumps and fingerprints as it did before tier tables existed).
+    tier_tables: dict[str, dict[str, list[str]]] = Field(default_factory=dict, exclude=True)
     backing: list[BackingSpec] = Field(default_factory=lambda: [DirBacking(type="dir")])
     workloads: list[str] = ["rand-read-4k", "rand-write-4k"]
     repetitions: Repetitions = Repetitions()
@@ -224,14 +271,18 @@ class Plan(BaseModel):
     def _gather_axes(cls, data: object) -> object:
         if not isinstance(data, dict):
             return data
-        if "axis_settings" in data:
-            raise ValueError("unknown key 'axis_settings'")
+        for internal in ("axis_settings", "tier_tables"):
+            if internal in data:
+                raise ValueError(f"unknown key '{internal}'")
         # Every axis, its plan default where the plan does not name it: two plans that sweep the same values are
         # equal whether a value was written or defaulted (a resumed sweep re-reads its stored, complete plan).
         settings = {a.name: _axis_list(a, data[a.name]) if a.name in data else [str(v) for v in a.plan_default]
                     for a in axes.plan_axes()}
-        rest = {k: v for k, v in data.items() if k not in settings}
-        return {**rest, "axis_settings": settings}
+        from iomatrix.tiers import tier_names
+
+        tables = {k: _tier_table(k, v) for k, v in data.items() if k in tier_names()}
+        rest = {k: v for k, v in data.items() if k not in settings and k not in tables}
+        return {**rest, "axis_settings": settings, "tier_tables": tables}
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
@@ -248,13 +299,19 @@ class Plan(BaseModel):
             if info.include is not None and a.name not in info.include:
                 continue
             out[a.name] = values
+        for tier, table in self.tier_tables.items():
+            if info.include is None or tier in info.include:
+                out[tier] = {k: list(v) for k, v in table.items()}
         out.update(self._tier_settings_model().model_dump(
             mode=info.mode, by_alias=bool(info.by_alias), exclude_unset=info.exclude_unset,
             exclude_defaults=info.exclude_defaults, exclude_none=info.exclude_none, round_trip=info.round_trip))
         return out
 
-    def axis_values(self, axis: str) -> list[str]:
-        """The values the plan sweeps of `axis` (its plan default when the plan does not name it)."""
+    def axis_values(self, axis: str, tier: str | None = None) -> list[str]:
+        """The values the plan sweeps of `axis` (its plan default when the plan does not name it); with `tier`,
+        the values that tier sweeps (its tier table's, where it has one for the axis)."""
+        if tier is not None and axis in self.tier_tables.get(tier, {}):
+            return list(self.tier_tables[tier][axis])
         if axis == "tier":
             return list(self.tier)
         if axis == "backing":
@@ -262,6 +319,14 @@ class Plan(BaseModel):
         if axis in self.axis_settings:
             return list(self.axis_settings[axis])
         return [str(v) for v in axes.get(axis).plan_default]
+
+    def tier_workloads(self) -> dict[str, list[str]]:
+        """The tiers that run workloads of their own (their tier table's `workloads`), with those names."""
+        return {t: list(table[TIER_WORKLOADS]) for t, table in self.tier_tables.items() if TIER_WORKLOADS in table}
+
+    def workloads_of(self, tier: str) -> list[str]:
+        """The workloads `tier` runs: its tier table's, or the plan's."""
+        return self.tier_workloads().get(tier, list(self.workloads))
 
     def _tier_settings_model(self) -> BaseModel:
         if self._settings is None:  # a plan made without validation (model_construct): the tiers' defaults
@@ -353,6 +418,25 @@ class Plan(BaseModel):
 
         if any(tier_class(t).uses_images for t in self.tier) and parse_size(self.image_size) < parse_size(self.size):
             raise ValueError(f"image_size ({self.image_size}) must be ≥ size ({self.size})")
+        return self
+
+    @model_validator(mode="after")
+    def _tier_tables_fit(self) -> Plan:
+        from iomatrix.tiers import tier_class
+
+        for tier, table in self.tier_tables.items():
+            if tier not in self.tier:
+                raise ValueError(f"{tier}: a [{tier}] table, but the plan does not run the {tier} tier (its tiers: "
+                                 f"{', '.join(self.tier)}); add {tier} to `tier` or remove the table")
+            layers = tier_class(tier).layers
+            for name in table:
+                if name == TIER_WORKLOADS or axes.get(name).applies_to(layers):
+                    continue
+                where = [t for t in self.tier if axes.get(name).applies_to(tier_class(t).layers)]
+                fix = (f"move it to the [{where[0]}] table or the plan's top level" if where
+                       else "remove it")
+                raise ValueError(f"{tier}.{name}: the {tier} tier does not act on {name} ({axes.get(name).summary}),"
+                                 f" so it cannot sweep it; {fix}")
         return self
 
     @model_validator(mode="after")

@@ -57,7 +57,7 @@ def cell_names(labels: Iterable[str]) -> CellNames:
     unambiguous (`raw`, `writeback`) and as `axis=value` otherwise (`cache=none`). One label, or labels that
     differ in nothing, keep their full text (there is nothing shorter that still says what the cell is)."""
     unique = list(dict.fromkeys(labels))
-    parsed = {lab: parse_label(lab) for lab in unique}
+    parsed = _with_defaults({lab: parse_label(lab) for lab in unique})
     keys = sorted({k for p in parsed.values() for k in p}, key=_order)
     values = {k: [p.get(k) for p in parsed.values()] for k in keys}
     # An axis some labels do not name (bare metal has no format) varies only if the labels naming it differ.
@@ -69,6 +69,25 @@ def cell_names(labels: Iterable[str]) -> CellNames:
     seen_in = _axes_of_values(values, varying)
     names = {lab: _short(parsed[lab], varying, seen_in) for lab in unique}
     return CellNames(names, varying, constant)
+
+
+def _with_defaults(parsed: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """The parsed labels with each later axis (named in a label only when set away from its default) read as its
+    default in the labels that leave it out but have the same shape (the same first-release axes) as a label
+    naming it: a cell of the same tier, where the axis applies. Without this, the block layer's cells with
+    detect_zeroes=on and those at the default off would look as if only the first had the axis, and the axis
+    would read as shared by every cell ("detect_zeroes=on") instead of as what tells them apart."""
+    def shape(p: Mapping[str, str]) -> frozenset[str]:
+        return frozenset(k for k in p if k in first)
+
+    first = {a.name for a in axis_registry.axes() if a.always_named}
+    later = {a.name: a.default for a in axis_registry.axes() if not a.always_named}
+    named_in = {k: {shape(p) for p in parsed.values() if k in p} for k in later}
+    out = {}
+    for lab, p in parsed.items():
+        fill = {k: default for k, default in later.items() if k not in p and shape(p) in named_in[k]}
+        out[lab] = {**p, **fill} if fill else p
+    return out
 
 
 def _axes_of_values(values: Mapping[str, Sequence[str | None]], varying: Sequence[str]) -> dict[str, set[str]]:

@@ -72,7 +72,7 @@ class GuestTier(Tier):
             return []
         return [Cell.of(tier=cls.name, format=NULL_FORMAT, bus=bus, backing=NULL_BACKING,
                         modifier=domain.Modifier.NONE)
-                for bus in plan.axis_values("bus") if domain.bus_rule(bus) is None]
+                for bus in plan.axis_values("bus", cls.name) if domain.bus_rule(bus) is None]
 
     @classmethod
     def workload_prune_reason(cls, cell: Cell, workload: wl.Workload) -> str | None:
