@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from iomatrix.monitor.sampler import MonitorSample
-from iomatrix.monitor.summary import FieldSummary, cell_summary, seed002_view, summarize_samples
+from iomatrix.monitor.summary import FieldSummary, cell_summary, host_questions_view, summarize_samples
 
 
 def test_summarize_time_weighted_mean_peak_n():
@@ -37,7 +37,7 @@ def test_cell_summary_mean_of_means_max_of_peaks():
     assert cell_summary([]) == {}
 
 
-def test_seed002_view():
+def test_host_questions_view():
     f = FieldSummary
     summary = {
         "cpu.usr_pct": f(10.0, 20.0, 3), "cpu.sys_pct": f(5.0, 8.0, 3), "cpu.iowait_pct": f(30.0, 50.0, 3),
@@ -45,7 +45,7 @@ def test_seed002_view():
         "mem.used_mb": f(500.0, 520.0, 3), "mem.cached_mb": f(2000.0, 2100.0, 3),
         "mem.buffers_mb": f(100.0, 100.0, 3),
     }
-    v = seed002_view(summary)
+    v = host_questions_view(summary)
     assert v["cpu_busy_pct"] == 15.0
     assert v["cpu_iowait_pct"] == 30.0
     assert v["cpu_busy_plus_iowait_pct"] == 45.0
@@ -55,4 +55,4 @@ def test_seed002_view():
     assert v["mem_used_with_cache_mb"] == 2600.0
     assert v["mem_cache_mb"] == 2100.0
     assert v["proc_cpu_pct"] is None and v["disk_write_mbps"] is None
-    assert seed002_view({})["cpu_busy_pct"] is None
+    assert host_questions_view({})["cpu_busy_pct"] is None

@@ -1,8 +1,8 @@
 """Workload presets: what a run asks of the disk.
 
-Presets follow the seeds: seed 000's HD-Tune-like sweep (sequential 1 MiB,
+Presets follow the seeds: the Windows-guests-on-KVM I/O article's HD-Tune-like sweep (sequential 1 MiB,
 random 512 B / 4 KiB / 64 KiB / 1 MiB), a database-like 4 KiB write with an
-fdatasync after every write, a 70/30 mix, and seed 001's filesystem-level
+fdatasync after every write, a 70/30 mix, and the KVM-on-ext4 timing article's filesystem-level
 read-heavy / write-heavy jobs (guest tier only). Issue 24's presets make QEMU's
 image-layer axes visible (docs/axes.md): zero-filled writes (zero detection),
 trims of a written region (discard), and first writes to a fresh thin image

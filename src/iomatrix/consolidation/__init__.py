@@ -1,4 +1,4 @@
-"""Consolidation tiles (seed 002): how many guests a host carries with a given cache mode.
+"""Consolidation tiles (the consolidation article): how many guests a host carries with a given cache mode.
 
 Pure parts of the consolidation tier: the plan table (`spec`), the guest roles a tile is made of and the
 jobs they run (`roles`), the memory arithmetic that refuses plans the host cannot hold (`memory`), and the

@@ -1,7 +1,7 @@
 """The guest roles a consolidation tile is made of, and what each guest runs.
 
-Seed 002's tile was four guests loading each other: two file servers copying a large tree back and forth, a
-web/mail server and a database. Scaled to a small host under emulation, the built-in roles are:
+The consolidation article's tile was four guests loading each other: two file servers copying a large tree back
+and forth, a web/mail server and a database. Scaled to a small host under emulation, the built-in roles are:
 
 * ``filecopy-pair`` (two guests): the source builds a tree of many small files (1-16 KiB) and a few large
   ones on its own ext4, sends it to its peer over the tile's private network (tar through nc), and the peer
@@ -9,7 +9,8 @@ web/mail server and a database. Scaled to a small host under emulation, the buil
   (``filecopy_peer``) is recorded but not part of the answer, its time is the source's plus waiting.
 * ``db``: small random writes with an fsync after each (fio), a database's commit path.
 * ``web``: random 4 KiB reads over a region written first (not timed), a web server's cache misses.
-* ``burst``: sequential 64 KiB writes in bursts with pauses and an fsync per burst (seed 002's mail bursts).
+* ``burst``: sequential 64 KiB writes in bursts with pauses and an fsync per burst (the
+  consolidation article's mail bursts).
 
 Every role does a fixed amount of work (never time-based): a role slowed down by its neighbours takes longer,
 which is what the answer compares. `scale` multiplies the amount of work.

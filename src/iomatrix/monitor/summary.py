@@ -1,4 +1,4 @@
-"""Pure summaries of sampler output: per run, per cell, and seed 002's view.
+"""Pure summaries of sampler output: per run, per cell, and the consolidation article's view.
 
 summarize_samples() weights each sample by the length of the interval it
 covers (sample i covers (t[i-1], t[i]] with t[-1] = 0, see sampler.py), so the
@@ -83,8 +83,8 @@ def _add(*xs: float | None) -> float | None:
     return None if any(x is None for x in xs) else sum(x for x in xs if x is not None)
 
 
-def seed002_view(summary: Mapping[str, FieldSummary]) -> dict[str, float | None]:
-    """The host questions of seed 002 (KVM cache modes under consolidation), from
+def host_questions_view(summary: Mapping[str, FieldSummary]) -> dict[str, float | None]:
+    """The host questions of the consolidation article (KVM cache modes under consolidation), from
     a run or cell summary. Values are means unless the key says peak; None when
     the sampler did not report the inputs.
 

@@ -1,6 +1,6 @@
 """The consolidation section of rank / recommend: per cache mode (and the other disk axes), how many tiles
-stay within the slowdown bound, and seed 002's host view (wall time, CPU split, disk, memory, KSM) per tile
-count. Reads the store through report.query; the statistics are `stats.consolidation`.
+stay within the slowdown bound, and the consolidation article's host view (wall time, CPU split, disk, memory,
+KSM) per tile count. Reads the store through report.query; the statistics are `stats.consolidation`.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from iomatrix.domain import axes as axis_registry
-from iomatrix.monitor.summary import FieldSummary, cell_summary, seed002_view, summarize_samples
+from iomatrix.monitor.summary import FieldSummary, cell_summary, host_questions_view, summarize_samples
 from iomatrix.report.quality import cold_run, outliers, steady_counts
 from iomatrix.report.query import (
     CellWorkload,
@@ -29,7 +29,7 @@ from iomatrix.store import Store
 RESULTS_FORMAT = "iomatrix-results"
 RESULTS_VERSION = 1
 
-# seed 002's questions, shown beside the performance figures with --monitor.
+# the consolidation article's questions, shown beside the performance figures with --monitor.
 MONITOR_HEADLINE = ("cpu_busy_pct", "cpu_iowait_pct", "disk_util_pct", "disk_await_ms", "mem_used_mb",
                     "mem_used_with_cache_mb", "proc_cpu_pct")
 
@@ -84,7 +84,7 @@ def results_document(store: Store, sweep_ids: list[int], *, with_monitor: bool =
         boots, rounds = run_boots(store, all_runs), run_rounds(store, all_runs)
         for cw in cws:
             mon = monitor_summary(store, cw) if with_monitor else {}
-            view = seed002_view(mon) if mon else {}
+            view = host_questions_view(mon) if mon else {}
             steady = steady_counts(cw.samples.get("ss.attained", []))
             disturbed = [{"run_id": rid, "reasons": list(why), "replaced": rid in cw.replaced}
                          for rid, why in sorted(cw.disturbed.items())]

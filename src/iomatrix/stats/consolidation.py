@@ -1,4 +1,4 @@
-"""The consolidation answer (seed 002): how many tiles can run at once before a role slows down too much.
+"""The consolidation article's answer: how many tiles can run at once before a role slows down too much.
 
 For one group of cells (one cache mode with the other disk axes fixed), with each tile count N's repeated
 points giving, per role r, the role's time in its slowest tile t_r(N) (``role.<r>.seconds_max``):

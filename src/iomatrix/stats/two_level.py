@@ -36,7 +36,7 @@ in both.
 
 The cold first run of each boot (position 0) is reported separately: the mean of the cold runs, the
 mean of the later runs, and the mean over boots holding both of (cold run − mean of that boot's later
-runs), the paired first-run effect (seed 001's first-run observation, per boot).
+runs), the paired first-run effect (the KVM-on-ext4 timing article's first-run observation, per boot).
 """
 
 from __future__ import annotations

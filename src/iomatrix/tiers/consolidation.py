@@ -1,4 +1,4 @@
-"""Consolidation tier (seed 002): N tiles of guests started together, each tile a set of roles that load
+"""Consolidation tier: N tiles of guests started together, each tile a set of roles that load
 each other; one run is one sweep point (a tile count), and it ends when every role has ended.
 
 Every guest boots on a fresh image of the cell's format, cache mode, aio and bus; the two ends of a file-copy

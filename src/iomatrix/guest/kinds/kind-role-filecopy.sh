@@ -1,4 +1,4 @@
-# Job kind "role-filecopy": one end of a consolidation tile's file-copy pair (seed 002's two file servers).
+# Job kind "role-filecopy": one end of a consolidation tile's file-copy pair (the consolidation article's two file servers).
 # The source builds a tree of many small and some large files on its own filesystem (not timed), copies it
 # to the peer over the tile's private network (busybox tar through nc), and the peer, after an idle pause,
 # copies it back. The source's workload_start..workload_end is the round trip; the peer's is its part of it.
