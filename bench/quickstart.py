@@ -82,6 +82,13 @@ def make_fresh_debian(root: Path) -> float:
                    check=True, stdout=subprocess.DEVNULL)
     took = time.monotonic() - t0
     shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")
+    # This network's own TLS set-up (e.g. an egress proxy's CA, pip's cert setting), as its admin gives any new
+    # machine: the local CAs join the bundle when the quickstart installs ca-certificates.
+    local_cas = Path("/usr/local/share/ca-certificates")
+    if local_cas.is_dir():
+        shutil.copytree(local_cas, root / "usr/local/share/ca-certificates", dirs_exist_ok=True)
+    if Path("/etc/pip.conf").is_file():
+        shutil.copy("/etc/pip.conf", root / "etc/pip.conf")
     for name in BOUND:
         subprocess.run(["mount", "--rbind", f"/{name}", str(root / name)], check=True)
         subprocess.run(["mount", "--make-rslave", str(root / name)], check=True)
