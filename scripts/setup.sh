@@ -63,7 +63,9 @@ for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
-    echo "setup: installing Debian packages: ${missing[*]}"
+    # The list wrapped to fit 100 columns, as every line iomatrix prints does.
+    echo "setup: installing ${#missing[@]} Debian packages:"
+    echo "${missing[*]}" | fold -s -w 96 | sed 's/^/  /' 
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
@@ -102,7 +104,7 @@ if [ "$guest" = 1 ]; then
     .venv/bin/iomatrix guest build
 else
     if [ "$minimal" = 1 ]; then
-        echo "setup: no guest kernel (--minimal): before a plan with guests, run scripts/setup.sh (its build tools)"
+        echo "setup: no guest kernel (--minimal); before a plan with guests: scripts/setup.sh"
     else
         echo "setup: guest kernel not built now (--no-guest): the first sweep with guests builds it"
     fi
