@@ -40,7 +40,8 @@ def leftovers(before_tmp: set[str]) -> list[str]:
             continue
         if b"iomatrix-fleet-demo." in argv:
             found.append(f"process {proc.name}: {argv[:120]!r}")
-    found += [f"temp dir {p}" for p in sorted(set(map(str, Path("/tmp").glob("iomatrix-fleet-demo.*"))) - before_tmp)]
+    # The demo's directory, and the playbook's own for the source tarball (iomatrix-fleet-XXXX).
+    found += [f"temp dir {p}" for p in sorted(set(map(str, Path("/tmp").glob("iomatrix-fleet-*"))) - before_tmp)]
     loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
     found += [f"loop {line}" for line in loops.splitlines() if "iomatrix-fleet-demo." in line]
     found += [f"mount {line}" for line in Path("/proc/mounts").read_text().splitlines()
@@ -56,7 +57,7 @@ def test_the_demo_sweeps_three_hosts_reports_the_bad_ones_and_leaves_nothing(tmp
     """One run of the demo for every bad host and the resume, as CI has time for one: hosts 4 (unreachable),
     5 (a device that does not exist), 6 (not root), 7 (its install fails: a wheelhouse without the dependencies and
     no package index) and 3, whose first sweep is stopped part-way with SIGTERM."""
-    before = set(map(str, Path("/tmp").glob("iomatrix-fleet-demo.*")))
+    before = set(map(str, Path("/tmp").glob("iomatrix-fleet-*")))
     kept = tmp_path / "kept"
     started = time.monotonic()
     done = subprocess.run([str(DEMO), "--with-unreachable", "--with-failing", "--with-nonroot", "--with-broken-install",
@@ -128,7 +129,7 @@ def test_the_demo_sweeps_three_hosts_reports_the_bad_ones_and_leaves_nothing(tmp
 
 @root_only
 def test_the_demo_removes_everything_when_stopped(tmp_path: Path) -> None:
-    before = set(map(str, Path("/tmp").glob("iomatrix-fleet-demo.*")))
+    before = set(map(str, Path("/tmp").glob("iomatrix-fleet-*")))
     # With the user who is not root: made before the playbook runs, it must be gone after the stop too.
     demo = subprocess.Popen([str(DEMO), "--with-nonroot"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, cwd=REPO)
