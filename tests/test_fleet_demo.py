@@ -1,5 +1,6 @@
 """scripts/fleet-demo: three hosts in network namespaces swept through Ansible, merged, and all of it removed; the
-bad hosts (unreachable, a refused device, not root) reported in one line each, an interrupted sweep resumed."""
+bad hosts (unreachable, a refused device, not root, a failed install) reported in one line each, an interrupted
+sweep resumed."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def leftovers(before_tmp: set[str]) -> list[str]:
             continue
         if b"iomatrix-fleet-demo." in argv:
             found.append(f"process {proc.name}: {argv[:120]!r}")
-    found += [f"temp dir {p}" for p in sorted(set(map(str, Path("/tmp").glob("iomatrix-fleet-demo.*"))) - before_tmp)]
+    # The demo's directory, and the playbook's own for the source tarball (iomatrix-fleet-XXXX).
+    found += [f"temp dir {p}" for p in sorted(set(map(str, Path("/tmp").glob("iomatrix-fleet-*"))) - before_tmp)]
     loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
     found += [f"loop {line}" for line in loops.splitlines() if "iomatrix-fleet-demo." in line]
     found += [f"mount {line}" for line in Path("/proc/mounts").read_text().splitlines()
@@ -53,12 +55,13 @@ def leftovers(before_tmp: set[str]) -> list[str]:
 @root_only
 def test_the_demo_sweeps_three_hosts_reports_the_bad_ones_and_leaves_nothing(tmp_path: Path) -> None:
     """One run of the demo for every bad host and the resume, as CI has time for one: hosts 4 (unreachable),
-    5 (a device that does not exist), 6 (not root) and 3, whose first sweep is stopped part-way with SIGTERM."""
-    before = set(map(str, Path("/tmp").glob("iomatrix-fleet-demo.*")))
+    5 (a device that does not exist), 6 (not root), 7 (its install fails: a wheelhouse without the dependencies and
+    no package index) and 3, whose first sweep is stopped part-way with SIGTERM."""
+    before = set(map(str, Path("/tmp").glob("iomatrix-fleet-*")))
     kept = tmp_path / "kept"
     started = time.monotonic()
-    done = subprocess.run([str(DEMO), "--with-unreachable", "--with-failing", "--with-nonroot", "--interrupt-once",
-                           "--twice", "--keep-results", str(kept)],
+    done = subprocess.run([str(DEMO), "--with-unreachable", "--with-failing", "--with-nonroot", "--with-broken-install",
+                           "--interrupt-once", "--twice", "--keep-results", str(kept)],
                           capture_output=True, text=True, timeout=1200, cwd=REPO)
     took = time.monotonic() - started
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
@@ -67,7 +70,7 @@ def test_the_demo_sweeps_three_hosts_reports_the_bad_ones_and_leaves_nothing(tmp
     first = (kept / "summary-first.txt").read_text().splitlines()
     summary = (kept / "summary.txt").read_text().splitlines()
     for lines in (first, summary):
-        assert [line.split(":")[0] for line in lines] == [f"fleet-host-{n}" for n in (1, 2, 3, 4, 5, 6)]
+        assert [line.split(":")[0] for line in lines] == [f"fleet-host-{n}" for n in (1, 2, 3, 4, 5, 6, 7)]
         assert lines[3].startswith("fleet-host-4: unreachable: ") and "10.231.4.2" in lines[3]
         # A host whose sweep iomatrix refuses (a device handed over that does not exist): one line, iomatrix's own.
         assert lines[4].startswith("fleet-host-5: failed at 'Wait for the sweep") and "refusing to use" in lines[4]
@@ -75,6 +78,12 @@ def test_the_demo_sweeps_three_hosts_reports_the_bad_ones_and_leaves_nothing(tmp
         assert lines[5].startswith(f"fleet-host-6: failed at 'Check that the host runs the sweep as root': the sweep "
                                    f"would run as '{DEMO_USER}', not root"), lines[5]
         assert "fix: set ansible_user to root, or become to true" in lines[5]
+        # A host whose install fails (setup.sh's pip step: no package index, a wheelhouse without the dependencies):
+        # the step, what pip lacked and the fix, in one line; both times (nothing of the failed install was kept).
+        assert lines[6].startswith("fleet-host-7: failed at 'Check the install (scripts/setup.sh)': pip could not "
+                                   "install the Python dependencies (No matching distribution found for "), lines[6]
+        assert "from the wheelhouse wheelhouse-pip-only.tar alone" in lines[6]
+        assert "fix: put every dependency in it (python3 -m pip download" in lines[6]
     assert all(line.startswith(f"fleet-host-{n}: ok: sweep ") for n, line in zip((1, 2), first, strict=False))
     assert all(line.startswith(f"fleet-host-{n}: ok: already finished earlier") for n, line in
                zip((1, 2), summary, strict=False))  # the second pass did not sweep them again
@@ -110,12 +119,17 @@ def test_the_demo_sweeps_three_hosts_reports_the_bad_ones_and_leaves_nothing(tmp
     assert ok_runs >= 3 * 4  # 2 cells x 1 workload x 2 repetitions per host, retries of disturbed runs on top
     db.close()
     assert "fleet-host-4: unreachable" in done.stdout
-    print(f"fleet demo (twice, with an unreachable, a failing, a non-root host, one sweep resumed): {took:.0f} s")
+    # The failed install removed the .venv it had begun (pip had installed nothing of iomatrix into it), both times.
+    left = "fleet-host-7: its failed install left the source and the copied wheelhouse tar, no .venv, no unpacked " \
+        "wheels"
+    assert done.stdout.count(left) == 2, done.stdout[-4000:]
+    print(f"fleet demo (twice, with an unreachable, a failing, a non-root host, a failed install, one sweep resumed): "
+          f"{took:.0f} s")
 
 
 @root_only
 def test_the_demo_removes_everything_when_stopped(tmp_path: Path) -> None:
-    before = set(map(str, Path("/tmp").glob("iomatrix-fleet-demo.*")))
+    before = set(map(str, Path("/tmp").glob("iomatrix-fleet-*")))
     # With the user who is not root: made before the playbook runs, it must be gone after the stop too.
     demo = subprocess.Popen([str(DEMO), "--with-nonroot"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, cwd=REPO)

@@ -4,6 +4,11 @@
 # One install at a time per directory (a flock), because hosts that share a filesystem (containers, the
 # fleet demo's namespaces) would otherwise unpack and pip-install into one .venv at once. The source is unpacked
 # only when the tarball changed, and so are the wheels; scripts/setup.sh itself installs only what is missing.
+# When setup.sh fails, what the failed install made and nothing can use is removed here, still under the lock (a
+# host sharing the directory may install right after): a .venv iomatrix was never installed into, and the
+# unpacked wheels (pip found them lacking, or they wait for an install that failed before pip). The source and the
+# copied wheelhouse tar stay: the next run compares their checksums and unpacks what is needed. The role reports
+# the failure in one line with its fix.
 set -eu
 dir=$1
 tarball=$2
@@ -32,4 +37,17 @@ if [ -n "$wheelhouse" ]; then
     # No package index: pip takes everything from the copied wheels.
     export PIP_NO_INDEX=1 PIP_FIND_LINKS="$dir/.wheelhouse"
 fi
-"$dir/scripts/setup.sh"
+status=0
+"$dir/scripts/setup.sh" || status=$?
+if [ "$status" -ne 0 ]; then
+    # setup.sh writes its stamp only after pip installed iomatrix: without it the .venv holds nothing of ours.
+    if [ -d "$dir/.venv" ] && [ ! -f "$dir/.venv/.iomatrix-installed" ]; then
+        rm -rf "$dir/.venv"
+        echo "iomatrix-install: removed the half-made .venv (the install failed)"
+    fi
+    if [ -n "$wheelhouse" ] && [ -d "$dir/.wheelhouse" ]; then
+        rm -rf "$dir/.wheelhouse" "$dir/.wheelhouse.sha256"
+        echo "iomatrix-install: removed the unpacked wheelhouse (the install failed)"
+    fi
+    exit "$status"
+fi
