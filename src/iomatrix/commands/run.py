@@ -54,10 +54,12 @@ def run(
                         "fleet answers of a merged database choose one configuration per group.")] = None,
     current: Annotated[str | None, typer.Option(
         help="What you run today, measured as a cell of its own in every tier (so the answer's ratio to it is "
-             "measured): a libvirt domain XML file, a QEMU -drive/-blockdev string, or axes "
+             "measured): a libvirt domain XML file, Proxmox 'qm config VMID' output (a file), a QEMU "
+             "-drive/-blockdev string, or axes "
              "'cache=none,aio=native,format=qcow2'. Part of the plan: re-run with it to resume.")] = None,
-    current_disk: Annotated[str | None, typer.Option(help="Which disk of the libvirt XML (target dev, e.g. vda); "
-                                                          "default: the first.")] = None,
+    current_disk: Annotated[str | None, typer.Option(help="Which disk of the libvirt XML (target dev, e.g. vda) or "
+                                                          "of the qm config (scsi0); default: the first (Proxmox: "
+                                                          "the boot disk).")] = None,
 ) -> None:
     """Run a plan, e.g. 'iomatrix run quick'. Re-running on the same --db resumes and skips completed runs."""
     from iomatrix.locks import WORKDIR_LOCK, db_lock_path, exclusive, refuse_if_held
