@@ -46,7 +46,9 @@ race is over, a decided unit runs on only when it is a *contender* (the policy d
 baseline: the best, those tied with it, those the rounds could not separate from it, those stopped at ``max``)
 or when a contender names it in ``compared_with`` (the runner fills that in from the axis registry's baselines).
 The others stop there, their reason saying so ("…; not run on toward ±5%: not a contender, CI ±9.1%"), and the
-sweep ends as soon as the contenders are precise: before its budget when that is enough.
+sweep ends as soon as the contenders are precise: before its budget when that is enough. Contenders whose race
+ended unresolved run on together to ``precision_max`` or the budget even when their own CIs are within target
+(``_unresolved_contender``): the answer needs the CI of their ratio, which only more paired rounds narrow.
 
 Every stop is decided as a :class:`StopVerdict`, its kind (``stop_kinds.StopKind``) and its sentence together,
 and reported once through :meth:`Scheduler.new_stops` (the runner stores it): eliminated, equivalent
