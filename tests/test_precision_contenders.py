@@ -5,7 +5,7 @@ ends as soon as that is done, long before its budget."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -37,16 +37,19 @@ def script(key: str, n: int) -> Ok:
     return Ok(MEANS[cache] * (0.9 if n % 2 else 1.1), wall_s=1.0)
 
 
-def run_sweep(tmp_path: Path, precision_for: str, current: str | None = None) -> tuple[Store, int, ScriptedHost]:
+def run_sweep(tmp_path: Path, precision_for: str, current: str | None = None, *,
+              caches: tuple[str, ...] = ("none", "writeback", "unsafe"), run_script: Callable[[str, int], Ok] = script,
+              precision_max: int = 30) -> tuple[Store, int, ScriptedHost]:
     spec: dict[str, object] = {
-        "name": "contenders", "tier": ["fake"], "cache": ["none", "writeback", "unsafe"],
+        "name": "contenders", "tier": ["fake"], "cache": list(caches),
         "workloads": ["rand-write-4k"], "keep_caches_warm": True, "time_budget": "1h", "ci_target": 0.05,
-        "repetitions": {"min": 3, "max": 6, "precision_max": {"fake": 30}, "precision_for": precision_for}}
+        "repetitions": {"min": 3, "max": 6, "precision_max": {"fake": precision_max},
+                        "precision_for": precision_for}}
     if current is not None:
         spec["current"] = {"axes": {"cache": current}, "source": "test"}
     plan = plan_from_dict(spec, "test plan")
     store = Store(tmp_path / f"{precision_for}.sqlite")
-    host = ScriptedHost(default=script)
+    host = ScriptedHost(default=run_script)
     runner = SweepRunner(plan, None, store, RunOptions(workdir=tmp_path / f"work-{precision_for}"),
                          tier_factory=host.tier_factory, sampler_factory=host.sampler, clock=host.clock)
     return store, runner.run().sweep_id, host
@@ -115,15 +118,8 @@ def test_cells_the_race_cannot_separate_run_on_together_though_one_is_precise(tm
         mean, sd = (100.0, 0.02) if key.split("/")[3] == "none" else (92.0, 0.12)
         return Ok(mean * random.Random(f"{key}:{n}").gauss(1.0, sd), wall_s=1.0)
 
-    plan = plan_from_dict({"name": "close", "tier": ["fake"], "cache": ["none", "writeback"],
-                           "workloads": ["rand-write-4k"], "keep_caches_warm": True, "time_budget": "1h",
-                           "ci_target": 0.05, "repetitions": {"min": 3, "max": 6, "precision_max": {"fake": 12},
-                                                              "precision_for": "contenders"}}, "test plan")
-    store = Store(tmp_path / "close.sqlite")
-    host = ScriptedHost(default=close)
-    runner = SweepRunner(plan, None, store, RunOptions(workdir=tmp_path / "work"),
-                         tier_factory=host.tier_factory, sampler_factory=host.sampler, clock=host.clock)
-    sweep_id = runner.run().sweep_id
+    store, sweep_id, _ = run_sweep(tmp_path, "contenders", caches=("none", "writeback"), run_script=close,
+                                   precision_max=12)
     try:
         got = stops(store, sweep_id)
         kind, reason, runs = got[unit_key("fake", "rand-write-4k", "none")][:3]
