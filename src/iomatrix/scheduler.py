@@ -435,20 +435,21 @@ class Scheduler:
         gap = self._ci_gap(u)
         target = f"±{self.ci_target * 100:g}%"
         unresolved = self._unresolved_contender(u.decided)
+        width = gap or f"CI within {target}"  # an unresolved contender may run on with its CI already within it
         # No futility stop here (unlike racing's): on a host with heavy-tailed noise the spread of a few runs
         # says little about how many more are needed (measured: cells given up at 6 runs as "needing 34–112"
         # reached ±5% within 22 runs in another sweep), and the runs would otherwise go unused.
         if gap is None and not unresolved:
             then = f"CI within {target} after {u.ok} runs"
         elif u.ok >= u.precision_max:
-            then = f"{gap or 'CI within ' + target} at {u.ok} runs (precision_max)"
+            then = f"{width} at {u.ok} runs (precision_max)"
         elif not budget_spent and self.budget_left():
             return
         elif u.key not in self.precision_units():  # the budget ended the race: it would not have run on anyway
             u.stopped = self._not_run_on(u)
             return
         else:
-            then = f"{gap or 'CI within ' + target} at {u.ok} runs (time budget spent)"
+            then = f"{width} at {u.ok} runs (time budget spent)"
         u.stopped = u.decided.then(f"then run on toward {target}: {then}")
 
     def _not_run_on(self, u: UnitState) -> StopVerdict:
