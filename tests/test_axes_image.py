@@ -249,8 +249,8 @@ def _sweep(tmp_path: Path, plan_dict: dict[str, object]) -> tuple[sqlite3.Connec
     metric = resolve(plan.workloads[0]).primary_metric
     values: dict[str, list[float]] = {}
     for key, value in con.execute("SELECT c.key, s.value FROM runs r JOIN cells c ON c.id=r.cell_id JOIN samples s "
-                                  "ON s.run_id=r.id WHERE r.status='ok' AND c.tier='blocklayer' AND s.metric=?",
-                                  (metric,)):
+                                  "ON s.run_id=r.id WHERE r.status='ok' AND c.tier='blocklayer' AND s.metric=? "
+                                  "AND r.workload=?", (metric, plan.workloads[0])):
         values.setdefault(key, []).append(value)
     return con, values
 
@@ -267,10 +267,16 @@ BASE = {"tier": ["blocklayer"], "cache": ["none"], "size": "256M", "image_size":
 @needs("fio")
 @needs("qemu-storage-daemon")
 def test_block_layer_zero_detection_is_faster_on_zero_filled_writes(tmp_path: Path) -> None:
-    con, bw = _sweep(tmp_path, {**BASE, "name": "dz", "format": ["qcow2"], "detect_zeroes": ["off", "on"],
-                                "workloads": ["seq-write-zeroes-1m"]})
+    # Zero detection in a workload table: the zero-filled writes run with it off and on, random writes (which it
+    # cannot change) on the tier's one cell only.
+    con, bw = _sweep(tmp_path, {**BASE, "name": "dz", "format": ["qcow2"],
+                                "workloads": ["seq-write-zeroes-1m", "rand-write-4k"],
+                                "blocklayer": {"seq-write-zeroes-1m": {"detect_zeroes": ["off", "on"]}}})
     argv = [json.loads(m)["daemon_argv"] for (m,) in con.execute("SELECT meta_json FROM runs")]
     assert sum(",detect-zeroes=on," in a[a.index("--blockdev") + 1] for a in argv) == 3
+    random = con.execute("SELECT DISTINCT c.key, COUNT(*) FROM runs r JOIN cells c ON c.id=r.cell_id "
+                         "WHERE r.workload='rand-write-4k' AND r.status='ok' GROUP BY c.key").fetchall()
+    assert random == [("blocklayer/qcow2/off/none/threads/-/dir/none", 3)]
     off, on = bw["blocklayer/qcow2/off/none/threads/-/dir/none"], \
         bw["blocklayer/qcow2/off/none/threads/-/dir/none+detect_zeroes=on"]
     assert _mean(on) > 1.5 * _mean(off), (on, off)

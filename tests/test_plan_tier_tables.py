@@ -71,7 +71,10 @@ def test_a_tier_table_runs_its_own_workloads() -> None:
     e = expansion(p)
     per_tier = {t: sorted({u.workload.name for u in e.units if u.cell.tier == t}) for t in ("blocklayer", "guest")}
     assert per_tier == {"blocklayer": ["rand-write-4k", "seq-write-zeroes-1m"], "guest": ["rand-write-4k"]}
-    assert len(e.units) == 8 * 2 + 4
+    # rand-write-4k writes random data: zero detection cannot change it, so it runs at detect_zeroes=off only
+    # (4 block-layer cells); the zero-filled writes run on all 8; the guests' 4 cells.
+    assert len(e.units) == 4 + 8 + 4
+    assert {u.cell.detect_zeroes for u in e.units if u.workload.name == "rand-write-4k"} == {"off"}
     # The runner resolves a tier's own workloads the same way (plan_expansion is what `run` and `plan` use).
     assert sorted(u.key for u in plan_expansion(p, None, set()).units) == sorted(u.key for u in e.units)
 
@@ -160,7 +163,13 @@ def test_modern_is_one_plan_within_its_budget() -> None:
     assert {c.detect_zeroes for c in guest} == {"off"} and {c.cluster_size for c in guest} == {"64k"}
     assert {c.iothread for c in guest} == {"off", "on"} and {c.bus for c in guest} == {"virtio-blk",
                                                                                      "virtio-scsi-single"}
-    assert {u.workload.name for u in e.units if u.cell.tier == "blocklayer"} >= {"seq-write-zeroes-1m"}
+    assert {u.workload.name for u in e.units if u.cell.tier == "blocklayer"} >= {"seq-write-zeroes-1m",
+                                                                                 "rand-write-4k-first"}
+    # Each image-layer question on one cell of its own; the guests' workloads on the 5 aio × cache cells.
+    per_workload = {w: {c.label() for c in block if any(u.cell == c and u.workload.name == w for u in e.units)}
+                    for w in ("seq-write-zeroes-1m", "rand-write-4k-first", "rand-read-4k-qd32")}
+    assert len(per_workload["seq-write-zeroes-1m"]) == 2 and len(per_workload["rand-write-4k-first"]) == 2
+    assert len(per_workload["rand-read-4k-qd32"]) == 5
     assert "seq-write-zeroes-1m" not in {u.workload.name for u in e.units if u.cell.tier == "guest"}
     low, _ = estimate_seconds(p, e)
     assert low <= p.time_budget_s == 20 * 60  # the minimum repetitions fit the 20-minute budget
@@ -171,7 +180,8 @@ def test_plan_explain_shows_each_tier_and_its_own_values(tmp_path: Path) -> None
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "cells: blocklayer" in out and "cells: guest" in out
-    assert "tier blocklayer: 20 cells" in out and "its own detect_zeroes off/on; cluster_size 64k/1M" in out
+    assert "tier blocklayer: 7 cells, 14 units" in out
+    assert "seq-write-zeroes-1m on cache none, aio io_uring, detect_zeroes off/on" in " ".join(out.split())
     assert "tier guest: 20 cells, 40 units" in out and "estimated duration" in out
     guest_table = out.split("cells: guest")[1].split("pruned")[0]
     assert "detect_zeroes" not in guest_table and "iothread" in guest_table

@@ -18,16 +18,22 @@ def _axes(tier: str, cache: str) -> dict[str, str]:
             "bus": "virtio-blk" if tier == "guest" else "-", "backing": "dir", "modifier": "none"}
 
 
-def _store(tmp_path: Path, guest_spread: float, guest_accel: str = "kvm") -> tuple[Store, int]:
+def _store(tmp_path: Path, guest_spread: float, guest_accel: str = "kvm", guest_iothreads: tuple[str, ...] = ()
+           ) -> tuple[Store, int]:
     """Guest cells (none vs writeback) that differ by 10% with a run-to-run spread of `guest_spread`, and
-    block-layer cells of the same two cache modes 3× apart with 1% spread, over 4 rounds."""
+    block-layer cells of the same two cache modes 3× apart with 1% spread, over 4 rounds. `guest_iothreads`: the
+    guests also sweep IOThreads (each value a cell of its own), the block layer holds iothread=off (pruned: an
+    NBD export of QEMU 7.2 cannot have one)."""
     store = Store(tmp_path / "r.sqlite")
     sid = store.create_sweep(store.host_id({"hostname": "h", "cpu_count": 2}), "p", "fp", "{}", [], [])
     level = {("guest", "none"): 1000.0, ("guest", "writeback"): 1100.0,
              ("blocklayer", "none"): 3000.0, ("blocklayer", "writeback"): 9000.0}
     swing = [1.0, 1 + guest_spread, 1 - guest_spread / 2, 1 + guest_spread / 3]
-    for (tier, cache), base in level.items():
-        axes = _axes(tier, cache)
+    cells = [(tier, cache, base, io) for (tier, cache), base in level.items()
+             for io in (guest_iothreads if tier == "guest" and guest_iothreads else ("off",) if guest_iothreads
+                        else (None,))]
+    for tier, cache, base, io in cells:
+        axes = _axes(tier, cache) | ({"iothread": io} if io else {})
         cid = store.cell_id(sid, "/".join(axes.values()), axes, {})
         for rnd in range(4):
             f = swing[rnd] if tier == "guest" else 1 + 0.01 * rnd
@@ -64,3 +70,12 @@ def test_under_tcg_the_block_layer_is_the_basis_even_when_the_guests_could_answe
     [v] = recommend(store, sid, workload=WORKLOAD).verdicts
     assert v.tier == "blocklayer" and v.choice is not None and "cache=writeback" in v.choice.cell
     assert v.basis.startswith("the guest tier ran under TCG") and "not the bus" in v.basis
+
+
+def test_the_basis_does_not_claim_an_axis_the_block_layer_held_at_one_value(tmp_path: Path) -> None:
+    store, sid = _store(tmp_path, guest_spread=0.0, guest_accel="tcg", guest_iothreads=("off", "on"))
+    [v] = recommend(store, sid, workload=WORKLOAD).verdicts
+    assert v.tier == "blocklayer" and v.choice is not None
+    decides = v.basis.split("it decides ")[1]
+    assert decides.endswith("not the bus, iothread"), v.basis
+    assert "iothread" not in decides.split(", not the")[0] and "cache" in decides

@@ -203,35 +203,57 @@ def _named_collapsed(plan: Plan, tier: str) -> tuple[str, ...]:
                  if axes.get(a).always_named or plan.axis_values(a) != [axes.get(a).default])
 
 
-def tier_product(plan: Plan, tier: str) -> Iterator[Cell]:
+def tier_product(plan: Plan, tier: str, workload: str | None = None) -> Iterator[Cell]:
     """The cells of one tier of `plan`: the product of the values the tier sweeps (the plan's, its tier table's in
     their place: Plan.axis_values(axis, tier)), with the axes that do not apply to it collapsed to "-" (one value,
     not multiplied). In the order of the full product with the tier first, so a plan without tier tables expands
-    exactly as it did when the matrix was one product over every axis."""
+    exactly as it did when the matrix was one product over every axis. With `workload`: the cells that workload
+    runs in the tier (its workload table's values in the tier's place)."""
     collapsed = set(collapsed_axes(tier))
-    values = {a: [tier] if a == "tier" else [NA] if a in collapsed else plan.axis_values(a, tier)
+    values = {a: [tier] if a == "tier" else [NA] if a in collapsed else plan.axis_values(a, tier, workload)
               for a in axes.names()}
     for combo in itertools.product(*values.values()):
         yield Cell(dict(zip(values, combo, strict=True)))
+
+
+def _tier_groups(plan: Plan, tier: str, runs: list[Workload]) -> list[tuple[Iterator[Cell], list[Workload]]]:
+    """The tier's cells and the workloads each product of them runs: the tier's product for the workloads without
+    a workload table (the tier's product alone when it has no workloads), and each tabled workload's own."""
+    tables = plan.workload_tables.get(tier, {})
+    shared = [w for w in runs if w.name not in tables]
+    groups = [(tier_product(plan, tier), shared)] if shared or not runs else []
+    return groups + [(tier_product(plan, tier, w.name), [w]) for w in runs if w.name in tables]
 
 
 def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Workload],
            qemu: QemuFacts | None = None, tier_workloads: Mapping[str, list[Workload]] | None = None) -> Expansion:
     """All cells of `plan`, per tier (tier_product), with pruned cells and reasons. `qemu`: the installed QEMU's
     facts (iomatrix.qemu_caps), for the rules that need them. `workloads` run on every tier, except a tier in
-    `tier_workloads` (its tier table's own workloads), which runs those instead."""
+    `tier_workloads` (its tier table's own workloads), which runs those instead; a workload with a workload table
+    in a tier runs on that table's cells there (a cell of several products runs each one's workloads).
+
+    A unit (cell × workload) is pruned where the tier cannot run the workload, or where the workload cannot show
+    an axis the cell sets (Axis.shown_by: zero detection with random data): the workload then runs with that axis
+    at one value only (the default where the cell's tier sweeps it, else the first it lists), not multiplied
+    by values it cannot tell apart. The user's current configuration runs every workload of its tier."""
     host_cpus = os.cpu_count()
     cells: list[Cell] = []
     pruned: dict[str, Pruned] = {}
     seen: set[Cell] = set()
+    runs_of: dict[Cell, list[Workload]] = {}  # each running cell's workloads
+    tier_runs = {t: list((tier_workloads or {}).get(t, workloads)) for t in plan.tier}
     for tier_name in plan.tier:
-        for cell in tier_product(plan, tier_name):
-            seen.add(cell)
-            reason = prune_reason(cell, backings.get(cell.backing), qemu, host_cpus)
-            if reason:
-                pruned[cell.key] = Pruned(cell.key, reason)
-            else:
-                cells.append(cell)
+        for product, group in _tier_groups(plan, tier_name, tier_runs[tier_name]):
+            for cell in product:
+                if cell not in seen:
+                    seen.add(cell)
+                    reason = prune_reason(cell, backings.get(cell.backing), qemu, host_cpus)
+                    if reason:
+                        pruned[cell.key] = Pruned(cell.key, reason)
+                    else:
+                        cells.append(cell)
+                if cell.key not in pruned:
+                    runs_of.setdefault(cell, []).extend(w for w in group if w not in runs_of.get(cell, []))
     current = _add_current(plan, cells, pruned, seen,
                            lambda c: prune_reason(c, backings.get(c.backing), qemu, host_cpus))
     for tier_name in plan.tier:
@@ -239,8 +261,13 @@ def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Wor
     units: list[Unit] = []
     unit_pruned: list[Pruned] = []
     for cell in cells:
-        for w in (tier_workloads or {}).get(cell.tier, workloads):
+        everything = tier_runs.get(cell.tier, workloads)
+        mine = everything if cell in current or cell not in runs_of else runs_of[cell]
+        for w in (w for w in everything if w in mine):  # in the tier's order of workloads
             reason = workload_prune_reason(cell, w)
+            if reason is None and cell not in current:
+                reason = axes.unshown_reason(cell, w.shape, _kept_values(plan, cell.tier, w.name),
+                                              plan.image_size_bytes)
             if reason:
                 unit_pruned.append(Pruned(f"{cell.key} × {w.name}", reason))
             else:
@@ -254,6 +281,16 @@ def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Wor
         notes=notes,
         current=current,
     )
+
+
+def _kept_values(plan: Plan, tier: str, workload: str) -> dict[str, str]:
+    """Per axis, the one value a workload that cannot show the axis runs with: the axis's default where `tier`
+    sweeps it for the workload, else the first value it lists."""
+    out = {}
+    for axis in axes.plan_axes():
+        values = plan.axis_values(axis.name, tier, workload)
+        out[axis.name] = axis.default if axis.default in values else values[0]
+    return out
 
 
 def current_cells(plan: Plan) -> list[Cell]:

@@ -71,8 +71,10 @@ def probe() -> QemuFacts:
 def plan_needs_facts(plan: Plan) -> bool:
     """Whether a plan names a later axis away from its default: only then can a rule need QEMU's facts (a plan
     that does not name the new axes expands without running QEMU, exactly as before)."""
-    return any(plan.axis_values(a.name, tier) != [a.default] for a in axes.axes()
-               if not a.always_named and not a.free_values for tier in (None, *plan.tier_tables))
+    places = [(None, None), *((t, None) for t in plan.tier_tables),
+              *((t, w) for t, tables in plan.workload_tables.items() for w in tables)]
+    return any(plan.axis_values(a.name, tier, workload) != [a.default] for a in axes.axes()
+               if not a.always_named and not a.free_values for tier, workload in places)
 
 
 def facts_for(plan: Plan) -> QemuFacts | None:

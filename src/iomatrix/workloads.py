@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from iomatrix.domain.axes import Layer
+from iomatrix.domain.axes import Layer, WorkloadShape
 from iomatrix.errors import UserError
 from iomatrix.fio.allowlist import MAX_JOB_FILE_BYTES, validate_job_text
 from iomatrix.textfile import read_small_text
@@ -97,6 +97,16 @@ class Workload:
         if self.kind in ("fs-read", "fs-write"):
             return self.kind == "fs-write"
         return "write" in self.rw or self.rw in ("randrw", "rw")
+
+    @property
+    def shape(self) -> WorkloadShape:
+        """What the workload does to the disk, for the axes whose effect needs a kind of I/O (Axis.shown_by). Only
+        the fio presets are known: a custom job file may do anything, a guest filesystem job runs mkfs (which
+        discards), and the durability and consolidation tiers' workloads are theirs."""
+        if self.kind != "fio":
+            return WorkloadShape(self.name, known=False)
+        return WorkloadShape(self.name, writes=self.writes, zero_writes=self.writes and self.zero_buffers,
+                             trims="trim" in self.rw)
 
     @property
     def writes_first(self) -> bool:

@@ -74,6 +74,9 @@ def tier_table_lines(p: Plan, exp: Expansion) -> list[str]:
         low, _ = estimate_seconds(p, Expansion(cells, units))
         own = "; ".join(f"{k} {'/'.join(v)}" if k != "workloads" else f"workloads {', '.join(v)}"
                         for k, v in p.tier_tables.get(tier, {}).items())
+        for workload, values in p.workload_tables.get(tier, {}).items():
+            on = ", ".join(f"{k} {'/'.join(v)}" for k, v in values.items())
+            own += ("; " if own else "") + f"{workload} on {on}"
         lines.append(f"tier {tier}: {len(cells)} cells, {len(units)} units ({low / 60:.1f} min at "
                      f"{p.repetitions.min} runs each)" + (f"; its own {own}" if own else ": the plan's values"))
     return lines

@@ -125,6 +125,19 @@ class DiskContext:
 
 
 @dataclass(frozen=True)
+class WorkloadShape:
+    """What a workload does to the disk, as far as an axis's effect can show in it (``Workload.shape``): zero
+    detection shows only with zero-filled writes, a discard policy only with trims. `known` is False where
+    iomatrix cannot tell (a custom fio job file, a guest filesystem job that runs mkfs): every axis may show."""
+
+    name: str
+    known: bool = True
+    writes: bool = False
+    zero_writes: bool = False  # writes of zero-filled blocks
+    trims: bool = False
+
+
+@dataclass(frozen=True)
 class ToolOption:
     """How one tool (libvirt, proxmox, virt-install, nova) writes one axis value.
 
@@ -169,6 +182,10 @@ class Axis:
     risk: Callable[[str], SafetyLevel | None] = _no_risk  # documented power-loss risk of a value alone
     # A note for the sweep (shown by `plan --explain` and stored) when some cell has a value that needs one.
     cell_note: Callable[[Mapping[str, str]], str | None] | None = None
+    # Why a workload cannot show this axis's value in a cell (None: it can), for the image-layer axes whose effect
+    # needs a kind of I/O (zero detection: zero-filled writes); the matrix then runs that workload with the axis
+    # at one value only. Arguments: the cell's values, the workload's shape, the image's virtual size in bytes.
+    shown_by: Callable[[Mapping[str, str], WorkloadShape, int], str | None] | None = None
     short: str = ""  # a shorter column heading ("prealloc")
 
     @property
@@ -465,10 +482,38 @@ def _l2_cache_tool(tool: str) -> Callable[[str], ToolOption]:
     return spell
 
 
+def _zeroes_shown(values: Mapping[str, str], shape: WorkloadShape, image_bytes: int) -> str | None:
+    if not shape.known or shape.zero_writes:
+        return None
+    return "only reads" if not shape.writes else "writes no zero-filled blocks"
+
+
+def _discard_shown(values: Mapping[str, str], shape: WorkloadShape, image_bytes: int) -> str | None:
+    # detect-zeroes=unmap turns zero-filled writes into discards: the policy shows with those too.
+    if not shape.known or shape.trims or (shape.zero_writes and values.get("detect_zeroes") == "unmap"):
+        return None
+    return "sends no discards (trims)"
+
+
+def _layout_shown(values: Mapping[str, str], shape: WorkloadShape, image_bytes: int) -> str | None:
+    # Reads of blocks written before them (read workloads fill their region first, unmeasured) find data clusters
+    # of any size alike through an L2 cache that holds the image's whole mapping; beyond what QEMU's default cache
+    # covers, the cluster size (and extended L2's wider entries) decide how much of the mapping it holds. Trims
+    # show the layout too: qcow2 frees only whole clusters (a 64 KiB trim inside a 1 MiB cluster frees nothing).
+    if not shape.known or shape.writes or shape.trims:
+        return None
+    covers = default_l2_cache_covers_bytes(CLUSTER_BYTES.get(values.get("cluster_size", NA), DEFAULT_CLUSTER_BYTES),
+                                           _l2_entry_bytes(values))
+    if image_bytes > covers:
+        return None
+    return "only reads blocks written before it, through an L2 cache that holds the whole image's mapping"
+
+
 DISCARD = Axis(
     "discard", "whether discard requests (guest TRIM, NBD trim) free space in the image and below it",
     ("ignore", "unmap"), "ignore", ("ignore",), frozenset({Layer.IMAGE}),
     simpler=("ignore", "unmap"),
+    shown_by=_discard_shown,
     qemu=_discard_qemu,
     tools={"libvirt": lambda v: ToolOption((("discard", v),)),
            "proxmox": _proxmox_discard,
@@ -481,6 +526,7 @@ DETECT_ZEROES = Axis(
     ("off", "on", "unmap"), "off", ("off",), frozenset({Layer.IMAGE}),
     rules=(Rule(("detect_zeroes", "discard"), _detect_zeroes_rule),),
     simpler=("off", "on", "unmap"),
+    shown_by=_zeroes_shown,
     qemu=lambda v: QemuOptions() if v == "off" else QemuOptions(format_node=(("detect-zeroes", v),)),
     tools={"libvirt": lambda v: ToolOption((("detect_zeroes", v),)),
            "proxmox": _proxmox_detect_zeroes,
@@ -491,6 +537,7 @@ CLUSTER_SIZE = Axis(
     tuple(CLUSTER_BYTES), "64k", ("64k",), frozenset({Layer.IMAGE}),
     rules=(_qcow2_only("cluster_size", "64k"),),
     simpler=tuple(CLUSTER_BYTES),
+    shown_by=_layout_shown,
     qemu=lambda v: QemuOptions() if v == "64k" else QemuOptions(create=(("cluster_size", v),)),
     tools=_precreated("cluster_size", "cluster_size", "64k"))
 EXTENDED_L2 = Axis(
@@ -498,6 +545,7 @@ EXTENDED_L2 = Axis(
     ("off", "on"), "off", ("off",), frozenset({Layer.IMAGE}),
     rules=(_qcow2_only("extended_l2", "off"),),
     simpler=("off", "on"),
+    shown_by=_layout_shown,
     qemu=lambda v: QemuOptions() if v == "off" else QemuOptions(create=(("extended_l2", v),)),
     tools=_precreated("extended_l2", "extended_l2", "off"))
 L2_CACHE = Axis(
@@ -716,6 +764,23 @@ def prune_reason(values: Mapping[str, str], ctx: RuleContext) -> str | None:
             reason = rule.reason(values, ctx)
             if reason:
                 return reason
+    return None
+
+
+def unshown_reason(values: Mapping[str, str], shape: WorkloadShape, kept: Mapping[str, str],
+                   image_bytes: int) -> str | None:
+    """Why a workload does not run on a cell: the cell sets an axis the workload cannot show (Axis.shown_by) away
+    from `kept`, the one value the workload runs that axis at; None where it runs."""
+    for axis in REGISTRY.values():
+        v = values.get(axis.name, NA)
+        if axis.shown_by is None or v in (NA, kept.get(axis.name, axis.default)):
+            continue
+        # The difference from the kept value shows where either value lets it (an L2 cache covering the image at
+        # 1 MiB clusters but not at 64 KiB).
+        why = axis.shown_by(values, shape, image_bytes)
+        if why and axis.shown_by({**values, axis.name: kept.get(axis.name, axis.default)}, shape, image_bytes):
+            return (f"{shape.name} {why}, so {axis.name} cannot change its result: it runs at "
+                    f"{axis.name}={kept.get(axis.name, axis.default)} only")
     return None
 
 

@@ -10,6 +10,7 @@ import difflib
 import hashlib
 import json
 import re
+from collections.abc import Collection, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -141,30 +142,39 @@ def _axis_list(axis: axes.Axis, raw: object) -> list[str]:
 TIER_WORKLOADS = "workloads"
 
 
-def _tier_table(tier: str, raw: object) -> dict[str, list[str]]:
+def _axis_table(where: str, raw: Mapping[Any, Any], keys: Collection[str]) -> dict[str, list[str]]:
+    """The registry axes of a table as written, validated and in registry order (`where` prefixes messages)."""
+    table: dict[str, list[str]] = {}
+    for name, axis in ((a.name, a) for a in axes.plan_axes()):
+        if name in raw and name in keys:
+            try:
+                table[name] = _axis_list(axis, raw[name])
+            except ValueError as err:
+                raise ValueError(f"{where}.{err}") from None
+    return table
+
+
+def _tier_table(tier: str, raw: object) -> tuple[dict[str, list[str]], dict[str, dict[str, list[str]]]]:
     """A tier table as written (``[blocklayer]`` with ``detect_zeroes = ["off", "on"]``): the axis values and
     workloads that tier sweeps instead of the plan-wide lists, validated against the registry and put in registry
-    order (workloads last), so two plans that say the same thing dump the same. Whether the tier runs in the plan
-    and acts on each axis is checked once the plan's tiers are known (Plan._tier_tables_fit)."""
+    order (workloads last), so two plans that say the same thing dump the same; and its workload tables
+    (``[blocklayer.seq-write-zeroes-1m]``): per workload, the axis values that workload runs with in that tier
+    instead of the tier's. Whether the tier runs in the plan, acts on each axis and runs each workload is checked
+    once the plan's tiers are known (Plan._tier_tables_fit)."""
     if not isinstance(raw, dict):
         raise ValueError(f"{tier}: must be a table of the {tier} tier's own axis values, e.g. [{tier}] with "
                          f'cache = ["none"] (got {_short(raw)})')
-    known = {a.name: a for a in axes.plan_axes()}
-    for key in raw:
-        if key not in known and key != TIER_WORKLOADS:
+    known = {a.name for a in axes.plan_axes()}
+    for key, value in raw.items():
+        if key not in known and key != TIER_WORKLOADS and not isinstance(value, dict):
             close = difflib.get_close_matches(str(key), [*known, TIER_WORKLOADS], n=1, cutoff=0.6)
-            hint = f" — did you mean '{close[0]}'?" if close else f" (a [{tier}] table holds axes and workloads)"
+            hint = (f" — did you mean '{close[0]}'?" if close else
+                    f" (a [{tier}] table holds axes, workloads, and tables named by a workload)")
             raise ValueError(f"{tier}: unknown key '{str(key)[:60]}'{hint}")
     if not raw:
         raise ValueError(f"{tier}: the [{tier}] table is empty; name the axes the {tier} tier sweeps on its own, "
                          "or remove it")
-    table: dict[str, list[str]] = {}
-    for name, axis in known.items():
-        if name in raw:
-            try:
-                table[name] = _axis_list(axis, raw[name])
-            except ValueError as err:
-                raise ValueError(f"{tier}.{err}") from None
+    table = _axis_table(tier, raw, known)
     if TIER_WORKLOADS in raw:
         names = raw[TIER_WORKLOADS]
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
@@ -174,7 +184,23 @@ def _tier_table(tier: str, raw: object) -> dict[str, list[str]]:
             table[TIER_WORKLOADS] = _nonempty_unique(list(names), "workloads")
         except ValueError as err:
             raise ValueError(f"{tier}.workloads: {err}") from None
-    return table
+    per_workload: dict[str, dict[str, list[str]]] = {}
+    for workload, sub in raw.items():
+        if not isinstance(sub, dict) or workload in known:
+            continue
+        where = f"{tier}.{str(workload)[:60]}"
+        for key in sub:
+            if key not in known:
+                close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
+                hint = (f" — did you mean '{close[0]}'?" if close else
+                        f" (a [{where}] table holds the axis values workload {workload} runs with in the {tier} "
+                        "tier)")
+                raise ValueError(f"{where}: unknown key '{str(key)[:60]}'{hint}")
+        if not sub:
+            raise ValueError(f"{where}: the [{where}] table is empty; name the axes workload {workload} sweeps "
+                             f"in the {tier} tier, or remove it")
+        per_workload[workload] = _axis_table(where, sub, known)
+    return table, per_workload
 
 
 class Plan(BaseModel):
@@ -197,6 +223,10 @@ class Plan(BaseModel):
     # measures best does not multiply the others' cells. Gathered by `_gather_axes`, dumped back as those tables
     # (a plan without one dumps and fingerprints as it did before tier tables existed).
     tier_tables: dict[str, dict[str, list[str]]] = Field(default_factory=dict, exclude=True)
+    # Workload tables, per tier: the axis values one workload runs with in that tier instead of the tier's
+    # ([blocklayer.seq-write-zeroes-1m] with detect_zeroes = ["off", "on"]): a question one workload answers does
+    # not multiply the cells of the tier's other workloads. Dumped inside their tier table.
+    workload_tables: dict[str, dict[str, dict[str, list[str]]]] = Field(default_factory=dict, exclude=True)
     backing: list[BackingSpec] = Field(default_factory=lambda: [DirBacking(type="dir")])
     workloads: list[str] = ["rand-read-4k", "rand-write-4k"]
     repetitions: Repetitions = Repetitions()
@@ -271,7 +301,7 @@ class Plan(BaseModel):
     def _gather_axes(cls, data: object) -> object:
         if not isinstance(data, dict):
             return data
-        for internal in ("axis_settings", "tier_tables"):
+        for internal in ("axis_settings", "tier_tables", "workload_tables"):
             if internal in data:
                 raise ValueError(f"unknown key '{internal}'")
         # Every axis, its plan default where the plan does not name it: two plans that sweep the same values are
@@ -280,9 +310,10 @@ class Plan(BaseModel):
                     for a in axes.plan_axes()}
         from iomatrix.tiers import tier_names
 
-        tables = {k: _tier_table(k, v) for k, v in data.items() if k in tier_names()}
-        rest = {k: v for k, v in data.items() if k not in settings and k not in tables}
-        return {**rest, "axis_settings": settings, "tier_tables": tables}
+        parsed = {k: _tier_table(k, v) for k, v in data.items() if k in tier_names()}
+        rest = {k: v for k, v in data.items() if k not in settings and k not in parsed}
+        return {**rest, "axis_settings": settings, "tier_tables": {k: t for k, (t, _) in parsed.items()},
+                "workload_tables": {k: w for k, (_, w) in parsed.items() if w}}
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
@@ -302,14 +333,20 @@ class Plan(BaseModel):
         for tier, table in self.tier_tables.items():
             if info.include is None or tier in info.include:
                 out[tier] = {k: list(v) for k, v in table.items()}
+                for workload, values in self.workload_tables.get(tier, {}).items():
+                    out[tier][workload] = {k: list(v) for k, v in values.items()}
         out.update(self._tier_settings_model().model_dump(
             mode=info.mode, by_alias=bool(info.by_alias), exclude_unset=info.exclude_unset,
             exclude_defaults=info.exclude_defaults, exclude_none=info.exclude_none, round_trip=info.round_trip))
         return out
 
-    def axis_values(self, axis: str, tier: str | None = None) -> list[str]:
+    def axis_values(self, axis: str, tier: str | None = None, workload: str | None = None) -> list[str]:
         """The values the plan sweeps of `axis` (its plan default when the plan does not name it); with `tier`,
-        the values that tier sweeps (its tier table's, where it has one for the axis)."""
+        the values that tier sweeps (its tier table's, where it has one for the axis); with `workload` too, the
+        values that workload runs with in that tier (its workload table's, where it has one for the axis)."""
+        if tier is not None and workload is not None \
+                and axis in self.workload_tables.get(tier, {}).get(workload, {}):
+            return list(self.workload_tables[tier][workload][axis])
         if tier is not None and axis in self.tier_tables.get(tier, {}):
             return list(self.tier_tables[tier][axis])
         if axis == "tier":
@@ -437,6 +474,19 @@ class Plan(BaseModel):
                        else "remove it")
                 raise ValueError(f"{tier}.{name}: the {tier} tier does not act on {name} ({axes.get(name).summary}),"
                                  f" so it cannot sweep it; {fix}")
+        for tier, per_workload in self.workload_tables.items():
+            runs = self.workloads_of(tier)
+            layers = tier_class(tier).layers
+            for workload, values in per_workload.items():
+                where = f"{tier}.{workload}"
+                if workload not in runs:
+                    raise ValueError(f"{where}: a [{where}] table, but the {tier} tier does not run workload "
+                                     f"{workload} (its workloads: {', '.join(runs)}); add it to the workloads or "
+                                     "remove the table")
+                for name in values:
+                    if not axes.get(name).applies_to(layers):
+                        raise ValueError(f"{where}.{name}: the {tier} tier does not act on {name} "
+                                         f"({axes.get(name).summary}), so it cannot sweep it; remove it")
         return self
 
     @model_validator(mode="after")

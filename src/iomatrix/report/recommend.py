@@ -16,7 +16,7 @@ from typing import Any
 
 from iomatrix import domain
 from iomatrix.current import CurrentConfig
-from iomatrix.domain import BASELINES, CACHE, CacheMode, Modifier, SafetyLevel
+from iomatrix.domain import BASELINES, CACHE, CacheMode, Modifier, SafetyLevel, axes
 from iomatrix.errors import UserError
 from iomatrix.guest.accel import TCG_WARNING
 from iomatrix.matrix import applying_axes
@@ -465,15 +465,21 @@ def _answer_from_another_tier(cws: list[CellWorkload], workload: str, unanswered
             continue
         # The axes the sweep names (report.query.shown_axes): a later axis it leaves at its default is not a choice.
         named = {a for c in cws for a in c.axes}
-        v.basis = _basis(t, unanswered.tier, workload, emulated, named)
+        # A later axis the tier holds at one value for this workload (IOThreads on the block layer of a QEMU whose
+        # NBD export cannot have one: pruned) is not among what it decides.
+        held = {a for a in named if a in axes.REGISTRY and not axes.get(a).always_named
+                and len({c.axes.get(a) for c in cws if c.workload == workload and c.axes["tier"] == t}) < 2}
+        v.basis = _basis(t, unanswered.tier, workload, emulated, named, held)
         return v
     return None
 
 
-def _basis(tier: str, closest: str, workload: str, emulated: bool, named: set[str]) -> str:
-    """Why `tier` answers for `closest` (the tier closest to a VM), and which of the `named` axes it decides."""
+def _basis(tier: str, closest: str, workload: str, emulated: bool, named: set[str], held: set[str] = frozenset()
+           ) -> str:
+    """Why `tier` answers for `closest` (the tier closest to a VM), and which of the `named` axes it decides (not
+    those it `held` at one value)."""
     try:
-        mine = [a for a in applying_axes(tier) if a in named]
+        mine = [a for a in applying_axes(tier) if a in named and a not in held]
         theirs = [a for a in applying_axes(closest) if a in named]
     except KeyError:  # a tier this version does not know (an old database): no scope to state
         scope = ""
