@@ -182,6 +182,7 @@ def test_plan_explain_shows_each_tier_and_its_own_values(tmp_path: Path) -> None
     assert "cells: blocklayer" in out and "cells: guest" in out
     assert "tier blocklayer: 7 cells, 14 units" in out
     assert "seq-write-zeroes-1m on cache none, aio io_uring, detect_zeroes off/on" in " ".join(out.split())
+    assert "then the blocklayer tier's contenders (what the race did not eliminate" in " ".join(out.split())
     assert "tier guest: 20 cells, 40 units" in out and "estimated duration" in out
     guest_table = out.split("cells: guest")[1].split("pruned")[0]
     assert "detect_zeroes" not in guest_table and "iothread" in guest_table

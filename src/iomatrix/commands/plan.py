@@ -25,7 +25,9 @@ def policy_text(p: Plan) -> str:
     else:
         text = f"until the 95% CI is within ±{p.ci_target * 100:g}% of the mean"
     for tier, n in p.repetitions.precision_max.items():
-        text += f"; then {tier} units run on toward ±{p.ci_target * 100:g}%, up to {n} runs"
+        who = f"{tier} units" if p.repetitions.precision_for == "all" else \
+            f"the {tier} tier's contenders (what the race did not eliminate, and what they are quoted against)"
+        text += f"; then {who} run on toward ±{p.ci_target * 100:g}%, up to {n} runs"
     return text
 
 
