@@ -130,7 +130,12 @@ def workload_statuses(place: Place, env: dict[str, str]) -> dict[str, str]:
     """workload → how the headline answers it ("answer", "tied", "provisional", or "unanswered: why")."""
     argv, cwd = place.argv(".venv/bin/iomatrix", "recommend", "--db", "iomatrix.sqlite", "--format", "json")
     res = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=True)
-    data = json.loads(res.stdout)
+    return headline_statuses(res.stdout)
+
+
+def headline_statuses(recommend_json: str) -> dict[str, str]:
+    """workload → its headline status, from `iomatrix recommend --format json`."""
+    data = json.loads(recommend_json)
     heads = data.get("headlines") or [data.get("headline", data)]
     statuses: dict[str, str] = {}
     for head in heads:

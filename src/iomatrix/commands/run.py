@@ -188,7 +188,7 @@ def current_lines(p: Plan, exp: Expansion, width: int) -> list[str]:
     said: dict[str, list[str]] = {}  # what became of it → the tiers (one line for tiers pruning it alike)
     for cell in current_cells(p):
         if cell in exp.current:
-            in_matrix = all(v == NA or v in p.axis_values(a) for a, v in cell.items())
+            in_matrix = all(v == NA or v in p.axis_values(a, cell.tier) for a, v in cell.items())
             shown = cell.label().removeprefix(f"tier={cell.tier} ")
             text = f"{'a cell the plan has already' if in_matrix else 'a cell of its own'}: {shown}"
         else:
