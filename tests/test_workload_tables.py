@@ -110,8 +110,8 @@ def test_bad_workload_tables_are_one_line_errors(table: dict, expected: str) -> 
 # --------------------------------------------------------------------------- axes a workload cannot show
 
 
-def image_plan(**axes_: list[str]) -> Plan:
-    return plan(blocklayer=None, cache=["none"], aio=["threads"], **axes_)
+def image_plan(**axes_: object) -> Plan:
+    return plan(**{"blocklayer": None, "cache": ["none"], "aio": ["threads"], **axes_})
 
 
 def test_zero_detection_runs_at_one_value_for_workloads_without_zero_filled_writes() -> None:
@@ -184,3 +184,22 @@ def test_the_current_configuration_runs_every_workload() -> None:
     e = expansion(p, [wl.resolve("rand-read-4k")])
     assert {(u.cell.aio, u.cell.detect_zeroes) for u in e.units} == {("threads", "off"), ("io_uring", "on")}
     assert [c.aio for c in e.current] == ["io_uring"]
+
+
+def test_qemus_default_twin_holds_the_later_axes_at_their_defaults() -> None:
+    # QEMU without detect-zeroes= runs zero detection off: a detect_zeroes=on cell is quoted against the
+    # writeback/threads cell with zero detection off, not against writeback/threads with it on.
+    from iomatrix.domain import BASELINES
+    from iomatrix.matrix import Cell, Unit
+    from iomatrix.runner import compared_with
+
+    p = image_plan(cache=["none", "writeback"], detect_zeroes=["off", "on"])
+    zeroes = wl.resolve("seq-write-zeroes-1m")
+    e = expansion(p, [zeroes])
+    on = next(u for u in e.units if u.cell.cache == "none" and u.cell.detect_zeroes == "on")
+    twin = axes.baseline_values(on.cell, BASELINES[0])
+    assert (twin["cache"], twin["aio"], twin["detect_zeroes"], twin["format"]) == ("writeback", "threads", "off",
+                                                                                    "qcow2")
+    default = Unit(Cell(twin), zeroes).key
+    assert compared_with(e.units)[on.key] == (default,)
+    assert "bus" not in {k for k, v in twin.items() if v != on.cell[k]}  # "-" axes stay "-"

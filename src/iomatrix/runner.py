@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, Protocol
 from iomatrix import qemu_caps, rates
 from iomatrix import workloads as wl
 from iomatrix.backing.provision import BackingHandle, provision
-from iomatrix.domain import BASELINES
+from iomatrix.domain import BASELINES, axes
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import JobShape, page_cache_method
 from iomatrix.hygiene import CacheState, modifier_notes, modifier_wrapper, prepare_cache
@@ -738,8 +738,9 @@ NOT_SETTLED = frozenset({StopKind.MAX_RUNS, StopKind.BUDGET})  # the stops a lim
 
 def compared_with(units: Sequence[Unit]) -> dict[str, tuple[str, ...]]:
     """unit key → the units the reports quote it against: its twins at each tool default's cache and aio (QEMU's,
-    libvirt's; ``domain.BASELINES``, as report/recommend.py matches them) in the same tier and workload, the
-    other axes equal. The scheduler runs those on for precision with a contender (precision_for = "contenders")."""
+    libvirt's; ``domain.BASELINES``, as report/recommend.py matches them: axes.baseline_values) in the same tier
+    and workload, the other axes equal. The scheduler runs those on for precision with a contender
+    (precision_for = "contenders")."""
     by_cell = {(u.cell, u.workload.name): u.key for u in units}
     out: dict[str, tuple[str, ...]] = {}
     for u in units:
@@ -747,7 +748,7 @@ def compared_with(units: Sequence[Unit]) -> dict[str, tuple[str, ...]]:
             continue
         twins = []
         for b in BASELINES:
-            twin = by_cell.get((Cell({**u.cell, "cache": b.cache.value, "aio": b.aio.value}), u.workload.name))
+            twin = by_cell.get((Cell(axes.baseline_values(u.cell, b)), u.workload.name))
             if twin is not None and twin != u.key and twin not in twins:
                 twins.append(twin)
         if twins:

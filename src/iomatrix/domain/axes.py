@@ -784,6 +784,18 @@ def unshown_reason(values: Mapping[str, str], shape: WorkloadShape, kept: Mappin
     return None
 
 
+def baseline_values(values: Mapping[str, str], baseline: domain.Baseline) -> dict[str, str]:
+    """The values of `values`' twin at a tool's defaults (domain.BASELINES): its cache and aio, and every later
+    axis that applies (not "-") at its default, as the tool runs it when nothing is set (QEMU without
+    detect-zeroes= runs zero detection off); the first release's other axes (format, bus, backing, …) are the
+    user's storage, not a default, and stay."""
+    twin = {**values, "cache": baseline.cache.value, "aio": baseline.aio.value}
+    for axis in REGISTRY.values():
+        if not axis.always_named and not axis.free_values and values.get(axis.name, NA) != NA:
+            twin[axis.name] = axis.default
+    return twin
+
+
 def notes(cells: list[Mapping[str, str]]) -> list[str]:
     """The sweep notes the cells' values call for, each once."""
     out: list[str] = []

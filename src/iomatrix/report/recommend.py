@@ -334,7 +334,8 @@ def _gains(wr: WorkloadRanking, cell: CellWorkload, same_tier: list[CellWorkload
         gains.append(_gain(f"current ({current.label()})", cell, other, wr.metric, higher,
                            "not measured in this sweep: add its values to the plan to compare"))
     for b in BASELINES:
-        other = _matching(same_tier, cell, cache=b.cache.value, aio=b.aio.value)
+        twin = axes.baseline_values(cell.axes, b)
+        other = _matching(same_tier, cell, **{k: v for k, v in twin.items() if k in cell.axes})
         gains.append(_gain(f"{b.name} (cache={b.cache} aio={b.aio})", cell, other, wr.metric, higher,
                            "not in this sweep"))
     for g in gains:
