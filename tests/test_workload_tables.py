@@ -203,3 +203,42 @@ def test_qemus_default_twin_holds_the_later_axes_at_their_defaults() -> None:
     default = Unit(Cell(twin), zeroes).key
     assert compared_with(e.units)[on.key] == (default,)
     assert "bus" not in {k for k, v in twin.items() if v != on.cell[k]}  # "-" axes stay "-"
+
+
+def test_a_question_on_one_cell_is_quoted_against_its_own_axes_at_qemus_defaults() -> None:
+    from iomatrix.runner import compared_with
+
+    p = plan(blocklayer={"workloads": ["seq-write-zeroes-1m"],
+                         "seq-write-zeroes-1m": {"cache": ["none"], "aio": ["io_uring"],
+                                                 "detect_zeroes": ["off", "on"]}})
+    e = expansion(p)
+    on, off = (next(u for u in e.units if u.cell.detect_zeroes == v) for v in ("on", "off"))
+    assert axes.later_at_default(on.cell) == {"detect_zeroes": "off"} and axes.later_at_default(off.cell) == {}
+    assert compared_with(e.units) == {on.key: (off.key,)}
+
+
+def test_the_headline_quotes_zero_detection_against_it_off_when_qemus_default_cache_was_not_run(
+        tmp_path: Path) -> None:
+    from iomatrix.report.headline import headline
+    from iomatrix.report.recommend import recommend
+    from iomatrix.report.render import headline_text
+    from iomatrix.store import RunRecord, Store
+
+    store = Store(tmp_path / "r.sqlite")
+    sid = store.create_sweep(store.host_id({"hostname": "h", "cpu_count": 2}), "p", "fp", "{}", [], [])
+    for dz, mbps in (("off", 100.0), ("on", 300.0)):
+        values = {"tier": "blocklayer", "format": "qcow2", "preallocation": "off", "cache": "none",
+                  "aio": "io_uring", "bus": "-", "backing": "dir", "modifier": "none", "detect_zeroes": dz}
+        cid = store.cell_id(sid, "/".join(values.values()), values, {})
+        for rnd in range(4):
+            store.record_run(RunRecord(
+                cell_id=cid, workload="seq-write-zeroes-1m", status="ok", started_at=rnd, finished_at=rnd + 1,
+                accel="none (QEMU block layer, no guest)", cache_state="dropped", page_cache_method="-",
+                metrics={"write.bw_mbps": mbps * (1 + 0.01 * rnd)}, phases={}, round=rnd + 1, round_position=0))
+    store.set_sweep_status(sid, "finished")
+    [v] = recommend(store, sid).verdicts
+    assert v.choice is not None and "detect_zeroes=on" in v.choice.cell
+    own = [g for g in v.gains if g.against == "QEMU default detect_zeroes=off"]
+    assert len(own) == 1 and own[0].ratio is not None and 2.9 < own[0].ratio.ratio < 3.1
+    text = headline_text(headline(recommend(store, sid), "h"), 100)
+    assert "seq-write-zeroes-1m: 3.00× (" in text and ") QEMU's default detect_zeroes=off · the answer" in text, text

@@ -739,7 +739,8 @@ NOT_SETTLED = frozenset({StopKind.MAX_RUNS, StopKind.BUDGET})  # the stops a lim
 def compared_with(units: Sequence[Unit]) -> dict[str, tuple[str, ...]]:
     """unit key → the units the reports quote it against: its twins at each tool default's cache and aio (QEMU's,
     libvirt's; ``domain.BASELINES``, as report/recommend.py matches them: axes.baseline_values) in the same tier
-    and workload, the other axes equal. The scheduler runs those on for precision with a contender
+    and workload, the other axes equal; where neither was measured, its twin with the later axes at their defaults
+    (axes.later_at_default). The scheduler runs those on for precision with a contender
     (precision_for = "contenders")."""
     by_cell = {(u.cell, u.workload.name): u.key for u in units}
     out: dict[str, tuple[str, ...]] = {}
@@ -751,6 +752,10 @@ def compared_with(units: Sequence[Unit]) -> dict[str, tuple[str, ...]]:
             twin = by_cell.get((Cell(axes.baseline_values(u.cell, b)), u.workload.name))
             if twin is not None and twin != u.key and twin not in twins:
                 twins.append(twin)
+        # No twin at QEMU's default cache and aio (a workload table's one cell): its own axes at QEMU's defaults.
+        own = by_cell.get((Cell({**u.cell, **axes.later_at_default(u.cell)}), u.workload.name))
+        if not twins and own is not None and own != u.key:
+            twins.append(own)
         if twins:
             out[u.key] = tuple(twins)
     return out

@@ -796,6 +796,14 @@ def baseline_values(values: Mapping[str, str], baseline: domain.Baseline) -> dic
     return twin
 
 
+def later_at_default(values: Mapping[str, str]) -> dict[str, str]:
+    """The later axes `values` sets away from their defaults, at their defaults: the comparison for a question asked
+    on one cache × aio cell (zero detection at cache=none, io_uring: its twin with zero detection off), where the
+    twin at QEMU's default cache and aio (baseline_values) was not measured."""
+    return {a.name: a.default for a in REGISTRY.values() if not a.always_named and not a.free_values
+            and values.get(a.name, NA) not in (NA, a.default)}
+
+
 def notes(cells: list[Mapping[str, str]]) -> list[str]:
     """The sweep notes the cells' values call for, each once."""
     out: list[str] = []
