@@ -253,7 +253,8 @@ def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Wor
                     else:
                         cells.append(cell)
                 if cell.key not in pruned:
-                    runs_of.setdefault(cell, []).extend(w for w in group if w not in runs_of.get(cell, []))
+                    mine = runs_of.setdefault(cell, [])
+                    mine += [w for w in group if w not in mine]
     current = _add_current(plan, cells, pruned, seen,
                            lambda c: prune_reason(c, backings.get(c.backing), qemu, host_cpus))
     for tier_name in plan.tier:
