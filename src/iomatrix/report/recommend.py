@@ -476,20 +476,26 @@ def _answer_from_another_tier(cws: list[CellWorkload], workload: str, unanswered
         named = {a for c in cws for a in c.axes}
         # A later axis the tier holds at one value for this workload (IOThreads on the block layer of a QEMU whose
         # NBD export cannot have one: pruned) is not among what it decides.
-        held = {a for a in named if a in axes.REGISTRY and not axes.get(a).always_named
-                and len({c.axes.get(a) for c in cws if c.workload == workload and c.axes["tier"] == t}) < 2}
-        v.basis = _basis(t, unanswered.tier, workload, emulated, named, held)
+        v.basis = _basis(t, unanswered.tier, workload, emulated, named, _held(cws, workload, t, named),
+                         _held(cws, workload, unanswered.tier, named))
         return v
     return None
 
 
-def _basis(tier: str, closest: str, workload: str, emulated: bool, named: set[str], held: set[str] = frozenset()
-           ) -> str:
+def _held(cws: list[CellWorkload], workload: str, tier: str, named: set[str]) -> set[str]:
+    """The later axes `tier` held at one value for `workload` (IOThreads on the block layer of a QEMU whose NBD
+    export cannot have one; zero detection for random writes): not among what it decides for the workload."""
+    return {a for a in named if a in axes.REGISTRY and not axes.get(a).always_named
+            and len({c.axes.get(a) for c in cws if c.workload == workload and c.axes["tier"] == tier}) < 2}
+
+
+def _basis(tier: str, closest: str, workload: str, emulated: bool, named: set[str], held: set[str] = frozenset(),
+           held_closest: set[str] = frozenset()) -> str:
     """Why `tier` answers for `closest` (the tier closest to a VM), and which of the `named` axes it decides (not
-    those it `held` at one value)."""
+    those it `held` at one value) and which `closest` varies but it does not."""
     try:
         mine = [a for a in applying_axes(tier) if a in named and a not in held]
-        theirs = [a for a in applying_axes(closest) if a in named]
+        theirs = [a for a in applying_axes(closest) if a in named and a not in held_closest]
     except KeyError:  # a tier this version does not know (an old database): no scope to state
         scope = ""
     else:
