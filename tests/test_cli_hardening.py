@@ -31,7 +31,8 @@ def one_line_error(proc: subprocess.CompletedProcess[str], *needles: str, code: 
 
 def test_second_sweep_on_the_same_db_or_workdir_names_the_first(tmp_path: Path) -> None:
     plan = tmp_path / "slow.toml"
-    plan.write_text('tier = ["baremetal"]\nworkloads = ["rand-read-4k"]\nsize = "16M"\nruntime = 3\n'
+    # 1 s runs: the first sweep is frozen (SIGSTOP) while the others are refused, so its length need not cover them.
+    plan.write_text('tier = ["baremetal"]\nworkloads = ["rand-read-4k"]\nsize = "16M"\nruntime = 1\n'
                     '[repetitions]\nmin = 2\nmax = 2\n')
     db, work = tmp_path / "r.sqlite", tmp_path / "w"
     first = subprocess.Popen([*iomatrix_argv(), "run", str(plan), "--db", str(db), "--workdir", str(work)],

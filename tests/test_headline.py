@@ -43,10 +43,18 @@ def _report_commands(db: Path) -> list[tuple[str, ...]]:
             ("recommend", *d), ("recommend", "--detail", *d), ("plan", "quick", "--explain"), ("plans",)]
 
 
+def _cli_each(commands: list[tuple[str, ...]], columns: int) -> list[subprocess.CompletedProcess[str]]:
+    """Each command in a process of its own, as a user runs it; side by side, one per core (they only read)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
+        return list(pool.map(lambda args: _cli(*args, columns=columns), commands))
+
+
 @pytest.mark.parametrize("columns", [80, 100])
 def test_every_report_command_fits_the_width(db: Path, columns: int) -> None:
-    for args in _report_commands(db):
-        res = _cli(*args, columns=columns)
+    commands = _report_commands(db)
+    for args, res in zip(commands, _cli_each(commands, columns), strict=True):
         assert res.returncode == 0, (args, res.stderr[-800:])
         lines = (res.stdout + res.stderr).splitlines()
         assert lines, args
@@ -55,8 +63,8 @@ def test_every_report_command_fits_the_width(db: Path, columns: int) -> None:
 
 
 def test_narrower_than_60_columns_wraps_and_never_fails(db: Path) -> None:
-    for args in _report_commands(db):
-        res = _cli(*args, columns=40)
+    commands = _report_commands(db)
+    for args, res in zip(commands, _cli_each(commands, 40), strict=True):
         assert res.returncode == 0 and "Traceback" not in res.stderr, (args, res.stderr[-800:])
 
 
