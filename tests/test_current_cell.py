@@ -229,7 +229,8 @@ min = 3
 max = 4
 """
 # A measured ratio with its interval ("1.84× (1.03–5.40) current (…)"), or the answer is the current cell itself.
-MEASURED_VS_CURRENT = re.compile(r"(\d+\.\d+× \(\d+\.\d+–\d+\.\d+\)|1\.00×: it is) current \(")
+# (a Fieller interval whose lower bound is below 0 on a loaded host prints "≥0": still a measured ratio with CI)
+MEASURED_VS_CURRENT = re.compile(r"(\d+\.\d+× \((?:≥0|\d+\.\d+)–\d+\.\d+\)|1\.00×: it is) current \(")
 
 
 def _runs(db: Path) -> int:
