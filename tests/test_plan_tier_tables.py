@@ -160,15 +160,19 @@ def test_modern_is_one_plan_within_its_budget() -> None:
     block = [c for c in e.cells if c.tier == "blocklayer"]
     guest = [c for c in e.cells if c.tier == "guest"]
     assert {c.detect_zeroes for c in block} == {"off", "on"} and {c.cluster_size for c in block} == {"64k", "1M"}
+    assert {c.l2_cache for c in block} == {"default", "whole-image"}
     assert {c.detect_zeroes for c in guest} == {"off"} and {c.cluster_size for c in guest} == {"64k"}
+    assert {c.l2_cache for c in guest} == {"default"}
     assert {c.iothread for c in guest} == {"off", "on"} and {c.bus for c in guest} == {"virtio-blk",
                                                                                      "virtio-scsi-single"}
     assert {u.workload.name for u in e.units if u.cell.tier == "blocklayer"} >= {"seq-write-zeroes-1m",
                                                                                  "rand-write-4k-first"}
     # Each image-layer question on one cell of its own; the guests' workloads on the 5 aio × cache cells.
     per_workload = {w: {c.label() for c in block if any(u.cell == c and u.workload.name == w for u in e.units)}
-                    for w in ("seq-write-zeroes-1m", "rand-write-4k-first", "rand-read-4k-qd32")}
+                    for w in ("seq-write-zeroes-1m", "rand-write-4k-first", "rand-read-4k-sparse-1t",
+                              "rand-read-4k-qd32")}
     assert len(per_workload["seq-write-zeroes-1m"]) == 2 and len(per_workload["rand-write-4k-first"]) == 2
+    assert len(per_workload["rand-read-4k-sparse-1t"]) == 2
     assert len(per_workload["rand-read-4k-qd32"]) == 5
     assert "seq-write-zeroes-1m" not in {u.workload.name for u in e.units if u.cell.tier == "guest"}
     low, _ = estimate_seconds(p, e)
@@ -180,7 +184,7 @@ def test_plan_explain_shows_each_tier_and_its_own_values(tmp_path: Path) -> None
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "cells: blocklayer" in out and "cells: guest" in out
-    assert "tier blocklayer: 7 cells, 14 units" in out
+    assert "tier blocklayer: 8 cells, 16 units" in out
     assert "seq-write-zeroes-1m on cache none, aio io_uring, detect_zeroes off/on" in " ".join(out.split())
     assert "then the blocklayer tier's contenders (what the race did not eliminate" in " ".join(out.split())
     assert "tier guest: 20 cells, 40 units" in out and "estimated duration" in out

@@ -161,7 +161,8 @@ class SweepRunner:
         self.tiers: dict[str, Tier] = {}
         self.handles: dict[str, BackingHandle] = {}
         self.devices: dict[str, list[str]] = {}
-        self.shape = JobShape(size_bytes=plan.size_bytes, runtime_s=plan.runtime, ramp_s=plan.ramp)
+        self.shape = JobShape(size_bytes=plan.size_bytes, runtime_s=plan.runtime, ramp_s=plan.ramp,
+                              image_bytes=plan.image_size_bytes)
         self.design_seed = int(plan.fingerprint(), 16)  # the scheduler's round orders; a resumed sweep keeps its own
         # Interference scores of this session's judged runs: each run is flagged relative to them.
         self.host_baseline: list[dict[str, float]] = []
@@ -356,11 +357,18 @@ class SweepRunner:
             notes.append(f"disk not sampled: {err}")
             return self.sampler_factory([], self.opts.monitor_interval)
 
+    def _shape(self, w: wl.Workload) -> JobShape:
+        """The plan's region and image, or the workload's own (a wide image: Workload.image_bytes)."""
+        if w.image_bytes is None:
+            return self.shape
+        return JobShape.for_workload(w, size_bytes=self.plan.size_bytes, image_bytes=self.plan.image_size_bytes,
+                                     runtime_s=self.plan.runtime, ramp_s=self.plan.ramp)
+
     def _requests(self, sweep_id: int, items: list[RunItem], sampler: HostMonitor) -> list[RunRequest]:
         cell = items[0].unit.cell
         runs_dir = self.opts.workdir / "runs" / f"sweep{sweep_id}"
         return [RunRequest(
-            cell=cell, workload=item.unit.workload, target=self._target(cell), shape=self.shape,
+            cell=cell, workload=item.unit.workload, target=self._target(cell), shape=self._shape(item.unit.workload),
             run_dir=runs_dir / f"{item.cell_id}-{item.unit.workload.slug}" if len(items) == 1
             else runs_dir / f"{item.cell_id}-{item.unit.workload.slug}-r{item.slot.round}",
             timeout_s=self.plan.run_timeout,

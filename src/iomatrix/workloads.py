@@ -64,6 +64,12 @@ class Workload:
     # A layer of the I/O stack the workload needs, and why; tiers that do not run it prune the workload.
     needs_layer: Layer | None = None
     needs_why: str = ""
+    # The workload runs on a thin disk image of its own size (its region: the whole image), not the plan's
+    # image_size and size: reads across an image larger than QEMU's default qcow2 L2 cache covers.
+    image_bytes: int | None = None
+    # The prefill writes one 4 KiB block at the start of every `prefill_stride` bytes instead of the whole region:
+    # a qcow2 image then has every L2 table of the region allocated while it holds almost no data.
+    prefill_stride: int | None = None
 
     @property
     def slug(self) -> str:
@@ -175,6 +181,16 @@ def rate_of_max_workload(name: str) -> Workload | None:
                     primary_metric=f"{d}.clat_p99_us", higher_is_better=False)
 
 
+# rand-read-4k-sparse-1t: an image larger than QEMU's default L2 cache covers (256 GiB at 64 KiB clusters, 32 MiB
+# of L2 tables; docs/axes.md, l2_cache), four times over, so the default cache holds a quarter of its L2 tables.
+# One written block per 512 MiB allocates every L2 table (one table maps 512 MiB at 64 KiB clusters, more at
+# larger ones) with 2048 writes: 128 MiB of tables and 128 MiB of data clusters on the backing at 64 KiB clusters
+# (4 GiB of clusters at 2 MiB), whatever the virtual size.
+SPARSE_L2_WORKLOAD = "rand-read-4k-sparse-1t"
+SPARSE_L2_IMAGE_BYTES = 1 << 40
+SPARSE_L2_STRIDE = 512 << 20
+
+
 def _sizes() -> list[tuple[str, str]]:
     return [("512", "512"), ("4k", "4k"), ("64k", "64k"), ("1m", "1m")]
 
@@ -220,6 +236,13 @@ PRESETS: dict[str, Workload] = {
              "randwrite", "4k", "write.iops", iodepth=16),
         _fio("rand-write-4k-rewrite", "random 4 KiB writes at queue depth 16 to blocks written before (an unmeasured "
              "prefill): rewrites, no allocation", "randwrite", "4k", "write.iops", iodepth=16, prefill=True),
+        _fio(SPARSE_L2_WORKLOAD, f"random 4 KiB reads at queue depth 16 across a {SPARSE_L2_IMAGE_BYTES >> 40} TiB "
+             f"thin image with one 4 KiB block written every {SPARSE_L2_STRIDE >> 20} MiB (an unmeasured prefill): "
+             "every qcow2 L2 table exists and nearly every read finds a hole, so what a read costs is finding its "
+             "L2 entry: in QEMU's L2 cache, or read from the image", "randread", "4k", "read.iops", iodepth=16,
+             image_bytes=SPARSE_L2_IMAGE_BYTES, prefill_stride=SPARSE_L2_STRIDE, needs_layer=Layer.IMAGE,
+             needs_why="reads a qcow2 image's metadata through QEMU (its L2 cache); fio on the host has no image "
+                       "layer"),
         Workload("fs-read", "read-heavy filesystem job: walk a file tree and list a large tarball (guest fs)",
                  kind="fs-read", primary_metric="workload.seconds", higher_is_better=False),
         Workload("fs-write", "write-heavy filesystem job: large sequential writes with sync, then extract a "

@@ -33,11 +33,20 @@ STEADY_POINTS = 10
 
 @dataclass(frozen=True)
 class JobShape:
-    """Size and duration every run of a plan shares."""
+    """Size and duration of a run: the plan's, or a workload's own region and image (Workload.image_bytes)."""
 
     size_bytes: int
     runtime_s: float
     ramp_s: float = 0.0
+    image_bytes: int | None = None  # the disk image each run creates; None: the plan's image_size
+
+    @classmethod
+    def for_workload(cls, w: Workload, *, size_bytes: int, image_bytes: int, runtime_s: float,
+                     ramp_s: float = 0.0) -> JobShape:
+        """The plan's region and image, or the workload's own image as its whole region."""
+        if w.image_bytes is not None:
+            return cls(size_bytes=w.image_bytes, runtime_s=runtime_s, ramp_s=ramp_s, image_bytes=w.image_bytes)
+        return cls(size_bytes=size_bytes, runtime_s=runtime_s, ramp_s=ramp_s, image_bytes=image_bytes)
 
 
 def _workload_lines(w: Workload) -> list[str]:
@@ -46,6 +55,10 @@ def _workload_lines(w: Workload) -> list[str]:
         lines.append(f"rwmixread={w.rwmixread}")
     if w.zero_buffers:
         lines.append("zero_buffers=1")
+    if w.image_bytes is not None:
+        # fio's map of blocks already touched costs a bit per block (32 MiB for 1 TiB of 4 KiB blocks) and start-up
+        # time; a time-based random job over a wide region needs no such coverage guarantee.
+        lines.append("norandommap=1")
     if w.rate_iops is not None:
         lines.append(f"rate_iops={w.rate_iops}")
     elif w.rate_of_max is not None:  # never run a rate-limited job without its limit (the runner sets it first)
@@ -65,10 +78,20 @@ def _timing_lines(shape: JobShape) -> list[str]:
     return lines
 
 
-def _prefill_section(bs: str = "1m") -> list[str]:
+PREFILL_BLOCK_BYTES = 4096  # a strided prefill's block
+
+
+def _prefill_section(w: Workload, shape: JobShape, bs: str = "1m") -> list[str]:
     # Reads of never-written blocks hit holes (sparse file, unallocated qcow2
     # cluster) and never touch the disk, and rewrites and trims need written
     # blocks: write the region first, unmeasured.
+    if w.prefill_stride is not None:
+        # One block per stride (fio's `rw=write:N` skips N bytes after each write): the image's metadata for the
+        # whole region exists, its data stays thin (Workload.prefill_stride). fio counts a job's bytes, not its
+        # offsets: without number_ios it would wrap around until it had written `size` bytes.
+        writes = -(-shape.size_bytes // w.prefill_stride)
+        return [f"[{PREFILL_JOB}]", f"rw=write:{w.prefill_stride - PREFILL_BLOCK_BYTES}", f"bs={PREFILL_BLOCK_BYTES}",
+                f"number_ios={writes}", "time_based=0", "end_fsync=1", ""]
     return [f"[{PREFILL_JOB}]", "rw=write", f"bs={bs}", "time_based=0", "end_fsync=1", ""]
 
 
@@ -108,7 +131,7 @@ def baremetal_job(w: Workload, *, cache: str, aio: str, target: str, shape: JobS
         return "\n".join(glob) + custom_text
     lines = list(glob)
     if w.writes_first:
-        lines += _prefill_section()
+        lines += _prefill_section(w, shape)
     lines += [f"[{MEASURE_JOB}]", "stonewall", *_workload_lines(w), *_timing_lines(shape)]
     if fdatasync:
         lines.append(f"fdatasync={fdatasync}")
@@ -139,7 +162,7 @@ def guest_job(w: Workload, *, shape: JobShape, custom_text: str | None = None) -
         return "\n".join(glob) + custom_text
     lines = list(glob)
     if w.writes_first:
-        lines += _prefill_section()
+        lines += _prefill_section(w, shape)
     lines += [f"[{MEASURE_JOB}]", "stonewall", *_workload_lines(w), *_timing_lines(shape)]
     if w.fdatasync:
         lines.append(f"fdatasync={w.fdatasync}")
@@ -188,7 +211,7 @@ def nbd_job(w: Workload, *, uri: str, shape: JobShape, custom_text: str | None =
         return NbdJob("\n".join(glob) + text, subst)
     lines = list(glob)
     if w.writes_first:
-        lines += _prefill_section()
+        lines += _prefill_section(w, shape)
     lines += [f"[{MEASURE_JOB}]", "stonewall", *_workload_lines(w), *_timing_lines(shape)]
     if w.fdatasync:
         lines.append(f"fsync={w.fdatasync}")

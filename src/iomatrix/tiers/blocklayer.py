@@ -348,8 +348,9 @@ class BlockLayerTier(Tier):
             (run_dir / name).unlink(missing_ok=True)
         job = self._job(req)
         (run_dir / "job.fio").write_text(job.text)
+        image_bytes = req.shape.image_bytes or self.plan.image_size_bytes
         meta: dict[str, object] = {"tier": self.name, "qemu_version": self.qemu_version, "export": EXPORT_KIND,
-                                   "substitutions": job.substitutions}
+                                   "substitutions": job.substitutions, "image_size_bytes": image_bytes}
         phases: dict[str, float] = {}
         socket = run_dir / SOCKET_NAME
         image: Path | None = None
@@ -371,7 +372,7 @@ class BlockLayerTier(Tier):
                 fio = self._spawn_fio(run_dir, meta)
                 phases["setup_s"] = t_fio - t0
                 try:
-                    image, ours = fresh_image(req, self.workdir, self.plan.image_size_bytes, "iomatrix-blk")
+                    image, ours = fresh_image(req, self.workdir, image_bytes, "iomatrix-blk")
                 except UserError as err:
                     outcome = RunOutcome(ok=False, job_text=job.text, error=err.one_line(), meta=meta)
                 t_img = time.monotonic()
@@ -390,7 +391,7 @@ class BlockLayerTier(Tier):
                 t_daemon = time.monotonic()
                 phases["deletion_wait_s"] = t_daemon - t_img
                 if outcome is None:
-                    disk = disk_for(req.cell, image, self.plan.image_size_bytes)
+                    disk = disk_for(req.cell, image, image_bytes)
                     argv = daemon_argv(self.qsd, disk, listener.fileno(), req.wrapper or None)
                     meta["daemon_argv"] = argv
                     meta["export_writethrough"] = not write_cache(disk.cache)

@@ -137,11 +137,12 @@ class GuestTier(Tier):
         self.finish_background_work()  # a boot's image removal must not overlap this run
         cell = req.cell
         job = self._job(req)
-        image, ours = fresh_image(req, self.workdir, self.plan.image_size_bytes, "iomatrix")
+        image, ours = fresh_image(req, self.workdir, self._image_bytes(req), "iomatrix")
         machine = machine_for(cell.bus, cell.iothread)
         try:
-            out = run_guest(self.artifacts, self.choice.accel, self._disk(cell, image), job, req.run_dir,
-                            req.timeout_s, on_start=req.on_process, wrapper=req.wrapper or None,
+            disk = self._disk(cell, image, self._image_bytes(req))
+            out = run_guest(self.artifacts, self.choice.accel, disk, job, req.run_dir, req.timeout_s,
+                            on_start=req.on_process, wrapper=req.wrapper or None,
                             memory_mb=self.plan.guest_memory_mb, machine=machine)
         finally:
             full = out_of_space(image)  # before the image is removed, which frees the room again
@@ -207,7 +208,7 @@ class GuestTier(Tier):
         run_dir = reqs[0].run_dir.parent / f"boot-{boot_id}"
 
         def make(i: int) -> tuple[Path | None, bool]:
-            return fresh_image(reqs[i], self.workdir, self.plan.image_size_bytes, f"iomatrix-{boot_id}-{i}")
+            return fresh_image(reqs[i], self.workdir, self._image_bytes(reqs[i]), f"iomatrix-{boot_id}-{i}")
 
         # Each run's image is created fresh, all of them at once (qemu-img is mostly waiting on the disk).
         t_create = time.monotonic()
@@ -233,7 +234,8 @@ class GuestTier(Tier):
         t0 = time.time()
         interrupted: BatchInterrupted | None = None
         try:
-            runs = [BatchRun(self._disk(cell, img), job) for (img, _), job in zip(images, jobs, strict=True)]
+            runs = [BatchRun(self._disk(cell, img, self._image_bytes(req)), job)
+                    for (img, _), job, req in zip(images, jobs, reqs, strict=True)]
             first = reqs[0]
             try:
                 batch = run_guest_batch(self.artifacts, self.choice.accel, runs, run_dir, first.timeout_s,
@@ -306,8 +308,11 @@ class GuestTier(Tier):
         with ThreadPoolExecutor(max_workers=min(8, len(images))) as pool:
             list(pool.map(one, images))
 
-    def _disk(self, cell: Cell, image: Path | None) -> DiskSpec:
-        return DiskSpec.for_cell(cell, image, self.plan.image_size_bytes)
+    def _image_bytes(self, req: RunRequest) -> int:
+        return req.shape.image_bytes or self.plan.image_size_bytes
+
+    def _disk(self, cell: Cell, image: Path | None, image_bytes: int) -> DiskSpec:
+        return DiskSpec.for_cell(cell, image, image_bytes)
 
     def _outcome(self, out: GuestOutcome, job: GuestJob, primary_metric: str) -> RunOutcome:
         meta = {"qemu_argv": out.qemu_argv, "guest_disk": out.disk_info, "accel_reason": self.choice.reason,
