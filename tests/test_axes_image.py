@@ -15,7 +15,6 @@ import pytest
 
 from iomatrix.domain import axes
 from iomatrix.domain.axes import DiskContext, RuleContext
-from iomatrix.errors import UserError
 from iomatrix.fio.jobs import JobShape, baremetal_job, guest_job, nbd_job
 from iomatrix.fio.parse import job_metrics
 from iomatrix.guest.images import create_image_argv
@@ -152,9 +151,11 @@ def test_default_l2_cache_covers_256_gib_at_64k_clusters() -> None:
     assert axes.whole_image_l2_cache_bytes(256 << 30, 64 << 10) == axes.DEFAULT_L2_CACHE_MAX_BYTES
 
 
-def test_whole_image_l2_cache_without_an_image_size_is_refused() -> None:
-    with pytest.raises(UserError, match="l2_cache=whole-image needs the image's size"):
-        axes.qemu_options(_cell(l2_cache="whole-image"))
+def test_whole_image_l2_cache_without_an_image_size_is_a_bound_qemu_caps() -> None:
+    # A snippet for the user's image (size unknown): 1 GiB, capped by QEMU at what the image needs.
+    assert dict(axes.qemu_options(_cell(l2_cache="whole-image")).format_node)["l2-cache-size"] == str(1 << 30)
+    assert axes.default_l2_cache_covers_bytes(64 << 10) * (axes.L2_CACHE_ANY_IMAGE_BYTES //
+                                                           axes.DEFAULT_L2_CACHE_MAX_BYTES) == 8 << 40
     disk = DiskSpec.for_cell(complete(_cell(l2_cache="whole-image")), "/img/x.qcow2", 1 << 30)
     assert ",l2-cache-size=131072," in blockdev_spec(disk)
 
@@ -266,6 +267,18 @@ def test_l2_cache_runs_only_where_the_default_cache_cannot_hold_the_image() -> N
                "holds (up to 256 GiB at this cluster size), so l2_cache cannot change its result" in r
                for r in reasons), reasons
     assert any("rand-read-4k-sparse-1t runs on a 1 TiB image" in r and "up to 4 TiB" in r for r in reasons), reasons
+
+
+def test_a_workload_with_its_own_image_is_pruned_on_a_raw_block_device() -> None:
+    plan = plan_from_dict({"name": "d", "tier": ["blocklayer"], "format": ["raw", "qcow2"], "cache": ["none"],
+                           "workloads": ["rand-read-4k-sparse-1t", "rand-read-4k-qd32"], "null_ceiling": False},
+                          "d.toml")
+    device = axes.BackingFacts(unavailable=None, o_direct=True, is_device=True)
+    exp = expand(plan, {"dir": device}, [resolve(x) for x in plan.workloads])
+    runs = {(u.cell.format, u.workload.name) for u in exp.units}
+    assert ("raw", "rand-read-4k-sparse-1t") not in runs and ("qcow2", "rand-read-4k-sparse-1t") in runs
+    assert ("raw", "rand-read-4k-qd32") in runs
+    assert any("a raw block device is used as it is" in p.reason for p in exp.pruned)
 
 
 def test_the_strided_prefill_is_in_the_estimate() -> None:

@@ -265,7 +265,7 @@ def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Wor
         everything = tier_runs.get(cell.tier, workloads)
         mine = everything if cell in current or cell not in runs_of else runs_of[cell]
         for w in (w for w in everything if w in mine):  # in the tier's order of workloads
-            reason = workload_prune_reason(cell, w)
+            reason = workload_prune_reason(cell, w) or _own_image_reason(cell, w, backings.get(cell.backing))
             if reason is None and cell not in current:
                 reason = axes.unshown_reason(cell, w.shape, _kept_values(plan, cell.tier, w.name),
                                               w.image_bytes or plan.image_size_bytes)
@@ -282,6 +282,15 @@ def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Wor
         notes=notes,
         current=current,
     )
+
+
+def _own_image_reason(cell: Cell, w: Workload, backing: BackingFacts | None) -> str | None:
+    """A workload on an image of its own size (Workload.image_bytes) cannot run where no image is created: a raw
+    block device is the disk as it is."""
+    if w.image_bytes is None or backing is None or not backing.is_device or cell.format != "raw":
+        return None
+    return (f"workload {w.name} reads a thin image of its own ({w.image_bytes >> 30} GiB); a raw block device is "
+            "used as it is, not created: run it on a directory backing or with format qcow2")
 
 
 def _kept_values(plan: Plan, tier: str, workload: str) -> dict[str, str]:

@@ -27,7 +27,6 @@ from enum import StrEnum
 
 from iomatrix import domain
 from iomatrix.domain import NA, SafetyLevel
-from iomatrix.errors import UserError
 
 
 class Layer(StrEnum):
@@ -342,6 +341,9 @@ EXTENDED_L2_MIN_CLUSTER_BYTES = 16 << 10
 # beyond what the image's L2 tables need (block/qcow2.c read_cache_sizes), i.e. it already covers the whole image
 # up to 32 MiB × cluster_size / 8 bytes (256 GiB at 64 KiB clusters; half that with extended L2 entries).
 DEFAULT_L2_CACHE_MAX_BYTES = 32 << 20
+# l2_cache=whole-image where the image's size is not known (a snippet): 1 GiB, which QEMU caps at what the image
+# needs; it holds the whole mapping of images up to 8 TiB at 64 KiB clusters (4 TiB with extended L2 entries).
+L2_CACHE_ANY_IMAGE_BYTES = 1 << 30
 # QEMU's refusal of detect-zeroes=unmap without discard=unmap (block.c bdrv_parse_detect_zeroes; the message of
 # QEMU 7.2's qemu-storage-daemon and qemu-system, verbatim).
 QEMU_DETECT_ZEROES_UNMAP = "setting detect-zeroes to unmap is not allowed without setting discard operation to unmap"
@@ -452,8 +454,10 @@ def _l2_cache_qemu(values: Mapping[str, str], ctx: DiskContext) -> QemuOptions:
     if values.get("l2_cache", "default") == "default" or values.get("format") != QCOW2:
         return QemuOptions()
     if ctx.image_size_bytes is None:
-        raise UserError("l2_cache=whole-image needs the image's size to size QEMU's L2 cache",
-                        hint="give the disk's image size (DiskSpec.image_size_bytes)")
+        # A snippet for the user's own image, whose size iomatrix does not know: QEMU caps l2-cache-size at the
+        # image's whole L2 metadata (block/qcow2.c read_cache_sizes: MIN(max_l2_cache, l2-cache-size)) and
+        # allocates no more, so a bound above any image's need means "the whole image" for every image.
+        return QemuOptions(format_node=(("l2-cache-size", str(L2_CACHE_ANY_IMAGE_BYTES)),))
     cluster = CLUSTER_BYTES.get(values.get("cluster_size", NA), DEFAULT_CLUSTER_BYTES)
     size = whole_image_l2_cache_bytes(ctx.image_size_bytes, cluster, _l2_entry_bytes(values))
     return QemuOptions(format_node=(("l2-cache-size", str(size)),))

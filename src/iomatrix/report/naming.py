@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from iomatrix.domain import axes as axis_registry
 
 SEPARATOR = " · "
-# Values that say nothing without their axis ("none" could be a cache mode or a modifier; "off" a preallocation).
-_BARE_VALUES = frozenset({"none", "off", "on", "full", "metadata", "falloc", "-", "default"})
+# Values that say nothing without their axis ("none" could be a cache mode or a modifier; "off" a preallocation;
+# "whole-image" an L2 cache, but read alone it could be a preallocation or a discard policy).
+_BARE_VALUES = frozenset({"none", "off", "on", "full", "metadata", "falloc", "-", "default", "whole-image"})
 
 
 def parse_label(label: str) -> dict[str, str]:
