@@ -25,7 +25,7 @@ from iomatrix.runner import RunOptions, SweepRunner
 from iomatrix.store import Store
 from iomatrix.tiers.blocklayer import daemon_argv
 from iomatrix.workloads import PRESETS, resolve
-from tests.conftest import needs
+from tests.conftest import needs, run_cli
 
 IMAGE_DEFAULTS = {"discard": "ignore", "detect_zeroes": "off", "cluster_size": "64k", "extended_l2": "off",
                   "l2_cache": "default"}
@@ -386,3 +386,7 @@ def test_block_layer_whole_image_l2_cache_reads_a_wide_thin_image_faster(tmp_pat
     assert _mean(whole) > 2 * _mean(default), (whole, default)
     # Nothing left on the backing: each run's image is removed.
     assert not list((tmp_path / "work").glob("backings/*/*.qcow2*"))
+    # The answer names it, with a QEMU snippet for the user's image (whose size iomatrix does not know).
+    rec = run_cli("recommend", "--db", str(tmp_path / "r.sqlite"), "--target", "qemu")
+    assert rec.returncode == 0, rec.stderr
+    assert "Use: l2_cache=whole-image" in rec.stdout and ",l2-cache-size=1073741824," in rec.stdout
