@@ -242,3 +242,31 @@ def test_the_headline_quotes_zero_detection_against_it_off_when_qemus_default_ca
     assert len(own) == 1 and own[0].ratio is not None and 2.9 < own[0].ratio.ratio < 3.1
     text = headline_text(headline(recommend(store, sid), "h"), 100)
     assert "seq-write-zeroes-1m: 3.00× (" in text and ") QEMU's default detect_zeroes=off · the answer" in text, text
+
+
+def test_a_question_answered_by_qemus_default_value_says_so(tmp_path: Path) -> None:
+    # Zero detection asked on one cache × aio cell where off wins: the answer is itself QEMU's default for the
+    # question (detect_zeroes=off), not "QEMU's default: not in this sweep" (its cache and aio were not run).
+    from iomatrix.report.headline import headline
+    from iomatrix.report.recommend import recommend
+    from iomatrix.report.render import headline_text
+    from iomatrix.store import RunRecord, Store
+
+    store = Store(tmp_path / "r.sqlite")
+    sid = store.create_sweep(store.host_id({"hostname": "h", "cpu_count": 2}), "p", "fp", "{}", [], [])
+    for dz, mbps in (("off", 300.0), ("on", 100.0)):
+        values = {"tier": "blocklayer", "format": "qcow2", "preallocation": "off", "cache": "none",
+                  "aio": "io_uring", "bus": "-", "backing": "dir", "modifier": "none", "detect_zeroes": dz}
+        cid = store.cell_id(sid, "/".join(values.values()), values, {})
+        for rnd in range(4):
+            store.record_run(RunRecord(
+                cell_id=cid, workload="seq-write-zeroes-1m", status="ok", started_at=rnd, finished_at=rnd + 1,
+                accel="none (QEMU block layer, no guest)", cache_state="dropped", page_cache_method="-",
+                metrics={"write.bw_mbps": mbps * (1 + 0.01 * rnd)}, phases={}, round=rnd + 1, round_position=0))
+    store.set_sweep_status(sid, "finished")
+    [v] = recommend(store, sid).verdicts
+    assert v.choice is not None and "detect_zeroes=on" not in v.choice.cell
+    own = [g for g in v.gains if g.against == "QEMU default detect_zeroes=off"]
+    assert len(own) == 1 and own[0].note == "same cell"
+    text = headline_text(headline(recommend(store, sid), "h"), 100)
+    assert "seq-write-zeroes-1m: 1.00×: it is QEMU's default detect_zeroes=off · the answer" in text, text

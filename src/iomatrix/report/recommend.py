@@ -254,6 +254,15 @@ def _gain(against: str, chosen: CellWorkload, other: CellWorkload | None, metric
     return Gain(against, other.label(), rc, "same cell" if other is chosen else "")
 
 
+def _asked_later_axes(cells: Sequence[CellWorkload], like: CellWorkload) -> list[str]:
+    """The later axes (zero detection, cluster size, …) whose values differ among the cells that share `like`'s
+    cache and aio: the question a workload table asks on one cache × aio cell."""
+    peers = [c for c in cells if c.axes.get("cache") == like.axes.get("cache") and
+             c.axes.get("aio") == like.axes.get("aio")]
+    return [a.name for a in axes.axes() if not a.always_named and not a.free_values
+            and len({c.axes.get(a.name, domain.NA) for c in peers}) > 1]
+
+
 def _matching(cells: Sequence[CellWorkload], like: CellWorkload, **axes: str) -> CellWorkload | None:
     """The cell with `axes` and otherwise the same axes as `like` (same tier and backing)."""
     want = {**like.axes, **axes}
@@ -341,11 +350,17 @@ def _gains(wr: WorkloadRanking, cell: CellWorkload, same_tier: list[CellWorkload
     # A question asked on one cache × aio cell (a workload table: zero detection at cache=none, io_uring) has no
     # twin at QEMU's default cache and aio; its own axes at QEMU's defaults are then the comparison.
     later = axes.later_at_default(cell.axes)
-    if later and all(g.label is None for g in gains if g.against.startswith(BASELINES[0].name)):
-        other = _matching(same_tier, cell, **later)
-        if other is not None:
-            said = " ".join(f"{a}={v}" for a, v in later.items())
-            gains.append(_gain(f"{BASELINES[0].name} {said}", cell, other, wr.metric, higher, ""))
+    if all(g.label is None for g in gains if g.against.startswith(BASELINES[0].name)):
+        if later:
+            other = _matching(same_tier, cell, **later)
+            if other is not None:
+                said = " ".join(f"{a}={v}" for a, v in later.items())
+                gains.append(_gain(f"{BASELINES[0].name} {said}", cell, other, wr.metric, higher, ""))
+        elif asked := _asked_later_axes(same_tier, cell):
+            # The chosen cell holds the question's axes at QEMU's defaults (64k clusters chosen over 1M): it is
+            # itself the comparison.
+            said = " ".join(f"{a}={cell.axes[a]}" for a in asked)
+            gains.append(_gain(f"{BASELINES[0].name} {said}", cell, cell, wr.metric, higher, ""))
     for g in gains:
         if g.label in wr.cells and not wr.ranking.row(g.label).eligible:
             why = "not ranked: " + ", ".join(wr.ranking.row(g.label).flags).replace("_", " ")
