@@ -17,6 +17,7 @@ from iomatrix.matrix import BackingFacts, Expansion, expand
 from iomatrix.plan.current_cell import CurrentDisk
 from iomatrix.plan.load import plan_from_dict
 from iomatrix.plan.model import Plan
+from iomatrix.store import RunRecord, Store
 from iomatrix.workloads import Workload
 
 OK = BackingFacts(unavailable=None, o_direct=True, is_device=False)
@@ -217,16 +218,11 @@ def test_a_question_on_one_cell_is_quoted_against_its_own_axes_at_qemus_defaults
     assert compared_with(e.units) == {on.key: (off.key,)}
 
 
-def test_the_headline_quotes_zero_detection_against_it_off_when_qemus_default_cache_was_not_run(
-        tmp_path: Path) -> None:
-    from iomatrix.report.headline import headline
-    from iomatrix.report.recommend import recommend
-    from iomatrix.report.render import headline_text
-    from iomatrix.store import RunRecord, Store
-
+def _zero_detection_sweep(tmp_path: Path, *, off_mbps: float, on_mbps: float) -> tuple[Store, int]:
+    """A finished block-layer sweep of zero detection off/on on one cache=none × io_uring cell, 4 runs each."""
     store = Store(tmp_path / "r.sqlite")
     sid = store.create_sweep(store.host_id({"hostname": "h", "cpu_count": 2}), "p", "fp", "{}", [], [])
-    for dz, mbps in (("off", 100.0), ("on", 300.0)):
+    for dz, mbps in (("off", off_mbps), ("on", on_mbps)):
         values = {"tier": "blocklayer", "format": "qcow2", "preallocation": "off", "cache": "none",
                   "aio": "io_uring", "bus": "-", "backing": "dir", "modifier": "none", "detect_zeroes": dz}
         cid = store.cell_id(sid, "/".join(values.values()), values, {})
@@ -236,6 +232,16 @@ def test_the_headline_quotes_zero_detection_against_it_off_when_qemus_default_ca
                 accel="none (QEMU block layer, no guest)", cache_state="dropped", page_cache_method="-",
                 metrics={"write.bw_mbps": mbps * (1 + 0.01 * rnd)}, phases={}, round=rnd + 1, round_position=0))
     store.set_sweep_status(sid, "finished")
+    return store, sid
+
+
+def test_the_headline_quotes_zero_detection_against_it_off_when_qemus_default_cache_was_not_run(
+        tmp_path: Path) -> None:
+    from iomatrix.report.headline import headline
+    from iomatrix.report.recommend import recommend
+    from iomatrix.report.render import headline_text
+
+    store, sid = _zero_detection_sweep(tmp_path, off_mbps=100.0, on_mbps=300.0)
     [v] = recommend(store, sid).verdicts
     assert v.choice is not None and "detect_zeroes=on" in v.choice.cell
     own = [g for g in v.gains if g.against == "QEMU default detect_zeroes=off"]
@@ -250,20 +256,8 @@ def test_a_question_answered_by_qemus_default_value_says_so(tmp_path: Path) -> N
     from iomatrix.report.headline import headline
     from iomatrix.report.recommend import recommend
     from iomatrix.report.render import headline_text
-    from iomatrix.store import RunRecord, Store
 
-    store = Store(tmp_path / "r.sqlite")
-    sid = store.create_sweep(store.host_id({"hostname": "h", "cpu_count": 2}), "p", "fp", "{}", [], [])
-    for dz, mbps in (("off", 300.0), ("on", 100.0)):
-        values = {"tier": "blocklayer", "format": "qcow2", "preallocation": "off", "cache": "none",
-                  "aio": "io_uring", "bus": "-", "backing": "dir", "modifier": "none", "detect_zeroes": dz}
-        cid = store.cell_id(sid, "/".join(values.values()), values, {})
-        for rnd in range(4):
-            store.record_run(RunRecord(
-                cell_id=cid, workload="seq-write-zeroes-1m", status="ok", started_at=rnd, finished_at=rnd + 1,
-                accel="none (QEMU block layer, no guest)", cache_state="dropped", page_cache_method="-",
-                metrics={"write.bw_mbps": mbps * (1 + 0.01 * rnd)}, phases={}, round=rnd + 1, round_position=0))
-    store.set_sweep_status(sid, "finished")
+    store, sid = _zero_detection_sweep(tmp_path, off_mbps=300.0, on_mbps=100.0)
     [v] = recommend(store, sid).verdicts
     assert v.choice is not None and "detect_zeroes=on" not in v.choice.cell
     own = [g for g in v.gains if g.against == "QEMU default detect_zeroes=off"]
