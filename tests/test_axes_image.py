@@ -89,7 +89,10 @@ def test_a_plan_multiplies_formats_by_cluster_size_only_where_it_applies() -> No
                     "blocklayer/qcow2/off/none/threads/-/dir/none",
                     "blocklayer/qcow2/off/none/threads/-/dir/none+cluster_size=1M",
                     "blocklayer/raw/off/none/threads/-/dir/none"]
-    assert [p.reason for p in exp.pruned] == ["cluster_size applies to qcow2 images only"]
+    assert [p.reason for p in exp.pruned] == [
+        "cluster_size applies to qcow2 images only",
+        "workload rand-write-4k-first allocates in a fresh thin disk image through QEMU; fio on the host writes a "
+        "file it lays out (fallocates) first"]
     assert "cluster_size" in exp.collapsed["baremetal"]
 
 

@@ -189,6 +189,13 @@ def rate_of_max_workload(name: str) -> Workload | None:
 SPARSE_L2_WORKLOAD = "rand-read-4k-sparse-1t"
 SPARSE_L2_IMAGE_BYTES = 1 << 40
 SPARSE_L2_STRIDE = 512 << 20
+# rand-write-4k-first: first writes need a region far larger than a run writes, counted in clusters. On the plans'
+# usual 128–256 MiB regions a 1 s run at ~25k IOPS has allocated nearly all 2048 clusters of 64 KiB within its
+# first 0.3 s and spends the rest rewriting them (64k vs 1M: 0.94–0.97×, not separable from 5% in 60 runs); on
+# 16 GiB (262144 clusters of 64 KiB, 16384 of 1 MiB) most writes allocate: 1M 1.28× 64k in 4 runs
+# (docs/benchmarks.md). The space a run allocates is what it touches: ≤ 2 GiB at 64 KiB clusters, up to ~12 GiB at
+# 1 MiB (QEMU fallocates the rest of each new cluster), freed when the run's image is deleted.
+FIRST_WRITES_IMAGE_BYTES = 16 << 30
 
 
 def _sizes() -> list[tuple[str, str]]:
@@ -231,9 +238,12 @@ PRESETS: dict[str, Workload] = {
              "does with them", "randtrim", "64k", "trim.iops", prefill=True, needs_layer=Layer.IMAGE,
              needs_why="trims a disk image through QEMU (its discard policy decides what a trim does); fio on the "
                        "host cannot trim an image file (BLKDISCARD is for block devices)"),
-        _fio("rand-write-4k-first", "random 4 KiB writes at queue depth 16 to a fresh thin image: first writes, "
-             "each allocating (qcow2 cluster layout), while the run lasts less than a pass over the region",
-             "randwrite", "4k", "write.iops", iodepth=16),
+        _fio("rand-write-4k-first", "random 4 KiB writes at queue depth 16 across a fresh "
+             f"{FIRST_WRITES_IMAGE_BYTES >> 30} GiB thin image of its own: a run touches a small share of its "
+             "clusters, so most writes allocate (qcow2 cluster layout)", "randwrite", "4k", "write.iops", iodepth=16,
+             image_bytes=FIRST_WRITES_IMAGE_BYTES, needs_layer=Layer.IMAGE,
+             needs_why="allocates in a fresh thin disk image through QEMU; fio on the host writes a file it lays out "
+                       "(fallocates) first"),
         _fio("rand-write-4k-rewrite", "random 4 KiB writes at queue depth 16 to blocks written before (an unmeasured "
              "prefill): rewrites, no allocation", "randwrite", "4k", "write.iops", iodepth=16, prefill=True),
         _fio(SPARSE_L2_WORKLOAD, f"random 4 KiB reads at queue depth 16 across a {SPARSE_L2_IMAGE_BYTES >> 40} TiB "

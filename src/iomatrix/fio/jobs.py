@@ -55,9 +55,9 @@ def _workload_lines(w: Workload) -> list[str]:
         lines.append(f"rwmixread={w.rwmixread}")
     if w.zero_buffers:
         lines.append("zero_buffers=1")
-    if w.image_bytes is not None:
+    if w.prefill_stride is not None:
         # fio's map of blocks already touched costs a bit per block (32 MiB for 1 TiB of 4 KiB blocks) and start-up
-        # time; a time-based random job over a wide region needs no such coverage guarantee.
+        # time; a time-based random job across a wide sparse image needs no such coverage guarantee.
         lines.append("norandommap=1")
     if w.rate_iops is not None:
         lines.append(f"rate_iops={w.rate_iops}")
