@@ -289,7 +289,7 @@ def _own_image_reason(cell: Cell, w: Workload, backing: BackingFacts | None) -> 
     block device is the disk as it is."""
     if w.image_bytes is None or backing is None or not backing.is_device or cell.format != "raw":
         return None
-    return (f"workload {w.name} reads a thin image of its own ({w.image_bytes >> 30} GiB); a raw block device is "
+    return (f"workload {w.name} runs on a thin image of its own ({w.image_bytes >> 30} GiB); a raw block device is "
             "used as it is, not created: run it on a directory backing or with format qcow2")
 
 
