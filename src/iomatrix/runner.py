@@ -161,8 +161,6 @@ class SweepRunner:
         self.tiers: dict[str, Tier] = {}
         self.handles: dict[str, BackingHandle] = {}
         self.devices: dict[str, list[str]] = {}
-        self.shape = JobShape(size_bytes=plan.size_bytes, runtime_s=plan.runtime, ramp_s=plan.ramp,
-                              image_bytes=plan.image_size_bytes)
         self.design_seed = int(plan.fingerprint(), 16)  # the scheduler's round orders; a resumed sweep keeps its own
         # Interference scores of this session's judged runs: each run is flagged relative to them.
         self.host_baseline: list[dict[str, float]] = []
@@ -359,8 +357,6 @@ class SweepRunner:
 
     def _shape(self, w: wl.Workload) -> JobShape:
         """The plan's region and image, or the workload's own (a wide image: Workload.image_bytes)."""
-        if w.image_bytes is None:
-            return self.shape
         return JobShape.for_workload(w, size_bytes=self.plan.size_bytes, image_bytes=self.plan.image_size_bytes,
                                      runtime_s=self.plan.runtime, ramp_s=self.plan.ramp)
 

@@ -137,10 +137,11 @@ class GuestTier(Tier):
         self.finish_background_work()  # a boot's image removal must not overlap this run
         cell = req.cell
         job = self._job(req)
-        image, ours = fresh_image(req, self.workdir, self._image_bytes(req), "iomatrix")
+        image_bytes = self._image_bytes(req)
+        image, ours = fresh_image(req, self.workdir, image_bytes, "iomatrix")
         machine = machine_for(cell.bus, cell.iothread)
         try:
-            disk = self._disk(cell, image, self._image_bytes(req))
+            disk = self._disk(cell, image, image_bytes)
             out = run_guest(self.artifacts, self.choice.accel, disk, job, req.run_dir, req.timeout_s,
                             on_start=req.on_process, wrapper=req.wrapper or None,
                             memory_mb=self.plan.guest_memory_mb, machine=machine)
