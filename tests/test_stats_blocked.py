@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -122,3 +124,34 @@ def test_bad_input() -> None:
         blocked_analysis({"a": [(1, 1.0)]})
     with pytest.raises(ValueError):
         blocked_analysis({"a": [(1, 1.0), (2, 2.0)], "b": [(1, 1.0), (2, 2.0)]}, alpha=2)
+
+
+def test_conover_pairs_on_complete_rounds_are_conovers_formula() -> None:
+    # The additive model on within-round ranks gives Conover's t exactly when every round holds every cell.
+    data = {c: [(j, row[i]) for j, row in enumerate(ROUNDING_TIMES)] for i, c in enumerate("abc")}
+    data["b"][5] = (5, 50.0)  # one wild value: the residuals of the log model are then clearly not normal
+    r = blocked_analysis(data)
+    assert r.method == "friedman-conover" and r.rounds_used == r.rounds_complete
+    blocks = np.array([[dict(data[c])[j] for c in "abc"] for j in range(len(ROUNDING_TIMES))])
+    _t1, _p, r_sum, se, df = friedman_conover(blocks)
+    for i, j in ((0, 1), (0, 2), (1, 2)):
+        pair = r.pair("abc"[i], "abc"[j])
+        assert pair.statistic == pytest.approx((r_sum[i] - r_sum[j]) / se) and pair.df == df
+        assert pair.p_value == pytest.approx(2 * st.t.sf(abs(pair.statistic), df))
+
+
+def test_conover_pairs_use_the_rounds_the_leaders_ran_on_after_a_race(data_dir: Path) -> None:
+    # Real runs (modern on this host): 5 cells for 3 complete rounds, then the race's two leaders on together for
+    # ~30 rounds, writeback · io_uring at 2.5× writeback · threads in every round but one wild run (41k in round 2,
+    # a complete one). On the complete rounds alone the ranks separated nothing from the leader ("not separable
+    # yet" after 30 rounds each); with every round the model uses, the leader is separated from every cell.
+    raw = json.loads((data_dir / "race_rand_read_modern.json").read_text())["runs"]
+    data = {c: [(int(r), float(v)) for r, v in pts] for c, pts in raw.items()}
+    r = blocked_analysis(data)
+    assert r.method == "friedman-conover" and len(r.rounds_complete) == 3 and len(r.rounds_used) == 30
+    assert "holding ≥ 2 cells" in r.description
+    lead = "writeback · io_uring"
+    for other in data:
+        if other != lead:
+            assert r.pair(lead, other).significant and r.pair(lead, other).ratio > 1.9
+    assert not r.pair("cache=none · native", "cache=none · io_uring").significant  # 4 rounds, 0.9×: no evidence

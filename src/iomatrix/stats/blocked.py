@@ -39,7 +39,14 @@ of geometric means.
    (clearly non-normal, e.g. heavy tails from one disturbed run) → Friedman's
    test on the complete rounds with Conover's post-hoc comparisons
    (``method="friedman-conover"``), which use ranks within rounds and are not
-   moved by one wild value.  0.01 rather than 0.05 because the parametric
+   moved by one wild value.  The pairwise comparisons use every round the
+   model uses (≥ 2 cells), not only the complete ones: Conover's t is the
+   additive model of step 2 fitted to within-round midranks instead of log
+   values (the rank transform, Conover & Iman 1981), which on complete rounds
+   is Conover's formula below exactly (no round effect: every round's ranks
+   average (k+1)/2; SS_resid = A1 − Σ R_i²/b); on incomplete rounds the round
+   effect absorbs each round's own mean rank.  After a race the complete
+   rounds are only the first few, while the leaders run on together.  0.01 rather than 0.05 because the parametric
    model is much more powerful with few rounds and the residuals of an RCBD
    are not independent (they sum to 0 per row and column), so the test is
    approximate; only a clear departure should give that power away.
@@ -62,6 +69,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import rankdata
 
 from iomatrix.stats.holm_stepdown import holm
 
@@ -299,30 +307,58 @@ def friedman_conover(blocks: np.ndarray) -> tuple[float, float, np.ndarray, floa
 def _friedman(cells: list[str], table: dict[str, dict[int, float]], alpha: float, complete: list[int],
               base: BlockedAnalysis, normality_p: float) -> BlockedAnalysis:
     blocks = np.array([[table[c][r] for c in cells] for r in complete])
-    t1, p1, r_sum, se, df = friedman_conover(blocks)
+    t1, p1, _r_sum, _se, _df = friedman_conover(blocks)
     k = len(cells)
-    raw = []
     pairs_ix = [(i, j) for i in range(k) for j in range(i + 1, k)]
+    # Conover's comparisons as the additive model on within-round ranks (module docstring): every round the
+    # parametric model used, not only the complete ones. After a race the complete rounds are the first few
+    # (every cell ran), while the leaders ran on together for dozens more: on the complete rounds alone one wild
+    # value among 3 rounds decided the comparison of cells 2.5× apart with 30 rounds each.
+    rounds = list(base.rounds_used)
+    obs = []
+    for j, r in enumerate(rounds):
+        present = [i for i, c in enumerate(cells) if r in table[c]]
+        # (R − 1)/(m − 1): the share of the round's other cells this one beats (ties half), so that rounds of
+        # different sizes score on one scale; an affine map of the ranks, which leaves t unchanged.
+        ranks = rankdata([table[cells[i]][r] for i in present])
+        obs += [(i, j, (float(rk) - 1.0) / (len(present) - 1)) for i, rk in zip(present, ranks, strict=True)]
+    y = np.array([o[2] for o in obs])
+    x = _design(cells, rounds, obs)
+    rss, beta, rank_x = _rss(x, y)
+    df = len(obs) - rank_x
+    if rss <= 1e-24 * max(float(np.sum((y - y.mean()) ** 2)), 1.0):
+        rss = 0.0
+    mse = rss / df if df > 0 else math.nan
+    effect = np.concatenate([[0.0], beta[1:k]])
+    xtx_inv = np.linalg.pinv(x.T @ x)
+    raw = []
     for i, j in pairs_ix:
-        diff = float(r_sum[i] - r_sum[j])
+        cvec = np.zeros(x.shape[1])
+        cvec[i] += 1.0 if i > 0 else 0.0
+        cvec[j] -= 1.0 if j > 0 else 0.0
+        d = float(effect[i] - effect[j])
+        se = math.sqrt(mse * float(cvec @ xtx_inv @ cvec)) if mse > 0 else 0.0
         if se == 0.0:
-            t, p = (0.0, 1.0) if diff == 0 else (math.copysign(math.inf, diff), 0.0)
+            t, p = (0.0, 1.0) if abs(d) < 1e-12 else (math.copysign(math.inf, d), 0.0)
         else:
-            t = diff / se
+            t = d / se
             p = _t_sf2(t, df)
         raw.append((t, p))
     adj = holm([r[1] for r in raw])
-    logs = {c: [math.log(table[c][r]) for r in complete] for c in cells}
-    centre = {c: math.exp(sum(v) / len(v)) for c, v in logs.items()}
+    # Ratios of the parametric model's geometric means (on complete rounds: the geometric means of those rounds).
+    centre = dict(base.centre)
     pairs = tuple(BlockedPair(cells[i], cells[j], centre[cells[i]] / centre[cells[j]], None, None, t, float(df), p,
                               pa, pa < alpha)
                   for (i, j), (t, p), pa in zip(pairs_ix, raw, adj, strict=True))
+    ranked = "" if len(rounds) == len(complete) else \
+        (f" on the within-round ranks of all {len(rounds)} rounds holding ≥ 2 cells (an additive model on ranks: "
+         f"on complete rounds exactly Conover's)")
     desc = (f"Friedman test with the round as block ({k} cells × {len(complete)} complete rounds, "
-            f"χ²={t1:.3g}, p={p1:.2g}) and Conover's pairwise comparisons, Holm over {len(pairs)} pair(s), "
+            f"χ²={t1:.3g}, p={p1:.2g}) and Conover's pairwise comparisons{ranked}, Holm over {len(pairs)} pair(s), "
             f"α={alpha:g} — chosen because the model residuals are not normal (Shapiro–Wilk p={normality_p:.2g} "
             f"< {NORMALITY_ALPHA:g})")
     return BlockedAnalysis("friedman-conover", desc, tuple(cells), centre, pairs, alpha, tuple(complete),
-                           tuple(complete), df_resid=base.df_resid, residual_sd=base.residual_sd,
+                           tuple(rounds), df_resid=base.df_resid, residual_sd=base.residual_sd,
                            f_cells=base.f_cells, p_cells=base.p_cells, f_rounds=base.f_rounds,
                            p_rounds=base.p_rounds, round_share=base.round_share, normality_p=normality_p,
                            friedman_stat=t1, friedman_p=p1, notes=base.notes)
