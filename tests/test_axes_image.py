@@ -210,6 +210,27 @@ def test_zero_filled_writes_preset() -> None:
     assert "zero_buffers" not in nbd_job(PRESETS["seq-write-1m"], uri="u", shape=SHAPE).text
 
 
+def test_zero_filled_first_writes_run_on_an_image_of_their_own_through_qemu() -> None:
+    # The same writes as seq-write-zeroes-1m, across a fresh 16 GiB thin image: a run at the NBD transport's
+    # ceiling (~1.3 GB/s here) never wraps around to rewrite what it wrote.
+    w, wrapping = PRESETS["seq-write-zeroes-1m-first"], PRESETS["seq-write-zeroes-1m"]
+    shape = JobShape.for_workload(w, size_bytes=128 << 20, image_bytes=512 << 20, runtime_s=2.0)
+    assert shape.size_bytes == shape.image_bytes == 16 << 30
+    first = nbd_job(w, uri="u", shape=shape).text
+    assert "[prefill]" not in first and "size=17179869184\n" in first
+    plain = JobShape.for_workload(wrapping, size_bytes=128 << 20, image_bytes=512 << 20, runtime_s=2.0)
+    assert first.split("[measure]")[1].replace("17179869184", "X") == \
+        nbd_job(wrapping, uri="u", shape=plain).text.split("[measure]")[1].replace(str(128 << 20), "X")
+    assert w.shape.zero_writes and w.needs_layer is not None
+    plan = plan_from_dict({"name": "z", "tier": ["baremetal", "blocklayer"], "cache": ["none"],
+                           "detect_zeroes": ["off", "on"], "workloads": ["seq-write-zeroes-1m-first"],
+                           "null_ceiling": False}, "z.toml")
+    exp = expand(plan, {}, [resolve(x) for x in plan.workloads])
+    assert sorted(u.cell.key for u in exp.units) == ["blocklayer/raw/off/none/threads/-/dir/none",
+                                                     "blocklayer/raw/off/none/threads/-/dir/none+detect_zeroes=on"]
+    assert any("zero detection is QEMU's" in p.reason for p in exp.pruned)
+
+
 def test_trim_preset_trims_a_written_region_and_needs_qemus_image_layer() -> None:
     w = PRESETS["rand-trim-64k"]
     for text in (nbd_job(w, uri="u", shape=SHAPE).text, guest_job(w, shape=SHAPE)):

@@ -165,16 +165,16 @@ def test_modern_is_one_plan_within_its_budget() -> None:
     assert {c.l2_cache for c in guest} == {"default"}
     assert {c.iothread for c in guest} == {"off", "on"} and {c.bus for c in guest} == {"virtio-blk",
                                                                                      "virtio-scsi-single"}
-    assert {u.workload.name for u in e.units if u.cell.tier == "blocklayer"} >= {"seq-write-zeroes-1m",
+    assert {u.workload.name for u in e.units if u.cell.tier == "blocklayer"} >= {"seq-write-zeroes-1m-first",
                                                                                  "rand-write-4k-first"}
     # Each image-layer question on one cell of its own; the guests' workloads on the 5 aio × cache cells.
     per_workload = {w: {c.label() for c in block if any(u.cell == c and u.workload.name == w for u in e.units)}
-                    for w in ("seq-write-zeroes-1m", "rand-write-4k-first", "rand-read-4k-sparse-1t",
+                    for w in ("seq-write-zeroes-1m-first", "rand-write-4k-first", "rand-read-4k-sparse-1t",
                               "rand-read-4k-qd32")}
-    assert len(per_workload["seq-write-zeroes-1m"]) == 2 and len(per_workload["rand-write-4k-first"]) == 2
+    assert len(per_workload["seq-write-zeroes-1m-first"]) == 2 and len(per_workload["rand-write-4k-first"]) == 2
     assert len(per_workload["rand-read-4k-sparse-1t"]) == 2
     assert len(per_workload["rand-read-4k-qd32"]) == 5
-    assert "seq-write-zeroes-1m" not in {u.workload.name for u in e.units if u.cell.tier == "guest"}
+    assert "seq-write-zeroes-1m-first" not in {u.workload.name for u in e.units if u.cell.tier == "guest"}
     low, _ = estimate_seconds(p, e)
     assert low <= p.time_budget_s == 20 * 60  # the minimum repetitions fit the 20-minute budget
 
@@ -185,7 +185,7 @@ def test_plan_explain_shows_each_tier_and_its_own_values(tmp_path: Path) -> None
     out = proc.stdout
     assert "cells: blocklayer" in out and "cells: guest" in out
     assert "tier blocklayer: 8 cells, 16 units" in out
-    assert "seq-write-zeroes-1m on cache none, aio io_uring, detect_zeroes off/on" in " ".join(out.split())
+    assert "seq-write-zeroes-1m-first on cache none, aio io_uring, detect_zeroes off/on" in " ".join(out.split())
     assert "then the blocklayer tier's contenders (what the race did not eliminate" in " ".join(out.split())
     assert "tier guest: 20 cells, 40 units" in out and "estimated duration" in out
     guest_table = out.split("cells: guest")[1].split("pruned")[0]
