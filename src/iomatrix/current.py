@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from iomatrix import domain
+from iomatrix.backing.spec import parse_size
 from iomatrix.domain import BUS, CACHE, Bus, CacheMode, Format, axes
 from iomatrix.domain.axes import IOThread
 from iomatrix.errors import UserError
@@ -68,6 +69,10 @@ class CurrentConfig:
     axes: dict[str, str]
     source: str
     defaulted: list[str] = field(default_factory=list)
+    # The qcow2 L2 cache bound the configuration sets (bytes), when it sets one: the image it is for is not in the
+    # configuration, so `recommend` checks it against the image each workload ran on (axes.l2_cache_holds).
+    l2_cache_bytes: int | None = None
+    notes: list[str] = field(default_factory=list)  # how a value was read (an L2 cache size as l2_cache=…)
 
     def label(self) -> str:
         return " ".join(f"{a.name}={self.axes[a.name]}" for a in axes.axes() if a.name in self.axes)
@@ -157,7 +162,40 @@ def from_libvirt_xml(path: Path, disk: str | None = None) -> CurrentConfig:
         values["bus"] = LIBVIRT_BUS[bus].value
     values.update(_libvirt_device_axes(root, d, Bus(values["bus"]) if "bus" in values else None))
     dev = tgt.get("dev") if tgt is not None else "?"
-    return CurrentConfig(values, f"libvirt {path.name}, disk {dev}", defaulted)
+    cfg = CurrentConfig(values, f"libvirt {path.name}, disk {dev}", defaulted)
+    max_size = drv.find("metadata_cache/max_size") if drv is not None else None
+    if max_size is not None:
+        _set_l2_cache(cfg, _libvirt_scaled(max_size, "driver metadata_cache max_size"), "metadata_cache max_size")
+    return cfg
+
+
+# libvirt's scaled integers (virScaleInteger): 'b'/'bytes', KB = 1000, k/KiB = 1024, and so on up to E.
+_LIBVIRT_UNIT = re.compile(r"^(?:(b|bytes?)|([kmgtpe])(ib|b)?)$", re.IGNORECASE)
+
+
+def _libvirt_scaled(elem: ET.Element, field_name: str) -> int:
+    """A libvirt scaled integer element (<max_size unit='MiB'>64</max_size>; no unit: bytes) in bytes."""
+    text, unit = (elem.text or "").strip(), elem.get("unit", "bytes")
+    m = _LIBVIRT_UNIT.match(unit)
+    if not text.isdigit() or m is None:
+        raise _bad(field_name, f"{text} {unit}".strip(), "a whole number with a libvirt unit (bytes, KiB, MiB, "
+                                                         "GiB; KB, MB, GB are powers of 1000)")
+    if m.group(1):
+        return int(text)
+    base = 1000 if (m.group(3) or "").lower() == "b" else 1024
+    return int(text) * base ** ("kmgtpe".index(m.group(2).lower()) + 1)
+
+
+def _set_l2_cache(cfg: CurrentConfig, cache_bytes: int, option: str) -> None:
+    """Record an L2 cache bound the configuration sets, and the l2_cache value it reads as (only for qcow2, the
+    only format with an L2 cache; a format the configuration does not name may be qcow2)."""
+    if cfg.axes.get("format", Format.QCOW2.value) != Format.QCOW2.value:
+        return
+    value, note = axes.l2_cache_read_back(cache_bytes, option)
+    cfg.l2_cache_bytes = cache_bytes
+    if value != axes.get("l2_cache").default:
+        cfg.axes["l2_cache"] = value
+    cfg.notes.append(note)
 
 
 def _scsi_controller_of(disk: ET.Element) -> str:
@@ -328,8 +366,18 @@ def from_qemu(text: str) -> CurrentConfig:
             raise _bad("-device", drv, ", ".join(QEMU_DEVICE))
         values["bus"] = QEMU_DEVICE[drv].value
         values.update(_qemu_device_axes(device, devices))
-    later, later_defaulted = _later_axes_from_qemu(drive if drive is not None else blockdev or {}, device)
-    return CurrentConfig({**values, **later}, "QEMU command line", defaulted + later_defaulted)
+    node = drive if drive is not None else blockdev or {}
+    later, later_defaulted = _later_axes_from_qemu(node, device)
+    cfg = CurrentConfig({**values, **later}, "QEMU command line", defaulted + later_defaulted)
+    # The qcow2 L2 cache bound: l2-cache-size, else the combined cache-size (QEMU gives the L2 cache up to it).
+    option = next((k for k in QEMU_L2_CACHE_OPTIONS if k in node), None)
+    if option is not None:
+        try:
+            cache_bytes = parse_size(node[option])
+        except ValueError:
+            raise _bad(option, node[option], "a size in bytes or with a K/M/G/T suffix, e.g. 64M") from None
+        _set_l2_cache(cfg, cache_bytes, option)
+    return cfg
 
 
 def _from_drive(kv: dict[str, str]) -> tuple[dict[str, str], list[str]]:
@@ -375,6 +423,8 @@ def _from_blockdev(kv: dict[str, str], device: Device) -> tuple[dict[str, str], 
     return values, defaulted
 
 
+# A qcow2 node's L2 cache bound (block/qcow2.c read_cache_sizes): l2-cache-size, else the combined cache-size.
+QEMU_L2_CACHE_OPTIONS = ("l2-cache-size", "cache-size")
 DEVICE_PREFIX = "-device "  # how _later_axes_from_qemu names a -device property among the node's options
 
 

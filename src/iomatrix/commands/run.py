@@ -182,8 +182,9 @@ def current_lines(p: Plan, exp: Expansion, width: int) -> list[str]:
     from iomatrix.report.render import wrap
 
     defaulted = f" (defaulted: {'; '.join(p.current.defaulted)})" if p.current.defaulted else ""
+    read = f" (read: {'; '.join(p.current.notes)})" if p.current.notes else ""
     given = " ".join(f"{k}={v}" for k, v in p.current.axes.items())
-    out = wrap(f"current configuration, from {p.current.source}: {given}{defaulted}", width)
+    out = wrap(f"current configuration, from {p.current.source}: {given}{defaulted}{read}", width)
     pruned = {x.what: x.reason.removeprefix(CURRENT_PRUNED) for x in exp.pruned}
     said: dict[str, list[str]] = {}  # what became of it → the tiers (one line for tiers pruning it alike)
     for cell in current_cells(p):

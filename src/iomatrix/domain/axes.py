@@ -463,6 +463,29 @@ def _l2_cache_qemu(values: Mapping[str, str], ctx: DiskContext) -> QemuOptions:
     return QemuOptions(format_node=(("l2-cache-size", str(size)),))
 
 
+def l2_cache_read_back(cache_bytes: int, option: str) -> tuple[str, str]:
+    """(l2_cache value, what it means) of an L2 cache size a user's configuration sets (`option` names it: QEMU's
+    l2-cache-size, its combined cache-size, libvirt's <metadata_cache><max_size>), for ``--current``. The image it
+    is for is not in the configuration: a bound above QEMU's default (32 MiB) reads as ``whole-image``, which it is
+    for every image up to what it covers (QEMU gives the L2 cache MIN(image's need, bound); with only the combined
+    cache-size, the rest goes to the refcount cache: block/qcow2.c read_cache_sizes), else as ``default``.
+    ``recommend`` checks the bound against the image a workload ran on (:func:`l2_cache_holds`)."""
+    covers = default_l2_cache_covers_bytes(DEFAULT_CLUSTER_BYTES) // DEFAULT_L2_CACHE_MAX_BYTES * cache_bytes
+    value = "whole-image" if cache_bytes > DEFAULT_L2_CACHE_MAX_BYTES else "default"
+    smaller = "; smaller than QEMU's default, which iomatrix does not measure" \
+        if cache_bytes < DEFAULT_L2_CACHE_MAX_BYTES else ""
+    return value, (f"l2_cache={value} from {option}={size_words(cache_bytes)}: it holds the whole L2 metadata of "
+                   f"images up to {size_words(covers)} at 64 KiB clusters (QEMU's default cache: up to "
+                   f"{size_words(default_l2_cache_covers_bytes(DEFAULT_CLUSTER_BYTES))}){smaller}")
+
+
+def l2_cache_holds(cache_bytes: int, image_bytes: int, values: Mapping[str, str]) -> bool:
+    """Whether an L2 cache bound of `cache_bytes` holds the whole L2 metadata of an `image_bytes` image with the
+    cell's cluster layout (what ``l2_cache=whole-image`` measured)."""
+    cluster = CLUSTER_BYTES.get(values.get("cluster_size", NA), DEFAULT_CLUSTER_BYTES)
+    return cache_bytes >= whole_image_l2_cache_bytes(image_bytes, cluster, _l2_entry_bytes(values))
+
+
 def _l2_cache_note(values: Mapping[str, str]) -> str | None:
     if values.get("l2_cache") != "whole-image":
         return None
@@ -523,11 +546,12 @@ def _l2_cache_shown(values: Mapping[str, str], shape: WorkloadShape, image_bytes
                                            _l2_entry_bytes(values))
     if image_bytes > covers:
         return None
-    return (f"runs on a {_size_words(image_bytes)} image, whose whole L2 metadata QEMU's default cache already "
-            f"holds (up to {_size_words(covers)} at this cluster size)")
+    return (f"runs on a {size_words(image_bytes)} image, whose whole L2 metadata QEMU's default cache already "
+            f"holds (up to {size_words(covers)} at this cluster size)")
 
 
-def _size_words(n: int) -> str:
+def size_words(n: int) -> str:
+    """A byte count in the largest binary unit that divides it ("1 TiB", "64 MiB"), else in bytes."""
     for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20)):
         if n >= 1 << shift and n % (1 << shift) == 0:
             return f"{n >> shift} {unit}"

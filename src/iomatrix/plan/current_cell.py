@@ -39,6 +39,8 @@ class CurrentDisk(BaseModel):
     axes: dict[str, str]
     source: str = ""
     defaulted: list[str] = []
+    l2_cache_bytes: int | None = None  # the qcow2 L2 cache bound it sets (CurrentConfig.l2_cache_bytes)
+    notes: list[str] = []
 
     @field_validator("axes")
     @classmethod
@@ -66,7 +68,8 @@ def from_config(cfg: CurrentConfig) -> CurrentDisk:
     for a in axes.plan_axes():
         if a.always_named and a.tools and a.name not in cfg.axes:  # (not the host-side modifier: no VM sets it)
             defaulted.append(f"{a.name} (not given: QEMU's default, {a.default})")
-    return CurrentDisk(axes=dict(cfg.axes), source=cfg.source, defaulted=defaulted)
+    return CurrentDisk(axes=dict(cfg.axes), source=cfg.source, defaulted=defaulted, l2_cache_bytes=cfg.l2_cache_bytes,
+                       notes=list(cfg.notes))
 
 
 def with_current(plan: Plan, cfg: CurrentConfig) -> Plan:
@@ -100,4 +103,5 @@ def stored_current(plan_definition: Mapping[str, Any], pruned: Sequence[Mapping[
         reason = str(p.get("reason", ""))
         if reason.startswith(CURRENT_PRUNED):
             why.setdefault(str(p.get("what", "")).split("/", 1)[0], reason.removeprefix(CURRENT_PRUNED))
-    return MeasuredCurrent(disk.values(), disk.source or "the sweep's --current", list(disk.defaulted), why)
+    return MeasuredCurrent(disk.values(), disk.source or "the sweep's --current", list(disk.defaulted),
+                           disk.l2_cache_bytes, list(disk.notes), why)

@@ -170,10 +170,13 @@ class Gain:
     label: str | None  # the compared cell; None when not in the sweep
     ratio: RatioCI | None
     note: str = ""
+    # Values of the current configuration compared at the cell's ("iothread=on as off (not varied)"): the short
+    # form of what `note` says, for the headline.
+    assumed: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         r = self.ratio
-        return {"against": self.against, "cell": self.label, "note": self.note,
+        return {"against": self.against, "cell": self.label, "note": self.note, "assumed": list(self.assumed),
                 "ratio": None if r is None else r.ratio, "ci95_low": None if r is None else r.low,
                 "ci95_high": None if r is None else r.high}
 
@@ -238,7 +241,9 @@ class Recommendation:
                 "requirements": [{"name": r.name, "meaning": r.meaning} for r in self.requirements],
                 "current": None if self.current is None else {"axes": self.current.axes,
                                                               "source": self.current.source,
-                                                              "defaulted": self.current.defaulted},
+                                                              "defaulted": self.current.defaulted,
+                                                              "l2_cache_bytes": self.current.l2_cache_bytes,
+                                                              "notes": self.current.notes},
                 "verdicts": [v.as_dict() for v in self.verdicts], "warnings": self.warnings,
                 **({"objective": self.objective} if self.objective is not None else {})}
 
@@ -272,10 +277,61 @@ def _matching(cells: Sequence[CellWorkload], like: CellWorkload, **axes: str) ->
     return None
 
 
-def _matching_current(cells: Sequence[CellWorkload], like: CellWorkload, cur: CurrentConfig) -> CellWorkload | None:
-    # Axes the sweep shows as "-" (bare metal has no format or bus) cannot differ; others must match.
-    want = {k: v for k, v in cur.axes.items() if like.axes.get(k, domain.NA) != domain.NA}
-    return _matching(cells, like, **want)
+# An image size no L2 cache default covers: where a workload's image is the plan's (not known here), an axis whose
+# effect depends on the image's size (the L2 cache, the cluster layout) is never said to be unable to show.
+_UNKNOWN_IMAGE_BYTES = 1 << 60
+
+
+def _matching_current(cells: Sequence[CellWorkload], like: CellWorkload,
+                      cur: CurrentConfig) -> tuple[CellWorkload | None, list[str], list[str], str]:
+    """The cell of `cells` (one workload, one tier) that runs the user's current configuration, what the
+    comparison had to assume (in full, and short: "iothread=on as off (not varied)"), and why there is no such
+    cell when the sweep could not have measured one.
+
+    Axes the sweep shows as "-" (bare metal has no format or bus) cannot differ; the first release's axes (cache,
+    aio, format, …) must match. A later axis the tier ran at one value for this workload (zero detection for
+    reads; an IOThread where the NBD export cannot have one) is compared at that value and said so, with why: the
+    workload cannot show it, or the tier did not vary it. An L2 cache bound that holds only part of the
+    workload's image is between the measured values: no cell."""
+    workload = PRESETS.get(like.workload)
+    want: dict[str, str] = {}
+    notes: list[str] = []
+    short: list[str] = []
+    # A later axis the configuration does not set runs at QEMU's default (it is left out as in a cell's key); a
+    # first-release axis it does not name (libvirt without <driver type=>) is unknown and not compared.
+    given = {**{a.name: str(a.default) for a in axes.axes() if not a.always_named and not a.free_values},
+             **cur.axes}
+    try:
+        applying = set(applying_axes(like.axes["tier"]))
+    except KeyError:  # a tier this version does not know (an old database)
+        applying = set()
+    for k, v in given.items():
+        axis = axes.REGISTRY.get(k)
+        mine = like.axes.get(k)
+        if mine is None and axis is not None and not axis.always_named and k in applying:
+            mine = str(axis.default)  # an axis the sweep does not name: every cell ran QEMU's default
+        if mine is None or mine == domain.NA:
+            continue
+        if axis is not None and not axis.always_named and v != mine and \
+                len({c.axes.get(k, mine) for c in cells}) == 1:
+            why = None
+            if workload is not None and axis.shown_by is not None:
+                why = axis.shown_by({**like.axes, k: v}, workload.shape,
+                                    workload.image_bytes or _UNKNOWN_IMAGE_BYTES)
+            notes.append(f"{k}={v} compared at {k}={mine}: " +
+                         (f"{like.workload} {why}" if why else
+                          f"the {like.axes['tier']} tier ran {like.workload} at {k}={mine} only"))
+            short.append(f"{k}={v} as {mine} ({'cannot show' if why else 'not varied'})")
+            continue
+        if k in like.axes:
+            want[k] = v
+    if cur.l2_cache_bytes is not None and workload is not None and workload.image_bytes and \
+            want.get("l2_cache") == "whole-image" and \
+            not axes.l2_cache_holds(cur.l2_cache_bytes, workload.image_bytes, {**like.axes, **want}):
+        return None, notes, short, (f"its L2 cache bound ({axes.size_words(cur.l2_cache_bytes)}) holds part of the "
+                                    f"L2 metadata of {like.workload}'s {axes.size_words(workload.image_bytes)} image: "
+                                    "between l2_cache=default and whole-image, neither measured")
+    return _matching(cells, like, **want), notes, short, ""
 
 
 def workload_verdict(cws: list[CellWorkload], wr: WorkloadRanking, requirements: list[Requirement],
@@ -339,9 +395,12 @@ def _gains(wr: WorkloadRanking, cell: CellWorkload, same_tier: list[CellWorkload
     a compared cell that looks better says why it was not chosen."""
     gains = []
     if current is not None:
-        other = _matching_current(same_tier, cell, current)
-        gains.append(_gain(f"current ({current.label()})", cell, other, wr.metric, higher,
-                           "not measured in this sweep: add its values to the plan to compare"))
+        other, assumed, short, between = _matching_current(same_tier, cell, current)
+        g = _gain(f"current ({current.label()})", cell, other, wr.metric, higher,
+                  between or "not measured in this sweep: add its values to the plan to compare")
+        g.note = "; ".join(filter(None, [g.note, *assumed]))
+        g.assumed = tuple(short) if other is not None else ()
+        gains.append(g)
     for b in BASELINES:
         twin = axes.baseline_values(cell.axes, b)
         other = _matching(same_tier, cell, **{k: v for k, v in twin.items() if k in cell.axes})

@@ -103,7 +103,8 @@ def _header_lines(rec: Recommendation, h1: str) -> list[str]:
         out.append("Requirements: " + "; ".join(f"{r.name} = {r.meaning}" for r in rec.requirements))
     if rec.current is not None:
         d = f" (defaulted: {', '.join(rec.current.defaulted)})" if rec.current.defaulted else ""
-        out.append(f"Current configuration: {rec.current.label()} from {rec.current.source}{d}")
+        read = f" (read: {'; '.join(rec.current.notes)})" if rec.current.notes else ""
+        out.append(f"Current configuration: {rec.current.label()} from {rec.current.source}{d}{read}")
     out += [f"warning: {w}" for w in rec.warnings]
     return out
 
@@ -278,11 +279,13 @@ def gain_text(wg: WorkloadGain, cell: str) -> str:
     g = wg.gain
     if g is None:
         return f"vs {wg.against}: not in this sweep"
+    # The current configuration's values compared at the cell's (zero detection for a read workload): said.
+    assumed = f" (taking {', '.join(g.assumed)})" if g.assumed else ""
     if g.label == cell:
-        return f"1.00×: it is {wg.against}"
+        return f"1.00×: it is {wg.against}{assumed}"
     if g.ratio is None or g.ratio.ratio is None:
         return f"vs {wg.against}: – ({g.note})" if g.note else f"vs {wg.against}: –"
-    return f"{ratio_text(g.ratio.ratio, g.ratio.low, g.ratio.high)} {wg.against}"
+    return f"{ratio_text(g.ratio.ratio, g.ratio.low, g.ratio.high)} {wg.against}{assumed}"
 
 
 def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
