@@ -166,3 +166,9 @@ def test_no_l2_cache_size_is_qemus_default_cache() -> None:
     g = _current_gain(SPARSE_CELLS, SPARSE, "cache=none,aio=io_uring,format=qcow2")
     assert g.label is not None and "whole-image" not in g.label
     assert g.ratio is not None and g.ratio.ratio > 10
+
+
+def test_a_size_that_is_no_whole_binary_unit_reads_to_one_decimal(tmp_path: Path) -> None:
+    cfg = parse_current(str(_domain(tmp_path, "<max_size unit='KB'>100000</max_size>")))
+    assert cfg.notes == ["l2_cache=whole-image from metadata_cache max_size=95.4 MiB: it holds the whole L2 metadata "
+                         "of images up to 762.9 GiB at 64 KiB clusters (QEMU's default cache: up to 256 GiB)"]

@@ -551,10 +551,11 @@ def _l2_cache_shown(values: Mapping[str, str], shape: WorkloadShape, image_bytes
 
 
 def size_words(n: int) -> str:
-    """A byte count in the largest binary unit that divides it ("1 TiB", "64 MiB"), else in bytes."""
+    """A byte count in the largest binary unit it reaches: whole where it divides ("1 TiB", "64 MiB"), else to one
+    decimal ("95.4 MiB": a libvirt size in KB, powers of 1000); below 1 MiB in bytes."""
     for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20)):
-        if n >= 1 << shift and n % (1 << shift) == 0:
-            return f"{n >> shift} {unit}"
+        if n >= 1 << shift:
+            return f"{n >> shift} {unit}" if n % (1 << shift) == 0 else f"{n / (1 << shift):.1f} {unit}"
     return f"{n} B"
 
 
