@@ -22,14 +22,11 @@ import datetime
 import os
 import platform
 import sys
-import tempfile
 from pathlib import Path
 
+from blocklayer_sweep import sweep_and_rank
 from iomatrix.plan.load import plan_from_dict
-from iomatrix.report.rank import rank_sweep
-from iomatrix.runner import RunOptions, SweepRunner
 from iomatrix.stats.compare import ratio_ci
-from iomatrix.store import Store
 from iomatrix.workloads import SPARSE_L2_WORKLOAD as WORKLOAD
 
 
@@ -47,14 +44,7 @@ def main() -> int:
         "workloads": [WORKLOAD], "runtime": args.runtime, "null_ceiling": False,
         "repetitions": {"min": args.runs, "max": args.runs}, "time_budget": "2h"}, "bench")
     load_before = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory(prefix="iomatrix-l2-", dir=args.workdir) as tmp:
-        db = Path(tmp) / "bench.sqlite"
-        store = Store(db)
-        result = SweepRunner(plan, None, store, RunOptions(workdir=Path(tmp) / "work")).run()
-        store.close()
-        ro = Store.open_existing(db)
-        block = next((r for r in rank_sweep(ro, 1, WORKLOAD, None, min_n=2) if r.tier == "blocklayer"), None)
-        ro.close()
+    result, block = sweep_and_rank(plan, WORKLOAD, "iomatrix-l2-", args.workdir)
     head = (f"\n{datetime.date.today()} {platform.node()} {platform.release()}: block layer, qcow2 "
             f"cluster_size={args.cluster_size}, cache={args.cache}, io_uring, {WORKLOAD}, {args.runtime:g} s × "
             f"{args.runs} runs per cell ({result.runs_done} done, {result.runs_failed} failed); load "

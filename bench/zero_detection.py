@@ -25,14 +25,11 @@ import argparse
 import datetime
 import platform
 import sys
-import tempfile
 from pathlib import Path
 
+from blocklayer_sweep import sweep_and_rank
 from iomatrix.plan.load import plan_from_dict
-from iomatrix.report.rank import rank_sweep
-from iomatrix.runner import RunOptions, SweepRunner
 from iomatrix.stats.compare import ratio_ci
-from iomatrix.store import Store
 
 FIRST_WRITES = "seq-write-zeroes-1m-first"
 REWRITES = "seq-write-zeroes-1m"
@@ -56,14 +53,11 @@ def main() -> int:
         "detect_zeroes": ["off", "on"], "workloads": [workload], "size": f"{args.size_mib}M",
         "image_size": f"{2 * args.size_mib}M", "runtime": args.runtime,
         "null_ceiling": True, "repetitions": {"min": args.runs, "max": args.runs}, "time_budget": "2h"}, "bench")
-    with tempfile.TemporaryDirectory(prefix="iomatrix-zeroes-", dir=args.workdir) as tmp:
-        db = Path(tmp) / "bench.sqlite"
-        store = Store(db)
-        result = SweepRunner(plan, None, store, RunOptions(workdir=Path(tmp) / "work")).run()
-        store.close()
-        ro = Store.open_existing(db)
-        block = next(r for r in rank_sweep(ro, 1, workload, None, min_n=2) if r.tier == "blocklayer")
-        ro.close()
+    result, block = sweep_and_rank(plan, workload, "iomatrix-zeroes-", args.workdir)
+    if block is None:
+        print(f"no block-layer ranking of {workload}: no run of it succeeded ({result.runs_failed} failed)",
+              file=sys.stderr)
+        return 1
     on = next(label for label in block.cells if "detect_zeroes=on" in label)
     off = next(label for label in block.cells if label != on)
     a, b = block.cells[on].samples[block.metric], block.cells[off].samples[block.metric]
