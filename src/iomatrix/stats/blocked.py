@@ -218,20 +218,59 @@ def _f_p(f: float, df1: int, df2: int) -> float:
     return float(_st.f.sf(f, df1, df2))
 
 
-def _anova(cells: list[str], table: dict[str, dict[int, float]], alpha: float, confidence: float,
-           complete: list[int], notes: list[str]) -> tuple[BlockedAnalysis, np.ndarray]:
-    rounds = sorted({r for c in cells for r in table[c] if sum(r in table[d] for d in cells) >= 2})
-    k, b = len(cells), len(rounds)
-    obs = [(i, j, math.log(table[c][r])) for i, c in enumerate(cells) for j, r in enumerate(rounds) if r in table[c]]
+@dataclass(frozen=True)
+class _AdditiveFit:
+    """The additive model y = μ + α_i + β_j fitted by least squares (step 2 of the module docstring)."""
+
+    x: np.ndarray  # design matrix
+    y: np.ndarray
+    beta: np.ndarray
+    rss: float  # 0 for an exact fit (floating-point residue counted as 0)
+    df_resid: int
+    mse: float  # nan without residual degrees of freedom
+    xtx_inv: np.ndarray
+
+    def effect(self, i: int) -> float:
+        """α̂_i (cell 0 is the reference, α_0 = 0)."""
+        return 0.0 if i == 0 else float(self.beta[i])
+
+    def contrast(self, i: int, j: int) -> tuple[float, float, float, float]:
+        """(d, SE, t, two-sided p) of α̂_i − α̂_j, SE = √(MSE·cᵀ(XᵀX)⁻c); MSE = 0 decides exactly (d = 0 → p = 1,
+        else p = 0)."""
+        cvec = np.zeros(self.x.shape[1])
+        if i > 0:
+            cvec[i] += 1.0
+        if j > 0:
+            cvec[j] -= 1.0
+        d = self.effect(i) - self.effect(j)
+        se = math.sqrt(self.mse * float(cvec @ self.xtx_inv @ cvec)) if self.mse > 0 else 0.0
+        if se == 0.0:
+            t, p = (0.0, 1.0) if abs(d) < 1e-12 else (math.copysign(math.inf, d), 0.0)
+        else:
+            t = d / se
+            p = _t_sf2(t, self.df_resid)
+        return d, se, t, p
+
+
+def _fit_additive(cells: list[str], rounds: list[int], obs: list[tuple[int, int, float]]) -> _AdditiveFit:
     y = np.array([o[2] for o in obs])
     x = _design(cells, rounds, obs)
     rss, beta, rank_x = _rss(x, y)
     df_resid = len(obs) - rank_x
     # Tiny negative/positive residue from floating point on an exact additive fit counts as 0.
-    scale = float(np.sum((y - y.mean()) ** 2))
-    if rss <= 1e-24 * max(scale, 1.0):
+    if rss <= 1e-24 * max(float(np.sum((y - y.mean()) ** 2)), 1.0):
         rss = 0.0
     mse = rss / df_resid if df_resid > 0 else math.nan
+    return _AdditiveFit(x, y, beta, rss, df_resid, mse, np.linalg.pinv(x.T @ x))
+
+
+def _anova(cells: list[str], table: dict[str, dict[int, float]], alpha: float, confidence: float,
+           complete: list[int], notes: list[str]) -> tuple[BlockedAnalysis, np.ndarray]:
+    rounds = sorted({r for c in cells for r in table[c] if sum(r in table[d] for d in cells) >= 2})
+    k, b = len(cells), len(rounds)
+    obs = [(i, j, math.log(table[c][r])) for i, c in enumerate(cells) for j, r in enumerate(rounds) if r in table[c]]
+    fit = _fit_additive(cells, rounds, obs)
+    x, y, beta, rss, df_resid, mse = fit.x, fit.y, fit.beta, fit.rss, fit.df_resid, fit.mse
     rss_rounds_only, _, _ = _rss(_design(cells, rounds, obs, with_cells=False), y)
     rss_cells_only, _, _ = _rss(_design(cells, rounds, obs, with_rounds=False), y)
     ss_cells = max(0.0, rss_rounds_only - rss)
@@ -244,27 +283,15 @@ def _anova(cells: list[str], table: dict[str, dict[int, float]], alpha: float, c
         p_r = _f_p(f_r, b - 1, df_resid)
     share = ss_rounds / (ss_rounds + rss) if ss_rounds + rss > 0 else None
     # Cell effects: α_0 = 0, α_i = beta[i]; LS means = μ + α_i + mean(β) (same offset for all: the ratio is exact).
-    alpha_hat = np.concatenate([[0.0], beta[1:k]])
-    xtx_inv = np.linalg.pinv(x.T @ x)
     offset = float(beta[0]) + float(np.mean(np.concatenate([[0.0], beta[k:]])))
-    centre = {c: math.exp(offset + float(alpha_hat[i])) for i, c in enumerate(cells)}
+    centre = {c: math.exp(offset + fit.effect(i)) for i, c in enumerate(cells)}
     pairs_ix = [(i, j) for i in range(k) for j in range(i + 1, k)]
     raw = []
     for i, j in pairs_ix:
-        cvec = np.zeros(x.shape[1])
-        if i > 0:
-            cvec[i] += 1.0
-        if j > 0:
-            cvec[j] -= 1.0
-        d = float(alpha_hat[i] - alpha_hat[j])
-        var = float(cvec @ xtx_inv @ cvec)
-        se = math.sqrt(mse * var) if mse > 0 else 0.0
+        d, se, t, p = fit.contrast(i, j)
         if se == 0.0:
-            t, p = (0.0, 1.0) if abs(d) < 1e-12 else (math.copysign(math.inf, d), 0.0)
             lo = hi = math.exp(d)
         else:
-            t = d / se
-            p = _t_sf2(t, df_resid)
             q = _tq(confidence, df_resid)
             lo, hi = math.exp(d - q * se), math.exp(d + q * se)
         raw.append((d, lo, hi, t, p))
@@ -322,28 +349,9 @@ def _friedman(cells: list[str], table: dict[str, dict[int, float]], alpha: float
         # different sizes score on one scale; an affine map of the ranks, which leaves t unchanged.
         ranks = rankdata([table[cells[i]][r] for i in present])
         obs += [(i, j, (float(rk) - 1.0) / (len(present) - 1)) for i, rk in zip(present, ranks, strict=True)]
-    y = np.array([o[2] for o in obs])
-    x = _design(cells, rounds, obs)
-    rss, beta, rank_x = _rss(x, y)
-    df = len(obs) - rank_x
-    if rss <= 1e-24 * max(float(np.sum((y - y.mean()) ** 2)), 1.0):
-        rss = 0.0
-    mse = rss / df if df > 0 else math.nan
-    effect = np.concatenate([[0.0], beta[1:k]])
-    xtx_inv = np.linalg.pinv(x.T @ x)
-    raw = []
-    for i, j in pairs_ix:
-        cvec = np.zeros(x.shape[1])
-        cvec[i] += 1.0 if i > 0 else 0.0
-        cvec[j] -= 1.0 if j > 0 else 0.0
-        d = float(effect[i] - effect[j])
-        se = math.sqrt(mse * float(cvec @ xtx_inv @ cvec)) if mse > 0 else 0.0
-        if se == 0.0:
-            t, p = (0.0, 1.0) if abs(d) < 1e-12 else (math.copysign(math.inf, d), 0.0)
-        else:
-            t = d / se
-            p = _t_sf2(t, df)
-        raw.append((t, p))
+    fit = _fit_additive(cells, rounds, obs)
+    df = fit.df_resid
+    raw = [fit.contrast(i, j)[2:] for i, j in pairs_ix]  # (t, p)
     adj = holm([r[1] for r in raw])
     # Ratios of the parametric model's geometric means (on complete rounds: the geometric means of those rounds).
     centre = dict(base.centre)
