@@ -434,6 +434,10 @@ def _precreated(axis: str, option: str, default: str) -> Mapping[str, Callable[[
     return {"libvirt": libvirt, "virt-install": virt_install, "proxmox": proxmox, "nova": nova}
 
 
+def _cluster_bytes(values: Mapping[str, str]) -> int:
+    return CLUSTER_BYTES.get(values.get("cluster_size", NA), DEFAULT_CLUSTER_BYTES)
+
+
 def _l2_entry_bytes(values: Mapping[str, str]) -> int:
     return 16 if values.get("extended_l2") == "on" else 8  # docs/qcow2-cache.txt, "Extended L2 Entries"
 
@@ -458,8 +462,7 @@ def _l2_cache_qemu(values: Mapping[str, str], ctx: DiskContext) -> QemuOptions:
         # image's whole L2 metadata (block/qcow2.c read_cache_sizes: MIN(max_l2_cache, l2-cache-size)) and
         # allocates no more, so a bound above any image's need means "the whole image" for every image.
         return QemuOptions(format_node=(("l2-cache-size", str(L2_CACHE_ANY_IMAGE_BYTES)),))
-    cluster = CLUSTER_BYTES.get(values.get("cluster_size", NA), DEFAULT_CLUSTER_BYTES)
-    size = whole_image_l2_cache_bytes(ctx.image_size_bytes, cluster, _l2_entry_bytes(values))
+    size = whole_image_l2_cache_bytes(ctx.image_size_bytes, _cluster_bytes(values), _l2_entry_bytes(values))
     return QemuOptions(format_node=(("l2-cache-size", str(size)),))
 
 
@@ -482,8 +485,7 @@ def l2_cache_read_back(cache_bytes: int, option: str) -> tuple[str, str]:
 def l2_cache_holds(cache_bytes: int, image_bytes: int, values: Mapping[str, str]) -> bool:
     """Whether an L2 cache bound of `cache_bytes` holds the whole L2 metadata of an `image_bytes` image with the
     cell's cluster layout (what ``l2_cache=whole-image`` measured)."""
-    cluster = CLUSTER_BYTES.get(values.get("cluster_size", NA), DEFAULT_CLUSTER_BYTES)
-    return cache_bytes >= whole_image_l2_cache_bytes(image_bytes, cluster, _l2_entry_bytes(values))
+    return cache_bytes >= whole_image_l2_cache_bytes(image_bytes, _cluster_bytes(values), _l2_entry_bytes(values))
 
 
 def _l2_cache_note(values: Mapping[str, str]) -> str | None:
@@ -530,8 +532,7 @@ def _layout_shown(values: Mapping[str, str], shape: WorkloadShape, image_bytes: 
     # show the layout too: qcow2 frees only whole clusters (a 64 KiB trim inside a 1 MiB cluster frees nothing).
     if not shape.known or shape.writes or shape.trims:
         return None
-    covers = default_l2_cache_covers_bytes(CLUSTER_BYTES.get(values.get("cluster_size", NA), DEFAULT_CLUSTER_BYTES),
-                                           _l2_entry_bytes(values))
+    covers = default_l2_cache_covers_bytes(_cluster_bytes(values), _l2_entry_bytes(values))
     if image_bytes > covers:
         return None
     return "only reads blocks written before it, through an L2 cache that holds the whole image's mapping"
@@ -542,8 +543,7 @@ def _l2_cache_shown(values: Mapping[str, str], shape: WorkloadShape, image_bytes
     # clusters): below that, `default` and `whole-image` are the same cache, whatever the workload does.
     if not shape.known:
         return None
-    covers = default_l2_cache_covers_bytes(CLUSTER_BYTES.get(values.get("cluster_size", NA), DEFAULT_CLUSTER_BYTES),
-                                           _l2_entry_bytes(values))
+    covers = default_l2_cache_covers_bytes(_cluster_bytes(values), _l2_entry_bytes(values))
     if image_bytes > covers:
         return None
     return (f"runs on a {size_words(image_bytes)} image, whose whole L2 metadata QEMU's default cache already "
