@@ -17,7 +17,7 @@ from iomatrix.matrix import BackingFacts, Cell, Expansion, collapsed_axes, estim
 from iomatrix.plan.load import builtin_names, load_plan, plan_from_dict
 from iomatrix.plan.model import Plan
 from iomatrix.runner import plan_expansion
-from iomatrix.tiers import tier_class
+from iomatrix.tiers import declaration
 from tests.conftest import run_cli
 
 OK = BackingFacts(unavailable=None, o_direct=True, is_device=False)
@@ -103,7 +103,7 @@ def _old_expand_keys(p: Plan) -> list[str]:
 def test_a_plan_without_tier_tables_expands_and_dumps_as_before(name: str) -> None:
     p, _ = load_plan(name)
     e = expand(p, {b.label(): OK for b in p.backing}, [wl.resolve(n) for n in p.workloads])
-    extra = [c.key for t in p.tier for c in tier_class(t).extra_cells(p)]
+    extra = [Cell(v).key for t in p.tier for v in declaration(t).extra_cells(p)]
     assert [c.key for c in e.cells] == _old_expand_keys(p) + extra
     dumped = p.model_dump(mode="json")
     assert not set(dumped) & {"blocklayer", "guest", "baremetal", "durability", "tier_tables"}

@@ -14,8 +14,9 @@ from iomatrix.tiers import tier_names
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "iomatrix"
 # The tier modules, and packages private to tiers: the guest machinery (shared by the QEMU tiers), the
-# durability tier's verdict rules and the consolidation tier's roles and plan table.
-OWNERS = ("tiers", "guest", "durability", "consolidation")
+# durability tier's verdict rules, the consolidation tier's roles and plan table, and the tiers' report
+# companions (report/companions/, one module per tier).
+OWNERS = ("tiers/", "guest/", "durability/", "consolidation/", "report/companions/")
 # The same strings with another meaning: (module, string) → what it means there.
 OTHER_MEANINGS = {
     ("workloads.py", "durability"): "the workload kind (and preset) the durability tier claims (workload_kind)",
@@ -42,7 +43,7 @@ def tier_name_literals(root: Path, names: set[str]) -> list[str]:
     found = []
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root).as_posix()
-        if rel.split("/", 1)[0] in OWNERS:
+        if rel.startswith(OWNERS):
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=rel)
         skip = _docstrings(tree)

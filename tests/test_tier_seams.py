@@ -11,6 +11,7 @@ from iomatrix import workloads as wl
 from iomatrix.fio.jobs import page_cache_method
 from iomatrix.plan.load import plan_from_dict
 from iomatrix.plan.model import Plan
+from iomatrix.report.companions import companion
 from iomatrix.tiers import tier_classes
 
 # Fingerprints the previous release (cuts and [consolidation] declared as plan-model fields) gave these plans:
@@ -74,7 +75,7 @@ def test_page_cache_wording_per_tier() -> None:
 
 def test_missing_notes_come_from_the_tiers() -> None:
     def notes(cells: list[dict[str, str]]) -> list[str]:
-        return [n for t in tier_classes() for n in t.missing_notes(cells)]
+        return [n for t in tier_classes() for n in companion(t.name).missing_notes(cells)]
 
     guest = {"tier": "guest", "backing": "dir"}
     assert notes([guest]) == [

@@ -11,15 +11,14 @@ import itertools
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from iomatrix import tiers
 from iomatrix.domain import NA, NULL_BACKING, axes
 from iomatrix.domain.axes import BackingFacts, QemuFacts
+from iomatrix.plan.current_cell import CURRENT_PRUNED
 from iomatrix.plan.model import Plan
+from iomatrix.tiers import declaration
 from iomatrix.workloads import Workload
-
-if TYPE_CHECKING:
-    from iomatrix.tiers.base import Tier
 
 
 class Cell(Mapping[str, str]):
@@ -115,7 +114,7 @@ class Cell(Mapping[str, str]):
 
 def applying_axes(tier: str) -> tuple[str, ...]:
     """The axes that mean something for `tier` (the others collapse to "-")."""
-    layers = _tier(tier).layers
+    layers = declaration(tier).layers
     return tuple(a.name for a in axes.axes() if a.applies_to(layers))
 
 
@@ -167,12 +166,6 @@ class Expansion:
     current: list[Cell] = field(default_factory=list)
 
 
-def _tier(name: str) -> type[Tier]:
-    from iomatrix.tiers import tier_class
-
-    return tier_class(name)
-
-
 def collapsed_axes(tier: str) -> tuple[str, ...]:
     """Axes with no meaning for `tier`: shown as "-", not multiplied."""
     applies = applying_axes(tier)
@@ -183,7 +176,7 @@ def prune_reason(cell: Cell, backing: BackingFacts | None, qemu: QemuFacts | Non
                  host_cpus: int | None = None) -> str | None:
     """Why `cell` cannot run, or None: the domain's rules between axes, then the tier's own. `qemu` and
     `host_cpus` are the installed QEMU's facts and the host's CPU count (None: rules needing them skip)."""
-    tier = _tier(cell.tier)
+    tier = declaration(cell.tier)
     if cell.is_null_ceiling:
         return tier.prune_reason(cell, backing)
     if backing is not None and backing.unavailable:
@@ -193,7 +186,7 @@ def prune_reason(cell: Cell, backing: BackingFacts | None, qemu: QemuFacts | Non
 
 
 def workload_prune_reason(cell: Cell, workload: Workload) -> str | None:
-    return _tier(cell.tier).workload_prune_reason(cell, workload)
+    return tiers.workload_prune_reason(cell, workload)
 
 
 def _named_collapsed(plan: Plan, tier: str) -> tuple[str, ...]:
@@ -258,7 +251,7 @@ def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Wor
     current = _add_current(plan, cells, pruned, seen,
                            lambda c: prune_reason(c, backings.get(c.backing), qemu, host_cpus))
     for tier_name in plan.tier:
-        cells.extend(_tier(tier_name).extra_cells(plan))
+        cells.extend(Cell(values) for values in declaration(tier_name).extra_cells(plan))
     units: list[Unit] = []
     unit_pruned: list[Pruned] = []
     for cell in cells:
@@ -324,8 +317,6 @@ def _add_current(plan: Plan, cells: list[Cell], pruned: dict[str, Pruned], seen:
     """The current cells that run, added to `cells` unless the matrix has them already (then the matrix's cell is
     the current one, not a duplicate); one that cannot run is pruned by the same rules as any cell, its reason
     saying it is the current configuration."""
-    from iomatrix.plan.current_cell import CURRENT_PRUNED
-
     running: list[Cell] = []
     for cell in current_cells(plan):
         if cell in seen:  # a cell of the matrix: run, or pruned for the same reason
@@ -378,7 +369,7 @@ def estimate_seconds(plan: Plan, expansion: Expansion, batching: bool = True) ->
     precise_rep: dict[str, float] = {}
     per_cell: dict[Cell, int] = {}
     for u in expansion.units:
-        tier = _tier(u.cell.tier)
+        tier = declaration(u.cell.tier)
         own = tier.estimate_run_s(plan, u.workload)
         if own is not None:  # the tier knows better (e.g. a consolidation point: many guests at once)
             per_rep += own
@@ -395,7 +386,7 @@ def estimate_seconds(plan: Plan, expansion: Expansion, batching: bool = True) ->
         if u.cell.tier in plan.repetitions.precision_max:  # (a batching tier's extra boots are not counted)
             precise_rep[u.cell.tier] = precise_rep.get(u.cell.tier, 0.0) + run_s
     for cell, n in per_cell.items():
-        tier = _tier(cell.tier)
+        tier = declaration(cell.tier)
         # One boot holds `repetitions_per_boot` rounds of the cell's runs, split at the bus's disk limit.
         per_boot = n * plan.start_rounds_per_boot
         boots = -(-per_boot // max(1, tier.max_batch(cell)))

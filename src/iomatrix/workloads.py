@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from iomatrix.consolidation.spec import tiles_of
 from iomatrix.domain.axes import Layer, WorkloadShape
 from iomatrix.errors import UserError
 from iomatrix.fio.allowlist import MAX_JOB_FILE_BYTES, validate_job_text
@@ -84,8 +85,6 @@ class Workload:
         """How many consolidation tiles run at once (kind "consolidation", named tiles-N), else None."""
         if self.kind != "consolidation":
             return None
-        from iomatrix.consolidation.spec import tiles_of
-
         return tiles_of(self.name)
 
     @property
@@ -305,8 +304,6 @@ def load_custom(spec: str, base_dir: Path | None = None) -> Workload:
 
 def tile_workload(name: str) -> Workload | None:
     """The consolidation sweep point ``tiles-N`` (N tiles of guests at once), or None for another name."""
-    from iomatrix.consolidation.spec import tiles_of
-
     n = tiles_of(name)
     if n is None:
         return None

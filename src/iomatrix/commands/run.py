@@ -146,7 +146,7 @@ def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, w
         console.print(f"[yellow]interrupted[/]: completed runs are saved in {db}; run the same command to resume")
         raise typer.Exit(130)
     if res.runs_done:
-        from iomatrix.report.headline import end_of_run_text
+        from iomatrix.report.render import end_of_run_text
 
         console.print(end_of_run_text(store, res.sweep_id, console.width), markup=False, highlight=False)
     console.print(f"next: iomatrix recommend --db {db}   ·   iomatrix report --html report.html --db {db}   ·   "

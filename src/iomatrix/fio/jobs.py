@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from iomatrix.domain import CACHE, FIO_ENGINE, Aio, CacheMode
+from iomatrix.tiers import declaration
 from iomatrix.workloads import Workload
 
 MEASURE_JOB = "measure"
@@ -219,19 +220,10 @@ def nbd_job(w: Workload, *, uri: str, shape: JobShape, custom_text: str | None =
     return NbdJob("\n".join(lines) + "\n", subst)
 
 
-def qemu_host_cache_wording(cache: str) -> str:
-    """Whether the host's page cache was in a QEMU tier's read path, for cell `cache` (a null ceiling's "-": no)."""
-    if cache not in CACHE or CACHE[CacheMode(cache)].direct:
-        return "host O_DIRECT"
-    return f"host page cache in use (cache={cache}: reads after the prefill may hit it, as in a real VM)"
-
-
 def page_cache_method(w: Workload, *, tier: str, cache: str, caches_dropped: bool) -> str:
     """How the page cache was kept out of a read measurement (recorded per run); the tier words its part
     (Tier.page_cache_wording)."""
-    from iomatrix.tiers import tier_class
-
     if not w.reads:
         return "n/a (no reads measured)"
     dropped = "host caches dropped before the run" if caches_dropped else "host caches NOT dropped"
-    return f"{tier_class(tier).page_cache_wording(cache)}; {dropped}"
+    return f"{declaration(tier).page_cache_wording(cache)}; {dropped}"

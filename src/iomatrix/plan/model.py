@@ -28,7 +28,9 @@ from pydantic import (
 
 from iomatrix.backing.spec import BackingSpec, DirBacking, parse_size
 from iomatrix.domain import axes
+from iomatrix.plan import sections
 from iomatrix.plan.current_cell import CurrentDisk
+from iomatrix.tiers import declaration, known_tier, reference_tier, tier_classes, tier_names
 
 NAME_MAX = 100
 # Plan names appear in file names, tables and the database: letters, digits and . _ - (no spaces, no
@@ -86,16 +88,12 @@ class Repetitions(BaseModel):
 
 
 def _reference_tier_name() -> str:
-    from iomatrix.tiers import reference_tier
-
     return reference_tier().name
 
 
 def _with_tier_workloads(data: dict[str, Any]) -> dict[str, Any]:
     """A plan that names no workloads runs its tiers' own, when they have some (Tier.default_workloads: a
     consolidation plan's tile counts, the durability tier's workload); an explicit list is kept as written."""
-    from iomatrix.tiers import known_tier
-
     tiers = data.get("tier")
     if "workloads" in data or not isinstance(tiers, list):
         return data
@@ -275,9 +273,6 @@ class Plan(BaseModel):
     def _tier_settings(cls, data: object, handler: ModelWrapValidatorHandler[Plan]) -> Plan:
         if not isinstance(data, dict):
             return handler(data)
-        from iomatrix.plan import sections
-        from iomatrix.tiers import tier_classes
-
         own, settings = sections.split(_with_tier_workloads(data))
         errors = []
         values = None
@@ -308,8 +303,6 @@ class Plan(BaseModel):
         # equal whether a value was written or defaulted (a resumed sweep re-reads its stored, complete plan).
         settings = {a.name: _axis_list(a, data[a.name]) if a.name in data else [str(v) for v in a.plan_default]
                     for a in axes.plan_axes()}
-        from iomatrix.tiers import tier_names
-
         parsed = {k: _tier_table(k, v) for k, v in data.items() if k in tier_names()}
         rest = {k: v for k, v in data.items() if k not in settings and k not in parsed}
         return {**rest, "axis_settings": settings, "tier_tables": {k: t for k, (t, _) in parsed.items()},
@@ -367,9 +360,7 @@ class Plan(BaseModel):
 
     def _tier_settings_model(self) -> BaseModel:
         if self._settings is None:  # a plan made without validation (model_construct): the tiers' defaults
-            from iomatrix.plan.sections import settings_model
-
-            self._settings = settings_model()()
+            self._settings = sections.settings_model()()
         return self._settings
 
     def setting(self, key: str) -> Any:
@@ -398,8 +389,6 @@ class Plan(BaseModel):
     @field_validator("tier")
     @classmethod
     def _tiers(cls, v: list[str]) -> list[str]:
-        from iomatrix.tiers import tier_names
-
         known = tier_names()
         for t in v:
             if t not in known:
@@ -451,32 +440,28 @@ class Plan(BaseModel):
 
     @model_validator(mode="after")
     def _image_holds_data(self) -> Plan:
-        from iomatrix.tiers import tier_class
-
-        if any(tier_class(t).uses_images for t in self.tier) and parse_size(self.image_size) < parse_size(self.size):
+        if any(declaration(t).uses_images for t in self.tier) and parse_size(self.image_size) < parse_size(self.size):
             raise ValueError(f"image_size ({self.image_size}) must be ≥ size ({self.size})")
         return self
 
     @model_validator(mode="after")
     def _tier_tables_fit(self) -> Plan:
-        from iomatrix.tiers import tier_class
-
         for tier, table in self.tier_tables.items():
             if tier not in self.tier:
                 raise ValueError(f"{tier}: a [{tier}] table, but the plan does not run the {tier} tier (its tiers: "
                                  f"{', '.join(self.tier)}); add {tier} to `tier` or remove the table")
-            layers = tier_class(tier).layers
+            layers = declaration(tier).layers
             for name in table:
                 if name == TIER_WORKLOADS or axes.get(name).applies_to(layers):
                     continue
-                where = [t for t in self.tier if axes.get(name).applies_to(tier_class(t).layers)]
+                where = [t for t in self.tier if axes.get(name).applies_to(declaration(t).layers)]
                 fix = (f"move it to the [{where[0]}] table or the plan's top level" if where
                        else "remove it")
                 raise ValueError(f"{tier}.{name}: the {tier} tier does not act on {name} ({axes.get(name).summary}),"
                                  f" so it cannot sweep it; {fix}")
         for tier, per_workload in self.workload_tables.items():
             runs = self.workloads_of(tier)
-            layers = tier_class(tier).layers
+            layers = declaration(tier).layers
             for workload, values in per_workload.items():
                 where = f"{tier}.{workload}"
                 if workload not in runs:

@@ -16,14 +16,14 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic_core import InitErrorDetails, PydanticCustomError
 from pydantic_core.core_schema import ErrorType
 
+from iomatrix.tiers import tier_classes
+
 _CORE_ERRORS = set(get_args(ErrorType))
 
 
 @cache
 def settings_model() -> type[BaseModel]:
     """One model holding every registered tier's plan settings, as fields (key → type, default)."""
-    from iomatrix.tiers import tier_classes
-
     fields: dict[str, Any] = {}
     for tier in tier_classes():
         for key, (annotation, default) in tier.plan_settings.items():

@@ -19,8 +19,6 @@ from iomatrix.plan.current_cell import MeasuredCurrent
 from iomatrix.report.naming import CellNames, cell_names
 from iomatrix.report.recommend import SITUATIONS, Gain, Recommendation, Verdict, verdict_tier
 from iomatrix.snippets import Snippet
-from iomatrix.store import Store
-from iomatrix.tiers import tier_classes
 
 TARGETS = ("libvirt", "proxmox", "qemu", "virt-install", "nova")
 DEFAULT_TARGET = "libvirt"
@@ -176,19 +174,3 @@ def _pick(v: Verdict, target: str) -> Pick:
         snippet = next((s for s in v.snippets.snippets if s.tool == target), None)
     risks = [(HEADLINE_SITUATIONS[r.situation], r.text, r.basis) for r in v.risks if r.situation in HEADLINE_SITUATIONS]
     return Pick(v.choice.cell, v.choice.cell, config, risks=risks, snippet=snippet)
-
-
-def end_of_run_text(store: Store, sweep_id: int, width: int, target: str = DEFAULT_TARGET) -> str:
-    """What `iomatrix run` ends with: the tiers' own verdict lines (the durability tier's), then the headline."""
-    from iomatrix.report.query import sweep_info
-    from iomatrix.report.recommend import recommend
-    from iomatrix.report.render import headline_text, wrap
-
-    lines: list[str] = []
-    for tier in tier_classes():
-        own = tier.verdict_lines(store, sweep_id) if tier.verdicts else []
-        if own:
-            lines += [x for line in (tier.verdict_heading, *own) for x in wrap(line, width)]
-    rec = recommend(store, sweep_id)
-    head = headline(rec, sweep_info(store, sweep_id)["host"]["hostname"], target)
-    return "\n".join([*lines, headline_text(head, width).rstrip("\n")])

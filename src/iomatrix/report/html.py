@@ -19,6 +19,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from iomatrix.current import CurrentConfig
 from iomatrix.report import charts
+from iomatrix.report.companions import companion
 from iomatrix.report.curves import LatencyCurve, latency_curves
 from iomatrix.report.headline import DEFAULT_TARGET, headline
 from iomatrix.report.objective import Objective, objective_line, objective_metric
@@ -203,7 +204,7 @@ def missing_parts(info: dict[str, Any], cws: list[CellWorkload], rec: Recommenda
     out = []  # the sweep's state (empty, unfinished) is in rec.warnings
     cells = [c.axes for c in cws]
     for tier in tier_classes():  # what a tier misses in the sweep: bare metal absent, the guest tier's ceiling
-        out += tier.missing_notes(cells)
+        out += companion(tier.name).missing_notes(cells)
     out += [f"{v.workload}: {v.missing}" for v in rec.verdicts if v.choice is None and v.metric != "score"]
     return out
 
@@ -232,7 +233,8 @@ def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None 
         if isinstance(info.get(k), int | float):
             info[k] = datetime.fromtimestamp(info[k], tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     # The tiers' own sections (the consolidation tier's tiles), in the order the tiers sort.
-    extras = [s for tier in tier_classes() if (s := tier.report_section(store, sweep_id, cws)) is not None]
+    extras = [s for tier in tier_classes()
+              if (s := companion(tier.name).report_section(store, sweep_id, cws)) is not None]
     from iomatrix.report.fleet import fleet_html_sections  # a merged database's hosts: the host × configuration view
 
     extras += fleet_html_sections(store, group=fleet_group, objective=objective, **rank_kw)

@@ -10,14 +10,10 @@ disturbed (stats/interference.py) are named with the reason.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from iomatrix.stats import cold_vs_warm, mad_outliers, snia_steady_state
 from iomatrix.stop_kinds import StopKind
-
-if TYPE_CHECKING:
-    from iomatrix.stats.interference import RunInterference
-    from iomatrix.store import Store
 
 
 def cold_run(samples: Sequence[float]) -> dict[str, Any] | None:
@@ -88,24 +84,4 @@ def notes(row: dict[str, Any]) -> list[str]:
     stop = row.get("stop")
     if stop and stop["kind"] not in SETTLING_STOPS:
         out.append(f"stopped after round {stop['round']}: {stop['reason']}")
-    return out
-
-
-def run_interference(store: Store, sweep_id: int, run_ids: Sequence[int]) -> dict[int, RunInterference]:
-    """Interference flags of each run: the verdict the runner stored with it (schema 3), else judged now from
-    its stored monitor series (runs without samples are skipped)."""
-    from iomatrix.monitor.summary import summarize_samples
-    from iomatrix.report.query import run_monitor_samples, sweep_info
-    from iomatrix.stats.interference import RunInterference, interference_flags
-
-    cpus = int(sweep_info(store, sweep_id)["host"].get("cpu_count") or 1)
-    stored = {r.run_id: r for r in store.runs(sweep_id) if r.disturbed is not None}
-    out: dict[int, RunInterference] = {}
-    for rid in run_ids:
-        if rid in stored:
-            out[rid] = RunInterference(bool(stored[rid].disturbed), stored[rid].disturbance, None)
-            continue
-        samples = run_monitor_samples(store, rid)
-        if samples:
-            out[rid] = interference_flags({k: f.mean for k, f in summarize_samples(samples).items()}, cpus)
     return out

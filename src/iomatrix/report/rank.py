@@ -9,8 +9,9 @@ from typing import Any
 from iomatrix.domain import NA, NULL_BACKING
 from iomatrix.errors import UserError
 from iomatrix.metrics import metric_info
+from iomatrix.report.interference import run_interference
 from iomatrix.report.objective import Objective, objective_metric
-from iomatrix.report.quality import ranked_samples, run_interference
+from iomatrix.report.quality import ranked_samples
 from iomatrix.report.query import CellWorkload, cell_workloads, unit_stops
 from iomatrix.stats import (
     Change,

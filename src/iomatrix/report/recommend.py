@@ -21,9 +21,10 @@ from iomatrix.errors import UserError
 from iomatrix.guest.accel import TCG_WARNING
 from iomatrix.matrix import applying_axes
 from iomatrix.plan.current_cell import stored_current
+from iomatrix.report.companions import companion
 from iomatrix.report.durability import MeasuredIndex, measured_statements
+from iomatrix.report.interference import run_interference
 from iomatrix.report.objective import Objective, objective_metric
-from iomatrix.report.quality import run_interference
 from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info
 from iomatrix.report.rank import (
     WorkloadRanking,
@@ -38,8 +39,8 @@ from iomatrix.snippets import DiskConfig, SnippetSet, snippets_for
 from iomatrix.stats import RatioCI, ratio_ci
 from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK, check_threshold, check_tie_break
 from iomatrix.store import Store
-from iomatrix.tiers import is_reference, known_tier, tier_class, tier_classes, tier_order, workload_owner
-from iomatrix.tiers.base import Tier
+from iomatrix.tiers import declaration, is_reference, known_tier, tier_classes, tier_order, workload_owner
+from iomatrix.tiers.declaration import TierDeclaration
 from iomatrix.workloads import PRESETS
 
 DOCUMENTED = "documented, not measured"
@@ -473,7 +474,7 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
         owner = verdict_tier(w)
         if owner is not None:
             # Trials are not ranked by how many records they lost: the verdicts per configuration are the answer.
-            lines = owner.verdict_lines(store, sweep_id, w)
+            lines = companion(owner.name).verdict_lines(store, sweep_id, w)
             verdicts.append(Verdict(w, primary_metric(w)[0], False, owner.name, None,
                                     missing=f"{owner.verdicts}, not a speed ranking: " + "; ".join(
                                         x.strip() for x in lines)))
@@ -574,7 +575,7 @@ def _basis(tier: str, closest: str, workload: str, emulated: bool, named: set[st
         scope = ""
     else:
         undecided = [a for a in theirs if a not in mine]
-        scope = f" ({tier_class(tier).summary}): it decides {', '.join(a for a in mine if a != 'tier')}" + \
+        scope = f" ({declaration(tier).summary}): it decides {', '.join(a for a in mine if a != 'tier')}" + \
             (f", not the {', '.join(undecided)}" if undecided else "")
     if emulated:
         return (f"the {closest} tier ran under TCG (emulated, not a KVM host's timings): the {tier} tier is the "
@@ -594,7 +595,7 @@ def short_verdict(store: Store, sweep_id: int) -> str:
     lines = []
     answered: set[str] = set()  # tiers whose verdicts are lines of their own (the durability tier's)
     for tier in tier_classes():
-        own = tier.verdict_lines(store, sweep_id) if tier.verdicts else []
+        own = companion(tier.name).verdict_lines(store, sweep_id) if tier.verdicts else []
         if own:
             lines += [tier.verdict_heading, *own]
             answered.add(tier.name)
@@ -622,7 +623,7 @@ def short_verdict(store: Store, sweep_id: int) -> str:
     return "\n".join(lines)
 
 
-def verdict_tier(workload: str) -> type[Tier] | None:
+def verdict_tier(workload: str) -> type[TierDeclaration] | None:
     """The tier whose trials of `workload` are verdicts, not a speed ranking (the durability tier's own
     workloads), or None for a workload that is ranked."""
     w = PRESETS.get(workload)

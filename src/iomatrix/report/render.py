@@ -10,13 +10,21 @@ and marked "≥0" with a note that says so.
 
 from __future__ import annotations
 
+import re
+import textwrap
 from typing import TYPE_CHECKING, Any
 
+from iomatrix.report.companions import companion
+from iomatrix.report.export import csv, json
 from iomatrix.report.export.table import DataTable
 from iomatrix.report.formats import OutputFormat
-from iomatrix.report.headline import TARGETS, Headline, Pick, WorkloadGain, verdict_labels
+from iomatrix.report.headline import DEFAULT_TARGET, TARGETS, Headline, Pick, WorkloadGain, headline, verdict_labels
 from iomatrix.report.naming import cell_names
 from iomatrix.report.objective import Objective, objective_line
+from iomatrix.report.query import sweep_info
+from iomatrix.report.recommend import recommend
+from iomatrix.store import Store
+from iomatrix.tiers import tier_classes
 from iomatrix.ui import fmt
 
 if TYPE_CHECKING:
@@ -211,8 +219,6 @@ def render_recommendation(rec: Recommendation, format: OutputFormat | str,
     (Markdown, a document, always has it). `width`: the terminal's columns, for wrapping."""
     f = OutputFormat(format)
     if f == OutputFormat.json:
-        from iomatrix.report.export import json
-
         doc = rec.as_dict()
         if headline is not None:
             doc = {"headline": headline.as_dict(), **doc}
@@ -220,8 +226,6 @@ def render_recommendation(rec: Recommendation, format: OutputFormat | str,
             doc["consolidation"] = consolidation
         return json.dumps(doc) + "\n"
     if f == OutputFormat.csv:
-        from iomatrix.report.export import csv
-
         return csv.export([recommendation_table(rec)])
     markdown = f == OutputFormat.markdown
     if headline is None:
@@ -243,8 +247,6 @@ STATUS_TEXT = {"answer": "the answer", "tied": "tied: the tie-break's pick",
 def wrap(text: str, width: int, indent: str = "", hang: str = "  ") -> list[str]:
     """`text` wrapped to `width` columns (continuation lines indented by `hang` more); never wider, never
     empty-handed: a width too small for the indentation still gets one word per line."""
-    import textwrap
-
     room = max(width, len(indent) + len(hang) + 10)
     return textwrap.wrap(text, room, initial_indent=indent, subsequent_indent=indent + hang,
                          break_on_hyphens=False, break_long_words=width >= 60) or [indent]
@@ -254,8 +256,6 @@ def code_lines(text: str, language: str, width: int, indent: str = "") -> list[s
     """A snippet's lines, paste-ready. XML breaks between attributes where a line is too wide (whitespace between
     attributes means nothing to XML); other languages are never broken (a broken shell word is a broken
     command)."""
-    import re
-
     out = []
     for line in text.splitlines():
         line = indent + line
@@ -337,3 +337,15 @@ def _pick_lines(p: Pick, target: str, width: int, markdown: bool, one_tier: str 
         else:
             out += code_lines(p.snippet.text, p.snippet.language, width, "    ")
     return out
+
+
+def end_of_run_text(store: Store, sweep_id: int, width: int, target: str = DEFAULT_TARGET) -> str:
+    """What `iomatrix run` ends with: the tiers' own verdict lines (the durability tier's), then the headline."""
+    lines: list[str] = []
+    for tier in tier_classes():
+        own = companion(tier.name).verdict_lines(store, sweep_id) if tier.verdicts else []
+        if own:
+            lines += [x for line in (tier.verdict_heading, *own) for x in wrap(line, width)]
+    rec = recommend(store, sweep_id)
+    head = headline(rec, sweep_info(store, sweep_id)["host"]["hostname"], target)
+    return "\n".join([*lines, headline_text(head, width).rstrip("\n")])

@@ -1,30 +1,46 @@
-"""Tiers issue I/O: bare metal (fio on the host), guest (fio inside QEMU), and whatever else is registered.
+"""Tiers issue I/O: bare metal (fio on the host), guest (fio inside QEMU), and whatever else is declared.
 
-Every module in this package that defines a :class:`~iomatrix.tiers.base.Tier` subclass registers it with
-:func:`register`; the plan model, the matrix, the runner, the reports and the CLI find tiers only through
-:func:`tier_class` and :func:`tier_names`, so adding a tier is writing one module.
+The registry maps a tier's name to its declaration (:mod:`iomatrix.tiers.declaration`: layers, order, plan
+settings, workload kind, prune rules, wording) and, lazily, to its implementation. Declarations are found in
+the modules of ``iomatrix/tiers/declared/`` and in installed packages' ``iomatrix.tiers`` entry points; an
+implementation is imported only when :func:`tier_class` is asked for it (a sweep runs the tier), so the plan
+model, the matrix and the fio builders read tiers without importing QEMU or guest code. Nothing outside a tier's
+own modules names a tier: adding one is a declaration module, its implementation and its report companion.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 import pkgutil
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, TypeVar
 
+from iomatrix.plugins import load_entry_points, load_object
+from iomatrix.tiers.declaration import TierDeclaration
+
 if TYPE_CHECKING:
+    from iomatrix.matrix import Cell
     from iomatrix.tiers.base import Tier
     from iomatrix.workloads import Workload
 
-_REGISTRY: dict[str, type[Tier]] = {}
+# The entry-point group an installed package declares its tiers in: `name = "module:DeclarationClass"`.
+ENTRY_POINT_GROUP = "iomatrix.tiers"
+DECLARED_PACKAGE = f"{__name__}.declared"
+
+_DECLARATIONS: dict[str, type[TierDeclaration]] = {}
+_IMPLEMENTATIONS: dict[str, type[Tier]] = {}
 _discovered = False
-T = TypeVar("T", bound="type[Tier]")
+T = TypeVar("T", bound=type[TierDeclaration])
 
 
 def register(cls: T) -> T:
-    """Class decorator: make a tier known by its `name`."""
-    _REGISTRY[cls.name] = cls
+    """Make a tier known by its `name`: a declaration, or a whole tier (a class that is its own
+    implementation, `implementation` empty)."""
+    _DECLARATIONS[cls.name] = cls
+    if not cls.implementation:
+        _IMPLEMENTATIONS[cls.name] = cls  # type: ignore[assignment]
     return cls
 
 
@@ -38,26 +54,67 @@ def registered(*classes: type[Tier]) -> Iterator[None]:
         raise ValueError(f"tier name(s) already registered or repeated: {', '.join(taken) or 'repeated'}")
     for cls in classes:
         registry[cls.name] = cls
+        _IMPLEMENTATIONS[cls.name] = cls
     try:
         yield
     finally:
         for cls in classes:
             registry.pop(cls.name, None)
+            _IMPLEMENTATIONS.pop(cls.name, None)
 
 
-def _discover() -> dict[str, type[Tier]]:
+def _declarations_in(module_name: str) -> list[type[TierDeclaration]]:
+    """The tier declarations a module defines (not the ones it imports)."""
+    module = importlib.import_module(module_name)
+    return [obj for _, obj in inspect.getmembers(module, inspect.isclass)
+            if issubclass(obj, TierDeclaration) and obj is not TierDeclaration and obj.__module__ == module_name]
+
+
+def _discover() -> dict[str, type[TierDeclaration]]:
     global _discovered
     if not _discovered:
-        for mod in pkgutil.iter_modules(__path__):
-            if mod.name != "base":
-                importlib.import_module(f"{__name__}.{mod.name}")
         _discovered = True
-    return _REGISTRY
+        package = importlib.import_module(DECLARED_PACKAGE)
+        for mod in pkgutil.iter_modules(package.__path__):
+            for decl in _declarations_in(f"{DECLARED_PACKAGE}.{mod.name}"):
+                _DECLARATIONS.setdefault(decl.name, decl)
+        for entry_name, decl in load_entry_points(ENTRY_POINT_GROUP):
+            if not (isinstance(decl, type) and issubclass(decl, TierDeclaration)):
+                raise TypeError(f"entry point {ENTRY_POINT_GROUP}:{entry_name} is no TierDeclaration subclass "
+                                f"({decl!r}); fix or uninstall the package that declares it")
+            if decl.name in _DECLARATIONS and _DECLARATIONS[decl.name] is not decl:
+                raise ValueError(f"entry point {ENTRY_POINT_GROUP}:{entry_name} declares tier '{decl.name}', a name "
+                                 "already taken; rename the tier or uninstall the package that declares it")
+            register(decl)
+    return _DECLARATIONS
 
 
-def tier_classes() -> list[type[Tier]]:
-    """Registered tiers, reference tier first (the order reports list them in)."""
+def declaration(name: str) -> type[TierDeclaration]:
+    """The declaration of the tier named `name` (no implementation imported)."""
+    try:
+        return _discover()[name]
+    except KeyError:
+        raise KeyError(f"no tier named '{name}'; known: {', '.join(tier_names())}") from None
+
+
+def tier_class(name: str) -> type[Tier]:
+    """The implementation of the tier named `name`, imported on first use: what a sweep instantiates."""
+    decl = declaration(name)
+    impl = _IMPLEMENTATIONS.get(name)
+    if impl is None:
+        impl = load_object(decl.implementation)
+        if not (isinstance(impl, type) and issubclass(impl, decl)):
+            raise TypeError(f"tier '{name}': {decl.implementation} is no subclass of its declaration {decl.__name__}")
+        _IMPLEMENTATIONS[name] = impl
+    return impl
+
+
+def tier_classes() -> list[type[TierDeclaration]]:
+    """Registered tiers' declarations, reference tier first (the order reports list them in)."""
     return sorted(_discover().values(), key=lambda c: (c.order, c.name))
+
+
+declarations = tier_classes
 
 
 def tier_names() -> list[str]:
@@ -65,27 +122,26 @@ def tier_names() -> list[str]:
     return [c.name for c in tier_classes()]
 
 
-def known_tier(name: str) -> type[Tier] | None:
+def known_tier(name: str) -> type[TierDeclaration] | None:
     """The tier named `name`, or None for a name this version does not know (an old database's tier)."""
     return _discover().get(name)
 
 
-def reference_tier() -> type[Tier]:
+def reference_tier() -> type[TierDeclaration]:
     """The tier other tiers' cells are divided by (bare metal)."""
     return next(c for c in tier_classes() if c.is_reference)
 
 
-def workload_owner(workload: Workload) -> type[Tier] | None:
+def workload_owner(workload: Workload) -> type[TierDeclaration] | None:
     """The tier whose own workload this is (its kind is the tier's `workload_kind`), or None for a workload
     the tiers share."""
     return next((c for c in tier_classes() if c.workload_kind is not None and c.workload_kind == workload.kind), None)
 
 
-def tier_class(name: str) -> type[Tier]:
-    try:
-        return _discover()[name]
-    except KeyError:
-        raise KeyError(f"no tier named '{name}'; known: {', '.join(tier_names())}") from None
+def workload_prune_reason(cell: Cell, workload: Workload) -> str | None:
+    """Why the cell's tier does not run `workload` (its own rules, and workloads owned by another tier)."""
+    owner = workload_owner(workload)
+    return declaration(cell.tier).workload_prune_reason(cell, workload, owner.name if owner else None)
 
 
 def tier_order(name: str) -> int:

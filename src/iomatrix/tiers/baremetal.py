@@ -6,18 +6,16 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from iomatrix import children
-from iomatrix.domain.axes import Layer
 from iomatrix.fio.jobs import IOPS_LOG_FILE, baremetal_job
 from iomatrix.fio.parse import FioOutputError, checked_metrics, extract_json, fatal_message, parse_iops_log
 from iomatrix.hostcmd import require
 from iomatrix.plan.model import Plan
 from iomatrix.textfile import last_lines
-from iomatrix.tiers import register
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier
+from iomatrix.tiers.declared.baremetal import BareMetal
 
 DATA_FILE = "iomatrix-baremetal.dat"
 
@@ -26,21 +24,8 @@ def _tail(text: str, lines: int = 40) -> str:
     return last_lines(text, lines)
 
 
-@register
-class BareMetalTier(Tier):
-    name = "baremetal"
-    summary = "fio on the host, reproducing each cache mode's semantics: the baseline"
-    layers = frozenset({Layer.PROCESS, Layer.HOST_IO})  # fio on the host: no image, no guest device
-    overhead_s = 1.5  # fio start + prefill
-    is_reference = True
-    order = 0
-    title = "bare metal"
-
-    @classmethod
-    def missing_notes(cls, cells: Sequence[Mapping[str, str]]) -> list[str]:
-        if cells and not any(c["tier"] == cls.name for c in cells):
-            return [f"no bare-metal cells: ratios to bare metal are missing (add tier '{cls.name}' to the plan)"]
-        return []
+class BareMetalTier(BareMetal, Tier):
+    """Runs the baremetal tier (declared in iomatrix.tiers.declared.baremetal)."""
 
     def __init__(self, plan: Plan, opts: RunOptions) -> None:
         super().__init__(plan, opts)

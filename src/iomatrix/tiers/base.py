@@ -1,12 +1,9 @@
-"""The interface every tier implements, and what travels between the runner and a tier.
+"""The interface every tier's implementation has, and what travels between the runner and a tier.
 
-A tier is a plug-in: one module under ``iomatrix/tiers/`` defining a subclass of :class:`Tier` decorated
-with :func:`iomatrix.tiers.register`. Its class attributes tell the matrix which layers of the I/O stack it
-runs, so which axes apply (the others collapse to ``-``), its class methods add its own prune rules and
-extra cells, and an instance runs one measurement at a time. What is specific to a tier is declared here too,
-and asked of the registry by the rest of the program: its plan settings (`plan_settings`, `check_plan`,
-`default_workloads`), how a run kept the page cache out (`page_cache_wording`) and its report extras (`title`,
-`missing_notes`, `report_section`, `verdict_lines`). Nothing outside the tier modules (and their own packages)
+A tier is a declaration (iomatrix.tiers.declaration: layers, plan settings, workload kind, prune rules,
+wording, estimates), an implementation (a subclass of the declaration and of :class:`Tier`: it runs
+measurements) and a report companion (iomatrix.report.companions). The registry (iomatrix.tiers) imports an
+implementation only when a sweep runs the tier. Nothing outside the tier modules (and their own packages)
 names a tier.
 """
 
@@ -14,24 +11,21 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from iomatrix.backing.leftovers import register_temp_path
-from iomatrix.domain import CACHE, CacheMode
-from iomatrix.domain.axes import DiskContext, Layer, qemu_options
+from iomatrix.domain.axes import DiskContext, qemu_options
 from iomatrix.fio.jobs import JobShape
 from iomatrix.guest.images import create_image
 from iomatrix.matrix import Cell
+from iomatrix.tiers.declaration import TierDeclaration
 from iomatrix.workloads import Workload
 
 if TYPE_CHECKING:
-    from iomatrix.matrix import BackingFacts
     from iomatrix.plan.model import Plan
-    from iomatrix.report.query import CellWorkload
-    from iomatrix.store import Store
 
 
 @dataclass
@@ -122,134 +116,21 @@ def fresh_image(req: RunRequest, workdir: Path, size_bytes: int, prefix: str) ->
     return path, True
 
 
-class Tier(ABC):
-    """One way of measuring a cell. Subclass, set the class attributes, register with @register."""
-
-    name: ClassVar[str]
-    summary: ClassVar[str]  # one line: what this tier measures
-    # The layers of the I/O stack the tier runs (iomatrix.domain.axes.Layer): an axis applies to the tier where
-    # its layers meet these; the others are collapsed to "-", not multiplied.
-    layers: ClassVar[frozenset[Layer]]
-    # Seconds per run beyond the workload's runtime (start-up, prefill, teardown), for estimates only.
-    overhead_s: ClassVar[float] = 2.0
-    # Bare metal is the reference other tiers' cells are divided by (ratio to bare metal).
-    is_reference: ClassVar[bool] = False
-    # Where it sorts in reports: the reference first, then the tiers closest to it.
-    order: ClassVar[int] = 50
-    # Whether the tier can run filesystem workloads (fs-read / fs-write need a guest filesystem).
-    runs_fs_workloads: ClassVar[bool] = False
-    # Whether each run creates a disk image of the plan's image_size (which must then hold `size`).
-    uses_images: ClassVar[bool] = False
-    # Whether a unit runs a fixed number of trials (reaching it is the answer, not "not converged").
-    fixed_trials: ClassVar[bool] = False
-    # Whether a run loads the host's CPUs itself (several guests at once): its CPU pressure is the measurement,
-    # so the runner flags such runs but never retries them as disturbed.
-    loads_host: ClassVar[bool] = False
-    # Whether several runs of one cell can share a start-up (a guest boot): the runner then hands a
-    # round's runs of a cell to run_batch() together. For estimates: seconds of that shared start-up, and
-    # seconds per run inside a batch beyond its runtime.
-    batches_runs: ClassVar[bool] = False
-    # run_batch runs `host_ready` during its shared start-up (overlapping it) rather than before it.
-    overlaps_host_ready: ClassVar[bool] = False
-    batch_overhead_s: ClassVar[float] = 0.0
-    batch_run_overhead_s: ClassVar[float] = 0.0
-    # Plan keys the tier owns, written at the plan's top level like any other (`cuts = 20`, a
-    # `[consolidation]` table): key → (type, default). The plan model validates (strictly) and dumps them as
-    # its own, whether or not the plan runs the tier; read them with `plan.setting(key)`.
-    plan_settings: ClassVar[dict[str, tuple[Any, Any]]] = {}
-    # The workload kind only this tier runs (its own workloads: "runs on the X tier only" elsewhere); None:
-    # it runs the workloads the tiers share.
-    workload_kind: ClassVar[str | None] = None
-    # How reports name the tier in prose ("bare metal"); empty: its name.
-    title: ClassVar[str] = ""
-    # Its cells are what a VM's own I/O sees (fio inside a guest): reports chart them by block size and score
-    # them (the weighted scores) in preference to the reference's.
-    vm_view: ClassVar[bool] = False
-    # Non-empty for a tier whose trials are verdicts, not a speed ranking (what `recommend` shows instead of a
-    # choice, "... verdicts, not a speed ranking"), with the heading of its lines at the end of `iomatrix run`.
-    verdicts: ClassVar[str] = ""
-    verdict_heading: ClassVar[str] = ""
-
-    @classmethod
-    def prose_name(cls) -> str:
-        return cls.title or cls.name
-
-    @classmethod
-    def default_workloads(cls, plan_data: Mapping[str, Any]) -> list[str]:
-        """The workloads a plan running this tier gets when it names none (from the plan as written, before
-        validation: check what you read); empty: the plan's defaults."""
-        return []
-
-    @classmethod
-    def check_plan(cls, plan: Plan) -> None:
-        """Check (and complete) the settings the tier owns, and the plan as this tier needs it: raise
-        ValueError with a one-line message. Called for every registered tier, whether the plan runs it or not
-        (a tier's own table in a plan without the tier is a mistake to report)."""
-        return None
-
-    @classmethod
-    def page_cache_wording(cls, cache: str) -> str:
-        """How a read measurement kept the page cache out, for `cache` (recorded per run, before what was
-        done with the host's caches). The default: fio on the host."""
-        if CACHE[CacheMode(cache)].direct:
-            return "direct I/O (O_DIRECT)"
-        return "buffered: fio invalidate=1 (POSIX_FADV_DONTNEED) before the job"
-
-    @classmethod
-    def missing_notes(cls, cells: Sequence[Mapping[str, str]]) -> list[str]:
-        """What the HTML report says is missing from a sweep because of this tier (its cells' axes, every
-        tier's). Asked of every registered tier."""
-        return []
-
-    @classmethod
-    def report_section(cls, store: Store, sweep_id: int, cws: list[CellWorkload]) -> dict[str, Any] | None:
-        """A section of the HTML report of the tier's own (id, title, lines; svg and svg_caption optional), or
-        None when the sweep has nothing for it."""
-        return None
-
-    @classmethod
-    def verdict_lines(cls, store: Store, sweep_id: int, workload: str | None = None) -> list[str]:
-        """For a tier with `verdicts`: its verdicts in a sweep as text lines (`workload`: only that one's)."""
-        return []
-
-    @classmethod
-    def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:
-        """Why this tier cannot run `cell`, beyond the domain's rules (checked by the matrix first)."""
-        return None
-
-    @classmethod
-    def workload_prune_reason(cls, cell: Cell, workload: Workload) -> str | None:
-        from iomatrix.tiers import workload_owner
-
-        owner = workload_owner(workload)
-        if owner is not None and owner is not cls:
-            return f"workload {workload.name} runs on the {owner.name} tier only"
-        if workload.guest_only and not cls.runs_fs_workloads:
-            return f"workload {workload.name} runs on a guest filesystem: guest tier only"
-        if workload.needs_layer is not None and workload.needs_layer not in cls.layers:
-            return f"workload {workload.name} {workload.needs_why}"
-        return None
+class Tier(TierDeclaration, ABC):
+    """One way of measuring a cell, as it runs: subclass the tier's declaration (iomatrix.tiers.declaration) and
+    this, and name the subclass in the declaration's `implementation`. An instance runs one measurement at a
+    time; what the plan, the matrix and the reports read of a tier is on its declaration."""
 
     @classmethod
     def preflight(cls, plan: Plan) -> None:
         """Refuse a plan this host cannot run (raise UserError), before anything is created or started."""
         return None
 
-    @classmethod
-    def estimate_run_s(cls, plan: Plan, workload: Workload) -> float | None:
-        """Seconds one run of `workload` takes, for estimates; None: the workload's runtime + overhead_s."""
-        return None
-
-    @classmethod
-    def extra_cells(cls, plan: Plan) -> list[Cell]:
-        """Cells the tier adds by itself (e.g. the null-co ceiling of the virtual I/O path)."""
-        return []
-
     def __init__(self, plan: Plan, opts: RunOptions) -> None:
         self.plan = plan
         self.opts = opts
 
-    def open(self) -> None:  # noqa: B027 - optional hook: slow set-up (artifacts, probes), once per sweep
+    def open(self) -> None:
         """Prepare to run (called once per sweep, before the first run)."""
 
     def describe(self) -> str:
@@ -263,11 +144,6 @@ class Tier(ABC):
     @abstractmethod
     def run(self, req: RunRequest) -> RunOutcome: ...
 
-    @classmethod
-    def max_batch(cls, cell: Cell) -> int:
-        """How many runs of `cell` one batch may hold (a tier that batches overrides this)."""
-        return 1
-
     def run_batch(self, reqs: list[RunRequest], host_ready: Callable[[], None] | None = None) -> list[RunOutcome]:
         """Several runs of one cell; one outcome per request, in order. The default runs them one by one;
         a tier with ``batches_runs`` shares one start-up among them. `host_ready` (the runner's cache
@@ -277,9 +153,9 @@ class Tier(ABC):
             host_ready()
         return [self.run(r) for r in reqs]
 
-    def finish_background_work(self) -> None:  # noqa: B027 - optional hook
+    def finish_background_work(self) -> None:
         """Wait for work the tier left running after its last run (the guest tier removes a boot's images
         while the next boot starts); the runner calls it before any run that work could disturb."""
 
-    def close(self) -> None:  # noqa: B027 - optional hook
+    def close(self) -> None:
         """Release everything the tier started (called on success, error, Ctrl-C and SIGTERM)."""

@@ -43,22 +43,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from iomatrix import children, domain
-from iomatrix import workloads as wl
+from iomatrix import children
 from iomatrix.backing.leftovers import forget, register_temp_path
-from iomatrix.domain import CACHE, NULL_BACKING, CacheMode
-from iomatrix.domain.axes import Layer
+from iomatrix.domain import CACHE, CacheMode
 from iomatrix.errors import UserError
-from iomatrix.fio.jobs import FIO_CLOCKSOURCE, IOPS_LOG_FILE, NbdJob, nbd_job, nbd_uri, qemu_host_cache_wording
+from iomatrix.fio.jobs import FIO_CLOCKSOURCE, IOPS_LOG_FILE, NbdJob, nbd_job, nbd_uri
 from iomatrix.fio.parse import FioOutputError, checked_metrics, extract_json, fatal_message, parse_iops_log
 from iomatrix.guest.images import remove_image
 from iomatrix.hostcmd import require, version_of
 from iomatrix.matrix import Cell
 from iomatrix.plan.model import Plan
-from iomatrix.qemu_block import NULL_FORMAT, DiskSpec, blockdev_spec, export_options, object_specs, write_cache
+from iomatrix.qemu_block import DiskSpec, blockdev_spec, export_options, object_specs, write_cache
 from iomatrix.textfile import last_lines
-from iomatrix.tiers import register
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_image
+from iomatrix.tiers.declared.blocklayer import BlockLayer
 
 NODE = "d0"
 EXPORT_ID = "iomx-export"
@@ -216,34 +214,8 @@ def fio_has_nbd(fio: str) -> bool:
     return "nbd" in {line.strip() for line in out.stdout.splitlines()}
 
 
-@register
-class BlockLayerTier(Tier):
-    name = "blocklayer"
-    summary = "fio over NBD to qemu-storage-daemon running the cell's block graph: QEMU's storage stack, no guest"
-    # QEMU's block graph and its NBD export (the request issuer: FRONTEND), no guest device
-    layers = frozenset({Layer.PROCESS, Layer.HOST_IO, Layer.IMAGE, Layer.FRONTEND})
-    # Measured on the development host (docs/benchmarks.md): image + daemon start + teardown.
-    overhead_s = 0.7
-    order = 10
-    uses_images = True
-
-    @classmethod
-    def page_cache_wording(cls, cache: str) -> str:
-        return ("no guest page cache (fio sends NBD requests to QEMU's block layer); "
-                f"{qemu_host_cache_wording(cache)}")
-
-    @classmethod
-    def extra_cells(cls, plan: Plan) -> list[Cell]:
-        if not plan.null_ceiling:
-            return []
-        return [Cell.of(tier=cls.name, format=NULL_FORMAT, backing=NULL_BACKING, modifier=domain.Modifier.NONE)]
-
-    @classmethod
-    def workload_prune_reason(cls, cell: Cell, workload: wl.Workload) -> str | None:
-        if workload.guest_only:
-            return (f"workload {workload.name} runs on a guest filesystem; the block-layer tier has no guest "
-                    "(and no filesystem): guest tier only")
-        return super().workload_prune_reason(cell, workload)
+class BlockLayerTier(BlockLayer, Tier):
+    """Runs the blocklayer tier (declared in iomatrix.tiers.declared.blocklayer)."""
 
     def __init__(self, plan: Plan, opts: RunOptions) -> None:
         super().__init__(plan, opts)

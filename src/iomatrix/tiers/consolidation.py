@@ -19,9 +19,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
 
 from iomatrix import children
 from iomatrix.backing.leftover_kinds import KSM_RUN
@@ -29,10 +27,7 @@ from iomatrix.backing.leftovers import forget, record, release
 from iomatrix.consolidation.hostview import PointProbe
 from iomatrix.consolidation.memory import available_mb, check_memory
 from iomatrix.consolidation.roles import GuestPlan, guests_per_tile, point_guests
-from iomatrix.consolidation.spec import DEFAULT_TILES, SECTION, ConsolidationSpec, tile_workload_name
-from iomatrix.domain.axes import Layer
 from iomatrix.errors import UserError
-from iomatrix.fio.jobs import qemu_host_cache_wording
 from iomatrix.fio.parse import FioOutputError, report_metrics
 from iomatrix.guest.accel import AccelChoice, choose_accel
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
@@ -42,97 +37,22 @@ from iomatrix.guest.kernel import BUS_MODULES, FS_MODULES, NET_MODULES
 from iomatrix.guest.process import GuestHandle, kill_all_guests, start_guest
 from iomatrix.guest.stream import GuestOutcome
 from iomatrix.guest.stream import parse_result_stream as _parse_stream
-from iomatrix.matrix import BackingFacts, Cell
+from iomatrix.matrix import Cell
 from iomatrix.monitor.devices import resolve_device_chain
 from iomatrix.plan.model import Plan
 from iomatrix.qemu_block import DiskSpec
-from iomatrix.tiers import register
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_image
-from iomatrix.workloads import Workload
-
-if TYPE_CHECKING:
-    from iomatrix.report.query import CellWorkload
-    from iomatrix.store import Store
+from iomatrix.tiers.declared.consolidation import Consolidation, spec_of
 
 POLL_S = 0.1
-# Seconds of guest CPU one boot costs under TCG here, and the fixed part of a point (for estimates only).
-BOOT_CPU_S = 3.0
-HOST_CPUS_FALLBACK = 2
 
 
-def _spec(plan: Plan) -> ConsolidationSpec:
-    return plan.setting(SECTION) or ConsolidationSpec()
-
-
-@register
-class ConsolidationTier(Tier):
-    name = "consolidation"
-    summary = ("tiles of guests started together that load each other (file copies over a private network, "
-               "a database, a web server, bursty writes): how the host scales with the cache mode")
-    # No host modifier: a tile's guests share the host, and a wrapper of one QEMU would not describe the tile.
-    layers = frozenset({Layer.HOST_IO, Layer.IMAGE, Layer.DEVICE})
-    overhead_s = 10.0
-    order = 40
-    uses_images = True
-    loads_host = True  # 2–6 guests at once: their CPU pressure is what a tile measures
-    # Its [consolidation] table: tiles, roles, slowdown bound and KSM permission (iomatrix.consolidation.spec).
-    plan_settings: ClassVar[dict[str, tuple[Any, Any]]] = {SECTION: (ConsolidationSpec | None, None)}
-    workload_kind = "consolidation"
-
-    @classmethod
-    def default_workloads(cls, plan_data: Mapping[str, Any]) -> list[str]:
-        # A consolidation plan's sweep points are its tile counts: the workloads tiles-1, tiles-2, ... (read
-        # from the table as written, so only when its tile counts are plausible; the table's own validation
-        # reports the others).
-        spec = plan_data.get(SECTION)
-        tiles = spec.get("tiles", list(DEFAULT_TILES)) if isinstance(spec, dict) else list(DEFAULT_TILES)
-        if isinstance(tiles, list) and tiles and all(isinstance(t, int) and not isinstance(t, bool)
-                                                    and 1 <= t <= 99 for t in tiles):
-            return [tile_workload_name(t) for t in sorted(set(tiles))]
-        return []
-
-    @classmethod
-    def check_plan(cls, plan: Plan) -> None:
-        runs = cls.name in plan.tier
-        if runs and plan.setting(SECTION) is None:
-            plan.set_setting(SECTION, ConsolidationSpec())
-        if plan.setting(SECTION) is not None and not runs:
-            raise ValueError(f"a [{SECTION}] table needs tier = [\"{cls.name}\"]")
-
-    @classmethod
-    def page_cache_wording(cls, cache: str) -> str:
-        return f"guest O_DIRECT; {qemu_host_cache_wording(cache)}"
-
-    @classmethod
-    def report_section(cls, store: Store, sweep_id: int, cws: list[CellWorkload]) -> dict[str, Any] | None:
-        from iomatrix.report.consolidation import html_section
-
-        section = html_section(store, sweep_id, cws)
-        return None if section is None else {"id": cls.name, **section}
-
-    @classmethod
-    def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:
-        if backing is not None and backing.is_device:
-            return "the consolidation tier gives every guest an image of its own: it needs a directory backing"
-        return None
-
-    @classmethod
-    def workload_prune_reason(cls, cell: Cell, workload: Workload) -> str | None:
-        if workload.kind != "consolidation":
-            return f"the consolidation tier runs tile counts (tiles-N), not {workload.name}"
-        return None
-
-    @classmethod
-    def estimate_run_s(cls, plan: Plan, workload: Workload) -> float | None:
-        spec = _spec(plan)
-        guests = (workload.tiles or 1) * guests_per_tile(spec.roles)
-        cpus = os.cpu_count() or HOST_CPUS_FALLBACK
-        # Boots compete for the host's CPUs under emulation; the roles' own work is a few seconds at scale 1.
-        return 4.0 + guests * BOOT_CPU_S / cpus + 14.0 * spec.scale * max(1.0, guests / cpus)
+class ConsolidationTier(Consolidation, Tier):
+    """Runs the consolidation tier (declared in iomatrix.tiers.declared.consolidation)."""
 
     def __init__(self, plan: Plan, opts: RunOptions) -> None:
         super().__init__(plan, opts)
-        self.spec = _spec(plan)
+        self.spec = spec_of(plan)
         self.workdir = opts.workdir
         self._ksm_entry: str | None = None
         self._ksm_previous: str | None = None
@@ -160,7 +80,7 @@ class ConsolidationTier(Tier):
     @staticmethod
     def check_memory_of(plan: Plan, meminfo_text: str) -> None:
         """Refuse the plan if its largest point's guests cannot fit in this host's memory."""
-        spec = _spec(plan)
+        spec = spec_of(plan)
         check_memory(max(spec.tiles), guests_per_tile(spec.roles), plan.guest_memory_mb, available_mb(meminfo_text))
 
     def check_memory(self, meminfo_text: str | None = None) -> None:

@@ -42,20 +42,15 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar
-
-from pydantic import Field
+from typing import Any
 
 from iomatrix import children
-from iomatrix import workloads as wl
 from iomatrix.backing import leftovers
 from iomatrix.backing.leftover_kinds import LoopLeftover, MountLeftover
 from iomatrix.backing.leftovers import forget, register_temp_path
 from iomatrix.domain import CACHE, CacheMode, Modifier
-from iomatrix.domain.axes import Layer
 from iomatrix.durability.fscheck import read_xfs_repair
 from iomatrix.durability.records import RECORD_BYTES, StreamCheck, check_stream
 from iomatrix.durability.verdict import POWER_LOSS, QEMU_CRASH
@@ -69,15 +64,11 @@ from iomatrix.guest.kernel import BUS_MODULES, FS_MODULES
 from iomatrix.guest.process import GuestHandle, console_tail, kill_all_guests, start_guest
 from iomatrix.guest.stream import parse_result_stream
 from iomatrix.hostcmd import require, version_of
-from iomatrix.matrix import BackingFacts, Cell
-from iomatrix.plan.model import Plan, Repetitions
+from iomatrix.plan.model import Plan
 from iomatrix.qemu_block import DiskSpec, blockdev_args, blockdev_spec_over_nbd
 from iomatrix.textfile import last_lines
-from iomatrix.tiers import register
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_image
-
-if TYPE_CHECKING:
-    from iomatrix.store import Store
+from iomatrix.tiers.declared.durability import Durability
 
 WRITER = "usr/bin/iomx-durwriter"
 CRASH_SERIAL = "iomx-crash"
@@ -348,67 +339,8 @@ def _two_disk_args(power: DiskSpec, socket: Path, crash: DiskSpec) -> list[str]:
     return [*first, *blockdev_args(crash, "d1"), *second]
 
 
-@register
-class DurabilityTier(Tier):
-    name = "durability"
-    summary = ("a guest writes acknowledged, checksummed records; then a power loss (nbdkit's volatile cache "
-               "killed) and a QEMU crash at a seeded random point; counts acknowledged writes lost")
-    # Not FRONTEND: what it measures is lost writes, and its two-disk command line attaches no IOThread.
-    layers = frozenset(Layer) - {Layer.FRONTEND}
-    overhead_s = 5.8  # a whole trial: boot, mkfs, writing until the cut, verification (docs/benchmarks.md)
-    order = 40
-    uses_images = False  # its images are its own small ones (LAYOUTS), not the plan's image_size
-    fixed_trials = True  # `cuts` trials per configuration
-    # Trials (cuts) per configuration, each a power loss and a QEMU crash at a seeded random point.
-    plan_settings: ClassVar[dict[str, tuple[Any, Any]]] = {"cuts": (Annotated[int, Field(ge=1, le=1000)], 20)}
-    workload_kind = "durability"
-    verdicts = "measured durability verdicts"
-    verdict_heading = "measured durability (acknowledged = flushed by the guest):"
-
-    @classmethod
-    def default_workloads(cls, plan_data: Mapping[str, Any]) -> list[str]:
-        # The first of its workloads: the trial on the guest's ext4 (durability-xfs is asked for by name).
-        return [next(n for n, w in wl.PRESETS.items() if w.kind == cls.workload_kind)]
-
-    @classmethod
-    def check_plan(cls, plan: Plan) -> None:
-        # A durability trial is not a noisy sample to repeat until a CI settles: the plan asks for `cuts` trials
-        # per configuration, exactly; the scheduler's repetitions are set from it.
-        if cls.name not in plan.tier:
-            return
-        if len(plan.tier) > 1:
-            raise ValueError("the durability tier runs `cuts` trials per configuration: give it a plan of its own "
-                             f"(this plan also has {', '.join(t for t in plan.tier if t != cls.name)})")
-        cuts = plan.setting("cuts")
-        reps = plan.repetitions
-        if "repetitions" in plan.model_fields_set and ((reps.min, reps.max) != (cuts, cuts) or reps.precision_max):
-            raise ValueError("the durability tier counts trials with `cuts`, not [repetitions]: remove "
-                             "[repetitions] and set cuts = N")
-        plan.repetitions = Repetitions(min=cuts, max=cuts)
-
-    @classmethod
-    def estimate_run_s(cls, plan: Plan, workload: wl.Workload) -> float | None:
-        # A trial's length is the tier's overhead (boot, write to a seeded cut, verify), not the plan's runtime.
-        return cls.overhead_s if workload.kind == cls.workload_kind else None
-
-    @classmethod
-    def verdict_lines(cls, store: Store, sweep_id: int, workload: str | None = None) -> list[str]:
-        from iomatrix.report.durability import sweep_verdict_lines
-
-        return sweep_verdict_lines(store, sweep_id, workload)
-
-    @classmethod
-    def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:
-        if backing is not None and backing.is_device:
-            return ("the durability tier serves an image file through nbdkit to simulate a power loss: "
-                    "give it a directory backing")
-        return None
-
-    @classmethod
-    def workload_prune_reason(cls, cell: Cell, workload: wl.Workload) -> str | None:
-        if workload.kind != cls.workload_kind:
-            return f"workload {workload.name} measures speed; the durability tier runs the 'durability' workload"
-        return super().workload_prune_reason(cell, workload)
+class DurabilityTier(Durability, Tier):
+    """Runs the durability tier (declared in iomatrix.tiers.declared.durability)."""
 
     def __init__(self, plan: Plan, opts: RunOptions) -> None:
         super().__init__(plan, opts)

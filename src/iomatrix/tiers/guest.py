@@ -13,20 +13,16 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from iomatrix import domain
-from iomatrix import workloads as wl
 from iomatrix.backing.leftovers import forget
-from iomatrix.domain import NULL_BACKING, Bus
-from iomatrix.domain.axes import Layer
-from iomatrix.fio.jobs import guest_job, qemu_host_cache_wording
+from iomatrix.fio.jobs import guest_job
 from iomatrix.fio.parse import FioOutputError, checked_metrics, parse_iops_log
 from iomatrix.guest.accel import AccelChoice, choose_accel
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
-from iomatrix.guest.cmdline import machine_for, max_runs_per_boot
+from iomatrix.guest.cmdline import machine_for
 from iomatrix.guest.images import remove_image
 from iomatrix.guest.job import BatchRun, GuestJob
 from iomatrix.guest.process import BatchInterrupted, kill_all_guests, run_guest, run_guest_batch
@@ -34,55 +30,13 @@ from iomatrix.guest.stream import GuestOutcome
 from iomatrix.guest.tarball import ensure_tarball
 from iomatrix.matrix import Cell
 from iomatrix.plan.model import Plan
-from iomatrix.qemu_block import NULL_FORMAT, DiskSpec, out_of_space
-from iomatrix.tiers import register
+from iomatrix.qemu_block import DiskSpec, out_of_space
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, RunsInterrupted, Tier, fresh_image
+from iomatrix.tiers.declared.guest import Guest
 
 
-@register
-class GuestTier(Tier):
-    name = "guest"
-    summary = "fio inside a freshly booted QEMU guest on a fresh image: the whole virtual I/O path"
-    layers = frozenset(Layer)
-    overhead_s = 4.5  # one boot per run under TCG (pc machine)
-    batches_runs = True
-    overlaps_host_ready = True  # the runner's cache dropping waits for the boot, behind a gate (HostGate)
-    # One microvm boot and shutdown shared by a batch, under TCG, with the host's work between boots (sync and
-    # cache dropping, images created and removed): ~2.3 s + 1.2–2.3 s on a quiet host (docs/benchmarks.md,
-    # "Sweeps through the runner"); `modern`'s sweeps measured 3.2–3.8 s at load 1–3.
-    batch_overhead_s = 3.3
-    # Per run inside a boot: fio's own start-up beyond its runtime (0.38–0.46 s measured) and finding the disk.
-    batch_run_overhead_s = 0.5
-    order = 20
-    runs_fs_workloads = True
-    uses_images = True
-    vm_view = True
-
-    @classmethod
-    def page_cache_wording(cls, cache: str) -> str:
-        return f"guest O_DIRECT; {qemu_host_cache_wording(cache)}"
-
-    @classmethod
-    def missing_notes(cls, cells: Sequence[Mapping[str, str]]) -> list[str]:
-        if any(c["tier"] == cls.name for c in cells) and not any(c["backing"] == NULL_BACKING for c in cells):
-            return ["no null-co ceiling: ratios to the ceiling are missing (null_ceiling = true)"]
-        return []
-
-    @classmethod
-    def extra_cells(cls, plan: Plan) -> list[Cell]:
-        # One null-co ceiling per bus: no format, preallocation, host cache or backing; what is left is the
-        # emulated device and QEMU's block layer.
-        if not plan.null_ceiling:
-            return []
-        return [Cell.of(tier=cls.name, format=NULL_FORMAT, bus=bus, backing=NULL_BACKING,
-                        modifier=domain.Modifier.NONE)
-                for bus in plan.axis_values("bus", cls.name) if domain.bus_rule(bus) is None]
-
-    @classmethod
-    def workload_prune_reason(cls, cell: Cell, workload: wl.Workload) -> str | None:
-        if workload.guest_only and cell.is_null_ceiling:
-            return "the null ceiling has no data to hold a filesystem"
-        return super().workload_prune_reason(cell, workload)
+class GuestTier(Guest, Tier):
+    """Runs the guest tier (declared in iomatrix.tiers.declared.guest)."""
 
     def __init__(self, plan: Plan, opts: RunOptions) -> None:
         super().__init__(plan, opts)
@@ -157,10 +111,6 @@ class GuestTier(Tier):
         if result.ok:
             shutil.rmtree(req.run_dir, ignore_errors=True)
         return result
-
-    @classmethod
-    def max_batch(cls, cell: Cell) -> int:
-        return max_runs_per_boot(Bus(cell.bus), machine_for(cell.bus, cell.iothread))
 
     def run_batch(self, reqs: list[RunRequest], host_ready: Callable[[], None] | None = None) -> list[RunOutcome]:
         """One boot for several runs of one cell (its own fresh image and serial each). Runs that never

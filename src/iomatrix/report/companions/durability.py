@@ -1,0 +1,19 @@
+"""What the reports say of the durability tier: its measured verdicts, as lines."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from iomatrix.report.companions import ReportCompanion
+from iomatrix.report.durability import sweep_verdict_lines
+
+if TYPE_CHECKING:
+    from iomatrix.store import Store
+
+
+class DurabilityReport(ReportCompanion):
+    tier = "durability"
+
+    @classmethod
+    def verdict_lines(cls, store: Store, sweep_id: int, workload: str | None = None) -> list[str]:
+        return sweep_verdict_lines(store, sweep_id, workload)

@@ -1,0 +1,76 @@
+"""The durability tier as declared: power losses and QEMU crashes at seeded points, its own workload kind."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+
+from pydantic import Field
+
+from iomatrix import workloads as wl
+from iomatrix.domain.axes import Layer
+from iomatrix.tiers.declaration import TierDeclaration
+
+if TYPE_CHECKING:
+    from iomatrix.domain.axes import BackingFacts
+    from iomatrix.matrix import Cell
+    from iomatrix.plan.model import Plan
+
+
+class Durability(TierDeclaration):
+    name = "durability"
+    summary = ("a guest writes acknowledged, checksummed records; then a power loss (nbdkit's volatile cache "
+               "killed) and a QEMU crash at a seeded random point; counts acknowledged writes lost")
+    implementation = "iomatrix.tiers.durability:DurabilityTier"
+    report_companion = "iomatrix.report.companions.durability:DurabilityReport"
+    # Not FRONTEND: what it measures is lost writes, and its two-disk command line attaches no IOThread.
+    layers = frozenset(Layer) - {Layer.FRONTEND}
+    overhead_s = 5.8  # a whole trial: boot, mkfs, writing until the cut, verification (docs/benchmarks.md)
+    order = 40
+    uses_images = False  # its images are its own small ones (LAYOUTS), not the plan's image_size
+    fixed_trials = True  # `cuts` trials per configuration
+    # Trials (cuts) per configuration, each a power loss and a QEMU crash at a seeded random point.
+    plan_settings: ClassVar[dict[str, tuple[Any, Any]]] = {"cuts": (Annotated[int, Field(ge=1, le=1000)], 20)}
+    workload_kind = "durability"
+    verdicts = "measured durability verdicts"
+    verdict_heading = "measured durability (acknowledged = flushed by the guest):"
+
+    @classmethod
+    def default_workloads(cls, plan_data: Mapping[str, Any]) -> list[str]:
+        # The first of its workloads: the trial on the guest's ext4 (durability-xfs is asked for by name).
+        return [next(n for n, w in wl.PRESETS.items() if w.kind == cls.workload_kind)]
+
+    @classmethod
+    def check_plan(cls, plan: Plan) -> None:
+        # A durability trial is not a noisy sample to repeat until a CI settles: the plan asks for `cuts` trials
+        # per configuration, exactly; the scheduler's repetitions are set from it.
+        if cls.name not in plan.tier:
+            return
+        if len(plan.tier) > 1:
+            raise ValueError("the durability tier runs `cuts` trials per configuration: give it a plan of its own "
+                             f"(this plan also has {', '.join(t for t in plan.tier if t != cls.name)})")
+        cuts = plan.setting("cuts")
+        reps = plan.repetitions
+        if "repetitions" in plan.model_fields_set and ((reps.min, reps.max) != (cuts, cuts) or reps.precision_max):
+            raise ValueError("the durability tier counts trials with `cuts`, not [repetitions]: remove "
+                             "[repetitions] and set cuts = N")
+        # The plan's own Repetitions model (its type, not an import of the plan model: the plan reads this).
+        plan.repetitions = type(reps)(min=cuts, max=cuts)
+
+    @classmethod
+    def estimate_run_s(cls, plan: Plan, workload: wl.Workload) -> float | None:
+        # A trial's length is the tier's overhead (boot, write to a seeded cut, verify), not the plan's runtime.
+        return cls.overhead_s if workload.kind == cls.workload_kind else None
+
+    @classmethod
+    def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:
+        if backing is not None and backing.is_device:
+            return ("the durability tier serves an image file through nbdkit to simulate a power loss: "
+                    "give it a directory backing")
+        return None
+
+    @classmethod
+    def workload_prune_reason(cls, cell: Cell, workload: wl.Workload, owner: str | None = None) -> str | None:
+        if workload.kind != cls.workload_kind:
+            return f"workload {workload.name} measures speed; the durability tier runs the 'durability' workload"
+        return super().workload_prune_reason(cell, workload, owner)

@@ -1,0 +1,62 @@
+"""The guest tier as declared: fio inside a freshly booted QEMU guest, the whole virtual I/O path."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from iomatrix import domain
+from iomatrix.domain import NULL_BACKING, Bus
+from iomatrix.domain.axes import Layer
+from iomatrix.guest.cmdline import machine_for, max_runs_per_boot
+from iomatrix.qemu_block import NULL_FORMAT
+from iomatrix.tiers.declaration import TierDeclaration, qemu_host_cache_wording
+
+if TYPE_CHECKING:
+    from iomatrix.matrix import Cell
+    from iomatrix.plan.model import Plan
+    from iomatrix.workloads import Workload
+
+
+class Guest(TierDeclaration):
+    name = "guest"
+    summary = "fio inside a freshly booted QEMU guest on a fresh image: the whole virtual I/O path"
+    implementation = "iomatrix.tiers.guest:GuestTier"
+    report_companion = "iomatrix.report.companions.guest:GuestReport"
+    layers = frozenset(Layer)
+    overhead_s = 4.5  # one boot per run under TCG (pc machine)
+    batches_runs = True
+    overlaps_host_ready = True  # the runner's cache dropping waits for the boot, behind a gate (HostGate)
+    # One microvm boot and shutdown shared by a batch, under TCG, with the host's work between boots (sync and
+    # cache dropping, images created and removed): ~2.3 s + 1.2–2.3 s on a quiet host (docs/benchmarks.md,
+    # "Sweeps through the runner"); `modern`'s sweeps measured 3.2–3.8 s at load 1–3.
+    batch_overhead_s = 3.3
+    # Per run inside a boot: fio's own start-up beyond its runtime (0.38–0.46 s measured) and finding the disk.
+    batch_run_overhead_s = 0.5
+    order = 20
+    runs_fs_workloads = True
+    uses_images = True
+    vm_view = True
+
+    @classmethod
+    def page_cache_wording(cls, cache: str) -> str:
+        return f"guest O_DIRECT; {qemu_host_cache_wording(cache)}"
+
+    @classmethod
+    def extra_cells(cls, plan: Plan) -> list[dict[str, str]]:
+        # One null-co ceiling per bus: no format, preallocation, host cache or backing; what is left is the
+        # emulated device and QEMU's block layer.
+        if not plan.null_ceiling:
+            return []
+        return [{"tier": cls.name, "format": NULL_FORMAT, "bus": bus, "backing": NULL_BACKING,
+                 "modifier": domain.Modifier.NONE}
+                for bus in plan.axis_values("bus", cls.name) if domain.bus_rule(bus) is None]
+
+    @classmethod
+    def workload_prune_reason(cls, cell: Cell, workload: Workload, owner: str | None = None) -> str | None:
+        if workload.guest_only and cell.is_null_ceiling:
+            return "the null ceiling has no data to hold a filesystem"
+        return super().workload_prune_reason(cell, workload, owner)
+
+    @classmethod
+    def max_batch(cls, cell: Cell) -> int:
+        return max_runs_per_boot(Bus(cell.bus), machine_for(cell.bus, cell.iothread))

@@ -1,0 +1,217 @@
+"""The import graph of ``src/iomatrix``: no cycle, and imports at module level.
+
+Read with the standard library's ``ast`` (no import is executed): an edge for every ``import`` /
+``from ... import`` in a module, at module level or inside a function (a function-level import closes a loop as
+surely as a module-level one, only later), and none for imports under ``if TYPE_CHECKING:`` (never run).
+A parent package a dotted import initialises first is no edge: a package's ``__init__`` re-exporting its
+submodules, which import one another, is Python's ordinary layout, not a loop.
+
+The tier registry imports every declaration module when it is first asked (``DISCOVERED``): those are edges.
+What is loaded by name only when it is used (a tier's implementation when a sweep runs it, its report
+companion when a report asks, an installed package's entry point) is not: that is how a declaration names its
+code without importing it, and why the plan, the matrix and the fio builders can read tiers.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+PACKAGE = "iomatrix"
+
+# Function-level imports kept on purpose outside commands/ (whose lazy imports keep `iomatrix --help` fast:
+# bench/cli_help.py times it). Each is a heavy third-party import deferred until the code that needs it
+# runs, or an import owned by a module still to be reshaped (noted). Key: (module, imported module).
+LAZY_ALLOWED: dict[tuple[str, str], str] = {
+    # scipy.stats costs ~0.5 s to import: only the statistics that need a distribution pay it.
+    ("iomatrix.stats.interference", "scipy"): "scipy.stats: 0.5 s at import",
+    ("iomatrix.stats.decision", "scipy"): "scipy.stats: 0.5 s at import",
+    ("iomatrix.stats.adaptive", "scipy"): "scipy.stats: 0.5 s at import",
+    ("iomatrix.stats.blocked", "scipy"): "scipy.stats: 0.5 s at import",
+    ("iomatrix.stats.summary", "scipy"): "scipy.stats: 0.5 s at import",
+    # matplotlib costs ~0.3 s: only a fleet heat map pays it.
+    ("iomatrix.report.fleet_chart", "matplotlib.colors"): "matplotlib: 0.3 s at import",
+    ("iomatrix.report.fleet_chart", "matplotlib.patches"): "matplotlib: 0.3 s at import",
+    # psutil and lzma: only the paths that use them (a process tree, an xz initramfs).
+    ("iomatrix.children", "psutil"): "psutil at import, only for a process tree",
+    ("iomatrix.guest.initramfs", "lzma"): "lzma, only for an xz-compressed initramfs",
+    ("iomatrix.guest.kernel", "lzma"): "lzma, only for an xz-compressed kernel module",
+    ("iomatrix.guest.kernel", "zlib"): "zlib, only for a gzip-compressed kernel module",
+    # importlib.metadata scans every installed distribution: only when the tier registry is first asked.
+    ("iomatrix.plugins", "importlib.metadata"): "entry points: read when a registry is first asked",
+}
+
+# Function-level imports in modules being reshaped elsewhere (the runner, recommend, the snippets, the
+# statistics, the fleet report): listed so that none is added; remove an entry with its import.
+PENDING: dict[tuple[str, str], str] = {
+    ("iomatrix.backing.spec", "iomatrix.safety"): "backing ↔ safety",
+    ("iomatrix.report.consolidation", "iomatrix.report"): "charts, at chart time",
+    ("iomatrix.report.consolidation", "iomatrix.report.html"): "short_labels: html imports the companions",
+    ("iomatrix.report.fleet", "iomatrix.stats"): "fleet report",
+    ("iomatrix.report.fleet", "iomatrix.report.fleet_chart"): "matplotlib behind it",
+    ("iomatrix.report.fleet", "iomatrix.report.export"): "fleet report",
+    ("iomatrix.report.fleet", "iomatrix.report.render"): "fleet report",
+    ("iomatrix.report.html", "iomatrix.report.fleet"): "fleet report",
+    ("iomatrix.report.recommend", "iomatrix.report.rank"): "recommend, being split",
+    ("iomatrix.runner", "iomatrix.metrics"): "runner, being split",
+    ("iomatrix.runner", "iomatrix.plan.model"): "runner, being split",
+    ("iomatrix.scheduler", "iomatrix.stats"): "scheduler ↔ stats",
+    ("iomatrix.scheduler", "iomatrix.stats.racing"): "scheduler ↔ stats",
+    ("iomatrix.snippets", "iomatrix.qemu_block"): "the QEMU disk builder, being reshaped",
+    ("iomatrix.snippets", "iomatrix.guest.cmdline"): "the QEMU disk builder, being reshaped",
+    ("iomatrix.stats.blocked", "iomatrix.stats.compare"): "statistics",
+    ("iomatrix.stats.decision", "iomatrix.risk"): "statistics",
+    ("iomatrix.stats.decision", "iomatrix.domain.axes"): "statistics",
+    ("iomatrix.stats.racing", "iomatrix.stats.decision"): "statistics",
+}
+
+
+# Imports done with importlib by the package itself, eagerly on first use: importer → modules under a package.
+DISCOVERED = {"iomatrix.tiers": "iomatrix.tiers.declared."}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted((SRC / PACKAGE).rglob("*.py"))}
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(tree: ast.AST, in_function: bool = False) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """Every import statement with whether it sits inside a function, skipping `if TYPE_CHECKING:` blocks."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            yield from ((n, f) for child in node.orelse for n, f in _imports(child, in_function))
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node, in_function
+        else:
+            inner = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            yield from _imports(node, inner)
+
+
+def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool, known: set[str]) -> set[str]:
+    """The modules of this package an import statement names."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    else:
+        base = node.module or ""
+        if node.level:
+            anchor = module.split(".")
+            anchor = anchor if is_package else anchor[:-1]
+            anchor = anchor[: len(anchor) - node.level + 1]
+            base = ".".join([*anchor, base] if base else anchor)
+        # `from pkg import name`: the submodule pkg.name when there is one, else pkg itself.
+        names = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+    return {n for n in names if n in known}
+
+
+def import_graph() -> tuple[dict[str, set[str]], list[tuple[str, int, str]]]:
+    """(module → modules of the package it imports, [(module, line, imported) for each function-level import])."""
+    modules = _modules()
+    known = set(modules)
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    lazy: list[tuple[str, int, str]] = []
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        for node, in_function in _imports(tree):
+            graph[module] |= _targets(node, module, path.name == "__init__.py", known) - {module}
+            if in_function:
+                imported = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
+                lazy.append((module, node.lineno, imported or "." * node.level))
+    for importer, prefix in DISCOVERED.items():
+        graph[importer] |= {m for m in modules if m.startswith(prefix)}
+    return graph, lazy
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative): each is a
+    set of modules that import one another, directly or around a loop."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work: list[tuple[str, Iterator[str]]] = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    return cycles
+
+
+def test_the_scan_sees_a_cycle_it_is_shown() -> None:
+    """The cycle finder on a known graph: a loop of three, a loop of two, and an acyclic tail."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"f"}, "f": {"e"}}
+    assert sorted(import_cycles(graph)) == [["a", "b", "c"], ["e", "f"]]
+
+
+def test_the_scan_reads_function_level_and_relative_imports() -> None:
+    graph, lazy = import_graph()
+    assert "iomatrix.domain.axes" in graph["iomatrix.matrix"]  # `from iomatrix.domain.axes import ...`
+    assert "iomatrix.domain" in graph["iomatrix.matrix"]  # `from iomatrix.domain import NA`
+    assert any(m == "iomatrix.commands.run" for m, _, _ in lazy)  # commands/ defers its imports
+    assert "iomatrix.tiers.declared.guest" in graph["iomatrix.tiers"]  # the registry's discovery
+
+
+def test_no_import_cycle_in_the_package() -> None:
+    graph, _ = import_graph()
+    cycles = import_cycles(graph)
+    assert not cycles, "import cycles (module-level and function-level imports):\n" + "\n".join(
+        f"  {len(c)} modules: {' -> '.join(c)}" for c in cycles)
+
+
+def test_no_function_level_import_outside_commands() -> None:
+    """A function-level import hides a loop or slows nothing worth it; commands/ defers its imports on
+    purpose (`iomatrix --help` imports every command module), the rest are listed in LAZY_ALLOWED."""
+    _, lazy = import_graph()
+    top = {(m, i.split(".")[0] if not i.startswith(PACKAGE) else i) for m, _, i in lazy}
+    unexpected = sorted(
+        f"{m}:{line} imports {i}" for m, line, i in lazy
+        if not m.startswith(f"{PACKAGE}.commands") and m != PACKAGE + ".cli"
+        and not {(m, i), (m, i.split(".")[0])} & (LAZY_ALLOWED.keys() | PENDING.keys()))
+    assert not unexpected, "function-level imports outside commands/:\n  " + "\n  ".join(unexpected)
+    stale = sorted(k for k in LAZY_ALLOWED | PENDING if k not in top and k not in {(m, i) for m, _, i in lazy})
+    assert not stale, f"LAZY_ALLOWED lists imports that are gone: {stale}"
