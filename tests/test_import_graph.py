@@ -15,6 +15,9 @@ code without importing it, and why the plan, the matrix and the fio builders can
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -194,6 +197,20 @@ def test_the_scan_reads_function_level_and_relative_imports() -> None:
     assert "iomatrix.domain" in graph["iomatrix.matrix"]  # `from iomatrix.domain import NA`
     assert any(m == "iomatrix.commands.run" for m, _, _ in lazy)  # commands/ defers its imports
     assert "iomatrix.tiers.declared.guest" in graph["iomatrix.tiers"]  # the registry's discovery
+
+
+def test_help_imports_no_tier_plan_or_report_code() -> None:
+    """`iomatrix --help` lists the commands without importing what they run (its start-up time,
+    bench/cli_help.py): no tier declaration or implementation, no plan model, matrix, store or report."""
+    code = ("import sys; sys.argv = ['iomatrix', '--help']\nfrom iomatrix.cli import main\ntry: main()\n"
+            "except SystemExit: pass\nprint(' '.join(sorted(m for m in sys.modules if m.startswith('iomatrix'))))")
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                         check=True).stdout.split("\n")[-2].split()
+    assert "iomatrix.commands.run" in out  # the scan sees the command modules
+    heavy = [m for m in out if m.startswith(("iomatrix.tiers", "iomatrix.plugins", "iomatrix.plan", "iomatrix.matrix",
+                                             "iomatrix.store", "iomatrix.report.")) and m != "iomatrix.report.formats"]
+    assert not heavy, f"iomatrix --help imports {heavy}"
 
 
 def test_no_import_cycle_in_the_package() -> None:
