@@ -213,6 +213,33 @@ def test_help_imports_no_tier_plan_or_report_code() -> None:
     assert not heavy, f"iomatrix --help imports {heavy}"
 
 
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return seen
+
+
+def test_tier_declarations_import_no_tier_code_and_tiers_no_report() -> None:
+    """What the plan, the matrix and the fio builders read of a tier (its declaration) reaches no tier
+    implementation, plan model or matrix; no module of tiers/ imports the store or the reports (the report
+    hooks are on report/companions/)."""
+    graph, _ = import_graph()
+    implementations = {"iomatrix.tiers.base", "iomatrix.tiers.baremetal", "iomatrix.tiers.blocklayer",
+                       "iomatrix.tiers.guest", "iomatrix.tiers.durability", "iomatrix.tiers.consolidation"}
+    assert implementations <= set(graph)
+    for start in ("iomatrix.tiers", "iomatrix.plan.model", "iomatrix.matrix", "iomatrix.fio.jobs"):
+        reached = _reachable(graph, start)
+        assert not reached & implementations, f"{start} reaches {sorted(reached & implementations)}"
+        assert not {"iomatrix.plan.model", "iomatrix.matrix"} & _reachable(graph, "iomatrix.tiers")
+    for module, targets in graph.items():
+        if module.startswith("iomatrix.tiers"):
+            bad = sorted(t for t in targets if t.startswith(("iomatrix.report", "iomatrix.store")))
+            assert not bad, f"{module} imports {bad}"
+
+
 def test_no_import_cycle_in_the_package() -> None:
     graph, _ = import_graph()
     cycles = import_cycles(graph)

@@ -89,16 +89,12 @@ class Workload:
 
     @property
     def reads(self) -> bool:
-        if self.kind == "consolidation":
-            return True  # the roles read and write
         if self.kind in ("fs-read", "fs-write"):
             return self.kind == "fs-read"
         return "read" in self.rw or self.rw in ("randrw", "rw")
 
     @property
     def writes(self) -> bool:
-        if self.kind == "consolidation":
-            return True
         if self.kind in ("fs-read", "fs-write"):
             return self.kind == "fs-write"
         return "write" in self.rw or self.rw in ("randrw", "rw")

@@ -102,6 +102,8 @@ def tier_class(name: str) -> type[Tier]:
     decl = declaration(name)
     impl = _IMPLEMENTATIONS.get(name)
     if impl is None:
+        if not decl.implementation:
+            raise TypeError(f"tier '{name}' ({decl.__module__}.{decl.__name__}) names no implementation")
         impl = load_object(decl.implementation)
         if not (isinstance(impl, type) and issubclass(impl, decl)):
             raise TypeError(f"tier '{name}': {decl.implementation} is no subclass of its declaration {decl.__name__}")
