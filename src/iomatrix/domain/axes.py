@@ -29,6 +29,10 @@ from iomatrix import domain
 from iomatrix.domain import NA, SafetyLevel
 
 
+def onoff(flag: bool) -> str:
+    return "on" if flag else "off"
+
+
 class Layer(StrEnum):
     """Where in the I/O stack an axis acts. A tier runs some layers; an axis applies where they meet."""
 
@@ -769,8 +773,59 @@ QUEUES = Axis(
 
 # --------------------------------------------------------------------------- the registry
 
-REGISTRY: dict[str, Axis] = {a.name: a for a in (TIER, FORMAT, PREALLOCATION, CACHE, AIO, BUS, BACKING, MODIFIER,
-                                                  *IMAGE_AXES, IOTHREAD, QUEUES)}
+# Where a QEMU option goes, as QemuOptions' fields, named as an error message says them. A protocol node's
+# options are one node whichever field sets them (file_node, or file_protocol for the file protocol only).
+_PROTOCOL_NODE = "the protocol node (-blockdev file.)"
+_OPTION_PLACES = {"create": "qemu-img create -o", "format_node": "the format node (-blockdev)",
+                  "file_node": _PROTOCOL_NODE, "file_protocol": _PROTOCOL_NODE,
+                  "device": "the guest device (-device)", "export": "the block export (--export)",
+                  "objects": "a QOM object id (-object)"}
+# Cells an axis's cell-dependent options (Axis.qemu_cell) are sampled on to learn the keys it may set: a qcow2
+# image, of unknown and of known size (the L2 cache bound is one key either way).
+_SAMPLE_CONTEXTS = (DiskContext(None), DiskContext(1 << 30))
+
+
+def qemu_keys(axis: Axis) -> set[tuple[str, str]]:
+    """Every (place, key) an axis's QEMU options may set, over all its values (`_OPTION_PLACES`' places)."""
+    found: list[QemuOptions] = []
+    for value in axis.values:
+        if axis.qemu is not None:
+            found.append(axis.qemu(value))
+        if axis.qemu_cell is not None:
+            cell = {"format": domain.Format.QCOW2.value, axis.name: value}
+            found += [axis.qemu_cell(cell, ctx) for ctx in _SAMPLE_CONTEXTS]
+    return {(_OPTION_PLACES[place], key) for opts in found for place in _OPTION_PLACES
+            for key, _ in getattr(opts, place)}
+
+
+def collision(axis: Axis, others: Collection[Axis]) -> str | None:
+    """Why `axis` cannot join `others`: an axis of them already sets one of its QEMU options (the same key of the
+    same node, device or export), which would be written twice (``write-cache=on,write-cache=off``) and read back
+    as both; None where it can."""
+    mine = qemu_keys(axis)
+    for other in others:
+        if other.name == axis.name:
+            continue
+        if both := sorted(mine & qemu_keys(other)):
+            where, key = both[0]
+            return (f"axis {axis.name!r} sets {key} on {where}, which axis {other.name!r} already sets: one QEMU "
+                    f"option belongs to one axis (extend {other.name!r}'s values instead, or set another option)")
+    return None
+
+
+def _checked_registry(entries: Collection[Axis]) -> dict[str, Axis]:
+    registry: dict[str, Axis] = {}
+    for axis in entries:
+        if axis.name in registry:
+            raise ValueError(f"axis {axis.name!r} is already registered")
+        if why := collision(axis, registry.values()):
+            raise ValueError(why)
+        registry[axis.name] = axis
+    return registry
+
+
+REGISTRY: dict[str, Axis] = _checked_registry((TIER, FORMAT, PREALLOCATION, CACHE, AIO, BUS, BACKING, MODIFIER,
+                                               *IMAGE_AXES, IOTHREAD, QUEUES))
 
 
 def axes() -> tuple[Axis, ...]:
@@ -791,12 +846,20 @@ def plan_axes() -> tuple[Axis, ...]:
     return tuple(a for a in REGISTRY.values() if not a.free_values)
 
 
+def register(axis: Axis) -> None:
+    """Add `axis` to the registry (an axis of an installed package, see `iomatrix.domain.plugins`); a ValueError
+    where its name is taken or one of its QEMU options is another axis's (`collision`)."""
+    if axis.name in REGISTRY:
+        raise ValueError(f"axis {axis.name!r} is already registered")
+    if why := collision(axis, REGISTRY.values()):
+        raise ValueError(why)
+    REGISTRY[axis.name] = axis
+
+
 @contextlib.contextmanager
 def registered(axis: Axis) -> Iterator[Axis]:
     """Add `axis` for the duration of a block (a test's demonstration axis); removed afterwards."""
-    if axis.name in REGISTRY:
-        raise ValueError(f"axis {axis.name!r} is already registered")
-    REGISTRY[axis.name] = axis
+    register(axis)
     try:
         yield axis
     finally:
@@ -920,6 +983,3 @@ def tool_options(values: Mapping[str, str], tool: str, skip_keys: Collection[str
             unavailable.append(t.unavailable)
     return options, notes_, unavailable
 
-
-def onoff(flag: bool) -> str:
-    return "on" if flag else "off"
