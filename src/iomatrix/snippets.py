@@ -6,7 +6,7 @@ between them are the registry's; an axis added to the registry reaches every sni
 What stays here is each tool's own structure: where an option goes (libvirt's <driver> or <target>, Proxmox's
 drive or storage, Nova's nova.conf or image properties), the virtio-scsi controller, the eatmydata wrapper
 and the measured discard/detect-zeroes defaults. The QEMU arguments are the very `-blockdev`/`-device` graph the
-guest tier measures (`iomatrix.qemu_block.blockdev_args`, `iomatrix.guest.cmdline.device_args`), so what is
+guest tier measures (`iomatrix.qemu_block.blockdev_args` and `device_args`, the one QEMU disk builder), so what is
 pasted is what was measured. Where a tool cannot express a configuration (Proxmox has no NVMe disk bus, Nova
 cannot use qed images) the snippet says so in one line instead of printing something that would not work.
 """
@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from iomatrix.domain import (
     BLOCK_BACKINGS,
@@ -45,9 +45,7 @@ from iomatrix.domain.axes import (
     RuleContext,
 )
 from iomatrix.errors import UserError
-
-if TYPE_CHECKING:
-    from iomatrix.qemu_block import DiskSpec
+from iomatrix.qemu_block import DiskSpec, blockdev_args, device_args
 
 DEFAULT_SIZE_GIB = 32
 
@@ -332,16 +330,11 @@ def libvirt_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
 
 
 def _disk_spec(cfg: DiskConfig, path: str | None) -> DiskSpec:
-    from iomatrix.qemu_block import DiskSpec
-
     return DiskSpec.for_cell(cfg.axis_values(), path or cfg.default_path())
 
 
 def qemu_argv(cfg: DiskConfig, path: str | None = None, node: str = "disk0") -> list[str]:
     """The -blockdev/-device arguments the guest tier measured, for `path`."""
-    from iomatrix.guest.cmdline import device_args
-    from iomatrix.qemu_block import blockdev_args
-
     spec = _disk_spec(cfg, path)
     blockdev = blockdev_args(spec, node=node)
     if cfg.backing == BackingKind.BLOCK:

@@ -105,7 +105,7 @@ Options = tuple[tuple[str, str], ...]
 @dataclass(frozen=True)
 class QemuOptions:
     """What one axis value sets on QEMU's disk, by where it goes. The builders in ``qemu_block`` (the
-    ``-blockdev`` graph and the block export), ``guest.cmdline`` (the guest's ``-device``) and
+    ``-blockdev`` graph and the block export), the same module's guest ``-device`` and
     ``guest.images`` (``qemu-img create -o``) merge these over every axis of a cell."""
 
     create: Options = ()  # qemu-img create -o KEY=VALUE
@@ -115,7 +115,7 @@ class QemuOptions:
     device: Options = ()  # -device properties of the guest's disk
     export: Options = ()  # qemu-storage-daemon --export properties (the block-layer tier's NBD export)
     # QOM objects the device or export refers to by id, as (qom-type, id) pairs (-object iothread,id=…). The
-    # ids are local to one disk: the builders scope them per disk (guest.cmdline) and rewrite the references.
+    # ids are local to one disk: the builders scope them per disk (qemu_block) and rewrite the references.
     objects: Options = ()
 
 
@@ -314,7 +314,7 @@ BUS = Axis(
     frozenset({Layer.DEVICE}), always_named=True,
     rules=(Rule(("bus",), lambda v, ctx: domain.bus_rule(v["bus"])),),
     simpler=(domain.Bus.VIRTIO_BLK, domain.Bus.VIRTIO_SCSI, domain.Bus.VIRTIO_SCSI_SINGLE),
-    qemu=lambda v: QemuOptions(),  # the -device driver and its controller (guest.cmdline.disk_device_args)
+    qemu=lambda v: QemuOptions(),  # the -device driver and its controller (qemu_block.disk_device_args)
     tools={t: _bus_tool(t) for t in ("libvirt", "proxmox", "virt-install", "nova")})
 BACKING = Axis("backing", "what the image lives on: a directory, a filesystem on a loop device, a block device",
                (), "", (), frozenset({Layer.SWEEP}), always_named=True, free_values=True)
@@ -685,7 +685,7 @@ def _iothread_qemu(value: str) -> QemuOptions:
         return QemuOptions()
     objects = (("iothread", "iothread"),)
     if value == IOThread.VQ_MAPPING:
-        # guest.cmdline gives the device one IOThread per virtqueue (iothread0, iothread1, …) in JSON syntax.
+        # qemu_block gives the device one IOThread per virtqueue (iothread0, iothread1, …) in JSON syntax.
         return QemuOptions(objects=objects, device=(("iothread-vq-mapping", "iothread"),))
     return QemuOptions(objects=objects, device=(("iothread", "iothread"),), export=(("iothread", "iothread"),))
 
@@ -766,7 +766,7 @@ QUEUES = Axis(
     "per queue", (QUEUES_AUTO, "1", "2", "4", "8"), QUEUES_AUTO, (QUEUES_AUTO,), frozenset({Layer.DEVICE}),
     rules=(Rule(("queues", "bus"), _queues_rule),),
     simpler=(QUEUES_AUTO, "1", "2", "4", "8"),
-    # virtio-blk's num-queues; guest.cmdline moves it onto the controller as num_queues for virtio-scsi.
+    # virtio-blk's num-queues; qemu_block moves it onto the controller as num_queues for virtio-scsi.
     qemu=lambda v: QemuOptions() if v == QUEUES_AUTO else QemuOptions(device=(("num-queues", v),)),
     tools={t: _queues_tool(t) for t in ("libvirt", "proxmox", "virt-install", "nova")})
 
