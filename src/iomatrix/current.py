@@ -39,10 +39,9 @@ from typing import Any
 
 from iomatrix import domain
 from iomatrix.backing.spec import parse_size
-from iomatrix.domain import BUS, CACHE, Bus, CacheMode, Format, axes
+from iomatrix.domain import BUS, CACHE, SCSI_CONTROLLER_BUSES, Bus, CacheMode, Format, axes
 from iomatrix.domain.axes import IOThread
 from iomatrix.errors import UserError
-from iomatrix.snippets import CONTROLLER_AXES, SCSI_BUSES
 
 # libvirt's virtio-scsi controller models (the transitional ones are the same device on another PCI id).
 LIBVIRT_VIRTIO_SCSI_MODELS = ("virtio-scsi", "virtio-transitional", "virtio-non-transitional")
@@ -208,15 +207,15 @@ def _scsi_controller_of(disk: ET.Element) -> str:
 
 
 def _libvirt_device_axes(root: ET.Element, disk: ET.Element, bus: Bus | None) -> dict[str, str]:
-    """The bus's controller and the device axes (CONTROLLER_AXES: IOThread, queues), which libvirt writes on the
-    disk's <driver> for virtio-blk and on the virtio-scsi <controller>'s <driver> for scsi disks.
+    """The bus's controller and the device axes (the registry's Axis.on_controller: IOThread, queues), which
+    libvirt writes on the disk's <driver> for virtio-blk and on the virtio-scsi <controller>'s <driver> for scsi disks.
 
     A scsi disk whose <address> names a controller no other disk is on has a controller of its own
     (virtio-scsi-single); a controller several disks share, or a disk that names none (libvirt puts every such
     disk on controller 0), is virtio-scsi. Axes left at QEMU's default are left out (as in a cell's key)."""
     values: dict[str, str] = {}
     driver = disk.find("driver")
-    if bus in SCSI_BUSES:
+    if bus in SCSI_CONTROLLER_BUSES:
         index = _scsi_controller_of(disk)
         ctrl = next((c for c in root.iter("controller") if c.get("type") == "scsi" and c.get("index", "0") == index),
                     None)
@@ -262,7 +261,7 @@ def _libvirt_driver_axes(attrs: dict[str, str]) -> tuple[dict[str, str], list[st
     for axis in axes.axes():
         spell = axis.tools.get("libvirt")
         # The bus is <target bus=>, the device axes are where the bus puts them: both read by the caller.
-        if spell is None or axis.name == "bus" or axis.name in CONTROLLER_AXES:
+        if spell is None or axis.name == "bus" or axis.on_controller:
             continue
         spelled = {v: t.options for v in axis.values if (t := spell(v)).unavailable is None}
         value = _read_back(spelled, attrs.get, lambda key: f"driver {key}")
@@ -441,7 +440,7 @@ def _later_axes_from_qemu(node: dict[str, str], device: Device) -> tuple[dict[st
     values: dict[str, str] = {}
     defaulted: list[str] = []
     for axis in axes.axes():
-        if axis.always_named or axis.qemu is None or axis.name in CONTROLLER_AXES:  # (read by _qemu_device_axes)
+        if axis.always_named or axis.qemu is None or axis.on_controller:  # (read by _qemu_device_axes)
             continue
         spelled = {v: (*q.format_node, *((f"file.{k}", val) for k, val in (*q.file_node, *q.file_protocol)),
                        *((DEVICE_PREFIX + k, val) for k, val in q.device))

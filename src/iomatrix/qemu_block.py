@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from iomatrix import domain
-from iomatrix.domain import BUS, CACHE, NA, NULL_BACKING, Aio, Bus, CacheMode, axes
+from iomatrix.domain import BUS, CACHE, NA, NULL_BACKING, SCSI_CONTROLLER_BUSES, Aio, Bus, CacheMode, axes
 from iomatrix.errors import UserError
 from iomatrix.fio.parse import ENOSPC_HINT
 
@@ -233,14 +233,8 @@ def _device_name(bus: Bus, machine: str) -> str:
     return name
 
 
-# Device options that belong on a virtio-scsi controller rather than on its scsi-hd disks (the controller's
-# virtqueues and IOThread serve every disk on it), under the controller's names for them.
-_CONTROLLER_KEYS = {"iothread": "iothread", "iothread-vq-mapping": "iothread-vq-mapping", "num-queues": "num_queues"}
-# Options whose value names a QOM object of QemuOptions.objects (a disk-local id, scoped here).
-_OBJECT_REFS = frozenset({"iothread", "iothread-vq-mapping"})
 # Integer properties, for the JSON syntax of -device (its values are typed; key=value's are strings).
 _JSON_INTS = frozenset({"num-queues", "num_queues", "unit"})
-_SCSI_BUSES = frozenset({Bus.VIRTIO_SCSI, Bus.VIRTIO_SCSI_SINGLE})
 
 Props = list[tuple[str, object]]
 
@@ -275,10 +269,13 @@ def _frontend(disk: DiskSpec, scope: str, on_controller: bool) -> tuple[list[str
         scoped[oid] = [{"iothread": one} for one in ids] if oid in mapped else ids[0]
     device: Props = []
     controller: Props = []
+    # An option whose value is one of the disk's object ids refers to that object (iothread=iothread).
+    refs = {k for k, v in pairs if v in scoped}
+    to_controller = axes.controller_keys() if on_controller else {}
     for k, v in pairs:
-        value = scoped.get(v, v) if k in _OBJECT_REFS else v
-        if on_controller and k in _CONTROLLER_KEYS:
-            controller.append((_CONTROLLER_KEYS[k], value))
+        value = scoped[v] if k in refs else v
+        if k in to_controller:
+            controller.append((to_controller[k], value))
         else:
             device.append((k, value))
     return args, device, controller
@@ -304,7 +301,7 @@ def disk_device_args(disk: DiskSpec, node: str, serial: str, index: int = 0, mac
     """`-device` for the `index`-th (0-based) disk on the disk's bus, after `controller_args` (with, for
     virtio-scsi-single, the disk's own controller, and the IOThreads the disk's device refers to)."""
     bus = Bus(disk.bus)
-    objects, device, ctrl = _frontend(disk, node, on_controller=bus in _SCSI_BUSES)
+    objects, device, ctrl = _frontend(disk, node, on_controller=bus in SCSI_CONTROLLER_BUSES)
     own: list[str] = []
     on_bus: Props = {Bus.VIRTIO_SCSI: [("bus", "scsi0.0")],
                      Bus.VIRTIO_SCSI_SINGLE: [("bus", f"scsi-{node}.0")],

@@ -27,6 +27,7 @@ from iomatrix.domain import (
     MEASURED_DETECT_ZEROES,
     MEASURED_DISCARD,
     NA,
+    SCSI_CONTROLLER_BUSES,
     Aio,
     BackingKind,
     Bus,
@@ -78,11 +79,6 @@ NOVA_IMAGE_PROPERTY_PREFIX = "hw_"
 NOVA_IMAGE_FILE_KEYS = ("images_type", "preallocate_images")
 NOVA_CACHE_KEY = "disk_cachemodes"  # a list of SOURCE=MODE: the source (file, block) is the snippet's backing
 
-# The device axes whose options belong to a virtio-scsi controller rather than to its disks: the controller's
-# virtqueues and IOThread serve every disk on it (guest.cmdline moves the same options onto the controller of
-# the measured command line). libvirt writes them on <controller><driver>, virt-install as --controller keys.
-CONTROLLER_AXES = ("iothread", "queues")
-SCSI_BUSES = (Bus.VIRTIO_SCSI, Bus.VIRTIO_SCSI_SINGLE)
 # The libvirt <controller> the shared virtio-scsi bus has always been written with (pinned snippets).
 LIBVIRT_SHARED_SCSI_CONTROLLER = "<controller type='scsi' model='virtio-scsi'/>"
 # virtio-scsi-single: the disk's own controller, which the disk's drive address names. One index for the snippet's
@@ -235,12 +231,13 @@ class SnippetSet:
 
 def controller_options(cfg: DiskConfig, tool: str) -> tuple[Pairs, Pairs]:
     """(the tool's options for the disk, those for its virtio-scsi controller): on a scsi bus the device axes'
-    options (CONTROLLER_AXES) are the controller's; on any other bus everything is the disk's."""
+    options (the registry's Axis.on_controller) are the controller's; on any other bus everything is the disk's."""
     opts = axes.tool_options(cfg.axis_values(), tool)[0]
-    if cfg.bus not in SCSI_BUSES:
+    if cfg.bus not in SCSI_CONTROLLER_BUSES:
         return opts, []
     values = cfg.axis_values()
-    controller_keys = {k for a in CONTROLLER_AXES if a in values for k, _ in axes.tool_options({a: values[a]}, tool)[0]}
+    controller_keys = {k for a in axes.controller_axes() if a in values
+                       for k, _ in axes.tool_options({a: values[a]}, tool)[0]}
     on_controller, on_disk = _partition(opts, controller_keys.__contains__)
     return on_disk, on_controller
 
@@ -277,7 +274,7 @@ def libvirt_disk_xml(cfg: DiskConfig, path: str | None = None) -> str:
 def libvirt_controller_xml(cfg: DiskConfig) -> str | None:
     """The virtio-scsi <controller> a scsi disk needs (libvirt adds an LSI one otherwise), with the IOThread and
     virtqueues its disks share; None on other buses."""
-    if cfg.bus not in SCSI_BUSES:
+    if cfg.bus not in SCSI_CONTROLLER_BUSES:
         return None
     driver = controller_options(cfg, "libvirt")[1]
     if cfg.bus == Bus.VIRTIO_SCSI and not driver:
@@ -461,7 +458,7 @@ def virt_install_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
         keys += [("address.type", "drive"), ("address.controller", SINGLE_CONTROLLER_INDEX), ("address.bus", "0"),
                  ("address.target", "0"), ("address.unit", "0")]
     text = "--disk " + shlex.quote(",".join(f"{k}={v}" for k, v in keys))
-    if cfg.bus in SCSI_BUSES:
+    if cfg.bus in SCSI_CONTROLLER_BUSES:
         index = [("index", SINGLE_CONTROLLER_INDEX)] if cfg.bus == Bus.VIRTIO_SCSI_SINGLE else []
         controller = [("type", "scsi"), *index, ("model", "virtio-scsi"), *on_controller]
         text = "--controller " + ",".join(f"{k}={v}" for k, v in controller) + " " + text

@@ -190,6 +190,10 @@ class Axis:
     # at one value only. Arguments: the cell's values, the workload's shape, the image's virtual size in bytes.
     shown_by: Callable[[Mapping[str, str], WorkloadShape, int], str | None] | None = None
     short: str = ""  # a shorter column heading ("prealloc")
+    # Device options of this axis that belong to the bus's controller where the bus has one per disk or shared
+    # (virtio-scsi: its virtqueues and IOThread serve the disks on it), -device key → the controller's name for
+    # it. The QEMU disk builder moves them there; libvirt and virt-install write the axis on the <controller>.
+    on_controller: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def heading(self) -> str:
@@ -721,6 +725,7 @@ IOTHREAD = Axis(
            Rule(("iothread",), _export_iothread_rule)),
     simpler=tuple(IOThread),
     qemu=_iothread_qemu,
+    on_controller={"iothread": "iothread", "iothread-vq-mapping": "iothread-vq-mapping"},
     tools={t: _iothread_tool(t) for t in ("libvirt", "proxmox", "virt-install", "nova")})
 
 
@@ -768,6 +773,7 @@ QUEUES = Axis(
     simpler=(QUEUES_AUTO, "1", "2", "4", "8"),
     # virtio-blk's num-queues; qemu_block moves it onto the controller as num_queues for virtio-scsi.
     qemu=lambda v: QemuOptions() if v == QUEUES_AUTO else QemuOptions(device=(("num-queues", v),)),
+    on_controller={"num-queues": "num_queues"},
     tools={t: _queues_tool(t) for t in ("libvirt", "proxmox", "virt-install", "nova")})
 
 
@@ -864,6 +870,16 @@ def registered(axis: Axis) -> Iterator[Axis]:
         yield axis
     finally:
         del REGISTRY[axis.name]
+
+
+def controller_axes() -> tuple[str, ...]:
+    """The axes whose device options a virtio-scsi disk's controller takes (Axis.on_controller)."""
+    return tuple(a.name for a in REGISTRY.values() if a.on_controller)
+
+
+def controller_keys() -> dict[str, str]:
+    """-device key → the controller's name for it, of every axis (Axis.on_controller)."""
+    return {k: v for a in REGISTRY.values() for k, v in a.on_controller.items()}
 
 
 def simplicity_order() -> dict[str, tuple[str, ...]]:
