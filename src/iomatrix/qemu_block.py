@@ -21,7 +21,6 @@ import json
 import os
 import stat
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from iomatrix import domain
@@ -35,45 +34,78 @@ DISK_SERIAL = "iomx-test"
 NULL_FORMAT = "null"
 
 
-@dataclass
 class DiskSpec:
-    """The disk under test. `target` is an image file or block device; None (format "null") is the
-    null-co ceiling: no storage at all, reads return zeroes. `bus` matters to the guest tier only.
+    """The disk under test: a view over one axis → value mapping (`values`, the cell's values of the axes that
+    set something on QEMU's disk), with what the cell does not hold: the `target` (an image file or block device;
+    None with format "null", the null-co ceiling: no storage at all, reads return zeroes) and sizes.
 
-    Every QEMU tier builds it from its cell with :meth:`for_cell`; the builders below (and the guest's
-    ``-device``, the block export, the image creation) take each axis's QEMU options from the axis registry."""
+    Every QEMU tier builds it from its cell with :meth:`for_cell`; the builders below take each axis's QEMU
+    options from the axis registry. The keyword form (``format=``, ``cache=``, ``aio=``, ``bus=``, ``more=``)
+    fills the same mapping."""
 
-    target: str | None
-    format: str = "qcow2"  # a domain.Format value, or NULL_FORMAT
-    cache: CacheMode = CacheMode.NONE
-    aio: Aio = Aio.THREADS
-    bus: Bus = Bus.VIRTIO_BLK
-    null_size_bytes: int = 1 << 30  # size of the null-co disk
-    # The cell's values of the registry's later axes (those not named above), axis → value.
-    more: Mapping[str, str] = field(default_factory=dict)
-    # The image's virtual size, for options sized by it (l2_cache=whole-image); None where not known.
-    image_size_bytes: int | None = None
+    def __init__(self, target: str | None, format: str = "qcow2", cache: str = CacheMode.NONE,
+                 aio: str = Aio.THREADS, bus: str = Bus.VIRTIO_BLK, null_size_bytes: int = 1 << 30,
+                 more: Mapping[str, str] | None = None, image_size_bytes: int | None = None, *,
+                 values: Mapping[str, str] | None = None) -> None:
+        self.target = target
+        if values is None:
+            values = {"format": str(format), "cache": str(cache), "aio": str(aio), "bus": str(bus), **(more or {})}
+        self.values: dict[str, str] = dict(values)
+        self.null_size_bytes = null_size_bytes  # size of the null-co disk
+        # The image's virtual size, for options sized by it (l2_cache=whole-image); None where not known.
+        self.image_size_bytes = image_size_bytes
+
+    def __repr__(self) -> str:
+        return f"DiskSpec({self.target!r}, values={self.values!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DiskSpec) and (self.target, self.values, self.null_size_bytes,
+                                                 self.image_size_bytes) == (other.target, other.values,
+                                                                            other.null_size_bytes,
+                                                                            other.image_size_bytes)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass it replaces
+
+    @property
+    def format(self) -> str:
+        """A domain.Format value, or NULL_FORMAT."""
+        return self.values["format"]
+
+    @property
+    def cache(self) -> str:
+        return self.values["cache"]
+
+    @property
+    def aio(self) -> str:
+        return self.values["aio"]
+
+    @property
+    def bus(self) -> str:
+        return self.values.get("bus", Bus.VIRTIO_BLK.value)
+
+    @property
+    def more(self) -> dict[str, str]:
+        """The values of the registry's later axes (those a cell names only away from their default)."""
+        return {a: v for a, v in self.values.items() if not axes.get(a).always_named}
 
     @classmethod
     def for_cell(cls, cell: Mapping[str, str], target: str | Path | None, size_bytes: int | None = None) -> DiskSpec:
         """The disk of a cell on `target` (None for the null ceiling, which keeps only the bus: no format, host
         cache or backing, what is left is QEMU's block layer and the device or export). `size_bytes` is the
         disk's virtual size: the image's (created by the tier at that size), or the null-co disk's."""
-        bus = Bus(cell["bus"]) if cell.get("bus", NA) != NA else Bus.VIRTIO_BLK
+        bus = cell["bus"] if cell.get("bus", NA) != NA else Bus.VIRTIO_BLK.value
         if cell.get("backing") == NULL_BACKING:
             return cls(target=None, format=NULL_FORMAT, cache=CacheMode.WRITEBACK, aio=Aio.THREADS, bus=bus,
                        null_size_bytes=size_bytes or 1 << 30)
-        more = {a: v for a, v in cell.items() if not axes.get(a).always_named and v != NA}
-        return cls(target=None if target is None else str(target), format=cell["format"],
-                   cache=CacheMode(cell["cache"]), aio=Aio(cell["aio"]), bus=bus, more=more,
-                   image_size_bytes=size_bytes)
+        values = {"format": cell["format"], "cache": cell["cache"], "aio": cell["aio"], "bus": bus,
+                  **{a: v for a, v in cell.items() if not axes.get(a).always_named and v != NA}}
+        return cls(target=None if target is None else str(target), values=values, image_size_bytes=size_bytes)
 
     def axis_values(self) -> dict[str, str]:
         """The disk's values of every axis that sets something on QEMU's disk."""
         if self.format == NULL_FORMAT:
             return {}
-        return {"format": self.format, "cache": str(self.cache), "aio": str(self.aio), "bus": str(self.bus),
-                **self.more}
+        return dict(self.values)
 
     def qemu_options(self) -> axes.QemuOptions:
         return axes.qemu_options(self.axis_values(), axes.DiskContext(self.image_size_bytes))
@@ -219,7 +251,7 @@ def export_options(disk: DiskSpec) -> str:
 def guest_cpus(disks: Iterable[DiskSpec]) -> int:
     """The guest's vCPUs: one per virtqueue of the disk with the most (the `queues` axis: blk-mq maps a queue
     to a CPU, so queues beyond the vCPUs go unused), else one."""
-    queues = [int(q) for d in disks if (q := d.more.get("queues", "")).isdigit()]
+    queues = [int(q) for d in disks if (q := d.values.get("queues", "")).isdigit()]
     return max([1, *queues])
 
 
