@@ -17,7 +17,7 @@ import re
 import shlex
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -102,32 +102,97 @@ def measured_note(written: list[tuple[str, str]]) -> str:
     return DISCARD_NOTE if len(keys) == len(MEASURED_NOTES) else "; ".join(MEASURED_NOTES[k] for k in keys)
 
 
-@dataclass(frozen=True)
+# The axes a DiskConfig's positional form names (the first release's, in this order); the view holds every axis
+# in one mapping all the same.
+_POSITIONAL_AXES = ("format", "preallocation", "cache", "aio", "bus")
+
+
 class DiskConfig:
-    """One VM disk configuration: a value of every axis of the registry (the first release's typed, later ones
-    in `more`), and what the image lives on."""
+    """One VM disk configuration: a view over one axis → value mapping (`values`: a value of every axis of the
+    registry but tier and backing), and what the image lives on (`backing`: a file or a block device).
 
-    format: Format
-    preallocation: Preallocation
-    cache: CacheMode
-    aio: Aio
-    bus: Bus
-    backing: BackingKind = BackingKind.FILE
-    assumed: tuple[str, ...] = ()  # axes the source did not give: they take the axis's default
-    modifier: Modifier = Modifier.NONE  # a host wrapper around QEMU (eatmydata)
-    # The registry's later axes, axis → value: they reach every snippet through the axis's spellings.
-    more: Mapping[str, str] = field(default_factory=dict, hash=False)
+    Its typed attributes (``format``, ``cache``, …) read the mapping; `more` is the later axes' part of it. The
+    positional form ``DiskConfig(format, preallocation, cache, aio, bus, backing, assumed, modifier, more)`` fills
+    the same mapping. Immutable and hashable."""
 
-    def __post_init__(self) -> None:
-        for name, value in self.more.items():
-            if name not in axes.REGISTRY or name in _TYPED_AXES:
-                raise UserError(f"no axis {name!r} beyond {', '.join(_TYPED_AXES)}",
+    __slots__ = ("_values", "assumed", "backing")
+
+    def __init__(self, format: str | None = None, preallocation: str | None = None,
+                 cache: str | None = None, aio: str | None = None, bus: str | None = None,
+                 backing: BackingKind = BackingKind.FILE, assumed: tuple[str, ...] = (),
+                 modifier: str = Modifier.NONE, more: Mapping[str, str] | None = None, *,
+                 values: Mapping[str, str] | None = None) -> None:
+        if values is None:
+            positional = dict(zip(_POSITIONAL_AXES, (format, preallocation, cache, aio, bus), strict=True))
+            if None in positional.values():
+                raise TypeError(f"DiskConfig needs {', '.join(_POSITIONAL_AXES)} (or values=)")
+            for name in more or {}:
+                if name not in axes.REGISTRY or axes.get(name).always_named:
+                    raise UserError(f"no axis {name!r} beyond {', '.join(_TYPED_AXES)}",
+                                    hint=f"axes: {', '.join(a.name for a in axes.plan_axes())}")
+            values = {**{k: str(v) for k, v in positional.items()}, "modifier": str(modifier), **(more or {})}
+        for name, value in values.items():
+            if name not in axes.REGISTRY or axes.get(name).free_values:
+                raise UserError(f"no axis {name!r} in a disk configuration",
                                 hint=f"axes: {', '.join(a.name for a in axes.plan_axes())}")
             if value not in axes.get(name).values:
                 raise UserError(f"{name}={value} is not a value of {name}", hint=f"use {axes.get(name).choices()}")
+        object.__setattr__(self, "_values", {a.name: values[a.name] for a in axes.plan_axes() if a.name in values})
+        object.__setattr__(self, "backing", BackingKind(backing))
+        object.__setattr__(self, "assumed", tuple(assumed))  # axes the source did not give: the axis's default
         reason = refusal(self.axis_values(), self.backing)
         if reason:
             raise UserError(reason, hint="pick a combination QEMU accepts (see 'iomatrix plan --explain')")
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("a DiskConfig is immutable")
+
+    def _key(self) -> tuple[object, ...]:
+        return tuple(sorted(self._values.items())), self.backing, self.assumed
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DiskConfig) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"DiskConfig(values={self._values!r}, backing={self.backing!s})"
+
+    @property
+    def values(self) -> dict[str, str]:
+        return dict(self._values)
+
+    @property
+    def format(self) -> Format:
+        return Format(self._values["format"])
+
+    @property
+    def preallocation(self) -> Preallocation:
+        return Preallocation(self._values["preallocation"])
+
+    @property
+    def cache(self) -> CacheMode:
+        return CacheMode(self._values["cache"])
+
+    @property
+    def aio(self) -> Aio:
+        return Aio(self._values["aio"])
+
+    @property
+    def bus(self) -> Bus:
+        return Bus(self._values["bus"])
+
+    @property
+    def modifier(self) -> Modifier:
+        return Modifier(self._values.get("modifier", Modifier.NONE))
+
+    @property
+    def more(self) -> dict[str, str]:
+        """The registry's later axes set away from their default (what reaches the snippets beyond the first
+        release's axes)."""
+        return {a: v for a, v in self._values.items()
+                if not axes.get(a).always_named and v != axes.get(a).default}
 
     @classmethod
     def from_axes(cls, cell: Mapping[str, str], backing_type: str | None = None) -> DiskConfig:
@@ -147,15 +212,12 @@ class DiskConfig:
                     assumed.append(axis.name)
             vals[axis.name] = v
         kind = BackingKind.BLOCK if backing_type in BLOCK_BACKINGS else BackingKind.FILE
-        more = {a: vals.pop(a) for a in list(vals) if a not in _TYPED_AXES}
-        # A later axis at its default sets nothing (as in a cell's key): the snippet is the one it was before it.
-        more = {a: v for a, v in more.items() if v != axes.get(a).default}
-        return cls(Format(vals["format"]), Preallocation(vals["preallocation"]), CacheMode(vals["cache"]),
-                   Aio(vals["aio"]), Bus(vals["bus"]), kind, tuple(assumed), Modifier(vals["modifier"]), more)
+        return cls(values=vals, backing=kind, assumed=tuple(assumed))
 
     def axis_values(self) -> dict[str, str]:
-        """The configuration's value of every axis of the registry (tier and backing aside)."""
-        return {**{a: str(getattr(self, a)) for a in _TYPED_AXES}, **self.more}
+        """The configuration's value of every axis of the registry (tier and backing aside), later axes only where
+        they are set away from their default (as in a cell's key: the snippet is the one it was before them)."""
+        return {a: v for a, v in self._values.items() if axes.get(a).always_named or a in self.more}
 
     def label(self) -> str:
         """The axes every tool spells are always named; the others (a host wrapper, later axes) only away
@@ -170,8 +232,8 @@ class DiskConfig:
         return f"/var/lib/libvirt/images/vm-disk.{self.format}"
 
 
-# The axes DiskConfig has a typed field for (the first release's); later axes are in DiskConfig.more.
-_TYPED_AXES = tuple(f.name for f in fields(DiskConfig) if f.name in axes.REGISTRY)
+# The axes every configuration names (the first release's); later axes are named only away from their default.
+_TYPED_AXES = tuple(a.name for a in axes.plan_axes() if a.always_named)
 
 
 def refusal(values: Mapping[str, str], backing: BackingKind) -> str | None:
