@@ -143,13 +143,19 @@ def from_libvirt_xml(path: Path, disk: str | None = None) -> CurrentConfig:
         root = ET.parse(path).getroot()
     except ET.ParseError as e:
         raise UserError(f"--current: {path} is not XML ({e})", hint="give 'virsh dumpxml VM > vm.xml' output") from e
-    disks = [d for d in root.iter("disk") if d.get("device", "disk") == "disk"]
+    every = [(d, t.get("dev") if (t := d.find("target")) is not None else None) for d in root.iter("disk")]
+    disks = [d for d, _ in every if d.get("device", "disk") == "disk"]
+    # Only disks are listed: a CD-ROM or floppy drive (<disk device='cdrom'>) has no disk configuration to measure.
+    listed = ", ".join(dev for d, dev in every if dev and d.get("device", "disk") == "disk") or "none"
     if disk is not None:
+        other = next((d.get("device") for d, dev in every if dev == disk and d.get("device", "disk") != "disk"), None)
+        if other is not None:
+            raise UserError(f"--current-disk: {disk} in {path.name} is a {other} drive, not a disk",
+                            hint=f"disks in it: {listed} (--current-disk DEV)")
         disks = [d for d in disks if (t := d.find("target")) is not None and t.get("dev") == disk]
     if not disks:
-        devs = [t.get("dev") for d in root.iter("disk") if (t := d.find("target")) is not None]
-        raise UserError(f"--current: {path} has no disk{f' {disk}' if disk else ''}",
-                        hint=f"disks in it: {', '.join(filter(None, devs)) or 'none'} (--current-disk DEV)")
+        raise UserError(f"--current: {path.name} has no disk{f' {disk}' if disk else ''}",
+                        hint=f"disks in it: {listed} (--current-disk DEV)")
     d = disks[0]
     drv = d.find("driver")
     tgt = d.find("target")
@@ -350,7 +356,13 @@ def _qemu_device_axes(device: Device, devices: list[Device]) -> dict[str, str]:
 
 
 def from_qemu(text: str) -> CurrentConfig:
-    drive, blockdev, devices = _qemu_options(shlex.split(text))
+    try:
+        tokens = shlex.split(text)
+    except ValueError as e:  # shlex: "No closing quotation", "No escaped character"
+        raise UserError(f"--current: cannot split the QEMU options as a shell would ({str(e).lower()})",
+                        hint="close the quote, or quote the whole value once: --current '-drive file=…,cache=none'"
+                        ) from None
+    drive, blockdev, devices = _qemu_options(tokens)
     # The disk's -device (a controller has no drive=).
     device = next((d for d in devices if "drive" in d), {})
     if drive is not None:
@@ -615,23 +627,40 @@ def from_axes(text: str) -> CurrentConfig:
     return CurrentConfig(values, "axes given on the command line")
 
 
+def _read_text(path: Path) -> str:
+    """The text of a --current file; a one-line error for a file that cannot be read or is not UTF-8 text."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise UserError(f"--current: cannot read {path} ({e.strerror or e})",
+                        hint="give a file you can read, e.g. 'virsh dumpxml VM > vm.xml'") from e
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"--current: {path} is not a text file (byte {data[e.start]:#04x} at offset {e.start} "
+                        "is not UTF-8)", hint=f"give {FORMS}") from None
+
+
 def parse_current(value: str, disk: str | None = None) -> CurrentConfig:
     """--current VALUE → CurrentConfig; a one-line UserError naming the field and the accepted forms."""
     value = value.strip()
     if not value:
         raise UserError("--current is empty", hint=f"give {FORMS}")
     path = Path(value)
+    if len(value) < 4096 and "=" not in value and path.is_dir():
+        raise UserError(f"--current: {value} is a directory",
+                        hint="give a file in it, e.g. 'virsh dumpxml VM > vm.xml' or 'qm config VMID > vm.conf'")
     if value.endswith((".xml", ".conf")) or (len(value) < 4096 and "=" not in value and path.is_file()):
         if not path.is_file():
             raise UserError(f"--current: no such file {value}",
                             hint="give 'virsh dumpxml VM > vm.xml' or 'qm config VMID > vm.conf' output")
-        try:
-            text = path.read_text()
-        except (OSError, UnicodeDecodeError) as e:
-            raise UserError(f"--current: cannot read {value} ({e})", hint=f"give {FORMS}") from e
+        text = _read_text(path)
         if not text.lstrip().startswith("<") and looks_like_qm_config(text):
             return _checked(from_proxmox(text, path.name, disk))
         return from_libvirt_xml(path, disk)
+    if disk is not None:
+        raise UserError(f"--current-disk {disk}: the --current value is not a file with several disks",
+                        hint="--current-disk picks a disk of a libvirt XML or 'qm config' file; leave it out here")
     if value.startswith(("-drive", "-blockdev", "-device")) or "file=" in value or "driver=" in value:
         text = value if value.startswith("-") else ("-blockdev " if "driver=" in value.split(",")[0] else "-drive ") \
             + value
