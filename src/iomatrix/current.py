@@ -61,6 +61,29 @@ QEMU_DEVICE = {"virtio-blk-pci": Bus.VIRTIO_BLK, "virtio-blk": Bus.VIRTIO_BLK, "
                "ide-hd": Bus.IDE, "nvme": Bus.NVME}
 
 
+@dataclass(frozen=True)
+class ExistingDisk:
+    """The disk a user's configuration names, as far as it says: what the snippets change in place instead of
+    creating a new, empty one. `tool` is the form it was read from (libvirt, qemu, proxmox); `path` the image
+    file or block device; `device` libvirt's target dev or Proxmox's drive key (scsi0); `volume` Proxmox's
+    volume id (local:100/vm-100-disk-0.qcow2) and `vmid` the VM's id where the file's name gives it."""
+
+    tool: str
+    path: str | None = None
+    device: str | None = None
+    volume: str | None = None
+    vmid: str | None = None
+    block: bool = False  # a block device (libvirt type='block', QEMU host_device, a Proxmox volume with no file)
+
+    def as_dict(self) -> dict[str, str]:
+        return {k: str(v) for k, v in self.__dict__.items() if v not in (None, False)}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, str]) -> ExistingDisk:
+        return cls(raw["tool"], raw.get("path"), raw.get("device"), raw.get("volume"), raw.get("vmid"),
+                   raw.get("block") == "True")
+
+
 @dataclass
 class CurrentConfig:
     """Axes of today's configuration (only those known), where they came from, and what was defaulted."""
@@ -72,6 +95,8 @@ class CurrentConfig:
     # configuration, so `recommend` checks it against the image each workload ran on (axes.l2_cache_holds).
     l2_cache_bytes: int | None = None
     notes: list[str] = field(default_factory=list)  # how a value was read (an L2 cache size as l2_cache=…)
+    # The user's existing disk (None for plain axes): snippets then change it rather than create a new one.
+    disk: ExistingDisk | None = None
 
     def label(self) -> str:
         return " ".join(f"{a.name}={self.axes[a.name]}" for a in axes.axes() if a.name in self.axes)
@@ -167,7 +192,10 @@ def from_libvirt_xml(path: Path, disk: str | None = None) -> CurrentConfig:
         values["bus"] = LIBVIRT_BUS[bus].value
     values.update(_libvirt_device_axes(root, d, Bus(values["bus"]) if "bus" in values else None))
     dev = tgt.get("dev") if tgt is not None else "?"
-    cfg = CurrentConfig(values, f"libvirt {path.name}, disk {dev}", defaulted)
+    src = d.find("source")
+    image = None if src is None else (src.get("file") or src.get("dev"))
+    existing = ExistingDisk("libvirt", image, dev, block=d.get("type") == "block")
+    cfg = CurrentConfig(values, f"libvirt {path.name}, disk {dev}", defaulted, disk=existing)
     max_size = drv.find("metadata_cache/max_size") if drv is not None else None
     if max_size is not None:
         _set_l2_cache(cfg, _libvirt_scaled(max_size, "driver metadata_cache max_size"), "metadata_cache max_size")
@@ -379,7 +407,10 @@ def from_qemu(text: str) -> CurrentConfig:
         values.update(_qemu_device_axes(device, devices))
     node = drive if drive is not None else blockdev or {}
     later, later_defaulted = _later_axes_from_qemu(node, device)
-    cfg = CurrentConfig({**values, **later}, "QEMU command line", defaulted + later_defaulted)
+    image = node.get("file.filename", node.get("file"))
+    existing = ExistingDisk("qemu", image, block=node.get("file.driver") == "host_device"
+                            or str(image).startswith("/dev/"))
+    cfg = CurrentConfig({**values, **later}, "QEMU command line", defaulted + later_defaulted, disk=existing)
     # The qcow2 L2 cache bound: l2-cache-size, else the combined cache-size (QEMU gives the L2 cache up to it).
     option = next((k for k in QEMU_L2_CACHE_OPTIONS if k in node), None)
     if option is not None:
@@ -554,7 +585,12 @@ def from_proxmox(text: str, source: str, disk: str | None = None) -> CurrentConf
     key = disk or disks[0]
     drive = _qm_drive(conf[key])
     values, defaulted = _proxmox_drive_axes(key, drive, conf)
-    return CurrentConfig(values, f"Proxmox {source}, disk {key}", defaulted)
+    volume = drive.get("file", "")
+    vmid = m.group(1) if (m := re.search(r"(\d+)", Path(source).stem)) else None  # 100.conf, qm100.conf
+    # A volume of a directory/NFS storage is an image file (…/vm-100-disk-0.qcow2); LVM, ZFS and Ceph are not.
+    block = not any(volume.endswith(e) for e in PROXMOX_IMAGE_EXTENSIONS)
+    existing = ExistingDisk("proxmox", None, key, volume or None, vmid, block)
+    return CurrentConfig(values, f"Proxmox {source}, disk {key}", defaulted, disk=existing)
 
 
 def _proxmox_bus(key: str, conf: dict[str, str]) -> tuple[Bus, str]:

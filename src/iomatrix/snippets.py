@@ -17,10 +17,11 @@ import re
 import shlex
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from iomatrix.current import CurrentConfig
 from iomatrix.domain import (
     BLOCK_BACKINGS,
     LIBVIRT_DEV,
@@ -314,21 +315,21 @@ def _uses_iothread(cfg: DiskConfig) -> bool:
     return cfg.more.get("iothread", axes.get("iothread").default) != axes.get("iothread").default
 
 
-def libvirt_disk_element(cfg: DiskConfig, path: str | None = None) -> ET.Element:
+def libvirt_disk_element(cfg: DiskConfig, path: str | None = None, dev: str | None = None) -> ET.Element:
     path = path or cfg.default_path()
     target, driver = _partition(controller_options(cfg, "libvirt")[0], LIBVIRT_TARGET_KEYS.__contains__)
     disk = ET.Element("disk", type="block" if cfg.backing == BackingKind.BLOCK else "file", device="disk")
     ET.SubElement(disk, "driver", dict([("name", "qemu"), *driver, *measured_defaults("libvirt", dict(driver))]))
     ET.SubElement(disk, "source", **({"dev": path} if cfg.backing == BackingKind.BLOCK else {"file": path}))
-    ET.SubElement(disk, "target", dict([("dev", LIBVIRT_DEV[cfg.bus]), *target]))
+    ET.SubElement(disk, "target", dict([("dev", dev or LIBVIRT_DEV[cfg.bus]), *target]))
     if cfg.bus == Bus.VIRTIO_SCSI_SINGLE:  # the disk's own controller
         ET.SubElement(disk, "address", type="drive", controller=SINGLE_CONTROLLER_INDEX, bus="0", target="0",
                       unit="0")
     return disk
 
 
-def libvirt_disk_xml(cfg: DiskConfig, path: str | None = None) -> str:
-    el = libvirt_disk_element(cfg, path)
+def libvirt_disk_xml(cfg: DiskConfig, path: str | None = None, dev: str | None = None) -> str:
+    el = libvirt_disk_element(cfg, path, dev)
     ET.indent(el, space="  ")
     return ET.tostring(el, encoding="unicode")
 
@@ -364,12 +365,12 @@ def _libvirt_device_notes(cfg: DiskConfig, driver_on_controller: bool) -> list[s
     return notes
 
 
-def libvirt_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
+def libvirt_snippet(cfg: DiskConfig, path: str | None = None, dev: str | None = None) -> Snippet:
     title = "libvirt domain XML (virsh edit VM: replace the <disk> element)"
     opts, axis_notes, unavailable = axes.tool_options(cfg.axis_values(), "libvirt")
     if unavailable:
         return Snippet("libvirt", title, None, _not_available(unavailable), "xml")
-    devices = [libvirt_disk_xml(cfg, path)]
+    devices = [libvirt_disk_xml(cfg, path, dev)]
     notes = [measured_note(measured_defaults("libvirt", dict(opts)))]
     if (controller := libvirt_controller_xml(cfg)) is not None:
         devices.insert(0, controller)
@@ -448,6 +449,8 @@ def _proxmox_drive_options(opts: Pairs) -> Pairs:
     return _partition(opts, lambda k: k != PROXMOX_DISK_KEY and k not in PROXMOX_STORAGE_KEYS)[0]
 
 
+# Proxmox's format names (qm disk move --format).
+PROXMOX_FORMAT_NAMES = {Format.RAW: "raw", Format.QCOW2: "qcow2", Format.QED: "qed"}
 # qm.conf scsihw per bus: virtio-scsi-pci is one controller for every scsi disk, virtio-scsi-single one per disk.
 PROXMOX_SCSIHW = {Bus.VIRTIO_SCSI: "virtio-scsi-pci", Bus.VIRTIO_SCSI_SINGLE: "virtio-scsi-single"}
 
@@ -568,7 +571,156 @@ def qemu_img_snippet(cfg: DiskConfig, path: str | None = None, size_gib: int = D
     return Snippet("qemu-img", title, shlex.join(argv))
 
 
-def snippets_for(cfg: DiskConfig, path: str | None = None) -> SnippetSet:
+# --------------------------------------------------------------------------- a disk the user already has
+# With --current naming the user's disk (libvirt XML, a QEMU command line, Proxmox's qm config), the answers change
+# that disk instead of creating a new, empty one: its image is converted into a new file beside it where the
+# image itself changes (format, preallocation, creation options), the old one kept until the user deletes it;
+# Proxmox sets the options on the existing volume and moves it (qm disk move) where the format changes.
+
+EXISTING_TOOLS = ("libvirt", "qemu", "proxmox")
+SHUT_DOWN = "shut the VM down first"
+
+
+def _with_current_discard(cfg: DiskConfig, current: CurrentConfig) -> DiskConfig:
+    """`cfg` with the current disk's discard policy where the recommendation leaves discard at QEMU's default (it
+    was not measured otherwise): a guest that trims its thin image keeps doing so."""
+    axis = axes.get("discard")
+    mine, theirs = cfg.values.get(axis.name, axis.default), current.axes.get(axis.name, axis.default)
+    if mine != axis.default or theirs == axis.default:
+        return cfg
+    try:
+        return DiskConfig(values={**cfg.values, axis.name: theirs}, backing=cfg.backing, assumed=cfg.assumed)
+    except UserError:  # a combination the registry refuses: the recommendation as measured
+        return cfg
+
+
+def _image_options(cfg: DiskConfig) -> list[str]:
+    """qemu-img -o options of the recommended image (what only creating an image sets)."""
+    opts = [f"preallocation={cfg.preallocation}"] if cfg.preallocation != Preallocation.OFF else []
+    return opts + [f"{k}={v}" for k, v in axes.qemu_options(cfg.axis_values()).create]
+
+
+def _new_image_path(old: str, fmt: str, block: bool) -> str:
+    """Where the converted image goes: beside the old one, named by its format (vm.qcow2 → vm.raw), or with
+    '-new' where that is the old name; a block device's copy goes to a new volume of that name."""
+    if block:
+        return f"{old}-new"
+    p = Path(old)
+    known = {f".{f.value}" for f in Format} | {".img"}
+    stem = p.stem if p.suffix in known else p.name
+    new = p.with_name(f"{stem}.{fmt}")
+    return str(new if str(new) != old else p.with_name(f"{stem}-new.{fmt}"))
+
+
+def _convert_snippet(cfg: DiskConfig, current: CurrentConfig, old: str, block: bool) -> tuple[Snippet, str]:
+    """(the qemu-img snippet for the user's image `old`, the path the VM runs from afterwards)."""
+    title = "qemu-img convert (your image, copied into the recommended format; the old one kept)"
+    cur_format = current.axes.get("format")
+    opts = _image_options(cfg)
+    if cur_format == cfg.format and not opts:
+        return Snippet("qemu-img", "qemu-img (nothing to convert)", None,
+                       f"none needed: your image {old} stays as it is (same format, no creation option to change); "
+                       "only the options below change, the data is untouched"), old
+    new = _new_image_path(old, cfg.format.value, block)
+    argv = ["qemu-img", "convert", "-p", *(["-f", cur_format] if cur_format else []), "-O", cfg.format.value]
+    if block:
+        argv.append("-n")  # into the existing new volume (created first), not a file
+    if opts:
+        argv += ["-o", ",".join(opts)]
+    argv += [old, new]
+    changes = ", ".join(filter(None, (f"format {cur_format or '(as detected)'} → {cfg.format}"
+                                      if cur_format != cfg.format else "", *opts)))
+    note = (f"{SHUT_DOWN}: copies the data of {old} into a new image {new} ({changes}) and leaves {old} as it is; "
+            f"the VM runs from {new} once the configuration below points at it; delete {old} yourself when the VM "
+            "runs well from the new one (it needs room for a second copy)")
+    if block:
+        note += f"; create the volume {new} first, as large as the old one (e.g. lvcreate), -n writes into it"
+    return Snippet("qemu-img", title, shlex.join(argv), note), new
+
+
+def _existing_note(what: str, image: str, converted: bool) -> str:
+    if converted:
+        return (f"{what}: points the VM at the converted image {image} (the qemu-img convert line); the old image "
+                "is kept")
+    return f"{what}: keeps your image {image} as it is; only its options change, the data is untouched"
+
+
+def _proxmox_existing_snippet(cfg: DiskConfig, current: CurrentConfig) -> Snippet:
+    """qm set on the volume the VM already has, then qm disk move where its format changes."""
+    disk = current.disk
+    assert disk is not None
+    title = "Proxmox VE (qm set on your existing volume)"
+    opts, axis_notes, unavailable = _proxmox_options(cfg)
+    unavailable += _proxmox_device_unavailable(cfg)
+    if unavailable:
+        return Snippet("proxmox", title, None, _not_available(unavailable))
+    vmid, volume, old_key = disk.vmid or "VMID", disk.volume or "VOLUME", disk.device or "virtio0"
+    prefix = dict(opts)[PROXMOX_DISK_KEY]
+    m = re.match(r"^([a-z]+)(\d+)$", old_key)
+    key = old_key if m and m.group(1) == prefix else f"{prefix}0"
+    drive = [kv for kv in _proxmox_drive_options(opts) if kv[0] != "format"]  # the volume keeps (or moves) its own
+    drive += measured_defaults("proxmox", dict(drive))
+    lines: list[str] = []
+    notes = [f"sets the options on your existing volume {volume}; the data is untouched (the options take effect at "
+             "the VM's next start)"]
+    if key != old_key:
+        lines.append(f"qm set {vmid} --delete {old_key}")
+        notes.append(f"the bus changes: {old_key} is detached (its volume becomes unused0, not deleted) and attached "
+                     f"as {key}; set the boot order to it (qm set {vmid} --boot order={key}) and check the guest's "
+                     "fstab uses UUIDs (device names change)")
+    cmd = f"qm set {vmid}"
+    if cfg.bus in PROXMOX_SCSIHW:
+        cmd += f" --scsihw {PROXMOX_SCSIHW[cfg.bus]}"
+    lines.append(cmd + f" --{key} " + ",".join([volume, *(f"{k}={v}" for k, v in drive)]))
+    cur_format = current.axes.get("format")
+    if cur_format != cfg.format and not disk.block:
+        storage = volume.split(":", 1)[0] if ":" in volume else "STORAGE"
+        lines.append(f"qm disk move {vmid} {key} {storage} --format {PROXMOX_FORMAT_NAMES[cfg.format]}")
+        notes.append(f"{SHUT_DOWN}: qm disk move copies the data into a new {cfg.format} volume on {storage} and "
+                     f"points {key} at it, with the options set above; the old volume stays as unused0 until you "
+                     "remove it (or add --delete 1)")
+    measured = dict(measured_defaults("proxmox", dict(_proxmox_drive_options(opts))))
+    if "detect_zeroes" in measured:
+        notes.append("detect_zeroes=0 because Proxmox turns QEMU's zero detection on by default and iomatrix "
+                     "measured it off")
+    notes += axis_notes
+    if on_storage := _partition(opts, PROXMOX_STORAGE_KEYS.__contains__)[0]:
+        notes.append(f"{', '.join(f'{k}={v}' for k, v in on_storage)} is a property of the storage (pvesm set "
+                     f"STORAGE), for volumes created or moved after it; it does not change an existing volume")
+    return Snippet("proxmox", title, "\n".join(lines), "; ".join(notes))
+
+
+def _existing_disk_snippets(cfg: DiskConfig, current: CurrentConfig) -> SnippetSet:
+    disk = current.disk
+    assert disk is not None
+    backing = BackingKind.BLOCK if disk.block else BackingKind.FILE
+    if backing != cfg.backing:
+        cfg = DiskConfig(values=cfg.values, backing=backing, assumed=cfg.assumed)
+    cfg = _with_current_discard(cfg, current)
+    out: list[Snippet] = []
+    if disk.path is not None:
+        img, path = _convert_snippet(cfg, current, disk.path, disk.block)
+        converted = path != disk.path
+        same_bus = current.axes.get("bus") == cfg.bus.value
+        lv = libvirt_snippet(cfg, path, disk.device if same_bus and disk.tool == "libvirt" else None)
+        qemu = qemu_snippet(cfg, path)
+        out += [replace(lv, note=f"{_existing_note('virsh edit VM', path, converted)}; {lv.note}"),
+                *([eatmydata_wrapper_snippet()] if cfg.modifier == Modifier.EATMYDATA else []),
+                replace(qemu, note=f"{_existing_note('replaces your disk options', path, converted)}; {qemu.note}")]
+    else:
+        img, path = None, None
+    out.append(_proxmox_existing_snippet(cfg, current) if disk.tool == "proxmox" else proxmox_snippet(cfg))
+    out += [virt_install_snippet(cfg, path), nova_snippet(cfg)]
+    if img is not None:
+        out.append(img)
+    return SnippetSet(cfg, out)
+
+
+def snippets_for(cfg: DiskConfig, path: str | None = None, current: CurrentConfig | None = None) -> SnippetSet:
+    """Every tool's snippet for `cfg`: for a new disk at `path` (a default path when None), or, where `current`
+    names the user's existing disk (--current), changing that disk with its data kept."""
+    if current is not None and current.disk is not None and current.disk.tool in EXISTING_TOOLS:
+        return _existing_disk_snippets(cfg, current)
     return SnippetSet(cfg, [
         libvirt_snippet(cfg, path),
         *([eatmydata_wrapper_snippet()] if cfg.modifier == Modifier.EATMYDATA else []),
