@@ -7,7 +7,6 @@ qemu-img part is run on a real image with known content (written and read back w
 
 from __future__ import annotations
 
-import shlex
 import subprocess
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from iomatrix.current import parse_current
 from iomatrix.snippets import DiskConfig, minimal_domain_xml, snippets_for
 from tests.conftest import needs
 from tests.test_snippets import _validate
+from tests.test_snippets_wrapped import shell_words
 
 RAW_FALLOC = {"format": "raw", "preallocation": "falloc", "cache": "none", "aio": "io_uring", "bus": "virtio-blk"}
 QCOW2_SAME = {"format": "qcow2", "preallocation": "off", "cache": "none", "aio": "io_uring", "bus": "virtio-blk"}
@@ -62,10 +62,10 @@ def test_the_libvirt_answer_converts_the_existing_image_and_its_data_survives(tm
     text = img.text or ""
     assert text.startswith("qemu-img convert ") and "create" not in text and "32G" not in text
     new = tmp_path / "vm.raw"
-    assert shlex.split(text) == ["qemu-img", "convert", "-p", "-f", "qcow2", "-O", "raw", "-o",
+    assert shell_words(text) == ["qemu-img", "convert", "-p", "-f", "qcow2", "-O", "raw", "-o",
                                  "preallocation=falloc", str(old), str(new)]
     assert "shut the VM down first" in img.note and f"leaves {old} as it is" in img.note
-    subprocess.run(shlex.split(text), check=True, capture_output=True, timeout=300)
+    subprocess.run(shell_words(text), check=True, capture_output=True, timeout=300)
     # The data survived, in the new raw image; the old image is still there, unchanged.
     for pattern, offset in (("0xa5", "0"), ("0x3c", "40M")):
         for image, fmt in ((new, "raw"), (old, "qcow2")):
@@ -107,7 +107,7 @@ def test_the_proxmox_answer_sets_the_existing_volume_and_moves_it_where_the_form
                     "size=32G\n")
     s = snippets_for(DiskConfig.from_axes(RAW_FALLOC), current=parse_current(str(conf)))
     pm = s.by_tool("proxmox")
-    lines = (pm.text or "").splitlines()
+    lines = (pm.text or "").replace(" \\\n", " ").replace("\\\n", "").splitlines()
     assert lines == ["qm set 100 --virtio0 local:100/vm-100-disk-0.qcow2,cache=none,aio=io_uring,discard=on,"
                      "detect_zeroes=0",
                      "qm disk move 100 virtio0 local --format raw"]
@@ -115,8 +115,8 @@ def test_the_proxmox_answer_sets_the_existing_volume_and_moves_it_where_the_form
     assert "the data is untouched" in pm.note and "stays as unused0" in pm.note
     # Same format: only qm set on the volume, nothing moved.
     same = snippets_for(DiskConfig.from_axes(QCOW2_SAME), current=parse_current(str(conf))).by_tool("proxmox")
-    assert (same.text or "").splitlines() == ["qm set 100 --virtio0 local:100/vm-100-disk-0.qcow2,cache=none,"
-                                              "aio=io_uring,discard=on,detect_zeroes=0"]
+    assert (same.text or "").replace(" \\\n", " ").splitlines() == [
+        "qm set 100 --virtio0 local:100/vm-100-disk-0.qcow2,cache=none,aio=io_uring,discard=on,detect_zeroes=0"]
 
 
 def test_the_proxmox_answer_reattaches_the_volume_where_the_bus_changes(tmp_path: Path) -> None:
@@ -124,7 +124,7 @@ def test_the_proxmox_answer_reattaches_the_volume_where_the_bus_changes(tmp_path
     conf.write_text("scsihw: virtio-scsi-single\nscsi0: local-lvm:vm-100-disk-0,iothread=1,size=32G\n")
     cfg = DiskConfig.from_axes({**RAW_FALLOC, "preallocation": "off"}, "lvm")
     pm = snippets_for(cfg, current=parse_current(str(conf))).by_tool("proxmox")
-    assert (pm.text or "").splitlines() == [
+    assert (pm.text or "").replace(" \\\n", " ").splitlines() == [
         "qm set 100 --delete scsi0",
         "qm set 100 --virtio0 local-lvm:vm-100-disk-0,cache=none,aio=io_uring,discard=ignore,detect_zeroes=0"]
     assert "becomes unused0, not deleted" in pm.note

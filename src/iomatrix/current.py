@@ -384,8 +384,8 @@ def _qemu_device_axes(device: Device, devices: list[Device]) -> dict[str, str]:
 
 
 def from_qemu(text: str) -> CurrentConfig:
-    try:
-        tokens = shlex.split(text)
+    try:  # (a command pasted over several lines: a backslash at a line's end continues it, as in a shell)
+        tokens = shlex.split(text.replace("\\\n", ""))
     except ValueError as e:  # shlex: "No closing quotation", "No escaped character"
         raise UserError(f"--current: cannot split the QEMU options as a shell would ({str(e).lower()})",
                         hint="close the quote, or quote the whole value once: --current '-drive file=…,cache=none'"

@@ -405,9 +405,51 @@ def qemu_argv(cfg: DiskConfig, path: str | None = None, node: str = "disk0") -> 
     return [*blockdev, *device_args(spec, node=node, serial="disk0", report_errors=False)]
 
 
+# The widest line of a shell snippet (a terminal of 100 columns, a page's code block).
+SNIPPET_WIDTH = 100
+CONTINUATION = " \\\n"  # ' \' and a newline: the command goes on on the next line
+
+
+def shell_word(lead: str, value: str, width: int = SNIPPET_WIDTH) -> str:
+    """`lead` then `value` as one shell word, continued at its commas over lines of at most `width` columns (a
+    backslash at each line's end; the word resumes at the next line's start, so it stays one word in sh and bash,
+    each part quoted where it needs quoting). Room is kept for a trailing ' \\' on the last line."""
+    one = lead + shlex.quote(value)
+    if len(one) <= width - 2:
+        return one
+    pieces = re.findall(r"[^,]*,|[^,]+$", value)
+    chunks: list[str] = []
+    cur, room = "", width - 2 - len(lead)
+    for piece in pieces:
+        if cur and len(shlex.quote(cur + piece)) > room:
+            chunks.append(cur)
+            cur, room = piece, width - 2
+        else:
+            cur += piece
+    chunks.append(cur)
+    return lead + "\\\n".join(shlex.quote(c) for c in chunks)
+
+
+def shell_command(words: list[str], width: int = SNIPPET_WIDTH) -> str:
+    """`words` as one shell command (each quoted where it needs it): on one line where it fits in `width`, else
+    continued before the word that would not fit (a long word itself continued at its commas, `shell_word`)."""
+    one = shlex.join(words)
+    if len(one) <= width:
+        return one
+    done, line = "", ""
+    for word in words:
+        if line and len(line) + 1 + len(shlex.quote(word)) > width - 2:
+            done += line + CONTINUATION
+            line = ""
+        text = shell_word(line + " " if line else "", word, width)
+        head, sep, line = text.rpartition("\n")  # a word continued over lines goes on on its last one
+        done += head + sep
+    return done + line
+
+
 def qemu_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
     argv = qemu_argv(cfg, path)
-    pairs = [f"{argv[i]} {shlex.quote(argv[i + 1])}" for i in range(0, len(argv), 2)]
+    pairs = [shell_word(f"{argv[i]} ", argv[i + 1]) for i in range(0, len(argv), 2)]
     note = "append to your qemu-system-x86_64 command line"
     if cfg.more.get("queues", QUEUES_AUTO) != QUEUES_AUTO:
         note += f" (with -smp {cfg.more['queues']} or more: the guest uses a queue per vCPU)"
@@ -421,7 +463,7 @@ def qemu_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
     qopts = _disk_spec(cfg, path).qemu_options()
     spelled = {k.replace("-", "_"): v for k, v in (*qopts.format_node, *qopts.file_node, *qopts.file_protocol)}
     return Snippet("qemu", "QEMU command line (-blockdev/-device, the graph iomatrix measured)",
-                   " \\\n".join(pairs), "; ".join(filter(None, (note, measured_note(measured_defaults("qemu",
+                   CONTINUATION.join(pairs), "; ".join(filter(None, (note, measured_note(measured_defaults("qemu",
                                                                                                        spelled))))))
 
 
@@ -488,7 +530,8 @@ def proxmox_snippet(cfg: DiskConfig, vmid: str = "VMID", storage: str = "STORAGE
     cmd = f"qm set {vmid}"
     if cfg.bus in PROXMOX_SCSIHW:
         cmd += f" --scsihw {PROXMOX_SCSIHW[cfg.bus]}"  # the controller measured; Proxmox's default may be LSI
-    cmd += f" --{dict(opts)[PROXMOX_DISK_KEY]}0 {proxmox_drive_value(cfg, storage, size_gib)}"
+    cmd = shell_command([*cmd.split(), f"--{dict(opts)[PROXMOX_DISK_KEY]}0", proxmox_drive_value(cfg, storage,
+                                                                                                 size_gib)])
     measured = dict(measured_defaults("proxmox", dict(_proxmox_drive_options(opts))))
     notes = ["STORAGE:SIZE allocates a new volume of SIZE GiB; use an existing volume id to reconfigure a disk"]
     if "detect_zeroes" in measured:
@@ -522,21 +565,21 @@ def virt_install_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
     if cfg.bus == Bus.VIRTIO_SCSI_SINGLE:  # the disk's own controller (virt-install's address.* keys)
         keys += [("address.type", "drive"), ("address.controller", SINGLE_CONTROLLER_INDEX), ("address.bus", "0"),
                  ("address.target", "0"), ("address.unit", "0")]
-    text = "--disk " + shlex.quote(",".join(f"{k}={v}" for k, v in keys))
+    lines = [shell_word("--disk ", ",".join(f"{k}={v}" for k, v in keys))]
     if cfg.bus in SCSI_CONTROLLER_BUSES:
         index = [("index", SINGLE_CONTROLLER_INDEX)] if cfg.bus == Bus.VIRTIO_SCSI_SINGLE else []
         controller = [("type", "scsi"), *index, ("model", "virtio-scsi"), *on_controller]
-        text = "--controller " + ",".join(f"{k}={v}" for k, v in controller) + " " + text
+        lines.insert(0, shell_word("--controller ", ",".join(f"{k}={v}" for k, v in controller)))
     if _uses_iothread(cfg):
-        text = f"--iothreads {LIBVIRT_IOTHREAD_ID} " + text
+        lines.insert(0, f"--iothreads {LIBVIRT_IOTHREAD_ID}")
     notes = ["uses an existing image: create it first with the qemu-img line", *axis_notes]
     if cfg.bus == Bus.VIRTIO_SCSI_SINGLE:
         notes.append("virtio-scsi-single: give each further disk its own --controller (index=1, 2, …) and its "
                      "address.controller")
     if cfg.modifier == Modifier.EATMYDATA:
-        text += f" --xml ./devices/emulator={EATMYDATA_WRAPPER}"  # virt-install's XPath edit of the domain XML
+        lines.append(f"--xml ./devices/emulator={EATMYDATA_WRAPPER}")  # virt-install's XPath edit of the domain XML
         notes.append(EATMYDATA_NOTE)
-    return Snippet("virt-install", title, text, "; ".join(notes))
+    return Snippet("virt-install", title, CONTINUATION.join(lines), "; ".join(notes))
 
 
 def nova_snippet(cfg: DiskConfig) -> Snippet:
@@ -568,7 +611,7 @@ def qemu_img_snippet(cfg: DiskConfig, path: str | None = None, size_gib: int = D
     if opts:
         argv += ["-o", ",".join(opts)]
     argv += [target, f"{size_gib}G"]
-    return Snippet("qemu-img", title, shlex.join(argv))
+    return Snippet("qemu-img", title, shell_command(argv))
 
 
 # --------------------------------------------------------------------------- a disk the user already has
@@ -635,7 +678,7 @@ def _convert_snippet(cfg: DiskConfig, current: CurrentConfig, old: str, block: b
             "runs well from the new one (it needs room for a second copy)")
     if block:
         note += f"; create the volume {new} first, as large as the old one (e.g. lvcreate), -n writes into it"
-    return Snippet("qemu-img", title, shlex.join(argv), note), new
+    return Snippet("qemu-img", title, shell_command(argv), note), new
 
 
 def _existing_note(what: str, image: str, converted: bool) -> str:
@@ -671,7 +714,7 @@ def _proxmox_existing_snippet(cfg: DiskConfig, current: CurrentConfig) -> Snippe
     cmd = f"qm set {vmid}"
     if cfg.bus in PROXMOX_SCSIHW:
         cmd += f" --scsihw {PROXMOX_SCSIHW[cfg.bus]}"
-    lines.append(cmd + f" --{key} " + ",".join([volume, *(f"{k}={v}" for k, v in drive)]))
+    lines.append(shell_command([*cmd.split(), f"--{key}", ",".join([volume, *(f"{k}={v}" for k, v in drive)])]))
     cur_format = current.axes.get("format")
     if cur_format != cfg.format and not disk.block:
         storage = volume.split(":", 1)[0] if ":" in volume else "STORAGE"
