@@ -21,12 +21,14 @@ nothing else lists axes. Adding an axis is adding one :class:`Axis` to :data:`RE
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from iomatrix import domain
 from iomatrix.domain import NA, SafetyLevel
+from iomatrix.plugins import PluginError, load_entry_points
 
 
 def onoff(flag: bool) -> str:
@@ -830,8 +832,46 @@ def _checked_registry(entries: Collection[Axis]) -> dict[str, Axis]:
     return registry
 
 
-REGISTRY: dict[str, Axis] = _checked_registry((TIER, FORMAT, PREALLOCATION, CACHE, AIO, BUS, BACKING, MODIFIER,
-                                               *IMAGE_AXES, IOTHREAD, QUEUES))
+BUILT_IN: tuple[Axis, ...] = (TIER, FORMAT, PREALLOCATION, CACHE, AIO, BUS, BACKING, MODIFIER, *IMAGE_AXES, IOTHREAD,
+                              QUEUES)
+REGISTRY: dict[str, Axis] = _checked_registry(BUILT_IN)
+# The entry-point group through which an installed package adds axes (iomatrix.plugins).
+ENTRY_POINT_GROUP = "iomatrix.axes"
+# Why an installed package's axis was refused (a name taken, a QEMU option another axis sets), one line each:
+# shown by `iomatrix plan`; the axis is not registered.
+REFUSED: list[str] = []
+
+
+def _installed_axes(loaded: list[object]) -> list[Axis]:
+    out: list[Axis] = []
+    for obj in loaded:
+        for axis in (obj,) if isinstance(obj, Axis) else tuple(obj):  # type: ignore[call-overload]
+            if not isinstance(axis, Axis):
+                raise TypeError(f"{ENTRY_POINT_GROUP}: {axis!r} is not an iomatrix.domain.axes.Axis")
+            out.append(axis)
+    return out
+
+
+def register_installed() -> list[str]:
+    """Register the axes installed packages offer (entry-point group ``iomatrix.axes``), each checked as
+    `register` checks one; returns (and keeps in REFUSED) why any was refused, one line each."""
+    refused: list[str] = []
+    try:
+        found = _installed_axes(load_entry_points(ENTRY_POINT_GROUP))
+    except (PluginError, TypeError) as e:
+        refused.append(str(e))
+        found = []
+    for axis in found:
+        if REGISTRY.get(axis.name) is axis:
+            continue
+        try:
+            register(axis)
+        except ValueError as e:
+            refused.append(f"{ENTRY_POINT_GROUP}: {e}")
+    REFUSED.extend(refused)
+    for line in refused:  # (at import: no command has its console yet; one line each, never a traceback)
+        print(f"iomatrix: an installed axis was refused: {line}", file=sys.stderr)
+    return refused
 
 
 def axes() -> tuple[Axis, ...]:
@@ -999,3 +1039,5 @@ def tool_options(values: Mapping[str, str], tool: str, skip_keys: Collection[str
             unavailable.append(t.unavailable)
     return options, notes_, unavailable
 
+
+register_installed()
