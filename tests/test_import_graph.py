@@ -62,8 +62,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("iomatrix.runner", "iomatrix.plan.model"): "runner, being split",
     ("iomatrix.scheduler", "iomatrix.stats"): "scheduler ↔ stats",
     ("iomatrix.scheduler", "iomatrix.stats.racing"): "scheduler ↔ stats",
-    ("iomatrix.snippets", "iomatrix.qemu_block"): "the QEMU disk builder, being reshaped",
-    ("iomatrix.snippets", "iomatrix.guest.cmdline"): "the QEMU disk builder, being reshaped",
     ("iomatrix.stats.blocked", "iomatrix.stats.compare"): "statistics",
     ("iomatrix.stats.decision", "iomatrix.risk"): "statistics",
     ("iomatrix.stats.decision", "iomatrix.domain.axes"): "statistics",

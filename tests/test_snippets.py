@@ -201,7 +201,8 @@ def test_every_proxmox_snippet_matches_the_documented_format() -> None:
                 assert s.text is None and "not available" in s.note
                 continue
             assert s.text is not None
-            m = re.search(r"--(\w+) (\S+)$", s.text.splitlines()[0])
+            # (its first command, a line continued with a backslash read as one)
+            m = re.search(r"--(\w+) (\S+)$", s.text.replace(" \\\n", " ").splitlines()[0])
             assert m, s.text
             parsed = parse_pve_disk(m.group(1), m.group(2))
             assert parsed["cache"] == cfg.cache and parsed["aio"] == cfg.aio

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import shlex
 import subprocess
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from iomatrix.errors import UserError
 from iomatrix.snippets import DiskConfig, minimal_domain_xml, qemu_argv, snippets_for
 from tests.conftest import needs
 from tests.test_snippets import _create_image, _qemu_accepts, _validate
+from tests.test_snippets_wrapped import shell_words
 
 VIRTIO = ("virtio-blk", "virtio-scsi", "virtio-scsi-single")
 BASE = {"format": "qcow2", "preallocation": "off", "cache": "none", "aio": "native"}
@@ -166,8 +166,8 @@ PVE_DEVICE_OPTIONS = {"scsi": {"iothread", "queues"}, "virtio": {"iothread"}, "i
 
 
 def _qm_set(text: str) -> dict[str, str]:
-    """`qm set VMID --key value …` (its first line) → {key: value}."""
-    words = shlex.split(text.splitlines()[0])
+    """`qm set VMID --key value …` (its first command) → {key: value}."""
+    words = shell_words(re.split(r"(?<!\\)\n", text, maxsplit=1)[0])  # its first command (continued lines and all)
     assert words[:2] == ["qm", "set"] and words[2] == "VMID"
     return {words[i].removeprefix("--"): words[i + 1] for i in range(3, len(words), 2)}
 
@@ -222,7 +222,7 @@ def test_virt_install_builds_the_same_cell(cell: dict[str, str], tmp_path: Path)
     text = snippets_for(_cfg(cell), str(image)).by_tool("virt-install").text or ""
     argv = ["virt-install", "--connect", "test:///default", "--print-xml", "--dry-run", "--name", "iomatrix-snippet",
             "--memory", "64", "--osinfo", "detect=off,name=linux2022", "--import", "--network", "none",
-            "--graphics", "none", *shlex.split(text)]
+            "--graphics", "none", *shell_words(text)]
     res = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, f"{res.stderr}\n{argv}"
     xml = tmp_path / "vm.xml"

@@ -6,9 +6,13 @@ metadata, as pyperf's hooks and asv's plugins do::
     [project.entry-points."iomatrix.tiers"]
     mytier = "mypackage.tier:MyTierDeclaration"
 
-The registry of each kind calls :func:`load_entry_points` once, when it is first asked, and checks what it gets.
-A name given as ``"module:attribute"`` elsewhere (a tier declaration naming its implementation) is loaded by
-:func:`load_object`: only then is that module imported.
+    [project.entry-points."iomatrix.axes"]
+    locking = "mypackage.axes:LOCKING"
+
+The registry of each kind calls :func:`load_entry_points` once, when it is first asked, and checks what it gets
+(``iomatrix.axes``: an :class:`iomatrix.domain.axes.Axis` or an iterable of them; see docs/design.md). A name given
+as ``"module:attribute"`` elsewhere (a tier declaration naming its implementation) is loaded by :func:`load_object`:
+only then is that module imported.
 """
 
 from __future__ import annotations
@@ -17,22 +21,26 @@ import importlib
 from typing import Any
 
 
+class PluginError(ImportError):
+    """An entry point that cannot be loaded: the message names it and the package that declares it."""
+
+
 def load_entry_points(group: str) -> list[tuple[str, Any]]:
     """(entry point name, loaded object) for every installed entry point of `group`, sorted by name (the
     order does not depend on the order packages were installed in). A package whose object cannot be imported
-    is reported in one line naming it, not as a traceback."""
+    is reported by a PluginError naming it, not as a traceback."""
     # Imported here, not at the top: importlib.metadata costs ~0.05-0.09 s, and only a registry's first use
     # needs it (never `iomatrix --help`).
     from importlib.metadata import entry_points
 
     found = []
-    for ep in sorted(entry_points(group=group), key=lambda e: e.name):
+    for ep in sorted(entry_points(group=group), key=lambda e: (e.name, e.value)):
         try:
             found.append((ep.name, ep.load()))
-        except (ImportError, AttributeError) as err:
+        except Exception as err:  # an installed package's import error: named, with where it comes from
             dist = ep.dist.name if ep.dist is not None else "an installed package"
-            raise ImportError(f"entry point {group}:{ep.name} = {ep.value} (from {dist}) cannot be loaded: {err}; "
-                              "reinstall or uninstall that package") from None
+            raise PluginError(f"entry point {group}:{ep.name} = {ep.value} (from {dist}) cannot be loaded: "
+                              f"{type(err).__name__}: {err}; reinstall or uninstall that package") from None
     return found
 
 

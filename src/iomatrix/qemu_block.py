@@ -1,8 +1,13 @@
-"""QEMU's block graph for the disk under test, shared by every tier that runs QEMU's block layer.
+"""The QEMU disk builder: the disk under test as QEMU options, shared by every tier that runs QEMU and by the
+snippets a user pastes.
 
-The guest tier passes it to ``qemu-system-x86_64 -blockdev``; the block-layer tier passes the very same
-string to ``qemu-storage-daemon --blockdev``. One function builds it from the domain model, so a cell means
-the same QEMU configuration in both tiers.
+One module builds all of it from the axis registry's QEMU options (`iomatrix.domain.axes.qemu_options`): the
+format and protocol nodes (``-blockdev``, also over an NBD client node for the durability tier), the block
+export's options (qemu-storage-daemon ``--export``), the guest's ``-device`` on its bus with the bus's controller,
+and the IOThreads they refer to (``-object``). The guest tier passes the graph to ``qemu-system-x86_64
+-blockdev``; the block-layer tier passes the very same string to ``qemu-storage-daemon --blockdev``; the
+snippets print the guest's arguments as the user's VM would take them. So a cell means the same QEMU
+configuration everywhere.
 
 A cache mode is three switches (see :mod:`iomatrix.domain`). Two of them, ``cache.direct`` and
 ``cache.no-flush``, are node options and live here. The third, the write cache, belongs to whoever sits on
@@ -12,60 +17,95 @@ block export (``--export …,writethrough=``); both end in QEMU's ``blk_set_enab
 
 from __future__ import annotations
 
+import json
 import os
 import stat
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from iomatrix import domain
-from iomatrix.domain import CACHE, NA, NULL_BACKING, Aio, Bus, CacheMode, axes
+from iomatrix.domain import BUS, CACHE, NA, NULL_BACKING, SCSI_CONTROLLER_BUSES, Aio, Bus, CacheMode, axes
 from iomatrix.errors import UserError
 from iomatrix.fio.parse import ENOSPC_HINT
 
+# The serial of the guest's disk under test, which the guest's init finds it by (guest/init.sh IOMX_DISK_SERIAL).
+DISK_SERIAL = "iomx-test"
 # The null-co ceiling is a disk "format" of its own: no image, no backing.
 NULL_FORMAT = "null"
 
 
-@dataclass
 class DiskSpec:
-    """The disk under test. `target` is an image file or block device; None (format "null") is the
-    null-co ceiling: no storage at all, reads return zeroes. `bus` matters to the guest tier only.
+    """The disk under test: a view over one axis → value mapping (`values`, the cell's values of the axes that
+    set something on QEMU's disk), with what the cell does not hold: the `target` (an image file or block device;
+    None with format "null", the null-co ceiling: no storage at all, reads return zeroes) and sizes.
 
-    Every QEMU tier builds it from its cell with :meth:`for_cell`; the builders below (and the guest's
-    ``-device``, the block export, the image creation) take each axis's QEMU options from the axis registry."""
+    Every QEMU tier builds it from its cell with :meth:`for_cell`; the builders below take each axis's QEMU
+    options from the axis registry. The keyword form (``format=``, ``cache=``, ``aio=``, ``bus=``, ``more=``)
+    fills the same mapping."""
 
-    target: str | None
-    format: str = "qcow2"  # a domain.Format value, or NULL_FORMAT
-    cache: CacheMode = CacheMode.NONE
-    aio: Aio = Aio.THREADS
-    bus: Bus = Bus.VIRTIO_BLK
-    null_size_bytes: int = 1 << 30  # size of the null-co disk
-    # The cell's values of the registry's later axes (those not named above), axis → value.
-    more: Mapping[str, str] = field(default_factory=dict)
-    # The image's virtual size, for options sized by it (l2_cache=whole-image); None where not known.
-    image_size_bytes: int | None = None
+    def __init__(self, target: str | None, format: str = "qcow2", cache: str = CacheMode.NONE,
+                 aio: str = Aio.THREADS, bus: str = Bus.VIRTIO_BLK, null_size_bytes: int = 1 << 30,
+                 more: Mapping[str, str] | None = None, image_size_bytes: int | None = None, *,
+                 values: Mapping[str, str] | None = None) -> None:
+        self.target = target
+        if values is None:
+            values = {"format": str(format), "cache": str(cache), "aio": str(aio), "bus": str(bus), **(more or {})}
+        self.values: dict[str, str] = dict(values)
+        self.null_size_bytes = null_size_bytes  # size of the null-co disk
+        # The image's virtual size, for options sized by it (l2_cache=whole-image); None where not known.
+        self.image_size_bytes = image_size_bytes
+
+    def __repr__(self) -> str:
+        return f"DiskSpec({self.target!r}, values={self.values!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DiskSpec) and (self.target, self.values, self.null_size_bytes,
+                                                 self.image_size_bytes) == (other.target, other.values,
+                                                                            other.null_size_bytes,
+                                                                            other.image_size_bytes)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass it replaces
+
+    @property
+    def format(self) -> str:
+        """A domain.Format value, or NULL_FORMAT."""
+        return self.values["format"]
+
+    @property
+    def cache(self) -> str:
+        return self.values["cache"]
+
+    @property
+    def aio(self) -> str:
+        return self.values["aio"]
+
+    @property
+    def bus(self) -> str:
+        return self.values.get("bus", Bus.VIRTIO_BLK.value)
+
+    @property
+    def more(self) -> dict[str, str]:
+        """The values of the registry's later axes (those a cell names only away from their default)."""
+        return {a: v for a, v in self.values.items() if not axes.get(a).always_named}
 
     @classmethod
     def for_cell(cls, cell: Mapping[str, str], target: str | Path | None, size_bytes: int | None = None) -> DiskSpec:
         """The disk of a cell on `target` (None for the null ceiling, which keeps only the bus: no format, host
         cache or backing, what is left is QEMU's block layer and the device or export). `size_bytes` is the
         disk's virtual size: the image's (created by the tier at that size), or the null-co disk's."""
-        bus = Bus(cell["bus"]) if cell.get("bus", NA) != NA else Bus.VIRTIO_BLK
+        bus = cell["bus"] if cell.get("bus", NA) != NA else Bus.VIRTIO_BLK.value
         if cell.get("backing") == NULL_BACKING:
             return cls(target=None, format=NULL_FORMAT, cache=CacheMode.WRITEBACK, aio=Aio.THREADS, bus=bus,
                        null_size_bytes=size_bytes or 1 << 30)
-        more = {a: v for a, v in cell.items() if not axes.get(a).always_named and v != NA}
-        return cls(target=None if target is None else str(target), format=cell["format"],
-                   cache=CacheMode(cell["cache"]), aio=Aio(cell["aio"]), bus=bus, more=more,
-                   image_size_bytes=size_bytes)
+        values = {"format": cell["format"], "cache": cell["cache"], "aio": cell["aio"], "bus": bus,
+                  **{a: v for a, v in cell.items() if not axes.get(a).always_named and v != NA}}
+        return cls(target=None if target is None else str(target), values=values, image_size_bytes=size_bytes)
 
     def axis_values(self) -> dict[str, str]:
         """The disk's values of every axis that sets something on QEMU's disk."""
         if self.format == NULL_FORMAT:
             return {}
-        return {"format": self.format, "cache": str(self.cache), "aio": str(self.aio), "bus": str(self.bus),
-                **self.more}
+        return dict(self.values)
 
     def qemu_options(self) -> axes.QemuOptions:
         return axes.qemu_options(self.axis_values(), axes.DiskContext(self.image_size_bytes))
@@ -206,3 +246,127 @@ def export_options(disk: DiskSpec) -> str:
     if disk.format == NULL_FORMAT:
         return f",writethrough={onoff(not write_cache(disk.cache))}"
     return _opts(disk.qemu_options().export)
+
+
+def guest_cpus(disks: Iterable[DiskSpec]) -> int:
+    """The guest's vCPUs: one per virtqueue of the disk with the most (the `queues` axis: blk-mq maps a queue
+    to a CPU, so queues beyond the vCPUs go unused), else one."""
+    queues = [int(q) for d in disks if (q := d.values.get("queues", "")).isdigit()]
+    return max([1, *queues])
+
+
+# --------------------------------------------------------------------------- disk devices
+
+
+def _device_name(bus: Bus, machine: str) -> str:
+    name = BUS[bus].qemu_device
+    if machine == "microvm" and name.endswith("-pci"):
+        return name[: -len("-pci")] + "-device"  # virtio-blk-device, virtio-scsi-device: the MMIO transport
+    return name
+
+
+# Integer properties, for the JSON syntax of -device (its values are typed; key=value's are strings).
+_JSON_INTS = frozenset({"num-queues", "num_queues", "unit"})
+
+Props = list[tuple[str, object]]
+
+
+def _scsi_controller_name(machine: str) -> str:
+    return "virtio-scsi-device" if machine == "microvm" else "virtio-scsi-pci"
+
+
+def _device_arg(driver: str, props: Props) -> str:
+    """One -device value: key=value syntax, or JSON where a value is a list (iothread-vq-mapping), which only
+    QEMU's JSON syntax can express."""
+    if any(not isinstance(v, str) for _, v in props):
+        return json.dumps({"driver": driver, **{k: int(v) if k in _JSON_INTS and isinstance(v, str) else v
+                                                for k, v in props}}, separators=(",", ":"))
+    return driver + "".join(f",{k}={qemu_opt(str(v))}" for k, v in props)
+
+
+def _frontend(disk: DiskSpec, scope: str, on_controller: bool) -> tuple[list[str], Props, Props]:
+    """(-object args, -device options, controller options) the disk's axes set, their object ids scoped by
+    `scope` (a disk's node, or its shared controller's id). `on_controller`: the bus is virtio-scsi, whose
+    IOThread and virtqueues are the controller's. An iothread-vq-mapping gets one IOThread per virtqueue."""
+    pairs = list(device_option_pairs(disk))
+    objects = () if disk.format == NULL_FORMAT else disk.qemu_options().objects
+    mapped = {v for k, v in pairs if k == "iothread-vq-mapping"}
+    per_queue = guest_cpus([disk])
+    args: list[str] = []
+    scoped: dict[str, object] = {}
+    for qom_type, oid in objects:
+        ids = [f"{oid}{i}-{scope}" for i in range(per_queue)] if oid in mapped else [f"{oid}-{scope}"]
+        for one in ids:
+            args += ["-object", f"{qom_type},id={one}"]
+        scoped[oid] = [{"iothread": one} for one in ids] if oid in mapped else ids[0]
+    device: Props = []
+    controller: Props = []
+    # An option whose value is one of the disk's object ids refers to that object (iothread=iothread).
+    refs = {k for k, v in pairs if v in scoped}
+    to_controller = axes.controller_keys() if on_controller else {}
+    for k, v in pairs:
+        value = scoped[v] if k in refs else v
+        if k in to_controller:
+            controller.append((to_controller[k], value))
+        else:
+            device.append((k, value))
+    return args, device, controller
+
+
+def controller_args(bus: Bus | str, machine: str = "pc", disk: DiskSpec | None = None) -> list[str]:
+    """The controller the bus's disks share (none for virtio-blk, NVMe, the pc's built-in IDE and
+    virtio-scsi-single, whose controllers are per disk: `disk_device_args`), with the IOThread and virtqueues
+    `disk`'s axes give it (the disks of one boot share a cell)."""
+    bus = Bus(bus)
+    if bus == Bus.VIRTIO_SCSI:
+        objects, ctrl = [], []
+        if disk is not None:
+            objects, _, ctrl = _frontend(disk, "scsi0", on_controller=True)
+        return [*objects, "-device", _device_arg(_scsi_controller_name(machine), [("id", "scsi0"), *ctrl])]
+    if bus == Bus.SATA:
+        return ["-device", "ahci,id=ahci0"]
+    return []
+
+
+def disk_device_args(disk: DiskSpec, node: str, serial: str, index: int = 0, machine: str = "pc",
+                     report_errors: bool = True) -> list[str]:
+    """`-device` for the `index`-th (0-based) disk on the disk's bus, after `controller_args` (with, for
+    virtio-scsi-single, the disk's own controller, and the IOThreads the disk's device refers to)."""
+    bus = Bus(disk.bus)
+    objects, device, ctrl = _frontend(disk, node, on_controller=bus in SCSI_CONTROLLER_BUSES)
+    own: list[str] = []
+    on_bus: Props = {Bus.VIRTIO_SCSI: [("bus", "scsi0.0")],
+                     Bus.VIRTIO_SCSI_SINGLE: [("bus", f"scsi-{node}.0")],
+                     Bus.IDE: [("bus", f"ide.{index // 2}"), ("unit", str(index % 2))],
+                     Bus.SATA: [("bus", f"ahci0.{index}")]}.get(bus, [])
+    if bus == Bus.VIRTIO_SCSI:
+        objects = []  # the shared controller's IOThreads come with it (controller_args)
+    elif bus == Bus.VIRTIO_SCSI_SINGLE:
+        own = ["-device", _device_arg(_scsi_controller_name(machine), [("id", f"scsi-{node}"), *ctrl])]
+    policy: Props = [("werror", "report"), ("rerror", "report")] if report_errors and BUS[bus].error_policy else []
+    props: Props = [("drive", node), *on_bus, ("serial", serial), *device, *policy]
+    return [*objects, *own, "-device", _device_arg(_device_name(bus, machine), props)]
+
+
+def device_args(disk: DiskSpec, node: str = "d0", serial: str = DISK_SERIAL, report_errors: bool = True,
+                machine: str = "pc") -> list[str]:
+    """`-device` options attaching `node` on the disk's bus, with write-cache from the cache mode.
+
+    `report_errors`: werror=report,rerror=report, so an I/O error (ENOSPC on the host) fails the guest's
+    request instead of pausing the VM (QEMU's default werror=enospc), which would leave the run to time out
+    with no reason given.
+    """
+    return [*controller_args(disk.bus, machine, disk),
+            *disk_device_args(disk, node, serial, 0, machine, report_errors)]
+
+
+def disk_args(disk: DiskSpec, node: str = "d0", serial: str = DISK_SERIAL, index: int = 0, machine: str = "pc",
+              controller: bool = True) -> list[str]:
+    """One disk under test on the command line: its `-blockdev` graph, then its `-device` on the bus.
+
+    `controller`: the bus's controller goes between the two (a one-disk boot). A multi-disk boot puts the
+    controller up front once (`controller_args`) and passes each disk's 0-based `index` on the bus instead.
+    """
+    device = (device_args(disk, node, serial, machine=machine) if controller
+              else disk_device_args(disk, node, serial, index, machine))
+    return [*blockdev_args(disk, node), *device]

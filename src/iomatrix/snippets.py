@@ -6,7 +6,7 @@ between them are the registry's; an axis added to the registry reaches every sni
 What stays here is each tool's own structure: where an option goes (libvirt's <driver> or <target>, Proxmox's
 drive or storage, Nova's nova.conf or image properties), the virtio-scsi controller, the eatmydata wrapper
 and the measured discard/detect-zeroes defaults. The QEMU arguments are the very `-blockdev`/`-device` graph the
-guest tier measures (`iomatrix.qemu_block.blockdev_args`, `iomatrix.guest.cmdline.device_args`), so what is
+guest tier measures (`iomatrix.qemu_block.blockdev_args` and `device_args`, the one QEMU disk builder), so what is
 pasted is what was measured. Where a tool cannot express a configuration (Proxmox has no NVMe disk bus, Nova
 cannot use qed images) the snippet says so in one line instead of printing something that would not work.
 """
@@ -17,16 +17,18 @@ import re
 import shlex
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from iomatrix.current import CurrentConfig
 from iomatrix.domain import (
     BLOCK_BACKINGS,
     LIBVIRT_DEV,
     MEASURED_DETECT_ZEROES,
     MEASURED_DISCARD,
     NA,
+    SCSI_CONTROLLER_BUSES,
     Aio,
     BackingKind,
     Bus,
@@ -45,9 +47,7 @@ from iomatrix.domain.axes import (
     RuleContext,
 )
 from iomatrix.errors import UserError
-
-if TYPE_CHECKING:
-    from iomatrix.qemu_block import DiskSpec
+from iomatrix.qemu_block import DiskSpec, blockdev_args, device_args
 
 DEFAULT_SIZE_GIB = 32
 
@@ -80,11 +80,6 @@ NOVA_IMAGE_PROPERTY_PREFIX = "hw_"
 NOVA_IMAGE_FILE_KEYS = ("images_type", "preallocate_images")
 NOVA_CACHE_KEY = "disk_cachemodes"  # a list of SOURCE=MODE: the source (file, block) is the snippet's backing
 
-# The device axes whose options belong to a virtio-scsi controller rather than to its disks: the controller's
-# virtqueues and IOThread serve every disk on it (guest.cmdline moves the same options onto the controller of
-# the measured command line). libvirt writes them on <controller><driver>, virt-install as --controller keys.
-CONTROLLER_AXES = ("iothread", "queues")
-SCSI_BUSES = (Bus.VIRTIO_SCSI, Bus.VIRTIO_SCSI_SINGLE)
 # The libvirt <controller> the shared virtio-scsi bus has always been written with (pinned snippets).
 LIBVIRT_SHARED_SCSI_CONTROLLER = "<controller type='scsi' model='virtio-scsi'/>"
 # virtio-scsi-single: the disk's own controller, which the disk's drive address names. One index for the snippet's
@@ -108,32 +103,97 @@ def measured_note(written: list[tuple[str, str]]) -> str:
     return DISCARD_NOTE if len(keys) == len(MEASURED_NOTES) else "; ".join(MEASURED_NOTES[k] for k in keys)
 
 
-@dataclass(frozen=True)
+# The axes a DiskConfig's positional form names (the first release's, in this order); the view holds every axis
+# in one mapping all the same.
+_POSITIONAL_AXES = ("format", "preallocation", "cache", "aio", "bus")
+
+
 class DiskConfig:
-    """One VM disk configuration: a value of every axis of the registry (the first release's typed, later ones
-    in `more`), and what the image lives on."""
+    """One VM disk configuration: a view over one axis → value mapping (`values`: a value of every axis of the
+    registry but tier and backing), and what the image lives on (`backing`: a file or a block device).
 
-    format: Format
-    preallocation: Preallocation
-    cache: CacheMode
-    aio: Aio
-    bus: Bus
-    backing: BackingKind = BackingKind.FILE
-    assumed: tuple[str, ...] = ()  # axes the source did not give: they take the axis's default
-    modifier: Modifier = Modifier.NONE  # a host wrapper around QEMU (eatmydata)
-    # The registry's later axes, axis → value: they reach every snippet through the axis's spellings.
-    more: Mapping[str, str] = field(default_factory=dict, hash=False)
+    Its typed attributes (``format``, ``cache``, …) read the mapping; `more` is the later axes' part of it. The
+    positional form ``DiskConfig(format, preallocation, cache, aio, bus, backing, assumed, modifier, more)`` fills
+    the same mapping. Immutable and hashable."""
 
-    def __post_init__(self) -> None:
-        for name, value in self.more.items():
-            if name not in axes.REGISTRY or name in _TYPED_AXES:
-                raise UserError(f"no axis {name!r} beyond {', '.join(_TYPED_AXES)}",
+    __slots__ = ("_values", "assumed", "backing")
+
+    def __init__(self, format: str | None = None, preallocation: str | None = None,
+                 cache: str | None = None, aio: str | None = None, bus: str | None = None,
+                 backing: BackingKind = BackingKind.FILE, assumed: tuple[str, ...] = (),
+                 modifier: str = Modifier.NONE, more: Mapping[str, str] | None = None, *,
+                 values: Mapping[str, str] | None = None) -> None:
+        if values is None:
+            positional = dict(zip(_POSITIONAL_AXES, (format, preallocation, cache, aio, bus), strict=True))
+            if None in positional.values():
+                raise TypeError(f"DiskConfig needs {', '.join(_POSITIONAL_AXES)} (or values=)")
+            for name in more or {}:
+                if name not in axes.REGISTRY or axes.get(name).always_named:
+                    raise UserError(f"no axis {name!r} beyond {', '.join(_TYPED_AXES)}",
+                                    hint=f"axes: {', '.join(a.name for a in axes.plan_axes())}")
+            values = {**{k: str(v) for k, v in positional.items()}, "modifier": str(modifier), **(more or {})}
+        for name, value in values.items():
+            if name not in axes.REGISTRY or axes.get(name).free_values:
+                raise UserError(f"no axis {name!r} in a disk configuration",
                                 hint=f"axes: {', '.join(a.name for a in axes.plan_axes())}")
             if value not in axes.get(name).values:
                 raise UserError(f"{name}={value} is not a value of {name}", hint=f"use {axes.get(name).choices()}")
+        object.__setattr__(self, "_values", {a.name: values[a.name] for a in axes.plan_axes() if a.name in values})
+        object.__setattr__(self, "backing", BackingKind(backing))
+        object.__setattr__(self, "assumed", tuple(assumed))  # axes the source did not give: the axis's default
         reason = refusal(self.axis_values(), self.backing)
         if reason:
             raise UserError(reason, hint="pick a combination QEMU accepts (see 'iomatrix plan --explain')")
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("a DiskConfig is immutable")
+
+    def _key(self) -> tuple[object, ...]:
+        return tuple(sorted(self._values.items())), self.backing, self.assumed
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DiskConfig) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"DiskConfig(values={self._values!r}, backing={self.backing!s})"
+
+    @property
+    def values(self) -> dict[str, str]:
+        return dict(self._values)
+
+    @property
+    def format(self) -> Format:
+        return Format(self._values["format"])
+
+    @property
+    def preallocation(self) -> Preallocation:
+        return Preallocation(self._values["preallocation"])
+
+    @property
+    def cache(self) -> CacheMode:
+        return CacheMode(self._values["cache"])
+
+    @property
+    def aio(self) -> Aio:
+        return Aio(self._values["aio"])
+
+    @property
+    def bus(self) -> Bus:
+        return Bus(self._values["bus"])
+
+    @property
+    def modifier(self) -> Modifier:
+        return Modifier(self._values.get("modifier", Modifier.NONE))
+
+    @property
+    def more(self) -> dict[str, str]:
+        """The registry's later axes set away from their default (what reaches the snippets beyond the first
+        release's axes)."""
+        return {a: v for a, v in self._values.items()
+                if not axes.get(a).always_named and v != axes.get(a).default}
 
     @classmethod
     def from_axes(cls, cell: Mapping[str, str], backing_type: str | None = None) -> DiskConfig:
@@ -153,15 +213,12 @@ class DiskConfig:
                     assumed.append(axis.name)
             vals[axis.name] = v
         kind = BackingKind.BLOCK if backing_type in BLOCK_BACKINGS else BackingKind.FILE
-        more = {a: vals.pop(a) for a in list(vals) if a not in _TYPED_AXES}
-        # A later axis at its default sets nothing (as in a cell's key): the snippet is the one it was before it.
-        more = {a: v for a, v in more.items() if v != axes.get(a).default}
-        return cls(Format(vals["format"]), Preallocation(vals["preallocation"]), CacheMode(vals["cache"]),
-                   Aio(vals["aio"]), Bus(vals["bus"]), kind, tuple(assumed), Modifier(vals["modifier"]), more)
+        return cls(values=vals, backing=kind, assumed=tuple(assumed))
 
     def axis_values(self) -> dict[str, str]:
-        """The configuration's value of every axis of the registry (tier and backing aside)."""
-        return {**{a: str(getattr(self, a)) for a in _TYPED_AXES}, **self.more}
+        """The configuration's value of every axis of the registry (tier and backing aside), later axes only where
+        they are set away from their default (as in a cell's key: the snippet is the one it was before them)."""
+        return {a: v for a, v in self._values.items() if axes.get(a).always_named or a in self.more}
 
     def label(self) -> str:
         """The axes every tool spells are always named; the others (a host wrapper, later axes) only away
@@ -176,8 +233,8 @@ class DiskConfig:
         return f"/var/lib/libvirt/images/vm-disk.{self.format}"
 
 
-# The axes DiskConfig has a typed field for (the first release's); later axes are in DiskConfig.more.
-_TYPED_AXES = tuple(f.name for f in fields(DiskConfig) if f.name in axes.REGISTRY)
+# The axes every configuration names (the first release's); later axes are named only away from their default.
+_TYPED_AXES = tuple(a.name for a in axes.plan_axes() if a.always_named)
 
 
 def refusal(values: Mapping[str, str], backing: BackingKind) -> str | None:
@@ -237,12 +294,13 @@ class SnippetSet:
 
 def controller_options(cfg: DiskConfig, tool: str) -> tuple[Pairs, Pairs]:
     """(the tool's options for the disk, those for its virtio-scsi controller): on a scsi bus the device axes'
-    options (CONTROLLER_AXES) are the controller's; on any other bus everything is the disk's."""
+    options (the registry's Axis.on_controller) are the controller's; on any other bus everything is the disk's."""
     opts = axes.tool_options(cfg.axis_values(), tool)[0]
-    if cfg.bus not in SCSI_BUSES:
+    if cfg.bus not in SCSI_CONTROLLER_BUSES:
         return opts, []
     values = cfg.axis_values()
-    controller_keys = {k for a in CONTROLLER_AXES if a in values for k, _ in axes.tool_options({a: values[a]}, tool)[0]}
+    controller_keys = {k for a in axes.controller_axes() if a in values
+                       for k, _ in axes.tool_options({a: values[a]}, tool)[0]}
     on_controller, on_disk = _partition(opts, controller_keys.__contains__)
     return on_disk, on_controller
 
@@ -257,21 +315,21 @@ def _uses_iothread(cfg: DiskConfig) -> bool:
     return cfg.more.get("iothread", axes.get("iothread").default) != axes.get("iothread").default
 
 
-def libvirt_disk_element(cfg: DiskConfig, path: str | None = None) -> ET.Element:
+def libvirt_disk_element(cfg: DiskConfig, path: str | None = None, dev: str | None = None) -> ET.Element:
     path = path or cfg.default_path()
     target, driver = _partition(controller_options(cfg, "libvirt")[0], LIBVIRT_TARGET_KEYS.__contains__)
     disk = ET.Element("disk", type="block" if cfg.backing == BackingKind.BLOCK else "file", device="disk")
     ET.SubElement(disk, "driver", dict([("name", "qemu"), *driver, *measured_defaults("libvirt", dict(driver))]))
     ET.SubElement(disk, "source", **({"dev": path} if cfg.backing == BackingKind.BLOCK else {"file": path}))
-    ET.SubElement(disk, "target", dict([("dev", LIBVIRT_DEV[cfg.bus]), *target]))
+    ET.SubElement(disk, "target", dict([("dev", dev or LIBVIRT_DEV[cfg.bus]), *target]))
     if cfg.bus == Bus.VIRTIO_SCSI_SINGLE:  # the disk's own controller
         ET.SubElement(disk, "address", type="drive", controller=SINGLE_CONTROLLER_INDEX, bus="0", target="0",
                       unit="0")
     return disk
 
 
-def libvirt_disk_xml(cfg: DiskConfig, path: str | None = None) -> str:
-    el = libvirt_disk_element(cfg, path)
+def libvirt_disk_xml(cfg: DiskConfig, path: str | None = None, dev: str | None = None) -> str:
+    el = libvirt_disk_element(cfg, path, dev)
     ET.indent(el, space="  ")
     return ET.tostring(el, encoding="unicode")
 
@@ -279,7 +337,7 @@ def libvirt_disk_xml(cfg: DiskConfig, path: str | None = None) -> str:
 def libvirt_controller_xml(cfg: DiskConfig) -> str | None:
     """The virtio-scsi <controller> a scsi disk needs (libvirt adds an LSI one otherwise), with the IOThread and
     virtqueues its disks share; None on other buses."""
-    if cfg.bus not in SCSI_BUSES:
+    if cfg.bus not in SCSI_CONTROLLER_BUSES:
         return None
     driver = controller_options(cfg, "libvirt")[1]
     if cfg.bus == Bus.VIRTIO_SCSI and not driver:
@@ -307,12 +365,12 @@ def _libvirt_device_notes(cfg: DiskConfig, driver_on_controller: bool) -> list[s
     return notes
 
 
-def libvirt_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
+def libvirt_snippet(cfg: DiskConfig, path: str | None = None, dev: str | None = None) -> Snippet:
     title = "libvirt domain XML (virsh edit VM: replace the <disk> element)"
     opts, axis_notes, unavailable = axes.tool_options(cfg.axis_values(), "libvirt")
     if unavailable:
         return Snippet("libvirt", title, None, _not_available(unavailable), "xml")
-    devices = [libvirt_disk_xml(cfg, path)]
+    devices = [libvirt_disk_xml(cfg, path, dev)]
     notes = [measured_note(measured_defaults("libvirt", dict(opts)))]
     if (controller := libvirt_controller_xml(cfg)) is not None:
         devices.insert(0, controller)
@@ -332,16 +390,11 @@ def libvirt_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
 
 
 def _disk_spec(cfg: DiskConfig, path: str | None) -> DiskSpec:
-    from iomatrix.qemu_block import DiskSpec
-
     return DiskSpec.for_cell(cfg.axis_values(), path or cfg.default_path())
 
 
 def qemu_argv(cfg: DiskConfig, path: str | None = None, node: str = "disk0") -> list[str]:
     """The -blockdev/-device arguments the guest tier measured, for `path`."""
-    from iomatrix.guest.cmdline import device_args
-    from iomatrix.qemu_block import blockdev_args
-
     spec = _disk_spec(cfg, path)
     blockdev = blockdev_args(spec, node=node)
     if cfg.backing == BackingKind.BLOCK:
@@ -352,9 +405,51 @@ def qemu_argv(cfg: DiskConfig, path: str | None = None, node: str = "disk0") -> 
     return [*blockdev, *device_args(spec, node=node, serial="disk0", report_errors=False)]
 
 
+# The widest line of a shell snippet (a terminal of 100 columns, a page's code block).
+SNIPPET_WIDTH = 100
+CONTINUATION = " \\\n"  # ' \' and a newline: the command goes on on the next line
+
+
+def shell_word(lead: str, value: str, width: int = SNIPPET_WIDTH) -> str:
+    """`lead` then `value` as one shell word, continued at its commas over lines of at most `width` columns (a
+    backslash at each line's end; the word resumes at the next line's start, so it stays one word in sh and bash,
+    each part quoted where it needs quoting). Room is kept for a trailing ' \\' on the last line."""
+    one = lead + shlex.quote(value)
+    if len(one) <= width - 2:
+        return one
+    pieces = re.findall(r"[^,]*,|[^,]+$", value)
+    chunks: list[str] = []
+    cur, room = "", width - 2 - len(lead)
+    for piece in pieces:
+        if cur and len(shlex.quote(cur + piece)) > room:
+            chunks.append(cur)
+            cur, room = piece, width - 2
+        else:
+            cur += piece
+    chunks.append(cur)
+    return lead + "\\\n".join(shlex.quote(c) for c in chunks)
+
+
+def shell_command(words: list[str], width: int = SNIPPET_WIDTH) -> str:
+    """`words` as one shell command (each quoted where it needs it): on one line where it fits in `width`, else
+    continued before the word that would not fit (a long word itself continued at its commas, `shell_word`)."""
+    one = shlex.join(words)
+    if len(one) <= width:
+        return one
+    done, line = "", ""
+    for word in words:
+        if line and len(line) + 1 + len(shlex.quote(word)) > width - 2:
+            done += line + CONTINUATION
+            line = ""
+        text = shell_word(line + " " if line else "", word, width)
+        head, sep, line = text.rpartition("\n")  # a word continued over lines goes on on its last one
+        done += head + sep
+    return done + line
+
+
 def qemu_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
     argv = qemu_argv(cfg, path)
-    pairs = [f"{argv[i]} {shlex.quote(argv[i + 1])}" for i in range(0, len(argv), 2)]
+    pairs = [shell_word(f"{argv[i]} ", argv[i + 1]) for i in range(0, len(argv), 2)]
     note = "append to your qemu-system-x86_64 command line"
     if cfg.more.get("queues", QUEUES_AUTO) != QUEUES_AUTO:
         note += f" (with -smp {cfg.more['queues']} or more: the guest uses a queue per vCPU)"
@@ -368,7 +463,7 @@ def qemu_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
     qopts = _disk_spec(cfg, path).qemu_options()
     spelled = {k.replace("-", "_"): v for k, v in (*qopts.format_node, *qopts.file_node, *qopts.file_protocol)}
     return Snippet("qemu", "QEMU command line (-blockdev/-device, the graph iomatrix measured)",
-                   " \\\n".join(pairs), "; ".join(filter(None, (note, measured_note(measured_defaults("qemu",
+                   CONTINUATION.join(pairs), "; ".join(filter(None, (note, measured_note(measured_defaults("qemu",
                                                                                                        spelled))))))
 
 
@@ -396,6 +491,8 @@ def _proxmox_drive_options(opts: Pairs) -> Pairs:
     return _partition(opts, lambda k: k != PROXMOX_DISK_KEY and k not in PROXMOX_STORAGE_KEYS)[0]
 
 
+# Proxmox's format names (qm disk move --format).
+PROXMOX_FORMAT_NAMES = {Format.RAW: "raw", Format.QCOW2: "qcow2", Format.QED: "qed"}
 # qm.conf scsihw per bus: virtio-scsi-pci is one controller for every scsi disk, virtio-scsi-single one per disk.
 PROXMOX_SCSIHW = {Bus.VIRTIO_SCSI: "virtio-scsi-pci", Bus.VIRTIO_SCSI_SINGLE: "virtio-scsi-single"}
 
@@ -433,7 +530,8 @@ def proxmox_snippet(cfg: DiskConfig, vmid: str = "VMID", storage: str = "STORAGE
     cmd = f"qm set {vmid}"
     if cfg.bus in PROXMOX_SCSIHW:
         cmd += f" --scsihw {PROXMOX_SCSIHW[cfg.bus]}"  # the controller measured; Proxmox's default may be LSI
-    cmd += f" --{dict(opts)[PROXMOX_DISK_KEY]}0 {proxmox_drive_value(cfg, storage, size_gib)}"
+    cmd = shell_command([*cmd.split(), f"--{dict(opts)[PROXMOX_DISK_KEY]}0", proxmox_drive_value(cfg, storage,
+                                                                                                 size_gib)])
     measured = dict(measured_defaults("proxmox", dict(_proxmox_drive_options(opts))))
     notes = ["STORAGE:SIZE allocates a new volume of SIZE GiB; use an existing volume id to reconfigure a disk"]
     if "detect_zeroes" in measured:
@@ -467,21 +565,21 @@ def virt_install_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
     if cfg.bus == Bus.VIRTIO_SCSI_SINGLE:  # the disk's own controller (virt-install's address.* keys)
         keys += [("address.type", "drive"), ("address.controller", SINGLE_CONTROLLER_INDEX), ("address.bus", "0"),
                  ("address.target", "0"), ("address.unit", "0")]
-    text = "--disk " + shlex.quote(",".join(f"{k}={v}" for k, v in keys))
-    if cfg.bus in SCSI_BUSES:
+    lines = [shell_word("--disk ", ",".join(f"{k}={v}" for k, v in keys))]
+    if cfg.bus in SCSI_CONTROLLER_BUSES:
         index = [("index", SINGLE_CONTROLLER_INDEX)] if cfg.bus == Bus.VIRTIO_SCSI_SINGLE else []
         controller = [("type", "scsi"), *index, ("model", "virtio-scsi"), *on_controller]
-        text = "--controller " + ",".join(f"{k}={v}" for k, v in controller) + " " + text
+        lines.insert(0, shell_word("--controller ", ",".join(f"{k}={v}" for k, v in controller)))
     if _uses_iothread(cfg):
-        text = f"--iothreads {LIBVIRT_IOTHREAD_ID} " + text
+        lines.insert(0, f"--iothreads {LIBVIRT_IOTHREAD_ID}")
     notes = ["uses an existing image: create it first with the qemu-img line", *axis_notes]
     if cfg.bus == Bus.VIRTIO_SCSI_SINGLE:
         notes.append("virtio-scsi-single: give each further disk its own --controller (index=1, 2, …) and its "
                      "address.controller")
     if cfg.modifier == Modifier.EATMYDATA:
-        text += f" --xml ./devices/emulator={EATMYDATA_WRAPPER}"  # virt-install's XPath edit of the domain XML
+        lines.append(f"--xml ./devices/emulator={EATMYDATA_WRAPPER}")  # virt-install's XPath edit of the domain XML
         notes.append(EATMYDATA_NOTE)
-    return Snippet("virt-install", title, text, "; ".join(notes))
+    return Snippet("virt-install", title, CONTINUATION.join(lines), "; ".join(notes))
 
 
 def nova_snippet(cfg: DiskConfig) -> Snippet:
@@ -513,10 +611,159 @@ def qemu_img_snippet(cfg: DiskConfig, path: str | None = None, size_gib: int = D
     if opts:
         argv += ["-o", ",".join(opts)]
     argv += [target, f"{size_gib}G"]
-    return Snippet("qemu-img", title, shlex.join(argv))
+    return Snippet("qemu-img", title, shell_command(argv))
 
 
-def snippets_for(cfg: DiskConfig, path: str | None = None) -> SnippetSet:
+# --------------------------------------------------------------------------- a disk the user already has
+# With --current naming the user's disk (libvirt XML, a QEMU command line, Proxmox's qm config), the answers change
+# that disk instead of creating a new, empty one: its image is converted into a new file beside it where the
+# image itself changes (format, preallocation, creation options), the old one kept until the user deletes it;
+# Proxmox sets the options on the existing volume and moves it (qm disk move) where the format changes.
+
+EXISTING_TOOLS = ("libvirt", "qemu", "proxmox")
+SHUT_DOWN = "shut the VM down first"
+
+
+def _with_current_discard(cfg: DiskConfig, current: CurrentConfig) -> DiskConfig:
+    """`cfg` with the current disk's discard policy where the recommendation leaves discard at QEMU's default (it
+    was not measured otherwise): a guest that trims its thin image keeps doing so."""
+    axis = axes.get("discard")
+    mine, theirs = cfg.values.get(axis.name, axis.default), current.axes.get(axis.name, axis.default)
+    if mine != axis.default or theirs == axis.default:
+        return cfg
+    try:
+        return DiskConfig(values={**cfg.values, axis.name: theirs}, backing=cfg.backing, assumed=cfg.assumed)
+    except UserError:  # a combination the registry refuses: the recommendation as measured
+        return cfg
+
+
+def _image_options(cfg: DiskConfig) -> list[str]:
+    """qemu-img -o options of the recommended image (what only creating an image sets)."""
+    opts = [f"preallocation={cfg.preallocation}"] if cfg.preallocation != Preallocation.OFF else []
+    return opts + [f"{k}={v}" for k, v in axes.qemu_options(cfg.axis_values()).create]
+
+
+def _new_image_path(old: str, fmt: str, block: bool) -> str:
+    """Where the converted image goes: beside the old one, named by its format (vm.qcow2 → vm.raw), or with
+    '-new' where that is the old name; a block device's copy goes to a new volume of that name."""
+    if block:
+        return f"{old}-new"
+    p = Path(old)
+    known = {f".{f.value}" for f in Format} | {".img"}
+    stem = p.stem if p.suffix in known else p.name
+    new = p.with_name(f"{stem}.{fmt}")
+    return str(new if str(new) != old else p.with_name(f"{stem}-new.{fmt}"))
+
+
+def _convert_snippet(cfg: DiskConfig, current: CurrentConfig, old: str, block: bool) -> tuple[Snippet, str]:
+    """(the qemu-img snippet for the user's image `old`, the path the VM runs from afterwards)."""
+    title = "qemu-img convert (your image, copied into the recommended format; the old one kept)"
+    cur_format = current.axes.get("format")
+    opts = _image_options(cfg)
+    if cur_format == cfg.format and not opts:
+        return Snippet("qemu-img", "qemu-img (nothing to convert)", None,
+                       f"none needed: your image {old} stays as it is (same format, no creation option to change); "
+                       "only the options below change, the data is untouched"), old
+    new = _new_image_path(old, cfg.format.value, block)
+    argv = ["qemu-img", "convert", "-p", *(["-f", cur_format] if cur_format else []), "-O", cfg.format.value]
+    if block:
+        argv.append("-n")  # into the existing new volume (created first), not a file
+    if opts:
+        argv += ["-o", ",".join(opts)]
+    argv += [old, new]
+    changes = ", ".join(filter(None, (f"format {cur_format or '(as detected)'} → {cfg.format}"
+                                      if cur_format != cfg.format else "", *opts)))
+    note = (f"{SHUT_DOWN}: copies the data of {old} into a new image {new} ({changes}) and leaves {old} as it is; "
+            f"the VM runs from {new} once the configuration below points at it; delete {old} yourself when the VM "
+            "runs well from the new one (it needs room for a second copy)")
+    if block:
+        note += f"; create the volume {new} first, as large as the old one (e.g. lvcreate), -n writes into it"
+    return Snippet("qemu-img", title, shell_command(argv), note), new
+
+
+def _existing_note(what: str, image: str, converted: bool) -> str:
+    if converted:
+        return (f"{what}: points the VM at the converted image {image} (the qemu-img convert line); the old image "
+                "is kept")
+    return f"{what}: keeps your image {image} as it is; only its options change, the data is untouched"
+
+
+def _proxmox_existing_snippet(cfg: DiskConfig, current: CurrentConfig) -> Snippet:
+    """qm set on the volume the VM already has, then qm disk move where its format changes."""
+    disk = current.disk
+    assert disk is not None
+    title = "Proxmox VE (qm set on your existing volume)"
+    opts, axis_notes, unavailable = _proxmox_options(cfg)
+    unavailable += _proxmox_device_unavailable(cfg)
+    if unavailable:
+        return Snippet("proxmox", title, None, _not_available(unavailable))
+    vmid, volume, old_key = disk.vmid or "VMID", disk.volume or "VOLUME", disk.device or "virtio0"
+    prefix = dict(opts)[PROXMOX_DISK_KEY]
+    m = re.match(r"^([a-z]+)(\d+)$", old_key)
+    key = old_key if m and m.group(1) == prefix else f"{prefix}0"
+    drive = [kv for kv in _proxmox_drive_options(opts) if kv[0] != "format"]  # the volume keeps (or moves) its own
+    drive += measured_defaults("proxmox", dict(drive))
+    lines: list[str] = []
+    notes = [f"sets the options on your existing volume {volume}; the data is untouched (the options take effect at "
+             "the VM's next start)"]
+    if key != old_key:
+        lines.append(f"qm set {vmid} --delete {old_key}")
+        notes.append(f"the bus changes: {old_key} is detached (its volume becomes unused0, not deleted) and attached "
+                     f"as {key}; set the boot order to it (qm set {vmid} --boot order={key}) and check the guest's "
+                     "fstab uses UUIDs (device names change)")
+    cmd = f"qm set {vmid}"
+    if cfg.bus in PROXMOX_SCSIHW:
+        cmd += f" --scsihw {PROXMOX_SCSIHW[cfg.bus]}"
+    lines.append(shell_command([*cmd.split(), f"--{key}", ",".join([volume, *(f"{k}={v}" for k, v in drive)])]))
+    cur_format = current.axes.get("format")
+    if cur_format != cfg.format and not disk.block:
+        storage = volume.split(":", 1)[0] if ":" in volume else "STORAGE"
+        lines.append(f"qm disk move {vmid} {key} {storage} --format {PROXMOX_FORMAT_NAMES[cfg.format]}")
+        notes.append(f"{SHUT_DOWN}: qm disk move copies the data into a new {cfg.format} volume on {storage} and "
+                     f"points {key} at it, with the options set above; the old volume stays as unused0 until you "
+                     "remove it (or add --delete 1)")
+    measured = dict(measured_defaults("proxmox", dict(_proxmox_drive_options(opts))))
+    if "detect_zeroes" in measured:
+        notes.append("detect_zeroes=0 because Proxmox turns QEMU's zero detection on by default and iomatrix "
+                     "measured it off")
+    notes += axis_notes
+    if on_storage := _partition(opts, PROXMOX_STORAGE_KEYS.__contains__)[0]:
+        notes.append(f"{', '.join(f'{k}={v}' for k, v in on_storage)} is a property of the storage (pvesm set "
+                     f"STORAGE), for volumes created or moved after it; it does not change an existing volume")
+    return Snippet("proxmox", title, "\n".join(lines), "; ".join(notes))
+
+
+def _existing_disk_snippets(cfg: DiskConfig, current: CurrentConfig) -> SnippetSet:
+    disk = current.disk
+    assert disk is not None
+    backing = BackingKind.BLOCK if disk.block else BackingKind.FILE
+    if backing != cfg.backing:
+        cfg = DiskConfig(values=cfg.values, backing=backing, assumed=cfg.assumed)
+    cfg = _with_current_discard(cfg, current)
+    out: list[Snippet] = []
+    if disk.path is not None:
+        img, path = _convert_snippet(cfg, current, disk.path, disk.block)
+        converted = path != disk.path
+        same_bus = current.axes.get("bus") == cfg.bus.value
+        lv = libvirt_snippet(cfg, path, disk.device if same_bus and disk.tool == "libvirt" else None)
+        qemu = qemu_snippet(cfg, path)
+        out += [replace(lv, note=f"{_existing_note('virsh edit VM', path, converted)}; {lv.note}"),
+                *([eatmydata_wrapper_snippet()] if cfg.modifier == Modifier.EATMYDATA else []),
+                replace(qemu, note=f"{_existing_note('replaces your disk options', path, converted)}; {qemu.note}")]
+    else:
+        img, path = None, None
+    out.append(_proxmox_existing_snippet(cfg, current) if disk.tool == "proxmox" else proxmox_snippet(cfg))
+    out += [virt_install_snippet(cfg, path), nova_snippet(cfg)]
+    if img is not None:
+        out.append(img)
+    return SnippetSet(cfg, out)
+
+
+def snippets_for(cfg: DiskConfig, path: str | None = None, current: CurrentConfig | None = None) -> SnippetSet:
+    """Every tool's snippet for `cfg`: for a new disk at `path` (a default path when None), or, where `current`
+    names the user's existing disk (--current), changing that disk with its data kept."""
+    if current is not None and current.disk is not None and current.disk.tool in EXISTING_TOOLS:
+        return _existing_disk_snippets(cfg, current)
     return SnippetSet(cfg, [
         libvirt_snippet(cfg, path),
         *([eatmydata_wrapper_snippet()] if cfg.modifier == Modifier.EATMYDATA else []),

@@ -181,6 +181,11 @@ BUS: dict[Bus, BusSpelling] = {
 }
 
 
+# The buses whose disks hang off a virtio-scsi controller: the device axes' options that serve every disk on it
+# (Axis.on_controller) are set there, shared (virtio-scsi) or one controller per disk (virtio-scsi-single).
+SCSI_CONTROLLER_BUSES: tuple[Bus, ...] = (Bus.VIRTIO_SCSI, Bus.VIRTIO_SCSI_SINGLE)
+
+
 def direct_io(cache: str) -> bool:
     return CACHE[CacheMode(cache)].direct
 

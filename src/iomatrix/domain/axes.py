@@ -21,12 +21,18 @@ nothing else lists axes. Adding an axis is adding one :class:`Axis` to :data:`RE
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from iomatrix import domain
 from iomatrix.domain import NA, SafetyLevel
+from iomatrix.plugins import PluginError, load_entry_points
+
+
+def onoff(flag: bool) -> str:
+    return "on" if flag else "off"
 
 
 class Layer(StrEnum):
@@ -101,7 +107,7 @@ Options = tuple[tuple[str, str], ...]
 @dataclass(frozen=True)
 class QemuOptions:
     """What one axis value sets on QEMU's disk, by where it goes. The builders in ``qemu_block`` (the
-    ``-blockdev`` graph and the block export), ``guest.cmdline`` (the guest's ``-device``) and
+    ``-blockdev`` graph and the block export), the same module's guest ``-device`` and
     ``guest.images`` (``qemu-img create -o``) merge these over every axis of a cell."""
 
     create: Options = ()  # qemu-img create -o KEY=VALUE
@@ -111,7 +117,7 @@ class QemuOptions:
     device: Options = ()  # -device properties of the guest's disk
     export: Options = ()  # qemu-storage-daemon --export properties (the block-layer tier's NBD export)
     # QOM objects the device or export refers to by id, as (qom-type, id) pairs (-object iothread,id=…). The
-    # ids are local to one disk: the builders scope them per disk (guest.cmdline) and rewrite the references.
+    # ids are local to one disk: the builders scope them per disk (qemu_block) and rewrite the references.
     objects: Options = ()
 
 
@@ -186,6 +192,10 @@ class Axis:
     # at one value only. Arguments: the cell's values, the workload's shape, the image's virtual size in bytes.
     shown_by: Callable[[Mapping[str, str], WorkloadShape, int], str | None] | None = None
     short: str = ""  # a shorter column heading ("prealloc")
+    # Device options of this axis that belong to the bus's controller where the bus has one per disk or shared
+    # (virtio-scsi: its virtqueues and IOThread serve the disks on it), -device key → the controller's name for
+    # it. The QEMU disk builder moves them there; libvirt and virt-install write the axis on the <controller>.
+    on_controller: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def heading(self) -> str:
@@ -310,7 +320,7 @@ BUS = Axis(
     frozenset({Layer.DEVICE}), always_named=True,
     rules=(Rule(("bus",), lambda v, ctx: domain.bus_rule(v["bus"])),),
     simpler=(domain.Bus.VIRTIO_BLK, domain.Bus.VIRTIO_SCSI, domain.Bus.VIRTIO_SCSI_SINGLE),
-    qemu=lambda v: QemuOptions(),  # the -device driver and its controller (guest.cmdline.disk_device_args)
+    qemu=lambda v: QemuOptions(),  # the -device driver and its controller (qemu_block.disk_device_args)
     tools={t: _bus_tool(t) for t in ("libvirt", "proxmox", "virt-install", "nova")})
 BACKING = Axis("backing", "what the image lives on: a directory, a filesystem on a loop device, a block device",
                (), "", (), frozenset({Layer.SWEEP}), always_named=True, free_values=True)
@@ -681,7 +691,7 @@ def _iothread_qemu(value: str) -> QemuOptions:
         return QemuOptions()
     objects = (("iothread", "iothread"),)
     if value == IOThread.VQ_MAPPING:
-        # guest.cmdline gives the device one IOThread per virtqueue (iothread0, iothread1, …) in JSON syntax.
+        # qemu_block gives the device one IOThread per virtqueue (iothread0, iothread1, …) in JSON syntax.
         return QemuOptions(objects=objects, device=(("iothread-vq-mapping", "iothread"),))
     return QemuOptions(objects=objects, device=(("iothread", "iothread"),), export=(("iothread", "iothread"),))
 
@@ -717,6 +727,7 @@ IOTHREAD = Axis(
            Rule(("iothread",), _export_iothread_rule)),
     simpler=tuple(IOThread),
     qemu=_iothread_qemu,
+    on_controller={"iothread": "iothread", "iothread-vq-mapping": "iothread-vq-mapping"},
     tools={t: _iothread_tool(t) for t in ("libvirt", "proxmox", "virt-install", "nova")})
 
 
@@ -762,15 +773,105 @@ QUEUES = Axis(
     "per queue", (QUEUES_AUTO, "1", "2", "4", "8"), QUEUES_AUTO, (QUEUES_AUTO,), frozenset({Layer.DEVICE}),
     rules=(Rule(("queues", "bus"), _queues_rule),),
     simpler=(QUEUES_AUTO, "1", "2", "4", "8"),
-    # virtio-blk's num-queues; guest.cmdline moves it onto the controller as num_queues for virtio-scsi.
+    # virtio-blk's num-queues; qemu_block moves it onto the controller as num_queues for virtio-scsi.
     qemu=lambda v: QemuOptions() if v == QUEUES_AUTO else QemuOptions(device=(("num-queues", v),)),
+    on_controller={"num-queues": "num_queues"},
     tools={t: _queues_tool(t) for t in ("libvirt", "proxmox", "virt-install", "nova")})
 
 
 # --------------------------------------------------------------------------- the registry
 
-REGISTRY: dict[str, Axis] = {a.name: a for a in (TIER, FORMAT, PREALLOCATION, CACHE, AIO, BUS, BACKING, MODIFIER,
-                                                  *IMAGE_AXES, IOTHREAD, QUEUES)}
+# Where a QEMU option goes, as QemuOptions' fields, named as an error message says them. A protocol node's
+# options are one node whichever field sets them (file_node, or file_protocol for the file protocol only).
+_PROTOCOL_NODE = "the protocol node (-blockdev file.)"
+_OPTION_PLACES = {"create": "qemu-img create -o", "format_node": "the format node (-blockdev)",
+                  "file_node": _PROTOCOL_NODE, "file_protocol": _PROTOCOL_NODE,
+                  "device": "the guest device (-device)", "export": "the block export (--export)",
+                  "objects": "a QOM object id (-object)"}
+# Cells an axis's cell-dependent options (Axis.qemu_cell) are sampled on to learn the keys it may set: a qcow2
+# image, of unknown and of known size (the L2 cache bound is one key either way).
+_SAMPLE_CONTEXTS = (DiskContext(None), DiskContext(1 << 30))
+
+
+def qemu_keys(axis: Axis) -> set[tuple[str, str]]:
+    """Every (place, key) an axis's QEMU options may set, over all its values (`_OPTION_PLACES`' places)."""
+    found: list[QemuOptions] = []
+    for value in axis.values:
+        if axis.qemu is not None:
+            found.append(axis.qemu(value))
+        if axis.qemu_cell is not None:
+            cell = {"format": domain.Format.QCOW2.value, axis.name: value}
+            found += [axis.qemu_cell(cell, ctx) for ctx in _SAMPLE_CONTEXTS]
+    return {(_OPTION_PLACES[place], key) for opts in found for place in _OPTION_PLACES
+            for key, _ in getattr(opts, place)}
+
+
+def collision(axis: Axis, others: Collection[Axis]) -> str | None:
+    """Why `axis` cannot join `others`: an axis of them already sets one of its QEMU options (the same key of the
+    same node, device or export), which would be written twice (``write-cache=on,write-cache=off``) and read back
+    as both; None where it can."""
+    mine = qemu_keys(axis)
+    for other in others:
+        if other.name == axis.name:
+            continue
+        if both := sorted(mine & qemu_keys(other)):
+            where, key = both[0]
+            return (f"axis {axis.name!r} sets {key} on {where}, which axis {other.name!r} already sets: one QEMU "
+                    f"option belongs to one axis (extend {other.name!r}'s values instead, or set another option)")
+    return None
+
+
+def _checked_registry(entries: Collection[Axis]) -> dict[str, Axis]:
+    registry: dict[str, Axis] = {}
+    for axis in entries:
+        if axis.name in registry:
+            raise ValueError(f"axis {axis.name!r} is already registered")
+        if why := collision(axis, registry.values()):
+            raise ValueError(why)
+        registry[axis.name] = axis
+    return registry
+
+
+BUILT_IN: tuple[Axis, ...] = (TIER, FORMAT, PREALLOCATION, CACHE, AIO, BUS, BACKING, MODIFIER, *IMAGE_AXES, IOTHREAD,
+                              QUEUES)
+REGISTRY: dict[str, Axis] = _checked_registry(BUILT_IN)
+# The entry-point group through which an installed package adds axes (iomatrix.plugins).
+ENTRY_POINT_GROUP = "iomatrix.axes"
+# Why an installed package's axis was refused (a name taken, a QEMU option another axis sets), one line each:
+# shown by `iomatrix plan`; the axis is not registered.
+REFUSED: list[str] = []
+
+
+def _installed_axes(loaded: list[object]) -> list[Axis]:
+    out: list[Axis] = []
+    for obj in loaded:
+        for axis in (obj,) if isinstance(obj, Axis) else tuple(obj):  # type: ignore[call-overload]
+            if not isinstance(axis, Axis):
+                raise TypeError(f"{ENTRY_POINT_GROUP}: {axis!r} is not an iomatrix.domain.axes.Axis")
+            out.append(axis)
+    return out
+
+
+def register_installed() -> list[str]:
+    """Register the axes installed packages offer (entry-point group ``iomatrix.axes``), each checked as
+    `register` checks one; returns (and keeps in REFUSED) why any was refused, one line each."""
+    refused: list[str] = []
+    try:
+        found = _installed_axes([obj for _, obj in load_entry_points(ENTRY_POINT_GROUP)])
+    except (PluginError, TypeError) as e:
+        refused.append(str(e))
+        found = []
+    for axis in found:
+        if REGISTRY.get(axis.name) is axis:
+            continue
+        try:
+            register(axis)
+        except ValueError as e:
+            refused.append(f"{ENTRY_POINT_GROUP}: {e}")
+    REFUSED.extend(refused)
+    for line in refused:  # (at import: no command has its console yet; one line each, never a traceback)
+        print(f"iomatrix: an installed axis was refused: {line}", file=sys.stderr)
+    return refused
 
 
 def axes() -> tuple[Axis, ...]:
@@ -791,16 +892,34 @@ def plan_axes() -> tuple[Axis, ...]:
     return tuple(a for a in REGISTRY.values() if not a.free_values)
 
 
+def register(axis: Axis) -> None:
+    """Add `axis` to the registry (an axis of an installed package, see `iomatrix.domain.plugins`); a ValueError
+    where its name is taken or one of its QEMU options is another axis's (`collision`)."""
+    if axis.name in REGISTRY:
+        raise ValueError(f"axis {axis.name!r} is already registered")
+    if why := collision(axis, REGISTRY.values()):
+        raise ValueError(why)
+    REGISTRY[axis.name] = axis
+
+
 @contextlib.contextmanager
 def registered(axis: Axis) -> Iterator[Axis]:
     """Add `axis` for the duration of a block (a test's demonstration axis); removed afterwards."""
-    if axis.name in REGISTRY:
-        raise ValueError(f"axis {axis.name!r} is already registered")
-    REGISTRY[axis.name] = axis
+    register(axis)
     try:
         yield axis
     finally:
         del REGISTRY[axis.name]
+
+
+def controller_axes() -> tuple[str, ...]:
+    """The axes whose device options a virtio-scsi disk's controller takes (Axis.on_controller)."""
+    return tuple(a.name for a in REGISTRY.values() if a.on_controller)
+
+
+def controller_keys() -> dict[str, str]:
+    """-device key → the controller's name for it, of every axis (Axis.on_controller)."""
+    return {k: v for a in REGISTRY.values() for k, v in a.on_controller.items()}
 
 
 def simplicity_order() -> dict[str, tuple[str, ...]]:
@@ -921,5 +1040,4 @@ def tool_options(values: Mapping[str, str], tool: str, skip_keys: Collection[str
     return options, notes_, unavailable
 
 
-def onoff(flag: bool) -> str:
-    return "on" if flag else "off"
+register_installed()

@@ -6,9 +6,9 @@ qemu-system-x86_64 is (`hostcmd.require`) and the host's TSC rate (`host_tsc_khz
 The files the command line names (job.env, job.fio, console.log, …) are written by `guest.process` into the
 run directory before QEMU starts.
 
-The disk under test reaches the command line through one place, `disk_args` (its `-blockdev` graph from
-`iomatrix.qemu_block`, then its `-device` on the bus from `disk_device_args`); a multi-disk boot puts the
-bus's controller (`controller_args`) up front once.
+The disk under test reaches the command line through one place, `iomatrix.qemu_block.disk_args` (its
+`-blockdev` graph, then its `-device` on the bus, the QEMU disk builder every tier and the snippets share); a
+multi-disk boot puts the bus's controller (`controller_args`) up front once.
 
 ttyS0 (kernel + init messages) goes to `console.log` in the run directory; ttyS1 (the results, see
 `guest.stream`) is QEMU's stdout.
@@ -16,17 +16,14 @@ ttyS0 (kernel + init messages) goes to `console.log` in the run directory; ttyS1
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable
 from pathlib import Path
 
-from iomatrix.domain import BUS, Bus
+from iomatrix.domain import Bus
 from iomatrix.errors import UserError
 from iomatrix.guest.artifacts import GuestArtifacts
 from iomatrix.guest.job import (
     BATCH_KINDS,
-    DISK_SERIAL,
     TAR_SERIAL,
     BatchRun,
     GuestJob,
@@ -34,8 +31,22 @@ from iomatrix.guest.job import (
     validate_job,
 )
 from iomatrix.hostcmd import require
-from iomatrix.qemu_block import NULL_FORMAT, DiskSpec, blockdev_args, device_option_pairs, validate_disk
+
+# The disk's -blockdev/-device/controller builder is qemu_block's (the one QEMU disk builder); its names are
+# re-exported here for the guest package's callers.
+from iomatrix.qemu_block import (
+    DiskSpec,
+    controller_args,
+    device_args,
+    disk_args,
+    disk_device_args,
+    guest_cpus,
+    validate_disk,
+)
 from iomatrix.qemu_block import qemu_opt as _opt
+
+__all__ = ["build_argv", "build_batch_argv", "controller_args", "device_args", "disk_args", "disk_device_args",
+           "guest_cpus", "host_tsc_khz", "machine_for", "max_runs_per_boot", "validate_batch"]
 
 KERNEL_CMDLINE = (
     "console=ttyS0 quiet panic=-1 rdinit=/init 8250.nr_uarts=2 mitigations=off cryptomgr.notests "
@@ -136,13 +147,6 @@ def accel_args(accel: str) -> list[str]:
     raise UserError(f"unknown accelerator '{accel}'", hint="use kvm or tcg")
 
 
-def guest_cpus(disks: Iterable[DiskSpec]) -> int:
-    """The guest's vCPUs: one per virtqueue of the disk with the most (the `queues` axis: blk-mq maps a queue
-    to a CPU, so queues beyond the vCPUs go unused), else one."""
-    queues = [int(q) for d in disks if (q := d.more.get("queues", "")).isdigit()]
-    return max([1, *queues])
-
-
 def _machine_argv(artifacts: GuestArtifacts, accel: str, run_dir: Path, memory_mb: int,
                   wrapper: list[str] | None, machine: str, cpus: int = 1) -> list[str]:
     """QEMU, the machine, kernel, consoles and the job's fw_cfg entry: what every boot has."""
@@ -162,126 +166,6 @@ def _machine_argv(artifacts: GuestArtifacts, accel: str, run_dir: Path, memory_m
         "-chardev", "stdio,id=res,signal=off", *results_port,
         "-fw_cfg", f"name=opt/iomatrix/job,file={_opt(run_dir / 'job.env')}",
     ]
-
-
-# --------------------------------------------------------------------------- disk devices
-
-
-def _device_name(bus: Bus, machine: str) -> str:
-    name = BUS[bus].qemu_device
-    if machine == "microvm" and name.endswith("-pci"):
-        return name[: -len("-pci")] + "-device"  # virtio-blk-device, virtio-scsi-device: the MMIO transport
-    return name
-
-
-# Device options that belong on a virtio-scsi controller rather than on its scsi-hd disks (the controller's
-# virtqueues and IOThread serve every disk on it), under the controller's names for them.
-_CONTROLLER_KEYS = {"iothread": "iothread", "iothread-vq-mapping": "iothread-vq-mapping", "num-queues": "num_queues"}
-# Options whose value names a QOM object of QemuOptions.objects (a disk-local id, scoped here).
-_OBJECT_REFS = frozenset({"iothread", "iothread-vq-mapping"})
-# Integer properties, for the JSON syntax of -device (its values are typed; key=value's are strings).
-_JSON_INTS = frozenset({"num-queues", "num_queues", "unit"})
-_SCSI_BUSES = frozenset({Bus.VIRTIO_SCSI, Bus.VIRTIO_SCSI_SINGLE})
-
-Props = list[tuple[str, object]]
-
-
-def _scsi_controller_name(machine: str) -> str:
-    return "virtio-scsi-device" if machine == "microvm" else "virtio-scsi-pci"
-
-
-def _device_arg(driver: str, props: Props) -> str:
-    """One -device value: key=value syntax, or JSON where a value is a list (iothread-vq-mapping), which only
-    QEMU's JSON syntax can express."""
-    if any(not isinstance(v, str) for _, v in props):
-        return json.dumps({"driver": driver, **{k: int(v) if k in _JSON_INTS and isinstance(v, str) else v
-                                                for k, v in props}}, separators=(",", ":"))
-    return driver + "".join(f",{k}={_opt(str(v))}" for k, v in props)
-
-
-def _frontend(disk: DiskSpec, scope: str, on_controller: bool) -> tuple[list[str], Props, Props]:
-    """(-object args, -device options, controller options) the disk's axes set, their object ids scoped by
-    `scope` (a disk's node, or its shared controller's id). `on_controller`: the bus is virtio-scsi, whose
-    IOThread and virtqueues are the controller's. An iothread-vq-mapping gets one IOThread per virtqueue."""
-    pairs = list(device_option_pairs(disk))
-    objects = () if disk.format == NULL_FORMAT else disk.qemu_options().objects
-    mapped = {v for k, v in pairs if k == "iothread-vq-mapping"}
-    per_queue = guest_cpus([disk])
-    args: list[str] = []
-    scoped: dict[str, object] = {}
-    for qom_type, oid in objects:
-        ids = [f"{oid}{i}-{scope}" for i in range(per_queue)] if oid in mapped else [f"{oid}-{scope}"]
-        for one in ids:
-            args += ["-object", f"{qom_type},id={one}"]
-        scoped[oid] = [{"iothread": one} for one in ids] if oid in mapped else ids[0]
-    device: Props = []
-    controller: Props = []
-    for k, v in pairs:
-        value = scoped.get(v, v) if k in _OBJECT_REFS else v
-        if on_controller and k in _CONTROLLER_KEYS:
-            controller.append((_CONTROLLER_KEYS[k], value))
-        else:
-            device.append((k, value))
-    return args, device, controller
-
-
-def controller_args(bus: Bus | str, machine: str = "pc", disk: DiskSpec | None = None) -> list[str]:
-    """The controller the bus's disks share (none for virtio-blk, NVMe, the pc's built-in IDE and
-    virtio-scsi-single, whose controllers are per disk: `disk_device_args`), with the IOThread and virtqueues
-    `disk`'s axes give it (the disks of one boot share a cell)."""
-    bus = Bus(bus)
-    if bus == Bus.VIRTIO_SCSI:
-        objects, ctrl = [], []
-        if disk is not None:
-            objects, _, ctrl = _frontend(disk, "scsi0", on_controller=True)
-        return [*objects, "-device", _device_arg(_scsi_controller_name(machine), [("id", "scsi0"), *ctrl])]
-    if bus == Bus.SATA:
-        return ["-device", "ahci,id=ahci0"]
-    return []
-
-
-def disk_device_args(disk: DiskSpec, node: str, serial: str, index: int = 0, machine: str = "pc",
-                     report_errors: bool = True) -> list[str]:
-    """`-device` for the `index`-th (0-based) disk on the disk's bus, after `controller_args` (with, for
-    virtio-scsi-single, the disk's own controller, and the IOThreads the disk's device refers to)."""
-    bus = Bus(disk.bus)
-    objects, device, ctrl = _frontend(disk, node, on_controller=bus in _SCSI_BUSES)
-    own: list[str] = []
-    on_bus: Props = {Bus.VIRTIO_SCSI: [("bus", "scsi0.0")],
-                     Bus.VIRTIO_SCSI_SINGLE: [("bus", f"scsi-{node}.0")],
-                     Bus.IDE: [("bus", f"ide.{index // 2}"), ("unit", str(index % 2))],
-                     Bus.SATA: [("bus", f"ahci0.{index}")]}.get(bus, [])
-    if bus == Bus.VIRTIO_SCSI:
-        objects = []  # the shared controller's IOThreads come with it (controller_args)
-    elif bus == Bus.VIRTIO_SCSI_SINGLE:
-        own = ["-device", _device_arg(_scsi_controller_name(machine), [("id", f"scsi-{node}"), *ctrl])]
-    policy: Props = [("werror", "report"), ("rerror", "report")] if report_errors and BUS[bus].error_policy else []
-    props: Props = [("drive", node), *on_bus, ("serial", serial), *device, *policy]
-    return [*objects, *own, "-device", _device_arg(_device_name(bus, machine), props)]
-
-
-def device_args(disk: DiskSpec, node: str = "d0", serial: str = DISK_SERIAL, report_errors: bool = True,
-                machine: str = "pc") -> list[str]:
-    """`-device` options attaching `node` on the disk's bus, with write-cache from the cache mode.
-
-    `report_errors`: werror=report,rerror=report, so an I/O error (ENOSPC on the host) fails the guest's
-    request instead of pausing the VM (QEMU's default werror=enospc), which would leave the run to time out
-    with no reason given.
-    """
-    return [*controller_args(disk.bus, machine, disk),
-            *disk_device_args(disk, node, serial, 0, machine, report_errors)]
-
-
-def disk_args(disk: DiskSpec, node: str = "d0", serial: str = DISK_SERIAL, index: int = 0, machine: str = "pc",
-              controller: bool = True) -> list[str]:
-    """One disk under test on the command line: its `-blockdev` graph, then its `-device` on the bus.
-
-    `controller`: the bus's controller goes between the two (a one-disk boot). A multi-disk boot puts the
-    controller up front once (`controller_args`) and passes each disk's 0-based `index` on the bus instead.
-    """
-    device = (device_args(disk, node, serial, machine=machine) if controller
-              else disk_device_args(disk, node, serial, index, machine))
-    return [*blockdev_args(disk, node), *device]
 
 
 def _tarball_args(tarball: Path, machine: str) -> list[str]:

@@ -22,9 +22,9 @@ from iomatrix.errors import UserError
 from iomatrix.fio.jobs import GUEST_DISK_PLACEHOLDER as DISK_PLACEHOLDER
 from iomatrix.guest.artifacts import GuestArtifacts, kind_scripts
 from iomatrix.guest.kernel import BUS_MODULES, FS_MODULES, MMIO_BUS_MODULES
-from iomatrix.qemu_block import DiskSpec
+from iomatrix.qemu_block import DISK_SERIAL, DiskSpec
 
-DISK_SERIAL = "iomx-test"
+# DISK_SERIAL, the serial the guest's init finds the disk under test by, is the QEMU disk builder's default.
 TAR_SERIAL = "iomx-tar"
 
 

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, field_validator, model_serializer
 
-from iomatrix.current import CurrentConfig
+from iomatrix.current import CurrentConfig, ExistingDisk
 from iomatrix.domain import NA, axes
 
 if TYPE_CHECKING:
@@ -41,6 +41,16 @@ class CurrentDisk(BaseModel):
     defaulted: list[str] = []
     l2_cache_bytes: int | None = None  # the qcow2 L2 cache bound it sets (CurrentConfig.l2_cache_bytes)
     notes: list[str] = []
+    # The user's existing disk (CurrentConfig.disk, ExistingDisk.as_dict), for snippets that change it in place;
+    # left out of the dump when absent, so a plan stored before it existed keeps its fingerprint.
+    disk: dict[str, str] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_absent_disk(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out = handler(self)
+        if out.get("disk", ...) is None:
+            del out["disk"]
+        return out
 
     @field_validator("axes")
     @classmethod
@@ -69,7 +79,7 @@ def from_config(cfg: CurrentConfig) -> CurrentDisk:
         if a.always_named and a.tools and a.name not in cfg.axes:  # (not the host-side modifier: no VM sets it)
             defaulted.append(f"{a.name} (not given: QEMU's default, {a.default})")
     return CurrentDisk(axes=dict(cfg.axes), source=cfg.source, defaulted=defaulted, l2_cache_bytes=cfg.l2_cache_bytes,
-                       notes=list(cfg.notes))
+                       notes=list(cfg.notes), disk=None if cfg.disk is None else cfg.disk.as_dict())
 
 
 def with_current(plan: Plan, cfg: CurrentConfig) -> Plan:
@@ -103,5 +113,6 @@ def stored_current(plan_definition: Mapping[str, Any], pruned: Sequence[Mapping[
         reason = str(p.get("reason", ""))
         if reason.startswith(CURRENT_PRUNED):
             why.setdefault(str(p.get("what", "")).split("/", 1)[0], reason.removeprefix(CURRENT_PRUNED))
+    existing = None if disk.disk is None else ExistingDisk.from_dict(disk.disk)
     return MeasuredCurrent(disk.values(), disk.source or "the sweep's --current", list(disk.defaulted),
-                           disk.l2_cache_bytes, list(disk.notes), why)
+                           disk.l2_cache_bytes, list(disk.notes), existing, why)

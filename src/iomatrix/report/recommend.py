@@ -373,7 +373,7 @@ def _chosen_verdict(v: Verdict, cws: list[CellWorkload], wr: WorkloadRanking, ch
     if requirements:
         v.requirement_cost = _requirement_cost(wr, choice.cell, r.higher_is_better)
     v.risks = risk_statements(cell.axes["cache"], cell.axes.get("modifier", Modifier.NONE), cell, measured)
-    v.snippets = snippets_for(DiskConfig.from_axes(cell.axes, cell.backing.get("kind")))
+    v.snippets = snippets_for(DiskConfig.from_axes(cell.axes, cell.backing.get("kind")), current=current)
     return v
 
 

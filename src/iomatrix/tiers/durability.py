@@ -57,7 +57,6 @@ from iomatrix.durability.verdict import POWER_LOSS, QEMU_CRASH
 from iomatrix.errors import UserError
 from iomatrix.guest.accel import AccelChoice, choose_accel
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts, has_guest_tool
-from iomatrix.guest.cmdline import device_args
 from iomatrix.guest.images import remove_image
 from iomatrix.guest.job import DISK_SERIAL, GuestJob
 from iomatrix.guest.kernel import BUS_MODULES, FS_MODULES
@@ -65,7 +64,7 @@ from iomatrix.guest.process import GuestHandle, console_tail, kill_all_guests, s
 from iomatrix.guest.stream import parse_result_stream
 from iomatrix.hostcmd import require, version_of
 from iomatrix.plan.model import Plan
-from iomatrix.qemu_block import DiskSpec, blockdev_args, blockdev_spec_over_nbd
+from iomatrix.qemu_block import DiskSpec, blockdev_args, blockdev_spec_over_nbd, device_args
 from iomatrix.textfile import last_lines
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_image
 from iomatrix.tiers.declared.durability import Durability

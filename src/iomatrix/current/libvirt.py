@@ -1,0 +1,161 @@
+"""--current from a libvirt domain XML (``virsh dumpxml VM > vm.xml``): the first ``<disk device='disk'>``, or the
+one whose ``<target dev=...>`` is given. Its snippet writer: `iomatrix.snippets.libvirt_snippet`.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from iomatrix.current.common import (
+    CurrentConfig,
+    ExistingDisk,
+    _bad,
+    _read_back,
+    _set_l2_cache,
+    _value,
+)
+from iomatrix.domain import BUS, SCSI_CONTROLLER_BUSES, Bus, axes
+from iomatrix.domain.axes import IOThread
+from iomatrix.errors import UserError
+
+# libvirt's virtio-scsi controller models (the transitional ones are the same device on another PCI id).
+LIBVIRT_VIRTIO_SCSI_MODELS = ("virtio-scsi", "virtio-transitional", "virtio-non-transitional")
+# libvirt without <driver type=> probes the image (or assumes raw): its format is unknown, not QEMU's default.
+# Every other axis libvirt spells takes the hypervisor's default, i.e. QEMU's, when its attribute is absent.
+LIBVIRT_UNKNOWN_WHEN_ABSENT = ("format",)
+LIBVIRT_BUS = {s.libvirt: b for b, s in BUS.items()}
+
+
+def from_libvirt_xml(path: Path, disk: str | None = None) -> CurrentConfig:
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as e:
+        raise UserError(f"--current: {path} is not XML ({e})", hint="give 'virsh dumpxml VM > vm.xml' output") from e
+    every = [(d, t.get("dev") if (t := d.find("target")) is not None else None) for d in root.iter("disk")]
+    disks = [d for d, _ in every if d.get("device", "disk") == "disk"]
+    # Only disks are listed: a CD-ROM or floppy drive (<disk device='cdrom'>) has no disk configuration to measure.
+    listed = ", ".join(dev for d, dev in every if dev and d.get("device", "disk") == "disk") or "none"
+    if disk is not None:
+        other = next((d.get("device") for d, dev in every if dev == disk and d.get("device", "disk") != "disk"), None)
+        if other is not None:
+            raise UserError(f"--current-disk: {disk} in {path.name} is a {other} drive, not a disk",
+                            hint=f"disks in it: {listed} (--current-disk DEV)")
+        disks = [d for d in disks if (t := d.find("target")) is not None and t.get("dev") == disk]
+    if not disks:
+        raise UserError(f"--current: {path.name} has no disk{f' {disk}' if disk else ''}",
+                        hint=f"disks in it: {listed} (--current-disk DEV)")
+    d = disks[0]
+    drv = d.find("driver")
+    tgt = d.find("target")
+    values, defaulted = _libvirt_driver_axes(dict(drv.attrib) if drv is not None else {})
+    bus = tgt.get("bus") if tgt is not None else None
+    if bus is not None:
+        if bus not in LIBVIRT_BUS:
+            raise _bad("target bus", bus, ", ".join(LIBVIRT_BUS))
+        values["bus"] = LIBVIRT_BUS[bus].value
+    values.update(_libvirt_device_axes(root, d, Bus(values["bus"]) if "bus" in values else None))
+    dev = tgt.get("dev") if tgt is not None else "?"
+    src = d.find("source")
+    image = None if src is None else (src.get("file") or src.get("dev"))
+    existing = ExistingDisk("libvirt", image, dev, block=d.get("type") == "block")
+    cfg = CurrentConfig(values, f"libvirt {path.name}, disk {dev}", defaulted, disk=existing)
+    max_size = drv.find("metadata_cache/max_size") if drv is not None else None
+    if max_size is not None:
+        _set_l2_cache(cfg, _libvirt_scaled(max_size, "driver metadata_cache max_size"), "metadata_cache max_size")
+    return cfg
+
+
+# libvirt's scaled integers (virScaleInteger): 'b'/'bytes', KB = 1000, k/KiB = 1024, and so on up to E.
+_LIBVIRT_UNIT = re.compile(r"^(?:(b|bytes?)|([kmgtpe])(ib|b)?)$", re.IGNORECASE)
+
+
+def _libvirt_scaled(elem: ET.Element, field_name: str) -> int:
+    """A libvirt scaled integer element (<max_size unit='MiB'>64</max_size>; no unit: bytes) in bytes."""
+    text, unit = (elem.text or "").strip(), elem.get("unit", "bytes")
+    m = _LIBVIRT_UNIT.match(unit)
+    if not text.isdigit() or m is None:
+        raise _bad(field_name, f"{text} {unit}".strip(), "a whole number with a libvirt unit (bytes, KiB, MiB, "
+                                                         "GiB; KB, MB, GB are powers of 1000)")
+    if m.group(1):
+        return int(text)
+    base = 1000 if (m.group(3) or "").lower() == "b" else 1024
+    return int(text) * base ** ("kmgtpe".index(m.group(2).lower()) + 1)
+
+
+def _scsi_controller_of(disk: ET.Element) -> str:
+    """The index of the scsi controller a disk is on: its <address type='drive' controller=K>, else 0 (where
+    libvirt puts every scsi disk that names none)."""
+    addr = disk.find("address")
+    if addr is not None and addr.get("type") == "drive":
+        return addr.get("controller", "0")
+    return "0"
+
+
+def _libvirt_device_axes(root: ET.Element, disk: ET.Element, bus: Bus | None) -> dict[str, str]:
+    """The bus's controller and the device axes (the registry's Axis.on_controller: IOThread, queues), which
+    libvirt writes on the disk's <driver> for virtio-blk and on the virtio-scsi <controller>'s <driver> for scsi disks.
+
+    A scsi disk whose <address> names a controller no other disk is on has a controller of its own
+    (virtio-scsi-single); a controller several disks share, or a disk that names none (libvirt puts every such
+    disk on controller 0), is virtio-scsi. Axes left at QEMU's default are left out (as in a cell's key)."""
+    values: dict[str, str] = {}
+    driver = disk.find("driver")
+    if bus in SCSI_CONTROLLER_BUSES:
+        index = _scsi_controller_of(disk)
+        ctrl = next((c for c in root.iter("controller") if c.get("type") == "scsi" and c.get("index", "0") == index),
+                    None)
+        if ctrl is not None and ctrl.get("model") not in LIBVIRT_VIRTIO_SCSI_MODELS:
+            raise _bad(f"scsi controller {index} model", ctrl.get("model") or "(none: libvirt's LSI default)",
+                       "virtio-scsi (iomatrix measures no other scsi controller)")
+        on_it = [x for x in root.iter("disk") if (t := x.find("target")) is not None and t.get("bus") == "scsi"
+                 and _scsi_controller_of(x) == index]
+        has_address = disk.find("address") is not None
+        values["bus"] = (Bus.VIRTIO_SCSI_SINGLE if has_address and len(on_it) == 1 else Bus.VIRTIO_SCSI).value
+        driver = ctrl.find("driver") if ctrl is not None else None
+    if driver is None:
+        return values
+    iothread = driver.get("iothread")
+    if driver.find("iothreads") is not None:  # libvirt ≥ 10.0: IOThreads mapped to the disk's virtqueues
+        values["iothread"] = IOThread.VQ_MAPPING.value
+    elif iothread is not None:
+        _check_iothread_id(root, iothread)
+        values["iothread"] = IOThread.ON.value
+    if (queues := driver.get("queues")) is not None:
+        values["queues"] = _value("queues", "driver queues", queues)
+    return values
+
+
+def _check_iothread_id(root: ET.Element, iothread: str) -> None:
+    """libvirt numbers IOThreads 1..<iothreads>N</iothreads> (or lists their ids in <iothreadids>)."""
+    ids = {t.get("id") for t in root.iterfind("iothreadids/iothread")}
+    count = (root.findtext("iothreads") or "0").strip()
+    known = ids or ({str(i) for i in range(1, int(count) + 1)} if count.isdigit() else set())
+    if iothread not in known:
+        raise UserError(f"--current: driver iothread='{iothread}' names no IOThread of the domain "
+                        f"(<iothreads>{count}</iothreads>)",
+                        hint="libvirt refuses this XML: give 'virsh dumpxml' output")
+
+
+def _libvirt_driver_axes(attrs: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Every axis libvirt spells on <driver>, read back through its spelling; an axis none of whose
+    attributes is there takes the hypervisor's default (QEMU's)."""
+    values: dict[str, str] = {}
+    defaulted: list[str] = []
+    if attrs.get("cache") == "default":  # libvirt's explicit "the hypervisor's"
+        attrs = {k: v for k, v in attrs.items() if k != "cache"}
+    for axis in axes.axes():
+        spell = axis.tools.get("libvirt")
+        # The bus is <target bus=>, the device axes are where the bus puts them: both read by the caller.
+        if spell is None or axis.name == "bus" or axis.on_controller:
+            continue
+        spelled = {v: t.options for v in axis.values if (t := spell(v)).unavailable is None}
+        value = _read_back(spelled, attrs.get, lambda key: f"driver {key}")
+        if value is not None:
+            values[axis.name] = value
+        elif axis.always_named and axis.name not in LIBVIRT_UNKNOWN_WHEN_ABSENT:
+            # (a later axis left out is at its default implicitly, as in a cell's key: nothing to say)
+            values[axis.name] = str(axis.default)
+            defaulted.append(f"{axis.name} (libvirt default: the hypervisor's, QEMU {axis.name}={axis.default})")
+    return values, defaulted

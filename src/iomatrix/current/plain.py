@@ -1,0 +1,27 @@
+"""--current from plain axes: ``cache=none,aio=threads,format=qcow2,bus=virtio-blk``.
+"""
+
+from __future__ import annotations
+
+from iomatrix.current.common import (
+    FORMS,
+    CurrentConfig,
+    _bad,
+    _value,
+)
+from iomatrix.domain import axes
+from iomatrix.errors import UserError
+
+
+def from_axes(text: str) -> CurrentConfig:
+    """Any axis of the registry as key=value (tier and backing are not a disk's configuration)."""
+    values: dict[str, str] = {}
+    known = [a.name for a in axes.plan_axes()]
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        k, sep, v = part.partition("=")
+        if not sep or k not in known:
+            raise _bad("axis", part, f"{', '.join(known)} as key=value; or {FORMS}")
+        values[k] = _value(k, k, v)
+    if "cache" not in values:
+        raise UserError("--current: the axes give no cache mode", hint=f"add cache=… ({axes.get('cache').choices()})")
+    return CurrentConfig(values, "axes given on the command line")

@@ -1,0 +1,169 @@
+"""--current from Proxmox VE's ``qm config VMID`` output (or ``/etc/pve/qemu-server/VMID.conf``). Its snippet
+writer: `iomatrix.snippets.proxmox_snippet` (a new volume) and the existing volume's `qm set`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+
+from iomatrix.current.common import (
+    CurrentConfig,
+    ExistingDisk,
+    _bad,
+    _value,
+)
+from iomatrix.domain import Bus, Format
+from iomatrix.domain.axes import IOThread
+from iomatrix.errors import UserError
+
+# `qm config VMID` output, or the VM's file /etc/pve/qemu-server/VMID.conf (the same "key: value" lines, then a
+# [snapshot] section per snapshot, which is not the running configuration). What qemu-server runs for a drive
+# that does not set an option (PVE/QemuServer.pm print_drive_commandline_full and PVE/QemuServer/Drive.pm of
+# qemu-server 8, Proxmox VE 8):
+#   cache: none (O_DIRECT) unless the storage is btrfs without nocow;
+#   aio: io_uring (since Proxmox VE 7.0), but native (with cache none/directsync) or threads on LVM and CIFS
+#     storages and on krbd without O_DIRECT;
+#   detect_zeroes: on, and unmap with discard=on (only detect_zeroes=0 turns it off);
+#   discard: ignore; iothread: off; scsihw: lsi (qm.conf's default; the web interface writes virtio-scsi-single
+#   for new VMs); a scsi drive's iothread and queues take effect only with scsihw virtio-scsi-single.
+PROXMOX_DRIVE = re.compile(r"^(ide|sata|scsi|virtio)(\d+)$")
+PROXMOX_BUS = {"virtio": Bus.VIRTIO_BLK, "ide": Bus.IDE, "sata": Bus.SATA}
+PROXMOX_SCSIHW = {"virtio-scsi-pci": Bus.VIRTIO_SCSI, "virtio-scsi-single": Bus.VIRTIO_SCSI_SINGLE}
+PROXMOX_DEFAULT_SCSIHW = "lsi"
+PROXMOX_DEFAULT_CACHE = "none"
+PROXMOX_DEFAULT_AIO = "io_uring"
+PROXMOX_TRUE = ("1", "on", "yes", "true")
+PROXMOX_FALSE = ("0", "off", "no", "false")
+# qemu-server's drive order when it picks a boot disk itself (PVE/QemuServer/Drive.pm valid_drive_names).
+PROXMOX_DRIVE_ORDER = ("ide", "scsi", "virtio", "sata")
+PROXMOX_IMAGE_EXTENSIONS = {f".{f.value}": f.value for f in Format}
+# A line of `qm config`: "key: value" (a key has letters, digits, '-' and '_').
+PROXMOX_LINE = re.compile(r"^([a-z][a-z0-9_-]*):\s?(.*)$")
+
+
+def looks_like_qm_config(text: str) -> bool:
+    """Whether `text` is `qm config` output: key: value lines, one of them a disk drive or scsihw."""
+    lines = list(itertools.takewhile(lambda line: not line.startswith("["), text.splitlines()))
+    matches = [PROXMOX_LINE.match(line) for line in lines if line.strip() and not line.startswith("#")]
+    return all(matches) and any(PROXMOX_DRIVE.match(m.group(1)) or m.group(1) == "scsihw" for m in matches if m)
+
+
+def _qm_config(text: str) -> dict[str, str]:
+    conf: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("["):  # a snapshot's section: the running configuration ends here
+            break
+        if not line.strip() or line.startswith("#"):
+            continue
+        m = PROXMOX_LINE.match(line)
+        if m is None:
+            raise _bad("qm config line", line, "'key: value' lines of 'qm config VMID'")
+        conf[m.group(1)] = m.group(2).strip()
+    return conf
+
+
+def _qm_drive(value: str) -> dict[str, str]:
+    """A drive's property string: [file=]VOLUME,key=value,…"""
+    parts = value.split(",")
+    drive = {"file": parts[0]} if "=" not in parts[0] else {}
+    for part in parts[0 if not drive else 1:]:
+        k, sep, v = part.partition("=")
+        if not sep:
+            raise _bad("drive property", part, "key=value after the volume")
+        drive["file" if k == "volume" else k] = v
+    return drive
+
+
+def _qm_disks(conf: dict[str, str]) -> list[str]:
+    """The VM's disks (not CD-ROM drives), the boot order's first."""
+    found = [(m.group(1), int(m.group(2)), key) for key in conf if (m := PROXMOX_DRIVE.match(key))]
+    drives = {key: _qm_drive(conf[key]) for _, _, key in found}
+    disks = [key for _, _, key in sorted(found, key=lambda f: (PROXMOX_DRIVE_ORDER.index(f[0]), f[1]))
+             if drives[key].get("media", "disk") != "cdrom" and drives[key].get("file") != "none"]
+    boot = conf.get("boot", "")
+    order = boot.removeprefix("order=").split(";") if boot.startswith("order=") else []
+    order += [conf["bootdisk"]] if "bootdisk" in conf else []
+    first = [k for k in order if k in disks]
+    return first[:1] + [k for k in disks if k not in first[:1]]
+
+
+def _qm_bool(key: str, value: str) -> bool:
+    if value in PROXMOX_TRUE:
+        return True
+    if value in PROXMOX_FALSE:
+        return False
+    raise _bad(key, value, "a Proxmox boolean: 1/0, on/off, yes/no")
+
+
+def from_proxmox(text: str, source: str, disk: str | None = None) -> CurrentConfig:
+    conf = _qm_config(text)
+    disks = _qm_disks(conf)
+    if disk is not None and disk not in disks:
+        raise UserError(f"--current: {source} has no disk {disk}",
+                        hint=f"disks in it: {', '.join(disks) or 'none'} (--current-disk scsi0)")
+    if not disks:
+        raise UserError(f"--current: {source} has no disk", hint="give 'qm config VMID' output of a VM with a disk")
+    key = disk or disks[0]
+    drive = _qm_drive(conf[key])
+    values, defaulted = _proxmox_drive_axes(key, drive, conf)
+    volume = drive.get("file", "")
+    vmid = m.group(1) if (m := re.search(r"(\d+)", Path(source).stem)) else None  # 100.conf, qm100.conf
+    # A volume of a directory/NFS storage is an image file (…/vm-100-disk-0.qcow2); LVM, ZFS and Ceph are not.
+    block = not any(volume.endswith(e) for e in PROXMOX_IMAGE_EXTENSIONS)
+    existing = ExistingDisk("proxmox", None, key, volume or None, vmid, block)
+    return CurrentConfig(values, f"Proxmox {source}, disk {key}", defaulted, disk=existing)
+
+
+def _proxmox_bus(key: str, conf: dict[str, str]) -> tuple[Bus, str]:
+    """(the bus, its scsihw) of drive `key`."""
+    prefix = PROXMOX_DRIVE.match(key).group(1)  # type: ignore[union-attr]
+    if prefix != "scsi":
+        return PROXMOX_BUS[prefix], ""
+    scsihw = conf.get("scsihw", PROXMOX_DEFAULT_SCSIHW)
+    if scsihw not in PROXMOX_SCSIHW:
+        raise _bad("scsihw", scsihw, f"{', '.join(PROXMOX_SCSIHW)} (iomatrix measures no other scsi controller; "
+                                     f"'{PROXMOX_DEFAULT_SCSIHW}' is qm.conf's default when scsihw is absent)")
+    return PROXMOX_SCSIHW[scsihw], scsihw
+
+
+def _proxmox_drive_axes(key: str, drive: dict[str, str], conf: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    values: dict[str, str] = {}
+    defaulted: list[str] = []
+    volume = drive.get("file", "")
+    if "format" in drive:
+        values["format"] = _value("format", "format", drive["format"])
+    else:  # qemu-server: a file's extension, else (LVM, ZFS, Ceph volumes) raw
+        ext = next((e for e in PROXMOX_IMAGE_EXTENSIONS if volume.endswith(e)), None)
+        values["format"] = PROXMOX_IMAGE_EXTENSIONS[ext] if ext else Format.RAW.value
+    if "cache" in drive:
+        values["cache"] = _value("cache", "cache", drive["cache"])
+    else:
+        values["cache"] = PROXMOX_DEFAULT_CACHE
+        defaulted.append(f"cache (Proxmox default: {PROXMOX_DEFAULT_CACHE}; writeback on a btrfs storage)")
+    if "aio" in drive:
+        values["aio"] = _value("aio", "aio", drive["aio"])
+    else:
+        values["aio"] = PROXMOX_DEFAULT_AIO
+        defaulted.append(f"aio (Proxmox ≥ 7.0 default: {PROXMOX_DEFAULT_AIO}; native or threads on LVM and CIFS "
+                         "storages)")
+    bus, scsihw = _proxmox_bus(key, conf)
+    values["bus"] = bus.value
+    discard_on = drive.get("discard", "ignore") == "on"
+    if drive.get("discard", "ignore") not in ("ignore", "on"):
+        raise _bad("discard", drive["discard"], "ignore or on")
+    if discard_on:
+        values["discard"] = "unmap"
+    zeroes = _qm_bool("detect_zeroes", drive["detect_zeroes"]) if "detect_zeroes" in drive else None
+    values["detect_zeroes"] = "off" if zeroes is False else ("unmap" if discard_on else "on")
+    if zeroes is None:
+        defaulted.append(f"detect_zeroes (Proxmox default: {values['detect_zeroes']}, unless detect_zeroes=0)")
+    # A scsi drive's iothread and queues take effect with scsihw virtio-scsi-single only (qemu-server ignores them
+    # on a shared controller); virtio drives have iothread and no queues.
+    own_controller = bus == Bus.VIRTIO_BLK or scsihw == "virtio-scsi-single"
+    if own_controller and _qm_bool("iothread", drive.get("iothread", "0")):
+        values["iothread"] = IOThread.ON.value
+    if own_controller and "queues" in drive:
+        values["queues"] = _value("queues", "queues", drive["queues"])
+    return values, defaulted

@@ -1,0 +1,200 @@
+"""--current from QEMU options: a ``-drive`` or ``-blockdev`` string with its ``-device`` (and controller).
+Its snippet writer: `iomatrix.snippets.qemu_snippet` (through the QEMU disk builder, `iomatrix.qemu_block`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shlex
+from typing import Any
+
+from iomatrix.backing.spec import parse_size
+from iomatrix.current.common import (
+    FORMS,
+    QEMU_DEFAULT_AIO,
+    QEMU_DEFAULT_CACHE,
+    CurrentConfig,
+    ExistingDisk,
+    _bad,
+    _onoff,
+    _read_back,
+    _set_l2_cache,
+    _split_opts,
+    _value,
+    cache_from_switches,
+)
+from iomatrix.domain import Bus, Format, axes
+from iomatrix.domain.axes import IOThread
+from iomatrix.errors import UserError
+
+# -drive if= → bus (if=scsi attaches an LSI controller, not virtio-scsi: iomatrix has no such bus).
+DRIVE_IF = {"virtio": Bus.VIRTIO_BLK, "ide": Bus.IDE}
+QEMU_DEVICE = {"virtio-blk-pci": Bus.VIRTIO_BLK, "virtio-blk": Bus.VIRTIO_BLK, "scsi-hd": Bus.VIRTIO_SCSI,
+               "ide-hd": Bus.IDE, "nvme": Bus.NVME}
+
+
+Device = dict[str, Any]  # one -device's properties, "driver" its name (a JSON -device's lists kept as lists)
+
+
+def _device_props(arg: str) -> Device:
+    """-device DRIVER,key=value,… or QEMU's JSON syntax {"driver": …} (which iothread-vq-mapping needs)."""
+    if arg.lstrip().startswith("{"):
+        try:
+            props = json.loads(arg)
+        except json.JSONDecodeError as e:
+            raise _bad("-device", arg, f"QEMU's JSON -device syntax ({e})") from e
+        if not isinstance(props, dict) or "driver" not in props:
+            raise _bad("-device", arg, 'a JSON object with a "driver"')
+        return {k: v if isinstance(v, list | dict) else str(v) for k, v in props.items()}
+    name, _, rest = arg.partition(",")
+    return {"driver": name, **dict(_split_opts(rest))}
+
+
+def _qemu_options(tokens: list[str]) -> tuple[dict[str, str] | None, dict[str, str] | None, list[Device]]:
+    """(the -drive, the first -blockdev (the format node), every -device) of a command line."""
+    drive: dict[str, str] | None = None
+    blockdev: dict[str, str] | None = None
+    devices: list[Device] = []
+    for tok, arg in itertools.pairwise(tokens):
+        if tok == "-drive":
+            drive = dict(_split_opts(arg))
+        elif tok == "-blockdev" and blockdev is None:
+            blockdev = dict(_split_opts(arg))
+        elif tok == "-device":
+            devices.append(_device_props(arg))
+    return drive, blockdev, devices
+
+
+def _qemu_device_axes(device: Device, devices: list[Device]) -> dict[str, str]:
+    """The bus's controller and the device axes of the disk's -device: IOThread and queues on a virtio-blk device,
+    on its virtio-scsi-pci controller (the -device whose id the disk's bus= names) for scsi-hd. A scsi disk alone
+    on its controller among several scsi disks has a controller of its own (virtio-scsi-single); a lone scsi
+    disk reads as virtio-scsi: its command line is the same either way. QEMU's defaults are left out."""
+    values: dict[str, str] = {}
+    props = device
+    if device["driver"] == "scsi-hd":
+        controller_id = str(device.get("bus", "")).partition(".")[0]
+        scsi = [d for d in devices if d["driver"] == "scsi-hd"]
+        alone = [d for d in scsi if str(d.get("bus", "")).partition(".")[0] == controller_id] == [device]
+        values["bus"] = (Bus.VIRTIO_SCSI_SINGLE if alone and len(scsi) > 1 else Bus.VIRTIO_SCSI).value
+        props = next((d for d in devices if d.get("id") == controller_id and controller_id), {})
+    if "iothread-vq-mapping" in props:
+        values["iothread"] = IOThread.VQ_MAPPING.value
+    elif "iothread" in props:
+        values["iothread"] = IOThread.ON.value
+    queues = props.get("num-queues", props.get("num_queues"))
+    if queues is not None:
+        values["queues"] = _value("queues", "num-queues", str(queues))
+    return values
+
+
+def from_qemu(text: str) -> CurrentConfig:
+    try:  # (a command pasted over several lines: a backslash at a line's end continues it, as in a shell)
+        tokens = shlex.split(text.replace("\\\n", ""))
+    except ValueError as e:  # shlex: "No closing quotation", "No escaped character"
+        raise UserError(f"--current: cannot split the QEMU options as a shell would ({str(e).lower()})",
+                        hint="close the quote, or quote the whole value once: --current '-drive file=…,cache=none'"
+                        ) from None
+    drive, blockdev, devices = _qemu_options(tokens)
+    # The disk's -device (a controller has no drive=).
+    device = next((d for d in devices if "drive" in d), {})
+    if drive is not None:
+        values, defaulted = _from_drive(drive)
+    elif blockdev is not None:
+        values, defaulted = _from_blockdev(blockdev, device)
+    else:
+        raise _bad("QEMU option", text, FORMS)
+    if device:
+        drv = device["driver"]
+        if drv not in QEMU_DEVICE:
+            raise _bad("-device", drv, ", ".join(QEMU_DEVICE))
+        values["bus"] = QEMU_DEVICE[drv].value
+        values.update(_qemu_device_axes(device, devices))
+    node = drive if drive is not None else blockdev or {}
+    later, later_defaulted = _later_axes_from_qemu(node, device)
+    image = node.get("file.filename", node.get("file"))
+    existing = ExistingDisk("qemu", image, block=node.get("file.driver") == "host_device"
+                            or str(image).startswith("/dev/"))
+    cfg = CurrentConfig({**values, **later}, "QEMU command line", defaulted + later_defaulted, disk=existing)
+    # The qcow2 L2 cache bound: l2-cache-size, else the combined cache-size (QEMU gives the L2 cache up to it).
+    option = next((k for k in QEMU_L2_CACHE_OPTIONS if k in node), None)
+    if option is not None:
+        try:
+            cache_bytes = parse_size(node[option])
+        except ValueError:
+            raise _bad(option, node[option], "a size in bytes or with a K/M/G/T suffix, e.g. 64M") from None
+        _set_l2_cache(cfg, cache_bytes, option)
+    return cfg
+
+
+def _from_drive(kv: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    values: dict[str, str] = {}
+    defaulted: list[str] = []
+    if "format" in kv:
+        values["format"] = _value("format", "format", kv["format"])
+    if "cache" in kv:
+        values["cache"] = _value("cache", "cache", kv["cache"])
+    elif any(k in kv for k in ("cache.direct", "cache.no-flush")):
+        values["cache"] = cache_from_switches(_onoff("cache.direct", kv.get("cache.direct", "off")), True,
+                                            _onoff("cache.no-flush", kv.get("cache.no-flush", "off"))).value
+    else:
+        values["cache"] = QEMU_DEFAULT_CACHE
+        defaulted.append(f"cache (QEMU -drive default: {QEMU_DEFAULT_CACHE})")
+    if "aio" in kv:
+        values["aio"] = _value("aio", "aio", kv["aio"])
+    else:
+        values["aio"] = QEMU_DEFAULT_AIO
+        defaulted.append(f"aio (QEMU default: {QEMU_DEFAULT_AIO})")
+    if kv.get("if", "none") != "none":
+        if kv["if"] not in DRIVE_IF:
+            raise _bad("if", kv["if"], ", ".join(DRIVE_IF) + " or none with a -device")
+        values["bus"] = DRIVE_IF[kv["if"]].value
+    return values, defaulted
+
+
+def _from_blockdev(kv: dict[str, str], device: Device) -> tuple[dict[str, str], list[str]]:
+    values: dict[str, str] = {}
+    defaulted: list[str] = []
+    if kv.get("driver", "") in {f.value for f in Format}:
+        values["format"] = kv["driver"]
+    direct = _onoff("cache.direct", kv.get("cache.direct", kv.get("file.cache.direct", "off")))
+    no_flush = _onoff("cache.no-flush", kv.get("cache.no-flush", kv.get("file.cache.no-flush", "off")))
+    wc = _onoff("write-cache", device.get("write-cache", "on"))
+    values["cache"] = cache_from_switches(direct, wc, no_flush).value
+    aio = kv.get("file.aio", kv.get("aio"))
+    if aio is None:
+        values["aio"] = QEMU_DEFAULT_AIO
+        defaulted.append(f"aio (QEMU default: {QEMU_DEFAULT_AIO})")
+    else:
+        values["aio"] = _value("aio", "aio", aio)
+    return values, defaulted
+
+
+# A qcow2 node's L2 cache bound (block/qcow2.c read_cache_sizes): l2-cache-size, else the combined cache-size.
+QEMU_L2_CACHE_OPTIONS = ("l2-cache-size", "cache-size")
+DEVICE_PREFIX = "-device "  # how _later_axes_from_qemu names a -device property among the node's options
+
+
+def _later_axes_from_qemu(node: dict[str, str], device: Device) -> tuple[dict[str, str], list[str]]:
+    """The registry's later axes, read back through their QEMU options: format-node options on the -drive or
+    the first -blockdev, protocol-node ones as file.KEY there (or KEY on a -drive), device ones on the
+    -device. An axis none of whose options is given is left out: it is at QEMU's default."""
+
+    def given(key: str) -> str | None:
+        if key.startswith(DEVICE_PREFIX):
+            return device.get(key.removeprefix(DEVICE_PREFIX))
+        return node.get(key, node.get(key.removeprefix("file.")))
+
+    values: dict[str, str] = {}
+    defaulted: list[str] = []
+    for axis in axes.axes():
+        if axis.always_named or axis.qemu is None or axis.on_controller:  # (read by _qemu_device_axes)
+            continue
+        spelled = {v: (*q.format_node, *((f"file.{k}", val) for k, val in (*q.file_node, *q.file_protocol)),
+                       *((DEVICE_PREFIX + k, val) for k, val in q.device))
+                   for v in axis.values if (q := axis.qemu(v))}
+        value = _read_back(spelled, given, lambda key: key)
+        if value is not None:  # (one left out is at its default implicitly, as in a cell's key)
+            values[axis.name] = value
+    return values, defaulted

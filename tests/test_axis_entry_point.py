@@ -1,0 +1,114 @@
+"""An axis from an installed package (entry-point group ``iomatrix.axes``) reaches the plan, the QEMU argv and
+the snippets with no change to iomatrix; one that collides with an existing QEMU option is refused in one line.
+
+The test package is a real distribution on sys.path (a ``.dist-info`` with its ``entry_points.txt``, what pip
+installs), read by importlib.metadata in a fresh interpreter, as an installed plugin would be.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from tests.conftest import iomatrix_argv
+
+AXIS_MODULE = '''
+from iomatrix.domain.axes import Axis, Layer, QemuOptions, ToolOption
+
+# QEMU's image locking on the file protocol node (an option no built-in axis sets).
+LOCKING = Axis(
+    "locking", "whether QEMU takes OFD locks on the image file", ("auto", "off"), "auto", ("auto",),
+    frozenset({Layer.IMAGE}),
+    qemu=lambda v: QemuOptions() if v == "auto" else QemuOptions(file_protocol=(("locking", v),)),
+    tools={"libvirt": lambda v: ToolOption(unavailable="libvirt has no per-disk locking option") if v == "off"
+           else ToolOption()})
+# Sets the device's write-cache, which the cache axis already sets: refused.
+WRITE_CACHE = Axis(
+    "write_cache", "demo", ("on", "off"), "on", ("on",), frozenset({Layer.DEVICE}),
+    qemu=lambda v: QemuOptions(device=(("write-cache", v),)))
+'''
+
+PROBE = '''
+import json
+from iomatrix.domain import axes
+from iomatrix.matrix import expand
+from iomatrix.plan.load import plan_from_dict
+from iomatrix.qemu_block import DiskSpec, disk_args
+from iomatrix.snippets import DiskConfig, snippets_for
+from iomatrix.workloads import resolve
+
+plan = plan_from_dict({"name": "p", "tier": ["blocklayer", "guest"], "format": ["raw"], "cache": ["none"],
+                       "locking": ["auto", "off"], "workloads": ["rand-read-4k"], "size": "32M",
+                       "image_size": "64M"}, "p.toml")
+exp = expand(plan, {}, [resolve(w) for w in plan.workloads])
+off = next(c for c in exp.cells if c["tier"] == "guest" and c["locking"] == "off")
+argv = disk_args(DiskSpec.for_cell(dict(off.items()), "/images/vm.raw"))
+snips = snippets_for(DiskConfig.from_axes(dict(off.items())), "/images/vm.raw")
+print(json.dumps({"registered": "locking" in axes.REGISTRY, "write_cache": "write_cache" in axes.REGISTRY,
+                  "keys": sorted(c.key for c in exp.cells), "argv": argv,
+                  "qemu": snips.by_tool("qemu").text, "libvirt": snips.by_tool("libvirt").note}))
+'''
+
+
+def _install(site: Path, entry_points: str) -> None:
+    """A distribution `iomx-demo-axis` with module iomx_demo_axis, as pip would lay it out."""
+    (site / "iomx_demo_axis.py").write_text(AXIS_MODULE)
+    info = site / "iomx_demo_axis-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: iomx-demo-axis\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(textwrap.dedent(entry_points))
+
+
+def _env(site: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *os.environ.get("PYTHONPATH", "").split(
+        os.pathsep)]).rstrip(os.pathsep), "COLUMNS": "200"}
+
+
+def test_an_installed_axis_reaches_the_plan_the_qemu_argv_and_the_snippets(tmp_path: Path) -> None:
+    _install(tmp_path, "[iomatrix.axes]\nlocking = iomx_demo_axis:LOCKING\n")
+    res = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=_env(tmp_path),
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["registered"] and not out["write_cache"]
+    # The default keeps the key it had before the axis; the other value names it.
+    assert "guest/raw/off/none/threads/virtio-blk/dir/none" in out["keys"]
+    assert "guest/raw/off/none/threads/virtio-blk/dir/none+locking=off" in out["keys"]
+    blockdev = out["argv"][out["argv"].index("-blockdev") + 1]
+    assert ",file.locking=off" in blockdev
+    assert "file.locking=off" in out["qemu"].replace("\\\n", "")
+    assert "libvirt has no per-disk locking option" in out["libvirt"]
+    # The CLI's plan sees it too.
+    plan = tmp_path / "p.toml"
+    plan.write_text('name = "p"\ntier = ["blocklayer"]\nformat = ["raw"]\ncache = ["none"]\n'
+                    'locking = ["auto", "off"]\nworkloads = ["rand-read-4k"]\nsize = "32M"\nimage_size = "64M"\n')
+    cli = subprocess.run([*iomatrix_argv(), "plan", str(plan), "--explain"], capture_output=True, text=True,
+                         env=_env(tmp_path), timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    header = next(line for line in cli.stdout.splitlines() if "workloads" in line and "tier" in line)
+    assert header.split()[-2:] == ["locking", "workloads"]
+    assert [line.split()[-2] for line in cli.stdout.splitlines() if "blocklayer  raw" in line] == ["auto", "off"]
+
+
+def test_an_installed_axis_that_sets_an_existing_qemu_option_is_refused_in_one_line(tmp_path: Path) -> None:
+    _install(tmp_path, "[iomatrix.axes]\nwrite_cache = iomx_demo_axis:WRITE_CACHE\n")
+    res = subprocess.run([sys.executable, "-c", "from iomatrix.domain import axes; print(sorted(axes.REGISTRY))"],
+                         capture_output=True, text=True, env=_env(tmp_path), timeout=120)
+    assert res.returncode == 0 and "write_cache" not in res.stdout
+    assert res.stderr.strip().splitlines() == [
+        "iomatrix: an installed axis was refused: iomatrix.axes: axis 'write_cache' sets write-cache on the guest "
+        "device (-device), which axis 'cache' already sets: one QEMU option belongs to one axis (extend 'cache''s "
+        "values instead, or set another option)"]
+
+
+def test_an_entry_point_that_cannot_be_loaded_is_named(tmp_path: Path) -> None:
+    _install(tmp_path, "[iomatrix.axes]\nbroken = iomx_demo_axis:NOT_THERE\n")
+    res = subprocess.run([sys.executable, "-c", "import iomatrix.domain.axes"], capture_output=True, text=True,
+                         env=_env(tmp_path), timeout=120)
+    assert res.returncode == 0 and "Traceback" not in res.stderr
+    assert "cannot load the iomatrix.axes entry point 'broken' (iomx_demo_axis:NOT_THERE, package iomx-demo-axis)" \
+        in res.stderr
