@@ -113,3 +113,49 @@ def test_an_image_filling_its_backing_fails_the_run_naming_enospc(tier: str, tmp
     errors = [r[0] for r in con.execute("SELECT error FROM runs")]
     con.close()
     assert errors and all(e and "ENOSPC" in e and "did not finish" not in e for e in errors), errors
+
+
+@root_only
+def test_a_database_on_a_filesystem_that_filled_is_read_and_resumed_once_space_is_freed(tmp_path: Path) -> None:
+    # A real ext4 that fills while runs are recorded: the checkpoint at close writes the header page (which now
+    # promises every page) but not the pages after it, so the runs live only in the -wal. The file must still be
+    # read (by SQLite, WAL included) and the sweep resume, instead of "truncated: its header promises …".
+    import dataclasses
+    import os
+
+    from iomatrix.errors import UserError
+    from iomatrix.store import Store
+    from tests.conftest import loop_mounted_ext4
+    from tests.test_store import rec
+
+    with loop_mounted_ext4(tmp_path, 8) as (_, mnt, _):
+        filler = mnt / "filler"
+        st = os.statvfs(mnt)
+        with open(filler, "wb") as f:
+            f.write(b"\1" * (st.f_bavail * st.f_frsize - 300 * 1024))
+        db = mnt / "x.db"
+        s = Store(db)
+        sweep = s.create_sweep(s.host_id({"hostname": "h"}), "p", "fp", "{}", [], [])
+        axes = dict(tier="baremetal", format="-", preallocation="-", cache="none", aio="threads", bus="-",
+                    backing="dir", modifier="none")
+        cell = s.cell_id(sweep, "k1", axes, {})
+        recorded = 0
+        with pytest.raises(UserError, match="database or disk is full"):
+            for _ in range(1000):  # bounded: 300 KiB free fills after a dozen 20 KB runs
+                s.record_run(dataclasses.replace(rec(cell), raw_output="x" * 20000))
+                recorded += 1
+        s.close()
+        assert recorded > 0
+        assert (mnt / "x.db-wal").stat().st_size > 0  # the runs are in the WAL
+        filler.unlink()
+        proc = run_cli("results", "--db", str(db), "--format", "json")
+        assert proc.returncode == 0, proc.stderr
+        assert "truncated" not in proc.stderr
+        reader = Store.open_existing(db)
+        assert reader.db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == recorded
+        reader.close()
+        again = Store(db)  # what `iomatrix run` opens to resume
+        again.record_run(rec(cell))
+        assert again.db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == recorded + 1
+        assert again.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        again.close()
