@@ -38,6 +38,10 @@ from iomatrix.store.schema import (
     inspect,
 )
 
+# Every database file this process opened, in order: an error SQLite raises later (a damaged page met by a
+# query) is reported naming them (cli.py).
+OPENED: list[Path] = []
+
 # Connections to a database that became unwritable mid-sweep: kept open until the process ends.
 _ABANDONED: list[sqlite3.Connection] = []
 
@@ -88,6 +92,7 @@ class Store(StoreQueries):
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
         self.read_only = read_only
+        OPENED.append(self.path)
         self.db, self.schema_version = _open_read_only(self.path) if read_only else _open_for_writing(self.path)
 
     @staticmethod
