@@ -158,11 +158,23 @@ def test_non_root_warning_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 @root_only
 def test_all_failed_sweep_exits_3_and_says_how_many(tmp_path: Path) -> None:
-    # A real ENOSPC: 64 MiB of writes into an 8 MiB tmpfs.
+    # A real ENOSPC: 4 MiB of writes into an 8 MiB tmpfs that something else fills once it is mounted (a plan
+    # that cannot fit is refused before it runs: test_enospc.py).
+    import threading
+
+    from tests.test_enospc import fill_when_mounted
+
     plan = tmp_path / "full.toml"
-    plan.write_text('tier = ["baremetal"]\ncache = ["writeback"]\nworkloads = ["seq-write-1m"]\nsize = "64M"\n'
+    plan.write_text('tier = ["baremetal"]\ncache = ["writeback"]\nworkloads = ["seq-write-1m"]\nsize = "4M"\n'
                     'runtime = 1\n[repetitions]\nmin = 1\nmax = 1\n[[backing]]\ntype = "tmpfs"\nsize = "8M"\n')
-    proc = run_cli("run", str(plan), "--db", str(tmp_path / "r.sqlite"), "--workdir", str(tmp_path / "w"))
+    stop = threading.Event()
+    filler = threading.Thread(target=fill_when_mounted, args=(tmp_path / "w", stop, 1 << 20), daemon=True)
+    filler.start()
+    try:
+        proc = run_cli("run", str(plan), "--db", str(tmp_path / "r.sqlite"), "--workdir", str(tmp_path / "w"))
+    finally:
+        stop.set()
+        filler.join(timeout=60)
     assert proc.returncode == 3, proc.stderr
     assert "every run failed (3 runs)" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
