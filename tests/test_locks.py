@@ -58,3 +58,25 @@ def test_the_lock_file_is_removed_on_release_also_after_a_failure(tmp_path: Path
                 pass
     finally:
         os.close(stale)
+
+
+def test_is_held_reads_the_kernels_lock_table_without_locking(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from iomatrix.locks import is_held
+
+    lock = tmp_path / "r.sqlite.lock"
+    assert not is_held(lock) and not lock.exists()
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys\n"
+                               f"fd = os.open({str(lock)!r}, os.O_RDWR | os.O_CREAT)\n"
+                               "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\nsys.stdin.read()\n"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"  # an event, not a delay
+        assert is_held(lock)
+    finally:
+        holder.communicate("", timeout=60)
+    assert not is_held(lock)  # released with the process: the file is there, unlocked
+    with exclusive(lock, "results database r.sqlite"):  # and asking took no lock that would stand in the way
+        assert is_held(lock)

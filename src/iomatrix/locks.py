@@ -102,12 +102,26 @@ def refuse_if_held(lock_path: Path, what: str) -> None:
 
 
 def is_held(lock_path: Path) -> bool:
-    """Whether another process holds `lock_path` now (creates nothing; a missing file is not held)."""
+    """Whether some process holds `lock_path` now (creates nothing, takes no lock; a missing file is not held).
+
+    Read from the kernel's table of locks (/proc/locks), not by trying a lock: a reader that took even a shared
+    lock for an instant could make a sweep starting at that instant think the database is in use."""
     try:
-        refuse_if_held(lock_path, "")
-    except UserError:
-        return True
-    return False
+        st = os.stat(lock_path, follow_symlinks=False)
+    except OSError:
+        return False
+    me = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        try:
+            refuse_if_held(lock_path, "")
+        except UserError:
+            return True
+        return False
+    # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; blocked waiters ("-> FLOCK …") hold nothing yet.
+    return any(f[1] == "FLOCK" and f[5] == me for f in (line.split() for line in table.splitlines())
+               if len(f) > 5 and f[0] != "->")
 
 
 def db_lock_path(db: Path) -> Path:
