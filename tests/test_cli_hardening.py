@@ -107,15 +107,15 @@ def test_run_without_a_plan_prints_usage_and_version_works(tmp_path: Path) -> No
 
 def test_unexpected_error_is_one_line_with_a_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    # A real internal failure: the report code meets a database whose samples table was tampered with.
+    # An internal failure (a bug: an exception no code expects) while a report opens its database.
     db = tmp_path / "r.sqlite"
     shutil.copyfile(SCHEMA1, db)
-    import sqlite3
+    from iomatrix.store import Store
 
-    con = sqlite3.connect(db)
-    con.execute("UPDATE runs SET phases_json='not json'")
-    con.commit()
-    con.close()
+    def bug(path: Path) -> Store:
+        raise ZeroDivisionError("a bug in the report code")
+
+    monkeypatch.setattr(Store, "open_existing", staticmethod(bug))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     with pytest.raises(SystemExit) as exit_:
         main(["results", "--db", str(db)])
@@ -126,6 +126,24 @@ def test_unexpected_error_is_one_line_with_a_log(tmp_path: Path, monkeypatch: py
     logs = list((tmp_path / "cache" / "iomatrix" / "logs").glob("crash-*.log"))
     assert len(logs) == 1 and "Traceback" in logs[0].read_text()
     assert str(logs[0]) in lines[0]
+
+
+def test_damaged_json_in_a_database_is_a_user_error_naming_its_row(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "r.sqlite"
+    shutil.copyfile(SCHEMA1, db)
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    con.execute("UPDATE runs SET phases_json='not json' WHERE id=(SELECT MIN(id) FROM runs)")
+    con.commit()
+    con.close()
+    with pytest.raises(SystemExit) as exit_:
+        main(["results", "--db", str(db)])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "is damaged: runs row 1 holds 'not json' in column phases_json, not JSON" in lines[0]
 
 
 def test_non_root_warning_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -140,11 +158,23 @@ def test_non_root_warning_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 @root_only
 def test_all_failed_sweep_exits_3_and_says_how_many(tmp_path: Path) -> None:
-    # A real ENOSPC: 64 MiB of writes into an 8 MiB tmpfs.
+    # A real ENOSPC: 4 MiB of writes into an 8 MiB tmpfs that something else fills once it is mounted (a plan
+    # that cannot fit is refused before it runs: test_enospc.py).
+    import threading
+
+    from tests.test_enospc import fill_when_mounted
+
     plan = tmp_path / "full.toml"
-    plan.write_text('tier = ["baremetal"]\ncache = ["writeback"]\nworkloads = ["seq-write-1m"]\nsize = "64M"\n'
+    plan.write_text('tier = ["baremetal"]\ncache = ["writeback"]\nworkloads = ["seq-write-1m"]\nsize = "4M"\n'
                     'runtime = 1\n[repetitions]\nmin = 1\nmax = 1\n[[backing]]\ntype = "tmpfs"\nsize = "8M"\n')
-    proc = run_cli("run", str(plan), "--db", str(tmp_path / "r.sqlite"), "--workdir", str(tmp_path / "w"))
+    stop = threading.Event()
+    filler = threading.Thread(target=fill_when_mounted, args=(tmp_path / "w", stop, 1 << 20), daemon=True)
+    filler.start()
+    try:
+        proc = run_cli("run", str(plan), "--db", str(tmp_path / "r.sqlite"), "--workdir", str(tmp_path / "w"))
+    finally:
+        stop.set()
+        filler.join(timeout=60)
     assert proc.returncode == 3, proc.stderr
     assert "every run failed (3 runs)" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout

@@ -9,8 +9,10 @@ the NBD export and names it with the same hint.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -87,7 +89,7 @@ tier = ["{tier}"]
 format = ["raw"]
 cache = ["writeback"]
 workloads = ["seq-write-1m"]
-size = "96M"
+size = "32M"
 runtime = 3
 run_timeout = 120
 null_ceiling = false
@@ -100,16 +102,120 @@ size = "48M"
 """
 
 
+def fill_when_mounted(work: Path, stop: threading.Event, leave: int = 4 << 20) -> None:
+    """Fill the sweep's tmpfs once it is mounted under `work`, leaving `leave` bytes: the plan fits when checked,
+    and its first run then fills the host filesystem in the middle of the run."""
+    from iomatrix.mountinfo import parse_mountinfo
+
+    while not stop.is_set():
+        mounts = [m["mountpoint"] for m in parse_mountinfo()
+                  if m["fstype"] == "tmpfs" and m["mountpoint"].startswith(str(work) + "/")]
+        if mounts:
+            st = os.statvfs(mounts[0])
+            with open(Path(mounts[0]) / "filler", "wb") as f:
+                f.write(b"\1" * max(0, st.f_bavail * st.f_frsize - leave))
+            return
+        stop.wait(0.05)
+
+
 @pytest.mark.slow
 @root_only
 @pytest.mark.parametrize("tier", ["guest", "blocklayer"])
 def test_an_image_filling_its_backing_fails_the_run_naming_enospc(tier: str, tmp_path: Path) -> None:
-    # 96 MiB written to an image on a 48 MiB tmpfs: the host filesystem fills in the middle of the run.
+    # The tmpfs fills while the image is written: the host filesystem is full in the middle of the run.
     (tmp_path / "p.toml").write_text(PLAN.format(tier=tier))
-    proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--workdir", "w", cwd=tmp_path)
+    stop = threading.Event()
+    filler = threading.Thread(target=fill_when_mounted, args=(tmp_path / "w", stop), daemon=True)
+    filler.start()
+    try:
+        proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--workdir", "w", cwd=tmp_path)
+    finally:
+        stop.set()
+        filler.join(timeout=60)
     assert proc.returncode == 3, proc.stdout + proc.stderr  # the unit gave up
     assert "Traceback" not in proc.stdout + proc.stderr
     con = sqlite3.connect(tmp_path / "r.sqlite")
     errors = [r[0] for r in con.execute("SELECT error FROM runs")]
     con.close()
     assert errors and all(e and "ENOSPC" in e and "did not finish" not in e for e in errors), errors
+
+
+def test_a_plan_that_does_not_fit_its_backing_is_refused_with_the_arithmetic(tmp_path: Path) -> None:
+    # 96 MiB written onto a 48 MiB tmpfs: refused before anything is created, by `run`; `plan` warns.
+    (tmp_path / "p.toml").write_text(PLAN.format(tier="blocklayer").replace('size = "32M"', 'size = "96M"'))
+    planned = run_cli("plan", "p.toml", cwd=tmp_path)
+    assert planned.returncode == 0, planned.stderr
+    assert "warning: does not fit: backing tmpfs (48 MiB filesystem) needs 96 MiB" in planned.stdout
+    proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--workdir", "w", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "the plan does not fit" in lines[0] and "100663296 > 50331648 bytes" in lines[0]
+    assert not (tmp_path / "w").exists() and not (tmp_path / "r.sqlite").exists()
+
+
+@pytest.mark.parametrize(("plan", "words"), [
+    ('tier = ["baremetal"]\nsize = "999T"\n', "fio file (size) 999 TiB"),
+    ('tier = ["blocklayer"]\nformat = ["raw"]\npreallocation = ["full"]\n[[backing]]\ntype = "tmpfs"\n'
+     'size = "64M"\n', "image preallocated full (image_size) 1 GiB"),
+    ('tier = ["baremetal"]\nsize = "48M"\n[[backing]]\ntype = "loopfs"\nfs = "ext4"\nsize = "32M"\n',
+     "backing ext4-loop (32 MiB filesystem) needs 48 MiB"),
+])
+def test_plans_that_cannot_fit_are_named_by_plan_and_refused_by_run(tmp_path: Path, plan: str, words: str) -> None:
+    (tmp_path / "p.toml").write_text(plan)
+    planned = run_cli("plan", "p.toml", cwd=tmp_path)
+    assert planned.returncode == 0 and "warning: does not fit" in planned.stdout and words in planned.stdout, \
+        planned.stdout + planned.stderr
+    proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--workdir", "w", cwd=tmp_path)
+    assert proc.returncode == 2 and "the plan does not fit" in proc.stderr and words in proc.stderr, proc.stderr
+    assert not (tmp_path / "w").exists() and not (tmp_path / "r.sqlite").exists()
+
+
+def test_a_plan_that_fits_gets_no_warning(tmp_path: Path) -> None:
+    (tmp_path / "p.toml").write_text('tier = ["baremetal"]\nsize = "16M"\n')
+    planned = run_cli("plan", "p.toml", cwd=tmp_path)
+    assert planned.returncode == 0 and "does not fit" not in planned.stdout
+
+
+@root_only
+def test_a_database_on_a_filesystem_that_filled_is_read_and_resumed_once_space_is_freed(tmp_path: Path) -> None:
+    # A real ext4 that fills while runs are recorded: the checkpoint at close writes the header page (which now
+    # promises every page) but not the pages after it, so the runs live only in the -wal. The file must still be
+    # read (by SQLite, WAL included) and the sweep resume, instead of "truncated: its header promises …".
+    import dataclasses
+
+    from iomatrix.errors import UserError
+    from iomatrix.store import Store
+    from tests.conftest import loop_mounted_ext4
+    from tests.test_store import rec
+
+    with loop_mounted_ext4(tmp_path, 8) as (_, mnt, _):
+        filler = mnt / "filler"
+        st = os.statvfs(mnt)
+        with open(filler, "wb") as f:
+            f.write(b"\1" * (st.f_bavail * st.f_frsize - 300 * 1024))
+        db = mnt / "x.db"
+        s = Store(db)
+        sweep = s.create_sweep(s.host_id({"hostname": "h"}), "p", "fp", "{}", [], [])
+        axes = dict(tier="baremetal", format="-", preallocation="-", cache="none", aio="threads", bus="-",
+                    backing="dir", modifier="none")
+        cell = s.cell_id(sweep, "k1", axes, {})
+        recorded = 0
+        with pytest.raises(UserError, match="database or disk is full"):
+            for _ in range(1000):  # bounded: 300 KiB free fills after a dozen 20 KB runs
+                s.record_run(dataclasses.replace(rec(cell), raw_output="x" * 20000))
+                recorded += 1
+        s.close()
+        assert recorded > 0
+        assert (mnt / "x.db-wal").stat().st_size > 0  # the runs are in the WAL
+        filler.unlink()
+        proc = run_cli("results", "--db", str(db), "--format", "json")
+        assert proc.returncode == 0, proc.stderr
+        assert "truncated" not in proc.stderr
+        reader = Store.open_existing(db)
+        assert reader.db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == recorded
+        reader.close()
+        again = Store(db)  # what `iomatrix run` opens to resume
+        again.record_run(rec(cell))
+        assert again.db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == recorded + 1
+        assert again.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        again.close()

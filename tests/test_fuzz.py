@@ -98,3 +98,129 @@ def test_fuzz_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert tree_digest(tmp_path / "corpus") == corpus_before, "the corpus was modified"
     assert not problems, f"{len(problems)} of {len(all_cases)} cases failed:\n" + "\n".join(problems[:40])
     assert os.getcwd() == str(cwd)
+
+
+# -- a generated campaign of damaged databases over every command that reads one ---------------------------------
+
+TINY_PLAN = ('tier = ["baremetal"]\nworkloads = ["rand-read-4k"]\nsize = "4M"\nruntime = 1\nnull_ceiling = false\n'
+             '[repetitions]\nmin = 1\nmax = 1\n')
+# SQL that damages one kind of content, as a disk, a cut copy or a hand edit would leave it.
+DAMAGE_SQL: dict[str, str] = {
+    "sample-garbage": "UPDATE samples SET value='garbage' WHERE rowid=(SELECT MIN(rowid) FROM samples)",
+    "sample-infinite": "UPDATE samples SET value=1e999 WHERE rowid=(SELECT MIN(rowid) FROM samples)",
+    "sample-minus-infinite": "UPDATE samples SET value=-1e999 WHERE rowid=(SELECT MAX(rowid) FROM samples)",
+    "sample-blob": "UPDATE samples SET value=x'00ff' WHERE rowid=(SELECT MIN(rowid) FROM samples)",
+    "sample-negative": "UPDATE samples SET value=-5 WHERE rowid=(SELECT MIN(rowid) FROM samples)",
+    "plan-json-not-json": "UPDATE sweeps SET plan_json='{not json'",
+    "plan-json-array": "UPDATE sweeps SET plan_json='[1, 2]'",
+    "pruned-json-object": "UPDATE sweeps SET pruned_json='{}'",
+    "notes-json-null": "UPDATE sweeps SET notes_json='null'",
+    "registry-string": "UPDATE sweeps SET metric_registry='\"x\"'",
+    "host-extra-not-json": "UPDATE hosts SET extra_json='oops'",
+    "backing-json-not-json": "UPDATE cells SET backing_json='{'",
+    "phases-json-text-value": "UPDATE runs SET phases_json='{\"wall_s\": \"slow\"}'",
+    "meta-json-not-json": "UPDATE runs SET meta_json='[' WHERE id=1",
+    "disturbance-json-number": "UPDATE runs SET disturbance_json='5'",
+    "monitor-text": "UPDATE monitor SET value='x' WHERE rowid=1",
+}
+RANDOM_BYTE_CASES = 16
+
+
+def damaged_databases(tmp: Path) -> dict[str, Path]:
+    """A sound database of two finished sweeps, and one damaged copy of it per kind of damage."""
+    import random
+    import sqlite3
+
+    from iomatrix.store import Store
+    from tests.test_merge import make_sweep
+
+    tmp.mkdir()
+    sound = tmp / "sound.sqlite"
+    s = Store(sound)
+    make_sweep(s, "host-a", "quick", cells=3)
+    make_sweep(s, "host-a", "full", cells=2, base=200.0)
+    s.close()
+    out: dict[str, Path] = {}
+    for kind, sql in DAMAGE_SQL.items():
+        path = tmp / f"{kind}.sqlite"
+        shutil.copyfile(sound, path)
+        con = sqlite3.connect(path)
+        con.execute(sql)
+        con.commit()
+        con.close()
+        out[kind] = path
+    size = sound.stat().st_size
+    for i in range(RANDOM_BYTE_CASES):
+        rnd = random.Random(i)  # seeded: the same campaign every time
+        data = bytearray(sound.read_bytes())
+        for _ in range(rnd.randint(1, 4)):
+            at = rnd.randrange(100, size - 64)  # past the header's magic: the file still looks like SQLite's
+            n = rnd.randint(8, 512)
+            data[at:at + n] = rnd.randbytes(min(n, size - at))
+        path = tmp / f"random-bytes-{i}.sqlite"
+        path.write_bytes(bytes(data))
+        out[f"random-bytes-{i}"] = path
+    half = tmp / "cut-in-half.sqlite"
+    half.write_bytes(sound.read_bytes()[: size // 2])
+    out["cut-in-half"] = half
+    return out
+
+
+def command_lines(db: Path, case: Path) -> list[tuple[str, list[str]]]:
+    """Every command that reads a results database, on `db`."""
+    return [("results", ["results", "--db", str(db)]),
+            ("rank", ["rank", "--db", str(db)]),
+            ("compare", ["compare", str(db), str(db)]),
+            ("recommend", ["recommend", "--db", str(db)]),
+            ("report", ["report", "--db", str(db), "--html", str(case / "r.html")]),
+            ("monitor", ["monitor", "--run", "1", "--db", str(db)]),
+            ("merge", ["merge", str(case / "merged.sqlite"), str(db)]),
+            ("run", ["run", str(case / "tiny.toml"), "--db", str(db), "--workdir", str(case / "w")])]
+
+
+def test_damaged_databases_give_one_line_errors_in_every_command(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    dbs = damaged_databases(tmp_path / "made")
+    cwd, cache, home = tmp_path / "cwd", tmp_path / "cache", tmp_path / "home"
+    for d in (cwd, home):
+        d.mkdir()
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("COLUMNS", "100")
+    problems: list[str] = []
+    refused: dict[str, set[str]] = {}
+    total = 0
+    for kind, source in dbs.items():
+        for command, _ in command_lines(source, tmp_path):
+            case = tmp_path / "case"
+            shutil.rmtree(case, ignore_errors=True)
+            case.mkdir()
+            (case / "tiny.toml").write_text(TINY_PLAN)
+            db = case / source.name
+            shutil.copyfile(source, db)
+            argv = dict(command_lines(db, case))[command]
+            total += 1
+            code, text = run_case(argv)
+            name = f"{kind} {command}"
+            if "Traceback" in text:
+                problems.append(f"{name}: traceback")
+            if code not in (0, 2, 3):
+                problems.append(f"{name}: exit {code}: {text.strip().splitlines()[-1:]}")
+            if code == 2:
+                errors = [ln for ln in text.splitlines() if ln.startswith("error:")]
+                if len(errors) != 1:
+                    problems.append(f"{name}: exit 2 without one error line: {text.strip()[-300:]}")
+                refused.setdefault(kind, set()).add(command)
+            if (cache / "iomatrix" / "logs").exists():  # (matplotlib keeps its font cache there too)
+                problems.append(f"{name}: wrote a crash log")
+                shutil.rmtree(cache / "iomatrix", ignore_errors=True)
+            if command == "merge" and code == 0 and kind.startswith(("sample-", "monitor-")):
+                problems.append(f"{name}: merged a damaged row with exit 0")
+    assert total == len(dbs) * 8 >= 240
+    assert not problems, f"{len(problems)} of {total} cases failed:\n" + "\n".join(problems[:40])
+    # Damage a report would trip over is refused by every command, naming the place; a negative sample is a
+    # number (the statistics judge it), refused only by merge.
+    for kind in DAMAGE_SQL:
+        want = {"merge"} if kind == "sample-negative" else {c for c, _ in command_lines(Path(), Path())}
+        assert want <= refused.get(kind, set()), (kind, refused.get(kind))

@@ -172,8 +172,8 @@ def test_merging_in_any_order_and_twice_gives_every_run_once(tmp_path: Path) -> 
     assert [r.sweeps_present for r in again.inputs] == [2, 1, 2, 1, 1, 2]
     assert dump(one) == want
     assert {p: digest(p) for p in inputs} == before, "an input was modified"
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".one", "one"))) == ["one.sqlite",
-                                                                                                 "one.sqlite.lock"]
+    # No staging directory and no lock file is left behind.
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".one", "one"))) == ["one.sqlite"]
 
 
 def test_merging_is_incremental(tmp_path: Path) -> None:
@@ -305,3 +305,44 @@ def test_the_cli_merges_and_the_reports_read_the_result(tmp_path: Path) -> None:
     refused = run_cli("merge", str(out), str(grown))
     assert refused.returncode == 2 and refused.stderr.startswith("error:"), refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and "notes_json" in refused.stderr
+
+
+def test_a_symlinked_output_is_locked_and_written_through_and_a_failed_merge_leaves_no_lock(tmp_path: Path) -> None:
+    inputs = fleet(tmp_path)
+    real = tmp_path / "real.sqlite"
+    alias = tmp_path / "alias.sqlite"
+    alias.symlink_to(real.name)
+    merge(alias, inputs[:1])
+    assert alias.is_symlink() and real.is_file()  # written through the link, the link kept
+    merge(alias, inputs[1:2])
+    assert alias.is_symlink() and dump(real) == expected(inputs[:2], tmp_path)
+    # A merge into the target while one holds the link's lock (the same file) is refused.
+    with exclusive(db_lock_path(alias), f"results database {alias}"), pytest.raises(UserError, match="in use by"):
+        merge(real, inputs[2:3])
+    assert db_lock_path(alias) == db_lock_path(real) == tmp_path / "real.sqlite.lock"
+    # A failed merge (a damaged input) leaves the output as it was and no lock file.
+    kept = digest(real)
+    junk = tmp_path / "junk.sqlite"
+    junk.write_text("not a database\n" * 100)
+    with pytest.raises(UserError):
+        merge(alias, [junk])
+    assert digest(real) == kept and alias.is_symlink()
+    assert not list(tmp_path.glob("*.lock"))
+
+
+@pytest.mark.parametrize(("value", "shown"), [("'garbage'", "'garbage'"), ("9e999", "Inf"), ("-5.0", "-5.0")])
+def test_merge_refuses_a_sample_that_is_not_a_measurement_naming_its_row(tmp_path: Path, value: str,
+                                                                         shown: str) -> None:
+    inputs = fleet(tmp_path)
+    bad = tmp_path / "bad.sqlite"
+    shutil.copy(inputs[0], bad)
+    db = sqlite3.connect(bad)
+    run_id, metric = db.execute("SELECT run_id, metric FROM samples ORDER BY rowid LIMIT 1").fetchone()
+    db.execute(f"UPDATE samples SET value={value} WHERE rowid=(SELECT MIN(rowid) FROM samples)")
+    db.commit()
+    db.close()
+    out = tmp_path / "out.sqlite"
+    with pytest.raises(UserError, match=rf"bad\.sqlite.*samples row \(run {run_id}, metric '{metric}'\)") as err:
+        merge(out, [inputs[1], bad])
+    assert shown in err.value.one_line() and "\n" not in err.value.one_line()
+    assert not out.exists()

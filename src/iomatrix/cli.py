@@ -6,11 +6,12 @@ Each subcommand is a module of `iomatrix.commands` that registers itself on the 
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.markup import escape
@@ -93,14 +94,31 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         err_console.print("interrupted")
         sys.exit(EXIT_INTERRUPTED)
+    except sqlite3.DatabaseError as err:
+        from iomatrix.store.db import OPENED
+        from iomatrix.store.integrity import is_file_damage
+
+        if not is_file_damage(err):  # a query's own mistake: a bug
+            _internal(err)
+
+        where = ", ".join(dict.fromkeys(str(p) for p in OPENED)) or "a results database"
+        err_console.print(f"[red]error:[/] {escape(_one_line(f'{where}: SQLite cannot read it ({err})'))} — "
+                          "restore it from a copy (sqlite3's .recover may save the rest into a new file)",
+                          soft_wrap=True)
+        sys.exit(EXIT_USER)
     except Exception as err:
-        log = _write_crash_log(err)
-        where = f"full traceback in {log}" if log else f"no log could be written in {crash_log_dir()}"
-        if isinstance(err, OSError) and err.strerror:
-            # The host refused something (disk full, permission, read-only filesystem): the user can act.
-            what = f"{err.strerror}" + (f": {err.filename}" if err.filename else "")
-            err_console.print(f"[red]error:[/] {escape(_one_line(what))} — {escape(where)}", soft_wrap=True)
-            sys.exit(EXIT_USER)
-        err_console.print(f"[red]internal error:[/] {escape(_one_line(f'{type(err).__name__}: {err}'))} — "
-                          f"{escape(where)}; please report it", soft_wrap=True)
-        sys.exit(EXIT_INTERNAL)
+        _internal(err)
+
+
+def _internal(err: Exception) -> NoReturn:
+    """One line for an error the user did not cause (the traceback in a log), or an OSError the host raised."""
+    log = _write_crash_log(err)
+    where = f"full traceback in {log}" if log else f"no log could be written in {crash_log_dir()}"
+    if isinstance(err, OSError) and err.strerror:
+        # The host refused something (disk full, permission, read-only filesystem): the user can act.
+        what = f"{err.strerror}" + (f": {err.filename}" if err.filename else "")
+        err_console.print(f"[red]error:[/] {escape(_one_line(what))} — {escape(where)}", soft_wrap=True)
+        sys.exit(EXIT_USER)
+    err_console.print(f"[red]internal error:[/] {escape(_one_line(f'{type(err).__name__}: {err}'))} — "
+                      f"{escape(where)}; please report it", soft_wrap=True)
+    sys.exit(EXIT_INTERNAL)

@@ -5,7 +5,11 @@ two on one workdir delete each other's images and loop files. Each sweep holds a
 `fcntl.flock` on a lock file (beside the database, and inside the workdir) for as long
 as it runs; the kernel drops the lock when the process dies, so a crash or kill -9
 never leaves a stale lock behind. The holder writes its pid and command line into the
-file so a second sweep can say who is in the way.
+file so a second sweep can say who is in the way, and removes the file when it is done
+(also when it fails), so no `.lock` file is left beside a database.
+
+A database is locked by the file it resolves to, not by the name it was given: `x.db`
+and a symlink `alias.db` to it share one lock (`x.db.lock`, beside the real file).
 """
 
 from __future__ import annotations
@@ -39,27 +43,45 @@ def _in_use(fd: int, what: str) -> UserError:
 @contextlib.contextmanager
 def exclusive(lock_path: Path, what: str) -> Iterator[None]:
     """Hold an exclusive lock on `lock_path` (created if missing); `what` names the locked thing."""
+    fd = _lock_current_file(lock_path, what)
     try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
-    except OSError as err:
-        raise UserError(f"cannot create the lock file {lock_path}: {err.strerror}",
-                        hint=f"make the directory of {what} writable") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise _in_use(fd, what) from None
         me = f"{os.getpid()} {' '.join(sys.argv)}\n".encode()
         os.ftruncate(fd, 0)
         os.pwrite(fd, me, 0)
         try:
             yield
         finally:
-            # Empty the file before the lock goes, so a stale pid is never reported.
+            # Remove the file while the lock is still held: a process that opened it before and locks it after
+            # sees that the name no longer leads to its file and starts again (see _lock_current_file).
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)
+                os.unlink(lock_path)
     finally:
         os.close(fd)
+
+
+def _lock_current_file(lock_path: Path, what: str) -> int:
+    """An fd of `lock_path`, exclusively locked, that is still the file the name leads to (bounded retries)."""
+    for _ in range(100):
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        except OSError as err:
+            raise UserError(f"cannot create the lock file {lock_path}: {err.strerror}",
+                            hint=f"make the directory of {what} writable") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            err = _in_use(fd, what)
+            os.close(fd)
+            raise err from None
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(lock_path, follow_symlinks=False))
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)  # the holder before us removed this file as it let go: lock the new one
+    raise UserError(f"cannot take the lock file {lock_path}: it keeps being replaced", hint="try again")
 
 
 def refuse_if_held(lock_path: Path, what: str) -> None:
@@ -79,8 +101,33 @@ def refuse_if_held(lock_path: Path, what: str) -> None:
         os.close(fd)  # drops the shared lock, if taken
 
 
+def is_held(lock_path: Path) -> bool:
+    """Whether some process holds `lock_path` now (creates nothing, takes no lock; a missing file is not held).
+
+    Read from the kernel's table of locks (/proc/locks), not by trying a lock: a reader that took even a shared
+    lock for an instant could make a sweep starting at that instant think the database is in use."""
+    try:
+        st = os.stat(lock_path, follow_symlinks=False)
+    except OSError:
+        return False
+    me = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        try:
+            refuse_if_held(lock_path, "")
+        except UserError:
+            return True
+        return False
+    # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; blocked waiters ("-> FLOCK …") hold nothing yet.
+    return any(f[1] == "FLOCK" and f[5] == me for f in (line.split() for line in table.splitlines())
+               if len(f) > 5 and f[0] != "->")
+
+
 def db_lock_path(db: Path) -> Path:
-    return db.with_name(db.name + ".lock")
+    """The lock of the database file `db` resolves to (symlinks followed), beside that file."""
+    real = Path(db).resolve()
+    return real.with_name(real.name + ".lock")
 
 
 WORKDIR_LOCK = ".iomatrix.lock"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 from iomatrix.errors import UserError
 
@@ -52,3 +53,35 @@ def read_small_text(path: Path, *, label: str, noun: str, a_noun: str, limit: in
 def last_lines(text: str, lines: int) -> str:
     """The last `lines` lines of `text` (a child's log or stderr, quoted in an error or a console tail)."""
     return "\n".join(text.splitlines()[-lines:])
+
+
+# Characters that change what a terminal shows instead of being shown: C0 controls but newline and tab (ESC starts
+# the sequences that clear the screen or set the window title), DEL, C1 controls (0x9b is a one-byte CSI), and the
+# Unicode direction overrides and isolates that make text read backwards (U+202E) — the "Trojan source" set.
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _visible(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def escape_controls(text: str) -> str:
+    """`text` with every character that would act on a terminal written as a visible escape (ESC as `\\x1b`,
+    U+202E as `\\u202e`); newline and tab are kept. Text from plans and databases goes through this before it is
+    printed, so a plan's description cannot clear the screen, retitle the window or reverse a line."""
+    if text.isprintable():  # the common case: nothing to do (isprintable is False for \n and \t too)
+        return text
+    return "".join(_visible(c) if (c < " " and c not in "\n\t") or "\x7f" <= c <= "\x9f" or c in _BIDI else c
+                   for c in text)
+
+
+def escape_controls_in(value: Any) -> Any:
+    """`escape_controls` applied to every string inside `value` (dict keys and values, list and tuple items)."""
+    if isinstance(value, str):
+        return escape_controls(value)
+    if isinstance(value, dict):
+        return {escape_controls_in(k): escape_controls_in(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(escape_controls_in(v) for v in value)
+    return value

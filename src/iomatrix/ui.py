@@ -7,8 +7,12 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Iterable
 
 from rich.console import Console
+from rich.segment import Segment
+
+from iomatrix.textfile import escape_controls
 
 # Outside a terminal (CI logs, `| less`, a file) reports keep to this width unless COLUMNS says otherwise.
 PIPED_WIDTH = 100
@@ -26,8 +30,19 @@ def report_width(stream: object = None) -> int:
     return PIPED_WIDTH
 
 
-console = Console(highlight=False, width=report_width(sys.stdout))
-err_console = Console(stderr=True, highlight=False, width=report_width(sys.stderr))
+class EscapingConsole(Console):
+    """A rich Console that prints every piece of text with its terminal control characters escaped
+    (textfile.escape_controls): a plan's description or a database's host name holding ESC [2J, an OSC title or
+    U+202E is shown as written, not obeyed. Rich's own colour codes come from styles and control segments, which are
+    left alone: only the text segments are escaped, after layout."""
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(seg if seg.control else Segment(escape_controls(seg.text), seg.style)
+                                      for seg in buffer)
+
+
+console = EscapingConsole(highlight=False, width=report_width(sys.stdout))
+err_console = EscapingConsole(stderr=True, highlight=False, width=report_width(sys.stderr))
 
 
 def fmt(value: float | None, digits: int = 3) -> str:

@@ -76,6 +76,12 @@ MOUNT_ALLOWED: dict[str, frozenset[str]] = {
     },
 }
 
+# Keys whose values are themselves an allowlist: `errors=panic` would make a filesystem error in a test image
+# crash the whole host, which a benchmark must never risk.
+MOUNT_VALUES_ALLOWED: dict[str, dict[str, frozenset[str]]] = {
+    "ext4": {"errors": frozenset({"continue", "remount-ro"})},
+}
+
 _NAMES_A_PATH = "refused: it names a path or device; only iomatrix's own loop device is formatted"
 
 
@@ -139,3 +145,8 @@ def check_mount_options(fs: str, options: tuple[str, ...]) -> None:
         if "=" in opt and not _MOUNT_VALUE.fullmatch(value):
             raise ValueError(f"mount_options: value {value[:40]!r} of '{key}' is "
                              + (_NAMES_A_PATH if "/" in value else "not a plain number or keyword"))
+        values = MOUNT_VALUES_ALLOWED.get(fs, {}).get(key)
+        if values is not None and value not in values:
+            panic = " (it would crash the host on a filesystem error)" if value == "panic" else ""
+            raise ValueError(f"mount_options: '{opt}' is not allowed for {fs}{panic}; allowed: "
+                             f"{', '.join(f'{key}={v}' for v in sorted(values))}")

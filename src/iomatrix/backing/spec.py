@@ -39,6 +39,13 @@ from iomatrix.hostcmd import PACKAGE_OF
 RESERVED_NAME = "null"
 # Pseudo-filesystems: not somewhere to put test files.
 PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
+# Host directories a dir backing may not be, nor be inside (docs/backings.md): the system's own files and
+# runtime state, where a full disk or a leftover breaks the host.
+SYSTEM_ROOTS = (*PSEUDO_ROOTS, "/run", "/boot", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+                "/libx32")
+# Host directories a dir backing may not be itself (a directory inside them is fine): iomatrix makes and later
+# deletes its own `dir-…` directories in the backing's path, which must not sit at the top of the host.
+HOST_ROOTS = ("/", "/var", "/home", "/root", "/opt", "/srv")
 BACKING_TYPES = ("dir", "loopfs", "blockdev", "tmpfs", "lvm", "zfs")
 LOOP_FILESYSTEMS = ("ext4", "xfs", "btrfs")
 
@@ -154,10 +161,14 @@ class DirBacking(_Spec):
         if v is None:
             return v
         real = os.path.realpath(v)
-        for root in PSEUDO_ROOTS:
+        for root in SYSTEM_ROOTS:
             if real == root or real.startswith(root + "/"):
-                raise ValueError(f"path {v} is under {root}, a kernel interface, not a place for test files; "
+                what = "a kernel interface" if root in PSEUDO_ROOTS else "the host's own system files"
+                raise ValueError(f"path {v} is under {root}, {what}, not a place for test files; "
                                  "name a directory on a real filesystem")
+        if real in HOST_ROOTS:
+            raise ValueError(f"path {v} is a host root ({real}); name a directory of its own inside it, "
+                             f"e.g. {real.rstrip('/')}/iomatrix-scratch")
         return v
 
     def _derived_label(self) -> str:

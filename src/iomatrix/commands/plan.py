@@ -60,6 +60,11 @@ def plan_cmd(
                       f"{unbatched / 60:.1f} min with {p.repetitions.min} runs each[/]")
     for note in exp.notes:
         console.print(f"[yellow]note:[/] {note}")
+    from iomatrix.backing.space import warnings
+    from iomatrix.commands.options import DEFAULT_DB, DEFAULT_WORKDIR
+
+    for line in warnings(p, exp, DEFAULT_WORKDIR, DEFAULT_DB):  # as `run` would refuse it with its defaults
+        console.print(f"[yellow]warning:[/] {line}", soft_wrap=True)
     if explain:
         print_explain(exp, per_tier=bool(p.tier_tables))
 

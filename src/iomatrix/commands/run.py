@@ -78,6 +78,10 @@ def run(
     refuse_if_held(db_lock_path(db.absolute()), f"results database {db}")
     Store.preflight(db)
     work = check_workdir(workdir)
+    from iomatrix.backing.space import refuse_if_short
+    from iomatrix.runner import plan_expansion
+
+    refuse_if_short(p, plan_expansion(p, base, set(allow_destroy)), work, db)  # the whole plan's space, up front
     if os.geteuid() != 0 and not p.keep_caches_warm:
         err_console.print("[yellow]warning:[/] not running as root: the host page cache cannot be dropped "
                           "before each run (each run records it as not-dropped); run as root for cold-cache "

@@ -191,4 +191,29 @@ def load_plan(name_or_path: str) -> tuple[Plan, Path | None]:
         why = "a number with thousands of digits" if "digits" in str(err) else str(err)[:120]
         raise UserError(f"{source}: unreadable TOML: {why}") from None
     data.setdefault("name", default_name)
+    _numbers_as_axis_values(data)
+    if base is not None:
+        _dir_paths_from(data, base)
     return plan_from_dict(data, source), base
+
+
+def _numbers_as_axis_values(table: dict[str, Any], depth: int = 0) -> None:
+    """`queues = [1, 2]` as `queues = ["1", "2"]`: an axis whose values are numbers may be written as numbers (in
+    the plan's top level and its tier and workload tables)."""
+    for axis in axes.plan_axes():
+        raw = table.get(axis.name)
+        if isinstance(raw, list):
+            table[axis.name] = [str(v) if type(v) is int and str(v) in axis.values else v for v in raw]
+    if depth < 2:
+        for value in table.values():
+            if isinstance(value, dict):
+                _numbers_as_axis_values(value, depth + 1)
+
+
+def _dir_paths_from(data: dict[str, Any], base: Path) -> None:
+    """A dir backing's relative `path` is relative to the plan file's directory, not to where iomatrix runs."""
+    backings = data.get("backing")
+    for b in backings if isinstance(backings, list) else []:
+        if isinstance(b, dict) and b.get("type") == "dir" and isinstance(b.get("path"), str) and b["path"] \
+                and not Path(b["path"]).is_absolute():
+            b["path"] = str(base / b["path"])

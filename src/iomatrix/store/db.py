@@ -7,14 +7,17 @@ resumes where it stopped. Reports read only from here.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import json
 import os
+import shutil
 import sqlite3
 import stat
+import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +25,7 @@ from typing import Any
 from urllib.parse import quote
 
 from iomatrix.errors import UserError
+from iomatrix.store.integrity import find_damage
 from iomatrix.store.queries import REPLACED_RUNS_SQL, StoreQueries
 from iomatrix.store.schema import (
     CELL_AXIS_COLUMNS,
@@ -33,6 +37,10 @@ from iomatrix.store.schema import (
     check_file,
     inspect,
 )
+
+# Every database file this process opened, in order: an error SQLite raises later (a damaged page met by a
+# query) is reported naming them (cli.py).
+OPENED: list[Path] = []
 
 # Connections to a database that became unwritable mid-sweep: kept open until the process ends.
 _ABANDONED: list[sqlite3.Connection] = []
@@ -84,6 +92,7 @@ class Store(StoreQueries):
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
         self.read_only = read_only
+        OPENED.append(self.path)
         self.db, self.schema_version = _open_read_only(self.path) if read_only else _open_for_writing(self.path)
 
     @staticmethod
@@ -318,8 +327,24 @@ def _rollback(db: sqlite3.Connection) -> None:
 
 
 def _connect_ro(path: Path) -> sqlite3.Connection:
-    """A read-only connection that has read the schema once (so open errors surface here)."""
+    """A read-only connection that has read the schema once (so open errors surface here) and that creates no
+    file beside the database.
+
+    SQLite's `mode=ro` still creates the write-ahead log's index (-shm) and an empty -wal when the file is in WAL
+    mode, and leaves them behind. So:
+    - no sweep holds the file and no -wal with pages nor rollback journal is beside it: every committed
+      transaction is in the main file, which is read as `immutable` (no locks, no -shm, no -wal);
+    - a -wal with pages but no -shm (a copied database, a full disk that stopped the last checkpoint): the
+      pages in that -wal are part of the database, and reading them needs an index; the two files are copied
+      into a private temporary directory and read there;
+    - otherwise (a sweep writing it, or a -wal with its -shm): plain `mode=ro`, which creates nothing new.
+    """
+    from iomatrix.locks import db_lock_path, is_held
+
     uri = "file:" + quote(str(path.resolve())) + "?mode=ro"
+    wal, shm, journal = (path.with_name(path.name + s) for s in ("-wal", "-shm", "-journal"))
+    wal_pages = wal.is_file() and wal.stat().st_size > 0
+    live = is_held(db_lock_path(path))
 
     def connect(u: str) -> sqlite3.Connection:
         db = sqlite3.connect(u, uri=True, timeout=30)
@@ -328,23 +353,32 @@ def _connect_ro(path: Path) -> sqlite3.Connection:
         return db
 
     try:
+        if not live and not wal_pages and not journal.exists():
+            return connect(uri + "&immutable=1")
+        if not live and wal_pages and not shm.exists():
+            return _connect_private_copy(path, wal, connect)
         return connect(uri)
     except sqlite3.OperationalError as err:
-        wal = path.with_name(path.name + "-wal")
-        if wal.exists() and wal.stat().st_size > 0:
-            raise UserError(f"cannot read results database {path}: {err}; it has a write-ahead log "
-                            f"({wal.name}) that needs a writable directory",
-                            hint="let the sweep writing it finish, or read a copy of the file") from None
-        # A WAL-mode file in a directory we cannot write: SQLite cannot make its -shm index. With no
-        # -wal beside it, every committed transaction is in the main file, so reading it as immutable
-        # is exact.
-        try:
-            return connect(uri + "&immutable=1")
-        except sqlite3.DatabaseError:
-            raise UserError(f"cannot read results database {path}: {err}",
-                            hint="check the file's permissions") from None
+        if wal_pages:
+            try:
+                return _connect_private_copy(path, wal, connect)
+            except (OSError, sqlite3.DatabaseError):
+                raise UserError(f"cannot read results database {path}: {err}; it has a write-ahead log "
+                                f"({wal.name}) that needs a writable directory",
+                                hint="let the sweep writing it finish, or read a copy of the file") from None
+        raise UserError(f"cannot read results database {path}: {err}", hint="check the file's permissions") from None
     except sqlite3.DatabaseError as err:
         raise _refuse(path, f"not a readable SQLite file: {err}") from None
+
+
+def _connect_private_copy(path: Path, wal: Path, connect: Callable[[str], sqlite3.Connection]) -> sqlite3.Connection:
+    """Read `path` and its -wal from copies in a temporary directory (removed when the process ends)."""
+    tmp = Path(tempfile.mkdtemp(prefix="iomatrix-read-"))
+    atexit.register(shutil.rmtree, tmp, True)
+    copy = tmp / path.name
+    shutil.copyfile(path, copy)
+    shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+    return connect("file:" + quote(str(copy)) + "?mode=ro")
 
 
 def _open_read_only(path: Path) -> tuple[sqlite3.Connection, int]:
@@ -365,7 +399,17 @@ def _open_read_only(path: Path) -> tuple[sqlite3.Connection, int]:
         db.close()
         raise _refuse(path, "it holds no iomatrix tables")
     db.execute("PRAGMA query_only=ON")  # belt and braces: this connection never writes
+    _refuse_damaged(path, db, found.version)
     return db, found.version
+
+
+def _refuse_damaged(path: Path, db: sqlite3.Connection, version: int) -> None:
+    damage = find_damage(db, version)
+    if damage is not None:
+        db.close()
+        raise UserError(f"results database {path} is damaged: {damage}",
+                        hint="restore it from a copy (sqlite3's .recover may save the rest into a new file); "
+                             "a sweep needs a sound file or a new --db")
 
 
 def preflight_write(path: Path) -> int | None:
@@ -384,11 +428,13 @@ def preflight_write(path: Path) -> int | None:
         try:
             version = inspect(probe).version
         except NotOurs as why:
-            raise _refuse(path, why) from None
-        finally:
             probe.close()
+            raise _refuse(path, why) from None
         if version is None:
+            probe.close()
             raise _refuse(path, "an SQLite file without iomatrix tables")
+        _refuse_damaged(path, probe, version)  # a sweep never adds runs to a damaged file
+        probe.close()
     else:
         parent = path.absolute().parent
         if not parent.is_dir():

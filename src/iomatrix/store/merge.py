@@ -28,6 +28,7 @@ older schema is kept first as `<out>.schemaN.bak`, as `iomatrix run` keeps it be
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sqlite3
 import tempfile
@@ -107,19 +108,21 @@ def merge(out: Path, inputs: Sequence[Path]) -> MergeResult:
     if not inputs:
         raise UserError("no database to merge", hint="name one or more input databases after the output")
     Store.preflight(out)  # a bad output path is refused before anything is read or created
-    out_abs = out.absolute()
-    with exclusive(db_lock_path(out_abs), f"results database {out}"):
+    # A symlinked output is locked and written through to the file it names: the link stays a link, and a merge
+    # into the link and one into its target take the same lock.
+    real = out.resolve()
+    with exclusive(db_lock_path(real), f"results database {out}"):
         for path in inputs:
-            if Path(path).absolute() != out_abs:  # the output's lock is ours
-                refuse_if_held(db_lock_path(Path(path).absolute()), f"results database {path}")
-        with tempfile.TemporaryDirectory(prefix=f".{out.name}.merge-", dir=out_abs.parent) as tmp:
-            staged = Path(tmp) / out.name
-            created = not out.exists()
+            if Path(path).resolve() != real:  # the output's lock is ours
+                refuse_if_held(db_lock_path(Path(path)), f"results database {path}")
+        with tempfile.TemporaryDirectory(prefix=f".{real.name}.merge-", dir=real.parent) as tmp:
+            staged = Path(tmp) / real.name
+            created = not real.exists()
             out_version = SCHEMA_VERSION
             if created:
                 Store(staged).close()
             else:
-                out_version = _copy_current(out, staged)
+                out_version = _copy_current(real, staged)
             db = _connect(staged)
             try:
                 _check_declared(db)
@@ -129,8 +132,8 @@ def merge(out: Path, inputs: Sequence[Path]) -> MergeResult:
             finally:
                 db.close()
             if out_version < SCHEMA_VERSION:
-                _keep_backup(out, out_version)  # as `iomatrix run` does before it migrates a database
-            _publish(staged, out)
+                _keep_backup(real, out_version)  # as `iomatrix run` does before it migrates a database
+            _publish(staged, real)
     return MergeResult(out, created, reports, *totals)
 
 
@@ -290,6 +293,8 @@ class _TableMerge:
             self._check_same_rows(self.owner_table)
 
     def _row(self, values: dict[str, Any]) -> None:
+        if self.spec.name == "samples":
+            self._check_sample(values)
         old_id = values.pop("id", None)
         deferred = self._remap(values, old_id)
         owner_id = values[self.spec.owner] if self.spec.owner else None
@@ -305,6 +310,17 @@ class _TableMerge:
                                           "the merged copy of it lacks")
         else:
             self._insert(values, old_id, deferred)
+
+    def _check_sample(self, values: Mapping[str, Any]) -> None:
+        """A measurement is a finite number, and none iomatrix records is below zero (a rate, a time, a share):
+        anything else is damage, refused with its row rather than copied into the fleet's database."""
+        v = values["value"]
+        if isinstance(v, int | float) and math.isfinite(v) and v >= 0:
+            return
+        shown = "Inf" if isinstance(v, float) and math.isinf(v) else repr(v)[:40]
+        raise MergeConflict(f"{self.path}: samples row (run {values['run_id']}, metric {values['metric']!r}) holds "
+                            f"{shown}, not a measurement (a finite number ≥ 0): a damaged file",
+                            hint="merge the other databases without it; nothing was merged")
 
     def _insert(self, values: Mapping[str, Any], old_id: int | None, deferred: Mapping[str, int]) -> None:
         cur = self.db.execute(f"INSERT INTO main.{self.spec.name} ({', '.join(self.data_cols)}) "

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from iomatrix.stop_kinds import StopKind
 from iomatrix.store.schema import CELL_AXIS_COLUMNS
+from iomatrix.textfile import escape_controls_in as _shown
 
 HOST_COLUMNS = ("hostname", "kernel", "os", "cpu_model", "cpu_count", "mem_bytes", "fio_version", "qemu_version",
                 "qemu_img_version", "python_version", "iomatrix_version")
@@ -167,12 +168,14 @@ class StoreQueries:
             return None
         host = {k: row[k] for k in HOST_COLUMNS}
         host.update(json.loads(row["extra_json"]))
+        # Text a plan or a host wrote is returned with its terminal control characters escaped (as everywhere
+        # below): reports print it, and a description holding ESC [2J must not clear the reader's screen.
         return SweepRow(
-            id=int(row["sid"]), plan_name=row["plan_name"], plan_fingerprint=row["plan_fingerprint"],
-            plan_definition=json.loads(row["plan_json"]), status=row["status"], started_at=row["started_at"],
-            finished_at=row["finished_at"], host=host, pruned=json.loads(row["pruned_json"]),
-            notes=json.loads(row["notes_json"]), metric_registry=json.loads(row["metric_registry"]),
-            group=row["host_group"])
+            id=int(row["sid"]), plan_name=_shown(row["plan_name"]), plan_fingerprint=row["plan_fingerprint"],
+            plan_definition=_shown(json.loads(row["plan_json"])), status=_shown(row["status"]),
+            started_at=row["started_at"], finished_at=row["finished_at"], host=_shown(host),
+            pruned=_shown(json.loads(row["pruned_json"])), notes=_shown(json.loads(row["notes_json"])),
+            metric_registry=json.loads(row["metric_registry"]), group=_shown(row["host_group"]))
 
     def fleet_sweeps(self) -> list[FleetSweep]:
         """Every sweep with its host and group, for the fleet answers (the hosts of a merged database), by id."""
@@ -180,8 +183,9 @@ class StoreQueries:
         rows = self.db.execute(
             f"SELECT s.id, s.plan_name, s.plan_fingerprint, s.status, s.started_at, {group} AS host_group, "
             "h.id AS host_id, h.hostname FROM sweeps s JOIN hosts h ON h.id=s.host_id ORDER BY s.id")
-        return [FleetSweep(int(r["id"]), r["plan_name"], r["plan_fingerprint"], r["status"], float(r["started_at"]),
-                           int(r["host_id"]), r["hostname"] or f"host {r['host_id']}", r["host_group"])
+        return [FleetSweep(int(r["id"]), _shown(r["plan_name"]), r["plan_fingerprint"], _shown(r["status"]),
+                           float(r["started_at"]), int(r["host_id"]), _shown(r["hostname"]) or f"host {r['host_id']}",
+                           _shown(r["host_group"]))
                 for r in rows]
 
     def replaced_runs(self, sweep_id: int) -> set[int]:
@@ -199,7 +203,7 @@ class StoreQueries:
         for cid, axis, value in self.db.execute(
                 "SELECT a.cell_id, a.axis, a.value FROM cell_axes a JOIN cells c ON c.id=a.cell_id "
                 "WHERE c.sweep_id=? ORDER BY a.cell_id", (sweep_id,)):
-            out.setdefault(int(cid), {})[axis] = value
+            out.setdefault(int(cid), {})[_shown(axis)] = _shown(value)
         return out
 
     def runs(self, sweep_id: int) -> list[RunRow]:
@@ -215,10 +219,11 @@ class StoreQueries:
             "WHERE c.sweep_id=? ORDER BY c.id, r.workload, r.attempt", (sweep_id,))
         replaced = self.replaced_runs(sweep_id)
         cell_axes = self.cell_axes(sweep_id)
-        return [RunRow(run_id=int(r["rid"]), cell_id=int(r["cid"]), cell_key=r["key"],
-                       axes=cell_axes.get(int(r["cid"])) or {a: r[a] for a in CELL_AXIS_COLUMNS},
-                       backing=json.loads(r["backing_json"]),
-                       workload=r["workload"], attempt=int(r["attempt"]), status=r["status"], accel=r["accel"],
+        return [RunRow(run_id=int(r["rid"]), cell_id=int(r["cid"]), cell_key=_shown(r["key"]),
+                       axes=cell_axes.get(int(r["cid"])) or {a: _shown(r[a]) for a in CELL_AXIS_COLUMNS},
+                       backing=_shown(json.loads(r["backing_json"])),
+                       workload=_shown(r["workload"]), attempt=int(r["attempt"]), status=r["status"],
+                       accel=_shown(r["accel"]),
                        phases={k: float(v) for k, v in json.loads(r["phases_json"]).items()},
                        cache_state=r["cache_state"], page_cache_method=r["page_cache_method"],
                        round=r["round"], round_position=r["round_position"],
@@ -234,7 +239,8 @@ class StoreQueries:
         rows = self.db.execute(
             "SELECT u.cell_id, c.key, u.workload, u.kind, u.reason, u.round, u.ok_runs, u.stopped_at FROM unit_stops u "
             "JOIN cells c ON c.id=u.cell_id WHERE c.sweep_id=? ORDER BY u.stopped_at, c.id, u.workload", (sweep_id,))
-        return [UnitStop(int(r["cell_id"]), r["key"], r["workload"], StopKind.stored(r["kind"]), r["reason"],
+        return [UnitStop(int(r["cell_id"]), _shown(r["key"]), _shown(r["workload"]), StopKind.stored(r["kind"]),
+                         _shown(r["reason"]),
                          r["round"], int(r["ok_runs"]), float(r["stopped_at"])) for r in rows]
 
     def ok_samples(self, sweep_id: int) -> list[Sample]:
@@ -248,7 +254,8 @@ class StoreQueries:
         rows = self.db.execute(
             "SELECT r.id, c.key, r.workload, r.attempt, r.error FROM runs r JOIN cells c ON c.id=r.cell_id "
             "WHERE c.sweep_id=? AND r.status!='ok' ORDER BY r.id", (sweep_id,))
-        return [FailedRun(int(r["id"]), r["key"], r["workload"], int(r["attempt"]), r["error"]) for r in rows]
+        return [FailedRun(int(r["id"]), _shown(r["key"]), _shown(r["workload"]), int(r["attempt"]), _shown(r["error"]))
+                for r in rows]
 
     def ok_run_series(self, sweep_id: int, name: str = "iops_series") -> dict[int, list[float]]:
         """A per-interval series each ok run of a sweep recorded in its meta (e.g. fio's IOPS per interval),

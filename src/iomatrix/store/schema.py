@@ -217,7 +217,10 @@ def check_file(path: Path) -> bool:
         raise NotOurs("an empty file")
     if not head.startswith(SQLITE_MAGIC):
         raise NotOurs("not an SQLite file")
-    if len(head) == 100:
+    wal = path.with_name(path.name + "-wal")
+    if len(head) == 100 and not (wal.is_file() and wal.stat().st_size > 0):
+        # Pages may live in the write-ahead log only (a checkpoint that a full disk cut short leaves the main
+        # file shorter than its header says): with a -wal beside it, SQLite's own reading judges the file.
         # The header's page count is valid when its change counter matches "version-valid-for".
         page_size = int.from_bytes(head[16:18], "big")
         page_size = 65536 if page_size == 1 else page_size

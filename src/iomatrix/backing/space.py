@@ -1,0 +1,133 @@
+"""Does the whole plan fit? The space a sweep writes, per filesystem, against what each one has free.
+
+Checked before a run starts (`iomatrix run` refuses) and shown by `iomatrix plan` (a warning), with the
+arithmetic, so a typo such as `size = "999T"` is caught before fio starts laying out a 999 TiB file on the host.
+
+What a sweep writes, and where:
+- each run's test file or disk image, on its backing: a bare-metal fio file of the plan's `size`; a disk image of
+  the plan's `image_size` (or the workload's own image size) when it is preallocated (`preallocation = full` or
+  `falloc` allocate it whole at creation), else the region the workload writes (`size`, or the workload's own
+  image for the workloads that lay out an image of their own). Runs on a backing follow each other and delete their
+  file, so a backing must hold the largest one — twice for the block layer, which keeps one image for the next run
+  to delete when there is room for it (`DEFER_ROOM_IMAGES`), so it needs room for one at least;
+- each loopfs backing's image, in the working directory: its whole `size` (sparse, but the runs fill it). Every
+  backing is set up at the start, so their sizes add up;
+- the results database: about `DB_BYTES_PER_RUN` per run, up to the plan's maximum repetitions.
+
+Inside a loopfs or tmpfs backing the room is its `size` (a little less in fact: the filesystem's own metadata).
+Block devices, LVM and ZFS are not estimated (their size is the device's, checked when they are set up).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from iomatrix.backing.spec import DirBacking, LoopfsBacking, TmpfsBacking
+from iomatrix.domain.axes import size_words as format_size
+from iomatrix.errors import UserError
+
+if TYPE_CHECKING:
+    from iomatrix.matrix import Expansion, Unit
+    from iomatrix.plan.model import Plan
+
+# A run's row in the results database: fio's JSON output (raw_output) dominates; measured 20–60 KB per run.
+DB_BYTES_PER_RUN = 64 * 1024
+PREALLOCATED = ("full", "falloc")
+
+
+@dataclass
+class Place:
+    """One filesystem a sweep writes on, what it has free and what the sweep would put there."""
+
+    name: str
+    free: int
+    parts: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def need(self) -> int:
+        return sum(n for _, n in self.parts)
+
+    def line(self) -> str:
+        parts = " + ".join(f"{what} {format_size(n)}" for what, n in self.parts)
+        return (f"{self.name} needs {format_size(self.need)} ({parts}) but has {format_size(self.free)} free: "
+                f"{self.need} > {self.free} bytes")
+
+
+def unit_bytes(plan: Plan, unit: Unit) -> tuple[int, str]:
+    """The bytes one run of `unit` writes on its backing, and what they are, in words."""
+    from iomatrix.tiers import tier_class
+
+    w, cell = unit.workload, unit.cell
+    size = plan.size_bytes
+    if not tier_class(cell["tier"]).uses_images:
+        return size, f"{w.name}: fio file (size)"
+    image = w.image_bytes or plan.image_size_bytes
+    if cell["preallocation"] in PREALLOCATED:
+        return image, f"{w.name}: image preallocated {cell['preallocation']} (image_size)"
+    if w.image_bytes:
+        return w.image_bytes, f"{w.name}: its own image"
+    return size, f"{w.name}: image written up to size"
+
+
+def _free(path: Path) -> tuple[int, int]:
+    """(free bytes, filesystem id) of the filesystem `path` is on (or would be: its nearest existing parent)."""
+    p = path.absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    st = os.statvfs(p)
+    # root may use the blocks reserved for root, as every run of a sweep as root does.
+    free = (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize
+    return free, os.stat(p).st_dev
+
+
+def shortfalls(plan: Plan, expansion: Expansion, workdir: Path, db: Path | None) -> list[Place]:
+    """Every filesystem the sweep would not fit on, with the arithmetic (empty when the plan fits)."""
+    specs = {b.label(): b for b in plan.backing}
+    largest: dict[str, tuple[int, str]] = {}
+    for unit in expansion.units:
+        n, what = unit_bytes(plan, unit)
+        label = unit.cell["backing"]
+        if n > largest.get(label, (-1, ""))[0]:
+            largest[label] = (n, what)
+    places: list[Place] = []
+    host: dict[int, Place] = {}
+
+    def on_host(path: Path, what: str, n: int) -> None:
+        free, dev = _free(path)
+        place = host.setdefault(dev, Place(f"the filesystem of {path}", free))
+        place.parts.append((what, n))
+
+    for label, (n, what) in largest.items():
+        spec = specs.get(label)
+        if isinstance(spec, LoopfsBacking | TmpfsBacking) and getattr(spec, "size", None):
+            places.append(Place(f"backing {label} ({format_size(spec.size)} filesystem)", spec.size, [(what, n)]))
+        elif isinstance(spec, DirBacking):
+            on_host(spec.path if spec.path is not None else workdir, f"backing {label}: {what}", n)
+    for spec in plan.backing:
+        if isinstance(spec, LoopfsBacking):
+            on_host(workdir, f"loopfs {spec.label()} image", spec.size)
+    if db is not None:
+        runs = len(expansion.units) * plan.repetitions.max
+        on_host(db, f"results database (~{runs} runs)", runs * DB_BYTES_PER_RUN)
+    places += host.values()
+    return [p for p in places if p.need > p.free]
+
+
+def refuse_if_short(plan: Plan, expansion: Expansion, workdir: Path, db: Path | None) -> None:
+    """A UserError with the arithmetic when the sweep would not fit (see the module's docstring)."""
+    short = shortfalls(plan, expansion, workdir, db)
+    if short:
+        raise UserError("the plan does not fit: " + "; ".join(p.line() for p in short),
+                        hint="lower the plan's size/image_size, enlarge the backing, or use a --workdir/--db with "
+                             "more room")
+
+
+def warnings(plan: Plan, expansion: Expansion, workdir: Path, db: Path | None) -> Iterable[str]:
+    """The same check as lines for `iomatrix plan`."""
+    return [f"does not fit: {p.line()}" for p in shortfalls(plan, expansion, workdir, db)]
+
+

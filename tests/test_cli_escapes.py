@@ -1,0 +1,62 @@
+"""Text from plans and databases reaches the terminal with its control characters escaped: a description, a
+backing name, a plan or host name holding a screen clear, a window-title OSC or a right-to-left override is shown
+as written (`\\x1b[2J`), never obeyed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from iomatrix.store import Store
+from iomatrix.textfile import escape_controls
+from tests.conftest import run_cli
+from tests.test_merge import AXES, run
+
+SEQUENCES = {"clear-screen": "\x1b[2J", "osc-title": "\x1b]0;owned\x07", "right-to-left": "\u202e",
+             "c1-csi": "\x9b31m"}
+RAW = ("\x1b", "\x07", "\u202e", "\x9b")
+
+
+def assert_escaped(text: str, seq: str) -> None:
+    assert not any(c in text for c in RAW), repr(text[:400])
+    assert escape_controls(seq).replace("\\x07", "") in text  # (rich drops a BEL itself)
+
+
+@pytest.mark.parametrize("seq", SEQUENCES.values(), ids=SEQUENCES.keys())
+def test_escape_controls_makes_every_sequence_visible(seq: str) -> None:
+    shown = escape_controls(f"a{seq}b\tc\n")
+    assert not any(c in shown for c in RAW) and shown.startswith("a\\") and shown.endswith("b\tc\n")
+
+
+@pytest.mark.parametrize("seq", SEQUENCES.values(), ids=SEQUENCES.keys())
+def test_plan_prints_a_hostile_description_and_backing_name_escaped(tmp_path: Path, seq: str) -> None:
+    toml_seq = seq.encode("unicode_escape").decode().replace("\\x", "\\u00")
+    (tmp_path / "p.toml").write_text(f'tier = ["baremetal"]\ndescription = "before {toml_seq} after"\n'
+                                     f'[[backing]]\ntype = "dir"\nname = "b{toml_seq}x"\n')
+    proc = run_cli("plan", "p.toml", "--explain", cwd=tmp_path)
+    if proc.returncode == 2:  # refusing such a name at load is as safe as escaping it: one line, escaped too
+        assert_escaped(proc.stderr, seq)
+        return
+    assert proc.returncode == 0, proc.stderr
+    assert "before " in proc.stdout and " after" in proc.stdout
+    assert_escaped(proc.stdout, seq)
+
+
+@pytest.mark.parametrize("seq", SEQUENCES.values(), ids=SEQUENCES.keys())
+def test_results_and_rank_print_hostile_database_text_escaped(tmp_path: Path, seq: str) -> None:
+    db = tmp_path / "r.sqlite"
+    s = Store(db)
+    host = s.host_id({"hostname": f"host{seq}", "kernel": "6.1"})
+    sweep = s.create_sweep(host, f"plan{seq}", "fp", json.dumps({"name": "plan", "description": f"d{seq}"}), [], [])
+    for c, cache in enumerate(("none", "writeback")):
+        cell = s.cell_id(sweep, f"cell{seq}{c}", {**AXES, "cache": cache, "backing": f"bk{seq}"}, {"name": f"n{seq}"})
+        for i in range(3):
+            s.record_run(run(cell, "rand-read-4k", 100.0 + c * 10 + i, t0=100.0 + i))
+    s.set_sweep_status(sweep, "finished")
+    s.close()
+    for command in (("results",), ("rank", "--min-runs", "2")):
+        proc = run_cli(*command, "--db", str(db))
+        assert proc.returncode == 0, proc.stderr
+        assert_escaped(proc.stdout + proc.stderr, seq)
