@@ -7,7 +7,12 @@ Three promises, kept here and nowhere else:
 * a child is registered until it is reaped, so an interrupt, SIGTERM or interpreter exit kills every one
   still alive (:func:`kill_all`, also registered with ``atexit``);
 * a child runs in a session of its own, so the terminal's Ctrl-C reaches iomatrix only and iomatrix decides
-  the order of teardown.
+  the order of teardown;
+* during a sweep (:func:`record_in`) every child is in the workdir's leftovers ledger, by pid and start time,
+  from just after its fork until it is reaped: if the parent-death signal ever misses one, the next ``run``
+  or ``clean --workdir`` kills exactly that process (a reused pid has another start time and is left alone).
+
+fio's jobs run as threads of the fio process (fio.jobs.THREAD_LINE), so that one pid is all of its I/O.
 """
 
 from __future__ import annotations
@@ -20,12 +25,15 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 _LIVE: dict[int, subprocess.Popen] = {}
 _LOCK = threading.Lock()
+# The workdir whose ledger records each child (record_in), and each recorded child's ledger entry.
+_LEDGER: list[Path] = []
+_ENTRY_OF: dict[int, tuple[Path, str]] = {}
 _PR_SET_PDEATHSIG = 1
 
 
@@ -33,10 +41,12 @@ _PR_SET_PDEATHSIG = 1
 _HANDLED = {signal.SIGINT, signal.SIGTERM}
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def _die_with_parent(parent: int) -> None:  # runs in the child between fork and exec
     with contextlib.suppress(Exception):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before the signal was armed: nobody would ever send it
+        os._exit(1)
     # Blocked by spawn() across the fork: take the default action from here on (exec would reset the handlers
     # anyway), then let a signal that arrived meanwhile act on this child as on any process of the group.
     for signum in _HANDLED:
@@ -54,20 +64,54 @@ def spawn(argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen:
     let through, so the parent's handler then sees a child it will tear down.
     """
     popen_kwargs.setdefault("start_new_session", True)
+    parent = os.getpid()
     old = signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED)
     try:
-        proc = subprocess.Popen(list(argv), preexec_fn=_die_with_parent, **popen_kwargs)
+        proc = subprocess.Popen(list(argv), preexec_fn=lambda: _die_with_parent(parent), **popen_kwargs)
         with _LOCK:
             _LIVE[proc.pid] = proc
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    try:
+        _record(proc, argv)
+    except BaseException:
+        kill(proc)  # a child the ledger cannot name must not run
+        raise
     return proc
 
 
+def _record(proc: subprocess.Popen, argv: Sequence[str]) -> None:
+    if not _LEDGER:
+        return
+    from iomatrix.backing.leftovers import record_process
+
+    workdir = _LEDGER[-1]
+    entry = record_process(workdir, proc.pid, Path(str(argv[0])).name)
+    if entry is not None:
+        with _LOCK:
+            _ENTRY_OF[proc.pid] = (workdir, entry)
+
+
+@contextlib.contextmanager
+def record_in(workdir: Path) -> Iterator[None]:
+    """Record every child started meanwhile in `workdir`'s leftovers ledger (a sweep holds the workdir's lock)."""
+    _LEDGER.append(Path(workdir))
+    try:
+        yield
+    finally:
+        _LEDGER.pop()
+
+
 def release(proc: subprocess.Popen) -> None:
-    """Forget a child that has been reaped."""
+    """Forget a child that has been reaped (and its ledger entry)."""
     with _LOCK:
         _LIVE.pop(proc.pid, None)
+        entry = _ENTRY_OF.pop(proc.pid, None) if proc.returncode is not None else None
+    if entry is not None:
+        from iomatrix.backing.leftovers import release as release_entry
+
+        with contextlib.suppress(Exception):  # a ledger that cannot be written now keeps it: clean forgets it
+            release_entry(entry[0], entry[1], durable=False)
 
 
 def kill(proc: subprocess.Popen, *, tree: bool = False, grace_s: float = 0.0) -> None:

@@ -33,6 +33,7 @@ from iomatrix.monitor.devices import resolve_device_chain
 from iomatrix.monitor.sampler import HostSampler, MonitorSample
 from iomatrix.monitor.summary import field_total, summarize_samples
 from iomatrix.plan.model import Plan
+from iomatrix.run_timeout import plan_run_timeout_s
 from iomatrix.scheduler import CiWidthPolicy, RacingPolicy, Scheduler, Slot, StopPolicy, UnitState
 from iomatrix.stats.interference import RunInterference, interference_flags, interference_scores
 from iomatrix.stats.runs_per_boot import RoundsPerBoot, choose_rounds_per_boot
@@ -367,7 +368,7 @@ class SweepRunner:
             cell=cell, workload=item.unit.workload, target=self._target(cell), shape=self._shape(item.unit.workload),
             run_dir=runs_dir / f"{item.cell_id}-{item.unit.workload.slug}" if len(items) == 1
             else runs_dir / f"{item.cell_id}-{item.unit.workload.slug}-r{item.slot.round}",
-            timeout_s=self.plan.run_timeout,
+            timeout_s=plan_run_timeout_s(self.plan, self.budget_elapsed_s()),
             wrapper=modifier_wrapper(cell.modifier) if cell.modifier != NA else [],
             on_process=sampler.attach_pid,
             on_load_process=lambda pid: sampler.attach_pid(pid, role="load"),
@@ -510,6 +511,7 @@ class SweepRunner:
             # Wall clock of this session (its set-up included: provisioning backings, opening tiers) plus
             # the run time of earlier sessions of a resumed sweep.
             prior_elapsed_s=self.store.sweep_elapsed(sweep_id) + (self.clock() - t_session))
+        self.budget_elapsed_s = sched.elapsed_s  # each run's timeout keeps to the budget left (run_timeout.py)
         # Every ok run stored counts as kept and done, a disturbed one its retry replaced included.
         stored = sum(ok for ok, _ in self.store.run_counts(sweep_id, replaced_too=True).values())
         session = _Session(

@@ -9,7 +9,9 @@ tiers undo the very same objects directly.
 
 The kinds: a temp path (`path`: a scratch directory, an image file), a loop device over a backing file
 (`loop`), a mount (`mount`), an LVM logical volume (`lv`), a ZFS dataset or zvol (`zfs`), and a host setting
-changed for a sweep (`ksm`: KSM's run switch, restored to its recorded value).
+changed for a sweep (`ksm`: KSM's run switch, restored to its recorded value), and a child process a sweep
+started (`process`: fio, qemu-storage-daemon, QEMU, nbdkit, by pid and start time: killed only while that pid
+is still the process that was started).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any, ClassVar, Literal
 
 from iomatrix.mountinfo import parse_mountinfo
 
-EntryKind = Literal["path", "loop", "mount", "lv", "zfs", "ksm"]
+EntryKind = Literal["path", "loop", "mount", "lv", "zfs", "ksm", "process"]
 # Names iomatrix gives what it creates: scratch dirs "<label>-<pid>-<hex6>", LVs/datasets "iomx-<pid>-<hex6>".
 SCRATCH_NAME = re.compile(r"[A-Za-z0-9_.-]+-[0-9]+-[0-9a-f]{6}")
 VOLUME_NAME = re.compile(r"iomx-[0-9]+-[0-9a-f]{6}")
@@ -40,6 +42,19 @@ KSM_RUN_VALUES = ("0", "1", "2")
 
 class LeftoverError(Exception):
     """An undo action could not be completed (the entry is kept)."""
+
+
+def proc_start(pid: int) -> int | None:
+    """Start time (clock ticks since boot) of a live, non-zombie process; None if gone. With the pid it names
+    one process for the life of the host: a reused pid has a later start time."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2:].split()
+    if not fields or fields[0] in ("Z", "X"):  # zombie/dead: killed but not yet reaped
+        return None
+    return int(fields[19])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,7 +354,72 @@ class KsmSettingLeftover(Leftover):
         return [f"restored {KSM_RUN} to {previous}"]
 
 
+PROGRAM_NAME = re.compile(r"[A-Za-z0-9_.+-]{1,64}")
+# How long a killed process may take to be gone (a process in uninterruptible I/O dies when the I/O returns).
+PROCESS_GONE_S = 30.0
+
+
+@dataclass(frozen=True)
+class ProcessLeftover(Leftover):
+    """A child process a sweep started (`target` its pid, info `start` its start time, `program` its name),
+    still running after the sweep died: the parent-death signal missed it. Killed, with whatever it started,
+    only while the pid still names the process recorded (same start time)."""
+
+    kind: ClassVar[EntryKind] = "process"
+    label: ClassVar[str] = "process"
+
+    def describe(self) -> str:
+        return f"{self.info.get('program', 'process')} process {self.target}"
+
+    def _pid_start(self) -> tuple[int, int]:
+        pid, start = self.target, self.info.get("start")
+        if not pid.isdigit() or int(pid) <= 1 or not isinstance(start, int) or isinstance(start, bool):
+            raise LeftoverError(f"process entry {pid!r} with start {start!r} names no process")
+        return int(pid), start
+
+    def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
+        try:
+            pid, _ = self._pid_start()
+        except LeftoverError as err:
+            return str(err)
+        if pid == os.getpid() or not PROGRAM_NAME.fullmatch(str(self.info.get("program", ""))):
+            return f"process {pid} ({self.info.get('program')!r}) is not a child iomatrix starts"
+        return None
+
+    def present(self) -> bool:
+        pid, start = self._pid_start()
+        return proc_start(pid) == start
+
+    def remove(self) -> list[str]:
+        import psutil
+
+        pid, start = self._pid_start()
+        try:
+            proc = psutil.Process(pid)
+            procs = [proc, *proc.children(recursive=True)]  # a forked fio job (thread=0) is the process's child
+        except psutil.NoSuchProcess:
+            return []
+        if proc_start(pid) != start:  # the pid was reused between present() and now
+            return []
+        for p in procs:
+            with _suppress_gone():
+                p.kill()
+        _, alive = psutil.wait_procs(procs, timeout=PROCESS_GONE_S)
+        if any(proc_start(p.pid) is not None for p in alive):
+            raise LeftoverError(f"{self.describe()} did not die within {PROCESS_GONE_S:g} s of SIGKILL")
+        more = f" and {len(procs) - 1} process(es) it started" if len(procs) > 1 else ""
+        return [f"killed {self.describe()}{more}, left running by a killed sweep"]
+
+
+def _suppress_gone() -> Any:
+    import contextlib
+
+    import psutil
+
+    return contextlib.suppress(psutil.NoSuchProcess)
+
+
 LEFTOVER_KINDS: dict[str, type[Leftover]] = {
     cls.kind: cls for cls in (PathLeftover, LoopLeftover, MountLeftover, LogicalVolumeLeftover,
-                              ZfsDatasetLeftover, KsmSettingLeftover)
+                              ZfsDatasetLeftover, KsmSettingLeftover, ProcessLeftover)
 }

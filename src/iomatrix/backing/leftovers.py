@@ -4,7 +4,10 @@ Before `provision` creates anything (a scratch directory or sparse file, a loop
 device, a mount, an LV, a ZFS dataset) it appends an entry to
 `<workdir>/.iomatrix/leftovers.json` (written atomically under a lock, with the
 creating pid and that process's start time); after a successful teardown the
-entry is dropped.  If the run dies — even by `kill -9` — the entries stay, and
+entry is dropped.  Each child process a sweep starts (fio, qemu-storage-daemon, QEMU,
+nbdkit: `children.spawn`) is recorded too, by pid and start time, from just after its
+fork until it is reaped; `clean` kills one still running once its sweep is dead.
+If the run dies — even by `kill -9` — the entries stay, and
 `clean(workdir)` undoes them in reverse creation order (unmount, detach, delete),
 but only for entries whose creating process is gone, and only after checking
 that the thing on the host is still the one recorded (same mount source, loop
@@ -45,7 +48,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iomatrix.backing.leftover_kinds import LEFTOVER_KINDS, EntryKind, Leftover, LeftoverError
+from iomatrix.backing.leftover_kinds import LEFTOVER_KINDS, EntryKind, Leftover, LeftoverError, proc_start
 from iomatrix.errors import UserError
 
 STATE_DIR = ".iomatrix"
@@ -83,21 +86,11 @@ class Entry:
 # ---------------------------------------------------------------------------------------------
 
 
-def _proc_start(pid: int) -> int | None:
-    """Start time (clock ticks since boot) of a live, non-zombie process; None if gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rfind(")") + 2:].split()
-    if not fields or fields[0] in ("Z", "X"):  # zombie/dead: killed but not yet reaped
-        return None
-    return int(fields[19])
 
 
 def process_alive(pid: int, start: int | None) -> bool:
     """Is the process that wrote an entry still running (pid reuse detected via start time)?"""
-    now = _proc_start(pid)
+    now = proc_start(pid)
     if now is None:
         return False
     return start is None or now == start
@@ -253,15 +246,18 @@ def _load(path: Path) -> list[Entry]:
     return entries
 
 
-def _save(path: Path, entries: list[Entry]) -> None:
+def _save(path: Path, entries: list[Entry], *, durable: bool = True) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     payload = json.dumps({"version": LEDGER_VERSION, "entries": [asdict(e) for e in entries]}, indent=1)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     with open(fd, "w") as f:
         f.write(payload + "\n")
         f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            os.fsync(f.fileno())
     os.replace(tmp, path)
+    if not durable:
+        return
     dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(dfd)
@@ -269,17 +265,28 @@ def _save(path: Path, entries: list[Entry]) -> None:
         os.close(dfd)
 
 
-def record(workdir: Path, kind: EntryKind, target: str | Path, **info: Any) -> str:
-    """Append a signed entry (before creating the thing); returns its id."""
+def record(workdir: Path, kind: EntryKind, target: str | Path, *, durable: bool = True, **info: Any) -> str:
+    """Append a signed entry (before creating the thing); returns its id. `durable=False` skips the fsyncs, for
+    what cannot outlive the host anyway (a process): the rename is still atomic against a kill."""
     entry = Entry(id=secrets.token_hex(6), kind=kind, target=str(target), pid=os.getpid(),
-                  pid_start=_proc_start(os.getpid()), created=time.time(), info=info)
+                  pid_start=proc_start(os.getpid()), created=time.time(), info=info)
     with _locked(workdir) as ledger:
         assert ledger is not None
         ledger.sign(entry)
         entries = _load(ledger.path)
         entries.append(entry)
-        _save(ledger.path, entries)
+        _save(ledger.path, entries, durable=durable)
     return entry.id
+
+
+def record_process(workdir: Path, pid: int, program: str) -> str | None:
+    """Record a child just forked (children.spawn), by pid and start time, so that a `clean` after a kill stops
+    exactly it; None when it is already gone (nothing to reclaim). A process cannot be recorded before it
+    exists: until this returns, the parent-death signal alone stands for it."""
+    start = proc_start(pid)
+    if start is None:
+        return None
+    return record(workdir, "process", str(pid), durable=False, start=start, program=program)
 
 
 def update(workdir: Path, entry_id: str, **info: Any) -> None:
@@ -299,7 +306,7 @@ def _edit(workdir: Path, change: Callable[[Entry], object]) -> None:
         _save(ledger.path, entries)
 
 
-def _drop(workdir: Path, gone: Callable[[Entry], bool]) -> None:
+def _drop(workdir: Path, gone: Callable[[Entry], bool], *, durable: bool = True) -> None:
     """Remove the (verified) entries `gone` selects from the ledger, under its lock."""
     with _locked(workdir, create=False) as ledger:
         if ledger is None or not ledger.path.exists():
@@ -307,12 +314,12 @@ def _drop(workdir: Path, gone: Callable[[Entry], bool]) -> None:
         entries = _load(ledger.path)
         kept = [e for e in entries if not (ledger.verified(e) and gone(e))]
         if len(kept) != len(entries):
-            _save(ledger.path, kept)
+            _save(ledger.path, kept, durable=durable)
 
 
-def release(workdir: Path, entry_id: str) -> None:
+def release(workdir: Path, entry_id: str, *, durable: bool = True) -> None:
     """Drop an entry after its thing was removed."""
-    _drop(workdir, lambda e: e.id == entry_id)
+    _drop(workdir, lambda e: e.id == entry_id, durable=durable)
 
 
 def register_temp_path(workdir: Path, path: Path) -> None:

@@ -17,6 +17,7 @@ import contextlib
 import os
 import re
 import secrets
+import shlex
 import signal
 import subprocess
 import threading
@@ -212,7 +213,7 @@ class _Teardown:
                 except (LeftoverError, OSError, subprocess.SubprocessError) as exc:
                     msg = (f"teardown incomplete: {exc}; what is left is recorded in "
                            f"{leftovers.state_path(self.workdir)}")
-                    hint = f"run: iomatrix clean {self.workdir}"
+                    hint = f"run: iomatrix clean --workdir {shlex.quote(str(self.workdir))}"
                     if in_flight is not None:
                         in_flight.add_note(f"{msg} ({hint})")
                         return

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from iomatrix.commands.options import DEFAULT_WORKDIR, CrashedWorkdirOpt
+from iomatrix.errors import UserError
 from iomatrix.ui import console, err_console
 
 NAME = "clean"
@@ -15,6 +16,12 @@ def clean(workdir: CrashedWorkdirOpt = DEFAULT_WORKDIR) -> None:
     from iomatrix.backing.leftovers import clean as clean_leftovers
     from iomatrix.backing.leftovers import pending
 
+    # A mistyped --workdir must not read as "all clean": that is the very path whose leftovers the user is after.
+    if not workdir.exists():
+        raise UserError(f"--workdir {workdir} does not exist: nothing to clean there",
+                        hint="give the --workdir of the run that was killed (the default is ./iomatrix-work)")
+    if not workdir.is_dir():
+        raise UserError(f"--workdir {workdir} is not a directory", hint="give the --workdir of the run that was killed")
     lines = clean_leftovers(workdir.resolve())
     for line in lines:
         console.print(line)

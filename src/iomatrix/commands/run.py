@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from iomatrix import children
 from iomatrix.commands.common import load_plan, warn_tcg
 from iomatrix.commands.options import DEFAULT_DB, DEFAULT_WORKDIR, DbOpt, KernelOpt, WorkdirOpt
 from iomatrix.errors import UserError
@@ -95,6 +96,7 @@ def run(
         held.enter_context(exclusive(work / WORKDIR_LOCK, f"working directory {work}"))
         held.enter_context(exclusive(db_lock_path(db.absolute()), f"results database {db}"))
         reclaim_leftovers(work)
+        held.enter_context(children.record_in(work))  # every fio/QEMU child in the ledger until it is reaped
         store = Store(db)
         # Closing the last connection checkpoints the WAL: a finished sweep leaves no -wal/-shm beside the file.
         held.callback(store.close)

@@ -18,7 +18,9 @@ The families allowed, and why each is safe and belongs to a workload:
 * **block sizes** (``bs``, ``bsrange``, ``bssplit``, ``blocksize_unaligned``,
   ``blockalign``, ``bs_is_seq_rand``): request sizes, pure numbers.
 * **queueing and concurrency** (``iodepth``, ``iodepth_batch*``, ``iodepth_low``,
-  ``numjobs`` (bounded), ``thread``): how many requests are in flight.
+  ``numjobs`` (bounded), ``thread``): how many requests are in flight. ``thread``
+  may only be switched on: every job runs as a thread of the one fio process
+  iomatrix starts (fio.jobs.THREAD_LINE), so a kill of iomatrix stops all of it.
 * **pacing** (``rate*``, ``thinktime*``): an application that does not saturate
   the disk.
 * **randomness** (``norandommap``, ``softrandommap``, ``random_distribution``,
@@ -29,7 +31,8 @@ The families allowed, and why each is safe and belongs to a workload:
   cell's own target.
 * **amount and duration** (``io_size``/``io_limit``, ``number_ios``, ``loops``,
   ``runtime``/``timeout``, ``time_based``, ``ramp_time``): how long the job goes
-  on; the run's own timeout still bounds it. The *region* (``size``, ``offset``,
+  on, up to the plan's ``runtime``: fio.jobs.bounded_custom_text caps each job's
+  runtime, ramp and thinktime at it when the job is rendered. The *region* (``size``, ``offset``,
   ``filename``) is the cell's and is refused.
 * **data content** (``zero_buffers``, ``refill_buffers``, ``scramble_buffers``,
   ``buffer_compress_*``, ``dedupe_percentage``, ``buffer_pattern``): what is
@@ -96,6 +99,17 @@ def _int_max(limit: int) -> Callable[[str], str | None]:
 _number = _regex(rf"{_NUM}", "a number, e.g. 4k or 500ms")
 _numbers = _regex(rf"{_NUM}(?:[,:\-]{_NUM}){{0,8}}", "numbers, e.g. 4k or 4k,64k or 4k-64k")
 _flag = _regex(r"(?:[01]|true|false|yes|no|on|off)?", "0 or 1 (or nothing)")
+_FLAG_OFF = ("0", "false", "no", "off")
+
+
+def _thread_on(value: str) -> str | None:
+    """`thread` may be stated, never switched off: a forked job process would outlive a kill of iomatrix."""
+    if value.lower() in _FLAG_OFF:
+        return ("thread=1: iomatrix runs every job as a thread of one fio process, so that a killed sweep "
+                "stops all of its I/O; remove the line")
+    return _flag(value)
+
+
 _word = _regex(r"[A-Za-z0-9_]{1,32}", "a keyword")
 _word_arg = _regex(r"[A-Za-z0-9_]{1,32}(?::[0-9A-Za-z.,:/%]{0,64})?", "a keyword, e.g. zipf:1.2")
 _bssplit = _regex(r"[0-9A-Za-z.,:/%]{1,512}", "a block-size split, e.g. 4k/50:64k/50")
@@ -119,7 +133,7 @@ ALLOWED: dict[str, Callable[[str], str | None]] = {
     "iodepth": _int_max(MAX_IODEPTH), "iodepth_batch": _number, "iodepth_batch_submit": _number,
     "iodepth_batch_complete": _number, "iodepth_batch_complete_min": _number,
     "iodepth_batch_complete_max": _number, "iodepth_low": _number, "numjobs": _int_max(MAX_NUMJOBS),
-    "thread": _flag,
+    "thread": _thread_on,
     # pacing
     "rate": _numbers, "rate_min": _numbers, "rate_iops": _numbers, "rate_iops_min": _numbers,
     "rate_process": _word, "rate_ignore_thinktime": _flag, "rate_cycle": _number,

@@ -79,6 +79,88 @@ def _timing_lines(shape: JobShape) -> list[str]:
     return lines
 
 
+# Every job iomatrix builds runs as a thread of the one fio process it starts, never as a forked process in a
+# session of its own: the parent-death signal iomatrix sets on fio (children.spawn) then stops all of fio's I/O
+# when iomatrix is killed, and the ledger's record of fio's pid (children.record_in) names everything to reclaim.
+# A forked job process would survive a kill with parent 1, writing to a backing `clean` then cannot unmount.
+THREAD_LINE = "thread=1"
+
+# fio time values: a number and an optional unit (runtime and ramp_time default to seconds, thinktime to µs).
+_FIO_TIME = re.compile(r"([0-9]+(?:\.[0-9]+)?)(us|usec|ms|msec|s|sec|m|min|h|d)?", re.IGNORECASE)
+_UNIT_S = {"us": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0,
+           "h": 3600.0, "d": 86400.0}
+# Options of a custom job that bound how long it runs, with the unit fio assumes for a bare number.
+_DURATION_UNIT = {"runtime": "s", "timeout": "s", "ramp_time": "s", "thinktime": "us", "thinktime_spin": "us"}
+BOUND_NOTE = "# iomatrix: capped at the plan's runtime ({ms} ms): {what}"
+
+
+def fio_seconds(value: str, default_unit: str) -> float | None:
+    """Seconds of a fio time value (`500ms`, `2`, `1h`); None when it is not one fio's parser would read so."""
+    m = _FIO_TIME.fullmatch(value.strip())
+    if m is None:
+        return None
+    return float(m.group(1)) * _UNIT_S[(m.group(2) or default_unit).lower()]
+
+
+def bounded_custom_text(text: str, runtime_s: float) -> str:
+    """A validated custom job (fio.allowlist's canonical text) with the plan's `runtime` as its upper bound.
+
+    A custom job may leave its runtime open (`loops=1000000`, a huge `io_size`) or set a longer one, and a
+    `thinktime` is slept whole whatever the runtime (fio checks its runtime between I/Os: measured, a 30 s
+    thinktime under `runtime=2` ran 30 s). Each job section gets `runtime` (fio: "until it completes the
+    configured I/O workload or until it has run for this specified amount of time, whichever occurs first",
+    with or without `time_based`) of at most the plan's runtime, and `ramp_time`, `thinktime` and
+    `thinktime_spin` are capped at it too; a job then ends within about two runtimes plus its start-up, and
+    the run's timeout is only the last resort. What was capped is said in a comment line of the job, which
+    is stored with every run.
+    """
+    limit_ms = max(1, round(runtime_s * 1000))
+    sections: list[tuple[str | None, list[str]]] = [(None, [])]
+    for line in text.splitlines():
+        if line.startswith("["):
+            sections.append((line[1:-1], []))
+        elif line:
+            sections[-1][1].append(line)
+    out: list[str] = []
+    global_runtime: float | None = None
+    for name, lines in sections:
+        kept: list[str] = []
+        capped: list[str] = []
+        own_runtime: float | None = None
+        for line in lines:
+            key, _, value = line.partition("=")
+            unit = _DURATION_UNIT.get(key)
+            if unit is None:
+                kept.append(line)
+                continue
+            seconds = fio_seconds(value, unit)
+            if key in ("runtime", "timeout"):
+                own_runtime = seconds if seconds is not None else float("inf")
+                continue  # written once below, bounded
+            if seconds is None or seconds > runtime_s:
+                capped.append(f"{key}={value}")
+                kept.append(f"{key}={limit_ms}ms")
+            else:
+                kept.append(line)
+        if name is None:
+            out += kept
+            continue
+        out.append(f"[{name}]")
+        if name == "global":
+            global_runtime = own_runtime
+        else:
+            runtime = own_runtime if own_runtime is not None else global_runtime
+            if runtime is None or runtime > runtime_s:
+                capped.append("no runtime" if runtime is None else f"runtime {runtime:g} s")
+                runtime = runtime_s
+            kept.append(f"runtime={max(1, round(runtime * 1000))}ms")
+        if capped:
+            out.append(BOUND_NOTE.format(ms=limit_ms, what=", ".join(capped)))
+        out += kept
+        out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
 PREFILL_BLOCK_BYTES = 4096  # a strided prefill's block
 
 
@@ -121,15 +203,13 @@ def baremetal_job(w: Workload, *, cache: str, aio: str, target: str, shape: JobS
         "invalidate=1",
         "randrepeat=0",
         "group_reporting=0",
-        # Jobs as threads of the one fio process iomatrix starts, not forked processes in sessions of their
-        # own: the parent-death signal iomatrix sets on fio then stops all of its I/O if iomatrix is killed.
-        "thread=1",
+        THREAD_LINE,
         "",
     ]
     if custom_text is not None:
         if fdatasync:
             glob.insert(-1, f"fdatasync={fdatasync}")
-        return "\n".join(glob) + custom_text
+        return "\n".join(glob) + bounded_custom_text(custom_text, shape.runtime_s)
     lines = list(glob)
     if w.writes_first:
         lines += _prefill_section(w, shape)
@@ -157,10 +237,11 @@ def guest_job(w: Workload, *, shape: JobShape, custom_text: str | None = None) -
         "ioengine=libaio",
         "end_fsync=1",
         "randrepeat=0",
+        THREAD_LINE,
         "",
     ]
     if custom_text is not None:
-        return "\n".join(glob) + custom_text
+        return "\n".join(glob) + bounded_custom_text(custom_text, shape.runtime_s)
     lines = list(glob)
     if w.writes_first:
         lines += _prefill_section(w, shape)
@@ -202,11 +283,12 @@ def nbd_job(w: Workload, *, uri: str, shape: JobShape, custom_text: str | None =
         f"size={shape.size_bytes}",
         "end_fsync=1",
         "randrepeat=0",
+        THREAD_LINE,
         "",
     ]
     subst: list[str] = []
     if custom_text is not None:
-        text, n = _FDATASYNC_LINE.subn(r"\1fsync\2", custom_text)
+        text, n = _FDATASYNC_LINE.subn(r"\1fsync\2", bounded_custom_text(custom_text, shape.runtime_s))
         if n:
             subst.append(SUBST_FDATASYNC)
         return NbdJob("\n".join(glob) + text, subst)

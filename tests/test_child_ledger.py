@@ -1,0 +1,148 @@
+"""Every child a sweep starts is in the workdir's ledger until it is reaped, and a `clean` after the sweep died
+kills exactly the children still running, never a process that reuses a recorded pid (issue 38)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from iomatrix import children
+from iomatrix.backing import leftovers
+from iomatrix.backing.leftover_kinds import ProcessLeftover, proc_start
+from tests.conftest import root_only, run_cli
+
+
+def _processes(workdir: Path) -> list[leftovers.Entry]:
+    return [e for e in leftovers.pending(workdir) if e.kind == "process"]
+
+
+def test_a_child_is_in_the_ledger_from_its_start_until_it_is_reaped(tmp_path: Path) -> None:
+    with children.record_in(tmp_path):
+        proc = children.spawn(["sleep", "600"])
+        try:
+            [entry] = _processes(tmp_path)
+            assert entry.target == str(proc.pid) and entry.info == {"start": proc_start(proc.pid),
+                                                                   "program": "sleep"}
+        finally:
+            children.kill(proc)
+    assert _processes(tmp_path) == []
+    outside = children.spawn(["true"])  # no sweep: nothing recorded
+    outside.wait()
+    children.release(outside)
+    assert leftovers.pending(tmp_path) == []
+
+
+# A sweep that is SIGKILLed after starting a child that escaped the parent-death signal (as fio's forked job
+# processes did): the child clears the signal and then becomes `sleep`.
+_KILLED_SWEEP = textwrap.dedent("""
+    import ctypes, os, signal, sys
+    from pathlib import Path
+    from iomatrix import children
+    escape = ("import ctypes, os; ctypes.CDLL(None).prctl(1, 0); "
+              "os.execvp('sleep', ['sleep', '600'])")
+    with children.record_in(Path(sys.argv[1])):
+        proc = children.spawn([sys.executable, "-c", escape])
+        print(proc.pid, flush=True)
+        sys.stdin.readline()  # until the test saw the child become `sleep`
+        os.kill(os.getpid(), signal.SIGKILL)
+""")
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def test_clean_kills_a_child_the_killed_sweep_left_running_and_only_it(tmp_path: Path) -> None:
+    sweep = subprocess.Popen([sys.executable, "-c", _KILLED_SWEEP, str(tmp_path)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                 p for p in sys.path if p)})
+    assert sweep.stdout is not None and sweep.stdin is not None
+    pid = int(sweep.stdout.readline())
+    try:
+        for _ in range(6000):  # bounded (60 s): wait for the exec, an event
+            if _comm(pid) == "sleep":
+                break
+            time.sleep(0.01)
+        assert _comm(pid) == "sleep"
+        sweep.stdin.write("go\n")
+        sweep.stdin.flush()
+        assert sweep.wait(timeout=60) == -signal.SIGKILL
+        assert proc_start(pid) is not None  # it survived its sweep: only the ledger knows it
+        bystander = subprocess.Popen(["sleep", "600"])  # a process of the same program that is not ours
+        try:
+            out = run_cli("clean", "--workdir", str(tmp_path))
+            assert out.returncode == 0, out.stdout + out.stderr
+            assert f"killed python process {pid}" in out.stdout  # named by the program iomatrix started
+            assert proc_start(pid) is None and bystander.poll() is None
+            assert _processes(tmp_path) == []
+        finally:
+            bystander.kill()
+            bystander.wait()
+    finally:
+        if proc_start(pid) is not None:
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_reused_pid_is_never_killed() -> None:
+    other = subprocess.Popen(["sleep", "600"])
+    try:
+        start = proc_start(other.pid)
+        assert start is not None
+        stale = ProcessLeftover(str(other.pid), {"start": start - 1, "program": "fio"})
+        assert not stale.present() and stale.undo() == []
+        assert other.poll() is None
+        assert ProcessLeftover("1", {"start": 0, "program": "fio"}).identity_problem("/w") is not None
+        assert ProcessLeftover("x", {"start": 0, "program": "fio"}).identity_problem("/w") is not None
+        assert ProcessLeftover(str(other.pid), {"start": start, "program": "fio"}).identity_problem("/w") is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_clean_of_a_workdir_that_does_not_exist_says_so(tmp_path: Path) -> None:
+    out = run_cli("clean", "--workdir", str(tmp_path / "nonexistent"))
+    assert out.returncode != 0 and "does not exist" in out.stderr and "nothing left behind" not in out.stdout
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+    (tmp_path / "file").write_text("")
+    out = run_cli("clean", "--workdir", str(tmp_path / "file"))
+    assert out.returncode != 0 and "not a directory" in out.stderr
+
+
+@root_only
+def test_a_refused_teardown_suggests_a_clean_command_that_works(tmp_path: Path) -> None:
+    import shlex
+
+    import pytest
+
+    from iomatrix.backing.provision import provision
+    from iomatrix.backing.spec import parse_backing
+    from iomatrix.errors import UserError
+
+    workdir = tmp_path / "wk"
+    busy = None
+    try:
+        with pytest.raises(UserError) as err, provision(parse_backing({"type": "tmpfs", "size": "8M"}), workdir,
+                                                         set()) as h:
+            busy = subprocess.Popen(["sleep", "600"], cwd=h.path)  # keeps the mount busy: teardown refuses
+        assert err.value.hint is not None
+        argv = shlex.split(err.value.hint.removeprefix("run: "))
+        assert argv == ["iomatrix", "clean", "--workdir", str(workdir)]
+        assert busy is not None
+        busy.kill()
+        busy.wait()
+        # This test is the sweep, still alive: the suggested command is accepted and leaves its entries alone.
+        out = run_cli(*argv[1:])
+        assert out.returncode == 1 and "left alone" in out.stdout, out.stdout + out.stderr
+    finally:
+        if busy is not None and busy.poll() is None:
+            busy.kill()
+            busy.wait()
+        leftovers.clean(workdir, mine=True)

@@ -1,0 +1,60 @@
+"""Each run's timeout keeps to the time budget left (plus a margin), not only to `run_timeout` (issue 38: a
+`size = "999T"` run went on past a 1-minute budget until killed by hand)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from iomatrix.plan.load import plan_from_dict
+from iomatrix.run_timeout import BUDGET_MARGIN_FLOOR_S, budget_margin_s, run_timeout_s
+from iomatrix.runner import SweepRunner
+from iomatrix.store import Store
+from iomatrix.tiers import registered
+from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest
+from tests.fake_tier import FakeTier, Ok, ScriptedHost
+
+
+class TimedTier(FakeTier):
+    """A scripted tier that keeps the timeout each run was given."""
+
+    name = "fake-timed"
+    timeouts: list[float] = []  # noqa: RUF012 - one test's record, reset by the fixture
+
+    def run(self, req: RunRequest) -> RunOutcome:
+        TimedTier.timeouts.append(req.timeout_s)
+        return super().run(req)
+
+
+@pytest.fixture(autouse=True)
+def timed_tier() -> Iterator[None]:
+    TimedTier.timeouts = []
+    with registered(TimedTier):
+        yield
+
+
+def test_the_timeout_is_the_budget_left_plus_the_margin_never_past_run_timeout() -> None:
+    assert budget_margin_s(5, 0) == BUDGET_MARGIN_FLOOR_S
+    assert budget_margin_s(30, 10) == 120
+    assert run_timeout_s(run_timeout=300, budget_s=60, elapsed_s=0, runtime_s=5) == 120
+    assert run_timeout_s(run_timeout=300, budget_s=60, elapsed_s=50, runtime_s=5) == 70
+    assert run_timeout_s(run_timeout=300, budget_s=60, elapsed_s=500, runtime_s=5) == 60  # spent: the margin
+    assert run_timeout_s(run_timeout=300, budget_s=3600, elapsed_s=0, runtime_s=5) == 300
+    assert run_timeout_s(run_timeout=30, budget_s=60, elapsed_s=500, runtime_s=5) == 30
+
+
+def test_a_sweep_gives_each_run_the_budget_left(tmp_path: Path) -> None:
+    host = ScriptedHost(default=Ok(value=100.0, wall_s=40.0))  # 40 s a run on the runner's (fake) clock
+    plan = plan_from_dict({"name": "budget", "tier": ["fake-timed"], "cache": ["writeback"],
+                           "workloads": ["rand-read-4k"], "repetitions": {"min": 3, "max": 3},
+                           "keep_caches_warm": True, "time_budget": "1m"}, "test plan")
+    store = Store(tmp_path / "r.sqlite")
+    try:
+        SweepRunner(plan, None, store, RunOptions(workdir=tmp_path / "work"), tier_factory=host.tier_factory,
+                    sampler_factory=host.sampler, clock=host.clock).run()
+    finally:
+        store.close()
+    # The minimum runs even with the budget spent, each bounded by the margin alone (60 s; before: 300 s each).
+    assert TimedTier.timeouts == [120.0, 80.0, 60.0]
