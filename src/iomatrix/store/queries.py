@@ -46,7 +46,7 @@ class FleetSweep:
     status: str
     started_at: float
     host_id: int
-    hostname: str  # the host's recorded hostname ("host N" when none was recorded)
+    hostname: str  # the host's inventory name when a fleet recorded one, else its hostname ("host N" without)
     group: str | None  # `run --group` / the inventory group; None without one
 
 
@@ -179,7 +179,8 @@ class StoreQueries:
         group = "s.host_group" if self.schema_version >= 6 else "NULL"
         rows = self.db.execute(
             f"SELECT s.id, s.plan_name, s.plan_fingerprint, s.status, s.started_at, {group} AS host_group, "
-            "h.id AS host_id, h.hostname FROM sweeps s JOIN hosts h ON h.id=s.host_id ORDER BY s.id")
+            "h.id AS host_id, COALESCE(json_extract(h.extra_json, '$.host_label'), h.hostname) AS hostname "
+            "FROM sweeps s JOIN hosts h ON h.id=s.host_id ORDER BY s.id")
         return [FleetSweep(int(r["id"]), r["plan_name"], r["plan_fingerprint"], r["status"], float(r["started_at"]),
                            int(r["host_id"]), r["hostname"] or f"host {r['host_id']}", r["host_group"])
                 for r in rows]
