@@ -38,6 +38,7 @@ def copy_collection(tmp_path: Path) -> Path:
     return dest
 
 
+@pytest.mark.slow  # a minute or two on a loaded 2-core machine: with the slow tests, which CI runs (scripts/test)
 def test_ansible_lint_passes_at_the_production_profile(tmp_path: Path) -> None:
     # Offline: the collection is found where it was copied to, nothing is fetched from Galaxy.
     done = ansible("ansible-lint", "--profile", "production", "--offline", cwd=copy_collection(tmp_path),
