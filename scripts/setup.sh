@@ -58,6 +58,8 @@ packages=(python3 python3-venv python3-pip qemu-system-x86 qemu-system-common qe
 minimal_packages=(python3 python3-venv python3-pip qemu-system-x86 qemu-system-common qemu-utils fio e2fsprogs
                   kmod util-linux mount procps ca-certificates)
 if [ "$minimal" = 1 ]; then packages=("${minimal_packages[@]}"); fi
+# --fleet: shellcheck, which ansible-test sanity runs on the collection's shell script (the role's install.sh).
+if [ "$fleet" = 1 ]; then packages+=(shellcheck); fi
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

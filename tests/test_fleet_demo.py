@@ -1,6 +1,6 @@
 """scripts/fleet-demo: three hosts in network namespaces swept through Ansible, merged, and all of it removed; the
 bad hosts (unreachable, a refused device, not root, a failed install) reported in one line each, an interrupted
-sweep resumed."""
+sweep resumed; the playbook run as an Ansible user would (--check, --limit, a second run with no change)."""
 
 from __future__ import annotations
 
@@ -56,19 +56,21 @@ def leftovers(before_tmp: set[str]) -> list[str]:
 def test_the_demo_sweeps_three_hosts_reports_the_bad_ones_and_leaves_nothing(tmp_path: Path) -> None:
     """One run of the demo for every bad host and the resume, as CI has time for one: hosts 4 (unreachable),
     5 (a device that does not exist), 6 (not root), 7 (its install fails: a wheelhouse without the dependencies and
-    no package index) and 3, whose first sweep is stopped part-way with SIGTERM."""
+    no package index) and 3, whose first sweep is stopped part-way with SIGTERM. Molecule-style, with
+    --ansible-checks: --check first (says what it would do, makes nothing), converge, converge again, then
+    --limit rack-a (finished hosts: changed=0, exit 0) and --limit fleet-host-5 (that host alone, exit non-zero)."""
     before = set(map(str, Path("/tmp").glob("iomatrix-fleet-*")))
     kept = tmp_path / "kept"
     started = time.monotonic()
     done = subprocess.run([str(DEMO), "--with-unreachable", "--with-failing", "--with-nonroot", "--with-broken-install",
-                           "--interrupt-once", "--twice", "--keep-results", str(kept)],
+                           "--interrupt-once", "--twice", "--ansible-checks", "--keep-results", str(kept)],
                           capture_output=True, text=True, timeout=1200, cwd=REPO)
     took = time.monotonic() - started
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
     assert leftovers(before) == []  # the demo's user included
 
     first = (kept / "summary-first.txt").read_text().splitlines()
-    summary = (kept / "summary.txt").read_text().splitlines()
+    summary = (kept / "summary-again.txt").read_text().splitlines()
     for lines in (first, summary):
         assert [line.split(":")[0] for line in lines] == [f"fleet-host-{n}" for n in (1, 2, 3, 4, 5, 6, 7)]
         assert lines[3].startswith("fleet-host-4: unreachable: ") and "10.231.4.2" in lines[3]
@@ -123,6 +125,27 @@ def test_the_demo_sweeps_three_hosts_reports_the_bad_ones_and_leaves_nothing(tmp
     left = "fleet-host-7: its failed install left the source and the copied wheelhouse tar, no .venv, no unpacked " \
         "wheels"
     assert done.stdout.count(left) == 2, done.stdout[-4000:]
+
+    # --check, before anything was installed: each host says what it would do; the demo checked nothing was made.
+    check = (kept / "check-summary.txt").read_text().splitlines()
+    assert [line.split(":")[0] for line in check] == [f"fleet-host-{n}" for n in (1, 2, 3, 4, 5, 6, 7)]
+    for n in (1, 2, 3):
+        assert check[n - 1].startswith(f"fleet-host-{n}: check: would sweep as root; "), check[n - 1]
+        assert "devices handed over: none; plan fleet-demo.toml, budget 3m; iomatrix would be installed" in check[n - 1]
+    assert "/dev/iomatrix-fleet-demo-missing (missing or not a block device" in check[4]
+    assert check[5].startswith("fleet-host-6: failed at 'Check that the host runs the sweep as root'"), check[5]
+    assert "--check made nothing on the hosts" in done.stdout
+    # --limit rack-a on finished hosts: exactly those two, nothing changed (the recap), exit 0.
+    assert [line.split(":")[0] for line in (kept / "summary-limit-rack-a.txt").read_text().splitlines()] == [
+        "fleet-host-1", "fleet-host-2"]
+    recap = (kept / "ansible-limit-rack-a.log").read_text().split("PLAY RECAP")[-1]
+    for n in (1, 2):
+        assert f"fleet-host-{n}" in recap and \
+            recap.split(f"fleet-host-{n}")[1].split()[2] == "changed=0", recap
+    # --limit on a failing host: the summary is that host alone, the run failed.
+    limited = (kept / "summary-limit-host-5.txt").read_text().splitlines()
+    assert len(limited) == 1 and limited[0].startswith("fleet-host-5: failed at "), limited
+    assert "--limit fleet-host-5 exited 0" not in done.stdout
     print(f"fleet demo (twice, with an unreachable, a failing, a non-root host, a failed install, one sweep resumed): "
           f"{took:.0f} s")
 

@@ -53,4 +53,9 @@ def host_metadata() -> dict[str, Any]:
         "ksm_run": read_text("/sys/kernel/mm/ksm/run"),
         "transparent_hugepage": read_text("/sys/kernel/mm/transparent_hugepage/enabled"),
         "euid": os.geteuid(),
+        # The name a fleet's inventory gives the host (the Ansible role sets it): fleet reports name the host by it,
+        # and it joins the host's identity, so that two hosts sharing a hostname stay two hosts. The machine id
+        # is recorded beside it (not identifying: cloned images share one).
+        "host_label": os.environ.get("IOMATRIX_HOST_LABEL") or None,
+        "machine_id": read_text("/etc/machine-id"),
     }

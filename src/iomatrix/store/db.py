@@ -167,7 +167,10 @@ class Store(StoreQueries):
     def host_id(self, host: Mapping[str, Any]) -> int:
         cols = ("hostname", "kernel", "os", "cpu_model", "cpu_count", "mem_bytes", "fio_version",
                 "qemu_version", "qemu_img_version", "python_version", "iomatrix_version")
-        fingerprint = json.dumps({k: host.get(k) for k in cols}, sort_keys=True)
+        identity = {k: host.get(k) for k in cols}
+        if host.get("host_label"):  # a fleet host's inventory name is part of its identity (without one: as before)
+            identity["host_label"] = host["host_label"]
+        fingerprint = json.dumps(identity, sort_keys=True)
         extra = {k: v for k, v in host.items() if k not in cols}
         with self.tx() as db:
             row = db.execute("SELECT id FROM hosts WHERE fingerprint=?", (fingerprint,)).fetchone()

@@ -47,7 +47,7 @@ class FleetSweep:
     status: str
     started_at: float
     host_id: int
-    hostname: str  # the host's recorded hostname ("host N" when none was recorded)
+    hostname: str  # the host's inventory name when a fleet recorded one, else its hostname ("host N" without)
     group: str | None  # `run --group` / the inventory group; None without one
 
 
@@ -182,7 +182,8 @@ class StoreQueries:
         group = "s.host_group" if self.schema_version >= 6 else "NULL"
         rows = self.db.execute(
             f"SELECT s.id, s.plan_name, s.plan_fingerprint, s.status, s.started_at, {group} AS host_group, "
-            "h.id AS host_id, h.hostname FROM sweeps s JOIN hosts h ON h.id=s.host_id ORDER BY s.id")
+            "h.id AS host_id, COALESCE(json_extract(h.extra_json, '$.host_label'), h.hostname) AS hostname "
+            "FROM sweeps s JOIN hosts h ON h.id=s.host_id ORDER BY s.id")
         return [FleetSweep(int(r["id"]), _shown(r["plan_name"]), r["plan_fingerprint"], _shown(r["status"]),
                            float(r["started_at"]), int(r["host_id"]), _shown(r["hostname"]) or f"host {r['host_id']}",
                            _shown(r["host_group"]))

@@ -1,5 +1,7 @@
 #!/bin/sh
-# Install or update iomatrix from a source tarball, idempotently: install.sh PROJECT_DIR TARBALL [WHEELHOUSE_TAR]
+# Install or update iomatrix from a source tarball, idempotently:
+#   install.sh PROJECT_DIR TARBALL [WHEELHOUSE_TAR] [SETUP_OPTION]
+# SETUP_OPTION is given to scripts/setup.sh: --minimal for a host that only measures (the role's default).
 #
 # One install at a time per directory (a flock), because hosts that share a filesystem (containers, the
 # fleet demo's namespaces) would otherwise unpack and pip-install into one .venv at once. The source is unpacked
@@ -13,6 +15,7 @@ set -eu
 dir=$1
 tarball=$2
 wheelhouse=${3:-}
+setup_option=${4:-}
 exec 9>"$dir/.install.lock"
 if ! flock -w 3600 9; then
     echo "install.sh: another install in $dir held its lock for an hour" >&2
@@ -38,7 +41,7 @@ if [ -n "$wheelhouse" ]; then
     export PIP_NO_INDEX=1 PIP_FIND_LINKS="$dir/.wheelhouse"
 fi
 status=0
-"$dir/scripts/setup.sh" || status=$?
+"$dir/scripts/setup.sh" ${setup_option:+"$setup_option"} || status=$?
 if [ "$status" -ne 0 ]; then
     # setup.sh writes its stamp only after pip installed iomatrix: without it the .venv holds nothing of ours.
     if [ -d "$dir/.venv" ] && [ ! -f "$dir/.venv/.iomatrix-installed" ]; then
