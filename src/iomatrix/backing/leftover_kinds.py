@@ -16,6 +16,7 @@ is still the process that was started).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -26,6 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
+
+import psutil
 
 from iomatrix.mountinfo import parse_mountinfo
 
@@ -391,8 +394,6 @@ class ProcessLeftover(Leftover):
         return proc_start(pid) == start
 
     def remove(self) -> list[str]:
-        import psutil
-
         pid, start = self._pid_start()
         try:
             proc = psutil.Process(pid)
@@ -412,10 +413,6 @@ class ProcessLeftover(Leftover):
 
 
 def _suppress_gone() -> Any:
-    import contextlib
-
-    import psutil
-
     return contextlib.suppress(psutil.NoSuchProcess)
 
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from iomatrix.backing.spec import DirBacking, LoopfsBacking, TmpfsBacking
 from iomatrix.domain.axes import size_words as format_size
 from iomatrix.errors import UserError
+from iomatrix.tiers import declaration
 
 if TYPE_CHECKING:
     from iomatrix.matrix import Expansion, Unit
@@ -59,11 +60,9 @@ class Place:
 
 def unit_bytes(plan: Plan, unit: Unit) -> tuple[int, str]:
     """The bytes one run of `unit` writes on its backing, and what they are, in words."""
-    from iomatrix.tiers import tier_class
-
     w, cell = unit.workload, unit.cell
     size = plan.size_bytes
-    if not tier_class(cell["tier"]).uses_images:
+    if not declaration(cell["tier"]).uses_images:
         return size, f"{w.name}: fio file (size)"
     image = w.image_bytes or plan.image_size_bytes
     if cell["preallocation"] in PREALLOCATED:

@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import quote
 
 from iomatrix.errors import UserError
+from iomatrix.locks import db_lock_path, is_held
 from iomatrix.store.integrity import find_damage
 from iomatrix.store.queries import REPLACED_RUNS_SQL, StoreQueries
 from iomatrix.store.schema import (
@@ -342,8 +343,6 @@ def _connect_ro(path: Path) -> sqlite3.Connection:
       into a private temporary directory and read there;
     - otherwise (a sweep writing it, or a -wal with its -shm): plain `mode=ro`, which creates nothing new.
     """
-    from iomatrix.locks import db_lock_path, is_held
-
     uri = "file:" + quote(str(path.resolve())) + "?mode=ro"
     wal, shm, journal = (path.with_name(path.name + s) for s in ("-wal", "-shm", "-journal"))
     wal_pages = wal.is_file() and wal.stat().st_size > 0
