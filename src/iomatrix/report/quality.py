@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from iomatrix.metrics import metric_info
 from iomatrix.stats import cold_vs_warm, mad_outliers, snia_steady_state
+from iomatrix.stats.summary import Scale
 from iomatrix.stop_kinds import StopKind
 
 if TYPE_CHECKING:
@@ -57,6 +59,13 @@ def steady_state_samples(iops_series: Sequence[float]) -> dict[str, float]:
     if ss.slope_frac is not None:
         out["ss.slope_frac"] = ss.slope_frac
     return out
+
+
+def scale_of(metric: str) -> Scale:
+    """How a metric's interval is found (stats.summarize's ``scale``): a 0/1 metric (``ss.attained``,
+    ``load.reached``, durability verdicts) is a proportion over runs; every other stored metric is a rate, a
+    time, a count or a fraction that cannot be negative."""
+    return "proportion" if metric_info(metric).unit == "0/1" else "nonnegative"
 
 
 def steady_counts(attained: Sequence[float]) -> dict[str, int] | None:
