@@ -94,6 +94,9 @@ def notes(row: dict[str, Any]) -> list[str]:
         out.append("disturbed run(s) " + ", ".join(
             f"{d['run_id']} ({'; '.join(d['reasons'])}{'; replaced by its retry' if d.get('replaced') else ''})"
             for d in dist))
+    damaged = row.get("damaged")  # [{"run_id", "value"}]: stored values no run can produce (negative, inf, NaN)
+    if damaged:
+        out.append("damaged value(s) left out: " + ", ".join(f"run {d['run_id']} = {d['value']}" for d in damaged))
     stop = row.get("stop")
     if stop and stop["kind"] not in SETTLING_STOPS:
         out.append(f"stopped after round {stop['round']}: {stop['reason']}")

@@ -96,6 +96,10 @@ def results_document(store: Store, sweep_ids: list[int], *, with_monitor: bool =
                     "cold_run": cold_run(values), "outliers": outliers(values), "steady_state": steady,
                     "failed_runs": cw.failed, "run_ids": cw.runs, "disturbed_runs": disturbed, "stop": stop,
                     "analysis_unit": analysis_unit(cw, values, boots, rounds),
+                    # stored values no run can produce, left out of the figures (absent when none: older
+                    # documents read the same)
+                    **({"damaged": dmg} if (dmg := [{"run_id": rid, "value": repr(v)} for rid, m, v in cw.damaged
+                                                    if m == metric]) else {}),
                 })
             info.setdefault("cells", []).append({
                 "cell": cw.cell_key, "axes": cw.axes, "workload": cw.workload, "backing": cw.backing,

@@ -170,7 +170,8 @@ def print_changes(out: Console, changes: Sequence[Change], show_all: bool) -> No
         t.add_row(c.key, fmt(c.a.mean), fmt(c.b.mean), f"{c.ratio.ratio:.3f}" if c.ratio.ratio else "–", ci,
                   "–" if c.p_adjusted is None else f"{c.p_adjusted:.3g}", "[bold]changed[/]" if c.significant
                   else "")
-    out.print(t)
+    if t.row_count:  # no header over nothing: the line above already says that nothing changed
+        out.print(t)
 
 
 def print_monitor(out: Console, series: dict[str, list[tuple[float, float]]], names: Sequence[str]) -> None:
