@@ -101,7 +101,7 @@ def print_scores(out: Console, score: str, rows: Sequence[ScoreRow], factors: di
               + ", ".join(f"{k}={v:.3g}" for k, v in factors.items()))
     t = Table("#", "cell", "score", "95% CI", box=None)
     for i, r in enumerate(rows[:top], 1):
-        ci = "–" if r.score.low is None else f"{fmt(r.score.low)}–{fmt(r.score.high)}"
+        ci = ci_text(r.score.low, r.score.high)[0]  # a score CI reaching ≤ 0 or > 10×: not measured precisely
         t.add_row(str(i), r.label, fmt(r.score.score), ci)
     out.print(t)
 
