@@ -25,7 +25,7 @@ from iomatrix.runner import RunOptions, SweepRunner
 from iomatrix.store import Store
 from iomatrix.tiers.blocklayer import daemon_argv
 from iomatrix.workloads import PRESETS, resolve
-from tests.conftest import needs, run_cli
+from tests.conftest import DATA, needs, run_cli
 
 IMAGE_DEFAULTS = {"discard": "ignore", "detect_zeroes": "off", "cluster_size": "64k", "extended_l2": "off",
                   "l2_cache": "default"}
@@ -407,10 +407,27 @@ def test_block_layer_whole_image_l2_cache_reads_a_wide_thin_image_faster(tmp_pat
         assert (",l2-cache-size=134217728," in graph) == key.endswith("l2_cache=whole-image"), graph
     whole = iops["blocklayer/qcow2/off/none/io_uring/-/dir/none+l2_cache=whole-image"]
     default = iops["blocklayer/qcow2/off/none/io_uring/-/dir/none"]
+    # The physics, with a margin: measured ~10× on a quiet host, asked 2× (a loaded host slows both cells).
     assert _mean(whole) > 2 * _mean(default), (whole, default)
     # Nothing left on the backing: each run's image is removed.
     assert not list((tmp_path / "work").glob("backings/*/*.qcow2*"))
-    # The answer names it, with a QEMU snippet for the user's image (whose size iomatrix does not know).
+    # The recommendation reads these runs without error; *which* answer three runs per cell give depends on
+    # how a loaded host spread them, so the decision rule is checked on captured runs instead
+    # (test_whole_image_l2_cache_is_the_answer_on_captured_runs).
     rec = run_cli("recommend", "--db", str(tmp_path / "r.sqlite"), "--target", "qemu")
+    assert rec.returncode == 0, rec.stderr
+    assert "l2_cache=whole-image" in rec.stdout
+
+
+def test_whole_image_l2_cache_is_the_answer_on_captured_runs(tmp_path: Path) -> None:
+    """The decision rule on the runs of the test above, captured once (tests/data/l2_cache_whole_image.sqlite,
+    fio's raw output emptied): the answer is whole-image with a QEMU snippet for the user's image (whose size
+    iomatrix does not know, so the cache covers 1 TiB at 64 KiB clusters). Deterministic: the same runs give
+    the same answer on any host, however busy."""
+    import shutil
+
+    db = tmp_path / "r.sqlite"
+    shutil.copyfile(DATA / "l2_cache_whole_image.sqlite", db)
+    rec = run_cli("recommend", "--db", str(db), "--target", "qemu")
     assert rec.returncode == 0, rec.stderr
     assert "Use: l2_cache=whole-image" in rec.stdout and ",l2-cache-size=1073741824," in rec.stdout

@@ -233,7 +233,9 @@ max = 4
 # A measured ratio with its interval ("1.84× (1.03–5.40) current (…)"), or the answer is the current cell itself.
 # (a Fieller interval whose lower bound is below 0 on a loaded host prints "≥0", an unbounded one "(no interval)":
 # still a ratio measured against the current configuration; how precise it is depends on the host's load)
-MEASURED_VS_CURRENT = re.compile(r"(\d+\.\d+× \((?:(?:≥0|\d+\.\d+)–\d+\.\d+|no interval)\)|1\.00×: it is) current \(")
+# (since issue 38 an interval reaching 0 or spanning > 10× reads "not measured precisely (lo–hi×)")
+MEASURED_VS_CURRENT = re.compile(r"(\d+\.\d+× \((?:(?:≥0|\d+\.\d+)–\d+\.\d+|no interval)\)"
+                                 r"|not measured precisely \([^)]*×\)|1\.00×: it is) current \(")
 
 
 def _runs(db: Path) -> int:

@@ -33,11 +33,17 @@ def test_constant_axes_fold_into_a_header_line() -> None:
     assert all(len(line) <= 100 for line in lines)
 
 
-def test_positive_intervals_are_bounded_at_zero() -> None:
-    assert ci_text(-15.0, 55.0) == ("≥0–55", True)
+def test_positive_intervals_never_reach_below_zero() -> None:
+    # An interval of a quantity that cannot be negative that reaches ≤ 0 (or spans > 10×) says nothing about
+    # its size: "not measured precisely", never a negative figure (issue 38).
+    assert ci_text(-15.0, 55.0) == ("not measured precisely", False)
+    assert ci_text(0.0, 55.0) == ("not measured precisely", False)
+    assert ci_text(6.0, 55.0) == ("6–55", False)  # 9.2×: wide, but a figure
     assert ci_text(-15.0, 55.0, positive=False) == ("-15–55", False)
-    assert ratio_text(1.5, -0.2, 3.0) == "1.50× (≥0–3.00)"
-    assert "≥0–55" in to_terminal(_table())
+    assert ratio_text(1.5, -0.2, 3.0) == "not measured precisely (-0.2–3×)"
+    assert ratio_text(2.71, 0.04, 195.49) == "not measured precisely (0.04–195×)"
+    assert ratio_text(1.5, 1.2, 3.0) == "1.50× (1.20–3.00)"
+    assert "not measured precisely" in to_terminal(_table())
 
 
 def test_long_cell_names_wrap_instead_of_truncating() -> None:

@@ -120,7 +120,7 @@ def test_ratio_ci_undefined_cases() -> None:
     assert ratio_ci([4.0], [2.0, 2.0]) == (2.0, None, None)  # n = 1
     assert ratio_ci([3.0, 3.0], [1.5, 1.5]) == (2.0, 2.0, 2.0)  # both constant: exact
     # denominator not distinguishable from 0 → Fieller set unbounded
-    assert ratio_ci([10, 11, 12], [-1.0, 1.0, 2.0]).low is None
+    assert ratio_ci([10, 11, 12], [-1.0, 1.0, 2.0], positive=False).low is None  # a signed quantity
 
 
 def test_holm_step_down_hand_computed_and_monotone() -> None:

@@ -43,9 +43,15 @@ def test_hand_computed_ci() -> None:
 
 def test_n2_uses_one_degree_of_freedom() -> None:
     # [1, 3]: mean 2, s = √2, SE = s/√2 = 1 → half-width = t_{0.975,1} = 12.706.
-    s = summarize([1.0, 3.0])
+    s = summarize([1.0, 3.0], scale="real")
     assert s.half_width == pytest.approx(12.706, abs=5e-4)
     assert (s.ci_low, s.ci_high) == pytest.approx((2 - 12.706, 2 + 12.706), abs=5e-4)
+    # The same runs of a quantity that cannot be negative (the default): the t interval would reach below 0,
+    # so the interval is the t interval of the logs, exp(ln √3 ∓ 12.706·(ln 3/√2)/√2), and far too wide to state.
+    p = summarize([1.0, 3.0])
+    half = 12.706205 * (math.log(3.0) / math.sqrt(2)) / math.sqrt(2)
+    assert p.interval == "log-t" and p.imprecise
+    assert (p.ci_low, p.ci_high) == pytest.approx((math.sqrt(3) * math.exp(-half), math.sqrt(3) * math.exp(half)))
 
 
 def test_n1_has_no_spread_and_no_ci() -> None:
@@ -66,7 +72,7 @@ def test_zero_variance_collapses_ci_exactly() -> None:
 
 
 def test_mean_zero_has_no_relative_measures() -> None:
-    s = summarize([-1.0, 1.0])
+    s = summarize([-1.0, 1.0], scale="real")
     assert s.mean == 0.0
     assert s.cv is None and s.rel_half_width is None
     assert s.half_width == pytest.approx(12.706, abs=5e-4)  # SE = √2/√2 = 1

@@ -234,7 +234,7 @@ def test_compare_fail_above_gates_on_a_significant_regression(sweep_db: Path, tm
     same = run_cli("compare", str(sweep_db), str(sweep_db), "--fail-above", "5")
     assert same.returncode == 0, same.stdout + same.stderr
     gate = run_cli("compare", str(base), str(worse), "--fail-above", "5", "--format", "markdown")
-    assert gate.returncode == 1 and "|" in gate.stdout, gate.stdout + gate.stderr
+    assert gate.returncode == 4 and "|" in gate.stdout, gate.stdout + gate.stderr  # 4: regression (issue 38)
     loose = run_cli("compare", str(base), str(worse), "--fail-above", "95")
     assert loose.returncode == 0, loose.stdout + loose.stderr
 

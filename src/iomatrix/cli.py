@@ -24,7 +24,8 @@ from iomatrix.ui import console, err_console
 
 # Exit statuses (README, "Exit status"): 0 done; 1 internal error (a bug: the traceback is in a log file);
 # 2 a problem the user can fix (bad plan, option, file); 3 a sweep ran but units gave up or every run
-# failed; 130 interrupted. (`compare --fail-above` and `clean` exit 1 for a regression or a leftover.)
+# failed; 130 interrupted. (`compare --fail-above` exits 4 for a regression and 5 for "cannot tell",
+# commands/compare.py; `clean` exits 1 for a leftover.)
 EXIT_INTERNAL = 1
 EXIT_USER = 2
 EXIT_GAVE_UP = 3

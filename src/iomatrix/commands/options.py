@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
+from iomatrix.commands.thresholds import parse_fraction
 from iomatrix.errors import UserError
 from iomatrix.report.formats import OutputFormat
 
@@ -39,8 +40,9 @@ CrashedWorkdirOpt = Annotated[Path, typer.Option(help="Working directory of the 
 MinRunsOpt = Annotated[int, typer.Option(help="Cells with fewer ok runs are listed but not ranked.")]
 MaxNoiseOpt = Annotated[float, typer.Option(help="Flag (never drop) cells whose CI half-width exceeds this "
                                                  "fraction of the mean.")]
-ThresholdOpt = Annotated[float, typer.Option(help="Practical threshold: cells within this fraction of the best "
-                                                  "are tied with it.")]
+ThresholdOpt = Annotated[float, typer.Option(help="Practical threshold: cells within this much of the best are "
+                                                  "tied with it (5% or 0.05).", metavar="PCT%|FRACTION",
+                                             parser=lambda v: parse_fraction(v, "--threshold"))]
 TieBreakOpt = Annotated[str, typer.Option(help="How a tied top group is resolved, in order (comma-separated: "
                                                "safety, simplicity, performance, name).")]
 DEFAULT_MIN_RUNS = 3

@@ -47,7 +47,9 @@ def _svg(fig: plt.Figure) -> str:
 def _err(mean: float, low: float | None, high: float | None) -> tuple[float, float]:
     if low is None or high is None:
         return 0.0, 0.0
-    return mean - max(0.0, low), high - mean
+    # max(0, …): a log-scale interval (docs/statistics.md §1) need not hold the arithmetic mean; an error bar
+    # cannot be negative
+    return max(0.0, mean - max(0.0, low)), max(0.0, high - mean)
 
 
 @dataclass

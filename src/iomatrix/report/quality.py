@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from iomatrix.metrics import metric_info
 from iomatrix.stats import cold_vs_warm, mad_outliers, snia_steady_state
+from iomatrix.stats.summary import Scale
 from iomatrix.stop_kinds import StopKind
 
 
@@ -55,6 +57,13 @@ def steady_state_samples(iops_series: Sequence[float]) -> dict[str, float]:
     return out
 
 
+def scale_of(metric: str) -> Scale:
+    """How a metric's interval is found (stats.summarize's ``scale``): a 0/1 metric (``ss.attained``,
+    ``load.reached``, durability verdicts) is a proportion over runs; every other stored metric is a rate, a
+    time, a count or a fraction that cannot be negative."""
+    return "proportion" if metric_info(metric).unit == "0/1" else "nonnegative"
+
+
 def steady_counts(attained: Sequence[float]) -> dict[str, int] | None:
     if not attained:
         return None
@@ -81,6 +90,9 @@ def notes(row: dict[str, Any]) -> list[str]:
         out.append("disturbed run(s) " + ", ".join(
             f"{d['run_id']} ({'; '.join(d['reasons'])}{'; replaced by its retry' if d.get('replaced') else ''})"
             for d in dist))
+    damaged = row.get("damaged")  # [{"run_id", "value"}]: stored values no run can produce (negative, inf, NaN)
+    if damaged:
+        out.append("damaged value(s) left out: " + ", ".join(f"run {d['run_id']} = {d['value']}" for d in damaged))
     stop = row.get("stop")
     if stop and stop["kind"] not in SETTLING_STOPS:
         out.append(f"stopped after round {stop['round']}: {stop['reason']}")

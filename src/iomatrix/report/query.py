@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -46,6 +47,9 @@ class CellWorkload:
     # of their offered IOPS (run id → achieved share). Their latency is not at the asked load, so they are not in
     # `runs`, `samples` or `phases` either: never ranked, listed apart.
     unreached: dict[int, float] = field(default_factory=dict)
+    # Stored values no measurement can produce (negative, infinite, NaN: a damaged or hand-edited database):
+    # (run id, metric, value), left out of `samples` so that they never become a figure; reports name them.
+    damaged: list[tuple[int, str, float]] = field(default_factory=list)
 
     def label(self) -> str:
         """The axes that distinguish this cell (tier is shown apart; modifier only when set)."""
@@ -131,7 +135,10 @@ def cell_workloads(store: Store, sweep_id: int) -> list[CellWorkload]:
         cw.cache_states.append(r.cache_state)
         cw.page_cache.append(r.page_cache_method)
         for name, value in r.phases.items():
-            cw.phases[name].append(value)
+            if math.isfinite(value) and value >= 0:
+                cw.phases[name].append(value)
+            else:
+                cw.damaged.append((r.run_id, name, value))
     if not out:
         return []
     # A later axis is named only where some cell of the sweep sets it (the rest read the same as before it).
@@ -141,7 +148,10 @@ def cell_workloads(store: Store, sweep_id: int) -> list[CellWorkload]:
     for cw in out.values():
         for rid in cw.runs:
             for metric, value in per_run.get(rid, {}).items():
-                cw.samples[metric].append(value)
+                if math.isfinite(value) and value >= 0:  # every stored metric is ≥ 0 (iomatrix.metrics)
+                    cw.samples[metric].append(value)
+                else:
+                    cw.damaged.append((rid, metric, value))
     return list(out.values())
 
 

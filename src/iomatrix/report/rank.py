@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -63,8 +64,9 @@ def run_boots(store: Store, run_ids: Sequence[int]) -> dict[int, RunBoot]:
 
 
 def run_values(store: Store, run_ids: Sequence[int], metric: str) -> dict[int, float]:
-    """run id → the metric's value, for the runs that have it."""
-    return store.run_metric_values(run_ids, metric)
+    """run id → the metric's value, for the runs that have it (a damaged value — negative, infinite, NaN — is
+    left out, as in `query.cell_workloads`, which names it)."""
+    return {rid: v for rid, v in store.run_metric_values(run_ids, metric).items() if math.isfinite(v) and v >= 0}
 
 
 def baremetal_reference(cell: CellWorkload, candidates: Sequence[CellWorkload]) -> CellWorkload | None:

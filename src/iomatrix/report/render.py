@@ -5,7 +5,8 @@ recommendation as terminal text, Markdown, JSON or CSV. Tables go through the ex
 Nothing here computes a statistic.
 
 An interval of a quantity that cannot be negative is never shown below zero: its lower end is bounded at 0
-and marked "≥0" with a note that says so.
+and marked "≥0" with a note that says so. An interval that reaches 0 or spans more than 10×
+(stats/precision.py) is shown as "not measured precisely" instead of as a figure.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from iomatrix.report.naming import cell_names
 from iomatrix.report.objective import Objective, objective_line
 from iomatrix.report.query import sweep_info
 from iomatrix.report.recommend import recommend
+from iomatrix.stats.precision import imprecise
 from iomatrix.store import Store
 from iomatrix.tiers import tier_classes
 from iomatrix.ui import fmt
@@ -32,14 +34,18 @@ if TYPE_CHECKING:
     from iomatrix.snippets import Snippet
 
 BOUNDED_NOTE = "≥0: the interval's lower end is bounded at 0 (the quantity cannot be negative)"
+IMPRECISE = "not measured precisely"
 NO_INTERVAL_NOTE = ("no interval: Fieller's interval of a ratio is unbounded when the denominator's mean is not "
                     "clearly above zero (too noisy); or the figure is a point ratio")
 
 
 def ci_text(low: float | None, high: float | None, *, positive: bool = True) -> tuple[str, bool]:
-    """'low–high', bounded at 0 for a positive quantity; returns (text, bounded)."""
+    """'low–high', bounded at 0 for a positive quantity, "not measured precisely" for an interval that reaches 0
+    or spans more than 10× (the estimate is then no figure); returns (text, bounded)."""
     if low is None or high is None:
         return "–", False
+    if positive and imprecise(low, high):
+        return IMPRECISE, False
     if positive and low < 0:
         return f"≥0–{fmt(high)}", True
     return f"{fmt(low)}–{fmt(high)}", False
@@ -50,6 +56,8 @@ def ratio_text(ratio: float | None, low: float | None, high: float | None) -> st
         return "–"
     if low is None or high is None:
         return f"{ratio:.2f}× (no interval)"
+    if imprecise(low, high):
+        return f"{IMPRECISE} ({low:.2g}–{high:.3g}×)"  # the bounds as they are; the point ratio is no figure
     lo = "≥0" if low < 0 else f"{low:.2f}"
     return f"{ratio:.2f}× ({lo}–{high:.2f})"
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from iomatrix.domain import axes as axis_registry
 from iomatrix.monitor.summary import FieldSummary, cell_summary, host_questions_view, summarize_samples
-from iomatrix.report.quality import cold_run, outliers, steady_counts
+from iomatrix.report.quality import cold_run, outliers, scale_of, steady_counts
 from iomatrix.report.query import (
     CellWorkload,
     cell_workloads,
@@ -34,8 +34,8 @@ MONITOR_HEADLINE = ("cpu_busy_pct", "cpu_iowait_pct", "disk_util_pct", "disk_awa
                     "mem_used_with_cache_mb", "proc_cpu_pct")
 
 
-def _summary_dict(values: list[float]) -> dict[str, Any]:
-    s = summarize(values)
+def _summary_dict(values: list[float], metric: str = "") -> dict[str, Any]:
+    s = summarize(values, scale=scale_of(metric))
     return {
         "n": s.n, "mean": s.mean, "sd": s.sd, "cv": s.cv, "median": s.median,
         "ci95_low": s.ci_low, "ci95_high": s.ci_high, "ci95_rel_half_width": s.rel_half_width,
@@ -92,10 +92,14 @@ def results_document(store: Store, sweep_ids: list[int], *, with_monitor: bool =
             for metric, values in sorted(cw.samples.items()):
                 rows.append({
                     "cell": cw.cell_key, "axes": cw.axes, "workload": cw.workload, "metric": metric,
-                    "accel": cw.accel, **_summary_dict(values), "samples": values,
+                    "accel": cw.accel, **_summary_dict(values, metric), "samples": values,
                     "cold_run": cold_run(values), "outliers": outliers(values), "steady_state": steady,
                     "failed_runs": cw.failed, "run_ids": cw.runs, "disturbed_runs": disturbed, "stop": stop,
                     "analysis_unit": analysis_unit(cw, values, boots, rounds),
+                    # stored values no run can produce, left out of the figures (absent when none: older
+                    # documents read the same)
+                    **({"damaged": dmg} if (dmg := [{"run_id": rid, "value": repr(v)} for rid, m, v in cw.damaged
+                                                    if m == metric]) else {}),
                 })
             info.setdefault("cells", []).append({
                 "cell": cw.cell_key, "axes": cw.axes, "workload": cw.workload, "backing": cw.backing,

@@ -19,6 +19,7 @@ from iomatrix.report.fit import Column, fitted_table
 from iomatrix.report.naming import cell_names
 from iomatrix.report.quality import notes as quality_notes
 from iomatrix.report.rank import ScoreRow, WorkloadRanking, primary_metric
+from iomatrix.report.render import IMPRECISE, ci_text, ratio_text
 from iomatrix.report.results import MONITOR_HEADLINE, inference_figures
 from iomatrix.risk import risk_of
 from iomatrix.stats import Change, RatioCI
@@ -31,6 +32,8 @@ def ratio_short(rc: RatioCI | None) -> str:
         return "–"
     if rc.low is None:
         return f"{rc.ratio:.2f}×"
+    if rc.imprecise:
+        return ratio_text(*rc)
     return f"{rc.ratio:.2f}× ({rc.low:.2f}–{rc.high:.2f})"
 
 
@@ -83,7 +86,7 @@ def _result_row(r: dict[str, Any], name: str) -> list[str]:
     # Runs that shared guest boots: the CI is that of the analysis unit (boot means when boots differ
     # more than runs within a boot do), as in rank, and so is the mean; n and CV stay those of the runs.
     src, unit_note = inference_figures(r)
-    ci = "–" if src["ci95_low"] is None else f"{fmt(src['ci95_low'])}–{fmt(src['ci95_high'])}"
+    ci = ci_text(src["ci95_low"], src["ci95_high"])[0]
     rel = "–" if src["ci95_rel_half_width"] is None else f"{src['ci95_rel_half_width']:.1%}"
     cv = "–" if r["cv"] is None else f"{r['cv']:.1%}"
     n = f"{r['n']}" + (f" (+{r['failed_runs']} failed)" if r["failed_runs"] else "")
@@ -98,7 +101,7 @@ def print_scores(out: Console, score: str, rows: Sequence[ScoreRow], factors: di
               + ", ".join(f"{k}={v:.3g}" for k, v in factors.items()))
     t = Table("#", "cell", "score", "95% CI", box=None)
     for i, r in enumerate(rows[:top], 1):
-        ci = "–" if r.score.low is None else f"{fmt(r.score.low)}–{fmt(r.score.high)}"
+        ci = ci_text(r.score.low, r.score.high)[0]  # a score CI reaching ≤ 0 or > 10×: not measured precisely
         t.add_row(str(i), r.label, fmt(r.score.score), ci)
     out.print(t)
 
@@ -141,7 +144,7 @@ def print_rankings(out: Console, rankings: Sequence[WorkloadRanking], top: int, 
 def _ranking_row(wr: WorkloadRanking, row: Any, name: str) -> list[str]:
     """One ranked cell's columns (`row`: a row of `wr.ranking`)."""
     s = row.summary
-    ci = "–" if s.ci_low is None else f"{fmt(s.ci_low)}–{fmt(s.ci_high)}"
+    ci = ci_text(s.ci_low, s.ci_high)[0]
     cell = wr.cells[row.name]
     risk = risk_of(cell.axes["cache"], cell.axes["modifier"])
     unit = (wr.units or {}).get(row.name)
@@ -162,11 +165,13 @@ def print_changes(out: Console, changes: Sequence[Change], show_all: bool) -> No
     for c in sorted(changes, key=lambda c: (not c.significant, c.p_adjusted if c.p_adjusted is not None else 1)):
         if not (c.significant or show_all):
             continue
-        ci = "–" if c.ratio.low is None else f"{c.ratio.low:.3f}–{c.ratio.high:.3f}"
+        ci = "–" if c.ratio.low is None else (IMPRECISE if c.ratio.imprecise
+                                              else f"{c.ratio.low:.3f}–{c.ratio.high:.3f}")
         t.add_row(c.key, fmt(c.a.mean), fmt(c.b.mean), f"{c.ratio.ratio:.3f}" if c.ratio.ratio else "–", ci,
                   "–" if c.p_adjusted is None else f"{c.p_adjusted:.3g}", "[bold]changed[/]" if c.significant
                   else "")
-    out.print(t)
+    if t.row_count:  # no header over nothing: the line above already says that nothing changed
+        out.print(t)
 
 
 def print_monitor(out: Console, series: dict[str, list[tuple[float, float]]], names: Sequence[str]) -> None:

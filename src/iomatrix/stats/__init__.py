@@ -37,6 +37,8 @@ _WHERE: dict[str, str] = {
     "boots_needed": "two_level", "boots_of": "two_level",
     "RoundsPerBoot": "runs_per_boot", "choose_rounds_per_boot": "runs_per_boot",
     "CellUnit": "analysis_unit", "cell_unit": "analysis_unit",
+    "Power": "power", "welch_power": "power",
+    "GateVerdict": "gate", "Undetectable": "gate", "regression_gate": "gate",
     "FleetAnswer": "fleet", "HostLoss": "fleet", "HostResult": "fleet", "fleet_answer": "fleet",
 }
 

@@ -7,6 +7,9 @@
   Welch's df is undefined then (``df is None``).
 * ``ratio_ci`` uses Fieller's theorem for independent samples, with the
   Welch–Satterthwaite degrees of freedom of ā − R·b̄ evaluated at R = ā/b̄.
+  A ratio of two non-negative quantities never gets a lower bound ≤ 0: where
+  Fieller's set reaches ≤ 0 or is unbounded, the interval is the log/delta one,
+  exp(ln R ∓ t·√(v_a/ā² + v_b/b̄²)) (see ``ratio_ci``).
 """
 
 from __future__ import annotations
@@ -94,9 +97,27 @@ class RatioCI(NamedTuple):
     low: float | None
     high: float | None
 
+    @property
+    def imprecise(self) -> bool:
+        """The interval reaches ≤ 0 or spans more than 10× (stats/precision.py): "not measured precisely"."""
+        from iomatrix.stats.precision import imprecise
 
-def ratio_ci(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> RatioCI:
-    """mean(a)/mean(b) with a Fieller confidence interval.
+        return imprecise(self.low, self.high)
+
+
+def _log_delta(ma: float, mb: float, va: float, vb: float, na: int, nb: int, confidence: float) -> RatioCI:
+    """exp(ln R ∓ t·√(v_a/ā² + v_b/b̄²)), t at the Welch–Satterthwaite df of the two log-scale variances."""
+    ua, ub = va / (ma * ma), vb / (mb * mb)
+    se = math.sqrt(ua + ub)
+    den = ua * ua / (na - 1) + ub * ub / (nb - 1)
+    df = (ua + ub) ** 2 / den if den > 0 else float(min(na, nb) - 1)
+    half = t_quantile(confidence, df) * se
+    r = ma / mb
+    return RatioCI(r, r * math.exp(-half), r * math.exp(half))
+
+
+def ratio_ci(a: Sequence[float], b: Sequence[float], confidence: float = 0.95, positive: bool = True) -> RatioCI:
+    """mean(a)/mean(b) with a Fieller confidence interval (log/delta where Fieller reaches ≤ 0).
 
     Fieller: the set of R with (ā − R·b̄)² ≤ t²·(v_a + R²·v_b), v = s²/n, i.e. the
     roots of  R²(b̄² − t²v_b) − 2R·ā·b̄ + (ā² − t²v_a) = 0.
@@ -107,10 +128,18 @@ def ratio_ci(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -
     * b̄ not significantly different from 0 (g = t²v_b/b̄² ≥ 1) → the Fieller set
       is unbounded; bounds None.
     * both samples constant → (R, R, R).
+
+    ``positive`` (default: every quantity iomatrix stores is non-negative): a negative sample raises
+    ValueError, and where both means are > 0 but Fieller's set is unbounded or its lower root ≤ 0 (a
+    ratio of non-negative quantities cannot be ≤ 0; the numerator is then not clearly above 0), the
+    interval is the log/delta one, exp(ln R ∓ t·√(v_a/ā² + v_b/b̄²)), Welch–Satterthwaite df of the two
+    log-scale variances.  Such an interval is wide and ``RatioCI.imprecise`` says so.
     """
     check_confidence(confidence)
     xa = as_samples(a, name="a")
     xb = as_samples(b, name="b")
+    if positive and (float(xa.min()) < 0.0 or float(xb.min()) < 0.0):
+        raise ValueError("samples of a non-negative quantity contain a negative value")
     ma, mb = _mean(xa), _mean(xb)
     if mb == 0.0:
         return RatioCI(None, None, None)
@@ -128,10 +157,14 @@ def ratio_ci(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -
     t = t_quantile(confidence, df)
     t2 = t * t
     a2 = mb * mb - t2 * vb
+    log_delta_fits = positive and ma > 0.0 and mb > 0.0
     if a2 <= 0.0:
-        return RatioCI(r, None, None)
+        return _log_delta(ma, mb, va, vb, na, nb, confidence) if log_delta_fits else RatioCI(r, None, None)
     disc = ma * ma * vb + mb * mb * va - t2 * va * vb
     root = t * math.sqrt(max(disc, 0.0))
     lo = (ma * mb - root) / a2
     hi = (ma * mb + root) / a2
-    return RatioCI(r, min(lo, hi), max(lo, hi))
+    lo, hi = min(lo, hi), max(lo, hi)
+    if log_delta_fits and lo <= 0.0:
+        return _log_delta(ma, mb, va, vb, na, nb, confidence)
+    return RatioCI(r, lo, hi)
