@@ -180,8 +180,8 @@ def print_rankings(out: Console, rankings: Sequence[WorkloadRanking], top: int, 
                       "path goes on this host")
         for line in wr.notes():
             out.print(f"  {names.rename(line)}", markup=False)
-        out.print(f"  [dim]{r.test_description}. Same group letter = not significantly different; "
-                  "'too noisy' is a flag, never a filter; cells with too few runs are listed, not ranked.[/]")
+        # the description already says what 'too noisy' and too few runs mean: only the group letters are new
+        out.print(f"  [dim]{r.test_description}. Same group letter = not significantly different.[/]")
         if wr.cold_apart:
             out.print("  [dim]'cold run apart': the first run differed significantly from the rest "
                       "(see 'iomatrix results'); the cell is ranked on its warm runs[/]")

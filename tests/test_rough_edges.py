@@ -1,0 +1,76 @@
+"""Rough edges of the report commands a new user met (issue 38): each is the command run as a user runs it."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from iomatrix.commands.common import few_runs_hint
+from tests.conftest import DATA, iomatrix_argv
+
+FIRST_RELEASE = DATA / "schema1" / "iomatrix-schema1.sqlite"
+
+
+def _cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*iomatrix_argv(), *args], capture_output=True, text=True, cwd=cwd, timeout=600,
+                          env={**os.environ, "COLUMNS": "100", **(env or {})})
+
+
+def _db(tmp_path: Path) -> Path:
+    db = tmp_path / "r.sqlite"
+    shutil.copy(FIRST_RELEASE, db)
+    return db
+
+
+@pytest.mark.parametrize("target", ["missing/dir/r.html", ".", "/proc/version"], ids=["missing", "dir", "proc"])
+def test_report_refuses_an_unwritable_output_at_once_without_a_crash_log(tmp_path: Path, target: str) -> None:
+    cache = tmp_path / "cache"
+    proc = _cli("report", "--html", target, "--db", str(_db(tmp_path)), cwd=tmp_path,
+                env={"XDG_CACHE_HOME": str(cache)})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "--html" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not (cache / "iomatrix").exists()  # no crash log
+    assert not (tmp_path / "missing").exists()
+    assert not (cache / "matplotlib").exists()  # refused before the charts' library was even loaded
+
+
+def test_rank_footnote_says_each_thing_once(tmp_path: Path) -> None:
+    proc = _cli("rank", "--db", str(_db(tmp_path)), cwd=tmp_path, env={"COLUMNS": "400"})
+    assert proc.returncode == 0, proc.stderr
+    rankings = proc.stdout.count("Same group letter")
+    assert rankings >= 1
+    assert proc.stdout.count("'too noisy'") == rankings, proc.stdout
+    assert proc.stdout.count("not ranked") == rankings, proc.stdout
+
+
+def test_results_csv_names_the_analysis_unit_of_every_row(tmp_path: Path) -> None:
+    proc = _cli("results", "--format", "csv", "--db", str(_db(tmp_path)), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(io.StringIO(proc.stdout)))
+    assert rows and all(r["unit"] in ("runs", "boot-means") and r["unit_n"] for r in rows)
+    runs = [r for r in rows if r["unit"] == "runs"]
+    assert all(r["unit_n"] == r["n"] and r["unit_ci95_low"] == r["ci95_low"] for r in runs)
+
+
+def test_a_plan_of_too_few_runs_ends_with_the_min_runs_hint(tmp_path: Path) -> None:
+    answer = "no recommendation: no cell has enough runs to be ranked"
+    hint = few_runs_hint(answer, tmp_path / "r.sqlite", 2)
+    assert hint is not None and "--min-runs 2" in hint and "repetitions.min" in hint
+    assert few_runs_hint(answer, tmp_path / "r.sqlite", 3) is None  # the plan allowed enough: no such hint
+    assert few_runs_hint("Use: cache=none", tmp_path / "r.sqlite", 2) is None
+
+
+def test_every_cell_pruned_names_the_plan_as_given(tmp_path: Path) -> None:
+    plans = tmp_path / "plans"
+    plans.mkdir()
+    (plans / "rel.toml").write_text('name = "rel"\ntier = ["blocklayer"]\ncache = ["writeback"]\naio = ["native"]\n'
+                                    "null_ceiling = false\n")
+    proc = _cli("run", "plans/rel.toml", "--db", "r.sqlite", "--workdir", "w", cwd=tmp_path)
+    assert proc.returncode == 2 and "nothing to run" in proc.stderr, proc.stdout + proc.stderr
+    assert "iomatrix plan plans/rel.toml --explain" in proc.stderr, proc.stderr
