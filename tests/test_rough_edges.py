@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix.commands.common import few_runs_hint
-from tests.conftest import DATA, iomatrix_argv
+from tests.conftest import DATA, iomatrix_argv, needs
 
 FIRST_RELEASE = DATA / "schema1" / "iomatrix-schema1.sqlite"
 
@@ -74,3 +74,45 @@ def test_every_cell_pruned_names_the_plan_as_given(tmp_path: Path) -> None:
     proc = _cli("run", "plans/rel.toml", "--db", "r.sqlite", "--workdir", "w", cwd=tmp_path)
     assert proc.returncode == 2 and "nothing to run" in proc.stderr, proc.stdout + proc.stderr
     assert "iomatrix plan plans/rel.toml --explain" in proc.stderr, proc.stderr
+
+
+def _small_report(tmp_path: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    html = tmp_path / "report.html"
+    return html, _cli("report", "--html", str(html), "--db", str(_db(tmp_path)), cwd=tmp_path)
+
+
+def test_a_small_report_prints_no_matplotlib_warning(tmp_path: Path) -> None:
+    _, proc = _small_report(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "No artists" not in proc.stdout + proc.stderr and "UserWarning" not in proc.stderr, proc.stderr
+
+
+@needs("chromium")
+def test_the_html_report_fits_a_phone(tmp_path: Path) -> None:
+    import numpy as np
+    from PIL import Image
+
+    from tests.browser import load
+
+    html, proc = _small_report(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    page = load(html, width=375)
+    assert page.console_errors == []
+    assert page.scroll_width <= 375, page.scroll_width  # the page itself never scrolls sideways
+    shot = np.asarray(Image.open(io.BytesIO(page.screenshot_png)).convert("L"), dtype=int)
+    assert shot.shape[1] == 375 and (shot < 128).sum() > 1000  # text was drawn: not a blank page
+    text = html.read_text()
+    assert "@media" in text
+
+
+def test_a_chart_without_labelled_series_draws_no_legend_and_no_warning(capfd: pytest.CaptureFixture[str]) -> None:
+    import warnings
+
+    from iomatrix.report.charts import SizeSeries, blocksize_chart, latency_curve_chart
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib's "No artists with labels" is a UserWarning
+        svg = blocksize_chart([SizeSeries("cache=none", {})], ["4k", "64k"], "IOPS")
+        curves = latency_curve_chart([])
+    assert "<svg" in svg and "<svg" in curves
+    assert "No artists" not in capfd.readouterr().err
