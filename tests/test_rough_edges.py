@@ -116,3 +116,16 @@ def test_a_chart_without_labelled_series_draws_no_legend_and_no_warning(capfd: p
         curves = latency_curve_chart([])
     assert "<svg" in svg and "<svg" in curves
     assert "No artists" not in capfd.readouterr().err
+
+
+def test_help_names_values_as_a_cli_does(tmp_path: Path) -> None:
+    from iomatrix.commands import COMMANDS
+
+    for module in COMMANDS:
+        proc = _cli(module.NAME, "--help", cwd=tmp_path, env={"COLUMNS": "120"})
+        assert proc.returncode == 0, proc.stderr
+        for python_word in ("<bool>", "<str>", "<int>", "<float>", "<path>", "<list[", "{"):
+            assert python_word not in proc.stdout, (module.NAME, python_word, proc.stdout)
+    usage = _cli("compare", "--help", cwd=tmp_path).stdout
+    assert "DB_A DB_B" in usage and "INTEGER" in usage
+    assert "[PLAN]" in _cli("plan", "--help", cwd=tmp_path).stdout
