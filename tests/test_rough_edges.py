@@ -129,3 +129,29 @@ def test_help_names_values_as_a_cli_does(tmp_path: Path) -> None:
     usage = _cli("compare", "--help", cwd=tmp_path).stdout
     assert "DB_A DB_B" in usage and "INTEGER" in usage
     assert "[PLAN]" in _cli("plan", "--help", cwd=tmp_path).stdout
+
+
+def test_plans_lists_estimated_durations(tmp_path: Path) -> None:
+    from iomatrix.commands.plans import duration_range
+    from iomatrix.plan.load import builtin_names
+
+    proc = _cli("plans", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "estimated" in proc.stdout.splitlines()[0]
+    rows = {line.split()[0]: line for line in proc.stdout.splitlines()[1:] if line.split()}
+    for name in builtin_names():
+        assert name in rows and (" min " in rows[name] or " h " in rows[name]), rows.get(name)
+    assert duration_range(420, 425) == "7 min" and duration_range(120, 720) == "2–12 min"
+    assert duration_range(3600, 9000) == "1.0–2.5 h"
+
+
+def test_guest_info_prints_lines_for_people_and_json_for_machines(tmp_path: Path) -> None:
+    import json
+
+    proc = _cli("guest", "info", cwd=tmp_path, env={"COLUMNS": "400"})
+    assert proc.returncode == 0, proc.stderr
+    assert "{'" not in proc.stdout and "['" not in proc.stdout, proc.stdout
+    assert "would use:" in proc.stdout
+    machine = _cli("guest", "info", "--format", "json", cwd=tmp_path)
+    assert machine.returncode == 0, machine.stderr
+    assert "would_use" in json.loads(machine.stdout)
