@@ -155,3 +155,16 @@ def test_guest_info_prints_lines_for_people_and_json_for_machines(tmp_path: Path
     machine = _cli("guest", "info", "--format", "json", cwd=tmp_path)
     assert machine.returncode == 0, machine.stderr
     assert "would_use" in json.loads(machine.stdout)
+
+
+def test_a_run_line_keeps_the_value_and_shortens_the_cell() -> None:
+    from iomatrix.commands.progress import run_line
+
+    cell = ("format=qcow2 preallocation=metadata cache=writeback aio=io_uring bus=virtio-scsi-single "
+            "backing=loopfs-xfs iothread=1 discard=unmap cluster_size=64k l2_cache=whole-image")
+    summary = "write.iops 12,345 (p99 1,234 µs)"
+    for width in (80, 100):
+        line = run_line("ok", cell, "rand-write-4k", summary, width, verbose=False)
+        assert len(line) <= width, line
+        assert line.endswith("· rand-write-4k: write.iops 12,345 (p99 1,234 µs)"), line
+    assert "l2_cache" not in run_line("ok", cell, "rand-write-4k", summary, 100, verbose=False)
