@@ -168,3 +168,13 @@ def test_a_run_line_keeps_the_value_and_shortens_the_cell() -> None:
         assert len(line) <= width, line
         assert line.endswith("· rand-write-4k: write.iops 12,345 (p99 1,234 µs)"), line
     assert "l2_cache" not in run_line("ok", cell, "rand-write-4k", summary, 100, verbose=False)
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_plan_explain_cuts_no_cell_name(tmp_path: Path, width: int) -> None:
+    proc = _cli("plan", "modern", "--explain", cwd=tmp_path, env={"COLUMNS": str(width)})
+    assert proc.returncode == 0, proc.stderr
+    assert "…" not in proc.stdout, proc.stdout
+    assert all(len(line) <= width for line in proc.stdout.splitlines())
+    assert "whole-image" in proc.stdout and "seq-write-zeroes-1m-first" in proc.stdout
+    assert "virtio-scsi-single" in proc.stdout
