@@ -178,3 +178,16 @@ def test_plan_explain_cuts_no_cell_name(tmp_path: Path, width: int) -> None:
     assert all(len(line) <= width for line in proc.stdout.splitlines())
     assert "whole-image" in proc.stdout and "seq-write-zeroes-1m-first" in proc.stdout
     assert "virtio-scsi-single" in proc.stdout
+
+
+def test_the_default_report_shows_latency_percentiles(tmp_path: Path) -> None:
+    import re
+
+    html, proc = _small_report(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    text = html.read_text()
+    ranking = text[text.index('id="ranking"'):]
+    assert "p50 µs" in ranking and "p99 µs" in ranking
+    # the schema-1 sweep's read workload: its cells' read p50/p99 as figures, not dashes
+    cells = re.findall(r'<td class="num">([\d,.]+)</td><td class="num">([\d,.]+)</td><td>', ranking)
+    assert cells, ranking[:2000]
