@@ -26,6 +26,7 @@ class PageLoad:
     console_errors: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)  # every URL the page asked for
     screenshot_png: bytes = b""
+    scroll_width: int = 0  # the document's scrollWidth: wider than the viewport = the page scrolls sideways
 
 
 class _Session:
@@ -100,10 +101,12 @@ def load(path: Path, width: int = 1200) -> PageLoad:
         s = _Session(ws_url)
         for domain in ("Page", "Runtime", "Log", "Network"):
             s.call(f"{domain}.enable")
-        s.call("Emulation.setDeviceMetricsOverride", width=width, height=900, deviceScaleFactor=1, mobile=False)
+        s.call("Emulation.setDeviceMetricsOverride", width=width, height=900, deviceScaleFactor=1, mobile=width < 600)
         s.call("Page.navigate", url=path.resolve().as_uri())
         s.wait_for("Page.loadEventFired")
         s.drain(0.5)  # late console messages
+        sw = s.call("Runtime.evaluate", expression="document.documentElement.scrollWidth", returnByValue=True)
+        out.scroll_width = int(sw["result"]["value"])
         metrics = s.call("Page.getLayoutMetrics")
         size = metrics.get("cssContentSize") or metrics["contentSize"]
         shot = s.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,

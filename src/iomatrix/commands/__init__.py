@@ -25,6 +25,9 @@ from iomatrix.commands import (
     results,
     run,
 )
+from iomatrix.commands.help_names import install as _readable_help_names
+
+_readable_help_names()
 
 COMMANDS: tuple[ModuleType, ...] = (plans, plan, run, results, rank, compare, monitor, clean, recommend, report,
                                     merge, guest)

@@ -37,3 +37,15 @@ def warn_tcg(accels: list[str]) -> None:
         from iomatrix.guest.accel import TCG_WARNING
 
         err_console.print(f"[yellow]warning:[/] {TCG_WARNING}")
+
+
+def few_runs_hint(answer: str, db: Path, most_runs: int) -> str | None:
+    """The line after an answer that ranked nothing because no cell reached the default --min-runs: how many runs
+    the plan allowed and the two ways out (more repetitions, or reading the sweep with a lower --min-runs)."""
+    from iomatrix.commands.options import DEFAULT_MIN_RUNS
+
+    if "enough runs" not in answer or most_runs >= DEFAULT_MIN_RUNS:
+        return None
+    return (f"hint: ranking needs {DEFAULT_MIN_RUNS} ok runs per cell and this plan allows at most {most_runs}: "
+            f"raise repetitions.min and repetitions.max, or rank what you have with "
+            f"'iomatrix rank --db {db} --min-runs {max(most_runs, 2)}' (fewer runs: a weaker answer)")

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from iomatrix.commands.options import KernelOpt
+from iomatrix.commands.options import KernelOpt, format_option
+from iomatrix.report.formats import OutputFormat
 from iomatrix.ui import console
 
 NAME = "guest"
+FormatOpt = format_option(OutputFormat.table, OutputFormat.json)
 
 
 def guest_build(
@@ -24,12 +26,43 @@ def guest_build(
         console.print(f"{k}: {v}")
 
 
-def guest_info() -> None:
+def guest_info(format: FormatOpt = OutputFormat.table) -> None:
     """Show which guest kernel and initramfs would be used, and why."""
+    import json
+    import sys
+
     from iomatrix.guest.artifacts import artifact_info
 
-    for k, v in artifact_info().items():
-        console.print(f"{k}: {v}")
+    info = artifact_info()
+    if format == OutputFormat.json:
+        sys.stdout.write(json.dumps(info, indent=2, default=str) + "\n")
+        return
+    for line in info_lines(info):
+        console.print(line, markup=False, highlight=False)
+
+
+def info_lines(info: dict[str, Any]) -> list[str]:
+    """`guest info` for a person: one 'key: value' line per scalar, lists and dicts as indented lines."""
+    lines: list[str] = []
+
+    def put(key: str, value: Any, indent: str) -> None:
+        label = key.replace("_", " ")
+        if isinstance(value, dict):
+            lines.append(f"{indent}{label}:")
+            for k, v in value.items():
+                put(str(k), v, indent + "  ")
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            lines.append(f"{indent}{label}: {len(value)}")
+            for i, v in enumerate(value, 1):
+                put(f"#{i}", v, indent + "  ")
+        elif isinstance(value, list):
+            lines.append(f"{indent}{label}: {', '.join(str(v) for v in value) or 'none'}")
+        else:
+            lines.append(f"{indent}{label}: {value}")
+
+    for k, v in info.items():
+        put(k, v, "")
+    return lines
 
 
 def register(app: typer.Typer) -> None:

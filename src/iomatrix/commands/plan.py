@@ -104,13 +104,25 @@ def print_explain(exp: Expansion, per_tier: bool = False) -> None:
         shown = [a for a in axes.axes() if not (per_tier and a.name == "tier") and (
             (a.always_named and not (per_tier and all(c[a.name] == NA for c in cells)))
             or any(c[a.name] not in (NA, a.default) for c in cells))]
-        t = Table("#", *(a.heading for a in shown), "workloads", title=title, box=None)
+        # An axis every cell of the table sets alike tells no cell apart: said once above the table, so the
+        # columns that do fit the terminal whole. Nothing is cut with '…': a value too long folds onto the
+        # next line, and each workload has a line of its own.
+        same = [a for a in shown if len(cells) > 1 and len({c[a.name] for c in cells}) == 1]
+        varying = [a for a in shown if a not in same]
+        console.print(f"[bold]{title}[/]" + (": all " + " ".join(f"{a.name}={cells[0][a.name]}" for a in same)
+                                             if same else ""), highlight=False)
+        t = Table(box=None)
+        for heading in ("#", *(a.heading for a in varying)):
+            t.add_column(heading, overflow="fold")
+        t.add_column("workloads", overflow="fold", ratio=1)
         for i, c in enumerate(cells, 1):
             wls = [u.workload.name for u in exp.units if u.cell == c]
-            t.add_row(str(i), *(c[a.name] for a in shown), ", ".join(wls))
+            t.add_row(str(i), *(c[a.name] for a in varying), "\n".join(wls))
         console.print(t)
     if exp.pruned:
-        pt = Table("pruned", "reason", title="pruned", box=None)
+        pt = Table(title="pruned", box=None)
+        pt.add_column("pruned", overflow="fold", ratio=1)
+        pt.add_column("reason", overflow="fold", ratio=1)
         for pr in exp.pruned:
             pt.add_row(pr.what, pr.reason)
         console.print(pt)

@@ -23,13 +23,23 @@ DISTURBED = " — disturbed: "
 
 def run_line(mark: str, cell: str, workload: str, summary: str, width: int, verbose: bool) -> str:
     """One finished run as one line: the full summary with `verbose`, else at most `width` characters (a
-    disturbed run says so; its reasons are in the database)."""
+    disturbed run says so; its reasons are in the database). What is shortened to fit is the cell's name
+    (its axis names first, then its middle), never the measured value: the value is what the line is for."""
     head, sep, _reasons = summary.partition(DISTURBED)
     cell = " ".join(p for p in cell.split() if not p.endswith("=-") and p != "modifier=none")  # what it sets
-    line = f"{mark} {cell} · {workload}: {summary if verbose else head + (' · disturbed' if sep else '')}"
+    tail = f" · {workload}: {summary if verbose else head + (' · disturbed' if sep else '')}"
+    line = f"{mark} {cell}{tail}"
     if verbose or len(line) <= width:
         return line
-    return line[:max(width - 1, 1)] + "…"
+    room = width - len(mark) - 1 - len(tail)
+    values = " ".join(p.split("=", 1)[-1] for p in cell.split())  # 'cache=none aio=native' → 'none native'
+    if len(values) <= room:
+        return f"{mark} {values}{tail}"
+    if room >= 9:  # the start and the end of the cell, which is where cells of a sweep differ
+        keep = room - 1
+        return f"{mark} {values[:keep - keep // 2]}…{values[len(values) - keep // 2:]}{tail}"
+    line = f"{mark} {values[:8]}{tail}"
+    return line if len(line) <= width else line[:max(width - 1, 1)] + "…"
 
 
 class RichProgress(runner.Progress):

@@ -47,6 +47,7 @@ def report(
 ) -> None:
     """One self-contained HTML file: the answer first, then recommendation and risks, rankings with error bars,
     block-size bars, host panels over time, sweep metadata and every run."""
+    check_output_path(html)  # first: before matplotlib is imported (seconds) and the report is built
     from iomatrix.current import parse_current
     from iomatrix.report.headline import check_target
     from iomatrix.report.html import write_report
@@ -67,6 +68,32 @@ def report(
                         min_n=min_runs, max_noise=max_noise, threshold=threshold, tie_break=tie_break_keys(tie_break),
                         target=target, objective=goal, fleet_group=group)
     console.print(f"wrote {html} ({size / 1024:.0f} KiB): open it in a browser, it needs no network")
+
+
+def check_output_path(path: Path) -> None:
+    """Refuse, before the report is built (seconds of work), a path it could not be written to: a directory,
+    a missing directory, or a place where no file can be created (/proc, a read-only mount, no permission).
+    The probe creates and removes a temporary file beside it: as root, access() says yes to /proc/version."""
+    import os
+    import tempfile
+
+    from iomatrix.errors import UserError
+
+    if path.is_dir():
+        raise UserError(f"--html {path} is a directory", hint=f"name a file in it, e.g. --html {path / 'report.html'}")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise UserError(f"--html {path}: the directory {parent} does not exist",
+                        hint=f"create it first (mkdir -p {parent}) or name a file in an existing directory")
+    try:
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise UserError(f"--html {path}: cannot write a file in {parent} ({e.strerror})",
+                        hint="name a file in a directory you can write to") from None
+    if path.exists() and not path.is_file():
+        raise UserError(f"--html {path} is not a regular file", hint="name a new or ordinary file")
 
 
 def register(app: typer.Typer) -> None:

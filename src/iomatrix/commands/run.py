@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from iomatrix import children
-from iomatrix.commands.common import load_plan, warn_tcg
+from iomatrix.commands.common import few_runs_hint, load_plan, warn_tcg
 from iomatrix.commands.options import DEFAULT_DB, DEFAULT_WORKDIR, DbOpt, KernelOpt, WorkdirOpt
 from iomatrix.errors import UserError
 from iomatrix.ui import console, err_console
@@ -125,7 +125,12 @@ def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, w
     opts = RunOptions(workdir=work, allowed_devices={d.resolve() for d in allow_destroy},
                       accel=accel.value, monitor_interval=monitor_interval, kernel=kernel, group=group,
                       log=lambda m: console.print(f"[dim]{m}[/]"))
-    runner = SweepRunner(p, base, store, opts, progress=RichProgress(verbose))
+    try:
+        runner = SweepRunner(p, base, store, opts, progress=RichProgress(verbose))
+    except UserError as e:  # the runner names the plan by its name; the user gave `plan` (a path, or a plan name)
+        if e.hint is None or f"plan {p.name} --explain" not in e.hint:
+            raise
+        raise UserError(e.message, hint=e.hint.replace(f"plan {p.name} --explain", f"plan {plan} --explain")) from None
     exp = runner.expansion
     console.print(f"[bold]{p.name}[/]: {len(exp.cells)} cells, {len(exp.units)} cell×workload units, "
                   f"{len(exp.pruned)} pruned (see 'iomatrix plan {plan} --explain'); results → {db}")
@@ -154,7 +159,10 @@ def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, w
     if res.runs_done:
         from iomatrix.report.render import end_of_run_text
 
-        console.print(end_of_run_text(store, res.sweep_id, console.width), markup=False, highlight=False)
+        answer = end_of_run_text(store, res.sweep_id, console.width)
+        console.print(answer, markup=False, highlight=False)
+        if hint := few_runs_hint(answer, db, p.repetitions.max):
+            console.print(hint, markup=False, highlight=False)
     console.print(f"next: iomatrix recommend --db {db}   ·   iomatrix report --html report.html --db {db}   ·   "
                   f"iomatrix rank --db {db}")
     if res.runs_done == 0 and res.runs_failed > 0:

@@ -12,6 +12,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import matplotlib
 
@@ -61,6 +62,13 @@ class Bar:
     group: int | None  # 1 = indistinguishable from the best; None = not ranked
 
 
+def _legend(ax: Any, **kw: Any) -> None:
+    """A legend only when something on the axes has a label: matplotlib otherwise prints "No artists with labels
+    found to put in legend" on stderr (a panel whose series were all empty, a chart of one unlabelled bar)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kw)
+
+
 def ranking_chart(bars: Sequence[Bar], unit: str, references: dict[str, float] | None = None) -> str:
     """Horizontal bars, best at the top, 95% CI error bars, coloured by significance group."""
     n = len(bars)
@@ -78,7 +86,7 @@ def ranking_chart(bars: Sequence[Bar], unit: str, references: dict[str, float] |
     for (name, value), style in zip((references or {}).items(), ("--", ":"), strict=False):
         ax.axvline(value, color=REFERENCE.get(name, "#444"), linestyle=style, linewidth=1.2, label=name)
     if references:
-        ax.legend(loc="lower right", fontsize=8)
+        _legend(ax, loc="lower right", fontsize=8)
     return _svg(fig)
 
 
@@ -123,7 +131,7 @@ def blocksize_chart(series: Sequence[SizeSeries], sizes: Sequence[str], unit: st
     ax.set_xlabel("block size (log₂ scale)")
     ax.set_ylabel(unit)
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=7, loc="upper left", ncols=1 if k < 5 else 2)
+    _legend(ax, fontsize=7, loc="upper left", ncols=1 if k < 5 else 2)
     return _svg(fig)
 
 
@@ -157,7 +165,7 @@ def latency_curve_chart(series: Sequence[CurveSeries], latency_unit: str = "p99 
     ax.set_ylabel(latency_unit)
     ax.set_yscale("log")
     ax.set_xlim(left=0)
-    ax.legend(fontsize=7, loc="upper left")
+    _legend(ax, fontsize=7, loc="upper left")
     return _svg(fig)
 
 
@@ -187,7 +195,7 @@ def host_panels(columns: Sequence[tuple[str, dict[str, list[tuple[float, float]]
             if not drawn:
                 ax.text(0.5, 0.5, "not sampled", transform=ax.transAxes, ha="center", va="center", color="#888")
             else:
-                ax.legend(fontsize=6, loc="upper right")
+                _legend(ax, fontsize=6, loc="upper right")
             ax.set_ylim(bottom=0)
             if c == 0:
                 ax.set_ylabel(f"{title}\n{unit}" if unit else title, fontsize=8)

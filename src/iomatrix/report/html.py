@@ -94,17 +94,37 @@ def _ranking_section(wr: WorkloadRanking, cws: list[CellWorkload]) -> dict[str, 
     table = []
     bounded = False
     for s, r in zip(short, rows, strict=True):
+        p50, p99 = _latency(wr.cells.get(r.name), wr.metric)
         ci, b = ci_text(r.summary.ci_low, r.summary.ci_high)
         bounded |= b
         table.append({"cell_label": r.name, "rank": r.rank or "–", "group": r.group_label or "–", "cell": s,
                       "n": r.summary.n,
                       "mean": fmt(r.summary.mean), "mean_value": r.summary.mean, "ci": ci,
                       "vs_best": "–" if r.ratio_to_best is None else ratio_text(*r.ratio_to_best),
+                      "p50": p50, "p99": p99,
                       "flags": ", ".join(f.replace("_", " ") for f in r.flags)})
     return {"workload": w, "metric": wr.metric, "tier": wr.tier, "common": common, "notes": wr.notes(),
             "better": "higher" if wr.ranking.higher_is_better else "lower",
             "svg": charts.ranking_chart(bars, wr.metric, refs), "rows": table, "bounded": bounded,
             "test": wr.ranking.test_description}
+
+
+def _latency(cw: CellWorkload | None, metric: str) -> tuple[str, str]:
+    """The cell's mean completion-latency p50 and p99 over its runs (µs), for the direction its ranked metric
+    measures (a write workload: write latency); '–' where fio reported none (a filesystem workload)."""
+    if cw is None:
+        return "–", "–"
+    side = metric.split(".")[0]
+    sides = [side] if side in ("read", "write") else ["read", "write"]
+
+    def mean_of(pct: str) -> str:
+        for d in sides:
+            values = cw.samples.get(f"{d}.clat_{pct}_us")
+            if values:
+                return fmt(sum(values) / len(values))
+        return "–"
+
+    return mean_of("p50"), mean_of("p99")
 
 
 def cost_sections(store: Store, sweep_id: int, cws: list[CellWorkload], **rank_kw: Any) -> list[dict[str, Any]]:

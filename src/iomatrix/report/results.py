@@ -138,13 +138,16 @@ def to_csv(doc: dict[str, Any]) -> str:
                         " ".join(f"{v:.6g}" for v in r["samples"]),
                         " ".join(str(d["run_id"]) for d in r["disturbed_runs"]),
                         r["stop"]["kind"] if r["stop"] else "",
-                        *_unit_columns(r.get("analysis_unit"))])
+                        *_unit_columns(r.get("analysis_unit"), r)])
     return buf.getvalue()
 
 
-def _unit_columns(u: dict[str, Any] | None) -> list[Any]:
-    # Empty when every run was its own unit (no boot held two of the cell's runs).
-    return ["", "", "", ""] if u is None else [u["unit"], u["n"], u["ci95_low"], u["ci95_high"]]
+def _unit_columns(u: dict[str, Any] | None, row: dict[str, Any]) -> list[Any]:
+    # When every run was its own unit (no boot held two of the cell's runs) the unit is the runs, and its n and
+    # CI are the row's own: said, not left empty, so a reader of the CSV never wonders what an empty cell means.
+    if u is None:
+        return ["runs", row["n"], row["ci95_low"], row["ci95_high"]]
+    return [u["unit"], u["n"], u["ci95_low"], u["ci95_high"]]
 
 
 def to_json(doc: dict[str, Any]) -> str:

@@ -44,34 +44,41 @@ def _shown(metric: str | None, r: dict[str, Any]) -> bool:
     return metric == "all" or r["metric"] == metric
 
 
+_MONITOR_HEADINGS = {"cpu_busy_pct": "host CPU %", "cpu_iowait_pct": "iowait %", "disk_util_pct": "disk util %",
+                     "disk_await_ms": "await ms", "mem_used_mb": "mem MiB", "mem_used_with_cache_mb": "+cache MiB",
+                     "proc_cpu_pct": "QEMU/fio CPU %"}
+
+
 def print_results(out: Console, doc: dict[str, Any], metric: str | None, monitor: bool) -> list[str]:
-    """The first sweep of a `results_document`: one row per cell × workload × metric, then pruned and failed."""
+    """The first sweep of a `results_document`: one row per cell × workload × metric, then pruned and failed.
+    With `metric='all'` one small table per cell × workload (its metrics as rows), so the metric, n and CI
+    are never the columns left out; with `monitor` a second table of the host-monitor headline per cell."""
     s = doc["sweeps"][0]
     out.print(f"sweep {s['id']} · plan {s['plan']} · {s['status']} · host {s['host']['hostname']} "
-              f"(kernel {s['host']['kernel']}, {s['host']['fio_version']}, {s['host']['qemu_version']})")
-    cols = [Column("tier", 0), Column("cell", 0), Column("workload", 0), Column("metric", 1), Column("n", 2),
-            Column("mean", 0), Column("95% CI", 1), Column("±%", 3), Column("CV", 4), Column("accel", 5),
-            Column("notes", 2, wraps=True)]
-    mon_cols = list(MONITOR_HEADLINE) if monitor else []
-    cols += [Column(f.replace("_pct", " %").replace("_ms", " ms").replace("_mb", " MiB").replace("_", " "), 6)
-             for f in mon_cols]
-    cells = {(c["cell"], c["workload"]): c for c in s.get("cells", [])}
+              f"(kernel {s['host']['kernel']}, {s['host']['fio_version']}, {s['host']['qemu_version']})",
+              markup=False)
     accels: list[str] = []
     shown = [r for r in s["results"] if _shown(metric, r)]
     labels = [" ".join(f"{k}={v}" for k, v in r["axes"].items()
                        if v != "-" and k != "tier" and not (k == "modifier" and v == "none")) for r in shown]
     names = cell_names(labels)
-    rows = []
-    for r, label in zip(shown, labels, strict=True):
-        accels += r["accel"]
-        view = cells.get((r["cell"], r["workload"]), {}).get("host_view", {})
-        rows.append([*_result_row(r, names.of(label)), *(fmt(view.get(f)) for f in mon_cols)])
     if names.constant_text():
         out.print(f"all cells, where the axis applies: {names.constant_text()}", markup=False)
-    t, left_out = fitted_table(cols, rows, out.width)
-    out.print(t)
-    if left_out:
-        out.print(f"[dim]{left_out}[/]")
+    for r in shown:
+        accels += r["accel"]
+    if metric == "all":
+        _print_all_metrics(out, shown, [names.of(label) for label in labels])
+    else:
+        cols = [Column("tier", 0), Column("cell", 0), Column("workload", 0), Column("metric", 1), Column("n", 2),
+                Column("mean", 0), Column("95% CI", 1), Column("±%", 3), Column("CV", 4), Column("accel", 5),
+                Column("notes", 2, wraps=True)]
+        rows = [_result_row(r, names.of(label)) for r, label in zip(shown, labels, strict=True)]
+        t, left_out = fitted_table(cols, rows, out.width)
+        out.print(t)
+        if left_out:
+            out.print(f"[dim]{left_out}[/]")
+    if monitor:
+        _print_monitor_headline(out, s, shown, [names.of(label) for label in labels])
     for pr in s["pruned"][:5]:
         out.print(f"[dim]pruned: {pr['what']}: {pr['reason']}[/]")
     if len(s["pruned"]) > 5:
@@ -79,6 +86,52 @@ def print_results(out: Console, doc: dict[str, Any], metric: str | None, monitor
     for f in s["failures"][:5]:
         out.print(f"[red]failed run {f['id']}[/] {f['key']} · {f['workload']}: {f['error']}")
     return accels
+
+
+def _print_all_metrics(out: Console, shown: Sequence[dict[str, Any]], names: Sequence[str]) -> None:
+    """`--metric all`: a heading per tier · cell · workload, the notes its metrics share once, then its metrics,
+    one per row (with the notes only that metric has)."""
+    cols = [Column("metric", 0), Column("n", 0), Column("mean", 0), Column("95% CI", 0), Column("±%", 3),
+            Column("CV", 4), Column("accel", 5), Column("notes", 2, wraps=True)]
+    groups: dict[tuple[str, str, str], list[tuple[list[str], list[str]]]] = {}
+    for r, name in zip(shown, names, strict=True):
+        tier, cell, workload, *rest = _result_row(r, name)
+        notes = [n for n in rest[-1].split("; ") if n]
+        groups.setdefault((tier, cell, workload), []).append((rest[:-1], notes))
+    for (tier, cell, workload), members in groups.items():
+        out.print(f"\n[bold]{workload}[/] · {cell} · tier {tier}", highlight=False)
+        shared = [n for n in members[0][1] if all(n in notes for _, notes in members)]
+        if shared:
+            out.print(f"  [dim]{'; '.join(shared)}[/]", highlight=False)
+        rows = [[*row, "; ".join(n for n in notes if n not in shared)] for row, notes in members]
+        t, left_out = fitted_table(cols, rows, out.width)
+        out.print(t)
+        if left_out:
+            out.print(f"[dim]{left_out}[/]")
+
+
+def _print_monitor_headline(out: Console, sweep: dict[str, Any], shown: Sequence[dict[str, Any]],
+                            names: Sequence[str]) -> None:
+    """`--monitor`: the host-monitor headline of each shown cell × workload (means over its runs)."""
+    cells = {(c["cell"], c["workload"]): c for c in sweep.get("cells", [])}
+    cols = [Column("cell", 0), Column("workload", 0),
+            *(Column(_MONITOR_HEADINGS.get(f, f), 1 + i) for i, f in enumerate(MONITOR_HEADLINE))]
+    rows, seen = [], set()
+    for r, name in zip(shown, names, strict=True):
+        if (r["cell"], r["workload"]) in seen:
+            continue
+        seen.add((r["cell"], r["workload"]))
+        view = cells.get((r["cell"], r["workload"]), {}).get("host_view", {})
+        rows.append([name, r["workload"], *(fmt(view.get(f)) for f in MONITOR_HEADLINE)])
+    out.print("\n[bold]host monitor[/] (mean over each cell's runs; 'iomatrix monitor --run N' for one run's "
+              "time series)")
+    if not any(v != "–" for row in rows for v in row[2:]):
+        out.print("[dim]no host monitor samples recorded for these cells[/]")
+        return
+    t, left_out = fitted_table(cols, rows, out.width)
+    out.print(t)
+    if left_out:
+        out.print(f"[dim]{left_out}[/]")
 
 
 def _result_row(r: dict[str, Any], name: str) -> list[str]:
@@ -130,8 +183,8 @@ def print_rankings(out: Console, rankings: Sequence[WorkloadRanking], top: int, 
                       "path goes on this host")
         for line in wr.notes():
             out.print(f"  {names.rename(line)}", markup=False)
-        out.print(f"  [dim]{r.test_description}. Same group letter = not significantly different; "
-                  "'too noisy' is a flag, never a filter; cells with too few runs are listed, not ranked.[/]")
+        # the description already says what 'too noisy' and too few runs mean: only the group letters are new
+        out.print(f"  [dim]{r.test_description}. Same group letter = not significantly different.[/]")
         if wr.cold_apart:
             out.print("  [dim]'cold run apart': the first run differed significantly from the rest "
                       "(see 'iomatrix results'); the cell is ranked on its warm runs[/]")
@@ -174,11 +227,49 @@ def print_changes(out: Console, changes: Sequence[Change], show_all: bool) -> No
         out.print(t)
 
 
+_UNIT_SUFFIXES = (("_pct", " %"), ("_mbps", " MB/s"), ("_iops", " IOPS"), ("_mb", " MiB"), ("_ms", " ms"))
+
+
+def monitor_heading(field: str) -> str:
+    """'disk.write_mbps' → 'write MB/s': a column heading inside its group's table (the group is its title)."""
+    name = field.split(".", 1)[-1]
+    for suffix, unit in _UNIT_SUFFIXES:
+        if name.endswith(suffix):
+            name = name[: -len(suffix)] + unit
+            break
+    return name.replace("_", " ")
+
+
 def print_monitor(out: Console, series: dict[str, list[tuple[float, float]]], names: Sequence[str]) -> None:
-    """`monitor`: one row per sample time, one column per field in `names`."""
+    """`monitor`: one table per field group (cpu, disk, mem, …), one row per sample time, one column per field.
+    A group wider than the terminal is split into several tables, each repeating the time column, so no
+    heading or value is ever cut."""
     times = sorted({t for n in names for t, _ in series[n]})
-    t = Table("t (s)", *names, box=None)
     index = {n: dict(series[n]) for n in names}
-    for ts in times:
-        t.add_row(f"{ts:.2f}", *(fmt(index[n].get(ts)) for n in names))
-    out.print(t)
+    time_col = [f"{ts:.2f}" for ts in times]
+    groups: dict[str, list[str]] = {}
+    for n in names:
+        groups.setdefault(n.split(".")[0], []).append(n)
+    # rich's box-less table: one space either side of every cell, so each column takes its text + 2
+    time_width = max(len("t (s)"), *(len(v) for v in time_col)) + 2 if time_col else 7
+    for group, fields in groups.items():
+        cols = {f: [fmt(index[f].get(ts)) for ts in times] for f in fields}
+        widths = {f: max(len(monitor_heading(f)), *(len(v) for v in cols[f])) + 2 if times else 0 for f in fields}
+        chunks: list[list[str]] = [[]]
+        used = time_width
+        for f in fields:
+            if chunks[-1] and used + widths[f] > out.width:
+                chunks.append([])
+                used = time_width
+            chunks[-1].append(f)
+            used += widths[f]
+        for i, chunk in enumerate(chunks):
+            part = f" ({i + 1}/{len(chunks)})" if len(chunks) > 1 else ""
+            out.print(f"\n[bold]{group}[/]{part}")
+            t = Table(box=None)
+            t.add_column("t (s)", no_wrap=True, justify="right")
+            for f in chunk:
+                t.add_column(monitor_heading(f), no_wrap=True, justify="right")
+            for row, ts in enumerate(time_col):
+                t.add_row(ts, *(cols[f][row] for f in chunk))
+            out.print(t)

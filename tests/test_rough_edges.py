@@ -1,0 +1,193 @@
+"""Rough edges of the report commands a new user met (issue 38): each is the command run as a user runs it."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from iomatrix.commands.common import few_runs_hint
+from tests.conftest import DATA, iomatrix_argv, needs
+
+FIRST_RELEASE = DATA / "schema1" / "iomatrix-schema1.sqlite"
+
+
+def _cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*iomatrix_argv(), *args], capture_output=True, text=True, cwd=cwd, timeout=600,
+                          env={**os.environ, "COLUMNS": "100", **(env or {})})
+
+
+def _db(tmp_path: Path) -> Path:
+    db = tmp_path / "r.sqlite"
+    shutil.copy(FIRST_RELEASE, db)
+    return db
+
+
+@pytest.mark.parametrize("target", ["missing/dir/r.html", ".", "/proc/version"], ids=["missing", "dir", "proc"])
+def test_report_refuses_an_unwritable_output_at_once_without_a_crash_log(tmp_path: Path, target: str) -> None:
+    cache = tmp_path / "cache"
+    proc = _cli("report", "--html", target, "--db", str(_db(tmp_path)), cwd=tmp_path,
+                env={"XDG_CACHE_HOME": str(cache)})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "--html" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not (cache / "iomatrix").exists()  # no crash log
+    assert not (tmp_path / "missing").exists()
+    assert not (cache / "matplotlib").exists()  # refused before the charts' library was even loaded
+
+
+def test_rank_footnote_says_each_thing_once(tmp_path: Path) -> None:
+    proc = _cli("rank", "--db", str(_db(tmp_path)), cwd=tmp_path, env={"COLUMNS": "400"})
+    assert proc.returncode == 0, proc.stderr
+    rankings = proc.stdout.count("Same group letter")
+    assert rankings >= 1
+    assert proc.stdout.count("'too noisy'") == rankings, proc.stdout
+    assert proc.stdout.count("not ranked") == rankings, proc.stdout
+
+
+def test_results_csv_names_the_analysis_unit_of_every_row(tmp_path: Path) -> None:
+    proc = _cli("results", "--format", "csv", "--db", str(_db(tmp_path)), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(io.StringIO(proc.stdout)))
+    assert rows and all(r["unit"] in ("runs", "boot-means") and r["unit_n"] for r in rows)
+    runs = [r for r in rows if r["unit"] == "runs"]
+    assert all(r["unit_n"] == r["n"] and r["unit_ci95_low"] == r["ci95_low"] for r in runs)
+
+
+def test_a_plan_of_too_few_runs_ends_with_the_min_runs_hint(tmp_path: Path) -> None:
+    answer = "no recommendation: no cell has enough runs to be ranked"
+    hint = few_runs_hint(answer, tmp_path / "r.sqlite", 2)
+    assert hint is not None and "--min-runs 2" in hint and "repetitions.min" in hint
+    assert few_runs_hint(answer, tmp_path / "r.sqlite", 3) is None  # the plan allowed enough: no such hint
+    assert few_runs_hint("Use: cache=none", tmp_path / "r.sqlite", 2) is None
+
+
+def test_every_cell_pruned_names_the_plan_as_given(tmp_path: Path) -> None:
+    plans = tmp_path / "plans"
+    plans.mkdir()
+    (plans / "rel.toml").write_text('name = "rel"\ntier = ["blocklayer"]\ncache = ["writeback"]\naio = ["native"]\n'
+                                    "null_ceiling = false\n")
+    proc = _cli("run", "plans/rel.toml", "--db", "r.sqlite", "--workdir", "w", cwd=tmp_path)
+    assert proc.returncode == 2 and "nothing to run" in proc.stderr, proc.stdout + proc.stderr
+    assert "iomatrix plan plans/rel.toml --explain" in proc.stderr, proc.stderr
+
+
+def _small_report(tmp_path: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    html = tmp_path / "report.html"
+    return html, _cli("report", "--html", str(html), "--db", str(_db(tmp_path)), cwd=tmp_path)
+
+
+def test_a_small_report_prints_no_matplotlib_warning(tmp_path: Path) -> None:
+    _, proc = _small_report(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "No artists" not in proc.stdout + proc.stderr and "UserWarning" not in proc.stderr, proc.stderr
+
+
+@needs("chromium")
+def test_the_html_report_fits_a_phone(tmp_path: Path) -> None:
+    import numpy as np
+    from PIL import Image
+
+    from tests.browser import load
+
+    html, proc = _small_report(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    page = load(html, width=375)
+    assert page.console_errors == []
+    assert page.scroll_width <= 375, page.scroll_width  # the page itself never scrolls sideways
+    shot = np.asarray(Image.open(io.BytesIO(page.screenshot_png)).convert("L"), dtype=int)
+    assert shot.shape[1] == 375 and (shot < 128).sum() > 1000  # text was drawn: not a blank page
+    text = html.read_text()
+    assert "@media" in text
+
+
+def test_a_chart_without_labelled_series_draws_no_legend_and_no_warning(capfd: pytest.CaptureFixture[str]) -> None:
+    import warnings
+
+    from iomatrix.report.charts import SizeSeries, blocksize_chart, latency_curve_chart
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib's "No artists with labels" is a UserWarning
+        svg = blocksize_chart([SizeSeries("cache=none", {})], ["4k", "64k"], "IOPS")
+        curves = latency_curve_chart([])
+    assert "<svg" in svg and "<svg" in curves
+    assert "No artists" not in capfd.readouterr().err
+
+
+def test_help_names_values_as_a_cli_does(tmp_path: Path) -> None:
+    from iomatrix.commands import COMMANDS
+
+    for module in COMMANDS:
+        proc = _cli(module.NAME, "--help", cwd=tmp_path, env={"COLUMNS": "120"})
+        assert proc.returncode == 0, proc.stderr
+        for python_word in ("<bool>", "<str>", "<int>", "<float>", "<path>", "<list[", "{"):
+            assert python_word not in proc.stdout, (module.NAME, python_word, proc.stdout)
+    usage = _cli("compare", "--help", cwd=tmp_path).stdout
+    assert "DB_A DB_B" in usage and "INTEGER" in usage
+    assert "[PLAN]" in _cli("plan", "--help", cwd=tmp_path).stdout
+
+
+def test_plans_lists_estimated_durations(tmp_path: Path) -> None:
+    from iomatrix.commands.plans import duration_range
+    from iomatrix.plan.load import builtin_names
+
+    proc = _cli("plans", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "estimated" in proc.stdout.splitlines()[0]
+    rows = {line.split()[0]: line for line in proc.stdout.splitlines()[1:] if line.split()}
+    for name in builtin_names():
+        assert name in rows and (" min " in rows[name] or " h " in rows[name]), rows.get(name)
+    assert duration_range(420, 425) == "7 min" and duration_range(120, 720) == "2–12 min"
+    assert duration_range(3600, 9000) == "1.0–2.5 h"
+
+
+def test_guest_info_prints_lines_for_people_and_json_for_machines(tmp_path: Path) -> None:
+    import json
+
+    proc = _cli("guest", "info", cwd=tmp_path, env={"COLUMNS": "400"})
+    assert proc.returncode == 0, proc.stderr
+    assert "{'" not in proc.stdout and "['" not in proc.stdout, proc.stdout
+    assert "would use:" in proc.stdout
+    machine = _cli("guest", "info", "--format", "json", cwd=tmp_path)
+    assert machine.returncode == 0, machine.stderr
+    assert "would_use" in json.loads(machine.stdout)
+
+
+def test_a_run_line_keeps_the_value_and_shortens_the_cell() -> None:
+    from iomatrix.commands.progress import run_line
+
+    cell = ("format=qcow2 preallocation=metadata cache=writeback aio=io_uring bus=virtio-scsi-single "
+            "backing=loopfs-xfs iothread=1 discard=unmap cluster_size=64k l2_cache=whole-image")
+    summary = "write.iops 12,345 (p99 1,234 µs)"
+    for width in (80, 100):
+        line = run_line("ok", cell, "rand-write-4k", summary, width, verbose=False)
+        assert len(line) <= width, line
+        assert line.endswith("· rand-write-4k: write.iops 12,345 (p99 1,234 µs)"), line
+    assert "l2_cache" not in run_line("ok", cell, "rand-write-4k", summary, 100, verbose=False)
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_plan_explain_cuts_no_cell_name(tmp_path: Path, width: int) -> None:
+    proc = _cli("plan", "modern", "--explain", cwd=tmp_path, env={"COLUMNS": str(width)})
+    assert proc.returncode == 0, proc.stderr
+    assert "…" not in proc.stdout, proc.stdout
+    assert all(len(line) <= width for line in proc.stdout.splitlines())
+    assert "whole-image" in proc.stdout and "seq-write-zeroes-1m-first" in proc.stdout
+    assert "virtio-scsi-single" in proc.stdout
+
+
+def test_the_default_report_shows_latency_percentiles(tmp_path: Path) -> None:
+    import re
+
+    html, proc = _small_report(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    text = html.read_text()
+    ranking = text[text.index('id="ranking"'):]
+    assert "p50 µs" in ranking and "p99 µs" in ranking
+    # the schema-1 sweep's read workload: its cells' read p50/p99 as figures, not dashes
+    cells = re.findall(r'<td class="num">([\d,.]+)</td><td class="num">([\d,.]+)</td><td>', ranking)
+    assert cells, ranking[:2000]
