@@ -7,6 +7,7 @@ Parser expectations are worked out by hand from the captured files quoted in the
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -56,6 +57,12 @@ def test_context_switches_absent_when_the_kernel_does_not_print_them():
 BUSY = "import time\nend = time.monotonic() + 30\nwhile time.monotonic() < end: time.sleep(0) or None\n"
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used (from /proc/PID/stat, clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def test_io_path_counts_only_processes_attached_as_io():
     """A busy process attached as the I/O path is in iopath.*, one attached as load (fio beside the block
     layer) only in proc.*; both are listed with their role."""
@@ -65,7 +72,15 @@ def test_io_path_counts_only_processes_attached_as_io():
         with HostSampler([], interval=0.1) as s:
             s.attach_pid(io.pid)
             s.attach_pid(load.pid, role="load")
-            time.sleep(0.8)
+            # Wait for CPU the busy loop has used, not for wall time: on a loaded host 0.8 s of wall time
+            # gave it 0.05 CPU-s once. Bounded: a host too busy to give it 0.3 CPU-s in 120 s fails here.
+            used_at_attach = _cpu_s(io.pid)
+            deadline = time.monotonic() + 120
+            while _cpu_s(io.pid) - used_at_attach < 0.3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            used_while_sampled = _cpu_s(io.pid) - used_at_attach
+            time.sleep(0.25)  # at least one more sampling interval after the CPU used above
+        used_in_total = _cpu_s(io.pid)
     finally:
         for p in (io, load):
             p.kill()
@@ -75,7 +90,9 @@ def test_io_path_counts_only_processes_attached_as_io():
     assert all(x.values["iopath.count"] == 1 for x in with_io)  # the load process is not counted
     assert max(x.values["proc.count"] for x in s.samples) == 2
     io_cpu = field_total(s.samples, "iopath.cpu_s")
-    assert io_cpu is not None and 0.05 < io_cpu < 1.0  # one busy loop for ~0.8 s, on a noisy 2-core box
+    # the sampler saw at least most of what the loop used while it sampled, and no more than it ever used
+    assert used_while_sampled >= 0.3
+    assert io_cpu is not None and 0.5 * used_while_sampled < io_cpu <= used_in_total + 0.05
     # busy-yielding in a loop on a shared host switches context (sched_yield is voluntary when another runs)
     assert field_total(s.samples, "iopath.ctx_switches") is not None
     roles = {p["pid"]: p["role"] for p in s.followed_processes()}
