@@ -33,6 +33,7 @@ LAZY_ALLOWED: dict[tuple[str, str], str] = {
     ("iomatrix.stats.decision", "scipy"): "scipy.stats: 0.5 s at import",
     ("iomatrix.stats.adaptive", "scipy"): "scipy.stats: 0.5 s at import",
     ("iomatrix.stats.blocked", "scipy"): "scipy.stats: 0.5 s at import",
+    ("iomatrix.stats.power", "scipy"): "scipy.stats: 0.5 s at import",
     ("iomatrix.stats.summary", "scipy"): "scipy.stats: 0.5 s at import",
     # matplotlib costs ~0.3 s: only a fleet heat map pays it.
     ("iomatrix.report.fleet_chart", "matplotlib.colors"): "matplotlib: 0.3 s at import",

@@ -58,3 +58,15 @@ def test_a_sweep_gives_each_run_the_budget_left(tmp_path: Path) -> None:
         store.close()
     # The minimum runs even with the budget spent, each bounded by the margin alone (60 s; before: 300 s each).
     assert TimedTier.timeouts == [120.0, 80.0, 60.0]
+
+
+def test_tiers_that_boot_guests_get_a_larger_floor_past_a_spent_budget() -> None:
+    """A TCG boot and a batch of runs in one guest swing several-fold on a loaded host: 60 s past a spent budget
+    would kill them; fio on the host keeps the 60 s floor."""
+    from iomatrix.tiers import declaration
+
+    assert declaration("baremetal").budget_margin_floor_s == declaration("blocklayer").budget_margin_floor_s == 60
+    for name in ("guest", "durability", "consolidation"):
+        floor = declaration(name).budget_margin_floor_s
+        assert floor == 180
+        assert run_timeout_s(run_timeout=300, budget_s=60, elapsed_s=500, runtime_s=5, floor_s=floor) == 180

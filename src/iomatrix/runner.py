@@ -39,7 +39,7 @@ from iomatrix.stats.interference import RunInterference, interference_flags, int
 from iomatrix.stats.runs_per_boot import RoundsPerBoot, choose_rounds_per_boot
 from iomatrix.stop_kinds import StopKind
 from iomatrix.store import RunRecord, Store
-from iomatrix.tiers import reference_tier, tier_class
+from iomatrix.tiers import declaration, reference_tier, tier_class
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, RunsInterrupted, Target, Tier
 
 __all__ = ["RunOptions", "SweepResult", "SweepRunner"]
@@ -368,7 +368,8 @@ class SweepRunner:
             cell=cell, workload=item.unit.workload, target=self._target(cell), shape=self._shape(item.unit.workload),
             run_dir=runs_dir / f"{item.cell_id}-{item.unit.workload.slug}" if len(items) == 1
             else runs_dir / f"{item.cell_id}-{item.unit.workload.slug}-r{item.slot.round}",
-            timeout_s=plan_run_timeout_s(self.plan, self.budget_elapsed_s()),
+            timeout_s=plan_run_timeout_s(self.plan, self.budget_elapsed_s(),
+                                         declaration(cell.tier).budget_margin_floor_s),
             wrapper=modifier_wrapper(cell.modifier) if cell.modifier != NA else [],
             on_process=sampler.attach_pid,
             on_load_process=lambda pid: sampler.attach_pid(pid, role="load"),

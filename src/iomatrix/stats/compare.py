@@ -23,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats as _st
 
+from iomatrix.stats.precision import imprecise
 from iomatrix.stats.summary import as_samples, check_confidence, sample_sd, t_quantile
 
 
@@ -100,8 +101,6 @@ class RatioCI(NamedTuple):
     @property
     def imprecise(self) -> bool:
         """The interval reaches ≤ 0 or spans more than 10× (stats/precision.py): "not measured precisely"."""
-        from iomatrix.stats.precision import imprecise
-
         return imprecise(self.low, self.high)
 
 

@@ -36,6 +36,7 @@ class Consolidation(TierDeclaration):
     # No host modifier: a tile's guests share the host, and a wrapper of one QEMU would not describe the tile.
     layers = frozenset({Layer.HOST_IO, Layer.IMAGE, Layer.DEVICE})
     overhead_s = 10.0
+    budget_margin_floor_s = 180.0  # TCG boots (and batches of runs) past a spent budget: run_timeout.py
     order = 40
     uses_images = True
     loads_host = True  # 2–6 guests at once: their CPU pressure is what a tile measures

@@ -26,6 +26,7 @@ class Durability(TierDeclaration):
     # Not FRONTEND: what it measures is lost writes, and its two-disk command line attaches no IOThread.
     layers = frozenset(Layer) - {Layer.FRONTEND}
     overhead_s = 5.8  # a whole trial: boot, mkfs, writing until the cut, verification (docs/benchmarks.md)
+    budget_margin_floor_s = 180.0  # TCG boots (and batches of runs) past a spent budget: run_timeout.py
     order = 40
     uses_images = False  # its images are its own small ones (LAYOUTS), not the plan's image_size
     fixed_trials = True  # `cuts` trials per configuration

@@ -24,6 +24,7 @@ class Guest(TierDeclaration):
     report_companion = "iomatrix.report.companions.guest:GuestReport"
     layers = frozenset(Layer)
     overhead_s = 4.5  # one boot per run under TCG (pc machine)
+    budget_margin_floor_s = 180.0  # TCG boots (and batches of runs) past a spent budget: run_timeout.py
     batches_runs = True
     overlaps_host_ready = True  # the runner's cache dropping waits for the boot, behind a gate (HostGate)
     # One microvm boot and shutdown shared by a batch, under TCG, with the host's work between boots (sync and
