@@ -257,7 +257,7 @@ def test_guest_info_as_a_non_root_user(tmp_path: Path) -> None:
     # No home at all: nothing cached, and info still says what a build would use.
     proc = _as_nobody("guest", "info", env={"HOME": "/nonexistent"})
     assert proc.returncode == 0, proc.stderr
-    assert "cache_dir: /nonexistent/.cache/iomatrix/guest" in proc.stdout and "would_use" in proc.stdout
+    assert "cache dir: /nonexistent/.cache/iomatrix/guest" in proc.stdout and "would use:" in proc.stdout
     # Someone else's cache (root's, mode 0700): one line naming it and the fix.
     top = Path(tempfile.mkdtemp(prefix="iomx-nonroot-"))
     try:

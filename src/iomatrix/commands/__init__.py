@@ -4,7 +4,8 @@
 options need (typer, `options.py`); everything heavy (numpy, scipy, the store, the runner, rich tables) is
 imported inside the command's body, so that `iomatrix --help` stays fast.
 
-Not commands: `options.py` (shared options), `common.py` (shared steps), `progress.py` (the display of `run`).
+Not commands: `options.py` (shared options), `common.py` (shared steps), `progress.py` (the display of `run`),
+`help_names.py` (readable value names in `--help`).
 """
 
 from __future__ import annotations
