@@ -56,7 +56,9 @@ class Requirement:
     def met_by(self, axes: dict[str, str]) -> bool:
         cache, modifier = axes.get("cache", domain.NA), axes.get("modifier", Modifier.NONE)
         if cache not in {c.value for c in CacheMode}:
-            return False
+            # No QEMU cache (bare metal, the null ceiling): the host's own stack honours flushes unless a
+            # modifier drops them; the other requirements are about a VM's disk and cannot be met.
+            return self.name == SAFE_DEFAULT and modifier != Modifier.EATMYDATA
         if self.name == "power-loss-safe":
             return domain.safety_level(cache, modifier) != SafetyLevel.UNSAFE
         if self.name == "every-write-durable":
@@ -67,6 +69,12 @@ class Requirement:
             return axes.get("format") == domain.Format.QCOW2
         raise AssertionError(self.name)
 
+
+# The requirement every answer meets unless the user opts out with --allow-data-loss (issue 38): a configuration
+# that drops guest flushes (cache=unsafe, eatmydata) is what QEMU's and Proxmox's documentation reserve for
+# throw-away guests, so it is never the tool's first advice.
+SAFE_DEFAULT = "power-loss-safe"
+ALLOW_DATA_LOSS = "--allow-data-loss"
 
 REQUIREMENTS: dict[str, Requirement] = {r.name: r for r in (
     Requirement("power-loss-safe", "what the guest flushed survives a host crash or power loss (flushes honoured, "
@@ -79,14 +87,23 @@ REQUIREMENTS: dict[str, Requirement] = {r.name: r for r in (
 )}
 
 
-def parse_requirements(names: Sequence[str]) -> list[Requirement]:
+def parse_requirements(names: Sequence[str], allow_data_loss: bool = False) -> list[Requirement]:
+    """The requirements named (comma-separated or repeated), with power-loss-safe added unless
+    `allow_data_loss` (or every-write-durable, which implies it, is asked for)."""
     out = []
     for raw in names:
         for n in filter(None, (x.strip() for x in raw.split(","))):
             if n not in REQUIREMENTS:
                 raise UserError(f"unknown requirement '{n}'", hint=f"use {', '.join(REQUIREMENTS)}")
-            out.append(REQUIREMENTS[n])
+            if REQUIREMENTS[n] not in out:
+                out.append(REQUIREMENTS[n])
+    if not allow_data_loss and not {r.name for r in out} & {SAFE_DEFAULT, "every-write-durable"}:
+        out.insert(0, REQUIREMENTS[SAFE_DEFAULT])
     return out
+
+
+def unmet(requirements: Sequence[Requirement], cell_axes: dict[str, str]) -> list[Requirement]:
+    return [q for q in requirements if not q.met_by(cell_axes)]
 
 
 # --------------------------------------------------------------------------- risks
@@ -182,6 +199,30 @@ class Gain:
 
 
 @dataclass
+class Declined:
+    """A configuration the data show faster than the answer that the requirements exclude: stated in one line
+    with its measured gain and its risk, chosen only when the user drops the requirement it fails
+    (--allow-data-loss for the default power-loss-safe)."""
+
+    cell: str
+    gain: Gain  # the declined configuration over the answer (> 1: it is faster)
+    fails: tuple[str, ...]  # the requirements it does not meet
+    risk: str  # what it risks on a host crash or power loss
+    opt_in: str  # how to choose it anyway
+
+    def text(self) -> str:
+        r = self.gain.ratio
+        fig = "" if r is None or r.ratio is None else f"{r.ratio:.2f}×" + (
+            f" ({max(r.low, 0):.2f}–{r.high:.2f})" if r.low is not None and r.high is not None else "")
+        return (f"{self.cell} would gain {fig} over the answer but is not {' or '.join(self.fails)}; on power "
+                f"loss: {self.risk}; chosen only with {self.opt_in}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"cell": self.cell, "vs_answer": self.gain.as_dict(), "fails": list(self.fails), "risk": self.risk,
+                "opt_in": self.opt_in, "text": self.text()}
+
+
+@dataclass
 class Verdict:
     workload: str
     metric: str
@@ -195,6 +236,7 @@ class Verdict:
     to_baremetal: Gain | None = None
     to_ceiling: Gain | None = None
     requirement_cost: Gain | None = None
+    declined: Declined | None = None  # the faster configuration the requirements exclude, if the data show one
     risks: list[RiskStatement] = field(default_factory=list)
     snippets: SnippetSet | None = None
     missing: str = ""  # why there is no choice
@@ -207,6 +249,9 @@ class Verdict:
         out = self._fields()
         if self.provisional is not None:
             out["provisional"] = self.provisional._fields()
+        found = answer_of(self)
+        out["answer"] = None if found is None else {"cell": found[0].choice.cell if found[0].choice else None,
+                                                    "status": found[1]}
         return out
 
     def _fields(self) -> dict[str, Any]:
@@ -220,6 +265,7 @@ class Verdict:
             "to_baremetal": None if self.to_baremetal is None else self.to_baremetal.as_dict(),
             "to_ceiling": None if self.to_ceiling is None else self.to_ceiling.as_dict(),
             "requirement_cost": None if self.requirement_cost is None else self.requirement_cost.as_dict(),
+            "declined": None if self.declined is None else self.declined.as_dict(),
             "risks": [{"situation": r.situation, "text": r.text, "basis": r.basis} for r in self.risks],
             "snippets": None if self.snippets is None else self.snippets.as_dict(),
         }
@@ -235,6 +281,7 @@ class Recommendation:
     verdicts: list[Verdict]
     warnings: list[str] = field(default_factory=list)
     objective: str | None = None  # --objective when given (report/objective.py); None: primary metrics
+    allow_data_loss: bool = False  # --allow-data-loss: configurations that drop guest flushes may be chosen
 
     def as_dict(self) -> dict[str, Any]:
         return {"sweep": self.sweep_id, "plan": self.plan, "status": self.status,
@@ -244,6 +291,7 @@ class Recommendation:
                                                               "defaulted": self.current.defaulted,
                                                               "l2_cache_bytes": self.current.l2_cache_bytes,
                                                               "notes": self.current.notes},
+                "allow_data_loss": self.allow_data_loss,
                 "verdicts": [v.as_dict() for v in self.verdicts], "warnings": self.warnings,
                 **({"objective": self.objective} if self.objective is not None else {})}
 
@@ -371,6 +419,7 @@ def _chosen_verdict(v: Verdict, cws: list[CellWorkload], wr: WorkloadRanking, ch
         v.to_baremetal, v.to_ceiling = _to_references(wr, choice.cell)
     if requirements:
         v.requirement_cost = _requirement_cost(wr, choice.cell, r.higher_is_better)
+        v.declined = _declined(wr, v.requirement_cost, requirements, measured)
     v.risks = risk_statements(cell.axes["cache"], cell.axes.get("modifier", Modifier.NONE), cell, measured)
     v.snippets = snippets_for(DiskConfig.from_axes(cell.axes, cell.backing.get("kind")))
     return v
@@ -450,17 +499,37 @@ def _requirement_cost(wr: WorkloadRanking, chosen: str, higher: bool) -> Gain | 
                 "the unrestricted answer is this many times better")
 
 
+def _declined(wr: WorkloadRanking, cost: Gain | None, requirements: list[Requirement],
+              measured: MeasuredIndex | None) -> Declined | None:
+    """The unrestricted answer the requirements excluded, with what it risks and how to choose it anyway."""
+    if cost is None or cost.label is None or cost.label not in wr.cells:
+        return None
+    cell = wr.cells[cost.label]
+    fails = unmet(requirements, cell.axes)
+    if not fails:
+        return None
+    power = next((r.text for r in risk_statements(cell.axes.get("cache", domain.NA),
+                                                  cell.axes.get("modifier", Modifier.NONE), cell, measured)
+                  if r.situation == SITUATIONS[1]), "not documented for this configuration")
+    others = [q.name for q in fails if q.name != SAFE_DEFAULT]
+    opt_in = " and ".join([*([ALLOW_DATA_LOSS] if len(others) < len(fails) else []),
+                           *(f"without --require {n}" for n in others)])
+    return Declined(cost.label, cost, tuple(q.name for q in fails), power, opt_in)
+
+
 def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requirements: Sequence[str] = (),
               current: CurrentConfig | None = None, scores: Sequence[str] | None = None, min_n: int = 3,
               max_noise: float = 0.10, threshold: float = DEFAULT_THRESHOLD,
-              tie_break: Sequence[str] = DEFAULT_TIE_BREAK, objective: Objective | None = None) -> Recommendation:
+              tie_break: Sequence[str] = DEFAULT_TIE_BREAK, objective: Objective | None = None,
+              allow_data_loss: bool = False) -> Recommendation:
     """Verdicts per workload, then per weighted score (`scores`; default: every score when the sweep has a guest
     tier and no single workload was asked for). ``objective``: what each workload is ranked by
-    (report/objective.py; None: its primary metric)."""
+    (report/objective.py; None: its primary metric). Only configurations that honour guest flushes are chosen
+    unless `allow_data_loss` (parse_requirements)."""
     info = sweep_info(store, sweep_id)
     if current is None:  # the current configuration the sweep measured (run --current), if any
         current = stored_current(info["plan_definition"], info["pruned"])
-    reqs = parse_requirements(requirements)
+    reqs = parse_requirements(requirements, allow_data_loss)
     cws = cell_workloads(store, sweep_id)
     names = workload_names(cws, sweep_id, workload)
     verdicts = []
@@ -507,7 +576,7 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     if any("tcg" in a for c in cws for a in c.accel):
         warnings.append(TCG_WARNING)
     return Recommendation(sweep_id, info["plan"], info["status"], reqs, current, verdicts, warnings,
-                          None if objective is None else objective.value)
+                          None if objective is None else objective.value, allow_data_loss)
 
 
 def _verdict_on_its_basis(cws: list[CellWorkload], wr: WorkloadRanking, reqs: list[Requirement],
@@ -588,38 +657,17 @@ def _emulated(cws: list[CellWorkload], workload: str, tier: str) -> bool:
     return any("tcg" in a for c in cws if c.workload == workload and c.axes["tier"] == tier for a in c.accel)
 
 
-def short_verdict(store: Store, sweep_id: int) -> str:
-    """A few lines for the end of `iomatrix run`: the choice per workload and its gain over QEMU's default."""
-    rec = recommend(store, sweep_id)
-    lines = []
-    answered: set[str] = set()  # tiers whose verdicts are lines of their own (the durability tier's)
-    for tier in tier_classes():
-        own = tier.verdict_lines(store, sweep_id) if tier.verdicts else []
-        if own:
-            lines += [tier.verdict_heading, *own]
-            answered.add(tier.name)
-    for v in rec.verdicts:
-        owner = verdict_tier(v.workload)
-        if owner is not None and owner.name in answered:
-            continue  # its verdicts are the lines above; ranking trials by records lost answers nothing more
-        if v.choice is None:
-            if v.metric != "score":  # a score the plan has no inputs for is not news at the end of a run
-                lines.append(f"{v.workload}: no recommendation — {v.missing}")
-            continue
-        tied = f" (tied with {len(v.choice.tied)} other{'s' if len(v.choice.tied) != 1 else ''})" \
-            if v.choice.tied else ""
-        gain = next((g for g in v.gains if g.against.startswith("QEMU default") and g.ratio and g.ratio.ratio), None)
-        vs = f"; {gain.ratio.ratio:.2f}× QEMU's default" if gain and gain.label != v.choice.cell else ""
-        risk = risk_of(*_cache_modifier(v.choice.cell))
-        power = next((r for r in v.risks if r.situation == SITUATIONS[1]), None)
-        if power is not None and power.basis != DOCUMENTED:
-            on_power = f"; on power loss: {power.text} (measured)"
-        else:
-            on_power = f"; on power loss: {risk.power_loss} ({DOCUMENTED})" if risk else ""
-        by = f" [{v.tier} tier: the closest tier to a VM could not separate its leaders]" if v.basis else ""
-        lines.append(f"{v.workload}: {v.choice.cell}{tied}{vs}{on_power}{by}")
-    lines.append(f"details, risks and snippets: iomatrix recommend --db {store.path}")
-    return "\n".join(lines)
+def answer_of(v: Verdict) -> tuple[Verdict, str] | None:
+    """THE answer a user is given for one verdict, used by every output (the end of `run`, `recommend` with and
+    without --detail, the report, JSON): the verdict whose figures are stated and its status, "answer",
+    "tied" (the decision's top group, broken by the tie-break) or "provisional" (not separated yet: the
+    tie-break's pick is named as leading, never as the configuration to use); None when there is not even a
+    pick."""
+    if v.choice is not None:
+        return v, "tied" if v.choice.tied else "answer"
+    if v.provisional is not None and v.provisional.choice is not None:
+        return v.provisional, "provisional"
+    return None
 
 
 def verdict_tier(workload: str) -> type[Tier] | None:
