@@ -95,8 +95,11 @@ def recommend(
         from iomatrix.report.fleet import fleet_answers, render_fleet, select_fleet
 
         fleet = select_fleet(store, group)
+        from iomatrix.report.recommend import parse_requirements
+
         answers = fleet_answers(store, fleet, workload, objective=goal, min_n=min_runs, max_noise=max_noise,
-                                threshold=threshold, tie_break=tie_break_keys(tie_break))
+                                threshold=threshold, tie_break=tie_break_keys(tie_break),
+                                requirements=parse_requirements(require, allow_data_loss))
         sys.stdout.write(render_fleet(fleet, answers, format, report_width(), answer_first=True))
         return
     sid = pick_sweep(store, sweep)
