@@ -265,3 +265,25 @@ def _tops(wf: object) -> list[HostResult]:
 
     assert isinstance(wf, WorkloadFleet)
     return [host_result(h, wr) for h, wr in wf.per_host.items()]
+
+
+def test_the_fleet_answer_honours_requirements_as_one_host_does(tmp_path: Path) -> None:
+    """Issue 37: `recommend --require migratable` on a merged database changes the group's answer (each host's
+    writeback cell is its fastest; writeback is not migratable), as it changes one host's."""
+    from iomatrix.report.fleet import fleet_answers, select_fleet
+    from iomatrix.report.recommend import parse_requirements
+
+    store = Store.open_existing(merged_fleet(tmp_path))
+    fleet = select_fleet(store)
+
+    def choices(*require: str) -> set[str]:
+        answers = fleet_answers(store, fleet, "rand-read-4k", min_n=2, requirements=parse_requirements(require))
+        return {wf.answer.choice or "" for wf in answers}
+
+    free, migratable = choices(), choices("migratable")
+    assert free and all("cache=writeback" in c for c in free), free
+    assert migratable and all("cache=none" in c for c in migratable), migratable
+    cli = run_cli("recommend", "--db", str(store.path), "--require", "migratable", "--min-runs", "2",
+                  "--workload", "rand-read-4k")
+    flat = " ".join(cli.stdout.split())
+    assert cli.returncode == 0 and "use cache=none" in flat and "use cache=writeback" not in flat, cli.stdout

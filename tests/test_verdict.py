@@ -14,8 +14,8 @@ import pytest
 from PIL import Image
 
 from iomatrix.metadata import host_metadata
+from iomatrix.report.headline import end_of_run_text
 from iomatrix.report.query import run_raw_output, run_table
-from iomatrix.report.recommend import short_verdict
 from iomatrix.store import Store
 from tests.conftest import needs, run_cli
 
@@ -119,12 +119,11 @@ def test_recommend_table_markdown_csv(sweep_db: Path) -> None:
     assert {r["workload"] for r in rows} == {"rand-read-4k", "rand-read-64k"} and all(r["ratio"] for r in rows)
 
 
-def test_short_verdict_for_the_end_of_run(sweep_db: Path) -> None:
+def test_the_end_of_run_is_the_headline(sweep_db: Path) -> None:
     store = Store.open_existing(sweep_db)
-    text = short_verdict(store, 1)
-    lines = text.splitlines()
-    assert lines[0].startswith("rand-read-4k: ") and lines[1].startswith("rand-read-64k: ")
-    assert "recommend --db" in lines[-1]
+    text = end_of_run_text(store, 1, 100)
+    assert text.startswith("Answer for ") and "rand-read-4k" in text and "rand-read-64k" in text
+    assert "iomatrix recommend --detail" in text
 
 
 def test_raw_fio_json_of_a_run(sweep_db: Path) -> None:

@@ -86,3 +86,10 @@ def format_option(*accepted: OutputFormat) -> Any:
     metavar = None if set(accepted) == set(OutputFormat) else "<" + "|".join(f.value for f in accepted) + ">"
     return Annotated[OutputFormat, typer.Option("--format", help=f"{_spoken(accepted)}.", metavar=metavar,
                                                 callback=lambda value: check_format(value, accepted))]
+
+# The answer is power-loss-safe unless the user opts in (issue 38); recommend, report and run share the flag.
+AllowDataLossOpt = Annotated[bool, typer.Option(
+    "--allow-data-loss", help="Let the answer be a configuration that drops guest flushes (cache=unsafe, "
+                              "eatmydata): faster, but the guest's data may be lost on a host crash or power loss. "
+                              "Default: only power-loss-safe configurations are chosen; a faster unsafe one is "
+                              "named in one line.")]

@@ -15,6 +15,7 @@ from iomatrix.commands.options import (
     DEFAULT_MIN_RUNS,
     DEFAULT_THRESHOLD,
     DEFAULT_TIE_BREAK,
+    AllowDataLossOpt,
     ByHostOpt,
     DbOpt,
     FleetGroupOpt,
@@ -35,6 +36,7 @@ from iomatrix.report.formats import ALL_FORMATS, OutputFormat
 NAME = "recommend"
 FORMATS = ALL_FORMATS
 FormatOpt = format_option(*FORMATS)
+
 
 
 def recommend(
@@ -65,6 +67,7 @@ def recommend(
                          "snippets.")] = False,
     by_host: ByHostOpt = False,
     group: FleetGroupOpt = None,
+    allow_data_loss: AllowDataLossOpt = False,
 ) -> None:
     """The answer first (what to use, how much faster it is, what it risks, the snippet), detail on request."""
     from iomatrix.current import parse_current
@@ -92,14 +95,17 @@ def recommend(
         from iomatrix.report.fleet import fleet_answers, render_fleet, select_fleet
 
         fleet = select_fleet(store, group)
+        from iomatrix.report.recommend import parse_requirements
+
         answers = fleet_answers(store, fleet, workload, objective=goal, min_n=min_runs, max_noise=max_noise,
-                                threshold=threshold, tie_break=tie_break_keys(tie_break))
+                                threshold=threshold, tie_break=tie_break_keys(tie_break),
+                                requirements=parse_requirements(require, allow_data_loss))
         sys.stdout.write(render_fleet(fleet, answers, format, report_width(), answer_first=True))
         return
     sid = pick_sweep(store, sweep)
     rec = build(store, sid, workload=workload, requirements=require, current=cur,
                 scores=score or None, min_n=min_runs, max_noise=max_noise, threshold=threshold,
-                tie_break=tie_break_keys(tie_break), objective=goal)
+                tie_break=tie_break_keys(tie_break), objective=goal, allow_data_loss=allow_data_loss)
     groups = consolidation_groups(store, sid)  # consolidation tier: how many tiles per mode
     head = headline(rec, sweep_info(store, sid)["host"]["hostname"], target)
     width = report_width()

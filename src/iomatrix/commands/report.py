@@ -14,6 +14,7 @@ from iomatrix.commands.options import (
     DEFAULT_MIN_RUNS,
     DEFAULT_THRESHOLD,
     DEFAULT_TIE_BREAK,
+    AllowDataLossOpt,
     DbOpt,
     FleetGroupOpt,
     MaxNoiseOpt,
@@ -44,6 +45,7 @@ def report(
     target: Annotated[str, typer.Option(help="The tool whose snippet the answer at the top shows (as for "
                                              "'recommend').")] = "libvirt",
     group: FleetGroupOpt = None,
+    allow_data_loss: AllowDataLossOpt = False,
 ) -> None:
     """One self-contained HTML file: the answer first, then recommendation and risks, rankings with error bars,
     block-size bars, host panels over time, sweep metadata and every run."""
@@ -66,7 +68,7 @@ def report(
         sid = sweep if sweep is not None else select_fleet(store, group).sweeps[-1].id
     size = write_report(store, sid, html, current=cur, requirements=require,
                         min_n=min_runs, max_noise=max_noise, threshold=threshold, tie_break=tie_break_keys(tie_break),
-                        target=target, objective=goal, fleet_group=group)
+                        target=target, objective=goal, fleet_group=group, allow_data_loss=allow_data_loss)
     console.print(f"wrote {html} ({size / 1024:.0f} KiB): open it in a browser, it needs no network")
 
 

@@ -12,7 +12,14 @@ import typer
 
 from iomatrix import children
 from iomatrix.commands.common import few_runs_hint, load_plan, warn_tcg
-from iomatrix.commands.options import DEFAULT_DB, DEFAULT_WORKDIR, DbOpt, KernelOpt, WorkdirOpt
+from iomatrix.commands.options import (
+    DEFAULT_DB,
+    DEFAULT_WORKDIR,
+    AllowDataLossOpt,
+    DbOpt,
+    KernelOpt,
+    WorkdirOpt,
+)
 from iomatrix.errors import UserError
 from iomatrix.ui import console, err_console
 
@@ -61,6 +68,7 @@ def run(
     current_disk: Annotated[str | None, typer.Option(help="Which disk of the libvirt XML (target dev, e.g. vda) or "
                                                           "of the qm config (scsi0); default: the first (Proxmox: "
                                                           "the boot disk).")] = None,
+    allow_data_loss: AllowDataLossOpt = False,
 ) -> None:
     """Run a plan, e.g. 'iomatrix run quick'. Re-running on the same --db resumes and skips completed runs."""
     from iomatrix.locks import WORKDIR_LOCK, db_lock_path, exclusive, refuse_if_held
@@ -100,7 +108,8 @@ def run(
         store = Store(db)
         # Closing the last connection checkpoints the WAL: a finished sweep leaves no -wal/-shm beside the file.
         held.callback(store.close)
-        _run_locked(p, base, plan, store, db, work, allow_destroy, accel, monitor_interval, kernel, verbose, group)
+        _run_locked(p, base, plan, store, db, work, allow_destroy, accel, monitor_interval, kernel, verbose, group,
+                    allow_data_loss)
 
 
 # A group name is shown in tables and used as a filter: printable, no spaces that would read as two words.
@@ -118,7 +127,7 @@ def check_group_name(group: str | None) -> None:
 
 def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, work: Path,
                 allow_destroy: list[Path], accel: Accel, monitor_interval: float, kernel: Path | None,
-                verbose: bool = False, group: str | None = None) -> None:
+                verbose: bool = False, group: str | None = None, allow_data_loss: bool = False) -> None:
     from iomatrix.commands.progress import RichProgress
     from iomatrix.runner import RunOptions, SweepRunner
 
@@ -159,7 +168,7 @@ def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, w
     if res.runs_done:
         from iomatrix.report.render import end_of_run_text
 
-        answer = end_of_run_text(store, res.sweep_id, console.width)
+        answer = end_of_run_text(store, res.sweep_id, console.width, allow_data_loss=allow_data_loss)
         console.print(answer, markup=False, highlight=False)
         if hint := few_runs_hint(answer, db, p.repetitions.max):
             console.print(hint, markup=False, highlight=False)

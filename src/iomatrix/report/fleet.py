@@ -21,6 +21,7 @@ from iomatrix.report.formats import OutputFormat
 from iomatrix.report.objective import Objective
 from iomatrix.report.query import cell_workloads
 from iomatrix.report.rank import WorkloadRanking, primary_metric, rank_sweep
+from iomatrix.report.recommend.requirements import Requirement
 from iomatrix.report.render import ratio_text
 from iomatrix.stats import Change, summarize
 from iomatrix.stats.decision import DEFAULT_TIE_BREAK
@@ -157,24 +158,30 @@ class WorkloadFleet:
         return out
 
 
-def host_result(host: str, wr: WorkloadRanking) -> HostResult:
-    rows = [r for r in wr.ranking.rows if r.rank is not None and r.centre is not None]
+def host_result(host: str, wr: WorkloadRanking, requirements: Sequence[Requirement] = ()) -> HostResult:
+    """One host's ranked configurations for the group answer, only those meeting `requirements` (power-loss-safe
+    unless --allow-data-loss, as for one host). When the host's own answer fails them, its best among the
+    others is not settled: the host has no best (its loss is not stated), and its leading allowed cell is its
+    top."""
+    allowed = {label for label, c in wr.cells.items() if all(q.met_by(c.axes) for q in requirements)}
+    rows = [r for r in wr.ranking.rows if r.rank is not None and r.centre is not None and r.name in allowed]
     d = wr.decision
     top: list[str] = []
     if d is not None and d.leader is not None:
-        top = [d.leader, *d.tied]
-    elif rows:
+        top = [c for c in (d.leader, *d.tied) if c in allowed]
+    if not top and rows:
         top = [rows[0].name]
+    best = d.answer if d is not None and d.answer in allowed else None
     return HostResult(host, {r.name: float(r.centre) for r in rows if r.centre is not None},
-                      {r.name: list(wr.cells[r.name].samples[wr.metric]) for r in rows},
-                      top, d.answer if d is not None else None)
+                      {r.name: list(wr.cells[r.name].samples[wr.metric]) for r in rows}, top, best)
 
 
 def fleet_answers(store: Store, fleet: Fleet, workload: str | None = None, metric: str | None = None, *,
                   objective: Objective | None = None, min_n: int = 3, max_noise: float = 0.10,
                   threshold: float = 0.05, tie_break: Sequence[str] = DEFAULT_TIE_BREAK,
-                  alpha: float = 0.05) -> list[WorkloadFleet]:
-    """Every group's answer for every workload and tier the fleet's hosts ranked."""
+                  alpha: float = 0.05, requirements: Sequence[Requirement] = ()) -> list[WorkloadFleet]:
+    """Every group's answer for every workload and tier the fleet's hosts ranked, among the configurations that
+    meet `requirements` (report.recommend.parse_requirements: power-loss-safe by default)."""
     per_sweep: dict[int, list[WorkloadRanking]] = {}
     for s in fleet.sweeps:
         try:
@@ -193,7 +200,7 @@ def fleet_answers(store: Store, fleet: Fleet, workload: str | None = None, metri
         for w, tier, m in keys:
             per_host = {s.hostname: wr for s in sweeps for wr in per_sweep[s.id]
                         if (wr.workload, wr.tier, wr.metric) == (w, tier, m)}
-            hosts = [host_result(h, wr) for h, wr in per_host.items()]
+            hosts = [host_result(h, wr, requirements) for h, wr in per_host.items()]
             axes = {label: cw.axes for wr in per_host.values() for label, cw in wr.cells.items()}
             answer = fleet_answer(hosts, metric_info(m).higher_is_better, axes, tie_break=tie_break, alpha=alpha)
             out.append(WorkloadFleet(name, w, tier, m, per_host, {s.hostname: s.id for s in sweeps}, answer))

@@ -17,7 +17,7 @@ from iomatrix.current import CurrentConfig
 from iomatrix.errors import UserError
 from iomatrix.plan.current_cell import MeasuredCurrent
 from iomatrix.report.naming import CellNames, cell_names
-from iomatrix.report.recommend import SITUATIONS, Gain, Recommendation, Verdict, verdict_tier
+from iomatrix.report.recommend import SITUATIONS, Gain, Recommendation, Verdict, answer_of, verdict_tier
 from iomatrix.snippets import Snippet
 
 TARGETS = ("libvirt", "proxmox", "qemu", "virt-install", "nova")
@@ -58,9 +58,16 @@ class Pick:
     gains: list[WorkloadGain] = field(default_factory=list)
     risks: list[tuple[str, str, str]] = field(default_factory=list)  # (situation, text, basis)
     snippet: Snippet | None = None
+    # False when no workload's answer is settled: the pick is the tie-break's among cells the data cannot
+    # separate yet, named as leading, not as the configuration to use (what --detail says too).
+    settled: bool = True
+
+    @property
+    def verb(self) -> str:
+        return "Use" if self.settled else "No answer yet, leading"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"cell": self.cell, "name": self.name, "config": self.config,
+        return {"cell": self.cell, "name": self.name, "config": self.config, "settled": self.settled,
                 "workloads": [g.as_dict() for g in self.gains],
                 "risks": [{"situation": s, "text": t, "basis": b} for s, t, b in self.risks],
                 "snippet": None if self.snippet is None else self.snippet.as_dict()}
@@ -81,21 +88,16 @@ class Headline:
     has_detail: bool
     # "workload: verdicts" of the tiers whose trials are verdicts, not a speed ranking (the durability tier's)
     measured: list[str] = field(default_factory=list)
+    objective: str | None = None  # --objective, stated with the answer (report/objective.py)
+    # One line per faster configuration the requirements excluded (cache=unsafe under the default
+    # power-loss-safe): its measured gain, its risk and how to choose it anyway.
+    declined: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {"host": self.host, "sweep": self.sweep_id, "plan": self.plan, "status": self.status,
                 "target": self.target, "shared": self.shared, "picks": [p.as_dict() for p in self.picks],
                 "basis": self.basis, "unanswered": self.unanswered, "measured": self.measured,
-                "warnings": self.warnings}
-
-
-def _answer(v: Verdict) -> tuple[Verdict, str] | None:
-    """The verdict whose figures the headline uses and how sure it is, or None when there is not even a pick."""
-    if v.choice is not None:
-        return v, "tied" if v.choice.tied else "answer"
-    if v.provisional is not None and v.provisional.choice is not None:
-        return v.provisional, "provisional"
-    return None
+                "objective": self.objective, "declined": self.declined, "warnings": self.warnings}
 
 
 def _reference_gain(v: Verdict) -> tuple[str, Gain | None]:
@@ -113,19 +115,23 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
     """The headline of `rec`: ranked workloads only (weighted scores and the durability tier's verdicts are
     detail), grouped by the configuration they pick."""
     check_target(target)
-    answered: dict[str, Pick] = {}
+    answered: dict[tuple[str, bool], Pick] = {}
+    declined: dict[str, list[str]] = {}
     basis: list[str] = []
     unanswered: list[str] = []
     measured = [f"{v.workload}: {v.missing}" for v in rec.verdicts if verdict_tier(v.workload) is not None]
     ranked = [v for v in rec.verdicts if v.metric != "score" and v.tier and verdict_tier(v.workload) is None]
     for v in ranked:
-        found = _answer(v)
+        found = answer_of(v)
         if found is None:
             unanswered.append(f"{v.workload}: {v.missing}")
             continue
         shown, status = found
         assert shown.choice is not None
-        pick = answered.setdefault(shown.choice.cell, _pick(shown, target))
+        settled = status != "provisional"
+        pick = answered.setdefault((shown.choice.cell, settled), _pick(shown, target, settled))
+        if shown.declined is not None:
+            declined.setdefault(shown.declined.text(), []).append(v.workload)
         against, gain = _reference_gain(shown)
         pick.gains.append(WorkloadGain(v.workload, v.metric, status, against, gain, shown.tier))
         if v.basis and v.basis not in basis:
@@ -136,7 +142,8 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
         p.gains = [_named_current(wg, names, rec.current) for wg in p.gains]
     has_detail = bool(rec.verdicts)
     return Headline(host, rec.sweep_id, rec.plan, rec.status, target, list(answered.values()),
-                    names.constant_text(), basis, unanswered, rec.warnings, has_detail, measured)
+                    names.constant_text(), basis, unanswered, rec.warnings, has_detail, measured, rec.objective,
+                    [f"{', '.join(ws)}: {names.rename(text)}" for text, ws in declined.items()])
 
 
 def _named_current(wg: WorkloadGain, names: CellNames, current: CurrentConfig | None) -> WorkloadGain:
@@ -162,10 +169,11 @@ def verdict_labels(v: Verdict) -> list[str]:
     shown = v if v.choice is not None else v.provisional
     if shown is None or shown.choice is None:
         return []
-    return [shown.choice.cell, *shown.choice.tied, *(g.label for g in shown.gains if g.label)]
+    return [shown.choice.cell, *shown.choice.tied, *(g.label for g in shown.gains if g.label),
+            *([shown.declined.cell] if shown.declined is not None else [])]
 
 
-def _pick(v: Verdict, target: str) -> Pick:
+def _pick(v: Verdict, target: str, settled: bool = True) -> Pick:
     assert v.choice is not None
     snippet = None
     config = v.choice.cell
@@ -173,4 +181,4 @@ def _pick(v: Verdict, target: str) -> Pick:
         config = v.snippets.config.label()
         snippet = next((s for s in v.snippets.snippets if s.tool == target), None)
     risks = [(HEADLINE_SITUATIONS[r.situation], r.text, r.basis) for r in v.risks if r.situation in HEADLINE_SITUATIONS]
-    return Pick(v.choice.cell, v.choice.cell, config, risks=risks, snippet=snippet)
+    return Pick(v.choice.cell, v.choice.cell, config, risks=risks, snippet=snippet, settled=settled)

@@ -233,13 +233,14 @@ def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None 
                   requirements: Sequence[str] = (), min_n: int = 3, max_noise: float = 0.10,
                   threshold: float = DEFAULT_THRESHOLD, tie_break: Sequence[str] = DEFAULT_TIE_BREAK,
                   target: str = DEFAULT_TARGET, objective: Objective | None = None,
-                  fleet_group: str | None = None) -> str:
+                  fleet_group: str | None = None, allow_data_loss: bool = False) -> str:
     """The report; ``objective`` (report/objective.py) chooses what the recommendation and the rankings rank by
     (None: each workload's primary metric)."""
     info = sweep_info(store, sweep_id)
     cws = cell_workloads(store, sweep_id)
     rank_kw = {"min_n": min_n, "max_noise": max_noise, "threshold": threshold, "tie_break": tie_break}
-    rec = recommend(store, sweep_id, requirements=requirements, current=current, objective=objective, **rank_kw)
+    rec = recommend(store, sweep_id, requirements=requirements, current=current, objective=objective,
+                    allow_data_loss=allow_data_loss, **rank_kw)
     runs = run_table(store, sweep_id)
     for r in runs:
         m = primary_metric(r["workload"])[0]

@@ -131,7 +131,9 @@ def _verdict_lines(v: Verdict, markdown: bool, printed: set[str], target: str | 
     out = [f"{'### ' if markdown else ''}{v.workload} · {v.metric or '–'} ({better} is better) · "
            f"tier {v.tier or '–'}"]
     if v.choice is None:
-        return [*out, *([f"  note: {v.basis}"] if v.basis else []), f"no recommendation: {v.missing}"]
+        lead = v.provisional.choice.cell if v.provisional is not None and v.provisional.choice else None
+        return [*out, *([f"  note: {v.basis}"] if v.basis else []), f"no recommendation: {v.missing}",
+                *([f"  leading, not settled yet: {lead} (the tie-break's pick)"] if lead else [])]
     return out + _choice_lines(v) + _risk_lines(v) + _snippet_lines(v, markdown, printed, target)
 
 
@@ -147,7 +149,8 @@ def _choice_lines(v: Verdict) -> list[str]:
         how = "score intervals overlap" if v.metric == "score" else "not significantly different"
         out.append(f"tied ({how}): {'; '.join(v.choice.tied)}")
     gains = comparisons(v)
-    return out + [_gain_line(g) for g in gains] + _interval_notes(gains, bounded)
+    declined = [f"not chosen: {v.declined.text()}"] if v.declined is not None else []
+    return out + [_gain_line(g) for g in gains] + declined + _interval_notes(gains, bounded)
 
 
 def _interval_notes(gains: list[Gain], bounded: bool) -> list[str]:
@@ -301,6 +304,8 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
     out = wrap(f"{'## ' if markdown else ''}Answer for {h.host} · sweep {h.sweep_id} ({h.plan}, {h.status})",
                width)
     out += [x for w in h.warnings for x in wrap(f"warning: {w}", width)]
+    if h.objective is not None:
+        out += wrap(objective_line(Objective(h.objective)), width)
     if h.shared:
         out += wrap(f"all cells, where the axis applies: {h.shared}", width)
     for line in h.basis:
@@ -309,6 +314,8 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
     one_tier = next(iter(tiers)) if len(tiers) == 1 else None
     for p in h.picks:
         out += _pick_lines(p, h.target, width, markdown, one_tier)
+    for line in h.declined:
+        out += wrap(f"not chosen: {line}", width)
     for line in h.unanswered:
         out += wrap(f"no answer for {line}", width)
     for line in h.measured:
@@ -327,7 +334,7 @@ def _pick_lines(p: Pick, target: str, width: int, markdown: bool, one_tier: str 
     the tier every workload was answered by (stated once), or None when they differ (stated per workload)."""
     out = [""]
     measured = f" (measured by the {one_tier} tier)" if one_tier else ""
-    out += wrap(f"{'### ' if markdown else ''}Use: {p.name}{measured}", width)
+    out += wrap(f"{'### ' if markdown else ''}{p.verb}: {p.name}{measured}", width)
     if p.name != p.config:
         out += wrap(f"({p.config})", width, "  ")
     for wg in p.gains:
@@ -347,13 +354,14 @@ def _pick_lines(p: Pick, target: str, width: int, markdown: bool, one_tier: str 
     return out
 
 
-def end_of_run_text(store: Store, sweep_id: int, width: int, target: str = DEFAULT_TARGET) -> str:
+def end_of_run_text(store: Store, sweep_id: int, width: int, target: str = DEFAULT_TARGET,
+                    allow_data_loss: bool = False) -> str:
     """What `iomatrix run` ends with: the tiers' own verdict lines (the durability tier's), then the headline."""
     lines: list[str] = []
     for tier in tier_classes():
         own = companion(tier.name).verdict_lines(store, sweep_id) if tier.verdicts else []
         if own:
             lines += [x for line in (tier.verdict_heading, *own) for x in wrap(line, width)]
-    rec = recommend(store, sweep_id)
+    rec = recommend(store, sweep_id, allow_data_loss=allow_data_loss)
     head = headline(rec, sweep_info(store, sweep_id)["host"]["hostname"], target)
     return "\n".join([*lines, headline_text(head, width).rstrip("\n")])

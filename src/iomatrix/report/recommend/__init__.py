@@ -1,0 +1,211 @@
+"""`iomatrix recommend`: which disk configuration to use, how much it gains, and what it risks.
+
+The report is a data model (dataclasses, `as_dict()` for JSON); render.py formats it. The choice of a
+configuration is made in exactly one place, `choose()`: today it takes the ranking's best eligible cell and
+names the cells of its group as tied (stats/ranking.py); the statistics decision rule (stats/decision.py)
+replaces its body when it lands. Risks are QEMU's documented semantics (`domain.CACHE`, `risk.risk_of`),
+labelled as such; `measured_risks()` is the seam where the durability tier's measured verdicts (report/durability.py)
+take precedence, labelled "measured".
+
+The package splits along its seams: requirements.py (what a choice must guarantee), risks.py (what it risks),
+verdict.py (one workload's verdict from its ranking, and answer_of), current_match.py (the user's current
+configuration as a swept cell), other_tier.py (answering from the tier below); this module runs them per
+workload and weighted score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from iomatrix.current import CurrentConfig
+from iomatrix.domain import Modifier
+from iomatrix.errors import UserError
+from iomatrix.guest.accel import TCG_WARNING
+from iomatrix.plan.current_cell import stored_current
+from iomatrix.report.companions import companion
+from iomatrix.report.durability import MeasuredIndex
+from iomatrix.report.interference import run_interference
+from iomatrix.report.objective import Objective, objective_metric
+from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info
+from iomatrix.report.rank import primary_metric, rank_workload, run_rounds, run_values, workload_names
+from iomatrix.report.recommend.current_match import matching_current
+from iomatrix.report.recommend.other_tier import verdict_on_its_basis
+from iomatrix.report.recommend.requirements import (
+    ALLOW_DATA_LOSS,
+    REQUIREMENTS,
+    SAFE_DEFAULT,
+    Requirement,
+    parse_requirements,
+    unmet,
+)
+from iomatrix.report.recommend.risks import DOCUMENTED, SITUATIONS, RiskStatement, measured_risks, risk_statements
+from iomatrix.report.recommend.verdict import (
+    Choice,
+    Declined,
+    Gain,
+    Recommendation,
+    Verdict,
+    answer_of,
+    choose,
+    workload_verdict,
+)
+from iomatrix.snippets import DiskConfig, snippets_for
+from iomatrix.stats import RatioCI
+from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK, check_threshold, check_tie_break
+from iomatrix.store import Store
+from iomatrix.tiers import known_tier, tier_classes, workload_owner
+from iomatrix.tiers.declaration import TierDeclaration
+from iomatrix.workloads import PRESETS
+
+__all__ = [
+    "ALLOW_DATA_LOSS",
+    "DOCUMENTED",
+    "REQUIREMENTS",
+    "SAFE_DEFAULT",
+    "SCORES",
+    "SITUATIONS",
+    "Choice",
+    "Declined",
+    "Gain",
+    "Recommendation",
+    "Requirement",
+    "RiskStatement",
+    "Verdict",
+    "answer_of",
+    "choose",
+    "matching_current",
+    "measured_risks",
+    "parse_requirements",
+    "recommend",
+    "risk_statements",
+    "score_verdicts",
+    "unmet",
+    "verdict_tier",
+    "workload_verdict",
+]
+
+
+def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requirements: Sequence[str] = (),
+              current: CurrentConfig | None = None, scores: Sequence[str] | None = None, min_n: int = 3,
+              max_noise: float = 0.10, threshold: float = DEFAULT_THRESHOLD,
+              tie_break: Sequence[str] = DEFAULT_TIE_BREAK, objective: Objective | None = None,
+              allow_data_loss: bool = False) -> Recommendation:
+    """Verdicts per workload, then per weighted score (`scores`; default: every score when the sweep has a guest
+    tier and no single workload was asked for). ``objective``: what each workload is ranked by
+    (report/objective.py; None: its primary metric). Only configurations that honour guest flushes are chosen
+    unless `allow_data_loss` (parse_requirements)."""
+    info = sweep_info(store, sweep_id)
+    if current is None:  # the current configuration the sweep measured (run --current), if any
+        current = stored_current(info["plan_definition"], info["pruned"])
+    reqs = parse_requirements(requirements, allow_data_loss)
+    cws = cell_workloads(store, sweep_id)
+    names = workload_names(cws, sweep_id, workload)
+    verdicts = []
+    # The same inputs 'iomatrix rank' uses: runs blocked by round, disturbed runs flagged.
+    all_runs = [rid for c in cws for rid in c.runs]
+    rounds = run_rounds(store, all_runs)
+    interference = run_interference(store, sweep_id, all_runs)
+    measured = MeasuredIndex.from_store(store)
+    rank_kw: dict[str, Any] = {"min_n": min_n, "max_noise": max_noise, "interference": interference,
+                               "threshold": check_threshold(threshold), "tie_break": check_tie_break(tie_break)}
+    for w in names:
+        verdicts.append(_workload_answer(store, sweep_id, cws, w, rounds, objective, reqs, current, measured,
+                                         rank_kw))
+    if scores is None:
+        scores = SCORES if workload is None and any(is_vm_view(c.axes["tier"]) for c in cws) else ()
+    for sc in scores:
+        if sc not in SCORES:
+            raise UserError(f"unknown score '{sc}'", hint=f"use {', '.join(SCORES)}")
+    verdicts += score_verdicts(store, sweep_id, scores, reqs, measured)
+    return Recommendation(sweep_id, info["plan"], info["status"], reqs, current, verdicts,
+                          _warnings(sweep_id, info["status"], cws), None if objective is None else objective.value,
+                          allow_data_loss)
+
+
+def _workload_answer(store: Store, sweep_id: int, cws: list[CellWorkload], w: str, rounds: dict[int, int],
+                     objective: Objective | None, reqs: list[Requirement], current: CurrentConfig | None,
+                     measured: MeasuredIndex, rank_kw: dict[str, Any]) -> Verdict:
+    """One workload's verdict: the durability tier's own verdicts, or the ranking's (by `objective`) on its basis."""
+    owner = verdict_tier(w)
+    if owner is not None:
+        # Trials are not ranked by how many records they lost: the verdicts per configuration are the answer.
+        lines = companion(owner.name).verdict_lines(store, sweep_id, w)
+        return Verdict(w, primary_metric(w)[0], False, owner.name, None,
+                       missing=f"{owner.verdicts}, not a speed ranking: " + "; ".join(x.strip() for x in lines))
+    ids = [rid for c in cws if c.workload == w for rid in c.runs]
+    chosen = None if objective is None else objective_metric(objective, w)
+    vals = run_values(store, ids, chosen or primary_metric(w)[0])
+    per_run = {rid: (rounds[rid], val) for rid, val in vals.items() if rid in rounds}
+    kw: dict[str, Any] = {"metric": chosen, "per_run": per_run, **rank_kw}
+    wr = rank_workload(cws, w, **kw)
+    if wr is None:
+        m = "no ranked cells (only the null ceiling, or no figure for the primary metric)"
+        return Verdict(w, "", True, "", None, missing=m)
+    return verdict_on_its_basis(cws, wr, reqs, current, measured, kw)
+
+
+def _warnings(sweep_id: int, status: str, cws: list[CellWorkload]) -> list[str]:
+    warnings = []
+    if not cws:
+        warnings.append(f"sweep {sweep_id} has no completed runs yet: nothing to recommend (run 'iomatrix run' "
+                        "with this database: it resumes)")
+    if status != "finished":
+        warnings.append(f"sweep {sweep_id} is {status}: figures may change when it completes")
+    if any("tcg" in a for c in cws for a in c.accel):
+        warnings.append(TCG_WARNING)
+    return warnings
+
+
+def verdict_tier(workload: str) -> type[TierDeclaration] | None:
+    """The tier whose trials of `workload` are verdicts, not a speed ranking (the durability tier's own
+    workloads), or None for a workload that is ranked."""
+    w = PRESETS.get(workload)
+    owner = workload_owner(w) if w is not None else None
+    return owner if owner is not None and owner.verdicts else None
+
+
+def is_vm_view(tier: str) -> bool:
+    known = known_tier(tier)
+    return known is not None and known.vm_view
+
+
+SCORES = ("weighted-read", "weighted-write", "weighted-mixed")
+
+
+def score_verdicts(store: Store, sweep_id: int, scores: Sequence[str], requirements: list[Requirement],
+                   measured: MeasuredIndex | None = None) -> list[Verdict]:
+    """Seed 000's weighted scores: the top-scoring allowed guest cell. A score has no significance test, so
+    cells whose score interval overlaps the top one's are named as tied."""
+    from iomatrix.report.rank import weighted_scores
+
+    cells = {c.label(): c for c in cell_workloads(store, sweep_id)}
+    out = []
+    for score in scores:
+        v = Verdict(score, "score", True, next(t.name for t in tier_classes() if t.vm_view), None)
+        try:
+            rows, _ = weighted_scores(store, sweep_id, score)
+        except UserError as e:
+            v.missing = e.one_line()
+            out.append(v)
+            continue
+        allowed = [r for r in rows if r.label in cells and all(q.met_by(cells[r.label].axes) for q in requirements)]
+        if not allowed:
+            v.missing = ("no guest cell has both inputs of the score" if not rows else
+                         "the requirements excluded every scored cell")
+            out.append(v)
+            continue
+        top = allowed[0]
+        tied = tuple(r.label for r in allowed[1:]
+                     if top.score.low is not None and r.score.high is not None and r.score.high >= top.score.low)
+        v.choice = Choice(top.label, tied, "highest score; cells whose score interval overlaps it are named as tied")
+        v.mean, v.ci = top.score.score, (top.score.low, top.score.high)
+        if requirements and rows[0].label != top.label:
+            v.requirement_cost = Gain(f"{rows[0].label} (best without requirements)", rows[0].label,
+                                      RatioCI(rows[0].score.score / top.score.score, None, None),
+                                      "point ratio of scores, no interval")
+        cell = cells[top.label]
+        v.risks = risk_statements(cell.axes["cache"], cell.axes.get("modifier", Modifier.NONE), cell, measured)
+        v.snippets = snippets_for(DiskConfig.from_axes(cell.axes, cell.backing.get("kind")))
+        out.append(v)
+    return out

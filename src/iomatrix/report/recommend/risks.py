@@ -1,0 +1,59 @@
+"""What a configuration risks per situation: QEMU's documented semantics (`domain.CACHE`, `risk.risk_of`),
+or the durability tier's measured verdicts where a sweep has them (labelled "measured")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from iomatrix.domain import CACHE, CacheMode, Modifier
+from iomatrix.report.durability import MeasuredIndex, measured_statements
+from iomatrix.report.query import CellWorkload
+from iomatrix.risk import risk_of
+
+DOCUMENTED = "documented, not measured"
+
+
+@dataclass(frozen=True)
+class RiskStatement:
+    situation: str
+    text: str
+    basis: str  # DOCUMENTED, or "measured" once a durability tier supplies verdicts
+
+
+SITUATIONS = ("QEMU crash", "host crash or power loss", "live migration", "guest that does not send flushes")
+
+
+def measured_risks(cell: CellWorkload | None, measured: MeasuredIndex | None = None) -> dict[str, str]:
+    """Measured durability verdicts for a cell, per situation, from the durability tier's trials anywhere in the
+    database (`measured`, built once per report); they take precedence over the documented semantics."""
+    if cell is None or measured is None:
+        return {}
+    return measured_statements(measured, cell.axes)
+
+
+def risk_statements(cache: str, modifier: str = Modifier.NONE, cell: CellWorkload | None = None,
+                    measured: MeasuredIndex | None = None) -> list[RiskStatement]:
+    risk = risk_of(cache, modifier)
+    if risk is None:
+        return []
+    sem = CACHE[CacheMode(cache)]
+    if sem.direct:
+        migration = ("safe on shared storage: the host page cache is bypassed, so the destination reads what the "
+                     "source wrote")
+    else:
+        migration = ("unsafe on shared storage: writes may sit in the source host's page cache; libvirt refuses "
+                     "live migration unless forced with --unsafe")
+    if sem.no_flush or modifier == Modifier.EATMYDATA:
+        no_flush = "nothing changes: flushes are dropped for every guest anyway"
+    elif not sem.write_cache:
+        no_flush = "safe: QEMU flushes after every write, the guest does not have to"
+    elif sem.direct:
+        no_flush = ("its writes may be lost on power loss from the disk's volatile cache; they never wait in host "
+                    "RAM")
+    else:
+        no_flush = ("its writes may wait in host RAM until the kernel writes them back (seconds), and are lost on "
+                    "a host crash or power loss")
+    texts = dict(zip(SITUATIONS, (risk.qemu_crash, risk.power_loss, migration, no_flush), strict=True))
+    found = measured_risks(cell, measured)
+    return [RiskStatement(s, found.get(s, texts[s]), "measured" if s in found else DOCUMENTED)
+            for s in SITUATIONS]

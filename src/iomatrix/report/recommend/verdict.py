@@ -1,0 +1,317 @@
+"""Building one workload's verdict from its ranking: the choice (`choose`, the decision rule of
+stats/decision.py), its gains, what the requirements cost, the faster configuration they exclude, its risks and
+snippets; and `answer_of`, what every output says about it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from iomatrix import domain
+from iomatrix.current import CurrentConfig
+from iomatrix.domain import BASELINES, Modifier, axes
+from iomatrix.report.durability import MeasuredIndex
+from iomatrix.report.query import CellWorkload
+from iomatrix.report.rank import (
+    WorkloadRanking,
+)
+from iomatrix.report.recommend.current_match import asked_later_axes, matching_cell, matching_current
+from iomatrix.report.recommend.requirements import ALLOW_DATA_LOSS, SAFE_DEFAULT, Requirement, unmet
+from iomatrix.report.recommend.risks import SITUATIONS, RiskStatement, risk_statements
+from iomatrix.snippets import DiskConfig, SnippetSet, snippets_for
+from iomatrix.stats import RatioCI, ratio_ci
+from iomatrix.tiers import is_reference
+
+
+@dataclass(frozen=True)
+class Choice:
+    cell: str  # the chosen cell's label
+    tied: tuple[str, ...]  # the rest of the top group, in tie-break order
+    rule: str  # the decision in one or two sentences
+
+
+def choose(wr: WorkloadRanking) -> Choice | None:
+    """THE decision, in one place: the statistics decision rule (stats/decision.py) already applied to the
+    ranking by rank_workload. None when it gives no answer (nothing eligible, or contenders the data cannot
+    separate from the leader yet); `wr.decision.statement` then says why."""
+    d = wr.decision
+    if d is None or d.answer is None:
+        return None
+    return Choice(d.answer, d.tied, d.statement)
+
+
+@dataclass
+class Gain:
+    """How the chosen configuration compares with another: chosen/other for higher-is-better figures,
+    other/chosen for lower-is-better ones, so > 1 always means the choice is better."""
+
+    against: str
+    label: str | None  # the compared cell; None when not in the sweep
+    ratio: RatioCI | None
+    note: str = ""
+    # Values of the current configuration compared at the cell's ("iothread=on as off (not varied)"): the short
+    # form of what `note` says, for the headline.
+    assumed: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        r = self.ratio
+        return {"against": self.against, "cell": self.label, "note": self.note, "assumed": list(self.assumed),
+                "ratio": None if r is None else r.ratio, "ci95_low": None if r is None else r.low,
+                "ci95_high": None if r is None else r.high}
+
+
+@dataclass
+class Declined:
+    """A configuration the data show faster than the answer that the requirements exclude: stated in one line
+    with its measured gain and its risk, chosen only when the user drops the requirement it fails
+    (--allow-data-loss for the default power-loss-safe)."""
+
+    cell: str
+    gain: Gain  # the declined configuration over the answer (> 1: it is faster)
+    fails: tuple[str, ...]  # the requirements it does not meet
+    risk: str  # what it risks on a host crash or power loss
+    opt_in: str  # how to choose it anyway
+
+    def text(self) -> str:
+        r = self.gain.ratio
+        fig = "" if r is None or r.ratio is None else f"{r.ratio:.2f}×" + (
+            f" ({max(r.low, 0):.2f}–{r.high:.2f})" if r.low is not None and r.high is not None else "")
+        return (f"{self.cell} would gain {fig} over the answer but is not {' or '.join(self.fails)}; on power "
+                f"loss: {self.risk}; chosen only with {self.opt_in}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"cell": self.cell, "vs_answer": self.gain.as_dict(), "fails": list(self.fails), "risk": self.risk,
+                "opt_in": self.opt_in, "text": self.text()}
+
+
+@dataclass
+class Verdict:
+    workload: str
+    metric: str
+    higher_is_better: bool
+    tier: str
+    choice: Choice | None
+    mean: float | None = None
+    ci: tuple[float | None, float | None] = (None, None)
+    n: int = 0
+    gains: list[Gain] = field(default_factory=list)  # vs current, vs defaults
+    to_baremetal: Gain | None = None
+    to_ceiling: Gain | None = None
+    requirement_cost: Gain | None = None
+    declined: Declined | None = None  # the faster configuration the requirements exclude, if the data show one
+    risks: list[RiskStatement] = field(default_factory=list)
+    snippets: SnippetSet | None = None
+    missing: str = ""  # why there is no choice
+    basis: str = ""  # when another tier than the one closest to a VM answered: which, why, and what it decides
+    # No answer yet, but the tie-break picks one among the cells the data cannot separate: that pick's figures,
+    # risks and snippets (its `choice` is the pick, named as such), so a headline can still say what to use.
+    provisional: Verdict | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out = self._fields()
+        if self.provisional is not None:
+            out["provisional"] = self.provisional._fields()
+        found = answer_of(self)
+        out["answer"] = None if found is None else {"cell": found[0].choice.cell if found[0].choice else None,
+                                                    "status": found[1]}
+        return out
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload, "metric": self.metric, "higher_is_better": self.higher_is_better,
+            "tier": self.tier, "missing": self.missing or None, "basis": self.basis or None,
+            "choice": None if self.choice is None else {"cell": self.choice.cell, "tied": list(self.choice.tied),
+                                                        "rule": self.choice.rule},
+            "mean": self.mean, "ci95_low": self.ci[0], "ci95_high": self.ci[1], "n": self.n,
+            "gains": [g.as_dict() for g in self.gains],
+            "to_baremetal": None if self.to_baremetal is None else self.to_baremetal.as_dict(),
+            "to_ceiling": None if self.to_ceiling is None else self.to_ceiling.as_dict(),
+            "requirement_cost": None if self.requirement_cost is None else self.requirement_cost.as_dict(),
+            "declined": None if self.declined is None else self.declined.as_dict(),
+            "risks": [{"situation": r.situation, "text": r.text, "basis": r.basis} for r in self.risks],
+            "snippets": None if self.snippets is None else self.snippets.as_dict(),
+        }
+
+
+@dataclass
+class Recommendation:
+    sweep_id: int
+    plan: str
+    status: str
+    requirements: list[Requirement]
+    current: CurrentConfig | None
+    verdicts: list[Verdict]
+    warnings: list[str] = field(default_factory=list)
+    objective: str | None = None  # --objective when given (report/objective.py); None: primary metrics
+    allow_data_loss: bool = False  # --allow-data-loss: configurations that drop guest flushes may be chosen
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"sweep": self.sweep_id, "plan": self.plan, "status": self.status,
+                "requirements": [{"name": r.name, "meaning": r.meaning} for r in self.requirements],
+                "current": None if self.current is None else {"axes": self.current.axes,
+                                                              "source": self.current.source,
+                                                              "defaulted": self.current.defaulted,
+                                                              "l2_cache_bytes": self.current.l2_cache_bytes,
+                                                              "notes": self.current.notes},
+                "allow_data_loss": self.allow_data_loss,
+                "verdicts": [v.as_dict() for v in self.verdicts], "warnings": self.warnings,
+                **({"objective": self.objective} if self.objective is not None else {})}
+
+
+def answer_of(v: Verdict) -> tuple[Verdict, str] | None:
+    """THE answer a user is given for one verdict, used by every output (the end of `run`, `recommend` with and
+    without --detail, the report, JSON): the verdict whose figures are stated and its status, "answer",
+    "tied" (the decision's top group, broken by the tie-break) or "provisional" (not separated yet: the
+    tie-break's pick is named as leading, never as the configuration to use); None when there is not even a
+    pick."""
+    if v.choice is not None:
+        return v, "tied" if v.choice.tied else "answer"
+    if v.provisional is not None and v.provisional.choice is not None:
+        return v.provisional, "provisional"
+    return None
+
+
+def _gain(against: str, chosen: CellWorkload, other: CellWorkload | None, metric: str, higher: bool,
+          missing_note: str) -> Gain:
+    if other is None:
+        return Gain(against, None, None, missing_note)
+    a, b = chosen.samples.get(metric, []), other.samples.get(metric, [])
+    if len(a) < 2 or len(b) < 2:
+        return Gain(against, other.label(), None, "fewer than 2 runs: no interval")
+    rc = ratio_ci(a, b) if higher else ratio_ci(b, a)
+    return Gain(against, other.label(), rc, "same cell" if other is chosen else "")
+
+
+def workload_verdict(cws: list[CellWorkload], wr: WorkloadRanking, requirements: list[Requirement],
+                     current: CurrentConfig | None, restricted: WorkloadRanking | None = None,
+                     measured: MeasuredIndex | None = None) -> Verdict:
+    """`wr` ranks every cell of the workload's tier; `restricted` only those meeting `requirements` (None when
+    none does or there are no requirements)."""
+    v = Verdict(wr.workload, wr.metric, wr.ranking.higher_is_better, wr.tier, None)
+    chosen_from = restricted if requirements else wr
+    choice = choose(chosen_from) if chosen_from is not None else None
+    if choice is None:
+        v.missing = _why_no_choice(wr, chosen_from, requirements)
+        d = chosen_from.decision if chosen_from is not None else None
+        if d is not None and d.provisional is not None and d.provisional in wr.cells:
+            pick = Choice(d.provisional, tuple(c for c in (d.leader, *d.tied, *d.unresolved)
+                                               if c and c != d.provisional), d.statement)
+            v.provisional = _chosen_verdict(Verdict(v.workload, v.metric, v.higher_is_better, v.tier, pick), cws,
+                                            wr, chosen_from, requirements, current, measured)
+        return v
+    v.choice = choice
+    return _chosen_verdict(v, cws, wr, chosen_from, requirements, current, measured)
+
+
+def _chosen_verdict(v: Verdict, cws: list[CellWorkload], wr: WorkloadRanking, chosen_from: WorkloadRanking | None,
+                    requirements: list[Requirement], current: CurrentConfig | None,
+                    measured: MeasuredIndex | None) -> Verdict:
+    """`v` with the figures, comparisons, risks and snippets of its choice (`v.choice`)."""
+    choice = v.choice
+    assert choice is not None
+    r = chosen_from.ranking if chosen_from is not None else wr.ranking
+    cell = wr.cells[choice.cell]
+    row = r.row(choice.cell)  # the ranking the choice was made in
+    v.mean, v.ci, v.n = row.summary.mean, (row.summary.ci_low, row.summary.ci_high), row.summary.n
+    same_tier = [c for c in cws if c.workload == wr.workload and c.axes["tier"] == wr.tier]
+    v.gains = _gains(wr, cell, same_tier, r.higher_is_better, current)
+    if not is_reference(wr.tier):
+        v.to_baremetal, v.to_ceiling = _to_references(wr, choice.cell)
+    if requirements:
+        v.requirement_cost = _requirement_cost(wr, choice.cell, r.higher_is_better)
+        v.declined = _declined(wr, v.requirement_cost, requirements, measured)
+    v.risks = risk_statements(cell.axes["cache"], cell.axes.get("modifier", Modifier.NONE), cell, measured)
+    v.snippets = snippets_for(DiskConfig.from_axes(cell.axes, cell.backing.get("kind")), current=current)
+    return v
+
+
+def _why_no_choice(wr: WorkloadRanking, chosen_from: WorkloadRanking | None,
+                   requirements: list[Requirement]) -> str:
+    """Why the ranking the choice is made in (`chosen_from`: restricted to the requirements, or all of `wr`)
+    gives no answer: a requirement no swept cell meets, none meeting them all, or the decision's own reason."""
+    for q in requirements:
+        if not any(q.met_by(c.axes) for c in wr.cells.values()):
+            return f"requirement {q.name} excluded every swept cell ({q.meaning})"
+    if requirements and chosen_from is None:
+        return "no swept cell meets " + " and ".join(q.name for q in requirements) + " together"
+    d = chosen_from.decision if chosen_from is not None else None
+    return d.statement if d is not None else "no cell is eligible: too few runs or too noisy"
+
+
+def _gains(wr: WorkloadRanking, cell: CellWorkload, same_tier: list[CellWorkload], higher: bool,
+           current: CurrentConfig | None) -> list[Gain]:
+    """The chosen cell against the user's current configuration and the tools' defaults, in the same tier;
+    a compared cell that looks better says why it was not chosen."""
+    gains = []
+    if current is not None:
+        other, assumed, short, between = matching_current(same_tier, cell, current)
+        g = _gain(f"current ({current.label()})", cell, other, wr.metric, higher,
+                  between or "not measured in this sweep: add its values to the plan to compare")
+        g.note = "; ".join(filter(None, [g.note, *assumed]))
+        g.assumed = tuple(short) if other is not None else ()
+        gains.append(g)
+    for b in BASELINES:
+        twin = axes.baseline_values(cell.axes, b)
+        other = matching_cell(same_tier, cell, **{k: v for k, v in twin.items() if k in cell.axes})
+        gains.append(_gain(f"{b.name} (cache={b.cache} aio={b.aio})", cell, other, wr.metric, higher,
+                           "not in this sweep"))
+    # A question asked on one cache × aio cell (a workload table: zero detection at cache=none, io_uring) has no
+    # twin at QEMU's default cache and aio; its own axes at QEMU's defaults are then the comparison.
+    later = axes.later_at_default(cell.axes)
+    if all(g.label is None for g in gains if g.against.startswith(BASELINES[0].name)):
+        if later:
+            other = matching_cell(same_tier, cell, **later)
+            if other is not None:
+                said = " ".join(f"{a}={v}" for a, v in later.items())
+                gains.append(_gain(f"{BASELINES[0].name} {said}", cell, other, wr.metric, higher, ""))
+        elif asked := asked_later_axes(same_tier, cell):
+            # The chosen cell holds the question's axes at QEMU's defaults (64k clusters chosen over 1M): it is
+            # itself the comparison.
+            said = " ".join(f"{a}={cell.axes[a]}" for a in asked)
+            gains.append(_gain(f"{BASELINES[0].name} {said}", cell, cell, wr.metric, higher, ""))
+    for g in gains:
+        if g.label in wr.cells and not wr.ranking.row(g.label).eligible:
+            why = "not ranked: " + ", ".join(wr.ranking.row(g.label).flags).replace("_", " ")
+            g.note = "; ".join(filter(None, [g.note, why]))
+    return gains
+
+
+def _to_references(wr: WorkloadRanking, chosen: str) -> tuple[Gain, Gain | None]:
+    """The chosen cell of a non-reference tier over bare metal, and over the null ceiling (the one of its bus
+    when there is one): how much of the host's speed, and of the virtual I/O path's, it keeps."""
+    cell = wr.cells[chosen]
+    to_baremetal = Gain("bare metal", None, wr.to_baremetal.get(chosen), "cell/bare metal")
+    ceilings = [c for c, _ in wr.ceiling if c.axes.get("bus") == cell.axes.get("bus")] or [c for c, _ in wr.ceiling]
+    if not ceilings:
+        return to_baremetal, None
+    a, b = cell.samples[wr.metric], ceilings[0].samples[wr.metric]
+    return to_baremetal, Gain("null ceiling", ceilings[0].label(),
+                              ratio_ci(a, b) if len(a) >= 2 and len(b) >= 2 else None, "cell/ceiling")
+
+
+def _requirement_cost(wr: WorkloadRanking, chosen: str, higher: bool) -> Gain | None:
+    """What the requirements cost: the unrestricted answer over the chosen cell (None when they cost nothing)."""
+    free = wr.decision.answer if wr.decision is not None else None
+    if free is None or free == chosen:
+        return None
+    g = _gain("best without the requirements", wr.cells[free], wr.cells[chosen], wr.metric, higher, "")
+    return Gain(f"{free} (the answer without requirements)", free, g.ratio,
+                "the unrestricted answer is this many times better")
+
+
+def _declined(wr: WorkloadRanking, cost: Gain | None, requirements: list[Requirement],
+              measured: MeasuredIndex | None) -> Declined | None:
+    """The unrestricted answer the requirements excluded, with what it risks and how to choose it anyway."""
+    if cost is None or cost.label is None or cost.label not in wr.cells:
+        return None
+    cell = wr.cells[cost.label]
+    fails = unmet(requirements, cell.axes)
+    if not fails:
+        return None
+    power = next((r.text for r in risk_statements(cell.axes.get("cache", domain.NA),
+                                                  cell.axes.get("modifier", Modifier.NONE), cell, measured)
+                  if r.situation == SITUATIONS[1]), "not documented for this configuration")
+    others = [q.name for q in fails if q.name != SAFE_DEFAULT]
+    opt_in = " and ".join([*([ALLOW_DATA_LOSS] if len(others) < len(fails) else []),
+                           *(f"without --require {n}" for n in others)])
+    return Declined(cost.label, cost, tuple(q.name for q in fails), power, opt_in)

@@ -1,0 +1,142 @@
+"""One answer everywhere, and a safe one by default (issue 38).
+
+The end of `run`, `recommend`, `recommend --detail`, the HTML report and JSON say the same thing for the same
+database: one function (report.recommend.answer_of) decides, and this file compares every output with it.
+The answer considers only configurations that honour guest flushes unless the user passes --allow-data-loss;
+a faster unsafe configuration is named in one line with its measured gain and its risk.
+
+Databases: `data/golden/quick-sweep.sqlite` (every workload unsettled: the tie-break's pick is leading, never
+"Use:") and `data/answers/unsafe-fastest.sqlite`, a real block-layer sweep of cache=none against cache=unsafe on
+fdatasync-bound writes (`unsafe-fastest.toml`; fio's raw JSON emptied to keep the file small), where cache=unsafe
+is fastest by an order of magnitude.
+"""
+
+from __future__ import annotations
+
+import html as htmllib
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from iomatrix.report.headline import end_of_run_text
+from iomatrix.store import Store
+from tests.conftest import DATA, run_cli
+
+QUICK = DATA / "golden" / "quick-sweep.sqlite"
+UNSAFE = DATA / "answers" / "unsafe-fastest.sqlite"
+
+
+def _copy(src: Path, tmp_path: Path) -> Path:
+    """A private copy: reading a database may leave -wal/-shm files beside it."""
+    dst = tmp_path / src.name
+    shutil.copy(src, dst)
+    return dst
+
+
+def _flat(text: str) -> str:
+    """Wrapped prose read as one text."""
+    return " ".join(text.split())
+
+
+def _outputs(db: Path, tmp_path: Path, *extra: str) -> dict[str, str]:
+    """Every place a user reads the answer, as flat text (HTML unescaped, tags dropped)."""
+    out: dict[str, str] = {}
+    for name, args in (("recommend", ()), ("detail", ("--detail",)), ("markdown", ("--format", "markdown"))):
+        res = run_cli("recommend", "--db", str(db), *args, *extra)
+        assert res.returncode == 0, res.stderr
+        out[name] = _flat(res.stdout)
+    page = tmp_path / "r.html"
+    res = run_cli("report", "--html", str(page), "--db", str(db), *extra)
+    assert res.returncode == 0, res.stderr
+    out["html"] = _flat(htmllib.unescape(re.sub(r"<[^>]+>", " ", page.read_text())))
+    store = Store.open_existing(db)
+    try:
+        out["end of run"] = _flat(end_of_run_text(store, 1, 100, allow_data_loss="--allow-data-loss" in extra))
+    finally:
+        store.close()
+    return out
+
+
+def _json(db: Path, *extra: str) -> dict:
+    res = run_cli("recommend", "--db", str(db), "--format", "json", *extra)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+@pytest.mark.parametrize("db, extra", [(QUICK, ()), (UNSAFE, ()), (UNSAFE, ("--allow-data-loss",))],
+                         ids=["unsettled", "unsafe-fastest", "allow-data-loss"])
+def test_every_output_says_the_json_answer(db: Path, extra: tuple[str, ...], tmp_path: Path) -> None:
+    db = _copy(db, tmp_path)
+    data = _json(db, *extra)
+    picks = data["headline"]["picks"]
+    assert picks, data["headline"]
+    outputs = _outputs(db, tmp_path, *extra)
+    for p in picks:
+        said = f"{'Use' if p['settled'] else 'No answer yet, leading'}: {p['name']}"
+        for where, text in outputs.items():
+            assert said in text, (where, said, text[:600])
+    if not any(p["settled"] for p in picks):
+        for where, text in outputs.items():
+            assert "Use:" not in text, where
+    # The detail says per workload what the headline says: settled answers are "use:", the others "no
+    # recommendation" with the same leading cell.
+    for v in data["verdicts"]:
+        if v["metric"] == "score" or v["answer"] is None:
+            continue
+        if v["answer"]["status"] == "provisional":
+            assert v["choice"] is None and v["provisional"]["choice"]["cell"] == v["answer"]["cell"]
+            assert "leading, not settled yet:" in outputs["detail"]
+        else:
+            assert v["choice"]["cell"] == v["answer"]["cell"]
+    for d in data["headline"]["declined"]:
+        for where, text in outputs.items():
+            assert _flat(d) in text, (where, d)
+
+
+def test_unsafe_is_not_the_default_answer_but_is_named_once_with_its_gain_and_risk(tmp_path: Path) -> None:
+    db = _copy(UNSAFE, tmp_path)
+    data = _json(db)
+    assert [r["name"] for r in data["requirements"]] == ["power-loss-safe"] and data["allow_data_loss"] is False
+    (v,) = data["verdicts"]
+    assert "cache=none" in v["answer"]["cell"] and v["answer"]["status"] == "answer"
+    declined = v["declined"]
+    assert "cache=unsafe" in declined["cell"] and declined["fails"] == ["power-loss-safe"]
+    assert declined["vs_answer"]["ratio"] > 1 and declined["opt_in"] == "--allow-data-loss"
+    assert "lost" in declined["risk"]
+    (line,) = data["headline"]["declined"]
+    assert "would gain" in line and "×" in line and "--allow-data-loss" in line and "power loss" in line
+    for where, text in _outputs(db, tmp_path).items():
+        assert 'cache="unsafe"' not in text and "cache=unsafe" not in text.split("not chosen:")[0], where
+        # once in the answer; the detail (--detail, Markdown) repeats it under its workload
+        n = text.count("not chosen:")
+        assert n == 1 if where in ("recommend", "end of run") else n >= 1, where
+
+
+def test_allow_data_loss_chooses_the_unsafe_configuration_with_its_risks(tmp_path: Path) -> None:
+    db = _copy(UNSAFE, tmp_path)
+    data = _json(db, "--allow-data-loss")
+    assert data["requirements"] == [] and data["allow_data_loss"] is True
+    (v,) = data["verdicts"]
+    assert "cache=unsafe" in v["answer"]["cell"] and v["declined"] is None
+    text = _flat(run_cli("recommend", "--db", str(db), "--allow-data-loss").stdout)
+    assert 'cache="unsafe"' in text and "the image may be unusable" in text and "not chosen" not in text
+
+
+def test_an_explicit_requirement_keeps_the_safe_default(tmp_path: Path) -> None:
+    db = _copy(UNSAFE, tmp_path)
+    data = _json(db, "--require", "migratable")
+    assert [r["name"] for r in data["requirements"]] == ["power-loss-safe", "migratable"]
+    assert "cache=none" in data["verdicts"][0]["answer"]["cell"]
+
+
+def test_the_short_answer_names_its_objective(tmp_path: Path) -> None:
+    db = _copy(UNSAFE, tmp_path)
+    for extra in ((), ("--format", "markdown")):
+        res = run_cli("recommend", "--db", str(db), "--objective", "cpu-per-io", *extra)
+        assert res.returncode == 0, res.stderr
+        head = res.stdout.split("more: iomatrix recommend --detail")[0]
+        assert "objective: cpu-per-io" in head, res.stdout
+    assert _json(db, "--objective", "cpu-per-io")["headline"]["objective"] == "cpu-per-io"
