@@ -50,7 +50,7 @@ def test_every_report_command_reads_a_schema1_database_without_writing(tmp_path:
         ("results", "--format", "csv"): "rand-read-4k",
         ("results", "--monitor"): "iowait %",
         ("rank", "--min-runs", "2"): "higher is better",
-        ("monitor", "--run", "1", "--fields", "cpu.usr"): "cpu.usr_pct",
+        ("monitor", "--run", "1", "--fields", "cpu.usr"): "usr %",
     }
     for args, needle in runs.items():
         proc = run_cli(*args, "--db", str(db))
