@@ -48,9 +48,9 @@ def test_every_report_command_reads_a_schema1_database_without_writing(tmp_path:
         ("results",): "read.iops",
         ("results", "--format", "json"): '"iomatrix-results"',
         ("results", "--format", "csv"): "rand-read-4k",
-        ("results", "--monitor"): "cpu iowait",
+        ("results", "--monitor"): "iowait %",
         ("rank", "--min-runs", "2"): "higher is better",
-        ("monitor", "--run", "1", "--fields", "cpu.usr"): "cpu.usr_pct",
+        ("monitor", "--run", "1", "--fields", "cpu.usr"): "usr %",
     }
     for args, needle in runs.items():
         proc = run_cli(*args, "--db", str(db))

@@ -4,7 +4,7 @@ duration; `--explain` lists every cell."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -107,18 +107,7 @@ def print_explain(exp: Expansion, per_tier: bool = False) -> None:
         # An axis every cell of the table sets alike tells no cell apart: said once above the table, so the
         # columns that do fit the terminal whole. Nothing is cut with '…': a value too long folds onto the
         # next line, and each workload has a line of its own.
-        same = [a for a in shown if len(cells) > 1 and len({c[a.name] for c in cells}) == 1]
-        varying = [a for a in shown if a not in same]
-        console.print(f"[bold]{title}[/]" + (": all " + " ".join(f"{a.name}={cells[0][a.name]}" for a in same)
-                                             if same else ""), highlight=False)
-        t = Table(box=None)
-        for heading in ("#", *(a.heading for a in varying)):
-            t.add_column(heading, overflow="fold")
-        t.add_column("workloads", overflow="fold", ratio=1)
-        for i, c in enumerate(cells, 1):
-            wls = [u.workload.name for u in exp.units if u.cell == c]
-            t.add_row(str(i), *(c[a.name] for a in varying), "\n".join(wls))
-        console.print(t)
+        _print_cells(title, cells, shown, exp)
     if exp.pruned:
         pt = Table(title="pruned", box=None)
         pt.add_column("pruned", overflow="fold", ratio=1)
@@ -126,6 +115,24 @@ def print_explain(exp: Expansion, per_tier: bool = False) -> None:
         for pr in exp.pruned:
             pt.add_row(pr.what, pr.reason)
         console.print(pt)
+
+
+def _print_cells(title: str, cells: list[dict[str, str]], shown: list[Any], exp: Expansion) -> None:
+    """One `--explain` table: axes every cell sets alike in its title line, the others as columns."""
+    from rich.table import Table
+
+    same = [a for a in shown if len(cells) > 1 and len({c[a.name] for c in cells}) == 1]
+    varying = [a for a in shown if a not in same]
+    console.print(f"[bold]{title}[/]" + (": all " + " ".join(f"{a.name}={cells[0][a.name]}" for a in same)
+                                         if same else ""), highlight=False)
+    t = Table(box=None)
+    for heading in ("#", *(a.heading for a in varying)):
+        t.add_column(heading, overflow="fold")
+    t.add_column("workloads", overflow="fold", ratio=1)
+    for i, c in enumerate(cells, 1):
+        wls = [u.workload.name for u in exp.units if u.cell == c]
+        t.add_row(str(i), *(c[a.name] for a in varying), "\n".join(wls))
+    console.print(t)
 
 
 def register(app: typer.Typer) -> None:
