@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.report.headline import end_of_run_text
+from iomatrix.report.render import end_of_run_text
 from iomatrix.store import Store
 from tests.conftest import DATA, run_cli
 

@@ -14,8 +14,8 @@ import pytest
 from PIL import Image
 
 from iomatrix.metadata import host_metadata
-from iomatrix.report.headline import end_of_run_text
 from iomatrix.report.query import run_raw_output, run_table
+from iomatrix.report.render import end_of_run_text
 from iomatrix.store import Store
 from tests.conftest import needs, run_cli
 
