@@ -8,6 +8,7 @@ fio jobs the block layer and the guest run. The slow tests run real qemu-storage
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -430,4 +431,5 @@ def test_whole_image_l2_cache_is_the_answer_on_captured_runs(tmp_path: Path) -> 
     shutil.copyfile(DATA / "l2_cache_whole_image.sqlite", db)
     rec = run_cli("recommend", "--db", str(db), "--target", "qemu")
     assert rec.returncode == 0, rec.stderr
-    assert "Use: l2_cache=whole-image" in rec.stdout and ",l2-cache-size=1073741824," in rec.stdout
+    joined = re.sub(r"\\\n\s*", "", rec.stdout)  # the QEMU snippet continues over lines
+    assert "Use: l2_cache=whole-image" in rec.stdout and ",l2-cache-size=1073741824," in joined

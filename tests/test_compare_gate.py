@@ -88,8 +88,8 @@ def test_a_sweep_against_itself_says_identical_sweeps(tmp_path: Path) -> None:
 
 
 def test_negative_and_infinite_stored_values_never_become_figures(tmp_path: Path) -> None:
-    """A damaged database: a negative IOPS and an infinite one. They are named as damaged and left out; no
-    report prints a negative figure, and nothing crashes."""
+    """A damaged database: a negative IOPS is named as damaged and left out (no report prints a negative figure);
+    an infinite one is not a number at all, and every command refuses the file in one line naming its row."""
     db = tmp_path / "d.sqlite"
     shutil.copyfile(SWEEP, db)
     clean = run_cli("results", "--db", str(db), "--format", "json", "--metric", "read.iops")
@@ -97,7 +97,6 @@ def test_negative_and_infinite_stored_values_never_become_figures(tmp_path: Path
             if r["metric"] == "read.iops"][:2]  # the runs two figures stand on
     con = sqlite3.connect(db)
     con.execute("UPDATE samples SET value = -8443 WHERE metric = 'read.iops' AND run_id = ?", (runs[0],))
-    con.execute("UPDATE samples SET value = 9e999 WHERE metric = 'read.iops' AND run_id = ?", (runs[1],))
     con.commit()
     con.close()
     doc = run_cli("results", "--db", str(db), "--format", "json", "--metric", "read.iops")
@@ -106,10 +105,18 @@ def test_negative_and_infinite_stored_values_never_become_figures(tmp_path: Path
     assert text.returncode == 0 and "damaged value(s) left out" in text.stdout and "-8,443" not in text.stdout
     rows = json.loads(doc.stdout)["sweeps"][0]["results"]
     assert all(r["mean"] >= 0 and (r["ci95_low"] is None or r["ci95_low"] >= 0) for r in rows)
-    assert sorted(d["run_id"] for r in rows for d in r.get("damaged", [])) == sorted(runs)
+    assert sorted(d["run_id"] for r in rows for d in r.get("damaged", [])) == [runs[0]]
     for argv in (("rank", "--db", str(db)), ("compare", str(db), str(SWEEP), "--all")):
         r = run_cli(*argv)
         assert r.returncode == 0 and "-8,443" not in r.stdout and "Traceback" not in r.stderr, r.stderr
+    con = sqlite3.connect(db)
+    con.execute("UPDATE samples SET value = 9e999 WHERE metric = 'read.iops' AND run_id = ?", (runs[1],))
+    con.commit()
+    con.close()
+    for argv in (("results", "--db", str(db)), ("rank", "--db", str(db)), ("compare", str(db), str(SWEEP))):
+        r = run_cli(*argv)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert f"run {runs[1]}, metric 'read.iops'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_power_matches_the_published_two_sample_t_table() -> None:

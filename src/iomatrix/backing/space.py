@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from iomatrix.backing.spec import DirBacking, LoopfsBacking, TmpfsBacking
+from iomatrix.domain import NA
+from iomatrix.domain.axes import CLUSTER_BYTES, DEFAULT_CLUSTER_BYTES
 from iomatrix.domain.axes import size_words as format_size
 from iomatrix.errors import UserError
 from iomatrix.tiers import declaration
@@ -58,6 +60,10 @@ class Place:
                 f"{self.need} > {self.free} bytes")
 
 
+# Bytes per L2 entry at most (16 with extended L2 entries): the sparse workload's tables are counted at that.
+L2_ENTRY_BYTES_MAX = 16
+
+
 def unit_bytes(plan: Plan, unit: Unit) -> tuple[int, str]:
     """The bytes one run of `unit` writes on its backing, and what they are, in words."""
     w, cell = unit.workload, unit.cell
@@ -67,6 +73,12 @@ def unit_bytes(plan: Plan, unit: Unit) -> tuple[int, str]:
     image = w.image_bytes or plan.image_size_bytes
     if cell["preallocation"] in PREALLOCATED:
         return image, f"{w.name}: image preallocated {cell['preallocation']} (image_size)"
+    if w.image_bytes and w.prefill_stride:
+        # A thin image written one block per stride (the sparse L2 workload): what lands on the backing is one data
+        # cluster per written block and the L2 tables mapping the whole virtual size, not the virtual size.
+        cluster = CLUSTER_BYTES.get(cell.get("cluster_size", NA), DEFAULT_CLUSTER_BYTES)
+        written = w.image_bytes // w.prefill_stride * cluster + w.image_bytes // cluster * L2_ENTRY_BYTES_MAX
+        return written, f"{w.name}: its own thin image, {format_size(w.image_bytes)} virtual, written sparsely"
     if w.image_bytes:
         return w.image_bytes, f"{w.name}: its own image"
     return size, f"{w.name}: image written up to size"

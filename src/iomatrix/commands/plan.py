@@ -64,7 +64,7 @@ def plan_cmd(
     from iomatrix.commands.options import DEFAULT_DB, DEFAULT_WORKDIR
 
     for line in warnings(p, exp, DEFAULT_WORKDIR, DEFAULT_DB):  # as `run` would refuse it with its defaults
-        console.print(f"[yellow]warning:[/] {line}", soft_wrap=True)
+        console.print(f"[yellow]warning:[/] {line}")
     if explain:
         print_explain(exp, per_tier=bool(p.tier_tables))
 
