@@ -230,11 +230,11 @@ def test_compare_fail_above_gates_on_a_significant_regression(sweep_db: Path, tm
         con.execute("UPDATE samples SET value = ? * (1 + (rowid % 3) / 100.0)", (level,))
         con.commit()
         con.close()
-    same = run_cli("compare", str(sweep_db), str(sweep_db), "--fail-above", "5")
+    same = run_cli("compare", str(sweep_db), str(sweep_db), "--fail-above", "5%")
     assert same.returncode == 0, same.stdout + same.stderr
-    gate = run_cli("compare", str(base), str(worse), "--fail-above", "5", "--format", "markdown")
+    gate = run_cli("compare", str(base), str(worse), "--fail-above", "5%", "--format", "markdown")
     assert gate.returncode == 4 and "|" in gate.stdout, gate.stdout + gate.stderr  # 4: regression (issue 38)
-    loose = run_cli("compare", str(base), str(worse), "--fail-above", "95")
+    loose = run_cli("compare", str(base), str(worse), "--fail-above", "95%")
     assert loose.returncode == 0, loose.stdout + loose.stderr
 
 
