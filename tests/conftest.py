@@ -45,6 +45,21 @@ def qemu_pids_using(path: Path) -> list[int]:
     return out
 
 
+@contextlib.contextmanager
+def axis_set_aside(name: str) -> Iterator[None]:
+    """The registry without axis `name` for a while, restored as it was after (a test's own demonstration axis
+    that spells the same QEMU option would be refused beside it)."""
+    from iomatrix.domain import axes
+
+    saved = dict(axes.REGISTRY)
+    del axes.REGISTRY[name]
+    try:
+        yield
+    finally:
+        axes.REGISTRY.clear()
+        axes.REGISTRY.update(saved)
+
+
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*iomatrix_argv(), *args], capture_output=True, text=True, cwd=cwd, timeout=timeout,
                           env={**os.environ, "COLUMNS": "200"})

@@ -30,7 +30,7 @@ from iomatrix.runner import RunOptions, SweepRunner, plan_expansion
 from iomatrix.store import Store
 from iomatrix.ui import console
 from iomatrix.workloads import resolve
-from tests.conftest import needs
+from tests.conftest import axis_set_aside, needs
 
 DEMO = Axis(
     "demo_zeroes", "QEMU's zero detection on the format node (demonstration axis)", ("off", "on"), "off", ("off",),
@@ -40,19 +40,12 @@ DEMO = Axis(
     tools={"libvirt": lambda v: ToolOption((("detect_zeroes", v),))},
 )
 
-
-
 @pytest.fixture(autouse=True)
 def without_zero_detection() -> Iterator[None]:
     """The demonstration axis sets the format node's detect-zeroes, which the registry's detect_zeroes axis sets
     since (and the registry refuses two axes setting one option): set the real one aside for the demo."""
-    saved = dict(axes.REGISTRY)
-    del axes.REGISTRY["detect_zeroes"]
-    try:
+    with axis_set_aside("detect_zeroes"):
         yield
-    finally:
-        axes.REGISTRY.clear()
-        axes.REGISTRY.update(saved)
 
 
 PLAN = {

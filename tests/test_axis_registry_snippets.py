@@ -17,7 +17,7 @@ from iomatrix.domain import axes
 from iomatrix.domain.axes import Axis, Layer, QemuOptions, ToolOption
 from iomatrix.errors import UserError
 from iomatrix.snippets import DiskConfig, minimal_domain_xml, qemu_argv, snippets_for
-from tests.conftest import needs
+from tests.conftest import axis_set_aside, needs
 from tests.test_snippets import _create_image, _qemu_accepts, _validate
 
 NOVA_REASON = "Nova has no option for QEMU's zero detection"
@@ -37,13 +37,8 @@ CELL = {"tier": "guest", "format": "qcow2", "preallocation": "metadata", "cache"
 def without_zero_detection() -> Iterator[None]:
     """The demonstration axis spells QEMU's and libvirt's zero detection, which the registry has as a real axis
     (detect_zeroes) since: set the real one aside, so the demo stands for an axis the registry does not have yet."""
-    saved = dict(axes.REGISTRY)
-    del axes.REGISTRY["detect_zeroes"]
-    try:
+    with axis_set_aside("detect_zeroes"):
         yield
-    finally:
-        axes.REGISTRY.clear()
-        axes.REGISTRY.update(saved)
 
 
 @pytest.fixture
