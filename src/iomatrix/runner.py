@@ -39,7 +39,7 @@ from iomatrix.stats.interference import RunInterference, interference_flags, int
 from iomatrix.stats.runs_per_boot import RoundsPerBoot, choose_rounds_per_boot
 from iomatrix.stop_kinds import StopKind
 from iomatrix.store import RunRecord, Store
-from iomatrix.tiers import declaration, reference_tier, tier_class
+from iomatrix.tiers import declaration, is_reference, reference_tier, tier_class
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, RunsInterrupted, Target, Tier
 
 __all__ = ["RunOptions", "SweepResult", "SweepRunner"]
@@ -73,7 +73,7 @@ def backing_facts(plan: Plan, allowed: set[Path]) -> dict[str, BackingFacts]:
 def resolve_workloads(plan: Plan, base_dir: Path | None) -> list[wl.Workload]:
     """The plan's workloads; a rate set from the bare-metal maximum needs bare metal and its reference workload."""
     out = [wl.resolve(name, base_dir) for name in plan.workloads]
-    rates.check_plan(out, [t for t in plan.tier if tier_class(t).is_reference], reference_tier().name)
+    rates.check_plan(out, [t for t in plan.tier if is_reference(t)], reference_tier().name)
     return out
 
 
@@ -230,7 +230,7 @@ class SweepRunner:
         counts = self.store.run_counts(sweep_id)
         # Bare metal is a baseline (its minimum only) when the sweep measures another tier against it; in a
         # bare-metal-only sweep it is what is being compared, and races like any tier.
-        compared = any(not tier_class(u.cell.tier).is_reference for u in self.expansion.units)
+        compared = any(not is_reference(u.cell.tier) for u in self.expansion.units)
         rounds = self.store.run_rounds(sweep_id)
         unreached = self._unreached_rounds(sweep_id)
         units: dict[str, tuple[Unit, int]] = {}
@@ -249,7 +249,7 @@ class SweepRunner:
                 points=[p for p in self.store.metric_points(cid, unit.workload.name, unit.workload.primary_metric)
                         if p[0] not in missed],
                 rounds=rounds.get((cid, unit.workload.name), set()), ok=ok, failed=bad,
-                baseline=(compared and tier_class(unit.cell.tier).is_reference) or unit.cell.is_null_ceiling,
+                baseline=(compared and is_reference(unit.cell.tier)) or unit.cell.is_null_ceiling,
                 current=unit.cell in self.expansion.current,  # the comparison the user came for: never eliminated
                 precision_max=self.plan.repetitions.precision_max.get(unit.cell.tier),
                 compared_with=twins.get(unit.key, ())))
@@ -262,7 +262,7 @@ class SweepRunner:
         if rate is None:
             return []
         refs = [u for u in self.expansion.units
-                if u.workload.name == rate.reference and tier_class(u.cell.tier).is_reference]
+                if u.workload.name == rate.reference and is_reference(u.cell.tier)]
         same = [u for u in refs if u.cell.backing == unit.cell.backing]
         return same or refs
 
@@ -604,7 +604,7 @@ class SweepRunner:
         """Whether a disturbed run of `unit` is started again. A fixed-trial tier (durability) counts trials, not
         speed: a busy host changes no verdict; a tier that loads the host itself (consolidation) would only
         disturb its own retry."""
-        tc = tier_class(unit.cell.tier)
+        tc = declaration(unit.cell.tier)
         return self.plan.retry_disturbed and not (tc.fixed_trials or tc.loads_host)
 
     def _conclude(self, s: _Session, result: SweepResult) -> None:
@@ -619,7 +619,7 @@ class SweepRunner:
                 result.gave_up.append((key, verdict.reason))
             elif verdict.kind is StopKind.LOAD_NOT_REACHED:
                 result.unreached_units.append((key, verdict.reason))
-            elif verdict.kind in NOT_SETTLED and not tier_class(s.units[key][0].cell.tier).fixed_trials:
+            elif verdict.kind in NOT_SETTLED and not declaration(s.units[key][0].cell.tier).fixed_trials:
                 # Stopped by a limit, not by the data: racing's eliminations, race ends and baselines are
                 # answers, and "converged" is one too.
                 result.not_converged.append((key, verdict.reason))
