@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from iomatrix.report.companions import ReportCompanion
+from iomatrix.tiers.declared.baremetal import BareMetal
 
 
 class BareMetalReport(ReportCompanion):
-    tier = "baremetal"
+    tier = BareMetal.name
 
     @classmethod
     def missing_notes(cls, cells: Sequence[Mapping[str, str]]) -> list[str]:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from iomatrix.report.companions import ReportCompanion
 from iomatrix.report.consolidation import html_section
+from iomatrix.tiers.declared.consolidation import Consolidation
 
 if TYPE_CHECKING:
     from iomatrix.report.query import CellWorkload
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
 
 
 class ConsolidationReport(ReportCompanion):
-    tier = "consolidation"
+    tier = Consolidation.name
 
     @classmethod
     def report_section(cls, store: Store, sweep_id: int, cws: list[CellWorkload]) -> dict[str, Any] | None:

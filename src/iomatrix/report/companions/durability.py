@@ -6,13 +6,14 @@ from typing import TYPE_CHECKING
 
 from iomatrix.report.companions import ReportCompanion
 from iomatrix.report.durability import sweep_verdict_lines
+from iomatrix.tiers.declared.durability import Durability
 
 if TYPE_CHECKING:
     from iomatrix.store import Store
 
 
 class DurabilityReport(ReportCompanion):
-    tier = "durability"
+    tier = Durability.name
 
     @classmethod
     def verdict_lines(cls, store: Store, sweep_id: int, workload: str | None = None) -> list[str]:
