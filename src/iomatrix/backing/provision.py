@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from iomatrix.backing import leftovers
+from iomatrix.backing.network import NetworkServer
 from iomatrix.backing.leftover_kinds import (
     Leftover,
     LeftoverError,
@@ -60,9 +61,11 @@ class BackingHandle:
     """A provisioned backing: where to put data, and what to record with every result."""
 
     label: str
-    kind: Literal["dir", "device"]
-    path: Path  # the directory for files, or the device node
+    kind: Literal["dir", "device", "network"]
+    path: Path  # the directory for files, or the device node; a network backing's working directory
     metadata: dict[str, Any] = field(default_factory=dict)
+    # A network backing's server (iomatrix.backing.network): it makes a fresh disk per run.
+    server: NetworkServer | None = None
 
 
 # ---------------------------------------------------------------------------------------------

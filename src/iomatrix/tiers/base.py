@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iomatrix.backing.leftovers import register_temp_path
+from iomatrix.backing.network import NetworkServer
 from iomatrix.domain.axes import DiskContext, qemu_options
 from iomatrix.fio.jobs import JobShape
 from iomatrix.guest.images import create_image
@@ -43,10 +44,12 @@ class RunOptions:
 
 @dataclass(frozen=True)
 class Target:
-    """Where a run's data lives: a directory to create files in, or a whole block device."""
+    """Where a run's data lives: a directory to create files in, a whole block device, or a network server
+    that makes a disk per run (iomatrix.backing.network)."""
 
-    kind: str  # "dir" | "device" | "null"
+    kind: str  # "dir" | "device" | "null" | "network"
     path: Path | None
+    server: NetworkServer | None = None
 
 
 @dataclass(frozen=True)

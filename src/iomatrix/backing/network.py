@@ -1,0 +1,72 @@
+"""Disks served over the network (issue 34): the contract between a shared-storage server and the tiers.
+
+A network backing (``type = "iscsi"`` or ``type = "nfs"`` in a plan) is provisioned like any other backing
+(`iomatrix.backing.provision`), but its handle holds a :class:`NetworkServer` instead of a directory or a device:
+a server iomatrix started itself on 127.0.0.1 (*lab-started*, the default) or one the user named (*existing*).
+A tier asks the server for a fresh disk per run (:meth:`NetworkServer.new_disk`), opens it with QEMU's own
+protocol driver (:attr:`NetworkDisk.protocol_options`: ``driver=iscsi`` or ``driver=nfs``) and gives it back
+(:meth:`NetworkServer.remove_disk`). What a disk is made of on the server (a LUN's type and write cache, the
+export's file) is decided by the cell's axes, which the server reads from the cell's values.
+
+Pure model: nothing here starts a process or touches a file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+Protocol_ = Literal["iscsi", "nfs"]
+NETWORK_PROTOCOLS: tuple[str, ...] = ("iscsi", "nfs")
+
+
+@dataclass(frozen=True)
+class NetworkDisk:
+    """One disk under test on a network server, as QEMU opens it.
+
+    `protocol_options` are the options of QEMU's protocol node, in order, without the ``file.`` prefix a
+    format node puts before them (``(("driver", "iscsi"), ("transport", "tcp"), ("portal", "127.0.0.1:3261"),
+    ("target", IQN), ("lun", "1"))`` or ``(("driver", "nfs"), ("server.type", "inet"), ("server.host",
+    "127.0.0.1"), ("path", "/export/disk.qcow2"))``). `url` is the same disk as qemu-img and libvirt users
+    write it (``iscsi://127.0.0.1:3261/IQN/1``, ``nfs://127.0.0.1/export/disk.qcow2``). `server_path` is the
+    file that holds the disk's bytes on the server (a LUN's backing file, the image in the export directory)
+    where iomatrix can see it (a lab-started server), else None: the server-side baseline runs fio there.
+    `meta` is recorded with every run on the disk (LUN type, write cache, portal, the server's version, …).
+    """
+
+    protocol: Protocol_
+    protocol_options: tuple[tuple[str, str], ...]
+    url: str
+    format: str
+    size_bytes: int
+    server_path: Path | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+class NetworkServer(Protocol):
+    """A started (or named) iSCSI target or NFS server that makes and removes disks for runs."""
+
+    protocol: Protocol_
+    lab_started: bool  # True: iomatrix started it and stops it at teardown
+
+    def new_disk(self, values: Mapping[str, str], *, size_bytes: int, name: str,
+                 create_options: tuple[tuple[str, str], ...] = ()) -> NetworkDisk:
+        """A fresh disk of `size_bytes` in the cell's format (values["format"], values["preallocation"]) made
+        as the cell's axes ask (iSCSI: values["lun_type"], values["lun_write_cache"]); recorded in the
+        leftovers ledger before it is created. `name` is unique in the sweep (a file or target name part)."""
+        ...
+
+    def remove_disk(self, disk: NetworkDisk) -> None:
+        """Remove a disk made by :meth:`new_disk` (LUN and its backing file, the file on the export)."""
+        ...
+
+    def server_pids(self) -> dict[int, str]:
+        """The server's own processes (pid → role, e.g. "tgtd", "ganesha.nfsd") whose CPU a run costs too;
+        empty for an existing server iomatrix cannot see."""
+        ...
+
+    def metadata(self) -> dict[str, Any]:
+        """What to record with every result of the backing: mode, address, server version, …"""
+        ...
