@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from iomatrix.backing import leftovers
-from iomatrix.backing.network import NetworkServer
+from iomatrix.backing.iscsi import ExistingIscsiServer, TgtServer
 from iomatrix.backing.leftover_kinds import (
     Leftover,
     LeftoverError,
@@ -38,10 +38,12 @@ from iomatrix.backing.leftover_kinds import (
     PathLeftover,
     ZfsDatasetLeftover,
 )
+from iomatrix.backing.network import NetworkServer
 from iomatrix.backing.spec import (
     BackingSpec,
     BlockdevBacking,
     DirBacking,
+    IscsiBacking,
     LoopfsBacking,
     LvmBacking,
     TmpfsBacking,
@@ -200,10 +202,11 @@ class _Teardown:
         self.chain = secrets.token_hex(4)
         self.steps: list[tuple[str, Callable[[], object]]] = []  # (entry id, action)
 
-    def record(self, leftover: Leftover) -> str:
-        """Record `leftover` in the ledger (before it is created); teardown undoes it."""
+    def record(self, leftover: Leftover, undo: Callable[[], object] | None = None) -> str:
+        """Record `leftover` in the ledger (before it is created); teardown undoes it (with `undo` when the
+        creator has a better way than the leftover's own: e.g. a child process to reap)."""
         entry_id = leftovers.record(self.workdir, leftover.kind, leftover.target, chain=self.chain, **leftover.info)
-        self.steps.append((entry_id, leftover.undo))
+        self.steps.append((entry_id, undo or leftover.undo))
         return entry_id
 
     def run(self, in_flight: BaseException | None) -> None:
@@ -382,6 +385,18 @@ def _setup_zfs(spec: ZfsBacking, workdir: Path, td: _Teardown) -> tuple[Path, di
     return mnt, meta
 
 
+def _setup_iscsi(spec: IscsiBacking, workdir: Path,
+                 td: _Teardown) -> tuple[Path, dict[str, Any], TgtServer | ExistingIscsiServer]:
+    scratch = _scratch_dir(td, workdir / BACKINGS_DIR, spec.label())
+    lun = spec.existing_lun()
+    if lun is not None:
+        existing = ExistingIscsiServer(lun, workdir)
+        return scratch, existing.metadata(), existing
+    server = TgtServer(workdir, scratch)
+    server.start(lambda leftover: td.record(leftover, server.stop))
+    return scratch, server.metadata(), server
+
+
 # ---------------------------------------------------------------------------------------------
 # provision
 # ---------------------------------------------------------------------------------------------
@@ -396,8 +411,11 @@ def provision(spec: BackingSpec, workdir: Path, allowed_devices: set[Path]) -> I
     Path(workdir).mkdir(parents=True, exist_ok=True)
     workdir = Path(os.path.realpath(workdir))  # mountinfo shows real paths
     td = _Teardown(workdir)
+    server: NetworkServer | None = None
     try:
-        if isinstance(spec, DirBacking):
+        if isinstance(spec, IscsiBacking):
+            path, meta, server = _setup_iscsi(spec, workdir, td)
+        elif isinstance(spec, DirBacking):
             path, meta = _setup_dir(spec, workdir, td)
         elif isinstance(spec, LoopfsBacking):
             path, meta = _setup_loopfs(spec, workdir, td)
@@ -423,7 +441,7 @@ def provision(spec: BackingSpec, workdir: Path, allowed_devices: set[Path]) -> I
             **meta,
             "physical_device": physical_of(dev),
         }
-        handle = BackingHandle(label=spec.label(), kind=spec.kind, path=path, metadata=metadata)
+        handle = BackingHandle(label=spec.label(), kind=spec.kind, path=path, metadata=metadata, server=server)
     except BaseException as exc:
         td.run(in_flight=exc)
         raise
