@@ -20,7 +20,6 @@ import pytest
 from iomatrix.backing import leftovers
 from iomatrix.backing.delay_relay import delayed
 from iomatrix.backing.iscsi import ExistingIscsiServer, TgtServer, caching_page
-from iomatrix.backing.iscsi_names import check_iqn, parse_iscsi_url, parse_portal
 from iomatrix.backing.iscsi_wire import caching_wce, read_write_cache
 from iomatrix.backing.leftover_kinds import TgtdLeftover, proc_start, tgtd_socket_files
 from iomatrix.backing.network import NetworkDisk
@@ -28,8 +27,9 @@ from iomatrix.backing.provision import provision
 from iomatrix.backing.rtt import parse_rtt
 from iomatrix.backing.spec import IscsiBacking, parse_backing
 from iomatrix.errors import UserError
+from iomatrix.iscsi_names import check_iqn, parse_iscsi_url, parse_portal
 from iomatrix.safety import check_allowed_devices, resolve_allowed
-from tests.conftest import iomatrix_argv, root_only
+from tests.conftest import iomatrix_argv, root_only, run_cli
 
 SCRATCH = Path("/tmp/iomx-iscsi")
 HAVE_TGT = shutil.which("tgtd") is not None and shutil.which("qemu-io") is not None
@@ -154,6 +154,16 @@ def test_allow_destroy_iscsi_urls() -> None:
         with pytest.raises(UserError) as err:
             check_allowed_devices([Path(bad)])
         assert "--allow-destroy" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_cli_refuses_a_bad_iscsi_url_in_one_line_before_anything_runs(tmp_path: Path) -> None:
+    (tmp_path / "p.toml").write_text('tier = ["baremetal"]\nworkloads = ["rand-write-4k"]\nsize = "16M"\n'
+                                     "runtime = 0.3\n")
+    proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--workdir", "w", "--allow-destroy",
+                   "iscsi://127.0.0.1/iqn.2003-01.org.example:d/1", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "bad portal" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "w").exists() and not (tmp_path / "r.sqlite").exists()
 
 
 @pytest.mark.parametrize(("text", "ms"), [("0", 0.0), ("0.5ms", 0.5), ("2ms", 2.0), ("500us", 0.5),

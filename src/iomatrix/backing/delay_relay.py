@@ -37,11 +37,11 @@ from typing import Any
 import iomatrix
 from iomatrix import children
 from iomatrix.backing import leftovers
-from iomatrix.backing.iscsi_names import Portal, parse_portal
 from iomatrix.backing.iscsi_wire import IscsiProbeError, nop_rtts
 from iomatrix.backing.network import NetworkDisk
 from iomatrix.backing.rtt import parse_rtt
 from iomatrix.errors import UserError
+from iomatrix.iscsi_names import Portal, parse_portal
 
 LOOPBACK = "127.0.0.1"
 CHUNK = 256 * 1024

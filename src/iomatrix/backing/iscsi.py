@@ -36,7 +36,6 @@ from typing import Any, Literal
 
 from iomatrix import children
 from iomatrix.backing import leftovers
-from iomatrix.backing.iscsi_names import IscsiLun, Portal, target_name
 from iomatrix.backing.iscsi_wire import IscsiProbeError, read_write_cache
 from iomatrix.backing.leftover_kinds import (
     TGTD_CONTROL_PORTS,
@@ -50,6 +49,7 @@ from iomatrix.backing.leftover_kinds import (
 from iomatrix.backing.network import NetworkDisk
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import version_of
+from iomatrix.iscsi_names import IscsiLun, Portal, target_name
 
 LOOPBACK = "127.0.0.1"
 LUN_TYPES = ("null", "fileio", "blockio")
