@@ -11,6 +11,9 @@
 # block layer: QEMU, fio, Python without the test tools) and builds no guest: on a fresh Debian 12 machine its
 # apt step took 30 s instead of 110 s for everything (docs/benchmarks.md, issue 27). Running setup.sh without
 # it later (scripts/test does) adds the rest.
+# `--shared-storage` adds the iSCSI packages (tgt, libiscsi-bin, qemu-block-extra) to a --minimal install (a full
+# one has them: the tests run a real tgtd). They are installed without starting or enabling the distribution's
+# tgt service: iomatrix starts its own tgtd on 127.0.0.1 per sweep (docs/backings.md, iSCSI).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
@@ -18,12 +21,14 @@ cd "$here"
 fleet="${IOMATRIX_FLEET:-0}"
 guest=1
 minimal=0
+shared=0
 for arg in "$@"; do
     case "$arg" in
         --fleet) fleet=1 ;;
+        --shared-storage) shared=1 ;;
         --no-guest) guest=0 ;;
         --minimal) minimal=1; guest=0 ;;
-        *) echo "setup.sh: unknown option '$arg' (the options are --fleet, --no-guest and --minimal)" >&2; exit 2 ;;
+        *) echo "setup.sh: unknown option '$arg' (the options are --fleet, --no-guest, --minimal and --shared-storage)" >&2; exit 2 ;;
     esac
 done
 extras=dev
@@ -58,6 +63,11 @@ packages=(python3 python3-venv python3-pip qemu-system-x86 qemu-system-common qe
 minimal_packages=(python3 python3-venv python3-pip qemu-system-x86 qemu-system-common qemu-utils fio e2fsprogs
                   kmod util-linux mount procps ca-certificates)
 if [ "$minimal" = 1 ]; then packages=("${minimal_packages[@]}"); fi
+# Shared storage, iSCSI: tgt is the userspace target iomatrix starts (tgtd, tgtadm); qemu-block-extra holds QEMU's
+# iscsi block driver (block-iscsi.so, a module qemu-system-* does not carry); libiscsi-bin has the initiator-side
+# probes (iscsi-readcapacity16, iscsi-inq). Their services are the distribution's, never started (see below).
+iscsi_packages=(tgt libiscsi-bin qemu-block-extra)
+if [ "$minimal" = 0 ] || [ "$shared" = 1 ]; then packages+=("${iscsi_packages[@]}"); fi
 # --fleet: shellcheck, which ansible-test sanity runs on the collection's shell script (the role's install.sh).
 if [ "$fleet" = 1 ]; then packages+=(shellcheck); fi
 missing=()
@@ -69,8 +79,24 @@ if [ "${#missing[@]}" -gt 0 ]; then
     echo "setup: installing ${#missing[@]} Debian packages:"
     echo "${missing[*]}" | fold -s -w 96 | sed 's/^/  /' 
     export DEBIAN_FRONTEND=noninteractive
+    # No service of a package installed here may start (tgt's would take TCP 3260 and the control socket 0):
+    # invoke-rc.d and deb-systemd-invoke ask /usr/sbin/policy-rc.d, and 101 means "action forbidden". Ours only
+    # when the host has none, and removed on every exit, failure included.
+    policy=/usr/sbin/policy-rc.d
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\n# iomatrix setup.sh: no service starts while it installs packages\nexit 101\n' > "$policy"
+        chmod 755 "$policy"
+        trap 'rm -f "$policy"' EXIT
+    fi
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    # Installing enables the unit on a systemd host even when nothing starts it: disable what was just installed
+    # (a tgt service the administrator had before is left as it was).
+    for p in "${missing[@]}"; do
+        if [ "$p" = tgt ] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+            systemctl disable --quiet tgt.service 2>/dev/null || true
+        fi
+    done
 else
     echo "setup: Debian packages present"
 fi
