@@ -403,3 +403,22 @@ def test_relay_adds_measured_rtt_and_leaves_nothing(workdir: Path) -> None:
         assert not list(workdir.glob(".delay-relay-*"))
         assert all(e.kind != "process" for e in leftovers.pending(workdir))
         server.remove_disk(disk)
+
+
+@pytest.mark.slow
+@root_only
+@needs_tgt
+def test_clean_stops_a_tgtd_that_outlived_its_sweep(workdir: Path) -> None:
+    # A killed sweep's tgtd normally dies with it (parent-death signal); should one outlive it, the ledger's
+    # entry stops it through its control port, and the LUN file's entry removes the file.
+    directory = workdir / "srv"
+    directory.mkdir()
+    server = TgtServer(workdir, directory)
+    server.start(lambda leftover: leftovers.record(workdir, leftover.kind, leftover.target, **leftover.info))
+    disk = server.new_disk({}, size_bytes=16 << 20, name="outlived")
+    assert server.proc is not None and disk.server_path is not None
+    pid, start, port = server.proc.pid, proc_start(server.proc.pid), server.port
+    lines = leftovers.clean(workdir, mine=True)  # as `clean` would after the sweep's death
+    assert any(line.startswith(f"stopped tgtd {pid}") for line in lines), lines
+    assert server.proc.wait(timeout=60) is not None  # it exited: reaped here, its parent
+    _assert_nothing_left(workdir, pid, start, port, server.control_port, [disk.server_path])
