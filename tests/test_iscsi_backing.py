@@ -374,7 +374,12 @@ def test_existing_mode_writes_only_the_lun_handed_over(workdir: Path) -> None:
             out = _qemu_io(disk.url, "raw", "write -P 0x3c 0 64k")
             assert out.returncode == 0, out.stderr
             existing.remove_disk(disk)
-        assert given.server_path.read_bytes()[:65536] == b"\x3c" * 65536
+            assert given.server_path.read_bytes()[:65536] == b"\x3c" * 65536
+            # a format is written onto the handed-over LUN itself
+            qdisk = existing.new_disk({"format": "qcow2"}, size_bytes=16 << 20, name="q")
+            out = _qemu_io(qdisk.url, "qcow2", "write -P 0x3d 0 64k", "read -P 0x3d 0 64k")
+            assert out.returncode == 0 and "Pattern verification failed" not in out.stdout, out.stderr
+            assert given.server_path.read_bytes()[:4] == b"QFI\xfb"
         assert _sha(kept.server_path) == kept_sum
         server.remove_disk(given)
         server.remove_disk(kept)
