@@ -427,3 +427,51 @@ def test_clean_stops_a_tgtd_that_outlived_its_sweep(workdir: Path) -> None:
     assert any(line.startswith(f"stopped tgtd {pid}") for line in lines), lines
     assert server.proc.wait(timeout=60) is not None  # it exited: reaped here, its parent
     _assert_nothing_left(workdir, pid, start, port, server.control_port, [disk.server_path])
+
+
+def _traced(pid: int) -> bool:
+    """Whether every thread of `pid` has a tracer (strace -f -p attached to all of them)."""
+    tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    return bool(tasks) and all(
+        int(next(line for line in (t / "status").read_text().splitlines() if line.startswith("TracerPid:"))
+            .split()[1]) != 0 for t in tasks)
+
+
+@pytest.mark.slow
+@root_only
+@needs_tgt
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
+def test_write_cache_off_makes_tgtd_sync_every_write_and_on_does_not(workdir: Path) -> None:
+    """The knob does what it says on the server: with WCE off, tgt's rdwr store fdatasyncs after each write; on,
+    only when the initiator flushes (qemu-io -t none: no FUA, one flush at close)."""
+    writes = 20
+    syncs = {}
+    with provision(parse_backing({"type": "iscsi"}), workdir, set()) as handle:
+        server = handle.server
+        assert isinstance(server, TgtServer)
+        (pid,) = server.server_pids()
+        for cache in ("off", "on"):
+            disk = server.new_disk({"lun_write_cache": cache}, size_bytes=16 << 20, name=f"wc-{cache}")
+            log = workdir / f"strace-{cache}.txt"
+            tracer = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=fdatasync,fsync", "-o", str(log),
+                                       "-p", str(pid)], stderr=subprocess.DEVNULL)
+            try:
+                deadline = time.monotonic() + 60
+                while not _traced(pid):
+                    assert tracer.poll() is None and time.monotonic() < deadline, "strace did not attach"
+                    time.sleep(0.05)
+                commands = [f"write -P 1 {i * 4096} 4k" for i in range(writes)]
+                argv = ["qemu-io", "-t", "none", "-f", "raw"]
+                for c in commands:
+                    argv += ["-c", c]
+                out = subprocess.run([*argv, disk.url], capture_output=True, text=True, timeout=120)
+                assert out.returncode == 0, out.stderr
+            finally:
+                tracer.terminate()
+                tracer.wait(timeout=60)
+            text = log.read_text()
+            syncs[cache] = text.count("fdatasync(") + text.count("fsync(")
+            log.unlink()
+            server.remove_disk(disk)
+    assert syncs["off"] >= writes, syncs
+    assert syncs["on"] < writes // 2, syncs
