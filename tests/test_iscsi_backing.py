@@ -179,6 +179,17 @@ def test_bad_rtt_is_one_line(text: str) -> None:
     assert "\n" not in str(err.value) and "rtt" in str(err.value)
 
 
+def test_delayed_refuses_bad_rtt_and_nfs_in_one_line(tmp_path: Path) -> None:
+    iscsi = NetworkDisk("iscsi", (("driver", "iscsi"), ("portal", "127.0.0.1:9"), ("target", "iqn.2003-01.a.b:c"),
+                                  ("lun", "1")), "iscsi://127.0.0.1:9/iqn.2003-01.a.b:c/1", "raw", 1 << 20)
+    nfs = NetworkDisk("nfs", (("driver", "nfs"),), "nfs://127.0.0.1/x", "raw", 1 << 20)
+    for disk, rtt, words in ((iscsi, "2", "unit"), (iscsi, "fast", "bad rtt"), (nfs, "2ms", "iSCSI disks only")):
+        with pytest.raises(UserError) as err, delayed(disk, rtt, tmp_path):
+            pass
+        assert words in str(err.value) and "\n" not in str(err.value)
+    assert not list(tmp_path.iterdir())  # nothing was started or written
+
+
 def test_caching_page_sets_wce_and_is_decoded() -> None:
     # byte 2 of the caching page: 0x14 = DISC|WCE (on), 0x10 = DISC (off); what tgt-admin writes
     assert caching_page("on").startswith("mode_page=8:0:18:0x14:")
@@ -404,6 +415,11 @@ def test_relay_adds_measured_rtt_and_leaves_nothing(workdir: Path) -> None:
             out = _qemu_io(slow.url, "raw", "write -P 0x11 0 64k", "read -P 0x11 0 64k")
             assert out.returncode == 0 and "Pattern verification failed" not in out.stdout, out.stderr
             assert {e.kind for e in leftovers.pending(workdir)} >= {"process"}
+        # a target the probe cannot log into: the RTT is unknown (and says why), the relay still runs
+        wrong = NetworkDisk("iscsi", tuple((k, "iqn.2026-11.org.iomatrix:absent" if k == "target" else v)
+                                           for k, v in disk.protocol_options), disk.url, "raw", disk.size_bytes)
+        with delayed(wrong, "1ms", workdir) as (_, unknown):
+            assert unknown["rtt_measured_ms"] is None and "not found" in unknown["rtt_probe_error"]
         assert proc_start(relay_pid) is None and not _port_bound(relay_port)
         assert not list(workdir.glob(".delay-relay-*"))
         assert all(e.kind != "process" for e in leftovers.pending(workdir))

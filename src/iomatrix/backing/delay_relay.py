@@ -131,11 +131,14 @@ def main(argv: list[str] | None = None) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _median_rtt_ms(portal: Portal, target: str) -> float:
+def _median_rtt_ms(portal: Portal, target: str, meta: dict[str, Any]) -> float | None:
+    """Median NOP round trip in ms; None (and why, in meta["rtt_probe_error"]) when the target refuses the
+    probe's login, e.g. an existing target with CHAP or an initiator ACL: the disk is still usable by QEMU."""
     try:
-        return statistics.median(nop_rtts(portal.host, portal.port, target, count=PINGS)) * 1000
+        return round(statistics.median(nop_rtts(portal.host, portal.port, target, count=PINGS)) * 1000, 4)
     except IscsiProbeError as exc:
-        raise UserError(f"cannot measure the round-trip time to {portal} ({target}): {exc}") from None
+        meta["rtt_probe_error"] = f"{portal}: {exc}"
+        return None
 
 
 def with_portal(disk: NetworkDisk, portal: Portal) -> NetworkDisk:
@@ -191,17 +194,17 @@ def delayed(disk: NetworkDisk, rtt: str, workdir: Path) -> Iterator[tuple[Networ
                         "driver takes no port to point at a relay)", hint="use rtt = \"0\" for this backing")
     options = dict(disk.protocol_options)
     portal, target = parse_portal(options["portal"]), options["target"]
-    direct_ms = _median_rtt_ms(portal, target)
-    meta: dict[str, Any] = {"rtt_requested_ms": rtt_ms, "rtt_direct_ms": round(direct_ms, 4),
-                            "rtt_method": METHOD if rtt_ms else "direct", "rtt_probe": PROBE}
+    meta: dict[str, Any] = {"rtt_requested_ms": rtt_ms, "rtt_method": METHOD if rtt_ms else "direct",
+                            "rtt_probe": PROBE}
+    direct_ms = meta["rtt_direct_ms"] = _median_rtt_ms(portal, target, meta)
     if rtt_ms == 0:
-        meta["rtt_measured_ms"] = round(direct_ms, 4)
+        meta["rtt_measured_ms"] = direct_ms
         yield disk, meta
         return
     with start_relay(portal, rtt_ms / 2000, workdir) as (relay, pid):
-        measured = _median_rtt_ms(relay, target)
-        meta.update(rtt_measured_ms=round(measured, 4), rtt_added_ms=round(measured - direct_ms, 4),
-                    relay_portal=str(relay), relay_pid=pid)
+        measured = _median_rtt_ms(relay, target, meta)
+        meta.update(rtt_measured_ms=measured, relay_portal=str(relay), relay_pid=pid,
+                    rtt_added_ms=None if measured is None or direct_ms is None else round(measured - direct_ms, 4))
         yield with_portal(disk, relay), meta
 
 
