@@ -491,3 +491,11 @@ def test_write_cache_off_makes_tgtd_sync_every_write_and_on_does_not(workdir: Pa
             server.remove_disk(disk)
     assert syncs["off"] >= writes, syncs
     assert syncs["on"] < writes // 2, syncs
+
+
+def test_a_lab_started_iscsi_plan_counts_its_lun_files_in_the_workdir(tmp_path: Path) -> None:
+    (tmp_path / "big.toml").write_text('tier = ["blocklayer"]\nworkloads = ["rand-write-4k"]\nsize = "900T"\n'
+                                       'image_size = "900T"\nruntime = 1\n[[backing]]\ntype = "iscsi"\n')
+    planned = run_cli("plan", "big.toml", cwd=tmp_path, timeout=120)
+    assert planned.returncode == 0 and "does not fit" in planned.stdout and "backing iscsi" in planned.stdout, \
+        planned.stdout + planned.stderr
