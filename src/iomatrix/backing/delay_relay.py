@@ -10,11 +10,16 @@ depth > 1) are each delayed once, as on a long wire, instead of queueing behind 
 sleep is clock_nanosleep: sub-millisecond delays work, overshoot by tens of microseconds, and more when the host
 is loaded — the measured RTT is what is recorded, next to the one asked for.
 
-The RTT is measured on the iSCSI path itself: NOP-Out/NOP-In pings in a logged-in session to the disk's target
-(`iscsi_wire.nop_rtts`), through the relay and directly; the median of each is recorded. It includes tgtd's time
-to answer a NOP (small), not the disk's. The relay runs in a child process (`python -m
-iomatrix.backing.delay_relay`), in the leftovers ledger from just after its fork, killed with iomatrix (parent-death
-signal) and by `clean` after a SIGKILL; it binds 127.0.0.1 only. iSCSI only: QEMU's nfs driver takes no port.
+The relay's own cost (thread hand-overs, sleep overshoot) is measured first with a relay that adds no delay, and
+taken off the delay asked of the real one, so the RTT achieved lands near the one asked for (records
+`relay_overhead_ms` and `relay_one_way_delay_ms`). The RTT is measured on the iSCSI path itself: NOP-Out/NOP-In
+pings in a logged-in session to the disk's target (`iscsi_wire.nop_rtts`), through the relay and directly; the
+median of each is recorded. It includes tgtd's time to answer a NOP (small), not the disk's. It is measured
+before the run, on a quiet path: under the run's own load the relay's overhead grows.
+
+The relay runs in a child process (`python -m iomatrix.backing.delay_relay`), in the leftovers ledger from just
+after its fork, killed with iomatrix (parent-death signal) and by `clean` after a SIGKILL; it binds 127.0.0.1 only.
+iSCSI only: QEMU's nfs driver takes no port.
 """
 
 from __future__ import annotations
@@ -201,7 +206,16 @@ def delayed(disk: NetworkDisk, rtt: str, workdir: Path) -> Iterator[tuple[Networ
         meta["rtt_measured_ms"] = direct_ms
         yield disk, meta
         return
-    with start_relay(portal, rtt_ms / 2000, workdir) as (relay, pid):
+    # The relay costs time of its own (threads handing chunks over, sleep overshoot: 0.3-0.5 ms on a loaded
+    # 2-core host). A first relay without delay measures it, and the delay asked of the real one is lowered by
+    # it, so the RTT achieved lands near the one asked for instead of always above it.
+    with start_relay(portal, 0.0, workdir) as (bare, _):
+        bare_ms = _median_rtt_ms(bare, target, meta)
+    overhead_ms = None if bare_ms is None or direct_ms is None else max(0.0, bare_ms - direct_ms)
+    one_way_ms = max(0.0, rtt_ms - (overhead_ms or 0.0)) / 2
+    meta.update(relay_overhead_ms=None if overhead_ms is None else round(overhead_ms, 4),
+                relay_one_way_delay_ms=round(one_way_ms, 4))
+    with start_relay(portal, one_way_ms / 1000, workdir) as (relay, pid):
         measured = _median_rtt_ms(relay, target, meta)
         meta.update(rtt_measured_ms=measured, relay_portal=str(relay), relay_pid=pid,
                     rtt_added_ms=None if measured is None or direct_ms is None else round(measured - direct_ms, 4))
