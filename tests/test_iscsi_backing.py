@@ -499,3 +499,28 @@ def test_a_lab_started_iscsi_plan_counts_its_lun_files_in_the_workdir(tmp_path: 
     planned = run_cli("plan", "big.toml", cwd=tmp_path, timeout=120)
     assert planned.returncode == 0 and "does not fit" in planned.stdout and "backing iscsi" in planned.stdout, \
         planned.stdout + planned.stderr
+
+
+@pytest.mark.slow
+@root_only
+@needs_tgt
+def test_stopping_our_tgtd_leaves_another_tgtd_alone(workdir: Path) -> None:
+    # Another tgtd (a distribution's, or another sweep's) has a control port of its own: ours never talks to it.
+    with provision(parse_backing({"type": "iscsi"}), workdir / "other", set()) as other:
+        assert isinstance(other.server, TgtServer)
+        theirs = other.server.new_disk({}, size_bytes=16 << 20, name="theirs")
+        with provision(parse_backing({"type": "iscsi"}), workdir / "ours", set()) as ours:
+            assert isinstance(ours.server, TgtServer)
+            assert ours.server.control_port != other.server.control_port
+            ours.server.new_disk({}, size_bytes=16 << 20, name="ours")
+        (pid,) = other.server.server_pids()
+        assert proc_start(pid) is not None
+        out = _qemu_io(theirs.url, "raw", "write -P 0x42 0 4k", "read -P 0x42 0 4k")
+        assert out.returncode == 0 and "Pattern verification failed" not in out.stdout, out.stderr
+        other.server.remove_disk(theirs)
+
+
+def test_setup_script_names_the_shared_storage_option() -> None:
+    out = subprocess.run(["bash", str(ROOT / "scripts" / "setup.sh"), "--no-such-option"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2 and "--shared-storage" in out.stderr, out.stderr
