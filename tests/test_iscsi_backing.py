@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix.backing import leftovers
+from iomatrix.backing import spec as spec_module
 from iomatrix.backing.delay_relay import delayed
 from iomatrix.backing.iscsi import ExistingIscsiServer, TgtServer, caching_page
 from iomatrix.backing.iscsi_wire import caching_wce, read_write_cache
@@ -524,3 +525,18 @@ def test_setup_script_names_the_shared_storage_option() -> None:
     out = subprocess.run(["bash", str(ROOT / "scripts" / "setup.sh"), "--no-such-option"], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 2 and "--shared-storage" in out.stderr, out.stderr
+
+
+def test_availability_names_the_debian_package_that_is_missing(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
+    lab = parse_backing({"type": "iscsi"})
+    existing = parse_backing({"type": "iscsi", "portal": "192.0.2.1:3260", "iqn": "iqn.2003-01.org.example:d"})
+    handed = {Path("iscsi://192.0.2.1:3260/iqn.2003-01.org.example:d/0")}
+    monkeypatch.setenv("PATH", str(tmp_path))  # a host without tgt and libiscsi-bin
+    assert lab.availability(set()) == "'tgtd' is not installed (apt-get install tgt)"
+    assert existing.availability(handed) == "'iscsi-readcapacity16' is not installed (apt-get install libiscsi-bin)"
+    monkeypatch.undo()
+    monkeypatch.setattr(spec_module, "QEMU_ISCSI_MODULE", tmp_path / "block-iscsi.so")  # no qemu-block-extra
+    for spec, allowed in ((lab, set()), (existing, handed)):
+        reason = spec.availability(allowed)
+        assert reason is not None and "apt-get install qemu-block-extra" in reason
