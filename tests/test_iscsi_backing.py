@@ -540,3 +540,55 @@ def test_availability_names_the_debian_package_that_is_missing(monkeypatch: pyte
     for spec, allowed in ((lab, set()), (existing, handed)):
         reason = spec.availability(allowed)
         assert reason is not None and "apt-get install qemu-block-extra" in reason
+
+
+def _tgtd_with_control_port(port: int) -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and proc_start(int(d.name)) is not None:
+            try:
+                argv = (d / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"tgtd") and b"-C" in argv and str(port).encode() in argv:
+                pids.append(int(d.name))
+    return pids
+
+
+def _moment_reached(workdir: Path, moment: str) -> bool:
+    kinds = [e.kind for e in leftovers.pending(workdir)]
+    if moment == "scratch directory recorded":
+        return "path" in kinds
+    if moment == "tgtd recorded":
+        return "tgtd" in kinds
+    if moment == "LUN file recorded":
+        return kinds.count("path") >= 2
+    return (workdir / "state").exists()  # serving, with a disk
+
+
+@pytest.mark.slow
+@root_only
+@needs_tgt
+@pytest.mark.parametrize("moment", ["scratch directory recorded", "tgtd recorded", "LUN file recorded", "serving"])
+def test_sigkill_at_any_moment_then_clean_leaves_nothing(workdir: Path, moment: str) -> None:
+    """Killed as soon as set-up reaches a moment (polled in the ledger: the kill lands just after it)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_CHILD, str(workdir)], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not _moment_reached(workdir, moment):
+        assert child.poll() is None and time.monotonic() < deadline, f"set-up never reached: {moment}"
+        time.sleep(0.001)
+    child.kill()
+    child.wait(timeout=60)
+    ports = [int(e.target) for e in leftovers.pending(workdir) if e.kind == "tgtd"]
+    leftovers.clean(workdir)
+    assert leftovers.pending(workdir) == []
+    for port in ports:
+        deadline = time.monotonic() + 60
+        while _tgtd_with_control_port(port):
+            assert time.monotonic() < deadline, f"a tgtd with control port {port} survived"
+            time.sleep(0.05)
+        assert not any(f.exists() for f in tgtd_socket_files(port))
+    left = [p for p in workdir.rglob("*") if ".iomatrix" not in p.parts and p.name not in ("state", "backings")]
+    assert left == [], left
