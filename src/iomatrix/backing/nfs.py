@@ -39,11 +39,13 @@ from typing import Any, Literal, Protocol
 from iomatrix import children
 from iomatrix.backing import leftovers, libnfs
 from iomatrix.backing.leftover_kinds import (
+    RUNTIME_FILES,
     Leftover,
     LeftoverError,
     NfsFileLeftover,
     PathLeftover,
     RpcRegistrationLeftover,
+    RuntimeFileLeftover,
     rpc_registrations,
 )
 from iomatrix.backing.network import NetworkDisk
@@ -163,12 +165,14 @@ class LabNfsServer:
     version: str | None
     protocol: Literal["nfs"] = "nfs"
     lab_started: bool = True
+    _disks: set[Path] = field(default_factory=set)  # made and not yet removed
 
     def new_disk(self, values: Mapping[str, str], *, size_bytes: int, name: str,
                  create_options: tuple[tuple[str, str], ...] = ()) -> NetworkDisk:
         fmt = values["format"]
         path = self.export_dir / f"{_slug(name)}.{fmt}"
         leftovers.register_temp_path(self.workdir, path)  # before it exists: clean removes it after a kill
+        self._disks.add(path)
         try:
             create_image(path, fmt, _preallocation(values), size_bytes, create_options)
         except BaseException:
@@ -181,6 +185,12 @@ class LabNfsServer:
     def _remove_file(self, path: Path) -> None:
         PathLeftover(str(path)).undo()
         leftovers.forget(self.workdir, path)
+        self._disks.discard(path)
+
+    def remove_all_disks(self) -> None:
+        """At teardown (also on Ctrl-C): the disks a run did not give back."""
+        for path in sorted(self._disks):
+            self._remove_file(path)
 
     def remove_disk(self, disk: NetworkDisk) -> None:
         assert disk.server_path is not None and disk.server_path.parent == self.export_dir
@@ -226,8 +236,16 @@ def _wait_until(ready: Callable[[], bool], proc: subprocess.Popen, what: str, lo
         delay = min(delay * 2, 0.5)
 
 
+def _record_runtime_files(daemon: str, td: Teardown) -> None:
+    """Record the files `daemon` will create in /run and leave there, those not there yet (then they are ours)."""
+    for path, owner in RUNTIME_FILES.items():
+        if owner == daemon and not os.path.lexists(path):
+            td.record(RuntimeFileLeftover(path))
+
+
 def _start_rpcbind(scratch: Path, td: Teardown) -> subprocess.Popen:
     """rpcbind in the foreground (-f); no warm start (-w would read back a table an earlier rpcbind saved)."""
+    _record_runtime_files("rpcbind", td)
     with open(scratch / "rpcbind.log", "wb") as log:
         proc = children.spawn(["rpcbind", "-f"], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     # SIGKILL, not SIGTERM: on SIGTERM rpcbind writes its table to /run/rpcbind for a warm start
@@ -255,6 +273,7 @@ def start_lab_server(workdir: Path, scratch: Path, td: Teardown) -> LabNfsServer
         config = ganesha_config(export_dir, recovery_dir, ports["nfs"], ports["mount"])
         conf_path, log = scratch / "ganesha.conf", scratch / "ganesha.log"
         conf_path.write_text(config)
+        _record_runtime_files("ganesha.nfsd", td)
         td.record(RpcRegistrationLeftover(LOOPBACK, {"programs": [list(p) for p in GANESHA_PROGRAMS],
                                                      "ports": sorted(ports.values())}))
         ganesha = children.spawn(["ganesha.nfsd", "-F", "-f", str(conf_path), "-L", str(log),
@@ -335,12 +354,18 @@ class ExistingNfsServer:
             leftovers.release(self.workdir, self._entries.pop(url))
 
     def remove_disk(self, disk: NetworkDisk) -> None:
-        leftover = NfsFileLeftover(disk.url, {"server": self.server, "export": self.export,
-                                              "name": disk.url.rsplit("/", 1)[-1]})
-        leftover.undo()
-        entry = self._entries.pop(disk.url, None)
+        self._remove_url(disk.url)
+
+    def _remove_url(self, url: str) -> None:
+        NfsFileLeftover(url, {"server": self.server, "export": self.export, "name": url.rsplit("/", 1)[-1]}).undo()
+        entry = self._entries.pop(url, None)
         if entry is not None:
             leftovers.release(self.workdir, entry)
+
+    def remove_all_disks(self) -> None:
+        """At teardown (also on Ctrl-C): the files a run did not give back."""
+        for url in sorted(self._entries):
+            self._remove_url(url)
 
     def server_pids(self) -> dict[int, str]:
         return {}
@@ -378,4 +403,5 @@ def provision_nfs(spec: NfsBacking, workdir: Path, scratch: Path,
     if not libnfs.available():
         raise UserError("libnfs is not installed: QEMU's NFS client needs it", hint="apt-get install libnfs13")
     server = start_lab_server(workdir, scratch, td) if spec.lab_started else connect_existing(spec, workdir)
+    td.add_step(server.remove_all_disks)  # first undone: before the server stops
     return server, server.metadata()
