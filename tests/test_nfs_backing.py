@@ -220,6 +220,13 @@ def test_lab_server_serves_raw_and_qcow2_to_qemu_and_leaves_nothing(workdir: Pat
         for disk in disks:
             server.remove_disk(disk)
             assert disk.server_path is not None and not disk.server_path.exists()
+        # a registration record names its ports: one whose ports are not the server's is not it, and is left alone
+        regs_before = rpc_registrations()
+        other = RpcRegistrationLeftover("127.0.0.1", {"programs": [[100003, 3], [100005, 3]], "ports": [1024]})
+        assert not other.present() and other.undo() == []
+        assert rpc_registrations() == regs_before
+        with pytest.raises(UserError, match="unknown image format"):
+            server.new_disk({"format": "../x"}, size_bytes=MiB, name="bad")
         # a second lab-started server would hijack the registration: refused in one line
         with pytest.raises(UserError) as err, provision(NfsBacking(), workdir / "second", set()):
             pass

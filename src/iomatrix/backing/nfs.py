@@ -50,6 +50,7 @@ from iomatrix.backing.leftover_kinds import (
 )
 from iomatrix.backing.network import NetworkDisk
 from iomatrix.backing.spec import NfsBacking
+from iomatrix.domain import Format
 from iomatrix.errors import UserError
 from iomatrix.guest.images import create_image, create_image_argv
 from iomatrix.hostcmd import version_of
@@ -122,6 +123,14 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_.")[:60] or "disk"
 
 
+def _format(values: Mapping[str, str]) -> str:
+    """The cell's image format, checked before it becomes part of a file name."""
+    fmt = values.get("format", "")
+    if fmt not in {f.value for f in Format}:
+        raise UserError(f"unknown image format {fmt!r} for an NFS disk", hint=f"use one of {[f.value for f in Format]}")
+    return fmt
+
+
 def _preallocation(values: Mapping[str, str]) -> str:
     value = values.get("preallocation")
     return "off" if value in (None, "", "-") else value
@@ -169,7 +178,7 @@ class LabNfsServer:
 
     def new_disk(self, values: Mapping[str, str], *, size_bytes: int, name: str,
                  create_options: tuple[tuple[str, str], ...] = ()) -> NetworkDisk:
-        fmt = values["format"]
+        fmt = _format(values)
         path = self.export_dir / f"{_slug(name)}.{fmt}"
         leftovers.register_temp_path(self.workdir, path)  # before it exists: clean removes it after a kill
         self._disks.add(path)
@@ -314,7 +323,7 @@ class ExistingNfsServer:
 
     def new_disk(self, values: Mapping[str, str], *, size_bytes: int, name: str,
                  create_options: tuple[tuple[str, str], ...] = ()) -> NetworkDisk:
-        fmt, prealloc = values["format"], _preallocation(values)
+        fmt, prealloc = _format(values), _preallocation(values)
         if fmt == "raw" and prealloc != "off":
             raise UserError(f"raw with preallocation={prealloc} cannot be made on an existing NFS export: QEMU's "
                             "nfs driver has no preallocation option",
