@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix.backing import leftovers, libnfs
+from iomatrix.backing import nfs as nfs_module
 from iomatrix.backing.leftover_kinds import (
     RUNTIME_FILES,
     NfsFileLeftover,
@@ -232,6 +233,28 @@ def test_lab_server_serves_raw_and_qcow2_to_qemu_and_leaves_nothing(workdir: Pat
             pass
         assert "already registered with rpcbind" in err.value.one_line()
     _assert_nothing_left(workdir, pids, starts, ports, scratch, runtime_before)
+
+
+@needs_nfs_stack
+@pytest.mark.usefixtures("host_nfs_free")
+@root_only
+@pytest.mark.slow
+def test_server_that_cannot_bind_is_one_line_and_undone(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runtime_before = _runtime_files()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ports = iter([port])
+        real_free_port = nfs_module.free_port
+        monkeypatch.setattr(nfs_module, "free_port", lambda: next(ports, None) or real_free_port())
+        with pytest.raises(UserError) as err, provision(NfsBacking(), workdir, set()):
+            pass
+    line = err.value.one_line()
+    assert "ganesha.nfsd exited" in line and "binding" in line and "\n" not in line
+    assert leftovers.pending(workdir) == [] and not list((workdir / "backings").iterdir())
+    assert not any(prog == 100003 for prog, *_ in rpc_registrations() or ())
+    assert _runtime_files() <= runtime_before
 
 
 HOLDER = textwrap.dedent("""

@@ -151,6 +151,13 @@ def _without_preallocation(argv: list[str]) -> list[str]:
     return out
 
 
+def _why_it_stopped(log_text: str) -> str:
+    """The line of a daemon's log that says why it stopped: ganesha's last FATAL/MAJ message without its
+    timestamp and host prefix (its dbus and Kerberos complaints at start are harmless), else the last line."""
+    lines = [ln for ln in log_text.splitlines() if ":FATAL :" in ln or ":MAJ :" in ln] or [_last_line(log_text)]
+    return re.sub(r"^.*?\] ", "", lines[-1])
+
+
 def _last_line(text: str) -> str:
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1] if lines else "no output"
@@ -235,9 +242,11 @@ def _wait_until(ready: Callable[[], bool], proc: subprocess.Popen, what: str, lo
         if proc.poll() is not None:
             detail = ""
             with contextlib.suppress(OSError):
-                detail = f": {_last_line(log.read_text(errors='replace'))}" if log else ""
+                detail = f": {_why_it_stopped(log.read_text(errors='replace'))}" if log else ""
+            # no "see the log": it goes with the backing's directory at teardown
             raise UserError(f"{what} exited with status {proc.returncode} while starting{detail}",
-                            hint=f"see {log}" if log else None)
+                            hint="another program took the port between iomatrix choosing it and the server "
+                                 "binding it: run again" if "bind" in detail.lower() else None)
         if time.monotonic() > deadline:
             raise UserError(f"{what} was not ready within {READY_TIMEOUT_S:g} s",
                             hint=f"see {log}" if log else "check the host's load")
