@@ -5,6 +5,7 @@ removed, a file already on the export is never touched."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -318,6 +319,56 @@ def test_ctrl_c_of_the_run_tears_everything_down(workdir: Path) -> None:
     os.kill(proc.pid, signal.SIGINT)
     assert proc.wait(timeout=120) != 0
     _assert_nothing_left(workdir, pids, starts, state["ports"], Path(state["scratch"]), runtime_before)
+
+
+@pytest.fixture
+def host_rpcbind() -> Iterator[int | None]:
+    """An rpcbind that is not iomatrix's, standing in for the host's own: the pid of one this fixture started (and
+    stops), None when the host already runs one."""
+    if rpc_registrations() is not None:
+        yield None
+        return
+    runtime_before = _runtime_files()
+    proc = subprocess.Popen(["rpcbind", "-f"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while rpc_registrations() is None:
+            assert proc.poll() is None and time.monotonic() < deadline, "the host-like rpcbind did not start"
+            time.sleep(0.05)
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+        for path in _runtime_files() - runtime_before:
+            with contextlib.suppress(OSError):
+                os.rmdir(path) if os.path.isdir(path) else os.unlink(path)
+
+
+@needs_nfs_stack
+@pytest.mark.usefixtures("host_nfs_free")
+@root_only
+@pytest.mark.slow
+def test_the_hosts_rpcbind_is_used_never_stopped_and_cleaned_of_a_killed_server(workdir: Path,
+                                                                                host_rpcbind: int | None) -> None:
+    rpcbind_start = None if host_rpcbind is None else proc_start(host_rpcbind)
+    with provision(NfsBacking(), workdir / "clean", set()) as handle:
+        assert isinstance(handle.server, LabNfsServer) and handle.server.rpcbind is None
+        assert list(handle.server.server_pids().values()) == ["ganesha.nfsd"]
+        assert handle.metadata["rpcbind"] == "the host's"
+    # a kill -9 leaves ganesha's registrations in the host's rpcbind: clean removes them, and only them
+    proc, state = _hold(workdir, {"type": "nfs"})
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    ports = set(state["ports"].values())
+    assert {port for *_, port in rpc_registrations() or ()} & ports, "expected registrations left by the kill"
+    lines = clean(workdir)
+    assert "unregistered RPC program 100003 version 3 from rpcbind on 127.0.0.1" in lines, lines
+    regs = rpc_registrations()
+    assert regs is not None and not {port for *_, port in regs} & ports
+    assert any(prog == 100000 for prog, *_ in regs)  # the portmapper itself still registered: rpcbind untouched
+    if host_rpcbind is not None:
+        assert proc_start(host_rpcbind) == rpcbind_start  # the same rpcbind process, never stopped
 
 
 @needs_nfs_stack
