@@ -422,3 +422,21 @@ def test_existing_mode_file_left_by_a_kill_9_is_removed_by_clean(workdir: Path) 
         assert f"removed {state['url']}" in lines, lines
         assert [p.name for p in export.iterdir()] == ["precious.raw"]
         assert (export / "precious.raw").read_bytes() == b"keep" * 1024
+
+
+@needs_nfs_stack
+@pytest.mark.usefixtures("host_nfs_free")
+@root_only
+@pytest.mark.slow
+def test_existing_mode_ctrl_c_removes_its_file(workdir: Path) -> None:
+    with provision(NfsBacking(), workdir / "server", set()) as lab:
+        assert isinstance(lab.server, LabNfsServer)
+        export = lab.server.export_dir
+        (export / "precious.raw").write_bytes(b"keep" * 1024)
+        client_wd = workdir / "client"
+        proc, state = _hold(client_wd, {"type": "nfs", "server": "127.0.0.1", "export": str(export)})
+        assert (export / state["url"].rsplit("/", 1)[-1]).exists()
+        os.kill(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=120) != 0
+        assert [p.name for p in export.iterdir()] == ["precious.raw"]  # removed at teardown, not left for clean
+        assert leftovers.pending(client_wd) == []
