@@ -362,6 +362,10 @@ def test_the_hosts_rpcbind_is_used_never_stopped_and_cleaned_of_a_killed_server(
     proc.wait()
     ports = set(state["ports"].values())
     assert {port for *_, port in rpc_registrations() or ()} & ports, "expected registrations left by the kill"
+    # until it is cleaned, a new lab server is refused, and told that the registration is stale and how to go
+    with pytest.raises(UserError) as err, provision(NfsBacking(), workdir / "meanwhile", set()):
+        pass
+    assert "nothing listens there" in err.value.one_line() and "rpcinfo -d 100003 3" in err.value.one_line()
     lines = clean(workdir)
     assert "unregistered RPC program 100003 version 3 from rpcbind on 127.0.0.1" in lines, lines
     regs = rpc_registrations()

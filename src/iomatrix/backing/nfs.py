@@ -225,8 +225,23 @@ class LabNfsServer:
                 "rpcbind": "started by iomatrix (0.0.0.0:111)" if self.rpcbind is not None else "the host's"}
 
 
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection((LOOPBACK, port), timeout=5):
+            return True
+    except OSError:
+        return False
+
+
 def _refuse_existing_nfs_server(rows: list[tuple[int, int, str, int]] | None) -> None:
-    taken = sorted({port for prog, _, _, port in rows or () if prog == NFS_PROGRAM})
+    taken = sorted({port for prog, _, proto, port in rows or () if prog == NFS_PROGRAM and proto == "tcp"})
+    if taken and not any(_listening(port) for port in taken):
+        # a server killed hard (kill -9 of another workdir's run, not yet cleaned) left its registration
+        versions = sorted({vers for prog, vers, _, _ in rows or () if prog == NFS_PROGRAM})
+        raise UserError(f"rpcbind on this host still lists an NFS server on port {', '.join(map(str, taken))}, but "
+                        "nothing listens there: a server that was killed left its registration",
+                        hint="run 'iomatrix clean --workdir DIR' for the run that left it, or remove it: "
+                             + "; ".join(f"rpcinfo -d {NFS_PROGRAM} {v}" for v in versions))
     if taken:
         raise UserError(f"an NFS server is already registered with rpcbind on this host (program {NFS_PROGRAM}, "
                         f"port {', '.join(map(str, taken))}): a lab-started one would take over its registration",
