@@ -209,8 +209,10 @@ class LabNfsServer:
             self._remove_file(path)
 
     def remove_disk(self, disk: NetworkDisk) -> None:
-        assert disk.server_path is not None and disk.server_path.parent == self.export_dir
-        self._remove_file(disk.server_path)
+        path = disk.server_path
+        if path is None or path not in self._disks:  # only a file this server made is ever removed
+            raise UserError(f"{disk.url} was not made by this NFS server: not removed")
+        self._remove_file(path)
 
     def server_pids(self) -> dict[int, str]:
         pids = {self.ganesha.pid: "ganesha.nfsd"}
