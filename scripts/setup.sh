@@ -11,9 +11,11 @@
 # block layer: QEMU, fio, Python without the test tools) and builds no guest: on a fresh Debian 12 machine its
 # apt step took 30 s instead of 110 s for everything (docs/benchmarks.md, issue 27). Running setup.sh without
 # it later (scripts/test does) adds the rest.
-# `--shared-storage` adds the iSCSI packages (tgt, libiscsi-bin, qemu-block-extra) to a --minimal install (a full
-# one has them: the tests run a real tgtd). They are installed without starting or enabling the distribution's
-# tgt service: iomatrix starts its own tgtd on 127.0.0.1 per sweep (docs/backings.md, iSCSI).
+# `--shared-storage` adds the servers and QEMU drivers of the shared-storage backings (iSCSI: tgt, libiscsi-bin;
+# NFS: nfs-ganesha, nfs-ganesha-vfs, rpcbind, libnfs-utils; qemu-block-extra) to a --minimal install (a full one
+# has them: the tests run a real tgtd and ganesha). They are installed without starting or enabling the
+# distribution's services: iomatrix starts its own daemons on 127.0.0.1 for a run and stops them after it
+# (docs/backings.md, iSCSI and nfs).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
@@ -67,9 +69,17 @@ if [ "$minimal" = 1 ]; then packages=("${minimal_packages[@]}"); fi
 # iscsi block driver (block-iscsi.so, a module qemu-system-* does not carry); libiscsi-bin has the initiator-side
 # probes (iscsi-readcapacity16, iscsi-inq). Their services are the distribution's, never started (see below).
 iscsi_packages=(tgt libiscsi-bin qemu-block-extra)
-if [ "$minimal" = 0 ] || [ "$shared" = 1 ]; then packages+=("${iscsi_packages[@]}"); fi
 # --fleet: shellcheck, which ansible-test sanity runs on the collection's shell script (the role's install.sh).
 if [ "$fleet" = 1 ]; then packages+=(shellcheck); fi
+# Shared storage, NFS: the NFS backing's userspace server (nfs-ganesha with its VFS backend) and rpcbind (QEMU's
+# libnfs finds the server through the portmapper), libnfs-utils (nfs-ls; libnfs itself removes iomatrix's files
+# on an existing export), qemu-block-extra (QEMU's nfs/iscsi/rbd block drivers, block-nfs.so).
+nfs_packages=(nfs-ganesha nfs-ganesha-vfs rpcbind libnfs-utils)
+if [ "$minimal" = 0 ] || [ "$shared" = 1 ]; then packages+=("${iscsi_packages[@]}" "${nfs_packages[@]}"); fi
+# Units of those packages that apt would start and enable: a lab host keeps no NFS service of its own (a
+# running one would be refused by the lab-started NFS backing, whose registration it holds).
+declare -A shared_storage_unit_package=([nfs-ganesha.service]=nfs-ganesha [nfs-ganesha-lock.service]=nfs-ganesha
+    [nfs-ganesha-config.service]=nfs-ganesha [rpcbind.service]=rpcbind [rpcbind.socket]=rpcbind [tgt.service]=tgt)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -79,24 +89,32 @@ if [ "${#missing[@]}" -gt 0 ]; then
     echo "setup: installing ${#missing[@]} Debian packages:"
     echo "${missing[*]}" | fold -s -w 96 | sed 's/^/  /' 
     export DEBIAN_FRONTEND=noninteractive
-    # No service of a package installed here may start (tgt's would take TCP 3260 and the control socket 0):
+    # No service of a package installed here may start (tgt's would take TCP 3260 and the control socket 0, an NFS
+    # server or rpcbind of the distribution would hold the registration the lab-started NFS backing needs):
     # invoke-rc.d and deb-systemd-invoke ask /usr/sbin/policy-rc.d, and 101 means "action forbidden". Ours only
-    # when the host has none, and removed on every exit, failure included.
+    # when the host has none (a container's own stays), and removed on every exit, failure included.
     policy=/usr/sbin/policy-rc.d
+    own_policy=0
     if [ ! -e "$policy" ]; then
-        printf '#!/bin/sh\n# iomatrix setup.sh: no service starts while it installs packages\nexit 101\n' > "$policy"
+        printf '#!/bin/sh\n# written by iomatrix scripts/setup.sh during apt-get; removed after it\nexit 101\n' > "$policy"
         chmod 755 "$policy"
+        own_policy=1
         trap 'rm -f "$policy"' EXIT
     fi
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-    # Installing enables the unit on a systemd host even when nothing starts it: disable what was just installed
-    # (a tgt service the administrator had before is left as it was).
-    for p in "${missing[@]}"; do
-        if [ "$p" = tgt ] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
-            systemctl disable --quiet tgt.service 2>/dev/null || true
-        fi
-    done
+    if [ "$own_policy" = 1 ]; then rm -f "$policy"; trap - EXIT; fi
+    # Installing enables the units on a systemd host even when nothing starts them: disable those of the packages
+    # installed just now (a service the administrator had before is left as it was).
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+        for unit in "${!shared_storage_unit_package[@]}"; do
+            for p in "${missing[@]}"; do
+                if [ "$p" = "${shared_storage_unit_package[$unit]}" ]; then
+                    systemctl disable --quiet --now "$unit" 2>/dev/null || true
+                fi
+            done
+        done
+    fi
 else
     echo "setup: Debian packages present"
 fi

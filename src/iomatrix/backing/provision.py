@@ -39,6 +39,7 @@ from iomatrix.backing.leftover_kinds import (
     ZfsDatasetLeftover,
 )
 from iomatrix.backing.network import NetworkServer
+from iomatrix.backing.nfs import provision_nfs
 from iomatrix.backing.spec import (
     BackingSpec,
     BlockdevBacking,
@@ -46,6 +47,7 @@ from iomatrix.backing.spec import (
     IscsiBacking,
     LoopfsBacking,
     LvmBacking,
+    NfsBacking,
     TmpfsBacking,
     ZfsBacking,
     allowed_iscsi_luns,
@@ -210,6 +212,10 @@ class _Teardown:
         self.steps.append((entry_id, undo or leftover.undo))
         return entry_id
 
+    def add_step(self, action: Callable[[], object]) -> None:
+        """Add an undo step with no ledger entry of its own (stopping a daemon `children.spawn` recorded)."""
+        self.steps.append(("", action))
+
     def run(self, in_flight: BaseException | None) -> None:
         """Undo everything; with an exception in flight, report failures as a note on it."""
         with _sigint_deferred():
@@ -225,7 +231,8 @@ class _Teardown:
                         in_flight.add_note(f"{msg} ({hint})")
                         return
                     raise UserError(msg, hint=hint) from exc
-                leftovers.release(self.workdir, entry_id)
+                if entry_id:
+                    leftovers.release(self.workdir, entry_id)
                 self.steps.pop()
 
 
@@ -431,6 +438,9 @@ def provision(spec: BackingSpec, workdir: Path, allowed_devices: set[Path]) -> I
             path, meta = _setup_lvm(spec, workdir, td)
         elif isinstance(spec, ZfsBacking):
             path, meta = _setup_zfs(spec, workdir, td)
+        elif isinstance(spec, NfsBacking):
+            path = _scratch_dir(td, workdir / BACKINGS_DIR, spec.label())  # the export, config and logs live here
+            server, meta = provision_nfs(spec, workdir, path, td)
         else:  # pragma: no cover
             raise TypeError(f"unknown backing spec {spec!r}")
         dev = meta.get("device")
