@@ -28,6 +28,7 @@ from iomatrix.domain import (
     MEASURED_DETECT_ZEROES,
     MEASURED_DISCARD,
     NA,
+    NETWORK_BACKINGS,
     SCSI_CONTROLLER_BUSES,
     Aio,
     BackingKind,
@@ -48,6 +49,17 @@ from iomatrix.domain.axes import (
 )
 from iomatrix.errors import UserError
 from iomatrix.qemu_block import DiskSpec, blockdev_args, device_args
+from iomatrix.snippet_network import (
+    NetworkPlace,
+    client_is_kernel,
+    kernel_client_steps,
+    libvirt_source,
+    proxmox_storage,
+    proxmox_volume,
+    qemu_protocol_node,
+    tgt_note,
+    tgt_targets_conf,
+)
 
 DEFAULT_SIZE_GIB = 32
 
@@ -213,7 +225,19 @@ class DiskConfig:
                     assumed.append(axis.name)
             vals[axis.name] = v
         kind = BackingKind.BLOCK if backing_type in BLOCK_BACKINGS else BackingKind.FILE
+        if backing_type in NETWORK_BACKINGS:
+            kind = BackingKind(backing_type)
         return cls(values=vals, backing=kind, assumed=tuple(assumed))
+
+    @property
+    def protocol(self) -> str | None:
+        """The network protocol the disk is reached by ("iscsi", "nfs"); None for a local file or device."""
+        return self.backing.value if self.backing in (BackingKind.ISCSI, BackingKind.NFS) else None
+
+    @property
+    def userspace_client(self) -> bool:
+        """A network disk QEMU reaches with its own client (libiscsi, libnfs): no host file, so no aio=."""
+        return self.protocol is not None and not client_is_kernel(self.protocol, self._values)
 
     def axis_values(self) -> dict[str, str]:
         """The configuration's value of every axis of the registry (tier and backing aside), later axes only where
@@ -228,10 +252,21 @@ class DiskConfig:
                         and ((a.always_named and a.tools) or values[a.name] != a.default))
 
     def default_path(self) -> str:
+        if self.protocol is not None:  # a network disk's own name: snippet_network.NetworkPlace
+            return NETWORK_URL[self.protocol](NetworkPlace(), self.format.value)
         if self.backing == BackingKind.BLOCK:
             return "/dev/vg0/vm-disk"
         return f"/var/lib/libvirt/images/vm-disk.{self.format}"
 
+
+PROTOCOL_NAMES = {"iscsi": "iSCSI", "nfs": "NFS"}
+# The user libnfs accesses an export as (libvirt <identity>): root, as measured (an export without root squash).
+NFS_IDENTITY = {"user": "root", "group": "root"}
+# A network disk as qemu-img and QEMU's -drive name it (its URL).
+NETWORK_URL = {"iscsi": lambda p, fmt: f"iscsi://{p.portal}/{p.iqn}/{p.lun}",
+               "nfs": lambda p, fmt: f"nfs://{p.host}{p.nfs_file(fmt)}"}
+# The options a disk QEMU reaches with its own network client has no use for: aio is the file protocol's.
+NETWORK_SKIPPED_KEYS = {"libvirt": ("io",), "proxmox": ("aio",), "virt-install": ("io",)}
 
 # The axes every configuration names (the first release's); later axes are named only away from their default.
 _TYPED_AXES = tuple(a.name for a in axes.plan_axes() if a.always_named)
@@ -241,7 +276,10 @@ def refusal(values: Mapping[str, str], backing: BackingKind) -> str | None:
     """Why QEMU would not run a configuration: the registry's rules, for a backing that takes O_DIRECT (the
     user's storage is not probed). The bus's rule is left out: it is about the guest kernel iomatrix boots
     (no ahci driver), not the user's VM."""
-    ctx = RuleContext(BackingFacts(unavailable=None, o_direct=True, is_device=backing == BackingKind.BLOCK))
+    protocol = backing.value if backing in (BackingKind.ISCSI, BackingKind.NFS) else None
+    ctx = RuleContext(BackingFacts(unavailable=None, o_direct=True,
+                                   is_device=backing in (BackingKind.BLOCK, BackingKind.ISCSI), protocol=protocol),
+                      "your storage")
     for axis in axes.axes():
         if axis.name == "bus":
             continue
@@ -318,9 +356,21 @@ def _uses_iothread(cfg: DiskConfig) -> bool:
 def libvirt_disk_element(cfg: DiskConfig, path: str | None = None, dev: str | None = None) -> ET.Element:
     path = path or cfg.default_path()
     target, driver = _partition(controller_options(cfg, "libvirt")[0], LIBVIRT_TARGET_KEYS.__contains__)
-    disk = ET.Element("disk", type="block" if cfg.backing == BackingKind.BLOCK else "file", device="disk")
+    if cfg.userspace_client:
+        driver = [kv for kv in driver if kv[0] not in NETWORK_SKIPPED_KEYS["libvirt"]]
+    if cfg.protocol is not None:
+        kind, source, host = libvirt_source(cfg.protocol, cfg.values, cfg.format.value, NetworkPlace())
+    else:
+        kind = "block" if cfg.backing == BackingKind.BLOCK else "file"
+        source, host = ({"dev": path} if cfg.backing == BackingKind.BLOCK else {"file": path}), None
+    disk = ET.Element("disk", type=kind, device="disk")
     ET.SubElement(disk, "driver", dict([("name", "qemu"), *driver, *measured_defaults("libvirt", dict(driver))]))
-    ET.SubElement(disk, "source", **({"dev": path} if cfg.backing == BackingKind.BLOCK else {"file": path}))
+    src = ET.SubElement(disk, "source", source)
+    if host is not None:
+        ET.SubElement(src, "host", host)
+    if source.get("protocol") == "nfs":
+        # libvirt's schema (9.0) requires the user and group libnfs accesses the export as: NFS_IDENTITY.
+        ET.SubElement(src, "identity", NFS_IDENTITY)
     ET.SubElement(disk, "target", dict([("dev", dev or LIBVIRT_DEV[cfg.bus]), *target]))
     if cfg.bus == Bus.VIRTIO_SCSI_SINGLE:  # the disk's own controller
         ET.SubElement(disk, "address", type="drive", controller=SINGLE_CONTROLLER_INDEX, bus="0", target="0",
@@ -375,6 +425,7 @@ def libvirt_snippet(cfg: DiskConfig, path: str | None = None, dev: str | None = 
     if (controller := libvirt_controller_xml(cfg)) is not None:
         devices.insert(0, controller)
     notes += _libvirt_device_notes(cfg, bool(controller_options(cfg, "libvirt")[1]))
+    notes += network_notes(cfg)
     notes += axis_notes
     if cfg.modifier == Modifier.EATMYDATA:
         devices.insert(0, f"<emulator>{EATMYDATA_WRAPPER}</emulator>")
@@ -397,12 +448,26 @@ def qemu_argv(cfg: DiskConfig, path: str | None = None, node: str = "disk0") -> 
     """The -blockdev/-device arguments the guest tier measured, for `path`."""
     spec = _disk_spec(cfg, path)
     blockdev = blockdev_args(spec, node=node)
+    if cfg.protocol is not None:
+        blockdev = [_network_blockdev(cfg, a) if a.startswith("driver=") else a for a in blockdev]
     if cfg.backing == BackingKind.BLOCK:
         # blockdev_args picks the protocol from the path it sees; a snippet's path need not exist here.
         blockdev = [a.replace("file.driver=file,", "file.driver=host_device,") for a in blockdev]
     # QEMU's default error policy (pause the VM on ENOSPC, e.g. a full thin pool) is kept for the user's
     # VM: iomatrix reports errors only so that a measurement fails with a reason instead of hanging.
     return [*blockdev, *device_args(spec, node=node, serial="disk0", report_errors=False)]
+
+
+def _network_blockdev(cfg: DiskConfig, arg: str) -> str:
+    """A -blockdev value with its protocol node (file.driver=file,file.filename=…) replaced by the network disk's:
+    QEMU's iscsi/nfs driver, or the device/file the kernel's client gives (snippet_network.qemu_protocol_node)."""
+    assert cfg.protocol is not None
+    proto = qemu_protocol_node(cfg.protocol, cfg.values, cfg.format.value, NetworkPlace())
+    dropped = ("file.driver=", "file.filename=", *(("file.aio=",) if cfg.userspace_client else ()))
+    parts = arg.split(",")
+    at = next(i for i, p in enumerate(parts) if p.startswith("file.driver="))
+    kept = [p for p in parts if not p.startswith(dropped)]
+    return ",".join([*kept[:at], *(f"file.{k}={v}" for k, v in proto), *kept[at:]])
 
 
 # The widest line of a shell snippet (a terminal of 100 columns, a page's code block).
@@ -459,6 +524,8 @@ def qemu_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
                  "syntax (its value is a list)")
     if cfg.modifier == Modifier.EATMYDATA:
         note += " and start QEMU as 'eatmydata qemu-system-x86_64 …' (an LD_PRELOAD wrapper of the whole process)"
+    if cfg.protocol is not None:
+        note = "; ".join((note, *network_notes(cfg)))
     # An axis that sets discard or detect-zeroes on the graph takes that default's place.
     qopts = _disk_spec(cfg, path).qemu_options()
     spelled = {k.replace("-", "_"): v for k, v in (*qopts.format_node, *qopts.file_node, *qopts.file_protocol)}
@@ -527,6 +594,8 @@ def proxmox_snippet(cfg: DiskConfig, vmid: str = "VMID", storage: str = "STORAGE
     unavailable += _proxmox_device_unavailable(cfg)
     if unavailable:
         return Snippet("proxmox", title, None, _not_available(unavailable))
+    if cfg.protocol is not None:
+        return proxmox_network_snippet(cfg, opts, axis_notes, vmid, size_gib)
     cmd = f"qm set {vmid}"
     if cfg.bus in PROXMOX_SCSIHW:
         cmd += f" --scsihw {PROXMOX_SCSIHW[cfg.bus]}"  # the controller measured; Proxmox's default may be LSI
@@ -556,6 +625,9 @@ def proxmox_snippet(cfg: DiskConfig, vmid: str = "VMID", storage: str = "STORAGE
 def virt_install_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
     title = "virt-install --disk"
     opts, axis_notes, unavailable = axes.tool_options(cfg.axis_values(), "virt-install")
+    if cfg.userspace_client:
+        unavailable.append(f"an {PROTOCOL_NAMES[cfg.protocol]} network disk (QEMU's own client) is written as the "
+                           "libvirt XML above: virt-install … --import, then virsh edit VM to put that <disk> in")
     if unavailable:
         return Snippet("virt-install", title, None, _not_available(unavailable))
     lead = VIRT_INSTALL_LEADING_KEYS
@@ -586,6 +658,10 @@ def nova_snippet(cfg: DiskConfig) -> Snippet:
     title = "OpenStack Nova (nova.conf on each compute node, and the image's bus)"
     skip = NOVA_IMAGE_FILE_KEYS if cfg.backing == BackingKind.BLOCK else ()
     opts, notes, unavailable = axes.tool_options(cfg.axis_values(), "nova", skip_keys=skip)
+    if cfg.protocol is not None:
+        unavailable.append(f"Nova attaches {PROTOCOL_NAMES[cfg.protocol]} disks as Cinder volumes, set up by the "
+                           "Cinder volume "
+                           "driver (its target and transport options), not by nova.conf's instance-disk settings")
     if unavailable:
         return Snippet("nova", title, None, _not_available(unavailable), "ini")
     source = "block" if cfg.backing == BackingKind.BLOCK else "file"
@@ -603,8 +679,11 @@ def nova_snippet(cfg: DiskConfig) -> Snippet:
 def qemu_img_snippet(cfg: DiskConfig, path: str | None = None, size_gib: int = DEFAULT_SIZE_GIB) -> Snippet:
     title = "qemu-img create (the image, with its preallocation)"
     target = path or cfg.default_path()
-    if cfg.backing == BackingKind.BLOCK and cfg.format == Format.RAW:
+    if cfg.backing in (BackingKind.BLOCK, BackingKind.ISCSI) and cfg.format == Format.RAW:
         return Snippet("qemu-img", title, None, "none needed: a raw disk on a block device is the device itself")
+    if cfg.protocol is not None and client_is_kernel(cfg.protocol, cfg.values):
+        # The kernel's client gives a device (by-path) or a file under the mount: qemu-img writes it as any other.
+        target = path or qemu_protocol_node(cfg.protocol, cfg.values, cfg.format.value, NetworkPlace())[1][1]
     argv = ["qemu-img", "create", "-f", cfg.format.value]
     opts = [f"preallocation={cfg.preallocation}"] if cfg.preallocation != Preallocation.OFF else []
     opts += [f"{k}={v}" for k, v in axes.qemu_options(cfg.axis_values()).create]
@@ -632,3 +711,78 @@ def minimal_domain_xml(disk_xml: str, name: str = "iomatrix-snippet") -> str:
 def write_domain(disk_xml: str, path: Path) -> Path:
     path.write_text(minimal_domain_xml(disk_xml))
     return path
+
+
+# --------------------------------------------------------------------------- network disks (issue 34)
+
+
+def network_notes(cfg: DiskConfig) -> list[str]:
+    """What a network disk's VM snippet leaves to the user: the server's address (placeholders), the host's login
+    or mount where the kernel is the client, and where the LUN's own settings go."""
+    if cfg.protocol is None:
+        return []
+    place = NetworkPlace()
+    where = (f"portal {place.portal}, target {place.iqn}, LUN {place.lun}" if cfg.backing == BackingKind.ISCSI
+             else f"server {place.host}, export {place.export}")
+    notes = [f"replace the placeholder {where} with your storage's"]
+    if client_is_kernel(cfg.protocol, cfg.values):
+        notes.append(kernel_client_steps(cfg.protocol, place))
+    else:
+        client = "libiscsi" if cfg.backing == BackingKind.ISCSI else "libnfs"
+        notes.append(f"QEMU opens the disk with its own {client} client (Debian package qemu-block-extra); aio= is an "
+                     "option of QEMU's file protocol and is not set")
+        if cfg.backing == BackingKind.NFS:
+            notes.append("libvirt's <identity> is the user libnfs accesses the export as: root needs an export "
+                         "without root squash, or name the image's owner")
+    if cfg.backing == BackingKind.ISCSI and "lun_write_cache" not in cfg.more:
+        notes.append("measured with the LUN's write cache off, which is not tgt's default: see the tgt targets.conf "
+                     "snippet")
+    return notes
+
+
+def proxmox_network_snippet(cfg: DiskConfig, opts: Pairs, axis_notes: list[str], vmid: str = "VMID",
+                            size_gib: int = DEFAULT_SIZE_GIB) -> Snippet:
+    """The storage.cfg entry of the network storage (iscsidirect, iscsi, nfs) and the VM's disk line on it."""
+    assert cfg.protocol is not None
+    title = "Proxmox VE (/etc/pve/storage.cfg and qm set)"
+    place = NetworkPlace()
+    kind, sid, entry = proxmox_storage(cfg.protocol, cfg.values, place)
+    if kind in ("iscsi", "iscsidirect") and cfg.format != Format.RAW:
+        return Snippet("proxmox", title, None, _not_available([
+            f"Proxmox uses an iSCSI LUN as one raw disk ({kind} storage: format raw only); a qcow2 image on iSCSI "
+            "is not a Proxmox layout (LVM on top of the LUN gives raw volumes)"]))
+    drive = [kv for kv in _proxmox_drive_options(opts) if kv[0] not in NETWORK_SKIPPED_KEYS["proxmox"]
+             or not cfg.userspace_client]
+    if kind != "nfs":
+        drive = [kv for kv in drive if kv[0] not in PROXMOX_IMAGE_FILE_KEYS]  # the LUN is the disk
+    drive += measured_defaults("proxmox", dict(drive))
+    volume = proxmox_volume(kind, sid, place) if kind != "nfs" else f"{sid}:{size_gib}"
+    cmd = f"qm set {vmid}"
+    if cfg.bus in PROXMOX_SCSIHW:
+        cmd += f" --scsihw {PROXMOX_SCSIHW[cfg.bus]}"
+    line = shell_command([*cmd.split(), f"--{dict(opts)[PROXMOX_DISK_KEY]}0",
+                          ",".join([volume, *(f"{k}={v}" for k, v in drive)])])
+    text = f"# /etc/pve/storage.cfg (or pvesm add {kind} {sid} …)\n{entry}\n\n{line}"
+    notes = [f"replace the placeholder addresses ({place.host}, {place.iqn if kind != 'nfs' else place.export}) "
+             "with your storage's"]
+    if kind == "iscsidirect":
+        notes.append("iscsidirect: QEMU's own initiator (libiscsi), as measured; the LUN is used whole (volume "
+                     f"lun{place.lun}); Proxmox cannot create volumes on it")
+    elif kind == "iscsi":
+        notes.append("iscsi: the host kernel's initiator (open-iscsi) logs in and the LUN is a block device; the "
+                     "volume id is CHANNEL.ID.LUN.scsi-WWID: pvesm list san shows yours")
+    else:
+        notes.append("Proxmox mounts an nfs storage with the host kernel's NFS client (under /mnt/pve/ID); "
+                     + ("as measured" if client_is_kernel(cfg.protocol, cfg.values) else
+                        "iomatrix measured QEMU's own libnfs client, which Proxmox does not use: the kernel "
+                        "client's figures may differ (measure nfs_client=kernel where the host has one)"))
+        notes.append("STORAGE:SIZE allocates a new image of SIZE GiB on the export")
+    notes += [n for n in network_notes(cfg) if "tgt" in n]
+    notes += axis_notes
+    return Snippet("proxmox", title, text, "; ".join(notes))
+
+
+def tgt_snippet(cfg: DiskConfig) -> Snippet:
+    """tgt's targets.conf for the LUN the configuration was measured on (lun_type, lun_write_cache)."""
+    return Snippet("tgt", "tgt targets.conf (the iSCSI target's LUN: type and write cache)",
+                   tgt_targets_conf(cfg.values, NetworkPlace()), tgt_note(cfg.values), "conf")

@@ -77,6 +77,7 @@ from iomatrix.snippet_writers import (
     refusal,
     shell_command,
     shell_word,
+    tgt_snippet,
     virt_install_snippet,
     write_domain,
 )
@@ -131,6 +132,7 @@ __all__ = [
     "shell_command",
     "shell_word",
     "snippets_for",
+    "tgt_snippet",
     "virt_install_snippet",
     "write_domain",
 ]
@@ -283,7 +285,8 @@ def _existing_disk_snippets(cfg: DiskConfig, current: CurrentConfig) -> SnippetS
 def snippets_for(cfg: DiskConfig, path: str | None = None, current: CurrentConfig | None = None) -> SnippetSet:
     """Every tool's snippet for `cfg`: for a new disk at `path` (a default path when None), or, where `current`
     names the user's existing disk (--current), changing that disk with its data kept."""
-    if current is not None and current.disk is not None and current.disk.tool in EXISTING_TOOLS:
+    if current is not None and current.disk is not None and current.disk.tool in EXISTING_TOOLS \
+            and cfg.protocol is None and not current.disk.network:
         return _existing_disk_snippets(cfg, current)
     return SnippetSet(cfg, [
         libvirt_snippet(cfg, path),
@@ -293,6 +296,7 @@ def snippets_for(cfg: DiskConfig, path: str | None = None, current: CurrentConfi
         virt_install_snippet(cfg, path),
         nova_snippet(cfg),
         qemu_img_snippet(cfg, path),
+        *([tgt_snippet(cfg)] if cfg.backing == BackingKind.ISCSI else []),
     ])
 
 

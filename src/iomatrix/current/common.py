@@ -30,6 +30,13 @@ class ExistingDisk:
     volume: str | None = None
     vmid: str | None = None
     block: bool = False  # a block device (libvirt type='block', QEMU host_device, a Proxmox volume with no file)
+    # A disk QEMU reaches over the network ("iscsi", "nfs"; issue 34): `path` is then its URL
+    # (iscsi://HOST:PORT/IQN/LUN, nfs://HOST/EXPORT/FILE) where the configuration gives it.
+    protocol: str | None = None
+
+    @property
+    def network(self) -> bool:
+        return self.protocol is not None
 
     def as_dict(self) -> dict[str, str]:
         return {k: str(v) for k, v in self.__dict__.items() if v not in (None, False)}
@@ -37,7 +44,7 @@ class ExistingDisk:
     @classmethod
     def from_dict(cls, raw: dict[str, str]) -> ExistingDisk:
         return cls(raw["tool"], raw.get("path"), raw.get("device"), raw.get("volume"), raw.get("vmid"),
-                   raw.get("block") == "True")
+                   raw.get("block") == "True", raw.get("protocol"))
 
 
 @dataclass
