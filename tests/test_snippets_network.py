@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix.snippet_network import NetworkPlace
-from iomatrix.snippets import DiskConfig, minimal_domain_xml, snippets_for
+from iomatrix.snippets import DiskConfig, minimal_domain_xml, snippet_backing, snippets_for
 from tests.conftest import needs
 
 CELL = {"tier": "blocklayer", "format": "raw", "preallocation": "off", "cache": "none", "aio": "threads",
@@ -124,3 +124,10 @@ def test_tgt_admin_reads_the_targets_conf_snippet(lun_type: str, cache: str, exp
     for word in absent:
         assert word not in out, out
     assert ("volatile memory in the target host" in note) == (cache == "on")
+
+
+def test_a_stored_network_backing_gives_its_protocol_to_the_snippets() -> None:
+
+    assert snippet_backing({"backing_type": "iscsi", "kind": "network"}) == "iscsi"
+    assert snippet_backing({"backing_type": "nfs", "kind": "network"}) == "nfs"
+    assert snippet_backing({"backing_type": "lvm", "kind": "device"}) == "device"  # as before

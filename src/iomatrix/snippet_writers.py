@@ -268,6 +268,13 @@ NETWORK_URL = {"iscsi": lambda p, fmt: f"iscsi://{p.portal}/{p.iqn}/{p.lun}",
 # The options a disk QEMU reaches with its own network client has no use for: aio is the file protocol's.
 NETWORK_SKIPPED_KEYS = {"libvirt": ("io",), "proxmox": ("aio",), "virt-install": ("io",)}
 
+def snippet_backing(meta: Mapping[str, Any]) -> str | None:
+    """What a stored backing's metadata says the snippets' disk is on (DiskConfig.from_axes): its backing type where
+    it is served over the network (iscsi, nfs), else its kind."""
+    kind = meta.get("backing_type")
+    return kind if kind in NETWORK_BACKINGS else meta.get("kind")
+
+
 # The axes every configuration names (the first release's); later axes are named only away from their default.
 _TYPED_AXES = tuple(a.name for a in axes.plan_axes() if a.always_named)
 

@@ -61,6 +61,11 @@ class CurrentConfig:
     # The user's existing disk (None for plain axes): snippets then change it rather than create a new one.
     disk: ExistingDisk | None = None
 
+    @property
+    def protocol(self) -> str | None:
+        """The network protocol of the user's disk ("iscsi", "nfs"; issue 34), None for a local one or unknown."""
+        return self.disk.protocol if self.disk is not None else None
+
     def label(self) -> str:
         return " ".join(f"{a.name}={self.axes[a.name]}" for a in axes.axes() if a.name in self.axes)
 

@@ -24,6 +24,7 @@ from iomatrix.current.common import (
     _value,
     cache_from_switches,
 )
+from iomatrix.current.network import read_qemu_node
 from iomatrix.domain import Bus, Format, axes
 from iomatrix.domain.axes import IOThread
 from iomatrix.errors import UserError
@@ -66,6 +67,21 @@ def _qemu_options(tokens: list[str]) -> tuple[dict[str, str] | None, dict[str, s
     return drive, blockdev, devices
 
 
+def _format_and_protocol(tokens: list[str], first: dict[str, str] | None
+                         ) -> tuple[dict[str, str] | None, dict[str, str] | None]:
+    """(the format node, the protocol node it names by reference, or None where its protocol is inline): with
+    separate nodes (-blockdev driver=iscsi,node-name=proto … -blockdev driver=raw,file=proto), in either order."""
+    if first is None:
+        return None, None
+    nodes = [dict(_split_opts(arg)) for tok, arg in itertools.pairwise(tokens) if tok == "-blockdev"]
+    if first.get("driver") not in {f.value for f in Format}:  # the protocol node came first
+        above = next((n for n in nodes if n.get("file") == first.get("node-name") and first.get("node-name")), None)
+        return (above, first) if above is not None else (first, None)
+    if "file" not in first or "file.driver" in first:
+        return first, None
+    return first, next((n for n in nodes if n.get("node-name") == first["file"]), None)
+
+
 def _qemu_device_axes(device: Device, devices: list[Device]) -> dict[str, str]:
     """The bus's controller and the device axes of the disk's -device: IOThread and queues on a virtio-blk device,
     on its virtio-scsi-pci controller (the -device whose id the disk's bus= names) for scsi-hd. A scsi disk alone
@@ -97,6 +113,7 @@ def from_qemu(text: str) -> CurrentConfig:
                         hint="close the quote, or quote the whole value once: --current '-drive file=…,cache=none'"
                         ) from None
     drive, blockdev, devices = _qemu_options(tokens)
+    blockdev, protocol_node = _format_and_protocol(tokens, blockdev)
     # The disk's -device (a controller has no drive=).
     device = next((d for d in devices if "drive" in d), {})
     if drive is not None:
@@ -114,9 +131,18 @@ def from_qemu(text: str) -> CurrentConfig:
     node = drive if drive is not None else blockdev or {}
     later, later_defaulted = _later_axes_from_qemu(node, device)
     image = node.get("file.filename", node.get("file"))
-    existing = ExistingDisk("qemu", image, block=node.get("file.driver") == "host_device"
-                            or str(image).startswith("/dev/"))
+    network = read_qemu_node(protocol_node or node)
+    if network is not None:
+        later.update(network.axes)
+        if network.protocol is not None and not network.axes:  # QEMU's own client: aio is not its option
+            values["aio"] = QEMU_DEFAULT_AIO
+            defaulted[:] = [d for d in defaulted if not d.startswith("aio")]
+    existing = ExistingDisk("qemu", network.url if network else image,
+                            block=node.get("file.driver") == "host_device" or str(image).startswith("/dev/"),
+                            protocol=network.protocol if network else None)
     cfg = CurrentConfig({**values, **later}, "QEMU command line", defaulted + later_defaulted, disk=existing)
+    if network is not None:
+        cfg.notes.append(network.note)
     # The qcow2 L2 cache bound: l2-cache-size, else the combined cache-size (QEMU gives the L2 cache up to it).
     option = next((k for k in QEMU_L2_CACHE_OPTIONS if k in node), None)
     if option is not None:
