@@ -16,6 +16,11 @@ from dataclasses import dataclass
 from iomatrix.domain.axes import ISCSI, KERNEL_CLIENT, LUN_WRITE_CACHE_RISK, LunType
 
 ISCSI_PORT = 3260  # IANA's iSCSI port: libvirt and QEMU assume it where none is given
+PROTOCOL_NAMES = {"iscsi": "iSCSI", "nfs": "NFS"}
+# The user libnfs accesses an export as (libvirt <identity>): root, as measured (an export without root squash).
+NFS_IDENTITY = {"user": "root", "group": "root"}
+# The options a disk QEMU reaches with its own network client has no use for: aio is the file protocol's.
+NETWORK_SKIPPED_KEYS = {"libvirt": ("io",), "proxmox": ("aio",), "virt-install": ("io",)}
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,13 @@ class NetworkPlace:
     def by_path(self) -> str:
         """The LUN's stable device name once the kernel initiator has logged in (udev's by-path link)."""
         return f"/dev/disk/by-path/ip-{self.portal}-iscsi-{self.iqn}-lun-{self.lun}"
+
+
+def network_url(protocol: str, place: NetworkPlace, fmt: str) -> str:
+    """A network disk as qemu-img and QEMU's -drive name it."""
+    if protocol == ISCSI:
+        return f"iscsi://{place.portal}/{place.iqn}/{place.lun}"
+    return f"nfs://{place.host}{place.nfs_file(fmt)}"
 
 
 def client_is_kernel(protocol: str, values: Mapping[str, str]) -> bool:

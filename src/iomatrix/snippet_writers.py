@@ -50,15 +50,13 @@ from iomatrix.domain.axes import (
 from iomatrix.errors import UserError
 from iomatrix.qemu_block import DiskSpec, blockdev_args, device_args
 from iomatrix.snippet_network import (
+    NETWORK_SKIPPED_KEYS,
+    NFS_IDENTITY,
     NetworkPlace,
     client_is_kernel,
-    kernel_client_steps,
     libvirt_source,
-    proxmox_storage,
-    proxmox_volume,
+    network_url,
     qemu_protocol_node,
-    tgt_note,
-    tgt_targets_conf,
 )
 
 DEFAULT_SIZE_GIB = 32
@@ -253,20 +251,12 @@ class DiskConfig:
 
     def default_path(self) -> str:
         if self.protocol is not None:  # a network disk's own name: snippet_network.NetworkPlace
-            return NETWORK_URL[self.protocol](NetworkPlace(), self.format.value)
+            return network_url(self.protocol, NetworkPlace(), self.format.value)
         if self.backing == BackingKind.BLOCK:
             return "/dev/vg0/vm-disk"
         return f"/var/lib/libvirt/images/vm-disk.{self.format}"
 
 
-PROTOCOL_NAMES = {"iscsi": "iSCSI", "nfs": "NFS"}
-# The user libnfs accesses an export as (libvirt <identity>): root, as measured (an export without root squash).
-NFS_IDENTITY = {"user": "root", "group": "root"}
-# A network disk as qemu-img and QEMU's -drive name it (its URL).
-NETWORK_URL = {"iscsi": lambda p, fmt: f"iscsi://{p.portal}/{p.iqn}/{p.lun}",
-               "nfs": lambda p, fmt: f"nfs://{p.host}{p.nfs_file(fmt)}"}
-# The options a disk QEMU reaches with its own network client has no use for: aio is the file protocol's.
-NETWORK_SKIPPED_KEYS = {"libvirt": ("io",), "proxmox": ("aio",), "virt-install": ("io",)}
 
 def snippet_backing(meta: Mapping[str, Any]) -> str | None:
     """What a stored backing's metadata says the snippets' disk is on (DiskConfig.from_axes): its backing type where
@@ -432,7 +422,6 @@ def libvirt_snippet(cfg: DiskConfig, path: str | None = None, dev: str | None = 
     if (controller := libvirt_controller_xml(cfg)) is not None:
         devices.insert(0, controller)
     notes += _libvirt_device_notes(cfg, bool(controller_options(cfg, "libvirt")[1]))
-    notes += network_notes(cfg)
     notes += axis_notes
     if cfg.modifier == Modifier.EATMYDATA:
         devices.insert(0, f"<emulator>{EATMYDATA_WRAPPER}</emulator>")
@@ -531,8 +520,6 @@ def qemu_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
                  "syntax (its value is a list)")
     if cfg.modifier == Modifier.EATMYDATA:
         note += " and start QEMU as 'eatmydata qemu-system-x86_64 …' (an LD_PRELOAD wrapper of the whole process)"
-    if cfg.protocol is not None:
-        note = "; ".join((note, *network_notes(cfg)))
     # An axis that sets discard or detect-zeroes on the graph takes that default's place.
     qopts = _disk_spec(cfg, path).qemu_options()
     spelled = {k.replace("-", "_"): v for k, v in (*qopts.format_node, *qopts.file_node, *qopts.file_protocol)}
@@ -601,8 +588,6 @@ def proxmox_snippet(cfg: DiskConfig, vmid: str = "VMID", storage: str = "STORAGE
     unavailable += _proxmox_device_unavailable(cfg)
     if unavailable:
         return Snippet("proxmox", title, None, _not_available(unavailable))
-    if cfg.protocol is not None:
-        return proxmox_network_snippet(cfg, opts, axis_notes, vmid, size_gib)
     cmd = f"qm set {vmid}"
     if cfg.bus in PROXMOX_SCSIHW:
         cmd += f" --scsihw {PROXMOX_SCSIHW[cfg.bus]}"  # the controller measured; Proxmox's default may be LSI
@@ -632,9 +617,6 @@ def proxmox_snippet(cfg: DiskConfig, vmid: str = "VMID", storage: str = "STORAGE
 def virt_install_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
     title = "virt-install --disk"
     opts, axis_notes, unavailable = axes.tool_options(cfg.axis_values(), "virt-install")
-    if cfg.userspace_client:
-        unavailable.append(f"an {PROTOCOL_NAMES[cfg.protocol]} network disk (QEMU's own client) is written as the "
-                           "libvirt XML above: virt-install … --import, then virsh edit VM to put that <disk> in")
     if unavailable:
         return Snippet("virt-install", title, None, _not_available(unavailable))
     lead = VIRT_INSTALL_LEADING_KEYS
@@ -665,10 +647,6 @@ def nova_snippet(cfg: DiskConfig) -> Snippet:
     title = "OpenStack Nova (nova.conf on each compute node, and the image's bus)"
     skip = NOVA_IMAGE_FILE_KEYS if cfg.backing == BackingKind.BLOCK else ()
     opts, notes, unavailable = axes.tool_options(cfg.axis_values(), "nova", skip_keys=skip)
-    if cfg.protocol is not None:
-        unavailable.append(f"Nova attaches {PROTOCOL_NAMES[cfg.protocol]} disks as Cinder volumes, set up by the "
-                           "Cinder volume "
-                           "driver (its target and transport options), not by nova.conf's instance-disk settings")
     if unavailable:
         return Snippet("nova", title, None, _not_available(unavailable), "ini")
     source = "block" if cfg.backing == BackingKind.BLOCK else "file"
@@ -719,77 +697,3 @@ def write_domain(disk_xml: str, path: Path) -> Path:
     path.write_text(minimal_domain_xml(disk_xml))
     return path
 
-
-# --------------------------------------------------------------------------- network disks (issue 34)
-
-
-def network_notes(cfg: DiskConfig) -> list[str]:
-    """What a network disk's VM snippet leaves to the user: the server's address (placeholders), the host's login
-    or mount where the kernel is the client, and where the LUN's own settings go."""
-    if cfg.protocol is None:
-        return []
-    place = NetworkPlace()
-    where = (f"portal {place.portal}, target {place.iqn}, LUN {place.lun}" if cfg.backing == BackingKind.ISCSI
-             else f"server {place.host}, export {place.export}")
-    notes = [f"replace the placeholder {where} with your storage's"]
-    if client_is_kernel(cfg.protocol, cfg.values):
-        notes.append(kernel_client_steps(cfg.protocol, place))
-    else:
-        client = "libiscsi" if cfg.backing == BackingKind.ISCSI else "libnfs"
-        notes.append(f"QEMU opens the disk with its own {client} client (Debian package qemu-block-extra); aio= is an "
-                     "option of QEMU's file protocol and is not set")
-        if cfg.backing == BackingKind.NFS:
-            notes.append("libvirt's <identity> is the user libnfs accesses the export as: root needs an export "
-                         "without root squash, or name the image's owner")
-    if cfg.backing == BackingKind.ISCSI and "lun_write_cache" not in cfg.more:
-        notes.append("measured with the LUN's write cache off, which is not tgt's default: see the tgt targets.conf "
-                     "snippet")
-    return notes
-
-
-def proxmox_network_snippet(cfg: DiskConfig, opts: Pairs, axis_notes: list[str], vmid: str = "VMID",
-                            size_gib: int = DEFAULT_SIZE_GIB) -> Snippet:
-    """The storage.cfg entry of the network storage (iscsidirect, iscsi, nfs) and the VM's disk line on it."""
-    assert cfg.protocol is not None
-    title = "Proxmox VE (/etc/pve/storage.cfg and qm set)"
-    place = NetworkPlace()
-    kind, sid, entry = proxmox_storage(cfg.protocol, cfg.values, place)
-    if kind in ("iscsi", "iscsidirect") and cfg.format != Format.RAW:
-        return Snippet("proxmox", title, None, _not_available([
-            f"Proxmox uses an iSCSI LUN as one raw disk ({kind} storage: format raw only); a qcow2 image on iSCSI "
-            "is not a Proxmox layout (LVM on top of the LUN gives raw volumes)"]))
-    drive = [kv for kv in _proxmox_drive_options(opts) if kv[0] not in NETWORK_SKIPPED_KEYS["proxmox"]
-             or not cfg.userspace_client]
-    if kind != "nfs":
-        drive = [kv for kv in drive if kv[0] not in PROXMOX_IMAGE_FILE_KEYS]  # the LUN is the disk
-    drive += measured_defaults("proxmox", dict(drive))
-    volume = proxmox_volume(kind, sid, place) if kind != "nfs" else f"{sid}:{size_gib}"
-    cmd = f"qm set {vmid}"
-    if cfg.bus in PROXMOX_SCSIHW:
-        cmd += f" --scsihw {PROXMOX_SCSIHW[cfg.bus]}"
-    line = shell_command([*cmd.split(), f"--{dict(opts)[PROXMOX_DISK_KEY]}0",
-                          ",".join([volume, *(f"{k}={v}" for k, v in drive)])])
-    text = f"# /etc/pve/storage.cfg (or pvesm add {kind} {sid} …)\n{entry}\n\n{line}"
-    notes = [f"replace the placeholder addresses ({place.host}, {place.iqn if kind != 'nfs' else place.export}) "
-             "with your storage's"]
-    if kind == "iscsidirect":
-        notes.append("iscsidirect: QEMU's own initiator (libiscsi), as measured; the LUN is used whole (volume "
-                     f"lun{place.lun}); Proxmox cannot create volumes on it")
-    elif kind == "iscsi":
-        notes.append("iscsi: the host kernel's initiator (open-iscsi) logs in and the LUN is a block device; the "
-                     "volume id is CHANNEL.ID.LUN.scsi-WWID: pvesm list san shows yours")
-    else:
-        notes.append("Proxmox mounts an nfs storage with the host kernel's NFS client (under /mnt/pve/ID); "
-                     + ("as measured" if client_is_kernel(cfg.protocol, cfg.values) else
-                        "iomatrix measured QEMU's own libnfs client, which Proxmox does not use: the kernel "
-                        "client's figures may differ (measure nfs_client=kernel where the host has one)"))
-        notes.append("STORAGE:SIZE allocates a new image of SIZE GiB on the export")
-    notes += [n for n in network_notes(cfg) if "tgt" in n]
-    notes += axis_notes
-    return Snippet("proxmox", title, text, "; ".join(notes))
-
-
-def tgt_snippet(cfg: DiskConfig) -> Snippet:
-    """tgt's targets.conf for the LUN the configuration was measured on (lun_type, lun_write_cache)."""
-    return Snippet("tgt", "tgt targets.conf (the iSCSI target's LUN: type and write cache)",
-                   tgt_targets_conf(cfg.values, NetworkPlace()), tgt_note(cfg.values), "conf")

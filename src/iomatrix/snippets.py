@@ -25,6 +25,7 @@ from iomatrix.domain import (
     axes,
 )
 from iomatrix.errors import UserError
+from iomatrix.snippet_network_writers import network_snippets, tgt_snippet
 from iomatrix.snippet_writers import (
     CONTINUATION,
     DEFAULT_SIZE_GIB,
@@ -78,7 +79,6 @@ from iomatrix.snippet_writers import (
     shell_command,
     shell_word,
     snippet_backing,
-    tgt_snippet,
     virt_install_snippet,
     write_domain,
 )
@@ -287,8 +287,10 @@ def _existing_disk_snippets(cfg: DiskConfig, current: CurrentConfig) -> SnippetS
 def snippets_for(cfg: DiskConfig, path: str | None = None, current: CurrentConfig | None = None) -> SnippetSet:
     """Every tool's snippet for `cfg`: for a new disk at `path` (a default path when None), or, where `current`
     names the user's existing disk (--current), changing that disk with its data kept."""
+    if cfg.protocol is not None:  # a disk served over the network: its storage is configured with it
+        return network_snippets(cfg, path)
     if current is not None and current.disk is not None and current.disk.tool in EXISTING_TOOLS \
-            and cfg.protocol is None and not current.disk.network:
+            and not current.disk.network:
         return _existing_disk_snippets(cfg, current)
     return SnippetSet(cfg, [
         libvirt_snippet(cfg, path),
@@ -298,7 +300,6 @@ def snippets_for(cfg: DiskConfig, path: str | None = None, current: CurrentConfi
         virt_install_snippet(cfg, path),
         nova_snippet(cfg),
         qemu_img_snippet(cfg, path),
-        *([tgt_snippet(cfg)] if cfg.backing == BackingKind.ISCSI else []),
     ])
 
 

@@ -59,18 +59,24 @@ def from_libvirt_xml(path: Path, disk: str | None = None) -> CurrentConfig:
     values.update(_libvirt_device_axes(root, d, Bus(values["bus"]) if "bus" in values else None))
     dev = tgt.get("dev") if tgt is not None else "?"
     src = d.find("source")
-    image = None if src is None else (src.get("file") or src.get("dev"))
-    network = _network_disk(d, src, dev)
+    existing, network = _existing_disk(d, src, dev)
     values.update(network.axes if network else {})
-    existing = ExistingDisk("libvirt", network.url if network else image, dev, block=d.get("type") == "block",
-                            protocol=network.protocol if network else None)
     cfg = CurrentConfig(values, f"libvirt {path.name}, disk {dev}", defaulted, disk=existing)
-    if network is not None:
-        cfg.notes.append(network.note)
+    cfg.notes += [network.note] if network else []
     max_size = drv.find("metadata_cache/max_size") if drv is not None else None
     if max_size is not None:
         _set_l2_cache(cfg, _libvirt_scaled(max_size, "driver metadata_cache max_size"), "metadata_cache max_size")
     return cfg
+
+
+def _existing_disk(disk: ET.Element, src: ET.Element | None, dev: str) -> tuple[ExistingDisk, NetworkDiskRead | None]:
+    """The user's disk as the snippets change it, and what it is on the network (None: a local file or device)."""
+    network = _network_disk(disk, src, dev)
+    if network is not None:
+        return ExistingDisk("libvirt", network.url, dev, block=disk.get("type") == "block",
+                            protocol=network.protocol), network
+    image = None if src is None else (src.get("file") or src.get("dev"))
+    return ExistingDisk("libvirt", image, dev, block=disk.get("type") == "block"), None
 
 
 def _network_disk(disk: ET.Element, src: ET.Element | None, dev: str) -> NetworkDiskRead | None:

@@ -24,7 +24,7 @@ from iomatrix.current.common import (
     _value,
     cache_from_switches,
 )
-from iomatrix.current.network import read_qemu_node
+from iomatrix.current.network import NetworkDiskRead, read_qemu_node
 from iomatrix.domain import Bus, Format, axes
 from iomatrix.domain.axes import IOThread
 from iomatrix.errors import UserError
@@ -65,6 +65,21 @@ def _qemu_options(tokens: list[str]) -> tuple[dict[str, str] | None, dict[str, s
         elif tok == "-device":
             devices.append(_device_props(arg))
     return drive, blockdev, devices
+
+
+def _existing_disk(node: dict[str, str], protocol_node: dict[str, str] | None, values: dict[str, str],
+                   defaulted: list[str]) -> tuple[ExistingDisk, NetworkDiskRead | None]:
+    """The user's disk as the snippets change it, and what it is on the network (None: a local file or device).
+    A disk QEMU reaches with its own client (libiscsi, libnfs) has no aio: it reads as QEMU's default, said once."""
+    image = node.get("file.filename", node.get("file"))
+    block = node.get("file.driver") == "host_device" or str(image).startswith("/dev/")
+    network = read_qemu_node(protocol_node or node)
+    if network is None:
+        return ExistingDisk("qemu", image, block=block), None
+    if not network.axes:  # QEMU's own client
+        values["aio"] = QEMU_DEFAULT_AIO
+        defaulted[:] = [d for d in defaulted if not d.startswith("aio")]
+    return ExistingDisk("qemu", network.url, block=block, protocol=network.protocol), network
 
 
 def _format_and_protocol(tokens: list[str], first: dict[str, str] | None
@@ -130,19 +145,10 @@ def from_qemu(text: str) -> CurrentConfig:
         values.update(_qemu_device_axes(device, devices))
     node = drive if drive is not None else blockdev or {}
     later, later_defaulted = _later_axes_from_qemu(node, device)
-    image = node.get("file.filename", node.get("file"))
-    network = read_qemu_node(protocol_node or node)
-    if network is not None:
-        later.update(network.axes)
-        if network.protocol is not None and not network.axes:  # QEMU's own client: aio is not its option
-            values["aio"] = QEMU_DEFAULT_AIO
-            defaulted[:] = [d for d in defaulted if not d.startswith("aio")]
-    existing = ExistingDisk("qemu", network.url if network else image,
-                            block=node.get("file.driver") == "host_device" or str(image).startswith("/dev/"),
-                            protocol=network.protocol if network else None)
-    cfg = CurrentConfig({**values, **later}, "QEMU command line", defaulted + later_defaulted, disk=existing)
-    if network is not None:
-        cfg.notes.append(network.note)
+    existing, network = _existing_disk(node, protocol_node, values, defaulted)
+    cfg = CurrentConfig({**values, **later, **(network.axes if network else {})}, "QEMU command line",
+                        defaulted + later_defaulted, disk=existing)
+    cfg.notes += [network.note] if network else []
     # The qcow2 L2 cache bound: l2-cache-size, else the combined cache-size (QEMU gives the L2 cache up to it).
     option = next((k for k in QEMU_L2_CACHE_OPTIONS if k in node), None)
     if option is not None:
