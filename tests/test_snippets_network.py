@@ -4,7 +4,11 @@ Proxmox's storage.cfg per client, and QEMU's -blockdev protocol node."""
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -131,3 +135,56 @@ def test_a_stored_network_backing_gives_its_protocol_to_the_snippets() -> None:
     assert snippet_backing({"backing_type": "iscsi", "kind": "network"}) == "iscsi"
     assert snippet_backing({"backing_type": "nfs", "kind": "network"}) == "nfs"
     assert snippet_backing({"backing_type": "lvm", "kind": "device"}) == "device"  # as before
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for(check: Callable[[], bool], what: str, bound_s: float = 60.0) -> None:
+    deadline = time.monotonic() + bound_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not ready after {bound_s:.0f} s")
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+@needs("tgtd")
+@needs("qemu-io")
+def test_the_tgt_and_qemu_snippets_serve_and_open_a_real_lun(tmp_path: Path) -> None:
+    # tgtd started here on its own portal and control port, configured by the tgt snippet through tgt-admin, and
+    # opened by qemu-io with the QEMU snippet's own -blockdev options (the placeholder portal made this one's).
+    port, control = _free_port(), str(20000 + os.getpid() % 10000)
+    lun = tmp_path / "lun.img"
+    lun.write_bytes(b"\0" * (16 << 20))
+    tgtd = subprocess.Popen(["tgtd", "-f", "--iscsi", f"portal=127.0.0.1:{port}", "-C", control],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    tgtadm = ["tgtadm", "-C", control, "--lld", "iscsi"]
+    try:
+        _wait_for(lambda: subprocess.run([*tgtadm, "--op", "show", "--mode", "target"], capture_output=True,
+                                         timeout=30).returncode == 0, "tgtd")
+        snippets = _snippets("iscsi", lun_type="blockio")
+        conf = tmp_path / "targets.conf"
+        conf.write_text((snippets["tgt"][0] or "").replace(PLACE.lun_file, str(lun)))
+        res = subprocess.run(["tgt-admin", "-C", control, "-c", str(conf), "--execute"], capture_output=True,
+                             text=True, timeout=120)
+        assert res.returncode == 0, res.stdout + res.stderr
+        shown = subprocess.run([*tgtadm, "--op", "show", "--mode", "target"], capture_output=True, text=True,
+                               timeout=30).stdout
+        assert f"Backing store path: {lun}" in shown and "Backing store flags: direct" in shown, shown
+        blockdev = (snippets["qemu"][0] or "").replace("\\\n", "").split()[1]
+        opts = blockdev.replace(PLACE.portal, f"127.0.0.1:{port}").replace("node-name=disk0,", "")
+        written = subprocess.run(["qemu-io", "--image-opts", opts, "-c", "write -P 0xab 4096 4096", "-c", "flush"],
+                                 capture_output=True, text=True, timeout=120)
+        assert written.returncode == 0 and "wrote 4096/4096 bytes" in written.stdout, written.stdout + written.stderr
+        assert lun.read_bytes()[4096:8192] == b"\xab" * 4096  # on the target's file, through libiscsi and tgt
+    finally:
+        subprocess.run([*tgtadm, "--op", "delete", "--mode", "system"], capture_output=True, timeout=30)
+        try:
+            tgtd.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            tgtd.kill()
+            tgtd.wait(timeout=30)
