@@ -169,9 +169,6 @@ def test_a_bad_rtt_in_a_plan_is_one_line(tmp_path: Path) -> None:
 
 
 def test_the_answer_names_the_target_power_loss_risk_of_the_lun_write_cache() -> None:
-
-
-
     def situations(**values: str) -> list[str]:
         cell = CellWorkload(1, "k", _cell(**values), {"backing_type": "iscsi"}, "rand-write-4k-qd1", [])
         return [r.situation for r in risk_statements(cell.axes["cache"], "none", cell)]
