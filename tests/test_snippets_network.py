@@ -84,6 +84,8 @@ def test_proxmox_storage_per_client() -> None:
     assert nfs is not None and "nfs: nfs-store\n\tserver 192.0.2.10\n\texport /srv/nfs/vm\n" in nfs
     assert "--virtio0 nfs-store:32,format=qcow2,cache=writeback" in nfs
     assert "which Proxmox does not use" in nfs_note  # libnfs measured, the kernel's mount in Proxmox
+    full = _snippets("nfs", format="qcow2", preallocation="full")["proxmox"][0] or ""
+    assert "\toptions vers=4.2\n\tpreallocation full\n" in full  # the storage's, for the images it creates
     qcow2_lun = _snippets("iscsi", format="qcow2")["proxmox"]
     assert qcow2_lun[0] is None and "format raw only" in qcow2_lun[1]
 

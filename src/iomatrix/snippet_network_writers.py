@@ -25,6 +25,7 @@ from iomatrix.snippet_writers import (
     PROXMOX_DISK_KEY,
     PROXMOX_IMAGE_FILE_KEYS,
     PROXMOX_SCSIHW,
+    PROXMOX_STORAGE_KEYS,
     DiskConfig,
     Pairs,
     Snippet,
@@ -83,6 +84,8 @@ def proxmox_network_snippet(cfg: DiskConfig, opts: Pairs, axis_notes: list[str],
     if kind != "nfs":
         drive = [kv for kv in drive if kv[0] not in PROXMOX_IMAGE_FILE_KEYS]  # the LUN is the disk
     drive += measured_defaults("proxmox", dict(drive))
+    if kind == "nfs":  # a property of the storage (preallocation of new images), written in its entry
+        entry += "".join(f"\n\t{k} {v}" for k, v in opts if k in PROXMOX_STORAGE_KEYS)
     volume = proxmox_volume(kind, sid, place) if kind != "nfs" else f"{sid}:{size_gib}"
     cmd = f"qm set {vmid}"
     if cfg.bus in PROXMOX_SCSIHW:
