@@ -95,6 +95,16 @@ def proxmox_network_snippet(cfg: DiskConfig, opts: Pairs, axis_notes: list[str],
     text = f"# /etc/pve/storage.cfg (or pvesm add {kind} {sid} …)\n{entry}\n\n{line}"
     notes = [f"replace the placeholder addresses ({place.host}, {place.iqn if kind != 'nfs' else place.export}) "
              "with your storage's"]
+    notes += _proxmox_storage_notes(cfg, kind, place)
+    notes += [n for n in network_notes(cfg) if "tgt" in n]
+    notes += axis_notes
+    return Snippet("proxmox", title, text, "; ".join(notes))
+
+
+def _proxmox_storage_notes(cfg: DiskConfig, kind: str, place: NetworkPlace) -> list[str]:
+    """What a Proxmox storage of `kind` does with the disk, and whether it is the client that was measured."""
+    assert cfg.protocol is not None
+    notes: list[str] = []
     if kind == "iscsidirect":
         notes.append("iscsidirect: QEMU's own initiator (libiscsi), as measured; the LUN is used whole (volume "
                      f"lun{place.lun}); Proxmox cannot create volumes on it")
@@ -107,9 +117,7 @@ def proxmox_network_snippet(cfg: DiskConfig, opts: Pairs, axis_notes: list[str],
                         "iomatrix measured QEMU's own libnfs client, which Proxmox does not use: the kernel "
                         "client's figures may differ (measure nfs_client=kernel where the host has one)"))
         notes.append("STORAGE:SIZE allocates a new image of SIZE GiB on the export")
-    notes += [n for n in network_notes(cfg) if "tgt" in n]
-    notes += axis_notes
-    return Snippet("proxmox", title, text, "; ".join(notes))
+    return notes
 
 
 def tgt_snippet(cfg: DiskConfig) -> Snippet:
