@@ -62,8 +62,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("iomatrix.report.fleet", "iomatrix.report.render"): "fleet report",
     ("iomatrix.report.html", "iomatrix.report.fleet"): "fleet report",
     ("iomatrix.report.recommend", "iomatrix.report.rank"): "recommend, being split",
-    ("iomatrix.runner", "iomatrix.metrics"): "runner, being split",
-    ("iomatrix.runner", "iomatrix.plan.model"): "runner, being split",
     ("iomatrix.scheduler", "iomatrix.stats"): "scheduler ↔ stats",
     ("iomatrix.scheduler", "iomatrix.stats.racing"): "scheduler ↔ stats",
     ("iomatrix.stats.blocked", "iomatrix.stats.compare"): "statistics",
