@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iomatrix.consolidation.roles import TIMED_ROLES
-from iomatrix.consolidation.spec import SECTION, ConsolidationSpec
+from iomatrix.consolidation.spec import SECTION, ConsolidationSpec, tiles_of
 from iomatrix.report.query import CellWorkload, cell_workloads
 from iomatrix.stats.consolidation import ConsolidationAnswer, consolidation_answer
 from iomatrix.store import Store
-from iomatrix.tiers import workload_owner
-from iomatrix.workloads import tile_workload
+from iomatrix.tiers import tier_workload, workload_owner
 
 # Host-view columns per tile count: (metric, heading, decimals).
 HOST_COLUMNS = (
@@ -65,10 +64,11 @@ def groups_from(cws: list[CellWorkload], bound: float, confidence: float = 0.95)
     and answer each group."""
     by_cell: dict[str, list[tuple[int, CellWorkload]]] = defaultdict(list)
     for cw in cws:
-        w = tile_workload(cw.workload)
+        w = tier_workload(cw.workload)
         owner = workload_owner(w) if w is not None else None
-        if w is not None and w.tiles is not None and owner is not None and cw.axes.get("tier") == owner.name:
-            by_cell[cw.cell_key].append((w.tiles, cw))
+        tiles = tiles_of(cw.workload)
+        if w is not None and tiles is not None and owner is not None and cw.axes.get("tier") == owner.name:
+            by_cell[cw.cell_key].append((tiles, cw))
     out: list[ConsolidationGroup] = []
     for _key, items in sorted(by_cell.items()):
         times: dict[int, dict[str, list[float]]] = {}

@@ -56,7 +56,7 @@ from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK, check_
 from iomatrix.store import Store
 from iomatrix.tiers import known_tier, tier_classes, workload_owner
 from iomatrix.tiers.declaration import TierDeclaration
-from iomatrix.workloads import PRESETS
+from iomatrix.workloads import listed
 
 __all__ = [
     "ALLOW_DATA_LOSS",
@@ -160,7 +160,7 @@ def _warnings(sweep_id: int, status: str, cws: list[CellWorkload]) -> list[str]:
 def verdict_tier(workload: str) -> type[TierDeclaration] | None:
     """The tier whose trials of `workload` are verdicts, not a speed ranking (the durability tier's own
     workloads), or None for a workload that is ranked."""
-    w = PRESETS.get(workload)
+    w = listed(workload)
     owner = workload_owner(w) if w is not None else None
     return owner if owner is not None and owner.verdicts else None
 
