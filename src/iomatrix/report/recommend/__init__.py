@@ -28,7 +28,7 @@ from iomatrix.report.durability import MeasuredIndex
 from iomatrix.report.interference import run_interference
 from iomatrix.report.objective import Objective, objective_metric
 from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info
-from iomatrix.report.rank import primary_metric, rank_workload, run_rounds, run_values, workload_names
+from iomatrix.report.rank import primary_metric, rank_workload, run_rounds, run_values, weighted_scores, workload_names
 from iomatrix.report.recommend.current_match import matching_current
 from iomatrix.report.recommend.other_tier import verdict_on_its_basis
 from iomatrix.report.recommend.requirements import (
@@ -177,8 +177,6 @@ def score_verdicts(store: Store, sweep_id: int, scores: Sequence[str], requireme
                    measured: MeasuredIndex | None = None) -> list[Verdict]:
     """Seed 000's weighted scores: the top-scoring allowed guest cell. A score has no significance test, so
     cells whose score interval overlaps the top one's are named as tied."""
-    from iomatrix.report.rank import weighted_scores
-
     cells = {c.label(): c for c in cell_workloads(store, sweep_id)}
     out = []
     for score in scores:
