@@ -4,24 +4,30 @@ A merged database (`iomatrix merge`) holds one sweep per host. The fleet is the 
 `running`) of each host (by hostname) of one plan — the plan of the latest sweep — optionally only the sweeps
 recorded with one group (`iomatrix run --group`, the Ansible role's inventory group). Each host's sweep is
 ranked exactly as `iomatrix rank --sweep N` ranks it (report/rank.py); `stats/fleet.py` turns the per-host
-rankings of each workload and tier into the group's answer. Renderers: `fleet_tables` (every `--format`),
-`fleet_lines` (prose), `fleet_html_sections` (the HTML report's heat map).
+rankings of each workload and tier into the group's answer, and the choice's risks come from the same code as
+one host's (`report/recommend/risks.py`). The answers are computed once (`fleet_answers`) and only laid out by
+the renderers: `fleet_tables` (every `--format`; JSON and CSV open with the group answers), `fleet_lines`
+(prose), `fleet_html_sections` (the HTML report's opening answer and heat maps).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from iomatrix.domain import NULL_BACKING, Modifier
 from iomatrix.errors import UserError
 from iomatrix.metrics import metric_info
+from iomatrix.report.durability import MeasuredIndex
 from iomatrix.report.export.table import DataTable
 from iomatrix.report.formats import OutputFormat
+from iomatrix.report.headline import HEADLINE_SITUATIONS
 from iomatrix.report.objective import Objective
 from iomatrix.report.query import cell_workloads
 from iomatrix.report.rank import WorkloadRanking, primary_metric, rank_sweep
 from iomatrix.report.recommend.requirements import Requirement
+from iomatrix.report.recommend.risks import RiskStatement, risk_statements
 from iomatrix.report.render import ratio_text
 from iomatrix.stats import Change, summarize
 from iomatrix.stats.decision import DEFAULT_TIE_BREAK
@@ -104,6 +110,19 @@ class WorkloadFleet:
     per_host: dict[str, WorkloadRanking]  # hostname → its ranking (hosts without results are absent)
     sweeps: dict[str, int]  # hostname → sweep id
     answer: FleetAnswer
+    # What the choice risks per situation, from the code one host's answer uses (documented or measured).
+    risks: list[RiskStatement] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        """As one host's `answer_of` says it: "answer", "tied" (broken by the tie-break), "provisional" (only
+        leading: no host separates its best yet) or "none" (no configuration ranked on every host)."""
+        a = self.answer
+        if a.choice is None:
+            return "none"
+        if not a.settled:
+            return "provisional"
+        return "tied" if a.tied_choices else "answer"
 
     @property
     def higher_is_better(self) -> bool:
@@ -120,13 +139,21 @@ class WorkloadFleet:
         shared = set(self.shared_axes())
         return " ".join(p for p in name.split() if p not in shared) or name
 
-    def host_line(self, host: str) -> str:
-        """One host's own answer, as `rank --sweep N` decides it."""
+    def own_answer(self, host: str) -> str | None:
+        """One host's own answer in words, as `rank --sweep N` decides it (None without a ranked one)."""
         wr = self.per_host.get(host)
         if wr is None or wr.decision is None:
-            return f"{host} (sweep {self.sweeps[host]}): no ranked configuration"
+            return None
         d = wr.decision
-        own = self.short(d.answer) if d.answer is not None else f"unresolved, leader {self.short(d.leader)}"
+        return self.short(d.answer) if d.answer is not None else f"not separated, leading {self.short(d.leader)}"
+
+    def host_line(self, host: str) -> str:
+        """One host's own answer, as `rank --sweep N` decides it."""
+        own = self.own_answer(host)
+        if own is None:
+            return f"{host} (sweep {self.sweeps[host]}): no ranked configuration"
+        d = self.per_host[host].decision
+        assert d is not None
         tied = f" (tied: {', '.join(map(self.short, d.tied))})" if d.tied else ""
         return f"{host} (sweep {self.sweeps[host]}): {own}{tied}"
 
@@ -139,7 +166,11 @@ class WorkloadFleet:
             lack = "; ".join(f"{h} lacks {', '.join(cs[:3])}" for h, cs in a.missing.items())
             return head + f"no configuration was ranked on every host ({lack or 'no host ranked any'})."
         shared = f" (all: {' '.join(self.shared_axes())})" if self.shared_axes() and len(a.wins) > 1 else ""
-        out = head + f"use {self.short(a.choice)}{shared}: best or tied-best on {a.wins[a.choice]} of {n} hosts"
+        if a.settled:
+            out = head + f"use {self.short(a.choice)}{shared}: best or tied-best on {a.wins[a.choice]} of {n} hosts"
+        else:  # as one host's unsettled answer says it: named as leading, never as the configuration to use
+            out = head + (f"no answer yet, leading: {self.short(a.choice)}{shared} (no host's own ranking "
+                          f"separates its best yet; it leads or ties the leader on {a.leads[a.choice]} of {n})")
         if a.tied_choices:
             out += (f" (as many: {', '.join(map(self.short, a.tied_choices))}; the tie-break "
                     f"{', '.join(a.tie_break)} chose)")
@@ -147,9 +178,13 @@ class WorkloadFleet:
         if w is not None and w.best != a.choice:
             out += (f"; worst host {w.host}: {ratio_text(*w.ratio)} of its own best ({self.short(w.best)}), "
                     f"95% CI, {'higher' if self.higher_is_better else 'lower'} is better")
-        elif w is not None:
+        elif a.best_everywhere:
             out += "; it is the best on every host"
         out += "."
+        if a.unsettled and a.settled:
+            out += (" Not separated on " + "; ".join(f"{h} ({self.own_answer(h) or 'no ranked configuration'})"
+                                                     for h in a.unsettled)
+                    + ": not counted as best there.")
         if a.differing:
             own = {h: (self.per_host[h].decision.answer or self.per_host[h].decision.leader)
                    if h in self.per_host and self.per_host[h].decision else None for h in a.differing}
@@ -160,9 +195,9 @@ class WorkloadFleet:
 
 def host_result(host: str, wr: WorkloadRanking, requirements: Sequence[Requirement] = ()) -> HostResult:
     """One host's ranked configurations for the group answer, only those meeting `requirements` (power-loss-safe
-    unless --allow-data-loss, as for one host). When the host's own answer fails them, its best among the
-    others is not settled: the host has no best (its loss is not stated), and its leading allowed cell is its
-    top."""
+    unless --allow-data-loss, as for one host). `fleet_answers` ranks each host on those cells only, as one
+    host's answer does, so its decision is already the restricted one; were the host's own answer to fail them,
+    it would count as not settled (no best, no loss stated), its leading allowed cell as its top."""
     allowed = {label for label, c in wr.cells.items() if all(q.met_by(c.axes) for q in requirements)}
     rows = [r for r in wr.ranking.rows if r.rank is not None and r.centre is not None and r.name in allowed]
     d = wr.decision
@@ -176,23 +211,39 @@ def host_result(host: str, wr: WorkloadRanking, requirements: Sequence[Requireme
                       {r.name: list(wr.cells[r.name].samples[wr.metric]) for r in rows}, top, best)
 
 
+def choice_risks(per_host: dict[str, WorkloadRanking], choice: str | None,
+                 measured: MeasuredIndex | None) -> list[RiskStatement]:
+    """What the group's choice risks, by the code one host's answer uses (`risk_statements`): the documented
+    semantics of its cache mode, or the durability tier's measured verdicts where the database has them."""
+    cell = next((wr.cells[choice] for wr in per_host.values() if choice is not None and choice in wr.cells), None)
+    if cell is None or "cache" not in cell.axes:
+        return []
+    return risk_statements(cell.axes["cache"], cell.axes.get("modifier", Modifier.NONE), cell, measured)
+
+
 def fleet_answers(store: Store, fleet: Fleet, workload: str | None = None, metric: str | None = None, *,
                   objective: Objective | None = None, min_n: int = 3, max_noise: float = 0.10,
                   threshold: float = 0.05, tie_break: Sequence[str] = DEFAULT_TIE_BREAK,
                   alpha: float = 0.05, requirements: Sequence[Requirement] = ()) -> list[WorkloadFleet]:
     """Every group's answer for every workload and tier the fleet's hosts ranked, among the configurations that
     meet `requirements` (report.recommend.parse_requirements: power-loss-safe by default)."""
+    def meets(axes: Mapping[str, str]) -> bool:  # as one host's answer restricts its ranking (other_tier.py)
+        return axes.get("backing") == NULL_BACKING or all(q.met_by(axes) for q in requirements)
+
     per_sweep: dict[int, list[WorkloadRanking]] = {}
     for s in fleet.sweeps:
         try:
             per_sweep[s.id] = rank_sweep(store, s.id, workload, metric, min_n=min_n, max_noise=max_noise,
-                                         threshold=threshold, tie_break=tie_break, objective=objective)
+                                         threshold=threshold, tie_break=tie_break, objective=objective,
+                                         keep=meets if requirements else None)
         except UserError:
             per_sweep[s.id] = []  # this host has none of it: the others still answer
     if not any(per_sweep.values()):
         what = f"workload '{workload}'" if workload else "any workload"
-        raise UserError(f"no host of plan {fleet.plan} has ranked results for {what}",
+        met = f" meeting {' and '.join(q.name for q in requirements)}" if requirements else ""
+        raise UserError(f"no host of plan {fleet.plan} has ranked results{met} for {what}",
                         hint="see what each host has with 'iomatrix results --db DB --sweep N'")
+    measured = MeasuredIndex.from_store(store)  # once, as one host's recommendation builds it
     out = []
     for name, sweeps in fleet.groups():
         keys = sorted({(wr.workload, wr.tier, wr.metric) for s in sweeps for wr in per_sweep[s.id]},
@@ -203,19 +254,59 @@ def fleet_answers(store: Store, fleet: Fleet, workload: str | None = None, metri
             hosts = [host_result(h, wr, requirements) for h, wr in per_host.items()]
             axes = {label: cw.axes for wr in per_host.values() for label, cw in wr.cells.items()}
             answer = fleet_answer(hosts, metric_info(m).higher_is_better, axes, tie_break=tie_break, alpha=alpha)
-            out.append(WorkloadFleet(name, w, tier, m, per_host, {s.hostname: s.id for s in sweeps}, answer))
+            out.append(WorkloadFleet(name, w, tier, m, per_host, {s.hostname: s.id for s in sweeps}, answer,
+                                     choice_risks(per_host, answer.choice, measured)))
     return out
 
 
 # -- rendering ---------------------------------------------------------------------------------------------------
 
+def risk_lines(wf: WorkloadFleet) -> list[str]:
+    """The choice's risks as one host's answer states them: QEMU crash, power loss, live migration."""
+    shown = [r for r in wf.risks if r.situation in HEADLINE_SITUATIONS]
+    if not shown:
+        return []
+    return [f"  risks ({shown[0].basis}):", *(f"    {HEADLINE_SITUATIONS[r.situation]}: {r.text}" for r in shown)]
+
+
+def answer_lines(wf: WorkloadFleet) -> list[str]:
+    """One group's answer for one workload: the statement, then what the choice risks."""
+    return [wf.statement(), *risk_lines(wf)]
+
+
 def fleet_lines(answers: Sequence[WorkloadFleet]) -> list[str]:
-    """The answers in prose: per group and workload the statement, then each host's own answer."""
+    """The answers in prose: per group and workload the statement and risks, then each host's own answer."""
     out = []
     for wf in answers:
-        out.append(wf.statement())
+        out += answer_lines(wf)
         out += [f"  {wf.host_line(h)}" for h in wf.answer.hosts]
     return out
+
+
+def group_answers_table(answers: Sequence[WorkloadFleet]) -> DataTable:
+    """The group answers as data (JSON, CSV): one row per group and workload (docs/results-json.md)."""
+    rows = []
+    for wf in answers:
+        a = wf.answer
+        w = a.worst
+        row: dict[str, Any] = {
+            "group": wf.group, "workload": wf.workload, "tier": wf.tier, "metric": wf.metric,
+            "higher_is_better": a.higher_is_better, "status": wf.status,
+            "answer": wf.short(a.choice) if a.choice else None, "axes": a.choice,
+            "hosts": list(a.hosts), "wins": a.wins.get(a.choice, 0) if a.choice else 0,
+            "leads": a.leads.get(a.choice, 0) if a.choice else 0, "tied": list(a.tied_choices),
+            "tie_break": list(a.tie_break), "best_on_every_host": a.best_everywhere,
+            "not_separated": list(a.unsettled), "differing": list(a.differing),
+            "missing": {h: list(cs) for h, cs in a.missing.items()},
+            "worst_host": None if w is None else w.host, "worst_host_best": None if w is None else w.best,
+            "worst_ratio": None if w is None else w.ratio.ratio, "worst_ci95_low": None if w is None else w.ratio.low,
+            "worst_ci95_high": None if w is None else w.ratio.high,
+            "risks": [{"situation": r.situation, "text": r.text, "basis": r.basis} for r in wf.risks],
+            "statement": wf.statement()}
+        rows.append(row)
+    return DataTable("group answers (one configuration per host group and workload)",
+                     ["group", "workload", "tier", "metric", "status", "answer", "statement"], rows,
+                     axes=["group", "workload", "tier", "metric"])
 
 
 def hosts_table(answers: Sequence[WorkloadFleet]) -> DataTable:
@@ -228,14 +319,13 @@ def hosts_table(answers: Sequence[WorkloadFleet]) -> DataTable:
             d = wr.decision
             loss = losses.get(h)
             rows.append({"group": wf.group, "workload": wf.workload, "tier": wf.tier, "metric": wf.metric, "host": h,
-                         "sweep": wf.sweeps[h],
-                         "own answer": (wf.short(d.answer) if d.answer else f"unresolved ({wf.short(d.leader)})")
-                         if d else None,
-                         "decision": d.kind if d else None,
+                         "sweep": wf.sweeps[h], "own answer": wf.own_answer(h),
+                         "decision": d.kind if d else None, "settled": d is not None and d.answer is not None,
                          "group's choice vs own best": ratio_text(*loss.ratio) if loss else None,
                          "ratio": loss.ratio.ratio if loss else None,
                          "ci95_low": loss.ratio.low if loss else None, "ci95_high": loss.ratio.high if loss else None,
                          "agrees": None if wf.answer.choice is None else
+                         "not separated" if h in wf.answer.unsettled else
                          ("yes" if h not in wf.answer.differing else "no")})
     return DataTable("per-host answers (each host ranked as 'rank --sweep N' ranks it)",
                      ["group", "workload", "tier", "metric", "host", "sweep", "own answer", "decision",
@@ -259,10 +349,12 @@ def ranking_table(wf: WorkloadFleet) -> DataTable:
             "centre": r.centre if r else None,
             "vs best": ratio_text(*r.ratio_to_best) if r and r.ratio_to_best else None,
             "wins": f"{a.wins.get(name, 0)}/{len(a.hosts)}", "chosen": name == a.choice}
-        for h in a.hosts:
-            row[h] = a.heat.get(h, {}).get(name)
+        for h in a.hosts:  # the ratio as the loss prints it (one figure), the number beside it for machines
+            heat = a.heat.get(h, {}).get(name)
+            row[h] = None if heat is None else f"{heat:.2f}×"
+            row[f"{h}.ratio"] = heat
         rows.append(row)
-    notes = [wf.statement()]
+    notes = [wf.statement(), *(line.strip() for line in risk_lines(wf))]
     if a.ranking is not None:
         notes.append("hosts as blocks: " + host_block_description(a.ranking.test_description))
     notes.append("host columns: the configuration's centre on that host as a ratio to the host's own best"
@@ -366,19 +458,26 @@ def _series(store: Store, sweep_id: int, metric: str | None) -> dict[str, list[f
 
 # -- the HTML report -----------------------------------------------------------------------------------------------
 
-def fleet_html_sections(store: Store, group: str | None = None, **rank_kw: Any) -> list[dict[str, Any]]:
-    """The HTML report's fleet sections (report/html.py `extras`): per group and workload a heat map of each host's
-    ratio to its own best, and the answer in prose; none unless the database holds several hosts of its plan (or
-    `group` is asked for)."""
+def fleet_html(store: Store, group: str | None = None,
+               **rank_kw: Any) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The HTML report's fleet parts (report/html.py): the group answers the report opens with, and per group and
+    workload a section with a heat map of each host's ratio to its own best and the answer in prose; (None, [])
+    unless the database holds several hosts of its plan (or `group` is asked for)."""
     if group is None and not is_fleet(store):
-        return []
+        return None, []
     from iomatrix.report.fleet_chart import fleet_heat_map
 
-    out = []
     try:
-        answers = fleet_answers(store, select_fleet(store, group), **rank_kw)
+        fleet = select_fleet(store, group)
+        answers = fleet_answers(store, fleet, **rank_kw)
     except UserError as err:  # the rest of the report still stands: say why the fleet view is empty
-        return [{"id": "fleet", "title": "Fleet", "lines": [f"no fleet answer: {err}"]}]
+        return None, [{"id": "fleet", "title": "Fleet", "lines": [f"no fleet answer: {err}"]}]
+    opening = {"title": f"Answer for the fleet: plan {fleet.plan}, {len(fleet.sweeps)} host(s)",
+               "heading": fleet_heading(fleet),
+               "answers": [{"statement": wf.statement(),
+                            "risks": [(HEADLINE_SITUATIONS[r.situation], r.text, r.basis) for r in wf.risks
+                                      if r.situation in HEADLINE_SITUATIONS]} for wf in answers]}
+    out = []
     for i, wf in enumerate(answers):
         a = wf.answer
         configs = [r.name for r in a.ranking.rows] if a.ranking is not None else sorted(a.wins)
@@ -389,7 +488,7 @@ def fleet_html_sections(store: Store, group: str | None = None, **rank_kw: Any) 
                                                f"host's own best (1 = its best; {better} is better); the group's "
                                                "choice is outlined",
                     "lines": fleet_lines([wf])})
-    return out
+    return opening, out
 
 
 # -- what the commands call ----------------------------------------------------------------------------------------
@@ -421,11 +520,13 @@ def render_fleet(fleet: Fleet, answers: Sequence[WorkloadFleet], format: OutputF
     tables = fleet_tables(answers)
     if answer_first:
         tables = [hosts_table(answers)] if answers else []
+    if format in (OutputFormat.json, OutputFormat.csv):  # data: the group answers first, then the tables
+        return render_tables(([group_answers_table(answers)] if answers else []) + tables, format)
     body = render_tables(tables, format)
-    if format in (OutputFormat.json, OutputFormat.csv):
-        return body
     lines = wrap(fleet_heading(fleet), width)
     if answer_first:
         for wf in answers:
             lines += wrap(wf.statement(), width)
+            lines += [x for line in risk_lines(wf) for x in wrap(line.strip(), width, "  " if
+                                                                  line.startswith("  risks") else "    ")]
     return "\n".join(lines) + "\n\n" + body

@@ -256,9 +256,11 @@ def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None 
     # The tiers' own sections (the consolidation tier's tiles), in the order the tiers sort.
     extras = [s for tier in tier_classes()
               if (s := companion(tier.name).report_section(store, sweep_id, cws)) is not None]
-    from iomatrix.report.fleet import fleet_html_sections  # a merged database's hosts: the host × configuration view
+    from iomatrix.report.fleet import fleet_html  # a merged database's hosts: the host × configuration view
 
-    extras += fleet_html_sections(store, group=fleet_group, objective=objective, **rank_kw)
+    # A fleet's report opens with the group answers; the sweep shown in full is one host's.
+    fleet, fleet_sections = fleet_html(store, group=fleet_group, objective=objective, **rank_kw)
+    extras += fleet_sections
     return _env().get_template("report.html.j2").render(
         info=info, rec=rec, head=headline(rec, info["host"]["hostname"], target), gain_text=gain_text,
         status_text=STATUS_TEXT, verdicts=verdicts, rankings=rankings,
@@ -266,7 +268,7 @@ def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None 
         curves=curve_sections(cws), costs=cost_sections(store, sweep_id, cws, **rank_kw),
         failures=failures(store, sweep_id), missing=missing_parts(info, cws, rec), ci_text=ci_text,
         bounded_note=BOUNDED_NOTE if bounded else "",
-        extras=extras, objective=None if objective is None else objective_line(objective))
+        extras=extras, fleet=fleet, objective=None if objective is None else objective_line(objective))
 
 
 def write_report(store: Store, sweep_id: int, path: Path, **kw: Any) -> int:
