@@ -92,7 +92,8 @@ def recommend(
         if current is not None:
             raise UserError("--current compares what one host runs today: give it with --sweep N",
                             hint="or leave --current out for the fleet answer")
-        from iomatrix.report.fleet import fleet_answers, render_fleet, select_fleet
+        from iomatrix.report.fleet import fleet_answers, select_fleet
+        from iomatrix.report.fleet_render import render_fleet
 
         fleet = select_fleet(store, group)
         from iomatrix.report.recommend import parse_requirements

@@ -145,16 +145,53 @@ def fleet_answer(hosts: Sequence[HostResult], higher_is_better: bool, axes: Mapp
                  confidence: float = 0.95) -> FleetAnswer:
     """The group's answer for one workload (see the module docstring).  ``axes``: configuration → its axes, for
     the tie-break.  Raises ValueError for no host or a host named twice."""
+    names = _host_names(hosts)
+    ranking = host_blocked_ranking(hosts, higher_is_better, alpha, confidence)
+    union = set().union(*(set(h.centre) for h in hosts))
+    wins, leads = _wins_and_leads(hosts, union)
+    eligible = _eligible(hosts, ranking, wins, leads, axes, tie_break, higher_is_better)
+    choice = eligible[0] if eligible else None
+    tied = tuple(c for c in eligible[1:] if (wins[c], leads[c]) == (wins[choice], leads[choice])) if choice else ()
+    losses = _losses(hosts, choice, confidence)
+    worst = _worst(hosts, losses, higher_is_better)
+    differing = tuple(h.host for h in hosts if h.settled and choice not in h.top) if choice is not None else ()
+    missing = {h.host: tuple(sorted(union - set(h.centre))) for h in hosts if union - set(h.centre)}
+    return FleetAnswer(tuple(names), higher_is_better, ranking, wins, leads, eligible, choice, tied, tuple(losses),
+                       worst, differing, tuple(h.host for h in hosts if not h.settled), missing, heat_map(hosts),
+                       tuple(tie_break))
+
+
+def _wins_and_leads(hosts: Sequence[HostResult], configurations: set[str]) -> tuple[dict[str, int], dict[str, int]]:
+    """Step 2's counts: per configuration, the settled hosts where it is in the top group (wins) and the
+    unsettled ones (leads)."""
+    wins = {c: sum(c in h.top for h in hosts if h.settled) for c in sorted(configurations)}
+    leads = {c: sum(c in h.top for h in hosts if not h.settled) for c in sorted(configurations)}
+    return wins, leads
+
+
+def _worst(hosts: Sequence[HostResult], losses: Sequence[HostLoss], higher_is_better: bool) -> HostLoss | None:
+    """Step 3's worst host: the settled host that loses most with the choice (None without one)."""
+    settled = {h.host for h in hosts if h.settled}
+    stated = [x for x in losses if x.host in settled]
+    return max(stated, key=lambda x: x.loss(higher_is_better)) if stated else None
+
+
+def _host_names(hosts: Sequence[HostResult]) -> list[str]:
+    """The hosts' names; ValueError for no host or a host named twice."""
     if not hosts:
         raise ValueError("a fleet answer needs at least one host")
     names = [h.host for h in hosts]
     if len(set(names)) != len(names):
         raise ValueError(f"a host appears twice: {sorted(n for n in names if names.count(n) > 1)[0]}")
-    ranking = host_blocked_ranking(hosts, higher_is_better, alpha, confidence)
+    return names
+
+
+def _eligible(hosts: Sequence[HostResult], ranking: Ranking | None, wins: Mapping[str, int],
+              leads: Mapping[str, int], axes: Mapping[str, Mapping[str, str]], tie_break: Sequence[str],
+              higher_is_better: bool) -> tuple[str, ...]:
+    """Step 2: the configurations every host ranked, in the order the choice is made (most wins, most leads, the
+    tie-break keys, the blocked centre across the hosts, the name)."""
     every = set.intersection(*(set(h.centre) for h in hosts))
-    union = set().union(*(set(h.centre) for h in hosts))
-    wins = {c: sum(c in h.top for h in hosts if h.settled) for c in sorted(union)}
-    leads = {c: sum(c in h.top for h in hosts if not h.settled) for c in sorted(union)}
     fleet_centre = {r.name: r.centre for r in ranking.rows if r.centre is not None} if ranking else {}
     if not fleet_centre:  # one host: its own centres
         fleet_centre = {c: float(m) for c, m in hosts[0].centre.items()}
@@ -164,21 +201,17 @@ def fleet_answer(hosts: Sequence[HostResult], higher_is_better: bool, axes: Mapp
         centre = fleet_centre.get(c, math.nan)
         return (-wins[c], -leads[c], *tie_break_key(c, keys, axes.get(c, {}), centre, higher_is_better))
 
-    eligible = tuple(sorted(every, key=order))
-    choice = eligible[0] if eligible else None
-    tied = tuple(c for c in eligible[1:] if (wins[c], leads[c]) == (wins[choice], leads[choice])) if choice else ()
-    losses: list[HostLoss] = []
-    if choice is not None:
-        for h in hosts:
-            best = h.best or choice
-            ratio = RatioCI(1.0, 1.0, 1.0) if best == choice else ratio_ci(h.values[choice], h.values[best],
-                                                                            confidence)
-            losses.append(HostLoss(h.host, best, ratio))
-    settled = {h.host for h in hosts if h.settled}
-    stated = [x for x in losses if x.host in settled]
-    worst = max(stated, key=lambda x: x.loss(higher_is_better)) if stated else None
-    differing = tuple(h.host for h in hosts if choice is not None and h.settled and choice not in h.top)
-    unsettled = tuple(h.host for h in hosts if not h.settled)
-    missing = {h.host: tuple(sorted(union - set(h.centre))) for h in hosts if union - set(h.centre)}
-    return FleetAnswer(tuple(names), higher_is_better, ranking, wins, leads, eligible, choice, tied, tuple(losses),
-                       worst, differing, unsettled, missing, heat_map(hosts), tuple(tie_break))
+    return tuple(sorted(every, key=order))
+
+
+def _losses(hosts: Sequence[HostResult], choice: str | None, confidence: float) -> list[HostLoss]:
+    """Step 3: the choice on every host against the host's best (its leader where it is not settled), in host
+    order; none without a choice."""
+    if choice is None:
+        return []
+    out = []
+    for h in hosts:
+        best = h.best or choice
+        ratio = RatioCI(1.0, 1.0, 1.0) if best == choice else ratio_ci(h.values[choice], h.values[best], confidence)
+        out.append(HostLoss(h.host, best, ratio))
+    return out
