@@ -3,7 +3,9 @@ commands' per-host and per-group views of a merged database (report/fleet.py).""
 
 from __future__ import annotations
 
+import csv
 import html
+import io
 import json
 import math
 import os
@@ -370,7 +372,7 @@ def test_best_on_every_host_is_said_only_of_settled_hosts(tmp_path: Path) -> Non
     assert wf.answer.unsettled == ("host-3",) and wf.answer.wins[wf.answer.choice] == 2
     said = " ".join(wf.statement().split())
     assert "use cache=none" in said and "best or tied-best on 2 of 3 hosts" in said
-    assert "best on every host" not in said and "Not separated on host-3 (not separated, leading" in said
+    assert "best on every host" not in said and "Not separated on host-3 (leading cache=" in said
     rows = fleet_json(db)[-1]["rows"]
     assert {r["host"]: r["agrees"] for r in rows} == {"host-1": "yes", "host-2": "yes", "host-3": "not separated"}
     # Without the unsettled host, the two settled ones do make it the best on every host.
@@ -404,8 +406,9 @@ def test_the_group_answer_states_the_risks_one_host_states_and_is_in_json_and_th
     assert {r["text"] for r in pick["risks"]} <= {r["text"] for r in row["risks"]}
     text = " ".join(run_cli("recommend", "--db", str(db)).stdout.split())
     assert all(r["text"] in text for r in pick["risks"]) and "risks (documented, not measured):" in text
-    csv_out = run_cli("recommend", "--db", str(db), "--format", "csv").stdout
-    assert csv_out.splitlines()[0].startswith("table,") and "group answers" in csv_out
+    csv_rows = list(csv.DictReader(io.StringIO(run_cli("recommend", "--db", str(db), "--format", "csv").stdout)))
+    [csv_row] = [r for r in csv_rows if r["table"].startswith("group answers")]
+    assert json.loads(csv_row["hosts"]) == row["hosts"] and json.loads(csv_row["risks"]) == row["risks"]
     page = tmp_path / "fleet.html"
     assert run_cli("report", "--html", str(page), "--db", str(db)).returncode == 0
     body = page.read_text()

@@ -145,6 +145,12 @@ class WorkloadFleet:
         d = wr.decision
         return self.short(d.answer) if d.answer is not None else f"not separated, leading {self.short(d.leader)}"
 
+    def leader_text(self, host: str) -> str:
+        """An unsettled host's leader, as its own answer names it."""
+        wr = self.per_host.get(host)
+        d = wr.decision if wr is not None else None
+        return f"leading {self.short(d.leader)}" if d is not None and d.leader else "no ranked configuration"
+
     def host_line(self, host: str) -> str:
         """One host's own answer, as `rank --sweep N` decides it."""
         own = self.own_answer(host)
@@ -180,8 +186,7 @@ class WorkloadFleet:
             out += "; it is the best on every host"
         out += "."
         if a.unsettled and a.settled:
-            out += (" Not separated on " + "; ".join(f"{h} ({self.own_answer(h) or 'no ranked configuration'})"
-                                                     for h in a.unsettled)
+            out += (" Not separated on " + "; ".join(f"{h} ({self.leader_text(h)})" for h in a.unsettled)
                     + ": not counted as best there.")
         if a.differing:
             own = {h: (self.per_host[h].decision.answer or self.per_host[h].decision.leader)

@@ -122,8 +122,8 @@ def ranking_table(wf: WorkloadFleet) -> DataTable:
     notes = [wf.statement(), *(line.strip() for line in risk_lines(wf))]
     if a.ranking is not None:
         notes.append("hosts as blocks: " + host_block_description(a.ranking.test_description))
-    notes.append("host columns: the configuration's centre on that host as a ratio to the host's own best"
-                 if shown_hosts else
+    notes.append("host columns: the mean of the configuration's runs on that host over the host's own best's (the "
+                 "ratio the loss is stated by)" if shown_hosts else
                  f"{len(a.hosts)} hosts: each host's ratio to its own best is in --format json or csv")
     title = f"{wf.group} · {wf.workload} · {wf.tier} · {wf.metric}: configurations across hosts"
     return DataTable(title, ["rank", "group", "configuration", "centre", "vs best", "wins", *shown_hosts], rows,
