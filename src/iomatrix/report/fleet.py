@@ -27,6 +27,7 @@ from iomatrix.report.rank import WorkloadRanking, primary_metric, rank_sweep
 from iomatrix.report.recommend.requirements import Requirement
 from iomatrix.report.recommend.risks import RiskStatement, risk_statements
 from iomatrix.report.render import ratio_text
+from iomatrix.snippets import DiskConfig, SnippetSet, snippets_for
 from iomatrix.stats import Change, summarize
 from iomatrix.stats.decision import DEFAULT_TIE_BREAK
 from iomatrix.stats.fleet import FleetAnswer, HostResult, fleet_answer
@@ -110,6 +111,7 @@ class WorkloadFleet:
     answer: FleetAnswer
     # What the choice risks per situation, from the code one host's answer uses (documented or measured).
     risks: list[RiskStatement] = field(default_factory=list)
+    snippets: SnippetSet | None = None  # every tool's snippet for the choice, as one host's answer has them
 
     @property
     def status(self) -> str:
@@ -224,6 +226,14 @@ def choice_risks(per_host: dict[str, WorkloadRanking], choice: str | None,
     return risk_statements(cell.axes["cache"], cell.axes.get("modifier", Modifier.NONE), cell, measured)
 
 
+def choice_snippets(per_host: dict[str, WorkloadRanking], choice: str | None) -> SnippetSet | None:
+    """Every tool's snippet for the group's choice, made as one host's answer makes them (`snippets_for`)."""
+    cell = next((wr.cells[choice] for wr in per_host.values() if choice is not None and choice in wr.cells), None)
+    if cell is None or "cache" not in cell.axes:
+        return None
+    return snippets_for(DiskConfig.from_axes(cell.axes, cell.backing.get("kind")))
+
+
 def fleet_answers(store: Store, fleet: Fleet, workload: str | None = None, metric: str | None = None, *,
                   objective: Objective | None = None, min_n: int = 3, max_noise: float = 0.10,
                   threshold: float = 0.05, tie_break: Sequence[str] = DEFAULT_TIE_BREAK,
@@ -258,7 +268,8 @@ def fleet_answers(store: Store, fleet: Fleet, workload: str | None = None, metri
             axes = {label: cw.axes for wr in per_host.values() for label, cw in wr.cells.items()}
             answer = fleet_answer(hosts, metric_info(m).higher_is_better, axes, tie_break=tie_break, alpha=alpha)
             out.append(WorkloadFleet(name, w, tier, m, per_host, {s.hostname: s.id for s in sweeps}, answer,
-                                     choice_risks(per_host, answer.choice, measured)))
+                                     choice_risks(per_host, answer.choice, measured),
+                                     choice_snippets(per_host, answer.choice)))
     return out
 
 

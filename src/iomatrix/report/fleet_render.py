@@ -21,7 +21,7 @@ from iomatrix.report.fleet import (
 )
 from iomatrix.report.formats import OutputFormat
 from iomatrix.report.headline import HEADLINE_SITUATIONS
-from iomatrix.report.render import ratio_text, wrap
+from iomatrix.report.render import code_lines, ratio_text, wrap
 from iomatrix.store import Store
 
 # -- rendering ---------------------------------------------------------------------------------------------------
@@ -67,6 +67,7 @@ def group_answers_table(answers: Sequence[WorkloadFleet]) -> DataTable:
             "worst_ratio": None if w is None else w.ratio.ratio, "worst_ci95_low": None if w is None else w.ratio.low,
             "worst_ci95_high": None if w is None else w.ratio.high,
             "risks": [{"situation": r.situation, "text": r.text, "basis": r.basis} for r in wf.risks],
+            "snippets": None if wf.snippets is None else wf.snippets.as_dict(),
             "statement": wf.statement()}
         rows.append(row)
     return DataTable("group answers (one configuration per host group and workload)",
@@ -186,8 +187,27 @@ def fleet_heading(fleet: Fleet) -> str:
             + "; one host's sweep: --sweep N")
 
 
+def snippet_lines(wf: WorkloadFleet, target: str, width: int, printed: set[str], markdown: bool = False) -> list[str]:
+    """The choice's snippet for `target`, laid out as one host's answer lays it out (once per configuration)."""
+    if wf.snippets is None:
+        return []
+    config = wf.snippets.config.label()
+    if config in printed:
+        return [f"  {target}: as above ({wf.short(wf.answer.choice)})"]
+    printed.add(config)
+    snippet = next((s for s in wf.snippets.snippets if s.tool == target), None)
+    if snippet is None:
+        return []
+    out = wrap(f"{target}: {snippet.title}", width, "  ")
+    if snippet.text is None:
+        return out + wrap(snippet.note, width, "    ")
+    if markdown:
+        return [*out, f"```{snippet.language}", *code_lines(snippet.text, snippet.language, width), "```"]
+    return out + code_lines(snippet.text, snippet.language, width, "    ")
+
+
 def render_fleet(fleet: Fleet, answers: Sequence[WorkloadFleet], format: OutputFormat, width: int,
-                 answer_first: bool = False) -> str:
+                 answer_first: bool = False, target: str | None = None) -> str:
     """The fleet answers in `format`: for people (table, markdown) the heading (and, with `answer_first`, each
     group's answer in prose) before the tables; JSON and CSV are the tables alone."""
     tables = fleet_tables(answers)
@@ -198,8 +218,11 @@ def render_fleet(fleet: Fleet, answers: Sequence[WorkloadFleet], format: OutputF
     body = render_tables(tables, format)
     lines = wrap(fleet_heading(fleet), width)
     if answer_first:
+        printed: set[str] = set()
         for wf in answers:
             lines += wrap(wf.statement(), width)
             lines += [x for line in risk_lines(wf) for x in wrap(line.strip(), width, "  " if
                                                                   line.startswith("  risks") else "    ")]
+            if target is not None:
+                lines += snippet_lines(wf, target, width, printed, format == OutputFormat.markdown)
     return "\n".join(lines) + "\n\n" + body
