@@ -424,3 +424,30 @@ def test_the_group_answer_states_the_risks_one_host_states_and_is_in_json_and_th
     opening = html.unescape(body[body.index('id="fleet-answer"'):body.index('id="answer"')])
     assert "Answer for the fleet: plan quick, 3 host(s)" in opening and "use cache=none" in opening
     assert all(r["text"] in opening for r in pick["risks"])
+
+
+def test_a_faster_configuration_the_requirements_exclude_is_named_as_one_host_names_it(tmp_path: Path) -> None:
+    """One host's answer says "not chosen: cache=unsafe would gain …; chosen only with --allow-data-loss"; the
+    group's answer names the group's unrestricted choice the same way, with the same risk and opt-in."""
+    from tests.test_merge import host_facts
+
+    unsafe_fastest = {**CLEAR, "unsafe": [1000.0, 1010.0, 990.0, 1005.0]}
+    for name in ("host-1", "host-2"):
+        sweep_of_runs(tmp_path / f"{name}.sqlite", host_facts(name), unsafe_fastest)
+    db = tmp_path / "fleet.sqlite"
+    merge(db, [tmp_path / "host-1.sqlite", tmp_path / "host-2.sqlite"])
+    [row] = json.loads(run_cli("recommend", "--db", str(db), "--format", "json").stdout)[0]["rows"]
+    single = json.loads(run_cli("recommend", "--db", str(db), "--sweep", "1", "--format", "json").stdout)
+    [verdict] = [v for v in single["verdicts"] if v["declined"]]
+    assert row["answer"] == "cache=none" and verdict["choice"]["cell"] == row["axes"]
+    d = row["declined"]
+    assert d["cell"] == verdict["declined"]["cell"] and "cache=unsafe" in d["cell"] and d["wins"] == 2
+    assert (d["risk"], d["opt_in"], d["fails"]) == (verdict["declined"]["risk"], verdict["declined"]["opt_in"],
+                                                   verdict["declined"]["fails"])
+    text = " ".join(run_cli("recommend", "--db", str(db)).stdout.split())
+    assert "not chosen: cache=unsafe, the group's choice without the requirements (best or tied-best on 2 of 2" \
+           in text and "chosen only with --allow-data-loss" in text
+    # With the flag, the excluded configuration is the answer and nothing is declined.
+    allowed = run_cli("recommend", "--db", str(db), "--format", "json", "--allow-data-loss")
+    [free] = json.loads(allowed.stdout)[0]["rows"]
+    assert free["answer"] == "cache=unsafe" and free["declined"] is None

@@ -12,11 +12,11 @@ answers), `fleet_lines` (prose), `fleet_html` (the HTML report's opening answer 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from iomatrix.domain import NULL_BACKING, Modifier
+from iomatrix.domain import NA, NULL_BACKING, Modifier
 from iomatrix.errors import UserError
 from iomatrix.metrics import metric_info
 from iomatrix.report.durability import MeasuredIndex
@@ -24,8 +24,8 @@ from iomatrix.report.export.table import DataTable
 from iomatrix.report.objective import Objective
 from iomatrix.report.query import cell_workloads
 from iomatrix.report.rank import WorkloadRanking, primary_metric, rank_sweep
-from iomatrix.report.recommend.requirements import Requirement
-from iomatrix.report.recommend.risks import RiskStatement, risk_statements
+from iomatrix.report.recommend.requirements import Requirement, opt_in_text, unmet
+from iomatrix.report.recommend.risks import SITUATIONS, RiskStatement, risk_statements
 from iomatrix.report.render import ratio_text
 from iomatrix.snippets import DiskConfig, SnippetSet, snippets_for
 from iomatrix.stats import Change, summarize
@@ -112,6 +112,7 @@ class WorkloadFleet:
     # What the choice risks per situation, from the code one host's answer uses (documented or measured).
     risks: list[RiskStatement] = field(default_factory=list)
     snippets: SnippetSet | None = None  # every tool's snippet for the choice, as one host's answer has them
+    declined: FleetDeclined | None = None  # the faster group choice the requirements exclude, if the data show one
 
     @property
     def status(self) -> str:
@@ -146,6 +147,15 @@ class WorkloadFleet:
             return None
         d = wr.decision
         return self.short(d.answer) if d.answer is not None else f"not separated, leading {self.short(d.leader)}"
+
+    def declined_text(self) -> str | None:
+        """The configuration the requirements exclude, in one line as one host's answer says it ("not chosen")."""
+        d = self.declined
+        if d is None:
+            return None
+        return (f"not chosen: {self.short(d.cell)}, the group's choice without the requirements (best or tied-best "
+                f"on {d.wins} of {d.hosts} hosts), is not {' or '.join(d.fails)}; on power loss: {d.risk}; chosen "
+                f"only with {d.opt_in}")
 
     def leader_text(self, host: str) -> str:
         """An unsettled host's leader, as its own answer names it."""
@@ -239,38 +249,90 @@ def fleet_answers(store: Store, fleet: Fleet, workload: str | None = None, metri
                   threshold: float = 0.05, tie_break: Sequence[str] = DEFAULT_TIE_BREAK,
                   alpha: float = 0.05, requirements: Sequence[Requirement] = ()) -> list[WorkloadFleet]:
     """Every group's answer for every workload and tier the fleet's hosts ranked, among the configurations that
-    meet `requirements` (report.recommend.parse_requirements: power-loss-safe by default)."""
+    meet `requirements` (report.recommend.parse_requirements: power-loss-safe by default); with requirements,
+    also the answer without them, to name a faster configuration they exclude as one host's answer does."""
     def meets(axes: Mapping[str, str]) -> bool:  # as one host's answer restricts its ranking (other_tier.py)
         return axes.get("backing") == NULL_BACKING or all(q.met_by(axes) for q in requirements)
 
-    per_sweep: dict[int, list[WorkloadRanking]] = {}
-    for s in fleet.sweeps:
-        try:
-            per_sweep[s.id] = rank_sweep(store, s.id, workload, metric, min_n=min_n, max_noise=max_noise,
-                                         threshold=threshold, tie_break=tie_break, objective=objective,
-                                         keep=meets if requirements else None)
-        except UserError:
-            per_sweep[s.id] = []  # this host has none of it: the others still answer
+    kw: dict[str, Any] = {"min_n": min_n, "max_noise": max_noise, "threshold": threshold, "tie_break": tie_break,
+                          "objective": objective}
+    per_sweep = _rank_hosts(store, fleet, workload, metric, meets if requirements else None, kw)
     if not any(per_sweep.values()):
         what = f"workload '{workload}'" if workload else "any workload"
         met = f" meeting {' and '.join(q.name for q in requirements)}" if requirements else ""
         raise UserError(f"no host of plan {fleet.plan} has ranked results{met} for {what}",
                         hint="see what each host has with 'iomatrix results --db DB --sweep N'")
+    free = _rank_hosts(store, fleet, workload, metric, None, kw) if requirements else None
     measured = MeasuredIndex.from_store(store)  # once, as one host's recommendation builds it
     out = []
     for name, sweeps in fleet.groups():
         keys = sorted({(wr.workload, wr.tier, wr.metric) for s in sweeps for wr in per_sweep[s.id]},
                       key=lambda k: (k[0], tier_order(k[1]), k[2]))
-        for w, tier, m in keys:
-            per_host = {s.hostname: wr for s in sweeps for wr in per_sweep[s.id]
-                        if (wr.workload, wr.tier, wr.metric) == (w, tier, m)}
-            hosts = [host_result(h, wr, requirements) for h, wr in per_host.items()]
-            axes = {label: cw.axes for wr in per_host.values() for label, cw in wr.cells.items()}
-            answer = fleet_answer(hosts, metric_info(m).higher_is_better, axes, tie_break=tie_break, alpha=alpha)
-            out.append(WorkloadFleet(name, w, tier, m, per_host, {s.hostname: s.id for s in sweeps}, answer,
-                                     choice_risks(per_host, answer.choice, measured),
-                                     choice_snippets(per_host, answer.choice)))
+        for key in keys:
+            per_host, answer = _group_answer(sweeps, per_sweep, key, requirements, tie_break, alpha)
+            wf = WorkloadFleet(name, *key, per_host, {s.hostname: s.id for s in sweeps}, answer,
+                               choice_risks(per_host, answer.choice, measured),
+                               choice_snippets(per_host, answer.choice))
+            if free is not None:
+                wf.declined = declined_choice(answer.choice, *_group_answer(sweeps, free, key, (), tie_break, alpha),
+                                              requirements, measured)
+            out.append(wf)
     return out
+
+
+def _rank_hosts(store: Store, fleet: Fleet, workload: str | None, metric: str | None,
+                keep: Callable[[Mapping[str, str]], bool] | None,
+                kw: dict[str, Any]) -> dict[int, list[WorkloadRanking]]:
+    """Each host's sweep ranked as `rank --sweep N` ranks it (only the cells `keep` accepts)."""
+    out: dict[int, list[WorkloadRanking]] = {}
+    for s in fleet.sweeps:
+        try:
+            out[s.id] = rank_sweep(store, s.id, workload, metric, keep=keep, **kw)
+        except UserError:
+            out[s.id] = []  # this host has none of it: the others still answer
+    return out
+
+
+def _group_answer(sweeps: Sequence[FleetSweep], per_sweep: Mapping[int, list[WorkloadRanking]],
+                  key: tuple[str, str, str], requirements: Sequence[Requirement], tie_break: Sequence[str],
+                  alpha: float) -> tuple[dict[str, WorkloadRanking], FleetAnswer]:
+    """One group's hosts' rankings of one workload × tier × metric, and the group's answer from them."""
+    per_host = {s.hostname: wr for s in sweeps for wr in per_sweep.get(s.id, [])
+                if (wr.workload, wr.tier, wr.metric) == key}
+    hosts = [host_result(h, wr, requirements) for h, wr in per_host.items()]
+    axes = {label: cw.axes for wr in per_host.values() for label, cw in wr.cells.items()}
+    return per_host, fleet_answer(hosts, metric_info(key[2]).higher_is_better, axes, tie_break=tie_break,
+                                  alpha=alpha)
+
+
+@dataclass(frozen=True)
+class FleetDeclined:
+    """The group's choice without the requirements, which they exclude: named in one line with what it risks
+    and how to choose it anyway, as one host's answer names its declined configuration (verdict.Declined)."""
+
+    cell: str
+    wins: int  # settled hosts where it is best or tied-best
+    hosts: int
+    fails: tuple[str, ...]
+    risk: str  # on a host crash or power loss
+    opt_in: str
+
+
+def declined_choice(choice: str | None, per_host: Mapping[str, WorkloadRanking], free: FleetAnswer,
+                    requirements: Sequence[Requirement], measured: MeasuredIndex | None) -> FleetDeclined | None:
+    """The unrestricted group answer `free` when the requirements exclude it: None when it is the choice, or is
+    not settled (as one host's answer names a declined configuration only when its unrestricted answer is)."""
+    if free.choice is None or free.choice == choice or not free.settled:
+        return None
+    cell = next((wr.cells[free.choice] for wr in per_host.values() if free.choice in wr.cells), None)
+    fails = unmet(requirements, cell.axes) if cell is not None else []
+    if cell is None or not fails:
+        return None
+    power = next((r.text for r in risk_statements(cell.axes.get("cache", NA), cell.axes.get("modifier", Modifier.NONE),
+                                                  cell, measured) if r.situation == SITUATIONS[1]),
+                 "not documented for this configuration")
+    return FleetDeclined(free.choice, free.wins.get(free.choice, 0), len(free.hosts), tuple(q.name for q in fails),
+                         power, opt_in_text(fails))
 
 
 def results_by_host(store: Store, fleet: Fleet, metric: str | None = None) -> list[DataTable]:

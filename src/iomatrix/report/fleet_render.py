@@ -35,8 +35,10 @@ def risk_lines(wf: WorkloadFleet) -> list[str]:
 
 
 def answer_lines(wf: WorkloadFleet) -> list[str]:
-    """One group's answer for one workload: the statement, then what the choice risks."""
-    return [wf.statement(), *risk_lines(wf)]
+    """One group's answer for one workload: the statement, what the choice risks, what the requirements
+    exclude."""
+    declined = wf.declined_text()
+    return [wf.statement(), *risk_lines(wf), *([f"  {declined}"] if declined else [])]
 
 
 def fleet_lines(answers: Sequence[WorkloadFleet]) -> list[str]:
@@ -68,6 +70,9 @@ def group_answers_table(answers: Sequence[WorkloadFleet]) -> DataTable:
             "worst_ci95_high": None if w is None else w.ratio.high,
             "risks": [{"situation": r.situation, "text": r.text, "basis": r.basis} for r in wf.risks],
             "snippets": None if wf.snippets is None else wf.snippets.as_dict(),
+            "declined": None if wf.declined is None else {
+                "cell": wf.declined.cell, "wins": wf.declined.wins, "fails": list(wf.declined.fails),
+                "risk": wf.declined.risk, "opt_in": wf.declined.opt_in, "text": wf.declined_text()},
             "statement": wf.statement()}
         rows.append(row)
     return DataTable("group answers (one configuration per host group and workload)",
@@ -120,7 +125,7 @@ def ranking_table(wf: WorkloadFleet) -> DataTable:
             row[h] = None if heat is None else f"{heat:.2f}×"
             row[f"{h}.ratio"] = heat
         rows.append(row)
-    notes = [wf.statement(), *(line.strip() for line in risk_lines(wf))]
+    notes = [line.strip() for line in answer_lines(wf)]
     if a.ranking is not None:
         notes.append("hosts as blocks: " + host_block_description(a.ranking.test_description))
     notes.append("host columns: the mean of the configuration's runs on that host over the host's own best's (the "
@@ -162,7 +167,7 @@ def fleet_html(store: Store, group: str | None = None,
         return None, [{"id": "fleet", "title": "Fleet", "lines": [f"no fleet answer: {err}"]}]
     opening = {"title": f"Answer for the fleet: plan {fleet.plan}, {len(fleet.sweeps)} host(s)",
                "heading": fleet_heading(fleet),
-               "answers": [{"statement": wf.statement(),
+               "answers": [{"statement": wf.statement(), "declined": wf.declined_text(),
                             "risks": [(HEADLINE_SITUATIONS[r.situation], r.text, r.basis) for r in wf.risks
                                       if r.situation in HEADLINE_SITUATIONS]} for wf in answers]}
     out = []
@@ -223,6 +228,8 @@ def render_fleet(fleet: Fleet, answers: Sequence[WorkloadFleet], format: OutputF
             lines += wrap(wf.statement(), width)
             lines += [x for line in risk_lines(wf) for x in wrap(line.strip(), width, "  " if
                                                                   line.startswith("  risks") else "    ")]
+            if (declined := wf.declined_text()) is not None:
+                lines += wrap(declined, width, "  ")
             if target is not None:
                 lines += snippet_lines(wf, target, width, printed, format == OutputFormat.markdown)
     return "\n".join(lines) + "\n\n" + body
