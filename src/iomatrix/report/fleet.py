@@ -1,13 +1,14 @@
 """Fleet answers: a merged database's hosts side by side, and one configuration per host group.
 
-A merged database (`iomatrix merge`) holds one sweep per host. The fleet is the latest usable sweep (not
-`running`) of each host (by hostname) of one plan — the plan of the latest sweep — optionally only the sweeps
-recorded with one group (`iomatrix run --group`, the Ansible role's inventory group). Each host's sweep is
-ranked exactly as `iomatrix rank --sweep N` ranks it (report/rank.py); `stats/fleet.py` turns the per-host
-rankings of each workload and tier into the group's answer, and the choice's risks come from the same code as
-one host's (`report/recommend/risks.py`). The answers are computed once (`fleet_answers`) and only laid out by
-the renderers of report/fleet_render.py: `fleet_tables` (every `--format`; JSON and CSV open with the group
-answers), `fleet_lines` (prose), `fleet_html` (the HTML report's opening answer and heat maps).
+A merged database (`iomatrix merge`) holds one sweep per host. The fleet is the latest usable sweep (not `running`)
+of each host (by its name: the inventory name, else the hostname, with the start of the machine id where machines
+share one — store/queries.py `fleet_sweeps`) of one plan — the plan of the latest sweep — optionally only the
+sweeps recorded with one group (`iomatrix run --group`, the Ansible role's inventory group). Each host's sweep is
+ranked exactly as `iomatrix rank --sweep N` ranks it (report/rank.py); `stats/fleet.py` turns the per-host rankings
+of each workload and tier into the group's answer, and the choice's risks come from the same code as one host's
+(`report/recommend/risks.py`). The answers are computed once (`fleet_answers`) and only laid out by the renderers
+of report/fleet_render.py: `fleet_tables` (every `--format`; JSON and CSV open with the group answers),
+`fleet_lines` (prose), `fleet_html` (the HTML report's opening answer and heat maps).
 """
 
 from __future__ import annotations
