@@ -3,6 +3,9 @@ commands' per-host and per-group views of a merged database (report/fleet.py).""
 
 from __future__ import annotations
 
+import csv
+import html
+import io
 import json
 import math
 import os
@@ -69,12 +72,42 @@ def test_a_tie_in_wins_goes_to_the_tie_break_and_a_configuration_some_host_lacks
 
 def test_lower_is_better_takes_the_largest_ratio_as_the_worst_loss() -> None:
     lat = {"h1": {"none": 100.0, "writeback": 120.0}, "h2": {"none": 100.0, "writeback": 90.0}}
-    hosts = [HostResult(h, m, {c: [v * 0.99, v, v * 1.01] for c, v in m.items()}, (min(m, key=m.__getitem__),))
-             for h, m in lat.items()]
+    hosts = [HostResult(h, m, {c: [v * 0.99, v, v * 1.01] for c, v in m.items()}, (min(m, key=m.__getitem__),),
+                        min(m, key=m.__getitem__)) for h, m in lat.items()]
     a = fleet_answer(hosts, False, AXES, tie_break=("name",))
     assert a.choice == "none"  # 1 win each; by name
     assert a.worst is not None and a.worst.host == "h2" and a.worst.ratio.ratio == pytest.approx(100 / 90)
     assert a.worst.loss(False) == pytest.approx(100 / 90 - 1)
+
+
+def test_a_host_whose_best_is_not_separated_is_not_counted_as_best() -> None:
+    """Issue 37: "it is the best on every host" was printed while the hosts' own answers were unresolved. A host
+    whose own decision gives no answer (its best not separated from the runner-up) leads, it does not win."""
+    settled = host("h1", {"none": 100, "writeback": 90})
+    unsettled = HostResult("h2", {"none": 100, "writeback": 99}, {"none": [50, 100, 150], "writeback": [60, 99, 140]},
+                           ("none", "writeback"), None)
+    a = fleet_answer([settled, unsettled], True, AXES)
+    assert a.choice == "none" and a.settled and not a.best_everywhere
+    assert a.wins["none"] == 1 and a.leads["none"] == 1 and a.unsettled == ("h2",) and a.differing == ()
+    assert a.worst is not None and a.worst.host == "h1"  # no loss is stated against an unsettled host's leader
+    # No settled host at all: the choice only leads (the single-host "No answer yet, leading:").
+    none_settled = fleet_answer([unsettled], True, AXES)
+    assert none_settled.choice == "none" and not none_settled.settled and none_settled.worst is None
+    # Settled everywhere and best everywhere: the one case where "best on every host" is said.
+    both = fleet_answer([settled, host("h3", {"none": 300, "writeback": 200})], True, AXES)
+    assert both.best_everywhere
+
+
+def test_the_heat_map_and_the_loss_are_one_figure() -> None:
+    """Issue 37: one host's loss was 0.874 in one place (centres) and 0.93× in another (means). Both are now the
+    ratio of the means of the host's runs."""
+    skewed = HostResult("h1", {"none": 100.0, "writeback": 80.0},  # centres (geometric means) differ from means
+                        {"none": [60.0, 100.0, 160.0], "writeback": [40.0, 80.0, 150.0]}, ("none",), "none")
+    other = host("h2", {"none": 90, "writeback": 200})
+    a = fleet_answer([skewed, other, host("h3", {"none": 80, "writeback": 190})], True, AXES)
+    assert a.choice == "writeback"
+    loss = next(x for x in a.losses if x.host == "h1")
+    assert a.heat["h1"]["writeback"] == loss.ratio.ratio == pytest.approx(90 / (320 / 3))
 
 
 def test_bad_fleets_are_refused() -> None:
@@ -149,10 +182,12 @@ def check_consistent(tables: list[dict], hosts_of: dict[str, set[str]]) -> None:
         rows = [r for r in per_host if r["group"] == group and r["workload"] in t["title"]]
         assert {r["host"] for r in rows} == hosts_of[group]
         for r in rows:
-            heat = chosen[0][r["host"]]
+            heat = chosen[0][f"{r['host']}.ratio"]
+            assert chosen[0][r["host"]] == f"{heat:.2f}×"  # the figure people read is the number machines read
             assert heat is not None and heat > 0
             assert (r["ratio"] == 1.0) == (heat == 1.0)  # the choice is that host's best in both views or neither
         assert sum(r["agrees"] == "yes" for r in rows) >= 1 or wins[chosen[0]["axes"]] == 0
+        assert all(r["agrees"] == "not separated" for r in rows if not r["settled"])
 
 
 def test_rank_and_recommend_answer_per_host_and_per_group_on_a_merged_database(tmp_path: Path) -> None:
@@ -244,14 +279,18 @@ def test_three_real_hosts_swept_merged_and_answered(tmp_path: Path) -> None:
             mine = next(wr for wr in own if (wr.workload, wr.tier) == (wf.workload, wf.tier))
             assert mine.decision is not None and wf.per_host[h].decision is not None
             assert mine.decision.leader == wf.per_host[h].decision.leader
-            centres = {r.name: r.centre for r in mine.ranking.rows if r.centre is not None}
-            best = centres[mine.decision.leader]
-            assert a.heat[h] == pytest.approx({c: m / best for c, m in centres.items()})
+            means = {r.name: sum(mine.cells[r.name].samples[wf.metric]) / len(mine.cells[r.name].samples[wf.metric])
+                     for r in mine.ranking.rows if r.centre is not None}
+            best = means[mine.decision.leader]
+            assert a.heat[h] == pytest.approx({c: m / best for c, m in means.items()})
         assert a.choice is not None and a.wins[a.choice] == max(a.wins[c] for c in a.eligible)
-        assert set(a.differing) == {h.host for h in (_tops(wf)) if a.choice not in h.top}
-        losses = [x.loss(a.higher_is_better) for x in a.losses]
-        assert a.worst is not None and a.worst.loss(a.higher_is_better) == max(losses)
-        assert all(math.isfinite(x) for x in losses)
+        assert set(a.differing) == {h.host for h in (_tops(wf)) if h.settled and a.choice not in h.top}
+        assert all(math.isfinite(x.loss(a.higher_is_better)) for x in a.losses)
+        # The worst host is the settled host that loses most; no loss is stated against an unsettled host's leader.
+        losses = [x.loss(a.higher_is_better) for x in a.losses if x.host not in a.unsettled]
+        assert (a.worst is None) if not losses else a.worst is not None and a.worst.loss(a.higher_is_better) == max(
+            losses)
+        assert set(a.unsettled) == {h for h in a.hosts if wf.per_host[h].decision.answer is None}
     blocked = next(wf for wf in answers if wf.group == "all hosts").answer.ranking
     assert blocked is not None and blocked.analysis is not None and len(blocked.rows) == 2
     rec = run_cli("recommend", "--db", str(merged))
@@ -287,3 +326,128 @@ def test_the_fleet_answer_honours_requirements_as_one_host_does(tmp_path: Path) 
                   "--workload", "rand-read-4k")
     flat = " ".join(cli.stdout.split())
     assert cli.returncode == 0 and "use cache=none" in flat and "use cache=writeback" not in flat, cli.stdout
+
+
+# -- parity with one host's answer: settled hosts, risks, the group answer as data, the report's opening --------
+
+def sweep_of_runs(path: Path, facts: dict, runs: dict[str, list[float]]) -> None:
+    """A database holding one finished bare-metal sweep of `facts`' host: per cache mode, rand-read-4k runs with
+    these read.iops (one per round), recorded through the store as `iomatrix run` records them."""
+    from tests.test_merge import AXES as CELL_AXES
+    from tests.test_merge import run
+
+    store = Store(path)
+    sweep = store.create_sweep(store.host_id(facts), "quick", "fp-quick", '{"name": "quick"}', [], [],
+                               metric_registry={"read.iops": {"unit": "IOPS", "direction": "higher"}})
+    for c, (cache, values) in enumerate(runs.items()):
+        cell = store.cell_id(sweep, f"quick-cell{c}", {**CELL_AXES, "cache": cache}, {"fs": "ext4"})
+        for i, v in enumerate(values):
+            store.record_run(run(cell, "rand-read-4k", v, t0=10.0 * i + c, round=i + 1, round_position=c))
+    store.set_sweep_status(sweep, "finished")
+    store.close()
+
+
+CLEAR = {"none": [200.0, 202.0, 198.0, 201.0], "writeback": [100.0, 101.0, 99.0, 100.5]}
+NOISY = {"none": [100.0, 300.0, 50.0, 250.0], "writeback": [120.0, 280.0, 60.0, 230.0]}
+
+
+def settled_and_unsettled_fleet(tmp_path: Path) -> Path:
+    """Hosts 1 and 2 separate cache=none clearly; host 3's runs cannot tell the two apart."""
+    from tests.test_merge import host_facts
+
+    dbs = []
+    for name, runs in (("host-1", CLEAR), ("host-2", CLEAR), ("host-3", NOISY)):
+        sweep_of_runs(tmp_path / f"{name}.sqlite", host_facts(name), runs)
+        dbs.append(tmp_path / f"{name}.sqlite")
+    merge(tmp_path / "fleet.sqlite", dbs)
+    return tmp_path / "fleet.sqlite"
+
+
+def test_best_on_every_host_is_said_only_of_settled_hosts(tmp_path: Path) -> None:
+    """Issue 37: "it is the best on every host" was printed while the hosts' own answers were unresolved."""
+    from iomatrix.report.fleet import fleet_answers, select_fleet
+
+    db = settled_and_unsettled_fleet(tmp_path)
+    store = Store.open_existing(db)
+    [wf] = fleet_answers(store, select_fleet(store), min_n=3)
+    own = {h: wr.decision.answer for h, wr in wf.per_host.items() if wr.decision is not None}
+    assert own["host-1"] and own["host-2"] and own["host-3"] is None  # as 'rank --sweep N' decides each
+    assert wf.answer.unsettled == ("host-3",) and wf.answer.wins[wf.answer.choice] == 2
+    said = " ".join(wf.statement().split())
+    assert "use cache=none" in said and "best or tied-best on 2 of 3 hosts" in said
+    assert "best on every host" not in said and "Not separated on host-3 (leading cache=" in said
+    rows = fleet_json(db)[-1]["rows"]
+    assert {r["host"]: r["agrees"] for r in rows} == {"host-1": "yes", "host-2": "yes", "host-3": "not separated"}
+    # Without the unsettled host, the two settled ones do make it the best on every host.
+    for name in ("host-1", "host-2"):
+        (tmp_path / "two").mkdir(exist_ok=True)
+        shutil.copy(tmp_path / f"{name}.sqlite", tmp_path / "two" / f"{name}.sqlite")
+    merge(tmp_path / "two.sqlite", sorted((tmp_path / "two").glob("*.sqlite")))
+    two = Store.open_existing(tmp_path / "two.sqlite")
+    [both] = fleet_answers(two, select_fleet(two), min_n=3)
+    assert "it is the best on every host" in both.statement()
+
+
+def test_the_group_answer_states_the_risks_one_host_states_and_is_in_json_and_the_report(tmp_path: Path) -> None:
+    """Issue 37: the fleet answer had no risk lines, no group answer in --format json, and the HTML report opened
+    with one host's answer. The risks are the single-host answer's own (risks.py), for the same configuration."""
+    from iomatrix.report.recommend import risk_statements
+
+    db = settled_and_unsettled_fleet(tmp_path)
+    data = json.loads(run_cli("recommend", "--db", str(db), "--format", "json").stdout)
+    groups = data[0]
+    assert groups["title"].startswith("group answers")
+    [row] = groups["rows"]
+    assert (row["status"], row["answer"], row["hosts"]) == ("answer", "cache=none", ["host-1", "host-2", "host-3"])
+    assert row["not_separated"] == ["host-3"] and row["best_on_every_host"] is False and row["wins"] == 2
+    expected = [{"situation": r.situation, "text": r.text, "basis": r.basis} for r in risk_statements("none")]
+    assert row["risks"] == expected and len(expected) == 4
+    # One host's answer for the same configuration states the same risks (its headline: three situations).
+    single = json.loads(run_cli("recommend", "--db", str(db), "--sweep", "1", "--format", "json").stdout)
+    [pick] = single["headline"]["picks"]
+    assert pick["cell"] == row["axes"]
+    assert {r["text"] for r in pick["risks"]} <= {r["text"] for r in row["risks"]}
+    text = " ".join(run_cli("recommend", "--db", str(db)).stdout.split())
+    assert all(r["text"] in text for r in pick["risks"]) and "risks (documented, not measured):" in text
+    # The same snippet as one host's answer for the same configuration (libvirt, the default --target).
+    fleet_libvirt = next(x for x in row["snippets"]["snippets"] if x["tool"] == "libvirt")
+    assert pick["snippet"]["tool"] == "libvirt" and fleet_libvirt["text"] == pick["snippet"]["text"]
+    assert " ".join(pick["snippet"]["text"].split()) in text
+    csv_rows = list(csv.DictReader(io.StringIO(run_cli("recommend", "--db", str(db), "--format", "csv").stdout)))
+    [csv_row] = [r for r in csv_rows if r["table"].startswith("group answers")]
+    assert json.loads(csv_row["hosts"]) == row["hosts"] and json.loads(csv_row["risks"]) == row["risks"]
+    page = tmp_path / "fleet.html"
+    assert run_cli("report", "--html", str(page), "--db", str(db)).returncode == 0
+    body = page.read_text()
+    # The report opens with the group answer (risks included); one host's answer comes after it.
+    assert body.index('id="fleet-answer"') < body.index('id="answer"')
+    opening = html.unescape(body[body.index('id="fleet-answer"'):body.index('id="answer"')])
+    assert "Answer for the fleet: plan quick, 3 host(s)" in opening and "use cache=none" in opening
+    assert all(r["text"] in opening for r in pick["risks"])
+
+
+def test_a_faster_configuration_the_requirements_exclude_is_named_as_one_host_names_it(tmp_path: Path) -> None:
+    """One host's answer says "not chosen: cache=unsafe would gain …; chosen only with --allow-data-loss"; the
+    group's answer names the group's unrestricted choice the same way, with the same risk and opt-in."""
+    from tests.test_merge import host_facts
+
+    unsafe_fastest = {**CLEAR, "unsafe": [1000.0, 1010.0, 990.0, 1005.0]}
+    for name in ("host-1", "host-2"):
+        sweep_of_runs(tmp_path / f"{name}.sqlite", host_facts(name), unsafe_fastest)
+    db = tmp_path / "fleet.sqlite"
+    merge(db, [tmp_path / "host-1.sqlite", tmp_path / "host-2.sqlite"])
+    [row] = json.loads(run_cli("recommend", "--db", str(db), "--format", "json").stdout)[0]["rows"]
+    single = json.loads(run_cli("recommend", "--db", str(db), "--sweep", "1", "--format", "json").stdout)
+    [verdict] = [v for v in single["verdicts"] if v["declined"]]
+    assert row["answer"] == "cache=none" and verdict["choice"]["cell"] == row["axes"]
+    d = row["declined"]
+    assert d["cell"] == verdict["declined"]["cell"] and "cache=unsafe" in d["cell"] and d["wins"] == 2
+    assert (d["risk"], d["opt_in"], d["fails"]) == (verdict["declined"]["risk"], verdict["declined"]["opt_in"],
+                                                   verdict["declined"]["fails"])
+    text = " ".join(run_cli("recommend", "--db", str(db)).stdout.split())
+    assert "not chosen: cache=unsafe, the group's choice without the requirements (best or tied-best on 2 of 2" \
+           in text and "chosen only with --allow-data-loss" in text
+    # With the flag, the excluded configuration is the answer and nothing is declined.
+    allowed = run_cli("recommend", "--db", str(db), "--format", "json", "--allow-data-loss")
+    [free] = json.loads(allowed.stdout)[0]["rows"]
+    assert free["answer"] == "cache=unsafe" and free["declined"] is None

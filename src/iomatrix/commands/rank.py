@@ -71,7 +71,8 @@ def rank_cmd(
     from iomatrix.report.fleet import fleet_wanted
 
     if score is None and fleet_wanted(store, sweep, by_host, group):
-        from iomatrix.report.fleet import fleet_answers, render_fleet, select_fleet
+        from iomatrix.report.fleet import fleet_answers, select_fleet
+        from iomatrix.report.fleet_render import render_fleet
         from iomatrix.ui import report_width
 
         fleet = select_fleet(store, group)

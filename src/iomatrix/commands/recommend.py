@@ -92,7 +92,8 @@ def recommend(
         if current is not None:
             raise UserError("--current compares what one host runs today: give it with --sweep N",
                             hint="or leave --current out for the fleet answer")
-        from iomatrix.report.fleet import fleet_answers, render_fleet, select_fleet
+        from iomatrix.report.fleet import fleet_answers, select_fleet
+        from iomatrix.report.fleet_render import render_fleet
 
         fleet = select_fleet(store, group)
         from iomatrix.report.recommend import parse_requirements
@@ -100,7 +101,7 @@ def recommend(
         answers = fleet_answers(store, fleet, workload, objective=goal, min_n=min_runs, max_noise=max_noise,
                                 threshold=threshold, tie_break=tie_break_keys(tie_break),
                                 requirements=parse_requirements(require, allow_data_loss))
-        sys.stdout.write(render_fleet(fleet, answers, format, report_width(), answer_first=True))
+        sys.stdout.write(render_fleet(fleet, answers, format, report_width(), answer_first=True, target=target))
         return
     sid = pick_sweep(store, sweep)
     rec = build(store, sid, workload=workload, requirements=require, current=cur,

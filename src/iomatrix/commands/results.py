@@ -57,7 +57,8 @@ def results(
     asked = by_host or group is not None
     if (asked or format == OutputFormat.table) and fleet_wanted(store, sweep, by_host, group):
         from iomatrix.report.export import render_tables
-        from iomatrix.report.fleet import fleet_heading, results_by_host, select_fleet
+        from iomatrix.report.fleet import results_by_host, select_fleet
+        from iomatrix.report.fleet_render import fleet_heading
 
         fleet = select_fleet(store, group)
         if format in (OutputFormat.table, OutputFormat.markdown):

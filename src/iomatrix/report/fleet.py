@@ -1,30 +1,34 @@
 """Fleet answers: a merged database's hosts side by side, and one configuration per host group.
 
-A merged database (`iomatrix merge`) holds one sweep per host. The fleet is the latest usable sweep (not
-`running`) of each host (by hostname) of one plan — the plan of the latest sweep — optionally only the sweeps
-recorded with one group (`iomatrix run --group`, the Ansible role's inventory group). Each host's sweep is
-ranked exactly as `iomatrix rank --sweep N` ranks it (report/rank.py); `stats/fleet.py` turns the per-host
-rankings of each workload and tier into the group's answer. Renderers: `fleet_tables` (every `--format`),
-`fleet_lines` (prose), `fleet_html_sections` (the HTML report's heat map).
+A merged database (`iomatrix merge`) holds one sweep per host. The fleet is the latest usable sweep (not `running`)
+of each host (by its name: the inventory name, else the hostname, with the start of the machine id where machines
+share one — store/queries.py `fleet_sweeps`) of one plan — the plan of the latest sweep — optionally only the
+sweeps recorded with one group (`iomatrix run --group`, the Ansible role's inventory group). Each host's sweep is
+ranked exactly as `iomatrix rank --sweep N` ranks it (report/rank.py); `stats/fleet.py` turns the per-host rankings
+of each workload and tier into the group's answer, and the choice's risks come from the same code as one host's
+(`report/recommend/risks.py`). The answers are computed once (`fleet_answers`) and only laid out by the renderers
+of report/fleet_render.py: `fleet_tables` (every `--format`; JSON and CSV open with the group answers),
+`fleet_lines` (prose), `fleet_html` (the HTML report's opening answer and heat maps).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from iomatrix.domain import NA, NULL_BACKING, Modifier
 from iomatrix.errors import UserError
 from iomatrix.metrics import metric_info
-from iomatrix.report.export import render_tables
+from iomatrix.report.durability import MeasuredIndex
 from iomatrix.report.export.table import DataTable
-from iomatrix.report.fleet_chart import fleet_heat_map
-from iomatrix.report.formats import OutputFormat
 from iomatrix.report.objective import Objective
 from iomatrix.report.query import cell_workloads
 from iomatrix.report.rank import WorkloadRanking, primary_metric, rank_sweep
-from iomatrix.report.recommend.requirements import Requirement
-from iomatrix.report.render import ratio_text, wrap
+from iomatrix.report.recommend.requirements import Requirement, opt_in_text, unmet
+from iomatrix.report.recommend.risks import SITUATIONS, RiskStatement, risk_statements
+from iomatrix.report.render import ratio_text
+from iomatrix.snippets import DiskConfig, SnippetSet, snippets_for
 from iomatrix.stats import Change, compare_sweeps, summarize
 from iomatrix.stats.decision import DEFAULT_TIE_BREAK
 from iomatrix.stats.fleet import FleetAnswer, HostResult, fleet_answer
@@ -106,6 +110,21 @@ class WorkloadFleet:
     per_host: dict[str, WorkloadRanking]  # hostname → its ranking (hosts without results are absent)
     sweeps: dict[str, int]  # hostname → sweep id
     answer: FleetAnswer
+    # What the choice risks per situation, from the code one host's answer uses (documented or measured).
+    risks: list[RiskStatement] = field(default_factory=list)
+    snippets: SnippetSet | None = None  # every tool's snippet for the choice, as one host's answer has them
+    declined: FleetDeclined | None = None  # the faster group choice the requirements exclude, if the data show one
+
+    @property
+    def status(self) -> str:
+        """As one host's `answer_of` says it: "answer", "tied" (broken by the tie-break), "provisional" (only
+        leading: no host separates its best yet) or "none" (no configuration ranked on every host)."""
+        a = self.answer
+        if a.choice is None:
+            return "none"
+        if not a.settled:
+            return "provisional"
+        return "tied" if a.tied_choices else "answer"
 
     @property
     def higher_is_better(self) -> bool:
@@ -122,13 +141,36 @@ class WorkloadFleet:
         shared = set(self.shared_axes())
         return " ".join(p for p in name.split() if p not in shared) or name
 
-    def host_line(self, host: str) -> str:
-        """One host's own answer, as `rank --sweep N` decides it."""
+    def own_answer(self, host: str) -> str | None:
+        """One host's own answer in words, as `rank --sweep N` decides it (None without a ranked one)."""
         wr = self.per_host.get(host)
         if wr is None or wr.decision is None:
-            return f"{host} (sweep {self.sweeps[host]}): no ranked configuration"
+            return None
         d = wr.decision
-        own = self.short(d.answer) if d.answer is not None else f"unresolved, leader {self.short(d.leader)}"
+        return self.short(d.answer) if d.answer is not None else f"not separated, leading {self.short(d.leader)}"
+
+    def declined_text(self) -> str | None:
+        """The configuration the requirements exclude, in one line as one host's answer says it ("not chosen")."""
+        d = self.declined
+        if d is None:
+            return None
+        return (f"not chosen: {self.short(d.cell)}, the group's choice without the requirements (best or tied-best "
+                f"on {d.wins} of {d.hosts} hosts), is not {' or '.join(d.fails)}; on power loss: {d.risk}; chosen "
+                f"only with {d.opt_in}")
+
+    def leader_text(self, host: str) -> str:
+        """An unsettled host's leader, as its own answer names it."""
+        wr = self.per_host.get(host)
+        d = wr.decision if wr is not None else None
+        return f"leading {self.short(d.leader)}" if d is not None and d.leader else "no ranked configuration"
+
+    def host_line(self, host: str) -> str:
+        """One host's own answer, as `rank --sweep N` decides it."""
+        own = self.own_answer(host)
+        if own is None:
+            return f"{host} (sweep {self.sweeps[host]}): no ranked configuration"
+        d = self.per_host[host].decision
+        assert d is not None
         tied = f" (tied: {', '.join(map(self.short, d.tied))})" if d.tied else ""
         return f"{host} (sweep {self.sweeps[host]}): {own}{tied}"
 
@@ -141,7 +183,11 @@ class WorkloadFleet:
             lack = "; ".join(f"{h} lacks {', '.join(cs[:3])}" for h, cs in a.missing.items())
             return head + f"no configuration was ranked on every host ({lack or 'no host ranked any'})."
         shared = f" (all: {' '.join(self.shared_axes())})" if self.shared_axes() and len(a.wins) > 1 else ""
-        out = head + f"use {self.short(a.choice)}{shared}: best or tied-best on {a.wins[a.choice]} of {n} hosts"
+        if a.settled:
+            out = head + f"use {self.short(a.choice)}{shared}: best or tied-best on {a.wins[a.choice]} of {n} hosts"
+        else:  # as one host's unsettled answer says it: named as leading, never as the configuration to use
+            out = head + (f"no answer yet, leading: {self.short(a.choice)}{shared} (no host's own ranking "
+                          f"separates its best yet; it leads or ties the leader on {a.leads[a.choice]} of {n})")
         if a.tied_choices:
             out += (f" (as many: {', '.join(map(self.short, a.tied_choices))}; the tie-break "
                     f"{', '.join(a.tie_break)} chose)")
@@ -149,9 +195,12 @@ class WorkloadFleet:
         if w is not None and w.best != a.choice:
             out += (f"; worst host {w.host}: {ratio_text(*w.ratio)} of its own best ({self.short(w.best)}), "
                     f"95% CI, {'higher' if self.higher_is_better else 'lower'} is better")
-        elif w is not None:
+        elif a.best_everywhere:
             out += "; it is the best on every host"
         out += "."
+        if a.unsettled and a.settled:
+            out += (" Not separated on " + "; ".join(f"{h} ({self.leader_text(h)})" for h in a.unsettled)
+                    + ": not counted as best there.")
         if a.differing:
             own = {h: (self.per_host[h].decision.answer or self.per_host[h].decision.leader)
                    if h in self.per_host and self.per_host[h].decision else None for h in a.differing}
@@ -162,9 +211,9 @@ class WorkloadFleet:
 
 def host_result(host: str, wr: WorkloadRanking, requirements: Sequence[Requirement] = ()) -> HostResult:
     """One host's ranked configurations for the group answer, only those meeting `requirements` (power-loss-safe
-    unless --allow-data-loss, as for one host). When the host's own answer fails them, its best among the
-    others is not settled: the host has no best (its loss is not stated), and its leading allowed cell is its
-    top."""
+    unless --allow-data-loss, as for one host). `fleet_answers` ranks each host on those cells only, as one
+    host's answer does, so its decision is already the restricted one; were the host's own answer to fail them,
+    it would count as not settled (no best, no loss stated), its leading allowed cell as its top."""
     allowed = {label for label, c in wr.cells.items() if all(q.met_by(c.axes) for q in requirements)}
     rows = [r for r in wr.ranking.rows if r.rank is not None and r.centre is not None and r.name in allowed]
     d = wr.decision
@@ -178,114 +227,113 @@ def host_result(host: str, wr: WorkloadRanking, requirements: Sequence[Requireme
                       {r.name: list(wr.cells[r.name].samples[wr.metric]) for r in rows}, top, best)
 
 
+def choice_risks(per_host: dict[str, WorkloadRanking], choice: str | None,
+                 measured: MeasuredIndex | None) -> list[RiskStatement]:
+    """What the group's choice risks, by the code one host's answer uses (`risk_statements`): the documented
+    semantics of its cache mode, or the durability tier's measured verdicts where the database has them."""
+    cell = next((wr.cells[choice] for wr in per_host.values() if choice is not None and choice in wr.cells), None)
+    if cell is None or "cache" not in cell.axes:
+        return []
+    return risk_statements(cell.axes["cache"], cell.axes.get("modifier", Modifier.NONE), cell, measured)
+
+
+def choice_snippets(per_host: dict[str, WorkloadRanking], choice: str | None) -> SnippetSet | None:
+    """Every tool's snippet for the group's choice, made as one host's answer makes them (`snippets_for`)."""
+    cell = next((wr.cells[choice] for wr in per_host.values() if choice is not None and choice in wr.cells), None)
+    if cell is None or "cache" not in cell.axes:
+        return None
+    return snippets_for(DiskConfig.from_axes(cell.axes, cell.backing.get("kind")))
+
+
 def fleet_answers(store: Store, fleet: Fleet, workload: str | None = None, metric: str | None = None, *,
                   objective: Objective | None = None, min_n: int = 3, max_noise: float = 0.10,
                   threshold: float = 0.05, tie_break: Sequence[str] = DEFAULT_TIE_BREAK,
                   alpha: float = 0.05, requirements: Sequence[Requirement] = ()) -> list[WorkloadFleet]:
     """Every group's answer for every workload and tier the fleet's hosts ranked, among the configurations that
-    meet `requirements` (report.recommend.parse_requirements: power-loss-safe by default)."""
-    per_sweep: dict[int, list[WorkloadRanking]] = {}
-    for s in fleet.sweeps:
-        try:
-            per_sweep[s.id] = rank_sweep(store, s.id, workload, metric, min_n=min_n, max_noise=max_noise,
-                                         threshold=threshold, tie_break=tie_break, objective=objective)
-        except UserError:
-            per_sweep[s.id] = []  # this host has none of it: the others still answer
+    meet `requirements` (report.recommend.parse_requirements: power-loss-safe by default); with requirements,
+    also the answer without them, to name a faster configuration they exclude as one host's answer does."""
+    def meets(axes: Mapping[str, str]) -> bool:  # as one host's answer restricts its ranking (other_tier.py)
+        return axes.get("backing") == NULL_BACKING or all(q.met_by(axes) for q in requirements)
+
+    kw: dict[str, Any] = {"min_n": min_n, "max_noise": max_noise, "threshold": threshold, "tie_break": tie_break,
+                          "objective": objective}
+    per_sweep = _rank_hosts(store, fleet, workload, metric, meets if requirements else None, kw)
     if not any(per_sweep.values()):
         what = f"workload '{workload}'" if workload else "any workload"
-        raise UserError(f"no host of plan {fleet.plan} has ranked results for {what}",
+        met = f" meeting {' and '.join(q.name for q in requirements)}" if requirements else ""
+        raise UserError(f"no host of plan {fleet.plan} has ranked results{met} for {what}",
                         hint="see what each host has with 'iomatrix results --db DB --sweep N'")
+    free = _rank_hosts(store, fleet, workload, metric, None, kw) if requirements else None
+    measured = MeasuredIndex.from_store(store)  # once, as one host's recommendation builds it
     out = []
     for name, sweeps in fleet.groups():
         keys = sorted({(wr.workload, wr.tier, wr.metric) for s in sweeps for wr in per_sweep[s.id]},
                       key=lambda k: (k[0], tier_order(k[1]), k[2]))
-        for w, tier, m in keys:
-            per_host = {s.hostname: wr for s in sweeps for wr in per_sweep[s.id]
-                        if (wr.workload, wr.tier, wr.metric) == (w, tier, m)}
-            hosts = [host_result(h, wr, requirements) for h, wr in per_host.items()]
-            axes = {label: cw.axes for wr in per_host.values() for label, cw in wr.cells.items()}
-            answer = fleet_answer(hosts, metric_info(m).higher_is_better, axes, tie_break=tie_break, alpha=alpha)
-            out.append(WorkloadFleet(name, w, tier, m, per_host, {s.hostname: s.id for s in sweeps}, answer))
+        for key in keys:
+            per_host, answer = _group_answer(sweeps, per_sweep, key, requirements, tie_break, alpha)
+            wf = WorkloadFleet(name, *key, per_host, {s.hostname: s.id for s in sweeps}, answer,
+                               choice_risks(per_host, answer.choice, measured),
+                               choice_snippets(per_host, answer.choice))
+            if free is not None:
+                wf.declined = declined_choice(answer.choice, *_group_answer(sweeps, free, key, (), tie_break, alpha),
+                                              requirements, measured)
+            out.append(wf)
     return out
 
 
-# -- rendering ---------------------------------------------------------------------------------------------------
-
-def fleet_lines(answers: Sequence[WorkloadFleet]) -> list[str]:
-    """The answers in prose: per group and workload the statement, then each host's own answer."""
-    out = []
-    for wf in answers:
-        out.append(wf.statement())
-        out += [f"  {wf.host_line(h)}" for h in wf.answer.hosts]
+def _rank_hosts(store: Store, fleet: Fleet, workload: str | None, metric: str | None,
+                keep: Callable[[Mapping[str, str]], bool] | None,
+                kw: dict[str, Any]) -> dict[int, list[WorkloadRanking]]:
+    """Each host's sweep ranked as `rank --sweep N` ranks it (only the cells `keep` accepts)."""
+    out: dict[int, list[WorkloadRanking]] = {}
+    for s in fleet.sweeps:
+        try:
+            out[s.id] = rank_sweep(store, s.id, workload, metric, keep=keep, **kw)
+        except UserError:
+            out[s.id] = []  # this host has none of it: the others still answer
     return out
 
 
-def hosts_table(answers: Sequence[WorkloadFleet]) -> DataTable:
-    """Per-host answers side by side: one row per group, workload and host."""
-    rows = []
-    for wf in answers:
-        losses = {x.host: x for x in wf.answer.losses}
-        for h in wf.answer.hosts:
-            wr = wf.per_host[h]
-            d = wr.decision
-            loss = losses.get(h)
-            rows.append({"group": wf.group, "workload": wf.workload, "tier": wf.tier, "metric": wf.metric, "host": h,
-                         "sweep": wf.sweeps[h],
-                         "own answer": (wf.short(d.answer) if d.answer else f"unresolved ({wf.short(d.leader)})")
-                         if d else None,
-                         "decision": d.kind if d else None,
-                         "group's choice vs own best": ratio_text(*loss.ratio) if loss else None,
-                         "ratio": loss.ratio.ratio if loss else None,
-                         "ci95_low": loss.ratio.low if loss else None, "ci95_high": loss.ratio.high if loss else None,
-                         "agrees": None if wf.answer.choice is None else
-                         ("yes" if h not in wf.answer.differing else "no")})
-    return DataTable("per-host answers (each host ranked as 'rank --sweep N' ranks it)",
-                     ["group", "workload", "tier", "metric", "host", "sweep", "own answer", "decision",
-                      "group's choice vs own best", "agrees"], rows,
-                     axes=["group", "workload", "tier", "metric"])
+def _group_answer(sweeps: Sequence[FleetSweep], per_sweep: Mapping[int, list[WorkloadRanking]],
+                  key: tuple[str, str, str], requirements: Sequence[Requirement], tie_break: Sequence[str],
+                  alpha: float) -> tuple[dict[str, WorkloadRanking], FleetAnswer]:
+    """One group's hosts' rankings of one workload × tier × metric, and the group's answer from them."""
+    per_host = {s.hostname: wr for s in sweeps for wr in per_sweep.get(s.id, [])
+                if (wr.workload, wr.tier, wr.metric) == key}
+    hosts = [host_result(h, wr, requirements) for h, wr in per_host.items()]
+    axes = {label: cw.axes for wr in per_host.values() for label, cw in wr.cells.items()}
+    return per_host, fleet_answer(hosts, metric_info(key[2]).higher_is_better, axes, tie_break=tie_break,
+                                  alpha=alpha)
 
 
-def ranking_table(wf: WorkloadFleet) -> DataTable:
-    """The configurations across the group's hosts (hosts as blocks), with each host's ratio to its own best."""
-    a = wf.answer
-    shown_hosts = list(a.hosts) if len(a.hosts) <= MAX_HOST_COLUMNS else []
-    rows = []
-    ranking_rows = a.ranking.rows if a.ranking is not None else ()
-    names = [r.name for r in ranking_rows] or sorted(a.wins)
-    by_name = {r.name: r for r in ranking_rows}
-    for name in names:
-        r = by_name.get(name)
-        row: dict[str, Any] = {
-            "rank": r.rank if r else None, "group": r.group_label if r else None, "configuration": wf.short(name),
-            "axes": name,
-            "centre": r.centre if r else None,
-            "vs best": ratio_text(*r.ratio_to_best) if r and r.ratio_to_best else None,
-            "wins": f"{a.wins.get(name, 0)}/{len(a.hosts)}", "chosen": name == a.choice}
-        for h in a.hosts:
-            row[h] = a.heat.get(h, {}).get(name)
-        rows.append(row)
-    notes = [wf.statement()]
-    if a.ranking is not None:
-        notes.append("hosts as blocks: " + host_block_description(a.ranking.test_description))
-    notes.append("host columns: the configuration's centre on that host as a ratio to the host's own best"
-                 if shown_hosts else
-                 f"{len(a.hosts)} hosts: each host's ratio to its own best is in --format json or csv")
-    title = f"{wf.group} · {wf.workload} · {wf.tier} · {wf.metric}: configurations across hosts"
-    return DataTable(title, ["rank", "group", "configuration", "centre", "vs best", "wins", *shown_hosts], rows,
-                     notes=notes)
+@dataclass(frozen=True)
+class FleetDeclined:
+    """The group's choice without the requirements, which they exclude: named in one line with what it risks
+    and how to choose it anyway, as one host's answer names its declined configuration (verdict.Declined)."""
+
+    cell: str
+    wins: int  # settled hosts where it is best or tied-best
+    hosts: int
+    fails: tuple[str, ...]
+    risk: str  # on a host crash or power loss
+    opt_in: str
 
 
-def host_block_description(text: str) -> str:
-    """The ranking's description of its blocked analysis, with the host where the ranking says round."""
-    for old, new in (("rounds", "hosts"), ("round", "host"), ("cells with n < 2 are listed last and not ranked",
-                                                              "configurations on fewer than 2 hosts are not ranked")):
-        text = text.replace(old, new)
-    return text
-
-
-def fleet_tables(answers: Sequence[WorkloadFleet]) -> list[DataTable]:
-    """Every format's tables: one ranking across hosts per group × workload, then the per-host answers."""
-    return [ranking_table(wf) for wf in answers] + ([hosts_table(answers)] if answers else [])
+def declined_choice(choice: str | None, per_host: Mapping[str, WorkloadRanking], free: FleetAnswer,
+                    requirements: Sequence[Requirement], measured: MeasuredIndex | None) -> FleetDeclined | None:
+    """The unrestricted group answer `free` when the requirements exclude it: None when it is the choice, or is
+    not settled (as one host's answer names a declined configuration only when its unrestricted answer is)."""
+    if free.choice is None or free.choice == choice or not free.settled:
+        return None
+    cell = next((wr.cells[free.choice] for wr in per_host.values() if free.choice in wr.cells), None)
+    fails = unmet(requirements, cell.axes) if cell is not None else []
+    if cell is None or not fails:
+        return None
+    power = next((r.text for r in risk_statements(cell.axes.get("cache", NA), cell.axes.get("modifier", Modifier.NONE),
+                                                  cell, measured) if r.situation == SITUATIONS[1]),
+                 "not documented for this configuration")
+    return FleetDeclined(free.choice, free.wins.get(free.choice, 0), len(free.hosts), tuple(q.name for q in fails),
+                         power, opt_in_text(fails))
 
 
 def results_by_host(store: Store, fleet: Fleet, metric: str | None = None) -> list[DataTable]:
@@ -341,6 +389,7 @@ def compare_by_host(a: Store, b: Store, metric: str | None = None) -> list[Chang
     if not common:
         raise UserError("the two databases share no host", hint=f"hosts in A: {', '.join(fa.hosts)}; in B: "
                                                                 f"{', '.join(fb.hosts)}")
+
     sa: dict[str, list[float]] = {}
     sb: dict[str, list[float]] = {}
     for s in common:
@@ -364,32 +413,6 @@ def _series(store: Store, sweep_id: int, metric: str | None) -> dict[str, list[f
     return out
 
 
-# -- the HTML report -----------------------------------------------------------------------------------------------
-
-def fleet_html_sections(store: Store, group: str | None = None, **rank_kw: Any) -> list[dict[str, Any]]:
-    """The HTML report's fleet sections (report/html.py `extras`): per group and workload a heat map of each host's
-    ratio to its own best, and the answer in prose; none unless the database holds several hosts of its plan (or
-    `group` is asked for)."""
-    if group is None and not is_fleet(store):
-        return []
-    out = []
-    try:
-        answers = fleet_answers(store, select_fleet(store, group), **rank_kw)
-    except UserError as err:  # the rest of the report still stands: say why the fleet view is empty
-        return [{"id": "fleet", "title": "Fleet", "lines": [f"no fleet answer: {err}"]}]
-    for i, wf in enumerate(answers):
-        a = wf.answer
-        configs = [r.name for r in a.ranking.rows] if a.ranking is not None else sorted(a.wins)
-        svg = fleet_heat_map(list(a.hosts), configs, a.heat, a.higher_is_better, a.choice)
-        better = "higher" if a.higher_is_better else "lower"
-        out.append({"id": f"fleet-{i + 1}", "title": f"Fleet: {wf.group} · {wf.workload} · {wf.tier}",
-                    "svg": svg, "svg_caption": f"{wf.metric} of each configuration on each host as a ratio to that "
-                                               f"host's own best (1 = its best; {better} is better); the group's "
-                                               "choice is outlined",
-                    "lines": fleet_lines([wf])})
-    return out
-
-
 # -- what the commands call ----------------------------------------------------------------------------------------
 
 def fleet_wanted(store: Store, sweep: int | None, by_host: bool, group: str | None) -> bool:
@@ -399,28 +422,3 @@ def fleet_wanted(store: Store, sweep: int | None, by_host: bool, group: str | No
         raise UserError("--sweep selects one host's sweep; --by-host and --group answer for the fleet",
                         hint="give --sweep N alone, or --by-host / --group NAME without it")
     return by_host or group is not None or (sweep is None and is_fleet(store))
-
-
-def fleet_heading(fleet: Fleet) -> str:
-    groups = sorted({s.group for s in fleet.sweeps if s.group is not None})
-    return (f"fleet: plan {fleet.plan}, {len(fleet.sweeps)} host(s): "
-            + ", ".join(f"{s.hostname} (sweep {s.id}{', ' + s.group if s.group else ''})" for s in fleet.sweeps)
-            + ("" if groups else "; no group recorded (iomatrix run --group)")
-            + "; one host's sweep: --sweep N")
-
-
-def render_fleet(fleet: Fleet, answers: Sequence[WorkloadFleet], format: OutputFormat, width: int,
-                 answer_first: bool = False) -> str:
-    """The fleet answers in `format`: for people (table, markdown) the heading (and, with `answer_first`, each
-    group's answer in prose) before the tables; JSON and CSV are the tables alone."""
-    tables = fleet_tables(answers)
-    if answer_first:
-        tables = [hosts_table(answers)] if answers else []
-    body = render_tables(tables, format)
-    if format in (OutputFormat.json, OutputFormat.csv):
-        return body
-    lines = wrap(fleet_heading(fleet), width)
-    if answer_first:
-        for wf in answers:
-            lines += wrap(wf.statement(), width)
-    return "\n".join(lines) + "\n\n" + body

@@ -21,7 +21,7 @@ from iomatrix.current import CurrentConfig
 from iomatrix.report import charts
 from iomatrix.report.companions import companion
 from iomatrix.report.curves import LatencyCurve, latency_curves
-from iomatrix.report.fleet import fleet_html_sections
+from iomatrix.report.fleet_render import fleet_html
 from iomatrix.report.headline import DEFAULT_TARGET, headline
 from iomatrix.report.objective import Objective, objective_line, objective_metric
 from iomatrix.report.query import CellWorkload, cell_workloads, failures, monitor_series, run_table, sweep_info
@@ -257,7 +257,9 @@ def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None 
     # The tiers' own sections (the consolidation tier's tiles), in the order the tiers sort.
     extras = [s for tier in tier_classes()
               if (s := companion(tier.name).report_section(store, sweep_id, cws)) is not None]
-    extras += fleet_html_sections(store, group=fleet_group, objective=objective, **rank_kw)
+    # A fleet's report opens with the group answers; the sweep shown in full is one host's.
+    fleet, fleet_sections = fleet_html(store, group=fleet_group, objective=objective, **rank_kw)
+    extras += fleet_sections
     return _env().get_template("report.html.j2").render(
         info=info, rec=rec, head=headline(rec, info["host"]["hostname"], target), gain_text=gain_text,
         status_text=STATUS_TEXT, verdicts=verdicts, rankings=rankings,
@@ -265,7 +267,7 @@ def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None 
         curves=curve_sections(cws), costs=cost_sections(store, sweep_id, cws, **rank_kw),
         failures=failures(store, sweep_id), missing=missing_parts(info, cws, rec), ci_text=ci_text,
         bounded_note=BOUNDED_NOTE if bounded else "",
-        extras=extras, objective=None if objective is None else objective_line(objective))
+        extras=extras, fleet=fleet, objective=None if objective is None else objective_line(objective))
 
 
 def write_report(store: Store, sweep_id: int, path: Path, **kw: Any) -> int:

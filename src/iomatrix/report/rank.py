@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -307,14 +307,17 @@ def workload_names(cws: Sequence[CellWorkload], sweep_id: int, workload: str | N
 def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | None, *, min_n: int = 3,
                max_noise: float = 0.10, threshold: float = DEFAULT_THRESHOLD,
                tie_break: Sequence[str] = DEFAULT_TIE_BREAK, blocked: bool = True,
-               objective: Objective | None = None) -> list[WorkloadRanking]:
+               objective: Objective | None = None,
+               keep: Callable[[Mapping[str, str]], bool] | None = None) -> list[WorkloadRanking]:
     """Rank every workload of a sweep (blocked by round unless ``blocked`` is False), by ``metric``, else by
-    what ``objective`` ranks each workload by (report/objective.py), else by each workload's primary metric."""
+    what ``objective`` ranks each workload by (report/objective.py), else by each workload's primary metric.
+    ``keep``: only the cells whose axes it accepts are ranked (a fleet's requirements, as one host's answer
+    ranks only the cells meeting them)."""
     if metric is not None and objective is not None:
         raise UserError("--metric and --objective both choose what to rank by", hint="give one of them")
     check_threshold(threshold)
     check_tie_break(tie_break)
-    cws = cell_workloads(store, sweep_id)
+    cws = [c for c in cell_workloads(store, sweep_id) if keep is None or keep(c.axes)]
     names = workload_names(cws, sweep_id, workload)
     all_runs = [rid for c in cws for rid in c.runs]
     rounds = run_rounds(store, all_runs) if blocked else {}

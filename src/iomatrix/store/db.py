@@ -81,6 +81,36 @@ class RunRecord:
     boot_position: int | None = None
 
 
+
+# The host facts stored in the hosts table's own columns; the identifying ones of `host_fingerprint`.
+HOST_COLUMNS = ("hostname", "kernel", "os", "cpu_model", "cpu_count", "mem_bytes", "fio_version", "qemu_version",
+                "qemu_img_version", "python_version", "iomatrix_version")
+# Facts kept in extra_json that join the identity when recorded: a fleet host's inventory name, and the machine
+# id (/etc/machine-id), so that two machines sharing a hostname and their facts stay two hosts through a merge.
+# Without either, the identity is what it always was.
+HOST_IDENTITY_EXTRAS = ("host_label", "machine_id")
+
+
+def host_fingerprint(host: Mapping[str, Any]) -> str:
+    """What makes a host the same host: its identifying facts, as JSON (the hosts table's unique key)."""
+    identity = {k: host.get(k) for k in HOST_COLUMNS}
+    identity.update({k: host[k] for k in HOST_IDENTITY_EXTRAS if host.get(k)})
+    return json.dumps(identity, sort_keys=True)
+
+
+def current_host_fingerprint(fingerprint: str, extra_json: str) -> str:
+    """A stored fingerprint as `host_fingerprint` computes it today: a database written before the machine id
+    joined the identity recorded it in extra_json only (merge uses this to tell such hosts apart)."""
+    try:
+        identity, extra = json.loads(fingerprint), json.loads(extra_json or "{}")
+    except ValueError:
+        return fingerprint  # not ours to rewrite: compared as it is
+    if not isinstance(identity, dict) or not isinstance(extra, dict):
+        return fingerprint
+    missing = {k: extra[k] for k in HOST_IDENTITY_EXTRAS if k not in identity and extra.get(k)}
+    return json.dumps({**identity, **missing}, sort_keys=True) if missing else fingerprint
+
+
 class Store(StoreQueries):
     """The results database.
 
@@ -166,12 +196,8 @@ class Store(StoreQueries):
 
     # -- hosts and sweeps -------------------------------------------------
     def host_id(self, host: Mapping[str, Any]) -> int:
-        cols = ("hostname", "kernel", "os", "cpu_model", "cpu_count", "mem_bytes", "fio_version",
-                "qemu_version", "qemu_img_version", "python_version", "iomatrix_version")
-        identity = {k: host.get(k) for k in cols}
-        if host.get("host_label"):  # a fleet host's inventory name is part of its identity (without one: as before)
-            identity["host_label"] = host["host_label"]
-        fingerprint = json.dumps(identity, sort_keys=True)
+        cols = HOST_COLUMNS
+        fingerprint = host_fingerprint(host)
         extra = {k: v for k, v in host.items() if k not in cols}
         with self.tx() as db:
             row = db.execute("SELECT id FROM hosts WHERE fingerprint=?", (fingerprint,)).fetchone()

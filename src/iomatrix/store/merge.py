@@ -41,7 +41,7 @@ from typing import Any
 
 from iomatrix.errors import UserError
 from iomatrix.locks import db_lock_path, exclusive, refuse_if_held
-from iomatrix.store.db import Store
+from iomatrix.store.db import Store, current_host_fingerprint
 from iomatrix.store.schema import SCHEMA_VERSION
 
 
@@ -126,6 +126,7 @@ def merge(out: Path, inputs: Sequence[Path]) -> MergeResult:
             db = _connect(staged)
             try:
                 _check_declared(db)
+                _refresh_host_identity(db)
                 reports = [_merge_one(db, Path(path), Path(tmp), i) for i, path in enumerate(inputs)]
                 totals = [db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("hosts", "sweeps", "runs")]
                 db.execute("PRAGMA journal_mode=DELETE")  # one self-contained file, no -wal to carry along
@@ -195,6 +196,33 @@ def _publish(staged: Path, out: Path) -> None:
         os.close(dir_fd)
 
 
+# -- host identity ---------------------------------------------------------------------------------------------
+
+def _refresh_host_identity(db: sqlite3.Connection, schema: str = "main") -> None:
+    """The hosts of a temporary copy (an input, or the output being built) identified as `Store.host_id`
+    identifies them today (`current_host_fingerprint`): a host recorded before its machine id joined its identity
+    gets it from its recorded facts, so that two machines sharing a hostname and their other facts, merged from
+    two databases, stay two hosts. A host recorded both ways (a database written by two versions) becomes one row,
+    its sweeps pointing at it."""
+    rows = db.execute(f"SELECT id, fingerprint, extra_json FROM {schema}.hosts ORDER BY id").fetchall()
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for row in rows:
+            new = current_host_fingerprint(row["fingerprint"], row["extra_json"])
+            if new == row["fingerprint"]:
+                continue
+            same = db.execute(f"SELECT id FROM {schema}.hosts WHERE fingerprint=?", (new,)).fetchone()
+            if same is None:
+                db.execute(f"UPDATE {schema}.hosts SET fingerprint=? WHERE id=?", (new, row["id"]))
+            else:
+                db.execute(f"UPDATE {schema}.sweeps SET host_id=? WHERE host_id=?", (same["id"], row["id"]))
+                db.execute(f"DELETE FROM {schema}.hosts WHERE id=?", (row["id"],))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
 # -- the declared tables against the schema ---------------------------------------------------------------------
 
 def _tables(db: sqlite3.Connection, schema: str = "main") -> set[str]:
@@ -243,6 +271,7 @@ def _merge_one(db: sqlite3.Connection, path: Path, tmp: Path, index: int) -> Inp
     report = InputReport(path, version)
     db.execute("ATTACH DATABASE ? AS src", (str(copy),))
     try:
+        _refresh_host_identity(db, "src")
         running = db.execute("SELECT id, plan_name FROM src.sweeps WHERE status='running' ORDER BY id").fetchone()
         if running is not None:
             raise MergeConflict(f"{path}: sweep {running['id']} ({running['plan_name']}) is still running",

@@ -197,15 +197,29 @@ class StoreQueries:
             metric_registry=json.loads(row["metric_registry"]), group=_shown(row["host_group"]))
 
     def fleet_sweeps(self) -> list[FleetSweep]:
-        """Every sweep with its host and group, for the fleet answers (the hosts of a merged database), by id."""
+        """Every sweep with its host and group, for the fleet answers (the hosts of a merged database), by id.
+
+        A host is named by its inventory name, else its hostname; where machines with different machine ids share
+        that name (cloned hosts without an inventory name), each is named with the start of its machine id, so
+        that they stay apart (the same machine recorded under several host rows — a kernel update — keeps one
+        name)."""
         group = "s.host_group" if self.schema_version >= 6 else "NULL"
         rows = self.db.execute(
             f"SELECT s.id, s.plan_name, s.plan_fingerprint, s.status, s.started_at, {group} AS host_group, "
-            "h.id AS host_id, COALESCE(json_extract(h.extra_json, '$.host_label'), h.hostname) AS hostname "
-            "FROM sweeps s JOIN hosts h ON h.id=s.host_id ORDER BY s.id")
+            "h.id AS host_id, COALESCE(json_extract(h.extra_json, '$.host_label'), h.hostname) AS hostname, "
+            "json_extract(h.extra_json, '$.machine_id') AS machine_id "
+            "FROM sweeps s JOIN hosts h ON h.id=s.host_id ORDER BY s.id").fetchall()
+        names = {int(r["id"]): _shown(r["hostname"]) or f"host {r['host_id']}" for r in rows}
+        machines: dict[str, set[str]] = {}
+        for r in rows:
+            if isinstance(r["machine_id"], str) and r["machine_id"]:
+                machines.setdefault(names[int(r["id"])], set()).add(r["machine_id"])
+        for r in rows:
+            name, machine = names[int(r["id"])], r["machine_id"]
+            if len(machines.get(name, ())) > 1 and isinstance(machine, str) and machine:
+                names[int(r["id"])] = f"{name} (machine {_shown(machine[:8])})"
         return [FleetSweep(int(r["id"]), _shown(r["plan_name"]), r["plan_fingerprint"], _shown(r["status"]),
-                           float(r["started_at"]), int(r["host_id"]), _shown(r["hostname"]) or f"host {r['host_id']}",
-                           _shown(r["host_group"]))
+                           float(r["started_at"]), int(r["host_id"]), names[int(r["id"])], _shown(r["host_group"]))
                 for r in rows]
 
     def replaced_runs(self, sweep_id: int) -> set[int]:

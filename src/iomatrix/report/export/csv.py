@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Sequence
 
 from iomatrix.report.export.table import DataTable
@@ -15,8 +16,15 @@ def table_csv(t: DataTable) -> str:
     w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for r in t.rows:
-        w.writerow({c: "" if r.get(c) is None else r.get(c) for c in cols})
+        w.writerow({c: _cell(r.get(c)) for c in cols})
     return buf.getvalue()
+
+
+def _cell(v: object) -> object:
+    """One CSV field: empty for none, a list or mapping (a fleet answer's hosts, risks) as JSON text."""
+    if v is None:
+        return ""
+    return json.dumps(v, ensure_ascii=False) if isinstance(v, list | tuple | dict) else v
 
 
 def export(tables: Sequence[DataTable]) -> str:

@@ -72,3 +72,11 @@ def parse_requirements(names: Sequence[str], allow_data_loss: bool = False) -> l
 
 def unmet(requirements: Sequence[Requirement], cell_axes: dict[str, str]) -> list[Requirement]:
     return [q for q in requirements if not q.met_by(cell_axes)]
+
+
+def opt_in_text(fails: Sequence[Requirement]) -> str:
+    """How to choose a configuration that fails `fails` anyway: --allow-data-loss for the safe default, dropping
+    --require NAME for the others."""
+    others = [q.name for q in fails if q.name != SAFE_DEFAULT]
+    return " and ".join([*([ALLOW_DATA_LOSS] if len(others) < len(fails) else []),
+                         *(f"without --require {n}" for n in others)])

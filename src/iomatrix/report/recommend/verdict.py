@@ -16,7 +16,7 @@ from iomatrix.report.rank import (
     WorkloadRanking,
 )
 from iomatrix.report.recommend.current_match import asked_later_axes, matching_cell, matching_current
-from iomatrix.report.recommend.requirements import ALLOW_DATA_LOSS, SAFE_DEFAULT, Requirement, unmet
+from iomatrix.report.recommend.requirements import Requirement, opt_in_text, unmet
 from iomatrix.report.recommend.risks import SITUATIONS, RiskStatement, risk_statements
 from iomatrix.snippets import DiskConfig, SnippetSet, snippet_backing, snippets_for
 from iomatrix.stats import RatioCI, ratio_ci
@@ -311,7 +311,4 @@ def _declined(wr: WorkloadRanking, cost: Gain | None, requirements: list[Require
     power = next((r.text for r in risk_statements(cell.axes.get("cache", domain.NA),
                                                   cell.axes.get("modifier", Modifier.NONE), cell, measured)
                   if r.situation == SITUATIONS[1]), "not documented for this configuration")
-    others = [q.name for q in fails if q.name != SAFE_DEFAULT]
-    opt_in = " and ".join([*([ALLOW_DATA_LOSS] if len(others) < len(fails) else []),
-                           *(f"without --require {n}" for n in others)])
-    return Declined(cost.label, cost, tuple(q.name for q in fails), power, opt_in)
+    return Declined(cost.label, cost, tuple(q.name for q in fails), power, opt_in_text(fails))
