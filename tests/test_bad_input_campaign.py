@@ -517,3 +517,30 @@ def test_the_campaign_has_enough_cases_and_unique_names() -> None:
 def test_bad_input(case: Case, lab: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     problems = check(case, lab, tmp_path, monkeypatch)
     assert not problems, f"{case.name}: " + "; ".join(problems)
+
+
+# In-process, matplotlib is imported once for the whole campaign, so only the first report case could show that a
+# refused `report` loaded it (it writes its font cache under $XDG_CACHE_HOME on a first import): each of these
+# runs in a process of its own, with an empty cache, as a user's would.
+REPORT_REFUSALS = {"no such sweep": ["--sweep", "999"], "min-runs": ["--min-runs", "0"],
+                   "requirement": ["--require", "bogus"], "group": ["--group", "no-such-group"],
+                   "tie-break": ["--tie-break", ","]}
+
+
+@pytest.mark.parametrize("option", REPORT_REFUSALS.values(), ids=REPORT_REFUSALS.keys())
+def test_a_refused_report_writes_no_cache(option: list[str], lab: Path, tmp_path: Path) -> None:
+    import subprocess
+
+    from tests.conftest import iomatrix_argv
+
+    db, home = tmp_path / "r.sqlite", tmp_path / "home"
+    home.mkdir()
+    shutil.copyfile(lab / "sound.sqlite", db)
+    env = {k: v for k, v in os.environ.items() if k not in ("MPLCONFIGDIR", "XDG_CONFIG_HOME")}
+    env |= {"HOME": str(home), "XDG_CACHE_HOME": str(tmp_path / "cache"), "COLUMNS": "100"}
+    before = snapshot(tmp_path)
+    proc = subprocess.run([*iomatrix_argv(), "report", "--db", str(db), "--html", str(tmp_path / "r.html"), *option],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("error:"), proc.stderr
+    assert snapshot(tmp_path) == before, "a refused report wrote something (matplotlib's font cache?)"
