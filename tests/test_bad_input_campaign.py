@@ -224,7 +224,7 @@ OPTIONS: dict[str, tuple[list[str], dict[str, list[str]]]] = {
              "--group": ["a\x1b[2Jb", "x" * 5000]}),
     "run-db": (["run", "{plan}", "--workdir", "{case}/w"],
                {"--db": ["{adir}", "{afile}", "{binary}", "/proc/x.sqlite", "{case}/no/such/dir/r.sqlite", "",
-                         "/dev/null"]}),
+                         "/dev/null", "/sys/x.sqlite", "/dev/shm/../x.sqlite"]}),
     "run-workdir": (["run", "{plan}", "--db", "{case}/new.sqlite"],
                     {"--workdir": ["/proc", "/proc/w", "{afile}", "/", "/sys/w", "/dev/null", "/etc/w", "/var"]}),
     "plan": (["plan", "{plan}"], {"--allow-destroy": ["{case}/no/such/device", "{afile}", ""]}),
@@ -277,8 +277,6 @@ CURRENT_FILES: dict[str, tuple[str, str | bytes]] = {
     "xml-bad-io": ("vm.xml", DOMAIN.format(disks=DISK.format(drv="io='telepathy'", bus="virtio"))),
     "xml-bad-bus": ("vm.xml", DOMAIN.format(disks=DISK.format(drv="", bus="pigeon"))),
     "xml-bad-format": ("vm.xml", DOMAIN.format(disks=DISK.format(drv="", bus="virtio").replace("qcow2", "vhd9"))),
-    "xml-writeback-native": ("vm.xml", DOMAIN.format(disks=DISK.format(drv="cache='writeback' io='native'",
-                                                                          bus="virtio"))),
     "xml-billion-laughs": ("vm.xml", LAUGHS),
     "xml-external-entity": ("vm.xml", '<?xml version="1.0"?><!DOCTYPE d [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
                             + DOMAIN.format(disks=DISK.format(drv="cache='&x;'", bus="virtio"))),
@@ -302,6 +300,11 @@ CURRENT_FILES: dict[str, tuple[str, str | bytes]] = {
     "conf-binary": ("vm.conf", b"boot: order=virtio0\n\x00\xff\xfe"),
     "conf-empty": ("vm.conf", ""),
     "conf-huge": ("vm.conf", "memory: 2048\n" * 2_000_000),
+    # Files of another kind: a plan, a libvirt network (not a domain), JSON, a results database.
+    "conf-is-a-plan": ("vm.conf", 'tier = ["baremetal"]\ncache = ["none"]\n'),
+    "xml-is-a-network": ("vm.xml", "<network><name>default</name><bridge name='virbr0'/></network>"),
+    "json-file": ("vm.json", '{"cache": "none", "aio": "native"}'),
+    "sqlite-file": ("vm.xml", b"SQLite format 3\x00" + bytes(4080)),
     "conf-iothread-garbage": ("vm.conf", "boot: order=virtio0\nvirtio0: local:vm-100-disk-0,iothread=maybe\n"),
 }
 CURRENT_VALUES: dict[str, str] = {
@@ -524,7 +527,7 @@ def test_bad_input(case: Case, lab: Path, tmp_path: Path, monkeypatch: pytest.Mo
 # runs in a process of its own, with an empty cache, as a user's would.
 REPORT_REFUSALS = {"no such sweep": ["--sweep", "999"], "min-runs": ["--min-runs", "0"],
                    "requirement": ["--require", "bogus"], "group": ["--group", "no-such-group"],
-                   "tie-break": ["--tie-break", ","]}
+                   "empty tie-break": ["--tie-break", ","], "unknown tie-break": ["--tie-break", "bogus"]}
 
 
 @pytest.mark.parametrize("option", REPORT_REFUSALS.values(), ids=REPORT_REFUSALS.keys())

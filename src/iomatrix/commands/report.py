@@ -52,6 +52,10 @@ def report(
     check_output_path(html)  # first: before matplotlib is imported (seconds) and the report is built
     check_ranking_options(min_runs, max_noise)
     keys = tie_break_keys(tie_break)
+    from iomatrix.stats.decision import check_threshold, check_tie_break
+
+    check_tie_break(keys)
+    check_threshold(threshold)
     from iomatrix.current import parse_current
     from iomatrix.report.headline import check_target
     from iomatrix.report.objective import parse_objective

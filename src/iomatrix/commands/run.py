@@ -82,6 +82,7 @@ def run(
     p = plan_with_current(p, current, current_disk)
     # Everything is checked before anything is created: a bad --db leaves no workdir behind. A database
     # another sweep holds may be half-created: say who holds it rather than judge its contents.
+    refuse_kernel_fs_db(db)
     refuse_if_held(db_lock_path(db.absolute()), f"results database {db}")
     Store.preflight(db)
     work = check_workdir(workdir)
@@ -239,6 +240,16 @@ def reclaim_leftovers(work: Path) -> list[str]:
     for line in lines:
         console.print(f"reclaimed from a killed sweep: {line}", markup=False, highlight=False)
     return lines
+
+
+def refuse_kernel_fs_db(db: Path) -> None:
+    """A `--db` under /proc, /sys or /dev is a typo, not a results file: said as such, not as a full disk (the
+    space check would find 0 bytes free there)."""
+    real = Path(os.path.realpath(db.expanduser()))
+    for root in (Path("/proc"), Path("/sys"), Path("/dev")):
+        if real.parent == root or root in real.parents:
+            raise UserError(f"--db {db} is under {root}, a kernel filesystem",
+                            hint="choose a file on a real filesystem, e.g. ./iomatrix.sqlite")
 
 
 def check_workdir(workdir: Path) -> Path:

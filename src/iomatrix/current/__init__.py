@@ -87,7 +87,9 @@ def parse_current(value: str, disk: str | None = None) -> CurrentConfig:
             # virsh dumpxml writes neither; entity declarations are what XML bombs and external-file reads use.
             raise UserError(f"--current: {path} declares a DOCTYPE or entities, which 'virsh dumpxml' never writes",
                             hint="give 'virsh dumpxml VM > vm.xml' output as it is")
-        return _checked(from_libvirt_xml(path, disk))
+        # Read as written, even a combination QEMU refuses: the current cell is then pruned with the rule's reason
+        # (plan/current_cell.py), which says what is wrong with today's configuration.
+        return from_libvirt_xml(path, disk)
     if disk is not None:
         raise UserError(f"--current-disk {disk}: the --current value is not a file with several disks",
                         hint="--current-disk picks a disk of a libvirt XML or 'qm config' file; leave it out here")
