@@ -160,7 +160,7 @@ PLAN_PREVIEWS = {'size = "999T"', "backing dir-is-a-file", "backing dir-missing"
 
 # Plan files that are not plan files at all (made by `make_file`).
 PLAN_FILES = ("missing", "directory", "binary", "huge", "latin1", "fifo", "symlink-loop", "dev-zero", "proc",
-              "sys", "etc-dir", "empty-name-dir")
+              "sys", "etc-dir", "empty-name-dir", "escape-in-name", "rtl-in-name")
 
 
 def axis_cases() -> dict[str, dict[str, str]]:
@@ -417,6 +417,11 @@ def make_file(kind: str, case: Path) -> str:
         return "/etc"
     elif kind == "empty-name-dir":
         return f"{case}/"
+    elif kind == "escape-in-name":  # a missing file whose name would clear the screen if printed raw
+        return f"{case}/p\x1b[2J.toml"
+    elif kind == "rtl-in-name":  # a file whose name reads backwards if printed raw, holding a bad plan
+        target = case / "p\u202elmot.toml"
+        target.write_text("runtime = -1\n")
     return str(target)  # "missing": never made
 
 
@@ -431,6 +436,10 @@ def snapshot(*roots: Path) -> dict[str, tuple[str, int, int]]:
                 kind = "d" if n in dirnames and not os.path.islink(p) else "f"
                 out[p] = (kind, st.st_size, st.st_mtime_ns)
     return out
+
+
+# What would act on a terminal instead of being shown: ESC, the one-byte CSI, BEL, a right-to-left override.
+RAW_CONTROLS = ("\x1b", "\x9b", "\x07", "\u202e")
 
 
 def run_cli(argv: list[str]) -> tuple[int, str, str]:
@@ -496,6 +505,8 @@ def check(case: Case, lab: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> 
         problems.append("a traceback")
     if code != 2:
         problems.append(f"exit {code}")
+    if any(c in out + err for c in RAW_CONTROLS):
+        problems.append("a raw terminal control character in the output (it must be escaped)")
     if len(lines) != 1 or not lines[0].startswith("error:"):
         problems.append(f"{len(lines)} stderr line(s), not one 'error:' line")
     if (cache / "iomatrix" / "logs").exists():
