@@ -60,3 +60,34 @@ def test_results_and_rank_print_hostile_database_text_escaped(tmp_path: Path, se
         proc = run_cli(*command, "--db", str(db))
         assert proc.returncode == 0, proc.stderr
         assert_escaped(proc.stdout + proc.stderr, seq)
+
+
+@pytest.mark.parametrize("seq", SEQUENCES.values(), ids=SEQUENCES.keys())
+def test_a_table_column_is_as_wide_as_the_escaped_text(seq: str) -> None:
+    # Escaping after layout let a hostile cell widen its row past the column Rich measured for it (an ESC is 0
+    # columns to Rich, `\x1b` is 4 on screen): every row of a table must end where the others do.
+    import io
+
+    from rich.table import Table
+
+    from iomatrix.ui import EscapingConsole
+
+    out = io.StringIO()
+    console = EscapingConsole(file=out, width=100, highlight=False)
+    table = Table("name", "value", box=None)
+    table.add_row(f"a{seq}b", "1")
+    table.add_row("plain-name-of-some-length", "2")
+    console.print(table)
+    lines = out.getvalue().splitlines()
+    assert not any(c in out.getvalue() for c in RAW)
+    assert len({len(line.rstrip()) for line in lines[1:]}) == 1, lines
+    assert lines[1].rstrip().endswith("1") and lines[2].rstrip().endswith("2")
+
+
+def test_plan_prints_markup_in_a_description_as_written(tmp_path: Path) -> None:
+    # A description is the plan author's text: '[bold]' or '[/]' in it is shown, not obeyed (and '[/]' alone would
+    # make Rich raise a markup error).
+    (tmp_path / "p.toml").write_text('tier = ["baremetal"]\ndescription = "a [bold]b[/] c [/] d [red]"\n')
+    proc = run_cli("plan", "p.toml", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "p: a [bold]b[/] c [/] d [red]" in proc.stdout

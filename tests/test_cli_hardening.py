@@ -99,7 +99,8 @@ def test_db_that_is_a_directory_creates_nothing(tmp_path: Path) -> None:
 
 def test_run_without_a_plan_prints_usage_and_version_works(tmp_path: Path) -> None:
     proc = run_cli("run", cwd=tmp_path)
-    assert proc.returncode == 2 and "Usage: iomatrix run" in proc.stdout + proc.stderr
+    assert proc.returncode == 2 and proc.stderr.strip() == ("error: iomatrix run: Missing argument 'PLAN'. — see "
+                                                            "'iomatrix run --help'")
     assert list(tmp_path.iterdir()) == []
     proc = run_cli("--version")
     assert proc.returncode == 0 and proc.stdout.startswith("iomatrix ")
@@ -148,9 +149,17 @@ def test_damaged_json_in_a_database_is_a_user_error_naming_its_row(tmp_path: Pat
 
 def test_non_root_warning_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import iomatrix.commands.run as run_command
+
+    def stop_before_the_sweep(*_: object, **__: object) -> None:
+        raise SystemExit(0)
+
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    # The warning is printed once the plan is accepted, before the sweep starts (a refused plan prints only its
+    # error): stop where the sweep would start.
+    monkeypatch.setattr(run_command, "_run_locked", stop_before_the_sweep)
     plan = tmp_path / "p.toml"
-    plan.write_text('tier = ["baremetal"]\n[[backing]]\ntype = "blockdev"\ndevice = "/dev/nonexistent-x"\n')
+    plan.write_text('tier = ["baremetal"]\nworkloads = ["rand-read-4k"]\nsize = "4M"\n')
     with pytest.raises(SystemExit):
         main(["run", str(plan), "--db", str(tmp_path / "r.sqlite"), "--workdir", str(tmp_path / "w")])
     assert "cannot be dropped" in capsys.readouterr().err

@@ -114,8 +114,8 @@ def test_heading_and_description() -> None:
     assert comparison_heading(an, 2, 0.05, False) == \
         "Welch's t-test, two-sided, Holm-corrected over 1 comparison, α=0.05"
     assert ranking_description("H", False, True, 0.95, 3, None) == (
-        "H; lower is better; ordered by geometric means; 95% Student-t CIs; cells with n < 3 are listed last and "
-        "not ranked")
+        "H; lower is better; ordered by geometric means; 95% CIs: Student t, or log-scale t where it would reach 0, "
+        "Wilson for 0/1 figures; cells with n < 3 are listed last and not ranked")
     assert ranking_description("H", True, False, 0.9, 2, 0.1).endswith(
         "; 'too noisy' (CI half-width > 10% of the mean) is a flag, never a reason to leave a cell out")
 

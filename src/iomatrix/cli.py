@@ -85,7 +85,16 @@ def main(argv: list[str] | None = None) -> None:
     # into the exit code; what is left for us is the user's own mistakes (UserError), Ctrl-C, and
     # anything unexpected, which becomes one line here and a full traceback in a log file.
     try:
-        app(args=argv, prog_name="iomatrix")
+        # Not standalone: the CLI library hands its usage errors (a bad option value, an unknown option) to us,
+        # to be printed as one line like every other mistake instead of its usage text and boxed panel.
+        status = app(args=argv, prog_name="iomatrix", standalone_mode=False)
+        if isinstance(status, int) and not isinstance(status, bool) and status != 0:
+            sys.exit(status)  # typer.Exit(n) raised by a command (compare's gate, clean's leftovers), or --help's 0
+    except typer.TyperException as err:  # a usage error: exit 2 (typer.Exit and Abort are not among these)
+        _usage_error(err)
+    except typer.Abort:
+        err_console.print("aborted")
+        sys.exit(EXIT_INTERNAL)
     except UserError as err:
         err_console.print(f"[red]error:[/] {escape(_one_line(err.one_line(), 1000))}", soft_wrap=True)
         sys.exit(EXIT_USER)
@@ -109,6 +118,18 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_USER)
     except Exception as err:
         _internal(err)
+
+
+def _usage_error(err: typer.TyperException) -> NoReturn:
+    """A usage error as one line naming the command, the problem and where the help is."""
+    if type(err).__name__ == "NoArgsIsHelpError":  # a bare `iomatrix` or `iomatrix guest`: the help is printed
+        sys.exit(EXIT_USER)
+    ctx = getattr(err, "ctx", None)
+    command = ctx.command_path if ctx is not None else "iomatrix"
+    message = err.format_message() if hasattr(err, "format_message") else str(err)
+    err_console.print(f"[red]error:[/] {escape(_one_line(f'{command}: {message}'))} — "
+                      f"see '{escape(command)} --help'", soft_wrap=True)
+    sys.exit(getattr(err, "exit_code", EXIT_USER))
 
 
 def _internal(err: Exception) -> NoReturn:

@@ -8,9 +8,11 @@ import os
 import shutil
 import sys
 from collections.abc import Iterable
+from typing import Any
 
 from rich.console import Console
 from rich.segment import Segment
+from rich.text import Text
 
 from iomatrix.textfile import escape_controls
 
@@ -34,7 +36,14 @@ class EscapingConsole(Console):
     """A rich Console that prints every piece of text with its terminal control characters escaped
     (textfile.escape_controls): a plan's description or a database's host name holding ESC [2J, an OSC title or
     U+202E is shown as written, not obeyed. Rich's own colour codes come from styles and control segments, which are
-    left alone: only the text segments are escaped, after layout."""
+    left alone: only the text segments are escaped.
+
+    Strings are escaped *before* layout (`render_str`, which Rich calls for every string it prints, table cells
+    included): a table column's width is measured on `\x1b` (4 columns), not on an ESC Rich counts as 0, so a
+    hostile name cannot push the row past its column. Text objects built elsewhere are still escaped at output."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        return super().render_str(escape_controls(text), **kwargs)
 
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
         return super()._render_buffer(seg if seg.control else Segment(escape_controls(seg.text), seg.style)

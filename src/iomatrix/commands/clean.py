@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from iomatrix.commands.common import refuse_system_workdir
 from iomatrix.commands.options import DEFAULT_WORKDIR, CrashedWorkdirOpt
 from iomatrix.errors import UserError
 from iomatrix.ui import console, err_console
@@ -22,6 +23,7 @@ def clean(workdir: CrashedWorkdirOpt = DEFAULT_WORKDIR) -> None:
                         hint="give the --workdir of the run that was killed (the default is ./iomatrix-work)")
     if not workdir.is_dir():
         raise UserError(f"--workdir {workdir} is not a directory", hint="give the --workdir of the run that was killed")
+    refuse_system_workdir(workdir)  # `run` never makes a workdir there: "/" is a typo, not a run's leftovers
     lines = clean_leftovers(workdir.resolve())
     for line in lines:
         console.print(line)

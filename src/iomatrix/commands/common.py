@@ -3,9 +3,11 @@ Heavy modules are imported inside the functions, so that importing a command cos
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from iomatrix.errors import UserError
 from iomatrix.ui import err_console
 
 if TYPE_CHECKING:
@@ -18,6 +20,24 @@ def open_store(db: Path) -> Store:
     from iomatrix.store import Store
 
     return Store.open_existing(db)
+
+
+def refuse_system_workdir(workdir: Path, option: str = "--workdir") -> None:
+    """A one-line error for a working directory on a kernel filesystem, in the host's own system files or at a
+    host root: iomatrix makes (and later deletes) its images, loop files and ledger there, so `run` must not
+    write into them and `clean` must not read them as a workdir that is "all clean" (the places a dir backing
+    may not be, backing/spec.py)."""
+    from iomatrix.backing.spec import HOST_ROOTS, PSEUDO_ROOTS, SYSTEM_ROOTS
+
+    real = os.path.realpath(workdir)
+    for root in SYSTEM_ROOTS:
+        if real == root or real.startswith(root + "/"):
+            what = "a kernel filesystem" if root in PSEUDO_ROOTS else "the host's own system files"
+            raise UserError(f"{option} {workdir} is under {root}, {what}",
+                            hint="choose a directory on a real filesystem, e.g. ./iomatrix-work")
+    if real in HOST_ROOTS:
+        raise UserError(f"{option} {workdir} is a host root ({real}), not a working directory",
+                        hint=f"name a directory of its own, e.g. {real.rstrip('/')}/iomatrix-work")
 
 
 def load_plan(plan: str) -> tuple[Plan, Path | None]:

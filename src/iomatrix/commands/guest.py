@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from iomatrix.commands.options import KernelOpt, format_option
+from iomatrix.commands.options import KernelOpt, check_kernel_option, format_option
 from iomatrix.report.formats import OutputFormat
 from iomatrix.ui import console
 
@@ -21,6 +21,7 @@ def guest_build(
     """Build (or reuse) the guest kernel + initramfs with fio."""
     from iomatrix.guest.artifacts import ensure_artifacts
 
+    check_kernel_option(kernel)  # before the artifact cache is made: a mistyped path leaves nothing behind
     art = ensure_artifacts(kernel=kernel, rebuild=rebuild, log=lambda m: console.print(f"[dim]{m}[/]"))
     for k, v in art.as_metadata().items():
         console.print(f"{k}: {v}")

@@ -7,6 +7,7 @@ has, or whose help differs per command (e.g. `--metric`), stay in that command's
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -63,8 +64,13 @@ def check_ranking_options(min_runs: int, max_noise: float) -> None:
 
 
 def tie_break_keys(text: str) -> list[str]:
-    """`--tie-break safety, simplicity` → ['safety', 'simplicity']."""
-    return [x.strip() for x in text.split(",") if x.strip()]
+    """`--tie-break safety, simplicity` → ['safety', 'simplicity']; an empty list is refused (it would silently
+    leave a tie to the order of the cells' names)."""
+    keys = [x.strip() for x in text.split(",") if x.strip()]
+    if not keys:
+        raise UserError(f"--tie-break {text!r} names no tie-break key",
+                        hint="give keys in order, e.g. safety,simplicity (keys: safety, simplicity, performance, name)")
+    return keys
 
 
 def _spoken(formats: tuple[OutputFormat, ...]) -> str:
@@ -93,3 +99,19 @@ AllowDataLossOpt = Annotated[bool, typer.Option(
                               "eatmydata): faster, but the guest's data may be lost on a host crash or power loss. "
                               "Default: only power-loss-safe configurations are chosen; a faster unsafe one is "
                               "named in one line.")]
+
+
+def check_kernel_option(kernel: Path | None) -> None:
+    """A one-line error for a `--kernel` that names nothing a guest could boot (checked whatever the plan's tiers:
+    a mistyped path is a mistake even when no guest tier runs)."""
+    if kernel is None:
+        return
+    real = Path(os.path.realpath(kernel.expanduser()))
+    if any(real == r or r in real.parents for r in (Path("/proc"), Path("/sys"), Path("/dev"))):
+        raise UserError(f"--kernel {kernel} is a kernel interface, not a kernel image",
+                        hint="pass a vmlinuz file, a .deb or an unpacked kernel package directory")
+    if not real.exists():
+        raise UserError(f"--kernel {kernel} does not exist",
+                        hint="pass a vmlinuz file, a .deb or an unpacked kernel package directory")
+    if real.is_dir() and not any(real.glob("boot/vmlinuz-*")):
+        raise UserError(f"--kernel {kernel}: no boot/vmlinuz-* in it", hint="pass an unpacked linux-image package")

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from iomatrix.commands.common import load_plan
 from iomatrix.ui import console
@@ -39,11 +40,14 @@ def plan_cmd(
     """Expand a plan into matrix cells; show pruned cells with their reasons and an estimated duration."""
     from iomatrix.matrix import estimate_seconds
     from iomatrix.runner import plan_expansion
+    from iomatrix.safety import check_allowed_devices
 
+    check_allowed_devices(allow_destroy)  # as `run` checks them: a missing or wrong device is a mistake here too
     p, base = load_plan(plan)
-    exp = plan_expansion(p, base, set(allow_destroy))
+    exp = plan_expansion(p, base, {d.resolve() for d in allow_destroy})
     low, high = estimate_seconds(p, exp)
-    console.print(f"[bold]{p.name}[/]: {p.description}")
+    # The description is the plan author's text, not markup: a '[bold]' or '[/]' in it is shown as written.
+    console.print(f"[bold]{escape(p.name)}[/]: {escape(p.description)}")
     console.print(f"{len(exp.cells)} cells × workloads = {len(exp.units)} units; "
                   f"repetitions {p.repetitions.min}–{p.repetitions.max} ({policy_text(p)}); "
                   f"{len(exp.pruned)} pruned")

@@ -50,24 +50,34 @@ def report(
     """One self-contained HTML file: the answer first, then recommendation and risks, rankings with error bars,
     block-size bars, host panels over time, sweep metadata and every run."""
     check_output_path(html)  # first: before matplotlib is imported (seconds) and the report is built
+    check_ranking_options(min_runs, max_noise)
+    keys = tie_break_keys(tie_break)
+    from iomatrix.stats.decision import check_threshold, check_tie_break
+
+    check_tie_break(keys)
+    check_threshold(threshold)
     from iomatrix.current import parse_current
     from iomatrix.report.headline import check_target
-    from iomatrix.report.html import write_report
     from iomatrix.report.objective import parse_objective
-    from iomatrix.report.query import pick_sweep
+    from iomatrix.report.recommend.requirements import parse_requirements
 
-    check_ranking_options(min_runs, max_noise)
     check_target(target)
     goal = parse_objective(objective)
+    parse_requirements(require, allow_data_loss)  # checked here too: a bad one is refused before matplotlib loads
     cur = parse_current(current) if current is not None else None
     store = open_store(db)
+    from iomatrix.report.query import pick_sweep
+
     sid = pick_sweep(store, sweep)
     if group is not None:  # the fleet sections for one group; the sweep shown in full is that group's latest
         from iomatrix.report.fleet import select_fleet
 
         sid = sweep if sweep is not None else select_fleet(store, group).sweeps[-1].id
+    # Imported once every option is known to be good: matplotlib, behind it, writes its font cache on first import.
+    from iomatrix.report.html import write_report
+
     size = write_report(store, sid, html, current=cur, requirements=require,
-                        min_n=min_runs, max_noise=max_noise, threshold=threshold, tie_break=tie_break_keys(tie_break),
+                        min_n=min_runs, max_noise=max_noise, threshold=threshold, tie_break=keys,
                         target=target, objective=goal, fleet_group=group, allow_data_loss=allow_data_loss)
     console.print(f"wrote {html} ({size / 1024:.0f} KiB): open it in a browser, it needs no network")
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from iomatrix import children
-from iomatrix.commands.common import few_runs_hint, load_plan, warn_tcg
+from iomatrix.commands.common import few_runs_hint, load_plan, refuse_system_workdir, warn_tcg
 from iomatrix.commands.options import (
     DEFAULT_DB,
     DEFAULT_WORKDIR,
@@ -19,6 +19,7 @@ from iomatrix.commands.options import (
     DbOpt,
     KernelOpt,
     WorkdirOpt,
+    check_kernel_option,
 )
 from iomatrix.errors import UserError
 from iomatrix.ui import console, err_console
@@ -29,9 +30,6 @@ if TYPE_CHECKING:
     from iomatrix.store import Store
 
 NAME = "run"
-
-# Kernel filesystems: a workdir there is never what the user meant, and writing to them can do harm.
-KERNEL_FS_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))
 
 
 class Accel(StrEnum):
@@ -85,13 +83,20 @@ def run(
     p = plan_with_current(p, current, current_disk)
     # Everything is checked before anything is created: a bad --db leaves no workdir behind. A database
     # another sweep holds may be half-created: say who holds it rather than judge its contents.
+    refuse_kernel_fs_db(db)
     refuse_if_held(db_lock_path(db.absolute()), f"results database {db}")
     Store.preflight(db)
     work = check_workdir(workdir)
+    check_kernel_option(kernel)
     from iomatrix.backing.space import refuse_if_short
     from iomatrix.runner import plan_expansion
 
-    refuse_if_short(p, plan_expansion(p, base, set(allow_destroy)), work, db)  # the whole plan's space, up front
+    exp = plan_expansion(p, base, {d.resolve() for d in allow_destroy})
+    if not exp.units:  # as the runner would say it, but before the database and the workdir are made
+        first = exp.pruned[0].reason if exp.pruned else "the plan expands to no cell"
+        raise UserError(f"nothing to run: every cell of plan '{p.name}' was pruned ({first})",
+                        hint=f"see 'iomatrix plan {plan} --explain'")
+    refuse_if_short(p, exp, work, db)  # the whole plan's space, up front
     if os.geteuid() != 0 and not p.keep_caches_warm:
         err_console.print("[yellow]warning:[/] not running as root: the host page cache cannot be dropped "
                           "before each run (each run records it as not-dropped); run as root for cold-cache "
@@ -239,13 +244,21 @@ def reclaim_leftovers(work: Path) -> list[str]:
     return lines
 
 
+def refuse_kernel_fs_db(db: Path) -> None:
+    """A `--db` under /proc, /sys or /dev is a typo, not a results file: said as such, not as a full disk (the
+    space check would find 0 bytes free there)."""
+    real = Path(os.path.realpath(db.expanduser()))
+    for root in (Path("/proc"), Path("/sys"), Path("/dev")):
+        if real.parent == root or root in real.parents:
+            raise UserError(f"--db {db} is under {root}, a kernel filesystem",
+                            hint="choose a file on a real filesystem, e.g. ./iomatrix.sqlite")
+
+
 def check_workdir(workdir: Path) -> Path:
-    """The resolved workdir, after refusing kernel filesystems, files and unwritable places."""
+    """The resolved workdir, after refusing kernel filesystems, system directories, host roots, files and
+    unwritable places."""
     w = workdir.expanduser().resolve()
-    for root in KERNEL_FS_ROOTS:
-        if w == root or root in w.parents:
-            raise UserError(f"--workdir {workdir} is under {root}, a kernel filesystem",
-                            hint="choose a directory on a real filesystem, e.g. ./iomatrix-work")
+    refuse_system_workdir(workdir.expanduser())
     if w.exists() and not w.is_dir():
         raise UserError(f"--workdir {workdir} exists and is not a directory",
                         hint="give a directory (it is created if missing)")

@@ -46,13 +46,22 @@ __all__ = ["FORMS", "CurrentConfig", "ExistingDisk", "cache_from_switches", "fro
            "from_proxmox", "from_qemu", "looks_like_qm_config", "parse_current"]
 
 
+# A domain XML or a qm config is a few KiB; a file far larger is not one (and is not read whole into memory).
+MAX_CURRENT_BYTES = 1024 * 1024
+
+
 def _read_text(path: Path) -> str:
-    """The text of a --current file; a one-line error for a file that cannot be read or is not UTF-8 text."""
+    """The text of a --current file; a one-line error for a file that cannot be read, is too large to be a VM's
+    configuration, or is not UTF-8 text."""
     try:
-        data = path.read_bytes()
+        with path.open("rb") as f:
+            data = f.read(MAX_CURRENT_BYTES + 1)
     except OSError as e:
         raise UserError(f"--current: cannot read {path} ({e.strerror or e})",
                         hint="give a file you can read, e.g. 'virsh dumpxml VM > vm.xml'") from e
+    if len(data) > MAX_CURRENT_BYTES:
+        raise UserError(f"--current: {path} is larger than {MAX_CURRENT_BYTES // 1024} KiB, not a VM's configuration",
+                        hint=f"give {FORMS}")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -75,7 +84,13 @@ def parse_current(value: str, disk: str | None = None) -> CurrentConfig:
                             hint="give 'virsh dumpxml VM > vm.xml' or 'qm config VMID > vm.conf' output")
         text = _read_text(path)
         if not text.lstrip().startswith("<") and looks_like_qm_config(text):
-            return _checked(from_proxmox(text, path.name, disk, _storage_cfg_beside(path)))
+            return _checked(_with_volume(from_proxmox(text, path.name, disk, _storage_cfg_beside(path))))
+        if "<!DOCTYPE" in text or "<!ENTITY" in text:
+            # virsh dumpxml writes neither; entity declarations are what XML bombs and external-file reads use.
+            raise UserError(f"--current: {path} declares a DOCTYPE or entities, which 'virsh dumpxml' never writes",
+                            hint="give 'virsh dumpxml VM > vm.xml' output as it is")
+        # Read as written, even a combination QEMU refuses: the current cell is then pruned with the rule's reason
+        # (plan/current_cell.py), which says what is wrong with today's configuration.
         return from_libvirt_xml(path, disk)
     if disk is not None:
         raise UserError(f"--current-disk {disk}: the --current value is not a file with several disks",
@@ -94,6 +109,15 @@ def _storage_cfg_beside(path: Path) -> str | None:
     storage from one on a directory storage, which qm config alone cannot (issue 34)."""
     beside = path.with_name(PROXMOX_STORAGE_CFG)
     return _read_text(beside) if beside.is_file() and beside != path else None
+
+
+def _with_volume(cfg: CurrentConfig) -> CurrentConfig:
+    """A Proxmox drive line names its volume first ('virtio0: local-lvm:vm-100-disk-0,…'); one that names none
+    ('virtio0: ') is a cut or hand-edited file, not a disk the snippets could change."""
+    if cfg.disk is not None and not cfg.disk.volume:
+        raise UserError(f"--current: {cfg.source}: the drive names no volume",
+                        hint="give 'qm config VMID' output as it is, e.g. 'virtio0: local-lvm:vm-100-disk-0,size=32G'")
+    return cfg
 
 
 def _checked(cfg: CurrentConfig) -> CurrentConfig:

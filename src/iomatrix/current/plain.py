@@ -21,7 +21,10 @@ def from_axes(text: str) -> CurrentConfig:
         k, sep, v = part.partition("=")
         if not sep or k not in known:
             raise _bad("axis", part, f"{', '.join(known)} as key=value; or {FORMS}")
-        values[k] = _value(k, k, v)
+        value = _value(k, k, v)
+        if values.get(k, value) != value:  # 'cache=none,…,cache=unsafe': which one is today's?
+            raise UserError(f"--current: {k} is given twice ({values[k]} and {value})", hint=f"give {k}= once")
+        values[k] = value
     if "cache" not in values:
         raise UserError("--current: the axes give no cache mode", hint=f"add cache=… ({axes.get('cache').choices()})")
     return CurrentConfig(values, "axes given on the command line")

@@ -188,6 +188,8 @@ def _from_drive(kv: dict[str, str]) -> tuple[dict[str, str], list[str]]:
 def _from_blockdev(kv: dict[str, str], device: Device) -> tuple[dict[str, str], list[str]]:
     values: dict[str, str] = {}
     defaulted: list[str] = []
+    if not kv.get("driver"):  # QEMU refuses a -blockdev without one ("Parameter 'driver' is missing")
+        raise _bad("-blockdev driver", kv.get("driver", ""), "a format (raw, qcow2, qed) or a protocol (file, ...)")
     if kv.get("driver", "") in {f.value for f in Format}:
         values["format"] = kv["driver"]
     direct = _onoff("cache.direct", kv.get("cache.direct", kv.get("file.cache.direct", "off")))

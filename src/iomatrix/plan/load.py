@@ -193,7 +193,7 @@ def load_plan(name_or_path: str) -> tuple[Plan, Path | None]:
     data.setdefault("name", default_name)
     _numbers_as_axis_values(data)
     if base is not None:
-        _dir_paths_from(data, base)
+        _dir_paths_from(data, base, source)
     return plan_from_dict(data, source), base
 
 
@@ -210,10 +210,14 @@ def _numbers_as_axis_values(table: dict[str, Any], depth: int = 0) -> None:
                 _numbers_as_axis_values(value, depth + 1)
 
 
-def _dir_paths_from(data: dict[str, Any], base: Path) -> None:
+def _dir_paths_from(data: dict[str, Any], base: Path, source: str) -> None:
     """A dir backing's relative `path` is relative to the plan file's directory, not to where iomatrix runs."""
     backings = data.get("backing")
-    for b in backings if isinstance(backings, list) else []:
+    for i, b in enumerate(backings if isinstance(backings, list) else []):
+        if isinstance(b, dict) and b.get("type") == "dir" and b.get("path") == "":
+            # Path("") is ".": an empty path would quietly mean the directory iomatrix runs in.
+            raise UserError(f"{source}: backing[{i + 1}].path is empty",
+                            hint="name a directory, or leave 'path' out for the working directory")
         if isinstance(b, dict) and b.get("type") == "dir" and isinstance(b.get("path"), str) and b["path"] \
                 and not Path(b["path"]).is_absolute():
             b["path"] = str(base / b["path"])

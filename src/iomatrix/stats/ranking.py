@@ -2,7 +2,8 @@
 
 Procedure (docs/statistics.md, "Ranking"):
 
-1. Summarize every cell (Student-t CI).  A cell with n < ``min_n`` runs is
+1. Summarize every cell (``summarize``: a Student-t CI, the log-scale t CI where that would reach 0, Wilson's
+   for a 0/1 figure).  A cell with n < ``min_n`` runs is
    listed last, unranked (a variance needs runs).  The CI width is never a
    filter: a cell whose CI half-width exceeds ``max_rel_half_width`` of its
    mean is ranked like any other and only *flagged* ``too_noisy``; what the
@@ -145,8 +146,8 @@ def check_rank_parameters(alpha: float, min_n: int, max_rel_half_width: float | 
 
 def summarize_cells(groups: Mapping[str, Sequence[float]], rounds: Mapping[str, Sequence[int]] | None,
                     confidence: float) -> dict[str, Summary]:
-    """Every cell's Student-t summary; ValueError naming the cell for an empty one or, with ``rounds``, a
-    rounds list whose length differs from its samples'."""
+    """Every cell's summary (its CI as ``summarize`` computes it); ValueError naming the cell for an empty one
+    or, with ``rounds``, a rounds list whose length differs from its samples'."""
     summaries: dict[str, Summary] = {}
     for name, samples in groups.items():
         try:
@@ -215,7 +216,10 @@ def ranking_description(head: str, higher_is_better: bool, blocked: bool, confid
     noisy_note = ("" if max_rel_half_width is None
                   else f"; 'too noisy' (CI half-width > {_pct(max_rel_half_width)} of the mean) is a flag, "
                        "never a reason to leave a cell out")
-    return (f"{head}; {direction}; ordered by {centre_word}; {_pct(confidence)} Student-t CIs; "
+    # The intervals stats/summary.py computes: Student t, the t interval of the logs where Student t would reach 0
+    # (a quantity that cannot be negative), Wilson's for a 0/1 figure (docs/statistics.md §1).
+    return (f"{head}; {direction}; ordered by {centre_word}; {_pct(confidence)} CIs: Student t, or log-scale t "
+            "where it would reach 0, Wilson for 0/1 figures; "
             f"cells with n < {min_n} are listed last and not ranked{noisy_note}")
 
 

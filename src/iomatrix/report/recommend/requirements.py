@@ -60,6 +60,8 @@ def parse_requirements(names: Sequence[str], allow_data_loss: bool = False) -> l
     `allow_data_loss` (or every-write-durable, which implies it, is asked for)."""
     out = []
     for raw in names:
+        if not raw.replace(",", "").strip():  # `--require ''` is a mistake, not "no requirement"
+            raise UserError(f"--require {raw!r} names no requirement", hint=f"use {', '.join(REQUIREMENTS)}")
         for n in filter(None, (x.strip() for x in raw.split(","))):
             if n not in REQUIREMENTS:
                 raise UserError(f"unknown requirement '{n}'", hint=f"use {', '.join(REQUIREMENTS)}")

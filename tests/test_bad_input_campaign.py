@@ -1,0 +1,559 @@
+"""A campaign of bad inputs a user can give (issue 38): plans, the options of every command and `--current` files.
+
+Every case is a mistake, so every case must end the same way: exit status 2 (README, "Exit status"), exactly one
+line on stderr that starts with "error:", no traceback anywhere, no crash log, and nothing written — the case's
+directory (its plan, databases, the working directory it names), the current directory and $HOME are the same
+tree (names, sizes, modification times) after the command as before. The cases are generated from the tables
+below and named after their input, so a failure says which input it was. The CLI runs in-process (as
+tests/test_fuzz.py does for damaged databases): ~300 cases in well under a minute.
+
+Damaged databases have their own campaign in tests/test_fuzz.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from iomatrix.cli import main
+from iomatrix.domain import axes
+from iomatrix.store import Store
+
+# -- the inputs ------------------------------------------------------------------------------------------------------
+
+# A valid plan, key by key (TOML values as written): each plan case replaces or adds one key. Tiny on purpose: a case
+# the tool wrongly accepts through `run` measures for a few seconds instead of minutes.
+BASE_PLAN: dict[str, str] = {
+    "tier": '["baremetal"]', "workloads": '["rand-read-4k"]', "size": '"4M"', "runtime": "1",
+    "time_budget": '"1m"', "null_ceiling": "false", "format": '["raw"]',
+}
+BASE_TABLES = '[repetitions]\nmin = 1\nmax = 1\n\n[[backing]]\ntype = "dir"\n'
+
+
+def plan_text(change: dict[str, str | None] | None = None, tables: str = BASE_TABLES) -> str:
+    keys = {**BASE_PLAN, **(change or {})}
+    return "".join(f"{k} = {v}\n" for k, v in keys.items() if v is not None) + "\n" + tables
+
+
+# Wrong types for each top-level setting (TOML as written): a number where text goes, text where a number goes,
+# a list, a table, a boolean, a date.
+WRONG_TYPES: dict[str, list[str]] = {
+    "tier": ['"baremetal"', "[1]", "{ a = 1 }", "true"],
+    "workloads": ['"rand-read-4k"', "[4]", "[[\"rand-read-4k\"]]"],
+    "size": ["4", "true", '["4M"]', "1979-05-27"],
+    "image_size": ["512", "[1]"],
+    "runtime": ['"1"', "true", "[1]", "{ s = 1 }"],
+    "ramp": ['"0"', "[0]"],
+    "time_budget": ["60", "true"],
+    "null_ceiling": ['"false"', "0", '"no"'],
+    "ci_target": ['"5%"', "true"],
+    "threshold": ['"0.05"', "[0.05]"],
+    "repetition_policy": ["1", '["racing"]'],
+    "retry_disturbed": ['"yes"', "1"],
+    "guest_fs": ["4", '["ext4"]'],
+    "guest_memory_mb": ['"512"', "512.5"],
+    "run_timeout": ['"300"', "false"],
+    "keep_caches_warm": ['"true"'],
+    "description": ["5", "[\"a\"]", "{ a = 1 }"],
+    "name": ["5", "true"],
+    "repetitions_per_boot": ["[1]", "true"],
+}
+
+# Values no setting can mean: zero, negative, infinite (1e400 is read as inf), absurd or not a size at all.
+ABSURD_VALUES: dict[str, list[str]] = {
+    "size": ['"0"', '"-4M"', '"1e400"', '"999T"', '""', '"4 parsecs"', '"1.5.2G"', '"nan"'],
+    "image_size": ['"0"', '"-1G"', '"G"', '"1e400G"'],
+    "runtime": ["0", "-1", "1e400", "nan", "99999999"],
+    "ramp": ["-1", "inf", "1e9"],
+    "time_budget": ['"0"', '"-1m"', '"abc"', '""', '"1e400s"', '"9999999999h"'],
+    "ci_target": ["0", "1", "-0.5", "inf"],
+    "threshold": ["-1", "1", "nan"],
+    "guest_memory_mb": ["0", "-512", "99999999"],
+    "run_timeout": ["0", "-1", "1e400"],
+    "repetitions_per_boot": ["0", "-1", '"bogus"'],
+}
+
+REPETITIONS: dict[str, str] = {
+    "min-zero": "min = 0\nmax = 1", "max-negative": "min = 1\nmax = -1", "min-above-max": "min = 5\nmax = 2",
+    "huge": "min = 1\nmax = 99999999999", "float": "min = 1.5\nmax = 2", "text": 'min = "3"\nmax = 3',
+    "inf": "min = 1\nmax = inf", "unknown-key": "min = 1\nmax = 1\nmaxx = 3",
+}
+
+BACKINGS: dict[str, str] = {
+    "unknown-type": 'type = "floppy"',
+    "no-type": 'path = "/tmp"',
+    "type-number": "type = 3",
+    "dir-root": 'type = "dir"\npath = "/"',
+    "dir-proc": 'type = "dir"\npath = "/proc"',
+    "dir-sys": 'type = "dir"\npath = "/sys/kernel"',
+    "dir-etc": 'type = "dir"\npath = "/etc"',
+    "dir-dev": 'type = "dir"\npath = "/dev/shm"',
+    "dir-usr": 'type = "dir"\npath = "/usr/lib"',
+    "dir-boot": 'type = "dir"\npath = "/boot"',
+    "dir-is-a-file": 'type = "dir"\npath = "{case}/afile"',
+    "dir-missing": 'type = "dir"\npath = "{case}/no/such/dir"',
+    "dir-control-chars": 'type = "dir"\npath = "{case}/a\\u001b[2Jb"',
+    "dir-nul": 'type = "dir"\npath = "{case}/a\\u0000b"',
+    "dir-empty-path": 'type = "dir"\npath = ""',
+    "dir-unknown-key": 'type = "dir"\npaht = "/tmp"',
+    "loopfs-zero": 'type = "loopfs"\nsize = "0"',
+    "loopfs-negative": 'type = "loopfs"\nsize = "-1G"',
+    "loopfs-999T": 'type = "loopfs"\nsize = "999T"',
+    "loopfs-bad-fs": 'type = "loopfs"\nfs = "fat12"',
+    "loopfs-panic-option": 'type = "loopfs"\nmount_options = ["errors=panic"]',
+    "blockdev-no-device": 'type = "blockdev"',
+    "blockdev-not-handed-over": 'type = "blockdev"\ndevice = "/dev/sda"',
+    "blockdev-a-file": 'type = "blockdev"\ndevice = "{case}/afile"',
+    "name-too-long": 'type = "dir"\nname = "' + "n" * 300 + '"',
+}
+
+# Whole plan texts (and files) that are not plans.
+SYNTAX: dict[str, str] = {
+    "unclosed-list": 'tier = ["baremetal"\n',
+    "missing-equals": 'tier ["baremetal"]\n',
+    "duplicate-key": 'runtime = 1\nruntime = 2\n',
+    "unterminated-string": 'size = "4M\n',
+    "bare-word": "size = big\n",
+    "unclosed-table-header": "[repetitions\nmin = 1\n",
+    "duplicate-table": "[repetitions]\nmin = 1\n[repetitions]\nmax = 1\n",
+    "bad-escape": 'description = "\\q"\n',
+    "raw-control-char": 'description = "a\x01b"\n',
+    "deep-nesting": "x = " + "[" * 100 + "]" * 100 + "\n",
+    "huge-integer": "runtime = " + "9" * 5000 + "\n",
+    "key-only": "tier\n",
+    "array-of-tables-for-scalar": "[[size]]\nx = 1\n",
+    "table-for-list": "[tier]\nbaremetal = true\n",
+}
+# Plans that are valid TOML but say something the tool cannot do.
+SEMANTIC: dict[str, dict[str, str]] = {
+    "unknown-key": {"runtme": "1"},
+    "unknown-axis": {"cahce": '["none"]'},
+    "unknown-tier": {"tier": '["warp-drive"]'},
+    "unknown-workload": {"workloads": '["rand-read-5k"]'},
+    "custom-workload-missing": {"workloads": '["file:{case}/nosuch.fio"]'},
+    "custom-workload-proc": {"workloads": '["file:/proc/self/mem"]'},
+    "custom-workload-binary": {"workloads": '["file:{case}/binary.bin"]'},
+    "empty-tiers": {"tier": "[]"},
+    "empty-workloads": {"workloads": "[]"},
+    "duplicate-tier": {"tier": '["baremetal", "baremetal"]'},
+    "duplicate-workload": {"workloads": '["rand-read-4k", "rand-read-4k"]'},
+    "name-control-chars": {"name": '"a\\u001b[2Jb"'},
+    "name-slash": {"name": '"../../etc/x"'},
+    "name-empty": {"name": '""'},
+    "name-huge": {"name": '"' + "x" * 5000 + '"'},
+    "name-rtl-override": {"name": '"plan\\u202etxt.exe"'},
+    "guest-fs-unknown": {"guest_fs": '"ntfs"'},
+    "policy-unknown": {"repetition_policy": '"vibes"'},
+}
+
+# Mistakes `plan` shows rather than refuses (it is the preview: a pruned backing with its reason, a size the space
+# check warns about), and `run` refuses before it writes anything.
+PLAN_PREVIEWS = {'size = "999T"', "backing dir-is-a-file", "backing dir-missing",
+                 "backing dir-control-chars", "backing blockdev-not-handed-over", "backing blockdev-a-file"}
+
+# Plan files that are not plan files at all (made by `make_file`).
+PLAN_FILES = ("missing", "directory", "binary", "huge", "latin1", "fifo", "symlink-loop", "dev-zero", "proc",
+              "sys", "etc-dir", "empty-name-dir", "escape-in-name", "rtl-in-name")
+
+
+def axis_cases() -> dict[str, dict[str, str]]:
+    """For every axis of the registry: an unknown value, an empty list, a duplicated value, a wrong type."""
+    out: dict[str, dict[str, str]] = {}
+    for name in axes.names():
+        if name in ("tier", "backing"):  # the plan's own lists, cased above
+            continue
+        values = axes.get(name).values
+        first = str(getattr(values[0], "value", values[0])) if values else None
+        out[f"axis {name} unknown value"] = {name: '["bogus-value"]'}
+        out[f"axis {name} empty list"] = {name: "[]"}
+        out[f"axis {name} wrong type"] = {name: "[true]"}
+        if first is not None:
+            out[f"axis {name} duplicated"] = {name: f'["{first}", "{first}"]'}
+    return out
+
+
+# -- options of every command ----------------------------------------------------------------------------------------
+
+# Placeholders: {db} a sound results database, {case} the case's directory, {plan} a valid tiny plan in it,
+# {afile} a text file, {adir} an empty directory, {binary} a binary file.
+DB = ["--db", "{db}"]
+RANKING = {
+    "--min-runs": ["0", "-1", "1", "abc", "1e999"],
+    "--max-noise": ["-1", "0", "nan", "inf", "1e999", "abc"],
+    "--threshold": ["-1", "5", "1e999", "abc", "100%", "-5%", "nan", "", "5%%"],
+    "--tie-break": ["bogus", "", ",,", "safety,bogus"],
+    "--objective": ["bogus", "", "throughput,p99-latency"],
+    "--sweep": ["-1", "0", "999", "abc", "1e999"],
+    "--format": ["xml", ""],
+}
+OPTIONS: dict[str, tuple[list[str], dict[str, list[str]]]] = {
+    "rank": (["rank", *DB], {**RANKING, "--top": ["0", "-1", "abc"], "--metric": ["no.such.metric"],
+                             "--score": ["bogus"], "--workload": ["no-such-workload"], "--group": ["no-such-group"]}),
+    "recommend": (["recommend", *DB], {**RANKING, "--require": ["bogus", "", "power-loss-safe,bogus"],
+                                       "--target": ["bogus", ""], "--score": ["bogus"],
+                                       "--workload": ["no-such-workload"], "--group": ["no-such-group"]}),
+    "report": (["report", *DB, "--html", "{case}/r.html"],
+               {"--min-runs": ["0", "abc"], "--max-noise": ["-1", "nan"], "--threshold": ["5", "-1"],
+                "--require": ["bogus"], "--target": ["bogus"], "--sweep": ["999", "abc"],
+                "--objective": ["bogus"], "--tie-break": ["bogus"], "--group": ["no-such-group"]}),
+    "report-html": (["report", *DB], {"--html": ["{adir}", "/proc/version", "{case}/no/such/dir/r.html", "",
+                                                "{afile}/r.html", "/sys/r.html"]}),
+    "results": (["results", *DB], {"--sweep": ["-1", "999", "abc"], "--metric": ["no.such.metric", ""],
+                                   "--format": ["xml"], "--group": ["no-such-group"]}),
+    "results-raw": (["results", *DB, "--raw"], {"--run": ["999", "-1", "0", "abc"]}),
+    "compare": (["compare", "{db}", "{db}"], {"--sweep-a": ["-1", "999", "abc"], "--sweep-b": ["0", "999"],
+                                               "--metric": ["no.such.metric"], "--format": ["xml"],
+                                               "--fail-above": ["5", "-1%", "abc", "1e999", "", "nan"]}),
+    "monitor": (["monitor", *DB], {"--run": ["0", "-1", "999", "abc"]}),
+    "monitor-fields": (["monitor", *DB, "--run", "1"], {"--fields": ["bogus.", "", ",,", "\x1b[2J"],
+                                                        "--format": ["xml"]}),
+    # (An empty --workdir is '.', the current directory, to the option's parser: not a mistake it can see.)
+    "clean": (["clean"], {"--workdir": ["{case}/no/such", "{afile}", "/proc", "/", "/dev/null", "/etc", "/home"]}),
+    "run": (["run", "{plan}", *DB[:1], "{case}/new.sqlite", "--workdir", "{case}/w"],
+            {"--accel": ["bogus", ""], "--monitor-interval": ["-1", "0", "1e999", "nan", "abc"],
+             "--allow-destroy": ["{case}/no/such/device", "{afile}", "{adir}", ""],
+             "--kernel": ["{case}/no/such/kernel", "{adir}", "/proc/version"],
+             "--current": ["bogus=1", "cache=bogus", ""], "--current-disk": ["vda"],
+             "--group": ["a\x1b[2Jb", "x" * 5000]}),
+    "run-db": (["run", "{plan}", "--workdir", "{case}/w"],
+               {"--db": ["{adir}", "{afile}", "{binary}", "/proc/x.sqlite", "{case}/no/such/dir/r.sqlite", "",
+                         "/dev/null", "/sys/x.sqlite", "/dev/shm/../x.sqlite"]}),
+    "run-workdir": (["run", "{plan}", "--db", "{case}/new.sqlite"],
+                    {"--workdir": ["/proc", "/proc/w", "{afile}", "/", "/sys/w", "/dev/null", "/etc/w", "/var"]}),
+    "plan": (["plan", "{plan}"], {"--allow-destroy": ["{case}/no/such/device", "{afile}", ""]}),
+    "guest-info": (["guest", "info"], {"--format": ["csv", "xml"]}),
+    "guest-build": (["guest", "build"], {"--kernel": ["{case}/no/such/kernel", "{adir}"]}),
+}
+# Missing or wrong databases for every command that reads one.
+DB_READERS: dict[str, list[str]] = {
+    "results": ["results", "--db", "{x}"], "rank": ["rank", "--db", "{x}"],
+    "recommend": ["recommend", "--db", "{x}"], "report": ["report", "--db", "{x}", "--html", "{case}/r.html"],
+    "monitor": ["monitor", "--run", "1", "--db", "{x}"], "compare-a": ["compare", "{x}", "{db}"],
+    "compare-b": ["compare", "{db}", "{x}"], "merge-input": ["merge", "{case}/out.sqlite", "{x}"],
+}
+BAD_DBS = {"missing": "{case}/none.sqlite", "directory": "{adir}", "text-file": "{afile}", "binary": "{binary}",
+           "proc": "/proc/version", "dev-null": "/dev/null", "empty-name": ""}
+# Options that contradict each other, or a command line that cannot mean anything.
+CONFLICTS: dict[str, list[str]] = {
+    "results --run without --raw": ["results", *DB, "--run", "1"],
+    "results --raw without --run": ["results", *DB, "--raw"],
+    "recommend --by-host with --sweep": ["recommend", *DB, "--by-host", "--sweep", "1"],
+    "recommend --current-disk without --current": ["recommend", *DB, "--current-disk", "vda"],
+    "rank --metric with --objective": ["rank", *DB, "--metric", "read.iops", "--objective", "p99-latency"],
+    "rank --score with --metric": ["rank", *DB, "--score", "weighted-read", "--metric", "read.iops"],
+    "merge into an input": ["merge", "{db}", "{db}"],
+    "merge into a directory": ["merge", "{adir}", "{db}"],
+    "merge into /proc": ["merge", "/proc/merged.sqlite", "{db}"],
+    "merge into a text file": ["merge", "{afile}", "{db}"],
+    "merge with no input": ["merge", "{case}/out.sqlite"],
+    "unknown command": ["runn", "quick"],
+    "unknown option": ["results", *DB, "--no-such-option"],
+    "option without its value": ["results", *DB, "--sweep"],
+    "extra argument": ["results", *DB, "surplus"],
+    "plan given twice": ["run", "{plan}", "{plan}", "--db", "{case}/new.sqlite"],
+}
+
+# -- --current files -------------------------------------------------------------------------------------------------
+
+DOMAIN = ("<domain type='kvm'><name>vm</name><devices>{disks}</devices></domain>")
+DISK = ("<disk type='file' device='disk'><driver name='qemu' type='qcow2' {drv}/>"
+        "<source file='/var/lib/libvirt/images/vm.qcow2'/><target dev='vda' bus='{bus}'/></disk>")
+LAUGHS = ('<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
+          + "".join(f'<!ENTITY lol{i} "{("&lol" + (str(i - 1) if i > 1 else "") + ";") * 10}">' for i in range(1, 10))
+          + "]>" + DOMAIN.format(disks=DISK.format(drv="cache='&lol9;'", bus="virtio")))
+CURRENT_FILES: dict[str, tuple[str, str | bytes]] = {
+    "xml-unclosed": ("vm.xml", "<domain><devices><disk device='disk'>"),
+    "xml-not-a-domain": ("vm.xml", "<html><body>hello</body></html>"),
+    "xml-no-disk": ("vm.xml", DOMAIN.format(disks="")),
+    "xml-cdrom-only": ("vm.xml", DOMAIN.format(disks="<disk device='cdrom'><target dev='sda' bus='sata'/></disk>")),
+    "xml-bad-cache": ("vm.xml", DOMAIN.format(disks=DISK.format(drv="cache='sometimes'", bus="virtio"))),
+    "xml-bad-io": ("vm.xml", DOMAIN.format(disks=DISK.format(drv="io='telepathy'", bus="virtio"))),
+    "xml-bad-bus": ("vm.xml", DOMAIN.format(disks=DISK.format(drv="", bus="pigeon"))),
+    "xml-bad-format": ("vm.xml", DOMAIN.format(disks=DISK.format(drv="", bus="virtio").replace("qcow2", "vhd9"))),
+    "xml-billion-laughs": ("vm.xml", LAUGHS),
+    "xml-external-entity": ("vm.xml", '<?xml version="1.0"?><!DOCTYPE d [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
+                            + DOMAIN.format(disks=DISK.format(drv="cache='&x;'", bus="virtio"))),
+    "xml-external-dtd": ("vm.xml", '<?xml version="1.0"?><!DOCTYPE domain SYSTEM "http://127.0.0.1:9/x.dtd">'
+                         + DOMAIN.format(disks=DISK.format(drv="cache='&x;'", bus="virtio"))),
+    "xml-parameter-entity": ("vm.xml", '<?xml version="1.0"?><!DOCTYPE d [<!ENTITY % p SYSTEM "file:///etc/passwd">'
+                             "%p;]><domain/>"),
+    "xml-max-size-garbage": ("vm.xml", DOMAIN.format(disks=DISK.format(drv="", bus="virtio").replace(
+        "/>", "><metadata_cache><max_size unit='parsecs'>x</max_size></metadata_cache></driver>", 1))),
+    "xml-empty": ("vm.xml", ""),
+    "xml-binary": ("vm.xml", b"\x00\x01\x02<domain>\xff\xfe"),
+    "xml-latin1": ("vm.xml", "<domain><name>caf\xe9</name></domain>".encode("latin-1")),
+    "xml-huge": ("vm.xml", "<domain>" + "<!-- padding -->" * 400_000 + "</domain>"),
+    "xml-deep": ("vm.xml", "<a>" * 100_000 + "</a>" * 100_000),
+    "conf-garbage": ("vm.conf", "boot: order=virtio0\nvirtio0: \n"),
+    "conf-bad-cache": ("vm.conf", "boot: order=scsi0\nscsihw: virtio-scsi-pci\n"
+                                  "scsi0: local-lvm:vm-100-disk-0,cache=sometimes,size=32G\n"),
+    "conf-bad-aio": ("vm.conf", "boot: order=virtio0\nvirtio0: local:100/vm-100-disk-0.qcow2,aio=telepathy\n"),
+    "conf-no-disk": ("vm.conf", "boot: order=net0\nmemory: 2048\nnet0: virtio=AA:BB:CC:DD:EE:FF,bridge=vmbr0\n"),
+    "conf-cdrom-only": ("vm.conf", "boot: order=ide2\nide2: local:iso/debian.iso,media=cdrom\n"),
+    "conf-binary": ("vm.conf", b"boot: order=virtio0\n\x00\xff\xfe"),
+    "conf-empty": ("vm.conf", ""),
+    "conf-huge": ("vm.conf", "memory: 2048\n" * 2_000_000),
+    # Files of another kind: a plan, a libvirt network (not a domain), JSON, a results database.
+    "conf-is-a-plan": ("vm.conf", 'tier = ["baremetal"]\ncache = ["none"]\n'),
+    "xml-is-a-network": ("vm.xml", "<network><name>default</name><bridge name='virbr0'/></network>"),
+    "json-file": ("vm.json", '{"cache": "none", "aio": "native"}'),
+    "sqlite-file": ("vm.xml", b"SQLite format 3\x00" + bytes(4080)),
+    "conf-iothread-garbage": ("vm.conf", "boot: order=virtio0\nvirtio0: local:vm-100-disk-0,iothread=maybe\n"),
+}
+CURRENT_VALUES: dict[str, str] = {
+    "qemu-drive-empty": "-drive", "qemu-bad-cache": "-drive file=x,cache=bogus",
+    "qemu-unbalanced-quote": "-drive 'file=vm.qcow2,cache=none", "qemu-blockdev-garbage": "-blockdev {not json",
+    "qemu-blockdev-driver-empty": "-blockdev driver=", "qemu-device-only": "-device virtio-blk-pci",
+    "qemu-bad-aio": "-drive file=vm.raw,format=raw,aio=telepathy", "qemu-bad-if": "-drive file=vm.raw,if=pigeon",
+    "qemu-native-without-direct": "-drive file=vm.raw,cache=writeback,aio=native",
+    "axes-empty-value": "cache=", "axes-no-key": "=none", "axes-unknown-value": "cache=bogus",
+    "axes-unknown-axis": "bogus=1", "axes-commas": ",,,", "axes-control-chars": "cache=\x1b[2J",
+    "axes-conflicting": "cache=none,aio=threads,cache=unsafe", "axes-huge": "cache=none," * 2000 + "cache=unsafe",
+    "missing-xml": "{case}/nosuch.xml", "missing-conf": "{case}/nosuch.conf",
+    "directory": "{adir}", "dev-zero": "/dev/zero", "proc-file": "/proc/self/status", "words": "my usual settings",
+}
+CURRENT_COMMANDS = {"recommend": ["recommend", *DB, "--current"], "run": ["run", "{plan}", "--db", "{case}/new.sqlite",
+                                                                         "--workdir", "{case}/w", "--current"]}
+
+
+# -- the cases -------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    argv: tuple[str, ...]
+    plan: str | None = None  # text of {case}/plan.toml when the case is about a plan
+    files: tuple[tuple[str, str | bytes], ...] = field(default=())  # extra files in {case}
+    plan_file: str | None = None  # a PLAN_FILES kind: {plan} is made by make_file
+
+
+def _plan_cases() -> Iterator[Case]:
+    plan_cmds = {"plan": ("plan", "{plan}", "--explain"),
+                 "run": ("run", "{plan}", "--db", "{case}/new.sqlite", "--workdir", "{case}/w")}
+    texts: dict[str, str] = {}
+    for key, values in WRONG_TYPES.items():
+        texts |= {f"{key} = {v}": plan_text({key: v}) for v in values}
+    for key, values in ABSURD_VALUES.items():
+        texts |= {f"{key} = {v}": plan_text({key: v}) for v in values}
+    texts |= {f"repetitions {k}": plan_text(tables=f"[repetitions]\n{v}\n\n[[backing]]\ntype = \"dir\"\n")
+              for k, v in REPETITIONS.items()}
+    texts |= {f"backing {k}": plan_text(tables=f"[repetitions]\nmin = 1\nmax = 1\n\n[[backing]]\n{v}\n")
+              for k, v in BACKINGS.items()}
+    texts |= {f"syntax {k}": v for k, v in SYNTAX.items()}
+    texts |= {f"plan {k}": plan_text(v) for k, v in SEMANTIC.items()}
+    texts |= {k: plan_text(v) for k, v in axis_cases().items()}
+    for name, text in texts.items():
+        # Every plan through `plan`; those whose mistake only a run can act on (sizes, budgets: `plan` warns
+        # about them and exits 0) through `run` too.
+        if name not in PLAN_PREVIEWS:
+            yield Case(f"plan-file {name} | plan", plan_cmds["plan"], plan=text)
+        if name.split(" ", 1)[0] in ("size", "image_size", "time_budget", "backing") or name in PLAN_PREVIEWS:
+            yield Case(f"plan-file {name} | run", plan_cmds["run"], plan=text)
+    for kind in PLAN_FILES:
+        for cmd, argv in plan_cmds.items():
+            yield Case(f"plan-file is {kind} | {cmd}", argv, plan_file=kind)
+
+
+def _option_cases() -> Iterator[Case]:
+    plan = plan_text()
+    for group, (prefix, options) in OPTIONS.items():
+        for option, values in options.items():
+            for v in values:
+                yield Case(f"option {group} {option} {v!r:.40}", (*prefix, option, v), plan=plan)
+    for reader, argv in DB_READERS.items():
+        for kind, path in BAD_DBS.items():
+            yield Case(f"database {kind} | {reader}", tuple(a.replace("{x}", path) for a in argv), plan=plan)
+    for name, argv in CONFLICTS.items():
+        yield Case(f"conflict {name}", tuple(argv), plan=plan)
+
+
+def _current_cases() -> Iterator[Case]:
+    plan = plan_text()
+    for cmd, argv in CURRENT_COMMANDS.items():
+        for kind, (file_name, content) in CURRENT_FILES.items():
+            yield Case(f"current-file {kind} | {cmd}", (*argv, f"{{case}}/{file_name}"), plan=plan,
+                       files=((file_name, content),))
+        for kind, value in CURRENT_VALUES.items():
+            yield Case(f"current-value {kind} | {cmd}", (*argv, value), plan=plan)
+    yield Case("current-disk not in the file | recommend", (*CURRENT_COMMANDS["recommend"], "{case}/vm.xml",
+                                                              "--current-disk", "vdz"),
+               files=(("vm.xml", DOMAIN.format(disks=DISK.format(drv="", bus="virtio"))),))
+
+
+CASES: list[Case] = [*_plan_cases(), *_option_cases(), *_current_cases()]
+
+
+# -- running one case ------------------------------------------------------------------------------------------------
+
+def make_file(kind: str, case: Path) -> str:
+    """A PLAN_FILES kind → the path given as the plan."""
+    target = case / "p.toml"
+    if kind == "directory":
+        target.mkdir()
+    elif kind == "binary":
+        target.write_bytes(b"tier = [\x00\xff\xfe\x01]\n")
+    elif kind == "huge":
+        target.write_text("# " + "x" * 100 + "\n" * 1 + ("runtime = 1\n" * 200_000))
+    elif kind == "latin1":
+        target.write_bytes('description = "caf\xe9"\n'.encode("latin-1"))
+    elif kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "symlink-loop":
+        target.symlink_to(case / "p.toml")
+    elif kind == "dev-zero":
+        return "/dev/zero"
+    elif kind == "proc":
+        return "/proc/self/status"
+    elif kind == "sys":
+        return "/sys/kernel/notes"
+    elif kind == "etc-dir":
+        return "/etc"
+    elif kind == "empty-name-dir":
+        return f"{case}/"
+    elif kind == "escape-in-name":  # a missing file whose name would clear the screen if printed raw
+        return f"{case}/p\x1b[2J.toml"
+    elif kind == "rtl-in-name":  # a file whose name reads backwards if printed raw, holding a bad plan
+        target = case / "p\u202elmot.toml"
+        target.write_text("runtime = -1\n")
+    return str(target)  # "missing": never made
+
+
+def snapshot(*roots: Path) -> dict[str, tuple[str, int, int]]:
+    """Every name under `roots` with its kind, size and modification time (lstat: a link is not followed)."""
+    out: dict[str, tuple[str, int, int]] = {}
+    for root in roots:
+        for dirpath, dirnames, filenames in os.walk(root):
+            for n in dirnames + filenames:
+                p = os.path.join(dirpath, n)
+                st = os.lstat(p)
+                kind = "d" if n in dirnames and not os.path.islink(p) else "f"
+                out[p] = (kind, st.st_size, st.st_mtime_ns)
+    return out
+
+
+# What would act on a terminal instead of being shown: ESC, the one-byte CSI, BEL, a right-to-left override.
+RAW_CONTROLS = ("\x1b", "\x9b", "\x07", "\u202e")
+
+
+def run_cli(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code: int | str | None = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(argv)
+        except SystemExit as e:
+            code = e.code
+    status = code if isinstance(code, int) else (0 if code is None else 2)
+    return status, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A sound results database (two sweeps of three and two cells), made once; every case reads it."""
+    from tests.test_merge import make_sweep
+
+    root = tmp_path_factory.mktemp("campaign")
+    s = Store(root / "sound.sqlite")
+    make_sweep(s, "host-a", "quick", cells=3)
+    make_sweep(s, "host-a", "full", cells=2, base=200.0)
+    s.close()
+    return root
+
+
+def check(case: Case, lab: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Run one case; what is wrong with how it ended (nothing when it ended as a bad input must)."""
+    work = tmp / "c"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    db_dir, cwd, home, cache = work / "db", work / "cwd", work / "home", work / "cache"
+    for d in (db_dir, cwd, home, work / "adir"):
+        d.mkdir()
+    shutil.copyfile(lab / "sound.sqlite", db_dir / "sound.sqlite")
+    (work / "afile").write_text("not a directory, not a database\n")
+    (work / "binary.bin").write_bytes(bytes(range(256)) * 4)
+    plan = str(work / "plan.toml")
+    if case.plan is not None:
+        (work / "plan.toml").write_text(case.plan.replace("{case}", str(work)))
+    if case.plan_file is not None:
+        plan = make_file(case.plan_file, work)
+    for name, content in case.files:
+        (work / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+    subst = {"{db}": str(db_dir / "sound.sqlite"), "{case}": str(work), "{plan}": plan,
+             "{afile}": str(work / "afile"), "{adir}": str(work / "adir"), "{binary}": str(work / "binary.bin")}
+    argv = []
+    for a in case.argv:
+        for k, v in subst.items():
+            a = a.replace(k, v)
+        argv.append(a)
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    monkeypatch.setenv("COLUMNS", "100")
+    before = snapshot(work)
+    code, out, err = run_cli(argv)
+    after = snapshot(work)
+    problems = []
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    if "Traceback" in out + err:
+        problems.append("a traceback")
+    if code != 2:
+        problems.append(f"exit {code}")
+    if any(c in out + err for c in RAW_CONTROLS):
+        problems.append("a raw terminal control character in the output (it must be escaped)")
+    if len(lines) != 1 or not lines[0].startswith("error:"):
+        problems.append(f"{len(lines)} stderr line(s), not one 'error:' line")
+    if (cache / "iomatrix" / "logs").exists():
+        problems.append("a crash log")
+    if after != before:
+        made = sorted(set(after) - set(before))
+        gone = sorted(set(before) - set(after))
+        changed = sorted(p for p in set(after) & set(before) if after[p] != before[p])
+        problems.append(f"wrote: made {made[:3]}, removed {gone[:3]}, changed {changed[:3]}")
+    if problems:
+        shown = (lines[:3] if lines else out.strip().splitlines()[-2:])
+        problems.append(f"stderr/stdout: {[ln[:200] for ln in shown]}")
+    return problems
+
+
+def test_the_campaign_has_enough_cases_and_unique_names() -> None:
+    assert len(CASES) >= 200, len(CASES)
+    assert len({c.name for c in CASES}) == len(CASES), "two cases share a name"
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_bad_input(case: Case, lab: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    problems = check(case, lab, tmp_path, monkeypatch)
+    assert not problems, f"{case.name}: " + "; ".join(problems)
+
+
+# In-process, matplotlib is imported once for the whole campaign, so only the first report case could show that a
+# refused `report` loaded it (it writes its font cache under $XDG_CACHE_HOME on a first import): each of these
+# runs in a process of its own, with an empty cache, as a user's would.
+# The two the campaign found loading matplotlib (a process costs seconds under load: two, not one per option).
+REPORT_REFUSALS = {"no such sweep": ["--sweep", "999"], "unknown tie-break": ["--tie-break", "bogus"]}
+
+
+@pytest.mark.parametrize("option", REPORT_REFUSALS.values(), ids=REPORT_REFUSALS.keys())
+def test_a_refused_report_writes_no_cache(option: list[str], lab: Path, tmp_path: Path) -> None:
+    import subprocess
+
+    from tests.conftest import iomatrix_argv
+
+    db, home = tmp_path / "r.sqlite", tmp_path / "home"
+    home.mkdir()
+    shutil.copyfile(lab / "sound.sqlite", db)
+    env = {k: v for k, v in os.environ.items() if k not in ("MPLCONFIGDIR", "XDG_CONFIG_HOME")}
+    env |= {"HOME": str(home), "XDG_CACHE_HOME": str(tmp_path / "cache"), "COLUMNS": "100"}
+    before = snapshot(tmp_path)
+    proc = subprocess.run([*iomatrix_argv(), "report", "--db", str(db), "--html", str(tmp_path / "r.html"), *option],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("error:"), proc.stderr
+    assert snapshot(tmp_path) == before, "a refused report wrote something (matplotlib's font cache?)"
