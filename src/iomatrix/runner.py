@@ -202,7 +202,7 @@ class SweepRunner:
         if cell.is_null_ceiling:
             return Target("null", None)
         h = self.handles[cell.backing]
-        return Target(h.kind, Path(h.path))
+        return Target(h.kind, Path(h.path), server=h.server)
 
     def _provision(self, stack: contextlib.ExitStack) -> None:
         specs = self.plan.backing_by_label()
@@ -373,6 +373,7 @@ class SweepRunner:
             wrapper=modifier_wrapper(cell.modifier) if cell.modifier != NA else [],
             on_process=sampler.attach_pid,
             on_load_process=lambda pid: sampler.attach_pid(pid, role="load"),
+            on_server_process=lambda pid: sampler.attach_pid(pid, role="server"),
         ) for item in items]
 
     @staticmethod
