@@ -10,13 +10,16 @@ tiers undo the very same objects directly.
 The kinds: a temp path (`path`: a scratch directory, an image file), a loop device over a backing file
 (`loop`), a mount (`mount`), an LVM logical volume (`lv`), a ZFS dataset or zvol (`zfs`), and a host setting
 changed for a sweep (`ksm`: KSM's run switch, restored to its recorded value), and a child process a sweep
-started (`process`: fio, qemu-storage-daemon, QEMU, nbdkit, by pid and start time: killed only while that pid
-is still the process that was started).
+started (`process`: fio, qemu-storage-daemon, QEMU, nbdkit, ganesha.nfsd, rpcbind, by pid and start time: killed
+only while that pid is still the process that was started). For the NFS backing (`backing.nfs`): the RPC
+programs a lab-started NFS server registers with rpcbind (`rpc_registration`: a server killed hard leaves them
+registered), and iomatrix's own file on an existing export (`nfs_file`, removed through libnfs).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import shutil
@@ -30,9 +33,10 @@ from typing import Any, ClassVar, Literal
 
 import psutil
 
+from iomatrix.backing import libnfs
 from iomatrix.mountinfo import parse_mountinfo
 
-EntryKind = Literal["path", "loop", "mount", "lv", "zfs", "ksm", "process"]
+EntryKind = Literal["path", "loop", "mount", "lv", "zfs", "ksm", "process", "rpc_registration", "nfs_file"]
 # Names iomatrix gives what it creates: scratch dirs "<label>-<pid>-<hex6>", LVs/datasets "iomx-<pid>-<hex6>".
 SCRATCH_NAME = re.compile(r"[A-Za-z0-9_.-]+-[0-9]+-[0-9a-f]{6}")
 VOLUME_NAME = re.compile(r"iomx-[0-9]+-[0-9a-f]{6}")
@@ -416,7 +420,128 @@ def _suppress_gone() -> Any:
     return contextlib.suppress(psutil.NoSuchProcess)
 
 
+# The RPC programs of an NFS server (NFS, MOUNT, NLM, RQUOTA): the only ones an rpc_registration entry may remove.
+NFS_RPC_PROGRAMS = frozenset({100003, 100005, 100021, 100011})
+RPCBIND_HOST = "127.0.0.1"  # a lab-started server registers with the local rpcbind only
+RPCINFO_TIMEOUT_S = 20.0
+
+
+def rpc_registrations(host: str = RPCBIND_HOST) -> list[tuple[int, int, str, int]] | None:
+    """(program, version, protocol, port) of every registration rpcbind on `host` lists (``rpcinfo -p``), or
+    None when no rpcbind answers there."""
+    try:
+        out = _run(["rpcinfo", "-p", host], timeout=RPCINFO_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    rows = []
+    for line in out.stdout.splitlines():
+        f = line.split()
+        if len(f) >= 4 and f[0].isdigit() and f[1].isdigit() and f[3].isdigit():
+            rows.append((int(f[0]), int(f[1]), f[2], int(f[3])))
+    return rows
+
+
+@dataclass(frozen=True)
+class RpcRegistrationLeftover(Leftover):
+    """The RPC programs a lab-started NFS server registers with the local rpcbind (info `programs`: [program,
+    version] pairs, `ports`: the ports the server was configured with). ganesha removes them when it stops
+    cleanly; killed hard it leaves them, and a client asking rpcbind would be sent to a dead port. Only a
+    registration that still points at one of our recorded ports is removed (``rpcinfo -d``)."""
+
+    kind: ClassVar[EntryKind] = "rpc_registration"
+    label: ClassVar[str] = "RPC registrations with rpcbind on"
+
+    def _programs(self) -> set[tuple[int, int]]:
+        raw = self.info.get("programs")
+        if not isinstance(raw, list):
+            return set()
+        return {(p[0], p[1]) for p in raw if isinstance(p, list) and len(p) == 2
+                and all(isinstance(x, int) and not isinstance(x, bool) for x in p)}
+
+    def _ports(self) -> set[int]:
+        raw = self.info.get("ports")
+        return {p for p in raw if isinstance(p, int) and not isinstance(p, bool)} if isinstance(raw, list) else set()
+
+    def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
+        programs, ports = self._programs(), self._ports()
+        if self.target != RPCBIND_HOST or not programs or not ports:
+            return f"{self.target} with programs {self.info.get('programs')!r} is not a registration iomatrix makes"
+        if any(p not in NFS_RPC_PROGRAMS for p, _ in programs) or any(not 1024 <= p <= 65535 for p in ports):
+            return f"programs {sorted(programs)} on ports {sorted(ports)} are not an NFS server's iomatrix starts"
+        return None
+
+    def _ours(self) -> set[tuple[int, int]]:
+        rows = rpc_registrations(self.target)
+        programs, ports = self._programs(), self._ports()
+        return {(prog, vers) for prog, vers, _, port in rows or () if (prog, vers) in programs and port in ports}
+
+    def present(self) -> bool:
+        return bool(self._ours())
+
+    def remove(self) -> list[str]:
+        done = []
+        for prog, vers in sorted(self._ours()):
+            # every transport of (program, version) at once: rpcbind keeps one mapping per transport, and this
+            # one points at our port, so none of them is another server's
+            out = _run(["rpcinfo", "-d", str(prog), str(vers)], timeout=RPCINFO_TIMEOUT_S)
+            if out.returncode != 0:
+                raise LeftoverError(f"cannot unregister RPC program {prog} version {vers}: "
+                                    f"{(out.stderr or out.stdout).strip()}")
+            done.append(f"unregistered RPC program {prog} version {vers} from rpcbind on {self.target}")
+        return done
+
+
+# Names iomatrix gives its own files on an existing NFS export (backing.nfs: "iomatrix-<pid>-<hex6>-<name>").
+NFS_FILE_NAME = re.compile(r"iomatrix-[0-9]+-[0-9a-f]{6}(-[A-Za-z0-9_.-]{1,100})?")
+
+
+@dataclass(frozen=True)
+class NfsFileLeftover(Leftover):
+    """iomatrix's own image on an existing NFS export (`target` its nfs:// URL, info `server`, `export`, `name`),
+    removed through libnfs: only a file of a name iomatrix generates, at the top of the recorded export."""
+
+    kind: ClassVar[EntryKind] = "nfs_file"
+    label: ClassVar[str] = "file on NFS export"
+
+    def _where(self) -> tuple[str, str, str]:
+        server, export, name = (self.info.get(k) for k in ("server", "export", "name"))
+        if not (isinstance(server, str) and isinstance(export, str) and isinstance(name, str)):
+            raise LeftoverError(f"NFS file entry {self.target} does not name its server, export and file")
+        return server, export, name
+
+    def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
+        try:
+            server, export, name = self._where()
+        except LeftoverError as err:
+            return str(err)
+        if not NFS_FILE_NAME.fullmatch(name) or self.target != f"nfs://{server}{export.rstrip('/')}/{name}":
+            return f"{self.target} is not a file name iomatrix gives its images on an NFS export"
+        return None
+
+    def present(self) -> bool:
+        server, export, name = self._where()
+        try:
+            with libnfs.mounted(server, export) as ex:
+                return ex.exists(name)
+        except libnfs.NfsError as err:
+            raise LeftoverError(f"cannot reach {self.target}: {err}") from None
+
+    def remove(self) -> list[str]:
+        server, export, name = self._where()
+        try:
+            with libnfs.mounted(server, export) as ex:
+                ex.unlink(name)
+        except libnfs.NfsError as err:
+            if err.errno == errno.ENOENT:
+                return []
+            raise LeftoverError(f"cannot remove {self.target}: {err}") from None
+        return [f"removed {self.target}"]
+
+
 LEFTOVER_KINDS: dict[str, type[Leftover]] = {
     cls.kind: cls for cls in (PathLeftover, LoopLeftover, MountLeftover, LogicalVolumeLeftover,
-                              ZfsDatasetLeftover, KsmSettingLeftover, ProcessLeftover)
+                              ZfsDatasetLeftover, KsmSettingLeftover, ProcessLeftover, RpcRegistrationLeftover,
+                              NfsFileLeftover)
 }

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from iomatrix.backing import leftovers
-from iomatrix.backing.network import NetworkServer
 from iomatrix.backing.leftover_kinds import (
     Leftover,
     LeftoverError,
@@ -38,12 +37,15 @@ from iomatrix.backing.leftover_kinds import (
     PathLeftover,
     ZfsDatasetLeftover,
 )
+from iomatrix.backing.network import NetworkServer
+from iomatrix.backing.nfs import provision_nfs
 from iomatrix.backing.spec import (
     BackingSpec,
     BlockdevBacking,
     DirBacking,
     LoopfsBacking,
     LvmBacking,
+    NfsBacking,
     TmpfsBacking,
     ZfsBacking,
     format_size,
@@ -206,6 +208,10 @@ class _Teardown:
         self.steps.append((entry_id, leftover.undo))
         return entry_id
 
+    def add_step(self, action: Callable[[], object]) -> None:
+        """Add an undo step with no ledger entry of its own (stopping a daemon `children.spawn` recorded)."""
+        self.steps.append(("", action))
+
     def run(self, in_flight: BaseException | None) -> None:
         """Undo everything; with an exception in flight, report failures as a note on it."""
         with _sigint_deferred():
@@ -221,7 +227,8 @@ class _Teardown:
                         in_flight.add_note(f"{msg} ({hint})")
                         return
                     raise UserError(msg, hint=hint) from exc
-                leftovers.release(self.workdir, entry_id)
+                if entry_id:
+                    leftovers.release(self.workdir, entry_id)
                 self.steps.pop()
 
 
@@ -396,6 +403,7 @@ def provision(spec: BackingSpec, workdir: Path, allowed_devices: set[Path]) -> I
     Path(workdir).mkdir(parents=True, exist_ok=True)
     workdir = Path(os.path.realpath(workdir))  # mountinfo shows real paths
     td = _Teardown(workdir)
+    server: NetworkServer | None = None
     try:
         if isinstance(spec, DirBacking):
             path, meta = _setup_dir(spec, workdir, td)
@@ -409,6 +417,9 @@ def provision(spec: BackingSpec, workdir: Path, allowed_devices: set[Path]) -> I
             path, meta = _setup_lvm(spec, workdir, td)
         elif isinstance(spec, ZfsBacking):
             path, meta = _setup_zfs(spec, workdir, td)
+        elif isinstance(spec, NfsBacking):
+            path = _scratch_dir(td, workdir / BACKINGS_DIR, spec.label())  # the export, config and logs live here
+            server, meta = provision_nfs(spec, workdir, path, td)
         else:  # pragma: no cover
             raise TypeError(f"unknown backing spec {spec!r}")
         dev = meta.get("device")
@@ -423,7 +434,7 @@ def provision(spec: BackingSpec, workdir: Path, allowed_devices: set[Path]) -> I
             **meta,
             "physical_device": physical_of(dev),
         }
-        handle = BackingHandle(label=spec.label(), kind=spec.kind, path=path, metadata=metadata)
+        handle = BackingHandle(label=spec.label(), kind=spec.kind, path=path, metadata=metadata, server=server)
     except BaseException as exc:
         td.run(in_flight=exc)
         raise

@@ -46,7 +46,7 @@ SYSTEM_ROOTS = (*PSEUDO_ROOTS, "/run", "/boot", "/etc", "/usr", "/bin", "/sbin",
 # Host directories a dir backing may not be itself (a directory inside them is fine): iomatrix makes and later
 # deletes its own `dir-…` directories in the backing's path, which must not sit at the top of the host.
 HOST_ROOTS = ("/", "/var", "/home", "/root", "/opt", "/srv")
-BACKING_TYPES = ("dir", "loopfs", "blockdev", "tmpfs", "lvm", "zfs")
+BACKING_TYPES = ("dir", "loopfs", "blockdev", "tmpfs", "lvm", "zfs", "nfs")
 LOOP_FILESYSTEMS = ("ext4", "xfs", "btrfs")
 
 # Smallest filesystems mkfs accepts (measured: mkfs.xfs 6.1 refuses < 300 MiB,
@@ -136,9 +136,15 @@ class _Spec(BaseModel):
         return self.name or self._derived_label()
 
     @property
-    def kind(self) -> Literal["dir", "device"]:
-        """Where images/fio files go: "dir" (files in a directory) or "device" (the whole device)."""
+    def kind(self) -> Literal["dir", "device", "network"]:
+        """Where images/fio files go: "dir" (files in a directory), "device" (the whole device) or "network"
+        (disks a server makes per run: backing.network)."""
         return "dir"
+
+    @property
+    def protocol(self) -> str | None:
+        """The network protocol of a shared-storage backing ("iscsi", "nfs"); None for a local backing."""
+        return None
 
     def supports_o_direct(self) -> bool:
         """Whether cache=none/directsync (O_DIRECT) can run on this backing."""
@@ -233,7 +239,7 @@ class BlockdevBacking(_Spec):
         return f"blockdev:{self.device}"
 
     @property
-    def kind(self) -> Literal["dir", "device"]:
+    def kind(self) -> Literal["dir", "device", "network"]:
         return "device"
 
     def availability(self, allowed_devices: set[Path]) -> str | None:
@@ -298,7 +304,7 @@ class LvmBacking(_Spec):
         return f"lvm:{self.vg}"
 
     @property
-    def kind(self) -> Literal["dir", "device"]:
+    def kind(self) -> Literal["dir", "device", "network"]:
         return "device"
 
     def availability(self, allowed_devices: set[Path]) -> str | None:
@@ -342,7 +348,7 @@ class ZfsBacking(_Spec):
         return f"zfs:{self.pool}/{self.zfs_kind}"
 
     @property
-    def kind(self) -> Literal["dir", "device"]:
+    def kind(self) -> Literal["dir", "device", "network"]:
         return "device" if self.zfs_kind == "zvol" else "dir"
 
     def supports_o_direct(self) -> bool:
@@ -362,8 +368,86 @@ class ZfsBacking(_Spec):
         return None
 
 
+# What a lab-started NFS server and QEMU's NFS client need (backing.nfs): program or file → Debian package.
+NFS_LAB_PROGRAMS = {"ganesha.nfsd": "nfs-ganesha", "rpcbind": "rpcbind", "rpcinfo": "rpcbind",
+                    "qemu-img": "qemu-utils"}
+NFS_EXISTING_PROGRAMS = {"rpcinfo": "rpcbind", "qemu-img": "qemu-utils"}
+GANESHA_FSAL_VFS = Path("/usr/lib/x86_64-linux-gnu/ganesha/libfsalvfs.so")
+QEMU_BLOCK_NFS = Path("/usr/lib/x86_64-linux-gnu/qemu/block-nfs.so")
+# An NFS server name as an nfs:// URL and libnfs take it: a host name, an IPv4 address or a bare IPv6 address.
+NFS_SERVER = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}|[0-9A-Fa-f:]{2,39}")
+# An export path: absolute, printable, none of the characters an nfs:// URL gives a meaning (?, #, %).
+NFS_EXPORT = re.compile(r"/[A-Za-z0-9_.,+=@~/-]{0,1023}")
+
+
+class NfsBacking(_Spec):
+    """Disks as image files on NFS, opened by QEMU's own NFS client (libnfs). Lab-started (no keys): iomatrix
+    runs nfs-ganesha (FSAL VFS) on 127.0.0.1 with an export under the working directory. Existing
+    (`server` + `export`): iomatrix creates its own files on that export and removes them afterwards."""
+
+    type: Literal["nfs"] = "nfs"
+    server: str | None = Field(default=None, max_length=253)
+    export: str | None = Field(default=None, max_length=1024)
+
+    @field_validator("server")
+    @classmethod
+    def _server_is_a_host(cls, v: str | None) -> str | None:
+        if v is not None and not NFS_SERVER.fullmatch(v):
+            raise ValueError(f"server {v[:60]!r} is not a host name or IP address; write it bare, e.g. "
+                             'server = "nfs1.example.org" (no nfs://, no port, no path)')
+        return v
+
+    @field_validator("export")
+    @classmethod
+    def _export_is_a_path(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if not NFS_EXPORT.fullmatch(v) or "/../" in f"{v}/" or "//" in v:
+            raise ValueError(f"export {v[:60]!r} is not an absolute export path of plain characters; write the "
+                             'path the server exports, e.g. export = "/srv/vmstore"')
+        return v.rstrip("/") or "/"
+
+    @model_validator(mode="after")
+    def _server_with_export(self) -> NfsBacking:
+        if (self.server is None) != (self.export is None):
+            have, missing = ("server", "export") if self.export is None else ("export", "server")
+            raise ValueError(f"'{have}' without '{missing}': an existing NFS server needs both (server = \"HOST\", "
+                             'export = "/path"); leave both out to let iomatrix start its own on 127.0.0.1')
+        return self
+
+    @property
+    def lab_started(self) -> bool:
+        return self.server is None
+
+    def _derived_label(self) -> str:
+        return "nfs" if self.lab_started else f"nfs:{self.server}:{self.export}"
+
+    @property
+    def kind(self) -> Literal["dir", "device", "network"]:
+        return "network"
+
+    @property
+    def protocol(self) -> str | None:
+        return "nfs"
+
+    def availability(self, allowed_devices: set[Path]) -> str | None:
+        programs = NFS_LAB_PROGRAMS if self.lab_started else NFS_EXISTING_PROGRAMS
+        for prog, package in programs.items():
+            if shutil.which(prog) is None:
+                return f"'{prog}' is not installed (apt-get install {package})"
+        needed = [(QEMU_BLOCK_NFS, "qemu-block-extra")]
+        if self.lab_started:
+            needed.append((GANESHA_FSAL_VFS, "nfs-ganesha-vfs"))
+        for path, package in needed:
+            if not path.exists():
+                return f"{path} is missing (apt-get install {package})"
+        if self.lab_started:
+            return _not_root("starting nfs-ganesha and rpcbind")
+        return None
+
+
 BackingSpec = Annotated[
-    DirBacking | LoopfsBacking | BlockdevBacking | TmpfsBacking | LvmBacking | ZfsBacking,
+    DirBacking | LoopfsBacking | BlockdevBacking | TmpfsBacking | LvmBacking | ZfsBacking | NfsBacking,
     Field(discriminator="type"),
 ]
 

@@ -1,0 +1,381 @@
+"""The NFS backing (issue 34): image files on an NFS export, opened by QEMU's own NFS client (libnfs,
+``driver=nfs``), made fresh for every run.
+
+Two modes (`iomatrix.backing.spec.NfsBacking`):
+
+* *lab-started* — iomatrix runs nfs-ganesha (userspace NFS server, FSAL VFS) on 127.0.0.1, exporting a directory
+  under the backing's working directory, and rpcbind when the host has none running: libnfs finds the server's
+  NFS and MOUNT ports through the portmapper on port 111, which cannot be moved. An rpcbind iomatrix starts
+  listens on 0.0.0.0:111 (``rpcbind -h 127.0.0.1`` crashes; see docs/backings.md) and is stopped at teardown;
+  one that was already running is used and never stopped. A host that already has an NFS server registered
+  with rpcbind is refused: a second registration of program 100003 would take the first one's place.
+* *existing* — the user names a server and an export; iomatrix creates its own uniquely named file there
+  (``iomatrix-<pid>-<hex6>-<name>.<format>``, created with O_EXCL through libnfs, then formatted by
+  ``qemu-img create nfs://…``), removes it afterwards through libnfs, and writes nothing else.
+
+Everything created is in the leftovers ledger before it exists: the scratch directory and each image (`path`),
+rpcbind and ganesha (`process`, recorded by `children.spawn` from just after their fork), ganesha's RPC
+registrations (`rpc_registration`: a ganesha killed hard leaves them in rpcbind), a file on an existing export
+(`nfs_file`). Teardown stops ganesha with SIGTERM (it unregisters itself), removes any registration still
+pointing at its ports, then kills an rpcbind of ours with SIGKILL (on SIGTERM rpcbind saves its table in
+/run/rpcbind for a warm start, which a later ``rpcbind -w`` would read back).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import secrets
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from iomatrix import children
+from iomatrix.backing import leftovers, libnfs
+from iomatrix.backing.leftover_kinds import (
+    Leftover,
+    LeftoverError,
+    NfsFileLeftover,
+    PathLeftover,
+    RpcRegistrationLeftover,
+    rpc_registrations,
+)
+from iomatrix.backing.network import NetworkDisk
+from iomatrix.backing.spec import NfsBacking
+from iomatrix.errors import UserError
+from iomatrix.guest.images import create_image, create_image_argv
+from iomatrix.hostcmd import version_of
+
+LOOPBACK = "127.0.0.1"
+NFS_PROGRAM, MOUNT_PROGRAM = 100003, 100005
+# What ganesha registers with this configuration (NLM and RQUOTA are switched off: libnfs needs neither).
+GANESHA_PROGRAMS = ((NFS_PROGRAM, 3), (NFS_PROGRAM, 4), (MOUNT_PROGRAM, 1), (MOUNT_PROGRAM, 3))
+NFS_VERSION = 3  # what QEMU 7.2's libnfs client speaks (its nfs driver has no version option)
+READY_TIMEOUT_S = 120.0  # generous: a loaded 2-core host took 0.4 s; never a fixed sleep
+STOP_GRACE_S = 20.0  # ganesha's clean shutdown took ~1 s here
+QEMU_IMG_TIMEOUT_S = 600.0
+PROBE_TIMEOUT_S = 15.0
+
+
+class Teardown(Protocol):
+    """What the NFS backing needs of provision's teardown: record a leftover before creating it, and add a step
+    of its own (stopping a daemon) to be run in reverse order with the others."""
+
+    def record(self, leftover: Leftover) -> str: ...
+
+    def add_step(self, action: Callable[[], object]) -> None: ...
+
+
+def ganesha_config(export_dir: Path, recovery_dir: Path, nfs_port: int, mount_port: int) -> str:
+    """nfs-ganesha's configuration for one lab export (pure).
+
+    127.0.0.1 only; NFSv3 for the export (libnfs's protocol) while the server keeps v4 on, as a stock server does;
+    no grace period (a fresh server has no clients to wait for: with one, the first I/O would wait 90 s);
+    NFSv4 recovery state under the working directory instead of /var/lib/nfs/ganesha; root not squashed (QEMU
+    runs as root and must own its image); the NFS and MOUNT ports fixed so that a registration left behind can
+    be told to be ours."""
+    return f"""# written by iomatrix for a lab-started NFS backing; removed with its directory
+NFS_CORE_PARAM {{
+    Bind_addr = {LOOPBACK};
+    Protocols = 3, 4;
+    NFS_Port = {nfs_port};
+    MNT_Port = {mount_port};
+    Enable_NLM = false;
+    Enable_RQUOTA = false;
+}}
+NFSV4 {{
+    Graceless = true;
+    RecoveryBackend = fs;
+    RecoveryRoot = "{recovery_dir}";
+}}
+EXPORT {{
+    Export_Id = 1;
+    Path = "{export_dir}";
+    Pseudo = "{export_dir}";
+    Access_Type = RW;
+    Squash = No_Root_Squash;
+    Protocols = 3;
+    FSAL {{
+        Name = VFS;
+    }}
+}}
+"""
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the kernel's pick); a daemon that loses the race fails to start, and
+    says so in one line."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((LOOPBACK, 0))
+        return s.getsockname()[1]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_.")[:60] or "disk"
+
+
+def _preallocation(values: Mapping[str, str]) -> str:
+    value = values.get("preallocation")
+    return "off" if value in (None, "", "-") else value
+
+
+def _protocol_options(host: str, path: str) -> tuple[tuple[str, str], ...]:
+    # libnfs mounts the export named by the path's directory: the real export path, not an NFSv4 pseudo path
+    return (("driver", "nfs"), ("server.type", "inet"), ("server.host", host), ("path", path))
+
+
+def _without_preallocation(argv: list[str]) -> list[str]:
+    """qemu-img create argv without its ``preallocation=`` option (and without ``-o`` if nothing else is left)."""
+    out = list(argv)
+    if "-o" in out:
+        i = out.index("-o")
+        opts = [o for o in out[i + 1].split(",") if not o.startswith("preallocation=")]
+        out[i:i + 2] = ["-o", ",".join(opts)] if opts else []
+    return out
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "no output"
+
+
+# ---------------------------------------------------------------------------------------------
+# lab-started: rpcbind + nfs-ganesha on 127.0.0.1
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class LabNfsServer:
+    """nfs-ganesha started by iomatrix, exporting `export_dir`; disks are image files made there with qemu-img."""
+
+    workdir: Path
+    export_dir: Path
+    ganesha: subprocess.Popen
+    rpcbind: subprocess.Popen | None  # None: the host's own rpcbind was used
+    ports: dict[str, int]
+    config_sha256: str
+    version: str | None
+    protocol: Literal["nfs"] = "nfs"
+    lab_started: bool = True
+
+    def new_disk(self, values: Mapping[str, str], *, size_bytes: int, name: str,
+                 create_options: tuple[tuple[str, str], ...] = ()) -> NetworkDisk:
+        fmt = values["format"]
+        path = self.export_dir / f"{_slug(name)}.{fmt}"
+        leftovers.register_temp_path(self.workdir, path)  # before it exists: clean removes it after a kill
+        try:
+            create_image(path, fmt, _preallocation(values), size_bytes, create_options)
+        except BaseException:
+            self._remove_file(path)
+            raise
+        return NetworkDisk(protocol="nfs", protocol_options=_protocol_options(LOOPBACK, str(path)),
+                           url=f"nfs://{LOOPBACK}{path}", format=fmt, size_bytes=size_bytes, server_path=path,
+                           meta={**self.metadata(), "nfs_file": str(path)})
+
+    def _remove_file(self, path: Path) -> None:
+        PathLeftover(str(path)).undo()
+        leftovers.forget(self.workdir, path)
+
+    def remove_disk(self, disk: NetworkDisk) -> None:
+        assert disk.server_path is not None and disk.server_path.parent == self.export_dir
+        self._remove_file(disk.server_path)
+
+    def server_pids(self) -> dict[int, str]:
+        pids = {self.ganesha.pid: "ganesha.nfsd"}
+        if self.rpcbind is not None:
+            pids[self.rpcbind.pid] = "rpcbind"
+        return pids
+
+    def metadata(self) -> dict[str, Any]:
+        return {"nfs_mode": "lab-started", "nfs_server": LOOPBACK, "nfs_export": str(self.export_dir),
+                "nfs_server_software": self.version, "nfs_version": NFS_VERSION, "nfs_client": "libnfs",
+                "nfs_ports": dict(self.ports), "ganesha_config_sha256": self.config_sha256,
+                "rpcbind": "started by iomatrix (0.0.0.0:111)" if self.rpcbind is not None else "the host's"}
+
+
+def _refuse_existing_nfs_server(rows: list[tuple[int, int, str, int]] | None) -> None:
+    taken = sorted({port for prog, _, _, port in rows or () if prog == NFS_PROGRAM})
+    if taken:
+        raise UserError(f"an NFS server is already registered with rpcbind on this host (program {NFS_PROGRAM}, "
+                        f"port {', '.join(map(str, taken))}): a lab-started one would take over its registration",
+                        hint='use it as an existing server: [[backing]] type = "nfs", server = "127.0.0.1", '
+                             'export = "/its/export"')
+
+
+def _wait_until(ready: Callable[[], bool], proc: subprocess.Popen, what: str, log: Path | None) -> None:
+    """Poll `ready` until it holds (bounded by READY_TIMEOUT_S), failing in one line if `proc` exits first."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    delay = 0.02
+    while not ready():
+        if proc.poll() is not None:
+            detail = ""
+            with contextlib.suppress(OSError):
+                detail = f": {_last_line(log.read_text(errors='replace'))}" if log else ""
+            raise UserError(f"{what} exited with status {proc.returncode} while starting{detail}",
+                            hint=f"see {log}" if log else None)
+        if time.monotonic() > deadline:
+            raise UserError(f"{what} was not ready within {READY_TIMEOUT_S:g} s",
+                            hint=f"see {log}" if log else "check the host's load")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
+def _start_rpcbind(scratch: Path, td: Teardown) -> subprocess.Popen:
+    """rpcbind in the foreground (-f); no warm start (-w would read back a table an earlier rpcbind saved)."""
+    with open(scratch / "rpcbind.log", "wb") as log:
+        proc = children.spawn(["rpcbind", "-f"], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    # SIGKILL, not SIGTERM: on SIGTERM rpcbind writes its table to /run/rpcbind for a warm start
+    td.add_step(lambda: children.kill(proc))
+    _wait_until(lambda: rpc_registrations() is not None, proc, "rpcbind", scratch / "rpcbind.log")
+    return proc
+
+
+def start_lab_server(workdir: Path, scratch: Path, td: Teardown) -> LabNfsServer:
+    """Start rpcbind (if the host runs none) and nfs-ganesha exporting `scratch`/export; every step is recorded in
+    the ledger and in `td` before it is taken, so a failure half-way undoes what was done."""
+    rows = rpc_registrations()
+    _refuse_existing_nfs_server(rows)
+    rpcbind = None
+    with children.record_in(workdir):
+        if rows is None:
+            rpcbind = _start_rpcbind(scratch, td)
+            _refuse_existing_nfs_server(rpc_registrations())  # one registered while ours started
+        export_dir, recovery_dir = scratch / "export", scratch / "recovery"
+        export_dir.mkdir()
+        recovery_dir.mkdir()
+        ports = {"nfs": free_port(), "mount": free_port()}
+        while ports["mount"] == ports["nfs"]:
+            ports["mount"] = free_port()
+        config = ganesha_config(export_dir, recovery_dir, ports["nfs"], ports["mount"])
+        conf_path, log = scratch / "ganesha.conf", scratch / "ganesha.log"
+        conf_path.write_text(config)
+        td.record(RpcRegistrationLeftover(LOOPBACK, {"programs": [list(p) for p in GANESHA_PROGRAMS],
+                                                     "ports": sorted(ports.values())}))
+        ganesha = children.spawn(["ganesha.nfsd", "-F", "-f", str(conf_path), "-L", str(log),
+                                  "-p", str(scratch / "ganesha.pid"), "-N", "NIV_EVENT"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    # SIGTERM first: ganesha then unregisters from rpcbind itself
+    td.add_step(lambda: children.kill(ganesha, grace_s=STOP_GRACE_S))
+
+    def registered() -> bool:
+        want = {(NFS_PROGRAM, ports["nfs"]), (MOUNT_PROGRAM, ports["mount"])}
+        have = {(prog, port) for prog, _, proto, port in rpc_registrations() or () if proto == "tcp"}
+        return want <= have
+
+    _wait_until(registered, ganesha, "ganesha.nfsd", log)
+    return LabNfsServer(workdir=workdir, export_dir=export_dir, ganesha=ganesha, rpcbind=rpcbind, ports=ports,
+                        config_sha256=hashlib.sha256(config.encode()).hexdigest(),
+                        version=version_of(["ganesha.nfsd", "-v"]))
+
+
+# ---------------------------------------------------------------------------------------------
+# existing: someone else's server and export
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ExistingNfsServer:
+    """A server and export the user named: iomatrix makes only its own files there and removes them."""
+
+    workdir: Path
+    server: str
+    export: str
+    protocol: Literal["nfs"] = "nfs"
+    lab_started: bool = False
+    _entries: dict[str, str] = field(default_factory=dict)  # URL → ledger entry id
+
+    def _url(self, name: str) -> str:
+        return f"nfs://{self.server}{self.export.rstrip('/')}/{name}"
+
+    def new_disk(self, values: Mapping[str, str], *, size_bytes: int, name: str,
+                 create_options: tuple[tuple[str, str], ...] = ()) -> NetworkDisk:
+        fmt, prealloc = values["format"], _preallocation(values)
+        if fmt == "raw" and prealloc != "off":
+            raise UserError(f"raw with preallocation={prealloc} cannot be made on an existing NFS export: QEMU's "
+                            "nfs driver has no preallocation option",
+                            hint="use preallocation off (or qcow2 with metadata) for this backing")
+        fname = f"iomatrix-{os.getpid()}-{secrets.token_hex(3)}-{_slug(name)}.{fmt}"
+        url = self._url(fname)
+        argv = create_image_argv(Path(fname), fmt, prealloc, size_bytes, create_options)
+        assert argv is not None  # only a raw disk on a block device needs no creation
+        argv[-2] = url  # validated as a file name; qemu-img itself takes the URL (a Path would fold its "//")
+        if fmt == "raw":  # raw hands preallocation to the protocol driver, and nfs refuses even "off"
+            argv = _without_preallocation(argv)
+        leftover = NfsFileLeftover(url, {"server": self.server, "export": self.export, "name": fname})
+        self._entries[url] = leftovers.record(self.workdir, leftover.kind, url, **leftover.info)
+        try:
+            # exclusively first: a name somebody else holds is an error here, never a file qemu-img truncates
+            with libnfs.mounted(self.server, self.export, PROBE_TIMEOUT_S) as ex:
+                ex.create_exclusive(fname)
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=QEMU_IMG_TIMEOUT_S)
+            if out.returncode != 0:
+                raise UserError(f"qemu-img create {fmt} {url} failed: {_last_line(out.stderr)}",
+                                hint="check that the export is writable by this host's root (no_root_squash)")
+        except libnfs.NfsError as err:
+            self._forget(url, leftover)
+            raise UserError(f"cannot create {url}: {err}",
+                            hint="check that the export is writable by this host's root (no_root_squash)") from None
+        except BaseException:
+            self._forget(url, leftover)
+            raise
+        path = f"{self.export.rstrip('/')}/{fname}"
+        return NetworkDisk(protocol="nfs", protocol_options=_protocol_options(self.server, path), url=url,
+                           format=fmt, size_bytes=size_bytes, server_path=None,
+                           meta={**self.metadata(), "nfs_file": fname})
+
+    def _forget(self, url: str, leftover: NfsFileLeftover) -> None:
+        with contextlib.suppress(LeftoverError):
+            leftover.undo()
+            leftovers.release(self.workdir, self._entries.pop(url))
+
+    def remove_disk(self, disk: NetworkDisk) -> None:
+        leftover = NfsFileLeftover(disk.url, {"server": self.server, "export": self.export,
+                                              "name": disk.url.rsplit("/", 1)[-1]})
+        leftover.undo()
+        entry = self._entries.pop(disk.url, None)
+        if entry is not None:
+            leftovers.release(self.workdir, entry)
+
+    def server_pids(self) -> dict[int, str]:
+        return {}
+
+    def metadata(self) -> dict[str, Any]:
+        return {"nfs_mode": "existing", "nfs_server": self.server, "nfs_export": self.export,
+                "nfs_server_software": None, "nfs_version": NFS_VERSION, "nfs_client": "libnfs"}
+
+
+def connect_existing(spec: NfsBacking, workdir: Path) -> ExistingNfsServer:
+    """Check, within bounded time, that the named server answers NFSv3 and exports what was named."""
+    assert spec.server is not None and spec.export is not None
+    try:
+        out = subprocess.run(["rpcinfo", "-t", spec.server, "nfs", str(NFS_VERSION)], capture_output=True,
+                             text=True, timeout=PROBE_TIMEOUT_S)
+        problem = None if out.returncode == 0 else _last_line(out.stderr or out.stdout)
+    except subprocess.TimeoutExpired:
+        problem = f"no answer within {PROBE_TIMEOUT_S:g} s"
+    if problem is not None:
+        raise UserError(f"NFS server {spec.server} does not answer NFSv{NFS_VERSION} over TCP "
+                        f"(rpcinfo -t {spec.server} nfs {NFS_VERSION}: {problem})",
+                        hint="check the server name, that it runs rpcbind and NFSv3, and the firewall")
+    try:
+        with libnfs.mounted(spec.server, spec.export, PROBE_TIMEOUT_S):
+            pass
+    except libnfs.NfsError as err:
+        raise UserError(f"cannot mount export {spec.export} of {spec.server}: {err}",
+                        hint=f"check the export path (showmount -e {spec.server}) and its client list") from None
+    return ExistingNfsServer(workdir=workdir, server=spec.server, export=spec.export)
+
+
+def provision_nfs(spec: NfsBacking, workdir: Path, scratch: Path,
+                  td: Teardown) -> tuple[LabNfsServer | ExistingNfsServer, dict[str, Any]]:
+    """The server of an NFS backing (started or checked) and the metadata every result of it carries."""
+    if not libnfs.available():
+        raise UserError("libnfs is not installed: QEMU's NFS client needs it", hint="apt-get install libnfs13")
+    server = start_lab_server(workdir, scratch, td) if spec.lab_started else connect_existing(spec, workdir)
+    return server, server.metadata()

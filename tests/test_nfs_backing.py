@@ -1,0 +1,298 @@
+"""The NFS backing (issue 34): nfs-ganesha + rpcbind started by iomatrix, disks QEMU reads and writes through its
+own NFS client (libnfs, driver=nfs), nothing left behind after teardown or after a kill -9 and `clean`, and the
+*existing* mode against a lab-started server playing someone else's: only iomatrix's own file is created and
+removed, a file already on the export is never touched."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from iomatrix.backing import leftovers, libnfs
+from iomatrix.backing.leftover_kinds import NfsFileLeftover, RpcRegistrationLeftover, proc_start, rpc_registrations
+from iomatrix.backing.leftovers import clean
+from iomatrix.backing.network import NetworkDisk
+from iomatrix.backing.nfs import LabNfsServer, ganesha_config
+from iomatrix.backing.provision import provision
+from iomatrix.backing.spec import NfsBacking, parse_backing
+from iomatrix.errors import UserError
+from tests.conftest import root_only
+
+SCRATCH = Path("/tmp/iomx-nfs")
+MiB = 1 << 20
+
+needs_nfs_stack = pytest.mark.skipif(
+    NfsBacking().availability(set()) is not None, reason=f"NFS lab stack missing: {NfsBacking().availability(set())}")
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    d = Path(tempfile.mkdtemp(prefix="nfs-", dir=SCRATCH))
+    yield d
+    clean(d, mine=True)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# the spec and the pure parts
+# ---------------------------------------------------------------------------------------------
+
+
+def test_lab_and_existing_specs() -> None:
+    lab = parse_backing({"type": "nfs"})
+    assert isinstance(lab, NfsBacking) and lab.lab_started and lab.label() == "nfs"
+    assert lab.kind == "network" and lab.protocol == "nfs"
+    existing = parse_backing({"type": "nfs", "server": "nfs1.example.org", "export": "/srv/vm/"})
+    assert isinstance(existing, NfsBacking) and not existing.lab_started
+    assert existing.export == "/srv/vm" and existing.label() == "nfs:nfs1.example.org:/srv/vm"
+    assert parse_backing({"type": "dir"}).protocol is None
+
+
+@pytest.mark.parametrize(("table", "named"), [
+    ({"type": "nfs", "server": "h"}, "'server' without 'export'"),
+    ({"type": "nfs", "export": "/x"}, "'export' without 'server'"),
+    ({"type": "nfs", "server": "nfs://h/x", "export": "/x"}, "not a host name"),
+    ({"type": "nfs", "server": "h", "export": "relative"}, "not an absolute export path"),
+    ({"type": "nfs", "server": "h", "export": "/a/../etc"}, "not an absolute export path"),
+    ({"type": "nfs", "server": "h", "export": "/a?b"}, "not an absolute export path"),
+    ({"type": "nfs", "portal": "h:3260"}, "unknown field"),
+])
+def test_bad_nfs_tables_are_one_line(table: dict, named: str) -> None:
+    with pytest.raises(UserError) as err:
+        parse_backing(table)
+    line = err.value.one_line()
+    assert named in line and "\n" not in line
+
+
+def test_missing_package_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty PATH: the host without the NFS packages
+    assert NfsBacking().availability(set()) == "'ganesha.nfsd' is not installed (apt-get install nfs-ganesha)"
+    existing = NfsBacking(server="h", export="/x")
+    assert existing.availability(set()) == "'rpcinfo' is not installed (apt-get install rpcbind)"
+
+
+def test_ganesha_config_binds_loopback_and_names_the_export(tmp_path: Path) -> None:
+    text = ganesha_config(tmp_path / "export", tmp_path / "recovery", 40001, 40002)
+    for line in ("Bind_addr = 127.0.0.1;", "NFS_Port = 40001;", "MNT_Port = 40002;", "Graceless = true;",
+                 f'RecoveryRoot = "{tmp_path}/recovery";', f'Path = "{tmp_path}/export";', "Access_Type = RW;",
+                 "Squash = No_Root_Squash;", "Name = VFS;"):
+        assert line in text
+
+
+def test_leftover_kinds_refuse_what_iomatrix_does_not_make(tmp_path: Path) -> None:
+    wd = str(tmp_path)
+    foreign = NfsFileLeftover("nfs://h/srv/vm/guest.qcow2", {"server": "h", "export": "/srv/vm", "name": "guest.qcow2"})
+    assert "not a file name iomatrix gives" in (foreign.identity_problem(wd) or "")
+    sneaky = NfsFileLeftover("nfs://h/srv/vm/iomatrix-1-abcdef-x.raw",
+                             {"server": "h", "export": "/srv", "name": "iomatrix-1-abcdef-x.raw"})
+    assert sneaky.identity_problem(wd) is not None  # the URL and the recorded export disagree
+    ours = NfsFileLeftover("nfs://h/srv/vm/iomatrix-1-abcdef-x.raw",
+                           {"server": "h", "export": "/srv/vm", "name": "iomatrix-1-abcdef-x.raw"})
+    assert ours.identity_problem(wd) is None
+    portmapper = RpcRegistrationLeftover("127.0.0.1", {"programs": [[100000, 2]], "ports": [2049]})
+    assert portmapper.identity_problem(wd) is not None  # never rpcbind's own registration
+    remote = RpcRegistrationLeftover("10.0.0.1", {"programs": [[100003, 3]], "ports": [2049]})
+    assert remote.identity_problem(wd) is not None
+    assert RpcRegistrationLeftover("127.0.0.1", {"programs": [[100003, 3]], "ports": [2049]}).identity_problem(
+        wd) is None
+
+
+def test_unreachable_existing_server_is_one_line(workdir: Path) -> None:
+    if shutil.which("rpcinfo") is None or not libnfs.available():
+        pytest.skip("rpcbind or libnfs not installed")
+    regs = rpc_registrations() or []
+    if any(prog == 100003 for prog, *_ in regs):
+        pytest.skip("an NFS server runs on this host")
+    spec = NfsBacking(server="127.0.0.1", export="/nowhere")
+    with pytest.raises(UserError) as err, provision(spec, workdir, set()):
+        pass
+    assert "does not answer NFSv3" in err.value.one_line()
+    assert leftovers.pending(workdir) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# real servers
+# ---------------------------------------------------------------------------------------------
+
+
+def _image_opts(disk: NetworkDisk) -> str:
+    return ",".join([f"driver={disk.format}", *(f"file.{k}={v}" for k, v in disk.protocol_options)])
+
+
+def _qemu_write_read(disk: NetworkDisk, pattern: str) -> None:
+    """QEMU writes a pattern through driver=nfs and reads it back (qemu-io fails on a mismatch)."""
+    out = subprocess.run(["qemu-io", "--image-opts", _image_opts(disk), "-c", f"write -P {pattern} 0 1M",
+                          "-c", f"read -P {pattern} 0 1M", "-c", "flush"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and "Pattern verification failed" not in out.stdout, out.stdout + out.stderr
+    info = subprocess.run(["qemu-img", "info", "--output=json", disk.url], capture_output=True, text=True,
+                          timeout=120)
+    assert info.returncode == 0 and f'"format": "{disk.format}"' in info.stdout, info.stderr
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _gone(pids: dict[int, str], starts: dict[int, int | None]) -> bool:
+    return all(proc_start(pid) is None or proc_start(pid) != starts[pid] for pid in pids)
+
+
+def _assert_nothing_left(workdir: Path, pids: dict[int, str], starts: dict[int, int | None],
+                         ports: dict[str, int], scratch: Path) -> None:
+    deadline = time.monotonic() + 60
+    while not _gone(pids, starts) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _gone(pids, starts), f"still running: {pids}"
+    regs = rpc_registrations() or []
+    assert not [r for r in regs if r[3] in ports.values()], regs
+    assert all(_port_free(p) for p in ports.values())
+    assert not scratch.exists()
+    assert leftovers.pending(workdir) == []
+
+
+@needs_nfs_stack
+@root_only
+@pytest.mark.slow
+def test_lab_server_serves_raw_and_qcow2_to_qemu_and_leaves_nothing(workdir: Path) -> None:
+    with provision(NfsBacking(), workdir, set()) as handle:
+        server = handle.server
+        assert isinstance(server, LabNfsServer) and handle.kind == "network"
+        pids = server.server_pids()
+        assert "ganesha.nfsd" in pids.values()
+        starts = {pid: proc_start(pid) for pid in pids}
+        ports, scratch = dict(server.ports), handle.path
+        assert handle.metadata["nfs_server_software"] and handle.metadata["nfs_version"] == 3
+        disks = []
+        for fmt, pattern in (("raw", "0x5a"), ("qcow2", "0xa5")):
+            disk = server.new_disk({"format": fmt, "preallocation": "off"}, size_bytes=64 * MiB, name=f"t-{fmt}")
+            disks.append(disk)
+            assert disk.server_path is not None and disk.server_path.parent == server.export_dir
+            assert ("path", str(disk.server_path)) in disk.protocol_options  # the real export path, not a pseudo
+            _qemu_write_read(disk, pattern)
+        # the raw image holds what QEMU wrote, on the server's side of the export
+        assert disks[0].server_path is not None
+        assert disks[0].server_path.read_bytes()[:MiB] == b"\x5a" * MiB
+        for disk in disks:
+            server.remove_disk(disk)
+            assert disk.server_path is not None and not disk.server_path.exists()
+        # a second lab-started server would hijack the registration: refused in one line
+        with pytest.raises(UserError) as err, provision(NfsBacking(), workdir / "second", set()):
+            pass
+        assert "already registered with rpcbind" in err.value.one_line()
+    _assert_nothing_left(workdir, pids, starts, ports, scratch)
+
+
+HOLDER = textwrap.dedent("""
+    import json, sys, time
+    from pathlib import Path
+    from iomatrix import children
+    from iomatrix.backing.provision import provision
+    from iomatrix.backing.spec import parse_backing
+    workdir = Path(sys.argv[1])
+    table = json.loads(sys.argv[2])
+    with children.record_in(workdir), provision(parse_backing(table), workdir, set()) as h:
+        disk = h.server.new_disk({"format": "qcow2"}, size_bytes=16 << 20, name="killed")
+        print(json.dumps({"pids": h.server.server_pids(), "ports": getattr(h.server, "ports", {}),
+                          "scratch": str(h.path), "url": disk.url}), flush=True)
+        time.sleep(600)
+""")
+
+
+def _hold(workdir: Path, table: dict) -> tuple[subprocess.Popen, dict]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(workdir), json.dumps(table)], stdout=subprocess.PIPE,
+                            text=True, env=env)
+    line = proc.stdout.readline() if proc.stdout else ""
+    if not line:
+        proc.kill()
+        pytest.fail("the provisioning subprocess died before its disk was ready")
+    return proc, json.loads(line)
+
+
+@needs_nfs_stack
+@root_only
+@pytest.mark.slow
+def test_kill_9_of_the_run_then_clean_removes_servers_registrations_and_files(workdir: Path) -> None:
+    proc, state = _hold(workdir, {"type": "nfs"})
+    pids = {int(p): role for p, role in state["pids"].items()}
+    starts = {pid: proc_start(pid) for pid in pids}
+    try:
+        assert all(s is not None for s in starts.values())
+        assert all(line.startswith("left alone") for line in clean(workdir))  # the run is alive: untouched
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    lines = clean(workdir)
+    text = "\n".join(lines)
+    assert "failed" not in text and "refused" not in text, text
+    _assert_nothing_left(workdir, pids, starts, state["ports"], Path(state["scratch"]))
+
+
+@needs_nfs_stack
+@root_only
+@pytest.mark.slow
+def test_existing_mode_writes_only_its_own_file(workdir: Path) -> None:
+    with provision(NfsBacking(), workdir / "server", set()) as lab:
+        assert isinstance(lab.server, LabNfsServer)
+        export = lab.server.export_dir
+        precious = export / "precious.qcow2"
+        precious.write_bytes(os.urandom(3 * MiB))
+        before = hashlib.sha256(precious.read_bytes()).hexdigest()
+        spec = parse_backing({"type": "nfs", "server": "127.0.0.1", "export": str(export)})
+        client_wd = workdir / "client"
+        with provision(spec, client_wd, set()) as handle:
+            server = handle.server
+            assert server is not None and not server.lab_started and server.server_pids() == {}
+            for fmt in ("raw", "qcow2"):
+                disk = server.new_disk({"format": fmt}, size_bytes=32 * MiB, name=f"e-{fmt}")
+                assert disk.server_path is None and disk.url.startswith(f"nfs://127.0.0.1{export}/iomatrix-")
+                mine = export / disk.url.rsplit("/", 1)[-1]
+                assert sorted(p.name for p in export.iterdir()) == sorted(["precious.qcow2", mine.name])
+                assert [e.kind for e in leftovers.pending(client_wd)].count("nfs_file") == 1
+                _qemu_write_read(disk, "0x3c")
+                server.remove_disk(disk)
+                assert [p.name for p in export.iterdir()] == ["precious.qcow2"]
+            # a name already taken on the export is an error, never a truncation
+            with libnfs.mounted("127.0.0.1", str(export)) as ex, pytest.raises(libnfs.NfsError):
+                ex.create_exclusive("precious.qcow2")
+        assert leftovers.pending(client_wd) == []
+        assert hashlib.sha256(precious.read_bytes()).hexdigest() == before
+
+
+@needs_nfs_stack
+@root_only
+@pytest.mark.slow
+def test_existing_mode_file_left_by_a_kill_9_is_removed_by_clean(workdir: Path) -> None:
+    with provision(NfsBacking(), workdir / "server", set()) as lab:
+        assert isinstance(lab.server, LabNfsServer)
+        export = lab.server.export_dir
+        (export / "precious.raw").write_bytes(b"keep" * 1024)
+        client_wd = workdir / "client"
+        proc, state = _hold(client_wd, {"type": "nfs", "server": "127.0.0.1", "export": str(export)})
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        name = state["url"].rsplit("/", 1)[-1]
+        assert (export / name).exists()
+        lines = clean(client_wd)
+        assert f"removed {state['url']}" in lines, lines
+        assert [p.name for p in export.iterdir()] == ["precious.raw"]
+        assert (export / "precious.raw").read_bytes() == b"keep" * 1024
