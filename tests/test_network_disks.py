@@ -8,18 +8,34 @@ lab-started tgtd / nfs-ganesha, qemu-storage-daemon opening the network disk and
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
+from iomatrix.backing import leftovers
+from iomatrix.backing.leftovers import clean
 from iomatrix.backing.network import NetworkDisk
+from iomatrix.backing.provision import BackingHandle, provision
+from iomatrix.backing.spec import NfsBacking
+from iomatrix.fio.jobs import JobShape
 from iomatrix.matrix import Cell
 from iomatrix.monitor.sampler import HostSampler
 from iomatrix.monitor.summary import field_total
+from iomatrix.plan.model import Plan
 from iomatrix.qemu_block import DiskSpec, blockdev_spec, out_of_space
-from iomatrix.tiers.blocklayer import daemon_argv
+from iomatrix.tiers.baremetal import BareMetalTier
+from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Target, Tier
+from iomatrix.tiers.blocklayer import BlockLayerTier, daemon_argv
 from iomatrix.tiers.network_disks import disk_name, disk_values, wants_rtt
+from iomatrix.workloads import resolve
+from tests.conftest import needs, root_only
 
 IQN = "iqn.2026-11.io.iomatrix:t1"
 LUN = NetworkDisk("iscsi", (("driver", "iscsi"), ("transport", "tcp"), ("portal", "127.0.0.1:3261"),
@@ -120,3 +136,91 @@ def test_a_server_process_counts_in_the_io_paths_cpu_under_its_own_role():
         server.wait()
     assert (field_total(s.samples, "iopath.cpu_s") or 0.0) > 0.1
     assert {p["pid"]: p["role"] for p in s.followed_processes()} == {server.pid: "server"}
+
+
+# ----------------------------------------------------------------------------- end to end, real servers
+
+SCRATCH = Path("/tmp/iomx-netint")  # short: ganesha's export path and UNIX sockets live under it
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    d = Path(tempfile.mkdtemp(prefix="w-", dir=SCRATCH))
+    yield d
+    clean(d, mine=True)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _plan() -> Plan:
+    return Plan.model_validate({"name": "t", "tier": ["baremetal", "blocklayer"], "size": "16M",
+                                "image_size": "64M", "runtime": 1})
+
+
+def _sampled_run(tier: Tier, req: RunRequest) -> tuple[RunOutcome, list[dict[str, object]], float | None]:
+    """One run under the real host sampler, wired as the runner wires it: (outcome, followed processes, the I/O
+    path's CPU seconds)."""
+    with HostSampler([], interval=0.2) as s:
+        req = replace(req, on_process=s.attach_pid, on_load_process=lambda pid: s.attach_pid(pid, role="load"),
+                      on_server_process=lambda pid: s.attach_pid(pid, role="server"))
+        out = tier.run(req)
+    return out, s.followed_processes(), field_total(s.samples, "iopath.cpu_s")
+
+
+def _check_blocklayer_and_baseline(handle: BackingHandle, workdir: Path, cells: list[Cell],
+                                   server_names: set[str]) -> None:
+    plan = _plan()
+    target = Target("network", handle.path, server=handle.server)
+    shape = JobShape(size_bytes=plan.size_bytes, runtime_s=1.0, image_bytes=plan.image_size_bytes)
+    blk = BlockLayerTier(plan, RunOptions(workdir=workdir))
+    blk.open()
+    try:
+        for i, cell in enumerate(cells):
+            req = RunRequest(cell=cell, workload=resolve("rand-write-4k", None), target=target, shape=shape,
+                             run_dir=workdir / "runs" / f"blk{i}", timeout_s=300)
+            out, followed, io_cpu = _sampled_run(blk, req)
+            assert out.ok, out.error
+            assert out.metrics["total.iops"] > 0
+            nd = out.meta["network_disk"]
+            assert nd["protocol"] == handle.server.protocol and nd["format"] == cell.format
+            assert out.meta["network_server"] == handle.server.metadata()
+            spec = next(a for a in out.meta["daemon_argv"] if a.startswith("driver="))
+            assert f"file.driver={handle.server.protocol}" in spec and "aio" not in spec
+            # the server's processes were counted in the I/O path's CPU, under their own role, and named
+            roles = {p["name"]: p["role"] for p in followed}
+            assert {n for n, r in roles.items() if r == "server"} >= server_names, roles
+            assert {p["name"] for p in out.meta["server_processes"]} >= server_names
+            assert io_cpu is not None and io_cpu > 0
+            # the disk was given back: its file is gone from the server
+            assert nd["server_path"] is not None and not Path(nd["server_path"]).exists()
+    finally:
+        blk.close()
+    # the server-side baseline: fio on the disk's own file on the server
+    bm = BareMetalTier(plan, RunOptions(workdir=workdir))
+    cell = Cell.of(tier="baremetal", cache="none", aio="threads", backing=cells[0].backing, modifier="none")
+    out = bm.run(RunRequest(cell=cell, workload=resolve("rand-write-4k", None), target=target, shape=shape,
+                            run_dir=workdir / "runs" / "bm", timeout_s=300))
+    assert out.ok, out.error
+    assert out.meta["target"] == out.meta["network_disk"]["server_path"]
+    assert out.meta["baseline"].startswith("server side")
+    assert not Path(out.meta["target"]).exists()
+
+
+@needs("fio")
+@needs("qemu-storage-daemon")
+@root_only
+@pytest.mark.slow
+def test_nfs_files_through_the_block_layer_and_the_server_side_baseline(workdir: Path) -> None:
+    """A lab-started nfs-ganesha: qemu-storage-daemon opens a raw and a qcow2 file on the export with QEMU's
+    libnfs driver, fio drives it over NBD; ganesha's CPU is counted; every file is removed after its run; the
+    bare-metal tier runs on the file in the export directory; nothing is left once the backing is torn down."""
+    if (why := NfsBacking().availability(set())) is not None:
+        pytest.skip(why)
+    cells = [Cell.of(tier="blocklayer", format=f, preallocation="off", cache=c, aio="threads", backing="nfs",
+                     modifier="none") for f, c in (("raw", "none"), ("qcow2", "writeback"))]
+    with provision(NfsBacking(), workdir, set()) as handle:
+        assert handle.server is not None
+        export = handle.server.export_dir
+        _check_blocklayer_and_baseline(handle, workdir, cells, {"ganesha.nfsd"})
+        assert list(export.iterdir()) == []
+    assert leftovers.pending(workdir) == []
