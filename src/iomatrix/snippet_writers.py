@@ -136,7 +136,7 @@ class DiskConfig:
             if name not in axes.REGISTRY or axes.get(name).free_values:
                 raise UserError(f"no axis {name!r} in a disk configuration",
                                 hint=f"axes: {', '.join(a.name for a in axes.plan_axes())}")
-            if value not in axes.get(name).values:
+            if axes.get(name).invalid(value):
                 raise UserError(f"{name}={value} is not a value of {name}", hint=f"use {axes.get(name).choices()}")
         object.__setattr__(self, "_values", {a.name: values[a.name] for a in axes.plan_axes() if a.name in values})
         object.__setattr__(self, "backing", BackingKind(backing))

@@ -64,7 +64,7 @@ def _bad(field_name: str, value: str, accepted: str) -> UserError:
 
 def _value(axis: str, field_name: str, value: str) -> str:
     """`value` if it is one of the axis's values, else a one-line error listing them."""
-    if value not in axes.get(axis).values:
+    if axes.get(axis).invalid(value):
         raise _bad(field_name, value, axes.get(axis).choices())
     return value
 

@@ -21,6 +21,7 @@ nothing else lists axes. Adding an axis is adding one :class:`Axis` to :data:`RE
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -54,6 +55,11 @@ class BackingFacts:
     unavailable: str | None  # reason it cannot run here, or None
     o_direct: bool
     is_device: bool
+    # The network protocol the backing serves its disks over ("iscsi", "nfs"); None for a local backing.
+    protocol: str | None = None
+    # Why this host's kernel client for `protocol` (open-iscsi with iscsi_tcp; the kernel NFS client) cannot be
+    # used, probed by iomatrix.storage_clients; None where it can, or where nobody probed (then no rule prunes).
+    kernel_client_missing: str | None = None
 
 
 @dataclass(frozen=True)
@@ -196,11 +202,23 @@ class Axis:
     # (virtio-scsi: its virtqueues and IOThread serve the disks on it), -device key → the controller's name for
     # it. The QEMU disk builder moves them there; libvirt and virt-install write the axis on the <controller>.
     on_controller: Mapping[str, str] = field(default_factory=dict)
+    # An axis whose values are free-form (rtt = "0.5ms"): why a value outside `values` is not valid, None where it
+    # is; `values` then lists examples (what error messages and --current read-back offer).
+    check_value: Callable[[str], str | None] | None = None
 
     @property
     def heading(self) -> str:
         """The axis's column heading in terminal tables (short where the name is long)."""
         return self.short or self.name
+
+    def invalid(self, value: object) -> str | None:
+        """Why `value` is not a value of this axis (one line), or None: a listed value, or for an axis with free-form
+        values (rtt) one its `check_value` accepts."""
+        if value in self.values:
+            return None
+        if self.check_value is not None and isinstance(value, str):
+            return self.check_value(value)
+        return f"'{value}' is not valid; valid values: {self.choices()}"
 
     def applies_to(self, layers: frozenset[Layer]) -> bool:
         return self.name in ("tier", "backing") or bool(self.layers & layers)
@@ -246,6 +264,19 @@ def _eatmydata_note(values: Mapping[str, str]) -> str | None:
         return ("eatmydata does not intercept flushes sent through io_uring: cells with aio=io_uring still flush "
                 "under eatmydata")
     return None
+
+
+def _network_aio_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
+    """QEMU's aio= is an option of its file/host_device protocol: a disk QEMU opens with its own iSCSI or NFS
+    client (driver=iscsi, driver=nfs) has none; through the kernel's client it is a file or device again."""
+    protocol = ctx.backing.protocol if ctx.backing is not None else None
+    if protocol is None or values["aio"] == domain.Aio.THREADS:
+        return None
+    client = values.get(NETWORK_CLIENT_AXIS.get(protocol, ""), NA)
+    if client == KERNEL_CLIENT:
+        return None
+    return (f"aio={values['aio']} is an option of QEMU's file protocol; QEMU's {protocol} driver on backing "
+            f"{ctx.backing_label} issues its own network I/O (aio applies only through the kernel's client)")
 
 
 def _nova_format(value: str) -> ToolOption:
@@ -309,7 +340,8 @@ CACHE = Axis(
 AIO = Axis(
     "aio", "how QEMU issues I/O on the host: a thread pool, Linux AIO or io_uring", tuple(domain.Aio),
     domain.Aio.THREADS, (domain.Aio.THREADS,), frozenset({Layer.HOST_IO, Layer.IMAGE}), always_named=True,
-    rules=(Rule(("cache", "aio"), lambda v, ctx: domain.aio_rule(v["cache"], v["aio"])),),
+    rules=(Rule(("cache", "aio"), lambda v, ctx: domain.aio_rule(v["cache"], v["aio"])),
+           Rule(("aio",), lambda v, ctx: _network_aio_rule(v, ctx))),
     # threads needs nothing from the host, io_uring a recent kernel, native needs O_DIRECT.
     simpler=(domain.Aio.THREADS, domain.Aio.IO_URING, domain.Aio.NATIVE),
     qemu=lambda v: QemuOptions(file_protocol=(("aio", v),)),
@@ -779,6 +811,191 @@ QUEUES = Axis(
     tools={t: _queues_tool(t) for t in ("libvirt", "proxmox", "virt-install", "nova")})
 
 
+# --------------------------------------------------------------------------- shared storage (issue 34)
+# What decides a disk served over the network: the iSCSI target's LUN (what backs it, its write cache), the
+# client QEMU reaches the server with, and the network's round-trip time. The LUN's axes are read by the iSCSI
+# server (backing/iscsi.py, NetworkServer.new_disk) and set nothing on QEMU; the client axes choose the protocol
+# node (qemu_block). A local backing keeps every one at its default, as _qcow2_only does for another format.
+# docs/shared-storage.md has what each does and what was measured.
+
+ISCSI, NFS = "iscsi", "nfs"
+KERNEL_CLIENT = "kernel"
+# The axis choosing the client of each protocol: its userspace value is QEMU's own driver.
+NETWORK_CLIENT_AXIS = {ISCSI: "initiator", NFS: "nfs_client"}
+
+
+class LunType(StrEnum):
+    """What backs an iSCSI LUN in the target: the article's IET nullio/fileio/blockio as tgt's backing stores."""
+
+    NULL = "null"  # tgt bs-type null: reads return zeroes, writes are dropped (the protocol's ceiling)
+    FILEIO = "fileio"  # tgt bs-type rdwr: a file through the target host's page cache
+    BLOCKIO = "blockio"  # tgt bs-type rdwr with bsoflags direct: the file opened O_DIRECT
+
+
+def _protocol(ctx: RuleContext) -> str | None:
+    return ctx.backing.protocol if ctx.backing is not None else None
+
+
+def _only_on(protocol: str, axis: str, default: str) -> Rule:
+    """An axis of one protocol's server or client: any other backing keeps its default (a local backing runs no
+    server and no network client)."""
+    def check(values: Mapping[str, str], ctx: RuleContext) -> str | None:
+        if ctx.backing is None or values[axis] == default:
+            return None  # no backing facts (a snippet): the user's storage is whatever they say
+        mine = _protocol(ctx)
+        if mine != protocol:
+            on = f"a {mine} backing" if mine else "a local backing"
+            return f"{axis} applies to {protocol} backings only; {ctx.backing_label} is {on}"
+        return None
+    return Rule((axis,), check)
+
+
+def _null_lun_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
+    if values["lun_type"] != LunType.NULL:
+        return None
+    if values.get("format", NA) not in (NA, domain.Format.RAW):
+        return (f"a null LUN stores nothing (writes are dropped, reads return zeroes): format={values['format']} "
+                "could not read its own metadata back; the null LUN runs raw only")
+    if values.get("lun_write_cache", "off") != "off":
+        return "a null LUN stores nothing, so it has no write cache to turn on (lun_write_cache=off only)"
+    return None
+
+
+def _kernel_client_rule(axis: str) -> Rule:
+    def check(values: Mapping[str, str], ctx: RuleContext) -> str | None:
+        if values[axis] != KERNEL_CLIENT or ctx.backing is None or ctx.backing.kernel_client_missing is None:
+            return None
+        return f"{axis}=kernel needs the host's kernel client: {ctx.backing.kernel_client_missing}"
+    return Rule((axis,), check)
+
+
+def _target_side(axis: str, default: str, what: Callable[[str], str]) -> Mapping[str, Callable[[str], ToolOption]]:
+    """A setting of the iSCSI target, not of the VM's disk: no VM tool sets it; the tgt snippet (targets.conf)
+    carries it, and the VM tools' snippets say so."""
+    def spell(value: str) -> ToolOption:
+        if value == default:
+            return ToolOption()
+        if value == LunType.NULL:
+            return ToolOption(unavailable="a null LUN stores nothing (writes are dropped): it measures the "
+                                          "protocol's ceiling and is no configuration to deploy")
+        return ToolOption(note=f"{axis}={value} is set on the iSCSI target, not on the VM: {what(value)} (see the "
+                               "tgt targets.conf snippet)")
+    return {t: spell for t in ("libvirt", "proxmox", "virt-install", "nova")}
+
+
+def _lun_type_words(value: str) -> str:
+    return {"fileio": "tgt bs-type rdwr", "blockio": "tgt bs-type rdwr with bsoflags direct",
+            "null": "tgt bs-type null"}[value]
+
+
+def _lun_write_cache_risk(value: str) -> SafetyLevel | None:
+    # With the LUN's write cache on, tgt acknowledges a write from the target host's page cache; the initiator's
+    # SYNCHRONIZE CACHE and FUA writes still reach its disk (tgt usr/bs_rdwr.c: fdatasync for both), and QEMU's
+    # iscsi driver sends SYNCHRONIZE CACHE on every guest flush (block/iscsi.c iscsi_co_flush). So what a target
+    # power loss can lose is what the guest has not flushed: a disk's volatile cache, no worse (a target that
+    # acknowledges SYNCHRONIZE CACHE without syncing is worse, and is what LUN_WRITE_CACHE_RISK warns of).
+    return SafetyLevel.LIKE_A_DISK_CACHE if value == "on" else None
+
+
+LUN_WRITE_CACHE_RISK = (
+    "the LUN's write cache is volatile memory in the target host: a write is acknowledged before it is on the "
+    "target's disk, and a target power loss loses what the guest has not flushed yet (tgt honours SYNCHRONIZE "
+    "CACHE and FUA; a target whose cache is not battery/flash-protected and that acknowledges a flush without "
+    "syncing loses flushed data too)")
+
+
+def _rtt_value(value: str) -> str | None:
+    """A round-trip time as a plan writes it: "0" (the direct path), or a positive number of ms or us."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|us)", value)
+    if value == "0":
+        return None
+    if m is None:
+        return f"'{value}' is not a round-trip time; write \"0\" or a number with ms or us (\"0.5ms\", \"500us\")"
+    micros = float(m.group(1)) * (1000 if m.group(2) == "ms" else 1)
+    if micros == 0:
+        return f"'{value}' is zero; write it \"0\""
+    if micros > RTT_MAX_US:
+        return f"'{value}' is above {RTT_MAX_US // 1000} ms; a storage network's round trip is below that"
+    return None
+
+
+RTT_MAX_US = 1_000_000  # 1 s: a WAN-scale upper bound; an I/O path slower than that times out (SCSI: 30 s)
+
+
+def rtt_microseconds(value: str) -> float:
+    """An rtt value (validated by the plan: "0", "0.5ms", "500us") in microseconds."""
+    if value in ("0", NA):
+        return 0.0
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|us)", value)
+    if m is None:
+        raise ValueError(f"rtt '{value}' is not a round-trip time")
+    return float(m.group(1)) * (1000 if m.group(2) == "ms" else 1)
+
+
+def _rtt_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
+    if values["rtt"] == "0" or ctx.backing is None:
+        return None
+    protocol = _protocol(ctx)
+    if protocol is None:
+        return (f"rtt emulates the network between a disk's client and its storage server; {ctx.backing_label} is "
+                "a local backing")
+    if protocol == NFS:
+        return ("rtt is emulated by a relay between client and server; QEMU's nfs driver has no port option (libnfs "
+                "asks the server's portmapper), so no relay can be put between them: iSCSI only")
+    return None
+
+
+def _rtt_tool(value: str) -> ToolOption:
+    if value == "0":
+        return ToolOption()
+    return ToolOption(note=f"rtt={value} was the network's emulated round-trip time when this was measured, not a "
+                           "setting: your own network's round trip decides what you get")
+
+
+LUN_TYPE = Axis(
+    "lun_type", "what backs the iSCSI LUN in the target: nothing (null: the protocol's ceiling), a file through the "
+    "target's page cache (fileio: tgt rdwr) or a file opened O_DIRECT (blockio: tgt rdwr, bsoflags direct)",
+    tuple(LunType), LunType.FILEIO, (LunType.FILEIO,), frozenset({Layer.IMAGE}), short="lun",
+    rules=(_only_on(ISCSI, "lun_type", LunType.FILEIO), Rule(("lun_type",), _null_lun_rule)),
+    simpler=(LunType.FILEIO, LunType.BLOCKIO, LunType.NULL),
+    # A null LUN keeps nothing: "acknowledged writes survive" is false of it by construction, so no answer that
+    # requires it (the safe default) can be a null LUN.
+    risk=lambda v: SafetyLevel.UNSAFE if v == LunType.NULL else None,
+    tools=_target_side("lun_type", LunType.FILEIO, _lun_type_words))
+LUN_WRITE_CACHE = Axis(
+    "lun_write_cache", "the iSCSI LUN's write cache in the target (SCSI caching mode page 8, WCE): on, writes are "
+    "acknowledged from the target's memory; off, the target syncs each write (tgt's own default is on)",
+    ("off", "on"), "off", ("off",), frozenset({Layer.IMAGE}), short="lun_wc",
+    rules=(_only_on(ISCSI, "lun_write_cache", "off"),),
+    simpler=("off", "on"),
+    risk=_lun_write_cache_risk,
+    tools=_target_side("lun_write_cache", "off", lambda v: f"targets.conf write-cache {v}"))
+INITIATOR = Axis(
+    "initiator", "the iSCSI initiator QEMU reaches the LUN with: its own (libiscsi, Proxmox 'iscsidirect') or the "
+    "host kernel's (open-iscsi: the LUN is a /dev/sdX block device)",
+    ("libiscsi", KERNEL_CLIENT), "libiscsi", ("libiscsi",), frozenset({Layer.IMAGE}),
+    rules=(_only_on(ISCSI, "initiator", "libiscsi"), _kernel_client_rule("initiator")),
+    simpler=("libiscsi", KERNEL_CLIENT),
+    # The disk's type itself (libvirt network vs block, Proxmox iscsidirect vs iscsi): snippet_writers.
+    tools={t: (lambda v: ToolOption()) for t in ("libvirt", "proxmox", "virt-install", "nova")})
+NFS_CLIENT = Axis(
+    "nfs_client", "the NFS client QEMU reaches an image on NFS with: its own (libnfs, nfs:// URLs) or the host "
+    "kernel's mount (the image is a file under the mount point)",
+    ("libnfs", KERNEL_CLIENT), "libnfs", ("libnfs",), frozenset({Layer.IMAGE}), short="nfs",
+    rules=(_only_on(NFS, "nfs_client", "libnfs"), _kernel_client_rule("nfs_client")),
+    simpler=("libnfs", KERNEL_CLIENT),
+    tools={t: (lambda v: ToolOption()) for t in ("libvirt", "proxmox", "virt-install", "nova")})
+RTT = Axis(
+    "rtt", "the network round-trip time emulated between the disk's client and its storage server (0: the direct "
+    "path; e.g. 0.5ms, 2ms, 500us)",
+    ("0", "0.5ms", "1ms", "2ms", "5ms"), "0", ("0",), frozenset({Layer.IMAGE}),
+    rules=(Rule(("rtt",), _rtt_rule),),
+    simpler=("0",),
+    check_value=_rtt_value,
+    tools={t: _rtt_tool for t in ("libvirt", "proxmox", "virt-install", "nova")})
+NETWORK_AXES = (LUN_TYPE, LUN_WRITE_CACHE, INITIATOR, NFS_CLIENT, RTT)
+
+
 # --------------------------------------------------------------------------- the registry
 
 # Where a QEMU option goes, as QemuOptions' fields, named as an error message says them. A protocol node's
@@ -833,7 +1050,7 @@ def _checked_registry(entries: Collection[Axis]) -> dict[str, Axis]:
 
 
 BUILT_IN: tuple[Axis, ...] = (TIER, FORMAT, PREALLOCATION, CACHE, AIO, BUS, BACKING, MODIFIER, *IMAGE_AXES, IOTHREAD,
-                              QUEUES)
+                              QUEUES, *NETWORK_AXES)
 REGISTRY: dict[str, Axis] = _checked_registry(BUILT_IN)
 # The entry-point group through which an installed package adds axes (iomatrix.plugins).
 ENTRY_POINT_GROUP = "iomatrix.axes"
@@ -952,6 +1169,13 @@ def unshown_reason(values: Mapping[str, str], shape: WorkloadShape, kept: Mappin
             return (f"{shape.name} {why}, so {axis.name} cannot change its result: it runs at "
                     f"{axis.name}={kept.get(axis.name, axis.default)} only")
     return None
+
+
+def risk_level(values: Mapping[str, str]) -> SafetyLevel | None:
+    """The worst documented power-loss risk of the cell's values over every axis (Axis.risk: the cache mode's,
+    eatmydata's, a null LUN's, the LUN's write cache's); None where no value has one (bare metal)."""
+    levels = [level for a in REGISTRY.values() if (v := values.get(a.name, NA)) != NA and (level := a.risk(v))]
+    return max(levels, key=domain.SAFETY_ORDER.index) if levels else None
 
 
 def baseline_values(values: Mapping[str, str], baseline: domain.Baseline) -> dict[str, str]:

@@ -59,8 +59,8 @@ class CurrentDisk(BaseModel):
         for name, value in v.items():
             if name not in known:
                 raise ValueError(f"'{name}' is not an axis of a disk configuration; valid: {', '.join(known)}")
-            if value not in axes.get(name).values:
-                raise ValueError(f"{name}: '{value}' is not valid; valid values: {axes.get(name).choices()}")
+            if why := axes.get(name).invalid(value):
+                raise ValueError(f"{name}: {why}")
         if "cache" not in v:
             raise ValueError("a current configuration needs at least its cache mode")
         return v

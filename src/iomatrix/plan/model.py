@@ -128,6 +128,10 @@ def _axis_list(axis: axes.Axis, raw: object) -> list[str]:
         raise ValueError(f'{axis.name}: must be a list, e.g. ["a", "b"] (got {_short(raw)})')
     for i, v in enumerate(raw):
         if v not in axis.values:
+            if axis.check_value is not None and isinstance(v, str):
+                if why := axis.check_value(v):  # a free-form value (rtt = "0.5ms"): its own one-line reason
+                    raise ValueError(f"{axis.name}.{i}: {why}")
+                continue
             valid = ", ".join(f"'{x}'" for x in axis.values)
             raise ValueError(f"{axis.name}.{i}: {_short(v)} is not valid; valid values: {valid}")
     try:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from iomatrix import domain
 from iomatrix.domain import CACHE, CacheMode, Modifier, SafetyLevel
+from iomatrix.domain import axes as registry
 from iomatrix.errors import UserError
 
 
@@ -17,14 +18,19 @@ class Requirement:
 
     def met_by(self, axes: dict[str, str]) -> bool:
         cache, modifier = axes.get("cache", domain.NA), axes.get("modifier", Modifier.NONE)
+        # A value that keeps nothing it acknowledged (a null LUN) fails every safety requirement whatever the cache
+        # mode. The LUN's write cache (like a disk's) is not counted here: the target syncs on the flushes the
+        # cache mode sends (after every write for writethrough/directsync), so the cache mode's level stands.
+        others = {k: v for k, v in axes.items() if k not in ("cache", "modifier")}
+        keeps_nothing = registry.risk_level(others) == SafetyLevel.UNSAFE
         if cache not in {c.value for c in CacheMode}:
             # No QEMU cache (bare metal, the null ceiling): the host's own stack honours flushes unless a
             # modifier drops them; the other requirements are about a VM's disk and cannot be met.
-            return self.name == SAFE_DEFAULT and modifier != Modifier.EATMYDATA
+            return self.name == SAFE_DEFAULT and modifier != Modifier.EATMYDATA and not keeps_nothing
         if self.name == "power-loss-safe":
-            return domain.safety_level(cache, modifier) != SafetyLevel.UNSAFE
+            return domain.safety_level(cache, modifier) != SafetyLevel.UNSAFE and not keeps_nothing
         if self.name == "every-write-durable":
-            return domain.safety_level(cache, modifier) == SafetyLevel.SAFE
+            return domain.safety_level(cache, modifier) == SafetyLevel.SAFE and not keeps_nothing
         if self.name == "migratable":
             return CACHE[CacheMode(cache)].direct
         if self.name == "snapshots":

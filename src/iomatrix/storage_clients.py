@@ -1,0 +1,91 @@
+"""Whether this host's kernel can be the client of a shared-storage backing: open-iscsi with the iscsi_tcp module
+(``initiator = "kernel"``), the kernel NFS client with mount.nfs (``nfs_client = "kernel"``).
+
+QEMU's own clients (libiscsi, libnfs: ``qemu-block-extra``) need nothing from the kernel; the kernel's need its
+modules and their user-space tools, which containers and minimal VMs often lack. :func:`backing_facts` hands what
+is found to the matrix (``axes.BackingFacts.kernel_client_missing``), whose rules prune a kernel-client cell with
+the reason instead of letting it fail mid-run. The decisions (:func:`iscsi_missing`, :func:`nfs_missing`) are
+pure; :func:`probe_iscsi`/:func:`probe_nfs` read the host once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from iomatrix.domain.axes import ISCSI, NFS, BackingFacts
+
+if TYPE_CHECKING:
+    from iomatrix.backing.spec import BackingSpec
+
+
+def iscsi_missing(iscsiadm: str | None, module_known: bool) -> str | None:
+    """Why the kernel initiator cannot be used, given where iscsiadm is (None: not found) and whether the kernel
+    has iscsi_tcp (loaded, built in or installed as a module); None where it can."""
+    missing = []
+    if iscsiadm is None:
+        missing.append("no iscsiadm (Debian package open-iscsi)")
+    if not module_known:
+        missing.append("no iscsi_tcp kernel module (loaded or installed)")
+    return "; ".join(missing) + " on this host" if missing else None
+
+
+def nfs_missing(mount_nfs: str | None, filesystem_known: bool) -> str | None:
+    """Why the kernel NFS client cannot be used, given where mount.nfs is and whether the kernel has the nfs
+    filesystem (in /proc/filesystems, or as an installed module); None where it can."""
+    missing = []
+    if mount_nfs is None:
+        missing.append("no mount.nfs (Debian package nfs-common)")
+    if not filesystem_known:
+        missing.append("no NFS client in this kernel (nfs is not in /proc/filesystems and no nfs module is "
+                       "installed)")
+    return "; ".join(missing) + " on this host" if missing else None
+
+
+def _module_known(name: str, sys_root: Path = Path("/sys"), modules_root: Path = Path("/lib/modules")) -> bool:
+    """Whether kernel module `name` is loaded or built in (/sys/module/NAME) or installed for the running kernel
+    (NAME.ko, possibly compressed, under /lib/modules/RELEASE: modprobe can load it)."""
+    if (sys_root / "module" / name).exists():
+        return True
+    tree = modules_root / os.uname().release
+    return tree.is_dir() and any(True for _ in tree.rglob(f"{name}.ko*"))
+
+
+def _filesystems(text: str) -> Iterable[str]:
+    """The filesystem names of /proc/filesystems ('nodev\tnfs', '\text4')."""
+    return (line.split()[-1] for line in text.splitlines() if line.split())
+
+
+@functools.cache
+def probe_iscsi() -> str | None:
+    return iscsi_missing(shutil.which("iscsiadm"), _module_known("iscsi_tcp"))
+
+
+@functools.cache
+def probe_nfs() -> str | None:
+    try:
+        listed = "nfs" in _filesystems(Path("/proc/filesystems").read_text())
+    except OSError:
+        listed = False
+    return nfs_missing(shutil.which("mount.nfs"), listed or _module_known("nfs"))
+
+
+def kernel_client_missing(protocol: str | None) -> str | None:
+    """Why this host's kernel client for `protocol` cannot be used; None where it can or for a local backing."""
+    if protocol == ISCSI:
+        return probe_iscsi()
+    if protocol == NFS:
+        return probe_nfs()
+    return None
+
+
+def backing_facts(spec: BackingSpec, allowed: set[Path]) -> BackingFacts:
+    """What the matrix needs to know of a plan's backing on this host (the runner's backing_facts for each)."""
+    protocol = getattr(spec, "protocol", None)  # the network specs' ("iscsi", "nfs"); None on a local one
+    return BackingFacts(unavailable=spec.availability(allowed), o_direct=spec.supports_o_direct(),
+                        is_device=spec.kind == "device", protocol=protocol,
+                        kernel_client_missing=kernel_client_missing(protocol))
