@@ -24,15 +24,20 @@ from iomatrix.backing.leftovers import clean
 from iomatrix.backing.network import NetworkDisk
 from iomatrix.backing.provision import BackingHandle, provision
 from iomatrix.backing.spec import NfsBacking
+from iomatrix.domain.axes import BackingFacts
 from iomatrix.fio.jobs import JobShape
 from iomatrix.matrix import Cell
 from iomatrix.monitor.sampler import HostSampler
 from iomatrix.monitor.summary import field_total
 from iomatrix.plan.model import Plan
 from iomatrix.qemu_block import DiskSpec, blockdev_spec, out_of_space
+from iomatrix.runner import plan_expansion
 from iomatrix.tiers.baremetal import BareMetalTier
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Target, Tier
 from iomatrix.tiers.blocklayer import BlockLayerTier, daemon_argv
+from iomatrix.tiers.declared.blocklayer import BlockLayer
+from iomatrix.tiers.declared.consolidation import Consolidation
+from iomatrix.tiers.declared.durability import Durability
 from iomatrix.tiers.network_disks import disk_name, disk_values, wants_rtt
 from iomatrix.workloads import resolve
 from tests.conftest import needs, root_only
@@ -107,6 +112,28 @@ def test_rtt_zero_or_absent_means_the_direct_path():
     assert not wants_rtt(Cell.of(tier="blocklayer"))
     assert not wants_rtt({"rtt": "0"})
     assert wants_rtt({"rtt": "0.5ms"})
+
+
+# ----------------------------------------------------------------------------- which tiers run a network backing
+
+def test_tiers_that_give_qemu_an_image_file_are_pruned_on_a_network_backing_with_the_reason():
+    plan = Plan.model_validate({"name": "t", "tier": ["baremetal", "blocklayer", "guest"], "format": ["raw"],
+                                "cache": ["none"], "backing": [{"type": "nfs"}], "workloads": ["rand-write-4k"]})
+    exp = plan_expansion(plan, None, set())
+    keys = {c.key for c in exp.cells}
+    assert {"baremetal/-/-/none/threads/-/nfs/none", "blocklayer/raw/off/none/threads/-/nfs/none"} <= keys
+    reasons = {p.what: p.reason for p in exp.pruned}
+    assert "does not open network disks yet" in reasons["guest/raw/off/none/threads/virtio-blk/nfs/none"]
+    for tier in (Durability, Consolidation):
+        assert tier.prune_reason(Cell.of(tier=tier.name), BackingFacts(None, True, False, protocol="iscsi"))
+        assert tier.prune_reason(Cell.of(tier=tier.name), BackingFacts(None, True, False)) is None
+
+
+def test_the_block_layer_opens_network_disks_with_qemus_own_client_only():
+    iscsi = BackingFacts(None, True, False, protocol="iscsi")
+    kernel = Cell.of(tier="blocklayer", format="raw", cache="none", initiator="kernel", backing="iscsi")
+    assert "initiator=kernel" in (BlockLayer.prune_reason(kernel, iscsi) or "")
+    assert BlockLayer.prune_reason(Cell.of(tier="blocklayer", format="raw", initiator="libiscsi"), iscsi) is None
 
 
 # ----------------------------------------------------------------------------- the server's CPU

@@ -22,12 +22,17 @@ import os
 import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from iomatrix import domain
-from iomatrix.backing.network import NetworkDisk
 from iomatrix.domain import BUS, CACHE, NA, NULL_BACKING, SCSI_CONTROLLER_BUSES, Aio, Bus, CacheMode, axes
 from iomatrix.errors import UserError
 from iomatrix.fio.parse import ENOSPC_HINT
+
+if TYPE_CHECKING:
+    # Not imported to run: the backing package's import pulls in the guest code, which imports this module. A
+    # target is a local path (a str) or a network disk (anything else that is not None).
+    from iomatrix.backing.network import NetworkDisk
 
 # The serial of the guest's disk under test, which the guest's init finds it by (guest/init.sh IOMX_DISK_SERIAL).
 DISK_SERIAL = "iomx-test"
@@ -101,7 +106,7 @@ class DiskSpec:
                        null_size_bytes=size_bytes or 1 << 30)
         values = {"format": cell["format"], "cache": cell["cache"], "aio": cell["aio"], "bus": bus,
                   **{a: v for a, v in cell.items() if not axes.get(a).always_named and v != NA}}
-        where = target if target is None or isinstance(target, NetworkDisk) else str(target)
+        where = str(target) if isinstance(target, (str, Path)) else target
         return cls(target=where, values=values, image_size_bytes=size_bytes)
 
     def axis_values(self) -> dict[str, str]:
@@ -162,7 +167,7 @@ def blockdev_spec(disk: DiskSpec, node: str = "d0") -> str:
         return (f"driver=null-co,node-name={node},read-zeroes=on,size={disk.null_size_bytes},"
                 f"cache.no-flush={onoff(no_flush)}")
     assert disk.target is not None
-    if isinstance(disk.target, NetworkDisk):
+    if not isinstance(disk.target, str):
         return network_blockdev_spec(disk, disk.target, node)
     proto = "host_device" if is_block_device(Path(disk.target)) else "file"
     o = disk.qemu_options()
@@ -195,7 +200,7 @@ def out_of_space(target: str | Path | NetworkDisk | None) -> str | None:
     failed run and before the image is removed (removing it frees the room again). A block device is never
     "full"; root may fill a filesystem's reserved blocks too, so root is judged by them.
     """
-    if target is None or isinstance(target, NetworkDisk) or is_block_device(Path(target)):
+    if not isinstance(target, (str, Path)) or is_block_device(Path(target)):
         return None  # a network disk fills the server's filesystem, which the server's error names
     try:
         st = os.statvfs(Path(target).parent)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from iomatrix import qemu_caps, rates
+from iomatrix import qemu_caps, rates, storage_clients
 from iomatrix import workloads as wl
 from iomatrix.backing.provision import BackingHandle, provision
 from iomatrix.domain import BASELINES, axes
@@ -63,11 +63,7 @@ class SweepResult:
 
 
 def backing_facts(plan: Plan, allowed: set[Path]) -> dict[str, BackingFacts]:
-    return {
-        b.label(): BackingFacts(unavailable=b.availability(allowed), o_direct=b.supports_o_direct(),
-                                is_device=b.kind == "device")
-        for b in plan.backing
-    }
+    return {b.label(): storage_clients.backing_facts(b, allowed) for b in plan.backing}  # protocol, kernel client
 
 
 def resolve_workloads(plan: Plan, base_dir: Path | None) -> list[wl.Workload]:
