@@ -7,6 +7,7 @@ lab-started tgtd / nfs-ganesha, qemu-storage-daemon opening the network disk and
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import psutil
 import pytest
 
 from iomatrix.backing import leftovers
@@ -32,6 +34,7 @@ from iomatrix.monitor.summary import field_total
 from iomatrix.plan.model import Plan
 from iomatrix.qemu_block import DiskSpec, blockdev_spec, out_of_space
 from iomatrix.runner import plan_expansion
+from iomatrix.store import Store
 from iomatrix.tiers.baremetal import BareMetalTier
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Target, Tier
 from iomatrix.tiers.blocklayer import BlockLayerTier, daemon_argv
@@ -40,7 +43,7 @@ from iomatrix.tiers.declared.consolidation import Consolidation
 from iomatrix.tiers.declared.durability import Durability
 from iomatrix.tiers.network_disks import disk_name, disk_values, wants_rtt
 from iomatrix.workloads import resolve
-from tests.conftest import needs, root_only
+from tests.conftest import needs, root_only, run_cli
 
 IQN = "iqn.2026-11.io.iomatrix:t1"
 LUN = NetworkDisk("iscsi", (("driver", "iscsi"), ("transport", "tcp"), ("portal", "127.0.0.1:3261"),
@@ -251,3 +254,73 @@ def test_nfs_files_through_the_block_layer_and_the_server_side_baseline(workdir:
         _check_blocklayer_and_baseline(handle, workdir, cells, {"ganesha.nfsd"})
         assert list(export.iterdir()) == []
     assert leftovers.pending(workdir) == []
+
+
+TWO_BACKINGS = """
+tier = ["baremetal", "blocklayer"]
+format = ["raw"]
+preallocation = ["off"]
+cache = ["none", "writeback"]
+aio = ["threads"]
+workloads = ["rand-write-4k"]
+size = "16M"
+image_size = "64M"
+runtime = 0.5
+null_ceiling = false
+time_budget = "10m"
+[repetitions]
+min = 3
+max = 3
+[[backing]]
+type = "dir"
+[[backing]]
+type = "nfs"
+"""
+
+
+@needs("fio")
+@needs("qemu-storage-daemon")
+@root_only
+@pytest.mark.slow
+def test_a_sweep_with_a_network_backing_answers_once_per_backing_and_leaves_nothing(workdir: Path) -> None:
+    """`iomatrix run` on a local directory and a lab-started NFS server: every cell runs (the server-side
+    baseline included), each run records its network disk and the server processes counted in its CPU per I/O,
+    the answer is given per backing ("rand-write-4k on nfs" from the nfs cells only), and no server, file or
+    ledger entry is left."""
+    if (why := NfsBacking().availability(set())) is not None:
+        pytest.skip(why)
+    (workdir / "p.toml").write_text(TWO_BACKINGS)
+    run = run_cli("run", "p.toml", "--db", "r.sqlite", "--workdir", "w", cwd=workdir, timeout=900)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "rand-write-4k on nfs" in run.stdout and "rand-write-4k on dir" in run.stdout
+    rec = run_cli("recommend", "--db", "r.sqlite", "--format", "json", cwd=workdir)
+    assert rec.returncode == 0, rec.stderr
+    verdicts = {v["workload"]: v for v in json.loads(rec.stdout)["verdicts"]}
+    assert set(verdicts) == {"rand-write-4k on dir", "rand-write-4k on nfs"}
+    for backing in ("dir", "nfs"):
+        shown = verdicts[f"rand-write-4k on {backing}"]
+        named = [c for c in [(shown.get("choice") or {}).get("cell"), *((shown.get("choice") or {}).get("tied") or [])]
+                 if c]
+        assert all(f" {backing}" in c or c.endswith(backing) for c in named), (backing, named)
+    store = Store(workdir / "r.sqlite")
+    try:
+        runs = [tuple(r) for r in store.db.execute("SELECT c.tier, c.backing, r.meta_json, r.status FROM runs r "
+                                                    "JOIN cells c ON c.id = r.cell_id").fetchall()]
+    finally:
+        store.close()
+    assert {(t, b) for t, b, _, _ in runs} == {(t, b) for t in ("baremetal", "blocklayer") for b in ("dir", "nfs")}
+    assert all(status == "ok" for *_, status in runs)
+    for tier, backing, meta_json, _ in runs:
+        meta = json.loads(meta_json)
+        if backing != "nfs":
+            assert "network_disk" not in meta
+            continue
+        assert meta["network_disk"]["url"].startswith("nfs://127.0.0.1/")
+        if tier == "blocklayer":
+            roles = {p["name"]: p["role"] for p in meta["processes"]}
+            assert roles.get("ganesha.nfsd") == "server" and roles.get("qemu-storage-daemon") == "io"
+        else:
+            assert meta["target"] == meta["network_disk"]["server_path"]
+    assert not any(p.info["name"] in ("ganesha.nfsd", "tgtd") and str(workdir) in " ".join(p.info["cmdline"] or [])
+                   for p in psutil.process_iter(["name", "cmdline"]))
+    assert leftovers.pending(workdir / "w") == []

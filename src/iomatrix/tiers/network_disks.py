@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -63,10 +64,14 @@ def disk_meta(disk: NetworkDisk, server: NetworkServer) -> dict[str, Any]:
         "network_disk": {"protocol": disk.protocol, "url": disk.url, "format": disk.format,
                          "size_bytes": disk.size_bytes,
                          "server_path": None if disk.server_path is None else str(disk.server_path),
-                         **{k: v if isinstance(v, (str, int, float, bool, type(None))) else str(v)
-                            for k, v in disk.meta.items()}},
-        "network_server": server.metadata(),
+                         **_json_ready(disk.meta)},
+        "network_server": _json_ready(server.metadata()),
     }
+
+
+def _json_ready(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """`meta` as the store keeps it (JSON): what JSON cannot hold (a Path) as its text."""
+    return json.loads(json.dumps(dict(meta), default=str))
 
 
 @contextlib.contextmanager
