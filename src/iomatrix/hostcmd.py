@@ -33,6 +33,11 @@ PACKAGE_OF = {
     "cpio": "cpio",
     "lvcreate": "lvm2",
     "zfs": "zfsutils-linux",
+    "tgtd": "tgt",
+    "tgtadm": "tgt",
+    "iscsi-inq": "libiscsi-bin",
+    "iscsi-ls": "libiscsi-bin",
+    "iscsi-readcapacity16": "libiscsi-bin",
 }
 
 

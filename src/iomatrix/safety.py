@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from iomatrix.backing.iscsi_names import is_iscsi_url, parse_iscsi_url
 from iomatrix.errors import UserError
 from iomatrix.mountinfo import innermost_mount, mounts_of_devnum, parse_mountinfo, unescape
 from iomatrix.sysfs import (
@@ -223,11 +224,24 @@ def check_allowed_devices(paths: Iterable[Path]) -> None:
 
     A device handed over is a promise that it may be destroyed; a wrong one (the root
     disk, a mounted filesystem, a loop device aliasing a mounted image) is refused at
-    once, even when no backing of the plan would use it.
+    once, even when no backing of the plan would use it. An ``iscsi://HOST:PORT/IQN/LUN``
+    hands over one LUN of an existing target (an `iscsi` backing with that portal, IQN
+    and LUN): only its spelling can be checked here (nothing on the host is that LUN).
     """
     allowed = {Path(p) for p in paths}
     for p in sorted(allowed):
+        if is_iscsi_url(p):
+            try:
+                parse_iscsi_url(str(p))
+            except ValueError as err:
+                raise UserError(f"--allow-destroy: {err}") from None
+            continue
         check_destroyable(p, allowed)
+
+
+def resolve_allowed(paths: Iterable[Path]) -> set[Path]:
+    """The `--allow-destroy` arguments as compared later: devices by real path, iSCSI URLs as written."""
+    return {p if is_iscsi_url(p) else Path(p).resolve() for p in paths}
 
 
 # ---------------------------------------------------------------------------------------------

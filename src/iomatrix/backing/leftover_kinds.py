@@ -13,13 +13,16 @@ changed for a sweep (`ksm`: KSM's run switch, restored to its recorded value), a
 started (`process`: fio, qemu-storage-daemon, QEMU, nbdkit, ganesha.nfsd, rpcbind, by pid and start time: killed
 only while that pid is still the process that was started). For the NFS backing (`backing.nfs`): the RPC
 programs a lab-started NFS server registers with rpcbind (`rpc_registration`: a server killed hard leaves them
-registered), and iomatrix's own file on an existing export (`nfs_file`, removed through libnfs).
+registered), and iomatrix's own file on an existing export (`nfs_file`, removed through libnfs). And a lab-started
+iSCSI target daemon (`tgtd`: by its control port, stopped through it, then killed; its targets and LUNs live
+only in its memory and go with it).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import re
 import shutil
@@ -36,7 +39,8 @@ import psutil
 from iomatrix.backing import libnfs
 from iomatrix.mountinfo import parse_mountinfo
 
-EntryKind = Literal["path", "loop", "mount", "lv", "zfs", "ksm", "process", "rpc_registration", "nfs_file"]
+EntryKind = Literal["path", "loop", "mount", "lv", "zfs", "ksm", "process", "rpc_registration", "nfs_file",
+                    "tgtd"]
 # Names iomatrix gives what it creates: scratch dirs "<label>-<pid>-<hex6>", LVs/datasets "iomx-<pid>-<hex6>".
 SCRATCH_NAME = re.compile(r"[A-Za-z0-9_.-]+-[0-9]+-[0-9a-f]{6}")
 VOLUME_NAME = re.compile(r"iomx-[0-9]+-[0-9a-f]{6}")
@@ -540,8 +544,119 @@ class NfsFileLeftover(Leftover):
         return [f"removed {self.target}"]
 
 
+# tgtd's control sockets: /run/tgtd/socket.N and socket.N.lock for `tgtd -C N` (N = 0 is a system tgtd's).
+TGTD_SOCKET_DIR = "/run/tgtd"
+# The control ports iomatrix gives its own tgtd: far from 0 (the distribution's service) and small ones.
+TGTD_CONTROL_PORTS = range(20000, 32000)  # tgtd refuses -C above 32767 (a short)
+TGTD_GONE_S = 10.0
+
+
+def tgtd_socket_files(control_port: int) -> list[Path]:
+    base = Path(TGTD_SOCKET_DIR) / f"socket.{control_port}"
+    return [base, base.with_name(base.name + ".lock")]
+
+
+def tgtd_lock_held(control_port: int) -> bool:
+    """Whether a live tgtd holds the lock of control port N (tgtd takes a lockf lock on socket.N.lock)."""
+    lock = tgtd_socket_files(control_port)[1]
+    try:
+        fd = os.open(lock, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    else:
+        fcntl.lockf(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def tgtadm(control_port: int, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """tgtadm against the tgtd of control port N only (never the system's on port 0)."""
+    return _run(["tgtadm", "-C", str(control_port), "--lld", "iscsi", *args], timeout=timeout)
+
+
+def tgtd_target_ids(control_port: int) -> list[int]:
+    out = tgtadm(control_port, "--mode", "target", "--op", "show")
+    return [int(m.group(1)) for m in re.finditer(r"^Target (\d+):", out.stdout, re.M)] if out.returncode == 0 else []
+
+
+@dataclass(frozen=True)
+class TgtdLeftover(Leftover):
+    """A tgtd iomatrix started (`target` its control port; info `pid`/`start` once it runs, `portal`). tgtd
+    ignores SIGTERM: its targets are deleted and it is told to exit through its own control port, then it is
+    killed if still alive (only while the pid is still the process started); its control socket files go
+    with it. Recorded before it is started, so a kill between the two leaves only socket files to remove."""
+
+    kind: ClassVar[EntryKind] = "tgtd"
+    label: ClassVar[str] = "iSCSI target daemon tgtd, control port"
+
+    def _port(self) -> int:
+        if not self.target.isdigit() or int(self.target) not in TGTD_CONTROL_PORTS:
+            raise LeftoverError(f"tgtd control port {self.target!r} is not one iomatrix uses")
+        return int(self.target)
+
+    def _pid_start(self) -> tuple[int, int] | None:
+        pid, start = self.info.get("pid"), self.info.get("start")
+        if isinstance(pid, int) and isinstance(start, int) and not isinstance(pid, bool) and pid > 1:
+            return pid, start
+        return None
+
+    def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
+        try:
+            self._port()
+        except LeftoverError as err:
+            return str(err)
+        return None
+
+    def _alive(self) -> bool:
+        ps = self._pid_start()
+        return ps is not None and proc_start(ps[0]) == ps[1]
+
+    def present(self) -> bool:
+        return self._alive() or any(p.exists() for p in tgtd_socket_files(self._port()))
+
+    def remove(self) -> list[str]:
+        port = self._port()
+        done = []
+        if self._alive():
+            ps = self._pid_start()
+            assert ps is not None
+            for tid in tgtd_target_ids(port):
+                tgtadm(port, "--mode", "target", "--op", "delete", "--force", "--tid", str(tid))
+            tgtadm(port, "--mode", "system", "--op", "delete")
+            if not _gone_within(ps, TGTD_GONE_S):
+                with contextlib.suppress(ProcessLookupError):
+                    if proc_start(ps[0]) == ps[1]:
+                        os.kill(ps[0], 9)
+                if not _gone_within(ps, PROCESS_GONE_S):
+                    raise LeftoverError(f"tgtd {ps[0]} (control port {port}) did not die within "
+                                        f"{PROCESS_GONE_S:g} s of SIGKILL")
+            done.append(f"stopped tgtd {ps[0]} (control port {port}, portal {self.info.get('portal')})")
+        if tgtd_lock_held(port):
+            raise LeftoverError(f"a tgtd still holds control port {port}: its socket files are left alone")
+        for f in tgtd_socket_files(port):
+            if f.exists() or f.is_symlink():
+                f.unlink()
+                done.append(f"deleted {f}")
+        return done
+
+
+def _gone_within(pid_start: tuple[int, int], seconds: float) -> bool:
+    """Poll until the process is gone (or a zombie waiting to be reaped by its parent)."""
+    deadline = time.monotonic() + seconds
+    while proc_start(pid_start[0]) == pid_start[1]:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 LEFTOVER_KINDS: dict[str, type[Leftover]] = {
     cls.kind: cls for cls in (PathLeftover, LoopLeftover, MountLeftover, LogicalVolumeLeftover,
                               ZfsDatasetLeftover, KsmSettingLeftover, ProcessLeftover, RpcRegistrationLeftover,
-                              NfsFileLeftover)
+                              NfsFileLeftover, TgtdLeftover)
 }

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from iomatrix.backing import leftovers
+from iomatrix.backing.iscsi import ExistingIscsiServer, TgtServer
 from iomatrix.backing.leftover_kinds import (
     Leftover,
     LeftoverError,
@@ -43,6 +44,7 @@ from iomatrix.backing.spec import (
     BackingSpec,
     BlockdevBacking,
     DirBacking,
+    IscsiBacking,
     LoopfsBacking,
     LvmBacking,
     NfsBacking,
@@ -202,10 +204,11 @@ class _Teardown:
         self.chain = secrets.token_hex(4)
         self.steps: list[tuple[str, Callable[[], object]]] = []  # (entry id, action)
 
-    def record(self, leftover: Leftover) -> str:
-        """Record `leftover` in the ledger (before it is created); teardown undoes it."""
+    def record(self, leftover: Leftover, undo: Callable[[], object] | None = None) -> str:
+        """Record `leftover` in the ledger (before it is created); teardown undoes it (with `undo` when the
+        creator has a better way than the leftover's own: e.g. a child process to reap)."""
         entry_id = leftovers.record(self.workdir, leftover.kind, leftover.target, chain=self.chain, **leftover.info)
-        self.steps.append((entry_id, leftover.undo))
+        self.steps.append((entry_id, undo or leftover.undo))
         return entry_id
 
     def add_step(self, action: Callable[[], object]) -> None:
@@ -389,6 +392,18 @@ def _setup_zfs(spec: ZfsBacking, workdir: Path, td: _Teardown) -> tuple[Path, di
     return mnt, meta
 
 
+def _setup_iscsi(spec: IscsiBacking, workdir: Path,
+                 td: _Teardown) -> tuple[Path, dict[str, Any], TgtServer | ExistingIscsiServer]:
+    scratch = _scratch_dir(td, workdir / BACKINGS_DIR, spec.label())
+    lun = spec.existing_lun()
+    if lun is not None:
+        existing = ExistingIscsiServer(lun, workdir)
+        return scratch, existing.metadata(), existing
+    server = TgtServer(workdir, scratch)
+    server.start(lambda leftover: td.record(leftover, server.stop))
+    return scratch, server.metadata(), server
+
+
 # ---------------------------------------------------------------------------------------------
 # provision
 # ---------------------------------------------------------------------------------------------
@@ -405,7 +420,9 @@ def provision(spec: BackingSpec, workdir: Path, allowed_devices: set[Path]) -> I
     td = _Teardown(workdir)
     server: NetworkServer | None = None
     try:
-        if isinstance(spec, DirBacking):
+        if isinstance(spec, IscsiBacking):
+            path, meta, server = _setup_iscsi(spec, workdir, td)
+        elif isinstance(spec, DirBacking):
             path, meta = _setup_dir(spec, workdir, td)
         elif isinstance(spec, LoopfsBacking):
             path, meta = _setup_loopfs(spec, workdir, td)

@@ -9,6 +9,7 @@ creates and tears them down.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -32,6 +33,7 @@ from pydantic import (
 )
 
 from iomatrix.backing.fsoptions import check_mkfs_options, check_mount_options
+from iomatrix.backing.iscsi_names import MAX_LUN, IscsiLun, check_iqn, is_iscsi_url, parse_iscsi_url, parse_portal
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import PACKAGE_OF
 
@@ -46,7 +48,7 @@ SYSTEM_ROOTS = (*PSEUDO_ROOTS, "/run", "/boot", "/etc", "/usr", "/bin", "/sbin",
 # Host directories a dir backing may not be itself (a directory inside them is fine): iomatrix makes and later
 # deletes its own `dir-…` directories in the backing's path, which must not sit at the top of the host.
 HOST_ROOTS = ("/", "/var", "/home", "/root", "/opt", "/srv")
-BACKING_TYPES = ("dir", "loopfs", "blockdev", "tmpfs", "lvm", "zfs", "nfs")
+BACKING_TYPES = ("dir", "loopfs", "blockdev", "tmpfs", "lvm", "zfs", "nfs", "iscsi")
 LOOP_FILESYSTEMS = ("ext4", "xfs", "btrfs")
 
 # Smallest filesystems mkfs accepts (measured: mkfs.xfs 6.1 refuses < 300 MiB,
@@ -286,9 +288,9 @@ class TmpfsBacking(_Spec):
         return _missing_tools("mount", "umount") or _not_root("mounting tmpfs")
 
 
-def _quiet(argv: list[str]) -> subprocess.CompletedProcess[str] | None:
+def _quiet(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str] | None:
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired):
         return None
 
@@ -446,8 +448,102 @@ class NfsBacking(_Spec):
         return None
 
 
+ISCSI_PROBE_TIMEOUT_S = 15
+# QEMU's iscsi block driver, a module of Debian's qemu-block-extra (not of qemu-system-*).
+QEMU_ISCSI_MODULE = Path("/usr/lib/x86_64-linux-gnu/qemu/block-iscsi.so")
+
+
+def _missing_qemu_iscsi() -> str | None:
+    if QEMU_ISCSI_MODULE.exists():
+        return None
+    return f"QEMU's iscsi block driver {QEMU_ISCSI_MODULE} is missing (apt-get install qemu-block-extra)"
+
+
+def allowed_iscsi_luns(allowed: set[Path]) -> set[str]:
+    """The iSCSI LUNs handed over with --allow-destroy, as canonical iscsi:// URLs (bad ones are skipped here:
+    safety.check_allowed_devices refuses them before anything runs)."""
+    urls = set()
+    for p in allowed:
+        if is_iscsi_url(p):
+            with contextlib.suppress(ValueError):
+                urls.add(parse_iscsi_url(str(p)).url)
+    return urls
+
+
+class IscsiBacking(_Spec):
+    """iSCSI LUNs: served by a tgtd iomatrix starts on 127.0.0.1 (no keys), or one LUN of an existing target
+    (`portal`, `iqn`, `lun`), written only when handed over with --allow-destroy iscsi://PORTAL/IQN/LUN."""
+
+    type: Literal["iscsi"] = "iscsi"
+    portal: str | None = None
+    iqn: str | None = None
+    lun: int | None = Field(default=None, ge=0, le=MAX_LUN)
+
+    @field_validator("portal")
+    @classmethod
+    def _portal_ok(cls, v: str | None) -> str | None:
+        return None if v is None else str(parse_portal(v))
+
+    @field_validator("iqn")
+    @classmethod
+    def _iqn_ok(cls, v: str | None) -> str | None:
+        return None if v is None else check_iqn(v)
+
+    @model_validator(mode="after")
+    def _existing_needs_both(self) -> IscsiBacking:
+        if (self.portal is None) != (self.iqn is None):
+            raise ValueError("an existing iSCSI target needs both portal and iqn (drop both for a lab-started "
+                             "tgtd)")
+        if self.lun is not None and self.portal is None:
+            raise ValueError("lun names a LUN of an existing target: give portal and iqn too (a lab-started "
+                             "tgtd makes its own LUNs)")
+        return self
+
+    @property
+    def lab_started(self) -> bool:
+        return self.portal is None
+
+    def existing_lun(self) -> IscsiLun | None:
+        """The LUN of an existing target this backing names (LUN 0 when `lun` is not given, as in QEMU)."""
+        if self.portal is None or self.iqn is None:
+            return None
+        return IscsiLun(parse_portal(self.portal), self.iqn, 0 if self.lun is None else self.lun)
+
+    def _derived_label(self) -> str:
+        lun = self.existing_lun()
+        return "iscsi" if lun is None else f"iscsi:{lun.portal}/{lun.iqn}/{lun.lun}"
+
+    @property
+    def kind(self) -> Literal["dir", "device", "network"]:
+        return "network"
+
+    @property
+    def protocol(self) -> str | None:
+        return "iscsi"
+
+    def availability(self, allowed_devices: set[Path]) -> str | None:
+        lun = self.existing_lun()
+        if lun is None:
+            return (_missing_tools("tgtd", "tgtadm") or _missing_qemu_iscsi()
+                    or _not_root("starting tgtd (its control socket is in /run/tgtd)"))
+        reason = _missing_qemu_iscsi() or _missing_tools("iscsi-readcapacity16")
+        if reason:
+            return reason
+        if lun.url not in allowed_iscsi_luns(allowed_devices):
+            return (f"LUN {lun.url} was not handed over: pass --allow-destroy {lun.url} if its contents may be "
+                    "destroyed")
+        # Reachability, as an initiator (libiscsi), bounded: a portal that drops packets must not hang the plan.
+        out = _quiet(["iscsi-readcapacity16", "-s", lun.url], timeout=ISCSI_PROBE_TIMEOUT_S)
+        if out is None or out.returncode != 0:
+            err = (out.stderr or out.stdout).strip().splitlines() if out is not None else []
+            why = err[-1] if err else f"no answer within {ISCSI_PROBE_TIMEOUT_S} s"
+            return f"LUN {lun.url} does not answer: {why} (check the portal, the IQN and the target's ACL)"
+        return None
+
+
 BackingSpec = Annotated[
-    DirBacking | LoopfsBacking | BlockdevBacking | TmpfsBacking | LvmBacking | ZfsBacking | NfsBacking,
+    DirBacking | LoopfsBacking | BlockdevBacking | TmpfsBacking | LvmBacking | ZfsBacking | NfsBacking
+    | IscsiBacking,
     Field(discriminator="type"),
 ]
 

@@ -50,7 +50,8 @@ def run(
     db: DbOpt = DEFAULT_DB,
     workdir: WorkdirOpt = DEFAULT_WORKDIR,
     allow_destroy: Annotated[list[Path], typer.Option(
-        "--allow-destroy", help="A block device you hand over to be overwritten (repeatable).")] = [],  # noqa: B006
+        "--allow-destroy", help="A block device (or an existing iSCSI LUN, iscsi://HOST:PORT/IQN/LUN) you hand "
+                                "over to be overwritten (repeatable).")] = [],  # noqa: B006
     accel: Annotated[Accel, typer.Option(help="Guest accelerator: probe KVM, or force one.")] = Accel.auto,
     monitor_interval: Annotated[float, typer.Option(help="Host sampler period in seconds.")] = 1.0,
     kernel: KernelOpt = None,
@@ -130,8 +131,9 @@ def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, w
                 verbose: bool = False, group: str | None = None, allow_data_loss: bool = False) -> None:
     from iomatrix.commands.progress import RichProgress
     from iomatrix.runner import RunOptions, SweepRunner
+    from iomatrix.safety import resolve_allowed
 
-    opts = RunOptions(workdir=work, allowed_devices={d.resolve() for d in allow_destroy},
+    opts = RunOptions(workdir=work, allowed_devices=resolve_allowed(allow_destroy),
                       accel=accel.value, monitor_interval=monitor_interval, kernel=kernel, group=group,
                       log=lambda m: console.print(f"[dim]{m}[/]"))
     try:
