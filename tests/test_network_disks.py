@@ -25,7 +25,7 @@ from iomatrix.backing import leftovers
 from iomatrix.backing.leftovers import clean
 from iomatrix.backing.network import NetworkDisk
 from iomatrix.backing.provision import BackingHandle, provision
-from iomatrix.backing.spec import NfsBacking
+from iomatrix.backing.spec import IscsiBacking, NfsBacking
 from iomatrix.domain.axes import BackingFacts
 from iomatrix.fio.jobs import JobShape
 from iomatrix.matrix import Cell
@@ -41,7 +41,7 @@ from iomatrix.tiers.blocklayer import BlockLayerTier, daemon_argv
 from iomatrix.tiers.declared.blocklayer import BlockLayer
 from iomatrix.tiers.declared.consolidation import Consolidation
 from iomatrix.tiers.declared.durability import Durability
-from iomatrix.tiers.network_disks import disk_name, disk_values, wants_rtt
+from iomatrix.tiers.network_disks import disk_name, disk_values, measures_rtt
 from iomatrix.workloads import resolve
 from tests.conftest import needs, root_only, run_cli
 
@@ -111,10 +111,10 @@ def test_disk_names_are_unique_and_fit_a_file_name_and_an_iqn():
     assert all(c.isdigit() or c == "-" or "a" <= c <= "z" for c in a + b)
 
 
-def test_rtt_zero_or_absent_means_the_direct_path():
-    assert not wants_rtt(Cell.of(tier="blocklayer"))
-    assert not wants_rtt({"rtt": "0"})
-    assert wants_rtt({"rtt": "0.5ms"})
+def test_iscsi_runs_measure_their_rtt_and_nfs_runs_cannot():
+    assert measures_rtt({"rtt": "0"}, LUN) and measures_rtt({"rtt": "0.5ms"}, LUN)
+    assert not measures_rtt({"rtt": "0"}, NFS_FILE)
+    assert not measures_rtt(Cell.of(tier="baremetal"), LUN)  # a tier without the rtt axis
 
 
 # ----------------------------------------------------------------------------- which tiers run a network backing
@@ -197,8 +197,10 @@ def _sampled_run(tier: Tier, req: RunRequest) -> tuple[RunOutcome, list[dict[str
     return out, s.followed_processes(), field_total(s.samples, "iopath.cpu_s")
 
 
-def _check_blocklayer_and_baseline(handle: BackingHandle, workdir: Path, cells: list[Cell],
-                                   server_names: set[str]) -> None:
+def _blocklayer_and_baseline(handle: BackingHandle, workdir: Path, cells: list[Cell],
+                             server_names: set[str]) -> Iterator[tuple[Cell, RunOutcome]]:
+    """Run each cell in the block layer (checking what every network run records; yields (cell, outcome)), then
+    the server-side baseline."""
     plan = _plan()
     target = Target("network", handle.path, server=handle.server)
     shape = JobShape(size_bytes=plan.size_bytes, runtime_s=1.0, image_bytes=plan.image_size_bytes)
@@ -221,8 +223,9 @@ def _check_blocklayer_and_baseline(handle: BackingHandle, workdir: Path, cells: 
             assert {n for n, r in roles.items() if r == "server"} >= server_names, roles
             assert {p["name"] for p in out.meta["server_processes"]} >= server_names
             assert io_cpu is not None and io_cpu > 0
-            # the disk was given back: its file is gone from the server
-            assert nd["server_path"] is not None and not Path(nd["server_path"]).exists()
+            # the disk was given back: its file is gone from the server (a null LUN has none)
+            assert nd["server_path"] is None or not Path(nd["server_path"]).exists()
+            yield cell, out
     finally:
         blk.close()
     # the server-side baseline: fio on the disk's own file on the server
@@ -251,8 +254,40 @@ def test_nfs_files_through_the_block_layer_and_the_server_side_baseline(workdir:
     with provision(NfsBacking(), workdir, set()) as handle:
         assert handle.server is not None
         export = handle.server.export_dir
-        _check_blocklayer_and_baseline(handle, workdir, cells, {"ganesha.nfsd"})
+        assert len(list(_blocklayer_and_baseline(handle, workdir, cells, {"ganesha.nfsd"}))) == len(cells)
         assert list(export.iterdir()) == []
+    assert leftovers.pending(workdir) == []
+
+
+@needs("fio")
+@needs("qemu-storage-daemon")
+@root_only
+@pytest.mark.slow
+def test_iscsi_luns_through_the_block_layer_with_an_emulated_rtt_and_the_server_side_baseline(workdir: Path) -> None:
+    """A lab-started tgtd: fileio LUNs with the write cache off and on, a blockio LUN, the null LUN and a fileio LUN
+    behind the delaying relay, each opened by qemu-storage-daemon with libiscsi; tgtd's CPU counted; the LUN's
+    settings and the RTT asked for and achieved recorded with the run; the bare-metal tier on a LUN's backing
+    file; no tgtd, relay or file left."""
+    if (why := IscsiBacking().availability(set())) is not None:
+        pytest.skip(why)
+    base = {"tier": "blocklayer", "format": "raw", "preallocation": "off", "cache": "none", "aio": "threads",
+            "backing": "iscsi", "modifier": "none"}
+    cells = [Cell({**base, "lun_type": t, "lun_write_cache": wc, "rtt": rtt})
+             for t, wc, rtt in (("fileio", "off", "0"), ("fileio", "on", "0"), ("blockio", "off", "0"),
+                                ("null", "off", "0"), ("fileio", "on", "2ms"))]
+    with provision(IscsiBacking(), workdir, set()) as handle:
+        outs = dict(_blocklayer_and_baseline(handle, workdir, cells, {"tgtd"}))
+        relay_pids = [out.meta["relay_pid"] for out in outs.values() if "relay_pid" in out.meta]
+    for cell, out in outs.items():
+        nd = out.meta["network_disk"]
+        assert nd["lun_type"] == cell["lun_type"]
+        assert nd["lun_write_cache_read_back"] == cell["lun_write_cache"]  # what tgtd reports, not what was asked
+        assert (nd["server_path"] is None) == (cell["lun_type"] == "null")
+        assert out.meta["rtt_requested_ms"] == (2.0 if cell["rtt"] == "2ms" else 0.0)
+        assert out.meta["rtt_measured_ms"] > 0
+    slow = outs[cells[-1]]
+    assert slow.meta["rtt_method"] == "userspace relay" and slow.meta["rtt_measured_ms"] > slow.meta["rtt_direct_ms"]
+    assert len(relay_pids) == 1 and not psutil.pid_exists(relay_pids[0])
     assert leftovers.pending(workdir) == []
 
 

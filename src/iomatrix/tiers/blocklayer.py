@@ -7,6 +7,11 @@ fio's ``nbd`` engine (libnbd) running the workload against the export, then the 
 deleted. Format, preallocation, cache mode, aio and host backing are decided by this code in QEMU; what is
 missing compared with a guest is the guest kernel, the emulated bus and device, and the guest page cache.
 
+On a network backing (iSCSI, NFS: docs/shared-storage.md) the run asks the backing's server for a fresh disk
+instead of creating an image (`tiers.network_disks`), the daemon opens it with QEMU's own client (the format node
+over ``file.driver=iscsi`` or ``nfs``), the server's processes are counted in the run's CPU per I/O, and the disk is
+given back after the daemon has stopped.
+
 How a cache mode maps (qemu/qemu ``block/export/export.c`` ``blk_exp_add``: ``blk_set_enable_write_cache(blk,
 !export->writethrough)``; a guest device's ``write-cache=`` makes the same call in ``hw/block/block.c``
 ``blkconf_apply_backend_options``):

@@ -11,7 +11,8 @@ What a run on a network disk records with its result (`RunOutcome.meta`): the di
 URL, format, size, the server-side file and the server's own description of it: LUN type, write cache, …) and
 the server (`network_server`: mode, address, version). Where the cell asks for an emulated round-trip time (the
 `rtt` axis), the disk is reached through the iSCSI helper's delaying relay (`backing.delay_relay.delayed`) and the
-RTT requested, measured and how (`rtt_requested_ms`, `rtt_measured_ms`, `rtt_method`) are recorded too.
+RTT requested, measured and how (`rtt_requested_ms`, `rtt_measured_ms`, `rtt_method`) are recorded too; an
+iSCSI run at rtt "0" records the direct path's measured RTT.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from iomatrix.backing.delay_relay import delayed
 from iomatrix.backing.network import NetworkDisk, NetworkServer
 from iomatrix.domain import NA
 from iomatrix.domain.axes import DiskContext, qemu_options
-from iomatrix.errors import UserError
 
 # The `rtt` axis's value for "no emulated latency" (the axis's default).
 NO_RTT = "0"
@@ -53,9 +54,12 @@ def disk_name(prefix: str, slug: str) -> str:
     return f"{prefix}-{os.getpid()}-{next(_serial)}-{readable}".rstrip("-")
 
 
-def wants_rtt(cell: Mapping[str, str]) -> bool:
-    """Whether the cell names an emulated round-trip time (the `rtt` axis, not "0")."""
-    return cell.get("rtt", NA) not in (NA, NO_RTT)
+def measures_rtt(cell: Mapping[str, str], disk: NetworkDisk) -> bool:
+    """Whether a run on `disk` goes through the relay's RTT measurement: every iSCSI run whose tier has the `rtt`
+    axis (rtt "0" records the direct path's round trip, the reference the emulated ones are read against; it
+    costs a few milliseconds of NOP pings). QEMU's nfs driver takes no port, so no relay (the axis prunes rtt ≠ 0
+    on NFS)."""
+    return disk.protocol == "iscsi" and cell.get("rtt", NA) != NA
 
 
 def disk_meta(disk: NetworkDisk, server: NetworkServer) -> dict[str, Any]:
@@ -85,20 +89,13 @@ def network_disk(server: NetworkServer, cell: Mapping[str, str], *, size_bytes: 
     disk = server.new_disk(values, size_bytes=size_bytes, name=name, create_options=create)
     try:
         meta = disk_meta(disk, server)
-        if not wants_rtt(cell):
+        if not measures_rtt(cell, disk):
             yield disk, meta
             return
-        with _relayed(disk, cell["rtt"], workdir) as (reached, rtt_meta):
+        with delayed(disk, cell["rtt"], workdir) as (reached, rtt_meta):
             yield reached, {**meta, **rtt_meta}
     finally:
         server.remove_disk(disk)
-
-
-@contextlib.contextmanager
-def _relayed(disk: NetworkDisk, rtt: str, workdir: Path) -> Iterator[tuple[NetworkDisk, dict[str, Any]]]:
-    raise UserError(f"rtt = {rtt!r} needs the delaying relay, which this build does not have yet",
-                    hint="use rtt = \"0\"")
-    yield disk, {}  # pragma: no cover
 
 
 def follow_server(server: NetworkServer, on_server_process: Callable[[int], None] | None,
