@@ -164,10 +164,15 @@ class TgtServer:
         return "no output"
 
     def stop(self) -> list[str]:
-        """Stop tgtd (through its control port, then SIGKILL), reap it, remove its control socket files."""
+        """Stop tgtd (through its control port, then SIGKILL), reap it, remove its control socket files and
+        the files of disks a tier did not give back (an interrupted run)."""
         done = self.leftover_with_pid().undo()
         if self.proc is not None:
             children.kill(self.proc)  # reaps it (already gone: nothing is sent)
+        self._tids.clear()
+        for path in list(self._file_entries):
+            self._remove_file(Path(path))
+            done.append(f"deleted {path}")
         return done
 
     def leftover_with_pid(self) -> TgtdLeftover:
