@@ -11,6 +11,9 @@
 # block layer: QEMU, fio, Python without the test tools) and builds no guest: on a fresh Debian 12 machine its
 # apt step took 30 s instead of 110 s for everything (docs/benchmarks.md, issue 27). Running setup.sh without
 # it later (scripts/test does) adds the rest.
+# `--shared-storage` also installs the servers and QEMU drivers of the shared-storage backings (docs/backings.md:
+# `type = "nfs"`), without starting or enabling the distribution's own services: iomatrix starts its own
+# daemons on 127.0.0.1 for a run and stops them after it.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
@@ -18,12 +21,15 @@ cd "$here"
 fleet="${IOMATRIX_FLEET:-0}"
 guest=1
 minimal=0
+shared_storage=0
 for arg in "$@"; do
     case "$arg" in
         --fleet) fleet=1 ;;
         --no-guest) guest=0 ;;
         --minimal) minimal=1; guest=0 ;;
-        *) echo "setup.sh: unknown option '$arg' (the options are --fleet, --no-guest and --minimal)" >&2; exit 2 ;;
+        --shared-storage) shared_storage=1 ;;
+        *) echo "setup.sh: unknown option '$arg' (the options are --fleet, --no-guest, --minimal and" \
+                "--shared-storage)" >&2; exit 2 ;;
     esac
 done
 extras=dev
@@ -60,6 +66,15 @@ minimal_packages=(python3 python3-venv python3-pip qemu-system-x86 qemu-system-c
 if [ "$minimal" = 1 ]; then packages=("${minimal_packages[@]}"); fi
 # --fleet: shellcheck, which ansible-test sanity runs on the collection's shell script (the role's install.sh).
 if [ "$fleet" = 1 ]; then packages+=(shellcheck); fi
+# --shared-storage: the NFS backing's userspace server (nfs-ganesha with its VFS backend) and rpcbind (QEMU's
+# libnfs finds the server through the portmapper), libnfs-utils (nfs-ls; libnfs itself removes iomatrix's files
+# on an existing export), qemu-block-extra (QEMU's nfs/iscsi/rbd block drivers, block-nfs.so).
+shared_storage_packages=(nfs-ganesha nfs-ganesha-vfs rpcbind libnfs-utils qemu-block-extra)
+if [ "$shared_storage" = 1 ]; then packages+=("${shared_storage_packages[@]}"); fi
+# Units of those packages that apt would start and enable: a lab host keeps no NFS service of its own (a
+# running one would be refused by the lab-started NFS backing, whose registration it holds).
+declare -A shared_storage_unit_package=([nfs-ganesha.service]=nfs-ganesha [nfs-ganesha-lock.service]=nfs-ganesha
+    [nfs-ganesha-config.service]=nfs-ganesha [rpcbind.service]=rpcbind [rpcbind.socket]=rpcbind)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -69,8 +84,29 @@ if [ "${#missing[@]}" -gt 0 ]; then
     echo "setup: installing ${#missing[@]} Debian packages:"
     echo "${missing[*]}" | fold -s -w 96 | sed 's/^/  /' 
     export DEBIAN_FRONTEND=noninteractive
+    # Daemons are not started by the install: a policy-rc.d that refuses every start (exit 101), ours only
+    # if there is none (a container's own stays), and removed afterwards even when apt fails.
+    policy=/usr/sbin/policy-rc.d
+    own_policy=0
+    if [ "$shared_storage" = 1 ] && [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\n# written by iomatrix scripts/setup.sh during apt-get; removed after it\nexit 101\n' > "$policy"
+        chmod 755 "$policy"
+        own_policy=1
+        trap 'rm -f "$policy"' EXIT
+    fi
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    if [ "$own_policy" = 1 ]; then rm -f "$policy"; trap - EXIT; fi
+    # ... and not enabled at boot either, those installed just now (a service the admin had is left as it was).
+    if [ "$shared_storage" = 1 ] && [ -d /run/systemd/system ]; then
+        for unit in "${!shared_storage_unit_package[@]}"; do
+            for p in "${missing[@]}"; do
+                if [ "$p" = "${shared_storage_unit_package[$unit]}" ]; then
+                    systemctl disable --quiet --now "$unit" 2>/dev/null || true
+                fi
+            done
+        done
+    fi
 else
     echo "setup: Debian packages present"
 fi

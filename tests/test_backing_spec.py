@@ -49,10 +49,10 @@ def test_bad_size_in_a_plan_table_is_a_one_line_user_error() -> None:
 
 def test_unknown_type_lists_valid_types() -> None:
     with pytest.raises(UserError) as err:
-        parse_backing({"type": "nfs"})
+        parse_backing({"type": "cifs"})
     for t in BACKING_TYPES:
         assert t in err.value.message
-    assert "'nfs'" in err.value.message
+    assert "'cifs'" in err.value.message
 
 
 def test_missing_type_lists_valid_types() -> None:

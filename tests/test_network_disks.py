@@ -28,11 +28,13 @@ from iomatrix.backing.provision import BackingHandle, provision
 from iomatrix.backing.spec import IscsiBacking, NfsBacking
 from iomatrix.domain.axes import BackingFacts
 from iomatrix.fio.jobs import JobShape
-from iomatrix.matrix import Cell
+from iomatrix.matrix import Cell, estimate_seconds
 from iomatrix.monitor.sampler import HostSampler
 from iomatrix.monitor.summary import field_total
+from iomatrix.plan.load import load_plan
 from iomatrix.plan.model import Plan
 from iomatrix.qemu_block import DiskSpec, blockdev_spec, out_of_space
+from iomatrix.report.recommend.per_backing import answer_backings
 from iomatrix.runner import plan_expansion
 from iomatrix.store import Store
 from iomatrix.tiers.baremetal import BareMetalTier
@@ -137,6 +139,26 @@ def test_the_block_layer_opens_network_disks_with_qemus_own_client_only():
     kernel = Cell.of(tier="blocklayer", format="raw", cache="none", initiator="kernel", backing="iscsi")
     assert "initiator=kernel" in (BlockLayer.prune_reason(kernel, iscsi) or "")
     assert BlockLayer.prune_reason(Cell.of(tier="blocklayer", format="raw", initiator="libiscsi"), iscsi) is None
+
+
+def test_the_built_in_shared_storage_plan_covers_both_protocols_within_its_budget():
+    """`iomatrix run shared-storage`: iSCSI LUN types × write cache and NFS raw/qcow2 × cache none/writeback on
+    the block layer, the server-side baseline on both backings, the null LUN and the null-co ceiling; answered per
+    backing; its own estimate within 20 minutes (at the most runs it allows)."""
+    plan, base = load_plan("shared-storage")
+    exp = plan_expansion(plan, base, set())
+    cells = {c.key: c for c in exp.cells}
+    blk = [c for c in cells.values() if c.tier == "blocklayer"]
+    iscsi = {(c.format, c.cache, c.lun_type, c.lun_write_cache) for c in blk if c.backing == "iscsi"}
+    assert {(f, c, t, wc) for f in ("raw", "qcow2") for c in ("none", "writeback") for t in ("fileio", "blockio")
+            for wc in ("off", "on")} <= iscsi
+    assert {("raw", c, "null", "off") for c in ("none", "writeback")} <= iscsi  # the protocol's ceiling
+    assert {(c.format, c.cache) for c in blk if c.backing == "nfs"} == {
+        (f, c) for f in ("raw", "qcow2") for c in ("none", "writeback")}
+    assert any(c.is_null_ceiling for c in blk)  # the block layer's own ceiling beside the null LUN
+    assert {c.backing for c in cells.values() if c.tier == "baremetal"} == {"iscsi", "nfs"}
+    assert answer_backings(json.loads(plan.canonical_json())) == ["iscsi", "nfs"]
+    assert estimate_seconds(plan, exp)[1] <= 20 * 60
 
 
 # ----------------------------------------------------------------------------- the server's CPU

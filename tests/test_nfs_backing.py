@@ -5,6 +5,7 @@ removed, a file already on the export is never touched."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -22,14 +23,21 @@ from pathlib import Path
 import pytest
 
 from iomatrix.backing import leftovers, libnfs
-from iomatrix.backing.leftover_kinds import NfsFileLeftover, RpcRegistrationLeftover, proc_start, rpc_registrations
+from iomatrix.backing import nfs as nfs_module
+from iomatrix.backing.leftover_kinds import (
+    RUNTIME_FILES,
+    NfsFileLeftover,
+    RpcRegistrationLeftover,
+    proc_start,
+    rpc_registrations,
+)
 from iomatrix.backing.leftovers import clean
 from iomatrix.backing.network import NetworkDisk
 from iomatrix.backing.nfs import LabNfsServer, ganesha_config
 from iomatrix.backing.provision import provision
 from iomatrix.backing.spec import NfsBacking, parse_backing
 from iomatrix.errors import UserError
-from tests.conftest import root_only
+from tests.conftest import root_only, run_cli
 
 SCRATCH = Path("/tmp/iomx-nfs")
 MiB = 1 << 20
@@ -128,6 +136,19 @@ def test_unreachable_existing_server_is_one_line(workdir: Path) -> None:
 # real servers
 # ---------------------------------------------------------------------------------------------
 
+# One lab-started NFS server per host at a time (rpcbind holds one registration of the NFS program): a test
+# waits, bounded, for another one (a parallel test session's) to be gone rather than fail on it.
+HOST_NFS_FREE_WAIT_S = 600.0
+
+
+@pytest.fixture
+def host_nfs_free() -> None:
+    deadline = time.monotonic() + HOST_NFS_FREE_WAIT_S
+    while any(prog == 100003 for prog, *_ in rpc_registrations() or ()):
+        if time.monotonic() > deadline:
+            pytest.skip("another NFS server stayed registered with rpcbind on this host")
+        time.sleep(1)
+
 
 def _image_opts(disk: NetworkDisk) -> str:
     return ",".join([f"driver={disk.format}", *(f"file.{k}={v}" for k, v in disk.protocol_options)])
@@ -156,8 +177,12 @@ def _gone(pids: dict[int, str], starts: dict[int, int | None]) -> bool:
     return all(proc_start(pid) is None or proc_start(pid) != starts[pid] for pid in pids)
 
 
+def _runtime_files() -> set[str]:
+    return {p for p in RUNTIME_FILES if os.path.lexists(p)}
+
+
 def _assert_nothing_left(workdir: Path, pids: dict[int, str], starts: dict[int, int | None],
-                         ports: dict[str, int], scratch: Path) -> None:
+                         ports: dict[str, int], scratch: Path, runtime_before: set[str]) -> None:
     deadline = time.monotonic() + 60
     while not _gone(pids, starts) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -167,12 +192,15 @@ def _assert_nothing_left(workdir: Path, pids: dict[int, str], starts: dict[int, 
     assert all(_port_free(p) for p in ports.values())
     assert not scratch.exists()
     assert leftovers.pending(workdir) == []
+    assert _runtime_files() <= runtime_before  # rpcbind's socket and lock in /run went with it
 
 
 @needs_nfs_stack
+@pytest.mark.usefixtures("host_nfs_free")
 @root_only
 @pytest.mark.slow
 def test_lab_server_serves_raw_and_qcow2_to_qemu_and_leaves_nothing(workdir: Path) -> None:
+    runtime_before = _runtime_files()
     with provision(NfsBacking(), workdir, set()) as handle:
         server = handle.server
         assert isinstance(server, LabNfsServer) and handle.kind == "network"
@@ -194,11 +222,40 @@ def test_lab_server_serves_raw_and_qcow2_to_qemu_and_leaves_nothing(workdir: Pat
         for disk in disks:
             server.remove_disk(disk)
             assert disk.server_path is not None and not disk.server_path.exists()
+        # a registration record names its ports: one whose ports are not the server's is not it, and is left alone
+        regs_before = rpc_registrations()
+        other = RpcRegistrationLeftover("127.0.0.1", {"programs": [[100003, 3], [100005, 3]], "ports": [1024]})
+        assert not other.present() and other.undo() == []
+        assert rpc_registrations() == regs_before
+        with pytest.raises(UserError, match="unknown image format"):
+            server.new_disk({"format": "../x"}, size_bytes=MiB, name="bad")
         # a second lab-started server would hijack the registration: refused in one line
         with pytest.raises(UserError) as err, provision(NfsBacking(), workdir / "second", set()):
             pass
         assert "already registered with rpcbind" in err.value.one_line()
-    _assert_nothing_left(workdir, pids, starts, ports, scratch)
+    _assert_nothing_left(workdir, pids, starts, ports, scratch, runtime_before)
+
+
+@needs_nfs_stack
+@pytest.mark.usefixtures("host_nfs_free")
+@root_only
+@pytest.mark.slow
+def test_server_that_cannot_bind_is_one_line_and_undone(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runtime_before = _runtime_files()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ports = iter([port])
+        real_free_port = nfs_module.free_port
+        monkeypatch.setattr(nfs_module, "free_port", lambda: next(ports, None) or real_free_port())
+        with pytest.raises(UserError) as err, provision(NfsBacking(), workdir, set()):
+            pass
+    line = err.value.one_line()
+    assert "ganesha.nfsd exited" in line and "binding" in line and "\n" not in line
+    assert leftovers.pending(workdir) == [] and not list((workdir / "backings").iterdir())
+    assert not any(prog == 100003 for prog, *_ in rpc_registrations() or ())
+    assert _runtime_files() <= runtime_before
 
 
 HOLDER = textwrap.dedent("""
@@ -229,9 +286,11 @@ def _hold(workdir: Path, table: dict) -> tuple[subprocess.Popen, dict]:
 
 
 @needs_nfs_stack
+@pytest.mark.usefixtures("host_nfs_free")
 @root_only
 @pytest.mark.slow
 def test_kill_9_of_the_run_then_clean_removes_servers_registrations_and_files(workdir: Path) -> None:
+    runtime_before = _runtime_files()
     proc, state = _hold(workdir, {"type": "nfs"})
     pids = {int(p): role for p, role in state["pids"].items()}
     starts = {pid: proc_start(pid) for pid in pids}
@@ -241,13 +300,79 @@ def test_kill_9_of_the_run_then_clean_removes_servers_registrations_and_files(wo
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-    lines = clean(workdir)
-    text = "\n".join(lines)
-    assert "failed" not in text and "refused" not in text, text
-    _assert_nothing_left(workdir, pids, starts, state["ports"], Path(state["scratch"]))
+    out = run_cli("clean", "--workdir", str(workdir))  # what `iomatrix clean` (and the next run) does
+    assert out.returncode == 0 and "failed" not in out.stdout and "refused" not in out.stdout, out.stdout + out.stderr
+    if "rpcbind" in pids.values():  # ours outlived the kill (it drops to user _rpc, which clears the death signal)
+        assert "unregistered RPC program 100003" in out.stdout or not rpc_registrations()
+    _assert_nothing_left(workdir, pids, starts, state["ports"], Path(state["scratch"]), runtime_before)
 
 
 @needs_nfs_stack
+@pytest.mark.usefixtures("host_nfs_free")
+@root_only
+@pytest.mark.slow
+def test_ctrl_c_of_the_run_tears_everything_down(workdir: Path) -> None:
+    runtime_before = _runtime_files()
+    proc, state = _hold(workdir, {"type": "nfs"})
+    pids = {int(p): role for p, role in state["pids"].items()}
+    starts = {pid: proc_start(pid) for pid in pids}
+    os.kill(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=120) != 0
+    _assert_nothing_left(workdir, pids, starts, state["ports"], Path(state["scratch"]), runtime_before)
+
+
+@pytest.fixture
+def host_rpcbind() -> Iterator[int | None]:
+    """An rpcbind that is not iomatrix's, standing in for the host's own: the pid of one this fixture started (and
+    stops), None when the host already runs one."""
+    if rpc_registrations() is not None:
+        yield None
+        return
+    runtime_before = _runtime_files()
+    proc = subprocess.Popen(["rpcbind", "-f"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while rpc_registrations() is None:
+            assert proc.poll() is None and time.monotonic() < deadline, "the host-like rpcbind did not start"
+            time.sleep(0.05)
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+        for path in _runtime_files() - runtime_before:
+            with contextlib.suppress(OSError):
+                os.rmdir(path) if os.path.isdir(path) else os.unlink(path)
+
+
+@needs_nfs_stack
+@pytest.mark.usefixtures("host_nfs_free")
+@root_only
+@pytest.mark.slow
+def test_the_hosts_rpcbind_is_used_never_stopped_and_cleaned_of_a_killed_server(workdir: Path,
+                                                                                host_rpcbind: int | None) -> None:
+    rpcbind_start = None if host_rpcbind is None else proc_start(host_rpcbind)
+    with provision(NfsBacking(), workdir / "clean", set()) as handle:
+        assert isinstance(handle.server, LabNfsServer) and handle.server.rpcbind is None
+        assert list(handle.server.server_pids().values()) == ["ganesha.nfsd"]
+        assert handle.metadata["rpcbind"] == "the host's"
+    # a kill -9 leaves ganesha's registrations in the host's rpcbind: clean removes them, and only them
+    proc, state = _hold(workdir, {"type": "nfs"})
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    ports = set(state["ports"].values())
+    assert {port for *_, port in rpc_registrations() or ()} & ports, "expected registrations left by the kill"
+    lines = clean(workdir)
+    assert "unregistered RPC program 100003 version 3 from rpcbind on 127.0.0.1" in lines, lines
+    regs = rpc_registrations()
+    assert regs is not None and not {port for *_, port in regs} & ports
+    assert any(prog == 100000 for prog, *_ in regs)  # the portmapper itself still registered: rpcbind untouched
+    if host_rpcbind is not None:
+        assert proc_start(host_rpcbind) == rpcbind_start  # the same rpcbind process, never stopped
+
+
+@needs_nfs_stack
+@pytest.mark.usefixtures("host_nfs_free")
 @root_only
 @pytest.mark.slow
 def test_existing_mode_writes_only_its_own_file(workdir: Path) -> None:
@@ -279,6 +404,7 @@ def test_existing_mode_writes_only_its_own_file(workdir: Path) -> None:
 
 
 @needs_nfs_stack
+@pytest.mark.usefixtures("host_nfs_free")
 @root_only
 @pytest.mark.slow
 def test_existing_mode_file_left_by_a_kill_9_is_removed_by_clean(workdir: Path) -> None:
@@ -296,3 +422,21 @@ def test_existing_mode_file_left_by_a_kill_9_is_removed_by_clean(workdir: Path) 
         assert f"removed {state['url']}" in lines, lines
         assert [p.name for p in export.iterdir()] == ["precious.raw"]
         assert (export / "precious.raw").read_bytes() == b"keep" * 1024
+
+
+@needs_nfs_stack
+@pytest.mark.usefixtures("host_nfs_free")
+@root_only
+@pytest.mark.slow
+def test_existing_mode_ctrl_c_removes_its_file(workdir: Path) -> None:
+    with provision(NfsBacking(), workdir / "server", set()) as lab:
+        assert isinstance(lab.server, LabNfsServer)
+        export = lab.server.export_dir
+        (export / "precious.raw").write_bytes(b"keep" * 1024)
+        client_wd = workdir / "client"
+        proc, state = _hold(client_wd, {"type": "nfs", "server": "127.0.0.1", "export": str(export)})
+        assert (export / state["url"].rsplit("/", 1)[-1]).exists()
+        os.kill(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=120) != 0
+        assert [p.name for p in export.iterdir()] == ["precious.raw"]  # removed at teardown, not left for clean
+        assert leftovers.pending(client_wd) == []

@@ -13,9 +13,10 @@ changed for a sweep (`ksm`: KSM's run switch, restored to its recorded value), a
 started (`process`: fio, qemu-storage-daemon, QEMU, nbdkit, ganesha.nfsd, rpcbind, by pid and start time: killed
 only while that pid is still the process that was started). For the NFS backing (`backing.nfs`): the RPC
 programs a lab-started NFS server registers with rpcbind (`rpc_registration`: a server killed hard leaves them
-registered), and iomatrix's own file on an existing export (`nfs_file`, removed through libnfs). And a lab-started
-iSCSI target daemon (`tgtd`: by its control port, stopped through it, then killed; its targets and LUNs live
-only in its memory and go with it).
+registered), iomatrix's own file on an existing export (`nfs_file`, removed through libnfs), and the files in
+/run a daemon it started creates there and leaves behind (`runtime_file`: rpcbind's socket and lock). And a
+lab-started iSCSI target daemon (`tgtd`: by its control port, stopped through it, then killed; its targets and
+LUNs live only in its memory and go with it).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from iomatrix.backing import libnfs
 from iomatrix.mountinfo import parse_mountinfo
 
 EntryKind = Literal["path", "loop", "mount", "lv", "zfs", "ksm", "process", "rpc_registration", "nfs_file",
-                    "tgtd"]
+                    "runtime_file", "tgtd"]
 # Names iomatrix gives what it creates: scratch dirs "<label>-<pid>-<hex6>", LVs/datasets "iomx-<pid>-<hex6>".
 SCRATCH_NAME = re.compile(r"[A-Za-z0-9_.-]+-[0-9]+-[0-9a-f]{6}")
 VOLUME_NAME = re.compile(r"iomx-[0-9]+-[0-9a-f]{6}")
@@ -544,6 +545,45 @@ class NfsFileLeftover(Leftover):
         return [f"removed {self.target}"]
 
 
+# Files a daemon iomatrix starts creates in /run and does not remove when it stops (path → the daemon's process
+# name). Recorded only when absent before the daemon started: then they are ours.
+RUNTIME_FILES = {"/run/rpcbind.sock": "rpcbind", "/run/rpcbind.lock": "rpcbind", "/run/ganesha": "ganesha.nfsd"}
+
+
+@dataclass(frozen=True)
+class RuntimeFileLeftover(Leftover):
+    """A file (or empty directory) in /run that a daemon iomatrix started left there (RUNTIME_FILES). Removed
+    only while no process of that daemon runs: a host's own rpcbind started since then uses it."""
+
+    kind: ClassVar[EntryKind] = "runtime_file"
+    label: ClassVar[str] = "daemon runtime file"
+
+    def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
+        if self.target not in RUNTIME_FILES:
+            return f"{self.target} is not a runtime file of a daemon iomatrix starts"
+        return None
+
+    def present(self) -> bool:
+        owner = RUNTIME_FILES[self.target]
+        if not os.path.lexists(self.target):
+            return False
+        return not any(p.info["name"] == owner and p.info["status"] != psutil.STATUS_ZOMBIE
+                       for p in psutil.process_iter(["name", "status"]))
+
+    def remove(self) -> list[str]:
+        p = Path(self.target)
+        try:
+            if p.is_dir() and not p.is_symlink():
+                p.rmdir()
+            else:
+                p.unlink()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:  # a directory something was put in since: not ours to empty
+            raise LeftoverError(f"cannot remove {p}: {exc.strerror}") from None
+        return [f"removed {p} (left by {RUNTIME_FILES[self.target]})"]
+
+
 # tgtd's control sockets: /run/tgtd/socket.N and socket.N.lock for `tgtd -C N` (N = 0 is a system tgtd's).
 TGTD_SOCKET_DIR = "/run/tgtd"
 # The control ports iomatrix gives its own tgtd: far from 0 (the distribution's service) and small ones.
@@ -658,5 +698,5 @@ def _gone_within(pid_start: tuple[int, int], seconds: float) -> bool:
 LEFTOVER_KINDS: dict[str, type[Leftover]] = {
     cls.kind: cls for cls in (PathLeftover, LoopLeftover, MountLeftover, LogicalVolumeLeftover,
                               ZfsDatasetLeftover, KsmSettingLeftover, ProcessLeftover, RpcRegistrationLeftover,
-                              NfsFileLeftover, TgtdLeftover)
+                              NfsFileLeftover, RuntimeFileLeftover, TgtdLeftover)
 }

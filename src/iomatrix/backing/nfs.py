@@ -39,15 +39,18 @@ from typing import Any, Literal, Protocol
 from iomatrix import children
 from iomatrix.backing import leftovers, libnfs
 from iomatrix.backing.leftover_kinds import (
+    RUNTIME_FILES,
     Leftover,
     LeftoverError,
     NfsFileLeftover,
     PathLeftover,
     RpcRegistrationLeftover,
+    RuntimeFileLeftover,
     rpc_registrations,
 )
 from iomatrix.backing.network import NetworkDisk
 from iomatrix.backing.spec import NfsBacking
+from iomatrix.domain import Format
 from iomatrix.errors import UserError
 from iomatrix.guest.images import create_image, create_image_argv
 from iomatrix.hostcmd import version_of
@@ -120,6 +123,14 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_.")[:60] or "disk"
 
 
+def _format(values: Mapping[str, str]) -> str:
+    """The cell's image format, checked before it becomes part of a file name."""
+    fmt = values.get("format", "")
+    if fmt not in {f.value for f in Format}:
+        raise UserError(f"unknown image format {fmt!r} for an NFS disk", hint=f"use one of {[f.value for f in Format]}")
+    return fmt
+
+
 def _preallocation(values: Mapping[str, str]) -> str:
     value = values.get("preallocation")
     return "off" if value in (None, "", "-") else value
@@ -138,6 +149,13 @@ def _without_preallocation(argv: list[str]) -> list[str]:
         opts = [o for o in out[i + 1].split(",") if not o.startswith("preallocation=")]
         out[i:i + 2] = ["-o", ",".join(opts)] if opts else []
     return out
+
+
+def _why_it_stopped(log_text: str) -> str:
+    """The line of a daemon's log that says why it stopped: ganesha's last FATAL/MAJ message without its
+    timestamp and host prefix (its dbus and Kerberos complaints at start are harmless), else the last line."""
+    lines = [ln for ln in log_text.splitlines() if ":FATAL :" in ln or ":MAJ :" in ln] or [_last_line(log_text)]
+    return re.sub(r"^.*?\] ", "", lines[-1])
 
 
 def _last_line(text: str) -> str:
@@ -163,12 +181,14 @@ class LabNfsServer:
     version: str | None
     protocol: Literal["nfs"] = "nfs"
     lab_started: bool = True
+    _disks: set[Path] = field(default_factory=set)  # made and not yet removed
 
     def new_disk(self, values: Mapping[str, str], *, size_bytes: int, name: str,
                  create_options: tuple[tuple[str, str], ...] = ()) -> NetworkDisk:
-        fmt = values["format"]
+        fmt = _format(values)
         path = self.export_dir / f"{_slug(name)}.{fmt}"
         leftovers.register_temp_path(self.workdir, path)  # before it exists: clean removes it after a kill
+        self._disks.add(path)
         try:
             create_image(path, fmt, _preallocation(values), size_bytes, create_options)
         except BaseException:
@@ -181,6 +201,12 @@ class LabNfsServer:
     def _remove_file(self, path: Path) -> None:
         PathLeftover(str(path)).undo()
         leftovers.forget(self.workdir, path)
+        self._disks.discard(path)
+
+    def remove_all_disks(self) -> None:
+        """At teardown (also on Ctrl-C): the disks a run did not give back."""
+        for path in sorted(self._disks):
+            self._remove_file(path)
 
     def remove_disk(self, disk: NetworkDisk) -> None:
         assert disk.server_path is not None and disk.server_path.parent == self.export_dir
@@ -216,9 +242,11 @@ def _wait_until(ready: Callable[[], bool], proc: subprocess.Popen, what: str, lo
         if proc.poll() is not None:
             detail = ""
             with contextlib.suppress(OSError):
-                detail = f": {_last_line(log.read_text(errors='replace'))}" if log else ""
+                detail = f": {_why_it_stopped(log.read_text(errors='replace'))}" if log else ""
+            # no "see the log": it goes with the backing's directory at teardown
             raise UserError(f"{what} exited with status {proc.returncode} while starting{detail}",
-                            hint=f"see {log}" if log else None)
+                            hint="another program took the port between iomatrix choosing it and the server "
+                                 "binding it: run again" if "bind" in detail.lower() else None)
         if time.monotonic() > deadline:
             raise UserError(f"{what} was not ready within {READY_TIMEOUT_S:g} s",
                             hint=f"see {log}" if log else "check the host's load")
@@ -226,8 +254,16 @@ def _wait_until(ready: Callable[[], bool], proc: subprocess.Popen, what: str, lo
         delay = min(delay * 2, 0.5)
 
 
+def _record_runtime_files(daemon: str, td: Teardown) -> None:
+    """Record the files `daemon` will create in /run and leave there, those not there yet (then they are ours)."""
+    for path, owner in RUNTIME_FILES.items():
+        if owner == daemon and not os.path.lexists(path):
+            td.record(RuntimeFileLeftover(path))
+
+
 def _start_rpcbind(scratch: Path, td: Teardown) -> subprocess.Popen:
     """rpcbind in the foreground (-f); no warm start (-w would read back a table an earlier rpcbind saved)."""
+    _record_runtime_files("rpcbind", td)
     with open(scratch / "rpcbind.log", "wb") as log:
         proc = children.spawn(["rpcbind", "-f"], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     # SIGKILL, not SIGTERM: on SIGTERM rpcbind writes its table to /run/rpcbind for a warm start
@@ -255,6 +291,7 @@ def start_lab_server(workdir: Path, scratch: Path, td: Teardown) -> LabNfsServer
         config = ganesha_config(export_dir, recovery_dir, ports["nfs"], ports["mount"])
         conf_path, log = scratch / "ganesha.conf", scratch / "ganesha.log"
         conf_path.write_text(config)
+        _record_runtime_files("ganesha.nfsd", td)
         td.record(RpcRegistrationLeftover(LOOPBACK, {"programs": [list(p) for p in GANESHA_PROGRAMS],
                                                      "ports": sorted(ports.values())}))
         ganesha = children.spawn(["ganesha.nfsd", "-F", "-f", str(conf_path), "-L", str(log),
@@ -295,7 +332,7 @@ class ExistingNfsServer:
 
     def new_disk(self, values: Mapping[str, str], *, size_bytes: int, name: str,
                  create_options: tuple[tuple[str, str], ...] = ()) -> NetworkDisk:
-        fmt, prealloc = values["format"], _preallocation(values)
+        fmt, prealloc = _format(values), _preallocation(values)
         if fmt == "raw" and prealloc != "off":
             raise UserError(f"raw with preallocation={prealloc} cannot be made on an existing NFS export: QEMU's "
                             "nfs driver has no preallocation option",
@@ -335,12 +372,18 @@ class ExistingNfsServer:
             leftovers.release(self.workdir, self._entries.pop(url))
 
     def remove_disk(self, disk: NetworkDisk) -> None:
-        leftover = NfsFileLeftover(disk.url, {"server": self.server, "export": self.export,
-                                              "name": disk.url.rsplit("/", 1)[-1]})
-        leftover.undo()
-        entry = self._entries.pop(disk.url, None)
+        self._remove_url(disk.url)
+
+    def _remove_url(self, url: str) -> None:
+        NfsFileLeftover(url, {"server": self.server, "export": self.export, "name": url.rsplit("/", 1)[-1]}).undo()
+        entry = self._entries.pop(url, None)
         if entry is not None:
             leftovers.release(self.workdir, entry)
+
+    def remove_all_disks(self) -> None:
+        """At teardown (also on Ctrl-C): the files a run did not give back."""
+        for url in sorted(self._entries):
+            self._remove_url(url)
 
     def server_pids(self) -> dict[int, str]:
         return {}
@@ -378,4 +421,5 @@ def provision_nfs(spec: NfsBacking, workdir: Path, scratch: Path,
     if not libnfs.available():
         raise UserError("libnfs is not installed: QEMU's NFS client needs it", hint="apt-get install libnfs13")
     server = start_lab_server(workdir, scratch, td) if spec.lab_started else connect_existing(spec, workdir)
+    td.add_step(server.remove_all_disks)  # first undone: before the server stops
     return server, server.metadata()

@@ -374,8 +374,15 @@ class ZfsBacking(_Spec):
 NFS_LAB_PROGRAMS = {"ganesha.nfsd": "nfs-ganesha", "rpcbind": "rpcbind", "rpcinfo": "rpcbind",
                     "qemu-img": "qemu-utils"}
 NFS_EXISTING_PROGRAMS = {"rpcinfo": "rpcbind", "qemu-img": "qemu-utils"}
-GANESHA_FSAL_VFS = Path("/usr/lib/x86_64-linux-gnu/ganesha/libfsalvfs.so")
-QEMU_BLOCK_NFS = Path("/usr/lib/x86_64-linux-gnu/qemu/block-nfs.so")
+# Loadable modules, in the multiarch library directory (/usr/lib/x86_64-linux-gnu/… on amd64).
+GANESHA_FSAL_VFS = "ganesha/libfsalvfs.so"
+QEMU_BLOCK_NFS = "qemu/block-nfs.so"
+
+
+def _library_module(relative: str) -> Path | None:
+    """A module under /usr/lib/<multiarch>/ (or /usr/lib/), if installed."""
+    found = sorted(Path("/usr/lib").glob(f"*/{relative}")) or sorted(Path("/usr/lib").glob(relative))
+    return found[0] if found else None
 # An NFS server name as an nfs:// URL and libnfs take it: a host name, an IPv4 address or a bare IPv6 address.
 NFS_SERVER = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}|[0-9A-Fa-f:]{2,39}")
 # An export path: absolute, printable, none of the characters an nfs:// URL gives a meaning (?, #, %).
@@ -440,9 +447,9 @@ class NfsBacking(_Spec):
         needed = [(QEMU_BLOCK_NFS, "qemu-block-extra")]
         if self.lab_started:
             needed.append((GANESHA_FSAL_VFS, "nfs-ganesha-vfs"))
-        for path, package in needed:
-            if not path.exists():
-                return f"{path} is missing (apt-get install {package})"
+        for module, package in needed:
+            if _library_module(module) is None:
+                return f"/usr/lib/<arch>/{module} is missing (apt-get install {package})"
         if self.lab_started:
             return _not_root("starting nfs-ganesha and rpcbind")
         return None
