@@ -13,7 +13,9 @@ from iomatrix import storage_clients
 from iomatrix.domain import SafetyLevel, axes
 from iomatrix.domain.axes import BackingFacts, RuleContext
 from iomatrix.matrix import Cell, complete
+from iomatrix.report.query import CellWorkload
 from iomatrix.report.recommend.requirements import REQUIREMENTS
+from iomatrix.report.recommend.risks import TARGET_POWER_LOSS, risk_statements
 from tests.conftest import run_cli
 
 LOCAL = BackingFacts(unavailable=None, o_direct=True, is_device=False)
@@ -164,3 +166,12 @@ def test_a_bad_rtt_in_a_plan_is_one_line(tmp_path: Path) -> None:
     assert r.returncode != 0
     assert "rtt.1: '2 ms' is not a round-trip time" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) <= 2
+
+
+def test_the_answer_names_the_target_power_loss_risk_of_the_lun_write_cache() -> None:
+    def situations(**values: str) -> list[str]:
+        cell = CellWorkload(1, "k", _cell(**values), {"backing_type": "iscsi"}, "rand-write-4k-qd1", [])
+        return [r.situation for r in risk_statements(cell.axes["cache"], "none", cell)]
+
+    assert TARGET_POWER_LOSS in situations(lun_write_cache="on")
+    assert TARGET_POWER_LOSS not in situations()

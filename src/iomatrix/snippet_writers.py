@@ -28,6 +28,7 @@ from iomatrix.domain import (
     MEASURED_DETECT_ZEROES,
     MEASURED_DISCARD,
     NA,
+    NETWORK_BACKINGS,
     SCSI_CONTROLLER_BUSES,
     Aio,
     BackingKind,
@@ -48,6 +49,15 @@ from iomatrix.domain.axes import (
 )
 from iomatrix.errors import UserError
 from iomatrix.qemu_block import DiskSpec, blockdev_args, device_args
+from iomatrix.snippet_network import (
+    NETWORK_SKIPPED_KEYS,
+    NFS_IDENTITY,
+    NetworkPlace,
+    client_is_kernel,
+    libvirt_source,
+    network_url,
+    qemu_protocol_node,
+)
 
 DEFAULT_SIZE_GIB = 32
 
@@ -213,7 +223,19 @@ class DiskConfig:
                     assumed.append(axis.name)
             vals[axis.name] = v
         kind = BackingKind.BLOCK if backing_type in BLOCK_BACKINGS else BackingKind.FILE
+        if backing_type in NETWORK_BACKINGS:
+            kind = BackingKind(backing_type)
         return cls(values=vals, backing=kind, assumed=tuple(assumed))
+
+    @property
+    def protocol(self) -> str | None:
+        """The network protocol the disk is reached by ("iscsi", "nfs"); None for a local file or device."""
+        return self.backing.value if self.backing in (BackingKind.ISCSI, BackingKind.NFS) else None
+
+    @property
+    def userspace_client(self) -> bool:
+        """A network disk QEMU reaches with its own client (libiscsi, libnfs): no host file, so no aio=."""
+        return self.protocol is not None and not client_is_kernel(self.protocol, self._values)
 
     def axis_values(self) -> dict[str, str]:
         """The configuration's value of every axis of the registry (tier and backing aside), later axes only where
@@ -228,9 +250,19 @@ class DiskConfig:
                         and ((a.always_named and a.tools) or values[a.name] != a.default))
 
     def default_path(self) -> str:
+        if self.protocol is not None:  # a network disk's own name: snippet_network.NetworkPlace
+            return network_url(self.protocol, NetworkPlace(), self.format.value)
         if self.backing == BackingKind.BLOCK:
             return "/dev/vg0/vm-disk"
         return f"/var/lib/libvirt/images/vm-disk.{self.format}"
+
+
+
+def snippet_backing(meta: Mapping[str, Any]) -> str | None:
+    """What a stored backing's metadata says the snippets' disk is on (DiskConfig.from_axes): its backing type where
+    it is served over the network (iscsi, nfs), else its kind."""
+    kind = meta.get("backing_type")
+    return kind if kind in NETWORK_BACKINGS else meta.get("kind")
 
 
 # The axes every configuration names (the first release's); later axes are named only away from their default.
@@ -241,7 +273,10 @@ def refusal(values: Mapping[str, str], backing: BackingKind) -> str | None:
     """Why QEMU would not run a configuration: the registry's rules, for a backing that takes O_DIRECT (the
     user's storage is not probed). The bus's rule is left out: it is about the guest kernel iomatrix boots
     (no ahci driver), not the user's VM."""
-    ctx = RuleContext(BackingFacts(unavailable=None, o_direct=True, is_device=backing == BackingKind.BLOCK))
+    protocol = backing.value if backing in (BackingKind.ISCSI, BackingKind.NFS) else None
+    ctx = RuleContext(BackingFacts(unavailable=None, o_direct=True,
+                                   is_device=backing in (BackingKind.BLOCK, BackingKind.ISCSI), protocol=protocol),
+                      "your storage")
     for axis in axes.axes():
         if axis.name == "bus":
             continue
@@ -318,9 +353,21 @@ def _uses_iothread(cfg: DiskConfig) -> bool:
 def libvirt_disk_element(cfg: DiskConfig, path: str | None = None, dev: str | None = None) -> ET.Element:
     path = path or cfg.default_path()
     target, driver = _partition(controller_options(cfg, "libvirt")[0], LIBVIRT_TARGET_KEYS.__contains__)
-    disk = ET.Element("disk", type="block" if cfg.backing == BackingKind.BLOCK else "file", device="disk")
+    if cfg.userspace_client:
+        driver = [kv for kv in driver if kv[0] not in NETWORK_SKIPPED_KEYS["libvirt"]]
+    if cfg.protocol is not None:
+        kind, source, host = libvirt_source(cfg.protocol, cfg.values, cfg.format.value, NetworkPlace())
+    else:
+        kind = "block" if cfg.backing == BackingKind.BLOCK else "file"
+        source, host = ({"dev": path} if cfg.backing == BackingKind.BLOCK else {"file": path}), None
+    disk = ET.Element("disk", type=kind, device="disk")
     ET.SubElement(disk, "driver", dict([("name", "qemu"), *driver, *measured_defaults("libvirt", dict(driver))]))
-    ET.SubElement(disk, "source", **({"dev": path} if cfg.backing == BackingKind.BLOCK else {"file": path}))
+    src = ET.SubElement(disk, "source", source)
+    if host is not None:
+        ET.SubElement(src, "host", host)
+    if source.get("protocol") == "nfs":
+        # libvirt's schema (9.0) requires the user and group libnfs accesses the export as: NFS_IDENTITY.
+        ET.SubElement(src, "identity", NFS_IDENTITY)
     ET.SubElement(disk, "target", dict([("dev", dev or LIBVIRT_DEV[cfg.bus]), *target]))
     if cfg.bus == Bus.VIRTIO_SCSI_SINGLE:  # the disk's own controller
         ET.SubElement(disk, "address", type="drive", controller=SINGLE_CONTROLLER_INDEX, bus="0", target="0",
@@ -397,12 +444,26 @@ def qemu_argv(cfg: DiskConfig, path: str | None = None, node: str = "disk0") -> 
     """The -blockdev/-device arguments the guest tier measured, for `path`."""
     spec = _disk_spec(cfg, path)
     blockdev = blockdev_args(spec, node=node)
+    if cfg.protocol is not None:
+        blockdev = [_network_blockdev(cfg, a) if a.startswith("driver=") else a for a in blockdev]
     if cfg.backing == BackingKind.BLOCK:
         # blockdev_args picks the protocol from the path it sees; a snippet's path need not exist here.
         blockdev = [a.replace("file.driver=file,", "file.driver=host_device,") for a in blockdev]
     # QEMU's default error policy (pause the VM on ENOSPC, e.g. a full thin pool) is kept for the user's
     # VM: iomatrix reports errors only so that a measurement fails with a reason instead of hanging.
     return [*blockdev, *device_args(spec, node=node, serial="disk0", report_errors=False)]
+
+
+def _network_blockdev(cfg: DiskConfig, arg: str) -> str:
+    """A -blockdev value with its protocol node (file.driver=file,file.filename=…) replaced by the network disk's:
+    QEMU's iscsi/nfs driver, or the device/file the kernel's client gives (snippet_network.qemu_protocol_node)."""
+    assert cfg.protocol is not None
+    proto = qemu_protocol_node(cfg.protocol, cfg.values, cfg.format.value, NetworkPlace())
+    dropped = ("file.driver=", "file.filename=", *(("file.aio=",) if cfg.userspace_client else ()))
+    parts = arg.split(",")
+    at = next(i for i, p in enumerate(parts) if p.startswith("file.driver="))
+    kept = [p for p in parts if not p.startswith(dropped)]
+    return ",".join([*kept[:at], *(f"file.{k}={v}" for k, v in proto), *kept[at:]])
 
 
 # The widest line of a shell snippet (a terminal of 100 columns, a page's code block).
@@ -603,8 +664,11 @@ def nova_snippet(cfg: DiskConfig) -> Snippet:
 def qemu_img_snippet(cfg: DiskConfig, path: str | None = None, size_gib: int = DEFAULT_SIZE_GIB) -> Snippet:
     title = "qemu-img create (the image, with its preallocation)"
     target = path or cfg.default_path()
-    if cfg.backing == BackingKind.BLOCK and cfg.format == Format.RAW:
+    if cfg.backing in (BackingKind.BLOCK, BackingKind.ISCSI) and cfg.format == Format.RAW:
         return Snippet("qemu-img", title, None, "none needed: a raw disk on a block device is the device itself")
+    if cfg.protocol is not None and client_is_kernel(cfg.protocol, cfg.values):
+        # The kernel's client gives a device (by-path) or a file under the mount: qemu-img writes it as any other.
+        target = path or qemu_protocol_node(cfg.protocol, cfg.values, cfg.format.value, NetworkPlace())[1][1]
     argv = ["qemu-img", "create", "-f", cfg.format.value]
     opts = [f"preallocation={cfg.preallocation}"] if cfg.preallocation != Preallocation.OFF else []
     opts += [f"{k}={v}" for k, v in axes.qemu_options(cfg.axis_values()).create]
@@ -632,3 +696,4 @@ def minimal_domain_xml(disk_xml: str, name: str = "iomatrix-snippet") -> str:
 def write_domain(disk_xml: str, path: Path) -> Path:
     path.write_text(minimal_domain_xml(disk_xml))
     return path
+

@@ -25,6 +25,7 @@ from iomatrix.domain import (
     axes,
 )
 from iomatrix.errors import UserError
+from iomatrix.snippet_network_writers import network_snippets, tgt_snippet
 from iomatrix.snippet_writers import (
     CONTINUATION,
     DEFAULT_SIZE_GIB,
@@ -77,6 +78,7 @@ from iomatrix.snippet_writers import (
     refusal,
     shell_command,
     shell_word,
+    snippet_backing,
     virt_install_snippet,
     write_domain,
 )
@@ -130,7 +132,9 @@ __all__ = [
     "refusal",
     "shell_command",
     "shell_word",
+    "snippet_backing",
     "snippets_for",
+    "tgt_snippet",
     "virt_install_snippet",
     "write_domain",
 ]
@@ -283,7 +287,10 @@ def _existing_disk_snippets(cfg: DiskConfig, current: CurrentConfig) -> SnippetS
 def snippets_for(cfg: DiskConfig, path: str | None = None, current: CurrentConfig | None = None) -> SnippetSet:
     """Every tool's snippet for `cfg`: for a new disk at `path` (a default path when None), or, where `current`
     names the user's existing disk (--current), changing that disk with its data kept."""
-    if current is not None and current.disk is not None and current.disk.tool in EXISTING_TOOLS:
+    if cfg.protocol is not None:  # a disk served over the network: its storage is configured with it
+        return network_snippets(cfg, path)
+    if current is not None and current.disk is not None and current.disk.tool in EXISTING_TOOLS \
+            and not current.disk.network:
         return _existing_disk_snippets(cfg, current)
     return SnippetSet(cfg, [
         libvirt_snippet(cfg, path),

@@ -40,6 +40,8 @@ from iomatrix.current.proxmox import from_proxmox, looks_like_qm_config
 from iomatrix.current.qemu import from_qemu
 from iomatrix.errors import UserError
 
+PROXMOX_STORAGE_CFG = "storage.cfg"  # a copy of /etc/pve/storage.cfg beside a qm config file (--current)
+
 __all__ = ["FORMS", "CurrentConfig", "ExistingDisk", "cache_from_switches", "from_axes", "from_libvirt_xml",
            "from_proxmox", "from_qemu", "looks_like_qm_config", "parse_current"]
 
@@ -73,7 +75,7 @@ def parse_current(value: str, disk: str | None = None) -> CurrentConfig:
                             hint="give 'virsh dumpxml VM > vm.xml' or 'qm config VMID > vm.conf' output")
         text = _read_text(path)
         if not text.lstrip().startswith("<") and looks_like_qm_config(text):
-            return _checked(from_proxmox(text, path.name, disk))
+            return _checked(from_proxmox(text, path.name, disk, _storage_cfg_beside(path)))
         return from_libvirt_xml(path, disk)
     if disk is not None:
         raise UserError(f"--current-disk {disk}: the --current value is not a file with several disks",
@@ -85,6 +87,13 @@ def parse_current(value: str, disk: str | None = None) -> CurrentConfig:
     else:
         cfg = from_axes(value)
     return _checked(cfg)
+
+
+def _storage_cfg_beside(path: Path) -> str | None:
+    """A copy of /etc/pve/storage.cfg beside a qm config file, where the user put one: it tells an image on an NFS
+    storage from one on a directory storage, which qm config alone cannot (issue 34)."""
+    beside = path.with_name(PROXMOX_STORAGE_CFG)
+    return _read_text(beside) if beside.is_file() and beside != path else None
 
 
 def _checked(cfg: CurrentConfig) -> CurrentConfig:

@@ -30,6 +30,13 @@ class ExistingDisk:
     volume: str | None = None
     vmid: str | None = None
     block: bool = False  # a block device (libvirt type='block', QEMU host_device, a Proxmox volume with no file)
+    # A disk QEMU reaches over the network ("iscsi", "nfs"; issue 34): `path` is then its URL
+    # (iscsi://HOST:PORT/IQN/LUN, nfs://HOST/EXPORT/FILE) where the configuration gives it.
+    protocol: str | None = None
+
+    @property
+    def network(self) -> bool:
+        return self.protocol is not None
 
     def as_dict(self) -> dict[str, str]:
         return {k: str(v) for k, v in self.__dict__.items() if v not in (None, False)}
@@ -37,7 +44,7 @@ class ExistingDisk:
     @classmethod
     def from_dict(cls, raw: dict[str, str]) -> ExistingDisk:
         return cls(raw["tool"], raw.get("path"), raw.get("device"), raw.get("volume"), raw.get("vmid"),
-                   raw.get("block") == "True")
+                   raw.get("block") == "True", raw.get("protocol"))
 
 
 @dataclass
@@ -53,6 +60,11 @@ class CurrentConfig:
     notes: list[str] = field(default_factory=list)  # how a value was read (an L2 cache size as l2_cache=…)
     # The user's existing disk (None for plain axes): snippets then change it rather than create a new one.
     disk: ExistingDisk | None = None
+
+    @property
+    def protocol(self) -> str | None:
+        """The network protocol of the user's disk ("iscsi", "nfs"; issue 34), None for a local one or unknown."""
+        return self.disk.protocol if self.disk is not None else None
 
     def label(self) -> str:
         return " ".join(f"{a.name}={self.axes[a.name]}" for a in axes.axes() if a.name in self.axes)

@@ -16,6 +16,7 @@ from iomatrix.current.common import (
     _set_l2_cache,
     _value,
 )
+from iomatrix.current.network import NetworkDiskRead, read_by_path, read_libvirt_source
 from iomatrix.domain import BUS, SCSI_CONTROLLER_BUSES, Bus, axes
 from iomatrix.domain.axes import IOThread
 from iomatrix.errors import UserError
@@ -58,13 +59,36 @@ def from_libvirt_xml(path: Path, disk: str | None = None) -> CurrentConfig:
     values.update(_libvirt_device_axes(root, d, Bus(values["bus"]) if "bus" in values else None))
     dev = tgt.get("dev") if tgt is not None else "?"
     src = d.find("source")
-    image = None if src is None else (src.get("file") or src.get("dev"))
-    existing = ExistingDisk("libvirt", image, dev, block=d.get("type") == "block")
+    existing, network = _existing_disk(d, src, dev)
+    values.update(network.axes if network else {})
     cfg = CurrentConfig(values, f"libvirt {path.name}, disk {dev}", defaulted, disk=existing)
+    cfg.notes += [network.note] if network else []
     max_size = drv.find("metadata_cache/max_size") if drv is not None else None
     if max_size is not None:
         _set_l2_cache(cfg, _libvirt_scaled(max_size, "driver metadata_cache max_size"), "metadata_cache max_size")
     return cfg
+
+
+def _existing_disk(disk: ET.Element, src: ET.Element | None, dev: str) -> tuple[ExistingDisk, NetworkDiskRead | None]:
+    """The user's disk as the snippets change it, and what it is on the network (None: a local file or device)."""
+    network = _network_disk(disk, src, dev)
+    if network is not None:
+        return ExistingDisk("libvirt", network.url, dev, block=disk.get("type") == "block",
+                            protocol=network.protocol), network
+    image = None if src is None else (src.get("file") or src.get("dev"))
+    return ExistingDisk("libvirt", image, dev, block=disk.get("type") == "block"), None
+
+
+def _network_disk(disk: ET.Element, src: ET.Element | None, dev: str) -> NetworkDiskRead | None:
+    """The network disk a <disk> is: type='network' (QEMU's own client), or a block device on udev's iSCSI
+    by-path link (the kernel's initiator); None for a local file or device."""
+    if disk.get("type") == "network":
+        if src is None:
+            raise _bad(f"disk {dev} source", "(none)", "<source protocol='iscsi|nfs' name=…><host …/></source>")
+        return read_libvirt_source(src.attrib, [h.attrib for h in src.iter("host")], dev)
+    if disk.get("type") == "block" and src is not None and (name := src.get("dev")):
+        return read_by_path(name)
+    return None
 
 
 # libvirt's scaled integers (virScaleInteger): 'b'/'bytes', KB = 1000, k/KiB = 1024, and so on up to E.

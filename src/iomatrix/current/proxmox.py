@@ -14,8 +14,9 @@ from iomatrix.current.common import (
     _bad,
     _value,
 )
-from iomatrix.domain import Bus, Format
-from iomatrix.domain.axes import IOThread
+from iomatrix.current.network import NetworkDiskRead, parse_storage_cfg, read_proxmox_volume
+from iomatrix.domain import Bus, Format, axes
+from iomatrix.domain.axes import ISCSI, KERNEL_CLIENT, IOThread
 from iomatrix.errors import UserError
 
 # `qm config VMID` output, or the VM's file /etc/pve/qemu-server/VMID.conf (the same "key: value" lines, then a
@@ -97,7 +98,9 @@ def _qm_bool(key: str, value: str) -> bool:
     raise _bad(key, value, "a Proxmox boolean: 1/0, on/off, yes/no")
 
 
-def from_proxmox(text: str, source: str, disk: str | None = None) -> CurrentConfig:
+def from_proxmox(text: str, source: str, disk: str | None = None, storage_cfg: str | None = None) -> CurrentConfig:
+    """`storage_cfg`: the text of /etc/pve/storage.cfg where the user gives it (a copy named storage.cfg beside the
+    qm config file): what tells an NFS storage's image from a directory storage's."""
     conf = _qm_config(text)
     disks = _qm_disks(conf)
     if disk is not None and disk not in disks:
@@ -112,8 +115,29 @@ def from_proxmox(text: str, source: str, disk: str | None = None) -> CurrentConf
     vmid = m.group(1) if (m := re.search(r"(\d+)", Path(source).stem)) else None  # 100.conf, qm100.conf
     # A volume of a directory/NFS storage is an image file (…/vm-100-disk-0.qcow2); LVM, ZFS and Ceph are not.
     block = not any(volume.endswith(e) for e in PROXMOX_IMAGE_EXTENSIONS)
-    existing = ExistingDisk("proxmox", None, key, volume or None, vmid, block)
-    return CurrentConfig(values, f"Proxmox {source}, disk {key}", defaulted, disk=existing)
+    network, unknown = _network_volume(volume, storage_cfg, values, defaulted)
+    existing = ExistingDisk("proxmox", network.url if network else None, key, volume or None, vmid, block,
+                            protocol=network.protocol if network else None)
+    cfg = CurrentConfig(values, f"Proxmox {source}, disk {key}", defaulted, disk=existing)
+    cfg.notes += [n for n in (network.note if network else None, unknown) if n]
+    return cfg
+
+
+def _network_volume(volume: str, storage_cfg: str | None, values: dict[str, str], defaulted: list[str]
+                    ) -> tuple[NetworkDiskRead | None, str | None]:
+    """What network storage a volume is on (None: a local one, or unknown: then a note says why), with the
+    client axes it implies: qemu-server gives an iSCSI LUN raw, and aio only to a kernel initiator's device."""
+    storage = parse_storage_cfg(storage_cfg) if storage_cfg is not None else None
+    network, unknown = read_proxmox_volume(volume, storage)
+    if network is None:
+        return None, unknown
+    values.update(network.axes)
+    if network.protocol == ISCSI:
+        values["format"] = Format.RAW.value
+        if network.axes.get("initiator") != KERNEL_CLIENT:
+            values["aio"] = axes.get("aio").default
+            defaulted[:] = [d for d in defaulted if not d.startswith("aio")]
+    return network, unknown
 
 
 def _proxmox_bus(key: str, conf: dict[str, str]) -> tuple[Bus, str]:

@@ -24,6 +24,7 @@ from iomatrix.current.common import (
     _value,
     cache_from_switches,
 )
+from iomatrix.current.network import NetworkDiskRead, read_qemu_node
 from iomatrix.domain import Bus, Format, axes
 from iomatrix.domain.axes import IOThread
 from iomatrix.errors import UserError
@@ -66,6 +67,36 @@ def _qemu_options(tokens: list[str]) -> tuple[dict[str, str] | None, dict[str, s
     return drive, blockdev, devices
 
 
+def _existing_disk(node: dict[str, str], protocol_node: dict[str, str] | None, values: dict[str, str],
+                   defaulted: list[str]) -> tuple[ExistingDisk, NetworkDiskRead | None]:
+    """The user's disk as the snippets change it, and what it is on the network (None: a local file or device).
+    A disk QEMU reaches with its own client (libiscsi, libnfs) has no aio: it reads as QEMU's default, said once."""
+    image = node.get("file.filename", node.get("file"))
+    block = node.get("file.driver") == "host_device" or str(image).startswith("/dev/")
+    network = read_qemu_node(protocol_node or node)
+    if network is None:
+        return ExistingDisk("qemu", image, block=block), None
+    if not network.axes:  # QEMU's own client
+        values["aio"] = QEMU_DEFAULT_AIO
+        defaulted[:] = [d for d in defaulted if not d.startswith("aio")]
+    return ExistingDisk("qemu", network.url, block=block, protocol=network.protocol), network
+
+
+def _format_and_protocol(tokens: list[str], first: dict[str, str] | None
+                         ) -> tuple[dict[str, str] | None, dict[str, str] | None]:
+    """(the format node, the protocol node it names by reference, or None where its protocol is inline): with
+    separate nodes (-blockdev driver=iscsi,node-name=proto … -blockdev driver=raw,file=proto), in either order."""
+    if first is None:
+        return None, None
+    nodes = [dict(_split_opts(arg)) for tok, arg in itertools.pairwise(tokens) if tok == "-blockdev"]
+    if first.get("driver") not in {f.value for f in Format}:  # the protocol node came first
+        above = next((n for n in nodes if n.get("file") == first.get("node-name") and first.get("node-name")), None)
+        return (above, first) if above is not None else (first, None)
+    if "file" not in first or "file.driver" in first:
+        return first, None
+    return first, next((n for n in nodes if n.get("node-name") == first["file"]), None)
+
+
 def _qemu_device_axes(device: Device, devices: list[Device]) -> dict[str, str]:
     """The bus's controller and the device axes of the disk's -device: IOThread and queues on a virtio-blk device,
     on its virtio-scsi-pci controller (the -device whose id the disk's bus= names) for scsi-hd. A scsi disk alone
@@ -97,6 +128,7 @@ def from_qemu(text: str) -> CurrentConfig:
                         hint="close the quote, or quote the whole value once: --current '-drive file=…,cache=none'"
                         ) from None
     drive, blockdev, devices = _qemu_options(tokens)
+    blockdev, protocol_node = _format_and_protocol(tokens, blockdev)
     # The disk's -device (a controller has no drive=).
     device = next((d for d in devices if "drive" in d), {})
     if drive is not None:
@@ -113,10 +145,10 @@ def from_qemu(text: str) -> CurrentConfig:
         values.update(_qemu_device_axes(device, devices))
     node = drive if drive is not None else blockdev or {}
     later, later_defaulted = _later_axes_from_qemu(node, device)
-    image = node.get("file.filename", node.get("file"))
-    existing = ExistingDisk("qemu", image, block=node.get("file.driver") == "host_device"
-                            or str(image).startswith("/dev/"))
-    cfg = CurrentConfig({**values, **later}, "QEMU command line", defaulted + later_defaulted, disk=existing)
+    existing, network = _existing_disk(node, protocol_node, values, defaulted)
+    cfg = CurrentConfig({**values, **later, **(network.axes if network else {})}, "QEMU command line",
+                        defaulted + later_defaulted, disk=existing)
+    cfg.notes += [network.note] if network else []
     # The qcow2 L2 cache bound: l2-cache-size, else the combined cache-size (QEMU gives the L2 cache up to it).
     option = next((k for k in QEMU_L2_CACHE_OPTIONS if k in node), None)
     if option is not None:

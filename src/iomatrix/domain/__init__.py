@@ -293,10 +293,15 @@ class BackingKind(StrEnum):
 
     FILE = "file"
     BLOCK = "block"
+    # Served over the network (issue 34): an iSCSI LUN, an image file on an NFS export.
+    ISCSI = "iscsi"
+    NFS = "nfs"
 
 
 # Backing types (plan `[[backing]] type`) whose target is a block device rather than an image file.
 BLOCK_BACKINGS = ("blockdev", "lvm")
+# Backing types served over the network: the disk's protocol is the backing type's name.
+NETWORK_BACKINGS = ("iscsi", "nfs")
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ from iomatrix.report.recommend.verdict import (
     choose,
     workload_verdict,
 )
-from iomatrix.snippets import DiskConfig, snippets_for
+from iomatrix.snippets import DiskConfig, snippet_backing, snippets_for
 from iomatrix.stats import RatioCI
 from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK, check_threshold, check_tie_break
 from iomatrix.store import Store
@@ -216,6 +216,6 @@ def score_verdicts(store: Store, sweep_id: int, scores: Sequence[str], requireme
                                       "point ratio of scores, no interval")
         cell = cells[top.label]
         v.risks = risk_statements(cell.axes["cache"], cell.axes.get("modifier", Modifier.NONE), cell, measured)
-        v.snippets = snippets_for(DiskConfig.from_axes(cell.axes, cell.backing.get("kind")))
+        v.snippets = snippets_for(DiskConfig.from_axes(cell.axes, snippet_backing(cell.backing)))
         out.append(v)
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from iomatrix.domain import CACHE, CacheMode, Modifier
+from iomatrix.domain.axes import LUN_WRITE_CACHE_RISK
 from iomatrix.report.durability import MeasuredIndex, measured_statements
 from iomatrix.report.query import CellWorkload
 from iomatrix.risk import risk_of
@@ -21,6 +22,7 @@ class RiskStatement:
 
 
 SITUATIONS = ("QEMU crash", "host crash or power loss", "live migration", "guest that does not send flushes")
+TARGET_POWER_LOSS = "iSCSI target power loss"  # only where the LUN's write cache is on
 
 
 def measured_risks(cell: CellWorkload | None, measured: MeasuredIndex | None = None) -> dict[str, str]:
@@ -55,5 +57,7 @@ def risk_statements(cache: str, modifier: str = Modifier.NONE, cell: CellWorkloa
                     "a host crash or power loss")
     texts = dict(zip(SITUATIONS, (risk.qemu_crash, risk.power_loss, migration, no_flush), strict=True))
     found = measured_risks(cell, measured)
-    return [RiskStatement(s, found.get(s, texts[s]), "measured" if s in found else DOCUMENTED)
-            for s in SITUATIONS]
+    out = [RiskStatement(s, found.get(s, texts[s]), "measured" if s in found else DOCUMENTED) for s in SITUATIONS]
+    if cell is not None and cell.axes.get("lun_write_cache") == "on":  # the iSCSI target's own cache (issue 34)
+        out.append(RiskStatement(TARGET_POWER_LOSS, LUN_WRITE_CACHE_RISK, DOCUMENTED))
+    return out

@@ -18,7 +18,7 @@ from iomatrix.report.rank import (
 from iomatrix.report.recommend.current_match import asked_later_axes, matching_cell, matching_current
 from iomatrix.report.recommend.requirements import ALLOW_DATA_LOSS, SAFE_DEFAULT, Requirement, unmet
 from iomatrix.report.recommend.risks import SITUATIONS, RiskStatement, risk_statements
-from iomatrix.snippets import DiskConfig, SnippetSet, snippets_for
+from iomatrix.snippets import DiskConfig, SnippetSet, snippet_backing, snippets_for
 from iomatrix.stats import RatioCI, ratio_ci
 from iomatrix.tiers import is_reference
 
@@ -221,7 +221,7 @@ def _chosen_verdict(v: Verdict, cws: list[CellWorkload], wr: WorkloadRanking, ch
         v.requirement_cost = _requirement_cost(wr, choice.cell, r.higher_is_better)
         v.declined = _declined(wr, v.requirement_cost, requirements, measured)
     v.risks = risk_statements(cell.axes["cache"], cell.axes.get("modifier", Modifier.NONE), cell, measured)
-    v.snippets = snippets_for(DiskConfig.from_axes(cell.axes, cell.backing.get("kind")), current=current)
+    v.snippets = snippets_for(DiskConfig.from_axes(cell.axes, snippet_backing(cell.backing)), current=current)
     return v
 
 

@@ -1,0 +1,172 @@
+"""The snippets of a disk served over the network (issue 34): an iSCSI LUN or an image on NFS, for every tool, with
+the notes a network disk needs (placeholders, the host's login or mount for the kernel's client, the target's own
+settings) and the iSCSI target's tgt targets.conf. Where the disk lives, as each tool names it, is in
+`iomatrix.snippet_network`; the tools' shared structure (drivers, buses, controllers) in `iomatrix.snippet_writers`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from iomatrix.domain import BackingKind, Format
+from iomatrix.snippet_network import (
+    NETWORK_SKIPPED_KEYS,
+    PROTOCOL_NAMES,
+    NetworkPlace,
+    client_is_kernel,
+    kernel_client_steps,
+    proxmox_storage,
+    proxmox_volume,
+    tgt_note,
+    tgt_targets_conf,
+)
+from iomatrix.snippet_writers import (
+    DEFAULT_SIZE_GIB,
+    PROXMOX_DISK_KEY,
+    PROXMOX_IMAGE_FILE_KEYS,
+    PROXMOX_SCSIHW,
+    PROXMOX_STORAGE_KEYS,
+    DiskConfig,
+    Pairs,
+    Snippet,
+    SnippetSet,
+    _not_available,
+    _proxmox_device_unavailable,
+    _proxmox_drive_options,
+    _proxmox_options,
+    libvirt_snippet,
+    measured_defaults,
+    nova_snippet,
+    qemu_img_snippet,
+    qemu_snippet,
+    shell_command,
+    virt_install_snippet,
+)
+
+
+def network_notes(cfg: DiskConfig) -> list[str]:
+    """What a network disk's VM snippet leaves to the user: the server's address (placeholders), the host's login
+    or mount where the kernel is the client, and where the LUN's own settings go."""
+    if cfg.protocol is None:
+        return []
+    place = NetworkPlace()
+    where = (f"portal {place.portal}, target {place.iqn}, LUN {place.lun}" if cfg.backing == BackingKind.ISCSI
+             else f"server {place.host}, export {place.export}")
+    notes = [f"replace the placeholder {where} with your storage's"]
+    if client_is_kernel(cfg.protocol, cfg.values):
+        notes.append(kernel_client_steps(cfg.protocol, place))
+    else:
+        client = "libiscsi" if cfg.backing == BackingKind.ISCSI else "libnfs"
+        notes.append(f"QEMU opens the disk with its own {client} client (Debian package qemu-block-extra); aio= is an "
+                     "option of QEMU's file protocol and is not set")
+        if cfg.backing == BackingKind.NFS:
+            notes.append("libvirt's <identity> is the user libnfs accesses the export as: root needs an export "
+                         "without root squash, or name the image's owner")
+    if cfg.backing == BackingKind.ISCSI and "lun_write_cache" not in cfg.more:
+        notes.append("measured with the LUN's write cache off, which is not tgt's default: see the tgt targets.conf "
+                     "snippet")
+    return notes
+
+
+def proxmox_network_snippet(cfg: DiskConfig, opts: Pairs, axis_notes: list[str], vmid: str = "VMID",
+                            size_gib: int = DEFAULT_SIZE_GIB) -> Snippet:
+    """The storage.cfg entry of the network storage (iscsidirect, iscsi, nfs) and the VM's disk line on it."""
+    assert cfg.protocol is not None
+    title = "Proxmox VE (/etc/pve/storage.cfg and qm set)"
+    place = NetworkPlace()
+    kind, sid, entry = proxmox_storage(cfg.protocol, cfg.values, place)
+    if kind in ("iscsi", "iscsidirect") and cfg.format != Format.RAW:
+        return Snippet("proxmox", title, None, _not_available([
+            f"Proxmox uses an iSCSI LUN as one raw disk ({kind} storage: format raw only); a qcow2 image on iSCSI "
+            "is not a Proxmox layout (LVM on top of the LUN gives raw volumes)"]))
+    drive = [kv for kv in _proxmox_drive_options(opts) if kv[0] not in NETWORK_SKIPPED_KEYS["proxmox"]
+             or not cfg.userspace_client]
+    if kind != "nfs":
+        drive = [kv for kv in drive if kv[0] not in PROXMOX_IMAGE_FILE_KEYS]  # the LUN is the disk
+    drive += measured_defaults("proxmox", dict(drive))
+    if kind == "nfs":  # a property of the storage (preallocation of new images), written in its entry
+        entry += "".join(f"\n\t{k} {v}" for k, v in opts if k in PROXMOX_STORAGE_KEYS)
+    volume = proxmox_volume(kind, sid, place) if kind != "nfs" else f"{sid}:{size_gib}"
+    cmd = f"qm set {vmid}"
+    if cfg.bus in PROXMOX_SCSIHW:
+        cmd += f" --scsihw {PROXMOX_SCSIHW[cfg.bus]}"
+    line = shell_command([*cmd.split(), f"--{dict(opts)[PROXMOX_DISK_KEY]}0",
+                          ",".join([volume, *(f"{k}={v}" for k, v in drive)])])
+    text = f"# /etc/pve/storage.cfg (or pvesm add {kind} {sid} …)\n{entry}\n\n{line}"
+    notes = [f"replace the placeholder addresses ({place.host}, {place.iqn if kind != 'nfs' else place.export}) "
+             "with your storage's"]
+    notes += _proxmox_storage_notes(cfg, kind, place)
+    notes += [n for n in network_notes(cfg) if "tgt" in n]
+    notes += axis_notes
+    return Snippet("proxmox", title, text, "; ".join(notes))
+
+
+def _proxmox_storage_notes(cfg: DiskConfig, kind: str, place: NetworkPlace) -> list[str]:
+    """What a Proxmox storage of `kind` does with the disk, and whether it is the client that was measured."""
+    assert cfg.protocol is not None
+    notes: list[str] = []
+    if kind == "iscsidirect":
+        notes.append("iscsidirect: QEMU's own initiator (libiscsi), as measured; the LUN is used whole (volume "
+                     f"lun{place.lun}); Proxmox cannot create volumes on it")
+    elif kind == "iscsi":
+        notes.append("iscsi: the host kernel's initiator (open-iscsi) logs in and the LUN is a block device; the "
+                     "volume id is CHANNEL.ID.LUN.scsi-WWID: pvesm list san shows yours")
+    else:
+        notes.append("Proxmox mounts an nfs storage with the host kernel's NFS client (under /mnt/pve/ID); "
+                     + ("as measured" if client_is_kernel(cfg.protocol, cfg.values) else
+                        "iomatrix measured QEMU's own libnfs client, which Proxmox does not use: the kernel "
+                        "client's figures may differ (measure nfs_client=kernel where the host has one)"))
+        notes.append("STORAGE:SIZE allocates a new image of SIZE GiB on the export")
+    return notes
+
+
+def tgt_snippet(cfg: DiskConfig) -> Snippet:
+    """tgt's targets.conf for the LUN the configuration was measured on (lun_type, lun_write_cache)."""
+    return Snippet("tgt", "tgt targets.conf (the iSCSI target's LUN: type and write cache)",
+                   tgt_targets_conf(cfg.values, NetworkPlace()), tgt_note(cfg.values), "conf")
+
+
+def _with_notes(snippet: Snippet, notes: list[str]) -> Snippet:
+    if snippet.text is None:
+        return snippet
+    return replace(snippet, note="; ".join(filter(None, (snippet.note, *notes))))
+
+
+def _proxmox(cfg: DiskConfig) -> Snippet:
+    opts, axis_notes, unavailable = _proxmox_options(cfg)
+    unavailable += _proxmox_device_unavailable(cfg)
+    if unavailable:
+        return Snippet("proxmox", "Proxmox VE (/etc/pve/storage.cfg and qm set)", None, _not_available(unavailable))
+    return proxmox_network_snippet(cfg, opts, axis_notes)
+
+
+def _virt_install(cfg: DiskConfig, path: str | None) -> Snippet:
+    if cfg.userspace_client:
+        assert cfg.protocol is not None
+        return Snippet("virt-install", "virt-install --disk", None, _not_available([
+            f"an {PROTOCOL_NAMES[cfg.protocol]} network disk (QEMU's own client) is written as the libvirt XML "
+            "above: virt-install … --import, then virsh edit VM to put that <disk> in"]))
+    return _with_notes(virt_install_snippet(cfg, path), network_notes(cfg))
+
+
+def _nova(cfg: DiskConfig) -> Snippet:
+    assert cfg.protocol is not None
+    base = nova_snippet(cfg)
+    return Snippet("nova", base.title, None, _not_available([
+        f"Nova attaches {PROTOCOL_NAMES[cfg.protocol]} disks as Cinder volumes, set up by the Cinder volume driver "
+        "(its target and transport options), not by nova.conf's instance-disk settings"]), base.language)
+
+
+def network_snippets(cfg: DiskConfig, path: str | None = None) -> SnippetSet:
+    """Every tool's snippet for a new disk of `cfg` on its network storage (cfg.protocol), and tgt's for an iSCSI
+    LUN."""
+    notes = network_notes(cfg)
+    return SnippetSet(cfg, [
+        _with_notes(libvirt_snippet(cfg, path), notes),
+        _with_notes(qemu_snippet(cfg, path), notes),
+        _proxmox(cfg),
+        _virt_install(cfg, path),
+        _nova(cfg),
+        qemu_img_snippet(cfg, path),
+        *([tgt_snippet(cfg)] if cfg.backing == BackingKind.ISCSI else []),
+    ])
