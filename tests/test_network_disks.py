@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -45,7 +46,7 @@ from iomatrix.tiers.declared.consolidation import Consolidation
 from iomatrix.tiers.declared.durability import Durability
 from iomatrix.tiers.network_disks import disk_name, disk_values, measures_rtt
 from iomatrix.workloads import resolve
-from tests.conftest import needs, root_only, run_cli
+from tests.conftest import iomatrix_argv, needs, root_only, run_cli, sigint_default
 
 IQN = "iqn.2026-11.io.iomatrix:t1"
 LUN = NetworkDisk("iscsi", (("driver", "iscsi"), ("transport", "tcp"), ("portal", "127.0.0.1:3261"),
@@ -381,3 +382,74 @@ def test_a_sweep_with_a_network_backing_answers_once_per_backing_and_leaves_noth
     assert not any(p.info["name"] in ("ganesha.nfsd", "tgtd") and str(workdir) in " ".join(p.info["cmdline"] or [])
                    for p in psutil.process_iter(["name", "cmdline"]))
     assert leftovers.pending(workdir / "w") == []
+
+
+ISCSI_LONG = """
+tier = ["blocklayer"]
+format = ["raw"]
+preallocation = ["off"]
+cache = ["none"]
+aio = ["threads"]
+lun_write_cache = ["off", "on"]
+workloads = ["rand-write-4k"]
+size = "16M"
+image_size = "64M"
+runtime = RUNTIME
+null_ceiling = false
+[repetitions]
+min = 1
+max = 1
+[[backing]]
+type = "iscsi"
+"""
+
+
+def _serving_iscsi(proc: subprocess.Popen) -> list[psutil.Process]:
+    """The sweep's qemu-storage-daemon serving an iSCSI disk and its tgtd, once both run."""
+    try:
+        kids = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    qsd = [k for k in kids if k.name() == "qemu-storage-daemon" and "file.driver=iscsi" in " ".join(k.cmdline())]
+    tgtd = [k for k in kids if k.name() == "tgtd"]
+    return [*qsd, *tgtd] if qsd and tgtd else []
+
+
+@needs("fio")
+@needs("qemu-storage-daemon")
+@root_only
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_a_sweep_on_iscsi_interrupted_mid_run_leaves_nothing(workdir: Path, sig: signal.Signals) -> None:
+    """Ctrl-C while qemu-storage-daemon serves a LUN: the LUN, its file, tgtd and the daemon are gone when
+    `iomatrix run` exits. SIGKILL there: the next `run` removes what the killed one left, then runs and leaves
+    nothing itself."""
+    if (why := IscsiBacking().availability(set())) is not None:
+        pytest.skip(why)
+    (workdir / "p.toml").write_text(ISCSI_LONG.replace("RUNTIME", "30"))
+    proc = subprocess.Popen([*iomatrix_argv(), "run", "p.toml", "--db", "r.sqlite", "--workdir", "w"], cwd=workdir,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=sigint_default)
+    deadline = time.monotonic() + 180
+    serving: list[psutil.Process] = []
+    while not serving and time.monotonic() < deadline and proc.poll() is None:
+        serving = _serving_iscsi(proc)
+        time.sleep(0.1)
+    assert serving, "no daemon served an iSCSI disk within 180 s"
+    os.killpg(proc.pid, sig)  # the whole foreground group, as a terminal's Ctrl-C (or a kill -9 of the session)
+    out, err = proc.communicate(timeout=120)
+    assert "Traceback" not in err
+    if sig == signal.SIGKILL:  # the next run cleans up after the killed one, then runs
+        (workdir / "p.toml").write_text(ISCSI_LONG.replace("RUNTIME", "0.5"))
+        again = run_cli("run", "p.toml", "--db", "again.sqlite", "--workdir", "w", cwd=workdir, timeout=600)
+        assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    else:
+        assert proc.returncode == 130, out[-2000:] + err[-2000:]
+    gone_deadline = time.monotonic() + 30  # a process killed with its group may take a moment to be reaped
+    while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in serving) and \
+            time.monotonic() < gone_deadline:
+        time.sleep(0.1)
+    assert not [p.pid for p in serving if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert leftovers.pending(workdir / "w") == []
+    backings = workdir / "w" / "backings"
+    assert not backings.exists() or list(backings.iterdir()) == []
