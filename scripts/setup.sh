@@ -11,9 +11,11 @@
 # block layer: QEMU, fio, Python without the test tools) and builds no guest: on a fresh Debian 12 machine its
 # apt step took 30 s instead of 110 s for everything (docs/benchmarks.md, issue 27). Running setup.sh without
 # it later (scripts/test does) adds the rest.
-# `--shared-storage` also installs the servers and QEMU drivers of the shared-storage backings (docs/backings.md:
-# `type = "nfs"`), without starting or enabling the distribution's own services: iomatrix starts its own
-# daemons on 127.0.0.1 for a run and stops them after it.
+# `--shared-storage` adds the servers and QEMU drivers of the shared-storage backings (iSCSI: tgt, libiscsi-bin;
+# NFS: nfs-ganesha, nfs-ganesha-vfs, rpcbind, libnfs-utils; qemu-block-extra) to a --minimal install (a full one
+# has them: the tests run a real tgtd and ganesha). They are installed without starting or enabling the
+# distribution's services: iomatrix starts its own daemons on 127.0.0.1 for a run and stops them after it
+# (docs/backings.md, iSCSI and nfs).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
@@ -21,15 +23,14 @@ cd "$here"
 fleet="${IOMATRIX_FLEET:-0}"
 guest=1
 minimal=0
-shared_storage=0
+shared=0
 for arg in "$@"; do
     case "$arg" in
         --fleet) fleet=1 ;;
+        --shared-storage) shared=1 ;;
         --no-guest) guest=0 ;;
         --minimal) minimal=1; guest=0 ;;
-        --shared-storage) shared_storage=1 ;;
-        *) echo "setup.sh: unknown option '$arg' (the options are --fleet, --no-guest, --minimal and" \
-                "--shared-storage)" >&2; exit 2 ;;
+        *) echo "setup.sh: unknown option '$arg' (the options are --fleet, --no-guest, --minimal and --shared-storage)" >&2; exit 2 ;;
     esac
 done
 extras=dev
@@ -64,17 +65,21 @@ packages=(python3 python3-venv python3-pip qemu-system-x86 qemu-system-common qe
 minimal_packages=(python3 python3-venv python3-pip qemu-system-x86 qemu-system-common qemu-utils fio e2fsprogs
                   kmod util-linux mount procps ca-certificates)
 if [ "$minimal" = 1 ]; then packages=("${minimal_packages[@]}"); fi
+# Shared storage, iSCSI: tgt is the userspace target iomatrix starts (tgtd, tgtadm); qemu-block-extra holds QEMU's
+# iscsi block driver (block-iscsi.so, a module qemu-system-* does not carry); libiscsi-bin has the initiator-side
+# probes (iscsi-readcapacity16, iscsi-inq). Their services are the distribution's, never started (see below).
+iscsi_packages=(tgt libiscsi-bin qemu-block-extra)
 # --fleet: shellcheck, which ansible-test sanity runs on the collection's shell script (the role's install.sh).
 if [ "$fleet" = 1 ]; then packages+=(shellcheck); fi
-# --shared-storage: the NFS backing's userspace server (nfs-ganesha with its VFS backend) and rpcbind (QEMU's
+# Shared storage, NFS: the NFS backing's userspace server (nfs-ganesha with its VFS backend) and rpcbind (QEMU's
 # libnfs finds the server through the portmapper), libnfs-utils (nfs-ls; libnfs itself removes iomatrix's files
 # on an existing export), qemu-block-extra (QEMU's nfs/iscsi/rbd block drivers, block-nfs.so).
-shared_storage_packages=(nfs-ganesha nfs-ganesha-vfs rpcbind libnfs-utils qemu-block-extra)
-if [ "$shared_storage" = 1 ]; then packages+=("${shared_storage_packages[@]}"); fi
+nfs_packages=(nfs-ganesha nfs-ganesha-vfs rpcbind libnfs-utils)
+if [ "$minimal" = 0 ] || [ "$shared" = 1 ]; then packages+=("${iscsi_packages[@]}" "${nfs_packages[@]}"); fi
 # Units of those packages that apt would start and enable: a lab host keeps no NFS service of its own (a
 # running one would be refused by the lab-started NFS backing, whose registration it holds).
 declare -A shared_storage_unit_package=([nfs-ganesha.service]=nfs-ganesha [nfs-ganesha-lock.service]=nfs-ganesha
-    [nfs-ganesha-config.service]=nfs-ganesha [rpcbind.service]=rpcbind [rpcbind.socket]=rpcbind)
+    [nfs-ganesha-config.service]=nfs-ganesha [rpcbind.service]=rpcbind [rpcbind.socket]=rpcbind [tgt.service]=tgt)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -84,11 +89,13 @@ if [ "${#missing[@]}" -gt 0 ]; then
     echo "setup: installing ${#missing[@]} Debian packages:"
     echo "${missing[*]}" | fold -s -w 96 | sed 's/^/  /' 
     export DEBIAN_FRONTEND=noninteractive
-    # Daemons are not started by the install: a policy-rc.d that refuses every start (exit 101), ours only
-    # if there is none (a container's own stays), and removed afterwards even when apt fails.
+    # No service of a package installed here may start (tgt's would take TCP 3260 and the control socket 0, an NFS
+    # server or rpcbind of the distribution would hold the registration the lab-started NFS backing needs):
+    # invoke-rc.d and deb-systemd-invoke ask /usr/sbin/policy-rc.d, and 101 means "action forbidden". Ours only
+    # when the host has none (a container's own stays), and removed on every exit, failure included.
     policy=/usr/sbin/policy-rc.d
     own_policy=0
-    if [ "$shared_storage" = 1 ] && [ ! -e "$policy" ]; then
+    if [ ! -e "$policy" ]; then
         printf '#!/bin/sh\n# written by iomatrix scripts/setup.sh during apt-get; removed after it\nexit 101\n' > "$policy"
         chmod 755 "$policy"
         own_policy=1
@@ -97,8 +104,9 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     if [ "$own_policy" = 1 ]; then rm -f "$policy"; trap - EXIT; fi
-    # ... and not enabled at boot either, those installed just now (a service the admin had is left as it was).
-    if [ "$shared_storage" = 1 ] && [ -d /run/systemd/system ]; then
+    # Installing enables the units on a systemd host even when nothing starts them: disable those of the packages
+    # installed just now (a service the administrator had before is left as it was).
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
         for unit in "${!shared_storage_unit_package[@]}"; do
             for p in "${missing[@]}"; do
                 if [ "$p" = "${shared_storage_unit_package[$unit]}" ]; then

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from iomatrix.backing import leftovers
+from iomatrix.backing import spec as spec_module
 from iomatrix.backing.delay_relay import delayed
 from iomatrix.backing.iscsi import ExistingIscsiServer, TgtServer, caching_page
-from iomatrix.backing.iscsi_names import check_iqn, parse_iscsi_url, parse_portal
 from iomatrix.backing.iscsi_wire import caching_wce, read_write_cache
 from iomatrix.backing.leftover_kinds import TgtdLeftover, proc_start, tgtd_socket_files
 from iomatrix.backing.network import NetworkDisk
@@ -28,8 +28,9 @@ from iomatrix.backing.provision import provision
 from iomatrix.backing.rtt import parse_rtt
 from iomatrix.backing.spec import IscsiBacking, parse_backing
 from iomatrix.errors import UserError
+from iomatrix.iscsi_names import check_iqn, parse_iscsi_url, parse_portal
 from iomatrix.safety import check_allowed_devices, resolve_allowed
-from tests.conftest import iomatrix_argv, root_only
+from tests.conftest import iomatrix_argv, root_only, run_cli
 
 SCRATCH = Path("/tmp/iomx-iscsi")
 HAVE_TGT = shutil.which("tgtd") is not None and shutil.which("qemu-io") is not None
@@ -156,6 +157,16 @@ def test_allow_destroy_iscsi_urls() -> None:
         assert "--allow-destroy" in str(err.value) and "\n" not in str(err.value)
 
 
+def test_cli_refuses_a_bad_iscsi_url_in_one_line_before_anything_runs(tmp_path: Path) -> None:
+    (tmp_path / "p.toml").write_text('tier = ["baremetal"]\nworkloads = ["rand-write-4k"]\nsize = "16M"\n'
+                                     "runtime = 0.3\n")
+    proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--workdir", "w", "--allow-destroy",
+                   "iscsi://127.0.0.1/iqn.2003-01.org.example:d/1", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "bad portal" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "w").exists() and not (tmp_path / "r.sqlite").exists()
+
+
 @pytest.mark.parametrize(("text", "ms"), [("0", 0.0), ("0.5ms", 0.5), ("2ms", 2.0), ("500us", 0.5),
                                           (" 250 us ", 0.25), ("0ms", 0.0)])
 def test_rtt_parses(text: str, ms: float) -> None:
@@ -167,6 +178,17 @@ def test_bad_rtt_is_one_line(text: str) -> None:
     with pytest.raises(ValueError) as err:
         parse_rtt(text)
     assert "\n" not in str(err.value) and "rtt" in str(err.value)
+
+
+def test_delayed_refuses_bad_rtt_and_nfs_in_one_line(tmp_path: Path) -> None:
+    iscsi = NetworkDisk("iscsi", (("driver", "iscsi"), ("portal", "127.0.0.1:9"), ("target", "iqn.2003-01.a.b:c"),
+                                  ("lun", "1")), "iscsi://127.0.0.1:9/iqn.2003-01.a.b:c/1", "raw", 1 << 20)
+    nfs = NetworkDisk("nfs", (("driver", "nfs"),), "nfs://127.0.0.1/x", "raw", 1 << 20)
+    for disk, rtt, words in ((iscsi, "2", "unit"), (iscsi, "fast", "bad rtt"), (nfs, "2ms", "iSCSI disks only")):
+        with pytest.raises(UserError) as err, delayed(disk, rtt, tmp_path):
+            pass
+        assert words in str(err.value) and "\n" not in str(err.value)
+    assert not list(tmp_path.iterdir())  # nothing was started or written
 
 
 def test_caching_page_sets_wce_and_is_decoded() -> None:
@@ -364,7 +386,12 @@ def test_existing_mode_writes_only_the_lun_handed_over(workdir: Path) -> None:
             out = _qemu_io(disk.url, "raw", "write -P 0x3c 0 64k")
             assert out.returncode == 0, out.stderr
             existing.remove_disk(disk)
-        assert given.server_path.read_bytes()[:65536] == b"\x3c" * 65536
+            assert given.server_path.read_bytes()[:65536] == b"\x3c" * 65536
+            # a format is written onto the handed-over LUN itself
+            qdisk = existing.new_disk({"format": "qcow2"}, size_bytes=16 << 20, name="q")
+            out = _qemu_io(qdisk.url, "qcow2", "write -P 0x3d 0 64k", "read -P 0x3d 0 64k")
+            assert out.returncode == 0 and "Pattern verification failed" not in out.stdout, out.stderr
+            assert given.server_path.read_bytes()[:4] == b"QFI\xfb"
         assert _sha(kept.server_path) == kept_sum
         server.remove_disk(given)
         server.remove_disk(kept)
@@ -389,7 +416,179 @@ def test_relay_adds_measured_rtt_and_leaves_nothing(workdir: Path) -> None:
             out = _qemu_io(slow.url, "raw", "write -P 0x11 0 64k", "read -P 0x11 0 64k")
             assert out.returncode == 0 and "Pattern verification failed" not in out.stdout, out.stderr
             assert {e.kind for e in leftovers.pending(workdir)} >= {"process"}
+        # a target the probe cannot log into: the RTT is unknown (and says why), the relay still runs
+        wrong = NetworkDisk("iscsi", tuple((k, "iqn.2026-11.org.iomatrix:absent" if k == "target" else v)
+                                           for k, v in disk.protocol_options), disk.url, "raw", disk.size_bytes)
+        with delayed(wrong, "1ms", workdir) as (_, unknown):
+            assert unknown["rtt_measured_ms"] is None and "not found" in unknown["rtt_probe_error"]
         assert proc_start(relay_pid) is None and not _port_bound(relay_port)
         assert not list(workdir.glob(".delay-relay-*"))
         assert all(e.kind != "process" for e in leftovers.pending(workdir))
         server.remove_disk(disk)
+
+
+@pytest.mark.slow
+@root_only
+@needs_tgt
+def test_clean_stops_a_tgtd_that_outlived_its_sweep(workdir: Path) -> None:
+    # A killed sweep's tgtd normally dies with it (parent-death signal); should one outlive it, the ledger's
+    # entry stops it through its control port, and the LUN file's entry removes the file.
+    directory = workdir / "srv"
+    directory.mkdir()
+    server = TgtServer(workdir, directory)
+    server.start(lambda leftover: leftovers.record(workdir, leftover.kind, leftover.target, **leftover.info))
+    disk = server.new_disk({}, size_bytes=16 << 20, name="outlived")
+    assert server.proc is not None and disk.server_path is not None
+    pid, start, port = server.proc.pid, proc_start(server.proc.pid), server.port
+    lines = leftovers.clean(workdir, mine=True)  # as `clean` would after the sweep's death
+    assert any(line.startswith(f"stopped tgtd {pid}") for line in lines), lines
+    assert server.proc.wait(timeout=60) is not None  # it exited: reaped here, its parent
+    _assert_nothing_left(workdir, pid, start, port, server.control_port, [disk.server_path])
+
+
+def _traced(pid: int) -> bool:
+    """Whether every thread of `pid` has a tracer (strace -f -p attached to all of them)."""
+    tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    return bool(tasks) and all(
+        int(next(line for line in (t / "status").read_text().splitlines() if line.startswith("TracerPid:"))
+            .split()[1]) != 0 for t in tasks)
+
+
+@pytest.mark.slow
+@root_only
+@needs_tgt
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
+def test_write_cache_off_makes_tgtd_sync_every_write_and_on_does_not(workdir: Path) -> None:
+    """The knob does what it says on the server: with WCE off, tgt's rdwr store fdatasyncs after each write; on,
+    only when the initiator flushes (qemu-io -t none: no FUA, one flush at close)."""
+    writes = 20
+    syncs = {}
+    with provision(parse_backing({"type": "iscsi"}), workdir, set()) as handle:
+        server = handle.server
+        assert isinstance(server, TgtServer)
+        (pid,) = server.server_pids()
+        for cache in ("off", "on"):
+            disk = server.new_disk({"lun_write_cache": cache}, size_bytes=16 << 20, name=f"wc-{cache}")
+            log = workdir / f"strace-{cache}.txt"
+            tracer = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=fdatasync,fsync", "-o", str(log),
+                                       "-p", str(pid)], stderr=subprocess.DEVNULL)
+            try:
+                deadline = time.monotonic() + 60
+                while not _traced(pid):
+                    assert tracer.poll() is None and time.monotonic() < deadline, "strace did not attach"
+                    time.sleep(0.05)
+                commands = [f"write -P 1 {i * 4096} 4k" for i in range(writes)]
+                argv = ["qemu-io", "-t", "none", "-f", "raw"]
+                for c in commands:
+                    argv += ["-c", c]
+                out = subprocess.run([*argv, disk.url], capture_output=True, text=True, timeout=120)
+                assert out.returncode == 0, out.stderr
+            finally:
+                tracer.terminate()
+                tracer.wait(timeout=60)
+            text = log.read_text()
+            syncs[cache] = text.count("fdatasync(") + text.count("fsync(")
+            log.unlink()
+            server.remove_disk(disk)
+    assert syncs["off"] >= writes, syncs
+    assert syncs["on"] < writes // 2, syncs
+
+
+def test_a_lab_started_iscsi_plan_counts_its_lun_files_in_the_workdir(tmp_path: Path) -> None:
+    (tmp_path / "big.toml").write_text('tier = ["blocklayer"]\nworkloads = ["rand-write-4k"]\nsize = "900T"\n'
+                                       'image_size = "900T"\nruntime = 1\n[[backing]]\ntype = "iscsi"\n')
+    planned = run_cli("plan", "big.toml", cwd=tmp_path, timeout=120)
+    assert planned.returncode == 0 and "does not fit" in planned.stdout and "backing iscsi" in planned.stdout, \
+        planned.stdout + planned.stderr
+
+
+@pytest.mark.slow
+@root_only
+@needs_tgt
+def test_stopping_our_tgtd_leaves_another_tgtd_alone(workdir: Path) -> None:
+    # Another tgtd (a distribution's, or another sweep's) has a control port of its own: ours never talks to it.
+    with provision(parse_backing({"type": "iscsi"}), workdir / "other", set()) as other:
+        assert isinstance(other.server, TgtServer)
+        theirs = other.server.new_disk({}, size_bytes=16 << 20, name="theirs")
+        with provision(parse_backing({"type": "iscsi"}), workdir / "ours", set()) as ours:
+            assert isinstance(ours.server, TgtServer)
+            assert ours.server.control_port != other.server.control_port
+            ours.server.new_disk({}, size_bytes=16 << 20, name="ours")
+        (pid,) = other.server.server_pids()
+        assert proc_start(pid) is not None
+        out = _qemu_io(theirs.url, "raw", "write -P 0x42 0 4k", "read -P 0x42 0 4k")
+        assert out.returncode == 0 and "Pattern verification failed" not in out.stdout, out.stderr
+        other.server.remove_disk(theirs)
+
+
+def test_setup_script_names_the_shared_storage_option() -> None:
+    out = subprocess.run(["bash", str(ROOT / "scripts" / "setup.sh"), "--no-such-option"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2 and "--shared-storage" in out.stderr, out.stderr
+
+
+def test_availability_names_the_debian_package_that_is_missing(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
+    lab = parse_backing({"type": "iscsi"})
+    existing = parse_backing({"type": "iscsi", "portal": "192.0.2.1:3260", "iqn": "iqn.2003-01.org.example:d"})
+    handed = {Path("iscsi://192.0.2.1:3260/iqn.2003-01.org.example:d/0")}
+    monkeypatch.setenv("PATH", str(tmp_path))  # a host without tgt and libiscsi-bin
+    assert lab.availability(set()) == "'tgtd' is not installed (apt-get install tgt)"
+    assert existing.availability(handed) == "'iscsi-readcapacity16' is not installed (apt-get install libiscsi-bin)"
+    monkeypatch.undo()
+    monkeypatch.setattr(spec_module, "QEMU_ISCSI_MODULE", tmp_path / "block-iscsi.so")  # no qemu-block-extra
+    for spec, allowed in ((lab, set()), (existing, handed)):
+        reason = spec.availability(allowed)
+        assert reason is not None and "apt-get install qemu-block-extra" in reason
+
+
+def _tgtd_with_control_port(port: int) -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and proc_start(int(d.name)) is not None:
+            try:
+                argv = (d / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"tgtd") and b"-C" in argv and str(port).encode() in argv:
+                pids.append(int(d.name))
+    return pids
+
+
+def _moment_reached(workdir: Path, moment: str) -> bool:
+    kinds = [e.kind for e in leftovers.pending(workdir)]
+    if moment == "scratch directory recorded":
+        return "path" in kinds
+    if moment == "tgtd recorded":
+        return "tgtd" in kinds
+    if moment == "LUN file recorded":
+        return kinds.count("path") >= 2
+    return (workdir / "state").exists()  # serving, with a disk
+
+
+@pytest.mark.slow
+@root_only
+@needs_tgt
+@pytest.mark.parametrize("moment", ["scratch directory recorded", "tgtd recorded", "LUN file recorded", "serving"])
+def test_sigkill_at_any_moment_then_clean_leaves_nothing(workdir: Path, moment: str) -> None:
+    """Killed as soon as set-up reaches a moment (polled in the ledger: the kill lands just after it)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_CHILD, str(workdir)], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not _moment_reached(workdir, moment):
+        assert child.poll() is None and time.monotonic() < deadline, f"set-up never reached: {moment}"
+        time.sleep(0.001)
+    child.kill()
+    child.wait(timeout=60)
+    ports = [int(e.target) for e in leftovers.pending(workdir) if e.kind == "tgtd"]
+    leftovers.clean(workdir)
+    assert leftovers.pending(workdir) == []
+    for port in ports:
+        deadline = time.monotonic() + 60
+        while _tgtd_with_control_port(port):
+            assert time.monotonic() < deadline, f"a tgtd with control port {port} survived"
+            time.sleep(0.05)
+        assert not any(f.exists() for f in tgtd_socket_files(port))
+    left = [p for p in workdir.rglob("*") if ".iomatrix" not in p.parts and p.name not in ("state", "backings")]
+    assert left == [], left

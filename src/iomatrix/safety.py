@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from iomatrix.backing.iscsi_names import is_iscsi_url, parse_iscsi_url
 from iomatrix.errors import UserError
+from iomatrix.iscsi_names import is_iscsi_url, parse_iscsi_url
 from iomatrix.mountinfo import innermost_mount, mounts_of_devnum, parse_mountinfo, unescape
 from iomatrix.sysfs import (
     block_sysdir,

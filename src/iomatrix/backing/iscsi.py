@@ -22,7 +22,6 @@ portal only as an initiator (QEMU, libiscsi's tools, the read-only probes of `is
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import random
 import re
@@ -36,7 +35,6 @@ from typing import Any, Literal
 
 from iomatrix import children
 from iomatrix.backing import leftovers
-from iomatrix.backing.iscsi_names import IscsiLun, Portal, target_name
 from iomatrix.backing.iscsi_wire import IscsiProbeError, read_write_cache
 from iomatrix.backing.leftover_kinds import (
     TGTD_CONTROL_PORTS,
@@ -50,6 +48,7 @@ from iomatrix.backing.leftover_kinds import (
 from iomatrix.backing.network import NetworkDisk
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import version_of
+from iomatrix.iscsi_names import IscsiLun, Portal, target_name
 
 LOOPBACK = "127.0.0.1"
 LUN_TYPES = ("null", "fileio", "blockio")
@@ -365,7 +364,7 @@ class ExistingIscsiServer:
         if fmt != "raw":  # the LUN was handed over: writing a fresh image header onto it is allowed
             opts = [f"{k}={v}" for k, v in create_options]
             argv = ["qemu-img", "create", "-q", "-f", fmt, *(["-o", ",".join(opts)] if opts else []),
-                    json_target(self.lun), str(size_bytes)]
+                    self.lun.url, str(size_bytes)]  # qemu-img create takes the URL, not a json: name
             _check(subprocess.run(argv, capture_output=True, text=True, timeout=600), f"qemu-img create ({fmt})")
         try:
             write_cache: str | None = "on" if read_write_cache(self.lun.portal.host, self.lun.portal.port,
@@ -381,8 +380,3 @@ class ExistingIscsiServer:
     def remove_disk(self, disk: NetworkDisk) -> None:
         """Nothing to remove: the LUN stays the user's (what was written on it is theirs to discard)."""
 
-
-def json_target(lun: IscsiLun) -> str:
-    """The LUN as a qemu-img `json:` file name (QEMU's iscsi driver options)."""
-    return "json:" + json.dumps({"driver": "iscsi", "transport": "tcp", "portal": str(lun.portal),
-                                 "target": lun.iqn, "lun": lun.lun})

@@ -53,6 +53,7 @@ from iomatrix.backing.spec import (
     NfsBacking,
     TmpfsBacking,
     ZfsBacking,
+    allowed_iscsi_luns,
     format_size,
 )
 from iomatrix.errors import UserError
@@ -394,10 +395,13 @@ def _setup_zfs(spec: ZfsBacking, workdir: Path, td: _Teardown) -> tuple[Path, di
     return mnt, meta
 
 
-def _setup_iscsi(spec: IscsiBacking, workdir: Path,
-                 td: _Teardown) -> tuple[Path, dict[str, Any], TgtServer | ExistingIscsiServer]:
-    scratch = _scratch_dir(td, workdir / BACKINGS_DIR, spec.label())
+def _setup_iscsi(spec: IscsiBacking, workdir: Path, td: _Teardown,
+                 allowed: set[Path]) -> tuple[Path, dict[str, Any], TgtServer | ExistingIscsiServer]:
     lun = spec.existing_lun()
+    if lun is not None and lun.url not in allowed_iscsi_luns(allowed):  # checked again right before use
+        raise UserError(f"refusing to use iSCSI LUN {lun.url}: it was not named with --allow-destroy",
+                        hint=f"pass --allow-destroy {lun.url} if its contents may be destroyed")
+    scratch = _scratch_dir(td, workdir / BACKINGS_DIR, spec.label())
     if lun is not None:
         existing = ExistingIscsiServer(lun, workdir)
         return scratch, existing.metadata(), existing
@@ -423,7 +427,7 @@ def provision(spec: BackingSpec, workdir: Path, allowed_devices: set[Path]) -> I
     server: NetworkServer | None = None
     try:
         if isinstance(spec, IscsiBacking):
-            path, meta, server = _setup_iscsi(spec, workdir, td)
+            path, meta, server = _setup_iscsi(spec, workdir, td, allowed_devices)
         elif isinstance(spec, DirBacking):
             path, meta = _setup_dir(spec, workdir, td)
         elif isinstance(spec, LoopfsBacking):

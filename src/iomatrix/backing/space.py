@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from iomatrix.backing.spec import DirBacking, LoopfsBacking, TmpfsBacking
+from iomatrix.backing.spec import DirBacking, IscsiBacking, LoopfsBacking, TmpfsBacking
 from iomatrix.domain import NA
 from iomatrix.domain.axes import CLUSTER_BYTES, DEFAULT_CLUSTER_BYTES
 from iomatrix.domain.axes import size_words as format_size
@@ -118,6 +118,8 @@ def shortfalls(plan: Plan, expansion: Expansion, workdir: Path, db: Path | None)
             places.append(Place(f"backing {label} ({format_size(spec.size)} filesystem)", spec.size, [(what, n)]))
         elif isinstance(spec, DirBacking):
             on_host(spec.path if spec.path is not None else workdir, f"backing {label}: {what}", n)
+        elif isinstance(spec, IscsiBacking) and spec.lab_started:  # the LUNs' files are in the workdir
+            on_host(workdir, f"backing {label}: {what}", n)
     for spec in plan.backing:
         if isinstance(spec, LoopfsBacking):
             on_host(workdir, f"loopfs {spec.label()} image", spec.size)

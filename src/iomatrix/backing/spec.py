@@ -33,9 +33,9 @@ from pydantic import (
 )
 
 from iomatrix.backing.fsoptions import check_mkfs_options, check_mount_options
-from iomatrix.backing.iscsi_names import MAX_LUN, IscsiLun, check_iqn, is_iscsi_url, parse_iscsi_url, parse_portal
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import PACKAGE_OF
+from iomatrix.iscsi_names import MAX_LUN, IscsiLun, check_iqn, is_iscsi_url, parse_iscsi_url, parse_portal
 
 # The label of the null ceiling (matrix.NULL_BACKING); a user backing of that name would be mistaken for it.
 RESERVED_NAME = "null"
