@@ -362,6 +362,10 @@ def test_the_hosts_rpcbind_is_used_never_stopped_and_cleaned_of_a_killed_server(
     proc.wait()
     ports = set(state["ports"].values())
     assert {port for *_, port in rpc_registrations() or ()} & ports, "expected registrations left by the kill"
+    # until it is cleaned, a new lab server is refused, and told that the registration is stale and how to go
+    with pytest.raises(UserError) as err, provision(NfsBacking(), workdir / "meanwhile", set()):
+        pass
+    assert "nothing listens there" in err.value.one_line() and "rpcinfo -d 100003 3" in err.value.one_line()
     lines = clean(workdir)
     assert "unregistered RPC program 100003 version 3 from rpcbind on 127.0.0.1" in lines, lines
     regs = rpc_registrations()
@@ -375,7 +379,7 @@ def test_the_hosts_rpcbind_is_used_never_stopped_and_cleaned_of_a_killed_server(
 @pytest.mark.usefixtures("host_nfs_free")
 @root_only
 @pytest.mark.slow
-def test_existing_mode_writes_only_its_own_file(workdir: Path) -> None:
+def test_existing_mode_writes_only_its_own_file(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with provision(NfsBacking(), workdir / "server", set()) as lab:
         assert isinstance(lab.server, LabNfsServer)
         export = lab.server.export_dir
@@ -399,6 +403,20 @@ def test_existing_mode_writes_only_its_own_file(workdir: Path) -> None:
             # a name already taken on the export is an error, never a truncation
             with libnfs.mounted("127.0.0.1", str(export)) as ex, pytest.raises(libnfs.NfsError):
                 ex.create_exclusive("precious.qcow2")
+            # even a file that has exactly the name iomatrix would give is left as it is, and not recorded
+            squatter = export / f"iomatrix-{os.getpid()}-abcdef-coll.raw"
+            squatter.write_bytes(b"not yours")
+            monkeypatch.setattr(nfs_module.secrets, "token_hex", lambda n: "abcdef")
+            with pytest.raises(UserError, match="NFS3ERR_EXIST"):
+                server.new_disk({"format": "raw"}, size_bytes=MiB, name="coll")
+            monkeypatch.undo()
+            assert squatter.read_bytes() == b"not yours"
+            assert [e.kind for e in leftovers.pending(client_wd)].count("nfs_file") == 0
+            foreign = NetworkDisk("nfs", (), f"nfs://127.0.0.1{squatter}", "raw", MiB)
+            with pytest.raises(UserError, match="not made by this NFS backing"):
+                server.remove_disk(foreign)
+            assert squatter.read_bytes() == b"not yours"
+            squatter.unlink()
         assert leftovers.pending(client_wd) == []
         assert hashlib.sha256(precious.read_bytes()).hexdigest() == before
 

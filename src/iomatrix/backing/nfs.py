@@ -209,8 +209,10 @@ class LabNfsServer:
             self._remove_file(path)
 
     def remove_disk(self, disk: NetworkDisk) -> None:
-        assert disk.server_path is not None and disk.server_path.parent == self.export_dir
-        self._remove_file(disk.server_path)
+        path = disk.server_path
+        if path is None or path not in self._disks:  # only a file this server made is ever removed
+            raise UserError(f"{disk.url} was not made by this NFS server: not removed")
+        self._remove_file(path)
 
     def server_pids(self) -> dict[int, str]:
         pids = {self.ganesha.pid: "ganesha.nfsd"}
@@ -225,8 +227,23 @@ class LabNfsServer:
                 "rpcbind": "started by iomatrix (0.0.0.0:111)" if self.rpcbind is not None else "the host's"}
 
 
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection((LOOPBACK, port), timeout=5):
+            return True
+    except OSError:
+        return False
+
+
 def _refuse_existing_nfs_server(rows: list[tuple[int, int, str, int]] | None) -> None:
-    taken = sorted({port for prog, _, _, port in rows or () if prog == NFS_PROGRAM})
+    taken = sorted({port for prog, _, proto, port in rows or () if prog == NFS_PROGRAM and proto == "tcp"})
+    if taken and not any(_listening(port) for port in taken):
+        # a server killed hard (kill -9 of another workdir's run, not yet cleaned) left its registration
+        versions = sorted({vers for prog, vers, _, _ in rows or () if prog == NFS_PROGRAM})
+        raise UserError(f"rpcbind on this host still lists an NFS server on port {', '.join(map(str, taken))}, but "
+                        "nothing listens there: a server that was killed left its registration",
+                        hint="run 'iomatrix clean --workdir DIR' for the run that left it, or remove it: "
+                             + "; ".join(f"rpcinfo -d {NFS_PROGRAM} {v}" for v in versions))
     if taken:
         raise UserError(f"an NFS server is already registered with rpcbind on this host (program {NFS_PROGRAM}, "
                         f"port {', '.join(map(str, taken))}): a lab-started one would take over its registration",
@@ -346,32 +363,39 @@ class ExistingNfsServer:
             argv = _without_preallocation(argv)
         leftover = NfsFileLeftover(url, {"server": self.server, "export": self.export, "name": fname})
         self._entries[url] = leftovers.record(self.workdir, leftover.kind, url, **leftover.info)
+        created = False
         try:
             # exclusively first: a name somebody else holds is an error here, never a file qemu-img truncates
             with libnfs.mounted(self.server, self.export, PROBE_TIMEOUT_S) as ex:
                 ex.create_exclusive(fname)
+            created = True
             out = subprocess.run(argv, capture_output=True, text=True, timeout=QEMU_IMG_TIMEOUT_S)
             if out.returncode != 0:
                 raise UserError(f"qemu-img create {fmt} {url} failed: {_last_line(out.stderr)}",
                                 hint="check that the export is writable by this host's root (no_root_squash)")
         except libnfs.NfsError as err:
-            self._forget(url, leftover)
+            self._abandon(url, leftover, created)
             raise UserError(f"cannot create {url}: {err}",
                             hint="check that the export is writable by this host's root (no_root_squash)") from None
         except BaseException:
-            self._forget(url, leftover)
+            self._abandon(url, leftover, created)
             raise
         path = f"{self.export.rstrip('/')}/{fname}"
         return NetworkDisk(protocol="nfs", protocol_options=_protocol_options(self.server, path), url=url,
                            format=fmt, size_bytes=size_bytes, server_path=None,
                            meta={**self.metadata(), "nfs_file": fname})
 
-    def _forget(self, url: str, leftover: NfsFileLeftover) -> None:
+    def _abandon(self, url: str, leftover: NfsFileLeftover, created: bool) -> None:
+        """A disk that could not be made: remove the file only if this run created it (a failed exclusive create
+        means the name is someone else's), then forget it; a removal that fails stays recorded for `clean`."""
         with contextlib.suppress(LeftoverError):
-            leftover.undo()
+            if created:
+                leftover.undo()
             leftovers.release(self.workdir, self._entries.pop(url))
 
     def remove_disk(self, disk: NetworkDisk) -> None:
+        if disk.url not in self._entries:  # only a file this server made is ever removed
+            raise UserError(f"{disk.url} was not made by this NFS backing: not removed")
         self._remove_url(disk.url)
 
     def _remove_url(self, url: str) -> None:
