@@ -31,8 +31,6 @@ from iomatrix.backing.network import NetworkDisk, NetworkServer
 from iomatrix.domain import NA
 from iomatrix.domain.axes import DiskContext, qemu_options
 
-# The `rtt` axis's value for "no emulated latency" (the axis's default).
-NO_RTT = "0"
 # The format a server makes where the cell's tier has no format axis (the bare-metal tier's server-side file).
 DEFAULT_FORMAT = "raw"
 _serial = itertools.count(1)
