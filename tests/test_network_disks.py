@@ -453,3 +453,25 @@ def test_a_sweep_on_iscsi_interrupted_mid_run_leaves_nothing(workdir: Path, sig:
     assert leftovers.pending(workdir / "w") == []
     backings = workdir / "w" / "backings"
     assert not backings.exists() or list(backings.iterdir()) == []
+
+
+@needs("fio")
+@needs("qemu-storage-daemon")
+@root_only
+@pytest.mark.slow
+def test_the_answer_says_a_latency_was_emulated_and_how_closely_it_was_met(workdir: Path) -> None:
+    """A sweep with rtt = ["0", "2ms"] on a lab-started tgtd: `recommend` (every output shares its warnings)
+    says that 2 ms was emulated by the relay and the round trip measured; rtt "0" gets no such line."""
+    if (why := IscsiBacking().availability(set())) is not None:
+        pytest.skip(why)
+    plan = ISCSI_LONG.replace("RUNTIME", "0.5").replace('lun_write_cache = ["off", "on"]',
+                                                        'lun_write_cache = ["on"]\nrtt = ["0", "2ms"]')
+    (workdir / "p.toml").write_text(plan)
+    run = run_cli("run", "p.toml", "--db", "r.sqlite", "--workdir", "w", cwd=workdir, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    rec = run_cli("recommend", "--db", "r.sqlite", "--format", "json", cwd=workdir)
+    assert rec.returncode == 0, rec.stderr
+    notes = [w for w in json.loads(rec.stdout)["warnings"] if w.startswith("rtt=")]
+    assert len(notes) == 1 and notes[0].startswith("rtt=2ms was emulated by a userspace relay"), notes
+    measured = float(notes[0].split("(no netem): ")[1].split(" ms measured")[0])
+    assert measured > 0

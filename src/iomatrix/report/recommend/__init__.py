@@ -32,7 +32,7 @@ from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info
 from iomatrix.report.rank import primary_metric, rank_workload, run_rounds, run_values, workload_names
 from iomatrix.report.recommend.current_match import matching_current
 from iomatrix.report.recommend.other_tier import verdict_on_its_basis
-from iomatrix.report.recommend.per_backing import answer_backings, answered_on, on_backing
+from iomatrix.report.recommend.per_backing import answer_backings, answered_on, emulated_rtt_notes, on_backing
 from iomatrix.report.recommend.requirements import (
     ALLOW_DATA_LOSS,
     REQUIREMENTS,
@@ -128,9 +128,9 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
         if sc not in SCORES:
             raise UserError(f"unknown score '{sc}'", hint=f"use {', '.join(SCORES)}")
     verdicts += score_verdicts(store, sweep_id, scores, reqs, measured)
-    return Recommendation(sweep_id, info["plan"], info["status"], reqs, current, verdicts,
-                          _warnings(sweep_id, info["status"], cws), None if objective is None else objective.value,
-                          allow_data_loss)
+    warnings = _warnings(sweep_id, info["status"], cws) + emulated_rtt_notes(store, sweep_id, cws)
+    return Recommendation(sweep_id, info["plan"], info["status"], reqs, current, verdicts, warnings,
+                          None if objective is None else objective.value, allow_data_loss)
 
 
 def _workload_answer(store: Store, sweep_id: int, cws: list[CellWorkload], w: str, rounds: dict[int, int],

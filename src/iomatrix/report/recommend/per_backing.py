@@ -10,6 +10,7 @@ the verdict's ratios use), and each such verdict is named "WORKLOAD on BACKING".
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ from iomatrix.backing.spec import parse_backing
 from iomatrix.domain import NULL_BACKING
 from iomatrix.errors import UserError
 from iomatrix.report.query import CellWorkload
+from iomatrix.store import Store
 
 
 def answer_backings(plan_definition: Mapping[str, Any]) -> list[str] | None:
@@ -44,3 +46,19 @@ def on_backing(cws: Sequence[CellWorkload], label: str) -> list[CellWorkload]:
 def answered_on(workload: str, label: str) -> str:
     """A per-backing verdict's name."""
     return f"{workload} on {label}"
+
+
+def emulated_rtt_notes(store: Store, sweep_id: int, cws: Sequence[CellWorkload]) -> list[str]:
+    """One line per emulated round-trip time of the sweep (the `rtt` axis ≠ "0"): that the latency was emulated,
+    how (the runs' `rtt_method`) and how closely it was met (the median of the runs' measured RTT), so no figure
+    of those cells is read as a real network's."""
+    measured = store.ok_run_numbers(sweep_id, "rtt_measured_ms")
+    by_rtt: dict[str, list[float]] = {}
+    for c in cws:
+        rtt = c.axes.get("rtt", "-")
+        if rtt not in ("-", "0"):
+            by_rtt.setdefault(rtt, []).extend(measured[r] for r in c.runs if r in measured)
+    return [f"rtt={rtt} was emulated by a userspace relay between QEMU's iSCSI client and the target (no netem): "
+            + (f"{statistics.median(ms):.3g} ms measured on the iSCSI path (median of {len(ms)} runs)" if ms
+               else "no run recorded the round trip it achieved")
+            for rtt, ms in sorted(by_rtt.items())]
