@@ -27,7 +27,7 @@ from iomatrix.plan.load import load_plan
 from iomatrix.runner import plan_expansion
 from iomatrix.tiers.base import RunOptions, RunRequest, Target
 from iomatrix.tiers.durability import LAYOUTS, DurabilityTier
-from iomatrix.workloads import PRESETS
+from iomatrix.workloads import resolve
 
 CONFIGS = [("raw", "none"), ("qcow2", "writeback"), ("raw", "unsafe"), ("qcow2", "directsync")]
 
@@ -61,7 +61,7 @@ def main() -> None:
             cell = Cell.of(tier="durability", format=fmt, preallocation="off",
                            cache=cache, aio="threads", bus="virtio-blk", backing="dir", modifier="none")
             for _ in range(args.n):
-                req = RunRequest(cell=cell, workload=PRESETS[workload], target=Target("dir", work / "img"),
+                req = RunRequest(cell=cell, workload=resolve(workload), target=Target("dir", work / "img"),
                                  shape=JobShape(1, 1, 0), run_dir=work / "runs", timeout_s=120,
                                  wrapper=modifier_wrapper("none"))
                 t0 = time.monotonic()

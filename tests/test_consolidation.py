@@ -13,6 +13,7 @@ from iomatrix.backing.leftover_kinds import KSM_RUN, KsmSettingLeftover, Leftove
 from iomatrix.backing.leftovers import identity_problem, pending, record
 from iomatrix.consolidation.memory import QEMU_OVERHEAD_MB, RESERVE_MB, available_mb, check_memory
 from iomatrix.consolidation.roles import guests_per_tile, point_guests, tile_guests
+from iomatrix.consolidation.spec import tiles_of
 from iomatrix.errors import UserError
 from iomatrix.matrix import estimate_seconds
 from iomatrix.metrics import metric_info
@@ -41,7 +42,7 @@ def test_tiles_become_the_workloads_and_axes_multiply():
     assert p.setting("consolidation").tiles == [1, 2, 3] and p.setting("consolidation").slowdown_bound == 2.0
     exp = plan_expansion(p, None, set())
     assert len(exp.units) == 6 and not exp.pruned
-    assert {u.workload.tiles for u in exp.units} == {1, 2, 3}
+    assert {tiles_of(u.workload.name) for u in exp.units} == {1, 2, 3}
 
 
 def test_consolidation_tier_alone_gets_the_default_table():
@@ -94,7 +95,7 @@ def test_builtin_plan_estimate_fits_twenty_minutes():
 
 def test_tile_workload_names():
     w = resolve("tiles-3")
-    assert w.kind == "consolidation" and w.tiles == 3 and w.primary_metric == "point.wall_s"
+    assert w.kind == "consolidation" and tiles_of(w.name) == 3 and w.primary_metric == "point.wall_s"
     assert not w.higher_is_better
     with pytest.raises(UserError):
         resolve("tiles-0")

@@ -27,7 +27,7 @@ from iomatrix.runner import plan_expansion
 from iomatrix.store import Store
 from iomatrix.tiers.base import RunOptions, RunRequest, Target
 from iomatrix.tiers.durability import DurabilityTier, _two_disk_args, drops_flushes_below_qemu, nbdkit_argv
-from iomatrix.workloads import PRESETS
+from iomatrix.workloads import resolve
 from tests.conftest import iomatrix_argv, needs, run_cli
 
 # --------------------------------------------------------------------------- plan and matrix (fast)
@@ -197,7 +197,7 @@ def test_trial_that_never_reaches_its_cut_fails_and_leaves_nothing(tmp_path: Pat
     tier.open()
     cell = Cell.of(tier="durability", format="qcow2", preallocation="off",
                    cache="none", aio="threads", bus="virtio-blk", backing="dir", modifier="none")
-    req = RunRequest(cell=cell, workload=PRESETS["durability"], target=Target("dir", tmp_path / "img"),
+    req = RunRequest(cell=cell, workload=resolve("durability"), target=Target("dir", tmp_path / "img"),
                      shape=JobShape(1, 1, 0), run_dir=tmp_path / "run", timeout_s=1.0)
     try:
         out = tier.run(req)

@@ -22,8 +22,8 @@ from iomatrix.mountinfo import parse_mountinfo
 from iomatrix.plan.load import load_plan
 from iomatrix.report.durability import MeasuredConfig, MeasuredIndex, measured_statements
 from iomatrix.runner import plan_expansion
+from iomatrix.tiers.declared.durability import Durability
 from iomatrix.tiers.durability import LAYOUTS, inspect_image, layout_for
-from iomatrix.workloads import PRESETS
 from tests.conftest import needs, requires_root
 
 CLEAN = """Phase 1 - find and verify superblock...
@@ -105,8 +105,8 @@ def test_xfs_repair_without_a_superblock() -> None:
 
 def test_filesystem_is_chosen_by_workload_and_xfs_is_opt_in() -> None:
     assert layout_for("durability").fs == "ext4" and layout_for("durability-xfs").fs == "xfs"
-    # One list of durability workloads: the presets, the tier's layouts and the report's filesystem names.
-    assert {n for n, w in PRESETS.items() if w.kind == "durability"} == set(LAYOUTS)
+    # One list of durability workloads: the tier's own, its layouts and the report's filesystem names.
+    assert {w.name for w in Durability.own_workloads} == set(LAYOUTS)
     assert {n: lay.fs for n, lay in LAYOUTS.items()} == WORKLOAD_FS
     for lay in LAYOUTS.values():  # the raw region lies past the filesystem and inside the image
         assert lay.fs_mb << 20 < lay.raw_offset and lay.raw_offset + (4 << 20) <= lay.image_bytes

@@ -6,6 +6,7 @@ import json
 
 from iomatrix.fio.parse import job_metrics
 from iomatrix.metrics import REGISTRY, higher_is_better, metric_info, registry_json
+from iomatrix.tiers import listed_tier_workloads
 from iomatrix.workloads import PRESETS
 
 
@@ -19,7 +20,7 @@ def test_every_metric_fio_parsing_emits_is_registered() -> None:
 
 
 def test_every_preset_primary_metric_agrees_with_the_preset_direction() -> None:
-    for w in PRESETS.values():
+    for w in [*PRESETS.values(), *listed_tier_workloads().values()]:  # a tier's own workloads too
         info = metric_info(w.primary_metric)
         assert info.known, w.primary_metric
         assert info.higher_is_better == w.higher_is_better, w.name

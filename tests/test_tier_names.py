@@ -8,9 +8,10 @@ literals equal to a registered tier's name (docstrings and comments do not count
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
-from iomatrix.tiers import tier_names
+from iomatrix.tiers import tier_classes, tier_names
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "iomatrix"
 # The tier modules, and packages private to tiers: the guest machinery (shared by the QEMU tiers), the
@@ -19,8 +20,6 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "iomatrix"
 OWNERS = ("tiers/", "guest/", "durability/", "consolidation/", "report/companions/")
 # The same strings with another meaning: (module, string) → what it means there.
 OTHER_MEANINGS = {
-    ("workloads.py", "durability"): "the workload kind (and preset) the durability tier claims (workload_kind)",
-    ("workloads.py", "consolidation"): "the workload kind the consolidation tier claims (workload_kind)",
     ("commands/guest.py", "guest"): "the `iomatrix guest` command group (the guest machinery's build and check "
                                     "commands)",
     ("stats/__init__.py", "consolidation"): "the module stats/consolidation.py, imported lazily by name",
@@ -69,3 +68,16 @@ def test_the_scan_finds_a_tier_name(tmp_path: Path) -> None:
     (tmp_path / "tiers").mkdir()
     (tmp_path / "tiers" / "y.py").write_text('NAME = "guest"\n')
     assert tier_name_literals(tmp_path, {"guest"}) == ["src/iomatrix/report/x.py:6: 'guest'"]
+
+
+def test_the_workload_catalogue_names_no_tier() -> None:
+    """workloads.py asks the tier declarations for a tier's own workloads (durability's trials, tiles-N) instead
+    of spelling them: no tier that has a workload kind of its own is named there at all, not even in prose, and no
+    module there says "the X tier". ("guest" stays a word for the VM a filesystem job runs in.)"""
+    for rel in ("workloads.py", "domain/workload.py"):
+        text = (SRC / rel).read_text(encoding="utf-8")
+        for decl in tier_classes():
+            owns = decl.workload_kind is not None or bool(decl.own_workloads)
+            pattern = rf"\b{re.escape(decl.name)}\b" if owns else rf"\b{re.escape(decl.name)} tier\b"
+            hits = [f"{rel}:{text.count(chr(10), 0, m.start()) + 1}" for m in re.finditer(pattern, text, re.I)]
+            assert not hits, f"tier '{decl.name}' named in {', '.join(hits)}: ask the tier registry instead"

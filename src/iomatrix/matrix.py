@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from iomatrix import tiers
 from iomatrix.domain import NA, NULL_BACKING, axes
 from iomatrix.domain.axes import BackingFacts, QemuFacts
+from iomatrix.domain.workload import Workload
 from iomatrix.plan.current_cell import CURRENT_PRUNED
 from iomatrix.plan.model import Plan
 from iomatrix.tiers import declaration
-from iomatrix.workloads import Workload
 
 
 class Cell(Mapping[str, str]):

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from iomatrix.domain.workload import RateOfMax, Workload
 from iomatrix.errors import UserError
-from iomatrix.workloads import RateOfMax, Workload
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from iomatrix.stats import needs_more_runs
+from iomatrix.stats.racing import race_step, stop_reason
 from iomatrix.stop_kinds import StopKind
 
 MAX_FAILED_ATTEMPTS = 3
@@ -214,8 +216,6 @@ class CiWidthPolicy:
     name: str = "ci-width"
 
     def finished(self, units: Sequence[UnitState], room: Room) -> dict[str, StopVerdict]:
-        from iomatrix.stats import needs_more_runs
-
         out: dict[str, StopVerdict] = {}
         for u in units:
             more, why = needs_more_runs(u.values, self.min_runs, self.max_runs, self.ci_target)
@@ -242,8 +242,6 @@ class RacingPolicy:
     held: dict[str, StopVerdict] = field(default_factory=dict)  # current units decided on, run to the race's end
 
     def finished(self, units: Sequence[UnitState], room: Room) -> dict[str, StopVerdict]:
-        from iomatrix.stats.racing import race_step, stop_reason
-
         out: dict[str, StopVerdict] = {}
         groups: dict[str, list[UnitState]] = {}
         for u in units:
@@ -407,8 +405,6 @@ class Scheduler:
         what it is now, e.g. 'CI ±7.2% > target 5%'."""
         if u.precision_max is None or self.ci_target is None:
             return None
-        from iomatrix.stats import needs_more_runs
-
         # max beyond the runs so far: only "converged" or the CI's width can come back.
         more, why = needs_more_runs(u.values, 1, len(u.values) + 1, self.ci_target)
         return why if more else None

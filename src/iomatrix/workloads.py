@@ -3,121 +3,29 @@
 Presets follow the seeds: the Windows-guests-on-KVM I/O article's HD-Tune-like sweep (sequential 1 MiB,
 random 512 B / 4 KiB / 64 KiB / 1 MiB), a database-like 4 KiB write with an
 fdatasync after every write, a 70/30 mix, and the KVM-on-ext4 timing article's filesystem-level
-read-heavy / write-heavy jobs (guest tier only). Issue 24's presets make QEMU's
+read-heavy / write-heavy jobs (on a guest filesystem). Issue 24's presets make QEMU's
 image-layer axes visible (docs/axes.md): zero-filled writes (zero detection),
 trims of a written region (discard), and first writes to a fresh thin image
 against rewrites of written blocks (qcow2 cluster layout). A custom workload is
-an fio job file, named in a plan as ``file:PATH``.
+an fio job file, named in a plan as ``file:PATH``. A tier's own workloads (its workload kind) are not
+here: its declaration makes them (``TierDeclaration.workload_named``), and :func:`resolve` and :func:`preset`
+ask the registered tiers, so that this catalogue names no tier.
+
+What a workload is (the ``Workload`` model) is ``iomatrix.domain.workload``'s.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
-from iomatrix.consolidation.spec import tiles_of
-from iomatrix.domain.axes import Layer, WorkloadShape
+from iomatrix import tiers
+from iomatrix.domain.axes import Layer
+from iomatrix.domain.workload import RateOfMax, Workload
 from iomatrix.errors import UserError
 from iomatrix.fio.allowlist import MAX_JOB_FILE_BYTES, validate_job_text
 from iomatrix.textfile import read_small_text
-
-# The kinds a tier runs as its own workloads are named like the tier (Tier.workload_kind claims them).
-WorkloadKind = Literal["fio", "fs-read", "fs-write", "custom", "durability", "consolidation"]
-
-
-@dataclass(frozen=True)
-class RateOfMax:
-    """An offered load set as a share of the bare-metal maximum measured in the same sweep (rand-*-4k-rateNpct):
-    `fraction` of the highest mean IOPS a bare-metal cell of `reference` reached on the same backing.
-    ``iomatrix.rates`` checks the plan for it and resolves it from the stored runs."""
-
-    fraction: float  # 0.5 for rate50pct
-    reference: str  # the same job without the rate limit (rand-read-4k-qd16): its bare-metal IOPS are the maximum
-
-
-@dataclass(frozen=True)
-class Workload:
-    name: str
-    description: str
-    kind: WorkloadKind = "fio"
-    rw: str = "read"
-    bs: str = "4k"
-    iodepth: int = 1
-    fdatasync: int = 0  # sync every N writes, as the workload itself asks (a database would)
-    rwmixread: int | None = None
-    rate_iops: int | None = None  # offered load: fio's rate_iops (the rand-*-4k-rateN presets), None: as fast as it can
-    # rand-*-4k-rateNpct: the rate is N% of the sweep's bare-metal maximum, set (rate_iops) before its runs start.
-    rate_of_max: RateOfMax | None = None
-    custom_path: Path | None = None
-    custom_text: str | None = None  # the validated, canonical job file (what fio is given)
-    # The figure adaptive repetition converges on and ranking sorts by.
-    primary_metric: str = "read.iops"
-    higher_is_better: bool = True
-    # fio writes zero-filled buffers (zero_buffers=1) instead of its default non-zero data.
-    zero_buffers: bool = False
-    # The measured job acts on written blocks (rewrites, trims): the region is written first, unmeasured, as for
-    # a read workload.
-    prefill: bool = False
-    # A layer of the I/O stack the workload needs, and why; tiers that do not run it prune the workload.
-    needs_layer: Layer | None = None
-    needs_why: str = ""
-    # The workload runs on a thin disk image of its own size (its region: the whole image), not the plan's
-    # image_size and size: reads across an image larger than QEMU's default qcow2 L2 cache covers.
-    image_bytes: int | None = None
-    # The prefill writes one 4 KiB block at the start of every `prefill_stride` bytes instead of the whole region:
-    # a qcow2 image then has every L2 table of the region allocated while it holds almost no data.
-    prefill_stride: int | None = None
-
-    @property
-    def slug(self) -> str:
-        """The name made safe for a file name ("file:jobs/a.fio" holds a '/'); distinct names stay distinct."""
-        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.name).strip(".")
-        if safe == self.name:
-            return safe
-        return f"{safe[:60]}-{hashlib.sha256(self.name.encode()).hexdigest()[:8]}"
-
-    @property
-    def tiles(self) -> int | None:
-        """How many consolidation tiles run at once (kind "consolidation", named tiles-N), else None."""
-        if self.kind != "consolidation":
-            return None
-        return tiles_of(self.name)
-
-    @property
-    def reads(self) -> bool:
-        if self.kind in ("fs-read", "fs-write"):
-            return self.kind == "fs-read"
-        return "read" in self.rw or self.rw in ("randrw", "rw")
-
-    @property
-    def writes(self) -> bool:
-        if self.kind in ("fs-read", "fs-write"):
-            return self.kind == "fs-write"
-        return "write" in self.rw or self.rw in ("randrw", "rw")
-
-    @property
-    def shape(self) -> WorkloadShape:
-        """What the workload does to the disk, for the axes whose effect needs a kind of I/O (Axis.shown_by). Only
-        the fio presets are known: a custom job file may do anything, a guest filesystem job runs mkfs (which
-        discards), and the durability and consolidation tiers' workloads are theirs."""
-        if self.kind != "fio":
-            return WorkloadShape(self.name, known=False)
-        return WorkloadShape(self.name, writes=self.writes, zero_writes=self.writes and self.zero_buffers,
-                             trims="trim" in self.rw)
-
-    @property
-    def writes_first(self) -> bool:
-        """Whether the region is written (unmeasured) before the measured job: reads would hit holes otherwise,
-        and rewrites and trims need written blocks."""
-        return self.reads or self.prefill
-
-    @property
-    def guest_only(self) -> bool:
-        return self.kind in ("fs-read", "fs-write")
 
 
 def _fio(name: str, description: str, rw: str, bs: str, metric: str, **kw: object) -> Workload:
@@ -265,13 +173,6 @@ PRESETS: dict[str, Workload] = {
         Workload("fs-write", "write-heavy filesystem job: large sequential writes with sync, then extract a "
                  "tarball and sync (guest fs)", kind="fs-write", primary_metric="workload.seconds",
                  higher_is_better=False),
-        Workload("durability", "checksummed records, flushed and acknowledged in groups, to the raw disk (O_DIRECT) "
-                 "and to a file on the guest's ext4 (fsync); then a power loss and a QEMU crash at a seeded "
-                 "random point, and a count of acknowledged records lost", kind="durability",
-                 rw="write", primary_metric="power_loss.acked_lost", higher_is_better=False),
-        Workload("durability-xfs", "the durability trial with the file streams on the guest's xfs (fsync) instead "
-                 "of ext4; the host replays the XFS log on a copy and checks it with xfs_repair -n",
-                 kind="durability", rw="write", primary_metric="power_loss.acked_lost", higher_is_better=False),
     ]
 }
 
@@ -298,35 +199,34 @@ def load_custom(spec: str, base_dir: Path | None = None) -> Workload:
                     kind="custom", rw=rw, custom_path=path, custom_text=job.text, primary_metric="total.iops")
 
 
-def tile_workload(name: str) -> Workload | None:
-    """The consolidation sweep point ``tiles-N`` (N tiles of guests at once), or None for another name."""
-    n = tiles_of(name)
-    if n is None:
-        return None
-    return Workload(name=name, description=f"{n} consolidation tile{'s' if n > 1 else ''} started together",
-                    kind="consolidation", rw="randrw", primary_metric="point.wall_s", higher_is_better=False)
+def listed(name: str) -> Workload | None:
+    """A preset or a workload a tier's declaration lists as its own, by name; None for any other (a rate, a name a
+    tier makes its workload from, a custom job file)."""
+    return PRESETS.get(name) or tiers.listed_tier_workloads().get(name)
 
 
 def preset(name: str) -> Workload | None:
     """A preset by its stored name (the fixed-load rand-*-4k-rateN included), None for a custom or unknown one."""
     try:
-        return PRESETS.get(name) or rate_workload(name)
+        return PRESETS.get(name) or rate_workload(name) or tiers.tier_workload(name)
     except UserError:
         return None
 
 
 def resolve(name: str, base_dir: Path | None = None) -> Workload:
-    """A preset by name, a consolidation point ``tiles-N``, or a custom job file given as ``file:PATH``."""
+    """A preset by name, a tier's own workload (named by its declaration), or a custom job file given as
+    ``file:PATH``."""
     if name.startswith("file:"):
         return load_custom(name, base_dir)
-    if (tiles := tile_workload(name)) is not None:
-        return tiles
+    if (own := tiers.tier_workload(name)) is not None:
+        return own
     if (rated := rate_workload(name)) is not None:
         return rated
     try:
         return PRESETS[name]
     except KeyError:
         raise UserError(f"unknown workload '{name}'",
-                        hint=f"valid presets: {', '.join(PRESETS)}, rand-read-4k-rateN / rand-write-4k-rateN "
+                        hint=f"valid presets: {', '.join([*PRESETS, *tiers.listed_tier_workloads()])}, "
+                             "rand-read-4k-rateN / rand-write-4k-rateN "
                              "(N IOPS offered), rand-read-4k-rateNpct / rand-write-4k-rateNpct (N% of the bare-metal "
                              "maximum); or file:PATH for an fio job file") from None

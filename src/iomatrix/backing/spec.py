@@ -36,6 +36,7 @@ from iomatrix.backing.fsoptions import check_mkfs_options, check_mount_options
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import PACKAGE_OF
 from iomatrix.iscsi_names import MAX_LUN, IscsiLun, check_iqn, is_iscsi_url, parse_iscsi_url, parse_portal
+from iomatrix.safety import check_destroyable
 
 # The label of the null ceiling (matrix.NULL_BACKING); a user backing of that name would be mistaken for it.
 RESERVED_NAME = "null"
@@ -245,8 +246,6 @@ class BlockdevBacking(_Spec):
         return "device"
 
     def availability(self, allowed_devices: set[Path]) -> str | None:
-        from iomatrix.safety import check_destroyable
-
         try:
             check_destroyable(self.device, allowed_devices)
         except UserError as exc:

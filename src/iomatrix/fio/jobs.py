@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass, field
 
 from iomatrix.domain import CACHE, FIO_ENGINE, Aio, CacheMode
+from iomatrix.domain.workload import Workload
 from iomatrix.tiers import declaration
-from iomatrix.workloads import Workload
 
 MEASURE_JOB = "measure"
 PREFILL_JOB = "prefill"

@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iomatrix.consolidation.roles import TIMED_ROLES
-from iomatrix.consolidation.spec import SECTION, ConsolidationSpec
+from iomatrix.consolidation.spec import SECTION, ConsolidationSpec, tiles_of
+from iomatrix.report import charts
+from iomatrix.report.html import short_labels
 from iomatrix.report.query import CellWorkload, cell_workloads
 from iomatrix.stats.consolidation import ConsolidationAnswer, consolidation_answer
 from iomatrix.store import Store
-from iomatrix.tiers import workload_owner
-from iomatrix.workloads import tile_workload
+from iomatrix.tiers import tier_workload, workload_owner
 
 # Host-view columns per tile count: (metric, heading, decimals).
 HOST_COLUMNS = (
@@ -65,10 +66,11 @@ def groups_from(cws: list[CellWorkload], bound: float, confidence: float = 0.95)
     and answer each group."""
     by_cell: dict[str, list[tuple[int, CellWorkload]]] = defaultdict(list)
     for cw in cws:
-        w = tile_workload(cw.workload)
+        w = tier_workload(cw.workload)
         owner = workload_owner(w) if w is not None else None
-        if w is not None and w.tiles is not None and owner is not None and cw.axes.get("tier") == owner.name:
-            by_cell[cw.cell_key].append((w.tiles, cw))
+        tiles = tiles_of(cw.workload)
+        if w is not None and tiles is not None and owner is not None and cw.axes.get("tier") == owner.name:
+            by_cell[cw.cell_key].append((tiles, cw))
     out: list[ConsolidationGroup] = []
     for _key, items in sorted(by_cell.items()):
         times: dict[int, dict[str, list[float]]] = {}
@@ -137,9 +139,6 @@ def consolidation_lines(groups: list[ConsolidationGroup]) -> list[str]:
 def html_section(store: Store, sweep_id: int, cws: list[CellWorkload]) -> dict[str, Any] | None:
     """The HTML report's consolidation section (the consolidation tier's report extra): the host view per tile
     count as a chart, and the text section; None when the sweep has no tile counts."""
-    from iomatrix.report import charts
-    from iomatrix.report.html import short_labels
-
     groups = groups_from(cws, slowdown_bound(store, sweep_id))
     if not groups:
         return None

@@ -24,7 +24,7 @@ from iomatrix.durability.verdict import (
 from iomatrix.report.query import CellWorkload, cell_workloads
 from iomatrix.store import Store
 from iomatrix.tiers import workload_owner
-from iomatrix.workloads import PRESETS
+from iomatrix.workloads import listed
 
 # Axes that identify a measured configuration; the first three must match a recommended cell, the rest
 # are matched when they can be (a verdict measured with aio=threads still speaks for io_uring, and says so).
@@ -55,7 +55,7 @@ class MeasuredConfig:
 def _is_trial(cw: CellWorkload) -> bool:
     """A durability trial: a cell × workload of the tier whose own workload it is, when that tier's trials are
     verdicts (the durability tier's; tiers are asked through the registry, not by name)."""
-    w = PRESETS.get(cw.workload)
+    w = listed(cw.workload)
     owner = workload_owner(w) if w is not None else None
     return owner is not None and bool(owner.verdicts) and cw.axes.get("tier") == owner.name
 

@@ -16,14 +16,16 @@ from typing import Any
 
 from iomatrix.errors import UserError
 from iomatrix.metrics import metric_info
+from iomatrix.report.export import render_tables
 from iomatrix.report.export.table import DataTable
+from iomatrix.report.fleet_chart import fleet_heat_map
 from iomatrix.report.formats import OutputFormat
 from iomatrix.report.objective import Objective
 from iomatrix.report.query import cell_workloads
 from iomatrix.report.rank import WorkloadRanking, primary_metric, rank_sweep
 from iomatrix.report.recommend.requirements import Requirement
-from iomatrix.report.render import ratio_text
-from iomatrix.stats import Change, summarize
+from iomatrix.report.render import ratio_text, wrap
+from iomatrix.stats import Change, compare_sweeps, summarize
 from iomatrix.stats.decision import DEFAULT_TIE_BREAK
 from iomatrix.stats.fleet import FleetAnswer, HostResult, fleet_answer
 from iomatrix.store import Store
@@ -339,8 +341,6 @@ def compare_by_host(a: Store, b: Store, metric: str | None = None) -> list[Chang
     if not common:
         raise UserError("the two databases share no host", hint=f"hosts in A: {', '.join(fa.hosts)}; in B: "
                                                                 f"{', '.join(fb.hosts)}")
-    from iomatrix.stats import compare_sweeps
-
     sa: dict[str, list[float]] = {}
     sb: dict[str, list[float]] = {}
     for s in common:
@@ -372,8 +372,6 @@ def fleet_html_sections(store: Store, group: str | None = None, **rank_kw: Any) 
     `group` is asked for)."""
     if group is None and not is_fleet(store):
         return []
-    from iomatrix.report.fleet_chart import fleet_heat_map
-
     out = []
     try:
         answers = fleet_answers(store, select_fleet(store, group), **rank_kw)
@@ -415,9 +413,6 @@ def render_fleet(fleet: Fleet, answers: Sequence[WorkloadFleet], format: OutputF
                  answer_first: bool = False) -> str:
     """The fleet answers in `format`: for people (table, markdown) the heading (and, with `answer_first`, each
     group's answer in prose) before the tables; JSON and CSV are the tables alone."""
-    from iomatrix.report.export import render_tables
-    from iomatrix.report.render import wrap
-
     tables = fleet_tables(answers)
     if answer_first:
         tables = [hosts_table(answers)] if answers else []

@@ -21,6 +21,7 @@ from iomatrix.current import CurrentConfig
 from iomatrix.report import charts
 from iomatrix.report.companions import companion
 from iomatrix.report.curves import LatencyCurve, latency_curves
+from iomatrix.report.fleet import fleet_html_sections
 from iomatrix.report.headline import DEFAULT_TARGET, headline
 from iomatrix.report.objective import Objective, objective_line, objective_metric
 from iomatrix.report.query import CellWorkload, cell_workloads, failures, monitor_series, run_table, sweep_info
@@ -256,8 +257,6 @@ def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None 
     # The tiers' own sections (the consolidation tier's tiles), in the order the tiers sort.
     extras = [s for tier in tier_classes()
               if (s := companion(tier.name).report_section(store, sweep_id, cws)) is not None]
-    from iomatrix.report.fleet import fleet_html_sections  # a merged database's hosts: the host × configuration view
-
     extras += fleet_html_sections(store, group=fleet_group, objective=objective, **rank_kw)
     return _env().get_template("report.html.j2").render(
         info=info, rec=rec, head=headline(rec, info["host"]["hostname"], target), gain_text=gain_text,

@@ -188,25 +188,22 @@ def run_table(store: Store, sweep_id: int) -> list[dict[str, Any]]:
     """Every run of a sweep (ok and failed) with its cell axes and every metric it produced, in run order;
     with its interference verdict (``disturbance``: reasons, ``replaced``: a clean retry replaced it)."""
     judged = {r.run_id: r for r in store.runs(sweep_id)}
-    rows = store.db.execute(
-        "SELECT r.id, r.cell_id, c.key, c.tier, c.format, c.preallocation, c.cache, c.aio, c.bus, c.backing, "
-        "c.modifier, r.workload, r.attempt, r.status, r.accel, r.wall_s, r.started_at, r.error FROM runs r "
-        "JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=? ORDER BY r.id", (sweep_id,))
-    out = {int(r["id"]): {**dict(r), "metrics": {}} for r in rows}
-    for rid, row in out.items():
-        j = judged.get(rid)
-        row.update(disturbed=j.disturbed if j else None, disturbance=list(j.disturbance) if j else [],
-                   retry_of=j.retry_of if j else None, replaced=bool(j and j.replaced))
-    for s in store.db.execute("SELECT s.run_id, s.metric, s.value FROM samples s JOIN runs r ON r.id=s.run_id "
-                              "JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=?", (sweep_id,)):
-        out[int(s["run_id"])]["metrics"][s["metric"]] = float(s["value"])
-    return list(out.values())
+    out = []
+    for run in store.run_listing(sweep_id):
+        j = judged.get(run.run_id)
+        out.append({"id": run.run_id, "cell_id": run.cell_id, "key": run.cell_key, **run.axes,
+                    "workload": run.workload, "attempt": run.attempt, "status": run.status, "accel": run.accel,
+                    "wall_s": run.wall_s, "started_at": run.started_at, "error": run.error,
+                    "metrics": dict(run.metrics),
+                    "disturbed": j.disturbed if j else None, "disturbance": list(j.disturbance) if j else [],
+                    "retry_of": j.retry_of if j else None, "replaced": bool(j and j.replaced)})
+    return out
 
 
 def run_raw_output(store: Store, run_id: int) -> str:
     """The tool's output of one run exactly as it printed it (fio's JSON for fio runs)."""
-    row = store.db.execute("SELECT raw_output FROM runs WHERE id=?", (run_id,)).fetchone()
-    if row is None:
+    raw = store.run_raw_output(run_id)
+    if raw is None:
         raise UserError(f"{store.path} has no run {run_id}",
                         hint="run ids are listed as run_ids in 'iomatrix results --format json'")
-    return str(row["raw_output"])
+    return raw

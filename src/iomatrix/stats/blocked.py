@@ -71,6 +71,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import rankdata
 
+from iomatrix.stats.compare import ratio_ci, welch
 from iomatrix.stats.holm_stepdown import holm
 
 NORMALITY_ALPHA = 0.01  # Shapiro–Wilk p below this → Friedman + Conover
@@ -172,8 +173,6 @@ def _tq(confidence: float, df: float) -> float:
 
 def _welch(cells: list[str], table: dict[str, dict[int, float]], alpha: float, confidence: float,
            complete: list[int], why: str, notes: list[str]) -> BlockedAnalysis:
-    from iomatrix.stats.compare import ratio_ci, welch
-
     vals = {c: list(table[c].values()) for c in cells}
     pairs = [(cells[i], cells[j]) for i in range(len(cells)) for j in range(i + 1, len(cells))]
     tests = [welch(vals[a], vals[b], confidence) for a, b in pairs]

@@ -64,7 +64,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from iomatrix.domain.axes import simplicity_order
 from iomatrix.errors import UserError
+from iomatrix.risk import risk_of
 from iomatrix.stats.blocked import BlockedAnalysis
 from iomatrix.stats.ranking import RankedRow, Ranking
 
@@ -106,8 +108,6 @@ def check_tie_break(keys: Sequence[str]) -> tuple[str, ...]:
 
 
 def safety_key(axes: Mapping[str, str]) -> int:
-    from iomatrix.risk import risk_of
-
     risk = risk_of(axes.get("cache", "-"), axes.get("modifier", "none"))
     return SAFETY_ORDER[risk.level if risk else None]
 
@@ -115,8 +115,6 @@ def safety_key(axes: Mapping[str, str]) -> int:
 def simplicity_key(axes: Mapping[str, str]) -> tuple[int, int]:
     """(number of non-default choices, sum of positions); values outside an axis's order count after the listed
     ones. The orders are the axis registry's (iomatrix.domain.axes: Axis.simpler)."""
-    from iomatrix.domain.axes import simplicity_order
-
     nondefault = 0
     total = 0
     for axis, order in simplicity_order().items():

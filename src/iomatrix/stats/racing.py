@@ -59,6 +59,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from iomatrix.stats.blocked import blocked_analysis
+from iomatrix.stats.decision import rounds_to_separate
 
 FUTILITY_POWER = 0.5
 STATUSES = ("keep", "eliminated", "baseline", "equivalent", "futile")
@@ -130,8 +131,6 @@ def race_step(
 
     ``rounds_left``: rounds the race may still run (None = unlimited: no futility stop).
     """
-    from iomatrix.stats.decision import rounds_to_separate
-
     _check(threshold, alpha)
     units = list(data)
     base = set(baselines)

@@ -79,6 +79,25 @@ class RunRow:
 
 
 @dataclass(frozen=True)
+class RunListing:
+    """One run as a listing of every run shows it (the HTML report's "Every run" table): its cell's key and
+    the cells table's axis columns, its outcome, and every metric it produced; ok and failed runs alike."""
+
+    run_id: int
+    cell_id: int
+    cell_key: str
+    axes: dict[str, str]  # the cells table's axis columns (schema.CELL_AXIS_COLUMNS), in that order
+    workload: str
+    attempt: int
+    status: str
+    accel: str
+    wall_s: float
+    started_at: float
+    error: str | None
+    metrics: dict[str, float]  # metric → value, as the run recorded them
+
+
+@dataclass(frozen=True)
 class UnitStop:
     """Why and when the scheduler stopped repeating one cell × workload (schema 3)."""
 
@@ -232,6 +251,28 @@ class StoreQueries:
                        disturbance=tuple(json.loads(r["disturbance_json"])), retry_of=r["retry_of"],
                        replaced=int(r["rid"]) in replaced, boot_id=r["boot_id"], boot_position=r["boot_position"])
                 for r in rows]
+
+    def run_listing(self, sweep_id: int) -> list[RunListing]:
+        """Every run of a sweep (ok and failed) with its cell's axis columns and all its metrics, in run order."""
+        rows = self.db.execute(
+            "SELECT r.id, r.cell_id, c.key, " + ", ".join(f"c.{a}" for a in CELL_AXIS_COLUMNS)
+            + ", r.workload, r.attempt, r.status, r.accel, r.wall_s, r.started_at, r.error FROM runs r "
+            "JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=? ORDER BY r.id", (sweep_id,)).fetchall()
+        metrics: dict[int, dict[str, float]] = {int(r["id"]): {} for r in rows}
+        for s in self.db.execute("SELECT s.run_id, s.metric, s.value FROM samples s JOIN runs r ON r.id=s.run_id "
+                                 "JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=?", (sweep_id,)):
+            metrics[int(s["run_id"])][s["metric"]] = float(s["value"])
+        return [RunListing(run_id=int(r["id"]), cell_id=int(r["cell_id"]), cell_key=_shown(r["key"]),
+                           axes={a: _shown(r[a]) for a in CELL_AXIS_COLUMNS}, workload=_shown(r["workload"]),
+                           attempt=int(r["attempt"]), status=r["status"], accel=_shown(r["accel"]),
+                           wall_s=float(r["wall_s"]), started_at=float(r["started_at"]), error=_shown(r["error"]),
+                           metrics=metrics[int(r["id"])])
+                for r in rows]
+
+    def run_raw_output(self, run_id: int) -> str | None:
+        """The tool's output of one run exactly as it printed it (fio's JSON for fio runs); None: no such run."""
+        row = self.db.execute("SELECT raw_output FROM runs WHERE id=?", (run_id,)).fetchone()
+        return None if row is None else str(row["raw_output"])
 
     def unit_stops(self, sweep_id: int) -> list[UnitStop]:
         """Why each cell × workload of the sweep stopped ([] before schema 3, or while none has stopped)."""

@@ -140,6 +140,17 @@ def workload_owner(workload: Workload) -> type[TierDeclaration] | None:
     return next((c for c in tier_classes() if c.workload_kind is not None and c.workload_kind == workload.kind), None)
 
 
+def tier_workload(name: str) -> Workload | None:
+    """The workload named `name` that a tier makes as its own (its declaration's `workload_named`), or None."""
+    return next((w for c in tier_classes() if (w := c.workload_named(name)) is not None), None)
+
+
+def listed_tier_workloads() -> dict[str, Workload]:
+    """The tiers' own workloads their declarations list (`own_workloads`), by name; not those made from a name
+    (tiles-N)."""
+    return {w.name: w for c in tier_classes() for w in c.own_workloads}
+
+
 def workload_prune_reason(cell: Cell, workload: Workload) -> str | None:
     """Why the cell's tier does not run `workload` (its own rules, and workloads owned by another tier)."""
     owner = workload_owner(workload)

@@ -27,6 +27,7 @@ from iomatrix.backing.leftovers import forget, record, release
 from iomatrix.consolidation.hostview import PointProbe
 from iomatrix.consolidation.memory import available_mb, check_memory
 from iomatrix.consolidation.roles import GuestPlan, guests_per_tile, point_guests
+from iomatrix.consolidation.spec import tiles_of
 from iomatrix.errors import UserError
 from iomatrix.fio.parse import FioOutputError, report_metrics
 from iomatrix.guest.accel import AccelChoice, choose_accel
@@ -150,7 +151,7 @@ class ConsolidationTier(Consolidation, Tier):
 
     def run(self, req: RunRequest) -> RunOutcome:
         cell = req.cell
-        tiles = req.workload.tiles
+        tiles = tiles_of(req.workload.name)
         if tiles is None:
             return RunOutcome(ok=False, error=f"workload {req.workload.name} is not a tile count")
         guests = point_guests(tiles, self.spec.roles, self.spec.scale)
@@ -245,7 +246,7 @@ class ConsolidationTier(Consolidation, Tier):
                  blocks: dict[str, dict[str, str]], failure: str | None, wall: float, start_window: float,
                  host: dict[str, float], req: RunRequest) -> RunOutcome:
         meta: dict = {"accel_reason": self.choice.reason, "guest_artifacts": self.artifacts.as_metadata(),
-                      "tiles": req.workload.tiles, "roles": list(self.spec.roles),
+                      "tiles": tiles_of(req.workload.name), "roles": list(self.spec.roles),
                       "slowdown_bound": self.spec.slowdown_bound, "scale": self.spec.scale,
                       "guests": {}}
         job_text = "\n".join(f"# {g.label}: {g.kind} {json.dumps(g.env, sort_keys=True)}\n"
@@ -263,7 +264,8 @@ class ConsolidationTier(Consolidation, Tier):
             return RunOutcome(ok=False, phases=phases, job_text=job_text, error=f"role {failure} failed: {why}",
                               console_tail=f"[console of guest {failure}]\n{tail}", meta=meta, metrics=host)
         metrics: dict[str, float] = {"point.wall_s": round(wall, 3), "point.start_window_s": round(start_window, 3),
-                                     "point.guests": float(len(guests)), "point.tiles": float(req.workload.tiles or 0)}
+                                     "point.guests": float(len(guests)),
+                                     "point.tiles": float(tiles_of(req.workload.name) or 0)}
         by_role: dict[str, list[dict[str, float]]] = {}
         try:
             for g in guests:

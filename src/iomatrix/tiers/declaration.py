@@ -90,6 +90,9 @@ class TierDeclaration:
     # The workload kind only this tier runs (its own workloads: "runs on the X tier only" elsewhere); None:
     # it runs the workloads the tiers share.
     workload_kind: ClassVar[str | None] = None
+    # The workloads of that kind, by name (what `workload_named` finds and `iomatrix.workloads` lists beside its
+    # presets); a tier whose workloads are made from their names (tiles-N) overrides `workload_named` instead.
+    own_workloads: ClassVar[tuple[Workload, ...]] = ()
     # How reports name the tier in prose ("bare metal"); empty: its name.
     title: ClassVar[str] = ""
     # Its cells are what a VM's own I/O sees (fio inside a guest): reports chart them by block size and score
@@ -112,9 +115,10 @@ class TierDeclaration:
 
     @classmethod
     def workload_named(cls, name: str) -> Workload | None:
-        """A workload of the tier's own kind that is no preset, made from its name (the consolidation tier's
-        ``tiles-N``), or None."""
-        return None
+        """A workload of the tier's own kind by its name (one of `own_workloads`, or one made from its name, as the
+        consolidation tier's ``tiles-N``), or None: `iomatrix.workloads` asks every tier for a name it has no
+        preset of."""
+        return next((w for w in cls.own_workloads if w.name == name), None)
 
     @classmethod
     def check_plan(cls, plan: Plan) -> None:

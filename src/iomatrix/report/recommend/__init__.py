@@ -29,7 +29,7 @@ from iomatrix.report.durability import MeasuredIndex
 from iomatrix.report.interference import run_interference
 from iomatrix.report.objective import Objective, objective_metric
 from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info
-from iomatrix.report.rank import primary_metric, rank_workload, run_rounds, run_values, workload_names
+from iomatrix.report.rank import primary_metric, rank_workload, run_rounds, run_values, weighted_scores, workload_names
 from iomatrix.report.recommend.current_match import matching_current
 from iomatrix.report.recommend.other_tier import verdict_on_its_basis
 from iomatrix.report.recommend.per_backing import answer_backings, answered_on, emulated_rtt_notes, on_backing
@@ -58,7 +58,7 @@ from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK, check_
 from iomatrix.store import Store
 from iomatrix.tiers import known_tier, tier_classes, workload_owner
 from iomatrix.tiers.declaration import TierDeclaration
-from iomatrix.workloads import PRESETS
+from iomatrix.workloads import listed
 
 __all__ = [
     "ALLOW_DATA_LOSS",
@@ -170,7 +170,7 @@ def _warnings(sweep_id: int, status: str, cws: list[CellWorkload]) -> list[str]:
 def verdict_tier(workload: str) -> type[TierDeclaration] | None:
     """The tier whose trials of `workload` are verdicts, not a speed ranking (the durability tier's own
     workloads), or None for a workload that is ranked."""
-    w = PRESETS.get(workload)
+    w = listed(workload)
     owner = workload_owner(w) if w is not None else None
     return owner if owner is not None and owner.verdicts else None
 
@@ -187,8 +187,6 @@ def score_verdicts(store: Store, sweep_id: int, scores: Sequence[str], requireme
                    measured: MeasuredIndex | None = None) -> list[Verdict]:
     """Seed 000's weighted scores: the top-scoring allowed guest cell. A score has no significance test, so
     cells whose score interval overlaps the top one's are named as tied."""
-    from iomatrix.report.rank import weighted_scores
-
     cells = {c.label(): c for c in cell_workloads(store, sweep_id)}
     out = []
     for score in scores:

@@ -10,7 +10,7 @@ from iomatrix.current import CurrentConfig
 from iomatrix.domain import axes
 from iomatrix.matrix import applying_axes
 from iomatrix.report.query import CellWorkload
-from iomatrix.workloads import PRESETS
+from iomatrix.workloads import listed
 
 
 def asked_later_axes(cells: Sequence[CellWorkload], like: CellWorkload) -> list[str]:
@@ -47,7 +47,7 @@ def matching_current(cells: Sequence[CellWorkload], like: CellWorkload,
     reads; an IOThread where the NBD export cannot have one) is compared at that value and said so, with why: the
     workload cannot show it, or the tier did not vary it. An L2 cache bound that holds only part of the
     workload's image is between the measured values: no cell."""
-    workload = PRESETS.get(like.workload)
+    workload = listed(like.workload)
     want: dict[str, str] = {}
     notes: list[str] = []
     short: list[str] = []

@@ -7,15 +7,15 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from iomatrix.consolidation.roles import guests_per_tile
-from iomatrix.consolidation.spec import DEFAULT_TILES, SECTION, ConsolidationSpec, tile_workload_name
+from iomatrix.consolidation.spec import DEFAULT_TILES, SECTION, ConsolidationSpec, tile_workload_name, tiles_of
 from iomatrix.domain.axes import Layer
+from iomatrix.domain.workload import Workload
 from iomatrix.tiers.declaration import TierDeclaration, network_backing_reason, qemu_host_cache_wording
 
 if TYPE_CHECKING:
     from iomatrix.domain.axes import BackingFacts
     from iomatrix.matrix import Cell
     from iomatrix.plan.model import Plan
-    from iomatrix.workloads import Workload
 
 # Seconds of guest CPU one boot costs under TCG here, and the fixed part of a point (for estimates only).
 BOOT_CPU_S = 3.0
@@ -57,6 +57,15 @@ class Consolidation(TierDeclaration):
         return []
 
     @classmethod
+    def workload_named(cls, name: str) -> Workload | None:
+        """The sweep point ``tiles-N`` (N tiles of guests at once), or None for another name."""
+        n = tiles_of(name)
+        if n is None:
+            return None
+        return Workload(name=name, description=f"{n} consolidation tile{'s' if n > 1 else ''} started together",
+                        kind=cls.workload_kind, rw="randrw", primary_metric="point.wall_s", higher_is_better=False)
+
+    @classmethod
     def check_plan(cls, plan: Plan) -> None:
         runs = cls.name in plan.tier
         if runs and plan.setting(SECTION) is None:
@@ -85,7 +94,7 @@ class Consolidation(TierDeclaration):
     @classmethod
     def estimate_run_s(cls, plan: Plan, workload: Workload) -> float | None:
         spec = spec_of(plan)
-        guests = (workload.tiles or 1) * guests_per_tile(spec.roles)
+        guests = (tiles_of(workload.name) or 1) * guests_per_tile(spec.roles)
         cpus = os.cpu_count() or HOST_CPUS_FALLBACK
         # Boots compete for the host's CPUs under emulation; the roles' own work is a few seconds at scale 1.
         return 4.0 + guests * BOOT_CPU_S / cpus + 14.0 * spec.scale * max(1.0, guests / cpus)

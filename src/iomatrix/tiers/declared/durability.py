@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import Field
 
-from iomatrix import workloads as wl
 from iomatrix.domain.axes import Layer
+from iomatrix.domain.workload import Workload
 from iomatrix.tiers.declaration import TierDeclaration, network_backing_reason
 
 if TYPE_CHECKING:
@@ -33,13 +33,22 @@ class Durability(TierDeclaration):
     # Trials (cuts) per configuration, each a power loss and a QEMU crash at a seeded random point.
     plan_settings: ClassVar[dict[str, tuple[Any, Any]]] = {"cuts": (Annotated[int, Field(ge=1, le=1000)], 20)}
     workload_kind = "durability"
+    own_workloads = (
+        Workload("durability", "checksummed records, flushed and acknowledged in groups, to the raw disk (O_DIRECT) "
+                 "and to a file on the guest's ext4 (fsync); then a power loss and a QEMU crash at a seeded "
+                 "random point, and a count of acknowledged records lost", kind="durability",
+                 rw="write", primary_metric="power_loss.acked_lost", higher_is_better=False),
+        Workload("durability-xfs", "the durability trial with the file streams on the guest's xfs (fsync) instead "
+                 "of ext4; the host replays the XFS log on a copy and checks it with xfs_repair -n",
+                 kind="durability", rw="write", primary_metric="power_loss.acked_lost", higher_is_better=False),
+    )
     verdicts = "measured durability verdicts"
     verdict_heading = "measured durability (acknowledged = flushed by the guest):"
 
     @classmethod
     def default_workloads(cls, plan_data: Mapping[str, Any]) -> list[str]:
         # The first of its workloads: the trial on the guest's ext4 (durability-xfs is asked for by name).
-        return [next(n for n, w in wl.PRESETS.items() if w.kind == cls.workload_kind)]
+        return [cls.own_workloads[0].name]
 
     @classmethod
     def check_plan(cls, plan: Plan) -> None:
@@ -59,7 +68,7 @@ class Durability(TierDeclaration):
         plan.repetitions = type(reps)(min=cuts, max=cuts)
 
     @classmethod
-    def estimate_run_s(cls, plan: Plan, workload: wl.Workload) -> float | None:
+    def estimate_run_s(cls, plan: Plan, workload: Workload) -> float | None:
         # A trial's length is the tier's overhead (boot, write to a seeded cut, verify), not the plan's runtime.
         return cls.overhead_s if workload.kind == cls.workload_kind else None
 
@@ -73,7 +82,7 @@ class Durability(TierDeclaration):
         return None
 
     @classmethod
-    def workload_prune_reason(cls, cell: Cell, workload: wl.Workload, owner: str | None = None) -> str | None:
+    def workload_prune_reason(cls, cell: Cell, workload: Workload, owner: str | None = None) -> str | None:
         if workload.kind != cls.workload_kind:
             return f"workload {workload.name} measures speed; the durability tier runs the 'durability' workload"
         return super().workload_prune_reason(cell, workload, owner)

@@ -1,0 +1,31 @@
+"""What the sweep runner tells the user as it goes (the CLI's rich display implements it)."""
+
+from __future__ import annotations
+
+from iomatrix.matrix import Unit
+from iomatrix.metrics import load_not_reached
+from iomatrix.tiers.base import RunOutcome
+
+
+class Progress:
+    """What the runner tells the user; the CLI gives a rich implementation."""
+
+    def start(self, total_estimate: int, resumed_runs: int) -> None: ...
+    def run_started(self, index: int, unit: Unit, attempt: int, cell_no: int, cell_count: int) -> None: ...
+    def run_finished(self, unit: Unit, outcome: RunOutcome, summary: str) -> None: ...
+    def grow(self, total_estimate: int) -> None: ...
+    def message(self, text: str) -> None: ...
+    def stop(self) -> None: ...
+
+
+def run_headline(unit: Unit, outcome: RunOutcome) -> str:
+    if not outcome.ok:
+        return f"FAILED: {outcome.error}"
+    m = unit.workload.primary_metric
+    v = outcome.metrics.get(m)
+    shown = "?" if v is None else f"{v:,.1f}"
+    line = f"{m}={shown} (wall {outcome.phases.get('wall_s', 0):.1f} s)"
+    if load_not_reached(outcome.metrics):
+        line += (f", offered load not reached ({outcome.metrics.get('load.achieved_frac', 0):.0%} of "
+                 f"{outcome.metrics.get('load.target_iops', 0):,.0f} IOPS): not counted")
+    return line
