@@ -22,11 +22,17 @@ import os
 import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from iomatrix import domain
 from iomatrix.domain import BUS, CACHE, NA, NULL_BACKING, SCSI_CONTROLLER_BUSES, Aio, Bus, CacheMode, axes
 from iomatrix.errors import UserError
 from iomatrix.fio.parse import ENOSPC_HINT
+
+if TYPE_CHECKING:
+    # Not imported to run: the backing package's import pulls in the guest code, which imports this module. A
+    # target is a local path (a str) or a network disk (anything else that is not None).
+    from iomatrix.backing.network import NetworkDisk
 
 # The serial of the guest's disk under test, which the guest's init finds it by (guest/init.sh IOMX_DISK_SERIAL).
 DISK_SERIAL = "iomx-test"
@@ -43,7 +49,7 @@ class DiskSpec:
     options from the axis registry. The keyword form (``format=``, ``cache=``, ``aio=``, ``bus=``, ``more=``)
     fills the same mapping."""
 
-    def __init__(self, target: str | None, format: str = "qcow2", cache: str = CacheMode.NONE,
+    def __init__(self, target: str | NetworkDisk | None, format: str = "qcow2", cache: str = CacheMode.NONE,
                  aio: str = Aio.THREADS, bus: str = Bus.VIRTIO_BLK, null_size_bytes: int = 1 << 30,
                  more: Mapping[str, str] | None = None, image_size_bytes: int | None = None, *,
                  values: Mapping[str, str] | None = None) -> None:
@@ -89,7 +95,8 @@ class DiskSpec:
         return {a: v for a, v in self.values.items() if not axes.get(a).always_named}
 
     @classmethod
-    def for_cell(cls, cell: Mapping[str, str], target: str | Path | None, size_bytes: int | None = None) -> DiskSpec:
+    def for_cell(cls, cell: Mapping[str, str], target: str | Path | NetworkDisk | None,
+                 size_bytes: int | None = None) -> DiskSpec:
         """The disk of a cell on `target` (None for the null ceiling, which keeps only the bus: no format, host
         cache or backing, what is left is QEMU's block layer and the device or export). `size_bytes` is the
         disk's virtual size: the image's (created by the tier at that size), or the null-co disk's."""
@@ -99,7 +106,8 @@ class DiskSpec:
                        null_size_bytes=size_bytes or 1 << 30)
         values = {"format": cell["format"], "cache": cell["cache"], "aio": cell["aio"], "bus": bus,
                   **{a: v for a, v in cell.items() if not axes.get(a).always_named and v != NA}}
-        return cls(target=None if target is None else str(target), values=values, image_size_bytes=size_bytes)
+        where = str(target) if isinstance(target, (str, Path)) else target
+        return cls(target=where, values=values, image_size_bytes=size_bytes)
 
     def axis_values(self) -> dict[str, str]:
         """The disk's values of every axis that sets something on QEMU's disk."""
@@ -159,17 +167,32 @@ def blockdev_spec(disk: DiskSpec, node: str = "d0") -> str:
         return (f"driver=null-co,node-name={node},read-zeroes=on,size={disk.null_size_bytes},"
                 f"cache.no-flush={onoff(no_flush)}")
     assert disk.target is not None
+    if not isinstance(disk.target, str):
+        return network_blockdev_spec(disk, disk.target, node)
     proto = "host_device" if is_block_device(Path(disk.target)) else "file"
     o = disk.qemu_options()
     return (f"driver={disk.format},node-name={node}{_opts(o.format_node)},file.driver={proto},"
             f"file.filename={qemu_opt(disk.target)}{_opts(o.file_protocol + o.file_node, 'file.')}")
 
 
+def network_blockdev_spec(disk: DiskSpec, target: NetworkDisk, node: str = "d0") -> str:
+    """The cell's format node over QEMU's protocol node for a disk served over the network (``file.driver=iscsi``
+    or ``nfs``, from :attr:`NetworkDisk.protocol_options`), with the cell's cache switches on both nodes, as over
+    a file. What does not carry over, as over NBD: the options only the file protocol takes (``aio``: libiscsi
+    and libnfs do their own asynchronous I/O on QEMU's event loop; the axes prune aio ≠ default on a network
+    backing with that reason). ``cache.direct`` asks the initiator not to cache (both drivers honour it by
+    sending every request to the server); the server's own cache is the LUN's write cache axis.
+    """
+    o = disk.qemu_options()
+    return (f"driver={disk.format},node-name={node}{_opts(o.format_node)}"
+            f"{_opts(target.protocol_options, 'file.')}{_opts(o.file_node, 'file.')}")
+
+
 # Less room than this left on the host filesystem holding an image after a failed run: it ran full.
 FULL_BELOW_BYTES = 1 << 20
 
 
-def out_of_space(target: str | Path | None) -> str | None:
+def out_of_space(target: str | Path | NetworkDisk | None) -> str | None:
     """Why a run on the image `target` failed, when the host filesystem holding it is full (else None).
 
     A guest never sees ENOSPC itself: QEMU fails its request with a plain I/O error (the guest tier sets
@@ -177,8 +200,8 @@ def out_of_space(target: str | Path | None) -> str | None:
     failed run and before the image is removed (removing it frees the room again). A block device is never
     "full"; root may fill a filesystem's reserved blocks too, so root is judged by them.
     """
-    if target is None or is_block_device(Path(target)):
-        return None
+    if not isinstance(target, (str, Path)) or is_block_device(Path(target)):
+        return None  # a network disk fills the server's filesystem, which the server's error names
     try:
         st = os.statvfs(Path(target).parent)
     except OSError:

@@ -27,6 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+# The module, not its names: safety imports backing.iscsi_names, whose package imports this module, so when safety
+# is imported first (iomatrix run) its names do not exist yet here; they are looked up when called.
+from iomatrix import safety
 from iomatrix.backing import leftovers
 from iomatrix.backing.iscsi import ExistingIscsiServer, TgtServer
 from iomatrix.backing.leftover_kinds import (
@@ -55,7 +58,6 @@ from iomatrix.backing.spec import (
 )
 from iomatrix.errors import UserError
 from iomatrix.mountinfo import innermost_mount
-from iomatrix.safety import check_destroyable, path_devices
 from iomatrix.sysfs import block_sysdir, loop_backing_file, read_text, slaves, whole_disk
 
 BACKINGS_DIR = "backings"
@@ -112,7 +114,7 @@ def device_info(devnum: tuple[int, int], _depth: int = 0) -> dict[str, Any] | No
         info["loop_direct_io"] = read_text(disk / "loop" / "dio") == "1"
         if _depth < 4:
             try:
-                nums = path_devices(backing.removesuffix(" (deleted)"))
+                nums = safety.path_devices(backing.removesuffix(" (deleted)"))
             except OSError:
                 nums = []
             if nums:
@@ -142,7 +144,7 @@ def fs_metadata(path: Path) -> dict[str, Any]:
     meta.update(fs_type=m["fstype"], mountpoint=m["mountpoint"], source=m["source"],
                 mount_options_effective=",".join(x for x in (m["mount_options"], m["super_options"]) if x))
     try:
-        nums = path_devices(path)
+        nums = safety.path_devices(path)
     except OSError:
         nums = []
     if nums:
@@ -351,7 +353,7 @@ def _setup_tmpfs(spec: TmpfsBacking, workdir: Path, td: _Teardown) -> tuple[Path
 
 def _setup_blockdev(spec: BlockdevBacking, workdir: Path, td: _Teardown,
                     allowed: set[Path]) -> tuple[Path, dict[str, Any]]:
-    check_destroyable(spec.device, allowed)
+    safety.check_destroyable(spec.device, allowed)
     return spec.device, device_metadata(spec.device)
 
 

@@ -49,8 +49,12 @@ PROC_FIELDS = ("proc.cpu_pct", "proc.rss_mb", "proc.count")
 # CPU seconds and context switches spent in the interval, summed (what a run's cost per I/O divides).
 IOPATH_FIELDS = ("iopath.cpu_s", "iopath.ctx_switches", "iopath.count")
 # Roles of a followed process: "io" is the I/O path (QEMU, qemu-storage-daemon; bare metal: fio itself),
-# "load" generates the load beside it (fio driving the block layer over NBD): in proc.*, not in iopath.*.
-ROLES = ("io", "load")
+# "load" generates the load beside it (fio driving the block layer over NBD): in proc.*, not in iopath.*;
+# "server" is the far end of the I/O path on a network backing (tgtd, ganesha.nfsd started by iomatrix): shared
+# storage costs CPU on both sides, so it counts in iopath.* like "io", under a name of its own in the run's
+# recorded processes.
+ROLES = ("io", "load", "server")
+IOPATH_ROLES = frozenset({"io", "server"})
 DISK_KEYS = ("read_mbps", "write_mbps", "read_iops", "write_iops", "util_pct", "await_ms", "queue_depth")
 MEM_FIELDS = ("mem.used_mb", "mem.cached_mb", "mem.buffers_mb", "mem.dirty_mb", "mem.writeback_mb")
 PSI_FIELDS = (
@@ -146,7 +150,8 @@ class HostSampler:
         process still running, proc.count says how many. May be called before or after start(), and
         several times (one sweep point of the consolidation tier runs many guests at once).
         `role` "io" (the default) counts the process (and its children) as the I/O path in iopath.*;
-        "load" marks the load generator beside it (proc.* only).
+        "load" marks the load generator beside it (proc.* only); "server" a network backing's server, counted
+        in iopath.* like "io".
         Raises ProcessLookupError if the process does not exist."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
@@ -156,7 +161,7 @@ class HostSampler:
             name = proc.name()
         except psutil.NoSuchProcess as e:
             raise ProcessLookupError(f"no process with pid {pid}") from e
-        ctx = _task_ctx_switches(pid) if role == "io" else None
+        ctx = _task_ctx_switches(pid) if role in IOPATH_ROLES else None
         with self._lock:
             self._procs[pid] = (proc, (time.monotonic(), base))
             self._roles[pid] = role
@@ -322,7 +327,7 @@ class HostSampler:
                         self._procs[kid.pid] = (kid, (t_base, 0.0))
                         self._roles[kid.pid] = role
                         self._counted.setdefault(kid.pid, (name, role))
-                        if role == "io":
+                        if role in IOPATH_ROLES:
                             self._ctx[kid.pid] = 0  # like its CPU: every switch it made is in this interval
 
     def _proc_values(self, ts: float, values: dict[str, float]) -> None:
@@ -346,7 +351,7 @@ class HostSampler:
             alive += 1
             if ts > t_base:
                 cpu_pct += max(0.0, cpu - cpu_base) / (ts - t_base) * 100.0
-            if self._roles.get(pid, "io") == "io":
+            if self._roles.get(pid, "io") in IOPATH_ROLES:
                 io_alive += 1
                 io_cpu_s += max(0.0, cpu - cpu_base)
                 ctx = _task_ctx_switches(pid)

@@ -326,6 +326,15 @@ class StoreQueries:
                 out[int(r["id"])] = [float(v) for v in series]
         return out
 
+    def ok_run_numbers(self, sweep_id: int, name: str) -> dict[int, float]:
+        """A number each ok run of a sweep recorded in its meta under `name` (e.g. rtt_measured_ms), by run id;
+        runs without one are absent."""
+        rows = self.db.execute(
+            "SELECT r.id, json_extract(r.meta_json, '$.' || ?) value FROM runs r JOIN cells c ON c.id=r.cell_id "
+            "WHERE c.sweep_id=? AND r.status='ok'", (name, sweep_id))
+        return {int(r["id"]): float(r["value"]) for r in rows
+                if isinstance(r["value"], (int, float)) and not isinstance(r["value"], bool)}
+
     def run_exists(self, run_id: int) -> bool:
         return self.db.execute("SELECT 1 FROM runs WHERE id=?", (run_id,)).fetchone() is not None
 

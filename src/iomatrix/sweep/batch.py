@@ -50,7 +50,7 @@ class BatchRunning:
         if cell.is_null_ceiling:
             return Target("null", None)
         h = self.handles[cell.backing]
-        return Target(h.kind, Path(h.path))
+        return Target(h.kind, Path(h.path), server=h.server)
 
     # -- one batch of runs ------------------------------------------------------
     def _run_batch(self, sweep_id: int, items: list[RunItem]) -> list[tuple[RunOutcome, int, RunInterference | None]]:
@@ -115,6 +115,7 @@ class BatchRunning:
             wrapper=modifier_wrapper(cell.modifier) if cell.modifier != NA else [],
             on_process=sampler.attach_pid,
             on_load_process=lambda pid: sampler.attach_pid(pid, role="load"),
+            on_server_process=lambda pid: sampler.attach_pid(pid, role="server"),
         ) for item in items]
 
     @staticmethod

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from iomatrix import qemu_caps, rates
+from iomatrix import qemu_caps, rates, storage_clients
 from iomatrix import workloads as wl
 from iomatrix.matrix import BackingFacts, Expansion, expand
 from iomatrix.plan.model import Plan
@@ -13,11 +13,7 @@ from iomatrix.tiers import is_reference, reference_tier
 
 
 def backing_facts(plan: Plan, allowed: set[Path]) -> dict[str, BackingFacts]:
-    return {
-        b.label(): BackingFacts(unavailable=b.availability(allowed), o_direct=b.supports_o_direct(),
-                                is_device=b.kind == "device")
-        for b in plan.backing
-    }
+    return {b.label(): storage_clients.backing_facts(b, allowed) for b in plan.backing}  # protocol, kernel client
 
 
 def resolve_workloads(plan: Plan, base_dir: Path | None) -> list[wl.Workload]:

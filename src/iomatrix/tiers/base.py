@@ -64,6 +64,8 @@ class RunRequest:
     on_process: Callable[[int], None] | None = None  # told the pid doing the I/O (fio or QEMU)
     # told the pid generating the load beside the I/O path (the block layer's fio): sampled, not counted as its cost
     on_load_process: Callable[[int], None] | None = None
+    # told the pids of a network backing's server (tgtd, ganesha.nfsd): sampled and counted in the I/O path's CPU
+    on_server_process: Callable[[int], None] | None = None
 
 
 @dataclass

@@ -7,6 +7,11 @@ fio's ``nbd`` engine (libnbd) running the workload against the export, then the 
 deleted. Format, preallocation, cache mode, aio and host backing are decided by this code in QEMU; what is
 missing compared with a guest is the guest kernel, the emulated bus and device, and the guest page cache.
 
+On a network backing (iSCSI, NFS: docs/shared-storage.md) the run asks the backing's server for a fresh disk
+instead of creating an image (`tiers.network_disks`), the daemon opens it with QEMU's own client (the format node
+over ``file.driver=iscsi`` or ``nfs``), the server's processes are counted in the run's CPU per I/O, and the disk is
+given back after the daemon has stopped.
+
 How a cache mode maps (qemu/qemu ``block/export/export.c`` ``blk_exp_add``: ``blk_set_enable_write_cache(blk,
 !export->writethrough)``; a guest device's ``write-cache=`` makes the same call in ``hw/block/block.c``
 ``blkconf_apply_backend_options``):
@@ -45,6 +50,7 @@ from typing import IO
 
 from iomatrix import children
 from iomatrix.backing.leftovers import forget, register_temp_path
+from iomatrix.backing.network import NetworkDisk
 from iomatrix.domain import CACHE, CacheMode
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import FIO_CLOCKSOURCE, IOPS_LOG_FILE, NbdJob, nbd_job, nbd_uri
@@ -57,6 +63,7 @@ from iomatrix.qemu_block import DiskSpec, blockdev_spec, export_options, object_
 from iomatrix.textfile import last_lines
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_image
 from iomatrix.tiers.declared.blocklayer import BlockLayer
+from iomatrix.tiers.network_disks import disk_name, follow_server, network_disk
 
 NODE = "d0"
 EXPORT_ID = "iomx-export"
@@ -200,7 +207,7 @@ class Trash:
         self.work(lambda: False)
 
 
-def disk_for(cell: Cell, image: Path | None, null_size_bytes: int) -> DiskSpec:
+def disk_for(cell: Cell, image: Path | NetworkDisk | None, null_size_bytes: int) -> DiskSpec:
     # The null ceiling has no format, host cache or backing: what is left is QEMU's block layer and the export.
     assert image is not None or cell.is_null_ceiling
     return DiskSpec.for_cell(cell, image, null_size_bytes)
@@ -302,6 +309,16 @@ class BlockLayerTier(BlockLayer, Tier):
         forget(self.workdir, image)
         self._trash.add(moved)
 
+    def _network_disk(self, req: RunRequest, stack: contextlib.ExitStack, size_bytes: int,
+                      meta: dict[str, object]) -> NetworkDisk:
+        """A fresh disk on the network backing's server for this run, given back when `stack` closes."""
+        assert req.target.server is not None
+        disk, disk_meta = stack.enter_context(network_disk(
+            req.target.server, req.cell, size_bytes=size_bytes, name=disk_name("blk", req.workload.slug),
+            workdir=self.workdir))
+        meta.update(disk_meta)
+        return disk
+
     def _spawn_fio(self, run_dir: Path, meta: dict[str, object]) -> subprocess.Popen:
         out_file = run_dir / "fio.json"
         # --output: the nbd engine prints "connected to NBD server" on stdout, which would corrupt JSON there.
@@ -337,7 +354,9 @@ class BlockLayerTier(BlockLayer, Tier):
         trash = self._trash
         trash.busy_s = 0.0
         outcome: RunOutcome | None = None
-        with children.SigtermGuard():
+        network: NetworkDisk | None = None
+        # A network disk is given back to its server after the daemon has stopped (the finally below runs first).
+        with children.SigtermGuard(), contextlib.ExitStack() as network_stack:
             try:
                 trash.start()
                 # The daemon never unlinks the socket (we bound it anyway): it is ours to remove.
@@ -347,7 +366,10 @@ class BlockLayerTier(BlockLayer, Tier):
                 fio = self._spawn_fio(run_dir, meta)
                 phases["setup_s"] = t_fio - t0
                 try:
-                    image, ours = fresh_image(req, self.workdir, image_bytes, "iomatrix-blk")
+                    if req.target.kind == "network":
+                        network = self._network_disk(req, network_stack, image_bytes, meta)
+                    else:
+                        image, ours = fresh_image(req, self.workdir, image_bytes, "iomatrix-blk")
                 except UserError as err:
                     outcome = RunOutcome(ok=False, job_text=job.text, error=err.one_line(), meta=meta)
                 t_img = time.monotonic()
@@ -366,7 +388,7 @@ class BlockLayerTier(BlockLayer, Tier):
                 t_daemon = time.monotonic()
                 phases["deletion_wait_s"] = t_daemon - t_img
                 if outcome is None:
-                    disk = disk_for(req.cell, image, image_bytes)
+                    disk = disk_for(req.cell, network or image, image_bytes)
                     argv = daemon_argv(self.qsd, disk, listener.fileno(), req.wrapper or None)
                     meta["daemon_argv"] = argv
                     meta["export_writethrough"] = not write_cache(disk.cache)
@@ -387,6 +409,8 @@ class BlockLayerTier(BlockLayer, Tier):
                     if req.on_load_process:
                         with contextlib.suppress(ProcessLookupError):  # fio may have failed already
                             req.on_load_process(fio.pid)
+                    if network is not None and req.target.server is not None:
+                        follow_server(req.target.server, req.on_server_process, meta)
                     outcome = self._wait_fio(req, job, meta, phases, fio, t_fio, daemon, run_dir)
                     fio = None
             except BaseException:

@@ -16,6 +16,7 @@ workload and weighted score.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from iomatrix.current import CurrentConfig
@@ -31,6 +32,7 @@ from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info
 from iomatrix.report.rank import primary_metric, rank_workload, run_rounds, run_values, weighted_scores, workload_names
 from iomatrix.report.recommend.current_match import matching_current
 from iomatrix.report.recommend.other_tier import verdict_on_its_basis
+from iomatrix.report.recommend.per_backing import answer_backings, answered_on, emulated_rtt_notes, on_backing
 from iomatrix.report.recommend.requirements import (
     ALLOW_DATA_LOSS,
     REQUIREMENTS,
@@ -109,18 +111,26 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     measured = MeasuredIndex.from_store(store)
     rank_kw: dict[str, Any] = {"min_n": min_n, "max_noise": max_noise, "interference": interference,
                                "threshold": check_threshold(threshold), "tie_break": check_tie_break(tie_break)}
+    per_backing = answer_backings(info["plan_definition"])  # shared storage: one answer per backing
     for w in names:
-        verdicts.append(_workload_answer(store, sweep_id, cws, w, rounds, objective, reqs, current, measured,
-                                         rank_kw))
+        if per_backing is None or verdict_tier(w) is not None:
+            verdicts.append(_workload_answer(store, sweep_id, cws, w, rounds, objective, reqs, current, measured,
+                                             rank_kw))
+            continue
+        for label in per_backing:
+            mine = on_backing(cws, label)
+            if any(c.workload == w and c.axes.get("backing") == label for c in mine):
+                v = _workload_answer(store, sweep_id, mine, w, rounds, objective, reqs, current, measured, rank_kw)
+                verdicts.append(replace(v, workload=answered_on(w, label)))
     if scores is None:
         scores = SCORES if workload is None and any(is_vm_view(c.axes["tier"]) for c in cws) else ()
     for sc in scores:
         if sc not in SCORES:
             raise UserError(f"unknown score '{sc}'", hint=f"use {', '.join(SCORES)}")
     verdicts += score_verdicts(store, sweep_id, scores, reqs, measured)
-    return Recommendation(sweep_id, info["plan"], info["status"], reqs, current, verdicts,
-                          _warnings(sweep_id, info["status"], cws), None if objective is None else objective.value,
-                          allow_data_loss)
+    warnings = _warnings(sweep_id, info["status"], cws) + emulated_rtt_notes(store, sweep_id, cws)
+    return Recommendation(sweep_id, info["plan"], info["status"], reqs, current, verdicts, warnings,
+                          None if objective is None else objective.value, allow_data_loss)
 
 
 def _workload_answer(store: Store, sweep_id: int, cws: list[CellWorkload], w: str, rounds: dict[int, int],

@@ -5,15 +5,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from iomatrix import domain
-from iomatrix.domain import NULL_BACKING
-from iomatrix.domain.axes import Layer
+from iomatrix.domain import NA, NULL_BACKING
+from iomatrix.domain.axes import KERNEL_CLIENT, NETWORK_CLIENT_AXIS, Layer
 from iomatrix.qemu_block import NULL_FORMAT
 from iomatrix.tiers.declaration import TierDeclaration, qemu_host_cache_wording
 
 if TYPE_CHECKING:
+    from iomatrix.domain.axes import BackingFacts
     from iomatrix.matrix import Cell
     from iomatrix.plan.model import Plan
     from iomatrix.workloads import Workload
+
+KERNEL_CLIENT_AXES = tuple(NETWORK_CLIENT_AXIS.values())  # initiator, nfs_client
 
 
 class BlockLayer(TierDeclaration):
@@ -37,6 +40,16 @@ class BlockLayer(TierDeclaration):
         if not plan.null_ceiling:
             return []
         return [{"tier": cls.name, "format": NULL_FORMAT, "backing": NULL_BACKING, "modifier": domain.Modifier.NONE}]
+
+    @classmethod
+    def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:
+        # A network disk is opened by QEMU's own client (driver=iscsi, driver=nfs); through the kernel's client it
+        # would be a block device or a file on a mount, which the tier does not set up (issue 34).
+        for axis in KERNEL_CLIENT_AXES:
+            if cell.get(axis, NA) == KERNEL_CLIENT:
+                return (f"{axis}=kernel: the block-layer tier opens a network disk with QEMU's own client only; "
+                        "logging in or mounting through the host's kernel is not set up by iomatrix yet")
+        return None
 
     @classmethod
     def workload_prune_reason(cls, cell: Cell, workload: Workload, owner: str | None = None) -> str | None:

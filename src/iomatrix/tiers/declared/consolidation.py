@@ -10,7 +10,7 @@ from iomatrix.consolidation.roles import guests_per_tile
 from iomatrix.consolidation.spec import DEFAULT_TILES, SECTION, ConsolidationSpec, tile_workload_name, tiles_of
 from iomatrix.domain.axes import Layer
 from iomatrix.domain.workload import Workload
-from iomatrix.tiers.declaration import TierDeclaration, qemu_host_cache_wording
+from iomatrix.tiers.declaration import TierDeclaration, network_backing_reason, qemu_host_cache_wording
 
 if TYPE_CHECKING:
     from iomatrix.domain.axes import BackingFacts
@@ -79,6 +79,8 @@ class Consolidation(TierDeclaration):
 
     @classmethod
     def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:
+        if (network := network_backing_reason(cls.name, backing)) is not None:
+            return network
         if backing is not None and backing.is_device:
             return "the consolidation tier gives every guest an image of its own: it needs a directory backing"
         return None

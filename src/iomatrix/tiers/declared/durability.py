@@ -9,7 +9,7 @@ from pydantic import Field
 
 from iomatrix.domain.axes import Layer
 from iomatrix.domain.workload import Workload
-from iomatrix.tiers.declaration import TierDeclaration
+from iomatrix.tiers.declaration import TierDeclaration, network_backing_reason
 
 if TYPE_CHECKING:
     from iomatrix.domain.axes import BackingFacts
@@ -74,6 +74,8 @@ class Durability(TierDeclaration):
 
     @classmethod
     def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:
+        if (network := network_backing_reason(cls.name, backing)) is not None:
+            return network
         if backing is not None and backing.is_device:
             return ("the durability tier serves an image file through nbdkit to simulate a power loss: "
                     "give it a directory backing")
