@@ -35,9 +35,9 @@ from pathlib import Path
 
 from iomatrix.guest.accel import choose_accel
 from iomatrix.guest.artifacts import ensure_artifacts
-from iomatrix.guest.images import create_image
 from iomatrix.guest.job import GuestJob
 from iomatrix.guest.process import run_guest
+from iomatrix.images import create_image
 from iomatrix.qemu_block import DiskSpec
 
 FIO_JOB = """[bench]

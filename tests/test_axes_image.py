@@ -18,7 +18,7 @@ from iomatrix.domain import axes
 from iomatrix.domain.axes import DiskContext, RuleContext
 from iomatrix.fio.jobs import JobShape, baremetal_job, guest_job, nbd_job
 from iomatrix.fio.parse import job_metrics
-from iomatrix.guest.images import create_image_argv
+from iomatrix.images import create_image_argv
 from iomatrix.matrix import complete, estimate_seconds, expand
 from iomatrix.plan.load import plan_from_dict
 from iomatrix.qemu_block import DiskSpec, blockdev_spec

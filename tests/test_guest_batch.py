@@ -14,9 +14,9 @@ import pytest
 
 from iomatrix.fio.jobs import JobShape
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
-from iomatrix.guest.images import create_image
 from iomatrix.guest.job import BatchRun, GuestJob
 from iomatrix.guest.process import live_guest_pids, run_guest, run_guest_batch
+from iomatrix.images import create_image
 from iomatrix.plan.model import Plan
 from iomatrix.qemu_block import DiskSpec
 from iomatrix.runner import plan_expansion

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
-from iomatrix.guest.images import create_image
 from iomatrix.guest.job import GuestJob
 from iomatrix.guest.process import live_guest_pids, run_guest
 from iomatrix.guest.tarball import ensure_tarball
+from iomatrix.images import create_image
 from iomatrix.qemu_block import DiskSpec
 
 pytestmark = pytest.mark.slow

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from iomatrix import images
 from iomatrix.domain import CACHE
 from iomatrix.errors import UserError
-from iomatrix.guest import images
 from iomatrix.guest.artifacts import GuestArtifacts
 from iomatrix.guest.cmdline import build_argv, device_args
 from iomatrix.guest.initramfs import CpioWriter

@@ -52,8 +52,8 @@ from iomatrix.backing.network import NetworkDisk
 from iomatrix.backing.spec import NfsBacking
 from iomatrix.domain import Format
 from iomatrix.errors import UserError
-from iomatrix.guest.images import create_image, create_image_argv
 from iomatrix.hostcmd import version_of
+from iomatrix.images import create_image, create_image_argv
 
 LOOPBACK = "127.0.0.1"
 NFS_PROGRAM, MOUNT_PROGRAM = 100003, 100005

@@ -114,7 +114,7 @@ Options = tuple[tuple[str, str], ...]
 class QemuOptions:
     """What one axis value sets on QEMU's disk, by where it goes. The builders in ``qemu_block`` (the
     ``-blockdev`` graph and the block export), the same module's guest ``-device`` and
-    ``guest.images`` (``qemu-img create -o``) merge these over every axis of a cell."""
+    ``iomatrix.images`` (``qemu-img create -o``) merge these over every axis of a cell."""
 
     create: Options = ()  # qemu-img create -o KEY=VALUE
     format_node: Options = ()  # options of the format node (driver=qcow2,…)

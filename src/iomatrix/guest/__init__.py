@@ -12,11 +12,11 @@ Public API (see docs/guest.md):
 from iomatrix.fio.jobs import GUEST_DISK_PLACEHOLDER as DISK_PLACEHOLDER
 from iomatrix.guest.accel import TCG_WARNING, AccelChoice, choose_accel
 from iomatrix.guest.artifacts import GuestArtifacts, artifact_info, ensure_artifacts
-from iomatrix.guest.images import create_image, remove_image
 from iomatrix.guest.job import GuestJob
 from iomatrix.guest.process import kill_all_guests, run_guest
 from iomatrix.guest.stream import GuestOutcome
 from iomatrix.guest.tarball import ensure_tarball
+from iomatrix.images import create_image, remove_image
 from iomatrix.qemu_block import DiskSpec
 
 __all__ = [

@@ -20,7 +20,7 @@ from iomatrix.backing.leftovers import register_temp_path
 from iomatrix.backing.network import NetworkServer
 from iomatrix.domain.axes import DiskContext, qemu_options
 from iomatrix.fio.jobs import JobShape
-from iomatrix.guest.images import create_image
+from iomatrix.images import create_image
 from iomatrix.matrix import Cell
 from iomatrix.tiers.declaration import TierDeclaration
 from iomatrix.workloads import Workload

@@ -55,8 +55,8 @@ from iomatrix.domain import CACHE, CacheMode
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import FIO_CLOCKSOURCE, IOPS_LOG_FILE, NbdJob, nbd_job, nbd_uri
 from iomatrix.fio.parse import FioOutputError, checked_metrics, extract_json, fatal_message, parse_iops_log
-from iomatrix.guest.images import remove_image
 from iomatrix.hostcmd import require, version_of
+from iomatrix.images import remove_image
 from iomatrix.matrix import Cell
 from iomatrix.plan.model import Plan
 from iomatrix.qemu_block import DiskSpec, blockdev_spec, export_options, object_specs, write_cache

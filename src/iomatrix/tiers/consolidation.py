@@ -32,12 +32,12 @@ from iomatrix.errors import UserError
 from iomatrix.fio.parse import FioOutputError, report_metrics
 from iomatrix.guest.accel import AccelChoice, choose_accel
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
-from iomatrix.guest.images import remove_image
 from iomatrix.guest.job import GuestJob
 from iomatrix.guest.kernel import BUS_MODULES, FS_MODULES, NET_MODULES
 from iomatrix.guest.process import GuestHandle, kill_all_guests, start_guest
 from iomatrix.guest.stream import GuestOutcome
 from iomatrix.guest.stream import parse_result_stream as _parse_stream
+from iomatrix.images import remove_image
 from iomatrix.matrix import Cell
 from iomatrix.monitor.devices import resolve_device_chain
 from iomatrix.plan.model import Plan

@@ -57,12 +57,12 @@ from iomatrix.durability.verdict import POWER_LOSS, QEMU_CRASH
 from iomatrix.errors import UserError
 from iomatrix.guest.accel import AccelChoice, choose_accel
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts, has_guest_tool
-from iomatrix.guest.images import remove_image
 from iomatrix.guest.job import DISK_SERIAL, GuestJob
 from iomatrix.guest.kernel import BUS_MODULES, FS_MODULES
 from iomatrix.guest.process import GuestHandle, console_tail, kill_all_guests, start_guest
 from iomatrix.guest.stream import parse_result_stream
 from iomatrix.hostcmd import require, version_of
+from iomatrix.images import remove_image
 from iomatrix.plan.model import Plan
 from iomatrix.qemu_block import DiskSpec, blockdev_args, blockdev_spec_over_nbd, device_args
 from iomatrix.textfile import last_lines

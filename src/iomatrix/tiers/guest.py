@@ -23,11 +23,11 @@ from iomatrix.fio.parse import FioOutputError, checked_metrics, parse_iops_log
 from iomatrix.guest.accel import AccelChoice, choose_accel
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
 from iomatrix.guest.cmdline import machine_for
-from iomatrix.guest.images import remove_image
 from iomatrix.guest.job import BatchRun, GuestJob
 from iomatrix.guest.process import BatchInterrupted, kill_all_guests, run_guest, run_guest_batch
 from iomatrix.guest.stream import GuestOutcome
 from iomatrix.guest.tarball import ensure_tarball
+from iomatrix.images import remove_image
 from iomatrix.matrix import Cell
 from iomatrix.plan.model import Plan
 from iomatrix.qemu_block import DiskSpec, out_of_space

@@ -1,4 +1,6 @@
-"""Disk images for guest cells: created with qemu-img, removed after the cell."""
+"""Disk images under test (a guest's disk, the block layer's image, a file on an NFS export): created with qemu-img,
+removed after the run. Not in guest/: the block layer and the network backings make images too, and a snippet or
+--current must not load the guest package."""
 
 from __future__ import annotations
 
