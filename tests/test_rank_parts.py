@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from iomatrix.report.quality import ranked_samples
+from iomatrix.report.recommend.per_backing import answered_on, at_each_rtt
 from iomatrix.report.query import CellWorkload
 from iomatrix.report.rank import (
     NOTED_STOPS,
@@ -100,3 +101,25 @@ def test_notes_name_the_stops_that_explain_a_smaller_n() -> None:
     assert noted == [f"stopped after round 3 with 3 runs ({cells[0].label()}): why max-runs",
                      f"stopped after round 3 with 3 runs ({cells[2].label()}): why eliminated"]
     assert all(k in NOTED_STOPS for k in ("max-runs", "eliminated"))  # plain strings from a document match too
+
+
+def test_a_null_lun_is_a_ceiling_beside_the_ranking_never_in_it() -> None:
+    # tgt's null LUN stores nothing (issue 34): the iSCSI protocol's own ceiling, listed before QEMU's null-co.
+    fileio = cell(1, "blocklayer", [10.0, 11.0], backing="iscsi", lun_type="fileio")
+    null_lun = cell(2, "blocklayer", [40.0, 42.0], backing="iscsi", lun_type="null")
+    null_co = cell(3, "blocklayer", [90.0, 92.0], backing="null")
+    assert tier_cells([fileio, null_lun, null_co], "rand-read-4k", "read.iops", None) == (
+        [fileio, null_lun, null_co], "blocklayer", [fileio])
+    assert [c for c, _ in null_ceiling([null_co, fileio, null_lun], "blocklayer", "read.iops")] == [null_lun, null_co]
+    wr = rank_workload([fileio, null_lun, null_co], "rand-read-4k", None)
+    assert wr is not None and [r.name for r in wr.ranking.rows] == [fileio.label()]
+
+
+def test_cells_at_different_emulated_rtts_are_answered_apart() -> None:
+    near = cell(1, "blocklayer", [10.0], backing="iscsi", rtt="0")
+    far = cell(2, "blocklayer", [5.0], backing="iscsi", rtt="2ms")
+    bm = cell(3, "baremetal", [20.0], backing="iscsi", rtt="-")
+    groups = at_each_rtt([near, far, bm], "rand-read-4k")
+    assert groups == [("0", [near, bm]), ("2ms", [far, bm])]
+    assert at_each_rtt([near, bm], "rand-read-4k") == [(None, [near, bm])]  # one RTT: one answer, named as before
+    assert answered_on("rand-read-4k", "iscsi", "2ms") == "rand-read-4k on iscsi at rtt=2ms"

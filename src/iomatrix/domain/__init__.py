@@ -22,6 +22,7 @@ guest sees: off means QEMU flushes after every write; ``cache.no-flush`` drops e
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -29,6 +30,14 @@ from enum import StrEnum
 NA = "-"
 # The backing label of the null-co ceiling cell: no storage at all.
 NULL_BACKING = "null"
+# The iSCSI LUN type that stores nothing (tgt's null backing store): the protocol's own ceiling, like null-co.
+NULL_LUN = "null"
+
+
+def is_ceiling(axes: Mapping[str, str]) -> bool:
+    """Whether a cell measures a ceiling (no storage: QEMU's null-co, or a null iSCSI LUN), never an answer: it
+    keeps no data, so it is shown beside the ranking, not in it."""
+    return axes.get("backing") == NULL_BACKING or axes.get("lun_type") == NULL_LUN
 
 
 class Format(StrEnum):

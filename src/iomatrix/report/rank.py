@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from iomatrix.domain import NA, NULL_BACKING
+from iomatrix.domain import NA, NULL_BACKING, is_ceiling
 from iomatrix.errors import UserError
 from iomatrix.metrics import metric_info
 from iomatrix.report.interference import run_interference
@@ -188,7 +188,7 @@ def tier_cells(cws: Sequence[CellWorkload], workload: str, metric: str,
         return None
     if tier is None:
         tier = max({c.axes["tier"] for c in mine}, key=tier_order)
-    ranked = [c for c in mine if c.axes["tier"] == tier and c.axes["backing"] != NULL_BACKING]
+    ranked = [c for c in mine if c.axes["tier"] == tier and not is_ceiling(c.axes)]
     return (mine, tier, ranked) if ranked else None
 
 
@@ -234,9 +234,11 @@ def accelerators(cells: Sequence[CellWorkload]) -> list[str]:
 
 
 def null_ceiling(cells: Sequence[CellWorkload], tier: str, metric: str) -> list[tuple[CellWorkload, float]]:
-    """The tier's null-backing cells with their mean: what the stack can do without a disk."""
-    return [(c, sum(c.samples[metric]) / len(c.samples[metric])) for c in cells
-            if c.axes["backing"] == NULL_BACKING and c.axes["tier"] == tier]
+    """The tier's ceiling cells with their mean: what the stack can do without a disk (a null iSCSI LUN, the
+    protocol's own ceiling, first: it is the nearer one for a LUN's cells; then QEMU's null-co)."""
+    found = [(c, sum(c.samples[metric]) / len(c.samples[metric])) for c in cells
+             if is_ceiling(c.axes) and c.axes["tier"] == tier and c.samples.get(metric)]
+    return sorted(found, key=lambda cm: cm[0].axes["backing"] == NULL_BACKING)
 
 
 def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *, min_n: int = 3,
@@ -386,7 +388,7 @@ def weighted_scores(store: Store, sweep_id: int, score: str) -> tuple[list[Score
         factors[part] = bm_seq / bm_rand
         by_cell: dict[str, dict[str, CellWorkload]] = {}
         for c in cws:
-            if not is_reference(c.axes["tier"]) and c.axes["backing"] != NULL_BACKING and metric in c.samples:
+            if not is_reference(c.axes["tier"]) and not is_ceiling(c.axes) and metric in c.samples:
                 by_cell.setdefault(c.label(), {})[c.workload] = c
         per_part[part] = {
             label: weighted_score_ci(ws[seq_w].samples[metric], ws[rand_w].samples[metric], bm_seq, bm_rand)

@@ -32,7 +32,13 @@ from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info
 from iomatrix.report.rank import primary_metric, rank_workload, run_rounds, run_values, weighted_scores, workload_names
 from iomatrix.report.recommend.current_match import matching_current
 from iomatrix.report.recommend.other_tier import verdict_on_its_basis
-from iomatrix.report.recommend.per_backing import answer_backings, answered_on, emulated_rtt_notes, on_backing
+from iomatrix.report.recommend.per_backing import (
+    answer_backings,
+    answered_on,
+    at_each_rtt,
+    emulated_rtt_notes,
+    on_backing,
+)
 from iomatrix.report.recommend.requirements import (
     ALLOW_DATA_LOSS,
     REQUIREMENTS,
@@ -118,10 +124,11 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
                                              rank_kw))
             continue
         for label in per_backing:
-            mine = on_backing(cws, label)
-            if any(c.workload == w and c.axes.get("backing") == label for c in mine):
-                v = _workload_answer(store, sweep_id, mine, w, rounds, objective, reqs, current, measured, rank_kw)
-                verdicts.append(replace(v, workload=answered_on(w, label)))
+            for rtt, mine in at_each_rtt(on_backing(cws, label), w):
+                if any(c.workload == w and c.axes.get("backing") == label for c in mine):
+                    v = _workload_answer(store, sweep_id, mine, w, rounds, objective, reqs, current, measured,
+                                         rank_kw)
+                    verdicts.append(replace(v, workload=answered_on(w, label, rtt)))
     if scores is None:
         scores = SCORES if workload is None and any(is_vm_view(c.axes["tier"]) for c in cws) else ()
     for sc in scores:

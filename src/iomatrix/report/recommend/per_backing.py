@@ -16,7 +16,7 @@ from typing import Any
 
 from iomatrix.backing.network import NETWORK_PROTOCOLS
 from iomatrix.backing.spec import parse_backing
-from iomatrix.domain import NULL_BACKING
+from iomatrix.domain import NA, NULL_BACKING
 from iomatrix.errors import UserError
 from iomatrix.report.query import CellWorkload
 from iomatrix.store import Store
@@ -43,9 +43,20 @@ def on_backing(cws: Sequence[CellWorkload], label: str) -> list[CellWorkload]:
     return [c for c in cws if c.axes.get("backing") in (label, NULL_BACKING)]
 
 
-def answered_on(workload: str, label: str) -> str:
-    """A per-backing verdict's name."""
-    return f"{workload} on {label}"
+def at_each_rtt(cws: Sequence[CellWorkload], workload: str) -> list[tuple[str | None, list[CellWorkload]]]:
+    """The cells split by emulated round-trip time: an `rtt` is a condition of the network, not a setting to
+    choose, so cells at different RTTs are never ranked against each other (the answer would be "use rtt=0").
+    One group (None) when the cells have at most one RTT; cells without one (bare metal, the null ceiling) join
+    every group."""
+    rtts = sorted({c.axes["rtt"] for c in cws if c.workload == workload and c.axes.get("rtt", NA) != NA})
+    if len(rtts) <= 1:
+        return [(None, list(cws))]
+    return [(rtt, [c for c in cws if c.axes.get("rtt", NA) in (NA, rtt)]) for rtt in rtts]
+
+
+def answered_on(workload: str, label: str, rtt: str | None = None) -> str:
+    """A per-backing verdict's name ("randwrite on iscsi", "… at rtt=2ms")."""
+    return f"{workload} on {label}" + ("" if rtt is None else f" at rtt={rtt}")
 
 
 def emulated_rtt_notes(store: Store, sweep_id: int, cws: Sequence[CellWorkload]) -> list[str]:
