@@ -37,6 +37,10 @@ LAZY_ALLOWED: dict[tuple[str, str], str] = {
     ("iomatrix.stats.summary", "scipy"): "scipy.stats: 0.5 s at import",
     # matplotlib costs ~0.3 s: only a fleet heat map pays it.
     ("iomatrix.report.fleet_chart", "matplotlib.colors"): "matplotlib: 0.3 s at import",
+    ("iomatrix.report.consolidation", "iomatrix.report"): "charts (matplotlib) only when the HTML section is drawn",
+    ("iomatrix.report.consolidation", "iomatrix.report.html"): "html imports charts (matplotlib), and the companions",
+    ("iomatrix.report.fleet_render", "iomatrix.report.fleet_chart"): "matplotlib behind it: a refused command "
+    "must not write its font cache (test_bad_input_campaign)",
     ("iomatrix.report.fleet_chart", "matplotlib.patches"): "matplotlib: 0.3 s at import",
     # psutil and lzma: only the paths that use them (a process tree, an xz initramfs).
     ("iomatrix.children", "psutil"): "psutil at import, only for a process tree",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from iomatrix.report.quality import ranked_samples
-from iomatrix.report.recommend.per_backing import answered_on, at_each_rtt
 from iomatrix.report.query import CellWorkload
 from iomatrix.report.rank import (
     NOTED_STOPS,
@@ -18,6 +17,7 @@ from iomatrix.report.rank import (
     ratios_to_baremetal,
     tier_cells,
 )
+from iomatrix.report.recommend.per_backing import answered_on, at_each_rtt
 from iomatrix.stats.interference import RunInterference
 from iomatrix.stop_kinds import StopKind
 

@@ -13,8 +13,6 @@ from typing import Any
 
 from iomatrix.consolidation.roles import TIMED_ROLES
 from iomatrix.consolidation.spec import SECTION, ConsolidationSpec, tiles_of
-from iomatrix.report import charts
-from iomatrix.report.html import short_labels
 from iomatrix.report.query import CellWorkload, cell_workloads
 from iomatrix.stats.consolidation import ConsolidationAnswer, consolidation_answer
 from iomatrix.store import Store
@@ -139,6 +137,11 @@ def consolidation_lines(groups: list[ConsolidationGroup]) -> list[str]:
 def html_section(store: Store, sweep_id: int, cws: list[CellWorkload]) -> dict[str, Any] | None:
     """The HTML report's consolidation section (the consolidation tier's report extra): the host view per tile
     count as a chart, and the text section; None when the sweep has no tile counts."""
+    # matplotlib behind both (report.charts imports it at module level): `recommend` and `rank` load this module
+    # through the tier's report companion, and a refused command must not write matplotlib's font cache.
+    from iomatrix.report import charts
+    from iomatrix.report.html import short_labels
+
     groups = groups_from(cws, slowdown_bound(store, sweep_id))
     if not groups:
         return None

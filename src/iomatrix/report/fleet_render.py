@@ -19,7 +19,6 @@ from iomatrix.report.fleet import (
     is_fleet,
     select_fleet,
 )
-from iomatrix.report.fleet_chart import fleet_heat_map
 from iomatrix.report.formats import OutputFormat
 from iomatrix.report.headline import HEADLINE_SITUATIONS
 from iomatrix.report.render import code_lines, ratio_text, wrap
@@ -157,6 +156,10 @@ def fleet_html(store: Store, group: str | None = None,
     """The HTML report's fleet parts (report/html.py): the group answers the report opens with, and per group and
     workload a section with a heat map of each host's ratio to its own best and the answer in prose; (None, [])
     unless the database holds several hosts of its plan (or `group` is asked for)."""
+    # matplotlib behind it (report.charts imports it at module level): a refused command must not write its font
+    # cache, so only a report that draws a fleet heat map loads it.
+    from iomatrix.report.fleet_chart import fleet_heat_map
+
     if group is None and not is_fleet(store):
         return None, []
 
