@@ -14,7 +14,7 @@ Two modes (`iomatrix.backing.spec.RbdBacking`):
   removes them afterwards. It never opens any other image.
 
 Each disk gets a ceph.conf of its own: the cluster's (or the user's) with a ``[client.NAME]`` section holding the
-cell's librbd cache settings (`rbd_cache`, `rbd_cache_policy`, `rbd_writethrough_until_flush`; absent or "-" =
+cell's librbd cache settings (`rbd_cache`, `rbd_cache_policy`, `rbd_cache_writethrough_until_flush`; absent or "-" =
 Ceph's default, not written), which QEMU reads through ``conf=``. A client-specific section outranks ``[client]``
 and ``[global]``, so the user's own settings of other clients are left as they are. Beware: QEMU itself sets
 ``rbd_cache`` from its cache mode when it opens the image (false with cache.direct=on, i.e. cache=none or
@@ -60,10 +60,10 @@ MEMSTORE_BYTES = 4 << 30  # memstore's cap; it holds what is written in RAM
 # The librbd cache settings a cell may set (axis → ceph option), their values and Ceph 16's defaults
 # (`ceph-conf -c /dev/null --show-config-value OPTION` on Debian 12's 16.2.15).
 CACHE_OPTIONS = {"rbd_cache": "rbd cache", "rbd_cache_policy": "rbd cache policy",
-                 "rbd_writethrough_until_flush": "rbd cache writethrough until flush"}
+                 "rbd_cache_writethrough_until_flush": "rbd cache writethrough until flush"}
 CACHE_VALUES = {"rbd_cache": ("on", "off"), "rbd_cache_policy": ("writeback", "writethrough", "writearound"),
-                "rbd_writethrough_until_flush": ("on", "off")}
-CEPH_DEFAULTS = {"rbd_cache": "on", "rbd_cache_policy": "writearound", "rbd_writethrough_until_flush": "on"}
+                "rbd_cache_writethrough_until_flush": ("on", "off")}
+CEPH_DEFAULTS = {"rbd_cache": "on", "rbd_cache_policy": "writearound", "rbd_cache_writethrough_until_flush": "on"}
 OBJECT_SIZE = re.compile(r"(\d+)([KM])")
 DEFAULT_OBJECT_SIZE = "4M"  # rbd_default_order 22
 BASELINE_NOTE = "no file holds the image's bytes: the server-side baseline for rbd is fio's ioengine=rbd"
