@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from iomatrix.backing import leftovers
-from iomatrix.backing.leftover_kinds import RbdImageLeftover, proc_start
+from iomatrix.backing.leftover_kinds import proc_start
+from iomatrix.backing.leftover_rbd import RbdImageLeftover
 from iomatrix.backing.leftovers import clean
 from iomatrix.backing.network import NetworkDisk
 from iomatrix.backing.provision import provision

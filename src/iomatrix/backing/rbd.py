@@ -42,7 +42,8 @@ from typing import Any, Literal, Protocol
 
 from iomatrix import children
 from iomatrix.backing import leftovers
-from iomatrix.backing.leftover_kinds import Leftover, LeftoverError, RbdImageLeftover, rbd_argv
+from iomatrix.backing.leftover_kinds import Leftover, LeftoverError
+from iomatrix.backing.leftover_rbd import RbdImageLeftover, rbd_argv
 from iomatrix.backing.network import NetworkDisk
 from iomatrix.backing.spec import RbdBacking
 from iomatrix.errors import UserError

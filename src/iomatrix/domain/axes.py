@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from iomatrix import domain
-from iomatrix.domain import NA, SafetyLevel
+from iomatrix.domain import NA, SafetyLevel, ceph
 from iomatrix.plugins import PluginError, load_entry_points
 
 
@@ -818,9 +818,9 @@ QUEUES = Axis(
 # node (qemu_block). A local backing keeps every one at its default, as _qcow2_only does for another format.
 # docs/shared-storage.md has what each does and what was measured.
 
-ISCSI, NFS, RBD = "iscsi", "nfs", "rbd"
+ISCSI, NFS = "iscsi", "nfs"
+RBD, KRBD = ceph.RBD, ceph.KRBD
 KERNEL_CLIENT = "kernel"
-KRBD = "krbd"  # rbd_client's kernel value: the host kernel's rbd module maps the image as /dev/rbdN
 # The axis choosing the client of each protocol: its userspace value is QEMU's own driver.
 NETWORK_CLIENT_AXIS = {ISCSI: "initiator", NFS: "nfs_client", RBD: "rbd_client"}
 KERNEL_CLIENT_VALUES = (KERNEL_CLIENT, KRBD)
@@ -1004,58 +1004,26 @@ RTT = Axis(
 # read by QEMU's rbd driver through conf=; the client (QEMU's librbd or the kernel's krbd); the image's object
 # size (rbd create --object-size). Defaults are Ceph 16's (`ceph-conf -c /dev/null --show-config-value`: rbd_cache
 # true, rbd_cache_policy writearound, rbd_cache_writethrough_until_flush true, rbd_default_order 22 = 4M).
-RBD_CACHE_AXES = ("rbd_cache", "rbd_cache_policy", "rbd_cache_writethrough_until_flush")
-RBD_OBJECT_SIZES = ("4M", "1M", "16M")
-_CACHE_OFF_IN_QEMU = (domain.CacheMode.NONE, domain.CacheMode.DIRECTSYNC)
-
-
 def _rbd_cache_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
-    """QEMU's rbd driver sets rbd_cache itself when it opens the image, over ceph.conf (block/rbd.c: false with
-    cache.direct=on, true otherwise; read back through the client's admin socket), and krbd has no librbd cache."""
-    if values.get("rbd_client", "librbd") == KRBD:
-        changed = [a for a in RBD_CACHE_AXES if values.get(a, NA) not in (NA, get(a).default)]
-        if changed:
-            return f"{changed[0]} is a setting of librbd's cache; krbd (rbd_client=krbd) uses the host's page cache"
-        return None
-    if values["rbd_cache"] == "on" or _protocol(ctx) != RBD:
-        return None
-    cache = values.get("cache", NA)
-    if cache in _CACHE_OFF_IN_QEMU:
-        return (f"QEMU's rbd driver already sets rbd_cache=off for cache={cache} (block/rbd.c): the cell would "
-                "repeat the rbd_cache=on one")
-    return (f"QEMU's rbd driver sets rbd_cache itself over ceph.conf (block/rbd.c: on for cache={cache}): "
-            "rbd_cache=off cannot take effect through QEMU")
-
-
-def _object_size_value(value: str) -> str | None:
-    m = re.fullmatch(r"(\d+)([KM])", value)
-    size = int(m.group(1)) << (10 if m.group(2) == "K" else 20) if m else 0
-    if not m or size & (size - 1) or not 4 << 10 <= size <= 32 << 20:
-        return f"'{value}' is not an RBD object size: a power of two from 4K to 32M, e.g. \"4M\" (Ceph's default)"
-    return None
+    # QEMU and krbd decide librbd's cache over ceph.conf: domain.ceph says when a cell's setting is lost
+    return ceph.cache_rule_reason(values, _protocol(ctx))
 
 
 def _ceph_client_tool(axis: str, default: str) -> Mapping[str, Callable[[str], ToolOption]]:
     """A librbd setting of the client host's ceph.conf ([client] section), not of the VM's disk definition."""
     def spell(value: str) -> ToolOption:
-        if value == default:
-            return ToolOption()
-        return ToolOption(note=f"{axis}={value} is a librbd setting of the client's ceph.conf [client] section "
-                               "(see the ceph snippet), not of the VM's disk")
+        return ToolOption() if value == default else ToolOption(note=ceph.client_setting_note(axis, value))
     return {t: spell for t in ("libvirt", "proxmox", "virt-install", "nova")}
 
 
-RBD_CACHE_RISK = (
-    "librbd's writeback cache is memory in the client (the QEMU process): a write is acknowledged before it reaches "
-    "the OSDs, and a client crash or host power loss loses what the guest has not flushed yet, like a disk's "
-    "volatile cache; flushes are honoured (librbd writes the dirty data out before it acknowledges one)")
-
+# The three cache axes are written into the per-disk ceph.conf's [client.NAME] section (backing/rbd.py); a cell
+# that leaves one at "-" or at its default writes nothing, so Ceph's own default applies, as on a stock client.
 RBD_CACHE = Axis(
     "rbd_cache", "librbd's client-side cache (ceph.conf rbd cache); QEMU sets it from its cache mode (off with "
     "cache=none/directsync, on otherwise), so cells where the two disagree are pruned",
     ("on", "off"), "on", ("on",), frozenset({Layer.IMAGE}),
     rules=(_only_on(RBD, "rbd_cache", "on"),
-           Rule(("rbd_cache", "cache", "rbd_client", *RBD_CACHE_AXES[1:]), _rbd_cache_rule)),
+           Rule(("rbd_cache", "cache", "rbd_client", *ceph.CACHE_AXES[1:]), _rbd_cache_rule)),
     simpler=("on", "off"),
     tools=_ceph_client_tool("rbd_cache", "on"))
 RBD_CACHE_POLICY = Axis(
@@ -1077,6 +1045,8 @@ RBD_WRITETHROUGH_UNTIL_FLUSH = Axis(
     rules=(_only_on(RBD, "rbd_cache_writethrough_until_flush", "on"),),
     simpler=("on", "off"),
     tools=_ceph_client_tool("rbd_cache_writethrough_until_flush", "on"))
+# krbd maps the image as a block device on the host: the kernel's page cache and QEMU's aio apply there, not
+# librbd's cache; this host has no rbd module (storage_clients.probe_krbd), so its cells are pruned with the reason.
 RBD_CLIENT = Axis(
     "rbd_client", "the Ceph client QEMU reaches the image with: its own (librbd, driver=rbd) or the host kernel's "
     "(krbd: the image mapped as /dev/rbdN, Proxmox 'krbd 1')",
@@ -1084,16 +1054,16 @@ RBD_CLIENT = Axis(
     rules=(_only_on(RBD, "rbd_client", "librbd"), _kernel_client_rule("rbd_client", KRBD)),
     simpler=("librbd", KRBD),
     tools={t: (lambda v: ToolOption()) for t in ("libvirt", "proxmox", "virt-install", "nova")})
+# The object size is fixed when the image is created (rbd create --object-size): larger objects mean fewer, larger
+# OSD operations for sequential I/O; the default 4M is what almost every cluster runs.
 RBD_OBJECT_SIZE = Axis(
     "rbd_object_size", "the RBD image's object size (rbd create --object-size; Ceph's default 4M): the unit the "
     "image is striped over the OSDs in",
-    RBD_OBJECT_SIZES, "4M", ("4M",), frozenset({Layer.IMAGE}), short="rbd_obj",
+    ceph.OBJECT_SIZES, "4M", ("4M",), frozenset({Layer.IMAGE}), short="rbd_obj",
     rules=(_only_on(RBD, "rbd_object_size", "4M"),),
-    simpler=RBD_OBJECT_SIZES,
-    check_value=_object_size_value,
-    tools={t: (lambda v: ToolOption() if v == "4M" else ToolOption(
-        note=f"rbd_object_size={v} is chosen when the image is created (rbd create --object-size {v}), not in the "
-             "VM's disk")) for t in ("libvirt", "proxmox", "virt-install", "nova")})
+    simpler=ceph.OBJECT_SIZES,
+    check_value=ceph.object_size_problem,
+    tools=_ceph_client_tool("rbd_object_size", "4M"))
 RBD_AXES = (RBD_CACHE, RBD_CACHE_POLICY, RBD_WRITETHROUGH_UNTIL_FLUSH, RBD_CLIENT, RBD_OBJECT_SIZE)
 NETWORK_AXES = (LUN_TYPE, LUN_WRITE_CACHE, INITIATOR, NFS_CLIENT, RTT, *RBD_AXES)
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from iomatrix.domain import CACHE, CacheMode, Modifier
-from iomatrix.domain.axes import LUN_WRITE_CACHE_RISK, RBD_CACHE_RISK
+from iomatrix.domain.axes import LUN_WRITE_CACHE_RISK
+from iomatrix.domain.ceph import RBD_CACHE_RISK
 from iomatrix.report.durability import MeasuredIndex, measured_statements
 from iomatrix.report.query import CellWorkload
 from iomatrix.risk import risk_of
