@@ -289,7 +289,10 @@ def test_unreachable_existing_cluster_is_one_line(workdir: Path) -> None:
 
 
 def _port_free(port: int) -> bool:
+    """Nothing listens on the port: a server may bind it again. With SO_REUSEADDR, as servers (ceph-mon too) bind:
+    connections of a killed daemon linger in TIME_WAIT for a minute, which is no socket of anyone's."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
@@ -333,25 +336,56 @@ HOLDER = textwrap.dedent("""
     from iomatrix.backing.spec import parse_backing
     with provision(parse_backing(json.loads(sys.argv[2])), Path(sys.argv[1]), set()) as h:
         disk = h.server.new_disk({"format": "raw"}, size_bytes=16 << 20, name="killed")
-        print(json.dumps({"pids": h.server.server_pids(), "port": h.server.port, "scratch": str(h.path),
-                          "url": disk.url}), flush=True)
+        print(json.dumps({"pids": h.server.server_pids(), "port": getattr(h.server, "port", None),
+                          "scratch": str(h.path), "image": dict(disk.protocol_options)["image"]}), flush=True)
         time.sleep(600)
 """)
+
+
+def _hold(workdir: Path, table: dict) -> tuple[subprocess.Popen, dict]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(workdir), json.dumps(table)], stdout=subprocess.PIPE,
+                            text=True, env=env)
+    line = proc.stdout.readline() if proc.stdout else ""
+    if not line:
+        proc.kill()
+        pytest.fail("the provisioning subprocess died before its disk was ready")
+    return proc, json.loads(line)
+
+
+@needs_ceph
+@root_only
+@pytest.mark.slow
+def test_ctrl_c_of_the_run_tears_the_cluster_down(workdir: Path) -> None:
+    proc, state = _hold(workdir, {"type": "rbd", "store": "memstore"})
+    pids = {int(p): role for p, role in state["pids"].items()}
+    starts = {pid: proc_start(pid) for pid in pids}
+    os.kill(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=120) != 0
+    _assert_nothing_left(workdir, pids, starts, state["port"], Path(state["scratch"]))
+
+
+@pytest.mark.slow
+@root_only
+def test_existing_mode_image_left_by_a_kill_9_is_removed_by_clean(lab: tuple[Path, LabRbdServer],
+                                                                  workdir: Path) -> None:
+    _, cluster = lab
+    proc, state = _hold(workdir, {"type": "rbd", "conf": str(cluster.conf), "pool": cluster.pool})
+    try:
+        assert state["image"] in _images(cluster) and state["pids"] == {}
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    out = run_cli("clean", "--workdir", str(workdir))
+    assert out.returncode == 0 and f"removed RBD image {cluster.pool}/{state['image']}" in out.stdout, out.stdout
+    assert state["image"] not in _images(cluster) and leftovers.pending(workdir) == []
 
 
 @needs_ceph
 @root_only
 @pytest.mark.slow
 def test_kill_9_of_the_run_then_clean_removes_the_cluster_and_its_files(workdir: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(workdir), json.dumps({"type": "rbd",
-                                                                                    "store": "memstore"})],
-                            stdout=subprocess.PIPE, text=True, env=env)
-    line = proc.stdout.readline() if proc.stdout else ""
-    if not line:
-        proc.kill()
-        pytest.fail("the provisioning subprocess died before its disk was ready")
-    state = json.loads(line)
+    proc, state = _hold(workdir, {"type": "rbd", "store": "memstore"})
     pids = {int(p): role for p, role in state["pids"].items()}
     starts = {pid: proc_start(pid) for pid in pids}
     try:
