@@ -43,6 +43,7 @@ def test_the_axes_have_cephs_own_defaults() -> None:
     ({"rbd_cache": "off", "cache": "none"}, RBD, "already sets rbd_cache=off for cache=none"),
     ({"aio": "native"}, RBD, "QEMU's rbd driver on backing b"),
     ({"rtt": "2ms"}, RBD, "connects to them directly, past any relay"),
+    ({"format": "qcow2"}, RBD, "iomatrix makes RBD images raw"),
 ])
 def test_a_value_where_it_does_not_belong_is_pruned_with_the_reason(values: dict[str, str], facts: BackingFacts,
                                                                      expected: str) -> None:

@@ -1060,7 +1060,8 @@ RBD_OBJECT_SIZE = Axis(
     "rbd_object_size", "the RBD image's object size (rbd create --object-size; Ceph's default 4M): the unit the "
     "image is striped over the OSDs in",
     ceph.OBJECT_SIZES, "4M", ("4M",), frozenset({Layer.IMAGE}), short="rbd_obj",
-    rules=(_only_on(RBD, "rbd_object_size", "4M"),),
+    rules=(_only_on(RBD, "rbd_object_size", "4M"),
+           Rule(("format",), lambda values, ctx: ceph.format_reason(values.get("format", NA), _protocol(ctx)))),
     simpler=ceph.OBJECT_SIZES,
     check_value=ceph.object_size_problem,
     tools=_ceph_client_tool("rbd_object_size", "4M"))

@@ -46,6 +46,15 @@ def cache_rule_reason(values: Mapping[str, str], protocol: str | None) -> str | 
             "rbd_cache=off cannot take effect through QEMU")
 
 
+def format_reason(fmt: str, protocol: str | None) -> str | None:
+    """The RBD backing makes raw images only: `qemu-img create -f qcow2 rbd:…` creates the image itself, with
+    QEMU's object size instead of the cell's (backing/rbd.py refuses it too, in one line)."""
+    if protocol != RBD or fmt in (NA, "raw"):
+        return None
+    return (f"format={fmt} on an rbd backing: iomatrix makes RBD images raw (qemu-img would create a {fmt} image "
+            "with its own object size, not the cell's rbd_object_size)")
+
+
 def object_size_problem(value: str) -> str | None:
     """Why `value` is not an RBD object size (a power of two from 4K to 32M, as `rbd create` takes), or None."""
     m = re.fullmatch(r"(\d+)([KM])", value)
