@@ -116,7 +116,9 @@ def test_cache_settings_become_a_client_section(tmp_path: Path) -> None:
     section = client_section("admin", settings, tmp_path)
     assert section.startswith("[client.admin]\n")
     assert "rbd cache policy = writeback\n" in section and "rbd cache writethrough until flush = false\n" in section
-    assert "rbd cache =" not in section  # absent or "-": Ceph's default, not written
+    assert "rbd cache =" not in section and "keyring" not in section  # absent or "-": Ceph's default, not written
+    keyed = client_section("iomx", {}, tmp_path, Path("/etc/ceph/ceph.client.iomx.keyring"))
+    assert keyed.startswith("[client.iomx]\n") and "keyring = /etc/ceph/ceph.client.iomx.keyring\n" in keyed
     with pytest.raises(UserError, match="rbd_cache_policy = 'sometimes' is not one of"):
         cache_settings({"rbd_cache_policy": "sometimes"})
 

@@ -136,10 +136,13 @@ def cache_settings(values: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def client_section(client: str, settings: Mapping[str, str], run_dir: Path) -> str:
-    """The ``[client.NAME]`` section of a per-disk ceph.conf (pure): the cell's cache settings and an admin socket
-    under the backing's directory (`config show` on it reads back what librbd uses)."""
+def client_section(client: str, settings: Mapping[str, str], run_dir: Path, keyring: Path | None = None) -> str:
+    """The ``[client.NAME]`` section of a per-disk ceph.conf (pure): the cell's cache settings, an admin socket
+    under the backing's directory (`config show` on it reads back what librbd uses) and the keyring the plan
+    names (QEMU has no keyring option: librbd finds it through the conf)."""
     lines = [f"[client.{client}]", f"admin socket = {run_dir}/$cluster-$name-$pid.asok"]
+    if keyring is not None:
+        lines.append(f"keyring = {keyring}")
     for axis, value in settings.items():
         ceph_value = {"on": "true", "off": "false"}.get(value, value)
         lines.append(f"{CACHE_OPTIONS[axis]} = {ceph_value}")
@@ -252,7 +255,7 @@ class _RbdPool:
         disk_conf = self.directory / f"{image}.conf"
         # the cluster's (or user's) conf, then the cell's client section: per disk, so cells never share one
         disk_conf.write_text(self.conf.read_text() + "\n# the cell's librbd settings (iomatrix)\n"
-                             + client_section(self.client, settings, run_dir))
+                             + client_section(self.client, settings, run_dir, self.keyring))
         self._record_image(image)
         self._disks[image] = disk_conf
         try:
