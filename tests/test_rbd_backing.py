@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix.backing import leftovers
+from iomatrix.backing import rbd as rbd_module
 from iomatrix.backing.leftover_kinds import proc_start
 from iomatrix.backing.leftover_rbd import RbdImageLeftover
 from iomatrix.backing.leftovers import clean
@@ -331,10 +332,28 @@ def test_bluestore_cluster_serves_qemu_and_teardown_leaves_nothing(workdir: Path
     _assert_nothing_left(workdir, pids, starts, port, scratch)
 
 
+@needs_ceph
+@root_only
+@pytest.mark.slow
+def test_a_monitor_that_cannot_bind_is_one_line_and_undone(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        monkeypatch.setattr(rbd_module, "free_port", lambda: taken.getsockname()[1])
+        with pytest.raises(UserError) as err, provision(parse_backing({"type": "rbd", "store": "memstore"}),
+                                                        workdir, set()):
+            pytest.fail("the cluster started on a taken port")
+    line = err.value.one_line()
+    assert line.startswith("ceph-mon exited with status") and "unable to bind monitor" in line and "\n" not in line
+    assert "run again" in line
+    assert leftovers.pending(workdir) == [] and not any((workdir / "backings").iterdir())
+
+
 HOLDER = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
-    from iomatrix.backing.provision import provision
+    from iomatrix.backing import rbd as rbd_module
+from iomatrix.backing.provision import provision
     from iomatrix.backing.spec import parse_backing
     with provision(parse_backing(json.loads(sys.argv[2])), Path(sys.argv[1]), set()) as h:
         disk = h.server.new_disk({"format": "raw"}, size_bytes=16 << 20, name="killed")

@@ -67,6 +67,8 @@ CACHE_VALUES = {"rbd_cache": ("on", "off"), "rbd_cache_policy": ("writeback", "w
 CEPH_DEFAULTS = {"rbd_cache": "on", "rbd_cache_policy": "writearound", "rbd_cache_writethrough_until_flush": "on"}
 OBJECT_SIZE = re.compile(r"(\d+)([KM])")
 DEFAULT_OBJECT_SIZE = "4M"  # rbd_default_order 22
+# A Ceph log line's timestamp, thread id and level ("2026-11-24T01:04:02.202+0000 7f5c93648640 -1 "): not the news.
+LOG_PREFIX = re.compile(r"^\S+ [0-9a-f]+ +-?\d+ ")
 BASELINE_NOTE = "no file holds the image's bytes: the server-side baseline for rbd is fio's ioengine=rbd"
 
 
@@ -345,8 +347,11 @@ def _wait_until(ready: Callable[[], bool], procs: list[subprocess.Popen], what: 
                 tail = "no log"
                 with contextlib.suppress(OSError):
                     tail = _last_line(log.read_text(errors="replace"))
+                # no "see the log": it goes with the backing's directory at teardown
                 raise UserError(f"{Path(str(proc.args[0])).name} exited with status {proc.returncode} while "
-                                f"{what}: {tail}")
+                                f"{what}: {LOG_PREFIX.sub('', tail)}",
+                                hint="another program took the port between iomatrix choosing it and the daemon "
+                                     "binding it: run again" if "bind" in tail else None)
         if time.monotonic() > deadline:
             raise UserError(f"the lab Ceph cluster was not {what} within {READY_TIMEOUT_S:g} s",
                             hint=f"see {log}")
