@@ -352,8 +352,7 @@ def test_a_monitor_that_cannot_bind_is_one_line_and_undone(workdir: Path, monkey
 HOLDER = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
-    from iomatrix.backing import rbd as rbd_module
-from iomatrix.backing.provision import provision
+    from iomatrix.backing.provision import provision
     from iomatrix.backing.spec import parse_backing
     with provision(parse_backing(json.loads(sys.argv[2])), Path(sys.argv[1]), set()) as h:
         disk = h.server.new_disk({"format": "raw"}, size_bytes=16 << 20, name="killed")
