@@ -16,7 +16,9 @@ is still the process that was started; ganesha.nfsd and rpcbind too), and a lab-
 go with it). For the NFS backing (`backing.nfs`): the RPC
 programs a lab-started NFS server registers with rpcbind (`rpc_registration`: a server killed hard leaves them
 registered), iomatrix's own file on an existing export (`nfs_file`, removed through libnfs), and the files in
-/run a daemon it started creates there and leaves behind (`runtime_file`: rpcbind's socket and lock).
+/run a daemon it started creates there and leaves behind (`runtime_file`: rpcbind's socket and lock). The RBD backing's
+image in an existing pool (`rbd_image`) is in `backing.leftover_rbd`; a lab-started cluster is its two daemons
+(`process`) and its scratch directory (`path`).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from iomatrix.backing import libnfs
 from iomatrix.mountinfo import parse_mountinfo
 
 EntryKind = Literal["path", "loop", "mount", "lv", "zfs", "ksm", "process", "tgtd", "rpc_registration", "nfs_file",
-                    "runtime_file"]
+                    "runtime_file", "rbd_image"]
 # Names iomatrix gives what it creates: scratch dirs "<label>-<pid>-<hex6>", LVs/datasets "iomx-<pid>-<hex6>".
 SCRATCH_NAME = re.compile(r"[A-Za-z0-9_.-]+-[0-9]+-[0-9a-f]{6}")
 VOLUME_NAME = re.compile(r"iomx-[0-9]+-[0-9a-f]{6}")

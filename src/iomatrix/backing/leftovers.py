@@ -49,7 +49,11 @@ from pathlib import Path
 from typing import Any
 
 from iomatrix.backing.leftover_kinds import LEFTOVER_KINDS, EntryKind, Leftover, LeftoverError, proc_start
+from iomatrix.backing.leftover_rbd import RbdImageLeftover
 from iomatrix.errors import UserError
+
+# Every kind of leftover the ledger may name: leftover_kinds' and the RBD backing's image (leftover_rbd).
+KINDS: dict[str, type[Leftover]] = {**LEFTOVER_KINDS, RbdImageLeftover.kind: RbdImageLeftover}
 
 STATE_DIR = ".iomatrix"
 STATE_FILE = "leftovers.json"
@@ -74,11 +78,11 @@ class Entry:
 
     def leftover(self) -> Leftover | None:
         """The thing this entry records, as its kind's class (None for a kind iomatrix does not know)."""
-        kind = LEFTOVER_KINDS.get(self.kind)
+        kind = KINDS.get(self.kind)
         return None if kind is None else kind(self.target, self.info)
 
     def describe(self) -> str:
-        return f"{LEFTOVER_KINDS[self.kind].label} {self.target}"
+        return f"{KINDS[self.kind].label} {self.target}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,7 +225,7 @@ def _entry_ok(e: object) -> bool:
     for k, types in _FIELD_TYPES.items():
         if k in e and (not isinstance(e[k], types) or isinstance(e[k], bool)):
             return False
-    return e["kind"] in LEFTOVER_KINDS
+    return e["kind"] in KINDS
 
 
 def _load(path: Path) -> list[Entry]:

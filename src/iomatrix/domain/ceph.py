@@ -1,0 +1,74 @@
+"""The pure part of the Ceph RBD axes (issue 35; registered in `domain.axes`): the values, why a cell QEMU or
+krbd contradicts is pruned, how an object size is checked, and what a librbd setting means for a VM tool.
+
+Defaults are Ceph 16's (Debian 12's 16.2.15: `ceph-conf -c /dev/null --show-config-value OPTION`): rbd_cache true,
+rbd_cache_policy writearound, rbd_cache_writethrough_until_flush true, rbd_default_order 22 (4 MiB objects).
+QEMU's rbd driver sets rbd_cache itself when it opens an image, over ceph.conf (block/rbd.c: false with
+cache.direct=on, true otherwise); read back through a live client's admin socket in tests/test_rbd_backing.py.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from iomatrix.domain import NA, CacheMode
+
+RBD = "rbd"
+KRBD = "krbd"  # rbd_client's kernel value: the host kernel's rbd module maps the image as /dev/rbdN
+CACHE_AXES = ("rbd_cache", "rbd_cache_policy", "rbd_cache_writethrough_until_flush")
+DEFAULTS = {"rbd_cache": "on", "rbd_cache_policy": "writearound", "rbd_cache_writethrough_until_flush": "on",
+            "rbd_client": "librbd", "rbd_object_size": "4M"}
+OBJECT_SIZES = ("4M", "1M", "16M")
+CACHE_OFF_IN_QEMU = (CacheMode.NONE, CacheMode.DIRECTSYNC)
+
+RBD_CACHE_RISK = (
+    "librbd's writeback cache is memory in the client (the QEMU process): a write is acknowledged before it reaches "
+    "the OSDs, and a client crash or host power loss loses what the guest has not flushed yet, like a disk's "
+    "volatile cache; flushes are honoured (librbd writes the dirty data out before it acknowledges one)")
+
+
+def cache_rule_reason(values: Mapping[str, str], protocol: str | None) -> str | None:
+    """Why a cell's librbd cache settings cannot take effect, or None: krbd has no librbd cache at all, and QEMU
+    decides rbd_cache from its own cache mode (so rbd_cache=off only repeats or contradicts what QEMU sets)."""
+    if values.get("rbd_client", "librbd") == KRBD:
+        changed = [a for a in CACHE_AXES if values.get(a, NA) not in (NA, DEFAULTS[a])]
+        if changed:
+            return f"{changed[0]} is a setting of librbd's cache; krbd (rbd_client=krbd) uses the host's page cache"
+        return None
+    if values.get("rbd_cache", "on") == "on" or protocol != RBD:
+        return None
+    cache = values.get("cache", NA)
+    if cache in CACHE_OFF_IN_QEMU:
+        return (f"QEMU's rbd driver already sets rbd_cache=off for cache={cache} (block/rbd.c): the cell would "
+                "repeat the rbd_cache=on one")
+    return (f"QEMU's rbd driver sets rbd_cache itself over ceph.conf (block/rbd.c: on for cache={cache}): "
+            "rbd_cache=off cannot take effect through QEMU")
+
+
+def format_reason(fmt: str, protocol: str | None) -> str | None:
+    """The RBD backing makes raw images only: `qemu-img create -f qcow2 rbd:…` creates the image itself, with
+    QEMU's object size instead of the cell's (backing/rbd.py refuses it too, in one line)."""
+    if protocol != RBD or fmt in (NA, "raw"):
+        return None
+    return (f"format={fmt} on an rbd backing: iomatrix makes RBD images raw (qemu-img would create a {fmt} image "
+            "with its own object size, not the cell's rbd_object_size)")
+
+
+def object_size_problem(value: str) -> str | None:
+    """Why `value` is not an RBD object size (a power of two from 4K to 32M, as `rbd create` takes), or None."""
+    m = re.fullmatch(r"(\d+)([KM])", value)
+    size = int(m.group(1)) << (10 if m.group(2) == "K" else 20) if m else 0
+    if not m or size & (size - 1) or not 4 << 10 <= size <= 32 << 20:
+        return f"'{value}' is not an RBD object size: a power of two from 4K to 32M, e.g. \"4M\" (Ceph's default)"
+    return None
+
+
+def client_setting_note(axis: str, value: str) -> str:
+    """What a VM tool's snippet says of an RBD setting that is not the VM's: the object size is chosen when the
+    image is created; the cache settings live in the client host's ceph.conf."""
+    if axis == "rbd_object_size":
+        return (f"rbd_object_size={value} is chosen when the image is created (rbd create --object-size {value}), "
+                "not in the VM's disk")
+    return (f"{axis}={value} is a librbd setting of the client's ceph.conf [client] section (see the ceph snippet), "
+            "not of the VM's disk")
