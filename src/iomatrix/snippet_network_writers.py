@@ -1,7 +1,9 @@
-"""The snippets of a disk served over the network (issue 34): an iSCSI LUN or an image on NFS, for every tool, with
-the notes a network disk needs (placeholders, the host's login or mount for the kernel's client, the target's own
-settings) and the iSCSI target's tgt targets.conf. Where the disk lives, as each tool names it, is in
-`iomatrix.snippet_network`; the tools' shared structure (drivers, buses, controllers) in `iomatrix.snippet_writers`.
+"""The snippets of a disk served over the network (issues 34, 35): an iSCSI LUN, an image on NFS or a Ceph RBD image,
+for every tool, with the notes a network disk needs (placeholders, the host's login, mount or map for the kernel's
+client, the target's own settings), the iSCSI target's tgt targets.conf, and for RBD the [client] lines of
+ceph.conf (librbd's cache) and the image's `rbd create` (its object size). Where the disk lives, as each tool names
+it, is in `iomatrix.snippet_network`; the tools' shared structure (drivers, buses, controllers) in
+`iomatrix.snippet_writers`.
 """
 
 from __future__ import annotations
@@ -12,11 +14,17 @@ from iomatrix.domain import BackingKind, Format
 from iomatrix.snippet_network import (
     NETWORK_SKIPPED_KEYS,
     PROTOCOL_NAMES,
+    PROXMOX_STORAGE_ID,
+    RBD,
     NetworkPlace,
+    ceph_client_conf,
+    ceph_client_notes,
     client_is_kernel,
     kernel_client_steps,
     proxmox_storage,
     proxmox_volume,
+    rbd_create,
+    rbd_create_note,
     tgt_note,
     tgt_targets_conf,
 )
@@ -50,22 +58,40 @@ def network_notes(cfg: DiskConfig) -> list[str]:
     if cfg.protocol is None:
         return []
     place = NetworkPlace()
-    where = (f"portal {place.portal}, target {place.iqn}, LUN {place.lun}" if cfg.backing == BackingKind.ISCSI
-             else f"server {place.host}, export {place.export}")
+    where = {BackingKind.ISCSI: f"portal {place.portal}, target {place.iqn}, LUN {place.lun}",
+             BackingKind.NFS: f"server {place.host}, export {place.export}",
+             BackingKind.RBD: f"monitor {place.host}, image {place.rbd_name}, user {place.ceph_user}, secret "
+                              f"{place.secret_uuid}"}[cfg.backing]
     notes = [f"replace the placeholder {where} with your storage's"]
     if client_is_kernel(cfg.protocol, cfg.values):
         notes.append(kernel_client_steps(cfg.protocol, place))
     else:
-        client = "libiscsi" if cfg.backing == BackingKind.ISCSI else "libnfs"
+        client = {BackingKind.ISCSI: "libiscsi", BackingKind.NFS: "libnfs", BackingKind.RBD: "librbd"}[cfg.backing]
         notes.append(f"QEMU opens the disk with its own {client} client (Debian package qemu-block-extra); aio= is an "
                      "option of QEMU's file protocol and is not set")
         if cfg.backing == BackingKind.NFS:
             notes.append("libvirt's <identity> is the user libnfs accesses the export as: root needs an export "
                          "without root squash, or name the image's owner")
+        if cfg.backing == BackingKind.RBD:
+            notes.append(f"QEMU reads the monitors from {place.ceph_conf} and client.{place.ceph_user}'s key from "
+                         "the keyring it names (libvirt passes the key from its secret instead)")
+    if cfg.backing == BackingKind.RBD:
+        notes.append("librbd's cache (rbd cache, its policy, writethrough until flush) is set in ceph.conf's "
+                     "[client] section, not on the disk: see the ceph.conf snippet")
     if cfg.backing == BackingKind.ISCSI and "lun_write_cache" not in cfg.more:
         notes.append("measured with the LUN's write cache off, which is not tgt's default: see the tgt targets.conf "
                      "snippet")
     return notes
+
+
+def libvirt_auth_note(cfg: DiskConfig) -> list[str]:
+    """What libvirt's <auth> of an RBD disk needs: the secret holding the cephx key."""
+    if cfg.backing != BackingKind.RBD or not cfg.userspace_client:
+        return []
+    place = NetworkPlace()
+    return [f"<auth>'s secret holds client.{place.ceph_user}'s cephx key: virsh secret-define a secret of usage "
+            f"type ceph with uuid {place.secret_uuid}, then virsh secret-set-value it to `ceph auth get-key "
+            f"client.{place.ceph_user}`"]
 
 
 def proxmox_network_snippet(cfg: DiskConfig, opts: Pairs, axis_notes: list[str], vmid: str = "VMID",
@@ -79,22 +105,25 @@ def proxmox_network_snippet(cfg: DiskConfig, opts: Pairs, axis_notes: list[str],
         return Snippet("proxmox", title, None, _not_available([
             f"Proxmox uses an iSCSI LUN as one raw disk ({kind} storage: format raw only); a qcow2 image on iSCSI "
             "is not a Proxmox layout (LVM on top of the LUN gives raw volumes)"]))
+    if kind == RBD and cfg.format != Format.RAW:
+        return Snippet("proxmox", title, None, _not_available([
+            "a Proxmox rbd storage holds raw images only (RBD has its own thin provisioning and snapshots)"]))
     drive = [kv for kv in _proxmox_drive_options(opts) if kv[0] not in NETWORK_SKIPPED_KEYS["proxmox"]
              or not cfg.userspace_client]
     if kind != "nfs":
-        drive = [kv for kv in drive if kv[0] not in PROXMOX_IMAGE_FILE_KEYS]  # the LUN is the disk
+        drive = [kv for kv in drive if kv[0] not in PROXMOX_IMAGE_FILE_KEYS]  # the LUN or RBD image is the disk
     drive += measured_defaults("proxmox", dict(drive))
     if kind == "nfs":  # a property of the storage (preallocation of new images), written in its entry
         entry += "".join(f"\n\t{k} {v}" for k, v in opts if k in PROXMOX_STORAGE_KEYS)
-    volume = proxmox_volume(kind, sid, place) if kind != "nfs" else f"{sid}:{size_gib}"
+    volume = proxmox_volume(kind, sid, place) if kind not in ("nfs", RBD) else f"{sid}:{size_gib}"
     cmd = f"qm set {vmid}"
     if cfg.bus in PROXMOX_SCSIHW:
         cmd += f" --scsihw {PROXMOX_SCSIHW[cfg.bus]}"
     line = shell_command([*cmd.split(), f"--{dict(opts)[PROXMOX_DISK_KEY]}0",
                           ",".join([volume, *(f"{k}={v}" for k, v in drive)])])
     text = f"# /etc/pve/storage.cfg (or pvesm add {kind} {sid} …)\n{entry}\n\n{line}"
-    notes = [f"replace the placeholder addresses ({place.host}, {place.iqn if kind != 'nfs' else place.export}) "
-             "with your storage's"]
+    named = {"nfs": place.export, RBD: f"pool {place.pool}, user {place.ceph_user}"}.get(kind, place.iqn)
+    notes = [f"replace the placeholder addresses ({place.host}, {named}) with your storage's"]
     notes += _proxmox_storage_notes(cfg, kind, place)
     notes += [n for n in network_notes(cfg) if "tgt" in n]
     notes += axis_notes
@@ -111,6 +140,16 @@ def _proxmox_storage_notes(cfg: DiskConfig, kind: str, place: NetworkPlace) -> l
     elif kind == "iscsi":
         notes.append("iscsi: the host kernel's initiator (open-iscsi) logs in and the LUN is a block device; the "
                      "volume id is CHANNEL.ID.LUN.scsi-WWID: pvesm list san shows yours")
+    elif kind == RBD:
+        krbd = client_is_kernel(cfg.protocol, cfg.values)
+        notes.append(f"krbd {int(krbd)}: " + ("the host kernel's rbd client maps each image (/dev/rbdN), as "
+                                              "measured; librbd's [client] cache settings do not apply" if krbd else
+                                              "QEMU's own librbd client, as measured; its cache is set in the "
+                                              "[client] section of ceph.conf (see the ceph.conf snippet)"))
+        notes.append("for a cluster Proxmox does not manage, its key goes in /etc/pve/priv/ceph/"
+                     f"{PROXMOX_STORAGE_ID[RBD]}.keyring; "
+                     f"STORAGE:SIZE creates a new image vm-VMID-disk-N of SIZE GiB (its object size: the "
+                     "rbd create snippet)")
     else:
         notes.append("Proxmox mounts an nfs storage with the host kernel's NFS client (under /mnt/pve/ID); "
                      + ("as measured" if client_is_kernel(cfg.protocol, cfg.values) else
@@ -118,6 +157,18 @@ def _proxmox_storage_notes(cfg: DiskConfig, kind: str, place: NetworkPlace) -> l
                         "client's figures may differ (measure nfs_client=kernel where the host has one)"))
         notes.append("STORAGE:SIZE allocates a new image of SIZE GiB on the export")
     return notes
+
+
+def ceph_conf_snippet(cfg: DiskConfig) -> Snippet:
+    """ceph.conf's [client] lines for librbd's cache as measured (rbd_cache, its policy, writethrough until flush)."""
+    return Snippet("ceph", "ceph.conf [client] (librbd's cache, on each client host)", ceph_client_conf(cfg.values),
+                   "; ".join(ceph_client_notes(cfg.values)), "ini")
+
+
+def rbd_create_snippet(cfg: DiskConfig, size_gib: int = DEFAULT_SIZE_GIB) -> Snippet:
+    """The RBD image with the object size it was measured on (rbd_object_size): set when it is created."""
+    return Snippet("rbd", "rbd create (the image, with its object size)",
+                   rbd_create(cfg.values, NetworkPlace(), size_gib), rbd_create_note(cfg.values))
 
 
 def tgt_snippet(cfg: DiskConfig) -> Snippet:
@@ -144,7 +195,8 @@ def _virt_install(cfg: DiskConfig, path: str | None) -> Snippet:
     if cfg.userspace_client:
         assert cfg.protocol is not None
         return Snippet("virt-install", "virt-install --disk", None, _not_available([
-            f"an {PROTOCOL_NAMES[cfg.protocol]} network disk (QEMU's own client) is written as the libvirt XML "
+            f"{'a' if cfg.protocol == RBD else 'an'} {PROTOCOL_NAMES[cfg.protocol]} network disk (QEMU's own client) "
+            "is written as the libvirt XML "
             "above: virt-install … --import, then virsh edit VM to put that <disk> in"]))
     return _with_notes(virt_install_snippet(cfg, path), network_notes(cfg))
 
@@ -152,21 +204,28 @@ def _virt_install(cfg: DiskConfig, path: str | None) -> Snippet:
 def _nova(cfg: DiskConfig) -> Snippet:
     assert cfg.protocol is not None
     base = nova_snippet(cfg)
+    if cfg.protocol == RBD:
+        return Snippet("nova", base.title, None, _not_available([
+            "Nova puts instance disks on Ceph with nova.conf [libvirt] images_type = rbd, images_rbd_pool, "
+            "images_rbd_ceph_conf, rbd_user and rbd_secret_uuid, and sets their cache with disk_cachemodes = "
+            "network=MODE; iomatrix does not write that configuration yet (Cinder's RBD driver for volumes)"]),
+            base.language)
     return Snippet("nova", base.title, None, _not_available([
         f"Nova attaches {PROTOCOL_NAMES[cfg.protocol]} disks as Cinder volumes, set up by the Cinder volume driver "
         "(its target and transport options), not by nova.conf's instance-disk settings"]), base.language)
 
 
 def network_snippets(cfg: DiskConfig, path: str | None = None) -> SnippetSet:
-    """Every tool's snippet for a new disk of `cfg` on its network storage (cfg.protocol), and tgt's for an iSCSI
-    LUN."""
+    """Every tool's snippet for a new disk of `cfg` on its network storage (cfg.protocol), tgt's for an iSCSI
+    LUN, and ceph.conf's [client] lines and `rbd create` for an RBD image."""
     notes = network_notes(cfg)
     return SnippetSet(cfg, [
-        _with_notes(libvirt_snippet(cfg, path), notes),
+        _with_notes(libvirt_snippet(cfg, path), [*notes, *libvirt_auth_note(cfg)]),
         _with_notes(qemu_snippet(cfg, path), notes),
         _proxmox(cfg),
         _virt_install(cfg, path),
         _nova(cfg),
         qemu_img_snippet(cfg, path),
         *([tgt_snippet(cfg)] if cfg.backing == BackingKind.ISCSI else []),
+        *([ceph_conf_snippet(cfg), rbd_create_snippet(cfg)] if cfg.backing == BackingKind.RBD else []),
     ])
