@@ -22,7 +22,7 @@ What they read:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from iomatrix.current.common import _bad, _value
@@ -217,40 +217,60 @@ def read_libvirt_source(source: Mapping[str, str], hosts: list[Mapping[str, str]
     return NetworkDiskRead(NFS, url, note=f"an image on NFS reached by QEMU's own client (libnfs): {url}")
 
 
+def _rbd_node(node: Mapping[str, str]) -> NetworkDiskRead:
+    """A driver=rbd protocol node's options (QEMU 7.2's BlockdevOptionsRbd: pool, namespace, image, conf, user)."""
+    pool, image = node.get("pool"), node.get("image")
+    if not pool or not image:
+        raise _bad("-blockdev driver=rbd", f"pool={pool or ''},image={image or ''}",
+                   "pool=POOL and image=IMAGE (and conf=FILE, user=USER)")
+    for key, value in (("pool", pool), ("image", image)):
+        if "/" in value or "@" in value:
+            raise _bad(f"-blockdev driver=rbd {key}", value, f"a {key} name (no '/' or '@')")
+    name = _rbd_name("/".join(filter(None, (pool, node.get("namespace"), image))), "-blockdev driver=rbd pool/image")
+    user = node.get("user")
+    return _rbd_read(name, f", user {user}" if user else "")
+
+
+def _iscsi_node(node: Mapping[str, str]) -> NetworkDiskRead:
+    """A driver=iscsi protocol node's options (portal, target, lun)."""
+    portal, target, lun = (node.get(k) for k in ("portal", "target", "lun"))
+    if not portal or not target:
+        raise _bad("-blockdev driver=iscsi", f"portal={portal or ''},target={target or ''}",
+                   "portal=HOST[:PORT] and target=IQN (and lun=N)")
+    host, _, port = portal.rpartition(":") if re.search(r":\d+$", portal) else (portal, "", "")
+    url = iscsi_url(host, port or None, target, _checked_lun(lun or "0", "-blockdev lun"))
+    return NetworkDiskRead(ISCSI, url, note=f"an iSCSI LUN reached by QEMU's own initiator (libiscsi): {url}")
+
+
+def _nfs_node(node: Mapping[str, str]) -> NetworkDiskRead:
+    """A driver=nfs protocol node's options (server.host, path)."""
+    host, path = node.get("server.host"), node.get("path")
+    if not host or not path:
+        raise _bad("-blockdev driver=nfs", f"server.host={host or ''},path={path or ''}",
+                   "server.host=SERVER and path=/EXPORT/IMAGE")
+    url = f"nfs://{host}{path}"
+    return NetworkDiskRead(NFS, url, note=f"an image on NFS reached by QEMU's own client (libnfs): {url}")
+
+
+def _local_node(node: Mapping[str, str]) -> NetworkDiskRead | None:
+    """A file or host_device protocol node: a network disk only where the kernel's client named the device."""
+    return read_by_path(name) if (name := node.get("filename")) else None
+
+
+# QEMU's protocol drivers a network disk is opened with, and the local ones a kernel client's device or file is.
+_PROTOCOL_NODES: dict[str, Callable[[Mapping[str, str]], NetworkDiskRead | None]] = {
+    ISCSI: _iscsi_node, NFS: _nfs_node, RBD: _rbd_node, "host_device": _local_node, "file": _local_node}
+
+
 def read_qemu_node(node: Mapping[str, str]) -> NetworkDiskRead | None:
     """A -blockdev's protocol node (``file.``-prefixed under a format node, or bare when the first -blockdev is the
     protocol node) or a -drive's ``file=`` URL; None where it is a local file or device."""
     for prefix in ("file.", ""):
-        driver = node.get(f"{prefix}driver")
-        if driver == ISCSI:
-            portal, target, lun = (node.get(f"{prefix}{k}") for k in ("portal", "target", "lun"))
-            if not portal or not target:
-                raise _bad("-blockdev driver=iscsi", f"portal={portal or ''},target={target or ''}",
-                           "portal=HOST[:PORT] and target=IQN (and lun=N)")
-            host, _, port = portal.rpartition(":") if re.search(r":\d+$", portal) else (portal, "", "")
-            url = iscsi_url(host, port or None, target, _checked_lun(lun or "0", "-blockdev lun"))
-            return NetworkDiskRead(ISCSI, url, note=f"an iSCSI LUN reached by QEMU's own initiator (libiscsi): {url}")
-        if driver == NFS:
-            host, path = node.get(f"{prefix}server.host"), node.get(f"{prefix}path")
-            if not host or not path:
-                raise _bad("-blockdev driver=nfs", f"server.host={host or ''},path={path or ''}",
-                           "server.host=SERVER and path=/EXPORT/IMAGE")
-            url = f"nfs://{host}{path}"
-            return NetworkDiskRead(NFS, url, note=f"an image on NFS reached by QEMU's own client (libnfs): {url}")
-        if driver == RBD:
-            pool, image = node.get(f"{prefix}pool"), node.get(f"{prefix}image")
-            if not pool or not image:
-                raise _bad("-blockdev driver=rbd", f"pool={pool or ''},image={image or ''}",
-                           "pool=POOL and image=IMAGE (and conf=FILE, user=USER)")
-            for key, value in (("pool", pool), ("image", image)):
-                if "/" in value or "@" in value:
-                    raise _bad(f"-blockdev driver=rbd {key}", value, f"a {key} name (no '/' or '@')")
-            namespace = node.get(f"{prefix}namespace")
-            name = _rbd_name("/".join(filter(None, (pool, namespace, image))), "-blockdev driver=rbd pool/image")
-            user = node.get(f"{prefix}user")
-            return _rbd_read(name, f", user {user}" if user else "")
-        if driver in ("host_device", "file") and (name := node.get(f"{prefix}filename")):
-            return read_by_path(name)
+        reader = _PROTOCOL_NODES.get(node.get(f"{prefix}driver", ""))
+        if reader is not None:
+            found = reader({k.removeprefix(prefix): v for k, v in node.items() if k.startswith(prefix)})
+            if found is not None or node.get(f"{prefix}filename"):
+                return found
     drive_file = node.get("file")
     if drive_file is not None:
         return read_url(drive_file, "-drive file") or read_by_path(drive_file)
