@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix.domain import axes
-from iomatrix.snippet_network import WRITETHROUGH_UNTIL_FLUSH, NetworkPlace
+from iomatrix.snippet_network import WRITETHROUGH_UNTIL_FLUSH, NetworkPlace, rbd_order
 from iomatrix.snippets import DiskConfig, minimal_domain_xml, snippet_backing, snippets_for
 from tests.conftest import needs
 
@@ -150,6 +150,38 @@ def test_rbd_create_sets_the_object_size() -> None:
     assert "fixed when it is created" in note
     img = _snippets()["qemu-img"]
     assert img[0] is None and "rbd create snippet" in img[1]
+
+
+def test_a_qcow2_image_on_rbd_is_created_by_qemu_img_with_the_object_size() -> None:
+    rbd, note = _snippets(format="qcow2")["rbd"]
+    assert rbd is None and "rbd_default_order" in note
+    img = _snippets(format="qcow2")["qemu-img"][0] or ""
+    assert f"rbd:{PLACE.pool}/{PLACE.image}:id={PLACE.ceph_user}:conf={PLACE.ceph_conf}:rbd_default_order=22" \
+        in img.replace("\\\n", "")
+
+
+@needs("qemu-img")
+def test_qemu_img_accepts_the_rbd_filenames_ceph_options(tmp_path: Path) -> None:
+    # QEMU hands the rbd: filename's options to librados after reading the conf file: with an empty one, a Ceph
+    # option it does not know fails as "invalid conf option" and a valid one reaches the connection (no monitor).
+    img = (_snippets(format="qcow2")["qemu-img"][0] or "").replace("\\\n", "").split()
+    empty = tmp_path / "ceph.conf"
+    empty.write_text("")
+    for target, expected in ((img[4], "error connecting"), (img[4] + ":rbd_no_such_option=1", "invalid conf option")):
+        argv = [*img[:4], target.replace(PLACE.ceph_conf, str(empty)), "1G"]
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        assert res.returncode != 0 and expected in res.stderr, (argv, res.stderr)
+
+
+@pytest.mark.parametrize(("size", "order"), [("4M", 22), ("1M", 20), ("16M", 24), ("512K", 19), ("4194304", 22)])
+def test_object_sizes_as_orders(size: str, order: int) -> None:
+    assert rbd_order(size) == order
+
+
+@pytest.mark.parametrize("size", ["3M", "64M", "1K", "big"])
+def test_object_sizes_rbd_refuses(size: str) -> None:
+    with pytest.raises(ValueError, match="power of two from 4K to 32M"):
+        rbd_order(size)
 
 
 @needs_rbd_axes

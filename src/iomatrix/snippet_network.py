@@ -11,6 +11,7 @@ example.com IQN) that the user replaces with their own; `NetworkPlace` holds the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -281,6 +282,23 @@ def ceph_client_notes(values: Mapping[str, str]) -> list[str]:
                      "also for a guest that never flushes (an old kernel, a driver without flush support), which "
                      "then loses acknowledged writes, and possibly its filesystem, in a client crash")
     return notes
+
+
+def rbd_order(object_size: str) -> int:
+    """An object size as rbd(8) writes it (4M, 512K, 4194304) as the image's order, log2 of its bytes (Ceph's
+    rbd_default_order: 22 is 4 MiB); a one-line ValueError for one that is not a power of two from 4K to 32M."""
+    m = re.fullmatch(r"(\d+)([KM]?)B?", object_size.upper())
+    size = int(m.group(1)) << {"": 0, "K": 10, "M": 20}[m.group(2)] if m else 0
+    if size < 4096 or size > 32 << 20 or size & (size - 1):
+        raise ValueError(f"object size '{object_size}' is not a power of two from 4K to 32M")
+    return size.bit_length() - 1
+
+
+def qemu_img_rbd_target(values: Mapping[str, str], place: NetworkPlace) -> str:
+    """A qcow2 image on RBD as qemu-img creates it: QEMU's rbd driver creates the RBD image itself, with the
+    object size its connection's rbd_default_order gives (a Ceph option in the rbd: filename)."""
+    order = rbd_order(ceph_value(values, "rbd_object_size"))
+    return f"{network_url(RBD, place, 'qcow2')}:rbd_default_order={order}"
 
 
 def rbd_create(values: Mapping[str, str], place: NetworkPlace, size_gib: int) -> str:

@@ -166,9 +166,15 @@ def ceph_conf_snippet(cfg: DiskConfig) -> Snippet:
 
 
 def rbd_create_snippet(cfg: DiskConfig, size_gib: int = DEFAULT_SIZE_GIB) -> Snippet:
-    """The RBD image with the object size it was measured on (rbd_object_size): set when it is created."""
-    return Snippet("rbd", "rbd create (the image, with its object size)",
-                   rbd_create(cfg.values, NetworkPlace(), size_gib), rbd_create_note(cfg.values))
+    """The RBD image with the object size it was measured on (rbd_object_size): set when it is created. A qcow2
+    image on RBD that QEMU opens with librbd is created by qemu-img instead (its snippet gives the object size); one
+    the kernel maps is an RBD image first, whatever is written on it."""
+    title = "rbd create (the image, with its object size)"
+    if cfg.format != Format.RAW and cfg.userspace_client:
+        return Snippet("rbd", title, None, "none needed: qemu-img create makes the RBD image of a qcow2 disk itself, "
+                                            "its object size set by rbd_default_order in the rbd: filename; "
+                                            + rbd_create_note(cfg.values))
+    return Snippet("rbd", title, rbd_create(cfg.values, NetworkPlace(), size_gib), rbd_create_note(cfg.values))
 
 
 def tgt_snippet(cfg: DiskConfig) -> Snippet:

@@ -57,6 +57,7 @@ from iomatrix.snippet_network import (
     libvirt_auth,
     libvirt_source,
     network_url,
+    qemu_img_rbd_target,
     qemu_protocol_node,
 )
 
@@ -677,6 +678,8 @@ def qemu_img_snippet(cfg: DiskConfig, path: str | None = None, size_gib: int = D
     if cfg.protocol is not None and client_is_kernel(cfg.protocol, cfg.values):
         # The kernel's client gives a device (by-path) or a file under the mount: qemu-img writes it as any other.
         target = path or qemu_protocol_node(cfg.protocol, cfg.values, cfg.format.value, NetworkPlace())[1][1]
+    elif cfg.backing == BackingKind.RBD:  # QEMU's rbd driver creates the RBD image, with the cell's object size
+        target = path or qemu_img_rbd_target(cfg.values, NetworkPlace())
     argv = ["qemu-img", "create", "-f", cfg.format.value]
     opts = [f"preallocation={cfg.preallocation}"] if cfg.preallocation != Preallocation.OFF else []
     opts += [f"{k}={v}" for k, v in axes.qemu_options(cfg.axis_values()).create]
