@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from iomatrix.domain.axes import ISCSI, NFS, BackingFacts
+from iomatrix.domain.axes import ISCSI, NFS, RBD, BackingFacts
 
 if TYPE_CHECKING:
     from iomatrix.backing.spec import BackingSpec
@@ -60,6 +60,22 @@ def _filesystems(text: str) -> Iterable[str]:
     return (line.split()[-1] for line in text.splitlines() if line.split())
 
 
+def krbd_missing(rbd_cli: str | None, module_known: bool) -> str | None:
+    """Why the kernel's RBD client (krbd) cannot be used, given where the rbd tool is (it maps images) and whether
+    the kernel has the rbd module; None where it can."""
+    missing = []
+    if rbd_cli is None:
+        missing.append("no rbd tool (Debian package ceph-common)")
+    if not module_known:
+        missing.append("no rbd kernel module (loaded or installed)")
+    return "; ".join(missing) + " on this host" if missing else None
+
+
+@functools.cache
+def probe_krbd() -> str | None:
+    return krbd_missing(shutil.which("rbd"), _module_known("rbd"))
+
+
 @functools.cache
 def probe_iscsi() -> str | None:
     return iscsi_missing(shutil.which("iscsiadm"), _module_known("iscsi_tcp"))
@@ -80,6 +96,8 @@ def kernel_client_missing(protocol: str | None) -> str | None:
         return probe_iscsi()
     if protocol == NFS:
         return probe_nfs()
+    if protocol == RBD:
+        return probe_krbd()
     return None
 
 

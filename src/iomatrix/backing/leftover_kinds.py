@@ -16,7 +16,9 @@ is still the process that was started; ganesha.nfsd and rpcbind too), and a lab-
 go with it). For the NFS backing (`backing.nfs`): the RPC
 programs a lab-started NFS server registers with rpcbind (`rpc_registration`: a server killed hard leaves them
 registered), iomatrix's own file on an existing export (`nfs_file`, removed through libnfs), and the files in
-/run a daemon it started creates there and leaves behind (`runtime_file`: rpcbind's socket and lock).
+/run a daemon it started creates there and leaves behind (`runtime_file`: rpcbind's socket and lock). For the RBD
+backing (`backing.rbd`): iomatrix's own image in an existing pool (`rbd_image`, removed with `rbd rm`); a
+lab-started cluster is its two daemons (`process`) and its scratch directory (`path`).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from iomatrix.backing import libnfs
 from iomatrix.mountinfo import parse_mountinfo
 
 EntryKind = Literal["path", "loop", "mount", "lv", "zfs", "ksm", "process", "tgtd", "rpc_registration", "nfs_file",
-                    "runtime_file"]
+                    "runtime_file", "rbd_image"]
 # Names iomatrix gives what it creates: scratch dirs "<label>-<pid>-<hex6>", LVs/datasets "iomx-<pid>-<hex6>".
 SCRATCH_NAME = re.compile(r"[A-Za-z0-9_.-]+-[0-9]+-[0-9a-f]{6}")
 VOLUME_NAME = re.compile(r"iomx-[0-9]+-[0-9a-f]{6}")
@@ -695,8 +697,72 @@ class RuntimeFileLeftover(Leftover):
         return [f"removed {p} (left by {RUNTIME_FILES[self.target]})"]
 
 
+# Names iomatrix gives its own images in an existing RBD pool (backing.rbd: "iomatrix-<pid>-<hex6>-<name>").
+RBD_IMAGE_NAME = re.compile(r"iomatrix-[0-9]+-[0-9a-f]{6}(-[A-Za-z0-9_.-]{1,100})?")
+RBD_POOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+RBD_TIMEOUT_S = 60.0
+
+
+def rbd_argv(conf: str, keyring: str | None, user: str | None, *args: str) -> list[str]:
+    """The `rbd` command line reaching a cluster through `conf` (and a keyring and client name, when given)."""
+    argv = ["rbd", "-c", conf]
+    if keyring:
+        argv += ["--keyring", keyring]
+    if user:
+        argv += ["--id", user]
+    return [*argv, *args]
+
+
+@dataclass(frozen=True)
+class RbdImageLeftover(Leftover):
+    """iomatrix's own image in an RBD pool (`target` "pool/image", info `conf`, `keyring`, `user`), removed with
+    `rbd rm`: only an image of a name iomatrix generates (an existing pool's other images are never touched)."""
+
+    kind: ClassVar[EntryKind] = "rbd_image"
+    label: ClassVar[str] = "RBD image"
+
+    def _where(self) -> tuple[str, str, str]:
+        pool, _, image = self.target.partition("/")
+        conf = self.info.get("conf")
+        if not isinstance(conf, str) or not RBD_POOL_NAME.fullmatch(pool) or not image:
+            raise LeftoverError(f"RBD image entry {self.target} does not name its pool, image and ceph.conf")
+        return pool, image, conf
+
+    def _rbd(self, *args: str) -> subprocess.CompletedProcess[str]:
+        _, _, conf = self._where()
+        keyring, user = self.info.get("keyring"), self.info.get("user")
+        argv = rbd_argv(conf, keyring if isinstance(keyring, str) else None, user if isinstance(user, str) else None,
+                        *args)
+        try:
+            return _run(argv, timeout=RBD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise LeftoverError(f"rbd {args[0]} {self.target}: no answer within {RBD_TIMEOUT_S:g} s") from None
+
+    def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
+        try:
+            _, image, _ = self._where()
+        except LeftoverError as err:
+            return str(err)
+        if not RBD_IMAGE_NAME.fullmatch(image):
+            return f"{self.target} is not a name iomatrix gives its images in an RBD pool"
+        return None
+
+    def present(self) -> bool:
+        pool, image, _ = self._where()
+        out = self._rbd("ls", pool)
+        if out.returncode != 0:
+            raise LeftoverError(f"cannot list RBD pool {pool}: {out.stderr.strip()[-200:] or out.returncode}")
+        return image in out.stdout.split()
+
+    def remove(self) -> list[str]:
+        out = self._rbd("rm", "--no-progress", self.target)
+        if out.returncode != 0 and "No such file" not in out.stderr:
+            raise LeftoverError(f"cannot remove RBD image {self.target}: {out.stderr.strip()[-200:]}")
+        return [f"removed RBD image {self.target}"] if out.returncode == 0 else []
+
+
 LEFTOVER_KINDS: dict[str, type[Leftover]] = {
     cls.kind: cls for cls in (PathLeftover, LoopLeftover, MountLeftover, LogicalVolumeLeftover,
                               ZfsDatasetLeftover, KsmSettingLeftover, ProcessLeftover, TgtdLeftover,
-                              RpcRegistrationLeftover, NfsFileLeftover, RuntimeFileLeftover)
+                              RpcRegistrationLeftover, NfsFileLeftover, RuntimeFileLeftover, RbdImageLeftover)
 }

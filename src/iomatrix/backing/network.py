@@ -1,6 +1,6 @@
 """Disks served over the network (issue 34): the contract between a shared-storage server and the tiers.
 
-A network backing (``type = "iscsi"`` or ``type = "nfs"`` in a plan) is provisioned like any other backing
+A network backing (``type = "iscsi"``, ``"nfs"`` or ``"rbd"`` in a plan) is provisioned like any other backing
 (`iomatrix.backing.provision`), but its handle holds a :class:`NetworkServer` instead of a directory or a device:
 a server iomatrix started itself on 127.0.0.1 (*lab-started*, the default) or one the user named (*existing*).
 A tier asks the server for a fresh disk per run (:meth:`NetworkServer.new_disk`), opens it with QEMU's own
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-Protocol_ = Literal["iscsi", "nfs"]
-NETWORK_PROTOCOLS: tuple[str, ...] = ("iscsi", "nfs")
+Protocol_ = Literal["iscsi", "nfs", "rbd"]
+NETWORK_PROTOCOLS: tuple[str, ...] = ("iscsi", "nfs", "rbd")
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from iomatrix.backing.leftover_kinds import (
 )
 from iomatrix.backing.network import NetworkServer
 from iomatrix.backing.nfs import provision_nfs
+from iomatrix.backing.rbd import provision_rbd
 from iomatrix.backing.spec import (
     BackingSpec,
     BlockdevBacking,
@@ -48,6 +49,7 @@ from iomatrix.backing.spec import (
     LoopfsBacking,
     LvmBacking,
     NfsBacking,
+    RbdBacking,
     TmpfsBacking,
     ZfsBacking,
     allowed_iscsi_luns,
@@ -441,6 +443,9 @@ def provision(spec: BackingSpec, workdir: Path, allowed_devices: set[Path]) -> I
         elif isinstance(spec, NfsBacking):
             path = _scratch_dir(td, workdir / BACKINGS_DIR, spec.label())  # the export, config and logs live here
             server, meta = provision_nfs(spec, workdir, path, td)
+        elif isinstance(spec, RbdBacking):
+            path = _scratch_dir(td, workdir / BACKINGS_DIR, spec.label())  # the cluster's files, per-disk confs
+            server, meta = provision_rbd(spec, workdir, path, td)
         else:  # pragma: no cover
             raise TypeError(f"unknown backing spec {spec!r}")
         dev = meta.get("device")

@@ -273,7 +273,7 @@ def _network_aio_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None
     if protocol is None or values["aio"] == domain.Aio.THREADS:
         return None
     client = values.get(NETWORK_CLIENT_AXIS.get(protocol, ""), NA)
-    if client == KERNEL_CLIENT:
+    if client in KERNEL_CLIENT_VALUES:
         return None
     return (f"aio={values['aio']} is an option of QEMU's file protocol; QEMU's {protocol} driver on backing "
             f"{ctx.backing_label} issues its own network I/O (aio applies only through the kernel's client)")
@@ -818,10 +818,12 @@ QUEUES = Axis(
 # node (qemu_block). A local backing keeps every one at its default, as _qcow2_only does for another format.
 # docs/shared-storage.md has what each does and what was measured.
 
-ISCSI, NFS = "iscsi", "nfs"
+ISCSI, NFS, RBD = "iscsi", "nfs", "rbd"
 KERNEL_CLIENT = "kernel"
+KRBD = "krbd"  # rbd_client's kernel value: the host kernel's rbd module maps the image as /dev/rbdN
 # The axis choosing the client of each protocol: its userspace value is QEMU's own driver.
-NETWORK_CLIENT_AXIS = {ISCSI: "initiator", NFS: "nfs_client"}
+NETWORK_CLIENT_AXIS = {ISCSI: "initiator", NFS: "nfs_client", RBD: "rbd_client"}
+KERNEL_CLIENT_VALUES = (KERNEL_CLIENT, KRBD)
 
 
 class LunType(StrEnum):
@@ -861,11 +863,11 @@ def _null_lun_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
     return None
 
 
-def _kernel_client_rule(axis: str) -> Rule:
+def _kernel_client_rule(axis: str, kernel_value: str = KERNEL_CLIENT) -> Rule:
     def check(values: Mapping[str, str], ctx: RuleContext) -> str | None:
-        if values[axis] != KERNEL_CLIENT or ctx.backing is None or ctx.backing.kernel_client_missing is None:
+        if values[axis] != kernel_value or ctx.backing is None or ctx.backing.kernel_client_missing is None:
             return None
-        return f"{axis}=kernel needs the host's kernel client: {ctx.backing.kernel_client_missing}"
+        return f"{axis}={kernel_value} needs the host's kernel client: {ctx.backing.kernel_client_missing}"
     return Rule((axis,), check)
 
 
@@ -939,6 +941,9 @@ def _rtt_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
     if protocol is None:
         return (f"rtt emulates the network between a disk's client and its storage server; {ctx.backing_label} is "
                 "a local backing")
+    if protocol == RBD:
+        return ("rtt is emulated by a relay between client and server; a Ceph client learns the OSDs' addresses "
+                "from the monitor's map and connects to them directly, past any relay: iSCSI only")
     if protocol == NFS:
         return ("rtt is emulated by a relay between client and server; QEMU's nfs driver has no port option (libnfs "
                 "asks the server's portmapper), so no relay can be put between them: iSCSI only")
@@ -993,7 +998,104 @@ RTT = Axis(
     simpler=("0",),
     check_value=_rtt_value,
     tools={t: _rtt_tool for t in ("libvirt", "proxmox", "virt-install", "nova")})
-NETWORK_AXES = (LUN_TYPE, LUN_WRITE_CACHE, INITIATOR, NFS_CLIENT, RTT)
+
+# --------------------------------------------------------------------------- Ceph RBD (issue 35)
+# librbd's cache, written into the per-disk ceph.conf's client section by the RBD backing (backing/rbd.py) and
+# read by QEMU's rbd driver through conf=; the client (QEMU's librbd or the kernel's krbd); the image's object
+# size (rbd create --object-size). Defaults are Ceph 16's (`ceph-conf -c /dev/null --show-config-value`: rbd_cache
+# true, rbd_cache_policy writearound, rbd_cache_writethrough_until_flush true, rbd_default_order 22 = 4M).
+RBD_CACHE_AXES = ("rbd_cache", "rbd_cache_policy", "rbd_cache_writethrough_until_flush")
+RBD_OBJECT_SIZES = ("4M", "1M", "16M")
+_CACHE_OFF_IN_QEMU = (domain.CacheMode.NONE, domain.CacheMode.DIRECTSYNC)
+
+
+def _rbd_cache_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
+    """QEMU's rbd driver sets rbd_cache itself when it opens the image, over ceph.conf (block/rbd.c: false with
+    cache.direct=on, true otherwise; read back through the client's admin socket), and krbd has no librbd cache."""
+    if values.get("rbd_client", "librbd") == KRBD:
+        changed = [a for a in RBD_CACHE_AXES if values.get(a, NA) not in (NA, get(a).default)]
+        if changed:
+            return f"{changed[0]} is a setting of librbd's cache; krbd (rbd_client=krbd) uses the host's page cache"
+        return None
+    if values["rbd_cache"] == "on" or _protocol(ctx) != RBD:
+        return None
+    cache = values.get("cache", NA)
+    if cache in _CACHE_OFF_IN_QEMU:
+        return (f"QEMU's rbd driver already sets rbd_cache=off for cache={cache} (block/rbd.c): the cell would "
+                "repeat the rbd_cache=on one")
+    return (f"QEMU's rbd driver sets rbd_cache itself over ceph.conf (block/rbd.c: on for cache={cache}): "
+            "rbd_cache=off cannot take effect through QEMU")
+
+
+def _object_size_value(value: str) -> str | None:
+    m = re.fullmatch(r"(\d+)([KM])", value)
+    size = int(m.group(1)) << (10 if m.group(2) == "K" else 20) if m else 0
+    if not m or size & (size - 1) or not 4 << 10 <= size <= 32 << 20:
+        return f"'{value}' is not an RBD object size: a power of two from 4K to 32M, e.g. \"4M\" (Ceph's default)"
+    return None
+
+
+def _ceph_client_tool(axis: str, default: str) -> Mapping[str, Callable[[str], ToolOption]]:
+    """A librbd setting of the client host's ceph.conf ([client] section), not of the VM's disk definition."""
+    def spell(value: str) -> ToolOption:
+        if value == default:
+            return ToolOption()
+        return ToolOption(note=f"{axis}={value} is a librbd setting of the client's ceph.conf [client] section "
+                               "(see the ceph snippet), not of the VM's disk")
+    return {t: spell for t in ("libvirt", "proxmox", "virt-install", "nova")}
+
+
+RBD_CACHE_RISK = (
+    "librbd's writeback cache is memory in the client (the QEMU process): a write is acknowledged before it reaches "
+    "the OSDs, and a client crash or host power loss loses what the guest has not flushed yet, like a disk's "
+    "volatile cache; flushes are honoured (librbd writes the dirty data out before it acknowledges one)")
+
+RBD_CACHE = Axis(
+    "rbd_cache", "librbd's client-side cache (ceph.conf rbd cache); QEMU sets it from its cache mode (off with "
+    "cache=none/directsync, on otherwise), so cells where the two disagree are pruned",
+    ("on", "off"), "on", ("on",), frozenset({Layer.IMAGE}),
+    rules=(_only_on(RBD, "rbd_cache", "on"),
+           Rule(("rbd_cache", "cache", "rbd_client", *RBD_CACHE_AXES[1:]), _rbd_cache_rule)),
+    simpler=("on", "off"),
+    tools=_ceph_client_tool("rbd_cache", "on"))
+RBD_CACHE_POLICY = Axis(
+    "rbd_cache_policy", "what librbd's cache does with writes (ceph.conf rbd cache policy): writearound (Ceph's "
+    "default: writes go to the OSDs at once, reads are cached), writeback (writes are held in the client's memory "
+    "until a flush or the dirty limit), writethrough (every write waits for the OSDs)",
+    ("writearound", "writeback", "writethrough"), "writearound", ("writearound",), frozenset({Layer.IMAGE}),
+    short="rbd_policy",
+    rules=(_only_on(RBD, "rbd_cache_policy", "writearound"),),
+    simpler=("writearound", "writethrough", "writeback"),
+    # writeback holds acknowledged writes in the client until the guest flushes: like a disk's volatile cache
+    risk=lambda v: SafetyLevel.LIKE_A_DISK_CACHE if v == "writeback" else None,
+    tools=_ceph_client_tool("rbd_cache_policy", "writearound"))
+RBD_WRITETHROUGH_UNTIL_FLUSH = Axis(
+    "rbd_cache_writethrough_until_flush", "whether librbd's cache stays writethrough until the guest's first flush "
+    "(ceph.conf rbd cache writethrough until flush; Ceph's default on): a workload that never flushes never gets "
+    "the writeback cache, whatever QEMU's cache mode says",
+    ("on", "off"), "on", ("on",), frozenset({Layer.IMAGE}), short="rbd_wt_until_flush",
+    rules=(_only_on(RBD, "rbd_cache_writethrough_until_flush", "on"),),
+    simpler=("on", "off"),
+    tools=_ceph_client_tool("rbd_cache_writethrough_until_flush", "on"))
+RBD_CLIENT = Axis(
+    "rbd_client", "the Ceph client QEMU reaches the image with: its own (librbd, driver=rbd) or the host kernel's "
+    "(krbd: the image mapped as /dev/rbdN, Proxmox 'krbd 1')",
+    ("librbd", KRBD), "librbd", ("librbd",), frozenset({Layer.IMAGE}),
+    rules=(_only_on(RBD, "rbd_client", "librbd"), _kernel_client_rule("rbd_client", KRBD)),
+    simpler=("librbd", KRBD),
+    tools={t: (lambda v: ToolOption()) for t in ("libvirt", "proxmox", "virt-install", "nova")})
+RBD_OBJECT_SIZE = Axis(
+    "rbd_object_size", "the RBD image's object size (rbd create --object-size; Ceph's default 4M): the unit the "
+    "image is striped over the OSDs in",
+    RBD_OBJECT_SIZES, "4M", ("4M",), frozenset({Layer.IMAGE}), short="rbd_obj",
+    rules=(_only_on(RBD, "rbd_object_size", "4M"),),
+    simpler=RBD_OBJECT_SIZES,
+    check_value=_object_size_value,
+    tools={t: (lambda v: ToolOption() if v == "4M" else ToolOption(
+        note=f"rbd_object_size={v} is chosen when the image is created (rbd create --object-size {v}), not in the "
+             "VM's disk")) for t in ("libvirt", "proxmox", "virt-install", "nova")})
+RBD_AXES = (RBD_CACHE, RBD_CACHE_POLICY, RBD_WRITETHROUGH_UNTIL_FLUSH, RBD_CLIENT, RBD_OBJECT_SIZE)
+NETWORK_AXES = (LUN_TYPE, LUN_WRITE_CACHE, INITIATOR, NFS_CLIENT, RTT, *RBD_AXES)
 
 
 # --------------------------------------------------------------------------- the registry

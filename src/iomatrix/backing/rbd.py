@@ -1,0 +1,456 @@
+"""The Ceph RBD backing (issue 35): disks as RBD images, opened by QEMU's own Ceph client (librbd, ``driver=rbd``),
+made fresh for every run.
+
+Two modes (`iomatrix.backing.spec.RbdBacking`):
+
+* *lab-started* — iomatrix runs a one-node cluster on 127.0.0.1: one ceph-mon and one ceph-osd on free ports,
+  every file (fsid, monmap, mon and OSD data, the BlueStore block file, admin sockets, pid files, logs) under
+  the backing's scratch directory, never /var/lib/ceph or /var/run/ceph. No ceph-mgr (I/O does not need one),
+  cephx off (`auth ... = none`: nothing but 127.0.0.1 can reach it), pool size 1, msgr v1 only. The OSD stores
+  objects with BlueStore on a sparse file (the default: what a real OSD does) or in memory (`memstore`: quicker,
+  for tests, labelled as such: its figures are not a disk's).
+* *existing* — the user names a ceph.conf, a keyring and a pool; iomatrix creates only its own images there
+  (``iomatrix-<pid>-<hex6>-<name>``), recorded in the ledger first (`leftover_kinds.RbdImageLeftover`), and
+  removes them afterwards. It never opens any other image.
+
+Each disk gets a ceph.conf of its own: the cluster's (or the user's) with a ``[client.NAME]`` section holding the
+cell's librbd cache settings (`rbd_cache`, `rbd_cache_policy`, `rbd_cache_writethrough_until_flush`; absent or "-" =
+Ceph's default, not written), which QEMU reads through ``conf=``. A client-specific section outranks ``[client]``
+and ``[global]``, so the user's own settings of other clients are left as they are. Beware: QEMU itself sets
+``rbd_cache`` from its cache mode when it opens the image (false with cache.direct=on, i.e. cache=none or
+directsync; true otherwise, block/rbd.c), overriding the file; the metadata records both.
+
+No file holds a disk's bytes where fio could open it (`NetworkDisk.server_path` is None): the server-side
+baseline for RBD is fio's own librbd engine (``ioengine=rbd``), noted in the disk's metadata.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import secrets
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from iomatrix import children
+from iomatrix.backing import leftovers
+from iomatrix.backing.leftover_kinds import Leftover, LeftoverError, RbdImageLeftover, rbd_argv
+from iomatrix.backing.network import NetworkDisk
+from iomatrix.backing.spec import RbdBacking
+from iomatrix.errors import UserError
+from iomatrix.hostcmd import version_of
+
+LOOPBACK = "127.0.0.1"
+LAB_POOL = "iomatrix"
+MON_ID = "a"
+READY_TIMEOUT_S = 180.0  # generous: the cluster was up in 14-18 s on a loaded 2-core host; never a fixed sleep
+CONNECT_TIMEOUT_S = 10  # `ceph --connect-timeout`: one probe of the monitor
+COMMAND_TIMEOUT_S = 120.0
+STOP_GRACE_S = 20.0
+BLUESTORE_BLOCK_BYTES = 16 << 30  # sparse: only what is written takes room
+MEMSTORE_BYTES = 4 << 30  # memstore's cap; it holds what is written in RAM
+# The librbd cache settings a cell may set (axis → ceph option), their values and Ceph 16's defaults
+# (`ceph-conf -c /dev/null --show-config-value OPTION` on Debian 12's 16.2.15).
+CACHE_OPTIONS = {"rbd_cache": "rbd cache", "rbd_cache_policy": "rbd cache policy",
+                 "rbd_cache_writethrough_until_flush": "rbd cache writethrough until flush"}
+CACHE_VALUES = {"rbd_cache": ("on", "off"), "rbd_cache_policy": ("writeback", "writethrough", "writearound"),
+                "rbd_cache_writethrough_until_flush": ("on", "off")}
+CEPH_DEFAULTS = {"rbd_cache": "on", "rbd_cache_policy": "writearound", "rbd_cache_writethrough_until_flush": "on"}
+OBJECT_SIZE = re.compile(r"(\d+)([KM])")
+DEFAULT_OBJECT_SIZE = "4M"  # rbd_default_order 22
+BASELINE_NOTE = "no file holds the image's bytes: the server-side baseline for rbd is fio's ioengine=rbd"
+
+
+class Teardown(Protocol):
+    def record(self, leftover: Leftover) -> str: ...
+
+    def add_step(self, action: Callable[[], object]) -> None: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# pure parts
+# ---------------------------------------------------------------------------------------------
+
+
+def lab_conf(*, fsid: str, port: int, scratch: Path, store: str, block_path: Path) -> str:
+    """ceph.conf of a lab cluster (pure): everything under `scratch`, 127.0.0.1 only, one OSD, no cephx."""
+    run = scratch / "run"
+    if store == "bluestore":
+        store_lines = (f"osd objectstore = bluestore\nbluestore block path = {block_path}\n"
+                       f"bluestore block create = true\nbluestore block size = {BLUESTORE_BLOCK_BYTES}\n")
+    else:
+        store_lines = f"osd objectstore = memstore\nmemstore device bytes = {MEMSTORE_BYTES}\n"
+    return f"""# written by iomatrix for a lab-started RBD backing; removed with its directory
+[global]
+fsid = {fsid}
+mon host = v1:{LOOPBACK}:{port}
+mon initial members = {MON_ID}
+public addr = {LOOPBACK}
+ms bind msgr2 = false
+auth cluster required = none
+auth service required = none
+auth client required = none
+keyring = /dev/null
+osd pool default size = 1
+osd pool default min size = 1
+mon allow pool size one = true
+mon allow pool delete = true
+osd crush chooseleaf type = 0
+run dir = {run}
+admin socket = {run}/$cluster-$name-$pid.asok
+pid file = {run}/$name.pid
+log file = {scratch}/log/$name.log
+mon data = {scratch}/mon
+osd data = {scratch}/osd
+{store_lines}"""
+
+
+def cache_settings(values: Mapping[str, str]) -> dict[str, str]:
+    """The librbd cache settings a cell asks for (axis → on/off/policy); absent or "-" means Ceph's default and is
+    left out. Raises UserError on a value the axis does not have."""
+    out = {}
+    for axis, allowed in CACHE_VALUES.items():
+        value = values.get(axis, "-")
+        if value in ("-", "", None):
+            continue
+        if value not in allowed:
+            raise UserError(f"{axis} = {value!r} is not one of {', '.join(allowed)}")
+        out[axis] = value
+    return out
+
+
+def client_section(client: str, settings: Mapping[str, str], run_dir: Path) -> str:
+    """The ``[client.NAME]`` section of a per-disk ceph.conf (pure): the cell's cache settings and an admin socket
+    under the backing's directory (`config show` on it reads back what librbd uses)."""
+    lines = [f"[client.{client}]", f"admin socket = {run_dir}/$cluster-$name-$pid.asok"]
+    for axis, value in settings.items():
+        ceph_value = {"on": "true", "off": "false"}.get(value, value)
+        lines.append(f"{CACHE_OPTIONS[axis]} = {ceph_value}")
+    return "\n".join(lines) + "\n"
+
+
+def object_size(values: Mapping[str, str]) -> str:
+    """The cell's RBD object size ("4M" when absent), checked: a power of two from 4K to 32M."""
+    value = values.get("rbd_object_size", "-")
+    value = DEFAULT_OBJECT_SIZE if value in ("-", "", None) else value
+    m = OBJECT_SIZE.fullmatch(value)
+    size = int(m.group(1)) << (10 if m.group(2) == "K" else 20) if m else 0
+    if not m or size & (size - 1) or not 4 << 10 <= size <= 32 << 20:
+        raise UserError(f"rbd_object_size = {value!r} is not a power of two from 4K to 32M",
+                        hint='write it like "4M" (Ceph\'s default), "1M" or "16M"')
+    return value
+
+
+def rbd_options(pool: str, image: str, conf: Path, user: str | None) -> tuple[tuple[str, str], ...]:
+    opts = [("driver", "rbd"), ("pool", pool), ("image", image), ("conf", str(conf))]
+    if user:
+        opts.append(("user", user))
+    return tuple(opts)
+
+
+def rbd_url(pool: str, image: str, conf: Path, user: str | None) -> str:
+    return f"rbd:{pool}/{image}" + (f":id={user}" if user else "") + f":conf={conf}"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_.")[:60] or "disk"
+
+
+def _raw_only(values: Mapping[str, str]) -> str:
+    fmt = values.get("format", "raw") or "raw"
+    fmt = "raw" if fmt == "-" else fmt
+    if fmt != "raw":
+        # qemu-img create on an rbd: URL makes the image itself with its own object size: the axis would be lost
+        raise UserError(f"format {fmt!r} on an RBD image is not supported: RBD images are used raw here",
+                        hint='use format = "raw" for an rbd backing (an RBD image is thin and snapshots itself)')
+    return fmt
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "no output"
+
+
+def _run(argv: list[str], what: str, timeout: float = COMMAND_TIMEOUT_S) -> str:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise UserError(f"{what} did not finish within {timeout:g} s", hint="check the Ceph cluster's health") from None
+    if out.returncode != 0:
+        raise UserError(f"{what} failed: {_last_line(out.stderr or out.stdout)}")
+    return out.stdout
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((LOOPBACK, 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# disks: shared by both modes
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _RbdPool:
+    """A pool disks are made in, and how to reach it (conf, client name, keyring)."""
+
+    workdir: Path
+    directory: Path  # per-disk confs and client admin sockets go here
+    pool: str
+    conf: Path
+    user: str | None
+    keyring: Path | None
+    ceph_version: str | None
+    _disks: dict[str, Path] = field(default_factory=dict)  # image → its per-disk conf
+
+    @property
+    def client(self) -> str:
+        return self.user or "admin"
+
+    def rbd(self, *args: str) -> list[str]:
+        return rbd_argv(str(self.conf), str(self.keyring) if self.keyring else None, self.user, *args)
+
+    def _image_name(self, name: str) -> str:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _record_image(self, image: str) -> None:
+        """Record the image in the ledger before it exists (existing mode only: a lab cluster dies whole)."""
+
+    def _forget_image(self, image: str) -> None:
+        """Drop the image's ledger entry once it is gone."""
+
+    def metadata(self) -> dict[str, Any]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def new_disk(self, values: Mapping[str, str], *, size_bytes: int, name: str,
+                 create_options: tuple[tuple[str, str], ...] = ()) -> NetworkDisk:
+        fmt = _raw_only(values)
+        settings = cache_settings(values)
+        obj = object_size(values)
+        image = self._image_name(name)
+        run_dir = self.directory / "run"
+        run_dir.mkdir(exist_ok=True)
+        disk_conf = self.directory / f"{image}.conf"
+        # the cluster's (or user's) conf, then the cell's client section: per disk, so cells never share one
+        disk_conf.write_text(self.conf.read_text() + "\n# the cell's librbd settings (iomatrix)\n"
+                             + client_section(self.client, settings, run_dir))
+        self._record_image(image)
+        self._disks[image] = disk_conf
+        try:
+            _run(self.rbd("create", f"{self.pool}/{image}", "--size", f"{size_bytes}B", "--object-size", obj),
+                 f"rbd create {self.pool}/{image}")
+        except BaseException:
+            self._drop(image)
+            raise
+        written = {axis: settings.get(axis, f"{CEPH_DEFAULTS[axis]} (Ceph's default)") for axis in CACHE_VALUES}
+        meta = {**self.metadata(), "rbd_pool": self.pool, "rbd_image": image, "rbd_object_size": obj,
+                "rbd_client": "librbd", "rbd_conf": str(disk_conf), "rbd_cache_settings": written,
+                "rbd_cache_note": "QEMU sets rbd_cache itself: off with cache=none/directsync, on otherwise",
+                "server_side_baseline": BASELINE_NOTE}
+        return NetworkDisk(protocol="rbd", protocol_options=rbd_options(self.pool, image, disk_conf, self.user),
+                           url=rbd_url(self.pool, image, disk_conf, self.user), format=fmt, size_bytes=size_bytes,
+                           server_path=None, meta=meta)
+
+    def _drop(self, image: str) -> None:
+        """Remove an image this pool made (and its conf); a removal that fails stays recorded for `clean`."""
+        RbdImageLeftover(f"{self.pool}/{image}", self._leftover_info()).undo()
+        conf = self._disks.pop(image, None)
+        if conf is not None:
+            with contextlib.suppress(FileNotFoundError):
+                conf.unlink()
+        self._forget_image(image)
+
+    def _leftover_info(self) -> dict[str, Any]:
+        return {"conf": str(self.conf), "keyring": str(self.keyring) if self.keyring else None, "user": self.user}
+
+    def remove_disk(self, disk: NetworkDisk) -> None:
+        image = dict(disk.protocol_options).get("image", "")
+        if image not in self._disks:  # only an image this backing made is ever removed
+            raise UserError(f"{disk.url} was not made by this RBD backing: not removed")
+        self._drop(image)
+
+    def remove_all_disks(self) -> None:
+        """At teardown (also on Ctrl-C): the images a run did not give back."""
+        for image in sorted(self._disks):
+            self._drop(image)
+
+
+# ---------------------------------------------------------------------------------------------
+# lab-started: one ceph-mon + one ceph-osd on 127.0.0.1
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class LabRbdServer(_RbdPool):
+    """A one-node Ceph cluster iomatrix started (implements backing.network.NetworkServer)."""
+
+    store: str = "bluestore"
+    fsid: str = ""
+    port: int = 0
+    mon: subprocess.Popen | None = None
+    osd: subprocess.Popen | None = None
+    startup_s: float | None = None
+    protocol: Literal["rbd"] = "rbd"
+    lab_started: bool = True
+    _next: int = 1
+
+    def _image_name(self, name: str) -> str:
+        self._next += 1
+        return f"img-{self._next - 1}-{_slug(name)}"
+
+    def server_pids(self) -> dict[int, str]:
+        return {p.pid: role for p, role in ((self.mon, "ceph-mon"), (self.osd, "ceph-osd"))
+                if p is not None and p.poll() is None}
+
+    def metadata(self) -> dict[str, Any]:
+        return {"rbd_mode": "lab-started", "ceph_version": self.ceph_version, "ceph_fsid": self.fsid,
+                "ceph_mon": f"{LOOPBACK}:{self.port}", "ceph_store": self.store,
+                "ceph_store_note": None if self.store == "bluestore"
+                else "memstore: objects in the OSD's RAM, for quick tests; not a disk's figures",
+                "ceph_startup_s": self.startup_s, "rbd_pool": self.pool}
+
+    def ceph(self, *args: str) -> list[str]:
+        return ["ceph", "-c", str(self.conf), "--connect-timeout", str(CONNECT_TIMEOUT_S), *args]
+
+
+def _wait_until(ready: Callable[[], bool], procs: list[subprocess.Popen], what: str, log: Path) -> None:
+    """Poll `ready` (bounded by READY_TIMEOUT_S) until it holds; one line if a daemon exits first."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    delay = 0.1
+    while not ready():
+        for proc in procs:
+            if proc.poll() is not None:
+                tail = "no log"
+                with contextlib.suppress(OSError):
+                    tail = _last_line(log.read_text(errors="replace"))
+                raise UserError(f"{Path(str(proc.args[0])).name} exited with status {proc.returncode} while "
+                                f"{what}: {tail}")
+        if time.monotonic() > deadline:
+            raise UserError(f"the lab Ceph cluster was not {what} within {READY_TIMEOUT_S:g} s",
+                            hint=f"see {log}")
+        time.sleep(delay)
+        delay = min(delay * 1.5, 1.0)
+
+
+def _succeeds(argv: list[str], want: str | None = None) -> bool:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=CONNECT_TIMEOUT_S + 20)
+    except subprocess.TimeoutExpired:
+        return False
+    return out.returncode == 0 and (want is None or want in out.stdout)
+
+
+def start_lab_cluster(workdir: Path, scratch: Path, td: Teardown, store: str) -> LabRbdServer:
+    """Start ceph-mon then ceph-osd (each in the ledger before it starts, stopped at teardown), make the pool, and
+    wait, polling with bounds, until an image can be made."""
+    t0 = time.monotonic()
+    for sub in ("mon", "osd", "run", "log"):
+        (scratch / sub).mkdir()
+    fsid, port = str(uuid.uuid4()), free_port()
+    conf = scratch / "ceph.conf"
+    # the BlueStore block file outside the OSD data directory: inside it, mkfs fails with ELOOP (its symlink)
+    conf.write_text(lab_conf(fsid=fsid, port=port, scratch=scratch, store=store, block_path=scratch / "osd-block"))
+    server = LabRbdServer(workdir=workdir, directory=scratch, pool=LAB_POOL, conf=conf, user=None, keyring=None,
+                          ceph_version=version_of(["ceph-mon", "--version"]), store=store, fsid=fsid, port=port)
+    c = ["-c", str(conf)]
+    _run(["monmaptool", "--create", "--fsid", fsid, "--addv", MON_ID, f"[v1:{LOOPBACK}:{port}]",
+          str(scratch / "monmap")], "monmaptool --create")
+    _run(["ceph-mon", *c, "--mkfs", "-i", MON_ID, "--monmap", str(scratch / "monmap")], "ceph-mon --mkfs")
+    with children.record_in(workdir):
+        server.mon = children.spawn(["ceph-mon", *c, "-f", "-i", MON_ID], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    mon = server.mon
+    td.add_step(lambda: children.kill(mon, grace_s=STOP_GRACE_S))
+    mon_log = scratch / "log" / f"mon.{MON_ID}.log"
+    _wait_until(lambda: _succeeds(server.ceph("mon", "stat")), [mon], "answering", mon_log)
+    osd_id = _run(server.ceph("osd", "create"), "ceph osd create").strip()
+    osd_log = scratch / "log" / f"osd.{osd_id}.log"
+    _run(["ceph-osd", *c, "--mkfs", "-i", osd_id], f"ceph-osd --mkfs ({store})", timeout=READY_TIMEOUT_S)
+    with children.record_in(workdir):
+        server.osd = children.spawn(["ceph-osd", *c, "-f", "-i", osd_id], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    osd = server.osd
+    td.add_step(lambda: children.kill(osd, grace_s=STOP_GRACE_S))
+    _wait_until(lambda: _succeeds(server.ceph("osd", "stat"), "1 up"), [mon, osd], "serving an OSD", osd_log)
+    _run(server.ceph("osd", "pool", "create", LAB_POOL, "8"), "ceph osd pool create")
+    _run(server.rbd("pool", "init", LAB_POOL), "rbd pool init")
+    server.startup_s = round(time.monotonic() - t0, 1)
+    return server
+
+
+# ---------------------------------------------------------------------------------------------
+# existing: someone else's cluster and pool
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ExistingRbdPool(_RbdPool):
+    """A pool of a cluster the user named: iomatrix makes only its own images there and removes them."""
+
+    protocol: Literal["rbd"] = "rbd"
+    lab_started: bool = False
+    _entries: dict[str, str] = field(default_factory=dict)  # image → ledger entry
+
+    def _image_name(self, name: str) -> str:
+        return f"iomatrix-{os.getpid()}-{secrets.token_hex(3)}-{_slug(name)}"
+
+    def _record_image(self, image: str) -> None:
+        leftover = RbdImageLeftover(f"{self.pool}/{image}", self._leftover_info())
+        self._entries[image] = leftovers.record(self.workdir, leftover.kind, leftover.target, **leftover.info)
+
+    def _forget_image(self, image: str) -> None:
+        entry = self._entries.pop(image, None)
+        if entry is not None:
+            leftovers.release(self.workdir, entry)
+
+    def server_pids(self) -> dict[int, str]:
+        return {}
+
+    def metadata(self) -> dict[str, Any]:
+        return {"rbd_mode": "existing", "ceph_version": self.ceph_version, "ceph_conf": str(self.conf),
+                "rbd_pool": self.pool, "ceph_user": self.client}
+
+
+def connect_existing(spec: RbdBacking, workdir: Path, scratch: Path) -> ExistingRbdPool:
+    """Check, within bounded time, that the named cluster answers and the pool exists (a read-only `rbd ls`)."""
+    assert spec.conf is not None and spec.pool is not None
+    pool = ExistingRbdPool(workdir=workdir, directory=scratch, pool=spec.pool, conf=spec.conf, user=spec.user,
+                           keyring=spec.keyring, ceph_version=version_of(["rbd", "--version"]))
+    try:
+        _run(pool.rbd("ls", spec.pool), f"rbd ls {spec.pool}", timeout=CONNECT_TIMEOUT_S * 3)
+    except UserError as err:
+        raise UserError(f"the Ceph cluster of {spec.conf} does not list pool {spec.pool!r}: {err.one_line()}",
+                        hint="check the conf's mon host, the keyring, the user and the pool name") from None
+    return pool
+
+
+def provision_rbd(spec: RbdBacking, workdir: Path, scratch: Path,
+                  td: Teardown) -> tuple[LabRbdServer | ExistingRbdPool, dict[str, Any]]:
+    """The cluster of an RBD backing (started or checked) and the metadata every result of it carries."""
+    server: LabRbdServer | ExistingRbdPool
+    if spec.lab_started:
+        server = start_lab_cluster(workdir, scratch, td, spec.store or "bluestore")
+    else:
+        server = connect_existing(spec, workdir, scratch)
+    td.add_step(server.remove_all_disks)  # first undone: before the cluster stops
+    return server, server.metadata()
+
+
+def rbd_image_checksum(pool: ExistingRbdPool | LabRbdServer, image: str) -> str:
+    """sha256 of an image's contents (`rbd export - | sha256sum`), read-only: what tests compare."""
+    argv = pool.rbd("export", f"{pool.pool}/{image}", "-")
+    out = subprocess.run(argv, capture_output=True, timeout=COMMAND_TIMEOUT_S)
+    if out.returncode != 0:
+        raise LeftoverError(f"rbd export {image} failed: {_last_line(out.stderr.decode(errors='replace'))}")
+    return hashlib.sha256(out.stdout).hexdigest()
+
