@@ -13,15 +13,10 @@ from pathlib import Path
 import pytest
 
 from iomatrix.current import parse_current
-from iomatrix.domain import axes
 from iomatrix.errors import UserError
 from tests.conftest import needs, run_cli
 
 DATA = Path(__file__).parent / "data" / "current_network"
-# The rbd axes come from the rbd branch (domain/axes.py); until it is merged the parsers read the disk alone.
-needs_rbd_axes = pytest.mark.skipif(
-    not {"rbd_client", "rbd_cache", "rbd_cache_policy", "rbd_cache_writethrough_until_flush"} <= set(axes.REGISTRY),
-    reason="the rbd axes (rbd branch) are not registered")
 
 
 @needs("virt-xml-validate")
@@ -47,11 +42,13 @@ def test_libvirt_rbd_disk_without_host_takes_ceph_conf_monitors() -> None:
     assert "monitors from ceph.conf" in cur.notes[0] and "user libvirt" in cur.notes[0]
 
 
-@needs_rbd_axes
-def test_cache_none_turns_librbds_cache_off() -> None:
-    # QEMU sets rbd_cache from its cache mode over ceph.conf (block/rbd.c): cache=none reads as rbd_cache=off.
-    assert parse_current(str(DATA / "rbd.xml"), disk="vdb").axes["rbd_cache"] == "off"
-    assert "rbd_cache" not in parse_current(str(DATA / "rbd.xml")).axes  # writeback: on, Ceph's default
+def test_cache_none_says_qemu_turns_librbds_cache_off() -> None:
+    # QEMU sets rbd_cache from its cache mode over ceph.conf (block/rbd.c); the cell keeps rbd_cache at its default
+    # (the rbd axes' rule prunes rbd_cache=off as a repeat of cache=none), and the note says so.
+    none = parse_current(str(DATA / "rbd.xml"), disk="vdb")
+    assert "rbd_cache" not in none.axes and "QEMU turns librbd's cache off for cache=none" in none.notes[0]
+    writeback = parse_current(str(DATA / "rbd.xml"))
+    assert "rbd_cache" not in writeback.axes and "cache off" not in writeback.notes[0]
 
 
 def test_libvirt_krbd_mapped_device() -> None:
@@ -90,7 +87,6 @@ def test_qemu_rbd_disks(value: str, url: str, expected: dict[str, str], note: st
     assert note in cur.notes[0]
 
 
-@needs_rbd_axes
 def test_a_qemu_filename_gives_librbds_cache_policy() -> None:
     cur = parse_current("-drive file=rbd:vms/db:rbd_cache_policy=writeback:rbd_cache_writethrough_until_flush=false,"
                         "format=raw,cache=writeback,if=virtio")

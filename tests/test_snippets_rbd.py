@@ -18,11 +18,6 @@ from tests.conftest import needs
 CELL = {"tier": "blocklayer", "format": "raw", "preallocation": "off", "cache": "writeback", "aio": "threads",
         "bus": "virtio-blk", "modifier": "none"}
 PLACE = NetworkPlace()
-# The rbd axes come from the rbd branch (domain/axes.py): a cell that sets one needs them registered.
-needs_rbd_axes = pytest.mark.skipif(
-    not {"rbd_client", "rbd_cache", "rbd_cache_policy", "rbd_cache_writethrough_until_flush",
-         "rbd_object_size"} <= set(axes.REGISTRY),
-    reason="the rbd axes (rbd branch) are not registered")
 
 
 def _snippets(**more: str) -> dict[str, tuple[str | None, str]]:
@@ -46,10 +41,9 @@ def test_librbd_disks_are_valid_libvirt_xml(tmp_path: Path) -> None:
     _validate([d or "" for d in disks], tmp_path)
 
 
-@needs_rbd_axes
 @needs("virt-xml-validate")
 def test_krbd_disks_are_valid_libvirt_xml(tmp_path: Path) -> None:
-    disks = [_snippets(rbd_client="krbd", aio=aio)["libvirt"][0] or "" for aio in ("threads", "native")]
+    disks = [_snippets(rbd_client="krbd", aio=aio, cache="none")["libvirt"][0] or "" for aio in ("threads", "native")]
     assert all(f'<source dev="{PLACE.rbd_device()}" />' in d and 'type="block"' in d for d in disks)
     _validate(disks, tmp_path)
 
@@ -95,7 +89,6 @@ def test_proxmox_rbd_storage_and_disk_line() -> None:
     assert qcow2[0] is None and "raw images only" in qcow2[1]
 
 
-@needs_rbd_axes
 def test_proxmox_krbd_storage() -> None:
     text, note = _snippets(rbd_client="krbd", aio="native", cache="none")["proxmox"]
     assert text is not None and "\tkrbd 1" in text and "aio=native" in text
@@ -110,15 +103,14 @@ def test_ceph_conf_client_lines_at_cephs_defaults() -> None:
     assert "cache=none and directsync turn it off" in note  # QEMU sets rbd cache itself, over the file
 
 
-@needs_rbd_axes
 def test_ceph_conf_lines_follow_the_cell_and_say_their_risk() -> None:
     text, note = _snippets(rbd_cache_policy="writeback", rbd_cache_writethrough_until_flush="off")["ceph"]
     assert text is not None and "rbd cache policy = writeback" in text
     assert "rbd cache writethrough until flush = false" in text
     assert "client crash" in note or "crash of the client host" in note
     assert "also for a guest that never flushes" in note and WRITETHROUGH_UNTIL_FLUSH not in note
-    off = _snippets(rbd_cache="off")["ceph"]
-    assert "rbd cache = false" in (off[0] or "") and "every write waits for the OSDs" in off[1]
+    none = _snippets(cache="none")["ceph"][1]
+    assert "with cache=none QEMU turns librbd's cache off for this disk" in none
 
 
 def _ceph_value(conf: Path, option: str) -> str:
@@ -133,8 +125,6 @@ def _ceph_value(conf: Path, option: str) -> str:
 def test_ceph_conf_reads_the_client_lines(policy: str | None, tmp_path: Path) -> None:
     # ceph-conf reads the file through Ceph's option schema (an unknown policy falls back to the default): the
     # values it shows are the ones written, so the option names and values are Ceph's own.
-    if policy is not None and "rbd_cache_policy" not in axes.REGISTRY:
-        pytest.skip("the rbd axes (rbd branch) are not registered")
     more = {"rbd_cache_policy": policy, "rbd_cache_writethrough_until_flush": "off"} if policy else {}
     text = _snippets(**more)["ceph"][0] or ""
     conf = tmp_path / "ceph.conf"
@@ -184,7 +174,6 @@ def test_object_sizes_rbd_refuses(size: str) -> None:
         rbd_order(size)
 
 
-@needs_rbd_axes
 def test_rbd_create_follows_the_cells_object_size() -> None:
     value = next(v for v in axes.get("rbd_object_size").values if v != axes.get("rbd_object_size").default)
     assert f"--object-size {value} " in (_snippets(rbd_object_size=value)["rbd"][0] or "")

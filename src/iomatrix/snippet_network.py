@@ -15,12 +15,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from iomatrix.domain.axes import ISCSI, KERNEL_CLIENT, LUN_WRITE_CACHE_RISK, NFS, LunType
+from iomatrix.domain.axes import ISCSI, KERNEL_CLIENT, KRBD, LUN_WRITE_CACHE_RISK, NFS, RBD, LunType, get
 
 ISCSI_PORT = 3260  # IANA's iSCSI port: libvirt and QEMU assume it where none is given
-# Ceph RBD (issue 35): the protocol as libvirt (protocol="rbd"), QEMU (driver=rbd) and the backing type name it.
-RBD = "rbd"
-KRBD = "krbd"  # rbd_client's kernel value: the host kernel's rbd module maps the image as /dev/rbdN
 CEPH_MON_PORT = 6789  # a Ceph monitor's msgr v1 port (IANA), libvirt's <host port=> for an rbd disk
 PROTOCOL_NAMES = {ISCSI: "iSCSI", NFS: "NFS", RBD: "Ceph RBD"}
 # The axis choosing each protocol's client and its value for the host kernel's client.
@@ -212,10 +209,10 @@ def tgt_note(values: Mapping[str, str]) -> str:
 
 
 # --------------------------------------------------------------------------- Ceph RBD: librbd's cache, the image
-# Ceph's own defaults (src/common/options/rbd.yaml.in; Octopus and later) of the settings the rbd axes name: what a
-# cell that leaves an axis out was measured with, and what a [client] section without the line gives.
-CEPH_DEFAULTS = {"rbd_cache": "on", "rbd_cache_policy": "writearound", "rbd_cache_writethrough_until_flush": "on",
-                 "rbd_object_size": "4M", "rbd_client": "librbd"}
+# The rbd axes (domain/axes.py), whose defaults are Ceph's own: what a cell that leaves one out was measured with,
+# and what a [client] section without the line gives.
+RBD_AXIS_NAMES = ("rbd_cache", "rbd_cache_policy", "rbd_cache_writethrough_until_flush", "rbd_object_size",
+                  "rbd_client")
 # The ceph.conf option each librbd cache axis is written as (ceph.conf takes spaces or underscores alike).
 CEPH_CLIENT_OPTIONS = {"rbd_cache": "rbd cache", "rbd_cache_policy": "rbd cache policy",
                        "rbd_cache_writethrough_until_flush": "rbd cache writethrough until flush"}
@@ -248,8 +245,9 @@ def _ceph_bool(value: str) -> str:
 
 def ceph_value(values: Mapping[str, str], axis: str) -> str:
     """A cell's value of an rbd axis; Ceph's own default where the cell leaves it out (or shows '-')."""
-    value = values.get(axis, CEPH_DEFAULTS[axis])
-    return CEPH_DEFAULTS[axis] if value in ("-", "") else value
+    default = str(get(axis).default)
+    value = values.get(axis, default)
+    return default if value in ("-", "") else value
 
 
 def ceph_client_conf(values: Mapping[str, str]) -> str:
@@ -271,10 +269,10 @@ def ceph_client_notes(values: Mapping[str, str]) -> list[str]:
         notes.append("krbd (the kernel's client) reads none of these: a mapped image is cached by the host's page "
                      "cache as QEMU's cache mode says")
     notes.append(QEMU_SETS_RBD_CACHE)
-    if ceph_value(values, "rbd_cache") == "off":
-        notes.append("rbd cache = false: no client cache; every write waits for the OSDs (safe)")
-    else:
-        notes.append("rbd cache policy = " + RBD_CACHE_POLICY_WORDS[ceph_value(values, "rbd_cache_policy")])
+    if values.get("cache") in ("none", "directsync"):
+        notes.append(f"with cache={values['cache']} QEMU turns librbd's cache off for this disk: the lines below "
+                     "rbd cache do not change it")
+    notes.append("rbd cache policy = " + RBD_CACHE_POLICY_WORDS[ceph_value(values, "rbd_cache_policy")])
     if ceph_value(values, "rbd_cache_writethrough_until_flush") == "on":
         notes.append(WRITETHROUGH_UNTIL_FLUSH)
     else:

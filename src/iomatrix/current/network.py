@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 
 from iomatrix.current.common import _bad, _value
 from iomatrix.domain import CacheMode, axes
-from iomatrix.domain.axes import ISCSI, KERNEL_CLIENT, NFS
-from iomatrix.snippet_network import CEPH_DEFAULTS, KRBD, RBD
+from iomatrix.domain.axes import ISCSI, KERNEL_CLIENT, KRBD, NFS, RBD
 
 ISCSI_PORT = 3260
 # iscsi://[USER[%PASSWORD]@]HOST[:PORT]/IQN/LUN (QEMU's block/iscsi.c, libiscsi's URL form)
@@ -52,7 +51,7 @@ RBD_NAME = re.compile(r"^([^/@:]+)/(?:([^/@:]+)/)?([^/@:]+)(?:@([^/@:]+))?$")
 # udev's link of an image the kernel's krbd mapped (ceph's udev/50-rbd.rules: /dev/rbd/POOL[/NAMESPACE]/IMAGE).
 BY_RBD = re.compile(r"^/dev/rbd/([^/]+)/(?:([^/]+)/)?([^/@]+)(?:@[^/]+)?$")
 # The Ceph options of a QEMU rbd: filename that the rbd axes name (block/rbd.c passes them to librados as they
-# are): rbd_cache is not among them, as QEMU sets it from its own cache mode (read by `rbd_cache_of`).
+# are): rbd_cache is not among them, as QEMU sets it from its own cache mode (`note_qemu_rbd_cache`).
 RBD_FILENAME_AXES = ("rbd_cache_policy", "rbd_cache_writethrough_until_flush")
 CEPH_TRUE, CEPH_FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
@@ -97,27 +96,24 @@ def _ceph_onoff(key: str, value: str) -> str:
 
 def rbd_filename_axes(options: Mapping[str, str], where: str) -> dict[str, str]:
     """The rbd axes a QEMU rbd: filename's Ceph options set (Ceph spells them with '_' or ' '), away from Ceph's
-    defaults; an axis the registry does not have is not read."""
+    defaults."""
     found: dict[str, str] = {}
     for key, raw in options.items():
         axis = key.replace(" ", "_")
         if axis not in RBD_FILENAME_AXES:
             continue
         value = raw if axis == "rbd_cache_policy" else _ceph_onoff(f"{where} {key}", raw)
-        if axis not in axes.REGISTRY:
-            continue
         value = _value(axis, f"{where} {key}", value)
-        if value != CEPH_DEFAULTS[axis]:
+        if value != axes.get(axis).default:
             found[axis] = value
     return found
 
 
-def rbd_cache_of(cache: str | None) -> dict[str, str]:
-    """librbd's cache as QEMU sets it over ceph.conf (block/rbd.c qemu_rbd_connect: cache.direct=on, i.e. cache
-    none or directsync, turns it off): the rbd_cache axis a QEMU disk on librbd has, where it is off."""
-    if cache in (CacheMode.NONE, CacheMode.DIRECTSYNC) and "rbd_cache" in axes.REGISTRY:
-        return {"rbd_cache": "off"}
-    return {}
+def note_qemu_rbd_cache(network: NetworkDiskRead, cache: str | None) -> None:
+    """Say, in the disk's note, that QEMU turns librbd's cache off itself for cache=none/directsync (block/rbd.c
+    qemu_rbd_connect, over ceph.conf): the cell keeps rbd_cache at its default, as the rbd axes' rule does."""
+    if network.protocol == RBD and not network.kernel_client and cache in (CacheMode.NONE, CacheMode.DIRECTSYNC):
+        network.note += f"; QEMU turns librbd's cache off for cache={cache} (block/rbd.c), whatever ceph.conf says"
 
 
 def read_rbd_filename(text: str, where: str) -> NetworkDiskRead:

@@ -14,9 +14,9 @@ from iomatrix.current.common import (
     _bad,
     _value,
 )
-from iomatrix.current.network import RBD, NetworkDiskRead, parse_storage_cfg, rbd_cache_of, read_proxmox_volume
+from iomatrix.current.network import NetworkDiskRead, note_qemu_rbd_cache, parse_storage_cfg, read_proxmox_volume
 from iomatrix.domain import Bus, Format, axes
-from iomatrix.domain.axes import ISCSI, IOThread
+from iomatrix.domain.axes import ISCSI, RBD, IOThread
 from iomatrix.errors import UserError
 
 # `qm config VMID` output, or the VM's file /etc/pve/qemu-server/VMID.conf (the same "key: value" lines, then a
@@ -137,8 +137,7 @@ def _network_volume(volume: str, storage_cfg: str | None, values: dict[str, str]
     if network.protocol in (ISCSI, RBD) and not network.kernel_client:
         values["aio"] = axes.get("aio").default
         defaulted[:] = [d for d in defaulted if not d.startswith("aio")]
-        if network.protocol == RBD:
-            values.update(rbd_cache_of(values.get("cache")))
+        note_qemu_rbd_cache(network, values.get("cache"))
     return network, unknown
 
 

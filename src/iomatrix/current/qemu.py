@@ -24,7 +24,7 @@ from iomatrix.current.common import (
     _value,
     cache_from_switches,
 )
-from iomatrix.current.network import RBD, NetworkDiskRead, rbd_cache_of, read_qemu_node
+from iomatrix.current.network import NetworkDiskRead, note_qemu_rbd_cache, read_qemu_node
 from iomatrix.domain import Bus, Format, axes
 from iomatrix.domain.axes import IOThread
 from iomatrix.errors import UserError
@@ -79,8 +79,7 @@ def _existing_disk(node: dict[str, str], protocol_node: dict[str, str] | None, v
     if not network.kernel_client:  # QEMU's own client
         values["aio"] = QEMU_DEFAULT_AIO
         defaulted[:] = [d for d in defaulted if not d.startswith("aio")]
-        if network.protocol == RBD:
-            network.axes.update(rbd_cache_of(values.get("cache")))
+        note_qemu_rbd_cache(network, values.get("cache"))
     return ExistingDisk("qemu", network.url, block=block, protocol=network.protocol), network
 
 
