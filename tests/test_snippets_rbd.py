@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from iomatrix.backing.provision import provision
+from iomatrix.backing.rbd import LabRbdServer
+from iomatrix.backing.spec import RbdBacking
 from iomatrix.domain import axes
 from iomatrix.snippet_network import WRITETHROUGH_UNTIL_FLUSH, NetworkPlace, rbd_order
 from iomatrix.snippets import DiskConfig, minimal_domain_xml, snippet_backing, snippets_for
@@ -199,3 +202,61 @@ def test_tools_that_cannot_write_an_rbd_disk_say_so() -> None:
 
 def test_a_stored_rbd_backing_gives_its_protocol_to_the_snippets() -> None:
     assert snippet_backing({"backing_type": "rbd", "kind": "network"}) == "rbd"
+
+
+def _on_lab(text: str, conf: Path, pool: str) -> str:
+    """A snippet's words with the placeholder conf and pool made the lab cluster's."""
+    return text.replace("\\\n", "").replace(PLACE.ceph_conf, str(conf)).replace(f"{PLACE.pool}/", f"{pool}/") \
+        .replace(f"file.pool={PLACE.pool},", f"file.pool={pool},")
+
+
+def _rbd_info(conf: Path, pool: str) -> str:
+    res = subprocess.run(["rbd", "-c", str(conf), "info", f"{pool}/{PLACE.image}"], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def _qemu_io_round_trip(blockdev: str) -> None:
+    opts = blockdev.replace("node-name=disk0,", "")
+    res = subprocess.run(["qemu-io", "--image-opts", opts, "-c", "write -P 0xcd 1048576 65536", "-c", "flush",
+                          "-c", "read -P 0xcd 1048576 65536"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and "wrote 65536/65536" in res.stdout and "read 65536/65536" in res.stdout \
+        and "Pattern verification failed" not in res.stdout, res.stdout + res.stderr
+
+
+@pytest.mark.slow
+@needs("ceph-mon")
+@needs("ceph-osd")
+@needs("qemu-io")
+def test_the_snippets_make_and_open_an_image_on_a_real_cluster(tmp_path: Path) -> None:
+    # A lab-started one-node cluster (the rbd backing, memstore); the ceph.conf snippet's [client] lines appended to
+    # its conf as a client host's; the raw image made by the rbd create snippet and the qcow2 one by the qemu-img
+    # snippet, each with the cell's object size (rbd info's order); both opened by qemu-io with the QEMU snippet's
+    # own -blockdev, a pattern written, flushed and read back through librbd.
+    cell = {"rbd_cache_policy": "writeback", "rbd_cache_writethrough_until_flush": "off"}
+    with provision(RbdBacking(store="memstore"), tmp_path / "wd", set()) as handle:
+        server = handle.server
+        assert isinstance(server, LabRbdServer)
+        pids, pool = server.server_pids(), server.pool
+        conf = tmp_path / "client.conf"
+        conf.write_text(server.conf.read_text() + "\n" + (_snippets(**cell)["ceph"][0] or "") + "\n")
+        assert _ceph_value(conf, "rbd_cache_policy") == "writeback"
+
+        raw = _snippets(rbd_object_size="1M", **cell)
+        words = _on_lab(raw["rbd"][0] or "", conf, pool).split()
+        made = subprocess.run([words[0], "-c", str(conf), *words[1:]], capture_output=True, text=True, timeout=120)
+        assert made.returncode == 0, made.stderr
+        assert "order 20 (1 MiB objects)" in _rbd_info(conf, pool)
+        _qemu_io_round_trip(_on_lab(raw["qemu"][0] or "", conf, pool).split()[1])
+        subprocess.run(["rbd", "-c", str(conf), "rm", f"{pool}/{PLACE.image}"], capture_output=True, timeout=120)
+
+        qcow2 = _snippets(format="qcow2", rbd_object_size="16M", **cell)
+        created = subprocess.run(_on_lab(qcow2["qemu-img"][0] or "", conf, pool).split(), capture_output=True,
+                                 text=True, timeout=120)
+        assert created.returncode == 0, created.stderr
+        assert "order 24 (16 MiB objects)" in _rbd_info(conf, pool)
+        _qemu_io_round_trip(_on_lab(qcow2["qemu"][0] or "", conf, pool).split()[1])
+        subprocess.run(["rbd", "-c", str(conf), "rm", f"{pool}/{PLACE.image}"], capture_output=True, timeout=120)
+    for pid in pids:  # the cluster is stopped with the backing
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
