@@ -12,10 +12,10 @@
 # apt step took 30 s instead of 110 s for everything (docs/benchmarks.md, issue 27). Running setup.sh without
 # it later (scripts/test does) adds the rest.
 # `--shared-storage` adds the servers and QEMU drivers of the shared-storage backings (iSCSI: tgt, libiscsi-bin;
-# NFS: nfs-ganesha, nfs-ganesha-vfs, rpcbind, libnfs-utils; qemu-block-extra) to a --minimal install (a full one
-# has them: the tests run a real tgtd and ganesha). They are installed without starting or enabling the
+# NFS: nfs-ganesha, nfs-ganesha-vfs, rpcbind, libnfs-utils; Ceph RBD: ceph-mon, ceph-osd, ceph-common;
+# qemu-block-extra) to a --minimal install (a full one has them: the tests run a real tgtd, ganesha and Ceph). They are installed without starting or enabling the
 # distribution's services: iomatrix starts its own daemons on 127.0.0.1 for a run and stops them after it
-# (docs/backings.md, iSCSI and nfs).
+# (docs/backings.md, iSCSI, nfs and rbd).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
@@ -75,11 +75,20 @@ if [ "$fleet" = 1 ]; then packages+=(shellcheck); fi
 # libnfs finds the server through the portmapper), libnfs-utils (nfs-ls; libnfs itself removes iomatrix's files
 # on an existing export), qemu-block-extra (QEMU's nfs/iscsi/rbd block drivers, block-nfs.so).
 nfs_packages=(nfs-ganesha nfs-ganesha-vfs rpcbind libnfs-utils)
-if [ "$minimal" = 0 ] || [ "$shared" = 1 ]; then packages+=("${iscsi_packages[@]}" "${nfs_packages[@]}"); fi
+# Shared storage, Ceph RBD: the lab-started cluster's monitor and OSD daemons (ceph-mon with monmaptool, ceph-osd
+# with BlueStore and memstore) and the ceph/rbd tools (ceph-common); QEMU's rbd driver is qemu-block-extra's
+# block-rbd.so. About 200 MB installed; none of its services runs (the cluster is iomatrix's own, per run).
+rbd_packages=(ceph-mon ceph-osd ceph-common)
+if [ "$minimal" = 0 ] || [ "$shared" = 1 ]; then
+    packages+=("${iscsi_packages[@]}" "${nfs_packages[@]}" "${rbd_packages[@]}")
+fi
 # Units of those packages that apt would start and enable: a lab host keeps no NFS service of its own (a
-# running one would be refused by the lab-started NFS backing, whose registration it holds).
+# running one would be refused by the lab-started NFS backing, whose registration it holds), and no Ceph daemon
+# (ceph-base comes with ceph-mon and ceph-osd and carries ceph.target and ceph-crash).
 declare -A shared_storage_unit_package=([nfs-ganesha.service]=nfs-ganesha [nfs-ganesha-lock.service]=nfs-ganesha
-    [nfs-ganesha-config.service]=nfs-ganesha [rpcbind.service]=rpcbind [rpcbind.socket]=rpcbind [tgt.service]=tgt)
+    [nfs-ganesha-config.service]=nfs-ganesha [rpcbind.service]=rpcbind [rpcbind.socket]=rpcbind [tgt.service]=tgt
+    [ceph-mon.target]=ceph-mon [ceph-mon.service]=ceph-mon [ceph-osd.target]=ceph-osd [ceph.target]=ceph-base
+    [ceph-crash.service]=ceph-base [rbdmap.service]=ceph-common)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -701,6 +701,7 @@ class RuntimeFileLeftover(Leftover):
 RBD_IMAGE_NAME = re.compile(r"iomatrix-[0-9]+-[0-9a-f]{6}(-[A-Za-z0-9_.-]{1,100})?")
 RBD_POOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 RBD_TIMEOUT_S = 60.0
+RBD_WATCH_TIMEOUT_S = 60.0  # twice Ceph's osd_client_watch_timeout (30 s)
 
 
 def rbd_argv(conf: str, keyring: str | None, user: str | None, *args: str) -> list[str]:
@@ -755,7 +756,13 @@ class RbdImageLeftover(Leftover):
         return image in out.stdout.split()
 
     def remove(self) -> list[str]:
-        out = self._rbd("rm", "--no-progress", self.target)
+        # A client killed with the image open leaves a watch the cluster drops after 30 s (osd_client_watch_timeout)
+        deadline = time.monotonic() + RBD_WATCH_TIMEOUT_S
+        while True:
+            out = self._rbd("rm", "--no-progress", self.target)
+            if out.returncode == 0 or "still has watchers" not in out.stderr or time.monotonic() > deadline:
+                break
+            time.sleep(1)
         if out.returncode != 0 and "No such file" not in out.stderr:
             raise LeftoverError(f"cannot remove RBD image {self.target}: {out.stderr.strip()[-200:]}")
         return [f"removed RBD image {self.target}"] if out.returncode == 0 else []

@@ -81,7 +81,12 @@ class Teardown(Protocol):
 
 
 def lab_conf(*, fsid: str, port: int, scratch: Path, store: str, block_path: Path) -> str:
-    """ceph.conf of a lab cluster (pure): everything under `scratch`, 127.0.0.1 only, one OSD, no cephx."""
+    """ceph.conf of a lab cluster (pure): everything under `scratch`, 127.0.0.1 only, one OSD, no cephx.
+
+    The OSD neither places itself in the CRUSH map nor sets its device class at start (iomatrix places it): the
+    monitor refused those commands with EPERM when they came before the monitor map, and the OSD exited. The
+    monitor does not refuse to start below 5 % free space (it exited with status 28 while other jobs filled this
+    host's disk for a moment)."""
     run = scratch / "run"
     if store == "bluestore":
         store_lines = (f"osd objectstore = bluestore\nbluestore block path = {block_path}\n"
@@ -104,6 +109,9 @@ osd pool default min size = 1
 mon allow pool size one = true
 mon allow pool delete = true
 osd crush chooseleaf type = 0
+osd class update on start = false
+osd crush update on start = false
+mon data avail crit = 0
 run dir = {run}
 admin socket = {run}/$cluster-$name-$pid.asok
 pid file = {run}/$name.pid
@@ -342,6 +350,28 @@ def _wait_until(ready: Callable[[], bool], procs: list[subprocess.Popen], what: 
         delay = min(delay * 1.5, 1.0)
 
 
+def _retried(argv: list[str], what: str, procs: list[subprocess.Popen], log: Path) -> str:
+    """A cluster command run until it succeeds (bounded): a client that reaches the monitor before it has the
+    monitor map sends a zero fsid, which the monitor refuses with EPERM (seen here under load); it is harmless
+    to repeat each command used here (a refused one changed nothing; pool create accepts an existing pool)."""
+    result: list[str] = []
+    last: list[str] = ["no attempt"]
+
+    def attempt() -> bool:
+        try:
+            result.append(_run(argv, what, timeout=CONNECT_TIMEOUT_S + 30))
+            return True
+        except UserError as err:
+            last[0] = err.one_line()
+            return False
+
+    try:
+        _wait_until(attempt, procs, f"answering {what}", log)
+    except UserError as err:
+        raise UserError(f"{err.one_line()} (last error: {last[0]})") from None
+    return result[-1]
+
+
 def _succeeds(argv: list[str], want: str | None = None) -> bool:
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=CONNECT_TIMEOUT_S + 20)
@@ -373,8 +403,10 @@ def start_lab_cluster(workdir: Path, scratch: Path, td: Teardown, store: str) ->
     td.add_step(lambda: children.kill(mon, grace_s=STOP_GRACE_S))
     mon_log = scratch / "log" / f"mon.{MON_ID}.log"
     _wait_until(lambda: _succeeds(server.ceph("mon", "stat")), [mon], "answering", mon_log)
-    osd_id = _run(server.ceph("osd", "create"), "ceph osd create").strip()
+    osd_id = _retried(server.ceph("osd", "create"), "ceph osd create", [mon], mon_log).strip()
     osd_log = scratch / "log" / f"osd.{osd_id}.log"
+    _retried(server.ceph("osd", "crush", "add", f"osd.{osd_id}", "1.0", "host=lab", "root=default"),
+             "ceph osd crush add", [mon], mon_log)
     _run(["ceph-osd", *c, "--mkfs", "-i", osd_id], f"ceph-osd --mkfs ({store})", timeout=READY_TIMEOUT_S)
     with children.record_in(workdir):
         server.osd = children.spawn(["ceph-osd", *c, "-f", "-i", osd_id], stdin=subprocess.DEVNULL,
@@ -382,8 +414,8 @@ def start_lab_cluster(workdir: Path, scratch: Path, td: Teardown, store: str) ->
     osd = server.osd
     td.add_step(lambda: children.kill(osd, grace_s=STOP_GRACE_S))
     _wait_until(lambda: _succeeds(server.ceph("osd", "stat"), "1 up"), [mon, osd], "serving an OSD", osd_log)
-    _run(server.ceph("osd", "pool", "create", LAB_POOL, "8"), "ceph osd pool create")
-    _run(server.rbd("pool", "init", LAB_POOL), "rbd pool init")
+    _retried(server.ceph("osd", "pool", "create", LAB_POOL, "8"), "ceph osd pool create", [mon, osd], mon_log)
+    _retried(server.rbd("pool", "init", LAB_POOL), "rbd pool init", [mon, osd], mon_log)
     server.startup_s = round(time.monotonic() - t0, 1)
     return server
 

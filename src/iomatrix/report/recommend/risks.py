@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from iomatrix.domain import CACHE, CacheMode, Modifier
-from iomatrix.domain.axes import LUN_WRITE_CACHE_RISK
+from iomatrix.domain.axes import LUN_WRITE_CACHE_RISK, RBD_CACHE_RISK
 from iomatrix.report.durability import MeasuredIndex, measured_statements
 from iomatrix.report.query import CellWorkload
 from iomatrix.risk import risk_of
@@ -23,6 +23,7 @@ class RiskStatement:
 
 SITUATIONS = ("QEMU crash", "host crash or power loss", "live migration", "guest that does not send flushes")
 TARGET_POWER_LOSS = "iSCSI target power loss"  # only where the LUN's write cache is on
+RBD_CLIENT_CRASH = "Ceph client crash"  # only where librbd's cache holds writes (policy writeback, QEMU cache on)
 
 
 def measured_risks(cell: CellWorkload | None, measured: MeasuredIndex | None = None) -> dict[str, str]:
@@ -60,4 +61,7 @@ def risk_statements(cache: str, modifier: str = Modifier.NONE, cell: CellWorkloa
     out = [RiskStatement(s, found.get(s, texts[s]), "measured" if s in found else DOCUMENTED) for s in SITUATIONS]
     if cell is not None and cell.axes.get("lun_write_cache") == "on":  # the iSCSI target's own cache (issue 34)
         out.append(RiskStatement(TARGET_POWER_LOSS, LUN_WRITE_CACHE_RISK, DOCUMENTED))
+    # librbd's writeback cache (issue 35): QEMU turns librbd's cache off with cache.direct=on (block/rbd.c)
+    if cell is not None and cell.axes.get("rbd_cache_policy") == "writeback" and not sem.direct:
+        out.append(RiskStatement(RBD_CLIENT_CRASH, RBD_CACHE_RISK, DOCUMENTED))
     return out
