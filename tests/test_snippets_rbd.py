@@ -198,6 +198,8 @@ def test_tools_that_cannot_write_an_rbd_disk_say_so() -> None:
     assert snippets["nova"][0] is None and "images_type = rbd" in snippets["nova"][1]
     assert snippets["virt-install"][0] is None and "a Ceph RBD network disk" in snippets["virt-install"][1]
     assert "tgt" not in snippets
+    krbd = _snippets(rbd_client="krbd")["ceph"]
+    assert krbd[0] is None and "no librbd cache" in krbd[1]
 
 
 def test_a_stored_rbd_backing_gives_its_protocol_to_the_snippets() -> None:

@@ -263,11 +263,9 @@ def ceph_client_conf(values: Mapping[str, str]) -> str:
 def ceph_client_notes(values: Mapping[str, str]) -> list[str]:
     """What each cache line does and risks, the writethrough-until-flush interaction in its own sentence, and that
     the lines are the whole host's."""
-    notes = ["on each client host: the [client] section of /etc/ceph/ceph.conf (or `ceph config set client ...` "
-             "on the cluster); it applies to every librbd client of that host, every VM's disk on it, not one disk"]
-    if ceph_value(values, "rbd_client") == KRBD:
-        notes.append("krbd (the kernel's client) reads none of these: a mapped image is cached by the host's page "
-                     "cache as QEMU's cache mode says")
+    notes = ["on each client host: the [client] section of /etc/ceph/ceph.conf (Proxmox-managed Ceph: "
+             "/etc/pve/ceph.conf, shared by every node of the cluster), or `ceph config set client ...` on the "
+             "cluster; it applies to every librbd client of that host, every VM's disk on it, not one disk"]
     notes.append(QEMU_SETS_RBD_CACHE)
     if values.get("cache") in ("none", "directsync"):
         notes.append(f"with cache={values['cache']} QEMU turns librbd's cache off for this disk: the lines below "

@@ -160,9 +160,13 @@ def _proxmox_storage_notes(cfg: DiskConfig, kind: str, place: NetworkPlace) -> l
 
 
 def ceph_conf_snippet(cfg: DiskConfig) -> Snippet:
-    """ceph.conf's [client] lines for librbd's cache as measured (rbd_cache, its policy, writethrough until flush)."""
-    return Snippet("ceph", "ceph.conf [client] (librbd's cache, on each client host)", ceph_client_conf(cfg.values),
-                   "; ".join(ceph_client_notes(cfg.values)), "ini")
+    """ceph.conf's [client] lines for librbd's cache as measured (rbd_cache, its policy, writethrough until flush);
+    none for an image the kernel maps (krbd has no librbd cache: the rbd axes' rule keeps them at Ceph's defaults)."""
+    title = "ceph.conf [client] (librbd's cache, on each client host)"
+    if not cfg.userspace_client:
+        return Snippet("ceph", title, None, "none needed: krbd (the kernel's client) has no librbd cache; the host's "
+                                            "page cache serves the mapped image as QEMU's cache mode says", "ini")
+    return Snippet("ceph", title, ceph_client_conf(cfg.values), "; ".join(ceph_client_notes(cfg.values)), "ini")
 
 
 def rbd_create_snippet(cfg: DiskConfig, size_gib: int = DEFAULT_SIZE_GIB) -> Snippet:
