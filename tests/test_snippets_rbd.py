@@ -193,9 +193,18 @@ def test_rbd_knows_the_create_options_the_snippet_uses() -> None:
         assert f"{option} " in create.stdout + every.stdout, option
 
 
+def test_nova_puts_the_instance_disk_on_ceph() -> None:
+    text, note = _snippets(bus="virtio-scsi")["nova"]
+    assert text is not None and text.startswith("[libvirt]\ndisk_cachemodes = network=writeback\n")
+    assert (f"images_type = rbd\nimages_rbd_pool = {PLACE.pool}\nimages_rbd_ceph_conf = {PLACE.ceph_conf}\n"
+            f"rbd_user = {PLACE.ceph_user}\nrbd_secret_uuid = {PLACE.secret_uuid}") in text
+    assert "images_type = raw" not in text and "hw_disk_bus=scsi" in text and "rbd default order" in note
+    assert _snippets(format="qcow2")["nova"][0] is None and "raw images" in _snippets(format="qcow2")["nova"][1]
+    assert _snippets(rbd_client="krbd")["nova"][0] is None
+
+
 def test_tools_that_cannot_write_an_rbd_disk_say_so() -> None:
     snippets = _snippets()
-    assert snippets["nova"][0] is None and "images_type = rbd" in snippets["nova"][1]
     assert snippets["virt-install"][0] is None and "a Ceph RBD network disk" in snippets["virt-install"][1]
     assert "tgt" not in snippets
     krbd = _snippets(rbd_client="krbd")["ceph"]

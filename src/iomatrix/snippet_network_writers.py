@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from iomatrix.domain import BackingKind, Format
+from iomatrix.domain import BackingKind, Format, axes
 from iomatrix.snippet_network import (
     NETWORK_SKIPPED_KEYS,
     PROTOCOL_NAMES,
@@ -30,6 +30,9 @@ from iomatrix.snippet_network import (
 )
 from iomatrix.snippet_writers import (
     DEFAULT_SIZE_GIB,
+    NOVA_CACHE_KEY,
+    NOVA_IMAGE_FILE_KEYS,
+    NOVA_IMAGE_PROPERTY_PREFIX,
     PROXMOX_DISK_KEY,
     PROXMOX_IMAGE_FILE_KEYS,
     PROXMOX_SCSIHW,
@@ -215,14 +218,38 @@ def _nova(cfg: DiskConfig) -> Snippet:
     assert cfg.protocol is not None
     base = nova_snippet(cfg)
     if cfg.protocol == RBD:
-        return Snippet("nova", base.title, None, _not_available([
-            "Nova puts instance disks on Ceph with nova.conf [libvirt] images_type = rbd, images_rbd_pool, "
-            "images_rbd_ceph_conf, rbd_user and rbd_secret_uuid, and sets their cache with disk_cachemodes = "
-            "network=MODE; iomatrix does not write that configuration yet (Cinder's RBD driver for volumes)"]),
-            base.language)
+        return _nova_rbd(cfg, base.title)
     return Snippet("nova", base.title, None, _not_available([
         f"Nova attaches {PROTOCOL_NAMES[cfg.protocol]} disks as Cinder volumes, set up by the Cinder volume driver "
         "(its target and transport options), not by nova.conf's instance-disk settings"]), base.language)
+
+
+def _nova_rbd(cfg: DiskConfig, title: str) -> Snippet:
+    """Nova's rbd image backend: every instance disk of the compute node an RBD image, opened by librbd as a libvirt
+    network disk (nova.conf [libvirt] images_type = rbd and its pool, conf, user and secret; the cache mode of
+    network disks in disk_cachemodes)."""
+    unavailable = []
+    if not cfg.userspace_client:
+        unavailable.append("Nova opens instance disks on Ceph with librbd (libvirt network disks); it has no krbd mode")
+    if cfg.format != Format.RAW:
+        unavailable.append("Nova's rbd image backend keeps raw images (a qcow2 Glance image is converted to raw)")
+    opts, notes, refused = axes.tool_options(cfg.axis_values(), "nova", skip_keys=NOVA_IMAGE_FILE_KEYS)
+    if unavailable or refused:
+        return Snippet("nova", title, None, _not_available([*unavailable, *refused]), "ini")
+    place = NetworkPlace()
+    props = [kv for kv in opts if kv[0].startswith(NOVA_IMAGE_PROPERTY_PREFIX)]
+    conf = sorted((kv for kv in opts if kv not in props), key=lambda kv: kv[0] != NOVA_CACHE_KEY)
+    lines = ["[libvirt]", *(f"{k} = network={v}" if k == NOVA_CACHE_KEY else f"{k} = {v}" for k, v in conf),
+             "images_type = rbd", f"images_rbd_pool = {place.pool}", f"images_rbd_ceph_conf = {place.ceph_conf}",
+             f"rbd_user = {place.ceph_user}", f"rbd_secret_uuid = {place.secret_uuid}"]
+    if props:
+        lines.append("# image property: openstack image set " + "".join(f"--property {k}={v} " for k, v in props)
+                     + "IMAGE")
+    notes += [f"images_type = rbd puts every instance disk of the compute node in pool {place.pool} (volumes are "
+              "Cinder's RBD driver's); rbd_secret_uuid names the libvirt secret holding the cephx key, defined on "
+              "each compute node as for the libvirt snippet; librbd's cache is the ceph.conf snippet's; images Nova "
+              "creates take [client] rbd default order for their object size"]
+    return Snippet("nova", title, "\n".join(lines), "; ".join(notes), "ini")
 
 
 def network_snippets(cfg: DiskConfig, path: str | None = None) -> SnippetSet:
