@@ -1,22 +1,27 @@
-"""Where a disk served over the network lives, as each tool names it (issue 34): the pure part of the network
+"""Where a disk served over the network lives, as each tool names it (issues 34, 35): the pure part of the network
 disks' snippets, which `iomatrix.snippet_writers` puts into its libvirt, QEMU and Proxmox snippets and its tgt
 ``targets.conf`` snippet.
 
-A network disk is an iSCSI LUN (reached by QEMU's libiscsi or by the host kernel's open-iscsi) or an image file
-on an NFS export (reached by QEMU's libnfs or through the kernel's NFS mount): the cell's ``initiator`` and
-``nfs_client`` axes choose which. The addresses are placeholders from the documentation ranges (RFC 5737's
-192.0.2.0/24, an example.com IQN) that the user replaces with their own; `NetworkPlace` holds them.
+A network disk is an iSCSI LUN (reached by QEMU's libiscsi or by the host kernel's open-iscsi), an image file
+on an NFS export (reached by QEMU's libnfs or through the kernel's NFS mount) or a Ceph RBD image (reached by
+QEMU's librbd or mapped by the host kernel's krbd): the cell's ``initiator``, ``nfs_client`` and ``rbd_client``
+axes choose which. The addresses are placeholders from the documentation ranges (RFC 5737's 192.0.2.0/24, an
+example.com IQN) that the user replaces with their own; `NetworkPlace` holds them.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from iomatrix.domain.axes import ISCSI, KERNEL_CLIENT, LUN_WRITE_CACHE_RISK, LunType
+from iomatrix.domain.axes import ISCSI, KERNEL_CLIENT, KRBD, LUN_WRITE_CACHE_RISK, NFS, RBD, LunType, get
 
 ISCSI_PORT = 3260  # IANA's iSCSI port: libvirt and QEMU assume it where none is given
-PROTOCOL_NAMES = {"iscsi": "iSCSI", "nfs": "NFS"}
+CEPH_MON_PORT = 6789  # a Ceph monitor's msgr v1 port (IANA), libvirt's <host port=> for an rbd disk
+PROTOCOL_NAMES = {ISCSI: "iSCSI", NFS: "NFS", RBD: "Ceph RBD"}
+# The axis choosing each protocol's client and its value for the host kernel's client.
+KERNEL_CLIENT_OF = {ISCSI: ("initiator", KERNEL_CLIENT), NFS: ("nfs_client", KERNEL_CLIENT), RBD: ("rbd_client", KRBD)}
 # The user libnfs accesses an export as (libvirt <identity>): root, as measured (an export without root squash).
 NFS_IDENTITY = {"user": "root", "group": "root"}
 # The options a disk QEMU reaches with its own network client has no use for: aio is the file protocol's.
@@ -35,6 +40,11 @@ class NetworkPlace:
     image: str = "vm-disk"  # the image file's name on the export, without its format suffix
     mount: str = "/mnt/pve/nfs-store"  # where the kernel client mounts the export (Proxmox's own layout)
     lun_file: str = "/srv/iscsi/vm-disk.img"  # the LUN's backing file on the target host (targets.conf)
+    pool: str = "rbd"  # the Ceph pool the RBD image is in (`rbd pool init`'s default name)
+    ceph_user: str = "libvirt"  # the cephx user QEMU connects as (client.libvirt, Ceph's libvirt guide)
+    ceph_conf: str = "/etc/ceph/ceph.conf"  # the client host's ceph.conf: monitors, and the [client] cache lines
+    # libvirt's secret holding that user's cephx key (virsh secret-define; secret-set-value from `ceph auth get-key`)
+    secret_uuid: str = "2a5b08e4-3dbd-4bff-8b0e-4d6b1b8f2c6a"
 
     @property
     def portal(self) -> str:
@@ -46,6 +56,15 @@ class NetworkPlace:
     def mounted_file(self, fmt: str) -> str:
         return f"{self.mount}/{self.image}.{fmt}"
 
+    @property
+    def rbd_name(self) -> str:
+        """The image as libvirt and the rbd tool name it: POOL/IMAGE."""
+        return f"{self.pool}/{self.image}"
+
+    def rbd_device(self) -> str:
+        """The image's stable device name once the host kernel has mapped it (udev's /dev/rbd/POOL/IMAGE link)."""
+        return f"/dev/rbd/{self.rbd_name}"
+
     def by_path(self) -> str:
         """The LUN's stable device name once the kernel initiator has logged in (udev's by-path link)."""
         return f"/dev/disk/by-path/ip-{self.portal}-iscsi-{self.iqn}-lun-{self.lun}"
@@ -55,12 +74,22 @@ def network_url(protocol: str, place: NetworkPlace, fmt: str) -> str:
     """A network disk as qemu-img and QEMU's -drive name it."""
     if protocol == ISCSI:
         return f"iscsi://{place.portal}/{place.iqn}/{place.lun}"
+    if protocol == RBD:  # QEMU's rbd: pseudo-URL (block/rbd.c qemu_rbd_parse_filename): Ceph options after ':'
+        return f"rbd:{place.rbd_name}:id={place.ceph_user}:conf={place.ceph_conf}"
     return f"nfs://{place.host}{place.nfs_file(fmt)}"
 
 
 def client_is_kernel(protocol: str, values: Mapping[str, str]) -> bool:
-    axis = "initiator" if protocol == ISCSI else "nfs_client"
-    return values.get(axis) == KERNEL_CLIENT
+    axis, kernel = KERNEL_CLIENT_OF[protocol]
+    return values.get(axis) == kernel
+
+
+def libvirt_auth(protocol: str, place: NetworkPlace) -> tuple[dict[str, str], dict[str, str]] | None:
+    """(<auth> attributes, its <secret> attributes) of a network disk that logs in: an RBD image's cephx user and
+    the libvirt secret holding its key; None for the others (the snippets' LUNs and exports need no login)."""
+    if protocol != RBD:
+        return None
+    return {"username": place.ceph_user}, {"type": "ceph", "uuid": place.secret_uuid}
 
 
 def libvirt_source(protocol: str, values: Mapping[str, str], fmt: str, place: NetworkPlace
@@ -72,6 +101,10 @@ def libvirt_source(protocol: str, values: Mapping[str, str], fmt: str, place: Ne
             return "block", {"dev": place.by_path()}, None
         return "network", {"protocol": "iscsi", "name": f"{place.iqn}/{place.lun}"}, {"name": place.host,
                                                                                     "port": str(place.port)}
+    if protocol == RBD:
+        if client_is_kernel(protocol, values):
+            return "block", {"dev": place.rbd_device()}, None
+        return "network", {"protocol": RBD, "name": place.rbd_name}, {"name": place.host, "port": str(CEPH_MON_PORT)}
     if client_is_kernel(protocol, values):
         return "file", {"file": place.mounted_file(fmt)}, None
     return "network", {"protocol": "nfs", "name": place.nfs_file(fmt)}, {"name": place.host}
@@ -86,6 +119,11 @@ def qemu_protocol_node(protocol: str, values: Mapping[str, str], fmt: str, place
             return [("driver", "host_device"), ("filename", place.by_path())]
         return [("driver", "iscsi"), ("transport", "tcp"), ("portal", place.portal), ("target", place.iqn),
                 ("lun", str(place.lun))]
+    if protocol == RBD:  # QEMU 7.2's BlockdevOptionsRbd (qapi/block-core.json): the monitors come from conf
+        if client_is_kernel(protocol, values):
+            return [("driver", "host_device"), ("filename", place.rbd_device())]
+        return [("driver", RBD), ("pool", place.pool), ("image", place.image), ("conf", place.ceph_conf),
+                ("user", place.ceph_user)]
     if client_is_kernel(protocol, values):
         return [("driver", "file"), ("filename", place.mounted_file(fmt))]
     return [("driver", "nfs"), ("server.type", "inet"), ("server.host", place.host), ("path", place.nfs_file(fmt))]
@@ -96,11 +134,16 @@ def kernel_client_steps(protocol: str, place: NetworkPlace) -> str:
     if protocol == ISCSI:
         return (f"log the host in first (open-iscsi): iscsiadm -m discovery -t sendtargets -p {place.portal}; "
                 f"iscsiadm -m node -T {place.iqn} -p {place.portal} --login")
+    if protocol == RBD:
+        return (f"map the image on the host first (ceph-common, the kernel's rbd module): rbd map {place.rbd_name} "
+                f"--id {place.ceph_user} (udev links {place.rbd_device()}; list it in /etc/ceph/rbdmap to map it at "
+                "boot); librbd's [client] cache settings do not apply to a mapped image: the host's page cache and "
+                "QEMU's cache mode do")
     return f"mount the export first (nfs-common): mount -t nfs {place.host}:{place.export} {place.mount}"
 
 
 # Proxmox: the storage (storage.cfg) a network disk is on, by protocol and client.
-PROXMOX_STORAGE_ID = {"iscsidirect": "san-direct", "iscsi": "san", "nfs": "nfs-store"}
+PROXMOX_STORAGE_ID = {"iscsidirect": "san-direct", "iscsi": "san", "nfs": "nfs-store", RBD: "ceph-vm"}
 
 
 def proxmox_storage(protocol: str, values: Mapping[str, str], place: NetworkPlace) -> tuple[str, str, str]:
@@ -110,6 +153,11 @@ def proxmox_storage(protocol: str, values: Mapping[str, str], place: NetworkPlac
         kind = "iscsi" if client_is_kernel(protocol, values) else "iscsidirect"
         sid = PROXMOX_STORAGE_ID[kind]
         return kind, sid, f"{kind}: {sid}\n\tportal {place.host}\n\ttarget {place.iqn}\n\tcontent images"
+    if protocol == RBD:  # PVE/Storage/RBDPlugin.pm: krbd 1 maps the image with the kernel's client
+        sid = PROXMOX_STORAGE_ID[RBD]
+        krbd = int(client_is_kernel(protocol, values))
+        return RBD, sid, (f"rbd: {sid}\n\tpool {place.pool}\n\tmonhost {place.host}\n\tusername {place.ceph_user}\n"
+                          f"\tcontent images\n\tkrbd {krbd}")
     sid = PROXMOX_STORAGE_ID["nfs"]
     return "nfs", sid, (f"nfs: {sid}\n\tserver {place.host}\n\texport {place.export}\n\tpath {place.mount}\n"
                         "\tcontent images\n\toptions vers=4.2")
@@ -158,3 +206,108 @@ def tgt_note(values: Mapping[str, str]) -> str:
              "tgt's own default is on)")
     return (f"on the target host (tgt): save as /etc/tgt/conf.d/vm-disk.conf, then tgt-admin --update ALL; "
             f"{what}; {cache}; restrict access with initiator-address or incominguser")
+
+
+# --------------------------------------------------------------------------- Ceph RBD: librbd's cache, the image
+# The rbd axes (domain/axes.py), whose defaults are Ceph's own: what a cell that leaves one out was measured with,
+# and what a [client] section without the line gives.
+RBD_AXIS_NAMES = ("rbd_cache", "rbd_cache_policy", "rbd_cache_writethrough_until_flush", "rbd_object_size",
+                  "rbd_client")
+# The ceph.conf option each librbd cache axis is written as (ceph.conf takes spaces or underscores alike).
+CEPH_CLIENT_OPTIONS = {"rbd_cache": "rbd cache", "rbd_cache_policy": "rbd cache policy",
+                       "rbd_cache_writethrough_until_flush": "rbd cache writethrough until flush"}
+RBD_CACHE_POLICY_WORDS = {
+    "writeback": "writeback: a write is acknowledged once it is in librbd's cache (client memory, up to rbd cache "
+                 "max dirty, 24 MiB by default) and reaches the OSDs later or at the guest's flush: a crash of the "
+                 "client host or of QEMU loses what the guest has not flushed, like a disk's volatile write cache "
+                 "(safe for a guest that flushes, which QEMU cache=writeback tells it to do)",
+    "writearound": "writearound (Ceph's default since Octopus): a write is acknowledged once sent, before the OSDs "
+                   "have it, and is not kept for later reads; as writeback, a client crash loses what the guest "
+                   "has not flushed",
+    "writethrough": "writethrough: a write is acknowledged once the OSDs have it; the cache serves reads only "
+                    "(safe, the slowest for writes)",
+}
+WRITETHROUGH_UNTIL_FLUSH = (
+    "with rbd cache writethrough until flush = true (Ceph's default) librbd's cache stays writethrough until the "
+    "guest's first flush, so QEMU cache=writeback is no faster than cache=none for a guest or workload that never "
+    "flushes")
+# QEMU sets rbd_cache itself from its cache mode, over ceph.conf (block/rbd.c qemu_rbd_connect: cache.direct=on,
+# i.e. cache=none or directsync, sets it false; every other mode true).
+QEMU_SETS_RBD_CACHE = (
+    "QEMU sets rbd cache itself from its cache mode, over this file (block/rbd.c: cache=none and directsync turn "
+    "it off, writeback, writethrough and unsafe on): for QEMU's disks the cache mode is the switch, and the line "
+    "applies to the host's other librbd clients (fio's rbd engine, rbd-nbd)")
+
+
+def _ceph_bool(value: str) -> str:
+    return "true" if value == "on" else "false"
+
+
+def ceph_value(values: Mapping[str, str], axis: str) -> str:
+    """A cell's value of an rbd axis; Ceph's own default where the cell leaves it out (or shows '-')."""
+    default = str(get(axis).default)
+    value = values.get(axis, default)
+    return default if value in ("-", "") else value
+
+
+def ceph_client_conf(values: Mapping[str, str]) -> str:
+    """The [client] lines of ceph.conf for librbd's cache as the cell was measured: every one written, as Ceph's
+    defaults are what the rbd axes measure against."""
+    lines = ["[client]"]
+    for axis, option in CEPH_CLIENT_OPTIONS.items():
+        value = ceph_value(values, axis)
+        lines.append(f"{option} = {value if axis == 'rbd_cache_policy' else _ceph_bool(value)}")
+    return "\n".join(lines)
+
+
+def ceph_client_notes(values: Mapping[str, str]) -> list[str]:
+    """What each cache line does and risks, the writethrough-until-flush interaction in its own sentence, and that
+    the lines are the whole host's."""
+    notes = ["on each client host: the [client] section of /etc/ceph/ceph.conf (Proxmox-managed Ceph: "
+             "/etc/pve/ceph.conf, shared by every node of the cluster), or `ceph config set client ...` on the "
+             "cluster; it applies to every librbd client of that host, every VM's disk on it, not one disk"]
+    notes.append(QEMU_SETS_RBD_CACHE)
+    if values.get("cache") in ("none", "directsync"):
+        notes.append(f"with cache={values['cache']} QEMU turns librbd's cache off for this disk: the lines below "
+                     "rbd cache do not change it")
+    notes.append("rbd cache policy = " + RBD_CACHE_POLICY_WORDS[ceph_value(values, "rbd_cache_policy")])
+    if ceph_value(values, "rbd_cache_writethrough_until_flush") == "on":
+        notes.append(WRITETHROUGH_UNTIL_FLUSH)
+    else:
+        notes.append("rbd cache writethrough until flush = false: the cache policy applies from the first write, "
+                     "also for a guest that never flushes (an old kernel, a driver without flush support), which "
+                     "then loses acknowledged writes, and possibly its filesystem, in a client crash")
+    return notes
+
+
+def rbd_order(object_size: str) -> int:
+    """An object size as rbd(8) writes it (4M, 512K, 4194304) as the image's order, log2 of its bytes (Ceph's
+    rbd_default_order: 22 is 4 MiB); a one-line ValueError for one that is not a power of two from 4K to 32M."""
+    m = re.fullmatch(r"(\d+)([KM]?)B?", object_size.upper())
+    size = int(m.group(1)) << {"": 0, "K": 10, "M": 20}[m.group(2)] if m else 0
+    if size < 4096 or size > 32 << 20 or size & (size - 1):
+        raise ValueError(f"object size '{object_size}' is not a power of two from 4K to 32M")
+    return size.bit_length() - 1
+
+
+def qemu_img_rbd_target(values: Mapping[str, str], place: NetworkPlace) -> str:
+    """A qcow2 image on RBD as qemu-img creates it: QEMU's rbd driver creates the RBD image itself, with the
+    object size its connection's rbd_default_order gives (a Ceph option in the rbd: filename)."""
+    order = rbd_order(ceph_value(values, "rbd_object_size"))
+    return f"{network_url(RBD, place, 'qcow2')}:rbd_default_order={order}"
+
+
+def rbd_create(values: Mapping[str, str], place: NetworkPlace, size_gib: int) -> str:
+    """`rbd create` of the image with the object size it was measured with (rbd(8): --object-size B/K/M)."""
+    size = ceph_value(values, "rbd_object_size")
+    return f"rbd create --id {place.ceph_user} --size {size_gib}G --object-size {size} {place.rbd_name}"
+
+
+def rbd_create_note(values: Mapping[str, str]) -> str:
+    size = ceph_value(values, "rbd_object_size")
+    return (f"the object size ({size}) is a property of the image, fixed when it is created: the image is striped "
+            "over RADOS objects of that size; larger objects suit large sequential I/O, smaller ones spread small "
+            "random I/O over more placement groups and copy less on a clone's first write; an existing image "
+            "keeps its own (rbd info shows its order): copy it into a new one (rbd export | rbd import "
+            "--object-size, or qemu-img convert); images Proxmox or `rbd create` make without the option take "
+            "[client] rbd default order (22: 4 MiB objects)")

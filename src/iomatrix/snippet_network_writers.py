@@ -1,27 +1,38 @@
-"""The snippets of a disk served over the network (issue 34): an iSCSI LUN or an image on NFS, for every tool, with
-the notes a network disk needs (placeholders, the host's login or mount for the kernel's client, the target's own
-settings) and the iSCSI target's tgt targets.conf. Where the disk lives, as each tool names it, is in
-`iomatrix.snippet_network`; the tools' shared structure (drivers, buses, controllers) in `iomatrix.snippet_writers`.
+"""The snippets of a disk served over the network (issues 34, 35): an iSCSI LUN, an image on NFS or a Ceph RBD image,
+for every tool, with the notes a network disk needs (placeholders, the host's login, mount or map for the kernel's
+client, the target's own settings), the iSCSI target's tgt targets.conf, and for RBD the [client] lines of
+ceph.conf (librbd's cache) and the image's `rbd create` (its object size). Where the disk lives, as each tool names
+it, is in `iomatrix.snippet_network`; the tools' shared structure (drivers, buses, controllers) in
+`iomatrix.snippet_writers`.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from iomatrix.domain import BackingKind, Format
+from iomatrix.domain import BackingKind, Format, axes
 from iomatrix.snippet_network import (
     NETWORK_SKIPPED_KEYS,
     PROTOCOL_NAMES,
+    PROXMOX_STORAGE_ID,
+    RBD,
     NetworkPlace,
+    ceph_client_conf,
+    ceph_client_notes,
     client_is_kernel,
     kernel_client_steps,
     proxmox_storage,
     proxmox_volume,
+    rbd_create,
+    rbd_create_note,
     tgt_note,
     tgt_targets_conf,
 )
 from iomatrix.snippet_writers import (
     DEFAULT_SIZE_GIB,
+    NOVA_CACHE_KEY,
+    NOVA_IMAGE_FILE_KEYS,
+    NOVA_IMAGE_PROPERTY_PREFIX,
     PROXMOX_DISK_KEY,
     PROXMOX_IMAGE_FILE_KEYS,
     PROXMOX_SCSIHW,
@@ -50,22 +61,40 @@ def network_notes(cfg: DiskConfig) -> list[str]:
     if cfg.protocol is None:
         return []
     place = NetworkPlace()
-    where = (f"portal {place.portal}, target {place.iqn}, LUN {place.lun}" if cfg.backing == BackingKind.ISCSI
-             else f"server {place.host}, export {place.export}")
+    where = {BackingKind.ISCSI: f"portal {place.portal}, target {place.iqn}, LUN {place.lun}",
+             BackingKind.NFS: f"server {place.host}, export {place.export}",
+             BackingKind.RBD: f"monitor {place.host}, image {place.rbd_name}, user {place.ceph_user}, secret "
+                              f"{place.secret_uuid}"}[cfg.backing]
     notes = [f"replace the placeholder {where} with your storage's"]
     if client_is_kernel(cfg.protocol, cfg.values):
         notes.append(kernel_client_steps(cfg.protocol, place))
     else:
-        client = "libiscsi" if cfg.backing == BackingKind.ISCSI else "libnfs"
+        client = {BackingKind.ISCSI: "libiscsi", BackingKind.NFS: "libnfs", BackingKind.RBD: "librbd"}[cfg.backing]
         notes.append(f"QEMU opens the disk with its own {client} client (Debian package qemu-block-extra); aio= is an "
                      "option of QEMU's file protocol and is not set")
         if cfg.backing == BackingKind.NFS:
             notes.append("libvirt's <identity> is the user libnfs accesses the export as: root needs an export "
                          "without root squash, or name the image's owner")
+        if cfg.backing == BackingKind.RBD:
+            notes.append(f"QEMU reads the monitors from {place.ceph_conf} and client.{place.ceph_user}'s key from "
+                         "the keyring it names (libvirt passes the key from its secret instead)")
+    if cfg.backing == BackingKind.RBD:
+        notes.append("librbd's cache (rbd cache, its policy, writethrough until flush) is set in ceph.conf's "
+                     "[client] section, not on the disk: see the ceph.conf snippet")
     if cfg.backing == BackingKind.ISCSI and "lun_write_cache" not in cfg.more:
         notes.append("measured with the LUN's write cache off, which is not tgt's default: see the tgt targets.conf "
                      "snippet")
     return notes
+
+
+def libvirt_auth_note(cfg: DiskConfig) -> list[str]:
+    """What libvirt's <auth> of an RBD disk needs: the secret holding the cephx key."""
+    if cfg.backing != BackingKind.RBD or not cfg.userspace_client:
+        return []
+    place = NetworkPlace()
+    return [f"<auth>'s secret holds client.{place.ceph_user}'s cephx key: virsh secret-define a secret of usage "
+            f"type ceph with uuid {place.secret_uuid}, then virsh secret-set-value it to `ceph auth get-key "
+            f"client.{place.ceph_user}`"]
 
 
 def proxmox_network_snippet(cfg: DiskConfig, opts: Pairs, axis_notes: list[str], vmid: str = "VMID",
@@ -79,22 +108,25 @@ def proxmox_network_snippet(cfg: DiskConfig, opts: Pairs, axis_notes: list[str],
         return Snippet("proxmox", title, None, _not_available([
             f"Proxmox uses an iSCSI LUN as one raw disk ({kind} storage: format raw only); a qcow2 image on iSCSI "
             "is not a Proxmox layout (LVM on top of the LUN gives raw volumes)"]))
+    if kind == RBD and cfg.format != Format.RAW:
+        return Snippet("proxmox", title, None, _not_available([
+            "a Proxmox rbd storage holds raw images only (RBD has its own thin provisioning and snapshots)"]))
     drive = [kv for kv in _proxmox_drive_options(opts) if kv[0] not in NETWORK_SKIPPED_KEYS["proxmox"]
              or not cfg.userspace_client]
     if kind != "nfs":
-        drive = [kv for kv in drive if kv[0] not in PROXMOX_IMAGE_FILE_KEYS]  # the LUN is the disk
+        drive = [kv for kv in drive if kv[0] not in PROXMOX_IMAGE_FILE_KEYS]  # the LUN or RBD image is the disk
     drive += measured_defaults("proxmox", dict(drive))
     if kind == "nfs":  # a property of the storage (preallocation of new images), written in its entry
         entry += "".join(f"\n\t{k} {v}" for k, v in opts if k in PROXMOX_STORAGE_KEYS)
-    volume = proxmox_volume(kind, sid, place) if kind != "nfs" else f"{sid}:{size_gib}"
+    volume = proxmox_volume(kind, sid, place) if kind not in ("nfs", RBD) else f"{sid}:{size_gib}"
     cmd = f"qm set {vmid}"
     if cfg.bus in PROXMOX_SCSIHW:
         cmd += f" --scsihw {PROXMOX_SCSIHW[cfg.bus]}"
     line = shell_command([*cmd.split(), f"--{dict(opts)[PROXMOX_DISK_KEY]}0",
                           ",".join([volume, *(f"{k}={v}" for k, v in drive)])])
     text = f"# /etc/pve/storage.cfg (or pvesm add {kind} {sid} …)\n{entry}\n\n{line}"
-    notes = [f"replace the placeholder addresses ({place.host}, {place.iqn if kind != 'nfs' else place.export}) "
-             "with your storage's"]
+    named = {"nfs": place.export, RBD: f"pool {place.pool}, user {place.ceph_user}"}.get(kind, place.iqn)
+    notes = [f"replace the placeholder addresses ({place.host}, {named}) with your storage's"]
     notes += _proxmox_storage_notes(cfg, kind, place)
     notes += [n for n in network_notes(cfg) if "tgt" in n]
     notes += axis_notes
@@ -111,6 +143,16 @@ def _proxmox_storage_notes(cfg: DiskConfig, kind: str, place: NetworkPlace) -> l
     elif kind == "iscsi":
         notes.append("iscsi: the host kernel's initiator (open-iscsi) logs in and the LUN is a block device; the "
                      "volume id is CHANNEL.ID.LUN.scsi-WWID: pvesm list san shows yours")
+    elif kind == RBD:
+        krbd = client_is_kernel(cfg.protocol, cfg.values)
+        notes.append(f"krbd {int(krbd)}: " + ("the host kernel's rbd client maps each image (/dev/rbdN), as "
+                                              "measured; librbd's [client] cache settings do not apply" if krbd else
+                                              "QEMU's own librbd client, as measured; its cache is set in the "
+                                              "[client] section of ceph.conf (see the ceph.conf snippet)"))
+        notes.append("for a cluster Proxmox does not manage, its key goes in /etc/pve/priv/ceph/"
+                     f"{PROXMOX_STORAGE_ID[RBD]}.keyring; "
+                     f"STORAGE:SIZE creates a new image vm-VMID-disk-N of SIZE GiB (its object size: the "
+                     "rbd create snippet)")
     else:
         notes.append("Proxmox mounts an nfs storage with the host kernel's NFS client (under /mnt/pve/ID); "
                      + ("as measured" if client_is_kernel(cfg.protocol, cfg.values) else
@@ -118,6 +160,28 @@ def _proxmox_storage_notes(cfg: DiskConfig, kind: str, place: NetworkPlace) -> l
                         "client's figures may differ (measure nfs_client=kernel where the host has one)"))
         notes.append("STORAGE:SIZE allocates a new image of SIZE GiB on the export")
     return notes
+
+
+def ceph_conf_snippet(cfg: DiskConfig) -> Snippet:
+    """ceph.conf's [client] lines for librbd's cache as measured (rbd_cache, its policy, writethrough until flush);
+    none for an image the kernel maps (krbd has no librbd cache: the rbd axes' rule keeps them at Ceph's defaults)."""
+    title = "ceph.conf [client] (librbd's cache, on each client host)"
+    if not cfg.userspace_client:
+        return Snippet("ceph", title, None, "none needed: krbd (the kernel's client) has no librbd cache; the host's "
+                                            "page cache serves the mapped image as QEMU's cache mode says", "ini")
+    return Snippet("ceph", title, ceph_client_conf(cfg.values), "; ".join(ceph_client_notes(cfg.values)), "ini")
+
+
+def rbd_create_snippet(cfg: DiskConfig, size_gib: int = DEFAULT_SIZE_GIB) -> Snippet:
+    """The RBD image with the object size it was measured on (rbd_object_size): set when it is created. A qcow2
+    image on RBD that QEMU opens with librbd is created by qemu-img instead (its snippet gives the object size); one
+    the kernel maps is an RBD image first, whatever is written on it."""
+    title = "rbd create (the image, with its object size)"
+    if cfg.format != Format.RAW and cfg.userspace_client:
+        return Snippet("rbd", title, None, "none needed: qemu-img create makes the RBD image of a qcow2 disk itself, "
+                                            "its object size set by rbd_default_order in the rbd: filename; "
+                                            + rbd_create_note(cfg.values))
+    return Snippet("rbd", title, rbd_create(cfg.values, NetworkPlace(), size_gib), rbd_create_note(cfg.values))
 
 
 def tgt_snippet(cfg: DiskConfig) -> Snippet:
@@ -144,7 +208,8 @@ def _virt_install(cfg: DiskConfig, path: str | None) -> Snippet:
     if cfg.userspace_client:
         assert cfg.protocol is not None
         return Snippet("virt-install", "virt-install --disk", None, _not_available([
-            f"an {PROTOCOL_NAMES[cfg.protocol]} network disk (QEMU's own client) is written as the libvirt XML "
+            f"{'a' if cfg.protocol == RBD else 'an'} {PROTOCOL_NAMES[cfg.protocol]} network disk (QEMU's own client) "
+            "is written as the libvirt XML "
             "above: virt-install … --import, then virsh edit VM to put that <disk> in"]))
     return _with_notes(virt_install_snippet(cfg, path), network_notes(cfg))
 
@@ -152,21 +217,52 @@ def _virt_install(cfg: DiskConfig, path: str | None) -> Snippet:
 def _nova(cfg: DiskConfig) -> Snippet:
     assert cfg.protocol is not None
     base = nova_snippet(cfg)
+    if cfg.protocol == RBD:
+        return _nova_rbd(cfg, base.title)
     return Snippet("nova", base.title, None, _not_available([
         f"Nova attaches {PROTOCOL_NAMES[cfg.protocol]} disks as Cinder volumes, set up by the Cinder volume driver "
         "(its target and transport options), not by nova.conf's instance-disk settings"]), base.language)
 
 
+def _nova_rbd(cfg: DiskConfig, title: str) -> Snippet:
+    """Nova's rbd image backend: every instance disk of the compute node an RBD image, opened by librbd as a libvirt
+    network disk (nova.conf [libvirt] images_type = rbd and its pool, conf, user and secret; the cache mode of
+    network disks in disk_cachemodes)."""
+    unavailable = []
+    if not cfg.userspace_client:
+        unavailable.append("Nova opens instance disks on Ceph with librbd (libvirt network disks); it has no krbd mode")
+    if cfg.format != Format.RAW:
+        unavailable.append("Nova's rbd image backend keeps raw images (a qcow2 Glance image is converted to raw)")
+    opts, notes, refused = axes.tool_options(cfg.axis_values(), "nova", skip_keys=NOVA_IMAGE_FILE_KEYS)
+    if unavailable or refused:
+        return Snippet("nova", title, None, _not_available([*unavailable, *refused]), "ini")
+    place = NetworkPlace()
+    props = [kv for kv in opts if kv[0].startswith(NOVA_IMAGE_PROPERTY_PREFIX)]
+    conf = sorted((kv for kv in opts if kv not in props), key=lambda kv: kv[0] != NOVA_CACHE_KEY)
+    lines = ["[libvirt]", *(f"{k} = network={v}" if k == NOVA_CACHE_KEY else f"{k} = {v}" for k, v in conf),
+             "images_type = rbd", f"images_rbd_pool = {place.pool}", f"images_rbd_ceph_conf = {place.ceph_conf}",
+             f"rbd_user = {place.ceph_user}", f"rbd_secret_uuid = {place.secret_uuid}"]
+    if props:
+        lines.append("# image property: openstack image set " + "".join(f"--property {k}={v} " for k, v in props)
+                     + "IMAGE")
+    notes += [f"images_type = rbd puts every instance disk of the compute node in pool {place.pool} (volumes are "
+              "Cinder's RBD driver's); rbd_secret_uuid names the libvirt secret holding the cephx key, defined on "
+              "each compute node as for the libvirt snippet; librbd's cache is the ceph.conf snippet's; images Nova "
+              "creates take [client] rbd default order for their object size"]
+    return Snippet("nova", title, "\n".join(lines), "; ".join(notes), "ini")
+
+
 def network_snippets(cfg: DiskConfig, path: str | None = None) -> SnippetSet:
-    """Every tool's snippet for a new disk of `cfg` on its network storage (cfg.protocol), and tgt's for an iSCSI
-    LUN."""
+    """Every tool's snippet for a new disk of `cfg` on its network storage (cfg.protocol), tgt's for an iSCSI
+    LUN, and ceph.conf's [client] lines and `rbd create` for an RBD image."""
     notes = network_notes(cfg)
     return SnippetSet(cfg, [
-        _with_notes(libvirt_snippet(cfg, path), notes),
+        _with_notes(libvirt_snippet(cfg, path), [*notes, *libvirt_auth_note(cfg)]),
         _with_notes(qemu_snippet(cfg, path), notes),
         _proxmox(cfg),
         _virt_install(cfg, path),
         _nova(cfg),
         qemu_img_snippet(cfg, path),
         *([tgt_snippet(cfg)] if cfg.backing == BackingKind.ISCSI else []),
+        *([ceph_conf_snippet(cfg), rbd_create_snippet(cfg)] if cfg.backing == BackingKind.RBD else []),
     ])

@@ -54,8 +54,10 @@ from iomatrix.snippet_network import (
     NFS_IDENTITY,
     NetworkPlace,
     client_is_kernel,
+    libvirt_auth,
     libvirt_source,
     network_url,
+    qemu_img_rbd_target,
     qemu_protocol_node,
 )
 
@@ -229,12 +231,12 @@ class DiskConfig:
 
     @property
     def protocol(self) -> str | None:
-        """The network protocol the disk is reached by ("iscsi", "nfs"); None for a local file or device."""
-        return self.backing.value if self.backing in (BackingKind.ISCSI, BackingKind.NFS) else None
+        """The network protocol the disk is reached by ("iscsi", "nfs", "rbd"); None for a local file or device."""
+        return self.backing.value if self.backing.value in NETWORK_BACKINGS else None
 
     @property
     def userspace_client(self) -> bool:
-        """A network disk QEMU reaches with its own client (libiscsi, libnfs): no host file, so no aio=."""
+        """A network disk QEMU reaches with its own client (libiscsi, libnfs, librbd): no host file, so no aio=."""
         return self.protocol is not None and not client_is_kernel(self.protocol, self._values)
 
     def axis_values(self) -> dict[str, str]:
@@ -273,9 +275,10 @@ def refusal(values: Mapping[str, str], backing: BackingKind) -> str | None:
     """Why QEMU would not run a configuration: the registry's rules, for a backing that takes O_DIRECT (the
     user's storage is not probed). The bus's rule is left out: it is about the guest kernel iomatrix boots
     (no ahci driver), not the user's VM."""
-    protocol = backing.value if backing in (BackingKind.ISCSI, BackingKind.NFS) else None
-    ctx = RuleContext(BackingFacts(unavailable=None, o_direct=True,
-                                   is_device=backing in (BackingKind.BLOCK, BackingKind.ISCSI), protocol=protocol),
+    protocol = backing.value if backing.value in NETWORK_BACKINGS else None
+    # An RBD image is a fixed-size volume, as a LUN is: a raw disk on it is the volume itself.
+    ctx = RuleContext(BackingFacts(unavailable=None, o_direct=True, protocol=protocol,
+                                   is_device=backing in (BackingKind.BLOCK, BackingKind.ISCSI, BackingKind.RBD)),
                       "your storage")
     for axis in axes.axes():
         if axis.name == "bus":
@@ -368,6 +371,9 @@ def libvirt_disk_element(cfg: DiskConfig, path: str | None = None, dev: str | No
     if source.get("protocol") == "nfs":
         # libvirt's schema (9.0) requires the user and group libnfs accesses the export as: NFS_IDENTITY.
         ET.SubElement(src, "identity", NFS_IDENTITY)
+    if kind == "network" and cfg.protocol is not None and (auth := libvirt_auth(cfg.protocol, NetworkPlace())):
+        # <auth> beside <source>, where Ceph's libvirt guide and every libvirt since 0.9.7 put it.
+        ET.SubElement(ET.SubElement(disk, "auth", auth[0]), "secret", auth[1])
     ET.SubElement(disk, "target", dict([("dev", dev or LIBVIRT_DEV[cfg.bus]), *target]))
     if cfg.bus == Bus.VIRTIO_SCSI_SINGLE:  # the disk's own controller
         ET.SubElement(disk, "address", type="drive", controller=SINGLE_CONTROLLER_INDEX, bus="0", target="0",
@@ -666,9 +672,14 @@ def qemu_img_snippet(cfg: DiskConfig, path: str | None = None, size_gib: int = D
     target = path or cfg.default_path()
     if cfg.backing in (BackingKind.BLOCK, BackingKind.ISCSI) and cfg.format == Format.RAW:
         return Snippet("qemu-img", title, None, "none needed: a raw disk on a block device is the device itself")
+    if cfg.backing == BackingKind.RBD and cfg.format == Format.RAW:
+        return Snippet("qemu-img", title, None, "none needed: a raw disk on Ceph is the RBD image itself, which the "
+                                                "rbd create snippet makes with its object size")
     if cfg.protocol is not None and client_is_kernel(cfg.protocol, cfg.values):
         # The kernel's client gives a device (by-path) or a file under the mount: qemu-img writes it as any other.
         target = path or qemu_protocol_node(cfg.protocol, cfg.values, cfg.format.value, NetworkPlace())[1][1]
+    elif cfg.backing == BackingKind.RBD:  # QEMU's rbd driver creates the RBD image, with the cell's object size
+        target = path or qemu_img_rbd_target(cfg.values, NetworkPlace())
     argv = ["qemu-img", "create", "-f", cfg.format.value]
     opts = [f"preallocation={cfg.preallocation}"] if cfg.preallocation != Preallocation.OFF else []
     opts += [f"{k}={v}" for k, v in axes.qemu_options(cfg.axis_values()).create]

@@ -16,7 +16,7 @@ from iomatrix.current.common import (
     _set_l2_cache,
     _value,
 )
-from iomatrix.current.network import NetworkDiskRead, read_by_path, read_libvirt_source
+from iomatrix.current.network import NetworkDiskRead, note_qemu_rbd_cache, read_by_path, read_libvirt_source
 from iomatrix.domain import BUS, SCSI_CONTROLLER_BUSES, Bus, axes
 from iomatrix.domain.axes import IOThread
 from iomatrix.errors import UserError
@@ -85,7 +85,13 @@ def _network_disk(disk: ET.Element, src: ET.Element | None, dev: str) -> Network
     if disk.get("type") == "network":
         if src is None:
             raise _bad(f"disk {dev} source", "(none)", "<source protocol='iscsi|nfs' name=…><host …/></source>")
-        return read_libvirt_source(src.attrib, [h.attrib for h in src.iter("host")], dev)
+        # <auth> beside <source>, or inside it (libvirt ≥ 3.9 accepts both)
+        auth = disk.find("auth") if disk.find("auth") is not None else src.find("auth")
+        network = read_libvirt_source(src.attrib, [h.attrib for h in src.iter("host")], dev,
+                                      auth.get("username") if auth is not None else None)
+        drv = disk.find("driver")
+        note_qemu_rbd_cache(network, drv.get("cache") if drv is not None else None)
+        return network
     if disk.get("type") == "block" and src is not None and (name := src.get("dev")):
         return read_by_path(name)
     return None

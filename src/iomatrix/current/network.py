@@ -1,28 +1,33 @@
-"""--current for disks served over the network (issue 34): an iSCSI LUN or an image on NFS, as libvirt, QEMU and
-Proxmox write them, read back as the disk's protocol, its address (a URL) and the client axes (``initiator``,
-``nfs_client``). Pure parsers: nothing here connects to a server.
+"""--current for disks served over the network (issues 34, 35): an iSCSI LUN, an image on NFS or a Ceph RBD image, as
+libvirt, QEMU and Proxmox write them, read back as the disk's protocol, its address (a URL) and the client axes
+(``initiator``, ``nfs_client``, ``rbd_client``) with, for RBD, the librbd cache settings a QEMU filename gives.
+Pure parsers: nothing here connects to a server.
 
 What they read:
 
 * libvirt: ``<disk type='network'>`` with ``<source protocol='iscsi' name='IQN/LUN'>`` or ``protocol='nfs'
   name='/export/file'`` and its ``<host name= port=>`` (QEMU's own client); a ``type='block'`` disk whose source is
-  udev's ``/dev/disk/by-path/ip-HOST:PORT-iscsi-IQN-lun-N`` (the kernel's initiator);
-* QEMU: ``-drive file=iscsi://HOST[:PORT]/IQN/LUN`` or ``file=nfs://HOST/PATH``, ``-blockdev`` whose protocol node
-  is ``driver=iscsi`` (portal, target, lun) or ``driver=nfs`` (server.host, path), as the format node's ``file.``
-  options or as the first -blockdev itself;
+  udev's ``/dev/disk/by-path/ip-HOST:PORT-iscsi-IQN-lun-N`` (the kernel's initiator); ``protocol='rbd'
+  name='POOL/IMAGE'`` with its monitors' ``<host>`` (optional: ceph.conf names them) and ``<auth username=>``, and
+  a ``type='block'`` disk on udev's ``/dev/rbd/POOL/IMAGE`` (an image the kernel's krbd mapped);
+* QEMU: ``-drive file=iscsi://HOST[:PORT]/IQN/LUN``, ``file=nfs://HOST/PATH`` or ``file=rbd:POOL/IMAGE[:KEY=VALUE…]``,
+  ``-blockdev`` whose protocol node is ``driver=iscsi`` (portal, target, lun), ``driver=nfs`` (server.host, path)
+  or ``driver=rbd`` (pool, image, conf, user), as the format node's ``file.`` options or as the first -blockdev
+  itself;
 * Proxmox: a volume on an ``iscsidirect`` storage (``STORE:lunN``), an ``iscsi`` one (``STORE:0.0.N.scsi-WWID``),
   and with a storage.cfg beside the ``qm config`` file, an ``nfs`` one (which qm config alone cannot tell from a
-  directory storage).
+  directory storage) and an ``rbd`` one (``krbd 1``: the kernel's client; qm config alone cannot tell it from LVM).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from iomatrix.current.common import _bad
-from iomatrix.domain.axes import ISCSI, KERNEL_CLIENT, NFS
+from iomatrix.current.common import _bad, _value
+from iomatrix.domain import CacheMode, axes
+from iomatrix.domain.axes import ISCSI, KERNEL_CLIENT, KRBD, NFS, RBD
 
 ISCSI_PORT = 3260
 # iscsi://[USER[%PASSWORD]@]HOST[:PORT]/IQN/LUN (QEMU's block/iscsi.c, libiscsi's URL form)
@@ -34,8 +39,21 @@ BY_PATH_ISCSI = re.compile(r"^/dev/disk/by-path/ip-(.+):(\d+)-iscsi-(.+)-lun-(\d
 # Proxmox volume names on iSCSI storages (pve-storage ISCSIDirectPlugin / ISCSIPlugin parse_volname).
 PROXMOX_ISCSIDIRECT_VOLUME = re.compile(r"^lun(\d+)$")
 PROXMOX_ISCSI_VOLUME = re.compile(r"^\d+\.\d+\.(\d+)\.[^/\s]+$")
+# An rbd storage's volume: vm-VMID-disk-N, base-VMID-disk-N (a template), a linked clone base/disk (RBDPlugin
+# parse_volname), also the volume name of an LVM or ZFS storage.
+PROXMOX_RBD_VOLUME = re.compile(r"^(?:(?:base|vm)-\d+-[\w.-]+/)?(?:base|vm)-\d+-[\w.-]+$")
+PROXMOX_RBD_DEFAULT_POOL = "rbd"  # RBDPlugin: an rbd storage without 'pool' uses the pool named rbd
 ISCSI_FORMS = "iscsi://HOST[:PORT]/IQN/LUN"
 NFS_FORMS = "nfs://HOST/EXPORT/PATH/IMAGE"
+RBD_FORMS = "rbd:POOL/IMAGE[:id=USER][:conf=FILE]"
+# An RBD image as libvirt and the rbd tool name it: POOL/IMAGE, or POOL/NAMESPACE/IMAGE, with an optional @SNAP.
+RBD_NAME = re.compile(r"^([^/@:]+)/(?:([^/@:]+)/)?([^/@:]+)(?:@([^/@:]+))?$")
+# udev's link of an image the kernel's krbd mapped (ceph's udev/50-rbd.rules: /dev/rbd/POOL[/NAMESPACE]/IMAGE).
+BY_RBD = re.compile(r"^/dev/rbd/([^/]+)/(?:([^/]+)/)?([^/@]+)(?:@[^/]+)?$")
+# The Ceph options of a QEMU rbd: filename that the rbd axes name (block/rbd.c passes them to librados as they
+# are): rbd_cache is not among them, as QEMU sets it from its own cache mode (`note_qemu_rbd_cache`).
+RBD_FILENAME_AXES = ("rbd_cache_policy", "rbd_cache_writethrough_until_flush")
+CEPH_TRUE, CEPH_FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
 
 @dataclass
@@ -47,6 +65,72 @@ class NetworkDiskRead:
     url: str | None
     axes: dict[str, str] = field(default_factory=dict)
     note: str = ""
+    kernel_client: bool = False  # reached through the host kernel's client: a device or file, so aio= applies
+
+
+def rbd_url(name: str) -> str:
+    """An RBD image as QEMU's -drive names it (rbd:POOL/IMAGE), the form the results and snippets show."""
+    return f"rbd:{name}"
+
+
+def _rbd_name(name: str, where: str) -> str:
+    """POOL/IMAGE (or POOL/NAMESPACE/IMAGE, @SNAP) checked; a one-line error otherwise."""
+    if RBD_NAME.match(name) is None:
+        raise _bad(where, name or "(none)", "POOL/IMAGE, e.g. rbd/vm-100-disk-0")
+    return name
+
+
+def _rbd_read(name: str, how: str, axes_read: dict[str, str] | None = None, kernel: bool = False) -> NetworkDiskRead:
+    client = "the host kernel's krbd" if kernel else "QEMU's own client (librbd)"
+    return NetworkDiskRead(RBD, rbd_url(name), {**({"rbd_client": KRBD} if kernel else {}), **(axes_read or {})},
+                           f"a Ceph RBD image reached by {client}: {name}{how}", kernel_client=kernel)
+
+
+def _ceph_onoff(key: str, value: str) -> str:
+    if value.lower() in CEPH_TRUE:
+        return "on"
+    if value.lower() in CEPH_FALSE:
+        return "off"
+    raise _bad(key, value, "true or false")
+
+
+def rbd_filename_axes(options: Mapping[str, str], where: str) -> dict[str, str]:
+    """The rbd axes a QEMU rbd: filename's Ceph options set (Ceph spells them with '_' or ' '), away from Ceph's
+    defaults."""
+    found: dict[str, str] = {}
+    for key, raw in options.items():
+        axis = key.replace(" ", "_")
+        if axis not in RBD_FILENAME_AXES:
+            continue
+        value = raw if axis == "rbd_cache_policy" else _ceph_onoff(f"{where} {key}", raw)
+        value = _value(axis, f"{where} {key}", value)
+        if value != axes.get(axis).default:
+            found[axis] = value
+    return found
+
+
+def note_qemu_rbd_cache(network: NetworkDiskRead, cache: str | None) -> None:
+    """Say, in the disk's note, that QEMU turns librbd's cache off itself for cache=none/directsync (block/rbd.c
+    qemu_rbd_connect, over ceph.conf): the cell keeps rbd_cache at its default, as the rbd axes' rule does."""
+    if network.protocol == RBD and not network.kernel_client and cache in (CacheMode.NONE, CacheMode.DIRECTSYNC):
+        network.note += f"; QEMU turns librbd's cache off for cache={cache} (block/rbd.c), whatever ceph.conf says"
+
+
+def read_rbd_filename(text: str, where: str) -> NetworkDiskRead:
+    """QEMU's rbd:POOL/IMAGE[@SNAP][:KEY=VALUE…] (block/rbd.c qemu_rbd_parse_filename; '\\:' is a literal colon):
+    the image, its user (id=) and the cache options the axes name."""
+    parts = re.split(r"(?<!\\):", text.removeprefix("rbd:"))
+    if RBD_NAME.match(parts[0]) is None:
+        raise _bad(where, text, RBD_FORMS)
+    name = parts[0]
+    options: dict[str, str] = {}
+    for part in parts[1:]:
+        key, sep, value = part.partition("=")
+        if not sep or not key:
+            raise _bad(where, text, RBD_FORMS)
+        options[key] = value.replace("\\:", ":")
+    user = f", user {options['id']}" if "id" in options else ""
+    return _rbd_read(name, user, rbd_filename_axes(options, where))
 
 
 def iscsi_url(host: str, port: int | str | None, iqn: str, lun: int | str) -> str:
@@ -74,30 +158,43 @@ def read_url(url: str, where: str) -> NetworkDiskRead | None:
         if m is None or m.group(2) in ("", "/"):
             raise _bad(where, url, NFS_FORMS)
         return NetworkDiskRead(NFS, url, note=f"an image on NFS reached by QEMU's own client (libnfs): {url}")
+    if url.startswith("rbd:"):
+        return read_rbd_filename(url, where)
     if re.match(r"^[a-z][a-z0-9+]*://", url):
         scheme = url.split(":", 1)[0]
-        raise _bad(where, url, f"a file, a device, {ISCSI_FORMS} or {NFS_FORMS} (iomatrix does not measure "
-                               f"{scheme} disks)")
+        raise _bad(where, url, f"a file, a device, {ISCSI_FORMS}, {NFS_FORMS} or {RBD_FORMS} (iomatrix does not "
+                               f"measure {scheme} disks)")
     return None
 
 
 def read_by_path(dev: str) -> NetworkDiskRead | None:
-    """A block device named by udev's iSCSI by-path link: the LUN the host kernel's initiator logged in to."""
+    """A block device named by udev's iSCSI by-path link (the LUN the host kernel's initiator logged in to) or by
+    its /dev/rbd/POOL/IMAGE link (the RBD image the kernel's krbd mapped)."""
+    if m := BY_RBD.match(dev):
+        pool, namespace, image = m.groups()
+        return _rbd_read("/".join(filter(None, (pool, namespace, image))), f" ({dev})", kernel=True)
     m = BY_PATH_ISCSI.match(dev)
     if m is None:
         return None
     host, port, iqn, lun = m.groups()
     return NetworkDiskRead(ISCSI, iscsi_url(host, port, iqn, lun), {"initiator": KERNEL_CLIENT},
-                           f"an iSCSI LUN the host kernel's initiator logged in to ({dev})")
+                           f"an iSCSI LUN the host kernel's initiator logged in to ({dev})", kernel_client=True)
 
 
-def read_libvirt_source(source: Mapping[str, str], hosts: list[Mapping[str, str]], dev: str) -> NetworkDiskRead:
-    """A libvirt <disk type='network'>'s <source> attributes and its <host> elements."""
+def read_libvirt_source(source: Mapping[str, str], hosts: list[Mapping[str, str]], dev: str,
+                        username: str | None = None) -> NetworkDiskRead:
+    """A libvirt <disk type='network'>'s <source> attributes, its <host> elements and its <auth username=>."""
     protocol = source.get("protocol")
-    if protocol not in (ISCSI, NFS):
+    if protocol not in (ISCSI, NFS, RBD):
         raise _bad(f"disk {dev} source protocol", protocol or "(none)",
-                   "iscsi or nfs (iomatrix measures no other network disk)")
+                   "iscsi, nfs or rbd (iomatrix measures no other network disk)")
     name = source.get("name", "")
+    if protocol == RBD:  # the monitors may be left to ceph.conf: <host> is optional
+        name = _rbd_name(name, f"disk {dev} source name")
+        monitors = ", ".join(f"{h['name']}:{h.get('port', '6789')}" for h in hosts if h.get("name"))
+        how = "".join((f", monitors {monitors}" if monitors else ", monitors from ceph.conf",
+                       f", user {username}" if username else ""))
+        return _rbd_read(name, how)
     if not hosts or not hosts[0].get("name"):
         raise _bad(f"disk {dev} source host", "(none)", "<host name='SERVER' port='PORT'/> inside <source>")
     host, port = hosts[0]["name"], hosts[0].get("port")
@@ -116,28 +213,60 @@ def read_libvirt_source(source: Mapping[str, str], hosts: list[Mapping[str, str]
     return NetworkDiskRead(NFS, url, note=f"an image on NFS reached by QEMU's own client (libnfs): {url}")
 
 
+def _rbd_node(node: Mapping[str, str]) -> NetworkDiskRead:
+    """A driver=rbd protocol node's options (QEMU 7.2's BlockdevOptionsRbd: pool, namespace, image, conf, user)."""
+    pool, image = node.get("pool"), node.get("image")
+    if not pool or not image:
+        raise _bad("-blockdev driver=rbd", f"pool={pool or ''},image={image or ''}",
+                   "pool=POOL and image=IMAGE (and conf=FILE, user=USER)")
+    for key, value in (("pool", pool), ("image", image)):
+        if "/" in value or "@" in value:
+            raise _bad(f"-blockdev driver=rbd {key}", value, f"a {key} name (no '/' or '@')")
+    name = _rbd_name("/".join(filter(None, (pool, node.get("namespace"), image))), "-blockdev driver=rbd pool/image")
+    user = node.get("user")
+    return _rbd_read(name, f", user {user}" if user else "")
+
+
+def _iscsi_node(node: Mapping[str, str]) -> NetworkDiskRead:
+    """A driver=iscsi protocol node's options (portal, target, lun)."""
+    portal, target, lun = (node.get(k) for k in ("portal", "target", "lun"))
+    if not portal or not target:
+        raise _bad("-blockdev driver=iscsi", f"portal={portal or ''},target={target or ''}",
+                   "portal=HOST[:PORT] and target=IQN (and lun=N)")
+    host, _, port = portal.rpartition(":") if re.search(r":\d+$", portal) else (portal, "", "")
+    url = iscsi_url(host, port or None, target, _checked_lun(lun or "0", "-blockdev lun"))
+    return NetworkDiskRead(ISCSI, url, note=f"an iSCSI LUN reached by QEMU's own initiator (libiscsi): {url}")
+
+
+def _nfs_node(node: Mapping[str, str]) -> NetworkDiskRead:
+    """A driver=nfs protocol node's options (server.host, path)."""
+    host, path = node.get("server.host"), node.get("path")
+    if not host or not path:
+        raise _bad("-blockdev driver=nfs", f"server.host={host or ''},path={path or ''}",
+                   "server.host=SERVER and path=/EXPORT/IMAGE")
+    url = f"nfs://{host}{path}"
+    return NetworkDiskRead(NFS, url, note=f"an image on NFS reached by QEMU's own client (libnfs): {url}")
+
+
+def _local_node(node: Mapping[str, str]) -> NetworkDiskRead | None:
+    """A file or host_device protocol node: a network disk only where the kernel's client named the device."""
+    return read_by_path(name) if (name := node.get("filename")) else None
+
+
+# QEMU's protocol drivers a network disk is opened with, and the local ones a kernel client's device or file is.
+_PROTOCOL_NODES: dict[str, Callable[[Mapping[str, str]], NetworkDiskRead | None]] = {
+    ISCSI: _iscsi_node, NFS: _nfs_node, RBD: _rbd_node, "host_device": _local_node, "file": _local_node}
+
+
 def read_qemu_node(node: Mapping[str, str]) -> NetworkDiskRead | None:
     """A -blockdev's protocol node (``file.``-prefixed under a format node, or bare when the first -blockdev is the
     protocol node) or a -drive's ``file=`` URL; None where it is a local file or device."""
     for prefix in ("file.", ""):
-        driver = node.get(f"{prefix}driver")
-        if driver == ISCSI:
-            portal, target, lun = (node.get(f"{prefix}{k}") for k in ("portal", "target", "lun"))
-            if not portal or not target:
-                raise _bad("-blockdev driver=iscsi", f"portal={portal or ''},target={target or ''}",
-                           "portal=HOST[:PORT] and target=IQN (and lun=N)")
-            host, _, port = portal.rpartition(":") if re.search(r":\d+$", portal) else (portal, "", "")
-            url = iscsi_url(host, port or None, target, _checked_lun(lun or "0", "-blockdev lun"))
-            return NetworkDiskRead(ISCSI, url, note=f"an iSCSI LUN reached by QEMU's own initiator (libiscsi): {url}")
-        if driver == NFS:
-            host, path = node.get(f"{prefix}server.host"), node.get(f"{prefix}path")
-            if not host or not path:
-                raise _bad("-blockdev driver=nfs", f"server.host={host or ''},path={path or ''}",
-                           "server.host=SERVER and path=/EXPORT/IMAGE")
-            url = f"nfs://{host}{path}"
-            return NetworkDiskRead(NFS, url, note=f"an image on NFS reached by QEMU's own client (libnfs): {url}")
-        if driver in ("host_device", "file") and (name := node.get(f"{prefix}filename")):
-            return read_by_path(name)
+        reader = _PROTOCOL_NODES.get(node.get(f"{prefix}driver", ""))
+        if reader is not None:
+            found = reader({k.removeprefix(prefix): v for k, v in node.items() if k.startswith(prefix)})
+            if found is not None or node.get(f"{prefix}filename"):
+                return found
     drive_file = node.get("file")
     if drive_file is not None:
         return read_url(drive_file, "-drive file") or read_by_path(drive_file)
@@ -188,7 +317,9 @@ def read_proxmox_volume(volume: str, storage: Mapping[str, tuple[str, dict[str, 
             server, export = props.get("server"), props.get("export", "")
             return NetworkDiskRead(NFS, None, {"nfs_client": KERNEL_CLIENT},
                                    f"an image on the NFS storage {sid} ({server}:{export}), which Proxmox mounts with "
-                                   "the host kernel's client"), None
+                                   "the host kernel's client", kernel_client=True), None
+        if kind == RBD:
+            return _proxmox_rbd(sid, volname, props), None
         return None, None
     if m := PROXMOX_ISCSIDIRECT_VOLUME.match(volname):
         return _proxmox_iscsi("iscsidirect", sid, None), None
@@ -197,7 +328,25 @@ def read_proxmox_volume(volume: str, storage: Mapping[str, tuple[str, dict[str, 
     if storage is None and "/" in volname:
         return None, (f"storage {sid} may be a directory or an NFS storage: qm config does not say; put a copy of "
                       "/etc/pve/storage.cfg beside the file, named storage.cfg, to read it")
+    if storage is None and PROXMOX_RBD_VOLUME.match(volname):
+        return None, (f"storage {sid} may be LVM, ZFS or Ceph RBD: qm config does not say; put a copy of "
+                      "/etc/pve/storage.cfg beside the file, named storage.cfg, to read an RBD one")
     return None, None
+
+
+def _proxmox_rbd(sid: str, volname: str, props: Mapping[str, str]) -> NetworkDiskRead:
+    """A volume of an rbd storage (PVE/Storage/RBDPlugin.pm): the image POOL/VOLNAME, reached by QEMU's librbd, or
+    mapped by the host kernel's krbd where the storage says krbd 1."""
+    if PROXMOX_RBD_VOLUME.match(volname) is None:
+        raise _bad(f"volume {sid}:{volname}", volname, "an rbd storage's image name, e.g. vm-101-disk-0")
+    krbd = props.get("krbd", "0")
+    if krbd not in ("0", "1"):
+        raise _bad(f"storage.cfg rbd: {sid} krbd", krbd, "0 or 1")
+    pool = props.get("pool", PROXMOX_RBD_DEFAULT_POOL)
+    where = f" on the rbd storage {sid}" + (f" (monitors {props['monhost']})" if "monhost" in props else
+                                            " (the Proxmox-managed cluster)")
+    image = volname.rpartition("/")[2]  # a linked clone's BASE/IMAGE: the image is the clone (its parent: BASE)
+    return _rbd_read(_rbd_name(f"{pool}/{image}", f"volume {sid}:{volname}"), where, kernel=krbd == "1")
 
 
 def _proxmox_iscsi(kind: str, sid: str, url: str | None) -> NetworkDiskRead:

@@ -14,9 +14,9 @@ from iomatrix.current.common import (
     _bad,
     _value,
 )
-from iomatrix.current.network import NetworkDiskRead, parse_storage_cfg, read_proxmox_volume
+from iomatrix.current.network import NetworkDiskRead, note_qemu_rbd_cache, parse_storage_cfg, read_proxmox_volume
 from iomatrix.domain import Bus, Format, axes
-from iomatrix.domain.axes import ISCSI, KERNEL_CLIENT, IOThread
+from iomatrix.domain.axes import ISCSI, RBD, IOThread
 from iomatrix.errors import UserError
 
 # `qm config VMID` output, or the VM's file /etc/pve/qemu-server/VMID.conf (the same "key: value" lines, then a
@@ -132,11 +132,12 @@ def _network_volume(volume: str, storage_cfg: str | None, values: dict[str, str]
     if network is None:
         return None, unknown
     values.update(network.axes)
-    if network.protocol == ISCSI:
+    if network.protocol in (ISCSI, RBD):  # a LUN, an RBD image: raw (qemu-server gives no other format)
         values["format"] = Format.RAW.value
-        if network.axes.get("initiator") != KERNEL_CLIENT:
-            values["aio"] = axes.get("aio").default
-            defaulted[:] = [d for d in defaulted if not d.startswith("aio")]
+    if network.protocol in (ISCSI, RBD) and not network.kernel_client:
+        values["aio"] = axes.get("aio").default
+        defaulted[:] = [d for d in defaulted if not d.startswith("aio")]
+        note_qemu_rbd_cache(network, values.get("cache"))
     return network, unknown
 
 

@@ -24,7 +24,7 @@ from iomatrix.current.common import (
     _value,
     cache_from_switches,
 )
-from iomatrix.current.network import NetworkDiskRead, read_qemu_node
+from iomatrix.current.network import NetworkDiskRead, note_qemu_rbd_cache, read_qemu_node
 from iomatrix.domain import Bus, Format, axes
 from iomatrix.domain.axes import IOThread
 from iomatrix.errors import UserError
@@ -76,9 +76,10 @@ def _existing_disk(node: dict[str, str], protocol_node: dict[str, str] | None, v
     network = read_qemu_node(protocol_node or node)
     if network is None:
         return ExistingDisk("qemu", image, block=block), None
-    if not network.axes:  # QEMU's own client
+    if not network.kernel_client:  # QEMU's own client
         values["aio"] = QEMU_DEFAULT_AIO
         defaulted[:] = [d for d in defaulted if not d.startswith("aio")]
+        note_qemu_rbd_cache(network, values.get("cache"))
     return ExistingDisk("qemu", network.url, block=block, protocol=network.protocol), network
 
 

@@ -302,15 +302,16 @@ class BackingKind(StrEnum):
 
     FILE = "file"
     BLOCK = "block"
-    # Served over the network (issue 34): an iSCSI LUN, an image file on an NFS export.
+    # Served over the network (issue 34): an iSCSI LUN, an image file on an NFS export; a Ceph RBD image (issue 35).
     ISCSI = "iscsi"
     NFS = "nfs"
+    RBD = "rbd"
 
 
 # Backing types (plan `[[backing]] type`) whose target is a block device rather than an image file.
 BLOCK_BACKINGS = ("blockdev", "lvm")
 # Backing types served over the network: the disk's protocol is the backing type's name.
-NETWORK_BACKINGS = ("iscsi", "nfs")
+NETWORK_BACKINGS = ("iscsi", "nfs", "rbd")
 
 
 @dataclass(frozen=True)
