@@ -68,10 +68,12 @@ def test_object_size_is_checked_like_cephs() -> None:
     assert "power of two" in (a.invalid("64M") or "")
 
 
-def test_writeback_policy_is_a_risk_like_a_disk_cache() -> None:
+def test_writeback_and_writearound_policies_are_a_risk_like_a_disk_cache() -> None:
+    # writearound acknowledges a write while it is in flight to the OSDs: unflushed writes die with the client
     risk = axes.get("rbd_cache_policy").risk
     assert risk("writeback") == SafetyLevel.LIKE_A_DISK_CACHE
-    assert risk("writearound") is None and risk("writethrough") is None
+    assert risk("writearound") == SafetyLevel.LIKE_A_DISK_CACHE
+    assert risk("writethrough") is None
 
 
 def test_krbd_probe_names_what_is_missing() -> None:

@@ -1028,14 +1028,17 @@ RBD_CACHE = Axis(
     tools=_ceph_client_tool("rbd_cache", "on"))
 RBD_CACHE_POLICY = Axis(
     "rbd_cache_policy", "what librbd's cache does with writes (ceph.conf rbd cache policy): writearound (Ceph's "
-    "default: writes go to the OSDs at once, reads are cached), writeback (writes are held in the client's memory "
+    "default: writes are sent to the OSDs at once but acknowledged while in flight, up to rbd cache max dirty; "
+    "reads are cached), writeback (writes are held in the client's memory "
     "until a flush or the dirty limit), writethrough (every write waits for the OSDs)",
     ("writearound", "writeback", "writethrough"), "writearound", ("writearound",), frozenset({Layer.IMAGE}),
     short="rbd_policy",
     rules=(_only_on(RBD, "rbd_cache_policy", "writearound"),),
     simpler=("writearound", "writethrough", "writeback"),
-    # writeback holds acknowledged writes in the client until the guest flushes: like a disk's volatile cache
-    risk=lambda v: SafetyLevel.LIKE_A_DISK_CACHE if v == "writeback" else None,
+    # writeback holds acknowledged writes in the client until the guest flushes, and writearound acknowledges a
+    # write while it is still in flight to the OSDs (librbd's WriteAroundObjectDispatch "completes it back to the
+    # invoker"): either loses unflushed writes on a client crash, like a disk's volatile cache; flushes are honoured
+    risk=lambda v: SafetyLevel.LIKE_A_DISK_CACHE if v in ("writeback", "writearound") else None,
     tools=_ceph_client_tool("rbd_cache_policy", "writearound"))
 RBD_WRITETHROUGH_UNTIL_FLUSH = Axis(
     "rbd_cache_writethrough_until_flush", "whether librbd's cache stays writethrough until the guest's first flush "
