@@ -43,7 +43,8 @@ def test_the_axes_have_cephs_own_defaults() -> None:
     ({"rbd_cache": "off", "cache": "none"}, RBD, "already sets rbd_cache=off for cache=none"),
     ({"aio": "native"}, RBD, "QEMU's rbd driver on backing b"),
     ({"rtt": "2ms"}, RBD, "connects to them directly, past any relay"),
-    ({"format": "qcow2"}, RBD, "iomatrix makes RBD images raw"),
+    ({"format": "qed"}, RBD, "iomatrix makes RBD images raw or qcow2"),
+    ({"format": "qcow2", "preallocation": "full"}, RBD, "preallocates only off or metadata"),
 ])
 def test_a_value_where_it_does_not_belong_is_pruned_with_the_reason(values: dict[str, str], facts: BackingFacts,
                                                                      expected: str) -> None:
@@ -55,6 +56,7 @@ def test_a_value_where_it_does_not_belong_is_pruned_with_the_reason(values: dict
     {},
     {"cache": "writeback", "rbd_cache_policy": "writeback", "rbd_cache_writethrough_until_flush": "off"},
     {"rbd_object_size": "1M", "cache": "writethrough"},
+    {"format": "qcow2", "preallocation": "metadata"},
     {"rbd_client": "krbd", "aio": "native"},  # a mapped /dev/rbdN is a block device: aio applies
 ])
 def test_a_value_where_it_belongs_runs(values: dict[str, str]) -> None:

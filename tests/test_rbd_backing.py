@@ -194,8 +194,20 @@ def test_lab_disk_is_written_and_read_by_qemu_with_the_cells_object_size(lab: tu
     finally:
         server.remove_disk(disk)
     assert image not in _images(server)
-    with pytest.raises(UserError, match="format 'qcow2' on an RBD image"):
-        server.new_disk({"format": "qcow2"}, size_bytes=64 * MiB, name="q")
+    # qcow2: created by qemu-img through librbd, the cell's object size passed as rbd_default_order
+    q = server.new_disk({"format": "qcow2", "rbd_object_size": "1M"}, size_bytes=64 * MiB, name="q")
+    try:
+        assert q.format == "qcow2"
+        _qemu_write_read(q, "0x3c")
+        qimage = dict(q.protocol_options)["image"]
+        qinfo = json.loads(subprocess.run(server.rbd("info", "--format", "json", f"{server.pool}/{qimage}"),
+                                          capture_output=True, text=True, timeout=120).stdout)
+        assert qinfo["object_size"] == MiB
+    finally:
+        server.remove_disk(q)
+    assert qimage not in _images(server)
+    with pytest.raises(UserError, match="raw or qcow2"):
+        server.new_disk({"format": "qed"}, size_bytes=64 * MiB, name="e")
 
 
 def _config_seen_by_qemu(disk: NetworkDisk, cache: str) -> dict[str, str]:

@@ -46,8 +46,10 @@ from iomatrix.backing.leftover_kinds import Leftover, LeftoverError
 from iomatrix.backing.leftover_rbd import RbdImageLeftover, rbd_argv
 from iomatrix.backing.network import NetworkDisk
 from iomatrix.backing.spec import RbdBacking
+from iomatrix.domain.ceph import format_reason, object_order
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import version_of
+from iomatrix.images import create_image_argv
 
 LOOPBACK = "127.0.0.1"
 LAB_POOL = "iomatrix"
@@ -178,13 +180,12 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_.")[:60] or "disk"
 
 
-def _raw_only(values: Mapping[str, str]) -> str:
+def _image_format(values: Mapping[str, str]) -> str:
     fmt = values.get("format", "raw") or "raw"
     fmt = "raw" if fmt == "-" else fmt
-    if fmt != "raw":
-        # qemu-img create on an rbd: URL makes the image itself with its own object size: the axis would be lost
-        raise UserError(f"format {fmt!r} on an RBD image is not supported: RBD images are used raw here",
-                        hint='use format = "raw" for an rbd backing (an RBD image is thin and snapshots itself)')
+    reason = format_reason(fmt, "rbd", values.get("preallocation", "-") or "-")
+    if reason:
+        raise UserError(reason, hint='use format = "raw" or "qcow2" (preallocation off or metadata) on rbd')
     return fmt
 
 
@@ -248,7 +249,7 @@ class _RbdPool:
 
     def new_disk(self, values: Mapping[str, str], *, size_bytes: int, name: str,
                  create_options: tuple[tuple[str, str], ...] = ()) -> NetworkDisk:
-        fmt = _raw_only(values)
+        fmt = _image_format(values)
         settings = cache_settings(values)
         obj = object_size(values)
         image = self._image_name(name)
@@ -261,8 +262,17 @@ class _RbdPool:
         self._record_image(image)
         self._disks[image] = disk_conf
         try:
-            _run(self.rbd("create", f"{self.pool}/{image}", "--size", f"{size_bytes}B", "--object-size", obj),
-                 f"rbd create {self.pool}/{image}")
+            if fmt == "raw":
+                _run(self.rbd("create", f"{self.pool}/{image}", "--size", f"{size_bytes}B", "--object-size", obj),
+                     f"rbd create {self.pool}/{image}")
+            else:
+                # QEMU creates the image itself through librbd: the object size goes in as rbd_default_order, a Ceph
+                # option of the rbd: filename (rbd create would clash with it)
+                target = f"{rbd_url(self.pool, image, disk_conf, self.user)}:rbd_default_order={object_order(obj)}"
+                argv = create_image_argv(Path(target), fmt, values.get("preallocation", "off") or "off",
+                                         size_bytes, create_options)
+                assert argv is not None  # never None for a qcow2 image
+                _run(argv, f"qemu-img create -f {fmt} {self.pool}/{image}")
         except BaseException:
             self._drop(image)
             raise

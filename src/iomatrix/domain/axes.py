@@ -1064,7 +1064,8 @@ RBD_OBJECT_SIZE = Axis(
     "image is striped over the OSDs in",
     ceph.OBJECT_SIZES, "4M", ("4M",), frozenset({Layer.IMAGE}), short="rbd_obj",
     rules=(_only_on(RBD, "rbd_object_size", "4M"),
-           Rule(("format",), lambda values, ctx: ceph.format_reason(values.get("format", NA), _protocol(ctx)))),
+           Rule(("format",), lambda values, ctx: ceph.format_reason(values.get("format", NA), _protocol(ctx),
+                                                         values.get("preallocation", NA)))),
     simpler=ceph.OBJECT_SIZES,
     check_value=ceph.object_size_problem,
     tools=_ceph_client_tool("rbd_object_size", "4M"))

@@ -46,13 +46,26 @@ def cache_rule_reason(values: Mapping[str, str], protocol: str | None) -> str | 
             "rbd_cache=off cannot take effect through QEMU")
 
 
-def format_reason(fmt: str, protocol: str | None) -> str | None:
-    """The RBD backing makes raw images only: `qemu-img create -f qcow2 rbd:…` creates the image itself, with
-    QEMU's object size instead of the cell's (backing/rbd.py refuses it too, in one line)."""
+def format_reason(fmt: str, protocol: str | None, preallocation: str = NA) -> str | None:
+    """The RBD backing makes raw images with `rbd create`, and qcow2 ones with `qemu-img create` on the rbd: URL
+    (the cell's object size passed as rbd_default_order); qed is not offered, and QEMU's rbd driver cannot
+    preallocate with falloc/full under a qcow2 node."""
     if protocol != RBD or fmt in (NA, "raw"):
         return None
-    return (f"format={fmt} on an rbd backing: iomatrix makes RBD images raw (qemu-img would create a {fmt} image "
-            "with its own object size, not the cell's rbd_object_size)")
+    if fmt != "qcow2":
+        return f"format={fmt} on an rbd backing: iomatrix makes RBD images raw or qcow2"
+    if preallocation not in (NA, "off", "metadata"):
+        return (f"preallocation={preallocation} with qcow2 on an rbd backing: qemu-img creates it through QEMU's "
+                "rbd driver, which preallocates only off or metadata under a qcow2 node")
+    return None
+
+
+def object_order(value: str) -> int:
+    """rbd_default_order of an object size ("4M" → 22): what `qemu-img create` on an rbd: URL takes."""
+    m = re.fullmatch(r"(\d+)([KM])", value)
+    if m is None or object_size_problem(value):
+        raise ValueError(object_size_problem(value) or value)
+    return (int(m.group(1)) << (10 if m.group(2) == "K" else 20)).bit_length() - 1
 
 
 def object_size_problem(value: str) -> str | None:
