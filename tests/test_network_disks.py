@@ -29,6 +29,7 @@ from iomatrix.backing.provision import BackingHandle, provision
 from iomatrix.backing.spec import IscsiBacking, NfsBacking
 from iomatrix.domain.axes import BackingFacts
 from iomatrix.fio.jobs import JobShape
+from iomatrix.guest.process import live_guest_pids
 from iomatrix.matrix import Cell, estimate_seconds
 from iomatrix.monitor.sampler import HostSampler
 from iomatrix.monitor.summary import field_total
@@ -44,6 +45,7 @@ from iomatrix.tiers.blocklayer import BlockLayerTier, daemon_argv
 from iomatrix.tiers.declared.blocklayer import BlockLayer
 from iomatrix.tiers.declared.consolidation import Consolidation
 from iomatrix.tiers.declared.durability import Durability
+from iomatrix.tiers.guest import GuestTier
 from iomatrix.tiers.network_disks import disk_name, disk_values, measures_rtt
 from iomatrix.workloads import resolve
 from tests.conftest import iomatrix_argv, needs, root_only, run_cli, sigint_default
@@ -475,3 +477,103 @@ def test_the_answer_says_a_latency_was_emulated_and_how_closely_it_was_met(workd
     assert len(notes) == 1 and notes[0].startswith("rtt=2ms was emulated by a userspace relay"), notes
     measured = float(notes[0].split("(no netem): ")[1].split(" ms measured")[0])
     assert measured > 0
+
+
+# ----------------------------------------------------------------------------- guests on a network disk
+
+def _guest_plan(backing: str) -> Plan:
+    return Plan.model_validate({"name": "t", "tier": ["guest"], "format": ["raw"], "preallocation": ["off"],
+                                "cache": ["none"], "bus": ["virtio-blk"], "lun_write_cache": ["off"],
+                                "backing": [{"type": backing}], "size": "16M", "image_size": "64M",
+                                "runtime": 0.1, "null_ceiling": False,
+                                "workloads": ["rand-write-4k", "rand-read-4k"]})
+
+
+def _guest_runs(handle: BackingHandle, workdir: Path, batched: bool
+                ) -> tuple[list[RunOutcome], list[dict[str, object]], float | None]:
+    """Every unit of the guest plan on the backing, under the real host sampler wired as the runner wires it: in
+    one boot (`batched`, the guest tier's usual way) or a boot each; (outcomes, followed processes, I/O CPU s)."""
+    assert handle.server is not None
+    plan = _guest_plan(handle.server.protocol)
+    exp = plan_expansion(plan, None, set())
+    assert not [p for p in exp.pruned if p.what.startswith("guest/")], exp.pruned
+    target = Target("network", handle.path, server=handle.server)
+    tier = GuestTier(plan, RunOptions(workdir=workdir, accel="tcg"))
+    tier.open()
+    try:
+        with HostSampler([], interval=0.2) as s:
+            reqs = [RunRequest(cell=u.cell, workload=resolve(u.workload.name, None), target=target,
+                               shape=JobShape(plan.size_bytes, plan.runtime, image_bytes=plan.image_size_bytes),
+                               run_dir=workdir / "runs" / f"g{i}", timeout_s=300, on_process=s.attach_pid,
+                               on_server_process=lambda pid: s.attach_pid(pid, role="server"))
+                    for i, u in enumerate(exp.units)]
+            outs = tier.run_batch(reqs) if batched else [tier.run(r) for r in reqs]
+    finally:
+        tier.close()
+    return outs, s.followed_processes(), field_total(s.samples, "iopath.cpu_s")
+
+
+def _check_guest_runs(handle: BackingHandle, outs: list[RunOutcome], followed: list[dict[str, object]],
+                      io_cpu: float | None, server_name: str) -> None:
+    assert handle.server is not None
+    protocol = handle.server.protocol
+    assert len(outs) == 2
+    for out in outs:
+        assert out.ok, (out.error, out.console_tail[-2000:])
+        assert out.metrics["total.iops"] > 0
+        nd = out.meta["network_disk"]
+        assert nd["protocol"] == protocol and nd["format"] == "raw"
+        assert out.meta["network_server"] == handle.server.metadata()
+        assert server_name in {p["name"] for p in out.meta["server_processes"]}
+        # QEMU opened the disk with its own client: the block layer's graph, on the guest's command line
+        argv = " ".join(out.meta["qemu_argv"])
+        assert f"file.driver={protocol}" in argv and nd["url"].split("/")[2] in argv
+        # the disk was given back: its file is gone from the server
+        assert nd["server_path"] and not Path(nd["server_path"]).exists()
+    roles = {p["name"]: p["role"] for p in followed}
+    assert roles.get(server_name) == "server", roles
+    assert io_cpu is not None and io_cpu > 0
+
+
+def _nothing_left(workdir: Path, server_name: str) -> None:
+    assert not live_guest_pids()
+    assert not any(p.info["name"] in (server_name, "qemu-system-x86_64") and
+                   str(workdir) in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["name", "cmdline"]))
+    assert leftovers.pending(workdir) == []
+    backings = workdir / "backings"
+    assert not backings.exists() or not any(f.is_file() for f in backings.rglob("*"))
+
+
+@needs("qemu-system-x86_64")
+@root_only
+@pytest.mark.slow
+def test_a_guest_on_a_lab_started_iscsi_lun(workdir: Path) -> None:
+    """Two runs in one TCG boot, each on its own fileio LUN with the write cache off, opened by QEMU's libiscsi
+    driver: ok with a positive figure, the LUN, the server and the RTT recorded, tgtd counted in the CPU per I/O;
+    no LUN file, tgtd, QEMU or ledger entry left."""
+    if (why := IscsiBacking().availability(set())) is not None:
+        pytest.skip(why)
+    with provision(IscsiBacking(), workdir, set()) as handle:
+        outs, followed, io_cpu = _guest_runs(handle, workdir, batched=True)
+    _check_guest_runs(handle, outs, followed, io_cpu, "tgtd")
+    assert outs[0].boot_id == outs[1].boot_id  # one boot for both
+    for out in outs:
+        nd = out.meta["network_disk"]
+        assert nd["lun_type"] == "fileio" and nd["lun_write_cache_read_back"] == "off"
+        assert out.meta["rtt_requested_ms"] == 0.0 and out.meta["rtt_measured_ms"] > 0
+    _nothing_left(workdir, "tgtd")
+
+
+@needs("qemu-system-x86_64")
+@root_only
+@pytest.mark.slow
+def test_a_guest_on_a_file_on_a_lab_started_nfs_export(workdir: Path) -> None:
+    """A boot per run (the guest tier's single-run path), each on its own raw file on the export, opened by QEMU's
+    libnfs driver: ok, recorded, ganesha counted; the export empty and nothing left afterwards."""
+    if (why := NfsBacking().availability(set())) is not None:
+        pytest.skip(why)
+    with provision(NfsBacking(), workdir, set()) as handle:
+        outs, followed, io_cpu = _guest_runs(handle, workdir, batched=False)
+        assert list(handle.server.export_dir.iterdir()) == []
+    _check_guest_runs(handle, outs, followed, io_cpu, "ganesha.nfsd")
+    _nothing_left(workdir, "ganesha.nfsd")
