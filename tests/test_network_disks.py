@@ -31,6 +31,7 @@ from iomatrix.domain.axes import BackingFacts
 from iomatrix.fio.jobs import JobShape
 from iomatrix.guest.process import live_guest_pids
 from iomatrix.matrix import Cell, estimate_seconds
+from iomatrix.matrix import expand as matrix_expand
 from iomatrix.monitor.sampler import HostSampler
 from iomatrix.monitor.summary import field_total
 from iomatrix.plan.load import load_plan
@@ -39,9 +40,11 @@ from iomatrix.qemu_block import DiskSpec, blockdev_spec, out_of_space
 from iomatrix.report.recommend.per_backing import answer_backings
 from iomatrix.runner import plan_expansion
 from iomatrix.store import Store
+from iomatrix.sweep.expansion import backing_facts
 from iomatrix.tiers.baremetal import BareMetalTier
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Target, Tier
 from iomatrix.tiers.blocklayer import BlockLayerTier, daemon_argv
+from iomatrix.tiers.declared.baremetal import BareMetal
 from iomatrix.tiers.declared.blocklayer import BlockLayer
 from iomatrix.tiers.declared.consolidation import Consolidation
 from iomatrix.tiers.declared.durability import Durability
@@ -135,6 +138,29 @@ def test_durability_and_consolidation_are_pruned_on_a_network_backing_with_the_r
     for tier in (Durability, Consolidation):
         assert tier.prune_reason(Cell.of(tier=tier.name), BackingFacts(None, True, False, protocol="iscsi"))
         assert tier.prune_reason(Cell.of(tier=tier.name), BackingFacts(None, True, False)) is None
+
+
+@pytest.mark.parametrize("backing", [{"type": "iscsi", "portal": "192.0.2.7:3260", "iqn": "iqn.2026-11.org.example:t"},
+                                     {"type": "nfs", "server": "192.0.2.7", "export": "/srv/vms"}])
+def test_the_server_side_baseline_is_pruned_with_the_reason_on_an_existing_server(backing: dict[str, str]):
+    """An existing server does not show where it keeps a disk's bytes: the bare-metal cell is pruned (no failed
+    run), the lab-started server's bare-metal cell is kept, and the block layer runs on both. (The existing
+    server, at a documentation address, is taken as reachable and handed over: its facts as probed, but
+    `unavailable` cleared.)"""
+    plan = Plan.model_validate({"name": "t", "tier": ["baremetal", "blocklayer"], "format": ["raw"],
+                                "cache": ["none"], "workloads": ["rand-write-4k"],
+                                "backing": [backing, {"type": backing["type"]}]})
+    facts = backing_facts(plan, set())
+    existing = next(label for label in facts if label != backing["type"])
+    facts[existing] = replace(facts[existing], unavailable=None)
+    assert facts[existing].lab_started is False and facts[backing["type"]].lab_started is True
+    exp = matrix_expand(plan, facts, [resolve("rand-write-4k", None)])
+    cells = {(c.tier, c.backing) for c in exp.cells}
+    assert {("baremetal", backing["type"]), ("blocklayer", backing["type"]), ("blocklayer", existing)} <= cells
+    assert ("baremetal", existing) not in cells
+    reasons = [p.reason for p in exp.pruned if p.what.startswith("baremetal/") and p.what.endswith(f"/{existing}/none")]
+    assert reasons and all(f"an existing {backing['type']} server does not show" in r for r in reasons), exp.pruned
+    assert BareMetal.prune_reason(Cell.of(tier="baremetal"), BackingFacts(None, True, False)) is None
 
 
 def test_the_block_layer_opens_network_disks_with_qemus_own_client_only():
