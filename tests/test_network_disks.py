@@ -603,3 +603,77 @@ def test_a_guest_on_a_file_on_a_lab_started_nfs_export(workdir: Path) -> None:
         assert list(handle.server.export_dir.iterdir()) == []
     _check_guest_runs(handle, outs, followed, io_cpu, "ganesha.nfsd")
     _nothing_left(workdir, "ganesha.nfsd")
+
+
+GUEST_ISCSI_LONG = """
+tier = ["guest"]
+format = ["raw"]
+preallocation = ["off"]
+cache = ["none"]
+bus = ["virtio-blk"]
+workloads = ["rand-write-4k", "rand-read-4k"]
+size = "16M"
+image_size = "64M"
+runtime = RUNTIME
+run_timeout = 300
+null_ceiling = false
+[repetitions]
+min = 1
+max = 1
+[[backing]]
+type = "iscsi"
+"""
+
+
+def _guest_serving_iscsi(proc: subprocess.Popen) -> list[psutil.Process]:
+    """The sweep's guest QEMU with an iSCSI disk and its tgtd, once both run."""
+    try:
+        kids = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    qemu = [k for k in kids if k.name() == "qemu-system-x86_64" and "file.driver=iscsi" in " ".join(k.cmdline())]
+    tgtd = [k for k in kids if k.name() == "tgtd"]
+    return [*qemu, *tgtd] if qemu and tgtd else []
+
+
+@needs("qemu-system-x86_64")
+@root_only
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_a_guest_sweep_on_iscsi_interrupted_mid_boot_leaves_nothing(workdir: Path, sig: signal.Signals) -> None:
+    """Ctrl-C or SIGTERM while a guest runs on its LUNs: the LUNs, their files, tgtd and QEMU are gone when
+    `iomatrix run` exits. SIGKILL there: the next `run` removes what the killed one left, runs its guest on
+    fresh LUNs and leaves nothing itself."""
+    if (why := IscsiBacking().availability(set())) is not None:
+        pytest.skip(why)
+    (workdir / "p.toml").write_text(GUEST_ISCSI_LONG.replace("RUNTIME", "60"))
+    proc = subprocess.Popen([*iomatrix_argv(), "run", "p.toml", "--db", "r.sqlite", "--workdir", "w", "--accel",
+                             "tcg"], cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=sigint_default)
+    deadline = time.monotonic() + 300
+    serving: list[psutil.Process] = []
+    while not serving and time.monotonic() < deadline and proc.poll() is None:
+        serving = _guest_serving_iscsi(proc)
+        time.sleep(0.1)
+    assert serving, "no guest ran on an iSCSI disk within 300 s"
+    if sig == signal.SIGTERM:
+        os.kill(proc.pid, sig)  # the runner alone, as a service manager would stop it
+    else:
+        os.killpg(proc.pid, sig)  # the whole foreground group, as a terminal's Ctrl-C (or a kill -9 of the session)
+    out, err = proc.communicate(timeout=180)
+    assert "Traceback" not in err
+    if sig == signal.SIGKILL:
+        (workdir / "p.toml").write_text(GUEST_ISCSI_LONG.replace("RUNTIME", "0.1"))
+        again = run_cli("run", "p.toml", "--db", "again.sqlite", "--workdir", "w", "--accel", "tcg", cwd=workdir,
+                        timeout=900)
+        assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    else:  # the runner turns SIGTERM into an interruption, as Ctrl-C
+        assert proc.returncode == 130, (proc.returncode, out[-2000:] + err[-2000:])
+    gone_deadline = time.monotonic() + 30  # a process killed with its group may take a moment to be reaped
+    while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in serving) and \
+            time.monotonic() < gone_deadline:
+        time.sleep(0.1)
+    assert not [p.pid for p in serving if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert leftovers.pending(workdir / "w") == []
+    backings = workdir / "w" / "backings"
+    assert not backings.exists() or not any(f.is_file() for f in backings.rglob("*"))
