@@ -29,7 +29,9 @@ from iomatrix.backing.provision import BackingHandle, provision
 from iomatrix.backing.spec import IscsiBacking, NfsBacking
 from iomatrix.domain.axes import BackingFacts
 from iomatrix.fio.jobs import JobShape
+from iomatrix.guest.process import live_guest_pids
 from iomatrix.matrix import Cell, estimate_seconds
+from iomatrix.matrix import expand as matrix_expand
 from iomatrix.monitor.sampler import HostSampler
 from iomatrix.monitor.summary import field_total
 from iomatrix.plan.load import load_plan
@@ -38,12 +40,15 @@ from iomatrix.qemu_block import DiskSpec, blockdev_spec, out_of_space
 from iomatrix.report.recommend.per_backing import answer_backings
 from iomatrix.runner import plan_expansion
 from iomatrix.store import Store
+from iomatrix.sweep.expansion import backing_facts
 from iomatrix.tiers.baremetal import BareMetalTier
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Target, Tier
 from iomatrix.tiers.blocklayer import BlockLayerTier, daemon_argv
+from iomatrix.tiers.declared.baremetal import BareMetal
 from iomatrix.tiers.declared.blocklayer import BlockLayer
 from iomatrix.tiers.declared.consolidation import Consolidation
 from iomatrix.tiers.declared.durability import Durability
+from iomatrix.tiers.guest import GuestTier
 from iomatrix.tiers.network_disks import disk_name, disk_values, measures_rtt
 from iomatrix.workloads import resolve
 from tests.conftest import iomatrix_argv, needs, root_only, run_cli, sigint_default
@@ -122,17 +127,40 @@ def test_iscsi_runs_measure_their_rtt_and_nfs_runs_cannot():
 
 # ----------------------------------------------------------------------------- which tiers run a network backing
 
-def test_tiers_that_give_qemu_an_image_file_are_pruned_on_a_network_backing_with_the_reason():
+def test_durability_and_consolidation_are_pruned_on_a_network_backing_with_the_reason_and_guests_run():
     plan = Plan.model_validate({"name": "t", "tier": ["baremetal", "blocklayer", "guest"], "format": ["raw"],
                                 "cache": ["none"], "backing": [{"type": "nfs"}], "workloads": ["rand-write-4k"]})
     exp = plan_expansion(plan, None, set())
     keys = {c.key for c in exp.cells}
-    assert {"baremetal/-/-/none/threads/-/nfs/none", "blocklayer/raw/off/none/threads/-/nfs/none"} <= keys
-    reasons = {p.what: p.reason for p in exp.pruned}
-    assert "does not open network disks yet" in reasons["guest/raw/off/none/threads/virtio-blk/nfs/none"]
+    assert {"baremetal/-/-/none/threads/-/nfs/none", "blocklayer/raw/off/none/threads/-/nfs/none",
+            "guest/raw/off/none/threads/virtio-blk/nfs/none"} <= keys
+    assert not [p for p in exp.pruned if p.what.startswith("guest/") and "network" in p.reason]
     for tier in (Durability, Consolidation):
         assert tier.prune_reason(Cell.of(tier=tier.name), BackingFacts(None, True, False, protocol="iscsi"))
         assert tier.prune_reason(Cell.of(tier=tier.name), BackingFacts(None, True, False)) is None
+
+
+@pytest.mark.parametrize("backing", [{"type": "iscsi", "portal": "192.0.2.7:3260", "iqn": "iqn.2026-11.org.example:t"},
+                                     {"type": "nfs", "server": "192.0.2.7", "export": "/srv/vms"}])
+def test_the_server_side_baseline_is_pruned_with_the_reason_on_an_existing_server(backing: dict[str, str]):
+    """An existing server does not show where it keeps a disk's bytes: the bare-metal cell is pruned (no failed
+    run), the lab-started server's bare-metal cell is kept, and the block layer runs on both. (The existing
+    server, at a documentation address, is taken as reachable and handed over: its facts as probed, but
+    `unavailable` cleared.)"""
+    plan = Plan.model_validate({"name": "t", "tier": ["baremetal", "blocklayer"], "format": ["raw"],
+                                "cache": ["none"], "workloads": ["rand-write-4k"],
+                                "backing": [backing, {"type": backing["type"]}]})
+    facts = backing_facts(plan, set())
+    existing = next(label for label in facts if label != backing["type"])
+    facts[existing] = replace(facts[existing], unavailable=None)
+    assert facts[existing].lab_started is False and facts[backing["type"]].lab_started is True
+    exp = matrix_expand(plan, facts, [resolve("rand-write-4k", None)])
+    cells = {(c.tier, c.backing) for c in exp.cells}
+    assert {("baremetal", backing["type"]), ("blocklayer", backing["type"]), ("blocklayer", existing)} <= cells
+    assert ("baremetal", existing) not in cells
+    reasons = [p.reason for p in exp.pruned if p.what.startswith("baremetal/") and p.what.endswith(f"/{existing}/none")]
+    assert reasons and all(f"an existing {backing['type']} server does not show" in r for r in reasons), exp.pruned
+    assert BareMetal.prune_reason(Cell.of(tier="baremetal"), BackingFacts(None, True, False)) is None
 
 
 def test_the_block_layer_opens_network_disks_with_qemus_own_client_only():
@@ -475,3 +503,177 @@ def test_the_answer_says_a_latency_was_emulated_and_how_closely_it_was_met(workd
     assert len(notes) == 1 and notes[0].startswith("rtt=2ms was emulated by a userspace relay"), notes
     measured = float(notes[0].split("(no netem): ")[1].split(" ms measured")[0])
     assert measured > 0
+
+
+# ----------------------------------------------------------------------------- guests on a network disk
+
+def _guest_plan(backing: str) -> Plan:
+    return Plan.model_validate({"name": "t", "tier": ["guest"], "format": ["raw"], "preallocation": ["off"],
+                                "cache": ["none"], "bus": ["virtio-blk"], "lun_write_cache": ["off"],
+                                "backing": [{"type": backing}], "size": "16M", "image_size": "64M",
+                                "runtime": 0.1, "null_ceiling": False,
+                                "workloads": ["rand-write-4k", "rand-read-4k"]})
+
+
+def _guest_runs(handle: BackingHandle, workdir: Path, batched: bool
+                ) -> tuple[list[RunOutcome], list[dict[str, object]], float | None]:
+    """Every unit of the guest plan on the backing, under the real host sampler wired as the runner wires it: in
+    one boot (`batched`, the guest tier's usual way) or a boot each; (outcomes, followed processes, I/O CPU s)."""
+    assert handle.server is not None
+    plan = _guest_plan(handle.server.protocol)
+    exp = plan_expansion(plan, None, set())
+    assert not [p for p in exp.pruned if p.what.startswith("guest/")], exp.pruned
+    target = Target("network", handle.path, server=handle.server)
+    tier = GuestTier(plan, RunOptions(workdir=workdir, accel="tcg"))
+    tier.open()
+    try:
+        with HostSampler([], interval=0.2) as s:
+            reqs = [RunRequest(cell=u.cell, workload=resolve(u.workload.name, None), target=target,
+                               shape=JobShape(plan.size_bytes, plan.runtime, image_bytes=plan.image_size_bytes),
+                               run_dir=workdir / "runs" / f"g{i}", timeout_s=300, on_process=s.attach_pid,
+                               on_server_process=lambda pid: s.attach_pid(pid, role="server"))
+                    for i, u in enumerate(exp.units)]
+            outs = tier.run_batch(reqs) if batched else [tier.run(r) for r in reqs]
+    finally:
+        tier.close()
+    return outs, s.followed_processes(), field_total(s.samples, "iopath.cpu_s")
+
+
+def _check_guest_runs(handle: BackingHandle, outs: list[RunOutcome], followed: list[dict[str, object]],
+                      io_cpu: float | None, server_name: str) -> None:
+    assert handle.server is not None
+    protocol = handle.server.protocol
+    assert len(outs) == 2
+    for out in outs:
+        assert out.ok, (out.error, out.console_tail[-2000:])
+        assert out.metrics["total.iops"] > 0
+        nd = out.meta["network_disk"]
+        assert nd["protocol"] == protocol and nd["format"] == "raw"
+        assert out.meta["network_server"] == handle.server.metadata()
+        assert server_name in {p["name"] for p in out.meta["server_processes"]}
+        # QEMU opened the disk with its own client: the block layer's graph, on the guest's command line
+        argv = " ".join(out.meta["qemu_argv"])
+        assert f"file.driver={protocol}" in argv and nd["url"].split("/")[2] in argv
+        # the disk was given back: its file is gone from the server
+        assert nd["server_path"] and not Path(nd["server_path"]).exists()
+    roles = {p["name"]: p["role"] for p in followed}
+    assert roles.get(server_name) == "server", roles
+    assert io_cpu is not None and io_cpu > 0
+
+
+def _nothing_left(workdir: Path, server_name: str) -> None:
+    assert not live_guest_pids()
+    assert not any(p.info["name"] in (server_name, "qemu-system-x86_64") and
+                   str(workdir) in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["name", "cmdline"]))
+    assert leftovers.pending(workdir) == []
+    backings = workdir / "backings"
+    assert not backings.exists() or not any(f.is_file() for f in backings.rglob("*"))
+
+
+@needs("qemu-system-x86_64")
+@root_only
+@pytest.mark.slow
+def test_a_guest_on_a_lab_started_iscsi_lun(workdir: Path) -> None:
+    """Two runs in one TCG boot, each on its own fileio LUN with the write cache off, opened by QEMU's libiscsi
+    driver: ok with a positive figure, the LUN, the server and the RTT recorded, tgtd counted in the CPU per I/O;
+    no LUN file, tgtd, QEMU or ledger entry left."""
+    if (why := IscsiBacking().availability(set())) is not None:
+        pytest.skip(why)
+    with provision(IscsiBacking(), workdir, set()) as handle:
+        outs, followed, io_cpu = _guest_runs(handle, workdir, batched=True)
+    _check_guest_runs(handle, outs, followed, io_cpu, "tgtd")
+    assert outs[0].boot_id == outs[1].boot_id  # one boot for both
+    for out in outs:
+        nd = out.meta["network_disk"]
+        assert nd["lun_type"] == "fileio" and nd["lun_write_cache_read_back"] == "off"
+        assert out.meta["rtt_requested_ms"] == 0.0 and out.meta["rtt_measured_ms"] > 0
+    _nothing_left(workdir, "tgtd")
+
+
+@needs("qemu-system-x86_64")
+@root_only
+@pytest.mark.slow
+def test_a_guest_on_a_file_on_a_lab_started_nfs_export(workdir: Path) -> None:
+    """A boot per run (the guest tier's single-run path), each on its own raw file on the export, opened by QEMU's
+    libnfs driver: ok, recorded, ganesha counted; the export empty and nothing left afterwards."""
+    if (why := NfsBacking().availability(set())) is not None:
+        pytest.skip(why)
+    with provision(NfsBacking(), workdir, set()) as handle:
+        outs, followed, io_cpu = _guest_runs(handle, workdir, batched=False)
+        assert list(handle.server.export_dir.iterdir()) == []
+    _check_guest_runs(handle, outs, followed, io_cpu, "ganesha.nfsd")
+    _nothing_left(workdir, "ganesha.nfsd")
+
+
+GUEST_ISCSI_LONG = """
+tier = ["guest"]
+format = ["raw"]
+preallocation = ["off"]
+cache = ["none"]
+bus = ["virtio-blk"]
+workloads = ["rand-write-4k", "rand-read-4k"]
+size = "16M"
+image_size = "64M"
+runtime = RUNTIME
+run_timeout = 300
+null_ceiling = false
+[repetitions]
+min = 1
+max = 1
+[[backing]]
+type = "iscsi"
+"""
+
+
+def _guest_serving_iscsi(proc: subprocess.Popen) -> list[psutil.Process]:
+    """The sweep's guest QEMU with an iSCSI disk and its tgtd, once both run."""
+    try:
+        kids = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    qemu = [k for k in kids if k.name() == "qemu-system-x86_64" and "file.driver=iscsi" in " ".join(k.cmdline())]
+    tgtd = [k for k in kids if k.name() == "tgtd"]
+    return [*qemu, *tgtd] if qemu and tgtd else []
+
+
+@needs("qemu-system-x86_64")
+@root_only
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_a_guest_sweep_on_iscsi_interrupted_mid_boot_leaves_nothing(workdir: Path, sig: signal.Signals) -> None:
+    """Ctrl-C or SIGTERM while a guest runs on its LUNs: the LUNs, their files, tgtd and QEMU are gone when
+    `iomatrix run` exits. SIGKILL there: the next `run` removes what the killed one left, runs its guest on
+    fresh LUNs and leaves nothing itself."""
+    if (why := IscsiBacking().availability(set())) is not None:
+        pytest.skip(why)
+    (workdir / "p.toml").write_text(GUEST_ISCSI_LONG.replace("RUNTIME", "60"))
+    proc = subprocess.Popen([*iomatrix_argv(), "run", "p.toml", "--db", "r.sqlite", "--workdir", "w", "--accel",
+                             "tcg"], cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=sigint_default)
+    deadline = time.monotonic() + 300
+    serving: list[psutil.Process] = []
+    while not serving and time.monotonic() < deadline and proc.poll() is None:
+        serving = _guest_serving_iscsi(proc)
+        time.sleep(0.1)
+    assert serving, "no guest ran on an iSCSI disk within 300 s"
+    if sig == signal.SIGTERM:
+        os.kill(proc.pid, sig)  # the runner alone, as a service manager would stop it
+    else:
+        os.killpg(proc.pid, sig)  # the whole foreground group, as a terminal's Ctrl-C (or a kill -9 of the session)
+    out, err = proc.communicate(timeout=180)
+    assert "Traceback" not in err
+    if sig == signal.SIGKILL:
+        (workdir / "p.toml").write_text(GUEST_ISCSI_LONG.replace("RUNTIME", "0.1"))
+        again = run_cli("run", "p.toml", "--db", "again.sqlite", "--workdir", "w", "--accel", "tcg", cwd=workdir,
+                        timeout=900)
+        assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    else:  # the runner turns SIGTERM into an interruption, as Ctrl-C
+        assert proc.returncode == 130, (proc.returncode, out[-2000:] + err[-2000:])
+    gone_deadline = time.monotonic() + 30  # a process killed with its group may take a moment to be reaped
+    while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in serving) and \
+            time.monotonic() < gone_deadline:
+        time.sleep(0.1)
+    assert not [p.pid for p in serving if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert leftovers.pending(workdir / "w") == []
+    backings = workdir / "w" / "backings"
+    assert not backings.exists() or not any(f.is_file() for f in backings.rglob("*"))

@@ -106,4 +106,5 @@ def backing_facts(spec: BackingSpec, allowed: set[Path]) -> BackingFacts:
     protocol = getattr(spec, "protocol", None)  # the network specs' ("iscsi", "nfs"); None on a local one
     return BackingFacts(unavailable=spec.availability(allowed), o_direct=spec.supports_o_direct(),
                         is_device=spec.kind == "device", protocol=protocol,
-                        kernel_client_missing=kernel_client_missing(protocol))
+                        kernel_client_missing=kernel_client_missing(protocol),
+                        lab_started=None if protocol is None else bool(getattr(spec, "lab_started", True)))

@@ -60,6 +60,9 @@ class BackingFacts:
     # Why this host's kernel client for `protocol` (open-iscsi with iscsi_tcp; the kernel NFS client) cannot be
     # used, probed by iomatrix.storage_clients; None where it can, or where nobody probed (then no rule prunes).
     kernel_client_missing: str | None = None
+    # Whether iomatrix started the network backing's server itself (then it sees the file holding a disk's bytes,
+    # where the server-side baseline runs); False for a server the user named; None for a local backing.
+    lab_started: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -29,11 +29,11 @@ if TYPE_CHECKING:
 def network_backing_reason(tier: str, backing: BackingFacts | None) -> str | None:
     """Why a tier that gives QEMU an image file does not run on a network backing (iSCSI, NFS: a disk per run
     made by the backing's server, opened by QEMU's own iscsi/nfs driver), or None on a local one. The block-layer
-    tier runs that same -blockdev graph without a guest (docs/shared-storage.md)."""
+    and guest tiers run that same -blockdev graph (docs/shared-storage.md)."""
     if backing is None or backing.protocol is None:
         return None
-    return (f"the {tier} tier does not open network disks yet; the block-layer tier runs the same QEMU graph "
-            f"(driver={backing.protocol}) on this {backing.protocol} backing")
+    return (f"the {tier} tier does not open network disks yet; the block-layer and guest tiers run the same QEMU "
+            f"graph (driver={backing.protocol}) on this {backing.protocol} backing")
 
 
 def qemu_host_cache_wording(cache: str) -> str:

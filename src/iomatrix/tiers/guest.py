@@ -4,10 +4,16 @@ disk, or the filesystem jobs), each run on its own freshly created image.
 Several runs of one cell share a boot (`run_batch`): each gets its own fresh image attached as its own
 disk, and they run one after another in the guest, so the boot is paid once per cell and round instead
 of once per run. The virtio buses boot the microvm machine (virtio-mmio), the others pc.
+
+On a network backing (iSCSI, NFS: docs/shared-storage.md) each run's disk is made by the backing's server instead
+of an image file (`tiers.network_disks`), QEMU opens it with its own client (the `-blockdev` the block-layer tier
+gives qemu-storage-daemon), the server's processes are counted in the CPU per I/O, and the disks are given back
+once QEMU has exited.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import threading
@@ -16,8 +22,12 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
+from iomatrix import children
 from iomatrix.backing.leftovers import forget
+from iomatrix.backing.network import NetworkDisk
+from iomatrix.errors import UserError
 from iomatrix.fio.jobs import guest_job
 from iomatrix.fio.parse import FioOutputError, checked_metrics, parse_iops_log
 from iomatrix.guest.accel import AccelChoice, choose_accel
@@ -33,6 +43,7 @@ from iomatrix.plan.model import Plan
 from iomatrix.qemu_block import DiskSpec, out_of_space
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, RunsInterrupted, Tier, fresh_image
 from iomatrix.tiers.declared.guest import Guest
+from iomatrix.tiers.network_disks import disk_name, follow_server, network_disk
 
 
 class GuestTier(Guest, Tier):
@@ -92,22 +103,35 @@ class GuestTier(Guest, Tier):
         cell = req.cell
         job = self._job(req)
         image_bytes = self._image_bytes(req)
-        image, ours = fresh_image(req, self.workdir, image_bytes, "iomatrix")
         machine = machine_for(cell.bus, cell.iothread)
-        try:
-            disk = self._disk(cell, image, image_bytes)
-            out = run_guest(self.artifacts, self.choice.accel, disk, job, req.run_dir, req.timeout_s,
-                            on_start=req.on_process, wrapper=req.wrapper or None,
-                            memory_mb=self.plan.guest_memory_mb, machine=machine)
-        finally:
-            full = out_of_space(image)  # before the image is removed, which frees the room again
-            if ours and image is not None:
-                remove_image(image)
-                forget(self.workdir, image)
+        # A network disk is given back to its server when this stack closes: after run_guest has returned,
+        # which it does only once QEMU has exited (killed on every way out).
+        with children.SigtermGuard(), contextlib.ExitStack() as network_stack:
+            image: Path | NetworkDisk | None
+            net_meta: dict[str, Any] = {}
+            ours = False
+            if req.target.kind == "network":
+                try:
+                    ((image, net_meta),) = self._network_disks([req], network_stack)
+                except UserError as err:
+                    return RunOutcome(ok=False, error=err.one_line(), meta={"machine": machine})
+            else:
+                image, ours = fresh_image(req, self.workdir, image_bytes, "iomatrix")
+            try:
+                disk = self._disk(cell, image, image_bytes)
+                out = run_guest(self.artifacts, self.choice.accel, disk, job, req.run_dir, req.timeout_s,
+                                on_start=req.on_process, wrapper=req.wrapper or None,
+                                memory_mb=self.plan.guest_memory_mb, machine=machine)
+            finally:
+                full = out_of_space(image)  # before the image is removed, which frees the room again
+                if ours and isinstance(image, Path):
+                    remove_image(image)
+                    forget(self.workdir, image)
         result = self._outcome(out, job, req.workload.primary_metric)
         if not result.ok and full:
             result.error = f"{result.error} — {full}"
         result.meta["machine"] = machine
+        result.meta.update(net_meta)
         if result.ok:
             shutil.rmtree(req.run_dir, ignore_errors=True)
         return result
@@ -161,11 +185,6 @@ class GuestTier(Guest, Tier):
         def make(i: int) -> tuple[Path | None, bool]:
             return fresh_image(reqs[i], self.workdir, self._image_bytes(reqs[i]), f"iomatrix-{boot_id}-{i}")
 
-        # Each run's image is created fresh, all of them at once (qemu-img is mostly waiting on the disk).
-        t_create = time.monotonic()
-        with ThreadPoolExecutor(max_workers=min(4, len(reqs))) as pool:
-            images = list(pool.map(make, range(len(reqs))))
-        create_s = time.monotonic() - t_create
         previous = self._cleanup
         self._cleanup = None
         prev_remove_s: list[float | None] = [None]
@@ -182,26 +201,54 @@ class GuestTier(Guest, Tier):
             if host_ready is not None:
                 host_ready()
 
-        t0 = time.time()
-        interrupted: BatchInterrupted | None = None
-        try:
-            runs = [BatchRun(self._disk(cell, img, self._image_bytes(req)), job)
-                    for (img, _), job, req in zip(images, jobs, reqs, strict=True)]
-            first = reqs[0]
+        # Network disks are given back when this stack closes, in the finally below: after run_guest_batch has
+        # returned or raised, which it does only once QEMU has exited (it kills QEMU on every way out).
+        network_stack = contextlib.ExitStack()
+        net_metas: list[dict[str, Any]] = [{} for _ in reqs]
+        t_create = time.monotonic()
+        with children.SigtermGuard():
             try:
-                batch = run_guest_batch(self.artifacts, self.choice.accel, runs, run_dir, first.timeout_s,
-                                        on_start=first.on_process, wrapper=first.wrapper or None,
-                                        memory_mb=self.plan.guest_memory_mb, machine=machine,
-                                        host_ready=ready if previous is not None or host_ready is not None
-                                        else None)
-            except BatchInterrupted as intr:  # Ctrl-C: QEMU is gone; keep the runs that had finished
-                batch, interrupted = intr.batch, intr
-        finally:
-            if previous is not None:
-                previous.join()  # normally done behind the gate already
-            # Before the images are removed, which frees the room again.
-            full = next((f for f in (out_of_space(img) for img, _ in images) if f), None)
-            self._remove_in_background([img for img, ours in images if ours and img is not None])
+                if reqs[0].target.kind == "network":
+                    made = self._network_disks(reqs, network_stack)
+                    images: list[tuple[Path | NetworkDisk | None, bool]] = [(disk, False) for disk, _ in made]
+                    net_metas = [meta for _, meta in made]
+                else:
+                    # Each run's image is created fresh, all of them at once (qemu-img is mostly waiting on the
+                    # disk).
+                    with ThreadPoolExecutor(max_workers=min(4, len(reqs))) as pool:
+                        images = list(pool.map(make, range(len(reqs))))
+            except UserError as err:  # the server could not make a disk: these runs fail, the sweep goes on
+                network_stack.close()
+                ready()
+                return [RunOutcome(ok=False, error=err.one_line(), meta={"machine": machine}) for _ in reqs]
+            except BaseException:
+                network_stack.close()
+                raise
+            create_s = time.monotonic() - t_create
+
+            t0 = time.time()
+            interrupted: BatchInterrupted | None = None
+            try:
+                runs = [BatchRun(self._disk(cell, img, self._image_bytes(req)), job)
+                        for (img, _), job, req in zip(images, jobs, reqs, strict=True)]
+                first = reqs[0]
+                try:
+                    batch = run_guest_batch(self.artifacts, self.choice.accel, runs, run_dir, first.timeout_s,
+                                            on_start=first.on_process, wrapper=first.wrapper or None,
+                                            memory_mb=self.plan.guest_memory_mb, machine=machine,
+                                            host_ready=ready if previous is not None or host_ready is not None
+                                            else None)
+                except BatchInterrupted as intr:  # Ctrl-C: QEMU is gone; keep the runs that had finished
+                    batch, interrupted = intr.batch, intr
+            finally:
+                if previous is not None:
+                    previous.join()  # normally done behind the gate already
+                # Before the images are removed, which frees the room again.
+                full = next((f for f in (out_of_space(img) for img, _ in images) if f), None)
+                # A server's disks are given back here, not in the background: the next boot asks the same
+                # server for its disks meanwhile, and a server is driven from one thread.
+                network_stack.close()
+                self._remove_in_background([img for img, ours in images if ours and isinstance(img, Path)])
         outs: list[RunOutcome | None] = []
         clock = t0
         for pos, (out, job) in enumerate(zip(batch.runs, jobs, strict=True)):
@@ -212,6 +259,7 @@ class GuestTier(Guest, Tier):
             if not result.ok and full:
                 result.error = f"{result.error} — {full}"
             result.boot_id, result.boot_position = boot_id, pos
+            result.meta.update(net_metas[pos])
             result.meta.update({"machine": machine, "boot_runs": len(reqs), "boot_phases": batch.boot_phases,
                                 # Host-side time around the boot (not in any run's wall): creating the
                                 # images before it, removing them after it.
@@ -259,10 +307,27 @@ class GuestTier(Guest, Tier):
         with ThreadPoolExecutor(max_workers=min(8, len(images))) as pool:
             list(pool.map(one, images))
 
+    def _network_disks(self, reqs: list[RunRequest], stack: contextlib.ExitStack
+                       ) -> list[tuple[NetworkDisk, dict[str, Any]]]:
+        """A fresh disk on the network backing's server for each run of a boot, made as its cell says, one after
+        another (a server is driven from one thread), each given back when `stack` closes: (the disk as QEMU
+        reaches it, the meta to record with its run). The server's processes are followed once per boot (the
+        host sampler is the boot's), and every run records which were counted."""
+        made: list[tuple[NetworkDisk, dict[str, Any]]] = []
+        for i, req in enumerate(reqs):
+            server = req.target.server
+            assert server is not None
+            disk, meta = stack.enter_context(network_disk(
+                server, req.cell, size_bytes=self._image_bytes(req), name=disk_name("vm", req.workload.slug),
+                workdir=self.workdir))
+            follow_server(server, req.on_server_process if i == 0 else None, meta)
+            made.append((disk, meta))
+        return made
+
     def _image_bytes(self, req: RunRequest) -> int:
         return req.shape.image_bytes or self.plan.image_size_bytes
 
-    def _disk(self, cell: Cell, image: Path | None, image_bytes: int) -> DiskSpec:
+    def _disk(self, cell: Cell, image: Path | NetworkDisk | None, image_bytes: int) -> DiskSpec:
         return DiskSpec.for_cell(cell, image, image_bytes)
 
     def _outcome(self, out: GuestOutcome, job: GuestJob, primary_metric: str) -> RunOutcome:

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from iomatrix.domain.axes import Layer
 from iomatrix.tiers.declaration import TierDeclaration
+
+if TYPE_CHECKING:
+    from iomatrix.domain.axes import BackingFacts
+    from iomatrix.matrix import Cell
 
 
 class BareMetal(TierDeclaration):
@@ -16,3 +22,12 @@ class BareMetal(TierDeclaration):
     is_reference = True
     order = 0
     title = "bare metal"
+
+    @classmethod
+    def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:
+        # On a network backing this tier is the server-side baseline: fio on the file that holds a disk's bytes on
+        # the server, which only a server iomatrix started itself shows (NetworkDisk.server_path).
+        if backing is not None and backing.protocol is not None and backing.lab_started is False:
+            return (f"the server-side baseline runs fio on the disk's file on the server, which an existing "
+                    f"{backing.protocol} server does not show; it runs on a lab-started one")
+        return super().prune_reason(cell, backing)

@@ -9,10 +9,9 @@ from iomatrix.domain import NULL_BACKING, Bus
 from iomatrix.domain.axes import Layer
 from iomatrix.guest.cmdline import machine_for, max_runs_per_boot
 from iomatrix.qemu_block import NULL_FORMAT
-from iomatrix.tiers.declaration import TierDeclaration, network_backing_reason, qemu_host_cache_wording
+from iomatrix.tiers.declaration import TierDeclaration, qemu_host_cache_wording
 
 if TYPE_CHECKING:
-    from iomatrix.domain.axes import BackingFacts
     from iomatrix.matrix import Cell
     from iomatrix.plan.model import Plan
     from iomatrix.workloads import Workload
@@ -52,12 +51,6 @@ class Guest(TierDeclaration):
         return [{"tier": cls.name, "format": NULL_FORMAT, "bus": bus, "backing": NULL_BACKING,
                  "modifier": domain.Modifier.NONE}
                 for bus in plan.axis_values("bus", cls.name) if domain.bus_rule(bus) is None]
-
-    @classmethod
-    def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:
-        # Guests on a network backing would take the same -blockdev (qemu_block builds it for a NetworkDisk), but
-        # the guest tier's boots share images made up front; and TCG guests here measure the emulation.
-        return network_backing_reason(cls.name, backing)
 
     @classmethod
     def workload_prune_reason(cls, cell: Cell, workload: Workload, owner: str | None = None) -> str | None:
