@@ -163,6 +163,11 @@ def test_the_server_side_baseline_is_pruned_with_the_reason_on_an_existing_serve
     assert BareMetal.prune_reason(Cell.of(tier="baremetal"), BackingFacts(None, True, False)) is None
 
 
+def test_the_server_side_baseline_is_pruned_on_rbd_which_keeps_no_file_of_the_disk():
+    rbd = BackingFacts(None, True, False, protocol="rbd", lab_started=True)
+    assert "ioengine=rbd" in (BareMetal.prune_reason(Cell.of(tier="baremetal"), rbd) or "")
+
+
 def test_the_block_layer_opens_network_disks_with_qemus_own_client_only():
     iscsi = BackingFacts(None, True, False, protocol="iscsi")
     kernel = Cell.of(tier="blocklayer", format="raw", cache="none", initiator="kernel", backing="iscsi")
