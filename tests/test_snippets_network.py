@@ -4,7 +4,6 @@ Proxmox's storage.cfg per client, and QEMU's -blockdev protocol node."""
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import time
@@ -13,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from iomatrix.backing.iscsi import free_control_port
+from iomatrix.backing.leftover_kinds import tgtd_socket_files
 from iomatrix.snippet_network import NetworkPlace
 from iomatrix.snippets import DiskConfig, minimal_domain_xml, snippet_backing, snippets_for
 from tests.conftest import needs
@@ -159,7 +160,8 @@ def _wait_for(check: Callable[[], bool], what: str, bound_s: float = 60.0) -> No
 def test_the_tgt_and_qemu_snippets_serve_and_open_a_real_lun(tmp_path: Path) -> None:
     # tgtd started here on its own portal and control port, configured by the tgt snippet through tgt-admin, and
     # opened by qemu-io with the QEMU snippet's own -blockdev options (the placeholder portal made this one's).
-    port, control = _free_port(), str(20000 + os.getpid() % 10000)
+    # a control port no tgtd uses and no socket file of which is left (a pid-derived one collided with leftovers)
+    port, control = _free_port(), str(free_control_port())
     lun = tmp_path / "lun.img"
     lun.write_bytes(b"\0" * (16 << 20))
     tgtd = subprocess.Popen(["tgtd", "-f", "--iscsi", f"portal=127.0.0.1:{port}", "-C", control],
@@ -190,3 +192,7 @@ def test_the_tgt_and_qemu_snippets_serve_and_open_a_real_lun(tmp_path: Path) -> 
         except subprocess.TimeoutExpired:
             tgtd.kill()
             tgtd.wait(timeout=30)
+        # tgtd leaves its control socket and lock in /run/tgtd when it exits: this test started it, it removes them
+        for f in tgtd_socket_files(int(control)):
+            f.unlink(missing_ok=True)
+    assert not any(f.exists() for f in tgtd_socket_files(int(control)))
