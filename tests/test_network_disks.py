@@ -437,15 +437,34 @@ type = "iscsi"
 """
 
 
-def _serving_iscsi(proc: subprocess.Popen) -> list[psutil.Process]:
-    """The sweep's qemu-storage-daemon serving an iSCSI disk and its tgtd, once both run."""
+def _serving_iscsi(proc: subprocess.Popen, qemu: str) -> list[psutil.Process]:
+    """The sweep's QEMU process `qemu` (qemu-storage-daemon, qemu-system-x86_64) with an iSCSI disk and its
+    tgtd, once both run."""
     try:
         kids = psutil.Process(proc.pid).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
-    qsd = [k for k in kids if k.name() == "qemu-storage-daemon" and "file.driver=iscsi" in " ".join(k.cmdline())]
+    users = [k for k in kids if k.name() == qemu and "file.driver=iscsi" in " ".join(k.cmdline())]
     tgtd = [k for k in kids if k.name() == "tgtd"]
-    return [*qsd, *tgtd] if qsd and tgtd else []
+    return [*users, *tgtd] if users and tgtd else []
+
+
+def _wait_serving(proc: subprocess.Popen, qemu: str, bound_s: float) -> list[psutil.Process]:
+    deadline = time.monotonic() + bound_s
+    serving: list[psutil.Process] = []
+    while not serving and time.monotonic() < deadline and proc.poll() is None:
+        serving = _serving_iscsi(proc, qemu)
+        time.sleep(0.1)
+    assert serving, f"no {qemu} ran on an iSCSI disk within {bound_s:g} s"
+    return serving
+
+
+def _still_running(procs: list[psutil.Process]) -> list[int]:
+    """The pids still alive (not zombies) once a killed group has had up to 30 s to be reaped."""
+    deadline = time.monotonic() + 30
+    while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return [p.pid for p in procs if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
 @needs("fio")
@@ -463,12 +482,7 @@ def test_a_sweep_on_iscsi_interrupted_mid_run_leaves_nothing(workdir: Path, sig:
     proc = subprocess.Popen([*iomatrix_argv(), "run", "p.toml", "--db", "r.sqlite", "--workdir", "w"], cwd=workdir,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                             preexec_fn=sigint_default)
-    deadline = time.monotonic() + 180
-    serving: list[psutil.Process] = []
-    while not serving and time.monotonic() < deadline and proc.poll() is None:
-        serving = _serving_iscsi(proc)
-        time.sleep(0.1)
-    assert serving, "no daemon served an iSCSI disk within 180 s"
+    serving = _wait_serving(proc, "qemu-storage-daemon", 180)
     os.killpg(proc.pid, sig)  # the whole foreground group, as a terminal's Ctrl-C (or a kill -9 of the session)
     out, err = proc.communicate(timeout=120)
     assert "Traceback" not in err
@@ -478,11 +492,7 @@ def test_a_sweep_on_iscsi_interrupted_mid_run_leaves_nothing(workdir: Path, sig:
         assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     else:
         assert proc.returncode == 130, out[-2000:] + err[-2000:]
-    gone_deadline = time.monotonic() + 30  # a process killed with its group may take a moment to be reaped
-    while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in serving) and \
-            time.monotonic() < gone_deadline:
-        time.sleep(0.1)
-    assert not [p.pid for p in serving if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not _still_running(serving)
     assert leftovers.pending(workdir / "w") == []
     backings = workdir / "w" / "backings"
     assert not backings.exists() or list(backings.iterdir()) == []
@@ -630,17 +640,6 @@ type = "iscsi"
 """
 
 
-def _guest_serving_iscsi(proc: subprocess.Popen) -> list[psutil.Process]:
-    """The sweep's guest QEMU with an iSCSI disk and its tgtd, once both run."""
-    try:
-        kids = psutil.Process(proc.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-    qemu = [k for k in kids if k.name() == "qemu-system-x86_64" and "file.driver=iscsi" in " ".join(k.cmdline())]
-    tgtd = [k for k in kids if k.name() == "tgtd"]
-    return [*qemu, *tgtd] if qemu and tgtd else []
-
-
 @needs("qemu-system-x86_64")
 @root_only
 @pytest.mark.slow
@@ -655,12 +654,7 @@ def test_a_guest_sweep_on_iscsi_interrupted_mid_boot_leaves_nothing(workdir: Pat
     proc = subprocess.Popen([*iomatrix_argv(), "run", "p.toml", "--db", "r.sqlite", "--workdir", "w", "--accel",
                              "tcg"], cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, preexec_fn=sigint_default)
-    deadline = time.monotonic() + 300
-    serving: list[psutil.Process] = []
-    while not serving and time.monotonic() < deadline and proc.poll() is None:
-        serving = _guest_serving_iscsi(proc)
-        time.sleep(0.1)
-    assert serving, "no guest ran on an iSCSI disk within 300 s"
+    serving = _wait_serving(proc, "qemu-system-x86_64", 300)
     if sig == signal.SIGTERM:
         os.kill(proc.pid, sig)  # the runner alone, as a service manager would stop it
     else:
@@ -674,11 +668,7 @@ def test_a_guest_sweep_on_iscsi_interrupted_mid_boot_leaves_nothing(workdir: Pat
         assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     else:  # the runner turns SIGTERM into an interruption, as Ctrl-C
         assert proc.returncode == 130, (proc.returncode, out[-2000:] + err[-2000:])
-    gone_deadline = time.monotonic() + 30  # a process killed with its group may take a moment to be reaped
-    while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in serving) and \
-            time.monotonic() < gone_deadline:
-        time.sleep(0.1)
-    assert not [p.pid for p in serving if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not _still_running(serving)
     assert leftovers.pending(workdir / "w") == []
     backings = workdir / "w" / "backings"
     assert not backings.exists() or not any(f.is_file() for f in backings.rglob("*"))
