@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -113,3 +114,16 @@ def loop_mounted_ext4(scratch: Path, size_mb: int = 128) -> Iterator[tuple[str, 
         if loop:
             subprocess.run(["losetup", "-d", loop], check=False, capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def hold_provisioned(holder: str, workdir: Path, table: dict) -> tuple[subprocess.Popen, dict]:
+    """Run `holder` (a Python script provisioning the backing `table` under `workdir`, printing one JSON line of
+    its state once its disk is ready, then sleeping) in a subprocess a test can kill -9: (the process, that state)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-c", holder, str(workdir), json.dumps(table)], stdout=subprocess.PIPE,
+                            text=True, env=env)
+    line = proc.stdout.readline() if proc.stdout else ""
+    if not line:
+        proc.kill()
+        pytest.fail("the provisioning subprocess died before its disk was ready")
+    return proc, json.loads(line)

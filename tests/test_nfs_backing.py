@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import textwrap
 import time
@@ -37,7 +35,7 @@ from iomatrix.backing.nfs import LabNfsServer, ganesha_config
 from iomatrix.backing.provision import provision
 from iomatrix.backing.spec import NfsBacking, parse_backing
 from iomatrix.errors import UserError
-from tests.conftest import root_only, run_cli
+from tests.conftest import hold_provisioned, root_only, run_cli
 
 SCRATCH = Path("/tmp/iomx-nfs")
 MiB = 1 << 20
@@ -275,14 +273,7 @@ HOLDER = textwrap.dedent("""
 
 
 def _hold(workdir: Path, table: dict) -> tuple[subprocess.Popen, dict]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(workdir), json.dumps(table)], stdout=subprocess.PIPE,
-                            text=True, env=env)
-    line = proc.stdout.readline() if proc.stdout else ""
-    if not line:
-        proc.kill()
-        pytest.fail("the provisioning subprocess died before its disk was ready")
-    return proc, json.loads(line)
+    return hold_provisioned(HOLDER, workdir, table)
 
 
 @needs_nfs_stack

@@ -11,7 +11,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import textwrap
 import time
@@ -39,7 +38,7 @@ from iomatrix.backing.rbd import (
 )
 from iomatrix.backing.spec import RbdBacking, parse_backing
 from iomatrix.errors import UserError
-from tests.conftest import root_only, run_cli
+from tests.conftest import hold_provisioned, root_only, run_cli
 
 SCRATCH = Path("/tmp/iomx-rbd")
 MiB = 1 << 20
@@ -375,14 +374,7 @@ HOLDER = textwrap.dedent("""
 
 
 def _hold(workdir: Path, table: dict) -> tuple[subprocess.Popen, dict]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(workdir), json.dumps(table)], stdout=subprocess.PIPE,
-                            text=True, env=env)
-    line = proc.stdout.readline() if proc.stdout else ""
-    if not line:
-        proc.kill()
-        pytest.fail("the provisioning subprocess died before its disk was ready")
-    return proc, json.loads(line)
+    return hold_provisioned(HOLDER, workdir, table)
 
 
 @needs_ceph
