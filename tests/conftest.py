@@ -46,6 +46,24 @@ def qemu_pids_using(path: Path) -> list[int]:
     return out
 
 
+def descendants_named(pid: int, name: str, argv_has: str = "") -> list:
+    """The live descendants of `pid` called `name` (whose command line holds `argv_has`). A sweep's children
+    come and go (qemu-img, sync, short fio runs): one that ends between the listing and the reading of its name
+    is skipped, not raised — a NoSuchProcess from that race once failed a CI run by ending a wait early."""
+    import psutil
+
+    try:
+        kids = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    found = []
+    for kid in kids:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+            if kid.name() == name and argv_has in " ".join(kid.cmdline()):
+                found.append(kid)
+    return found
+
+
 @contextlib.contextmanager
 def axis_set_aside(name: str) -> Iterator[None]:
     """The registry without axis `name` for a while, restored as it was after (a test's own demonstration axis

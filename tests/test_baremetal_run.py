@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import iomatrix_argv, needs, run_cli, sigint_default
+from tests.conftest import descendants_named, iomatrix_argv, needs, run_cli, sigint_default
 
 pytestmark = [pytest.mark.slow, needs("fio")]
 
@@ -171,12 +171,7 @@ max = 1
 
 
 def _fio_processes_under(pid: int) -> list[int]:
-    import psutil
-
-    try:
-        return [p.pid for p in psutil.Process(pid).children(recursive=True) if p.name() == "fio"]
-    except psutil.NoSuchProcess:
-        return []
+    return [p.pid for p in descendants_named(pid, "fio")]
 
 
 def test_kill_9_of_the_runner_stops_fio_at_once(tmp_path: Path) -> None:

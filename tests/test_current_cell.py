@@ -27,7 +27,7 @@ from iomatrix.plan.current_cell import CURRENT_PRUNED, MeasuredCurrent, stored_c
 from iomatrix.plan.load import plan_from_dict
 from iomatrix.scheduler import RacingPolicy, Scheduler, UnitState
 from iomatrix.stop_kinds import StopKind
-from tests.conftest import iomatrix_argv, needs, run_cli, sigint_default
+from tests.conftest import descendants_named, iomatrix_argv, needs, run_cli, sigint_default
 
 OK = BackingFacts(unavailable=None, o_direct=True, is_device=False)
 NO_O_DIRECT = BackingFacts(unavailable=None, o_direct=False, is_device=False)
@@ -273,11 +273,7 @@ def _hold_a_later_fio(sweep: subprocess.Popen, wait_s: float = 300) -> int:
     first: int | None = None
     deadline = time.monotonic() + wait_s  # a bound, not a pace: the events end the loop
     while time.monotonic() < deadline and sweep.poll() is None:
-        try:
-            fios = [p for p in psutil.Process(sweep.pid).children(recursive=True) if p.name() == "fio"]
-        except psutil.NoSuchProcess:
-            break
-        for fio in fios:
+        for fio in descendants_named(sweep.pid, "fio"):
             first = fio.pid if first is None else first
             if fio.pid == first:
                 continue

@@ -51,7 +51,7 @@ from iomatrix.tiers.declared.durability import Durability
 from iomatrix.tiers.guest import GuestTier
 from iomatrix.tiers.network_disks import disk_name, disk_values, measures_rtt
 from iomatrix.workloads import resolve
-from tests.conftest import iomatrix_argv, needs, root_only, run_cli, sigint_default
+from tests.conftest import descendants_named, iomatrix_argv, needs, root_only, run_cli, sigint_default
 
 IQN = "iqn.2026-11.io.iomatrix:t1"
 LUN = NetworkDisk("iscsi", (("driver", "iscsi"), ("transport", "tcp"), ("portal", "127.0.0.1:3261"),
@@ -440,12 +440,8 @@ type = "iscsi"
 def _serving_iscsi(proc: subprocess.Popen, qemu: str) -> list[psutil.Process]:
     """The sweep's QEMU process `qemu` (qemu-storage-daemon, qemu-system-x86_64) with an iSCSI disk and its
     tgtd, once both run."""
-    try:
-        kids = psutil.Process(proc.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-    users = [k for k in kids if k.name() == qemu and "file.driver=iscsi" in " ".join(k.cmdline())]
-    tgtd = [k for k in kids if k.name() == "tgtd"]
+    users = descendants_named(proc.pid, qemu, "file.driver=iscsi")
+    tgtd = descendants_named(proc.pid, "tgtd")
     return [*users, *tgtd] if users and tgtd else []
 
 

@@ -107,8 +107,15 @@ QEMU_CASES = [
 def _create_image(cfg: DiskConfig, path: Path) -> None:
     cmd = snippets_for(cfg, str(path)).by_tool("qemu-img").text
     assert cmd is not None
-    small = cmd.replace(f" {path} 32G", f" {path} 64M")  # the snippet's size, made test-sized
-    subprocess.run(small, shell=True, check=True, capture_output=True, timeout=120)
+    # The snippet's size, made test-sized. The snippet wraps a long path onto its own line, so only the size
+    # word is matched: a missed replace once made this test fallocate a real 32 GiB image, failing on a CI
+    # disk with less free.
+    assert cmd.endswith(" 32G"), cmd
+    small = cmd[: -len("32G")] + "64M"
+    res = subprocess.run(small, shell=True, capture_output=True, text=True, timeout=120)
+    # qemu-img's own words on failure (a CI run once saw only "non-zero exit status" for preallocation=falloc)
+    assert res.returncode == 0, f"{small}: {res.stderr.strip()} (free on {path.parent}: " \
+        f"{shutil.disk_usage(path.parent).free >> 20} MiB)"
 
 
 @needs("qemu-system-x86_64")
