@@ -110,7 +110,7 @@ def _create_image(cfg: DiskConfig, path: Path) -> None:
     # The snippet's size, made test-sized. The snippet wraps a long path onto its own line, so only the size
     # word is matched: a missed replace once made this test fallocate a real 32 GiB image, failing on a CI
     # disk with less free.
-    assert cmd.endswith(" 32G"), cmd
+    assert re.search(r"\s32G$", cmd), cmd
     small = cmd[: -len("32G")] + "64M"
     res = subprocess.run(small, shell=True, capture_output=True, text=True, timeout=120)
     # qemu-img's own words on failure (a CI run once saw only "non-zero exit status" for preallocation=falloc)
