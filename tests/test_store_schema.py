@@ -70,7 +70,7 @@ def test_every_report_command_reads_a_schema1_database_without_writing(tmp_path:
 def test_run_migrates_schema1_in_place_after_a_backup(tmp_path: Path) -> None:
     db = schema1_copy(tmp_path)
     store = Store(db)  # what `iomatrix run` opens
-    assert store.schema_version == SCHEMA_VERSION == 6  # 1 → 2 → 3 → 4 → 5 → 6, one transaction
+    assert store.schema_version == SCHEMA_VERSION == 7  # 1 → 2 → … → 7, one transaction
     backup = tmp_path / "old.sqlite.schema1.bak"
     assert backup.is_file()
     old = sqlite3.connect(backup)
@@ -78,8 +78,8 @@ def test_run_migrates_schema1_in_place_after_a_backup(tmp_path: Path) -> None:
     assert old.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 4
     old.close()
     other = sqlite3.connect(db)  # another connection sees the committed migration (WAL: not yet in the file)
-    assert other.execute("PRAGMA user_version").fetchone()[0] == 6
-    assert other.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "6"
+    assert other.execute("PRAGMA user_version").fetchone()[0] == 7
+    assert other.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "7"
     # Schema 5 gives every old cell its axes as rows, copied from the cells table's columns.
     assert other.execute("SELECT COUNT(*) FROM cell_axes").fetchone()[0] == \
         8 * other.execute("SELECT COUNT(*) FROM cells").fetchone()[0]
@@ -136,7 +136,7 @@ def test_schema2_migrates_to_3_after_its_own_backup_and_reads_before(tmp_path: P
         assert proc.returncode == 0, (args, proc.stderr)
     assert digest(db) == before
     store = Store(db)
-    assert store.schema_version == 6
+    assert store.schema_version == 7
     backup = tmp_path / "v2.sqlite.schema2.bak"
     assert backup.is_file() and not (tmp_path / "v2.sqlite.schema1.bak").exists()
     old = sqlite3.connect(backup)

@@ -162,6 +162,9 @@ REGISTRY: dict[str, MetricInfo] = {m.name: m for m in [
     _m("cpu.sys_pct", "%", False, "fio's system CPU share (of one CPU) while the job ran"),
     _m("job.runtime_s", "s", False, "fio job runtime (time-based jobs: the configured runtime)"),
     _m("sync.count", "syncs", True, "number of fsync/fdatasync calls completed (time-based: more is faster)"),
+    _m("clients.fairness", "", True, "Jain's fairness index (Σx)²/(n·Σx²) of the primary metric of the clients that "
+       "ran at once against one shared backing (1 = equal shares, 1/n = one client got everything)"),
+    _m("clients.count", "clients", True, "how many clients ran at once against one shared backing"),
     _m("sync.lat_mean_us", "µs", False, "mean fsync/fdatasync latency"),
     _m("sync.lat_p99_us", "µs", False, "99th percentile fsync/fdatasync latency"),
     *_costs(),

@@ -87,11 +87,13 @@ def rank_cmd(
         return
     rankings = rank_sweep(store, sid, workload, metric, min_n=min_runs, max_noise=max_noise, threshold=threshold,
                           tie_break=tie_break_keys(tie_break), objective=goal)
+    from iomatrix.report.contention import sweep_contention
     from iomatrix.report.curves import sweep_curves
     from iomatrix.report.export import render_tables
-    from iomatrix.report.exports import curve_tables, rank_tables
+    from iomatrix.report.exports import contention_tables, curve_tables, rank_tables
 
     curves = curve_tables(sweep_curves(store, sid, workload))  # latency against load: queue-depth families only
+    curves += contention_tables(sweep_contention(store, sid, workload))  # many clients: sweeps with clients > 1
     if format != OutputFormat.table:
         sys.stdout.write(render_tables(rank_tables(rankings) + curves, format))
         return

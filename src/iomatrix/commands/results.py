@@ -72,9 +72,14 @@ def results(
     doc = results_document(store, ids)
     _check_metric(doc, metric, db)
     if format == OutputFormat.table:
+        from iomatrix.report.contention import sweep_contention
+        from iomatrix.report.export import render_tables
+        from iomatrix.report.exports import contention_tables
         from iomatrix.report.terminal import print_results
 
         warn_tcg(print_results(console, doc, metric, monitor))
+        if tables := contention_tables(sweep_contention(store, ids[0])):  # many clients on one backend
+            sys.stdout.write(render_tables(tables, OutputFormat.table))
         return
     sys.stdout.write(_export(doc, metric, format))
 

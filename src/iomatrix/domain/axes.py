@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from iomatrix import domain
-from iomatrix.domain import NA, SafetyLevel, ceph
+from iomatrix.domain import NA, SafetyLevel, ceph, clients
 from iomatrix.plugins import PluginError, load_entry_points
 
 
@@ -1002,6 +1002,21 @@ RTT = Axis(
     check_value=_rtt_value,
     tools={t: _rtt_tool for t in ("libvirt", "proxmox", "virt-install", "nova")})
 
+def _clients_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
+    return clients.prune_reason(values["clients"], ctx.backing is not None, _protocol(ctx), ctx.backing_label)
+
+
+CLIENTS = Axis(
+    "clients", "how many clients run the workload at once against one shared backing, each on a disk of its own "
+    "with its own export and fio, started together (1: one client alone)",
+    clients.VALUES, "1", ("1",), frozenset({Layer.FRONTEND}),
+    rules=(Rule(("clients",), _clients_rule),),
+    simpler=("1",),
+    check_value=clients.value_error,
+    tools={t: (lambda v: ToolOption(note=clients.tool_note(v))) for t in ("libvirt", "proxmox", "virt-install",
+                                                                          "nova")})
+
+
 # --------------------------------------------------------------------------- Ceph RBD (issue 35)
 # librbd's cache, written into the per-disk ceph.conf's client section by the RBD backing (backing/rbd.py) and
 # read by QEMU's rbd driver through conf=; the client (QEMU's librbd or the kernel's krbd); the image's object
@@ -1073,7 +1088,7 @@ RBD_OBJECT_SIZE = Axis(
     check_value=ceph.object_size_problem,
     tools=_ceph_client_tool("rbd_object_size", "4M"))
 RBD_AXES = (RBD_CACHE, RBD_CACHE_POLICY, RBD_WRITETHROUGH_UNTIL_FLUSH, RBD_CLIENT, RBD_OBJECT_SIZE)
-NETWORK_AXES = (LUN_TYPE, LUN_WRITE_CACHE, INITIATOR, NFS_CLIENT, RTT, *RBD_AXES)
+NETWORK_AXES = (LUN_TYPE, LUN_WRITE_CACHE, INITIATOR, NFS_CLIENT, RTT, CLIENTS, *RBD_AXES)
 
 
 # --------------------------------------------------------------------------- the registry

@@ -126,6 +126,8 @@ def _axis_list(axis: axes.Axis, raw: object) -> list[str]:
     plan loader prints for other keys: 'cache.1: 'nocache' is not valid; valid values: …')."""
     if not isinstance(raw, list):
         raise ValueError(f'{axis.name}: must be a list, e.g. ["a", "b"] (got {_short(raw)})')
+    if axis.name == "clients":  # a count: TOML integers (clients = [1, 2, 4]) are its values as text
+        raw = [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in raw]
     for i, v in enumerate(raw):
         if v not in axis.values:
             if axis.check_value is not None and isinstance(v, str):

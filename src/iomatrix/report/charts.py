@@ -169,6 +169,54 @@ def latency_curve_chart(series: Sequence[CurveSeries], latency_unit: str = "p99 
     return _svg(fig)
 
 
+Figure = tuple[float, float | None, float | None]  # mean, CI low, CI high
+
+
+@dataclass
+class ContentionSeries:
+    label: str
+    # per point, in order of N: (N, aggregate, per-client throughput, per-client p99 or None)
+    points: list[tuple[int, Figure, Figure, Figure | None]]
+    saturation: int | None  # N where the aggregate stopped scaling (stats/saturation.py), None: kept scaling
+
+
+def _errorbars(ax: Any, xs: Sequence[int], figs: Sequence[Figure], colour: str, label: str,
+               style: str = "-") -> None:
+    errs = [_err(*f) for f in figs]
+    ax.errorbar(xs, [f[0] for f in figs], yerr=[[e[0] for e in errs], [e[1] for e in errs]], color=colour,
+                linestyle=style, marker="o", markersize=3, capsize=2, elinewidth=0.8, linewidth=1.2, label=label)
+
+
+def _contention_lines(left: Any, right: Any, s: ContentionSeries, colour: str, alone: bool) -> None:
+    ns = [p[0] for p in s.points]
+    prefix = "" if alone else f"{s.label} · "  # one configuration: the section's heading names it
+    _errorbars(left, ns, [p[1] for p in s.points], colour, f"{prefix}aggregate")
+    _errorbars(left, ns, [p[2] for p in s.points], colour, f"{prefix}per client", "--")
+    if s.saturation in ns:
+        j = ns.index(s.saturation)
+        left.plot([ns[j]], [s.points[j][1][0]], marker="o", markersize=10, markerfacecolor="none",
+                  markeredgecolor=colour, markeredgewidth=1.5, linestyle="none")
+    lat = [(p[0], p[3]) for p in s.points if p[3] is not None]
+    if lat:
+        _errorbars(right, [n for n, _ in lat], [f for _, f in lat], colour, s.label)
+
+
+def contention_chart(series: Sequence[ContentionSeries], unit: str) -> str:
+    """Many clients, one backend: throughput against the number of clients (left; aggregate solid, per client
+    dashed, the saturation point ringed) and the per-client p99 (right), 95% CI error bars."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8.5, 3.2))
+    for i, s in enumerate(series):
+        _contention_lines(left, right, s, PALETTE[i % len(PALETTE)], len(series) == 1)
+    for ax in (left, right):
+        ax.set_xlabel("clients sharing the backend")
+        ax.set_xticks(sorted({p[0] for s in series for p in s.points}))
+        ax.set_ylim(bottom=0)
+    left.set_ylabel(f"{unit} (ringed: saturation)")
+    right.set_ylabel("per-client p99 latency (µs)")
+    _legend(left, fontsize=6, loc="upper left")
+    return _svg(fig)
+
+
 # Panels: (title, [(field, legend)], unit)
 HOST_PANELS: tuple[tuple[str, tuple[tuple[str, str], ...], str], ...] = (
     ("CPU", (("cpu.usr_pct", "usr"), ("cpu.sys_pct", "sys"), ("cpu.iowait_pct", "iowait")), "%"),

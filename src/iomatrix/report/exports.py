@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from iomatrix.domain import axes as axis_registry
+from iomatrix.report.contention import ContentionCurve
 from iomatrix.report.curves import LatencyCurve
 from iomatrix.report.rank import WorkloadRanking, primary_metric
 from iomatrix.report.render import DataTable, ci_text, ratio_text
@@ -111,6 +112,48 @@ def curve_tables(curves: Sequence[LatencyCurve]) -> list[DataTable]:
                              ["config", "qd", "n", "iops", "IOPS 95% CI", "p99_us", "p99 95% CI", "knee"], rows,
                              notes=["knee: the first point where p99 latency grows by a larger fraction than IOPS "
                                     "(stats/knee.py); CIs over runs, a run's p99 is one sample"]))
+    return out
+
+
+CONTENTION_NOTES = [
+    "clients: N clients ran the workload at once against one shared backing, each with its own disk, export and "
+    "fio, started together (fio client/server mode); figures are means with 95% CIs over runs",
+    "aggregate: the clients' sum; per client: their mean; worst p99: the highest client p99; fairness: Jain's index "
+    "(Σx)²/(n·Σx²) of the clients' throughputs, 1 = equal shares, 1/N = one client got everything",
+    "saturation: the N from which more clients stopped adding aggregate throughput (stats/saturation.py); on one "
+    "host the clients share its CPUs with each other and a lab server: they contend for CPU, not only the backend",
+]
+
+
+# The terminal's columns: a figure with its 95% CI in one cell (the row's numbers stay apart for JSON and CSV).
+_CONTENTION_FIGURES = (("aggregate", "aggregate (95% CI)"), ("per_client", "per client (95% CI)"),
+                       ("per_client_p99_us", "p99 µs per client (95% CI)"), ("fairness", "fairness J (95% CI)"))
+
+
+def _with_ci(row: dict[str, Any], name: str) -> str:
+    value = row[name]
+    if value is None:
+        return "–"
+    shown = f"{value:.3f}" if name == "fairness" else f"{value:,.0f}"
+    ci = ci_text(row[f"{name}_ci95_low"], row[f"{name}_ci95_high"])[0]
+    return shown if ci in ("", "–") else f"{shown} ({ci})"
+
+
+def contention_tables(curves: Sequence[ContentionCurve]) -> list[DataTable]:
+    """Many clients, one backend (report/contention.py): one table per workload and tier, a row per configuration
+    and number of clients, the saturation point marked: the numbers the HTML report's curves draw."""
+    by_table: dict[tuple[str, str], list[ContentionCurve]] = {}
+    for c in curves:
+        by_table.setdefault((c.workload, c.tier), []).append(c)
+    out = []
+    for (workload, tier), group in by_table.items():
+        rows = [{**row, **{shown: _with_ci(row, name) for name, shown in _CONTENTION_FIGURES},
+                 "worst p99 µs": None if row["worst_p99_us"] is None else f"{row['worst_p99_us']:,.0f}",
+                 "saturation": "saturated" if row["saturation"] else None} for c in group for row in c.as_rows()]
+        axes = [a for a in cell_axes([c.axes for c in group]) if a not in ("tier", "clients")]
+        out.append(DataTable(f"{workload} · many clients, one backend ({group[0].metric}) · tier {tier}",
+                             [*axes, "clients", "n", *(shown for _, shown in _CONTENTION_FIGURES), "worst p99 µs",
+                              "saturation"], rows, notes=list(CONTENTION_NOTES), axes=axes))
     return out
 
 

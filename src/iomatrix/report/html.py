@@ -20,6 +20,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from iomatrix.current import CurrentConfig
 from iomatrix.report import charts
 from iomatrix.report.companions import companion
+from iomatrix.report.contention import ContentionCurve, sweep_contention
 from iomatrix.report.curves import LatencyCurve, latency_curves
 from iomatrix.report.fleet_render import fleet_html
 from iomatrix.report.headline import DEFAULT_TARGET, headline
@@ -30,6 +31,7 @@ from iomatrix.report.recommend import Recommendation, Verdict, recommend
 from iomatrix.report.render import BOUNDED_NOTE, STATUS_TEXT, ci_text, gain_text, ratio_text
 from iomatrix.stats import summarize
 from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK
+from iomatrix.stats.summary import Summary
 from iomatrix.store import Store
 from iomatrix.tiers import is_reference, known_tier, reference_tier, tier_classes
 from iomatrix.ui import fmt
@@ -156,6 +158,35 @@ def curve_sections(cws: list[CellWorkload]) -> list[dict[str, Any]]:
     return out
 
 
+def _figure(s: Summary | None) -> charts.Figure | None:
+    return None if s is None else (s.mean, s.ci_low, s.ci_high)
+
+
+def contention_sections(store: Store, sweep_id: int) -> list[dict[str, Any]]:
+    """Many clients, one backend: one chart per workload and tier, one line pair per configuration; none for a
+    sweep without runs of several clients."""
+    by_chart: dict[tuple[str, str], list[ContentionCurve]] = {}
+    for curve in sweep_contention(store, sweep_id):
+        by_chart.setdefault((curve.workload, curve.tier), []).append(curve)
+    out = []
+    for (workload, tier), curves in by_chart.items():
+        short, common = short_labels([c.label for c in curves])
+        series = [charts.ContentionSeries(s, [(p.clients, (p.aggregate.mean, p.aggregate.ci_low, p.aggregate.ci_high),
+                                               (p.per_client.mean, p.per_client.ci_low, p.per_client.ci_high),
+                                               _figure(p.per_client_p99_us)) for p in c.points], c.saturation)
+                  for s, c in zip(short, curves, strict=True)]
+        rows = [{"cell": s, "clients": row["clients"], "n": row["n"], "saturation": row["saturation"],
+                 **{name: fmt(row[name]) if row[name] is not None else "–" for name in
+                    ("aggregate", "per_client", "per_client_p99_us", "worst_p99_us")},
+                 "fairness": "–" if row["fairness"] is None else f"{row['fairness']:.3f}",
+                 **{f"{name}_ci": ci_text(row[f"{name}_ci95_low"], row[f"{name}_ci95_high"])[0]
+                    for name in ("aggregate", "per_client", "per_client_p99_us", "fairness")}}
+                for s, c in zip(short, curves, strict=True) for row in c.as_rows()]
+        out.append({"workload": workload, "tier": tier, "common": common, "metric": curves[0].metric, "rows": rows,
+                    "svg": charts.contention_chart(series, curves[0].metric)})
+    return out
+
+
 def blocksize_sections(cws: list[CellWorkload]) -> list[dict[str, Any]]:
     """Per direction (random read / write): MB/s per block size, per configuration, beside references."""
     out = []
@@ -264,7 +295,8 @@ def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None 
         info=info, rec=rec, head=headline(rec, info["host"]["hostname"], target), gain_text=gain_text,
         status_text=STATUS_TEXT, verdicts=verdicts, rankings=rankings,
         blocksizes=blocksize_sections(cws), host=host_section(store, rec, cws, top), runs=runs,
-        curves=curve_sections(cws), costs=cost_sections(store, sweep_id, cws, **rank_kw),
+        curves=curve_sections(cws), contention=contention_sections(store, sweep_id),
+        costs=cost_sections(store, sweep_id, cws, **rank_kw),
         failures=failures(store, sweep_id), missing=missing_parts(info, cws, rec), ci_text=ci_text,
         bounded_note=BOUNDED_NOTE if bounded else "",
         extras=extras, fleet=fleet, objective=None if objective is None else objective_line(objective))

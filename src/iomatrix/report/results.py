@@ -13,6 +13,7 @@ from typing import Any
 
 from iomatrix.domain import axes as axis_registry
 from iomatrix.monitor.summary import FieldSummary, cell_summary, host_questions_view, summarize_samples
+from iomatrix.report.contention import sweep_contention
 from iomatrix.report.quality import cold_run, outliers, scale_of, steady_counts
 from iomatrix.report.query import (
     CellWorkload,
@@ -113,6 +114,10 @@ def results_document(store: Store, sweep_ids: list[int], *, with_monitor: bool =
                                          for rid, f in sorted(cw.unreached.items())]} if cw.unreached else {}),
             })
         info["results"] = rows
+        # many clients on one backend (docs/shared-storage.md): absent for sweeps without, so older documents read
+        # the same
+        if contention := [row for curve in sweep_contention(store, sid) for row in curve.as_rows()]:
+            info["contention"] = contention
         info["failures"] = failures(store, sid)
         sweeps.append(info)
     return {"format": RESULTS_FORMAT, "version": RESULTS_VERSION, "sweeps": sweeps}

@@ -79,7 +79,8 @@ class RunRecord:
     # Runs sharing one guest boot: the boot's id and the run's position in it (0 = cold first run).
     boot_id: str | None = None
     boot_position: int | None = None
-
+    # A run of several clients at once: each client's metrics, in client order (the metrics above: the aggregate).
+    clients: Sequence[Mapping[str, float]] = ()
 
 
 # The host facts stored in the hosts table's own columns; the identifying ones of `host_fingerprint`.
@@ -276,6 +277,9 @@ class Store(StoreQueries):
                            [(run_id, k, float(v)) for k, v in rec.metrics.items()])
             db.executemany("INSERT INTO monitor VALUES (?,?,?,?)",
                            [(run_id, t, k, float(v)) for t, values in rec.monitor for k, v in values.items()])
+            db.executemany("INSERT INTO run_clients VALUES (?,?,?,?)",
+                           [(run_id, i, k, float(v)) for i, values in enumerate(rec.clients)
+                            for k, v in values.items()])
             return run_id
 
     def record_unit_stop(self, cell_id: int, workload: str, kind: str, reason: str, round_no: int | None,

@@ -72,6 +72,7 @@ TABLES: tuple[TableSpec, ...] = (
               owner="cell_id"),
     TableSpec("samples", key=("run_id", "metric"), refs={"run_id": "runs"}, owner="run_id"),
     TableSpec("monitor", key=(), refs={"run_id": "runs"}, owner="run_id"),
+    TableSpec("run_clients", key=("run_id", "client", "metric"), refs={"run_id": "runs"}, owner="run_id"),
     TableSpec("unit_stops", key=("cell_id", "workload"), refs={"cell_id": "cells"}, owner="cell_id"),
 )
 

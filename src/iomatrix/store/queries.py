@@ -374,3 +374,17 @@ class StoreQueries:
         """A run's host sampler values, in time order."""
         rows = self.db.execute("SELECT t, field, value FROM monitor WHERE run_id=? ORDER BY t", (run_id,))
         return [MonitorPoint(float(r["t"]), r["field"], float(r["value"])) for r in rows]
+
+    def run_client_metrics(self, sweep_id: int, metric: str) -> dict[int, list[float]]:
+        """ok run id → each client's value of `metric`, in client order, for the runs of several clients at once
+        (the `clients` axis; {} before schema 7 and for sweeps without such runs)."""
+        if self.schema_version < 7:
+            return {}
+        rows = self.db.execute(
+            "SELECT rc.run_id, rc.client, rc.value FROM run_clients rc JOIN runs r ON r.id=rc.run_id JOIN cells c "
+            "ON c.id=r.cell_id WHERE c.sweep_id=? AND r.status='ok' AND rc.metric=? ORDER BY rc.run_id, rc.client",
+            (sweep_id, metric))
+        out: dict[int, list[float]] = {}
+        for r in rows:
+            out.setdefault(int(r["run_id"]), []).append(float(r["value"]))
+        return out

@@ -15,7 +15,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Schema 1, exactly as the first release created it. Never edit: new columns go in a migration.
 SCHEMA_1 = """
@@ -149,6 +149,20 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "UPDATE meta SET value='6' WHERE key='schema_version'",
         "PRAGMA user_version = 6",
     ),
+    6: (
+        # A run of several clients against one shared backing at once (the `clients` axis): each client's own
+        # metrics (client = 0 … N−1, in the order fio reported them); the run's samples hold the aggregate. No
+        # rows for a run of one client, and none for runs recorded before schema 7.
+        """CREATE TABLE IF NOT EXISTS run_clients (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    client INTEGER NOT NULL,
+    metric TEXT NOT NULL,
+    value REAL NOT NULL,
+    PRIMARY KEY (run_id, client, metric)
+)""",
+        "UPDATE meta SET value='7' WHERE key='schema_version'",
+        "PRAGMA user_version = 7",
+    ),
 }
 
 # The columns each table has at each version (a subset check: SQLite adds none by itself).
@@ -178,6 +192,7 @@ COLUMNS: dict[int, dict[str, frozenset[str]]] = {
 COLUMNS[4] = {**COLUMNS[3], "runs": COLUMNS[3]["runs"] | {"boot_id", "boot_position"}}
 COLUMNS[5] = {**COLUMNS[4], "cell_axes": frozenset({"cell_id", "axis", "value"})}
 COLUMNS[6] = {**COLUMNS[5], "sweeps": COLUMNS[5]["sweeps"] | {"host_group"}}
+COLUMNS[7] = {**COLUMNS[6], "run_clients": frozenset({"run_id", "client", "metric", "value"})}
 # The axis columns of the cells table (schema 1): written for these axes, read where cell_axes has no row.
 CELL_AXIS_COLUMNS = ("tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier")
 # Every table some version of iomatrix created: anything else in a file means it is not ours.

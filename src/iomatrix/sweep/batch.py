@@ -170,7 +170,7 @@ class BatchRunning:
             round=item.slot.round, round_position=item.slot.position,
             disturbed=None if flags is None else flags.disturbed,
             disturbance=flags.reasons if flags is not None else (), retry_of=item.retry_of,
-            boot_id=outcome.boot_id, boot_position=outcome.boot_position))
+            boot_id=outcome.boot_id, boot_position=outcome.boot_position, clients=outcome.clients))
         return outcome, run_id, flags
 
     @staticmethod

@@ -86,6 +86,9 @@ class RunOutcome:
     # runner (the runs of one boot); None: the runner's clock around tier.run().
     started_at: float | None = None
     finished_at: float | None = None
+    # A run of several clients against one shared backing at once (the `clients` axis): each client's own metrics
+    # in client order; `metrics` then holds the aggregate (tiers/contention.py). Empty for a run of one client.
+    clients: list[dict[str, float]] = field(default_factory=list)
 
 
 class RunsInterrupted(KeyboardInterrupt):

@@ -62,6 +62,7 @@ from iomatrix.plan.model import Plan
 from iomatrix.qemu_block import DiskSpec, blockdev_spec, export_options, object_specs, write_cache
 from iomatrix.textfile import last_lines
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_image
+from iomatrix.tiers.contention import ContentionRun, client_count
 from iomatrix.tiers.declared.blocklayer import BlockLayer
 from iomatrix.tiers.network_disks import disk_name, follow_server, network_disk
 
@@ -329,10 +330,42 @@ class BlockLayerTier(BlockLayer, Tier):
         self._live[proc.pid] = proc
         return proc
 
+    def _start_client_daemon(self, req: RunRequest, disk: NetworkDisk,
+                             client_dir: Path) -> tuple[subprocess.Popen, list[Path]]:
+        """One client's daemon of a contention run (tiers/contention.py): the cell's graph on `disk`, exported on
+        a listening socket in `client_dir`, as a one-client run starts it."""
+        socket = client_dir / SOCKET_NAME
+        register_temp_path(self.workdir, socket)  # the daemon never unlinks it
+        listener = listening_socket(client_dir)
+        try:
+            argv = daemon_argv(self.qsd, disk_for(req.cell, disk, disk.size_bytes), listener.fileno(),
+                               req.wrapper or None)
+            with open(client_dir / DAEMON_LOG, "wb") as log:
+                daemon = children.spawn(argv, cwd=client_dir, stdin=subprocess.DEVNULL, stdout=log,
+                                        stderr=subprocess.STDOUT, pass_fds=(listener.fileno(),))
+        finally:
+            listener.close()
+        self._live[daemon.pid] = daemon
+        return daemon, [socket]
+
+    def _run_clients(self, req: RunRequest) -> RunOutcome:
+        """A run of several clients against the cell's shared network backing at once (tiers/contention.py)."""
+        req.run_dir.mkdir(parents=True, exist_ok=True)
+        job = self._job(req)
+        image_bytes = req.shape.image_bytes or self.plan.image_size_bytes
+        meta: dict[str, object] = {"tier": self.name, "qemu_version": self.qemu_version, "export": EXPORT_KIND,
+                                   "substitutions": job.substitutions, "image_size_bytes": image_bytes}
+        run = ContentionRun(req, self.fio, job.text, self.workdir, image_bytes,
+                            start_daemon=lambda disk, where: self._start_client_daemon(req, disk, where),
+                            stop_child=lambda proc, grace: self._stop(proc, grace_s=grace, tree=True), meta=meta)
+        return run.run()
+
     def run(self, req: RunRequest) -> RunOutcome:
         """One run. Order (docs/blocklayer.md "Per-run overhead"): earlier runs' images are deleted in a
         thread; fio starts (its own start-up takes ≥ ~0.2 s before it connects); meanwhile the image is
         created, the deleting thread stopped and the daemon started on the socket fio connects to."""
+        if client_count(req.cell) > 1:
+            return self._run_clients(req)
         t0 = time.monotonic()
         run_dir = req.run_dir
         run_dir.mkdir(parents=True, exist_ok=True)

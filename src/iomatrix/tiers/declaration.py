@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from iomatrix.domain import CACHE, CacheMode
+from iomatrix.domain import CACHE, NA, CacheMode
 from iomatrix.domain.axes import Layer
 
 if TYPE_CHECKING:
@@ -68,6 +68,9 @@ class TierDeclaration:
     order: ClassVar[int] = 50
     # Whether the tier can run filesystem workloads (fs-read / fs-write need a guest filesystem).
     runs_fs_workloads: ClassVar[bool] = False
+    # Whether the tier runs several clients against one shared backing at once (the `clients` axis:
+    # tiers/contention.py); another tier with the axis's layer prunes clients ≠ 1 with the reason.
+    runs_many_clients: ClassVar[bool] = False
     # Whether each run creates a disk image of the plan's image_size (which must then hold `size`).
     uses_images: ClassVar[bool] = False
     # Whether a unit runs a fixed number of trials (reaching it is the answer, not "not converged").
@@ -138,7 +141,16 @@ class TierDeclaration:
     @classmethod
     def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:
         """Why this tier cannot run `cell`, beyond the domain's rules (checked by the matrix first)."""
-        return None
+        return cls.clients_reason(cell)
+
+    @classmethod
+    def clients_reason(cls, cell: Cell) -> str | None:
+        """Why this tier cannot run the cell's number of clients (the `clients` axis), or None."""
+        clients = cell.get("clients", NA)
+        if cls.runs_many_clients or clients in (NA, "1"):
+            return None
+        return (f"clients={clients} runs that many disks, exports and fio clients against one shared backing; the "
+                f"{cls.name} tier runs one client: block-layer tier only")
 
     @classmethod
     def workload_prune_reason(cls, cell: Cell, workload: Workload, owner: str | None = None) -> str | None:

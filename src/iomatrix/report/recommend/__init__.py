@@ -35,6 +35,7 @@ from iomatrix.report.recommend.other_tier import verdict_on_its_basis
 from iomatrix.report.recommend.per_backing import (
     answer_backings,
     answered_on,
+    at_each_client_count,
     at_each_rtt,
     emulated_rtt_notes,
     on_backing,
@@ -124,11 +125,12 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
                                              rank_kw))
             continue
         for label in per_backing:
-            for rtt, mine in at_each_rtt(on_backing(cws, label), w):
-                if any(c.workload == w and c.axes.get("backing") == label for c in mine):
-                    v = _workload_answer(store, sweep_id, mine, w, rounds, objective, reqs, current, measured,
-                                         rank_kw)
-                    verdicts.append(replace(v, workload=answered_on(w, label, rtt)))
+            for rtt, near in at_each_rtt(on_backing(cws, label), w):
+                for clients, mine in at_each_client_count(near, w):
+                    if any(c.workload == w and c.axes.get("backing") == label for c in mine):
+                        v = _workload_answer(store, sweep_id, mine, w, rounds, objective, reqs, current, measured,
+                                             rank_kw)
+                        verdicts.append(replace(v, workload=answered_on(w, label, rtt, clients)))
     if scores is None:
         scores = SCORES if workload is None and any(is_vm_view(c.axes["tier"]) for c in cws) else ()
     for sc in scores:

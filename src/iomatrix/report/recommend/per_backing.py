@@ -54,9 +54,22 @@ def at_each_rtt(cws: Sequence[CellWorkload], workload: str) -> list[tuple[str | 
     return [(rtt, [c for c in cws if c.axes.get("rtt", NA) in (NA, rtt)]) for rtt in rtts]
 
 
-def answered_on(workload: str, label: str, rtt: str | None = None) -> str:
-    """A per-backing verdict's name ("randwrite on iscsi", "… at rtt=2ms")."""
-    return f"{workload} on {label}" + ("" if rtt is None else f" at rtt={rtt}")
+def at_each_client_count(cws: Sequence[CellWorkload], workload: str) -> list[tuple[str | None, list[CellWorkload]]]:
+    """The cells split by number of clients sharing the backend (the `clients` axis): like an RTT, a condition of
+    the storage's use, not a setting (ranked together, the answer would be "have fewer neighbours"). One group
+    (None) when the cells have at most one number; cells without one (bare metal, the null ceiling) join every
+    group."""
+    counts = sorted({c.axes["clients"] for c in cws if c.workload == workload and c.axes.get("clients", NA) != NA},
+                    key=int)
+    if len(counts) <= 1:
+        return [(None, list(cws))]
+    return [(n, [c for c in cws if c.axes.get("clients", NA) in (NA, n)]) for n in counts]
+
+
+def answered_on(workload: str, label: str, rtt: str | None = None, clients: str | None = None) -> str:
+    """A per-backing verdict's name ("randwrite on iscsi", "… at rtt=2ms", "… with 2 clients")."""
+    return (f"{workload} on {label}" + ("" if rtt is None else f" at rtt={rtt}")
+            + ("" if clients is None else f" with {clients} client{'s' if clients != '1' else ''}"))
 
 
 def emulated_rtt_notes(store: Store, sweep_id: int, cws: Sequence[CellWorkload]) -> list[str]:
