@@ -103,6 +103,9 @@ SPARSE_L2_STRIDE = 512 << 20
 FIRST_WRITES_IMAGE_BYTES = 16 << 30
 
 
+FLUSHING_WRITE_WORKLOAD = "rand-write-4k-flush32"
+
+
 def _sizes() -> list[tuple[str, str]]:
     return [("512", "512"), ("4k", "4k"), ("64k", "64k"), ("1m", "1m")]
 
@@ -135,6 +138,11 @@ PRESETS: dict[str, Workload] = {
                f"rand{d}", "4k", f"{d}.iops", iodepth=qd) for d in ("read", "write") for qd in QD_SWEEP[1:]],
         _fio("db-write-4k-fdatasync", "database-like: 4 KiB random write, fdatasync after every write",
              "randwrite", "4k", "write.iops", fdatasync=1),
+        # A guest that flushes now and then (a filesystem's journal commits): one flush per 32 writes. What turns
+        # librbd's cache from writethrough into writeback under Ceph's default rbd_cache_writethrough_until_flush,
+        # which a workload that never flushes never does (the ceph plan measures both).
+        _fio(FLUSHING_WRITE_WORKLOAD, "random 4 KiB writes that flush now and then (fdatasync every 32 writes, as a "
+             "guest filesystem's journal commits)", "randwrite", "4k", "write.iops", fdatasync=32),
         _fio("mixed-70-30", "random 4 KiB mix, 70% read / 30% write", "randrw", "4k", "total.iops",
              rwmixread=70),
         _fio("seq-write-zeroes-1m", "sequential write of zero-filled 1 MiB blocks (what QEMU's zero detection "

@@ -36,9 +36,16 @@ def cache_rule_reason(values: Mapping[str, str], protocol: str | None) -> str | 
         if changed:
             return f"{changed[0]} is a setting of librbd's cache; krbd (rbd_client=krbd) uses the host's page cache"
         return None
+    cache = values.get("cache", NA)
+    if protocol == RBD and cache in CACHE_OFF_IN_QEMU:
+        # librbd's cache is off under these modes, so its policy and its until-flush switch are not used: a cell
+        # varying them would measure the default one again (the ceph plan varies them under writeback only)
+        changed = [a for a in CACHE_AXES[1:] if values.get(a, NA) not in (NA, DEFAULTS[a])]
+        if changed:
+            return (f"QEMU's rbd driver turns librbd's cache off for cache={cache} (block/rbd.c: rbd_cache=false "
+                    f"with cache.direct=on): {changed[0]}={values[changed[0]]} cannot take effect")
     if values.get("rbd_cache", "on") == "on" or protocol != RBD:
         return None
-    cache = values.get("cache", NA)
     if cache in CACHE_OFF_IN_QEMU:
         return (f"QEMU's rbd driver already sets rbd_cache=off for cache={cache} (block/rbd.c): the cell would "
                 "repeat the rbd_cache=on one")

@@ -92,12 +92,14 @@ class Headline:
     # One line per faster configuration the requirements excluded (cache=unsafe under the default
     # power-loss-safe): its measured gain, its risk and how to choose it anyway.
     declined: list[str] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)  # what the figures show beyond the answer (Recommendation)
 
     def as_dict(self) -> dict[str, Any]:
         return {"host": self.host, "sweep": self.sweep_id, "plan": self.plan, "status": self.status,
                 "target": self.target, "shared": self.shared, "picks": [p.as_dict() for p in self.picks],
                 "basis": self.basis, "unanswered": self.unanswered, "measured": self.measured,
-                "objective": self.objective, "declined": self.declined, "warnings": self.warnings}
+                "objective": self.objective, "declined": self.declined, "warnings": self.warnings,
+                "findings": self.findings}
 
 
 def _reference_gain(v: Verdict) -> tuple[str, Gain | None]:
@@ -143,7 +145,7 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
     has_detail = bool(rec.verdicts)
     return Headline(host, rec.sweep_id, rec.plan, rec.status, target, list(answered.values()),
                     names.constant_text(), basis, unanswered, rec.warnings, has_detail, measured, rec.objective,
-                    [f"{', '.join(ws)}: {names.rename(text)}" for text, ws in declined.items()])
+                    [f"{', '.join(ws)}: {names.rename(text)}" for text, ws in declined.items()], rec.findings)
 
 
 def _named_current(wg: WorkloadGain, names: CellNames, current: CurrentConfig | None) -> WorkloadGain:

@@ -122,6 +122,7 @@ def _header_lines(rec: Recommendation, h1: str) -> list[str]:
         read = f" (read: {'; '.join(rec.current.notes)})" if rec.current.notes else ""
         out.append(f"Current configuration: {rec.current.label()} from {rec.current.source}{d}{read}")
     out += [f"warning: {w}" for w in rec.warnings]
+    out += [f"finding: {f}" for f in rec.findings]
     return out
 
 
@@ -320,6 +321,8 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
         out += wrap(f"no answer for {line}", width)
     for line in h.measured:
         out += wrap(f"measured: {line}", width)
+    for line in h.findings:
+        out += wrap(f"finding: {line}", width)
     if not h.picks and not h.unanswered and not h.measured:
         out += wrap("nothing to recommend: the sweep has no ranked workloads yet", width)
     others = "|".join(t for t in TARGETS if t != h.target)

@@ -30,6 +30,7 @@ from iomatrix.report.interference import run_interference
 from iomatrix.report.objective import Objective, objective_metric
 from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info
 from iomatrix.report.rank import primary_metric, rank_workload, run_rounds, run_values, weighted_scores, workload_names
+from iomatrix.report.rbd_flush import rbd_findings
 from iomatrix.report.recommend.current_match import matching_current
 from iomatrix.report.recommend.other_tier import verdict_on_its_basis
 from iomatrix.report.recommend.per_backing import (
@@ -139,7 +140,8 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     verdicts += score_verdicts(store, sweep_id, scores, reqs, measured)
     warnings = _warnings(sweep_id, info["status"], cws) + emulated_rtt_notes(store, sweep_id, cws)
     return Recommendation(sweep_id, info["plan"], info["status"], reqs, current, verdicts, warnings,
-                          None if objective is None else objective.value, allow_data_loss)
+                          None if objective is None else objective.value, allow_data_loss,
+                          rbd_findings(cws, rank_kw["threshold"]))
 
 
 def _workload_answer(store: Store, sweep_id: int, cws: list[CellWorkload], w: str, rounds: dict[int, int],

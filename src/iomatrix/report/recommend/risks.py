@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from iomatrix.domain import CACHE, CacheMode, Modifier
 from iomatrix.domain.axes import LUN_WRITE_CACHE_RISK
-from iomatrix.domain.ceph import RBD_CACHE_RISK
+from iomatrix.domain.ceph import RBD, RBD_CACHE_RISK
 from iomatrix.report.durability import MeasuredIndex, measured_statements
 from iomatrix.report.query import CellWorkload
 from iomatrix.risk import risk_of
@@ -25,6 +25,19 @@ class RiskStatement:
 SITUATIONS = ("QEMU crash", "host crash or power loss", "live migration", "guest that does not send flushes")
 TARGET_POWER_LOSS = "iSCSI target power loss"  # only where the LUN's write cache is on
 RBD_CLIENT_CRASH = "Ceph client crash"  # only where librbd's cache holds writes (policy writeback, QEMU cache on)
+
+
+# What QEMU's cache modes that keep a cache (writeback, writethrough) mean on an rbd disk: QEMU turns librbd's cache
+# on (block/rbd.c) and no host page cache is involved, so the file-based texts of domain.CACHE do not apply.
+_LIBRBD_CACHE_TEXTS = {
+    SITUATIONS[0]: "writes librbd acknowledged but has not sent to the OSDs yet are lost (librbd's cache is memory "
+                   "in the QEMU process); what the guest flushed survives",
+    SITUATIONS[1]: "as for a QEMU crash: what the guest flushed survives, librbd's unflushed writes are lost",
+    SITUATIONS[2]: "QEMU flushes the disk, librbd's cache included, before the guest runs on the destination; "
+                   "no host page cache is involved",
+    SITUATIONS[3]: "under Ceph's default rbd_cache_writethrough_until_flush=on librbd stays writethrough for it: "
+                   "its writes wait for the OSDs, and are not lost",
+}
 
 
 def measured_risks(cell: CellWorkload | None, measured: MeasuredIndex | None = None) -> dict[str, str]:
@@ -58,6 +71,12 @@ def risk_statements(cache: str, modifier: str = Modifier.NONE, cell: CellWorkloa
         no_flush = ("its writes may wait in host RAM until the kernel writes them back (seconds), and are lost on "
                     "a host crash or power loss")
     texts = dict(zip(SITUATIONS, (risk.qemu_crash, risk.power_loss, migration, no_flush), strict=True))
+    if cell is not None and cell.backing.get("backing_type") == RBD and sem.write_cache and not sem.direct \
+            and not sem.no_flush:
+        texts.update(_LIBRBD_CACHE_TEXTS)  # QEMU's cache on an rbd disk is librbd's, not the host page cache
+        if cell.axes.get("rbd_cache_writethrough_until_flush") == "off":
+            texts[SITUATIONS[3]] = ("its writes may wait in librbd's cache (up to rbd cache max dirty) and are lost "
+                                    "on a QEMU crash or host power loss")
     found = measured_risks(cell, measured)
     out = [RiskStatement(s, found.get(s, texts[s]), "measured" if s in found else DOCUMENTED) for s in SITUATIONS]
     if cell is not None and cell.axes.get("lun_write_cache") == "on":  # the iSCSI target's own cache (issue 34)

@@ -144,6 +144,9 @@ class Recommendation:
     warnings: list[str] = field(default_factory=list)
     objective: str | None = None  # --objective when given (report/objective.py); None: primary metrics
     allow_data_loss: bool = False  # --allow-data-loss: configurations that drop guest flushes may be chosen
+    # What the sweep's figures show beyond the answer, one sentence each (librbd's writethrough-until-flush trap:
+    # report/rbd_flush.py); only what was measured, never a general remark.
+    findings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {"sweep": self.sweep_id, "plan": self.plan, "status": self.status,
@@ -155,6 +158,7 @@ class Recommendation:
                                                               "notes": self.current.notes},
                 "allow_data_loss": self.allow_data_loss,
                 "verdicts": [v.as_dict() for v in self.verdicts], "warnings": self.warnings,
+                "findings": self.findings,
                 **({"objective": self.objective} if self.objective is not None else {})}
 
 
