@@ -74,7 +74,11 @@ def test_a_real_ceph_sweep_tells_the_trap_in_every_output(tmp_path: Path) -> Non
     assert "finding: librbd stays writethrough" in md
     html = tmp_path / "r.html"
     assert run_cli("report", "--db", str(db), "--html", str(html)).returncode == 0
-    assert 'class="finding">finding: librbd stays writethrough' in html.read_text()
+    page = html.read_text()
+    assert 'class="finding">finding: librbd stays writethrough' in page
+    # "Every run" names the later axes a cell sets, as its key does (issue 36: not only the first eight columns)
+    every_run = page.split('id="runs"', 1)[1]
+    assert "<td>raw/off/writeback/threads/-/rbd+rbd_cache_writethrough_until_flush=off</td>" in every_run
 
 
 def test_librbd_cache_risks_name_librbd_not_the_host_page_cache(tmp_path: Path) -> None:

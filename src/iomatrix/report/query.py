@@ -191,7 +191,10 @@ def run_table(store: Store, sweep_id: int) -> list[dict[str, Any]]:
     out = []
     for run in store.run_listing(sweep_id):
         j = judged.get(run.run_id)
-        out.append({"id": run.run_id, "cell_id": run.cell_id, "key": run.cell_key, **run.axes,
+        # the later axes a cell sets away from their defaults, as its key writes them ("+lun_type=blockio")
+        later = run.cell_key.partition("+")[2]
+        later = f"+{later}" if later else ""
+        out.append({"id": run.run_id, "cell_id": run.cell_id, "key": run.cell_key, **run.axes, "later_axes": later,
                     "workload": run.workload, "attempt": run.attempt, "status": run.status, "accel": run.accel,
                     "wall_s": run.wall_s, "started_at": run.started_at, "error": run.error,
                     "metrics": dict(run.metrics),

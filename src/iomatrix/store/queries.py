@@ -86,7 +86,9 @@ class RunListing:
     run_id: int
     cell_id: int
     cell_key: str
-    axes: dict[str, str]  # the cells table's axis columns (schema.CELL_AXIS_COLUMNS), in that order
+    # every axis of the cell: the cells table's columns (schema.CELL_AXIS_COLUMNS) first, in that order, then the
+    # later axes the cell_axes rows hold (lun_type, rbd_cache_policy, clients, ...)
+    axes: dict[str, str]
     workload: str
     attempt: int
     status: str
@@ -276,8 +278,12 @@ class StoreQueries:
         for s in self.db.execute("SELECT s.run_id, s.metric, s.value FROM samples s JOIN runs r ON r.id=s.run_id "
                                  "JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=?", (sweep_id,)):
             metrics[int(s["run_id"])][s["metric"]] = float(s["value"])
+        later = self.cell_axes(sweep_id)
         return [RunListing(run_id=int(r["id"]), cell_id=int(r["cell_id"]), cell_key=_shown(r["key"]),
-                           axes={a: _shown(r[a]) for a in CELL_AXIS_COLUMNS}, workload=_shown(r["workload"]),
+                           axes={**{a: _shown(r[a]) for a in CELL_AXIS_COLUMNS},
+                                 **{a: v for a, v in later.get(int(r["cell_id"]), {}).items()
+                                    if a not in CELL_AXIS_COLUMNS}},
+                           workload=_shown(r["workload"]),
                            attempt=int(r["attempt"]), status=r["status"], accel=_shown(r["accel"]),
                            wall_s=float(r["wall_s"]), started_at=float(r["started_at"]), error=_shown(r["error"]),
                            metrics=metrics[int(r["id"])])
