@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-from tests.conftest import iomatrix_argv
+import pytest
+
+from tests.conftest import iomatrix_argv, needs
 
 AXIS_MODULE = '''
 from iomatrix.domain.axes import Axis, Layer, QemuOptions, ToolOption
@@ -114,3 +117,38 @@ def test_an_entry_point_that_cannot_be_loaded_is_named(tmp_path: Path) -> None:
     assert ("entry point iomatrix.axes:broken = iomx_demo_axis:NOT_THERE (from iomx-demo-axis) cannot be loaded: "
             "AttributeError") in res.stderr
     assert "reinstall or uninstall that package" in res.stderr and len(res.stderr.splitlines()) == 1
+
+
+@pytest.mark.slow
+@needs("fio")
+@needs("qemu-storage-daemon")
+def test_an_installed_axis_reaches_the_store_every_run_and_the_exports(tmp_path: Path) -> None:
+    """A real block-layer sweep with the installed axis: qemu-storage-daemon opens the image with its option, the
+    database keeps the axis with each cell, and `results` JSON/CSV and the report's "Every run" show it."""
+    _install(tmp_path, "[iomatrix.axes]\nlocking = iomx_demo_axis:LOCKING\n")
+    plan = tmp_path / "p.toml"
+    plan.write_text('name = "p"\ntier = ["blocklayer"]\nformat = ["raw"]\ncache = ["none"]\n'
+                    'locking = ["auto", "off"]\nworkloads = ["rand-read-4k"]\nsize = "16M"\nimage_size = "32M"\n'
+                    'runtime = 0.5\nnull_ceiling = false\n[repetitions]\nmin = 2\nmax = 2\n')
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*iomatrix_argv(), *args], capture_output=True, text=True, env=_env(tmp_path),
+                              cwd=tmp_path, timeout=600)
+
+    res = cli("run", "p.toml", "--db", "r.sqlite")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    doc = json.loads(cli("results", "--db", "r.sqlite", "--format", "json").stdout)
+    locking = {r["axes"].get("locking") for r in doc["sweeps"][0]["results"]}
+    assert locking == {"auto", "off"}
+    header, *rows = cli("results", "--db", "r.sqlite", "--format", "csv").stdout.splitlines()
+    column = header.split(",").index("locking")
+    assert {r.split(",")[column] for r in rows} == {"auto", "off"}
+    assert cli("report", "--db", "r.sqlite", "--html", "r.html").returncode == 0
+    every_run = (tmp_path / "r.html").read_text().split('id="runs"', 1)[1]
+    assert "<td>raw/off/none/threads/-/dir+locking=off</td>" in every_run
+    # qemu-storage-daemon was given the option on exactly the locking=off cell's runs (their stored argv)
+    with sqlite3.connect(f"file:{tmp_path / 'r.sqlite'}?mode=ro", uri=True) as con:
+        stored = con.execute("SELECT c.key, r.meta_json FROM runs r JOIN cells c ON c.id = r.cell_id").fetchall()
+    given = {key: "file.locking=off" in " ".join(json.loads(meta)["daemon_argv"]) for key, meta in stored}
+    assert given == {"blocklayer/raw/off/none/threads/-/dir/none": False,
+                     "blocklayer/raw/off/none/threads/-/dir/none+locking=off": True}, given
