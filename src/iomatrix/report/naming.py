@@ -106,6 +106,7 @@ def _short(axes: Mapping[str, str], varying: Sequence[str], seen_in: Mapping[str
         v = axes.get(k)
         if v is None:
             continue
-        bare = v not in _BARE_VALUES and len(seen_in.get(v, ())) == 1
+        # a number alone says nothing either ("2": clients? queues?)
+        bare = v not in _BARE_VALUES and not v.isdigit() and len(seen_in.get(v, ())) == 1
         parts.append(v if bare else f"{k}={v}")
     return SEPARATOR.join(parts) or "(all axes shared)"
