@@ -12,6 +12,7 @@ import pytest
 from iomatrix import storage_clients
 from iomatrix.domain import SafetyLevel, axes
 from iomatrix.domain.axes import BackingFacts, RuleContext
+from iomatrix.domain.rtt import rtt_ms
 from iomatrix.matrix import Cell, complete
 from iomatrix.report.query import CellWorkload
 from iomatrix.report.recommend.requirements import REQUIREMENTS
@@ -129,7 +130,7 @@ def test_rtt_takes_free_form_round_trip_times(value: str) -> None:
 def test_a_bad_rtt_is_one_line_naming_the_fix(value: str, expected: str) -> None:
     why = axes.get("rtt").invalid(value)
     assert why is not None and expected in why and "\n" not in why
-    assert axes.rtt_microseconds("0.5ms") == 500 and axes.rtt_microseconds("0") == 0
+    assert rtt_ms("0.5ms") == 0.5 and rtt_ms("500us") == 0.5 and rtt_ms("0") == 0
 
 
 def test_a_null_lun_never_meets_a_safety_requirement_and_the_lun_write_cache_is_like_a_disk_cache() -> None:

@@ -44,7 +44,7 @@ from iomatrix import children
 from iomatrix.backing import leftovers
 from iomatrix.backing.iscsi_wire import IscsiProbeError, nop_rtts
 from iomatrix.backing.network import NetworkDisk
-from iomatrix.backing.rtt import parse_rtt
+from iomatrix.domain.rtt import rtt_ms as parse_rtt_ms
 from iomatrix.errors import UserError
 from iomatrix.iscsi_names import Portal, parse_portal
 
@@ -191,7 +191,7 @@ def delayed(disk: NetworkDisk, rtt: str, workdir: Path) -> Iterator[tuple[Networ
 
     rtt "0" yields the disk unchanged, with the direct path's RTT measured."""
     try:
-        rtt_ms = parse_rtt(rtt)
+        rtt_ms = parse_rtt_ms(rtt)
     except ValueError as exc:
         raise UserError(str(exc), hint="e.g. rtt = [\"0\", \"0.5ms\", \"2ms\"]") from None
     if disk.protocol != "iscsi":

@@ -21,14 +21,13 @@ nothing else lists axes. Adding an axis is adding one :class:`Axis` to :data:`RE
 from __future__ import annotations
 
 import contextlib
-import re
 import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from iomatrix import domain
-from iomatrix.domain import NA, SafetyLevel, ceph, clients
+from iomatrix.domain import NA, SafetyLevel, ceph, clients, rtt
 from iomatrix.plugins import PluginError, load_entry_points
 
 
@@ -909,34 +908,6 @@ LUN_WRITE_CACHE_RISK = (
     "syncing loses flushed data too)")
 
 
-def _rtt_value(value: str) -> str | None:
-    """A round-trip time as a plan writes it: "0" (the direct path), or a positive number of ms or us."""
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|us)", value)
-    if value == "0":
-        return None
-    if m is None:
-        return f"'{value}' is not a round-trip time; write \"0\" or a number with ms or us (\"0.5ms\", \"500us\")"
-    micros = float(m.group(1)) * (1000 if m.group(2) == "ms" else 1)
-    if micros == 0:
-        return f"'{value}' is zero; write it \"0\""
-    if micros > RTT_MAX_US:
-        return f"'{value}' is above {RTT_MAX_US // 1000} ms; a storage network's round trip is below that"
-    return None
-
-
-RTT_MAX_US = 1_000_000  # 1 s: a WAN-scale upper bound; an I/O path slower than that times out (SCSI: 30 s)
-
-
-def rtt_microseconds(value: str) -> float:
-    """An rtt value (validated by the plan: "0", "0.5ms", "500us") in microseconds."""
-    if value in ("0", NA):
-        return 0.0
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|us)", value)
-    if m is None:
-        raise ValueError(f"rtt '{value}' is not a round-trip time")
-    return float(m.group(1)) * (1000 if m.group(2) == "ms" else 1)
-
-
 def _rtt_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
     if values["rtt"] == "0" or ctx.backing is None:
         return None
@@ -999,7 +970,7 @@ RTT = Axis(
     ("0", "0.5ms", "1ms", "2ms", "5ms"), "0", ("0",), frozenset({Layer.IMAGE}),
     rules=(Rule(("rtt",), _rtt_rule),),
     simpler=("0",),
-    check_value=_rtt_value,
+    check_value=rtt.rtt_problem,
     tools={t: _rtt_tool for t in ("libvirt", "proxmox", "virt-install", "nova")})
 
 def _clients_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:

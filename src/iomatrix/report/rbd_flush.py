@@ -91,6 +91,16 @@ def _ratio(r: RatioCI) -> str:
     return f"{r.ratio:.2f}× ({r.low:.2f}–{r.high:.2f})"
 
 
+def _contrasts(mine: Sequence[WritebackGain], flat: WritebackGain, threshold: float) -> list[str]:
+    """Where writeback is clearly faster than none beside `flat`: the flushing workloads (until-flush on), and
+    `flat`'s own workload with until-flush off."""
+    out = [f"with {g.workload}, which flushes now and then, it was {_ratio(g.ratio)}"
+           for g in mine if g.flushes and g.until_flush == "on" and _faster(g.ratio, threshold)]
+    return out + [f"with {UNTIL_FLUSH}=off it was {_ratio(g.ratio)} on {g.workload}"
+                  for g in mine if g.workload == flat.workload and g.until_flush == "off"
+                  and _faster(g.ratio, threshold)]
+
+
 def trap_finding(gains: Sequence[WritebackGain], threshold: float) -> str | None:
     """The sentence, or None when the figures do not show the trap (module docstring)."""
     # Ceph's default policy first, then the simplest context (one client before several)
@@ -98,22 +108,17 @@ def trap_finding(gains: Sequence[WritebackGain], threshold: float) -> str | None
     for context, policy in groups:
         mine = [g for g in gains if g.policy == policy and g.context == context]
         flat = next((g for g in mine if not g.flushes and g.until_flush == "on" and _equal(g.ratio)), None)
-        if flat is None:
+        contrasts = [] if flat is None else _contrasts(mine, flat, threshold)
+        if flat is None or not contrasts:
             continue
-        contrasts = [f"with {g.workload}, which flushes now and then, it was {_ratio(g.ratio)}"
-                     for g in mine if g.flushes and g.until_flush == "on" and _faster(g.ratio, threshold)]
-        contrasts += [f"with {UNTIL_FLUSH}=off it was {_ratio(g.ratio)} on {g.workload}"
-                      for g in mine if g.workload == flat.workload and g.until_flush == "off"
-                      and _faster(g.ratio, threshold)]
-        if contrasts:
-            # the context is named only where the sweep varies it
-            where = ", ".join(f"{k}={v}" for k, v in context if len({dict(g.context).get(k) for g in gains}) > 1)
-            return ((f"with {where}: " if where else "")
-                    + f"librbd stays writethrough until the guest's first flush ({UNTIL_FLUSH}=on, Ceph's "
-                    f"default; rbd_cache_policy={policy}): on {flat.workload}, which never flushes, QEMU "
-                    f"cache=writeback was no faster than cache=none ({_ratio(flat.ratio)}); "
-                    + "; ".join(contrasts) + ". A guest that never sends a flush never gets librbd's writeback "
-                    "cache: cache=writeback alone does not speed up its writes.")
+        # the context is named only where the sweep varies it
+        where = ", ".join(f"{k}={v}" for k, v in context if len({dict(g.context).get(k) for g in gains}) > 1)
+        return ((f"with {where}: " if where else "")
+                + f"librbd stays writethrough until the guest's first flush ({UNTIL_FLUSH}=on, Ceph's "
+                f"default; rbd_cache_policy={policy}): on {flat.workload}, which never flushes, QEMU "
+                f"cache=writeback was no faster than cache=none ({_ratio(flat.ratio)}); "
+                + "; ".join(contrasts) + ". A guest that never sends a flush never gets librbd's writeback "
+                "cache: cache=writeback alone does not speed up its writes.")
     return None
 
 
