@@ -537,7 +537,7 @@ def test_availability_names_the_debian_package_that_is_missing(monkeypatch: pyte
     assert lab.availability(set()) == "'tgtd' is not installed (apt-get install tgt)"
     assert existing.availability(handed) == "'iscsi-readcapacity16' is not installed (apt-get install libiscsi-bin)"
     monkeypatch.undo()
-    monkeypatch.setattr(spec_module, "QEMU_ISCSI_MODULE", tmp_path / "block-iscsi.so")  # no qemu-block-extra
+    monkeypatch.setattr(spec_module, "QEMU_BLOCK_ISCSI", "qemu/block-iscsi-not-here.so")  # no qemu-block-extra
     for spec, allowed in ((lab, set()), (existing, handed)):
         reason = spec.availability(allowed)
         assert reason is not None and "apt-get install qemu-block-extra" in reason

@@ -370,14 +370,27 @@ class ZfsBacking(_Spec):
 
 
 ISCSI_PROBE_TIMEOUT_S = 15
+# Loadable modules live in the multiarch library directory (/usr/lib/x86_64-linux-gnu/… on amd64): one lookup for
+# every backing's QEMU block driver and server plugin.
+def _library_module(relative: str) -> Path | None:
+    """A module under /usr/lib/<multiarch>/ (or /usr/lib/), if installed."""
+    found = sorted(Path("/usr/lib").glob(f"*/{relative}")) or sorted(Path("/usr/lib").glob(relative))
+    return found[0] if found else None
+
+
+def _missing_module(relative: str, package: str) -> str | None:
+    """One line naming a missing module and the package that has it, or None."""
+    if _library_module(relative) is not None:
+        return None
+    return f"/usr/lib/<arch>/{relative} is missing (apt-get install {package})"
+
+
 # QEMU's iscsi block driver, a module of Debian's qemu-block-extra (not of qemu-system-*).
-QEMU_ISCSI_MODULE = Path("/usr/lib/x86_64-linux-gnu/qemu/block-iscsi.so")
+QEMU_BLOCK_ISCSI = "qemu/block-iscsi.so"
 
 
 def _missing_qemu_iscsi() -> str | None:
-    if QEMU_ISCSI_MODULE.exists():
-        return None
-    return f"QEMU's iscsi block driver {QEMU_ISCSI_MODULE} is missing (apt-get install qemu-block-extra)"
+    return _missing_module(QEMU_BLOCK_ISCSI, "qemu-block-extra")
 
 
 def allowed_iscsi_luns(allowed: set[Path]) -> set[str]:
@@ -466,15 +479,10 @@ class IscsiBacking(_Spec):
 NFS_LAB_PROGRAMS = {"ganesha.nfsd": "nfs-ganesha", "rpcbind": "rpcbind", "rpcinfo": "rpcbind",
                     "qemu-img": "qemu-utils"}
 NFS_EXISTING_PROGRAMS = {"rpcinfo": "rpcbind", "qemu-img": "qemu-utils"}
-# Loadable modules, in the multiarch library directory (/usr/lib/x86_64-linux-gnu/… on amd64).
 GANESHA_FSAL_VFS = "ganesha/libfsalvfs.so"
 QEMU_BLOCK_NFS = "qemu/block-nfs.so"
 
 
-def _library_module(relative: str) -> Path | None:
-    """A module under /usr/lib/<multiarch>/ (or /usr/lib/), if installed."""
-    found = sorted(Path("/usr/lib").glob(f"*/{relative}")) or sorted(Path("/usr/lib").glob(relative))
-    return found[0] if found else None
 # An NFS server name as an nfs:// URL and libnfs take it: a host name, an IPv4 address or a bare IPv6 address.
 NFS_SERVER = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}|[0-9A-Fa-f:]{2,39}")
 # An export path: absolute, printable, none of the characters an nfs:// URL gives a meaning (?, #, %).
@@ -540,8 +548,8 @@ class NfsBacking(_Spec):
         if self.lab_started:
             needed.append((GANESHA_FSAL_VFS, "nfs-ganesha-vfs"))
         for module, package in needed:
-            if _library_module(module) is None:
-                return f"/usr/lib/<arch>/{module} is missing (apt-get install {package})"
+            if (why := _missing_module(module, package)) is not None:
+                return why
         if self.lab_started:
             return _not_root("starting nfs-ganesha and rpcbind")
         return None
@@ -622,8 +630,8 @@ class RbdBacking(_Spec):
         for prog, package in programs.items():
             if shutil.which(prog) is None:
                 return f"'{prog}' is not installed (apt-get install {package})"
-        if _library_module(QEMU_BLOCK_RBD) is None:
-            return f"/usr/lib/<arch>/{QEMU_BLOCK_RBD} is missing (apt-get install qemu-block-extra)"
+        if (why := _missing_module(QEMU_BLOCK_RBD, "qemu-block-extra")) is not None:
+            return why
         if not self.lab_started:
             for key, path in (("conf", self.conf), ("keyring", self.keyring)):
                 if path is not None and not path.is_file():
