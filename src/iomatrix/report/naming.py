@@ -74,12 +74,14 @@ def cell_names(labels: Iterable[str]) -> CellNames:
 
 def _with_defaults(parsed: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
     """The parsed labels with each later axis (named in a label only when set away from its default) read as its
-    default in the labels that leave it out but have the same shape (the same first-release axes) as a label
-    naming it: a cell of the same tier, where the axis applies. Without this, the block layer's cells with
-    detect_zeroes=on and those at the default off would look as if only the first had the axis, and the axis
-    would read as shared by every cell ("detect_zeroes=on") instead of as what tells them apart."""
-    def shape(p: Mapping[str, str]) -> frozenset[str]:
-        return frozenset(k for k in p if k in first)
+    default in the labels that leave it out but have the same shape (the same first-release axes, the same
+    backing) as a label naming it: a cell of the same tier on the same backing, where the axis applies. Without
+    this, the block layer's cells with detect_zeroes=on and those at the default off would look as if only the
+    first had the axis, and the axis would read as shared by every cell ("detect_zeroes=on") instead of as what
+    tells them apart."""
+    def shape(p: Mapping[str, str]) -> tuple[frozenset[str], str | None]:
+        # the backing too: an axis of one protocol (lun_write_cache on iSCSI) is no default of an NFS cell's
+        return frozenset(k for k in p if k in first), p.get("backing")
 
     first = {a.name for a in axis_registry.axes() if a.always_named}
     later = {a.name: a.default for a in axis_registry.axes() if not a.always_named}
