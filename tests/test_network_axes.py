@@ -176,3 +176,21 @@ def test_the_answer_names_the_target_power_loss_risk_of_the_lun_write_cache() ->
 
     assert TARGET_POWER_LOSS in situations(lun_write_cache="on")
     assert TARGET_POWER_LOSS not in situations()
+
+
+@pytest.mark.parametrize(("protocol", "client_axis", "client", "server"), [
+    ("iscsi", "initiator", "libiscsi", "iSCSI target"), ("nfs", "nfs_client", "libnfs", "NFS server")])
+def test_writeback_on_qemus_own_network_client_is_not_described_as_the_host_page_cache(
+        protocol: str, client_axis: str, client: str, server: str) -> None:
+    """QEMU's libiscsi and libnfs keep nothing in the host: the file texts ("in the host page cache") were wrong
+    for them; a kernel client (an NFS mount) keeps the file texts."""
+    def risks(**values: str) -> dict[str, str]:
+        cell = CellWorkload(1, "k", _cell(cache="writeback", backing=protocol, **values), {"backing_type": protocol},
+                            "rand-write-4k", [])
+        return {r.situation: r.text for r in risk_statements("writeback", cell=cell)}
+
+    own = risks(**{client_axis: client})
+    assert f"QEMU's {client} keeps no cache in this host" in own["QEMU crash"] and server in own["QEMU crash"]
+    assert not any("page cache is" in t and "no host page cache" not in t for t in own.values()), own
+    kernel = risks(**{client_axis: "kernel"})
+    assert "host page cache" in kernel["QEMU crash"]

@@ -40,6 +40,36 @@ _LIBRBD_CACHE_TEXTS = {
 }
 
 
+# QEMU's own iSCSI and NFS clients (libiscsi, libnfs) keep no cache in the host: cache=writeback there means the
+# guest is told of a volatile write cache and QEMU does not flush after each write; writes go to the server at once.
+_USERSPACE_CLIENT_TEXTS = {
+    SITUATIONS[0]: "completed writes have reached the {server} (QEMU's {client} keeps no cache in this host); what "
+                   "the {server} holds in its own cache is at its risk until a flush",
+    SITUATIONS[1]: "this host holds nothing (no host page cache: QEMU's {client} sends every write); a power loss of "
+                   "the {server} loses what its volatile cache holds of what the guest has not flushed",
+    SITUATIONS[2]: "no host page cache is involved; QEMU flushes the disk before the guest runs on the destination",
+    SITUATIONS[3]: "its writes reach the server at once; whether they are durable there depends on the server's own "
+                   "cache until a flush",
+}
+_USERSPACE_CLIENTS = {"iscsi": ("initiator", "libiscsi", "iSCSI target"), "nfs": ("nfs_client", "libnfs", "NFS server")}
+
+
+def _network_client_texts(cell: CellWorkload) -> dict[str, str]:
+    """The texts of a cache mode that keeps a cache (writeback) where the disk's client is not the host kernel's:
+    librbd's cache on rbd, none at all with QEMU's iSCSI and NFS clients; {} for a file on the host."""
+    protocol = cell.backing.get("backing_type")
+    if protocol == RBD:
+        texts = dict(_LIBRBD_CACHE_TEXTS)  # QEMU's cache on an rbd disk is librbd's, not the host page cache
+        if cell.axes.get("rbd_cache_writethrough_until_flush") == "off":
+            texts[SITUATIONS[3]] = ("its writes may wait in librbd's cache (up to rbd cache max dirty) and are lost "
+                                    "on a QEMU crash or host power loss")
+        return texts
+    axis, own, server = _USERSPACE_CLIENTS.get(str(protocol), ("", "", ""))
+    if not axis or cell.axes.get(axis, own) not in (own, "-"):
+        return {}  # a kernel client (open-iscsi, an NFS mount) does use the host page cache: the file texts hold
+    return {s: t.format(server=server, client=own) for s, t in _USERSPACE_CLIENT_TEXTS.items()}
+
+
 def measured_risks(cell: CellWorkload | None, measured: MeasuredIndex | None = None) -> dict[str, str]:
     """Measured durability verdicts for a cell, per situation, from the durability tier's trials anywhere in the
     database (`measured`, built once per report); they take precedence over the documented semantics."""
@@ -71,12 +101,8 @@ def risk_statements(cache: str, modifier: str = Modifier.NONE, cell: CellWorkloa
         no_flush = ("its writes may wait in host RAM until the kernel writes them back (seconds), and are lost on "
                     "a host crash or power loss")
     texts = dict(zip(SITUATIONS, (risk.qemu_crash, risk.power_loss, migration, no_flush), strict=True))
-    if cell is not None and cell.backing.get("backing_type") == RBD and sem.write_cache and not sem.direct \
-            and not sem.no_flush:
-        texts.update(_LIBRBD_CACHE_TEXTS)  # QEMU's cache on an rbd disk is librbd's, not the host page cache
-        if cell.axes.get("rbd_cache_writethrough_until_flush") == "off":
-            texts[SITUATIONS[3]] = ("its writes may wait in librbd's cache (up to rbd cache max dirty) and are lost "
-                                    "on a QEMU crash or host power loss")
+    if cell is not None and sem.write_cache and not sem.direct and not sem.no_flush:
+        texts.update(_network_client_texts(cell))
     found = measured_risks(cell, measured)
     out = [RiskStatement(s, found.get(s, texts[s]), "measured" if s in found else DOCUMENTED) for s in SITUATIONS]
     if cell is not None and cell.axes.get("lun_write_cache") == "on":  # the iSCSI target's own cache (issue 34)
