@@ -12,7 +12,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from iomatrix.matrix import estimate_seconds
+from iomatrix.plan.load import load_plan
 from iomatrix.report.rbd_flush import WritebackGain, trap_finding
+from iomatrix.runner import plan_expansion
 from iomatrix.stats.compare import RatioCI
 from tests.conftest import DATA, needs, run_cli
 
@@ -59,6 +62,23 @@ def test_contexts_are_never_mixed_and_are_named_where_the_sweep_varies_them() ->
     both = [*mixed, _gain("rand-write-4k-flush32", True, "on", 2.0, 1.5, 2.5, context=one)]
     text = trap_finding(both, 0.05)
     assert text is not None and text.startswith("with clients=1: librbd stays writethrough")
+
+
+def test_the_built_in_ceph_plan_measures_the_trap_within_its_budget() -> None:
+    """`iomatrix run ceph`: librbd's policy × until-flush under cache=writeback beside cache=none (where librbd's
+    cache is off, so its settings are pruned there), a workload that never flushes and one that does, from 1, 2
+    and 4 clients; its own estimate within 20 minutes at the most runs it allows."""
+    plan, base = load_plan("ceph")
+    exp = plan_expansion(plan, base, set())
+    cells = [dict(c.items()) for c in exp.cells]
+    wb = {(c["rbd_cache_policy"], c["rbd_cache_writethrough_until_flush"], c["clients"]) for c in cells
+          if c["cache"] == "writeback"}
+    assert wb == {(p, u, n) for p in ("writearound", "writeback") for u in ("on", "off") for n in ("1", "2", "4")}
+    assert {(c["rbd_cache_policy"], c["rbd_cache_writethrough_until_flush"]) for c in cells
+            if c["cache"] == "none"} == {("writearound", "on")}
+    assert any("turns librbd's cache off for cache=none" in p.reason for p in exp.pruned)
+    assert set(plan.workloads) == {"rand-write-4k", "rand-write-4k-flush32"}
+    assert estimate_seconds(plan, exp)[1] <= 20 * 60
 
 
 def test_a_real_ceph_sweep_tells_the_trap_in_every_output(tmp_path: Path) -> None:
