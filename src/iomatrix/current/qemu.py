@@ -38,6 +38,16 @@ QEMU_DEVICE = {"virtio-blk-pci": Bus.VIRTIO_BLK, "virtio-blk": Bus.VIRTIO_BLK, "
 Device = dict[str, Any]  # one -device's properties, "driver" its name (a JSON -device's lists kept as lists)
 
 
+def _bus_of(device: Device, devices: list[Device]) -> Bus:
+    """The bus of the disk's -device: an ide-hd on an AHCI controller's port (bus=ahci0.0, the -device ahci with
+    that id) is SATA, as the SATA snippet writes it; on the machine's own IDE bus, IDE."""
+    if device["driver"] == "ide-hd":
+        controller_id = str(device.get("bus", "")).partition(".")[0]
+        if any(d.get("id") == controller_id and d["driver"] == "ahci" for d in devices if controller_id):
+            return Bus.SATA
+    return QEMU_DEVICE[device["driver"]]
+
+
 def _device_props(arg: str) -> Device:
     """-device DRIVER,key=value,… or QEMU's JSON syntax {"driver": …} (which iothread-vq-mapping needs)."""
     if arg.lstrip().startswith("{"):
@@ -142,7 +152,7 @@ def from_qemu(text: str) -> CurrentConfig:
         drv = device["driver"]
         if drv not in QEMU_DEVICE:
             raise _bad("-device", drv, ", ".join(QEMU_DEVICE))
-        values["bus"] = QEMU_DEVICE[drv].value
+        values["bus"] = _bus_of(device, devices).value
         values.update(_qemu_device_axes(device, devices))
     node = drive if drive is not None else blockdev or {}
     later, later_defaulted = _later_axes_from_qemu(node, device)
