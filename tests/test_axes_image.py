@@ -367,7 +367,9 @@ def test_block_layer_zero_detection_is_faster_on_zero_filled_writes(tmp_path: Pa
     assert random == [("blocklayer/qcow2/off/none/threads/-/dir/none", 3)]
     off, on = bw["blocklayer/qcow2/off/none/threads/-/dir/none"], \
         bw["blocklayer/qcow2/off/none/threads/-/dir/none+detect_zeroes=on"]
-    assert _mean(on) > 1.5 * _mean(off), (on, off)
+    # The physics with a margin: 1.72x measured on a quiet host (docs/benchmarks.md), 1.50x in a CI run beside other
+    # work (each side's runs within 3%); without zero detection's effect the ratio would be 1.
+    assert _mean(on) > 1.25 * _mean(off), (on, off)
 
 
 @pytest.mark.slow
