@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from iomatrix.current import parse_current
-from iomatrix.current.network import parse_storage_cfg
 from iomatrix.errors import UserError
+from iomatrix.vmconfig.network import parse_storage_cfg
 from tests.conftest import needs, run_cli
 
 DATA = Path(__file__).parent / "data" / "current_network"

@@ -4,7 +4,7 @@ and Proxmox's `qm set` (as the VM's config file lines it produces), over every f
 snippet can be written for and the device axes the tools spell.
 
 One documented difference: QEMU's command line of a lone scsi disk on its own controller is the same for
-virtio-scsi and virtio-scsi-single (current/qemu.py), so it reads back as virtio-scsi.
+virtio-scsi and virtio-scsi-single (vmconfig/qemu.py), so it reads back as virtio-scsi.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import pytest
 from iomatrix.current import parse_current
 from iomatrix.domain import Aio, Bus, CacheMode, Format
 from iomatrix.errors import UserError
-from iomatrix.snippet_writers import minimal_domain_xml
 from iomatrix.snippets import DiskConfig, snippets_for
+from iomatrix.vmconfig.libvirt import minimal_domain_xml
 
 FIRST = ("format", "cache", "aio", "bus")
 LATER = ({}, {"detect_zeroes": "unmap", "discard": "unmap"}, {"iothread": "on"})

@@ -4,10 +4,10 @@ Everything is generated from the axis registry (`iomatrix.domain.axes`): a confi
 every axis, each tool's options are the axes' spellings for that tool (`axes.tool_options`), and the rules
 between them are the registry's; an axis added to the registry reaches every snippet with no change here.
 Each tool's own structure (where an option goes, the virtio-scsi controller, the eatmydata wrapper, the measured
-discard/detect-zeroes defaults) is in `iomatrix.snippet_writers`; this module puts a configuration's snippets
-together (`snippets_for`) and, with --current, writes the ones that change the disk the user already has. The
-QEMU arguments are the very `-blockdev`/`-device` graph the tiers measure (`iomatrix.qemu_block`), so what is
-pasted is what was measured.
+discard/detect-zeroes defaults) is in that tool's module of `iomatrix.vmconfig`, beside its reader; this module puts
+a configuration's snippets together (`snippets_for`) and, with --current, writes the ones that change the disk the
+user already has. The QEMU arguments are the very `-blockdev`/`-device` graph the tiers measure
+(`iomatrix.qemu_block`), so what is pasted is what was measured.
 """
 
 from __future__ import annotations
@@ -25,62 +25,65 @@ from iomatrix.domain import (
     axes,
 )
 from iomatrix.errors import UserError
-from iomatrix.snippet_network_writers import network_snippets, tgt_snippet
-from iomatrix.snippet_writers import (
+from iomatrix.vmconfig.config import (
     CONTINUATION,
     DEFAULT_SIZE_GIB,
     DISCARD_NOTE,
     EATMYDATA_NOTE,
-    EATMYDATA_WRAPPER,
-    LIBVIRT_DEVICES_LEVEL,
-    LIBVIRT_DOMAIN_LEVEL,
-    LIBVIRT_IOTHREAD_ID,
-    LIBVIRT_SHARED_SCSI_CONTROLLER,
-    LIBVIRT_TARGET_KEYS,
     MEASURED_NOTES,
-    NOVA_CACHE_KEY,
-    NOVA_IMAGE_FILE_KEYS,
-    NOVA_IMAGE_PROPERTY_PREFIX,
-    PROXMOX_DISK_KEY,
-    PROXMOX_FORMAT_NAMES,
-    PROXMOX_IMAGE_FILE_KEYS,
-    PROXMOX_SCSIHW,
-    PROXMOX_STORAGE_KEYS,
-    QEMU_BINARY,
-    SINGLE_CONTROLLER_INDEX,
     SNIPPET_WIDTH,
-    VIRT_INSTALL_LEADING_KEYS,
     DiskConfig,
     Pairs,
     Snippet,
     SnippetSet,
     _not_available,
     _partition,
-    _proxmox_device_unavailable,
-    _proxmox_drive_options,
-    _proxmox_options,
     controller_options,
     controller_options_of,
-    eatmydata_wrapper_snippet,
-    libvirt_controller_xml,
-    libvirt_disk_element,
-    libvirt_disk_xml,
-    libvirt_snippet,
     measured_defaults,
     measured_note,
-    minimal_domain_xml,
-    nova_snippet,
-    proxmox_drive_value,
-    proxmox_snippet,
-    qemu_argv,
-    qemu_img_snippet,
-    qemu_snippet,
     refusal,
     shell_command,
     shell_word,
     snippet_backing,
+)
+from iomatrix.vmconfig.libvirt import (
+    LIBVIRT_DEVICES_LEVEL,
+    LIBVIRT_DOMAIN_LEVEL,
+    LIBVIRT_IOTHREAD_ID,
+    LIBVIRT_SHARED_SCSI_CONTROLLER,
+    LIBVIRT_TARGET_KEYS,
+    SINGLE_CONTROLLER_INDEX,
+    VIRT_INSTALL_LEADING_KEYS,
+    libvirt_controller_xml,
+    libvirt_disk_element,
+    libvirt_disk_xml,
+    libvirt_snippet,
+    minimal_domain_xml,
     virt_install_snippet,
     write_domain,
+)
+from iomatrix.vmconfig.network_snippets import network_snippets, tgt_snippet
+from iomatrix.vmconfig.nova import NOVA_CACHE_KEY, NOVA_IMAGE_FILE_KEYS, NOVA_IMAGE_PROPERTY_PREFIX, nova_snippet
+from iomatrix.vmconfig.proxmox import (
+    PROXMOX_DISK_KEY,
+    PROXMOX_FORMAT_NAMES,
+    PROXMOX_IMAGE_FILE_KEYS,
+    PROXMOX_SCSIHW,
+    PROXMOX_STORAGE_KEYS,
+    _proxmox_device_unavailable,
+    _proxmox_drive_options,
+    _proxmox_options,
+    proxmox_drive_value,
+    proxmox_snippet,
+)
+from iomatrix.vmconfig.qemu import (
+    EATMYDATA_WRAPPER,
+    QEMU_BINARY,
+    eatmydata_wrapper_snippet,
+    qemu_argv,
+    qemu_img_snippet,
+    qemu_snippet,
 )
 
 # Re-exported: callers import every snippet writer from here.

@@ -955,7 +955,8 @@ INITIATOR = Axis(
     ("libiscsi", KERNEL_CLIENT), "libiscsi", ("libiscsi",), frozenset({Layer.IMAGE}),
     rules=(_only_on(ISCSI, "initiator", "libiscsi"), _kernel_client_rule("initiator")),
     simpler=("libiscsi", KERNEL_CLIENT),
-    # The disk's type itself (libvirt network vs block, Proxmox iscsidirect vs iscsi): snippet_writers.
+    # The disk's type itself (libvirt network vs block, Proxmox iscsidirect vs iscsi): the tool modules of
+    # iomatrix.vmconfig.
     tools={t: (lambda v: ToolOption()) for t in ("libvirt", "proxmox", "virt-install", "nova")})
 NFS_CLIENT = Axis(
     "nfs_client", "the NFS client QEMU reaches an image on NFS with: its own (libnfs, nfs:// URLs) or the host "

@@ -24,8 +24,9 @@ options through each later axis's QEMU options. The first release's axes keep th
 from its three switches, the bus from ``if=`` or the ``-device`` driver), and the bus comes from libvirt's
 ``<target bus=>``.
 
-One module per form, each beside what it reads: `libvirt`, `qemu`, `proxmox`, `plain`; `common` holds the
-result types and what they share; this package's `parse_current` picks the form.
+One reader per form, each in its tool's module of `iomatrix.vmconfig` beside that tool's snippet writer
+(`libvirt`, `qemu`, `proxmox`; `plain`); `iomatrix.vmconfig.reading` holds the result types and what the readers
+share; this module's `parse_current` picks the form.
 """
 
 from __future__ import annotations
@@ -33,12 +34,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from iomatrix import domain
-from iomatrix.current.common import FORMS, CurrentConfig, ExistingDisk, cache_from_switches
-from iomatrix.current.libvirt import from_libvirt_xml
-from iomatrix.current.plain import from_axes
-from iomatrix.current.proxmox import from_proxmox, looks_like_qm_config
-from iomatrix.current.qemu import from_qemu
 from iomatrix.errors import UserError
+from iomatrix.vmconfig.libvirt import from_libvirt_xml
+from iomatrix.vmconfig.plain import from_axes
+from iomatrix.vmconfig.proxmox import from_proxmox, looks_like_qm_config
+from iomatrix.vmconfig.qemu import from_qemu
+from iomatrix.vmconfig.reading import FORMS, CurrentConfig, ExistingDisk, cache_from_switches
 
 PROXMOX_STORAGE_CFG = "storage.cfg"  # a copy of /etc/pve/storage.cfg beside a qm config file (--current)
 

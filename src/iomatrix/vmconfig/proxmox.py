@@ -1,5 +1,7 @@
-"""--current from Proxmox VE's ``qm config VMID`` output (or ``/etc/pve/qemu-server/VMID.conf``). Its snippet
-writer: `iomatrix.snippets.proxmox_snippet` (a new volume) and the existing volume's `qm set`.
+"""Proxmox VE: the disk's snippet writer (``qm set`` with the drive line, the storage's own settings) and the
+``--current`` reader of ``qm config VMID`` output (or ``/etc/pve/qemu-server/VMID.conf``).
+
+Writer and reader round-trip in tests/test_snippet_round_trips.py.
 """
 
 from __future__ import annotations
@@ -8,16 +10,110 @@ import itertools
 import re
 from pathlib import Path
 
-from iomatrix.current.common import (
-    CurrentConfig,
-    ExistingDisk,
-    _bad,
-    _value,
+from iomatrix.domain import (
+    BackingKind,
+    Bus,
+    Format,
+    Modifier,
+    axes,
 )
-from iomatrix.current.network import NetworkDiskRead, note_qemu_rbd_cache, parse_storage_cfg, read_proxmox_volume
-from iomatrix.domain import Bus, Format, axes
-from iomatrix.domain.axes import ISCSI, RBD, IOThread
+from iomatrix.domain.axes import (
+    ISCSI,
+    QUEUES_AUTO,
+    RBD,
+    IOThread,
+)
 from iomatrix.errors import UserError
+from iomatrix.vmconfig.config import (
+    DEFAULT_SIZE_GIB,
+    DiskConfig,
+    Pairs,
+    Snippet,
+    _not_available,
+    _partition,
+    measured_defaults,
+    shell_command,
+)
+from iomatrix.vmconfig.network import NetworkDiskRead, note_qemu_rbd_cache, parse_storage_cfg, read_proxmox_volume
+from iomatrix.vmconfig.reading import CurrentConfig, ExistingDisk, _bad, _value
+
+# Proxmox: the key prefix of the drive (virtio0, scsi0), and the keys set on the storage (pvesm set), not the
+# drive; a block storage (LVM, ZFS) has no image file, so no format on the drive and no preallocation.
+PROXMOX_DISK_KEY = "disk-key"
+PROXMOX_STORAGE_KEYS = ("preallocation",)
+PROXMOX_IMAGE_FILE_KEYS = ("format", "preallocation")
+
+
+
+
+def _proxmox_options(cfg: DiskConfig) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    skip = PROXMOX_IMAGE_FILE_KEYS if cfg.backing == BackingKind.BLOCK else ()
+    return axes.tool_options(cfg.axis_values(), "proxmox", skip_keys=skip)
+
+
+def _proxmox_drive_options(opts: Pairs) -> Pairs:
+    """The axes' options that are properties of the drive (not its key, not the storage's)."""
+    return _partition(opts, lambda k: k != PROXMOX_DISK_KEY and k not in PROXMOX_STORAGE_KEYS)[0]
+
+
+# Proxmox's format names (qm disk move --format).
+PROXMOX_FORMAT_NAMES = {Format.RAW: "raw", Format.QCOW2: "qcow2", Format.QED: "qed"}
+# qm.conf scsihw per bus: virtio-scsi-pci is one controller for every scsi disk, virtio-scsi-single one per disk.
+PROXMOX_SCSIHW = {Bus.VIRTIO_SCSI: "virtio-scsi-pci", Bus.VIRTIO_SCSI_SINGLE: "virtio-scsi-single"}
+
+
+def _proxmox_device_unavailable(cfg: DiskConfig) -> list[str]:
+    """What Proxmox cannot set on this bus (qemu-server PVE/QemuServer.pm config_to_command: a scsi drive's
+    iothread and queues go on its controller only with scsihw virtio-scsi-single, and are ignored otherwise;
+    PVE/QemuServer/Drive.pm: virtio drives have iothread but no queues)."""
+    iothread, queues = cfg.more.get("iothread", IOThread.OFF), cfg.more.get("queues", QUEUES_AUTO)
+    out = []
+    if cfg.bus == Bus.VIRTIO_SCSI and iothread != IOThread.OFF:
+        out.append("Proxmox gives a scsi disk an IOThread only with scsihw virtio-scsi-single (with virtio-scsi-pci "
+                   "it ignores iothread=1): use bus virtio-scsi-single")
+    if cfg.bus == Bus.VIRTIO_SCSI and queues != QUEUES_AUTO:
+        out.append("Proxmox sets a scsi disk's queues only with scsihw virtio-scsi-single (a controller per disk)")
+    if cfg.bus == Bus.VIRTIO_BLK and queues != QUEUES_AUTO:
+        out.append("Proxmox's virtio drives have no queues option: QEMU gives them one queue per vCPU")
+    return out
+
+
+def proxmox_drive_value(cfg: DiskConfig, storage: str = "STORAGE", size_gib: int = DEFAULT_SIZE_GIB) -> str:
+    """The qm.conf property string: STORAGE:SIZE allocates a new volume of SIZE GiB."""
+    drive = _proxmox_drive_options(_proxmox_options(cfg)[0])
+    drive += measured_defaults("proxmox", dict(drive))
+    return ",".join([f"{storage}:{size_gib}", *(f"{k}={v}" for k, v in drive)])
+
+
+def proxmox_snippet(cfg: DiskConfig, vmid: str = "VMID", storage: str = "STORAGE",
+                    size_gib: int = DEFAULT_SIZE_GIB) -> Snippet:
+    title = "Proxmox VE (qm set)"
+    opts, axis_notes, unavailable = _proxmox_options(cfg)
+    unavailable += _proxmox_device_unavailable(cfg)
+    if unavailable:
+        return Snippet("proxmox", title, None, _not_available(unavailable))
+    cmd = f"qm set {vmid}"
+    if cfg.bus in PROXMOX_SCSIHW:
+        cmd += f" --scsihw {PROXMOX_SCSIHW[cfg.bus]}"  # the controller measured; Proxmox's default may be LSI
+    cmd = shell_command([*cmd.split(), f"--{dict(opts)[PROXMOX_DISK_KEY]}0", proxmox_drive_value(cfg, storage,
+                                                                                                 size_gib)])
+    measured = dict(measured_defaults("proxmox", dict(_proxmox_drive_options(opts))))
+    notes = ["STORAGE:SIZE allocates a new volume of SIZE GiB; use an existing volume id to reconfigure a disk"]
+    if "detect_zeroes" in measured:
+        notes.append("detect_zeroes=0 because Proxmox turns QEMU's zero detection on by default and iomatrix "
+                     "measured it off")
+    if "discard" in measured:
+        notes.append("discard=on (guest TRIM frees thin storage) is an option, not measured here")
+    notes += axis_notes
+    if cfg.modifier == Modifier.EATMYDATA:
+        notes.append("eatmydata cannot be expressed: Proxmox starts QEMU itself and has no per-VM wrapper "
+                     "(only a host-wide replacement of /usr/bin/kvm would do, for every VM)")
+    if on_storage := _partition(opts, PROXMOX_STORAGE_KEYS.__contains__)[0]:
+        cmd += f"\npvesm set {storage}" + "".join(f" --{k} {v}" for k, v in on_storage)
+        notes.append(f"{', '.join(k for k, _ in on_storage)} is a property of a directory/NFS storage, not of "
+                     "one disk")
+    return Snippet("proxmox", title, cmd, "; ".join(notes))
+
 
 # `qm config VMID` output, or the VM's file /etc/pve/qemu-server/VMID.conf (the same "key: value" lines, then a
 # [snapshot] section per snapshot, which is not the running configuration). What qemu-server runs for a drive
@@ -31,7 +127,8 @@ from iomatrix.errors import UserError
 #   for new VMs); a scsi drive's iothread and queues take effect only with scsihw virtio-scsi-single.
 PROXMOX_DRIVE = re.compile(r"^(ide|sata|scsi|virtio)(\d+)$")
 PROXMOX_BUS = {"virtio": Bus.VIRTIO_BLK, "ide": Bus.IDE, "sata": Bus.SATA}
-PROXMOX_SCSIHW = {"virtio-scsi-pci": Bus.VIRTIO_SCSI, "virtio-scsi-single": Bus.VIRTIO_SCSI_SINGLE}
+# Read back through the writer's own spelling (PROXMOX_SCSIHW above), so the two cannot drift apart.
+SCSIHW_BUS = {name: bus for bus, name in PROXMOX_SCSIHW.items()}
 PROXMOX_DEFAULT_SCSIHW = "lsi"
 PROXMOX_DEFAULT_CACHE = "none"
 PROXMOX_DEFAULT_AIO = "io_uring"
@@ -147,10 +244,10 @@ def _proxmox_bus(key: str, conf: dict[str, str]) -> tuple[Bus, str]:
     if prefix != "scsi":
         return PROXMOX_BUS[prefix], ""
     scsihw = conf.get("scsihw", PROXMOX_DEFAULT_SCSIHW)
-    if scsihw not in PROXMOX_SCSIHW:
-        raise _bad("scsihw", scsihw, f"{', '.join(PROXMOX_SCSIHW)} (iomatrix measures no other scsi controller; "
+    if scsihw not in SCSIHW_BUS:
+        raise _bad("scsihw", scsihw, f"{', '.join(SCSIHW_BUS)} (iomatrix measures no other scsi controller; "
                                      f"'{PROXMOX_DEFAULT_SCSIHW}' is qm.conf's default when scsihw is absent)")
-    return PROXMOX_SCSIHW[scsihw], scsihw
+    return SCSIHW_BUS[scsihw], scsihw
 
 
 def _proxmox_drive_axes(key: str, drive: dict[str, str], conf: dict[str, str]) -> tuple[dict[str, str], list[str]]:

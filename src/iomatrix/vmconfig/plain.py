@@ -3,14 +3,9 @@
 
 from __future__ import annotations
 
-from iomatrix.current.common import (
-    FORMS,
-    CurrentConfig,
-    _bad,
-    _value,
-)
 from iomatrix.domain import axes
 from iomatrix.errors import UserError
+from iomatrix.vmconfig.reading import FORMS, CurrentConfig, _bad, _value
 
 
 def from_axes(text: str) -> CurrentConfig:

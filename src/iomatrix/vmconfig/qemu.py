@@ -1,5 +1,8 @@
-"""--current from QEMU options: a ``-drive`` or ``-blockdev`` string with its ``-device`` (and controller).
-Its snippet writer: `iomatrix.snippets.qemu_snippet` (through the QEMU disk builder, `iomatrix.qemu_block`).
+"""QEMU: the disk's snippet writer (``-blockdev``/``-device`` from the one QEMU disk builder, `iomatrix.qemu_block`, the
+eatmydata wrapper, ``qemu-img create``) and the ``--current`` reader of QEMU options: a ``-drive`` or ``-blockdev``
+string with its ``-device`` (and controller).
+
+Writer and reader round-trip in tests/test_snippet_round_trips.py.
 """
 
 from __future__ import annotations
@@ -10,7 +13,44 @@ import shlex
 from typing import Any
 
 from iomatrix.backing.spec import parse_size
-from iomatrix.current.common import (
+from iomatrix.domain import (
+    BackingKind,
+    Bus,
+    Format,
+    Modifier,
+    Preallocation,
+    axes,
+)
+from iomatrix.domain.axes import (
+    QUEUES_AUTO,
+    VIRTIO_PROBED_DEVICE,
+    VQ_MAPPING_SINCE,
+    IOThread,
+)
+from iomatrix.errors import UserError
+from iomatrix.qemu_block import DiskSpec, blockdev_args, device_args
+from iomatrix.vmconfig.config import (
+    CONTINUATION,
+    DEFAULT_SIZE_GIB,
+    EATMYDATA_WRAPPER,
+    QEMU_BINARY,
+    DiskConfig,
+    Snippet,
+    measured_defaults,
+    measured_note,
+    shell_command,
+    shell_word,
+)
+from iomatrix.vmconfig.network import (
+    NetworkDiskRead,
+    NetworkPlace,
+    client_is_kernel,
+    note_qemu_rbd_cache,
+    qemu_img_rbd_target,
+    qemu_protocol_node,
+    read_qemu_node,
+)
+from iomatrix.vmconfig.reading import (
     FORMS,
     QEMU_DEFAULT_AIO,
     QEMU_DEFAULT_CACHE,
@@ -24,10 +64,90 @@ from iomatrix.current.common import (
     _value,
     cache_from_switches,
 )
-from iomatrix.current.network import NetworkDiskRead, note_qemu_rbd_cache, read_qemu_node
-from iomatrix.domain import Bus, Format, axes
-from iomatrix.domain.axes import IOThread
-from iomatrix.errors import UserError
+
+
+def _disk_spec(cfg: DiskConfig, path: str | None) -> DiskSpec:
+    return DiskSpec.for_cell(cfg.axis_values(), path or cfg.default_path())
+
+
+def qemu_argv(cfg: DiskConfig, path: str | None = None, node: str = "disk0") -> list[str]:
+    """The -blockdev/-device arguments the guest tier measured, for `path`."""
+    spec = _disk_spec(cfg, path)
+    blockdev = blockdev_args(spec, node=node)
+    if cfg.protocol is not None:
+        blockdev = [_network_blockdev(cfg, a) if a.startswith("driver=") else a for a in blockdev]
+    if cfg.backing == BackingKind.BLOCK:
+        # blockdev_args picks the protocol from the path it sees; a snippet's path need not exist here.
+        blockdev = [a.replace("file.driver=file,", "file.driver=host_device,") for a in blockdev]
+    # QEMU's default error policy (pause the VM on ENOSPC, e.g. a full thin pool) is kept for the user's
+    # VM: iomatrix reports errors only so that a measurement fails with a reason instead of hanging.
+    return [*blockdev, *device_args(spec, node=node, serial="disk0", report_errors=False)]
+
+
+def _network_blockdev(cfg: DiskConfig, arg: str) -> str:
+    """A -blockdev value with its protocol node (file.driver=file,file.filename=…) replaced by the network disk's:
+    QEMU's iscsi/nfs driver, or the device/file the kernel's client gives (network.qemu_protocol_node)."""
+    assert cfg.protocol is not None
+    proto = qemu_protocol_node(cfg.protocol, cfg.values, cfg.format.value, NetworkPlace())
+    dropped = ("file.driver=", "file.filename=", *(("file.aio=",) if cfg.userspace_client else ()))
+    parts = arg.split(",")
+    at = next(i for i, p in enumerate(parts) if p.startswith("file.driver="))
+    kept = [p for p in parts if not p.startswith(dropped)]
+    return ",".join([*kept[:at], *(f"file.{k}={v}" for k, v in proto), *kept[at:]])
+
+
+def qemu_snippet(cfg: DiskConfig, path: str | None = None) -> Snippet:
+    argv = qemu_argv(cfg, path)
+    pairs = [shell_word(f"{argv[i]} ", argv[i + 1]) for i in range(0, len(argv), 2)]
+    note = "append to your qemu-system-x86_64 command line"
+    if cfg.more.get("queues", QUEUES_AUTO) != QUEUES_AUTO:
+        note += f" (with -smp {cfg.more['queues']} or more: the guest uses a queue per vCPU)"
+    if cfg.more.get("iothread") == IOThread.VQ_MAPPING:
+        device = VIRTIO_PROBED_DEVICE.get(cfg.bus, "")
+        note += (f"; iothread-vq-mapping needs QEMU ≥ {VQ_MAPPING_SINCE.get(device, '9.0')} and QEMU's JSON -device "
+                 "syntax (its value is a list)")
+    if cfg.modifier == Modifier.EATMYDATA:
+        note += " and start QEMU as 'eatmydata qemu-system-x86_64 …' (an LD_PRELOAD wrapper of the whole process)"
+    # An axis that sets discard or detect-zeroes on the graph takes that default's place.
+    qopts = _disk_spec(cfg, path).qemu_options()
+    spelled = {k.replace("-", "_"): v for k, v in (*qopts.format_node, *qopts.file_node, *qopts.file_protocol)}
+    return Snippet("qemu", "QEMU command line (-blockdev/-device, the graph iomatrix measured)",
+                   CONTINUATION.join(pairs), "; ".join(filter(None, (note, measured_note(measured_defaults("qemu",
+                                                                                                       spelled))))))
+
+
+def eatmydata_wrapper_snippet() -> Snippet:
+    """The script libvirt's <emulator> (or any tool that takes an emulator path) runs instead of QEMU."""
+    script = (f"cat > {EATMYDATA_WRAPPER} <<'EOF'\n#!/bin/sh\n"
+              "# QEMU under eatmydata: its fsync/fdatasync return at once, so nothing is durable until the host\n"
+              "# writes it back on its own (power loss or a host crash loses acknowledged guest writes)\n"
+              f'exec eatmydata {QEMU_BINARY} "$@"\nEOF\nchmod 755 {EATMYDATA_WRAPPER}')
+    return Snippet("qemu-wrapper", "QEMU wrapper for eatmydata (what libvirt's <emulator> points at)", script,
+                   "needs the eatmydata package; under AppArmor or SELinux the VM's confinement must allow libvirt "
+                   "to execute the wrapper")
+
+
+def qemu_img_snippet(cfg: DiskConfig, path: str | None = None, size_gib: int = DEFAULT_SIZE_GIB) -> Snippet:
+    title = "qemu-img create (the image, with its preallocation)"
+    target = path or cfg.default_path()
+    if cfg.backing in (BackingKind.BLOCK, BackingKind.ISCSI) and cfg.format == Format.RAW:
+        return Snippet("qemu-img", title, None, "none needed: a raw disk on a block device is the device itself")
+    if cfg.backing == BackingKind.RBD and cfg.format == Format.RAW:
+        return Snippet("qemu-img", title, None, "none needed: a raw disk on Ceph is the RBD image itself, which the "
+                                                "rbd create snippet makes with its object size")
+    if cfg.protocol is not None and client_is_kernel(cfg.protocol, cfg.values):
+        # The kernel's client gives a device (by-path) or a file under the mount: qemu-img writes it as any other.
+        target = path or qemu_protocol_node(cfg.protocol, cfg.values, cfg.format.value, NetworkPlace())[1][1]
+    elif cfg.backing == BackingKind.RBD:  # QEMU's rbd driver creates the RBD image, with the cell's object size
+        target = path or qemu_img_rbd_target(cfg.values, NetworkPlace())
+    argv = ["qemu-img", "create", "-f", cfg.format.value]
+    opts = [f"preallocation={cfg.preallocation}"] if cfg.preallocation != Preallocation.OFF else []
+    opts += [f"{k}={v}" for k, v in axes.qemu_options(cfg.axis_values()).create]
+    if opts:
+        argv += ["-o", ",".join(opts)]
+    argv += [target, f"{size_gib}G"]
+    return Snippet("qemu-img", title, shell_command(argv))
+
 
 # -drive if= → bus (if=scsi attaches an LSI controller, not virtio-scsi: iomatrix has no such bus).
 DRIVE_IF = {"virtio": Bus.VIRTIO_BLK, "ide": Bus.IDE}

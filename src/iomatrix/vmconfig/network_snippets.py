@@ -2,8 +2,8 @@
 for every tool, with the notes a network disk needs (placeholders, the host's login, mount or map for the kernel's
 client, the target's own settings), the iSCSI target's tgt targets.conf, and for RBD the [client] lines of
 ceph.conf (librbd's cache) and the image's `rbd create` (its object size). Where the disk lives, as each tool names
-it, is in `iomatrix.snippet_network`; the tools' shared structure (drivers, buses, controllers) in
-`iomatrix.snippet_writers`.
+it, is in `iomatrix.vmconfig.network`; the tools' shared structure (drivers, buses, controllers) in
+`iomatrix.vmconfig.config` and each tool's module.
 """
 
 from __future__ import annotations
@@ -11,11 +11,22 @@ from __future__ import annotations
 from dataclasses import replace
 
 from iomatrix.domain import BackingKind, Format, axes
-from iomatrix.snippet_network import (
+from iomatrix.domain.axes import RBD
+from iomatrix.vmconfig.config import (
+    DEFAULT_SIZE_GIB,
+    DiskConfig,
+    Pairs,
+    Snippet,
+    SnippetSet,
+    _not_available,
+    measured_defaults,
+    shell_command,
+)
+from iomatrix.vmconfig.libvirt import libvirt_snippet, virt_install_snippet
+from iomatrix.vmconfig.network import (
     NETWORK_SKIPPED_KEYS,
     PROTOCOL_NAMES,
     PROXMOX_STORAGE_ID,
-    RBD,
     NetworkPlace,
     ceph_client_conf,
     ceph_client_notes,
@@ -28,31 +39,17 @@ from iomatrix.snippet_network import (
     tgt_note,
     tgt_targets_conf,
 )
-from iomatrix.snippet_writers import (
-    DEFAULT_SIZE_GIB,
-    NOVA_CACHE_KEY,
-    NOVA_IMAGE_FILE_KEYS,
-    NOVA_IMAGE_PROPERTY_PREFIX,
+from iomatrix.vmconfig.nova import NOVA_CACHE_KEY, NOVA_IMAGE_FILE_KEYS, NOVA_IMAGE_PROPERTY_PREFIX, nova_snippet
+from iomatrix.vmconfig.proxmox import (
     PROXMOX_DISK_KEY,
     PROXMOX_IMAGE_FILE_KEYS,
     PROXMOX_SCSIHW,
     PROXMOX_STORAGE_KEYS,
-    DiskConfig,
-    Pairs,
-    Snippet,
-    SnippetSet,
-    _not_available,
     _proxmox_device_unavailable,
     _proxmox_drive_options,
     _proxmox_options,
-    libvirt_snippet,
-    measured_defaults,
-    nova_snippet,
-    qemu_img_snippet,
-    qemu_snippet,
-    shell_command,
-    virt_install_snippet,
 )
+from iomatrix.vmconfig.qemu import qemu_img_snippet, qemu_snippet
 
 
 def network_notes(cfg: DiskConfig) -> list[str]:
