@@ -16,6 +16,32 @@ import pytest
 DATA = Path(__file__).parent / "data"
 
 
+# The suite runs on two pytest-xdist workers (scripts/test: `-n 2 --dist loadgroup`): a 2-core host spends much
+# of a serial run waiting on a child (fio, QEMU, a daemon) or starting the CLI. Tests that share something only one
+# of them can hold at a time run on one worker, one after the other (an xdist group per entry):
+SERIAL_GROUPS = {
+    # A lab NFS server needs rpcbind on port 111 and registers program 100003 there: one per host at a time.
+    "nfs": ("test_nfs_backing", "test_network_disks", "test_kill_campaign_network"),
+    # A lab Ceph cluster (a mon and an OSD) takes about a core; two at once would measure each other.
+    "ceph": ("test_rbd_backing", "test_rbd_flush_finding", "test_snippets_rbd"),
+    # The fleet demo's namespaces and addresses are fixed, and its leftover check scans /tmp/iomatrix-fleet-*,
+    # which the playbook runs of the other fleet tests also make.
+    "fleet": ("test_fleet_demo", "test_fleet_answers", "test_fleet_collection", "test_fleet_host_label"),
+}
+# Modules whose module-scoped fixture is a sweep or a boot: kept on one worker so it is made once.
+WHOLE_MODULES = ("test_guest_boot", "test_verdict", "test_headline", "test_guest_batch", "test_bad_input_campaign")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    group_of = {m: g for g, modules in SERIAL_GROUPS.items() for m in modules}
+    group_of.update({m: m for m in WHOLE_MODULES})
+    for item in items:
+        module = Path(str(item.fspath)).stem
+        if module in group_of:
+            item.add_marker(pytest.mark.xdist_group(group_of[module]))
+
+
 def iomatrix_argv() -> list[str]:
     """The installed CLI, falling back to the module (same interpreter as the tests)."""
     exe = Path(sys.executable).parent / "iomatrix"
