@@ -43,7 +43,10 @@ def host_metadata() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "mem_bytes": _mem_bytes(),
         "fio_version": version_of(["fio", "--version"]),
-        "qemu_version": version_of(["qemu-system-x86_64", "--version"]),
+        # The same QEMU build either way (Debian's one source package); a measuring-only install (setup.sh
+        # --minimal) has no qemu-system-x86, only the storage daemon.
+        "qemu_version": version_of(["qemu-system-x86_64", "--version"])
+        or version_of(["qemu-storage-daemon", "--version"]),
         "qemu_img_version": version_of(["qemu-img", "--version"]),
         "python_version": platform.python_version(),
         "iomatrix_version": __version__,
