@@ -42,6 +42,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(group_of[module]))
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """On an xdist worker, fail a grouped test whose group was not applied. xdist tags a grouped test by adding
+    '@group' to its id; a pytest/xdist pair that loses the tag runs a group on both workers, and its tests then
+    fail by disturbing each other (two lab NFS servers on one rpcbind), far from the cause."""
+    if item.config.getvalue("loadgroup") and any(item.iter_markers("xdist_group")) and "@" not in item.nodeid:
+        pytest.fail("pytest-xdist did not apply this test's xdist group (tests/conftest.py): install the pytest and "
+                    "pytest-xdist versions pyproject.toml's dev extra names (scripts/setup.sh), or run with -n 0",
+                    pytrace=False)
+
+
 def iomatrix_argv() -> list[str]:
     """The installed CLI, falling back to the module (same interpreter as the tests)."""
     exe = Path(sys.executable).parent / "iomatrix"
