@@ -46,7 +46,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """On an xdist worker, fail a grouped test whose group was not applied. xdist tags a grouped test by adding
     '@group' to its id; a pytest/xdist pair that loses the tag runs a group on both workers, and its tests then
     fail by disturbing each other (two lab NFS servers on one rpcbind), far from the cause."""
-    if item.config.getvalue("loadgroup") and any(item.iter_markers("xdist_group")) and "@" not in item.nodeid:
+    grouped = any(item.iter_markers("xdist_group"))
+    if grouped and item.config.getoption("loadgroup", default=False) and "@" not in item.nodeid:
         pytest.fail("pytest-xdist did not apply this test's xdist group (tests/conftest.py): install the pytest and "
                     "pytest-xdist versions pyproject.toml's dev extra names (scripts/setup.sh), or run with -n 0",
                     pytrace=False)

@@ -146,3 +146,46 @@ def test_a_refused_teardown_suggests_a_clean_command_that_works(tmp_path: Path) 
             busy.kill()
             busy.wait()
         leftovers.clean(workdir, mine=True)
+
+
+# A Ctrl-C that arrives while spawn() forks: the wrapper around Popen sends SIGINT to this process right after
+# the child started, while spawn() still holds the signal blocked, i.e. exactly the moment a terminal's Ctrl-C
+# can land. The KeyboardInterrupt then comes out of spawn() itself, so its caller never holds the child.
+_CTRL_C_DURING_FORK = textwrap.dedent("""
+    import os, signal, subprocess, sys
+    from iomatrix import children
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    started = []
+    real = subprocess.Popen
+    def popen_then_ctrl_c(*a, **k):
+        p = real(*a, **k)
+        started.append(p.pid)
+        os.kill(os.getpid(), signal.SIGINT)  # pending: spawn() has SIGINT blocked across the fork
+        return p
+    subprocess.Popen = popen_then_ctrl_c
+    try:
+        children.spawn(["sleep", "600"])
+        print("no interrupt")
+    except KeyboardInterrupt:
+        pid = started[0]
+        try:
+            reaped = os.waitpid(pid, os.WNOHANG)[0] == pid
+        except ChildProcessError:
+            reaped = True  # already reaped by spawn()
+        print(pid, reaped, pid in children.live_pids())
+""")
+
+
+def test_a_ctrl_c_during_the_fork_stops_the_child_its_caller_never_got() -> None:
+    """The baremetal tier's interrupt test once found a fio data file after a Ctrl-C: the signal, blocked
+    across the fork, was raised by spawn()'s unblocking, so no caller's `except` stopped the fio it started."""
+    done = subprocess.run([sys.executable, "-c", _CTRL_C_DURING_FORK], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    pid, reaped, live = done.stdout.split()
+    try:
+        assert (reaped, live) == ("True", "False"), done.stdout
+        assert proc_start(int(pid)) is None  # not running: stopped, not left to the exit handler
+    finally:
+        if proc_start(int(pid)) is not None:
+            os.kill(int(pid), signal.SIGKILL)

@@ -68,14 +68,19 @@ def spawn(argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen:
     old = signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED)
     try:
         proc = subprocess.Popen(list(argv), preexec_fn=lambda: _die_with_parent(parent), **popen_kwargs)
-        with _LOCK:
-            _LIVE[proc.pid] = proc
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-    try:
-        _record(proc, argv)
     except BaseException:
-        kill(proc)  # a child the ledger cannot name must not run
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        raise
+    with _LOCK:
+        _LIVE[proc.pid] = proc
+    try:
+        # A Ctrl-C or SIGTERM that came during the fork is raised by this very call (Python runs the handlers of
+        # the signals it unblocks before returning). The caller never gets `proc` then, so nothing of its would
+        # stop the child: stopped here (a fio left running went on to lay out its data file after teardown).
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        _record(proc, argv)  # a child the ledger cannot name must not run either
+    except BaseException:
+        kill(proc)
         raise
     return proc
 
