@@ -37,7 +37,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     group_of = {m: g for g, modules in SERIAL_GROUPS.items() for m in modules}
     group_of.update({m: m for m in WHOLE_MODULES})
     for item in items:
-        module = Path(str(item.fspath)).stem
+        module = item.path.stem
         if module in group_of:
             item.add_marker(pytest.mark.xdist_group(group_of[module]))
 

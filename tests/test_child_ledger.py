@@ -60,10 +60,14 @@ def _comm(pid: int) -> str:
         return ""
 
 
+def _our_python_env() -> dict[str, str]:
+    """The environment for a child Python that imports iomatrix from where these tests import it."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+
+
 def test_clean_kills_a_child_the_killed_sweep_left_running_and_only_it(tmp_path: Path) -> None:
     sweep = subprocess.Popen([sys.executable, "-c", _KILLED_SWEEP, str(tmp_path)], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                                 p for p in sys.path if p)})
+                             stdout=subprocess.PIPE, text=True, env=_our_python_env())
     assert sweep.stdout is not None and sweep.stdin is not None
     pid = int(sweep.stdout.readline())
     try:
@@ -177,10 +181,10 @@ _CTRL_C_DURING_FORK = textwrap.dedent("""
 
 
 def test_a_ctrl_c_during_the_fork_stops_the_child_its_caller_never_got() -> None:
-    """The baremetal tier's interrupt test once found a fio data file after a Ctrl-C: the signal, blocked
+    """The bare-metal tier's interrupt test once found a fio data file after a Ctrl-C: the signal, blocked
     across the fork, was raised by spawn()'s unblocking, so no caller's `except` stopped the fio it started."""
     done = subprocess.run([sys.executable, "-c", _CTRL_C_DURING_FORK], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+                          env=_our_python_env())
     assert done.returncode == 0, done.stdout + done.stderr
     pid, reaped, live = done.stdout.split()
     try:
