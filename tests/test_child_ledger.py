@@ -152,21 +152,23 @@ def test_a_refused_teardown_suggests_a_clean_command_that_works(tmp_path: Path) 
         leftovers.clean(workdir, mine=True)
 
 
-# A Ctrl-C that arrives while spawn() forks: the wrapper around Popen sends SIGINT to this process right after
-# the child started, while spawn() still holds the signal blocked, i.e. exactly the moment a terminal's Ctrl-C
-# can land. The KeyboardInterrupt then comes out of spawn() itself, so its caller never holds the child.
+# A Ctrl-C that arrives while spawn() forks: a wrapper inside Popen sends SIGINT to this process right after the
+# child started, while Popen has not returned, i.e. exactly the moment a terminal's Ctrl-C can land. The
+# KeyboardInterrupt then comes out of spawn() itself, so its caller never holds the child.
 _CTRL_C_DURING_FORK = textwrap.dedent("""
-    import os, signal, subprocess, sys
+    import os, signal, subprocess, sys, threading, time
     from iomatrix import children
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Another thread, as the host sampler is during a sweep: the kernel hands it the signal the main thread
+    # blocks, and Python then runs the handler in the main thread wherever it is, here inside Popen.
+    threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
     started = []
-    real = subprocess.Popen
-    def popen_then_ctrl_c(*a, **k):
-        p = real(*a, **k)
-        started.append(p.pid)
-        os.kill(os.getpid(), signal.SIGINT)  # pending: spawn() has SIGINT blocked across the fork
-        return p
-    subprocess.Popen = popen_then_ctrl_c
+    real = subprocess.Popen._execute_child
+    def fork_then_ctrl_c(self, *a, **k):
+        real(self, *a, **k)
+        started.append(self.pid)
+        os.kill(os.getpid(), signal.SIGINT)
+    subprocess.Popen._execute_child = fork_then_ctrl_c
     try:
         children.spawn(["sleep", "600"])
         print("no interrupt")

@@ -66,23 +66,46 @@ def spawn(argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen:
     popen_kwargs.setdefault("start_new_session", True)
     parent = os.getpid()
     old = signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED)
+    with _deferred_handlers() as deferred:
+        try:
+            proc = subprocess.Popen(list(argv), preexec_fn=lambda: _die_with_parent(parent), **popen_kwargs)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        with _LOCK:
+            _LIVE[proc.pid] = proc
     try:
-        proc = subprocess.Popen(list(argv), preexec_fn=lambda: _die_with_parent(parent), **popen_kwargs)
-    except BaseException:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-        raise
-    with _LOCK:
-        _LIVE[proc.pid] = proc
-    try:
-        # A Ctrl-C or SIGTERM that came during the fork is raised by this very call (Python runs the handlers of
-        # the signals it unblocks before returning). The caller never gets `proc` then, so nothing of its would
-        # stop the child: stopped here (a fio left running went on to lay out its data file after teardown).
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        # A Ctrl-C or SIGTERM that came while the child started is raised here, once `proc` is held: the caller
+        # never gets `proc` if this raises, so the child is stopped here (a fio left running went on to lay out
+        # its data file after teardown).
+        for signum in deferred:
+            signal.raise_signal(signum)
         _record(proc, argv)  # a child the ledger cannot name must not run either
     except BaseException:
         kill(proc)
         raise
     return proc
+
+
+@contextlib.contextmanager
+def _deferred_handlers() -> Iterator[list[int]]:
+    """Hold back iomatrix's Python handlers of SIGINT and SIGTERM; yields the signals that came meanwhile.
+
+    Blocking the signals in this thread is not enough: the process's other threads (the host sampler) still take
+    a signal sent to the process, and Python then runs the handler in the main thread at any bytecode, e.g.
+    inside Popen after the fork, where nothing holds the child yet. Only the main thread runs Python handlers,
+    so only there is there anything to hold back."""
+    deferred: list[int] = []
+    saved: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in _HANDLED:
+            current = signal.getsignal(signum)
+            if callable(current):  # SIG_DFL and SIG_IGN act in the kernel, not here
+                saved[signum] = signal.signal(signum, lambda n, _frame: deferred.append(n))
+    try:
+        yield deferred
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
 
 
 def _record(proc: subprocess.Popen, argv: Sequence[str]) -> None:

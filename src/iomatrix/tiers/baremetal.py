@@ -76,27 +76,33 @@ class BareMetalTier(BareMetal, Tier):
         t0 = time.monotonic()
         log_file = req.run_dir / IOPS_LOG_FILE
         log_file.unlink(missing_ok=True)
-        # fio writes its IOPS log into its working directory: the run's scratch dir.
-        proc = children.spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=req.run_dir)
+        proc: subprocess.Popen | None = None
         try:
+            # fio writes its IOPS log into its working directory: the run's scratch dir. Started inside the `try`:
+            # an interrupt that lands as it starts still removes the data file below.
+            proc = children.spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=req.run_dir)
             if req.on_process:
                 req.on_process(proc.pid)
             _, stderr = proc.communicate(timeout=req.timeout_s)
         except subprocess.TimeoutExpired:
+            assert proc is not None  # only communicate() times out
             children.kill(proc, tree=True, grace_s=1.0)
             proc.communicate()
             return RunOutcome(ok=False, job_text=job, error=f"fio did not finish within {req.timeout_s:g} s; "
                               "killed", phases={"wall_s": time.monotonic() - t0})
         except BaseException:
             # Ctrl-C / SIGTERM: no fio job left behind writing to the backing.
-            children.kill(proc, tree=True)
+            if proc is not None:
+                children.kill(proc, tree=True)
             raise
         finally:
-            children.release(proc)
+            if proc is not None:
+                children.release(proc)
             if req.target.kind == "dir":  # a device is the user's; a network disk's file is its server's to remove
                 target.unlink(missing_ok=True)
         wall = time.monotonic() - t0
         raw = out_file.read_text() if out_file.exists() else ""
+        assert proc is not None  # the `try` either started it or raised
         if proc.returncode != 0:
             return RunOutcome(ok=False, job_text=job, raw_output=raw, console_tail=_tail(stderr),
                               error=f"fio exited with status {proc.returncode}: "
