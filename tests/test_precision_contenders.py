@@ -108,14 +108,15 @@ def test_compared_with_names_the_default_cache_and_aio_twin_in_the_same_tier_and
 
 
 def test_cells_the_race_cannot_separate_run_on_together_though_one_is_precise(tmp_path: Path) -> None:
-    # As `quick` met it on a fresh host: the leader steady (±2%), the other cell 8% behind and noisy (±12%),
-    # independently per run (seeded per cell and run). The race ends "not separable within the budget" with the
+    # As `quick` met it on a fresh host: the leader steady (±2%), the other cell 8% behind and noisy (±25%; at ±12%
+    # its runs now rule it out: it cannot be 5% better, stats/ruling_out.py), independently per run (seeded per
+    # cell and run). The race ends "not separable within the budget" with the
     # leader's own CI already within ±5%; under precision_for = "contenders" the leader runs on with the other
     # (paired rounds narrow the CI of their ratio, which the answer lacks) to precision_max, not stopping at 6.
     import random
 
     def close(key: str, n: int) -> Ok:
-        mean, sd = (100.0, 0.02) if key.split("/")[3] == "none" else (92.0, 0.12)
+        mean, sd = (100.0, 0.02) if key.split("/")[3] == "none" else (92.0, 0.25)
         return Ok(mean * random.Random(f"{key}:{n}").gauss(1.0, sd), wall_s=1.0)
 
     store, sweep_id, _ = run_sweep(tmp_path, "contenders", caches=("none", "writeback"), run_script=close,

@@ -10,6 +10,7 @@ from scipy import stats as st
 from iomatrix.errors import UserError
 from iomatrix.stats import rank
 from iomatrix.stats.decision import decide, rounds_to_separate, safety_key, simplicity_key
+from iomatrix.stats.ruling_out import non_superiority
 
 # (a) a bare-metal db-write-4k-fdatasync sweep: unsafe ~122k IOPS, the four other cache modes
 # ~2k with CV 15–25 % (n = 5 each): every cell's CI is wider than ±10 %.
@@ -108,3 +109,30 @@ def test_bad_threshold_and_tie_break_are_user_errors() -> None:
     with pytest.raises(UserError, match="unknown tie-break") as e2:
         decide(r, AXES, tie_break=["safety", "cheapest"])
     assert "safety, simplicity, performance, name" in (e2.value.hint or "")
+
+
+def test_a_cell_that_cannot_beat_the_best_by_the_threshold_does_not_hold_the_answer_back() -> None:
+    # b = a · exp(d), d = −0.12, −0.08, −0.04 (blocked by round): 7.7% behind, p = 0.074 (not significantly worse).
+    # Before this rule b was "unresolved" (no answer). The one-sided test of "b is more than 5% better than a"
+    # (stats/ruling_out.py): SE = 0.04/√3 on 2 df, t = (−0.08 − 0.051293)/SE = −5.6852, p = 0.01479 < 0.05: ruled
+    # out, a is the answer however much worse b really is.
+    a = [100.0, 120.0, 90.0]
+    b = [v * math.exp(d) for v, d in zip(a, [-0.12, -0.08, -0.04], strict=True)]
+    r = rank({"a": a, "b": b}, higher_is_better=True, rounds={"a": [0, 1, 2], "b": [0, 1, 2]})
+    assert r.row("b").p_vs_best == pytest.approx(0.07418, abs=1e-5)
+    assert non_superiority({"b": r.analysis.pair("b", "a")}, True, 0.05) == {"b": pytest.approx(0.01479, abs=1e-5)}
+    d = decide(r, {"a": {}, "b": {}})
+    assert (d.kind, d.answer, d.ruled_out, d.unresolved, d.separated) == ("single", "a", ("b",), (), ())
+    assert d.statement == ("a is the answer: b cannot be more than 5% better (one-sided test against that margin, "
+                           "Holm-adjusted p < α)")
+    # Lower is better (a latency): the same values swapped, a is the lower one and b 8% above it.
+    rl = rank({"a": b, "b": a}, higher_is_better=False, rounds={"a": [0, 1, 2], "b": [0, 1, 2]})
+    dl = decide(rl, {"a": {}, "b": {}})
+    assert (dl.kind, dl.answer, dl.ruled_out) == ("single", "a", ("b",))
+    # Twice the spread (d = −0.16, −0.08, 0.0): t = −2.8426, p = 0.05234, the data cannot tell: no answer yet.
+    b2 = [v * math.exp(d) for v, d in zip(a, [-0.16, -0.08, 0.0], strict=True)]
+    r2 = rank({"a": a, "b": b2}, higher_is_better=True, rounds={"a": [0, 1, 2], "b": [0, 1, 2]})
+    d2 = decide(r2, {"a": {}, "b": {}})
+    assert d2.kind == "unresolved" and d2.unresolved == ("b",) and d2.ruled_out == ()
+    # Without rounds (Welch: no SE on the log scale) nothing is ruled out.
+    assert decide(rank({"a": a, "b": b}, higher_is_better=True), {"a": {}, "b": {}}).ruled_out == ()

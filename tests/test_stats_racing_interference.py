@@ -93,17 +93,19 @@ def test_equivalence_stop_is_a_tost_on_the_blocked_ratio() -> None:
 
 def test_futility_stop_when_the_rounds_left_cannot_separate_the_leaders() -> None:
     # d = −0.10, +0.10, −0.30: b is 9.5% behind a (gap > 5%), paired t = 0.10/(0.2/√3) = 0.87: not significant.
-    # Residual SD of the blocked model s = SD(d)/√2 = 0.2/√2; at power 0.5 the rounds needed are
-    # n = ⌈(1.959964 · √2 · s / 0.10)²⌉ = ⌈(1.959964 · 2)²⌉ = ⌈15.37⌉ = 16, i.e. 13 more after 3.
+    # Residual SD of the blocked model s = SD(d)/√2 = 0.2/√2. At power 0.5, separating them needs
+    # n = ⌈(1.959964 · √2 · s / 0.10)²⌉ = ⌈(1.959964 · 2)²⌉ = ⌈15.37⌉ = 16 rounds, 13 more after 3; ruling b out
+    # (one-sided against the margin δ = −ln 0.95 = 0.051293) needs n = ⌈(1.644854 · √2 · s / (0.10 + 0.051293))²⌉
+    # = ⌈(1.644854 · 0.2 / 0.151293)²⌉ = ⌈4.73⌉ = 5 rounds, 2 more: the fewer of the two is the estimate.
     data = two_cells([-0.10, 0.10, -0.30])
     assert race_step(data, higher_is_better=True).contenders == {"b"}  # no limit given: races on
-    assert race_step(data, higher_is_better=True, rounds_left=13).contenders == {"b"}
+    assert race_step(data, higher_is_better=True, rounds_left=2).contenders == {"b"}
     assert race_step(data, higher_is_better=True, rounds_left=0).contenders == {"b"}  # max/budget stop it
-    futile = race_step(data, higher_is_better=True, rounds_left=12)
+    futile = race_step(data, higher_is_better=True, rounds_left=1)
     assert futile.futile == ("b",) and futile.contenders == frozenset() and futile.active == ("a",)
     [b] = [d for d in futile.decisions if d.unit == "b"]
-    assert b.reason == ("not separable from a within the budget: 10% behind (Holm p=0.48); about 13 more round(s) "
-                        "needed for even odds of separating them, 12 left")
+    assert b.reason == ("not separable from a within the budget: 10% behind (Holm p=0.48); about 2 more round(s) "
+                        "needed for even odds of separating them or ruling it out, 1 left")
     assert stop_reason([futile], rounds_done=3, max_rounds=8) == "not separable within the budget"
     # An earlier step's futile or equivalent stop still names the end of the race.
     assert stop_reason([futile, race_step(two_cells([0.5, 0.6, 0.55]), True)], 4, 8) == \
@@ -194,3 +196,18 @@ def test_interference_effect_spearman() -> None:
 def test_every_public_stats_name_resolves() -> None:
     for name in stats.__all__:
         assert getattr(stats, name) is not None, name
+
+
+def test_a_unit_that_cannot_beat_the_best_by_the_threshold_is_eliminated_without_being_significant() -> None:
+    # d = −0.12, −0.08, −0.04: b is 7.7% behind a, paired t = 3.46 on 2 df, p = 0.074: not significant. The one-sided
+    # test of "b is more than 5% better" (stats/ruling_out.py): t = (−0.08 − 0.051293)/(0.04/√3) = −5.6852,
+    # p = 0.01479 < 0.05: no number of rounds can make b the answer, so it stops.
+    data = two_cells([-0.12, -0.08, -0.04])
+    step = race_step(data, higher_is_better=True, threshold=0.05)
+    [b] = [d for d in step.decisions if d.unit == "b"]
+    assert b.status == "eliminated" and step.active == ("a",)
+    assert b.reason == ("cannot be more than 5% better than a: 8% behind (one-sided test against that margin, "
+                        "Holm p=0.015 < 0.05)")
+    assert stop_reason([step], rounds_done=3, max_rounds=8) == "one best left"
+    # Twice the spread (d = −0.16, −0.08, 0.0): t = −2.8426, p = 0.052, b keeps racing.
+    assert race_step(two_cells([-0.16, -0.08, 0.0]), higher_is_better=True).contenders == {"b"}

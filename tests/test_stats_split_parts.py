@@ -7,7 +7,7 @@ import math
 import pytest
 
 from iomatrix.stats import summarize
-from iomatrix.stats.blocked import independent_analysis
+from iomatrix.stats.blocked import BlockedPair, independent_analysis
 from iomatrix.stats.compare import RatioCI
 from iomatrix.stats.decision import (
     classify,
@@ -27,6 +27,7 @@ from iomatrix.stats.ranking import (
     summarize_cells,
     too_noisy,
 )
+from iomatrix.stats.ruling_out import margin, non_superiority, rounds_to_rule_out
 from iomatrix.stats.two_level import boot_anova, boot_means_are_the_unit, first_run, intraclass_correlation
 
 # -- two-level --------------------------------------------------------------------------------------------
@@ -166,5 +167,44 @@ def test_extra_rounds_by_hand() -> None:
 def test_unresolved_statement() -> None:
     text = unresolved_statement("A", ["B", "C"], "5%", None, 0.05, (), "B", budget_spent=True)
     assert text == ("not separable within the budget: A leads, but B, C are neither significantly worse nor within "
-                    "5%; no number of rounds can be estimated to separate them; if one must be chosen now, the "
+                    "5%; no number of rounds can be estimated to settle them; if one must be chosen now, the "
                     "tie-break (performance) picks B")
+
+
+# -- ruling out (stats/ruling_out.py) -----------------------------------------------------------------------------
+
+
+def _pair(ratio: float, se: float | None, df: float | None = 10.0) -> BlockedPair:
+    return BlockedPair("c", "best", ratio, None, None, 0.0, df, 0.5, 0.5, False, se)
+
+
+def test_ruling_out_margins_exact_fits_and_what_is_left_out() -> None:
+    assert margin(0.05, True) == pytest.approx(math.log(1 / 0.95))
+    assert margin(0.05, False) == pytest.approx(-math.log(1.05))
+    # An exact fit (SE 0) decides without error: 10% behind is ruled out, 10% ahead is not.
+    got = non_superiority({"behind": _pair(0.9, 0.0), "ahead": _pair(1.1, 0.0)}, True, 0.05)
+    assert got == {"behind": 0.0, "ahead": 1.0}
+    # Lower is better: a ratio of 1.2 (20% slower) with a tight SE cannot be 5% faster; 0.9 might be.
+    low = non_superiority({"slower": _pair(1.2, 0.02), "faster": _pair(0.9, 0.02)}, False, 0.05)
+    assert low["slower"] < 1e-6 and low["faster"] > 0.99
+    # No SE (Friedman–Conover, Welch) or no df: not tested, never ruled out.
+    assert non_superiority({"x": _pair(0.5, None), "y": _pair(0.5, 0.01, None)}, True, 0.05) == {}
+    # Holm over the family: two raw p of 0.03 become 0.06 each, neither is ruled out at α = 0.05.
+    from scipy import stats as st
+
+    se = (math.log(0.9) - margin(0.05, True)) / st.t.ppf(0.03, 10.0)
+    two = non_superiority({"a": _pair(0.9, se), "b": _pair(0.9, se)}, True, 0.05)
+    assert two == {"a": pytest.approx(0.06), "b": pytest.approx(0.06)}
+
+
+def test_rounds_to_rule_out_formula() -> None:
+    # 10% behind (d = ln 0.9), s = 0.1, θ = 5%: n = ⌈((1.644854 + 0.841621) · √2 · 0.1 / (0.051293 + 0.105361))²⌉
+    # = ⌈2.2449²⌉ = ⌈5.04⌉ = 6 rounds in all, 3 more after 3.
+    assert rounds_to_rule_out(math.log(0.9), 0.1, 3, 0.05, True) == 3
+    assert rounds_to_rule_out(math.log(0.9), 0.0, 3, 0.05, True) == 1  # no noise: one more round settles it
+    # Ahead by more than the margin, or no SD: no number of rounds rules it out.
+    assert rounds_to_rule_out(math.log(1.2), 0.1, 3, 0.05, True) is None
+    assert rounds_to_rule_out(math.log(0.9), None, 3, 0.05, True) is None
+    # Lower is better: 10% slower (d = ln 1.1) against δ = −ln 1.05.
+    assert rounds_to_rule_out(math.log(1.1), 0.1, 3, 0.05, False) == rounds_to_rule_out(
+        math.log(1 / 1.1), 0.1, 3, 1 - 1 / 1.05, True)

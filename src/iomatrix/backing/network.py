@@ -13,13 +13,24 @@ Pure model: nothing here starts a process or touches a file.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 Protocol_ = Literal["iscsi", "nfs", "rbd"]
 NETWORK_PROTOCOLS: tuple[str, ...] = ("iscsi", "nfs", "rbd")
+
+# Axes whose values are conditions of the network or of the storage's use, not settings to choose: cells at
+# different values are never ranked (nor raced) against each other (the answer would be "use rtt=0").
+CONDITION_AXES: tuple[str, ...] = ("rtt", "clients")
+
+
+def answers_per_backing(backing_types: Iterable[str]) -> bool:
+    """Whether a sweep over backings of these types answers each workload once per backing: when any is served
+    over the network (an iSCSI SAN and an NFS filer are not alternatives to each other). The report's answers
+    and the sweep's races both follow this rule, so a race never stops a cell against another protocol's."""
+    return any(t in NETWORK_PROTOCOLS for t in backing_types)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ _WHERE: dict[str, str] = {
     "BlockedAnalysis": "blocked", "BlockedPair": "blocked", "blocked_analysis": "blocked",
     "independent_analysis": "blocked",
     "Decision": "decision", "decide": "decision", "TIE_BREAKS": "decision",
+    "non_superiority": "ruling_out",
     "Elimination": "racing", "RaceStep": "racing", "race_step": "racing", "stop_reason": "racing",
     "RunInterference": "interference", "InterferenceEffect": "interference", "interference_flags": "interference",
     "interference_effect": "interference",

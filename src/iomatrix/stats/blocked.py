@@ -89,6 +89,7 @@ class BlockedPair:
     p_value: float
     p_adjusted: float  # Holm over every pair
     significant: bool  # p_adjusted < alpha
+    se_log: float | None = None  # SE of ln(ratio) on `df` (the parametric blocked model only; None otherwise)
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ class BlockedAnalysis:
                 return p
             if (p.a, p.b) == (b, a):
                 return BlockedPair(a, b, _inv(p.ratio), _inv_opt(p.ratio_high), _inv_opt(p.ratio_low),
-                                   -p.statistic, p.df, p.p_value, p.p_adjusted, p.significant)
+                                   -p.statistic, p.df, p.p_value, p.p_adjusted, p.significant, p.se_log)
         raise KeyError((a, b))
 
     @property
@@ -293,10 +294,10 @@ def _anova(cells: list[str], table: dict[str, dict[int, float]], alpha: float, c
         else:
             q = _tq(confidence, df_resid)
             lo, hi = math.exp(d - q * se), math.exp(d + q * se)
-        raw.append((d, lo, hi, t, p))
+        raw.append((d, lo, hi, t, p, se))
     adj = holm([r[4] for r in raw])
-    pairs = tuple(BlockedPair(cells[i], cells[j], math.exp(d), lo, hi, t, float(df_resid), p, pa, pa < alpha)
-                  for (i, j), (d, lo, hi, t, p), pa in zip(pairs_ix, raw, adj, strict=True))
+    pairs = tuple(BlockedPair(cells[i], cells[j], math.exp(d), lo, hi, t, float(df_resid), p, pa, pa < alpha, se)
+                  for (i, j), (d, lo, hi, t, p, se), pa in zip(pairs_ix, raw, adj, strict=True))
     resid = y - x @ beta
     shape = "balanced" if len(obs) == k * b else f"unbalanced: {len(obs)} of {k}×{b} values"
     desc = (f"two-way additive model on log values with the round as block (RCBD, {k} cells × {b} rounds, "

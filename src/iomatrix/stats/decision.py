@@ -10,18 +10,31 @@ Given a ``Ranking`` (stats/ranking.py) and a practical threshold θ (default
   significant *and* beyond its factor).
 * **separated** — significantly worse than the best (Holm-adjusted p < α) and
   gap > θ: clearly and materially worse.
-* **unresolved** — not significantly worse, yet gap > θ: it may be the true
-  best or materially worse; the data cannot tell.
+* **ruled out** — not significantly worse, gap > θ, but the data show it
+  cannot be materially *better* than the best either: a one-sided t-test on
+  the blocked model's log ratio against the margin that would make c the
+  better choice (stats/ruling_out.py: r = centre(c)/centre(B), H0:
+  r ≥ 1/(1 − θ) when higher is better, r ≤ 1/(1 + θ) when lower is better),
+  Holm-adjusted over the cells tested, adjusted p < α.  Whatever c's true
+  value, choosing B loses at most θ against it; whether c is much worse or
+  only a little does not change the answer, so no further run is spent to
+  tell.  Only the parametric blocked model rules out (Friedman–Conover and
+  the Welch fallback give no SE on the log scale).
+* **unresolved** — not significantly worse, gap > θ, and not ruled out: it
+  may be the true best by more than θ or materially worse; the data cannot
+  tell.
 
 Outcome:
 
-* no unresolved cell, top group = {B} → ``kind="single"``: the answer is B;
+* no unresolved cell, top group = {B} → ``kind="single"``: the answer is B
+  (every other cell separated or ruled out);
 * no unresolved cell, several in the top group → ``kind="tie"``: the
   tie-break picks the answer, the rest are named as tied;
 * unresolved cells → ``kind="unresolved"``: no answer; B is the provisional
   leader, the contenders are named, and ``extra_rounds`` estimates how many
-  more rounds would separate them (below).  ``provisional`` is what the
-  tie-break picks among B, the cells tied with it and the unresolved ones,
+  more rounds would settle them (below: separate them or rule them out).
+  ``provisional`` is what the tie-break picks among B, the cells tied with it
+  and the unresolved ones,
   named in the statement as the choice *if one must be made now* (the race's
   futility stop ends a sweep in this state when ``max`` or the budget cannot
   separate them: ``budget_spent=True`` says "not separable within the budget"
@@ -54,8 +67,11 @@ the difference of two cells in one round has SD √2·s, and a two-sided test at
     n = ⌈ ((z_{1−α/2} + z_{0.8}) · √2 · s / d)² ⌉   rounds per cell
 
 (normal approximation: a lower bound for t with few df, and α is not split
-over the family).  extra = max over contenders of n − rounds done, ≥ 1;
-None when d = 0 or s is unknown (no number of rounds separates equal means).
+over the family).  With the parametric blocked model a contender may settle
+sooner by being ruled out (stats/ruling_out.py: n = ⌈((z_{1−α} + z_{0.8})·√2·s
+/ |d − δ|)²⌉, δ the margin), so its need is the fewer of the two.  extra =
+max over contenders of that need − rounds done, ≥ 1; None when d = 0 or s is
+unknown (no number of rounds separates equal means).
 """
 
 from __future__ import annotations
@@ -69,6 +85,7 @@ from iomatrix.errors import UserError
 from iomatrix.risk import risk_of
 from iomatrix.stats.blocked import BlockedAnalysis
 from iomatrix.stats.ranking import RankedRow, Ranking
+from iomatrix.stats.ruling_out import non_superiority, rounds_to_rule_out
 
 TIE_BREAKS = ("safety", "simplicity", "performance", "name")
 DEFAULT_TIE_BREAK = ("safety", "simplicity")
@@ -90,6 +107,7 @@ class Decision:
     extra_rounds: int | None  # estimated more rounds to separate the leader from the contenders
     statement: str  # one or two sentences for a report
     provisional: str | None = None  # unresolved: the tie-break's pick among the leader, tied and unresolved cells
+    ruled_out: tuple[str, ...] = ()  # behind by more than θ, and their CIs show they cannot beat the leader by θ
 
 
 def check_threshold(threshold: float) -> float:
@@ -160,12 +178,16 @@ class Verdicts:
     top: tuple[str, ...]  # the best, then the cells within θ of it (in rank order)
     unresolved: tuple[str, ...]  # not significantly worse, yet beyond θ
     separated: tuple[str, ...]  # significantly worse and beyond θ
+    ruled_out: tuple[str, ...] = ()  # beyond θ, not significantly worse, shown not better by more than θ
 
 
-def classify(ranked: Sequence[RankedRow], higher_is_better: bool, alpha: float, threshold: float) -> Verdicts:
+def classify(ranked: Sequence[RankedRow], higher_is_better: bool, alpha: float, threshold: float,
+             analysis: BlockedAnalysis | None = None) -> Verdicts:
     """Each of ``ranked[1:]`` against the best ``ranked[0]``: gap ≤ θ → top group (significant or not); else
-    Holm-adjusted p < α → separated; else unresolved.  A cell without a ratio to the best has an infinite gap."""
-    top, unresolved, separated = [ranked[0].name], [], []
+    Holm-adjusted p < α → separated; else, with the parametric blocked ``analysis``, the non-superiority test
+    (stats/ruling_out.py, Holm over these cells) rejects "better by more than θ" → ruled out; else
+    unresolved.  A cell without a ratio to the best has an infinite gap."""
+    top, behind, separated = [ranked[0].name], [], []
     for r in ranked[1:]:
         ratio = r.ratio_to_best.ratio if r.ratio_to_best and r.ratio_to_best.ratio is not None else None
         gap = _gap(ratio, higher_is_better) if ratio is not None else math.inf
@@ -174,8 +196,13 @@ def classify(ranked: Sequence[RankedRow], higher_is_better: bool, alpha: float, 
         elif r.p_vs_best is not None and r.p_vs_best < alpha:
             separated.append(r.name)
         else:
-            unresolved.append(r.name)
-    return Verdicts(tuple(top), tuple(unresolved), tuple(separated))
+            behind.append(r.name)
+    ruled: set[str] = set()
+    if analysis is not None and analysis.method == "rcbd-anova" and behind:
+        pairs = {n: analysis.pair(n, ranked[0].name) for n in behind if n in analysis.centre}
+        ruled = {n for n, p in non_superiority(pairs, higher_is_better, threshold).items() if p < alpha}
+    return Verdicts(tuple(top), tuple(n for n in behind if n not in ruled), tuple(separated),
+                    tuple(n for n in behind if n in ruled))
 
 
 def full_tie_break(keys: Sequence[str]) -> tuple[str, ...]:
@@ -206,22 +233,28 @@ def separation_sd(leader: str, contender: str, analysis: BlockedAnalysis | None,
 
 
 def extra_rounds(leader: str, contenders: Sequence[str], centre: Mapping[str, float], rounds_done: int, alpha: float,
-                 analysis: BlockedAnalysis | None, samples: Mapping[str, Sequence[float]] | None) -> int | None:
-    """More rounds to separate the leader from every contender: the largest ``rounds_to_separate`` with
-    d = ln(centre(c)/centre(leader)) (0 unless both centres are positive); None when none can be estimated."""
+                 analysis: BlockedAnalysis | None, samples: Mapping[str, Sequence[float]] | None,
+                 threshold: float = DEFAULT_THRESHOLD, higher_is_better: bool = True) -> int | None:
+    """More rounds to settle every contender: per contender the fewer of ``rounds_to_separate`` and, with the
+    parametric blocked model, ``rounds_to_rule_out`` (stats/ruling_out.py), with d = ln(centre(c)/centre(leader))
+    (0 unless both centres are positive); the largest over the contenders; None when none can be estimated."""
     extra: int | None = None
     for name in contenders:
         eff = math.log(centre[name] / centre[leader]) if centre[name] > 0 and centre[leader] > 0 else 0.0
-        need = rounds_to_separate(eff, separation_sd(leader, name, analysis, samples), rounds_done, alpha)
-        if need is not None:
-            extra = need if extra is None else max(extra, need)
+        sd = separation_sd(leader, name, analysis, samples)
+        ways = [rounds_to_separate(eff, sd, rounds_done, alpha)]
+        if analysis is not None and analysis.method == "rcbd-anova" and eff != 0.0:
+            ways.append(rounds_to_rule_out(eff, sd, rounds_done, threshold, higher_is_better, alpha))
+        known = [n for n in ways if n is not None]
+        if known:
+            extra = min(known) if extra is None else max(extra, min(known))
     return extra
 
 
 def unresolved_statement(leader: str, unresolved: Sequence[str], pct: str, extra: int | None, alpha: float,
                          keys: Sequence[str], pick: str, budget_spent: bool) -> str:
-    more = (f"about {extra} more round(s) would separate them (power 0.8, α={alpha:g})"
-            if extra is not None else "no number of rounds can be estimated to separate them")
+    more = (f"about {extra} more round(s) would settle them (separate them or rule them out; power 0.8, "
+            f"α={alpha:g})" if extra is not None else "no number of rounds can be estimated to settle them")
     return (f"not separable {'within the budget' if budget_spent else 'yet'}: {leader} leads, but "
             f"{', '.join(unresolved)} {'is' if len(unresolved) == 1 else 'are'} neither significantly "
             f"worse nor within {pct}; {more}; if one must be chosen now, the tie-break "
@@ -251,7 +284,7 @@ def decide(
         return Decision("none", None, None, (), (), (), threshold, keys, None,
                         "no cell has enough runs to be ranked")
     best = ranked[0].name
-    v = classify(ranked, ranking.higher_is_better, ranking.alpha, threshold)
+    v = classify(ranked, ranking.higher_is_better, ranking.alpha, threshold, ranking.analysis)
     centre = {r.name: r.centre if r.centre is not None else r.summary.mean for r in ranked}
     full_keys = full_tie_break(keys)
 
@@ -261,16 +294,33 @@ def decide(
     pct = f"{threshold * 100:g}%"
     if v.unresolved:
         rounds_done = min(r.summary.n for r in ranked if r.name in (best, *v.unresolved))
-        extra = extra_rounds(best, v.unresolved, centre, rounds_done, ranking.alpha, ranking.analysis, samples)
+        extra = extra_rounds(best, v.unresolved, centre, rounds_done, ranking.alpha, ranking.analysis, samples,
+                             threshold, ranking.higher_is_better)
         pick = sorted(v.top + v.unresolved, key=order)[0]
         statement = unresolved_statement(best, v.unresolved, pct, extra, ranking.alpha, keys, pick, budget_spent)
         return Decision("unresolved", None, best, v.top[1:], v.unresolved, v.separated, threshold, keys, extra,
-                        statement, pick)
+                        statement, pick, ruled_out=v.ruled_out)
+    rest = _behind_statement(v, pct)
     if len(v.top) == 1:
-        statement = (f"{best} is the answer: every other cell is significantly worse by more than {pct}"
-                     if v.separated else f"{best} is the only ranked cell")
-        return Decision("single", best, best, (), (), v.separated, threshold, keys, None, statement)
+        statement = f"{best} is the answer: {rest}" if rest else f"{best} is the only ranked cell"
+        return Decision("single", best, best, (), (), v.separated, threshold, keys, None, statement,
+                        ruled_out=v.ruled_out)
     chosen = sorted(v.top, key=order)
     statement = (f"{chosen[0]} is the answer among {len(v.top)} cells within {pct} of the best "
-                 f"(tie-break: {', '.join(keys) or 'performance'}); tied: {', '.join(chosen[1:])}")
-    return Decision("tie", chosen[0], best, tuple(chosen[1:]), (), v.separated, threshold, keys, None, statement)
+                 f"(tie-break: {', '.join(keys) or 'performance'}); tied: {', '.join(chosen[1:])}"
+                 + (f"; {rest}" if v.ruled_out else ""))
+    return Decision("tie", chosen[0], best, tuple(chosen[1:]), (), v.separated, threshold, keys, None, statement,
+                    ruled_out=v.ruled_out)
+
+
+def _behind_statement(v: Verdicts, pct: str) -> str:
+    """Why the cells outside the top group do not change the answer: "every other cell is significantly worse by
+    more than 5%" when all are separated; with cells ruled out, how many of each and what rules them out."""
+    if not v.ruled_out:
+        return f"every other cell is significantly worse by more than {pct}" if v.separated else ""
+    out = (f"{', '.join(v.ruled_out)} cannot be more than {pct} better (one-sided test against that margin, "
+           "Holm-adjusted p < α)")
+    if v.separated:
+        n = len(v.separated)
+        out = f"{n} other cell{' is' if n == 1 else 's are'} significantly worse by more than {pct}; " + out
+    return out

@@ -9,6 +9,11 @@ After every round the scheduler passes, per unit of one workload, the
 3. a unit is **eliminated** when it is significantly worse than the best
    (Holm-adjusted p < α) *and* its gap exceeds the practical threshold θ:
    gap = 1 − centre/best (higher is better) or centre/best − 1 (lower is better);
+   or when its gap exceeds θ and the one-sided test of stats/ruling_out.py
+   (Holm over the units behind by more than θ but not significantly) shows it
+   cannot be better than the best by more than θ (the decision rule's *ruled
+   out*): more runs could only tell how much worse it is, which does not
+   change the answer;
 4. a unit is **equivalent** to the best (TOST, Schuirmann 1987) when the
    (1 − 2α) confidence interval of its ratio to the best, r = centre(u)/centre(B),
    lies inside the equivalence margin: whichever of the two is really better,
@@ -33,9 +38,13 @@ After every round the scheduler passes, per unit of one workload, the
        n = ⌈ ((z_{1−α/2} + z_{0.5}) · √2 · s / d)² ⌉ = ⌈ (z_{1−α/2} · √2 · s / d)² ⌉
 
    rounds per cell in all, i.e. the rounds after which the observed difference,
-   if it is the true one, would just reach significance.  extra = n − rounds
-   done; futile when extra > rounds_left > 0: even at ``max`` a test would more
-   likely than not still fail to separate them, so the runs are not spent and
+   if it is the true one, would just reach significance; or, when fewer, the
+   rounds after which the one-sided test of stats/ruling_out.py would just
+   rule it out (``rounds_to_rule_out`` at the same power: n = ⌈(z_{1−α}·√2·s
+   / |d − δ|)²⌉, δ the margin; a unit well behind is ruled out long before it
+   is separated).  extra = n − rounds
+   done; futile when extra > rounds_left > 0: even at ``max`` neither test would more
+   likely than not settle it, so the runs are not spent and
    the pair is reported as "not separable within the budget" (with no round
    left, ``max`` or the budget stops the unit anyway, under its own reason).  The estimate
    uses α unsplit (Holm splits it), so it is a lower bound and the stop errs
@@ -58,8 +67,9 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from iomatrix.stats.blocked import blocked_analysis
+from iomatrix.stats.blocked import BlockedAnalysis, blocked_analysis
 from iomatrix.stats.decision import rounds_to_separate
+from iomatrix.stats.ruling_out import non_superiority, rounds_to_rule_out
 
 FUTILITY_POWER = 0.5
 STATUSES = ("keep", "eliminated", "baseline", "equivalent", "futile")
@@ -154,6 +164,14 @@ def race_step(
     lo_m, hi_m = equivalence_margin(threshold, higher_is_better)
     sign = -1.0 if higher_is_better else 1.0
     best = min(racing, key=lambda u: (sign * an.centre[u], u))
+    # The non-superiority family (stats/ruling_out.py): the units behind by more than θ yet not significantly.
+    behind = {}
+    for u in racing:
+        if u != best:
+            pr = an.pair(u, best)
+            if not pr.significant and ((1.0 - pr.ratio) if higher_is_better else (pr.ratio - 1.0)) > threshold:
+                behind[u] = pr
+    ruled = non_superiority(behind, higher_is_better, threshold) if an.method == "rcbd-anova" else {}
     decisions: list[Elimination] = []
     top = {best}
     contenders: set[str] = set()
@@ -174,6 +192,10 @@ def race_step(
             decisions.append(Elimination(u, "eliminated",
                                          f"significantly worse than {best} by {gap:.0%} "
                                          f"(Holm p={pr.p_adjusted:.2g} < {alpha:g}; threshold {pct})"))
+        elif u in ruled and ruled[u] < alpha:
+            decisions.append(Elimination(u, "eliminated",
+                                         f"cannot be more than {pct} better than {best}: {gap:.0%} behind "
+                                         f"(one-sided test against that margin, Holm p={ruled[u]:.2g} < {alpha:g})"))
         elif equivalent:
             top.add(u)
             decisions.append(Elimination(u, "equivalent",
@@ -184,20 +206,35 @@ def race_step(
             top.add(u)
             decisions.append(Elimination(u, "keep", f"within {pct} of {best}"))
         else:
-            sd = an.residual_sd if an.blocked else None
-            extra = rounds_to_separate(math.log(pr.ratio), sd, len(complete), alpha, FUTILITY_POWER) \
-                if pr.ratio > 0 else None
+            extra = _rounds_to_settle(pr.ratio, an, len(complete), threshold, higher_is_better, alpha)
             # With no round left, max or the budget stops the unit anyway, and says so.
             if rounds_left is not None and rounds_left > 0 and extra is not None and extra > rounds_left:
                 decisions.append(Elimination(u, "futile",
                                              f"not separable from {best} within the budget: {gap:.0%} behind "
                                              f"(Holm p={pr.p_adjusted:.2g}); about {extra} more round(s) needed "
-                                             f"for even odds of separating them, {rounds_left} left"))
+                                             f"for even odds of separating them or ruling it out, "
+                                             f"{rounds_left} left"))
             else:
                 contenders.add(u)
                 decisions.append(Elimination(u, "keep", f"{gap:.0%} behind {best} but not significantly "
                                                         f"(Holm p={pr.p_adjusted:.2g})"))
     return RaceStep(best, tuple(decisions), frozenset(top), frozenset(contenders), an.method, rounds_left)
+
+
+def _rounds_to_settle(ratio: float, an: BlockedAnalysis, rounds_done: int, threshold: float,
+                      higher_is_better: bool, alpha: float) -> int | None:
+    """More rounds for even odds (``FUTILITY_POWER``) of settling a contender either way that settles it:
+    separating it (two-sided, stats/decision.py) or ruling it out (one-sided against the margin,
+    stats/ruling_out.py, parametric model only); the fewer of the two, None when neither can be estimated."""
+    if not ratio > 0:
+        return None
+    sd = an.residual_sd if an.blocked else None
+    ways = [rounds_to_separate(math.log(ratio), sd, rounds_done, alpha, FUTILITY_POWER)]
+    if an.method == "rcbd-anova":
+        ways.append(rounds_to_rule_out(math.log(ratio), sd, rounds_done, threshold, higher_is_better, alpha,
+                                       FUTILITY_POWER))
+    known = [n for n in ways if n is not None]
+    return min(known) if known else None
 
 
 STABLE_ROUNDS = 2

@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from iomatrix import rates
+from iomatrix.backing.network import CONDITION_AXES, answers_per_backing
 from iomatrix.backing.provision import BackingHandle
-from iomatrix.domain import BASELINES, axes
+from iomatrix.domain import BASELINES, axes, is_ceiling
 from iomatrix.matrix import NA, Cell, Expansion, Unit
 from iomatrix.metrics import load_not_reached
 from iomatrix.plan.model import MAX_REPETITIONS_PER_BOOT, Plan
@@ -59,11 +60,12 @@ class UnitScheduling:
             units[unit.key] = (unit, cid)
             missed = unreached.get((cid, unit.workload.name), set())
             states.append(UnitState(
-                key=unit.key, group=race_group(unit), unreached=len(missed), after=self._rate_reference_units(unit),
+                key=unit.key, group=race_group(unit, self._per_backing), unreached=len(missed),
+                after=self._rate_reference_units(unit),
                 points=[p for p in self.store.metric_points(cid, unit.workload.name, unit.workload.primary_metric)
                         if p[0] not in missed],
                 rounds=rounds.get((cid, unit.workload.name), set()), ok=ok, failed=bad,
-                baseline=(compared and is_reference(unit.cell.tier)) or unit.cell.is_null_ceiling,
+                baseline=is_baseline(unit, compared),
                 current=unit.cell in self.expansion.current,  # the comparison the user came for: never eliminated
                 precision_max=self.plan.repetitions.precision_max.get(unit.cell.tier),
                 compared_with=twins.get(unit.key, ())))
@@ -117,11 +119,16 @@ class UnitScheduling:
                 out.setdefault((r.cell_id, r.workload), set()).add(int(r.round))  # type: ignore[arg-type]
         return out
 
+    @property
+    def _per_backing(self) -> bool:
+        """Whether the sweep's answers (and so its races) are per backing: shared storage."""
+        return answers_per_backing(b.type for b in self.plan.backing)
+
     def _policy(self) -> StopPolicy:
         reps = self.plan.repetitions
         if self.plan.repetition_policy == "ci-width":
             return CiWidthPolicy(self.plan.ci_target, reps.min, reps.max)
-        direction = {race_group(u): u.workload.higher_is_better for u in self.expansion.units}
+        direction = {race_group(u, self._per_backing): u.workload.higher_is_better for u in self.expansion.units}
         return RacingPolicy(self.plan.threshold, reps.min, higher_is_better=direction.__getitem__)
 
     def _adapt_rounds_per_boot(self, units: dict[str, tuple[Unit, int]], cell_of: dict[str, str],
@@ -199,6 +206,21 @@ def compared_with(units: Sequence[Unit]) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def race_group(unit: Unit) -> str:
-    """Units that race each other: one workload within one tier (tiers measure different things)."""
-    return f"{unit.cell.tier}::{unit.workload.name}"
+def is_baseline(unit: Unit, compared: bool) -> bool:
+    """A unit kept at its minimum runs, never raced: bare metal when the sweep measures another tier against it
+    (``compared``), and a ceiling (null-co, a null iSCSI LUN), which stores nothing and so is never an answer."""
+    return (compared and is_reference(unit.cell.tier)) or is_ceiling(dict(unit.cell))
+
+
+def race_group(unit: Unit, per_backing: bool = False) -> str:
+    """Units that race each other: one workload within one tier (tiers measure different things); with
+    ``per_backing`` (shared storage: `answers_per_backing`) within one backing too, and always within one value of
+    each condition axis (an emulated RTT, a number of clients). These are the groups the answers are decided in
+    (report/recommend/per_backing.py): a race across them stopped an NFS cell as "significantly worse" than an
+    iSCSI null LUN's, and its answer, among NFS cells only, then lacked the runs to settle."""
+    values = dict(unit.cell)
+    parts = [unit.cell.tier, unit.workload.name]
+    if per_backing:
+        parts.append(unit.cell.backing)
+    parts += [f"{a}={values[a]}" for a in CONDITION_AXES if values.get(a, NA) != NA]
+    return "::".join(parts)

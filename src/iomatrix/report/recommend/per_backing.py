@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from iomatrix.backing.network import NETWORK_PROTOCOLS
+from iomatrix.backing.network import answers_per_backing
 from iomatrix.backing.spec import parse_backing
 from iomatrix.domain import NA, NULL_BACKING
 from iomatrix.errors import UserError
@@ -26,8 +26,8 @@ def answer_backings(plan_definition: Mapping[str, Any]) -> list[str] | None:
     """The labels of the sweep's backings in plan order when each gets answers of its own (some backing is a
     network one), else None (one answer per workload across the backings)."""
     raw = plan_definition.get("backing")
-    if not isinstance(raw, list) or not any(isinstance(b, Mapping) and b.get("type") in NETWORK_PROTOCOLS
-                                            for b in raw):
+    if not isinstance(raw, list) or not answers_per_backing(str(b.get("type")) for b in raw
+                                                            if isinstance(b, Mapping)):
         return None
     labels: list[str] = []
     for b in raw:

@@ -1,0 +1,118 @@
+"""Issue 35's "leaves no ceph process, port or file, also after SIGKILLs followed by the next `run`": a sweep on a
+lab-started Ceph cluster (one ceph-mon, one ceph-osd on 127.0.0.1, QEMU's block layer opening RBD images through
+librbd) has its whole process group SIGKILLed at seeded random moments, each chosen among events of the sweep (the
+monitor serving, the OSD serving, a block-layer run on an RBD image) and a random offset after it; each kill is
+followed by the next `run` of the same command. The completed runs are never lost, the next run reclaims the killed
+cluster before it starts its own, the last `run` finishes, and nothing is left: no ceph-mon, ceph-osd,
+qemu-storage-daemon or fio, no port they listened on, no file under the backing, no ledger entry."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+
+from iomatrix.backing import leftovers
+from iomatrix.backing.spec import RbdBacking
+from tests.conftest import descendants_named, iomatrix_argv, needs, root_only, run_cli
+from tests.test_kill_campaign_network import EVENT_BOUND_S, _alive, _listening_now, _listening_ports, _ok_runs
+
+PLAN = """
+tier = ["blocklayer"]
+format = ["raw"]
+preallocation = ["off"]
+cache = ["none", "writeback"]
+aio = ["threads"]
+workloads = ["rand-write-4k"]
+size = "16M"
+image_size = "64M"
+runtime = 1
+null_ceiling = false
+retry_disturbed = false
+[repetitions]
+min = 2
+max = 2
+[[backing]]
+type = "rbd"
+"""
+SEED = 3535  # the campaign's moments; a failure names the kill, and this seed replays it
+KILLS = 3
+OURS = ("ceph-mon", "ceph-osd", "qemu-storage-daemon", "fio")
+
+EVENTS: dict[str, Callable[[int], list[psutil.Process]]] = {
+    "the monitor serving": lambda pid: descendants_named(pid, "ceph-mon"),
+    "the OSD serving": lambda pid: descendants_named(pid, "ceph-osd"),
+    "a block-layer run on an RBD image": lambda pid: descendants_named(pid, "qemu-storage-daemon", "driver=rbd"),
+}
+
+
+def _ours(pid: int) -> list[psutil.Process]:
+    return [p for name in OURS for p in descendants_named(pid, name)]
+
+
+def _ceph_under(root: Path) -> list[str]:
+    out = []
+    for p in psutil.process_iter(["name", "cmdline", "pid"]):
+        if p.info["name"] in ("ceph-mon", "ceph-osd") and str(root) in " ".join(p.info["cmdline"] or []):
+            out.append(f"{p.info['name']} {p.info['pid']}")
+    return out
+
+
+@pytest.mark.slow
+@root_only
+@needs("ceph-mon")
+@needs("qemu-storage-daemon")
+@needs("fio")
+def test_a_ceph_sweep_killed_at_random_moments_resumes_and_leaves_nothing(tmp_path: Path) -> None:
+    if (why := RbdBacking().availability(set())) is not None:
+        pytest.skip(why)
+    (tmp_path / "p.toml").write_text(PLAN)
+    work, db = tmp_path / "w", tmp_path / "r.sqlite"
+    argv = [*iomatrix_argv(), "run", "p.toml", "--db", str(db), "--workdir", str(work)]
+    rng = random.Random(SEED)
+    killed: list[psutil.Process] = []
+    ports: set[int] = set()
+    kept = landed = 0
+    clusters_killed = 0  # kills that stopped a running monitor: the next run must reclaim a cluster
+    for kill in range(KILLS):
+        event = rng.choice(sorted(EVENTS))
+        offset = rng.uniform(0.0, 1.5)  # somewhere in or after the event, never a bet on the host's speed
+        sweep = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 start_new_session=True)
+        try:
+            deadline = time.monotonic() + EVENT_BOUND_S
+            while not EVENTS[event](sweep.pid) and sweep.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            # This run has reclaimed the cluster the previous kill left before it serves anything of its own.
+            assert _alive(killed) == [], f"kill {kill} ({event}): the previous kill's processes still run"
+            time.sleep(offset)
+            killed = _ours(sweep.pid)
+            clusters_killed += any(p.name() == "ceph-mon" for p in killed)
+            ports |= _listening_ports(killed)
+            landed += sweep.poll() is None
+        finally:
+            if sweep.poll() is None:
+                os.killpg(sweep.pid, signal.SIGKILL)
+            sweep.wait(timeout=60)
+        now = _ok_runs(db)
+        assert now >= kept, f"kill {kill} ({event}): completed runs lost ({kept} -> {now})"
+        kept = now
+    assert landed >= KILLS - 1, f"only {landed} of {KILLS} kills landed in a running sweep"
+    assert clusters_killed >= 1, "no kill stopped a running cluster: nothing was left for the next run to reclaim"
+    last = run_cli("run", "p.toml", "--db", str(db), "--workdir", str(work), cwd=tmp_path, timeout=900)
+    assert last.returncode == 0, last.stdout[-2000:] + last.stderr[-2000:]
+    assert _ok_runs(db) >= max(kept, 4) and "sweep 1:" in last.stdout  # the same sweep, resumed, complete
+    assert _alive(killed) == []
+    assert _ceph_under(tmp_path) == []
+    assert not ports & _listening_now(), f"ports of killed daemons still listening: {ports & _listening_now()}"
+    assert leftovers.pending(work) == []
+    backings = work / "backings"
+    left = [] if not backings.exists() else [f for f in backings.rglob("*") if f.is_file()]
+    assert left == [], left
