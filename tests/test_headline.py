@@ -73,12 +73,17 @@ def test_recommend_starts_with_the_headline_within_40_lines(db: Path) -> None:
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("Answer for "))
-    end = next(i for i, line in enumerate(lines) if line.strip() == "</disk>")  # the libvirt snippet's end
+    end = next(i for i, line in enumerate(lines) if line.strip() == "</disk>")  # the first snippet's end
     assert start == 0 and end - start < 40, lines
     head = " ".join(" ".join(lines[:end + 1]).split())  # wrapped prose read as one text
-    # Named by what varies (format, cache), not by every axis; the tie-break's pick among cells not separated yet is
-    # "leading", never "Use:" (what --detail says: no recommendation yet).
-    assert "No answer yet, leading: raw · writeback" in head and "Use:" not in head
+    # Named by what varies (format; the cache mode is common to what is shown, and said once above), not by every
+    # axis; the tie-break's pick among cells not separated yet is "leading", never "Use:" (what --detail says: no
+    # recommendation yet); the workload that settled (the others ruled out) gets its "Use:" after it.
+    assert "No answer yet, leading: raw" in head and "Use:" not in head
+    assert "where the axis applies: preallocation=off cache=writeback" in head
+    rest = " ".join(res.stdout.split())
+    assert "Use: raw (measured by the blocklayer tier)" in rest
+    assert "rand-write-4k: 1.00×: it is QEMU's default · the answer" in rest
     assert "QEMU crash:" in head and "power loss:" in head and "live migration:" in head
     assert "QEMU's default" in head and "the tie-break's pick" in head
     # Under TCG the block layer is the basis, and the headline says so in one place.
@@ -101,15 +106,18 @@ def test_detail_and_targets(db: Path) -> None:
 
 def test_json_carries_the_headline_and_full_labels(db: Path) -> None:
     doc = json.loads(_cli("recommend", "--format", "json", "--db", str(db)).stdout)
-    [pick] = doc["headline"]["picks"]
-    assert pick["name"] == "raw · writeback"
-    assert pick["cell"] == "format=raw preallocation=off cache=writeback aio=threads backing=dir"
-    assert [w["workload"] for w in pick["workloads"]] == ["rand-read-4k", "rand-write-4k", "seq-write-1m"]
+    # One cell, two picks: leading (not settled) on two workloads, the answer on the third.
+    pick, answer = doc["headline"]["picks"]
+    assert pick["name"] == answer["name"] == "raw" and (pick["settled"], answer["settled"]) == (False, True)
+    assert pick["cell"] == answer["cell"] == "format=raw preallocation=off cache=writeback aio=threads backing=dir"
+    assert [w["workload"] for w in pick["workloads"]] == ["rand-read-4k", "seq-write-1m"]
+    assert [w["workload"] for w in answer["workloads"]] == ["rand-write-4k"]
     assert [r["situation"] for r in pick["risks"]] == ["QEMU crash", "power loss", "live migration"]
     assert pick["snippet"]["tool"] == "libvirt"
     # The verdict keeps the tie-break's pick with its figures, apart from a choice it does not have.
     v = doc["verdicts"][0]
     assert v["choice"] is None and v["provisional"]["choice"]["cell"] == pick["cell"]
+    assert doc["verdicts"][1]["choice"]["cell"] == answer["cell"]
 
 
 def test_cell_names_show_what_varies() -> None:
