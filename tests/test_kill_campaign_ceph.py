@@ -8,11 +8,6 @@ qemu-storage-daemon or fio, no port they listened on, no file under the backing,
 
 from __future__ import annotations
 
-import os
-import random
-import signal
-import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,7 +17,7 @@ import pytest
 from iomatrix.backing import leftovers
 from iomatrix.backing.spec import RbdBacking
 from tests.conftest import descendants_named, iomatrix_argv, needs, root_only, run_cli
-from tests.test_kill_campaign_network import EVENT_BOUND_S, _alive, _listening_now, _listening_ports, _ok_runs
+from tests.kill_campaigns import alive, kill_campaign, listening_now, ok_runs, sweep_processes
 
 PLAN = """
 tier = ["blocklayer"]
@@ -53,10 +48,6 @@ EVENTS: dict[str, Callable[[int], list[psutil.Process]]] = {
 }
 
 
-def _ours(pid: int) -> list[psutil.Process]:
-    return [p for name in OURS for p in descendants_named(pid, name)]
-
-
 def _ceph_under(root: Path) -> list[str]:
     out = []
     for p in psutil.process_iter(["name", "cmdline", "pid"]):
@@ -76,42 +67,15 @@ def test_a_ceph_sweep_killed_at_random_moments_resumes_and_leaves_nothing(tmp_pa
     (tmp_path / "p.toml").write_text(PLAN)
     work, db = tmp_path / "w", tmp_path / "r.sqlite"
     argv = [*iomatrix_argv(), "run", "p.toml", "--db", str(db), "--workdir", str(work)]
-    rng = random.Random(SEED)
-    killed: list[psutil.Process] = []
-    ports: set[int] = set()
-    kept = landed = 0
-    clusters_killed = 0  # kills that stopped a running monitor: the next run must reclaim a cluster
-    for kill in range(KILLS):
-        event = rng.choice(sorted(EVENTS))
-        offset = rng.uniform(0.0, 1.5)  # somewhere in or after the event, never a bet on the host's speed
-        sweep = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 start_new_session=True)
-        try:
-            deadline = time.monotonic() + EVENT_BOUND_S
-            while not EVENTS[event](sweep.pid) and sweep.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.05)
-            # This run has reclaimed the cluster the previous kill left before it serves anything of its own.
-            assert _alive(killed) == [], f"kill {kill} ({event}): the previous kill's processes still run"
-            time.sleep(offset)
-            killed = _ours(sweep.pid)
-            clusters_killed += any(p.name() == "ceph-mon" for p in killed)
-            ports |= _listening_ports(killed)
-            landed += sweep.poll() is None
-        finally:
-            if sweep.poll() is None:
-                os.killpg(sweep.pid, signal.SIGKILL)
-            sweep.wait(timeout=60)
-        now = _ok_runs(db)
-        assert now >= kept, f"kill {kill} ({event}): completed runs lost ({kept} -> {now})"
-        kept = now
-    assert landed >= KILLS - 1, f"only {landed} of {KILLS} kills landed in a running sweep"
-    assert clusters_killed >= 1, "no kill stopped a running cluster: nothing was left for the next run to reclaim"
+    c = kill_campaign(argv, tmp_path, db, EVENTS, sweep_processes(OURS), SEED, KILLS)
+    # A kill that stopped a running monitor left a cluster for the next run to reclaim.
+    assert any("ceph-mon" in names for names in c.names_killed), c.names_killed
     last = run_cli("run", "p.toml", "--db", str(db), "--workdir", str(work), cwd=tmp_path, timeout=900)
     assert last.returncode == 0, last.stdout[-2000:] + last.stderr[-2000:]
-    assert _ok_runs(db) >= max(kept, 4) and "sweep 1:" in last.stdout  # the same sweep, resumed, complete
-    assert _alive(killed) == []
+    assert ok_runs(db) >= max(c.kept, 4) and "sweep 1:" in last.stdout  # the same sweep, resumed, complete
+    assert alive(c.killed) == []
     assert _ceph_under(tmp_path) == []
-    assert not ports & _listening_now(), f"ports of killed daemons still listening: {ports & _listening_now()}"
+    assert not c.ports & listening_now(), f"ports of killed daemons still listening: {c.ports & listening_now()}"
     assert leftovers.pending(work) == []
     backings = work / "backings"
     left = [] if not backings.exists() else [f for f in backings.rglob("*") if f.is_file()]

@@ -8,12 +8,6 @@ entry."""
 
 from __future__ import annotations
 
-import os
-import random
-import signal
-import sqlite3
-import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +17,7 @@ import pytest
 from iomatrix.backing import leftovers
 from iomatrix.backing.spec import IscsiBacking, NfsBacking
 from tests.conftest import descendants_named, iomatrix_argv, needs, root_only, run_cli
+from tests.kill_campaigns import alive, kill_campaign, listening_now, ok_runs, sweep_processes
 
 PLAN = """
 tier = ["baremetal", "blocklayer"]
@@ -46,7 +41,6 @@ type = "nfs"
 """
 SEED = 3434  # the campaign's moments; a failure names the kill, and this seed replays it
 KILLS = 4
-EVENT_BOUND_S = 300  # a bound on waiting for an event, not a pace: the event ends the wait
 SERVERS = ("tgtd", "ganesha.nfsd", "rpcbind", "qemu-storage-daemon", "fio")
 
 
@@ -68,49 +62,6 @@ EVENTS: dict[str, Callable[[int], list[psutil.Process]]] = {
 }
 
 
-def _ours(pid: int) -> list[psutil.Process]:
-    return [p for name in SERVERS for p in descendants_named(pid, name)]
-
-
-def _listening_ports(procs: list[psutil.Process]) -> set[int]:
-    ports = set()
-    for p in procs:
-        try:
-            ports |= {c.laddr.port for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN}
-        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
-            continue
-    return ports
-
-
-def _alive(procs: list[psutil.Process]) -> list[str]:
-    deadline = time.monotonic() + 30  # a killed group is reaped by init; give it a bounded moment
-
-    def alive() -> list[str]:
-        out = []
-        for p in procs:
-            try:
-                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                    out.append(f"{p.name()} {p.pid}")
-            except psutil.NoSuchProcess:
-                continue
-        return out
-
-    while alive() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return alive()
-
-
-def _ok_runs(db: Path) -> int:
-    if not db.exists():
-        return 0
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
-        return con.execute("SELECT count(*) FROM runs WHERE status = 'ok'").fetchone()[0]
-
-
-def _listening_now() -> set[int]:
-    return {c.laddr.port for c in psutil.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN}
-
-
 @pytest.mark.slow
 @root_only
 @needs("fio")
@@ -123,41 +74,13 @@ def test_a_shared_storage_sweep_killed_at_random_moments_resumes_and_leaves_noth
     (tmp_path / "p.toml").write_text(PLAN)
     work, db = tmp_path / "w", tmp_path / "r.sqlite"
     argv = [*iomatrix_argv(), "run", "p.toml", "--db", str(db), "--workdir", str(work)]
-    rng = random.Random(SEED)
-    killed: list[psutil.Process] = []
-    ports: set[int] = set()
-    kept = 0
-    landed = 0
-    for kill in range(KILLS):
-        event = rng.choice(sorted(EVENTS))
-        offset = rng.uniform(0.0, 1.5)  # somewhere in or after the event, never a bet on the host's speed
-        sweep = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 start_new_session=True)
-        try:
-            deadline = time.monotonic() + EVENT_BOUND_S
-            while not EVENTS[event](sweep.pid) and sweep.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.05)
-            # This run has reclaimed what the previous kill left before serving anything of its own.
-            assert _alive(killed) == [], f"kill {kill} ({event}): the previous kill's processes still run"
-            time.sleep(offset)
-            killed = _ours(sweep.pid)
-            ports |= _listening_ports(killed)
-            landed += sweep.poll() is None
-        finally:
-            with_group = sweep.poll() is None
-            if with_group:
-                os.killpg(sweep.pid, signal.SIGKILL)
-            sweep.wait(timeout=60)
-        now = _ok_runs(db)
-        assert now >= kept, f"kill {kill} ({event}): completed runs lost ({kept} -> {now})"
-        kept = now
-    assert landed >= KILLS - 1, f"only {landed} of {KILLS} kills landed in a running sweep"
+    c = kill_campaign(argv, tmp_path, db, EVENTS, sweep_processes(SERVERS), SEED, KILLS)
     last = run_cli("run", "p.toml", "--db", str(db), "--workdir", str(work), cwd=tmp_path, timeout=900)
     assert last.returncode == 0, last.stdout[-2000:] + last.stderr[-2000:]
-    assert _ok_runs(db) >= kept and "sweep 1:" in last.stdout  # the same sweep, resumed
+    assert ok_runs(db) >= c.kept and "sweep 1:" in last.stdout  # the same sweep, resumed
     assert "on iscsi" in last.stdout and "on nfs" in last.stdout  # answered per protocol
-    assert _alive(killed) == []
-    assert not ports & _listening_now(), f"ports of killed servers still listening: {ports & _listening_now()}"
+    assert alive(c.killed) == []
+    assert not c.ports & listening_now(), f"ports of killed servers still listening: {c.ports & listening_now()}"
     assert leftovers.pending(work) == []
     backings = work / "backings"
     assert not backings.exists() or not any(f.is_file() for f in backings.rglob("*"))
