@@ -175,8 +175,9 @@ def hold_provisioned(holder: str, workdir: Path, table: dict) -> tuple[subproces
     """Run `holder` (a Python script provisioning the backing `table` under `workdir`, printing one JSON line of
     its state once its disk is ready, then sleeping) in a subprocess a test can kill -9: (the process, that state)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    # SIGINT at its default: the tests Ctrl-C this holder, and a suite started in the background inherits it ignored.
     proc = subprocess.Popen([sys.executable, "-c", holder, str(workdir), json.dumps(table)], stdout=subprocess.PIPE,
-                            text=True, env=env)
+                            text=True, env=env, preexec_fn=sigint_default)
     line = proc.stdout.readline() if proc.stdout else ""
     if not line:
         proc.kill()

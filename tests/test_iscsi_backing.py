@@ -30,7 +30,7 @@ from iomatrix.domain.rtt import rtt_ms
 from iomatrix.errors import UserError
 from iomatrix.iscsi_names import check_iqn, parse_iscsi_url, parse_portal
 from iomatrix.safety import check_allowed_devices, resolve_allowed
-from tests.conftest import iomatrix_argv, root_only, run_cli
+from tests.conftest import iomatrix_argv, root_only, run_cli, sigint_default
 
 SCRATCH = Path("/tmp/iomx-iscsi")
 HAVE_TGT = shutil.which("tgtd") is not None and shutil.which("qemu-io") is not None
@@ -316,7 +316,8 @@ with provision(parse_backing({"type": "iscsi"}), wd, set()) as h:
 
 def _start_child(workdir: Path) -> tuple[subprocess.Popen, list[str]]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    child = subprocess.Popen([sys.executable, "-c", _KILLED_CHILD, str(workdir)], env=env,
+    # SIGINT at its default: a test Ctrl-Cs this child, and a suite started in the background inherits it ignored.
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_CHILD, str(workdir)], env=env, preexec_fn=sigint_default,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not (workdir / "state").exists():

@@ -161,21 +161,13 @@ def race_step(
     an = blocked_analysis(sub, alpha)
     # The equivalence interval: parametric, at 1 − 2α (a TOST at α).
     eq_an = blocked_analysis(sub, alpha, confidence=1.0 - 2.0 * alpha, allow_nonparametric=False)
-    lo_m, hi_m = equivalence_margin(threshold, higher_is_better)
     sign = -1.0 if higher_is_better else 1.0
     best = min(racing, key=lambda u: (sign * an.centre[u], u))
-    # The non-superiority family (stats/ruling_out.py): the units behind by more than θ yet not significantly.
-    behind = {}
-    for u in racing:
-        if u != best:
-            pr = an.pair(u, best)
-            if not pr.significant and ((1.0 - pr.ratio) if higher_is_better else (pr.ratio - 1.0)) > threshold:
-                behind[u] = pr
-    ruled = non_superiority(behind, higher_is_better, threshold) if an.method == "rcbd-anova" else {}
+    rules = _Rules(threshold, alpha, higher_is_better, rounds_left, len(complete))
+    ruled = _ruled_out(an, racing, best, rules)
     decisions: list[Elimination] = []
     top = {best}
     contenders: set[str] = set()
-    pct = f"{threshold:.0%}"
     for u in units:
         if u in base:
             decisions.append(Elimination(u, "baseline", "baseline: keep min runs"))
@@ -183,42 +175,68 @@ def race_step(
         if u == best:
             decisions.append(Elimination(u, "keep", "current best"))
             continue
-        pr = an.pair(u, best)
-        gap = (1.0 - pr.ratio) if higher_is_better else (pr.ratio - 1.0)
-        eq = eq_an.pair(u, best)
-        equivalent = (eq.ratio_low is not None and eq.ratio_high is not None
-                      and lo_m <= eq.ratio_low and eq.ratio_high <= hi_m)
-        if pr.significant and gap > threshold:
-            decisions.append(Elimination(u, "eliminated",
-                                         f"significantly worse than {best} by {gap:.0%} "
-                                         f"(Holm p={pr.p_adjusted:.2g} < {alpha:g}; threshold {pct})"))
-        elif u in ruled and ruled[u] < alpha:
-            decisions.append(Elimination(u, "eliminated",
-                                         f"cannot be more than {pct} better than {best}: {gap:.0%} behind "
-                                         f"(one-sided test against that margin, Holm p={ruled[u]:.2g} < {alpha:g})"))
-        elif equivalent:
+        decision, place = _judge(u, best, an, eq_an, ruled, rules)
+        decisions.append(decision)
+        if place == "top":
             top.add(u)
-            decisions.append(Elimination(u, "equivalent",
-                                         f"equivalent to {best}: ratio {eq.ratio:.3f}, "
-                                         f"{1 - 2 * alpha:.0%} CI {eq.ratio_low:.3f}–{eq.ratio_high:.3f} "
-                                         f"within ±{pct} (TOST, α={alpha:g})"))
-        elif gap <= threshold:
-            top.add(u)
-            decisions.append(Elimination(u, "keep", f"within {pct} of {best}"))
-        else:
-            extra = _rounds_to_settle(pr.ratio, an, len(complete), threshold, higher_is_better, alpha)
-            # With no round left, max or the budget stops the unit anyway, and says so.
-            if rounds_left is not None and rounds_left > 0 and extra is not None and extra > rounds_left:
-                decisions.append(Elimination(u, "futile",
-                                             f"not separable from {best} within the budget: {gap:.0%} behind "
-                                             f"(Holm p={pr.p_adjusted:.2g}); about {extra} more round(s) needed "
-                                             f"for even odds of separating them or ruling it out, "
-                                             f"{rounds_left} left"))
-            else:
-                contenders.add(u)
-                decisions.append(Elimination(u, "keep", f"{gap:.0%} behind {best} but not significantly "
-                                                        f"(Holm p={pr.p_adjusted:.2g})"))
+        elif place == "contender":
+            contenders.add(u)
     return RaceStep(best, tuple(decisions), frozenset(top), frozenset(contenders), an.method, rounds_left)
+
+
+@dataclass(frozen=True)
+class _Rules:
+    threshold: float
+    alpha: float
+    higher_is_better: bool
+    rounds_left: int | None
+    rounds_done: int
+
+    def gap(self, ratio: float) -> float:
+        return (1.0 - ratio) if self.higher_is_better else (ratio - 1.0)
+
+
+def _ruled_out(an: BlockedAnalysis, racing: Sequence[str], best: str, rules: _Rules) -> dict[str, float]:
+    """The non-superiority family (stats/ruling_out.py): the units behind by more than θ yet not significantly,
+    with their Holm-adjusted p (parametric model only)."""
+    if an.method != "rcbd-anova":
+        return {}
+    behind = {u: an.pair(u, best) for u in racing if u != best}
+    behind = {u: pr for u, pr in behind.items() if not pr.significant and rules.gap(pr.ratio) > rules.threshold}
+    return non_superiority(behind, rules.higher_is_better, rules.threshold)
+
+
+def _judge(u: str, best: str, an: BlockedAnalysis, eq_an: BlockedAnalysis, ruled: Mapping[str, float],
+           rules: _Rules) -> tuple[Elimination, str]:
+    """One unit against the best (steps 3–5 of the module docstring): its decision, and "top" (within θ or
+    equivalent), "contender" (still racing outside the top group) or "" (stopped)."""
+    alpha, pct = rules.alpha, f"{rules.threshold:.0%}"
+    pr = an.pair(u, best)
+    gap = rules.gap(pr.ratio)
+    eq = eq_an.pair(u, best)
+    lo_m, hi_m = equivalence_margin(rules.threshold, rules.higher_is_better)
+    if pr.significant and gap > rules.threshold:
+        return Elimination(u, "eliminated", f"significantly worse than {best} by {gap:.0%} "
+                                            f"(Holm p={pr.p_adjusted:.2g} < {alpha:g}; threshold {pct})"), ""
+    if u in ruled and ruled[u] < alpha:
+        return Elimination(u, "eliminated", f"cannot be more than {pct} better than {best}: {gap:.0%} behind "
+                                            f"(one-sided test against that margin, Holm p={ruled[u]:.2g} < "
+                                            f"{alpha:g})"), ""
+    if eq.ratio_low is not None and eq.ratio_high is not None and lo_m <= eq.ratio_low and eq.ratio_high <= hi_m:
+        return Elimination(u, "equivalent", f"equivalent to {best}: ratio {eq.ratio:.3f}, "
+                                            f"{1 - 2 * alpha:.0%} CI {eq.ratio_low:.3f}–{eq.ratio_high:.3f} "
+                                            f"within ±{pct} (TOST, α={alpha:g})"), "top"
+    if gap <= rules.threshold:
+        return Elimination(u, "keep", f"within {pct} of {best}"), "top"
+    extra = _rounds_to_settle(pr.ratio, an, rules.rounds_done, rules.threshold, rules.higher_is_better, alpha)
+    left = rules.rounds_left
+    # With no round left, max or the budget stops the unit anyway, and says so.
+    if left is not None and left > 0 and extra is not None and extra > left:
+        return Elimination(u, "futile", f"not separable from {best} within the budget: {gap:.0%} behind "
+                                        f"(Holm p={pr.p_adjusted:.2g}); about {extra} more round(s) needed "
+                                        f"for even odds of separating them or ruling it out, {left} left"), ""
+    return Elimination(u, "keep", f"{gap:.0%} behind {best} but not significantly "
+                                  f"(Holm p={pr.p_adjusted:.2g})"), "contender"
 
 
 def _rounds_to_settle(ratio: float, an: BlockedAnalysis, rounds_done: int, threshold: float,
