@@ -107,7 +107,7 @@ class Decision:
     extra_rounds: int | None  # estimated more rounds to separate the leader from the contenders
     statement: str  # one or two sentences for a report
     provisional: str | None = None  # unresolved: the tie-break's pick among the leader, tied and unresolved cells
-    ruled_out: tuple[str, ...] = ()  # behind by more than θ, and their CIs show they cannot beat the leader by θ
+    ruled_out: tuple[str, ...] = ()  # behind by more than θ; a one-sided test shows they cannot beat the leader by θ
 
 
 def check_threshold(threshold: float) -> float:
