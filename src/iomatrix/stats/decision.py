@@ -85,7 +85,7 @@ from iomatrix.errors import UserError
 from iomatrix.risk import risk_of
 from iomatrix.stats.blocked import BlockedAnalysis
 from iomatrix.stats.ranking import RankedRow, Ranking
-from iomatrix.stats.ruling_out import non_superiority, rounds_to_rule_out
+from iomatrix.stats.ruling_out import rounds_to_rule_out, ruled_out_p
 
 TIE_BREAKS = ("safety", "simplicity", "performance", "name")
 DEFAULT_TIE_BREAK = ("safety", "simplicity")
@@ -145,7 +145,8 @@ def simplicity_key(axes: Mapping[str, str]) -> tuple[int, int]:
     return nondefault, total
 
 
-def _gap(ratio: float, higher_is_better: bool) -> float:
+def gap_to_best(ratio: float, higher_is_better: bool) -> float:
+    """How far behind the best a cell with ``ratio`` = centre(cell)/centre(best) is: 1 − ratio or ratio − 1."""
     return 1.0 - ratio if higher_is_better else ratio - 1.0
 
 
@@ -190,17 +191,15 @@ def classify(ranked: Sequence[RankedRow], higher_is_better: bool, alpha: float, 
     top, behind, separated = [ranked[0].name], [], []
     for r in ranked[1:]:
         ratio = r.ratio_to_best.ratio if r.ratio_to_best and r.ratio_to_best.ratio is not None else None
-        gap = _gap(ratio, higher_is_better) if ratio is not None else math.inf
+        gap = gap_to_best(ratio, higher_is_better) if ratio is not None else math.inf
         if gap <= threshold:
             top.append(r.name)
         elif r.p_vs_best is not None and r.p_vs_best < alpha:
             separated.append(r.name)
         else:
             behind.append(r.name)
-    ruled: set[str] = set()
-    if analysis is not None and analysis.method == "rcbd-anova" and behind:
-        pairs = {n: analysis.pair(n, ranked[0].name) for n in behind if n in analysis.centre}
-        ruled = {n for n, p in non_superiority(pairs, higher_is_better, threshold).items() if p < alpha}
+    ruled = {n for n, p in ruled_out_p(analysis, ranked[0].name, behind, higher_is_better, threshold).items()
+             if p < alpha}
     return Verdicts(tuple(top), tuple(n for n in behind if n not in ruled), tuple(separated),
                     tuple(n for n in behind if n in ruled))
 
@@ -239,16 +238,28 @@ def extra_rounds(leader: str, contenders: Sequence[str], centre: Mapping[str, fl
     parametric blocked model, ``rounds_to_rule_out`` (stats/ruling_out.py), with d = ln(centre(c)/centre(leader))
     (0 unless both centres are positive); the largest over the contenders; None when none can be estimated."""
     extra: int | None = None
+    parametric = analysis is not None and analysis.method == "rcbd-anova"
     for name in contenders:
-        eff = math.log(centre[name] / centre[leader]) if centre[name] > 0 and centre[leader] > 0 else 0.0
-        sd = separation_sd(leader, name, analysis, samples)
-        ways = [rounds_to_separate(eff, sd, rounds_done, alpha)]
-        if analysis is not None and analysis.method == "rcbd-anova" and eff != 0.0:
-            ways.append(rounds_to_rule_out(eff, sd, rounds_done, threshold, higher_is_better, alpha))
-        known = [n for n in ways if n is not None]
-        if known:
-            extra = min(known) if extra is None else max(extra, min(known))
+        ratio = centre[name] / centre[leader] if centre[name] > 0 and centre[leader] > 0 else None
+        need = rounds_to_settle(ratio, separation_sd(leader, name, analysis, samples), rounds_done, alpha,
+                                threshold, higher_is_better, parametric)
+        if need is not None:
+            extra = need if extra is None else max(extra, need)
     return extra
+
+
+def rounds_to_settle(ratio: float | None, sd_log: float | None, rounds_done: int, alpha: float, threshold: float,
+                     higher_is_better: bool, can_rule_out: bool, power: float = 0.8) -> int | None:
+    """More rounds to settle a contender whose ratio to the leader is ``ratio``, either way that settles it: the
+    fewer of ``rounds_to_separate`` and, where the model can rule out (``can_rule_out``: the parametric blocked
+    model), ``rounds_to_rule_out`` (stats/ruling_out.py); None when neither can be estimated (no positive ratio)."""
+    if ratio is None or not ratio > 0:
+        return None
+    ways = [rounds_to_separate(math.log(ratio), sd_log, rounds_done, alpha, power)]
+    if can_rule_out:
+        ways.append(rounds_to_rule_out(math.log(ratio), sd_log, rounds_done, threshold, higher_is_better, alpha, power))
+    known = [n for n in ways if n is not None]
+    return min(known) if known else None
 
 
 def unresolved_statement(leader: str, unresolved: Sequence[str], pct: str, extra: int | None, alpha: float,

@@ -63,13 +63,12 @@ when the race for a workload is over.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from iomatrix.stats.blocked import BlockedAnalysis, blocked_analysis
-from iomatrix.stats.decision import rounds_to_separate
-from iomatrix.stats.ruling_out import non_superiority, rounds_to_rule_out
+from iomatrix.stats.decision import gap_to_best, rounds_to_settle
+from iomatrix.stats.ruling_out import ruled_out_p
 
 FUTILITY_POWER = 0.5
 STATUSES = ("keep", "eliminated", "baseline", "equivalent", "futile")
@@ -192,18 +191,14 @@ class _Rules:
     rounds_left: int | None
     rounds_done: int
 
-    def gap(self, ratio: float) -> float:
-        return (1.0 - ratio) if self.higher_is_better else (ratio - 1.0)
-
 
 def _ruled_out(an: BlockedAnalysis, racing: Sequence[str], best: str, rules: _Rules) -> dict[str, float]:
     """The non-superiority family (stats/ruling_out.py): the units behind by more than θ yet not significantly,
     with their Holm-adjusted p (parametric model only)."""
-    if an.method != "rcbd-anova":
-        return {}
-    behind = {u: an.pair(u, best) for u in racing if u != best}
-    behind = {u: pr for u, pr in behind.items() if not pr.significant and rules.gap(pr.ratio) > rules.threshold}
-    return non_superiority(behind, rules.higher_is_better, rules.threshold)
+    pairs = {u: an.pair(u, best) for u in racing if u != best}
+    behind = [u for u, pr in pairs.items()
+              if not pr.significant and gap_to_best(pr.ratio, rules.higher_is_better) > rules.threshold]
+    return ruled_out_p(an, best, behind, rules.higher_is_better, rules.threshold)
 
 
 def _judge(u: str, best: str, an: BlockedAnalysis, eq_an: BlockedAnalysis, ruled: Mapping[str, float],
@@ -212,7 +207,7 @@ def _judge(u: str, best: str, an: BlockedAnalysis, eq_an: BlockedAnalysis, ruled
     equivalent), "contender" (still racing outside the top group) or "" (stopped)."""
     alpha, pct = rules.alpha, f"{rules.threshold:.0%}"
     pr = an.pair(u, best)
-    gap = rules.gap(pr.ratio)
+    gap = gap_to_best(pr.ratio, rules.higher_is_better)
     eq = eq_an.pair(u, best)
     lo_m, hi_m = equivalence_margin(rules.threshold, rules.higher_is_better)
     if pr.significant and gap > rules.threshold:
@@ -228,7 +223,9 @@ def _judge(u: str, best: str, an: BlockedAnalysis, eq_an: BlockedAnalysis, ruled
                                             f"within ±{pct} (TOST, α={alpha:g})"), "top"
     if gap <= rules.threshold:
         return Elimination(u, "keep", f"within {pct} of {best}"), "top"
-    extra = _rounds_to_settle(pr.ratio, an, rules.rounds_done, rules.threshold, rules.higher_is_better, alpha)
+    # Even odds (FUTILITY_POWER) of settling it: separated or ruled out (stats/decision.py: rounds_to_settle).
+    extra = rounds_to_settle(pr.ratio, an.residual_sd if an.blocked else None, rules.rounds_done, alpha,
+                             rules.threshold, rules.higher_is_better, an.method == "rcbd-anova", FUTILITY_POWER)
     left = rules.rounds_left
     # With no round left, max or the budget stops the unit anyway, and says so.
     if left is not None and left > 0 and extra is not None and extra > left:
@@ -237,22 +234,6 @@ def _judge(u: str, best: str, an: BlockedAnalysis, eq_an: BlockedAnalysis, ruled
                                         f"for even odds of separating them or ruling it out, {left} left"), ""
     return Elimination(u, "keep", f"{gap:.0%} behind {best} but not significantly "
                                   f"(Holm p={pr.p_adjusted:.2g})"), "contender"
-
-
-def _rounds_to_settle(ratio: float, an: BlockedAnalysis, rounds_done: int, threshold: float,
-                      higher_is_better: bool, alpha: float) -> int | None:
-    """More rounds for even odds (``FUTILITY_POWER``) of settling a contender either way that settles it:
-    separating it (two-sided, stats/decision.py) or ruling it out (one-sided against the margin,
-    stats/ruling_out.py, parametric model only); the fewer of the two, None when neither can be estimated."""
-    if not ratio > 0:
-        return None
-    sd = an.residual_sd if an.blocked else None
-    ways = [rounds_to_separate(math.log(ratio), sd, rounds_done, alpha, FUTILITY_POWER)]
-    if an.method == "rcbd-anova":
-        ways.append(rounds_to_rule_out(math.log(ratio), sd, rounds_done, threshold, higher_is_better, alpha,
-                                       FUTILITY_POWER))
-    known = [n for n in ways if n is not None]
-    return min(known) if known else None
 
 
 STABLE_ROUNDS = 2

@@ -31,9 +31,9 @@ d lies beyond δ (the cell may be better by more than θ: no number of rounds ru
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
-from iomatrix.stats.blocked import BlockedPair
+from iomatrix.stats.blocked import BlockedAnalysis, BlockedPair
 from iomatrix.stats.holm_stepdown import holm
 
 
@@ -61,6 +61,16 @@ def non_superiority(pairs: Mapping[str, BlockedPair], higher_is_better: bool, th
             continue
         raw[name] = _p_one_sided(math.log(pr.ratio), pr.se_log, pr.df, delta, higher_is_better)
     return dict(zip(raw, holm(list(raw.values())), strict=True))
+
+
+def ruled_out_p(analysis: BlockedAnalysis | None, best: str, behind: Iterable[str], higher_is_better: bool,
+                threshold: float) -> dict[str, float]:
+    """``non_superiority`` over the cells ``behind`` the best (the family: behind by more than θ, not significantly),
+    each compared with ``best`` in ``analysis``; empty unless that is the parametric blocked model."""
+    if analysis is None or analysis.method != "rcbd-anova":
+        return {}
+    pairs = {n: analysis.pair(n, best) for n in behind if n in analysis.centre}
+    return non_superiority(pairs, higher_is_better, threshold)
 
 
 def rounds_to_rule_out(effect_log: float, sd_log: float | None, rounds_done: int, threshold: float,
