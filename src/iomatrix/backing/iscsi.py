@@ -198,24 +198,46 @@ class TgtServer:
         if lun_type == "null" and fmt != "raw":
             raise UserError(f"a null LUN holds no data: format {fmt!r} cannot live on it",
                             hint="use format = \"raw\" with lun_type = \"null\"")
-        iqn = target_name(f"{name}-{os.getpid()}-{self._next_tid}")
-        bstype, bsoflags = BSTYPE[lun_type]
         path: Path | None = None
         if lun_type != "null":
             path = self._make_file(name, fmt, size_bytes, values, create_options)
+        return self._export(name, lun_type, write_cache, fmt, path, size_bytes, owned=True)
+
+    def export_file(self, values: Mapping[str, str], path: Path, *, name: str) -> NetworkDisk:
+        """A LUN of the cell's type and write cache over a file iomatrix made elsewhere (the durability tier's
+        volatile disk, a FUSE export): the file is not this server's, so :meth:`unexport` leaves it alone. Its
+        size is the file's, as tgt reads it."""
+        lun_type = _axis(values, "lun_type", DEFAULT_LUN_TYPE, LUN_TYPES)
+        if lun_type == "null":
+            raise UserError("a null LUN has no backing file to export", hint="use lun_type fileio or blockio")
+        write_cache = _axis(values, "lun_write_cache", DEFAULT_WRITE_CACHE, ("on", "off"))
+        fmt = values.get("format", "raw") or "raw"
+        return self._export(name, lun_type, write_cache, "raw" if fmt == "-" else fmt, path, path.stat().st_size,
+                            owned=False)
+
+    def unexport(self, disk: NetworkDisk) -> None:
+        """Remove a LUN made by :meth:`export_file` (its target), leaving its file."""
+        self.remove_disk_by(dict(disk.protocol_options)["target"], None)
+
+    def _export(self, name: str, lun_type: str, write_cache: str, fmt: str, path: Path | None, size_bytes: int,
+                *, owned: bool) -> NetworkDisk:
+        """A target with one LUN over `path` (None: the null LUN), its write cache set and read back; `owned`:
+        the file is this server's, removed with the LUN on every failure."""
+        iqn = target_name(f"{name}-{os.getpid()}-{self._next_tid}")
+        bstype, bsoflags = BSTYPE[lun_type]
         tid = self._next_tid
         self._next_tid += 1
         try:
             self._add_target(tid, iqn, path, bstype, bsoflags, write_cache)
         except BaseException:
             self._drop_target(tid)
-            if path is not None:
+            if path is not None and owned:
                 self._remove_file(path)
             raise
         self._tids[iqn] = tid
         read_back = self._read_back_cache(iqn)
         if read_back != (write_cache == "on"):
-            self.remove_disk_by(iqn, path)
+            self.remove_disk_by(iqn, path if owned else None)
             raise UserError(f"tgtd did not take the write cache setting {write_cache!r}: the LUN reports "
                             f"WCE={int(read_back)}", hint="check the tgt version (tgtd --version)")
         portal = f"{LOOPBACK}:{self.port}"

@@ -49,6 +49,9 @@ SCRATCH_NAME = re.compile(r"[A-Za-z0-9_.-]+-[0-9]+-[0-9a-f]{6}")
 VOLUME_NAME = re.compile(r"iomx-[0-9]+-[0-9a-f]{6}")
 TMPFS_SOURCE = re.compile(r"iomatrix-tmpfs-[0-9a-f]+")
 LOOP_SOURCE = re.compile(r"/dev/loop[0-9]+")
+# A FUSE mount (qemu-storage-daemon's FUSE export of an image, the durability tier's iSCSI LUN file): its
+# mountpoint is a file iomatrix created inside the working directory, which is what identifies it as ours.
+FUSE_SOURCE = "/dev/fuse"
 # A host setting changed for a sweep (the consolidation tier enables KSM): restored to the recorded value.
 KSM_RUN = "/sys/kernel/mm/ksm/run"
 KSM_RUN_VALUES = ("0", "1", "2")
@@ -242,8 +245,9 @@ class LoopLeftover(Leftover):
 
 @dataclass(frozen=True)
 class MountLeftover(Leftover):
-    """A mount on a mountpoint we created, from its recorded source (a loop device or iomatrix's tmpfs); the
-    empty mountpoint directory goes with it."""
+    """A mount on a mountpoint we created, from its recorded source (a loop device, iomatrix's tmpfs, or a FUSE
+    export whose daemon may be dead: unmounting a disconnected FUSE mount works); the empty mountpoint directory
+    goes with it (a FUSE export's mountpoint is a file, removed with the scratch directory that holds it)."""
 
     kind: ClassVar[EntryKind] = "mount"
     label: ClassVar[str] = "mount on"
@@ -253,7 +257,8 @@ class MountLeftover(Leftover):
         if not _parent_inside(t, workdir):
             return f"mountpoint {t} is outside the working directory {workdir}"
         source = self.info.get("source")
-        if not isinstance(source, str) or not (TMPFS_SOURCE.fullmatch(source) or LOOP_SOURCE.fullmatch(source)):
+        if not isinstance(source, str) or not (TMPFS_SOURCE.fullmatch(source) or LOOP_SOURCE.fullmatch(source)
+                                               or source == FUSE_SOURCE):
             return f"the mount on {t} has no recorded iomatrix source"
         return None
 

@@ -41,6 +41,7 @@ import os
 import secrets
 import stat
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -329,6 +330,18 @@ def release(workdir: Path, entry_id: str, *, durable: bool = True) -> None:
 def register_temp_path(workdir: Path, path: Path) -> None:
     """Record a temporary file or directory (e.g. a fresh qcow2 per run) for `clean`."""
     record(workdir, "path", Path(os.path.abspath(path)))
+
+
+def short_scratch_dir(workdir: Path, label: str) -> Path:
+    """A private directory under the system's temporary directory, recorded before it is made: for what needs a
+    short path (a UNIX socket's is limited to 108 bytes, and a working directory may be deep). Named like a
+    backing's scratch directory (``iomx-<label>-<pid>-<hex6>``) with the temporary directory as its recorded base,
+    so `iomatrix clean` can show it is ours although it lies outside the working directory."""
+    base = Path(os.path.realpath(tempfile.gettempdir()))
+    path = base / f"iomx-{label}-{os.getpid()}-{secrets.token_hex(3)}"
+    record(workdir, "path", path, base=str(base))
+    path.mkdir(mode=0o700)
+    return path
 
 
 def forget(workdir: Path, path: Path) -> None:

@@ -17,22 +17,32 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from iomatrix.domain import CacheMode, Modifier, SafetyLevel, safety_level
+from iomatrix.domain import CACHE, CacheMode, Modifier, SafetyLevel, safety_level
 
 POWER_LOSS = "power_loss"
 QEMU_CRASH = "qemu_crash"
 # Metric prefix → the situation's name in reports (recommend.SITUATIONS spells the same situations).
 SITUATION_NAMES = {POWER_LOSS: "host crash or power loss", QEMU_CRASH: "QEMU crash"}
 SHORT_NAMES = {POWER_LOSS: "power loss", QEMU_CRASH: "QEMU crash"}
+# On an iSCSI backing the power-loss disk is a LUN whose target loses power (tiers/durability_target.py): the
+# situation is the target's, not this host's (recommend's risk lines spell it the same).
+TARGET_POWER_LOSS = "iSCSI target power loss"
+TARGET_SHORT_NAME = "target power loss"
 # The durability workloads and the guest filesystem each puts its file streams on.
 WORKLOAD_FS = {"durability": "ext4", "durability-xfs": "xfs"}
 
 
-def documented_keeps_acked(situation: str, cache: str, modifier: str = Modifier.NONE) -> bool:
+def documented_keeps_acked(situation: str, cache: str, modifier: str = Modifier.NONE,
+                           lun_write_cache: str | None = None) -> bool:
     """Whether QEMU's documented semantics (domain.CACHE) promise that writes the guest flushed survive.
 
     Power loss: every mode that honours flushes (all but cache=unsafe, and none under eatmydata).
-    QEMU crash: every mode, since a completed write has been handed to the host kernel (or is flushed)."""
+    QEMU crash: every mode, since a completed write has been handed to the host kernel (or is flushed).
+    Target power loss (`lun_write_cache` given: the disk is an iSCSI LUN): lost only when the LUN's write cache
+    is on *and* QEMU does not send the guest's flushes (cache.no-flush); with the cache off the target syncs every
+    write itself, and eatmydata around QEMU cannot drop an iSCSI flush (it is a SCSI command, not an fsync)."""
+    if situation == POWER_LOSS and lun_write_cache is not None:
+        return not (lun_write_cache == "on" and CACHE[CacheMode(cache)].no_flush)
     if situation == POWER_LOSS:
         return safety_level(cache, modifier) != SafetyLevel.UNSAFE
     if situation == QEMU_CRASH:
@@ -47,6 +57,11 @@ class SituationVerdict:
     lost_trials: int  # trials that lost at least one acknowledged record
     max_lost: int  # most acknowledged records lost in one trial
     documented_keeps: bool
+    on_target: bool = False  # the power-loss disk was an iSCSI LUN: the power lost was the target's
+
+    @property
+    def name(self) -> str:
+        return TARGET_SHORT_NAME if self.on_target and self.situation == POWER_LOSS else SHORT_NAMES[self.situation]
 
     @property
     def measured_keeps(self) -> bool:
@@ -58,7 +73,7 @@ class SituationVerdict:
 
     @property
     def text(self) -> str:
-        name = SHORT_NAMES[self.situation]
+        name = self.name
         if self.trials == 0:
             return f"{name}: no completed trial"
         cuts = "cut" if self.trials == 1 else "cuts"
@@ -66,7 +81,7 @@ class SituationVerdict:
             rec = "record" if self.max_lost == 1 else "records"
             text = (f"{name}: LOST acknowledged writes in {self.lost_trials}/{self.trials} {cuts} "
                     f"(up to {self.max_lost} {rec})")
-            if self.situation == POWER_LOSS and not self.documented_keeps:
+            if self.situation == POWER_LOSS and not self.documented_keeps and not self.on_target:
                 # The lab drops this configuration's flushes below QEMU (they would never reach stable storage
                 # on a real host, but QEMU's NBD client still sends them): that it loses is built in, how much
                 # it loses and whether the filesystem survives are measured.
@@ -80,19 +95,21 @@ class SituationVerdict:
         if self.trials == 0:
             return None
         if self.documented_keeps and self.lost_trials:
-            return (f"DISAGREES WITH QEMU'S DOCUMENTATION: {SHORT_NAMES[self.situation]} should keep flushed "
+            return (f"DISAGREES WITH QEMU'S DOCUMENTATION: {self.name} should keep flushed "
                     f"writes, but {self.lost_trials}/{self.trials} cuts lost acknowledged writes")
         if not self.documented_keeps and not self.lost_trials:
-            return (f"documented as losing flushed writes on {SHORT_NAMES[self.situation]}, but no loss was "
+            return (f"documented as losing flushed writes on {self.name}, but no loss was "
                     f"caught in {self.trials} cuts (not called safe)")
         return None
 
 
 def situation_verdict(situation: str, acked_lost: Sequence[float], cache: str,
-                      modifier: str = Modifier.NONE) -> SituationVerdict:
+                      modifier: str = Modifier.NONE, lun_write_cache: str | None = None) -> SituationVerdict:
+    """`lun_write_cache`: the LUN's write cache when the power-loss disk was an iSCSI LUN, else None."""
     lost = [int(v) for v in acked_lost]
     return SituationVerdict(situation, len(lost), sum(1 for v in lost if v > 0), max(lost, default=0),
-                            documented_keeps_acked(situation, cache, modifier))
+                            documented_keeps_acked(situation, cache, modifier, lun_write_cache),
+                            on_target=lun_write_cache is not None)
 
 
 @dataclass(frozen=True)
@@ -138,11 +155,13 @@ def _fs_verdict(clean: Sequence[float], fs: str = "") -> FsVerdict:
 
 
 def config_verdict(samples: Mapping[str, Sequence[float]], cache: str, modifier: str = Modifier.NONE,
-                   fs_clean: Mapping[str, Sequence[float]] | None = None) -> ConfigVerdict:
+                   fs_clean: Mapping[str, Sequence[float]] | None = None,
+                   lun_write_cache: str | None = None) -> ConfigVerdict:
     """The verdicts of one configuration from its trials' metrics (`samples[metric]` = one value per ok
     trial): ``power_loss.acked_lost``, ``qemu_crash.acked_lost`` and ``fs.clean``. `fs_clean`: the same
-    ``fs.clean`` values per guest filesystem, when known (then each filesystem gets its own verdict)."""
-    situations = {s: situation_verdict(s, samples.get(f"{s}.acked_lost", []), cache, modifier)
+    ``fs.clean`` values per guest filesystem, when known (then each filesystem gets its own verdict).
+    `lun_write_cache`: set when the trials cut an iSCSI target (its LUN's write cache), None on a local disk."""
+    situations = {s: situation_verdict(s, samples.get(f"{s}.acked_lost", []), cache, modifier, lun_write_cache)
                   for s in (POWER_LOSS, QEMU_CRASH)}
     per_fs = tuple(_fs_verdict(v, fs) for fs, v in sorted((fs_clean or {}).items()) if v)
     name = per_fs[0].fs if len(per_fs) == 1 else ""

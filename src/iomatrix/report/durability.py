@@ -11,12 +11,15 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from iomatrix.domain import Modifier
+from iomatrix.domain import NA, Modifier
+from iomatrix.domain import axes as axis_registry
 from iomatrix.durability.verdict import (
     POWER_LOSS,
     QEMU_CRASH,
     SITUATION_NAMES,
+    TARGET_POWER_LOSS,
     WORKLOAD_FS,
     ConfigVerdict,
     config_verdict,
@@ -30,12 +33,22 @@ from iomatrix.workloads import listed
 # are matched when they can be (a verdict measured with aio=threads still speaks for io_uring, and says so).
 MUST_MATCH = ("format", "cache", "modifier")
 SHOULD_MATCH = ("preallocation", "aio", "bus")
+# Where the trials cut (the storage of the cell's backing): a local disk, or an iSCSI target (the LUN's type and
+# write cache must match too). A verdict of one never speaks for the other: a target power loss is not a host's.
+LOCAL, ISCSI = "local", "iscsi"
+TARGET_MUST_MATCH = ("lun_type", "lun_write_cache")
+
+
+def storage_of(backing: Mapping[str, Any]) -> str:
+    """The storage a cell's trials (or a recommended cell) are on, from its stored backing."""
+    return ISCSI if backing.get("backing_type") == ISCSI else LOCAL
 EVIDENCE = ("power_loss.acked_lost", "qemu_crash.acked_lost", "fs.clean")
 
 
 @dataclass
 class MeasuredConfig:
     axes: dict[str, str]
+    storage: str = LOCAL
     samples: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     sweeps: set[int] = field(default_factory=set)
     failed: int = 0
@@ -43,11 +56,14 @@ class MeasuredConfig:
 
     def verdict(self) -> ConfigVerdict:
         return config_verdict(self.samples, self.axes["cache"], self.axes.get("modifier", Modifier.NONE),
-                              self.fs_clean)
+                              self.fs_clean,
+                              _target_value(self.axes, "lun_write_cache") if self.storage == ISCSI else None)
 
     def label(self) -> str:
         text = " ".join(f"{a}={self.axes[a]}" for a in (*MUST_MATCH, *SHOULD_MATCH)
                         if not (a == "modifier" and self.axes[a] == Modifier.NONE))
+        if self.storage == ISCSI:
+            text += " on iSCSI " + " ".join(f"{a}={_target_value(self.axes, a)}" for a in TARGET_MUST_MATCH)
         filesystems = sorted(fs for fs, v in self.fs_clean.items() if v)
         return f"{text} fs={','.join(filesystems)}" if filesystems else text
 
@@ -60,8 +76,21 @@ def _is_trial(cw: CellWorkload) -> bool:
     return owner is not None and bool(owner.verdicts) and cw.axes.get("tier") == owner.name
 
 
-def _key(axes: Mapping[str, str]) -> tuple[str, ...]:
-    return tuple(axes.get(a, "-") for a in (*MUST_MATCH, *SHOULD_MATCH))
+def _target_value(axes: Mapping[str, str], axis: str) -> str:
+    """A LUN setting as the target had it: a plan that does not list the axis leaves the server's default."""
+    value = axes.get(axis, NA)
+    return axis_registry.get(axis).default if value == NA else value
+
+
+def _key(axes: Mapping[str, str], storage: str) -> tuple[str, ...]:
+    target = tuple(_target_value(axes, a) for a in TARGET_MUST_MATCH) if storage == ISCSI else ()
+    return (storage, *(axes.get(a, NA) for a in MUST_MATCH), *target, *(axes.get(a, NA) for a in SHOULD_MATCH))
+
+
+def _must_match(mc: MeasuredConfig, axes: Mapping[str, str], storage: str) -> bool:
+    target = TARGET_MUST_MATCH if storage == ISCSI else ()
+    return (mc.storage == storage and all(mc.axes.get(a) == axes.get(a) for a in MUST_MATCH)
+            and all(_target_value(mc.axes, a) == _target_value(axes, a) for a in target))
 
 
 @dataclass
@@ -80,7 +109,8 @@ class MeasuredIndex:
                 if not _is_trial(cw) or (workload is not None and cw.workload != workload):
                     continue
                 fs = WORKLOAD_FS.get(cw.workload, "ext4")
-                mc = index.configs.setdefault((*_key(cw.axes), fs), MeasuredConfig(dict(cw.axes)))
+                storage = storage_of(cw.backing)
+                mc = index.configs.setdefault((*_key(cw.axes, storage), fs), MeasuredConfig(dict(cw.axes), storage))
                 mc.sweeps.add(sid)
                 mc.failed += cw.failed
                 for m in EVIDENCE:
@@ -88,21 +118,21 @@ class MeasuredIndex:
                 mc.fs_clean[fs].extend(cw.samples.get("fs.clean", []))
         return index
 
-    def for_axes(self, axes: Mapping[str, str]) -> tuple[MeasuredConfig | None, list[str]]:
-        """The measured configuration for a cell's axes, and the axes in which it differs from the cell.
+    def for_axes(self, axes: Mapping[str, str], storage: str = LOCAL) -> tuple[MeasuredConfig | None, list[str]]:
+        """The measured configuration for a cell's axes on `storage`, and the axes in which it differs from it.
 
         An exact match wins (its trials on every guest filesystem pooled, each filesystem keeping its own
-        verdict); otherwise the trials of every configuration with the same format, cache mode and modifier are
-        pooled (any loss in any of them counts)."""
-        key = _key(axes)
+        verdict); otherwise the trials of every configuration on the same storage with the same format, cache
+        mode and modifier (and on iSCSI the same LUN type and write cache) are pooled (any loss in any of them
+        counts)."""
+        key = _key(axes, storage)
         exact = [mc for k, mc in self.configs.items() if k[:len(key)] == key]
         if len(exact) == 1:
             return exact[0], []
-        same = exact or [mc for mc in self.configs.values()
-                         if all(mc.axes.get(a) == axes.get(a) for a in MUST_MATCH)]
+        same = exact or [mc for mc in self.configs.values() if _must_match(mc, axes, storage)]
         if not same:
             return None, []
-        pooled = MeasuredConfig({**same[0].axes})
+        pooled = MeasuredConfig({**same[0].axes}, storage)
         differs: set[str] = set()
         for mc in same:
             pooled.sweeps |= mc.sweeps
@@ -115,11 +145,13 @@ class MeasuredIndex:
         return pooled, sorted(differs)
 
 
-def measured_statements(index: MeasuredIndex | None, axes: Mapping[str, str]) -> dict[str, str]:
-    """Situation (recommend.SITUATIONS spelling) → measured statement, for the cell with `axes`."""
+def measured_statements(index: MeasuredIndex | None, axes: Mapping[str, str],
+                        storage: str = LOCAL) -> dict[str, str]:
+    """Situation (recommend.SITUATIONS spelling, or TARGET_POWER_LOSS on iSCSI) → measured statement, for the
+    cell with `axes` on `storage`."""
     if index is None:
         return {}
-    mc, differs = index.for_axes(axes)
+    mc, differs = index.for_axes(axes, storage)
     if mc is None:
         return {}
     v = mc.verdict()
@@ -136,7 +168,8 @@ def measured_statements(index: MeasuredIndex | None, axes: Mapping[str, str]) ->
             text += "; " + "; ".join(v.fs_texts())
         if sv.disagreement:
             text += f" — {sv.disagreement}"
-        out[SITUATION_NAMES[situation]] = f"{text} ({where})"
+        name = TARGET_POWER_LOSS if sv.on_target and situation == POWER_LOSS else SITUATION_NAMES[situation]
+        out[name] = f"{text} ({where})"
     return out
 
 

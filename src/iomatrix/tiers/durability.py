@@ -39,9 +39,9 @@ import random
 import re
 import shutil
 import subprocess
-import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,7 +50,9 @@ from iomatrix import children
 from iomatrix.backing import leftovers
 from iomatrix.backing.leftover_kinds import LoopLeftover, MountLeftover
 from iomatrix.backing.leftovers import forget, register_temp_path
+from iomatrix.backing.network import NetworkDisk
 from iomatrix.domain import CACHE, CacheMode, Modifier
+from iomatrix.domain.axes import DiskContext, qemu_options
 from iomatrix.durability.fscheck import read_xfs_repair
 from iomatrix.durability.records import RECORD_BYTES, StreamCheck, check_stream
 from iomatrix.durability.verdict import POWER_LOSS, QEMU_CRASH
@@ -62,12 +64,14 @@ from iomatrix.guest.kernel import BUS_MODULES, FS_MODULES
 from iomatrix.guest.process import GuestHandle, console_tail, kill_all_guests, start_guest
 from iomatrix.guest.stream import parse_result_stream
 from iomatrix.hostcmd import require, version_of
-from iomatrix.images import remove_image
+from iomatrix.images import create_image, remove_image
 from iomatrix.plan.model import Plan
 from iomatrix.qemu_block import DiskSpec, blockdev_args, blockdev_spec_over_nbd, device_args
 from iomatrix.textfile import last_lines
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_image
 from iomatrix.tiers.declared.durability import Durability
+from iomatrix.tiers.durability_target import VolatileLun, can_cut, volatile_lun
+from iomatrix.tiers.network_disks import disk_name, network_disk
 
 WRITER = "usr/bin/iomx-durwriter"
 CRASH_SERIAL = "iomx-crash"
@@ -297,13 +301,14 @@ def _read_xfs(copy: Path, mnt: Path, ledger: Path, notes: list[str]) -> tuple[by
         leftovers.release(ledger, loop_id)
 
 
-def _short_socket_path(trial_dir: Path) -> tuple[Path, Path | None]:
+def _short_socket_path(trial_dir: Path, workdir: Path) -> tuple[Path, Path | None]:
     """A UNIX socket path under the 108-byte limit: in the trial directory if it fits, else in a private
-    temporary directory (returned second, for removal)."""
+    temporary directory (returned second, for removal), recorded in `workdir`'s ledger before it is made: a
+    killed sweep's `clean` removes it (it lies outside the working directory, under a recorded base)."""
     sock = trial_dir / "nbd.sock"
     if len(str(sock)) < 100:
         return sock, None
-    tmp = Path(tempfile.mkdtemp(prefix="iomx-nbd-"))
+    tmp = leftovers.short_scratch_dir(workdir, "nbd")
     return tmp / "nbd.sock", tmp
 
 
@@ -327,9 +332,12 @@ def nbdkit_argv(nbdkit: str, image: Path, socket: Path, pid_file: Path, drop_flu
             "file", f"file={image}", "cache=writeback", *extra]
 
 
-def _two_disk_args(power: DiskSpec, socket: Path, crash: DiskSpec) -> list[str]:
-    """-blockdev/-device for the power-loss disk (d0 over NBD) and the crash disk (d1 on the file)."""
-    first = ["-blockdev", blockdev_spec_over_nbd(power, socket, "d0"), *device_args(power, "d0", DISK_SERIAL)]
+def _two_disk_args(power: DiskSpec, socket: Path | None, crash: DiskSpec) -> list[str]:
+    """-blockdev/-device for the power-loss disk (d0: over NBD on `socket`, or a LUN when its target is a network
+    disk and `socket` None) and the crash disk (d1: its file, or its LUN)."""
+    power_node = blockdev_args(power, "d0") if socket is None else ["-blockdev", blockdev_spec_over_nbd(power, socket,
+                                                                                                        "d0")]
+    first = [*power_node, *device_args(power, "d0", DISK_SERIAL)]
     second = device_args(crash, "d1", CRASH_SERIAL)
     # A controller both disks sit on (virtio-scsi, ahci) is created once.
     controllers = {first[i + 1] for i in range(len(first) - 1) if first[i] == "-device" and ",id=" in first[i + 1]}
@@ -393,21 +401,24 @@ class DurabilityTier(Durability, Tier):
         tmp_sock_dir: Path | None = None
         with children.SigtermGuard():
             try:
-                power, _ = fresh_image(req, self.workdir, layout.image_bytes, "iomatrix-dur-power")
-                if power is not None:
+                if req.target.kind == "network":
+                    power: Path | None = self._power_image_on_target(req, layout, trial_dir)
                     images.append(power)
-                crash, _ = fresh_image(req, self.workdir, layout.image_bytes, "iomatrix-dur-crash")
-                if crash is not None:
-                    images.append(crash)
-                if power is None or crash is None:
-                    return RunOutcome(ok=False, error="the durability tier needs image files", meta=meta)
+                    crash: Path | None = None  # a LUN of the sweep's target, made in _trial
+                else:
+                    power, _ = fresh_image(req, self.workdir, layout.image_bytes, "iomatrix-dur-power")
+                    if power is not None:
+                        images.append(power)
+                    crash, _ = fresh_image(req, self.workdir, layout.image_bytes, "iomatrix-dur-crash")
+                    if crash is not None:
+                        images.append(crash)
+                    if power is None or crash is None:
+                        return RunOutcome(ok=False, error="the durability tier needs image files", meta=meta)
                 if cell.format != "raw":
                     # The NBD export has a fixed size: leave room for the metadata the guest's writes allocate.
                     with open(power, "r+b") as f:
                         f.truncate(max(os.path.getsize(power), layout.image_bytes + NBD_MARGIN))
-                sock, tmp_sock_dir = _short_socket_path(trial_dir)
-                if tmp_sock_dir is not None:
-                    register_temp_path(self.workdir, tmp_sock_dir)
+                sock, tmp_sock_dir = _short_socket_path(trial_dir, self.workdir)
                 outcome = self._trial(req, layout, power, crash, sock, trial_dir, nonce, cut_after, delay, meta)
             finally:
                 for img in images:
@@ -439,35 +450,83 @@ class DurabilityTier(Durability, Tier):
                                  "install nbdkit)")
         return proc
 
-    def _trial(self, req: RunRequest, layout: Layout, power: Path, crash: Path, sock: Path, trial_dir: Path,
-               nonce: int, cut_after: int, delay: float, meta: dict[str, Any]) -> RunOutcome:
+    def _power_image_on_target(self, req: RunRequest, layout: Layout, trial_dir: Path) -> Path:
+        """On an iSCSI backing the power-loss image is the target's storage: a file of the trial, in the working
+        directory like the target's own files, served through the volatile chain (tiers.durability_target)."""
+        cell = req.cell
+        # In a directory of its own: inspect_image makes its raw copy (<stem>.raw) in the trial directory.
+        (trial_dir / "target").mkdir(exist_ok=True)
+        image = trial_dir / "target" / f"storage.{cell.format}"
+        register_temp_path(self.workdir, image)
+        create_image(image, cell.format, cell.preallocation, layout.image_bytes,
+                     qemu_options(cell, DiskContext(layout.image_bytes)).create)
+        return image
+
+    def _trial(self, req: RunRequest, layout: Layout, power: Path, crash: Path | None, sock: Path,
+               trial_dir: Path, nonce: int, cut_after: int, delay: float, meta: dict[str, Any]) -> RunOutcome:
+        """One trial: nbdkit's volatile cache over the power-loss image, the guest on both disks, the cut. `crash`
+        is the crash disk's image on a local backing; None on an iSCSI one, where both disks are LUNs of the
+        sweep's target (the power-loss one over the volatile chain) and the cut is a target power loss."""
         cell = req.cell
         t0 = time.monotonic()
-        drop = drops_flushes_below_qemu(cell.cache, cell.modifier)
+        on_target = crash is None
+        # Over NBD, QEMU still sends flushes its cache mode drops: the lab drops them below it as a real host
+        # would (nbdkit_argv). Over iSCSI nothing needs modelling: QEMU sends SYNCHRONIZE CACHE or does not.
+        drop = not on_target and drops_flushes_below_qemu(cell.cache, cell.modifier)
         meta["nbd_drops_flushes"] = drop
         nbd = self._start_nbdkit(power, sock, trial_dir, drop)
-        power_disk = DiskSpec.for_cell(cell, power, layout.image_bytes)
-        crash_disk = DiskSpec.for_cell(cell, crash, layout.image_bytes)
-        watch = _Watch(cut_after)
-        job = GuestJob(kind="durability", modules=(*BUS_MODULES[cell.bus], *FS_MODULES[layout.fs]), env={
-            "IOMX_DISK_SERIAL": DISK_SERIAL, "IOMX_DUR_CRASH_SERIAL": CRASH_SERIAL, "IOMX_DUR_NONCE": str(nonce),
-            "IOMX_DUR_GROUP": str(GROUP), "IOMX_DUR_MAX": str(RAW_SLOTS), "IOMX_DUR_FS": layout.fs,
-            "IOMX_DUR_FS_MB": str(layout.fs_mb), "IOMX_DUR_RAW_OFFSET": str(layout.raw_offset)})
-        try:
+        # Unwound last-in first-out: QEMU dies before its LUNs go, the LUNs before the chain under them.
+        with contextlib.ExitStack() as stack:
+            stack.callback(children.kill, nbd)
+            cuts: list[Callable[[], None]] = [lambda: children.kill(nbd)]
+            if on_target:
+                lun, crash_lun, crash = self._luns(req, layout, sock, trial_dir, stack, meta)
+                power_disk, crash_disk = (DiskSpec.for_cell(cell, lun.disk, layout.image_bytes),
+                                          DiskSpec.for_cell(cell, crash_lun, layout.image_bytes))
+                cuts.append(lun.lose_power)
+            else:
+                power_disk = DiskSpec.for_cell(cell, power, layout.image_bytes)
+                crash_disk = DiskSpec.for_cell(cell, crash, layout.image_bytes)
+            watch = _Watch(cut_after)
+            job = GuestJob(kind="durability", modules=(*BUS_MODULES[cell.bus], *FS_MODULES[layout.fs]), env={
+                "IOMX_DISK_SERIAL": DISK_SERIAL, "IOMX_DUR_CRASH_SERIAL": CRASH_SERIAL, "IOMX_DUR_NONCE": str(nonce),
+                "IOMX_DUR_GROUP": str(GROUP), "IOMX_DUR_MAX": str(RAW_SLOTS), "IOMX_DUR_FS": layout.fs,
+                "IOMX_DUR_FS_MB": str(layout.fs_mb), "IOMX_DUR_RAW_OFFSET": str(layout.raw_offset)})
             handle = start_guest(self.artifacts, self.choice.accel, None, job, trial_dir,
                                  wrapper=req.wrapper or None, memory_mb=self.plan.guest_memory_mb,
-                                 extra_args=_two_disk_args(power_disk, sock, crash_disk), on_line=watch)
-        except BaseException:
-            children.kill(nbd)
-            raise
-        try:
-            return self._cut_and_check(req, layout, handle, nbd, watch, power, crash, trial_dir, nonce, delay,
+                                 extra_args=_two_disk_args(power_disk, None if on_target else sock, crash_disk),
+                                 on_line=watch)
+            # nothing of this trial outlives it, whatever happened (Ctrl-C, SIGTERM, an error)
+            stack.callback(handle.kill)
+            return self._cut_and_check(req, layout, handle, cuts, watch, power, crash, trial_dir, nonce, delay,
                                        meta, t0)
-        finally:  # nothing of this trial outlives it, whatever happened (Ctrl-C, SIGTERM, an error)
-            children.kill(nbd)
-            handle.kill()
 
-    def _cut_and_check(self, req: RunRequest, layout: Layout, handle: GuestHandle, nbd: subprocess.Popen,
+    def _luns(self, req: RunRequest, layout: Layout, sock: Path, trial_dir: Path, stack: contextlib.ExitStack,
+              meta: dict[str, Any]) -> tuple[VolatileLun, NetworkDisk, Path]:
+        """The two LUNs of a trial on iSCSI, each removed by `stack`: the power-loss one over the volatile chain,
+        the crash one an ordinary LUN of the cell's type and write cache (its file is inspected after the QEMU
+        crash, while tgtd still holds it: a QEMU crash leaves the target running)."""
+        server = req.target.server
+        if not can_cut(server):
+            raise UserError("the durability tier cuts the power of an iSCSI target it started itself",
+                            hint="use a lab-started iscsi backing (no portal/iqn) for durability")
+        cell = req.cell
+        values = {a: v for a, v in cell.items() if v != "-"}
+        lun = stack.enter_context(volatile_lun(server, values, sock, trial_dir, self.workdir,
+                                               disk_name("dur-power", req.workload.slug)))
+        # rtt is pruned to 0 for this tier: no relay between QEMU and either LUN
+        crash_lun, crash_meta = stack.enter_context(network_disk(
+            server, {a: v for a, v in cell.items() if a != "rtt"}, size_bytes=layout.image_bytes,
+            name=disk_name("dur-crash", req.workload.slug), workdir=self.workdir))
+        assert crash_lun.server_path is not None  # a lab-started target's LUN has its file here
+        meta["target_cut"] = {
+            "power_loss_lun": dict(lun.disk.meta), "chain": "nbdkit cache filter (writeback) <- "
+            "qemu-storage-daemon FUSE export <- tgt LUN <- QEMU iscsi driver",
+            "cut": "SIGKILL nbdkit (the target's volatile cache), then the FUSE export; tgtd keeps no data"}
+        meta.update(crash_meta)
+        return lun, crash_lun, crash_lun.server_path
+
+    def _cut_and_check(self, req: RunRequest, layout: Layout, handle: GuestHandle, cuts: list[Callable[[], None]],
                        watch: _Watch, power: Path, crash: Path, trial_dir: Path, nonce: int, delay: float,
                        meta: dict[str, Any], t0: float) -> RunOutcome:
         cell = req.cell
@@ -486,10 +545,12 @@ class DurabilityTier(Durability, Tier):
             failed = f"guest writer failed before the cut: {watch.error}"
         else:
             time.sleep(delay)
-        # The cut: power loss for the first disk (its volatile cache dies with nbdkit), then a QEMU crash for
-        # the second. nbdkit is reaped before QEMU is killed, so nothing more can reach the first image.
+        # The cut: power loss for the first disk (its volatile cache dies with nbdkit; on iSCSI the rest of the
+        # target's storage chain after it), then a QEMU crash for the second. nbdkit is reaped before QEMU is
+        # killed, so nothing more can reach the first image.
         t_cut = time.monotonic()
-        children.kill(nbd)
+        for cut in cuts:
+            cut()
         handle.kill()
         stream = parse_result_stream(handle.reader.text())
         tail = console_tail(trial_dir / "console.log")

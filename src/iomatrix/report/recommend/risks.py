@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from iomatrix.domain import CACHE, CacheMode, Modifier
 from iomatrix.domain.axes import LUN_WRITE_CACHE_RISK
 from iomatrix.domain.ceph import RBD, RBD_CACHE_RISK
-from iomatrix.report.durability import MeasuredIndex, measured_statements
+from iomatrix.durability.verdict import TARGET_POWER_LOSS
+from iomatrix.report.durability import MeasuredIndex, measured_statements, storage_of
 from iomatrix.report.query import CellWorkload
 from iomatrix.risk import risk_of
 
@@ -23,7 +24,8 @@ class RiskStatement:
 
 
 SITUATIONS = ("QEMU crash", "host crash or power loss", "live migration", "guest that does not send flushes")
-TARGET_POWER_LOSS = "iSCSI target power loss"  # only where the LUN's write cache is on
+# TARGET_POWER_LOSS (durability.verdict): documented where the LUN's write cache is on, measured where the
+# durability tier cut a target with the cell's LUN settings (then shown whatever the write cache)
 RBD_CLIENT_CRASH = "Ceph client crash"  # only where librbd's cache holds writes (policy writeback, QEMU cache on)
 
 
@@ -75,7 +77,7 @@ def measured_risks(cell: CellWorkload | None, measured: MeasuredIndex | None = N
     database (`measured`, built once per report); they take precedence over the documented semantics."""
     if cell is None or measured is None:
         return {}
-    return measured_statements(measured, cell.axes)
+    return measured_statements(measured, cell.axes, storage_of(cell.backing))
 
 
 def risk_statements(cache: str, modifier: str = Modifier.NONE, cell: CellWorkload | None = None,
@@ -105,7 +107,9 @@ def risk_statements(cache: str, modifier: str = Modifier.NONE, cell: CellWorkloa
         texts.update(_network_client_texts(cell))
     found = measured_risks(cell, measured)
     out = [RiskStatement(s, found.get(s, texts[s]), "measured" if s in found else DOCUMENTED) for s in SITUATIONS]
-    if cell is not None and cell.axes.get("lun_write_cache") == "on":  # the iSCSI target's own cache (issue 34)
+    if TARGET_POWER_LOSS in found:  # a durability sweep cut a target with this LUN's settings (issue 34)
+        out.append(RiskStatement(TARGET_POWER_LOSS, found[TARGET_POWER_LOSS], "measured"))
+    elif cell is not None and cell.axes.get("lun_write_cache") == "on":  # the iSCSI target's own cache
         out.append(RiskStatement(TARGET_POWER_LOSS, LUN_WRITE_CACHE_RISK, DOCUMENTED))
     # librbd's writeback cache (issue 35): QEMU turns librbd's cache off with cache.direct=on (block/rbd.c)
     if cell is not None and cell.axes.get("rbd_cache_policy") == "writeback" and not sem.direct:

@@ -7,14 +7,34 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import Field
 
+from iomatrix.domain import NA
 from iomatrix.domain.axes import Layer
 from iomatrix.domain.workload import Workload
-from iomatrix.tiers.declaration import TierDeclaration, network_backing_reason
+from iomatrix.tiers.declaration import TierDeclaration
 
 if TYPE_CHECKING:
     from iomatrix.domain.axes import BackingFacts
     from iomatrix.matrix import Cell
     from iomatrix.plan.model import Plan
+
+
+def _network_reason(cell: Cell, backing: BackingFacts | None) -> str | None:
+    """Where the tier cannot cut a network backing's storage, why (None on a local backing, or on a LUN of an
+    iSCSI target iomatrix starts: the cut is then a target power loss, tiers/durability_target.py)."""
+    if backing is None or backing.protocol is None:
+        return None
+    if backing.protocol != "iscsi":
+        return (f"the durability tier cuts the power of an iSCSI target it starts itself; a cut of a "
+                f"{backing.protocol} server is not built, so its risk lines stay documented")
+    if not backing.lab_started:
+        return ("the durability tier cuts the power of an iSCSI target it starts itself (a LUN over a volatile "
+                "cache); an existing target cannot be cut: use a lab-started iscsi backing (no portal/iqn)")
+    if cell.get("lun_type", NA) == "null":
+        return "a null LUN stores nothing: a cut has nothing to lose, so it has no durability to measure"
+    if cell.get("rtt", NA) not in (NA, "0"):
+        return (f"rtt={cell['rtt']}: what a target power loss takes does not depend on the network's round trip; "
+                "the durability tier runs at rtt=0")
+    return None
 
 
 class Durability(TierDeclaration):
@@ -74,7 +94,7 @@ class Durability(TierDeclaration):
 
     @classmethod
     def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:
-        if (network := network_backing_reason(cls.name, backing)) is not None:
+        if (network := _network_reason(cell, backing)) is not None:
             return network
         if backing is not None and backing.is_device:
             return ("the durability tier serves an image file through nbdkit to simulate a power loss: "
