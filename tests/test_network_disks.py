@@ -37,7 +37,7 @@ from iomatrix.monitor.summary import field_total
 from iomatrix.plan.load import load_plan
 from iomatrix.plan.model import Plan
 from iomatrix.qemu_block import DiskSpec, blockdev_spec, out_of_space
-from iomatrix.report.recommend.per_backing import answer_backings
+from iomatrix.report.per_backing import answer_backings
 from iomatrix.runner import plan_expansion
 from iomatrix.store import Store
 from iomatrix.sweep.expansion import backing_facts
@@ -127,7 +127,7 @@ def test_iscsi_runs_measure_their_rtt_and_nfs_runs_cannot():
 
 # ----------------------------------------------------------------------------- which tiers run a network backing
 
-def test_durability_and_consolidation_are_pruned_on_a_network_backing_with_the_reason_and_guests_run():
+def test_consolidation_is_pruned_on_a_network_backing_durability_where_it_cannot_cut_and_guests_run():
     plan = Plan.model_validate({"name": "t", "tier": ["baremetal", "blocklayer", "guest"], "format": ["raw"],
                                 "cache": ["none"], "backing": [{"type": "nfs"}], "workloads": ["rand-write-4k"]})
     exp = plan_expansion(plan, None, set())
@@ -136,8 +136,13 @@ def test_durability_and_consolidation_are_pruned_on_a_network_backing_with_the_r
             "guest/raw/off/none/threads/virtio-blk/nfs/none"} <= keys
     assert not [p for p in exp.pruned if p.what.startswith("guest/") and "network" in p.reason]
     for tier in (Durability, Consolidation):
-        assert tier.prune_reason(Cell.of(tier=tier.name), BackingFacts(None, True, False, protocol="iscsi"))
+        assert tier.prune_reason(Cell.of(tier=tier.name), BackingFacts(None, True, False, protocol="nfs"))
         assert tier.prune_reason(Cell.of(tier=tier.name), BackingFacts(None, True, False)) is None
+    # the durability tier cuts a target iomatrix started (tests/test_durability_iscsi.py), not an existing one
+    lab, existing = (BackingFacts(None, True, False, protocol="iscsi", lab_started=b) for b in (True, False))
+    assert Consolidation.prune_reason(Cell.of(tier="consolidation"), lab)
+    assert Durability.prune_reason(Cell.of(tier="durability"), lab) is None
+    assert Durability.prune_reason(Cell.of(tier="durability"), existing)
 
 
 @pytest.mark.parametrize("backing", [{"type": "iscsi", "portal": "192.0.2.7:3260", "iqn": "iqn.2026-11.org.example:t"},
@@ -393,6 +398,14 @@ def test_a_sweep_with_a_network_backing_answers_once_per_backing_and_leaves_noth
         named = [c for c in [(shown.get("choice") or {}).get("cell"), *((shown.get("choice") or {}).get("tied") or [])]
                  if c]
         assert all(f" {backing}" in c or c.endswith(backing) for c in named), (backing, named)
+    # rank ranks the same groups recommend answers: no table holds cells of both backings
+    ranked = run_cli("rank", "--db", "r.sqlite", "--format", "json", cwd=workdir)
+    assert ranked.returncode == 0, ranked.stderr
+    tables = [t for t in json.loads(ranked.stdout) if " · tier " in t["title"]]
+    assert {t["title"].split(" · ")[0] for t in tables} == {"rand-write-4k on dir", "rand-write-4k on nfs"}
+    for t in tables:
+        backing = t["title"].split(" · ")[0].rsplit(" on ", 1)[1]
+        assert {row.get("backing", backing) for row in t["rows"]} == {backing}, t
     store = Store(workdir / "r.sqlite")
     try:
         runs = [tuple(r) for r in store.db.execute("SELECT c.tier, c.backing, r.meta_json, r.status FROM runs r "

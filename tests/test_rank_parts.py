@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from iomatrix.report.per_backing import answer_groups, answered_on, at_each_condition
 from iomatrix.report.quality import ranked_samples
 from iomatrix.report.query import CellWorkload
 from iomatrix.report.rank import (
@@ -17,7 +18,6 @@ from iomatrix.report.rank import (
     ratios_to_baremetal,
     tier_cells,
 )
-from iomatrix.report.recommend.per_backing import answered_on, at_each_rtt
 from iomatrix.stats.interference import RunInterference
 from iomatrix.stop_kinds import StopKind
 
@@ -119,7 +119,22 @@ def test_cells_at_different_emulated_rtts_are_answered_apart() -> None:
     near = cell(1, "blocklayer", [10.0], backing="iscsi", rtt="0")
     far = cell(2, "blocklayer", [5.0], backing="iscsi", rtt="2ms")
     bm = cell(3, "baremetal", [20.0], backing="iscsi", rtt="-")
-    groups = at_each_rtt([near, far, bm], "rand-read-4k")
+    groups = at_each_condition([near, far, bm], "rand-read-4k", "rtt")
     assert groups == [("0", [near, bm]), ("2ms", [far, bm])]
-    assert at_each_rtt([near, bm], "rand-read-4k") == [(None, [near, bm])]  # one RTT: one answer, named as before
+    # one RTT: one answer, named as before
+    assert at_each_condition([near, bm], "rand-read-4k", "rtt") == [(None, [near, bm])]
     assert answered_on("rand-read-4k", "iscsi", "2ms") == "rand-read-4k on iscsi at rtt=2ms"
+
+
+def test_answer_groups_split_backings_then_conditions_in_numeric_order() -> None:
+    """The groups recommend answers and rank ranks: per backing, then RTT (by milliseconds) and client count
+    (by number: 10 after 2); a backing with no cell of the workload gets no group."""
+    a1 = cell(1, "blocklayer", [10.0], backing="iscsi", rtt="0", clients="2")
+    a2 = cell(2, "blocklayer", [9.0], backing="iscsi", rtt="0", clients="10")
+    b = cell(3, "blocklayer", [5.0], backing="nfs", rtt="0", clients="2")
+    null = cell(4, "blocklayer", [50.0], backing="null", rtt="-", clients="-")
+    groups = answer_groups([a1, a2, b, null], "rand-read-4k", ["iscsi", "nfs", "other"])
+    assert [name for name, _ in groups] == ["rand-read-4k on iscsi with 2 clients", "rand-read-4k on iscsi with 10 "
+                                            "clients", "rand-read-4k on nfs"]
+    assert [mine for _, mine in groups] == [[a1, null], [a2, null], [b, null]]
+    assert answer_groups([a1, b], "rand-read-4k", None) == [(None, [a1, b])]  # no network backing: one answer

@@ -3,7 +3,7 @@ many clients run a workload at once against one shared backing, which cells can,
 
 A number of clients is a condition of the storage's use, like an emulated RTT, not a setting a VM's disk has: the
 recommendation never ranks cells at different numbers of clients against each other
-(report/recommend/per_backing.py), and a snippet only notes it. The block-layer tier runs it
+(report/per_backing.py), and a snippet only notes it. The block-layer tier runs it
 (tiers/contention.py): each client is a disk of its own on the same server, its own qemu-storage-daemon and its own
 fio; a local backing has no server to share, and the guest tier would need N guests.
 """

@@ -90,7 +90,7 @@ def rank_tables(rankings: Sequence[WorkloadRanking]) -> list[DataTable]:
         notes += [f"unit for {label}: {cu.describe()}" for label, cu in (wr.units or {}).items()]
         if any(r.pop("_bounded") for r in rows):
             notes.append("≥0: interval bounded at 0 (the quantity cannot be negative)")
-        out.append(DataTable(f"{wr.workload} · {wr.metric} ({better} is better) · tier {wr.tier}",
+        out.append(DataTable(f"{wr.title} · {wr.metric} ({better} is better) · tier {wr.tier}",
                              ["rank", "group", *columns, "n", "mean", "95% CI", "vs best", "vs bare metal",
                               "power loss", "flags"], rows, axes=columns, notes=notes))
     return out

@@ -106,7 +106,7 @@ def _ranking_section(wr: WorkloadRanking, cws: list[CellWorkload]) -> dict[str, 
                       "vs_best": "–" if r.ratio_to_best is None else ratio_text(*r.ratio_to_best),
                       "p50": p50, "p99": p99,
                       "flags": ", ".join(f.replace("_", " ") for f in r.flags)})
-    return {"workload": w, "metric": wr.metric, "tier": wr.tier, "common": common, "notes": wr.notes(),
+    return {"workload": wr.title, "metric": wr.metric, "tier": wr.tier, "common": common, "notes": wr.notes(),
             "better": "higher" if wr.ranking.higher_is_better else "lower",
             "svg": charts.ranking_chart(bars, wr.metric, refs), "rows": table, "bounded": bounded,
             "test": wr.ranking.test_description}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from iomatrix.domain import NA, NULL_BACKING, is_ceiling
@@ -12,8 +12,9 @@ from iomatrix.errors import UserError
 from iomatrix.metrics import metric_info
 from iomatrix.report.interference import run_interference
 from iomatrix.report.objective import Objective, objective_metric
+from iomatrix.report.per_backing import answer_backings, answer_groups, answered_on
 from iomatrix.report.quality import ranked_samples
-from iomatrix.report.query import CellWorkload, cell_workloads, unit_stops
+from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info, unit_stops
 from iomatrix.stats import (
     Change,
     Ranking,
@@ -101,6 +102,14 @@ class WorkloadRanking:
     replaced: dict[str, list[int]] | None = None  # label → disturbed runs a clean retry replaced
     units: dict[str, CellUnit] | None = None  # label → the analysis unit, for cells whose runs shared boots
     unreached: dict[str, dict[int, float]] | None = None  # label → runs that missed the offered load (id → share)
+    # The answer this ranking stands for when a shared-storage sweep is answered per backing ("rand-write-4k on
+    # iscsi at rtt=2ms": report/per_backing.py), else None; `workload` stays the workload's own name.
+    answer: str | None = None
+
+    @property
+    def title(self) -> str:
+        """What the ranking is of, for a heading: the per-backing answer's name, else the workload's."""
+        return self.answer or self.workload
 
     def notes(self) -> list[str]:
         """Lines a report prints under the table: the decision, unresolved pairs, disturbed runs."""
@@ -314,7 +323,9 @@ def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | 
     """Rank every workload of a sweep (blocked by round unless ``blocked`` is False), by ``metric``, else by
     what ``objective`` ranks each workload by (report/objective.py), else by each workload's primary metric.
     ``keep``: only the cells whose axes it accepts are ranked (a fleet's requirements, as one host's answer
-    ranks only the cells meeting them)."""
+    ranks only the cells meeting them). A sweep with a network backing is ranked in the groups `recommend`
+    answers (per backing, RTT and client count: report/per_backing.py), each ranking named by its answer, so no
+    table puts an iSCSI cell against an NFS one."""
     if metric is not None and objective is not None:
         raise UserError("--metric and --objective both choose what to rank by", hint="give one of them")
     check_threshold(threshold)
@@ -326,6 +337,7 @@ def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | 
     interference = run_interference(store, sweep_id, all_runs)
     stops = unit_stops(store, sweep_id)
     boots = run_boots(store, all_runs)
+    backings = answer_backings(sweep_info(store, sweep_id)["plan_definition"])  # None: no network backing
     out = []
     for w in names:
         chosen = metric if objective is None else objective_metric(objective, w)
@@ -335,13 +347,9 @@ def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | 
             ids = [rid for c in cws if c.workload == w for rid in c.runs]
             vals = run_values(store, ids, m)
             per_run = {rid: (rounds[rid], v) for rid, v in vals.items() if rid in rounds}
-        # One ranking per tier, reference (bare metal) first: each tier answers for what it measures.
-        for tier in sorted({c.axes["tier"] for c in cws if c.workload == w}, key=tier_order):
-            wr = rank_workload(cws, w, chosen, min_n=min_n, max_noise=max_noise, per_run=per_run,
-                               threshold=threshold, tie_break=tie_break, interference=interference, tier=tier,
-                               stops=stops, boots=boots)
-            if wr is not None:
-                out.append(wr)
+        out += _rank_in_groups(cws, w, chosen, backings, min_n=min_n, max_noise=max_noise, per_run=per_run,
+                               threshold=threshold, tie_break=tie_break, interference=interference, stops=stops,
+                               boots=boots)
     if metric is not None and not out:
         raise UserError(f"no results for metric '{metric}'", hint="see metric names with 'iomatrix results "
                         "--metric all'")
@@ -349,6 +357,28 @@ def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | 
         raise UserError(f"no results for the objective '{objective.value}' in sweep {sweep_id}",
                         hint="cpu-per-io needs runs recorded by this version (the host sampler following the I/O "
                              "path); p99-latency needs fio workloads")
+    return out
+
+
+def _rank_in_groups(cws: list[CellWorkload], workload: str, metric: str | None, backings: Sequence[str] | None,
+                    **rank_kw: Any) -> list[WorkloadRanking]:
+    """One workload's rankings: one per tier, reference (bare metal) first (each tier answers for what it
+    measures), and per answer group where the sweep is answered per backing."""
+    out = []
+    groups = answer_groups(cws, workload, backings)
+    for tier in sorted({c.axes["tier"] for c in cws if c.workload == workload}, key=tier_order):
+        own = [frozenset(c.cell_id for c in mine if c.workload == workload and c.axes["tier"] == tier)
+               for _, mine in groups]
+        for (answer, mine), ids in zip(groups, own, strict=True):
+            if (answer is not None and not ids) or ids in own[:own.index(ids)]:
+                continue
+            if answer is not None and own.count(ids) > 1:
+                # The same cells in every RTT or client-count group (the server-side baseline has neither): one
+                # ranking, named by the backing alone
+                answer = answered_on(workload, next(c.axes["backing"] for c in mine if c.cell_id in ids))
+            wr = rank_workload(mine, workload, metric, tier=tier, **rank_kw)
+            if wr is not None:
+                out.append(replace(wr, answer=answer))
     return out
 
 

@@ -166,7 +166,7 @@ def print_rankings(out: Console, rankings: Sequence[WorkloadRanking], top: int, 
         r = wr.ranking
         accels += wr.accel
         better = "higher" if r.higher_is_better else "lower"
-        out.print(f"\n[bold]{wr.workload}[/] · {wr.metric} ({better} is better) · tier {wr.tier}")
+        out.print(f"\n[bold]{wr.title}[/] · {wr.metric} ({better} is better) · tier {wr.tier}")
         cols = [Column("rank", 0), Column("group", 1), Column("cell", 0), Column("n", 2), Column("mean", 0),
                 Column("95% CI", 1), Column("vs best", 2), Column("vs bare metal", 3), Column("power loss", 3),
                 Column("flags", 2, wraps=True)]

@@ -216,7 +216,7 @@ def race_group(unit: Unit, per_backing: bool = False) -> str:
     """Units that race each other: one workload within one tier (tiers measure different things); with
     ``per_backing`` (shared storage: `answers_per_backing`) within one backing too, and always within one value of
     each condition axis (an emulated RTT, a number of clients). These are the groups the answers are decided in
-    (report/recommend/per_backing.py): a race across them stopped an NFS cell as "significantly worse" than an
+    (report/per_backing.py): a race across them stopped an NFS cell as "significantly worse" than an
     iSCSI null LUN's, and its answer, among NFS cells only, then lacked the runs to settle."""
     values = dict(unit.cell)
     parts = [unit.cell.tier, unit.workload.name]

@@ -28,19 +28,12 @@ from iomatrix.report.companions import companion
 from iomatrix.report.durability import MeasuredIndex
 from iomatrix.report.interference import run_interference
 from iomatrix.report.objective import Objective, objective_metric
+from iomatrix.report.per_backing import answer_backings, answer_groups, emulated_rtt_notes
 from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info
 from iomatrix.report.rank import primary_metric, rank_workload, run_rounds, run_values, weighted_scores, workload_names
 from iomatrix.report.rbd_flush import rbd_findings
 from iomatrix.report.recommend.current_match import matching_current
 from iomatrix.report.recommend.other_tier import verdict_on_its_basis
-from iomatrix.report.recommend.per_backing import (
-    answer_backings,
-    answered_on,
-    at_each_client_count,
-    at_each_rtt,
-    emulated_rtt_notes,
-    on_backing,
-)
 from iomatrix.report.recommend.requirements import (
     ALLOW_DATA_LOSS,
     REQUIREMENTS,
@@ -125,13 +118,9 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
             verdicts.append(_workload_answer(store, sweep_id, cws, w, rounds, objective, reqs, current, measured,
                                              rank_kw))
             continue
-        for label in per_backing:
-            for rtt, near in at_each_rtt(on_backing(cws, label), w):
-                for clients, mine in at_each_client_count(near, w):
-                    if any(c.workload == w and c.axes.get("backing") == label for c in mine):
-                        v = _workload_answer(store, sweep_id, mine, w, rounds, objective, reqs, current, measured,
-                                             rank_kw)
-                        verdicts.append(replace(v, workload=answered_on(w, label, rtt, clients)))
+        for name, mine in answer_groups(cws, w, per_backing):
+            v = _workload_answer(store, sweep_id, mine, w, rounds, objective, reqs, current, measured, rank_kw)
+            verdicts.append(replace(v, workload=name or w))
     if scores is None:
         scores = SCORES if workload is None and any(is_vm_view(c.axes["tier"]) for c in cws) else ()
     for sc in scores:

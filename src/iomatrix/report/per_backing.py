@@ -17,6 +17,7 @@ from typing import Any
 from iomatrix.backing.network import answers_per_backing
 from iomatrix.backing.spec import parse_backing
 from iomatrix.domain import NA, NULL_BACKING
+from iomatrix.domain.rtt import rtt_ms
 from iomatrix.errors import UserError
 from iomatrix.report.query import CellWorkload
 from iomatrix.store import Store
@@ -43,27 +44,45 @@ def on_backing(cws: Sequence[CellWorkload], label: str) -> list[CellWorkload]:
     return [c for c in cws if c.axes.get("backing") in (label, NULL_BACKING)]
 
 
-def at_each_rtt(cws: Sequence[CellWorkload], workload: str) -> list[tuple[str | None, list[CellWorkload]]]:
-    """The cells split by emulated round-trip time: an `rtt` is a condition of the network, not a setting to
-    choose, so cells at different RTTs are never ranked against each other (the answer would be "use rtt=0").
-    One group (None) when the cells have at most one RTT; cells without one (bare metal, the null ceiling) join
-    every group."""
-    rtts = sorted({c.axes["rtt"] for c in cws if c.workload == workload and c.axes.get("rtt", NA) != NA})
-    if len(rtts) <= 1:
+def at_each_condition(cws: Sequence[CellWorkload], workload: str,
+                      axis: str) -> list[tuple[str | None, list[CellWorkload]]]:
+    """The cells split by one condition axis (`backing.network.CONDITION_AXES`: the emulated round-trip time, the
+    number of clients sharing the backend): a condition of the network or of the storage's use, not a setting to
+    choose, so cells at different values are never ranked against each other (the answer would be "use rtt=0",
+    "have fewer neighbours"). One group (None) when the workload's cells have at most one value; cells without
+    one (bare metal, the null ceiling) join every group."""
+    values = sorted({c.axes[axis] for c in cws if c.workload == workload and c.axes.get(axis, NA) != NA},
+                    key=_condition_order)
+    if len(values) <= 1:
         return [(None, list(cws))]
-    return [(rtt, [c for c in cws if c.axes.get("rtt", NA) in (NA, rtt)]) for rtt in rtts]
+    return [(v, [c for c in cws if c.axes.get(axis, NA) in (NA, v)]) for v in values]
 
 
-def at_each_client_count(cws: Sequence[CellWorkload], workload: str) -> list[tuple[str | None, list[CellWorkload]]]:
-    """The cells split by number of clients sharing the backend (the `clients` axis): like an RTT, a condition of
-    the storage's use, not a setting (ranked together, the answer would be "have fewer neighbours"). One group
-    (None) when the cells have at most one number; cells without one (bare metal, the null ceiling) join every
-    group."""
-    counts = sorted({c.axes["clients"] for c in cws if c.workload == workload and c.axes.get("clients", NA) != NA},
-                    key=int)
-    if len(counts) <= 1:
+def _condition_order(value: str) -> tuple[float, str]:
+    """Client counts in numeric order, RTTs by their milliseconds ("0" first), anything else by its text."""
+    if value.isdigit():
+        return float(value), value
+    try:
+        return rtt_ms(value), value
+    except ValueError:
+        return float("inf"), value
+
+
+def answer_groups(cws: Sequence[CellWorkload], workload: str,
+                  backings: Sequence[str] | None) -> list[tuple[str | None, list[CellWorkload]]]:
+    """The answers a workload gets, as (name, the cells it is made from): one answer from every cell (name None)
+    when `backings` is None (no network backing: answer_backings), else one per backing × RTT × client count
+    that has cells of that backing, named by :func:`answered_on`. `recommend` answers and `rank` ranks these
+    same groups, and the sweep's races were run in them (sweep/units.py: race_group)."""
+    if backings is None:
         return [(None, list(cws))]
-    return [(n, [c for c in cws if c.axes.get("clients", NA) in (NA, n)]) for n in counts]
+    out: list[tuple[str | None, list[CellWorkload]]] = []
+    for label in backings:
+        for rtt, near in at_each_condition(on_backing(cws, label), workload, "rtt"):
+            for clients, mine in at_each_condition(near, workload, "clients"):
+                if any(c.workload == workload and c.axes.get("backing") == label for c in mine):
+                    out.append((answered_on(workload, label, rtt, clients), mine))
+    return out
 
 
 def answered_on(workload: str, label: str, rtt: str | None = None, clients: str | None = None) -> str:
