@@ -38,7 +38,7 @@ def leftovers(before_tmp: set[str]) -> list[str]:
             argv = (proc / "cmdline").read_bytes().replace(b"\0", b" ")
         except OSError:
             continue
-        if b"iomatrix-fleet-demo." in argv:
+        if b"iomatrix-fleet-demo." in argv or b"portal=10.231." in argv:  # the latter: --shared-backend's tgtd
             found.append(f"process {proc.name}: {argv[:120]!r}")
     # The demo's directory, and the playbook's own for the source tarball (iomatrix-fleet-XXXX).
     found += [f"temp dir {p}" for p in sorted(set(map(str, Path("/tmp").glob("iomatrix-fleet-*"))) - before_tmp)]
@@ -62,12 +62,29 @@ def test_the_demo_sweeps_three_hosts_reports_the_bad_ones_and_leaves_nothing(tmp
     before = set(map(str, Path("/tmp").glob("iomatrix-fleet-*")))
     kept = tmp_path / "kept"
     started = time.monotonic()
+    sockets = set(Path("/run/tgtd").glob("socket.*")) if Path("/run/tgtd").is_dir() else set()
     done = subprocess.run([str(DEMO), "--with-unreachable", "--with-failing", "--with-nonroot", "--with-broken-install",
-                           "--interrupt-once", "--twice", "--ansible-checks", "--keep-results", str(kept)],
-                          capture_output=True, text=True, timeout=3000, cwd=REPO)
+                           "--interrupt-once", "--twice", "--ansible-checks", "--shared-backend", "--keep-results",
+                           str(kept)], capture_output=True, text=True, timeout=3000, cwd=REPO)
     took = time.monotonic() - started
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
     assert leftovers(before) == []  # the demo's user included
+    after = set(Path("/run/tgtd").glob("socket.*")) if Path("/run/tgtd").is_dir() else set()
+    assert after <= sockets  # --shared-backend's tgtd took its control socket with it
+
+    # --shared-backend: hosts 1-3 swept one tgtd (a LUN each, handed over as iscsi://) with one start time, and the
+    # fleet answer says they ran together and for how long all three were running at once.
+    shared = " ".join((kept / "shared-answer.txt").read_text().split())
+    assert "fleet-host-1, fleet-host-2, fleet-host-3 started their runs together at " in shared, shared[:2000]
+    assert "all 3 were running at once for " in shared and "each host's figures include the others' load" in shared
+    db = sqlite3.connect(f"file:{kept / 'shared.sqlite'}?mode=ro", uri=True)
+    starts = db.execute("SELECT h.hostname, json_extract(r.meta_json, '$.started_together.at'), r.status FROM runs r "
+                        "JOIN cells c ON c.id = r.cell_id JOIN sweeps s ON s.id = c.sweep_id "
+                        "JOIN hosts h ON h.id = s.host_id").fetchall()
+    db.close()
+    assert {h for h, _, _ in starts} == {"fleet-host-1", "fleet-host-2", "fleet-host-3"}
+    assert len({at for _, at, _ in starts}) == 1 and None not in {at for _, at, _ in starts}  # one common time
+    assert sum(status == "ok" for *_, status in starts) >= 3 * 4  # 2 cells x 2 runs per host
 
     first = (kept / "summary-first.txt").read_text().splitlines()
     summary = (kept / "summary-again.txt").read_text().splitlines()

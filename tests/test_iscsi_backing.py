@@ -167,6 +167,26 @@ def test_cli_refuses_a_bad_iscsi_url_in_one_line_before_anything_runs(tmp_path: 
     assert not (tmp_path / "w").exists() and not (tmp_path / "r.sqlite").exists()
 
 
+@needs_tgt
+def test_a_lun_handed_over_on_the_command_line_counts_as_handed_over(tmp_path: Path) -> None:
+    """`run` and `plan` expanded the plan with each --allow-destroy made absolute, which turned iscsi://… into
+    /cwd/iscsi:/…: an existing LUN passed on the command line was reported "not handed over" (found by the fleet
+    demo's shared backend). Handed over, the LUN is probed instead: a portal nobody listens on does not answer."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    url = f"iscsi://127.0.0.1:{port}/iqn.2026-11.org.example:nobody/1"
+    (tmp_path / "p.toml").write_text('tier = ["blocklayer"]\nformat = ["raw"]\nworkloads = ["rand-write-4k"]\n'
+                                     'null_ceiling = false\n'
+                                     f'[[backing]]\ntype = "iscsi"\nportal = "127.0.0.1:{port}"\n'
+                                     'iqn = "iqn.2026-11.org.example:nobody"\nlun = 1\n')
+    for argv in (["plan", "p.toml", "--explain"], ["run", "p.toml", "--db", "r.sqlite", "--workdir", "w"]):
+        proc = run_cli(*argv, "--allow-destroy", url, cwd=tmp_path, timeout=120)
+        text = " ".join((proc.stdout + proc.stderr).split())
+        assert "was not handed over" not in text and "does not answer" in text, text[-2000:]
+        assert "Traceback" not in text
+
+
 @pytest.mark.parametrize(("text", "ms"), [("0", 0.0), ("0.5ms", 0.5), ("2ms", 2.0), ("500us", 0.5),
                                           ("1000ms", 1000.0)])
 def test_rtt_parses(text: str, ms: float) -> None:

@@ -34,6 +34,7 @@ from iomatrix.sweep.host import HostMonitor, SamplerFactory, judge_interference,
 from iomatrix.sweep.progress import Progress
 from iomatrix.sweep.rounds import NOT_SETTLED, RoundLoop
 from iomatrix.sweep.session import RunItem, Session, SweepResult
+from iomatrix.sweep.start import StartTogether, wait_until
 from iomatrix.sweep.units import UnitScheduling, compared_with
 from iomatrix.tiers import tier_class
 from iomatrix.tiers.base import RunOptions, Tier
@@ -75,6 +76,7 @@ class SweepRunner(UnitScheduling, RoundLoop, BatchRunning):
         self.host_baseline: list[dict[str, float]] = []
         self.stored_while_interrupted = 0  # ok runs of an interrupted shared boot, stored on the way out
         self.boots = BootLedger()
+        self.started_together: StartTogether | None = None  # set by --start-at once the wait is over
         self.rates: dict[tuple[str, str], rates.ResolvedRate] = {}  # (workload, backing) → its offered load
         self.rounds_per_boot = RoundsPerBoot(plan.start_rounds_per_boot,
                                              "set by the plan" if not plan.adaptive_rounds_per_boot
@@ -125,6 +127,16 @@ class SweepRunner(UnitScheduling, RoundLoop, BatchRunning):
             result.accel[tier_name] = tier.accel()
             self.progress.message(tier.describe())
 
+    def _wait_for_the_others(self) -> None:
+        """With `--start-at`, wait (set up, before the first run) for the time every host sharing the backend
+        starts at; recorded with each run of this session."""
+        if self.opts.start_at is None:
+            return
+        self.started_together = wait_until(
+            self.opts.start_at, time.time, time.sleep,
+            lambda left: self.progress.message(f"set up; waiting {left:.0f} s for the common start time (--start-at)"))
+        self.progress.message(self.started_together.describe())
+
     # -- the sweep ------------------------------------------------------------
     def run(self) -> SweepResult:
         sweep_id, resumed = self._sweep()
@@ -135,6 +147,7 @@ class SweepRunner(UnitScheduling, RoundLoop, BatchRunning):
             try:
                 self._provision(stack)
                 self._open_tiers(stack, result)
+                self._wait_for_the_others()
                 session = self._start_session(sweep_id, t_session)
                 self._run_rounds(session, result)
                 self.store.set_sweep_status(sweep_id, "finished")

@@ -40,11 +40,11 @@ def plan_cmd(
     """Expand a plan into matrix cells; show pruned cells with their reasons and an estimated duration."""
     from iomatrix.matrix import estimate_seconds
     from iomatrix.runner import plan_expansion
-    from iomatrix.safety import check_allowed_devices
+    from iomatrix.safety import check_allowed_devices, resolve_allowed
 
     check_allowed_devices(allow_destroy)  # as `run` checks them: a missing or wrong device is a mistake here too
     p, base = load_plan(plan)
-    exp = plan_expansion(p, base, {d.resolve() for d in allow_destroy})
+    exp = plan_expansion(p, base, resolve_allowed(allow_destroy))
     low, high = estimate_seconds(p, exp)
     # The description is the plan author's text, not markup: a '[bold]' or '[/]' in it is shown as written.
     console.print(f"[bold]{escape(p.name)}[/]: {escape(p.description)}")

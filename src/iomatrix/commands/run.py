@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -68,15 +69,22 @@ def run(
                                                           "of the qm config (scsi0); default: the first (Proxmox: "
                                                           "the boot disk).")] = None,
     allow_data_loss: AllowDataLossOpt = False,
+    start_at: Annotated[str | None, typer.Option(
+        "--start-at", help="Start the first run at this time (seconds since the epoch, or ISO 8601 with its zone), "
+                           "after setting up: hosts sweeping one shared backend start together (the fleet role "
+                           "passes it). Recorded with every run.")] = None,
 ) -> None:
     """Run a plan, e.g. 'iomatrix run quick'. Re-running on the same --db resumes and skips completed runs."""
     from iomatrix.locks import WORKDIR_LOCK, db_lock_path, exclusive, refuse_if_held
     from iomatrix.store import Store
 
     check_group_name(group)
+    from iomatrix.sweep.start import parse_start_at
+
+    start = None if start_at is None else parse_start_at(start_at, time.time())
     if not 0.05 <= monitor_interval <= 60:
         raise UserError(f"--monitor-interval {monitor_interval} is out of range", hint="use 0.05 to 60 seconds")
-    from iomatrix.safety import check_allowed_devices
+    from iomatrix.safety import check_allowed_devices, resolve_allowed
 
     check_allowed_devices(allow_destroy)  # every handed-over device, before anything runs, whatever the plan
     p, base = load_plan(plan)
@@ -91,7 +99,7 @@ def run(
     from iomatrix.backing.space import refuse_if_short
     from iomatrix.runner import plan_expansion
 
-    exp = plan_expansion(p, base, {d.resolve() for d in allow_destroy})
+    exp = plan_expansion(p, base, resolve_allowed(allow_destroy))
     if not exp.units:  # as the runner would say it, but before the database and the workdir are made
         first = exp.pruned[0].reason if exp.pruned else "the plan expands to no cell"
         raise UserError(f"nothing to run: every cell of plan '{p.name}' was pruned ({first})",
@@ -115,7 +123,7 @@ def run(
         # Closing the last connection checkpoints the WAL: a finished sweep leaves no -wal/-shm beside the file.
         held.callback(store.close)
         _run_locked(p, base, plan, store, db, work, allow_destroy, accel, monitor_interval, kernel, verbose, group,
-                    allow_data_loss)
+                    allow_data_loss, start)
 
 
 # A group name is shown in tables and used as a filter: printable, no spaces that would read as two words.
@@ -133,14 +141,15 @@ def check_group_name(group: str | None) -> None:
 
 def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, work: Path,
                 allow_destroy: list[Path], accel: Accel, monitor_interval: float, kernel: Path | None,
-                verbose: bool = False, group: str | None = None, allow_data_loss: bool = False) -> None:
+                verbose: bool = False, group: str | None = None, allow_data_loss: bool = False,
+                start_at: float | None = None) -> None:
     from iomatrix.commands.progress import RichProgress
     from iomatrix.runner import RunOptions, SweepRunner
     from iomatrix.safety import resolve_allowed
 
     opts = RunOptions(workdir=work, allowed_devices=resolve_allowed(allow_destroy),
                       accel=accel.value, monitor_interval=monitor_interval, kernel=kernel, group=group,
-                      log=lambda m: console.print(f"[dim]{m}[/]"))
+                      start_at=start_at, log=lambda m: console.print(f"[dim]{m}[/]"))
     try:
         runner = SweepRunner(p, base, store, opts, progress=RichProgress(verbose))
     except UserError as e:  # the runner names the plan by its name; the user gave `plan` (a path, or a plan name)

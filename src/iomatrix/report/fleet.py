@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from iomatrix.domain import NA, NULL_BACKING, Modifier
@@ -42,12 +43,33 @@ MAX_HOST_COLUMNS = 6  # per-host columns in a terminal table; JSON and CSV carry
 
 
 @dataclass(frozen=True)
+class RanTogether:
+    """Hosts whose sweeps were given one start time (`run --start-at`, the fleet role's iomatrix_start_together):
+    on a shared backend each one's figures include the others' load."""
+
+    at: float  # the common start time (epoch seconds)
+    hosts: tuple[str, ...]
+    overlap_s: float  # how long every one of them was running runs at once (0: never all at once)
+    late_s: float  # the latest host's first run after the common start
+
+    def text(self) -> str:
+        when = datetime.fromtimestamp(self.at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        head = f"{', '.join(self.hosts)} started their runs together at {when} (run --start-at)"
+        if self.overlap_s <= 0:
+            return head + ", but their runs never all overlapped: each ran on its own"
+        return (f"{head}; all {len(self.hosts)} were running at once for {self.overlap_s:.0f} s (the last started "
+                f"{self.late_s:.0f} s after the common time): on a shared backend each host's figures include the "
+                "others' load, so read them as figures under that contention, not as one host alone")
+
+
+@dataclass(frozen=True)
 class Fleet:
     """The sweeps the fleet answers read: one per host, of one plan."""
 
     plan: str
     sweeps: tuple[FleetSweep, ...]  # by hostname
     group: str | None  # the group asked for (--group), None for every host
+    together: tuple[RanTogether, ...] = ()  # hosts given one start time, with how long their runs overlapped
 
     @property
     def hosts(self) -> list[str]:
@@ -86,7 +108,23 @@ def select_fleet(store: Store, group: str | None = None) -> Fleet:
     for s in sweeps:
         if s.plan_name == plan:
             latest[s.hostname] = s  # by id: the latest sweep of each host wins
-    return Fleet(plan, tuple(latest[h] for h in sorted(latest)), group)
+    chosen = tuple(latest[h] for h in sorted(latest))
+    return Fleet(plan, chosen, group, ran_together(store, chosen))
+
+
+def ran_together(store: Store, sweeps: Sequence[FleetSweep]) -> tuple[RanTogether, ...]:
+    """The groups of hosts (two or more) whose sweeps were given the same start time, with the time all of them
+    were running runs at once: from the latest of their first runs' starts to the earliest of their last runs'
+    ends."""
+    by_time: dict[float, list[tuple[str, float, float]]] = {}
+    for s in sweeps:
+        window = store.run_window(s.id)
+        if window is not None and window[0] is not None:
+            by_time.setdefault(window[0], []).append((s.hostname, window[1], window[2]))
+    return tuple(RanTogether(at, tuple(h for h, _, _ in rows), max(0.0, min(e for *_, e in rows)
+                                                                      - max(b for _, b, _ in rows)),
+                             max(0.0, max(b for _, b, _ in rows) - at))
+                 for at, rows in sorted(by_time.items()) if len(rows) >= 2)
 
 
 def is_fleet(store: Store) -> bool:

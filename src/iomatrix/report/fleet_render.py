@@ -6,6 +6,7 @@ computed once by report/fleet.py (`fleet_answers`) and only rendered here."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from iomatrix.errors import UserError
@@ -187,6 +188,17 @@ def fleet_html(store: Store, group: str | None = None,
     return opening, out
 
 
+def together_tables(fleet: Fleet) -> list[DataTable]:
+    """For JSON and CSV: one row per host that was given a common start time (`run --start-at`)."""
+    rows = [{"host": host, "common_start_utc": datetime.fromtimestamp(t.at, UTC).isoformat(),
+             "all_running_at_once_s": round(t.overlap_s, 1), "last_host_late_s": round(t.late_s, 1)}
+            for t in fleet.together for host in t.hosts]
+    if not rows:
+        return []
+    return [DataTable("hosts that started their runs together (run --start-at)", list(rows[0]), rows,
+                      notes=[t.text() for t in fleet.together])]
+
+
 def fleet_heading(fleet: Fleet) -> str:
     groups = sorted({s.group for s in fleet.sweeps if s.group is not None})
     return (f"fleet: plan {fleet.plan}, {len(fleet.sweeps)} host(s): "
@@ -222,9 +234,12 @@ def render_fleet(fleet: Fleet, answers: Sequence[WorkloadFleet], format: OutputF
     if answer_first:
         tables = [hosts_table(answers)] if answers else []
     if format in (OutputFormat.json, OutputFormat.csv):  # data: the group answers first, then the tables
-        return render_tables(([group_answers_table(answers)] if answers else []) + tables, format)
+        return render_tables(([group_answers_table(answers)] if answers else []) + tables
+                             + together_tables(fleet), format)
     body = render_tables(tables, format)
     lines = wrap(fleet_heading(fleet), width)
+    for together in fleet.together:  # hosts that measured a shared backend at once: say so before any figure
+        lines += wrap(together.text(), width)
     if answer_first:
         printed: set[str] = set()
         for wf in answers:

@@ -224,6 +224,17 @@ class StoreQueries:
                            float(r["started_at"]), int(r["host_id"]), names[int(r["id"])], _shown(r["host_group"]))
                 for r in rows]
 
+    def run_window(self, sweep_id: int) -> tuple[float | None, float, float] | None:
+        """(the start time the sweep was given with `run --start-at`, or None; its first ok run's start; its last ok
+        run's end), or None for a sweep without an ok run: which hosts ran together, and when (report/fleet.py)."""
+        row = self.db.execute(
+            "SELECT max(json_extract(r.meta_json, '$.started_together.at')) at, min(r.started_at) first, "
+            "max(r.finished_at) last FROM runs r JOIN cells c ON c.id = r.cell_id "
+            "WHERE c.sweep_id = ? AND r.status = 'ok'", (sweep_id,)).fetchone()
+        if row is None or row["first"] is None:
+            return None
+        return (None if row["at"] is None else float(row["at"])), float(row["first"]), float(row["last"])
+
     def replaced_runs(self, sweep_id: int) -> set[int]:
         """Ok runs of the sweep that a clean retry replaced (none before schema 3: nothing was retried)."""
         if self.schema_version < 3:

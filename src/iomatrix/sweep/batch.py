@@ -25,6 +25,7 @@ from iomatrix.store import RunRecord, Store
 from iomatrix.sweep.boots import BootLedger
 from iomatrix.sweep.host import BatchHost, CachePreparation, HostMonitor, SamplerFactory, judge_interference
 from iomatrix.sweep.session import RunItem
+from iomatrix.sweep.start import StartTogether
 from iomatrix.tiers import declaration
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, RunsInterrupted, Target, Tier
 
@@ -45,6 +46,7 @@ class BatchRunning:
     host_baseline: list[dict[str, float]]
     stored_while_interrupted: int
     rounds_per_boot: RoundsPerBoot
+    started_together: StartTogether | None
 
     def _target(self, cell: Cell) -> Target:
         if cell.is_null_ceiling:
@@ -193,4 +195,6 @@ class BatchRunning:
                                        "reason": self.rounds_per_boot.reason}
         if host.notes:
             meta["notes"] = host.notes
+        if self.started_together is not None:  # run --start-at: the fleet report reads which hosts ran together
+            meta["started_together"] = self.started_together.as_meta()
         return meta

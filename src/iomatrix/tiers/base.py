@@ -40,6 +40,7 @@ class RunOptions:
     kernel: Path | None = None
     log: Callable[[str], None] | None = None  # progress of slow set-up steps (guest artifact build, KVM probe)
     group: str | None = None  # the host group this sweep answers for (`run --group`), recorded with the sweep
+    start_at: float | None = None  # `run --start-at`: wall-clock time the first run waits for (sweep/start.py)
 
 
 @dataclass(frozen=True)
