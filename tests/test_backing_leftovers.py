@@ -308,3 +308,22 @@ def test_dir_backing_scratch_outside_the_workdir_is_cleaned(workdir: Path, tmp_p
         assert not h.path.exists() and (store / "unrelated.img").read_text() == "keep"
         assert not [line for line in lines if line.startswith(("refused", "failed"))], lines
     assert leftovers.pending(workdir) == []
+
+
+def test_a_short_scratch_dir_outside_the_workdir_is_recorded_and_cleaned(tmp_path: Path) -> None:
+    """The UNIX-socket directories the durability and consolidation tiers make under /tmp (a socket path has 108
+    bytes at most, a workdir may be deeper): recorded before they exist, so a SIGKILLed sweep's `clean` removes
+    them; an unrecorded /tmp/iomx-nbd-* used to stay (clean refused it as outside the working directory)."""
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    # Made by a process that then dies without tidying up, as a SIGKILLed sweep does.
+    made = subprocess.run([sys.executable, "-c", "import os, sys; from pathlib import Path; "
+                           "from iomatrix.backing import leftovers; "
+                           "d = leftovers.short_scratch_dir(Path(sys.argv[1]), 'nbd'); (d / 'nbd.sock').touch(); "
+                           "print(d); os._exit(0)", str(workdir)], capture_output=True, text=True, check=True)
+    d = Path(made.stdout.strip())
+    assert d.parent == Path(os.path.realpath(tempfile.gettempdir())) and d.name.startswith("iomx-nbd-") and d.is_dir()
+    assert [e.target for e in leftovers.pending(workdir)] == [str(d)]
+    proc = run_cli("clean", "--workdir", str(workdir))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not d.exists() and leftovers.pending(workdir) == []

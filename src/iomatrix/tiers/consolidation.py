@@ -17,13 +17,12 @@ import contextlib
 import json
 import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
 from iomatrix import children
 from iomatrix.backing.leftover_kinds import KSM_RUN
-from iomatrix.backing.leftovers import forget, record, release
+from iomatrix.backing.leftovers import forget, record, release, short_scratch_dir
 from iomatrix.consolidation.hostview import PointProbe
 from iomatrix.consolidation.memory import available_mb, check_memory
 from iomatrix.consolidation.roles import GuestPlan, guests_per_tile, point_guests
@@ -163,7 +162,8 @@ class ConsolidationTier(Consolidation, Tier):
         images: list[Path] = []
         handles: dict[str, GuestHandle] = {}
         # Unix socket paths must stay short (108 bytes): a private directory under /tmp, not the run dir.
-        sock_dir = Path(tempfile.mkdtemp(prefix="iomx-net-"))
+        # Recorded before it is made (a SIGKILLed sweep's `clean` removes it, though it lies outside the workdir).
+        sock_dir = short_scratch_dir(self.workdir, "net")
         outcomes: dict[str, GuestOutcome] = {}
         blocks: dict[str, dict[str, str]] = {}
         try:
@@ -197,6 +197,7 @@ class ConsolidationTier(Consolidation, Tier):
                 remove_image(image)
                 forget(self.workdir, image)
             shutil.rmtree(sock_dir, ignore_errors=True)
+            forget(self.workdir, sock_dir)
         host = probe.finish()
         result = self._outcome(guests, outcomes, blocks, failure, wall, start_window, host, req)
         if result.ok:  # a failed point keeps its consoles and QEMU command lines for inspection
