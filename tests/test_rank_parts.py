@@ -138,3 +138,17 @@ def test_answer_groups_split_backings_then_conditions_in_numeric_order() -> None
                                             "clients", "rand-read-4k on nfs"]
     assert [mine for _, mine in groups] == [[a1, null], [a2, null], [b, null]]
     assert answer_groups([a1, b], "rand-read-4k", None) == [(None, [a1, b])]  # no network backing: one answer
+
+
+def test_rank_gives_the_baseline_without_an_rtt_one_table_per_backing_and_each_rtt_its_own() -> None:
+    """The server-side baseline has no RTT, so it is in every RTT group: ranked once, named by its backing."""
+    from iomatrix.report.rank import _rank_in_groups
+
+    near = cell(1, "blocklayer", [10.0, 11.0, 10.5], backing="iscsi", rtt="0")
+    far = cell(2, "blocklayer", [5.0, 5.5, 5.2], backing="iscsi", rtt="2ms")
+    bm = cell(3, "baremetal", [20.0, 21.0, 20.5], backing="iscsi", rtt="-")
+    ranked = _rank_in_groups([near, far, bm], "rand-read-4k", None, ["iscsi"], min_n=3)
+    assert [(wr.tier, wr.title) for wr in ranked] == [
+        ("baremetal", "rand-read-4k on iscsi"), ("blocklayer", "rand-read-4k on iscsi at rtt=0"),
+        ("blocklayer", "rand-read-4k on iscsi at rtt=2ms")]
+    assert [wr.workload for wr in ranked] == ["rand-read-4k"] * 3  # the workload's own name stays for lookups

@@ -369,8 +369,8 @@ def _rank_in_groups(cws: list[CellWorkload], workload: str, metric: str | None, 
     for tier in sorted({c.axes["tier"] for c in cws if c.workload == workload}, key=tier_order):
         own = [frozenset(c.cell_id for c in mine if c.workload == workload and c.axes["tier"] == tier)
                for _, mine in groups]
-        for (answer, mine), ids in zip(groups, own, strict=True):
-            if (answer is not None and not ids) or ids in own[:own.index(ids)]:
+        for i, ((answer, mine), ids) in enumerate(zip(groups, own, strict=True)):
+            if (answer is not None and not ids) or ids in own[:i]:  # none of the tier's cells, or ranked already
                 continue
             if answer is not None and own.count(ids) > 1:
                 # The same cells in every RTT or client-count group (the server-side baseline has neither): one
