@@ -74,6 +74,13 @@ def _axis(values: Mapping[str, str], name: str, default: str, allowed: tuple[str
     return value
 
 
+def _lun_settings(values: Mapping[str, str]) -> tuple[str, str, str]:
+    """(LUN type, write cache, image format) a lab-started LUN is made with, from the cell's values."""
+    fmt = values.get("format", "raw") or "raw"
+    return (_axis(values, "lun_type", DEFAULT_LUN_TYPE, LUN_TYPES),
+            _axis(values, "lun_write_cache", DEFAULT_WRITE_CACHE, ("on", "off")), "raw" if fmt == "-" else fmt)
+
+
 def caching_page(write_cache: str) -> str:
     """tgtadm's `mode_page=` parameter that sets the LUN's write cache on or off."""
     return f"mode_page=8:0:18:{WCE_BYTE[write_cache]}:{_CACHING_PAGE_TAIL}"
@@ -191,10 +198,7 @@ class TgtServer:
 
     def new_disk(self, values: Mapping[str, str], *, size_bytes: int, name: str,
                  create_options: tuple[tuple[str, str], ...] = ()) -> NetworkDisk:
-        lun_type = _axis(values, "lun_type", DEFAULT_LUN_TYPE, LUN_TYPES)
-        write_cache = _axis(values, "lun_write_cache", DEFAULT_WRITE_CACHE, ("on", "off"))
-        fmt = values.get("format", "raw") or "raw"
-        fmt = "raw" if fmt == "-" else fmt
+        lun_type, write_cache, fmt = _lun_settings(values)
         if lun_type == "null" and fmt != "raw":
             raise UserError(f"a null LUN holds no data: format {fmt!r} cannot live on it",
                             hint="use format = \"raw\" with lun_type = \"null\"")
@@ -207,13 +211,10 @@ class TgtServer:
         """A LUN of the cell's type and write cache over a file iomatrix made elsewhere (the durability tier's
         volatile disk, a FUSE export): the file is not this server's, so :meth:`unexport` leaves it alone. Its
         size is the file's, as tgt reads it."""
-        lun_type = _axis(values, "lun_type", DEFAULT_LUN_TYPE, LUN_TYPES)
+        lun_type, write_cache, fmt = _lun_settings(values)
         if lun_type == "null":
             raise UserError("a null LUN has no backing file to export", hint="use lun_type fileio or blockio")
-        write_cache = _axis(values, "lun_write_cache", DEFAULT_WRITE_CACHE, ("on", "off"))
-        fmt = values.get("format", "raw") or "raw"
-        return self._export(name, lun_type, write_cache, "raw" if fmt == "-" else fmt, path, path.stat().st_size,
-                            owned=False)
+        return self._export(name, lun_type, write_cache, fmt, path, path.stat().st_size, owned=False)
 
     def unexport(self, disk: NetworkDisk) -> None:
         """Remove a LUN made by :meth:`export_file` (its target), leaving its file."""

@@ -121,10 +121,15 @@ def ran_together(store: Store, sweeps: Sequence[FleetSweep]) -> tuple[RanTogethe
         window = store.run_window(s.id)
         if window is not None and window[0] is not None:
             by_time.setdefault(window[0], []).append((s.hostname, window[1], window[2]))
-    return tuple(RanTogether(at, tuple(h for h, _, _ in rows), max(0.0, min(e for *_, e in rows)
-                                                                      - max(b for _, b, _ in rows)),
-                             max(0.0, max(b for _, b, _ in rows) - at))
-                 for at, rows in sorted(by_time.items()) if len(rows) >= 2)
+    out = []
+    for at, rows in sorted(by_time.items()):
+        if len(rows) < 2:
+            continue
+        last_first = max(first for _, first, _ in rows)  # when the last host began its runs
+        first_last = min(last for *_, last in rows)  # when the first host ended them
+        out.append(RanTogether(at, tuple(h for h, _, _ in rows), max(0.0, first_last - last_first),
+                               max(0.0, last_first - at)))
+    return tuple(out)
 
 
 def is_fleet(store: Store) -> bool:

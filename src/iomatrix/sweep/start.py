@@ -13,6 +13,7 @@ Pure parsing plus one wait with the clock and the sleep passed in, so tests need
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +33,7 @@ def parse_start_at(text: str, now: float) -> float:
         at = float(value)
     except ValueError:
         at = _iso_time(text)
-    if at != at or at in (float("inf"), float("-inf")):
+    if not math.isfinite(at):
         raise UserError(f"--start-at {text!r} is not a time", hint="give seconds since the epoch (date +%s)")
     if at - now > MAX_AHEAD_S:
         raise UserError(f"--start-at {text!r} is {(at - now) / 3600:.1f} hours ahead",

@@ -71,7 +71,7 @@ from iomatrix.textfile import last_lines
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_image
 from iomatrix.tiers.declared.durability import Durability
 from iomatrix.tiers.durability_target import VolatileLun, can_cut, volatile_lun
-from iomatrix.tiers.network_disks import disk_name, network_disk
+from iomatrix.tiers.network_disks import disk_name, disk_values, network_disk
 
 WRITER = "usr/bin/iomx-durwriter"
 CRASH_SERIAL = "iomx-crash"
@@ -511,8 +511,7 @@ class DurabilityTier(Durability, Tier):
             raise UserError("the durability tier cuts the power of an iSCSI target it started itself",
                             hint="use a lab-started iscsi backing (no portal/iqn) for durability")
         cell = req.cell
-        values = {a: v for a, v in cell.items() if v != "-"}
-        lun = stack.enter_context(volatile_lun(server, values, sock, trial_dir, self.workdir,
+        lun = stack.enter_context(volatile_lun(server, disk_values(cell), sock, trial_dir, self.workdir,
                                                disk_name("dur-power", req.workload.slug)))
         # rtt is pruned to 0 for this tier: no relay between QEMU and either LUN
         crash_lun, crash_meta = stack.enter_context(network_disk(
