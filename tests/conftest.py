@@ -23,7 +23,8 @@ SERIAL_GROUPS = {
     # A lab NFS server needs rpcbind on port 111 and registers program 100003 there: one per host at a time.
     "nfs": ("test_nfs_backing", "test_network_disks", "test_kill_campaign_network"),
     # A lab Ceph cluster (a mon and an OSD) takes about a core; two at once would measure each other.
-    "ceph": ("test_rbd_backing", "test_rbd_flush_finding", "test_snippets_rbd", "test_kill_campaign_ceph"),
+    "ceph": ("test_rbd_backing", "test_rbd_flush_finding", "test_snippets_rbd", "test_kill_campaign_ceph",
+             "test_durability_rbd"),
     # The fleet demo's namespaces and addresses are fixed, and its leftover check scans /tmp/iomatrix-fleet-*,
     # which the playbook runs of the other fleet tests also make.
     "fleet": ("test_fleet_demo", "test_fleet_answers", "test_fleet_collection", "test_fleet_host_label"),

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import secrets
@@ -345,6 +346,25 @@ class LabRbdServer(_RbdPool):
 
     def ceph(self, *args: str) -> list[str]:
         return ["ceph", "-c", str(self.conf), "--connect-timeout", str(CONNECT_TIMEOUT_S), *args]
+
+    def fence(self, disks: list[NetworkDisk]) -> list[str]:
+        """Tell the cluster that the clients still watching `disks` are dead (`ceph osd blocklist add`), as a
+        Ceph admin fences a crashed client: the OSDs refuse anything more from them, and the images can be removed
+        at once instead of after osd_client_watch_timeout (30 s). Only for disks of this cluster; returns the
+        addresses fenced (the durability tier's client crash, tiers/durability.py)."""
+        fenced: list[str] = []
+        for disk in disks:
+            image = dict(disk.protocol_options).get("image", "")
+            if image not in self._disks:
+                raise UserError(f"{disk.url} was not made by this RBD backing: its clients are not fenced")
+            status = json.loads(_run(self.rbd("status", f"{self.pool}/{image}", "--format", "json"),
+                                     f"rbd status {self.pool}/{image}") or "{}")
+            for watcher in status.get("watchers", []):
+                address = str(watcher.get("address", ""))
+                if address and address not in fenced:
+                    _run(self.ceph("osd", "blocklist", "add", address), f"ceph osd blocklist add {address}")
+                    fenced.append(address)
+        return fenced
 
 
 def _wait_until(ready: Callable[[], bool], procs: list[subprocess.Popen], what: str, log: Path) -> None:

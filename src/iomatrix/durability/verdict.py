@@ -28,19 +28,50 @@ SHORT_NAMES = {POWER_LOSS: "power loss", QEMU_CRASH: "QEMU crash"}
 # situation is the target's, not this host's (recommend's risk lines spell it the same).
 TARGET_POWER_LOSS = "iSCSI target power loss"
 TARGET_SHORT_NAME = "target power loss"
+# On a Ceph RBD backing both disks are RBD images and the cut is a QEMU crash only: the writes librbd's cache holds
+# (memory in the QEMU process) are lost, the OSDs keep running. A host power loss is not measured there (it could
+# also lose what sits in the kernel's socket buffers), so an RBD trial has no power-loss evidence.
+RBD_SHORT_NAME = "Ceph client crash"
 # The durability workloads and the guest filesystem each puts its file streams on.
 WORKLOAD_FS = {"durability": "ext4", "durability-xfs": "xfs"}
 
 
+@dataclass(frozen=True)
+class LibrbdCache:
+    """librbd's cache settings of an RBD disk (ceph.conf `rbd cache policy`, `rbd cache writethrough until
+    flush`), as the trials had them."""
+
+    policy: str  # writeback, writethrough, writearound
+    writethrough_until_flush: str  # on, off
+
+    def holds_acked_writes(self, cache: str) -> bool:
+        """Whether librbd may acknowledge a write the guest flushed before the OSDs have it, under QEMU `cache`.
+
+        QEMU turns librbd's cache off for cache.direct=on (block/rbd.c). A flush that reaches librbd writes its
+        dirty data out (writeback: ObjectCacher) or waits for the writes in flight (writearound:
+        WriteAroundObjectDispatch) before it completes. Only when QEMU drops the guest's flushes (cache.no-flush,
+        cache=unsafe) can a flushed write stay in librbd: with a policy that acknowledges early (writeback,
+        writearound), and only with writethrough-until-flush off, since librbd stays writethrough until it sees
+        a flush, which it then never does."""
+        sem = CACHE[CacheMode(cache)]
+        return (not sem.direct and sem.no_flush and self.policy in ("writeback", "writearound")
+                and self.writethrough_until_flush == "off")
+
+
 def documented_keeps_acked(situation: str, cache: str, modifier: str = Modifier.NONE,
-                           lun_write_cache: str | None = None) -> bool:
+                           lun_write_cache: str | None = None, librbd: LibrbdCache | None = None) -> bool:
     """Whether QEMU's documented semantics (domain.CACHE) promise that writes the guest flushed survive.
 
     Power loss: every mode that honours flushes (all but cache=unsafe, and none under eatmydata).
     QEMU crash: every mode, since a completed write has been handed to the host kernel (or is flushed).
     Target power loss (`lun_write_cache` given: the disk is an iSCSI LUN): lost only when the LUN's write cache
     is on *and* QEMU does not send the guest's flushes (cache.no-flush); with the cache off the target syncs every
-    write itself, and eatmydata around QEMU cannot drop an iSCSI flush (it is a SCSI command, not an fsync)."""
+    write itself, and eatmydata around QEMU cannot drop an iSCSI flush (it is a SCSI command, not an fsync).
+    Ceph client crash (`librbd` given: the disk is an RBD image, the situation a QEMU crash): lost only when
+    librbd's cache holds flushed writes (:meth:`LibrbdCache.holds_acked_writes`); eatmydata cannot drop a librbd
+    flush either."""
+    if librbd is not None:
+        return not librbd.holds_acked_writes(cache)
     if situation == POWER_LOSS and lun_write_cache is not None:
         return not (lun_write_cache == "on" and CACHE[CacheMode(cache)].no_flush)
     if situation == POWER_LOSS:
@@ -58,10 +89,15 @@ class SituationVerdict:
     max_lost: int  # most acknowledged records lost in one trial
     documented_keeps: bool
     on_target: bool = False  # the power-loss disk was an iSCSI LUN: the power lost was the target's
+    on_rbd: bool = False  # the disks were RBD images: the QEMU crash was a Ceph client's (librbd's cache lost)
 
     @property
     def name(self) -> str:
-        return TARGET_SHORT_NAME if self.on_target and self.situation == POWER_LOSS else SHORT_NAMES[self.situation]
+        if self.on_target and self.situation == POWER_LOSS:
+            return TARGET_SHORT_NAME
+        if self.on_rbd and self.situation == QEMU_CRASH:
+            return RBD_SHORT_NAME
+        return SHORT_NAMES[self.situation]
 
     @property
     def measured_keeps(self) -> bool:
@@ -104,12 +140,14 @@ class SituationVerdict:
 
 
 def situation_verdict(situation: str, acked_lost: Sequence[float], cache: str,
-                      modifier: str = Modifier.NONE, lun_write_cache: str | None = None) -> SituationVerdict:
-    """`lun_write_cache`: the LUN's write cache when the power-loss disk was an iSCSI LUN, else None."""
+                      modifier: str = Modifier.NONE, lun_write_cache: str | None = None,
+                      librbd: LibrbdCache | None = None) -> SituationVerdict:
+    """`lun_write_cache`: the LUN's write cache when the power-loss disk was an iSCSI LUN, else None. `librbd`:
+    librbd's cache settings when the disks were RBD images, else None."""
     lost = [int(v) for v in acked_lost]
     return SituationVerdict(situation, len(lost), sum(1 for v in lost if v > 0), max(lost, default=0),
-                            documented_keeps_acked(situation, cache, modifier, lun_write_cache),
-                            on_target=lun_write_cache is not None)
+                            documented_keeps_acked(situation, cache, modifier, lun_write_cache, librbd),
+                            on_target=lun_write_cache is not None, on_rbd=librbd is not None)
 
 
 @dataclass(frozen=True)
@@ -140,9 +178,15 @@ class ConfigVerdict:
         """The filesystem verdict: one line per guest filesystem (a clean ext4 never hides an unclean xfs)."""
         return [f.text for f in self.per_fs] if len(self.per_fs) > 1 else [self.fs.text]
 
+    def measured(self) -> list[SituationVerdict]:
+        """The situations the trials measured: all of them, except that a situation with no trial is left out
+        when another has trials (an RBD trial has no power-loss evidence: durability.verdict.RBD_SHORT_NAME)."""
+        some = [v for v in self.situations.values() if v.trials]
+        return some or list(self.situations.values())
+
     def lines(self) -> list[str]:
         out = []
-        for v in self.situations.values():
+        for v in self.measured():
             out.append(v.text)
             if v.disagreement:
                 out.append("  " + v.disagreement)
@@ -156,12 +200,14 @@ def _fs_verdict(clean: Sequence[float], fs: str = "") -> FsVerdict:
 
 def config_verdict(samples: Mapping[str, Sequence[float]], cache: str, modifier: str = Modifier.NONE,
                    fs_clean: Mapping[str, Sequence[float]] | None = None,
-                   lun_write_cache: str | None = None) -> ConfigVerdict:
+                   lun_write_cache: str | None = None, librbd: LibrbdCache | None = None) -> ConfigVerdict:
     """The verdicts of one configuration from its trials' metrics (`samples[metric]` = one value per ok
     trial): ``power_loss.acked_lost``, ``qemu_crash.acked_lost`` and ``fs.clean``. `fs_clean`: the same
     ``fs.clean`` values per guest filesystem, when known (then each filesystem gets its own verdict).
-    `lun_write_cache`: set when the trials cut an iSCSI target (its LUN's write cache), None on a local disk."""
-    situations = {s: situation_verdict(s, samples.get(f"{s}.acked_lost", []), cache, modifier, lun_write_cache)
+    `lun_write_cache`: set when the trials cut an iSCSI target (its LUN's write cache), None on a local disk;
+    `librbd`: set when the disks were RBD images (librbd's cache settings)."""
+    situations = {s: situation_verdict(s, samples.get(f"{s}.acked_lost", []), cache, modifier, lun_write_cache,
+                                       librbd)
                   for s in (POWER_LOSS, QEMU_CRASH)}
     per_fs = tuple(_fs_verdict(v, fs) for fs, v in sorted((fs_clean or {}).items()) if v)
     name = per_fs[0].fs if len(per_fs) == 1 else ""

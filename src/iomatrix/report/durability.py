@@ -17,11 +17,11 @@ from iomatrix.domain import NA, Modifier
 from iomatrix.domain import axes as axis_registry
 from iomatrix.durability.verdict import (
     POWER_LOSS,
-    QEMU_CRASH,
     SITUATION_NAMES,
     TARGET_POWER_LOSS,
     WORKLOAD_FS,
     ConfigVerdict,
+    LibrbdCache,
     config_verdict,
 )
 from iomatrix.report.query import CellWorkload, cell_workloads
@@ -33,15 +33,18 @@ from iomatrix.workloads import listed
 # are matched when they can be (a verdict measured with aio=threads still speaks for io_uring, and says so).
 MUST_MATCH = ("format", "cache", "modifier")
 SHOULD_MATCH = ("preallocation", "aio", "bus")
-# Where the trials cut (the storage of the cell's backing): a local disk, or an iSCSI target (the LUN's type and
-# write cache must match too). A verdict of one never speaks for the other: a target power loss is not a host's.
-LOCAL, ISCSI = "local", "iscsi"
-TARGET_MUST_MATCH = ("lun_type", "lun_write_cache")
+# Where the trials cut (the storage of the cell's backing): a local disk, an iSCSI target (the LUN's type and
+# write cache must match too) or Ceph RBD images (librbd's cache policy and writethrough-until-flush must match).
+# A verdict of one never speaks for another: a target power loss is not a host's, a librbd cache is not a page cache.
+LOCAL, ISCSI, RBD = "local", "iscsi", "rbd"
+STORAGE_MUST_MATCH = {ISCSI: ("lun_type", "lun_write_cache"),
+                      RBD: ("rbd_cache_policy", "rbd_cache_writethrough_until_flush")}
 
 
 def storage_of(backing: Mapping[str, Any]) -> str:
     """The storage a cell's trials (or a recommended cell) are on, from its stored backing."""
-    return ISCSI if backing.get("backing_type") == ISCSI else LOCAL
+    kind = backing.get("backing_type")
+    return kind if kind in STORAGE_MUST_MATCH else LOCAL
 EVIDENCE = ("power_loss.acked_lost", "qemu_crash.acked_lost", "fs.clean")
 
 
@@ -55,15 +58,19 @@ class MeasuredConfig:
     fs_clean: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # per guest filesystem
 
     def verdict(self) -> ConfigVerdict:
+        librbd = (LibrbdCache(*(_target_value(self.axes, a) for a in STORAGE_MUST_MATCH[RBD]))
+                  if self.storage == RBD else None)
         return config_verdict(self.samples, self.axes["cache"], self.axes.get("modifier", Modifier.NONE),
                               self.fs_clean,
-                              _target_value(self.axes, "lun_write_cache") if self.storage == ISCSI else None)
+                              _target_value(self.axes, "lun_write_cache") if self.storage == ISCSI else None,
+                              librbd)
 
     def label(self) -> str:
         text = " ".join(f"{a}={self.axes[a]}" for a in (*MUST_MATCH, *SHOULD_MATCH)
                         if not (a == "modifier" and self.axes[a] == Modifier.NONE))
-        if self.storage == ISCSI:
-            text += " on iSCSI " + " ".join(f"{a}={_target_value(self.axes, a)}" for a in TARGET_MUST_MATCH)
+        if self.storage in STORAGE_MUST_MATCH:
+            text += (" on iSCSI " if self.storage == ISCSI else " on Ceph RBD ") + " ".join(
+                f"{a}={_target_value(self.axes, a)}" for a in STORAGE_MUST_MATCH[self.storage])
         filesystems = sorted(fs for fs, v in self.fs_clean.items() if v)
         return f"{text} fs={','.join(filesystems)}" if filesystems else text
 
@@ -77,18 +84,19 @@ def _is_trial(cw: CellWorkload) -> bool:
 
 
 def _target_value(axes: Mapping[str, str], axis: str) -> str:
-    """A LUN setting as the target had it: a plan that does not list the axis leaves the server's default."""
+    """A LUN (or librbd cache) setting as the storage had it: a plan that does not list the axis leaves the
+    server's (Ceph's) default."""
     value = axes.get(axis, NA)
     return axis_registry.get(axis).default if value == NA else value
 
 
 def _key(axes: Mapping[str, str], storage: str) -> tuple[str, ...]:
-    target = tuple(_target_value(axes, a) for a in TARGET_MUST_MATCH) if storage == ISCSI else ()
+    target = tuple(_target_value(axes, a) for a in STORAGE_MUST_MATCH.get(storage, ()))
     return (storage, *(axes.get(a, NA) for a in MUST_MATCH), *target, *(axes.get(a, NA) for a in SHOULD_MATCH))
 
 
 def _must_match(mc: MeasuredConfig, axes: Mapping[str, str], storage: str) -> bool:
-    target = TARGET_MUST_MATCH if storage == ISCSI else ()
+    target = STORAGE_MUST_MATCH.get(storage, ())
     return (mc.storage == storage and all(mc.axes.get(a) == axes.get(a) for a in MUST_MATCH)
             and all(_target_value(mc.axes, a) == _target_value(axes, a) for a in target))
 
@@ -123,7 +131,8 @@ class MeasuredIndex:
 
         An exact match wins (its trials on every guest filesystem pooled, each filesystem keeping its own
         verdict); otherwise the trials of every configuration on the same storage with the same format, cache
-        mode and modifier (and on iSCSI the same LUN type and write cache) are pooled (any loss in any of them
+        mode and modifier (and on iSCSI the same LUN type and write cache, on RBD the same librbd cache policy
+        and writethrough-until-flush) are pooled (any loss in any of them
         counts)."""
         key = _key(axes, storage)
         exact = [mc for k, mc in self.configs.items() if k[:len(key)] == key]
@@ -159,12 +168,11 @@ def measured_statements(index: MeasuredIndex | None, axes: Mapping[str, str],
     if differs:
         where += f"; measured with other {', '.join(differs)}"
     out: dict[str, str] = {}
-    for situation in (POWER_LOSS, QEMU_CRASH):
-        sv = v.situations[situation]
-        if sv.trials == 0:
-            continue
+    measured = [sv for sv in v.measured() if sv.trials]
+    for sv in measured:
+        situation = sv.situation
         text = sv.text
-        if situation == POWER_LOSS:
+        if sv is measured[0]:  # the filesystem verdict goes with the first situation cut (power loss, if any)
             text += "; " + "; ".join(v.fs_texts())
         if sv.disagreement:
             text += f" — {sv.disagreement}"
@@ -189,3 +197,44 @@ def sweep_verdict_lines(store: Store, sweep_id: int, workload: str | None = None
         lines.append(f"!! {disagreements} measured verdict(s) DISAGREE with QEMU's documented cache semantics "
                      "(see the lines marked DISAGREES)")
     return lines
+
+
+def _losses(mc: MeasuredConfig) -> tuple[list[str], bool, bool]:
+    """One configuration's losses ("<situation> k/N cuts, up to M records"), whether it has a completed trial, and
+    whether it kept everything where QEMU's documentation says it may lose (then it is not called safe)."""
+    measured = [sv for sv in mc.verdict().measured() if sv.trials]
+    losses = [f"{sv.name} {sv.lost_trials}/{sv.trials} cuts, up to {sv.max_lost} records" for sv in measured
+              if sv.lost_trials]
+    return losses, bool(measured), not losses and any(not sv.documented_keeps for sv in measured)
+
+
+def sweep_verdict_summary(store: Store, sweep_id: int, workload: str | None = None) -> str:
+    """The verdicts of a sweep in one sentence, for a short answer: how many configurations were cut, which lost
+    acknowledged writes (where, in how many cuts), how many kept them, and any disagreement with QEMU's
+    documentation; the verdicts per configuration are :func:`sweep_verdict_lines`."""
+    index = MeasuredIndex.from_store(store, [sweep_id], workload)
+    configs = sorted(index.configs.values(), key=lambda m: m.label())
+    if not configs:
+        return "no completed trial"
+    judged = [(mc, *_losses(mc)) for mc in configs]
+    lost = [f"{mc.label()} ({'; '.join(losses)})" for mc, losses, _, _ in judged if losses]
+    kept = sum(1 for _, losses, measured, _ in judged if measured and not losses)
+    uncaught = sum(1 for *_, uncaught in judged if uncaught)
+    unclear = sum(1 for _, _, measured, _ in judged if not measured)
+    disagree = sum(1 for mc in configs for sv in mc.verdict().situations.values()
+                   if sv.disagreement and "DISAGREES" in sv.disagreement)
+    return _summary_text(len(configs), lost, kept, uncaught, unclear, disagree)
+
+
+def _summary_text(configs: int, lost: list[str], kept: int, uncaught: int, unclear: int, disagree: int) -> str:
+    parts = [f"{configs} configuration{'s' if configs != 1 else ''} cut",
+             f"LOST acknowledged writes: {', '.join(lost)}" if lost else "none lost an acknowledged write"]
+    if lost and kept:
+        parts.append(f"{kept} kept every acknowledged write")
+    if uncaught:
+        parts.append(f"{uncaught} of them documented as losing flushed writes, no loss caught (not called safe)")
+    if unclear:
+        parts.append(f"{unclear} without a completed trial")
+    if disagree:
+        parts.append(f"{disagree} verdict(s) DISAGREE with QEMU's documentation")
+    return "; ".join(parts) + " (each configuration: iomatrix recommend --detail)"

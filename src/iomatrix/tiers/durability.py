@@ -168,6 +168,18 @@ class DiskCheck:
                 "file": None if self.file is None else asdict(self.file)}
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """One disk of a trial as the host checks it after the cut: the situation it speaks for, the guest's two
+    record streams on it (raw, file) and the image (`read_from`: how qemu-img opens a network disk's image, whose
+    `image` then only names the raw copy)."""
+
+    situation: str
+    streams: tuple[int, int]
+    image: Path
+    read_from: str | None = None
+
+
 def trial_seed(plan_fingerprint: str, cell_key: str, trial: int) -> int:
     """Reproducible per (plan, configuration, n-th trial of this session): the cut point and the nonce."""
     return int(hashlib.sha256(f"{plan_fingerprint}|{cell_key}|{trial}".encode()).hexdigest()[:16], 16)
@@ -186,20 +198,24 @@ class HostCheckError(Exception):
 
 
 def inspect_image(image: Path, fmt: str, scratch: Path, nonce: int, streams: tuple[int, int], acked: int,
-                  written: int, layout: Layout = LAYOUTS["durability"], workdir: Path | None = None) -> DiskCheck:
+                  written: int, layout: Layout = LAYOUTS["durability"], workdir: Path | None = None,
+                  read_from: str | None = None) -> DiskCheck:
     """Check one surviving image (see the module docstring, step 4) without modifying it: everything happens on
     a raw copy in `scratch`. `workdir` holds the leftovers ledger that records the copy (and, for xfs, the loop
-    device and the mount) before each is made, so a killed run leaves nothing `iomatrix clean` cannot undo."""
+    device and the mount) before each is made, so a killed run leaves nothing `iomatrix clean` cannot undo.
+    `read_from`: the image as qemu-img opens it where no file holds it (an RBD image's ``rbd:`` filename); `image`
+    then only names the copy."""
     scratch.mkdir(parents=True, exist_ok=True)
     ledger = workdir if workdir is not None else scratch
     copy = scratch / f"{image.stem}.raw"
     notes: list[str] = []
     copy_id = leftovers.record(ledger, "path", Path(os.path.abspath(copy)))
     try:
-        if fmt == "raw":
+        if fmt == "raw" and read_from is None:
             res = _run(["cp", "--sparse=always", str(image), str(copy)])
         else:
-            res = _run([require("qemu-img"), "convert", "-U", "-f", fmt, "-O", "raw", str(image), str(copy)])
+            res = _run([require("qemu-img"), "convert", "-U", "-f", fmt, "-O", "raw", read_from or str(image),
+                        str(copy)])
         if res.returncode != 0:
             return DiskCheck(False, False, None, None, [f"image unreadable: {_tail(res.stderr, 2)}"])
         with open(copy, "rb") as f:
@@ -301,6 +317,26 @@ def _read_xfs(copy: Path, mnt: Path, ledger: Path, notes: list[str]) -> tuple[by
         leftovers.release(ledger, loop_id)
 
 
+def trial_metrics(checks: dict[str, list[DiskCheck]], acked: int, delay: float,
+                  phases: dict[str, float]) -> dict[str, float]:
+    """A trial's metrics from the checks of its disks per situation: a situation several disks speak for (both
+    RBD images of a Ceph client crash) adds up their losses, and is clean or readable only if all of them are."""
+    metrics: dict[str, float] = {}
+    for situation, disks in checks.items():
+        streams = [s for chk in disks for s in (chk.raw, chk.file) if s is not None]
+        metrics[f"{situation}.acked_lost"] = float(sum(chk.acked_lost(acked) for chk in disks))
+        metrics[f"{situation}.unacked_lost"] = float(sum(s.unacked_lost for s in streams))
+        metrics[f"{situation}.unacked_kept"] = float(sum(s.unacked_kept for s in streams))
+        metrics[f"{situation}.fs_clean"] = float(all(chk.fs_clean for chk in disks))
+        metrics[f"{situation}.image_readable"] = float(all(chk.readable for chk in disks))
+    metrics["fs.clean"] = float(all(chk.fs_clean for disks in checks.values() for chk in disks))
+    metrics["durability.acked_records"] = float(acked)
+    metrics["durability.cut_delay_ms"] = round(delay * 1000, 1)
+    for key, value in phases.items():
+        metrics[f"phase.{key}"] = value
+    return metrics
+
+
 def _short_socket_path(trial_dir: Path, workdir: Path) -> tuple[Path, Path | None]:
     """A UNIX socket path under the 108-byte limit: in the trial directory if it fits, else in a private
     temporary directory (returned second, for removal), recorded in `workdir`'s ledger before it is made: a
@@ -374,7 +410,8 @@ class DurabilityTier(Durability, Tier):
 
     def describe(self) -> str:
         return (f"durability tier: accelerator {self.choice.accel} ({self.choice.reason}); "
-                f"{version_of([self.nbdkit, '--version']) or 'nbdkit'} cache filter as the volatile cache; "
+                f"{version_of([self.nbdkit, '--version']) or 'nbdkit'} cache filter as the volatile cache (on Ceph "
+                f"RBD: a Ceph client crash, no power loss); "
                 f"kernel {self.artifacts.kernel_version}; guest filesystem per workload (durability: ext4, "
                 f"durability-xfs: xfs)")
 
@@ -401,6 +438,10 @@ class DurabilityTier(Durability, Tier):
         tmp_sock_dir: Path | None = None
         with children.SigtermGuard():
             try:
+                if req.target.kind == "network" and req.target.server is not None \
+                        and req.target.server.protocol == "rbd":
+                    outcome = self._trial_on_rbd(req, layout, trial_dir, nonce, cut_after, delay, meta)
+                    return self._tidy(req, trial_dir, outcome)
                 if req.target.kind == "network":
                     power: Path | None = self._power_image_on_target(req, layout, trial_dir)
                     images.append(power)
@@ -427,6 +468,11 @@ class DurabilityTier(Durability, Tier):
                 if tmp_sock_dir is not None:
                     shutil.rmtree(tmp_sock_dir, ignore_errors=True)
                     forget(self.workdir, tmp_sock_dir)
+        return self._tidy(req, trial_dir, outcome)
+
+    @staticmethod
+    def _tidy(req: RunRequest, trial_dir: Path, outcome: RunOutcome) -> RunOutcome:
+        """A trial that went well leaves no directory (a failed one keeps its logs for the user)."""
         if outcome.ok:
             shutil.rmtree(trial_dir, ignore_errors=True)
             with contextlib.suppress(OSError):
@@ -488,18 +534,59 @@ class DurabilityTier(Durability, Tier):
                 power_disk = DiskSpec.for_cell(cell, power, layout.image_bytes)
                 crash_disk = DiskSpec.for_cell(cell, crash, layout.image_bytes)
             watch = _Watch(cut_after)
-            job = GuestJob(kind="durability", modules=(*BUS_MODULES[cell.bus], *FS_MODULES[layout.fs]), env={
-                "IOMX_DISK_SERIAL": DISK_SERIAL, "IOMX_DUR_CRASH_SERIAL": CRASH_SERIAL, "IOMX_DUR_NONCE": str(nonce),
-                "IOMX_DUR_GROUP": str(GROUP), "IOMX_DUR_MAX": str(RAW_SLOTS), "IOMX_DUR_FS": layout.fs,
-                "IOMX_DUR_FS_MB": str(layout.fs_mb), "IOMX_DUR_RAW_OFFSET": str(layout.raw_offset)})
-            handle = start_guest(self.artifacts, self.choice.accel, None, job, trial_dir,
-                                 wrapper=req.wrapper or None, memory_mb=self.plan.guest_memory_mb,
-                                 extra_args=_two_disk_args(power_disk, None if on_target else sock, crash_disk),
-                                 on_line=watch)
+            handle = self._start_writer(req, layout, nonce, trial_dir, watch,
+                                        _two_disk_args(power_disk, None if on_target else sock, crash_disk))
             # nothing of this trial outlives it, whatever happened (Ctrl-C, SIGTERM, an error)
             stack.callback(handle.kill)
-            return self._cut_and_check(req, layout, handle, cuts, watch, power, crash, trial_dir, nonce, delay,
-                                       meta, t0)
+            evidence = [Evidence(POWER_LOSS, STREAMS[POWER_LOSS], power),
+                        Evidence(QEMU_CRASH, STREAMS[QEMU_CRASH], crash)]
+            return self._cut_and_check(req, layout, handle, cuts, watch, evidence, trial_dir, nonce, delay, meta, t0)
+
+    def _start_writer(self, req: RunRequest, layout: Layout, nonce: int, trial_dir: Path, watch: _Watch,
+                      disk_args: list[str]) -> GuestHandle:
+        """The guest that makes the filesystems and writes the acknowledged records on the trial's two disks."""
+        cell = req.cell
+        job = GuestJob(kind="durability", modules=(*BUS_MODULES[cell.bus], *FS_MODULES[layout.fs]), env={
+            "IOMX_DISK_SERIAL": DISK_SERIAL, "IOMX_DUR_CRASH_SERIAL": CRASH_SERIAL, "IOMX_DUR_NONCE": str(nonce),
+            "IOMX_DUR_GROUP": str(GROUP), "IOMX_DUR_MAX": str(RAW_SLOTS), "IOMX_DUR_FS": layout.fs,
+            "IOMX_DUR_FS_MB": str(layout.fs_mb), "IOMX_DUR_RAW_OFFSET": str(layout.raw_offset)})
+        return start_guest(self.artifacts, self.choice.accel, None, job, trial_dir, wrapper=req.wrapper or None,
+                           memory_mb=self.plan.guest_memory_mb, extra_args=disk_args, on_line=watch)
+
+    def _trial_on_rbd(self, req: RunRequest, layout: Layout, trial_dir: Path, nonce: int, cut_after: int,
+                      delay: float, meta: dict[str, Any]) -> RunOutcome:
+        """One trial on Ceph RBD: both disks are RBD images with the cell's librbd settings, opened by QEMU's rbd
+        driver; the cut is a Ceph client crash (QEMU SIGKILLed: the writes librbd's cache holds are memory of that
+        process), both disks speak for it. The cluster is then told the client is dead (`fence`: its watches would
+        otherwise block the images' removal for 30 s), and the images are read back through qemu-img."""
+        server = req.target.server
+        assert server is not None  # a network target always has its server
+        fence = getattr(server, "fence", None)
+        if fence is None:
+            raise UserError("the durability tier crashes Ceph clients on a cluster it started itself",
+                            hint="use a lab-started rbd backing (no conf/pool) for durability")
+        cell = req.cell
+        t0 = time.monotonic()
+        with contextlib.ExitStack() as stack:
+            disks = [stack.enter_context(network_disk(server, cell, size_bytes=layout.image_bytes,
+                                                      name=disk_name(f"dur-{which}", req.workload.slug),
+                                                      workdir=self.workdir))
+                     for which in ("d0", "d1")]
+            meta.update(disks[1][1])
+            meta["client_crash"] = {
+                "disks": [d.url for d, _ in disks], "client": "librbd in QEMU (driver=rbd)",
+                "cut": "SIGKILL QEMU: a Ceph client crash; librbd's cache is lost with it, the OSDs keep running",
+                "after": "ceph osd blocklist add <the dead client's address>, then the images read with qemu-img"}
+            specs = [DiskSpec.for_cell(cell, d, layout.image_bytes) for d, _ in disks]
+            watch = _Watch(cut_after)
+            handle = self._start_writer(req, layout, nonce, trial_dir, watch, _two_disk_args(specs[0], None, specs[1]))
+            stack.callback(handle.kill)
+            evidence = [Evidence(QEMU_CRASH, STREAMS[situation], trial_dir / f"rbd-{which}", disk.url)
+                        for (disk, _), situation, which in zip(disks, (POWER_LOSS, QEMU_CRASH), ("d0", "d1"),
+                                                               strict=True)]
+            return self._cut_and_check(req, layout, handle, [], watch, evidence, trial_dir, nonce, delay, meta, t0,
+                                       after_crash=lambda: meta["client_crash"].update(
+                                           fenced=fence([d for d, _ in disks])))
 
     def _luns(self, req: RunRequest, layout: Layout, sock: Path, trial_dir: Path, stack: contextlib.ExitStack,
               meta: dict[str, Any]) -> tuple[VolatileLun, NetworkDisk, Path]:
@@ -526,8 +613,11 @@ class DurabilityTier(Durability, Tier):
         return lun, crash_lun, crash_lun.server_path
 
     def _cut_and_check(self, req: RunRequest, layout: Layout, handle: GuestHandle, cuts: list[Callable[[], None]],
-                       watch: _Watch, power: Path, crash: Path, trial_dir: Path, nonce: int, delay: float,
-                       meta: dict[str, Any], t0: float) -> RunOutcome:
+                       watch: _Watch, evidence: list[Evidence], trial_dir: Path, nonce: int, delay: float,
+                       meta: dict[str, Any], t0: float, after_crash: Callable[[], object] | None = None
+                       ) -> RunOutcome:
+        """The cut (each of `cuts`, then QEMU killed, then `after_crash`) and the check of every disk's evidence;
+        a situation several disks speak for adds up their losses."""
         cell = req.cell
         meta["qemu_argv"] = handle.argv
         if req.on_process is not None:
@@ -551,6 +641,8 @@ class DurabilityTier(Durability, Tier):
         for cut in cuts:
             cut()
         handle.kill()
+        if after_crash is not None:
+            after_crash()
         stream = parse_result_stream(handle.reader.text())
         tail = console_tail(trial_dir / "console.log")
         marks = handle.reader.host_marks
@@ -576,30 +668,21 @@ class DurabilityTier(Durability, Tier):
                        "written_groups": watch.written + 1, "writer_finished": watch.ended,
                        "trigger_to_cut_ms": round((t_cut - (watch.t_trigger or t_cut)) * 1000, 1)}
         t_verify = time.monotonic()
+        checks: dict[str, list[DiskCheck]] = {}
         try:
-            checks = {situation: inspect_image(image, cell.format, trial_dir, nonce, STREAMS[situation], acked,
-                                               written, layout, self.workdir)
-                      for situation, image in ((POWER_LOSS, power), (QEMU_CRASH, crash))}
+            for ev in evidence:
+                checks.setdefault(ev.situation, []).append(inspect_image(
+                    ev.image, cell.format, trial_dir, nonce, ev.streams, acked, written, layout, self.workdir,
+                    ev.read_from))
         except HostCheckError as err:  # the host failed, not the configuration: no verdict from this trial
             phases["wall_s"] = round(time.monotonic() - t0, 3)
             return RunOutcome(ok=False, phases=phases, console_tail=tail, meta=meta, job_text="durability trial",
                               error=f"checking the surviving images failed: {err}")
         phases["verify_s"] = round(time.monotonic() - t_verify, 3)
         phases["wall_s"] = round(time.monotonic() - t0, 3)
-        metrics: dict[str, float] = {}
-        for situation, chk in checks.items():
-            streams = [s for s in (chk.raw, chk.file) if s is not None]
-            metrics[f"{situation}.acked_lost"] = float(chk.acked_lost(acked))
-            metrics[f"{situation}.unacked_lost"] = float(sum(s.unacked_lost for s in streams))
-            metrics[f"{situation}.unacked_kept"] = float(sum(s.unacked_kept for s in streams))
-            metrics[f"{situation}.fs_clean"] = float(chk.fs_clean)
-            metrics[f"{situation}.image_readable"] = float(chk.readable)
-            meta[situation] = chk.as_meta()
-        metrics["fs.clean"] = float(checks[POWER_LOSS].fs_clean and checks[QEMU_CRASH].fs_clean)
-        metrics["durability.acked_records"] = float(acked)
-        metrics["durability.cut_delay_ms"] = round(delay * 1000, 1)
-        for key, value in phases.items():
-            metrics[f"phase.{key}"] = value
+        metrics = trial_metrics(checks, acked, delay, phases)
+        for situation, disks in checks.items():
+            meta[situation] = disks[0].as_meta() if len(disks) == 1 else [chk.as_meta() for chk in disks]
         return RunOutcome(ok=True, metrics=metrics, phases=phases, console_tail=tail, meta=meta,
                           job_text=f"durability trial: cut after {watch.cut_after_groups} acknowledged groups of "
                                    f"{GROUP} records + {delay * 1000:.1f} ms",

@@ -41,6 +41,12 @@ class ReportCompanion:
         """For a tier with `verdicts`: its verdicts in a sweep as text lines (`workload`: only that one's)."""
         return []
 
+    @classmethod
+    def verdict_summary(cls, store: Store, sweep_id: int, workload: str | None = None) -> str:
+        """For a tier with `verdicts`: its verdicts in a sweep in one sentence, for a short answer (by default its
+        verdict lines joined)."""
+        return "; ".join(x.strip() for x in cls.verdict_lines(store, sweep_id, workload))
+
 
 _LOADED: dict[str, type[ReportCompanion]] = {}
 

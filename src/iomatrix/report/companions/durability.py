@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from iomatrix.report.companions import ReportCompanion
-from iomatrix.report.durability import sweep_verdict_lines
+from iomatrix.report.durability import sweep_verdict_lines, sweep_verdict_summary
 from iomatrix.tiers.declared.durability import Durability
 
 if TYPE_CHECKING:
@@ -18,3 +18,7 @@ class DurabilityReport(ReportCompanion):
     @classmethod
     def verdict_lines(cls, store: Store, sweep_id: int, workload: str | None = None) -> list[str]:
         return sweep_verdict_lines(store, sweep_id, workload)
+
+    @classmethod
+    def verdict_summary(cls, store: Store, sweep_id: int, workload: str | None = None) -> str:
+        return sweep_verdict_summary(store, sweep_id, workload)

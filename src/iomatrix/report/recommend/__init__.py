@@ -140,9 +140,10 @@ def _workload_answer(store: Store, sweep_id: int, cws: list[CellWorkload], w: st
     owner = verdict_tier(w)
     if owner is not None:
         # Trials are not ranked by how many records they lost: the verdicts per configuration are the answer.
-        lines = companion(owner.name).verdict_lines(store, sweep_id, w)
+        own = companion(owner.name)
         return Verdict(w, primary_metric(w)[0], False, owner.name, None,
-                       missing=f"{owner.verdicts}, not a speed ranking: " + "; ".join(x.strip() for x in lines))
+                       missing=f"{owner.verdicts}, not a speed ranking: {own.verdict_summary(store, sweep_id, w)}",
+                       evidence=own.verdict_lines(store, sweep_id, w))
     ids = [rid for c in cws if c.workload == w for rid in c.runs]
     chosen = None if objective is None else objective_metric(objective, w)
     vals = run_values(store, ids, chosen or primary_metric(w)[0])

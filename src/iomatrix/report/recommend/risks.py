@@ -111,7 +111,11 @@ def risk_statements(cache: str, modifier: str = Modifier.NONE, cell: CellWorkloa
         out.append(RiskStatement(TARGET_POWER_LOSS, found[TARGET_POWER_LOSS], "measured"))
     elif cell is not None and cell.axes.get("lun_write_cache") == "on":  # the iSCSI target's own cache
         out.append(RiskStatement(TARGET_POWER_LOSS, LUN_WRITE_CACHE_RISK, DOCUMENTED))
-    # librbd's writeback cache (issue 35): QEMU turns librbd's cache off with cache.direct=on (block/rbd.c)
-    if cell is not None and cell.axes.get("rbd_cache_policy") == "writeback" and not sem.direct:
+    # librbd's writeback cache (issue 35): QEMU turns librbd's cache off with cache.direct=on (block/rbd.c). Where
+    # the durability tier crashed a Ceph client with this cell's librbd settings, the measured "QEMU crash" line
+    # above is that client crash, and says so.
+    rbd_crash_measured = SITUATIONS[0] in found and cell is not None and storage_of(cell.backing) == RBD
+    if (cell is not None and cell.axes.get("rbd_cache_policy") == "writeback" and not sem.direct
+            and not rbd_crash_measured):
         out.append(RiskStatement(RBD_CLIENT_CRASH, RBD_CACHE_RISK, DOCUMENTED))
     return out

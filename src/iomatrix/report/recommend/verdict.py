@@ -101,7 +101,8 @@ class Verdict:
     declined: Declined | None = None  # the faster configuration the requirements exclude, if the data show one
     risks: list[RiskStatement] = field(default_factory=list)
     snippets: SnippetSet | None = None
-    missing: str = ""  # why there is no choice
+    missing: str = ""  # why there is no choice (a verdicts tier's: the summary of its verdicts)
+    evidence: list[str] = field(default_factory=list)  # a verdicts tier's verdict lines, per configuration
     basis: str = ""  # when another tier than the one closest to a VM answered: which, why, and what it decides
     # No answer yet, but the tie-break picks one among the cells the data cannot separate: that pick's figures,
     # risks and snippets (its `choice` is the pick, named as such), so a headline can still say what to use.
@@ -109,6 +110,8 @@ class Verdict:
 
     def as_dict(self) -> dict[str, Any]:
         out = self._fields()
+        if self.evidence:  # a verdicts tier's lines per configuration (only such a workload has the key)
+            out["evidence"] = list(self.evidence)
         if self.provisional is not None:
             out["provisional"] = self.provisional._fields()
         found = answer_of(self)

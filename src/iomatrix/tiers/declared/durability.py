@@ -19,13 +19,17 @@ if TYPE_CHECKING:
 
 
 def _network_reason(cell: Cell, backing: BackingFacts | None) -> str | None:
-    """Where the tier cannot cut a network backing's storage, why (None on a local backing, or on a LUN of an
-    iSCSI target iomatrix starts: the cut is then a target power loss, tiers/durability_target.py)."""
+    """Where the tier cannot cut a network backing's storage, why (None on a local backing; on a LUN of an iSCSI
+    target iomatrix starts, where the cut is a target power loss, tiers/durability_target.py; and on a Ceph
+    iomatrix starts, where the cut is a Ceph client crash: QEMU and librbd's cache in it killed)."""
     if backing is None or backing.protocol is None:
         return None
+    if backing.protocol == "rbd":
+        return _rbd_reason(cell, backing)
     if backing.protocol != "iscsi":
-        return (f"the durability tier cuts the power of an iSCSI target it starts itself; a cut of a "
-                f"{backing.protocol} server is not built, so its risk lines stay documented")
+        return (f"the durability tier cuts the power of an iSCSI target, or crashes a Ceph client, on storage it "
+                f"starts itself; a cut of a {backing.protocol} server is not built, so its risk lines stay "
+                "documented")
     if not backing.lab_started:
         return ("the durability tier cuts the power of an iSCSI target it starts itself (a LUN over a volatile "
                 "cache); an existing target cannot be cut: use a lab-started iscsi backing (no portal/iqn)")
@@ -37,10 +41,24 @@ def _network_reason(cell: Cell, backing: BackingFacts | None) -> str | None:
     return None
 
 
+def _rbd_reason(cell: Cell, backing: BackingFacts) -> str | None:
+    """On RBD the trial's cut is a Ceph client crash (QEMU SIGKILLed with librbd's cache in it); the cluster is
+    then told to forget the dead client (`ceph osd blocklist`), which takes a cluster iomatrix started."""
+    if not backing.lab_started:
+        return ("the durability tier crashes a Ceph client and then fences it (ceph osd blocklist) on a cluster it "
+                "starts itself; it never fences clients of an existing cluster: use a lab-started rbd backing "
+                "(no conf/pool)")
+    if cell.get("rbd_client", NA) == "krbd":
+        return ("rbd_client=krbd keeps no librbd cache: a QEMU crash leaves its writes in the host kernel; the "
+                "durability tier crashes librbd clients")
+    return None
+
+
 class Durability(TierDeclaration):
     name = "durability"
     summary = ("a guest writes acknowledged, checksummed records; then a power loss (nbdkit's volatile cache "
-               "killed) and a QEMU crash at a seeded random point; counts acknowledged writes lost")
+               "killed) and a QEMU crash at a seeded random point; counts acknowledged writes lost (on Ceph RBD "
+               "a Ceph client crash only)")
     implementation = "iomatrix.tiers.durability:DurabilityTier"
     report_companion = "iomatrix.report.companions.durability:DurabilityReport"
     # Not FRONTEND: what it measures is lost writes, and its two-disk command line attaches no IOThread.
