@@ -11,6 +11,8 @@
 # block layer: QEMU, fio, Python without the test tools) and builds no guest: on a fresh Debian 12 machine its
 # apt step took 30 s instead of 110 s for everything (docs/benchmarks.md, issue 27). Running setup.sh without
 # it later (scripts/test does) adds the rest.
+# `--measure-only` (the fleet role's measure profile) is `--minimal` without matplotlib, which only the HTML report
+# uses: a fleet host measures, the controller renders the report (docs/fleet.md; docs/benchmarks.md, issue 37).
 # `--shared-storage` adds the servers and QEMU drivers of the shared-storage backings (iSCSI: tgt, libiscsi-bin;
 # NFS: nfs-ganesha, nfs-ganesha-vfs, rpcbind, libnfs-utils; Ceph RBD: ceph-mon, ceph-osd, ceph-common;
 # qemu-block-extra) to a --minimal install (a full one has them: the tests run a real tgtd, ganesha and Ceph). They are installed without starting or enabling the
@@ -23,6 +25,7 @@ cd "$here"
 fleet="${IOMATRIX_FLEET:-0}"
 guest=1
 minimal=0
+measure_only=0
 shared=0
 for arg in "$@"; do
     case "$arg" in
@@ -30,11 +33,16 @@ for arg in "$@"; do
         --shared-storage) shared=1 ;;
         --no-guest) guest=0 ;;
         --minimal) minimal=1; guest=0 ;;
-        *) echo "setup.sh: unknown option '$arg' (the options are --fleet, --no-guest, --minimal and --shared-storage)" >&2; exit 2 ;;
+        --measure-only) minimal=1; guest=0; measure_only=1 ;;
+        *) echo "setup.sh: unknown option '$arg' (the options are --fleet, --no-guest, --minimal, --measure-only and --shared-storage)" >&2; exit 2 ;;
     esac
 done
-extras=dev
-if [ "$minimal" = 1 ]; then extras=; fi
+# charts: matplotlib, which the HTML report draws with (pyproject.toml). --minimal (the quickstart) writes a report;
+# --measure-only (a fleet host of the role's measure profile) is --minimal without it: such a host only measures,
+# the controller renders the report from the merged database.
+extras=dev,charts
+if [ "$minimal" = 1 ]; then extras=charts; fi
+if [ "$measure_only" = 1 ]; then extras=; fi
 if [ "$fleet" = 1 ]; then extras="${extras:+$extras,}fleet"; fi
 
 if [ "$(id -u)" -ne 0 ]; then

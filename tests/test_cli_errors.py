@@ -74,3 +74,21 @@ def test_ranking_options_checked_by_every_ranking_command(tmp_path: Path, comman
     shutil.copy(Path(__file__).parent / "data" / "schema1" / "iomatrix-schema1.sqlite", db)
     proc = run_cli(*command, "--db", str(db), *option, cwd=tmp_path)
     assert_one_line_error(proc, needle)
+
+
+def test_an_html_report_on_an_install_without_charts_says_so_in_one_line(tmp_path: Path, data_dir: Path) -> None:
+    """A measuring-only install (scripts/setup.sh --measure-only) has no matplotlib: `report --html` refuses in one
+    line with the fix, before it writes anything. The interpreter is told matplotlib cannot be imported (the
+    package is absent from such an install, not broken)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    db = tmp_path / "r.sqlite"
+    shutil.copy(data_dir / "answers" / "unsafe-fastest.sqlite", db)
+    code = "import sys; sys.modules['matplotlib'] = None; from iomatrix.cli import main; main()"
+    proc = subprocess.run([sys.executable, "-c", code, "report", "--html", str(tmp_path / "r.html"), "--db", str(db)],
+                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}, timeout=300)
+    assert_one_line_error(proc, "matplotlib", "--measure-only", "iomatrix recommend --format markdown|json")
+    assert not (tmp_path / "r.html").exists()

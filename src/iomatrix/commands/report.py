@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Annotated
 
@@ -73,6 +74,7 @@ def report(
         from iomatrix.report.fleet import select_fleet
 
         sid = sweep if sweep is not None else select_fleet(store, group).sweeps[-1].id
+    require_charts()
     # Imported once every option is known to be good: matplotlib, behind it, writes its font cache on first import.
     from iomatrix.report.html import write_report
 
@@ -110,3 +112,16 @@ def check_output_path(path: Path) -> None:
 
 def register(app: typer.Typer) -> None:
     app.command(NAME)(report)
+
+
+def require_charts() -> None:
+    """The HTML report draws its charts with matplotlib, an extra a measuring-only install leaves out (a fleet host
+    of the role's measure profile: `scripts/setup.sh --measure-only`): a one-line error saying so, not a traceback."""
+    from iomatrix.errors import UserError
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise UserError("the HTML report draws its charts with matplotlib, which this install leaves out (a "
+                        "measuring-only install: scripts/setup.sh --measure-only, the fleet role's measure profile)",
+                        hint="install the charts extra (.venv/bin/pip install 'matplotlib>=3.8', or scripts/setup.sh "
+                             "--minimal), or write the report where the merged database is; Markdown and JSON "
+                             "need no charts (iomatrix recommend --format markdown|json)")
