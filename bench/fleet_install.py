@@ -5,8 +5,8 @@
 For each install profile of the iomatrix.fleet role (`iomatrix_install_profile`): a fresh minimal Debian 12
 (`debootstrap --variant=minbase bookworm`, not timed, as bench/quickstart.py --fresh-debian makes it), then the
 role's own installer (roles/sweep/files/install.sh) run in a chroot exactly as the role runs it on a host:
-`install.sh /opt/iomatrix SOURCE.tar.gz '' --minimal` for `measure` (scripts/setup.sh --minimal: QEMU, fio, the
-Python dependencies) and without the option for `full` (scripts/setup.sh: test tools, Chromium, build tools, the
+`install.sh /opt/iomatrix SOURCE.tar.gz '' --measure-only` for `measure` (scripts/setup.sh --measure-only: QEMU's
+storage daemon and qemu-img, fio, the Python dependencies without matplotlib) and without the option for `full` (scripts/setup.sh: test tools, Chromium, build tools, the
 guest kernel and static fio). The source is `git archive REV` of this repository, as the playbook makes it.
 
 Printed per profile: the install's wall time, and the size it added to the fresh system (du of the chroot after
@@ -52,7 +52,7 @@ def install(profile: str, tarball: Path) -> tuple[float, float, int]:
             project.mkdir(parents=True)
             shutil.copy(tarball, project / ".source.tar.gz")
             shutil.copy(INSTALLER, project / ".install.sh")
-            option = ["--minimal"] if profile == "measure" else []
+            option = ["--measure-only"] if profile == "measure" else []
             env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
                    "DEBIAN_FRONTEND": "noninteractive", "LANG": "C.UTF-8"}
             t0 = time.monotonic()
