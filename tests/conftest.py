@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import uuid
@@ -184,3 +185,13 @@ def hold_provisioned(holder: str, workdir: Path, table: dict) -> tuple[subproces
         proc.kill()
         pytest.fail("the provisioning subprocess died before its disk was ready")
     return proc, json.loads(line)
+
+
+def ok_samples(db: Path) -> list[tuple[str, str, float]]:
+    """(cell key, metric, value) of every ok run's samples in the results database `db` (read-only)."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return con.execute("SELECT c.key, s.metric, s.value FROM samples s JOIN runs r ON r.id = s.run_id "
+                           "JOIN cells c ON c.id = r.cell_id WHERE r.status = 'ok'").fetchall()
+    finally:
+        con.close()

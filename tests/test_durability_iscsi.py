@@ -30,7 +30,7 @@ from iomatrix.report.recommend import DOCUMENTED, risk_statements
 from iomatrix.store import Store
 from iomatrix.tiers.declared.durability import Durability
 from iomatrix.tiers.durability_target import fuse_export_argv
-from tests.conftest import iomatrix_argv, needs, run_cli
+from tests.conftest import iomatrix_argv, needs, ok_samples, run_cli
 
 LAB_ISCSI = BackingFacts(None, o_direct=True, is_device=False, protocol="iscsi", lab_started=True)
 
@@ -137,8 +137,7 @@ def test_a_target_power_loss_loses_acknowledged_writes_only_with_the_write_cache
     proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--workdir", str(tmp_path / "wd"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     db = sqlite3.connect(tmp_path / "r.sqlite")
-    rows = db.execute("SELECT c.key, s.metric, s.value FROM samples s JOIN runs r ON r.id = s.run_id "
-                      "JOIN cells c ON c.id = r.cell_id WHERE r.status = 'ok'").fetchall()
+    rows = ok_samples(tmp_path / "r.sqlite")
     m = {("on" if "lun_write_cache=on" in key else "off", key.split("/")[3], metric): v for key, metric, v in rows}
     # Physics, not a rate: nbdkit's writeback cache writes to the image only on a flush, and with cache=unsafe
     # QEMU sends none, so with the LUN's cache on nothing the guest wrote after mkfs reaches the image.

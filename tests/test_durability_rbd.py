@@ -25,7 +25,7 @@ from iomatrix.report.recommend import DOCUMENTED, risk_statements
 from iomatrix.report.recommend.risks import RBD_CLIENT_CRASH
 from iomatrix.store import Store
 from iomatrix.tiers.declared.durability import Durability
-from tests.conftest import needs, run_cli
+from tests.conftest import needs, ok_samples, run_cli
 
 LAB_RBD = BackingFacts(None, o_direct=True, is_device=False, protocol="rbd", lab_started=True)
 
@@ -108,8 +108,7 @@ def test_a_ceph_client_crash_loses_acknowledged_writes_only_when_librbd_acknowle
     proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--workdir", str(tmp_path / "wd"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     db = sqlite3.connect(tmp_path / "r.sqlite")
-    rows = db.execute("SELECT c.key, s.metric, s.value FROM samples s JOIN runs r ON r.id = s.run_id "
-                      "JOIN cells c ON c.id = r.cell_id WHERE r.status = 'ok'").fetchall()
+    rows = ok_samples(tmp_path / "r.sqlite")
     lost: dict[str, list[float]] = {"on": [], "off": []}
     for key, metric, value in rows:
         assert not metric.startswith("power_loss."), metric  # no power loss is cut on RBD
