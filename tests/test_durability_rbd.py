@@ -19,6 +19,7 @@ from iomatrix.domain import NA
 from iomatrix.domain.axes import BackingFacts
 from iomatrix.durability.verdict import POWER_LOSS, QEMU_CRASH, LibrbdCache, config_verdict, documented_keeps_acked
 from iomatrix.matrix import Cell
+from iomatrix.plan.load import load_plan
 from iomatrix.report.durability import MeasuredIndex
 from iomatrix.report.query import CellWorkload
 from iomatrix.report.recommend import DOCUMENTED, risk_statements
@@ -70,6 +71,13 @@ def test_an_rbd_verdict_is_a_ceph_client_crash_and_has_no_power_loss_line() -> N
     kept = config_verdict({"qemu_crash.acked_lost": [0.0]}, "unsafe", librbd=LibrbdCache("writearound", "off"))
     assert "no loss was caught in 1 cuts (not called safe)" in (kept.situations[QEMU_CRASH].disagreement or "")
     assert kept.situations[POWER_LOSS].trials == 0
+
+
+def test_an_rbd_trial_is_estimated_at_its_measured_length() -> None:
+    plan, _ = load_plan("ceph-durability")
+    assert Durability.estimate_run_s(plan, Durability.own_workloads[0]) == 9.0  # 7.5-11.4 s measured
+    local, _ = load_plan("durability-quick")
+    assert Durability.estimate_run_s(local, Durability.own_workloads[0]) == Durability.overhead_s
 
 
 # --------------------------------------------------------------------------- real trials (slow)

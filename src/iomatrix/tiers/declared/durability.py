@@ -64,6 +64,9 @@ class Durability(TierDeclaration):
     # Not FRONTEND: what it measures is lost writes, and its two-disk command line attaches no IOThread.
     layers = frozenset(Layer) - {Layer.FRONTEND}
     overhead_s = 5.8  # a whole trial: boot, mkfs, writing until the cut, verification (docs/benchmarks.md)
+    # A trial on Ceph RBD also makes two RBD images, fences the crashed client and reads both images back through
+    # librbd: 7.5-11.4 s measured, about 9 s (docs/benchmarks.md, issue 35).
+    trial_s_by_backing: ClassVar[dict[str, float]] = {"rbd": 9.0}
     budget_margin_floor_s = 180.0  # TCG boots (and batches of runs) past a spent budget: run_timeout.py
     order = 40
     uses_images = False  # its images are its own small ones (LAYOUTS), not the plan's image_size
@@ -107,8 +110,11 @@ class Durability(TierDeclaration):
 
     @classmethod
     def estimate_run_s(cls, plan: Plan, workload: Workload) -> float | None:
-        # A trial's length is the tier's overhead (boot, write to a seeded cut, verify), not the plan's runtime.
-        return cls.overhead_s if workload.kind == cls.workload_kind else None
+        # A trial's length is the tier's overhead (boot, write to a seeded cut, verify), not the plan's runtime;
+        # the slowest backing of the plan sets it (an estimate, for the budget and `plan`'s duration).
+        if workload.kind != cls.workload_kind:
+            return None
+        return max(cls.trial_s_by_backing.get(b.type, cls.overhead_s) for b in plan.backing)
 
     @classmethod
     def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:
