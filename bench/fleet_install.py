@@ -6,8 +6,9 @@ For each install profile of the iomatrix.fleet role (`iomatrix_install_profile`)
 (`debootstrap --variant=minbase bookworm`, not timed, as bench/quickstart.py --fresh-debian makes it), then the
 role's own installer (roles/sweep/files/install.sh) run in a chroot exactly as the role runs it on a host:
 `install.sh /opt/iomatrix SOURCE.tar.gz '' --measure-only` for `measure` (scripts/setup.sh --measure-only: QEMU's
-storage daemon and qemu-img, fio, the Python dependencies without matplotlib) and without the option for `full` (scripts/setup.sh: test tools, Chromium, build tools, the
-guest kernel and static fio). The source is `git archive REV` of this repository, as the playbook makes it.
+storage daemon and qemu-img, fio, the Python dependencies without matplotlib) and without the option for `full`
+(scripts/setup.sh: test tools, Chromium, build tools, the guest kernel and static fio). The source is
+`git archive REV` of this repository, as the playbook makes it.
 
 Printed per profile: the install's wall time, and the size it added to the fresh system (du of the chroot after
 minus before, apt's downloaded .deb files and pip's cache left out: caches, not the install). Exit status 0 when
