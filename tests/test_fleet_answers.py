@@ -451,3 +451,15 @@ def test_a_faster_configuration_the_requirements_exclude_is_named_as_one_host_na
     allowed = run_cli("recommend", "--db", str(db), "--format", "json", "--allow-data-loss")
     [free] = json.loads(allowed.stdout)[0]["rows"]
     assert free["answer"] == "cache=unsafe" and free["declined"] is None
+
+
+def test_hosts_whose_backings_are_named_differently_are_told_why_nothing_matches() -> None:
+    from iomatrix.report.fleet import backing_names_hint
+
+    hint = backing_names_hint({"h1": {"lun-h1"}, "h2": {"lun-h2"}, "h3": {"lun-h3", "dir"}})
+    assert hint is not None and "h1: lun-h1; h2: lun-h2; h3: dir, lun-h3" in hint
+    assert "same `name` on every host" in hint
+    assert backing_names_hint({"h1": {"san"}, "h2": {"san"}}) is None  # matched by name: no hint
+    assert backing_names_hint({"h1": {"san", "dir"}, "h2": {"dir"}}) is None  # one name in common
+    assert backing_names_hint({"h1": {"lun-h1"}}) is None  # one host
+    assert backing_names_hint({"h1": {"lun-h1"}, "h2": set()}) is None  # a host without ranked cells: "lacks" says it

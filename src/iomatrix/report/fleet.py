@@ -224,7 +224,10 @@ class WorkloadFleet:
         head = f"{self.workload} ({self.tier}, {self.metric}) — {self.group}, {n} host{'s' if n != 1 else ''}: "
         if a.choice is None:
             lack = "; ".join(f"{h} lacks {', '.join(cs[:3])}" for h, cs in a.missing.items())
-            return head + f"no configuration was ranked on every host ({lack or 'no host ranked any'})."
+            hint = backing_names_hint({h: {cw.axes.get("backing", "") for cw in wr.cells.values()}
+                                       for h, wr in self.per_host.items()})
+            return head + f"no configuration was ranked on every host ({lack or 'no host ranked any'})." + (
+                f" {hint}" if hint else "")
         shared = f" (all: {' '.join(self.shared_axes())})" if self.shared_axes() and len(a.wins) > 1 else ""
         if a.settled:
             out = head + f"use {self.short(a.choice)}{shared}: best or tied-best on {a.wins[a.choice]} of {n} hosts"
@@ -286,6 +289,19 @@ def choice_snippets(per_host: dict[str, WorkloadRanking], choice: str | None) ->
     if cell is None or "cache" not in cell.axes:
         return None
     return snippets_for(DiskConfig.from_axes(cell.axes, cell.backing.get("kind")))
+
+
+def backing_names_hint(backings: Mapping[str, set[str]]) -> str | None:
+    """Why hosts share no configuration, when the reason is their backings' names: a configuration is matched
+    across hosts by its whole cell, the backing's name included, so hosts that each sweep a backing of their own
+    name (a LUN per host on one target, `name = "lun-h1"`) can never be compared. None when some backing name is
+    common to every host, or there is only one host."""
+    named = {h: {b for b in names if b} for h, names in backings.items()}
+    if len(named) < 2 or not all(named.values()) or set.intersection(*named.values()):
+        return None
+    shown = "; ".join(f"{h}: {', '.join(sorted(names)[:2])}" for h, names in sorted(named.items())[:4])
+    return (f"The hosts name their backings differently ({shown}): a configuration is matched across hosts by its "
+            "backing's name too; give the backing the same `name` on every host (docs/fleet.md).")
 
 
 def fleet_answers(store: Store, fleet: Fleet, workload: str | None = None, metric: str | None = None, *,
