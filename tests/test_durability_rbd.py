@@ -80,6 +80,19 @@ def test_an_rbd_trial_is_estimated_at_its_measured_length() -> None:
     assert Durability.estimate_run_s(local, Durability.own_workloads[0]) == Durability.overhead_s
 
 
+def test_a_trials_live_line_shows_the_client_crash_where_no_power_loss_was_cut() -> None:
+    from types import SimpleNamespace
+
+    from iomatrix.sweep.progress import run_headline
+    from iomatrix.tiers.base import RunOutcome
+
+    unit = SimpleNamespace(workload=Durability.own_workloads[0])  # primary metric: power_loss.acked_lost
+    rbd = RunOutcome(ok=True, metrics={"qemu_crash.acked_lost": 12.0}, phases={"wall_s": 8.0})
+    assert run_headline(unit, rbd).startswith("qemu_crash.acked_lost=12.0")  # type: ignore[arg-type]
+    nothing = RunOutcome(ok=True, metrics={}, phases={"wall_s": 8.0})
+    assert run_headline(unit, nothing).startswith("power_loss.acked_lost=?")  # type: ignore[arg-type]
+
+
 # --------------------------------------------------------------------------- real trials (slow)
 
 SWEEP = """

@@ -23,11 +23,12 @@ def run_headline(unit: Unit, outcome: RunOutcome) -> str:
         return f"FAILED: {outcome.error}"
     m = unit.workload.primary_metric
     v = outcome.metrics.get(m)
-    if v is None:  # a run that measures the same quantity under another name (a durability trial on Ceph RBD
-        # counts acknowledged writes lost to a client crash, qemu_crash.acked_lost, and has no power loss)
-        same = [k for k in sorted(outcome.metrics) if k.rpartition(".")[2] == m.rpartition(".")[2] and "." in m]
-        if same:
-            m, v = same[0], outcome.metrics[same[0]]
+    quantity = m.rpartition(".")[2]
+    if v is None and quantity != m:  # the same quantity under another situation: a durability trial on Ceph RBD
+        # counts the acknowledged writes a client crash lost (qemu_crash.acked_lost), and cuts no power
+        same = next((k for k in sorted(outcome.metrics) if k.rpartition(".")[2] == quantity), None)
+        if same is not None:
+            m, v = same, outcome.metrics[same]
     shown = "?" if v is None else f"{v:,.1f}"
     line = f"{m}={shown} (wall {outcome.phases.get('wall_s', 0):.1f} s)"
     if load_not_reached(outcome.metrics):
