@@ -1,7 +1,8 @@
 #!/bin/sh
 # Install or update iomatrix from a source tarball, idempotently:
-#   install.sh PROJECT_DIR TARBALL [WHEELHOUSE_TAR] [SETUP_OPTION]
-# SETUP_OPTION is given to scripts/setup.sh: --minimal for a host that only measures (the role's default).
+#   install.sh PROJECT_DIR TARBALL [WHEELHOUSE_TAR] [SETUP_OPTION ...]
+# The SETUP_OPTIONs are given to scripts/setup.sh (empty ones left out): --measure-only for a host that only
+# measures (the role's default), --shared-storage for a plan with iSCSI, NFS or Ceph RBD backings.
 #
 # One install at a time per directory (a flock), because hosts that share a filesystem (containers, the
 # fleet demo's namespaces) would otherwise unpack and pip-install into one .venv at once. The source is unpacked
@@ -15,7 +16,11 @@ set -eu
 dir=$1
 tarball=$2
 wheelhouse=${3:-}
-setup_option=${4:-}
+if [ "$#" -ge 3 ]; then shift 3; else shift "$#"; fi
+options=""
+for option in "$@"; do
+    [ -n "$option" ] && options="$options $option"
+done
 exec 9>"$dir/.install.lock"
 if ! flock -w 3600 9; then
     echo "install.sh: another install in $dir held its lock for an hour" >&2
@@ -41,7 +46,8 @@ if [ -n "$wheelhouse" ]; then
     export PIP_NO_INDEX=1 PIP_FIND_LINKS="$dir/.wheelhouse"
 fi
 status=0
-"$dir/scripts/setup.sh" ${setup_option:+"$setup_option"} || status=$?
+# shellcheck disable=SC2086 # the options are words without spaces (--measure-only, --shared-storage)
+"$dir/scripts/setup.sh" $options || status=$?
 if [ "$status" -ne 0 ]; then
     # setup.sh writes its stamp only after pip installed iomatrix: without it the .venv holds nothing of ours.
     if [ -d "$dir/.venv" ] && [ ! -f "$dir/.venv/.iomatrix-installed" ]; then
