@@ -195,3 +195,14 @@ def ok_samples(db: Path) -> list[tuple[str, str, float]]:
                            "JOIN cells c ON c.id = r.cell_id WHERE r.status = 'ok'").fetchall()
     finally:
         con.close()
+
+
+def speed_cell(backing_type: str, **axes: str):  # type: ignore[no-untyped-def] # -> CellWorkload
+    """A block-layer cell a shared-storage sweep would rank (raw, cache=none unless `axes` say otherwise), on a
+    backing of `backing_type`: what `recommend`'s risk lines are asked about in the durability tests."""
+    from iomatrix.domain import NA
+    from iomatrix.report.query import CellWorkload
+
+    values = {"tier": "blocklayer", "format": "raw", "preallocation": "off", "cache": "none", "aio": "threads",
+              "bus": "virtio-blk", "backing": "b", "modifier": "none", "lun_type": NA, **axes}
+    return CellWorkload(0, "", values, {"backing_type": backing_type}, "rand-write-4k", ["none"])

@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from iomatrix.backing.leftover_kinds import mounts_at
-from iomatrix.domain import NA
 from iomatrix.domain.axes import BackingFacts
 from iomatrix.durability.verdict import POWER_LOSS, TARGET_POWER_LOSS, config_verdict, documented_keeps_acked
 from iomatrix.matrix import Cell
@@ -30,7 +29,7 @@ from iomatrix.report.recommend import DOCUMENTED, risk_statements
 from iomatrix.store import Store
 from iomatrix.tiers.declared.durability import Durability
 from iomatrix.tiers.durability_target import fuse_export_argv
-from tests.conftest import iomatrix_argv, needs, ok_samples, run_cli
+from tests.conftest import iomatrix_argv, needs, ok_samples, run_cli, speed_cell
 
 LAB_ISCSI = BackingFacts(None, o_direct=True, is_device=False, protocol="iscsi", lab_started=True)
 
@@ -121,9 +120,7 @@ def _fuse_mounts_under(path: Path) -> list[str]:
 
 def _speed_cell(wc: str, cache: str, backing_type: str = "iscsi") -> CellWorkload:
     """A block-layer cell a shared-storage sweep would rank, on `backing_type`."""
-    axes = {"tier": "blocklayer", "format": "raw", "preallocation": "off", "cache": cache, "aio": "threads",
-            "bus": "virtio-blk", "backing": "b", "modifier": "none", "lun_type": NA, "lun_write_cache": wc}
-    return CellWorkload(0, "", axes, {"backing_type": backing_type}, "rand-write-4k", ["none"])
+    return speed_cell(backing_type, cache=cache, lun_write_cache=wc)
 
 
 @pytest.mark.slow

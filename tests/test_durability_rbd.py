@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.domain import NA
 from iomatrix.domain.axes import BackingFacts
 from iomatrix.durability.verdict import POWER_LOSS, QEMU_CRASH, LibrbdCache, config_verdict, documented_keeps_acked
 from iomatrix.matrix import Cell
@@ -26,7 +25,7 @@ from iomatrix.report.recommend import DOCUMENTED, risk_statements
 from iomatrix.report.recommend.risks import RBD_CLIENT_CRASH
 from iomatrix.store import Store
 from iomatrix.tiers.declared.durability import Durability
-from tests.conftest import needs, ok_samples, run_cli
+from tests.conftest import needs, ok_samples, run_cli, speed_cell
 
 LAB_RBD = BackingFacts(None, o_direct=True, is_device=False, protocol="rbd", lab_started=True)
 
@@ -113,10 +112,8 @@ store = "memstore"
 
 def _speed_cell(until_flush: str, backing_type: str = "rbd") -> CellWorkload:
     """A block-layer cell a Ceph sweep would rank, on `backing_type`."""
-    axes = {"tier": "blocklayer", "format": "raw", "preallocation": "off", "cache": "unsafe", "aio": "threads",
-            "bus": "virtio-blk", "backing": "b", "modifier": "none", "rbd_cache_policy": "writeback",
-            "rbd_cache_writethrough_until_flush": until_flush, "lun_type": NA}
-    return CellWorkload(0, "", axes, {"backing_type": backing_type}, "rand-write-4k", ["none"])
+    return speed_cell(backing_type, cache="unsafe", rbd_cache_policy="writeback",
+                      rbd_cache_writethrough_until_flush=until_flush)
 
 
 @pytest.mark.slow
