@@ -327,3 +327,36 @@ def test_a_short_scratch_dir_outside_the_workdir_is_recorded_and_cleaned(tmp_pat
     proc = run_cli("clean", "--workdir", str(workdir))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert not d.exists() and leftovers.pending(workdir) == []
+
+
+@root_only
+def test_a_loop_device_still_open_elsewhere_is_waited_for_before_its_file_is_called_free(tmp_path: Path) -> None:
+    """`losetup --detach` on a device another process still holds (udev's blkid after an unmount, a scan) only marks
+    it to be cleared when that process closes it. The undo waits for that, so the file's removal after it does not
+    find the file still backing a loop device (a CI run failed so: "disk.img still backs a loop device")."""
+    import threading
+
+    from iomatrix.backing.leftover_kinds import LoopLeftover
+
+    image = tmp_path / "disk.img"
+    with open(image, "wb") as f:
+        f.truncate(8 << 20)
+    dev = subprocess.run(["losetup", "--find", "--show", str(image)], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    holder = os.open(dev, os.O_RDONLY)  # another opener of the device, as a probe would be
+    after: list[list[str]] = []
+    try:
+        undo = threading.Thread(target=lambda: (LoopLeftover(str(image)).remove(),
+                                                after.append(loops_backed_by(str(image)))))
+        undo.start()
+        autoclear = Path(f"/sys/block/{Path(dev).name}/loop/autoclear")
+        for _ in range(2000):  # bounded: until the detach has been asked for (the kernel set autoclear)
+            if not undo.is_alive() or autoclear.read_text().strip() == "1":
+                break
+            threading.Event().wait(0.01)
+    finally:
+        os.close(holder)
+    undo.join(timeout=60)
+    assert not undo.is_alive()
+    assert after == [[]], after  # the undo returned only once the device had let go of the file
+    assert loops_backed_by(str(image)) == []

@@ -52,6 +52,10 @@ LOOP_SOURCE = re.compile(r"/dev/loop[0-9]+")
 # A FUSE mount (qemu-storage-daemon's FUSE export of an image, the durability tier's iSCSI LUN file): its
 # mountpoint is a file iomatrix created inside the working directory, which is what identifies it as ours.
 FUSE_SOURCE = "/dev/fuse"
+# The kernel detaches a loop device only once its last opener closes it: `losetup --detach` on a device a probe
+# still holds (udev's blkid after an unmount, another process's losetup or blkid scan) succeeds and only marks it
+# to be cleared. How long to wait for it to let go of the file before calling the file still in use.
+LOOP_DETACH_WAIT_S = 10.0
 # A host setting changed for a sweep (the consolidation tier enables KSM): restored to the recorded value.
 KSM_RUN = "/sys/kernel/mm/ksm/run"
 KSM_RUN_VALUES = ("0", "1", "2")
@@ -239,6 +243,12 @@ class LoopLeftover(Leftover):
             out = _run(["losetup", "--detach", dev])
             if out.returncode != 0 and dev in loops_backed_by(backing_file):
                 raise LeftoverError(f"cannot detach {dev}: {out.stderr.strip()}")
+            deadline = time.monotonic() + LOOP_DETACH_WAIT_S
+            while dev in loops_backed_by(backing_file):
+                if time.monotonic() > deadline:
+                    raise LeftoverError(f"{dev} (over {backing_file}) is still open {LOOP_DETACH_WAIT_S:g} s after "
+                                        "losetup --detach: something holds it (see: fuser -v " + dev + ")")
+                time.sleep(0.05)
             done.append(f"detached {dev} (backing file {backing_file})")
         return done
 
