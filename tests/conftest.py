@@ -27,8 +27,10 @@ SERIAL_GROUPS = {
     "ceph": ("test_rbd_backing", "test_rbd_flush_finding", "test_snippets_rbd", "test_kill_campaign_ceph",
              "test_durability_rbd"),
     # The fleet demo's namespaces and addresses are fixed, and its leftover check scans /tmp/iomatrix-fleet-*,
-    # which the playbook runs of the other fleet tests also make.
-    "fleet": ("test_fleet_demo", "test_fleet_answers", "test_fleet_collection", "test_fleet_host_label"),
+    # which the playbook runs of the other fleet tests also make; it makes and removes /run/sshd, which the
+    # namespaced client hosts' sshd needs too (tests/client_hosts.py).
+    "fleet": ("test_fleet_demo", "test_fleet_answers", "test_fleet_collection", "test_fleet_host_label",
+              "test_client_hosts"),
 }
 # Modules whose module-scoped fixture is a sweep or a boot: kept on one worker so it is made once.
 WHOLE_MODULES = ("test_guest_boot", "test_verdict", "test_headline", "test_guest_batch", "test_bad_input_campaign")

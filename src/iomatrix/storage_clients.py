@@ -107,4 +107,5 @@ def backing_facts(spec: BackingSpec, allowed: set[Path]) -> BackingFacts:
     return BackingFacts(unavailable=spec.availability(allowed), o_direct=spec.supports_o_direct(),
                         is_device=spec.kind == "device", protocol=protocol,
                         kernel_client_missing=kernel_client_missing(protocol),
-                        lab_started=None if protocol is None else bool(getattr(spec, "lab_started", True)))
+                        lab_started=None if protocol is None else bool(getattr(spec, "lab_started", True)),
+                        client_hosts=len(getattr(spec, "client_host", ())))

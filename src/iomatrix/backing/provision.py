@@ -31,6 +31,7 @@ from typing import Any, Literal
 # is imported first (iomatrix run) its names do not exist yet here; they are looked up when called.
 from iomatrix import safety
 from iomatrix.backing import leftovers
+from iomatrix.backing.client_host import ClientHost
 from iomatrix.backing.iscsi import ExistingIscsiServer, TgtServer
 from iomatrix.backing.leftover_kinds import (
     Leftover,
@@ -75,6 +76,8 @@ class BackingHandle:
     metadata: dict[str, Any] = field(default_factory=dict)
     # A network backing's server (iomatrix.backing.network): it makes a fresh disk per run.
     server: NetworkServer | None = None
+    # The hosts its contention runs' clients run on (`[[backing.client_host]]`, backing/client_host.py).
+    client_hosts: tuple[ClientHost, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -462,7 +465,8 @@ def provision(spec: BackingSpec, workdir: Path, allowed_devices: set[Path]) -> I
             **meta,
             "physical_device": physical_of(dev),
         }
-        handle = BackingHandle(label=spec.label(), kind=spec.kind, path=path, metadata=metadata, server=server)
+        handle = BackingHandle(label=spec.label(), kind=spec.kind, path=path, metadata=metadata, server=server,
+                               client_hosts=tuple(getattr(spec, "client_host", ())))
     except BaseException as exc:
         td.run(in_flight=exc)
         raise

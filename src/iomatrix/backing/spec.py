@@ -32,6 +32,7 @@ from pydantic import (
     model_validator,
 )
 
+from iomatrix.backing.client_host import SharedServer
 from iomatrix.backing.fsoptions import check_mkfs_options, check_mount_options
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import PACKAGE_OF
@@ -404,7 +405,7 @@ def allowed_iscsi_luns(allowed: set[Path]) -> set[str]:
     return urls
 
 
-class IscsiBacking(_Spec):
+class IscsiBacking(_Spec, SharedServer):
     """iSCSI LUNs: served by a tgtd iomatrix starts on 127.0.0.1 (no keys), or one LUN of an existing target
     (`portal`, `iqn`, `lun`), written only when handed over with --allow-destroy iscsi://PORTAL/IQN/LUN."""
 
@@ -489,7 +490,7 @@ NFS_SERVER = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}|[0-9A-Fa-f:]{2,39}")
 NFS_EXPORT = re.compile(r"/[A-Za-z0-9_.,+=@~/-]{0,1023}")
 
 
-class NfsBacking(_Spec):
+class NfsBacking(_Spec, SharedServer):
     """Disks as image files on NFS, opened by QEMU's own NFS client (libnfs). Lab-started (no keys): iomatrix
     runs nfs-ganesha (FSAL VFS) on 127.0.0.1 with an export under the working directory. Existing
     (`server` + `export`): iomatrix creates its own files on that export and removes them afterwards."""
@@ -566,7 +567,7 @@ RBD_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 RBD_PATH = re.compile(r"/[A-Za-z0-9_.+=@~/-]{0,1023}")
 
 
-class RbdBacking(_Spec):
+class RbdBacking(_Spec, SharedServer):
     """Disks as Ceph RBD images, opened by QEMU's own Ceph client (librbd). Lab-started (no keys): iomatrix runs one
     ceph-mon and one ceph-osd on 127.0.0.1, the OSD on BlueStore over a file (`store = "bluestore"`, the default)
     or in RAM (`store = "memstore"`, for quick tests). Existing (`conf`, `pool`, optional `keyring`, `user`):

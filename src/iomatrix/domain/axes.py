@@ -62,6 +62,8 @@ class BackingFacts:
     # Whether iomatrix started the network backing's server itself (then it sees the file holding a disk's bytes,
     # where the server-side baseline runs); False for a server the user named; None for a local backing.
     lab_started: bool | None = None
+    # How many hosts the backing's clients run on (`[[backing.client_host]]`); 0: the clients run on this host.
+    client_hosts: int = 0
 
 
 @dataclass(frozen=True)
@@ -975,7 +977,8 @@ RTT = Axis(
     tools={t: _rtt_tool for t in ("libvirt", "proxmox", "virt-install", "nova")})
 
 def _clients_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
-    return clients.prune_reason(values["clients"], ctx.backing is not None, _protocol(ctx), ctx.backing_label)
+    return clients.prune_reason(values["clients"], ctx.backing is not None, _protocol(ctx), ctx.backing_label,
+                                ctx.backing.client_hosts if ctx.backing is not None else 0)
 
 
 CLIENTS = Axis(

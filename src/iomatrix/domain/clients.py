@@ -23,11 +23,18 @@ def value_error(value: str) -> str | None:
     return None
 
 
-def prune_reason(clients: str, backing_known: bool, protocol: str | None, backing_label: str) -> str | None:
-    """Why a cell cannot run `clients` clients on its backing: a local one has no server to share. None for one
-    client, or where the backing's facts are not known (a snippet). Which tiers run several clients is the tiers'
-    to say (`runs_many_clients` in tiers/declaration.py)."""
-    if clients == "1" or not backing_known or protocol is not None:
+def prune_reason(clients: str, backing_known: bool, protocol: str | None, backing_label: str,
+                 client_hosts: int = 0) -> str | None:
+    """Why a cell cannot run `clients` clients on its backing: a local one has no server to share; a backing whose
+    clients run on other hosts (`[[backing.client_host]]`) runs at most one client per host. None for one client,
+    or where the backing's facts are not known (a snippet). Which tiers run several clients is the tiers' to say
+    (`runs_many_clients` in tiers/declaration.py)."""
+    if not backing_known:
+        return None
+    if client_hosts and value_error(clients) is None and int(clients) > client_hosts:
+        return (f"clients={clients} needs {clients} client hosts; backing {backing_label} names {client_hosts} "
+                "(client_host tables): one client runs on each")
+    if clients == "1" or protocol is not None:
         return None
     return (f"clients={clients} measures many clients sharing one storage server; {backing_label} is a local "
             "backing (no server to share): network backings only")

@@ -53,10 +53,13 @@ class ContentionCurve:
     latency_metric: str | None
     points: list[ContentionPoint]  # in order of N
     saturation: int | None  # N from which adding clients stops adding aggregate throughput (None: kept scaling)
+    # The hosts client 1, 2, … ran on (`[[backing.client_host]]`); empty: on the sweep's own host.
+    client_hosts: tuple[str, ...] = ()
 
     def as_rows(self) -> list[dict[str, Any]]:
-        """One row per N: what the terminal, JSON and CSV carry."""
-        return [{**{a: v for a, v in self.axes.items() if a != "clients"}, "workload": self.workload,
+        """One row per N: what the terminal, JSON and CSV carry (the client hosts only where there were some)."""
+        hosts = {"client_hosts": ", ".join(self.client_hosts)} if self.client_hosts else {}
+        return [{**{a: v for a, v in self.axes.items() if a != "clients"}, **hosts, "workload": self.workload,
                  "tier": self.tier, "config": self.label, "clients": p.clients,
                  "n": p.aggregate.n, "metric": self.metric, **_figure("aggregate", p.aggregate),
                  **_figure("per_client", p.per_client), **_figure("per_client_p99_us", p.per_client_p99_us),
@@ -115,6 +118,15 @@ def _point(c: CellWorkload, metric: str, latency: str | None, rows: Mapping[str,
                            summarize([f for f in fair if f is not None], scale="proportion") if fair else None)
 
 
+def client_hosts_of(backing: Mapping[str, Any]) -> tuple[str, ...]:
+    """The host names of the client hosts a recorded backing named (its spec's `client_host` tables), in order."""
+    spec = backing.get("backing_spec")
+    hosts = spec.get("client_host") if isinstance(spec, dict) else None
+    if not isinstance(hosts, list):
+        return ()
+    return tuple(str(h.get("ssh", "?")).rsplit("@", 1)[-1] for h in hosts if isinstance(h, dict))
+
+
 def contention_curves(cws: Sequence[CellWorkload], rows: Mapping[str, Mapping[int, list[float]]]) -> \
         list[ContentionCurve]:
     """Every configuration's curve over N, for the configurations measured at two or more N. `rows`: metric →
@@ -136,7 +148,8 @@ def contention_curves(cws: Sequence[CellWorkload], rows: Mapping[str, Mapping[in
             continue
         saturation = saturation_clients([AggregatePoint(p.clients, p.aggregate.mean, p.aggregate.ci_low,
                                                         p.aggregate.ci_high) for p in points])
-        out.append(ContentionCurve(workload, tier, label, config, metric, latency, points, saturation))
+        out.append(ContentionCurve(workload, tier, label, config, metric, latency, points, saturation,
+                                   client_hosts_of(found[0].backing)))
     return sorted(out, key=lambda c: (c.workload, tier_order(c.tier), c.label))
 
 

@@ -52,7 +52,7 @@ class BatchRunning:
         if cell.is_null_ceiling:
             return Target("null", None)
         h = self.handles[cell.backing]
-        return Target(h.kind, Path(h.path), server=h.server)
+        return Target(h.kind, Path(h.path), server=h.server, client_hosts=h.client_hosts)
 
     # -- one batch of runs ------------------------------------------------------
     def _run_batch(self, sweep_id: int, items: list[RunItem]) -> list[tuple[RunOutcome, int, RunInterference | None]]:

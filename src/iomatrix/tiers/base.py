@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from iomatrix.backing.client_host import ClientHost
 from iomatrix.backing.leftovers import register_temp_path
 from iomatrix.backing.network import NetworkServer
 from iomatrix.domain.axes import DiskContext, qemu_options
@@ -51,6 +52,8 @@ class Target:
     kind: str  # "dir" | "device" | "null" | "network"
     path: Path | None
     server: NetworkServer | None = None
+    # The hosts a contention run's clients run on (`[[backing.client_host]]`); empty: on this host.
+    client_hosts: tuple[ClientHost, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -101,10 +101,18 @@ def export_spec(disk: DiskSpec, node: str = NODE, name: str = EXPORT_NAME) -> st
 def daemon_argv(qsd: str, disk: DiskSpec, listen_fd: int, wrapper: list[str] | None = None) -> list[str]:
     """The qemu-storage-daemon command line serving `disk` (the guest's graph) on the listening UNIX socket
     `listen_fd` (inherited: see :func:`listening_socket`)."""
+    return [*(wrapper or []), *_daemon_argv(qsd, disk, f"addr.type=fd,addr.str={listen_fd}")]
+
+
+def remote_daemon_argv(disk: DiskSpec) -> list[str]:
+    """The command line a client host runs (tiers/remote_client.py): the daemon on the host's PATH, serving `disk`
+    on `SOCKET_NAME` in its working directory, which the job's NBD URI names."""
+    return _daemon_argv("qemu-storage-daemon", disk, f"addr.type=unix,addr.path={SOCKET_NAME}")
+
+
+def _daemon_argv(qsd: str, disk: DiskSpec, nbd_address: str) -> list[str]:
     objects = [arg for spec in object_specs(disk) for arg in ("--object", spec)]  # an IOThread for the export
-    return [*(wrapper or []), qsd, *objects,
-            "--blockdev", blockdev_spec(disk, NODE),
-            "--nbd-server", f"addr.type=fd,addr.str={listen_fd}",
+    return [qsd, *objects, "--blockdev", blockdev_spec(disk, NODE), "--nbd-server", nbd_address,
             "--export", export_spec(disk)]
 
 
@@ -357,14 +365,16 @@ class BlockLayerTier(BlockLayer, Tier):
                                    "substitutions": job.substitutions, "image_size_bytes": image_bytes}
         run = ContentionRun(req, self.fio, job.text, self.workdir, image_bytes,
                             start_daemon=lambda disk, where: self._start_client_daemon(req, disk, where),
-                            stop_child=lambda proc, grace: self._stop(proc, grace_s=grace, tree=True), meta=meta)
+                            stop_child=lambda proc, grace: self._stop(proc, grace_s=grace, tree=True), meta=meta,
+                            remote_daemon_argv=lambda disk: remote_daemon_argv(disk_for(req.cell, disk,
+                                                                                         disk.size_bytes)))
         return run.run()
 
     def run(self, req: RunRequest) -> RunOutcome:
         """One run. Order (docs/blocklayer.md "Per-run overhead"): earlier runs' images are deleted in a
         thread; fio starts (its own start-up takes ≥ ~0.2 s before it connects); meanwhile the image is
         created, the deleting thread stopped and the daemon started on the socket fio connects to."""
-        if client_count(req.cell) > 1:
+        if client_count(req.cell) > 1 or req.target.client_hosts:  # clients on other hosts: one is too
             return self._run_clients(req)
         t0 = time.monotonic()
         run_dir = req.run_dir

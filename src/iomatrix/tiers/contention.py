@@ -20,9 +20,10 @@ saturation point (report/contention.py).
 
 Honest about one host: the N clients share this host's CPUs with each other and with the server (a lab-started
 target or NFS server on loopback), so on a small host they contend for CPU as much as for the backend; the run
-records the host's CPU count (``host_cpus``) with the clients' figures. Several hosts (the fleet) would run one
-fio server each and one fio client on the controller: this module's parsing and the store's per-client rows are
-the same for that.
+records the host's CPU count (``host_cpus``) with the clients' figures. A backing that names client hosts
+(``[[backing.client_host]]``) runs client i on host i instead (tiers/remote_client.py: the daemon and the fio
+server started there over SSH); this host then only drives their fio servers, and stores their results in host
+order.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from iomatrix.stats.fairness import jain_index
 from iomatrix.textfile import last_lines
 from iomatrix.tiers.base import RunOutcome, RunRequest
 from iomatrix.tiers.network_disks import disk_name, follow_server, network_disk
+from iomatrix.tiers.remote_client import READY_WAIT_S, RemoteClient
 
 CLIENT_DIR = "client{}"
 FIO_SERVER_SOCKET = "fio-server.sock"
@@ -77,11 +79,16 @@ def contention_job(text: str) -> str:
 def client_reports(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     """fio's client/server JSON split into one ordinary report ({"jobs": […]}) per client, in the order fio
     listed them; fio's "All clients" sum is left out (the aggregate is computed from the clients)."""
+    return list(client_reports_by_host(report).values())
+
+
+def client_reports_by_host(report: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """:func:`client_reports` by the name fio gives each server (its ``--client`` host, or socket path)."""
     per_host: dict[str, list[dict[str, Any]]] = {}
     for entry in report.get("client_stats", []):
         if isinstance(entry, dict) and entry.get("jobname") != ALL_CLIENTS:
             per_host.setdefault(str(entry.get("hostname", "")), []).append(entry)
-    return [{"jobs": jobs} for jobs in per_host.values()]
+    return {host: {"jobs": jobs} for host, jobs in per_host.items()}
 
 
 def aggregate_metrics(clients: Sequence[Mapping[str, float]], primary_metric: str) -> dict[str, float]:
@@ -119,6 +126,9 @@ def extract_client_json(text: str) -> dict[str, Any]:
 StartDaemon = Callable[[NetworkDisk, Path], tuple[subprocess.Popen, list[Path]]]
 # Stops a child the tier started (and forgets it): the process, the grace before SIGKILL.
 StopChild = Callable[[subprocess.Popen, float], None]
+# The daemon's command line as a client host runs it (tiers/remote_client.py): the cell's graph on `disk`,
+# exported on the UNIX socket the job names, in the remote directory.
+RemoteDaemonArgv = Callable[[NetworkDisk], list[str]]
 
 
 @dataclass
@@ -131,6 +141,7 @@ class Client:
     daemon: subprocess.Popen | None = None
     fio_server: subprocess.Popen | None = None
     paths: list[Path] = field(default_factory=list)  # sockets to remove after the processes have stopped
+    remote: RemoteClient | None = None  # on a client host: its daemon and fio server run there
 
     @property
     def server_socket(self) -> Path:
@@ -150,6 +161,7 @@ class ContentionRun:
     start_daemon: StartDaemon
     stop_child: StopChild
     meta: dict[str, Any]
+    remote_daemon_argv: RemoteDaemonArgv | None = None
     clients: list[Client] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
 
@@ -158,6 +170,11 @@ class ContentionRun:
         n = client_count(self.req.cell)
         self.meta.update({"clients": n, "host_cpus": os.cpu_count(), "synchronised_start":
                           "fio client/server mode: one fio --server per client, RUN sent to all by one fio --client"})
+        hosts = self.req.target.client_hosts[:n]
+        if hosts:  # each client on a host of its own: this host only drives their fio servers
+            self.meta["client_hosts"] = [h.label for h in hosts]
+            self.meta["clients_ran_on"] = ("client hosts over SSH ([[backing.client_host]]): client i on host i; "
+                                           "their CPU is not sampled here (host_cpus is this host's)")
         with children.SigtermGuard(), contextlib.ExitStack() as disks:
             try:
                 outcome = self._prepare(disks, n)
@@ -202,6 +219,11 @@ class ContentionRun:
                 return self._failed(f"client {i}: {err.one_line()}")
             disk_metas.append(disk_meta["network_disk"])
             self.meta.setdefault("network_server", disk_meta["network_server"])
+            if self.req.target.client_hosts:
+                assert self.remote_daemon_argv is not None
+                client.remote = RemoteClient(self.req.target.client_hosts[i], client.directory / "ssh.log")
+                client.remote.start(self.remote_daemon_argv(client.disk))
+                continue
             client.daemon, client.paths = self.start_daemon(client.disk, client.directory)
             self._start_fio_server(client)
         self.meta["network_disks"] = disk_metas
@@ -220,6 +242,14 @@ class ContentionRun:
 
     def _await_servers(self) -> str | None:
         """Wait (bounded, by polling the condition) until every fio server listens; why not, else None."""
+        if self.req.target.client_hosts:
+            deadline = time.monotonic() + READY_WAIT_S
+            for client in self.clients:
+                assert client.remote is not None
+                if (why := client.remote.await_ready(deadline)) is not None:
+                    return why
+            self.meta["client_host_dirs"] = [c.remote.remote_dir for c in self.clients if c.remote is not None]
+            return None
         deadline = time.monotonic() + SERVER_READY_S
         for client in self.clients:
             assert client.fio_server is not None
@@ -246,8 +276,9 @@ class ContentionRun:
         run_dir = self.req.run_dir
         argv = [self.fio, "--output-format=json", "--output=fio.json"]
         for client in self.clients:
-            argv += [f"--client=sock:{client.server_socket.relative_to(run_dir)}",
-                     str((client.directory / "job.fio").relative_to(run_dir))]
+            where = (client.remote.host.fio_server_arg() if client.remote is not None
+                     else f"sock:{client.server_socket.relative_to(run_dir)}")
+            argv += [f"--client={where}", str((client.directory / "job.fio").relative_to(run_dir))]
         self.meta["fio_argv"] = argv
         t_fio = time.monotonic()
         proc = children.spawn(argv, cwd=run_dir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -274,7 +305,13 @@ class ContentionRun:
     def _outcome(self, raw: str, stderr: str) -> RunOutcome:
         primary = self.req.workload.primary_metric
         try:
-            reports = client_reports(extract_client_json(raw))
+            by_host = client_reports_by_host(extract_client_json(raw))
+            reports = list(by_host.values())
+            hosts = [c.remote.host.fio_address for c in self.clients if c.remote is not None]
+            if hosts:  # client i is host i's, whatever order fio listed them in
+                if missing := [h for h in hosts if h not in by_host]:
+                    raise FioOutputError(f"fio reported no results from client host(s) {', '.join(missing)}")
+                reports = [by_host[h] for h in hosts]
             if len(reports) != len(self.clients):
                 raise FioOutputError(f"fio reported {len(reports)} clients, {len(self.clients)} ran")
             per_client = [checked_metrics(r, stderr, primary) for r in reports]
@@ -290,6 +327,9 @@ class ContentionRun:
         """The daemons' and fio servers' last lines: what says why a client failed."""
         parts = []
         for client in self.clients:
+            if client.remote is not None:
+                parts.append(f"client {client.index} on {client.remote.host.label}: {client.remote.ssh_error()}")
+                continue
             for name in ("daemon.log", "fio-server.log"):
                 with contextlib.suppress(OSError):
                     text = (client.directory / name).read_text(errors="replace").strip()
@@ -301,6 +341,8 @@ class ContentionRun:
         """Stop every fio server and daemon (fio first: nothing issues I/O to a stopping daemon), then remove
         their sockets. The disks are given back after this, when the caller's ExitStack closes."""
         for client in self.clients:
+            if client.remote is not None:  # its script stops the fio server and the daemon there
+                client.remote.stop(grace_s)
             if client.fio_server is not None:
                 self.stop_child(client.fio_server, grace_s)
                 client.fio_server = None
