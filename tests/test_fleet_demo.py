@@ -4,6 +4,7 @@ sweep resumed; the playbook run as an Ansible user would (--check, --limit, a se
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -85,6 +86,18 @@ def test_the_demo_sweeps_three_hosts_reports_the_bad_ones_and_leaves_nothing(tmp
     assert {h for h, _, _ in starts} == {"fleet-host-1", "fleet-host-2", "fleet-host-3"}
     assert len({at for _, at, _ in starts}) == 1 and None not in {at for _, at, _ in starts}  # one common time
     assert sum(status == "ok" for *_, status in starts) >= 3 * 4  # 2 cells x 2 runs per host
+
+    # Then clients on hosts 1-3 at once against one LUN they all log in to ([[backing.client_host]]), driven from
+    # here by one fio --client: each run's clients are those hosts, in order, with per-client rows and Jain's index.
+    rank = (kept / "shared-clients-rank.txt").read_text()
+    assert "san: client 1, 2, … on 10.231.1.2, 10.231.2.2, 10.231.3.2" in rank, rank[-2000:]
+    db = sqlite3.connect(f"file:{kept / 'shared-clients.sqlite'}?mode=ro", uri=True)
+    runs = db.execute("SELECT json_extract(meta_json, '$.client_hosts'), "
+                      "(SELECT count(DISTINCT client) FROM run_clients rc WHERE rc.run_id = r.id) FROM runs r "
+                      "WHERE r.status = 'ok'").fetchall()
+    db.close()
+    by_n = {len(json.loads(hosts_json)): clients for hosts_json, clients in runs}
+    assert by_n.keys() == {1, 2, 3} and by_n[3] == 3 and by_n[2] == 2
 
     first = (kept / "summary-first.txt").read_text().splitlines()
     summary = (kept / "summary-again.txt").read_text().splitlines()
