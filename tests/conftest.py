@@ -17,9 +17,9 @@ import pytest
 DATA = Path(__file__).parent / "data"
 
 
-# The suite runs on two pytest-xdist workers (scripts/test: `-n 2 --dist loadgroup`): a 2-core host spends much
-# of a serial run waiting on a child (fio, QEMU, a daemon) or starting the CLI. Tests that share something only one
-# of them can hold at a time run on one worker, one after the other (an xdist group per entry):
+# The suite runs on three pytest-xdist workers (scripts/test: `-n 3 --dist loadgroup`): a 2-core host spends much
+# of a serial run waiting on a child (fio, QEMU, a daemon, a disk) or starting the CLI. Tests that share something
+# only one of them can hold at a time run on one worker, one after the other (an xdist group per entry):
 SERIAL_GROUPS = {
     # A lab NFS server needs rpcbind on port 111 and registers program 100003 there: one per host at a time.
     "nfs": ("test_nfs_backing", "test_network_disks", "test_kill_campaign_network"),
@@ -36,6 +36,13 @@ SERIAL_GROUPS = {
 WHOLE_MODULES = ("test_guest_boot", "test_verdict", "test_headline", "test_guest_batch", "test_bad_input_campaign")
 
 
+# The longest tests first (longest-processing-time-first, as pytest-split's .test_durations does it): a worker
+# that picks up a five-minute test near the end leaves the other idle meanwhile. Seconds per test from a CI run's
+# `--durations` (tests/durations.json: refresh it from a CI log when the slowest tests change; a test missing from
+# it keeps its place after the listed ones, so a stale file costs time, never a test).
+DURATIONS = Path(__file__).parent / "durations.json"
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     group_of = {m: g for g, modules in SERIAL_GROUPS.items() for m in modules}
@@ -44,6 +51,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         module = item.path.stem
         if module in group_of:
             item.add_marker(pytest.mark.xdist_group(group_of[module]))
+    seconds = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    items.sort(key=lambda item: -seconds.get(item.nodeid, 0.0))  # stable: the rest keep collection order
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -141,6 +141,13 @@ max = 2
 """
 
 
+def cross_host(test):  # type: ignore[no-untyped-def]
+    """A slow test with namespaced client hosts (root; sshd, tgtd, fio and QEMU's storage daemon installed)."""
+    for program in ("fio", "qemu-storage-daemon", "tgtd", "sshd"):
+        test = needs(program)(test)
+    return pytest.mark.slow(root_only(test))
+
+
 def _remote_dirs() -> set[Path]:
     """The client hosts' run directories (the namespaces share this filesystem; other tests' may come and go)."""
     return set(Path("/tmp").glob("iomatrix-client.*"))
@@ -153,12 +160,7 @@ def _metas(db: Path) -> dict[int, dict]:
     return {rid: json.loads(meta) for rid, meta in rows}
 
 
-@needs("fio")
-@needs("qemu-storage-daemon")
-@needs("tgtd")
-@needs("sshd")
-@root_only
-@pytest.mark.slow
+@cross_host
 def test_two_client_hosts_share_one_target_with_per_client_aggregate_and_fairness(tmp_path: Path) -> None:
     """clients = [1, 2] against one iSCSI LUN from two namespaced hosts: each client ran on its own host (their
     addresses recorded with the run), the aggregate is the clients' sum and Jain's index is theirs; rank's
@@ -199,12 +201,7 @@ def test_two_client_hosts_share_one_target_with_per_client_aggregate_and_fairnes
         assert leftovers.pending(tmp_path / "w") == []
 
 
-@needs("fio")
-@needs("qemu-storage-daemon")
-@needs("tgtd")
-@needs("sshd")
-@root_only
-@pytest.mark.slow
+@cross_host
 def test_a_sigkill_of_the_sweep_stops_the_clients_on_their_hosts(tmp_path: Path) -> None:
     """iomatrix is SIGKILLed while both client hosts serve a 60-second run: its ssh processes die with it (the
     kernel's parent-death signal), sshd closes the channels, and each host's script stops its fio server and
@@ -234,3 +231,22 @@ def test_a_sigkill_of_the_sweep_stops_the_clients_on_their_hosts(tmp_path: Path)
         cleaned = run_cli("clean", "--workdir", "w", cwd=tmp_path)
         assert cleaned.returncode == 0, cleaned.stderr
         assert leftovers.pending(tmp_path / "w") == []
+
+
+@cross_host
+def test_a_client_host_ssh_cannot_reach_fails_its_runs_in_one_line_and_the_sweep_ends(tmp_path: Path) -> None:
+    """A client host whose sshd does not answer (its ssh_config names a port nobody listens on): each run fails
+    with the host's name and ssh's own reason, the unit gives up after its retries, and nothing is left."""
+    with client_hosts(tmp_path, count=1) as hosts:
+        wrong = tmp_path / "ssh_config_wrong_port"
+        wrong.write_text(hosts.ssh_config.read_text() + "  Port 2\n")
+        plan = CROSS_HOST_PLAN.format(runtime=1).replace("clients = [1, 2]", "clients = [1]")
+        (tmp_path / "p.toml").write_text(plan + hosts.backing_toml().replace(str(hosts.ssh_config), str(wrong)))
+        run = run_cli("run", "p.toml", "--db", "r.sqlite", "--workdir", "w", "--allow-destroy", hosts.lun_url,
+                      cwd=tmp_path, timeout=900)
+        assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr[-2000:]
+        with sqlite3.connect(f"file:{tmp_path / 'r.sqlite'}?mode=ro", uri=True) as conn:
+            errors = [e for (e,) in conn.execute("SELECT error FROM runs WHERE status = 'failed'")]
+        assert errors and all(e.startswith(f"client host {hosts.addresses[0]}: ssh ended with status 255") and
+                              "Connection refused" in e for e in errors), errors
+        assert hosts.processes() == [] and leftovers.pending(tmp_path / "w") == []

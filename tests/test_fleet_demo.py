@@ -89,7 +89,7 @@ def test_the_demo_sweeps_three_hosts_reports_the_bad_ones_and_leaves_nothing(tmp
 
     # Then clients on hosts 1-3 at once against one LUN they all log in to ([[backing.client_host]]), driven from
     # here by one fio --client: each run's clients are those hosts, in order, with per-client rows and Jain's index.
-    rank = (kept / "shared-clients-rank.txt").read_text()
+    rank = " ".join((kept / "shared-clients-rank.txt").read_text().split())  # the terminal's lines joined
     assert "san: client 1, 2, … on 10.231.1.2, 10.231.2.2, 10.231.3.2" in rank, rank[-2000:]
     db = sqlite3.connect(f"file:{kept / 'shared-clients.sqlite'}?mode=ro", uri=True)
     runs = db.execute("SELECT json_extract(meta_json, '$.client_hosts'), "

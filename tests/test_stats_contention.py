@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from iomatrix.stats.fairness import jain_index
-from iomatrix.stats.saturation import AggregatePoint, saturation_clients
+from iomatrix.stats.saturation import AggregatePoint, Saturation, saturation, saturation_clients
 
 
 def test_equal_shares_are_perfectly_fair() -> None:
@@ -46,10 +46,18 @@ def test_no_saturation_while_it_scales() -> None:
     assert saturation_clients(points) is None
 
 
-def test_overlapping_intervals_mean_saturated_already() -> None:
-    # the mean grew, but the intervals overlap: not shown to scale beyond one client
-    points = [AggregatePoint(1, 1000, 600, 1400), AggregatePoint(2, 1500, 1300, 1700)]
-    assert saturation_clients(points) == 1
+def test_overlapping_intervals_that_could_still_scale_are_not_decided() -> None:
+    # the mean grew 50 %, the intervals overlap, and the upper end (1700) reaches past a quarter of perfect scaling
+    # (1250): neither scaling nor saturation is shown — nothing is claimed (a 2-run curve on a noisy host)
+    points = [AggregatePoint(1, 1000, 600, 1400), AggregatePoint(2, 1500, 1300, 1700), AggregatePoint(4, 1600)]
+    assert saturation(points) == Saturation(clients=None, undecided=1)
+    assert saturation_clients(points) is None
+
+
+def test_overlapping_intervals_below_a_quarter_of_scaling_are_saturated() -> None:
+    # the intervals overlap and even the upper end at 2 clients (1200) adds less than a quarter of perfect scaling
+    points = [AggregatePoint(1, 1000, 600, 1400), AggregatePoint(2, 1100, 1000, 1200)]
+    assert saturation(points) == Saturation(clients=1)
 
 
 def test_a_small_gain_is_not_scaling() -> None:

@@ -25,7 +25,7 @@ from typing import Any
 from iomatrix.report.query import CellWorkload, cell_workloads
 from iomatrix.report.rank import primary_metric
 from iomatrix.stats.fairness import jain_index
-from iomatrix.stats.saturation import AggregatePoint, saturation_clients
+from iomatrix.stats.saturation import AggregatePoint, saturation
 from iomatrix.stats.summary import Summary, summarize
 from iomatrix.store import Store
 from iomatrix.tiers import tier_order
@@ -55,6 +55,8 @@ class ContentionCurve:
     saturation: int | None  # N from which adding clients stops adding aggregate throughput (None: kept scaling)
     # The hosts client 1, 2, … ran on (`[[backing.client_host]]`); empty: on the sweep's own host.
     client_hosts: tuple[str, ...] = ()
+    # N from which the intervals could not tell scaling from saturation (stats/saturation.py); None: decided.
+    undecided: int | None = None
 
     def as_rows(self) -> list[dict[str, Any]]:
         """One row per N: what the terminal, JSON and CSV carry (the client hosts only where there were some)."""
@@ -64,7 +66,8 @@ class ContentionCurve:
                  "n": p.aggregate.n, "metric": self.metric, **_figure("aggregate", p.aggregate),
                  **_figure("per_client", p.per_client), **_figure("per_client_p99_us", p.per_client_p99_us),
                  **_figure("worst_p99_us", p.worst_p99_us), **_figure("fairness", p.fairness),
-                 "saturation": p.clients == self.saturation} for p in self.points]
+                 "saturation": p.clients == self.saturation,
+                 **({"saturation_undecided": True} if p.clients == self.undecided else {})} for p in self.points]
 
 
 def _figure(name: str, s: Summary | None) -> dict[str, float | None]:
@@ -118,6 +121,14 @@ def _point(c: CellWorkload, metric: str, latency: str | None, rows: Mapping[str,
                            summarize([f for f in fair if f is not None], scale="proportion") if fair else None)
 
 
+def saturation_word(row: Mapping[str, Any]) -> str | None:
+    """What a contention row says of saturation: "saturated" at the saturation point, "not decided" where the
+    intervals from this N on could not tell scaling from saturation (stats/saturation.py)."""
+    if row["saturation"]:
+        return "saturated"
+    return "not decided" if row.get("saturation_undecided") else None
+
+
 def client_hosts_of(backing: Mapping[str, Any]) -> tuple[str, ...]:
     """The host names of the client hosts a recorded backing named (its spec's `client_host` tables), in order."""
     spec = backing.get("backing_spec")
@@ -146,10 +157,10 @@ def contention_curves(cws: Sequence[CellWorkload], rows: Mapping[str, Mapping[in
                         key=lambda p: p.clients)
         if len(points) < 2:
             continue
-        saturation = saturation_clients([AggregatePoint(p.clients, p.aggregate.mean, p.aggregate.ci_low,
-                                                        p.aggregate.ci_high) for p in points])
-        out.append(ContentionCurve(workload, tier, label, config, metric, latency, points, saturation,
-                                   client_hosts_of(found[0].backing)))
+        decided = saturation([AggregatePoint(p.clients, p.aggregate.mean, p.aggregate.ci_low, p.aggregate.ci_high)
+                              for p in points])
+        out.append(ContentionCurve(workload, tier, label, config, metric, latency, points, decided.clients,
+                                   client_hosts_of(found[0].backing), decided.undecided))
     return sorted(out, key=lambda c: (c.workload, tier_order(c.tier), c.label))
 
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from iomatrix.domain import axes as axis_registry
-from iomatrix.report.contention import ContentionCurve
+from iomatrix.report.contention import ContentionCurve, saturation_word
 from iomatrix.report.curves import LatencyCurve
 from iomatrix.report.rank import WorkloadRanking, primary_metric
 from iomatrix.report.render import DataTable, ci_text, ratio_text
@@ -120,7 +120,8 @@ CONTENTION_NOTES = [
     "fio, started together (fio client/server mode); figures are means with 95% CIs over runs",
     "aggregate: the clients' sum; per client: their mean; worst p99: the highest client p99; fairness: Jain's index "
     "(Σx)²/(n·Σx²) of the clients' throughputs, 1 = equal shares, 1/N = one client got everything",
-    "saturation: the N from which more clients stopped adding aggregate throughput (stats/saturation.py); on one "
+    "saturation: the N from which more clients stopped adding aggregate throughput (stats/saturation.py); 'not "
+    "decided': from this N the intervals overlap and could still hold a scaling step (more runs tell); on one "
     "host the clients share its CPUs with each other and a lab server: they contend for CPU, not only the backend",
 ]
 
@@ -149,7 +150,7 @@ def contention_tables(curves: Sequence[ContentionCurve]) -> list[DataTable]:
     for (workload, tier), group in by_table.items():
         rows = [{**row, **{shown: _with_ci(row, name) for name, shown in _CONTENTION_FIGURES},
                  "worst p99 µs": None if row["worst_p99_us"] is None else f"{row['worst_p99_us']:,.0f}",
-                 "saturation": "saturated" if row["saturation"] else None} for c in group for row in c.as_rows()]
+                 "saturation": saturation_word(row)} for c in group for row in c.as_rows()]
         axes = [a for a in cell_axes([c.axes for c in group]) if a not in ("tier", "clients")]
         hosts = sorted({f"{c.axes.get('backing', '?')}: client 1, 2, … on {', '.join(c.client_hosts)}"
                         for c in group if c.client_hosts})

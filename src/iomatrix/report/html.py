@@ -20,7 +20,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from iomatrix.current import CurrentConfig
 from iomatrix.report import charts
 from iomatrix.report.companions import companion
-from iomatrix.report.contention import ContentionCurve, sweep_contention
+from iomatrix.report.contention import ContentionCurve, saturation_word, sweep_contention
 from iomatrix.report.curves import LatencyCurve, latency_curves
 from iomatrix.report.fleet_render import fleet_html
 from iomatrix.report.headline import DEFAULT_TARGET, headline
@@ -175,7 +175,7 @@ def contention_sections(store: Store, sweep_id: int) -> list[dict[str, Any]]:
                                                (p.per_client.mean, p.per_client.ci_low, p.per_client.ci_high),
                                                _figure(p.per_client_p99_us)) for p in c.points], c.saturation)
                   for s, c in zip(short, curves, strict=True)]
-        rows = [{"cell": s, "clients": row["clients"], "n": row["n"], "saturation": row["saturation"],
+        rows = [{"cell": s, "clients": row["clients"], "n": row["n"], "saturation": saturation_word(row),
                  **{name: fmt(row[name]) if row[name] is not None else "–" for name in
                     ("aggregate", "per_client", "per_client_p99_us", "worst_p99_us")},
                  "fairness": "–" if row["fairness"] is None else f"{row['fairness']:.3f}",

@@ -1,16 +1,23 @@
 """Where adding clients stops adding aggregate throughput: the saturation point of a contention sweep.
 
 Points are the aggregate throughput of N clients sharing one backend, each with a 95% CI over repetitions,
-for increasing N (e.g. 1, 2, 4). Going from N_{i−1} to N_i clients, the aggregate *still scales* when its CI at
-N_i lies wholly above its CI at N_{i−1} (low_i > high_{i−1}) and its mean grew by at least `min_gain` of what
-perfect scaling would give:
+for increasing N (e.g. 1, 2, 4). Going from N_{i−1} to N_i clients, with the gain perfect scaling would give
+(every added client adds as much as an existing one had) and the least gain that counts as scaling
 
-    mean_i − mean_{i−1}  ≥  min_gain · mean_{i−1} · (N_i − N_{i−1}) / N_{i−1}
+    perfect = mean_{i−1} · (N_i − N_{i−1}) / N_{i−1},      needed = min_gain · perfect,
 
-(perfect scaling: every added client adds as much as an existing one had). The saturation point is N_{i−1} at
-the first step that does not still scale: more clients from there on share the backend's throughput instead of
-adding to it. None when every step still scales (the backend kept up over the measured range) or with fewer
-than two points. A point without a CI (one repetition) uses its mean as both ends.
+each step is one of three:
+
+* *still scales*: the CI at N_i lies wholly above the CI at N_{i−1} (low_i > high_{i−1}) and the mean grew by at
+  least `needed`;
+* *stopped scaling*: even the CI's upper end at N_i adds less than `needed` (high_i < mean_{i−1} + needed) — the
+  saturation point is then N_{i−1}: more clients from there on share the backend's throughput instead of adding
+  to it;
+* *not decided*: neither (the intervals overlap and could hold a scaling step): too few or too noisy runs to say;
+  nothing is claimed from there on.
+
+No saturation when every step still scales (the backend kept up over the measured range) or with fewer than two
+points. A point without a CI (one repetition) uses its mean as both ends.
 """
 
 from __future__ import annotations
@@ -30,13 +37,32 @@ class AggregatePoint:
     ci_high: float | None = None
 
 
-def saturation_clients(points: Sequence[AggregatePoint], min_gain: float = MIN_GAIN) -> int | None:
-    """The number of clients at which the aggregate stops scaling (see the module docstring)."""
+@dataclass(frozen=True)
+class Saturation:
+    """Where the aggregate stopped scaling (`clients`), or the step from which the intervals could not tell
+    (`undecided`: its lower number of clients); both None when every measured step still scaled."""
+
+    clients: int | None = None
+    undecided: int | None = None
+
+
+def saturation(points: Sequence[AggregatePoint], min_gain: float = MIN_GAIN) -> Saturation:
+    """The saturation point, or the first step the intervals cannot decide (see the module docstring)."""
     ordered = sorted(points, key=lambda p: p.clients)
     for prev, cur in itertools.pairwise(ordered):
         prev_high = prev.mean if prev.ci_high is None else prev.ci_high
         cur_low = cur.mean if cur.ci_low is None else cur.ci_low
-        perfect_gain = prev.mean * (cur.clients - prev.clients) / prev.clients
-        if cur_low <= prev_high or cur.mean - prev.mean < min_gain * perfect_gain:
-            return prev.clients
-    return None
+        cur_high = cur.mean if cur.ci_high is None else cur.ci_high
+        needed = min_gain * prev.mean * (cur.clients - prev.clients) / prev.clients
+        if cur_low > prev_high and cur.mean - prev.mean >= needed:
+            continue  # still scales
+        if cur_high < prev.mean + needed:
+            return Saturation(clients=prev.clients)
+        return Saturation(undecided=prev.clients)
+    return Saturation()
+
+
+def saturation_clients(points: Sequence[AggregatePoint], min_gain: float = MIN_GAIN) -> int | None:
+    """The number of clients at which the aggregate stops scaling; None when it kept scaling or it is not
+    decided (:func:`saturation` tells the two apart)."""
+    return saturation(points, min_gain).clients

@@ -192,6 +192,10 @@ class ContentionRun:
         outcome.phases = self.phases
         if outcome.ok:
             shutil.rmtree(self.req.run_dir, ignore_errors=True)
+        elif remote := [c.remote for c in self.clients if c.remote is not None]:
+            # A client host's script writes its daemon's and fio server's last lines to ssh's log as it stops.
+            lines = [f"client host {r.host.label}: {r.ssh_error()}" for r in remote]
+            outcome.console_tail = "\n".join(filter(None, [outcome.console_tail, *lines]))
         return outcome
 
     def _failed(self, error: str, raw: str = "", tail: str = "") -> RunOutcome:

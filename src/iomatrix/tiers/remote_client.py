@@ -46,6 +46,7 @@ qsd=""; fs=""
 stop() {{
     for p in $fs $qsd; do kill -TERM "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null; done
     wait
+    tail -n 5 daemon.log fio-server.log >&2 2>/dev/null  # into iomatrix's ssh log: why a client failed
     cd / && rm -rf "$d"
 }}
 trap 'stop; exit 0' HUP INT TERM PIPE
@@ -140,11 +141,12 @@ class RemoteClient:
                         self.said.append(rest)
 
     def ssh_error(self) -> str:
-        """ssh's last lines (why it could not connect or run the script)."""
+        """The last lines of ssh's standard error: why it could not connect or run the script, or, once the
+        script stopped, the last lines of the host's daemon and fio server logs."""
         with contextlib.suppress(OSError):
             text = self.log_path.read_text(errors="replace").strip()
             if text:
-                return " ".join(text.splitlines()[-2:])
+                return " ".join(text.splitlines()[-4:])
         return " ".join(self.said[-2:]) or "no message"
 
     def stop(self, grace_s: float) -> None:
