@@ -27,6 +27,7 @@ from iomatrix.backing.client_host import ClientHost
 from iomatrix.backing.spec import IscsiBacking, NfsBacking, RbdBacking
 from iomatrix.domain import axes
 from iomatrix.domain.axes import BackingFacts, RuleContext
+from iomatrix.storage_clients import client_hosts_unreachable
 from iomatrix.store import Store
 from iomatrix.tiers.remote_client import REMOTE_SCRIPT, parse_status, remote_argv
 from tests.client_hosts import client_hosts
@@ -250,3 +251,11 @@ def test_a_client_host_ssh_cannot_reach_fails_its_runs_in_one_line_and_the_sweep
         assert errors and all(e.startswith(f"client host {hosts.addresses[0]}: ssh ended with status 255") and
                               "Connection refused" in e for e in errors), errors
         assert hosts.processes() == [] and leftovers.pending(tmp_path / "w") == []
+
+
+def test_a_client_host_ssh_config_that_is_not_there_makes_the_backing_unavailable_with_the_reason(
+        tmp_path: Path) -> None:
+    missing = tmp_path / "no_such_config"
+    spec = IscsiBacking(**EXISTING, client_host=[{"ssh": "root@10.0.0.2", "ssh_config": str(missing)}])
+    assert client_hosts_unreachable(spec) == f"client host 10.0.0.2: ssh_config {missing} is not a file"
+    assert client_hosts_unreachable(IscsiBacking(**EXISTING)) is None

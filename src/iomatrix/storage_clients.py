@@ -101,10 +101,25 @@ def kernel_client_missing(protocol: str | None) -> str | None:
     return None
 
 
+def client_hosts_unreachable(spec: BackingSpec) -> str | None:
+    """Why a backing's client hosts (`[[backing.client_host]]`) cannot be reached from here: no ssh client, or an
+    ssh_config file that does not exist. Whether each host answers is each run's to find (one line per run)."""
+    hosts = getattr(spec, "client_host", ())
+    if not hosts:
+        return None
+    if shutil.which("ssh") is None:
+        return "its client hosts are reached over SSH and 'ssh' is not installed (apt-get install openssh-client)"
+    for host in hosts:
+        if host.ssh_config is not None and not host.ssh_config.is_file():
+            return f"client host {host.label}: ssh_config {host.ssh_config} is not a file"
+    return None
+
+
 def backing_facts(spec: BackingSpec, allowed: set[Path]) -> BackingFacts:
     """What the matrix needs to know of a plan's backing on this host (the runner's backing_facts for each)."""
     protocol = getattr(spec, "protocol", None)  # the network specs' ("iscsi", "nfs"); None on a local one
-    return BackingFacts(unavailable=spec.availability(allowed), o_direct=spec.supports_o_direct(),
+    return BackingFacts(unavailable=spec.availability(allowed) or client_hosts_unreachable(spec),
+                        o_direct=spec.supports_o_direct(),
                         is_device=spec.kind == "device", protocol=protocol,
                         kernel_client_missing=kernel_client_missing(protocol),
                         lab_started=None if protocol is None else bool(getattr(spec, "lab_started", True)),
