@@ -259,3 +259,15 @@ def test_a_client_host_ssh_config_that_is_not_there_makes_the_backing_unavailabl
     spec = IscsiBacking(**EXISTING, client_host=[{"ssh": "root@10.0.0.2", "ssh_config": str(missing)}])
     assert client_hosts_unreachable(spec) == f"client host 10.0.0.2: ssh_config {missing} is not a file"
     assert client_hosts_unreachable(IscsiBacking(**EXISTING)) is None
+
+
+def test_plan_says_where_the_clients_run_and_prunes_what_the_hosts_cannot_hold(tmp_path: Path) -> None:
+    (tmp_path / "p.toml").write_text(
+        'tier = ["blocklayer"]\nclients = [1, 2, 4]\nworkloads = ["rand-write-4k"]\n[[backing]]\ntype = "nfs"\n'
+        'name = "shared"\nserver = "192.0.2.1"\nexport = "/srv"\n'
+        '[[backing.client_host]]\nssh = "root@192.0.2.2"\n[[backing.client_host]]\nssh = "root@192.0.2.3"\n')
+    proc = run_cli("plan", "p.toml", "--explain", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = " ".join(proc.stdout.split())
+    assert "backing shared: client 1, 2, … run on 192.0.2.2, 192.0.2.3 (over SSH" in out
+    assert "clients=4 needs 4 client hosts; backing shared names 2 (client_host tables)" in out

@@ -64,6 +64,10 @@ def plan_cmd(
                       f"{unbatched / 60:.1f} min with {p.repetitions.min} runs each[/]")
     for note in exp.notes:
         console.print(f"[yellow]note:[/] {note}")
+    for b in p.backing:  # where a contention run's clients go, before anything is reached over SSH
+        if hosts := getattr(b, "client_host", ()):
+            console.print(f"backing {escape(b.label())}: client 1, 2, … run on {', '.join(h.label for h in hosts)} "
+                          "(over SSH; the block layer's runs)", highlight=False)
     from iomatrix.backing.space import warnings
     from iomatrix.commands.options import DEFAULT_DB, DEFAULT_WORKDIR
 
