@@ -197,6 +197,12 @@ def test_two_client_hosts_share_one_target_with_per_client_aggregate_and_fairnes
         assert {row["client_hosts"] for row in table["rows"]} == {", ".join(hosts.addresses)}
         terminal = run_cli("rank", "--db", "r.sqlite", "--min-runs", "2", cwd=tmp_path)
         assert f"san: client 1, 2, … on {', '.join(hosts.addresses)}" in terminal.stdout, terminal.stdout
+        report = run_cli("report", "--db", "r.sqlite", "--html", "r.html", cwd=tmp_path)
+        assert report.returncode == 0, report.stderr
+        html = (tmp_path / "r.html").read_text()
+        assert "Many clients, one backend" in html
+        assert f"Clients on other hosts (one each, in this order) · san: client 1, 2, … on " \
+               f"{', '.join(hosts.addresses)}" in html
         assert hosts.processes() == []
         assert len(served) == 2 * len(two) + len(ones) and not any(d.exists() for d in served)
         assert leftovers.pending(tmp_path / "w") == []

@@ -182,8 +182,10 @@ def contention_sections(store: Store, sweep_id: int) -> list[dict[str, Any]]:
                  **{f"{name}_ci": ci_text(row[f"{name}_ci95_low"], row[f"{name}_ci95_high"])[0]
                     for name in ("aggregate", "per_client", "per_client_p99_us", "fairness")}}
                 for s, c in zip(short, curves, strict=True) for row in c.as_rows()]
+        hosts = sorted({f"{c.axes.get('backing', '?')}: client 1, 2, … on {', '.join(c.client_hosts)}"
+                        for c in curves if c.client_hosts})
         out.append({"workload": workload, "tier": tier, "common": common, "metric": curves[0].metric, "rows": rows,
-                    "svg": charts.contention_chart(series, curves[0].metric)})
+                    "svg": charts.contention_chart(series, curves[0].metric), "client_hosts": hosts})
     return out
 
 
