@@ -5,7 +5,8 @@
 # Safe to run again: each step checks before it acts.
 #
 # Opt-in: `--fleet` (or IOMATRIX_FLEET=1) also installs the fleet controller, ansible-core (the `fleet` extra),
-# for ansible/sweep.yml and scripts/fleet-demo (docs/fleet.md). The swept hosts never need it.
+# for ansible/sweep.yml and scripts/fleet-demo (docs/fleet.md), and the sshd the demo and the client-host tests
+# run in their network namespaces. The swept hosts never need it.
 # `--no-guest` skips building the guest kernel + initramfs; the first sweep with guests builds them then.
 # `--minimal` (scripts/quickstart) installs only what the default plan `quick` needs (bare metal and QEMU's
 # block layer: QEMU, fio, Python without the test tools) and builds no guest: on a fresh Debian 12 machine its
@@ -81,8 +82,10 @@ if [ "$minimal" = 1 ]; then packages=("${minimal_packages[@]}"); fi
 # iscsi block driver (block-iscsi.so, a module qemu-system-* does not carry); libiscsi-bin has the initiator-side
 # probes (iscsi-readcapacity16, iscsi-inq). Their services are the distribution's, never started (see below).
 iscsi_packages=(tgt libiscsi-bin qemu-block-extra)
-# --fleet: shellcheck, which ansible-test sanity runs on the collection's shell script (the role's install.sh).
-if [ "$fleet" = 1 ]; then packages+=(shellcheck); fi
+# --fleet: shellcheck, which ansible-test sanity runs on the collection's shell script (the role's install.sh);
+# openssh-client and openssh-server, whose sshd the fleet demo and the client-host tests run in network namespaces
+# of their own (the distribution's ssh service is not started, and disabled when installed here: see below).
+if [ "$fleet" = 1 ]; then packages+=(shellcheck openssh-client openssh-server); fi
 # Shared storage, NFS: the NFS backing's userspace server (nfs-ganesha with its VFS backend) and rpcbind (QEMU's
 # libnfs finds the server through the portmapper), libnfs-utils (nfs-ls; libnfs itself removes iomatrix's files
 # on an existing export), qemu-block-extra (QEMU's nfs/iscsi/rbd block drivers, block-nfs.so).
@@ -96,11 +99,13 @@ if [ "$minimal" = 0 ] || [ "$shared" = 1 ]; then
 fi
 # Units of those packages that apt would start and enable: a lab host keeps no NFS service of its own (a
 # running one would be refused by the lab-started NFS backing, whose registration it holds), and no Ceph daemon
-# (ceph-base comes with ceph-mon and ceph-osd and carries ceph.target and ceph-crash).
+# (ceph-base comes with ceph-mon and ceph-osd and carries ceph.target and ceph-crash); an sshd installed for the
+# fleet tests is theirs to start in their namespaces, not a service of the host.
 declare -A shared_storage_unit_package=([nfs-ganesha.service]=nfs-ganesha [nfs-ganesha-lock.service]=nfs-ganesha
     [nfs-ganesha-config.service]=nfs-ganesha [rpcbind.service]=rpcbind [rpcbind.socket]=rpcbind [tgt.service]=tgt
     [ceph-mon.target]=ceph-mon [ceph-mon.service]=ceph-mon [ceph-osd.target]=ceph-osd [ceph.target]=ceph-base
-    [ceph-crash.service]=ceph-base [rbdmap.service]=ceph-common)
+    [ceph-crash.service]=ceph-base [rbdmap.service]=ceph-common [ssh.service]=openssh-server
+    [ssh.socket]=openssh-server)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
