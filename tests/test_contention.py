@@ -25,7 +25,7 @@ from iomatrix.plan.load import load_plan
 from iomatrix.report.contention import contention_curves
 from iomatrix.report.query import CellWorkload
 from iomatrix.store import Store
-from iomatrix.tiers.contention import aggregate_metrics, client_reports, contention_job
+from iomatrix.tiers.contention import aggregate_metrics, client_reports_by_host, contention_job
 from iomatrix.tiers.declared.blocklayer import BlockLayer
 from iomatrix.tiers.declared.guest import Guest
 from tests.conftest import descendants_named, iomatrix_argv, needs, root_only, run_cli
@@ -85,7 +85,7 @@ def _entry(host: str, iops: float, p99_ns: float, name: str = "job") -> dict:
 def test_client_reports_and_the_aggregate() -> None:
     report = {"client_stats": [_entry("b.sock", 1000.0, 4000.0), _entry("a.sock", 3000.0, 2000.0),
                                _entry("a.sock", 4000.0, 0.0, name="All clients")]}
-    reports = client_reports(report)
+    reports = list(client_reports_by_host(report).values())
     assert [r["jobs"][0]["hostname"] for r in reports] == ["b.sock", "a.sock"]  # fio's sum left out
     per_client = [report_metrics(r) for r in reports]
     agg = aggregate_metrics(per_client, "read.iops")

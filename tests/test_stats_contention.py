@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from iomatrix.stats.fairness import jain_index
-from iomatrix.stats.saturation import AggregatePoint, Saturation, saturation, saturation_clients
+from iomatrix.stats.saturation import AggregatePoint, Saturation, saturation
 
 
 def test_equal_shares_are_perfectly_fair() -> None:
@@ -37,13 +37,13 @@ def test_undefined_and_damaged_inputs() -> None:
 def test_saturation_where_the_aggregate_stops_growing() -> None:
     points = [AggregatePoint(1, 1000, 950, 1050), AggregatePoint(2, 1900, 1850, 1950),
               AggregatePoint(4, 2000, 1900, 2100)]
-    assert saturation_clients(points) == 2
+    assert saturation(points).clients == 2
 
 
 def test_no_saturation_while_it_scales() -> None:
     points = [AggregatePoint(4, 3900, 3800, 4000), AggregatePoint(1, 1000, 990, 1010),
               AggregatePoint(2, 1990, 1950, 2030)]
-    assert saturation_clients(points) is None
+    assert saturation(points).clients is None
 
 
 def test_overlapping_intervals_that_could_still_scale_are_not_decided() -> None:
@@ -51,7 +51,7 @@ def test_overlapping_intervals_that_could_still_scale_are_not_decided() -> None:
     # (1250): neither scaling nor saturation is shown — nothing is claimed (a 2-run curve on a noisy host)
     points = [AggregatePoint(1, 1000, 600, 1400), AggregatePoint(2, 1500, 1300, 1700), AggregatePoint(4, 1600)]
     assert saturation(points) == Saturation(clients=None, undecided=1)
-    assert saturation_clients(points) is None
+    assert saturation(points).clients is None
 
 
 def test_overlapping_intervals_below_a_quarter_of_scaling_are_saturated() -> None:
@@ -63,5 +63,5 @@ def test_overlapping_intervals_below_a_quarter_of_scaling_are_saturated() -> Non
 def test_a_small_gain_is_not_scaling() -> None:
     # +5% for doubling the clients: far below a quarter of perfect scaling, however tight the CIs
     points = [AggregatePoint(1, 1000, 999, 1001), AggregatePoint(2, 1050, 1049, 1051)]
-    assert saturation_clients(points) == 1
-    assert saturation_clients([AggregatePoint(1, 1000)]) is None
+    assert saturation(points).clients == 1
+    assert saturation([AggregatePoint(1, 1000)]).clients is None

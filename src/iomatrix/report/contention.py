@@ -129,6 +129,12 @@ def saturation_word(row: Mapping[str, Any]) -> str | None:
     return "not decided" if row.get("saturation_undecided") else None
 
 
+def client_host_lines(curves: Sequence[ContentionCurve]) -> list[str]:
+    """One line per backing whose clients ran on other hosts: "BACKING: client 1, 2, … on HOST1, HOST2"."""
+    return sorted({f"{c.axes.get('backing', '?')}: client 1, 2, … on {', '.join(c.client_hosts)}"
+                   for c in curves if c.client_hosts})
+
+
 def client_hosts_of(backing: Mapping[str, Any]) -> tuple[str, ...]:
     """The host names of the client hosts a recorded backing named (its spec's `client_host` tables), in order."""
     spec = backing.get("backing_spec")

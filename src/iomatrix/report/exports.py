@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from iomatrix.domain import axes as axis_registry
-from iomatrix.report.contention import ContentionCurve, saturation_word
+from iomatrix.report.contention import ContentionCurve, client_host_lines, saturation_word
 from iomatrix.report.curves import LatencyCurve
 from iomatrix.report.rank import WorkloadRanking, primary_metric
 from iomatrix.report.render import DataTable, ci_text, ratio_text
@@ -152,9 +152,8 @@ def contention_tables(curves: Sequence[ContentionCurve]) -> list[DataTable]:
                  "worst p99 µs": None if row["worst_p99_us"] is None else f"{row['worst_p99_us']:,.0f}",
                  "saturation": saturation_word(row)} for c in group for row in c.as_rows()]
         axes = [a for a in cell_axes([c.axes for c in group]) if a not in ("tier", "clients")]
-        hosts = sorted({f"{c.axes.get('backing', '?')}: client 1, 2, … on {', '.join(c.client_hosts)}"
-                        for c in group if c.client_hosts})
-        notes = [*CONTENTION_NOTES, *(f"clients on other hosts (one each, in this order) · {h}" for h in hosts)]
+        notes = [*CONTENTION_NOTES,
+                 *(f"clients on other hosts (one each, in this order) · {h}" for h in client_host_lines(group))]
         out.append(DataTable(f"{workload} · many clients, one backend ({group[0].metric}) · tier {tier}",
                              [*axes, "clients", "n", *(shown for _, shown in _CONTENTION_FIGURES), "worst p99 µs",
                               "saturation"], rows, notes=notes, axes=axes))

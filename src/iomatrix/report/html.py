@@ -20,7 +20,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from iomatrix.current import CurrentConfig
 from iomatrix.report import charts
 from iomatrix.report.companions import companion
-from iomatrix.report.contention import ContentionCurve, saturation_word, sweep_contention
+from iomatrix.report.contention import ContentionCurve, client_host_lines, saturation_word, sweep_contention
 from iomatrix.report.curves import LatencyCurve, latency_curves
 from iomatrix.report.fleet_render import fleet_html
 from iomatrix.report.headline import DEFAULT_TARGET, headline
@@ -182,10 +182,9 @@ def contention_sections(store: Store, sweep_id: int) -> list[dict[str, Any]]:
                  **{f"{name}_ci": ci_text(row[f"{name}_ci95_low"], row[f"{name}_ci95_high"])[0]
                     for name in ("aggregate", "per_client", "per_client_p99_us", "fairness")}}
                 for s, c in zip(short, curves, strict=True) for row in c.as_rows()]
-        hosts = sorted({f"{c.axes.get('backing', '?')}: client 1, 2, … on {', '.join(c.client_hosts)}"
-                        for c in curves if c.client_hosts})
         out.append({"workload": workload, "tier": tier, "common": common, "metric": curves[0].metric, "rows": rows,
-                    "svg": charts.contention_chart(series, curves[0].metric), "client_hosts": hosts})
+                    "svg": charts.contention_chart(series, curves[0].metric),
+                    "client_hosts": client_host_lines(curves)})
     return out
 
 

@@ -60,9 +60,3 @@ def saturation(points: Sequence[AggregatePoint], min_gain: float = MIN_GAIN) -> 
             return Saturation(clients=prev.clients)
         return Saturation(undecided=prev.clients)
     return Saturation()
-
-
-def saturation_clients(points: Sequence[AggregatePoint], min_gain: float = MIN_GAIN) -> int | None:
-    """The number of clients at which the aggregate stops scaling; None when it kept scaling or it is not
-    decided (:func:`saturation` tells the two apart)."""
-    return saturation(points, min_gain).clients

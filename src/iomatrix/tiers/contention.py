@@ -76,14 +76,10 @@ def contention_job(text: str) -> str:
     return "".join(line for line in text.splitlines(keepends=True) if not line.strip().startswith(_LOG_OPTIONS))
 
 
-def client_reports(report: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """fio's client/server JSON split into one ordinary report ({"jobs": […]}) per client, in the order fio
-    listed them; fio's "All clients" sum is left out (the aggregate is computed from the clients)."""
-    return list(client_reports_by_host(report).values())
-
-
 def client_reports_by_host(report: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """:func:`client_reports` by the name fio gives each server (its ``--client`` host, or socket path)."""
+    """fio's client/server JSON split into one ordinary report ({"jobs": […]}) per client, by the name fio gives
+    each server (its ``--client`` host, or socket path), in the order fio listed them; fio's "All clients" sum is
+    left out (the aggregate is computed from the clients)."""
     per_host: dict[str, list[dict[str, Any]]] = {}
     for entry in report.get("client_stats", []):
         if isinstance(entry, dict) and entry.get("jobname") != ALL_CLIENTS:
