@@ -5,8 +5,11 @@
 For each install profile of the iomatrix.fleet role (`iomatrix_install_profile`): a fresh minimal Debian 12
 (`debootstrap --variant=minbase bookworm`, not timed, as bench/quickstart.py --fresh-debian makes it), then the
 role's own installer (roles/sweep/files/install.sh) run in a chroot exactly as the role runs it on a host:
-`install.sh /opt/iomatrix SOURCE.tar.gz '' --measure-only` for `measure` (scripts/setup.sh --measure-only: QEMU's
-storage daemon and qemu-img, fio, the Python dependencies without matplotlib) and without the option for `full`
+`install.sh /opt/iomatrix SOURCE.tar.gz '' --measure-only --fio-binary=/opt/iomatrix/.fio` for `measure`
+(scripts/setup.sh --measure-only: QEMU's storage daemon and qemu-img, the Python dependencies without matplotlib,
+and the fio the role copies: built once here as the playbook builds it on the controller, `python -m
+iomatrix.fio.host_build`, its build time printed apart: once per fleet, not per host; `--fio debian` installs
+Debian's fio package instead, the role's `iomatrix_fio: debian`) and without the options for `full`
 (scripts/setup.sh: test tools, Chromium, build tools, the guest kernel and static fio). The source is
 `git archive REV` of this repository, as the playbook makes it.
 
@@ -18,6 +21,7 @@ the measuring install is within `--target-fraction` (default a quarter) of the f
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -41,8 +45,21 @@ def size_mb(root: Path) -> float:
     return float(out.split()[0])
 
 
-def install(profile: str, tarball: Path) -> tuple[float, float, int]:
-    """(seconds, MB added, exit status) of the role's install of `profile` on a fresh Debian 12."""
+def controller_fio() -> Path:
+    """The fio the playbook builds on the controller (cached; built now if it is not), its build time printed."""
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "iomatrix.fio.host_build"], capture_output=True, text=True,
+                          check=True)
+    built = json.loads(done.stdout)
+    print(f"controller: {built['why']} ({time.monotonic() - t0:.0f} s; once per fleet, not per host)", flush=True)
+    if not built["path"]:
+        raise SystemExit("fleet install bench: no fio for the hosts (see above); or --fio debian")
+    return Path(built["path"])
+
+
+def install(profile: str, tarball: Path, fio: Path | None) -> tuple[float, float, int]:
+    """(seconds, MB added, exit status) of the role's install of `profile` on a fresh Debian 12; `fio`: the
+    controller's fio a measuring install is given (None: Debian's fio package)."""
     with tempfile.TemporaryDirectory(prefix="iomatrix-fleet-install-") as tmp:
         root = Path(tmp) / "root"
         root.mkdir()
@@ -54,6 +71,9 @@ def install(profile: str, tarball: Path) -> tuple[float, float, int]:
             shutil.copy(tarball, project / ".source.tar.gz")
             shutil.copy(INSTALLER, project / ".install.sh")
             option = ["--measure-only"] if profile == "measure" else []
+            if profile == "measure" and fio is not None:
+                shutil.copy(fio, project / ".fio")  # the role's copy task
+                option.append("--fio-binary=/opt/iomatrix/.fio")
             env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
                    "DEBIAN_FRONTEND": "noninteractive", "LANG": "C.UTF-8"}
             t0 = time.monotonic()
@@ -64,6 +84,12 @@ def install(profile: str, tarball: Path) -> tuple[float, float, int]:
             took = time.monotonic() - t0
             if done.returncode != 0:
                 print(f"{profile}: install failed ({done.returncode}): {done.stderr.strip()[-600:]}")
+            elif profile == "measure":
+                debian_fio = subprocess.run(["chroot", str(root), "dpkg-query", "-W", "-f=${Status}", "fio"],
+                                            capture_output=True, text=True).stdout
+                copied = (project / ".venv/bin/fio").is_file()
+                print(f"measure: fio {'copied from the controller (.venv/bin/fio)' if copied else 'not copied'}, "
+                      f"Debian's fio package {'installed' if 'ok installed' in debian_fio else 'not installed'}")
             return took, size_mb(root) - before, done.returncode
         finally:
             left = unmount_fresh_debian(root)
@@ -76,6 +102,8 @@ def main() -> int:
     ap.add_argument("--profiles", default="measure,full")
     ap.add_argument("--rev", default="HEAD")
     ap.add_argument("--target-fraction", type=float, default=0.25)
+    ap.add_argument("--fio", choices=("controller", "debian"), default="controller",
+                    help="the measuring install's fio, as the role's iomatrix_fio (default: controller)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("fleet install bench: run as root (debootstrap, chroot)")
@@ -84,9 +112,10 @@ def main() -> int:
         subprocess.run(["git", "-C", str(HERE), "archive", "--format=tar.gz", "-o", str(tarball), args.rev],
                        check=True)
         results = {}
+        fio = controller_fio() if args.fio == "controller" and "measure" in args.profiles.split(",") else None
         for profile in args.profiles.split(","):
             load = os.getloadavg()[0]
-            took, added, status = install(profile, tarball)
+            took, added, status = install(profile, tarball, fio)
             results[profile] = (took, added, status)
             print(f"{profile}: {took:.0f} s, {added:.0f} MB added to a fresh Debian 12 (exit {status}; "
                   f"load {load:.1f} → {os.getloadavg()[0]:.1f})", flush=True)

@@ -19,6 +19,11 @@
 # qemu-block-extra) to a --minimal install (a full one has them: the tests run a real tgtd, ganesha and Ceph). They are installed without starting or enabling the
 # distribution's services: iomatrix starts its own daemons on 127.0.0.1 for a run and stops them after it
 # (docs/backings.md, iSCSI, nfs and rbd).
+# `--fio-binary=PATH` (with --measure-only; the fleet role passes it): use that fio, built on the controller from
+# Debian's source without the engines a sweep never uses (src/iomatrix/fio/host_build.py), instead of Debian's fio
+# package and its 87 MB of engine libraries. It is installed as .venv/bin/fio (iomatrix prefers it there) with
+# its libraries from apt (libaio1, libnbd0); when those cannot be installed or it does not run here (another
+# distribution release), Debian's fio is installed instead, and setup says why. apt does not update such a fio.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
@@ -27,6 +32,7 @@ fleet="${IOMATRIX_FLEET:-0}"
 guest=1
 minimal=0
 measure_only=0
+fio_binary=""
 shared=0
 for arg in "$@"; do
     case "$arg" in
@@ -35,9 +41,20 @@ for arg in "$@"; do
         --no-guest) guest=0 ;;
         --minimal) minimal=1; guest=0 ;;
         --measure-only) minimal=1; guest=0; measure_only=1 ;;
-        *) echo "setup.sh: unknown option '$arg' (the options are --fleet, --no-guest, --minimal, --measure-only and --shared-storage)" >&2; exit 2 ;;
+        --fio-binary=?*) fio_binary=${arg#--fio-binary=} ;;
+        *) echo "setup.sh: unknown option '$arg' (the options are --fleet, --no-guest, --minimal, --measure-only, --shared-storage and --fio-binary=PATH)" >&2; exit 2 ;;
     esac
 done
+if [ -n "$fio_binary" ]; then
+    if [ "$measure_only" = 0 ]; then
+        echo "setup.sh: --fio-binary is for --measure-only installs (the others build the guest's fio from Debian's fio package); fix: add --measure-only or leave it out" >&2
+        exit 2
+    fi
+    if [ ! -f "$fio_binary" ]; then
+        echo "setup.sh: --fio-binary $fio_binary: no such file; fix: give the fio built on the controller (python -m iomatrix.fio.host_build)" >&2
+        exit 2
+    fi
+fi
 # charts: matplotlib, which the HTML report draws with (pyproject.toml). --minimal (the quickstart) writes a report;
 # --measure-only (a fleet host of the role's measure profile) is --minimal without it: such a host only measures,
 # the controller renders the report from the merged database.
@@ -78,6 +95,14 @@ packages=(python3 python3-venv python3-pip qemu-system-x86 qemu-system-common qe
 minimal_packages=(python3 python3-venv qemu-system-common qemu-utils fio e2fsprogs
                   kmod util-linux mount procps ca-certificates)
 if [ "$minimal" = 1 ]; then packages=("${minimal_packages[@]}"); fi
+# With --fio-binary, Debian's fio only if the given one cannot serve (below); its libraries are installed apart, so
+# that a release naming them otherwise (libaio1t64) falls back instead of failing the install.
+fio_libraries=(libaio1 libnbd0)
+if [ -n "$fio_binary" ]; then
+    kept=()
+    for p in "${packages[@]}"; do [ "$p" = fio ] || kept+=("$p"); done
+    packages=("${kept[@]}")
+fi
 # Shared storage, iSCSI: tgt is the userspace target iomatrix starts (tgtd, tgtadm); qemu-block-extra holds QEMU's
 # iscsi block driver (block-iscsi.so, a module qemu-system-* does not carry); libiscsi-bin has the initiator-side
 # probes (iscsi-readcapacity16, iscsi-inq). Their services are the distribution's, never started (see below).
@@ -85,7 +110,9 @@ iscsi_packages=(tgt libiscsi-bin qemu-block-extra)
 # --fleet: shellcheck, which ansible-test sanity runs on the collection's shell script (the role's install.sh);
 # openssh-client and openssh-server, whose sshd the fleet demo and the client-host tests run in network namespaces
 # of their own (the distribution's ssh service is not started, and disabled when installed here: see below).
-if [ "$fleet" = 1 ]; then packages+=(shellcheck openssh-client openssh-server); fi
+# pkgconf and libnbd-dev: the fio the controller builds for measuring hosts (src/iomatrix/fio/host_build.py) with
+# its nbd engine; the rest of that build (build-essential, dpkg-dev, libaio-dev, zlib1g-dev) is the full install's.
+if [ "$fleet" = 1 ]; then packages+=(shellcheck openssh-client openssh-server pkgconf libnbd-dev); fi
 # Shared storage, NFS: the NFS backing's userspace server (nfs-ganesha with its VFS backend) and rpcbind (QEMU's
 # libnfs finds the server through the portmapper), libnfs-utils (nfs-ls; libnfs itself removes iomatrix's files
 # on an existing export), qemu-block-extra (QEMU's nfs/iscsi/rbd block drivers, block-nfs.so).
@@ -106,29 +133,31 @@ declare -A shared_storage_unit_package=([nfs-ganesha.service]=nfs-ganesha [nfs-g
     [ceph-mon.target]=ceph-mon [ceph-mon.service]=ceph-mon [ceph-osd.target]=ceph-osd [ceph.target]=ceph-base
     [ceph-crash.service]=ceph-base [rbdmap.service]=ceph-common [ssh.service]=openssh-server
     [ssh.socket]=openssh-server)
-missing=()
-for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
+# apt_install PACKAGE...: install those not installed yet; prints "setup: installing N Debian packages" (the role
+# reads a change from it) or nothing; the exit status is apt-get's.
+apt_install() {
+    local missing=() p unit status=0
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if [ "${#missing[@]}" -eq 0 ]; then return 0; fi
     # The list wrapped to fit 100 columns, as every line iomatrix prints does.
     echo "setup: installing ${#missing[@]} Debian packages:"
-    echo "${missing[*]}" | fold -s -w 96 | sed 's/^/  /' 
+    echo "${missing[*]}" | fold -s -w 96 | sed 's/^/  /'
     export DEBIAN_FRONTEND=noninteractive
     # No service of a package installed here may start (tgt's would take TCP 3260 and the control socket 0, an NFS
     # server or rpcbind of the distribution would hold the registration the lab-started NFS backing needs):
     # invoke-rc.d and deb-systemd-invoke ask /usr/sbin/policy-rc.d, and 101 means "action forbidden". Ours only
     # when the host has none (a container's own stays), and removed on every exit, failure included.
-    policy=/usr/sbin/policy-rc.d
-    own_policy=0
+    local policy=/usr/sbin/policy-rc.d own_policy=0
     if [ ! -e "$policy" ]; then
         printf '#!/bin/sh\n# written by iomatrix scripts/setup.sh during apt-get; removed after it\nexit 101\n' > "$policy"
         chmod 755 "$policy"
         own_policy=1
-        trap 'rm -f "$policy"' EXIT
+        trap 'rm -f /usr/sbin/policy-rc.d' EXIT
     fi
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    if [ "$apt_updated" = 0 ]; then apt-get update -qq && apt_updated=1 || status=$?; fi
+    if [ "$status" = 0 ]; then apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || status=$?; fi
     if [ "$own_policy" = 1 ]; then rm -f "$policy"; trap - EXIT; fi
     # Installing enables the units on a systemd host even when nothing starts them: disable those of the packages
     # installed just now (a service the administrator had before is left as it was).
@@ -141,8 +170,26 @@ if [ "${#missing[@]}" -gt 0 ]; then
             done
         done
     fi
-else
-    echo "setup: Debian packages present"
+    return "$status"
+}
+apt_updated=0
+before=$apt_updated
+apt_install "${packages[@]}"
+if [ "$apt_updated" = "$before" ]; then echo "setup: Debian packages present"; fi
+# The controller's fio (--fio-binary): its libraries, then whether it runs here with the engines a sweep uses.
+fio_debian=""
+if [ -n "$fio_binary" ]; then
+    if ! apt_install "${fio_libraries[@]}"; then
+        fio_debian="apt-get could not install its libraries ${fio_libraries[*]}"
+    elif ! engines=$("$fio_binary" --enghelp 2>&1); then
+        fio_debian="it does not run here: $(echo "$engines" | tail -n 1)"
+    elif ! echo "$engines" | grep -qx '[[:space:]]*nbd'; then
+        fio_debian="it has no nbd engine"
+    fi
+    if [ -n "$fio_debian" ]; then
+        echo "setup: the fio given with --fio-binary cannot serve here ($fio_debian): installing Debian's fio"
+        apt_install fio
+    fi
 fi
 
 # Python: a virtualenv beside the checkout. Prefer python3 on PATH when it is >= 3.11.
@@ -169,6 +216,19 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! .venv/bin/python -c
     mv "$stamp.new" "$stamp"
 else
     echo "setup: Python environment up to date"
+fi
+
+# The controller's fio beside iomatrix's interpreter (hostcmd.program_path prefers it there); replaced only when it
+# changed, removed when Debian's serves instead.
+if [ -n "$fio_binary" ] && [ -z "$fio_debian" ]; then
+    if ! cmp -s "$fio_binary" .venv/bin/fio; then
+        echo "setup: installing the fio given with --fio-binary as .venv/bin/fio ($("$fio_binary" --version))"
+        install -m 0755 "$fio_binary" .venv/bin/fio.new
+        mv .venv/bin/fio.new .venv/bin/fio
+    fi
+elif [ -e .venv/bin/fio ]; then
+    echo "setup: removing .venv/bin/fio (Debian's fio serves this install)"
+    rm -f .venv/bin/fio
 fi
 
 # Guest kernel + initramfs with fio (cached; rebuilt only when versions change).

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from iomatrix.hostcmd import version_of
 from iomatrix.store import Store
 from tests.conftest import root_only
 
@@ -147,6 +148,13 @@ def test_the_demo_sweeps_three_hosts_reports_the_bad_ones_and_leaves_nothing(tmp
     per_host = dict(db.execute("SELECT h.hostname, COUNT(*) FROM sweeps s JOIN hosts h ON h.id=s.host_id "
                                "WHERE s.status='finished' GROUP BY h.hostname"))
     assert per_host == {"fleet-host-1": 1, "fleet-host-2": 1, "fleet-host-3": 1}
+    # Their measuring install ran the fio the playbook built on the controller (iomatrix_fio: controller), copied
+    # beside iomatrix, not Debian's: the same version, recorded with every sweep.
+    fios = {(json.loads(extra).get("fio_path"), version) for extra, version in
+            db.execute("SELECT extra_json, fio_version FROM hosts")}
+    assert len(fios) == 1, fios
+    ((fio_path, fio_version),) = fios
+    assert fio_path.endswith("/opt-iomatrix/.venv/bin/fio") and fio_version == version_of(["fio", "--version"]), fios
     ok_runs = db.execute("SELECT COUNT(*) FROM runs WHERE status='ok'").fetchone()[0]
     assert ok_runs >= 3 * 4  # 2 cells x 1 workload x 2 repetitions per host, retries of disturbed runs on top
     db.close()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from iomatrix.errors import MissingTool
 
@@ -41,9 +44,24 @@ PACKAGE_OF = {
 }
 
 
+# Programs a fleet host may have beside iomatrix's own interpreter (its .venv/bin) instead of on PATH: the fleet
+# role's measuring install copies fio built on the controller there (fio/host_build.py, setup.sh --fio-binary),
+# and it is the fio that install chose, so it comes before any fio on PATH.
+BESIDE_INTERPRETER = ("fio",)
+
+
+def program_path(program: str) -> str | None:
+    """Where `program` runs from: beside the interpreter for BESIDE_INTERPRETER, else on PATH; None if absent."""
+    if program in BESIDE_INTERPRETER:
+        beside = Path(sys.executable).parent / program
+        if beside.is_file() and os.access(beside, os.X_OK):
+            return str(beside)
+    return shutil.which(program)
+
+
 def require(program: str) -> str:
     """Return the path of `program`, or raise MissingTool naming its package."""
-    path = shutil.which(program)
+    path = program_path(program)
     if path is None:
         raise MissingTool(program, PACKAGE_OF.get(program, program))
     return path
@@ -51,10 +69,11 @@ def require(program: str) -> str:
 
 def version_of(argv: Sequence[str]) -> str | None:
     """First line of a program's --version output, or None when it is absent."""
-    if shutil.which(argv[0]) is None:
+    path = program_path(argv[0])
+    if path is None:
         return None
     try:
-        out = subprocess.run(list(argv), capture_output=True, text=True, timeout=10)
+        out = subprocess.run([path, *argv[1:]], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
     text = (out.stdout or out.stderr).strip()

@@ -9,7 +9,7 @@ import socket
 from typing import Any
 
 from iomatrix import __version__
-from iomatrix.hostcmd import version_of
+from iomatrix.hostcmd import program_path, version_of
 from iomatrix.sysfs import read_text
 
 
@@ -43,6 +43,9 @@ def host_metadata() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "mem_bytes": _mem_bytes(),
         "fio_version": version_of(["fio", "--version"]),
+        # Which fio: Debian's (/usr/bin/fio) or the one a fleet's measuring install copied beside iomatrix (built on
+        # the controller from the same Debian source, fewer engines: fio/host_build.py).
+        "fio_path": program_path("fio"),
         # The same QEMU build either way (Debian's one source package); a measuring-only install (setup.sh
         # --minimal) has no qemu-system-x86, only the storage daemon.
         "qemu_version": version_of(["qemu-system-x86_64", "--version"])

@@ -97,6 +97,17 @@ def static_fio(cache_dir: Path, log: Callable[[str], None], build: bool = True) 
 
 def _build_static_fio(root: Path, binary: Path, version: str,
                       log: Callable[[str], None]) -> tuple[Path | None, str]:
+    return build_from_debian_source(root, binary, version, log, configure=FIO_CONFIGURE, patch=True,
+                                    what="static fio", fallback="using the host fio's closure")
+
+
+def build_from_debian_source(root: Path, binary: Path, version: str, log: Callable[[str], None], *,
+                             configure: list[str], patch: bool, what: str, fallback: str,
+                             check: Callable[[Path], str | None] | None = None) -> tuple[Path | None, str]:
+    """Build fio `version` from Debian's source package with `configure` into `binary` (the guest's static fio,
+    the fleet hosts' fio). `patch`: shorten the start-up sleeps (patch_start_poll; `binary` gets the unpatched
+    suffix when the source is not the one read). `check(built)`: None, or why the build is unfit. Returns (path,
+    why), or (None, why the build failed + `fallback`)."""
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
     start = time.monotonic()
@@ -106,40 +117,44 @@ def _build_static_fio(root: Path, binary: Path, version: str,
         (work / "lists" / "partial").mkdir(parents=True)
         apt = ["apt-get", "-q", f"-oDir::Etc::SourceList={work / 'src.list'}", "-oDir::Etc::SourceParts=/dev/null",
                f"-oDir::State::Lists={work / 'lists'}"]
-        log(f"building a static fio {version} from Debian's source package (once, ~1 min)")
+        log(f"building {'a ' if what.startswith('static') else ''}{what} {version} from Debian's source package "
+            "(once, ~1 min)")
         steps = [([*apt, "update"], work), ([*apt, "source", "--download-only", f"fio={version}"], work)]
         for argv, cwd in steps:
             res = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
             if res.returncode != 0:
                 last = (res.stderr.strip().splitlines() or ["no output"])[-1]
-                return None, f"static fio not built ({argv[-2]} {argv[-1]}: {last}): using the host fio's closure"
+                return None, f"{what} not built ({argv[-2]} {argv[-1]}: {last}): {fallback}"
         dsc = next(iter(sorted(work.glob("fio_*.dsc"))), None)
         if dsc is None:
-            return None, "static fio not built (no fio source downloaded): using the host fio's closure"
+            return None, f"{what} not built (no fio source downloaded): {fallback}"
         src = work / "src"
         res = subprocess.run(["dpkg-source", "-x", str(dsc), str(src)], cwd=work, capture_output=True, text=True)
         if res.returncode != 0:
             last = ((res.stderr or res.stdout).strip().splitlines() or ["no output"])[-1]
-            return None, f"static fio not built (dpkg-source: {last}): using the host fio's closure"
-        note = START_POLL_NOTE
-        if not patch_start_poll(src / "backend.c"):
+            return None, f"{what} not built (dpkg-source: {last}): {fallback}"
+        note = START_POLL_NOTE if patch else "unpatched, as Debian builds it"
+        if patch and not patch_start_poll(src / "backend.c"):
             # Not the code we read: fio as it is (still a second of boot less than the host closure).
             binary, note = root / f"fio_{version}{UNPATCHED_SUFFIX}", UNPATCHED_NOTE
         for argv, cwd in (
-            (["./configure", *FIO_CONFIGURE], src),
+            (["./configure", *configure], src),
             (["make", f"-j{os.cpu_count() or 2}", "fio"], src),
             (["strip", "-o", str(work / "fio"), "fio"], src),
         ):
             res = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
             if res.returncode != 0:
                 last = ((res.stderr or res.stdout).strip().splitlines() or ["no output"])[-1]
-                return None, f"static fio not built ({argv[0]}: {last}): using the host fio's closure"
+                return None, f"{what} not built ({argv[0]}: {last}): {fallback}"
         ver = subprocess.run([str(work / "fio"), "--version"], capture_output=True, text=True).stdout.strip()
         if not ver.startswith("fio-"):
-            return None, "static fio not built (the result does not run): using the host fio's closure"
+            return None, f"{what} not built (the result does not run): {fallback}"
+        unfit = check(work / "fio") if check else None
+        if unfit:
+            return None, f"{what} not built ({unfit}): {fallback}"
         (work / "fio").rename(binary)
-        log(f"static fio {ver} built in {time.monotonic() - start:.0f} s")
-        return binary, f"static fio built from Debian source fio {version} ({note})"
+        log(f"{what} {ver} built in {time.monotonic() - start:.0f} s")
+        return binary, f"{what} built from Debian source fio {version} ({note})"
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -24,6 +24,7 @@ Conventions (see docs/statistics.md):
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,6 +59,9 @@ def check_confidence(confidence: float) -> None:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
 
 
+# Memoised: a report asks for the same few (confidence, df) pairs thousands of times (one per cell, workload and
+# metric), and each scipy call costs ~0.1 ms of argument handling.
+@functools.lru_cache(maxsize=1024)
 def t_quantile(confidence: float, df: float) -> float:
     """Two-sided Student-t critical value t_{(1+confidence)/2, df} (scipy.stats.t.ppf)."""
     check_confidence(confidence)

@@ -34,6 +34,9 @@ READY = "ready"
 FAILED = "failed"
 # Bounded waits inside the script (tenths of a second): the daemon's socket, the fio server's port.
 _SCRIPT_WAIT_TENTHS = 600
+# fio on a host the fleet role installed with its measuring profile (its default install directory): the
+# controller-built fio is copied beside iomatrix's interpreter there, not onto PATH (fio/host_build.py).
+ROLE_FIO = "/opt/iomatrix/.venv/bin/fio"
 # The script. Arguments: the fio server's address and port, then the daemon's command line. Each child is
 # started under setsid (a process group of its own, so the fio server's forked job processes are stopped with
 # it) and setpriv --pdeathsig (util-linux: it dies with the script, should the script itself be killed). The
@@ -59,7 +62,8 @@ while [ ! -S nbd.sock ]; do
     fi
     i=$((i + 1)); sleep 0.1
 done
-setsid setpriv --pdeathsig TERM fio --server="ip:$addr,$port" </dev/null >fio-server.log 2>&1 &
+fio=fio; command -v fio >/dev/null 2>&1 || fio={ROLE_FIO}
+setsid setpriv --pdeathsig TERM "$fio" --server="ip:$addr,$port" </dev/null >fio-server.log 2>&1 &
 fs=$!
 hex=$(printf ':%04X' "$port")
 i=0

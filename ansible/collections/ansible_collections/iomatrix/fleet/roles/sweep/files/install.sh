@@ -2,7 +2,8 @@
 # Install or update iomatrix from a source tarball, idempotently:
 #   install.sh PROJECT_DIR TARBALL [WHEELHOUSE_TAR] [SETUP_OPTION ...]
 # The SETUP_OPTIONs are given to scripts/setup.sh (empty ones left out): --measure-only for a host that only
-# measures (the role's default), --shared-storage for a plan with iSCSI, NFS or Ceph RBD backings.
+# measures (the role's default), --shared-storage for a plan with iSCSI, NFS or Ceph RBD backings,
+# --fio-binary=PATH for the fio built on the controller that the role copied.
 #
 # One install at a time per directory (a flock), because hosts that share a filesystem (containers, the
 # fleet demo's namespaces) would otherwise unpack and pip-install into one .venv at once. The source is unpacked
@@ -17,9 +18,11 @@ dir=$1
 tarball=$2
 wheelhouse=${3:-}
 if [ "$#" -ge 3 ]; then shift 3; else shift "$#"; fi
-options=""
-for option in "$@"; do
-    [ -n "$option" ] && options="$options $option"
+# The options left in "$@", empty ones dropped (the role passes '' for an option it does not use): the list of a
+# for loop is taken once, so the kept ones can be appended while the originals are shifted away.
+for option do
+    shift
+    if [ -n "$option" ]; then set -- "$@" "$option"; fi
 done
 exec 9>"$dir/.install.lock"
 if ! flock -w 3600 9; then
@@ -46,8 +49,7 @@ if [ -n "$wheelhouse" ]; then
     export PIP_NO_INDEX=1 PIP_FIND_LINKS="$dir/.wheelhouse"
 fi
 status=0
-# shellcheck disable=SC2086 # the options are words without spaces (--measure-only, --shared-storage)
-"$dir/scripts/setup.sh" $options || status=$?
+"$dir/scripts/setup.sh" "$@" || status=$?
 if [ "$status" -ne 0 ]; then
     # setup.sh writes its stamp only after pip installed iomatrix: without it the .venv holds nothing of ours.
     if [ -d "$dir/.venv" ] && [ ! -f "$dir/.venv/.iomatrix-installed" ]; then
