@@ -209,7 +209,8 @@ done
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! .venv/bin/python -c 'import iomatrix' 2>/dev/null \
         || [ "$extras_missing" = 1 ] || { [ "$fleet" = 1 ] && [ ! -x .venv/bin/ansible-playbook ]; }; then
     echo "setup: installing iomatrix and its Python dependencies (${extras:-no extras}) into .venv"
-    .venv/bin/python -m pip install -q --upgrade pip
+    # The venv's own pip as it comes (Python >= 3.11 brings pip >= 22.3, which installs this pyproject editable):
+    # upgrading it first cost every install a download and a few seconds, and hosts without an index a wheel more.
     .venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"
     # Extras installed before stay installed: keep them in the stamp with the new ones.
     { [ -f "$stamp" ] && cat "$stamp"; for e in ${extras//,/ }; do echo "$e"; done; } | sort -u > "$stamp.new"
