@@ -78,10 +78,18 @@ def install(profile: str, tarball: Path, fio: Path | None) -> tuple[float, float
                    "DEBIAN_FRONTEND": "noninteractive", "LANG": "C.UTF-8"}
             t0 = time.monotonic()
             # install.sh takes its lock with flock (util-linux) and unpacks with tar and gzip: all in minbase.
-            done = subprocess.run(["chroot", str(root), "/bin/sh", "/opt/iomatrix/.install.sh", "/opt/iomatrix",
-                                   "/opt/iomatrix/.source.tar.gz", "", *option], env=env, capture_output=True,
-                                  text=True)
+            proc = subprocess.Popen(["chroot", str(root), "/bin/sh", "/opt/iomatrix/.install.sh", "/opt/iomatrix",
+                                     "/opt/iomatrix/.source.tar.gz", "", *option], env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+            steps = []  # when each step setup.sh announces began: where the time goes
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if line.startswith(("setup: ", "iomatrix-install: ")) and not line.startswith("setup: done"):
+                    steps.append(f"{time.monotonic() - t0:5.1f} s  {line.strip()[:90]}")
+            stderr = proc.stderr.read() if proc.stderr else ""
+            done = subprocess.CompletedProcess(proc.args, proc.wait(), "", stderr)
             took = time.monotonic() - t0
+            print(f"{profile}: steps (seconds from the start):\n  " + "\n  ".join(steps), flush=True)
             if done.returncode != 0:
                 print(f"{profile}: install failed ({done.returncode}): {done.stderr.strip()[-600:]}")
             elif profile == "measure":
