@@ -98,6 +98,17 @@ def install(profile: str, tarball: Path, fio: Path | None) -> tuple[float, float
                 copied = (project / ".venv/bin/fio").is_file()
                 print(f"measure: fio {'copied from the controller (.venv/bin/fio)' if copied else 'not copied'}, "
                       f"Debian's fio package {'installed' if 'ok installed' in debian_fio else 'not installed'}")
+                # What the first command on the host pays for the bytecode a --no-compile install did not make: the
+                # modules a report imports (the CLI, the store, the statistics with scipy.stats), twice.
+                probe = ["chroot", str(root), "/opt/iomatrix/.venv/bin/python", "-c",
+                         "import iomatrix.cli, iomatrix.report.query, iomatrix.stats.blocked, iomatrix.stats.compare"]
+                firsts = []
+                for _ in range(2):
+                    t1 = time.monotonic()
+                    subprocess.run(probe, env=env, check=True)
+                    firsts.append(time.monotonic() - t1)
+                print(f"measure: importing what a report imports: {firsts[0]:.1f} s the first time (writes its "
+                      f".pyc files), {firsts[1]:.1f} s after", flush=True)
             return took, size_mb(root) - before, done.returncode
         finally:
             left = unmount_fresh_debian(root)

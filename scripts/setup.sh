@@ -211,7 +211,12 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! .venv/bin/python -c
     echo "setup: installing iomatrix and its Python dependencies (${extras:-no extras}) into .venv"
     # The venv's own pip as it comes (Python >= 3.11 brings pip >= 22.3, which installs this pyproject editable):
     # upgrading it first cost every install a download and a few seconds, and hosts without an index a wheel more.
-    .venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"
+    # --measure-only: no bytecode compiled at install (pip --no-compile). A fleet host runs iomatrix as root, so the
+    # first run writes the .pyc files of the modules it imports (under a second, once) and none is made for the
+    # thousands of numpy/scipy modules a sweep never imports: ~4 s and ~50 MB less per host (docs/benchmarks.md).
+    pip_options=()
+    if [ "$measure_only" = 1 ]; then pip_options+=(--no-compile); fi
+    .venv/bin/python -m pip install -q "${pip_options[@]}" -e ".${extras:+[$extras]}"
     # Extras installed before stay installed: keep them in the stamp with the new ones.
     { [ -f "$stamp" ] && cat "$stamp"; for e in ${extras//,/ }; do echo "$e"; done; } | sort -u > "$stamp.new"
     mv "$stamp.new" "$stamp"
