@@ -69,7 +69,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import rankdata
 
 from iomatrix.stats.compare import ratio_ci, welch
 from iomatrix.stats.holm_stepdown import holm
@@ -341,13 +340,15 @@ def _friedman(cells: list[str], table: dict[str, dict[int, float]], alpha: float
     # parametric model used, not only the complete ones. After a race the complete rounds are the first few
     # (every cell ran), while the leaders ran on together for dozens more: on the complete rounds alone one wild
     # value among 3 rounds decided the comparison of cells 2.5× apart with 30 rounds each.
+    from scipy import stats as _st  # lazy, as in summary.t_quantile
+
     rounds = list(base.rounds_used)
     obs = []
     for j, r in enumerate(rounds):
         present = [i for i, c in enumerate(cells) if r in table[c]]
         # (R − 1)/(m − 1): the share of the round's other cells this one beats (ties half), so that rounds of
         # different sizes score on one scale; an affine map of the ranks, which leaves t unchanged.
-        ranks = rankdata([table[cells[i]][r] for i in present])
+        ranks = _st.rankdata([table[cells[i]][r] for i in present])
         obs += [(i, j, (float(rk) - 1.0) / (len(present) - 1)) for i, rk in zip(present, ranks, strict=True)]
     fit = _fit_additive(cells, rounds, obs)
     df = fit.df_resid

@@ -30,8 +30,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from scipy import stats as _st
-
 from iomatrix.stats.summary import Summary, as_samples, summarize
 
 MIN_WARM_RUNS = 3
@@ -89,6 +87,8 @@ def cold_vs_warm(
         p = 1.0 if same else 0.0
         return ColdWarm(cold, warm, p, p < alpha, t, df, ratio, alpha,
                         desc + " (warm runs constant: decided exactly)")
+    from scipy import stats as _st  # lazy, as in summary.t_quantile: importing a report must not cost scipy.stats
+
     if method == "prediction":
         t = (cold - warm.mean) / (warm.sd * math.sqrt(1.0 + 1.0 / m))
         p = float(2.0 * _st.t.sf(abs(t), df))

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from scipy import stats as _st
 
 from iomatrix.stats.precision import imprecise
 from iomatrix.stats.summary import as_samples, check_confidence, sample_sd, t_quantile
@@ -71,6 +70,8 @@ def welch(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> W
             t, p = math.copysign(math.inf, diff), 0.0
         return WelchResult(t=t, df=None, p_value=p, mean_diff=diff, se=0.0, ci_low=diff, ci_high=diff,
                            n_a=int(xa.size), n_b=int(xb.size), confidence=confidence)
+    from scipy import stats as _st  # lazy, as in summary.t_quantile
+
     with warnings.catch_warnings():
         # One constant sample makes scipy warn about "catastrophic cancellation"; the
         # other sample's variance carries the test, so the result is well defined.
