@@ -29,7 +29,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from iomatrix.guest.static_fio import _host_fio_package_version, build_from_debian_source
+from iomatrix.guest.cache import default_cache_dir
+from iomatrix.guest.static_fio import build_from_debian_source, host_fio_package_version
 
 # --enable-libnbd: fio builds its nbd engine only when asked. Not --build-static: Debian ships libnbd as a shared
 # library only. --disable-native: the hosts' CPUs are not the controller's. Every engine with a library a sweep
@@ -75,7 +76,7 @@ def unfit(binary: Path) -> str | None:
 def host_fio(cache_dir: Path, log: Callable[[str], None], build: bool = True) -> tuple[Path | None, str]:
     """(path, why) of the hosts' fio built from Debian's source of the controller's fio version (cached), or
     (None, why not: the hosts then install Debian's fio package)."""
-    version = _host_fio_package_version()
+    version = host_fio_package_version()
     fallback = "the hosts install Debian's fio package"
     if version is None:
         return None, f"the controller's fio is not a Debian package: {fallback}"
@@ -102,8 +103,6 @@ def host_fio(cache_dir: Path, log: Callable[[str], None], build: bool = True) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    from iomatrix.guest.cache import default_cache_dir
-
     ap = argparse.ArgumentParser(prog="python -m iomatrix.fio.host_build", description=__doc__.splitlines()[0])
     ap.add_argument("--no-build", action="store_true", help="only a cached build (check mode: nothing is built)")
     args = ap.parse_args(argv)

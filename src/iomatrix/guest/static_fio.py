@@ -57,7 +57,7 @@ def _debian_mirror() -> tuple[str, str]:
     return uri, suite
 
 
-def _host_fio_package_version() -> str | None:
+def host_fio_package_version() -> str | None:
     out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "fio"], capture_output=True, text=True)
     return out.stdout.strip() or None if out.returncode == 0 else None
 
@@ -69,7 +69,7 @@ def static_fio(cache_dir: Path, log: Callable[[str], None], build: bool = True) 
     host binary's library closure, which saves about a second of boot under TCG. When it cannot be
     built (no compiler, no libaio-dev, no source), returns (None, reason) and the closure is used.
     """
-    version = _host_fio_package_version()
+    version = host_fio_package_version()
     if version is None:
         return None, "host fio is not a Debian package: using its library closure"
     root = cache_dir / "fio-static"
