@@ -8,7 +8,7 @@ SNIA rule on the last ``window`` points y_0..y_{w−1} (x = 0..w−1, equally sp
 
 ``slope`` is the least-squares slope per point, Σ(x−x̄)(y−ȳ) / Σ(x−x̄)² (what
 ``scipy.stats.linregress`` returns, without its argument handling, which made
-steady state a third of a report's time; exactly 0 for a constant window),
+steady state a fifth of a report's CPU; exactly 0 for a constant window),
 so ``|slope|·(w−1)`` is the *excursion* of the fitted line across the window
 (max − min of the fit), which is how SNIA PTS 2.0 words its slope criterion.
 StorPerf compares the per-point slope itself with 10% of the mean, which for a
