@@ -173,9 +173,8 @@ apt_install() {
     return "$status"
 }
 apt_updated=0
-before=$apt_updated
 apt_install "${packages[@]}"
-if [ "$apt_updated" = "$before" ]; then echo "setup: Debian packages present"; fi
+if [ "$apt_updated" = 0 ]; then echo "setup: Debian packages present"; fi
 # The controller's fio (--fio-binary): its libraries, then whether it runs here with the engines a sweep uses.
 fio_debian=""
 if [ -n "$fio_binary" ]; then

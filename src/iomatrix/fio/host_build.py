@@ -29,7 +29,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from iomatrix.guest.cache import default_cache_dir
+from iomatrix.guest.cache import cache_root
 from iomatrix.guest.static_fio import build_from_debian_source, host_fio_package_version
 
 # --enable-libnbd: fio builds its nbd engine only when asked. Not --build-static: Debian ships libnbd as a shared
@@ -106,8 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m iomatrix.fio.host_build", description=__doc__.splitlines()[0])
     ap.add_argument("--no-build", action="store_true", help="only a cached build (check mode: nothing is built)")
     args = ap.parse_args(argv)
-    # The cache's root, beside the guest's artifacts (default_cache_dir() is its guest/ directory).
-    path, why = host_fio(default_cache_dir().parent, lambda m: print(m, file=sys.stderr), build=not args.no_build)
+    path, why = host_fio(cache_root(), lambda m: print(m, file=sys.stderr), build=not args.no_build)
     print(json.dumps({"path": str(path) if path else None, "why": why}))
     return 0
 

@@ -19,11 +19,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 
-def default_cache_dir() -> Path:
+def cache_root() -> Path:
+    """iomatrix's cache: `$IOMATRIX_CACHE` or `~/.cache/iomatrix` (the guest's artifacts, the fleet hosts' fio)."""
     env = os.environ.get("IOMATRIX_CACHE")
-    if env:
-        return Path(env).expanduser() / "guest"
-    return Path.home() / ".cache" / "iomatrix" / "guest"
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "iomatrix"
+
+
+def default_cache_dir() -> Path:
+    return cache_root() / "guest"
 
 
 @contextlib.contextmanager

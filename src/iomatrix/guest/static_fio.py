@@ -117,8 +117,7 @@ def build_from_debian_source(root: Path, binary: Path, version: str, log: Callab
         (work / "lists" / "partial").mkdir(parents=True)
         apt = ["apt-get", "-q", f"-oDir::Etc::SourceList={work / 'src.list'}", "-oDir::Etc::SourceParts=/dev/null",
                f"-oDir::State::Lists={work / 'lists'}"]
-        log(f"building {'a ' if what.startswith('static') else ''}{what} {version} from Debian's source package "
-            "(once, ~1 min)")
+        log(f"building {what} from Debian's source package of fio {version} (once, ~1 min)")
         steps = [([*apt, "update"], work), ([*apt, "source", "--download-only", f"fio={version}"], work)]
         for argv, cwd in steps:
             res = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
