@@ -11,6 +11,7 @@ import pytest
 from scipy import stats as st
 
 from iomatrix.stats.blocked import blocked_analysis, friedman_conover
+from iomatrix.stats.looks import DECISION_ALPHA
 
 # Log values y (ln of the measurements), 3 cells × 4 rounds:
 #            r1 r2 r3 r4   mean
@@ -44,18 +45,40 @@ def test_rcbd_anova_hand_computed() -> None:
     assert r.p_cells == pytest.approx(st.f.sf(6.0, 2, 6))
     assert r.round_share == pytest.approx(0.6)
     assert r.centre["C"] / r.centre["A"] == pytest.approx(math.exp(2))
+    # The pairs are each pair's own paired t (stats/paired.py), not the pooled residual: C − A per round is
+    # 2, 2, 1, 3 → d̄ = 2, s_d = √(2/3), SE = s_d/2, t = 4.899 on 3 df.
     ca = r.pair("C", "A")
-    assert ca.statistic == pytest.approx(2 * math.sqrt(3))
-    assert ca.p_value == pytest.approx(2 * st.t.sf(2 * math.sqrt(3), 6))
+    ref = st.ttest_rel(LOG_TABLE["C"], LOG_TABLE["A"])
+    assert ca.statistic == pytest.approx(ref.statistic) == pytest.approx(2 / (math.sqrt(2 / 3) / 2))
+    assert ca.p_value == pytest.approx(ref.pvalue) and ca.df == 3 and ca.paired_rounds == 4
     assert ca.ratio == pytest.approx(math.exp(2))
-    q = st.t.ppf(0.975, 6)
-    assert ca.ratio_low == pytest.approx(math.exp(2 - q / math.sqrt(3)))
-    # B vs A: d = 1, t = √3; Holm over 3 pairs: raw p sorted (C–A, B–A / C–B tie) → ×3, ×2, ×1
-    p1 = 2 * st.t.sf(math.sqrt(3), 6)
-    assert r.pair("A", "B").p_value == pytest.approx(p1)
-    assert r.pair("A", "C").p_adjusted == pytest.approx(3 * ca.p_value)
-    assert r.pair("A", "B").p_adjusted == pytest.approx(2 * p1)
-    assert r.pair("A", "C").statistic == pytest.approx(-2 * math.sqrt(3))
+    q = st.t.ppf(0.975, 3)
+    assert ca.ratio_low == pytest.approx(math.exp(2 - q * math.sqrt(2 / 3) / 2))
+    # Holm over the 3 pairs' raw p-values, each judged at its look's level: 4 shared rounds → k = 2, α/6.
+    raw = sorted(r.pair(x, y).p_value for x, y in (("A", "B"), ("A", "C"), ("B", "C")))
+    assert r.pair("A", "C").p_adjusted == pytest.approx(min(1.0, 3 * ca.p_value)) and ca.p_value == raw[0]
+    assert ca.level == pytest.approx(DECISION_ALPHA / 6)
+    assert r.pair("A", "C").statistic == pytest.approx(-ca.statistic)
+
+
+def test_a_pair_is_judged_by_its_own_variance_not_the_sweeps() -> None:
+    # Twins that swing ±20 % beside two steady cells (±1 %): the residual pooled over all four cells is small,
+    # and it called the twins different (docs/statistics.md, "Decisions that reproduce"); their own differences
+    # say nothing of the kind, however many steady cells stand beside them.
+    twins = {"a": [(1, 100.0), (2, 125.0), (3, 80.0)], "b": [(1, 115.0), (2, 100.0), (3, 92.0)]}
+    steady = {"n1": [(1, 20.0), (2, 20.2), (3, 19.9)], "n2": [(1, 21.0), (2, 21.1), (3, 20.8)]}
+    alone = blocked_analysis(twins).pair("a", "b")
+    beside = blocked_analysis({**twins, **steady}, allow_nonparametric=False).pair("a", "b")
+    assert beside.p_value == pytest.approx(alone.p_value) and beside.se_log == pytest.approx(alone.se_log)
+    assert not beside.significant and beside.p_value > 0.5
+
+
+def test_ratios_compare_only_the_rounds_both_ran() -> None:
+    # b ran 3 early rounds on a slow host, a ran on into faster rounds: a's later runs do not count against b.
+    a = [(1, 100.0), (2, 101.0), (3, 99.0), *[(r, 150.0) for r in range(4, 20)]]
+    b = [(1, 100.0), (2, 100.0), (3, 100.0)]
+    pr = blocked_analysis({"a": a, "b": b}).pair("a", "b")
+    assert pr.paired_rounds == 3 and pr.ratio == pytest.approx(1.0, abs=0.01)
 
 
 def test_two_cells_equal_the_paired_t_test_on_logs() -> None:
@@ -66,8 +89,10 @@ def test_two_cells_equal_the_paired_t_test_on_logs() -> None:
     assert r.method == "rcbd-anova"
     assert r.pair("a", "b").statistic == pytest.approx(ref.statistic)
     assert r.pair("a", "b").p_value == pytest.approx(ref.pvalue)
-    # The round effect is large: the cells differ by ~7% in every round though each varies ±20%.
-    assert r.pair("a", "b").significant
+    # The round effect is large: the cells differ by ~7% in every round though each varies ±20%. Five shared
+    # rounds are the third look (k = 3): the level is α/12, and p = 0.010 does not reach it yet.
+    assert r.pair("a", "b").p_value < 0.05 and r.pair("a", "b").level == pytest.approx(DECISION_ALPHA / 12)
+    assert not r.pair("a", "b").significant
     assert st.ttest_ind(a, b, equal_var=False).pvalue > 0.5  # an independent test sees nothing
 
 
@@ -126,32 +151,30 @@ def test_bad_input() -> None:
         blocked_analysis({"a": [(1, 1.0), (2, 2.0)], "b": [(1, 1.0), (2, 2.0)]}, alpha=2)
 
 
-def test_conover_pairs_on_complete_rounds_are_conovers_formula() -> None:
-    # The additive model on within-round ranks gives Conover's t exactly when every round holds every cell.
+def test_non_normal_residuals_keep_friedman_and_compare_pairs_by_their_own_rounds() -> None:
     data = {c: [(j, row[i]) for j, row in enumerate(ROUNDING_TIMES)] for i, c in enumerate("abc")}
     data["b"][5] = (5, 50.0)  # one wild value: the residuals of the log model are then clearly not normal
     r = blocked_analysis(data)
-    assert r.method == "friedman-conover" and r.rounds_used == r.rounds_complete
-    blocks = np.array([[dict(data[c])[j] for c in "abc"] for j in range(len(ROUNDING_TIMES))])
-    _t1, _p, r_sum, se, df = friedman_conover(blocks)
-    for i, j in ((0, 1), (0, 2), (1, 2)):
-        pair = r.pair("abc"[i], "abc"[j])
-        assert pair.statistic == pytest.approx((r_sum[i] - r_sum[j]) / se) and pair.df == df
-        assert pair.p_value == pytest.approx(2 * st.t.sf(abs(pair.statistic), df))
+    assert r.method == "friedman-conover" and r.friedman_p is not None
+    for x, y in (("a", "b"), ("a", "c"), ("b", "c")):
+        ref = st.ttest_rel(np.log([v for _, v in data[x]]), np.log([v for _, v in data[y]]))
+        assert r.pair(x, y).statistic == pytest.approx(ref.statistic)
 
 
-def test_conover_pairs_use_the_rounds_the_leaders_ran_on_after_a_race(data_dir: Path) -> None:
+def test_pairs_after_a_race_use_the_rounds_both_ran(data_dir: Path) -> None:
     # Real runs (modern on this host): 5 cells for 3 complete rounds, then the race's two leaders on together for
     # ~30 rounds, writeback · io_uring at 2.5× writeback · threads in every round but one wild run (41k in round 2,
-    # a complete one). On the complete rounds alone the ranks separated nothing from the leader ("not separable
-    # yet" after 30 rounds each); with every round the model uses, the leader is separated from every cell.
+    # a complete one). The two leaders are separated over their 30 shared rounds; the cache=none cells share 3–4
+    # rounds with the leader, one of them wild: their own differences (ratios 1.3–3.3) cannot decide at the
+    # first looks' levels, and the leaders' 30 rounds no longer lend them a variance they do not have.
     raw = json.loads((data_dir / "race_rand_read_modern.json").read_text())["runs"]
     data = {c: [(int(r), float(v)) for r, v in pts] for c, pts in raw.items()}
     r = blocked_analysis(data)
     assert r.method == "friedman-conover" and len(r.rounds_complete) == 3 and len(r.rounds_used) == 30
-    assert "holding ≥ 2 cells" in r.description
     lead = "writeback · io_uring"
-    for other in data:
-        if other != lead:
-            assert r.pair(lead, other).significant and r.pair(lead, other).ratio > 1.9
+    top = r.pair(lead, "writeback · threads")
+    assert top.significant and top.ratio > 1.9 and top.paired_rounds == 30
+    for other in ("cache=none · threads", "cache=none · native", "cache=none · io_uring"):
+        pr = r.pair(lead, other)
+        assert pr.paired_rounds in (3, 4) and pr.ratio > 1.7 and not pr.significant
     assert not r.pair("cache=none · native", "cache=none · io_uring").significant  # 4 rounds, 0.9×: no evidence

@@ -32,7 +32,9 @@ def test_clearly_worse_units_are_eliminated_close_ones_kept_baselines_never() ->
     status = {d.unit: d.status for d in step.decisions}
     assert status == {"fast": "keep", "close": "keep", "slow": "eliminated", "bm": "baseline"}
     assert step.best == "fast" and step.top_group == {"fast", "close"}
-    assert "significantly worse than fast by 40%" in next(d.reason for d in step.decisions if d.unit == "slow")
+    # 40% behind after 3 rounds: stopped, by significance or because it cannot be 5% better (either ends its race).
+    slow = next(d.reason for d in step.decisions if d.unit == "slow")
+    assert "than fast" in slow and "40%" in slow and "look 1 of α=0.02: 3 shared rounds" in slow
     assert next(d.reason for d in step.decisions if d.unit == "bm") == "baseline: keep min runs"
     assert step.method in ("rcbd-anova", "friedman-conover")
 
@@ -76,7 +78,7 @@ def test_equivalence_stop_is_a_tost_on_the_blocked_ratio() -> None:
     # d = −0.02, −0.01, −0.03: mean −0.02, SD 0.01, SE 0.01/√3; t(0.95, df 2) = 2.919986
     # 90% CI exp(−0.02 ± 2.919986·0.005774) = 0.96384–0.99684, inside the ±5% margin 0.95–1.0526.
     data = two_cells([-0.02, -0.01, -0.03])
-    step = race_step(data, higher_is_better=True, threshold=0.05)
+    step = race_step(data, higher_is_better=True, threshold=0.05, alpha=0.05)
     [b] = [d for d in step.decisions if d.unit == "b"]
     assert b.status == "equivalent" and step.equivalent == ("b",) and step.active == ("a",)
     assert "90% CI 0.964–0.997 within ±5% (TOST, α=0.05)" in b.reason
@@ -93,19 +95,20 @@ def test_equivalence_stop_is_a_tost_on_the_blocked_ratio() -> None:
 
 def test_futility_stop_when_the_rounds_left_cannot_separate_the_leaders() -> None:
     # d = −0.10, +0.10, −0.30: b is 9.5% behind a (gap > 5%), paired t = 0.10/(0.2/√3) = 0.87: not significant.
-    # Residual SD of the blocked model s = SD(d)/√2 = 0.2/√2. At power 0.5, separating them needs
-    # n = ⌈(1.959964 · √2 · s / 0.10)²⌉ = ⌈(1.959964 · 2)²⌉ = ⌈15.37⌉ = 16 rounds, 13 more after 3; ruling b out
-    # (one-sided against the margin δ = −ln 0.95 = 0.051293) needs n = ⌈(1.644854 · √2 · s / (0.10 + 0.051293))²⌉
-    # = ⌈(1.644854 · 0.2 / 0.151293)²⌉ = ⌈4.73⌉ = 5 rounds, 2 more: the fewer of the two is the estimate.
+    # The pair's own SD per run s = SD(d)/√2 = 0.2/√2. With α = 0.05 spent over the looks (stats/looks.py:
+    # level(n) = 0.05/(k(k+1)), k = n − 2) and power 0.5 (z = 0), ruling b out (one-sided against the margin
+    # δ = −ln 0.95 = 0.051293) needs the first n with n ≥ (z_{1−level(n)} · 0.2 / 0.151293)²: n = 24 gives
+    # level 9.88e-5, z 3.722, 24.2 > 24; n = 25 gives level 9.06e-5, z 3.744, 24.5 ≤ 25: 22 more after 3.
+    # Separating them (two-sided, d = 0.10) needs far more (77): the fewer of the two is the estimate.
     data = two_cells([-0.10, 0.10, -0.30])
-    assert race_step(data, higher_is_better=True).contenders == {"b"}  # no limit given: races on
-    assert race_step(data, higher_is_better=True, rounds_left=2).contenders == {"b"}
-    assert race_step(data, higher_is_better=True, rounds_left=0).contenders == {"b"}  # max/budget stop it
-    futile = race_step(data, higher_is_better=True, rounds_left=1)
+    assert race_step(data, higher_is_better=True, alpha=0.05).contenders == {"b"}  # no limit given: races on
+    assert race_step(data, higher_is_better=True, alpha=0.05, rounds_left=30).contenders == {"b"}
+    assert race_step(data, higher_is_better=True, alpha=0.05, rounds_left=0).contenders == {"b"}  # max stops it
+    futile = race_step(data, higher_is_better=True, alpha=0.05, rounds_left=20)
     assert futile.futile == ("b",) and futile.contenders == frozenset() and futile.active == ("a",)
     [b] = [d for d in futile.decisions if d.unit == "b"]
-    assert b.reason == ("not separable from a within the budget: 10% behind (Holm p=0.48); about 2 more round(s) "
-                        "needed for even odds of separating them or ruling it out, 1 left")
+    assert b.reason == ("not separable from a within the budget: 10% behind (Holm p=0.48); about 22 more round(s) "
+                        "needed for even odds of separating them or ruling it out, 20 left")
     assert stop_reason([futile], rounds_done=3, max_rounds=8) == "not separable within the budget"
     # An earlier step's futile or equivalent stop still names the end of the race.
     assert stop_reason([futile, race_step(two_cells([0.5, 0.6, 0.55]), True)], 4, 8) == \
@@ -202,12 +205,13 @@ def test_a_unit_that_cannot_beat_the_best_by_the_threshold_is_eliminated_without
     # d = −0.12, −0.08, −0.04: b is 7.7% behind a, paired t = 3.46 on 2 df, p = 0.074: not significant. The one-sided
     # test of "b is more than 5% better" (stats/ruling_out.py): t = (−0.08 − 0.051293)/(0.04/√3) = −5.6852,
     # p = 0.01479 < 0.05: no number of rounds can make b the answer, so it stops.
+    # At α = 0.05 spent over the looks the first look's level is 0.025 (stats/looks.py): 0.01479 reaches it.
     data = two_cells([-0.12, -0.08, -0.04])
-    step = race_step(data, higher_is_better=True, threshold=0.05)
+    step = race_step(data, higher_is_better=True, threshold=0.05, alpha=0.05)
     [b] = [d for d in step.decisions if d.unit == "b"]
     assert b.status == "eliminated" and step.active == ("a",)
     assert b.reason == ("cannot be more than 5% better than a: 8% behind (one-sided test against that margin, "
-                        "Holm p=0.015 < 0.05)")
+                        "Holm p=0.015 < 0.025, the level of look 1 of α=0.05: 3 shared rounds)")
     assert stop_reason([step], rounds_done=3, max_rounds=8) == "one best left"
     # Twice the spread (d = −0.16, −0.08, 0.0): t = −2.8426, p = 0.052, b keeps racing.
     assert race_step(two_cells([-0.16, -0.08, 0.0]), higher_is_better=True).contenders == {"b"}

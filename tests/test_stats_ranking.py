@@ -22,7 +22,7 @@ def test_ties_share_the_leaders_group_and_worse_cell_is_next_group() -> None:
     assert [row.rank for row in r.rows] == [1, 2, 3]
     assert r.row("B").same_as_best and not r.row("C").same_as_best
     assert r.n_comparisons == 3
-    assert "Welch's t-test, two-sided, Holm-corrected over 3 comparisons, α=0.05" in r.test_description
+    assert "Welch's t-test, two-sided, Holm-corrected over 3 comparisons, α=0.02" in r.test_description
     assert r.row("A").ratio_to_best == (1.0, 1.0, 1.0)
     c = r.row("C").ratio_to_best
     assert c is not None and c.ratio == pytest.approx(0.8)

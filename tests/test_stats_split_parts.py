@@ -198,9 +198,11 @@ def test_ruling_out_margins_exact_fits_and_what_is_left_out() -> None:
 
 
 def test_rounds_to_rule_out_formula() -> None:
-    # 10% behind (d = ln 0.9), s = 0.1, θ = 5%: n = ⌈((1.644854 + 0.841621) · √2 · 0.1 / (0.051293 + 0.105361))²⌉
-    # = ⌈2.2449²⌉ = ⌈5.04⌉ = 6 rounds in all, 3 more after 3.
-    assert rounds_to_rule_out(math.log(0.9), 0.1, 3, 0.05, True) == 3
+    # 10% behind (d = ln 0.9), s = 0.1, θ = 5%, α = 0.05 spent over the looks (stats/looks.py): the first n with
+    # n ≥ ((z_{1−level(n)} + 0.841621) · √2 · 0.1 / (0.051293 + 0.105361))², level(n) = 0.05/(k(k+1)), k = n − 2:
+    # n = 15 → level 2.747e-4, 15.06 > 15; n = 16 → level 2.381e-4, 15.29 ≤ 16: 13 more after 3 (6 in all at an
+    # unspent α: the price of not letting noise decide at some look).
+    assert rounds_to_rule_out(math.log(0.9), 0.1, 3, 0.05, True) == 13
     assert rounds_to_rule_out(math.log(0.9), 0.0, 3, 0.05, True) == 1  # no noise: one more round settles it
     # Ahead by more than the margin, or no SD: no number of rounds rules it out.
     assert rounds_to_rule_out(math.log(1.2), 0.1, 3, 0.05, True) is None

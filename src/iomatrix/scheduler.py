@@ -86,6 +86,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from iomatrix.stats import needs_more_runs
+from iomatrix.stats.looks import DECISION_ALPHA
 from iomatrix.stats.racing import race_step, stop_reason
 from iomatrix.stop_kinds import StopKind
 
@@ -236,7 +237,7 @@ class RacingPolicy:
     threshold: float
     min_runs: int
     higher_is_better: Callable[[str], bool]  # group → direction of its primary metric
-    alpha: float = 0.05
+    alpha: float = DECISION_ALPHA
     name: str = "racing"
     history: dict[str, list] = field(default_factory=dict)  # group → its RaceStep per round
     held: dict[str, StopVerdict] = field(default_factory=dict)  # current units decided on, run to the race's end

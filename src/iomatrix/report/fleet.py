@@ -33,6 +33,7 @@ from iomatrix.snippets import DiskConfig, SnippetSet, snippets_for
 from iomatrix.stats import Change, compare_sweeps, summarize
 from iomatrix.stats.decision import DEFAULT_TIE_BREAK
 from iomatrix.stats.fleet import FleetAnswer, HostResult, fleet_answer
+from iomatrix.stats.looks import DECISION_ALPHA
 from iomatrix.store import Store
 from iomatrix.store.queries import FleetSweep
 from iomatrix.tiers import tier_order
@@ -307,7 +308,7 @@ def backing_names_hint(backings: Mapping[str, set[str]]) -> str | None:
 def fleet_answers(store: Store, fleet: Fleet, workload: str | None = None, metric: str | None = None, *,
                   objective: Objective | None = None, min_n: int = 3, max_noise: float = 0.10,
                   threshold: float = 0.05, tie_break: Sequence[str] = DEFAULT_TIE_BREAK,
-                  alpha: float = 0.05, requirements: Sequence[Requirement] = ()) -> list[WorkloadFleet]:
+                  alpha: float = DECISION_ALPHA, requirements: Sequence[Requirement] = ()) -> list[WorkloadFleet]:
     """Every group's answer for every workload and tier the fleet's hosts ranked, among the configurations that
     meet `requirements` (report.recommend.parse_requirements: power-loss-safe by default); with requirements,
     also the answer without them, to name a faster configuration they exclude as one host's answer does."""

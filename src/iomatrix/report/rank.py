@@ -36,6 +36,7 @@ from iomatrix.stats.decision import (
     decide,
 )
 from iomatrix.stats.interference import RunInterference
+from iomatrix.stats.looks import DECISION_ALPHA
 from iomatrix.stop_kinds import StopKind
 from iomatrix.store import Store
 from iomatrix.store.queries import RunBoot
@@ -251,7 +252,7 @@ def null_ceiling(cells: Sequence[CellWorkload], tier: str, metric: str) -> list[
 
 
 def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *, min_n: int = 3,
-                  max_noise: float = 0.10, alpha: float = 0.05,
+                  max_noise: float = 0.10, alpha: float = DECISION_ALPHA,
                   per_run: Mapping[int, tuple[int, float]] | None = None,
                   threshold: float = DEFAULT_THRESHOLD, tie_break: Sequence[str] = DEFAULT_TIE_BREAK,
                   interference: Mapping[int, RunInterference] | None = None,

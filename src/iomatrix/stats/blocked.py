@@ -72,6 +72,8 @@ import numpy as np
 
 from iomatrix.stats.compare import ratio_ci, welch
 from iomatrix.stats.holm_stepdown import holm
+from iomatrix.stats.looks import DECISION_ALPHA, FIRST_LOOK, look_level
+from iomatrix.stats.paired import paired_comparison
 
 NORMALITY_ALPHA = 0.01  # Shapiro–Wilk p below this → Friedman + Conover
 
@@ -88,7 +90,9 @@ class BlockedPair:
     p_value: float
     p_adjusted: float  # Holm over every pair
     significant: bool  # p_adjusted < alpha
-    se_log: float | None = None  # SE of ln(ratio) on `df` (the parametric blocked model only; None otherwise)
+    se_log: float | None = None  # SE of ln(ratio) on `df` (the pair's paired t; None otherwise)
+    paired_rounds: int = 0  # the rounds both cells ran (0 in the Welch fallback: nothing paired)
+    level: float = 0.0  # the level p_adjusted had to reach at this look (stats/looks.py)
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,8 @@ class BlockedAnalysis:
                 return p
             if (p.a, p.b) == (b, a):
                 return BlockedPair(a, b, _inv(p.ratio), _inv_opt(p.ratio_high), _inv_opt(p.ratio_low),
-                                   -p.statistic, p.df, p.p_value, p.p_adjusted, p.significant, p.se_log)
+                                   -p.statistic, p.df, p.p_value, p.p_adjusted, p.significant, p.se_log,
+                                   p.paired_rounds, p.level)
         raise KeyError((a, b))
 
     @property
@@ -172,7 +177,7 @@ def _tq(confidence: float, df: float) -> float:
 
 
 def _welch(cells: list[str], table: dict[str, dict[int, float]], alpha: float, confidence: float,
-           complete: list[int], why: str, notes: list[str]) -> BlockedAnalysis:
+           complete: list[int], why: str, notes: list[str], looked: bool = True) -> BlockedAnalysis:
     vals = {c: list(table[c].values()) for c in cells}
     pairs = [(cells[i], cells[j]) for i in range(len(cells)) for j in range(i + 1, len(cells))]
     tests = [welch(vals[a], vals[b], confidence) for a, b in pairs]
@@ -180,8 +185,11 @@ def _welch(cells: list[str], table: dict[str, dict[int, float]], alpha: float, c
     out = []
     for (a, b), w, p in zip(pairs, tests, adj, strict=True):
         rc = ratio_ci(vals[a], vals[b], confidence)
+        # Runs in rounds a race looked at: each cell's run count stands for the looks it could have taken
+        # (stats/looks.py); plain samples (no rounds: no race looked at them) are judged at α.
+        level = look_level(alpha, min(len(vals[a]), len(vals[b]))) if looked else alpha
         out.append(BlockedPair(a, b, rc.ratio if rc.ratio is not None else math.nan, rc.low, rc.high, w.t, w.df,
-                               w.p_value, p, p < alpha))
+                               w.p_value, p, p < level, level=level))
     desc = (f"independent analysis (Welch's t-test on the values, Holm over {len(pairs)} pair(s), α={alpha:g}): "
             f"{why}")
     return BlockedAnalysis("welch", desc, tuple(cells), {c: float(np.mean(vals[c])) for c in cells}, tuple(out),
@@ -284,29 +292,42 @@ def _anova(cells: list[str], table: dict[str, dict[int, float]], alpha: float, c
     # Cell effects: α_0 = 0, α_i = beta[i]; LS means = μ + α_i + mean(β) (same offset for all: the ratio is exact).
     offset = float(beta[0]) + float(np.mean(np.concatenate([[0.0], beta[k:]])))
     centre = {c: math.exp(offset + fit.effect(i)) for i, c in enumerate(cells)}
-    pairs_ix = [(i, j) for i in range(k) for j in range(i + 1, k)]
-    raw = []
-    for i, j in pairs_ix:
-        d, se, t, p = fit.contrast(i, j)
-        if se == 0.0:
-            lo = hi = math.exp(d)
-        else:
-            q = _tq(confidence, df_resid)
-            lo, hi = math.exp(d - q * se), math.exp(d + q * se)
-        raw.append((d, lo, hi, t, p, se))
-    adj = holm([r[4] for r in raw])
-    pairs = tuple(BlockedPair(cells[i], cells[j], math.exp(d), lo, hi, t, float(df_resid), p, pa, pa < alpha, se)
-                  for (i, j), (d, lo, hi, t, p, se), pa in zip(pairs_ix, raw, adj, strict=True))
+    pairs = _paired_pairs(cells, table, alpha, confidence)
     resid = y - x @ beta
     shape = "balanced" if len(obs) == k * b else f"unbalanced: {len(obs)} of {k}×{b} values"
     desc = (f"two-way additive model on log values with the round as block (RCBD, {k} cells × {b} rounds, "
-            f"{shape}), pairwise t from the residual variance (df={df_resid}), Holm over {len(pairs)} pair(s), "
-            f"α={alpha:g}")
+            f"{shape}) for the order; {PAIRWISE} paired t on the log ratios of the rounds both ran (each pair's own "
+            f"variance), Holm over {len(pairs)} pair(s), {spent(alpha)}")
     ba = BlockedAnalysis("rcbd-anova", desc, tuple(cells), centre, pairs, alpha, tuple(complete), tuple(rounds),
                          df_resid=df_resid, residual_sd=math.sqrt(mse) if mse == mse else None,
                          f_cells=f_c, p_cells=p_c, f_rounds=f_r, p_rounds=p_r, round_share=share,
                          notes=tuple(notes))
     return ba, resid
+
+
+PAIRWISE = "pairwise: each pair compared like with like, the"
+
+
+def spent(alpha: float) -> str:
+    """How the pairs' significance is judged, for a description (stats/looks.py)."""
+    return f"α={alpha:g} spent over the looks (α/(k(k+1)) at the k-th, from {FIRST_LOOK} shared rounds)"
+
+
+def _paired_pairs(cells: list[str], table: dict[str, dict[int, float]], alpha: float,
+                  confidence: float) -> tuple[BlockedPair, ...]:
+    """Every pair of cells by its own paired comparison over the rounds both ran (stats/paired.py), Holm over
+    the family, each judged at its look's level (stats/looks.py)."""
+    k = len(cells)
+    ix = [(i, j) for i in range(k) for j in range(i + 1, k)]
+    tests = [paired_comparison(table[cells[i]], table[cells[j]], confidence) for i, j in ix]
+    adj = holm([t.p_value for t in tests])
+    out = []
+    for (i, j), t, pa in zip(ix, tests, adj, strict=True):
+        level = look_level(alpha, t.rounds)
+        ratio = t.ratio if t.ratio is not None else math.nan
+        out.append(BlockedPair(cells[i], cells[j], ratio, t.ratio_low, t.ratio_high, t.statistic,
+                               float(t.df) if t.df else None, t.p_value, pa, pa < level, t.se_log, t.rounds, level))
+    return tuple(out)
 
 
 def friedman_conover(blocks: np.ndarray) -> tuple[float, float, np.ndarray, float, int]:
@@ -335,37 +356,17 @@ def _friedman(cells: list[str], table: dict[str, dict[int, float]], alpha: float
     blocks = np.array([[table[c][r] for c in cells] for r in complete])
     t1, p1, _r_sum, _se, _df = friedman_conover(blocks)
     k = len(cells)
-    pairs_ix = [(i, j) for i in range(k) for j in range(i + 1, k)]
-    # Conover's comparisons as the additive model on within-round ranks (module docstring): every round the
-    # parametric model used, not only the complete ones. After a race the complete rounds are the first few
-    # (every cell ran), while the leaders ran on together for dozens more: on the complete rounds alone one wild
-    # value among 3 rounds decided the comparison of cells 2.5× apart with 30 rounds each.
-    from scipy import stats as _st  # lazy, as in summary.t_quantile
-
-    rounds = list(base.rounds_used)
-    obs = []
-    for j, r in enumerate(rounds):
-        present = [i for i, c in enumerate(cells) if r in table[c]]
-        # (R − 1)/(m − 1): the share of the round's other cells this one beats (ties half), so that rounds of
-        # different sizes score on one scale; an affine map of the ranks, which leaves t unchanged.
-        ranks = _st.rankdata([table[cells[i]][r] for i in present])
-        obs += [(i, j, (float(rk) - 1.0) / (len(present) - 1)) for i, rk in zip(present, ranks, strict=True)]
-    fit = _fit_additive(cells, rounds, obs)
-    df = fit.df_resid
-    raw = [fit.contrast(i, j)[2:] for i, j in pairs_ix]  # (t, p)
-    adj = holm([r[1] for r in raw])
-    # Ratios of the parametric model's geometric means (on complete rounds: the geometric means of those rounds).
+    # The pairs as in the parametric model: each pair's paired t over its shared rounds (stats/paired.py). A wild
+    # round widens that pair's own variance (the test grows cautious) instead of moving a variance pooled over
+    # every cell, which is what Conover's comparisons guarded against; the omnibus test stays Friedman's.
     centre = dict(base.centre)
-    pairs = tuple(BlockedPair(cells[i], cells[j], centre[cells[i]] / centre[cells[j]], None, None, t, float(df), p,
-                              pa, pa < alpha)
-                  for (i, j), (t, p), pa in zip(pairs_ix, raw, adj, strict=True))
-    ranked = "" if len(rounds) == len(complete) else \
-        (f" on the within-round ranks of all {len(rounds)} rounds holding ≥ 2 cells (an additive model on ranks: "
-         f"on complete rounds exactly Conover's)")
+    pairs = base.pairs
+    rounds = list(base.rounds_used)
     desc = (f"Friedman test with the round as block ({k} cells × {len(complete)} complete rounds, "
-            f"χ²={t1:.3g}, p={p1:.2g}) and Conover's pairwise comparisons{ranked}, Holm over {len(pairs)} pair(s), "
-            f"α={alpha:g} — chosen because the model residuals are not normal (Shapiro–Wilk p={normality_p:.2g} "
-            f"< {NORMALITY_ALPHA:g})")
+            f"χ²={t1:.3g}, p={p1:.2g}), chosen because the model residuals are not normal (Shapiro–Wilk "
+            f"p={normality_p:.2g} < {NORMALITY_ALPHA:g}); {PAIRWISE} paired t on the log ratios of the rounds "
+            f"both ran (each pair's own variance, which a wild round widens), Holm over {len(pairs)} pair(s), "
+            f"{spent(alpha)}")
     return BlockedAnalysis("friedman-conover", desc, tuple(cells), centre, pairs, alpha, tuple(complete),
                            tuple(rounds), df_resid=base.df_resid, residual_sd=base.residual_sd,
                            f_cells=base.f_cells, p_cells=base.p_cells, f_rounds=base.f_rounds,
@@ -381,12 +382,12 @@ def independent_analysis(
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     table = {c: {i: float(v) for i, v in enumerate(vs)} for c, vs in data.items()}
-    return _welch(list(table), table, alpha, confidence, [], why, [])
+    return _welch(list(table), table, alpha, confidence, [], why, [], looked=False)
 
 
 def blocked_analysis(
     data: Mapping[str, Sequence[tuple[int, float]]],
-    alpha: float = 0.05,
+    alpha: float = DECISION_ALPHA,
     confidence: float = 0.95,
     allow_nonparametric: bool = True,
 ) -> BlockedAnalysis:

@@ -83,7 +83,8 @@ from dataclasses import dataclass
 from iomatrix.domain.axes import simplicity_order
 from iomatrix.errors import UserError
 from iomatrix.risk import risk_of
-from iomatrix.stats.blocked import BlockedAnalysis
+from iomatrix.stats.blocked import BlockedAnalysis, BlockedPair
+from iomatrix.stats.looks import rounds_needed
 from iomatrix.stats.ranking import RankedRow, Ranking
 from iomatrix.stats.ruling_out import rounds_to_rule_out, ruled_out_p
 
@@ -108,6 +109,7 @@ class Decision:
     statement: str  # one or two sentences for a report
     provisional: str | None = None  # unresolved: the tie-break's pick among the leader, tied and unresolved cells
     ruled_out: tuple[str, ...] = ()  # behind by more than θ; a one-sided test shows they cannot beat the leader by θ
+    equivalent: tuple[str, ...] = ()  # named with the leader, and shown within the margin of it (TOST on the CI)
 
 
 def check_threshold(threshold: float) -> float:
@@ -160,16 +162,11 @@ def _log_sd(values: Sequence[float]) -> float | None:
 
 def rounds_to_separate(effect_log: float, sd_log: float | None, rounds_done: int, alpha: float = 0.05,
                        power: float = 0.8) -> int | None:
-    """More rounds needed (≥ 1) for a two-sided test at α with the given power; None if it cannot be estimated."""
-    from scipy import stats as _st
-
+    """More rounds needed (≥ 1) for a two-sided test at its look's level (α spent over the looks,
+    stats/looks.py) with the given power; None if it cannot be estimated."""
     if sd_log is None or effect_log == 0 or not math.isfinite(effect_log):
         return None
-    if sd_log == 0:
-        return 1
-    z = float(_st.norm.ppf(1 - alpha / 2) + _st.norm.ppf(power))
-    n = math.ceil((z * math.sqrt(2.0) * sd_log / abs(effect_log)) ** 2)
-    return max(1, n - rounds_done)
+    return rounds_needed(effect_log, sd_log, rounds_done, alpha, power, two_sided=True)
 
 
 @dataclass(frozen=True)
@@ -180,28 +177,65 @@ class Verdicts:
     unresolved: tuple[str, ...]  # not significantly worse, yet beyond θ
     separated: tuple[str, ...]  # significantly worse and beyond θ
     ruled_out: tuple[str, ...] = ()  # beyond θ, not significantly worse, shown not better by more than θ
+    equivalent: tuple[str, ...] = ()  # of top and ruled_out: the ratio's CI lies inside the margin (TOST)
+
+
+def equivalence_margin(threshold: float, higher_is_better: bool) -> tuple[float, float]:
+    """(low, high) bounds on the ratio centre(u)/centre(best) within which the two are tied either way."""
+    if higher_is_better:
+        return 1.0 - threshold, 1.0 / (1.0 - threshold)
+    return 1.0 / (1.0 + threshold), 1.0 + threshold
+
+
+def within_margin(r: RankedRow, threshold: float, higher_is_better: bool) -> bool:
+    """The cell's ratio to the best has a CI inside the equivalence margin: equivalent whichever is better."""
+    rc = r.ratio_to_best
+    if rc is None or rc.low is None or rc.high is None:
+        return False
+    lo, hi = equivalence_margin(threshold, higher_is_better)
+    return lo <= rc.low and rc.high <= hi
+
+
+def _significant_vs_best(r: RankedRow, best: str, alpha: float, analysis: BlockedAnalysis | None) -> bool:
+    """Separated from the best: the pair's Holm-adjusted p below its look's level (stats/looks.py) when the
+    analysis compared it, else below α."""
+    if analysis is not None and r.name in analysis.centre and best in analysis.centre:
+        return analysis.pair(r.name, best).significant
+    return r.p_vs_best is not None and r.p_vs_best < alpha
 
 
 def classify(ranked: Sequence[RankedRow], higher_is_better: bool, alpha: float, threshold: float,
              analysis: BlockedAnalysis | None = None) -> Verdicts:
     """Each of ``ranked[1:]`` against the best ``ranked[0]``: gap ≤ θ → top group (significant or not); else
-    Holm-adjusted p < α → separated; else, with the parametric blocked ``analysis``, the non-superiority test
-    (stats/ruling_out.py, Holm over these cells) rejects "better by more than θ" → ruled out; else
-    unresolved.  A cell without a ratio to the best has an infinite gap."""
-    top, behind, separated = [ranked[0].name], [], []
+    significantly worse at its look's level → separated; else, with a blocked ``analysis``, the
+    non-superiority test (stats/ruling_out.py, Holm over these cells) rejects "better by more than θ" at the
+    pair's level → ruled out; else unresolved.  A cell without a ratio to the best has an infinite gap."""
+    best = ranked[0].name
+    top, behind, separated = [best], [], []
     for r in ranked[1:]:
         ratio = r.ratio_to_best.ratio if r.ratio_to_best and r.ratio_to_best.ratio is not None else None
-        gap = gap_to_best(ratio, higher_is_better) if ratio is not None else math.inf
+        gap = gap_to_best(ratio, higher_is_better) if ratio is not None and ratio == ratio else math.inf
         if gap <= threshold:
             top.append(r.name)
-        elif r.p_vs_best is not None and r.p_vs_best < alpha:
+        elif _significant_vs_best(r, best, alpha, analysis):
             separated.append(r.name)
         else:
             behind.append(r.name)
-    ruled = {n for n, p in ruled_out_p(analysis, ranked[0].name, behind, higher_is_better, threshold).items()
-             if p < alpha}
+    ruled_p = ruled_out_p(analysis, best, behind, higher_is_better, threshold)
+    ruled = {n for n, p in ruled_p.items() if analysis is not None and p < analysis.pair(n, best).level}
+    rows = {r.name: r for r in ranked}
+    equivalent = tuple(n for n in (*top[1:], *(n for n in behind if n in ruled))
+                       if within_margin(rows[n], threshold, higher_is_better))
     return Verdicts(tuple(top), tuple(n for n in behind if n not in ruled), tuple(separated),
-                    tuple(n for n in behind if n in ruled))
+                    tuple(n for n in behind if n in ruled), equivalent)
+
+
+def pair_sd(pr: BlockedPair) -> float | None:
+    """s, the per-run SD on the log scale that the pair's own differences imply: SE·√n/√2 (the difference of
+    two runs has SD √2·s), for the rounds-needed estimates; None without an SE."""
+    if pr.se_log is None or pr.paired_rounds < 2:
+        return None
+    return pr.se_log * math.sqrt(pr.paired_rounds) / math.sqrt(2.0)
 
 
 def full_tie_break(keys: Sequence[str]) -> tuple[str, ...]:
@@ -224,7 +258,7 @@ def separation_sd(leader: str, contender: str, analysis: BlockedAnalysis | None,
     """s, the SD on the log scale for the extra-rounds estimate: the blocked analysis's √MSE, else the larger
     of the two cells' sample SDs of ln values (from ``samples``), else None."""
     if analysis is not None and analysis.blocked:
-        return analysis.residual_sd
+        return pair_sd(analysis.pair(contender, leader))
     if samples is None:
         return None
     sds = [s for s in (_log_sd(samples[leader]), _log_sd(samples[contender])) if s is not None]
@@ -238,7 +272,7 @@ def extra_rounds(leader: str, contenders: Sequence[str], centre: Mapping[str, fl
     parametric blocked model, ``rounds_to_rule_out`` (stats/ruling_out.py), with d = ln(centre(c)/centre(leader))
     (0 unless both centres are positive); the largest over the contenders; None when none can be estimated."""
     extra: int | None = None
-    parametric = analysis is not None and analysis.method == "rcbd-anova"
+    parametric = analysis is not None and analysis.blocked
     for name in contenders:
         ratio = centre[name] / centre[leader] if centre[name] > 0 and centre[leader] > 0 else None
         need = rounds_to_settle(ratio, separation_sd(leader, name, analysis, samples), rounds_done, alpha,
@@ -311,26 +345,38 @@ def decide(
         statement = unresolved_statement(best, v.unresolved, pct, extra, ranking.alpha, keys, pick, budget_spent)
         return Decision("unresolved", None, best, v.top[1:], v.unresolved, v.separated, threshold, keys, extra,
                         statement, pick, ruled_out=v.ruled_out)
-    rest = _behind_statement(v, pct)
-    if len(v.top) == 1:
+    rest = _behind_statement(v, pct, best)
+    if len(v.top) == 1 and not v.ruled_out:
         statement = f"{best} is the answer: {rest}" if rest else f"{best} is the only ranked cell"
         return Decision("single", best, best, (), (), v.separated, threshold, keys, None, statement,
-                        ruled_out=v.ruled_out)
+                        equivalent=v.equivalent)
+    # Not significantly better than every other cell: no "answer" over them. The cells within θ are named
+    # together and the tie-break picks among them; the ruled-out ones are named too, with why the pick stands.
     chosen = sorted(v.top, key=order)
-    statement = (f"{chosen[0]} is the answer among {len(v.top)} cells within {pct} of the best "
-                 f"(tie-break: {', '.join(keys) or 'performance'}); tied: {', '.join(chosen[1:])}"
-                 + (f"; {rest}" if v.ruled_out else ""))
-    return Decision("tie", chosen[0], best, tuple(chosen[1:]), (), v.separated, threshold, keys, None, statement,
-                    ruled_out=v.ruled_out)
+    parts = []
+    if len(chosen) > 1:
+        parts.append(f"{chosen[0]} is the tie-break's pick ({', '.join(full_keys[:-1])}) among {len(chosen)} "
+                     f"cells within {pct} of the best, not told apart: {', '.join(chosen[1:])}")
+    else:
+        parts.append(f"{best} leads")
+    eq = [n for n in v.equivalent]
+    if eq:
+        parts.append(f"equivalent within ±{pct} (the ratio's 95% CI inside the margin): {', '.join(eq)}")
+    if rest:
+        parts.append(rest)
+    return Decision("tie", chosen[0], best, (*chosen[1:], *v.ruled_out), (), v.separated, threshold, keys, None,
+                    "; ".join(parts), ruled_out=v.ruled_out, equivalent=v.equivalent)
 
 
-def _behind_statement(v: Verdicts, pct: str) -> str:
-    """Why the cells outside the top group do not change the answer: "every other cell is significantly worse by
-    more than 5%" when all are separated; with cells ruled out, how many of each and what rules them out."""
+def _behind_statement(v: Verdicts, pct: str, best: str) -> str:
+    """Why the cells outside the top group do not change the pick: "every other cell is significantly worse by
+    more than 5%" when all are separated; cells ruled out are named with what rules them out, and that it
+    does not make the leader better than them."""
     if not v.ruled_out:
         return f"every other cell is significantly worse by more than {pct}" if v.separated else ""
-    out = (f"{', '.join(v.ruled_out)} cannot be more than {pct} better (one-sided test against that margin, "
-           "Holm-adjusted p < α)")
+    out = (f"{', '.join(v.ruled_out)} {'is' if len(v.ruled_out) == 1 else 'are'} not shown worse than {best}, but "
+           f"cannot be more than {pct} better (one-sided test against that margin): choosing {best} loses at "
+           f"most {pct} against {'it' if len(v.ruled_out) == 1 else 'them'}")
     if v.separated:
         n = len(v.separated)
         out = f"{n} other cell{' is' if n == 1 else 's are'} significantly worse by more than {pct}; " + out

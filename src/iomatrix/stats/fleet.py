@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 from iomatrix.stats.compare import RatioCI, ratio_ci
 from iomatrix.stats.decision import DEFAULT_TIE_BREAK, full_tie_break, tie_break_key
+from iomatrix.stats.looks import DECISION_ALPHA
 from iomatrix.stats.ranking import Ranking, rank
 
 
@@ -111,7 +112,7 @@ class FleetAnswer:
         return self.choice is not None and not self.unsettled and self.wins.get(self.choice, 0) == len(self.hosts)
 
 
-def host_blocked_ranking(hosts: Sequence[HostResult], higher_is_better: bool, alpha: float = 0.05,
+def host_blocked_ranking(hosts: Sequence[HostResult], higher_is_better: bool, alpha: float = DECISION_ALPHA,
                          confidence: float = 0.95) -> Ranking | None:
     """Step 1: every configuration ranked on ≥ 2 hosts, with the host as block (None with fewer than 2 hosts)."""
     if len(hosts) < 2:
@@ -141,7 +142,7 @@ def heat_map(hosts: Sequence[HostResult]) -> dict[str, dict[str, float]]:
 
 
 def fleet_answer(hosts: Sequence[HostResult], higher_is_better: bool, axes: Mapping[str, Mapping[str, str]],
-                 tie_break: Sequence[str] = DEFAULT_TIE_BREAK, alpha: float = 0.05,
+                 tie_break: Sequence[str] = DEFAULT_TIE_BREAK, alpha: float = DECISION_ALPHA,
                  confidence: float = 0.95) -> FleetAnswer:
     """The group's answer for one workload (see the module docstring).  ``axes``: configuration → its axes, for
     the tie-break.  Raises ValueError for no host or a host named twice."""

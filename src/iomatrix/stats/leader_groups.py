@@ -17,14 +17,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 
-def leader_groups(ordered: Sequence[str], p_adjusted: Mapping[frozenset[str], float], alpha: float) -> dict[str, int]:
+def leader_groups(ordered: Sequence[str], p_adjusted: Mapping[frozenset[str], float], alpha: float,
+                  levels: Mapping[frozenset[str], float] | None = None) -> dict[str, int]:
     """cell → 1-based group, for the cells of `ordered` (best first); `p_adjusted[frozenset((a, b))]` is the
-    adjusted p of every pair. Raises KeyError for a pair without a p-value."""
+    adjusted p of every pair, compared with `levels[pair]` where given (each pair's look level,
+    stats/looks.py), else with α. Raises KeyError for a pair without a p-value."""
     group_of: dict[str, int] = {}
     leaders: list[str] = []
     for name in ordered:
         for gi, leader in enumerate(leaders, start=1):
-            if p_adjusted[frozenset((name, leader))] >= alpha:
+            pair = frozenset((name, leader))
+            if p_adjusted[pair] >= (alpha if levels is None else levels[pair]):
                 group_of[name] = gi
                 break
         else:

@@ -67,7 +67,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from iomatrix.stats.blocked import BlockedAnalysis, blocked_analysis
-from iomatrix.stats.decision import gap_to_best, rounds_to_settle
+from iomatrix.stats.decision import equivalence_margin, gap_to_best, pair_sd, rounds_to_settle
+from iomatrix.stats.looks import DECISION_ALPHA, look_index
 from iomatrix.stats.ruling_out import ruled_out_p
 
 FUTILITY_POWER = 0.5
@@ -120,18 +121,11 @@ def _check(threshold: float, alpha: float) -> None:
         raise ValueError(f"alpha must be in (0, 0.5), got {alpha}")
 
 
-def equivalence_margin(threshold: float, higher_is_better: bool) -> tuple[float, float]:
-    """(low, high) bounds on the ratio centre(u)/centre(best) within which the two are tied either way."""
-    if higher_is_better:
-        return 1.0 - threshold, 1.0 / (1.0 - threshold)
-    return 1.0 / (1.0 + threshold), 1.0 + threshold
-
-
 def race_step(
     data: Mapping[str, Sequence[tuple[int, float]]],
     higher_is_better: bool,
     threshold: float = 0.05,
-    alpha: float = 0.05,
+    alpha: float = DECISION_ALPHA,
     baselines: Collection[str] = (),
     min_rounds: int = 3,
     rounds_left: int | None = None,
@@ -210,13 +204,16 @@ def _judge(u: str, best: str, an: BlockedAnalysis, eq_an: BlockedAnalysis, ruled
     gap = gap_to_best(pr.ratio, rules.higher_is_better)
     eq = eq_an.pair(u, best)
     lo_m, hi_m = equivalence_margin(rules.threshold, rules.higher_is_better)
+    level = (f"{pr.level:.2g}, the level of look {look_index(pr.paired_rounds)} of α={alpha:g}: "
+             f"{pr.paired_rounds} shared rounds")
     if pr.significant and gap > rules.threshold:
         return Elimination(u, "eliminated", f"significantly worse than {best} by {gap:.0%} "
-                                            f"(Holm p={pr.p_adjusted:.2g} < {alpha:g}; threshold {pct})"), ""
-    if u in ruled and ruled[u] < alpha:
+                                            f"(Holm p={pr.p_adjusted:.2g} < {level}; threshold {pct})"), ""
+    if u in ruled and ruled[u] < pr.level:
+        # Stops the race for u; it does not make the best "the answer" over u (stats/decision.py).
         return Elimination(u, "eliminated", f"cannot be more than {pct} better than {best}: {gap:.0%} behind "
                                             f"(one-sided test against that margin, Holm p={ruled[u]:.2g} < "
-                                            f"{alpha:g})"), ""
+                                            f"{level})"), ""
     if eq.ratio_low is not None and eq.ratio_high is not None and lo_m <= eq.ratio_low and eq.ratio_high <= hi_m:
         return Elimination(u, "equivalent", f"equivalent to {best}: ratio {eq.ratio:.3f}, "
                                             f"{1 - 2 * alpha:.0%} CI {eq.ratio_low:.3f}–{eq.ratio_high:.3f} "
@@ -224,8 +221,8 @@ def _judge(u: str, best: str, an: BlockedAnalysis, eq_an: BlockedAnalysis, ruled
     if gap <= rules.threshold:
         return Elimination(u, "keep", f"within {pct} of {best}"), "top"
     # Even odds (FUTILITY_POWER) of settling it: separated or ruled out (stats/decision.py: rounds_to_settle).
-    extra = rounds_to_settle(pr.ratio, an.residual_sd if an.blocked else None, rules.rounds_done, alpha,
-                             rules.threshold, rules.higher_is_better, an.method == "rcbd-anova", FUTILITY_POWER)
+    extra = rounds_to_settle(pr.ratio, pair_sd(pr), pr.paired_rounds or rules.rounds_done, alpha,
+                             rules.threshold, rules.higher_is_better, pr.se_log is not None, FUTILITY_POWER)
     left = rules.rounds_left
     # With no round left, max or the budget stops the unit anyway, and says so.
     if left is not None and left > 0 and extra is not None and extra > left:

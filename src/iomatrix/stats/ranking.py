@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from iomatrix.stats.blocked import BlockedAnalysis, BlockedPair, blocked_analysis, independent_analysis
 from iomatrix.stats.compare import RatioCI, ratio_ci
 from iomatrix.stats.leader_groups import leader_groups
+from iomatrix.stats.looks import DECISION_ALPHA
 from iomatrix.stats.summary import Summary, summarize
 
 
@@ -226,7 +227,7 @@ def ranking_description(head: str, higher_is_better: bool, blocked: bool, confid
 def rank(
     groups: Mapping[str, Sequence[float]],
     higher_is_better: bool,
-    alpha: float = 0.05,
+    alpha: float = DECISION_ALPHA,
     min_n: int = 3,
     max_rel_half_width: float | None = 0.10,
     reference: Sequence[float] | None = None,
@@ -252,7 +253,9 @@ def rank(
     comparisons = tuple(PairComparison(p.a, p.b, p, p.p_adjusted, p.significant)
                         for p in (analysis.pairs if analysis else ()))
     p_adj = {frozenset((c.a, c.b)): c.p_adjusted for c in comparisons}
-    group_of = leader_groups(eligible, p_adj, alpha)
+    # Each pair at its own look's level (stats/looks.py), as the decision judges it (0 before 3 shared rounds).
+    levels = {frozenset((c.a, c.b)): c.test.level for c in comparisons}
+    group_of = leader_groups(eligible, p_adj, alpha, levels)
     best = eligible[0] if eligible else None
     ref = list(reference) if reference is not None else None
 

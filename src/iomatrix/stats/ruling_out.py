@@ -35,6 +35,7 @@ from collections.abc import Iterable, Mapping
 
 from iomatrix.stats.blocked import BlockedAnalysis, BlockedPair
 from iomatrix.stats.holm_stepdown import holm
+from iomatrix.stats.looks import rounds_needed
 
 
 def margin(threshold: float, higher_is_better: bool) -> float:
@@ -67,7 +68,7 @@ def ruled_out_p(analysis: BlockedAnalysis | None, best: str, behind: Iterable[st
                 threshold: float) -> dict[str, float]:
     """``non_superiority`` over the cells ``behind`` the best (the family: behind by more than θ, not significantly),
     each compared with ``best`` in ``analysis``; empty unless that is the parametric blocked model."""
-    if analysis is None or analysis.method != "rcbd-anova":
+    if analysis is None or not analysis.blocked:
         return {}
     pairs = {n: analysis.pair(n, best) for n in behind if n in analysis.centre}
     return non_superiority(pairs, higher_is_better, threshold)
@@ -77,14 +78,8 @@ def rounds_to_rule_out(effect_log: float, sd_log: float | None, rounds_done: int
                        higher_is_better: bool, alpha: float = 0.05, power: float = 0.8) -> int | None:
     """More rounds (≥ 1) after which the one-sided test would rule the cell out with the given power, its observed
     log ratio ``effect_log`` taken as the true one (module docstring); None when it cannot be estimated."""
-    from scipy import stats as _st
-
     delta = margin(threshold, higher_is_better)
     gap = (delta - effect_log) if higher_is_better else (effect_log - delta)
     if sd_log is None or not math.isfinite(effect_log) or gap <= 0:
         return None
-    if sd_log == 0:
-        return 1
-    z = float(_st.norm.ppf(1 - alpha) + _st.norm.ppf(power))
-    n = math.ceil((z * math.sqrt(2.0) * sd_log / gap) ** 2)
-    return max(1, n - rounds_done)
+    return rounds_needed(gap, sd_log, rounds_done, alpha, power, two_sided=False)
