@@ -90,7 +90,7 @@ def test_a_host_whose_best_is_not_separated_is_not_counted_as_best() -> None:
     assert a.choice == "none" and a.settled and not a.best_everywhere
     assert a.wins["none"] == 1 and a.leads["none"] == 1 and a.unsettled == ("h2",) and a.differing == ()
     assert a.worst is not None and a.worst.host == "h1"  # no loss is stated against an unsettled host's leader
-    # No settled host at all: the choice only leads (the single-host "No answer yet, leading:").
+    # No settled host at all: the choice only leads (the single-host "No answer yet, the tie-break's pick:").
     none_settled = fleet_answer([unsettled], True, AXES)
     assert none_settled.choice == "none" and not none_settled.settled and none_settled.worst is None
     # Settled everywhere and best everywhere: the one case where "best on every host" is said.

@@ -77,9 +77,9 @@ def test_recommend_starts_with_the_headline_within_40_lines(db: Path) -> None:
     assert start == 0 and end - start < 40, lines
     head = " ".join(" ".join(lines[:end + 1]).split())  # wrapped prose read as one text
     # Named by what varies (format; the cache mode is common to what is shown, and said once above), not by every
-    # axis; the tie-break's pick among cells not separated yet is "leading", never "Use:" (what --detail says: no
+    # axis; the tie-break's pick among cells not separated yet is named so, never "Use:" (what --detail says: no
     # recommendation yet); the workload that settled (the others ruled out) gets its "Use:" after it.
-    assert "No answer yet, leading: raw" in head and "Use:" not in head
+    assert "No answer yet, the tie-break's pick: raw" in head and "Use:" not in head
     assert "where the axis applies: preallocation=off cache=writeback" in head
     rest = " ".join(res.stdout.split())
     assert "Use: raw (measured by the blocklayer tier)" in rest

@@ -75,7 +75,7 @@ def test_every_output_says_the_json_answer(db: Path, extra: tuple[str, ...], tmp
     assert picks, data["headline"]
     outputs = _outputs(db, tmp_path, *extra)
     for p in picks:
-        said = f"{'Use' if p['settled'] else 'No answer yet, leading'}: {p['name']}"
+        said = f"{'Use' if p['settled'] else "No answer yet, the tie-break's pick"}: {p['name']}"
         for where, text in outputs.items():
             assert said in text, (where, said, text[:600])
     if not any(p["settled"] for p in picks):
@@ -88,7 +88,7 @@ def test_every_output_says_the_json_answer(db: Path, extra: tuple[str, ...], tmp
             continue
         if v["answer"]["status"] == "provisional":
             assert v["choice"] is None and v["provisional"]["choice"]["cell"] == v["answer"]["cell"]
-            assert "leading, not settled yet:" in outputs["detail"]
+            assert "not settled yet; the tie-break's pick:" in outputs["detail"]
         else:
             assert v["choice"]["cell"] == v["answer"]["cell"]
     for d in data["headline"]["declined"]:

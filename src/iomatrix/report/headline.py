@@ -59,12 +59,13 @@ class Pick:
     risks: list[tuple[str, str, str]] = field(default_factory=list)  # (situation, text, basis)
     snippet: Snippet | None = None
     # False when no workload's answer is settled: the pick is the tie-break's among cells the data cannot
-    # separate yet, named as leading, not as the configuration to use (what --detail says too).
+    # separate yet, named as the tie-break's pick, not as the configuration to use, nor as the leader (the ranking's
+    # leader is the best by centre, which the pick need not be).
     settled: bool = True
 
     @property
     def verb(self) -> str:
-        return "Use" if self.settled else "No answer yet, leading"
+        return "Use" if self.settled else "No answer yet, the tie-break's pick"
 
     def as_dict(self) -> dict[str, Any]:
         return {"cell": self.cell, "name": self.name, "config": self.config, "settled": self.settled,

@@ -134,7 +134,7 @@ def _verdict_lines(v: Verdict, markdown: bool, printed: set[str], target: str | 
     if v.choice is None:
         lead = v.provisional.choice.cell if v.provisional is not None and v.provisional.choice else None
         return [*out, *([f"  note: {v.basis}"] if v.basis else []), f"no recommendation: {v.missing}",
-                *([f"  leading, not settled yet: {lead} (the tie-break's pick)"] if lead else []),
+                *([f"  not settled yet; the tie-break's pick: {lead}"] if lead else []),
                 *(f"  {line}" for line in v.evidence)]
     return out + _choice_lines(v) + _risk_lines(v) + _snippet_lines(v, markdown, printed, target)
 

@@ -8,28 +8,32 @@ Given a ``Ranking`` (stats/ranking.py) and a practical threshold θ (default
   when lower is better; gap ≤ θ.  A difference smaller than θ is not worth
   choosing on, significant or not (asv reports a change only when it is both
   significant *and* beyond its factor).
-* **separated** — significantly worse than the best (Holm-adjusted p < α) and
-  gap > θ: clearly and materially worse.
+* **separated** — significantly worse than the best (Holm-adjusted p below
+  the level of the pair's look, stats/looks.py: α spent over the race's looks,
+  the pair compared over the rounds both ran, stats/paired.py) and gap > θ:
+  clearly and materially worse.
 * **ruled out** — not significantly worse, gap > θ, but the data show it
   cannot be materially *better* than the best either: a one-sided t-test on
   the blocked model's log ratio against the margin that would make c the
   better choice (stats/ruling_out.py: r = centre(c)/centre(B), H0:
   r ≥ 1/(1 − θ) when higher is better, r ≤ 1/(1 + θ) when lower is better),
-  Holm-adjusted over the cells tested, adjusted p < α.  Whatever c's true
-  value, choosing B loses at most θ against it; whether c is much worse or
-  only a little does not change the answer, so no further run is spent to
-  tell.  Only the parametric blocked model rules out (Friedman–Conover and
-  the Welch fallback give no SE on the log scale).
+  Holm-adjusted over the cells tested, adjusted p below the pair's look level.
+  Whatever c's true value, choosing B loses at most θ against it; whether c is
+  much worse or only a little does not change the pick, so no further run is
+  spent to tell. But B does not *beat* c: the two are named together (below).
+  Only a blocked analysis rules out (the Welch fallback gives no SE on the log
+  scale).
 * **unresolved** — not significantly worse, gap > θ, and not ruled out: it
   may be the true best by more than θ or materially worse; the data cannot
   tell.
 
 Outcome:
 
-* no unresolved cell, top group = {B} → ``kind="single"``: the answer is B
-  (every other cell separated or ruled out);
-* no unresolved cell, several in the top group → ``kind="tie"``: the
-  tie-break picks the answer, the rest are named as tied;
+* every other cell separated → ``kind="single"``: B is the answer ("the
+  answer" only over cells it significantly beats);
+* otherwise, no unresolved cell → ``kind="tie"``: the tie-break picks among the
+  top group; the rest of it and the ruled-out cells are named with the pick
+  (``tied``), those whose ratio's CI lies inside the margin as *equivalent*;
 * unresolved cells → ``kind="unresolved"``: no answer; B is the provisional
   leader, the contenders are named, and ``extra_rounds`` estimates how many
   more rounds would settle them (below: separate them or rule them out).

@@ -18,7 +18,7 @@ higher is better, m_h(c)/m_h(b_h) − 1 otherwise, gap ≤ θ).
 2. **The group's choice.**  Only configurations every host ranked can be chosen (a host that lacks one gives
    no loss for it).  A host is *settled* when its own decision gives an answer (``Decision.answer``: its best
    is separated from the runner-up, or tied with it within θ) — what the single-host answer calls "Use:" —, and
-   *not separated* when it only has a leader (the single-host "No answer yet, leading:").
+   *not separated* when it only has a leader (the single-host "No answer yet, the tie-break's pick:").
    wins(c) = #{settled h : c ∈ T_h}, the hosts where c is best or tied-best; leads(c) = #{unsettled h : c ∈ T_h}.
    The choice is the configuration with the most wins, then the most leads; among equals, the tie-break keys of
    ``stats/decision.py`` (default safety, then simplicity), then ``performance`` — the blocked analysis's centre

@@ -20,6 +20,7 @@ from iomatrix.report.recommend.requirements import Requirement, opt_in_text, unm
 from iomatrix.report.recommend.risks import SITUATIONS, RiskStatement, risk_statements
 from iomatrix.snippets import DiskConfig, SnippetSet, snippet_backing, snippets_for
 from iomatrix.stats import RatioCI, ratio_ci
+from iomatrix.stats.blocked import BlockedAnalysis
 from iomatrix.tiers import is_reference
 
 
@@ -179,14 +180,31 @@ def answer_of(v: Verdict) -> tuple[Verdict, str] | None:
 
 
 def _gain(against: str, chosen: CellWorkload, other: CellWorkload | None, metric: str, higher: bool,
-          missing_note: str) -> Gain:
+          missing_note: str, analysis: BlockedAnalysis | None = None) -> Gain:
     if other is None:
         return Gain(against, None, None, missing_note)
+    paired = _paired_gain(against, chosen, other, higher, analysis)
+    if paired is not None:
+        return paired
     a, b = chosen.samples.get(metric, []), other.samples.get(metric, [])
     if len(a) < 2 or len(b) < 2:
         return Gain(against, other.label(), None, "fewer than 2 runs: no interval")
     rc = ratio_ci(a, b) if higher else ratio_ci(b, a)
     return Gain(against, other.label(), rc, "same cell" if other is chosen else "")
+
+
+def _paired_gain(against: str, chosen: CellWorkload, other: CellWorkload, higher: bool,
+                 analysis: BlockedAnalysis | None) -> Gain | None:
+    """Like with like: the ratio over the rounds both cells ran, paired by round (stats/paired.py), when the
+    ranking compared the two by round; None to fall back to the runs as samples (no rounds, or not ranked)."""
+    x, y = chosen.label(), other.label()
+    if analysis is None or not analysis.blocked or x == y or x not in analysis.centre or y not in analysis.centre:
+        return None
+    pr = analysis.pair(x, y) if higher else analysis.pair(y, x)
+    if pr.paired_rounds < 2 or pr.ratio_low is None:
+        return Gain(against, y, None, f"{pr.paired_rounds} round(s) both ran: too few for a like-with-like ratio")
+    return Gain(against, y, RatioCI(pr.ratio, pr.ratio_low, pr.ratio_high),
+                f"over the {pr.paired_rounds} rounds both ran")
 
 
 def workload_verdict(cws: list[CellWorkload], wr: WorkloadRanking, requirements: list[Requirement],
@@ -253,7 +271,8 @@ def _gains(wr: WorkloadRanking, cell: CellWorkload, same_tier: list[CellWorkload
     if current is not None:
         other, assumed, short, between = matching_current(same_tier, cell, current)
         g = _gain(f"current ({current.label()})", cell, other, wr.metric, higher,
-                  between or "not measured in this sweep: add its values to the plan to compare")
+                  between or "not measured in this sweep: add its values to the plan to compare",
+                  wr.ranking.analysis)
         g.note = "; ".join(filter(None, [g.note, *assumed]))
         g.assumed = tuple(short) if other is not None else ()
         gains.append(g)
@@ -261,7 +280,7 @@ def _gains(wr: WorkloadRanking, cell: CellWorkload, same_tier: list[CellWorkload
         twin = axes.baseline_values(cell.axes, b)
         other = matching_cell(same_tier, cell, **{k: v for k, v in twin.items() if k in cell.axes})
         gains.append(_gain(f"{b.name} (cache={b.cache} aio={b.aio})", cell, other, wr.metric, higher,
-                           "not in this sweep"))
+                           "not in this sweep", wr.ranking.analysis))
     # A question asked on one cache × aio cell (a workload table: zero detection at cache=none, io_uring) has no
     # twin at QEMU's default cache and aio; its own axes at QEMU's defaults are then the comparison.
     later = axes.later_at_default(cell.axes)
@@ -270,7 +289,8 @@ def _gains(wr: WorkloadRanking, cell: CellWorkload, same_tier: list[CellWorkload
             other = matching_cell(same_tier, cell, **later)
             if other is not None:
                 said = " ".join(f"{a}={v}" for a, v in later.items())
-                gains.append(_gain(f"{BASELINES[0].name} {said}", cell, other, wr.metric, higher, ""))
+                gains.append(_gain(f"{BASELINES[0].name} {said}", cell, other, wr.metric, higher, "",
+                                   wr.ranking.analysis))
         elif asked := asked_later_axes(same_tier, cell):
             # The chosen cell holds the question's axes at QEMU's defaults (64k clusters chosen over 1M): it is
             # itself the comparison.
@@ -301,7 +321,8 @@ def _requirement_cost(wr: WorkloadRanking, chosen: str, higher: bool) -> Gain | 
     free = wr.decision.answer if wr.decision is not None else None
     if free is None or free == chosen:
         return None
-    g = _gain("best without the requirements", wr.cells[free], wr.cells[chosen], wr.metric, higher, "")
+    g = _gain("best without the requirements", wr.cells[free], wr.cells[chosen], wr.metric, higher, "",
+              wr.ranking.analysis)
     return Gain(f"{free} (the answer without requirements)", free, g.ratio,
                 "the unrestricted answer is this many times better")
 
