@@ -3,11 +3,15 @@
 After every round the scheduler passes, per unit of one workload, the
 (round, value) pairs measured so far.  ``race_step``:
 
-1. compares the units with ``blocked_analysis`` (round as block, Holm over the
-   family; Welch with fewer than 2 complete rounds);
+1. compares the units with ``blocked_analysis``: each pair over the rounds both
+   ran with its own variance (stats/paired.py), Holm over the family, each pair
+   judged at the level of its look (stats/looks.py: α spent over the race's
+   looks, so that identical units are called different at most α of the time
+   however many rounds the race takes); Welch with fewer than 2 complete rounds;
 2. the *current best* B is the unit with the best centre (geometric mean);
 3. a unit is **eliminated** when it is significantly worse than the best
-   (Holm-adjusted p < α) *and* its gap exceeds the practical threshold θ:
+   (Holm-adjusted p below its look's level) *and* its gap exceeds the practical
+   threshold θ:
    gap = 1 − centre/best (higher is better) or centre/best − 1 (lower is better);
    or when its gap exceeds θ and the one-sided test of stats/ruling_out.py
    (Holm over the units behind by more than θ but not significantly) shows it
@@ -22,33 +26,34 @@ After every round the scheduler passes, per unit of one workload, the
        higher is better:  1 − θ ≤ r_low  and  r_high ≤ 1/(1 − θ)
        lower is better:   1/(1 + θ) ≤ r_low  and  r_high ≤ 1 + θ
 
-   The interval comes from the parametric blocked model on log values
+   The interval comes from the pair's paired comparison on log values
    (``blocked_analysis(..., confidence=1 − 2α, allow_nonparametric=False)``:
-   exp(d ± t_{1−α,df}·SE), d = difference of log means); it is a per-pair test
+   exp(d̄ ± t_{1−α,df}·SE) over the rounds both ran); it is a per-pair test
    at α, not corrected over the family (each equivalence stops one unit; the
    final answer is decided again from all the data by stats/decision.py).
    An equivalent unit stops being repeated: the tie is settled;
 5. a **contender** (neither eliminated, equivalent, nor within θ by its point
    estimate) is **futile** when it cannot be separated from the best in the
    rounds left (``rounds_left``: what ``max`` and the time budget still allow).
-   With d = |ln r| the observed effect and s the residual SD on the log scale
-   (√MSE of the blocked model), the decision rule's estimate
+   With d = |ln r| the observed effect and s the pair's own per-run SD on the
+   log scale (SE·√n/√2 of its paired comparison), the decision rule's estimate
    (``stats.decision.rounds_to_separate``) at power ``FUTILITY_POWER`` = 0.5:
+   the first n with
 
-       n = ⌈ ((z_{1−α/2} + z_{0.5}) · √2 · s / d)² ⌉ = ⌈ (z_{1−α/2} · √2 · s / d)² ⌉
+       n ≥ ((z_{1−level(n)/2} + z_{0.5}) · √2 · s / d)² = (z_{1−level(n)/2} · √2 · s / d)²
 
    rounds per cell in all, i.e. the rounds after which the observed difference,
    if it is the true one, would just reach significance; or, when fewer, the
    rounds after which the one-sided test of stats/ruling_out.py would just
-   rule it out (``rounds_to_rule_out`` at the same power: n = ⌈(z_{1−α}·√2·s
-   / |d − δ|)²⌉, δ the margin; a unit well behind is ruled out long before it
-   is separated).  extra = n − rounds
+   rule it out (``rounds_to_rule_out`` at the same power, one-sided against
+   |d − δ|, δ the margin; a unit well behind is ruled out long before it is
+   separated).  extra = n − rounds
    done; futile when extra > rounds_left > 0: even at ``max`` neither test would more
    likely than not settle it, so the runs are not spent and
    the pair is reported as "not separable within the budget" (with no round
    left, ``max`` or the budget stops the unit anyway, under its own reason).  The estimate
-   uses α unsplit (Holm splits it), so it is a lower bound and the stop errs
-   towards running on.  No estimate (s unknown: the Welch fallback) → no
+   ignores Holm's split, so it is a lower bound and the stop errs towards
+   running on.  No estimate (s unknown: the Welch fallback) → no
    futility stop;
 6. units the report needs as **baselines** (e.g. the bare-metal reference of a
    guest cell) are never eliminated; they are marked ``"baseline: keep min runs"``
