@@ -22,8 +22,9 @@ Procedure (docs/statistics.md, "Ranking"):
    different from (Holm-adjusted p ≥ α); otherwise it starts a new group.
    Group 1 is the set of cells indistinguishable from the best.
 5. ``unresolved`` lists every pair the data cannot order (adjusted p ≥ α).
-6. Ratios to the best: from the analysis (blocked: ratio of geometric means
-   with the model's CI; Welch: ratio of means with a Fieller CI).  Ratios to a
+6. Ratios to the best: from the analysis (blocked: the pair's ratio over the
+   rounds both ran with its paired CI, none with fewer than 2 such rounds;
+   Welch: ratio of means with a Fieller CI).  Ratios to a
    ``reference`` (e.g. bare metal) are always Fieller on the values.
 
 Choosing *the answer* from the ranking (practical threshold, tie-break) is
@@ -193,6 +194,8 @@ def ratio_to_best(name: str, best: str | None, analysis: BlockedAnalysis | None,
         return RatioCI(1.0, 1.0, 1.0)
     if analysis is not None and name in analysis.centre and analysis.blocked:
         pr = analysis.pair(name, best)
+        if pr.paired_rounds < 2:  # like with like or not at all: no ratio of runs made at different times
+            return RatioCI(None, None, None)
         return RatioCI(pr.ratio, pr.ratio_low, pr.ratio_high)
     return ratio_ci(groups[name], groups[best], confidence)
 
