@@ -30,8 +30,9 @@ PACKAGE = "iomatrix"
 LAZY_ALLOWED: dict[tuple[str, str], str] = {
     # scipy.stats costs ~0.5 s to import: only the statistics that need a distribution pay it.
     ("iomatrix.stats.interference", "scipy"): "scipy.stats: 0.5 s at import",
-    ("iomatrix.stats.decision", "scipy"): "scipy.stats: 0.5 s at import",
     ("iomatrix.stats.ruling_out", "scipy"): "scipy.stats: 0.5 s at import",
+    ("iomatrix.stats.paired", "scipy"): "scipy.stats: 0.5 s at import",
+    ("iomatrix.stats.looks", "scipy"): "scipy.special, only where rounds are estimated",
     ("iomatrix.stats.adaptive", "scipy"): "scipy.stats: 0.5 s at import",
     ("iomatrix.stats.blocked", "scipy"): "scipy.stats: 0.5 s at import",
     ("iomatrix.stats.power", "scipy"): "scipy.stats: 0.5 s at import",

@@ -75,7 +75,8 @@ def test_every_output_says_the_json_answer(db: Path, extra: tuple[str, ...], tmp
     assert picks, data["headline"]
     outputs = _outputs(db, tmp_path, *extra)
     for p in picks:
-        said = f"{'Use' if p['settled'] else "No answer yet, the tie-break's pick"}: {p['name']}"
+        verb = "Use" if p["settled"] else "No answer yet, the tie-break's pick"
+        said = f"{verb}: {p['name']}"
         for where, text in outputs.items():
             assert said in text, (where, said, text[:600])
     if not any(p["settled"] for p in picks):

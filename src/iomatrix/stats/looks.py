@@ -26,6 +26,8 @@ level 0.000278. A pair whose Holm-adjusted p is 0.004 after 4 rounds is not yet 
 
 from __future__ import annotations
 
+import numpy as np
+
 DECISION_ALPHA = 0.02
 FIRST_LOOK = 3
 
@@ -55,7 +57,6 @@ def rounds_needed(gap_log: float, sd_log: float, rounds_done: int, alpha: float,
 
     (normal approximation; the level shrinks with n, so the requirement grows slowly with it). None beyond
     MAX_ROUNDS_ESTIMATED rounds."""
-    import numpy as np
     from scipy.special import ndtri  # the normal quantile norm.ppf calls, without scipy.stats' import cost
 
     if sd_log == 0:
