@@ -13,6 +13,7 @@ import contextlib
 import os
 import re
 import shutil
+import socket
 import subprocess
 from fractions import Fraction
 from pathlib import Path
@@ -156,6 +157,12 @@ class _Spec(BaseModel):
 
     def availability(self, allowed_devices: set[Path]) -> str | None:
         """None if this backing can be provisioned on this host, else the reason."""
+        return None
+
+    def serving_problem(self, allowed_devices: set[Path]) -> str | None:
+        """Why the existing server this backing names cannot serve it (a bounded, read-only check over the
+        network), None where it can, where the backing has no server of its own, or where `availability` already
+        says this host cannot use it. `run` refuses a plan with such a backing before its sweep starts."""
         return None
 
 
@@ -394,6 +401,40 @@ def _missing_qemu_iscsi() -> str | None:
     return _missing_module(QEMU_BLOCK_ISCSI, "qemu-block-extra")
 
 
+PORTAL_CONNECT_TIMEOUT_S = 5
+
+
+def portal_problem(host: str, port: int, timeout_s: float = PORTAL_CONNECT_TIMEOUT_S) -> str | None:
+    """Why a TCP connection to host:port cannot be made (a name that does not resolve, nothing listening, no
+    answer within `timeout_s`), in a few words; None when it connects. Only connects: nothing is sent."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return None
+    except socket.gaierror as err:
+        return f"the name {host!r} does not resolve ({err.strerror})"
+    except TimeoutError:
+        return f"no answer from {host}:{port} within {timeout_s:g} s"
+    except OSError as err:
+        return f"cannot connect to {host}:{port} ({err.strerror or err})"
+
+
+def iscsi_lun_problem(lun: IscsiLun, timeout_s: float = ISCSI_PROBE_TIMEOUT_S) -> str | None:
+    """Why `lun` cannot serve: its portal does not connect, or libiscsi's iscsi-readcapacity16 (a login and a
+    READ CAPACITY, read-only) fails: a wrong IQN, a LUN the target does not have, an ACL that shuts this host
+    out. None when it answers; the caller has checked that the tool is installed."""
+    why = portal_problem(lun.portal.host.strip("[]"), lun.portal.port)
+    if why is not None:
+        return why
+    out = _quiet(["iscsi-readcapacity16", "-s", lun.url], timeout=timeout_s)
+    if out is None:
+        return f"iscsi-readcapacity16 got no answer within {timeout_s:g} s"
+    if out.returncode != 0:
+        err = (out.stderr or out.stdout).strip().splitlines()
+        return (f"{err[-1].strip() if err else f'iscsi-readcapacity16 exit {out.returncode}'} "
+                "(check the IQN, the LUN number and the target's ACL)")
+    return None
+
+
 def allowed_iscsi_luns(allowed: set[Path]) -> set[str]:
     """The iSCSI LUNs handed over with --allow-destroy, as canonical iscsi:// URLs (bad ones are skipped here:
     safety.check_allowed_devices refuses them before anything runs)."""
@@ -457,23 +498,20 @@ class IscsiBacking(_Spec, SharedServer):
         return "iscsi"
 
     def availability(self, allowed_devices: set[Path]) -> str | None:
-        lun = self.existing_lun()
-        if lun is None:
+        if self.existing_lun() is None:
             return (_missing_tools("tgtd", "tgtadm") or _missing_qemu_iscsi()
                     or _not_root("starting tgtd (its control socket is in /run/tgtd)"))
-        reason = _missing_qemu_iscsi() or _missing_tools("iscsi-readcapacity16")
-        if reason:
-            return reason
+        return _missing_qemu_iscsi() or _missing_tools("iscsi-readcapacity16")
+
+    def serving_problem(self, allowed_devices: set[Path]) -> str | None:
+        lun = self.existing_lun()
+        if lun is None or self.availability(allowed_devices) is not None:
+            return None
         if lun.url not in allowed_iscsi_luns(allowed_devices):
             return (f"LUN {lun.url} was not handed over: pass --allow-destroy {lun.url} if its contents may be "
                     "destroyed")
-        # Reachability, as an initiator (libiscsi), bounded: a portal that drops packets must not hang the plan.
-        out = _quiet(["iscsi-readcapacity16", "-s", lun.url], timeout=ISCSI_PROBE_TIMEOUT_S)
-        if out is None or out.returncode != 0:
-            err = (out.stderr or out.stdout).strip().splitlines() if out is not None else []
-            why = err[-1] if err else f"no answer within {ISCSI_PROBE_TIMEOUT_S} s"
-            return f"LUN {lun.url} does not answer: {why} (check the portal, the IQN and the target's ACL)"
-        return None
+        why = iscsi_lun_problem(lun)
+        return None if why is None else f"LUN {lun.url} does not answer: {why}"
 
 
 # What a lab-started NFS server and QEMU's NFS client need (backing.nfs): program or file → Debian package.
