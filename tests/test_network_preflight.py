@@ -19,7 +19,8 @@ import pytest
 from iomatrix.backing import leftovers
 from iomatrix.backing.iscsi import TgtServer
 from iomatrix.backing.provision import cannot_serve, provision
-from iomatrix.backing.spec import parse_backing, portal_problem
+from iomatrix.backing.reach import portal_problem
+from iomatrix.backing.spec import parse_backing
 from iomatrix.safety import resolve_allowed
 from tests.conftest import iomatrix_argv, root_only, run_cli
 

@@ -13,7 +13,6 @@ import contextlib
 import os
 import re
 import shutil
-import socket
 import subprocess
 from fractions import Fraction
 from pathlib import Path
@@ -35,6 +34,7 @@ from pydantic import (
 
 from iomatrix.backing.client_host import SharedServer
 from iomatrix.backing.fsoptions import check_mkfs_options, check_mount_options
+from iomatrix.backing.reach import iscsi_lun_problem
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import PACKAGE_OF
 from iomatrix.iscsi_names import MAX_LUN, IscsiLun, check_iqn, is_iscsi_url, parse_iscsi_url, parse_portal
@@ -377,7 +377,6 @@ class ZfsBacking(_Spec):
         return None
 
 
-ISCSI_PROBE_TIMEOUT_S = 15
 # Loadable modules live in the multiarch library directory (/usr/lib/x86_64-linux-gnu/… on amd64): one lookup for
 # every backing's QEMU block driver and server plugin.
 def _library_module(relative: str) -> Path | None:
@@ -399,40 +398,6 @@ QEMU_BLOCK_ISCSI = "qemu/block-iscsi.so"
 
 def _missing_qemu_iscsi() -> str | None:
     return _missing_module(QEMU_BLOCK_ISCSI, "qemu-block-extra")
-
-
-PORTAL_CONNECT_TIMEOUT_S = 5
-
-
-def portal_problem(host: str, port: int, timeout_s: float = PORTAL_CONNECT_TIMEOUT_S) -> str | None:
-    """Why a TCP connection to host:port cannot be made (a name that does not resolve, nothing listening, no
-    answer within `timeout_s`), in a few words; None when it connects. Only connects: nothing is sent."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s):
-            return None
-    except socket.gaierror as err:
-        return f"the name {host!r} does not resolve ({err.strerror})"
-    except TimeoutError:
-        return f"no answer from {host}:{port} within {timeout_s:g} s"
-    except OSError as err:
-        return f"cannot connect to {host}:{port} ({err.strerror or err})"
-
-
-def iscsi_lun_problem(lun: IscsiLun, timeout_s: float = ISCSI_PROBE_TIMEOUT_S) -> str | None:
-    """Why `lun` cannot serve: its portal does not connect, or libiscsi's iscsi-readcapacity16 (a login and a
-    READ CAPACITY, read-only) fails: a wrong IQN, a LUN the target does not have, an ACL that shuts this host
-    out. None when it answers; the caller has checked that the tool is installed."""
-    why = portal_problem(lun.portal.host.strip("[]"), lun.portal.port)
-    if why is not None:
-        return why
-    out = _quiet(["iscsi-readcapacity16", "-s", lun.url], timeout=timeout_s)
-    if out is None:
-        return f"iscsi-readcapacity16 got no answer within {timeout_s:g} s"
-    if out.returncode != 0:
-        err = (out.stderr or out.stdout).strip().splitlines()
-        return (f"{err[-1].strip() if err else f'iscsi-readcapacity16 exit {out.returncode}'} "
-                "(check the IQN, the LUN number and the target's ACL)")
-    return None
 
 
 def allowed_iscsi_luns(allowed: set[Path]) -> set[str]:
