@@ -49,6 +49,7 @@ from iomatrix.backing.leftover_kinds import (
     rpc_registrations,
 )
 from iomatrix.backing.network import NetworkDisk
+from iomatrix.backing.ports import PortHolder, port_holders, refuse_if_held
 from iomatrix.backing.spec import NfsBacking
 from iomatrix.domain import Format
 from iomatrix.errors import UserError
@@ -251,6 +252,29 @@ def _refuse_existing_nfs_server(rows: list[tuple[int, int, str, int]] | None) ->
                              'export = "/its/export"')
 
 
+RPCBIND_PORT = 111  # rpcbind's fixed port (TCP and UDP, on every address): clients find it there
+# What may hold port 111 and answer as rpcbind: rpcbind itself, or systemd holding it for rpcbind.socket.
+RPCBIND_COMMANDS = ("rpcbind", "systemd")
+RPCBIND_WAY_OUT = ("port 111 is rpcbind's fixed port: stop that program, or run the host's rpcbind there "
+                   "(apt-get install rpcbind; iomatrix then uses it), or name an existing NFS server; "
+                   "see docs/shared-storage.md")
+
+
+def _rpcbind_port_holders() -> list[PortHolder]:
+    return port_holders(RPCBIND_PORT, "0.0.0.0", ("tcp", "udp"))
+
+
+def _refuse_foreign_rpcbind_port(holders: list[PortHolder], rows: list | None) -> None:
+    """One line naming what holds port 111 when it is not an rpcbind that answers: a lab NFS server needs
+    rpcbind there, and neither ours could bind it nor would theirs register ganesha (it sat 120 s otherwise)."""
+    foreign = [h for h in holders if h.command is not None and h.command not in RPCBIND_COMMANDS]
+    if foreign or (holders and rows is None):
+        holder = (foreign or holders)[0]
+        answers = "" if foreign else ", which does not answer as rpcbind (rpcinfo -p 127.0.0.1)"
+        raise UserError(f"rpcbind cannot start: port {RPCBIND_PORT} is in use by {holder.describe()}{answers}",
+                        hint=RPCBIND_WAY_OUT)
+
+
 def _wait_until(ready: Callable[[], bool], proc: subprocess.Popen, what: str, log: Path | None) -> None:
     """Poll `ready` until it holds (bounded by READY_TIMEOUT_S), failing in one line if `proc` exits first."""
     deadline = time.monotonic() + READY_TIMEOUT_S
@@ -292,7 +316,10 @@ def _start_rpcbind(scratch: Path, td: Teardown) -> subprocess.Popen:
 def start_lab_server(workdir: Path, scratch: Path, td: Teardown) -> LabNfsServer:
     """Start rpcbind (if the host runs none) and nfs-ganesha exporting `scratch`/export; every step is recorded in
     the ledger and in `td` before it is taken, so a failure half-way undoes what was done."""
+    holders = _rpcbind_port_holders()
+    _refuse_foreign_rpcbind_port(holders, [])  # at once: asking a program that is not rpcbind waits 20 s
     rows = rpc_registrations()
+    _refuse_foreign_rpcbind_port(holders, rows)
     _refuse_existing_nfs_server(rows)
     rpcbind = None
     with children.record_in(workdir):
@@ -305,6 +332,8 @@ def start_lab_server(workdir: Path, scratch: Path, td: Teardown) -> LabNfsServer
         ports = {"nfs": free_port(), "mount": free_port()}
         while ports["mount"] == ports["nfs"]:
             ports["mount"] = free_port()
+        for port in ports.values():  # taken since they were chosen: named, not a ganesha that never registers
+            refuse_if_held(port, "nfs-ganesha", LOOPBACK)
         config = ganesha_config(export_dir, recovery_dir, ports["nfs"], ports["mount"])
         conf_path, log = scratch / "ganesha.conf", scratch / "ganesha.log"
         conf_path.write_text(config)

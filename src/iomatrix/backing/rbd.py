@@ -46,6 +46,7 @@ from iomatrix.backing import leftovers
 from iomatrix.backing.leftover_kinds import Leftover, LeftoverError
 from iomatrix.backing.leftover_rbd import RbdImageLeftover, rbd_argv
 from iomatrix.backing.network import NetworkDisk
+from iomatrix.backing.ports import free_ports_in, port_holders, refuse_if_held
 from iomatrix.backing.spec import RbdBacking
 from iomatrix.domain.ceph import format_reason, object_order
 from iomatrix.errors import UserError
@@ -419,6 +420,25 @@ def _succeeds(argv: list[str], want: str | None = None) -> bool:
     return out.returncode == 0 and (want is None or want in out.stdout)
 
 
+# The ports a Ceph daemon binds its messenger to (ms_bind_port_min/max, Ceph's defaults): the OSD takes the first
+# free ones, four with msgr v1 (public, cluster, heartbeat front and back).
+OSD_PORTS = (6800, 7300)
+OSD_PORTS_NEEDED = 4
+
+
+def refuse_busy_lab_ports(mon_port: int) -> None:
+    """One line naming the holder when the monitor's port was taken since it was chosen, or when the OSD's port
+    range has fewer free ports than the OSD binds; before either daemon starts."""
+    refuse_if_held(mon_port, "ceph-mon", LOOPBACK)
+    first, last = OSD_PORTS
+    free = free_ports_in(first, last, LOOPBACK)
+    if free < OSD_PORTS_NEEDED:
+        holders = [h for p in range(first, last + 1) for h in port_holders(p, LOOPBACK)][:2]
+        raise UserError(f"ceph-osd cannot start: {free} of ports {first}-{last} are free and it binds "
+                        f"{OSD_PORTS_NEEDED}; in use by {'; '.join(h.describe() for h in holders)} and others",
+                        hint=f"free some of ports {first}-{last} (Ceph's ms_bind_port_min/max), then run again")
+
+
 def start_lab_cluster(workdir: Path, scratch: Path, td: Teardown, store: str) -> LabRbdServer:
     """Start ceph-mon then ceph-osd (each in the ledger before it starts, stopped at teardown), make the pool, and
     wait, polling with bounds, until an image can be made."""
@@ -426,6 +446,7 @@ def start_lab_cluster(workdir: Path, scratch: Path, td: Teardown, store: str) ->
     for sub in ("mon", "osd", "run", "log"):
         (scratch / sub).mkdir()
     fsid, port = str(uuid.uuid4()), free_port()
+    refuse_busy_lab_ports(port)
     conf = scratch / "ceph.conf"
     # the BlueStore block file outside the OSD data directory: inside it, mkfs fails with ELOOP (its symlink)
     conf.write_text(lab_conf(fsid=fsid, port=port, scratch=scratch, store=store, block_path=scratch / "osd-block"))
