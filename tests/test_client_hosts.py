@@ -50,6 +50,22 @@ def test_client_hosts_belong_to_an_existing_server_with_one_fio_server_address_e
         ClientHost(ssh="h", ssh_config="ssh_config")
 
 
+@pytest.mark.parametrize(("host", "named"), [({"ssh": "h", "address": "999.1.1.1"}, "address = '999.1.1.1'"),
+                                             ({"ssh": "root@300.0.0.1"}, "ssh = 'root@300.0.0.1'"),
+                                             ({"ssh": "h", "address": "10.0.0"}, "address = '10.0.0'")])
+def test_a_client_host_address_that_is_not_one_is_a_one_line_plan_error(tmp_path: Path, host: dict,
+                                                                         named: str) -> None:
+    # issue 50: `address = "999.1.1.1"` was accepted and failed only when a run connected to it
+    table = "".join(f'{k} = "{v}"\n' for k, v in host.items())
+    (tmp_path / "p.toml").write_text('tier = ["blocklayer"]\nworkloads = ["rand-write-4k"]\n[[backing]]\n'
+                                     'type = "nfs"\nserver = "127.0.0.1"\nexport = "/srv"\n'
+                                     f"[[backing.client_host]]\n{table}")
+    proc = run_cli("plan", "p.toml", cwd=tmp_path)
+    err = proc.stderr.strip()
+    assert proc.returncode == 2 and len(err.splitlines()) == 1, err
+    assert named in err and "is not an IPv4 address" in err and "Traceback" not in err
+
+
 def test_a_cell_with_more_clients_than_client_hosts_is_pruned_with_the_reason() -> None:
     facts = BackingFacts(None, True, False, protocol="iscsi", lab_started=False, client_hosts=2)
     base = {a.name: a.default for a in axes.plan_axes()}

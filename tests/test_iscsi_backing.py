@@ -104,11 +104,14 @@ def test_bad_iscsi_names_are_one_line_errors(name: str) -> None:
 
 
 @pytest.mark.parametrize("portal", ["192.0.2.1", "192.0.2.1:0", "192.0.2.1:70000", "host name:3260",
-                                    "[fe80::zz]:3260", ":3260", "a/b:3260"])
+                                    "[fe80::zz]:3260", ":3260", "a/b:3260", "999.1.1.1:3260", "10.0.0:3260",
+                                    "a,b:3260"])
 def test_bad_portals_are_one_line_errors(portal: str) -> None:
     with pytest.raises(UserError) as err:
         parse_backing({"type": "iscsi", "portal": portal, "iqn": "iqn.2003-01.org.example:d"})
     assert "\n" not in str(err.value) and "portal" in str(err.value)
+    if portal.startswith(("999", "10.0.0:")):  # issue 50: named as the address it is not
+        assert "is not an IPv4 address" in str(err.value)
 
 
 def test_portal_forms() -> None:

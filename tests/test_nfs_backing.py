@@ -76,6 +76,11 @@ def test_lab_and_existing_specs() -> None:
     ({"type": "nfs", "server": "h", "export": "/a/../etc"}, "not an absolute export path"),
     ({"type": "nfs", "server": "h", "export": "/a?b"}, "not an absolute export path"),
     ({"type": "nfs", "portal": "h:3260"}, "unknown field"),
+    # issue 50: a comma is QEMU's option separator; an address must be one
+    ({"type": "nfs", "server": "h", "export": "/srv,file.driver=file"}, "export: export '/srv,file.driver=file' holds "
+                                                                        "a ','"),
+    ({"type": "nfs", "server": "999.1.1.1", "export": "/x"}, "server: server = '999.1.1.1' is not an IPv4 address"),
+    ({"type": "nfs", "server": "1::2::3", "export": "/x"}, "'1::2::3' is not an IPv6 address"),
 ])
 def test_bad_nfs_tables_are_one_line(table: dict, named: str) -> None:
     with pytest.raises(UserError) as err:

@@ -37,7 +37,15 @@ from iomatrix.backing.fsoptions import check_mkfs_options, check_mount_options
 from iomatrix.backing.reach import iscsi_lun_problem
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import PACKAGE_OF
-from iomatrix.iscsi_names import MAX_LUN, IscsiLun, check_iqn, is_iscsi_url, parse_iscsi_url, parse_portal
+from iomatrix.iscsi_names import (
+    MAX_LUN,
+    IscsiLun,
+    address_problem,
+    check_iqn,
+    is_iscsi_url,
+    parse_iscsi_url,
+    parse_portal,
+)
 from iomatrix.safety import check_destroyable
 
 # The label of the null ceiling (matrix.NULL_BACKING); a user backing of that name would be mistaken for it.
@@ -489,8 +497,9 @@ QEMU_BLOCK_NFS = "qemu/block-nfs.so"
 
 # An NFS server name as an nfs:// URL and libnfs take it: a host name, an IPv4 address or a bare IPv6 address.
 NFS_SERVER = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}|[0-9A-Fa-f:]{2,39}")
-# An export path: absolute, printable, none of the characters an nfs:// URL gives a meaning (?, #, %).
-NFS_EXPORT = re.compile(r"/[A-Za-z0-9_.,+=@~/-]{0,1023}")
+# An export path: absolute, printable, none of the characters an nfs:// URL gives a meaning (?, #, %), and no comma
+# (QEMU's option separator: `path=/srv,file.driver=file` would be read as a second option).
+NFS_EXPORT = re.compile(r"/[A-Za-z0-9_.+=@~/-]{0,1023}")
 
 
 class NfsBacking(_Spec, SharedServer):
@@ -508,6 +517,8 @@ class NfsBacking(_Spec, SharedServer):
         if v is not None and not NFS_SERVER.fullmatch(v):
             raise ValueError(f"server {v[:60]!r} is not a host name or IP address; write it bare, e.g. "
                              'server = "nfs1.example.org" (no nfs://, no port, no path)')
+        if v is not None and (why := address_problem(v)) is not None:
+            raise ValueError(f"server = {why}")
         return v
 
     @field_validator("export")
@@ -515,6 +526,9 @@ class NfsBacking(_Spec, SharedServer):
     def _export_is_a_path(cls, v: str | None) -> str | None:
         if v is None:
             return v
+        if "," in v:
+            raise ValueError(f"export {v[:60]!r} holds a ',', which QEMU reads as the start of another option; "
+                             "export a path without commas (or a directory of it without one)")
         if not NFS_EXPORT.fullmatch(v) or "/../" in f"{v}/" or "//" in v:
             raise ValueError(f"export {v[:60]!r} is not an absolute export path of plain characters; write the "
                              'path the server exports, e.g. export = "/srv/vmstore"')
