@@ -18,6 +18,7 @@ import pytest
 
 from iomatrix.backing import leftovers
 from iomatrix.backing.iscsi import TgtServer
+from iomatrix.backing.leftover_kinds import rpc_registrations
 from iomatrix.backing.provision import cannot_serve, provision
 from iomatrix.backing.reach import portal_problem
 from iomatrix.backing.spec import parse_backing
@@ -143,3 +144,29 @@ def test_an_unreachable_client_host_is_refused(lab_target: tuple[TgtServer, str,
     _refused(tmp_path, good, expect=("client host gone", "Connection refused"))
     proc = run_cli("plan", "p.toml", "--allow-destroy", good, cwd=tmp_path, timeout=120)
     assert "client hosts answer over SSH is checked only when run" in " ".join(proc.stdout.split())
+
+
+def _refused_plan(tmp: Path, backing_toml: str, expect: tuple[str, ...]) -> None:
+    (tmp / "p.toml").write_text('tier = ["blocklayer"]\nformat = ["raw"]\nworkloads = ["rand-write-4k"]\n'
+                                f"runtime = 0.3\n[[backing]]\n{backing_toml}")
+    _refused(tmp, expect=expect)
+    proc = run_cli("plan", "p.toml", cwd=tmp, timeout=120)
+    assert "whether its server answers is checked only when run" in " ".join(proc.stdout.split()), proc.stdout
+
+
+@pytest.mark.skipif(not all(shutil.which(p) for p in ("rpcinfo", "qemu-img")), reason="rpcbind/qemu-utils missing")
+def test_an_existing_nfs_server_that_does_not_answer_is_refused_before_anything_is_made(tmp_path: Path) -> None:
+    # 127.0.0.1 with no NFS server registered there (the host's rpcbind, if any, lists none): rpcinfo says so
+    if any(prog == 100003 for prog, *_ in rpc_registrations() or ()):
+        pytest.skip("an NFS server runs on this host")
+    _refused_plan(tmp_path, 'type = "nfs"\nserver = "127.0.0.1"\nexport = "/nowhere"\n',
+                  ("backing nfs:127.0.0.1:/nowhere cannot serve", "does not answer NFSv3"))
+
+
+@pytest.mark.skipif(shutil.which("rbd") is None, reason="ceph-common is not installed")
+def test_an_existing_ceph_cluster_that_does_not_answer_is_refused_before_anything_is_made(tmp_path: Path) -> None:
+    conf = tmp_path / "ceph.conf"
+    conf.write_text(f"[global]\nmon host = v1:127.0.0.1:{_closed_port()}\nauth client required = none\n"
+                    "client mount timeout = 5\n")
+    _refused_plan(tmp_path, f'type = "rbd"\nconf = "{conf}"\npool = "vms"\n',
+                  ("backing rbd:vms cannot serve", "does not list pool 'vms'"))

@@ -446,25 +446,33 @@ class ExistingNfsServer:
                 "nfs_server_software": None, "nfs_version": NFS_VERSION, "nfs_client": "libnfs"}
 
 
-def connect_existing(spec: NfsBacking, workdir: Path) -> ExistingNfsServer:
-    """Check, within bounded time, that the named server answers NFSv3 and exports what was named."""
-    assert spec.server is not None and spec.export is not None
+def existing_server_problem(server: str, export: str) -> str | None:
+    """Why the named server does not serve `export` over NFSv3 (rpcinfo, then a libnfs mount, each bounded), in one
+    line with what to check; None when it does. Read-only: nothing is created on the export."""
     try:
-        out = subprocess.run(["rpcinfo", "-t", spec.server, "nfs", str(NFS_VERSION)], capture_output=True,
+        out = subprocess.run(["rpcinfo", "-t", server, "nfs", str(NFS_VERSION)], capture_output=True,
                              text=True, timeout=PROBE_TIMEOUT_S)
         problem = None if out.returncode == 0 else _last_line(out.stderr or out.stdout)
     except subprocess.TimeoutExpired:
         problem = f"no answer within {PROBE_TIMEOUT_S:g} s"
     if problem is not None:
-        raise UserError(f"NFS server {spec.server} does not answer NFSv{NFS_VERSION} over TCP "
-                        f"(rpcinfo -t {spec.server} nfs {NFS_VERSION}: {problem})",
-                        hint="check the server name, that it runs rpcbind and NFSv3, and the firewall")
+        return (f"NFS server {server} does not answer NFSv{NFS_VERSION} over TCP (rpcinfo -t {server} nfs "
+                f"{NFS_VERSION}: {problem}); check the server name, that it runs rpcbind and NFSv3, and the firewall")
     try:
-        with libnfs.mounted(spec.server, spec.export, PROBE_TIMEOUT_S):
+        with libnfs.mounted(server, export, PROBE_TIMEOUT_S):
             pass
     except libnfs.NfsError as err:
-        raise UserError(f"cannot mount export {spec.export} of {spec.server}: {err}",
-                        hint=f"check the export path (showmount -e {spec.server}) and its client list") from None
+        return (f"cannot mount export {export} of {server}: {err}; check the export path (showmount -e {server}) "
+                "and its client list")
+    return None
+
+
+def connect_existing(spec: NfsBacking, workdir: Path) -> ExistingNfsServer:
+    """Check, within bounded time, that the named server answers NFSv3 and exports what was named."""
+    assert spec.server is not None and spec.export is not None
+    why = existing_server_problem(spec.server, spec.export)
+    if why is not None:
+        raise UserError(why)
     return ExistingNfsServer(workdir=workdir, server=spec.server, export=spec.export)
 
 

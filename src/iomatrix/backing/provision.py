@@ -43,8 +43,8 @@ from iomatrix.backing.leftover_kinds import (
     ZfsDatasetLeftover,
 )
 from iomatrix.backing.network import NetworkServer
-from iomatrix.backing.nfs import provision_nfs
-from iomatrix.backing.rbd import provision_rbd
+from iomatrix.backing.nfs import existing_server_problem, provision_nfs
+from iomatrix.backing.rbd import existing_pool_problem, provision_rbd
 from iomatrix.backing.spec import (
     BackingSpec,
     BlockdevBacking,
@@ -427,6 +427,11 @@ def cannot_serve(spec: BackingSpec, allowed: set[Path]) -> str | None:
     if spec.kind != "network" or spec.availability(allowed) is not None:
         return None  # pruned with its reason by the plan's expansion: nothing to reach
     why = spec.serving_problem(allowed)
+    if isinstance(spec, NfsBacking) and not spec.lab_started:
+        assert spec.server is not None and spec.export is not None
+        why = why or existing_server_problem(spec.server, spec.export)
+    if isinstance(spec, RbdBacking) and not spec.lab_started:
+        why = why or existing_pool_problem(spec)
     for host in getattr(spec, "client_host", ()):
         why = why or client_host_problem(host)
     return why

@@ -513,17 +513,26 @@ class ExistingRbdPool(_RbdPool):
                 "rbd_pool": self.pool, "ceph_user": self.client}
 
 
+def existing_pool_problem(spec: RbdBacking) -> str | None:
+    """Why the cluster of the backing's conf does not list its pool (a read-only `rbd ls`, bounded), in one line
+    with what to check; None when it does."""
+    assert spec.conf is not None and spec.pool is not None
+    argv = rbd_argv(str(spec.conf), str(spec.keyring) if spec.keyring else None, spec.user, "ls", spec.pool)
+    try:
+        _run(argv, f"rbd ls {spec.pool}", timeout=CONNECT_TIMEOUT_S * 3)
+    except UserError as err:
+        return (f"the Ceph cluster of {spec.conf} does not list pool {spec.pool!r}: {err.one_line()}; check the "
+                "conf's mon host, the keyring, the user and the pool name")
+    return None
+
+
 def connect_existing(spec: RbdBacking, workdir: Path, scratch: Path) -> ExistingRbdPool:
     """Check, within bounded time, that the named cluster answers and the pool exists (a read-only `rbd ls`)."""
     assert spec.conf is not None and spec.pool is not None
-    pool = ExistingRbdPool(workdir=workdir, directory=scratch, pool=spec.pool, conf=spec.conf, user=spec.user,
+    if (why := existing_pool_problem(spec)) is not None:
+        raise UserError(why)
+    return ExistingRbdPool(workdir=workdir, directory=scratch, pool=spec.pool, conf=spec.conf, user=spec.user,
                            keyring=spec.keyring, ceph_version=version_of(["rbd", "--version"]))
-    try:
-        _run(pool.rbd("ls", spec.pool), f"rbd ls {spec.pool}", timeout=CONNECT_TIMEOUT_S * 3)
-    except UserError as err:
-        raise UserError(f"the Ceph cluster of {spec.conf} does not list pool {spec.pool!r}: {err.one_line()}",
-                        hint="check the conf's mon host, the keyring, the user and the pool name") from None
-    return pool
 
 
 def provision_rbd(spec: RbdBacking, workdir: Path, scratch: Path,
