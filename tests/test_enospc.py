@@ -159,6 +159,9 @@ def test_a_plan_that_does_not_fit_its_backing_is_refused_with_the_arithmetic(tmp
      'size = "64M"\n', "image preallocated full (image_size) 1 GiB"),
     ('tier = ["baremetal"]\nsize = "48M"\n[[backing]]\ntype = "loopfs"\nfs = "ext4"\nsize = "32M"\n',
      "backing ext4-loop (32 MiB filesystem) needs 48 MiB"),
+    # issue 50: a tmpfs larger than the host's RAM and swap was mounted and left to the OOM killer
+    ('tier = ["baremetal"]\nsize = "16M"\n[[backing]]\ntype = "tmpfs"\nsize = "999T"\n',
+     "this host's memory (a tmpfs lives in RAM and swap) needs 999 TiB (backing tmpfs (tmpfs) size 999 TiB)"),
 ])
 def test_plans_that_cannot_fit_are_named_by_plan_and_refused_by_run(tmp_path: Path, plan: str, words: str) -> None:
     (tmp_path / "p.toml").write_text(plan)

@@ -104,11 +104,14 @@ def test_bad_iscsi_names_are_one_line_errors(name: str) -> None:
 
 
 @pytest.mark.parametrize("portal", ["192.0.2.1", "192.0.2.1:0", "192.0.2.1:70000", "host name:3260",
-                                    "[fe80::zz]:3260", ":3260", "a/b:3260"])
+                                    "[fe80::zz]:3260", ":3260", "a/b:3260", "999.1.1.1:3260", "10.0.0:3260",
+                                    "a,b:3260"])
 def test_bad_portals_are_one_line_errors(portal: str) -> None:
     with pytest.raises(UserError) as err:
         parse_backing({"type": "iscsi", "portal": portal, "iqn": "iqn.2003-01.org.example:d"})
     assert "\n" not in str(err.value) and "portal" in str(err.value)
+    if portal.startswith(("999", "10.0.0:")):  # issue 50: named as the address it is not
+        assert "is not an IPv4 address" in str(err.value)
 
 
 def test_portal_forms() -> None:
@@ -134,11 +137,14 @@ def test_spec_is_a_network_backing_with_protocol() -> None:
     assert existing.existing_lun().url == "iscsi://192.0.2.1:3260/iqn.2003-01.org.example:d/3"  # type: ignore
 
 
-def test_existing_lun_not_handed_over_is_unavailable_in_one_line() -> None:
+@needs_tgt
+def test_existing_lun_not_handed_over_cannot_serve_in_one_line() -> None:
+    # Refused before anything is sent to the portal (`run` exits 2 on it: tests/test_network_preflight.py).
     spec = parse_backing({"type": "iscsi", "portal": "192.0.2.1:3260", "iqn": "iqn.2003-01.org.example:d",
                           "lun": 1})
     other = Path("iscsi://192.0.2.1:3260/iqn.2003-01.org.example:d/2")  # another LUN of the same target
-    reason = spec.availability({other, Path("/dev/sdz")})
+    assert spec.availability({other}) is None  # the host can use it: whether it may is the serving check's
+    reason = spec.serving_problem({other, Path("/dev/sdz")})
     assert reason is not None and "\n" not in reason
     assert "--allow-destroy iscsi://192.0.2.1:3260/iqn.2003-01.org.example:d/1" in reason
 
@@ -392,9 +398,10 @@ def test_existing_mode_writes_only_the_lun_handed_over(workdir: Path) -> None:
         spec_of = {d.url: parse_backing({"type": "iscsi", "portal": portal, "iqn": dict(d.protocol_options)["target"],
                                          "lun": 1}) for d in (given, kept)}
         allowed = resolve_allowed([Path(given.url)])
-        reason = spec_of[kept.url].availability(allowed)
+        reason = spec_of[kept.url].serving_problem(allowed)
         assert reason is not None and "was not handed over" in reason and kept.url in reason
-        with pytest.raises(UserError, match="not handed over"), provision(spec_of[kept.url], workdir / "b", allowed):
+        with pytest.raises(UserError, match="not named with --allow-destroy"), \
+                provision(spec_of[kept.url], workdir / "b", allowed):
             pass
         with provision(spec_of[given.url], workdir / "b", allowed) as handle:
             existing = handle.server

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -76,6 +76,11 @@ def test_lab_and_existing_specs() -> None:
     ({"type": "nfs", "server": "h", "export": "/a/../etc"}, "not an absolute export path"),
     ({"type": "nfs", "server": "h", "export": "/a?b"}, "not an absolute export path"),
     ({"type": "nfs", "portal": "h:3260"}, "unknown field"),
+    # issue 50: a comma is QEMU's option separator; an address must be one
+    ({"type": "nfs", "server": "h", "export": "/srv,file.driver=file"}, "export: export '/srv,file.driver=file' holds "
+                                                                        "a ','"),
+    ({"type": "nfs", "server": "999.1.1.1", "export": "/x"}, "server: server = '999.1.1.1' is not an IPv4 address"),
+    ({"type": "nfs", "server": "1::2::3", "export": "/x"}, "'1::2::3' is not an IPv6 address"),
 ])
 def test_bad_nfs_tables_are_one_line(table: dict, named: str) -> None:
     with pytest.raises(UserError) as err:
@@ -179,6 +184,22 @@ def _runtime_files() -> set[str]:
     return {p for p in RUNTIME_FILES if os.path.lexists(p)}
 
 
+def _another_runs(command: str, ours: Iterable[int]) -> bool:
+    """Whether a process named `command` that is not one of `ours` runs on this host (another job's server)."""
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and int(proc.name) not in set(ours):
+            with contextlib.suppress(OSError):
+                if (proc / "comm").read_text().strip() == command:
+                    return True
+    return False
+
+
+def _runtime_files_left(runtime_before: set[str], ours: Iterable[int] = ()) -> set[str]:
+    """The runtime files in /run that appeared since `runtime_before` and are this test's server's to remove: one
+    whose daemon (rpcbind, ganesha.nfsd) runs in another job on this host is that job's, and not judged here."""
+    return {p for p in _runtime_files() - runtime_before if not _another_runs(RUNTIME_FILES[p], ours)}
+
+
 def _assert_nothing_left(workdir: Path, pids: dict[int, str], starts: dict[int, int | None],
                          ports: dict[str, int], scratch: Path, runtime_before: set[str]) -> None:
     deadline = time.monotonic() + 60
@@ -190,7 +211,7 @@ def _assert_nothing_left(workdir: Path, pids: dict[int, str], starts: dict[int, 
     assert all(_port_free(p) for p in ports.values())
     assert not scratch.exists()
     assert leftovers.pending(workdir) == []
-    assert _runtime_files() <= runtime_before  # rpcbind's socket and lock in /run went with it
+    assert _runtime_files_left(runtime_before, pids) == set()  # rpcbind's socket and lock in /run went with it
 
 
 @needs_nfs_stack
@@ -221,10 +242,13 @@ def test_lab_server_serves_raw_and_qcow2_to_qemu_and_leaves_nothing(workdir: Pat
             server.remove_disk(disk)
             assert disk.server_path is not None and not disk.server_path.exists()
         # a registration record names its ports: one whose ports are not the server's is not it, and is left alone
-        regs_before = rpc_registrations()
+        def ours() -> set[tuple[int, int, str, int]]:  # this server's registrations (another job may add its own)
+            return {r for r in rpc_registrations() or () if r[3] in server.ports.values()}
+
+        regs_before = ours()
         other = RpcRegistrationLeftover("127.0.0.1", {"programs": [[100003, 3], [100005, 3]], "ports": [1024]})
         assert not other.present() and other.undo() == []
-        assert rpc_registrations() == regs_before
+        assert regs_before and ours() == regs_before
         with pytest.raises(UserError, match="unknown image format"):
             server.new_disk({"format": "../x"}, size_bytes=MiB, name="bad")
         # a second lab-started server would hijack the registration: refused in one line
@@ -250,10 +274,12 @@ def test_server_that_cannot_bind_is_one_line_and_undone(workdir: Path, monkeypat
         with pytest.raises(UserError) as err, provision(NfsBacking(), workdir, set()):
             pass
     line = err.value.one_line()
-    assert "ganesha.nfsd exited" in line and "binding" in line and "\n" not in line
+    # named before ganesha starts (issue 50), not left to its bind error
+    assert line.startswith(f"nfs-ganesha cannot start: port {port} is in use by pid {os.getpid()} (")
+    assert "\n" not in line
     assert leftovers.pending(workdir) == [] and not list((workdir / "backings").iterdir())
-    assert not any(prog == 100003 for prog, *_ in rpc_registrations() or ())
-    assert _runtime_files() <= runtime_before
+    assert not [r for r in rpc_registrations() or () if r[3] == port]  # ours only: another job's may be there
+    assert _runtime_files_left(runtime_before) == set()
 
 
 HOLDER = textwrap.dedent("""
@@ -294,7 +320,8 @@ def test_kill_9_of_the_run_then_clean_removes_servers_registrations_and_files(wo
     out = run_cli("clean", "--workdir", str(workdir))  # what `iomatrix clean` (and the next run) does
     assert out.returncode == 0 and "failed" not in out.stdout and "refused" not in out.stdout, out.stdout + out.stderr
     if "rpcbind" in pids.values():  # ours outlived the kill (it drops to user _rpc, which clears the death signal)
-        assert "unregistered RPC program 100003" in out.stdout or not rpc_registrations()
+        assert "unregistered RPC program 100003" in out.stdout or \
+            not {port for *_, port in rpc_registrations() or ()} & set(state["ports"].values())
     _assert_nothing_left(workdir, pids, starts, state["ports"], Path(state["scratch"]), runtime_before)
 
 
@@ -331,7 +358,9 @@ def host_rpcbind() -> Iterator[int | None]:
     finally:
         proc.kill()
         proc.wait()
-        for path in _runtime_files() - runtime_before:
+        for path in _runtime_files() - runtime_before:  # rpcbind's own: only one rpcbind can hold port 111
+            if RUNTIME_FILES[path] != "rpcbind":
+                continue
             with contextlib.suppress(OSError):
                 os.rmdir(path) if os.path.isdir(path) else os.unlink(path)
 

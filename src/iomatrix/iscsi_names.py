@@ -38,6 +38,26 @@ def check_iqn(name: str) -> str:
     raise ValueError(f"bad iSCSI name {name[:80]!r}: not an iqn./eui./naa. name (RFC 3720); {IQN_EXAMPLE}")
 
 
+_NUMERIC_HOST = re.compile(r"[0-9.]+")
+
+
+def address_problem(host: str) -> str | None:
+    """Why `host`, written as an IP address, is not one (``999.1.1.1``, ``10.0.0``, ``1::2::3``); None for a valid
+    address or a host name. All digits and dots is an IPv4 address (no top-level domain is numeric); a colon
+    makes it IPv6."""
+    if _NUMERIC_HOST.fullmatch(host):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            return f"{host!r} is not an IPv4 address (four numbers 0-255 joined by dots, e.g. 192.0.2.10)"
+    elif ":" in host:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return f"{host!r} is not an IPv6 address (e.g. 2001:db8::1)"
+    return None
+
+
 @dataclass(frozen=True)
 class Portal:
     """An iSCSI portal: host (a name, an IPv4 or an IPv6 address) and TCP port."""
@@ -67,6 +87,8 @@ def parse_portal(text: str) -> Portal:
             raise ValueError(f"bad portal {text[:80]!r}: {host!r} is not an IPv6 address") from None
     elif not _HOSTNAME.fullmatch(host) or len(host) > 253:
         raise ValueError(f"bad portal {text[:80]!r}: {host!r} is not a host name or address; {PORTAL_EXAMPLE}")
+    elif (why := address_problem(host)) is not None:
+        raise ValueError(f"bad portal {text[:80]!r}: {why}")
     return Portal(host, port)
 
 

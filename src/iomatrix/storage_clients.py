@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,7 +21,11 @@ from typing import TYPE_CHECKING
 from iomatrix.domain.axes import ISCSI, NFS, RBD, BackingFacts
 
 if TYPE_CHECKING:
+    from iomatrix.backing.client_host import ClientHost
     from iomatrix.backing.spec import BackingSpec
+
+CLIENT_HOST_CONNECT_S = 5  # ssh's ConnectTimeout for the check before a sweep
+CLIENT_HOST_CHECK_S = 20  # the whole check (connect, key exchange, `true`), bounded
 
 
 def iscsi_missing(iscsiadm: str | None, module_known: bool) -> str | None:
@@ -112,6 +117,21 @@ def client_hosts_unreachable(spec: BackingSpec) -> str | None:
     for host in hosts:
         if host.ssh_config is not None and not host.ssh_config.is_file():
             return f"client host {host.label}: ssh_config {host.ssh_config} is not a file"
+    return None
+
+
+def client_host_problem(host: ClientHost, timeout_s: float = CLIENT_HOST_CHECK_S) -> str | None:
+    """Why `host` cannot be reached over SSH as a run would reach it (``ssh -o BatchMode=yes … true``: no password
+    prompt, a bounded connect), in one line; None when it answers. Runs nothing on the host but `true`."""
+    argv = [*host.ssh_argv(connect_timeout_s=CLIENT_HOST_CONNECT_S), "true"]
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return f"client host {host.label} ({host.ssh}) did not answer over SSH within {timeout_s:g} s"
+    if out.returncode != 0:
+        lines = [line for line in out.stderr.strip().splitlines() if line.strip()]
+        return (f"client host {host.label} ({host.ssh}) cannot be reached over SSH: "
+                f"{lines[-1].strip() if lines else f'ssh exit {out.returncode}'}")
     return None
 
 

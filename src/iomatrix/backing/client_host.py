@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from iomatrix.domain.clients import CLIENTS_MAX
+from iomatrix.iscsi_names import address_problem
 
 # user@host or host, as ssh takes it: no option (a leading '-'), no space, no shell metacharacter.
 SSH_DESTINATION = re.compile(r"(?:[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}@)?[A-Za-z0-9_][A-Za-z0-9_.:-]{0,252}")
@@ -54,6 +55,8 @@ class ClientHost(BaseModel):
         if not SSH_DESTINATION.fullmatch(v):
             raise ValueError(f"ssh = {v[:60]!r} is not an ssh destination; write HOST or USER@HOST, e.g. "
                              'ssh = "root@host1.example.org"')
+        if (why := address_problem(v.rsplit("@", 1)[-1])) is not None:
+            raise ValueError(f"ssh = {v[:60]!r}: {why}")
         return v
 
     @field_validator("address")
@@ -61,6 +64,8 @@ class ClientHost(BaseModel):
     def _address(cls, v: str | None) -> str | None:
         if v is not None and not FIO_ADDRESS.fullmatch(v):
             raise ValueError(f"address = {v[:60]!r} is not a host name or IPv4 address, e.g. address = \"10.0.0.2\"")
+        if v is not None and (why := address_problem(v)) is not None:
+            raise ValueError(f"address = {why}")
         return v
 
     @field_validator("ssh_config")

@@ -46,6 +46,7 @@ from iomatrix.backing.leftover_kinds import (
     tgtd_socket_files,
 )
 from iomatrix.backing.network import NetworkDisk
+from iomatrix.backing.ports import refuse_if_held
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import version_of
 from iomatrix.iscsi_names import IscsiLun, Portal, target_name
@@ -140,6 +141,7 @@ class TgtServer:
     def start(self, record: Callable[[Leftover], str]) -> None:
         """Start tgtd, recorded (by `record`, the provision teardown's) before it starts; wait until it serves."""
         self.port = free_tcp_port()
+        refuse_if_held(self.port, "tgtd", LOOPBACK)  # taken since it was chosen: named, not a tgtd that dies
         self.entry_id = record(self.leftover())
         log = open(self.directory / "tgtd.log", "wb")  # noqa: SIM115 - the child keeps it
         try:

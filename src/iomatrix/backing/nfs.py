@@ -49,6 +49,7 @@ from iomatrix.backing.leftover_kinds import (
     rpc_registrations,
 )
 from iomatrix.backing.network import NetworkDisk
+from iomatrix.backing.ports import PortHolder, port_holders, refuse_if_held
 from iomatrix.backing.spec import NfsBacking
 from iomatrix.domain import Format
 from iomatrix.errors import UserError
@@ -251,6 +252,29 @@ def _refuse_existing_nfs_server(rows: list[tuple[int, int, str, int]] | None) ->
                              'export = "/its/export"')
 
 
+RPCBIND_PORT = 111  # rpcbind's fixed port (TCP and UDP, on every address): clients find it there
+# What may hold port 111 and answer as rpcbind: rpcbind itself, or systemd holding it for rpcbind.socket.
+RPCBIND_COMMANDS = ("rpcbind", "systemd")
+RPCBIND_WAY_OUT = ("port 111 is rpcbind's fixed port: stop that program, or run the host's rpcbind there "
+                   "(apt-get install rpcbind; iomatrix then uses it), or name an existing NFS server; "
+                   "see docs/shared-storage.md")
+
+
+def _rpcbind_port_holders() -> list[PortHolder]:
+    return port_holders(RPCBIND_PORT, "0.0.0.0", ("tcp", "udp"))
+
+
+def _refuse_foreign_rpcbind_port(holders: list[PortHolder], rows: list | None) -> None:
+    """One line naming what holds port 111 when it is not an rpcbind that answers: a lab NFS server needs
+    rpcbind there, and neither ours could bind it nor would theirs register ganesha (it sat 120 s otherwise)."""
+    foreign = [h for h in holders if h.command is not None and h.command not in RPCBIND_COMMANDS]
+    if foreign or (holders and rows is None):
+        holder = (foreign or holders)[0]
+        answers = "" if foreign else ", which does not answer as rpcbind (rpcinfo -p 127.0.0.1)"
+        raise UserError(f"rpcbind cannot start: port {RPCBIND_PORT} is in use by {holder.describe()}{answers}",
+                        hint=RPCBIND_WAY_OUT)
+
+
 def _wait_until(ready: Callable[[], bool], proc: subprocess.Popen, what: str, log: Path | None) -> None:
     """Poll `ready` until it holds (bounded by READY_TIMEOUT_S), failing in one line if `proc` exits first."""
     deadline = time.monotonic() + READY_TIMEOUT_S
@@ -292,7 +316,10 @@ def _start_rpcbind(scratch: Path, td: Teardown) -> subprocess.Popen:
 def start_lab_server(workdir: Path, scratch: Path, td: Teardown) -> LabNfsServer:
     """Start rpcbind (if the host runs none) and nfs-ganesha exporting `scratch`/export; every step is recorded in
     the ledger and in `td` before it is taken, so a failure half-way undoes what was done."""
+    holders = _rpcbind_port_holders()
+    _refuse_foreign_rpcbind_port(holders, [])  # at once: asking a program that is not rpcbind waits 20 s
     rows = rpc_registrations()
+    _refuse_foreign_rpcbind_port(holders, rows)
     _refuse_existing_nfs_server(rows)
     rpcbind = None
     with children.record_in(workdir):
@@ -305,6 +332,8 @@ def start_lab_server(workdir: Path, scratch: Path, td: Teardown) -> LabNfsServer
         ports = {"nfs": free_port(), "mount": free_port()}
         while ports["mount"] == ports["nfs"]:
             ports["mount"] = free_port()
+        for port in ports.values():  # taken since they were chosen: named, not a ganesha that never registers
+            refuse_if_held(port, "nfs-ganesha", LOOPBACK)
         config = ganesha_config(export_dir, recovery_dir, ports["nfs"], ports["mount"])
         conf_path, log = scratch / "ganesha.conf", scratch / "ganesha.log"
         conf_path.write_text(config)
@@ -417,25 +446,33 @@ class ExistingNfsServer:
                 "nfs_server_software": None, "nfs_version": NFS_VERSION, "nfs_client": "libnfs"}
 
 
-def connect_existing(spec: NfsBacking, workdir: Path) -> ExistingNfsServer:
-    """Check, within bounded time, that the named server answers NFSv3 and exports what was named."""
-    assert spec.server is not None and spec.export is not None
+def existing_server_problem(server: str, export: str) -> str | None:
+    """Why the named server does not serve `export` over NFSv3 (rpcinfo, then a libnfs mount, each bounded), in one
+    line with what to check; None when it does. Read-only: nothing is created on the export."""
     try:
-        out = subprocess.run(["rpcinfo", "-t", spec.server, "nfs", str(NFS_VERSION)], capture_output=True,
+        out = subprocess.run(["rpcinfo", "-t", server, "nfs", str(NFS_VERSION)], capture_output=True,
                              text=True, timeout=PROBE_TIMEOUT_S)
         problem = None if out.returncode == 0 else _last_line(out.stderr or out.stdout)
     except subprocess.TimeoutExpired:
         problem = f"no answer within {PROBE_TIMEOUT_S:g} s"
     if problem is not None:
-        raise UserError(f"NFS server {spec.server} does not answer NFSv{NFS_VERSION} over TCP "
-                        f"(rpcinfo -t {spec.server} nfs {NFS_VERSION}: {problem})",
-                        hint="check the server name, that it runs rpcbind and NFSv3, and the firewall")
+        return (f"NFS server {server} does not answer NFSv{NFS_VERSION} over TCP (rpcinfo -t {server} nfs "
+                f"{NFS_VERSION}: {problem}); check the server name, that it runs rpcbind and NFSv3, and the firewall")
     try:
-        with libnfs.mounted(spec.server, spec.export, PROBE_TIMEOUT_S):
+        with libnfs.mounted(server, export, PROBE_TIMEOUT_S):
             pass
     except libnfs.NfsError as err:
-        raise UserError(f"cannot mount export {spec.export} of {spec.server}: {err}",
-                        hint=f"check the export path (showmount -e {spec.server}) and its client list") from None
+        return (f"cannot mount export {export} of {server}: {err}; check the export path (showmount -e {server}) "
+                "and its client list")
+    return None
+
+
+def connect_existing(spec: NfsBacking, workdir: Path) -> ExistingNfsServer:
+    """Check, within bounded time, that the named server answers NFSv3 and exports what was named."""
+    assert spec.server is not None and spec.export is not None
+    why = existing_server_problem(spec.server, spec.export)
+    if why is not None:
+        raise UserError(why)
     return ExistingNfsServer(workdir=workdir, server=spec.server, export=spec.export)
 
 

@@ -22,7 +22,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -43,8 +43,8 @@ from iomatrix.backing.leftover_kinds import (
     ZfsDatasetLeftover,
 )
 from iomatrix.backing.network import NetworkServer
-from iomatrix.backing.nfs import provision_nfs
-from iomatrix.backing.rbd import provision_rbd
+from iomatrix.backing.nfs import existing_server_problem, provision_nfs
+from iomatrix.backing.rbd import existing_pool_problem, provision_rbd
 from iomatrix.backing.spec import (
     BackingSpec,
     BlockdevBacking,
@@ -61,6 +61,7 @@ from iomatrix.backing.spec import (
 )
 from iomatrix.errors import UserError
 from iomatrix.mountinfo import innermost_mount
+from iomatrix.storage_clients import client_host_problem
 from iomatrix.sysfs import block_sysdir, loop_backing_file, read_text, slaves, whole_disk
 
 BACKINGS_DIR = "backings"
@@ -413,6 +414,37 @@ def _setup_iscsi(spec: IscsiBacking, workdir: Path, td: _Teardown,
     server = TgtServer(workdir, scratch)
     server.start(lambda leftover: td.record(leftover, server.stop))
     return scratch, server.metadata(), server
+
+
+# ---------------------------------------------------------------------------------------------
+# before a sweep: can each network backing serve?
+# ---------------------------------------------------------------------------------------------
+
+
+def cannot_serve(spec: BackingSpec, allowed: set[Path]) -> str | None:
+    """Why a network backing this host can use cannot serve a sweep (its existing server, its LUN, its client
+    hosts), checked over the network with bounded waits; None when it can or is not a network backing."""
+    if spec.kind != "network" or spec.availability(allowed) is not None:
+        return None  # pruned with its reason by the plan's expansion: nothing to reach
+    why = spec.serving_problem(allowed)
+    if isinstance(spec, NfsBacking) and not spec.lab_started:
+        assert spec.server is not None and spec.export is not None
+        why = why or existing_server_problem(spec.server, spec.export)
+    if isinstance(spec, RbdBacking) and not spec.lab_started:
+        why = why or existing_pool_problem(spec)
+    for host in getattr(spec, "client_host", ()):
+        why = why or client_host_problem(host)
+    return why
+
+
+def refuse_backings_that_cannot_serve(specs: Iterable[BackingSpec], allowed: set[Path]) -> None:
+    """A UserError (one line, exit 2) for the first network backing that cannot serve: a sweep never starts
+    to measure only what is left (the null ceiling) and end with nothing to recommend."""
+    for spec in specs:
+        why = cannot_serve(spec, allowed)
+        if why is not None:
+            raise UserError(f"backing {spec.label()} cannot serve: {why}",
+                            hint="fix the plan's backing or the server, or drop the backing from the plan")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from iomatrix.backing import leftovers
 from iomatrix.backing.leftover_kinds import Leftover, LeftoverError
 from iomatrix.backing.leftover_rbd import RbdImageLeftover, rbd_argv
 from iomatrix.backing.network import NetworkDisk
+from iomatrix.backing.ports import free_ports_in, port_holders, refuse_if_held
 from iomatrix.backing.spec import RbdBacking
 from iomatrix.domain.ceph import format_reason, object_order
 from iomatrix.errors import UserError
@@ -419,6 +420,25 @@ def _succeeds(argv: list[str], want: str | None = None) -> bool:
     return out.returncode == 0 and (want is None or want in out.stdout)
 
 
+# The ports a Ceph daemon binds its messenger to (ms_bind_port_min/max, Ceph's defaults): the OSD takes the first
+# free ones, four with msgr v1 (public, cluster, heartbeat front and back).
+OSD_PORTS = (6800, 7300)
+OSD_PORTS_NEEDED = 4
+
+
+def refuse_busy_lab_ports(mon_port: int) -> None:
+    """One line naming the holder when the monitor's port was taken since it was chosen, or when the OSD's port
+    range has fewer free ports than the OSD binds; before either daemon starts."""
+    refuse_if_held(mon_port, "ceph-mon", LOOPBACK)
+    first, last = OSD_PORTS
+    free = free_ports_in(first, last, LOOPBACK)
+    if free < OSD_PORTS_NEEDED:
+        holders = [h for p in range(first, last + 1) for h in port_holders(p, LOOPBACK)][:2]
+        raise UserError(f"ceph-osd cannot start: {free} of ports {first}-{last} are free and it binds "
+                        f"{OSD_PORTS_NEEDED}; in use by {'; '.join(h.describe() for h in holders)} and others",
+                        hint=f"free some of ports {first}-{last} (Ceph's ms_bind_port_min/max), then run again")
+
+
 def start_lab_cluster(workdir: Path, scratch: Path, td: Teardown, store: str) -> LabRbdServer:
     """Start ceph-mon then ceph-osd (each in the ledger before it starts, stopped at teardown), make the pool, and
     wait, polling with bounds, until an image can be made."""
@@ -426,6 +446,7 @@ def start_lab_cluster(workdir: Path, scratch: Path, td: Teardown, store: str) ->
     for sub in ("mon", "osd", "run", "log"):
         (scratch / sub).mkdir()
     fsid, port = str(uuid.uuid4()), free_port()
+    refuse_busy_lab_ports(port)
     conf = scratch / "ceph.conf"
     # the BlueStore block file outside the OSD data directory: inside it, mkfs fails with ELOOP (its symlink)
     conf.write_text(lab_conf(fsid=fsid, port=port, scratch=scratch, store=store, block_path=scratch / "osd-block"))
@@ -492,17 +513,26 @@ class ExistingRbdPool(_RbdPool):
                 "rbd_pool": self.pool, "ceph_user": self.client}
 
 
+def existing_pool_problem(spec: RbdBacking) -> str | None:
+    """Why the cluster of the backing's conf does not list its pool (a read-only `rbd ls`, bounded), in one line
+    with what to check; None when it does."""
+    assert spec.conf is not None and spec.pool is not None
+    argv = rbd_argv(str(spec.conf), str(spec.keyring) if spec.keyring else None, spec.user, "ls", spec.pool)
+    try:
+        _run(argv, f"rbd ls {spec.pool}", timeout=CONNECT_TIMEOUT_S * 3)
+    except UserError as err:
+        return (f"the Ceph cluster of {spec.conf} does not list pool {spec.pool!r}: {err.one_line()}; check the "
+                "conf's mon host, the keyring, the user and the pool name")
+    return None
+
+
 def connect_existing(spec: RbdBacking, workdir: Path, scratch: Path) -> ExistingRbdPool:
     """Check, within bounded time, that the named cluster answers and the pool exists (a read-only `rbd ls`)."""
     assert spec.conf is not None and spec.pool is not None
-    pool = ExistingRbdPool(workdir=workdir, directory=scratch, pool=spec.pool, conf=spec.conf, user=spec.user,
+    if (why := existing_pool_problem(spec)) is not None:
+        raise UserError(why)
+    return ExistingRbdPool(workdir=workdir, directory=scratch, pool=spec.pool, conf=spec.conf, user=spec.user,
                            keyring=spec.keyring, ceph_version=version_of(["rbd", "--version"]))
-    try:
-        _run(pool.rbd("ls", spec.pool), f"rbd ls {spec.pool}", timeout=CONNECT_TIMEOUT_S * 3)
-    except UserError as err:
-        raise UserError(f"the Ceph cluster of {spec.conf} does not list pool {spec.pool!r}: {err.one_line()}",
-                        hint="check the conf's mon host, the keyring, the user and the pool name") from None
-    return pool
 
 
 def provision_rbd(spec: RbdBacking, workdir: Path, scratch: Path,

@@ -14,6 +14,11 @@ What a sweep writes, and where:
   backing is set up at the start, so their sizes add up;
 - the results database: about `DB_BYTES_PER_RUN` per run, up to the plan's maximum repetitions.
 
+- each tmpfs backing's `size`, in this host's memory: a tmpfs takes RAM (then swap) as it fills, so the sizes of a
+  plan's tmpfs backings together must fit in MemTotal + SwapTotal (not what is free now, which a shared host's
+  other work changes by the second): `size = "999T"` is refused here, not found by the kernel's OOM killer;
+- each lab-started iSCSI or NFS backing's disks, in the working directory (the LUN files, the export).
+
 Inside a loopfs or tmpfs backing the room is its `size` (a little less in fact: the filesystem's own metadata).
 Block devices, LVM and ZFS are not estimated (their size is the device's, checked when they are set up).
 """
@@ -26,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from iomatrix.backing.spec import DirBacking, IscsiBacking, LoopfsBacking, TmpfsBacking
+from iomatrix.backing.spec import DirBacking, IscsiBacking, LoopfsBacking, NfsBacking, TmpfsBacking
 from iomatrix.domain import NA
 from iomatrix.domain.axes import CLUSTER_BYTES, DEFAULT_CLUSTER_BYTES
 from iomatrix.domain.axes import size_words as format_size
@@ -49,6 +54,7 @@ class Place:
     name: str
     free: int
     parts: list[tuple[str, int]] = field(default_factory=list)
+    room: str = "free"  # what `free` is: free blocks, or (memory) what the host has at all
 
     @property
     def need(self) -> int:
@@ -56,8 +62,8 @@ class Place:
 
     def line(self) -> str:
         parts = " + ".join(f"{what} {format_size(n)}" for what, n in self.parts)
-        return (f"{self.name} needs {format_size(self.need)} ({parts}) but has {format_size(self.free)} free: "
-                f"{self.need} > {self.free} bytes")
+        return (f"{self.name} needs {format_size(self.need)} ({parts}) but has {format_size(self.free)} "
+                f"{self.room}: {self.need} > {self.free} bytes")
 
 
 # Bytes per L2 entry at most (16 with extended L2 entries): the sparse workload's tables are counted at that.
@@ -95,6 +101,28 @@ def _free(path: Path) -> tuple[int, int]:
     return free, os.stat(p).st_dev
 
 
+def memory_and_swap(meminfo: Path = Path("/proc/meminfo")) -> int:
+    """MemTotal + SwapTotal of this host, in bytes (0 when /proc/meminfo cannot be read: then nothing fits)."""
+    total = 0
+    try:
+        for line in meminfo.read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("MemTotal", "SwapTotal"):
+                total += int(value.split()[0]) * 1024  # the file's unit is kB (KiB)
+    except (OSError, ValueError, IndexError):
+        return 0
+    return total
+
+
+def _tmpfs_place(plan: Plan) -> Place | None:
+    """This host's memory and swap, and the tmpfs backings' sizes in it (None: the plan has no tmpfs)."""
+    parts = [(f"backing {b.label()} (tmpfs) size", b.size) for b in plan.backing if isinstance(b, TmpfsBacking)]
+    if not parts:
+        return None
+    return Place("this host's memory (a tmpfs lives in RAM and swap)", memory_and_swap(), parts,
+                 room="of RAM and swap in all")
+
+
 def shortfalls(plan: Plan, expansion: Expansion, workdir: Path, db: Path | None) -> list[Place]:
     """Every filesystem the sweep would not fit on, with the arithmetic (empty when the plan fits)."""
     specs = {b.label(): b for b in plan.backing}
@@ -118,7 +146,7 @@ def shortfalls(plan: Plan, expansion: Expansion, workdir: Path, db: Path | None)
             places.append(Place(f"backing {label} ({format_size(spec.size)} filesystem)", spec.size, [(what, n)]))
         elif isinstance(spec, DirBacking):
             on_host(spec.path if spec.path is not None else workdir, f"backing {label}: {what}", n)
-        elif isinstance(spec, IscsiBacking) and spec.lab_started:  # the LUNs' files are in the workdir
+        elif isinstance(spec, IscsiBacking | NfsBacking) and spec.lab_started:  # LUN files, export: in the workdir
             on_host(workdir, f"backing {label}: {what}", n)
     for spec in plan.backing:
         if isinstance(spec, LoopfsBacking):
@@ -127,6 +155,8 @@ def shortfalls(plan: Plan, expansion: Expansion, workdir: Path, db: Path | None)
         runs = len(expansion.units) * plan.repetitions.max
         on_host(db, f"results database (~{runs} runs)", runs * DB_BYTES_PER_RUN)
     places += host.values()
+    if (memory := _tmpfs_place(plan)) is not None:
+        places.append(memory)
     return [p for p in places if p.need > p.free]
 
 
@@ -135,8 +165,8 @@ def refuse_if_short(plan: Plan, expansion: Expansion, workdir: Path, db: Path | 
     short = shortfalls(plan, expansion, workdir, db)
     if short:
         raise UserError("the plan does not fit: " + "; ".join(p.line() for p in short),
-                        hint="lower the plan's size/image_size, enlarge the backing, or use a --workdir/--db with "
-                             "more room")
+                        hint="lower the plan's size/image_size or the backing's size, enlarge the backing, or use "
+                             "a --workdir/--db with more room")
 
 
 def warnings(plan: Plan, expansion: Expansion, workdir: Path, db: Path | None) -> Iterable[str]:

@@ -34,9 +34,18 @@ from pydantic import (
 
 from iomatrix.backing.client_host import SharedServer
 from iomatrix.backing.fsoptions import check_mkfs_options, check_mount_options
+from iomatrix.backing.reach import iscsi_lun_problem
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import PACKAGE_OF
-from iomatrix.iscsi_names import MAX_LUN, IscsiLun, check_iqn, is_iscsi_url, parse_iscsi_url, parse_portal
+from iomatrix.iscsi_names import (
+    MAX_LUN,
+    IscsiLun,
+    address_problem,
+    check_iqn,
+    is_iscsi_url,
+    parse_iscsi_url,
+    parse_portal,
+)
 from iomatrix.safety import check_destroyable
 
 # The label of the null ceiling (matrix.NULL_BACKING); a user backing of that name would be mistaken for it.
@@ -156,6 +165,12 @@ class _Spec(BaseModel):
 
     def availability(self, allowed_devices: set[Path]) -> str | None:
         """None if this backing can be provisioned on this host, else the reason."""
+        return None
+
+    def serving_problem(self, allowed_devices: set[Path]) -> str | None:
+        """Why the existing server this backing names cannot serve it (a bounded, read-only check over the
+        network), None where it can, where the backing has no server of its own, or where `availability` already
+        says this host cannot use it. `run` refuses a plan with such a backing before its sweep starts."""
         return None
 
 
@@ -370,7 +385,6 @@ class ZfsBacking(_Spec):
         return None
 
 
-ISCSI_PROBE_TIMEOUT_S = 15
 # Loadable modules live in the multiarch library directory (/usr/lib/x86_64-linux-gnu/… on amd64): one lookup for
 # every backing's QEMU block driver and server plugin.
 def _library_module(relative: str) -> Path | None:
@@ -457,23 +471,20 @@ class IscsiBacking(_Spec, SharedServer):
         return "iscsi"
 
     def availability(self, allowed_devices: set[Path]) -> str | None:
-        lun = self.existing_lun()
-        if lun is None:
+        if self.existing_lun() is None:
             return (_missing_tools("tgtd", "tgtadm") or _missing_qemu_iscsi()
                     or _not_root("starting tgtd (its control socket is in /run/tgtd)"))
-        reason = _missing_qemu_iscsi() or _missing_tools("iscsi-readcapacity16")
-        if reason:
-            return reason
+        return _missing_qemu_iscsi() or _missing_tools("iscsi-readcapacity16")
+
+    def serving_problem(self, allowed_devices: set[Path]) -> str | None:
+        lun = self.existing_lun()
+        if lun is None or self.availability(allowed_devices) is not None:
+            return None
         if lun.url not in allowed_iscsi_luns(allowed_devices):
             return (f"LUN {lun.url} was not handed over: pass --allow-destroy {lun.url} if its contents may be "
                     "destroyed")
-        # Reachability, as an initiator (libiscsi), bounded: a portal that drops packets must not hang the plan.
-        out = _quiet(["iscsi-readcapacity16", "-s", lun.url], timeout=ISCSI_PROBE_TIMEOUT_S)
-        if out is None or out.returncode != 0:
-            err = (out.stderr or out.stdout).strip().splitlines() if out is not None else []
-            why = err[-1] if err else f"no answer within {ISCSI_PROBE_TIMEOUT_S} s"
-            return f"LUN {lun.url} does not answer: {why} (check the portal, the IQN and the target's ACL)"
-        return None
+        why = iscsi_lun_problem(lun)
+        return None if why is None else f"LUN {lun.url} does not answer: {why}"
 
 
 # What a lab-started NFS server and QEMU's NFS client need (backing.nfs): program or file → Debian package.
@@ -486,8 +497,9 @@ QEMU_BLOCK_NFS = "qemu/block-nfs.so"
 
 # An NFS server name as an nfs:// URL and libnfs take it: a host name, an IPv4 address or a bare IPv6 address.
 NFS_SERVER = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}|[0-9A-Fa-f:]{2,39}")
-# An export path: absolute, printable, none of the characters an nfs:// URL gives a meaning (?, #, %).
-NFS_EXPORT = re.compile(r"/[A-Za-z0-9_.,+=@~/-]{0,1023}")
+# An export path: absolute, printable, none of the characters an nfs:// URL gives a meaning (?, #, %), and no comma
+# (QEMU's option separator: `path=/srv,file.driver=file` would be read as a second option).
+NFS_EXPORT = re.compile(r"/[A-Za-z0-9_.+=@~/-]{0,1023}")
 
 
 class NfsBacking(_Spec, SharedServer):
@@ -505,6 +517,8 @@ class NfsBacking(_Spec, SharedServer):
         if v is not None and not NFS_SERVER.fullmatch(v):
             raise ValueError(f"server {v[:60]!r} is not a host name or IP address; write it bare, e.g. "
                              'server = "nfs1.example.org" (no nfs://, no port, no path)')
+        if v is not None and (why := address_problem(v)) is not None:
+            raise ValueError(f"server = {why}")
         return v
 
     @field_validator("export")
@@ -512,6 +526,9 @@ class NfsBacking(_Spec, SharedServer):
     def _export_is_a_path(cls, v: str | None) -> str | None:
         if v is None:
             return v
+        if "," in v:
+            raise ValueError(f"export {v[:60]!r} holds a ',', which QEMU reads as the start of another option; "
+                             "export a path without commas (or a directory of it without one)")
         if not NFS_EXPORT.fullmatch(v) or "/../" in f"{v}/" or "//" in v:
             raise ValueError(f"export {v[:60]!r} is not an absolute export path of plain characters; write the "
                              'path the server exports, e.g. export = "/srv/vmstore"')

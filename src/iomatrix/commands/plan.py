@@ -44,7 +44,8 @@ def plan_cmd(
 
     check_allowed_devices(allow_destroy)  # as `run` checks them: a missing or wrong device is a mistake here too
     p, base = load_plan(plan)
-    exp = plan_expansion(p, base, resolve_allowed(allow_destroy))
+    allowed = resolve_allowed(allow_destroy)
+    exp = plan_expansion(p, base, allowed)
     low, high = estimate_seconds(p, exp)
     # The description is the plan author's text, not markup: a '[bold]' or '[/]' in it is shown as written.
     console.print(f"[bold]{escape(p.name)}[/]: {escape(p.description)}")
@@ -68,6 +69,8 @@ def plan_cmd(
         if hosts := getattr(b, "client_host", ()):
             console.print(f"backing {escape(b.label())}: client 1, 2, … run on {', '.join(h.label for h in hosts)} "
                           "(over SSH; the block layer's runs)", highlight=False)
+    for line in serving_lines(p, exp, allowed):
+        console.print(line, highlight=False)
     from iomatrix.backing.space import warnings
     from iomatrix.commands.options import DEFAULT_DB, DEFAULT_WORKDIR
 
@@ -75,6 +78,26 @@ def plan_cmd(
         console.print(f"[yellow]warning:[/] {line}")
     if explain:
         print_explain(exp, per_tier=bool(p.tier_tables))
+
+
+def serving_lines(p: Plan, exp: Expansion, allowed: set[Path]) -> list[str]:
+    """Whether each network backing a cell uses can serve, as `run` checks it before its sweep: an existing iSCSI
+    LUN is asked here (a login and a READ CAPACITY, read-only); an existing NFS server or Ceph cluster and client
+    hosts (reached over SSH) are not reached by `plan`, and say so."""
+    used = {c.backing for c in exp.cells if not c.is_null_ceiling}
+    lines = []
+    for label, spec in p.backing_by_label().items():
+        if label not in used or spec.kind != "network" or spec.availability(allowed) is not None:
+            continue
+        if spec.protocol == "iscsi" and (why := spec.serving_problem(allowed)) is not None:
+            lines.append(f"[yellow]warning:[/] backing {escape(label)} cannot serve: {escape(why)} ('run' refuses "
+                         "it)")
+        elif spec.protocol != "iscsi" and not getattr(spec, "lab_started", True):
+            lines.append(f"backing {escape(label)}: whether its server answers is checked only when run")
+        if getattr(spec, "client_host", ()):
+            lines.append(f"backing {escape(label)}: whether its client hosts answer over SSH is checked only when "
+                         "run")
+    return lines
 
 
 def tier_table_lines(p: Plan, exp: Expansion) -> list[str]:

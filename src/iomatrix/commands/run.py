@@ -105,6 +105,11 @@ def run(
         raise UserError(f"nothing to run: every cell of plan '{p.name}' was pruned ({first})",
                         hint=f"see 'iomatrix plan {plan} --explain'")
     refuse_if_short(p, exp, work, db)  # the whole plan's space, up front
+    from iomatrix.backing.provision import refuse_backings_that_cannot_serve
+
+    used = {c.backing for c in exp.cells if not c.is_null_ceiling}
+    refuse_backings_that_cannot_serve((s for label, s in p.backing_by_label().items() if label in used),
+                                      resolve_allowed(allow_destroy))
     if os.geteuid() != 0 and not p.keep_caches_warm:
         err_console.print("[yellow]warning:[/] not running as root: the host page cache cannot be dropped "
                           "before each run (each run records it as not-dropped); run as root for cold-cache "
