@@ -27,9 +27,10 @@ from pydantic import (
 )
 
 from iomatrix.backing.spec import BackingSpec, DirBacking, parse_size
+from iomatrix.current import CurrentConfig
 from iomatrix.domain import axes
 from iomatrix.plan import sections
-from iomatrix.plan.current_cell import CurrentDisk
+from iomatrix.plan.current_cell import CurrentDisk, from_config
 from iomatrix.tiers import declaration, known_tier, reference_tier, tier_classes, tier_names
 
 NAME_MAX = 100
@@ -520,3 +521,8 @@ class Plan(BaseModel):
         """Fingerprints earlier releases gave this plan (every setting, defaults included), so their
         unfinished sweeps of it resume too."""
         return [hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]]
+
+
+def with_current(plan: Plan, cfg: CurrentConfig) -> Plan:
+    """`plan` with `cfg` as its current configuration (a copy; the tiers' settings kept)."""
+    return plan.model_copy(update={"current": from_config(cfg)})
