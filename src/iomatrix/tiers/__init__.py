@@ -17,7 +17,7 @@ import pkgutil
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, TypeVar
 
-from iomatrix.plugins import load_entry_points, load_object
+from iomatrix.plugins import PluginError, load_entry_points, load_object
 from iomatrix.tiers.declaration import TierDeclaration
 
 if TYPE_CHECKING:
@@ -80,10 +80,10 @@ def _discover() -> dict[str, type[TierDeclaration]]:
                 _DECLARATIONS.setdefault(decl.name, decl)
         for entry_name, decl in load_entry_points(ENTRY_POINT_GROUP):
             if not (isinstance(decl, type) and issubclass(decl, TierDeclaration)):
-                raise TypeError(f"entry point {ENTRY_POINT_GROUP}:{entry_name} is no TierDeclaration subclass "
+                raise PluginError(f"entry point {ENTRY_POINT_GROUP}:{entry_name} is no TierDeclaration subclass "
                                 f"({decl!r}); fix or uninstall the package that declares it")
             if decl.name in _DECLARATIONS and _DECLARATIONS[decl.name] is not decl:
-                raise ValueError(f"entry point {ENTRY_POINT_GROUP}:{entry_name} declares tier '{decl.name}', a name "
+                raise PluginError(f"entry point {ENTRY_POINT_GROUP}:{entry_name} declares tier '{decl.name}', a name "
                                  "already taken; rename the tier or uninstall the package that declares it")
             register(decl)
     return _DECLARATIONS
