@@ -1086,8 +1086,6 @@ _SAMPLE_CONTEXTS = (DiskContext(None), DiskContext(1 << 30))
 # one of these is one option of the tool's disk statement: written twice, the tool reads one of them, or both.
 TOOL_PLACES = {"libvirt": "libvirt's <disk>", "proxmox": "Proxmox's drive (qm set)",
                "virt-install": "virt-install's --disk", "nova": "Nova's configuration (nova.conf, image properties)"}
-# The tools whose spellings are checked, QEMU's first: what `SpellingKey.tool` holds.
-TOOLS = ("qemu", *TOOL_PLACES)
 
 
 @dataclass(frozen=True, order=True)

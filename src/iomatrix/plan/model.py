@@ -181,14 +181,24 @@ def _tier_table(tier: str, raw: object) -> tuple[dict[str, list[str]], dict[str,
                          "or remove it")
     table = _axis_table(tier, raw, known)
     if TIER_WORKLOADS in raw:
-        names = raw[TIER_WORKLOADS]
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise ValueError(f'{tier}.workloads: must be a list of workload names, e.g. ["rand-read-4k"] '
-                             f"(got {_short(names)})")
-        try:
-            table[TIER_WORKLOADS] = _nonempty_unique(list(names), "workloads")
-        except ValueError as err:
-            raise ValueError(f"{tier}.workloads: {err}") from None
+        table[TIER_WORKLOADS] = _tier_workloads(tier, raw[TIER_WORKLOADS])
+    return table, _workload_tables(tier, raw, known)
+
+
+def _tier_workloads(tier: str, names: object) -> list[str]:
+    """A tier table's ``workloads = [...]``: a non-empty list of distinct names."""
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f'{tier}.workloads: must be a list of workload names, e.g. ["rand-read-4k"] '
+                         f"(got {_short(names)})")
+    try:
+        return _nonempty_unique(list(names), "workloads")
+    except ValueError as err:
+        raise ValueError(f"{tier}.workloads: {err}") from None
+
+
+def _workload_tables(tier: str, raw: dict, known: set[str]) -> dict[str, dict[str, list[str]]]:
+    """A tier table's workload tables (``[blocklayer.seq-write-zeroes-1m]``), each validated against the registry:
+    per workload, the axis values it runs with in that tier."""
     per_workload: dict[str, dict[str, list[str]]] = {}
     for workload, sub in raw.items():
         if not isinstance(sub, dict) or workload in known:
@@ -205,7 +215,7 @@ def _tier_table(tier: str, raw: object) -> tuple[dict[str, list[str]], dict[str,
             raise ValueError(f"{where}: the [{where}] table is empty; name the axes workload {workload} sweeps "
                              f"in the {tier} tier, or remove it")
         per_workload[workload] = _axis_table(where, sub, known)
-    return table, per_workload
+    return per_workload
 
 
 class Plan(BaseModel):
