@@ -45,8 +45,7 @@ from iomatrix.matrix import Cell
 from iomatrix.plan.load import plan_from_dict
 from iomatrix.stats.summary import summarize
 from iomatrix.store.db import Store
-from iomatrix.tiers import tier_class
-from iomatrix.tiers.base import RunOptions, RunRequest, Target, Tier
+from iomatrix.tiers.base import RunOptions, RunRequest, Target, Tier, tier_implementation
 
 TIERS = ("blocklayer", "guest")
 
@@ -86,7 +85,7 @@ def main() -> int:
         tiers: dict[str, Tier] = {}
         try:
             for t in tiers_run:
-                tiers[t] = tier_class(t)(plan, opts)
+                tiers[t] = tier_implementation(t)(plan, opts)
                 tiers[t].open()
                 print(tiers[t].describe(), flush=True)
             slots = [(f, c, w) for f in formats for c in caches for w in works]

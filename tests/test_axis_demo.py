@@ -20,7 +20,7 @@ import pytest
 from iomatrix.commands.plan import print_explain
 from iomatrix.domain import NA, axes
 from iomatrix.domain.axes import Axis, Layer, QemuOptions, ToolOption
-from iomatrix.matrix import Cell, expand
+from iomatrix.matrix import expand, from_key
 from iomatrix.plan.load import plan_from_dict
 from iomatrix.report.export import render_tables
 from iomatrix.report.exports import results_table
@@ -82,7 +82,7 @@ def test_plan_validates_and_expands_the_new_axis() -> None:
         header = next(line for line in cap.get().splitlines() if "workloads" in line)
         assert header.split()[-2:] == ["demo_zeroes", "workloads"]
         on = next(c for c in exp.cells if c["demo_zeroes"] == "on")
-        assert Cell.from_key(on.key) == on and on.label().endswith("demo_zeroes=on")
+        assert from_key(on.key) == on and on.label().endswith("demo_zeroes=on")
         with pytest.raises(Exception, match=r"demo_zeroes\.0: 'maybe' is not valid; valid values: 'off', 'on'"):
             plan_from_dict({**PLAN, "demo_zeroes": ["maybe"]}, "demo.toml")
     # Without the axis, the plan is refused as naming an unknown key, not silently run without it.

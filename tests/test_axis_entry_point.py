@@ -33,6 +33,26 @@ LOCKING = Axis(
 WRITE_CACHE = Axis(
     "write_cache", "demo", ("on", "off"), "on", ("on",), frozenset({Layer.DEVICE}),
     qemu=lambda v: QemuOptions(device=(("write-cache", v),)))
+# Its QEMU option is its own; its libvirt spelling writes <driver cache=>, the cache axis's: refused.
+HOST_CACHE = Axis(
+    "host_cache", "demo", ("on", "off"), "on", ("on",), frozenset({Layer.IMAGE}),
+    qemu=lambda v: QemuOptions(file_protocol=(("locking", v),)),
+    tools={"libvirt": lambda v: ToolOption((("cache", "none" if v == "on" else "writeback"),))})
+'''
+
+# A tier package whose module registers an axis when it is imported (the tier registry loads it), with a Proxmox
+# spelling that writes cache=, the cache axis's key.
+TIER_MODULE = '''
+from iomatrix.domain import axes
+from iomatrix.domain.axes import Axis, Layer, ToolOption
+from iomatrix.tiers.declaration import TierDeclaration
+
+axes.register(Axis("host_cache", "demo", ("on", "off"), "on", ("on",), frozenset({Layer.IMAGE}),
+                   tools={"proxmox": lambda v: ToolOption((("cache", v),))}))
+
+
+class Demo(TierDeclaration):
+    name = "demo"
 '''
 
 PROBE = '''
@@ -107,6 +127,35 @@ def test_an_installed_axis_that_sets_an_existing_qemu_option_is_refused_in_one_l
         "iomatrix: an installed axis was refused: iomatrix.axes: axis 'write_cache' sets write-cache on the guest "
         "device (-device), which axis 'cache' already sets: one QEMU option belongs to one axis (extend 'cache''s "
         "values instead, or set another option)"]
+
+
+def test_an_installed_axis_that_writes_another_axis_libvirt_key_is_refused_in_one_line(tmp_path: Path) -> None:
+    _install(tmp_path, "[iomatrix.axes]\nhost_cache = iomx_demo_axis:HOST_CACHE\n")
+    res = subprocess.run([sys.executable, "-c", "from iomatrix.domain import axes; print(sorted(axes.REGISTRY))"],
+                         capture_output=True, text=True, env=_env(tmp_path), timeout=120)
+    assert res.returncode == 0 and "'host_cache'" not in res.stdout
+    assert res.stderr.strip().splitlines() == [
+        "iomatrix: an installed axis was refused: iomatrix.axes: axis 'host_cache' sets cache on libvirt's <disk>, "
+        "which axis 'cache' already sets: one libvirt option belongs to one axis (extend 'cache''s values instead, "
+        "or set another option)"]
+
+
+def test_a_collision_raised_by_an_installed_package_is_a_user_error_not_a_crash(tmp_path: Path) -> None:
+    """A package that registers a colliding axis as it is imported (here a tier package, loaded when the tier
+    registry is first asked): the CLI's one-line error and exit 2, no "internal error" and no crash log."""
+    _install(tmp_path, "[iomatrix.tiers]\ndemo = iomx_demo_tier:Demo\n")
+    (tmp_path / "iomx_demo_tier.py").write_text(TIER_MODULE)
+    plan = tmp_path / "p.toml"
+    plan.write_text('name = "p"\ntier = ["blocklayer"]\nworkloads = ["rand-read-4k"]\nsize = "32M"\n')
+    res = subprocess.run([*iomatrix_argv(), "plan", str(plan)], capture_output=True, text=True, timeout=120,
+                         env={**_env(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.strip().splitlines() == [
+        "error: entry point iomatrix.tiers:demo = iomx_demo_tier:Demo (from iomx-demo-axis) cannot be loaded: axis "
+        "'host_cache' sets cache on Proxmox's drive (qm set), which axis 'cache' already sets: one proxmox option "
+        "belongs to one axis (extend 'cache''s values instead, or set another option); reinstall or uninstall that "
+        "package"]
+    assert not (tmp_path / "cache").exists()  # no crash log written
 
 
 def test_an_entry_point_that_cannot_be_loaded_is_named(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import pytest
 from iomatrix.domain import CACHE, NA, CacheMode
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import SUBST_FDATASYNC, JobShape, nbd_job, nbd_uri
-from iomatrix.matrix import Cell, expand
+from iomatrix.matrix import Cell, expand, from_key
 from iomatrix.plan.load import load_plan
 from iomatrix.plan.model import Plan
 from iomatrix.qemu_block import DiskSpec, blockdev_spec
@@ -198,7 +198,7 @@ def test_small_sweep(tmp_path: Path) -> None:
         assert meta["export"].startswith("nbd over a private UNIX socket")
         assert "--export" in meta["daemon_argv"] and accel.startswith("none")
         assert (meta["substitutions"] != []) == (workload == "db-write-4k-fdatasync")
-        cache = Cell.from_key(key).cache
+        cache = from_key(key).cache
         if cache != NA:
             assert meta["export_writethrough"] is False  # none, writeback and unsafe all have a write cache
         # The I/O path is the daemon; fio beside it generates the load and is not counted in its cost.

@@ -29,9 +29,10 @@ def test_no_function_graded_e_or_f() -> None:
 # into `iomatrix.sweep` along its seams.
 
 # Functions graded D by cyclomatic complexity (21-30 paths). The count may only go down: 26 on main when the
-# ratchet was added, 25 once the splits of issue 36 landed; lower this number whenever a change splits one, never
-# raise it.
-MAX_D_FUNCTIONS = 25
+# ratchet was added, 25 once the splits of issue 36 landed, 18 after issue 48's (a plan's tier table, the racing
+# round, the scheduler's resumed round, a weighted score's part, rank_sweep's refusals, a ranking's notes, the
+# monitor's column fitting); lower this number whenever a change splits one, never raise it.
+MAX_D_FUNCTIONS = 18
 
 
 def _functions_graded(rank: str) -> list[str]:

@@ -22,9 +22,10 @@ import pytest
 
 from iomatrix import workloads as wl
 from iomatrix.current import parse_current
-from iomatrix.matrix import NA, BackingFacts, Cell, current_cells, expand
-from iomatrix.plan.current_cell import CURRENT_PRUNED, MeasuredCurrent, stored_current, with_current
+from iomatrix.matrix import NA, BackingFacts, current_cells, expand, from_key
+from iomatrix.plan.current_cell import CURRENT_PRUNED, MeasuredCurrent, stored_current
 from iomatrix.plan.load import plan_from_dict
+from iomatrix.plan.model import with_current
 from iomatrix.scheduler import RacingPolicy, Scheduler, UnitState
 from iomatrix.stop_kinds import StopKind
 from tests.conftest import descendants_named, iomatrix_argv, needs, run_cli, sigint_default
@@ -150,7 +151,7 @@ def test_a_current_cell_is_pruned_only_where_its_tier_and_backing_cannot_run_it(
     e = _expand(p, **{labels[1]: NO_O_DIRECT})
     assert [c.backing for c in e.current] == [labels[0]]
     pruned = [x for x in e.pruned if x.reason.startswith(CURRENT_PRUNED)]
-    assert len(pruned) == 1 and Cell.from_key(pruned[0].what).backing == labels[1]
+    assert len(pruned) == 1 and from_key(pruned[0].what).backing == labels[1]
     assert "O_DIRECT" in pruned[0].reason
 
 

@@ -2,7 +2,10 @@
 
 Read with the standard library's ``ast`` (no import is executed): an edge for every ``import`` /
 ``from ... import`` in a module, at module level or inside a function (a function-level import closes a loop as
-surely as a module-level one, only later), and none for imports under ``if TYPE_CHECKING:`` (never run).
+surely as a module-level one, only later), and one for imports under ``if TYPE_CHECKING:`` too: they never run,
+but a loop through them is the same tangle of modules that need one another's types (issue 48: a 21-module loop
+held only through them), and hiding an import there is no way out of one; the shared type moves down instead
+(``iomatrix.domain.cell``, ``iomatrix.domain.plan_view``).
 A parent package a dotted import initialises first is no edge: a package's ``__init__`` re-exporting its
 submodules, which import one another, is Python's ordinary layout, not a loop.
 
@@ -81,18 +84,9 @@ def _modules() -> dict[str, Path]:
     return {_module_name(p): p for p in sorted((SRC / PACKAGE).rglob("*.py"))}
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
 def _imports(tree: ast.AST, in_function: bool = False) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
-    """Every import statement with whether it sits inside a function, skipping `if TYPE_CHECKING:` blocks."""
+    """Every import statement with whether it sits inside a function, `if TYPE_CHECKING:` blocks included."""
     for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and _is_type_checking(node):
-            yield from ((n, f) for child in node.orelse for n, f in _imports(child, in_function))
-            continue
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node, in_function
         else:
@@ -192,6 +186,16 @@ def test_the_scan_reads_function_level_and_relative_imports() -> None:
     assert "iomatrix.domain" in graph["iomatrix.matrix"]  # `from iomatrix.domain import NA`
     assert any(m == "iomatrix.commands.run" for m, _, _ in lazy)  # commands/ defers its imports
     assert "iomatrix.tiers.declared.guest" in graph["iomatrix.tiers"]  # the registry's discovery
+    assert "iomatrix.domain.plan_view" in graph["iomatrix.tiers.declaration"]  # under `if TYPE_CHECKING:`
+
+
+def test_an_import_only_for_type_checking_is_an_edge() -> None:
+    """A module that imports another only under `if TYPE_CHECKING:` depends on it all the same."""
+    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from iomatrix.matrix import Cell\n"
+                     "import typing\nif typing.TYPE_CHECKING:\n    import iomatrix.plan.model\n")
+    known = {"iomatrix.matrix", "iomatrix.plan.model"}
+    found = {t for node, _ in _imports(tree) for t in _targets(node, "iomatrix.x", False, known)}
+    assert found == known
 
 
 def test_help_imports_no_tier_plan_or_report_code() -> None:
@@ -238,7 +242,7 @@ def test_tier_declarations_import_no_tier_code_and_tiers_no_report() -> None:
 def test_no_import_cycle_in_the_package() -> None:
     graph, _ = import_graph()
     cycles = import_cycles(graph)
-    assert not cycles, "import cycles (module-level and function-level imports):\n" + "\n".join(
+    assert not cycles, "import cycles (module-level, function-level and TYPE_CHECKING imports):\n" + "\n".join(
         f"  {len(c)} modules: {' -> '.join(c)}" for c in cycles)
 
 

@@ -20,9 +20,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from iomatrix.errors import UserError
 
-class PluginError(ImportError):
-    """An entry point that cannot be loaded: the message names it and the package that declares it."""
+
+class PluginError(UserError, ImportError):
+    """An entry point that cannot be loaded: the message names it and the package that declares it. A mistake the
+    user can fix (reinstall or uninstall that package), so the CLI prints it as one line, not as an internal error
+    with a crash log."""
 
 
 def load_entry_points(group: str) -> list[tuple[str, Any]]:
@@ -39,8 +43,10 @@ def load_entry_points(group: str) -> list[tuple[str, Any]]:
             found.append((ep.name, ep.load()))
         except Exception as err:  # an installed package's import error: named, with where it comes from
             dist = ep.dist.name if ep.dist is not None else "an installed package"
+            # iomatrix's own refusal (an axis the package registers writes another's key) says what is wrong.
+            why = err.one_line() if isinstance(err, UserError) else f"{type(err).__name__}: {err}"
             raise PluginError(f"entry point {group}:{ep.name} = {ep.value} (from {dist}) cannot be loaded: "
-                              f"{type(err).__name__}: {err}; reinstall or uninstall that package") from None
+                              f"{why}; reinstall or uninstall that package") from None
     return found
 
 

@@ -36,8 +36,7 @@ from iomatrix.sweep.rounds import NOT_SETTLED, RoundLoop
 from iomatrix.sweep.session import RunItem, Session, SweepResult
 from iomatrix.sweep.start import StartTogether, wait_until
 from iomatrix.sweep.units import UnitScheduling, compared_with
-from iomatrix.tiers import tier_class
-from iomatrix.tiers.base import RunOptions, Tier
+from iomatrix.tiers.base import RunOptions, Tier, tier_implementation
 
 __all__ = ["NOT_SETTLED", "BootLedger", "HostMonitor", "Progress", "RunItem", "RunOptions", "SamplerFactory",
            "SweepResult", "SweepRunner", "backing_facts", "compared_with", "default_tier_factory",
@@ -64,7 +63,7 @@ class SweepRunner(UnitScheduling, RoundLoop, BatchRunning):
             raise UserError(f"nothing to run: every cell of plan '{plan.name}' was pruned ({first})",
                             hint=f"see 'iomatrix plan {plan.name} --explain'")
         for tier_name in plan.tier:  # host checks a tier can make before anything is created (e.g. memory)
-            tier_class(tier_name).preflight(plan)
+            tier_implementation(tier_name).preflight(plan)
         self.tier_factory = tier_factory or default_tier_factory
         self.sampler_factory = sampler_factory
         self.clock = clock
@@ -162,4 +161,4 @@ class SweepRunner(UnitScheduling, RoundLoop, BatchRunning):
 
 
 def default_tier_factory(name: str, plan: Plan, opts: RunOptions) -> Tier:
-    return tier_class(name)(plan, opts)
+    return tier_implementation(name)(plan, opts)

@@ -255,26 +255,32 @@ class RacingPolicy:
         for group, members in groups.items():
             if len(members) < 2 or any(len(u.points) < 2 for u in members):
                 continue  # a lone unit, or one with a single value: nothing can be tested yet
-            rounds_done = min(len({r for r, _ in u.points}) for u in members)
-            step = race_step({u.key: u.points for u in members}, self.higher_is_better(group),
-                             threshold=self.threshold, alpha=self.alpha, min_rounds=min_rounds,
-                             rounds_left=room.rounds_left(rounds_done))
-            steps = self.history.setdefault(group, [])
-            steps.append(step)
-            current = {u.key for u in members if u.current}
-            for d in step.decisions:
-                if d.status in RACE_STOPS:
-                    verdict = race_verdict(d.status, d.reason)
-                    if d.unit in current:
-                        self.held[d.unit] = verdict.then("run on to the end of the race: the current configuration")
-                    else:
-                        out[d.unit] = verdict
-            why = stop_reason(steps, rounds_done, max_rounds=10**9, min_rounds=min_rounds)
-            if why:
-                over = race_over(why, step.best)
-                for u in [*members, *(u for u in units if u.key in self.held and u.group == group)]:
-                    out.setdefault(u.key, self.held.get(u.key, over))
+            self._race_round(group, members, units, room, min_rounds, out)
         return out
+
+    def _race_round(self, group: str, members: list[UnitState], units: Sequence[UnitState], room: Room,
+                    min_rounds: int, out: dict[str, StopVerdict]) -> None:
+        """One round of one group's race: its units' decisions into `out` (a current unit's held to the race's
+        end), and every unit of the group's verdict once the race is over."""
+        rounds_done = min(len({r for r, _ in u.points}) for u in members)
+        step = race_step({u.key: u.points for u in members}, self.higher_is_better(group),
+                         threshold=self.threshold, alpha=self.alpha, min_rounds=min_rounds,
+                         rounds_left=room.rounds_left(rounds_done))
+        steps = self.history.setdefault(group, [])
+        steps.append(step)
+        current = {u.key for u in members if u.current}
+        for d in step.decisions:
+            if d.status in RACE_STOPS:
+                verdict = race_verdict(d.status, d.reason)
+                if d.unit in current:
+                    self.held[d.unit] = verdict.then("run on to the end of the race: the current configuration")
+                else:
+                    out[d.unit] = verdict
+        why = stop_reason(steps, rounds_done, max_rounds=10**9, min_rounds=min_rounds)
+        if why:
+            over = race_over(why, step.best)
+            for u in [*members, *(u for u in units if u.key in self.held and u.group == group)]:
+                out.setdefault(u.key, self.held.get(u.key, over))
 
 
 # Racing's per-unit decisions that stop a unit, by their status (stats.racing.STATUSES), with their kind.
@@ -498,20 +504,22 @@ class Scheduler:
         self._active = set(active)
         if not active:
             return []
-        if not precision and self.round and any(self.round not in self.units[k].rounds for k in active) and any(
-                self.round in u.rounds for u in self.units.values()):
-            # Resuming: finish the interrupted round, in its order, for the units that have not run in it.
-            round_no = self.round
-            todo = [k for k in active if round_no not in self.units[k].rounds]
-        else:
-            round_no = self.round + 1
-            todo = active
+        round_no, todo = self._round_of(active, precision)
         self.round = round_no
         # A resumed round's positions continue after the runs it already has.
         offset = sum(1 for u in self.units.values() if round_no in u.rounds)
         slots = [Slot(k, round_no, offset + i) for i, k in enumerate(self.order(round_no, todo))]
         self._next_position[round_no] = offset + len(slots)
         return slots
+
+    def _round_of(self, active: list[str], precision: bool) -> tuple[int, list[str]]:
+        """(the round the active units run next, the units that run in it): the interrupted round of a resumed
+        sweep, for the units that have not run in it yet, else a new round for all."""
+        if not precision and self.round and any(self.round not in self.units[k].rounds for k in active) and any(
+                self.round in u.rounds for u in self.units.values()):
+            # Resuming: finish the interrupted round, in its order, for the units that have not run in it.
+            return self.round, [k for k in active if self.round not in self.units[k].rounds]
+        return self.round + 1, active
 
     def _ready(self, u: UnitState) -> bool:
         """Whether every unit `u` waits for (UnitState.after) is done."""

@@ -6,6 +6,7 @@ has, or whose help differs per command (e.g. `--metric`), stay in that command's
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from pathlib import Path
@@ -51,6 +52,18 @@ DEFAULT_MAX_NOISE = 0.10
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_TIE_BREAK = "safety,simplicity"
 
+# Options of the commands that answer "what should I use" (recommend, report): what the user runs today, what the
+# answer must guarantee, and whose snippet it shows. (`run --current` is another option: it measures the
+# configuration as a cell, and says so.)
+CurrentOpt = Annotated[str | None, typer.Option(
+    help="What you run today: a libvirt domain XML file, Proxmox 'qm config VMID' output (a file), a QEMU "
+         "-drive/-blockdev string, or axes 'cache=none,aio=threads,format=qcow2,bus=virtio-blk'.")]
+RequireOpt = Annotated[list[str], typer.Option(
+    "--require", help="power-loss-safe, every-write-durable, migratable or snapshots (repeatable).")]
+TargetOpt = Annotated[str, typer.Option(
+    help="The tool whose snippet the answer shows: libvirt, proxmox, qemu, virt-install or nova.")]
+DEFAULT_TARGET = "libvirt"
+
 
 def check_ranking_options(min_runs: int, max_noise: float) -> None:
     """The ranking options' ranges, checked once for rank, recommend and report (the threshold and tie-break are
@@ -61,6 +74,18 @@ def check_ranking_options(min_runs: int, max_noise: float) -> None:
     if not (math.isfinite(max_noise) and max_noise > 0):
         raise UserError(f"--max-noise {max_noise} is out of range",
                         hint="use a fraction of the mean above 0, e.g. 0.10 for ±10%")
+
+
+def ranking_arguments(min_runs: int, max_noise: float, threshold: float, tie_break: str) -> dict[str, Any]:
+    """The ranking options of rank, recommend and report, checked, as the keyword arguments the rankings take
+    (`min_n`, `max_noise`, `threshold`, `tie_break`). Every range is checked here, before the database is opened
+    or a report's charts are imported (seconds), so each command refuses the same mistake with the same line."""
+    from iomatrix.stats.decision import check_threshold, check_tie_break
+
+    check_ranking_options(min_runs, max_noise)
+    keys = tie_break_keys(tie_break)
+    check_tie_break(keys)
+    return {"min_n": min_runs, "max_noise": max_noise, "threshold": check_threshold(threshold), "tie_break": keys}
 
 
 def tie_break_keys(text: str) -> list[str]:
@@ -85,9 +110,11 @@ def check_format(value: OutputFormat, accepted: tuple[OutputFormat, ...]) -> Out
     return value
 
 
+@functools.cache
 def format_option(*accepted: OutputFormat) -> Any:
     """`--format` of a command that renders the formats `accepted`: its help names them, and any other member of
-    `OutputFormat` is refused with a one-line error (`check_format`)."""
+    `OutputFormat` is refused with a one-line error (`check_format`). Commands that render the same formats get
+    the one same option (cached)."""
     # typer names every member of the type as the choices; a subset names only its own.
     metavar = None if set(accepted) == set(OutputFormat) else "<" + "|".join(f.value for f in accepted) + ">"
     return Annotated[OutputFormat, typer.Option("--format", help=f"{_spoken(accepted)}.", metavar=metavar,

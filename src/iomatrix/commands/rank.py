@@ -25,9 +25,8 @@ from iomatrix.commands.options import (
     ThresholdOpt,
     TieBreakOpt,
     WorkloadOpt,
-    check_ranking_options,
     format_option,
-    tie_break_keys,
+    ranking_arguments,
 )
 from iomatrix.errors import UserError
 from iomatrix.report.formats import ALL_FORMATS, OutputFormat
@@ -65,7 +64,7 @@ def rank_cmd(
 
     if top < 1:
         raise UserError(f"--top {top} is out of range", hint="use 1 or more rows per table")
-    check_ranking_options(min_runs, max_noise)
+    ranking = ranking_arguments(min_runs, max_noise, threshold, tie_break)
     goal = parse_objective(objective)
     store = open_store(db)
     from iomatrix.report.fleet import fleet_wanted
@@ -76,8 +75,7 @@ def rank_cmd(
         from iomatrix.ui import report_width
 
         fleet = select_fleet(store, group)
-        answers = fleet_answers(store, fleet, workload, metric, objective=goal, min_n=min_runs, max_noise=max_noise,
-                                threshold=threshold, tie_break=tie_break_keys(tie_break))
+        answers = fleet_answers(store, fleet, workload, metric, objective=goal, **ranking)
         sys.stdout.write(render_fleet(fleet, answers, format, report_width()))
         return
     sid = pick_sweep(store, sweep)
@@ -85,8 +83,7 @@ def rank_cmd(
         rows, factors = weighted_scores(store, sid, score)
         print_scores(console, score, rows, factors, top)
         return
-    rankings = rank_sweep(store, sid, workload, metric, min_n=min_runs, max_noise=max_noise, threshold=threshold,
-                          tie_break=tie_break_keys(tie_break), objective=goal)
+    rankings = rank_sweep(store, sid, workload, metric, objective=goal, **ranking)
     from iomatrix.report.contention import sweep_contention
     from iomatrix.report.curves import sweep_curves
     from iomatrix.report.export import render_tables

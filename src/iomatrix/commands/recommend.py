@@ -13,22 +13,25 @@ from iomatrix.commands.options import (
     DEFAULT_DB,
     DEFAULT_MAX_NOISE,
     DEFAULT_MIN_RUNS,
+    DEFAULT_TARGET,
     DEFAULT_THRESHOLD,
     DEFAULT_TIE_BREAK,
     AllowDataLossOpt,
     ByHostOpt,
+    CurrentOpt,
     DbOpt,
     FleetGroupOpt,
     MaxNoiseOpt,
     MinRunsOpt,
     ObjectiveOpt,
+    RequireOpt,
     SweepOpt,
+    TargetOpt,
     ThresholdOpt,
     TieBreakOpt,
     WorkloadOpt,
-    check_ranking_options,
     format_option,
-    tie_break_keys,
+    ranking_arguments,
 )
 from iomatrix.errors import UserError
 from iomatrix.report.formats import ALL_FORMATS, OutputFormat
@@ -36,7 +39,6 @@ from iomatrix.report.formats import ALL_FORMATS, OutputFormat
 NAME = "recommend"
 FORMATS = ALL_FORMATS
 FormatOpt = format_option(*FORMATS)
-
 
 
 def recommend(
@@ -47,21 +49,17 @@ def recommend(
     score: Annotated[list[str], typer.Option(
         "--score", help="weighted-read, weighted-write or weighted-mixed (repeatable; default: all three when "
                         "the sweep has guests).")] = [],  # noqa: B006
-    current: Annotated[str | None, typer.Option(
-        help="What you run today: a libvirt domain XML file, Proxmox 'qm config VMID' output (a file), a QEMU "
-             "-drive/-blockdev string, or axes 'cache=none,aio=threads,format=qcow2,bus=virtio-blk'.")] = None,
+    current: CurrentOpt = None,
     current_disk: Annotated[str | None, typer.Option(help="Which disk of the libvirt XML (target dev, e.g. vda) or "
                                                           "of the qm config (scsi0); default: the first (Proxmox: "
                                                           "the boot disk).")] = None,
-    require: Annotated[list[str], typer.Option(
-        "--require", help="power-loss-safe, every-write-durable, migratable or snapshots (repeatable).")] = [],  # noqa: B006
+    require: RequireOpt = [],  # noqa: B006
     format: FormatOpt = OutputFormat.table,
     min_runs: MinRunsOpt = DEFAULT_MIN_RUNS,
     max_noise: MaxNoiseOpt = DEFAULT_MAX_NOISE,
     threshold: ThresholdOpt = DEFAULT_THRESHOLD,
     tie_break: TieBreakOpt = DEFAULT_TIE_BREAK,
-    target: Annotated[str, typer.Option(
-        help="The tool whose snippet the answer shows: libvirt, proxmox, qemu, virt-install or nova.")] = "libvirt",
+    target: TargetOpt = DEFAULT_TARGET,
     detail: Annotated[bool, typer.Option(
         "--detail", help="After the answer: every workload's verdict, tie-breaks, comparisons, risks and "
                          "snippets.")] = False,
@@ -79,7 +77,7 @@ def recommend(
     from iomatrix.report.render import render_recommendation
     from iomatrix.ui import report_width
 
-    check_ranking_options(min_runs, max_noise)
+    ranking = ranking_arguments(min_runs, max_noise, threshold, tie_break)
     check_target(target)
     goal = parse_objective(objective)
     if current_disk is not None and current is None:
@@ -98,15 +96,13 @@ def recommend(
         fleet = select_fleet(store, group)
         from iomatrix.report.recommend import parse_requirements
 
-        answers = fleet_answers(store, fleet, workload, objective=goal, min_n=min_runs, max_noise=max_noise,
-                                threshold=threshold, tie_break=tie_break_keys(tie_break),
+        answers = fleet_answers(store, fleet, workload, objective=goal, **ranking,
                                 requirements=parse_requirements(require, allow_data_loss))
         sys.stdout.write(render_fleet(fleet, answers, format, report_width(), answer_first=True, target=target))
         return
     sid = pick_sweep(store, sweep)
     rec = build(store, sid, workload=workload, requirements=require, current=cur,
-                scores=score or None, min_n=min_runs, max_noise=max_noise, threshold=threshold,
-                tie_break=tie_break_keys(tie_break), objective=goal, allow_data_loss=allow_data_loss)
+                scores=score or None, objective=goal, allow_data_loss=allow_data_loss, **ranking)
     groups = consolidation_groups(store, sid)  # consolidation tier: how many tiles per mode
     head = headline(rec, sweep_info(store, sid)["host"]["hostname"], target)
     width = report_width()

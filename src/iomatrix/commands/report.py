@@ -13,19 +13,22 @@ from iomatrix.commands.options import (
     DEFAULT_DB,
     DEFAULT_MAX_NOISE,
     DEFAULT_MIN_RUNS,
+    DEFAULT_TARGET,
     DEFAULT_THRESHOLD,
     DEFAULT_TIE_BREAK,
     AllowDataLossOpt,
+    CurrentOpt,
     DbOpt,
     FleetGroupOpt,
     MaxNoiseOpt,
     MinRunsOpt,
     ObjectiveOpt,
+    RequireOpt,
     SweepOpt,
+    TargetOpt,
     ThresholdOpt,
     TieBreakOpt,
-    check_ranking_options,
-    tie_break_keys,
+    ranking_arguments,
 )
 from iomatrix.ui import console
 
@@ -36,27 +39,21 @@ def report(
     html: Annotated[Path, typer.Option("--html", help="Write the report to this HTML file.")],
     db: DbOpt = DEFAULT_DB,
     sweep: SweepOpt = None,
-    current: Annotated[str | None, typer.Option(help="What you run today (as for 'recommend').")] = None,
-    require: Annotated[list[str], typer.Option("--require", help="As for 'recommend' (repeatable).")] = [],  # noqa: B006
+    current: CurrentOpt = None,
+    require: RequireOpt = [],  # noqa: B006
     objective: ObjectiveOpt = None,
     min_runs: MinRunsOpt = DEFAULT_MIN_RUNS,
     max_noise: MaxNoiseOpt = DEFAULT_MAX_NOISE,
     threshold: ThresholdOpt = DEFAULT_THRESHOLD,
     tie_break: TieBreakOpt = DEFAULT_TIE_BREAK,
-    target: Annotated[str, typer.Option(help="The tool whose snippet the answer at the top shows (as for "
-                                             "'recommend').")] = "libvirt",
+    target: TargetOpt = DEFAULT_TARGET,
     group: FleetGroupOpt = None,
     allow_data_loss: AllowDataLossOpt = False,
 ) -> None:
     """One self-contained HTML file: the answer first, then recommendation and risks, rankings with error bars,
     block-size bars, host panels over time, sweep metadata and every run."""
     check_output_path(html)  # first: before matplotlib is imported (seconds) and the report is built
-    check_ranking_options(min_runs, max_noise)
-    keys = tie_break_keys(tie_break)
-    from iomatrix.stats.decision import check_threshold, check_tie_break
-
-    check_tie_break(keys)
-    check_threshold(threshold)
+    ranking = ranking_arguments(min_runs, max_noise, threshold, tie_break)
     from iomatrix.current import parse_current
     from iomatrix.report.headline import check_target
     from iomatrix.report.objective import parse_objective
@@ -78,9 +75,8 @@ def report(
     # Imported once every option is known to be good: matplotlib, behind it, writes its font cache on first import.
     from iomatrix.report.html import write_report
 
-    size = write_report(store, sid, html, current=cur, requirements=require,
-                        min_n=min_runs, max_noise=max_noise, threshold=threshold, tie_break=keys,
-                        target=target, objective=goal, fleet_group=group, allow_data_loss=allow_data_loss)
+    size = write_report(store, sid, html, current=cur, requirements=require, target=target, objective=goal,
+                        fleet_group=group, allow_data_loss=allow_data_loss, **ranking)
     console.print(f"wrote {html} ({size / 1024:.0f} KiB): open it in a browser, it needs no network")
 
 

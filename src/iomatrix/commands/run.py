@@ -210,7 +210,7 @@ def plan_with_current(p: Plan, current: str | None, current_disk: str | None) ->
             raise UserError("--current-disk needs --current", hint="give the libvirt domain XML with --current vm.xml")
         return p
     from iomatrix.current import parse_current
-    from iomatrix.plan.current_cell import with_current
+    from iomatrix.plan.model import with_current
 
     return with_current(p, parse_current(current, current_disk))
 

@@ -28,6 +28,7 @@ from enum import StrEnum
 
 from iomatrix import domain
 from iomatrix.domain import NA, SafetyLevel, ceph, clients, rtt
+from iomatrix.errors import UserError
 from iomatrix.plugins import PluginError, load_entry_points
 
 
@@ -1071,13 +1072,69 @@ NETWORK_AXES = (LUN_TYPE, LUN_WRITE_CACHE, INITIATOR, NFS_CLIENT, RTT, CLIENTS, 
 # Where a QEMU option goes, as QemuOptions' fields, named as an error message says them. A protocol node's
 # options are one node whichever field sets them (file_node, or file_protocol for the file protocol only).
 _PROTOCOL_NODE = "the protocol node (-blockdev file.)"
-_OPTION_PLACES = {"create": "qemu-img create -o", "format_node": "the format node (-blockdev)",
+_FORMAT_NODE = "the format node (-blockdev)"
+_DEVICE = "the guest device (-device)"
+_EXPORT = "the block export (--export)"
+_OPTION_PLACES = {"create": "qemu-img create -o", "format_node": _FORMAT_NODE,
                   "file_node": _PROTOCOL_NODE, "file_protocol": _PROTOCOL_NODE,
-                  "device": "the guest device (-device)", "export": "the block export (--export)",
+                  "device": _DEVICE, "export": _EXPORT,
                   "objects": "a QOM object id (-object)"}
 # Cells an axis's cell-dependent options (Axis.qemu_cell) are sampled on to learn the keys it may set: a qcow2
 # image, of unknown and of known size (the L2 cache bound is one key either way).
 _SAMPLE_CONTEXTS = (DiskContext(None), DiskContext(1 << 30))
+# Where each tool's spelling (Axis.tools, a ToolOption's keys) goes, as an error message names it. One key of
+# one of these is one option of the tool's disk statement: written twice, the tool reads one of them, or both.
+TOOL_PLACES = {"libvirt": "libvirt's <disk>", "proxmox": "Proxmox's drive (qm set)",
+               "virt-install": "virt-install's --disk", "nova": "Nova's configuration (nova.conf, image properties)"}
+
+
+@dataclass(frozen=True, order=True)
+class SpellingKey:
+    """One key of one tool's disk statement: QEMU's -blockdev node, -device, --export or qemu-img create -o (where
+    it goes matters: `cache.direct` on the format node and on the protocol node are two options), or the disk
+    statement of libvirt, Proxmox, virt-install or Nova."""
+
+    tool: str  # "qemu", or a key of TOOL_PLACES
+    where: str  # as an error message says it: "the guest device (-device)", "libvirt's <disk>"
+    key: str
+
+
+@dataclass(frozen=True)
+class Writer:
+    """Something other than an axis that writes keys of a tool's disk statement: iomatrix's own QEMU and libvirt
+    writers (the format node's driver, libvirt's <driver name=>), a network protocol's QEMU protocol node. It
+    declares the keys it writes; an axis writing one of them is refused at registration as one writing another
+    axis's key is (the statement would hold the key twice, or one of the two would silently win)."""
+
+    name: str  # as a refusal names it: "iomatrix's QEMU disk builder", "the iscsi protocol's QEMU node"
+    keys: frozenset[SpellingKey]
+
+
+def _qemu(where: str, *keys: str) -> frozenset[SpellingKey]:
+    return frozenset(SpellingKey("qemu", where, k) for k in keys)
+
+
+def _tool(tool: str, *keys: str) -> frozenset[SpellingKey]:
+    return frozenset(SpellingKey(tool, TOOL_PLACES[tool], k) for k in keys)
+
+
+# What iomatrix's writers put in a disk statement themselves, whatever the cell (qemu_block's -blockdev, -device
+# and --export; vmconfig's libvirt <driver name='qemu'> and <target dev=>, virt-install's path= and address.*),
+# and each network protocol's QEMU protocol node (vmconfig.network.qemu_protocol_node, the tiers' NetworkDisk).
+# tests/test_axis_collision.py checks the writers write no key they do not declare.
+WRITERS: list[Writer] = [
+    Writer("iomatrix's QEMU disk builder (qemu_block)",
+           _qemu(_FORMAT_NODE, "driver", "node-name", "file", "read-zeroes", "size")
+           | _qemu(_PROTOCOL_NODE, "driver", "filename", "server.type", "server.path")
+           | _qemu(_DEVICE, "drive", "bus", "unit", "serial", "werror", "rerror", "id")
+           | _qemu(_EXPORT, "type", "id", "node-name", "name", "writable")),
+    Writer("iomatrix's libvirt disk writer", _tool("libvirt", "name", "dev")),
+    Writer("iomatrix's virt-install disk writer",
+           _tool("virt-install", "path", *(f"address.{k}" for k in ("type", "controller", "bus", "target", "unit")))),
+    Writer("the iscsi protocol's QEMU node", _qemu(_PROTOCOL_NODE, "transport", "portal", "target", "lun")),
+    Writer("the nfs protocol's QEMU node", _qemu(_PROTOCOL_NODE, "server.host", "path")),
+    Writer("the rbd protocol's QEMU node", _qemu(_PROTOCOL_NODE, "pool", "image", "conf", "user")),
+]
 
 
 def qemu_keys(axis: Axis) -> set[tuple[str, str]]:
@@ -1093,18 +1150,43 @@ def qemu_keys(axis: Axis) -> set[tuple[str, str]]:
             for key, _ in getattr(opts, place)}
 
 
-def collision(axis: Axis, others: Collection[Axis]) -> str | None:
-    """Why `axis` cannot join `others`: an axis of them already sets one of its QEMU options (the same key of the
-    same node, device or export), which would be written twice (``write-cache=on,write-cache=off``) and read back
-    as both; None where it can."""
-    mine = qemu_keys(axis)
+def spelling_keys(axis: Axis) -> set[SpellingKey]:
+    """Every key an axis writes in every tool's spelling, over all its values: its QEMU options (`qemu_keys`) and
+    the keys of its ToolOptions for libvirt, Proxmox, virt-install and Nova. Read from the spellings themselves,
+    so what is checked is what the snippets and the command lines write."""
+    keys = {SpellingKey("qemu", where, key) for where, key in qemu_keys(axis)}
+    for tool, spell in axis.tools.items():
+        where = TOOL_PLACES.get(tool, f"{tool}'s spelling")
+        keys |= {SpellingKey(tool, where, key) for value in axis.values for key, _ in spell(value).options}
+    return keys
+
+
+class AxisRefused(UserError, ValueError):
+    """An axis the registry cannot take (its name is taken, or it writes a key another axis or a writer writes):
+    one line naming both, which the CLI prints as any mistake the user can fix (an installed package's axis)."""
+
+
+def _refusal(axis: Axis, key: SpellingKey, owner: str, own_values: str | None) -> str:
+    option = "QEMU option" if key.tool == "qemu" else f"{key.tool} option"
+    fix = f"extend {own_values!r}'s values instead, or set another option" if own_values else "set another option"
+    return (f"axis {axis.name!r} sets {key.key} on {key.where}, which {owner} already sets: one {option} belongs to "
+            f"one axis ({fix})")
+
+
+def collision(axis: Axis, others: Collection[Axis], writers: Collection[Writer] = ()) -> str | None:
+    """Why `axis` cannot join `others`: an axis of them, or one of `writers`, already writes one of the keys it
+    writes in some tool's spelling (the same key of the same QEMU node, device or export, or of libvirt's, Proxmox's,
+    virt-install's or Nova's disk statement), which would be written twice (``write-cache=on,write-cache=off``,
+    ``cache=none,cache=writeback``) or silently overwritten, and read back as both; None where it can."""
+    mine = spelling_keys(axis)
     for other in others:
         if other.name == axis.name:
             continue
-        if both := sorted(mine & qemu_keys(other)):
-            where, key = both[0]
-            return (f"axis {axis.name!r} sets {key} on {where}, which axis {other.name!r} already sets: one QEMU "
-                    f"option belongs to one axis (extend {other.name!r}'s values instead, or set another option)")
+        if both := sorted(mine & spelling_keys(other)):
+            return _refusal(axis, both[0], f"axis {other.name!r}", other.name)
+    for writer in writers:
+        if both := sorted(mine & writer.keys):
+            return _refusal(axis, both[0], writer.name, None)
     return None
 
 
@@ -1112,9 +1194,9 @@ def _checked_registry(entries: Collection[Axis]) -> dict[str, Axis]:
     registry: dict[str, Axis] = {}
     for axis in entries:
         if axis.name in registry:
-            raise ValueError(f"axis {axis.name!r} is already registered")
-        if why := collision(axis, registry.values()):
-            raise ValueError(why)
+            raise AxisRefused(f"axis {axis.name!r} is already registered")
+        if why := collision(axis, registry.values(), WRITERS):
+            raise AxisRefused(why)
         registry[axis.name] = axis
     return registry
 
@@ -1124,8 +1206,8 @@ BUILT_IN: tuple[Axis, ...] = (TIER, FORMAT, PREALLOCATION, CACHE, AIO, BUS, BACK
 REGISTRY: dict[str, Axis] = _checked_registry(BUILT_IN)
 # The entry-point group through which an installed package adds axes (iomatrix.plugins).
 ENTRY_POINT_GROUP = "iomatrix.axes"
-# Why an installed package's axis was refused (a name taken, a QEMU option another axis sets), one line each:
-# shown by `iomatrix plan`; the axis is not registered.
+# Why an installed package's axis was refused (a name taken, a key another axis or a writer writes), one line
+# each: shown by `iomatrix plan`; the axis is not registered.
 REFUSED: list[str] = []
 
 
@@ -1180,13 +1262,25 @@ def plan_axes() -> tuple[Axis, ...]:
 
 
 def register(axis: Axis) -> None:
-    """Add `axis` to the registry (an axis of an installed package, see `iomatrix.domain.plugins`); a ValueError
-    where its name is taken or one of its QEMU options is another axis's (`collision`)."""
+    """Add `axis` to the registry (an axis of an installed package, see `iomatrix.plugins`); an AxisRefused (a
+    UserError and a ValueError) where its name is taken or a key it writes in some tool's spelling is another
+    axis's or a writer's (`collision`)."""
     if axis.name in REGISTRY:
-        raise ValueError(f"axis {axis.name!r} is already registered")
-    if why := collision(axis, REGISTRY.values()):
-        raise ValueError(why)
+        raise AxisRefused(f"axis {axis.name!r} is already registered")
+    if why := collision(axis, REGISTRY.values(), WRITERS):
+        raise AxisRefused(why)
     REGISTRY[axis.name] = axis
+
+
+def register_writer(writer: Writer) -> None:
+    """Add a writer of tool keys that is not an axis (a network protocol's QEMU node, from its module): an
+    AxisRefused where a registered axis already writes one of its keys, naming both."""
+    for axis in REGISTRY.values():
+        if both := sorted(spelling_keys(axis) & writer.keys):
+            key = both[0]
+            raise AxisRefused(f"{writer.name} sets {key.key} on {key.where}, which axis {axis.name!r} already sets: "
+                              f"one {'QEMU' if key.tool == 'qemu' else key.tool} option belongs to one owner")
+    WRITERS.append(writer)
 
 
 @contextlib.contextmanager

@@ -15,15 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, field_validator, model_serializer
 
 from iomatrix.current import CurrentConfig, ExistingDisk
 from iomatrix.domain import NA, axes
-
-if TYPE_CHECKING:
-    from iomatrix.plan.model import Plan
 
 # The prefix of the reason a current cell is pruned with (stored with the sweep's pruned cells), so reports can
 # tell it from the matrix's own pruned cells.
@@ -80,11 +77,6 @@ def from_config(cfg: CurrentConfig) -> CurrentDisk:
             defaulted.append(f"{a.name} (not given: QEMU's default, {a.default})")
     return CurrentDisk(axes=dict(cfg.axes), source=cfg.source, defaulted=defaulted, l2_cache_bytes=cfg.l2_cache_bytes,
                        notes=list(cfg.notes), disk=None if cfg.disk is None else cfg.disk.as_dict())
-
-
-def with_current(plan: Plan, cfg: CurrentConfig) -> Plan:
-    """`plan` with `cfg` as its current configuration (a copy; the tiers' settings kept)."""
-    return plan.model_copy(update={"current": from_config(cfg)})
 
 
 @dataclass

@@ -27,9 +27,10 @@ from pydantic import (
 )
 
 from iomatrix.backing.spec import BackingSpec, DirBacking, parse_size
+from iomatrix.current import CurrentConfig
 from iomatrix.domain import axes
 from iomatrix.plan import sections
-from iomatrix.plan.current_cell import CurrentDisk
+from iomatrix.plan.current_cell import CurrentDisk, from_config
 from iomatrix.tiers import declaration, known_tier, reference_tier, tier_classes, tier_names
 
 NAME_MAX = 100
@@ -180,14 +181,24 @@ def _tier_table(tier: str, raw: object) -> tuple[dict[str, list[str]], dict[str,
                          "or remove it")
     table = _axis_table(tier, raw, known)
     if TIER_WORKLOADS in raw:
-        names = raw[TIER_WORKLOADS]
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise ValueError(f'{tier}.workloads: must be a list of workload names, e.g. ["rand-read-4k"] '
-                             f"(got {_short(names)})")
-        try:
-            table[TIER_WORKLOADS] = _nonempty_unique(list(names), "workloads")
-        except ValueError as err:
-            raise ValueError(f"{tier}.workloads: {err}") from None
+        table[TIER_WORKLOADS] = _tier_workloads(tier, raw[TIER_WORKLOADS])
+    return table, _workload_tables(tier, raw, known)
+
+
+def _tier_workloads(tier: str, names: object) -> list[str]:
+    """A tier table's ``workloads = [...]``: a non-empty list of distinct names."""
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f'{tier}.workloads: must be a list of workload names, e.g. ["rand-read-4k"] '
+                         f"(got {_short(names)})")
+    try:
+        return _nonempty_unique(list(names), "workloads")
+    except ValueError as err:
+        raise ValueError(f"{tier}.workloads: {err}") from None
+
+
+def _workload_tables(tier: str, raw: dict, known: set[str]) -> dict[str, dict[str, list[str]]]:
+    """A tier table's workload tables (``[blocklayer.seq-write-zeroes-1m]``), each validated against the registry:
+    per workload, the axis values it runs with in that tier."""
     per_workload: dict[str, dict[str, list[str]]] = {}
     for workload, sub in raw.items():
         if not isinstance(sub, dict) or workload in known:
@@ -204,7 +215,7 @@ def _tier_table(tier: str, raw: object) -> tuple[dict[str, list[str]], dict[str,
             raise ValueError(f"{where}: the [{where}] table is empty; name the axes workload {workload} sweeps "
                              f"in the {tier} tier, or remove it")
         per_workload[workload] = _axis_table(where, sub, known)
-    return table, per_workload
+    return per_workload
 
 
 class Plan(BaseModel):
@@ -520,3 +531,8 @@ class Plan(BaseModel):
         """Fingerprints earlier releases gave this plan (every setting, defaults included), so their
         unfinished sweeps of it resume too."""
         return [hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]]
+
+
+def with_current(plan: Plan, cfg: CurrentConfig) -> Plan:
+    """`plan` with `cfg` as its current configuration (a copy; the tiers' settings kept)."""
+    return plan.model_copy(update={"current": from_config(cfg)})

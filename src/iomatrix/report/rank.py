@@ -126,10 +126,20 @@ class WorkloadRanking:
         if an is not None and an.round_share is not None:
             out.append(f"between-round share of the run-to-run variance: {an.round_share:.0%}"
                        + ("" if an.p_rounds is None else f" (F-test p={an.p_rounds:.2g})"))
+        return out + self._unit_notes() + self._run_notes()
+
+    def _unit_notes(self) -> list[str]:
+        """A line per cell whose runs were analysed as boot means, and its cold first run."""
+        out = []
         for label, cu in (self.units or {}).items():
             out.append(f"unit for {label}: {cu.describe()}")
             if cu.describe_first_run():
                 out.append(f"{cu.describe_first_run()} ({label}; reported apart, analysed with the runs)")
+        return out
+
+    def _run_notes(self) -> list[str]:
+        """Runs left out or flagged: disturbed, replaced by a retry, off their offered load, stopped early."""
+        out = []
         for label, runs in (self.disturbed or {}).items():
             for rid, why in runs:
                 out.append(f"disturbed run {rid} ({label}): {'; '.join(why.reasons)}")
@@ -343,22 +353,32 @@ def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | 
     for w in names:
         chosen = metric if objective is None else objective_metric(objective, w)
         m = chosen or primary_metric(w)[0]
-        per_run = None
-        if blocked:
-            ids = [rid for c in cws if c.workload == w for rid in c.runs]
-            vals = run_values(store, ids, m)
-            per_run = {rid: (rounds[rid], v) for rid, v in vals.items() if rid in rounds}
+        per_run = _blocked_values(store, cws, w, m, rounds) if blocked else None
         out += _rank_in_groups(cws, w, chosen, backings, min_n=min_n, max_noise=max_noise, per_run=per_run,
                                threshold=threshold, tie_break=tie_break, interference=interference, stops=stops,
                                boots=boots)
-    if metric is not None and not out:
+    if not out:
+        _refuse_nothing_ranked(sweep_id, metric, objective)
+    return out
+
+
+def _blocked_values(store: Store, cws: list[CellWorkload], workload: str, metric: str,
+                    rounds: Mapping[int, int]) -> dict[int, tuple[int, float]]:
+    """run id → (its round, its value of `metric`) of the workload's runs: what the blocked analysis pairs."""
+    ids = [rid for c in cws if c.workload == workload for rid in c.runs]
+    return {rid: (rounds[rid], v) for rid, v in run_values(store, ids, metric).items() if rid in rounds}
+
+
+def _refuse_nothing_ranked(sweep_id: int, metric: str | None, objective: Objective | None) -> None:
+    """A one-line error when a metric or objective the user asked for ranked nothing (by the primary metrics, an
+    empty ranking is an empty answer, not a mistake)."""
+    if metric is not None:
         raise UserError(f"no results for metric '{metric}'", hint="see metric names with 'iomatrix results "
                         "--metric all'")
-    if objective is not None and not out:
+    if objective is not None:
         raise UserError(f"no results for the objective '{objective.value}' in sweep {sweep_id}",
                         hint="cpu-per-io needs runs recorded by this version (the host sampler following the I/O "
                              "path); p99-latency needs fio workloads")
-    return out
 
 
 def _rank_in_groups(cws: list[CellWorkload], workload: str, metric: str | None, backings: Sequence[str] | None,
@@ -408,23 +428,7 @@ def weighted_scores(store: Store, sweep_id: int, score: str) -> tuple[list[Score
     factors: dict[str, float] = {}
     per_part: dict[str, dict[str, ScoreCI]] = {}
     for part in parts:
-        seq_w, rand_w, metric = SCORE_INPUTS[part]
-        bm = {c.workload: c for c in cws if is_reference(c.axes["tier"]) and c.axes["cache"] in ("none", NA)
-              and metric in c.samples}
-        if seq_w not in bm or rand_w not in bm:
-            raise UserError(f"{score} needs bare-metal results for {seq_w} and {rand_w}",
-                            hint="run a plan with tier baremetal and those workloads (e.g. 'block-size-sweep')")
-        bm_seq = sum(bm[seq_w].samples[metric]) / len(bm[seq_w].samples[metric])
-        bm_rand = sum(bm[rand_w].samples[metric]) / len(bm[rand_w].samples[metric])
-        factors[part] = bm_seq / bm_rand
-        by_cell: dict[str, dict[str, CellWorkload]] = {}
-        for c in cws:
-            if not is_reference(c.axes["tier"]) and not is_ceiling(c.axes) and metric in c.samples:
-                by_cell.setdefault(c.label(), {})[c.workload] = c
-        per_part[part] = {
-            label: weighted_score_ci(ws[seq_w].samples[metric], ws[rand_w].samples[metric], bm_seq, bm_rand)
-            for label, ws in by_cell.items() if seq_w in ws and rand_w in ws
-        }
+        factors[part], per_part[part] = _part_scores(score, part, cws)
     labels = set.intersection(*(set(v) for v in per_part.values())) if per_part else set()
     rows = []
     for label in labels:
@@ -433,6 +437,26 @@ def weighted_scores(store: Store, sweep_id: int, score: str) -> tuple[list[Score
         rows.append(ScoreRow(label, total, ps))
     rows.sort(key=lambda r: -r.score.score)
     return rows, factors
+
+
+def _part_scores(score: str, part: str, cws: list[CellWorkload]) -> tuple[float, dict[str, ScoreCI]]:
+    """(the bare-metal factor, every cell's score) of one part of a weighted score (weighted-read or -write)."""
+    seq_w, rand_w, metric = SCORE_INPUTS[part]
+    bm = {c.workload: c for c in cws if is_reference(c.axes["tier"]) and c.axes["cache"] in ("none", NA)
+          and metric in c.samples}
+    if seq_w not in bm or rand_w not in bm:
+        raise UserError(f"{score} needs bare-metal results for {seq_w} and {rand_w}",
+                        hint="run a plan with tier baremetal and those workloads (e.g. 'block-size-sweep')")
+    bm_seq = sum(bm[seq_w].samples[metric]) / len(bm[seq_w].samples[metric])
+    bm_rand = sum(bm[rand_w].samples[metric]) / len(bm[rand_w].samples[metric])
+    by_cell: dict[str, dict[str, CellWorkload]] = {}
+    for c in cws:
+        if not is_reference(c.axes["tier"]) and not is_ceiling(c.axes) and metric in c.samples:
+            by_cell.setdefault(c.label(), {})[c.workload] = c
+    return bm_seq / bm_rand, {
+        label: weighted_score_ci(ws[seq_w].samples[metric], ws[rand_w].samples[metric], bm_seq, bm_rand)
+        for label, ws in by_cell.items() if seq_w in ws and rand_w in ws
+    }
 
 
 # -- two sweeps ----------------------------------------------------------------------------------

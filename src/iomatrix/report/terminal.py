@@ -9,7 +9,7 @@ so the caller can warn once that TCG numbers are not a KVM host's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -240,6 +240,20 @@ def monitor_heading(field: str) -> str:
     return name.replace("_", " ")
 
 
+def _fit_columns(fields: Sequence[str], widths: Mapping[str, int], lead: int, limit: int) -> list[list[str]]:
+    """`fields` in order, cut into tables no wider than `limit` each, every table starting with a column `lead`
+    wide (the time); a field wider than `limit` on its own gets a table of its own."""
+    chunks: list[list[str]] = [[]]
+    used = lead
+    for f in fields:
+        if chunks[-1] and used + widths[f] > limit:
+            chunks.append([])
+            used = lead
+        chunks[-1].append(f)
+        used += widths[f]
+    return chunks
+
+
 def print_monitor(out: Console, series: dict[str, list[tuple[float, float]]], names: Sequence[str]) -> None:
     """`monitor`: one table per field group (cpu, disk, mem, …), one row per sample time, one column per field.
     A group wider than the terminal is split into several tables, each repeating the time column, so no
@@ -255,14 +269,7 @@ def print_monitor(out: Console, series: dict[str, list[tuple[float, float]]], na
     for group, fields in groups.items():
         cols = {f: [fmt(index[f].get(ts)) for ts in times] for f in fields}
         widths = {f: max(len(monitor_heading(f)), *(len(v) for v in cols[f])) + 2 if times else 0 for f in fields}
-        chunks: list[list[str]] = [[]]
-        used = time_width
-        for f in fields:
-            if chunks[-1] and used + widths[f] > out.width:
-                chunks.append([])
-                used = time_width
-            chunks[-1].append(f)
-            used += widths[f]
+        chunks = _fit_columns(fields, widths, time_width, out.width)
         for i, chunk in enumerate(chunks):
             part = f" ({i + 1}/{len(chunks)})" if len(chunks) > 1 else ""
             out.print(f"\n[bold]{group}[/]{part}")

@@ -17,20 +17,20 @@ import pkgutil
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, TypeVar
 
-from iomatrix.plugins import load_entry_points, load_object
+from iomatrix.plugins import PluginError, load_entry_points, load_object
 from iomatrix.tiers.declaration import TierDeclaration
 
 if TYPE_CHECKING:
-    from iomatrix.matrix import Cell
-    from iomatrix.tiers.base import Tier
-    from iomatrix.workloads import Workload
+    from iomatrix.domain.cell import Cell
+    from iomatrix.domain.workload import Workload
 
 # The entry-point group an installed package declares its tiers in: `name = "module:DeclarationClass"`.
 ENTRY_POINT_GROUP = "iomatrix.tiers"
 DECLARED_PACKAGE = f"{__name__}.declared"
 
 _DECLARATIONS: dict[str, type[TierDeclaration]] = {}
-_IMPLEMENTATIONS: dict[str, type[Tier]] = {}
+# Implementations (iomatrix.tiers.base.Tier subclasses of their declarations), loaded on first use.
+_IMPLEMENTATIONS: dict[str, type[TierDeclaration]] = {}
 _discovered = False
 T = TypeVar("T", bound=type[TierDeclaration])
 
@@ -40,12 +40,12 @@ def register(cls: T) -> T:
     implementation, `implementation` empty)."""
     _DECLARATIONS[cls.name] = cls
     if not cls.implementation:
-        _IMPLEMENTATIONS[cls.name] = cls  # type: ignore[assignment]
+        _IMPLEMENTATIONS[cls.name] = cls
     return cls
 
 
 @contextlib.contextmanager
-def registered(*classes: type[Tier]) -> Iterator[None]:
+def registered(*classes: type[TierDeclaration]) -> Iterator[None]:
     """Make `classes` known by their names for the duration of the block only (a test's scripted tier):
     the plan model, the matrix and the runner then find them like any tier. A name already taken is refused."""
     registry = _discover()
@@ -80,10 +80,10 @@ def _discover() -> dict[str, type[TierDeclaration]]:
                 _DECLARATIONS.setdefault(decl.name, decl)
         for entry_name, decl in load_entry_points(ENTRY_POINT_GROUP):
             if not (isinstance(decl, type) and issubclass(decl, TierDeclaration)):
-                raise TypeError(f"entry point {ENTRY_POINT_GROUP}:{entry_name} is no TierDeclaration subclass "
+                raise PluginError(f"entry point {ENTRY_POINT_GROUP}:{entry_name} is no TierDeclaration subclass "
                                 f"({decl!r}); fix or uninstall the package that declares it")
             if decl.name in _DECLARATIONS and _DECLARATIONS[decl.name] is not decl:
-                raise ValueError(f"entry point {ENTRY_POINT_GROUP}:{entry_name} declares tier '{decl.name}', a name "
+                raise PluginError(f"entry point {ENTRY_POINT_GROUP}:{entry_name} declares tier '{decl.name}', a name "
                                  "already taken; rename the tier or uninstall the package that declares it")
             register(decl)
     return _DECLARATIONS
@@ -97,8 +97,9 @@ def declaration(name: str) -> type[TierDeclaration]:
         raise KeyError(f"no tier named '{name}'; known: {', '.join(tier_names())}") from None
 
 
-def tier_class(name: str) -> type[Tier]:
-    """The implementation of the tier named `name`, imported on first use: what a sweep instantiates."""
+def tier_class(name: str) -> type[TierDeclaration]:
+    """The implementation of the tier named `name`, imported on first use: a subclass of its declaration (what a
+    sweep instantiates: `iomatrix.tiers.base.tier_implementation` gives it as the Tier it is)."""
     decl = declaration(name)
     impl = _IMPLEMENTATIONS.get(name)
     if impl is None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from iomatrix import tiers
 from iomatrix.backing.client_host import ClientHost
 from iomatrix.backing.leftovers import register_temp_path
 from iomatrix.backing.network import NetworkServer
@@ -171,3 +172,12 @@ class Tier(TierDeclaration, ABC):
 
     def close(self) -> None:
         """Release everything the tier started (called on success, error, Ctrl-C and SIGTERM)."""
+
+
+def tier_implementation(name: str) -> type[Tier]:
+    """The Tier of the tier named `name`, as a sweep instantiates it (the registry's `tier_class`, imported on first
+    use, checked to be a Tier: an installed package's implementation might not be)."""
+    cls = tiers.tier_class(name)
+    if not issubclass(cls, Tier):
+        raise TypeError(f"tier '{name}': {cls.__module__}.{cls.__qualname__} is no iomatrix.tiers.base.Tier")
+    return cls

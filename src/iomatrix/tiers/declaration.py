@@ -21,9 +21,9 @@ from iomatrix.domain.axes import Layer
 
 if TYPE_CHECKING:
     from iomatrix.domain.axes import BackingFacts
-    from iomatrix.matrix import Cell
-    from iomatrix.plan.model import Plan
-    from iomatrix.workloads import Workload
+    from iomatrix.domain.cell import Cell
+    from iomatrix.domain.plan_view import PlanView
+    from iomatrix.domain.workload import Workload
 
 
 def network_backing_reason(tier: str, backing: BackingFacts | None) -> str | None:
@@ -124,7 +124,7 @@ class TierDeclaration:
         return next((w for w in cls.own_workloads if w.name == name), None)
 
     @classmethod
-    def check_plan(cls, plan: Plan) -> None:
+    def check_plan(cls, plan: PlanView) -> None:
         """Check (and complete) the settings the tier owns, and the plan as this tier needs it: raise
         ValueError with a one-line message. Called for every registered tier, whether the plan runs it or not
         (a tier's own table in a plan without the tier is a mistake to report)."""
@@ -165,12 +165,12 @@ class TierDeclaration:
         return None
 
     @classmethod
-    def estimate_run_s(cls, plan: Plan, workload: Workload) -> float | None:
+    def estimate_run_s(cls, plan: PlanView, workload: Workload) -> float | None:
         """Seconds one run of `workload` takes, for estimates; None: the workload's runtime + overhead_s."""
         return None
 
     @classmethod
-    def extra_cells(cls, plan: Plan) -> list[dict[str, str]]:
+    def extra_cells(cls, plan: PlanView) -> list[dict[str, str]]:
         """Cells the tier adds by itself (e.g. the null-co ceiling of the virtual I/O path), as axis → value
         (axes not given do not apply); the matrix makes them cells."""
         return []

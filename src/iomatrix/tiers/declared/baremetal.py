@@ -9,7 +9,7 @@ from iomatrix.tiers.declaration import TierDeclaration
 
 if TYPE_CHECKING:
     from iomatrix.domain.axes import BackingFacts
-    from iomatrix.matrix import Cell
+    from iomatrix.domain.cell import Cell
 
 
 class BareMetal(TierDeclaration):

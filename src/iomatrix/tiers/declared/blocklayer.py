@@ -12,9 +12,9 @@ from iomatrix.tiers.declaration import TierDeclaration, qemu_host_cache_wording
 
 if TYPE_CHECKING:
     from iomatrix.domain.axes import BackingFacts
-    from iomatrix.matrix import Cell
-    from iomatrix.plan.model import Plan
-    from iomatrix.workloads import Workload
+    from iomatrix.domain.cell import Cell
+    from iomatrix.domain.plan_view import PlanView
+    from iomatrix.domain.workload import Workload
 
 KERNEL_CLIENT_AXES = tuple(NETWORK_CLIENT_AXIS.values())  # initiator, nfs_client
 
@@ -37,7 +37,7 @@ class BlockLayer(TierDeclaration):
                 f"{qemu_host_cache_wording(cache)}")
 
     @classmethod
-    def extra_cells(cls, plan: Plan) -> list[dict[str, str]]:
+    def extra_cells(cls, plan: PlanView) -> list[dict[str, str]]:
         if not plan.null_ceiling:
             return []
         return [{"tier": cls.name, "format": NULL_FORMAT, "backing": NULL_BACKING, "modifier": domain.Modifier.NONE}]

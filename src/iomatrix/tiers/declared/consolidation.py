@@ -14,15 +14,15 @@ from iomatrix.tiers.declaration import TierDeclaration, network_backing_reason, 
 
 if TYPE_CHECKING:
     from iomatrix.domain.axes import BackingFacts
-    from iomatrix.matrix import Cell
-    from iomatrix.plan.model import Plan
+    from iomatrix.domain.cell import Cell
+    from iomatrix.domain.plan_view import PlanView
 
 # Seconds of guest CPU one boot costs under TCG here, and the fixed part of a point (for estimates only).
 BOOT_CPU_S = 3.0
 HOST_CPUS_FALLBACK = 2
 
 
-def spec_of(plan: Plan) -> ConsolidationSpec:
+def spec_of(plan: PlanView) -> ConsolidationSpec:
     """The plan's [consolidation] table, or the defaults."""
     return plan.setting(SECTION) or ConsolidationSpec()
 
@@ -66,7 +66,7 @@ class Consolidation(TierDeclaration):
                         kind=cls.workload_kind, rw="randrw", primary_metric="point.wall_s", higher_is_better=False)
 
     @classmethod
-    def check_plan(cls, plan: Plan) -> None:
+    def check_plan(cls, plan: PlanView) -> None:
         runs = cls.name in plan.tier
         if runs and plan.setting(SECTION) is None:
             plan.set_setting(SECTION, ConsolidationSpec())
@@ -92,7 +92,7 @@ class Consolidation(TierDeclaration):
         return None
 
     @classmethod
-    def estimate_run_s(cls, plan: Plan, workload: Workload) -> float | None:
+    def estimate_run_s(cls, plan: PlanView, workload: Workload) -> float | None:
         spec = spec_of(plan)
         guests = (tiles_of(workload.name) or 1) * guests_per_tile(spec.roles)
         cpus = os.cpu_count() or HOST_CPUS_FALLBACK

@@ -14,8 +14,8 @@ from iomatrix.tiers.declaration import TierDeclaration
 
 if TYPE_CHECKING:
     from iomatrix.domain.axes import BackingFacts
-    from iomatrix.matrix import Cell
-    from iomatrix.plan.model import Plan
+    from iomatrix.domain.cell import Cell
+    from iomatrix.domain.plan_view import PlanView
 
 
 def _network_reason(cell: Cell, backing: BackingFacts | None) -> str | None:
@@ -92,7 +92,7 @@ class Durability(TierDeclaration):
         return [cls.own_workloads[0].name]
 
     @classmethod
-    def check_plan(cls, plan: Plan) -> None:
+    def check_plan(cls, plan: PlanView) -> None:
         # A durability trial is not a noisy sample to repeat until a CI settles: the plan asks for `cuts` trials
         # per configuration, exactly; the scheduler's repetitions are set from it.
         if cls.name not in plan.tier:
@@ -109,7 +109,7 @@ class Durability(TierDeclaration):
         plan.repetitions = type(reps)(min=cuts, max=cuts)
 
     @classmethod
-    def estimate_run_s(cls, plan: Plan, workload: Workload) -> float | None:
+    def estimate_run_s(cls, plan: PlanView, workload: Workload) -> float | None:
         # A trial's length is the tier's overhead (boot, write to a seeded cut, verify), not the plan's runtime;
         # the slowest backing of the plan sets it (an estimate, for the budget and `plan`'s duration).
         if workload.kind != cls.workload_kind:

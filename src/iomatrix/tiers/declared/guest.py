@@ -12,9 +12,9 @@ from iomatrix.qemu_block import NULL_FORMAT
 from iomatrix.tiers.declaration import TierDeclaration, qemu_host_cache_wording
 
 if TYPE_CHECKING:
-    from iomatrix.matrix import Cell
-    from iomatrix.plan.model import Plan
-    from iomatrix.workloads import Workload
+    from iomatrix.domain.cell import Cell
+    from iomatrix.domain.plan_view import PlanView
+    from iomatrix.domain.workload import Workload
 
 
 class Guest(TierDeclaration):
@@ -43,7 +43,7 @@ class Guest(TierDeclaration):
         return f"guest O_DIRECT; {qemu_host_cache_wording(cache)}"
 
     @classmethod
-    def extra_cells(cls, plan: Plan) -> list[dict[str, str]]:
+    def extra_cells(cls, plan: PlanView) -> list[dict[str, str]]:
         # One null-co ceiling per bus: no format, preallocation, host cache or backing; what is left is the
         # emulated device and QEMU's block layer.
         if not plan.null_ceiling:
