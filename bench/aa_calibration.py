@@ -79,6 +79,9 @@ def report(outcomes: list[PairOutcome]) -> tuple[int, int, int]:
     lo, hi = wilson(diff, n)
     print(f"  identical-cell comparisons: {n}; called different: {diff} ({diff / max(n, 1):.1%}, 95% CI "
           f"{lo:.1%}–{hi:.1%}); one twin named the answer over the other: {over}")
+    rounds = Counter(o.shared_rounds for o in outcomes)
+    print("    shared rounds per pair (looks = rounds − 2): " + ", ".join(f"{k}: {rounds[k]}" for k in sorted(rounds))
+          + f"; named together (settled as a tie): {sum(o.named_together for o in outcomes)}")
     for key in ("tier", "workload"):
         by = Counter(getattr(o, key) for o in outcomes)
         bad = Counter(getattr(o, key) for o in outcomes if o.direction != 0 or o.by_race)

@@ -34,6 +34,8 @@ class PairOutcome:
     direction: int  # +1 a significantly better than b, −1 worse, 0 not called different
     by_race: bool  # the race's elimination called it (the final ranking may not)
     answer_over: bool  # the decision named one of the two the answer, the other significantly worse
+    shared_rounds: int = 0  # the rounds both ran: how many looks the decision had (docs/statistics.md §10b)
+    named_together: bool = False  # the decision names both (a tie): settled without calling either better
 
 
 def run_plan(plan: Path, db: Path, log: Path) -> int:
@@ -70,7 +72,9 @@ def pair_outcomes(db: Path, pairs: Iterator[tuple[WorkloadRanking, str, str]] | 
                    or _names_worse(stops.get((cb.cell_id, wr.workload), ""), ca.axes))
         d = wr.decision
         answer_over = d is not None and d.kind == "single" and d.answer in (a, b)
-        out.append(PairOutcome(db.name, wr.workload, wr.tier, a, b, direction, by_race, answer_over))
+        together = d is not None and d.kind == "tie" and {a, b} <= {d.answer, *d.tied}
+        out.append(PairOutcome(db.name, wr.workload, wr.tier, a, b, direction, by_race, answer_over,
+                               cmp.test.paired_rounds, together))
     return out
 
 
