@@ -62,6 +62,64 @@ def test_second_sweep_on_the_same_db_or_workdir_names_the_first(tmp_path: Path) 
     assert again.returncode == 0, again.stdout + again.stderr
 
 
+def _wait_for_holder(first: subprocess.Popen[str], lock: Path) -> None:
+    """Until the sweep `first` has written its pid into `lock` (bounded)."""
+    deadline = time.monotonic() + 120
+    while not (lock.exists() and lock.read_text().strip()):
+        assert first.poll() is None, first.stderr.read() if first.stderr else ""
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+
+def test_a_hard_link_to_a_database_a_sweep_writes_is_refused_with_the_holder(tmp_path: Path) -> None:
+    # Issue 50: `ln x.sqlite hard.sqlite`, then a second sweep on hard.sqlite, was not refused (the lock was keyed
+    # on the name): it wrote its runs through its own -wal, and afterwards the file held only the other sweep's.
+    plan = tmp_path / "l.toml"
+    plan.write_text('tier = ["baremetal"]\nworkloads = ["rand-read-4k"]\nsize = "16M"\nruntime = 1\n'
+                    '[repetitions]\nmin = 2\nmax = 2\n')
+    db, work = tmp_path / "x.sqlite", tmp_path / "w"
+    (tmp_path / "elsewhere").mkdir()
+    hard = tmp_path / "elsewhere" / "hard.sqlite"
+    first = subprocess.Popen([*iomatrix_argv(), "run", str(plan), "--db", str(db), "--workdir", str(work)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_holder(first, tmp_path / "x.sqlite.lock")
+        os.kill(first.pid, signal.SIGSTOP)  # holds its locks while the second is refused, however slow the host
+        try:
+            os.link(db, hard)
+            second = run_cli("run", str(plan), "--db", str(hard), "--workdir", str(tmp_path / "w2"))
+            one_line_error(second, f"results database {hard} is in use by process {first.pid}", "iomatrix",
+                           "same file")
+            assert not (tmp_path / "elsewhere" / "hard.sqlite-wal").exists()
+            if os.geteuid() == 0 and shutil.which("unshare"):
+                # A bind mount of the file itself, in a mount namespace of its own (gone with the command).
+                (tmp_path / "mnt.sqlite").touch()
+                bound = subprocess.run(
+                    ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                     'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh", str(db), str(tmp_path / "mnt.sqlite"),
+                     *iomatrix_argv(), "run", str(plan), "--db", str(tmp_path / "mnt.sqlite"), "--workdir",
+                     str(tmp_path / "w3")], capture_output=True, text=True, timeout=600)
+                one_line_error(bound, "mnt.sqlite is in use by process", str(first.pid))
+        finally:
+            os.kill(first.pid, signal.SIGCONT)
+    finally:
+        _, first_err = first.communicate(timeout=300)
+    assert first.returncode == 0, first_err
+    with sqlite3.connect(db) as con:  # the first sweep, whole, and nothing else
+        assert con.execute("SELECT status, COUNT(*) FROM sweeps").fetchone() == ("finished", 1)
+        runs = con.execute("SELECT COUNT(*), SUM(status='ok') FROM runs").fetchone()
+        assert runs[0] == runs[1] >= 2
+    con.close()
+    # Once the sweep is done, the link is a usable name for the same file: a sweep through it adds to the file.
+    again = run_cli("run", str(plan), "--db", str(hard), "--workdir", str(work))
+    assert again.returncode == 0, again.stdout + again.stderr
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT COUNT(*), SUM(r.status='ok') FROM runs r JOIN cells c ON c.id=r.cell_id "
+                           "WHERE c.sweep_id=1").fetchone() == runs
+        assert con.execute("SELECT COUNT(*) FROM sweeps WHERE status='finished'").fetchone()[0] == 2
+    con.close()
+
+
 @pytest.mark.parametrize(("args", "needles"), [
     (("rank", "--top", "0"), ("--top 0", "1 or more")),
     (("rank", "--min-runs", "1"), ("--min-runs 1", "2 or more")),
