@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from iomatrix.errors import UserError
+from iomatrix.mountinfo import innermost_mount
 
 
 def _holder(fd: int) -> str:
@@ -135,8 +136,6 @@ _FLOCK_EMULATED = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "9p", "fuse",
 
 
 def _flock_emulated(path: Path) -> bool:
-    from iomatrix.mountinfo import innermost_mount
-
     try:
         mount = innermost_mount(os.path.realpath(path))
     except OSError:

@@ -142,7 +142,7 @@ def run(
 
 def _db_files(db: Path) -> list[Path]:
     """The database file and its write-ahead log: a sweep holds both by their inodes."""
-    return [db, db.with_name(db.name + "-wal")]
+    return [db, Path(f"{db}-wal")]
 
 
 def _open_locked(held: contextlib.ExitStack, db: Path) -> Store:
@@ -159,7 +159,7 @@ def _open_locked(held: contextlib.ExitStack, db: Path) -> Store:
             held.enter_context(exclusive_identity(db, f"results database {db}"))
         store.db.execute("SELECT count(*) FROM sqlite_master").fetchone()  # SQLite opens its -wal on a first read
         wal = _db_files(db)[1]
-        if wal.exists():
+        if wal.is_file():
             held.enter_context(exclusive_identity(wal, f"results database {db}"))
     except BaseException:
         store.close()
