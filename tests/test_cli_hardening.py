@@ -62,6 +62,70 @@ def test_second_sweep_on_the_same_db_or_workdir_names_the_first(tmp_path: Path) 
     assert again.returncode == 0, again.stdout + again.stderr
 
 
+def _wait_for_holder(first: subprocess.Popen[str], lock: Path) -> None:
+    """Until the sweep `first` has written its pid into `lock` (bounded)."""
+    deadline = time.monotonic() + 120
+    while not (lock.exists() and lock.read_text().strip()):
+        assert first.poll() is None, first.stderr.read() if first.stderr else ""
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+
+def test_a_hard_link_to_a_database_a_sweep_writes_is_refused_with_the_holder(tmp_path: Path) -> None:
+    from iomatrix.locks import identity_held
+
+    # Issue 50: `ln x.sqlite hard.sqlite`, then a second sweep on hard.sqlite, was not refused (the lock was keyed
+    # on the name): it wrote its runs through its own -wal, and afterwards the file held only the other sweep's.
+    plan = tmp_path / "l.toml"
+    plan.write_text('tier = ["baremetal"]\nworkloads = ["rand-read-4k"]\nsize = "16M"\nruntime = 1\n'
+                    '[repetitions]\nmin = 2\nmax = 2\n')
+    db, work = tmp_path / "x.sqlite", tmp_path / "w"
+    (tmp_path / "elsewhere").mkdir()
+    hard = tmp_path / "elsewhere" / "hard.sqlite"
+    first = subprocess.Popen([*iomatrix_argv(), "run", str(plan), "--db", str(db), "--workdir", str(work)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_holder(first, tmp_path / "x.sqlite.lock")
+        deadline = time.monotonic() + 120
+        while not identity_held(db):  # the new file, once created, is held by its inode
+            assert first.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        os.kill(first.pid, signal.SIGSTOP)  # holds its locks while the second is refused, however slow the host
+        try:
+            os.link(db, hard)
+            second = run_cli("run", str(plan), "--db", str(hard), "--workdir", str(tmp_path / "w2"))
+            one_line_error(second, f"results database {hard} is in use by process {first.pid}", "iomatrix",
+                           "same file")
+            assert not (tmp_path / "elsewhere" / "hard.sqlite-wal").exists()
+            if os.geteuid() == 0 and shutil.which("unshare"):
+                # A bind mount of the file itself, in a mount namespace of its own (gone with the command).
+                (tmp_path / "mnt.sqlite").touch()
+                bound = subprocess.run(
+                    ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                     'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh", str(db), str(tmp_path / "mnt.sqlite"),
+                     *iomatrix_argv(), "run", str(plan), "--db", str(tmp_path / "mnt.sqlite"), "--workdir",
+                     str(tmp_path / "w3")], capture_output=True, text=True, timeout=600)
+                one_line_error(bound, "mnt.sqlite is in use by process", str(first.pid))
+        finally:
+            os.kill(first.pid, signal.SIGCONT)
+    finally:
+        _, first_err = first.communicate(timeout=300)
+    assert first.returncode == 0, first_err
+    with sqlite3.connect(db) as con:  # the first sweep, whole, and nothing else
+        assert con.execute("SELECT status, COUNT(*) FROM sweeps").fetchone() == ("finished", 1)
+        runs = con.execute("SELECT COUNT(*), SUM(status='ok') FROM runs").fetchone()
+        assert runs[0] == runs[1] >= 2
+    con.close()
+    # Once the sweep is done, the link is a usable name for the same file: a sweep through it adds to the file.
+    again = run_cli("run", str(plan), "--db", str(hard), "--workdir", str(work))
+    assert again.returncode == 0, again.stdout + again.stderr
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT COUNT(*), SUM(r.status='ok') FROM runs r JOIN cells c ON c.id=r.cell_id "
+                           "WHERE c.sweep_id=1").fetchone() == runs
+        assert con.execute("SELECT COUNT(*) FROM sweeps WHERE status='finished'").fetchone()[0] == 2
+    con.close()
+
+
 @pytest.mark.parametrize(("args", "needles"), [
     (("rank", "--top", "0"), ("--top 0", "1 or more")),
     (("rank", "--min-runs", "1"), ("--min-runs 1", "2 or more")),
@@ -129,8 +193,8 @@ def test_unexpected_error_is_one_line_with_a_log(tmp_path: Path, monkeypatch: py
     assert str(logs[0]) in lines[0]
 
 
-def test_damaged_json_in_a_database_is_a_user_error_naming_its_row(tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_damaged_json_in_a_database_is_skipped_by_a_report_naming_its_row(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "r.sqlite"
     shutil.copyfile(SCHEMA1, db)
     import sqlite3
@@ -139,12 +203,17 @@ def test_damaged_json_in_a_database_is_a_user_error_naming_its_row(tmp_path: Pat
     con.execute("UPDATE runs SET phases_json='not json' WHERE id=(SELECT MIN(id) FROM runs)")
     con.commit()
     con.close()
-    with pytest.raises(SystemExit) as exit_:
-        main(["results", "--db", str(db)])
+    main(["results", "--db", str(db)])
     err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if "damaged" in ln]
+    assert len(lines) == 1 and "1 damaged row skipped" in lines[0], err
+    assert "runs row 1 holds 'not json' in column phases_json, not JSON" in lines[0]
+    # A sweep does not add runs to it: refused in one line naming the same place.
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", str(DATA / "schema1" / "tiny.toml"), "--db", str(db), "--workdir", str(tmp_path / "w")])
     assert exit_.value.code == 2
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "is damaged: runs row 1 holds 'not json' in column phases_json, not JSON" in lines[0]
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "is damaged: runs row 1 holds 'not json' in column phases_json" in lines[0], lines
 
 
 def test_non_root_warning_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

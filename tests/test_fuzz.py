@@ -190,6 +190,7 @@ def test_damaged_databases_give_one_line_errors_in_every_command(tmp_path: Path,
     monkeypatch.setenv("COLUMNS", "100")
     problems: list[str] = []
     refused: dict[str, set[str]] = {}
+    skipped: dict[str, set[str]] = {}
     total = 0
     for kind, source in dbs.items():
         for command, _ in command_lines(source, tmp_path):
@@ -217,10 +218,16 @@ def test_damaged_databases_give_one_line_errors_in_every_command(tmp_path: Path,
                 shutil.rmtree(cache / "iomatrix", ignore_errors=True)
             if command == "merge" and code == 0 and kind.startswith(("sample-", "monitor-")):
                 problems.append(f"{name}: merged a damaged row with exit 0")
+            warned = [ln for ln in text.splitlines() if "damaged row" in ln and ln.startswith("warning:")]
+            if code == 0 and kind in DAMAGE_SQL:
+                if len(set(warned)) != 1:  # (compare opens the same file twice: the same line twice)
+                    problems.append(f"{name}: exit 0 on a damaged row without one warning: {text.strip()[-300:]}")
+                skipped.setdefault(kind, set()).add(command)
     assert total == len(dbs) * 8 >= 240
     assert not problems, f"{len(problems)} of {total} cases failed:\n" + "\n".join(problems[:40])
-    # Damage a report would trip over is refused by every command, naming the place; a negative sample is a
-    # number (the statistics judge it), refused only by merge.
+    # A damaged row is refused by the commands that write (a sweep never adds runs to a damaged file, a merge
+    # never carries one along), naming the place; a report skips it and says so in one warning line (issue 50).
     for kind in DAMAGE_SQL:
-        want = {"merge"} if kind == "sample-negative" else {c for c, _ in command_lines(Path(), Path())}
-        assert want <= refused.get(kind, set()), (kind, refused.get(kind))
+        assert {"merge", "run"} <= refused.get(kind, set()), (kind, refused.get(kind))
+        assert skipped.get(kind, set()) | refused.get(kind, set()) == {c for c, _ in command_lines(Path(), Path())}, \
+            (kind, skipped.get(kind), refused.get(kind))

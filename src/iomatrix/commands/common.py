@@ -16,10 +16,19 @@ if TYPE_CHECKING:
 
 
 def open_store(db: Path) -> Store:
-    """An existing results database, for reading (a missing or foreign file is a one-line error)."""
+    """An existing results database, for reading (a missing or foreign file is a one-line error). Damaged rows
+    are skipped, with one warning line saying how many and naming the first (store/integrity.py)."""
+    from rich.markup import escape
+
     from iomatrix.store import Store
 
-    return Store.open_existing(db)
+    store = Store.open_existing(db, skip_damaged=True)
+    if store.damage:
+        n = store.damage.count
+        err_console.print(f"[yellow]warning:[/] results database {db}: {n} damaged row{'s' if n > 1 else ''} "
+                          f"skipped, the figures stand on the rest (first: {escape(str(store.damage.first))})",
+                          soft_wrap=True, markup=True, highlight=False)
+    return store
 
 
 def refuse_system_workdir(workdir: Path, option: str = "--workdir") -> None:

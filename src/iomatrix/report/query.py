@@ -72,6 +72,9 @@ def sweep_ids(store: Store) -> list[int]:
 
 def pick_sweep(store: Store, sweep_id: int | None) -> int:
     ids = sweep_ids(store)
+    if not ids and store.damage:  # every sweep was a damaged row, or stood on one (the warning named it)
+        raise UserError(f"{store.path} holds no sweep left once its damaged rows are skipped",
+                        hint="restore it from a copy")
     if not ids:
         raise UserError(f"{store.path} holds no sweep yet", hint="run 'iomatrix run' first")
     if sweep_id is None:

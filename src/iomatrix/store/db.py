@@ -25,18 +25,21 @@ from typing import Any
 from urllib.parse import quote
 
 from iomatrix.errors import UserError
-from iomatrix.locks import db_lock_path, is_held
-from iomatrix.store.integrity import find_damage
+from iomatrix.locks import db_lock_path, identity_held, is_held
+from iomatrix.store.integrity import DamageReport, find_damage
 from iomatrix.store.queries import REPLACED_RUNS_SQL, StoreQueries
 from iomatrix.store.schema import (
     CELL_AXIS_COLUMNS,
+    COLUMNS,
     MIGRATIONS,
     SCHEMA_1,
     SCHEMA_VERSION,
     NotOurs,
+    SchemaDamaged,
     TooNew,
     check_file,
     inspect,
+    schema_damage,
 )
 
 # Every database file this process opened, in order: an error SQLite raises later (a damaged page met by a
@@ -121,11 +124,16 @@ class Store(StoreQueries):
     is switched, an older schema is read as it is.
     """
 
-    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+    def __init__(self, path: Path, *, read_only: bool = False, skip_damaged: bool = False) -> None:
         self.path = Path(path)
         self.read_only = read_only
         OPENED.append(self.path)
-        self.db, self.schema_version = _open_read_only(self.path) if read_only else _open_for_writing(self.path)
+        # Damaged rows a report skips (see open_existing); none for a sweep, which refuses a damaged file.
+        self.damage = DamageReport()
+        if read_only:
+            self.db, self.schema_version, self.damage = _open_read_only(self.path, skip_damaged)
+        else:
+            self.db, self.schema_version = _open_for_writing(self.path)
 
     @staticmethod
     def preflight(path: Path) -> None:
@@ -133,9 +141,12 @@ class Store(StoreQueries):
         preflight_write(Path(path))
 
     @classmethod
-    def open_existing(cls, path: Path) -> Store:
-        """Open for reading only; the file must exist and be iomatrix's."""
-        return cls(path, read_only=True)
+    def open_existing(cls, path: Path, *, skip_damaged: bool = False) -> Store:
+        """Open for reading only; the file must exist and be iomatrix's. A file with damaged rows (integrity.py)
+        is refused in one line naming the first, unless `skip_damaged` (reports): then every query reads the
+        file without those rows, nor the rows that belong to them (a damaged run's samples), and
+        `self.damage` says how many and which was first. A file SQLite cannot read is refused either way."""
+        return cls(path, read_only=True, skip_damaged=skip_damaged)
 
     def close(self) -> None:
         if not getattr(self, "abandoned", False):
@@ -343,6 +354,8 @@ def _sweep_of(db: sqlite3.Connection, cell_id: int) -> int:
 # -- opening ------------------------------------------------------------------------------------------
 
 def _refuse(path: Path, why: NotOurs | str) -> UserError:
+    if isinstance(why, SchemaDamaged):
+        return UserError(f"results database {path} is damaged: {why}", hint=_RESTORE_HINT)
     if isinstance(why, TooNew):
         return UserError(f"{path} {why}", hint="use that iomatrix version, or a new --db")
     return UserError(f"{path} is not an iomatrix results database ({why})", hint=_NOT_OURS_HINT)
@@ -376,12 +389,19 @@ def _connect_ro(path: Path) -> sqlite3.Connection:
     uri = "file:" + quote(str(path.resolve())) + "?mode=ro"
     wal, shm, journal = (path.with_name(path.name + s) for s in ("-wal", "-shm", "-journal"))
     wal_pages = wal.is_file() and wal.stat().st_size > 0
-    live = is_held(db_lock_path(path))
+    live = is_held(db_lock_path(path)) or identity_held(path)  # a sweep writing it, under any name
 
     def connect(u: str) -> sqlite3.Connection:
         db = sqlite3.connect(u, uri=True, timeout=30)
         db.row_factory = sqlite3.Row
-        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        try:
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as err:
+            db.close()
+            damaged = schema_damage(err)
+            if damaged is not None:
+                raise damaged from None
+            raise
         return db
 
     try:
@@ -401,6 +421,8 @@ def _connect_ro(path: Path) -> sqlite3.Connection:
         raise UserError(f"cannot read results database {path}: {err}", hint="check the file's permissions") from None
     except sqlite3.DatabaseError as err:
         raise _refuse(path, f"not a readable SQLite file: {err}") from None
+    except SchemaDamaged as why:
+        raise _refuse(path, why) from None
 
 
 def _connect_private_copy(path: Path, wal: Path, connect: Callable[[str], sqlite3.Connection]) -> sqlite3.Connection:
@@ -413,7 +435,7 @@ def _connect_private_copy(path: Path, wal: Path, connect: Callable[[str], sqlite
     return connect("file:" + quote(str(copy)) + "?mode=ro")
 
 
-def _open_read_only(path: Path) -> tuple[sqlite3.Connection, int]:
+def _open_read_only(path: Path, skip_damaged: bool) -> tuple[sqlite3.Connection, int, DamageReport]:
     try:
         exists = check_file(path)
     except NotOurs as why:
@@ -430,18 +452,51 @@ def _open_read_only(path: Path) -> tuple[sqlite3.Connection, int]:
     if found.version is None:
         db.close()
         raise _refuse(path, "it holds no iomatrix tables")
-    db.execute("PRAGMA query_only=ON")  # belt and braces: this connection never writes
-    _refuse_damaged(path, db, found.version)
-    return db, found.version
+    damage = find_damage(db, found.version)
+    if damage and (damage.unreadable is not None or not skip_damaged):
+        db.close()
+        raise _damaged(path, damage)
+    if damage:
+        _hide_damaged(db, damage, found.version)
+    db.execute("PRAGMA query_only=ON")  # belt and braces: this connection never writes (its file)
+    return db, found.version, damage
+
+
+_RESTORE_HINT = ("restore it from a copy (sqlite3's .recover may save the rest into a new file); a sweep or a "
+                 "merge needs a sound file or a new --db")
+
+
+def _damaged(path: Path, damage: DamageReport) -> UserError:
+    return UserError(f"results database {path} is damaged: {damage}", hint=_RESTORE_HINT)
 
 
 def _refuse_damaged(path: Path, db: sqlite3.Connection, version: int) -> None:
     damage = find_damage(db, version)
-    if damage is not None:
+    if damage:
         db.close()
-        raise UserError(f"results database {path} is damaged: {damage}",
-                        hint="restore it from a copy (sqlite3's .recover may save the rest into a new file); "
-                             "a sweep needs a sound file or a new --db")
+        raise _damaged(path, damage)
+
+
+# What each table's rows belong to: a row whose owner is damaged (skipped) is skipped with it.
+_OWNERS = {"sweeps": ("host_id", "hosts"), "cells": ("sweep_id", "sweeps"), "runs": ("cell_id", "cells"),
+           "samples": ("run_id", "runs"), "monitor": ("run_id", "runs"), "run_clients": ("run_id", "runs"),
+           "unit_stops": ("cell_id", "cells"), "cell_axes": ("cell_id", "cells")}
+
+
+def _hide_damaged(db: sqlite3.Connection, damage: DamageReport, version: int) -> None:
+    """Make every query of this connection read the file without its damaged rows, nor the rows they own.
+
+    SQLite looks an unqualified table name up in the connection's TEMP schema first, so a temporary view named
+    `runs` over `main.runs` without the damaged rowids stands in for the table in every query of the read API;
+    it lives in this connection's memory and writes nothing to the file."""
+    db.execute("CREATE TEMP TABLE iomatrix_damaged (tbl TEXT NOT NULL, rid INTEGER NOT NULL)")
+    db.executemany("INSERT INTO temp.iomatrix_damaged VALUES (?, ?)",
+                   [(t, r) for t, rows in damage.rows.items() for r in rows])
+    for table in COLUMNS[version]:
+        owner = _OWNERS.get(table)
+        belongs = f" AND {owner[0]} IN (SELECT id FROM {owner[1]})" if owner and owner[1] in COLUMNS[version] else ""
+        db.execute(f"CREATE TEMP VIEW {table} AS SELECT * FROM main.{table} WHERE rowid NOT IN "
+                   f"(SELECT rid FROM temp.iomatrix_damaged WHERE tbl = '{table}'){belongs}")
 
 
 def preflight_write(path: Path) -> int | None:

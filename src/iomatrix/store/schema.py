@@ -209,6 +209,26 @@ class TooNew(NotOurs):
     """An iomatrix database of a schema newer than this version knows."""
 
 
+class SchemaDamaged(NotOurs):
+    """SQLite's schema table (sqlite_master, on the file's first page) is damaged: the file cannot be read."""
+
+
+# SQLite's words for a schema it cannot parse, and Python's for schema text that is not UTF-8.
+_SCHEMA_DAMAGE = ("malformed", "could not decode to utf-8", "disk image")
+
+
+def schema_damage(err: Exception) -> SchemaDamaged | None:
+    """A SchemaDamaged for an error reading sqlite_master that comes from a damaged file, else None.
+
+    Random bytes on the schema page make SQLite's own error message hold bytes that are not UTF-8, which Python
+    raises as UnicodeDecodeError, not as an SQLite error."""
+    if isinstance(err, UnicodeDecodeError):
+        return SchemaDamaged("its schema page (sqlite_master) holds bytes that are not UTF-8 text")
+    if isinstance(err, sqlite3.DatabaseError) and any(w in str(err).lower() for w in _SCHEMA_DAMAGE):
+        return SchemaDamaged(f"SQLite cannot read its schema page ({str(err)[:120]})")
+    return None
+
+
 @dataclass(frozen=True)
 class Inspection:
     version: int | None  # None: a valid SQLite file with no tables at all (a new database)
@@ -249,9 +269,21 @@ def check_file(path: Path) -> bool:
 def inspect(db: sqlite3.Connection) -> Inspection:
     """Which schema version `db` holds, by reading only. Raises NotOurs for anything else."""
     try:
+        return _inspect(db)
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as err:
+        damaged = schema_damage(err)
+        if damaged is None:
+            raise
+        raise damaged from None
+
+
+def _inspect(db: sqlite3.Connection) -> Inspection:
+    try:
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         wal = db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # a read: no argument, no switch
     except sqlite3.DatabaseError as err:
+        if schema_damage(err) is not None:
+            raise
         raise NotOurs(f"not a readable SQLite file: {err}") from None
     tables = {t for t in tables if not t.startswith("sqlite_")}
     if not tables:
