@@ -1,11 +1,13 @@
 """A/A calibration of the decision rule: how often the race calls identical cells different (not a test).
 
-    python bench/aa_calibration.py [--sweeps 4] [--budget 4m] [--keep DIR] [--analyse DB ...]
+    python bench/aa_calibration.py [--sweeps 4] [--budget 4m] [--tier T ...] [--workload W ...] [--keep DIR]
+                                   [--analyse DB ...]
 
 Each sweep runs the default plan's workloads (rand-read-4k, rand-write-4k, seq-write-1m) on bare metal and
 QEMU's block layer, raw under cache=none and writeback, on two `dir` backings that differ only in their name
 (twin-a, twin-b): every cell has a twin identical in all but its label. The race runs as usual, interleaved
-in rounds, to its end. Per twin pair (workload × tier × cache) it records whether the sweep:
+in rounds, to its end. `--tier` and `--workload` narrow the plan: fewer cells per round give each pair more
+rounds (more looks) within the budget. Per twin pair (workload × tier × cache) it records whether the sweep:
 
 * called them different: the final ranking's comparison is significant at its look's level, or the race
   stopped one as "significantly worse than" the other (the false-decision rate, docs/statistics.md §10b);
@@ -20,6 +22,7 @@ databases of an earlier run instead of sweeping. Runs as root (the sweeps mount 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
@@ -31,13 +34,13 @@ from decided_pairs import PairOutcome, all_pairs, pair_outcomes, rankings, run_p
 
 PLAN = """\
 description = "A/A calibration: quick's workloads on twin backings identical but for their name"
-tier = ["baremetal", "blocklayer"]
+tier = {tiers}
 format = ["raw"]
 preallocation = ["off"]
 cache = ["none", "writeback"]
 aio = ["threads"]
 bus = ["virtio-blk"]
-workloads = ["rand-read-4k", "rand-write-4k", "seq-write-1m"]
+workloads = {workloads}
 size = "128M"
 image_size = "512M"
 runtime = 1
@@ -48,9 +51,7 @@ null_ceiling = false
 [repetitions]
 min = 3
 max = 10
-precision_max = {{ blocklayer = 30 }}
-precision_for = "contenders"
-
+{precision}
 [[backing]]
 type = "dir"
 name = "twin-a"
@@ -97,6 +98,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sweeps", type=int, default=4)
     ap.add_argument("--budget", default="4m")
+    ap.add_argument("--tier", action="append", choices=["baremetal", "blocklayer"])
+    ap.add_argument("--workload", action="append", choices=["rand-read-4k", "rand-write-4k", "seq-write-1m"])
     ap.add_argument("--keep", type=Path, help="keep the databases and logs in this directory")
     ap.add_argument("--analyse", type=Path, nargs="*", help="analyse these databases instead of sweeping")
     args = ap.parse_args()
@@ -110,7 +113,13 @@ def main() -> int:
         work = args.keep or Path(tempfile.mkdtemp(prefix="iomatrix-bench-aa-"))
         work.mkdir(parents=True, exist_ok=True)
         plan = work / "aa.toml"
-        plan.write_text(PLAN.format(budget=args.budget))
+        tiers = args.tier or ["baremetal", "blocklayer"]
+        workloads = args.workload or ["rand-read-4k", "rand-write-4k", "seq-write-1m"]
+        # quick's precision phase, where the plan has its block layer
+        precision = ('precision_max = { blocklayer = 30 }\nprecision_for = "contenders"\n'
+                     if "blocklayer" in tiers else "")
+        plan.write_text(PLAN.format(budget=args.budget, tiers=json.dumps(tiers), workloads=json.dumps(workloads),
+                                    precision=precision))
         for i in range(1, args.sweeps + 1):
             db, log = work / f"aa-{i}.sqlite", work / f"aa-{i}.log"
             t0 = time.monotonic()
