@@ -75,7 +75,14 @@ def run(
                            "passes it). Recorded with every run.")] = None,
 ) -> None:
     """Run a plan, e.g. 'iomatrix run quick'. Re-running on the same --db resumes and skips completed runs."""
-    from iomatrix.locks import WORKDIR_LOCK, db_lock_path, exclusive, refuse_if_held
+    from iomatrix.locks import (
+        WORKDIR_LOCK,
+        db_lock_path,
+        exclusive,
+        exclusive_identity,
+        refuse_if_held,
+        refuse_if_identity_held,
+    )
     from iomatrix.store import Store
 
     check_group_name(group)
@@ -93,8 +100,12 @@ def run(
     # another sweep holds may be half-created: say who holds it rather than judge its contents.
     refuse_kernel_fs_db(db)
     refuse_if_held(db_lock_path(db.absolute()), f"results database {db}")
+    # The same file under another name (a hard link, a bind mount): the lock beside the name does not see it.
+    for f in _db_files(db):
+        refuse_if_identity_held(f, f"results database {db}")
     Store.preflight(db)
     work = check_workdir(workdir)
+    refuse_if_identity_held(work, f"working directory {work}")
     check_kernel_option(kernel)
     from iomatrix.backing.space import refuse_if_short
     from iomatrix.runner import plan_expansion
@@ -116,14 +127,44 @@ def run(
                         hint="choose a writable directory") from None
     with contextlib.ExitStack() as held:
         held.enter_context(exclusive(work / WORKDIR_LOCK, f"working directory {work}"))
+        held.enter_context(exclusive_identity(work, f"working directory {work}"))
         held.enter_context(exclusive(db_lock_path(db.absolute()), f"results database {db}"))
+        if db.exists():  # by its inode before SQLite opens it (a new file: once it is created, below)
+            held.enter_context(exclusive_identity(db, f"results database {db}"))
         reclaim_leftovers(work)
         held.enter_context(children.record_in(work))  # every fio/QEMU child in the ledger until it is reaped
-        store = Store(db)
+        store = _open_locked(held, db)
         # Closing the last connection checkpoints the WAL: a finished sweep leaves no -wal/-shm beside the file.
         held.callback(store.close)
         _run_locked(p, base, plan, store, db, work, allow_destroy, accel, monitor_interval, kernel, verbose, group,
                     allow_data_loss, start)
+
+
+def _db_files(db: Path) -> list[Path]:
+    """The database file and its write-ahead log: a sweep holds both by their inodes."""
+    return [db, db.with_name(db.name + "-wal")]
+
+
+def _open_locked(held: contextlib.ExitStack, db: Path) -> Store:
+    """The store of `db`, opened for the sweep, with the database file (when it was just created) and its -wal
+    locked by their inodes (locks.exclusive_identity). The store is closed before those locks are let go:
+    closing a descriptor of the file would drop SQLite's own fcntl locks of it."""
+    from iomatrix.locks import exclusive_identity
+    from iomatrix.store import Store
+
+    created = not db.exists()
+    store = Store(db)
+    try:
+        if created:
+            held.enter_context(exclusive_identity(db, f"results database {db}"))
+        store.db.execute("SELECT count(*) FROM sqlite_master").fetchone()  # SQLite opens its -wal on a first read
+        wal = _db_files(db)[1]
+        if wal.exists():
+            held.enter_context(exclusive_identity(wal, f"results database {db}"))
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
 # A group name is shown in tables and used as a filter: printable, no spaces that would read as two words.

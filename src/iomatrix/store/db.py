@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import quote
 
 from iomatrix.errors import UserError
-from iomatrix.locks import db_lock_path, is_held
+from iomatrix.locks import db_lock_path, identity_held, is_held
 from iomatrix.store.integrity import find_damage
 from iomatrix.store.queries import REPLACED_RUNS_SQL, StoreQueries
 from iomatrix.store.schema import (
@@ -376,7 +376,7 @@ def _connect_ro(path: Path) -> sqlite3.Connection:
     uri = "file:" + quote(str(path.resolve())) + "?mode=ro"
     wal, shm, journal = (path.with_name(path.name + s) for s in ("-wal", "-shm", "-journal"))
     wal_pages = wal.is_file() and wal.stat().st_size > 0
-    live = is_held(db_lock_path(path))
+    live = is_held(db_lock_path(path)) or identity_held(path)  # a sweep writing it, under any name
 
     def connect(u: str) -> sqlite3.Connection:
         db = sqlite3.connect(u, uri=True, timeout=30)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from iomatrix.errors import UserError
-from iomatrix.locks import db_lock_path, exclusive, refuse_if_held
+from iomatrix.locks import db_lock_path, exclusive, refuse_if_held, refuse_if_identity_held
 from iomatrix.store.db import Store, current_host_fingerprint
 from iomatrix.store.schema import SCHEMA_VERSION
 
@@ -113,9 +113,13 @@ def merge(out: Path, inputs: Sequence[Path]) -> MergeResult:
     # into the link and one into its target take the same lock.
     real = out.resolve()
     with exclusive(db_lock_path(real), f"results database {out}"):
+        # A sweep writing the output or an input under another name (a hard link, a bind mount) holds the file
+        # itself by its inode (locks.exclusive_identity).
+        refuse_if_identity_held(real, f"results database {out}")
         for path in inputs:
             if Path(path).resolve() != real:  # the output's lock is ours
                 refuse_if_held(db_lock_path(Path(path)), f"results database {path}")
+                refuse_if_identity_held(Path(path), f"results database {path}")
         with tempfile.TemporaryDirectory(prefix=f".{real.name}.merge-", dir=real.parent) as tmp:
             staged = Path(tmp) / real.name
             created = not real.exists()
