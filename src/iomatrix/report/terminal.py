@@ -15,11 +15,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from iomatrix.report.figures import IMPRECISE, ci_text, ratio_text
 from iomatrix.report.fit import Column, fitted_table
 from iomatrix.report.naming import cell_names
 from iomatrix.report.quality import notes as quality_notes
 from iomatrix.report.rank import ScoreRow, WorkloadRanking, primary_metric
-from iomatrix.report.render import IMPRECISE, ci_text, ratio_text
 from iomatrix.report.results import MONITOR_HEADLINE, inference_figures
 from iomatrix.risk import risk_of
 from iomatrix.stats import Change, RatioCI
