@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix.commands.common import few_runs_hint
+from iomatrix.hostcmd import SETUP_FLAG_OF_PACKAGE
 from tests.conftest import DATA, iomatrix_argv, needs
 
 FIRST_RELEASE = DATA / "schema1" / "iomatrix-schema1.sqlite"
@@ -74,6 +75,49 @@ def test_every_cell_pruned_names_the_plan_as_given(tmp_path: Path) -> None:
     proc = _cli("run", "plans/rel.toml", "--db", "r.sqlite", "--workdir", "w", cwd=tmp_path)
     assert proc.returncode == 2 and "nothing to run" in proc.stderr, proc.stdout + proc.stderr
     assert "iomatrix plan plans/rel.toml --explain" in proc.stderr, proc.stderr
+
+
+def _refused_before_it_starts(tmp_path: Path, backing: str, env: dict[str, str] | None = None) -> str:
+    """`run` of a block-layer plan on one backing: refused with exit 2 and one line, nothing created; the line."""
+    (tmp_path / "p.toml").write_text('name = "p"\ntier = ["blocklayer"]\nworkloads = ["rand-read-4k"]\n'
+                                     f"[[backing]]\n{backing}\n")
+    proc = _cli("run", "p.toml", "--db", "r.sqlite", "--workdir", "w", cwd=tmp_path, env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert not (tmp_path / "r.sqlite").exists() and not (tmp_path / "w").exists()
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def test_a_plan_whose_backing_is_unavailable_is_refused_naming_the_setup_flag(tmp_path: Path) -> None:
+    """Only the null ceiling could run (tgtd missing): refused before it starts, naming what is missing and the
+    set-up flag that installs it (issue 49: it measured the ceiling alone and said "nothing to recommend")."""
+    if shutil.which("qemu-storage-daemon") is None:
+        pytest.skip("needs qemu-storage-daemon, for the null ceiling that would run")
+    bin_dir = tmp_path / "bin"  # a PATH with QEMU and fio, without tgtd and tgtadm
+    bin_dir.mkdir()
+    for program in ("qemu-storage-daemon", "qemu-img", "fio"):
+        if (found := shutil.which(program)) is not None:
+            (bin_dir / program).symlink_to(found)
+    line = _refused_before_it_starts(tmp_path, 'type = "iscsi"', env={"PATH": str(bin_dir)})
+    for said in ("nothing to run", "null ceiling", "backing iscsi: 'tgtd' is not installed",
+                 "scripts/setup.sh --shared-storage", "iomatrix plan p.toml --explain"):
+        assert said in line, line
+
+
+@pytest.mark.skipif(Path("/dev/zfs").exists(), reason="this host has ZFS: the pool check would be asked")
+def test_a_backing_no_setup_flag_brings_is_refused_saying_so(tmp_path: Path) -> None:
+    line = _refused_before_it_starts(tmp_path, 'type = "zfs"\npool = "tank"\nkind = "dataset"')
+    assert "backing zfs:tank/dataset: " in line and "no flag of scripts/setup.sh brings it" in line, line
+
+
+def test_the_setup_flags_named_are_setup_shs() -> None:
+    """The packages iomatrix says `setup.sh --shared-storage` installs are the ones setup.sh adds for it."""
+    text = (Path(__file__).resolve().parent.parent / "scripts" / "setup.sh").read_text()
+    arrays = [line.split("=(", 1)[1].rstrip(")").split() for line in text.splitlines()
+              if line.startswith(("iscsi_packages=(", "nfs_packages=(", "rbd_packages=("))]
+    assert len(arrays) == 3 and set(SETUP_FLAG_OF_PACKAGE) == {p for a in arrays for p in a}
+    assert set(SETUP_FLAG_OF_PACKAGE.values()) == {"--shared-storage"} and "--shared-storage) shared=1" in text
 
 
 def _small_report(tmp_path: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
