@@ -209,12 +209,35 @@ def _ranking_row(wr: WorkloadRanking, row: Any, name: str) -> list[str]:
             risk.level if risk else "–", f"[yellow]{flags}[/]" if flags else ""]
 
 
+def compare_notes(sa: dict[str, list[float]], sb: dict[str, list[float]], shared: int,
+                  plan_a: tuple[str, str], plan_b: tuple[str, str]) -> list[str]:
+    """What `compare` says before its table about what it compares: that A and B ran different plans (`plan_a`,
+    `plan_b`: name and fingerprint), and that they share few figures (fewer than half of either's figures with
+    ≥ 2 runs): without it, two sweeps of different plans are compared on the few figures they happen to share
+    as if that were all (issue 49)."""
+    notes = []
+    if plan_a[1] != plan_b[1]:
+        which = (f"plan '{plan_a[0]}' changed between them" if plan_a[0] == plan_b[0]
+                 else f"A ran plan '{plan_a[0]}', B plan '{plan_b[0]}'")
+        notes.append(f"different plans: {which}; only the figures both measured are compared")
+    n_a, n_b = (sum(len(v) >= 2 for v in x.values()) for x in (sa, sb))
+    if 2 * shared < n_a or 2 * shared < n_b:
+        notes.append(f"few figures in common: A and B share {shared} of A's {n_a} and B's {n_b} cell × workload "
+                     "figures (with ≥ 2 runs each); the others are in one sweep only and are not compared")
+    return notes
+
+
 def print_changes(out: Console, changes: Sequence[Change], show_all: bool) -> None:
     """`compare`: the figures that changed significantly (all of them with `show_all`)."""
     sig = [c for c in changes if c.significant]
     out.print(f"{len(sig)} of {len(changes)} cell × workload figures changed significantly "
               "(Welch's t-test, Holm-corrected, α=0.05)")
-    t = Table("cell · workload · metric", "A mean", "B mean", "B/A", "95% CI", "p (Holm)", "", box=None)
+    t = Table(box=None)
+    # The key wraps (at spaces; a name longer than the column folds rather than loses its end); a figure never
+    # splits across lines: the key column gives way first.
+    t.add_column("cell · workload · metric", overflow="fold", ratio=1)
+    for heading in ("A mean", "B mean", "B/A", "95% CI", "p (Holm)", ""):
+        t.add_column(heading, no_wrap=True)
     for c in sorted(changes, key=lambda c: (not c.significant, c.p_adjusted if c.p_adjusted is not None else 1)):
         if not (c.significant or show_all):
             continue
