@@ -6,6 +6,7 @@ import csv
 import io
 import os
 import shutil
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -235,3 +236,24 @@ def test_the_default_report_shows_latency_percentiles(tmp_path: Path) -> None:
     # the schema-1 sweep's read workload: its cells' read p50/p99 as figures, not dashes
     cells = re.findall(r'<td class="num">([\d,.]+)</td><td class="num">([\d,.]+)</td><td>', ranking)
     assert cells, ranking[:2000]
+
+
+def test_recommend_names_the_other_sweeps_of_the_database(tmp_path: Path) -> None:
+    """A second plan run into an existing database (here interrupted before its first run): the answer of either
+    sweep names the other in one statement (issue 49: the earlier sweep was not mentioned)."""
+    db = tmp_path / "two.sqlite"
+    shutil.copy(DATA / "golden" / "quick-sweep.sqlite", db)
+    with sqlite3.connect(db) as con:
+        con.execute("INSERT INTO sweeps (host_id, plan_name, plan_fingerprint, plan_json, started_at, finished_at, "
+                    "status) SELECT host_id, 'shared-storage', 'another', plan_json, started_at + 3600, NULL, "
+                    "'interrupted' FROM sweeps WHERE id = 1")
+    con.close()
+    first = _cli("recommend", "--db", str(db), "--sweep", "1", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "other sweeps in this database: 2 (shared-storage, interrupted); this answer is sweep 1's" in \
+        " ".join(first.stdout.split()), first.stdout
+    assert max(len(line) for line in first.stdout.splitlines()) <= 100
+    latest = _cli("recommend", "--db", str(db), cwd=tmp_path)
+    assert "other sweeps in this database: 1 (golden, finished)" in " ".join(latest.stdout.split()), latest.stdout
+    alone = _cli("recommend", "--db", str(_db(tmp_path)), cwd=tmp_path)
+    assert alone.returncode == 0 and "other sweeps" not in alone.stdout, alone.stdout

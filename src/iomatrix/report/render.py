@@ -259,6 +259,23 @@ def code_lines(text: str, language: str, width: int, indent: str = "") -> list[s
     return out
 
 
+# How many other sweeps the answer's line names before "and N more".
+OTHER_SWEEPS_NAMED = 6
+
+
+def other_sweeps_lines(store: Store, sweep_id: int, width: int) -> list[str]:
+    """One statement under the answer naming the database's other sweeps, by id, plan and status, wrapped to
+    `width`: a different plan run into an existing database is answered for, not hidden behind the latest
+    sweep's answer (issue 49). [] when the sweep is the database's only one."""
+    others = [s for i in store.sweep_ids() if i != sweep_id and (s := store.sweep(i)) is not None]
+    if not others:
+        return []
+    named = ", ".join(f"{s.id} ({s.plan_name}, {s.status})" for s in others[:OTHER_SWEEPS_NAMED])
+    more = f" and {len(others) - OTHER_SWEEPS_NAMED} more" if len(others) > OTHER_SWEEPS_NAMED else ""
+    return wrap(f"other sweeps in this database: {named}{more}; this answer is sweep {sweep_id}'s, another's with "
+                "--sweep N", width)
+
+
 def gain_text(wg: WorkloadGain, cell: str) -> str:
     g = wg.gain
     if g is None:
