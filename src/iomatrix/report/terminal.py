@@ -69,8 +69,9 @@ def print_results(out: Console, doc: dict[str, Any], metric: str | None, monitor
     if metric == "all":
         _print_all_metrics(out, shown, [names.of(label) for label in labels])
     else:
-        cols = [Column("tier", 0), Column("cell", 0), Column("workload", 0), Column("metric", 1), Column("n", 2),
-                Column("mean", 0), Column("95% CI", 1), Column("±%", 3), Column("CV", 4), Column("accel", 5),
+        cols = [Column("tier", 0), Column("cell", 0, name=True), Column("workload", 0), Column("metric", 1),
+                Column("n", 2), Column("mean", 0), Column("95% CI", 1), Column("±%", 3), Column("CV", 4),
+                Column("accel", 5),
                 Column("notes", 2, wraps=True)]
         rows = [_result_row(r, names.of(label)) for r, label in zip(shown, labels, strict=True)]
         t, left_out = fitted_table(cols, rows, out.width)
@@ -114,7 +115,7 @@ def _print_monitor_headline(out: Console, sweep: dict[str, Any], shown: Sequence
                             names: Sequence[str]) -> None:
     """`--monitor`: the host-monitor headline of each shown cell × workload (means over its runs)."""
     cells = {(c["cell"], c["workload"]): c for c in sweep.get("cells", [])}
-    cols = [Column("cell", 0), Column("workload", 0),
+    cols = [Column("cell", 0, name=True), Column("workload", 0),
             *(Column(_MONITOR_HEADINGS.get(f, f), 1 + i) for i, f in enumerate(MONITOR_HEADLINE))]
     rows, seen = [], set()
     for r, name in zip(shown, names, strict=True):
@@ -167,7 +168,7 @@ def print_rankings(out: Console, rankings: Sequence[WorkloadRanking], top: int, 
         accels += wr.accel
         better = "higher" if r.higher_is_better else "lower"
         out.print(f"\n[bold]{wr.title}[/] · {wr.metric} ({better} is better) · tier {wr.tier}")
-        cols = [Column("rank", 0), Column("group", 1), Column("cell", 0), Column("n", 2), Column("mean", 0),
+        cols = [Column("rank", 0), Column("group", 1), Column("cell", 0, name=True), Column("n", 2), Column("mean", 0),
                 Column("95% CI", 1), Column("vs best", 2), Column("vs bare metal", 3), Column("power loss", 3),
                 Column("flags", 2, wraps=True)]
         names = cell_names(row.name for row in r.rows)
