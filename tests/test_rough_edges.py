@@ -150,6 +150,47 @@ def test_the_html_report_fits_a_phone(tmp_path: Path) -> None:
     assert "@media" in text
 
 
+# On the loaded report: the smallest chart text in CSS pixels (font size × the SVG's scale on screen), and the
+# table cells narrower than their longest word (a word broken across lines: one character per line at worst; a
+# hyphen is a place a line may end, as in 'rand-/read-4k').
+LEGIBILITY = """(() => {
+  const sizes = [...document.querySelectorAll('svg text')].map(t => {
+    const m = t.getScreenCTM();
+    return parseFloat(getComputedStyle(t).fontSize) * Math.hypot(m.a, m.b);
+  });
+  const ctx = document.createElement('canvas').getContext('2d');
+  const broken = [];
+  for (const cell of document.querySelectorAll('td, th')) {
+    const cs = getComputedStyle(cell);
+    const room = cell.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+    const walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      if (n.parentElement.closest('pre')) continue;
+      ctx.font = getComputedStyle(n.parentElement).font;
+      for (const w of n.textContent.split(/\\s+/).flatMap(w => w.split(/(?<=-)/)))  // a line may end after '-'
+        if (ctx.measureText(w).width > room + 1) broken.push(w);
+    }
+  }
+  return {charts: sizes.length, smallest: Math.min(...sizes), broken: broken.slice(0, 10)};
+})()"""
+
+
+@needs("chromium")
+@pytest.mark.parametrize("width", [375, 1280])
+def test_the_html_report_s_tables_scroll_and_its_chart_text_is_legible(tmp_path: Path, width: int) -> None:
+    """At 375 and 1280 px (issue 49): no table cell breaks a word (they wrapped one character at a time on a
+    phone: the table scrolls instead), and no chart text is under 9 px (the labels were about 5 px)."""
+    from tests.browser import load
+
+    html, proc = _small_report(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    page = load(html, width=width, evaluate=LEGIBILITY)
+    assert page.console_errors == [] and page.scroll_width <= width, page.scroll_width
+    found = page.value
+    assert found["charts"] > 0 and found["smallest"] >= 9, found
+    assert found["broken"] == [], found
+
+
 def test_a_chart_without_labelled_series_draws_no_legend_and_no_warning(capfd: pytest.CaptureFixture[str]) -> None:
     import warnings
 
