@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from iomatrix.commands.common import open_store
 from iomatrix.commands.options import ByHostOpt, format_option
@@ -52,33 +53,14 @@ def compare(
     """Cells that changed significantly between two sweeps (Welch, Holm-corrected), and by how much."""
     from iomatrix.report.export import render_tables
     from iomatrix.report.exports import compare_table
-    from iomatrix.report.query import pick_sweep, sweep_info
-    from iomatrix.report.rank import compare_series, figure_series
-    from iomatrix.report.terminal import compare_notes, print_changes
+    from iomatrix.report.terminal import print_changes
 
-    a, b = open_store(db_a), open_store(db_b)
-    from iomatrix.report.fleet import compare_by_host, is_fleet
-
-    notes: list[str] = []
-    # Two fleets (merged databases) compare host by host, by hostname: each host's latest sweep of the plan.
-    if by_host or (sweep_a is None and sweep_b is None and is_fleet(a) and is_fleet(b)):
-        if sweep_a is not None or sweep_b is not None:
-            raise UserError("--sweep-a/--sweep-b select one sweep; --by-host compares every host's",
-                            hint="give the sweeps alone, or --by-host alone")
-        changes = compare_by_host(a, b, metric)
-        same_sweep = db_a.resolve() == db_b.resolve()
-    else:
-        sid_a, sid_b = pick_sweep(a, sweep_a), pick_sweep(b, sweep_b)
-        sa, sb = figure_series(a, sid_a, metric), figure_series(b, sid_b, metric)
-        changes = compare_series(sa, sb)
-        plans = [(i["plan"], i["plan_fingerprint"]) for i in (sweep_info(a, sid_a), sweep_info(b, sid_b))]
-        notes = compare_notes(sa, sb, len(changes), *plans)
-        same_sweep = db_a.resolve() == db_b.resolve() and sid_a == sid_b
+    changes, same_sweep, notes = _changes(db_a, db_b, sweep_a, sweep_b, metric, by_host)
     # A sweep against itself (or a copy of its runs): nothing can have changed, and a table of 1.00× rows,
     # or an empty one, would only hide that the wrong file was given.
     identical = same_sweep or all(c.a == c.b for c in changes)  # same n, mean, SD, median and CI everywhere
     for note in notes:  # beside a table on the terminal; on stderr beside a machine-readable format
-        (console if format == OutputFormat.table else err_console).print(f"[yellow]note:[/] {note}")
+        (console if format == OutputFormat.table else err_console).print(f"[yellow]note:[/] {escape(note)}")
     if format != OutputFormat.table:
         sys.stdout.write(render_tables([compare_table(changes, show_all)], format))
     else:
@@ -92,6 +74,30 @@ def compare(
             err_console.print("identical sweeps: A and B hold the same runs")
         return
     _gate(changes, fail_above)
+
+
+def _changes(db_a: Path, db_b: Path, sweep_a: int | None, sweep_b: int | None, metric: str | None,
+             by_host: bool) -> tuple[list[Change], bool, list[str]]:
+    """The figures of A and B compared, whether they are one sweep, and what to say first about what is compared
+    (different plans, few figures in common)."""
+    from iomatrix.report.fleet import compare_by_host, is_fleet
+    from iomatrix.report.query import pick_sweep, sweep_info
+    from iomatrix.report.rank import compare_series, figure_series
+    from iomatrix.report.terminal import compare_notes
+
+    a, b = open_store(db_a), open_store(db_b)
+    # Two fleets (merged databases) compare host by host, by hostname: each host's latest sweep of the plan.
+    if by_host or (sweep_a is None and sweep_b is None and is_fleet(a) and is_fleet(b)):
+        if sweep_a is not None or sweep_b is not None:
+            raise UserError("--sweep-a/--sweep-b select one sweep; --by-host compares every host's",
+                            hint="give the sweeps alone, or --by-host alone")
+        return compare_by_host(a, b, metric), db_a.resolve() == db_b.resolve(), []
+    sid_a, sid_b = pick_sweep(a, sweep_a), pick_sweep(b, sweep_b)
+    sa, sb = figure_series(a, sid_a, metric), figure_series(b, sid_b, metric)
+    changes = compare_series(sa, sb)
+    plans = [(i["plan"], i["plan_fingerprint"]) for i in (sweep_info(a, sid_a), sweep_info(b, sid_b))]
+    return (changes, db_a.resolve() == db_b.resolve() and sid_a == sid_b,
+            compare_notes(sa, sb, len(changes), *plans))
 
 
 def _higher_is_better(key: str) -> bool:

@@ -32,11 +32,15 @@ def _natural(col: Column, values: Sequence[str]) -> int:
     return min(longest, 24) if col.wraps else min(longest, NAME_WIDTH) if col.name else longest
 
 
+# A word longer than this is no figure (a version string, a path in a note): it may fold.
+FIGURE_MAX = 24
+
+
 def figure_width(values: Sequence[str]) -> int:
     """The longest word holding a digit ('4,673', '(1.20–3.00)'): a column's narrowest width that splits no
     figure across lines (0 for a column of words)."""
-    return max((len(w) for v in values for w in Text.from_markup(v).plain.split() if any(ch.isdigit() for ch in w)),
-               default=0)
+    return max((len(w) for v in values for w in Text.from_markup(v).plain.split()
+                if any(ch.isdigit() for ch in w) and len(w) <= FIGURE_MAX), default=0)
 
 
 def fit_columns(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> list[int]:
@@ -57,8 +61,9 @@ def fitted_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], width
     for i in shown:
         c = columns[i]
         wraps = c.wraps or c.name
+        # a column of figures is never narrower than its longest figure; free text and names wrap instead
         t.add_column(c.heading, overflow="fold", no_wrap=not wraps,
-                     min_width=figure_width([r[i] for r in rows]) or None)
+                     min_width=None if wraps else figure_width([r[i] for r in rows]) or None)
     for r in rows:
         t.add_row(*(r[i] for i in shown))
     left = [columns[i].heading for i in range(len(columns)) if i not in shown]
