@@ -8,7 +8,6 @@ never split across lines.
 from __future__ import annotations
 
 import io
-import sys
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -16,7 +15,6 @@ from rich.table import Table
 
 from iomatrix.report.export.table import DataTable, cell_text
 from iomatrix.report.fit import figure_width
-from iomatrix.ui import report_width
 
 WIDTH = 100
 
@@ -44,7 +42,5 @@ def table_text(t: DataTable, width: int = WIDTH) -> str:
     return buf.getvalue()
 
 
-def export(tables: Sequence[DataTable]) -> str:
-    """The tables for the terminal they are printed on: its width (COLUMNS, else the terminal's, else 100)."""
-    width = report_width(sys.stdout)
+def export(tables: Sequence[DataTable], width: int = WIDTH) -> str:
     return "\n".join(table_text(t, width) for t in tables)
