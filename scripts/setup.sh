@@ -7,23 +7,31 @@
 # Opt-in: `--fleet` (or IOMATRIX_FLEET=1) also installs the fleet controller, ansible-core (the `fleet` extra),
 # for ansible/sweep.yml and scripts/fleet-demo (docs/fleet.md), and the sshd the demo and the client-host tests
 # run in their network namespaces. The swept hosts never need it.
+#
 # `--no-guest` skips building the guest kernel + initramfs; the first sweep with guests builds them then.
+#
 # `--minimal` (scripts/quickstart) installs only what the default plan `quick` needs (bare metal and QEMU's
 # block layer: QEMU, fio, Python without the test tools) and builds no guest: on a fresh Debian 12 machine its
 # apt step took 30 s instead of 110 s for everything (docs/benchmarks.md, issue 27). Running setup.sh without
 # it later (scripts/test does) adds the rest.
+#
 # `--measure-only` (the fleet role's measure profile) is `--minimal` without matplotlib, which only the HTML report
 # uses: a fleet host measures, the controller renders the report (docs/fleet.md; docs/benchmarks.md, issue 37).
+#
 # `--shared-storage` adds the servers and QEMU drivers of the shared-storage backings (iSCSI: tgt, libiscsi-bin;
 # NFS: nfs-ganesha, nfs-ganesha-vfs, rpcbind, libnfs-utils; Ceph RBD: ceph-mon, ceph-osd, ceph-common;
-# qemu-block-extra) to a --minimal install (a full one has them: the tests run a real tgtd, ganesha and Ceph). They are installed without starting or enabling the
-# distribution's services: iomatrix starts its own daemons on 127.0.0.1 for a run and stops them after it
+# qemu-block-extra) to a --minimal install (a full one has them: the tests run a real tgtd, ganesha and Ceph).
+# They are installed without starting or enabling the distribution's services: iomatrix starts its own daemons
+# on 127.0.0.1 for a run and stops them after it
 # (docs/backings.md, iSCSI, nfs and rbd).
+#
 # `--fio-binary=PATH` (with --measure-only; the fleet role passes it): use that fio, built on the controller from
 # Debian's source without the engines a sweep never uses (src/iomatrix/fio/host_build.py), instead of Debian's fio
 # package and its 87 MB of engine libraries. It is installed as .venv/bin/fio (iomatrix prefers it there) with
 # its libraries from apt (libaio1, libnbd0); when those cannot be installed or it does not run here (another
 # distribution release), Debian's fio is installed instead, and setup says why. apt does not update such a fio.
+#
+# `--help` prints this text.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
@@ -34,15 +42,24 @@ minimal=0
 measure_only=0
 fio_binary=""
 shared=0
+# --help prints the header comment above (the options and what each installs), refilled to 79 columns for a
+# terminal, and does nothing else: it is read before the root check, so that anyone may read it.
+usage() {
+    echo "usage: scripts/setup.sh [--fleet] [--no-guest] [--minimal] [--measure-only]"
+    echo "                        [--shared-storage] [--fio-binary=PATH] [--help]"
+    echo
+    sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$here/scripts/setup.sh" | fmt -w 79
+}
 for arg in "$@"; do
     case "$arg" in
+        -h|--help) usage; exit 0 ;;
         --fleet) fleet=1 ;;
         --shared-storage) shared=1 ;;
         --no-guest) guest=0 ;;
         --minimal) minimal=1; guest=0 ;;
         --measure-only) minimal=1; guest=0; measure_only=1 ;;
         --fio-binary=?*) fio_binary=${arg#--fio-binary=} ;;
-        *) echo "setup.sh: unknown option '$arg' (the options are --fleet, --no-guest, --minimal, --measure-only, --shared-storage and --fio-binary=PATH)" >&2; exit 2 ;;
+        *) echo "setup.sh: unknown option '$arg' (the options are --fleet, --no-guest, --minimal, --measure-only, --shared-storage, --fio-binary=PATH and --help)" >&2; exit 2 ;;
     esac
 done
 if [ -n "$fio_binary" ]; then

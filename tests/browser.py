@@ -27,6 +27,7 @@ class PageLoad:
     requests: list[str] = field(default_factory=list)  # every URL the page asked for
     screenshot_png: bytes = b""
     scroll_width: int = 0  # the document's scrollWidth: wider than the viewport = the page scrolls sideways
+    value: Any = None  # what `load(..., evaluate=)`'s expression returned (by value)
 
 
 class _Session:
@@ -94,8 +95,9 @@ def chromium() -> Iterator[str]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def load(path: Path, width: int = 1200) -> PageLoad:
-    """Open `path` in headless Chromium; return console errors, requested URLs and a full-page screenshot."""
+def load(path: Path, width: int = 1200, evaluate: str | None = None) -> PageLoad:
+    """Open `path` in headless Chromium; return console errors, requested URLs and a full-page screenshot, and
+    the value of the JavaScript expression `evaluate` on the loaded page."""
     out = PageLoad()
     with chromium() as ws_url:
         s = _Session(ws_url)
@@ -107,6 +109,8 @@ def load(path: Path, width: int = 1200) -> PageLoad:
         s.drain(0.5)  # late console messages
         sw = s.call("Runtime.evaluate", expression="document.documentElement.scrollWidth", returnByValue=True)
         out.scroll_width = int(sw["result"]["value"])
+        if evaluate is not None:
+            out.value = s.call("Runtime.evaluate", expression=evaluate, returnByValue=True)["result"].get("value")
         metrics = s.call("Page.getLayoutMetrics")
         size = metrics.get("cssContentSize") or metrics["contentSize"]
         shot = s.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,

@@ -92,3 +92,25 @@ def test_an_html_report_on_an_install_without_charts_says_so_in_one_line(tmp_pat
                           capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}, timeout=300)
     assert_one_line_error(proc, "matplotlib", "--measure-only", "iomatrix recommend --format markdown|json")
     assert not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize("body, needles", [
+    ('[[backing]]\ntype = "directory"\npath = "/tmp"\n', ["'directory' is not valid", "did you mean 'dir'?"]),
+    ('cache = ["writebak"]\n', ["'writebak' is not valid", "did you mean 'writeback'?"]),
+    ('tier = ["baremetl"]\n', ["'baremetl' is not valid", "did you mean 'baremetal'?"]),
+    ('[[backing]]\ntype = "loopfs"\nsize = "1G"\nfs = "ext5"\n', ["'ext5' is not valid", "did you mean 'ext4'?"]),
+])
+def test_a_mistyped_value_gets_the_closest_valid_one(tmp_path: Path, body: str, needles: list[str]) -> None:
+    """Did-you-mean for values as for keys (issue 49): a backing type, an axis value, a tier, a backing option."""
+    p = tmp_path / "typo.toml"
+    p.write_text('name = "typo"\n' + body)
+    assert_one_line_error(run_cli("plan", str(p)), "typo.toml", *needles)
+
+
+def test_a_value_close_to_none_gets_no_guess(tmp_path: Path) -> None:
+    """'nbd' is another protocol, not a typo of rbd: no did-you-mean, only the valid values."""
+    p = tmp_path / "nbd.toml"
+    p.write_text('name = "nbd"\n[[backing]]\ntype = "nbd"\n')
+    proc = run_cli("plan", str(p))
+    assert_one_line_error(proc, "'nbd' is not valid", "rbd")
+    assert "did you mean" not in proc.stderr

@@ -7,15 +7,17 @@ samples the test rewrites with SQL, so every outcome is decided by numbers the t
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from iomatrix.stats import compare_sweeps, welch_power
 from iomatrix.stats.gate import regression_gate
-from tests.conftest import DATA, run_cli
+from tests.conftest import DATA, iomatrix_argv, run_cli
 
 SWEEP = DATA / "golden" / "quick-sweep.sqlite"
 
@@ -149,3 +151,46 @@ def test_gate_rules_on_captured_numbers() -> None:
     assert regression_gate(drop, 0.05, higher).outcome == "regression"
     assert regression_gate(drop, 0.45, higher).outcome == "ok"
     assert regression_gate(wide, 0.0, higher).outcome == "ok"  # θ = 0: only significant worsening counts
+
+
+CEPH = DATA / "answers" / "ceph-flush-trap.sqlite"  # long cell names (rbd_cache_writethrough_until_flush=off)
+
+
+def _at(width: int, *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI on a terminal of `width` columns."""
+    return subprocess.run([*iomatrix_argv(), *args], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "COLUMNS": str(width)})
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_compare_and_its_gate_fit_the_terminal_and_never_split_a_figure(tmp_path: Path, width: int) -> None:
+    """Every line of `compare --fail-above` fits 80 and 100 columns (issue 49: the regression line was 195
+    characters at 100 columns) and each interval stands whole on one line."""
+    after = tmp_path / "after.sqlite"
+    shutil.copyfile(CEPH, after)
+    with sqlite3.connect(after) as con:  # every other run 0.6× as fast: a regression on some figure
+        con.execute("UPDATE samples SET value = value * 0.6 WHERE run_id % 2 = 0")
+    con.close()
+    proc = _at(width, "compare", str(CEPH), str(after), "--all", "--fail-above", "5%")
+    assert proc.returncode == 4 and "regression:" in proc.stderr, proc.stdout + proc.stderr
+    lines = (proc.stdout + proc.stderr).splitlines()
+    assert max(len(line) for line in lines) <= width, "\n".join(line for line in lines if len(line) > width)
+    rows = json.loads(run_cli("compare", str(CEPH), str(after), "--format", "json").stdout)[0]["rows"]
+    for r in rows:
+        interval = f"{r['ci95_low']:.3f}–{r['ci95_high']:.3f}"
+        assert interval in proc.stdout, interval
+
+
+def test_compare_of_two_plans_says_so_and_how_few_figures_they_share(tmp_path: Path) -> None:
+    """Sweeps of different plans that share 2 figures: said before the table (issue 49: it compared the 2
+    silently); on stderr beside a machine-readable format."""
+    tiny = DATA / "schema1" / "iomatrix-schema1.sqlite"
+    proc = _at(100, "compare", str(SWEEP), str(tiny))
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert "different plans: A ran plan 'golden', B plan 'tiny'" in text, proc.stdout
+    assert "few figures in common: A and B share 2 of A's 36 and B's 2" in text, proc.stdout
+    as_json = run_cli("compare", str(SWEEP), str(tiny), "--format", "json")
+    assert json.loads(as_json.stdout) and "different plans" in as_json.stderr, as_json.stderr
+    same = run_cli("compare", str(SWEEP), str(_db(tmp_path, "b.sqlite", 1000.0, 0.1)))
+    assert "different plans" not in same.stdout and "few figures" not in same.stdout, same.stdout

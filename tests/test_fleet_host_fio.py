@@ -94,3 +94,17 @@ def test_setup_refuses_a_fio_binary_it_cannot_use_in_one_line(options: list[str]
     done = subprocess.run(["bash", str(setup), *options], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1, \
         done.stderr
+
+
+@pytest.mark.parametrize("option", ["--help", "-h"])
+def test_setup_help_prints_its_options_and_exits_0(option: str) -> None:
+    """`setup.sh --help` (issue 49) prints the usage and what each option installs, fitting 80 columns, and installs
+    nothing: it answers before the root check and the apt step."""
+    setup = Path(__file__).resolve().parent.parent / "scripts" / "setup.sh"
+    done = subprocess.run(["bash", str(setup), option, "--fleet"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("usage: scripts/setup.sh")
+    for flag in ("--fleet", "--no-guest", "--minimal", "--measure-only", "--shared-storage", "--fio-binary=PATH"):
+        assert f"`{flag}`" in done.stdout, flag
+    assert "set -euo" not in done.stdout and max(len(line) for line in lines) <= 80

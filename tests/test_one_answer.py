@@ -108,7 +108,9 @@ def test_unsafe_is_not_the_default_answer_but_is_named_once_with_its_gain_and_ri
     assert declined["vs_answer"]["ratio"] > 1 and declined["opt_in"] == "--allow-data-loss"
     assert "lost" in declined["risk"]
     (line,) = data["headline"]["declined"]
-    assert "would gain" in line and "×" in line and "--allow-data-loss" in line and "power loss" in line
+    # its interval spans 2.4–150×: no figure, here as in every ratio (issue 49)
+    assert "may gain over the answer, not measured precisely (" in line and "×" in line
+    assert "--allow-data-loss" in line and "power loss" in line
     for where, text in _outputs(db, tmp_path).items():
         assert 'cache="unsafe"' not in text and "cache=unsafe" not in text.split("not chosen:")[0], where
         # once in the answer; the detail (--detail, Markdown) repeats it under its workload

@@ -12,8 +12,9 @@ import pytest
 from iomatrix.report.export import DataTable, render_tables
 from iomatrix.report.export.text import table_text as to_terminal
 from iomatrix.report.exports import regressions
-from iomatrix.report.render import ci_text, ratio_text
-from iomatrix.stats import compare_sweeps
+from iomatrix.report.figures import ci_text, ratio_text
+from iomatrix.report.recommend.verdict import Declined, Gain
+from iomatrix.stats import RatioCI, compare_sweeps
 
 AXES = ["tier", "cache", "backing"]
 
@@ -44,6 +45,21 @@ def test_positive_intervals_never_reach_below_zero() -> None:
     assert ratio_text(2.71, 0.04, 195.49) == "not measured precisely (0.04–195×)"
     assert ratio_text(1.5, 1.2, 3.0) == "1.50× (1.20–3.00)"
     assert "not measured precisely" in to_terminal(_table())
+
+
+@pytest.mark.parametrize("low, high, says, not_says", [
+    (1.2, 15.03, "may gain over the answer, not measured precisely (1.2–15×), but is not", "4.84×"),
+    (-0.3, 9.0, "not measured precisely (-0.3–9×)", "0.00–"),  # not bounded at "0.00" as a figure
+    (2.1, 9.9, "would gain 4.84× (2.10–9.90) over the answer but is not", "precisely"),  # 4.7×: a figure
+])
+def test_the_not_chosen_line_of_the_answer_states_a_wide_ratio_as_no_figure(low: float, high: float, says: str,
+                                                                          not_says: str) -> None:
+    """The headline's "not chosen" line (a faster configuration the requirements exclude) writes its ratio as every
+    other ratio: more than 10× between the interval's ends is "not measured precisely" (issue 49: it printed
+    "4.84× (1.20–15.03)")."""
+    line = Declined("unsafe", Gain("best without the requirements", "unsafe", RatioCI(4.84, low, high)),
+                    ("power-loss-safe",), "writes lost", "--allow-data-loss").text()
+    assert says in line and not_says not in line, line
 
 
 def test_long_cell_names_wrap_instead_of_truncating() -> None:

@@ -6,12 +6,14 @@ import csv
 import io
 import os
 import shutil
+import sqlite3
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from iomatrix.commands.common import few_runs_hint
+from iomatrix.hostcmd import SETUP_FLAG_OF_PACKAGE
 from tests.conftest import DATA, iomatrix_argv, needs
 
 FIRST_RELEASE = DATA / "schema1" / "iomatrix-schema1.sqlite"
@@ -76,6 +78,49 @@ def test_every_cell_pruned_names_the_plan_as_given(tmp_path: Path) -> None:
     assert "iomatrix plan plans/rel.toml --explain" in proc.stderr, proc.stderr
 
 
+def _refused_before_it_starts(tmp_path: Path, backing: str, env: dict[str, str] | None = None) -> str:
+    """`run` of a block-layer plan on one backing: refused with exit 2 and one line, nothing created; the line."""
+    (tmp_path / "p.toml").write_text('name = "p"\ntier = ["blocklayer"]\nworkloads = ["rand-read-4k"]\n'
+                                     f"[[backing]]\n{backing}\n")
+    proc = _cli("run", "p.toml", "--db", "r.sqlite", "--workdir", "w", cwd=tmp_path, env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert not (tmp_path / "r.sqlite").exists() and not (tmp_path / "w").exists()
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def test_a_plan_whose_backing_is_unavailable_is_refused_naming_the_setup_flag(tmp_path: Path) -> None:
+    """Only the null ceiling could run (tgtd missing): refused before it starts, naming what is missing and the
+    set-up flag that installs it (issue 49: it measured the ceiling alone and said "nothing to recommend")."""
+    if shutil.which("qemu-storage-daemon") is None:
+        pytest.skip("needs qemu-storage-daemon, for the null ceiling that would run")
+    bin_dir = tmp_path / "bin"  # a PATH with QEMU and fio, without tgtd and tgtadm
+    bin_dir.mkdir()
+    for program in ("qemu-storage-daemon", "qemu-img", "fio"):
+        if (found := shutil.which(program)) is not None:
+            (bin_dir / program).symlink_to(found)
+    line = _refused_before_it_starts(tmp_path, 'type = "iscsi"', env={"PATH": str(bin_dir)})
+    for said in ("nothing to run", "null ceiling", "backing iscsi: 'tgtd' is not installed",
+                 "scripts/setup.sh --shared-storage", "iomatrix plan p.toml --explain"):
+        assert said in line, line
+
+
+@pytest.mark.skipif(Path("/dev/zfs").exists(), reason="this host has ZFS: the pool check would be asked")
+def test_a_backing_no_setup_flag_brings_is_refused_saying_so(tmp_path: Path) -> None:
+    line = _refused_before_it_starts(tmp_path, 'type = "zfs"\npool = "tank"\nkind = "dataset"')
+    assert "backing zfs:tank/dataset: " in line and "no flag of scripts/setup.sh brings it" in line, line
+
+
+def test_the_setup_flags_named_are_setup_shs() -> None:
+    """The packages iomatrix says `setup.sh --shared-storage` installs are the ones setup.sh adds for it."""
+    text = (Path(__file__).resolve().parent.parent / "scripts" / "setup.sh").read_text()
+    arrays = [line.split("=(", 1)[1].rstrip(")").split() for line in text.splitlines()
+              if line.startswith(("iscsi_packages=(", "nfs_packages=(", "rbd_packages=("))]
+    assert len(arrays) == 3 and set(SETUP_FLAG_OF_PACKAGE) == {p for a in arrays for p in a}
+    assert set(SETUP_FLAG_OF_PACKAGE.values()) == {"--shared-storage"} and "--shared-storage) shared=1" in text
+
+
 def _small_report(tmp_path: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
     html = tmp_path / "report.html"
     return html, _cli("report", "--html", str(html), "--db", str(_db(tmp_path)), cwd=tmp_path)
@@ -103,6 +148,47 @@ def test_the_html_report_fits_a_phone(tmp_path: Path) -> None:
     assert shot.shape[1] == 375 and (shot < 128).sum() > 1000  # text was drawn: not a blank page
     text = html.read_text()
     assert "@media" in text
+
+
+# On the loaded report: the smallest chart text in CSS pixels (font size × the SVG's scale on screen), and the
+# table cells narrower than their longest word (a word broken across lines: one character per line at worst; a
+# hyphen is a place a line may end, as in 'rand-/read-4k').
+LEGIBILITY = """(() => {
+  const sizes = [...document.querySelectorAll('svg text')].map(t => {
+    const m = t.getScreenCTM();
+    return parseFloat(getComputedStyle(t).fontSize) * Math.hypot(m.a, m.b);
+  });
+  const ctx = document.createElement('canvas').getContext('2d');
+  const broken = [];
+  for (const cell of document.querySelectorAll('td, th')) {
+    const cs = getComputedStyle(cell);
+    const room = cell.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+    const walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      if (n.parentElement.closest('pre')) continue;
+      ctx.font = getComputedStyle(n.parentElement).font;
+      for (const w of n.textContent.split(/\\s+/).flatMap(w => w.split(/(?<=-)/)))  // a line may end after '-'
+        if (ctx.measureText(w).width > room + 1) broken.push(w);
+    }
+  }
+  return {charts: sizes.length, smallest: Math.min(...sizes), broken: broken.slice(0, 10)};
+})()"""
+
+
+@needs("chromium")
+@pytest.mark.parametrize("width", [375, 1280])
+def test_the_html_report_s_tables_scroll_and_its_chart_text_is_legible(tmp_path: Path, width: int) -> None:
+    """At 375 and 1280 px (issue 49): no table cell breaks a word (they wrapped one character at a time on a
+    phone: the table scrolls instead), and no chart text is under 9 px (the labels were about 5 px)."""
+    from tests.browser import load
+
+    html, proc = _small_report(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    page = load(html, width=width, evaluate=LEGIBILITY)
+    assert page.console_errors == [] and page.scroll_width <= width, page.scroll_width
+    found = page.value
+    assert found["charts"] > 0 and found["smallest"] >= 9, found
+    assert found["broken"] == [], found
 
 
 def test_a_chart_without_labelled_series_draws_no_legend_and_no_warning(capfd: pytest.CaptureFixture[str]) -> None:
@@ -191,3 +277,24 @@ def test_the_default_report_shows_latency_percentiles(tmp_path: Path) -> None:
     # the schema-1 sweep's read workload: its cells' read p50/p99 as figures, not dashes
     cells = re.findall(r'<td class="num">([\d,.]+)</td><td class="num">([\d,.]+)</td><td>', ranking)
     assert cells, ranking[:2000]
+
+
+def test_recommend_names_the_other_sweeps_of_the_database(tmp_path: Path) -> None:
+    """A second plan run into an existing database (here interrupted before its first run): the answer of either
+    sweep names the other in one statement (issue 49: the earlier sweep was not mentioned)."""
+    db = tmp_path / "two.sqlite"
+    shutil.copy(DATA / "golden" / "quick-sweep.sqlite", db)
+    with sqlite3.connect(db) as con:
+        con.execute("INSERT INTO sweeps (host_id, plan_name, plan_fingerprint, plan_json, started_at, finished_at, "
+                    "status) SELECT host_id, 'shared-storage', 'another', plan_json, started_at + 3600, NULL, "
+                    "'interrupted' FROM sweeps WHERE id = 1")
+    con.close()
+    first = _cli("recommend", "--db", str(db), "--sweep", "1", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "other sweeps in this database: 2 (shared-storage, interrupted); this answer is sweep 1's" in \
+        " ".join(first.stdout.split()), first.stdout
+    assert max(len(line) for line in first.stdout.splitlines()) <= 100
+    latest = _cli("recommend", "--db", str(db), cwd=tmp_path)
+    assert "other sweeps in this database: 1 (golden, finished)" in " ".join(latest.stdout.split()), latest.stdout
+    alone = _cli("recommend", "--db", str(_db(tmp_path)), cwd=tmp_path)
+    assert alone.returncode == 0 and "other sweeps" not in alone.stdout, alone.stdout

@@ -5,6 +5,7 @@ monitor and `results --metric all` keeps each metric's name, n and CI."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -89,3 +90,32 @@ def test_old_databases_print_within_the_width(tmp_path: Path, width: int, db: Pa
     proc = _cli(width, *command, "--db", str(_copy(db, tmp_path)), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert not _wider(proc.stdout, width), _wider(proc.stdout, width)
+
+
+CEPH = DATA / "answers" / "ceph-flush-trap.sqlite"  # cell names of 70 characters
+FIGURE = re.compile(r"[(≥±]*\d[\d,.–×%/]*[)]*")  # a figure as a table writes it: 4,673 · 5,067–9,437 · (0.47–0.76)
+
+
+def _figures(text: str) -> set[str]:
+    """The figures of a text, but for the line saying which columns were left out to fit the width."""
+    return {w for line in text.splitlines() if "left out to fit" not in line for w in line.split()
+            if FIGURE.fullmatch(w)}
+
+
+@pytest.mark.parametrize("command", ["rank", "results"])
+def test_rank_and_results_fit_80_and_100_columns_without_splitting_a_figure(command: str) -> None:
+    """At 80 and 100 columns every line fits and every figure printed is one the wide table prints whole (issue
+    49: the DataTables were drawn 100 wide whatever COLUMNS said, and folded figures: "(4,673–3 / 2,333)"; at
+    80 columns the rank table squeezed its figures out of sight beside a 70-character cell name)."""
+    def at(width: int) -> str:
+        proc = subprocess.run([*iomatrix_argv(), command, "--db", str(CEPH)], capture_output=True, text=True,
+                              timeout=600, env={**os.environ, "COLUMNS": str(width)})
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    whole = _figures(at(400))
+    for width in (80, 100):
+        text = at(width)
+        assert max(len(line) for line in text.splitlines()) <= width
+        assert _figures(text) <= whole, sorted(_figures(text) - whole)
+        assert "7,252" in text and "5,067–9,437" in text if command == "rank" else "7,026" in text

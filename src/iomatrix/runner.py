@@ -29,7 +29,7 @@ from iomatrix.stats.runs_per_boot import RoundsPerBoot
 from iomatrix.store import Store
 from iomatrix.sweep.batch import BatchRunning
 from iomatrix.sweep.boots import BootLedger
-from iomatrix.sweep.expansion import backing_facts, plan_expansion, resolve_workloads
+from iomatrix.sweep.expansion import backing_facts, nothing_measured, plan_expansion, resolve_workloads
 from iomatrix.sweep.host import HostMonitor, SamplerFactory, judge_interference, sigterm_as_interrupt
 from iomatrix.sweep.progress import Progress
 from iomatrix.sweep.rounds import NOT_SETTLED, RoundLoop
@@ -58,10 +58,9 @@ class SweepRunner(UnitScheduling, RoundLoop, BatchRunning):
         self.opts = options
         self.progress = progress or Progress()
         self.expansion = plan_expansion(plan, base_dir, options.allowed_devices)
-        if not self.expansion.units:
-            first = self.expansion.pruned[0].reason if self.expansion.pruned else "the plan expands to no cell"
-            raise UserError(f"nothing to run: every cell of plan '{plan.name}' was pruned ({first})",
-                            hint=f"see 'iomatrix plan {plan.name} --explain'")
+        # no cell, or only the null ceiling, which alone answers nothing: refused before anything is created
+        if (refused := nothing_measured(plan, self.expansion)) is not None:
+            raise UserError(refused[0], hint=refused[1])
         for tier_name in plan.tier:  # host checks a tier can make before anything is created (e.g. memory)
             tier_implementation(tier_name).preflight(plan)
         self.tier_factory = tier_factory or default_tier_factory

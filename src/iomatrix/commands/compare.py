@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from iomatrix.commands.common import open_store
 from iomatrix.commands.options import ByHostOpt, format_option
@@ -52,27 +53,14 @@ def compare(
     """Cells that changed significantly between two sweeps (Welch, Holm-corrected), and by how much."""
     from iomatrix.report.export import render_tables
     from iomatrix.report.exports import compare_table
-    from iomatrix.report.query import pick_sweep
-    from iomatrix.report.rank import compare_stores
     from iomatrix.report.terminal import print_changes
 
-    a, b = open_store(db_a), open_store(db_b)
-    from iomatrix.report.fleet import compare_by_host, is_fleet
-
-    # Two fleets (merged databases) compare host by host, by hostname: each host's latest sweep of the plan.
-    if by_host or (sweep_a is None and sweep_b is None and is_fleet(a) and is_fleet(b)):
-        if sweep_a is not None or sweep_b is not None:
-            raise UserError("--sweep-a/--sweep-b select one sweep; --by-host compares every host's",
-                            hint="give the sweeps alone, or --by-host alone")
-        changes = compare_by_host(a, b, metric)
-        same_sweep = db_a.resolve() == db_b.resolve()
-    else:
-        sid_a, sid_b = pick_sweep(a, sweep_a), pick_sweep(b, sweep_b)
-        changes = compare_stores(a, sid_a, b, sid_b, metric)
-        same_sweep = db_a.resolve() == db_b.resolve() and sid_a == sid_b
+    changes, same_sweep, notes = _changes(db_a, db_b, sweep_a, sweep_b, metric, by_host)
     # A sweep against itself (or a copy of its runs): nothing can have changed, and a table of 1.00× rows,
     # or an empty one, would only hide that the wrong file was given.
     identical = same_sweep or all(c.a == c.b for c in changes)  # same n, mean, SD, median and CI everywhere
+    for note in notes:  # beside a table on the terminal; on stderr beside a machine-readable format
+        (console if format == OutputFormat.table else err_console).print(f"[yellow]note:[/] {escape(note)}")
     if format != OutputFormat.table:
         sys.stdout.write(render_tables([compare_table(changes, show_all)], format))
     else:
@@ -86,6 +74,30 @@ def compare(
             err_console.print("identical sweeps: A and B hold the same runs")
         return
     _gate(changes, fail_above)
+
+
+def _changes(db_a: Path, db_b: Path, sweep_a: int | None, sweep_b: int | None, metric: str | None,
+             by_host: bool) -> tuple[list[Change], bool, list[str]]:
+    """The figures of A and B compared, whether they are one sweep, and what to say first about what is compared
+    (different plans, few figures in common)."""
+    from iomatrix.report.fleet import compare_by_host, is_fleet
+    from iomatrix.report.query import pick_sweep, sweep_info
+    from iomatrix.report.rank import compare_series, figure_series
+    from iomatrix.report.terminal import compare_notes
+
+    a, b = open_store(db_a), open_store(db_b)
+    # Two fleets (merged databases) compare host by host, by hostname: each host's latest sweep of the plan.
+    if by_host or (sweep_a is None and sweep_b is None and is_fleet(a) and is_fleet(b)):
+        if sweep_a is not None or sweep_b is not None:
+            raise UserError("--sweep-a/--sweep-b select one sweep; --by-host compares every host's",
+                            hint="give the sweeps alone, or --by-host alone")
+        return compare_by_host(a, b, metric), db_a.resolve() == db_b.resolve(), []
+    sid_a, sid_b = pick_sweep(a, sweep_a), pick_sweep(b, sweep_b)
+    sa, sb = figure_series(a, sid_a, metric), figure_series(b, sid_b, metric)
+    changes = compare_series(sa, sb)
+    plans = [(i["plan"], i["plan_fingerprint"]) for i in (sweep_info(a, sid_a), sweep_info(b, sid_b))]
+    return (changes, db_a.resolve() == db_b.resolve() and sid_a == sid_b,
+            compare_notes(sa, sb, len(changes), *plans))
 
 
 def _higher_is_better(key: str) -> bool:
@@ -103,26 +115,24 @@ def _gate(changes: Sequence[Change], threshold: float) -> None:
     pct = f"{threshold * 100:g}%"
     if v.regressions:
         err_console.print(f"[red]regression:[/] {len(v.regressions)} figure(s) significantly worse by more than "
-                          f"{pct}: " + ", ".join(c.key for c in v.regressions[:5]), soft_wrap=True)
+                          f"{pct}: " + ", ".join(c.key for c in v.regressions[:5]))
         raise typer.Exit(EXIT_REGRESSION)
     if v.undetectable:
         err_console.print(f"[yellow]cannot tell:[/] no figure is significantly worse by more than {pct}, but "
                           f"{len(v.undetectable)} of {len(changes)} could not show it (power < "
-                          f"{POWER_TARGET:.0%} at their noise, α={0.05:g}/{max(v.tested, 1)} per figure):",
-                          soft_wrap=True)
+                          f"{POWER_TARGET:.0%} at their noise, α={0.05:g}/{max(v.tested, 1)} per figure):")
         for u in v.undetectable[:5]:
             c, p = u.change, u.power
             need = (f"about {p.n_needed} runs per side would" if p.n_needed is not None
                     else "no feasible number of runs would")
             ratio = f"{c.ratio.ratio:.3g}×" if c.ratio.ratio is not None else "–"
             err_console.print(f"  {c.key}: {fmt(c.a.mean)} → {fmt(c.b.mean)} ({ratio}, n = {c.a.n}/{c.b.n}); "
-                              f"power to see a {pct} change {p.power:.0%}; {need} reach {POWER_TARGET:.0%}",
-                              soft_wrap=True)
+                              f"power to see a {pct} change {p.power:.0%}; {need} reach {POWER_TARGET:.0%}")
         if len(v.undetectable) > 5:
-            err_console.print(f"  … and {len(v.undetectable) - 5} more", soft_wrap=True)
+            err_console.print(f"  … and {len(v.undetectable) - 5} more")
         raise typer.Exit(EXIT_CANNOT_TELL)
     err_console.print(f"no regression: no figure is significantly worse by more than {pct}, and the runs could "
-                      f"have shown one (power ≥ {POWER_TARGET:.0%}, or the interval rules it out)", soft_wrap=True)
+                      f"have shown one (power ≥ {POWER_TARGET:.0%}, or the interval rules it out)")
 
 
 def register(app: typer.Typer) -> None:

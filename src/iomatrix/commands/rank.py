@@ -30,7 +30,7 @@ from iomatrix.commands.options import (
 )
 from iomatrix.errors import UserError
 from iomatrix.report.formats import ALL_FORMATS, OutputFormat
-from iomatrix.ui import console
+from iomatrix.ui import console, report_width
 
 NAME = "rank"
 FORMATS = ALL_FORMATS
@@ -72,7 +72,6 @@ def rank_cmd(
     if score is None and fleet_wanted(store, sweep, by_host, group):
         from iomatrix.report.fleet import fleet_answers, select_fleet
         from iomatrix.report.fleet_render import render_fleet
-        from iomatrix.ui import report_width
 
         fleet = select_fleet(store, group)
         answers = fleet_answers(store, fleet, workload, metric, objective=goal, **ranking)
@@ -92,13 +91,13 @@ def rank_cmd(
     curves = curve_tables(sweep_curves(store, sid, workload))  # latency against load: queue-depth families only
     curves += contention_tables(sweep_contention(store, sid, workload))  # many clients: sweeps with clients > 1
     if format != OutputFormat.table:
-        sys.stdout.write(render_tables(rank_tables(rankings) + curves, format))
+        sys.stdout.write(render_tables(rank_tables(rankings) + curves, format, report_width()))
         return
     if goal is not None:  # said only when asked: without it, rank reads as it always did
         console.print(objective_line(goal), markup=False, highlight=False)
     accels = print_rankings(console, rankings, top, min_runs)
     if curves:
-        sys.stdout.write(render_tables(curves, OutputFormat.table))
+        sys.stdout.write(render_tables(curves, OutputFormat.table, report_width()))
     from iomatrix.report.consolidation import consolidation_groups, consolidation_lines
 
     for line in consolidation_lines(consolidation_groups(store, sid)):  # consolidation tier: how many tiles

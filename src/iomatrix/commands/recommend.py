@@ -74,7 +74,7 @@ def recommend(
     from iomatrix.report.objective import parse_objective
     from iomatrix.report.query import pick_sweep, sweep_info
     from iomatrix.report.recommend import recommend as build
-    from iomatrix.report.render import render_recommendation
+    from iomatrix.report.render import other_sweeps_lines, render_recommendation
     from iomatrix.ui import report_width
 
     ranking = ranking_arguments(min_runs, max_noise, threshold, tie_break)
@@ -112,6 +112,8 @@ def recommend(
         from iomatrix.report.render import wrap
 
         sys.stdout.write("\n".join(x for line in lines for x in wrap(line, width)) + "\n")
+    if format in (OutputFormat.table, OutputFormat.markdown) and (others := other_sweeps_lines(store, sid, width)):
+        sys.stdout.write("\n".join(others) + "\n")
 
 
 def register(app: typer.Typer) -> None:

@@ -15,7 +15,7 @@ from iomatrix.commands.common import open_store, warn_tcg
 from iomatrix.commands.options import DEFAULT_DB, ByHostOpt, DbOpt, FleetGroupOpt, SweepOpt, format_option
 from iomatrix.errors import UserError
 from iomatrix.report.formats import ALL_FORMATS, OutputFormat
-from iomatrix.ui import console
+from iomatrix.ui import console, report_width
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -63,10 +63,9 @@ def results(
         fleet = select_fleet(store, group)
         if format in (OutputFormat.table, OutputFormat.markdown):
             from iomatrix.report.render import wrap
-            from iomatrix.ui import report_width
 
             sys.stdout.write("\n".join(wrap(fleet_heading(fleet), report_width())) + "\n\n")
-        sys.stdout.write(render_tables(results_by_host(store, fleet, metric), format))
+        sys.stdout.write(render_tables(results_by_host(store, fleet, metric), format, report_width()))
         return
     ids = sweep_ids(store) if (format != OutputFormat.table and sweep is None) else [pick_sweep(store, sweep)]
     doc = results_document(store, ids)
@@ -79,7 +78,7 @@ def results(
 
         warn_tcg(print_results(console, doc, metric, monitor))
         if tables := contention_tables(sweep_contention(store, ids[0])):  # many clients on one backend
-            sys.stdout.write(render_tables(tables, OutputFormat.table))
+            sys.stdout.write(render_tables(tables, OutputFormat.table, report_width()))
         return
     sys.stdout.write(_export(doc, metric, format))
 
@@ -111,7 +110,7 @@ def _export(doc: dict[str, Any], metric: str | None, format: OutputFormat) -> st
     from iomatrix.report.export import render_tables
     from iomatrix.report.exports import results_table
 
-    return render_tables(results_table(doc, metric), format)
+    return render_tables(results_table(doc, metric), format, report_width())
 
 
 def register(app: typer.Typer) -> None:

@@ -109,12 +109,13 @@ def run(
     check_kernel_option(kernel)
     from iomatrix.backing.space import refuse_if_short
     from iomatrix.runner import plan_expansion
+    from iomatrix.sweep.expansion import nothing_measured
 
     exp = plan_expansion(p, base, resolve_allowed(allow_destroy))
-    if not exp.units:  # as the runner would say it, but before the database and the workdir are made
-        first = exp.pruned[0].reason if exp.pruned else "the plan expands to no cell"
-        raise UserError(f"nothing to run: every cell of plan '{p.name}' was pruned ({first})",
-                        hint=f"see 'iomatrix plan {plan} --explain'")
+    # No cell, or only the null ceiling (its backings unavailable here): as the runner would say it, but before
+    # the database and the workdir are made.
+    if (refused := nothing_measured(p, exp)) is not None:
+        raise UserError(refused[0], hint=refused[1].replace(f"plan {p.name} --explain", f"plan {plan} --explain"))
     refuse_if_short(p, exp, work, db)  # the whole plan's space, up front
     from iomatrix.backing.provision import refuse_backings_that_cannot_serve
 

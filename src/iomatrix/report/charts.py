@@ -157,7 +157,7 @@ def latency_curve_chart(series: Sequence[CurveSeries], latency_unit: str = "p99 
                     yerr=[[e[0] for e in yerr], [e[1] for e in yerr]], color=colour, marker="o", markersize=3,
                     capsize=2, elinewidth=0.8, linewidth=1.2, label=s.label)
         for qd, (x, _, _), (y, _, _) in s.points:
-            ax.annotate(f"qd{qd}", (x, y), textcoords="offset points", xytext=(3, 3), fontsize=6, color=colour)
+            ax.annotate(f"qd{qd}", (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7, color=colour)
         if s.knee is not None:
             ax.plot([xs[s.knee]], [ys[s.knee]], marker="o", markersize=10, markerfacecolor="none",
                     markeredgecolor=colour, markeredgewidth=1.5, linestyle="none")
@@ -213,7 +213,7 @@ def contention_chart(series: Sequence[ContentionSeries], unit: str) -> str:
         ax.set_ylim(bottom=0)
     left.set_ylabel(f"{unit} (ringed: saturation)")
     right.set_ylabel("per-client p99 latency (µs)")
-    _legend(left, fontsize=6, loc="upper left")
+    _legend(left, fontsize=7, loc="upper left")
     return _svg(fig)
 
 
@@ -243,7 +243,7 @@ def host_panels(columns: Sequence[tuple[str, dict[str, list[tuple[float, float]]
             if not drawn:
                 ax.text(0.5, 0.5, "not sampled", transform=ax.transAxes, ha="center", va="center", color="#888")
             else:
-                _legend(ax, fontsize=6, loc="upper right")
+                _legend(ax, fontsize=7, loc="upper right")
             ax.set_ylim(bottom=0)
             if c == 0:
                 ax.set_ylabel(f"{title}\n{unit}" if unit else title, fontsize=8)

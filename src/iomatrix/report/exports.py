@@ -12,8 +12,9 @@ from typing import Any
 from iomatrix.domain import axes as axis_registry
 from iomatrix.report.contention import ContentionCurve, client_host_lines, saturation_word
 from iomatrix.report.curves import LatencyCurve
+from iomatrix.report.figures import ci_text, ratio_text
 from iomatrix.report.rank import WorkloadRanking, primary_metric
-from iomatrix.report.render import DataTable, ci_text, ratio_text
+from iomatrix.report.render import DataTable
 from iomatrix.report.results import inference_figures
 from iomatrix.risk import risk_of
 from iomatrix.stats import Change

@@ -18,11 +18,29 @@ class Column:
     heading: str
     keep: int  # lower is kept longer; 0: never left out
     wraps: bool = False  # free text: may wrap in its cell instead of setting the table's width
+    # A cell's name: wraps at its spaces (a word longer than the column folds) where the table is too wide, so
+    # that the figures beside it keep their width instead of being squeezed out of sight.
+    name: bool = False
+
+
+# A name column counts at most this wide when choosing which columns fit: beyond it the name wraps.
+NAME_WIDTH = 40
 
 
 def _natural(col: Column, values: Sequence[str]) -> int:
     longest = max([len(col.heading), *(Text.from_markup(v).cell_len for v in values)])
-    return min(longest, 24) if col.wraps else longest
+    return min(longest, 24) if col.wraps else min(longest, NAME_WIDTH) if col.name else longest
+
+
+# A word longer than this is no figure (a version string, a path in a note): it may fold.
+FIGURE_MAX = 24
+
+
+def figure_width(values: Sequence[str]) -> int:
+    """The longest word holding a digit ('4,673', '(1.20–3.00)'): a column's narrowest width that splits no
+    figure across lines (0 for a column of words)."""
+    return max((len(w) for v in values for w in Text.from_markup(v).plain.split()
+                if any(ch.isdigit() for ch in w) and len(w) <= FIGURE_MAX), default=0)
 
 
 def fit_columns(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> list[int]:
@@ -42,7 +60,10 @@ def fitted_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], width
     t = Table(box=None)
     for i in shown:
         c = columns[i]
-        t.add_column(c.heading, overflow="fold", no_wrap=not c.wraps)
+        wraps = c.wraps or c.name
+        # a column of figures is never narrower than its longest figure; free text and names wrap instead
+        t.add_column(c.heading, overflow="fold", no_wrap=not wraps,
+                     min_width=None if wraps else figure_width([r[i] for r in rows]) or None)
     for r in rows:
         t.add_row(*(r[i] for i in shown))
     left = [columns[i].heading for i in range(len(columns)) if i not in shown]

@@ -23,12 +23,12 @@ from iomatrix.errors import UserError
 from iomatrix.metrics import metric_info
 from iomatrix.report.durability import MeasuredIndex
 from iomatrix.report.export.table import DataTable
+from iomatrix.report.figures import ratio_text
 from iomatrix.report.objective import Objective
 from iomatrix.report.query import cell_workloads
 from iomatrix.report.rank import WorkloadRanking, primary_metric, rank_sweep
 from iomatrix.report.recommend.requirements import Requirement, opt_in_text, unmet
 from iomatrix.report.recommend.risks import SITUATIONS, RiskStatement, risk_statements
-from iomatrix.report.render import ratio_text
 from iomatrix.snippets import DiskConfig, SnippetSet, snippets_for
 from iomatrix.stats import Change, compare_sweeps, summarize
 from iomatrix.stats.decision import DEFAULT_TIE_BREAK

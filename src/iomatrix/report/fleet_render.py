@@ -12,6 +12,7 @@ from typing import Any
 from iomatrix.errors import UserError
 from iomatrix.report.export import render_tables
 from iomatrix.report.export.table import DataTable
+from iomatrix.report.figures import ratio_text
 from iomatrix.report.fleet import (
     MAX_HOST_COLUMNS,
     Fleet,
@@ -22,7 +23,7 @@ from iomatrix.report.fleet import (
 )
 from iomatrix.report.formats import OutputFormat
 from iomatrix.report.headline import HEADLINE_SITUATIONS
-from iomatrix.report.render import code_lines, ratio_text, wrap
+from iomatrix.report.render import code_lines, wrap
 from iomatrix.store import Store
 
 # -- rendering ---------------------------------------------------------------------------------------------------

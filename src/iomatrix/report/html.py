@@ -22,13 +22,14 @@ from iomatrix.report import charts
 from iomatrix.report.companions import companion
 from iomatrix.report.contention import ContentionCurve, client_host_lines, saturation_word, sweep_contention
 from iomatrix.report.curves import LatencyCurve, latency_curves
+from iomatrix.report.figures import BOUNDED_NOTE, ci_text, ratio_text
 from iomatrix.report.fleet_render import fleet_html
 from iomatrix.report.headline import DEFAULT_TARGET, headline
 from iomatrix.report.objective import Objective, objective_line, objective_metric
 from iomatrix.report.query import CellWorkload, cell_workloads, failures, monitor_series, run_table, sweep_info
 from iomatrix.report.rank import WorkloadRanking, primary_metric, rank_sweep
 from iomatrix.report.recommend import Recommendation, Verdict, recommend
-from iomatrix.report.render import BOUNDED_NOTE, STATUS_TEXT, ci_text, gain_text, ratio_text
+from iomatrix.report.render import STATUS_TEXT, gain_text
 from iomatrix.stats import summarize
 from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK
 from iomatrix.stats.summary import Summary

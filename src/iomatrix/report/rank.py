@@ -461,16 +461,23 @@ def _part_scores(score: str, part: str, cws: list[CellWorkload]) -> tuple[float,
 
 # -- two sweeps ----------------------------------------------------------------------------------
 
-def compare_stores(a: Store, sweep_a: int, b: Store, sweep_b: int, metric: str | None) -> list[Change]:
-    def series(store: Store, sid: int) -> dict[str, list[float]]:
-        out = {}
-        for c in cell_workloads(store, sid):
-            m = metric or primary_metric(c.workload)[0]
-            if m in c.samples:
-                out[f"{c.label()} · {c.workload} · {m}"] = c.samples[m]
-        return out
+def figure_series(store: Store, sid: int, metric: str | None) -> dict[str, list[float]]:
+    """A sweep's figures as `compare` pairs them: 'cell · workload · metric' → that metric's samples (`metric`, or
+    each workload's primary one)."""
+    out = {}
+    for c in cell_workloads(store, sid):
+        m = metric or primary_metric(c.workload)[0]
+        if m in c.samples:
+            out[f"{c.label()} · {c.workload} · {m}"] = c.samples[m]
+    return out
 
-    sa, sb = series(a, sweep_a), series(b, sweep_b)
+
+def compare_stores(a: Store, sweep_a: int, b: Store, sweep_b: int, metric: str | None) -> list[Change]:
+    return compare_series(figure_series(a, sweep_a, metric), figure_series(b, sweep_b, metric))
+
+
+def compare_series(sa: dict[str, list[float]], sb: dict[str, list[float]]) -> list[Change]:
+    """The changes between the figures two sweeps share with ≥ 2 runs each (figure_series)."""
     common = {k: v for k, v in sa.items() if k in sb and len(v) >= 2 and len(sb[k]) >= 2}
     if not common:
         raise UserError("the two sweeps share no cell × workload with ≥ 2 runs each",

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from iomatrix.domain import ceph
+from iomatrix.report.figures import ratio_text
 from iomatrix.report.query import CellWorkload
 from iomatrix.report.rank import primary_metric
 from iomatrix.stats.compare import RatioCI, ratio_ci
@@ -88,7 +89,7 @@ def _faster(r: RatioCI, threshold: float) -> bool:
 
 
 def _ratio(r: RatioCI) -> str:
-    return f"{r.ratio:.2f}× ({r.low:.2f}–{r.high:.2f})"
+    return ratio_text(*r)
 
 
 def _contrasts(mine: Sequence[WritebackGain], flat: WritebackGain, threshold: float) -> list[str]:

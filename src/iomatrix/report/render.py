@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 from iomatrix.report.companions import companion
 from iomatrix.report.export import csv, json
 from iomatrix.report.export.table import DataTable
+from iomatrix.report.figures import BOUNDED_NOTE, NO_INTERVAL_NOTE, ci_text, ratio_text
 from iomatrix.report.formats import OutputFormat
 from iomatrix.report.headline import DEFAULT_TARGET, TARGETS, Headline, Pick, WorkloadGain, headline, verdict_labels
 from iomatrix.report.naming import cell_names
 from iomatrix.report.objective import Objective, objective_line
 from iomatrix.report.query import sweep_info
 from iomatrix.report.recommend import recommend
-from iomatrix.stats.precision import imprecise
 from iomatrix.store import Store
 from iomatrix.tiers import tier_classes
 from iomatrix.ui import fmt
@@ -32,35 +32,6 @@ from iomatrix.ui import fmt
 if TYPE_CHECKING:
     from iomatrix.report.recommend import Gain, Recommendation, Verdict
     from iomatrix.snippets import Snippet
-
-BOUNDED_NOTE = "≥0: the interval's lower end is bounded at 0 (the quantity cannot be negative)"
-IMPRECISE = "not measured precisely"
-NO_INTERVAL_NOTE = ("no interval: Fieller's interval of a ratio is unbounded when the denominator's mean is not "
-                    "clearly above zero (too noisy); or the figure is a point ratio")
-
-
-def ci_text(low: float | None, high: float | None, *, positive: bool = True) -> tuple[str, bool]:
-    """'low–high', bounded at 0 for a positive quantity, "not measured precisely" for an interval that reaches 0
-    or spans more than 10× (the estimate is then no figure); returns (text, bounded)."""
-    if low is None or high is None:
-        return "–", False
-    if positive and imprecise(low, high):
-        return IMPRECISE, False
-    if positive and low < 0:
-        return f"≥0–{fmt(high)}", True
-    return f"{fmt(low)}–{fmt(high)}", False
-
-
-def ratio_text(ratio: float | None, low: float | None, high: float | None) -> str:
-    if ratio is None:
-        return "–"
-    if low is None or high is None:
-        return f"{ratio:.2f}× (no interval)"
-    if imprecise(low, high):
-        return f"{IMPRECISE} ({low:.2g}–{high:.3g}×)"  # the bounds as they are; the point ratio is no figure
-    lo = "≥0" if low < 0 else f"{low:.2f}"
-    return f"{ratio:.2f}× ({lo}–{high:.2f})"
-
 
 # --------------------------------------------------------------------------- the recommendation
 
@@ -286,6 +257,23 @@ def code_lines(text: str, language: str, width: int, indent: str = "") -> list[s
                 cur += " " + w
         out.append(cur)
     return out
+
+
+# How many other sweeps the answer's line names before "and N more".
+OTHER_SWEEPS_NAMED = 6
+
+
+def other_sweeps_lines(store: Store, sweep_id: int, width: int) -> list[str]:
+    """One statement under the answer naming the database's other sweeps, by id, plan and status, wrapped to
+    `width`: a different plan run into an existing database is answered for, not hidden behind the latest
+    sweep's answer (issue 49). [] when the sweep is the database's only one."""
+    others = [s for i in store.sweep_ids() if i != sweep_id and (s := store.sweep(i)) is not None]
+    if not others:
+        return []
+    named = ", ".join(f"{s.id} ({s.plan_name}, {s.status})" for s in others[:OTHER_SWEEPS_NAMED])
+    more = f" and {len(others) - OTHER_SWEEPS_NAMED} more" if len(others) > OTHER_SWEEPS_NAMED else ""
+    return wrap(f"other sweeps in this database: {named}{more}; this answer is sweep {sweep_id}'s, another's with "
+                "--sweep N", width)
 
 
 def gain_text(wg: WorkloadGain, cell: str) -> str:

@@ -15,11 +15,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from iomatrix.report.figures import IMPRECISE, ci_text, ratio_text
 from iomatrix.report.fit import Column, fitted_table
 from iomatrix.report.naming import cell_names
 from iomatrix.report.quality import notes as quality_notes
 from iomatrix.report.rank import ScoreRow, WorkloadRanking, primary_metric
-from iomatrix.report.render import IMPRECISE, ci_text, ratio_text
 from iomatrix.report.results import MONITOR_HEADLINE, inference_figures
 from iomatrix.risk import risk_of
 from iomatrix.stats import Change, RatioCI
@@ -69,8 +69,9 @@ def print_results(out: Console, doc: dict[str, Any], metric: str | None, monitor
     if metric == "all":
         _print_all_metrics(out, shown, [names.of(label) for label in labels])
     else:
-        cols = [Column("tier", 0), Column("cell", 0), Column("workload", 0), Column("metric", 1), Column("n", 2),
-                Column("mean", 0), Column("95% CI", 1), Column("±%", 3), Column("CV", 4), Column("accel", 5),
+        cols = [Column("tier", 0), Column("cell", 0, name=True), Column("workload", 0), Column("metric", 1),
+                Column("n", 2), Column("mean", 0), Column("95% CI", 1), Column("±%", 3), Column("CV", 4),
+                Column("accel", 5),
                 Column("notes", 2, wraps=True)]
         rows = [_result_row(r, names.of(label)) for r, label in zip(shown, labels, strict=True)]
         t, left_out = fitted_table(cols, rows, out.width)
@@ -114,7 +115,7 @@ def _print_monitor_headline(out: Console, sweep: dict[str, Any], shown: Sequence
                             names: Sequence[str]) -> None:
     """`--monitor`: the host-monitor headline of each shown cell × workload (means over its runs)."""
     cells = {(c["cell"], c["workload"]): c for c in sweep.get("cells", [])}
-    cols = [Column("cell", 0), Column("workload", 0),
+    cols = [Column("cell", 0, name=True), Column("workload", 0),
             *(Column(_MONITOR_HEADINGS.get(f, f), 1 + i) for i, f in enumerate(MONITOR_HEADLINE))]
     rows, seen = [], set()
     for r, name in zip(shown, names, strict=True):
@@ -167,7 +168,7 @@ def print_rankings(out: Console, rankings: Sequence[WorkloadRanking], top: int, 
         accels += wr.accel
         better = "higher" if r.higher_is_better else "lower"
         out.print(f"\n[bold]{wr.title}[/] · {wr.metric} ({better} is better) · tier {wr.tier}")
-        cols = [Column("rank", 0), Column("group", 1), Column("cell", 0), Column("n", 2), Column("mean", 0),
+        cols = [Column("rank", 0), Column("group", 1), Column("cell", 0, name=True), Column("n", 2), Column("mean", 0),
                 Column("95% CI", 1), Column("vs best", 2), Column("vs bare metal", 3), Column("power loss", 3),
                 Column("flags", 2, wraps=True)]
         names = cell_names(row.name for row in r.rows)
@@ -209,12 +210,35 @@ def _ranking_row(wr: WorkloadRanking, row: Any, name: str) -> list[str]:
             risk.level if risk else "–", f"[yellow]{flags}[/]" if flags else ""]
 
 
+def compare_notes(sa: dict[str, list[float]], sb: dict[str, list[float]], shared: int,
+                  plan_a: tuple[str, str], plan_b: tuple[str, str]) -> list[str]:
+    """What `compare` says before its table about what it compares: that A and B ran different plans (`plan_a`,
+    `plan_b`: name and fingerprint), and that they share few figures (fewer than half of either's figures with
+    ≥ 2 runs): without it, two sweeps of different plans are compared on the few figures they happen to share
+    as if that were all (issue 49)."""
+    notes = []
+    if plan_a[1] != plan_b[1]:
+        which = (f"plan '{plan_a[0]}' changed between them" if plan_a[0] == plan_b[0]
+                 else f"A ran plan '{plan_a[0]}', B plan '{plan_b[0]}'")
+        notes.append(f"different plans: {which}; only the figures both measured are compared")
+    n_a, n_b = (sum(len(v) >= 2 for v in x.values()) for x in (sa, sb))
+    if 2 * shared < n_a or 2 * shared < n_b:
+        notes.append(f"few figures in common: A and B share {shared} of A's {n_a} and B's {n_b} cell × workload "
+                     "figures (with ≥ 2 runs each); the others are in one sweep only and are not compared")
+    return notes
+
+
 def print_changes(out: Console, changes: Sequence[Change], show_all: bool) -> None:
     """`compare`: the figures that changed significantly (all of them with `show_all`)."""
     sig = [c for c in changes if c.significant]
     out.print(f"{len(sig)} of {len(changes)} cell × workload figures changed significantly "
               "(Welch's t-test, Holm-corrected, α=0.05)")
-    t = Table("cell · workload · metric", "A mean", "B mean", "B/A", "95% CI", "p (Holm)", "", box=None)
+    t = Table(box=None)
+    # The key wraps (at spaces; a name longer than the column folds rather than loses its end); a figure never
+    # splits across lines: the key column gives way first.
+    t.add_column("cell · workload · metric", overflow="fold", ratio=1)
+    for heading in ("A mean", "B mean", "B/A", "95% CI", "p (Holm)", ""):
+        t.add_column(heading, no_wrap=True)
     for c in sorted(changes, key=lambda c: (not c.significant, c.p_adjusted if c.p_adjusted is not None else 1)):
         if not (c.significant or show_all):
             continue

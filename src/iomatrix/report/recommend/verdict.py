@@ -11,6 +11,7 @@ from iomatrix import domain
 from iomatrix.current import CurrentConfig
 from iomatrix.domain import BASELINES, Modifier, axes
 from iomatrix.report.durability import MeasuredIndex
+from iomatrix.report.figures import ratio_text
 from iomatrix.report.query import CellWorkload
 from iomatrix.report.rank import (
     WorkloadRanking,
@@ -75,9 +76,13 @@ class Declined:
 
     def text(self) -> str:
         r = self.gain.ratio
-        fig = "" if r is None or r.ratio is None else f"{r.ratio:.2f}×" + (
-            f" ({max(r.low, 0):.2f}–{r.high:.2f})" if r.low is not None and r.high is not None else "")
-        return (f"{self.cell} would gain {fig} over the answer but is not {' or '.join(self.fails)}; on power "
+        if r is None or r.ratio is None:
+            gain = "would gain over the answer"
+        elif r.imprecise:  # an interval over 10× is no figure, here as in every ratio (report/figures.py)
+            gain = f"may gain over the answer, {ratio_text(*r)},"
+        else:
+            gain = f"would gain {ratio_text(*r)} over the answer"
+        return (f"{self.cell} {gain} but is not {' or '.join(self.fails)}; on power "
                 f"loss: {self.risk}; chosen only with {self.opt_in}")
 
     def as_dict(self) -> dict[str, Any]:
