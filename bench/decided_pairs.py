@@ -68,8 +68,8 @@ def pair_outcomes(db: Path, pairs: Iterator[tuple[WorkloadRanking, str, str]] | 
         if cmp.significant and math.isfinite(ratio) and ratio != 1.0:
             direction = sign if ratio > 1.0 else -sign
         ca, cb = wr.cells[a], wr.cells[b]
-        by_race = (_names_worse(stops.get((ca.cell_id, wr.workload), ""), cb.axes)
-                   or _names_worse(stops.get((cb.cell_id, wr.workload), ""), ca.axes))
+        by_race = (_names_worse(stops.get((ca.cell_id, wr.workload), ""), cb.cell_key)
+                   or _names_worse(stops.get((cb.cell_id, wr.workload), ""), ca.cell_key))
         d = wr.decision
         answer_over = d is not None and d.kind == "single" and d.answer in (a, b)
         together = d is not None and d.kind == "tie" and {a, b} <= {d.answer, *d.tied}
@@ -78,14 +78,11 @@ def pair_outcomes(db: Path, pairs: Iterator[tuple[WorkloadRanking, str, str]] | 
     return out
 
 
-def _names_worse(reason: str, other: dict[str, str]) -> bool:
-    """A race stop "eliminated: significantly worse than UNIT" whose UNIT (tier/format/…/backing/…::workload)
-    is the other cell: every value of its axes a segment of the unit's key."""
+def _names_worse(reason: str, other_key: str) -> bool:
+    """A race stop "eliminated: significantly worse than UNIT" whose UNIT (the cell's key, "::", the workload)
+    is the other cell."""
     _, found, than = reason.partition("significantly worse than ")
-    if not found:
-        return False
-    segments = set(than.split("::")[0].split("/"))
-    return all(v in segments for k, v in other.items() if k in ("format", "cache", "aio", "backing") and v != "-")
+    return bool(found) and than.split("::")[0] == other_key
 
 
 def all_pairs(wrs: list[WorkloadRanking]) -> Iterator[tuple[WorkloadRanking, str, str]]:
