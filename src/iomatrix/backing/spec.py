@@ -173,6 +173,12 @@ class _Spec(BaseModel):
         says this host cannot use it. `run` refuses a plan with such a backing before its sweep starts."""
         return None
 
+    @property
+    def plan_checks_server(self) -> bool:
+        """Whether `iomatrix plan` runs `serving_problem` itself: only where the check mounts, maps and writes
+        nothing (a command that only looks); elsewhere `plan` says the server is checked only when run."""
+        return False
+
 
 class DirBacking(_Spec):
     """An existing directory (default: the plan's working directory)."""
@@ -475,6 +481,10 @@ class IscsiBacking(_Spec, SharedServer):
             return (_missing_tools("tgtd", "tgtadm") or _missing_qemu_iscsi()
                     or _not_root("starting tgtd (its control socket is in /run/tgtd)"))
         return _missing_qemu_iscsi() or _missing_tools("iscsi-readcapacity16")
+
+    @property
+    def plan_checks_server(self) -> bool:
+        return True  # a connect and a READ CAPACITY: nothing is logged in to stay, mapped or written
 
     def serving_problem(self, allowed_devices: set[Path]) -> str | None:
         lun = self.existing_lun()

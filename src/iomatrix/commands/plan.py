@@ -89,10 +89,10 @@ def serving_lines(p: Plan, exp: Expansion, allowed: set[Path]) -> list[str]:
     for label, spec in p.backing_by_label().items():
         if label not in used or spec.kind != "network" or spec.availability(allowed) is not None:
             continue
-        if spec.protocol == "iscsi" and (why := spec.serving_problem(allowed)) is not None:
+        if spec.plan_checks_server and (why := spec.serving_problem(allowed)) is not None:
             lines.append(f"[yellow]warning:[/] backing {escape(label)} cannot serve: {escape(why)} ('run' refuses "
                          "it)")
-        elif spec.protocol != "iscsi" and not getattr(spec, "lab_started", True):
+        elif not spec.plan_checks_server and not getattr(spec, "lab_started", True):
             lines.append(f"backing {escape(label)}: whether its server answers is checked only when run")
         if getattr(spec, "client_host", ()):
             lines.append(f"backing {escape(label)}: whether its client hosts answer over SSH is checked only when "
