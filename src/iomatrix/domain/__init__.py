@@ -22,7 +22,8 @@ guest sees: off means QEMU flushes after every write; ``cache.no-flush`` drops e
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -249,6 +250,24 @@ def choices(enum: type[StrEnum]) -> str:
     """'a, b or c': the valid values of an axis, for error messages."""
     vals = [e.value for e in enum]
     return ", ".join(vals[:-1]) + f" or {vals[-1]}" if len(vals) > 1 else vals[0]
+
+
+def did_you_mean(value: object, valid: Iterable[str]) -> str:
+    """' — did you mean 'writeback'?': the valid value(s) closest to a mistyped one, appended to a one-line error;
+    '' when none is close. Close is, in order: the same but for case ('None'), difflib's similarity ≥ 0.7 (two at
+    most: 'writebak' → writeback; not 0.6 as for keys, which offers rbd for 'nbd', a different protocol), or a
+    valid value of three letters or more that the text starts with or that starts with the text ('directory' →
+    dir: too short a name for difflib's ratio, 2·3/12 = 0.5)."""
+    choices = [str(v) for v in valid]
+    text = str(value).strip()
+    folded = {c.lower(): c for c in choices}
+    close = ([folded[text.lower()]] if text.lower() in folded else
+             difflib.get_close_matches(text, choices, n=2, cutoff=0.7) or
+             [c for c in choices if len(c) >= 3 and len(text) >= 3
+              and (text.lower().startswith(c.lower()) or c.lower().startswith(text.lower()))][:2])
+    if not close or not text:
+        return ""
+    return " — did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
 
 
 # --------------------------------------------------------------------------- other tools' spellings

@@ -223,7 +223,7 @@ class Axis:
             return None
         if self.check_value is not None and isinstance(value, str):
             return self.check_value(value)
-        return f"'{value}' is not valid; valid values: {self.choices()}"
+        return f"'{value}' is not valid; valid values: {self.choices()}{domain.did_you_mean(value, self.values)}"
 
     def applies_to(self, layers: frozenset[Layer]) -> bool:
         return self.name in ("tier", "backing") or bool(self.layers & layers)

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from iomatrix.backing import spec as backing_spec
-from iomatrix.domain import axes
+from iomatrix.domain import axes, did_you_mean
 from iomatrix.errors import UserError
 from iomatrix.plan.model import NAME_MAX, Plan, Repetitions
 from iomatrix.plan.sections import setting_keys
@@ -93,7 +93,8 @@ def _describe_one(e: dict[str, Any]) -> tuple[str, str]:
         return key, f"unknown key '{bad[:60]}'" + (f" — did you mean '{close[0]}'?" if close else "")
     if kind in ("literal_error", "enum"):
         expected = str(ctx.get("expected", "")).replace(" or ", ", ")
-        return key, f"{_short(value)} is not valid; valid values: {expected}"
+        hint = did_you_mean(value, re.findall(r"'([^']*)'", expected)) if isinstance(value, str) else ""
+        return key, f"{_short(value)} is not valid; valid values: {expected}{hint}"
     if kind in _BOUNDS:
         limit = next(iter(ctx.values()), "?")
         return key, f"must be {_BOUNDS[kind]} {limit} (got {_short(value)})"
@@ -101,6 +102,9 @@ def _describe_one(e: dict[str, Any]) -> tuple[str, str]:
         return key, f"is too long (at most {ctx.get('max_length', '?')} characters)"
     if kind in ("union_tag_invalid", "union_tag_not_found"):
         tags = str(ctx.get("expected_tags", "")).replace("'", "")
+        if kind == "union_tag_invalid" and tags:  # type = "directory": the tag given is not one of them
+            tag = str(ctx.get("tag", ""))
+            return key, f"type = {tag[:40]!r} is not valid; valid values: {tags}{did_you_mean(tag, tags.split(', '))}"
         return key, f"needs type = one of {tags}" if tags else "needs a valid type"
     if kind == "float_type" and isinstance(value, int) and not isinstance(value, bool):
         return key, f"is too large ({len(str(abs(value)))} digits)"

@@ -28,7 +28,7 @@ from pydantic import (
 
 from iomatrix.backing.spec import BackingSpec, DirBacking, parse_size
 from iomatrix.current import CurrentConfig
-from iomatrix.domain import axes
+from iomatrix.domain import axes, did_you_mean
 from iomatrix.plan import sections
 from iomatrix.plan.current_cell import CurrentDisk, from_config
 from iomatrix.tiers import declaration, known_tier, reference_tier, tier_classes, tier_names
@@ -136,7 +136,8 @@ def _axis_list(axis: axes.Axis, raw: object) -> list[str]:
                     raise ValueError(f"{axis.name}.{i}: {why}")
                 continue
             valid = ", ".join(f"'{x}'" for x in axis.values)
-            raise ValueError(f"{axis.name}.{i}: {_short(v)} is not valid; valid values: {valid}")
+            raise ValueError(f"{axis.name}.{i}: {_short(v)} is not valid; valid values: {valid}"
+                             f"{did_you_mean(v, axis.values)}")
     try:
         return _nonempty_unique(list(raw), axis.name)
     except ValueError as err:
@@ -409,7 +410,7 @@ class Plan(BaseModel):
         known = tier_names()
         for t in v:
             if t not in known:
-                raise ValueError(f"'{t}' is not valid; valid values: {', '.join(known)}")
+                raise ValueError(f"'{t}' is not valid; valid values: {', '.join(known)}{did_you_mean(t, known)}")
         return v
 
     @field_validator("backing")
