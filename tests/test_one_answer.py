@@ -118,14 +118,18 @@ def test_unsafe_is_not_the_default_answer_but_is_named_once_with_its_gain_and_ri
         assert n == 1 if where in ("recommend", "end of run") else n >= 1, where
 
 
-def test_allow_data_loss_chooses_the_unsafe_configuration_with_its_risks(tmp_path: Path) -> None:
+def test_allow_data_loss_lifts_the_requirement_and_names_unsafe_as_leading(tmp_path: Path) -> None:
+    # 3 rounds, unsafe's runs swinging 1.9–118× over cache=none's: at the first look's level (docs/statistics.md
+    # §10b) nothing separates them. Without the requirement, unsafe is the measured leader, the tie-break (safety
+    # first) the pick; nothing is "not chosen" for a requirement, since none is left.
     db = _copy(UNSAFE, tmp_path)
     data = _json(db, "--allow-data-loss")
     assert data["requirements"] == [] and data["allow_data_loss"] is True
     (v,) = data["verdicts"]
-    assert "cache=unsafe" in v["answer"]["cell"] and v["declined"] is None
-    text = _flat(run_cli("recommend", "--db", str(db), "--allow-data-loss").stdout)
-    assert 'cache="unsafe"' in text and "the image may be unusable" in text and "not chosen" not in text
+    assert "cache=none" in v["answer"]["cell"] and v["answer"]["status"] == "provisional" and v["declined"] is None
+    text = _flat(run_cli("recommend", "--db", str(db), "--allow-data-loss", "--detail").stdout)
+    assert "No answer yet, the tie-break's pick: cache=none" in text and "unsafe leads" in text
+    assert "not chosen" not in text
 
 
 def test_an_explicit_requirement_keeps_the_safe_default(tmp_path: Path) -> None:

@@ -322,8 +322,11 @@ def _to_references(wr: WorkloadRanking, chosen: str) -> tuple[Gain, Gain | None]
 
 
 def _requirement_cost(wr: WorkloadRanking, chosen: str, higher: bool) -> Gain | None:
-    """What the requirements cost: the unrestricted answer over the chosen cell (None when they cost nothing)."""
-    free = wr.decision.answer if wr.decision is not None else None
+    """What the requirements cost: the unrestricted answer over the chosen cell (None when they cost nothing).
+    Unsettled without the requirements, the unrestricted leader stands in: a user who requires safety is still
+    told that a cell it excludes measured ahead, with the interval that says how far it is from settled."""
+    d = wr.decision
+    free = None if d is None else d.answer or d.leader
     if free is None or free == chosen:
         return None
     g = _gain("best without the requirements", wr.cells[free], wr.cells[chosen], wr.metric, higher, "",
