@@ -363,9 +363,26 @@ class LabRbdServer(_RbdPool):
             for watcher in status.get("watchers", []):
                 address = str(watcher.get("address", ""))
                 if address and address not in fenced:
-                    _run(self.ceph("osd", "blocklist", "add", address), f"ceph osd blocklist add {address}")
+                    self._blocklist(address)
                     fenced.append(address)
         return fenced
+
+    def _blocklist(self, address: str) -> None:
+        """`ceph osd blocklist add`, tried up to FENCE_TRIES times: on a loaded host the monitor has answered
+        the CLI's first request ("get command descriptions") with EPERM while it was busy, and a second try a
+        moment later went through; a refusal that lasts is the one line it gives."""
+        for attempt in range(1, FENCE_TRIES + 1):
+            try:
+                _run(self.ceph("osd", "blocklist", "add", address), f"ceph osd blocklist add {address}")
+                return
+            except UserError:
+                if attempt == FENCE_TRIES:
+                    raise
+                time.sleep(FENCE_RETRY_S)
+
+
+FENCE_TRIES = 3
+FENCE_RETRY_S = 2.0
 
 
 def _wait_until(ready: Callable[[], bool], procs: list[subprocess.Popen], what: str, log: Path) -> None:
