@@ -363,9 +363,8 @@ def decide(
                      f"cells within {pct} of the best, not told apart: {', '.join(chosen[1:])}")
     else:
         parts.append(f"{best} leads")
-    eq = [n for n in v.equivalent]
-    if eq:
-        parts.append(f"equivalent within ±{pct} (the ratio's 95% CI inside the margin): {', '.join(eq)}")
+    if v.equivalent:
+        parts.append(f"equivalent within ±{pct} (the ratio's 95% CI inside the margin): {', '.join(v.equivalent)}")
     if rest:
         parts.append(rest)
     return Decision("tie", chosen[0], best, (*chosen[1:], *v.ruled_out), (), v.separated, threshold, keys, None,
