@@ -11,8 +11,6 @@ of each table (read from the schema, not listed by hand), negatives, NaN and inf
 
 from __future__ import annotations
 
-import contextlib
-import io
 import math
 import random
 import shutil
@@ -21,25 +19,18 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.cli import main
 from iomatrix.errors import UserError
 from iomatrix.store import Store
 from iomatrix.store.integrity import MEASUREMENTS, column_types
 from iomatrix.store.schema import SCHEMA_VERSION
 from tests.conftest import DATA
+from tests.test_bad_input_campaign import run_cli
 
 GOLDEN = DATA / "golden" / "quick-sweep.sqlite"
 
 
-def run_main(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code: int | str | None = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(argv)
-        except SystemExit as e:
-            code = e.code
-    return (code if isinstance(code, int) else (0 if code is None else 2)), out.getvalue(), err.getvalue()
+# The CLI in-process, as the bad-input campaign runs it: (exit status, stdout, stderr).
+run_main = run_cli
 
 
 def damaged_copy(tmp: Path, sql: str, source: Path = GOLDEN) -> Path:
