@@ -104,3 +104,88 @@ def test_unknown_role_name_did_you_mean() -> None:
         roles.resolve_roles(["databse"], {})
     with pytest.raises(ValueError, match="'database' is a built-in role"):
         roles.custom_role("database", {})
+
+
+# --- Roles in a plan: the `roles` key, [role.NAME] tables, --role, `iomatrix plan` -------------------------------
+
+CUSTOM_PLAN = """
+tier = ["blocklayer"]
+roles = ["database", "my-db"]
+workloads = ["rand-read-4k"]
+
+[role.my-db]
+description = "our PostgreSQL"
+jobs = { data = "jobs/pg-data.fio" }
+decides = ["data:read.clat_p99_us"]
+margin = 0.1
+"""
+
+
+def _plan_dir(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "pg-data.fio").write_text("[pg]\nrw=randrw\nrwmixread=70\nbs=8k\niodepth=4\n")
+    plan = tmp_path / "roles.toml"
+    plan.write_text(text)
+    return plan
+
+
+def test_custom_role_from_a_plan(tmp_path: Path) -> None:
+    from iomatrix.plan.load import load_plan
+    from iomatrix.sweep.expansion import resolve_workloads
+
+    plan, base = load_plan(str(_plan_dir(tmp_path, CUSTOM_PLAN)))
+    assert plan.workloads == ["rand-read-4k", "database:data", "database:log", "file:jobs/pg-data.fio"]
+    # The job file goes through the allowlist like any file: workload (canonical text, relative to the plan).
+    resolved = {w.name: w for w in resolve_workloads(plan, base)}
+    assert "rwmixread=70" in (resolved["file:jobs/pg-data.fio"].custom_text or "")
+    # The dumped plan (what a sweep stores and a resume re-reads) reads back the same: the jobs are not doubled.
+    from iomatrix.plan.model import Plan
+    again = Plan.model_validate(plan.model_dump(mode="json"))
+    assert again.workloads == plan.workloads and again.fingerprint() == plan.fingerprint()
+    assert [r.name for r in roles.plan_roles(again.roles, again.role)] == ["database", "my-db"]
+
+
+def test_a_plan_without_roles_dumps_as_before() -> None:
+    from iomatrix.plan.load import load_plan
+
+    plan, _ = load_plan("quick")
+    dumped = plan.model_dump(mode="json")
+    assert "roles" not in dumped and "role" not in dumped
+
+
+def test_roles_only_plan_runs_only_the_roles(tmp_path: Path) -> None:
+    from iomatrix.plan.load import load_plan
+
+    plan, _ = load_plan(str(_plan_dir(tmp_path, 'tier = ["blocklayer"]\nroles = ["backup"]\n')))
+    assert plan.workloads == ["backup:write", "backup:read"]
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ('roles = ["databse"]\n', "roles.toml: unknown role 'databse' — did you mean 'database'?"),
+    ('roles = ["my-db"]\n[role.my-db]\njobs = { data = "jobs/pg-data.fio" }\ndecides = ["data:read.clat_p99"]\n',
+     "roles.toml: role.my-db.decides[1]: unknown metric 'read.clat_p99' — did you mean 'read.clat_p99_us'"),
+    ('[role.my-db]\njobs = { data = "jobs/pg-data.fio" }\ndecides = ["data:read.iops"]\nmargin = "5%"\n',
+     "roles.toml: role.my-db.margin: 5% is not a margin; write a fraction above 0"),
+    ('rolse = ["database"]\n', "unknown key 'rolse'"),
+])
+def test_bad_role_table_gets_one_line(tmp_path: Path, text: str, says: str) -> None:
+    from tests.conftest import run_cli
+
+    plan = _plan_dir(tmp_path, 'tier = ["blocklayer"]\n' + text)
+    out = run_cli("plan", str(plan), cwd=tmp_path, timeout=120)
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0] and "Traceback" not in out.stderr, out.stderr
+
+
+def test_plan_shows_roles_and_their_jobs(tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    out = run_cli("plan", str(_plan_dir(tmp_path, CUSTOM_PLAN)), "--role", "vdi", cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr
+    text = " ".join(out.stdout.split())
+    assert "role database: jobs database:data, database:log; decided by p99 read latency" in text
+    assert "role my-db: jobs data = file:jobs/pg-data.fio;" in text and "margin 10%" in text
+    assert "role vdi: jobs vdi:read, vdi:write" in text
+    bad = run_cli("plan", "quick", "--role", "fileserver", cwd=tmp_path, timeout=120)
+    assert bad.returncode == 2 and "--role: unknown role 'fileserver' — did you mean 'file-server'?" in bad.stderr

@@ -87,8 +87,8 @@ def _figure(where: str, raw: object, jobs: Sequence[str]) -> Figure:
         raise ValueError(f"{where}: no job '{job[:40]}' in this role (its jobs: {', '.join(jobs)})"
                          f"{did_you_mean(job, jobs)}")
     if metric not in REGISTRY or "*" in metric:
-        raise ValueError(f"{where}: unknown metric '{metric[:40]}'{did_you_mean(metric, REGISTRY)}; the figures "
-                         "fio gives are e.g. read.clat_p99_us, write.iops, total.bw_mbps (docs/roles.md)")
+        raise ValueError(f"{where}: unknown metric '{metric[:40]}'{did_you_mean(metric, REGISTRY)} (fio's figures "
+                         "are e.g. read.clat_p99_us, write.iops, total.bw_mbps: docs/metrics.md)")
     return Figure(job, metric, says or metric_info(metric).description)
 
 
@@ -247,6 +247,11 @@ def resolve_roles(names: Sequence[str], custom: Mapping[str, Any]) -> list[Role]
             out.append(b)
         else:
             known = [*builtin_names(), *custom]
-            raise ValueError(f"unknown role '{str(n)[:40]}'{did_you_mean(n, known)}; the roles are "
-                             f"{', '.join(known)}, or a [role.NAME] table of your own (docs/roles.md)")
+            raise ValueError(f"unknown role '{str(n)[:40]}'{did_you_mean(n, known)} (roles: {', '.join(known)}, "
+                             "or a [role.NAME] table of your own: docs/roles.md)")
     return out
+
+
+def plan_roles(names: Sequence[str], custom: Mapping[str, Any]) -> list[Role]:
+    """The roles a (validated) plan runs: those it names, then its role tables it does not name."""
+    return resolve_roles([*names, *(n for n in custom if n not in names)], custom)
