@@ -32,7 +32,7 @@ DEFAULT_MARGIN = 0.05
 MAX_MARGIN = 0.5  # a margin of 50% calls nearly anything "equivalent": beyond it no answer means anything
 # Where a role job is named: "database:data" (ROLE:JOB).
 JOB_SEPARATOR = ":"
-CUSTOM_KEYS = ("jobs", "decides", "margin", "description")
+CUSTOM_KEYS = ("jobs", "decides", "margin", "description", "answer_for")
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,7 @@ class Role:
     figures: tuple[Figure, ...]  # the first decides; the others veto a choice worse than the margin on them
     jobs: tuple[tuple[str, str], ...]  # (job name, the workload that runs it)
     builtin: bool = True
+    answer_for: str = ""  # "a database VM": the answer reads "For a database VM: use …"
 
     def workload_names(self) -> list[str]:
         return [w for _, w in self.jobs]
@@ -142,7 +143,8 @@ def custom_role(name: str, raw: object) -> Role:
     figures = _figures(where, raw.get("decides"), jobs)
     description = str(raw.get("description", "")) or f"your role {name}"
     return Role(name, description, "", _margin(where, raw.get("margin")), figures,
-                tuple((j, f"file:{paths[j]}") for j in jobs), builtin=False)
+                tuple((j, f"file:{paths[j]}") for j in jobs), builtin=False,
+                answer_for=str(raw.get("answer_for", "")) or f"your role {name}")
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,7 @@ def _builtin() -> dict[str, tuple[Role, tuple[BuiltinJob, ...]]]:
         jobs = _builtin_jobs(name, data.get("jobs"))
         figures = _figures(f"built-in role {name}", data.get("decides"), [j.job for j in jobs])
         role = Role(name, data["description"], data["follows"], _margin(f"built-in role {name}", data.get("margin")),
-                    figures, tuple((j.job, j.workload_name) for j in jobs))
+                    figures, tuple((j.job, j.workload_name) for j in jobs), answer_for=data["answer_for"])
         found[name] = (role, tuple(jobs))
     return found
 
@@ -210,6 +212,18 @@ def _primary(role: Role, job: str) -> Figure | None:
     return next((f for f in role.figures if f.job == job), None)
 
 
+def offered_iops(rate_iops: str | None, reads: bool, writes: bool) -> int | None:
+    """The IOPS a job offers in all (Workload.rate_iops: each run says whether it reached them), from fio's
+    `rate_iops`: one number, or "READ,WRITE" for the directions the job does. "750,750" for a job reading and
+    writing: 1500."""
+    if rate_iops is None:
+        return None
+    parts = [int(p) for p in rate_iops.split(",")]
+    if len(parts) == 1:
+        return parts[0]
+    return (parts[0] if reads else 0) + (parts[1] if writes else 0)
+
+
 def role_workload(name: str) -> Workload | None:
     """The workload of a built-in role's job by its name ("database:data"), None for any other name.
 
@@ -229,6 +243,7 @@ def role_workload(name: str) -> Workload | None:
     metric = figure.metric if figure is not None else "total.iops"
     return Workload(name=name, description=f"{role_name} role, {job.description}", kind="custom", rw=rw,
                     custom_text=checked.text, primary_metric=metric,
+                    rate_iops=offered_iops(dict(job.options).get("rate_iops"), checked.reads, checked.writes),
                     higher_is_better=metric_info(metric).higher_is_better, prefill=checked.reads)
 
 
