@@ -189,3 +189,16 @@ def test_plan_shows_roles_and_their_jobs(tmp_path: Path) -> None:
     assert "role vdi: jobs vdi:read, vdi:write" in text
     bad = run_cli("plan", "quick", "--role", "fileserver", cwd=tmp_path, timeout=120)
     assert bad.returncode == 2 and "--role: unknown role 'fileserver' — did you mean 'file-server'?" in bad.stderr
+
+
+def test_poisson_paced_load_reached_within_its_own_noise() -> None:
+    """A Poisson-paced run is offered λT ± √(λT) I/Os: 77% of 130 IOPS over 1 s is within 3 sd (reached), 69% is
+    not; a deterministic pace keeps the plain 95% rule."""
+    from iomatrix.metrics import offered_load_metrics
+
+    def reached(iops: float, poisson: bool) -> float:
+        return offered_load_metrics({"total.iops": iops, "job.runtime_s": 1.0}, 130, poisson)["load.reached"]
+
+    assert (reached(100, True), reached(90, True), reached(100, False), reached(124, False)) == (1, 0, 0, 1)
+    assert resolve("vdi:read").rate_poisson and resolve("vdi:read").rate_iops == 130
+    assert not resolve("rand-read-4k-rate2000").rate_poisson

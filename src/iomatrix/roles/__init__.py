@@ -244,6 +244,7 @@ def role_workload(name: str) -> Workload | None:
     return Workload(name=name, description=f"{role_name} role, {job.description}", kind="custom", rw=rw,
                     custom_text=checked.text, primary_metric=metric,
                     rate_iops=offered_iops(dict(job.options).get("rate_iops"), checked.reads, checked.writes),
+                    rate_poisson=dict(job.options).get("rate_process") == "poisson",
                     higher_is_better=metric_info(metric).higher_is_better, prefill=checked.reads)
 
 
