@@ -72,6 +72,10 @@ def test_role_answer_follows_the_deciding_figure() -> None:
     # write p99): stated against the best, not a reason to pass it over.
     assert rows["log:write.iops"]["ratio_to_best"] == pytest.approx(0.99)
     assert rows["data:write.clat_p99_us"]["ratio_to_best"] == pytest.approx(155 / 160)
+    lines = a.lines()
+    assert lines[0].startswith("p99 read latency of the data files at the offered rate (data:read.clat_p99_us): "
+                               "101 µs, the best")
+    assert lines[1].endswith(f"0.99× the best, {cws[1].label()}")
 
 
 def test_role_answer_says_why_the_pick_was_not_chosen() -> None:
@@ -79,6 +83,7 @@ def test_role_answer_says_why_the_pick_was_not_chosen() -> None:
     a = role_answer(DB, verdicts, cws)
     assert a.cell == cws[1].label()
     assert any("not chosen: 50% worse than" in v and "commits per second" in v for v in a.vetoes)
+    assert any("not chosen" in line for line in a.lines())
     d = a.as_dict()
     assert d["cell"] == a.cell and d["not_chosen"] == a.vetoes and d["text"].startswith("For a database VM: use")
 

@@ -16,7 +16,6 @@ from typing import Any
 
 from iomatrix.domain import is_ceiling
 from iomatrix.metrics import metric_info
-from iomatrix.report.figures import ratio_text
 from iomatrix.report.query import CellWorkload
 from iomatrix.report.recommend.verdict import Verdict, answer_of
 from iomatrix.roles import Figure, Role, plan_roles
@@ -122,7 +121,9 @@ class RoleAnswer:
             if f["ratio_to_best"] is None:
                 out.append(f"{f['says']} ({f['figure']}): not measured for this cell")
                 continue
-            vs = "the best" if f["best_cell"] == self.cell else f"{ratio_text(f['ratio_to_best'])} of the best, " \
+            # A ratio of means: how the pick stands against the best cell on this figure (its decision, with its
+            # interval, is the job's own verdict in --detail).
+            vs = "the best" if f["best_cell"] == self.cell else f"{f['ratio_to_best']:.2f}× the best, " \
                  f"{f['best_cell']}"
             out.append(f"{f['says']} ({f['figure']}): {f['mean']:.4g} {f['unit']}, {vs}")
         return out + self.vetoes
