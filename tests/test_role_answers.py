@@ -51,7 +51,7 @@ def _cw(cell_id: int, cache: str, workload: str, samples: dict[str, list[float]]
 def _sweep(log_none: float) -> tuple[list[CellWorkload], dict[str, Verdict]]:
     cws = [
         _cw(1, "none", "database:data", {"read.clat_p99_us": [100, 102], "write.clat_p99_us": [158, 162]}),
-        _cw(2, "writeback", "database:data", {"read.clat_p99_us": [140, 150], "write.clat_p99_us": [150, 160]}),
+        _cw(2, "writeback", "database:data", {"read.clat_p99_us": [103, 105], "write.clat_p99_us": [150, 160]}),
         _cw(1, "none", "database:log", {"write.iops": [log_none, log_none]}),
         _cw(2, "writeback", "database:log", {"write.iops": [1000, 1000]}),
     ]
@@ -104,3 +104,29 @@ def test_role_answers_from_a_stored_plan_definition() -> None:
     assert [a.role for a in got] == ["database", "mine"]
     assert got[1].cell is None and "file:d.fio has no ranked cells" in got[1].missing
     assert role_answers({}, list(verdicts.values()), cws) == []
+
+
+def test_passing_the_pick_over_never_falls_to_a_cell_worse_on_the_deciding_figure() -> None:
+    """The pick (writeback) is 23% worse on write p99; cache=none, the only other cell, is 2.5× worse on read p99,
+    the figure that decides: no cell is near the best on both, and the answer says it is a trade-off."""
+    vdi = roles.builtin("vdi")
+    assert vdi is not None
+
+    def cw(cell_id: int, cache: str, workload: str, metric: str, v: float) -> CellWorkload:
+        return _cw(cell_id, cache, workload, {metric: [v, v]})
+
+    cws = [cw(1, "none", "vdi:read", "read.clat_p99_us", 10000), cw(2, "writeback", "vdi:read", "read.clat_p99_us",
+                                                                   4000),
+           cw(1, "none", "vdi:write", "write.clat_p99_us", 10000), cw(2, "writeback", "vdi:write",
+                                                                      "write.clat_p99_us", 12300)]
+    read = Verdict("vdi:read", "read.clat_p99_us", False, "blocklayer", Choice(cws[1].label(), (), "separated"))
+    a = role_answer(vdi, {"vdi:read": read}, cws)
+    assert a.cell is None and "a trade-off" in a.missing
+    assert len(a.vetoes) == 1 and "23% worse than" in a.vetoes[0]
+
+
+def test_the_answer_says_which_pick_it_replaced() -> None:
+    cws, verdicts = _sweep(log_none=500)
+    a = role_answer(DB, verdicts, cws)
+    assert a.instead_of == cws[0].label()
+    assert f"in place of {cws[0].label()}, the deciding figure's pick (settled): see below" in a.headline()

@@ -61,7 +61,7 @@ class Veto:
 
     def text(self, margin: float) -> str:
         return (f"{self.cell} not chosen: {self.worse:.0%} worse than {self.best} on {self.figure.says} "
-                f"({self.figure.key}; margin {margin:.0%})")
+                f"({self.figure.key}, by its mean; margin {margin:.0%})")
 
 
 @dataclass(frozen=True)
@@ -107,12 +107,16 @@ class RoleAnswer:
     figures: list[dict[str, Any]] = field(default_factory=list)  # per deciding figure: the chosen cell vs the best
     vetoes: list[str] = field(default_factory=list)
     missing: str = ""
+    instead_of: str | None = None  # the deciding figure's pick, when another deciding figure passed it over
 
     def headline(self) -> str:
         if self.cell is None:
             return f"For {self.answer_for}: no answer yet: {self.missing}"
         verb = "use" if self.status in ("answer", "tied") else "leading, not settled yet:"
-        return f"For {self.answer_for}: {verb} {self.cell} ({STATUS_WORDS.get(self.status, self.status)})"
+        why = STATUS_WORDS.get(self.status, self.status)
+        if self.instead_of is not None:
+            why = f"in place of {self.instead_of}, the deciding figure's pick ({why}): see below"
+        return f"For {self.answer_for}: {verb} {self.cell} ({why})"
 
     def lines(self) -> list[str]:
         """The block under the headline: each deciding figure, then what was not chosen and why."""
@@ -125,13 +129,18 @@ class RoleAnswer:
             # interval, is the job's own verdict in --detail).
             vs = "the best" if f["best_cell"] == self.cell else f"{f['ratio_to_best']:.2f}× the best, " \
                  f"{f['best_cell']}"
-            out.append(f"{f['says']} ({f['figure']}): {f['mean']:.4g} {f['unit']}, {vs}")
+            out.append(f"{f['says']} ({f['figure']}): {_number(f['mean'])} {f['unit']}, {vs}")
         return out + self.vetoes
 
     def as_dict(self) -> dict[str, Any]:
         return {"role": self.role, "answer_for": self.answer_for, "text": self.headline(), "status": self.status,
-                "cell": self.cell, "tier": self.tier or None, "margin": self.margin, "jobs": self.jobs,
-                "figures": self.figures, "not_chosen": self.vetoes, "missing": self.missing or None}
+                "cell": self.cell, "instead_of": self.instead_of, "tier": self.tier or None, "margin": self.margin,
+                "jobs": self.jobs, "figures": self.figures, "not_chosen": self.vetoes, "missing": self.missing or None}
+
+
+def _number(x: float) -> str:
+    """12,345 or 12.3: whole numbers from 1000 on, three significant digits below (never 1.2e+04)."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
 
 
 def _means(cws: Sequence[CellWorkload], workload: str, tier: str, metric: str) -> dict[str, float]:
@@ -140,18 +149,23 @@ def _means(cws: Sequence[CellWorkload], workload: str, tier: str, metric: str) -
             and c.samples.get(metric)}
 
 
-def _candidates(v: Verdict, primary: FigureMeans, allowed: set[str] | None) -> tuple[list[str], str]:
-    """The deciding figure's pick first (its status), then its tied cells, then every other cell by its mean."""
+def _candidates(v: Verdict, primary: FigureMeans, allowed: set[str] | None,
+                margin: float) -> tuple[list[str], str]:
+    """The deciding figure's pick first (its status), then the cells within the role's margin of the best on it
+    (its tied cells first), by their mean: passing the pick over never falls to a cell materially worse on the
+    figure that decides, even one the decision could not separate from the pick yet."""
     found = answer_of(v)
     if found is None or found[0].choice is None:
         return [], "none"
     chosen, status = found
     choice = chosen.choice
     assert choice is not None
-    head = [choice.cell, *choice.tied]
-    rest = sorted((c for c in primary.means if c not in head), key=lambda c: primary.means[c],
-                  reverse=primary.figure.higher_is_better)
-    return [c for c in [*head, *rest] if allowed is None or c in allowed or c == choice.cell], status
+    best = primary.best()
+    near = [c for c in primary.means if c != choice.cell and best is not None
+            and shortfall(primary.means[c], best[1], primary.figure.higher_is_better) <= margin]
+    rest = sorted(near, key=lambda c: (c not in choice.tied, primary.means[c] * (-1 if primary.figure.higher_is_better
+                                                                                  else 1)))
+    return [choice.cell, *(c for c in rest if allowed is None or c in allowed)], status
 
 
 def _figure_row(f: FigureMeans, cell: str) -> dict[str, Any]:
@@ -177,16 +191,18 @@ def role_answer(role: Role, verdicts: Mapping[str, Verdict], cws: Sequence[CellW
         return out
     out.tier = v.tier
     per = [FigureMeans(f, _means(cws, role.workload_of(f.job), v.tier, f.metric)) for f in role.figures]
-    candidates, status = _candidates(v, per[0], allowed)
+    candidates, status = _candidates(v, per[0], allowed, role.margin)
     if not candidates:
         out.missing = f"{first.says} ({first.key}) is not decided: {v.missing or 'no pick yet'}"
         return out
     combined = combine(candidates, per[1:], role.margin)
     out.vetoes = [x.text(role.margin) for x in combined.vetoes]
     if combined.cell is None:
-        out.missing = f"every cell is worse than the margin ({role.margin:.0%}) on a deciding figure"
+        out.missing = (f"no cell near the best on {first.says} is within {role.margin:.0%} of the best on every "
+                       "other deciding figure: a trade-off between them (below)")
         return out
     out.cell = combined.cell
+    out.instead_of = candidates[0] if combined.cell != candidates[0] else None
     out.status = status  # how settled the deciding figure is; the vetoes say why its pick was passed over
     out.figures = [_figure_row(f, combined.cell) for f in per]
     return out
