@@ -68,3 +68,9 @@ def test_blocklayer_sweep_with_a_role(tmp_path: Path) -> None:
     md = run_cli("recommend", "--db", "r.sqlite", "--format", "markdown", cwd=tmp_path).stdout
     assert "### For a database VM: " in md
     assert md.index("### For a database VM: ") < md.index("rand-read-4k")  # first; the workload in the detail
+    html = tmp_path / "r.html"
+    assert run_cli("report", "--html", str(html), "--db", "r.sqlite", cwd=tmp_path).returncode == 0
+    page = html.read_text()
+    assert '<div class="pick role"><div class="use">For a database VM: ' in page
+    if '<div class="pick">' in page:  # the picks of the role's jobs follow the role's block
+        assert page.index("For a database VM: ") < page.index('<div class="pick">')
