@@ -25,6 +25,7 @@ from iomatrix.domain.axes import Layer
 from iomatrix.domain.workload import RateOfMax, Workload
 from iomatrix.errors import UserError
 from iomatrix.fio.allowlist import MAX_JOB_FILE_BYTES, validate_job_text
+from iomatrix.roles import role_workload, role_workload_names
 from iomatrix.textfile import read_small_text
 
 
@@ -210,13 +211,13 @@ def load_custom(spec: str, base_dir: Path | None = None) -> Workload:
 def listed(name: str) -> Workload | None:
     """A preset or a workload a tier's declaration lists as its own, by name; None for any other (a rate, a name a
     tier makes its workload from, a custom job file)."""
-    return PRESETS.get(name) or tiers.listed_tier_workloads().get(name)
+    return PRESETS.get(name) or tiers.listed_tier_workloads().get(name) or role_workload(name)
 
 
 def preset(name: str) -> Workload | None:
     """A preset by its stored name (the fixed-load rand-*-4k-rateN included), None for a custom or unknown one."""
     try:
-        return PRESETS.get(name) or rate_workload(name) or tiers.tier_workload(name)
+        return PRESETS.get(name) or rate_workload(name) or tiers.tier_workload(name) or role_workload(name)
     except UserError:
         return None
 
@@ -230,11 +231,14 @@ def resolve(name: str, base_dir: Path | None = None) -> Workload:
         return own
     if (rated := rate_workload(name)) is not None:
         return rated
+    if (job := role_workload(name)) is not None:  # a built-in role's job ("database:data", iomatrix.roles)
+        return job
     try:
         return PRESETS[name]
     except KeyError:
         raise UserError(f"unknown workload '{name}'",
                         hint=f"valid presets: {', '.join([*PRESETS, *tiers.listed_tier_workloads()])}, "
+                             f"role jobs {', '.join(role_workload_names())}, "
                              "rand-read-4k-rateN / rand-write-4k-rateN "
                              "(N IOPS offered), rand-read-4k-rateNpct / rand-write-4k-rateNpct (N% of the bare-metal "
                              "maximum); or file:PATH for an fio job file") from None

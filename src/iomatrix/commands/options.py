@@ -120,6 +120,11 @@ def format_option(*accepted: OutputFormat) -> Any:
     return Annotated[OutputFormat, typer.Option("--format", help=f"{_spoken(accepted)}.", metavar=metavar,
                                                 callback=lambda value: check_format(value, accepted))]
 
+# Roles (docs/roles.md): what the VM runs, answered first, one block per role; `run` and `plan` share the flag.
+RoleOpt = Annotated[list[str], typer.Option(
+    "--role", help="A role to answer for (repeatable): database, file-server, vdi, web, backup, log (docs/roles.md). "
+                   "Its jobs run as workloads beside the plan's; the answer gives one block per role, first.")]
+
 # The answer is power-loss-safe unless the user opts in (issue 38); recommend, report and run share the flag.
 AllowDataLossOpt = Annotated[bool, typer.Option(
     "--allow-data-loss", help="Let the answer be a configuration that drops guest flushes (cache=unsafe, "

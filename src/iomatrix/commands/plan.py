@@ -10,6 +10,8 @@ import typer
 from rich.markup import escape
 
 from iomatrix.commands.common import load_plan
+from iomatrix.commands.options import RoleOpt
+from iomatrix.commands.run import plan_with_roles
 from iomatrix.ui import console
 
 if TYPE_CHECKING:
@@ -36,6 +38,7 @@ def plan_cmd(
     plan: Annotated[str, typer.Argument(help="Built-in plan name or TOML file.")] = "quick",
     explain: Annotated[bool, typer.Option("--explain", help="List every cell and every pruned cell.")] = False,
     allow_destroy: Annotated[list[Path], typer.Option("--allow-destroy", help="Block device you hand over.")] = [],  # noqa: B006
+    role: RoleOpt = [],  # noqa: B006
 ) -> None:
     """Expand a plan into matrix cells; show pruned cells with their reasons and an estimated duration."""
     from iomatrix.matrix import estimate_seconds
@@ -44,6 +47,7 @@ def plan_cmd(
 
     check_allowed_devices(allow_destroy)  # as `run` checks them: a missing or wrong device is a mistake here too
     p, base = load_plan(plan)
+    p = plan_with_roles(p, role, plan)
     allowed = resolve_allowed(allow_destroy)
     exp = plan_expansion(p, base, allowed)
     low, high = estimate_seconds(p, exp)
@@ -57,6 +61,8 @@ def plan_cmd(
     if p.tier_tables:
         for line in tier_table_lines(p, exp):
             console.print(line, highlight=False)
+    for line in role_lines(p):
+        console.print(escape(line), highlight=False)
     console.print(f"estimated duration: {low / 60:.1f} min with {p.repetitions.min} runs each, up to "
                   f"{high / 60:.1f} min (time budget {p.time_budget})")
     unbatched, _ = estimate_seconds(p, exp, batching=False)
@@ -78,6 +84,19 @@ def plan_cmd(
         console.print(f"[yellow]warning:[/] {line}")
     if explain:
         print_explain(exp, per_tier=bool(p.tier_tables))
+
+
+def role_lines(p: Plan) -> list[str]:
+    """One line per role of the plan (docs/roles.md): its jobs (the workloads that run them), what decides it
+    (the first figure decides) and its margin."""
+    from iomatrix.roles import plan_roles
+
+    out = []
+    for r in plan_roles(p.roles, p.role):
+        jobs = ", ".join(w if w == f"{r.name}:{j}" else f"{j} = {w}" for j, w in r.jobs)
+        decides = "; then ".join(f"{f.says} ({f.key})" for f in r.figures)
+        out.append(f"role {r.name}: jobs {jobs}; decided by {decides}; margin {r.margin:.0%}")
+    return out
 
 
 def serving_lines(p: Plan, exp: Expansion, allowed: set[Path]) -> list[str]:

@@ -19,6 +19,7 @@ from iomatrix.commands.options import (
     AllowDataLossOpt,
     DbOpt,
     KernelOpt,
+    RoleOpt,
     WorkdirOpt,
     check_kernel_option,
 )
@@ -69,6 +70,7 @@ def run(
                                                           "of the qm config (scsi0); default: the first (Proxmox: "
                                                           "the boot disk).")] = None,
     allow_data_loss: AllowDataLossOpt = False,
+    role: RoleOpt = [],  # noqa: B006
     start_at: Annotated[str | None, typer.Option(
         "--start-at", help="Start the first run at this time (seconds since the epoch, or ISO 8601 with its zone), "
                            "after setting up: hosts sweeping one shared backend start together (the fleet role "
@@ -96,6 +98,7 @@ def run(
     check_allowed_devices(allow_destroy)  # every handed-over device, before anything runs, whatever the plan
     p, base = load_plan(plan)
     p = plan_with_current(p, current, current_disk)
+    p = plan_with_roles(p, role, plan)
     # Everything is checked before anything is created: a bad --db leaves no workdir behind. A database
     # another sweep holds may be half-created: say who holds it rather than judge its contents.
     refuse_kernel_fs_db(db)
@@ -255,6 +258,15 @@ def plan_with_current(p: Plan, current: str | None, current_disk: str | None) ->
     from iomatrix.plan.model import with_current
 
     return with_current(p, parse_current(current, current_disk))
+
+
+def plan_with_roles(p: Plan, roles: list[str], source: str) -> Plan:
+    """`p` with the roles of --role added (iomatrix.roles, docs/roles.md): their jobs run as its workloads."""
+    if not roles:
+        return p
+    from iomatrix.plan.model import with_roles
+
+    return with_roles(p, roles, source)
 
 
 def current_lines(p: Plan, exp: Expansion, width: int) -> list[str]:

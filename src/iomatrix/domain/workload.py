@@ -38,6 +38,7 @@ class Workload:
     fdatasync: int = 0  # sync every N writes, as the workload itself asks (a database would)
     rwmixread: int | None = None
     rate_iops: int | None = None  # offered load: fio's rate_iops (the rand-*-4k-rateN presets), None: as fast as it can
+    rate_poisson: bool = False  # the load arrives as a Poisson process (rate_process=poisson: the role profiles)
     # rand-*-4k-rateNpct: the rate is N% of the sweep's bare-metal maximum, set (rate_iops) before its runs start.
     rate_of_max: RateOfMax | None = None
     custom_path: Path | None = None

@@ -178,6 +178,14 @@ def _prefill_section(w: Workload, shape: JobShape, bs: str = "1m") -> list[str]:
     return [f"[{PREFILL_JOB}]", "rw=write", f"bs={bs}", "time_based=0", "end_fsync=1", ""]
 
 
+def _custom_body(w: Workload, shape: JobShape, custom_text: str) -> str:
+    """A custom job's sections, bounded by the plan's runtime; a role job that reads (Workload.prefill: its own
+    sections begin with stonewall) has its region written first, as a preset's reads do. A user's job file
+    keeps what it says (no prefill)."""
+    prefill = "\n" + "\n".join(_prefill_section(w, shape)) + "\n" if w.prefill else ""
+    return prefill + bounded_custom_text(custom_text, shape.runtime_s)
+
+
 def baremetal_job(w: Workload, *, cache: str, aio: str, target: str, shape: JobShape,
                   custom_text: str | None = None) -> str:
     """fio job file reproducing `cache` and `aio` on the host against `target`.
@@ -209,7 +217,7 @@ def baremetal_job(w: Workload, *, cache: str, aio: str, target: str, shape: JobS
     if custom_text is not None:
         if fdatasync:
             glob.insert(-1, f"fdatasync={fdatasync}")
-        return "\n".join(glob) + bounded_custom_text(custom_text, shape.runtime_s)
+        return "\n".join(glob) + _custom_body(w, shape, custom_text)
     lines = list(glob)
     if w.writes_first:
         lines += _prefill_section(w, shape)
@@ -241,7 +249,7 @@ def guest_job(w: Workload, *, shape: JobShape, custom_text: str | None = None) -
         "",
     ]
     if custom_text is not None:
-        return "\n".join(glob) + bounded_custom_text(custom_text, shape.runtime_s)
+        return "\n".join(glob) + _custom_body(w, shape, custom_text)
     lines = list(glob)
     if w.writes_first:
         lines += _prefill_section(w, shape)
@@ -288,7 +296,7 @@ def nbd_job(w: Workload, *, uri: str, shape: JobShape, custom_text: str | None =
     ]
     subst: list[str] = []
     if custom_text is not None:
-        text, n = _FDATASYNC_LINE.subn(r"\1fsync\2", bounded_custom_text(custom_text, shape.runtime_s))
+        text, n = _FDATASYNC_LINE.subn(r"\1fsync\2", _custom_body(w, shape, custom_text))
         if n:
             subst.append(SUBST_FDATASYNC)
         return NbdJob("\n".join(glob) + text, subst)

@@ -29,8 +29,10 @@ from pydantic import (
 from iomatrix.backing.spec import BackingSpec, DirBacking, parse_size
 from iomatrix.current import CurrentConfig
 from iomatrix.domain import axes, did_you_mean
+from iomatrix.errors import UserError
 from iomatrix.plan import sections
 from iomatrix.plan.current_cell import CurrentDisk, from_config
+from iomatrix.roles import plan_roles
 from iomatrix.tiers import declaration, known_tier, reference_tier, tier_classes, tier_names
 
 NAME_MAX = 100
@@ -104,6 +106,21 @@ def _with_tier_workloads(data: dict[str, Any]) -> dict[str, Any]:
         if tier is not None:
             found += [w for w in tier.default_workloads(data) if w not in found]
     return {**data, "workloads": found} if found else data
+
+
+def _with_role_workloads(data: dict[str, Any]) -> dict[str, Any]:
+    """A plan's roles (`roles = [...]`, `[role.NAME]` tables: iomatrix.roles) add their jobs to its workloads; a
+    plan that names roles and no workloads runs only theirs. Every role table runs, named in `roles` or not."""
+    names, custom = data.get("roles", []), data.get("role", {})
+    if not names and not custom:
+        return data
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ValueError('roles: must be a list of role names, e.g. roles = ["database", "file-server"]')
+    if not isinstance(custom, dict):
+        raise ValueError("role: must be tables of your own roles, e.g. [role.my-db] with jobs, decides and margin")
+    jobs = [w for r in plan_roles(names, custom) for w in r.workload_names()]
+    base = list(data["workloads"]) if isinstance(data.get("workloads"), list) else []
+    return {**data, "workloads": base + [j for j in dict.fromkeys(jobs) if j not in base]}
 
 
 def _nonempty_unique(values: list, axis: str) -> list:
@@ -245,6 +262,11 @@ class Plan(BaseModel):
     workload_tables: dict[str, dict[str, dict[str, list[str]]]] = Field(default_factory=dict, exclude=True)
     backing: list[BackingSpec] = Field(default_factory=lambda: [DirBacking(type="dir")])
     workloads: list[str] = ["rand-read-4k", "rand-write-4k"]
+    # Roles (iomatrix.roles, docs/roles.md): built-in role names, and the plan's own role tables ([role.NAME]:
+    # jobs, decides, margin). Their jobs are added to `workloads` when the plan is read (_with_role_workloads);
+    # left out of the dump when empty, so a plan without roles dumps and fingerprints as it did before.
+    roles: list[str] = Field(default_factory=list)
+    role: dict[str, dict[str, Any]] = Field(default_factory=dict)
     repetitions: Repetitions = Repetitions()
     # CI half-width target, as a fraction of the mean (0.05 = ±5%): the ci-width policy stops there.
     ci_target: Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)] = 0.05
@@ -291,7 +313,7 @@ class Plan(BaseModel):
     def _tier_settings(cls, data: object, handler: ModelWrapValidatorHandler[Plan]) -> Plan:
         if not isinstance(data, dict):
             return handler(data)
-        own, settings = sections.split(_with_tier_workloads(data))
+        own, settings = sections.split(_with_role_workloads(_with_tier_workloads(data)))
         errors = []
         values = None
         try:
@@ -332,6 +354,9 @@ class Plan(BaseModel):
         out = handler(self)
         if out.get("current", ...) is None:
             del out["current"]
+        for key in ("roles", "role"):
+            if not out.get(key, True):
+                del out[key]
         for a in axes.plan_axes():
             values = self.axis_values(a.name)
             # A later axis at its default is left out even of a full dump: the stored plan (and the fingerprint
@@ -537,3 +562,17 @@ class Plan(BaseModel):
 def with_current(plan: Plan, cfg: CurrentConfig) -> Plan:
     """`plan` with `cfg` as its current configuration (a copy; the tiers' settings kept)."""
     return plan.model_copy(update={"current": from_config(cfg)})
+
+
+def with_roles(plan: Plan, roles: list[str], source: str) -> Plan:
+    """`plan` with `roles` (`run --role`, repeatable) added to its own: validated like the plan key, their jobs
+    added to the plan's workloads. A copy; `plan` itself when no role is given."""
+    if not roles:
+        return plan
+    data = plan.model_dump(mode="json")
+    data["roles"] = [*data.get("roles", []), *(r for r in roles if r not in data.get("roles", []))]
+    try:
+        return Plan.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise UserError(f"--role: {str(first['msg']).removeprefix('Value error, ')}") from None

@@ -94,9 +94,12 @@ class Headline:
     # power-loss-safe): its measured gain, its risk and how to choose it anyway.
     declined: list[str] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)  # what the figures show beyond the answer (Recommendation)
+    # One answer per role of the plan, first (report/roles.py: RoleAnswer.as_dict with "text" and "lines").
+    roles: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"host": self.host, "sweep": self.sweep_id, "plan": self.plan, "status": self.status,
+        first = {"roles": self.roles} if self.roles else {}
+        return {**first, "host": self.host, "sweep": self.sweep_id, "plan": self.plan, "status": self.status,
                 "target": self.target, "shared": self.shared, "picks": [p.as_dict() for p in self.picks],
                 "basis": self.basis, "unanswered": self.unanswered, "measured": self.measured,
                 "objective": self.objective, "declined": self.declined, "warnings": self.warnings,
@@ -114,6 +117,16 @@ def _reference_gain(v: Verdict) -> tuple[str, Gain | None]:
     return "QEMU's default", None
 
 
+def _ranked(rec: Recommendation) -> list[Verdict]:
+    """The verdicts the headline picks from: ranked workloads; with roles, only their jobs (the roles answer first,
+    their jobs' picks follow, and the micro-workloads are detail: recommend --detail)."""
+    ranked = [v for v in rec.verdicts if v.metric != "score" and v.tier and verdict_tier(v.workload) is None]
+    if rec.roles:
+        jobs = {w for r in rec.roles for w in r.jobs}
+        ranked = [v for v in ranked if v.workload in jobs]
+    return ranked
+
+
 def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> Headline:
     """The headline of `rec`: ranked workloads only (weighted scores and the durability tier's verdicts are
     detail), grouped by the configuration they pick."""
@@ -123,7 +136,7 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
     basis: list[str] = []
     unanswered: list[str] = []
     measured = [f"{v.workload}: {v.missing}" for v in rec.verdicts if verdict_tier(v.workload) is not None]
-    ranked = [v for v in rec.verdicts if v.metric != "score" and v.tier and verdict_tier(v.workload) is None]
+    ranked = _ranked(rec)
     for v in ranked:
         found = answer_of(v)
         if found is None:
@@ -146,7 +159,13 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
     has_detail = bool(rec.verdicts)
     return Headline(host, rec.sweep_id, rec.plan, rec.status, target, list(answered.values()),
                     names.constant_text(), basis, unanswered, rec.warnings, has_detail, measured, rec.objective,
-                    [f"{', '.join(ws)}: {names.rename(text)}" for text, ws in declined.items()], rec.findings)
+                    [f"{', '.join(ws)}: {names.rename(text)}" for text, ws in declined.items()], rec.findings,
+                    [_named_role(r, names) for r in rec.roles])
+
+
+def _named_role(r: Any, names: CellNames) -> dict[str, Any]:
+    """A role's answer (report/roles.py: RoleAnswer) with its cells named as the headline names them."""
+    return {**r.as_dict(), "text": names.rename(r.headline()), "lines": [names.rename(x) for x in r.lines()]}
 
 
 def _named_current(wg: WorkloadGain, names: CellNames, current: CurrentConfig | None) -> WorkloadGain:

@@ -206,6 +206,8 @@ def render_recommendation(rec: Recommendation, format: OutputFormat | str,
         doc = rec.as_dict()
         if headline is not None:
             doc = {"headline": headline.as_dict(), **doc}
+        if rec.roles:  # the per-role answers first (report/roles.py)
+            doc = {"roles": doc.pop("roles"), **doc}
         if consolidation:
             doc["consolidation"] = consolidation
         return json.dumps(doc) + "\n"
@@ -300,6 +302,7 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
         out += wrap(f"all cells, where the axis applies: {h.shared}", width)
     for line in h.basis:
         out += wrap(f"basis: {line}", width)
+    out += role_lines(h, width, markdown)
     tiers = {wg.tier for p in h.picks for wg in p.gains}
     one_tier = next(iter(tiers)) if len(tiers) == 1 else None
     for p in h.picks:
@@ -319,6 +322,19 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
     out += wrap(f"more: iomatrix recommend --detail (tables, tie-breaks, every risk); other tools: --target {others}",
                 width)
     return "\n".join(out) + "\n"
+
+
+def role_lines(h: Headline, width: int, markdown: bool) -> list[str]:
+    """One block per role, first (report/roles.py): "For a database VM: use …", each deciding figure against
+    the best, and what was not chosen and why."""
+    out: list[str] = []
+    for r in h.roles:
+        out += ["", *wrap(f"{'### ' if markdown else ''}{r['text']}", width)]
+        out += [x for line in r["lines"] for x in wrap(line, width, "  ")]
+    if h.roles:
+        out += ["", *wrap(f"{'### ' if markdown else ''}Per job of the roles (every workload: iomatrix recommend "
+                          "--detail)", width)]
+    return out
 
 
 def _pick_lines(p: Pick, target: str, width: int, markdown: bool, one_tier: str | None) -> list[str]:

@@ -181,7 +181,7 @@ class BatchRunning:
         rate-limited workload, whether it ran at the offered load."""
         return {**io_cost_metrics(outcome.metrics, field_total(samples, "iopath.cpu_s"),
                                   field_total(samples, "iopath.ctx_switches")),
-                **offered_load_metrics(outcome.metrics, workload.rate_iops)}
+                **offered_load_metrics(outcome.metrics, workload.rate_iops, workload.rate_poisson)}
 
     def _run_meta(self, outcome: RunOutcome, host: BatchHost) -> dict[str, Any]:
         meta: dict[str, Any] = dict(outcome.meta)

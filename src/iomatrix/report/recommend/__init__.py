@@ -53,6 +53,7 @@ from iomatrix.report.recommend.verdict import (
     choose,
     workload_verdict,
 )
+from iomatrix.report.roles import role_answers
 from iomatrix.snippets import DiskConfig, snippet_backing, snippets_for
 from iomatrix.stats import RatioCI
 from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK, check_threshold, check_tie_break
@@ -128,9 +129,12 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
             raise UserError(f"unknown score '{sc}'", hint=f"use {', '.join(SCORES)}")
     verdicts += score_verdicts(store, sweep_id, scores, reqs, measured)
     warnings = _warnings(sweep_id, info["status"], cws) + emulated_rtt_notes(store, sweep_id, cws)
+    # One answer per role the plan ran (report/roles.py, docs/roles.md), shown first by every output.
+    allowed = {c.label() for c in cws if all(q.met_by(c.axes) for q in reqs)}
+    roles = role_answers(info["plan_definition"], verdicts, cws, allowed) if workload is None else []
     return Recommendation(sweep_id, info["plan"], info["status"], reqs, current, verdicts, warnings,
                           None if objective is None else objective.value, allow_data_loss,
-                          rbd_findings(cws, rank_kw["threshold"]))
+                          rbd_findings(cws, rank_kw["threshold"]), roles)
 
 
 def _workload_answer(store: Store, sweep_id: int, cws: list[CellWorkload], w: str, rounds: dict[int, int],

@@ -156,9 +156,12 @@ class Recommendation:
     # What the sweep's figures show beyond the answer, one sentence each (librbd's writethrough-until-flush trap:
     # report/rbd_flush.py); only what was measured, never a general remark.
     findings: list[str] = field(default_factory=list)
+    # One answer per role of the plan (report/roles.py: RoleAnswer), first in every output.
+    roles: list[Any] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"sweep": self.sweep_id, "plan": self.plan, "status": self.status,
+        first = {"roles": [r.as_dict() for r in self.roles]} if self.roles else {}
+        return {**first, "sweep": self.sweep_id, "plan": self.plan, "status": self.status,
                 "requirements": [{"name": r.name, "meaning": r.meaning} for r in self.requirements],
                 "current": None if self.current is None else {"axes": self.current.axes,
                                                               "source": self.current.source,

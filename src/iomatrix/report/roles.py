@@ -1,0 +1,220 @@
+"""One answer per role (docs/roles.md): "For a database VM: use …", built on each job's own decision.
+
+A role's first figure decides: the answer (or the tie-break's pick, or the leading cell) of the job it belongs
+to, decided by stats/decision.py through the workload's verdict, is the candidate. A candidate worse than the
+best cell by more than the role's margin on another deciding figure is not chosen, and the answer says so; the
+next cell of the deciding job's ranking is tried. `combine` is that rule, pure; `role_answers` gathers its inputs
+from a sweep's verdicts and cells, and every output (recommend, the end of run, the report, JSON) shows what it
+returns, first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from iomatrix.domain import is_ceiling
+from iomatrix.metrics import metric_info
+from iomatrix.report.query import CellWorkload
+from iomatrix.report.recommend.verdict import Verdict, answer_of
+from iomatrix.roles import Figure, Role, plan_roles
+
+STATUS_WORDS = {"answer": "settled", "tied": "tied within the decision's threshold: the tie-break's pick",
+                "provisional": "not settled yet: the leading cell, not yet an answer"}
+
+
+def shortfall(value: float, best: float, higher_is_better: bool) -> float:
+    """How much worse `value` is than `best`, as a fraction of `best` (0 when it is the best or better).
+
+    Higher is better: 1 − value/best; lower is better (a latency): value/best − 1. Example: a p99 of 1.2 ms
+    against the best 1.0 ms is 0.2 worse (20 %); 900 MB/s against 1000 MB/s is 0.1 worse (10 %)."""
+    if best <= 0:
+        return 0.0
+    worse = 1 - value / best if higher_is_better else value / best - 1
+    return max(0.0, worse)
+
+
+@dataclass(frozen=True)
+class FigureMeans:
+    """One deciding figure and each candidate cell's mean on it (cells without a figure are left out)."""
+
+    figure: Figure
+    means: Mapping[str, float]
+
+    def best(self) -> tuple[str, float] | None:
+        if not self.means:
+            return None
+        pick = max if self.figure.higher_is_better else min
+        cell = pick(self.means, key=lambda c: self.means[c])
+        return cell, self.means[cell]
+
+
+@dataclass(frozen=True)
+class Veto:
+    """A cell not chosen: `worse` (a fraction) than `best` on `figure`, beyond the role's margin."""
+
+    cell: str
+    figure: Figure
+    worse: float
+    best: str
+
+    def text(self, margin: float) -> str:
+        return (f"{self.cell} not chosen: {self.worse:.0%} worse than {self.best} on {self.figure.says} "
+                f"({self.figure.key}, by its mean; margin {margin:.0%})")
+
+
+@dataclass(frozen=True)
+class Combined:
+    cell: str | None  # None: every candidate was vetoed
+    vetoes: tuple[Veto, ...]
+
+
+def combine(candidates: Sequence[str], others: Sequence[FigureMeans], margin: float) -> Combined:
+    """THE role rule: the first of `candidates` (the deciding figure's answer first, then its ranking) that is not
+    worse than `margin` on any of the `others` deciding figures; each candidate passed over is a Veto.
+
+    Example, margin 5 %: candidates [A, B]; on the log's commits per second A has 800/s and B 1000/s: A is 20 %
+    worse, vetoed; B is the best there, chosen."""
+    vetoes: list[Veto] = []
+    for cell in candidates:
+        veto = next((v for f in others if (v := _veto(cell, f, margin)) is not None), None)
+        if veto is None:
+            return Combined(cell, tuple(vetoes))
+        vetoes.append(veto)
+    return Combined(None, tuple(vetoes))
+
+
+def _veto(cell: str, f: FigureMeans, margin: float) -> Veto | None:
+    best = f.best()
+    if best is None or cell not in f.means:
+        return None
+    worse = shortfall(f.means[cell], best[1], f.figure.higher_is_better)
+    return Veto(cell, f.figure, worse, best[0]) if worse > margin else None
+
+
+@dataclass
+class RoleAnswer:
+    """What every output says first for one role."""
+
+    role: str
+    answer_for: str  # "a database VM"
+    margin: float
+    jobs: list[str]
+    status: str  # "answer", "tied", "provisional" (as answer_of), "none"
+    cell: str | None = None
+    tier: str = ""
+    figures: list[dict[str, Any]] = field(default_factory=list)  # per deciding figure: the chosen cell vs the best
+    vetoes: list[str] = field(default_factory=list)
+    missing: str = ""
+    instead_of: str | None = None  # the deciding figure's pick, when another deciding figure passed it over
+
+    def headline(self) -> str:
+        if self.cell is None:
+            return f"For {self.answer_for}: no answer yet: {self.missing}"
+        verb = "use" if self.status in ("answer", "tied") else "leading, not settled yet:"
+        why = STATUS_WORDS.get(self.status, self.status)
+        if self.instead_of is not None:
+            why = f"in place of {self.instead_of}, the deciding figure's pick ({why}): see below"
+        return f"For {self.answer_for}: {verb} {self.cell} ({why})"
+
+    def lines(self) -> list[str]:
+        """The block under the headline: each deciding figure, then what was not chosen and why."""
+        out = []
+        for f in self.figures:
+            if f["ratio_to_best"] is None:
+                out.append(f"{f['says']} ({f['figure']}): not measured for this cell")
+                continue
+            # A ratio of means: how the pick stands against the best cell on this figure (its decision, with its
+            # interval, is the job's own verdict in --detail).
+            vs = "the best" if f["best_cell"] == self.cell else f"{f['ratio_to_best']:.2f}× the best, " \
+                 f"{f['best_cell']}"
+            out.append(f"{f['says']} ({f['figure']}): {_number(f['mean'])} {f['unit']}, {vs}")
+        return out + self.vetoes
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"role": self.role, "answer_for": self.answer_for, "text": self.headline(), "status": self.status,
+                "cell": self.cell, "instead_of": self.instead_of, "tier": self.tier or None, "margin": self.margin,
+                "jobs": self.jobs, "figures": self.figures, "not_chosen": self.vetoes, "missing": self.missing or None}
+
+
+def _number(x: float) -> str:
+    """12,345 or 12.3: whole numbers from 1000 on, three significant digits below (never 1.2e+04)."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+
+
+def _means(cws: Sequence[CellWorkload], workload: str, tier: str, metric: str) -> dict[str, float]:
+    return {c.label(): sum(c.samples[metric]) / len(c.samples[metric]) for c in cws
+            if c.workload == workload and c.axes.get("tier") == tier and not is_ceiling(c.axes)
+            and c.samples.get(metric)}
+
+
+def _candidates(v: Verdict, primary: FigureMeans, allowed: set[str] | None,
+                margin: float) -> tuple[list[str], str]:
+    """The deciding figure's pick first (its status), then the cells within the role's margin of the best on it
+    (its tied cells first), by their mean: passing the pick over never falls to a cell materially worse on the
+    figure that decides, even one the decision could not separate from the pick yet."""
+    found = answer_of(v)
+    if found is None or found[0].choice is None:
+        return [], "none"
+    chosen, status = found
+    choice = chosen.choice
+    assert choice is not None
+    best = primary.best()
+    near = [c for c in primary.means if c != choice.cell and best is not None
+            and shortfall(primary.means[c], best[1], primary.figure.higher_is_better) <= margin]
+    rest = sorted(near, key=lambda c: (c not in choice.tied, primary.means[c] * (-1 if primary.figure.higher_is_better
+                                                                                  else 1)))
+    return [choice.cell, *(c for c in rest if allowed is None or c in allowed)], status
+
+
+def _figure_row(f: FigureMeans, cell: str) -> dict[str, Any]:
+    best = f.best()
+    mean = f.means.get(cell)
+    ratio = None
+    if best is not None and mean is not None and mean > 0 and best[1] > 0:
+        ratio = mean / best[1] if f.figure.higher_is_better else best[1] / mean
+    return {"figure": f.figure.key, "says": f.figure.says, "metric": f.figure.metric, "mean": mean,
+            "unit": metric_info(f.figure.metric).unit, "best_cell": None if best is None else best[0],
+            "best_mean": None if best is None else best[1], "ratio_to_best": ratio}
+
+
+def role_answer(role: Role, verdicts: Mapping[str, Verdict], cws: Sequence[CellWorkload],
+                allowed: set[str] | None = None) -> RoleAnswer:
+    """One role's answer from its deciding job's verdict and the cells' means on each deciding figure, in the
+    tier that verdict was made in. `allowed`: the cells meeting the requirements (None: every cell)."""
+    out = RoleAnswer(role.name, role.answer_for, role.margin, role.workload_names(), "none")
+    first = role.figures[0]
+    v = verdicts.get(role.workload_of(first.job))
+    if v is None or not v.tier:
+        out.missing = f"{role.workload_of(first.job)} has no ranked cells yet ({first.says} decides)"
+        return out
+    out.tier = v.tier
+    per = [FigureMeans(f, _means(cws, role.workload_of(f.job), v.tier, f.metric)) for f in role.figures]
+    candidates, status = _candidates(v, per[0], allowed, role.margin)
+    if not candidates:
+        out.missing = f"{first.says} ({first.key}) is not decided: {v.missing or 'no pick yet'}"
+        return out
+    combined = combine(candidates, per[1:], role.margin)
+    out.vetoes = [x.text(role.margin) for x in combined.vetoes]
+    if combined.cell is None:
+        out.missing = (f"no cell near the best on {first.says} is within {role.margin:.0%} of the best on every "
+                       "other deciding figure: a trade-off between them (below)")
+        return out
+    out.cell = combined.cell
+    out.instead_of = candidates[0] if combined.cell != candidates[0] else None
+    out.status = status  # how settled the deciding figure is; the vetoes say why its pick was passed over
+    out.figures = [_figure_row(f, combined.cell) for f in per]
+    return out
+
+
+def role_answers(plan_definition: Mapping[str, Any], verdicts: Sequence[Verdict], cws: Sequence[CellWorkload],
+                 allowed: set[str] | None = None) -> list[RoleAnswer]:
+    """The answer for every role the sweep's plan ran (its stored definition's `roles` and `[role.NAME]`)."""
+    names, custom = plan_definition.get("roles") or [], plan_definition.get("role") or {}
+    if not names and not custom:
+        return []
+    by_workload: dict[str, Verdict] = {}
+    for v in verdicts:
+        by_workload.setdefault(v.workload, v)
+    return [role_answer(r, by_workload, cws, allowed) for r in plan_roles(names, custom)]

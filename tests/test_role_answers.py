@@ -1,0 +1,132 @@
+"""One answer per role (report/roles.py): the deciding figure's pick, passed over when it is worse than the role's
+margin on another deciding figure, on constructed data where the right answer is known."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+from iomatrix import roles
+from iomatrix.report.query import CellWorkload
+from iomatrix.report.recommend.verdict import Choice, Verdict
+from iomatrix.report.roles import FigureMeans, combine, role_answer, role_answers, shortfall
+
+DB = roles.builtin("database")
+assert DB is not None
+DATA_P99, LOG_RATE, DATA_WRITE_P99 = DB.figures
+
+
+def test_shortfall_both_directions() -> None:
+    assert shortfall(1.2, 1.0, higher_is_better=False) == pytest.approx(0.2)  # a p99 20% above the best
+    assert shortfall(900, 1000, higher_is_better=True) == pytest.approx(0.1)  # 10% less throughput
+    assert shortfall(1100, 1000, higher_is_better=True) == 0.0
+
+
+def test_combine_vetoes_a_pick_worse_than_the_margin_elsewhere() -> None:
+    log = FigureMeans(LOG_RATE, {"A": 800.0, "B": 1000.0})
+    got = combine(["A", "B"], [log], margin=0.05)
+    assert got.cell == "B"
+    assert [(v.cell, v.best, round(v.worse, 2)) for v in got.vetoes] == [("A", "B", 0.2)]
+    assert "A not chosen: 20% worse than B on commits per second" in got.vetoes[0].text(0.05)
+
+
+def test_combine_keeps_the_pick_within_the_margin() -> None:
+    log = FigureMeans(LOG_RATE, {"A": 960.0, "B": 1000.0})  # 4% worse: within 5%
+    assert combine(["A", "B"], [log], margin=0.05).cell == "A"
+    assert combine(["A", "B"], [log], margin=0.03).cell == "B"
+
+
+def test_combine_every_candidate_vetoed() -> None:
+    write = FigureMeans(DATA_WRITE_P99, {"A": 300.0, "B": 400.0, "C": 100.0})  # lower is better
+    got = combine(["A", "B"], [write], margin=0.05)
+    assert got.cell is None and [v.cell for v in got.vetoes] == ["A", "B"]
+
+
+def _cw(cell_id: int, cache: str, workload: str, samples: dict[str, list[float]]) -> CellWorkload:
+    axes = {"tier": "blocklayer", "format": "raw", "cache": cache, "aio": "threads", "backing": "dir"}
+    return CellWorkload(cell_id, f"k{cell_id}", axes, {}, workload, [], samples=defaultdict(list, samples))
+
+
+def _sweep(log_none: float) -> tuple[list[CellWorkload], dict[str, Verdict]]:
+    cws = [
+        _cw(1, "none", "database:data", {"read.clat_p99_us": [100, 102], "write.clat_p99_us": [158, 162]}),
+        _cw(2, "writeback", "database:data", {"read.clat_p99_us": [103, 105], "write.clat_p99_us": [150, 160]}),
+        _cw(1, "none", "database:log", {"write.iops": [log_none, log_none]}),
+        _cw(2, "writeback", "database:log", {"write.iops": [1000, 1000]}),
+    ]
+    none, writeback = cws[0].label(), cws[1].label()
+    data = Verdict("database:data", "read.clat_p99_us", False, "blocklayer", Choice(none, (), "separated"))
+    log = Verdict("database:log", "write.iops", True, "blocklayer", Choice(writeback, (), "separated"))
+    return cws, {"database:data": data, "database:log": log}
+
+
+def test_role_answer_follows_the_deciding_figure() -> None:
+    cws, verdicts = _sweep(log_none=990)
+    a = role_answer(DB, verdicts, cws)
+    assert a.cell == cws[0].label() and a.status == "answer" and not a.vetoes
+    assert a.headline().startswith(f"For a database VM: use {cws[0].label()} (settled)")
+    rows = {f["figure"]: f for f in a.figures}
+    assert rows["data:read.clat_p99_us"]["best_cell"] == a.cell
+    # On the other figures cache=none is within 5% of writeback, the best there (1% fewer commits, a 3% longer
+    # write p99): stated against the best, not a reason to pass it over.
+    assert rows["log:write.iops"]["ratio_to_best"] == pytest.approx(0.99)
+    assert rows["data:write.clat_p99_us"]["ratio_to_best"] == pytest.approx(155 / 160)
+    lines = a.lines()
+    assert lines[0].startswith("p99 read latency of the data files at the offered rate (data:read.clat_p99_us): "
+                               "101 µs, the best")
+    assert lines[1].endswith(f"0.99× the best, {cws[1].label()}")
+
+
+def test_role_answer_says_why_the_pick_was_not_chosen() -> None:
+    cws, verdicts = _sweep(log_none=500)  # cache=none commits half as fast: beyond the 5% margin
+    a = role_answer(DB, verdicts, cws)
+    assert a.cell == cws[1].label()
+    assert any("not chosen: 50% worse than" in v and "commits per second" in v for v in a.vetoes)
+    assert any("not chosen" in line for line in a.lines())
+    d = a.as_dict()
+    assert d["cell"] == a.cell and d["not_chosen"] == a.vetoes and d["text"].startswith("For a database VM: use")
+
+
+def test_role_without_a_decision_says_which_figure() -> None:
+    cws, verdicts = _sweep(log_none=990)
+    verdicts["database:data"] = Verdict("database:data", "read.clat_p99_us", False, "blocklayer", None,
+                                        missing="not separated yet")
+    a = role_answer(DB, verdicts, cws)
+    assert a.cell is None and "not separated yet" in a.missing
+    assert a.headline().startswith("For a database VM: no answer yet: p99 read latency of the data files")
+
+
+def test_role_answers_from_a_stored_plan_definition() -> None:
+    cws, verdicts = _sweep(log_none=990)
+    plan = {"roles": ["database"], "role": {"mine": {"jobs": {"d": "d.fio"}, "decides": ["d:total.iops"]}}}
+    got = role_answers(plan, list(verdicts.values()), cws)
+    assert [a.role for a in got] == ["database", "mine"]
+    assert got[1].cell is None and "file:d.fio has no ranked cells" in got[1].missing
+    assert role_answers({}, list(verdicts.values()), cws) == []
+
+
+def test_passing_the_pick_over_never_falls_to_a_cell_worse_on_the_deciding_figure() -> None:
+    """The pick (writeback) is 23% worse on write p99; cache=none, the only other cell, is 2.5× worse on read p99,
+    the figure that decides: no cell is near the best on both, and the answer says it is a trade-off."""
+    vdi = roles.builtin("vdi")
+    assert vdi is not None
+
+    def cw(cell_id: int, cache: str, workload: str, metric: str, v: float) -> CellWorkload:
+        return _cw(cell_id, cache, workload, {metric: [v, v]})
+
+    cws = [cw(1, "none", "vdi:read", "read.clat_p99_us", 10000), cw(2, "writeback", "vdi:read", "read.clat_p99_us",
+                                                                   4000),
+           cw(1, "none", "vdi:write", "write.clat_p99_us", 10000), cw(2, "writeback", "vdi:write",
+                                                                      "write.clat_p99_us", 12300)]
+    read = Verdict("vdi:read", "read.clat_p99_us", False, "blocklayer", Choice(cws[1].label(), (), "separated"))
+    a = role_answer(vdi, {"vdi:read": read}, cws)
+    assert a.cell is None and "a trade-off" in a.missing
+    assert len(a.vetoes) == 1 and "23% worse than" in a.vetoes[0]
+
+
+def test_the_answer_says_which_pick_it_replaced() -> None:
+    cws, verdicts = _sweep(log_none=500)
+    a = role_answer(DB, verdicts, cws)
+    assert a.instead_of == cws[0].label()
+    assert f"in place of {cws[0].label()}, the deciding figure's pick (settled): see below" in a.headline()
