@@ -36,8 +36,8 @@ def test_the_trap_is_told_when_the_non_flushing_ratio_holds_1_and_a_flushing_one
     text = trap_finding([FLAT, FLUSHING, OFF], 0.05)
     assert text is not None
     assert "no faster than cache=none (1.07× (0.80–1.48))" in text
-    assert "rand-write-4k-flush32, which flushes now and then, it was 3.58× (2.92–4.58)" in text
-    assert "rbd_cache_writethrough_until_flush=off it was 6.48×" in text
+    assert "rand-write-4k-flush32, which flushes now and then, it was 3.58× (2.92–4.58)" in text  # no shape words given
+    assert "rbd_cache_writethrough_until_flush=off, on rand-write-4k, it was 6.48×" in text
     assert text.startswith("librbd stays writethrough")  # no context named when the sweep varies none
 
 

@@ -53,6 +53,7 @@ from iomatrix.report.recommend.verdict import (
     choose,
     workload_verdict,
 )
+from iomatrix.report.shapes import workload_shapes
 from iomatrix.snippets import DiskConfig, snippet_backing, snippets_for
 from iomatrix.stats import RatioCI
 from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK, check_threshold, check_tie_break
@@ -130,7 +131,7 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     warnings = _warnings(sweep_id, info["status"], cws) + emulated_rtt_notes(store, sweep_id, cws)
     return Recommendation(sweep_id, info["plan"], info["status"], reqs, current, verdicts, warnings,
                           None if objective is None else objective.value, allow_data_loss,
-                          rbd_findings(cws, rank_kw["threshold"]))
+                          rbd_findings(cws, rank_kw["threshold"], workload_shapes(store, cws), interference))
 
 
 def _workload_answer(store: Store, sweep_id: int, cws: list[CellWorkload], w: str, rounds: dict[int, int],
