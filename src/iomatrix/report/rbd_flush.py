@@ -153,19 +153,26 @@ def _unexplained(mine: Sequence[WritebackGain]) -> list[str]:
     return out
 
 
+def _told(mine: Sequence[WritebackGain], threshold: float) -> list[str] | None:
+    """The clauses of one context and policy's sentence, or None when its figures do not show the trap."""
+    flat = [g for g in mine if not g.flushes and g.until_flush == "on" and _flat(g.ratio)]
+    contrasts = _contrasts(mine, flat, threshold) if flat else []
+    if not contrasts:
+        return None
+    return [_flat_clause(g, i == 0) for i, g in enumerate(flat)] + contrasts + _unexplained(mine)
+
+
 def trap_finding(gains: Sequence[WritebackGain], threshold: float) -> str | None:
     """The sentence, or None when the figures do not show the trap (module docstring)."""
     # Ceph's default policy first, then the simplest context (one client before several)
     groups = sorted({(g.context, g.policy) for g in gains}, key=lambda cp: (cp[1] != ceph.DEFAULTS[POLICY], cp[0]))
     for context, policy in groups:
         mine = [g for g in gains if g.policy == policy and g.context == context]
-        flat = [g for g in mine if not g.flushes and g.until_flush == "on" and _flat(g.ratio)]
-        contrasts = _contrasts(mine, flat, threshold) if flat else []
-        if not contrasts:
+        clauses = _told(mine, threshold)
+        if clauses is None:
             continue
         # the context is named only where the sweep varies it
         where = ", ".join(f"{k}={v}" for k, v in context if len({dict(g.context).get(k) for g in gains}) > 1)
-        clauses = [_flat_clause(g, i == 0) for i, g in enumerate(flat)] + contrasts + _unexplained(mine)
         both = any(g.flushes and g.until_flush == "on" and _faster(g.ratio, threshold) for g in mine)
         return ((f"with {where}: " if where else "")
                 + f"librbd stays writethrough until the guest's first flush ({UNTIL_FLUSH}=on, Ceph's "
