@@ -15,8 +15,10 @@ import pytest
 
 from iomatrix.fio.allowlist import validate_job_text
 from iomatrix.fio.jobs import JobShape, nbd_job
-from iomatrix.report.query import cell_workloads
+from iomatrix.fio.shape import shape_of_text
+from iomatrix.report.query import CellWorkload, cell_workloads
 from iomatrix.report.recommend import recommend
+from iomatrix.report.shape_findings import page_cache_finding
 from iomatrix.report.shapes import workload_shapes
 from iomatrix.store import RunRecord, Store
 from iomatrix.workloads import PRESETS
@@ -281,3 +283,20 @@ def test_two_job_files_on_a_lab_ceph_differ_as_their_flushing_says(tmp_path: Pat
     assert shapes["file:journal.fio"].flushes and not shapes["file:never.fio"].flushes
     assert _ceph_processes(tmp_path) == []
     assert run_cli("clean", "--workdir", str(tmp_path / "iomatrix-work"), cwd=tmp_path).returncode == 0
+
+
+def test_figures_of_one_workload_are_told_apart_by_the_axes_that_differ() -> None:
+    """Two aio modes of one workload: each figure names its aio, not the axes every pair shares."""
+    def cell(cid: int, cache: str, aio: str, iops: float) -> CellWorkload:
+        axes = {"tier": "blocklayer", "format": "raw", "cache": cache, "aio": aio, "backing": "dir"}
+        cw = CellWorkload(cid, f"k{cid}", axes, {"backing_type": "dir", "backing_label": "dir"}, READER, [])
+        cw.samples["total.iops"] = [iops * f for f in (0.98, 1.0, 1.02, 0.99, 1.01)]
+        return cw
+
+    cws = [cell(1, "none", "threads", 9000), cell(2, "writeback", "threads", 40000), cell(3, "none", "native", 9500),
+           cell(4, "writeback", "native", 30000)]
+    shapes = {READER: shape_of_text(READER, "[j]\nrw=randread\nsize=64m\n")}
+    text = page_cache_finding(cws, 0.05, shapes, lambda w: "total.iops", 8 << 30)
+    assert text is not None
+    assert f"{READER} (aio=threads) (64 MiB, 100% reads): cache=writeback 4.44×" in text
+    assert f"{READER} (aio=native) (64 MiB, 100% reads): cache=writeback 3.16×" in text

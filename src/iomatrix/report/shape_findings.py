@@ -77,6 +77,14 @@ def pairs(cws: Sequence[CellWorkload], axis: str, over: Callable[[str], bool], b
     return out
 
 
+def _where(p: Pair, among: Sequence[Pair]) -> str:
+    """The pair's axes (the tier included) whose values vary among `among`, e.g. " (tier=blocklayer aio=native)":
+    what tells two figures of one workload apart; "" when nothing does."""
+    keys = sorted({k for q in among for k in q.cell.axes} - {"cache", "lun_write_cache"})
+    varied = [k for k in keys if len({q.cell.axes.get(k) for q in among}) > 1]
+    return f" ({' '.join(f'{k}={p.cell.axes.get(k)}' for k in varied)})" if varied else ""
+
+
 def _faster(r: RatioCI, threshold: float) -> bool:
     return r.low is not None and not r.imprecise and r.low > 1.0 + threshold
 
@@ -113,9 +121,9 @@ def page_cache_finding(cws: Sequence[CellWorkload], threshold: float, shapes: Ma
     held = [p for p in reading if p.shape.held_by(ram_bytes, PAGE_CACHE_SHARE) and _faster(p.ratio, threshold)]
     if not held:
         return None
-    told = [f"{p.workload} ({size_words(p.shape.working_set or 0)}, {p.shape.read_share:.0%} reads): "
+    told = [f"{p.workload}{_where(p, held)} ({size_words(p.shape.working_set or 0)}, {p.shape.read_share:.0%} reads): "
             f"cache={p.cell.axes['cache']} {_figure(p, load)} of cache=none" for p in held]
-    beyond = [f"{p.workload}, whose {size_words(p.shape.working_set or 0)} does not fit, "
+    beyond = [f"{p.workload}{_where(p, reading)}, whose {size_words(p.shape.working_set or 0)} does not fit, "
               f"{_figure(p, load)}" for p in reading
               if p.shape.held_by(ram_bytes, PAGE_CACHE_SHARE) is False and not p.ratio.imprecise]
     return (f"the host page cache held these working sets (at most half of this host's {size_words(ram_bytes)} "
@@ -135,8 +143,10 @@ def lun_write_cache_finding(cws: Sequence[CellWorkload], threshold: float, shape
     flat = [p for p in writing if p.shape.flushes and _not_faster(p.ratio, threshold)]
     if not gained or not flat:
         return None
-    fast = "; ".join(f"{p.workload}, which {p.shape.flush_words()}, {_figure(p, load)}" for p in gained)
-    slow = "; ".join(f"{p.workload}, which {p.shape.flush_words()}, {_figure(p, load)}" for p in flat)
+    fast = "; ".join(f"{p.workload}{_where(p, writing)}, which {p.shape.flush_words()}, {_figure(p, load)}"
+                     for p in gained)
+    slow = "; ".join(f"{p.workload}{_where(p, writing)}, which {p.shape.flush_words()}, {_figure(p, load)}"
+                     for p in flat)
     return ("the iSCSI LUN's write cache (lun_write_cache=on over off) sped up writes nobody flushes — " + fast
             + " — but not writes that are flushed — " + slow + ": the target writes its cache out at each flush, "
             "so what the cache gains is the writes it holds unflushed, which a power loss of the target takes.")
