@@ -54,6 +54,19 @@ def test_nothing_is_said_when_the_figures_do_not_show_it(gains: list[WritebackGa
     assert trap_finding(gains, 0.05) is None, why
 
 
+def test_a_slower_non_flushing_workload_is_flat_and_a_gaining_one_is_said_not_hidden() -> None:
+    """On a loaded host writeback can measure below none without flushes (an interval under 1 counts as no faster);
+    a non-flushing workload that gained anyway is named with its read share, not left out."""
+    slower = _gain("file:app.fio", False, "on", 0.90, 0.86, 0.94)
+    reader = WritebackGain("file:mix.fio", False, "writearound", "on", RatioCI(1.4, 1.2, 1.6), read_share=0.7)
+    text = trap_finding([slower, FLUSHING, reader], 0.05)
+    assert text is not None
+    assert "on file:app.fio, which never flushes, QEMU cache=writeback was slower than cache=none (0.90×" in text
+    assert ("on file:mix.fio, which never flushes either, writeback was 1.40× (1.20–1.60): it reads 70% of its "
+            "I/O, which librbd's cache serves even while writethrough") in text
+    assert trap_finding([reader, FLUSHING], 0.05) is None  # no flat workload: nothing shows the trap
+
+
 def test_contexts_are_never_mixed_and_are_named_where_the_sweep_varies_them() -> None:
     one, two = (("clients", "1"),), (("clients", "2"),)
     mixed = [_gain("rand-write-4k", False, "on", 1.0, 0.9, 1.1, context=one),
