@@ -300,3 +300,19 @@ def test_figures_of_one_workload_are_told_apart_by_the_axes_that_differ() -> Non
     assert text is not None
     assert f"{READER} (aio=threads) (64 MiB, 100% reads): cache=writeback 4.44×" in text
     assert f"{READER} (aio=native) (64 MiB, 100% reads): cache=writeback 3.16×" in text
+
+
+LUN_CAPTURED = DATA / "answers" / "iscsi-lun-cache-jobs.sqlite"  # iscsi-lun-cache-jobs.toml's run
+
+
+def test_a_captured_iscsi_sweep_tells_the_lun_write_cache_by_flushing(tmp_path: Path) -> None:
+    """A real tgt LUN, write cache on and off, two job files: never.fio gained 2.32×, commit.fio (fdatasync after
+    every write) 1.00×: the sentence, in JSON and on the terminal."""
+    db = tmp_path / "l.sqlite"
+    shutil.copy(LUN_CAPTURED, db)
+    [finding] = json.loads(run_cli("recommend", "--db", str(db), "--format", "json").stdout)["findings"]
+    assert "sped up writes nobody flushes — file:never.fio, which never flushes, 2.32× (1.40–3.75)" in finding
+    assert "but not writes that are flushed — file:commit.fio, which flushes every write (fsync=1), 1.00× " \
+           "(0.64–1.45)" in finding
+    text = " ".join(run_cli("recommend", "--db", str(db)).stdout.split())
+    assert "finding: the iSCSI LUN's write cache (lun_write_cache=on over off)" in text

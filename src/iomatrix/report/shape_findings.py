@@ -16,10 +16,12 @@ does not fit are named beside it with their own ratio where the sweep measured t
 
 **An iSCSI LUN's write cache, by flushing.** With the LUN's write cache on (``lun_write_cache=on``), the target
 acknowledges writes from its cache and writes it out on each SYNCHRONIZE CACHE (a guest flush); off, it syncs every
-write. So the cache speeds up writes nobody flushes, and hardly a workload that flushes after every few writes. Said
-when a writing workload that never flushes is faster with the cache on (interval above 1 + threshold) and one that
-flushes is not (interval holding 1 + threshold or below it); the sentence names what is at stake: the unflushed
-writes the cache holds are lost with the target's power.
+write. So the cache speeds up writes nobody flushes, less the more often a workload flushes, and not at all one
+that flushes every write (measured here, tgt fileio LUN: 2.32× without flushes, 1.00× with fdatasync after every
+write, but 4.4× with one every 16 writes: the cache still absorbs the 15 between). Said when a writing workload that
+never flushes is faster with the cache on (interval above 1 + threshold) and one that flushes is not (interval
+holding 1 + threshold or below it); a flushing workload that gains is no contrast, and then nothing is said. The
+sentence names what is at stake: the unflushed writes the cache holds are lost with the target's power.
 """
 
 from __future__ import annotations
