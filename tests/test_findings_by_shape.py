@@ -116,12 +116,33 @@ def test_a_job_file_mixing_flushing_and_non_flushing_jobs_counts_as_flushing(tmp
            in finding
 
 
-@pytest.mark.parametrize("gain", [1.0, 0.95])
-def test_no_contrast_no_sentence(tmp_path: Path, gain: float) -> None:
-    """Both job files flat (the flushing one gains nothing either): nothing shows the trap."""
-    iops = {(NEVER, "none"): 1000.0, (NEVER, "writeback"): 1000.0, (JOURNAL, "none"): 600.0,
-            (JOURNAL, "writeback"): 600.0 * gain}
+@pytest.mark.parametrize("never_gain, journal_gain, verbs", [
+    (1.0, 1.0, ("no faster", "no faster")),  # the flushing one gains nothing either
+    (1.0, 0.9, ("no faster", "slower")),
+    (1.09, 2.5, ("a little faster (not shown above 5%)", "faster")),  # the issue's quiet host: both writeback
+])
+def test_without_the_trap_the_figures_of_each_shape_are_said_and_the_trap_is_not(
+        tmp_path: Path, never_gain: float, journal_gain: float, verbs: tuple[str, str]) -> None:
+    """Both kinds of job file measured, the trap not shown: the sentence says what writeback measured for each, by
+    its shape and the host's load, and that these figures do not show librbd's writethrough-until-flush."""
+    iops = {(NEVER, "none"): 1000.0, (NEVER, "writeback"): 1000.0 * never_gain, (JOURNAL, "none"): 600.0,
+            (JOURNAL, "writeback"): 600.0 * journal_gain}
     store, sid = _sweep(tmp_path, {NEVER: NEVER_TEXT, JOURNAL: JOURNAL_TEXT}, iops)
+    [finding] = recommend(store, sid, threshold=0.05).findings
+    assert finding.startswith("on rbd (librbd, rbd_cache_writethrough_until_flush=on, rbd_cache_policy=writearound) "
+                              "QEMU cache=writeback over cache=none, by what each workload does: ")
+    assert f"{NEVER}, which never flushes: {never_gain:.2f}× (" in finding
+    assert f"[host quiet: 0 of 10 runs disturbed], {verbs[0]}; {JOURNAL}, which flushes every 16 writes (fsync=16): " \
+           f"{journal_gain:.2f}× (" in finding
+    assert finding.endswith(f"], {verbs[1]}. These figures do not show librbd's writethrough-until-flush as its rule "
+                            "asks (a workload that never flushes no faster than cache=none, one that flushes faster "
+                            "by more than 5%).")
+
+
+def test_one_kind_of_job_file_only_gets_no_rbd_sentence(tmp_path: Path) -> None:
+    iops = {(NEVER, "none"): 1000.0, (NEVER, "writeback"): 1000.0, (JOURNAL, "none"): 600.0,
+            (JOURNAL, "writeback"): 1500.0}
+    store, sid = _sweep(tmp_path, {NEVER: NEVER_TEXT, JOURNAL: JOURNAL_TEXT.replace("fdatasync=16\n", "")}, iops)
     assert recommend(store, sid, threshold=0.05).findings == []
 
 
