@@ -36,8 +36,8 @@ def test_the_trap_is_told_when_the_non_flushing_ratio_holds_1_and_a_flushing_one
     text = trap_finding([FLAT, FLUSHING, OFF], 0.05)
     assert text is not None
     assert "no faster than cache=none (1.07× (0.80–1.48))" in text
-    assert "rand-write-4k-flush32, which flushes now and then, it was 3.58× (2.92–4.58)" in text
-    assert "rbd_cache_writethrough_until_flush=off it was 6.48×" in text
+    assert "rand-write-4k-flush32, which flushes now and then, it was 3.58× (2.92–4.58)" in text  # no shape words given
+    assert "rbd_cache_writethrough_until_flush=off, on rand-write-4k, it was 6.48×" in text
     assert text.startswith("librbd stays writethrough")  # no context named when the sweep varies none
 
 
@@ -52,6 +52,19 @@ def test_the_trap_is_told_when_the_non_flushing_ratio_holds_1_and_a_flushing_one
 ])
 def test_nothing_is_said_when_the_figures_do_not_show_it(gains: list[WritebackGain], why: str) -> None:
     assert trap_finding(gains, 0.05) is None, why
+
+
+def test_a_slower_non_flushing_workload_is_flat_and_a_gaining_one_is_said_not_hidden() -> None:
+    """On a loaded host writeback can measure below none without flushes (an interval under 1 counts as no faster);
+    a non-flushing workload that gained anyway is named with its read share, not left out."""
+    slower = _gain("file:app.fio", False, "on", 0.90, 0.86, 0.94)
+    reader = WritebackGain("file:mix.fio", False, "writearound", "on", RatioCI(1.4, 1.2, 1.6), read_share=0.7)
+    text = trap_finding([slower, FLUSHING, reader], 0.05)
+    assert text is not None
+    assert "on file:app.fio, which never flushes, QEMU cache=writeback was slower than cache=none (0.90×" in text
+    assert ("on file:mix.fio, which never flushes either, writeback was 1.40× (1.20–1.60): it reads 70% of its "
+            "I/O, which librbd's cache serves even while writethrough") in text
+    assert trap_finding([reader, FLUSHING], 0.05) is None  # no flat workload: nothing shows the trap
 
 
 def test_contexts_are_never_mixed_and_are_named_where_the_sweep_varies_them() -> None:

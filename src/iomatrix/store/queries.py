@@ -305,6 +305,11 @@ class StoreQueries:
         row = self.db.execute("SELECT raw_output FROM runs WHERE id=?", (run_id,)).fetchone()
         return None if row is None else str(row["raw_output"])
 
+    def run_job_text(self, run_id: int) -> str | None:
+        """The job text one run gave its tool (fio's job file for fio runs); None: no such run."""
+        row = self.db.execute("SELECT job_text FROM runs WHERE id=?", (run_id,)).fetchone()
+        return None if row is None else str(row["job_text"])
+
     def unit_stops(self, sweep_id: int) -> list[UnitStop]:
         """Why each cell × workload of the sweep stopped ([] before schema 3, or while none has stopped)."""
         if self.schema_version < 3:

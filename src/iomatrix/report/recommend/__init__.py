@@ -22,6 +22,7 @@ from typing import Any
 from iomatrix.current import CurrentConfig
 from iomatrix.domain import Modifier
 from iomatrix.errors import UserError
+from iomatrix.fio.shape import IoShape
 from iomatrix.guest.accel import TCG_WARNING
 from iomatrix.plan.current_cell import stored_current
 from iomatrix.report.companions import companion
@@ -54,9 +55,12 @@ from iomatrix.report.recommend.verdict import (
     workload_verdict,
 )
 from iomatrix.report.roles import role_answers
+from iomatrix.report.shape_findings import shape_findings
+from iomatrix.report.shapes import workload_shapes
 from iomatrix.snippets import DiskConfig, snippet_backing, snippets_for
 from iomatrix.stats import RatioCI
 from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK, check_threshold, check_tie_break
+from iomatrix.stats.interference import RunInterference
 from iomatrix.store import Store
 from iomatrix.tiers import known_tier, tier_classes, workload_owner
 from iomatrix.tiers.declaration import TierDeclaration
@@ -134,7 +138,16 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     roles = role_answers(info["plan_definition"], verdicts, cws, allowed) if workload is None else []
     return Recommendation(sweep_id, info["plan"], info["status"], reqs, current, verdicts, warnings,
                           None if objective is None else objective.value, allow_data_loss,
-                          rbd_findings(cws, rank_kw["threshold"]), roles)
+                          _findings(cws, rank_kw["threshold"], workload_shapes(store, cws), interference,
+                                    info["host"].get("mem_bytes")), roles)
+
+
+def _findings(cws: list[CellWorkload], threshold: float, shapes: dict[str, IoShape],
+              interference: dict[int, RunInterference], ram_bytes: int | None) -> list[str]:
+    """What the figures show beyond the answers, decided by each workload's shape (report/rbd_flush.py,
+    report/shape_findings.py)."""
+    return (rbd_findings(cws, threshold, shapes, interference)
+            + shape_findings(cws, threshold, shapes, lambda w: primary_metric(w)[0], ram_bytes, interference))
 
 
 def _workload_answer(store: Store, sweep_id: int, cws: list[CellWorkload], w: str, rounds: dict[int, int],
