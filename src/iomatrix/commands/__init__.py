@@ -20,6 +20,7 @@ from iomatrix.commands import (
     monitor,
     plan,
     plans,
+    publish,
     rank,
     recommend,
     report,
@@ -31,4 +32,4 @@ from iomatrix.commands.help_names import install as _readable_help_names
 _readable_help_names()
 
 COMMANDS: tuple[ModuleType, ...] = (plans, plan, run, results, rank, compare, monitor, clean, recommend, report,
-                                    merge, guest)
+                                    merge, publish, guest)
