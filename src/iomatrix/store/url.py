@@ -9,8 +9,8 @@ and PGPASSWORD by itself.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 SCHEMES = ("postgresql://", "postgres://")
 
@@ -20,17 +20,10 @@ def is_database_url(text: str) -> bool:
 
 
 def redact(conninfo: str) -> str:
-    """The URL without its password: postgresql://user:secret@h/db?password=x → postgresql://user@h/db."""
-    try:
-        parts = urlsplit(conninfo)
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, host = netloc.rsplit("@", 1)
-            netloc = f"{userinfo.split(':', 1)[0]}@{host}"
-        query = urlencode([(k, "***" if k.lower() == "password" else v) for k, v in parse_qsl(parts.query)])
-        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-    except ValueError:
-        return conninfo.split("://", 1)[0] + "://…"  # unparseable: nothing of it is shown
+    """The URL without its password: postgresql://user:secret@h/db?password=x → postgresql://user@h/db?password=***
+    (the rest as given, character for character)."""
+    shown = re.sub(r"^([A-Za-z][\w+.-]*://[^:/@?#]*):[^@/?#]*@", r"\1@", conninfo)
+    return re.sub(r"([?&]password=)[^&#]*", r"\1***", shown, flags=re.IGNORECASE)
 
 
 class DatabaseURL:
