@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from iomatrix.dburl import DatabaseURL, parse_db, redact
 from iomatrix.store import Store
 from iomatrix.store.schema import COLUMNS, MIGRATIONS, SCHEMA_1, SCHEMA_VERSION
-from iomatrix.store.url import DatabaseURL, parse_db, redact
 from tests import pg_cluster
 from tests.conftest import iomatrix_argv, run_cli
 from tests.test_merge import fleet, make_sweep

@@ -12,9 +12,9 @@ from iomatrix.errors import UserError
 from iomatrix.ui import err_console
 
 if TYPE_CHECKING:
+    from iomatrix.dburl import DatabaseURL
     from iomatrix.plan.model import Plan
     from iomatrix.store import Store
-    from iomatrix.store.url import DatabaseURL
 
 
 def open_store(db: Path | DatabaseURL) -> Store:
@@ -22,8 +22,8 @@ def open_store(db: Path | DatabaseURL) -> Store:
     are skipped, with one warning line saying how many and naming the first (store/integrity.py)."""
     from rich.markup import escape
 
+    from iomatrix.dburl import DatabaseURL
     from iomatrix.store import Store
-    from iomatrix.store.url import DatabaseURL
 
     if isinstance(db, DatabaseURL):
         return open_central_store(db)

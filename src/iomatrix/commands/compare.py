@@ -19,9 +19,9 @@ from rich.markup import escape
 from iomatrix.commands.common import open_store
 from iomatrix.commands.options import ByHostOpt, format_option
 from iomatrix.commands.thresholds import parse_fraction
+from iomatrix.dburl import parse_db
 from iomatrix.errors import UserError
 from iomatrix.report.formats import ALL_FORMATS, OutputFormat
-from iomatrix.store.url import parse_db
 from iomatrix.ui import console, err_console, fmt
 
 if TYPE_CHECKING:

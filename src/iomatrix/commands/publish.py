@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
+from iomatrix.dburl import DatabaseURL, parse_db
 from iomatrix.errors import UserError
-from iomatrix.store.url import DatabaseURL, parse_db
 from iomatrix.ui import console
 
 NAME = "publish"

@@ -35,10 +35,10 @@ from typing import Any
 
 import psycopg
 
+from iomatrix.dburl import DatabaseURL, redact
 from iomatrix.errors import UserError
 from iomatrix.store.db import Store, current_host_fingerprint
 from iomatrix.store.schema import COLUMNS, MIGRATIONS, SCHEMA_1, SCHEMA_VERSION
-from iomatrix.store.url import DatabaseURL, redact
 
 # The central store's own additions, in order; meta.central_version counts those applied.
 CENTRAL_STEPS: tuple[tuple[str, ...], ...] = (
