@@ -4,7 +4,8 @@
 # .venv/, and the guest kernel + initramfs (cached under ~/.cache/iomatrix).
 # Safe to run again: each step checks before it acts.
 #
-# Opt-in: `--fleet` (or IOMATRIX_FLEET=1) also installs the fleet controller, ansible-core (the `fleet` extra),
+# Opt-in: `--fleet` (or IOMATRIX_FLEET=1) also installs the fleet controller, ansible-core (the `fleet` extra), the
+# central store's driver psycopg (the `postgresql` extra) and Debian's postgresql (the tests' throw-away cluster),
 # for ansible/sweep.yml and scripts/fleet-demo (docs/fleet.md), and the sshd the demo and the client-host tests
 # run in their network namespaces. The swept hosts never need it.
 #

@@ -237,48 +237,61 @@ class _Publisher:
         return out
 
     def runs(self, src_sweep: int, suid: str, sid: int, cell_ids: dict[int, tuple[int, str]]) -> None:
-        present = dict(self.conn.execute(
-            "SELECT r.uid, r.digest FROM runs r JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=%s", (sid,)
-        ).fetchall())
-        ids = {r[0]: r[1] for r in self.conn.execute(
-            "SELECT r.uid, r.id FROM runs r JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=%s", (sid,))}
+        """The sweep's runs not yet in the store, in bulk: their ids reserved from the sequence in one query, then
+        each table's rows in one pipelined executemany (a round trip per run made a host of 240 runs take 5 s)."""
+        present = {r[0]: (r[1], r[2]) for r in self.conn.execute(
+            "SELECT r.uid, r.digest, r.id FROM runs r JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=%s", (sid,))}
         samples = _grouped(self.src.db, "SELECT s.run_id, s.metric, s.value FROM samples s JOIN runs r ON "
                                         "r.id=s.run_id JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=?", src_sweep)
-        cols = self.cols("runs", ("id", "cell_id", "retry_of"))
+        new: list[tuple[sqlite3.Row, str, str, int]] = []
         mapped: dict[int, int] = {}
         for run in self.src.db.execute("SELECT r.* FROM runs r JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=? "
                                        "ORDER BY r.id", (src_sweep,)).fetchall():
             cid, key = cell_ids[run["cell_id"]]
             uid = run_uid(suid, key, run["workload"], run["attempt"])
             digest = run_digest(run, samples.get(run["id"], []))
-            if uid in present:
-                if present[uid] != digest:
-                    raise PublishConflict(
-                        f"the PostgreSQL store holds run {run['id']} of {self.source} (cell {key}, {run['workload']}, "
-                        f"attempt {run['attempt']}) with other content; nothing was published",
-                        hint="publish each host's own database; a database edited or restored since its first "
-                             "publish needs a store of its own")
-                mapped[run["id"]] = ids[uid]
-                self.result.runs_present += 1
+            if uid not in present:
+                new.append((run, uid, digest, cid))
                 continue
-            retry = mapped.get(run["retry_of"]) if "retry_of" in self.tables["runs"] else None
-            rid = int(_scalar(self.conn, f"INSERT INTO runs (uid, digest, cell_id, retry_of, {', '.join(cols)}) "
-                                         f"VALUES (%s, %s, %s, %s{', %s' * len(cols)}) RETURNING id",
-                              (uid, digest, cid, retry, *(run[c] for c in cols))))
-            mapped[run["id"]] = rid
-            self.result.runs_added += 1
-            self.run_rows(run["id"], rid, samples.get(run["id"], []))
+            if present[uid][0] != digest:
+                raise PublishConflict(
+                    f"the PostgreSQL store holds run {run['id']} of {self.source} (cell {key}, {run['workload']}, "
+                    f"attempt {run['attempt']}) with other content; nothing was published",
+                    hint="publish each host's own database; a database edited or restored since its first "
+                         "publish needs a store of its own")
+            mapped[run["id"]] = present[uid][1]
+            self.result.runs_present += 1
+        if new:
+            self.insert_runs(new, mapped, samples)
 
-    def run_rows(self, src_run: int, rid: int, samples: Sequence[tuple[str, float]]) -> None:
+    def insert_runs(self, new: list[tuple[sqlite3.Row, str, str, int]], mapped: dict[int, int],
+                    samples: dict[int, list[tuple[str, float]]]) -> None:
+        reserved = [r[0] for r in self.conn.execute(
+            "SELECT nextval(pg_get_serial_sequence('runs', 'id')) FROM generate_series(1, %s)", (len(new),))]
+        for (run, _, _, _), rid in zip(new, reserved, strict=True):
+            mapped[run["id"]] = int(rid)
+        has_retry = "retry_of" in self.tables["runs"]
+        cols = self.cols("runs", ("id", "cell_id", "retry_of"))
+        src_ids = [run["id"] for run, _, _, _ in new]
+        marks = ", ".join("?" * len(src_ids))
         with self.conn.cursor() as cur:
-            cur.executemany("INSERT INTO samples VALUES (%s, %s, %s)", [(rid, m, v) for m, v in samples])
+            # In source order: a retry's run comes after the run it retries (the reference is checked per row).
+            cur.executemany(f"INSERT INTO runs (id, uid, digest, cell_id, retry_of, {', '.join(cols)}) "
+                            f"VALUES (%s, %s, %s, %s, %s{', %s' * len(cols)})",
+                            [(mapped[run["id"]], uid, digest, cid,
+                              mapped.get(run["retry_of"]) if has_retry else None, *(run[c] for c in cols))
+                             for run, uid, digest, cid in new])
+            cur.executemany("INSERT INTO samples VALUES (%s, %s, %s)",
+                            [(mapped[i], m, v) for i in src_ids for m, v in samples.get(i, [])])
             cur.executemany("INSERT INTO monitor VALUES (%s, %s, %s, %s)",
-                            [(rid, *r) for r in self.src.db.execute(
-                                "SELECT t, field, value FROM monitor WHERE run_id=?", (src_run,))])
+                            [(mapped[r[0]], *r[1:]) for r in self.src.db.execute(
+                                f"SELECT run_id, t, field, value FROM monitor WHERE run_id IN ({marks})", src_ids)])
             if "run_clients" in self.tables:
                 cur.executemany("INSERT INTO run_clients VALUES (%s, %s, %s, %s)",
-                                [(rid, *r) for r in self.src.db.execute(
-                                    "SELECT client, metric, value FROM run_clients WHERE run_id=?", (src_run,))])
+                                [(mapped[r[0]], *r[1:]) for r in self.src.db.execute(
+                                    f"SELECT run_id, client, metric, value FROM run_clients WHERE run_id IN ({marks})",
+                                    src_ids)])
+        self.result.runs_added += len(new)
 
 
 def _grouped(db: sqlite3.Connection, sql: str, *params: Any) -> dict[int, list[tuple[str, float]]]:
