@@ -234,3 +234,45 @@ def test_the_throw_away_cluster_is_removed_after() -> None:
         data = Path(conn.execute("SHOW data_directory").fetchone()[0])
         assert data.is_dir()
     assert not data.parent.exists()
+
+
+def _history_host(path: Path) -> None:
+    """host-a: three sweeps of one plan; the third after a kernel update, its reads half as fast."""
+    from tests.test_merge import host_facts
+
+    s = Store(path)
+    make_sweep(s, "host-a", "quick", base=100.0)
+    make_sweep(s, "host-a", "quick", base=100.2)
+    third = make_sweep(s, "host-a", "quick", base=50.0)
+    updated = s.host_id({**host_facts("host-a"), "kernel": "6.1.0-99"})
+    with s.tx() as db:
+        db.execute("UPDATE sweeps SET host_id=?, started_at=started_at+1000 WHERE id=?", (updated, third))
+    s.close()
+
+
+def test_history_flags_only_the_real_change_and_names_the_versions_that_changed(tmp_path: Path) -> None:
+    path = tmp_path / "host.sqlite"
+    _history_host(path)
+    out = run_cli("history", "--db", str(path), "--format", "json")
+    assert out.returncode == 0, out.stderr
+    steps = json.loads(out.stdout)
+    assert [s["sweep"] for s in steps] == [1, 2, 3] and {s["host"] for s in steps} == {"host-a"}
+    first, second, third = steps
+    assert first["figures_compared"] == 0 and second["figures_compared"] > 0
+    assert second["slower"] == [] and second["faster"] == [] and second["versions_changed"] == []
+    assert third["versions_changed"] == ["kernel 6.1.0-6 → 6.1.0-99"]
+    assert third["slower"] and all(c["after"] < c["before"] for c in third["slower"])
+    text = run_cli("history", "--db", str(path), "--host", "host-a", "--workload", "rand-read-4k")
+    assert "changed: kernel 6.1.0-6 → 6.1.0-99" in text.stdout and "slower:" in text.stdout, text.stdout
+    bad = run_cli("history", "--db", str(path), "--host", "nope")
+    assert bad.returncode == 2 and "no host 'nope'" in bad.stderr
+
+
+@needs_postgres
+def test_history_on_the_store_equals_history_on_the_file(store_url: str, tmp_path: Path) -> None:
+    path = tmp_path / "host.sqlite"
+    _history_host(path)
+    assert run_cli("publish", str(path), store_url).returncode == 0
+    on_store = json.loads(run_cli("history", "--db", store_url, "--format", "json").stdout)
+    on_file = json.loads(run_cli("history", "--db", str(path), "--format", "json").stdout)
+    assert on_store == on_file
