@@ -114,6 +114,9 @@ def test_publishing_twice_adds_nothing_and_the_store_answers_as_the_merged_file(
         on_file = run_cli(*command, "--db", str(merged), "--format", "json")
         assert on_store.returncode == 0, on_store.stderr
         assert json.loads(on_store.stdout) == json.loads(on_file.stdout), command
+    html = tmp_path / "fleet.html"
+    report = run_cli("report", "--db", store_url, "--html", str(html))
+    assert report.returncode == 0 and html.stat().st_size > 10_000, report.stderr
 
 
 @needs_postgres
