@@ -4,7 +4,8 @@
 # .venv/, and the guest kernel + initramfs (cached under ~/.cache/iomatrix).
 # Safe to run again: each step checks before it acts.
 #
-# Opt-in: `--fleet` (or IOMATRIX_FLEET=1) also installs the fleet controller, ansible-core (the `fleet` extra),
+# Opt-in: `--fleet` (or IOMATRIX_FLEET=1) also installs the fleet controller, ansible-core (the `fleet` extra), the
+# central store's driver psycopg (the `postgresql` extra) and Debian's postgresql (the tests' throw-away cluster),
 # for ansible/sweep.yml and scripts/fleet-demo (docs/fleet.md), and the sshd the demo and the client-host tests
 # run in their network namespaces. The swept hosts never need it.
 #
@@ -78,7 +79,7 @@ fi
 extras=dev,charts
 if [ "$minimal" = 1 ]; then extras=charts; fi
 if [ "$measure_only" = 1 ]; then extras=; fi
-if [ "$fleet" = 1 ]; then extras="${extras:+$extras,}fleet"; fi
+if [ "$fleet" = 1 ]; then extras="${extras:+$extras,}fleet,postgresql"; fi
 
 if [ "$(id -u)" -ne 0 ]; then
     if command -v sudo >/dev/null 2>&1; then exec sudo -E "$0" "$@"; fi
@@ -129,7 +130,10 @@ iscsi_packages=(tgt libiscsi-bin qemu-block-extra)
 # of their own (the distribution's ssh service is not started, and disabled when installed here: see below).
 # pkgconf and libnbd-dev: the fio the controller builds for measuring hosts (src/iomatrix/fio/host_build.py) with
 # its nbd engine; the rest of that build (build-essential, dpkg-dev, libaio-dev, zlib1g-dev) is the full install's.
-if [ "$fleet" = 1 ]; then packages+=(shellcheck openssh-client openssh-server pkgconf libnbd-dev); fi
+# postgresql and libpq5: the fleet's central store (docs/fleet.md): psycopg (the `postgresql` extra) talks through
+# libpq5, and the tests start a throw-away cluster of Debian's server in a temporary directory (its packaged
+# service is not started nor enabled here: see below).
+if [ "$fleet" = 1 ]; then packages+=(shellcheck openssh-client openssh-server pkgconf libnbd-dev postgresql libpq5); fi
 # Shared storage, NFS: the NFS backing's userspace server (nfs-ganesha with its VFS backend) and rpcbind (QEMU's
 # libnfs finds the server through the portmapper), libnfs-utils (nfs-ls; libnfs itself removes iomatrix's files
 # on an existing export), qemu-block-extra (QEMU's nfs/iscsi/rbd block drivers, block-nfs.so).
@@ -149,7 +153,7 @@ declare -A shared_storage_unit_package=([nfs-ganesha.service]=nfs-ganesha [nfs-g
     [nfs-ganesha-config.service]=nfs-ganesha [rpcbind.service]=rpcbind [rpcbind.socket]=rpcbind [tgt.service]=tgt
     [ceph-mon.target]=ceph-mon [ceph-mon.service]=ceph-mon [ceph-osd.target]=ceph-osd [ceph.target]=ceph-base
     [ceph-crash.service]=ceph-base [rbdmap.service]=ceph-common [ssh.service]=openssh-server
-    [ssh.socket]=openssh-server)
+    [ssh.socket]=openssh-server [postgresql.service]=postgresql)
 # apt_install PACKAGE...: install those not installed yet; prints "setup: installing N Debian packages" (the role
 # reads a change from it) or nothing; the exit status is apt-get's.
 apt_install() {

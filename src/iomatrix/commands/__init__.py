@@ -16,10 +16,12 @@ from iomatrix.commands import (
     clean,
     compare,
     guest,
+    history,
     merge,
     monitor,
     plan,
     plans,
+    publish,
     rank,
     recommend,
     report,
@@ -31,4 +33,4 @@ from iomatrix.commands.help_names import install as _readable_help_names
 _readable_help_names()
 
 COMMANDS: tuple[ModuleType, ...] = (plans, plan, run, results, rank, compare, monitor, clean, recommend, report,
-                                    merge, guest)
+                                    merge, publish, history, guest)

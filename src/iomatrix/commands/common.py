@@ -5,23 +5,28 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from iomatrix.errors import UserError
 from iomatrix.ui import err_console
 
 if TYPE_CHECKING:
+    from iomatrix.dburl import DatabaseURL
     from iomatrix.plan.model import Plan
     from iomatrix.store import Store
 
 
-def open_store(db: Path) -> Store:
+def open_store(db: Path | DatabaseURL) -> Store:
     """An existing results database, for reading (a missing or foreign file is a one-line error). Damaged rows
     are skipped, with one warning line saying how many and naming the first (store/integrity.py)."""
     from rich.markup import escape
 
+    from iomatrix.dburl import DatabaseURL
     from iomatrix.store import Store
 
+    if isinstance(db, DatabaseURL):
+        return open_central_store(db)
     store = Store.open_existing(db, skip_damaged=True)
     if store.damage:
         n = store.damage.count
@@ -29,6 +34,22 @@ def open_store(db: Path) -> Store:
                           f"skipped, the figures stand on the rest (first: {escape(str(store.damage.first))})",
                           soft_wrap=True, markup=True, highlight=False)
     return store
+
+
+def pg_store() -> ModuleType:
+    """iomatrix.store.pg, or one line when its driver (psycopg, an extra) is not installed."""
+    try:
+        from iomatrix.store import pg
+    except ImportError:
+        raise UserError("reading or publishing a PostgreSQL store needs the psycopg driver",
+                        hint="install it with scripts/setup.sh --fleet (or pip install 'iomatrix[postgresql]')"
+                        ) from None
+    return pg
+
+
+def open_central_store(url: DatabaseURL) -> Store:
+    """A fleet's central PostgreSQL store, read into memory (store/pg.py)."""
+    return pg_store().open_central(url)
 
 
 def refuse_system_workdir(workdir: Path, option: str = "--workdir") -> None:

@@ -19,6 +19,7 @@ from rich.markup import escape
 from iomatrix.commands.common import open_store
 from iomatrix.commands.options import ByHostOpt, format_option
 from iomatrix.commands.thresholds import parse_fraction
+from iomatrix.dburl import parse_db
 from iomatrix.errors import UserError
 from iomatrix.report.formats import ALL_FORMATS, OutputFormat
 from iomatrix.ui import console, err_console, fmt
@@ -37,8 +38,8 @@ EXIT_CANNOT_TELL = 5
 
 
 def compare(
-    db_a: Annotated[Path, typer.Argument(help="Before (or host A).", metavar="DB_A")],
-    db_b: Annotated[Path, typer.Argument(help="After (or host B).", metavar="DB_B")],
+    db_a: Annotated[Path, typer.Argument(help="Before (or host A).", metavar="DB_A", parser=parse_db)],
+    db_b: Annotated[Path, typer.Argument(help="After (or host B).", metavar="DB_B", parser=parse_db)],
     sweep_a: Annotated[int | None, typer.Option(help="Sweep in DB_A (default: latest).")] = None,
     sweep_b: Annotated[int | None, typer.Option(help="Sweep in DB_B (default: latest).")] = None,
     metric: Annotated[str | None, typer.Option(help="Metric (default: each workload's primary).")] = None,

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from iomatrix.commands.thresholds import parse_fraction
+from iomatrix.dburl import parse_db
 from iomatrix.errors import UserError
 from iomatrix.report.formats import OutputFormat
 
@@ -22,6 +23,11 @@ DEFAULT_DB = Path("iomatrix.sqlite")
 DEFAULT_WORKDIR = Path("iomatrix-work")
 
 DbOpt = Annotated[Path, typer.Option("--db", help="Results database (SQLite file).")]
+# The read commands also take a fleet's central store (store/pg.py): the value stays a URL (a Path folds '//'),
+# and prints without its password wherever a message names it (dburl.py).
+ReadDbOpt = Annotated[Path, typer.Option(
+    "--db", parser=parse_db, metavar="PATH|URL",
+    help="Results database: an SQLite file, or a central store's postgresql:// URL (docs/fleet.md).")]
 SweepOpt = Annotated[int | None, typer.Option("--sweep", help="Sweep id (default: the latest).")]
 # The fleet answers of a merged database (docs/fleet.md): per-host answers side by side and one per host group.
 ByHostOpt = Annotated[bool, typer.Option(

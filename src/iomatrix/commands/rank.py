@@ -16,11 +16,11 @@ from iomatrix.commands.options import (
     DEFAULT_THRESHOLD,
     DEFAULT_TIE_BREAK,
     ByHostOpt,
-    DbOpt,
     FleetGroupOpt,
     MaxNoiseOpt,
     MinRunsOpt,
     ObjectiveOpt,
+    ReadDbOpt,
     SweepOpt,
     ThresholdOpt,
     TieBreakOpt,
@@ -38,7 +38,7 @@ FormatOpt = format_option(*FORMATS)
 
 
 def rank_cmd(
-    db: DbOpt = DEFAULT_DB,
+    db: ReadDbOpt = DEFAULT_DB,
     sweep: SweepOpt = None,
     workload: WorkloadOpt = None,
     metric: Annotated[str | None, typer.Option(help="Rank by this metric (default: the workload's primary).")]

@@ -19,11 +19,11 @@ from iomatrix.commands.options import (
     AllowDataLossOpt,
     ByHostOpt,
     CurrentOpt,
-    DbOpt,
     FleetGroupOpt,
     MaxNoiseOpt,
     MinRunsOpt,
     ObjectiveOpt,
+    ReadDbOpt,
     RequireOpt,
     SweepOpt,
     TargetOpt,
@@ -42,7 +42,7 @@ FormatOpt = format_option(*FORMATS)
 
 
 def recommend(
-    db: DbOpt = DEFAULT_DB,
+    db: ReadDbOpt = DEFAULT_DB,
     sweep: SweepOpt = None,
     workload: WorkloadOpt = None,
     objective: ObjectiveOpt = None,

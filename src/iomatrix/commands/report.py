@@ -18,11 +18,11 @@ from iomatrix.commands.options import (
     DEFAULT_TIE_BREAK,
     AllowDataLossOpt,
     CurrentOpt,
-    DbOpt,
     FleetGroupOpt,
     MaxNoiseOpt,
     MinRunsOpt,
     ObjectiveOpt,
+    ReadDbOpt,
     RequireOpt,
     SweepOpt,
     TargetOpt,
@@ -37,7 +37,7 @@ NAME = "report"
 
 def report(
     html: Annotated[Path, typer.Option("--html", help="Write the report to this HTML file.")],
-    db: DbOpt = DEFAULT_DB,
+    db: ReadDbOpt = DEFAULT_DB,
     sweep: SweepOpt = None,
     current: CurrentOpt = None,
     require: RequireOpt = [],  # noqa: B006

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from iomatrix.commands.common import open_store, warn_tcg
-from iomatrix.commands.options import DEFAULT_DB, ByHostOpt, DbOpt, FleetGroupOpt, SweepOpt, format_option
+from iomatrix.commands.options import DEFAULT_DB, ByHostOpt, FleetGroupOpt, ReadDbOpt, SweepOpt, format_option
 from iomatrix.errors import UserError
 from iomatrix.report.formats import ALL_FORMATS, OutputFormat
 from iomatrix.ui import console, report_width
@@ -28,7 +28,7 @@ FormatOpt = format_option(*FORMATS)
 
 
 def results(
-    db: DbOpt = DEFAULT_DB,
+    db: ReadDbOpt = DEFAULT_DB,
     format: FormatOpt = OutputFormat.table,
     sweep: SweepOpt = None,
     metric: Annotated[str | None, typer.Option(help="Only this metric ('all' for every metric; default: "

@@ -148,6 +148,18 @@ class Store(StoreQueries):
         `self.damage` says how many and which was first. A file SQLite cannot read is refused either way."""
         return cls(path, read_only=True, skip_damaged=skip_damaged)
 
+    @classmethod
+    def in_memory(cls, label: object) -> Store:
+        """An empty database of the current schema in this process's memory, named `label` in messages (a
+        PostgreSQL store's rows are read into one: store/pg.py). Written by the caller, then used read-only."""
+        store = cls.__new__(cls)
+        store.path, store.read_only, store.damage = label, True, DamageReport()  # type: ignore[assignment]
+        store.db = sqlite3.connect(":memory:", isolation_level=None)
+        store.db.row_factory = sqlite3.Row
+        _create(store.db)
+        store.schema_version = SCHEMA_VERSION
+        return store
+
     def close(self) -> None:
         if not getattr(self, "abandoned", False):
             self.db.close()

@@ -1,0 +1,124 @@
+"""Each host's history, sweep by sweep (`iomatrix history`): its answer per workload, and what changed from the
+sweep before of the same plan — the versions recorded (kernel, QEMU, fio, OS) and the figures, a change flagged
+only when the existing compare statistics say it is real.
+
+A host across updates is one host by its inventory name (`host_label`), else its hostname: its identifying
+facts (the hosts table's fingerprint) include the kernel and tool versions, so each update starts a new hosts row.
+
+Along the time axis, each sweep is compared with the host's previous sweep of the same plan fingerprint as
+`compare --fail-above θ` compares two sweeps (report.rank.compare_series: Welch per figure, Holm over the figures;
+stats.gate.regression_gate): **slower** when significant and worse by more than θ, **faster** when significant and
+better by more than θ. Consecutive pairs only: a step is a change between two sweeps; a slow drift over many sweeps
+that no single pair shows is not flagged (asv's step detector fits steps to the whole series; not done here).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from iomatrix.errors import UserError
+from iomatrix.metrics import metric_info
+from iomatrix.report.rank import compare_series, figure_series
+from iomatrix.stats.gate import regression_gate, worse_by
+from iomatrix.stats.sweeps import Change
+from iomatrix.store import Store
+
+VERSION_FACTS = ("kernel", "qemu_version", "fio_version", "os")
+DEFAULT_THRESHOLD = 0.05
+
+
+@dataclass
+class HistoryStep:
+    host: str
+    sweep_id: int
+    plan: str
+    started_at: float
+    # workload → (the cell with the best mean of its metric, that mean, the metric)
+    answers: dict[str, tuple[str, float, str]]
+    versions_changed: list[str] = field(default_factory=list)
+    compared: int = 0  # figures compared with the host's previous sweep of the plan (0: first, or none shared)
+    slower: list[Change] = field(default_factory=list)
+    faster: list[Change] = field(default_factory=list)
+
+
+def _higher(key: str) -> bool:
+    return metric_info(key.rsplit(" · ", 1)[-1]).higher_is_better
+
+
+def host_name(hostname: str | None, extra_json: str | None) -> str:
+    try:
+        extra = json.loads(extra_json or "{}")
+    except ValueError:
+        extra = {}
+    label = extra.get("host_label") if isinstance(extra, dict) else None
+    return str(label or hostname or "?")
+
+
+def _answers(series: dict[str, list[float]]) -> dict[str, tuple[str, float, str]]:
+    best: dict[str, tuple[str, float, str]] = {}
+    for key, values in series.items():
+        cell, workload, metric = key.rsplit(" · ", 2)
+        mean = sum(values) / len(values)
+        have = best.get(workload)
+        if have is None or (mean > have[1] if _higher(key) else mean < have[1]):
+            best[workload] = (cell, mean, metric)
+    return best
+
+
+def _only(series: dict[str, list[float]], workload: str | None) -> dict[str, list[float]]:
+    return {k: v for k, v in series.items() if workload is None or k.rsplit(" · ", 2)[1] == workload}
+
+
+def history(store: Store, host: str | None = None, workload: str | None = None, metric: str | None = None,
+            threshold: float = DEFAULT_THRESHOLD) -> list[HistoryStep]:
+    """Every host's finished or interrupted sweeps in start order, each compared with the one before of its plan."""
+    rows = store.db.execute(
+        f"SELECT s.id, s.plan_name, s.plan_fingerprint, s.started_at, h.hostname, h.extra_json, "
+        f"{', '.join('h.' + c for c in VERSION_FACTS)} FROM sweeps s JOIN hosts h ON h.id=s.host_id "
+        "WHERE s.status != 'running' ORDER BY s.started_at, s.id").fetchall()
+    steps: list[HistoryStep] = []
+    previous: dict[tuple[str, str], tuple[Any, dict[str, list[float]]]] = {}
+    names = sorted({host_name(r["hostname"], r["extra_json"]) for r in rows})
+    if host is not None and host not in names:
+        raise UserError(f"no host '{host}' in {store.path}", hint=f"hosts: {', '.join(names[:10]) or 'none yet'}")
+    for r in rows:
+        name = host_name(r["hostname"], r["extra_json"])
+        if host is not None and name != host:
+            continue
+        series = _only(figure_series(store, r["id"], metric), workload)
+        step = HistoryStep(name, r["id"], r["plan_name"], r["started_at"], _answers(series))
+        before = previous.get((name, r["plan_fingerprint"]))
+        if before is not None:
+            _compare(step, before[0], before[1], r, series, threshold)
+        previous[(name, r["plan_fingerprint"])] = (r, series)
+        steps.append(step)
+    if workload is not None and not any(s.answers for s in steps):
+        raise UserError(f"no figure of workload '{workload}' in {store.path}", hint="name a workload the plans ran")
+    return sorted(steps, key=lambda s: (s.host, s.started_at))
+
+
+def _compare(step: HistoryStep, prev_row: Any, prev: dict[str, list[float]], row: Any,
+             series: dict[str, list[float]], threshold: float) -> None:
+    step.versions_changed = [f"{c.removesuffix('_version')} {prev_row[c]} → {row[c]}" for c in VERSION_FACTS
+                             if prev_row[c] != row[c]]
+    try:
+        changes = compare_series(prev, series)
+    except UserError:
+        return  # no figure with ≥ 2 runs on both sides: nothing to judge
+    step.compared = len(changes)
+    step.slower = regression_gate(changes, threshold, _higher).regressions
+    step.faster = [c for c in changes if c.significant and (worse_by(c, _higher(c.key)) or 0.0) < -threshold]
+
+
+def as_json(steps: Sequence[HistoryStep]) -> list[dict[str, Any]]:
+    def change(c: Change) -> dict[str, Any]:
+        return {"figure": c.key, "before": c.a.mean, "after": c.b.mean, "ratio": c.ratio.ratio,
+                "p_adjusted": c.p_adjusted}
+
+    return [{"host": s.host, "sweep": s.sweep_id, "plan": s.plan, "started_at": s.started_at,
+             "answers": {w: {"cell": a[0], "mean": a[1], "metric": a[2]} for w, a in s.answers.items()},
+             "versions_changed": s.versions_changed, "figures_compared": s.compared,
+             "slower": [change(c) for c in s.slower], "faster": [change(c) for c in s.faster]} for s in steps]

@@ -1,0 +1,281 @@
+"""The fleet's central store on a real PostgreSQL (issue 52): migrations, idempotent publish, conflicts refused
+whole, 8 hosts at once, a publish killed midway, a database that is down, and the read commands on the store
+answering as on the merged SQLite file."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from iomatrix.dburl import DatabaseURL, parse_db, redact
+from iomatrix.store import Store
+from iomatrix.store.schema import COLUMNS, MIGRATIONS, SCHEMA_1, SCHEMA_VERSION
+from tests import pg_cluster
+from tests.conftest import iomatrix_argv, run_cli
+from tests.test_merge import fleet, make_sweep
+
+psycopg = pytest.importorskip("psycopg")
+needs_postgres = pytest.mark.skipif(not pg_cluster.available(), reason="Debian's postgresql 15 and root needed")
+pytestmark = pytest.mark.xdist_group("postgresql")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    if not pg_cluster.available():
+        pytest.skip("Debian's postgresql 15 and root needed")
+    with pg_cluster.cluster() as url:
+        yield url
+
+
+@pytest.fixture
+def store_url(cluster: str) -> str:
+    """A new database of its own in the module's cluster."""
+    return pg_cluster.create_database(cluster, "t" + uuid.uuid4().hex[:12])
+
+
+def counts(url: str) -> dict[str, int]:
+    with psycopg.connect(url) as conn:
+        return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                for t in ("hosts", "sweeps", "cells", "runs", "samples", "monitor", "unit_stops", "cell_axes")}
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_urls_print_without_credentials() -> None:
+    url = parse_db("postgresql://lab:s3cret@db.example:5433/iomatrix?password=other&sslmode=require")
+    assert isinstance(url, DatabaseURL)
+    for shown in (str(url), repr(url), f"{url}", f"{url:>80}"):
+        assert "s3cret" not in shown and "=other" not in shown
+        assert "lab@db.example:5433/iomatrix" in shown
+    assert redact("postgresql:///iomatrix?host=/run/postgresql") == "postgresql:///iomatrix?host=/run/postgresql"
+    assert parse_db("results/iomatrix.sqlite") == Path("results/iomatrix.sqlite")
+
+
+@needs_postgres
+def test_a_new_store_has_the_sqlite_schema_and_an_old_one_is_migrated(store_url: str, tmp_path: Path) -> None:
+    from iomatrix.store.pg import CENTRAL_STEPS, pg_statement, publish
+
+    # A central store of schema 6 (as an iomatrix before run_clients made it): publishing migrates it.
+    with psycopg.connect(store_url) as conn:
+        for stmt in (s for s in SCHEMA_1.split(";") if s.strip()):
+            conn.execute(pg_statement(stmt))
+        conn.execute("INSERT INTO meta VALUES ('schema_version', '1'), ('central_version', '0')")
+        for v in range(1, 6):
+            for stmt in filter(None, map(pg_statement, MIGRATIONS[v])):
+                conn.execute(stmt)
+        assert conn.execute("SELECT to_regclass('run_clients')").fetchone()[0] is None
+    host = tmp_path / "host.sqlite"
+    s = Store(host)
+    make_sweep(s, "host-a", "quick")
+    s.close()
+    publish(host, DatabaseURL(store_url))
+    with psycopg.connect(store_url) as conn:
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        assert meta == {"schema_version": str(SCHEMA_VERSION), "central_version": str(len(CENTRAL_STEPS))}
+        for table, cols in COLUMNS[SCHEMA_VERSION].items():
+            have = {r[0] for r in conn.execute("SELECT column_name FROM information_schema.columns "
+                                               "WHERE table_name=%s", (table,))}
+            extra = {"uid"} if table == "sweeps" else {"uid", "digest"} if table == "runs" else set()
+            assert have == set(cols) | extra, table
+
+
+@needs_postgres
+def test_publishing_twice_adds_nothing_and_the_store_answers_as_the_merged_file(store_url: str,
+                                                                                tmp_path: Path) -> None:
+    hosts = fleet(tmp_path)  # three hosts, one of them in two files, and a schema-1 database
+    before = {p: digest(p) for p in hosts}
+    for p in hosts:
+        out = run_cli("publish", str(p), store_url)
+        assert out.returncode == 0, out.stderr
+    first = counts(store_url)
+    for p in hosts:
+        again = run_cli("publish", str(p), store_url)
+        assert again.returncode == 0 and " 0 run(s) added" in again.stdout, again.stdout + again.stderr
+    assert counts(store_url) == first
+    assert {p: digest(p) for p in hosts} == before  # publishing never writes the host's file
+    merged = tmp_path / "merged.sqlite"
+    assert run_cli("merge", str(merged), *map(str, hosts)).returncode == 0
+    with contextlib.closing(Store.open_existing(merged)) as m:
+        assert first["runs"] == m.db.execute("SELECT count(*) FROM runs").fetchone()[0]
+        assert first["sweeps"] == m.db.execute("SELECT count(*) FROM sweeps").fetchone()[0]
+    for command in (("recommend", "--min-runs", "2"), ("rank", "--min-runs", "2"), ("results",)):
+        on_store = run_cli(*command, "--db", store_url, "--format", "json")
+        on_file = run_cli(*command, "--db", str(merged), "--format", "json")
+        assert on_store.returncode == 0, on_store.stderr
+        assert json.loads(on_store.stdout) == json.loads(on_file.stdout), command
+    html = tmp_path / "fleet.html"
+    report = run_cli("report", "--db", store_url, "--html", str(html))
+    assert report.returncode == 0 and html.stat().st_size > 10_000, report.stderr
+
+
+@needs_postgres
+def test_a_conflict_is_refused_and_nothing_is_written(store_url: str, tmp_path: Path) -> None:
+    host = tmp_path / "host.sqlite"
+    s = Store(host)
+    make_sweep(s, "host-a", "quick", base=100.0)
+    s.close()
+    assert run_cli("publish", str(host), store_url).returncode == 0
+    before = counts(store_url)
+    # The same file later: a new sweep, and one run of the published sweep edited (a restored or doctored file).
+    s = Store(host)
+    make_sweep(s, "host-a", "full", base=900.0)
+    s.db.execute("UPDATE samples SET value = value * 2 WHERE run_id = 1")
+    s.close()
+    out = run_cli("publish", str(host), store_url)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "other content; nothing was published" in out.stderr and len(out.stderr.strip().splitlines()) <= 2
+    assert counts(store_url) == before
+
+
+@needs_postgres
+def test_eight_hosts_publishing_at_once_lose_and_duplicate_no_run(store_url: str, tmp_path: Path) -> None:
+    files = []
+    for i in range(8):
+        path = tmp_path / f"host{i}.sqlite"
+        s = Store(path)
+        make_sweep(s, f"host-{i}", "quick", cells=3, base=100.0 + i)
+        make_sweep(s, f"host-{i}", "full", cells=2, base=500.0 + i)
+        s.close()
+        files.append(path)
+    expected = sum(Store.open_existing(p).db.execute("SELECT count(*) FROM runs").fetchone()[0] for p in files)
+    procs = [subprocess.Popen([*iomatrix_argv(), "publish", str(p), store_url], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for p in files]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    with psycopg.connect(store_url) as conn:
+        assert conn.execute("SELECT count(*), count(DISTINCT uid) FROM runs").fetchone() == (expected, expected)
+        assert conn.execute("SELECT count(*) FROM hosts").fetchone()[0] == 8
+        assert conn.execute("SELECT count(*) FROM sweeps").fetchone()[0] == 16
+
+
+@needs_postgres
+def test_a_publish_killed_midway_leaves_nothing_and_the_next_one_catches_up(store_url: str, tmp_path: Path) -> None:
+    from iomatrix.store.pg import ensure_schema
+
+    host = tmp_path / "host.sqlite"
+    s = Store(host)
+    make_sweep(s, "host-a", "quick", cells=3)
+    s.close()
+    with psycopg.connect(store_url) as setup:
+        ensure_schema(setup)
+    # Another session holds the samples table: the publish writes its host, sweep, cells and first run, then
+    # waits inside its transaction, where it is killed.
+    blocker = psycopg.connect(store_url)
+    # Polled from a session of its own: pg_stat_activity is a snapshot per transaction, and the blocker's lasts.
+    watcher = psycopg.connect(store_url, autocommit=True)
+    try:
+        blocker.execute("LOCK TABLE samples IN EXCLUSIVE MODE")
+        child = subprocess.Popen([*iomatrix_argv(), "publish", str(host), store_url], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+        try:
+            waiting = _wait_for(lambda: watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type='Lock' AND datname=current_database()"
+            ).fetchone()[0] == 1, 120)
+            assert waiting, "the publish never reached the samples table"
+            with psycopg.connect(store_url) as peek:  # its rows so far are inside its transaction only
+                assert peek.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+            child.send_signal(signal.SIGKILL)
+            child.wait(timeout=60)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait(timeout=60)
+        blocker.rollback()
+        assert _wait_for(lambda: watcher.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname=current_database() AND pid NOT IN "
+            "(pg_backend_pid(), %s)", (blocker.info.backend_pid,)).fetchone()[0] == 0, 120)
+    finally:
+        blocker.close()
+        watcher.close()
+    assert set(counts(store_url).values()) == {0}
+    out = run_cli("publish", str(host), store_url)
+    assert out.returncode == 0 and "1 sweep(s) added" in out.stdout, out.stdout + out.stderr
+    assert counts(store_url)["runs"] == 18
+
+
+@needs_postgres
+def test_a_database_that_is_down_is_one_line_and_the_host_file_is_untouched(tmp_path: Path) -> None:
+    host = tmp_path / "host.sqlite"
+    s = Store(host)
+    make_sweep(s, "host-a", "quick")
+    s.close()
+    before = digest(host)
+    down = f"postgresql://lab:s3cret@127.0.0.1:{pg_cluster.free_port()}/iomatrix"
+    for argv in (("publish", str(host), down), ("recommend", "--db", down)):
+        out = run_cli(*argv)
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert out.stderr.startswith("error: cannot reach the PostgreSQL store postgresql://lab@127.0.0.1:"), out.stderr
+        assert "s3cret" not in out.stdout + out.stderr and "Traceback" not in out.stderr
+    assert digest(host) == before
+
+
+def _wait_for(check, seconds: float) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_the_throw_away_cluster_is_removed_after() -> None:
+    if not pg_cluster.available():
+        pytest.skip("Debian's postgresql 15 and root needed")
+    with pg_cluster.cluster() as url, psycopg.connect(url) as conn:
+        data = Path(conn.execute("SHOW data_directory").fetchone()[0])
+        assert data.is_dir()
+    assert not data.parent.exists()
+
+
+def _history_host(path: Path) -> None:
+    """host-a: three sweeps of one plan; the third after a kernel update, its reads half as fast."""
+    from tests.test_merge import host_facts
+
+    s = Store(path)
+    make_sweep(s, "host-a", "quick", base=100.0)
+    make_sweep(s, "host-a", "quick", base=100.2)
+    third = make_sweep(s, "host-a", "quick", base=50.0)
+    updated = s.host_id({**host_facts("host-a"), "kernel": "6.1.0-99"})
+    with s.tx() as db:
+        db.execute("UPDATE sweeps SET host_id=?, started_at=started_at+1000 WHERE id=?", (updated, third))
+    s.close()
+
+
+def test_history_flags_only_the_real_change_and_names_the_versions_that_changed(tmp_path: Path) -> None:
+    path = tmp_path / "host.sqlite"
+    _history_host(path)
+    out = run_cli("history", "--db", str(path), "--format", "json")
+    assert out.returncode == 0, out.stderr
+    steps = json.loads(out.stdout)
+    assert [s["sweep"] for s in steps] == [1, 2, 3] and {s["host"] for s in steps} == {"host-a"}
+    first, second, third = steps
+    assert first["figures_compared"] == 0 and second["figures_compared"] > 0
+    assert second["slower"] == [] and second["faster"] == [] and second["versions_changed"] == []
+    assert third["versions_changed"] == ["kernel 6.1.0-6 → 6.1.0-99"]
+    assert third["slower"] and all(c["after"] < c["before"] for c in third["slower"])
+    text = run_cli("history", "--db", str(path), "--host", "host-a", "--workload", "rand-read-4k")
+    assert "changed: kernel 6.1.0-6 → 6.1.0-99" in text.stdout and "slower:" in text.stdout, text.stdout
+    bad = run_cli("history", "--db", str(path), "--host", "nope")
+    assert bad.returncode == 2 and "no host 'nope'" in bad.stderr
+
+
+@needs_postgres
+def test_history_on_the_store_equals_history_on_the_file(store_url: str, tmp_path: Path) -> None:
+    path = tmp_path / "host.sqlite"
+    _history_host(path)
+    assert run_cli("publish", str(path), store_url).returncode == 0
+    on_store = json.loads(run_cli("history", "--db", store_url, "--format", "json").stdout)
+    on_file = json.loads(run_cli("history", "--db", str(path), "--format", "json").stdout)
+    assert on_store == on_file
