@@ -1120,7 +1120,7 @@ def _tool(tool: str, *keys: str) -> frozenset[SpellingKey]:
 
 # What iomatrix's writers put in a disk statement themselves, whatever the cell (qemu_block's -blockdev, -device
 # and --export; vmconfig's libvirt <driver name='qemu'> and <target dev=>, virt-install's path= and address.*),
-# and each network protocol's QEMU protocol node (vmconfig.network.qemu_protocol_node, the tiers' NetworkDisk).
+# and each network protocol's QEMU protocol node (NetworkProtocol.qemu_node, the tiers' NetworkDisk).
 # tests/test_axis_collision.py checks the writers write no key they do not declare.
 WRITERS: list[Writer] = [
     Writer("iomatrix's QEMU disk builder (qemu_block)",

@@ -18,161 +18,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from iomatrix.domain import CacheMode, axes
-from iomatrix.domain.axes import ISCSI, KERNEL_CLIENT, KRBD, LUN_WRITE_CACHE_RISK, NFS, RBD, LunType, get
+from iomatrix.domain.axes import ISCSI, KERNEL_CLIENT, KRBD, LUN_WRITE_CACHE_RISK, NFS, RBD, LunType
+from iomatrix.protocols.place import ISCSI_PORT, NetworkPlace
+from iomatrix.protocols.rbd import ceph_value
 from iomatrix.vmconfig.reading import _bad, _value
 
-ISCSI_PORT = 3260  # IANA's iSCSI port: libvirt and QEMU assume it where none is given
-CEPH_MON_PORT = 6789  # a Ceph monitor's msgr v1 port (IANA), libvirt's <host port=> for an rbd disk
-PROTOCOL_NAMES = {ISCSI: "iSCSI", NFS: "NFS", RBD: "Ceph RBD"}
-# The axis choosing each protocol's client and its value for the host kernel's client.
-KERNEL_CLIENT_OF = {ISCSI: ("initiator", KERNEL_CLIENT), NFS: ("nfs_client", KERNEL_CLIENT), RBD: ("rbd_client", KRBD)}
-# The user libnfs accesses an export as (libvirt <identity>): root, as measured (an export without root squash).
-NFS_IDENTITY = {"user": "root", "group": "root"}
 # The options a disk QEMU reaches with its own network client has no use for: aio is the file protocol's.
 NETWORK_SKIPPED_KEYS = {"libvirt": ("io",), "proxmox": ("aio",), "virt-install": ("io",)}
-
-
-@dataclass(frozen=True)
-class NetworkPlace:
-    """The server and the disk's name on it (placeholders unless --current read the user's own)."""
-
-    host: str = "192.0.2.10"
-    port: int = ISCSI_PORT
-    iqn: str = "iqn.2024-01.com.example:storage.vm-disk"
-    lun: int = 1
-    export: str = "/srv/nfs/vm"  # the NFS export
-    image: str = "vm-disk"  # the image file's name on the export, without its format suffix
-    mount: str = "/mnt/pve/nfs-store"  # where the kernel client mounts the export (Proxmox's own layout)
-    lun_file: str = "/srv/iscsi/vm-disk.img"  # the LUN's backing file on the target host (targets.conf)
-    pool: str = "rbd"  # the Ceph pool the RBD image is in (`rbd pool init`'s default name)
-    ceph_user: str = "libvirt"  # the cephx user QEMU connects as (client.libvirt, Ceph's libvirt guide)
-    ceph_conf: str = "/etc/ceph/ceph.conf"  # the client host's ceph.conf: monitors, and the [client] cache lines
-    # libvirt's secret holding that user's cephx key (virsh secret-define; secret-set-value from `ceph auth get-key`)
-    secret_uuid: str = "2a5b08e4-3dbd-4bff-8b0e-4d6b1b8f2c6a"
-
-    @property
-    def portal(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    def nfs_file(self, fmt: str) -> str:
-        return f"{self.export}/{self.image}.{fmt}"
-
-    def mounted_file(self, fmt: str) -> str:
-        return f"{self.mount}/{self.image}.{fmt}"
-
-    @property
-    def rbd_name(self) -> str:
-        """The image as libvirt and the rbd tool name it: POOL/IMAGE."""
-        return f"{self.pool}/{self.image}"
-
-    def rbd_device(self) -> str:
-        """The image's stable device name once the host kernel has mapped it (udev's /dev/rbd/POOL/IMAGE link)."""
-        return f"/dev/rbd/{self.rbd_name}"
-
-    def by_path(self) -> str:
-        """The LUN's stable device name once the kernel initiator has logged in (udev's by-path link)."""
-        return f"/dev/disk/by-path/ip-{self.portal}-iscsi-{self.iqn}-lun-{self.lun}"
-
-
-def network_url(protocol: str, place: NetworkPlace, fmt: str) -> str:
-    """A network disk as qemu-img and QEMU's -drive name it."""
-    if protocol == ISCSI:
-        return f"iscsi://{place.portal}/{place.iqn}/{place.lun}"
-    if protocol == RBD:  # QEMU's rbd: pseudo-URL (block/rbd.c qemu_rbd_parse_filename): Ceph options after ':'
-        return f"rbd:{place.rbd_name}:id={place.ceph_user}:conf={place.ceph_conf}"
-    return f"nfs://{place.host}{place.nfs_file(fmt)}"
-
-
-def client_is_kernel(protocol: str, values: Mapping[str, str]) -> bool:
-    axis, kernel = KERNEL_CLIENT_OF[protocol]
-    return values.get(axis) == kernel
-
-
-def libvirt_auth(protocol: str, place: NetworkPlace) -> tuple[dict[str, str], dict[str, str]] | None:
-    """(<auth> attributes, its <secret> attributes) of a network disk that logs in: an RBD image's cephx user and
-    the libvirt secret holding its key; None for the others (the snippets' LUNs and exports need no login)."""
-    if protocol != RBD:
-        return None
-    return {"username": place.ceph_user}, {"type": "ceph", "uuid": place.secret_uuid}
-
-
-def libvirt_source(protocol: str, values: Mapping[str, str], fmt: str, place: NetworkPlace
-                   ) -> tuple[str, dict[str, str], dict[str, str] | None]:
-    """(the <disk type=…>, the <source> attributes, its <host> attributes or None) of a network disk: a network
-    disk for QEMU's own client (libvirt's protocol="iscsi"/"nfs"), a block device or a file through the kernel's."""
-    if protocol == ISCSI:
-        if client_is_kernel(protocol, values):
-            return "block", {"dev": place.by_path()}, None
-        return "network", {"protocol": "iscsi", "name": f"{place.iqn}/{place.lun}"}, {"name": place.host,
-                                                                                    "port": str(place.port)}
-    if protocol == RBD:
-        if client_is_kernel(protocol, values):
-            return "block", {"dev": place.rbd_device()}, None
-        return "network", {"protocol": RBD, "name": place.rbd_name}, {"name": place.host, "port": str(CEPH_MON_PORT)}
-    if client_is_kernel(protocol, values):
-        return "file", {"file": place.mounted_file(fmt)}, None
-    return "network", {"protocol": "nfs", "name": place.nfs_file(fmt)}, {"name": place.host}
-
-
-def qemu_protocol_node(protocol: str, values: Mapping[str, str], fmt: str, place: NetworkPlace
-                       ) -> list[tuple[str, str]]:
-    """The protocol node's options under the format node (``file.`` keys without the prefix): QEMU's iscsi/nfs
-    driver (as Proxmox's iscsidirect and the tiers open it), or the device/file the kernel's client gives."""
-    if protocol == ISCSI:
-        if client_is_kernel(protocol, values):
-            return [("driver", "host_device"), ("filename", place.by_path())]
-        return [("driver", "iscsi"), ("transport", "tcp"), ("portal", place.portal), ("target", place.iqn),
-                ("lun", str(place.lun))]
-    if protocol == RBD:  # QEMU 7.2's BlockdevOptionsRbd (qapi/block-core.json): the monitors come from conf
-        if client_is_kernel(protocol, values):
-            return [("driver", "host_device"), ("filename", place.rbd_device())]
-        return [("driver", RBD), ("pool", place.pool), ("image", place.image), ("conf", place.ceph_conf),
-                ("user", place.ceph_user)]
-    if client_is_kernel(protocol, values):
-        return [("driver", "file"), ("filename", place.mounted_file(fmt))]
-    return [("driver", "nfs"), ("server.type", "inet"), ("server.host", place.host), ("path", place.nfs_file(fmt))]
-
-
-def kernel_client_steps(protocol: str, place: NetworkPlace) -> str:
-    """What the host does before the VM starts when the kernel is the client."""
-    if protocol == ISCSI:
-        return (f"log the host in first (open-iscsi): iscsiadm -m discovery -t sendtargets -p {place.portal}; "
-                f"iscsiadm -m node -T {place.iqn} -p {place.portal} --login")
-    if protocol == RBD:
-        return (f"map the image on the host first (ceph-common, the kernel's rbd module): rbd map {place.rbd_name} "
-                f"--id {place.ceph_user} (udev links {place.rbd_device()}; list it in /etc/ceph/rbdmap to map it at "
-                "boot); librbd's [client] cache settings do not apply to a mapped image: the host's page cache and "
-                "QEMU's cache mode do")
-    return f"mount the export first (nfs-common): mount -t nfs {place.host}:{place.export} {place.mount}"
-
-
-# Proxmox: the storage (storage.cfg) a network disk is on, by protocol and client.
-PROXMOX_STORAGE_ID = {"iscsidirect": "san-direct", "iscsi": "san", "nfs": "nfs-store", RBD: "ceph-vm"}
-
-
-def proxmox_storage(protocol: str, values: Mapping[str, str], place: NetworkPlace) -> tuple[str, str, str]:
-    """(storage type, storage id, its /etc/pve/storage.cfg entry): iscsidirect for libiscsi (QEMU's initiator),
-    iscsi for the kernel's (open-iscsi), nfs for an export (always mounted by the kernel's client)."""
-    if protocol == ISCSI:
-        kind = "iscsi" if client_is_kernel(protocol, values) else "iscsidirect"
-        sid = PROXMOX_STORAGE_ID[kind]
-        return kind, sid, f"{kind}: {sid}\n\tportal {place.host}\n\ttarget {place.iqn}\n\tcontent images"
-    if protocol == RBD:  # PVE/Storage/RBDPlugin.pm: krbd 1 maps the image with the kernel's client
-        sid = PROXMOX_STORAGE_ID[RBD]
-        krbd = int(client_is_kernel(protocol, values))
-        return RBD, sid, (f"rbd: {sid}\n\tpool {place.pool}\n\tmonhost {place.host}\n\tusername {place.ceph_user}\n"
-                          f"\tcontent images\n\tkrbd {krbd}")
-    sid = PROXMOX_STORAGE_ID["nfs"]
-    return "nfs", sid, (f"nfs: {sid}\n\tserver {place.host}\n\texport {place.export}\n\tpath {place.mount}\n"
-                        "\tcontent images\n\toptions vers=4.2")
-
-
-def proxmox_volume(kind: str, sid: str, place: NetworkPlace) -> str:
-    """The volume id of the LUN on an iSCSI storage (pvesm list STORAGE shows yours): iscsidirect names LUNs
-    lunN (PVE/Storage/ISCSIDirectPlugin.pm parse_volname), iscsi CHANNEL.ID.LUN.scsi-WWID."""
-    if kind == "iscsidirect":
-        return f"{sid}:lun{place.lun}"
-    return f"{sid}:0.0.{place.lun}.scsi-WWID"
 
 
 # tgt's backing-store types (targets.conf bs-type / tgtadm --bstype) per lun_type, and the open flags.
@@ -247,13 +99,6 @@ def _ceph_bool(value: str) -> str:
     return "true" if value == "on" else "false"
 
 
-def ceph_value(values: Mapping[str, str], axis: str) -> str:
-    """A cell's value of an rbd axis; Ceph's own default where the cell leaves it out (or shows '-')."""
-    default = str(get(axis).default)
-    value = values.get(axis, default)
-    return default if value in ("-", "") else value
-
-
 def ceph_client_conf(values: Mapping[str, str]) -> str:
     """The [client] lines of ceph.conf for librbd's cache as the cell was measured: every one written, as Ceph's
     defaults are what the rbd axes measure against."""
@@ -282,23 +127,6 @@ def ceph_client_notes(values: Mapping[str, str]) -> list[str]:
                      "also for a guest that never flushes (an old kernel, a driver without flush support), which "
                      "then loses acknowledged writes, and possibly its filesystem, in a client crash")
     return notes
-
-
-def rbd_order(object_size: str) -> int:
-    """An object size as rbd(8) writes it (4M, 512K, 4194304) as the image's order, log2 of its bytes (Ceph's
-    rbd_default_order: 22 is 4 MiB); a one-line ValueError for one that is not a power of two from 4K to 32M."""
-    m = re.fullmatch(r"(\d+)([KM]?)B?", object_size.upper())
-    size = int(m.group(1)) << {"": 0, "K": 10, "M": 20}[m.group(2)] if m else 0
-    if size < 4096 or size > 32 << 20 or size & (size - 1):
-        raise ValueError(f"object size '{object_size}' is not a power of two from 4K to 32M")
-    return size.bit_length() - 1
-
-
-def qemu_img_rbd_target(values: Mapping[str, str], place: NetworkPlace) -> str:
-    """A qcow2 image on RBD as qemu-img creates it: QEMU's rbd driver creates the RBD image itself, with the
-    object size its connection's rbd_default_order gives (a Ceph option in the rbd: filename)."""
-    order = rbd_order(ceph_value(values, "rbd_object_size"))
-    return f"{network_url(RBD, place, 'qcow2')}:rbd_default_order={order}"
 
 
 def rbd_create(values: Mapping[str, str], place: NetworkPlace, size_gib: int) -> str:
