@@ -30,6 +30,7 @@ from iomatrix import domain
 from iomatrix.domain import NA, SafetyLevel, ceph, clients, rtt
 from iomatrix.errors import UserError
 from iomatrix.plugins import PluginError, load_entry_points
+from iomatrix.protocols import iscsi, nfs
 
 
 def onoff(flag: bool) -> str:
@@ -55,7 +56,7 @@ class BackingFacts:
     unavailable: str | None  # reason it cannot run here, or None
     o_direct: bool
     is_device: bool
-    # The network protocol the backing serves its disks over ("iscsi", "nfs"); None for a local backing.
+    # The network protocol the backing serves its disks over (iomatrix.protocols); None for a local backing.
     protocol: str | None = None
     # Why this host's kernel client for `protocol` (open-iscsi with iscsi_tcp; the kernel NFS client) cannot be
     # used, probed by iomatrix.storage_clients; None where it can, or where nobody probed (then no rule prunes).
@@ -823,7 +824,7 @@ QUEUES = Axis(
 # node (qemu_block). A local backing keeps every one at its default, as _qcow2_only does for another format.
 # docs/shared-storage.md has what each does and what was measured.
 
-ISCSI, NFS = "iscsi", "nfs"
+ISCSI, NFS = iscsi.NAME, nfs.NAME
 RBD, KRBD = ceph.RBD, ceph.KRBD
 KERNEL_CLIENT = "kernel"
 # The axis choosing the client of each protocol: its userspace value is QEMU's own driver.

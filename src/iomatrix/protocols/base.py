@@ -27,6 +27,10 @@ from typing import ClassVar
 from iomatrix.protocols.place import NetworkPlace
 
 # A protocol's name: a plan's backing type and a libvirt protocol attribute both take it as it is.
+# How the durability tier cuts a network disk: the target's power (a LUN over a volatile cache), or the
+# client (QEMU SIGKILLed with its library's cache in it, then fenced).
+CUT_TARGET_POWER, CUT_CLIENT_CRASH = "target power loss", "client crash"
+DURABILITY_CUTS = (CUT_TARGET_POWER, CUT_CLIENT_CRASH)
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 # (the <disk type=…>, the <source> attributes, its <host> attributes or None)
 LibvirtSource = tuple[str, dict[str, str], "dict[str, str] | None"]
@@ -68,6 +72,29 @@ class NetworkProtocol(ABC):
     # Seconds one durability trial takes on it where that differs from the tier's own (a Ceph trial makes and
     # fences more: docs/benchmarks.md).
     durability_trial_s: ClassVar[float | None] = None
+
+    # ----------------------------------------------------------------------------- the lab and the tiers
+    # The check of this host's kernel client of it, a "module:function" returning why that client cannot be
+    # used (one line) or None: imported on use.
+    kernel_probe: ClassVar[str | None] = None
+    # Why the bare-metal tier's server-side baseline (fio on the disk's file on the server) cannot run on it;
+    # None where a lab-started server shows that file.
+    server_baseline_unavailable: ClassVar[str | None] = None
+    # Whether a run on it goes through the delay relay's round-trip measurement (a client that takes a port).
+    measures_rtt: ClassVar[bool] = False
+    # How the durability tier cuts a disk of it (DURABILITY_CUTS), or None where no cut is built.
+    durability_cut: ClassVar[str | None] = None
+    # The axes a durability verdict on it must match to speak for a configuration (the server's own cache).
+    durability_must_match: ClassVar[tuple[str, ...]] = ()
+    # Whether QEMU's own client keeps writes in a cache of its own in the host (librbd's); where it does
+    # not, a cache mode that keeps a cache has the risk texts of a client that sends every write at once.
+    userspace_client_caches: ClassVar[bool] = False
+
+    def durability_reason(self, cell: Mapping[str, str], lab_started: bool | None) -> str | None:
+        """Why the durability tier cannot cut a disk of it in `cell`, or None where it can."""
+        return (f"the durability tier cuts the power of an iSCSI target, or crashes a Ceph client, on storage "
+                f"it starts itself; a cut of a {self.name} server is not built, so its risk lines stay "
+                "documented")
 
     def client_is_kernel(self, values: Mapping[str, str]) -> bool:
         """Whether a cell's values choose the host kernel's client of this protocol."""

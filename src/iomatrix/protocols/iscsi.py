@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar
 
-from iomatrix.protocols.base import LibvirtSource, NetworkProtocol
+from iomatrix.domain import NA
+from iomatrix.protocols.base import CUT_TARGET_POWER, LibvirtSource, NetworkProtocol
 from iomatrix.protocols.place import NetworkPlace
 
 NAME = "iscsi"
@@ -27,9 +28,27 @@ class Iscsi(NetworkProtocol):
     spec = "iomatrix.backing.spec:IscsiBacking"
     extra_snippets: ClassVar[tuple[str, ...]] = ("iomatrix.vmconfig.network_snippets:tgt_snippet",)
     proxmox_types: ClassVar[tuple[str, ...]] = (PROXMOX_DIRECT, PROXMOX_KERNEL)
+    kernel_probe = "iomatrix.storage_clients:probe_iscsi"
+    measures_rtt = True  # libiscsi takes a portal: the relay sits between it and the target
+    durability_cut = CUT_TARGET_POWER
+    durability_must_match: ClassVar[tuple[str, ...]] = ("lun_type", "lun_write_cache")
     qemu_img_raw_note = "none needed: a raw disk on a block device is the device itself"
     proxmox_raw_only = ("Proxmox uses an iSCSI LUN as one raw disk ({kind} storage: format raw only); a qcow2 "
                         "image on iSCSI is not a Proxmox layout (LVM on top of the LUN gives raw volumes)")
+
+    def durability_reason(self, cell: Mapping[str, str], lab_started: bool | None) -> str | None:
+        """On a LUN of a target iomatrix starts the cut is a target power loss
+        (tiers/durability_target.py)."""
+        if not lab_started:
+            return ("the durability tier cuts the power of an iSCSI target it starts itself (a LUN over a "
+                    "volatile cache); an existing target cannot be cut: use a lab-started iscsi backing (no "
+                    "portal/iqn)")
+        if cell.get("lun_type", NA) == "null":
+            return "a null LUN stores nothing: a cut has nothing to lose, so it has no durability to measure"
+        if cell.get("rtt", NA) not in (NA, "0"):
+            return (f"rtt={cell['rtt']}: what a target power loss takes does not depend on the network's round "
+                    "trip; the durability tier runs at rtt=0")
+        return None
 
     def url(self, place: NetworkPlace, fmt: str) -> str:
         return f"iscsi://{place.portal}/{place.iqn}/{place.lun}"

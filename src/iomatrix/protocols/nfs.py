@@ -26,6 +26,7 @@ class Nfs(NetworkProtocol):
     server_noun = "NFS server"
     is_volume = False
     spec = "iomatrix.backing.spec:NfsBacking"
+    kernel_probe = "iomatrix.storage_clients:probe_nfs"
     proxmox_types: ClassVar[tuple[str, ...]] = (NAME,)
 
     def url(self, place: NetworkPlace, fmt: str) -> str:

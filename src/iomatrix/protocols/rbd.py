@@ -9,9 +9,9 @@ import re
 from collections.abc import Mapping
 from typing import ClassVar
 
-from iomatrix.domain import ceph
+from iomatrix.domain import NA, ceph
 from iomatrix.domain.axes import get
-from iomatrix.protocols.base import LibvirtSource, NetworkProtocol
+from iomatrix.protocols.base import CUT_CLIENT_CRASH, LibvirtSource, NetworkProtocol
 from iomatrix.protocols.place import CEPH_MON_PORT, NetworkPlace
 
 NAME = ceph.RBD
@@ -57,6 +57,28 @@ class Rbd(NetworkProtocol):
     # A trial on Ceph RBD also makes two RBD images, fences the crashed client and reads both images back
     # through librbd: 7.5-11.4 s measured, about 9 s (docs/benchmarks.md, issue 35).
     durability_trial_s = 9.0
+    kernel_probe = "iomatrix.storage_clients:probe_krbd"
+    # BlueStore keeps an image's objects in its own block file: there is no file of the disk to run fio on.
+    server_baseline_unavailable = (
+        "an RBD image has no file of its own on the server (BlueStore keeps objects in its block file); the "
+        "server-side baseline for RBD would be fio's ioengine=rbd, which iomatrix does not run yet")
+    durability_cut = CUT_CLIENT_CRASH
+    durability_must_match: ClassVar[tuple[str, ...]] = ("rbd_cache_policy",
+                                                        "rbd_cache_writethrough_until_flush")
+    userspace_client_caches = True
+
+    def durability_reason(self, cell: Mapping[str, str], lab_started: bool | None) -> str | None:
+        """On RBD the trial's cut is a Ceph client crash (QEMU SIGKILLed with librbd's cache in it); the
+        cluster is then told to forget the dead client (`ceph osd blocklist`), which takes a cluster iomatrix
+        started."""
+        if not lab_started:
+            return ("the durability tier crashes a Ceph client and then fences it (ceph osd blocklist) on a "
+                    "cluster it starts itself; it never fences clients of an existing cluster: use a "
+                    "lab-started rbd backing (no conf/pool)")
+        if cell.get("rbd_client", NA) == ceph.KRBD:
+            return ("rbd_client=krbd keeps no librbd cache: a QEMU crash leaves its writes in the host kernel; "
+                    "the durability tier crashes librbd clients")
+        return None
 
     def url(self, place: NetworkPlace, fmt: str) -> str:
         # QEMU's rbd: pseudo-URL (block/rbd.c qemu_rbd_parse_filename): Ceph options after ':'

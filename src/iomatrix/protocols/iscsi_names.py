@@ -1,6 +1,6 @@
 """iSCSI names and addresses (issue 34): portals, IQNs and ``iscsi://`` URLs, parsed and checked.
 
-Pure: nothing here opens a socket. Used by the plan's ``[[backing]] type = "iscsi"`` validation, by
+Pure: nothing here opens a socket. Used by the iSCSI backing's validation (the plan's ``[[backing]]``), by
 ``--allow-destroy iscsi://HOST:PORT/IQN/LUN`` (`iomatrix.safety`) and by the iSCSI server (`backing.iscsi`).
 """
 
