@@ -1,16 +1,17 @@
 """Network protocols as plug-ins: one module per protocol, found by this registry as tiers are.
 
-A protocol's house is one module of this package (``iscsi``, ``nfs``, ``rbd``) defining a subclass of
-:class:`iomatrix.protocols.base.NetworkProtocol`, or an installed package's class named in the
+A protocol's house is one module of this package (``iscsi``, ``nfs``, ``rbd``) defining a subclass
+of :class:`iomatrix.protocols.base.NetworkProtocol`, or an installed package's class named in the
 ``iomatrix.protocols`` entry point group::
 
     [project.entry-points."iomatrix.protocols"]
     nbd = "mypackage.nbd:Nbd"
 
-The registry reads both once, when it is first asked, and checks each protocol: a NetworkProtocol subclass
-with every method written, a name a plan and libvirt can take, and no name already taken (an installed
-protocol never replaces a built-in one). What it refuses is one line (a PluginError), not a traceback. Generic
-code asks :func:`protocol` / :func:`network_protocol` and calls what it gets instead of comparing names.
+The registry reads both once, when it is first asked, and checks each protocol: a NetworkProtocol
+subclass with every method written, a name a plan and libvirt can take, and no name already taken
+(an installed protocol never replaces a built-in one). What it refuses is one line (a PluginError),
+not a traceback. Generic code asks :func:`protocol` / :func:`network_protocol` and calls what it
+gets instead of comparing names.
 """
 
 from __future__ import annotations
@@ -39,9 +40,22 @@ def _problem(cls: Any) -> str | None:
         return f"{cls.__name__} does not write {missing}"
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
-        return f"{cls.__name__}.name {name!r} is not a protocol name (lower case letters, digits, '_')"
-    unset = [a for a in ("title", "client_axis", "kernel_client", "userspace_library", "server_noun",
-                         "is_volume", "spec") if not hasattr(cls, a)]
+        return (
+            f"{cls.__name__}.name {name!r} is not a protocol name (lower case letters, digits, '_')"
+        )
+    unset = [
+        a
+        for a in (
+            "title",
+            "client_axis",
+            "kernel_client",
+            "userspace_library",
+            "server_noun",
+            "is_volume",
+            "spec",
+        )
+        if not hasattr(cls, a)
+    ]
     if unset:
         return f"{cls.__name__} sets no {', '.join(unset)}"
     return None
@@ -52,9 +66,13 @@ def _built_in() -> list[type[NetworkProtocol]]:
     found = []
     for mod in pkgutil.iter_modules(__path__):
         module = importlib.import_module(f"{__name__}.{mod.name}")
-        found += [obj for _, obj in inspect.getmembers(module, inspect.isclass)
-                  if issubclass(obj, NetworkProtocol) and obj.__module__ == module.__name__
-                  and not inspect.isabstract(obj)]
+        found += [
+            obj
+            for _, obj in inspect.getmembers(module, inspect.isclass)
+            if issubclass(obj, NetworkProtocol)
+            and obj.__module__ == module.__name__
+            and not inspect.isabstract(obj)
+        ]
     return found
 
 
@@ -70,8 +88,10 @@ def _discover() -> dict[str, NetworkProtocol]:
                 raise PluginError(f"{where}: {why}; fix or uninstall the package that declares it")
             if cls.name in _PROTOCOLS:
                 taken = _PROTOCOLS[cls.name]
-                raise PluginError(f"{where} declares protocol '{cls.name}', a name {type(taken).__module__} "
-                                  "already has; rename the protocol or uninstall the package that declares it")
+                raise PluginError(
+                    f"{where} declares protocol '{cls.name}', a name {type(taken).__module__} "
+                    "already has; rename the protocol or uninstall the package that declares it"
+                )
             _PROTOCOLS[cls.name] = cls()
     return _PROTOCOLS
 
@@ -81,7 +101,9 @@ def protocol(name: str) -> NetworkProtocol:
     try:
         return _discover()[name]
     except KeyError:
-        raise KeyError(f"no network protocol named '{name}'; known: {', '.join(protocol_names())}") from None
+        raise KeyError(
+            f"no network protocol named '{name}'; known: {', '.join(protocol_names())}"
+        ) from None
 
 
 def network_protocol(name: str | None) -> NetworkProtocol | None:
@@ -110,8 +132,8 @@ def spec_class(name: str) -> type:
 
 @contextlib.contextmanager
 def registered(*classes: type[NetworkProtocol]) -> Iterator[None]:
-    """Make `classes` known for the duration of the block only (a test's protocol), checked as an installed
-    one is; a name already taken is refused."""
+    """Make `classes` known for the duration of the block only (a test's protocol), checked as an
+    installed one is; a name already taken is refused."""
     registry = _discover()
     for cls in classes:
         if (why := _problem(cls)) is not None or cls.name in registry:

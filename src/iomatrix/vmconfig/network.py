@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from iomatrix.domain import CacheMode, axes
 from iomatrix.domain.axes import ISCSI, KERNEL_CLIENT, KRBD, LUN_WRITE_CACHE_RISK, NFS, RBD, LunType
+from iomatrix.protocols import iscsi, nfs, rbd
 from iomatrix.protocols.place import ISCSI_PORT, NetworkPlace
 from iomatrix.protocols.rbd import ceph_value
 from iomatrix.vmconfig.reading import _bad, _value
@@ -157,7 +158,6 @@ PROXMOX_ISCSI_VOLUME = re.compile(r"^\d+\.\d+\.(\d+)\.[^/\s]+$")
 # An rbd storage's volume: vm-VMID-disk-N, base-VMID-disk-N (a template), a linked clone base/disk (RBDPlugin
 # parse_volname), also the volume name of an LVM or ZFS storage.
 PROXMOX_RBD_VOLUME = re.compile(r"^(?:(?:base|vm)-\d+-[\w.-]+/)?(?:base|vm)-\d+-[\w.-]+$")
-PROXMOX_RBD_DEFAULT_POOL = "rbd"  # RBDPlugin: an rbd storage without 'pool' uses the pool named rbd
 ISCSI_FORMS = "iscsi://HOST[:PORT]/IQN/LUN"
 NFS_FORMS = "nfs://HOST/EXPORT/PATH/IMAGE"
 RBD_FORMS = "rbd:POOL/IMAGE[:id=USER][:conf=FILE]"
@@ -421,14 +421,14 @@ def read_proxmox_volume(volume: str, storage: Mapping[str, tuple[str, dict[str, 
         return None, None
     if storage is not None and sid in storage:
         kind, props = storage[sid]
-        if kind in ("iscsidirect", "iscsi"):
+        if kind in (iscsi.PROXMOX_DIRECT, iscsi.PROXMOX_KERNEL):
             m = PROXMOX_ISCSIDIRECT_VOLUME.match(volname) or PROXMOX_ISCSI_VOLUME.match(volname)
             lun = m.group(1) if m else "0"
             portal = props.get("portal", "")
             host, _, port = portal.rpartition(":") if re.search(r":\d+$", portal) else (portal, "", "")
             url = iscsi_url(host, port or None, props.get("target", "IQN"), lun) if host else None
             return _proxmox_iscsi(kind, sid, url), None
-        if kind == "nfs":
+        if kind == nfs.NAME:
             server, export = props.get("server"), props.get("export", "")
             return NetworkDiskRead(NFS, None, {"nfs_client": KERNEL_CLIENT},
                                    f"an image on the NFS storage {sid} ({server}:{export}), which Proxmox mounts with "
@@ -439,7 +439,7 @@ def read_proxmox_volume(volume: str, storage: Mapping[str, tuple[str, dict[str, 
     if m := PROXMOX_ISCSIDIRECT_VOLUME.match(volname):
         return _proxmox_iscsi("iscsidirect", sid, None), None
     if PROXMOX_ISCSI_VOLUME.match(volname):
-        return _proxmox_iscsi("iscsi", sid, None), None
+        return _proxmox_iscsi(iscsi.PROXMOX_KERNEL, sid, None), None
     if storage is None and "/" in volname:
         return None, (f"storage {sid} may be a directory or an NFS storage: qm config does not say; put a copy of "
                       "/etc/pve/storage.cfg beside the file, named storage.cfg, to read it")
@@ -457,7 +457,7 @@ def _proxmox_rbd(sid: str, volname: str, props: Mapping[str, str]) -> NetworkDis
     krbd = props.get("krbd", "0")
     if krbd not in ("0", "1"):
         raise _bad(f"storage.cfg rbd: {sid} krbd", krbd, "0 or 1")
-    pool = props.get("pool", PROXMOX_RBD_DEFAULT_POOL)
+    pool = props.get("pool", rbd.PROXMOX_DEFAULT_POOL)
     where = f" on the rbd storage {sid}" + (f" (monitors {props['monhost']})" if "monhost" in props else
                                             " (the Proxmox-managed cluster)")
     image = volname.rpartition("/")[2]  # a linked clone's BASE/IMAGE: the image is the clone (its parent: BASE)

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from iomatrix.domain import Format, axes
 from iomatrix.plugins import load_object
-from iomatrix.protocols import protocol
+from iomatrix.protocols import protocol, rbd
 from iomatrix.protocols.base import NetworkProtocol
 from iomatrix.protocols.place import NetworkPlace
 from iomatrix.vmconfig.config import (
@@ -126,10 +126,10 @@ def rbd_create_snippet(cfg: DiskConfig, size_gib: int = DEFAULT_SIZE_GIB) -> Sni
     the kernel maps is an RBD image first, whatever is written on it."""
     title = "rbd create (the image, with its object size)"
     if cfg.format != Format.RAW and cfg.userspace_client:
-        return Snippet("rbd", title, None, "none needed: qemu-img create makes the RBD image of a qcow2 disk itself, "
-                                            "its object size set by rbd_default_order in the rbd: filename; "
-                                            + rbd_create_note(cfg.values))
-    return Snippet("rbd", title, rbd_create(cfg.values, NetworkPlace(), size_gib), rbd_create_note(cfg.values))
+        return Snippet(rbd.RBD_TOOL, title, None,
+                       "none needed: qemu-img create makes the RBD image of a qcow2 disk itself, its object "
+                       "size set by rbd_default_order in the rbd: filename; " + rbd_create_note(cfg.values))
+    return Snippet(rbd.RBD_TOOL, title, rbd_create(cfg.values, NetworkPlace(), size_gib), rbd_create_note(cfg.values))
 
 
 def tgt_snippet(cfg: DiskConfig) -> Snippet:
