@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix import protocols
+from iomatrix.domain import axes
 from iomatrix.plugins import PluginError
 from iomatrix.protocols.base import NetworkProtocol
 from iomatrix.protocols.place import NetworkPlace
@@ -204,9 +205,8 @@ def test_a_protocol_missing_a_spelling_or_taking_a_name_is_refused() -> None:
 
 def test_every_built_in_protocol_keeps_its_promises() -> None:
     """What generic code relies on of each house: a name a plan and libvirt take, a client axis of
-    the registry whose values include the kernel's, and spellings that name the disk."""
-    from iomatrix.domain import axes
-
+    the registry whose values include the kernel's, a backing spec of that type, and spellings that
+    name the disk."""
     place = NetworkPlace()
     for network in protocols.protocols():
         assert protocols._problem(type(network)) is None
@@ -215,3 +215,5 @@ def test_every_built_in_protocol_keeps_its_promises() -> None:
         assert kind == "network" and source["protocol"] == network.name
         assert network.qemu_node({}, "raw", place)[0] == ("driver", network.name)
         assert network.url(place, "raw")
+        spec = protocols.spec_class(network.name)
+        assert spec.model_fields["type"].default == network.name
