@@ -3,10 +3,11 @@
 A network disk is an iSCSI LUN (reached by QEMU's libiscsi or by the host kernel's open-iscsi), an image file
 on an NFS export (reached by QEMU's libnfs or through the kernel's NFS mount) or a Ceph RBD image (reached by
 QEMU's librbd or mapped by the host kernel's krbd): the cell's ``initiator``, ``nfs_client`` and ``rbd_client``
-axes choose which. The writing half is the pure part of the network disks' snippets, which the libvirt, QEMU and
-Proxmox writers and `network_snippets` (tgt ``targets.conf``, ceph.conf) put into their snippets; the addresses are
-placeholders from the documentation ranges (RFC 5737's 192.0.2.0/24, an example.com IQN) that the user replaces
-with their own; `NetworkPlace` holds them. The reading half (``--current``) reads the same places back as libvirt,
+axes choose which. Each protocol's own spellings (its URL, libvirt source, -blockdev node, Proxmox storage) are
+in its house (:mod:`iomatrix.protocols`); the writing half here is what `network_snippets` adds (tgt
+``targets.conf``, ceph.conf's [client] lines, `rbd create`); the addresses are placeholders from the
+documentation ranges that the user replaces with their own (`iomatrix.protocols.place.NetworkPlace`). The
+reading half (``--current``) reads the same places back as libvirt,
 QEMU and Proxmox write them: the disk's protocol, its address (a URL) and the client axes, with, for RBD, the
 librbd cache settings a QEMU filename gives. Pure parsers and writers: nothing here connects to a server.
 """
