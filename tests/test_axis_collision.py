@@ -21,10 +21,11 @@ from iomatrix.domain import Bus, axes
 from iomatrix.domain.axes import Axis, AxisRefused, Layer, QemuOptions, SpellingKey, ToolOption, Writer
 from iomatrix.errors import UserError
 from iomatrix.matrix import complete
+from iomatrix.protocols import protocol as protocol_named
+from iomatrix.protocols.place import NetworkPlace
 from iomatrix.qemu_block import DiskSpec, disk_args
 from iomatrix.snippets import DiskConfig, libvirt_disk_element, virt_install_snippet
 from iomatrix.tiers.blocklayer import export_spec
-from iomatrix.vmconfig.network import NetworkPlace, qemu_protocol_node
 
 WRITE_CACHE = Axis(
     "write_cache", "the guest-visible write cache (demonstration: the cache axis already sets it)", ("on", "off"),
@@ -183,7 +184,7 @@ def test_the_qemu_builders_write_no_key_nobody_declares() -> None:
     for protocol, client in (("iscsi", "libiscsi"), ("nfs", "libnfs"), ("rbd", "librbd")):
         values = {"initiator": client, "nfs_client": client, "rbd_client": client}
         found |= {SpellingKey("qemu", axes._PROTOCOL_NODE, k)
-                  for k, _ in qemu_protocol_node(protocol, values, "raw", NetworkPlace())}
+                  for k, _ in protocol_named(protocol).qemu_node(values, "raw", NetworkPlace())}
     assert not _undeclared(found)
 
 

@@ -70,7 +70,7 @@ PENDING: dict[tuple[str, str], str] = {}
 
 
 # Imports done with importlib by the package itself, eagerly on first use: importer → modules under a package.
-DISCOVERED = {"iomatrix.tiers": "iomatrix.tiers.declared."}
+DISCOVERED = {"iomatrix.tiers": "iomatrix.tiers.declared.", "iomatrix.protocols": "iomatrix.protocols."}
 
 
 def _module_name(path: Path) -> str:

@@ -28,7 +28,7 @@ from iomatrix.backing.provision import provision
 from iomatrix.backing.spec import IscsiBacking, parse_backing
 from iomatrix.domain.rtt import rtt_ms
 from iomatrix.errors import UserError
-from iomatrix.iscsi_names import check_iqn, parse_iscsi_url, parse_portal
+from iomatrix.protocols.iscsi_names import check_iqn, parse_iscsi_url, parse_portal
 from iomatrix.safety import check_allowed_devices, resolve_allowed
 from tests.conftest import iomatrix_argv, root_only, run_cli, sigint_default
 

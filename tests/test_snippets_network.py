@@ -14,8 +14,8 @@ import pytest
 
 from iomatrix.backing.iscsi import free_control_port
 from iomatrix.backing.leftover_kinds import tgtd_socket_files
+from iomatrix.protocols.place import NetworkPlace
 from iomatrix.snippets import DiskConfig, minimal_domain_xml, snippet_backing, snippets_for
-from iomatrix.vmconfig.network import NetworkPlace
 from tests.conftest import needs
 
 CELL = {"tier": "blocklayer", "format": "raw", "preallocation": "off", "cache": "none", "aio": "threads",

@@ -14,8 +14,10 @@ from iomatrix.backing.provision import provision
 from iomatrix.backing.rbd import LabRbdServer
 from iomatrix.backing.spec import RbdBacking
 from iomatrix.domain import axes
+from iomatrix.protocols.place import NetworkPlace
+from iomatrix.protocols.rbd import rbd_order
 from iomatrix.snippets import DiskConfig, minimal_domain_xml, snippet_backing, snippets_for
-from iomatrix.vmconfig.network import WRITETHROUGH_UNTIL_FLUSH, NetworkPlace, rbd_order
+from iomatrix.vmconfig.network import WRITETHROUGH_UNTIL_FLUSH
 from tests.conftest import needs
 
 CELL = {"tier": "blocklayer", "format": "raw", "preallocation": "off", "cache": "writeback", "aio": "threads",

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iomatrix.errors import UserError
-from iomatrix.iscsi_names import is_iscsi_url, parse_iscsi_url
 from iomatrix.mountinfo import innermost_mount, mounts_of_devnum, parse_mountinfo, unescape
+from iomatrix.protocols.iscsi_names import is_iscsi_url, parse_iscsi_url
 from iomatrix.sysfs import (
     block_sysdir,
     block_sysdir_by_name,

@@ -18,7 +18,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from iomatrix.domain.axes import ISCSI, NFS, RBD, BackingFacts
+from iomatrix.domain.axes import BackingFacts
+from iomatrix.plugins import load_object
+from iomatrix.protocols import network_protocol
 
 if TYPE_CHECKING:
     from iomatrix.backing.client_host import ClientHost
@@ -97,13 +99,10 @@ def probe_nfs() -> str | None:
 
 def kernel_client_missing(protocol: str | None) -> str | None:
     """Why this host's kernel client for `protocol` cannot be used; None where it can or for a local backing."""
-    if protocol == ISCSI:
-        return probe_iscsi()
-    if protocol == NFS:
-        return probe_nfs()
-    if protocol == RBD:
-        return probe_krbd()
-    return None
+    network = network_protocol(protocol)
+    if network is None or network.kernel_probe is None:
+        return None
+    return load_object(network.kernel_probe)()
 
 
 def client_hosts_unreachable(spec: BackingSpec) -> str | None:
@@ -137,7 +136,7 @@ def client_host_problem(host: ClientHost, timeout_s: float = CLIENT_HOST_CHECK_S
 
 def backing_facts(spec: BackingSpec, allowed: set[Path]) -> BackingFacts:
     """What the matrix needs to know of a plan's backing on this host (the runner's backing_facts for each)."""
-    protocol = getattr(spec, "protocol", None)  # the network specs' ("iscsi", "nfs"); None on a local one
+    protocol = getattr(spec, "protocol", None)  # a network spec's protocol; None on a local one
     return BackingFacts(unavailable=spec.availability(allowed) or client_hosts_unreachable(spec),
                         o_direct=spec.supports_o_direct(),
                         is_device=spec.kind == "device", protocol=protocol,

@@ -29,7 +29,7 @@ from pydantic import (
 )
 
 from iomatrix.domain.clients import CLIENTS_MAX
-from iomatrix.iscsi_names import address_problem
+from iomatrix.protocols.iscsi_names import address_problem
 
 # user@host or host, as ssh takes it: no option (a leading '-'), no space, no shell metacharacter.
 SSH_DESTINATION = re.compile(r"(?:[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}@)?[A-Za-z0-9_][A-Za-z0-9_.:-]{0,252}")

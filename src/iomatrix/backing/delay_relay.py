@@ -46,7 +46,7 @@ from iomatrix.backing.iscsi_wire import IscsiProbeError, nop_rtts
 from iomatrix.backing.network import NetworkDisk
 from iomatrix.domain.rtt import rtt_ms as parse_rtt_ms
 from iomatrix.errors import UserError
-from iomatrix.iscsi_names import Portal, parse_portal
+from iomatrix.protocols.iscsi_names import Portal, parse_portal
 
 LOOPBACK = "127.0.0.1"
 CHUNK = 256 * 1024

@@ -49,7 +49,7 @@ from iomatrix.backing.network import NetworkDisk
 from iomatrix.backing.ports import refuse_if_held
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import version_of
-from iomatrix.iscsi_names import IscsiLun, Portal, target_name
+from iomatrix.protocols.iscsi_names import IscsiLun, Portal, target_name
 
 LOOPBACK = "127.0.0.1"
 LUN_TYPES = ("null", "fileio", "blockio")

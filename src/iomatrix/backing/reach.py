@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 import subprocess
 
-from iomatrix.iscsi_names import IscsiLun
+from iomatrix.protocols.iscsi_names import IscsiLun
 
 ISCSI_PROBE_TIMEOUT_S = 15
 

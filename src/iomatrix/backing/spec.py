@@ -37,7 +37,7 @@ from iomatrix.backing.fsoptions import check_mkfs_options, check_mount_options
 from iomatrix.backing.reach import iscsi_lun_problem
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import PACKAGE_OF
-from iomatrix.iscsi_names import (
+from iomatrix.protocols.iscsi_names import (
     MAX_LUN,
     IscsiLun,
     address_problem,

@@ -329,8 +329,6 @@ class BackingKind(StrEnum):
 
 # Backing types (plan `[[backing]] type`) whose target is a block device rather than an image file.
 BLOCK_BACKINGS = ("blockdev", "lvm")
-# Backing types served over the network: the disk's protocol is the backing type's name.
-NETWORK_BACKINGS = ("iscsi", "nfs", "rbd")
 
 
 @dataclass(frozen=True)

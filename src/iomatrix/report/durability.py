@@ -24,6 +24,8 @@ from iomatrix.durability.verdict import (
     LibrbdCache,
     config_verdict,
 )
+from iomatrix.protocols import network_protocol, protocol, protocols
+from iomatrix.protocols.base import CUT_CLIENT_CRASH, CUT_TARGET_POWER
 from iomatrix.report.query import CellWorkload, cell_workloads
 from iomatrix.store import Store
 from iomatrix.tiers import workload_owner
@@ -36,9 +38,8 @@ SHOULD_MATCH = ("preallocation", "aio", "bus")
 # Where the trials cut (the storage of the cell's backing): a local disk, an iSCSI target (the LUN's type and
 # write cache must match too) or Ceph RBD images (librbd's cache policy and writethrough-until-flush must match).
 # A verdict of one never speaks for another: a target power loss is not a host's, a librbd cache is not a page cache.
-LOCAL, ISCSI, RBD = "local", "iscsi", "rbd"
-STORAGE_MUST_MATCH = {ISCSI: ("lun_type", "lun_write_cache"),
-                      RBD: ("rbd_cache_policy", "rbd_cache_writethrough_until_flush")}
+LOCAL = "local"
+STORAGE_MUST_MATCH = {p.name: p.durability_must_match for p in protocols() if p.durability_must_match}
 
 
 def storage_of(backing: Mapping[str, Any]) -> str:
@@ -58,18 +59,21 @@ class MeasuredConfig:
     fs_clean: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # per guest filesystem
 
     def verdict(self) -> ConfigVerdict:
-        librbd = (LibrbdCache(*(_target_value(self.axes, a) for a in STORAGE_MUST_MATCH[RBD]))
-                  if self.storage == RBD else None)
+        network = network_protocol(self.storage)
+        cut = None if network is None else network.durability_cut
+        # A client crash is decided by the client's cache (librbd's), a target power loss by the target's.
+        librbd = (LibrbdCache(*(_target_value(self.axes, a) for a in STORAGE_MUST_MATCH[self.storage]))
+                  if cut == CUT_CLIENT_CRASH else None)
         return config_verdict(self.samples, self.axes["cache"], self.axes.get("modifier", Modifier.NONE),
                               self.fs_clean,
-                              _target_value(self.axes, "lun_write_cache") if self.storage == ISCSI else None,
+                              _target_value(self.axes, "lun_write_cache") if cut == CUT_TARGET_POWER else None,
                               librbd)
 
     def label(self) -> str:
         text = " ".join(f"{a}={self.axes[a]}" for a in (*MUST_MATCH, *SHOULD_MATCH)
                         if not (a == "modifier" and self.axes[a] == Modifier.NONE))
         if self.storage in STORAGE_MUST_MATCH:
-            text += (" on iSCSI " if self.storage == ISCSI else " on Ceph RBD ") + " ".join(
+            text += f" on {protocol(self.storage).title} " + " ".join(
                 f"{a}={_target_value(self.axes, a)}" for a in STORAGE_MUST_MATCH[self.storage])
         filesystems = sorted(fs for fs, v in self.fs_clean.items() if v)
         return f"{text} fs={','.join(filesystems)}" if filesystems else text

@@ -66,6 +66,8 @@ from iomatrix.guest.stream import parse_result_stream
 from iomatrix.hostcmd import require, version_of
 from iomatrix.images import create_image, remove_image
 from iomatrix.plan.model import Plan
+from iomatrix.protocols import protocol
+from iomatrix.protocols.base import CUT_CLIENT_CRASH
 from iomatrix.qemu_block import DiskSpec, blockdev_args, blockdev_spec_over_nbd, device_args
 from iomatrix.textfile import last_lines
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, Tier, fresh_image
@@ -439,7 +441,7 @@ class DurabilityTier(Durability, Tier):
         with children.SigtermGuard():
             try:
                 if req.target.kind == "network" and req.target.server is not None \
-                        and req.target.server.protocol == "rbd":
+                        and protocol(req.target.server.protocol).durability_cut == CUT_CLIENT_CRASH:
                     outcome = self._trial_on_rbd(req, layout, trial_dir, nonce, cut_after, delay, meta)
                     return self._tidy(req, trial_dir, outcome)
                 if req.target.kind == "network":

@@ -30,6 +30,7 @@ from iomatrix.backing.delay_relay import delayed
 from iomatrix.backing.network import NetworkDisk, NetworkServer
 from iomatrix.domain import NA
 from iomatrix.domain.axes import DiskContext, qemu_options
+from iomatrix.protocols import protocol
 
 # The format a server makes where the cell's tier has no format axis (the bare-metal tier's server-side file).
 DEFAULT_FORMAT = "raw"
@@ -57,7 +58,7 @@ def measures_rtt(cell: Mapping[str, str], disk: NetworkDisk) -> bool:
     axis (rtt "0" records the direct path's round trip, the reference the emulated ones are read against; it
     costs a few milliseconds of NOP pings). QEMU's nfs driver takes no port, so no relay (the axis prunes rtt ≠ 0
     on NFS)."""
-    return disk.protocol == "iscsi" and cell.get("rtt", NA) != NA
+    return protocol(disk.protocol).measures_rtt and cell.get("rtt", NA) != NA
 
 
 def disk_meta(disk: NetworkDisk, server: NetworkServer) -> dict[str, Any]:

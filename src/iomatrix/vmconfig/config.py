@@ -28,7 +28,6 @@ from iomatrix.domain import (
     MEASURED_DETECT_ZEROES,
     MEASURED_DISCARD,
     NA,
-    NETWORK_BACKINGS,
     SCSI_CONTROLLER_BUSES,
     Aio,
     BackingKind,
@@ -44,7 +43,9 @@ from iomatrix.domain.axes import (
     RuleContext,
 )
 from iomatrix.errors import UserError
-from iomatrix.vmconfig.network import NetworkPlace, client_is_kernel, network_url
+from iomatrix.protocols import is_network, network_protocol
+from iomatrix.protocols import protocol as protocol_named
+from iomatrix.protocols.place import NetworkPlace
 
 DEFAULT_SIZE_GIB = 32
 # eatmydata is an LD_PRELOAD library around the whole QEMU process: no tool has a per-disk setting for it,
@@ -184,19 +185,19 @@ class DiskConfig:
                     assumed.append(axis.name)
             vals[axis.name] = v
         kind = BackingKind.BLOCK if backing_type in BLOCK_BACKINGS else BackingKind.FILE
-        if backing_type in NETWORK_BACKINGS:
+        if is_network(backing_type):
             kind = BackingKind(backing_type)
         return cls(values=vals, backing=kind, assumed=tuple(assumed))
 
     @property
     def protocol(self) -> str | None:
-        """The network protocol the disk is reached by ("iscsi", "nfs", "rbd"); None for a local file or device."""
-        return self.backing.value if self.backing.value in NETWORK_BACKINGS else None
+        """The network protocol's name the disk is reached by; None for a local file or device."""
+        return self.backing.value if is_network(self.backing.value) else None
 
     @property
     def userspace_client(self) -> bool:
         """A network disk QEMU reaches with its own client (libiscsi, libnfs, librbd): no host file, so no aio=."""
-        return self.protocol is not None and not client_is_kernel(self.protocol, self._values)
+        return self.protocol is not None and not protocol_named(self.protocol).client_is_kernel(self._values)
 
     def axis_values(self) -> dict[str, str]:
         """The configuration's value of every axis of the registry (tier and backing aside), later axes only where
@@ -212,7 +213,7 @@ class DiskConfig:
 
     def default_path(self) -> str:
         if self.protocol is not None:  # a network disk's own name: network.NetworkPlace
-            return network_url(self.protocol, NetworkPlace(), self.format.value)
+            return protocol_named(self.protocol).url(NetworkPlace(), self.format.value)
         if self.backing == BackingKind.BLOCK:
             return "/dev/vg0/vm-disk"
         return f"/var/lib/libvirt/images/vm-disk.{self.format}"
@@ -223,7 +224,7 @@ def snippet_backing(meta: Mapping[str, Any]) -> str | None:
     """What a stored backing's metadata says the snippets' disk is on (DiskConfig.from_axes): its backing type where
     it is served over the network (iscsi, nfs), else its kind."""
     kind = meta.get("backing_type")
-    return kind if kind in NETWORK_BACKINGS else meta.get("kind")
+    return kind if is_network(kind) else meta.get("kind")
 
 
 # The axes every configuration names (the first release's); later axes are named only away from their default.
@@ -234,10 +235,12 @@ def refusal(values: Mapping[str, str], backing: BackingKind) -> str | None:
     """Why QEMU would not run a configuration: the registry's rules, for a backing that takes O_DIRECT (the
     user's storage is not probed). The bus's rule is left out: it is about the guest kernel iomatrix boots
     (no ahci driver), not the user's VM."""
-    protocol = backing.value if backing.value in NETWORK_BACKINGS else None
+    network = network_protocol(backing.value)
     # An RBD image is a fixed-size volume, as a LUN is: a raw disk on it is the volume itself.
-    ctx = RuleContext(BackingFacts(unavailable=None, o_direct=True, protocol=protocol,
-                                   is_device=backing in (BackingKind.BLOCK, BackingKind.ISCSI, BackingKind.RBD)),
+    ctx = RuleContext(BackingFacts(unavailable=None, o_direct=True,
+                                   protocol=None if network is None else network.name,
+                                   is_device=backing == BackingKind.BLOCK
+                                   or (network is not None and network.is_volume)),
                       "your storage")
     for axis in axes.axes():
         if axis.name == "bus":

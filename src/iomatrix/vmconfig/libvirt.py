@@ -24,6 +24,8 @@ from iomatrix.domain.axes import (
     IOThread,
 )
 from iomatrix.errors import UserError
+from iomatrix.protocols import network_protocol
+from iomatrix.protocols.place import NetworkPlace
 from iomatrix.vmconfig.config import (
     CONTINUATION,
     EATMYDATA_NOTE,
@@ -41,11 +43,7 @@ from iomatrix.vmconfig.config import (
 )
 from iomatrix.vmconfig.network import (
     NETWORK_SKIPPED_KEYS,
-    NFS_IDENTITY,
     NetworkDiskRead,
-    NetworkPlace,
-    libvirt_auth,
-    libvirt_source,
     note_qemu_rbd_cache,
     read_by_path,
     read_libvirt_source,
@@ -73,8 +71,9 @@ def libvirt_disk_element(cfg: DiskConfig, path: str | None = None, dev: str | No
     target, driver = _partition(controller_options(cfg, "libvirt")[0], LIBVIRT_TARGET_KEYS.__contains__)
     if cfg.userspace_client:
         driver = [kv for kv in driver if kv[0] not in NETWORK_SKIPPED_KEYS["libvirt"]]
-    if cfg.protocol is not None:
-        kind, source, host = libvirt_source(cfg.protocol, cfg.values, cfg.format.value, NetworkPlace())
+    network = network_protocol(cfg.protocol)
+    if network is not None:
+        kind, source, host = network.libvirt_source(cfg.values, cfg.format.value, NetworkPlace())
     else:
         kind = "block" if cfg.backing == BackingKind.BLOCK else "file"
         source, host = ({"dev": path} if cfg.backing == BackingKind.BLOCK else {"file": path}), None
@@ -83,10 +82,10 @@ def libvirt_disk_element(cfg: DiskConfig, path: str | None = None, dev: str | No
     src = ET.SubElement(disk, "source", source)
     if host is not None:
         ET.SubElement(src, "host", host)
-    if source.get("protocol") == "nfs":
-        # libvirt's schema (9.0) requires the user and group libnfs accesses the export as: NFS_IDENTITY.
-        ET.SubElement(src, "identity", NFS_IDENTITY)
-    if kind == "network" and cfg.protocol is not None and (auth := libvirt_auth(cfg.protocol, NetworkPlace())):
+    if kind == "network" and network is not None and (identity := network.libvirt_identity()):
+        # libvirt's schema (9.0) requires the user and group libnfs accesses the export as.
+        ET.SubElement(src, "identity", identity)
+    if kind == "network" and network is not None and (auth := network.libvirt_auth(NetworkPlace())):
         # <auth> beside <source>, where Ceph's libvirt guide and every libvirt since 0.9.7 put it.
         ET.SubElement(ET.SubElement(disk, "auth", auth[0]), "secret", auth[1])
     ET.SubElement(disk, "target", dict([("dev", dev or LIBVIRT_DEV[cfg.bus]), *target]))

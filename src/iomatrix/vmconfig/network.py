@@ -3,10 +3,11 @@
 A network disk is an iSCSI LUN (reached by QEMU's libiscsi or by the host kernel's open-iscsi), an image file
 on an NFS export (reached by QEMU's libnfs or through the kernel's NFS mount) or a Ceph RBD image (reached by
 QEMU's librbd or mapped by the host kernel's krbd): the cell's ``initiator``, ``nfs_client`` and ``rbd_client``
-axes choose which. The writing half is the pure part of the network disks' snippets, which the libvirt, QEMU and
-Proxmox writers and `network_snippets` (tgt ``targets.conf``, ceph.conf) put into their snippets; the addresses are
-placeholders from the documentation ranges (RFC 5737's 192.0.2.0/24, an example.com IQN) that the user replaces
-with their own; `NetworkPlace` holds them. The reading half (``--current``) reads the same places back as libvirt,
+axes choose which. Each protocol's own spellings (its URL, libvirt source, -blockdev node, Proxmox storage) are
+in its house (:mod:`iomatrix.protocols`); the writing half here is what `network_snippets` adds (tgt
+``targets.conf``, ceph.conf's [client] lines, `rbd create`); the addresses are placeholders from the
+documentation ranges that the user replaces with their own (`iomatrix.protocols.place.NetworkPlace`). The
+reading half (``--current``) reads the same places back as libvirt,
 QEMU and Proxmox write them: the disk's protocol, its address (a URL) and the client axes, with, for RBD, the
 librbd cache settings a QEMU filename gives. Pure parsers and writers: nothing here connects to a server.
 """
@@ -18,161 +19,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from iomatrix.domain import CacheMode, axes
-from iomatrix.domain.axes import ISCSI, KERNEL_CLIENT, KRBD, LUN_WRITE_CACHE_RISK, NFS, RBD, LunType, get
+from iomatrix.domain.axes import ISCSI, KERNEL_CLIENT, KRBD, LUN_WRITE_CACHE_RISK, NFS, RBD, LunType
+from iomatrix.protocols import iscsi, nfs, rbd
+from iomatrix.protocols.place import ISCSI_PORT, NetworkPlace
+from iomatrix.protocols.rbd import ceph_value
 from iomatrix.vmconfig.reading import _bad, _value
 
-ISCSI_PORT = 3260  # IANA's iSCSI port: libvirt and QEMU assume it where none is given
-CEPH_MON_PORT = 6789  # a Ceph monitor's msgr v1 port (IANA), libvirt's <host port=> for an rbd disk
-PROTOCOL_NAMES = {ISCSI: "iSCSI", NFS: "NFS", RBD: "Ceph RBD"}
-# The axis choosing each protocol's client and its value for the host kernel's client.
-KERNEL_CLIENT_OF = {ISCSI: ("initiator", KERNEL_CLIENT), NFS: ("nfs_client", KERNEL_CLIENT), RBD: ("rbd_client", KRBD)}
-# The user libnfs accesses an export as (libvirt <identity>): root, as measured (an export without root squash).
-NFS_IDENTITY = {"user": "root", "group": "root"}
 # The options a disk QEMU reaches with its own network client has no use for: aio is the file protocol's.
 NETWORK_SKIPPED_KEYS = {"libvirt": ("io",), "proxmox": ("aio",), "virt-install": ("io",)}
-
-
-@dataclass(frozen=True)
-class NetworkPlace:
-    """The server and the disk's name on it (placeholders unless --current read the user's own)."""
-
-    host: str = "192.0.2.10"
-    port: int = ISCSI_PORT
-    iqn: str = "iqn.2024-01.com.example:storage.vm-disk"
-    lun: int = 1
-    export: str = "/srv/nfs/vm"  # the NFS export
-    image: str = "vm-disk"  # the image file's name on the export, without its format suffix
-    mount: str = "/mnt/pve/nfs-store"  # where the kernel client mounts the export (Proxmox's own layout)
-    lun_file: str = "/srv/iscsi/vm-disk.img"  # the LUN's backing file on the target host (targets.conf)
-    pool: str = "rbd"  # the Ceph pool the RBD image is in (`rbd pool init`'s default name)
-    ceph_user: str = "libvirt"  # the cephx user QEMU connects as (client.libvirt, Ceph's libvirt guide)
-    ceph_conf: str = "/etc/ceph/ceph.conf"  # the client host's ceph.conf: monitors, and the [client] cache lines
-    # libvirt's secret holding that user's cephx key (virsh secret-define; secret-set-value from `ceph auth get-key`)
-    secret_uuid: str = "2a5b08e4-3dbd-4bff-8b0e-4d6b1b8f2c6a"
-
-    @property
-    def portal(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    def nfs_file(self, fmt: str) -> str:
-        return f"{self.export}/{self.image}.{fmt}"
-
-    def mounted_file(self, fmt: str) -> str:
-        return f"{self.mount}/{self.image}.{fmt}"
-
-    @property
-    def rbd_name(self) -> str:
-        """The image as libvirt and the rbd tool name it: POOL/IMAGE."""
-        return f"{self.pool}/{self.image}"
-
-    def rbd_device(self) -> str:
-        """The image's stable device name once the host kernel has mapped it (udev's /dev/rbd/POOL/IMAGE link)."""
-        return f"/dev/rbd/{self.rbd_name}"
-
-    def by_path(self) -> str:
-        """The LUN's stable device name once the kernel initiator has logged in (udev's by-path link)."""
-        return f"/dev/disk/by-path/ip-{self.portal}-iscsi-{self.iqn}-lun-{self.lun}"
-
-
-def network_url(protocol: str, place: NetworkPlace, fmt: str) -> str:
-    """A network disk as qemu-img and QEMU's -drive name it."""
-    if protocol == ISCSI:
-        return f"iscsi://{place.portal}/{place.iqn}/{place.lun}"
-    if protocol == RBD:  # QEMU's rbd: pseudo-URL (block/rbd.c qemu_rbd_parse_filename): Ceph options after ':'
-        return f"rbd:{place.rbd_name}:id={place.ceph_user}:conf={place.ceph_conf}"
-    return f"nfs://{place.host}{place.nfs_file(fmt)}"
-
-
-def client_is_kernel(protocol: str, values: Mapping[str, str]) -> bool:
-    axis, kernel = KERNEL_CLIENT_OF[protocol]
-    return values.get(axis) == kernel
-
-
-def libvirt_auth(protocol: str, place: NetworkPlace) -> tuple[dict[str, str], dict[str, str]] | None:
-    """(<auth> attributes, its <secret> attributes) of a network disk that logs in: an RBD image's cephx user and
-    the libvirt secret holding its key; None for the others (the snippets' LUNs and exports need no login)."""
-    if protocol != RBD:
-        return None
-    return {"username": place.ceph_user}, {"type": "ceph", "uuid": place.secret_uuid}
-
-
-def libvirt_source(protocol: str, values: Mapping[str, str], fmt: str, place: NetworkPlace
-                   ) -> tuple[str, dict[str, str], dict[str, str] | None]:
-    """(the <disk type=…>, the <source> attributes, its <host> attributes or None) of a network disk: a network
-    disk for QEMU's own client (libvirt's protocol="iscsi"/"nfs"), a block device or a file through the kernel's."""
-    if protocol == ISCSI:
-        if client_is_kernel(protocol, values):
-            return "block", {"dev": place.by_path()}, None
-        return "network", {"protocol": "iscsi", "name": f"{place.iqn}/{place.lun}"}, {"name": place.host,
-                                                                                    "port": str(place.port)}
-    if protocol == RBD:
-        if client_is_kernel(protocol, values):
-            return "block", {"dev": place.rbd_device()}, None
-        return "network", {"protocol": RBD, "name": place.rbd_name}, {"name": place.host, "port": str(CEPH_MON_PORT)}
-    if client_is_kernel(protocol, values):
-        return "file", {"file": place.mounted_file(fmt)}, None
-    return "network", {"protocol": "nfs", "name": place.nfs_file(fmt)}, {"name": place.host}
-
-
-def qemu_protocol_node(protocol: str, values: Mapping[str, str], fmt: str, place: NetworkPlace
-                       ) -> list[tuple[str, str]]:
-    """The protocol node's options under the format node (``file.`` keys without the prefix): QEMU's iscsi/nfs
-    driver (as Proxmox's iscsidirect and the tiers open it), or the device/file the kernel's client gives."""
-    if protocol == ISCSI:
-        if client_is_kernel(protocol, values):
-            return [("driver", "host_device"), ("filename", place.by_path())]
-        return [("driver", "iscsi"), ("transport", "tcp"), ("portal", place.portal), ("target", place.iqn),
-                ("lun", str(place.lun))]
-    if protocol == RBD:  # QEMU 7.2's BlockdevOptionsRbd (qapi/block-core.json): the monitors come from conf
-        if client_is_kernel(protocol, values):
-            return [("driver", "host_device"), ("filename", place.rbd_device())]
-        return [("driver", RBD), ("pool", place.pool), ("image", place.image), ("conf", place.ceph_conf),
-                ("user", place.ceph_user)]
-    if client_is_kernel(protocol, values):
-        return [("driver", "file"), ("filename", place.mounted_file(fmt))]
-    return [("driver", "nfs"), ("server.type", "inet"), ("server.host", place.host), ("path", place.nfs_file(fmt))]
-
-
-def kernel_client_steps(protocol: str, place: NetworkPlace) -> str:
-    """What the host does before the VM starts when the kernel is the client."""
-    if protocol == ISCSI:
-        return (f"log the host in first (open-iscsi): iscsiadm -m discovery -t sendtargets -p {place.portal}; "
-                f"iscsiadm -m node -T {place.iqn} -p {place.portal} --login")
-    if protocol == RBD:
-        return (f"map the image on the host first (ceph-common, the kernel's rbd module): rbd map {place.rbd_name} "
-                f"--id {place.ceph_user} (udev links {place.rbd_device()}; list it in /etc/ceph/rbdmap to map it at "
-                "boot); librbd's [client] cache settings do not apply to a mapped image: the host's page cache and "
-                "QEMU's cache mode do")
-    return f"mount the export first (nfs-common): mount -t nfs {place.host}:{place.export} {place.mount}"
-
-
-# Proxmox: the storage (storage.cfg) a network disk is on, by protocol and client.
-PROXMOX_STORAGE_ID = {"iscsidirect": "san-direct", "iscsi": "san", "nfs": "nfs-store", RBD: "ceph-vm"}
-
-
-def proxmox_storage(protocol: str, values: Mapping[str, str], place: NetworkPlace) -> tuple[str, str, str]:
-    """(storage type, storage id, its /etc/pve/storage.cfg entry): iscsidirect for libiscsi (QEMU's initiator),
-    iscsi for the kernel's (open-iscsi), nfs for an export (always mounted by the kernel's client)."""
-    if protocol == ISCSI:
-        kind = "iscsi" if client_is_kernel(protocol, values) else "iscsidirect"
-        sid = PROXMOX_STORAGE_ID[kind]
-        return kind, sid, f"{kind}: {sid}\n\tportal {place.host}\n\ttarget {place.iqn}\n\tcontent images"
-    if protocol == RBD:  # PVE/Storage/RBDPlugin.pm: krbd 1 maps the image with the kernel's client
-        sid = PROXMOX_STORAGE_ID[RBD]
-        krbd = int(client_is_kernel(protocol, values))
-        return RBD, sid, (f"rbd: {sid}\n\tpool {place.pool}\n\tmonhost {place.host}\n\tusername {place.ceph_user}\n"
-                          f"\tcontent images\n\tkrbd {krbd}")
-    sid = PROXMOX_STORAGE_ID["nfs"]
-    return "nfs", sid, (f"nfs: {sid}\n\tserver {place.host}\n\texport {place.export}\n\tpath {place.mount}\n"
-                        "\tcontent images\n\toptions vers=4.2")
-
-
-def proxmox_volume(kind: str, sid: str, place: NetworkPlace) -> str:
-    """The volume id of the LUN on an iSCSI storage (pvesm list STORAGE shows yours): iscsidirect names LUNs
-    lunN (PVE/Storage/ISCSIDirectPlugin.pm parse_volname), iscsi CHANNEL.ID.LUN.scsi-WWID."""
-    if kind == "iscsidirect":
-        return f"{sid}:lun{place.lun}"
-    return f"{sid}:0.0.{place.lun}.scsi-WWID"
 
 
 # tgt's backing-store types (targets.conf bs-type / tgtadm --bstype) per lun_type, and the open flags.
@@ -247,13 +101,6 @@ def _ceph_bool(value: str) -> str:
     return "true" if value == "on" else "false"
 
 
-def ceph_value(values: Mapping[str, str], axis: str) -> str:
-    """A cell's value of an rbd axis; Ceph's own default where the cell leaves it out (or shows '-')."""
-    default = str(get(axis).default)
-    value = values.get(axis, default)
-    return default if value in ("-", "") else value
-
-
 def ceph_client_conf(values: Mapping[str, str]) -> str:
     """The [client] lines of ceph.conf for librbd's cache as the cell was measured: every one written, as Ceph's
     defaults are what the rbd axes measure against."""
@@ -284,23 +131,6 @@ def ceph_client_notes(values: Mapping[str, str]) -> list[str]:
     return notes
 
 
-def rbd_order(object_size: str) -> int:
-    """An object size as rbd(8) writes it (4M, 512K, 4194304) as the image's order, log2 of its bytes (Ceph's
-    rbd_default_order: 22 is 4 MiB); a one-line ValueError for one that is not a power of two from 4K to 32M."""
-    m = re.fullmatch(r"(\d+)([KM]?)B?", object_size.upper())
-    size = int(m.group(1)) << {"": 0, "K": 10, "M": 20}[m.group(2)] if m else 0
-    if size < 4096 or size > 32 << 20 or size & (size - 1):
-        raise ValueError(f"object size '{object_size}' is not a power of two from 4K to 32M")
-    return size.bit_length() - 1
-
-
-def qemu_img_rbd_target(values: Mapping[str, str], place: NetworkPlace) -> str:
-    """A qcow2 image on RBD as qemu-img creates it: QEMU's rbd driver creates the RBD image itself, with the
-    object size its connection's rbd_default_order gives (a Ceph option in the rbd: filename)."""
-    order = rbd_order(ceph_value(values, "rbd_object_size"))
-    return f"{network_url(RBD, place, 'qcow2')}:rbd_default_order={order}"
-
-
 def rbd_create(values: Mapping[str, str], place: NetworkPlace, size_gib: int) -> str:
     """`rbd create` of the image with the object size it was measured with (rbd(8): --object-size B/K/M)."""
     size = ceph_value(values, "rbd_object_size")
@@ -329,7 +159,6 @@ PROXMOX_ISCSI_VOLUME = re.compile(r"^\d+\.\d+\.(\d+)\.[^/\s]+$")
 # An rbd storage's volume: vm-VMID-disk-N, base-VMID-disk-N (a template), a linked clone base/disk (RBDPlugin
 # parse_volname), also the volume name of an LVM or ZFS storage.
 PROXMOX_RBD_VOLUME = re.compile(r"^(?:(?:base|vm)-\d+-[\w.-]+/)?(?:base|vm)-\d+-[\w.-]+$")
-PROXMOX_RBD_DEFAULT_POOL = "rbd"  # RBDPlugin: an rbd storage without 'pool' uses the pool named rbd
 ISCSI_FORMS = "iscsi://HOST[:PORT]/IQN/LUN"
 NFS_FORMS = "nfs://HOST/EXPORT/PATH/IMAGE"
 RBD_FORMS = "rbd:POOL/IMAGE[:id=USER][:conf=FILE]"
@@ -593,14 +422,14 @@ def read_proxmox_volume(volume: str, storage: Mapping[str, tuple[str, dict[str, 
         return None, None
     if storage is not None and sid in storage:
         kind, props = storage[sid]
-        if kind in ("iscsidirect", "iscsi"):
+        if kind in (iscsi.PROXMOX_DIRECT, iscsi.PROXMOX_KERNEL):
             m = PROXMOX_ISCSIDIRECT_VOLUME.match(volname) or PROXMOX_ISCSI_VOLUME.match(volname)
             lun = m.group(1) if m else "0"
             portal = props.get("portal", "")
             host, _, port = portal.rpartition(":") if re.search(r":\d+$", portal) else (portal, "", "")
             url = iscsi_url(host, port or None, props.get("target", "IQN"), lun) if host else None
             return _proxmox_iscsi(kind, sid, url), None
-        if kind == "nfs":
+        if kind == nfs.NAME:
             server, export = props.get("server"), props.get("export", "")
             return NetworkDiskRead(NFS, None, {"nfs_client": KERNEL_CLIENT},
                                    f"an image on the NFS storage {sid} ({server}:{export}), which Proxmox mounts with "
@@ -611,7 +440,7 @@ def read_proxmox_volume(volume: str, storage: Mapping[str, tuple[str, dict[str, 
     if m := PROXMOX_ISCSIDIRECT_VOLUME.match(volname):
         return _proxmox_iscsi("iscsidirect", sid, None), None
     if PROXMOX_ISCSI_VOLUME.match(volname):
-        return _proxmox_iscsi("iscsi", sid, None), None
+        return _proxmox_iscsi(iscsi.PROXMOX_KERNEL, sid, None), None
     if storage is None and "/" in volname:
         return None, (f"storage {sid} may be a directory or an NFS storage: qm config does not say; put a copy of "
                       "/etc/pve/storage.cfg beside the file, named storage.cfg, to read it")
@@ -629,7 +458,7 @@ def _proxmox_rbd(sid: str, volname: str, props: Mapping[str, str]) -> NetworkDis
     krbd = props.get("krbd", "0")
     if krbd not in ("0", "1"):
         raise _bad(f"storage.cfg rbd: {sid} krbd", krbd, "0 or 1")
-    pool = props.get("pool", PROXMOX_RBD_DEFAULT_POOL)
+    pool = props.get("pool", rbd.PROXMOX_DEFAULT_POOL)
     where = f" on the rbd storage {sid}" + (f" (monitors {props['monhost']})" if "monhost" in props else
                                             " (the Proxmox-managed cluster)")
     image = volname.rpartition("/")[2]  # a linked clone's BASE/IMAGE: the image is the clone (its parent: BASE)

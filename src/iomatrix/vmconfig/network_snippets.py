@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from iomatrix.domain import BackingKind, Format, axes
-from iomatrix.domain.axes import RBD
+from iomatrix.domain import Format, axes
+from iomatrix.plugins import load_object
+from iomatrix.protocols import protocol, rbd
+from iomatrix.protocols.base import NetworkProtocol
+from iomatrix.protocols.place import NetworkPlace
 from iomatrix.vmconfig.config import (
     DEFAULT_SIZE_GIB,
     DiskConfig,
@@ -25,15 +28,8 @@ from iomatrix.vmconfig.config import (
 from iomatrix.vmconfig.libvirt import libvirt_snippet, virt_install_snippet
 from iomatrix.vmconfig.network import (
     NETWORK_SKIPPED_KEYS,
-    PROTOCOL_NAMES,
-    PROXMOX_STORAGE_ID,
-    NetworkPlace,
     ceph_client_conf,
     ceph_client_notes,
-    client_is_kernel,
-    kernel_client_steps,
-    proxmox_storage,
-    proxmox_volume,
     rbd_create,
     rbd_create_note,
     tgt_note,
@@ -53,110 +49,65 @@ from iomatrix.vmconfig.qemu import qemu_img_snippet, qemu_snippet
 
 
 def network_notes(cfg: DiskConfig) -> list[str]:
-    """What a network disk's VM snippet leaves to the user: the server's address (placeholders), the host's login
-    or mount where the kernel is the client, and where the LUN's own settings go."""
+    """What a network disk's VM snippet leaves to the user: the server's address (placeholders), the host's
+    login or mount where the kernel is the client, and where the disk's own settings go."""
     if cfg.protocol is None:
         return []
+    network = protocol(cfg.protocol)
     place = NetworkPlace()
-    where = {BackingKind.ISCSI: f"portal {place.portal}, target {place.iqn}, LUN {place.lun}",
-             BackingKind.NFS: f"server {place.host}, export {place.export}",
-             BackingKind.RBD: f"monitor {place.host}, image {place.rbd_name}, user {place.ceph_user}, secret "
-                              f"{place.secret_uuid}"}[cfg.backing]
-    notes = [f"replace the placeholder {where} with your storage's"]
-    if client_is_kernel(cfg.protocol, cfg.values):
-        notes.append(kernel_client_steps(cfg.protocol, place))
+    notes = [f"replace the placeholder {network.placeholder_where(place)} with your storage's"]
+    if network.client_is_kernel(cfg.values):
+        notes.append(network.kernel_client_steps(place))
     else:
-        client = {BackingKind.ISCSI: "libiscsi", BackingKind.NFS: "libnfs", BackingKind.RBD: "librbd"}[cfg.backing]
-        notes.append(f"QEMU opens the disk with its own {client} client (Debian package qemu-block-extra); aio= is an "
-                     "option of QEMU's file protocol and is not set")
-        if cfg.backing == BackingKind.NFS:
-            notes.append("libvirt's <identity> is the user libnfs accesses the export as: root needs an export "
-                         "without root squash, or name the image's owner")
-        if cfg.backing == BackingKind.RBD:
-            notes.append(f"QEMU reads the monitors from {place.ceph_conf} and client.{place.ceph_user}'s key from "
-                         "the keyring it names (libvirt passes the key from its secret instead)")
-    if cfg.backing == BackingKind.RBD:
-        notes.append("librbd's cache (rbd cache, its policy, writethrough until flush) is set in ceph.conf's "
-                     "[client] section, not on the disk: see the ceph.conf snippet")
-    if cfg.backing == BackingKind.ISCSI and "lun_write_cache" not in cfg.more:
-        notes.append("measured with the LUN's write cache off, which is not tgt's default: see the tgt targets.conf "
-                     "snippet")
-    return notes
+        notes.append(f"QEMU opens the disk with its own {network.userspace_library} client (Debian package "
+                     "qemu-block-extra); aio= is an option of QEMU's file protocol and is not set")
+        notes += network.userspace_notes(place)
+    return notes + network.disk_notes(cfg.values, cfg.more)
 
 
 def libvirt_auth_note(cfg: DiskConfig) -> list[str]:
     """What libvirt's <auth> of an RBD disk needs: the secret holding the cephx key."""
-    if cfg.backing != BackingKind.RBD or not cfg.userspace_client:
+    if cfg.protocol is None or not cfg.userspace_client:
         return []
     place = NetworkPlace()
-    return [f"<auth>'s secret holds client.{place.ceph_user}'s cephx key: virsh secret-define a secret of usage "
-            f"type ceph with uuid {place.secret_uuid}, then virsh secret-set-value it to `ceph auth get-key "
-            f"client.{place.ceph_user}`"]
+    if protocol(cfg.protocol).libvirt_auth(place) is None:
+        return []
+    return [f"<auth>'s secret holds client.{place.ceph_user}'s cephx key: virsh secret-define a secret of "
+            f"usage type ceph with uuid {place.secret_uuid}, then virsh secret-set-value it to `ceph auth "
+            f"get-key client.{place.ceph_user}`"]
 
 
 def proxmox_network_snippet(cfg: DiskConfig, opts: Pairs, axis_notes: list[str], vmid: str = "VMID",
                             size_gib: int = DEFAULT_SIZE_GIB) -> Snippet:
-    """The storage.cfg entry of the network storage (iscsidirect, iscsi, nfs) and the VM's disk line on it."""
+    """The storage.cfg entry of the network storage (iscsidirect, iscsi, nfs, rbd) and the VM's disk line
+    on it."""
     assert cfg.protocol is not None
+    network = protocol(cfg.protocol)
     title = "Proxmox VE (/etc/pve/storage.cfg and qm set)"
     place = NetworkPlace()
-    kind, sid, entry = proxmox_storage(cfg.protocol, cfg.values, place)
-    if kind in ("iscsi", "iscsidirect") and cfg.format != Format.RAW:
-        return Snippet("proxmox", title, None, _not_available([
-            f"Proxmox uses an iSCSI LUN as one raw disk ({kind} storage: format raw only); a qcow2 image on iSCSI "
-            "is not a Proxmox layout (LVM on top of the LUN gives raw volumes)"]))
-    if kind == RBD and cfg.format != Format.RAW:
-        return Snippet("proxmox", title, None, _not_available([
-            "a Proxmox rbd storage holds raw images only (RBD has its own thin provisioning and snapshots)"]))
+    kind, sid, entry = network.proxmox_storage(cfg.values, place)
+    if network.proxmox_raw_only is not None and cfg.format != Format.RAW:
+        return Snippet("proxmox", title, None, _not_available([network.proxmox_raw_only.format(kind=kind)]))
     drive = [kv for kv in _proxmox_drive_options(opts) if kv[0] not in NETWORK_SKIPPED_KEYS["proxmox"]
              or not cfg.userspace_client]
-    if kind != "nfs":
-        drive = [kv for kv in drive if kv[0] not in PROXMOX_IMAGE_FILE_KEYS]  # the LUN or RBD image is the disk
+    if network.is_volume:
+        drive = [kv for kv in drive if kv[0] not in PROXMOX_IMAGE_FILE_KEYS]  # the LUN or image is the disk
     drive += measured_defaults("proxmox", dict(drive))
-    if kind == "nfs":  # a property of the storage (preallocation of new images), written in its entry
+    if not network.is_volume:  # a property of the storage (preallocation of new images), written in its entry
         entry += "".join(f"\n\t{k} {v}" for k, v in opts if k in PROXMOX_STORAGE_KEYS)
-    volume = proxmox_volume(kind, sid, place) if kind not in ("nfs", RBD) else f"{sid}:{size_gib}"
+    volume = network.proxmox_volume(kind, sid, place, size_gib)
     cmd = f"qm set {vmid}"
     if cfg.bus in PROXMOX_SCSIHW:
         cmd += f" --scsihw {PROXMOX_SCSIHW[cfg.bus]}"
     line = shell_command([*cmd.split(), f"--{dict(opts)[PROXMOX_DISK_KEY]}0",
                           ",".join([volume, *(f"{k}={v}" for k, v in drive)])])
     text = f"# /etc/pve/storage.cfg (or pvesm add {kind} {sid} …)\n{entry}\n\n{line}"
-    named = {"nfs": place.export, RBD: f"pool {place.pool}, user {place.ceph_user}"}.get(kind, place.iqn)
-    notes = [f"replace the placeholder addresses ({place.host}, {named}) with your storage's"]
-    notes += _proxmox_storage_notes(cfg, kind, place)
+    notes = [f"replace the placeholder addresses ({place.host}, {network.proxmox_placeholder(place)}) with "
+             "your storage's"]
+    notes += network.proxmox_notes(cfg.values, kind, place)
     notes += [n for n in network_notes(cfg) if "tgt" in n]
     notes += axis_notes
     return Snippet("proxmox", title, text, "; ".join(notes))
-
-
-def _proxmox_storage_notes(cfg: DiskConfig, kind: str, place: NetworkPlace) -> list[str]:
-    """What a Proxmox storage of `kind` does with the disk, and whether it is the client that was measured."""
-    assert cfg.protocol is not None
-    notes: list[str] = []
-    if kind == "iscsidirect":
-        notes.append("iscsidirect: QEMU's own initiator (libiscsi), as measured; the LUN is used whole (volume "
-                     f"lun{place.lun}); Proxmox cannot create volumes on it")
-    elif kind == "iscsi":
-        notes.append("iscsi: the host kernel's initiator (open-iscsi) logs in and the LUN is a block device; the "
-                     "volume id is CHANNEL.ID.LUN.scsi-WWID: pvesm list san shows yours")
-    elif kind == RBD:
-        krbd = client_is_kernel(cfg.protocol, cfg.values)
-        notes.append(f"krbd {int(krbd)}: " + ("the host kernel's rbd client maps each image (/dev/rbdN), as "
-                                              "measured; librbd's [client] cache settings do not apply" if krbd else
-                                              "QEMU's own librbd client, as measured; its cache is set in the "
-                                              "[client] section of ceph.conf (see the ceph.conf snippet)"))
-        notes.append("for a cluster Proxmox does not manage, its key goes in /etc/pve/priv/ceph/"
-                     f"{PROXMOX_STORAGE_ID[RBD]}.keyring; "
-                     f"STORAGE:SIZE creates a new image vm-VMID-disk-N of SIZE GiB (its object size: the "
-                     "rbd create snippet)")
-    else:
-        notes.append("Proxmox mounts an nfs storage with the host kernel's NFS client (under /mnt/pve/ID); "
-                     + ("as measured" if client_is_kernel(cfg.protocol, cfg.values) else
-                        "iomatrix measured QEMU's own libnfs client, which Proxmox does not use: the kernel "
-                        "client's figures may differ (measure nfs_client=kernel where the host has one)"))
-        notes.append("STORAGE:SIZE allocates a new image of SIZE GiB on the export")
-    return notes
 
 
 def ceph_conf_snippet(cfg: DiskConfig) -> Snippet:
@@ -175,10 +126,10 @@ def rbd_create_snippet(cfg: DiskConfig, size_gib: int = DEFAULT_SIZE_GIB) -> Sni
     the kernel maps is an RBD image first, whatever is written on it."""
     title = "rbd create (the image, with its object size)"
     if cfg.format != Format.RAW and cfg.userspace_client:
-        return Snippet("rbd", title, None, "none needed: qemu-img create makes the RBD image of a qcow2 disk itself, "
-                                            "its object size set by rbd_default_order in the rbd: filename; "
-                                            + rbd_create_note(cfg.values))
-    return Snippet("rbd", title, rbd_create(cfg.values, NetworkPlace(), size_gib), rbd_create_note(cfg.values))
+        return Snippet(rbd.RBD_TOOL, title, None,
+                       "none needed: qemu-img create makes the RBD image of a qcow2 disk itself, its object "
+                       "size set by rbd_default_order in the rbd: filename; " + rbd_create_note(cfg.values))
+    return Snippet(rbd.RBD_TOOL, title, rbd_create(cfg.values, NetworkPlace(), size_gib), rbd_create_note(cfg.values))
 
 
 def tgt_snippet(cfg: DiskConfig) -> Snippet:
@@ -205,8 +156,7 @@ def _virt_install(cfg: DiskConfig, path: str | None) -> Snippet:
     if cfg.userspace_client:
         assert cfg.protocol is not None
         return Snippet("virt-install", "virt-install --disk", None, _not_available([
-            f"{'a' if cfg.protocol == RBD else 'an'} {PROTOCOL_NAMES[cfg.protocol]} network disk (QEMU's own client) "
-            "is written as the libvirt XML "
+            f"{protocol(cfg.protocol).named} network disk (QEMU's own client) is written as the libvirt XML "
             "above: virt-install … --import, then virsh edit VM to put that <disk> in"]))
     return _with_notes(virt_install_snippet(cfg, path), network_notes(cfg))
 
@@ -214,14 +164,13 @@ def _virt_install(cfg: DiskConfig, path: str | None) -> Snippet:
 def _nova(cfg: DiskConfig) -> Snippet:
     assert cfg.protocol is not None
     base = nova_snippet(cfg)
-    if cfg.protocol == RBD:
-        return _nova_rbd(cfg, base.title)
-    return Snippet("nova", base.title, None, _not_available([
-        f"Nova attaches {PROTOCOL_NAMES[cfg.protocol]} disks as Cinder volumes, set up by the Cinder volume driver "
-        "(its target and transport options), not by nova.conf's instance-disk settings"]), base.language)
+    network = protocol(cfg.protocol)
+    if network.nova_snippet is not None:
+        return load_object(network.nova_snippet)(cfg, base.title)
+    return Snippet("nova", base.title, None, _not_available([network.nova_unavailable()]), base.language)
 
 
-def _nova_rbd(cfg: DiskConfig, title: str) -> Snippet:
+def nova_rbd_snippet(cfg: DiskConfig, title: str) -> Snippet:
     """Nova's rbd image backend: every instance disk of the compute node an RBD image, opened by librbd as a libvirt
     network disk (nova.conf [libvirt] images_type = rbd and its pool, conf, user and secret; the cache mode of
     network disks in disk_cachemodes)."""
@@ -260,6 +209,10 @@ def network_snippets(cfg: DiskConfig, path: str | None = None) -> SnippetSet:
         _virt_install(cfg, path),
         _nova(cfg),
         qemu_img_snippet(cfg, path),
-        *([tgt_snippet(cfg)] if cfg.backing == BackingKind.ISCSI else []),
-        *([ceph_conf_snippet(cfg), rbd_create_snippet(cfg)] if cfg.backing == BackingKind.RBD else []),
+        *_extra_snippets(protocol(cfg.protocol), cfg),
     ])
+
+
+def _extra_snippets(network: NetworkProtocol, cfg: DiskConfig) -> list[Snippet]:
+    """The protocol's own snippets beside every tool's (tgt's targets.conf, ceph.conf's [client] lines)."""
+    return [load_object(reference)(cfg) for reference in network.extra_snippets]

@@ -28,6 +28,8 @@ from iomatrix.domain.axes import (
     IOThread,
 )
 from iomatrix.errors import UserError
+from iomatrix.protocols import network_protocol, protocol
+from iomatrix.protocols.place import NetworkPlace
 from iomatrix.qemu_block import DiskSpec, blockdev_args, device_args
 from iomatrix.vmconfig.config import (
     CONTINUATION,
@@ -43,11 +45,7 @@ from iomatrix.vmconfig.config import (
 )
 from iomatrix.vmconfig.network import (
     NetworkDiskRead,
-    NetworkPlace,
-    client_is_kernel,
     note_qemu_rbd_cache,
-    qemu_img_rbd_target,
-    qemu_protocol_node,
     read_qemu_node,
 )
 from iomatrix.vmconfig.reading import (
@@ -86,9 +84,9 @@ def qemu_argv(cfg: DiskConfig, path: str | None = None, node: str = "disk0") -> 
 
 def _network_blockdev(cfg: DiskConfig, arg: str) -> str:
     """A -blockdev value with its protocol node (file.driver=file,file.filename=…) replaced by the network disk's:
-    QEMU's iscsi/nfs driver, or the device/file the kernel's client gives (network.qemu_protocol_node)."""
+    QEMU's own driver, or the device/file the kernel's client gives (NetworkProtocol.qemu_node)."""
     assert cfg.protocol is not None
-    proto = qemu_protocol_node(cfg.protocol, cfg.values, cfg.format.value, NetworkPlace())
+    proto = protocol(cfg.protocol).qemu_node(cfg.values, cfg.format.value, NetworkPlace())
     dropped = ("file.driver=", "file.filename=", *(("file.aio=",) if cfg.userspace_client else ()))
     parts = arg.split(",")
     at = next(i for i, p in enumerate(parts) if p.startswith("file.driver="))
@@ -130,16 +128,16 @@ def eatmydata_wrapper_snippet() -> Snippet:
 def qemu_img_snippet(cfg: DiskConfig, path: str | None = None, size_gib: int = DEFAULT_SIZE_GIB) -> Snippet:
     title = "qemu-img create (the image, with its preallocation)"
     target = path or cfg.default_path()
-    if cfg.backing in (BackingKind.BLOCK, BackingKind.ISCSI) and cfg.format == Format.RAW:
-        return Snippet("qemu-img", title, None, "none needed: a raw disk on a block device is the device itself")
-    if cfg.backing == BackingKind.RBD and cfg.format == Format.RAW:
-        return Snippet("qemu-img", title, None, "none needed: a raw disk on Ceph is the RBD image itself, which the "
-                                                "rbd create snippet makes with its object size")
-    if cfg.protocol is not None and client_is_kernel(cfg.protocol, cfg.values):
+    network = network_protocol(cfg.protocol)
+    raw_note = "none needed: a raw disk on a block device is the device itself" if cfg.backing == BackingKind.BLOCK \
+        else None if network is None else network.qemu_img_raw_note
+    if raw_note is not None and cfg.format == Format.RAW:
+        return Snippet("qemu-img", title, None, raw_note)
+    if network is not None and network.client_is_kernel(cfg.values):
         # The kernel's client gives a device (by-path) or a file under the mount: qemu-img writes it as any other.
-        target = path or qemu_protocol_node(cfg.protocol, cfg.values, cfg.format.value, NetworkPlace())[1][1]
-    elif cfg.backing == BackingKind.RBD:  # QEMU's rbd driver creates the RBD image, with the cell's object size
-        target = path or qemu_img_rbd_target(cfg.values, NetworkPlace())
+        target = path or network.qemu_node(cfg.values, cfg.format.value, NetworkPlace())[1][1]
+    elif network is not None:  # QEMU's own client: an RBD image with the cell's object size, an NFS file
+        target = path or network.qemu_img_target(cfg.values, NetworkPlace(), cfg.format.value)
     argv = ["qemu-img", "create", "-f", cfg.format.value]
     opts = [f"preallocation={cfg.preallocation}"] if cfg.preallocation != Preallocation.OFF else []
     opts += [f"{k}={v}" for k, v in axes.qemu_options(cfg.axis_values()).create]

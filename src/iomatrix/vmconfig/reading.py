@@ -30,7 +30,7 @@ class ExistingDisk:
     volume: str | None = None
     vmid: str | None = None
     block: bool = False  # a block device (libvirt type='block', QEMU host_device, a Proxmox volume with no file)
-    # A disk QEMU reaches over the network ("iscsi", "nfs"; issue 34): `path` is then its URL
+    # A disk QEMU reaches over the network (a protocol of iomatrix.protocols; issue 34): `path` is then its URL
     # (iscsi://HOST:PORT/IQN/LUN, nfs://HOST/EXPORT/FILE) where the configuration gives it.
     protocol: str | None = None
 
@@ -63,7 +63,7 @@ class CurrentConfig:
 
     @property
     def protocol(self) -> str | None:
-        """The network protocol of the user's disk ("iscsi", "nfs"; issue 34), None for a local one or unknown."""
+        """The network protocol of the user's disk (iomatrix.protocols), None for a local one or unknown."""
         return self.disk.protocol if self.disk is not None else None
 
     def label(self) -> str:

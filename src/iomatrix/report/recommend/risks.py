@@ -9,6 +9,7 @@ from iomatrix.domain import CACHE, CacheMode, Modifier
 from iomatrix.domain.axes import LUN_WRITE_CACHE_RISK
 from iomatrix.domain.ceph import RBD, RBD_CACHE_RISK
 from iomatrix.durability.verdict import TARGET_POWER_LOSS
+from iomatrix.protocols import network_protocol
 from iomatrix.report.durability import MeasuredIndex, measured_statements, storage_of
 from iomatrix.report.query import CellWorkload
 from iomatrix.risk import risk_of
@@ -53,7 +54,6 @@ _USERSPACE_CLIENT_TEXTS = {
     SITUATIONS[3]: "its writes reach the server at once; whether they are durable there depends on the server's own "
                    "cache until a flush",
 }
-_USERSPACE_CLIENTS = {"iscsi": ("initiator", "libiscsi", "iSCSI target"), "nfs": ("nfs_client", "libnfs", "NFS server")}
 
 
 def _network_client_texts(cell: CellWorkload) -> dict[str, str]:
@@ -66,10 +66,13 @@ def _network_client_texts(cell: CellWorkload) -> dict[str, str]:
             texts[SITUATIONS[3]] = ("its writes may wait in librbd's cache (up to rbd cache max dirty) and are lost "
                                     "on a QEMU crash or host power loss")
         return texts
-    axis, own, server = _USERSPACE_CLIENTS.get(str(protocol), ("", "", ""))
-    if not axis or cell.axes.get(axis, own) not in (own, "-"):
+    network = network_protocol(str(protocol))
+    if network is None or network.userspace_client_caches:
+        return {}
+    own = network.userspace_library
+    if cell.axes.get(network.client_axis, own) not in (own, "-"):
         return {}  # a kernel client (open-iscsi, an NFS mount) does use the host page cache: the file texts hold
-    return {s: t.format(server=server, client=own) for s, t in _USERSPACE_CLIENT_TEXTS.items()}
+    return {s: t.format(server=network.server_noun, client=own) for s, t in _USERSPACE_CLIENT_TEXTS.items()}
 
 
 def measured_risks(cell: CellWorkload | None, measured: MeasuredIndex | None = None) -> dict[str, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from iomatrix.domain.axes import Layer
+from iomatrix.protocols import network_protocol
 from iomatrix.tiers.declaration import TierDeclaration
 
 if TYPE_CHECKING:
@@ -27,11 +28,9 @@ class BareMetal(TierDeclaration):
     def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:
         # On a network backing this tier is the server-side baseline: fio on the file that holds a disk's bytes on
         # the server, which only a server iomatrix started itself shows (NetworkDisk.server_path).
-        if backing is not None and backing.protocol == "rbd":
-            # BlueStore keeps an image's objects in its own block file: there is no file of the disk to run fio on
-            return ("an RBD image has no file of its own on the server (BlueStore keeps objects in its block "
-                    "file); the server-side baseline for RBD would be fio's ioengine=rbd, which iomatrix does not "
-                    "run yet")
+        network = None if backing is None else network_protocol(backing.protocol)
+        if network is not None and network.server_baseline_unavailable is not None:
+            return network.server_baseline_unavailable
         if backing is not None and backing.protocol is not None and backing.lab_started is False:
             return (f"the server-side baseline runs fio on the disk's file on the server, which an existing "
                     f"{backing.protocol} server does not show; it runs on a lab-started one")

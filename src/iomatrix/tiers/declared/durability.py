@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import Field
 
-from iomatrix.domain import NA
 from iomatrix.domain.axes import Layer
 from iomatrix.domain.workload import Workload
+from iomatrix.protocols import network_protocol, protocol
 from iomatrix.tiers.declaration import TierDeclaration
 
 if TYPE_CHECKING:
@@ -19,39 +19,20 @@ if TYPE_CHECKING:
 
 
 def _network_reason(cell: Cell, backing: BackingFacts | None) -> str | None:
-    """Where the tier cannot cut a network backing's storage, why (None on a local backing; on a LUN of an iSCSI
-    target iomatrix starts, where the cut is a target power loss, tiers/durability_target.py; and on a Ceph
-    iomatrix starts, where the cut is a Ceph client crash: QEMU and librbd's cache in it killed)."""
+    """Where the tier cannot cut a network backing's storage, why (None on a local backing): each protocol
+    says where its cut is built (NetworkProtocol.durability_reason: a target power loss on a LUN of an iSCSI
+    target iomatrix starts, tiers/durability_target.py; a Ceph client crash on a cluster it starts)."""
     if backing is None or backing.protocol is None:
         return None
-    if backing.protocol == "rbd":
-        return _rbd_reason(cell, backing)
-    if backing.protocol != "iscsi":
-        return (f"the durability tier cuts the power of an iSCSI target, or crashes a Ceph client, on storage it "
-                f"starts itself; a cut of a {backing.protocol} server is not built, so its risk lines stay "
-                "documented")
-    if not backing.lab_started:
-        return ("the durability tier cuts the power of an iSCSI target it starts itself (a LUN over a volatile "
-                "cache); an existing target cannot be cut: use a lab-started iscsi backing (no portal/iqn)")
-    if cell.get("lun_type", NA) == "null":
-        return "a null LUN stores nothing: a cut has nothing to lose, so it has no durability to measure"
-    if cell.get("rtt", NA) not in (NA, "0"):
-        return (f"rtt={cell['rtt']}: what a target power loss takes does not depend on the network's round trip; "
-                "the durability tier runs at rtt=0")
-    return None
+    return protocol(backing.protocol).durability_reason(cell, backing.lab_started)
 
 
-def _rbd_reason(cell: Cell, backing: BackingFacts) -> str | None:
-    """On RBD the trial's cut is a Ceph client crash (QEMU SIGKILLed with librbd's cache in it); the cluster is
-    then told to forget the dead client (`ceph osd blocklist`), which takes a cluster iomatrix started."""
-    if not backing.lab_started:
-        return ("the durability tier crashes a Ceph client and then fences it (ceph osd blocklist) on a cluster it "
-                "starts itself; it never fences clients of an existing cluster: use a lab-started rbd backing "
-                "(no conf/pool)")
-    if cell.get("rbd_client", NA) == "krbd":
-        return ("rbd_client=krbd keeps no librbd cache: a QEMU crash leaves its writes in the host kernel; the "
-                "durability tier crashes librbd clients")
-    return None
+def _trial_s(backing_type: str, overhead_s: float) -> float:
+    """A trial's seconds on a backing of `backing_type`: its protocol's own where it says (a Ceph trial makes
+    and fences more), else the tier's overhead."""
+    network = network_protocol(backing_type)
+    trial_s = None if network is None else network.durability_trial_s
+    return overhead_s if trial_s is None else trial_s
 
 
 class Durability(TierDeclaration):
@@ -64,9 +45,6 @@ class Durability(TierDeclaration):
     # Not FRONTEND: what it measures is lost writes, and its two-disk command line attaches no IOThread.
     layers = frozenset(Layer) - {Layer.FRONTEND}
     overhead_s = 5.8  # a whole trial: boot, mkfs, writing until the cut, verification (docs/benchmarks.md)
-    # A trial on Ceph RBD also makes two RBD images, fences the crashed client and reads both images back through
-    # librbd: 7.5-11.4 s measured, about 9 s (docs/benchmarks.md, issue 35).
-    trial_s_by_backing: ClassVar[dict[str, float]] = {"rbd": 9.0}
     budget_margin_floor_s = 180.0  # TCG boots (and batches of runs) past a spent budget: run_timeout.py
     order = 40
     uses_images = False  # its images are its own small ones (LAYOUTS), not the plan's image_size
@@ -114,7 +92,7 @@ class Durability(TierDeclaration):
         # the slowest backing of the plan sets it (an estimate, for the budget and `plan`'s duration).
         if workload.kind != cls.workload_kind:
             return None
-        return max(cls.trial_s_by_backing.get(b.type, cls.overhead_s) for b in plan.backing)
+        return max(_trial_s(b.type, cls.overhead_s) for b in plan.backing)
 
     @classmethod
     def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:

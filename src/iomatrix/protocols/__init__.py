@@ -1,0 +1,147 @@
+"""Network protocols as plug-ins: one module per protocol, found by this registry as tiers are.
+
+A protocol's house is one module of this package (``iscsi``, ``nfs``, ``rbd``) defining a subclass
+of :class:`iomatrix.protocols.base.NetworkProtocol`, or an installed package's class named in the
+``iomatrix.protocols`` entry point group::
+
+    [project.entry-points."iomatrix.protocols"]
+    nbd = "mypackage.nbd:Nbd"
+
+The registry reads both once, when it is first asked, and checks each protocol: a NetworkProtocol
+subclass with every method written, a name a plan and libvirt can take, and no name already taken
+(an installed protocol never replaces a built-in one). What it refuses is one line (a PluginError),
+not a traceback. Generic code asks :func:`protocol` / :func:`network_protocol` and calls what it
+gets instead of comparing names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import pkgutil
+from collections.abc import Iterator
+from typing import Any
+
+from iomatrix.plugins import PluginError, load_entry_points, load_object
+from iomatrix.protocols.base import NAME_PATTERN, NetworkProtocol
+
+ENTRY_POINT_GROUP = "iomatrix.protocols"
+_PROTOCOLS: dict[str, NetworkProtocol] = {}
+_discovered = False
+
+
+def _problem(cls: Any) -> str | None:
+    """Why `cls` cannot be registered as a protocol, or None."""
+    if not (isinstance(cls, type) and issubclass(cls, NetworkProtocol)):
+        return f"{cls!r} is no NetworkProtocol subclass"
+    if inspect.isabstract(cls):
+        missing = ", ".join(sorted(cls.__abstractmethods__))
+        return f"{cls.__name__} does not write {missing}"
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        return (
+            f"{cls.__name__}.name {name!r} is not a protocol name (lower case letters, digits, '_')"
+        )
+    unset = [
+        a
+        for a in (
+            "title",
+            "client_axis",
+            "kernel_client",
+            "userspace_library",
+            "server_noun",
+            "is_volume",
+            "spec",
+        )
+        if not hasattr(cls, a)
+    ]
+    if unset:
+        return f"{cls.__name__} sets no {', '.join(unset)}"
+    return None
+
+
+def _built_in() -> list[type[NetworkProtocol]]:
+    """The protocol classes the modules of this package define (not the ones they import)."""
+    found = []
+    for mod in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{mod.name}")
+        found += [
+            obj
+            for _, obj in inspect.getmembers(module, inspect.isclass)
+            if issubclass(obj, NetworkProtocol)
+            and obj.__module__ == module.__name__
+            and not inspect.isabstract(obj)
+        ]
+    return found
+
+
+def _discover() -> dict[str, NetworkProtocol]:
+    global _discovered
+    if not _discovered:
+        _discovered = True
+        for cls in _built_in():
+            _PROTOCOLS[cls.name] = cls()
+        for entry_name, cls in load_entry_points(ENTRY_POINT_GROUP):
+            where = f"entry point {ENTRY_POINT_GROUP}:{entry_name}"
+            if (why := _problem(cls)) is not None:
+                raise PluginError(f"{where}: {why}; fix or uninstall the package that declares it")
+            if cls.name in _PROTOCOLS:
+                taken = _PROTOCOLS[cls.name]
+                raise PluginError(
+                    f"{where} declares protocol '{cls.name}', a name {type(taken).__module__} "
+                    "already has; rename the protocol or uninstall the package that declares it"
+                )
+            _PROTOCOLS[cls.name] = cls()
+    return _PROTOCOLS
+
+
+def protocol(name: str) -> NetworkProtocol:
+    """The protocol named `name` (a KeyError naming the known ones for another name)."""
+    try:
+        return _discover()[name]
+    except KeyError:
+        raise KeyError(
+            f"no network protocol named '{name}'; known: {', '.join(protocol_names())}"
+        ) from None
+
+
+def network_protocol(name: str | None) -> NetworkProtocol | None:
+    """The protocol named `name`, or None for a local backing (None, 'file', 'dir', …)."""
+    return None if name is None else _discover().get(name)
+
+
+def is_network(name: str | None) -> bool:
+    """Whether `name` (a backing type, a disk's kind) is a network protocol's."""
+    return network_protocol(name) is not None
+
+
+def protocols() -> list[NetworkProtocol]:
+    """Every registered protocol, by name."""
+    return [p for _, p in sorted(_discover().items())]
+
+
+def protocol_names() -> list[str]:
+    return sorted(_discover())
+
+
+def spec_class(name: str) -> type:
+    """The backing spec (a pydantic model) of the protocol named `name`, imported on first use."""
+    return load_object(protocol(name).spec)
+
+
+@contextlib.contextmanager
+def registered(*classes: type[NetworkProtocol]) -> Iterator[None]:
+    """Make `classes` known for the duration of the block only (a test's protocol), checked as an
+    installed one is; a name already taken is refused."""
+    registry = _discover()
+    for cls in classes:
+        if (why := _problem(cls)) is not None or cls.name in registry:
+            raise PluginError(why or f"protocol '{cls.name}' is already registered")
+    for cls in classes:
+        registry[cls.name] = cls()
+    try:
+        yield
+    finally:
+        for cls in classes:
+            registry.pop(cls.name, None)

@@ -1,0 +1,209 @@
+"""What a network protocol promises the rest of iomatrix: the base every protocol's house
+subclasses.
+
+A protocol (iSCSI, NFS, Ceph RBD, or one an installed package adds) is one module holding a subclass
+of :class:`NetworkProtocol`; the registry (:mod:`iomatrix.protocols`) finds it by its module (the
+built-in ones) or by the ``iomatrix.protocols`` entry point group (an installed package's). Generic
+code asks the registry for the protocol of a disk or backing and calls it, instead of comparing its
+name with a literal.
+
+The promises, kept by every subclass (the registry checks what it can when it registers one):
+
+- ``name`` is the plan's ``[[backing]] type``, the disk's protocol in a stored result and libvirt's
+  ``<source protocol=…>``: lower case letters, digits and ``_``; unique among the registered
+  protocols.
+- ``client_axis`` names the axis choosing the protocol's client; ``kernel_client`` is that axis's
+  value for the host kernel's client. Any other value is QEMU's own client (``userspace_library``).
+- The spelling methods are pure: they write text from a :class:`NetworkPlace` (placeholders or the
+  user's own, read by ``--current``) and a cell's axis values; none opens a socket or runs a
+  program.
+- What a protocol names by ``"module:attribute"`` (its backing spec, its extra snippets) is imported
+  only when it is used, as a tier's implementation is: the registry itself imports no lab or snippet
+  code.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import ClassVar
+
+from iomatrix.protocols.place import NetworkPlace
+
+# How the durability tier cuts a network disk: the target's power (a LUN over a volatile cache), or
+# the client (QEMU SIGKILLed with its library's cache in it, then fenced).
+CUT_TARGET_POWER, CUT_CLIENT_CRASH = "target power loss", "client crash"
+DURABILITY_CUTS = (CUT_TARGET_POWER, CUT_CLIENT_CRASH)
+# A protocol's name: a plan's backing type and a libvirt protocol attribute both take it as it is.
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+# (the <disk type=…>, the <source> attributes, its <host> attributes or None)
+LibvirtSource = tuple[str, dict[str, str], "dict[str, str] | None"]
+
+
+class NetworkProtocol(ABC):
+    """One network protocol: its names, its client choice and its spellings for each tool."""
+
+    name: ClassVar[str]
+    # How a sentence names it ("iSCSI", "NFS", "Ceph RBD") and the article before that name.
+    title: ClassVar[str]
+    article: ClassVar[str] = "an"
+    # The axis choosing the client, and its value for the host kernel's client.
+    client_axis: ClassVar[str]
+    kernel_client: ClassVar[str]
+    # QEMU's own client of it (a library of Debian's qemu-block-extra), as the notes name it.
+    userspace_library: ClassVar[str]
+    # What serves it, as a sentence names it ("iSCSI target", "NFS server", "Ceph cluster").
+    server_noun: ClassVar[str]
+    # Whether the disk is a volume of a fixed size (a LUN, an RBD image: raw is the volume itself,
+    # and the kernel's client gives a block device), rather than an image file on a shared
+    # filesystem.
+    is_volume: ClassVar[bool]
+    # The backing spec (a pydantic model with `type: Literal[name]`), by "module:Class": imported on
+    # use.
+    spec: ClassVar[str]
+    # Extra snippets beside every tool's, each a "module:function" taking a DiskConfig (tgt's
+    # targets.conf, ceph.conf's [client] lines): imported on use.
+    extra_snippets: ClassVar[tuple[str, ...]] = ()
+    # Why `qemu-img create` makes nothing for a raw disk on it (a raw disk on a volume is the volume
+    # itself); None where it makes the image file.
+    qemu_img_raw_note: ClassVar[str | None] = None
+    # Nova's snippet for a disk on it, a "module:function" taking (DiskConfig, title), where
+    # nova.conf's instance-disk settings can put one there (Ceph's rbd image backend); None where
+    # they cannot.
+    nova_snippet: ClassVar[str | None] = None
+    # Proxmox storage types (storage.cfg) a disk of this protocol is on: its volumes are read by
+    # `read_proxmox_volume`.
+    proxmox_types: ClassVar[tuple[str, ...]] = ()
+    # Whether Proxmox's storage of it holds raw disks only (a LUN, an RBD image), and why not
+    # another format.
+    proxmox_raw_only: ClassVar[str | None] = None
+    # Seconds one durability trial takes on it where that differs from the tier's own (a Ceph trial
+    # makes and fences more: docs/benchmarks.md).
+    durability_trial_s: ClassVar[float | None] = None
+
+    # ----------------------------------------------------------------------- the lab and the tiers
+    # The check of this host's kernel client of it, a "module:function" returning why that client
+    # cannot be used (one line) or None: imported on use.
+    kernel_probe: ClassVar[str | None] = None
+    # Why the bare-metal tier's server-side baseline (fio on the disk's file on the server) cannot
+    # run on it; None where a lab-started server shows that file.
+    server_baseline_unavailable: ClassVar[str | None] = None
+    # Whether a run on it goes through the delay relay's round-trip measurement (a client that takes
+    # a port).
+    measures_rtt: ClassVar[bool] = False
+    # How the durability tier cuts a disk of it (DURABILITY_CUTS), or None where no cut is built.
+    durability_cut: ClassVar[str | None] = None
+    # The axes a durability verdict on it must match to speak for a configuration (the server's own
+    # cache).
+    durability_must_match: ClassVar[tuple[str, ...]] = ()
+    # Whether QEMU's own client keeps writes in a cache of its own in the host (librbd's); where it
+    # does not, a cache mode that keeps a cache has the risk texts of a client that sends every
+    # write at once.
+    userspace_client_caches: ClassVar[bool] = False
+
+    def durability_reason(self, cell: Mapping[str, str], lab_started: bool | None) -> str | None:
+        """Why the durability tier cannot cut a disk of it in `cell`, or None where it can."""
+        return (
+            "the durability tier cuts the power of an iSCSI target, or crashes a Ceph client, on "
+            "storage "
+            f"it starts itself; a cut of a {self.name} server is not built, so its risk lines stay "
+            "documented"
+        )
+
+    def client_is_kernel(self, values: Mapping[str, str]) -> bool:
+        """Whether a cell's values choose the host kernel's client of this protocol."""
+        return values.get(self.client_axis) == self.kernel_client
+
+    @property
+    def named(self) -> str:
+        """The protocol's title with its article ("an iSCSI", "a Ceph RBD")."""
+        return f"{self.article} {self.title}"
+
+    # ----------------------------------------------------------------- the disk, as tools write it
+    @abstractmethod
+    def url(self, place: NetworkPlace, fmt: str) -> str:
+        """The disk as qemu-img and QEMU's -drive name it (iscsi://…, nfs://…, rbd:…)."""
+
+    @abstractmethod
+    def libvirt_source(
+        self, values: Mapping[str, str], fmt: str, place: NetworkPlace
+    ) -> LibvirtSource:
+        """(the <disk type=…>, the <source> attributes, its <host> attributes or None): a network
+        disk for QEMU's own client, a block device or a file through the kernel's."""
+
+    def libvirt_auth(self, place: NetworkPlace) -> tuple[dict[str, str], dict[str, str]] | None:
+        """(<auth> attributes, its <secret> attributes) of a disk that logs in; None for one that
+        does not."""
+        return None
+
+    def libvirt_identity(self) -> dict[str, str] | None:
+        """libvirt's <identity> under <source> where the schema requires one (the user a library
+        accesses the server as); None where it has none."""
+        return None
+
+    @abstractmethod
+    def qemu_node(
+        self, values: Mapping[str, str], fmt: str, place: NetworkPlace
+    ) -> list[tuple[str, str]]:
+        """The protocol node's -blockdev options under the format node (``file.`` keys without the
+        prefix): QEMU's own driver, or the device/file the kernel's client gives."""
+
+    @abstractmethod
+    def kernel_client_steps(self, place: NetworkPlace) -> str:
+        """What the host does before the VM starts when the kernel is the client (log in, mount,
+        map)."""
+
+    @abstractmethod
+    def placeholder_where(self, place: NetworkPlace) -> str:
+        """The placeholders a snippet writes for the server and the disk, as a note names them."""
+
+    def userspace_notes(self, place: NetworkPlace) -> list[str]:
+        """What a snippet notes where QEMU's own client opens the disk, beyond the library's
+        name."""
+        return []
+
+    def disk_notes(self, values: Mapping[str, str], more: Mapping[str, str]) -> list[str]:
+        """Notes on the disk whichever client opens it (where its own settings are written)."""
+        return []
+
+    def qemu_img_target(
+        self, values: Mapping[str, str], place: NetworkPlace, fmt: str
+    ) -> str | None:
+        """Where `qemu-img create` makes an image QEMU's own client opens; None where it makes none
+        (a raw disk on a volume is the volume itself)."""
+        return None if self.is_volume else self.url(place, fmt)
+
+    # ------------------------------------------------------------------------------------- Proxmox
+    @abstractmethod
+    def proxmox_storage(
+        self, values: Mapping[str, str], place: NetworkPlace
+    ) -> tuple[str, str, str]:
+        """(storage type, storage id, its /etc/pve/storage.cfg entry) of the storage the disk is
+        on."""
+
+    def proxmox_volume(self, kind: str, sid: str, place: NetworkPlace, size_gib: int) -> str:
+        """The disk's volume on that storage as `qm set` takes it (a new image: STORAGE:SIZE)."""
+        return f"{sid}:{size_gib}"
+
+    def proxmox_placeholder(self, place: NetworkPlace) -> str:
+        """The placeholder beside the server's address in a Proxmox note (the target, the export,
+        …)."""
+        return place.iqn
+
+    @abstractmethod
+    def proxmox_notes(self, values: Mapping[str, str], kind: str, place: NetworkPlace) -> list[str]:
+        """What a Proxmox storage of `kind` does with the disk, and whether it is the client
+        measured."""
+
+    def nova_unavailable(self) -> str:
+        """Why Nova's instance-disk settings cannot put a disk on it, where `nova_snippet` names
+        none."""
+        return (
+            f"Nova attaches {self.title} disks as Cinder volumes, set up by the Cinder volume "
+            "driver (its "
+            "target and transport options), not by nova.conf's instance-disk settings"
+        )
+
+    def __repr__(self) -> str:
+        return f"<network protocol {self.name} ({type(self).__module__})>"

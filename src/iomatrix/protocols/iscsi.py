@@ -1,0 +1,143 @@
+"""iSCSI: a LUN of a target (tgt, lab-started, or an existing one), reached by QEMU's libiscsi or by
+the host kernel's open-iscsi (the ``initiator`` axis). The lab half (tgtd, the wire, the
+existing-LUN checks) is in :mod:`iomatrix.backing.iscsi`; the spec and its validation in
+:mod:`iomatrix.backing.spec`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+from iomatrix.domain import NA
+from iomatrix.protocols.base import CUT_TARGET_POWER, LibvirtSource, NetworkProtocol
+from iomatrix.protocols.place import NetworkPlace
+
+NAME = "iscsi"
+# Proxmox's two storages of an iSCSI LUN: QEMU's own initiator (libiscsi), and the kernel's
+# (open-iscsi).
+PROXMOX_DIRECT, PROXMOX_KERNEL = "iscsidirect", "iscsi"
+PROXMOX_STORAGE_ID = {PROXMOX_DIRECT: "san-direct", PROXMOX_KERNEL: "san"}
+
+
+class Iscsi(NetworkProtocol):
+    name = NAME
+    title = "iSCSI"
+    client_axis = "initiator"
+    kernel_client = "kernel"
+    userspace_library = "libiscsi"
+    server_noun = "iSCSI target"
+    is_volume = True
+    spec = "iomatrix.backing.spec:IscsiBacking"
+    extra_snippets: ClassVar[tuple[str, ...]] = ("iomatrix.vmconfig.network_snippets:tgt_snippet",)
+    proxmox_types: ClassVar[tuple[str, ...]] = (PROXMOX_DIRECT, PROXMOX_KERNEL)
+    kernel_probe = "iomatrix.storage_clients:probe_iscsi"
+    measures_rtt = True  # libiscsi takes a portal: the relay sits between it and the target
+    durability_cut = CUT_TARGET_POWER
+    durability_must_match: ClassVar[tuple[str, ...]] = ("lun_type", "lun_write_cache")
+    qemu_img_raw_note = "none needed: a raw disk on a block device is the device itself"
+    proxmox_raw_only = (
+        "Proxmox uses an iSCSI LUN as one raw disk ({kind} storage: format raw only); a qcow2 "
+        "image on iSCSI is not a Proxmox layout (LVM on top of the LUN gives raw volumes)"
+    )
+
+    def durability_reason(self, cell: Mapping[str, str], lab_started: bool | None) -> str | None:
+        """On a LUN of a target iomatrix starts the cut is a target power loss
+        (tiers/durability_target.py)."""
+        if not lab_started:
+            return (
+                "the durability tier cuts the power of an iSCSI target it starts itself (a LUN "
+                "over a "
+                "volatile cache); an existing target cannot be cut: use a lab-started iscsi "
+                "backing (no "
+                "portal/iqn)"
+            )
+        if cell.get("lun_type", NA) == "null":
+            return (
+                "a null LUN stores nothing: a cut has nothing to lose, so it has no durability to "
+                "measure"
+            )
+        if cell.get("rtt", NA) not in (NA, "0"):
+            return (
+                f"rtt={cell['rtt']}: what a target power loss takes does not depend on the "
+                "network's round "
+                "trip; the durability tier runs at rtt=0"
+            )
+        return None
+
+    def url(self, place: NetworkPlace, fmt: str) -> str:
+        return f"iscsi://{place.portal}/{place.iqn}/{place.lun}"
+
+    def libvirt_source(
+        self, values: Mapping[str, str], fmt: str, place: NetworkPlace
+    ) -> LibvirtSource:
+        if self.client_is_kernel(values):
+            return "block", {"dev": place.by_path()}, None
+        return (
+            "network",
+            {"protocol": self.name, "name": f"{place.iqn}/{place.lun}"},
+            {"name": place.host, "port": str(place.port)},
+        )
+
+    def qemu_node(
+        self, values: Mapping[str, str], fmt: str, place: NetworkPlace
+    ) -> list[tuple[str, str]]:
+        if self.client_is_kernel(values):
+            return [("driver", "host_device"), ("filename", place.by_path())]
+        return [
+            ("driver", self.name),
+            ("transport", "tcp"),
+            ("portal", place.portal),
+            ("target", place.iqn),
+            ("lun", str(place.lun)),
+        ]
+
+    def kernel_client_steps(self, place: NetworkPlace) -> str:
+        return (
+            "log the host in first (open-iscsi): iscsiadm -m discovery -t sendtargets -p "
+            f"{place.portal}; "
+            f"iscsiadm -m node -T {place.iqn} -p {place.portal} --login"
+        )
+
+    def placeholder_where(self, place: NetworkPlace) -> str:
+        return f"portal {place.portal}, target {place.iqn}, LUN {place.lun}"
+
+    def disk_notes(self, values: Mapping[str, str], more: Mapping[str, str]) -> list[str]:
+        if "lun_write_cache" in more:
+            return []
+        return [
+            "measured with the LUN's write cache off, which is not tgt's default: see the tgt "
+            "targets.conf snippet"
+        ]
+
+    def proxmox_storage(
+        self, values: Mapping[str, str], place: NetworkPlace
+    ) -> tuple[str, str, str]:
+        """iscsidirect for libiscsi (QEMU's initiator), iscsi for the kernel's (open-iscsi)."""
+        kind = PROXMOX_KERNEL if self.client_is_kernel(values) else PROXMOX_DIRECT
+        sid = PROXMOX_STORAGE_ID[kind]
+        return (
+            kind,
+            sid,
+            f"{kind}: {sid}\n\tportal {place.host}\n\ttarget {place.iqn}\n\tcontent images",
+        )
+
+    def proxmox_volume(self, kind: str, sid: str, place: NetworkPlace, size_gib: int) -> str:
+        """The volume id of the LUN on an iSCSI storage (pvesm list STORAGE shows yours):
+        iscsidirect names LUNs lunN (PVE/Storage/ISCSIDirectPlugin.pm parse_volname), iscsi
+        CHANNEL.ID.LUN.scsi-WWID."""
+        if kind == PROXMOX_DIRECT:
+            return f"{sid}:lun{place.lun}"
+        return f"{sid}:0.0.{place.lun}.scsi-WWID"
+
+    def proxmox_notes(self, values: Mapping[str, str], kind: str, place: NetworkPlace) -> list[str]:
+        if kind == PROXMOX_DIRECT:
+            return [
+                "iscsidirect: QEMU's own initiator (libiscsi), as measured; the LUN is used whole "
+                "(volume "
+                f"lun{place.lun}); Proxmox cannot create volumes on it"
+            ]
+        return [
+            "iscsi: the host kernel's initiator (open-iscsi) logs in and the LUN is a block "
+            "device; the "
+            "volume id is CHANNEL.ID.LUN.scsi-WWID: pvesm list san shows yours"
+        ]

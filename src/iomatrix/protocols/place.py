@@ -1,0 +1,64 @@
+"""Where a disk served over the network lives, as the snippets name it (issues 34, 35): the server
+and the disk's name on it. Placeholders from the documentation ranges (RFC 5737's 192.0.2.0/24, an
+example.com IQN) that the user replaces with their own, unless --current read the user's own. Pure:
+no socket is opened."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ISCSI_PORT = 3260  # IANA's iSCSI port: libvirt and QEMU assume it where none is given
+CEPH_MON_PORT = 6789  # a Ceph monitor's msgr v1 port (IANA), libvirt's <host port=> for an rbd disk
+
+
+@dataclass(frozen=True)
+class NetworkPlace:
+    """The server and the disk's name on it (placeholders unless --current read the user's own)."""
+
+    host: str = "192.0.2.10"
+    port: int = ISCSI_PORT
+    iqn: str = "iqn.2024-01.com.example:storage.vm-disk"
+    lun: int = 1
+    export: str = "/srv/nfs/vm"  # the NFS export
+    image: str = "vm-disk"  # the image file's name on the export, without its format suffix
+    mount: str = (
+        "/mnt/pve/nfs-store"  # where the kernel client mounts the export (Proxmox's own layout)
+    )
+    lun_file: str = (
+        "/srv/iscsi/vm-disk.img"  # the LUN's backing file on the target host (targets.conf)
+    )
+    pool: str = "rbd"  # the Ceph pool the RBD image is in (`rbd pool init`'s default name)
+    ceph_user: str = (
+        "libvirt"  # the cephx user QEMU connects as (client.libvirt, Ceph's libvirt guide)
+    )
+    ceph_conf: str = (
+        "/etc/ceph/ceph.conf"  # the client host's ceph.conf: monitors, [client] cache lines
+    )
+    # libvirt's secret holding that user's cephx key (virsh secret-define; secret-set-value from
+    # `ceph auth get-key`)
+    secret_uuid: str = "2a5b08e4-3dbd-4bff-8b0e-4d6b1b8f2c6a"
+
+    @property
+    def portal(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def nfs_file(self, fmt: str) -> str:
+        return f"{self.export}/{self.image}.{fmt}"
+
+    def mounted_file(self, fmt: str) -> str:
+        return f"{self.mount}/{self.image}.{fmt}"
+
+    @property
+    def rbd_name(self) -> str:
+        """The image as libvirt and the rbd tool name it: POOL/IMAGE."""
+        return f"{self.pool}/{self.image}"
+
+    def rbd_device(self) -> str:
+        """The image's stable device name once the host kernel has mapped it (udev's
+        /dev/rbd/POOL/IMAGE link)."""
+        return f"/dev/rbd/{self.rbd_name}"
+
+    def by_path(self) -> str:
+        """The LUN's stable device name once the kernel initiator has logged in (udev's by-path
+        link)."""
+        return f"/dev/disk/by-path/ip-{self.portal}-iscsi-{self.iqn}-lun-{self.lun}"

@@ -1,0 +1,208 @@
+"""Ceph RBD: an image of a Ceph cluster (one node iomatrix starts, or an existing cluster), opened
+by QEMU's librbd or mapped by the host kernel's krbd (the ``rbd_client`` axis). The lab half (the
+one-node cluster, the fence, leftovers) is in :mod:`iomatrix.backing.rbd` and
+:mod:`iomatrix.backing.leftover_rbd`; the spec in :mod:`iomatrix.backing.spec`; librbd's cache axes
+in :mod:`iomatrix.domain.ceph`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import ClassVar
+
+from iomatrix.domain import NA, ceph
+from iomatrix.domain.axes import get
+from iomatrix.protocols.base import CUT_CLIENT_CRASH, LibvirtSource, NetworkProtocol
+from iomatrix.protocols.place import CEPH_MON_PORT, NetworkPlace
+
+NAME = ceph.RBD
+PROXMOX_STORAGE_ID = "ceph-vm"
+# RBDPlugin: an rbd storage without 'pool' uses the pool named rbd.
+PROXMOX_DEFAULT_POOL = "rbd"
+# The rbd(8) tool, whose `rbd create` snippet makes the image with its object size.
+RBD_TOOL = "rbd"
+
+
+def ceph_value(values: Mapping[str, str], axis: str) -> str:
+    """A cell's value of an rbd axis; Ceph's own default where the cell leaves it out (or shows
+    '-')."""
+    default = str(get(axis).default)
+    value = values.get(axis, default)
+    return default if value in ("-", "") else value
+
+
+def rbd_order(object_size: str) -> int:
+    """An object size as rbd(8) writes it (4M, 512K, 4194304) as the image's order, log2 of its
+    bytes (Ceph's rbd_default_order: 22 is 4 MiB); a one-line ValueError for one that is not a power
+    of two from 4K to 32M."""
+    m = re.fullmatch(r"(\d+)([KM]?)B?", object_size.upper())
+    size = int(m.group(1)) << {"": 0, "K": 10, "M": 20}[m.group(2)] if m else 0
+    if size < 4096 or size > 32 << 20 or size & (size - 1):
+        raise ValueError(f"object size '{object_size}' is not a power of two from 4K to 32M")
+    return size.bit_length() - 1
+
+
+class Rbd(NetworkProtocol):
+    name = NAME
+    title = "Ceph RBD"
+    article = "a"
+    client_axis = "rbd_client"
+    kernel_client = ceph.KRBD
+    userspace_library = "librbd"
+    server_noun = "Ceph cluster"
+    is_volume = True
+    spec = "iomatrix.backing.spec:RbdBacking"
+    extra_snippets: ClassVar[tuple[str, ...]] = (
+        "iomatrix.vmconfig.network_snippets:ceph_conf_snippet",
+        "iomatrix.vmconfig.network_snippets:rbd_create_snippet",
+    )
+    nova_snippet = "iomatrix.vmconfig.network_snippets:nova_rbd_snippet"
+    proxmox_types: ClassVar[tuple[str, ...]] = (NAME,)
+    qemu_img_raw_note = (
+        "none needed: a raw disk on Ceph is the RBD image itself, which the rbd create "
+        "snippet makes with its object size"
+    )
+    proxmox_raw_only = (
+        "a Proxmox rbd storage holds raw images only (RBD has its own thin provisioning and "
+        "snapshots)"
+    )
+    # A trial on Ceph RBD also makes two RBD images, fences the crashed client and reads both images
+    # back through librbd: 7.5-11.4 s measured, about 9 s (docs/benchmarks.md, issue 35).
+    durability_trial_s = 9.0
+    kernel_probe = "iomatrix.storage_clients:probe_krbd"
+    # BlueStore keeps an image's objects in its own block file: there is no file of the disk to run
+    # fio on.
+    server_baseline_unavailable = (
+        "an RBD image has no file of its own on the server (BlueStore keeps objects in its block "
+        "file); the "
+        "server-side baseline for RBD would be fio's ioengine=rbd, which iomatrix does not run yet"
+    )
+    durability_cut = CUT_CLIENT_CRASH
+    durability_must_match: ClassVar[tuple[str, ...]] = (
+        "rbd_cache_policy",
+        "rbd_cache_writethrough_until_flush",
+    )
+    userspace_client_caches = True
+
+    def durability_reason(self, cell: Mapping[str, str], lab_started: bool | None) -> str | None:
+        """On RBD the trial's cut is a Ceph client crash (QEMU SIGKILLed with librbd's cache in it);
+        the cluster is then told to forget the dead client (`ceph osd blocklist`), which takes a
+        cluster iomatrix started."""
+        if not lab_started:
+            return (
+                "the durability tier crashes a Ceph client and then fences it (ceph osd blocklist) "
+                "on a "
+                "cluster it starts itself; it never fences clients of an existing cluster: use a "
+                "lab-started rbd backing (no conf/pool)"
+            )
+        if cell.get("rbd_client", NA) == ceph.KRBD:
+            return (
+                "rbd_client=krbd keeps no librbd cache: a QEMU crash leaves its writes in the host "
+                "kernel; "
+                "the durability tier crashes librbd clients"
+            )
+        return None
+
+    def url(self, place: NetworkPlace, fmt: str) -> str:
+        # QEMU's rbd: pseudo-URL (block/rbd.c qemu_rbd_parse_filename): Ceph options after ':'
+        return f"rbd:{place.rbd_name}:id={place.ceph_user}:conf={place.ceph_conf}"
+
+    def libvirt_source(
+        self, values: Mapping[str, str], fmt: str, place: NetworkPlace
+    ) -> LibvirtSource:
+        if self.client_is_kernel(values):
+            return "block", {"dev": place.rbd_device()}, None
+        return (
+            "network",
+            {"protocol": self.name, "name": place.rbd_name},
+            {"name": place.host, "port": str(CEPH_MON_PORT)},
+        )
+
+    def libvirt_auth(self, place: NetworkPlace) -> tuple[dict[str, str], dict[str, str]]:
+        """The cephx user and the libvirt secret holding its key."""
+        return {"username": place.ceph_user}, {"type": "ceph", "uuid": place.secret_uuid}
+
+    def qemu_node(
+        self, values: Mapping[str, str], fmt: str, place: NetworkPlace
+    ) -> list[tuple[str, str]]:
+        # QEMU 7.2's BlockdevOptionsRbd (qapi/block-core.json): the monitors come from conf
+        if self.client_is_kernel(values):
+            return [("driver", "host_device"), ("filename", place.rbd_device())]
+        return [
+            ("driver", self.name),
+            ("pool", place.pool),
+            ("image", place.image),
+            ("conf", place.ceph_conf),
+            ("user", place.ceph_user),
+        ]
+
+    def kernel_client_steps(self, place: NetworkPlace) -> str:
+        return (
+            f"map the image on the host first (ceph-common, the kernel's rbd module): rbd map "
+            f"{place.rbd_name} --id {place.ceph_user} (udev links {place.rbd_device()}; list it in "
+            "/etc/ceph/rbdmap to map it at boot); librbd's [client] cache settings do not apply to "
+            "a mapped "
+            "image: the host's page cache and QEMU's cache mode do"
+        )
+
+    def placeholder_where(self, place: NetworkPlace) -> str:
+        return (
+            f"monitor {place.host}, image {place.rbd_name}, user {place.ceph_user}, secret "
+            f"{place.secret_uuid}"
+        )
+
+    def userspace_notes(self, place: NetworkPlace) -> list[str]:
+        return [
+            f"QEMU reads the monitors from {place.ceph_conf} and client.{place.ceph_user}'s key "
+            "from "
+            "the keyring it names (libvirt passes the key from its secret instead)"
+        ]
+
+    def disk_notes(self, values: Mapping[str, str], more: Mapping[str, str]) -> list[str]:
+        return [
+            "librbd's cache (rbd cache, its policy, writethrough until flush) is set in "
+            "ceph.conf's "
+            "[client] section, not on the disk: see the ceph.conf snippet"
+        ]
+
+    def qemu_img_target(self, values: Mapping[str, str], place: NetworkPlace, fmt: str) -> str:
+        """A qcow2 image on RBD as qemu-img creates it: QEMU's rbd driver creates the RBD image
+        itself, with the object size its connection's rbd_default_order gives (a Ceph option in the
+        rbd: filename)."""
+        order = rbd_order(ceph_value(values, "rbd_object_size"))
+        return f"{self.url(place, fmt)}:rbd_default_order={order}"
+
+    def proxmox_storage(
+        self, values: Mapping[str, str], place: NetworkPlace
+    ) -> tuple[str, str, str]:
+        """PVE/Storage/RBDPlugin.pm: krbd 1 maps the image with the kernel's client."""
+        sid = PROXMOX_STORAGE_ID
+        krbd = int(self.client_is_kernel(values))
+        return (
+            self.name,
+            sid,
+            (
+                f"rbd: {sid}\n\tpool {place.pool}\n\tmonhost {place.host}\n\tusername "
+                f"{place.ceph_user}\n\tcontent images\n\tkrbd {krbd}"
+            ),
+        )
+
+    def proxmox_placeholder(self, place: NetworkPlace) -> str:
+        return f"pool {place.pool}, user {place.ceph_user}"
+
+    def proxmox_notes(self, values: Mapping[str, str], kind: str, place: NetworkPlace) -> list[str]:
+        krbd = self.client_is_kernel(values)
+        return [
+            f"krbd {int(krbd)}: "
+            + (
+                "the host kernel's rbd client maps each image (/dev/rbdN), as "
+                "measured; librbd's [client] cache settings do not apply"
+                if krbd
+                else "QEMU's own librbd client, as measured; its cache is set in the "
+                "[client] section of ceph.conf (see the ceph.conf snippet)"
+            ),
+            "for a cluster Proxmox does not manage, its key goes in /etc/pve/priv/ceph/"
+            f"{PROXMOX_STORAGE_ID}.keyring; STORAGE:SIZE creates a new image vm-VMID-disk-N of "
+            "SIZE GiB "
+            "(its object size: the rbd create snippet)",
+        ]
