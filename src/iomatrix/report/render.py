@@ -225,7 +225,9 @@ def render_recommendation(rec: Recommendation, format: OutputFormat | str,
 # --------------------------------------------------------------------------- the headline
 
 STATUS_TEXT = {"answer": "the answer", "tied": "tied: the tie-break's pick",
-               "provisional": "not separated yet: the tie-break's pick"}
+               "provisional": "not separated yet: the tie-break's pick", "equivalent": "kept"}
+# Lines a pick gives to what its alternatives measured (the first screen stays within 30 lines, issue 49).
+ALTERNATIVE_LINES = 3
 
 
 def wrap(text: str, width: int, indent: str = "", hang: str = "  ") -> list[str]:
@@ -302,8 +304,9 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
         out += wrap(f"basis: {line}", width)
     tiers = {wg.tier for p in h.picks for wg in p.gains}
     one_tier = next(iter(tiers)) if len(tiers) == 1 else None
+    shown: set[str] = set()
     for p in h.picks:
-        out += _pick_lines(p, h.target, width, markdown, one_tier)
+        out += _pick_lines(p, h.target, width, markdown, one_tier, shown)
     for line in h.declined:
         out += wrap(f"not chosen: {line}", width)
     for line in h.unanswered:
@@ -321,17 +324,28 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
     return "\n".join(out) + "\n"
 
 
-def _pick_lines(p: Pick, target: str, width: int, markdown: bool, one_tier: str | None) -> list[str]:
-    """One configuration: its name and settings, its gain per workload, its risks and its snippet. `one_tier`:
-    the tier every workload was answered by (stated once), or None when they differ (stated per workload)."""
+def _pick_lines(p: Pick, target: str, width: int, markdown: bool, one_tier: str | None,
+                shown: set[str] | None = None) -> list[str]:
+    """One configuration: its name and settings, its gain per workload, what the notable alternatives measured,
+    its risks and its snippet (once per configuration: `shown` holds those already printed). `one_tier`: the
+    tier every workload was answered by (stated once), or None when they differ (stated per workload)."""
     out = [""]
     measured = f" (measured by the {one_tier} tier)" if one_tier else ""
     out += wrap(f"{'### ' if markdown else ''}{p.verb}: {p.name}{measured}", width)
-    if p.name != p.config:
+    again = shown is not None and p.config in shown
+    if p.name != p.config and not again:
         out += wrap(f"({p.config})", width, "  ")
     for wg in p.gains:
         tier = f" [{wg.tier} tier]" if wg.tier and one_tier is None else ""
-        out += wrap(f"{wg.workload}: {gain_text(wg, p.cell)} · {STATUS_TEXT[wg.status]}{tier}", width, "  ")
+        status = f"kept: {wg.kept}" if wg.status == "equivalent" and wg.kept else STATUS_TEXT[wg.status]
+        out += wrap(f"{wg.workload}: {gain_text(wg, p.cell)} · {status}{tier}", width, "  ")
+    # A configuration stated again (another status) gets fewer: the first screen stays within 30 lines.
+    alternatives = alternative_lines(p)[:1 if shown else ALTERNATIVE_LINES]
+    out += [x for line in alternatives for x in wrap(line, width, "  ")]
+    if again:
+        return [*out, *wrap("risks and snippet: as above", width, "  ")]
+    if shown is not None:
+        shown.add(p.config)
     if p.risks:
         out += wrap(f"risks ({p.risks[0][2]}):", width, "  ")
         out += [x for situation, text, _ in p.risks for x in wrap(f"{situation}: {text}", width, "    ")]
@@ -344,6 +358,19 @@ def _pick_lines(p: Pick, target: str, width: int, markdown: bool, one_tier: str 
         else:
             out += code_lines(p.snippet.text, p.snippet.language, width, "    ")
     return out
+
+
+def alternative_lines(p: Pick) -> list[str]:
+    """What the notable alternatives measured against the pick, one line per alternative (at most
+    ALTERNATIVE_LINES), each with its paired ratio and interval per workload: "cache=none: 0.48× (0.44–0.52) on
+    rand-write-4k". An alternative's ratio is alternative/pick: below 1 it is worse."""
+    per: dict[str, list[str]] = {}
+    for wg in p.gains:
+        for a in wg.alternatives:
+            r = a.ratio
+            said = ratio_text(*r) if r is not None and r.ratio is not None else f"– ({a.note or 'no ratio'})"
+            per.setdefault(a.against, []).append(f"{said} on {wg.workload}")
+    return [f"vs {name}: {', '.join(parts)}" for name, parts in list(per.items())[:ALTERNATIVE_LINES]]
 
 
 def end_of_run_text(store: Store, sweep_id: int, width: int, target: str = DEFAULT_TARGET,
