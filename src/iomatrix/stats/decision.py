@@ -27,13 +27,24 @@ Given a ``Ranking`` (stats/ranking.py) and a practical threshold θ (default
   may be the true best by more than θ or materially worse; the data cannot
   tell.
 
-Outcome:
+Outcome (``Decision.outcome`` tells it against the keeper: better, equivalent, worse, inconclusive, tie):
 
 * every other cell separated → ``kind="single"``: B is the answer ("the
   answer" only over cells it significantly beats);
+* otherwise, when the *keeper* K — the first of ``keep`` that is ranked (what
+  the user runs, else QEMU's default), else the simplest of B and the cells
+  equivalent to it — is B or shown equivalent to B (TOST at the pair's look
+  level within ``margin``, stats/equivalence.py), and every other cell is
+  significantly worse than K or shown unable to beat K by the margin
+  (stats/ruling_out.py against K) → ``kind="equivalent"``: K is kept, "keep
+  what you run (K): nothing measured is faster by more than 5% (B 0.97–1.04×)"
+  (``bounds``: the strongest alternative's ratio to K and its (1 − 2·level)
+  interval); no equivalent cell is named as if it won.  Tried only when
+  ``keep`` names a ranked cell or some cell is equivalent to B;
 * otherwise, no unresolved cell → ``kind="tie"``: the tie-break picks among the
   top group; the rest of it and the ruled-out cells are named with the pick
-  (``tied``), those whose ratio's CI lies inside the margin as *equivalent*;
+  (``tied``), those a TOST at the pair's look level shows within the margin
+  as *equivalent*;
 * unresolved cells → ``kind="unresolved"``: no answer; B is the provisional
   leader, the contenders are named, and ``extra_rounds`` estimates how many
   more rounds would settle them (below: separate them or rule them out).
