@@ -357,15 +357,8 @@ def _pick_lines(p: Pick, target: str, width: int, markdown: bool, one_tier: str 
         tier = f" [{wg.tier} tier]" if wg.tier and one_tier is None else ""
         status = f"kept: {wg.kept}" if wg.status == "equivalent" and wg.kept else STATUS_TEXT[wg.status]
         out += wrap(f"{wg.workload}: {gain_text(wg, p.cell)} · {status}{tier}", width, "  ")
-    # A configuration stated again (another status) gets fewer; all get what the screen leaves (`room`: a
-    # one-element list, used up as lines are given).
-    left = room if isinstance(room, list) else [ALTERNATIVE_LINES * 2 if room is None else room]
-    for line in alternative_lines(p)[:1 if shown else ALTERNATIVE_LINES]:
-        lines = wrap(line, width, "  ")
-        if len(lines) > left[0]:
-            break
-        out += lines
-        left[0] -= len(lines)
+    # A configuration stated again (another status) gets fewer.
+    out += _fitting(alternative_lines(p)[:1 if shown else ALTERNATIVE_LINES], width, room)
     if again:
         return [*out, *wrap("risks and snippet: as above", width, "  ")]
     if shown is not None:
@@ -381,6 +374,20 @@ def _pick_lines(p: Pick, target: str, width: int, markdown: bool, one_tier: str 
             out += [f"```{p.snippet.language}", *code_lines(p.snippet.text, p.snippet.language, width), "```"]
         else:
             out += code_lines(p.snippet.text, p.snippet.language, width, "    ")
+    return out
+
+
+def _fitting(lines: list[str], width: int, room: list[int] | int | None) -> list[str]:
+    """`lines` wrapped, as many as fit in `room` (a one-element list, used up as lines are given, shared by the
+    picks; an int for one pick alone; None: no limit beyond the lines given)."""
+    left = room if isinstance(room, list) else [ALTERNATIVE_LINES * 2 if room is None else room]
+    out: list[str] = []
+    for line in lines:
+        wrapped = wrap(line, width, "  ")
+        if len(wrapped) > left[0]:
+            break
+        out += wrapped
+        left[0] -= len(wrapped)
     return out
 
 

@@ -369,10 +369,7 @@ def decide(
     equivalent to it).  Raises UserError for a bad threshold, margin or key.
     """
     threshold = check_threshold(threshold)
-    try:
-        margin = check_margin(margin)
-    except ValueError as e:
-        raise UserError(str(e), hint="give it as a fraction: 0.05 for 5%") from None
+    margin = checked_margin(margin)
     keys = check_tie_break(tie_break)
     ranked = [r for r in ranking.rows if r.rank is not None]
     if not ranked:
@@ -390,21 +387,9 @@ def decide(
     names = [r.name for r in ranked]
     keeper, what = keeper_of(keep, names, (best, *v.equivalent), axes)
     kept = keeper if any(k == keeper for k, _ in keep) else None
-    # Not "the answer" over every other cell, and something to keep (what the user runs or the default, else the
-    # simplest of cells shown equivalent to the best): does keeping it end the decision?
-    if len(v.separated) < len(names) - 1 and (kept is not None or v.equivalent):
-        ended = equivalence_ending(ranking, names, keeper, margin)
-        if ended is not None:
-            alt, t = ended
-            tied = tuple(n for n in (best, *v.top[1:], *v.ruled_out, *v.unresolved) if n != keeper)
-            lo_hi = f" ({alt} {t[1]:.2f}–{t[2]:.2f}×)" if alt is not None else ""
-            named = [n for n in (best, *v.equivalent) if n != keeper]  # the best: shown equivalent to the keeper
-            statement = (f"keep {what} ({keeper}): nothing measured is faster by more than {margin * 100:g}%{lo_hi}"
-                         + (f"; shown equivalent within ±{margin * 100:g}% (TOST at each pair's look level): "
-                            f"{', '.join(dict.fromkeys(named))}" if named else ""))
-            return Decision("equivalent", keeper, best, tied, (), v.separated, threshold, keys, None, statement,
-                            ruled_out=v.ruled_out, equivalent=v.equivalent, keeper=keeper, margin=margin,
-                            bounds=t if alt is not None else None)
+    ended = _ends(ranking, v, names, keeper, kept, margin)
+    if ended is not None:
+        return _kept(v, best, keeper, what, ended, threshold, keys, margin)
     if v.unresolved:
         rounds_done = min(r.summary.n for r in ranked if r.name in (best, *v.unresolved))
         extra = extra_rounds(best, v.unresolved, centre, rounds_done, ranking.alpha, ranking.analysis, samples,
@@ -462,8 +447,22 @@ def keeper_of(keep: Sequence[tuple[str, str]], ranked: Sequence[str], equivalent
     return simplest, "the simplest configuration"
 
 
+def none_beats(an: BlockedAnalysis, ranked: Sequence[str], keeper: str, best: str, margin: float,
+               higher_is_better: bool) -> bool:
+    """Every ranked cell but the keeper and the best is significantly worse than the keeper or shown unable to
+    beat it by ``margin`` (stats/ruling_out.py against the keeper, Holm over those, each at its pair's look
+    level); a ranked cell outside the analysis cannot be judged (False)."""
+    if any(n not in an.centre for n in ranked):
+        return False
+    rest = [n for n in ranked if n not in (keeper, best)]
+    untested = [n for n in rest if not (an.pair(n, keeper).significant
+                                        and gap_to_best(an.pair(n, keeper).ratio, higher_is_better) > 0)]
+    ruled = ruled_out_p(an, keeper, untested, higher_is_better, margin)
+    return all(n in ruled and ruled[n] < an.pair(n, keeper).level for n in untested)
+
+
 def equivalence_ending(ranking: Ranking, ranked: Sequence[str], keeper: str,
-                       margin: float) -> tuple[str | None, tuple[float, float, float]] | None:
+                       margin: float) -> tuple[str, tuple[float, float, float]] | None:
     """Whether keeping ``keeper`` ends the decision: the best is shown equivalent to it (TOST at the pair's look
     level), and every other cell is either significantly worse than it or shown not better than it by more than
     ``margin`` (the one-sided test of stats/ruling_out.py, Holm over those cells, each at its pair's look level).
@@ -473,17 +472,10 @@ def equivalence_ending(ranking: Ranking, ranked: Sequence[str], keeper: str,
     an, higher = ranking.analysis, ranking.higher_is_better
     if an is None or not an.blocked or keeper not in an.centre or len(ranked) < 2:
         return None
-    rest = [n for n in ranked if n != keeper and n in an.centre]
     best = ranked[0]
     if best != keeper and not shown_equivalent(an, best, keeper, margin, higher):
         return None
-    worse = {n for n in rest if an.pair(n, keeper).significant
-             and gap_to_best(an.pair(n, keeper).ratio, higher) > 0}
-    untested = [n for n in rest if n not in worse and n != best]
-    ruled = ruled_out_p(an, keeper, untested, higher, margin)
-    if any(n not in ruled or ruled[n] >= an.pair(n, keeper).level for n in untested):
-        return None
-    if len(ranked) != len(rest) + 1:  # a ranked cell outside the analysis: nothing can be said of it
+    if not none_beats(an, ranked, keeper, best, margin, higher):
         return None
     alt = best if best != keeper else ranked[1]
     t = pair_tost(an, alt, keeper, margin, higher)
@@ -492,3 +484,33 @@ def equivalence_ending(ranking: Ranking, ranked: Sequence[str], keeper: str,
     pr = an.pair(alt, keeper)
     ratio, lo, hi = (pr.ratio, t.low, t.high) if higher else (1 / pr.ratio, 1 / t.high, 1 / t.low)
     return alt, (ratio, lo, hi)
+
+
+def checked_margin(margin: float) -> float:
+    try:
+        return check_margin(margin)
+    except ValueError as e:
+        raise UserError(str(e), hint="give it as a fraction: 0.05 for 5%") from None
+
+
+def _ends(ranking: Ranking, v: Verdicts, names: Sequence[str], keeper: str, kept: str | None,
+          margin: float) -> tuple[str, tuple[float, float, float]] | None:
+    """Not "the answer" over every other cell, and something to keep (what the user runs or the default, else the
+    simplest of the cells shown equivalent to the best): does keeping it end the decision (equivalence_ending)?"""
+    if len(v.separated) >= len(names) - 1 or (kept is None and not v.equivalent):
+        return None
+    return equivalence_ending(ranking, names, keeper, margin)
+
+
+def _kept(v: Verdicts, best: str, keeper: str, what: str, ended: tuple[str, tuple[float, float, float]],
+          threshold: float, keys: tuple[str, ...], margin: float) -> Decision:
+    """The decision that ends as equivalent: the keeper kept, the others named with it, never as winners."""
+    alt, t = ended
+    tied = tuple(n for n in (best, *v.top[1:], *v.ruled_out, *v.unresolved) if n != keeper)
+    named = [n for n in (best, *v.equivalent) if n != keeper]  # the best: shown equivalent to the keeper
+    statement = (f"keep {what} ({keeper}): nothing measured is faster by more than {margin * 100:g}% "
+                 f"({alt} {t[1]:.2f}–{t[2]:.2f}×)"
+                 + (f"; shown equivalent within ±{margin * 100:g}% (TOST at each pair's look level): "
+                    f"{', '.join(dict.fromkeys(named))}" if named else ""))
+    return Decision("equivalent", keeper, best, tied, (), v.separated, threshold, keys, None, statement,
+                    ruled_out=v.ruled_out, equivalent=v.equivalent, keeper=keeper, margin=margin, bounds=t)
