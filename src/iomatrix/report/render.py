@@ -309,7 +309,9 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
     # What the alternatives measured gets the lines the rest of the screen leaves (none in a crowded one).
     stated: set[str] = set()  # as below: a configuration's risks and snippet once
     rest = sum(len(_pick_lines(p, h.target, width, markdown, one_tier, stated, 0)) for p in h.picks)
-    room = [FIRST_SCREEN_LINES - len(out) - rest - _tail_lines(h, width)]
+    # (Markdown is a document, not a screen: every pick gets its alternatives.)
+    room = [len(h.picks) * ALTERNATIVE_LINES * 2 if markdown else FIRST_SCREEN_LINES - len(out) - rest
+            - _tail_lines(h, width)]
     shown: set[str] = set()
     for p in h.picks:
         out += _pick_lines(p, h.target, width, markdown, one_tier, shown, room)
