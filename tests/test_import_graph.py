@@ -35,6 +35,7 @@ LAZY_ALLOWED: dict[tuple[str, str], str] = {
     ("iomatrix.stats.interference", "scipy"): "scipy.stats: 0.5 s at import",
     ("iomatrix.stats.ruling_out", "scipy"): "scipy.stats: 0.5 s at import",
     ("iomatrix.stats.paired", "scipy"): "scipy.stats: 0.5 s at import",
+    ("iomatrix.stats.equivalence", "scipy"): "scipy.stats: 0.5 s at import",
     ("iomatrix.stats.looks", "scipy"): "scipy.special, only where rounds are estimated",
     ("iomatrix.stats.adaptive", "scipy"): "scipy.stats: 0.5 s at import",
     ("iomatrix.stats.blocked", "scipy"): "scipy.stats: 0.5 s at import",

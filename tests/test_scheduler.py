@@ -700,3 +700,37 @@ def test_when_the_budget_ends_the_race_a_loser_says_it_would_not_have_run_on() -
     assert s.reasons()["b"].startswith("eliminated: scripted; then run on toward ±5%: CI ±")  # a's comparison
     assert s.reasons()["b"].endswith("at 3 runs (time budget spent)")
     assert s.reasons()["c"].startswith("baseline: minimum runs kept; not run on toward ±5%: not a contender, CI ±")
+
+
+# -- a budget spent on the decision (stats/deciding.py) ---------------------------------------------------------
+def deciding_scheduler(precision_for: str) -> Scheduler:
+    """a and b close (3 % apart, each ±8 % in its own rhythm: their race ends at max unsettled), c far behind and
+    noisy (eliminated, its CI wide): all of one group, precision_max 24, CI target ±5 %."""
+    from iomatrix.scheduler import RacingPolicy
+
+    policy = RacingPolicy(threshold=0.05, min_runs=3, higher_is_better=lambda group: True)
+    units = [UnitState(k, group="w", precision_max=24) for k in ("a", "b", "c")]
+    return Scheduler(units, min_runs=3, max_runs=4, budget_s=1e9, policy=policy, seed=5, clock=FakeClock(),
+                     ci_target=0.05, precision_for=precision_for)
+
+
+def close_pair(key: str, n: int) -> float:
+    wobble = {"a": (0.0, 0.08, -0.08, 0.04), "b": (0.06, -0.02, 0.0, -0.07, 0.03), "c": (0.3, -0.3)}[key]
+    return {"a": 100.0, "b": 97.0, "c": 50.0}[key] * (1.0 + wobble[n % len(wobble)])
+
+
+@pytest.mark.parametrize("precision_for", ["all", "contenders"])
+def test_the_deciding_pair_gets_its_runs_before_one_figure_is_polished(precision_for: str) -> None:
+    s = deciding_scheduler(precision_for)
+    log = drive(s, close_pair)
+    race_end = 4
+    after = [(k, r) for k, r, _ in log if r > race_end]
+    rounds_of = {k: [r for kk, r in after if kk == k] for k in "abc"}
+    # The leader and the runner-up run together, round by round (paired), until their comparison is settled or at
+    # precision_max; c, whose decision is settled, gets precision runs (under "all") only after them.
+    assert rounds_of["a"] == rounds_of["b"] and rounds_of["a"]
+    if rounds_of["c"]:
+        assert min(rounds_of["c"]) > max(rounds_of["a"])
+    assert s.units["a"].ok == s.units["b"].ok
+    # Where the pair ended: settled by the race's rule (not deciding any more), or at its precision_max.
+    assert not s.deciding_units() or s.units["a"].ok == 24

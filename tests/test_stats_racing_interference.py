@@ -75,19 +75,20 @@ def two_cells(diffs_log: list[float]) -> dict[str, list[tuple[int, float]]]:
 
 
 def test_equivalence_stop_is_a_tost_on_the_blocked_ratio() -> None:
-    # d = −0.02, −0.01, −0.03: mean −0.02, SD 0.01, SE 0.01/√3; t(0.95, df 2) = 2.919986
-    # 90% CI exp(−0.02 ± 2.919986·0.005774) = 0.96384–0.99684, inside the ±5% margin 0.95–1.0526.
+    # d = −0.02, −0.01, −0.03: mean −0.02, SD 0.01, SE 0.01/√3. TOST at the first look's level (α = 0.05:
+    # 0.025, stats/looks.py), t(0.975, df 2) = 4.302653: 95% CI exp(−0.02 ± 4.302653·0.005774) = 0.9557–1.0049,
+    # inside the ±5% margin 0.95–1.0526.
     data = two_cells([-0.02, -0.01, -0.03])
     step = race_step(data, higher_is_better=True, threshold=0.05, alpha=0.05)
     [b] = [d for d in step.decisions if d.unit == "b"]
     assert b.status == "equivalent" and step.equivalent == ("b",) and step.active == ("a",)
-    assert "90% CI 0.964–0.997 within ±5% (TOST, α=0.05)" in b.reason
+    assert "95% CI 0.956–1.005 within ±5% (TOST at 0.025, the level of look 1 of α=0.05" in b.reason
     assert stop_reason([step], rounds_done=3, max_rounds=8) == "tied group settled"
     # A 3% margin (0.97–1.031) does not hold the interval: within 3% by the point estimate (2.0%), still racing.
     step3 = race_step(data, higher_is_better=True, threshold=0.03)
     assert step3.equivalent == () and step3.active == ("a", "b") and step3.top_group == {"a", "b"}
     # Lower is better: the margin is 1/(1 + θ)…1 + θ = 0.952–1.05 around b/a (b is now the best).
-    low = race_step(data, higher_is_better=False, threshold=0.05)
+    low = race_step(data, higher_is_better=False, threshold=0.05, alpha=0.05)
     assert low.best == "b" and low.equivalent == ("a",)
     assert equivalence_margin(0.05, True) == pytest.approx((0.95, 1 / 0.95))
     assert equivalence_margin(0.05, False) == pytest.approx((1 / 1.05, 1.05))

@@ -86,6 +86,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from iomatrix.stats import needs_more_runs
+from iomatrix.stats.deciding import deciding_pairs
 from iomatrix.stats.looks import DECISION_ALPHA
 from iomatrix.stats.racing import race_step, stop_reason
 from iomatrix.stop_kinds import StopKind
@@ -356,6 +357,7 @@ class Scheduler:
         self._next_position: dict[int, int] = {}
         self._reported: set[str] = set()
         self._active: set[str] = set()  # the units of the round next_round last gave
+        self._deciding: set[str] | None = None  # deciding_units() of the current data (None: to compute)
         self._start = clock()
         # The round in progress: the highest round any unit has a run in (0 = none yet).
         self.round = max((r for u in self.units.values() for r in u.rounds), default=0)
@@ -378,9 +380,33 @@ class Scheduler:
         return Room(self.max_runs, runs_affordable, sum(1 for u in self.units.values() if u.racing))
 
     # -- decisions --------------------------------------------------------------
+    def deciding_units(self) -> set[str]:
+        """The units of the comparisons that decide an answer and are not settled yet (stats/deciding.py): per
+        group, the leader with the runner-up and with what it is quoted against (the current configuration, its
+        default twin). Only under racing (its threshold and α judge what is settled); computed once per refresh."""
+        if self._deciding is not None:
+            return self._deciding
+        out: set[str] = set()
+        policy = self.policy
+        if isinstance(policy, RacingPolicy):
+            groups: dict[str, list[UnitState]] = {}
+            for u in self.units.values():
+                if not u.baseline and len(u.points) >= 2:
+                    groups.setdefault(u.group, []).append(u)
+            for group, members in groups.items():
+                data = {u.key: u.points for u in members}
+                keep = [u.key for u in members if u.current]
+                keep += [k for u in members for k in u.compared_with]
+                for pair in deciding_pairs(data, policy.higher_is_better(group), policy.threshold, policy.alpha,
+                                           keep, min_rounds=max(2, min(self.min_runs, 3))):
+                    out.update(pair)
+        self._deciding = out
+        return out
+
     def _refresh(self) -> None:
         """Mark units done: failures, then policy/max/budget for units past their minimum; decided units once
         precise enough, at their precision_max or out of budget."""
+        self._deciding = None  # the data changed since the last refresh
         candidates: list[UnitState] = []
         for u in self.units.values():
             if u.done:
@@ -423,10 +449,15 @@ class Scheduler:
         `quick` ended 55 s before its budget with two workloads "about 2-3 more rounds would separate them"."""
         return self.precision_for == "contenders" and why is not None and why.kind is StopKind.UNRESOLVED
 
+    def _deciding_now(self, u: UnitState) -> bool:
+        """`u` is in an unsettled deciding pair: it runs on (while its precision_max and the budget allow) whatever
+        its own CI, as the pair's interval narrows only with more paired rounds."""
+        return u.key in self.deciding_units()
+
     def _stop(self, u: UnitState, why: StopVerdict) -> None:
         """The policy (or max) is done with `u`: stop it, or let it run on toward ci_target (decided)."""
         if (u.precision_max is not None and u.ok < u.precision_max and self.budget_left()
-                and (self._ci_gap(u) is not None or self._unresolved_contender(why))):
+                and (self._ci_gap(u) is not None or self._unresolved_contender(why) or self._deciding_now(u))):
             u.decided = why
         else:
             u.stopped = why
@@ -437,7 +468,7 @@ class Scheduler:
         assert u.decided is not None and u.precision_max is not None and self.ci_target is not None
         gap = self._ci_gap(u)
         target = f"±{self.ci_target * 100:g}%"
-        unresolved = self._unresolved_contender(u.decided)
+        unresolved = self._unresolved_contender(u.decided) or self._deciding_now(u)
         width = gap or f"CI within {target}"  # an unresolved contender may run on with its CI already within it
         # No futility stop here (unlike racing's): on a host with heavy-tailed noise the spread of a few runs
         # says little about how many more are needed (measured: cells given up at 6 runs as "needing 34–112"
@@ -469,6 +500,7 @@ class Scheduler:
             return set(self.units)
         # While the race is on, a racing unit may still turn out a contender: its comparison stays wanted.
         wanted = {u.key for u in self.units.values() if u.contends or u.racing or u.current}
+        wanted |= self.deciding_units()
         for key in list(wanted):
             wanted.update(k for k in self.units[key].compared_with if k in self.units)
         return wanted
@@ -501,6 +533,11 @@ class Scheduler:
         if precision:  # the race is over: the decided units run on toward ci_target, each round a new block
             self._stop_non_contenders()
             active = [u.key for u in self.units.values() if not u.done and self._ready(u)]
+            # The comparisons that decide an answer first, in rounds of their own (paired: both cells of a pair
+            # in every round); one figure's precision only once those are settled, at precision_max or out of
+            # budget (stats/deciding.py).
+            deciding = [k for k in active if k in self.deciding_units()]
+            active = deciding or active
         self._active = set(active)
         if not active:
             return []

@@ -42,10 +42,13 @@ class WorkloadGain:
     against: str  # "QEMU default" or "current (…)"
     gain: Gain | None
     tier: str
+    kept: str = ""  # status "equivalent": why the configuration is kept, with the measured bounds
+    alternatives: tuple[Gain, ...] = ()  # what the notable alternatives measured (alternative/choice)
 
     def as_dict(self) -> dict[str, Any]:
         return {"workload": self.workload, "metric": self.metric, "status": self.status, "tier": self.tier,
-                "against": self.against, "vs": None if self.gain is None else self.gain.as_dict()}
+                "against": self.against, "vs": None if self.gain is None else self.gain.as_dict(),
+                "kept": self.kept or None, "alternatives": [g.as_dict() for g in self.alternatives]}
 
 
 @dataclass
@@ -62,9 +65,13 @@ class Pick:
     # separate yet, named as the tie-break's pick, not as the configuration to use, nor as the leader (the ranking's
     # leader is the best by centre, which the pick need not be).
     settled: bool = True
+    # Every workload's decision ended as equivalent: the configuration is kept, not a winner.
+    kept: bool = False
 
     @property
     def verb(self) -> str:
+        if self.kept:
+            return "Keep"
         return "Use" if self.settled else "No answer yet, the tie-break's pick"
 
     def as_dict(self) -> dict[str, Any]:
@@ -131,7 +138,7 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
     """The headline of `rec`: ranked workloads only (weighted scores and the durability tier's verdicts are
     detail), grouped by the configuration they pick."""
     check_target(target)
-    answered: dict[tuple[str, bool], Pick] = {}
+    answered: dict[tuple[str, bool, bool], Pick] = {}
     declined: dict[str, list[str]] = {}
     basis: list[str] = []
     unanswered: list[str] = []
@@ -145,17 +152,23 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
         shown, status = found
         assert shown.choice is not None
         settled = status != "provisional"
-        pick = answered.setdefault((shown.choice.cell, settled), _pick(shown, target, settled))
+        kept = status == "equivalent"
+        pick = answered.setdefault((shown.choice.cell, settled, kept), _pick(shown, target, settled))
+        pick.kept = kept
         if shown.declined is not None:
             declined.setdefault(shown.declined.text(), []).append(v.workload)
         against, gain = _reference_gain(shown)
-        pick.gains.append(WorkloadGain(v.workload, v.metric, status, against, gain, shown.tier))
+        pick.gains.append(WorkloadGain(v.workload, v.metric, status, against, gain, shown.tier,
+                                       shown.choice.kept, tuple(shown.alternatives)))
         if v.basis and v.basis not in basis:
             basis.append(v.basis)
     names = cell_names([c for v in ranked for c in verdict_labels(v)])
     for p in answered.values():
         p.name = names.of(p.cell)
-        p.gains = [_named_current(wg, names, rec.current) for wg in p.gains]
+        p.gains = [replace(_named_current(wg, names, rec.current), kept=names.rename(wg.kept),
+                           alternatives=tuple(replace(a, against=names.of(a.label)) for a in wg.alternatives
+                                              if a.label is not None))
+                   for wg in p.gains]
     has_detail = bool(rec.verdicts)
     return Headline(host, rec.sweep_id, rec.plan, rec.status, target, list(answered.values()),
                     names.constant_text(), basis, unanswered, rec.warnings, has_detail, measured, rec.objective,
@@ -191,7 +204,7 @@ def verdict_labels(v: Verdict) -> list[str]:
     shown = v if v.choice is not None else v.provisional
     if shown is None or shown.choice is None:
         return []
-    return [shown.choice.cell, *shown.choice.tied, *(g.label for g in shown.gains if g.label),
+    return [shown.choice.cell, *shown.choice.tied, *(g.label for g in (*shown.gains, *shown.alternatives) if g.label),
             *([shown.declined.cell] if shown.declined is not None else [])]
 
 

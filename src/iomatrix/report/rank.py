@@ -11,6 +11,7 @@ from iomatrix.domain import NA, NULL_BACKING, is_ceiling
 from iomatrix.errors import UserError
 from iomatrix.metrics import metric_info
 from iomatrix.report.interference import run_interference
+from iomatrix.report.keep import KeepOrder, keep_defaults
 from iomatrix.report.objective import Objective, objective_metric
 from iomatrix.report.per_backing import answer_backings, answer_groups, answered_on
 from iomatrix.report.quality import ranked_samples
@@ -35,6 +36,7 @@ from iomatrix.stats.decision import (
     check_tie_break,
     decide,
 )
+from iomatrix.stats.equivalence import DEFAULT_MARGIN
 from iomatrix.stats.interference import RunInterference
 from iomatrix.stats.looks import DECISION_ALPHA
 from iomatrix.stop_kinds import StopKind
@@ -268,13 +270,15 @@ def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *,
                   interference: Mapping[int, RunInterference] | None = None,
                   tier: str | None = None,
                   stops: Mapping[tuple[int, str], dict[str, Any]] | None = None,
-                  boots: Mapping[int, tuple[str, int | None]] | None = None) -> WorkloadRanking | None:
+                  boots: Mapping[int, tuple[str, int | None]] | None = None,
+                  margin: float = DEFAULT_MARGIN, keep_order: KeepOrder = keep_defaults) -> WorkloadRanking | None:
     """Rank one workload's cells of one tier (cells of different tiers measure different things and are
     never ranked against each other; by default the tier closest to a real VM that has results).
     ``per_run`` (run id → (round, value of ``metric``)) makes the analysis blocked by round; without it
     runs are independent samples. ``boots`` (run id → (boot id, position)) marks runs that shared a guest
     boot: such a cell's unit is chosen by ``stats.analysis_unit.cell_unit`` (boot means when the
-    between-boot variance dominates, else the runs)."""
+    between-boot variance dominates, else the runs). ``margin``: the margin of practical equivalence;
+    ``keep_order``: what an equivalent decision keeps (report/keep.py: the current configuration, the defaults)."""
     metric = metric or primary_metric(workload)[0]
     found = tier_cells(cws, workload, metric, tier)
     if found is None:
@@ -288,8 +292,10 @@ def rank_workload(cws: list[CellWorkload], workload: str, metric: str | None, *,
     stopped = cell_stops(ranked, stops)
     # A race that stopped contenders as not separable within the budget: "yet" would promise more than it can.
     spent = any(st["kind"] == StopKind.UNRESOLVED for st in stopped.values())
+    cells = {c.label(): c for c in ranked}
+    kept = keep_order(ranked, cells[r.best]) if r.best in cells else []
     decision = decide(r, {c.label(): c.axes for c in ranked}, groups, threshold=threshold, tie_break=tie_break,
-                      budget_spent=spent)
+                      budget_spent=spent, margin=margin, keep=kept)
     units = {label: cs.unit for label, cs in samples if cs.unit is not None}
     return WorkloadRanking(workload, metric, tier, r, {c.label(): c for c in ranked},
                            {} if is_reference(tier) else ratios_to_baremetal(ranked, cws, metric),

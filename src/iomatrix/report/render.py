@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from iomatrix.report.companions import companion
 from iomatrix.report.export import csv, json
 from iomatrix.report.export.table import DataTable
-from iomatrix.report.figures import BOUNDED_NOTE, NO_INTERVAL_NOTE, ci_text, ratio_text
+from iomatrix.report.figures import BOUNDED_NOTE, NO_INTERVAL_NOTE, ci_text, imprecise, ratio_text
 from iomatrix.report.formats import OutputFormat
 from iomatrix.report.headline import DEFAULT_TARGET, TARGETS, Headline, Pick, WorkloadGain, headline, verdict_labels
 from iomatrix.report.naming import cell_names
@@ -227,7 +227,11 @@ def render_recommendation(rec: Recommendation, format: OutputFormat | str,
 # --------------------------------------------------------------------------- the headline
 
 STATUS_TEXT = {"answer": "the answer", "tied": "tied: the tie-break's pick",
-               "provisional": "not separated yet: the tie-break's pick"}
+               "provisional": "not separated yet: the tie-break's pick", "equivalent": "kept"}
+# Lines a pick gives to what its alternatives measured, at most; all picks together get what is left of the
+# first screen's FIRST_SCREEN_LINES (issue 49).
+ALTERNATIVE_LINES = 3
+FIRST_SCREEN_LINES = 30
 
 
 def wrap(text: str, width: int, indent: str = "", hang: str = "  ") -> list[str]:
@@ -305,8 +309,27 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
     out += role_lines(h, width, markdown)
     tiers = {wg.tier for p in h.picks for wg in p.gains}
     one_tier = next(iter(tiers)) if len(tiers) == 1 else None
+    # What the alternatives measured gets the lines the rest of the screen leaves (none in a crowded one).
+    stated: set[str] = set()  # as below: a configuration's risks and snippet once
+    rest = sum(len(_pick_lines(p, h.target, width, markdown, one_tier, stated, 0)) for p in h.picks)
+    # (Markdown is a document, not a screen: every pick gets its alternatives.)
+    room = [len(h.picks) * ALTERNATIVE_LINES * 2 if markdown else FIRST_SCREEN_LINES - len(out) - rest
+            - _tail_lines(h, width)]
+    shown: set[str] = set()
     for p in h.picks:
-        out += _pick_lines(p, h.target, width, markdown, one_tier)
+        out += _pick_lines(p, h.target, width, markdown, one_tier, shown, room)
+    out += _tail(h, width)
+    return "\n".join(out) + "\n"
+
+
+def _tail_lines(h: Headline, width: int) -> int:
+    return len(_tail(h, width))
+
+
+def _tail(h: Headline, width: int) -> list[str]:
+    """The headline's lines after the picks: declined configurations, workloads without an answer, the
+    verdicts tiers' lines, findings, and where to find more."""
+    out: list[str] = []
     for line in h.declined:
         out += wrap(f"not chosen: {line}", width)
     for line in h.unanswered:
@@ -321,7 +344,7 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
     out.append("")
     out += wrap(f"more: iomatrix recommend --detail (tables, tie-breaks, every risk); other tools: --target {others}",
                 width)
-    return "\n".join(out) + "\n"
+    return out
 
 
 def role_lines(h: Headline, width: int, markdown: bool) -> list[str]:
@@ -337,17 +360,27 @@ def role_lines(h: Headline, width: int, markdown: bool) -> list[str]:
     return out
 
 
-def _pick_lines(p: Pick, target: str, width: int, markdown: bool, one_tier: str | None) -> list[str]:
-    """One configuration: its name and settings, its gain per workload, its risks and its snippet. `one_tier`:
-    the tier every workload was answered by (stated once), or None when they differ (stated per workload)."""
+def _pick_lines(p: Pick, target: str, width: int, markdown: bool, one_tier: str | None,
+                shown: set[str] | None = None, room: list[int] | int | None = None) -> list[str]:
+    """One configuration: its name and settings, its gain per workload, what the notable alternatives measured,
+    its risks and its snippet (once per configuration: `shown` holds those already printed). `one_tier`: the
+    tier every workload was answered by (stated once), or None when they differ (stated per workload)."""
     out = [""]
     measured = f" (measured by the {one_tier} tier)" if one_tier else ""
     out += wrap(f"{'### ' if markdown else ''}{p.verb}: {p.name}{measured}", width)
-    if p.name != p.config:
+    again = shown is not None and p.config in shown
+    if p.name != p.config and not again:
         out += wrap(f"({p.config})", width, "  ")
     for wg in p.gains:
         tier = f" [{wg.tier} tier]" if wg.tier and one_tier is None else ""
-        out += wrap(f"{wg.workload}: {gain_text(wg, p.cell)} · {STATUS_TEXT[wg.status]}{tier}", width, "  ")
+        status = f"kept: {wg.kept}" if wg.status == "equivalent" and wg.kept else STATUS_TEXT[wg.status]
+        out += wrap(f"{wg.workload}: {gain_text(wg, p.cell)} · {status}{tier}", width, "  ")
+    # A configuration stated again (another status) gets fewer.
+    out += _fitting(alternative_lines(p)[:1 if shown else ALTERNATIVE_LINES], width, room)
+    if again:
+        return [*out, *wrap("risks and snippet: as above", width, "  ")]
+    if shown is not None:
+        shown.add(p.config)
     if p.risks:
         out += wrap(f"risks ({p.risks[0][2]}):", width, "  ")
         out += [x for situation, text, _ in p.risks for x in wrap(f"{situation}: {text}", width, "    ")]
@@ -360,6 +393,38 @@ def _pick_lines(p: Pick, target: str, width: int, markdown: bool, one_tier: str 
         else:
             out += code_lines(p.snippet.text, p.snippet.language, width, "    ")
     return out
+
+
+def _fitting(lines: list[str], width: int, room: list[int] | int | None) -> list[str]:
+    """`lines` wrapped, as many as fit in `room` (a one-element list, used up as lines are given, shared by the
+    picks; an int for one pick alone; None: no limit beyond the lines given)."""
+    left = room if isinstance(room, list) else [ALTERNATIVE_LINES * 2 if room is None else room]
+    out: list[str] = []
+    for line in lines:
+        wrapped = wrap(line, width, "  ")
+        if len(wrapped) > left[0]:
+            break
+        out += wrapped
+        left[0] -= len(wrapped)
+    return out
+
+
+def alternative_lines(p: Pick) -> list[str]:
+    """What the notable alternatives measured against the pick, one line per alternative (at most
+    ALTERNATIVE_LINES), each with its paired ratio and interval per workload: "cache=none: 0.48× (0.44–0.52) on
+    rand-write-4k". An alternative's ratio is alternative/pick: below 1 it is worse."""
+    per: dict[str, list[str]] = {}
+    for wg in p.gains:
+        for a in wg.alternatives:
+            r = a.ratio
+            if r is None or r.ratio is None:
+                said = f"– ({a.note or 'no ratio'})"
+            elif r.low is not None and r.high is not None and imprecise(r.low, r.high):
+                said = f"{r.low:.2g}–{r.high:.3g}× (imprecise)"  # the bounds only: the point ratio is no figure
+            else:
+                said = ratio_text(*r)
+            per.setdefault(a.against, []).append(f"{said} on {wg.workload}")
+    return [f"vs {name}: {', '.join(parts)}" for name, parts in list(per.items())[:ALTERNATIVE_LINES]]
 
 
 def end_of_run_text(store: Store, sweep_id: int, width: int, target: str = DEFAULT_TARGET,

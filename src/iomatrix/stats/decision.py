@@ -27,13 +27,24 @@ Given a ``Ranking`` (stats/ranking.py) and a practical threshold θ (default
   may be the true best by more than θ or materially worse; the data cannot
   tell.
 
-Outcome:
+Outcome (``Decision.outcome`` tells it against the keeper: better, equivalent, worse, inconclusive, tie):
 
 * every other cell separated → ``kind="single"``: B is the answer ("the
   answer" only over cells it significantly beats);
+* otherwise, when the *keeper* K — the first of ``keep`` that is ranked (what
+  the user runs, else QEMU's default), else the simplest of B and the cells
+  equivalent to it — is B or shown equivalent to B (TOST at the pair's look
+  level within ``margin``, stats/equivalence.py), and every other cell is
+  significantly worse than K or shown unable to beat K by the margin
+  (stats/ruling_out.py against K) → ``kind="equivalent"``: K is kept, "keep
+  what you run (K): nothing measured is faster by more than 5% (B 0.97–1.04×)"
+  (``bounds``: the strongest alternative's ratio to K and its (1 − 2·level)
+  interval); no equivalent cell is named as if it won.  Tried only when
+  ``keep`` names a ranked cell or some cell is equivalent to B;
 * otherwise, no unresolved cell → ``kind="tie"``: the tie-break picks among the
   top group; the rest of it and the ruled-out cells are named with the pick
-  (``tied``), those whose ratio's CI lies inside the margin as *equivalent*;
+  (``tied``), those a TOST at the pair's look level shows within the margin
+  as *equivalent*;
 * unresolved cells → ``kind="unresolved"``: no answer; B is the provisional
   leader, the contenders are named, and ``extra_rounds`` estimates how many
   more rounds would settle them (below: separate them or rule them out).
@@ -88,6 +99,7 @@ from iomatrix.domain.axes import simplicity_order
 from iomatrix.errors import UserError
 from iomatrix.risk import risk_of
 from iomatrix.stats.blocked import BlockedAnalysis, BlockedPair
+from iomatrix.stats.equivalence import DEFAULT_MARGIN, Tost, check_margin, tost
 from iomatrix.stats.looks import rounds_needed
 from iomatrix.stats.ranking import RankedRow, Ranking
 from iomatrix.stats.ruling_out import rounds_to_rule_out, ruled_out_p
@@ -101,7 +113,7 @@ SAFETY_ORDER = {"safe": 0, "like-a-disk-cache": 1, None: 2, "unsafe": 3}
 
 @dataclass(frozen=True)
 class Decision:
-    kind: str  # "single" | "tie" | "unresolved" | "none"
+    kind: str  # "single" | "equivalent" | "tie" | "unresolved" | "none"
     answer: str | None  # the chosen cell; None when unresolved or nothing ranked
     leader: str | None  # the best cell by centre (the provisional leader when unresolved)
     tied: tuple[str, ...]  # the rest of the top group, in tie-break order
@@ -113,7 +125,24 @@ class Decision:
     statement: str  # one or two sentences for a report
     provisional: str | None = None  # unresolved: the tie-break's pick among the leader, tied and unresolved cells
     ruled_out: tuple[str, ...] = ()  # behind by more than θ; a one-sided test shows they cannot beat the leader by θ
-    equivalent: tuple[str, ...] = ()  # named with the leader, and shown within the margin of it (TOST on the CI)
+    equivalent: tuple[str, ...] = ()  # shown within the margin of the leader (TOST at the pair's look level)
+    # What the user runs, else QEMU's/libvirt's default, else the simplest (the first of ``keep`` ranked): the
+    # configuration an equivalent decision keeps, and the reference the outcome is told against.
+    keeper: str | None = None
+    margin: float = DEFAULT_MARGIN
+    # kind "equivalent" with the leader not the keeper: the leader's ratio to the keeper, its (1 − 2·level)
+    # interval (what the TOST decided on), oriented so that > 1 means the leader is better.
+    bounds: tuple[float, float, float] | None = None
+
+    @property
+    def outcome(self) -> str:
+        """What the decision says about the keeper (what the user runs, or the default): "better" (another
+        configuration is settled better: use it), "equivalent" (keep it: nothing measured is better by more
+        than the margin), "worse" (every alternative is settled worse: keep it), "inconclusive" (no answer yet,
+        with the rounds needed), "tie" (named together within θ, the tie-break's pick) or "none"."""
+        if self.kind == "single":
+            return "worse" if self.keeper is not None and self.answer == self.keeper else "better"
+        return {"equivalent": "equivalent", "unresolved": "inconclusive"}.get(self.kind, self.kind)
 
 
 def check_threshold(threshold: float) -> float:
@@ -191,13 +220,19 @@ def equivalence_margin(threshold: float, higher_is_better: bool) -> tuple[float,
     return 1.0 / (1.0 + threshold), 1.0 + threshold
 
 
-def within_margin(r: RankedRow, threshold: float, higher_is_better: bool) -> bool:
-    """The cell's ratio to the best has a CI inside the equivalence margin: equivalent whichever is better."""
-    rc = r.ratio_to_best
-    if rc is None or rc.low is None or rc.high is None:
-        return False
-    lo, hi = equivalence_margin(threshold, higher_is_better)
-    return lo <= rc.low and rc.high <= hi
+def pair_tost(analysis: BlockedAnalysis | None, a: str, b: str, margin: float,
+              higher_is_better: bool) -> Tost | None:
+    """TOST of a against b (stats/equivalence.py) on their paired comparison, at the level of the pair's look;
+    None without the parametric blocked analysis (no SE on the log scale: nothing is shown equivalent)."""
+    if analysis is None or not analysis.blocked or a not in analysis.centre or b not in analysis.centre:
+        return None
+    pr = analysis.pair(a, b)
+    return tost(pr.ratio, pr.se_log, pr.df, pr.level, margin, higher_is_better)
+
+
+def shown_equivalent(analysis: BlockedAnalysis | None, a: str, b: str, margin: float, higher_is_better: bool) -> bool:
+    t = pair_tost(analysis, a, b, margin, higher_is_better)
+    return t is not None and t.equivalent
 
 
 def _significant_vs_best(r: RankedRow, best: str, alpha: float, analysis: BlockedAnalysis | None) -> bool:
@@ -209,11 +244,13 @@ def _significant_vs_best(r: RankedRow, best: str, alpha: float, analysis: Blocke
 
 
 def classify(ranked: Sequence[RankedRow], higher_is_better: bool, alpha: float, threshold: float,
-             analysis: BlockedAnalysis | None = None) -> Verdicts:
+             analysis: BlockedAnalysis | None = None, margin: float = DEFAULT_MARGIN) -> Verdicts:
     """Each of ``ranked[1:]`` against the best ``ranked[0]``: gap ≤ θ → top group (significant or not); else
     significantly worse at its look's level → separated; else, with a blocked ``analysis``, the
     non-superiority test (stats/ruling_out.py, Holm over these cells) rejects "better by more than θ" at the
-    pair's level → ruled out; else unresolved.  A cell without a ratio to the best has an infinite gap."""
+    pair's level → ruled out; else unresolved.  A cell without a ratio to the best has an infinite gap. Of the
+    top group and the ruled-out cells, those a TOST at the pair's look level shows within ``margin`` of the best
+    (stats/equivalence.py) are also *equivalent*."""
     best = ranked[0].name
     top, behind, separated = [best], [], []
     for r in ranked[1:]:
@@ -227,9 +264,8 @@ def classify(ranked: Sequence[RankedRow], higher_is_better: bool, alpha: float, 
             behind.append(r.name)
     ruled_p = ruled_out_p(analysis, best, behind, higher_is_better, threshold)
     ruled = {n for n, p in ruled_p.items() if analysis is not None and p < analysis.pair(n, best).level}
-    rows = {r.name: r for r in ranked}
     equivalent = tuple(n for n in (*top[1:], *(n for n in behind if n in ruled))
-                       if within_margin(rows[n], threshold, higher_is_better))
+                       if shown_equivalent(analysis, n, best, margin, higher_is_better))
     return Verdicts(tuple(top), tuple(n for n in behind if n not in ruled), tuple(separated),
                     tuple(n for n in behind if n in ruled), equivalent)
 
@@ -317,6 +353,8 @@ def decide(
     threshold: float = DEFAULT_THRESHOLD,
     tie_break: Sequence[str] = DEFAULT_TIE_BREAK,
     budget_spent: bool = False,
+    margin: float = DEFAULT_MARGIN,
+    keep: Sequence[tuple[str, str]] = (),
 ) -> Decision:
     """Apply the decision rule to a ranking (see the module docstring).
 
@@ -324,16 +362,21 @@ def decide(
     tie-break.  ``samples`` (the ranked values) only feed the extra-rounds estimate
     when the ranking was not blocked.  ``budget_spent``: the sweep stopped repeating the
     leaders because max or the budget could not separate them (racing's futility stop).
-    Raises UserError for a bad threshold or key.
+    ``margin``: the margin of practical equivalence (5 % by default; a role passes its own).
+    ``keep``: (cell, what it is) in order of preference to keep when it is equivalent to the
+    best, e.g. (the user's current cell, "what you run"), (QEMU's default, "QEMU's default");
+    the first one ranked is the *keeper* (none ranked: the simplest of the best and the cells
+    equivalent to it).  Raises UserError for a bad threshold, margin or key.
     """
     threshold = check_threshold(threshold)
+    margin = checked_margin(margin)
     keys = check_tie_break(tie_break)
     ranked = [r for r in ranking.rows if r.rank is not None]
     if not ranked:
         return Decision("none", None, None, (), (), (), threshold, keys, None,
                         "no cell has enough runs to be ranked")
     best = ranked[0].name
-    v = classify(ranked, ranking.higher_is_better, ranking.alpha, threshold, ranking.analysis)
+    v = classify(ranked, ranking.higher_is_better, ranking.alpha, threshold, ranking.analysis, margin)
     centre = {r.name: r.centre if r.centre is not None else r.summary.mean for r in ranked}
     full_keys = full_tie_break(keys)
 
@@ -341,6 +384,12 @@ def decide(
         return tie_break_key(name, full_keys, axes.get(name, {}), centre[name], ranking.higher_is_better)
 
     pct = f"{threshold * 100:g}%"
+    names = [r.name for r in ranked]
+    keeper, what = keeper_of(keep, names, (best, *v.equivalent), axes)
+    kept = keeper if any(k == keeper for k, _ in keep) else None
+    ended = _ends(ranking, v, names, keeper, kept, margin)
+    if ended is not None:
+        return _kept(v, best, keeper, what, ended, threshold, keys, margin)
     if v.unresolved:
         rounds_done = min(r.summary.n for r in ranked if r.name in (best, *v.unresolved))
         extra = extra_rounds(best, v.unresolved, centre, rounds_done, ranking.alpha, ranking.analysis, samples,
@@ -348,12 +397,12 @@ def decide(
         pick = sorted(v.top + v.unresolved, key=order)[0]
         statement = unresolved_statement(best, v.unresolved, pct, extra, ranking.alpha, keys, pick, budget_spent)
         return Decision("unresolved", None, best, v.top[1:], v.unresolved, v.separated, threshold, keys, extra,
-                        statement, pick, ruled_out=v.ruled_out)
+                        statement, pick, ruled_out=v.ruled_out, keeper=kept, margin=margin)
     rest = _behind_statement(v, pct, best)
     if len(v.top) == 1 and not v.ruled_out:
         statement = f"{best} is the answer: {rest}" if rest else f"{best} is the only ranked cell"
         return Decision("single", best, best, (), (), v.separated, threshold, keys, None, statement,
-                        equivalent=v.equivalent)
+                        equivalent=v.equivalent, keeper=kept, margin=margin)
     # Not significantly better than every other cell: no "answer" over them. The cells within θ are named
     # together and the tie-break picks among them; the ruled-out ones are named too, with why the pick stands.
     chosen = sorted(v.top, key=order)
@@ -364,11 +413,12 @@ def decide(
     else:
         parts.append(f"{best} leads")
     if v.equivalent:
-        parts.append(f"equivalent within ±{pct} (the ratio's 95% CI inside the margin): {', '.join(v.equivalent)}")
+        parts.append(f"equivalent within ±{margin * 100:g}% (TOST at each pair's look level): "
+                     f"{', '.join(v.equivalent)}")
     if rest:
         parts.append(rest)
     return Decision("tie", chosen[0], best, (*chosen[1:], *v.ruled_out), (), v.separated, threshold, keys, None,
-                    "; ".join(parts), ruled_out=v.ruled_out, equivalent=v.equivalent)
+                    "; ".join(parts), ruled_out=v.ruled_out, equivalent=v.equivalent, keeper=kept, margin=margin)
 
 
 def _behind_statement(v: Verdicts, pct: str, best: str) -> str:
@@ -384,3 +434,83 @@ def _behind_statement(v: Verdicts, pct: str, best: str) -> str:
         n = len(v.separated)
         out = f"{n} other cell{' is' if n == 1 else 's are'} significantly worse by more than {pct}; " + out
     return out
+
+
+def keeper_of(keep: Sequence[tuple[str, str]], ranked: Sequence[str], equivalent: Sequence[str],
+              axes: Mapping[str, Mapping[str, str]]) -> tuple[str, str]:
+    """(the keeper, what it is): the first of ``keep`` that is ranked, else the simplest of ``equivalent`` (the
+    best and the cells shown equivalent to it; simplicity_key, then the name)."""
+    for cell, what in keep:
+        if cell in ranked:
+            return cell, what
+    simplest = min(equivalent, key=lambda n: (simplicity_key(axes.get(n, {})), n))
+    return simplest, "the simplest configuration"
+
+
+def none_beats(an: BlockedAnalysis, ranked: Sequence[str], keeper: str, best: str, margin: float,
+               higher_is_better: bool) -> bool:
+    """Every ranked cell but the keeper and the best is significantly worse than the keeper or shown unable to
+    beat it by ``margin`` (stats/ruling_out.py against the keeper, Holm over those, each at its pair's look
+    level); a ranked cell outside the analysis cannot be judged (False)."""
+    if any(n not in an.centre for n in ranked):
+        return False
+    rest = [n for n in ranked if n not in (keeper, best)]
+    untested = [n for n in rest if not (an.pair(n, keeper).significant
+                                        and gap_to_best(an.pair(n, keeper).ratio, higher_is_better) > 0)]
+    ruled = ruled_out_p(an, keeper, untested, higher_is_better, margin)
+    return all(n in ruled and ruled[n] < an.pair(n, keeper).level for n in untested)
+
+
+def equivalence_ending(ranking: Ranking, ranked: Sequence[str], keeper: str,
+                       margin: float) -> tuple[str, tuple[float, float, float]] | None:
+    """Whether keeping ``keeper`` ends the decision: the best is shown equivalent to it (TOST at the pair's look
+    level), and every other cell is either significantly worse than it or shown not better than it by more than
+    ``margin`` (the one-sided test of stats/ruling_out.py, Holm over those cells, each at its pair's look level).
+    Then nothing measured is faster than the keeper by more than the margin. Returns (the strongest alternative,
+    its ratio to the keeper and the (1 − 2·level) interval, > 1 = the alternative is better), or None. Only the
+    parametric blocked analysis shows equivalence."""
+    an, higher = ranking.analysis, ranking.higher_is_better
+    if an is None or not an.blocked or keeper not in an.centre or len(ranked) < 2:
+        return None
+    best = ranked[0]
+    if best != keeper and not shown_equivalent(an, best, keeper, margin, higher):
+        return None
+    if not none_beats(an, ranked, keeper, best, margin, higher):
+        return None
+    alt = best if best != keeper else ranked[1]
+    t = pair_tost(an, alt, keeper, margin, higher)
+    if t is None or t.low is None or t.high is None:
+        return None
+    pr = an.pair(alt, keeper)
+    ratio, lo, hi = (pr.ratio, t.low, t.high) if higher else (1 / pr.ratio, 1 / t.high, 1 / t.low)
+    return alt, (ratio, lo, hi)
+
+
+def checked_margin(margin: float) -> float:
+    try:
+        return check_margin(margin)
+    except ValueError as e:
+        raise UserError(str(e), hint="give it as a fraction: 0.05 for 5%") from None
+
+
+def _ends(ranking: Ranking, v: Verdicts, names: Sequence[str], keeper: str, kept: str | None,
+          margin: float) -> tuple[str, tuple[float, float, float]] | None:
+    """Not "the answer" over every other cell, and something to keep (what the user runs or the default, else the
+    simplest of the cells shown equivalent to the best): does keeping it end the decision (equivalence_ending)?"""
+    if len(v.separated) >= len(names) - 1 or (kept is None and not v.equivalent):
+        return None
+    return equivalence_ending(ranking, names, keeper, margin)
+
+
+def _kept(v: Verdicts, best: str, keeper: str, what: str, ended: tuple[str, tuple[float, float, float]],
+          threshold: float, keys: tuple[str, ...], margin: float) -> Decision:
+    """The decision that ends as equivalent: the keeper kept, the others named with it, never as winners."""
+    alt, t = ended
+    tied = tuple(n for n in (best, *v.top[1:], *v.ruled_out, *v.unresolved) if n != keeper)
+    named = [n for n in (best, *v.equivalent) if n != keeper]  # the best: shown equivalent to the keeper
+    statement = (f"keep {what} ({keeper}): nothing measured is faster by more than {margin * 100:g}% "
+                 f"({alt} {t[1]:.2f}–{t[2]:.2f}×)"
+                 + (f"; shown equivalent within ±{margin * 100:g}% (TOST at each pair's look level): "
+                    f"{', '.join(dict.fromkeys(named))}" if named else ""))
+    return Decision("equivalent", keeper, best, tied, (), v.separated, threshold, keys, None, statement,
+                    ruled_out=v.ruled_out, equivalent=v.equivalent, keeper=keeper, margin=margin, bounds=t)

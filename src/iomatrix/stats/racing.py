@@ -18,19 +18,22 @@ After every round the scheduler passes, per unit of one workload, the
    cannot be better than the best by more than θ (the decision rule's *ruled
    out*): more runs could only tell how much worse it is, which does not
    change the answer;
-4. a unit is **equivalent** to the best (TOST, Schuirmann 1987) when the
-   (1 − 2α) confidence interval of its ratio to the best, r = centre(u)/centre(B),
-   lies inside the equivalence margin: whichever of the two is really better,
-   the other is within θ of it, the decision rule's tie:
+4. a unit is **equivalent** to the best (TOST, Schuirmann 1987; stats/equivalence.py)
+   when the (1 − 2ℓ) confidence interval of its ratio to the best, r =
+   centre(u)/centre(B), lies inside the equivalence margin, ℓ the level of the
+   pair's look (stats/looks.py, as for separating: the decision rule's own
+   test, so a unit the race stops as equivalent is one the answer calls
+   equivalent): whichever of the two is really better, the other is within θ
+   of it:
 
        higher is better:  1 − θ ≤ r_low  and  r_high ≤ 1/(1 − θ)
        lower is better:   1/(1 + θ) ≤ r_low  and  r_high ≤ 1 + θ
 
    The interval comes from the pair's paired comparison on log values
-   (``blocked_analysis(..., confidence=1 − 2α, allow_nonparametric=False)``:
-   exp(d̄ ± t_{1−α,df}·SE) over the rounds both ran); it is a per-pair test
-   at α, not corrected over the family (each equivalence stops one unit; the
-   final answer is decided again from all the data by stats/decision.py).
+   (``blocked_analysis(..., allow_nonparametric=False)``: exp(d̄ ±
+   t_{1−ℓ,df}·SE) over the rounds both ran); it is a per-pair test, not
+   corrected over the family (each equivalence stops one unit; the final
+   answer is decided again from all the data by stats/decision.py).
    An equivalent unit stops being repeated: the tie is settled;
 5. a **contender** (neither eliminated, equivalent, nor within θ by its point
    estimate) is **futile** when it cannot be separated from the best in the
@@ -73,8 +76,12 @@ from dataclasses import dataclass
 
 from iomatrix.stats.blocked import BlockedAnalysis, blocked_analysis
 from iomatrix.stats.decision import equivalence_margin, gap_to_best, pair_sd, rounds_to_settle
+from iomatrix.stats.equivalence import tost
 from iomatrix.stats.looks import DECISION_ALPHA, look_index
 from iomatrix.stats.ruling_out import ruled_out_p
+
+# equivalence_margin: stats/__init__.py exports it from here.
+__all__ = ["equivalence_margin", "race_step", "stop_reason"]
 
 FUTILITY_POWER = 0.5
 STATUSES = ("keep", "eliminated", "baseline", "equivalent", "futile")
@@ -207,8 +214,6 @@ def _judge(u: str, best: str, an: BlockedAnalysis, eq_an: BlockedAnalysis, ruled
     alpha, pct = rules.alpha, f"{rules.threshold:.0%}"
     pr = an.pair(u, best)
     gap = gap_to_best(pr.ratio, rules.higher_is_better)
-    eq = eq_an.pair(u, best)
-    lo_m, hi_m = equivalence_margin(rules.threshold, rules.higher_is_better)
     level = (f"{pr.level:.2g}, the level of look {look_index(pr.paired_rounds)} of α={alpha:g}: "
              f"{pr.paired_rounds} shared rounds")
     if pr.significant and gap > rules.threshold:
@@ -219,10 +224,12 @@ def _judge(u: str, best: str, an: BlockedAnalysis, eq_an: BlockedAnalysis, ruled
         return Elimination(u, "eliminated", f"cannot be more than {pct} better than {best}: {gap:.0%} behind "
                                             f"(one-sided test against that margin, Holm p={ruled[u]:.2g} < "
                                             f"{level})"), ""
-    if eq.ratio_low is not None and eq.ratio_high is not None and lo_m <= eq.ratio_low and eq.ratio_high <= hi_m:
+    eq = eq_an.pair(u, best)  # the parametric paired comparison (the omnibus test may be Friedman's)
+    t = tost(eq.ratio, eq.se_log, eq.df, eq.level, rules.threshold, rules.higher_is_better)
+    if t.equivalent and t.low is not None and t.high is not None:
         return Elimination(u, "equivalent", f"equivalent to {best}: ratio {eq.ratio:.3f}, "
-                                            f"{1 - 2 * alpha:.0%} CI {eq.ratio_low:.3f}–{eq.ratio_high:.3f} "
-                                            f"within ±{pct} (TOST, α={alpha:g})"), "top"
+                                            f"{(1 - 2 * eq.level) * 100:.4g}% CI {t.low:.3f}–{t.high:.3f} "
+                                            f"within ±{pct} (TOST at {level})"), "top"
     if gap <= rules.threshold:
         return Elimination(u, "keep", f"within {pct} of {best}"), "top"
     # Even odds (FUTILITY_POWER) of settling it: separated or ruled out (stats/decision.py: rounds_to_settle).

@@ -28,6 +28,7 @@ from iomatrix.plan.current_cell import stored_current
 from iomatrix.report.companions import companion
 from iomatrix.report.durability import MeasuredIndex
 from iomatrix.report.interference import run_interference
+from iomatrix.report.keep import keep_current, keep_defaults
 from iomatrix.report.objective import Objective, objective_metric
 from iomatrix.report.per_backing import answer_backings, answer_groups, emulated_rtt_notes
 from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info
@@ -60,6 +61,7 @@ from iomatrix.report.shapes import workload_shapes
 from iomatrix.snippets import DiskConfig, snippet_backing, snippets_for
 from iomatrix.stats import RatioCI
 from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK, check_threshold, check_tie_break
+from iomatrix.stats.equivalence import DEFAULT_MARGIN
 from iomatrix.stats.interference import RunInterference
 from iomatrix.store import Store
 from iomatrix.tiers import known_tier, tier_classes, workload_owner
@@ -98,11 +100,14 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
               current: CurrentConfig | None = None, scores: Sequence[str] | None = None, min_n: int = 3,
               max_noise: float = 0.10, threshold: float = DEFAULT_THRESHOLD,
               tie_break: Sequence[str] = DEFAULT_TIE_BREAK, objective: Objective | None = None,
-              allow_data_loss: bool = False) -> Recommendation:
+              allow_data_loss: bool = False, margin: float = DEFAULT_MARGIN) -> Recommendation:
     """Verdicts per workload, then per weighted score (`scores`; default: every score when the sweep has a guest
     tier and no single workload was asked for). ``objective``: what each workload is ranked by
     (report/objective.py; None: its primary metric). Only configurations that honour guest flushes are chosen
-    unless `allow_data_loss` (parse_requirements)."""
+    unless `allow_data_loss` (parse_requirements). ``margin``: the margin of practical equivalence (5 %; a role
+    passes its own): a configuration shown within it of the best is equivalent, and when the best and the
+    current configuration (else QEMU's default, else the simplest) are, the answer keeps that one
+    (stats/decision.py)."""
     info = sweep_info(store, sweep_id)
     if current is None:  # the current configuration the sweep measured (run --current), if any
         current = stored_current(info["plan_definition"], info["pruned"])
@@ -116,7 +121,9 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     interference = run_interference(store, sweep_id, all_runs)
     measured = MeasuredIndex.from_store(store)
     rank_kw: dict[str, Any] = {"min_n": min_n, "max_noise": max_noise, "interference": interference,
-                               "threshold": check_threshold(threshold), "tie_break": check_tie_break(tie_break)}
+                               "threshold": check_threshold(threshold), "tie_break": check_tie_break(tie_break),
+                               "margin": margin, "keep_order": keep_defaults if current is None else
+                               keep_current(lambda cells, best: matching_current(cells, best, current)[0])}
     per_backing = answer_backings(info["plan_definition"])  # shared storage: one answer per backing
     for w in names:
         if per_backing is None or verdict_tier(w) is not None:

@@ -22,6 +22,7 @@ from iomatrix.report.recommend.risks import SITUATIONS, RiskStatement, risk_stat
 from iomatrix.snippets import DiskConfig, SnippetSet, snippet_backing, snippets_for
 from iomatrix.stats import RatioCI, ratio_ci
 from iomatrix.stats.blocked import BlockedAnalysis
+from iomatrix.stats.ranking import Ranking
 from iomatrix.tiers import is_reference
 
 
@@ -30,6 +31,9 @@ class Choice:
     cell: str  # the chosen cell's label
     tied: tuple[str, ...]  # the rest of the top group, in tie-break order
     rule: str  # the decision in one or two sentences
+    # The decision ended as equivalent (stats/decision.py): the cell is kept, not a winner; `kept` says why in
+    # words with the measured bounds ("nothing measured is faster by more than 5% (raw 0.97–1.04×)").
+    kept: str = ""
 
 
 def choose(wr: WorkloadRanking) -> Choice | None:
@@ -39,7 +43,14 @@ def choose(wr: WorkloadRanking) -> Choice | None:
     d = wr.decision
     if d is None or d.answer is None:
         return None
-    return Choice(d.answer, d.tied, d.statement)
+    if d.kind != "equivalent":
+        return Choice(d.answer, d.tied, d.statement)
+    bounds = ""
+    if d.bounds is not None:
+        alt = d.leader if d.leader != d.answer else next((n for n in d.tied if n != d.answer), "")
+        bounds = f" ({alt} {d.bounds[1]:.2f}–{d.bounds[2]:.2f}×)"
+    return Choice(d.answer, d.tied, d.statement,
+                  f"nothing measured is faster by more than {d.margin * 100:g}%{bounds}")
 
 
 @dataclass
@@ -108,6 +119,9 @@ class Verdict:
     risks: list[RiskStatement] = field(default_factory=list)
     snippets: SnippetSet | None = None
     missing: str = ""  # why there is no choice (a verdicts tier's: the summary of its verdicts)
+    # What the notable alternatives measured against the choice (the runner-up, the current or default, the best
+    # of another cache mode): alternative/choice over the rounds both ran (> 1: the alternative is better).
+    alternatives: list[Gain] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)  # a verdicts tier's verdict lines, per configuration
     basis: str = ""  # when another tier than the one closest to a VM answered: which, why, and what it decides
     # No answer yet, but the tie-break picks one among the cells the data cannot separate: that pick's figures,
@@ -130,7 +144,8 @@ class Verdict:
             "workload": self.workload, "metric": self.metric, "higher_is_better": self.higher_is_better,
             "tier": self.tier, "missing": self.missing or None, "basis": self.basis or None,
             "choice": None if self.choice is None else {"cell": self.choice.cell, "tied": list(self.choice.tied),
-                                                        "rule": self.choice.rule},
+                                                        "rule": self.choice.rule, "kept": self.choice.kept or None},
+            "alternatives": [g.as_dict() for g in self.alternatives],
             "mean": self.mean, "ci95_low": self.ci[0], "ci95_high": self.ci[1], "n": self.n,
             "gains": [g.as_dict() for g in self.gains],
             "to_baremetal": None if self.to_baremetal is None else self.to_baremetal.as_dict(),
@@ -177,11 +192,12 @@ class Recommendation:
 def answer_of(v: Verdict) -> tuple[Verdict, str] | None:
     """THE answer a user is given for one verdict, used by every output (the end of `run`, `recommend` with and
     without --detail, the report, JSON): the verdict whose figures are stated and its status, "answer",
-    "tied" (the decision's top group, broken by the tie-break) or "provisional" (not separated yet: the
+    "equivalent" (kept: nothing measured is better by more than the margin), "tied" (the decision's top group,
+    broken by the tie-break) or "provisional" (not separated yet: the
     tie-break's pick is named as leading, never as the configuration to use); None when there is not even a
     pick."""
     if v.choice is not None:
-        return v, "tied" if v.choice.tied else "answer"
+        return v, "equivalent" if v.choice.kept else "tied" if v.choice.tied else "answer"
     if v.provisional is not None and v.provisional.choice is not None:
         return v.provisional, "provisional"
     return None
@@ -248,6 +264,7 @@ def _chosen_verdict(v: Verdict, cws: list[CellWorkload], wr: WorkloadRanking, ch
     v.mean, v.ci, v.n = row.summary.mean, (row.summary.ci_low, row.summary.ci_high), row.summary.n
     same_tier = [c for c in cws if c.workload == wr.workload and c.axes["tier"] == wr.tier]
     v.gains = _gains(wr, cell, same_tier, r.higher_is_better, current)
+    v.alternatives = _alternatives(wr, r, cell, v.gains)
     if not is_reference(wr.tier):
         v.to_baremetal, v.to_ceiling = _to_references(wr, choice.cell)
     if requirements:
@@ -351,3 +368,24 @@ def _declined(wr: WorkloadRanking, cost: Gain | None, requirements: list[Require
                                                   cell.axes.get("modifier", Modifier.NONE), cell, measured)
                   if r.situation == SITUATIONS[1]), "not documented for this configuration")
     return Declined(cost.label, cost, tuple(q.name for q in fails), power, opt_in_text(fails))
+
+
+ALTERNATIVES_SHOWN = 3
+
+
+def _alternatives(wr: WorkloadRanking, r: Ranking, cell: CellWorkload, gains: list[Gain]) -> list[Gain]:
+    """The notable alternatives to the chosen cell, each as alternative/choice (> 1: it is better) over the rounds
+    both ran: the runner-up (the best-ranked other cell), the current or default configuration it was compared
+    with, and the best cell of another cache mode; at most ALTERNATIVES_SHOWN."""
+    chosen = cell.label()
+    ranked = [row.name for row in r.rows if row.rank is not None and row.name != chosen and row.name in wr.cells]
+    picks = ranked[:1] + [g.label for g in gains if g.label in wr.cells and g.label != chosen]
+    picks += [n for n in ranked if wr.cells[n].axes.get("cache") != cell.axes.get("cache")][:1]
+    out = []
+    for name in dict.fromkeys(picks):
+        g = _gain("alternative", cell, wr.cells[name], wr.metric, r.higher_is_better, "", wr.ranking.analysis)
+        rc = g.ratio
+        inv = None if rc is None or rc.ratio is None else RatioCI(
+            1 / rc.ratio, None if rc.high is None else 1 / rc.high, None if rc.low is None else 1 / rc.low)
+        out.append(Gain(name, name, inv, g.note))
+    return out[:ALTERNATIVES_SHOWN]

@@ -1,0 +1,78 @@
+"""Equivalence: two one-sided tests (TOST) that two cells are within the margin of practical equivalence.
+
+A cell c is *equivalent* to a reference b (the best, or what the user runs) when the data show that neither is
+better than the other by more than the margin θ (the role's margin of practical equivalence; 5 % by default).
+On the paired comparison of the two over the rounds both ran (stats/paired.py: d = ln(c/b) averaged over the
+shared rounds, its SE on df = n − 1), with the margin as log-ratio bounds
+
+    higher is better:  L = ln(1 − θ),      U = −ln(1 − θ)     (c/b in [1 − θ, 1/(1 − θ)])
+    lower is better:   L = ln(1/(1 + θ)),  U = ln(1 + θ)      (c/b in [1/(1 + θ), 1 + θ])
+
+    p_low  = P(T_df ≥ (d − L)/SE)      H0: d ≤ L  (c worse than b by more than θ)
+    p_high = P(T_df ≤ (d − U)/SE)      H0: d ≥ U  (c better than b by more than θ)
+    p = max(p_low, p_high);  equivalent when p < level
+
+(Schuirmann 1987). ``level`` is the level of the pair's look (stats/looks.py: α spent over the race's looks),
+so repeated looks at a pair do not call it equivalent more often than α overall, exactly as they do not call
+it different more often. TOST at ``level`` is the same as the (1 − 2·level) interval exp(d ± t_{1−level,df}·SE)
+lying inside the margin; that interval is what a report quotes with the word "equivalent".
+
+Worked example (higher is better, θ = 5 %): 10 shared rounds with d = 0.01, SE = 0.008, df = 9; L = −0.051293,
+U = 0.051293: p_low = P(T_9 ≥ 7.66) = 1.6e-05, p_high = P(T_9 ≤ −5.16) = 0.00030, p = 0.00030. The look is the
+8th (10 − 3 + 1), level 0.02/72 = 0.000278: p ≥ level, not yet equivalent; with SE = 0.007, p_high = 0.00011 <
+0.000278: equivalent, interval exp(0.01 ± 5.211·0.007) = 0.974–1.048 (t_{1−0.000278, 9} = 5.211).
+
+Fewer than 2 shared rounds give no SE: not equivalent (p = 1). SE = 0 decides exactly: d strictly inside
+(L, U) → p = 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+DEFAULT_MARGIN = 0.05
+
+
+@dataclass(frozen=True)
+class Tost:
+    p_value: float  # max of the two one-sided p-values
+    level: float  # the level it had to reach
+    low: float | None  # the (1 − 2·level) interval of the ratio c/b; None without an SE
+    high: float | None
+
+    @property
+    def equivalent(self) -> bool:
+        return self.p_value < self.level
+
+
+def check_margin(margin: float) -> float:
+    """The margin as a fraction in (0, 1); a ValueError names it otherwise (callers turn it into a UserError)."""
+    if not (isinstance(margin, int | float) and 0.0 < margin < 1.0):
+        raise ValueError(f"margin of practical equivalence {margin!r} is not a fraction in (0, 1)")
+    return float(margin)
+
+
+def log_bounds(margin: float, higher_is_better: bool) -> tuple[float, float]:
+    """(L, U): the log ratios c/b between which neither cell is better than the other by more than ``margin``."""
+    if higher_is_better:
+        return math.log(1.0 - margin), -math.log(1.0 - margin)
+    return -math.log(1.0 + margin), math.log(1.0 + margin)
+
+
+def tost(ratio: float | None, se_log: float | None, df: float | None, level: float, margin: float,
+         higher_is_better: bool) -> Tost:
+    """TOST of the ratio c/b (``ratio`` = exp(d), ``se_log`` its SE on ``df``) against ``margin`` at ``level``."""
+    from scipy import stats as _st  # lazy: scipy.stats costs ~1 s of CPU to import (docs/benchmarks.md)
+
+    lo_b, hi_b = log_bounds(check_margin(margin), higher_is_better)
+    if ratio is None or not ratio > 0 or not math.isfinite(ratio) or se_log is None or not df or level <= 0:
+        return Tost(1.0, level, None, None)
+    d = math.log(ratio)
+    if se_log == 0.0:
+        inside = lo_b < d < hi_b
+        return Tost(0.0 if inside else 1.0, level, ratio, ratio)
+    p_low = float(_st.t.sf((d - lo_b) / se_log, df))
+    p_high = float(_st.t.cdf((d - hi_b) / se_log, df))
+    q = float(_st.t.ppf(1.0 - min(level, 0.5), df))
+    return Tost(max(p_low, p_high), level, math.exp(d - q * se_log), math.exp(d + q * se_log))
