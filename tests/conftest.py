@@ -25,23 +25,38 @@ SERIAL_GROUPS = {
     "nfs": ("test_nfs_backing", "test_network_disks", "test_kill_campaign_network"),
     # A lab Ceph cluster (a mon and an OSD) takes about a core; two at once would measure each other.
     "ceph": ("test_rbd_backing", "test_rbd_flush_finding", "test_snippets_rbd", "test_kill_campaign_ceph",
-             "test_durability_rbd"),
+             "test_durability_rbd", "test_findings_by_shape"),
+    # One throw-away PostgreSQL cluster for the module (test_pgstore's own xdist group, named here so that its
+    # whole time places it: unlisted, its ~4 minutes would be handed out last).
+    "postgresql": ("test_pgstore",),
     # The fleet demo's namespaces and addresses are fixed, and its leftover check scans /tmp/iomatrix-fleet-*,
     # which the playbook runs of the other fleet tests also make; it makes and removes /run/sshd, which the
     # namespaced client hosts' sshd needs too (tests/client_hosts.py).
     # test_fleet_host_fio builds the controller's fio into the cache the demo's playbook builds it into.
-    "fleet": ("test_fleet_demo", "test_fleet_answers", "test_fleet_collection", "test_fleet_host_label",
-              "test_client_hosts", "test_fleet_host_fio"),
+    # (test_fleet_answers is not here: it runs no playbook and makes nothing under /tmp/iomatrix-fleet-*, its three
+    # hosts are UTS namespaces of its own; in the group its ~4 minutes only lengthened the fleet chain.)
+    "fleet": ("test_fleet_demo", "test_fleet_collection", "test_fleet_host_label", "test_client_hosts",
+              "test_fleet_host_fio"),
 }
 # Modules whose module-scoped fixture is a sweep or a boot: kept on one worker so it is made once.
 WHOLE_MODULES = ("test_guest_boot", "test_verdict", "test_headline", "test_guest_batch", "test_bad_input_campaign")
 
 
-# The longest tests first (longest-processing-time-first, as pytest-split's .test_durations does it): a worker
+# The longest work first (longest-processing-time-first, as pytest-split's .test_durations does it): a worker
 # that picks up a five-minute test near the end leaves the other idle meanwhile. Seconds per test from a CI run's
 # `--durations` (tests/durations.json: refresh it from a CI log when the slowest tests change; a test missing from
-# it keeps its place after the listed ones, so a stale file costs time, never a test).
+# it keeps its place after the listed ones, so a stale file costs time, never a test). xdist hands out a group as
+# one unit of work, so a group is placed by the sum of its tests' seconds (the fleet group's chain of playbook runs
+# is the longest unit of all), and its own tests run longest first within it.
 DURATIONS = Path(__file__).parent / "durations.json"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist's loadgroup scheduler otherwise reorders the units by how many tests each holds, not by how long they
+    # take: the 692 quick cases of the bad-input campaign went first and the fleet group's 48 long ones after the
+    # Ceph and NFS groups. Off, it keeps the order pytest_collection_modifyitems gives.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
@@ -53,7 +68,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if module in group_of:
             item.add_marker(pytest.mark.xdist_group(group_of[module]))
     seconds = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
-    items.sort(key=lambda item: -seconds.get(item.nodeid, 0.0))  # stable: the rest keep collection order
+    unit_of = {item.nodeid: group_of.get(item.path.stem, item.nodeid) for item in items}
+    # Seconds and first place of each unit and of each module: a group's modules stay whole (a module-scoped
+    # fixture, the Ceph lab of test_rbd_backing, is made once), the longest module first, in it the longest test.
+    total: dict[str, float] = {}
+    first_place: dict[str, int] = {}
+    for place, item in enumerate(items):
+        for key in {unit_of[item.nodeid], item.path.stem}:  # (a whole module's group is named as the module)
+            total[key] = total.get(key, 0.0) + seconds.get(item.nodeid, 0.0)
+            first_place.setdefault(key, place)
+    # A group of many short tests none of which --durations lists (the bad-input campaign: 692 cases, ~1 min) is
+    # entered by its group name with its whole time, so it is not handed out last.
+    for unit in set(unit_of.values()):
+        total[unit] = max(total[unit], seconds.get(unit, 0.0))
+
+    def order(item: pytest.Item) -> tuple:
+        unit, module = unit_of[item.nodeid], item.path.stem
+        if unit == item.nodeid:  # a test of its own: the module's place does not matter
+            return -total[unit], first_place[unit], 0.0, 0, 0.0
+        return -total[unit], first_place[unit], -total[module], first_place[module], -seconds.get(item.nodeid, 0.0)
+
+    items.sort(key=order)  # stable: units of equal seconds (the unlisted ones) keep collection order
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

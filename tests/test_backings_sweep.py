@@ -25,6 +25,7 @@ image_size = "96M"
 runtime = 0.5  # every backing runs and is recorded: the figures themselves are not checked
 null_ceiling = false
 run_timeout = 120
+retry_disturbed = false  # a retry of a run the loaded host disturbed is a TCG boot more, and no figure is checked
 [repetitions]
 min = 1
 max = 1

@@ -228,6 +228,7 @@ size = "16M"
 image_size = "32M"
 runtime = 0.5
 null_ceiling = false
+retry_disturbed = false  # the comparison with the current cell and the resume are checked, not the figures
 [repetitions]
 min = 3
 max = 4

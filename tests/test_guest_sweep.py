@@ -22,6 +22,10 @@ size = "32M"
 image_size = "128M"
 runtime = 0.5  # what is checked is that every cell ran, was timed and sampled: not its figure
 run_timeout = 120
+# Both rounds of a cell in one TCG boot (10 boots, not 20: the first run carries the boot's phases, the second its
+# own), and no retry of a run the loaded host disturbed (each a boot more): every cell still runs twice.
+repetitions_per_boot = 2
+retry_disturbed = false
 [repetitions]
 min = 2
 max = 2

@@ -364,6 +364,7 @@ image_size = "64M"
 runtime = 0.5
 null_ceiling = false
 time_budget = "10m"
+retry_disturbed = false  # what each run recorded and how the answers are grouped are checked, not how clean it was
 [repetitions]
 min = 3
 max = 3

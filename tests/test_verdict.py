@@ -248,6 +248,10 @@ size = "32M"
 image_size = "64M"
 runtime = 0.5  # the verdict's parts (ratios, scores tried, snippets) are checked, not figures
 time_budget = "8m"
+# A cell's three rounds in one TCG boot (3 boots, not 9), and no retry of the runs the loaded test host disturbed
+# (each a boot of its own at the end of the round): the verdict reads the runs, not how they were booted or how clean.
+repetitions_per_boot = 3
+retry_disturbed = false
 [repetitions]
 min = 3
 max = 3
