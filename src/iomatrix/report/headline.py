@@ -172,7 +172,8 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
     has_detail = bool(rec.verdicts)
     return Headline(host, rec.sweep_id, rec.plan, rec.status, target, list(answered.values()),
                     names.constant_text(), basis, unanswered, rec.warnings, has_detail, measured, rec.objective,
-                    [f"{', '.join(ws)}: {names.rename(text)}" for text, ws in declined.items()], rec.findings,
+                    [f"{', '.join(ws)}: {names.rename(text)}" for text, ws in declined.items()],
+                    rec.findings if rec.first_findings is None else rec.first_findings,
                     [_named_role(r, names) for r in rec.roles])
 
 

@@ -75,10 +75,7 @@ def _only(series: dict[str, list[float]], workload: str | None) -> dict[str, lis
 def history(store: Store, host: str | None = None, workload: str | None = None, metric: str | None = None,
             threshold: float = DEFAULT_THRESHOLD) -> list[HistoryStep]:
     """Every host's finished or interrupted sweeps in start order, each compared with the one before of its plan."""
-    rows = store.db.execute(
-        f"SELECT s.id, s.plan_name, s.plan_fingerprint, s.started_at, h.hostname, h.extra_json, "
-        f"{', '.join('h.' + c for c in VERSION_FACTS)} FROM sweeps s JOIN hosts h ON h.id=s.host_id "
-        "WHERE s.status != 'running' ORDER BY s.started_at, s.id").fetchall()
+    rows = store.finished_sweeps_with_versions(VERSION_FACTS)
     steps: list[HistoryStep] = []
     previous: dict[tuple[str, str], tuple[Any, dict[str, list[float]]]] = {}
     names = sorted({host_name(r["hostname"], r["extra_json"]) for r in rows})

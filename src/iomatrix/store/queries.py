@@ -224,6 +224,15 @@ class StoreQueries:
                            float(r["started_at"]), int(r["host_id"]), names[int(r["id"])], _shown(r["host_group"]))
                 for r in rows]
 
+    def finished_sweeps_with_versions(self, facts: Sequence[str]) -> list[dict[str, Any]]:
+        """Every sweep not running, in start order, with its plan, host row and the host's `facts` (columns of
+        `hosts`: kernel, qemu_version, …), for the history of each host's answers (report/history.py)."""
+        rows = self.db.execute(
+            f"SELECT s.id, s.plan_name, s.plan_fingerprint, s.started_at, h.hostname, h.extra_json, "
+            f"{', '.join('h.' + c for c in facts)} FROM sweeps s JOIN hosts h ON h.id=s.host_id "
+            "WHERE s.status != 'running' ORDER BY s.started_at, s.id").fetchall()
+        return [dict(r) for r in rows]
+
     def run_window(self, sweep_id: int) -> tuple[float | None, float, float] | None:
         """(the start time the sweep was given with `run --start-at`, or None; its first ok run's start; its last ok
         run's end), or None for a sweep without an ok run: which hosts ran together, and when (report/fleet.py)."""

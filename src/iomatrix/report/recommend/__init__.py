@@ -126,27 +126,49 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
                                keep_current(lambda cells, best: matching_current(cells, best, current)[0])}
     per_backing = answer_backings(info["plan_definition"])  # shared storage: one answer per backing
     for w in names:
-        if per_backing is None or verdict_tier(w) is not None:
-            verdicts.append(_workload_answer(store, sweep_id, cws, w, rounds, objective, reqs, current, measured,
-                                             rank_kw))
-            continue
-        for name, mine in answer_groups(cws, w, per_backing):
-            v = _workload_answer(store, sweep_id, mine, w, rounds, objective, reqs, current, measured, rank_kw)
-            verdicts.append(replace(v, workload=name or w))
+        verdicts += _workload_answers(store, sweep_id, cws, w, per_backing, rounds, objective, reqs, current,
+                                      measured, rank_kw)
+    verdicts += score_verdicts(store, sweep_id, _scores(scores, workload, cws), reqs, measured)
+    warnings = _warnings(sweep_id, info["status"], cws) + emulated_rtt_notes(store, sweep_id, cws)
+    # One answer per role the plan ran (report/roles.py, docs/roles.md), shown first by every output.
+    allowed = {c.label() for c in cws if all(q.met_by(c.axes) for q in reqs)}
+    roles = role_answers(info["plan_definition"], verdicts, cws, allowed) if workload is None else []
+    shapes = workload_shapes(store, cws)
+
+    def findings(told: list[CellWorkload]) -> list[str]:
+        return _findings(told, rank_kw["threshold"], shapes, interference, info["host"].get("mem_bytes"))
+
+    # With roles the first screen is theirs: it tells only what their jobs' figures show (the rest is detail).
+    jobs = {w for r in roles for w in r.jobs}
+    first = findings([c for c in cws if c.workload in jobs]) if roles else None
+    return Recommendation(sweep_id, info["plan"], info["status"], reqs, current, verdicts, warnings,
+                          None if objective is None else objective.value, allow_data_loss, findings(cws), roles,
+                          first)
+
+
+def _scores(scores: Sequence[str] | None, workload: str | None, cws: list[CellWorkload]) -> Sequence[str]:
+    """The weighted scores asked for, checked (default: every score when the sweep has a guest tier and no single
+    workload was asked for)."""
     if scores is None:
         scores = SCORES if workload is None and any(is_vm_view(c.axes["tier"]) for c in cws) else ()
     for sc in scores:
         if sc not in SCORES:
             raise UserError(f"unknown score '{sc}'", hint=f"use {', '.join(SCORES)}")
-    verdicts += score_verdicts(store, sweep_id, scores, reqs, measured)
-    warnings = _warnings(sweep_id, info["status"], cws) + emulated_rtt_notes(store, sweep_id, cws)
-    # One answer per role the plan ran (report/roles.py, docs/roles.md), shown first by every output.
-    allowed = {c.label() for c in cws if all(q.met_by(c.axes) for q in reqs)}
-    roles = role_answers(info["plan_definition"], verdicts, cws, allowed) if workload is None else []
-    return Recommendation(sweep_id, info["plan"], info["status"], reqs, current, verdicts, warnings,
-                          None if objective is None else objective.value, allow_data_loss,
-                          _findings(cws, rank_kw["threshold"], workload_shapes(store, cws), interference,
-                                    info["host"].get("mem_bytes")), roles)
+    return scores
+
+
+def _workload_answers(store: Store, sweep_id: int, cws: list[CellWorkload], w: str,
+                      per_backing: list[str] | None, rounds: dict[int, int], objective: Objective | None,
+                      reqs: list[Requirement], current: CurrentConfig | None, measured: MeasuredIndex,
+                      rank_kw: dict[str, Any]) -> list[Verdict]:
+    """Workload `w`'s verdicts: one, or on shared storage one per backing (`per_backing`: answer_backings)."""
+    if per_backing is None or verdict_tier(w) is not None:
+        return [_workload_answer(store, sweep_id, cws, w, rounds, objective, reqs, current, measured, rank_kw)]
+    out = []
+    for name, mine in answer_groups(cws, w, per_backing):
+        v = _workload_answer(store, sweep_id, mine, w, rounds, objective, reqs, current, measured, rank_kw)
+        out.append(replace(v, workload=name or w))
+    return out
 
 
 def _findings(cws: list[CellWorkload], threshold: float, shapes: dict[str, IoShape],

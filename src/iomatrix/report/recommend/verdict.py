@@ -173,6 +173,9 @@ class Recommendation:
     findings: list[str] = field(default_factory=list)
     # One answer per role of the plan (report/roles.py: RoleAnswer), first in every output.
     roles: list[Any] = field(default_factory=list)
+    # The findings the first screen tells (the headline): with roles, only those of their jobs' figures; None: all
+    # of `findings`. Not in JSON, which carries every finding.
+    first_findings: list[str] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         first = {"roles": [r.as_dict() for r in self.roles]} if self.roles else {}
