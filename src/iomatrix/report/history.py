@@ -4,6 +4,8 @@ only when the existing compare statistics say it is real.
 
 A host across updates is one host by its inventory name (`host_label`), else its hostname: its identifying
 facts (the hosts table's fingerprint) include the kernel and tool versions, so each update starts a new hosts row.
+Cloned machines that share that name are told apart by their machine id, as the fleet answers tell them
+(Store.fleet_sweeps), so two machines never make one history.
 
 Along the time axis, each sweep is compared with the host's previous sweep of the same plan fingerprint as
 `compare --fail-above θ` compares two sweeps (report.rank.compare_series: Welch per figure, Holm over the figures;
@@ -14,7 +16,6 @@ that no single pair shows is not flagged (asv's step detector fits steps to the 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,15 +49,6 @@ def _higher(key: str) -> bool:
     return metric_info(key.rsplit(" · ", 1)[-1]).higher_is_better
 
 
-def host_name(hostname: str | None, extra_json: str | None) -> str:
-    try:
-        extra = json.loads(extra_json or "{}")
-    except ValueError:
-        extra = {}
-    label = extra.get("host_label") if isinstance(extra, dict) else None
-    return str(label or hostname or "?")
-
-
 def _answers(series: dict[str, list[float]]) -> dict[str, tuple[str, float, str]]:
     best: dict[str, tuple[str, float, str]] = {}
     for key, values in series.items():
@@ -78,11 +70,14 @@ def history(store: Store, host: str | None = None, workload: str | None = None, 
     rows = store.finished_sweeps_with_versions(VERSION_FACTS)
     steps: list[HistoryStep] = []
     previous: dict[tuple[str, str], tuple[Any, dict[str, list[float]]]] = {}
-    names = sorted({host_name(r["hostname"], r["extra_json"]) for r in rows})
+    # A host is named as the fleet answers name it (its inventory name, else its hostname; cloned hosts that share
+    # a name told apart by their machine id), so two machines never make one history.
+    name_of = {f.id: f.hostname for f in store.fleet_sweeps()}
+    names = sorted({name_of[r["id"]] for r in rows})
     if host is not None and host not in names:
         raise UserError(f"no host '{host}' in {store.path}", hint=f"hosts: {', '.join(names[:10]) or 'none yet'}")
     for r in rows:
-        name = host_name(r["hostname"], r["extra_json"])
+        name = name_of[r["id"]]
         if host is not None and name != host:
             continue
         series = _only(figure_series(store, r["id"], metric), workload)

@@ -225,10 +225,10 @@ class StoreQueries:
                 for r in rows]
 
     def finished_sweeps_with_versions(self, facts: Sequence[str]) -> list[dict[str, Any]]:
-        """Every sweep not running, in start order, with its plan, host row and the host's `facts` (columns of
+        """Every sweep not running, in start order, with its plan and the host's `facts` (columns of
         `hosts`: kernel, qemu_version, …), for the history of each host's answers (report/history.py)."""
         rows = self.db.execute(
-            f"SELECT s.id, s.plan_name, s.plan_fingerprint, s.started_at, h.hostname, h.extra_json, "
+            f"SELECT s.id, s.plan_name, s.plan_fingerprint, s.started_at, "
             f"{', '.join('h.' + c for c in facts)} FROM sweeps s JOIN hosts h ON h.id=s.host_id "
             "WHERE s.status != 'running' ORDER BY s.started_at, s.id").fetchall()
         return [dict(r) for r in rows]
