@@ -222,3 +222,29 @@ def test_a_database_on_a_filesystem_that_filled_is_read_and_resumed_once_space_i
         assert again.db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == recorded + 1
         assert again.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         again.close()
+
+
+@pytest.mark.parametrize(("printed", "expected"), [
+    ("  10733223936 \n", 10733223936),  # vgs --noheadings --nosuffix --units b -o vg_free vg0 (LVM2 2.03)
+    ("  10733223936.00\n", 10733223936),  # older LVM2 prints a decimal point even in bytes
+    ("1893720064\n", 1893720064),  # zfs get -Hp -o value available tank
+    ("", None), ("-\n", None), ("  1\n  2\n", None), ("  Volume group \"vg9\" not found\n", None), ("-5\n", None),
+])
+def test_the_free_bytes_of_a_volume_group_or_zfs_pool_are_read_from_the_tools_answer(printed: str,
+                                                                                      expected: int | None) -> None:
+    # issue 50: the size of every backing is checked; LVM and ZFS against what their group or pool has (the tools
+    # cannot run on this host: no device-mapper, no ZFS, so their answers are the captured text)
+    from iomatrix.backing.space import parse_size_answer
+
+    assert parse_size_answer(printed) == expected
+
+
+def test_an_lvm_or_zfs_backing_this_host_cannot_ask_is_not_checked_and_does_not_fail_the_plan(tmp_path: Path) -> None:
+    from iomatrix.backing.space import vg_free_bytes, zfs_available_bytes
+
+    assert vg_free_bytes("iomatrix-no-such-vg") is None and zfs_available_bytes("iomatrix-no-such-pool") is None
+    (tmp_path / "p.toml").write_text('tier = ["baremetal"]\nsize = "16M"\n[[backing]]\ntype = "dir"\n'
+                                     '[[backing]]\ntype = "lvm"\nvg = "iomatrix-no-such-vg"\nsize = "999T"\n'
+                                     '[[backing]]\ntype = "zfs"\npool = "nosuchpool"\nkind = "zvol"\nsize = "999T"\n')
+    planned = run_cli("plan", "p.toml", cwd=tmp_path)
+    assert planned.returncode == 0 and "Traceback" not in planned.stderr, planned.stdout + planned.stderr

@@ -19,19 +19,33 @@ What a sweep writes, and where:
   other work changes by the second): `size = "999T"` is refused here, not found by the kernel's OOM killer;
 - each lab-started iSCSI or NFS backing's disks, in the working directory (the LUN files, the export).
 
-Inside a loopfs or tmpfs backing the room is its `size` (a little less in fact: the filesystem's own metadata).
-Block devices, LVM and ZFS are not estimated (their size is the device's, checked when they are set up).
+- each LVM backing's `size`, in its volume group's free extents (`vgs … vg_free`), and each ZFS backing's `size`
+  (a zvol, or a dataset's quota), in what its pool or parent dataset has available (`zfs get available`): asked
+  of the tools with a bounded wait; where they do not answer (the backing is then pruned with its reason), not
+  checked here.
+
+Inside a loopfs, tmpfs or LVM backing, and a zvol, the room is its `size` (a little less in fact: the
+filesystem's own metadata). Block devices are not estimated (their size is the device's, checked when set up).
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from iomatrix.backing.spec import DirBacking, IscsiBacking, LoopfsBacking, NfsBacking, TmpfsBacking
+from iomatrix.backing.spec import (
+    DirBacking,
+    IscsiBacking,
+    LoopfsBacking,
+    LvmBacking,
+    NfsBacking,
+    TmpfsBacking,
+    ZfsBacking,
+)
 from iomatrix.domain import NA
 from iomatrix.domain.axes import CLUSTER_BYTES, DEFAULT_CLUSTER_BYTES
 from iomatrix.domain.axes import size_words as format_size
@@ -114,6 +128,60 @@ def memory_and_swap(meminfo: Path = Path("/proc/meminfo")) -> int:
     return total
 
 
+TOOL_TIMEOUT_S = 10  # vgs and zfs answer in well under a second; a hung device-mapper must not hang `plan`
+
+
+def parse_size_answer(text: str) -> int | None:
+    """The one number of bytes `vgs --noheadings --nosuffix --units b -o vg_free VG` or `zfs get -Hp -o value
+    available NAME` prints ("  1073741824" → 1073741824); None for anything else (an error, two lines, "-")."""
+    words = text.split()
+    if len(words) != 1:
+        return None
+    try:
+        n = int(float(words[0]))  # vgs may print a decimal point even in bytes ("1073741824.00")
+    except ValueError:
+        return None
+    return n if n >= 0 else None
+
+
+def _ask(argv: list[str]) -> int | None:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return parse_size_answer(out.stdout) if out.returncode == 0 else None
+
+
+def vg_free_bytes(vg: str) -> int | None:
+    """The free bytes of volume group `vg` (None: vgs is missing, the group does not exist, or no answer)."""
+    return _ask(["vgs", "--noheadings", "--nosuffix", "--units", "b", "-o", "vg_free", vg])
+
+
+def zfs_available_bytes(name: str) -> int | None:
+    """What ZFS pool or dataset `name` has available, in bytes (None: zfs missing, no such name, or no answer)."""
+    return _ask(["zfs", "get", "-Hp", "-o", "value", "available", name])
+
+
+def _volume_places(plan: Plan) -> list[Place]:
+    """The LVM and ZFS backings' sizes in their volume group or pool, summed per group or pool: a plan's backings
+    are all set up at the start of the sweep."""
+    places: dict[str, Place] = {}
+    for spec in plan.backing:
+        if isinstance(spec, LvmBacking):
+            key, name, room, size = f"vg:{spec.vg}", f"volume group {spec.vg}", "free", spec.size
+            free = vg_free_bytes(spec.vg) if key not in places else places[key].free
+        elif isinstance(spec, ZfsBacking) and spec.size is not None:
+            key, name, room, size = f"zfs:{spec.pool}", f"ZFS {spec.pool}", "available", spec.size
+            free = zfs_available_bytes(spec.pool) if key not in places else places[key].free
+        else:
+            continue
+        if free is None:
+            continue  # not answered: the backing's availability says why, and it is pruned
+        place = places.setdefault(key, Place(name, free, room=room))
+        place.parts.append((f"backing {spec.label()} size", size))
+    return list(places.values())
+
+
 def _tmpfs_place(plan: Plan) -> Place | None:
     """This host's memory and swap, and the tmpfs backings' sizes in it (None: the plan has no tmpfs)."""
     parts = [(f"backing {b.label()} (tmpfs) size", b.size) for b in plan.backing if isinstance(b, TmpfsBacking)]
@@ -142,8 +210,12 @@ def shortfalls(plan: Plan, expansion: Expansion, workdir: Path, db: Path | None)
 
     for label, (n, what) in largest.items():
         spec = specs.get(label)
-        if isinstance(spec, LoopfsBacking | TmpfsBacking) and getattr(spec, "size", None):
-            places.append(Place(f"backing {label} ({format_size(spec.size)} filesystem)", spec.size, [(what, n)]))
+        if isinstance(spec, LoopfsBacking | TmpfsBacking | LvmBacking | ZfsBacking) and getattr(spec, "size", None):
+            kind = "volume" if isinstance(spec, LvmBacking | ZfsBacking) else "filesystem"
+            places.append(Place(f"backing {label} ({format_size(spec.size)} {kind})", spec.size, [(what, n)]))
+        elif isinstance(spec, ZfsBacking):  # a dataset without a quota: the runs' files in its pool
+            if (avail := zfs_available_bytes(spec.pool)) is not None:
+                places.append(Place(f"ZFS {spec.pool}", avail, [(f"backing {label}: {what}", n)], room="available"))
         elif isinstance(spec, DirBacking):
             on_host(spec.path if spec.path is not None else workdir, f"backing {label}: {what}", n)
         elif isinstance(spec, IscsiBacking | NfsBacking) and spec.lab_started:  # LUN files, export: in the workdir
@@ -155,6 +227,7 @@ def shortfalls(plan: Plan, expansion: Expansion, workdir: Path, db: Path | None)
         runs = len(expansion.units) * plan.repetitions.max
         on_host(db, f"results database (~{runs} runs)", runs * DB_BYTES_PER_RUN)
     places += host.values()
+    places += _volume_places(plan)
     if (memory := _tmpfs_place(plan)) is not None:
         places.append(memory)
     return [p for p in places if p.need > p.free]
