@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,7 +40,8 @@ SERIAL_GROUPS = {
               "test_fleet_host_fio"),
 }
 # Modules whose module-scoped fixture is a sweep or a boot: kept on one worker so it is made once.
-WHOLE_MODULES = ("test_guest_boot", "test_verdict", "test_headline", "test_guest_batch", "test_bad_input_campaign")
+WHOLE_MODULES = ("test_guest_boot", "test_verdict", "test_headline", "test_guest_batch", "test_bad_input_campaign",
+                 "test_network_input_campaign")
 
 
 # The longest work first (longest-processing-time-first, as pytest-split's .test_durations does it): a worker
@@ -57,6 +59,20 @@ def pytest_configure(config: pytest.Config) -> None:
     # Ceph and NFS groups. Off, it keeps the order pytest_collection_modifyitems gives.
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
+    # The records of which name each open results database is written by (store/wal_names.py) go to a directory
+    # of this test process, not the host's /var/lib/iomatrix: a test leaves nothing on the machine and reads no
+    # record another run left there. Subprocesses (the CLI under test) inherit it.
+    # xdist's workers inherit the controller's; only the process that made it removes it, at the very end.
+    if "IOMATRIX_STATE" not in os.environ:
+        os.environ["IOMATRIX_STATE"] = MADE_STATE[0] = tempfile.mkdtemp(prefix="iomatrix-state-")
+
+
+MADE_STATE = [""]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if MADE_STATE[0]:
+        shutil.rmtree(MADE_STATE[0], ignore_errors=True)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups

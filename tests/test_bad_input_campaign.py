@@ -332,6 +332,9 @@ class Case:
     plan: str | None = None  # text of {case}/plan.toml when the case is about a plan
     files: tuple[tuple[str, str | bytes], ...] = field(default=())  # extra files in {case}
     plan_file: str | None = None  # a PLAN_FILES kind: {plan} is made by make_file
+    # words the error line must not hold: a mistake refused for another reason (a server that cannot serve, where
+    # the case is about a field) proves nothing about the field
+    not_for: str | None = None
 
 
 def _plan_cases() -> Iterator[Case]:
@@ -509,6 +512,8 @@ def check(case: Case, lab: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> 
         problems.append("a raw terminal control character in the output (it must be escaped)")
     if len(lines) != 1 or not lines[0].startswith("error:"):
         problems.append(f"{len(lines)} stderr line(s), not one 'error:' line")
+    if case.not_for is not None and case.not_for in err:
+        problems.append(f"refused for another reason ({case.not_for!r}), not for the mistake the case makes")
     if (cache / "iomatrix" / "logs").exists():
         problems.append("a crash log")
     if after != before:

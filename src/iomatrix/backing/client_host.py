@@ -46,7 +46,8 @@ class ClientHost(BaseModel):
     ssh: str = Field(description="how iomatrix reaches the host: an ssh destination, HOST or USER@HOST")
     address: str | None = Field(default=None, description="where the host's fio server listens and this host "
                                 "connects to it (default: the host of `ssh`)")
-    port: int = Field(default=FIO_DEFAULT_PORT, ge=1, le=65535, description="the fio server's TCP port")
+    port: int = Field(default=FIO_DEFAULT_PORT, ge=1, le=65535, strict=True,  # `true` or "8765" is a mistake
+                      description="the fio server's TCP port")
     ssh_config: Path | None = Field(default=None, description="an ssh_config file for this host (ssh -F)")
 
     @field_validator("ssh")

@@ -135,6 +135,10 @@ class _Spec(BaseModel):
     @field_validator("name")
     @classmethod
     def _name_not_reserved(cls, v: str | None) -> str | None:
+        if v is not None and (not v.strip() or not v.isprintable()):
+            # a label shown in every table, report and snippet comment: an escape in it would act on a terminal
+            raise ValueError(f"name {v[:40]!r} is empty or holds control characters; write a short printable "
+                             'label, e.g. name = "san-a"')
         if v is not None and v.strip().lower() == RESERVED_NAME:
             raise ValueError(f"name '{v}' is reserved for the null ceiling (QEMU's null-co driver); "
                              "choose another name")
@@ -432,7 +436,8 @@ class IscsiBacking(_Spec, SharedServer):
     type: Literal["iscsi"] = "iscsi"
     portal: str | None = None
     iqn: str | None = None
-    lun: int | None = Field(default=None, ge=0, le=MAX_LUN)
+    # strict: TOML's `true` or "1" is a mistake, not LUN 1
+    lun: int | None = Field(default=None, ge=0, le=MAX_LUN, strict=True)
 
     @field_validator("portal")
     @classmethod

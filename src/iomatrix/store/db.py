@@ -26,6 +26,7 @@ from urllib.parse import quote
 
 from iomatrix.errors import UserError
 from iomatrix.locks import db_lock_path, identity_held, is_held
+from iomatrix.store import wal_names
 from iomatrix.store.integrity import DamageReport, find_damage
 from iomatrix.store.queries import REPLACED_RUNS_SQL, StoreQueries
 from iomatrix.store.schema import (
@@ -162,7 +163,16 @@ class Store(StoreQueries):
 
     def close(self) -> None:
         if not getattr(self, "abandoned", False):
+            if not self.read_only:
+                # SQLite checkpoints on closing only the last connection to the file: a read connection still
+                # open elsewhere in this process (an answer read at the end of a run) left every write of the
+                # sweep in the -wal, and a copy of the .sqlite file alone held nothing (issue 50). So here,
+                # explicitly; a reader in a transaction makes it partial, never wrong.
+                with contextlib.suppress(sqlite3.Error):
+                    self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
             self.db.close()
+            if not self.read_only and isinstance(self.path, Path):
+                wal_names.forget(self.path)  # closed: SQLite checkpointed and removed this name's -wal
 
     def _files(self) -> list[Path]:
         return [self.path, *(self.path.with_name(self.path.name + s) for s in ("-wal", "-shm"))]
@@ -398,6 +408,7 @@ def _connect_ro(path: Path) -> sqlite3.Connection:
       into a private temporary directory and read there;
     - otherwise (a sweep writing it, or a -wal with its -shm): plain `mode=ro`, which creates nothing new.
     """
+    wal_names.refuse_if_written_elsewhere(path)
     uri = "file:" + quote(str(path.resolve())) + "?mode=ro"
     wal, shm, journal = (path.with_name(path.name + s) for s in ("-wal", "-shm", "-journal"))
     wal_pages = wal.is_file() and wal.stat().st_size > 0
@@ -520,6 +531,7 @@ def preflight_write(path: Path) -> int | None:
         raise _refuse(path, why) from None
     version: int | None = None
     if exists:
+        wal_names.refuse_if_written_elsewhere(path)
         if not os.access(path, os.W_OK):
             raise UserError(f"cannot write results database {path}: the file is read-only, immutable or on a "
                             "read-only filesystem", hint="choose a writable path with --db")
@@ -553,6 +565,8 @@ def _open_for_writing(path: Path) -> tuple[sqlite3.Connection, int]:
         db.execute("PRAGMA foreign_keys=ON")
         if version is None:
             db.execute("PRAGMA journal_mode=WAL")
+        wal_names.record(path)  # before the first write: a kill from here on leaves writes in this name's -wal
+        if version is None:
             _create(db)
         elif version < SCHEMA_VERSION:
             _migrate(db, path, version)
