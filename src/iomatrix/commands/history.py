@@ -29,7 +29,8 @@ def history(
 ) -> None:
     """Each host's answer sweep by sweep: the best configuration per workload and its figure, the versions that
     changed since the host's previous sweep of the plan (kernel, QEMU, fio, OS), and the figures significantly
-    slower or faster by more than --threshold (Welch per figure, Holm across them, as 'compare --fail-above')."""
+    slower or faster by more than --threshold (Welch per figure, Holm across them, as 'compare --fail-above'), and
+    the lasting steps over each host's whole series (a level that moved and held for two sweeps or more)."""
     from iomatrix.report.history import as_json
     from iomatrix.report.history import history as host_history
 
@@ -55,6 +56,10 @@ def history(
                 console.print(f"    {word}: {c.key} {fmt(c.a.mean)} → {fmt(c.b.mean)} "
                               f"(×{c.ratio.ratio:.3g}, Holm p={c.p_adjusted:.2g})", soft_wrap=True,
                               highlight=False, markup=False)
+        for key, st, p in s.lasting[:5]:
+            console.print(f"    lasting step from here: {key} {fmt(st.before)} → {fmt(st.after)} (×{st.ratio:.3g} "
+                          f"over {st.sweeps_before} sweeps before and {st.sweeps_after} from here, Holm p={p:.2g})",
+                          soft_wrap=True, highlight=False, markup=False)
         if s.compared and not (s.slower or s.faster):
             console.print(f"    no real change in {s.compared} figure(s) (threshold {theta:.0%})", highlight=False)
 

@@ -10,8 +10,11 @@ Cloned machines that share that name are told apart by their machine id, as the 
 Along the time axis, each sweep is compared with the host's previous sweep of the same plan fingerprint as
 `compare --fail-above θ` compares two sweeps (report.rank.compare_series: Welch per figure, Holm over the figures;
 stats.gate.regression_gate): **slower** when significant and worse by more than θ, **faster** when significant and
-better by more than θ. Consecutive pairs only: a step is a change between two sweeps; a slow drift over many sweeps
-that no single pair shows is not flagged (asv's step detector fits steps to the whole series; not done here).
+better by more than θ. Over the whole series too, as asv looks at it: per host and plan, each figure's sweeps in
+time order go through stats/steps.py (binary segmentation, a permutation test per split, Holm across the host's
+figures), and a level that moved by more than θ and held for at least two sweeps on each side is a **lasting
+step**, shown at the sweep it starts from. It catches a drift that no consecutive pair shows, and it is blind to a
+lone sweep off the line (the consecutive comparison flags that one).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from iomatrix.errors import UserError
 from iomatrix.metrics import metric_info
 from iomatrix.report.rank import compare_series, figure_series
 from iomatrix.stats.gate import regression_gate, worse_by
+from iomatrix.stats.steps import Step, detect_steps, real_steps
 from iomatrix.stats.sweeps import Change
 from iomatrix.store import Store
 
@@ -43,6 +47,8 @@ class HistoryStep:
     compared: int = 0  # figures compared with the host's previous sweep of the plan (0: first, or none shared)
     slower: list[Change] = field(default_factory=list)
     faster: list[Change] = field(default_factory=list)
+    # lasting steps over the host's series of this plan that start at this sweep: (figure, step, Holm p)
+    lasting: list[tuple[str, Step, float]] = field(default_factory=list)
 
 
 def _higher(key: str) -> bool:
@@ -70,6 +76,7 @@ def history(store: Store, host: str | None = None, workload: str | None = None, 
     rows = store.finished_sweeps_with_versions(VERSION_FACTS)
     steps: list[HistoryStep] = []
     previous: dict[tuple[str, str], tuple[Any, dict[str, list[float]]]] = {}
+    series_of: dict[tuple[str, str], list[tuple[HistoryStep, dict[str, list[float]]]]] = {}
     # A host is named as the fleet answers name it (its inventory name, else its hostname; cloned hosts that share
     # a name told apart by their machine id), so two machines never make one history.
     name_of = {f.id: f.hostname for f in store.fleet_sweeps()}
@@ -86,10 +93,36 @@ def history(store: Store, host: str | None = None, workload: str | None = None, 
         if before is not None:
             _compare(step, before[0], before[1], r, series, threshold)
         previous[(name, r["plan_fingerprint"])] = (r, series)
+        series_of.setdefault((name, r["plan_fingerprint"]), []).append((step, series))
         steps.append(step)
+    _lasting_steps(series_of, threshold)
     if workload is not None and not any(s.answers for s in steps):
         raise UserError(f"no figure of workload '{workload}' in {store.path}", hint="name a workload the plans ran")
     return sorted(steps, key=lambda s: (s.host, s.started_at))
+
+
+STEP_ALPHA = 0.05
+
+
+def _lasting_steps(series_of: dict[tuple[str, str], list[tuple[HistoryStep, dict[str, list[float]]]]],
+                   threshold: float) -> None:
+    """Each host's lasting steps per figure (stats/steps.py), Holm across all of one host's figures, attached to
+    the sweep each starts from."""
+    by_host: dict[str, dict[tuple[str, str], list[Step]]] = {}
+    where: dict[tuple[str, str, str], list[HistoryStep]] = {}
+    for (host, plan), sweeps in series_of.items():
+        for key in sorted({k for _, series in sweeps for k in series}):
+            with_figure = [(st, series[key]) for st, series in sweeps if key in series]
+            found = detect_steps([values for _, values in with_figure], STEP_ALPHA)
+            if found:
+                by_host.setdefault(host, {})[(plan, key)] = found
+                where[(host, plan, key)] = [st for st, _ in with_figure]
+    for host, found in by_host.items():
+        flat = {f"{plan}\0{key}": s for (plan, key), s in found.items()}
+        for joined, kept in real_steps(flat, STEP_ALPHA, threshold).items():
+            plan, key = joined.split("\0", 1)
+            for step, p in kept:
+                where[(host, plan, key)][step.at].lasting.append((key, step, p))
 
 
 def _compare(step: HistoryStep, prev_row: Any, prev: dict[str, list[float]], row: Any,
@@ -113,4 +146,7 @@ def as_json(steps: Sequence[HistoryStep]) -> list[dict[str, Any]]:
     return [{"host": s.host, "sweep": s.sweep_id, "plan": s.plan, "started_at": s.started_at,
              "answers": {w: {"cell": a[0], "mean": a[1], "metric": a[2]} for w, a in s.answers.items()},
              "versions_changed": s.versions_changed, "figures_compared": s.compared,
-             "slower": [change(c) for c in s.slower], "faster": [change(c) for c in s.faster]} for s in steps]
+             "slower": [change(c) for c in s.slower], "faster": [change(c) for c in s.faster],
+             "lasting_steps_from_here": [{"figure": key, "before": st.before, "after": st.after, "ratio": st.ratio,
+                                          "sweeps_before": st.sweeps_before, "sweeps_after": st.sweeps_after,
+                                          "p_adjusted": p} for key, st, p in s.lasting]} for s in steps]
