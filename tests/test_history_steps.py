@@ -70,3 +70,36 @@ def test_history_shows_a_lasting_step_at_the_sweep_it_starts_from(tmp_path: Path
     assert all(st["ratio"] < 0.85 and st["sweeps_before"] == 5 and st["p_adjusted"] < 0.05 for st in lasting[5])
     text = run_cli("history", "--db", str(path), "--workload", "rand-read-4k")
     assert "lasting step from here:" in text.stdout, text.stdout
+
+
+def test_the_html_report_has_a_history_chart_per_host_with_the_step_marked(tmp_path: Path) -> None:
+    from iomatrix.report.html import render_report
+
+    path = tmp_path / "host.sqlite"
+    s = Store(path)
+    for base in [100, 98, 101, 99, 100, 80, 82, 79, 81, 80]:
+        last = make_sweep(s, "host-a", "quick", base=float(base))
+    make_sweep(s, "host-b", "quick", base=300.0)  # one sweep: no history of its own
+    s.close()
+    store = Store.open_existing(path)
+    try:
+        html = render_report(store, last)
+    finally:
+        store.close()
+    assert 'id="history-1"' in html and "History: host-a" in html and "History: host-b" not in html
+    section = html[html.index('id="history-1"'):html.index('id="sweep"')]
+    assert "<svg" in section and "lasting step" in section and "stroke-dasharray" in section
+
+
+def test_a_database_of_one_sweep_per_host_has_no_history_section(tmp_path: Path) -> None:
+    from iomatrix.report.html import render_report
+
+    path = tmp_path / "one.sqlite"
+    s = Store(path)
+    sid = make_sweep(s, "host-a", "quick")
+    s.close()
+    store = Store.open_existing(path)
+    try:
+        assert 'id="history-' not in render_report(store, sid)
+    finally:
+        store.close()

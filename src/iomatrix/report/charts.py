@@ -294,3 +294,36 @@ def consolidation_chart(series: Sequence[tuple[str, dict[int, dict[str, float]]]
                    bbox_to_anchor=(0.5, -0.12))
     fig.tight_layout()
     return _svg(fig)
+
+
+@dataclass
+class HistoryLine:
+    """One workload's answer over a host's sweeps: (sweep number, the answer's figure as a ratio to the first)."""
+
+    label: str
+    points: list[tuple[int, float]]
+    slower: list[int]  # sweeps the consecutive comparison flagged slower
+    steps: list[int]  # sweeps a lasting step starts from
+
+
+def history_chart(lines: Sequence[HistoryLine]) -> str:
+    """A host's history: each workload's answer figure relative to its first sweep, the sweeps flagged slower
+    marked ×, a dashed line where a lasting step starts."""
+    fig, ax = plt.subplots(figsize=(7.5, 2.6))
+    for i, line in enumerate(lines):
+        colour = PALETTE[i % len(PALETTE)]
+        xs, ys = [p[0] for p in line.points], [p[1] for p in line.points]
+        ax.plot(xs, ys, marker="o", markersize=3, color=colour, label=line.label)
+        at = dict(line.points)
+        flagged = [x for x in line.slower if x in at]
+        if flagged:
+            ax.plot(flagged, [at[x] for x in flagged], "x", color="#b2182b", markersize=8)
+        for x in line.steps:
+            ax.axvline(x - 0.5, color=colour, linestyle="--", linewidth=1)
+    ax.axhline(1.0, color="#888888", linewidth=0.8)
+    ax.set_xlabel("sweep")
+    ax.set_ylabel("answer's figure / first sweep")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    _legend(ax, fontsize=7, loc="best")
+    fig.tight_layout()
+    return _svg(fig)

@@ -25,6 +25,7 @@ from iomatrix.report.curves import LatencyCurve, latency_curves
 from iomatrix.report.figures import BOUNDED_NOTE, ci_text, ratio_text
 from iomatrix.report.fleet_render import fleet_html
 from iomatrix.report.headline import DEFAULT_TARGET, headline
+from iomatrix.report.history_chart import history_sections
 from iomatrix.report.objective import Objective, objective_line, objective_metric
 from iomatrix.report.query import CellWorkload, cell_workloads, failures, monitor_series, run_table, sweep_info
 from iomatrix.report.rank import WorkloadRanking, primary_metric, rank_sweep
@@ -293,6 +294,7 @@ def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None 
     # A fleet's report opens with the group answers; the sweep shown in full is one host's.
     fleet, fleet_sections = fleet_html(store, group=fleet_group, objective=objective, **rank_kw)
     extras += fleet_sections
+    extras += history_sections(store)
     return _env().get_template("report.html.j2").render(
         info=info, rec=rec, head=headline(rec, info["host"]["hostname"], target), gain_text=gain_text,
         status_text=STATUS_TEXT, verdicts=verdicts, rankings=rankings,
