@@ -279,3 +279,83 @@ def test_history_on_the_store_equals_history_on_the_file(store_url: str, tmp_pat
     on_store = json.loads(run_cli("history", "--db", store_url, "--format", "json").stdout)
     on_file = json.loads(run_cli("history", "--db", str(path), "--format", "json").stdout)
     assert on_store == on_file
+
+
+def test_run_merge_and_monitor_say_what_to_do_with_a_url_they_cannot_take(tmp_path: Path) -> None:
+    """run writes a local file (and publishes it with --publish), merge reads files: a URL where they cannot take one
+    is one line naming what to do, without the password, and nothing is made (no 'postgresql:' directory)."""
+    url = "postgresql://lab:s3cret@127.0.0.1:1/iomatrix"
+    cases = {("run", "quick", "--db", url, "--workdir", str(tmp_path / "w")):
+             "error: run writes its sweep to a local SQLite file, not to a central store (postgresql://lab@127.0.0.1:1"
+             "/iomatrix) — iomatrix run PLAN --db host.sqlite --publish postgresql://lab@127.0.0.1:1/iomatrix",
+             ("run", "quick", "--db", str(tmp_path / "h.sqlite"), "--publish", str(tmp_path / "o.sqlite")):
+             f"error: --publish {tmp_path / 'o.sqlite'} is not a PostgreSQL URL",
+             ("merge", str(tmp_path / "m.sqlite"), url):
+             "error: merge reads per-host SQLite files, not a central store"}
+    for argv, said in cases.items():
+        out = run_cli(*argv, cwd=tmp_path)
+        assert out.returncode == 2 and out.stderr.startswith(said), out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1 and "s3cret" not in out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@needs_postgres
+def test_merge_into_the_store_is_all_or_nothing_and_monitor_reads_it(store_url: str, tmp_path: Path) -> None:
+    hosts = fleet(tmp_path)
+    # A copy of host-a's file with one run edited: merged with the others into the store, it is refused whole.
+    doctored = tmp_path / "host-a-doctored.sqlite"
+    doctored.write_bytes(hosts[0].read_bytes())
+    with contextlib.closing(Store(doctored)) as s:
+        s.db.execute("UPDATE samples SET value = value * 2 WHERE run_id = 1")
+    refused = run_cli("merge", store_url, *map(str, hosts), str(doctored))
+    assert refused.returncode == 2 and "other content; nothing was published" in refused.stderr, refused.stderr
+    with psycopg.connect(store_url) as conn:  # nothing of the good files either (the tables may exist, empty)
+        if conn.execute("SELECT to_regclass('runs')").fetchone()[0] is not None:
+            assert set(counts(store_url).values()) == {0}
+    merged = run_cli("merge", store_url, *map(str, hosts))
+    assert merged.returncode == 0, merged.stderr
+    assert f"{hosts[0]} → {store_url}: 2 sweep(s) added with " in merged.stdout, merged.stdout
+    again = run_cli("merge", store_url, *map(str, hosts))
+    assert again.returncode == 0 and again.stdout.count("0 sweep(s) added with 0 run(s)") == len(hosts), again.stdout
+    local = tmp_path / "merged.sqlite"
+    assert run_cli("merge", str(local), *map(str, hosts)).returncode == 0
+    assert counts(store_url)["runs"] == Store.open_existing(local).db.execute("SELECT count(*) FROM runs").fetchone()[0]
+    # monitor --db URL: a run's series as on the merged file. The first run of both is host-a's first (inputs taken
+    # in the same order); its id in the store is not 1 (the refused merge drew ids from the store's sequences).
+    with psycopg.connect(store_url) as conn:
+        first_run = conn.execute("SELECT min(id) FROM runs").fetchone()[0]
+    on_store = run_cli("monitor", "--db", store_url, "--run", str(first_run), "--format", "json")
+    on_file = run_cli("monitor", "--db", str(local), "--run", "1", "--format", "json")
+    assert on_store.returncode == 0, on_store.stderr
+    assert json.loads(on_store.stdout) == json.loads(on_file.stdout) and "cpu.usr_pct" in on_store.stdout
+
+
+TINY_PLAN = ('tier = ["baremetal"]\ncache = ["none"]\nworkloads = ["rand-read-4k"]\nsize = "16M"\nruntime = 1\n'
+             '[repetitions]\nmin = 1\nmax = 1\n[[backing]]\ntype = "dir"\n')
+
+
+@needs_postgres
+def test_run_publishes_at_the_end_and_a_store_that_is_down_loses_nothing(store_url: str, tmp_path: Path) -> None:
+    """run --publish: the sweep is written to --db as it goes and published when it ends. With the store down the
+    sweep is still saved whole (exit 2, one line saying how to catch up), and publishing it later adds it; a second
+    sweep into the same file publishes only itself."""
+    plan = tmp_path / "tiny.toml"
+    plan.write_text(TINY_PLAN)
+    db, work = tmp_path / "host.sqlite", tmp_path / "work"
+    down = f"postgresql://lab:s3cret@127.0.0.1:{pg_cluster.free_port()}/iomatrix"
+    first = run_cli("run", str(plan), "--db", str(db), "--workdir", str(work), "--publish", down)
+    assert first.returncode == 2, first.stdout[-2000:] + first.stderr
+    assert first.stderr.startswith(f"error: the sweep is saved in {db}, but publishing it failed: cannot reach the "
+                                   "PostgreSQL store postgresql://lab@127.0.0.1:"), first.stderr
+    assert f"once the store is back: iomatrix publish {db} postgresql://lab@127.0.0.1:" in first.stderr
+    assert "s3cret" not in first.stdout + first.stderr
+    with contextlib.closing(Store.open_existing(db)) as s:
+        assert [s.sweep(i).status for i in s.sweep_ids()] == ["finished"]
+        ok = s.db.execute("SELECT count(*) FROM runs WHERE status='ok'").fetchone()[0]
+    caught_up = run_cli("publish", str(db), store_url)
+    assert caught_up.returncode == 0 and f"1 sweep(s) added, 0 already there; {ok} run(s) added" in caught_up.stdout
+    second = run_cli("run", str(plan), "--db", str(db), "--workdir", str(work), "--publish", store_url)
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr
+    assert f"published {db} → {store_url}: 1 sweep(s) added, 1 already there;" in second.stdout, second.stdout[-2000:]
+    with psycopg.connect(store_url) as conn:
+        assert conn.execute("SELECT count(*) FROM sweeps WHERE status='finished'").fetchone()[0] == 2

@@ -23,12 +23,12 @@ schema, and the existing reports run on it through the Store API (docs/fleet.md 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,19 +148,27 @@ class PublishConflict(UserError):
 
 def publish(source: Path, url: DatabaseURL) -> PublishResult:
     """Copy the sweeps and runs of the SQLite file `source` into the store at `url`, in one transaction."""
-    src = Store.open_existing(source)  # read-only; a damaged or foreign file is refused here
-    try:
+    return publish_all([source], url)[0]
+
+
+def publish_all(sources: Sequence[Path], url: DatabaseURL) -> list[PublishResult]:
+    """Publish several SQLite files in one transaction (`merge URL FILES`): all of them, or nothing when one is
+    refused (a conflict, a damaged file), as `merge` merges."""
+    with contextlib.ExitStack() as opened:
+        stores = []
+        for source in sources:  # read-only; a damaged or foreign file is refused here, before anything is written
+            stores.append(Store.open_existing(source))
+            opened.callback(stores[-1].close)
         conn = _connect(url)
-        try:
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
-                result = PublishResult(created=ensure_schema(conn) == 0)
-                _Publisher(src, conn, source, result).run()
-            return result
-        finally:
-            conn.close()
-    finally:
-        src.close()
+        opened.callback(conn.close)
+        results = []
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            created = ensure_schema(conn) == 0
+            for src, source in zip(stores, sources, strict=True):
+                results.append(PublishResult(created=created))
+                _Publisher(src, conn, source, results[-1]).run()
+        return results
 
 
 class _Publisher:
@@ -334,7 +342,7 @@ def open_central(url: DatabaseURL) -> Store:
         conn.close()
 
 
-@contextmanager
+@contextlib.contextmanager
 def _cursor(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Cursor[Any]]:
     with conn.cursor() as cur:
         yield cur
