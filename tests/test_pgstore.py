@@ -359,3 +359,58 @@ def test_run_publishes_at_the_end_and_a_store_that_is_down_loses_nothing(store_u
     assert f"published {db} → {store_url}: 1 sweep(s) added, 1 already there;" in second.stdout, second.stdout[-2000:]
     with psycopg.connect(store_url) as conn:
         assert conn.execute("SELECT count(*) FROM sweeps WHERE status='finished'").fetchone()[0] == 2
+
+
+def test_every_table_of_a_sweep_is_found_from_the_sweeps_read() -> None:
+    """open_central's read of some sweeps copies every table of theirs: a table added to the schema needs its way
+    from the sweeps (store/pg.py _OF_SWEEPS), or a fleet answer read from the store would lack its rows."""
+    from iomatrix.store.pg import _OF_SWEEPS
+
+    assert set(_OF_SWEEPS) == set(COLUMNS[SCHEMA_VERSION]) - {"meta", "hosts", "sweeps"}
+
+
+def many_sweeps_fleet(tmp_path: Path) -> list[Path]:
+    """Four hosts with many sweeps each: three of plan quick and two of plan full, rack-a and rack-b, one host moved
+    from rack-b to rack-a after its first sweep, and one sweep interrupted (a fleet answer reads a few of them)."""
+    files = []
+    for i in range(4):
+        path = tmp_path / f"host-{i}.sqlite"
+        s = Store(path)
+        for k, plan in enumerate(("quick", "full", "quick", "full", "quick")):
+            sid = make_sweep(s, f"host-{i}", plan, base=100.0 + 10 * i + k)
+            group = "rack-a" if i < 2 else "rack-b"
+            s.db.execute("UPDATE sweeps SET host_group=?, started_at=started_at+? WHERE id=?",
+                         ("rack-b" if (i, k) == (1, 0) else group, 1000 * k, sid))
+        if i == 0:
+            make_sweep(s, "host-0", "quick", status="interrupted", base=900.0)
+        s.close()
+        files.append(path)
+    return files
+
+
+@needs_postgres
+def test_the_fleet_answer_from_the_store_reads_only_its_sweeps_and_answers_as_the_file(store_url: str,
+                                                                                       tmp_path: Path) -> None:
+    """recommend --db URL reads each host's latest sweep of a plan and group, not the whole store: the same answer
+    as on the merged file, for all hosts and per group, in JSON and as text; --sweep N still reads any sweep."""
+    from iomatrix.dburl import DatabaseURL
+    from iomatrix.report.fleet import answer_sweeps
+    from iomatrix.store.pg import open_central
+
+    files = many_sweeps_fleet(tmp_path)
+    merged = tmp_path / "fleet.sqlite"
+    assert run_cli("merge", str(merged), *map(str, files)).returncode == 0
+    assert run_cli("merge", store_url, *map(str, files)).returncode == 0  # same order: the same ids
+    read = open_central(DatabaseURL(store_url), lambda meta: answer_sweeps(meta, False, None))
+    with contextlib.closing(read):
+        kept = {r[0] for r in read.db.execute("SELECT DISTINCT c.sweep_id FROM cells c")}
+        assert {r[0] for r in read.db.execute("SELECT id FROM sweeps")} == kept
+        # 4 hosts × 2 plans; host-1's quick sweep of rack-b (its latest of that group) and host-0's interrupted one
+        # (recorded without a group): 10 of 21 sweeps.
+        assert len(kept) == 10, kept
+    for argv in (("--format", "json"), ("--group", "rack-a", "--format", "json"), ("--group", "rack-b"),
+                 ("--by-host", "--format", "markdown"), ("--sweep", "2", "--format", "json")):
+        on_store = run_cli("recommend", "--min-runs", "2", *argv, "--db", store_url)
+        on_file = run_cli("recommend", "--min-runs", "2", *argv, "--db", str(merged))
+        assert on_store.returncode == 0, on_store.stderr
+        assert on_store.stdout.replace(store_url, "DB") == on_file.stdout.replace(str(merged), "DB"), argv
