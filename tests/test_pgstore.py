@@ -414,3 +414,4 @@ def test_the_fleet_answer_from_the_store_reads_only_its_sweeps_and_answers_as_th
         on_file = run_cli("recommend", "--min-runs", "2", *argv, "--db", str(merged))
         assert on_store.returncode == 0, on_store.stderr
         assert on_store.stdout.replace(store_url, "DB") == on_file.stdout.replace(str(merged), "DB"), argv
+
