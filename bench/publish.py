@@ -7,7 +7,8 @@ samples, 3 monitor points per run, unit stops and axes (tests/test_merge.py's ma
 default. The files are copies of one template with the host's identity and its figures changed (building 100 by
 the Store API would time SQLite, not the publish). Prints the publish time per host (median and max, in
 process), the store's size, then `recommend --db URL` as a fresh CLI process (median of 3) and the in-memory read
-it includes, and `recommend` on the same rows as an SQLite file (what is not the store's).
+it includes (the whole store, and the sweeps the fleet answer reads: what `recommend --db URL` reads), and
+`recommend` on the same rows as an SQLite file (what is not the store's).
 Needs root and Debian's postgresql (scripts/setup.sh --fleet). Prints numbers; not a test.
 """
 
@@ -30,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 import psycopg  # noqa: E402
 
 from iomatrix.dburl import DatabaseURL  # noqa: E402
+from iomatrix.report.fleet import answer_sweeps  # noqa: E402
 from iomatrix.store import Store  # noqa: E402
 from iomatrix.store.pg import open_central, publish  # noqa: E402
 from tests import pg_cluster  # noqa: E402
@@ -83,7 +85,14 @@ def main() -> None:
               f"{statistics.median(times):.3f} s per host, max {max(times):.3f} s, total {sum(times):.1f} s")
         t0 = time.perf_counter()
         mem = open_central(url)
-        print(f"read of the store into memory: {time.perf_counter() - t0:.2f} s")
+        print(f"read of the whole store into memory: {time.perf_counter() - t0:.2f} s")
+        # What recommend --db URL reads for the fleet answer: each host's latest sweep of each plan and group.
+        t0 = time.perf_counter()
+        part = open_central(url, lambda meta: answer_sweeps(meta, False, None))
+        kept = part.db.execute("SELECT count(*) FROM sweeps").fetchone()[0]
+        part.close()
+        print(f"read of the fleet answer's sweeps ({kept} of {args.hosts * args.sweeps}): "
+              f"{time.perf_counter() - t0:.2f} s")
         # The same rows as an SQLite file: recommend on it is the part of the time that is not the store's.
         copy = sqlite3.connect(work / "fleet.sqlite")
         mem.db.backup(copy)

@@ -4,8 +4,11 @@ FQCN. Skipped only where Ansible is not installed (the `fleet` extra: scripts/se
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -139,14 +142,9 @@ all:
 """
 
 
-@pytest.mark.slow
-def test_a_groups_failures_leave_its_later_hosts_unswept_and_fail_the_run(tmp_path: Path) -> None:
-    """iomatrix_max_fail_percentage, an inventory variable (per group): with one host at a time, the group's
-    first host fails (a device handed over that does not exist: iomatrix refuses it), so the second is left
-    unswept in one line, and the run exits non-zero. Both hosts are this machine (a local connection), swept by the
-    iomatrix of this checkout."""
-    if os.geteuid() != 0:
-        pytest.skip("the role refuses a host whose user is not root")
+def local_install(tmp_path: Path) -> None:
+    """What the role would install in iomatrix_project_dir, standing in for it: this checkout's iomatrix (the
+    hosts are this machine, reached by a local connection), and a tiny bare-metal plan of one run per cell."""
     bin_dir = tmp_path / "project" / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
     (bin_dir / "iomatrix").write_text(f"#!/bin/sh\nexec {BIN / 'iomatrix'} \"$@\"\n")
@@ -155,6 +153,17 @@ def test_a_groups_failures_leave_its_later_hosts_unswept_and_fail_the_run(tmp_pa
     (tmp_path / "plan.toml").write_text('tier = ["baremetal"]\ncache = ["none"]\nworkloads = ["rand-read-4k"]\n'
                                         'size = "16M"\nruntime = 1\n[repetitions]\nmin = 1\nmax = 1\n'
                                         '[[backing]]\ntype = "dir"\n')
+
+
+@pytest.mark.slow
+def test_a_groups_failures_leave_its_later_hosts_unswept_and_fail_the_run(tmp_path: Path) -> None:
+    """iomatrix_max_fail_percentage, an inventory variable (per group): with one host at a time, the group's
+    first host fails (a device handed over that does not exist: iomatrix refuses it), so the second is left
+    unswept in one line, and the run exits non-zero. Both hosts are this machine (a local connection), swept by the
+    iomatrix of this checkout."""
+    if os.geteuid() != 0:
+        pytest.skip("the role refuses a host whose user is not root")
+    local_install(tmp_path)
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(INVENTORY.format(python=sys.executable, tmp=tmp_path))
     done = ansible("ansible-playbook", "-i", str(inventory), "-e", "iomatrix_serial=1", str(REPO / "ansible" /
@@ -165,3 +174,69 @@ def test_a_groups_failures_leave_its_later_hosts_unswept_and_fail_the_run(tmp_pa
     assert h2.startswith("h2: not swept: 1 of 1 hosts of group 'gb' swept before it failed, more than "
                          "iomatrix_max_fail_percentage=40%"), h2
     assert not (tmp_path / "h2").exists()  # nothing made on the host left out
+
+
+PUBLISH_INVENTORY = """\
+all:
+  vars:
+    ansible_connection: local
+    ansible_python_interpreter: {python}
+    iomatrix_plan: {tmp}/plan.toml
+    iomatrix_time_budget: 3m
+    iomatrix_project_dir: {tmp}/project
+    iomatrix_install: false
+    iomatrix_results_dir: {tmp}/results
+    iomatrix_poll_interval: 1
+  hosts:
+    h1: {{iomatrix_state_dir: {tmp}/h1}}
+"""
+
+
+@pytest.mark.slow
+def test_the_role_publishes_each_host_and_the_next_run_catches_up_a_failed_publish(tmp_path: Path) -> None:
+    """iomatrix_publish_url: a store that is down fails the host's line in one sentence, without the URL's password
+    anywhere in Ansible's output, and leaves the host's database and its fetched copy whole; the next run (the
+    sweep finished: not swept again) publishes it into a real PostgreSQL, and a third adds nothing and changes
+    nothing. The host is this machine (a local connection), swept by this checkout's iomatrix."""
+    from tests import pg_cluster
+
+    if os.geteuid() != 0 or not pg_cluster.available():
+        pytest.skip("root and Debian's postgresql 15 needed")
+    psycopg = pytest.importorskip("psycopg")
+    local_install(tmp_path)
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(PUBLISH_INVENTORY.format(python=sys.executable, tmp=tmp_path))
+    env = {"ANSIBLE_CONFIG": str(REPO / "ansible" / "ansible.cfg")}
+    playbook = str(REPO / "ansible" / "sweep.yml")
+    down = f"postgresql://lab:s3cret@127.0.0.1:{pg_cluster.free_port()}/iomatrix"
+    first = ansible("ansible-playbook", "-i", str(inventory), "-e", f"iomatrix_publish_url={down}", playbook,
+                    cwd=tmp_path, env=env)
+    assert first.returncode != 0, first.stdout[-3000:]
+    assert "s3cret" not in first.stdout + first.stderr
+    line, = (tmp_path / "results" / "summary.txt").read_text().splitlines()
+    assert line.startswith("h1: failed at 'Check the publish': publishing to the central store failed (nothing "
+                           "written there; the next playbook run publishes it, kept in "
+                           f"{tmp_path}/results/h1.sqlite): cannot reach the PostgreSQL store "
+                           "postgresql://lab@127.0.0.1:"), line
+    fetched = tmp_path / "results" / "h1.sqlite"
+    with contextlib.closing(sqlite3.connect(f"file:{fetched}?mode=ro", uri=True)) as db:
+        ok = db.execute("SELECT count(*) FROM runs WHERE status='ok'").fetchone()[0]
+        runs = db.execute("SELECT count(*) FROM runs").fetchone()[0]  # a disturbed run's retry counts too
+        assert db.execute("SELECT status FROM sweeps").fetchall() == [("finished",)] and ok > 0
+    with pg_cluster.cluster() as cluster:
+        store = pg_cluster.create_database(cluster, "fleet")
+        again = ansible("ansible-playbook", "-i", str(inventory), "-e", f"iomatrix_publish_url={store}", playbook,
+                        cwd=tmp_path, env=env)
+        assert again.returncode == 0, again.stdout[-3000:]
+        line, = (tmp_path / "results" / "summary.txt").read_text().splitlines()
+        assert line.startswith("h1: ok: already finished earlier"), line
+        assert line.endswith(f"published to the central store: 1 sweep(s) added, 0 already there; {runs} run(s) "
+                             "added, 0 already there"), line
+        with psycopg.connect(store) as conn:
+            assert conn.execute("SELECT count(*) FROM runs WHERE status='ok'").fetchone()[0] == ok
+        third = ansible("ansible-playbook", "-i", str(inventory), "-e", f"iomatrix_publish_url={store}", playbook,
+                        cwd=tmp_path, env=env)
+        assert third.returncode == 0, third.stdout[-3000:]
+        assert "0 sweep(s) added, 1 already there; 0 run(s) added" in (tmp_path / "results" / "summary.txt"
+                                                                       ).read_text()
+        assert re.search(r"^h1 +: ok=[0-9]+ +changed=0 ", third.stdout, re.MULTILINE), third.stdout[-2000:]

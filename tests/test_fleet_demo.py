@@ -18,6 +18,7 @@ import pytest
 from iomatrix.backing.leftover_kinds import tgtd_socket_files
 from iomatrix.hostcmd import version_of
 from iomatrix.store import Store
+from tests import pg_cluster
 from tests.conftest import root_only
 
 REPO = Path(__file__).resolve().parent.parent
@@ -62,13 +63,17 @@ def test_the_demo_sweeps_three_hosts_reports_the_bad_ones_and_leaves_nothing(tmp
     5 (a device that does not exist), 6 (not root), 7 (its install fails: a wheelhouse without the dependencies and
     no package index) and 3, whose first sweep is stopped part-way with SIGTERM. Molecule-style, with
     --ansible-checks: --check first (says what it would do, makes nothing), converge, converge again, then
-    --limit rack-a (finished hosts: changed=0, exit 0) and --limit fleet-host-5 (that host alone, exit non-zero)."""
+    --limit rack-a (finished hosts: changed=0, exit 0) and --limit fleet-host-5 (that host alone, exit non-zero).
+    With --store postgresql (where Debian's postgresql is installed): the playbook publishes every host it fetched into
+    a throw-away PostgreSQL, and recommend and history on the store answer as on the merged file."""
     before = set(map(str, Path("/tmp").glob("iomatrix-fleet-*")))
     kept = tmp_path / "kept"
+    store = pg_cluster.available()
     started = time.monotonic()
     done = subprocess.run([str(DEMO), "--with-unreachable", "--with-failing", "--with-nonroot", "--with-broken-install",
                            "--interrupt-once", "--twice", "--ansible-checks", "--shared-backend", "--keep-results",
-                           str(kept)], capture_output=True, text=True, timeout=3000, cwd=REPO)
+                           str(kept), *(["--store", "postgresql"] if store else [])],
+                          capture_output=True, text=True, timeout=3000, cwd=REPO)
     took = time.monotonic() - started
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
     assert leftovers(before) == []  # the demo's user included
@@ -188,8 +193,27 @@ def test_the_demo_sweeps_three_hosts_reports_the_bad_ones_and_leaves_nothing(tmp
     limited = (kept / "summary-limit-host-5.txt").read_text().splitlines()
     assert len(limited) == 1 and limited[0].startswith("fleet-host-5: failed at "), limited
     assert "--limit fleet-host-5 exited 0" not in done.stdout
+    if store:
+        central_store_answers_as_the_merged_file(kept, first, summary, done.stdout)
     print(f"fleet demo (twice, with an unreachable, a failing, a non-root host, a failed install, one sweep resumed): "
           f"{took:.0f} s")
+
+
+def central_store_answers_as_the_merged_file(kept: Path, first: list[str], again: list[str], stdout: str) -> None:
+    """--store postgresql: each host fetched was published by the playbook (hosts 1 and 2 in the first pass, then
+    nothing new; host 3, interrupted in the first pass, in the second), and recommend and history on the store give
+    the merged file's answers (sweep ids aside: the store numbers sweeps in the order the hosts took turns)."""
+    for n in (1, 2):
+        assert re.search(r"; published to the central store: 1 sweep\(s\) added, 0 already there; [1-9][0-9]* "
+                         r"run\(s\) added, 0 already there$", first[n - 1]), first[n - 1]
+        assert "; published to the central store: 0 sweep(s) added, 1 already there; 0 run(s) added" in again[n - 1]
+    assert "published" not in first[2]  # interrupted: not fetched, not published
+    assert "; published to the central store: 1 sweep(s) added" in again[2], again[2]
+    for what in ("recommend", "history"):
+        on_store, on_file = ((kept / f"{where}-{what}.json").read_text() for where in ("store", "merged"))
+        assert pg_cluster.same_answers(on_store, on_file) is None, what
+        assert all(f"fleet-host-{n}" in on_file for n in (1, 2, 3)), what
+        assert f"{what} on the store gives the merged file's answer" in stdout
 
 
 @root_only

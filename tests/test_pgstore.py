@@ -279,3 +279,139 @@ def test_history_on_the_store_equals_history_on_the_file(store_url: str, tmp_pat
     on_store = json.loads(run_cli("history", "--db", store_url, "--format", "json").stdout)
     on_file = json.loads(run_cli("history", "--db", str(path), "--format", "json").stdout)
     assert on_store == on_file
+
+
+def test_run_merge_and_monitor_say_what_to_do_with_a_url_they_cannot_take(tmp_path: Path) -> None:
+    """run writes a local file (and publishes it with --publish), merge reads files: a URL where they cannot take one
+    is one line naming what to do, without the password, and nothing is made (no 'postgresql:' directory)."""
+    url = "postgresql://lab:s3cret@127.0.0.1:1/iomatrix"
+    cases = {("run", "quick", "--db", url, "--workdir", str(tmp_path / "w")):
+             "error: run writes its sweep to a local SQLite file, not to a central store (postgresql://lab@127.0.0.1:1"
+             "/iomatrix) — iomatrix run PLAN --db host.sqlite --publish postgresql://lab@127.0.0.1:1/iomatrix",
+             ("run", "quick", "--db", str(tmp_path / "h.sqlite"), "--publish", str(tmp_path / "o.sqlite")):
+             f"error: --publish {tmp_path / 'o.sqlite'} is not a PostgreSQL URL",
+             ("merge", str(tmp_path / "m.sqlite"), url):
+             "error: merge reads per-host SQLite files, not a central store"}
+    for argv, said in cases.items():
+        out = run_cli(*argv, cwd=tmp_path)
+        assert out.returncode == 2 and out.stderr.startswith(said), out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1 and "s3cret" not in out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@needs_postgres
+def test_merge_into_the_store_is_all_or_nothing_and_monitor_reads_it(store_url: str, tmp_path: Path) -> None:
+    hosts = fleet(tmp_path)
+    # A copy of host-a's file with one run edited: merged with the others into the store, it is refused whole.
+    doctored = tmp_path / "host-a-doctored.sqlite"
+    doctored.write_bytes(hosts[0].read_bytes())
+    with contextlib.closing(Store(doctored)) as s:
+        s.db.execute("UPDATE samples SET value = value * 2 WHERE run_id = 1")
+    refused = run_cli("merge", store_url, *map(str, hosts), str(doctored))
+    assert refused.returncode == 2 and "other content; nothing was published" in refused.stderr, refused.stderr
+    with psycopg.connect(store_url) as conn:  # nothing of the good files either (the tables may exist, empty)
+        if conn.execute("SELECT to_regclass('runs')").fetchone()[0] is not None:
+            assert set(counts(store_url).values()) == {0}
+    merged = run_cli("merge", store_url, *map(str, hosts))
+    assert merged.returncode == 0, merged.stderr
+    assert f"{hosts[0]} → {store_url}: 2 sweep(s) added with " in merged.stdout, merged.stdout
+    again = run_cli("merge", store_url, *map(str, hosts))
+    assert again.returncode == 0 and again.stdout.count("0 sweep(s) added with 0 run(s)") == len(hosts), again.stdout
+    local = tmp_path / "merged.sqlite"
+    assert run_cli("merge", str(local), *map(str, hosts)).returncode == 0
+    assert counts(store_url)["runs"] == Store.open_existing(local).db.execute("SELECT count(*) FROM runs").fetchone()[0]
+    # monitor --db URL: a run's series as on the merged file. The first run of both is host-a's first (inputs taken
+    # in the same order); its id in the store is not 1 (the refused merge drew ids from the store's sequences).
+    with psycopg.connect(store_url) as conn:
+        first_run = conn.execute("SELECT min(id) FROM runs").fetchone()[0]
+    on_store = run_cli("monitor", "--db", store_url, "--run", str(first_run), "--format", "json")
+    on_file = run_cli("monitor", "--db", str(local), "--run", "1", "--format", "json")
+    assert on_store.returncode == 0, on_store.stderr
+    assert json.loads(on_store.stdout) == json.loads(on_file.stdout) and "cpu.usr_pct" in on_store.stdout
+
+
+TINY_PLAN = ('tier = ["baremetal"]\ncache = ["none"]\nworkloads = ["rand-read-4k"]\nsize = "16M"\nruntime = 1\n'
+             '[repetitions]\nmin = 1\nmax = 1\n[[backing]]\ntype = "dir"\n')
+
+
+@needs_postgres
+def test_run_publishes_at_the_end_and_a_store_that_is_down_loses_nothing(store_url: str, tmp_path: Path) -> None:
+    """run --publish: the sweep is written to --db as it goes and published when it ends. With the store down the
+    sweep is still saved whole (exit 2, one line saying how to catch up), and publishing it later adds it; a second
+    sweep into the same file publishes only itself."""
+    plan = tmp_path / "tiny.toml"
+    plan.write_text(TINY_PLAN)
+    db, work = tmp_path / "host.sqlite", tmp_path / "work"
+    down = f"postgresql://lab:s3cret@127.0.0.1:{pg_cluster.free_port()}/iomatrix"
+    first = run_cli("run", str(plan), "--db", str(db), "--workdir", str(work), "--publish", down)
+    assert first.returncode == 2, first.stdout[-2000:] + first.stderr
+    assert first.stderr.startswith(f"error: the sweep is saved in {db}, but publishing it failed: cannot reach the "
+                                   "PostgreSQL store postgresql://lab@127.0.0.1:"), first.stderr
+    assert f"once the store is back: iomatrix publish {db} postgresql://lab@127.0.0.1:" in first.stderr
+    assert "s3cret" not in first.stdout + first.stderr
+    with contextlib.closing(Store.open_existing(db)) as s:
+        assert [s.sweep(i).status for i in s.sweep_ids()] == ["finished"]
+        runs = s.db.execute("SELECT count(*) FROM runs").fetchone()[0]  # a disturbed run's retry counts too
+    caught_up = run_cli("publish", str(db), store_url)
+    assert caught_up.returncode == 0 and f"1 sweep(s) added, 0 already there; {runs} run(s) added" in caught_up.stdout
+    second = run_cli("run", str(plan), "--db", str(db), "--workdir", str(work), "--publish", store_url)
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr
+    assert f"published {db} → {store_url}: 1 sweep(s) added, 1 already there;" in second.stdout, second.stdout[-2000:]
+    with psycopg.connect(store_url) as conn:
+        assert conn.execute("SELECT count(*) FROM sweeps WHERE status='finished'").fetchone()[0] == 2
+
+
+def test_every_table_of_a_sweep_is_found_from_the_sweeps_read() -> None:
+    """open_central's read of some sweeps copies every table of theirs: a table added to the schema needs its way
+    from the sweeps (store/pg.py _OF_SWEEPS), or a fleet answer read from the store would lack its rows."""
+    from iomatrix.store.pg import _OF_SWEEPS
+
+    assert set(_OF_SWEEPS) == set(COLUMNS[SCHEMA_VERSION]) - {"meta", "hosts", "sweeps"}
+
+
+def many_sweeps_fleet(tmp_path: Path) -> list[Path]:
+    """Four hosts with many sweeps each: three of plan quick and two of plan full, rack-a and rack-b, one host moved
+    from rack-b to rack-a after its first sweep, and one sweep interrupted (a fleet answer reads a few of them)."""
+    files = []
+    for i in range(4):
+        path = tmp_path / f"host-{i}.sqlite"
+        s = Store(path)
+        for k, plan in enumerate(("quick", "full", "quick", "full", "quick")):
+            sid = make_sweep(s, f"host-{i}", plan, base=100.0 + 10 * i + k)
+            group = "rack-a" if i < 2 else "rack-b"
+            s.db.execute("UPDATE sweeps SET host_group=?, started_at=started_at+? WHERE id=?",
+                         ("rack-b" if (i, k) == (1, 0) else group, 1000 * k, sid))
+        if i == 0:
+            make_sweep(s, "host-0", "quick", status="interrupted", base=900.0)
+        s.close()
+        files.append(path)
+    return files
+
+
+@needs_postgres
+def test_the_fleet_answer_from_the_store_reads_only_its_sweeps_and_answers_as_the_file(store_url: str,
+                                                                                       tmp_path: Path) -> None:
+    """recommend --db URL reads each host's latest sweep of a plan and group, not the whole store: the same answer
+    as on the merged file, for all hosts and per group, in JSON and as text; --sweep N still reads any sweep."""
+    from iomatrix.dburl import DatabaseURL
+    from iomatrix.report.fleet import answer_sweeps
+    from iomatrix.store.pg import open_central
+
+    files = many_sweeps_fleet(tmp_path)
+    merged = tmp_path / "fleet.sqlite"
+    assert run_cli("merge", str(merged), *map(str, files)).returncode == 0
+    assert run_cli("merge", store_url, *map(str, files)).returncode == 0  # same order: the same ids
+    read = open_central(DatabaseURL(store_url), lambda meta: answer_sweeps(meta, False, None))
+    with contextlib.closing(read):
+        kept = {r[0] for r in read.db.execute("SELECT DISTINCT c.sweep_id FROM cells c")}
+        assert {r[0] for r in read.db.execute("SELECT id FROM sweeps")} == kept
+        # 4 hosts × 2 plans; host-1's quick sweep of rack-b (its latest of that group) and host-0's interrupted one
+        # (recorded without a group): 10 of 21 sweeps.
+        assert len(kept) == 10, kept
+    for argv in (("--format", "json"), ("--group", "rack-a", "--format", "json"), ("--group", "rack-b"),
+                 ("--by-host", "--format", "markdown"), ("--sweep", "2", "--format", "json")):
+        on_store = run_cli("recommend", "--min-runs", "2", *argv, "--db", store_url)
+        on_file = run_cli("recommend", "--min-runs", "2", *argv, "--db", str(merged))
+        assert on_store.returncode == 0, on_store.stderr
+        assert on_store.stdout.replace(store_url, "DB") == on_file.stdout.replace(str(merged), "DB"), argv
+

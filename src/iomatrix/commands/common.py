@@ -4,6 +4,7 @@ Heavy modules are imported inside the functions, so that importing a command cos
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Collection
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -17,16 +18,17 @@ if TYPE_CHECKING:
     from iomatrix.store import Store
 
 
-def open_store(db: Path | DatabaseURL) -> Store:
+def open_store(db: Path | DatabaseURL, choose: Callable[[Store], Collection[int] | None] | None = None) -> Store:
     """An existing results database, for reading (a missing or foreign file is a one-line error). Damaged rows
-    are skipped, with one warning line saying how many and naming the first (store/integrity.py)."""
+    are skipped, with one warning line saying how many and naming the first (store/integrity.py). `choose`: the
+    sweeps the command reads, read alone from a central store (store/pg.py open_central); a file is read whole."""
     from rich.markup import escape
 
     from iomatrix.dburl import DatabaseURL
     from iomatrix.store import Store
 
     if isinstance(db, DatabaseURL):
-        return open_central_store(db)
+        return open_central_store(db, choose)
     store = Store.open_existing(db, skip_damaged=True)
     if store.damage:
         n = store.damage.count
@@ -47,9 +49,9 @@ def pg_store() -> ModuleType:
     return pg
 
 
-def open_central_store(url: DatabaseURL) -> Store:
+def open_central_store(url: DatabaseURL, choose: Callable[[Store], Collection[int] | None] | None = None) -> Store:
     """A fleet's central PostgreSQL store, read into memory (store/pg.py)."""
-    return pg_store().open_central(url)
+    return pg_store().open_central(url, choose)
 
 
 def refuse_system_workdir(workdir: Path, option: str = "--workdir") -> None:

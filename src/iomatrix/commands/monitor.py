@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from iomatrix.commands.common import open_store
-from iomatrix.commands.options import DEFAULT_DB, DbOpt, format_option
+from iomatrix.commands.options import DEFAULT_DB, ReadDbOpt, format_option
 from iomatrix.errors import UserError
 from iomatrix.report.formats import ALL_FORMATS, OutputFormat
 from iomatrix.ui import console
@@ -23,7 +23,7 @@ DEFAULT_FIELDS = "cpu.,disk.,mem.,proc."
 
 def monitor(
     run_id: Annotated[int, typer.Option("--run", help="Run id (see 'iomatrix results --format json').")],
-    db: DbOpt = DEFAULT_DB,
+    db: ReadDbOpt = DEFAULT_DB,
     fields: Annotated[str | None, typer.Option(metavar="PREFIXES", help="Comma-separated field prefixes to show "
                                                f"(default: those of {DEFAULT_FIELDS} the run recorded).")]
     = None,

@@ -4,7 +4,8 @@ what it risks, and paste-ready snippets."""
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -35,6 +36,9 @@ from iomatrix.commands.options import (
 )
 from iomatrix.errors import UserError
 from iomatrix.report.formats import ALL_FORMATS, OutputFormat
+
+if TYPE_CHECKING:
+    from iomatrix.store import Store
 
 NAME = "recommend"
 FORMATS = ALL_FORMATS
@@ -83,8 +87,9 @@ def recommend(
     if current_disk is not None and current is None:
         raise UserError("--current-disk needs --current", hint="give the libvirt domain XML with --current vm.xml")
     cur = parse_current(current, current_disk) if current is not None else None
-    store = open_store(db)
     from iomatrix.report.fleet import fleet_wanted
+
+    store = open_store(db, fleet_sweeps_only(sweep, by_host, group, current))
 
     if (by_host or group is not None or current is None) and fleet_wanted(store, sweep, by_host, group):
         if current is not None:
@@ -114,6 +119,17 @@ def recommend(
         sys.stdout.write("\n".join(x for line in lines for x in wrap(line, width)) + "\n")
     if format in (OutputFormat.table, OutputFormat.markdown) and (others := other_sweeps_lines(store, sid, width)):
         sys.stdout.write("\n".join(others) + "\n")
+
+
+def fleet_sweeps_only(sweep: int | None, by_host: bool, group: str | None,
+                      current: str | None) -> Callable[[Store], set[int] | None] | None:
+    """What a central store is read for: the fleet answer reads only the sweeps it answers from (each host's latest
+    of a plan, report/fleet.py answer_sweeps); --sweep N and --current (one host's answer) read every sweep."""
+    if sweep is not None or (current is not None and not by_host and group is None):
+        return None
+    from iomatrix.report.fleet import answer_sweeps
+
+    return lambda meta: answer_sweeps(meta, by_host, group)
 
 
 def register(app: typer.Typer) -> None:

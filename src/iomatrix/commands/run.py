@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -17,12 +18,12 @@ from iomatrix.commands.options import (
     DEFAULT_DB,
     DEFAULT_WORKDIR,
     AllowDataLossOpt,
-    DbOpt,
     KernelOpt,
     RoleOpt,
     WorkdirOpt,
     check_kernel_option,
 )
+from iomatrix.dburl import DatabaseURL, parse_db
 from iomatrix.errors import UserError
 from iomatrix.ui import console, err_console
 
@@ -47,7 +48,10 @@ class SweepIncomplete(Exception):
 
 def run(
     plan: Annotated[str, typer.Argument(help="Built-in plan name (e.g. quick) or TOML file.")],
-    db: DbOpt = DEFAULT_DB,
+    db: Annotated[Path, typer.Option(
+        "--db", parser=parse_db, metavar="PATH",
+        help="Results database (SQLite file) the sweep writes; a central store is given with --publish.")]
+    = DEFAULT_DB,
     workdir: WorkdirOpt = DEFAULT_WORKDIR,
     allow_destroy: Annotated[list[Path], typer.Option(
         "--allow-destroy", help="A block device (or an existing iSCSI LUN, iscsi://HOST:PORT/IQN/LUN) you hand "
@@ -75,6 +79,10 @@ def run(
         "--start-at", help="Start the first run at this time (seconds since the epoch, or ISO 8601 with its zone), "
                            "after setting up: hosts sweeping one shared backend start together (the fleet role "
                            "passes it). Recorded with every run.")] = None,
+    publish: Annotated[Path | None, typer.Option(
+        "--publish", parser=parse_db, metavar="URL",
+        help="When the sweep ends, publish --db into this central store (postgresql://…, as 'iomatrix publish'): "
+             "the sweep is written to --db first, so a store that goes down loses nothing.")] = None,
 ) -> None:
     """Run a plan, e.g. 'iomatrix run quick'. Re-running on the same --db resumes and skips completed runs."""
     from iomatrix.locks import (
@@ -88,6 +96,7 @@ def run(
     from iomatrix.store import Store
 
     check_group_name(group)
+    publish_to = check_publish(db, publish)
     from iomatrix.sweep.start import parse_start_at
 
     start = None if start_at is None else parse_start_at(start_at, time.time())
@@ -134,7 +143,7 @@ def run(
     except OSError as err:
         raise UserError(f"cannot create --workdir {workdir}: {err.strerror}",
                         hint="choose a writable directory") from None
-    with contextlib.ExitStack() as held:
+    with published_after(db, publish_to), contextlib.ExitStack() as held:
         held.enter_context(exclusive(work / WORKDIR_LOCK, f"working directory {work}"))
         held.enter_context(exclusive_identity(work, f"working directory {work}"))
         held.enter_context(exclusive(db_lock_path(db.absolute()), f"results database {db}"))
@@ -147,6 +156,60 @@ def run(
         held.callback(store.close)
         _run_locked(p, base, plan, store, db, work, allow_destroy, accel, monitor_interval, kernel, verbose, group,
                     allow_data_loss, start)
+
+
+def check_publish(db: Path | DatabaseURL, publish: Path | DatabaseURL | None) -> DatabaseURL | None:
+    """--db must be the local file the sweep writes, --publish a store's URL (its driver installed): a one-line
+    error otherwise, before anything runs. Why a local file and a publish at the end rather than runs written to the
+    store as they complete: every completed run is committed to the file, so a store (or the network to it) that
+    goes down mid-sweep loses nothing and stalls nothing; resuming and the sweep's locks stay those of a file; and
+    the next publish catches up (publishing twice adds nothing)."""
+    if isinstance(db, DatabaseURL):
+        raise UserError(f"run writes its sweep to a local SQLite file, not to a central store ({db})",
+                        hint=f"iomatrix run PLAN --db host.sqlite --publish {db} (the sweep is saved locally, then "
+                             "published when it ends)")
+    if publish is None:
+        return None
+    if not isinstance(publish, DatabaseURL):
+        raise UserError(f"--publish {publish} is not a PostgreSQL URL",
+                        hint="give postgresql://[user@]host[:port]/database (an SQLite file is --db)")
+    from iomatrix.commands.common import pg_store
+
+    pg_store()  # the driver, checked before the sweep rather than after it
+    return publish
+
+
+@contextlib.contextmanager
+def published_after(db: Path, url: DatabaseURL | None) -> Iterator[None]:
+    """Publish `db` into `url` when the sweep ends: finished, or with units that gave up (still results). An
+    interrupted sweep is not published (the next run resumes it, then publishes); nor is one refused before it ran."""
+    if url is None:
+        yield
+        return
+    try:
+        yield
+    except SweepIncomplete:
+        _publish(db, url, failure_is_error=False)
+        raise
+    _publish(db, url, failure_is_error=True)
+
+
+def _publish(db: Path, url: DatabaseURL, *, failure_is_error: bool) -> None:
+    from iomatrix.commands.common import pg_store
+
+    try:
+        r = pg_store().publish(db, url)
+    except UserError as err:
+        failed = UserError(f"the sweep is saved in {db}, but publishing it failed: {err.message}",
+                           hint=f"once the store is back: iomatrix publish {db} {url} (publishing twice adds nothing)")
+        if failure_is_error:
+            raise failed from None
+        from rich.markup import escape
+
+        err_console.print(f"[red]error:[/] {escape(failed.one_line())}", soft_wrap=True, markup=True, highlight=False)
+        return
+    console.print(f"published {db} → {url}: {r.sweeps_added} sweep(s) added, {r.sweeps_present} already there; "
+                  f"{r.runs_added} run(s) added, {r.runs_present} already there", soft_wrap=True)
 
 
 def _db_files(db: Path) -> list[Path]:

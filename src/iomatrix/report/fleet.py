@@ -113,6 +113,22 @@ def select_fleet(store: Store, group: str | None = None) -> Fleet:
     return Fleet(plan, chosen, group, ran_together(store, chosen))
 
 
+def answer_sweeps(store: Store, by_host: bool, group: str | None) -> set[int] | None:
+    """The sweeps a fleet answer can read, from the sweeps and hosts alone (a central store reads only these:
+    store/pg.py open_central), or None when the command does not answer for the fleet (a database of one host).
+
+    Each host's latest sweep, not running, of each plan and group: `select_fleet` chooses, for any --group, the
+    latest sweep of the group's latest plan per host, and that sweep is the latest of its host, plan and group;
+    the plan of the latest sweep and `is_fleet`'s hosts of a plan are the same among these as among all."""
+    if not fleet_wanted(store, None, by_host, group):
+        return None
+    latest: dict[tuple[str, str, str | None], int] = {}
+    for s in store.fleet_sweeps():
+        if s.status != "running":
+            latest[(s.hostname, s.plan_name, s.group)] = s.id  # by id: the latest wins
+    return set(latest.values())
+
+
 def ran_together(store: Store, sweeps: Sequence[FleetSweep]) -> tuple[RanTogether, ...]:
     """The groups of hosts (two or more) whose sweeps were given the same start time, with the time all of them
     were running runs at once: from the latest of their first runs' starts to the earliest of their last runs'

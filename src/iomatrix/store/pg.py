@@ -23,12 +23,12 @@ schema, and the existing reports run on it through the Store API (docs/fleet.md 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
 import sqlite3
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,19 +148,27 @@ class PublishConflict(UserError):
 
 def publish(source: Path, url: DatabaseURL) -> PublishResult:
     """Copy the sweeps and runs of the SQLite file `source` into the store at `url`, in one transaction."""
-    src = Store.open_existing(source)  # read-only; a damaged or foreign file is refused here
-    try:
+    return publish_all([source], url)[0]
+
+
+def publish_all(sources: Sequence[Path], url: DatabaseURL) -> list[PublishResult]:
+    """Publish several SQLite files in one transaction (`merge URL FILES`): all of them, or nothing when one is
+    refused (a conflict, a damaged file), as `merge` merges."""
+    with contextlib.ExitStack() as opened:
+        stores = []
+        for source in sources:  # read-only; a damaged or foreign file is refused here, before anything is written
+            stores.append(Store.open_existing(source))
+            opened.callback(stores[-1].close)
         conn = _connect(url)
-        try:
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
-                result = PublishResult(created=ensure_schema(conn) == 0)
-                _Publisher(src, conn, source, result).run()
-            return result
-        finally:
-            conn.close()
-    finally:
-        src.close()
+        opened.callback(conn.close)
+        results = []
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            created = ensure_schema(conn) == 0
+            for src, source in zip(stores, sources, strict=True):
+                results.append(PublishResult(created=created))
+                _Publisher(src, conn, source, results[-1]).run()
+        return results
 
 
 class _Publisher:
@@ -303,30 +311,37 @@ def _grouped(db: sqlite3.Connection, sql: str, *params: Any) -> dict[int, list[t
 
 # -- reading ------------------------------------------------------------------------------------------------------
 
-def open_central(url: DatabaseURL) -> Store:
-    """The store at `url` as a read-only Store: its rows copied into a private in-memory SQLite database."""
+# How each table's rows are found from the sweeps they belong to, for a read of some sweeps only (open_central's
+# `choose`): the condition on the PostgreSQL side, given the chosen sweep ids as an array.
+_OF_CELLS = "cell_id IN (SELECT id FROM cells WHERE sweep_id = ANY(%(ids)s))"
+_OF_RUNS = "run_id IN (SELECT r.id FROM runs r JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id = ANY(%(ids)s))"
+_OF_SWEEPS = {"cells": "sweep_id = ANY(%(ids)s)", "cell_axes": _OF_CELLS, "unit_stops": _OF_CELLS,
+              "runs": _OF_CELLS, "samples": _OF_RUNS, "monitor": _OF_RUNS, "run_clients": _OF_RUNS}
+
+
+def open_central(url: DatabaseURL, choose: Callable[[Store], Collection[int] | None] | None = None) -> Store:
+    """The store at `url` as a read-only Store: its rows copied into a private in-memory SQLite database.
+
+    `choose`, given the copy holding only the hosts and sweeps, names the sweeps a command reads (None: all): the
+    copy then holds those sweeps alone, with everything of theirs, as if the store held nothing else (the fleet
+    answer reads each host's latest sweep of a plan, a few of the store's many: report/fleet.py answer_sweeps)."""
     conn = _connect(url)
     try:
         with conn.transaction():  # one snapshot: a publish committing meanwhile is seen whole or not at all
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            if _scalar(conn, "SELECT to_regclass('meta')") is None:
-                raise UserError(f"the PostgreSQL store {url} holds no iomatrix results yet",
-                                hint="publish a host's database first: iomatrix publish host.sqlite URL")
-            version = int(_scalar(conn, "SELECT value FROM meta WHERE key='schema_version'") or 0)
-            if version != SCHEMA_VERSION:
-                raise UserError(f"the PostgreSQL store {url} has schema version {version}, this iomatrix reads "
-                                f"{SCHEMA_VERSION}", hint="publish once with this iomatrix (it migrates the store), "
-                                                          "or use the iomatrix that wrote it")
+            _check_readable(conn, url)
             mem = Store.in_memory(url)
             mem.db.execute("BEGIN")
-            for table, cols in COLUMNS[SCHEMA_VERSION].items():
-                if table == "meta":
-                    continue
-                names = sorted(cols)
-                with _cursor(conn) as cur:
-                    cur.execute(f"SELECT {', '.join(names)} FROM {table}")
-                    mem.db.executemany(f"INSERT INTO {table} ({', '.join(names)}) VALUES "
-                                       f"({', '.join('?' * len(names))})", iter(cur))
+            _copy_table(conn, mem, "hosts")
+            _copy_table(conn, mem, "sweeps")
+            chosen = None if choose is None else choose(mem)
+            if chosen is not None:
+                ids = sorted(set(chosen))
+                mem.db.execute("DELETE FROM sweeps WHERE id NOT IN (SELECT value FROM json_each(?))",
+                               (json.dumps(ids),))
+            for table in COLUMNS[SCHEMA_VERSION]:
+                if table not in ("meta", "hosts", "sweeps"):
+                    _copy_table(conn, mem, table, None if chosen is None else (_OF_SWEEPS[table], ids))
             mem.db.execute("COMMIT")
             mem.db.execute("PRAGMA query_only=ON")
             return mem
@@ -334,7 +349,32 @@ def open_central(url: DatabaseURL) -> Store:
         conn.close()
 
 
-@contextmanager
+def _check_readable(conn: psycopg.Connection[Any], url: DatabaseURL) -> None:
+    if _scalar(conn, "SELECT to_regclass('meta')") is None:
+        raise UserError(f"the PostgreSQL store {url} holds no iomatrix results yet",
+                        hint="publish a host's database first: iomatrix publish host.sqlite URL")
+    version = int(_scalar(conn, "SELECT value FROM meta WHERE key='schema_version'") or 0)
+    if version != SCHEMA_VERSION:
+        raise UserError(f"the PostgreSQL store {url} has schema version {version}, this iomatrix reads "
+                        f"{SCHEMA_VERSION}", hint="publish once with this iomatrix (it migrates the store), "
+                                                  "or use the iomatrix that wrote it")
+
+
+def _copy_table(conn: psycopg.Connection[Any], mem: Store, table: str,
+                where: tuple[str, list[int]] | None = None) -> None:
+    """A table's rows (those of the chosen sweeps, with `where`) into the in-memory copy."""
+    names = sorted(COLUMNS[SCHEMA_VERSION][table])
+    sql = f"SELECT {', '.join(names)} FROM {table}"
+    with _cursor(conn) as cur:
+        if where is None:
+            cur.execute(sql)
+        else:
+            cur.execute(f"{sql} WHERE {where[0]}", {"ids": where[1]})
+        mem.db.executemany(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+                           iter(cur))
+
+
+@contextlib.contextmanager
 def _cursor(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Cursor[Any]]:
     with conn.cursor() as cur:
         yield cur
