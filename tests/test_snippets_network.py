@@ -25,7 +25,8 @@ PLACE = NetworkPlace()
 
 def _snippets(backing: str, **more: str) -> dict[str, tuple[str | None, str]]:
     cfg = DiskConfig.from_axes({**CELL, **more}, backing)
-    return {s.tool: (s.text, s.note) for s in snippets_for(cfg).snippets}
+    # the first snippet of each tool, as SnippetSet.by_tool gives it (a storage may have more than one)
+    return {s.tool: (s.text, s.note) for s in reversed(snippets_for(cfg).snippets)}
 
 
 @needs("virt-xml-validate")

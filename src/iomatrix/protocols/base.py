@@ -65,6 +65,10 @@ class NetworkProtocol(ABC):
     # Extra snippets beside every tool's, each a "module:function" taking a DiskConfig (tgt's
     # targets.conf, ceph.conf's [client] lines): imported on use.
     extra_snippets: ClassVar[tuple[str, ...]] = ()
+    # The tools those snippets are for (the server's or the client host's own configuration, written
+    # beside every VM tool's): `recommend --target` takes each, and --detail shows them whatever the
+    # VM tool.
+    snippet_targets: ClassVar[tuple[str, ...]] = ()
     # Why `qemu-img create` makes nothing for a raw disk on it (a raw disk on a volume is the volume
     # itself); None where it makes the image file.
     qemu_img_raw_note: ClassVar[str | None] = None

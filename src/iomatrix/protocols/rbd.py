@@ -55,7 +55,9 @@ class Rbd(NetworkProtocol):
     extra_snippets: ClassVar[tuple[str, ...]] = (
         "iomatrix.vmconfig.network_snippets:ceph_conf_snippet",
         "iomatrix.vmconfig.network_snippets:rbd_create_snippet",
+        "iomatrix.vmconfig.network_snippets:rbd_config_snippet",
     )
+    snippet_targets: ClassVar[tuple[str, ...]] = ("ceph", RBD_TOOL)
     nova_snippet = "iomatrix.vmconfig.network_snippets:nova_rbd_snippet"
     proxmox_types: ClassVar[tuple[str, ...]] = (NAME,)
     qemu_img_raw_note = (
