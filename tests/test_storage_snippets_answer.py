@@ -62,3 +62,28 @@ def test_an_unknown_target_names_the_storage_tools_too(tmp_path: Path) -> None:
     res = _recommend(CEPH, tmp_path, "--target", "cephx")
     assert res.returncode == 2 and "unknown target 'cephx'" in res.stderr
     assert "ceph" in res.stderr.split("use", 1)[1] and "Traceback" not in res.stderr
+
+
+ISCSI = DATA / "answers" / "iscsi-lun-cache-jobs.sqlite"
+
+
+def test_the_iscsi_answer_says_each_configurations_lun_write_cache_for_every_target(tmp_path: Path) -> None:
+    res = _recommend(ISCSI, tmp_path)
+    assert res.returncode == 0, res.stderr
+    first, second = res.stdout.split("\nUse: ")[1:3]
+    assert "the LUN: fileio, write cache off (tgt write-cache off; LIO emulate_write_cache=0)" in first
+    assert "the LUN: fileio, write cache on (tgt write-cache on; LIO emulate_write_cache=1)" in second
+    detail = _recommend(ISCSI, tmp_path, "--detail").stdout
+    for title in ("# tgt targets.conf", "# tgtadm", "# LIO targetcli", "# a SAN array's LUN"):
+        assert title in detail, title
+    assert "set attribute emulate_write_cache=1" in detail and "set the LUN's write cache on in the array's" \
+        in _joined(detail)
+
+
+def test_target_tgt_puts_the_targets_conf_on_the_first_screen(tmp_path: Path) -> None:
+    res = _recommend(ISCSI, tmp_path, "--target", "tgt")
+    assert res.returncode == 0, res.stderr
+    assert "  tgt: tgt targets.conf" in res.stdout and "        write-cache off" in res.stdout
+    assert "<disk" not in res.stdout
+    lio = _recommend(ISCSI, tmp_path, "--target", "targetcli", "--detail").stdout
+    assert "targetcli /backstores/fileio create" in lio and "<disk" not in lio.split("Recommendation ·")[1]

@@ -28,7 +28,13 @@ class Iscsi(NetworkProtocol):
     server_noun = "iSCSI target"
     is_volume = True
     spec = "iomatrix.backing.spec:IscsiBacking"
-    extra_snippets: ClassVar[tuple[str, ...]] = ("iomatrix.vmconfig.network_snippets:tgt_snippet",)
+    extra_snippets: ClassVar[tuple[str, ...]] = (
+        "iomatrix.vmconfig.network_snippets:tgt_snippet",
+        "iomatrix.vmconfig.iscsi_target:tgtadm_snippet",
+        "iomatrix.vmconfig.iscsi_target:lio_snippet",
+        "iomatrix.vmconfig.iscsi_target:san_snippet",
+    )
+    snippet_targets: ClassVar[tuple[str, ...]] = ("tgt", "targetcli", "san")
     proxmox_types: ClassVar[tuple[str, ...]] = (PROXMOX_DIRECT, PROXMOX_KERNEL)
     kernel_probe = "iomatrix.storage_clients:probe_iscsi"
     measures_rtt = True  # libiscsi takes a portal: the relay sits between it and the target

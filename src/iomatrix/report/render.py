@@ -407,7 +407,7 @@ def _storage_lines(s: Snippet | None, width: int, markdown: bool, room: list[int
     it, else its one-line summary (the whole one, and the storage's other snippets, in --detail)."""
     if s is None or s.text is None:
         return []
-    short = wrap(f"{s.summary} (all of it: iomatrix recommend --detail)", width, "  ")
+    short = wrap(f"{s.summary}; the rest: --detail", width, "  ")
     title = wrap(f"{s.title} (the rest: iomatrix recommend --detail)", width, "  ")
     whole = [*title, *([f"```{s.language}", *code_lines(s.text, s.language, width), "```"] if markdown
                        else code_lines(s.text, s.language, width, "    "))]

@@ -150,7 +150,8 @@ def rbd_create_snippet(cfg: DiskConfig, size_gib: int = DEFAULT_SIZE_GIB) -> Sni
 def tgt_snippet(cfg: DiskConfig) -> Snippet:
     """tgt's targets.conf for the LUN the configuration was measured on (lun_type, lun_write_cache)."""
     return Snippet("tgt", "tgt targets.conf (the iSCSI target's LUN: type and write cache)",
-                   tgt_targets_conf(cfg.values, NetworkPlace()), tgt_note(cfg.values), "conf")
+                   tgt_targets_conf(cfg.values, NetworkPlace()), tgt_note(cfg.values), "conf",
+                   summary=load_object("iomatrix.vmconfig.iscsi_target:lun_summary")(cfg.values))
 
 
 def _with_notes(snippet: Snippet, notes: list[str]) -> Snippet:

@@ -1,0 +1,95 @@
+"""The iSCSI target's LUN as measured, for every target (issue 49): tgt's tgtadm lines, which are the very commands
+the real tgt-admin runs for the targets.conf snippet and which a real tgtd started here accepts; LIO's targetcli
+lines, checked against targetcli-fb's own command signatures; and the sentence for a SAN array."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from iomatrix.protocols.place import NetworkPlace
+from iomatrix.snippets import SNIPPET_WIDTH, DiskConfig, Snippet, snippets_for
+from iomatrix.vmconfig.iscsi_target import TGT_WRITE_CACHE_OFF
+from tests.conftest import needs
+
+CELL = {"tier": "blocklayer", "format": "raw", "preallocation": "off", "cache": "none", "aio": "threads",
+        "bus": "virtio-blk", "modifier": "none"}
+PLACE = NetworkPlace()
+LUNS = [(t, c) for t in ("fileio", "blockio") for c in ("on", "off")] + [("null", "off")]
+
+
+def _snippets(lun_type: str, cache: str) -> list[Snippet]:
+    cfg = DiskConfig.from_axes({**CELL, "lun_type": lun_type, "lun_write_cache": cache}, "iscsi")
+    return snippets_for(cfg).snippets
+
+
+def _one(lun_type: str, cache: str, title: str) -> Snippet:
+    return next(s for s in _snippets(lun_type, cache) if s.title.startswith(title))
+
+
+def _commands(text: str) -> list[list[str]]:
+    return [shlex.split(line) for line in text.replace("\\\n", "").splitlines() if line.strip()]
+
+
+# tgtadm's short options as tgt-admin writes them, and its long ones as the snippet does
+TGTADM_SHORT = {"-T": "--targetname", "-b": "--backing-store", "-I": "--initiator-address", "-C": "--control-port"}
+
+
+def _tgtadm_options(argv: list[str]) -> dict[str, str]:
+    """One tgtadm command's options, long names, values joined ('--lun=1', '-b PATH' and '--lun 1' alike)."""
+    out, words = {}, iter(argv[1:])
+    for word in words:
+        key, _, value = word.partition("=")
+        out[TGTADM_SHORT.get(key, key)] = value or next(words)
+    out.pop("--control-port", None)
+    return out
+
+
+@pytest.mark.parametrize(("lun_type", "cache"), LUNS)
+def test_every_target_gets_the_luns_type_and_write_cache(lun_type: str, cache: str) -> None:
+    tgtadm = _one(lun_type, cache, "tgtadm").text or ""
+    assert (f"--params={TGT_WRITE_CACHE_OFF}" in tgtadm.replace("\\\n", "")) == (cache == "off")
+    assert ("--bsoflags=direct" in tgtadm) == (lun_type == "blockio")
+    lio = _one(lun_type, cache, "LIO targetcli")
+    text = (lio.text or "").replace("\\\n", "")
+    backstore = {"fileio": "/backstores/fileio", "blockio": "/backstores/block", "null": "/backstores/ramdisk"}
+    assert f"targetcli {backstore[lun_type]} create name=vm-disk" in text
+    if lun_type == "blockio":  # LIO reports a block device's own cache: set on the device, said in the note
+        assert "emulate_write_cache" not in text and f"hdparm -W {int(cache == 'on')}" in lio.note
+    else:
+        assert f"set attribute emulate_write_cache={int(cache == 'on')}" in text
+    if lun_type == "fileio":
+        assert f"write_back={'true' if cache == 'on' else 'false'}" in text
+    san = _one(lun_type, cache, "a SAN array")
+    assert san.text is None and f"set the LUN's write cache {cache} in the array's management tool" in san.note
+    assert f"iomatrix measured a tgt LUN ({lun_type}) with its write cache {cache}" in san.note
+    for s in (_one(lun_type, cache, "tgtadm"), lio):
+        assert all(len(line) <= SNIPPET_WIDTH for line in (s.text or "").splitlines())
+
+
+def test_the_tgt_snippet_sums_the_lun_in_one_line() -> None:
+    tgt = next(s for s in _snippets("blockio", "off") if s.tool == "tgt")
+    assert tgt.summary == "the LUN: blockio, write cache off (tgt write-cache off; LIO emulate_write_cache=0)"
+
+
+@needs("tgt-admin")
+@pytest.mark.parametrize(("lun_type", "cache"), LUNS)
+def test_the_tgtadm_lines_are_what_tgt_admin_runs_for_the_targets_conf(lun_type: str, cache: str,
+                                                                         tmp_path: Path) -> None:
+    # tgt-admin --pretend prints the tgtadm commands it would run for a file (no tgtd needed): the snippet's
+    # lines are those, option for option (tgt-admin skips a backing store that does not exist: one is made)
+    lun = tmp_path / "lun.img"
+    lun.write_bytes(b"\0" * (1 << 20))
+    conf = tmp_path / "targets.conf"
+    conf.write_text((next(s for s in _snippets(lun_type, cache) if s.tool == "tgt").text or "")
+                    .replace(PLACE.lun_file, str(lun)))
+    res = subprocess.run(["tgt-admin", "-c", str(conf), "--execute", "--pretend"], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    theirs = [_tgtadm_options(c) for c in _commands(res.stdout) if c and c[0] == "tgtadm"]
+    ours = [_tgtadm_options(c) for c in _commands((_one(lun_type, cache, "tgtadm").text or "")
+                                                  .replace(PLACE.lun_file, str(lun)))]
+    assert ours == theirs, res.stdout
