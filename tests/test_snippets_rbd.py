@@ -308,7 +308,7 @@ def test_rbd_knows_config_image_set_and_its_options() -> None:
         words = line.split()
         assert words[:4] == ["rbd", "config", "image", "set"]
         assert f"{words[4]} " in every.stdout  # --id
-        assert len(words) == 8  # the id, POOL/IMAGE, KEY, VALUE
+        assert len(words) == 9  # --id USER, POOL/IMAGE, KEY, VALUE
 
 
 @needs("ceph-conf")

@@ -80,6 +80,28 @@ class Nfs(NetworkProtocol):
             "without root squash, or name the image's owner"
         ]
 
+    def libvirt_pool(self, values: Mapping[str, str], place: NetworkPlace) -> tuple[str, str]:
+        """A netfs pool: libvirt mounts the export with the host kernel's client (libnfs has no
+        pool)."""
+        xml = (
+            f'<pool type="netfs">\n  <name>{PROXMOX_STORAGE_ID}</name>\n  <source>\n'
+            f'    <host name="{place.host}" />\n    <dir path="{place.export}" />\n'
+            f'    <format type="nfs" />\n    <protocol ver="{MEASURED_VERSION}" />\n  </source>\n'
+            f"  <target>\n    <path>{place.mount}</path>\n  </target>\n</pool>"
+        )
+        if self.client_is_kernel(values):
+            client = "a netfs pool is a mount by the host kernel's NFS client, as measured"
+        else:
+            client = (
+                "a netfs pool is a kernel NFS mount, which iomatrix did not measure: it measured "
+                "QEMU's own libnfs client (the <disk> above, which needs no pool); "
+                f"{KERNEL_MOUNT_RISK}"
+            )
+        return xml, (
+            f"virsh pool-define FILE; virsh pool-start {PROXMOX_STORAGE_ID}: {client}; NFS has no "
+            "<auth>: the export's own rules (client addresses, root squash) decide who mounts it"
+        )
+
     def proxmox_storage(
         self, values: Mapping[str, str], place: NetworkPlace
     ) -> tuple[str, str, str]:

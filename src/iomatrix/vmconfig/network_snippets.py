@@ -154,6 +154,13 @@ def tgt_snippet(cfg: DiskConfig) -> Snippet:
                    summary=load_object("iomatrix.vmconfig.iscsi_target:lun_summary")(cfg.values))
 
 
+def libvirt_pool_snippet(cfg: DiskConfig) -> Snippet:
+    """The libvirt storage pool the disk's storage is (iscsi-direct or iscsi, netfs, rbd), from its protocol."""
+    assert cfg.protocol is not None
+    xml, note = protocol(cfg.protocol).libvirt_pool(cfg.values, NetworkPlace())
+    return Snippet("libvirt", "libvirt storage pool (the storage the disk is on)", xml, note, "xml")
+
+
 def _with_notes(snippet: Snippet, notes: list[str]) -> Snippet:
     if snippet.text is None:
         return snippet
@@ -220,6 +227,7 @@ def network_snippets(cfg: DiskConfig, path: str | None = None) -> SnippetSet:
     notes = network_notes(cfg)
     return SnippetSet(cfg, [
         _with_notes(libvirt_snippet(cfg, path), [*notes, *libvirt_auth_note(cfg)]),
+        libvirt_pool_snippet(cfg),
         _with_notes(qemu_snippet(cfg, path), notes),
         _proxmox(cfg),
         _virt_install(cfg, path),
