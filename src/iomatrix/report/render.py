@@ -408,7 +408,7 @@ def _storage_lines(s: Snippet | None, width: int, markdown: bool, room: list[int
     if s is None or s.text is None:
         return []
     short = wrap(f"{s.summary}; the rest: --detail", width, "  ")
-    title = wrap(f"{s.title} (the rest: iomatrix recommend --detail)", width, "  ")
+    title = wrap(f"{s.tool}: {s.title}; the rest: --detail", width, "  ")
     whole = [*title, *([f"```{s.language}", *code_lines(s.text, s.language, width), "```"] if markdown
                        else code_lines(s.text, s.language, width, "    "))]
     if isinstance(room, list) and room[0] >= len(whole) - len(short):

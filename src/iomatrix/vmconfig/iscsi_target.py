@@ -122,6 +122,7 @@ def san_snippet(cfg: DiskConfig) -> Snippet:
 
 def lun_summary(values: Mapping[str, str]) -> str:
     """The LUN's settings in one line, for the answer's first screen."""
-    cache = _cache(values)
-    return (f"the LUN: {_lun_type(values)}, write cache {cache} (tgt write-cache {cache}; LIO "
-            f"emulate_write_cache={int(cache == 'on')})")
+    cache, lun_type = _cache(values), _lun_type(values)
+    lio = (f"the device's cache {cache}" if lun_type == LunType.BLOCKIO else
+           f"emulate_write_cache={int(cache == 'on')}")
+    return f"the LUN: {lun_type}, write cache {cache} (tgt write-cache {cache}; LIO {lio})"
