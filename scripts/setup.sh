@@ -123,8 +123,10 @@ if [ -n "$fio_binary" ]; then
 fi
 # Shared storage, iSCSI: tgt is the userspace target iomatrix starts (tgtd, tgtadm); qemu-block-extra holds QEMU's
 # iscsi block driver (block-iscsi.so, a module qemu-system-* does not carry); libiscsi-bin has the initiator-side
-# probes (iscsi-readcapacity16, iscsi-inq). Their services are the distribution's, never started (see below).
-iscsi_packages=(tgt libiscsi-bin qemu-block-extra)
+# probes (iscsi-readcapacity16, iscsi-inq); targetcli-fb is the kernel LIO target's tool, whose own command signatures
+# check the answers' targetcli lines (no LIO target is started). Their services are the distribution's, never
+# started (see below).
+iscsi_packages=(tgt libiscsi-bin qemu-block-extra targetcli-fb)
 # --fleet: shellcheck, which ansible-test sanity runs on the collection's shell script (the role's install.sh);
 # openssh-client and openssh-server, whose sshd the fleet demo and the client-host tests run in network namespaces
 # of their own (the distribution's ssh service is not started, and disabled when installed here: see below).
@@ -148,12 +150,14 @@ fi
 # Units of those packages that apt would start and enable: a lab host keeps no NFS service of its own (a
 # running one would be refused by the lab-started NFS backing, whose registration it holds), and no Ceph daemon
 # (ceph-base comes with ceph-mon and ceph-osd and carries ceph.target and ceph-crash); an sshd installed for the
-# fleet tests is theirs to start in their namespaces, not a service of the host.
+# fleet tests is theirs to start in their namespaces, not a service of the host; nor LIO's (targetcli-fb's units
+# restore a saved LIO configuration at boot and serve targetcli's daemon).
 declare -A shared_storage_unit_package=([nfs-ganesha.service]=nfs-ganesha [nfs-ganesha-lock.service]=nfs-ganesha
     [nfs-ganesha-config.service]=nfs-ganesha [rpcbind.service]=rpcbind [rpcbind.socket]=rpcbind [tgt.service]=tgt
     [ceph-mon.target]=ceph-mon [ceph-mon.service]=ceph-mon [ceph-osd.target]=ceph-osd [ceph.target]=ceph-base
     [ceph-crash.service]=ceph-base [rbdmap.service]=ceph-common [ssh.service]=openssh-server
-    [ssh.socket]=openssh-server [postgresql.service]=postgresql)
+    [ssh.socket]=openssh-server [postgresql.service]=postgresql [rtslib-fb-targetctl.service]=targetcli-fb
+    [targetclid.service]=targetcli-fb [targetclid.socket]=targetcli-fb)
 # apt_install PACKAGE...: install those not installed yet; prints "setup: installing N Debian packages" (the role
 # reads a change from it) or nothing; the exit status is apt-get's.
 apt_install() {

@@ -16,6 +16,7 @@ from iomatrix.backing.iscsi import free_control_port
 from iomatrix.backing.leftover_kinds import tgtd_socket_files
 from iomatrix.protocols.place import NetworkPlace
 from iomatrix.snippets import DiskConfig, minimal_domain_xml, snippet_backing, snippets_for
+from iomatrix.vmconfig.network import parse_storage_cfg
 from tests.conftest import needs
 
 CELL = {"tier": "blocklayer", "format": "raw", "preallocation": "off", "cache": "none", "aio": "threads",
@@ -25,7 +26,8 @@ PLACE = NetworkPlace()
 
 def _snippets(backing: str, **more: str) -> dict[str, tuple[str | None, str]]:
     cfg = DiskConfig.from_axes({**CELL, **more}, backing)
-    return {s.tool: (s.text, s.note) for s in snippets_for(cfg).snippets}
+    # the first snippet of each tool, as SnippetSet.by_tool gives it (a storage may have more than one)
+    return {s.tool: (s.text, s.note) for s in reversed(snippets_for(cfg).snippets)}
 
 
 @needs("virt-xml-validate")
@@ -86,7 +88,7 @@ def test_proxmox_storage_per_client() -> None:
     assert "--virtio0 nfs-store:32,format=qcow2,cache=writeback" in nfs
     assert "which Proxmox does not use" in nfs_note  # libnfs measured, the kernel's mount in Proxmox
     full = _snippets("nfs", format="qcow2", preallocation="full")["proxmox"][0] or ""
-    assert "\toptions vers=4.2\n\tpreallocation full\n" in full  # the storage's, for the images it creates
+    assert "\toptions vers=3\n\tpreallocation full\n" in full  # the storage's, for the images it creates
     qcow2_lun = _snippets("iscsi", format="qcow2")["proxmox"]
     assert qcow2_lun[0] is None and "format raw only" in qcow2_lun[1]
 
@@ -196,3 +198,40 @@ def test_the_tgt_and_qemu_snippets_serve_and_open_a_real_lun(tmp_path: Path) -> 
         for f in tgtd_socket_files(int(control)):
             f.unlink(missing_ok=True)
     assert not any(f.exists() for f in tgtd_socket_files(int(control)))
+
+
+# Each Proxmox storage type's properties (pve-storage: PVE/Storage/ISCSIPlugin.pm, ISCSIDirectPlugin.pm,
+# NFSPlugin.pm, RBDPlugin.pm `options`): a stanza setting another is refused by Proxmox.
+PROXMOX_PROPERTIES = {
+    "iscsi": {"portal", "target", "content", "nodes", "disable"},
+    "iscsidirect": {"portal", "target", "content", "nodes", "disable"},
+    "nfs": {"server", "export", "path", "content", "options", "preallocation", "nodes", "disable", "format"},
+    "rbd": {"pool", "monhost", "username", "content", "krbd", "namespace", "data-pool", "nodes", "disable"},
+}
+
+
+@pytest.mark.parametrize(("backing", "more", "kind", "expected"), [
+    ("iscsi", {}, "iscsidirect", {"portal": "192.0.2.10", "target": PLACE.iqn, "content": "images"}),
+    ("iscsi", {"initiator": "kernel"}, "iscsi", {"portal": "192.0.2.10", "target": PLACE.iqn}),
+    ("nfs", {}, "nfs", {"server": "192.0.2.10", "export": PLACE.export, "options": "vers=3", "content": "images"}),
+    ("rbd", {}, "rbd", {"pool": PLACE.pool, "monhost": "192.0.2.10", "krbd": "0", "content": "images"}),
+    ("rbd", {"rbd_client": "krbd"}, "rbd", {"krbd": "1"}),
+])
+def test_proxmox_storage_cfg_stanzas_read_back_with_the_options_measured(backing: str, more: dict[str, str],
+                                                                         kind: str, expected: dict[str, str]) -> None:
+    # read back by iomatrix's reader of /etc/pve/storage.cfg (PVE/Storage/Plugin.pm parse_config's format)
+    text = _snippets(backing, **more)["proxmox"][0] or ""
+    stanza = text.split("\n\n")[0]  # the storage.cfg part, before the qm set line
+    ((_, (read_kind, props)),) = parse_storage_cfg(stanza).items()
+    assert read_kind == kind and set(props) <= PROXMOX_PROPERTIES[kind], props
+    assert expected.items() <= props.items(), props
+
+
+def test_proxmox_nfs_says_its_kernel_mount_was_not_measured_and_its_risks() -> None:
+    note = " ".join(_snippets("nfs", format="qcow2", cache="writeback")["proxmox"][1].split())
+    assert "Proxmox's nfs storage is a kernel NFS mount (under /mnt/pve/ID), which iomatrix did not measure" in note
+    assert "it measured QEMU's own libnfs client" in note and "the risk lines above are libnfs's" in note
+    assert "writes also sit in this host's page cache until the guest flushes" in note
+    assert "nfs(5) warns that a soft timeout can cause silent data corruption" in note
+    kernel = _snippets("nfs", format="qcow2", nfs_client="kernel")["proxmox"][1]
+    assert "as measured" in kernel and "did not measure" not in kernel

@@ -27,7 +27,8 @@ PLACE = NetworkPlace()
 
 def _snippets(**more: str) -> dict[str, tuple[str | None, str]]:
     cfg = DiskConfig.from_axes({**CELL, **more}, "rbd")
-    return {s.tool: (s.text, s.note) for s in snippets_for(cfg).snippets}
+    # the first snippet of each tool, as SnippetSet.by_tool gives it (a storage may have more than one)
+    return {s.tool: (s.text, s.note) for s in reversed(snippets_for(cfg).snippets)}
 
 
 def _validate(disks: list[str], tmp_path: Path) -> None:
@@ -273,3 +274,57 @@ def test_the_snippets_make_and_open_an_image_on_a_real_cluster(tmp_path: Path) -
         subprocess.run(["rbd", "-c", str(conf), "rm", f"{pool}/{PLACE.image}"], capture_output=True, timeout=120)
     for pid in pids:  # the cluster is stopped with the backing
         assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+# --------------------------------------------------------------------------- every librbd setting the answer makes
+
+
+def _all(**more: str) -> list:
+    return snippets_for(DiskConfig.from_axes({**CELL, **more}, "rbd")).snippets
+
+
+def _image_config(**more: str) -> str:
+    return next(s.text or "" for s in _all(**more) if s.title.startswith("rbd config image set"))
+
+
+def test_rbd_config_image_set_writes_the_cells_cache_settings_for_the_one_image() -> None:
+    lines = _image_config(rbd_cache_policy="writeback", rbd_cache_writethrough_until_flush="off").splitlines()
+    assert lines == [f"rbd config image set --id {PLACE.ceph_user} {PLACE.rbd_name} rbd_cache_policy writeback",
+                     f"rbd config image set --id {PLACE.ceph_user} {PLACE.rbd_name} "
+                     "rbd_cache_writethrough_until_flush false"]
+    # rbd_cache is QEMU's to set from its cache mode: never written per image
+    assert "rbd_cache " not in _image_config()
+    krbd = next(s for s in _all(rbd_client="krbd") if s.title.startswith("rbd config image set"))
+    assert krbd.text is None and "krbd" in krbd.note
+
+
+@needs("rbd")
+def test_rbd_knows_config_image_set_and_its_options() -> None:
+    usage = subprocess.run(["rbd", "help", "config", "image", "set"], capture_output=True, text=True, timeout=120)
+    every = subprocess.run(["rbd", "--help"], capture_output=True, text=True, timeout=120)  # global: --id
+    assert usage.returncode == 0, usage.stderr
+    assert "<image-spec> <key> <value>" in " ".join(usage.stdout.split())
+    for line in _image_config(rbd_cache_writethrough_until_flush="off").splitlines():
+        words = line.split()
+        assert words[:4] == ["rbd", "config", "image", "set"]
+        assert f"{words[4]} " in every.stdout  # --id
+        assert len(words) == 9  # --id USER, POOL/IMAGE, KEY, VALUE
+
+
+@needs("ceph-conf")
+@pytest.mark.parametrize("policy", ["writeback", "writethrough"])
+def test_the_image_settings_are_cephs_own_options_and_values(policy: str, tmp_path: Path) -> None:
+    # Each KEY VALUE of `rbd config image set`, written as a ceph.conf line, reads back through Ceph's option
+    # schema as written: the keys are Ceph's option names and the values ones it accepts.
+    for line in _image_config(rbd_cache_policy=policy, rbd_cache_writethrough_until_flush="off").splitlines():
+        key, value = line.split()[-2:]
+        conf = tmp_path / f"{key}.conf"
+        conf.write_text(f"[client]\n{key} = {value}\n")
+        assert _ceph_value(conf, key) == value
+
+
+def test_the_ceph_conf_snippet_sums_its_settings_in_one_line() -> None:
+    ceph = next(s for s in _all(rbd_cache_writethrough_until_flush="off") if s.tool == "ceph")
+    assert ceph.summary == ("ceph.conf [client]: rbd cache = true, rbd cache policy = writearound, rbd cache "
+                            "writethrough until flush = false")
+    assert not next(s for s in _all(rbd_client="krbd") if s.tool == "ceph").summary

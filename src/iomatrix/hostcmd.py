@@ -48,8 +48,8 @@ PACKAGE_OF = {
 # rbd_packages, which a --minimal install leaves out): a missing one is fixed by that flag. Checked against
 # setup.sh by tests/test_rough_edges.py.
 SETUP_FLAG_OF_PACKAGE = {p: "--shared-storage" for p in (
-    "tgt", "libiscsi-bin", "qemu-block-extra", "nfs-ganesha", "nfs-ganesha-vfs", "rpcbind", "libnfs-utils",
-    "ceph-mon", "ceph-osd", "ceph-common")}
+    "tgt", "libiscsi-bin", "qemu-block-extra", "targetcli-fb", "nfs-ganesha", "nfs-ganesha-vfs", "rpcbind",
+    "libnfs-utils", "ceph-mon", "ceph-osd", "ceph-common")}
 
 
 def setup_command(package: str) -> str | None:

@@ -67,7 +67,8 @@ CurrentOpt = Annotated[str | None, typer.Option(
 RequireOpt = Annotated[list[str], typer.Option(
     "--require", help="power-loss-safe, every-write-durable, migratable or snapshots (repeatable).")]
 TargetOpt = Annotated[str, typer.Option(
-    help="The tool whose snippet the answer shows: libvirt, proxmox, qemu, virt-install or nova.")]
+    help="The tool whose snippet the answer shows: libvirt, proxmox, qemu, virt-install or nova; for network "
+         "storage also its own (ceph, rbd; tgt, targetcli, san).")]
 DEFAULT_TARGET = "libvirt"
 
 

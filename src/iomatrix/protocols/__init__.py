@@ -125,6 +125,12 @@ def protocol_names() -> list[str]:
     return sorted(_discover())
 
 
+def snippet_targets() -> list[str]:
+    """The storage-side tools every protocol writes snippets for (ceph.conf, tgt, …), in registry
+    order: `recommend --target` takes them beside the VM tools."""
+    return list(dict.fromkeys(t for p in protocols() for t in p.snippet_targets))
+
+
 def spec_class(name: str) -> type:
     """The backing spec (a pydantic model) of the protocol named `name`, imported on first use."""
     return load_object(protocol(name).spec)

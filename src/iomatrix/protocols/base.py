@@ -65,6 +65,10 @@ class NetworkProtocol(ABC):
     # Extra snippets beside every tool's, each a "module:function" taking a DiskConfig (tgt's
     # targets.conf, ceph.conf's [client] lines): imported on use.
     extra_snippets: ClassVar[tuple[str, ...]] = ()
+    # The tools those snippets are for (the server's or the client host's own configuration, written
+    # beside every VM tool's): `recommend --target` takes each, and --detail shows them whatever the
+    # VM tool.
+    snippet_targets: ClassVar[tuple[str, ...]] = ()
     # Why `qemu-img create` makes nothing for a raw disk on it (a raw disk on a volume is the volume
     # itself); None where it makes the image file.
     qemu_img_raw_note: ClassVar[str | None] = None
@@ -173,6 +177,11 @@ class NetworkProtocol(ABC):
         """Where `qemu-img create` makes an image QEMU's own client opens; None where it makes none
         (a raw disk on a volume is the volume itself)."""
         return None if self.is_volume else self.url(place, fmt)
+
+    def libvirt_pool(self, values: Mapping[str, str], place: NetworkPlace) -> tuple[str | None, str]:
+        """(a libvirt storage pool's <pool> XML holding the disk, with <auth> placeholders where it logs
+        in, or None where libvirt has no pool for the client measured; what it leaves to the user)."""
+        return None, f"libvirt has no storage pool for {self.named} disk"
 
     # ------------------------------------------------------------------------------------- Proxmox
     @abstractmethod

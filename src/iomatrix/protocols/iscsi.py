@@ -17,6 +17,10 @@ NAME = "iscsi"
 # (open-iscsi).
 PROXMOX_DIRECT, PROXMOX_KERNEL = "iscsidirect", "iscsi"
 PROXMOX_STORAGE_ID = {PROXMOX_DIRECT: "san-direct", PROXMOX_KERNEL: "san"}
+# Placeholders of a libvirt iSCSI pool: the initiator name QEMU's libiscsi logs in as, and the usage
+# name of the libvirt secret holding the CHAP password (never a credential itself).
+LIBVIRT_INITIATOR = "iqn.2024-01.com.example:client"
+CHAP_SECRET_USAGE = "iomatrix-chap"
 
 
 class Iscsi(NetworkProtocol):
@@ -28,7 +32,13 @@ class Iscsi(NetworkProtocol):
     server_noun = "iSCSI target"
     is_volume = True
     spec = "iomatrix.backing.spec:IscsiBacking"
-    extra_snippets: ClassVar[tuple[str, ...]] = ("iomatrix.vmconfig.network_snippets:tgt_snippet",)
+    extra_snippets: ClassVar[tuple[str, ...]] = (
+        "iomatrix.vmconfig.network_snippets:tgt_snippet",
+        "iomatrix.vmconfig.iscsi_target:tgtadm_snippet",
+        "iomatrix.vmconfig.iscsi_target:lio_snippet",
+        "iomatrix.vmconfig.iscsi_target:san_snippet",
+    )
+    snippet_targets: ClassVar[tuple[str, ...]] = ("tgt", "targetcli", "san")
     proxmox_types: ClassVar[tuple[str, ...]] = (PROXMOX_DIRECT, PROXMOX_KERNEL)
     kernel_probe = "iomatrix.storage_clients:probe_iscsi"
     measures_rtt = True  # libiscsi takes a portal: the relay sits between it and the target
@@ -108,6 +118,35 @@ class Iscsi(NetworkProtocol):
             "measured with the LUN's write cache off, which is not tgt's default: see the tgt "
             "targets.conf snippet"
         ]
+
+    def libvirt_pool(self, values: Mapping[str, str], place: NetworkPlace) -> tuple[str, str]:
+        """iscsi-direct for libiscsi (QEMU's initiator: its volumes are network disks), iscsi for the
+        kernel's (libvirt logs the host in with iscsiadm; its volumes are by-path devices)."""
+        kernel = self.client_is_kernel(values)
+        kind = "iscsi" if kernel else "iscsi-direct"
+        initiator = "" if kernel else (
+            f'\n    <initiator>\n      <iqn name="{LIBVIRT_INITIATOR}" />\n    </initiator>'
+        )
+        target = "\n  <target>\n    <path>/dev/disk/by-path</path>\n  </target>" if kernel else ""
+        xml = (
+            f'<pool type="{kind}">\n  <name>{PROXMOX_STORAGE_ID[PROXMOX_KERNEL]}</name>\n  <source>\n'
+            f'    <host name="{place.host}" port="{place.port}" />\n    <device path="{place.iqn}" />'
+            f"{initiator}\n"
+            f'    <auth type="chap" username="CHAP-USER">\n      <secret usage="{CHAP_SECRET_USAGE}" />\n'
+            f"    </auth>\n  </source>{target}\n</pool>"
+        )
+        client = (
+            "the host kernel's initiator (open-iscsi): libvirt logs in and the LUNs are by-path devices"
+            if kernel
+            else f"QEMU's own initiator (libiscsi), as measured, logging in as {LIBVIRT_INITIATOR} "
+            "(your host's initiator name)"
+        )
+        return xml, (
+            f"virsh pool-define FILE; virsh pool-start {PROXMOX_STORAGE_ID[PROXMOX_KERNEL]}: the {kind} "
+            f"pool, {client}; <auth> is CHAP's: its secret is the libvirt secret of usage type iscsi "
+            f"named {CHAP_SECRET_USAGE} (virsh secret-define, then secret-set-value the CHAP password); "
+            "leave <auth> out where the target asks no login"
+        )
 
     def proxmox_storage(
         self, values: Mapping[str, str], place: NetworkPlace

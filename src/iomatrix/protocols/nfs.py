@@ -16,6 +16,17 @@ PROXMOX_STORAGE_ID = "nfs-store"
 # The user libnfs accesses an export as (libvirt <identity>): root, as measured (an export without
 # root squash).
 NFS_IDENTITY = {"user": "root", "group": "root"}
+# The NFS version measured: QEMU 7.2's libnfs speaks NFSv3, and the lab's export serves v3 only
+# (backing/nfs.py NFS_VERSION).
+MEASURED_VERSION = 3
+# The kernel mount's own documented risks (nfs(5)), which a libnfs measurement does not cover.
+KERNEL_MOUNT_RISK = (
+    "its risks are the kernel client's: with cache=writeback or writethrough QEMU opens the image "
+    "without O_DIRECT, so writes also sit in this host's page cache until the guest flushes (a host "
+    "crash or power loss loses what was not flushed; cache=none bypasses it); the mount is hard by "
+    "default, so the VM's I/O blocks while the server is unreachable; never add options soft: "
+    "nfs(5) warns that a soft timeout can cause silent data corruption"
+)
 
 
 class Nfs(NetworkProtocol):
@@ -69,6 +80,28 @@ class Nfs(NetworkProtocol):
             "without root squash, or name the image's owner"
         ]
 
+    def libvirt_pool(self, values: Mapping[str, str], place: NetworkPlace) -> tuple[str, str]:
+        """A netfs pool: libvirt mounts the export with the host kernel's client (libnfs has no
+        pool)."""
+        xml = (
+            f'<pool type="netfs">\n  <name>{PROXMOX_STORAGE_ID}</name>\n  <source>\n'
+            f'    <host name="{place.host}" />\n    <dir path="{place.export}" />\n'
+            f'    <format type="nfs" />\n    <protocol ver="{MEASURED_VERSION}" />\n  </source>\n'
+            f"  <target>\n    <path>{place.mount}</path>\n  </target>\n</pool>"
+        )
+        if self.client_is_kernel(values):
+            client = "a netfs pool is a mount by the host kernel's NFS client, as measured"
+        else:
+            client = (
+                "a netfs pool is a kernel NFS mount, which iomatrix did not measure: it measured "
+                "QEMU's own libnfs client (the <disk> above, which needs no pool); "
+                f"{KERNEL_MOUNT_RISK}"
+            )
+        return xml, (
+            f"virsh pool-define FILE; virsh pool-start {PROXMOX_STORAGE_ID}: {client}; NFS has no "
+            "<auth>: the export's own rules (client addresses, root squash) decide who mounts it"
+        )
+
     def proxmox_storage(
         self, values: Mapping[str, str], place: NetworkPlace
     ) -> tuple[str, str, str]:
@@ -79,7 +112,7 @@ class Nfs(NetworkProtocol):
             sid,
             (
                 f"nfs: {sid}\n\tserver {place.host}\n\texport {place.export}\n\tpath "
-                f"{place.mount}\n\tcontent images\n\toptions vers=4.2"
+                f"{place.mount}\n\tcontent images\n\toptions vers={MEASURED_VERSION}"
             ),
         )
 
@@ -87,14 +120,17 @@ class Nfs(NetworkProtocol):
         return place.export
 
     def proxmox_notes(self, values: Mapping[str, str], kind: str, place: NetworkPlace) -> list[str]:
+        if self.client_is_kernel(values):
+            mount = "Proxmox mounts an nfs storage with the host kernel's NFS client (under /mnt/pve/ID), as measured"
+        else:
+            mount = (
+                "Proxmox's nfs storage is a kernel NFS mount (under /mnt/pve/ID), which iomatrix did "
+                "not measure: it measured QEMU's own libnfs client, which Proxmox does not use, so the "
+                "figures and the risk lines above are libnfs's (measure nfs_client=kernel where the "
+                f"host has one); {KERNEL_MOUNT_RISK}"
+            )
         return [
-            "Proxmox mounts an nfs storage with the host kernel's NFS client (under /mnt/pve/ID); "
-            + (
-                "as measured"
-                if self.client_is_kernel(values)
-                else "iomatrix measured QEMU's own libnfs client, which Proxmox does not use: the "
-                "kernel client's figures may differ (measure nfs_client=kernel where the host has "
-                "one)"
-            ),
+            mount,
+            f"options vers={MEASURED_VERSION}: the NFS version measured",
             "STORAGE:SIZE allocates a new image of SIZE GiB on the export",
         ]

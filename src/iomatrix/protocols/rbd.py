@@ -55,7 +55,9 @@ class Rbd(NetworkProtocol):
     extra_snippets: ClassVar[tuple[str, ...]] = (
         "iomatrix.vmconfig.network_snippets:ceph_conf_snippet",
         "iomatrix.vmconfig.network_snippets:rbd_create_snippet",
+        "iomatrix.vmconfig.network_snippets:rbd_config_snippet",
     )
+    snippet_targets: ClassVar[tuple[str, ...]] = ("ceph", RBD_TOOL)
     nova_snippet = "iomatrix.vmconfig.network_snippets:nova_rbd_snippet"
     proxmox_types: ClassVar[tuple[str, ...]] = (NAME,)
     qemu_img_raw_note = (
@@ -171,6 +173,28 @@ class Rbd(NetworkProtocol):
         rbd: filename)."""
         order = rbd_order(ceph_value(values, "rbd_object_size"))
         return f"{self.url(place, fmt)}:rbd_default_order={order}"
+
+    def libvirt_pool(self, values: Mapping[str, str], place: NetworkPlace) -> tuple[str | None, str]:
+        """An rbd pool: its volumes are librbd network disks; an image the kernel maps needs none."""
+        if self.client_is_kernel(values):
+            return None, (
+                "none needed: libvirt's rbd pool opens images with librbd; the image krbd maps is a "
+                "block device (the <disk> above)"
+            )
+        usage = f"client.{place.ceph_user} secret"
+        xml = (
+            f'<pool type="rbd">\n  <name>{PROXMOX_STORAGE_ID}</name>\n  <source>\n'
+            f"    <name>{place.pool}</name>\n"
+            f'    <host name="{place.host}" port="{CEPH_MON_PORT}" />\n'
+            f'    <auth type="ceph" username="{place.ceph_user}">\n'
+            f'      <secret usage="{usage}" />\n    </auth>\n  </source>\n</pool>'
+        )
+        return xml, (
+            f"virsh pool-define FILE; virsh pool-start {PROXMOX_STORAGE_ID}: pool {place.pool}'s images "
+            "as volumes, opened by QEMU's librbd as measured; <auth> names the libvirt secret holding "
+            f"client.{place.ceph_user}'s cephx key by its usage name ('{usage}': the <usage type='ceph'> "
+            "name in virsh secret-define's XML); librbd's cache is the ceph.conf snippet's"
+        )
 
     def proxmox_storage(
         self, values: Mapping[str, str], place: NetworkPlace

@@ -16,6 +16,7 @@ from typing import Any
 from iomatrix.current import CurrentConfig
 from iomatrix.errors import UserError
 from iomatrix.plan.current_cell import MeasuredCurrent
+from iomatrix.protocols import snippet_targets
 from iomatrix.report.naming import CellNames, cell_names
 from iomatrix.report.recommend import SITUATIONS, Gain, Recommendation, Verdict, answer_of, verdict_tier
 from iomatrix.snippets import Snippet
@@ -26,9 +27,14 @@ DEFAULT_TARGET = "libvirt"
 HEADLINE_SITUATIONS = {SITUATIONS[0]: "QEMU crash", SITUATIONS[1]: "power loss", SITUATIONS[2]: "live migration"}
 
 
+def all_targets() -> tuple[str, ...]:
+    """The VM tools, then the storage-side tools the network protocols write snippets for (ceph.conf, tgt, …)."""
+    return (*TARGETS, *(t for t in snippet_targets() if t not in TARGETS))
+
+
 def check_target(target: str) -> str:
-    if target not in TARGETS:
-        raise UserError(f"unknown target '{target}'", hint=f"use {', '.join(TARGETS)}")
+    if target not in all_targets():
+        raise UserError(f"unknown target '{target}'", hint=f"use {', '.join(all_targets())}")
     return target
 
 
@@ -61,6 +67,9 @@ class Pick:
     gains: list[WorkloadGain] = field(default_factory=list)
     risks: list[tuple[str, str, str]] = field(default_factory=list)  # (situation, text, basis)
     snippet: Snippet | None = None
+    # The storage-side settings in one line (the target's or the cluster's: ceph.conf, the LUN's write cache), where
+    # the configuration has a snippet of them beside the VM tool's; the whole snippets are in --detail.
+    storage: Snippet | None = None
     # False when no workload's answer is settled: the pick is the tie-break's among cells the data cannot
     # separate yet, named as the tie-break's pick, not as the configuration to use, nor as the leader (the ranking's
     # leader is the best by centre, which the pick need not be).
@@ -211,10 +220,12 @@ def verdict_labels(v: Verdict) -> list[str]:
 
 def _pick(v: Verdict, target: str, settled: bool = True) -> Pick:
     assert v.choice is not None
-    snippet = None
+    snippet, storage = None, None
     config = v.choice.cell
     if v.snippets is not None:
         config = v.snippets.config.label()
         snippet = next((s for s in v.snippets.snippets if s.tool == target), None)
+        storage = next((s for s in v.snippets.snippets if s.summary and s.tool != target), None)
     risks = [(HEADLINE_SITUATIONS[r.situation], r.text, r.basis) for r in v.risks if r.situation in HEADLINE_SITUATIONS]
-    return Pick(v.choice.cell, v.choice.cell, config, risks=risks, snippet=snippet, settled=settled)
+    return Pick(v.choice.cell, v.choice.cell, config, risks=risks, snippet=snippet, storage=storage,
+                settled=settled)

@@ -41,7 +41,8 @@ def comparisons(v: Verdict) -> list[Gain]:
     return [*v.gains, *(x for x in (v.to_baremetal, v.to_ceiling, v.requirement_cost) if x)]
 
 
-# Snippets the detail shows whatever the target: the image to create, and the eatmydata wrapper QEMU runs under.
+# Snippets the detail shows whatever the target: the image to create, and the eatmydata wrapper QEMU runs under; a
+# network storage's own (ceph.conf, the target's LUN) are shown with every VM tool too (`_shown_with`).
 TOOLS_WITH_EVERY_TARGET = ("qemu-img", "qemu-wrapper")
 
 
@@ -158,9 +159,15 @@ def _snippet_lines(v: Verdict, markdown: bool, printed: set[str], target: str | 
     if config.assumed:
         out.append(f"snippets assume {', '.join(config.assumed)} (not swept): " + config.label())
     for s in v.snippets.snippets:
-        if target is None or s.tool in (target, *TOOLS_WITH_EVERY_TARGET):
+        if _shown_with(s, target):
             out += _snippet_block(s, markdown)
     return out
+
+
+def _shown_with(s: Snippet, target: str | None) -> bool:
+    """Whether the detail for `target` shows `s`: the target's own, the image's, and the storage's (not a VM tool's:
+    its settings hold whichever VM tool the disk is written for)."""
+    return target is None or s.tool in (target, *TOOLS_WITH_EVERY_TARGET) or s.tool not in TARGETS
 
 
 def _snippet_block(s: Snippet, markdown: bool) -> list[str]:
@@ -392,7 +399,22 @@ def _pick_lines(p: Pick, target: str, width: int, markdown: bool, one_tier: str 
             out += [f"```{p.snippet.language}", *code_lines(p.snippet.text, p.snippet.language, width), "```"]
         else:
             out += code_lines(p.snippet.text, p.snippet.language, width, "    ")
-    return out
+    return out + _storage_lines(p.storage, width, markdown, room)
+
+
+def _storage_lines(s: Snippet | None, width: int, markdown: bool, room: list[int] | int | None) -> list[str]:
+    """The storage's settings beside the VM tool's snippet: the whole snippet where the first screen has room for
+    it, else its one-line summary (the whole one, and the storage's other snippets, in --detail)."""
+    if s is None or s.text is None:
+        return []
+    short = wrap(f"{s.summary}; the rest: --detail", width, "  ")
+    title = wrap(f"{s.tool}: {s.title}; the rest: --detail", width, "  ")
+    whole = [*title, *([f"```{s.language}", *code_lines(s.text, s.language, width), "```"] if markdown
+                       else code_lines(s.text, s.language, width, "    "))]
+    if isinstance(room, list) and room[0] >= len(whole) - len(short):
+        room[0] -= len(whole) - len(short)
+        return whole
+    return short
 
 
 def _fitting(lines: list[str], width: int, room: list[int] | int | None) -> list[str]:

@@ -270,6 +270,8 @@ class Snippet:
     text: str | None  # None when the tool cannot express the configuration
     note: str = ""  # what the snippet leaves to the user, or why it is not available
     language: str = "sh"
+    # A storage-side snippet's settings in one line, for the answer's first screen ("" for a VM tool's)
+    summary: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {"tool": self.tool, "title": self.title, "text": self.text, "note": self.note,

@@ -111,6 +111,33 @@ def ceph_client_conf(values: Mapping[str, str]) -> str:
     return "\n".join(lines)
 
 
+def ceph_client_summary(values: Mapping[str, str]) -> str:
+    """The [client] lines in one line (the answer's first screen)."""
+    return ", ".join(ceph_client_conf(values).splitlines()[1:])
+
+
+# The cache options `rbd config image set` writes per image: not rbd_cache, which QEMU sets itself from its cache
+# mode (QEMU_SETS_RBD_CACHE); a per-image value would only compete with that.
+RBD_IMAGE_CONFIG_AXES = ("rbd_cache_policy", "rbd_cache_writethrough_until_flush")
+
+
+def rbd_image_config(values: Mapping[str, str], place: NetworkPlace) -> str:
+    """`rbd config image set POOL/IMAGE KEY VALUE` (rbd(8), Ceph 14 and later): the same cache settings as the
+    [client] lines, kept in the image's metadata, for this one image whichever host opens it."""
+    lines = []
+    for axis in RBD_IMAGE_CONFIG_AXES:
+        value = ceph_value(values, axis)
+        value = value if axis == "rbd_cache_policy" else _ceph_bool(value)
+        lines.append(f"rbd config image set --id {place.ceph_user} {place.rbd_name} {axis} {value}")
+    return "\n".join(lines)
+
+
+RBD_IMAGE_CONFIG_NOTE = (
+    "the cache settings of the [client] lines kept in the image's own metadata (rbd config image list shows them): "
+    "librbd applies them to this image on every host that opens it, over that host's ceph.conf; rbd cache is left "
+    "out, as QEMU sets it from its cache mode; run where client.{user} may write the image's metadata")
+
+
 def ceph_client_notes(values: Mapping[str, str]) -> list[str]:
     """What each cache line does and risks, the writethrough-until-flush interaction in its own sentence, and that
     the lines are the whole host's."""

@@ -28,10 +28,13 @@ from iomatrix.vmconfig.config import (
 from iomatrix.vmconfig.libvirt import libvirt_snippet, virt_install_snippet
 from iomatrix.vmconfig.network import (
     NETWORK_SKIPPED_KEYS,
+    RBD_IMAGE_CONFIG_NOTE,
     ceph_client_conf,
     ceph_client_notes,
+    ceph_client_summary,
     rbd_create,
     rbd_create_note,
+    rbd_image_config,
     tgt_note,
     tgt_targets_conf,
 )
@@ -117,7 +120,19 @@ def ceph_conf_snippet(cfg: DiskConfig) -> Snippet:
     if not cfg.userspace_client:
         return Snippet("ceph", title, None, "none needed: krbd (the kernel's client) has no librbd cache; the host's "
                                             "page cache serves the mapped image as QEMU's cache mode says", "ini")
-    return Snippet("ceph", title, ceph_client_conf(cfg.values), "; ".join(ceph_client_notes(cfg.values)), "ini")
+    return Snippet("ceph", title, ceph_client_conf(cfg.values), "; ".join(ceph_client_notes(cfg.values)), "ini",
+                   summary=f"ceph.conf [client]: {ceph_client_summary(cfg.values)}")
+
+
+def rbd_config_snippet(cfg: DiskConfig) -> Snippet:
+    """The same librbd cache settings for the one image (`rbd config image set`); none for an image the kernel
+    maps."""
+    title = "rbd config image set (librbd's cache settings for this image only)"
+    if not cfg.userspace_client:
+        return Snippet(rbd.RBD_TOOL, title, None, "none needed: krbd (the kernel's client) has no librbd cache")
+    place = NetworkPlace()
+    return Snippet(rbd.RBD_TOOL, title, rbd_image_config(cfg.values, place),
+                   RBD_IMAGE_CONFIG_NOTE.format(user=place.ceph_user))
 
 
 def rbd_create_snippet(cfg: DiskConfig, size_gib: int = DEFAULT_SIZE_GIB) -> Snippet:
@@ -135,7 +150,15 @@ def rbd_create_snippet(cfg: DiskConfig, size_gib: int = DEFAULT_SIZE_GIB) -> Sni
 def tgt_snippet(cfg: DiskConfig) -> Snippet:
     """tgt's targets.conf for the LUN the configuration was measured on (lun_type, lun_write_cache)."""
     return Snippet("tgt", "tgt targets.conf (the iSCSI target's LUN: type and write cache)",
-                   tgt_targets_conf(cfg.values, NetworkPlace()), tgt_note(cfg.values), "conf")
+                   tgt_targets_conf(cfg.values, NetworkPlace()), tgt_note(cfg.values), "conf",
+                   summary=load_object("iomatrix.vmconfig.iscsi_target:lun_summary")(cfg.values))
+
+
+def libvirt_pool_snippet(cfg: DiskConfig) -> Snippet:
+    """The libvirt storage pool the disk's storage is (iscsi-direct or iscsi, netfs, rbd), from its protocol."""
+    assert cfg.protocol is not None
+    xml, note = protocol(cfg.protocol).libvirt_pool(cfg.values, NetworkPlace())
+    return Snippet("libvirt", "libvirt storage pool (the storage the disk is on)", xml, note, "xml")
 
 
 def _with_notes(snippet: Snippet, notes: list[str]) -> Snippet:
@@ -204,6 +227,7 @@ def network_snippets(cfg: DiskConfig, path: str | None = None) -> SnippetSet:
     notes = network_notes(cfg)
     return SnippetSet(cfg, [
         _with_notes(libvirt_snippet(cfg, path), [*notes, *libvirt_auth_note(cfg)]),
+        libvirt_pool_snippet(cfg),
         _with_notes(qemu_snippet(cfg, path), notes),
         _proxmox(cfg),
         _virt_install(cfg, path),
