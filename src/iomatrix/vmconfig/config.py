@@ -280,13 +280,26 @@ class Snippet:
 class SnippetSet:
     config: DiskConfig
     snippets: list[Snippet] = field(default_factory=list)
+    # With --current: what of the user's configuration the snippets keep, and why, in one line ('' when nothing).
+    kept: str = ""
 
     def by_tool(self, tool: str) -> Snippet:
         return next(s for s in self.snippets if s.tool == tool)
 
+    def data_step(self) -> Snippet | None:
+        """The step that copies the user's data (qemu-img convert of their image), where the answer needs one: it
+        comes before the configuration that points at the copy."""
+        return next((s for s in self.snippets if s.tool == DATA_STEP_TOOL and s.text is not None
+                     and s.text.startswith(DATA_STEP_COMMAND)), None)
+
     def as_dict(self) -> dict[str, Any]:
-        return {"config": self.config.label(), "assumed": list(self.config.assumed),
+        kept = {"kept": self.kept} if self.kept else {}
+        return {"config": self.config.label(), "assumed": list(self.config.assumed), **kept,
                 "snippets": [s.as_dict() for s in self.snippets]}
+
+
+DATA_STEP_TOOL = "qemu-img"
+DATA_STEP_COMMAND = "qemu-img convert "
 
 
 
