@@ -320,7 +320,8 @@ def _libvirt_and_qemu_existing(cfg: DiskConfig, disk: ExistingDisk, changed: dic
                                 + "; its target, address, boot order and the rest stay as they are", *notes]), "xml")
         command, vx_notes = virt_xml_command(disk.vmid or "VM", disk.device or "vda", changed, cfg.bus,
                                              path if converted else None)
-        vx = [Snippet("virt-xml", "virt-xml (the same edit on the defined domain)", command,
+        vx = [Snippet("virt-xml", f"virt-xml (edits your <disk> {disk.device} in place; the edited XML: --detail)",
+                      command,
                       "; ".join([f"{SHUT_DOWN}: the change applies at its next start", *vx_notes]))]
     else:
         same_bus = "bus" not in changed

@@ -20,7 +20,16 @@ from iomatrix.report.export import csv, json
 from iomatrix.report.export.table import DataTable
 from iomatrix.report.figures import BOUNDED_NOTE, NO_INTERVAL_NOTE, ci_text, imprecise, ratio_text
 from iomatrix.report.formats import OutputFormat
-from iomatrix.report.headline import DEFAULT_TARGET, TARGETS, Headline, Pick, WorkloadGain, headline, verdict_labels
+from iomatrix.report.headline import (
+    DEFAULT_TARGET,
+    SHORTER_FORM,
+    TARGETS,
+    Headline,
+    Pick,
+    WorkloadGain,
+    headline,
+    verdict_labels,
+)
 from iomatrix.report.naming import cell_names
 from iomatrix.report.objective import Objective, objective_line
 from iomatrix.report.query import sweep_info
@@ -157,8 +166,10 @@ def _snippet_lines(v: Verdict, markdown: bool, printed: set[str], target: str | 
     out = []
     if config.assumed:
         out.append(f"snippets assume {', '.join(config.assumed)} (not swept): " + config.label())
+    if v.snippets.kept:
+        out.append(v.snippets.kept)
     for s in v.snippets.snippets:
-        if target is None or s.tool in (target, *TOOLS_WITH_EVERY_TARGET):
+        if target is None or s.tool in (target, *TOOLS_WITH_EVERY_TARGET, *SHORTER_FORM.get(target, ())):
             out += _snippet_block(s, markdown)
     return out
 
@@ -385,14 +396,28 @@ def _pick_lines(p: Pick, target: str, width: int, markdown: bool, one_tier: str 
         out += wrap(f"risks ({p.risks[0][2]}):", width, "  ")
         out += [x for situation, text, _ in p.risks for x in wrap(f"{situation}: {text}", width, "    ")]
     if p.snippet is not None:
+        if p.data_step is not None:  # the user's data first: the snippet below points at the copy
+            out += _pick_code(p.data_step, DATA_STEP_TITLE, width, markdown)
         out += wrap(f"{target}: {p.snippet.title}", width, "  ")
         if p.snippet.text is None:
             out += wrap(p.snippet.note, width, "    ")
-        elif markdown:
-            out += [f"```{p.snippet.language}", *code_lines(p.snippet.text, p.snippet.language, width), "```"]
         else:
-            out += code_lines(p.snippet.text, p.snippet.language, width, "    ")
+            out += _pick_code(p.snippet, "", width, markdown)
+    if p.kept_line:
+        out += wrap(p.kept_line, width, "  ")
     return out
+
+
+DATA_STEP_TITLE = "first, your data (shut the VM down; the old image is kept):"
+
+
+def _pick_code(s: Snippet, title: str, width: int, markdown: bool) -> list[str]:
+    """A snippet's text on the first screen, under `title` (none when '')."""
+    assert s.text is not None
+    out = wrap(title, width, "  ") if title else []
+    if markdown:
+        return [*out, f"```{s.language}", *code_lines(s.text, s.language, width), "```"]
+    return out + code_lines(s.text, s.language, width, "    ")
 
 
 def _fitting(lines: list[str], width: int, room: list[int] | int | None) -> list[str]:
