@@ -242,30 +242,22 @@ def _proxmox_existing_snippet(cfg: DiskConfig, current: CurrentConfig, changed: 
     prefix = dict(opts)[PROXMOX_DISK_KEY]
     m = re.match(r"^([a-z]+)(\d+)$", old_key)
     key = old_key if m and m.group(1) == prefix else proxmox_free_slot(prefix, disk.slots)
-    lines: list[str] = []
     notes = [f"sets the options on your existing volume {volume}; the data is untouched (the options take effect at "
              "the VM's next start)"]
     if disk.settings is None:  # stored before the drive line was kept: its other options are not known here
         notes.append("qm set replaces the whole drive line: add your drive's other options (size, serial, …)")
-    if key != old_key:
-        lines.append(f"qm set {vmid} --delete {old_key}")
-        notes.append(f"the bus changes (measured): {old_key} is detached (its volume becomes unused, not deleted) "
-                     f"and attached as {key}; check the guest's fstab uses UUIDs (device names change)")
     cmd = f"qm set {vmid}"
     if cfg.bus in PROXMOX_SCSIHW and "bus" in changed:
         cmd += f" --scsihw {PROXMOX_SCSIHW[cfg.bus]}"
     drive = proxmox_edited_drive(disk.settings or volume, changed)
-    if key != old_key or drive != disk.settings:
-        lines.append(shell_command([*cmd.split(), f"--{key}", drive]))
-    else:
-        notes.append(f"{old_key}'s own options stay as they are")
     if key != old_key:
-        boot = proxmox_boot_after(disk.boot, old_key, key)
-        if boot is not None:
-            lines.append(shell_command(["qm", "set", vmid, "--boot", boot]))
-        else:
-            notes.append(f"your boot order does not name {old_key}: set it if the VM boots from it "
-                         f"(qm set {vmid} --boot order={key})")
+        lines, moved = _proxmox_slot_moved(disk, vmid, key, [*cmd.split(), f"--{key}", drive])
+        notes += moved
+    elif drive != disk.settings:
+        lines = [shell_command([*cmd.split(), f"--{key}", drive])]
+    else:
+        lines = []
+        notes.append(f"{old_key}'s own options stay as they are")
     cur_format = current.axes.get("format")
     if cur_format != cfg.format and not disk.block:
         storage = volume.split(":", 1)[0] if ":" in volume else "STORAGE"
@@ -281,6 +273,22 @@ def _proxmox_existing_snippet(cfg: DiskConfig, current: CurrentConfig, changed: 
         notes.append(f"{', '.join(f'{k}={v}' for k, v in on_storage)} is a property of the storage (pvesm set "
                      f"STORAGE), for volumes created or moved after it; it does not change an existing volume")
     return Snippet("proxmox", title, "\n".join(lines), "; ".join(notes))
+
+
+def _proxmox_slot_moved(disk: ExistingDisk, vmid: str, key: str, attach: list[str]) -> tuple[list[str], list[str]]:
+    """(the qm commands that move the user's drive to slot `key` of another bus (`attach`: the qm set that attaches
+    it there), with the boot order following; notes)."""
+    old_key = disk.device or "virtio0"
+    lines = [f"qm set {vmid} --delete {old_key}", shell_command(attach)]
+    notes = [f"the bus changes (measured): {old_key} is detached (its volume becomes unused, not deleted) and "
+             f"attached as {key}; check the guest's fstab uses UUIDs (device names change)"]
+    boot = proxmox_boot_after(disk.boot, old_key, key)
+    if boot is not None:
+        lines.append(shell_command(["qm", "set", vmid, "--boot", boot]))
+    else:
+        notes.append(f"your boot order does not name {old_key}: set it if the VM boots from it "
+                     f"(qm set {vmid} --boot order={key})")
+    return lines, notes
 
 
 def _existing_disk_snippets(cfg: DiskConfig, current: CurrentConfig, varied: Collection[str] | None) -> SnippetSet:

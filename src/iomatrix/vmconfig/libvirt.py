@@ -263,9 +263,7 @@ def from_libvirt_xml(path: Path, disk: str | None = None) -> CurrentConfig:
     dev = tgt.get("dev") if tgt is not None else "?"
     src = d.find("source")
     existing, network = _existing_disk(d, src, dev)
-    # The domain's name (what virsh and virt-xml take) and the <disk> as the user has it, which the snippets edit.
-    existing = replace(existing, vmid=(root.findtext("name") or "").strip() or None,
-                       settings=ET.tostring(d, encoding="unicode").strip())
+    existing = _with_domain(existing, root, d)
     values.update(network.axes if network else {})
     cfg = CurrentConfig(values, f"libvirt {path.name}, disk {dev}", defaulted, disk=existing)
     cfg.notes += [network.note] if network else []
@@ -273,6 +271,13 @@ def from_libvirt_xml(path: Path, disk: str | None = None) -> CurrentConfig:
     if max_size is not None:
         _set_l2_cache(cfg, _libvirt_scaled(max_size, "driver metadata_cache max_size"), "metadata_cache max_size")
     return cfg
+
+
+def _with_domain(existing: ExistingDisk, root: ET.Element, disk: ET.Element) -> ExistingDisk:
+    """`existing` with the domain's name (what virsh and virt-xml take) and the <disk> as the user has it, which the
+    snippets edit rather than rewrite."""
+    name = (root.findtext("name") or "").strip()
+    return replace(existing, vmid=name or None, settings=ET.tostring(disk, encoding="unicode").strip())
 
 
 def _existing_disk(disk: ET.Element, src: ET.Element | None, dev: str) -> tuple[ExistingDisk, NetworkDiskRead | None]:
