@@ -395,6 +395,12 @@ def _pick_lines(p: Pick, target: str, width: int, markdown: bool, one_tier: str 
     if p.risks:
         out += wrap(f"risks ({p.risks[0][2]}):", width, "  ")
         out += [x for situation, text, _ in p.risks for x in wrap(f"{situation}: {text}", width, "    ")]
+    return out + _pick_snippet_lines(p, target, width, markdown)
+
+
+def _pick_snippet_lines(p: Pick, target: str, width: int, markdown: bool) -> list[str]:
+    """A pick's snippet for `target`: with --current, the data step before it and what was kept after it."""
+    out: list[str] = []
     if p.snippet is not None:
         if p.data_step is not None:  # the user's data first: the snippet below points at the copy
             out += _pick_code(p.data_step, DATA_STEP_TITLE, width, markdown)
