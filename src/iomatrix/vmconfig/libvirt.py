@@ -406,7 +406,9 @@ def _libvirt_driver_axes(attrs: dict[str, str]) -> tuple[dict[str, str], list[st
 # The user's own <disk> edited in place (issue 49): only the <driver> attributes of the axes the answer changes, and
 # the <source> where the image was converted; <target>, <address>, <boot order>, <serial>, the IOThread and the
 # rest of the element stay as they are. virt-xml (virtinst) makes the same edit on a defined domain.
-VIRT_XML_TOOL = "virt-install"  # virt-xml's --disk takes virt-install's suboptions
+# virt-xml's --disk names each <driver> attribute 'driver.ATTR' (its plain 'format=' is for new storage only: on an
+# existing disk virt-xml 4.1 leaves the type as it was); 'driver.ATTR=' removes the attribute.
+VIRT_XML_DRIVER = "driver."
 
 
 def _driver_keys(name: str, tool: str) -> set[str]:
@@ -465,11 +467,12 @@ def virt_xml_command(domain: str, dev: str, changed: dict[str, str], bus: Bus, p
     on_disk, notes = _disk_level(changed, bus)
     opts: list[tuple[str, str]] = []
     for name, value in on_disk.items():
-        spell = axes.get(name).tools.get(VIRT_XML_TOOL)
-        if spell is None or (t := spell(value)).unavailable:
-            return None, [f"virt-xml has no option for {name}={value}: edit the XML"]
-        # A value spelled by no option (QEMU's default) is unset: virt-xml's 'key=' removes the attribute.
-        opts += [(str(k), str(v)) for k, v in t.options] or [(k, "") for k in sorted(_driver_keys(name, VIRT_XML_TOOL))]
+        t = axes.get(name).tools["libvirt"](value)
+        if t.unavailable:
+            return None, [f"virt-xml cannot set {name}={value}: {t.unavailable}"]
+        # A value spelled by no attribute (QEMU's default) is unset: 'driver.ATTR=' removes the user's attribute.
+        new = [(str(k), str(v)) for k, v in t.options] or [(k, "") for k in sorted(_driver_keys(name, "libvirt"))]
+        opts += [(VIRT_XML_DRIVER + k, v) for k, v in new]
     if path is not None:
         opts.append(("path", path))
     if not opts:
