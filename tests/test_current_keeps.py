@@ -10,6 +10,7 @@ through qemu-img convert and compare), and what the sweep did not vary must stil
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
@@ -27,7 +28,7 @@ from iomatrix.report.render import FIRST_SCREEN_LINES, headline_text, recommenda
 from iomatrix.snippets import DiskConfig, edited_domain
 from iomatrix.vmconfig.keeping import keep_unmeasured
 from iomatrix.vmconfig.proxmox import from_proxmox
-from tests.conftest import needs
+from tests.conftest import DATA, iomatrix_argv, needs
 
 BLOCK = {"tier": "blocklayer", "preallocation": "off", "aio": "threads", "bus": "-", "backing": "dir",
          "modifier": "none"}
@@ -285,3 +286,20 @@ def test_what_the_sweep_varied_changes(tmp_path: Path, varied: set[str]) -> None
                                    "bus": "virtio-scsi-single"})
     kept = keep_unmeasured(answer, parse_current(str(conf)).axes, varied)
     assert kept.kept == () and kept.config == answer and kept.line() == ""
+
+
+def test_recommend_current_on_the_quick_sweep_keeps_the_proxmox_vm_as_it_is(tmp_path: Path) -> None:
+    # The user's command, on a real quick-plan sweep (tests/data/golden, read only: a copy).
+    db = tmp_path / "quick.sqlite"
+    shutil.copy(DATA / "golden" / "quick-sweep.sqlite", db)
+    conf = tmp_path / "101.conf"
+    conf.write_text(PROXMOX_VM)
+    res = subprocess.run([*iomatrix_argv(), "recommend", "--db", str(db), "--current", str(conf), "--target",
+                          "proxmox"], capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "100"})
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "--delete" not in out and "virtio0" not in out and "aio=threads," not in out, out
+    words = " ".join(out.replace(" \\\n", " ").split())  # the commands as the shell reads them
+    assert "qm set 101 --scsi0 local:101/vm-101-disk-0.qcow2,iothread=1,serial=data101,size=32G,cache=" in words, out
+    assert "kept as you have it: aio=io_uring, bus=virtio-scsi-single" in out
+    assert max(len(line) for line in out.splitlines()) <= 100

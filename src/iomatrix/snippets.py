@@ -31,6 +31,7 @@ from iomatrix.vmconfig.config import (
     DEFAULT_SIZE_GIB,
     DISCARD_NOTE,
     EATMYDATA_NOTE,
+    INDENTED_SNIPPET_WIDTH,
     MEASURED_NOTES,
     SNIPPET_WIDTH,
     DiskConfig,
@@ -217,7 +218,7 @@ def _convert_snippet(cfg: DiskConfig, current: CurrentConfig, old: str, block: b
             "runs well from the new one (it needs room for a second copy)")
     if block:
         note += f"; create the volume {new} first, as large as the old one (e.g. lvcreate), -n writes into it"
-    return Snippet("qemu-img", title, shell_command(argv), note), new
+    return Snippet("qemu-img", title, shell_command(argv, INDENTED_SNIPPET_WIDTH), note), new
 
 
 def _existing_note(what: str, image: str, converted: bool) -> str:
@@ -254,7 +255,7 @@ def _proxmox_existing_snippet(cfg: DiskConfig, current: CurrentConfig, changed: 
         lines, moved = _proxmox_slot_moved(disk, vmid, key, [*cmd.split(), f"--{key}", drive])
         notes += moved
     elif drive != disk.settings:
-        lines = [shell_command([*cmd.split(), f"--{key}", drive])]
+        lines = [shell_command([*cmd.split(), f"--{key}", drive], INDENTED_SNIPPET_WIDTH)]
     else:
         lines = []
         notes.append(f"{old_key}'s own options stay as they are")
@@ -279,12 +280,12 @@ def _proxmox_slot_moved(disk: ExistingDisk, vmid: str, key: str, attach: list[st
     """(the qm commands that move the user's drive to slot `key` of another bus (`attach`: the qm set that attaches
     it there), with the boot order following; notes)."""
     old_key = disk.device or "virtio0"
-    lines = [f"qm set {vmid} --delete {old_key}", shell_command(attach)]
+    lines = [f"qm set {vmid} --delete {old_key}", shell_command(attach, INDENTED_SNIPPET_WIDTH)]
     notes = [f"the bus changes (measured): {old_key} is detached (its volume becomes unused, not deleted) and "
              f"attached as {key}; check the guest's fstab uses UUIDs (device names change)"]
     boot = proxmox_boot_after(disk.boot, old_key, key)
     if boot is not None:
-        lines.append(shell_command(["qm", "set", vmid, "--boot", boot]))
+        lines.append(shell_command(["qm", "set", vmid, "--boot", boot], INDENTED_SNIPPET_WIDTH))
     else:
         notes.append(f"your boot order does not name {old_key}: set it if the VM boots from it "
                      f"(qm set {vmid} --boot order={key})")

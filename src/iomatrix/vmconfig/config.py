@@ -329,6 +329,8 @@ def _uses_iothread(cfg: DiskConfig) -> bool:
 
 # The widest line of a shell snippet (a terminal of 100 columns, a page's code block).
 SNIPPET_WIDTH = 100
+# The widest line of a snippet the first screen shows indented by 4 columns (recommend's headline), so it still fits.
+INDENTED_SNIPPET_WIDTH = SNIPPET_WIDTH - 4
 CONTINUATION = " \\\n"  # ' \' and a newline: the command goes on on the next line
 
 

@@ -32,6 +32,7 @@ from iomatrix.vmconfig.config import (
     CONTINUATION,
     EATMYDATA_NOTE,
     EATMYDATA_WRAPPER,
+    INDENTED_SNIPPET_WIDTH,
     DiskConfig,
     Snippet,
     _not_available,
@@ -478,7 +479,7 @@ def virt_xml_command(domain: str, dev: str, changed: dict[str, str], bus: Bus, p
     if not opts:
         return None, ["nothing to change"]
     words = ["virt-xml", domain, "--edit", f"target={dev}", "--disk", ",".join(f"{k}={v}" for k, v in opts)]
-    return shell_command(words), notes
+    return shell_command(words, INDENTED_SNIPPET_WIDTH), notes
 
 
 def edited_domain(domain_xml: str, dev: str, disk_xml: str) -> str:
