@@ -303,3 +303,16 @@ def test_recommend_current_on_the_quick_sweep_keeps_the_proxmox_vm_as_it_is(tmp_
     assert "qm set 101 --scsi0 local:101/vm-101-disk-0.qcow2,iothread=1,serial=data101,size=32G,cache=" in words, out
     assert "kept as you have it: aio=io_uring, bus=virtio-scsi-single" in out
     assert max(len(line) for line in out.splitlines()) <= 100
+
+
+def test_nothing_measured_differs_nothing_to_run(tmp_path: Path) -> None:
+    # The answer differs from the VM only in what the sweep did not vary: no qm command, and the line says why.
+    conf = tmp_path / "101.conf"
+    conf.write_text(PROXMOX_VM.replace(".qcow2", ".raw"))
+    cells = [_cell(1, [400.0, 402.0, 399.0, 401.0], BLOCK, format="raw", cache="none"),
+             _cell(2, [200.0, 201.0, 199.0, 200.0], BLOCK, format="raw", cache="writeback")]
+    v = _verdict(cells, str(conf))
+    assert v.snippets is not None
+    pm = v.snippets.by_tool("proxmox")
+    assert pm.text is None and "scsi0's own options stay as they are" in pm.note
+    assert v.snippets.kept.startswith("kept as you have it: aio=io_uring, bus=virtio-scsi-single")

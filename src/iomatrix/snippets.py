@@ -273,7 +273,8 @@ def _proxmox_existing_snippet(cfg: DiskConfig, current: CurrentConfig, changed: 
     if on_storage := _partition(opts, PROXMOX_STORAGE_KEYS.__contains__)[0]:
         notes.append(f"{', '.join(f'{k}={v}' for k, v in on_storage)} is a property of the storage (pvesm set "
                      f"STORAGE), for volumes created or moved after it; it does not change an existing volume")
-    return Snippet("proxmox", title, "\n".join(lines), "; ".join(notes))
+    # Nothing to run (every axis that differs was kept): the note says so instead of an empty command.
+    return Snippet("proxmox", title, "\n".join(lines) or None, "; ".join(notes))
 
 
 def _proxmox_slot_moved(disk: ExistingDisk, vmid: str, key: str, attach: list[str]) -> tuple[list[str], list[str]]:
