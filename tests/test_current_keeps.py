@@ -316,3 +316,13 @@ def test_nothing_measured_differs_nothing_to_run(tmp_path: Path) -> None:
     pm = v.snippets.by_tool("proxmox")
     assert pm.text is None and "scsi0's own options stay as they are" in pm.note
     assert v.snippets.kept.startswith("kept as you have it: aio=io_uring, bus=virtio-scsi-single")
+
+
+def test_an_axis_kept_is_the_users_not_an_assumed_default(tmp_path: Path) -> None:
+    # The block layer has no bus ("-"): the answer alone would assume virtio-blk; kept, it is the user's.
+    domain = tmp_path / "web1.xml"
+    domain.write_text(LIBVIRT_VM.format(image=tmp_path / "vm.qcow2"))
+    v = _verdict(_quick_plan_cells(), str(domain))
+    assert v.snippets is not None and "bus" not in v.snippets.config.assumed
+    assert v.snippets.config.bus == "virtio-scsi-single"
+    assert v.snippets.snippets[0].tool == "qemu-img"  # the data step comes first in --detail too

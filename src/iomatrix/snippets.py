@@ -312,9 +312,8 @@ def _existing_disk_snippets(cfg: DiskConfig, current: CurrentConfig, varied: Col
         out += _libvirt_and_qemu_existing(cfg, disk, changed, path)
     out.append(_proxmox_existing_snippet(cfg, current, changed) if disk.tool == "proxmox" else proxmox_snippet(cfg))
     out += [virt_install_snippet(cfg, path), nova_snippet(cfg)]
-    if img is not None:
-        out.append(img)
-    return SnippetSet(cfg, out, kept=kept.line())
+    # The data step first: every configuration after it points at the copy it makes.
+    return SnippetSet(cfg, out if img is None else [img, *out], kept=kept.line())
 
 
 def _libvirt_and_qemu_existing(cfg: DiskConfig, disk: ExistingDisk, changed: dict[str, str],

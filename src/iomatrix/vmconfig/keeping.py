@@ -97,4 +97,6 @@ def keep_unmeasured(cfg: DiskConfig, current: Mapping[str, str], varied: Collect
 
 
 def _with(cfg: DiskConfig, values: Mapping[str, str]) -> DiskConfig:
-    return DiskConfig(values={**cfg.values, **values}, backing=cfg.backing, assumed=cfg.assumed)
+    """`cfg` with `values` (the user's): an axis kept is theirs, no longer an assumed default."""
+    return DiskConfig(values={**cfg.values, **values}, backing=cfg.backing,
+                      assumed=tuple(a for a in cfg.assumed if a not in values))
