@@ -10,8 +10,9 @@ says which and why:
 
 Worked example: the quick plan varies format and cache (aio=threads and bus=virtio-blk only). A Proxmox VM on
 scsi0 (virtio-scsi-single, iothread=1, Proxmox's default aio=io_uring, cache=none) answered with
-"format=raw cache=none aio=threads bus=virtio-blk" keeps bus, IOThread and aio: the configuration the snippets set
-is "format=raw cache=none aio=io_uring bus=virtio-scsi-single iothread=on".
+"format=raw cache=none aio=threads bus=virtio-blk" keeps bus, IOThread, aio and Proxmox's zero detection: the
+configuration the snippets set is "format=raw cache=none aio=io_uring bus=virtio-scsi-single detect_zeroes=on
+iothread=on", i.e. `qm disk move` to raw and no change to the drive's options.
 
 Where QEMU would refuse the user's value beside a measured one (aio=native needs O_DIRECT, so not with a measured
 cache=writeback), that one axis takes the answer's value and the reason is said.
