@@ -97,7 +97,8 @@ fi
 # host fio and its libraries); python3-venv holds the Python dependencies.
 # Checks of what iomatrix generates: libvirt-clients has virt-xml-validate (the configuration snippets' libvirt
 # XML is validated against libvirt's own schema) and libxml2-utils its xmllint; virtinst's virt-install turns the
-# virt-install snippets into a domain against libvirt's test driver (nothing defined or started); chromium loads
+# virt-install snippets into a domain against libvirt's test driver (nothing defined or started), and its virt-xml
+# makes --current's edit of a user's <disk> there; chromium loads
 # the HTML report headless in the tests (no console errors, no network requests, a non-blank screenshot).
 packages=(python3 python3-venv python3-pip qemu-system-x86 qemu-system-common qemu-utils fio e2fsprogs xfsprogs btrfs-progs
           eatmydata busybox-static kmod cpio zstd lz4 gzip util-linux mount procps ca-certificates

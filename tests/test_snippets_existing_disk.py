@@ -98,7 +98,8 @@ def test_an_image_that_needs_no_conversion_is_kept_and_only_its_options_change(t
     assert img.text is None and "stays as it is" in img.note and "untouched" in img.note
     libvirt = s.by_tool("libvirt")
     assert f'<source file="{old}" />' in (libvirt.text or "") and "the data is untouched" in libvirt.note
-    assert 'discard="ignore"' in (libvirt.text or "")  # the current disk did not set discard: QEMU's, as measured
+    # The current disk did not set discard, which is QEMU's default, as measured: its <disk> stays without it.
+    assert "discard" not in (libvirt.text or "") and 'cache="none"' in (libvirt.text or "")
 
 
 def test_the_proxmox_answer_sets_the_existing_volume_and_moves_it_where_the_format_changes(tmp_path: Path) -> None:
@@ -108,7 +109,9 @@ def test_the_proxmox_answer_sets_the_existing_volume_and_moves_it_where_the_form
     s = snippets_for(DiskConfig.from_axes(RAW_FALLOC), current=parse_current(str(conf)))
     pm = s.by_tool("proxmox")
     lines = (pm.text or "").replace(" \\\n", " ").replace("\\\n", "").splitlines()
-    assert lines == ["qm set 100 --virtio0 local:100/vm-100-disk-0.qcow2,cache=none,aio=io_uring,discard=on,"
+    # qm set replaces the whole drive line: the user's own options (size=32G, discard=on) stay in it; aio=io_uring
+    # is Proxmox's default already, so nothing is written for it.
+    assert lines == ["qm set 100 --virtio0 local:100/vm-100-disk-0.qcow2,cache=none,discard=on,size=32G,"
                      "detect_zeroes=0",
                      "qm disk move 100 virtio0 local --format raw"]
     assert "STORAGE:32" not in (pm.text or "") and "allocates a new volume" not in pm.note
@@ -116,7 +119,7 @@ def test_the_proxmox_answer_sets_the_existing_volume_and_moves_it_where_the_form
     # Same format: only qm set on the volume, nothing moved.
     same = snippets_for(DiskConfig.from_axes(QCOW2_SAME), current=parse_current(str(conf))).by_tool("proxmox")
     assert (same.text or "").replace(" \\\n", " ").splitlines() == [
-        "qm set 100 --virtio0 local:100/vm-100-disk-0.qcow2,cache=none,aio=io_uring,discard=on,detect_zeroes=0"]
+        "qm set 100 --virtio0 local:100/vm-100-disk-0.qcow2,cache=none,discard=on,size=32G,detect_zeroes=0"]
 
 
 def test_the_proxmox_answer_reattaches_the_volume_where_the_bus_changes(tmp_path: Path) -> None:
@@ -126,8 +129,9 @@ def test_the_proxmox_answer_reattaches_the_volume_where_the_bus_changes(tmp_path
     pm = snippets_for(cfg, current=parse_current(str(conf))).by_tool("proxmox")
     assert (pm.text or "").replace(" \\\n", " ").splitlines() == [
         "qm set 100 --delete scsi0",
-        "qm set 100 --virtio0 local-lvm:vm-100-disk-0,cache=none,aio=io_uring,discard=ignore,detect_zeroes=0"]
-    assert "becomes unused0, not deleted" in pm.note
+        "qm set 100 --virtio0 local-lvm:vm-100-disk-0,size=32G,detect_zeroes=0"]
+    assert "becomes unused, not deleted" in pm.note
+    assert "your boot order does not name scsi0" in pm.note  # no 'boot:' line: said, nothing written
 
 
 @pytest.mark.parametrize("value", ["cache=none,aio=threads", None])

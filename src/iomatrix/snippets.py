@@ -13,10 +13,11 @@ user already has. The QEMU arguments are the very `-blockdev`/`-device` graph th
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 
-from iomatrix.current import CurrentConfig
+from iomatrix.current import CurrentConfig, ExistingDisk
 from iomatrix.domain import (
     BackingKind,
     Format,
@@ -30,6 +31,7 @@ from iomatrix.vmconfig.config import (
     DEFAULT_SIZE_GIB,
     DISCARD_NOTE,
     EATMYDATA_NOTE,
+    INDENTED_SNIPPET_WIDTH,
     MEASURED_NOTES,
     SNIPPET_WIDTH,
     DiskConfig,
@@ -47,6 +49,7 @@ from iomatrix.vmconfig.config import (
     shell_word,
     snippet_backing,
 )
+from iomatrix.vmconfig.keeping import Kept, changed_axes, keep_unmeasured
 from iomatrix.vmconfig.libvirt import (
     LIBVIRT_DEVICES_LEVEL,
     LIBVIRT_DOMAIN_LEVEL,
@@ -55,12 +58,16 @@ from iomatrix.vmconfig.libvirt import (
     LIBVIRT_TARGET_KEYS,
     SINGLE_CONTROLLER_INDEX,
     VIRT_INSTALL_LEADING_KEYS,
+    edited_domain,
     libvirt_controller_xml,
     libvirt_disk_element,
     libvirt_disk_xml,
+    libvirt_edited_disk,
+    libvirt_kept_children,
     libvirt_snippet,
     minimal_domain_xml,
     virt_install_snippet,
+    virt_xml_command,
     write_domain,
 )
 from iomatrix.vmconfig.network_snippets import network_snippets, tgt_snippet
@@ -72,9 +79,11 @@ from iomatrix.vmconfig.proxmox import (
     PROXMOX_SCSIHW,
     PROXMOX_STORAGE_KEYS,
     _proxmox_device_unavailable,
-    _proxmox_drive_options,
     _proxmox_options,
+    proxmox_boot_after,
     proxmox_drive_value,
+    proxmox_edited_drive,
+    proxmox_free_slot,
     proxmox_snippet,
 )
 from iomatrix.vmconfig.qemu import (
@@ -119,6 +128,7 @@ __all__ = [
     "controller_options",
     "controller_options_of",
     "eatmydata_wrapper_snippet",
+    "edited_domain",
     "libvirt_controller_xml",
     "libvirt_disk_element",
     "libvirt_disk_xml",
@@ -165,9 +175,10 @@ def _with_current_discard(cfg: DiskConfig, current: CurrentConfig) -> DiskConfig
         return cfg
 
 
-def _image_options(cfg: DiskConfig) -> list[str]:
-    """qemu-img -o options of the recommended image (what only creating an image sets)."""
-    opts = [f"preallocation={cfg.preallocation}"] if cfg.preallocation != Preallocation.OFF else []
+def _image_options(cfg: DiskConfig, preallocation: bool = True) -> list[str]:
+    """qemu-img -o options of the recommended image (what only creating an image sets); `preallocation`: False
+    where the sweep did not vary it (the user's own is not known from a VM's configuration: it is left alone)."""
+    opts = [f"preallocation={cfg.preallocation}"] if preallocation and cfg.preallocation != Preallocation.OFF else []
     return opts + [f"{k}={v}" for k, v in axes.qemu_options(cfg.axis_values()).create]
 
 
@@ -183,11 +194,12 @@ def _new_image_path(old: str, fmt: str, block: bool) -> str:
     return str(new if str(new) != old else p.with_name(f"{stem}-new.{fmt}"))
 
 
-def _convert_snippet(cfg: DiskConfig, current: CurrentConfig, old: str, block: bool) -> tuple[Snippet, str]:
+def _convert_snippet(cfg: DiskConfig, current: CurrentConfig, old: str, block: bool,
+                     preallocation: bool = True) -> tuple[Snippet, str]:
     """(the qemu-img snippet for the user's image `old`, the path the VM runs from afterwards)."""
     title = "qemu-img convert (your image, copied into the recommended format; the old one kept)"
     cur_format = current.axes.get("format")
-    opts = _image_options(cfg)
+    opts = _image_options(cfg, preallocation)
     if cur_format == cfg.format and not opts:
         return Snippet("qemu-img", "qemu-img (nothing to convert)", None,
                        f"none needed: your image {old} stays as it is (same format, no creation option to change); "
@@ -206,7 +218,7 @@ def _convert_snippet(cfg: DiskConfig, current: CurrentConfig, old: str, block: b
             "runs well from the new one (it needs room for a second copy)")
     if block:
         note += f"; create the volume {new} first, as large as the old one (e.g. lvcreate), -n writes into it"
-    return Snippet("qemu-img", title, shell_command(argv), note), new
+    return Snippet("qemu-img", title, shell_command(argv, INDENTED_SNIPPET_WIDTH), note), new
 
 
 def _existing_note(what: str, image: str, converted: bool) -> str:
@@ -216,33 +228,37 @@ def _existing_note(what: str, image: str, converted: bool) -> str:
     return f"{what}: keeps your image {image} as it is; only its options change, the data is untouched"
 
 
-def _proxmox_existing_snippet(cfg: DiskConfig, current: CurrentConfig) -> Snippet:
-    """qm set on the volume the VM already has, then qm disk move where its format changes."""
+def _proxmox_existing_snippet(cfg: DiskConfig, current: CurrentConfig, changed: dict[str, str]) -> Snippet:
+    """qm set on the drive the VM already has, changing only the options of the `changed` axes (its own drive
+    line otherwise, so what was not measured stays); in the same slot unless the bus changes, then the boot
+    order follows; qm disk move where the format changes."""
     disk = current.disk
     assert disk is not None
     title = "Proxmox VE (qm set on your existing volume)"
-    opts, axis_notes, unavailable = _proxmox_options(cfg)
+    opts, _, unavailable = _proxmox_options(cfg)
     unavailable += _proxmox_device_unavailable(cfg)
     if unavailable:
         return Snippet("proxmox", title, None, _not_available(unavailable))
     vmid, volume, old_key = disk.vmid or "VMID", disk.volume or "VOLUME", disk.device or "virtio0"
     prefix = dict(opts)[PROXMOX_DISK_KEY]
     m = re.match(r"^([a-z]+)(\d+)$", old_key)
-    key = old_key if m and m.group(1) == prefix else f"{prefix}0"
-    drive = [kv for kv in _proxmox_drive_options(opts) if kv[0] != "format"]  # the volume keeps (or moves) its own
-    drive += measured_defaults("proxmox", dict(drive))
-    lines: list[str] = []
+    key = old_key if m and m.group(1) == prefix else proxmox_free_slot(prefix, disk.slots)
     notes = [f"sets the options on your existing volume {volume}; the data is untouched (the options take effect at "
              "the VM's next start)"]
-    if key != old_key:
-        lines.append(f"qm set {vmid} --delete {old_key}")
-        notes.append(f"the bus changes: {old_key} is detached (its volume becomes unused0, not deleted) and attached "
-                     f"as {key}; set the boot order to it (qm set {vmid} --boot order={key}) and check the guest's "
-                     "fstab uses UUIDs (device names change)")
+    if disk.settings is None:  # stored before the drive line was kept: its other options are not known here
+        notes.append("qm set replaces the whole drive line: add your drive's other options (size, serial, …)")
     cmd = f"qm set {vmid}"
-    if cfg.bus in PROXMOX_SCSIHW:
+    if cfg.bus in PROXMOX_SCSIHW and "bus" in changed:
         cmd += f" --scsihw {PROXMOX_SCSIHW[cfg.bus]}"
-    lines.append(shell_command([*cmd.split(), f"--{key}", ",".join([volume, *(f"{k}={v}" for k, v in drive)])]))
+    drive = proxmox_edited_drive(disk.settings or volume, changed)
+    if key != old_key:
+        lines, moved = _proxmox_slot_moved(disk, vmid, key, [*cmd.split(), f"--{key}", drive])
+        notes += moved
+    elif drive != disk.settings:
+        lines = [shell_command([*cmd.split(), f"--{key}", drive], INDENTED_SNIPPET_WIDTH)]
+    else:
+        lines = []
+        notes.append(f"{old_key}'s own options stay as they are")
     cur_format = current.axes.get("format")
     if cur_format != cfg.format and not disk.block:
         storage = volume.split(":", 1)[0] if ":" in volume else "STORAGE"
@@ -250,51 +266,93 @@ def _proxmox_existing_snippet(cfg: DiskConfig, current: CurrentConfig) -> Snippe
         notes.append(f"{SHUT_DOWN}: qm disk move copies the data into a new {cfg.format} volume on {storage} and "
                      f"points {key} at it, with the options set above; the old volume stays as unused0 until you "
                      "remove it (or add --delete 1)")
-    measured = dict(measured_defaults("proxmox", dict(_proxmox_drive_options(opts))))
-    if "detect_zeroes" in measured:
+    if changed.get("detect_zeroes") == "off":
         notes.append("detect_zeroes=0 because Proxmox turns QEMU's zero detection on by default and iomatrix "
                      "measured it off")
-    notes += axis_notes
+    notes += axes.tool_options(changed, "proxmox")[1]  # what is said of the values written, not of those kept
     if on_storage := _partition(opts, PROXMOX_STORAGE_KEYS.__contains__)[0]:
         notes.append(f"{', '.join(f'{k}={v}' for k, v in on_storage)} is a property of the storage (pvesm set "
                      f"STORAGE), for volumes created or moved after it; it does not change an existing volume")
-    return Snippet("proxmox", title, "\n".join(lines), "; ".join(notes))
+    # Nothing to run (every axis that differs was kept): the note says so instead of an empty command.
+    return Snippet("proxmox", title, "\n".join(lines) or None, "; ".join(notes))
 
 
-def _existing_disk_snippets(cfg: DiskConfig, current: CurrentConfig) -> SnippetSet:
+def _proxmox_slot_moved(disk: ExistingDisk, vmid: str, key: str, attach: list[str]) -> tuple[list[str], list[str]]:
+    """(the qm commands that move the user's drive to slot `key` of another bus (`attach`: the qm set that attaches
+    it there), with the boot order following; notes)."""
+    old_key = disk.device or "virtio0"
+    lines = [f"qm set {vmid} --delete {old_key}", shell_command(attach, INDENTED_SNIPPET_WIDTH)]
+    notes = [f"the bus changes (measured): {old_key} is detached (its volume becomes unused, not deleted) and "
+             f"attached as {key}; check the guest's fstab uses UUIDs (device names change)"]
+    boot = proxmox_boot_after(disk.boot, old_key, key)
+    if boot is not None:
+        lines.append(shell_command(["qm", "set", vmid, "--boot", boot], INDENTED_SNIPPET_WIDTH))
+    else:
+        notes.append(f"your boot order does not name {old_key}: set it if the VM boots from it "
+                     f"(qm set {vmid} --boot order={key})")
+    return lines, notes
+
+
+def _existing_disk_snippets(cfg: DiskConfig, current: CurrentConfig, varied: Collection[str] | None) -> SnippetSet:
+    """The snippets that change the user's disk to `cfg`: with `varied` (the axes the sweep varied for the answer),
+    only those change and the rest stay as the user has them (keeping.py); None: every axis of `cfg`."""
     disk = current.disk
     assert disk is not None
     backing = BackingKind.BLOCK if disk.block else BackingKind.FILE
     if backing != cfg.backing:
         cfg = DiskConfig(values=cfg.values, backing=backing, assumed=cfg.assumed)
-    cfg = _with_current_discard(cfg, current)
+    kept = Kept(_with_current_discard(cfg, current)) if varied is None else keep_unmeasured(cfg, current.axes, varied)
+    cfg = kept.config
+    changed = changed_axes(cfg, current.axes)
     out: list[Snippet] = []
+    img, path = None, None
     if disk.path is not None:
-        img, path = _convert_snippet(cfg, current, disk.path, disk.block)
-        converted = path != disk.path
-        same_bus = current.axes.get("bus") == cfg.bus.value
-        lv = libvirt_snippet(cfg, path, disk.device if same_bus and disk.tool == "libvirt" else None)
-        qemu = qemu_snippet(cfg, path)
-        out += [replace(lv, note=f"{_existing_note('virsh edit VM', path, converted)}; {lv.note}"),
-                *([eatmydata_wrapper_snippet()] if cfg.modifier == Modifier.EATMYDATA else []),
-                replace(qemu, note=f"{_existing_note('replaces your disk options', path, converted)}; {qemu.note}")]
-    else:
-        img, path = None, None
-    out.append(_proxmox_existing_snippet(cfg, current) if disk.tool == "proxmox" else proxmox_snippet(cfg))
+        img, path = _convert_snippet(cfg, current, disk.path, disk.block,
+                                     preallocation=varied is None or "preallocation" in varied)
+        out += _libvirt_and_qemu_existing(cfg, disk, changed, path)
+    out.append(_proxmox_existing_snippet(cfg, current, changed) if disk.tool == "proxmox" else proxmox_snippet(cfg))
     out += [virt_install_snippet(cfg, path), nova_snippet(cfg)]
-    if img is not None:
-        out.append(img)
-    return SnippetSet(cfg, out)
+    # The data step first: every configuration after it points at the copy it makes.
+    return SnippetSet(cfg, out if img is None else [img, *out], kept=kept.line())
 
 
-def snippets_for(cfg: DiskConfig, path: str | None = None, current: CurrentConfig | None = None) -> SnippetSet:
+def _libvirt_and_qemu_existing(cfg: DiskConfig, disk: ExistingDisk, changed: dict[str, str],
+                               path: str) -> list[Snippet]:
+    """The libvirt snippets (the user's own <disk> edited, and the virt-xml line making the same edit, where the bus
+    stays; else a <disk> for the new bus keeping its boot order) and the QEMU options, for the image at `path`."""
+    converted = path != disk.path
+    if disk.tool == "libvirt" and disk.settings and "bus" not in changed:
+        edited, notes = libvirt_edited_disk(disk.settings, changed, cfg.bus, path if converted else None, disk.block)
+        lv = Snippet("libvirt", f"libvirt domain XML (virsh edit {disk.vmid or 'VM'}: replace your <disk> "
+                     f"{disk.device})", edited,
+                     "; ".join([_existing_note("your own <disk>, edited", path, converted)
+                                + "; its target, address, boot order and the rest stay as they are", *notes]), "xml")
+        command, vx_notes = virt_xml_command(disk.vmid or "VM", disk.device or "vda", changed, cfg.bus,
+                                             path if converted else None)
+        vx = [Snippet("virt-xml", f"virt-xml (edits your <disk> {disk.device} in place; the edited XML: --detail)",
+                      command,
+                      "; ".join([f"{SHUT_DOWN}: the change applies at its next start", *vx_notes]))]
+    else:
+        same_bus = "bus" not in changed
+        lv = libvirt_snippet(cfg, path, disk.device if same_bus and disk.tool == "libvirt" else None,
+                             keep_children=libvirt_kept_children(disk.settings) if disk.tool == "libvirt" else ())
+        lv = replace(lv, note=f"{_existing_note('virsh edit VM', path, converted)}; {lv.note}")
+        vx = []
+    qemu = qemu_snippet(cfg, path)
+    return [lv, *vx, *([eatmydata_wrapper_snippet()] if cfg.modifier == Modifier.EATMYDATA else []),
+            replace(qemu, note=f"{_existing_note('replaces your disk options', path, converted)}; {qemu.note}")]
+
+
+def snippets_for(cfg: DiskConfig, path: str | None = None, current: CurrentConfig | None = None,
+                 varied: Collection[str] | None = None) -> SnippetSet:
     """Every tool's snippet for `cfg`: for a new disk at `path` (a default path when None), or, where `current`
-    names the user's existing disk (--current), changing that disk with its data kept."""
+    names the user's existing disk (--current), changing that disk with its data kept: with `varied` (the axes the
+    sweep varied for this answer) only those, the others as the user has them."""
     if cfg.protocol is not None:  # a disk served over the network: its storage is configured with it
         return network_snippets(cfg, path)
     if current is not None and current.disk is not None and current.disk.tool in EXISTING_TOOLS \
             and not current.disk.network:
-        return _existing_disk_snippets(cfg, current)
+        return _existing_disk_snippets(cfg, current, varied)
     return SnippetSet(cfg, [
         libvirt_snippet(cfg, path),
         *([eatmydata_wrapper_snippet()] if cfg.modifier == Modifier.EATMYDATA else []),

@@ -23,6 +23,12 @@ from iomatrix.snippets import Snippet
 
 TARGETS = ("libvirt", "proxmox", "qemu", "virt-install", "nova")
 DEFAULT_TARGET = "libvirt"
+# The targets whose snippet points at the user's image once converted: the conversion stands before it (Proxmox's
+# own snippet moves the volume itself; Nova's names no file).
+DATA_STEP_TARGETS = ("libvirt", "qemu", "virt-install")
+# The shorter form of the same change, shown on the first screen instead of a target's snippet where there is one
+# (--current: virt-xml's one line for the edited <disk>); --detail shows both.
+SHORTER_FORM = {"libvirt": ("virt-xml",)}
 # The three situations a headline states (the fourth, a guest that sends no flushes, is detail).
 HEADLINE_SITUATIONS = {SITUATIONS[0]: "QEMU crash", SITUATIONS[1]: "power loss", SITUATIONS[2]: "live migration"}
 
@@ -76,6 +82,10 @@ class Pick:
     settled: bool = True
     # Every workload's decision ended as equivalent: the configuration is kept, not a winner.
     kept: bool = False
+    # With --current (issue 49): the step that copies the user's data, shown before the snippet that points at the
+    # copy, and what was kept as the user has it.
+    data_step: Snippet | None = None
+    kept_line: str = ""
 
     @property
     def verb(self) -> str:
@@ -87,7 +97,9 @@ class Pick:
         return {"cell": self.cell, "name": self.name, "config": self.config, "settled": self.settled,
                 "workloads": [g.as_dict() for g in self.gains],
                 "risks": [{"situation": s, "text": t, "basis": b} for s, t, b in self.risks],
-                "snippet": None if self.snippet is None else self.snippet.as_dict()}
+                "snippet": None if self.snippet is None else self.snippet.as_dict(),
+                **({"data_step": self.data_step.as_dict()} if self.data_step is not None else {}),
+                **({"kept_line": self.kept_line} if self.kept_line else {})}
 
 
 @dataclass
@@ -222,10 +234,15 @@ def _pick(v: Verdict, target: str, settled: bool = True) -> Pick:
     assert v.choice is not None
     snippet, storage = None, None
     config = v.choice.cell
+    extra: dict[str, Any] = {}
     if v.snippets is not None:
         config = v.snippets.config.label()
         snippet = next((s for s in v.snippets.snippets if s.tool == target), None)
-        storage = next((s for s in v.snippets.snippets if s.summary and s.tool != target), None)
+        # The shorter form of the same edit where there is one (virt-xml for the user's <disk>; the XML: --detail).
+        snippet = next((s for s in v.snippets.snippets if s.tool in SHORTER_FORM.get(target, ()) and s.text), snippet)
+        storage = next((s for s in v.snippets.snippets if s.summary and s.tool != target and s is not snippet), None)
+        data_step = v.snippets.data_step() if target in DATA_STEP_TARGETS else None
+        extra = {"data_step": data_step, "kept_line": v.snippets.kept}
     risks = [(HEADLINE_SITUATIONS[r.situation], r.text, r.basis) for r in v.risks if r.situation in HEADLINE_SITUATIONS]
     return Pick(v.choice.cell, v.choice.cell, config, risks=risks, snippet=snippet, storage=storage,
-                settled=settled)
+                settled=settled, **extra)

@@ -20,7 +20,16 @@ from iomatrix.report.export import csv, json
 from iomatrix.report.export.table import DataTable
 from iomatrix.report.figures import BOUNDED_NOTE, NO_INTERVAL_NOTE, ci_text, imprecise, ratio_text
 from iomatrix.report.formats import OutputFormat
-from iomatrix.report.headline import DEFAULT_TARGET, TARGETS, Headline, Pick, WorkloadGain, headline, verdict_labels
+from iomatrix.report.headline import (
+    DEFAULT_TARGET,
+    SHORTER_FORM,
+    TARGETS,
+    Headline,
+    Pick,
+    WorkloadGain,
+    headline,
+    verdict_labels,
+)
 from iomatrix.report.naming import cell_names
 from iomatrix.report.objective import Objective, objective_line
 from iomatrix.report.query import sweep_info
@@ -158,6 +167,8 @@ def _snippet_lines(v: Verdict, markdown: bool, printed: set[str], target: str | 
     out = []
     if config.assumed:
         out.append(f"snippets assume {', '.join(config.assumed)} (not swept): " + config.label())
+    if v.snippets.kept:
+        out.append(v.snippets.kept)
     for s in v.snippets.snippets:
         if _shown_with(s, target):
             out += _snippet_block(s, markdown)
@@ -167,7 +178,9 @@ def _snippet_lines(v: Verdict, markdown: bool, printed: set[str], target: str | 
 def _shown_with(s: Snippet, target: str | None) -> bool:
     """Whether the detail for `target` shows `s`: the target's own, the image's, and the storage's (not a VM tool's:
     its settings hold whichever VM tool the disk is written for)."""
-    return target is None or s.tool in (target, *TOOLS_WITH_EVERY_TARGET) or s.tool not in TARGETS
+    if target is None or s.tool in (target, *TOOLS_WITH_EVERY_TARGET, *SHORTER_FORM.get(target, ())):
+        return True
+    return s.tool not in TARGETS and not any(s.tool in tools for tools in SHORTER_FORM.values())
 
 
 def _snippet_block(s: Snippet, markdown: bool) -> list[str]:
@@ -391,14 +404,24 @@ def _pick_lines(p: Pick, target: str, width: int, markdown: bool, one_tier: str 
     if p.risks:
         out += wrap(f"risks ({p.risks[0][2]}):", width, "  ")
         out += [x for situation, text, _ in p.risks for x in wrap(f"{situation}: {text}", width, "    ")]
+    return out + _pick_snippet_lines(p, target, width, markdown, room)
+
+
+def _pick_snippet_lines(p: Pick, target: str, width: int, markdown: bool,
+                        room: list[int] | int | None = None) -> list[str]:
+    """A pick's snippet for `target`: with --current, the data step before it and what was kept after it; then the
+    storage's settings (`_storage_lines`)."""
+    out: list[str] = []
     if p.snippet is not None:
+        if p.data_step is not None:  # the user's data first: the snippet below points at the copy
+            out += _pick_code(p.data_step, DATA_STEP_TITLE, width, markdown)
         out += wrap(f"{target}: {p.snippet.title}", width, "  ")
         if p.snippet.text is None:
             out += wrap(p.snippet.note, width, "    ")
-        elif markdown:
-            out += [f"```{p.snippet.language}", *code_lines(p.snippet.text, p.snippet.language, width), "```"]
         else:
-            out += code_lines(p.snippet.text, p.snippet.language, width, "    ")
+            out += _pick_code(p.snippet, "", width, markdown)
+    if p.kept_line:
+        out += wrap(p.kept_line, width, "  ")
     return out + _storage_lines(p.storage, width, markdown, room)
 
 
@@ -415,6 +438,18 @@ def _storage_lines(s: Snippet | None, width: int, markdown: bool, room: list[int
         room[0] -= len(whole) - len(short)
         return whole
     return short
+
+
+DATA_STEP_TITLE = "first, your data (shut the VM down; the old image is kept):"
+
+
+def _pick_code(s: Snippet, title: str, width: int, markdown: bool) -> list[str]:
+    """A snippet's text on the first screen, under `title` (none when '')."""
+    assert s.text is not None
+    out = wrap(title, width, "  ") if title else []
+    if markdown:
+        return [*out, f"```{s.language}", *code_lines(s.text, s.language, width), "```"]
+    return out + code_lines(s.text, s.language, width, "    ")
 
 
 def _fitting(lines: list[str], width: int, room: list[int] | int | None) -> list[str]:

@@ -282,13 +282,26 @@ class Snippet:
 class SnippetSet:
     config: DiskConfig
     snippets: list[Snippet] = field(default_factory=list)
+    # With --current: what of the user's configuration the snippets keep, and why, in one line ('' when nothing).
+    kept: str = ""
 
     def by_tool(self, tool: str) -> Snippet:
         return next(s for s in self.snippets if s.tool == tool)
 
+    def data_step(self) -> Snippet | None:
+        """The step that copies the user's data (qemu-img convert of their image), where the answer needs one: it
+        comes before the configuration that points at the copy."""
+        return next((s for s in self.snippets if s.tool == DATA_STEP_TOOL and s.text is not None
+                     and s.text.startswith(DATA_STEP_COMMAND)), None)
+
     def as_dict(self) -> dict[str, Any]:
-        return {"config": self.config.label(), "assumed": list(self.config.assumed),
+        kept = {"kept": self.kept} if self.kept else {}
+        return {"config": self.config.label(), "assumed": list(self.config.assumed), **kept,
                 "snippets": [s.as_dict() for s in self.snippets]}
+
+
+DATA_STEP_TOOL = "qemu-img"
+DATA_STEP_COMMAND = "qemu-img convert "
 
 
 
@@ -318,6 +331,8 @@ def _uses_iothread(cfg: DiskConfig) -> bool:
 
 # The widest line of a shell snippet (a terminal of 100 columns, a page's code block).
 SNIPPET_WIDTH = 100
+# The widest line of a snippet the first screen shows indented by 4 columns (recommend's headline), so it still fits.
+INDENTED_SNIPPET_WIDTH = SNIPPET_WIDTH - 4
 CONTINUATION = " \\\n"  # ' \' and a newline: the command goes on on the next line
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from iomatrix.domain import (
@@ -30,6 +32,7 @@ from iomatrix.vmconfig.config import (
     CONTINUATION,
     EATMYDATA_NOTE,
     EATMYDATA_WRAPPER,
+    INDENTED_SNIPPET_WIDTH,
     DiskConfig,
     Snippet,
     _not_available,
@@ -39,6 +42,7 @@ from iomatrix.vmconfig.config import (
     controller_options_of,
     measured_defaults,
     measured_note,
+    shell_command,
     shell_word,
 )
 from iomatrix.vmconfig.network import (
@@ -66,7 +70,9 @@ LIBVIRT_DOMAIN_LEVEL = "<!-- in <domain>, beside <vcpu> -->"
 LIBVIRT_DEVICES_LEVEL = "<!-- in <devices> -->"
 
 
-def libvirt_disk_element(cfg: DiskConfig, path: str | None = None, dev: str | None = None) -> ET.Element:
+def libvirt_disk_element(cfg: DiskConfig, path: str | None = None, dev: str | None = None,
+                         keep_children: Sequence[ET.Element] = ()) -> ET.Element:
+    """`keep_children`: elements of the user's own <disk> that no bus changes (<boot order>, <serial>), kept."""
     path = path or cfg.default_path()
     target, driver = _partition(controller_options(cfg, "libvirt")[0], LIBVIRT_TARGET_KEYS.__contains__)
     if cfg.userspace_client:
@@ -89,14 +95,28 @@ def libvirt_disk_element(cfg: DiskConfig, path: str | None = None, dev: str | No
         # <auth> beside <source>, where Ceph's libvirt guide and every libvirt since 0.9.7 put it.
         ET.SubElement(ET.SubElement(disk, "auth", auth[0]), "secret", auth[1])
     ET.SubElement(disk, "target", dict([("dev", dev or LIBVIRT_DEV[cfg.bus]), *target]))
+    disk.extend(keep_children)
     if cfg.bus == Bus.VIRTIO_SCSI_SINGLE:  # the disk's own controller
         ET.SubElement(disk, "address", type="drive", controller=SINGLE_CONTROLLER_INDEX, bus="0", target="0",
                       unit="0")
     return disk
 
 
-def libvirt_disk_xml(cfg: DiskConfig, path: str | None = None, dev: str | None = None) -> str:
-    el = libvirt_disk_element(cfg, path, dev)
+# The children of a user's <disk> a bus change keeps (its <address> and <target> are the bus's own).
+LIBVIRT_BUS_FREE_CHILDREN = ("serial", "wwn", "boot")
+
+
+def libvirt_kept_children(settings: str | None) -> list[ET.Element]:
+    """The elements of the user's <disk> (`settings`) that stay when its bus changes: its serial and boot order."""
+    if not settings:
+        return []
+    disk = ET.fromstring(settings)
+    return [c for tag in LIBVIRT_BUS_FREE_CHILDREN for c in disk.findall(tag)]
+
+
+def libvirt_disk_xml(cfg: DiskConfig, path: str | None = None, dev: str | None = None,
+                     keep_children: Sequence[ET.Element] = ()) -> str:
+    el = libvirt_disk_element(cfg, path, dev, keep_children)
     ET.indent(el, space="  ")
     return ET.tostring(el, encoding="unicode")
 
@@ -132,12 +152,13 @@ def _libvirt_device_notes(cfg: DiskConfig, driver_on_controller: bool) -> list[s
     return notes
 
 
-def libvirt_snippet(cfg: DiskConfig, path: str | None = None, dev: str | None = None) -> Snippet:
+def libvirt_snippet(cfg: DiskConfig, path: str | None = None, dev: str | None = None,
+                    keep_children: Sequence[ET.Element] = ()) -> Snippet:
     title = "libvirt domain XML (virsh edit VM: replace the <disk> element)"
     opts, axis_notes, unavailable = axes.tool_options(cfg.axis_values(), "libvirt")
     if unavailable:
         return Snippet("libvirt", title, None, _not_available(unavailable), "xml")
-    devices = [libvirt_disk_xml(cfg, path, dev)]
+    devices = [libvirt_disk_xml(cfg, path, dev, keep_children)]
     notes = [measured_note(measured_defaults("libvirt", dict(opts)))]
     if (controller := libvirt_controller_xml(cfg)) is not None:
         devices.insert(0, controller)
@@ -243,6 +264,7 @@ def from_libvirt_xml(path: Path, disk: str | None = None) -> CurrentConfig:
     dev = tgt.get("dev") if tgt is not None else "?"
     src = d.find("source")
     existing, network = _existing_disk(d, src, dev)
+    existing = _with_domain(existing, root, d)
     values.update(network.axes if network else {})
     cfg = CurrentConfig(values, f"libvirt {path.name}, disk {dev}", defaulted, disk=existing)
     cfg.notes += [network.note] if network else []
@@ -250,6 +272,13 @@ def from_libvirt_xml(path: Path, disk: str | None = None) -> CurrentConfig:
     if max_size is not None:
         _set_l2_cache(cfg, _libvirt_scaled(max_size, "driver metadata_cache max_size"), "metadata_cache max_size")
     return cfg
+
+
+def _with_domain(existing: ExistingDisk, root: ET.Element, disk: ET.Element) -> ExistingDisk:
+    """`existing` with the domain's name (what virsh and virt-xml take) and the <disk> as the user has it, which the
+    snippets edit rather than rewrite."""
+    name = (root.findtext("name") or "").strip()
+    return replace(existing, vmid=name or None, settings=ET.tostring(disk, encoding="unicode").strip())
 
 
 def _existing_disk(disk: ET.Element, src: ET.Element | None, dev: str) -> tuple[ExistingDisk, NetworkDiskRead | None]:
@@ -372,3 +401,100 @@ def _libvirt_driver_axes(attrs: dict[str, str]) -> tuple[dict[str, str], list[st
             values[axis.name] = str(axis.default)
             defaulted.append(f"{axis.name} (libvirt default: the hypervisor's, QEMU {axis.name}={axis.default})")
     return values, defaulted
+
+
+# --------------------------------------------------------------------------- changing the <disk> the user has
+# The user's own <disk> edited in place (issue 49): only the <driver> attributes of the axes the answer changes, and
+# the <source> where the image was converted; <target>, <address>, <boot order>, <serial>, the IOThread and the
+# rest of the element stay as they are. virt-xml (virtinst) makes the same edit on a defined domain.
+# virt-xml's --disk names each <driver> attribute 'driver.ATTR' (its plain 'format=' is for new storage only: on an
+# existing disk virt-xml 4.1 leaves the type as it was); 'driver.ATTR=' removes the attribute.
+VIRT_XML_DRIVER = "driver."
+
+
+def _driver_keys(name: str, tool: str) -> set[str]:
+    """Every option axis `name` spells in `tool`, at any of its values."""
+    spell = axes.get(name).tools.get(tool)
+    return set() if spell is None else {k for v in axes.get(name).values for k, _ in spell(v).options}
+
+
+def _disk_level(changed: dict[str, str], bus: Bus) -> tuple[dict[str, str], list[str]]:
+    """(the changed axes set on the disk itself, notes for those that are not: a scsi disk's IOThread and queues
+    belong to its virtio-scsi controller)."""
+    on_disk: dict[str, str] = {}
+    notes: list[str] = []
+    for name, value in changed.items():
+        axis = axes.get(name)
+        if name == "bus" or "libvirt" not in axis.tools:
+            continue
+        if axis.on_controller and bus in SCSI_CONTROLLER_BUSES:
+            notes.append(f"{name}={value} goes on the <driver> of the disk's virtio-scsi <controller>, not the disk")
+            continue
+        on_disk[name] = value
+    return on_disk, notes
+
+
+def libvirt_edited_disk(settings: str, changed: dict[str, str], bus: Bus, path: str | None = None,
+                        block: bool = False) -> tuple[str, list[str]]:
+    """(the user's <disk> element `settings` with the <driver> attributes of the `changed` axes set and their other
+    values removed, its <source> pointed at `path` when given; notes on what is not set on the disk)."""
+    disk = ET.fromstring(settings)
+    driver = disk.find("driver")
+    if driver is None:
+        driver = ET.Element("driver", name="qemu")
+        disk.insert(0, driver)
+    on_disk, notes = _disk_level(changed, bus)
+    for name, value in on_disk.items():
+        new = {k: str(v) for k, v in axes.get(name).tools["libvirt"](value).options}
+        for k in _driver_keys(name, "libvirt") - new.keys():
+            driver.attrib.pop(k, None)
+        driver.attrib.update(new)  # an attribute the user has keeps its place
+    if path is not None and (src := disk.find("source")) is not None:
+        for k in ("file", "dev"):
+            src.attrib.pop(k, None)
+        src.set("dev" if block else "file", path)
+    if on_disk.get("iothread") == IOThread.ON:
+        notes.append(f"iothread='{LIBVIRT_IOTHREAD_ID}' needs <iothreads>{LIBVIRT_IOTHREAD_ID}</iothreads> (or more) "
+                     "in <domain>")
+    disk.tail = None
+    ET.indent(disk, space="  ")
+    return ET.tostring(disk, encoding="unicode"), notes
+
+
+def virt_xml_command(domain: str, dev: str, changed: dict[str, str], bus: Bus, path: str | None = None
+                     ) -> tuple[str | None, list[str]]:
+    """(`virt-xml DOMAIN --edit target=DEV --disk …` making the edit `libvirt_edited_disk` makes, None when a
+    changed axis has no virt-xml option; notes)."""
+    on_disk, notes = _disk_level(changed, bus)
+    opts: list[tuple[str, str]] = []
+    for name, value in on_disk.items():
+        t = axes.get(name).tools["libvirt"](value)
+        if t.unavailable:
+            return None, [f"virt-xml cannot set {name}={value}: {t.unavailable}"]
+        # A value spelled by no attribute (QEMU's default) is unset: 'driver.ATTR=' removes the user's attribute.
+        new = [(str(k), str(v)) for k, v in t.options] or [(k, "") for k in sorted(_driver_keys(name, "libvirt"))]
+        opts += [(VIRT_XML_DRIVER + k, v) for k, v in new]
+    if path is not None:
+        opts.append(("path", path))
+    if not opts:
+        return None, ["nothing to change"]
+    words = ["virt-xml", domain, "--edit", f"target={dev}", "--disk", ",".join(f"{k}={v}" for k, v in opts)]
+    return shell_command(words, INDENTED_SNIPPET_WIDTH), notes
+
+
+def edited_domain(domain_xml: str, dev: str, disk_xml: str) -> str:
+    """The whole domain `domain_xml` with its <disk> on target `dev` replaced by `disk_xml` (what virsh edit
+    saves), everything else as it is."""
+    root = ET.fromstring(domain_xml)
+    devices = root.find("devices")
+    assert devices is not None
+    for i, d in enumerate(list(devices)):
+        if d.tag == "disk" and (t := d.find("target")) is not None and t.get("dev") == dev:
+            new = ET.fromstring(disk_xml)
+            new.tail = d.tail
+            devices.remove(d)
+            devices.insert(i, new)
+            break
+    else:
+        raise UserError(f"the domain has no disk {dev}", hint="give the domain the snippet was written for")
+    return ET.tostring(root, encoding="unicode")

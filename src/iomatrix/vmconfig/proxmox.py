@@ -213,8 +213,10 @@ def from_proxmox(text: str, source: str, disk: str | None = None, storage_cfg: s
     # A volume of a directory/NFS storage is an image file (…/vm-100-disk-0.qcow2); LVM, ZFS and Ceph are not.
     block = not any(volume.endswith(e) for e in PROXMOX_IMAGE_EXTENSIONS)
     network, unknown = _network_volume(volume, storage_cfg, values, defaulted)
+    slots = " ".join(k for k in conf if PROXMOX_DRIVE.match(k) or k.startswith("unused"))
     existing = ExistingDisk("proxmox", network.url if network else None, key, volume or None, vmid, block,
-                            protocol=network.protocol if network else None)
+                            protocol=network.protocol if network else None, settings=conf[key],
+                            boot=conf.get("boot"), slots=slots)
     cfg = CurrentConfig(values, f"Proxmox {source}, disk {key}", defaulted, disk=existing)
     cfg.notes += [n for n in (network.note if network else None, unknown) if n]
     return cfg
@@ -289,3 +291,46 @@ def _proxmox_drive_axes(key: str, drive: dict[str, str], conf: dict[str, str]) -
     if own_controller and "queues" in drive:
         values["queues"] = _value("queues", "queues", drive["queues"])
     return values, defaulted
+
+
+# --------------------------------------------------------------------------- changing the drive the user has
+# `qm set VMID --scsi0 VALUE` replaces the whole drive line: an option left out of VALUE is gone (iothread=1,
+# serial=…, size=…). So the value written is the user's own line with only the changed axes' options set (issue 49).
+_NOT_ON_THE_DRIVE = (PROXMOX_DISK_KEY, "format", *PROXMOX_STORAGE_KEYS)  # the slot, qm disk move, pvesm set
+
+
+def _drive_keys(name: str) -> set[str]:
+    """Every drive option axis `name` spells in Proxmox, at any of its values."""
+    spell = axes.get(name).tools.get("proxmox")
+    if spell is None:
+        return set()
+    return {k for v in axes.get(name).values for k, _ in spell(v).options} - set(_NOT_ON_THE_DRIVE)
+
+
+def proxmox_edited_drive(settings: str, changed: dict[str, str]) -> str:
+    """The user's drive property string (`settings`: 'local-lvm:vm-101-disk-0,iothread=1,size=32G') with the options
+    of the `changed` axes (axis → new value) set, and any other value of theirs removed; the rest kept in order."""
+    drive = _qm_drive(settings)
+    volume = drive.pop("file", "")
+    for name, value in changed.items():
+        keys = _drive_keys(name)
+        new = {k: str(v) for k, v in axes.get(name).tools["proxmox"](value).options if k in keys}
+        for k in keys - new.keys():
+            drive.pop(k, None)
+        drive.update(new)  # an option the user has keeps its place
+    return ",".join([volume, *(f"{k}={v}" for k, v in drive.items())])
+
+
+def proxmox_free_slot(prefix: str, slots: str | None) -> str:
+    """The first drive key of bus `prefix` the VM does not use ('virtio0', else 'virtio1', …)."""
+    used = set((slots or "").split())
+    return next(f"{prefix}{n}" for n in itertools.count() if f"{prefix}{n}" not in used)
+
+
+def proxmox_boot_after(boot: str | None, old: str, new: str) -> str | None:
+    """The VM's 'boot:' value with drive `old` replaced by `new` ('order=scsi0;net0' → 'order=virtio0;net0'); None
+    when the boot order does not name `old`."""
+    if not boot or not boot.startswith("order="):
+        return None
+    order = boot.removeprefix("order=").split(";")
+    return "order=" + ";".join(new if k == old else k for k in order) if old in order else None

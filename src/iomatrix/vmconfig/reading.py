@@ -33,6 +33,13 @@ class ExistingDisk:
     # A disk QEMU reaches over the network (a protocol of iomatrix.protocols; issue 34): `path` is then its URL
     # (iscsi://HOST:PORT/IQN/LUN, nfs://HOST/EXPORT/FILE) where the configuration gives it.
     protocol: str | None = None
+    # The disk's own settings as the user's file writes them, which the snippets edit rather than rewrite, so what
+    # the sweep did not measure (device address, serial, boot order, IOThread, …) stays as it is (issue 49):
+    # Proxmox's drive property string ('local-lvm:vm-101-disk-0,iothread=1,size=32G'), libvirt's <disk> element.
+    settings: str | None = None
+    # Proxmox: the VM's 'boot:' value and its drive keys (space-separated), for a slot that must change.
+    boot: str | None = None
+    slots: str | None = None
 
     @property
     def network(self) -> bool:
@@ -44,7 +51,8 @@ class ExistingDisk:
     @classmethod
     def from_dict(cls, raw: dict[str, str]) -> ExistingDisk:
         return cls(raw["tool"], raw.get("path"), raw.get("device"), raw.get("volume"), raw.get("vmid"),
-                   raw.get("block") == "True", raw.get("protocol"))
+                   raw.get("block") == "True", raw.get("protocol"), raw.get("settings"), raw.get("boot"),
+                   raw.get("slots"))
 
 
 @dataclass

@@ -86,3 +86,21 @@ def matching_current(cells: Sequence[CellWorkload], like: CellWorkload,
                                     f"L2 metadata of {like.workload}'s {axes.size_words(workload.image_bytes)} image: "
                                     "between l2_cache=default and whole-image, neither measured")
     return matching_cell(cells, like, **want), notes, short, ""
+
+
+def varied_axes(cells: Sequence[CellWorkload], like: CellWorkload) -> frozenset[str]:
+    """The axes the sweep measured at more than one value among `cells` (one workload, one tier) that apply to
+    `like` (not "-" there): what its answer may change on the user's disk (--current, vmconfig/keeping.py). An
+    axis a cell does not name ran at QEMU's default; the current configuration's own cell (run --current)
+    counts, so a value the user has that was measured against the answer is a measured change.
+
+    Worked example: the quick plan's blocklayer cells of rand-read-4k are raw|qcow2 × none|writeback, aio=threads
+    and bus=virtio-blk in all four: varied = {format, cache}."""
+    out = set()
+    for a in axes.plan_axes():
+        if like.axes.get(a.name, str(a.default)) == domain.NA:
+            continue
+        seen = {c.axes.get(a.name, str(a.default)) for c in cells} - {domain.NA}
+        if len(seen) > 1:
+            out.add(a.name)
+    return frozenset(out)

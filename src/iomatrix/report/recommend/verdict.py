@@ -16,7 +16,12 @@ from iomatrix.report.query import CellWorkload
 from iomatrix.report.rank import (
     WorkloadRanking,
 )
-from iomatrix.report.recommend.current_match import asked_later_axes, matching_cell, matching_current
+from iomatrix.report.recommend.current_match import (
+    asked_later_axes,
+    matching_cell,
+    matching_current,
+    varied_axes,
+)
 from iomatrix.report.recommend.requirements import Requirement, opt_in_text, unmet
 from iomatrix.report.recommend.risks import SITUATIONS, RiskStatement, risk_statements
 from iomatrix.snippets import DiskConfig, SnippetSet, snippet_backing, snippets_for
@@ -274,7 +279,9 @@ def _chosen_verdict(v: Verdict, cws: list[CellWorkload], wr: WorkloadRanking, ch
         v.requirement_cost = _requirement_cost(wr, choice.cell, r.higher_is_better)
         v.declined = _declined(wr, v.requirement_cost, requirements, measured)
     v.risks = risk_statements(cell.axes["cache"], cell.axes.get("modifier", Modifier.NONE), cell, measured)
-    v.snippets = snippets_for(DiskConfig.from_axes(cell.axes, snippet_backing(cell.backing)), current=current)
+    # With --current, only what the sweep varied here changes on the user's disk (the rest is kept as they have it).
+    v.snippets = snippets_for(DiskConfig.from_axes(cell.axes, snippet_backing(cell.backing)), current=current,
+                              varied=varied_axes(same_tier, cell))
     return v
 
 
