@@ -292,7 +292,9 @@ def gain_text(wg: WorkloadGain, cell: str) -> str:
         return f"1.00×: it is {wg.against}{assumed}"
     if g.ratio is None or g.ratio.ratio is None:
         return f"vs {wg.against}: – ({g.note})" if g.note else f"vs {wg.against}: –"
-    return f"{ratio_text(g.ratio.ratio, g.ratio.low, g.ratio.high)} {wg.against}{assumed}"
+    # A figure of the host page cache against one of the disk: said on the line that states the ratio.
+    memory = f" — {g.page_cache}" if g.page_cache else ""
+    return f"{ratio_text(g.ratio.ratio, g.ratio.low, g.ratio.high)} {wg.against}{assumed}{memory}"
 
 
 def headline_text(h: Headline, width: int, markdown: bool = False) -> str:

@@ -65,10 +65,14 @@ class Gain:
     # Values of the current configuration compared at the cell's ("iothread=on as off (not varied)"): the short
     # form of what `note` says, for the headline.
     assumed: tuple[str, ...] = ()
+    # One side's figure came from the host page cache, the working set fitting in RAM: what the ratio then
+    # measured (report/shape_findings.py: page_cache_note); "" when it compares like with like.
+    page_cache: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         r = self.ratio
         return {"against": self.against, "cell": self.label, "note": self.note, "assumed": list(self.assumed),
+                "page_cache": self.page_cache or None,
                 "ratio": None if r is None else r.ratio, "ci95_low": None if r is None else r.low,
                 "ci95_high": None if r is None else r.high}
 
