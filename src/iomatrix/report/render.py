@@ -292,9 +292,18 @@ def gain_text(wg: WorkloadGain, cell: str) -> str:
         return f"1.00×: it is {wg.against}{assumed}"
     if g.ratio is None or g.ratio.ratio is None:
         return f"vs {wg.against}: – ({g.note})" if g.note else f"vs {wg.against}: –"
-    # A figure of the host page cache against one of the disk: said on the line that states the ratio.
-    memory = f" — {g.page_cache}" if g.page_cache else ""
-    return f"{ratio_text(g.ratio.ratio, g.ratio.low, g.ratio.high)} {wg.against}{assumed}{memory}"
+    return f"{ratio_text(g.ratio.ratio, g.ratio.low, g.ratio.high)} {wg.against}{assumed}"
+
+
+def page_cache_lines(p: Pick) -> list[str]:
+    """One line per distinct page-cache warning the pick's stated ratios carry (Gain.page_cache: one side's figure
+    came from the host page cache), naming the workloads it applies to, right below their ratios."""
+    per: dict[str, list[str]] = {}
+    for wg in p.gains:
+        g = wg.gain
+        if g is not None and g.page_cache and g.label != p.cell and g.ratio is not None and g.ratio.ratio is not None:
+            per.setdefault(g.page_cache, []).append(wg.workload)
+    return [f"page cache on {', '.join(ws)}: {note}" for note, ws in per.items()]
 
 
 def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
@@ -308,6 +317,8 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
         out += wrap(f"all cells, where the axis applies: {h.shared}", width)
     for line in h.basis:
         out += wrap(f"basis: {line}", width)
+    if h.baseline_line():
+        out += wrap(h.baseline_line(), width)
     out += role_lines(h, width, markdown)
     tiers = {wg.tier for p in h.picks for wg in p.gains}
     one_tier = next(iter(tiers)) if len(tiers) == 1 else None
@@ -377,6 +388,7 @@ def _pick_lines(p: Pick, target: str, width: int, markdown: bool, one_tier: str 
         tier = f" [{wg.tier} tier]" if wg.tier and one_tier is None else ""
         status = f"kept: {wg.kept}" if wg.status == "equivalent" and wg.kept else STATUS_TEXT[wg.status]
         out += wrap(f"{wg.workload}: {gain_text(wg, p.cell)} · {status}{tier}", width, "  ")
+    out += [x for line in page_cache_lines(p) for x in wrap(line, width, "  ")]
     # A configuration stated again (another status) gets fewer.
     out += _fitting(alternative_lines(p)[:1 if shown else ALTERNATIVE_LINES], width, room)
     if again:

@@ -137,16 +137,16 @@ def memory_served(c: CellWorkload, shape: IoShape) -> str:
 
 def page_cache_note(chosen: CellWorkload, other: CellWorkload, shape: IoShape | None, ram_bytes: int | None) -> str:
     """What a ratio between two cells of one workload carries when one cell's figure came from the host page cache
-    and the other's did not, the working set fitting in RAM (``PAGE_CACHE_SHARE``): "cache=writeback: memory, not
-    the disk (its 128 MiB working set fits in the host page cache)"; "" when both or neither were served from it."""
+    and the other's did not, the working set fitting in RAM (``PAGE_CACHE_SHARE``): "cache=writeback measured
+    memory, not the disk (128 MiB working set in RAM)"; "" when both or neither were served from it."""
     if shape is None or not shape.held_by(ram_bytes, PAGE_CACHE_SHARE) or chosen is other:
         return ""
     mine, theirs = memory_served(chosen, shape), memory_served(other, shape)
     if bool(mine) == bool(theirs):
         return ""
     cached = chosen if mine else other
-    return (f"cache={cached.axes.get('cache')} measured memory, not the disk (its "
-            f"{size_words(shape.working_set or 0)} working set fits in the host page cache)")
+    return (f"cache={cached.axes.get('cache')} measured memory, not the disk "
+            f"({size_words(shape.working_set or 0)} working set in RAM)")
 
 
 def _io_words(shape: IoShape) -> str:
