@@ -295,6 +295,10 @@ def gain_text(wg: WorkloadGain, cell: str) -> str:
     return f"{ratio_text(g.ratio.ratio, g.ratio.low, g.ratio.high)} {wg.against}{assumed}"
 
 
+def wrapped_lines(lines: list[str], width: int, indent: str) -> list[str]:
+    return [x for line in lines for x in wrap(line, width, indent)]
+
+
 def page_cache_lines(p: Pick) -> list[str]:
     """One line per distinct page-cache warning the pick's stated ratios carry (Gain.page_cache: one side's figure
     came from the host page cache), naming the workloads it applies to, right below their ratios."""
@@ -388,7 +392,7 @@ def _pick_lines(p: Pick, target: str, width: int, markdown: bool, one_tier: str 
         tier = f" [{wg.tier} tier]" if wg.tier and one_tier is None else ""
         status = f"kept: {wg.kept}" if wg.status == "equivalent" and wg.kept else STATUS_TEXT[wg.status]
         out += wrap(f"{wg.workload}: {gain_text(wg, p.cell)} · {status}{tier}", width, "  ")
-    out += [x for line in page_cache_lines(p) for x in wrap(line, width, "  ")]
+    out += wrapped_lines(page_cache_lines(p), width, "  ")
     # A configuration stated again (another status) gets fewer.
     out += _fitting(alternative_lines(p)[:1 if shown else ALTERNATIVE_LINES], width, room)
     if again:
