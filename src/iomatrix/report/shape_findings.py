@@ -175,7 +175,7 @@ def _how_memory_served(held: Sequence[Pair]) -> str:
 def page_cache_finding(cws: Sequence[CellWorkload], threshold: float, shapes: Mapping[str, IoShape],
                        metric_of: Callable[[str], str], ram_bytes: int | None,
                        interference: Mapping[int, RunInterference] | None = None, short: bool = False,
-                       plan: str = "PLAN") -> str | None:
+                       plan: str = "iomatrix plan") -> str | None:
     """The page-cache sentence, or None when the figures do not show it (module docstring). ``short``: the first
     screen's form, the working sets and workloads named with the largest gain, the figures left to --detail."""
     if not ram_bytes:
@@ -208,7 +208,7 @@ def _short_page_cache(held: Sequence[Pair], ram_bytes: int, plan: str) -> str:
             f"set{'s' if len(held) > 1 else ''} of {', '.join(workloads)} (at most half of this host's "
             f"{size_words(ram_bytes)} of RAM): {modes} measured memory, not the disk (up to "
             f"{ratio_text(*top.ratio)} cache=none); a working set beyond the host's free memory does not get this. "
-            f"To measure the disk: a plan size beyond twice the RAM ('iomatrix plan {plan}' says how and its cost); "
+            f"To measure the disk: a plan size beyond twice the RAM ('{plan}' says how and its cost); "
             "figures: --detail.")
 
 
@@ -235,7 +235,7 @@ def lun_write_cache_finding(cws: Sequence[CellWorkload], threshold: float, shape
 def shape_findings(cws: Sequence[CellWorkload], threshold: float, shapes: Mapping[str, IoShape],
                    metric_of: Callable[[str], str], ram_bytes: int | None,
                    interference: Mapping[int, RunInterference] | None = None, short: bool = False,
-                   plan: str = "PLAN") -> list[str]:
+                   plan: str = "iomatrix plan") -> list[str]:
     """The page-cache and LUN write-cache findings of a sweep (zero, one or two sentences); ``short``: the page
     cache's in its first-screen form."""
     found = [page_cache_finding(cws, threshold, shapes, metric_of, ram_bytes, interference, short, plan),

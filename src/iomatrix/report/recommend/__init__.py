@@ -25,6 +25,7 @@ from iomatrix.errors import UserError
 from iomatrix.fio.shape import IoShape
 from iomatrix.guest.accel import TCG_WARNING
 from iomatrix.plan.current_cell import stored_current
+from iomatrix.plan.load import builtin_names
 from iomatrix.report.companions import companion
 from iomatrix.report.durability import MeasuredIndex
 from iomatrix.report.interference import run_interference
@@ -139,7 +140,7 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     mark_page_cache(verdicts, cws, shapes, ram)
 
     def findings(told: list[CellWorkload], short: bool = False) -> list[str]:
-        return _findings(told, rank_kw["threshold"], shapes, interference, ram, short, info["plan"])
+        return _findings(told, rank_kw["threshold"], shapes, interference, ram, short, plan_command(info["plan"]))
 
     # With roles the first screen is theirs: it tells only what their jobs' figures show (the rest is detail). The
     # first screen tells the page cache short; JSON and --detail carry every figure.
@@ -148,6 +149,12 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     return Recommendation(sweep_id, info["plan"], info["status"], reqs, current, verdicts, warnings,
                           None if objective is None else objective.value, allow_data_loss, findings(cws), roles,
                           first)
+
+
+def plan_command(plan: str) -> str:
+    """The command that shows a sweep's plan again (its cost, what its region measures): a built-in by its name, a
+    plan file by the file, which the database does not record."""
+    return f"iomatrix plan {plan}" if plan in builtin_names() else "iomatrix plan PLAN.toml"
 
 
 def _scores(scores: Sequence[str] | None, workload: str | None, cws: list[CellWorkload]) -> Sequence[str]:
@@ -177,7 +184,7 @@ def _workload_answers(store: Store, sweep_id: int, cws: list[CellWorkload], w: s
 
 def _findings(cws: list[CellWorkload], threshold: float, shapes: dict[str, IoShape],
               interference: dict[int, RunInterference], ram_bytes: int | None, short: bool = False,
-              plan: str = "PLAN") -> list[str]:
+              plan: str = "iomatrix plan") -> list[str]:
     """What the figures show beyond the answers, decided by each workload's shape (report/rbd_flush.py,
     report/shape_findings.py); ``short``: the first screen's forms."""
     return (rbd_findings(cws, threshold, shapes, interference)
