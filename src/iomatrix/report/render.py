@@ -137,7 +137,7 @@ def _interval_notes(gains: list[Gain], bounded: bool) -> list[str]:
 def _gain_line(g: Gain) -> str:
     r = g.ratio
     rt = ratio_text(*(r if r is not None else (None, None, None)))
-    tail = f" [{g.note}]" if g.note else ""
+    tail = f" [{'; '.join(filter(None, [g.note, g.page_cache]))}]" if g.note or g.page_cache else ""
     return f"  vs {g.against}: {rt}{tail}"
 
 
