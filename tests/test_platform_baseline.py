@@ -128,7 +128,9 @@ def test_a_captured_quick_sweep_for_nova_is_quoted_against_nova_with_the_page_ca
         [pick] = h.as_dict()["picks"]
         assert all(w["vs"]["page_cache"].startswith("cache=writeback measured memory") for w in pick["workloads"])
         # Proxmox's default is not in quick (no io_uring): said, and QEMU's default quoted
-        text = " ".join(headline_text(headline(recommend(store, 1), "vm", "proxmox"), 100).split())
+        lines = headline_text(headline(recommend(store, 1), "vm", "proxmox"), 100).splitlines()
+        assert len(lines) <= 30 and all(len(x) <= 100 for x in lines)
+        text = " ".join(" ".join(lines).split())
         assert "baseline: Proxmox's default (cache=none aio=io_uring bus=virtio-scsi-single iothread=on) was not " \
                "measured by this sweep" in text and "rand-read-4k: 1.00×: it is QEMU's default" in text
     finally:
