@@ -369,8 +369,9 @@ PROXMOX_DEFAULT = Baseline(
     "Proxmox default", CacheMode.NONE, Aio.IO_URING,
     "qemu-server src/PVE/QemuServer/Drive.pm: a disk without cache= gets cache.direct on (drive_uses_cache_direct; "
     "pve-docs qm.adoc: 'The No cache default'), without aio= io_uring (aio_cmdline_option, Proxmox VE ≥ 7.0; "
-    "native or threads on LVM, CIFS and krbd without O_DIRECT); the VM wizard's controller for Linux guests is "
-    "VirtIO SCSI single with IO Thread on (qm.conf's own scsihw default is lsi)",
+    "native or threads on LVM, CIFS and krbd without O_DIRECT); pve-manager's VM wizard: controller VirtIO SCSI "
+    "single (www/manager6/qemu/OSDefaults.js, since 2022) and IO thread checked on a new disk (qemu/HDEdit.js); "
+    "qm.conf's own scsihw default is lsi",
     Bus.VIRTIO_SCSI_SINGLE, (("iothread", "on"),))
 NOVA_DEFAULT = Baseline(
     "Nova default", CacheMode.NONE, Aio.THREADS,
