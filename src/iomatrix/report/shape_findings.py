@@ -205,7 +205,7 @@ def _short_page_cache(held: Sequence[Pair], ram_bytes: int, plan: str) -> str:
     # The largest gain of the tiers that answer (bare metal's buffered fio is the page cache too, but no answer)
     top = max(held, key=lambda p: (not is_reference(str(p.cell.axes.get("tier", ""))), p.ratio.ratio or 0.0))
     return (f"the host page cache held the {' and '.join(size_words(s) for s in sizes)} working "
-            f"set{'s' if len(held) > 1 else ''} of {', '.join(workloads)} (at most half of this host's "
+            f"set{'s' if len(workloads) > 1 else ''} of {', '.join(workloads)} (at most half of this host's "
             f"{size_words(ram_bytes)} of RAM): {modes} measured memory, not the disk (up to "
             f"{ratio_text(*top.ratio)} cache=none); a working set beyond the host's free memory does not get this. "
             f"To measure the disk: a plan size beyond twice the RAM ('{plan}' says how and its cost); "
