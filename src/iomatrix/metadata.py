@@ -27,6 +27,11 @@ def _mem_bytes() -> int | None:
     return None
 
 
+def mem_bytes() -> int | None:
+    """This host's RAM in bytes (MemTotal), as a sweep records it; None where /proc/meminfo does not say."""
+    return _mem_bytes()
+
+
 def _os_release() -> str | None:
     for line in (read_text("/etc/os-release", strip=False) or "").splitlines():
         if line.startswith("PRETTY_NAME="):

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from iomatrix.plan.model import Plan
 
 NAME = "plan"
+# What a prefill of a region beyond the page cache is costed at: a SATA SSD's sequential writes (a figure to size
+# the cost by, not a measurement of this host's disk).
+PREFILL_BYTES_PER_S = 500e6
 
 
 def policy_text(p: Plan) -> str:
@@ -71,6 +74,11 @@ def plan_cmd(
                       f"{unbatched / 60:.1f} min with {p.repetitions.min} runs each[/]")
     for note in exp.notes:
         console.print(f"[yellow]note:[/] {note}")
+    from iomatrix.metadata import mem_bytes
+
+    line = page_cache_line(p, exp, mem_bytes(), plan)
+    if line:
+        console.print(escape(line), highlight=False)
     for b in p.backing:  # where a contention run's clients go, before anything is reached over SSH
         if hosts := getattr(b, "client_host", ()):
             console.print(f"backing {escape(b.label())}: client 1, 2, … run on {', '.join(h.label for h in hosts)} "
@@ -84,6 +92,49 @@ def plan_cmd(
         console.print(f"[yellow]warning:[/] {line}")
     if explain:
         print_explain(exp, per_tier=bool(p.tier_tables))
+
+
+def page_cache_line(p: Plan, exp: Expansion, ram_bytes: int | None, source: str) -> str | None:
+    """What the plan's region measures on this host (issue 49: honest working sets): when a cache mode that keeps
+    the host page cache runs on a region the page cache holds (report/shape_findings.py: PAGE_CACHE_SHARE of
+    RAM), that it measures memory there, the key that measures the disk instead (size, twice the RAM: a
+    reading run's prefill writes its whole region first, so nothing of it is cached from before) and what that
+    costs; None when the plan's region does not fit or no such cache mode runs."""
+    from importlib import resources
+
+    from iomatrix.domain import CACHE, NA, CacheMode
+    from iomatrix.domain.axes import size_words
+    from iomatrix.fio.shape import shape_of_workload
+    from iomatrix.report.shape_findings import PAGE_CACHE_SHARE, kernel_client
+
+    specs = p.backing_by_label()
+
+    def page_cached(c: dict[str, str]) -> bool:
+        spec = specs.get(c.get("backing", ""))
+        return (c["cache"] in CacheMode._value2member_map_ and not CACHE[CacheMode(c["cache"])].direct
+                and (spec is None or kernel_client(spec.type, c)))
+
+    cells = [c for c in exp.cells if c["cache"] != NA and page_cached(c)]
+    if not ram_bytes or not cells or p.size_bytes > ram_bytes * PAGE_CACHE_SHARE:
+        return None
+    cached = sorted({c["cache"] for c in cells})
+    beyond = -(-2 * ram_bytes // (1 << 30)) << 30  # twice the RAM, in whole GiB
+    big = f"{beyond >> 30}G"
+    reading = [u for u in exp.units if u.cell["cache"] != NA and page_cached(dict(u.cell)) and u.workload.kind == "fio"
+               and shape_of_workload(u.workload).read_share > 0]
+    written = len(reading) * p.repetitions.min * beyond
+    where = (f"a copy of {resources.files('iomatrix.plans') / (p.name + '.toml')}" if source == p.name
+             else "the plan file")
+    minutes = written / PREFILL_BYTES_PER_S / 60
+    fits = "within" if minutes * 60 <= p.time_budget_s else "beyond"
+    cost = (f": its {len(reading)} reading units × {p.repetitions.min} runs would each write those "
+            f"{size_words(beyond)} first ({size_words(written)} at the least, about {minutes:.0f} min at 500 MB/s: "
+            f"{fits} its {p.time_budget} budget), with {size_words(beyond)} free per image" if reading else "")
+    return (f"page cache: size = {p.size}, the region each run works on, fits in this host's page cache "
+            f"({size_words(ram_bytes)} of RAM), so {'/'.join(f'cache={c}' for c in cached)} measures memory there, "
+            f"not the disk. To measure the disk, set size = \"{big}\" and image_size = \"{big}\" (twice the RAM) in "
+            f"{where}{cost}; writes leave memory only past the kernel's dirty limit (vm.dirty_ratio), so they also "
+            f"need runs longer than runtime = {p.runtime} s.")
 
 
 def role_lines(p: Plan) -> list[str]:

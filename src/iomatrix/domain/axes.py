@@ -395,6 +395,10 @@ def baseline_values(values: Mapping[str, str], baseline: domain.Baseline) -> dic
     for axis in REGISTRY.values():
         if not axis.always_named and not axis.free_values and values.get(axis.name, NA) != NA:
             twin[axis.name] = axis.default
+    # A platform that chooses the bus and later axes (Proxmox's virtio-scsi-single with an IOThread): those, where
+    # the cell's tier has the axis.
+    chosen = ((("bus", baseline.bus.value),) if baseline.bus is not None else ()) + baseline.settings
+    twin.update({k: v for k, v in chosen if values.get(k, NA) != NA})
     return twin
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from iomatrix.current import CurrentConfig
+from iomatrix.domain import BASELINES, PLATFORM_BASELINES
 from iomatrix.errors import UserError
 from iomatrix.plan.current_cell import MeasuredCurrent
 from iomatrix.protocols import snippet_targets
@@ -124,6 +125,21 @@ class Headline:
     findings: list[str] = field(default_factory=list)  # what the figures show beyond the answer (Recommendation)
     # One answer per role of the plan, first (report/roles.py: RoleAnswer.as_dict with "text" and "lines").
     roles: list[dict[str, Any]] = field(default_factory=list)
+    # The platform the ratios are quoted against (_baseline): --target's defaults, measured or not.
+    baseline: dict[str, Any] = field(default_factory=dict)
+
+    def baseline_line(self) -> str:
+        """The headline's line on its baseline, for a platform whose defaults are not QEMU's: its settings, and
+        when the sweep did not measure them for some workload, that those ratios are against QEMU's default."""
+        b = self.baseline
+        if not b or b["same_as_qemu"] or not (b["measured"] or b["not_measured"]):
+            return ""
+        if not b["not_measured"]:
+            return f"baseline: {b['name']}, {b['settings']} (measured)"
+        which = "" if not b["measured"] else f" for {', '.join(b['not_measured'])}"
+        qemu = BASELINES[0]
+        return (f"baseline: {b['name']} ({b['settings']}) was not measured by this sweep{which}: those ratios are "
+                f"against {qemu.said} ({qemu.values_text()}); a plan whose cells hold these values measures it")
 
     def as_dict(self) -> dict[str, Any]:
         first = {"roles": self.roles} if self.roles else {}
@@ -131,11 +147,18 @@ class Headline:
                 "target": self.target, "shared": self.shared, "picks": [p.as_dict() for p in self.picks],
                 "basis": self.basis, "unanswered": self.unanswered, "measured": self.measured,
                 "objective": self.objective, "declined": self.declined, "warnings": self.warnings,
-                "findings": self.findings}
+                "findings": self.findings, "baseline": {**self.baseline, "line": self.baseline_line() or None}}
 
 
-def _reference_gain(v: Verdict) -> tuple[str, Gain | None]:
-    """The comparison the headline states: the user's current configuration when given, else QEMU's default."""
+def _reference_gain(v: Verdict, target: str = DEFAULT_TARGET) -> tuple[str, Gain | None]:
+    """The comparison the headline states: the user's current configuration when given, else the target
+    platform's default where the sweep measured it (Proxmox's, Nova's: domain.PLATFORM_BASELINES), else QEMU's
+    default (libvirt's and virt-install's are QEMU's)."""
+    platform = PLATFORM_BASELINES[target]
+    if platform not in BASELINES and not any(g.against.startswith("current") for g in v.gains):
+        g = next((g for g in v.gains if g.against.startswith(f"{platform.name} (") and g.label is not None), None)
+        if g is not None:
+            return platform.said, g
     for prefix, name in (("current", "current"), ("QEMU default", "QEMU's default")):
         # a measured comparison first (QEMU's default cache and aio, else the cell's own axes at QEMU's defaults)
         found = [g for g in v.gains if g.against.startswith(prefix)]
@@ -178,7 +201,7 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
         pick.kept = kept
         if shown.declined is not None:
             declined.setdefault(shown.declined.text(), []).append(v.workload)
-        against, gain = _reference_gain(shown)
+        against, gain = _reference_gain(shown, target)
         pick.gains.append(WorkloadGain(v.workload, v.metric, status, against, gain, shown.tier,
                                        shown.choice.kept, tuple(shown.alternatives)))
         if v.basis and v.basis not in basis:
@@ -195,7 +218,19 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
                     names.constant_text(), basis, unanswered, rec.warnings, has_detail, measured, rec.objective,
                     [f"{', '.join(ws)}: {names.rename(text)}" for text, ws in declined.items()],
                     rec.findings if rec.first_findings is None else rec.first_findings,
-                    [_named_role(r, names) for r in rec.roles])
+                    [_named_role(r, names) for r in rec.roles], _baseline(target, answered.values()))
+
+
+def _baseline(target: str, picks: Any) -> dict[str, Any]:
+    """The platform the answer is quoted against (--target), its defaults, where they come from, and the workloads
+    whose ratio is against them ("measured") or, not measured in this sweep, against QEMU's default instead."""
+    platform = PLATFORM_BASELINES[target]
+    quoted = [wg for p in picks for wg in p.gains if not wg.against.startswith("current")]
+    return {"target": target, "name": platform.said, "settings": platform.values_text(), "source": platform.source,
+            "same_as_qemu": platform in BASELINES,
+            "measured": [wg.workload for wg in quoted if wg.against == platform.said],
+            "not_measured": [wg.workload for wg in quoted if wg.against != platform.said]
+            if platform not in BASELINES else []}
 
 
 def _named_role(r: Any, names: CellNames) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from iomatrix.report.objective import Objective, objective_line, objective_metri
 from iomatrix.report.query import CellWorkload, cell_workloads, failures, monitor_series, run_table, sweep_info
 from iomatrix.report.rank import WorkloadRanking, primary_metric, rank_sweep
 from iomatrix.report.recommend import Recommendation, Verdict, recommend
-from iomatrix.report.render import STATUS_TEXT, gain_text
+from iomatrix.report.render import STATUS_TEXT, gain_text, page_cache_lines
 from iomatrix.stats import summarize
 from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK
 from iomatrix.stats.summary import Summary
@@ -297,6 +297,7 @@ def render_report(store: Store, sweep_id: int, *, current: CurrentConfig | None 
     extras += history_sections(store)
     return _env().get_template("report.html.j2").render(
         info=info, rec=rec, head=headline(rec, info["host"]["hostname"], target), gain_text=gain_text,
+        page_cache_lines=page_cache_lines,
         status_text=STATUS_TEXT, verdicts=verdicts, rankings=rankings,
         blocksizes=blocksize_sections(cws), host=host_section(store, rec, cws, top), runs=runs,
         curves=curve_sections(cws), contention=contention_sections(store, sweep_id),

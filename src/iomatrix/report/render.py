@@ -147,7 +147,7 @@ def _interval_notes(gains: list[Gain], bounded: bool) -> list[str]:
 def _gain_line(g: Gain) -> str:
     r = g.ratio
     rt = ratio_text(*(r if r is not None else (None, None, None)))
-    tail = f" [{g.note}]" if g.note else ""
+    tail = f" [{'; '.join(filter(None, [g.note, g.page_cache]))}]" if g.note or g.page_cache else ""
     return f"  vs {g.against}: {rt}{tail}"
 
 
@@ -315,6 +315,21 @@ def gain_text(wg: WorkloadGain, cell: str) -> str:
     return f"{ratio_text(g.ratio.ratio, g.ratio.low, g.ratio.high)} {wg.against}{assumed}"
 
 
+def wrapped_lines(lines: list[str], width: int, indent: str) -> list[str]:
+    return [x for line in lines for x in wrap(line, width, indent)]
+
+
+def page_cache_lines(p: Pick) -> list[str]:
+    """One line per distinct page-cache warning the pick's stated ratios carry (Gain.page_cache: one side's figure
+    came from the host page cache), naming the workloads it applies to, right below their ratios."""
+    per: dict[str, list[str]] = {}
+    for wg in p.gains:
+        g = wg.gain
+        if g is not None and g.page_cache and g.label != p.cell and g.ratio is not None and g.ratio.ratio is not None:
+            per.setdefault(g.page_cache, []).append(wg.workload)
+    return [f"page cache on {', '.join(ws)}: {note}" for note, ws in per.items()]
+
+
 def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
     """The headline as terminal text (every line at most `width` columns) or Markdown."""
     out = wrap(f"{'## ' if markdown else ''}Answer for {h.host} · sweep {h.sweep_id} ({h.plan}, {h.status})",
@@ -326,6 +341,8 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
         out += wrap(f"all cells, where the axis applies: {h.shared}", width)
     for line in h.basis:
         out += wrap(f"basis: {line}", width)
+    if h.baseline_line():
+        out += wrap(h.baseline_line(), width)
     out += role_lines(h, width, markdown)
     tiers = {wg.tier for p in h.picks for wg in p.gains}
     one_tier = next(iter(tiers)) if len(tiers) == 1 else None
@@ -395,6 +412,7 @@ def _pick_lines(p: Pick, target: str, width: int, markdown: bool, one_tier: str 
         tier = f" [{wg.tier} tier]" if wg.tier and one_tier is None else ""
         status = f"kept: {wg.kept}" if wg.status == "equivalent" and wg.kept else STATUS_TEXT[wg.status]
         out += wrap(f"{wg.workload}: {gain_text(wg, p.cell)} · {status}{tier}", width, "  ")
+    out += wrapped_lines(page_cache_lines(p), width, "  ")
     # A configuration stated again (another status) gets fewer.
     out += _fitting(alternative_lines(p)[:1 if shown else ALTERNATIVE_LINES], width, room)
     if again:

@@ -8,11 +8,15 @@ interval is imprecise or the figures do not show the physics.
 **A working set the host page cache holds.** With a cache mode that keeps the host page cache (cache=writeback,
 writethrough, unsafe: ``cache.direct=off``) on storage the host kernel reads for QEMU (a file, a block device, a
 kernel NFS mount or iSCSI session; not librbd, libiscsi or libnfs, which bypass it), a workload that reads and whose
-working set fits in the host's RAM is served from memory once it has read each block: the figure is memory's speed,
-not the disk's, even though iomatrix drops the caches before each run. Said when such a workload — reading, its
-working set at most ``PAGE_CACHE_SHARE`` of the host's RAM (``mem_bytes`` recorded with the sweep) — reads faster
-under the caching mode than under cache=none (interval above 1 + threshold). The reading workloads whose working set
-does not fit are named beside it with their own ratio where the sweep measured them.
+working set fits in the host's RAM is served from memory once it has read each block, and under a mode with a
+write cache (writeback, unsafe) a workload that writes without making each write durable has its writes taken into
+memory and written out after the run: the figure is memory's speed, not the disk's, even though iomatrix drops the
+caches before each run. Said when such a workload — reading or writing so, its working set at most
+``PAGE_CACHE_SHARE`` of the host's RAM (``mem_bytes`` recorded with the sweep) — runs faster under the caching mode
+than under cache=none (interval above 1 + threshold). The workloads whose working set does not fit are named beside
+it with their own ratio where the sweep measured them. The first screen tells it short (the working sets, the
+workloads, the largest gain, and the plan key that measures the disk: ``size``); every ratio an answer states
+between a cell the page cache served and one it did not carries the same warning (``page_cache_note``).
 
 **An iSCSI LUN's write cache, by flushing.** With the LUN's write cache on (``lun_write_cache=on``), the target
 acknowledges writes from its cache and writes it out on each SYNCHRONIZE CACHE (a guest flush); off, it syncs every
@@ -37,6 +41,7 @@ from iomatrix.report.query import CellWorkload
 from iomatrix.report.shapes import load_words
 from iomatrix.stats.compare import RatioCI, ratio_ci
 from iomatrix.stats.interference import RunInterference
+from iomatrix.tiers import is_reference
 
 # A working set counts as held by the page cache when it is at most this share of the host's RAM: the kernel keeps
 # the rest for processes (QEMU, fio, Ceph, the guest's memory) and its own, and a shared host's neighbours.
@@ -100,38 +105,111 @@ def _figure(p: Pair, interference: Mapping[int, RunInterference]) -> str:
     return ratio_text(*p.ratio) + (f" [{load}]" if load else "")
 
 
-def _page_cached(c: CellWorkload) -> bool:
-    """The cell's cache mode keeps the host page cache, and the host kernel is the disk's client."""
+def kernel_client(backing_type: str, axes: Mapping[str, str]) -> bool:
+    """The host kernel is the disk's client (a file, a block device, a kernel NFS mount or iSCSI session), so a
+    cache mode that keeps the host page cache does keep it; not for QEMU's own userspace clients."""
+    axis, userspace = _USERSPACE.get(backing_type, ("", ""))
+    return backing_type not in _NO_PAGE_CACHE and not (axis and axes.get(axis, userspace) == userspace)
+
+
+def _kernel_client(c: CellWorkload) -> bool:
+    return kernel_client(str(c.backing.get("backing_type", "")), c.axes)
+
+
+def _absorbs_writes(shape: IoShape) -> bool:
+    """Some job writes without making each write durable: the page cache takes those writes into memory."""
+    return any(j.writes and not j.sync_writes and j.flush_every != 1 for j in shape.jobs)
+
+
+def memory_served(c: CellWorkload, shape: IoShape) -> str:
+    """What of the workload the host page cache serves in this cell: "reads", "writes", "reads and writes", or ""
+    (cache.direct on, a userspace client, or a cache mode that writes each write through, for the writes)."""
     try:
-        direct = CACHE[CacheMode(c.axes.get("cache", ""))].direct
+        mode = CACHE[CacheMode(c.axes.get("cache", ""))]
     except ValueError:
-        return False
-    kind = str(c.backing.get("backing_type", ""))
-    axis, userspace = _USERSPACE.get(kind, ("", ""))
-    return not direct and kind not in _NO_PAGE_CACHE and not (axis and c.axes.get(axis, userspace) == userspace)
+        return ""
+    if mode.direct or not _kernel_client(c):
+        return ""
+    served = [what for what, on in (("reads", shape.read_share > 0),
+                                    ("writes", mode.write_cache and _absorbs_writes(shape))) if on]
+    return " and ".join(served)
+
+
+def page_cache_note(chosen: CellWorkload, other: CellWorkload, shape: IoShape | None, ram_bytes: int | None) -> str:
+    """What a ratio between two cells of one workload carries when one cell's figure came from the host page cache
+    and the other's did not, the working set fitting in RAM (``PAGE_CACHE_SHARE``): "cache=writeback measured
+    memory, not the disk (128 MiB working set in RAM)"; "" when both or neither were served from it."""
+    if shape is None or not shape.held_by(ram_bytes, PAGE_CACHE_SHARE) or chosen is other:
+        return ""
+    mine, theirs = memory_served(chosen, shape), memory_served(other, shape)
+    if bool(mine) == bool(theirs):
+        return ""
+    cached = chosen if mine else other
+    return (f"cache={cached.axes.get('cache')} measured memory, not the disk "
+            f"({size_words(shape.working_set or 0)} working set in RAM)")
+
+
+def _io_words(shape: IoShape) -> str:
+    return f"{shape.read_share:.0%} reads" if shape.read_share > 0 else "writes"
+
+
+def _held(cws: Sequence[CellWorkload], threshold: float, shapes: Mapping[str, IoShape],
+          metric_of: Callable[[str], str], ram_bytes: int) -> tuple[list[Pair], list[Pair]]:
+    """(the pairs whose caching cell the page cache served, those of them it held and that ran faster)."""
+    served = [p for p in pairs(cws, "cache", lambda v: v != "none", "none", metric_of, shapes)
+              if memory_served(p.cell, p.shape)]
+    held = [p for p in served if p.shape.held_by(ram_bytes, PAGE_CACHE_SHARE) and _faster(p.ratio, threshold)]
+    return served, held
+
+
+def _how_memory_served(held: Sequence[Pair]) -> str:
+    """What memory's speed means for the told pairs' reads and writes."""
+    parts = []
+    if any("reads" in memory_served(p.cell, p.shape) for p in held):
+        parts.append("reads ran at memory's speed once each block had been read")
+    if any("writes" in memory_served(p.cell, p.shape) for p in held):
+        parts.append("writes went to memory, to be written to the disk after the run")
+    return " and ".join(parts)
 
 
 def page_cache_finding(cws: Sequence[CellWorkload], threshold: float, shapes: Mapping[str, IoShape],
                        metric_of: Callable[[str], str], ram_bytes: int | None,
-                       interference: Mapping[int, RunInterference] | None = None) -> str | None:
-    """The page-cache sentence, or None when the figures do not show it (module docstring)."""
+                       interference: Mapping[int, RunInterference] | None = None, short: bool = False,
+                       plan: str = "iomatrix plan") -> str | None:
+    """The page-cache sentence, or None when the figures do not show it (module docstring). ``short``: the first
+    screen's form, the working sets and workloads named with the largest gain, the figures left to --detail."""
     if not ram_bytes:
         return None
     load = interference or {}
-    reading = [p for p in pairs(cws, "cache", lambda v: v != "none", "none", metric_of, shapes)
-               if _page_cached(p.cell) and p.shape.read_share > 0]
-    held = [p for p in reading if p.shape.held_by(ram_bytes, PAGE_CACHE_SHARE) and _faster(p.ratio, threshold)]
+    served, held = _held(cws, threshold, shapes, metric_of, ram_bytes)
     if not held:
         return None
-    told = [f"{p.workload}{_where(p, held)} ({size_words(p.shape.working_set or 0)}, {p.shape.read_share:.0%} reads): "
+    if short:
+        return _short_page_cache(held, ram_bytes, plan)
+    told = [f"{p.workload}{_where(p, held)} ({size_words(p.shape.working_set or 0)}, {_io_words(p.shape)}): "
             f"cache={p.cell.axes['cache']} {_figure(p, load)} of cache=none" for p in held]
-    beyond = [f"{p.workload}{_where(p, reading)}, whose {size_words(p.shape.working_set or 0)} does not fit, "
-              f"{_figure(p, load)}" for p in reading
+    beyond = [f"{p.workload}{_where(p, served)}, whose {size_words(p.shape.working_set or 0)} does not fit, "
+              f"{_figure(p, load)}" for p in served
               if p.shape.held_by(ram_bytes, PAGE_CACHE_SHARE) is False and not p.ratio.imprecise]
     return (f"the host page cache held these working sets (at most half of this host's {size_words(ram_bytes)} "
-            "of RAM), so their reads ran at memory's speed, not the disk's, once each block had been read: "
+            f"of RAM), so the caching mode measured memory, not the disk: {_how_memory_served(held)}: "
             + "; ".join(told) + ". A VM whose working set outgrows the host's free memory does not get this"
             + (f" ({'; '.join(beyond)})" if beyond else "") + ".")
+
+
+def _short_page_cache(held: Sequence[Pair], ram_bytes: int, plan: str) -> str:
+    """The first screen's page-cache sentence (page_cache_finding with ``short``)."""
+    sizes = sorted({p.shape.working_set or 0 for p in held})
+    workloads = list(dict.fromkeys(p.workload for p in held))
+    modes = "/".join(dict.fromkeys(f"cache={p.cell.axes['cache']}" for p in held))
+    # The largest gain of the tiers that answer (bare metal's buffered fio is the page cache too, but no answer)
+    top = max(held, key=lambda p: (not is_reference(str(p.cell.axes.get("tier", ""))), p.ratio.ratio or 0.0))
+    return (f"the host page cache held the {' and '.join(size_words(s) for s in sizes)} working "
+            f"set{'s' if len(workloads) > 1 else ''} of {', '.join(workloads)} (at most half of this host's "
+            f"{size_words(ram_bytes)} of RAM): {modes} measured memory, not the disk (up to "
+            f"{ratio_text(*top.ratio)} cache=none); a working set beyond the host's free memory does not get this. "
+            f"To measure the disk: a plan size beyond twice the RAM ('{plan}' says how and its cost); "
+            "figures: --detail.")
 
 
 def lun_write_cache_finding(cws: Sequence[CellWorkload], threshold: float, shapes: Mapping[str, IoShape],
@@ -156,8 +234,10 @@ def lun_write_cache_finding(cws: Sequence[CellWorkload], threshold: float, shape
 
 def shape_findings(cws: Sequence[CellWorkload], threshold: float, shapes: Mapping[str, IoShape],
                    metric_of: Callable[[str], str], ram_bytes: int | None,
-                   interference: Mapping[int, RunInterference] | None = None) -> list[str]:
-    """The page-cache and LUN write-cache findings of a sweep (zero, one or two sentences)."""
-    found = [page_cache_finding(cws, threshold, shapes, metric_of, ram_bytes, interference),
+                   interference: Mapping[int, RunInterference] | None = None, short: bool = False,
+                   plan: str = "iomatrix plan") -> list[str]:
+    """The page-cache and LUN write-cache findings of a sweep (zero, one or two sentences); ``short``: the page
+    cache's in its first-screen form."""
+    found = [page_cache_finding(cws, threshold, shapes, metric_of, ram_bytes, interference, short, plan),
              lun_write_cache_finding(cws, threshold, shapes, metric_of, interference)]
     return [f for f in found if f is not None]

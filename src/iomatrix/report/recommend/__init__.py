@@ -25,6 +25,7 @@ from iomatrix.errors import UserError
 from iomatrix.fio.shape import IoShape
 from iomatrix.guest.accel import TCG_WARNING
 from iomatrix.plan.current_cell import stored_current
+from iomatrix.plan.load import builtin_names
 from iomatrix.report.companions import companion
 from iomatrix.report.durability import MeasuredIndex
 from iomatrix.report.interference import run_interference
@@ -36,6 +37,7 @@ from iomatrix.report.rank import primary_metric, rank_workload, run_rounds, run_
 from iomatrix.report.rbd_flush import rbd_findings
 from iomatrix.report.recommend.current_match import matching_current
 from iomatrix.report.recommend.other_tier import verdict_on_its_basis
+from iomatrix.report.recommend.page_cache import mark_page_cache
 from iomatrix.report.recommend.requirements import (
     ALLOW_DATA_LOSS,
     REQUIREMENTS,
@@ -134,16 +136,25 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     allowed = {c.label() for c in cws if all(q.met_by(c.axes) for q in reqs)}
     roles = role_answers(info["plan_definition"], verdicts, cws, allowed) if workload is None else []
     shapes = workload_shapes(store, cws)
+    ram = info["host"].get("mem_bytes")
+    mark_page_cache(verdicts, cws, shapes, ram)
 
-    def findings(told: list[CellWorkload]) -> list[str]:
-        return _findings(told, rank_kw["threshold"], shapes, interference, info["host"].get("mem_bytes"))
+    def findings(told: list[CellWorkload], short: bool = False) -> list[str]:
+        return _findings(told, rank_kw["threshold"], shapes, interference, ram, short, plan_command(info["plan"]))
 
-    # With roles the first screen is theirs: it tells only what their jobs' figures show (the rest is detail).
+    # With roles the first screen is theirs: it tells only what their jobs' figures show (the rest is detail). The
+    # first screen tells the page cache short; JSON and --detail carry every figure.
     jobs = {w for r in roles for w in r.jobs}
-    first = findings([c for c in cws if c.workload in jobs]) if roles else None
+    first = findings([c for c in cws if c.workload in jobs] if roles else cws, short=True)
     return Recommendation(sweep_id, info["plan"], info["status"], reqs, current, verdicts, warnings,
                           None if objective is None else objective.value, allow_data_loss, findings(cws), roles,
                           first)
+
+
+def plan_command(plan: str) -> str:
+    """The command that shows a sweep's plan again (its cost, what its region measures): a built-in by its name, a
+    plan file by the file, which the database does not record."""
+    return f"iomatrix plan {plan}" if plan in builtin_names() else "iomatrix plan PLAN.toml"
 
 
 def _scores(scores: Sequence[str] | None, workload: str | None, cws: list[CellWorkload]) -> Sequence[str]:
@@ -172,11 +183,13 @@ def _workload_answers(store: Store, sweep_id: int, cws: list[CellWorkload], w: s
 
 
 def _findings(cws: list[CellWorkload], threshold: float, shapes: dict[str, IoShape],
-              interference: dict[int, RunInterference], ram_bytes: int | None) -> list[str]:
+              interference: dict[int, RunInterference], ram_bytes: int | None, short: bool = False,
+              plan: str = "iomatrix plan") -> list[str]:
     """What the figures show beyond the answers, decided by each workload's shape (report/rbd_flush.py,
-    report/shape_findings.py)."""
+    report/shape_findings.py); ``short``: the first screen's forms."""
     return (rbd_findings(cws, threshold, shapes, interference)
-            + shape_findings(cws, threshold, shapes, lambda w: primary_metric(w)[0], ram_bytes, interference))
+            + shape_findings(cws, threshold, shapes, lambda w: primary_metric(w)[0], ram_bytes, interference, short,
+                             plan))
 
 
 def _workload_answer(store: Store, sweep_id: int, cws: list[CellWorkload], w: str, rounds: dict[int, int],

@@ -9,7 +9,7 @@ from typing import Any
 
 from iomatrix import domain
 from iomatrix.current import CurrentConfig
-from iomatrix.domain import BASELINES, Modifier, axes
+from iomatrix.domain import BASELINES, PLATFORM_BASELINES, Baseline, Modifier, axes
 from iomatrix.report.durability import MeasuredIndex
 from iomatrix.report.figures import ratio_text
 from iomatrix.report.query import CellWorkload
@@ -70,10 +70,14 @@ class Gain:
     # Values of the current configuration compared at the cell's ("iothread=on as off (not varied)"): the short
     # form of what `note` says, for the headline.
     assumed: tuple[str, ...] = ()
+    # One side's figure came from the host page cache, the working set fitting in RAM: what the ratio then
+    # measured (report/shape_findings.py: page_cache_note); "" when it compares like with like.
+    page_cache: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         r = self.ratio
         return {"against": self.against, "cell": self.label, "note": self.note, "assumed": list(self.assumed),
+                "page_cache": self.page_cache or None,
                 "ratio": None if r is None else r.ratio, "ci95_low": None if r is None else r.low,
                 "ci95_high": None if r is None else r.high}
 
@@ -273,6 +277,10 @@ def _chosen_verdict(v: Verdict, cws: list[CellWorkload], wr: WorkloadRanking, ch
     same_tier = [c for c in cws if c.workload == wr.workload and c.axes["tier"] == wr.tier]
     v.gains = _gains(wr, cell, same_tier, r.higher_is_better, current)
     v.alternatives = _alternatives(wr, r, cell, v.gains)
+    # The platforms' own defaults after the alternatives: --target chooses which one the headline quotes.
+    v.gains += _not_ranked_noted(wr, [_gain(f"{b.name} ({b.values_text()})", cell, other, wr.metric,
+                                            r.higher_is_better, "not in this sweep", wr.ranking.analysis)
+                                      for b, other in platform_twins(cell, same_tier)])
     if not is_reference(wr.tier):
         v.to_baremetal, v.to_ceiling = _to_references(wr, choice.cell)
     if requirements:
@@ -331,11 +339,29 @@ def _gains(wr: WorkloadRanking, cell: CellWorkload, same_tier: list[CellWorkload
             # itself the comparison.
             said = " ".join(f"{a}={cell.axes[a]}" for a in asked)
             gains.append(_gain(f"{BASELINES[0].name} {said}", cell, cell, wr.metric, higher, ""))
+    return _not_ranked_noted(wr, gains)
+
+
+def _not_ranked_noted(wr: WorkloadRanking, gains: list[Gain]) -> list[Gain]:
+    """`gains`, a compared cell that looks better saying why it was not chosen."""
     for g in gains:
         if g.label in wr.cells and not wr.ranking.row(g.label).eligible:
             why = "not ranked: " + ", ".join(wr.ranking.row(g.label).flags).replace("_", " ")
             g.note = "; ".join(filter(None, [g.note, why]))
     return gains
+
+
+def platform_twins(cell: CellWorkload, same_tier: list[CellWorkload]) -> list[tuple[Baseline, CellWorkload | None]]:
+    """The platforms' defaults that are not the tools' (domain.PLATFORM_BASELINES beyond BASELINES: Proxmox's,
+    Nova's), each with the cell's twin at them in the same tier (axes.baseline_values: the bus and later axes the
+    platform sets, where the tier has them), None where the sweep did not measure it."""
+    out = []
+    for b in dict.fromkeys(PLATFORM_BASELINES.values()):
+        if b in BASELINES:
+            continue
+        twin = axes.baseline_values(cell.axes, b)
+        out.append((b, matching_cell(same_tier, cell, **{k: v for k, v in twin.items() if k in cell.axes})))
+    return out
 
 
 def _to_references(wr: WorkloadRanking, chosen: str) -> tuple[Gain, Gain | None]:
