@@ -88,7 +88,7 @@ def test_custom_role_table() -> None:
 @pytest.mark.parametrize(("table", "says"), [
     ({"jobs": {"data": "a.fio"}, "decides": ["dta:read.iops"]}, "no job 'dta' in this role"),
     ({"jobs": {"data": "a.fio"}, "decides": ["data:read.iopz"]}, "did you mean 'read.iops'"),
-    ({"jobs": {"data": "a.fio"}, "decides": ["data:read.iops"], "margin": 5}, "margin: 5 is not a margin"),
+    ({"jobs": {"data": "a.fio"}, "decides": ["data:read.iops"], "margin": 5}, "5: margin must be a fraction"),
     ({"jobs": {"data": "a.fio"}, "decides": []}, "decides: must be a non-empty list"),
     ({"jobs": {"data": "a.fio"}, "decides": ["data:read.iops"], "margn": 0.1}, "did you mean 'margin'"),
     ({"jobs": {}, "decides": ["data:read.iops"]}, "jobs: must be a table of jobs"),
@@ -165,7 +165,7 @@ def test_roles_only_plan_runs_only_the_roles(tmp_path: Path) -> None:
     ('roles = ["my-db"]\n[role.my-db]\njobs = { data = "jobs/pg-data.fio" }\ndecides = ["data:read.clat_p99"]\n',
      "roles.toml: role.my-db.decides[1]: unknown metric 'read.clat_p99' — did you mean 'read.clat_p99_us'"),
     ('[role.my-db]\njobs = { data = "jobs/pg-data.fio" }\ndecides = ["data:read.iops"]\nmargin = "5%"\n',
-     "roles.toml: role.my-db.margin: 5% is not a margin; write a fraction above 0"),
+     "roles.toml: role.my-db.margin: 5%: margin must be a fraction between 0 and 0.5, e.g. 0.05"),
     ('rolse = ["database"]\n', "unknown key 'rolse'"),
 ])
 def test_bad_role_table_gets_one_line(tmp_path: Path, text: str, says: str) -> None:

@@ -240,8 +240,14 @@ class RacingPolicy:
     higher_is_better: Callable[[str], bool]  # group → direction of its primary metric
     alpha: float = DECISION_ALPHA
     name: str = "racing"
+    # group → its margin of practical equivalence (a role job's is its role's: the race stops a cell as equivalent
+    # exactly when the decision calls it so); None, or a group it does not know: the threshold.
+    margin_of: Mapping[str, float] | None = None
     history: dict[str, list] = field(default_factory=dict)  # group → its RaceStep per round
     held: dict[str, StopVerdict] = field(default_factory=dict)  # current units decided on, run to the race's end
+
+    def margin(self, group: str) -> float | None:
+        return None if self.margin_of is None else self.margin_of.get(group)
 
     def finished(self, units: Sequence[UnitState], room: Room) -> dict[str, StopVerdict]:
         out: dict[str, StopVerdict] = {}
@@ -266,7 +272,7 @@ class RacingPolicy:
         rounds_done = min(len({r for r, _ in u.points}) for u in members)
         step = race_step({u.key: u.points for u in members}, self.higher_is_better(group),
                          threshold=self.threshold, alpha=self.alpha, min_rounds=min_rounds,
-                         rounds_left=room.rounds_left(rounds_done))
+                         rounds_left=room.rounds_left(rounds_done), margin=self.margin(group))
         steps = self.history.setdefault(group, [])
         steps.append(step)
         current = {u.key for u in members if u.current}
@@ -398,7 +404,8 @@ class Scheduler:
                 keep = [u.key for u in members if u.current]
                 keep += [k for u in members for k in u.compared_with]
                 for pair in deciding_pairs(data, policy.higher_is_better(group), policy.threshold, policy.alpha,
-                                           keep, min_rounds=max(2, min(self.min_runs, 3))):
+                                           keep, min_rounds=max(2, min(self.min_runs, 3)),
+                                           margin=policy.margin(group)):
                     out.update(pair)
         self._deciding = out
         return out

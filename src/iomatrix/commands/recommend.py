@@ -20,6 +20,7 @@ from iomatrix.commands.options import (
     ByHostOpt,
     CurrentOpt,
     FleetGroupOpt,
+    MarginOpt,
     MaxNoiseOpt,
     MinRunsOpt,
     ObjectiveOpt,
@@ -59,6 +60,7 @@ def recommend(
     max_noise: MaxNoiseOpt = DEFAULT_MAX_NOISE,
     threshold: ThresholdOpt = DEFAULT_THRESHOLD,
     tie_break: TieBreakOpt = DEFAULT_TIE_BREAK,
+    margin: MarginOpt = None,
     target: TargetOpt = DEFAULT_TARGET,
     detail: Annotated[bool, typer.Option(
         "--detail", help="After the answer: every workload's verdict, tie-breaks, comparisons, risks and "
@@ -102,7 +104,7 @@ def recommend(
         return
     sid = pick_sweep(store, sweep)
     rec = build(store, sid, workload=workload, requirements=require, current=cur,
-                scores=score or None, objective=goal, allow_data_loss=allow_data_loss, **ranking)
+                scores=score or None, objective=goal, allow_data_loss=allow_data_loss, margin=margin, **ranking)
     groups = consolidation_groups(store, sid)  # consolidation tier: how many tiles per mode
     head = headline(rec, sweep_info(store, sid)["host"]["hostname"], target)
     width = report_width()

@@ -209,12 +209,15 @@ def role_answer(role: Role, verdicts: Mapping[str, Verdict], cws: Sequence[CellW
 
 
 def role_answers(plan_definition: Mapping[str, Any], verdicts: Sequence[Verdict], cws: Sequence[CellWorkload],
-                 allowed: set[str] | None = None) -> list[RoleAnswer]:
-    """The answer for every role the sweep's plan ran (its stored definition's `roles` and `[role.NAME]`)."""
+                 allowed: set[str] | None = None, margin: float | None = None) -> list[RoleAnswer]:
+    """The answer for every role the sweep's plan ran (its stored definition's `roles` and `[role.NAME]`), each at
+    its margin (``margin``, recommend --margin, else the plan's key `margin`, replaces a built-in role's and is a
+    role table's without one: roles.plan_roles)."""
     names, custom = plan_definition.get("roles") or [], plan_definition.get("role") or {}
     if not names and not custom:
         return []
     by_workload: dict[str, Verdict] = {}
     for v in verdicts:
         by_workload.setdefault(v.workload, v)
-    return [role_answer(r, by_workload, cws, allowed) for r in plan_roles(names, custom)]
+    chosen = plan_definition.get("margin") if margin is None else margin
+    return [role_answer(r, by_workload, cws, allowed) for r in plan_roles(names, custom, chosen)]
