@@ -172,3 +172,15 @@ def test_bad_margin_in_a_role_table() -> None:
         from iomatrix.commands.thresholds import parse_margin
 
         parse_margin("0.51")
+
+
+def test_rank_decides_a_role_job_at_its_margin(tmp_path: Path) -> None:
+    from iomatrix.report.rank import rank_sweep
+
+    store = Store.open_existing(_sweep(tmp_path, role={"margin": 0.10}))
+    try:
+        found = {(w.workload, w.tier): w.decision for w in rank_sweep(store, 1, None, None)}
+    finally:
+        store.close()
+    assert found[(JOB, "blocklayer")].outcome == "equivalent" and found[(JOB, "blocklayer")].margin == 0.10
+    assert found[("rand-read-4k", "blocklayer")].margin == 0.05  # a workload no role runs: 5 %
