@@ -130,3 +130,21 @@ def test_the_answer_says_which_pick_it_replaced() -> None:
     a = role_answer(DB, verdicts, cws)
     assert a.instead_of == cws[0].label()
     assert f"in place of {cws[0].label()}, the deciding figure's pick (settled): see below" in a.headline()
+
+
+def test_an_equivalent_deciding_figure_keeps_and_answers_the_role() -> None:
+    """The deciding job's decision ended as equivalent (stats/decision.py): the role keeps that cell, says so with
+    the measured bounds, and counts as answered; only leading does not."""
+    cws, verdicts = _sweep(log_none=990)
+    kept = f"nothing measured is faster by more than 5% ({cws[1].label()} 0.97–1.04×)"
+    verdicts["database:data"] = Verdict("database:data", "read.clat_p99_us", False, "blocklayer",
+                                        Choice(cws[0].label(), (cws[1].label(),), "equivalent", kept))
+    a = role_answer(DB, verdicts, cws)
+    assert (a.status, a.cell, a.answered) == ("equivalent", cws[0].label(), True)
+    assert a.headline() == f"For a database VM: keep {cws[0].label()} (equivalent: {kept})"
+    assert "leading" not in a.headline() and a.as_dict()["answered"] is True
+    verdicts["database:data"] = Verdict("database:data", "read.clat_p99_us", False, "blocklayer", None,
+                                        provisional=verdicts["database:log"])
+    leading = role_answer(DB, verdicts, cws)
+    assert leading.status == "provisional" and not leading.answered and "leading, not settled yet" in \
+        leading.headline()

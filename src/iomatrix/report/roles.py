@@ -21,7 +21,11 @@ from iomatrix.report.recommend.verdict import Verdict, answer_of
 from iomatrix.roles import Figure, Role, plan_roles
 
 STATUS_WORDS = {"answer": "settled", "tied": "tied within the decision's threshold: the tie-break's pick",
+                "equivalent": "equivalent within the role's margin on the deciding figure",
                 "provisional": "not settled yet: the leading cell, not yet an answer"}
+# The statuses that answer a role (bench/quickstart.py counts them): settled, tied or equivalent; "provisional"
+# (only leading) and "none" do not.
+ANSWERED = ("answer", "tied", "equivalent")
 
 
 def shortfall(value: float, best: float, higher_is_better: bool) -> float:
@@ -101,20 +105,30 @@ class RoleAnswer:
     answer_for: str  # "a database VM"
     margin: float
     jobs: list[str]
-    status: str  # "answer", "tied", "provisional" (as answer_of), "none"
+    status: str  # "answer", "equivalent", "tied", "provisional" (as answer_of), "none"
     cell: str | None = None
     tier: str = ""
     figures: list[dict[str, Any]] = field(default_factory=list)  # per deciding figure: the chosen cell vs the best
     vetoes: list[str] = field(default_factory=list)
     missing: str = ""
     instead_of: str | None = None  # the deciding figure's pick, when another deciding figure passed it over
+    # Status "equivalent": why the pick is kept, with the measured bounds ("nothing measured is faster by more
+    # than 5% (format=qcow2 … 0.97–1.04×)": the deciding job's decision, report/recommend/verdict.py: choose).
+    kept: str = ""
+
+    @property
+    def answered(self) -> bool:
+        return self.cell is not None and self.status in ANSWERED
 
     def headline(self) -> str:
         if self.cell is None:
             return f"For {self.answer_for}: no answer yet: {self.missing}"
         verb = "use" if self.status in ("answer", "tied") else "leading, not settled yet:"
         why = STATUS_WORDS.get(self.status, self.status)
+        if self.status == "equivalent":  # kept, never named as if it won (docs/roles.md)
+            verb, why = "keep", f"equivalent: {self.kept or why}"
         if self.instead_of is not None:
+            verb = "use" if self.status in ANSWERED else verb
             why = f"in place of {self.instead_of}, the deciding figure's pick ({why}): see below"
         return f"For {self.answer_for}: {verb} {self.cell} ({why})"
 
@@ -134,6 +148,7 @@ class RoleAnswer:
 
     def as_dict(self) -> dict[str, Any]:
         return {"role": self.role, "answer_for": self.answer_for, "text": self.headline(), "status": self.status,
+                "answered": self.answered, "kept": self.kept or None,
                 "cell": self.cell, "instead_of": self.instead_of, "tier": self.tier or None, "margin": self.margin,
                 "jobs": self.jobs, "figures": self.figures, "not_chosen": self.vetoes, "missing": self.missing or None}
 
@@ -204,6 +219,8 @@ def role_answer(role: Role, verdicts: Mapping[str, Verdict], cws: Sequence[CellW
     out.cell = combined.cell
     out.instead_of = candidates[0] if combined.cell != candidates[0] else None
     out.status = status  # how settled the deciding figure is; the vetoes say why its pick was passed over
+    found = answer_of(v)
+    out.kept = found[0].choice.kept if status == "equivalent" and found and found[0].choice else ""
     out.figures = [_figure_row(f, combined.cell) for f in per]
     return out
 
