@@ -148,7 +148,7 @@ def test_custom_role_from_a_plan(tmp_path: Path) -> None:
 def test_a_plan_without_roles_dumps_as_before() -> None:
     from iomatrix.plan.load import load_plan
 
-    plan, _ = load_plan("quick")
+    plan, _ = load_plan("quick-micro")  # quick's matrix with micro-workloads, no role
     dumped = plan.model_dump(mode="json")
     assert "roles" not in dumped and "role" not in dumped
 
