@@ -10,7 +10,7 @@ import pytest
 from iomatrix import roles
 from iomatrix.report.query import CellWorkload
 from iomatrix.report.recommend.verdict import Choice, Verdict
-from iomatrix.report.roles import FigureMeans, combine, role_answer, role_answers, shortfall
+from iomatrix.report.roles import FigureMeans, combine, role_answer, role_answers, rounds_text, shortfall
 
 DB = roles.builtin("database")
 assert DB is not None
@@ -148,3 +148,18 @@ def test_an_equivalent_deciding_figure_keeps_and_answers_the_role() -> None:
     leading = role_answer(DB, verdicts, cws)
     assert leading.status == "provisional" and not leading.answered and "leading, not settled yet" in \
         leading.headline()
+
+
+def test_an_unsettled_role_says_how_many_rounds_would_settle_it() -> None:
+    cws, verdicts = _sweep(log_none=990)
+    pick = Choice(cws[0].label(), (cws[1].label(),), "not separable yet", settle_rounds=4, equivalence_rounds=20)
+    lead = Verdict("database:data", "read.clat_p99_us", False, "blocklayer", pick)
+    verdicts["database:data"] = Verdict("database:data", "read.clat_p99_us", False, "blocklayer", None,
+                                        provisional=lead)
+    a = role_answer(DB, verdicts, cws)
+    assert a.status == "provisional" and not a.answered
+    assert a.headline().endswith("about 4 more round(s) would settle the deciding figure (separate the cells or "
+                                 "rule one out); about 20 would show them equivalent within 5% (TOST))")
+    assert a.as_dict()["pending"] == a.pending
+    assert rounds_text(None, 20, 0.1) == "about 20 more round(s) would show them equivalent within 10% (TOST)"
+    assert rounds_text(None, None, 0.05) == "no number of rounds can be estimated to settle it"

@@ -202,3 +202,23 @@ def test_poisson_paced_load_reached_within_its_own_noise() -> None:
     assert (reached(100, True), reached(90, True), reached(100, False), reached(124, False)) == (1, 0, 0, 1)
     assert resolve("vdi:read").rate_poisson and resolve("vdi:read").rate_iops == 130
     assert not resolve("rand-read-4k-rate2000").rate_poisson
+
+
+def test_quick_runs_its_default_roles_and_estimates_them() -> None:
+    """`quick` answers per role by default (docs/roles.md): its units are the database and file-server jobs, as
+    many as the micro-workloads of quick-micro, and `iomatrix plan` estimates them as it did those."""
+    from iomatrix.matrix import estimate_seconds
+    from iomatrix.plan.load import load_plan
+    from iomatrix.runner import plan_expansion
+
+    quick, base = load_plan("quick")
+    assert quick.roles == ["database", "file-server"]
+    exp = plan_expansion(quick, base, set())
+    assert {u.workload.name for u in exp.units} == {"database:data", "database:log", "file-server:files"}
+    micro, micro_base = load_plan("quick-micro")
+    micro_exp = plan_expansion(micro, micro_base, set())
+    assert {u.workload.name for u in micro_exp.units} == {"rand-read-4k", "rand-write-4k", "seq-write-1m"}
+    assert len(exp.units) == len(micro_exp.units) == 21
+    low, high = estimate_seconds(quick, exp)
+    assert low == pytest.approx(estimate_seconds(micro, micro_exp)[0]) and low > 0
+    assert high == quick.time_budget_s  # the 4-minute budget bounds the rest

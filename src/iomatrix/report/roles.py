@@ -115,6 +115,9 @@ class RoleAnswer:
     # Status "equivalent": why the pick is kept, with the measured bounds ("nothing measured is faster by more
     # than 5% (format=qcow2 … 0.97–1.04×)": the deciding job's decision, report/recommend/verdict.py: choose).
     kept: str = ""
+    # Status "provisional": how many more rounds the deciding job's decision needs ("about 4 more round(s) would
+    # settle the deciding figure (…); about 20 would show them equivalent within 5% (TOST)": rounds_text).
+    pending: str = ""
 
     @property
     def answered(self) -> bool:
@@ -127,6 +130,8 @@ class RoleAnswer:
         why = STATUS_WORDS.get(self.status, self.status)
         if self.status == "equivalent":  # kept, never named as if it won (docs/roles.md)
             verb, why = "keep", f"equivalent: {self.kept or why}"
+        if self.pending:
+            why = f"{why}; {self.pending}"
         if self.instead_of is not None:
             verb = "use" if self.status in ANSWERED else verb
             why = f"in place of {self.instead_of}, the deciding figure's pick ({why}): see below"
@@ -148,9 +153,23 @@ class RoleAnswer:
 
     def as_dict(self) -> dict[str, Any]:
         return {"role": self.role, "answer_for": self.answer_for, "text": self.headline(), "status": self.status,
-                "answered": self.answered, "kept": self.kept or None,
+                "answered": self.answered, "kept": self.kept or None, "pending": self.pending or None,
                 "cell": self.cell, "instead_of": self.instead_of, "tier": self.tier or None, "margin": self.margin,
                 "jobs": self.jobs, "figures": self.figures, "not_chosen": self.vetoes, "missing": self.missing or None}
+
+
+def rounds_text(settle: int | None, equivalence: int | None, margin: float) -> str:
+    """What an unsettled deciding figure still needs, from its decision's estimates (power 0.8): "about 4 more
+    round(s) would settle the deciding figure (separate the cells or rule one out); about 20 would show them
+    equivalent within 5% (TOST)" (them: the leader and what the answer would keep, stats/decision.py)."""
+    parts = []
+    if settle is not None:
+        parts.append(f"about {settle} more round(s) would settle the deciding figure (separate the cells or rule "
+                     "one out)")
+    if equivalence is not None:
+        parts.append(f"about {equivalence} {'' if parts else 'more round(s) '}would show them equivalent within "
+                     f"{margin:.0%} (TOST)")
+    return "; ".join(parts) or "no number of rounds can be estimated to settle it"
 
 
 def _number(x: float) -> str:
@@ -220,7 +239,10 @@ def role_answer(role: Role, verdicts: Mapping[str, Verdict], cws: Sequence[CellW
     out.instead_of = candidates[0] if combined.cell != candidates[0] else None
     out.status = status  # how settled the deciding figure is; the vetoes say why its pick was passed over
     found = answer_of(v)
-    out.kept = found[0].choice.kept if status == "equivalent" and found and found[0].choice else ""
+    choice = found[0].choice if found else None
+    out.kept = choice.kept if status == "equivalent" and choice else ""
+    if status == "provisional" and choice is not None:
+        out.pending = rounds_text(choice.settle_rounds, choice.equivalence_rounds, role.margin)
     out.figures = [_figure_row(f, combined.cell) for f in per]
     return out
 
