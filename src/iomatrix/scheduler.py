@@ -149,6 +149,10 @@ class UnitState:
     # Units the reports quote this one against (its QEMU-default twin: same tier, workload and other axes, the
     # default cache and aio): under precision_for = "contenders" they run on for precision when this one contends.
     compared_with: tuple[str, ...] = ()
+    # Its group's decision is an answer of its own: a workload, or the job whose figure decides a role. False: a
+    # role job whose figures only veto the role's pick (report/roles.py, by their means): its deciding pairs get
+    # the precision rounds only once those of the answers are settled (issue 53: the budget on the decision).
+    answers: bool = True
     wall_total_s: float = 0.0  # wall time of this session's runs of the unit (the runner reports it)
     wall_runs: int = 0
 
@@ -544,7 +548,8 @@ class Scheduler:
             # in every round); one figure's precision only once those are settled, at precision_max or out of
             # budget (stats/deciding.py).
             deciding = [k for k in active if k in self.deciding_units()]
-            active = deciding or active
+            answering = [k for k in deciding if self.units[k].answers]  # a role's deciding job before its vetoes
+            active = answering or deciding or active
         self._active = set(active)
         if not active:
             return []
