@@ -92,6 +92,9 @@ def recommend(
         if current is not None:
             raise UserError("--current compares what one host runs today: give it with --sweep N",
                             hint="or leave --current out for the fleet answer")
+        if margin is not None:  # the fleet answer decides at each sweep's own margins (its plan's, its roles')
+            raise UserError("--margin decides one host's sweep: give it with --sweep N",
+                            hint="or leave --margin out for the fleet answer (each plan's own margin)")
         from iomatrix.report.fleet import fleet_answers, select_fleet
         from iomatrix.report.fleet_render import render_fleet
 
