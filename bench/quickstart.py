@@ -1,7 +1,7 @@
 """The README's first command, timed as a new user meets it (not a test): a fresh clone, then `scripts/quickstart`.
 
     python bench/quickstart.py [--source REPO] [--rev HEAD] [--columns 100] [--target-s 360] [--keep]
-                               [--fresh-debian]
+                               [--fresh-debian] [--runs N [--need K]]
 
 In a temporary directory: `git clone` of REPO at REV (default: the repository this file is in, at HEAD, so
 commit first), then `scripts/quickstart` run there as root exactly as the README says, its output captured
@@ -17,16 +17,24 @@ as on a fresh machine. Only the kernel and the page cache are the host's. Everyt
 temporary directory is removed only when nothing is mounted below it any more.
 
 Printed: set-up (until `setup: done`), sweep and report (the rest), total; lines printed and the widest;
-the lines from the headline ("Answer for …") to the end of the snippet; per workload whether it was answered
-(`iomatrix recommend --format json` over the database the quickstart wrote: "answer", or "tied" with the
-tie-break's pick; "provisional" is not an answer); the load average before and after. Exit status 0 when the
-total is within `--target-s` (default 360 s: six minutes) and every workload was answered, else 1.
+the lines from the headline ("Answer for …") to the end of the snippet, and the line of the answer's first role
+block ("For a database VM: …", on the first screen when within its first 30 lines); per role of the default
+role set whether it was answered (`iomatrix recommend --format json` over the database the quickstart wrote:
+settled, tied or equivalent ("keep …") answer it; only leading, or no answer yet, does not: report/roles.py
+ANSWERED); the load average before and after. A sweep without roles (an older revision) is judged per workload
+as before ("answer" or "tied"; "provisional" is not an answer). One run's exit status: 0 when the total is within
+`--target-s` (default 360 s: six minutes) and every role was answered, else 1.
+
+`--runs N` runs it N times, each from a fresh clone, one after the other, and ends with how many runs answered
+every role within the target; exit status 0 when at least `--need` did (default: 4 of 5, i.e. 80 % of N rounded
+up: issue 53's done-when).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -38,6 +46,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
 ANSWERED = ("answer", "tied")  # headline statuses that answer a workload ("provisional" does not)
+# Role statuses that answer a role (report/roles.py ANSWERED: settled, tied, equivalent = "keep"); "provisional"
+# (only leading) and "none" (no answer yet) do not. Repeated here: the bench judges the clone's output, and a
+# clone of another revision need not have the same module.
+ROLE_ANSWERED = ("answer", "tied", "equivalent")
+FIRST_SCREEN = 30  # report/render.py FIRST_SCREEN_LINES: the answer's lines a terminal shows at once
 
 
 @dataclass
@@ -126,11 +139,82 @@ def run_quickstart(place: Place, env: dict[str, str]) -> Timeline:
     return out
 
 
-def workload_statuses(place: Place, env: dict[str, str]) -> dict[str, str]:
-    """workload → how the headline answers it ("answer", "tied", "provisional", or "unanswered: why")."""
+def recommend_json(place: Place, env: dict[str, str]) -> str:
+    """`iomatrix recommend --format json` over the database the quickstart wrote."""
     argv, cwd = place.argv(".venv/bin/iomatrix", "recommend", "--db", "iomatrix.sqlite", "--format", "json")
-    res = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=True)
-    return headline_statuses(res.stdout)
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout
+
+
+def role_statuses(recommend_json: str) -> dict[str, str]:
+    """role → its status ("answer", "tied", "equivalent", "provisional", "none"), from `iomatrix recommend --format
+    json` (its `roles`, first); {} for a sweep without roles."""
+    return {r["role"]: r["status"] for r in json.loads(recommend_json).get("roles") or []}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One run of the quickstart, judged: the time, and every role (else every workload) answered."""
+
+    total_s: float
+    exit_status: int
+    statuses: dict[str, str]  # role (or workload, without roles) → status
+    by_role: bool
+    target_s: float
+
+    @property
+    def answered(self) -> list[str]:
+        wanted = ROLE_ANSWERED if self.by_role else ANSWERED
+        return [k for k, s in self.statuses.items() if s in wanted]
+
+    @property
+    def all_answered(self) -> bool:
+        return bool(self.statuses) and len(self.answered) == len(self.statuses)
+
+    @property
+    def in_time(self) -> bool:
+        return self.exit_status == 0 and self.total_s <= self.target_s
+
+    @property
+    def met(self) -> bool:
+        return self.in_time and self.all_answered
+
+    def summary(self) -> str:
+        what = "roles" if self.by_role else "workloads"
+        yes = set(self.answered)
+        told = ", ".join(f"{k} {s} ({'answered' if k in yes else 'NOT answered'})"
+                         for k, s in sorted(self.statuses.items())) or "none read"
+        return (f"{what}: {told} ({len(self.answered)} of {len(self.statuses)} answered: "
+                f"{'every one' if self.all_answered else 'NOT every one'})")
+
+
+def judge(total_s: float, exit_status: int, recommend_out: str | None, target_s: float) -> Outcome:
+    """The run's outcome from its time, exit status and `recommend --format json` (None: not read, the run
+    failed): per role when the sweep ran roles, else per workload."""
+    if recommend_out is None:
+        return Outcome(total_s, exit_status, {}, True, target_s)
+    roles = role_statuses(recommend_out)
+    statuses = roles or headline_statuses(recommend_out)
+    return Outcome(total_s, exit_status, statuses, bool(roles), target_s)
+
+
+def first_role_line(tl: Timeline) -> int | None:
+    """The line of the answer's first role block ("For a database VM: …"), counted from the headline ("Answer for
+    …" is line 1); None when either is missing."""
+    head = tl.first("Answer for")
+    if head is None:
+        return None
+    return next((i - head + 1 for i, (_, text) in enumerate(tl.lines[head:], head) if text.startswith("For ")), None)
+
+
+def runs_summary(outcomes: list[Outcome], need: int) -> tuple[str, bool]:
+    """The --runs verdict: how many runs answered every role within the target, against `need`."""
+    met = sum(o.met for o in outcomes)
+    answered = sum(o.all_answered for o in outcomes)
+    in_time = sum(o.in_time for o in outcomes)
+    ok = met >= need
+    return (f"runs that answered every role within the target: {met} of {len(outcomes)} (needed {need}: "
+            f"{'met' if ok else 'MISSED'}); every role answered in {answered}, within the time in {in_time}; "
+            f"totals {', '.join(f'{o.total_s:.0f} s' for o in outcomes)}"), ok
 
 
 def headline_statuses(recommend_json: str) -> dict[str, str]:
@@ -157,10 +241,34 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the temporary clone (its database and report)")
     ap.add_argument("--fresh-debian", action="store_true",
                     help="run it in a chroot of a minimal Debian 12 made with debootstrap (apt included)")
+    ap.add_argument("--runs", type=int, default=1, help="run it this many times, each from a fresh clone")
+    ap.add_argument("--need", type=int, default=None,
+                    help="runs that must answer every role within the target (default: 80%% of --runs, rounded up)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("quickstart bench: run as root (the quickstart is run as root, as the README says)", file=sys.stderr)
         return 2
+    if not 1 <= args.runs <= 20:
+        print("quickstart bench: --runs must be 1 to 20", file=sys.stderr)
+        return 2
+    need = math.ceil(0.8 * args.runs) if args.need is None else args.need
+    if not 1 <= need <= args.runs:
+        print(f"quickstart bench: --need must be 1 to --runs ({args.runs})", file=sys.stderr)
+        return 2
+    outcomes = []
+    for n in range(args.runs):
+        if args.runs > 1:
+            print(f"== run {n + 1} of {args.runs}", flush=True)
+        outcomes.append(one_run(args))
+    if args.runs == 1:
+        return 0 if outcomes[0].met else 1
+    line, ok = runs_summary(outcomes, need)
+    print(line)
+    return 0 if ok else 1
+
+
+def one_run(args: argparse.Namespace) -> Outcome:
+    """One fresh clone and quickstart, printed and judged."""
     tmp = Path(tempfile.mkdtemp(prefix="iomatrix-quickstart-"))
     root = tmp / "debian" if args.fresh_debian else None
     try:
@@ -181,12 +289,8 @@ def main() -> int:
         started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
         tl = run_quickstart(place, env)
         load_after = os.getloadavg()
-        setup_s = tl.at("setup: done")
-        head, snippet_end = tl.first("Answer for"), tl.first("    </disk>")
-        widest = max((len(text) for _, text in tl.lines), default=0)
-        statuses = workload_statuses(place, env) if tl.exit_status == 0 else {}
-        all_answered = bool(statuses) and all(s in ANSWERED for s in statuses.values())
-        met = tl.exit_status == 0 and tl.total_s <= args.target_s and all_answered
+        outcome = judge(tl.total_s, tl.exit_status, recommend_json(place, env) if tl.exit_status == 0 else None,
+                        args.target_s)
         print(f"started {started}, commit {args.rev} of {args.source}, COLUMNS={args.columns}")
         print(f"load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
               f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
@@ -194,26 +298,9 @@ def main() -> int:
         if debootstrap_s is not None:
             print(f"fresh Debian 12 (debootstrap minbase, not in the total): {debootstrap_s:.1f} s; "
                   "the quickstart installs its Debian packages there")
-        print(f"set-up (setup.sh: packages {'installed' if root is not None else 'checked'}, .venv from PyPI): "
-              + ("not reached" if setup_s is None else f"{setup_s:.1f} s"))
-        if setup_s is not None:
-            print(f"sweep, answer and HTML report: {tl.total_s - setup_s:.1f} s")
-        print(f"total: {tl.total_s:.1f} s (target {args.target_s:.0f} s: {'met' if met else 'MISSED'}), "
-              f"exit status {tl.exit_status}")
-        print(f"lines printed: {len(tl.lines)}, widest {widest} characters")
-        for _, text in tl.lines:
-            if len(text) > args.columns:
-                print(f"  wider than {args.columns}: {text[:args.columns - 30]}…")
+        print_timeline(tl, args, outcome)
         (tmp / "quickstart.log").write_text("".join(f"{t:7.1f} {text}\n" for t, text in tl.lines))
-        if head is not None and snippet_end is not None:
-            print(f"headline to the end of the snippet: {snippet_end - head + 1} lines")
-        else:
-            print("headline or snippet not found in the output")
-        print("workloads: " + (", ".join(f"{w} {s}" for w, s in sorted(statuses.items())) or "none read")
-              + f" ({'every one answered' if all_answered else 'NOT every one answered'})")
-        if tl.exit_status != 0:
-            print("its last lines:", *(text for _, text in tl.lines[-15:]), sep="\n")
-        return 0 if met else 1
+        return outcome
     finally:
         left = unmount_fresh_debian(root) if root is not None else mounts_below(tmp)
         if left:
@@ -224,6 +311,36 @@ def main() -> int:
         else:
             # The quickstart's sweep leaves no mount or loop device (the plan's backing is a directory).
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def print_timeline(tl: Timeline, args: argparse.Namespace, outcome: Outcome) -> None:
+    """What one run measured: set-up, sweep, total, the lines, where the answer and its first role block are,
+    and each role's (else workload's) status."""
+    setup_s = tl.at("setup: done")
+    print(f"set-up (setup.sh: packages {'installed' if args.fresh_debian else 'checked'}, .venv from PyPI): "
+          + ("not reached" if setup_s is None else f"{setup_s:.1f} s"))
+    if setup_s is not None:
+        print(f"sweep, answer and HTML report: {tl.total_s - setup_s:.1f} s")
+    print(f"total: {tl.total_s:.1f} s (target {args.target_s:.0f} s: {'met' if outcome.met else 'MISSED'}), "
+          f"exit status {tl.exit_status}")
+    widest = max((len(text) for _, text in tl.lines), default=0)
+    print(f"lines printed: {len(tl.lines)}, widest {widest} characters")
+    for _, text in tl.lines:
+        if len(text) > args.columns:
+            print(f"  wider than {args.columns}: {text[:args.columns - 30]}…")
+    head, snippet_end = tl.first("Answer for"), tl.first("    </disk>")
+    if head is not None and snippet_end is not None:
+        print(f"headline to the end of the snippet: {snippet_end - head + 1} lines")
+    else:
+        print("headline or snippet not found in the output")
+    at = first_role_line(tl)
+    if outcome.by_role:
+        print("first role answer: " + ("not found" if at is None else
+                                       f"line {at} of the answer ({'on' if at <= FIRST_SCREEN else 'NOT on'} "
+                                       f"the first screen of {FIRST_SCREEN} lines)"))
+    print(outcome.summary())
+    if tl.exit_status != 0:
+        print("its last lines:", *(text for _, text in tl.lines[-15:]), sep="\n")
 
 
 if __name__ == "__main__":

@@ -130,3 +130,21 @@ def test_captured_sweep_equivalent_with_a_role_margin(tmp_path: Path) -> None:
     assert status == "equivalent" and v.choice is not None and "format=raw" in v.choice.cell
     assert v.choice.kept.startswith("nothing measured is faster by more than 10% (format=qcow2")
     assert {a.label for a in v.alternatives} >= {c for c in v.choice.tied}
+
+
+def test_rounds_to_show_equivalence() -> None:
+    from iomatrix.stats.equivalence import rounds_to_show_equivalent
+
+    # stats/equivalence.py's worked example: d = 0.01, s = 0.03, 5 rounds done, θ = 5 %: 20 more rounds.
+    assert rounds_to_show_equivalent(0.01, 0.03, 5, 0.05, True) == 20
+    assert rounds_to_show_equivalent(0.06, 0.03, 5, 0.05, True) is None  # outside the margin: never
+    assert rounds_to_show_equivalent(0.01, None, 5, 0.05, True) is None
+
+
+def test_an_inconclusive_decision_says_the_rounds_to_equivalence_within_its_margin() -> None:
+    # raw 7 % behind qcow2 (±6 % round to round), 6 rounds: not separated, beyond θ = 5 %. Within a 10 % margin
+    # more rounds could show them equivalent; within 5 % they cannot (the observed ratio is outside it).
+    r = _paired(A12[:6], [-0.07 + (0.06 if i % 2 else -0.06) for i in range(6)])
+    wide = decide(r, AXES, keep=[("raw", "what you run")], margin=0.10)
+    assert wide.kind == "unresolved" and wide.equivalence_rounds is not None and wide.equivalence_rounds > 1
+    assert decide(r, AXES, keep=[("raw", "what you run")], margin=0.05).equivalence_rounds is None

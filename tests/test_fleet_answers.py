@@ -152,6 +152,7 @@ def test_bad_fleet_options_are_one_line_errors(tmp_path: Path) -> None:
     for args, words in ((("rank", "--sweep", "1", "--by-host"), "--sweep selects one host's sweep"),
                         (("rank", "--group", "gen11"), "no sweep recorded with group 'gen11'"),
                         (("recommend", "--by-host", "--current", "cache=none"), "--current compares"),
+                        (("recommend", "--by-host", "--margin", "0.1"), "--margin decides one host's sweep"),
                         (("results", "--group", "gen11", "--format", "json"), "groups: gen10, gen12")):
         done = run_cli(*args, "--db", str(out))
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, (args, done.stderr)

@@ -10,7 +10,7 @@ import pytest
 from iomatrix import roles
 from iomatrix.report.query import CellWorkload
 from iomatrix.report.recommend.verdict import Choice, Verdict
-from iomatrix.report.roles import FigureMeans, combine, role_answer, role_answers, shortfall
+from iomatrix.report.roles import FigureMeans, combine, role_answer, role_answers, rounds_text, shortfall
 
 DB = roles.builtin("database")
 assert DB is not None
@@ -130,3 +130,36 @@ def test_the_answer_says_which_pick_it_replaced() -> None:
     a = role_answer(DB, verdicts, cws)
     assert a.instead_of == cws[0].label()
     assert f"in place of {cws[0].label()}, the deciding figure's pick (settled): see below" in a.headline()
+
+
+def test_an_equivalent_deciding_figure_keeps_and_answers_the_role() -> None:
+    """The deciding job's decision ended as equivalent (stats/decision.py): the role keeps that cell, says so with
+    the measured bounds, and counts as answered; only leading does not."""
+    cws, verdicts = _sweep(log_none=990)
+    kept = f"nothing measured is faster by more than 5% ({cws[1].label()} 0.97–1.04×)"
+    verdicts["database:data"] = Verdict("database:data", "read.clat_p99_us", False, "blocklayer",
+                                        Choice(cws[0].label(), (cws[1].label(),), "equivalent", kept))
+    a = role_answer(DB, verdicts, cws)
+    assert (a.status, a.cell, a.answered) == ("equivalent", cws[0].label(), True)
+    assert a.headline() == f"For a database VM: keep {cws[0].label()} (equivalent: {kept})"
+    assert "leading" not in a.headline() and a.as_dict()["answered"] is True
+    verdicts["database:data"] = Verdict("database:data", "read.clat_p99_us", False, "blocklayer", None,
+                                        provisional=verdicts["database:log"])
+    leading = role_answer(DB, verdicts, cws)
+    assert leading.status == "provisional" and not leading.answered and "leading, not settled yet" in \
+        leading.headline()
+
+
+def test_an_unsettled_role_says_how_many_rounds_would_settle_it() -> None:
+    cws, verdicts = _sweep(log_none=990)
+    pick = Choice(cws[0].label(), (cws[1].label(),), "not separable yet", settle_rounds=4, equivalence_rounds=20)
+    lead = Verdict("database:data", "read.clat_p99_us", False, "blocklayer", pick)
+    verdicts["database:data"] = Verdict("database:data", "read.clat_p99_us", False, "blocklayer", None,
+                                        provisional=lead)
+    a = role_answer(DB, verdicts, cws)
+    assert a.status == "provisional" and not a.answered
+    assert a.headline().endswith("about 4 more round(s) would settle the deciding figure (separate the cells or "
+                                 "rule one out); about 20 would show them equivalent within 5% (TOST))")
+    assert a.as_dict()["pending"] == a.pending
+    assert rounds_text(None, 20, 0.1) == "about 20 more round(s) would show them equivalent within 10% (TOST)"
+    assert rounds_text(None, None, 0.05) == "no number of rounds can be estimated to settle it"

@@ -88,7 +88,7 @@ def test_custom_role_table() -> None:
 @pytest.mark.parametrize(("table", "says"), [
     ({"jobs": {"data": "a.fio"}, "decides": ["dta:read.iops"]}, "no job 'dta' in this role"),
     ({"jobs": {"data": "a.fio"}, "decides": ["data:read.iopz"]}, "did you mean 'read.iops'"),
-    ({"jobs": {"data": "a.fio"}, "decides": ["data:read.iops"], "margin": 5}, "margin: 5 is not a margin"),
+    ({"jobs": {"data": "a.fio"}, "decides": ["data:read.iops"], "margin": 5}, "5: margin must be a fraction"),
     ({"jobs": {"data": "a.fio"}, "decides": []}, "decides: must be a non-empty list"),
     ({"jobs": {"data": "a.fio"}, "decides": ["data:read.iops"], "margn": 0.1}, "did you mean 'margin'"),
     ({"jobs": {}, "decides": ["data:read.iops"]}, "jobs: must be a table of jobs"),
@@ -148,7 +148,7 @@ def test_custom_role_from_a_plan(tmp_path: Path) -> None:
 def test_a_plan_without_roles_dumps_as_before() -> None:
     from iomatrix.plan.load import load_plan
 
-    plan, _ = load_plan("quick")
+    plan, _ = load_plan("quick-micro")  # quick's matrix with micro-workloads, no role
     dumped = plan.model_dump(mode="json")
     assert "roles" not in dumped and "role" not in dumped
 
@@ -165,7 +165,7 @@ def test_roles_only_plan_runs_only_the_roles(tmp_path: Path) -> None:
     ('roles = ["my-db"]\n[role.my-db]\njobs = { data = "jobs/pg-data.fio" }\ndecides = ["data:read.clat_p99"]\n',
      "roles.toml: role.my-db.decides[1]: unknown metric 'read.clat_p99' — did you mean 'read.clat_p99_us'"),
     ('[role.my-db]\njobs = { data = "jobs/pg-data.fio" }\ndecides = ["data:read.iops"]\nmargin = "5%"\n',
-     "roles.toml: role.my-db.margin: 5% is not a margin; write a fraction above 0"),
+     "roles.toml: role.my-db.margin: 5%: margin must be a fraction between 0 and 0.5, e.g. 0.05"),
     ('rolse = ["database"]\n', "unknown key 'rolse'"),
 ])
 def test_bad_role_table_gets_one_line(tmp_path: Path, text: str, says: str) -> None:
@@ -202,3 +202,23 @@ def test_poisson_paced_load_reached_within_its_own_noise() -> None:
     assert (reached(100, True), reached(90, True), reached(100, False), reached(124, False)) == (1, 0, 0, 1)
     assert resolve("vdi:read").rate_poisson and resolve("vdi:read").rate_iops == 130
     assert not resolve("rand-read-4k-rate2000").rate_poisson
+
+
+def test_quick_runs_its_default_roles_and_estimates_them() -> None:
+    """`quick` answers per role by default (docs/roles.md): its units are the database and file-server jobs, as
+    many as the micro-workloads of quick-micro, and `iomatrix plan` estimates them as it did those."""
+    from iomatrix.matrix import estimate_seconds
+    from iomatrix.plan.load import load_plan
+    from iomatrix.runner import plan_expansion
+
+    quick, base = load_plan("quick")
+    assert quick.roles == ["database", "file-server"]
+    exp = plan_expansion(quick, base, set())
+    assert {u.workload.name for u in exp.units} == {"database:data", "database:log", "file-server:files"}
+    micro, micro_base = load_plan("quick-micro")
+    micro_exp = plan_expansion(micro, micro_base, set())
+    assert {u.workload.name for u in micro_exp.units} == {"rand-read-4k", "rand-write-4k", "seq-write-1m"}
+    assert len(exp.units) == len(micro_exp.units) == 21
+    low, high = estimate_seconds(quick, exp)
+    assert low == pytest.approx(estimate_seconds(micro, micro_exp)[0]) and low > 0
+    assert high == quick.time_budget_s  # the 4-minute budget bounds the rest

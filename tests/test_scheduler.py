@@ -734,3 +734,23 @@ def test_the_deciding_pair_gets_its_runs_before_one_figure_is_polished(precision
     assert s.units["a"].ok == s.units["b"].ok
     # Where the pair ended: settled by the race's rule (not deciding any more), or at its precision_max.
     assert not s.deciding_units() or s.units["a"].ok == 24
+
+
+def test_a_roles_deciding_job_gets_the_precision_rounds_before_its_veto_jobs() -> None:
+    """Two groups of the same close pair: "data", the job whose figure decides a role, and "log", a job of the same
+    role whose figures only veto (UnitState.answers False). After the race, data's pair runs first, paired, until it
+    is settled or at precision_max; log's pair only after (issue 53: the budget on the decision)."""
+    from iomatrix.scheduler import RacingPolicy
+
+    policy = RacingPolicy(threshold=0.05, min_runs=3, higher_is_better=lambda group: True)
+    units = [UnitState(f"{g}-{k}", group=g, precision_max=24, answers=g == "data")
+             for g in ("data", "log") for k in ("a", "b", "c")]
+    s = Scheduler(units, min_runs=3, max_runs=4, budget_s=1e9, policy=policy, seed=5, clock=FakeClock(),
+                  ci_target=0.05, precision_for="contenders")
+    log = drive(s, lambda key, n: close_pair(key.split("-")[1], n))
+    after = [(k, r) for k, r, _ in log if r > 4]
+    rounds_of = {k: [r for kk, r in after if kk == k] for k in s.units}
+    assert rounds_of["data-a"] and rounds_of["data-a"] == rounds_of["data-b"]
+    if rounds_of["log-a"]:
+        assert min(rounds_of["log-a"]) > max(rounds_of["data-a"])
+    assert not any(k.startswith("data") for k in s.deciding_units()) or s.units["data-a"].ok == 24

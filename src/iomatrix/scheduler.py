@@ -149,6 +149,10 @@ class UnitState:
     # Units the reports quote this one against (its QEMU-default twin: same tier, workload and other axes, the
     # default cache and aio): under precision_for = "contenders" they run on for precision when this one contends.
     compared_with: tuple[str, ...] = ()
+    # Its group's decision is an answer of its own: a workload, or the job whose figure decides a role. False: a
+    # role job whose figures only veto the role's pick (report/roles.py, by their means): its deciding pairs get
+    # the precision rounds only once those of the answers are settled (issue 53: the budget on the decision).
+    answers: bool = True
     wall_total_s: float = 0.0  # wall time of this session's runs of the unit (the runner reports it)
     wall_runs: int = 0
 
@@ -240,8 +244,14 @@ class RacingPolicy:
     higher_is_better: Callable[[str], bool]  # group → direction of its primary metric
     alpha: float = DECISION_ALPHA
     name: str = "racing"
+    # group → its margin of practical equivalence (a role job's is its role's: the race stops a cell as equivalent
+    # exactly when the decision calls it so); None, or a group it does not know: the threshold.
+    margin_of: Mapping[str, float] | None = None
     history: dict[str, list] = field(default_factory=dict)  # group → its RaceStep per round
     held: dict[str, StopVerdict] = field(default_factory=dict)  # current units decided on, run to the race's end
+
+    def margin(self, group: str) -> float | None:
+        return None if self.margin_of is None else self.margin_of.get(group)
 
     def finished(self, units: Sequence[UnitState], room: Room) -> dict[str, StopVerdict]:
         out: dict[str, StopVerdict] = {}
@@ -266,7 +276,7 @@ class RacingPolicy:
         rounds_done = min(len({r for r, _ in u.points}) for u in members)
         step = race_step({u.key: u.points for u in members}, self.higher_is_better(group),
                          threshold=self.threshold, alpha=self.alpha, min_rounds=min_rounds,
-                         rounds_left=room.rounds_left(rounds_done))
+                         rounds_left=room.rounds_left(rounds_done), margin=self.margin(group))
         steps = self.history.setdefault(group, [])
         steps.append(step)
         current = {u.key for u in members if u.current}
@@ -398,7 +408,8 @@ class Scheduler:
                 keep = [u.key for u in members if u.current]
                 keep += [k for u in members for k in u.compared_with]
                 for pair in deciding_pairs(data, policy.higher_is_better(group), policy.threshold, policy.alpha,
-                                           keep, min_rounds=max(2, min(self.min_runs, 3))):
+                                           keep, min_rounds=max(2, min(self.min_runs, 3)),
+                                           margin=policy.margin(group)):
                     out.update(pair)
         self._deciding = out
         return out
@@ -537,7 +548,8 @@ class Scheduler:
             # in every round); one figure's precision only once those are settled, at precision_max or out of
             # budget (stats/deciding.py).
             deciding = [k for k in active if k in self.deciding_units()]
-            active = deciding or active
+            answering = [k for k in deciding if self.units[k].answers]  # a role's deciding job before its vetoes
+            active = answering or deciding or active
         self._active = set(active)
         if not active:
             return []

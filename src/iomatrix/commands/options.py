@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from iomatrix.commands.thresholds import parse_fraction
+from iomatrix.commands.thresholds import parse_fraction, parse_margin
 from iomatrix.dburl import parse_db
 from iomatrix.errors import UserError
 from iomatrix.report.formats import OutputFormat
@@ -51,6 +51,11 @@ MaxNoiseOpt = Annotated[float, typer.Option(help="Flag (never drop) cells whose 
 ThresholdOpt = Annotated[float, typer.Option(help="Practical threshold: cells within this much of the best are "
                                                   "tied with it (5% or 0.05).", metavar="PCT%|FRACTION",
                                              parser=lambda v: parse_fraction(v, "--threshold"))]
+MarginOpt = Annotated[float | None, typer.Option(
+    help="Margin of practical equivalence: a configuration shown within it of the best (TOST) is as good, and the "
+         "answer keeps what you run (else the default). Every workload's and built-in role's (a role table's own "
+         "margin stays its); default: the plan's key margin, else each role's own, 5%.",
+    metavar="FRACTION|PCT%", parser=parse_margin)]
 TieBreakOpt = Annotated[str, typer.Option(help="How a tied top group is resolved, in order (comma-separated: "
                                                "safety, simplicity, performance, name).")]
 DEFAULT_MIN_RUNS = 3

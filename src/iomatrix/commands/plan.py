@@ -143,7 +143,7 @@ def role_lines(p: Plan) -> list[str]:
     from iomatrix.roles import plan_roles
 
     out = []
-    for r in plan_roles(p.roles, p.role):
+    for r in plan_roles(p.roles, p.role, p.margin):
         jobs = ", ".join(w if w == f"{r.name}:{j}" else f"{j} = {w}" for j, w in r.jobs)
         decides = "; then ".join(f"{f.says} ({f.key})" for f in r.figures)
         out.append(f"role {r.name}: jobs {jobs}; decided by {decides}; margin {r.margin:.0%}")

@@ -21,6 +21,7 @@ from iomatrix.commands.options import (
     ByHostOpt,
     CurrentOpt,
     FleetGroupOpt,
+    MarginOpt,
     MaxNoiseOpt,
     MinRunsOpt,
     ObjectiveOpt,
@@ -63,6 +64,7 @@ def recommend(
     max_noise: MaxNoiseOpt = DEFAULT_MAX_NOISE,
     threshold: ThresholdOpt = DEFAULT_THRESHOLD,
     tie_break: TieBreakOpt = DEFAULT_TIE_BREAK,
+    margin: MarginOpt = None,
     target: TargetOpt = DEFAULT_TARGET,
     detail: Annotated[bool, typer.Option(
         "--detail", help="After the answer: every workload's verdict, tie-breaks, comparisons, risks and "
@@ -95,6 +97,9 @@ def recommend(
         if current is not None:
             raise UserError("--current compares what one host runs today: give it with --sweep N",
                             hint="or leave --current out for the fleet answer")
+        if margin is not None:  # the fleet answer decides at each sweep's own margins (its plan's, its roles')
+            raise UserError("--margin decides one host's sweep: give it with --sweep N",
+                            hint="or leave --margin out for the fleet answer (each plan's own margin)")
         from iomatrix.report.fleet import fleet_answers, select_fleet
         from iomatrix.report.fleet_render import render_fleet
 
@@ -107,7 +112,7 @@ def recommend(
         return
     sid = pick_sweep(store, sweep)
     rec = build(store, sid, workload=workload, requirements=require, current=cur,
-                scores=score or None, objective=goal, allow_data_loss=allow_data_loss, **ranking)
+                scores=score or None, objective=goal, allow_data_loss=allow_data_loss, margin=margin, **ranking)
     groups = consolidation_groups(store, sid)  # consolidation tier: how many tiles per mode
     head = headline(rec, sweep_info(store, sid)["host"]["hostname"], target)
     width = report_width()

@@ -19,6 +19,7 @@ from iomatrix.commands.options import (
     DEFAULT_WORKDIR,
     AllowDataLossOpt,
     KernelOpt,
+    MarginOpt,
     RoleOpt,
     WorkdirOpt,
     check_kernel_option,
@@ -75,6 +76,7 @@ def run(
                                                           "the boot disk).")] = None,
     allow_data_loss: AllowDataLossOpt = False,
     role: RoleOpt = [],  # noqa: B006
+    margin: MarginOpt = None,
     start_at: Annotated[str | None, typer.Option(
         "--start-at", help="Start the first run at this time (seconds since the epoch, or ISO 8601 with its zone), "
                            "after setting up: hosts sweeping one shared backend start together (the fleet role "
@@ -108,6 +110,7 @@ def run(
     p, base = load_plan(plan)
     p = plan_with_current(p, current, current_disk)
     p = plan_with_roles(p, role, plan)
+    p = plan_with_margin(p, margin)
     # Everything is checked before anything is created: a bad --db leaves no workdir behind. A database
     # another sweep holds may be half-created: say who holds it rather than judge its contents.
     refuse_kernel_fs_db(db)
@@ -330,6 +333,14 @@ def plan_with_roles(p: Plan, roles: list[str], source: str) -> Plan:
     from iomatrix.plan.model import with_roles
 
     return with_roles(p, roles, source)
+
+
+def plan_with_margin(p: Plan, margin: float | None) -> Plan:
+    """`p` with --margin as its key `margin` (part of the plan, as --role and --current are: its races stop an
+    equivalent cell at it, and the stored plan gives it to recommend and the report)."""
+    from iomatrix.plan.model import with_margin
+
+    return with_margin(p, margin)
 
 
 def current_lines(p: Plan, exp: Expansion, width: int) -> list[str]:

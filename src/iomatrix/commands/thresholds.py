@@ -35,3 +35,17 @@ def parse_fraction(value: str | float, option: str) -> float:
         raise UserError(f"{option} {text} is ambiguous: {number:g}% or {number * 100:g}%?",
                         hint=f"{RULE_HINT}; for {number:g} percent write {number:g}%")
     return number
+
+
+def parse_margin(value: str | float, option: str = "--margin") -> float:
+    """A margin of practical equivalence: '5%' → 0.05, '0.05' → 0.05, above 0 and at most 0.5 (iomatrix.roles:
+    MAX_MARGIN); anything else (2, 60%, 0, a word) → UserError naming `option` and the rule. A bare 2 is refused,
+    not read as 2%: the plan key and a role's `margin` are fractions, and one spelling per unit keeps them so."""
+    from iomatrix.roles import MARGIN_RULE, check_margin
+
+    text = repr(value) if isinstance(value, int | float) else value.strip()
+    try:
+        number = float(text[:-1].strip()) / 100.0 if text.endswith("%") else float(text)
+        return check_margin(number if math.isfinite(number) else None)
+    except ValueError:
+        raise UserError(f"{option} {text}: {MARGIN_RULE}", hint="or a percentage with its sign, e.g. 5%") from None

@@ -32,7 +32,7 @@ from iomatrix.domain import axes, did_you_mean
 from iomatrix.errors import UserError
 from iomatrix.plan import sections
 from iomatrix.plan.current_cell import CurrentDisk, from_config
-from iomatrix.roles import plan_roles
+from iomatrix.roles import check_margin, plan_roles
 from iomatrix.tiers import declaration, known_tier, reference_tier, tier_classes, tier_names
 
 NAME_MAX = 100
@@ -276,6 +276,11 @@ class Plan(BaseModel):
     repetition_policy: Literal["racing", "ci-width"] = "racing"
     # Practical threshold: cells within this fraction of the best are tied with it.
     threshold: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = 0.05
+    # Margin of practical equivalence (docs/roles.md): a cell shown within it of the best (TOST) is equivalent, and
+    # the answer then keeps what you run (else the default). Unset: each role's own (5% for the built-in roles),
+    # 5% for the other workloads. Set (or `run --margin`): every workload's and every built-in role's; a role
+    # table's own `margin` stays that role's. Left out of the dump when unset (the fingerprint stays as it was).
+    margin: float | None = None
     # A run the host samples show was disturbed by other processes (CPU pressure, steal) is run once more at
     # the end of its round, within the budget; false on a host that is always shared, where it only costs time.
     retry_disturbed: bool = True
@@ -352,8 +357,9 @@ class Plan(BaseModel):
     def _dump(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
         """The plan as written: its own fields, every registry axis and every tier setting at the top level."""
         out = handler(self)
-        if out.get("current", ...) is None:
-            del out["current"]
+        for key in ("current", "margin"):
+            if out.get(key, ...) is None:
+                del out[key]
         for key in ("roles", "role"):
             if not out.get(key, True):
                 del out[key]
@@ -475,6 +481,11 @@ class Plan(BaseModel):
             return v  # type: ignore[return-value]
         raise ValueError(f"{str(v)[:40]!r} is not valid; valid values: 1 to {MAX_REPETITIONS_PER_BOOT}, or \"auto\"")
 
+    @field_validator("margin", mode="before")
+    @classmethod
+    def _margin(cls, v: object) -> float | None:
+        return None if v is None else check_margin(v, "margin")
+
     @field_validator("time_budget")
     @classmethod
     def _budget(cls, v: str) -> str:
@@ -562,6 +573,12 @@ class Plan(BaseModel):
 def with_current(plan: Plan, cfg: CurrentConfig) -> Plan:
     """`plan` with `cfg` as its current configuration (a copy; the tiers' settings kept)."""
     return plan.model_copy(update={"current": from_config(cfg)})
+
+
+def with_margin(plan: Plan, margin: float | None) -> Plan:
+    """`plan` with `margin` (`run --margin`, checked where it was parsed) as its margin of practical equivalence;
+    `plan` itself without one."""
+    return plan if margin is None else plan.model_copy(update={"margin": margin})
 
 
 def with_roles(plan: Plan, roles: list[str], source: str) -> Plan:

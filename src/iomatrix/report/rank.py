@@ -16,6 +16,7 @@ from iomatrix.report.objective import Objective, objective_metric
 from iomatrix.report.per_backing import answer_backings, answer_groups, answered_on
 from iomatrix.report.quality import ranked_samples
 from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info, unit_stops
+from iomatrix.roles import plan_margins
 from iomatrix.stats import (
     Change,
     Ranking,
@@ -354,7 +355,9 @@ def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | 
     interference = run_interference(store, sweep_id, all_runs)
     stops = unit_stops(store, sweep_id)
     boots = run_boots(store, all_runs)
-    backings = answer_backings(sweep_info(store, sweep_id)["plan_definition"])  # None: no network backing
+    plan = sweep_info(store, sweep_id)["plan_definition"]
+    backings = answer_backings(plan)  # None: no network backing
+    default_margin, margins = plan_margins(plan)  # a role's jobs at its margin, as recommend decides them
     out = []
     for w in names:
         chosen = metric if objective is None else objective_metric(objective, w)
@@ -362,7 +365,7 @@ def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | 
         per_run = _blocked_values(store, cws, w, m, rounds) if blocked else None
         out += _rank_in_groups(cws, w, chosen, backings, min_n=min_n, max_noise=max_noise, per_run=per_run,
                                threshold=threshold, tie_break=tie_break, interference=interference, stops=stops,
-                               boots=boots)
+                               boots=boots, margin=margins.get(w, default_margin))
     if not out:
         _refuse_nothing_ranked(sweep_id, metric, objective)
     return out

@@ -21,7 +21,11 @@ from iomatrix.report.recommend.verdict import Verdict, answer_of
 from iomatrix.roles import Figure, Role, plan_roles
 
 STATUS_WORDS = {"answer": "settled", "tied": "tied within the decision's threshold: the tie-break's pick",
+                "equivalent": "equivalent within the role's margin on the deciding figure",
                 "provisional": "not settled yet: the leading cell, not yet an answer"}
+# The statuses that answer a role (bench/quickstart.py counts them): settled, tied or equivalent; "provisional"
+# (only leading) and "none" do not.
+ANSWERED = ("answer", "tied", "equivalent")
 
 
 def shortfall(value: float, best: float, higher_is_better: bool) -> float:
@@ -101,20 +105,35 @@ class RoleAnswer:
     answer_for: str  # "a database VM"
     margin: float
     jobs: list[str]
-    status: str  # "answer", "tied", "provisional" (as answer_of), "none"
+    status: str  # "answer", "equivalent", "tied", "provisional" (as answer_of), "none"
     cell: str | None = None
     tier: str = ""
     figures: list[dict[str, Any]] = field(default_factory=list)  # per deciding figure: the chosen cell vs the best
     vetoes: list[str] = field(default_factory=list)
     missing: str = ""
     instead_of: str | None = None  # the deciding figure's pick, when another deciding figure passed it over
+    # Status "equivalent": why the pick is kept, with the measured bounds ("nothing measured is faster by more
+    # than 5% (format=qcow2 … 0.97–1.04×)": the deciding job's decision, report/recommend/verdict.py: choose).
+    kept: str = ""
+    # Status "provisional": how many more rounds the deciding job's decision needs ("about 4 more round(s) would
+    # settle the deciding figure (…); about 20 would show them equivalent within 5% (TOST)": rounds_text).
+    pending: str = ""
+
+    @property
+    def answered(self) -> bool:
+        return self.cell is not None and self.status in ANSWERED
 
     def headline(self) -> str:
         if self.cell is None:
             return f"For {self.answer_for}: no answer yet: {self.missing}"
         verb = "use" if self.status in ("answer", "tied") else "leading, not settled yet:"
         why = STATUS_WORDS.get(self.status, self.status)
+        if self.status == "equivalent":  # kept, never named as if it won (docs/roles.md)
+            verb, why = "keep", f"equivalent: {self.kept or why}"
+        if self.pending:
+            why = f"{why}; {self.pending}"
         if self.instead_of is not None:
+            verb = "use" if self.status in ANSWERED else verb
             why = f"in place of {self.instead_of}, the deciding figure's pick ({why}): see below"
         return f"For {self.answer_for}: {verb} {self.cell} ({why})"
 
@@ -134,8 +153,23 @@ class RoleAnswer:
 
     def as_dict(self) -> dict[str, Any]:
         return {"role": self.role, "answer_for": self.answer_for, "text": self.headline(), "status": self.status,
+                "answered": self.answered, "kept": self.kept or None, "pending": self.pending or None,
                 "cell": self.cell, "instead_of": self.instead_of, "tier": self.tier or None, "margin": self.margin,
                 "jobs": self.jobs, "figures": self.figures, "not_chosen": self.vetoes, "missing": self.missing or None}
+
+
+def rounds_text(settle: int | None, equivalence: int | None, margin: float) -> str:
+    """What an unsettled deciding figure still needs, from its decision's estimates (power 0.8): "about 4 more
+    round(s) would settle the deciding figure (separate the cells or rule one out); about 20 would show them
+    equivalent within 5% (TOST)" (them: the leader and what the answer would keep, stats/decision.py)."""
+    parts = []
+    if settle is not None:
+        parts.append(f"about {settle} more round(s) would settle the deciding figure (separate the cells or rule "
+                     "one out)")
+    if equivalence is not None:
+        parts.append(f"about {equivalence} {'' if parts else 'more round(s) '}would show them equivalent within "
+                     f"{margin:.0%} (TOST)")
+    return "; ".join(parts) or "no number of rounds can be estimated to settle it"
 
 
 def _number(x: float) -> str:
@@ -204,17 +238,25 @@ def role_answer(role: Role, verdicts: Mapping[str, Verdict], cws: Sequence[CellW
     out.cell = combined.cell
     out.instead_of = candidates[0] if combined.cell != candidates[0] else None
     out.status = status  # how settled the deciding figure is; the vetoes say why its pick was passed over
+    found = answer_of(v)
+    choice = found[0].choice if found else None
+    out.kept = choice.kept if status == "equivalent" and choice else ""
+    if status == "provisional" and choice is not None:
+        out.pending = rounds_text(choice.settle_rounds, choice.equivalence_rounds, role.margin)
     out.figures = [_figure_row(f, combined.cell) for f in per]
     return out
 
 
 def role_answers(plan_definition: Mapping[str, Any], verdicts: Sequence[Verdict], cws: Sequence[CellWorkload],
-                 allowed: set[str] | None = None) -> list[RoleAnswer]:
-    """The answer for every role the sweep's plan ran (its stored definition's `roles` and `[role.NAME]`)."""
+                 allowed: set[str] | None = None, margin: float | None = None) -> list[RoleAnswer]:
+    """The answer for every role the sweep's plan ran (its stored definition's `roles` and `[role.NAME]`), each at
+    its margin (``margin``, recommend --margin, else the plan's key `margin`, replaces a built-in role's and is a
+    role table's without one: roles.plan_roles)."""
     names, custom = plan_definition.get("roles") or [], plan_definition.get("role") or {}
     if not names and not custom:
         return []
     by_workload: dict[str, Verdict] = {}
     for v in verdicts:
         by_workload.setdefault(v.workload, v)
-    return [role_answer(r, by_workload, cws, allowed) for r in plan_roles(names, custom)]
+    chosen = plan_definition.get("margin") if margin is None else margin
+    return [role_answer(r, by_workload, cws, allowed) for r in plan_roles(names, custom, chosen)]

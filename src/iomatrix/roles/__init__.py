@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
@@ -103,13 +103,20 @@ def _figures(where: str, raw: object, jobs: Sequence[str]) -> tuple[Figure, ...]
     return figures
 
 
-def _margin(where: str, raw: object) -> float:
-    if raw is None:
-        return DEFAULT_MARGIN
+MARGIN_RULE = f"margin must be a fraction between 0 and {MAX_MARGIN:g}, e.g. 0.05"
+
+
+def check_margin(raw: object, where: str = "margin") -> float:
+    """A margin of practical equivalence (a role's, the plan key `margin`, run/recommend --margin) as a fraction
+    above 0 and at most MAX_MARGIN; ValueError naming `where` and the rule otherwise (2 is refused: it would be
+    200%, and read as 2% it would be a guess)."""
     if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 0 < raw <= MAX_MARGIN:
-        raise ValueError(f"{where}.margin: {str(raw)[:40]} is not a margin; write a fraction above 0 and at most "
-                         f"{MAX_MARGIN}, e.g. 0.05 for 5%")
+        raise ValueError(f"{where}: {str(raw)[:40]}: {MARGIN_RULE}")
     return float(raw)
+
+
+def _margin(where: str, raw: object, default: float = DEFAULT_MARGIN) -> float:
+    return default if raw is None else check_margin(raw, f"{where}.margin")
 
 
 def _job_names(where: str, raw: object) -> list[str]:
@@ -122,9 +129,10 @@ def _job_names(where: str, raw: object) -> list[str]:
     return [str(n) for n in raw]
 
 
-def custom_role(name: str, raw: object) -> Role:
+def custom_role(name: str, raw: object, default_margin: float = DEFAULT_MARGIN) -> Role:
     """A plan's ``[role.NAME]`` table: jobs (fio job files, run as ``file:PATH`` workloads through the
-    allowlist), decides (the deciding figure first) and margin. ValueError, one line naming the fix, else."""
+    allowlist), decides (the deciding figure first) and margin (``default_margin`` when the table gives none).
+    ValueError, one line naming the fix, else."""
     where = f"role.{name}"
     if name in builtin_names():
         raise ValueError(f"{where}: '{name}' is a built-in role; give yours another name, e.g. my-{name}")
@@ -142,7 +150,7 @@ def custom_role(name: str, raw: object) -> Role:
             raise ValueError(f"{where}.jobs.{job}: must be the path of an fio job file, e.g. \"jobs/{job}.fio\"")
     figures = _figures(where, raw.get("decides"), jobs)
     description = str(raw.get("description", "")) or f"your role {name}"
-    return Role(name, description, "", _margin(where, raw.get("margin")), figures,
+    return Role(name, description, "", _margin(where, raw.get("margin"), default_margin), figures,
                 tuple((j, f"file:{paths[j]}") for j in jobs), builtin=False,
                 answer_for=str(raw.get("answer_for", "")) or f"your role {name}")
 
@@ -253,14 +261,16 @@ def role_workload_names() -> list[str]:
     return [w for role, _ in _builtin().values() for w in role.workload_names()]
 
 
-def resolve_roles(names: Sequence[str], custom: Mapping[str, Any]) -> list[Role]:
-    """The roles a plan names, built in or its own tables; ValueError with a did-you-mean for an unknown one."""
+def resolve_roles(names: Sequence[str], custom: Mapping[str, Any], margin: float | None = None) -> list[Role]:
+    """The roles a plan names, built in or its own tables; ValueError with a did-you-mean for an unknown one.
+    ``margin``: the plan's margin (its key `margin`, or run/recommend --margin), which replaces a built-in role's
+    and is a role table's when the table gives none; a table's own `margin` is that role's."""
     out = []
     for n in names:
         if n in custom:
-            out.append(custom_role(n, custom[n]))
+            out.append(custom_role(n, custom[n], DEFAULT_MARGIN if margin is None else margin))
         elif (b := builtin(n)) is not None:
-            out.append(b)
+            out.append(b if margin is None else replace(b, margin=margin))
         else:
             known = [*builtin_names(), *custom]
             raise ValueError(f"unknown role '{str(n)[:40]}'{did_you_mean(n, known)} (roles: {', '.join(known)}, "
@@ -268,6 +278,35 @@ def resolve_roles(names: Sequence[str], custom: Mapping[str, Any]) -> list[Role]
     return out
 
 
-def plan_roles(names: Sequence[str], custom: Mapping[str, Any]) -> list[Role]:
-    """The roles a (validated) plan runs: those it names, then its role tables it does not name."""
-    return resolve_roles([*names, *(n for n in custom if n not in names)], custom)
+def plan_roles(names: Sequence[str], custom: Mapping[str, Any], margin: float | None = None) -> list[Role]:
+    """The roles a (validated) plan runs: those it names, then its role tables it does not name (``margin``: as
+    for resolve_roles)."""
+    return resolve_roles([*names, *(n for n in custom if n not in names)], custom, margin)
+
+
+def job_margins(roles: Sequence[Role]) -> dict[str, float]:
+    """workload → the margin of practical equivalence its decision uses: its role's. A job file two roles share
+    gets the smaller margin: equivalent within it is equivalent within the larger one too, never the reverse."""
+    out: dict[str, float] = {}
+    for r in roles:
+        for w in r.workload_names():
+            out[w] = min(out.get(w, r.margin), r.margin)
+    return out
+
+
+def veto_only_jobs(roles: Sequence[Role]) -> set[str]:
+    """The workloads that only veto a role's pick (a role's jobs without its deciding figure, the first), and
+    decide no role: the scheduler gives their deciding pairs precision rounds after those of the answers."""
+    deciding = {r.workload_of(r.figures[0].job) for r in roles}
+    return {w for r in roles for w in r.workload_names()} - deciding
+
+
+def plan_margins(definition: Mapping[str, Any], margin: float | None = None) -> tuple[float, dict[str, float]]:
+    """(the margin of practical equivalence of a workload no role runs, workload → its role's margin) for a plan's
+    (stored) definition; ``margin`` (recommend --margin) in place of the plan's own key `margin`.
+
+    Example: roles = ["database"], no margin anywhere: (0.05, {"database:data": 0.05, "database:log": 0.05});
+    with margin = 0.1: 0.1 for all three; a [role.my-db] table with margin = 0.02 keeps 0.02 for its jobs."""
+    chosen = definition.get("margin") if margin is None else margin
+    roles = plan_roles(definition.get("roles") or [], definition.get("role") or {}, chosen)
+    return (DEFAULT_MARGIN if chosen is None else float(chosen)), job_margins(roles)

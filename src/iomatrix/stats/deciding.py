@@ -32,13 +32,14 @@ SETTLED = ("eliminated", "equivalent")
 
 def deciding_pairs(data: Mapping[str, Sequence[tuple[int, float]]], higher_is_better: bool, threshold: float = 0.05,
                    alpha: float = DECISION_ALPHA, keep: Iterable[str] = (),
-                   min_rounds: int = 3) -> tuple[tuple[str, str], ...]:
+                   min_rounds: int = 3, margin: float | None = None) -> tuple[tuple[str, str], ...]:
     """(leader, other) for the pairs that decide the answer and are not settled (module docstring); ``data`` as
     for ``race_step``: unit → (round, value > 0) of one workload in one tier; ``keep``: the units the answer is
-    quoted against (the current configuration, the leader's default twin)."""
+    quoted against (the current configuration, the leader's default twin); ``margin``: the workload's margin of
+    practical equivalence (its role's; None: ``threshold``)."""
     if len(data) < 2 or any(not pts or min(v for _, v in pts) <= 0 for pts in data.values()):
         return ()  # nothing to compare, or no log scale: the race's own rule runs every unit
-    step = race_step(data, higher_is_better, threshold, alpha, min_rounds=min_rounds)
+    step = race_step(data, higher_is_better, threshold, alpha, min_rounds=min_rounds, margin=margin)
     if step.best is None:
         return ()
     status = {d.unit: d.status for d in step.decisions}

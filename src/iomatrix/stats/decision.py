@@ -99,7 +99,7 @@ from iomatrix.domain.axes import simplicity_order
 from iomatrix.errors import UserError
 from iomatrix.risk import risk_of
 from iomatrix.stats.blocked import BlockedAnalysis, BlockedPair
-from iomatrix.stats.equivalence import DEFAULT_MARGIN, Tost, check_margin, tost
+from iomatrix.stats.equivalence import DEFAULT_MARGIN, Tost, check_margin, rounds_to_show_equivalent, tost
 from iomatrix.stats.looks import rounds_needed
 from iomatrix.stats.ranking import RankedRow, Ranking
 from iomatrix.stats.ruling_out import rounds_to_rule_out, ruled_out_p
@@ -133,6 +133,10 @@ class Decision:
     # kind "equivalent" with the leader not the keeper: the leader's ratio to the keeper, its (1 − 2·level)
     # interval (what the TOST decided on), oriented so that > 1 means the leader is better.
     bounds: tuple[float, float, float] | None = None
+    # kind "unresolved": more rounds after which a TOST would show the leader and the keeper (else the first
+    # contender) within the margin, their observed ratio taken as the true one (stats/equivalence.py); None when
+    # it cannot be estimated (no SD, or the ratio outside the margin).
+    equivalence_rounds: int | None = None
 
     @property
     def outcome(self) -> str:
@@ -336,6 +340,19 @@ def rounds_to_settle(ratio: float | None, sd_log: float | None, rounds_done: int
     return min(known) if known else None
 
 
+def rounds_to_equivalence(ranking: Ranking, a: str, b: str, margin: float) -> int | None:
+    """More rounds for a TOST to show `a` and `b` within ``margin`` (stats/equivalence.py:
+    rounds_to_show_equivalent) from their paired comparison; None without the parametric blocked analysis."""
+    an = ranking.analysis
+    if an is None or not an.blocked or a not in an.centre or b not in an.centre or a == b:
+        return None
+    pr = an.pair(b, a)
+    if pr.ratio is None or not pr.ratio > 0:
+        return None
+    return rounds_to_show_equivalent(math.log(pr.ratio), pair_sd(pr), pr.paired_rounds, margin,
+                                     ranking.higher_is_better, ranking.alpha)
+
+
 def unresolved_statement(leader: str, unresolved: Sequence[str], pct: str, extra: int | None, alpha: float,
                          keys: Sequence[str], pick: str, budget_spent: bool) -> str:
     more = (f"about {extra} more round(s) would settle them (separate them or rule them out; power 0.8, "
@@ -396,8 +413,10 @@ def decide(
                              threshold, ranking.higher_is_better)
         pick = sorted(v.top + v.unresolved, key=order)[0]
         statement = unresolved_statement(best, v.unresolved, pct, extra, ranking.alpha, keys, pick, budget_spent)
+        other = keeper if keeper != best else v.unresolved[0]
         return Decision("unresolved", None, best, v.top[1:], v.unresolved, v.separated, threshold, keys, extra,
-                        statement, pick, ruled_out=v.ruled_out, keeper=kept, margin=margin)
+                        statement, pick, ruled_out=v.ruled_out, keeper=kept, margin=margin,
+                        equivalence_rounds=rounds_to_equivalence(ranking, best, other, margin))
     rest = _behind_statement(v, pct, best)
     if len(v.top) == 1 and not v.ruled_out:
         statement = f"{best} is the answer: {rest}" if rest else f"{best} is the only ranked cell"

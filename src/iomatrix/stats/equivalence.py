@@ -24,12 +24,25 @@ U = 0.051293: p_low = P(T_9 ≥ 7.66) = 1.6e-05, p_high = P(T_9 ≤ −5.16) = 0
 
 Fewer than 2 shared rounds give no SE: not equivalent (p = 1). SE = 0 decides exactly: d strictly inside
 (L, U) → p = 0.
+
+Rounds to show equivalence (``rounds_to_show_equivalent``), the observed d taken as the true one: TOST passes
+when both one-sided tests do, and the nearer bound binds, so it is the one-sided test of the gap
+g = min(d − L, U − d) at the look's level with the given power (stats/looks.py: rounds_needed), per-run SD s on
+the log scale (the pair's own: SE·√n/√2):
+
+    n ≥ ((z_{1−level(n)} + z_{power}) · √2 · s / g)²       none when g ≤ 0 (d outside the margin)
+
+Worked example: d = 0.01, s = 0.03, 5 rounds done, θ = 5 % higher is better: g = 0.051293 − 0.01 = 0.041293;
+at n = 25 (look 23, level 0.02/552 = 3.62e-05, z = 3.97) ((3.97 + 0.842)·√2·0.03/0.041293)² = 24.4 ≤ 25, at 24
+not: 20 more rounds.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from iomatrix.stats.looks import DECISION_ALPHA, rounds_needed
 
 DEFAULT_MARGIN = 0.05
 
@@ -76,3 +89,15 @@ def tost(ratio: float | None, se_log: float | None, df: float | None, level: flo
     p_high = float(_st.t.cdf((d - hi_b) / se_log, df))
     q = float(_st.t.ppf(1.0 - min(level, 0.5), df))
     return Tost(max(p_low, p_high), level, math.exp(d - q * se_log), math.exp(d + q * se_log))
+
+
+def rounds_to_show_equivalent(effect_log: float, sd_log: float | None, rounds_done: int, margin: float,
+                              higher_is_better: bool, alpha: float = DECISION_ALPHA, power: float = 0.8) -> int | None:
+    """More rounds (≥ 1) after which TOST would show the pair within ``margin`` with the given power, its observed
+    log ratio ``effect_log`` taken as the true one (module docstring); None when it cannot be estimated (no SD, or
+    the observed ratio outside the margin: more rounds would not show it inside)."""
+    lo_b, hi_b = log_bounds(check_margin(margin), higher_is_better)
+    gap = min(effect_log - lo_b, hi_b - effect_log) if math.isfinite(effect_log) else 0.0
+    if sd_log is None or gap <= 0:
+        return None
+    return rounds_needed(gap, sd_log, rounds_done, alpha, power, two_sided=False)

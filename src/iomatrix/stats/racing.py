@@ -20,11 +20,12 @@ After every round the scheduler passes, per unit of one workload, the
    change the answer;
 4. a unit is **equivalent** to the best (TOST, Schuirmann 1987; stats/equivalence.py)
    when the (1 − 2ℓ) confidence interval of its ratio to the best, r =
-   centre(u)/centre(B), lies inside the equivalence margin, ℓ the level of the
-   pair's look (stats/looks.py, as for separating: the decision rule's own
-   test, so a unit the race stops as equivalent is one the answer calls
-   equivalent): whichever of the two is really better, the other is within θ
-   of it:
+   centre(u)/centre(B), lies inside the equivalence margin (θ, or the
+   workload's role's margin when ``margin`` is given, as its decision uses
+   it; written θ below), ℓ the level of the pair's look (stats/looks.py, as
+   for separating: the decision rule's own test, so a unit the race stops as
+   equivalent is one the answer calls equivalent): whichever of the two is
+   really better, the other is within θ of it:
 
        higher is better:  1 − θ ≤ r_low  and  r_high ≤ 1/(1 − θ)
        lower is better:   1/(1 + θ) ≤ r_low  and  r_high ≤ 1 + θ
@@ -141,10 +142,12 @@ def race_step(
     baselines: Collection[str] = (),
     min_rounds: int = 3,
     rounds_left: int | None = None,
+    margin: float | None = None,
 ) -> RaceStep:
     """One racing decision over the units of one workload (see the module docstring).
 
-    ``rounds_left``: rounds the race may still run (None = unlimited: no futility stop).
+    ``rounds_left``: rounds the race may still run (None = unlimited: no futility stop). ``margin``: the margin
+    of practical equivalence of step 4 (the workload's role's, as its decision uses; None: θ).
     """
     _check(threshold, alpha)
     units = list(data)
@@ -168,7 +171,8 @@ def race_step(
     eq_an = blocked_analysis(sub, alpha, confidence=1.0 - 2.0 * alpha, allow_nonparametric=False)
     sign = -1.0 if higher_is_better else 1.0
     best = min(racing, key=lambda u: (sign * an.centre[u], u))
-    rules = _Rules(threshold, alpha, higher_is_better, rounds_left, len(complete))
+    rules = _Rules(threshold, alpha, higher_is_better, rounds_left, len(complete),
+                   threshold if margin is None else margin)
     ruled = _ruled_out(an, racing, best, rules)
     decisions: list[Elimination] = []
     top = {best}
@@ -196,6 +200,7 @@ class _Rules:
     higher_is_better: bool
     rounds_left: int | None
     rounds_done: int
+    margin: float  # of practical equivalence (step 4)
 
 
 def _ruled_out(an: BlockedAnalysis, racing: Sequence[str], best: str, rules: _Rules) -> dict[str, float]:
@@ -225,11 +230,11 @@ def _judge(u: str, best: str, an: BlockedAnalysis, eq_an: BlockedAnalysis, ruled
                                             f"(one-sided test against that margin, Holm p={ruled[u]:.2g} < "
                                             f"{level})"), ""
     eq = eq_an.pair(u, best)  # the parametric paired comparison (the omnibus test may be Friedman's)
-    t = tost(eq.ratio, eq.se_log, eq.df, eq.level, rules.threshold, rules.higher_is_better)
+    t = tost(eq.ratio, eq.se_log, eq.df, eq.level, rules.margin, rules.higher_is_better)
     if t.equivalent and t.low is not None and t.high is not None:
         return Elimination(u, "equivalent", f"equivalent to {best}: ratio {eq.ratio:.3f}, "
                                             f"{(1 - 2 * eq.level) * 100:.4g}% CI {t.low:.3f}–{t.high:.3f} "
-                                            f"within ±{pct} (TOST at {level})"), "top"
+                                            f"within ±{rules.margin:.0%} (TOST at {level})"), "top"
     if gap <= rules.threshold:
         return Elimination(u, "keep", f"within {pct} of {best}"), "top"
     # Even odds (FUTILITY_POWER) of settling it: separated or ruled out (stats/decision.py: rounds_to_settle).

@@ -14,6 +14,7 @@ from iomatrix.domain import BASELINES, axes, is_ceiling
 from iomatrix.matrix import NA, Cell, Expansion, Unit
 from iomatrix.metrics import load_not_reached
 from iomatrix.plan.model import MAX_REPETITIONS_PER_BOOT, Plan
+from iomatrix.roles import plan_margins, plan_roles, veto_only_jobs
 from iomatrix.scheduler import CiWidthPolicy, RacingPolicy, Scheduler, StopPolicy, UnitState
 from iomatrix.stats.runs_per_boot import RoundsPerBoot, choose_rounds_per_boot
 from iomatrix.store import Store
@@ -51,6 +52,7 @@ class UnitScheduling:
         units: dict[str, tuple[Unit, int]] = {}
         states: list[UnitState] = []
         twins = compared_with(self.expansion.units)
+        vetoes = veto_only_jobs(plan_roles(self.plan.roles, self.plan.role))
         for unit in self.expansion.units:
             backing_meta = {} if unit.cell.is_null_ceiling else dict(self.handles[unit.cell.backing].metadata)
             cid = self.store.cell_id(sweep_id, unit.cell.key,
@@ -68,7 +70,7 @@ class UnitScheduling:
                 baseline=is_baseline(unit, compared),
                 current=unit.cell in self.expansion.current,  # the comparison the user came for: never eliminated
                 precision_max=self.plan.repetitions.precision_max.get(unit.cell.tier),
-                compared_with=twins.get(unit.key, ())))
+                compared_with=twins.get(unit.key, ()), answers=unit.workload.name not in vetoes))
         return units, states
 
     def _rate_reference_cells(self, unit: Unit) -> list[Unit]:
@@ -129,7 +131,13 @@ class UnitScheduling:
         if self.plan.repetition_policy == "ci-width":
             return CiWidthPolicy(self.plan.ci_target, reps.min, reps.max)
         direction = {race_group(u, self._per_backing): u.workload.higher_is_better for u in self.expansion.units}
-        return RacingPolicy(self.plan.threshold, reps.min, higher_is_better=direction.__getitem__)
+        # Each race stops a cell as equivalent at its decision's margin (a role job's is its role's; roles.py).
+        default, margins = plan_margins({"margin": self.plan.margin, "roles": self.plan.roles,
+                                         "role": self.plan.role})
+        margin_of = {race_group(u, self._per_backing): margins.get(u.workload.name, default)
+                     for u in self.expansion.units}
+        return RacingPolicy(self.plan.threshold, reps.min, higher_is_better=direction.__getitem__,
+                            margin_of=margin_of)
 
     def _adapt_rounds_per_boot(self, units: dict[str, tuple[Unit, int]], cell_of: dict[str, str],
                                max_batch: dict[str, int]) -> None:

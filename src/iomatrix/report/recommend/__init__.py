@@ -60,10 +60,10 @@ from iomatrix.report.recommend.verdict import (
 from iomatrix.report.roles import role_answers
 from iomatrix.report.shape_findings import shape_findings
 from iomatrix.report.shapes import workload_shapes
+from iomatrix.roles import plan_margins
 from iomatrix.snippets import DiskConfig, snippet_backing, snippets_for
 from iomatrix.stats import RatioCI
 from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK, check_threshold, check_tie_break
-from iomatrix.stats.equivalence import DEFAULT_MARGIN
 from iomatrix.stats.interference import RunInterference
 from iomatrix.store import Store
 from iomatrix.tiers import known_tier, tier_classes, workload_owner
@@ -102,14 +102,15 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
               current: CurrentConfig | None = None, scores: Sequence[str] | None = None, min_n: int = 3,
               max_noise: float = 0.10, threshold: float = DEFAULT_THRESHOLD,
               tie_break: Sequence[str] = DEFAULT_TIE_BREAK, objective: Objective | None = None,
-              allow_data_loss: bool = False, margin: float = DEFAULT_MARGIN) -> Recommendation:
+              allow_data_loss: bool = False, margin: float | None = None) -> Recommendation:
     """Verdicts per workload, then per weighted score (`scores`; default: every score when the sweep has a guest
     tier and no single workload was asked for). ``objective``: what each workload is ranked by
     (report/objective.py; None: its primary metric). Only configurations that honour guest flushes are chosen
-    unless `allow_data_loss` (parse_requirements). ``margin``: the margin of practical equivalence (5 %; a role
-    passes its own): a configuration shown within it of the best is equivalent, and when the best and the
-    current configuration (else QEMU's default, else the simplest) are, the answer keeps that one
-    (stats/decision.py)."""
+    unless `allow_data_loss` (parse_requirements). ``margin``: the margin of practical equivalence (recommend
+    --margin; None: the sweep's plan key `margin`, else 5 %); a role's jobs are decided at their role's margin
+    (roles.plan_margins: a role table's own `margin` wins): a configuration shown within it of the best is
+    equivalent, and when the best and the current configuration (else QEMU's default, else the simplest) are, the
+    answer keeps that one (stats/decision.py)."""
     info = sweep_info(store, sweep_id)
     if current is None:  # the current configuration the sweep measured (run --current), if any
         current = stored_current(info["plan_definition"], info["pruned"])
@@ -122,19 +123,20 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     rounds = run_rounds(store, all_runs)
     interference = run_interference(store, sweep_id, all_runs)
     measured = MeasuredIndex.from_store(store)
+    default_margin, margins = plan_margins(info["plan_definition"], margin)
     rank_kw: dict[str, Any] = {"min_n": min_n, "max_noise": max_noise, "interference": interference,
                                "threshold": check_threshold(threshold), "tie_break": check_tie_break(tie_break),
-                               "margin": margin, "keep_order": keep_defaults if current is None else
+                               "margin": default_margin, "keep_order": keep_defaults if current is None else
                                keep_current(lambda cells, best: matching_current(cells, best, current)[0])}
     per_backing = answer_backings(info["plan_definition"])  # shared storage: one answer per backing
-    for w in names:
+    for w in names:  # a role's job is decided at its role's margin of practical equivalence
         verdicts += _workload_answers(store, sweep_id, cws, w, per_backing, rounds, objective, reqs, current,
-                                      measured, rank_kw)
+                                      measured, {**rank_kw, "margin": margins.get(w, rank_kw["margin"])})
     verdicts += score_verdicts(store, sweep_id, _scores(scores, workload, cws), reqs, measured)
     warnings = _warnings(sweep_id, info["status"], cws) + emulated_rtt_notes(store, sweep_id, cws)
     # One answer per role the plan ran (report/roles.py, docs/roles.md), shown first by every output.
     allowed = {c.label() for c in cws if all(q.met_by(c.axes) for q in reqs)}
-    roles = role_answers(info["plan_definition"], verdicts, cws, allowed) if workload is None else []
+    roles = role_answers(info["plan_definition"], verdicts, cws, allowed, margin) if workload is None else []
     shapes = workload_shapes(store, cws)
     ram = info["host"].get("mem_bytes")
     mark_page_cache(verdicts, cws, shapes, ram)

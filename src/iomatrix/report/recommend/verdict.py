@@ -39,6 +39,11 @@ class Choice:
     # The decision ended as equivalent (stats/decision.py): the cell is kept, not a winner; `kept` says why in
     # words with the measured bounds ("nothing measured is faster by more than 5% (raw 0.97–1.04×)").
     kept: str = ""
+    # A provisional pick (not settled yet): the decision's estimates of the rounds still needed, to separate or
+    # rule out its contenders and to show the leader and the keeper equivalent (stats/decision.py). Not in JSON:
+    # the rule says the first; the role line says both (report/roles.py).
+    settle_rounds: int | None = None
+    equivalence_rounds: int | None = None
 
 
 def choose(wr: WorkloadRanking) -> Choice | None:
@@ -256,7 +261,8 @@ def workload_verdict(cws: list[CellWorkload], wr: WorkloadRanking, requirements:
         d = chosen_from.decision if chosen_from is not None else None
         if d is not None and d.provisional is not None and d.provisional in wr.cells:
             pick = Choice(d.provisional, tuple(c for c in (d.leader, *d.tied, *d.unresolved)
-                                               if c and c != d.provisional), d.statement)
+                                               if c and c != d.provisional), d.statement,
+                          settle_rounds=d.extra_rounds, equivalence_rounds=d.equivalence_rounds)
             v.provisional = _chosen_verdict(Verdict(v.workload, v.metric, v.higher_is_better, v.tier, pick), cws,
                                             wr, chosen_from, requirements, current, measured)
         return v
