@@ -110,12 +110,13 @@ fi
 # XML is validated against libvirt's own schema) and libxml2-utils its xmllint; virtinst's virt-install turns the
 # virt-install snippets into a domain against libvirt's test driver (nothing defined or started); chromium loads
 # the HTML report headless in the tests (no console errors, no network requests, a non-blank screenshot).
-# mmdebstrap builds the Debian guest image (`iomatrix guest build debian`, --real-guest) from Debian packages.
+# mmdebstrap builds the Debian guest image (`iomatrix guest build debian`, --real-guest) from Debian packages;
+# xorriso writes the NoCloud seed (a cidata ISO) a real guest reads its first-boot set-up from.
 packages=(python3 python3-venv python3-pip qemu-system-x86 qemu-system-common qemu-utils fio e2fsprogs xfsprogs btrfs-progs
           eatmydata busybox-static kmod cpio zstd lz4 gzip util-linux mount procps ca-certificates
           build-essential dpkg-dev libaio-dev zlib1g-dev
           libvirt-clients libxml2-utils virtinst chromium
-          nbdkit mmdebstrap)
+          nbdkit mmdebstrap xorriso)
 # What `--minimal` installs (the quickstart, and the fleet role's measuring install): what a plan without guests
 # runs (fio on bare metal, qemu-storage-daemon and qemu-img for the block layer; the QEMU version every result
 # records comes from qemu-storage-daemon when qemu-system-x86 is absent) and the Python venv (python3-venv brings

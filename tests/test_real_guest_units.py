@@ -48,28 +48,40 @@ def test_the_image_has_the_packages_the_issue_names_and_no_cloud_init() -> None:
     assert set(dimg.our_files()) == set(dimg.OUR_FILES)
 
 
-def test_mmdebstrap_gets_the_hosts_sources_and_our_files_before_any_package(tmp_path: Path) -> None:
+def test_mmdebstrap_gets_the_hosts_debian_entries_and_our_files_before_any_package(tmp_path: Path) -> None:
     src = tmp_path / "apt" / "sources.list.d"
     src.mkdir(parents=True)
-    (src / "debian.sources").write_text("Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\n")
+    (src / "debian.sources").write_text(
+        "Types: deb\n# a snapshot\nURIs: http://deb.debian.org/debian\nSuites: bookworm bookworm-updates\n"
+        "Components: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n"
+        "Types: deb\nURIs: http://deb.debian.org/debian-security\nSuites: bookworm-security\nComponents: main\n\n"
+        "Types: deb\nURIs: https://deb.vendor.example/node\nSuites: nodistro\nComponents: main\n")
+    (src / "extra.list").write_text("deb [arch=amd64] http://mirror.example/debian bookworm main contrib # x\n"
+                                    "deb-src http://mirror.example/debian bookworm main\n"
+                                    "deb http://mirror.example/debian trixie main\n")
     (src / "empty.list").write_text("\n")
     (src / "notes.txt").write_text("deb http://example.invalid/ bookworm main\n")
     sources = dimg.host_sources(tmp_path / "apt")
-    assert sources == [src / "debian.sources"]  # empty files and other names are not apt's sources
-    argv = dimg.mmdebstrap_argv(tmp_path / "root fs", tmp_path / "over lay", sources)
-    assert argv[0] == "mmdebstrap" and argv[-3:] == ["bookworm", str(tmp_path / "root fs"), str(sources[0])]
+    assert sources == [src / "debian.sources", src / "extra.list"]  # empty files and other names are not apt's
+    entries = dimg.debian_entries(sources)
+    assert entries == ["deb http://deb.debian.org/debian bookworm main",
+                       "deb http://deb.debian.org/debian bookworm-updates main",
+                       "deb http://deb.debian.org/debian-security bookworm-security main",
+                       "deb http://mirror.example/debian bookworm main contrib"]  # no vendor, no deb-src, no trixie
+    argv = dimg.mmdebstrap_argv(tmp_path / "root fs", tmp_path / "over lay", entries)
+    assert argv[0] == "mmdebstrap" and argv[-6:] == ["bookworm", str(tmp_path / "root fs"), *entries]
     hook = next(a for a in argv if a.startswith("--setup-hook="))
     assert f"'{tmp_path / 'over lay'}'/." in hook  # quoted for the hook's shell
     assert f"--include={','.join(dimg.PACKAGES)}" in argv
 
 
 def test_sources_without_bookworm_or_none_at_all_are_one_line(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="no apt sources"):
-        dimg.check_sources([])
+    with pytest.raises(UserError, match="name no Debian bookworm entry"):
+        dimg.debian_entries([])
     trixie = tmp_path / "t.list"
     trixie.write_text("deb http://deb.debian.org/debian trixie main\n")
-    with pytest.raises(UserError, match="name no bookworm suite"):
-        dimg.check_sources([trixie])
+    with pytest.raises(UserError, match="name no Debian bookworm entry"):
+        dimg.debian_entries([trixie])
 
 
 def test_the_overlay_holds_our_files_and_the_masks(tmp_path: Path) -> None:

@@ -148,8 +148,8 @@ def kernel_cmdline(root: str = "/dev/vda") -> str:
 
 
 def host_sources(apt_dir: Path = Path("/etc/apt")) -> list[Path]:
-    """The host's apt source files, which mmdebstrap pastes into the image's sources (so the packages come from
-    the mirror this host is configured with, and the image's apt points there too)."""
+    """The host's apt source files: the packages come from the mirror this host is configured with, and the
+    image's apt points there too."""
     files = [apt_dir / "sources.list"] if (apt_dir / "sources.list").is_file() else []
     d = apt_dir / "sources.list.d"
     if d.is_dir():
@@ -157,21 +157,59 @@ def host_sources(apt_dir: Path = Path("/etc/apt")) -> list[Path]:
     return [p for p in files if p.read_text(errors="replace").strip()]
 
 
-def check_sources(files: list[Path]) -> None:
-    """Refuse sources that cannot give a bookworm image: none at all, or none naming the suite."""
-    if not files:
-        raise UserError("no apt sources on this host (/etc/apt/sources.list, /etc/apt/sources.list.d/)",
-                        hint=f"configure a Debian mirror for {SUITE} there")
-    if not any(re.search(rf"\b{SUITE}\b", p.read_text(errors="replace")) for p in files):
-        raise UserError(f"the host's apt sources name no {SUITE} suite ({', '.join(map(str, files))})",
-                        hint=f"add a Debian {SUITE} entry to /etc/apt/sources.list.d/")
+_SUITE_RE = re.compile(rf"^{SUITE}(-updates|-security)?$")
 
 
-def mmdebstrap_argv(rootfs: Path, overlay: Path, sources: list[Path]) -> list[str]:
-    """mmdebstrap's command line: minbase plus PACKAGES into `rootfs`, our files copied in before any package is
-    installed (so the kernel's initramfs is made with our hook: one initramfs build, not two)."""
+def _deb822_entries(text: str) -> list[str]:
+    entries = []
+    for stanza in re.split(r"\n\s*\n", text):
+        fields: dict[str, str] = {}
+        for line in stanza.splitlines():
+            if line.startswith("#") or ":" not in line:
+                continue
+            key, _, value = line.partition(":")
+            fields[key.strip().lower()] = value.strip()
+        if "deb" not in fields.get("types", "").split() or fields.get("enabled", "yes").lower() == "no":
+            continue
+        for uri in fields.get("uris", "").split():
+            for suite in fields.get("suites", "").split():
+                if _SUITE_RE.match(suite):
+                    entries.append(f"deb {uri} {suite} {fields.get('components', 'main')}")
+    return entries
+
+
+def _one_line_entries(text: str) -> list[str]:
+    entries = []
+    for line in text.splitlines():
+        line = re.sub(r"\[[^]]*\]", " ", line.split("#", 1)[0]).split()  # type: ignore[assignment]
+        if len(line) >= 4 and line[0] == "deb" and _SUITE_RE.match(line[2]):
+            entries.append(" ".join(line))
+    return entries
+
+
+def debian_entries(files: list[Path]) -> list[str]:
+    """The host's Debian bookworm sources as one-line entries ("deb URI SUITE COMPONENTS", options dropped:
+    mmdebstrap adds the archive's signed-by itself): the mirror this host uses, and nothing from another archive
+    (a vendor's repository the host also names stays out of the image)."""
+    entries: list[str] = []
+    for p in files:
+        text = p.read_text(errors="replace")
+        for e in _deb822_entries(text) if p.suffix == ".sources" else _one_line_entries(text):
+            if e not in entries:
+                entries.append(e)
+    if not entries:
+        where = ", ".join(map(str, files)) or "/etc/apt/sources.list, /etc/apt/sources.list.d/"
+        raise UserError(f"the host's apt sources name no Debian {SUITE} entry ({where})",
+                        hint=f"add a Debian {SUITE} mirror to /etc/apt/sources.list.d/")
+    return entries
+
+
+def mmdebstrap_argv(rootfs: Path, overlay: Path, entries: list[str]) -> list[str]:
+    """mmdebstrap's command line: minbase plus PACKAGES into `rootfs` from the `entries` (debian_entries), our
+    files copied in before any package is installed (so the kernel's initramfs is made with our hook: one
+    initramfs build, not two)."""
     return ["mmdebstrap", *MMDEBSTRAP_OPTIONS, f"--include={','.join(PACKAGES)}",
-            f"--setup-hook=cp -a {shlex.quote(str(overlay))}/. \"$1\"/", SUITE, str(rootfs), *map(str, sources)]
+            f"--setup-hook=cp -a {shlex.quote(str(overlay))}/. \"$1\"/", SUITE, str(rootfs), *entries]
 
 
 def write_overlay(overlay: Path) -> None:
@@ -343,14 +381,13 @@ def _run_logged(argv: list[str], log: Path, env: dict[str, str], what: str) -> N
 
 def _build(stage: Path, log: Path, inputs: dict, key: str, say: Callable[[str], None]) -> None:
     """mmdebstrap the tree, then the image and its boot files, all inside `stage`."""
-    sources = host_sources()
-    check_sources(sources)
+    entries = debian_entries(host_sources())
     env = dict(os.environ, TMPDIR=str(stage / "tmp"), LC_ALL="C.UTF-8")
     (stage / "tmp").mkdir()
     overlay, rootfs = stage / "overlay", stage / "rootfs"
     write_overlay(overlay)
     say(f"mmdebstrap: Debian {SUITE} minbase with {', '.join(PACKAGES)} (log: {log})")
-    _run_logged(mmdebstrap_argv(rootfs, overlay, sources), log, env, "mmdebstrap")
+    _run_logged(mmdebstrap_argv(rootfs, overlay, entries), log, env, "mmdebstrap")
     finish_rootfs(rootfs)
     vmlinuz, initrd, version = boot_files(rootfs)
     shutil.copy2(vmlinuz, stage / "vmlinuz")
