@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from iomatrix.guest.realboot import boot, disk_view
 from iomatrix.guest.seed import seed_args, write_seed
 from iomatrix.images import create_image
 from iomatrix.qemu_block import DiskSpec
+from tests.conftest import run_cli
 
 pytestmark = pytest.mark.slow
 DISK_BYTES = 64 << 20
@@ -99,3 +101,46 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+PLAN = """
+tier = ["guest"]
+format = ["qcow2"]
+cache = ["none"]
+bus = ["virtio-blk"]
+workloads = ["rand-read-4k"]
+size = "32M"
+image_size = "64M"
+runtime = 1
+run_timeout = 900
+null_ceiling = false
+retry_disturbed = false
+[repetitions]
+min = 1
+max = 1
+[guest]
+image = "{image}"
+"""
+
+
+def test_a_sweep_in_the_image_given_by_path_stores_its_run_with_the_image_and_the_guests_view(
+        image: DebianImage, tmp_path: Path) -> None:
+    """`[guest] image = PATH`: the built image given as a user's would be; one cell, one run through the agent."""
+    before = sha256_of(image.qcow2)
+    (tmp_path / "p.toml").write_text(PLAN.format(image=image.qcow2))
+    proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--accel", "tcg", cwd=tmp_path, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with sqlite3.connect(tmp_path / "r.sqlite") as db:
+        rows = db.execute("SELECT ok, meta_json, error FROM runs").fetchall()
+    assert rows and all(ok for ok, _, _ in rows), rows
+    for _, meta_json, _ in rows:
+        meta = json.loads(meta_json)
+        img = meta["guest_image"]
+        assert img["image_sha256"] == image.sha256 and img["kernel_version"] == image.kernel_version
+        assert img["distribution"].startswith("Debian 12.") and img["boot"] == "direct kernel"
+        assert meta["guest_disk"]["driver"] == "virtio_blk" and meta["guest_disk"]["queues"] >= 1
+    doc = json.loads(run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout)
+    iops = [r for r in doc["sweeps"][0]["results"] if r["metric"] == "read.iops"]
+    assert iops and all(r["mean"] > 0 for r in iops)
+    assert sha256_of(image.qcow2) == before  # the file given was only read
+    assert not [p for p in tmp_path.rglob("*") if p.suffix in (".raw", ".qcow2")]  # overlays and disks removed

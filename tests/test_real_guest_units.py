@@ -239,3 +239,43 @@ def test_the_disk_view_reads_the_active_scheduler_and_counts() -> None:
                            "nproc=2\n")
     assert view["queues"] == 2 and view["scheduler"] == "mq-deadline" and view["sectors"] == 131072
     assert view["write_cache"] == "write back" and view["nproc"] == 2
+
+
+# --------------------------------------------------------------------------- `[guest] image` in a plan
+
+
+def test_the_guest_table_names_an_image_and_a_plan_without_one_dumps_as_before() -> None:
+    from iomatrix.plan.model import Plan
+
+    plain = Plan.model_validate({"name": "p", "tier": ["guest"]})
+    assert "guest_image" not in plain.model_dump() and plain.setting("guest_image") is None
+    plan = Plan.model_validate({"name": "p", "tier": ["guest"], "guest": {"image": "/images/d.qcow2",
+                                                                         "cache": ["none"]}})
+    assert plan.setting("guest_image") == "/images/d.qcow2" and plan.tier_tables == {"guest": {"cache": ["none"]}}
+    again = Plan.model_validate(plan.model_dump(mode="json"))
+    assert again.setting("guest_image") == "/images/d.qcow2" and again.fingerprint() == plan.fingerprint()
+    assert plan.fingerprint() != Plan.model_validate({"name": "p", "tier": ["guest"],
+                                                      "guest": {"cache": ["none"]}}).fingerprint()
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"tier": ["blocklayer"], "guest": {"image": "/x.qcow2"}}, "does not run the guest tier"),
+    ({"tier": ["guest"], "guest": {"image": 3}}, "valid string"),
+    ({"tier": ["guest"], "guest": {"image": ""}}, "at least 1 character"),
+    ({"tier": ["guest"], "guest": {"image": "/a"}, "guest_image": "/b"}, "name the same setting"),
+])
+def test_a_wrong_guest_image_key_is_refused(data: dict, message: str) -> None:
+    from pydantic import ValidationError
+
+    from iomatrix.plan.model import Plan
+
+    with pytest.raises(ValidationError, match=message):
+        Plan.model_validate({"name": "p", **data})
+
+
+def test_a_missing_image_file_is_one_line(tmp_path: Path) -> None:
+    from iomatrix.guest.real_image import resolve_image
+
+    with pytest.raises(UserError) as err:
+        resolve_image(str(tmp_path / "nope.qcow2"))
+    assert err.value.one_line().startswith(f"guest image {tmp_path / 'nope.qcow2'} does not exist")

@@ -170,6 +170,14 @@ class GuestAgent:
                                     hint="see the guest's journal")
         return reply.get("return")
 
+    def write_file(self, path: str, data: bytes, timeout: float = 30.0) -> None:
+        """Write `data` to `path` in the guest (guest-file-open/write/close)."""
+        handle = self.call("guest-file-open", {"path": path, "mode": "w"}, timeout)
+        try:
+            self.call("guest-file-write", {"handle": handle, "buf-b64": base64.b64encode(data).decode()}, timeout)
+        finally:
+            self.call("guest-file-close", {"handle": handle}, timeout)
+
     def exec(self, argv: list[str], timeout: float = 60.0, poll_s: float = 0.2) -> ExecResult:
         """Run `argv` in the guest with its output captured, and wait (at most `timeout` s) for it to exit."""
         pid = self.call("guest-exec", {"path": argv[0], "arg": argv[1:], "capture-output": True})["pid"]
