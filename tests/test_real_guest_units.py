@@ -84,14 +84,16 @@ def test_sources_without_bookworm_or_none_at_all_are_one_line(tmp_path: Path) ->
         dimg.debian_entries([trixie])
 
 
-def test_the_overlay_holds_our_files_and_the_masks(tmp_path: Path) -> None:
+def test_the_overlay_holds_our_files_and_the_finished_tree_the_masks(tmp_path: Path) -> None:
     dimg.write_overlay(tmp_path)
     for name, (rel, mode) in dimg.OUR_FILES.items():
         assert (tmp_path / rel).read_bytes() == dimg.our_files()[name]
         assert (tmp_path / rel).stat().st_mode & 0o777 == mode
+    assert not (tmp_path / "etc/systemd/system" / dimg.MASKED_UNITS[0]).exists()
+    (tmp_path / "etc/systemd/system" / "fstrim.timer").write_text("[Timer]\n")  # replaced by the mask
+    dimg.finish_rootfs(tmp_path)
     for unit in dimg.MASKED_UNITS:
         assert os.readlink(tmp_path / "etc/systemd/system" / unit) == "/dev/null"
-    dimg.finish_rootfs(tmp_path)
     assert (tmp_path / "etc/fstab").read_text().startswith(f"LABEL={dimg.ROOT_LABEL} / ext4")
 
 

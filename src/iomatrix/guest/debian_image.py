@@ -213,22 +213,25 @@ def mmdebstrap_argv(rootfs: Path, overlay: Path, entries: list[str]) -> list[str
 
 
 def write_overlay(overlay: Path) -> None:
-    """Our files and the unit masks as a tree laid over the image's root (owned by root, as the build runs)."""
+    """Our files as a tree laid over the image's root before any package is installed (owned by root, as the
+    build runs)."""
     for name, data in our_files().items():
         rel, mode = OUR_FILES[name]
         dest = overlay / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(data)
         dest.chmod(mode)
-    units = overlay / "etc/systemd/system"
-    units.mkdir(parents=True, exist_ok=True)
-    for unit in MASKED_UNITS:
-        (units / unit).symlink_to("/dev/null")
 
 
 def finish_rootfs(rootfs: Path) -> None:
-    """What the packages leave unset: the hostname, the root filesystem in fstab (by label: the root is the
-    first disk, but a label does not depend on it)."""
+    """After the packages: the unit masks (made now, not before: a package's postinst may unmask or enable its
+    units), the hostname, the root filesystem in fstab (by label: the root is the first disk, but a label does not
+    depend on it)."""
+    units = rootfs / "etc/systemd/system"
+    units.mkdir(parents=True, exist_ok=True)
+    for unit in MASKED_UNITS:
+        (units / unit).unlink(missing_ok=True)
+        (units / unit).symlink_to("/dev/null")
     (rootfs / "etc/hostname").write_text(HOSTNAME + "\n")
     (rootfs / "etc/hosts").write_text(f"127.0.0.1 localhost\n127.0.1.1 {HOSTNAME}\n")
     (rootfs / "etc/fstab").write_text(f"LABEL={ROOT_LABEL} / ext4 rw,noatime 0 1\n")
