@@ -117,6 +117,8 @@ class GuestTier(Guest, Tier):
         if self.real is not None:
             result = run_real(req, self.real, self._image_bytes(req))
             result.meta["accel_reason"] = self.choice.reason
+            if result.ok:
+                shutil.rmtree(req.run_dir, ignore_errors=True)  # a failed run keeps its console.log and argv
             return result
         cell = req.cell
         job = self._job(req)

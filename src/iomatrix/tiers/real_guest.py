@@ -87,9 +87,10 @@ def run_real(req: RunRequest, ctx: RealRunContext, image_bytes: int) -> RunOutco
             run_meta, output, log = _in_guest(guest, ctx, job, max(1.0, req.timeout_s - boot_s))
             console = guest.console_lines(40)
         meta.update(run_meta)
-    except UserError as err:
+    except (UserError, OSError) as err:  # OSError: the agent's socket closed under it (QEMU died)
         full = out_of_space(image)
-        return RunOutcome(ok=False, error=err.one_line() + (f" — {full}" if full else ""), job_text=job, meta=meta)
+        line = err.one_line() if isinstance(err, UserError) else f"guest agent: {err}"
+        return RunOutcome(ok=False, error=line + (f" — {full}" if full else ""), job_text=job, meta=meta)
     finally:
         if ours and isinstance(image, Path):
             remove_image(image)
