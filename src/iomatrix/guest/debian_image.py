@@ -234,7 +234,7 @@ def finish_rootfs(rootfs: Path) -> None:
         (units / unit).symlink_to("/dev/null")
     (rootfs / "etc/hostname").write_text(HOSTNAME + "\n")
     (rootfs / "etc/hosts").write_text(f"127.0.0.1 localhost\n127.0.1.1 {HOSTNAME}\n")
-    (rootfs / "etc/fstab").write_text(f"LABEL={ROOT_LABEL} / ext4 rw,noatime 0 1\n")
+    (rootfs / "etc/fstab").write_text(f"LABEL={ROOT_LABEL} / ext4 rw,noatime 0 0\n")  # no fsck: a fresh overlay
 
 
 def boot_files(rootfs: Path) -> tuple[Path, Path, str]:
