@@ -11,6 +11,10 @@
 #
 # `--no-guest` skips building the guest kernel + initramfs; the first sweep with guests builds them then.
 #
+# `--real-guest` also builds the Debian 12 guest image (`iomatrix guest build debian`: mmdebstrap from the
+# Debian archive this host's apt sources name, a few minutes and ~0.5 GB under the cache root; cached, rebuilt only
+# when its inputs change; docs/guest.md). mmdebstrap itself is installed by every install but --minimal.
+#
 # `--minimal` (scripts/quickstart) installs only what the default plan `quick` needs (bare metal and QEMU's
 # block layer: QEMU, fio, Python without the test tools) and builds no guest: on a fresh Debian 12 machine its
 # apt step took 30 s instead of 110 s for everything (docs/benchmarks.md, issue 27). Running setup.sh without
@@ -39,6 +43,7 @@ cd "$here"
 
 fleet="${IOMATRIX_FLEET:-0}"
 guest=1
+real_guest=0
 minimal=0
 measure_only=0
 fio_binary=""
@@ -46,8 +51,9 @@ shared=0
 # --help prints the header comment above (the options and what each installs), refilled to 79 columns for a
 # terminal, and does nothing else: it is read before the root check, so that anyone may read it.
 usage() {
-    echo "usage: scripts/setup.sh [--fleet] [--no-guest] [--minimal] [--measure-only]"
-    echo "                        [--shared-storage] [--fio-binary=PATH] [--help]"
+    echo "usage: scripts/setup.sh [--fleet] [--no-guest] [--real-guest] [--minimal]"
+    echo "                        [--measure-only] [--shared-storage] [--fio-binary=PATH]"
+    echo "                        [--help]"
     echo
     sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$here/scripts/setup.sh" | fmt -w 79
 }
@@ -57,12 +63,17 @@ for arg in "$@"; do
         --fleet) fleet=1 ;;
         --shared-storage) shared=1 ;;
         --no-guest) guest=0 ;;
+        --real-guest) real_guest=1 ;;
         --minimal) minimal=1; guest=0 ;;
         --measure-only) minimal=1; guest=0; measure_only=1 ;;
         --fio-binary=?*) fio_binary=${arg#--fio-binary=} ;;
-        *) echo "setup.sh: unknown option '$arg' (the options are --fleet, --no-guest, --minimal, --measure-only, --shared-storage, --fio-binary=PATH and --help)" >&2; exit 2 ;;
+        *) echo "setup.sh: unknown option '$arg' (the options are --fleet, --no-guest, --real-guest, --minimal, --measure-only, --shared-storage, --fio-binary=PATH and --help)" >&2; exit 2 ;;
     esac
 done
+if [ "$real_guest" = 1 ] && [ "$minimal" = 1 ]; then
+    echo "setup.sh: --real-guest builds a guest image, which --minimal and --measure-only leave out; fix: drop one of them" >&2
+    exit 2
+fi
 if [ -n "$fio_binary" ]; then
     if [ "$measure_only" = 0 ]; then
         echo "setup.sh: --fio-binary is for --measure-only installs (the others build the guest's fio from Debian's fio package); fix: add --measure-only or leave it out" >&2
@@ -100,11 +111,13 @@ fi
 # virt-install snippets into a domain against libvirt's test driver (nothing defined or started), and its virt-xml
 # makes --current's edit of a user's <disk> there; chromium loads
 # the HTML report headless in the tests (no console errors, no network requests, a non-blank screenshot).
+# mmdebstrap builds the Debian guest image (`iomatrix guest build debian`, --real-guest) from Debian packages;
+# xorriso writes the NoCloud seed (a cidata ISO) a real guest reads its first-boot set-up from.
 packages=(python3 python3-venv python3-pip qemu-system-x86 qemu-system-common qemu-utils fio e2fsprogs xfsprogs btrfs-progs
           eatmydata busybox-static kmod cpio zstd lz4 gzip util-linux mount procps ca-certificates
           build-essential dpkg-dev libaio-dev zlib1g-dev
           libvirt-clients libxml2-utils virtinst chromium
-          nbdkit)
+          nbdkit mmdebstrap xorriso)
 # What `--minimal` installs (the quickstart, and the fleet role's measuring install): what a plan without guests
 # runs (fio on bare metal, qemu-storage-daemon and qemu-img for the block layer; the QEMU version every result
 # records comes from qemu-storage-daemon when qemu-system-x86 is absent) and the Python venv (python3-venv brings
@@ -271,5 +284,9 @@ else
     else
         echo "setup: guest kernel not built now (--no-guest): the first sweep with guests builds it"
     fi
+fi
+# The Debian guest image (cached under the cache root; this prints what is there when nothing changed).
+if [ "$real_guest" = 1 ]; then
+    .venv/bin/iomatrix guest build debian
 fi
 echo "setup: done"

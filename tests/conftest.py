@@ -39,9 +39,10 @@ SERIAL_GROUPS = {
     "fleet": ("test_fleet_demo", "test_fleet_collection", "test_fleet_host_label", "test_client_hosts",
               "test_fleet_host_fio"),
 }
-# Modules whose module-scoped fixture is a sweep or a boot: kept on one worker so it is made once.
+# Modules whose module-scoped fixture is a sweep or a boot: kept on one worker so it is made once. (test_real_guest's
+# is the Debian image: built once, minutes, by the first of its tests that runs.)
 WHOLE_MODULES = ("test_guest_boot", "test_verdict", "test_headline", "test_guest_batch", "test_bad_input_campaign",
-                 "test_network_input_campaign")
+                 "test_network_input_campaign", "test_real_guest")
 
 
 # The longest work first (longest-processing-time-first, as pytest-split's .test_durations does it): a worker

@@ -105,6 +105,7 @@ def test_setup_help_prints_its_options_and_exits_0(option: str) -> None:
     assert done.returncode == 0 and not done.stderr, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("usage: scripts/setup.sh")
-    for flag in ("--fleet", "--no-guest", "--minimal", "--measure-only", "--shared-storage", "--fio-binary=PATH"):
+    for flag in ("--fleet", "--no-guest", "--real-guest", "--minimal", "--measure-only", "--shared-storage",
+                 "--fio-binary=PATH"):
         assert f"`{flag}`" in done.stdout, flag
     assert "set -euo" not in done.stdout and max(len(line) for line in lines) <= 80

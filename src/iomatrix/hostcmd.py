@@ -38,6 +38,7 @@ PACKAGE_OF = {
     "zfs": "zfsutils-linux",
     "tgtd": "tgt",
     "tgtadm": "tgt",
+    "xorriso": "xorriso",
     "iscsi-inq": "libiscsi-bin",
     "iscsi-ls": "libiscsi-bin",
     "iscsi-readcapacity16": "libiscsi-bin",

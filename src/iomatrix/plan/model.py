@@ -108,6 +108,28 @@ def _with_tier_workloads(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "workloads": found} if found else data
 
 
+def _with_table_settings(data: dict[str, Any]) -> dict[str, Any]:
+    """A tier's own settings written in its table (TierDeclaration.table_settings: `[guest] image = "PATH"`) as the
+    top-level plan settings they are (`guest_image`); a table left empty by that is no tier table."""
+    out = dict(data)
+    for tier in tier_classes():
+        table = out.get(tier.name)
+        if not tier.table_settings or not isinstance(table, dict):
+            continue
+        for key, setting in tier.table_settings.items():
+            if key not in table:
+                continue
+            if setting in out:
+                raise ValueError(f"{tier.name}.{key} and {setting} name the same setting; keep one of them")
+            table = {k: v for k, v in table.items() if k != key}
+            out[setting] = data[tier.name][key]
+        if table:
+            out[tier.name] = table
+        else:
+            del out[tier.name]
+    return out
+
+
 def _with_role_workloads(data: dict[str, Any]) -> dict[str, Any]:
     """A plan's roles (`roles = [...]`, `[role.NAME]` tables: iomatrix.roles) add their jobs to its workloads; a
     plan that names roles and no workloads runs only theirs. Every role table runs, named in `roles` or not."""
@@ -318,7 +340,7 @@ class Plan(BaseModel):
     def _tier_settings(cls, data: object, handler: ModelWrapValidatorHandler[Plan]) -> Plan:
         if not isinstance(data, dict):
             return handler(data)
-        own, settings = sections.split(_with_role_workloads(_with_tier_workloads(data)))
+        own, settings = sections.split(_with_role_workloads(_with_tier_workloads(_with_table_settings(data))))
         errors = []
         values = None
         try:
@@ -360,6 +382,14 @@ class Plan(BaseModel):
         for key in ("current", "margin"):
             if out.get(key, ...) is None:
                 del out[key]
+        tier_settings = self._tier_settings_model().model_dump(
+            mode=info.mode, by_alias=bool(info.by_alias), exclude_unset=info.exclude_unset,
+            exclude_defaults=info.exclude_defaults, exclude_none=info.exclude_none, round_trip=info.round_trip)
+        for setting in {s for t in tier_classes() for s in t.table_settings.values()}:
+            # A table setting (`[guest] image`) left out of the dump when unset, as `current`: a plan without it
+            # dumps and fingerprints as it did before it existed.
+            if tier_settings.get(setting, ...) is None:
+                del tier_settings[setting]
         for key in ("roles", "role"):
             if not out.get(key, True):
                 del out[key]
@@ -377,9 +407,7 @@ class Plan(BaseModel):
                 out[tier] = {k: list(v) for k, v in table.items()}
                 for workload, values in self.workload_tables.get(tier, {}).items():
                     out[tier][workload] = {k: list(v) for k, v in values.items()}
-        out.update(self._tier_settings_model().model_dump(
-            mode=info.mode, by_alias=bool(info.by_alias), exclude_unset=info.exclude_unset,
-            exclude_defaults=info.exclude_defaults, exclude_none=info.exclude_none, round_trip=info.round_trip))
+        out.update(tier_settings)
         return out
 
     def axis_values(self, axis: str, tier: str | None = None, workload: str | None = None) -> list[str]:

@@ -90,6 +90,9 @@ class TierDeclaration:
     # `[consolidation]` table): key → (type, default). The plan model validates (strictly) and dumps them as
     # its own, whether or not the plan runs the tier; read them with `plan.setting(key)`.
     plan_settings: ClassVar[dict[str, tuple[Any, Any]]] = {}
+    # Settings written in the tier's own table (`[guest] image = "PATH"`): table key -> plan setting (one of
+    # plan_settings, default None), read as that top-level setting and left out of dumps while unset.
+    table_settings: ClassVar[dict[str, str]] = {}
     # The workload kind only this tier runs (its own workloads: "runs on the X tier only" elsewhere); None:
     # it runs the workloads the tiers share.
     workload_kind: ClassVar[str | None] = None

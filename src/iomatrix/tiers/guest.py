@@ -35,6 +35,7 @@ from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
 from iomatrix.guest.cmdline import machine_for
 from iomatrix.guest.job import BatchRun, GuestJob
 from iomatrix.guest.process import BatchInterrupted, kill_all_guests, run_guest, run_guest_batch
+from iomatrix.guest.real_image import RealImage, resolve_image
 from iomatrix.guest.stream import GuestOutcome
 from iomatrix.guest.tarball import ensure_tarball
 from iomatrix.images import remove_image
@@ -44,6 +45,7 @@ from iomatrix.qemu_block import DiskSpec, out_of_space
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, RunsInterrupted, Tier, fresh_image
 from iomatrix.tiers.declared.guest import Guest
 from iomatrix.tiers.network_disks import disk_name, follow_server, network_disk
+from iomatrix.tiers.real_guest import RealRunContext, run_real
 
 
 class GuestTier(Guest, Tier):
@@ -57,6 +59,7 @@ class GuestTier(Guest, Tier):
         self._cleanup: threading.Thread | None = None
         self._cleanup_error: BaseException | None = None
         self._last_remove_s: float | None = None
+        self.real: RealRunContext | None = None  # `[guest] image`: runs boot that image (tiers/real_guest.py)
 
     def open(self) -> None:
         log = self.opts.log
@@ -65,11 +68,22 @@ class GuestTier(Guest, Tier):
         if log and force == "auto":
             log("choosing the guest accelerator (a KVM probe boots one guest, ≤ 10 s, cached afterwards)")
         self.choice: AccelChoice = choose_accel(self.artifacts, force=None if force == "auto" else force)
+        image = self.plan.setting("guest_image")
+        if image is not None:
+            if log:
+                log(f"guest image {image}: its sha256 (the file is only read) and how it boots")
+            real: RealImage = resolve_image(image, log)
+            self.real = RealRunContext(real, self.choice.accel, self.workdir, max(self.plan.guest_memory_mb, 512))
 
     def accel(self) -> str:
         return self.choice.accel
 
     def describe(self) -> str:
+        if self.real is not None:
+            img = self.real.image
+            return (f"guest tier in a real image: {img.boot.path} (sha256 {img.sha256[:16]}…, {img.source}"
+                    f"{', ' + img.distribution if img.distribution else ''}); accelerator {self.choice.accel} "
+                    f"({self.choice.reason})")
         return (f"guest tier: accelerator {self.choice.accel} ({self.choice.reason}); kernel "
                 f"{self.artifacts.kernel_version}, {self.artifacts.fio_version} ({self.artifacts.fio_source})")
 
@@ -100,6 +114,12 @@ class GuestTier(Guest, Tier):
 
     def run(self, req: RunRequest) -> RunOutcome:
         self.finish_background_work()  # a boot's image removal must not overlap this run
+        if self.real is not None:
+            result = run_real(req, self.real, self._image_bytes(req))
+            result.meta["accel_reason"] = self.choice.reason
+            if result.ok:
+                shutil.rmtree(req.run_dir, ignore_errors=True)  # a failed run keeps its console.log and argv
+            return result
         cell = req.cell
         job = self._job(req)
         image_bytes = self._image_bytes(req)
@@ -141,7 +161,7 @@ class GuestTier(Guest, Tier):
         started because the guest died or hung earlier are retried in a new boot; the run that hung fails.
         `host_ready` (sync + drop caches) and the removal of the previous boot's images run while this boot
         starts, behind a gate the guest waits at before its first run."""
-        if len(reqs) <= 1 or any(r.target.kind == "device" for r in reqs):
+        if len(reqs) <= 1 or any(r.target.kind == "device" for r in reqs) or self.real is not None:
             self.finish_background_work()
             if host_ready is not None:
                 host_ready()

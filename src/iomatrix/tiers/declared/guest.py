@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+
+from pydantic import Field
 
 from iomatrix import domain
 from iomatrix.domain import NULL_BACKING, Bus
@@ -37,6 +39,21 @@ class Guest(TierDeclaration):
     runs_fs_workloads = True
     uses_images = True
     vm_view = True
+    # `[guest] image = "PATH"` (or "debian": the image `iomatrix guest build debian` makes): the runs boot that
+    # image's own userspace instead of the built-in initramfs (iomatrix.guest.real_image; docs/guest.md).
+    plan_settings: ClassVar[dict[str, tuple[Any, Any]]] = {
+        "guest_image": (Annotated[str, Field(min_length=1, max_length=4096)] | None, None)}
+    table_settings: ClassVar[dict[str, str]] = {"image": "guest_image"}
+
+    @classmethod
+    def check_plan(cls, plan: PlanView) -> None:
+        image = plan.setting("guest_image")
+        if image is not None and cls.name not in plan.tier:
+            raise ValueError(f"guest.image: the plan names a guest image ({image[:60]}) but does not run the guest "
+                             "tier; add guest to `tier` or remove the image")
+        if image is not None and ("\n" in image or "\0" in image):
+            raise ValueError("guest.image: a path of one line, e.g. image = \"/var/lib/images/debian.qcow2\", or "
+                             "image = \"debian\" for the image iomatrix builds")
 
     @classmethod
     def page_cache_wording(cls, cache: str) -> str:

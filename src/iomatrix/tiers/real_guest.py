@@ -1,0 +1,111 @@
+"""One guest-tier run in a real image (`[guest] image`, iomatrix.guest.real_image): boot the image on a fresh
+overlay with the cell's disk under test, run the workload's fio job in it through the guest agent, and turn what
+fio reported into a `RunOutcome` like the built-in guest's.
+
+One boot per run (the built-in guest's shared boots are not done here yet). The fio job is the built-in guest's
+(`fio.jobs.guest_job`: O_DIRECT, libaio) with the disk the guest found by its serial; it is written into the
+guest with guest-file-write and run by the image's own fio, its JSON read from guest-exec's captured output.
+Recorded with every run: the image (path, sha256, source, distribution, kernel) and the guest's own view of the
+disk under test (driver, queues, scheduler, write cache).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from iomatrix.backing.leftovers import forget
+from iomatrix.errors import UserError
+from iomatrix.fio.jobs import GUEST_DISK_PLACEHOLDER, IOPS_LOG_PREFIX, guest_job
+from iomatrix.fio.parse import FioOutputError, checked_metrics, extract_json, parse_iops_log
+from iomatrix.guest.real_image import RealImage
+from iomatrix.guest.realboot import RealGuest, boot, disk_view
+from iomatrix.images import remove_image
+from iomatrix.qemu_block import DiskSpec, out_of_space
+from iomatrix.tiers.base import RunOutcome, RunRequest, fresh_image
+
+GUEST_RUN_DIR = "/run/iomatrix"
+# os-release's PRETTY_NAME and the kernel release, one a line.
+_FACTS = ". /etc/os-release 2>/dev/null; echo \"${PRETTY_NAME:-unknown}\"; uname -r"
+
+
+@dataclass
+class RealRunContext:
+    """What a real-guest run needs from its tier."""
+
+    image: RealImage
+    accel: str
+    workdir: Path
+    memory_mb: int
+
+
+def _refusal(req: RunRequest) -> str | None:
+    if req.workload.kind in ("fs-read", "fs-write"):
+        return "filesystem workloads do not run in a real guest image yet (issue 51): run them in the built-in guest"
+    if req.target.kind == "network":
+        return "network backings do not run in a real guest image yet (issue 51)"
+    return None
+
+
+def _in_guest(guest: RealGuest, ctx: RealRunContext, job: str, timeout_s: float) -> tuple[dict[str, Any], str, str]:
+    """(meta, fio's stdout and stderr, its iops log) of the job run in the booted guest."""
+    facts = guest.sh(_FACTS, timeout=60).stdout.splitlines()
+    if len(facts) >= 2 and not (ctx.image.distribution and ctx.image.kernel_version):
+        ctx.image = ctx.image.with_guest_facts(facts[0], facts[1])
+    view = disk_view(guest)
+    text = job.replace(GUEST_DISK_PLACEHOLDER, f"/dev/{view['name']}")
+    guest.sh(f"mkdir -p {GUEST_RUN_DIR}", timeout=60)
+    guest.agent.write_file(f"{GUEST_RUN_DIR}/job.fio", text.encode())
+    t0 = time.monotonic()
+    res = guest.sh(f"cd {GUEST_RUN_DIR} && exec fio --output-format=json job.fio", timeout=timeout_s)
+    meta = {"guest_disk": view, "guest_image": ctx.image.as_metadata(), "workload_host_s": round(
+        time.monotonic() - t0, 3), "fio_exit": res.exitcode}
+    log = guest.sh(f"cat {GUEST_RUN_DIR}/{IOPS_LOG_PREFIX}_iops.log 2>/dev/null", timeout=60).stdout
+    return meta, res.stdout + res.stderr, log
+
+
+def run_real(req: RunRequest, ctx: RealRunContext, image_bytes: int) -> RunOutcome:
+    """One run of `req` in the real image: a fresh disk under test, one boot, the fio job, the outcome."""
+    refused = _refusal(req)
+    job = "" if refused else guest_job(req.workload, shape=req.shape, custom_text=req.workload.custom_text)
+    meta: dict[str, Any] = {"machine": "pc", "guest_kind": "real image", "guest_image": ctx.image.as_metadata()}
+    if refused:
+        return RunOutcome(ok=False, error=refused, meta=meta)
+    image, ours = fresh_image(req, ctx.workdir, image_bytes, "iomatrix")
+    t0 = time.monotonic()
+    console = ""
+    try:
+        disk = DiskSpec.for_cell(req.cell, image, image_bytes)
+        with boot(ctx.image.boot, req.run_dir, [disk], ctx.accel, ctx.memory_mb, boot_limit_s=req.timeout_s,
+                  wrapper=req.wrapper) as guest:
+            if req.on_process is not None:
+                req.on_process(guest.proc.pid)
+            boot_s = guest.boot_s
+            meta["qemu_argv"] = guest.argv
+            run_meta, output, log = _in_guest(guest, ctx, job, max(1.0, req.timeout_s - boot_s))
+            console = guest.console_lines(40)
+        meta.update(run_meta)
+    except (UserError, OSError) as err:  # OSError: the agent's socket closed under it (QEMU died)
+        full = out_of_space(image)
+        line = err.one_line() if isinstance(err, UserError) else f"guest agent: {err}"
+        return RunOutcome(ok=False, error=line + (f" — {full}" if full else ""), job_text=job, meta=meta)
+    finally:
+        if ours and isinstance(image, Path):
+            remove_image(image)
+            forget(ctx.workdir, image)
+    wall_s = round(time.monotonic() - t0, 3)
+    phases = {"boot_s": boot_s, "workload_s": meta["workload_host_s"], "wall_s": wall_s}
+    try:
+        metrics = checked_metrics(extract_json(output), output, req.workload.primary_metric)
+    except FioOutputError as err:
+        return RunOutcome(ok=False, phases=phases, job_text=job, raw_output=output, console_tail=console,
+                          error=f"guest fio: {err}", meta=meta)
+    series = parse_iops_log(log) if log else []
+    if series:
+        meta["iops_series"] = series
+    metrics["workload.seconds"] = phases["workload_s"]
+    metrics.update({f"phase.{k}": float(v) for k, v in phases.items()})
+    return RunOutcome(ok=True, metrics=metrics, phases=phases, job_text=job, raw_output=output, console_tail=console,
+                      meta=meta)
