@@ -258,6 +258,18 @@ def _workload_tables(tier: str, raw: dict, known: set[str]) -> dict[str, dict[st
     return per_workload
 
 
+def _without_unset(out: dict[str, Any]) -> dict[str, Any]:
+    """A plan's dump without the keys later releases added, where unset (`current`, `margin`) or empty (`roles`,
+    `role`): a plan that does not use them dumps, and fingerprints, as it did before they existed."""
+    for key in ("current", "margin"):
+        if out.get(key, ...) is None:
+            del out[key]
+    for key in ("roles", "role"):
+        if not out.get(key, True):
+            del out[key]
+    return out
+
+
 class Plan(BaseModel):
     """What a sweep runs. Every axis is a list of values; the matrix is their product."""
 
@@ -378,10 +390,7 @@ class Plan(BaseModel):
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
         """The plan as written: its own fields, every registry axis and every tier setting at the top level."""
-        out = handler(self)
-        for key in ("current", "margin"):
-            if out.get(key, ...) is None:
-                del out[key]
+        out = _without_unset(handler(self))
         tier_settings = self._tier_settings_model().model_dump(
             mode=info.mode, by_alias=bool(info.by_alias), exclude_unset=info.exclude_unset,
             exclude_defaults=info.exclude_defaults, exclude_none=info.exclude_none, round_trip=info.round_trip)
@@ -390,9 +399,6 @@ class Plan(BaseModel):
             # dumps and fingerprints as it did before it existed.
             if tier_settings.get(setting, ...) is None:
                 del tier_settings[setting]
-        for key in ("roles", "role"):
-            if not out.get(key, True):
-                del out[key]
         for a in axes.plan_axes():
             values = self.axis_values(a.name)
             # A later axis at its default is left out even of a full dump: the stored plan (and the fingerprint
