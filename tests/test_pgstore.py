@@ -20,7 +20,7 @@ from iomatrix.dburl import DatabaseURL, parse_db, redact
 from iomatrix.store import Store
 from iomatrix.store.schema import COLUMNS, MIGRATIONS, SCHEMA_1, SCHEMA_VERSION
 from tests import pg_cluster
-from tests.conftest import iomatrix_argv, run_cli
+from tests.conftest import DATA, iomatrix_argv, run_cli
 from tests.test_merge import fleet, make_sweep
 
 psycopg = pytest.importorskip("psycopg")
@@ -415,3 +415,31 @@ def test_the_fleet_answer_from_the_store_reads_only_its_sweeps_and_answers_as_th
         assert on_store.returncode == 0, on_store.stderr
         assert on_store.stdout.replace(store_url, "DB") == on_file.stdout.replace(str(merged), "DB"), argv
 
+
+
+@needs_postgres
+def test_the_fleet_demos_hosts_published_answer_as_their_merged_file(store_url: str, tmp_path: Path) -> None:
+    """The three databases scripts/fleet-demo --store postgresql fetched from its hosts (tests/data/fleet-demo,
+    kept with --keep-results), published one by one in the reverse order of the merge (so the store numbers their
+    sweeps otherwise): recommend and history give the merged file's answers, sweep ids aside. The demo itself checks
+    the same on the store its playbook publishes into (tests/test_fleet_demo.py)."""
+    hosts = sorted((DATA / "fleet-demo").glob("fleet-host-*.sqlite"))
+    assert [p.name for p in hosts] == ["fleet-host-1.sqlite", "fleet-host-2.sqlite", "fleet-host-3.sqlite"]
+    copies = []
+    for p in hosts:  # publishing only reads them; merge reads them too, but the data stays untouched either way
+        copies.append(tmp_path / p.name)
+        copies[-1].write_bytes(p.read_bytes())
+    for p in reversed(copies):
+        assert run_cli("publish", str(p), store_url).returncode == 0
+    merged = tmp_path / "merged.sqlite"
+    assert run_cli("merge", str(merged), *map(str, copies)).returncode == 0
+    with psycopg.connect(store_url) as conn:
+        first_host = conn.execute("SELECT h.hostname FROM sweeps s JOIN hosts h ON h.id=s.host_id "
+                                  "ORDER BY s.id LIMIT 1").fetchone()[0]
+    assert first_host == "fleet-host-3"  # the store's sweep 1 is the merged file's sweep 3
+    for argv in (("recommend", "--min-runs", "2", "--format", "json"), ("history", "--format", "json")):
+        on_store = run_cli(*argv, "--db", store_url)
+        on_file = run_cli(*argv, "--db", str(merged))
+        assert on_store.returncode == 0 and on_file.returncode == 0, on_store.stderr + on_file.stderr
+        assert pg_cluster.same_answers(on_store.stdout, on_file.stdout) is None, argv
+        assert all(f"fleet-host-{n}" in on_file.stdout for n in (1, 2, 3)), argv
