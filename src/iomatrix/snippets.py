@@ -259,22 +259,33 @@ def _proxmox_existing_snippet(cfg: DiskConfig, current: CurrentConfig, changed: 
     else:
         lines = []
         notes.append(f"{old_key}'s own options stay as they are")
-    cur_format = current.axes.get("format")
-    if cur_format != cfg.format and not disk.block:
-        storage = volume.split(":", 1)[0] if ":" in volume else "STORAGE"
-        lines.append(f"qm disk move {vmid} {key} {storage} --format {PROXMOX_FORMAT_NAMES[cfg.format]}")
-        notes.append(f"{SHUT_DOWN}: qm disk move copies the data into a new {cfg.format} volume on {storage} and "
-                     f"points {key} at it, with the options set above; the old volume stays as unused0 until you "
-                     "remove it (or add --delete 1)")
+    if current.axes.get("format") != cfg.format and not disk.block:
+        lines.append(_proxmox_disk_move(cfg, vmid, key, volume, notes))
+    notes += _proxmox_existing_notes(cfg, changed, opts)
+    # Nothing to run (every axis that differs was kept): the note says so instead of an empty command.
+    return Snippet("proxmox", title, "\n".join(lines) or None, "; ".join(notes))
+
+
+def _proxmox_disk_move(cfg: DiskConfig, vmid: str, key: str, volume: str, notes: list[str]) -> str:
+    """The qm disk move line that converts the volume to the answer's format (its note added to `notes`)."""
+    storage = volume.split(":", 1)[0] if ":" in volume else "STORAGE"
+    notes.append(f"{SHUT_DOWN}: qm disk move copies the data into a new {cfg.format} volume on {storage} and "
+                 f"points {key} at it, with the options set above; the old volume stays as unused0 until you "
+                 "remove it (or add --delete 1)")
+    return f"qm disk move {vmid} {key} {storage} --format {PROXMOX_FORMAT_NAMES[cfg.format]}"
+
+
+def _proxmox_existing_notes(cfg: DiskConfig, changed: dict[str, str], opts: list[tuple[str, str]]) -> list[str]:
+    """What is said of the values written on an existing drive (not of those kept)."""
+    notes = []
     if changed.get("detect_zeroes") == "off":
         notes.append("detect_zeroes=0 because Proxmox turns QEMU's zero detection on by default and iomatrix "
                      "measured it off")
-    notes += axes.tool_options(changed, "proxmox")[1]  # what is said of the values written, not of those kept
+    notes += axes.tool_options(changed, "proxmox")[1]
     if on_storage := _partition(opts, PROXMOX_STORAGE_KEYS.__contains__)[0]:
         notes.append(f"{', '.join(f'{k}={v}' for k, v in on_storage)} is a property of the storage (pvesm set "
                      f"STORAGE), for volumes created or moved after it; it does not change an existing volume")
-    # Nothing to run (every axis that differs was kept): the note says so instead of an empty command.
-    return Snippet("proxmox", title, "\n".join(lines) or None, "; ".join(notes))
+    return notes
 
 
 def _proxmox_slot_moved(disk: ExistingDisk, vmid: str, key: str, attach: list[str]) -> tuple[list[str], list[str]]:
