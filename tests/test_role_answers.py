@@ -163,3 +163,22 @@ def test_an_unsettled_role_says_how_many_rounds_would_settle_it() -> None:
     assert a.as_dict()["pending"] == a.pending
     assert rounds_text(None, 20, 0.1) == "about 20 more round(s) would show them equivalent within 10% (TOST)"
     assert rounds_text(None, None, 0.05) == "no number of rounds can be estimated to settle it"
+
+
+def test_a_veto_needs_the_interval_not_only_the_mean() -> None:
+    """The log's commits of cache=none 14 % below writeback by their means, but over 3 noisy runs each: the ratio's
+    interval reaches within 5 %, so the deciding figure's pick stands; the same gap over steady runs vetoes it,
+    and the line gives the interval."""
+    cws, verdicts = _sweep(log_none=990)
+    noisy = {"write.iops": [600.0, 1000.0, 980.0]}  # mean 860: 14 % below 1000
+    cws[2] = _cw(1, "none", "database:log", noisy)
+    cws[3] = _cw(2, "writeback", "database:log", {"write.iops": [700.0, 1300.0, 1000.0]})
+    a = role_answer(DB, verdicts, cws)
+    assert a.cell == cws[0].label() and not a.vetoes  # not shown worse: the pick stands
+    cws[2] = _cw(1, "none", "database:log", {"write.iops": [850.0, 860.0, 870.0]})
+    cws[3] = _cw(2, "writeback", "database:log", {"write.iops": [990.0, 1000.0, 1010.0]})
+    b = role_answer(DB, verdicts, cws)
+    assert b.cell == cws[1].label() and len(b.vetoes) == 1
+    assert "14% worse than" in b.vetoes[0] and "× the best, 95% CI; margin 5%)" in b.vetoes[0]
+    means_only = combine(["A"], [FigureMeans(LOG_RATE, {"A": 800.0, "B": 1000.0})], 0.05)
+    assert means_only.cell is None and "by its mean" in means_only.vetoes[0].text(0.05)  # no runs: the means

@@ -1,8 +1,9 @@
 """One answer per role (docs/roles.md): "For a database VM: use …", built on each job's own decision.
 
 A role's first figure decides: the answer (or the tie-break's pick, or the leading cell) of the job it belongs
-to, decided by stats/decision.py through the workload's verdict, is the candidate. A candidate worse than the
-best cell by more than the role's margin on another deciding figure is not chosen, and the answer says so; the
+to, decided by stats/decision.py through the workload's verdict, is the candidate. A candidate shown worse than
+the best cell by more than the role's margin on another deciding figure (its mean, and the 95% interval of the
+ratio over their runs) is not chosen, and the answer says so; the
 next cell of the deciding job's ranking is tried. `combine` is that rule, pure; `role_answers` gathers its inputs
 from a sweep's verdicts and cells, and every output (recommend, the end of run, the report, JSON) shows what it
 returns, first.
@@ -19,6 +20,7 @@ from iomatrix.metrics import metric_info
 from iomatrix.report.query import CellWorkload
 from iomatrix.report.recommend.verdict import Verdict, answer_of
 from iomatrix.roles import Figure, Role, plan_roles
+from iomatrix.stats.compare import ratio_ci
 
 STATUS_WORDS = {"answer": "settled", "tied": "tied within the decision's threshold: the tie-break's pick",
                 "equivalent": "equivalent within the role's margin on the deciding figure",
@@ -41,10 +43,12 @@ def shortfall(value: float, best: float, higher_is_better: bool) -> float:
 
 @dataclass(frozen=True)
 class FigureMeans:
-    """One deciding figure and each candidate cell's mean on it (cells without a figure are left out)."""
+    """One deciding figure and each candidate cell's mean on it (cells without a figure are left out); `samples`:
+    their runs' values, when known (then a veto needs the interval of the ratio, not only the means: _veto)."""
 
     figure: Figure
     means: Mapping[str, float]
+    samples: Mapping[str, Sequence[float]] = field(default_factory=dict)
 
     def best(self) -> tuple[str, float] | None:
         if not self.means:
@@ -63,9 +67,13 @@ class Veto:
     worse: float
     best: str
 
+    interval: tuple[float, float] | None = None  # the cell/best ratio's 95% interval, when runs gave one
+
     def text(self, margin: float) -> str:
+        basis = "by its mean" if self.interval is None else \
+            f"{self.interval[0]:.2f}–{self.interval[1]:.2f}× the best, 95% CI"
         return (f"{self.cell} not chosen: {self.worse:.0%} worse than {self.best} on {self.figure.says} "
-                f"({self.figure.key}, by its mean; margin {margin:.0%})")
+                f"({self.figure.key}, {basis}; margin {margin:.0%})")
 
 
 @dataclass(frozen=True)
@@ -90,11 +98,25 @@ def combine(candidates: Sequence[str], others: Sequence[FigureMeans], margin: fl
 
 
 def _veto(cell: str, f: FigureMeans, margin: float) -> Veto | None:
+    """`cell` worse than the best on `f` by more than `margin`: by the means, and, where both cells' runs are
+    known, by the whole 95% interval of their ratio (Fieller, stats/compare.py): a mean worse by noise alone
+    (seen: 14% on the log's commits over 3 runs whose own decision was 0.98–1.91×) does not pass the deciding
+    figure's pick over. Example, margin 5 %, higher is better: 800 vs 1000 commits/s, interval 0.70–0.90×:
+    vetoed; interval 0.60–1.05×: not (it may be within 5 %)."""
     best = f.best()
-    if best is None or cell not in f.means:
+    if best is None or cell not in f.means or cell == best[0]:
         return None
     worse = shortfall(f.means[cell], best[1], f.figure.higher_is_better)
-    return Veto(cell, f.figure, worse, best[0]) if worse > margin else None
+    if worse <= margin:
+        return None
+    a, b = f.samples.get(cell, ()), f.samples.get(best[0], ())
+    if len(a) < 2 or len(b) < 2:
+        return Veto(cell, f.figure, worse, best[0])  # no runs to judge the noise by (means given alone)
+    ci = ratio_ci(a, b)
+    if ci.low is None or ci.high is None:
+        return None  # no interval: not shown worse
+    shown = ci.high < 1 - margin if f.figure.higher_is_better else ci.low > 1 + margin
+    return Veto(cell, f.figure, worse, best[0], (ci.low, ci.high)) if shown else None
 
 
 @dataclass
@@ -177,10 +199,12 @@ def _number(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
 
 
-def _means(cws: Sequence[CellWorkload], workload: str, tier: str, metric: str) -> dict[str, float]:
-    return {c.label(): sum(c.samples[metric]) / len(c.samples[metric]) for c in cws
+def _figure_means(f: Figure, cws: Sequence[CellWorkload], workload: str, tier: str) -> FigureMeans:
+    """The figure's runs per cell of `tier` (ranked runs only: CellWorkload.samples) and their means."""
+    runs = {c.label(): list(c.samples[f.metric]) for c in cws
             if c.workload == workload and c.axes.get("tier") == tier and not is_ceiling(c.axes)
-            and c.samples.get(metric)}
+            and c.samples.get(f.metric)}
+    return FigureMeans(f, {cell: sum(v) / len(v) for cell, v in runs.items()}, runs)
 
 
 def _candidates(v: Verdict, primary: FigureMeans, allowed: set[str] | None,
@@ -224,7 +248,7 @@ def role_answer(role: Role, verdicts: Mapping[str, Verdict], cws: Sequence[CellW
         out.missing = f"{role.workload_of(first.job)} has no ranked cells yet ({first.says} decides)"
         return out
     out.tier = v.tier
-    per = [FigureMeans(f, _means(cws, role.workload_of(f.job), v.tier, f.metric)) for f in role.figures]
+    per = [_figure_means(f, cws, role.workload_of(f.job), v.tier) for f in role.figures]
     candidates, status = _candidates(v, per[0], allowed, role.margin)
     if not candidates:
         out.missing = f"{first.says} ({first.key}) is not decided: {v.missing or 'no pick yet'}"
