@@ -131,8 +131,8 @@ def test_a_sweep_in_the_image_given_by_path_stores_its_run_with_the_image_and_th
     proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--accel", "tcg", cwd=tmp_path, timeout=1800)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     with sqlite3.connect(tmp_path / "r.sqlite") as db:
-        rows = db.execute("SELECT ok, meta_json, error FROM runs").fetchall()
-    assert rows and all(ok for ok, _, _ in rows), rows
+        rows = db.execute("SELECT status, meta_json, error FROM runs").fetchall()
+    assert rows and all(status == "ok" for status, _, _ in rows), rows
     for _, meta_json, _ in rows:
         meta = json.loads(meta_json)
         img = meta["guest_image"]

@@ -116,9 +116,26 @@ class GuestAgent:
 
     def _send(self, obj: dict, delimit: bool = False) -> None:
         data = (DELIMITER if delimit else b"") + json.dumps(obj).encode() + b"\n"
-        self._connect().sendall(data)
+        sock = self._connect()
+        sock.settimeout(30.0)  # the agent reads what it is sent; a full channel is a dead agent
+        try:
+            sock.sendall(data)
+        except TimeoutError:
+            raise AgentTimeout("the guest agent's channel is full (it reads nothing)",
+                               hint="is qemu-guest-agent running in the guest?") from None
 
-    def _next_reply(self, deadline: float) -> dict | None:
+    def try_send(self, obj: dict, timeout: float = 2.0) -> bool:
+        """Send a delimited request unless the channel is full (False): a half-sent request is harmless, the
+        next request's 0xFF delimiter resets the agent's parser."""
+        sock = self._connect()
+        sock.settimeout(timeout)
+        try:
+            sock.sendall(DELIMITER + json.dumps(obj).encode() + b"\n")
+        except TimeoutError:
+            return False
+        return True
+
+    def next_reply(self, deadline: float) -> dict | None:
         """The next reply, or None at `deadline`."""
         sock = self._connect()
         while True:
@@ -146,7 +163,7 @@ class GuestAgent:
         sync_id = next(_ids)
         deadline = time.monotonic() + timeout
         self._send({"execute": "guest-sync-delimited", "arguments": {"id": sync_id}}, delimit=True)
-        while (reply := self._next_reply(deadline)) is not None:
+        while (reply := self.next_reply(deadline)) is not None:
             if reply.get("return") == sync_id:
                 return True
         return False
@@ -160,7 +177,7 @@ class GuestAgent:
         if arguments:
             request["arguments"] = arguments
         self._send(request)
-        reply = self._next_reply(time.monotonic() + timeout)
+        reply = self.next_reply(time.monotonic() + timeout)
         if reply is None:
             raise AgentTimeout(f"the guest agent did not answer {command} within {timeout:g} s",
                                hint="is qemu-guest-agent running in the guest?")
@@ -193,28 +210,41 @@ class GuestAgent:
 
 
 def wait_for_agent(agent: GuestAgent, limit_s: float, alive: Callable[[], str | None],
-                   why_not: Callable[[], str], attempt_s: float = 3.0) -> float:
+                   why_not: Callable[[], str], attempt_s: float = 3.0, resend_s: float = 30.0) -> float:
     """Wait until the agent answers `guest-ping`; return the seconds waited.
 
+    One `guest-sync-delimited` waits in the channel until the agent starts (QEMU reads nothing from the socket
+    while the guest's port is closed, so requests sent every few seconds would fill it); it is sent again only
+    every `resend_s` (an agent that restarted may have dropped it), and any of them answered means the agent is up.
     `alive()` returns None while the guest runs, else why it stopped (QEMU exited): that ends the wait at once.
     On the time limit or a stop, one line: what happened and `why_not()` (the last console lines)."""
     t0 = time.monotonic()
     deadline = t0 + limit_s
+    sent: set[int] = set()
+    next_send = t0
     while True:
         stopped = alive()
         if stopped is not None:
             raise UserError(f"the guest stopped before its agent answered: {stopped}; {why_not()}",
                             hint="read the run's console.log")
-        left = deadline - time.monotonic()
-        if left <= 0:
+        now = time.monotonic()
+        if now >= deadline:
             raise AgentTimeout(f"the guest agent did not answer guest-ping within {limit_s:g} s; {why_not()}",
                                hint="read the run's console.log (an image without qemu-guest-agent never answers)")
         try:
-            if agent.sync(min(attempt_s, left)):
-                agent.call("guest-ping", timeout=max(1.0, min(attempt_s, left)))
+            if now >= next_send:
+                sync_id = next(_ids)
+                if agent.try_send({"execute": "guest-sync-delimited", "arguments": {"id": sync_id}}):
+                    sent.add(sync_id)
+                next_send = now + resend_s
+            reply = agent.next_reply(min(now + attempt_s, deadline))
+            if reply is not None and reply.get("return") in sent:
+                agent.call("guest-ping", timeout=max(1.0, min(attempt_s * 10, deadline - time.monotonic())))
                 return time.monotonic() - t0
         except AgentTimeout:
             continue  # the sync answered but the ping did not in time: try again while time is left
         except (ConnectionError, FileNotFoundError):
             agent.close()
+            sent.clear()
+            next_send = 0.0
             time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))

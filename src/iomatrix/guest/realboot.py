@@ -84,7 +84,8 @@ def real_guest_argv(image: BootImage, overlay: Path, run_dir: Path, agent_socket
         "-chardev", f"file,id=con,path={_opt(run_dir / 'console.log')}", "-serial", "chardev:con",
         # The root disk first: the guest's first virtio disk (vda), the disks under test after it.
         "-blockdev", f"driver=qcow2,node-name=root,file.driver=file,file.filename={_opt(overlay)}",
-        "-device", f"virtio-blk-pci,drive=root,serial={ROOT_SERIAL},bootindex=0",  # the firmware boots it
+        # Through the firmware the root disk is the first boot device (a -kernel boot holds bootindex 0 itself).
+        "-device", f"virtio-blk-pci,drive=root,serial={ROOT_SERIAL}" + (",bootindex=0" if image.kernel is None else ""),
         "-chardev", f"socket,id=qga,path={_opt(agent_socket)},server=on,wait=off",
         "-device", "virtio-serial-pci,id=vser0",
         "-device", f"virtserialport,bus=vser0.0,chardev=qga,name={AGENT_PORT}",
