@@ -119,16 +119,20 @@ def test_a_flushing_writer_gets_no_page_cache_sentence_however_fast() -> None:
 def test_plan_names_the_key_that_measures_the_disk_and_its_cost() -> None:
     from iomatrix.commands.plan import page_cache_line
 
-    p, base = load_plan("quick")
+    # quick-micro: quick's matrix with the micro-workloads (quick itself answers per role: its line is checked below)
+    p, base = load_plan("quick-micro")
     exp = plan_expansion(p, base, set())
-    line = page_cache_line(p, exp, 8 << 30, "quick")
+    line = page_cache_line(p, exp, 8 << 30, "quick-micro")
     assert line is not None
     assert "size = 128M, the region each run works on, fits in this host's page cache (8 GiB of RAM)" in line
-    assert 'set size = "16G" and image_size = "16G" (twice the RAM)' in line and "quick.toml" in line
+    assert 'set size = "16G" and image_size = "16G" (twice the RAM)' in line and "quick-micro.toml" in line
     # rand-read-4k on bare metal and both block-layer formats under writeback, 3 runs each, 16 GiB first
     assert "its 3 reading units × 3 runs would each write those 16 GiB first (144 GiB at the least" in line
     assert "beyond its 4m budget" in line
-    assert page_cache_line(p, exp, 128 << 20, "quick") is None  # 128 MiB on a 128 MiB host: not held
+    assert page_cache_line(p, exp, 128 << 20, "quick-micro") is None  # 128 MiB on a 128 MiB host: not held
+    roles, base = load_plan("quick")
+    line = page_cache_line(roles, plan_expansion(roles, base, set()), 8 << 30, "quick")
+    assert line is not None and "quick.toml" in line and "runs longer than runtime" in line
     ceph, base = load_plan("ceph")  # librbd: no host page cache whatever the cache mode
     assert page_cache_line(ceph, plan_expansion(ceph, base, set()), 8 << 30, "ceph") is None
 

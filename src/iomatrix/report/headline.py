@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from iomatrix.current import CurrentConfig
-from iomatrix.domain import BASELINES, PLATFORM_BASELINES
+from iomatrix.domain import BASELINES, PLATFORM_BASELINES, Baseline
 from iomatrix.errors import UserError
 from iomatrix.plan.current_cell import MeasuredCurrent
 from iomatrix.protocols import snippet_targets
@@ -150,11 +150,17 @@ class Headline:
                 "findings": self.findings, "baseline": {**self.baseline, "line": self.baseline_line() or None}}
 
 
+def platform_baseline(target: str) -> Baseline:
+    """The default the answer is quoted against for `target`: a VM platform's own (domain.PLATFORM_BASELINES), and
+    QEMU's for a storage-side target (ceph, tgt, …: they set the storage, not the VM's disk options)."""
+    return PLATFORM_BASELINES.get(target, BASELINES[0])
+
+
 def _reference_gain(v: Verdict, target: str = DEFAULT_TARGET) -> tuple[str, Gain | None]:
     """The comparison the headline states: the user's current configuration when given, else the target
     platform's default where the sweep measured it (Proxmox's, Nova's: domain.PLATFORM_BASELINES), else QEMU's
     default (libvirt's and virt-install's are QEMU's)."""
-    platform = PLATFORM_BASELINES[target]
+    platform = platform_baseline(target)
     if platform not in BASELINES and not any(g.against.startswith("current") for g in v.gains):
         g = next((g for g in v.gains if g.against.startswith(f"{platform.name} (") and g.label is not None), None)
         if g is not None:
@@ -224,7 +230,7 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
 def _baseline(target: str, picks: Any) -> dict[str, Any]:
     """The platform the answer is quoted against (--target), its defaults, where they come from, and the workloads
     whose ratio is against them ("measured") or, not measured in this sweep, against QEMU's default instead."""
-    platform = PLATFORM_BASELINES[target]
+    platform = platform_baseline(target)
     quoted = [wg for p in picks for wg in p.gains if not wg.against.startswith("current")]
     return {"target": target, "name": platform.said, "settings": platform.values_text(), "source": platform.source,
             "same_as_qemu": platform in BASELINES,
