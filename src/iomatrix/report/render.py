@@ -205,6 +205,8 @@ def recommendation_table(rec: Recommendation) -> DataTable:
         base = {"workload": v.workload, "metric": v.metric, "chosen": v.choice.cell if v.choice else None,
                 "tied": "; ".join(v.choice.tied) if v.choice else None, "mean": v.mean, "missing": v.missing}
         for g in comparisons(v):
+            if g.label is None and g.ratio is None:
+                continue  # a default this sweep did not measure (a platform's): no ratio stated; JSON has it
             rows.append({**base, "against": g.against, "ratio": g.ratio.ratio if g.ratio else None,
                          "ci95_low": g.ratio.low if g.ratio else None,
                          "ci95_high": g.ratio.high if g.ratio else None})
