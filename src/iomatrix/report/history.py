@@ -66,8 +66,13 @@ def _answers(series: dict[str, list[float]]) -> dict[str, tuple[str, float, str]
     return best
 
 
+def workload_of(key: str) -> str:
+    """The workload of a figure key 'cell · workload · metric' (figure_series)."""
+    return key.rsplit(" · ", 2)[1]
+
+
 def _only(series: dict[str, list[float]], workload: str | None) -> dict[str, list[float]]:
-    return {k: v for k, v in series.items() if workload is None or k.rsplit(" · ", 2)[1] == workload}
+    return {k: v for k, v in series.items() if workload is None or workload_of(k) == workload}
 
 
 def history(store: Store, host: str | None = None, workload: str | None = None, metric: str | None = None,
@@ -118,9 +123,7 @@ def _lasting_steps(series_of: dict[tuple[str, str], list[tuple[HistoryStep, dict
                 by_host.setdefault(host, {})[(plan, key)] = found
                 where[(host, plan, key)] = [st for st, _ in with_figure]
     for host, found in by_host.items():
-        flat = {f"{plan}\0{key}": s for (plan, key), s in found.items()}
-        for joined, kept in real_steps(flat, STEP_ALPHA, threshold).items():
-            plan, key = joined.split("\0", 1)
+        for (plan, key), kept in real_steps(found, STEP_ALPHA, threshold).items():
             for step, p in kept:
                 where[(host, plan, key)][step.at].lasting.append((key, step, p))
 

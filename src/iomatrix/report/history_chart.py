@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from iomatrix.report import charts
-from iomatrix.report.history import HistoryStep, history
+from iomatrix.report.history import HistoryStep, history, workload_of
 from iomatrix.store import Store
 from iomatrix.ui import fmt
 
@@ -24,9 +24,9 @@ def _lines(steps: list[HistoryStep]) -> list[charts.HistoryLine]:
             line = out.setdefault(label, charts.HistoryLine(label, [], [], []))
             if first > 0:
                 line.points.append((s.sweep_id, mean / first))
-            if any(c.key.split(" · ")[-2] == workload for c in s.slower):
+            if any(workload_of(c.key) == workload for c in s.slower):
                 line.slower.append(s.sweep_id)
-            if any(key.split(" · ")[-2] == workload for key, _st, _p in s.lasting):
+            if any(workload_of(key) == workload for key, _st, _p in s.lasting):
                 line.steps.append(s.sweep_id)
     return [line for line in out.values() if len(line.points) >= 2]
 

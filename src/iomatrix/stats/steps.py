@@ -37,11 +37,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from iomatrix.stats.holm_stepdown import holm
 
+K = TypeVar("K")  # what names a figure to the caller: a key, a (plan, key) pair
 MIN_SWEEPS = 2  # sweeps on each side of a step: a level that held, not one sweep off the line
 PERMUTATIONS = 499  # p's resolution 0.002; ~40 ms per figure of 30 sweeps
 SEED = 52  # the permutations are drawn the same way every time: the same store gives the same history
@@ -111,14 +113,14 @@ def detect_steps(series: Sequence[Sequence[float]], alpha: float = 0.05) -> list
     return sorted(found, key=lambda s: s.at)
 
 
-def real_steps(found: dict[str, list[Step]], alpha: float, threshold: float) -> dict[str, list[tuple[Step, float]]]:
+def real_steps(found: dict[K, list[Step]], alpha: float, threshold: float) -> dict[K, list[tuple[Step, float]]]:
     """Of every figure's steps, those significant after Holm across all of them (p adjusted, second in each pair)
     and larger than `threshold` (a fraction: 0.05 keeps a ratio below 0.95 or above 1/0.95)."""
     flat = [(key, s) for key, steps in found.items() for s in steps]
     if not flat:
         return {}
     adjusted = holm([s.p for _, s in flat])
-    out: dict[str, list[tuple[Step, float]]] = {}
+    out: dict[K, list[tuple[Step, float]]] = {}
     for (key, s), p in zip(flat, adjusted, strict=True):
         if p < alpha and abs(math.log(s.ratio)) > -math.log(1 - threshold):
             out.setdefault(key, []).append((s, p))
