@@ -249,7 +249,10 @@ def render_recommendation(rec: Recommendation, format: OutputFormat | str,
 # --------------------------------------------------------------------------- the headline
 
 STATUS_TEXT = {"answer": "the answer", "tied": "tied: the tie-break's pick",
-               "provisional": "not separated yet: the tie-break's pick", "equivalent": "kept"}
+               "provisional": "not separated yet: the tie-break's pick", "equivalent": "kept",
+               # answered with another workload's answer on the same backing (report/one_config.py)
+               "joined": "tied: one configuration for the backing",
+               "joined-provisional": "not separated yet: one configuration for the backing"}
 # Lines a pick gives to what its alternatives measured, at most; all picks together get what is left of the
 # first screen's FIRST_SCREEN_LINES (issue 49).
 ALTERNATIVE_LINES = 3

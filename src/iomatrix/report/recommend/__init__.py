@@ -180,7 +180,7 @@ def _workload_answers(store: Store, sweep_id: int, cws: list[CellWorkload], w: s
     out = []
     for name, mine in answer_groups(cws, w, per_backing):
         v = _workload_answer(store, sweep_id, mine, w, rounds, objective, reqs, current, measured, rank_kw)
-        out.append(replace(v, workload=name or w))
+        out.append(replace(v, workload=name or w, group=(name or "").removeprefix(f"{w} on ")))
     return out
 
 
