@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from iomatrix.report.companions import companion
@@ -336,7 +337,10 @@ def page_cache_lines(p: Pick) -> list[str]:
 
 
 def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
-    """The headline as terminal text (every line at most `width` columns) or Markdown."""
+    """The headline as terminal text (every line at most `width` columns) or Markdown, laid out for one screen
+    (issue 49): the header, the findings, the roles; one decision line per workload under each configuration;
+    then each distinct storage setting, risk statement and snippet once (`_config_parts`), whole where the
+    screen's FIRST_SCREEN_LINES leave room, else in its short form (the whole one in --detail)."""
     out = wrap(f"{'## ' if markdown else ''}Answer for {h.host} · sweep {h.sweep_id} ({h.plan}, {h.status})",
                width)
     out += [x for w in h.warnings for x in wrap(f"warning: {w}", width)]
@@ -348,29 +352,35 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
         out += wrap(f"basis: {line}", width)
     if h.baseline_line():
         out += wrap(h.baseline_line(), width)
+    for line in h.findings:  # what the figures show comes first: the answer below follows from it
+        out += wrap(f"finding: {line}", width)
     out += role_lines(h, width, markdown)
-    tiers = {wg.tier for p in h.picks for wg in p.gains}
-    one_tier = next(iter(tiers)) if len(tiers) == 1 else None
-    # What the alternatives measured gets the lines the rest of the screen leaves (none in a crowded one).
-    stated: set[str] = set()  # as below: a configuration's risks and snippet once
-    rest = sum(len(_pick_lines(p, h.target, width, markdown, one_tier, stated, 0)) for p in h.picks)
-    # (Markdown is a document, not a screen: every pick gets its alternatives.)
-    room = [len(h.picks) * ALTERNATIVE_LINES * 2 if markdown else FIRST_SCREEN_LINES - len(out) - rest
-            - _tail_lines(h, width)]
-    shown: set[str] = set()
-    for p in h.picks:
-        out += _pick_lines(p, h.target, width, markdown, one_tier, shown, room)
-    out += _tail(h, width)
+    for line in h.trade_offs:
+        out += ["", *wrap(line, width)]
+    squeeze = not markdown and any(p.storage is not None for p in h.picks)
+    parts = _config_parts(h, width, markdown, squeeze)
+    tail = _tail(h, width)
+    # Markdown is a document, not a screen: everything whole, every pick its alternatives.
+    room = [len(h.picks) * ALTERNATIVE_LINES * 2 if markdown else FIRST_SCREEN_LINES - len(out) - len(tail)
+            - sum(len(_decision_lines(p, h, width, markdown, squeeze, 0)) for p in h.picks)
+            - sum(len(part.short) for part in parts)]
+    for part in sorted(parts, key=lambda part: part.priority):  # the whole forms that fit, most needed first
+        extra = len(part.whole) - len(part.short)
+        part.use_whole = markdown or extra <= room[0]
+        room[0] -= extra if part.use_whole and not markdown else 0
+    for p in h.picks:  # what the alternatives measured gets what is left
+        out += _decision_lines(p, h, width, markdown, squeeze, room)
+    if len(h.picks) > 1 and parts:
+        out.append("")
+    for part in parts:
+        out += part.whole if part.use_whole else part.short
+    out += tail
     return "\n".join(out) + "\n"
-
-
-def _tail_lines(h: Headline, width: int) -> int:
-    return len(_tail(h, width))
 
 
 def _tail(h: Headline, width: int) -> list[str]:
     """The headline's lines after the picks: declined configurations, workloads without an answer, the
-    verdicts tiers' lines, findings, and where to find more."""
+    verdicts tiers' lines, and where to find more."""
     out: list[str] = []
     for line in h.declined:
         out += wrap(f"not chosen: {line}", width)
@@ -378,8 +388,6 @@ def _tail(h: Headline, width: int) -> list[str]:
         out += wrap(f"no answer for {line}", width)
     for line in h.measured:
         out += wrap(f"measured: {line}", width)
-    for line in h.findings:
-        out += wrap(f"finding: {line}", width)
     if not h.picks and not h.unanswered and not h.measured:
         out += wrap("nothing to recommend: the sweep has no ranked workloads yet", width)
     others = "|".join(t for t in TARGETS if t != h.target)
@@ -402,16 +410,21 @@ def role_lines(h: Headline, width: int, markdown: bool) -> list[str]:
     return out
 
 
-def _pick_lines(p: Pick, target: str, width: int, markdown: bool, one_tier: str | None,
-                shown: set[str] | None = None, room: list[int] | int | None = None) -> list[str]:
-    """One configuration: its name and settings, its gain per workload, what the notable alternatives measured,
-    its risks and its snippet (once per configuration: `shown` holds those already printed). `one_tier`: the
-    tier every workload was answered by (stated once), or None when they differ (stated per workload)."""
+
+
+
+def _decision_lines(p: Pick, h: Headline, width: int, markdown: bool, squeeze: bool,
+                    room: list[int] | int | None) -> list[str]:
+    """One configuration's decision: its name, the whole configuration (not on a squeezed screen: its snippets say
+    it), one line per workload with its ratio and status, page-cache warnings, and what the notable alternatives
+    measured where `room` leaves lines for them."""
+    tiers = {wg.tier for q in h.picks for wg in q.gains}
+    one_tier = next(iter(tiers)) if len(tiers) == 1 else None  # stated once, else per workload
     out = [""]
     measured = f" (measured by the {one_tier} tier)" if one_tier else ""
     out += wrap(f"{'### ' if markdown else ''}{p.verb}: {p.name}{measured}", width)
-    again = shown is not None and p.config in shown
-    if p.name != p.config and not again:
+    first = next(q for q in h.picks if q.config == p.config)
+    if p.name != p.config and not squeeze and first is p:
         out += wrap(f"({p.config})", width, "  ")
     for wg in p.gains:
         tier = f" [{wg.tier} tier]" if wg.tier and one_tier is None else ""
@@ -419,21 +432,82 @@ def _pick_lines(p: Pick, target: str, width: int, markdown: bool, one_tier: str 
         out += wrap(f"{wg.workload}: {gain_text(wg, p.cell)} · {status}{tier}", width, "  ")
     out += wrapped_lines(page_cache_lines(p), width, "  ")
     # A configuration stated again (another status) gets fewer.
-    out += _fitting(alternative_lines(p)[:1 if shown else ALTERNATIVE_LINES], width, room)
-    if again:
-        return [*out, *wrap("risks and snippet: as above", width, "  ")]
-    if shown is not None:
-        shown.add(p.config)
+    return out + _fitting(alternative_lines(p)[:1 if first is not p else ALTERNATIVE_LINES], width, room)
+
+
+@dataclass
+class _Part:
+    """One distinct piece of the configurations' settings on the first screen: a storage snippet, a risk
+    statement or a VM tool's snippet, printed once for every configuration it serves; `short` where the screen has
+    no room for `whole` (the same when it has no shorter form); lower `priority` gets room first."""
+
+    whole: list[str]
+    short: list[str]
+    priority: int
+    use_whole: bool = True
+
+
+def _config_parts(h: Headline, width: int, markdown: bool, squeeze: bool) -> list[_Part]:
+    """Each configuration's storage settings, risks and snippet, each distinct text once (issue 49: never
+    repeated), labelled with the workloads it serves where the answer has several configurations."""
+    keyed: dict[tuple[str, str], tuple[list[Pick], _Part]] = {}
+    for p in h.picks:
+        for key, part in _pick_parts(p, h.target, width, markdown, squeeze):
+            keyed.setdefault(key, ([], part))[0].append(p)
+    out = []
+    for picks, part in keyed.values():
+        if len(picks) < len(h.picks):  # serves some workloads only: named
+            served = ", ".join(wg.workload for q in picks for wg in q.gains)
+            part = _Part(_labelled(part.whole, served, width), _labelled(part.short, served, width), part.priority)
+        out.append(part)
+    return out
+
+
+def _labelled(lines: list[str], served: str, width: int) -> list[str]:
+    if not lines:
+        return lines
+    return [*wrap(f"for {served}:", width, "  "), *lines]
+
+
+def _pick_parts(p: Pick, target: str, width: int, markdown: bool, squeeze: bool) -> list[tuple[tuple[str, str], _Part]]:
+    """A pick's storage settings, risks and snippet as (kind, its text) → _Part: the storage's first (what a
+    shared storage's answer sets there, issue 49), then the risks, then the VM tool's snippet."""
+    out = []
+    if p.storage is not None and p.storage.text is not None:
+        s = p.storage
+        short = wrap(f"{s.summary}; the rest: --detail", width, "  ")
+        whole = [*wrap(f"{s.tool}: {s.title}; the rest: --detail", width, "  "),
+                 *([f"```{s.language}", *code_lines(s.text, s.language, width), "```"] if markdown
+                   else code_lines(s.text, s.language, width, "    "))]
+        out.append((("storage", s.text), _Part(whole, short, 1)))
     if p.risks:
-        out += wrap(f"risks ({p.risks[0][2]}):", width, "  ")
-        out += [x for situation, text, _ in p.risks for x in wrap(f"{situation}: {text}", width, "    ")]
-    return out + _pick_snippet_lines(p, target, width, markdown, room)
+        whole = wrap(f"risks ({p.risks[0][2]}):", width, "  ")
+        whole += [x for situation, text, _ in p.risks for x in wrap(f"{situation}: {text}", width, "    ")]
+        said = "; ".join(f"{situation}: {text}" for situation, text, _ in p.risks)
+        short = wrap(f"risks ({p.risks[0][2]}): {said}", width, "  ") if squeeze else whole
+        out.append((("risks", repr(p.risks)), _Part(whole, short, 2)))
+    whole = _pick_snippet_lines(p, target, width, markdown)
+    if whole:
+        short = _short_snippet(p, target, width) if squeeze else whole
+        out.append((("snippet", "\n".join(whole)), _Part(whole, short, 0)))
+    return out
 
 
-def _pick_snippet_lines(p: Pick, target: str, width: int, markdown: bool,
-                        room: list[int] | int | None = None) -> list[str]:
-    """A pick's snippet for `target`: with --current, the data step before it and what was kept after it; then the
-    storage's settings (`_storage_lines`)."""
+def _short_snippet(p: Pick, target: str, width: int) -> list[str]:
+    """A VM tool's snippet in a line or two where the screen has no room for it whole: an XML <disk>'s <driver>
+    element (what the answer sets; the element whole in --detail); other tools' snippets are never cut."""
+    s = p.snippet
+    whole = _pick_snippet_lines(p, target, width, False)
+    if s is None or s.text is None or s.language != "xml" or p.data_step is not None or p.kept_line:
+        return whole
+    driver = next((line.strip() for line in s.text.splitlines() if line.strip().startswith("<driver")), None)
+    if driver is None:
+        return whole
+    return wrap(f"{target}: in the VM's <disk> (virsh edit VM; the whole element: --detail): {driver}", width, "  ")
+
+
+def _pick_snippet_lines(p: Pick, target: str, width: int, markdown: bool) -> list[str]:
+    """A pick's snippet for `target`: with --current, the data step before it and what was kept after it."""
     out: list[str] = []
     if p.snippet is not None:
         if p.data_step is not None:  # the user's data first: the snippet below points at the copy
@@ -445,22 +519,7 @@ def _pick_snippet_lines(p: Pick, target: str, width: int, markdown: bool,
             out += _pick_code(p.snippet, "", width, markdown)
     if p.kept_line:
         out += wrap(p.kept_line, width, "  ")
-    return out + _storage_lines(p.storage, width, markdown, room)
-
-
-def _storage_lines(s: Snippet | None, width: int, markdown: bool, room: list[int] | int | None) -> list[str]:
-    """The storage's settings beside the VM tool's snippet: the whole snippet where the first screen has room for
-    it, else its one-line summary (the whole one, and the storage's other snippets, in --detail)."""
-    if s is None or s.text is None:
-        return []
-    short = wrap(f"{s.summary}; the rest: --detail", width, "  ")
-    title = wrap(f"{s.tool}: {s.title}; the rest: --detail", width, "  ")
-    whole = [*title, *([f"```{s.language}", *code_lines(s.text, s.language, width), "```"] if markdown
-                       else code_lines(s.text, s.language, width, "    "))]
-    if isinstance(room, list) and room[0] >= len(whole) - len(short):
-        room[0] -= len(whole) - len(short)
-        return whole
-    return short
+    return out
 
 
 DATA_STEP_TITLE = "first, your data (shut the VM down; the old image is kept):"
