@@ -213,16 +213,12 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
             unanswered.append(f"{v.workload}: {v.missing}")
             continue
         shown, status = found
-        assert shown.choice is not None
-        config = configs.get(v.workload)
-        if config is not None and config.assigned[v.workload] != shown.choice.cell:
-            joined.append((v, shown, status, config.assigned[v.workload]))
+        cell = configs[v.workload].assigned[v.workload] if v.workload in configs else None
+        if cell is not None and shown.choice is not None and cell != shown.choice.cell:
+            joined.append((v, shown, status, cell))
             continue
         _answer(answered, v, shown, status, target)
-        if shown.declined is not None:
-            declined.setdefault(shown.declined.text(), []).append(v.workload)
-        if v.basis and v.basis not in basis:
-            basis.append(v.basis)
+        _note(v, shown, declined, basis)
     for v, shown, status, cell in joined:
         _join(answered, v, shown, status, cell, target)
     names = cell_names([c for v in ranked for c in verdict_labels(v)])
@@ -264,6 +260,15 @@ def trade_off_lines(configs: list[GroupConfig], names: CellNames) -> list[str]:
             out.append(f"on {c.group}, the answers differ ({each}) and are not settled enough to tell which one "
                        "setting serves both: more rounds would")
     return out
+
+
+def _note(v: Verdict, shown: Verdict, declined: dict[str, list[str]], basis: list[str]) -> None:
+    """What an answered workload adds beside its pick: the faster configuration its requirements declined, and the
+    tier that answered for another."""
+    if shown.declined is not None:
+        declined.setdefault(shown.declined.text(), []).append(v.workload)
+    if v.basis and v.basis not in basis:
+        basis.append(v.basis)
 
 
 def _answer(answered: dict[tuple[str, bool, bool], Pick], v: Verdict, shown: Verdict, status: str,

@@ -341,6 +341,28 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
     (issue 49): the header, the findings, the roles; one decision line per workload under each configuration;
     then each distinct storage setting, risk statement and snippet once (`_config_parts`), whole where the
     screen's FIRST_SCREEN_LINES leave room, else in its short form (the whole one in --detail)."""
+    out = _screen_head(h, width, markdown)
+    squeeze = not markdown and any(p.storage is not None for p in h.picks)
+    parts = _config_parts(h, width, markdown, squeeze)
+    tail = _tail(h, width)
+    # Markdown is a document, not a screen: everything whole, every pick its alternatives.
+    room = [len(h.picks) * ALTERNATIVE_LINES * 2 if markdown else FIRST_SCREEN_LINES - len(out) - len(tail)
+            - sum(len(_decision_lines(p, h, width, markdown, squeeze, 0)) for p in h.picks)
+            - sum(len(part.short) for part in parts)]
+    _fit(parts, room, markdown)
+    for p in h.picks:  # what the alternatives measured gets what is left
+        out += _decision_lines(p, h, width, markdown, squeeze, room)
+    if len(h.picks) > 1 and parts:
+        out.append("")
+    for part in parts:
+        out += part.whole if part.use_whole else part.short
+    out += tail
+    return "\n".join(out) + "\n"
+
+
+def _screen_head(h: Headline, width: int, markdown: bool) -> list[str]:
+    """The lines above the configurations: the sweep, warnings, what every cell shares, the basis and baseline,
+    the findings, the roles' answers and the trade-offs."""
     out = wrap(f"{'## ' if markdown else ''}Answer for {h.host} · sweep {h.sweep_id} ({h.plan}, {h.status})",
                width)
     out += [x for w in h.warnings for x in wrap(f"warning: {w}", width)]
@@ -357,25 +379,15 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
     out += role_lines(h, width, markdown)
     for line in h.trade_offs:
         out += ["", *wrap(line, width)]
-    squeeze = not markdown and any(p.storage is not None for p in h.picks)
-    parts = _config_parts(h, width, markdown, squeeze)
-    tail = _tail(h, width)
-    # Markdown is a document, not a screen: everything whole, every pick its alternatives.
-    room = [len(h.picks) * ALTERNATIVE_LINES * 2 if markdown else FIRST_SCREEN_LINES - len(out) - len(tail)
-            - sum(len(_decision_lines(p, h, width, markdown, squeeze, 0)) for p in h.picks)
-            - sum(len(part.short) for part in parts)]
-    for part in sorted(parts, key=lambda part: part.priority):  # the whole forms that fit, most needed first
+    return out
+
+
+def _fit(parts: list[_Part], room: list[int], markdown: bool) -> None:
+    """Each part whole where `room` (lines, used up) allows, the most needed first; Markdown: all whole."""
+    for part in sorted(parts, key=lambda part: part.priority):
         extra = len(part.whole) - len(part.short)
         part.use_whole = markdown or extra <= room[0]
         room[0] -= extra if part.use_whole and not markdown else 0
-    for p in h.picks:  # what the alternatives measured gets what is left
-        out += _decision_lines(p, h, width, markdown, squeeze, room)
-    if len(h.picks) > 1 and parts:
-        out.append("")
-    for part in parts:
-        out += part.whole if part.use_whole else part.short
-    out += tail
-    return "\n".join(out) + "\n"
 
 
 def _tail(h: Headline, width: int) -> list[str]:
