@@ -21,7 +21,7 @@ from iomatrix.protocols import snippet_targets
 from iomatrix.report.naming import CellNames, cell_names
 from iomatrix.report.one_config import Decision, GroupConfig, one_config
 from iomatrix.report.recommend import SITUATIONS, Gain, Recommendation, Verdict, answer_of, verdict_tier
-from iomatrix.snippets import Snippet
+from iomatrix.snippets import Snippet, answer_storage_snippet
 
 TARGETS = ("libvirt", "proxmox", "qemu", "virt-install", "nova")
 DEFAULT_TARGET = "libvirt"
@@ -205,6 +205,7 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
     unanswered: list[str] = []
     measured = [f"{v.workload}: {v.missing}" for v in rec.verdicts if verdict_tier(v.workload) is not None]
     ranked = _ranked(rec)
+    names = cell_names([c for v in ranked for c in verdict_labels(v)])
     configs = group_configs(ranked) if not rec.roles else {}
     joined: list[tuple[Verdict, Verdict, str, str]] = []
     for v in ranked:
@@ -217,11 +218,10 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
         if cell is not None and shown.choice is not None and cell != shown.choice.cell:
             joined.append((v, shown, status, cell))
             continue
-        _answer(answered, v, shown, status, target)
+        _answer(answered, v, shown, status, target, names.varying)
         _note(v, shown, declined, basis)
     for v, shown, status, cell in joined:
-        _join(answered, v, shown, status, cell, target)
-    names = cell_names([c for v in ranked for c in verdict_labels(v)])
+        _join(answered, v, shown, status, cell, target, names.varying)
     for p in answered.values():
         p.name = names.of(p.cell)
         p.gains = [_named_gain(wg, names, rec.current) for wg in p.gains]
@@ -272,12 +272,12 @@ def _note(v: Verdict, shown: Verdict, declined: dict[str, list[str]], basis: lis
 
 
 def _answer(answered: dict[tuple[str, bool, bool], Pick], v: Verdict, shown: Verdict, status: str,
-            target: str) -> None:
+            target: str, varied: tuple[str, ...] = ()) -> None:
     """The workload's own answer, in the pick of its cell."""
     assert shown.choice is not None
     settled = status != "provisional"
     kept = status == "equivalent"
-    pick = answered.setdefault((shown.choice.cell, settled, kept), _pick(shown, target, settled))
+    pick = answered.setdefault((shown.choice.cell, settled, kept), _pick(shown, target, settled, varied))
     pick.kept = kept
     against, gain = _reference_gain(shown, target)
     pick.gains.append(WorkloadGain(v.workload, v.metric, status, against, gain, shown.tier,
@@ -285,13 +285,13 @@ def _answer(answered: dict[tuple[str, bool, bool], Pick], v: Verdict, shown: Ver
 
 
 def _join(answered: dict[tuple[str, bool, bool], Pick], v: Verdict, shown: Verdict, status: str, cell: str,
-          target: str) -> None:
+          target: str, varied: tuple[str, ...] = ()) -> None:
     """A workload answered with its backing's one configuration `cell`, which its decision tied with its own pick:
     its line states that configuration over its own pick (the decision's alternative, when it measured it)."""
     assert shown.choice is not None
     pick = next((p for p in answered.values() if p.cell == cell), None)
     if pick is None:  # its configuration is nobody's own answer here (cannot be, one_config picks among them)
-        _answer(answered, v, shown, status, target)
+        _answer(answered, v, shown, status, target, varied)
         return
     alt = next((a for a in shown.alternatives if a.label == cell), None)
     gain = Gain("", shown.choice.cell, alt.ratio if alt is not None else None,
@@ -353,7 +353,9 @@ def verdict_labels(v: Verdict) -> list[str]:
             *([shown.declined.cell] if shown.declined is not None else [])]
 
 
-def _pick(v: Verdict, target: str, settled: bool = True) -> Pick:
+def _pick(v: Verdict, target: str, settled: bool = True, varied: tuple[str, ...] = ()) -> Pick:
+    """The configuration `v` answers with: its snippet for `target`, the storage's settings the answer sets
+    (`varied`: the axes the sweep chose among), its risks."""
     assert v.choice is not None
     snippet, storage = None, None
     config = v.choice.cell
@@ -364,6 +366,7 @@ def _pick(v: Verdict, target: str, settled: bool = True) -> Pick:
         # The shorter form of the same edit where there is one (virt-xml for the user's <disk>; the XML: --detail).
         snippet = next((s for s in v.snippets.snippets if s.tool in SHORTER_FORM.get(target, ()) and s.text), snippet)
         storage = next((s for s in v.snippets.snippets if s.summary and s.tool != target and s is not snippet), None)
+        storage = answer_storage_snippet(storage, v.snippets.config, varied) if storage is not None else None
         data_step = v.snippets.data_step() if target in DATA_STEP_TARGETS else None
         extra = {"data_step": data_step, "kept_line": v.snippets.kept}
     risks = [(HEADLINE_SITUATIONS[r.situation], r.text, r.basis) for r in v.risks if r.situation in HEADLINE_SITUATIONS]

@@ -485,7 +485,9 @@ def _pick_parts(p: Pick, target: str, width: int, markdown: bool, squeeze: bool)
     """A pick's storage settings, risks and snippet as (kind, its text) → _Part: the storage's first (what a
     shared storage's answer sets there, issue 49), then the risks, then the VM tool's snippet."""
     out = []
-    if p.storage is not None and p.storage.text is not None:
+    if p.storage is not None and p.storage.text is None and p.storage.summary:  # nothing to set there: said
+        out.append((("storage", p.storage.summary), _Part(*[wrap(p.storage.summary, width, "  ")] * 2, 1)))
+    elif p.storage is not None and p.storage.text is not None:
         s = p.storage
         short = wrap(f"{s.summary}; the rest: --detail", width, "  ")
         whole = [*wrap(f"{s.tool}: {s.title}; the rest: --detail", width, "  "),

@@ -189,7 +189,7 @@ def _findings(cws: list[CellWorkload], threshold: float, shapes: dict[str, IoSha
               plan: str = "iomatrix plan") -> list[str]:
     """What the figures show beyond the answers, decided by each workload's shape (report/rbd_flush.py,
     report/shape_findings.py); ``short``: the first screen's forms."""
-    return (rbd_findings(cws, threshold, shapes, interference)
+    return (rbd_findings(cws, threshold, shapes, interference, short)
             + shape_findings(cws, threshold, shapes, lambda w: primary_metric(w)[0], ram_bytes, interference, short,
                              plan))
 
