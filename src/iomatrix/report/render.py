@@ -345,15 +345,15 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
     squeeze = not markdown and any(p.storage is not None for p in h.picks)
     parts = _config_parts(h, width, markdown, squeeze)
     tail = _tail(h, width)
+    gap = [""] if len(h.picks) > 1 and parts else []  # between the decisions and the parts they share
     # Markdown is a document, not a screen: everything whole, every pick its alternatives.
-    room = [len(h.picks) * ALTERNATIVE_LINES * 2 if markdown else FIRST_SCREEN_LINES - len(out) - len(tail)
+    room = [len(h.picks) * ALTERNATIVE_LINES * 2 if markdown else FIRST_SCREEN_LINES - len(out) - len(tail) - len(gap)
             - sum(len(_decision_lines(p, h, width, markdown, squeeze, 0)) for p in h.picks)
             - sum(len(part.short) for part in parts)]
     _fit(parts, room, markdown)
     for p in h.picks:  # what the alternatives measured gets what is left
         out += _decision_lines(p, h, width, markdown, squeeze, room)
-    if len(h.picks) > 1 and parts:
-        out.append("")
+    out += gap
     for part in parts:
         out += part.whole if part.use_whole else part.short
     out += tail
@@ -461,24 +461,25 @@ class _Part:
 
 def _config_parts(h: Headline, width: int, markdown: bool, squeeze: bool) -> list[_Part]:
     """Each configuration's storage settings, risks and snippet, each distinct text once (issue 49: never
-    repeated), labelled with the workloads it serves where the answer has several configurations."""
-    keyed: dict[tuple[str, str], tuple[list[Pick], _Part]] = {}
-    for p in h.picks:
+    repeated); where the answer has several configurations, those serving some of its workloads first, each set
+    under the workloads it serves, then those serving every workload."""
+    keyed: dict[tuple[str, str], tuple[list[int], _Part]] = {}
+    for i, p in enumerate(h.picks):
         for key, part in _pick_parts(p, h.target, width, markdown, squeeze):
-            keyed.setdefault(key, ([], part))[0].append(p)
-    out = []
+            keyed.setdefault(key, ([], part))[0].append(i)
+    served: dict[tuple[int, ...], list[_Part]] = {}
     for picks, part in keyed.values():
-        if len(picks) < len(h.picks):  # serves some workloads only: named
-            served = ", ".join(wg.workload for q in picks for wg in q.gains)
-            part = _Part(_labelled(part.whole, served, width), _labelled(part.short, served, width), part.priority)
-        out.append(part)
+        served.setdefault(tuple(picks), []).append(part)
+    everyone = tuple(range(len(h.picks)))
+    out: list[_Part] = []
+    for picks, parts in sorted(served.items(), key=lambda kv: (kv[0] == everyone, kv[0])):
+        if len(served) > 1:
+            who = "every workload" if picks == everyone else \
+                ", ".join(wg.workload for i in picks for wg in h.picks[i].gains)
+            label = wrap(f"for {who}:", width)
+            out.append(_Part(label, label, -1))
+        out += parts
     return out
-
-
-def _labelled(lines: list[str], served: str, width: int) -> list[str]:
-    if not lines:
-        return lines
-    return [*wrap(f"for {served}:", width, "  "), *lines]
 
 
 def _pick_parts(p: Pick, target: str, width: int, markdown: bool, squeeze: bool) -> list[tuple[tuple[str, str], _Part]]:
