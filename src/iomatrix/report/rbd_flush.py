@@ -171,7 +171,7 @@ def _short_told(mine: Sequence[WritebackGain], threshold: float) -> list[str]:
     flat = [g for g in mine if not g.flushes and g.until_flush == "on" and _flat(g.ratio)]
     names = {g.workload for g in flat}
     out = [f"{ratio_text(*g.ratio)} on {g.workload}, which never flushes" for g in flat]
-    out += [f"{ratio_text(*g.ratio)} on {g.workload}, which flushes" for g in mine
+    out += [f"{ratio_text(*g.ratio)} on {g.workload}, {_which(g)}" for g in mine
             if g.flushes and g.until_flush == "on" and _faster(g.ratio, threshold)]
     return out + [f"{ratio_text(*g.ratio)} on {g.workload} with it off" for g in mine
                   if g.workload in names and g.until_flush == "off" and _faster(g.ratio, threshold)]
