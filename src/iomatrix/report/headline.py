@@ -62,6 +62,7 @@ class WorkloadGain:
     # with, another workload's answer on the same backing: report/one_config.py); `gain` is that configuration
     # over it.
     own: str = ""
+    group: str = ""  # the backing group it was answered on (Verdict.group; "" across backings)
 
     def as_dict(self) -> dict[str, Any]:
         return {"workload": self.workload, "metric": self.metric, "status": self.status, "tier": self.tier,
@@ -224,7 +225,7 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
         _join(answered, v, shown, status, cell, target, names.varying)
     for p in answered.values():
         p.name = names.of(p.cell)
-        p.gains = [_named_gain(wg, names, rec.current) for wg in p.gains]
+        p.gains = [_named_gain(wg, names, rec.current, p.cell) for wg in p.gains]
     has_detail = bool(rec.verdicts)
     return Headline(host, rec.sweep_id, rec.plan, rec.status, target, list(answered.values()),
                     names.constant_text(), basis, unanswered, rec.warnings, has_detail, measured, rec.objective,
@@ -281,7 +282,7 @@ def _answer(answered: dict[tuple[str, bool, bool], Pick], v: Verdict, shown: Ver
     pick.kept = kept
     against, gain = _reference_gain(shown, target)
     pick.gains.append(WorkloadGain(v.workload, v.metric, status, against, gain, shown.tier,
-                                   shown.choice.kept, tuple(shown.alternatives)))
+                                   shown.choice.kept, tuple(shown.alternatives), group=v.group))
 
 
 def _join(answered: dict[tuple[str, bool, bool], Pick], v: Verdict, shown: Verdict, status: str, cell: str,
@@ -297,13 +298,15 @@ def _join(answered: dict[tuple[str, bool, bool], Pick], v: Verdict, shown: Verdi
     gain = Gain("", shown.choice.cell, alt.ratio if alt is not None else None,
                 "" if alt is not None else "not told apart by its decision")
     pick.gains.append(WorkloadGain(v.workload, v.metric, "joined-provisional" if status == "provisional"
-                                   else "joined", "", gain, shown.tier, own=shown.choice.cell))
+                                   else "joined", "", gain, shown.tier, own=shown.choice.cell, group=v.group))
 
 
-def _named_gain(wg: WorkloadGain, names: CellNames, current: CurrentConfig | None) -> WorkloadGain:
-    """A pick's gain with its cells named as the headline names them."""
+def _named_gain(wg: WorkloadGain, names: CellNames, current: CurrentConfig | None, cell: str) -> WorkloadGain:
+    """A pick's gain with its cells named as the headline names them; a joined workload's own pick by what tells
+    it from the pick's `cell` ("lun_write_cache=off")."""
     if wg.own:
-        return replace(wg, own=names.of(wg.own), against=f"its own pick {names.of(wg.own)}")
+        own = cell_names([cell, wg.own]).of(wg.own)
+        return replace(wg, own=own, against=f"its own pick {own}")
     return replace(_named_current(wg, names, current), kept=names.rename(wg.kept),
                    alternatives=tuple(replace(a, against=names.of(a.label)) for a in wg.alternatives
                                       if a.label is not None))

@@ -344,7 +344,7 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
     out = _screen_head(h, width, markdown)
     squeeze = not markdown and any(p.storage is not None for p in h.picks)
     parts = _config_parts(h, width, markdown, squeeze)
-    tail = _tail(h, width)
+    tail = _tail(h, width, squeeze)
     gap = [""] if len(h.picks) > 1 and parts else []  # between the decisions and the parts they share
     # Markdown is a document, not a screen: everything whole, every pick its alternatives.
     room = [len(h.picks) * ALTERNATIVE_LINES * 2 if markdown else FIRST_SCREEN_LINES - len(out) - len(tail) - len(gap)
@@ -390,9 +390,9 @@ def _fit(parts: list[_Part], room: list[int], markdown: bool) -> None:
         room[0] -= extra if part.use_whole and not markdown else 0
 
 
-def _tail(h: Headline, width: int) -> list[str]:
+def _tail(h: Headline, width: int, squeeze: bool = False) -> list[str]:
     """The headline's lines after the picks: declined configurations, workloads without an answer, the
-    verdicts tiers' lines, and where to find more."""
+    verdicts tiers' lines, and where to find more (`squeeze`: the whole snippets too)."""
     out: list[str] = []
     for line in h.declined:
         out += wrap(f"not chosen: {line}", width)
@@ -404,8 +404,8 @@ def _tail(h: Headline, width: int) -> list[str]:
         out += wrap("nothing to recommend: the sweep has no ranked workloads yet", width)
     others = "|".join(t for t in TARGETS if t != h.target)
     out.append("")
-    out += wrap(f"more: iomatrix recommend --detail (tables, tie-breaks, every risk); other tools: --target {others}",
-                width)
+    more = "tables, tie-breaks, every risk, whole snippets" if squeeze else "tables, tie-breaks, every risk"
+    out += wrap(f"more: iomatrix recommend --detail ({more}); other tools: --target {others}", width)
     return out
 
 
@@ -474,12 +474,23 @@ def _config_parts(h: Headline, width: int, markdown: bool, squeeze: bool) -> lis
     out: list[_Part] = []
     for picks, parts in sorted(served.items(), key=lambda kv: (kv[0] == everyone, kv[0])):
         if len(served) > 1:
-            who = "every workload" if picks == everyone else \
-                ", ".join(wg.workload for i in picks for wg in h.picks[i].gains)
-            label = wrap(f"for {who}:", width)
+            label = wrap(f"{_served(h, picks, everyone)}:", width)
             out.append(_Part(label, label, -1))
         out += parts
     return out
+
+
+def _served(h: Headline, picks: tuple[int, ...], everyone: tuple[int, ...]) -> str:
+    """Whom a part serves: "for every workload", "on iscsi" (every workload of that backing), or "for" the
+    workloads by name."""
+    if picks == everyone:
+        return "for every workload"
+    mine = [wg for i in picks for wg in h.picks[i].gains]
+    groups = {wg.group for wg in mine}
+    group = next(iter(groups))
+    if len(groups) == 1 and group and len(mine) == sum(wg.group == group for p in h.picks for wg in p.gains):
+        return f"on {group}"
+    return "for " + ", ".join(wg.workload for wg in mine)
 
 
 def _pick_parts(p: Pick, target: str, width: int, markdown: bool, squeeze: bool) -> list[tuple[tuple[str, str], _Part]]:
@@ -490,7 +501,7 @@ def _pick_parts(p: Pick, target: str, width: int, markdown: bool, squeeze: bool)
         out.append((("storage", p.storage.summary), _Part(*[wrap(p.storage.summary, width, "  ")] * 2, 1)))
     elif p.storage is not None and p.storage.text is not None:
         s = p.storage
-        short = wrap(f"{s.summary}; the rest: --detail", width, "  ")
+        short = wrap(s.summary, width, "  ")  # the whole one: --detail, as the screen's last line says
         whole = [*wrap(f"{s.tool}: {s.title}; the rest: --detail", width, "  "),
                  *([f"```{s.language}", *code_lines(s.text, s.language, width), "```"] if markdown
                    else code_lines(s.text, s.language, width, "    "))]
@@ -518,7 +529,7 @@ def _short_snippet(p: Pick, target: str, width: int) -> list[str]:
     driver = next((line.strip() for line in s.text.splitlines() if line.strip().startswith("<driver")), None)
     if driver is None:
         return whole
-    return wrap(f"{target}: in the VM's <disk> (virsh edit VM; the whole element: --detail): {driver}", width, "  ")
+    return wrap(f"{target}: {driver}", width, "  ")  # the whole <disk>: --detail, as the screen's last line says
 
 
 def _pick_snippet_lines(p: Pick, target: str, width: int, markdown: bool) -> list[str]:
