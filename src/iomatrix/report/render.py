@@ -345,7 +345,8 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
     squeeze = not markdown and any(p.storage is not None for p in h.picks)
     parts = _config_parts(h, width, markdown, squeeze)
     tail = _tail(h, width, squeeze)
-    gap = [""] if len(h.picks) > 1 and parts else []  # between the decisions and the parts they share
+    # between the decisions and the parts they share (a squeezed screen's labels at the margin are gap enough)
+    gap = [""] if len(h.picks) > 1 and parts and not squeeze else []
     # Markdown is a document, not a screen: everything whole, every pick its alternatives.
     room = [len(h.picks) * ALTERNATIVE_LINES * 2 if markdown else FIRST_SCREEN_LINES - len(out) - len(tail) - len(gap)
             - sum(len(_decision_lines(p, h, width, markdown, squeeze, 0)) for p in h.picks)
@@ -432,7 +433,8 @@ def _decision_lines(p: Pick, h: Headline, width: int, markdown: bool, squeeze: b
     measured where `room` leaves lines for them."""
     tiers = {wg.tier for q in h.picks for wg in q.gains}
     one_tier = next(iter(tiers)) if len(tiers) == 1 else None  # stated once, else per workload
-    out = [""]
+    # one blank line before the configurations; between them too where the screen is not squeezed
+    out = [""] if not squeeze or p is h.picks[0] else []
     measured = f" (measured by the {one_tier} tier)" if one_tier else ""
     out += wrap(f"{'### ' if markdown else ''}{p.verb}: {p.name}{measured}", width)
     first = next(q for q in h.picks if q.config == p.config)
