@@ -176,3 +176,33 @@ def test_a_trade_off_is_said_on_the_screen_naming_both() -> None:
     [line] = trade_off_lines(one_config([a, b]), names)
     assert line.startswith("on iscsi, a trade-off: lun_write_cache=off for reads on iscsi; lun_write_cache=on for "
                            "writes on iscsi: each is significantly better")
+
+
+def test_two_backings_answer_each_under_its_own_label_on_one_screen(tmp_path: Path) -> None:
+    """A shared-storage sweep answers per backing: the two captured sweeps' verdicts together (an iSCSI LUN and a
+    Ceph cluster) give one configuration per backing, each backing's settings, risks and <driver> once under
+    'on BACKING:', within 30 lines (without findings: the built-in shared-storage plan's random reads and writes
+    never flush, so neither flushing finding applies to it)."""
+    recs = []
+    for db in (ISCSI, CEPH):
+        store = Store.open_existing(_copy(db, tmp_path))
+        try:
+            recs.append(recommend(store, 1))
+        finally:
+            store.close()
+    rec = recs[0]
+    rec.verdicts += recs[1].verdicts
+    rec.first_findings = []
+    head = headline(rec, "vm")
+    assert [p.name for p in head.picks] == ["cache=none · iscsi · lun_write_cache=on",
+                                            "cache=writeback · rbd · writearound · "
+                                            "rbd_cache_writethrough_until_flush=off"]
+    lines = headline_text(head, 100).splitlines()
+    assert len(lines) <= 30 and all(len(line) <= 100 for line in lines), "\n".join(lines)
+    iscsi, rbd = lines.index("on iscsi:"), lines.index("on rbd:")
+    assert iscsi < rbd
+    assert "the LUN: fileio, write cache on" in "\n".join(lines[iscsi:rbd])
+    assert "ceph.conf [client]: rbd cache policy = writearound, rbd cache writethrough until flush = false" \
+        in "\n".join(lines[rbd:])
+    assert sum(line.startswith("  risks (") for line in lines) == 2
+    assert sum("<driver " in line for line in lines) == 2
