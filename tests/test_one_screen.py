@@ -77,8 +77,8 @@ def test_the_ceph_answer_starts_with_the_finding_and_the_client_lines_it_sets(tm
     use = lines[_first_configuration(lines)]
     assert use.startswith("Use: cache=writeback · writearound · rbd_cache_writethrough_until_flush=off")
     joined = " ".join(" ".join(lines).split())
-    assert "rand-write-4k-flush32 on rbd: 1.09× (0.91–1.31) its own pick cache=writeback · writearound · " \
-           "rbd_cache_writethrough_until_flush=on · not separated yet: one configuration for the backing" in joined
+    assert "rand-write-4k-flush32 on rbd: 1.09× (0.91–1.31) its own pick rbd_cache_writethrough_until_flush=on · " \
+           "not separated yet: one configuration for the backing" in joined
     # the whole [client] section (every option, its notes) stays in --detail
     detail = _recommend(CEPH, tmp_path, "--detail")
     assert "[client]\nrbd cache = true\nrbd cache policy = writearound\nrbd cache writethrough until flush = false" \
