@@ -423,9 +423,6 @@ def role_lines(h: Headline, width: int, markdown: bool) -> list[str]:
     return out
 
 
-
-
-
 def _decision_lines(p: Pick, h: Headline, width: int, markdown: bool, squeeze: bool,
                     room: list[int] | int | None) -> list[str]:
     """One configuration's decision: its name, the whole configuration (not on a squeezed screen: its snippets say
