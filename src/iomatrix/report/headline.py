@@ -81,8 +81,9 @@ class Pick:
     gains: list[WorkloadGain] = field(default_factory=list)
     risks: list[tuple[str, str, str]] = field(default_factory=list)  # (situation, text, basis)
     snippet: Snippet | None = None
-    # The storage-side settings in one line (the target's or the cluster's: ceph.conf, the LUN's write cache), where
-    # the configuration has a snippet of them beside the VM tool's; the whole snippets are in --detail.
+    # The storage-side settings (the target's or the cluster's: ceph.conf's [client] lines the answer sets, the
+    # LUN's write cache), where the configuration has a snippet of them beside the VM tool's
+    # (snippets.answer_storage_snippet); every whole snippet is in --detail.
     storage: Snippet | None = None
     # False when no workload's answer is settled: the pick is the tie-break's among cells the data cannot
     # separate yet, named as the tie-break's pick, not as the configuration to use, nor as the leader (the ranking's
