@@ -20,7 +20,7 @@ from iomatrix.report.one_config import Decision, group_config, one_config
 from iomatrix.report.recommend import recommend
 from iomatrix.report.render import headline_text
 from iomatrix.store import Store
-from tests.conftest import DATA, iomatrix_argv
+from tests.conftest import DATA, iomatrix_argv, needs
 
 ANSWERS = DATA / "answers"
 CEPH = ANSWERS / "ceph-flush-trap.sqlite"
@@ -206,3 +206,23 @@ def test_two_backings_answer_each_under_its_own_label_on_one_screen(tmp_path: Pa
         in "\n".join(lines[rbd:])
     assert sum(line.startswith("  risks (") for line in lines) == 2
     assert sum("<driver " in line for line in lines) == 2
+
+
+@needs("ceph-conf")
+def test_the_first_screens_client_lines_are_read_by_ceph_conf(tmp_path: Path) -> None:
+    """The [client] lines the ceph answer's first screen prints (only what it sets) are Ceph's own options: the
+    real ceph-conf reads them back through Ceph's option schema."""
+    lines = _recommend(CEPH, tmp_path).splitlines()
+    start = lines.index("    [client]")
+    section = [line.strip() for line in lines[start:start + 3]]
+    conf = tmp_path / "ceph.conf"
+    conf.write_text("\n".join(section) + "\n")
+
+    def value(option: str) -> str:
+        res = subprocess.run(["ceph-conf", "-c", str(conf), "--name", "client.libvirt", "--show-config-value",
+                              option], capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        return res.stdout.strip()
+
+    assert value("rbd_cache_writethrough_until_flush") == "false"
+    assert value("rbd_cache_policy") == "writearound"
