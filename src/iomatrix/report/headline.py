@@ -296,7 +296,7 @@ def _join(answered: dict[tuple[str, bool, bool], Pick], v: Verdict, shown: Verdi
         _answer(answered, v, shown, status, target, varied)
         return
     alt = next((a for a in shown.alternatives if a.label == cell), None)
-    gain = Gain("", shown.choice.cell, alt.ratio if alt is not None else None,
+    gain = Gain(f"its own pick ({shown.choice.cell})", shown.choice.cell, alt.ratio if alt is not None else None,
                 "" if alt is not None else "not told apart by its decision")
     pick.gains.append(WorkloadGain(v.workload, v.metric, "joined-provisional" if status == "provisional"
                                    else "joined", "", gain, shown.tier, own=shown.choice.cell, group=v.group))
