@@ -257,10 +257,10 @@ def trade_off_lines(configs: list[GroupConfig], names: CellNames) -> list[str]:
                          for cell in c.cells)
         if c.kind == "trade-off":
             out.append(f"on {c.group}, a trade-off: {each}: each is significantly better on its own workloads, and "
-                       "the storage takes one setting: choose by the workload that matters more")
+                       "one disk on its storage takes one configuration: choose by the workload that matters more")
         else:
-            out.append(f"on {c.group}, the answers differ ({each}) and are not settled enough to tell which one "
-                       "setting serves both: more rounds would")
+            out.append(f"on {c.group}, the answers differ ({each}) and are not settled enough to tell whether one "
+                       "configuration serves them all: more rounds would")
     return out
 
 
