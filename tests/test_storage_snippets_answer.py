@@ -67,12 +67,13 @@ def test_an_unknown_target_names_the_storage_tools_too(tmp_path: Path) -> None:
 ISCSI = DATA / "answers" / "iscsi-lun-cache-jobs.sqlite"
 
 
-def test_the_iscsi_answer_says_each_configurations_lun_write_cache_for_every_target(tmp_path: Path) -> None:
+def test_the_iscsi_answer_says_the_luns_write_cache_for_every_target(tmp_path: Path) -> None:
+    # One LUN, one write-cache setting (issue 49): the workload that tied off with on is answered with on
     res = _recommend(ISCSI, tmp_path)
     assert res.returncode == 0, res.stderr
-    first, second = res.stdout.split("\nUse: ")[1:3]
-    assert "the LUN: fileio, write cache off (tgt write-cache off; LIO emulate_write_cache=0)" in first
-    assert "the LUN: fileio, write cache on (tgt write-cache on; LIO emulate_write_cache=1)" in second
+    [answer] = res.stdout.split("\nUse: ")[1:]
+    assert "the LUN: fileio, write cache on (tgt write-cache on; LIO emulate_write_cache=1)" in answer
+    assert "write cache off" not in answer
     detail = _recommend(ISCSI, tmp_path, "--detail").stdout
     for title in ("# tgt targets.conf", "# tgtadm", "# LIO targetcli", "# a SAN array's LUN"):
         assert title in detail, title
@@ -83,7 +84,7 @@ def test_the_iscsi_answer_says_each_configurations_lun_write_cache_for_every_tar
 def test_target_tgt_puts_the_targets_conf_on_the_first_screen(tmp_path: Path) -> None:
     res = _recommend(ISCSI, tmp_path, "--target", "tgt")
     assert res.returncode == 0, res.stderr
-    assert "  tgt: tgt targets.conf" in res.stdout and "        write-cache off" in res.stdout
+    assert "  tgt: tgt targets.conf" in res.stdout and "        write-cache on" in res.stdout
     assert "<disk" not in res.stdout
     lio = _recommend(ISCSI, tmp_path, "--target", "targetcli", "--detail").stdout
     assert "targetcli /backstores/fileio create" in lio and "<disk" not in lio.split("Recommendation ·")[1]

@@ -70,7 +70,7 @@ from iomatrix.vmconfig.libvirt import (
     virt_xml_command,
     write_domain,
 )
-from iomatrix.vmconfig.network_snippets import network_snippets, tgt_snippet
+from iomatrix.vmconfig.network_snippets import answer_storage_snippet, network_snippets, tgt_snippet
 from iomatrix.vmconfig.nova import NOVA_CACHE_KEY, NOVA_IMAGE_FILE_KEYS, NOVA_IMAGE_PROPERTY_PREFIX, nova_snippet
 from iomatrix.vmconfig.proxmox import (
     PROXMOX_DISK_KEY,
@@ -125,6 +125,7 @@ __all__ = [
     "Pairs",
     "Snippet",
     "SnippetSet",
+    "answer_storage_snippet",
     "controller_options",
     "controller_options_of",
     "eatmydata_wrapper_snippet",

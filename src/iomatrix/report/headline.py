@@ -19,8 +19,9 @@ from iomatrix.errors import UserError
 from iomatrix.plan.current_cell import MeasuredCurrent
 from iomatrix.protocols import snippet_targets
 from iomatrix.report.naming import CellNames, cell_names
+from iomatrix.report.one_config import Decision, GroupConfig, one_config
 from iomatrix.report.recommend import SITUATIONS, Gain, Recommendation, Verdict, answer_of, verdict_tier
-from iomatrix.snippets import Snippet
+from iomatrix.snippets import Snippet, answer_storage_snippet
 
 TARGETS = ("libvirt", "proxmox", "qemu", "virt-install", "nova")
 DEFAULT_TARGET = "libvirt"
@@ -57,11 +58,17 @@ class WorkloadGain:
     tier: str
     kept: str = ""  # status "equivalent": why the configuration is kept, with the measured bounds
     alternatives: tuple[Gain, ...] = ()  # what the notable alternatives measured (alternative/choice)
+    # Status "joined" or "joined-provisional": the workload's own pick (tied with the configuration it is answered
+    # with, another workload's answer on the same backing: report/one_config.py); `gain` is that configuration
+    # over it.
+    own: str = ""
+    group: str = ""  # the backing group it was answered on (Verdict.group; "" across backings)
 
     def as_dict(self) -> dict[str, Any]:
         return {"workload": self.workload, "metric": self.metric, "status": self.status, "tier": self.tier,
                 "against": self.against, "vs": None if self.gain is None else self.gain.as_dict(),
-                "kept": self.kept or None, "alternatives": [g.as_dict() for g in self.alternatives]}
+                "kept": self.kept or None, "alternatives": [g.as_dict() for g in self.alternatives],
+                **({"own_pick": self.own} if self.own else {})}
 
 
 @dataclass
@@ -74,8 +81,9 @@ class Pick:
     gains: list[WorkloadGain] = field(default_factory=list)
     risks: list[tuple[str, str, str]] = field(default_factory=list)  # (situation, text, basis)
     snippet: Snippet | None = None
-    # The storage-side settings in one line (the target's or the cluster's: ceph.conf, the LUN's write cache), where
-    # the configuration has a snippet of them beside the VM tool's; the whole snippets are in --detail.
+    # The storage-side settings (the target's or the cluster's: ceph.conf's [client] lines the answer sets, the
+    # LUN's write cache), where the configuration has a snippet of them beside the VM tool's
+    # (snippets.answer_storage_snippet); every whole snippet is in --detail.
     storage: Snippet | None = None
     # False when no workload's answer is settled: the pick is the tie-break's among cells the data cannot
     # separate yet, named as the tie-break's pick, not as the configuration to use, nor as the leader (the ranking's
@@ -127,6 +135,9 @@ class Headline:
     roles: list[dict[str, Any]] = field(default_factory=list)
     # The platform the ratios are quoted against (_baseline): --target's defaults, measured or not.
     baseline: dict[str, Any] = field(default_factory=dict)
+    # One line per backing group whose workloads' answers differ and cannot be one configuration (a trade-off, or
+    # not settled enough to say: report/one_config.py), naming each configuration and its workloads.
+    trade_offs: list[str] = field(default_factory=list)
 
     def baseline_line(self) -> str:
         """The headline's line on its baseline, for a platform whose defaults are not QEMU's: its settings, and
@@ -147,7 +158,8 @@ class Headline:
                 "target": self.target, "shared": self.shared, "picks": [p.as_dict() for p in self.picks],
                 "basis": self.basis, "unanswered": self.unanswered, "measured": self.measured,
                 "objective": self.objective, "declined": self.declined, "warnings": self.warnings,
-                "findings": self.findings, "baseline": {**self.baseline, "line": self.baseline_line() or None}}
+                "findings": self.findings, "baseline": {**self.baseline, "line": self.baseline_line() or None},
+                **({"trade_offs": self.trade_offs} if self.trade_offs else {})}
 
 
 def platform_baseline(target: str) -> Baseline:
@@ -186,7 +198,8 @@ def _ranked(rec: Recommendation) -> list[Verdict]:
 
 def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> Headline:
     """The headline of `rec`: ranked workloads only (weighted scores and the durability tier's verdicts are
-    detail), grouped by the configuration they pick."""
+    detail), grouped by the configuration they pick; on shared storage, one configuration per backing where the
+    workloads' decisions allow (report/one_config.py)."""
     check_target(target)
     answered: dict[tuple[str, bool, bool], Pick] = {}
     declined: dict[str, list[str]] = {}
@@ -194,37 +207,110 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
     unanswered: list[str] = []
     measured = [f"{v.workload}: {v.missing}" for v in rec.verdicts if verdict_tier(v.workload) is not None]
     ranked = _ranked(rec)
+    names = cell_names([c for v in ranked for c in verdict_labels(v)])
+    configs = group_configs(ranked) if not rec.roles else {}
+    joined: list[tuple[Verdict, Verdict, str, str]] = []
     for v in ranked:
         found = answer_of(v)
         if found is None:
             unanswered.append(f"{v.workload}: {v.missing}")
             continue
         shown, status = found
-        assert shown.choice is not None
-        settled = status != "provisional"
-        kept = status == "equivalent"
-        pick = answered.setdefault((shown.choice.cell, settled, kept), _pick(shown, target, settled))
-        pick.kept = kept
-        if shown.declined is not None:
-            declined.setdefault(shown.declined.text(), []).append(v.workload)
-        against, gain = _reference_gain(shown, target)
-        pick.gains.append(WorkloadGain(v.workload, v.metric, status, against, gain, shown.tier,
-                                       shown.choice.kept, tuple(shown.alternatives)))
-        if v.basis and v.basis not in basis:
-            basis.append(v.basis)
-    names = cell_names([c for v in ranked for c in verdict_labels(v)])
+        cell = configs[v.workload].assigned[v.workload] if v.workload in configs else None
+        if cell is not None and shown.choice is not None and cell != shown.choice.cell:
+            joined.append((v, shown, status, cell))
+            continue
+        _answer(answered, v, shown, status, target, names.varying)
+        _note(v, shown, declined, basis)
+    for v, shown, status, cell in joined:
+        _join(answered, v, shown, status, cell, target, names.varying)
     for p in answered.values():
         p.name = names.of(p.cell)
-        p.gains = [replace(_named_current(wg, names, rec.current), kept=names.rename(wg.kept),
-                           alternatives=tuple(replace(a, against=names.of(a.label)) for a in wg.alternatives
-                                              if a.label is not None))
-                   for wg in p.gains]
+        p.gains = [_named_gain(wg, names, rec.current, p.cell) for wg in p.gains]
     has_detail = bool(rec.verdicts)
     return Headline(host, rec.sweep_id, rec.plan, rec.status, target, list(answered.values()),
                     names.constant_text(), basis, unanswered, rec.warnings, has_detail, measured, rec.objective,
                     [f"{', '.join(ws)}: {names.rename(text)}" for text, ws in declined.items()],
                     rec.findings if rec.first_findings is None else rec.first_findings,
-                    [_named_role(r, names) for r in rec.roles], _baseline(target, answered.values()))
+                    [_named_role(r, names) for r in rec.roles], _baseline(target, answered.values()),
+                    trade_off_lines(list(dict.fromkeys(c for c in configs.values() if c.kind != "one")), names))
+
+
+def group_configs(ranked: list[Verdict]) -> dict[str, GroupConfig]:
+    """Each per-backing workload's group configuration (report/one_config.py), by workload; workloads answered
+    across the backings (no group) are left out: their answers are each VM's own."""
+    decisions = []
+    for v in ranked:
+        found = answer_of(v)
+        if found is None or not v.group or found[0].choice is None:
+            continue
+        choice = found[0].choice
+        decisions.append(Decision(v.workload, v.group, choice.cell, found[1], choice.tied))
+    return {w: c for c in one_config(decisions) for w in c.assigned}
+
+
+def trade_off_lines(configs: list[GroupConfig], names: CellNames) -> list[str]:
+    """One line per group whose answers stay apart: each configuration with the workloads it is answered for."""
+    out = []
+    for c in configs:
+        each = "; ".join(f"{names.of(cell)} for {', '.join(w for w, x in c.assigned.items() if x == cell)}"
+                         for cell in c.cells)
+        if c.kind == "trade-off":
+            out.append(f"on {c.group}, a trade-off: {each}: each is significantly better on its own workloads, and "
+                       "one disk on its storage takes one configuration: choose by the workload that matters more")
+        else:
+            out.append(f"on {c.group}, the answers differ ({each}) and are not settled enough to tell whether one "
+                       "configuration serves them all: more rounds would")
+    return out
+
+
+def _note(v: Verdict, shown: Verdict, declined: dict[str, list[str]], basis: list[str]) -> None:
+    """What an answered workload adds beside its pick: the faster configuration its requirements declined, and the
+    tier that answered for another."""
+    if shown.declined is not None:
+        declined.setdefault(shown.declined.text(), []).append(v.workload)
+    if v.basis and v.basis not in basis:
+        basis.append(v.basis)
+
+
+def _answer(answered: dict[tuple[str, bool, bool], Pick], v: Verdict, shown: Verdict, status: str,
+            target: str, varied: tuple[str, ...] = ()) -> None:
+    """The workload's own answer, in the pick of its cell."""
+    assert shown.choice is not None
+    settled = status != "provisional"
+    kept = status == "equivalent"
+    pick = answered.setdefault((shown.choice.cell, settled, kept), _pick(shown, target, settled, varied))
+    pick.kept = kept
+    against, gain = _reference_gain(shown, target)
+    pick.gains.append(WorkloadGain(v.workload, v.metric, status, against, gain, shown.tier,
+                                   shown.choice.kept, tuple(shown.alternatives), group=v.group))
+
+
+def _join(answered: dict[tuple[str, bool, bool], Pick], v: Verdict, shown: Verdict, status: str, cell: str,
+          target: str, varied: tuple[str, ...] = ()) -> None:
+    """A workload answered with its backing's one configuration `cell`, which its decision tied with its own pick:
+    its line states that configuration over its own pick (the decision's alternative, when it measured it)."""
+    assert shown.choice is not None
+    pick = next((p for p in answered.values() if p.cell == cell), None)
+    if pick is None:  # its configuration is nobody's own answer here (cannot be, one_config picks among them)
+        _answer(answered, v, shown, status, target, varied)
+        return
+    alt = next((a for a in shown.alternatives if a.label == cell), None)
+    gain = Gain(f"its own pick ({shown.choice.cell})", shown.choice.cell, alt.ratio if alt is not None else None,
+                "" if alt is not None else "not told apart by its decision")
+    pick.gains.append(WorkloadGain(v.workload, v.metric, "joined-provisional" if status == "provisional"
+                                   else "joined", "", gain, shown.tier, own=shown.choice.cell, group=v.group))
+
+
+def _named_gain(wg: WorkloadGain, names: CellNames, current: CurrentConfig | None, cell: str) -> WorkloadGain:
+    """A pick's gain with its cells named as the headline names them; a joined workload's own pick by what tells
+    it from the pick's `cell` ("lun_write_cache=off")."""
+    if wg.own:
+        own = cell_names([cell, wg.own]).of(wg.own)
+        return replace(wg, own=own, against=f"its own pick {own}")
+    return replace(_named_current(wg, names, current), kept=names.rename(wg.kept),
+                   alternatives=tuple(replace(a, against=names.of(a.label)) for a in wg.alternatives
+                                      if a.label is not None))
 
 
 def _baseline(target: str, picks: Any) -> dict[str, Any]:
@@ -271,7 +357,9 @@ def verdict_labels(v: Verdict) -> list[str]:
             *([shown.declined.cell] if shown.declined is not None else [])]
 
 
-def _pick(v: Verdict, target: str, settled: bool = True) -> Pick:
+def _pick(v: Verdict, target: str, settled: bool = True, varied: tuple[str, ...] = ()) -> Pick:
+    """The configuration `v` answers with: its snippet for `target`, the storage's settings the answer sets
+    (`varied`: the axes the sweep chose among), its risks."""
     assert v.choice is not None
     snippet, storage = None, None
     config = v.choice.cell
@@ -282,6 +370,7 @@ def _pick(v: Verdict, target: str, settled: bool = True) -> Pick:
         # The shorter form of the same edit where there is one (virt-xml for the user's <disk>; the XML: --detail).
         snippet = next((s for s in v.snippets.snippets if s.tool in SHORTER_FORM.get(target, ()) and s.text), snippet)
         storage = next((s for s in v.snippets.snippets if s.summary and s.tool != target and s is not snippet), None)
+        storage = answer_storage_snippet(storage, v.snippets.config, varied) if storage is not None else None
         data_step = v.snippets.data_step() if target in DATA_STEP_TARGETS else None
         extra = {"data_step": data_step, "kept_line": v.snippets.kept}
     risks = [(HEADLINE_SITUATIONS[r.situation], r.text, r.basis) for r in v.risks if r.situation in HEADLINE_SITUATIONS]

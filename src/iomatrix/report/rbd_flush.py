@@ -165,8 +165,21 @@ def _told(mine: Sequence[WritebackGain], threshold: float) -> list[str] | None:
     return [_flat_clause(g, i == 0) for i, g in enumerate(flat)] + contrasts + _unexplained(mine)
 
 
-def trap_finding(gains: Sequence[WritebackGain], threshold: float) -> str | None:
-    """The sentence, or None when the figures do not show the trap (module docstring)."""
+def _short_told(mine: Sequence[WritebackGain], threshold: float) -> list[str]:
+    """The first screen's clauses of what `_told` tells: each ratio with its interval and what the workload does,
+    the host's load and the shapes' details left to --detail."""
+    flat = [g for g in mine if not g.flushes and g.until_flush == "on" and _flat(g.ratio)]
+    names = {g.workload for g in flat}
+    out = [f"{ratio_text(*g.ratio)} on {g.workload}, which never flushes" for g in flat]
+    out += [f"{ratio_text(*g.ratio)} on {g.workload}, {_which(g)}" for g in mine
+            if g.flushes and g.until_flush == "on" and _faster(g.ratio, threshold)]
+    return out + [f"{ratio_text(*g.ratio)} on {g.workload} with it off" for g in mine
+                  if g.workload in names and g.until_flush == "off" and _faster(g.ratio, threshold)]
+
+
+def trap_finding(gains: Sequence[WritebackGain], threshold: float, short: bool = False) -> str | None:
+    """The sentence, or None when the figures do not show the trap (module docstring); ``short``: the first
+    screen's form (each ratio and what its workload does; the load and the rest: --detail)."""
     # Ceph's default policy first, then the simplest context (one client before several)
     groups = sorted({(g.context, g.policy) for g in gains}, key=lambda cp: (cp[1] != ceph.DEFAULTS[POLICY], cp[0]))
     for context, policy in groups:
@@ -176,6 +189,12 @@ def trap_finding(gains: Sequence[WritebackGain], threshold: float) -> str | None
             continue
         # the context is named only where the sweep varies it
         where = ", ".join(f"{k}={v}" for k, v in context if len({dict(g.context).get(k) for g in gains}) > 1)
+        if short:
+            named = "" if policy == ceph.DEFAULTS[POLICY] else f"; rbd_cache_policy={policy}"
+            return ((f"with {where}: " if where else "")
+                    + f"librbd stays writethrough until the guest's first flush ({UNTIL_FLUSH}=on, Ceph's default"
+                    f"{named}): cache=writeback over cache=none was " + "; ".join(_short_told(mine, threshold))
+                    + ". A guest that never flushes gets librbd's writeback cache only with it off; figures: --detail.")
         both = any(g.flushes and g.until_flush == "on" and _faster(g.ratio, threshold) for g in mine)
         return ((f"with {where}: " if where else "")
                 + f"librbd stays writethrough until the guest's first flush ({UNTIL_FLUSH}=on, Ceph's "
@@ -216,9 +235,9 @@ def figures_finding(gains: Sequence[WritebackGain], threshold: float) -> str | N
 
 
 def rbd_findings(cws: Sequence[CellWorkload], threshold: float, shapes: Mapping[str, IoShape],
-                 interference: Mapping[int, RunInterference] | None = None) -> list[str]:
+                 interference: Mapping[int, RunInterference] | None = None, short: bool = False) -> list[str]:
     """The sweep's findings about librbd's cache (zero or one sentence), by each workload's primary metric and
-    shape (report/shapes.workload_shapes)."""
+    shape (report/shapes.workload_shapes); ``short``: the trap in its first-screen form."""
     gains = writeback_gains(cws, lambda w: primary_metric(w)[0], shapes.get, interference)
-    found = trap_finding(gains, threshold) or figures_finding(gains, threshold)
+    found = trap_finding(gains, threshold, short) or figures_finding(gains, threshold)
     return [] if found is None else [found]

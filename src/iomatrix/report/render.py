@@ -11,22 +11,18 @@ and marked "≥0" with a note that says so. An interval that reaches 0 or spans 
 
 from __future__ import annotations
 
-import re
-import textwrap
 from typing import TYPE_CHECKING, Any
 
 from iomatrix.report.companions import companion
 from iomatrix.report.export import csv, json
 from iomatrix.report.export.table import DataTable
-from iomatrix.report.figures import BOUNDED_NOTE, NO_INTERVAL_NOTE, ci_text, imprecise, ratio_text
+from iomatrix.report.figures import BOUNDED_NOTE, NO_INTERVAL_NOTE, ci_text, ratio_text
 from iomatrix.report.formats import OutputFormat
 from iomatrix.report.headline import (
     DEFAULT_TARGET,
     SHORTER_FORM,
     TARGETS,
     Headline,
-    Pick,
-    WorkloadGain,
     headline,
     verdict_labels,
 )
@@ -34,6 +30,14 @@ from iomatrix.report.naming import cell_names
 from iomatrix.report.objective import Objective, objective_line
 from iomatrix.report.query import sweep_info
 from iomatrix.report.recommend import recommend
+
+# The first screen's layout and the shared text helpers live in report/screen.py; re-exported here, where the
+# commands, the HTML report and the tests have always imported them from.
+from iomatrix.report.screen import FIRST_SCREEN_LINES as FIRST_SCREEN_LINES
+from iomatrix.report.screen import STATUS_TEXT as STATUS_TEXT
+from iomatrix.report.screen import code_lines, headline_text, wrap
+from iomatrix.report.screen import gain_text as gain_text
+from iomatrix.report.screen import page_cache_lines as page_cache_lines
 from iomatrix.store import Store
 from iomatrix.tiers import tier_classes
 from iomatrix.ui import fmt
@@ -246,47 +250,6 @@ def render_recommendation(rec: Recommendation, format: OutputFormat | str,
     return text
 
 
-# --------------------------------------------------------------------------- the headline
-
-STATUS_TEXT = {"answer": "the answer", "tied": "tied: the tie-break's pick",
-               "provisional": "not separated yet: the tie-break's pick", "equivalent": "kept"}
-# Lines a pick gives to what its alternatives measured, at most; all picks together get what is left of the
-# first screen's FIRST_SCREEN_LINES (issue 49).
-ALTERNATIVE_LINES = 3
-FIRST_SCREEN_LINES = 30
-
-
-def wrap(text: str, width: int, indent: str = "", hang: str = "  ") -> list[str]:
-    """`text` wrapped to `width` columns (continuation lines indented by `hang` more); never wider, never
-    empty-handed: a width too small for the indentation still gets one word per line."""
-    room = max(width, len(indent) + len(hang) + 10)
-    return textwrap.wrap(text, room, initial_indent=indent, subsequent_indent=indent + hang,
-                         break_on_hyphens=False, break_long_words=width >= 60) or [indent]
-
-
-def code_lines(text: str, language: str, width: int, indent: str = "") -> list[str]:
-    """A snippet's lines, paste-ready. XML breaks between attributes where a line is too wide (whitespace between
-    attributes means nothing to XML); other languages are never broken (a broken shell word is a broken
-    command)."""
-    out = []
-    for line in text.splitlines():
-        line = indent + line
-        if len(line) <= width or language != "xml":
-            out.append(line)
-            continue
-        lead = line[:len(line) - len(line.lstrip())]
-        words = re.findall(r'[^\s"]+(?:"[^"]*")?|"[^"]*"', line.strip())
-        cur = lead + words[0]
-        for w in words[1:]:
-            if len(cur) + 1 + len(w) > width:
-                out.append(cur)
-                cur = lead + "    " + w
-            else:
-                cur += " " + w
-        out.append(cur)
-    return out
-
-
 # How many other sweeps the answer's line names before "and N more".
 OTHER_SWEEPS_NAMED = 6
 
@@ -302,206 +265,6 @@ def other_sweeps_lines(store: Store, sweep_id: int, width: int) -> list[str]:
     more = f" and {len(others) - OTHER_SWEEPS_NAMED} more" if len(others) > OTHER_SWEEPS_NAMED else ""
     return wrap(f"other sweeps in this database: {named}{more}; this answer is sweep {sweep_id}'s, another's with "
                 "--sweep N", width)
-
-
-def gain_text(wg: WorkloadGain, cell: str) -> str:
-    g = wg.gain
-    if g is None:
-        return f"vs {wg.against}: not in this sweep"
-    # The current configuration's values compared at the cell's (zero detection for a read workload): said.
-    assumed = f" (taking {', '.join(g.assumed)})" if g.assumed else ""
-    if g.label == cell:
-        return f"1.00×: it is {wg.against}{assumed}"
-    if g.ratio is None or g.ratio.ratio is None:
-        return f"vs {wg.against}: – ({g.note})" if g.note else f"vs {wg.against}: –"
-    return f"{ratio_text(g.ratio.ratio, g.ratio.low, g.ratio.high)} {wg.against}{assumed}"
-
-
-def wrapped_lines(lines: list[str], width: int, indent: str) -> list[str]:
-    return [x for line in lines for x in wrap(line, width, indent)]
-
-
-def page_cache_lines(p: Pick) -> list[str]:
-    """One line per distinct page-cache warning the pick's stated ratios carry (Gain.page_cache: one side's figure
-    came from the host page cache), naming the workloads it applies to, right below their ratios."""
-    per: dict[str, list[str]] = {}
-    for wg in p.gains:
-        g = wg.gain
-        if g is not None and g.page_cache and g.label != p.cell and g.ratio is not None and g.ratio.ratio is not None:
-            per.setdefault(g.page_cache, []).append(wg.workload)
-    return [f"page cache on {', '.join(ws)}: {note}" for note, ws in per.items()]
-
-
-def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
-    """The headline as terminal text (every line at most `width` columns) or Markdown."""
-    out = wrap(f"{'## ' if markdown else ''}Answer for {h.host} · sweep {h.sweep_id} ({h.plan}, {h.status})",
-               width)
-    out += [x for w in h.warnings for x in wrap(f"warning: {w}", width)]
-    if h.objective is not None:
-        out += wrap(objective_line(Objective(h.objective)), width)
-    if h.shared:
-        out += wrap(f"all cells, where the axis applies: {h.shared}", width)
-    for line in h.basis:
-        out += wrap(f"basis: {line}", width)
-    if h.baseline_line():
-        out += wrap(h.baseline_line(), width)
-    out += role_lines(h, width, markdown)
-    tiers = {wg.tier for p in h.picks for wg in p.gains}
-    one_tier = next(iter(tiers)) if len(tiers) == 1 else None
-    # What the alternatives measured gets the lines the rest of the screen leaves (none in a crowded one).
-    stated: set[str] = set()  # as below: a configuration's risks and snippet once
-    rest = sum(len(_pick_lines(p, h.target, width, markdown, one_tier, stated, 0)) for p in h.picks)
-    # (Markdown is a document, not a screen: every pick gets its alternatives.)
-    room = [len(h.picks) * ALTERNATIVE_LINES * 2 if markdown else FIRST_SCREEN_LINES - len(out) - rest
-            - _tail_lines(h, width)]
-    shown: set[str] = set()
-    for p in h.picks:
-        out += _pick_lines(p, h.target, width, markdown, one_tier, shown, room)
-    out += _tail(h, width)
-    return "\n".join(out) + "\n"
-
-
-def _tail_lines(h: Headline, width: int) -> int:
-    return len(_tail(h, width))
-
-
-def _tail(h: Headline, width: int) -> list[str]:
-    """The headline's lines after the picks: declined configurations, workloads without an answer, the
-    verdicts tiers' lines, findings, and where to find more."""
-    out: list[str] = []
-    for line in h.declined:
-        out += wrap(f"not chosen: {line}", width)
-    for line in h.unanswered:
-        out += wrap(f"no answer for {line}", width)
-    for line in h.measured:
-        out += wrap(f"measured: {line}", width)
-    for line in h.findings:
-        out += wrap(f"finding: {line}", width)
-    if not h.picks and not h.unanswered and not h.measured:
-        out += wrap("nothing to recommend: the sweep has no ranked workloads yet", width)
-    others = "|".join(t for t in TARGETS if t != h.target)
-    out.append("")
-    out += wrap(f"more: iomatrix recommend --detail (tables, tie-breaks, every risk); other tools: --target {others}",
-                width)
-    return out
-
-
-def role_lines(h: Headline, width: int, markdown: bool) -> list[str]:
-    """One block per role, first (report/roles.py): "For a database VM: use …", each deciding figure against
-    the best, and what was not chosen and why."""
-    out: list[str] = []
-    for r in h.roles:
-        out += ["", *wrap(f"{'### ' if markdown else ''}{r['text']}", width)]
-        out += [x for line in r["lines"] for x in wrap(line, width, "  ")]
-    if h.roles:
-        out += ["", *wrap(f"{'### ' if markdown else ''}Per job of the roles (every workload: iomatrix recommend "
-                          "--detail)", width)]
-    return out
-
-
-def _pick_lines(p: Pick, target: str, width: int, markdown: bool, one_tier: str | None,
-                shown: set[str] | None = None, room: list[int] | int | None = None) -> list[str]:
-    """One configuration: its name and settings, its gain per workload, what the notable alternatives measured,
-    its risks and its snippet (once per configuration: `shown` holds those already printed). `one_tier`: the
-    tier every workload was answered by (stated once), or None when they differ (stated per workload)."""
-    out = [""]
-    measured = f" (measured by the {one_tier} tier)" if one_tier else ""
-    out += wrap(f"{'### ' if markdown else ''}{p.verb}: {p.name}{measured}", width)
-    again = shown is not None and p.config in shown
-    if p.name != p.config and not again:
-        out += wrap(f"({p.config})", width, "  ")
-    for wg in p.gains:
-        tier = f" [{wg.tier} tier]" if wg.tier and one_tier is None else ""
-        status = f"kept: {wg.kept}" if wg.status == "equivalent" and wg.kept else STATUS_TEXT[wg.status]
-        out += wrap(f"{wg.workload}: {gain_text(wg, p.cell)} · {status}{tier}", width, "  ")
-    out += wrapped_lines(page_cache_lines(p), width, "  ")
-    # A configuration stated again (another status) gets fewer.
-    out += _fitting(alternative_lines(p)[:1 if shown else ALTERNATIVE_LINES], width, room)
-    if again:
-        return [*out, *wrap("risks and snippet: as above", width, "  ")]
-    if shown is not None:
-        shown.add(p.config)
-    if p.risks:
-        out += wrap(f"risks ({p.risks[0][2]}):", width, "  ")
-        out += [x for situation, text, _ in p.risks for x in wrap(f"{situation}: {text}", width, "    ")]
-    return out + _pick_snippet_lines(p, target, width, markdown, room)
-
-
-def _pick_snippet_lines(p: Pick, target: str, width: int, markdown: bool,
-                        room: list[int] | int | None = None) -> list[str]:
-    """A pick's snippet for `target`: with --current, the data step before it and what was kept after it; then the
-    storage's settings (`_storage_lines`)."""
-    out: list[str] = []
-    if p.snippet is not None:
-        if p.data_step is not None:  # the user's data first: the snippet below points at the copy
-            out += _pick_code(p.data_step, DATA_STEP_TITLE, width, markdown)
-        out += wrap(f"{target}: {p.snippet.title}", width, "  ")
-        if p.snippet.text is None:
-            out += wrap(p.snippet.note, width, "    ")
-        else:
-            out += _pick_code(p.snippet, "", width, markdown)
-    if p.kept_line:
-        out += wrap(p.kept_line, width, "  ")
-    return out + _storage_lines(p.storage, width, markdown, room)
-
-
-def _storage_lines(s: Snippet | None, width: int, markdown: bool, room: list[int] | int | None) -> list[str]:
-    """The storage's settings beside the VM tool's snippet: the whole snippet where the first screen has room for
-    it, else its one-line summary (the whole one, and the storage's other snippets, in --detail)."""
-    if s is None or s.text is None:
-        return []
-    short = wrap(f"{s.summary}; the rest: --detail", width, "  ")
-    title = wrap(f"{s.tool}: {s.title}; the rest: --detail", width, "  ")
-    whole = [*title, *([f"```{s.language}", *code_lines(s.text, s.language, width), "```"] if markdown
-                       else code_lines(s.text, s.language, width, "    "))]
-    if isinstance(room, list) and room[0] >= len(whole) - len(short):
-        room[0] -= len(whole) - len(short)
-        return whole
-    return short
-
-
-DATA_STEP_TITLE = "first, your data (shut the VM down; the old image is kept):"
-
-
-def _pick_code(s: Snippet, title: str, width: int, markdown: bool) -> list[str]:
-    """A snippet's text on the first screen, under `title` (none when '')."""
-    assert s.text is not None
-    out = wrap(title, width, "  ") if title else []
-    if markdown:
-        return [*out, f"```{s.language}", *code_lines(s.text, s.language, width), "```"]
-    return out + code_lines(s.text, s.language, width, "    ")
-
-
-def _fitting(lines: list[str], width: int, room: list[int] | int | None) -> list[str]:
-    """`lines` wrapped, as many as fit in `room` (a one-element list, used up as lines are given, shared by the
-    picks; an int for one pick alone; None: no limit beyond the lines given)."""
-    left = room if isinstance(room, list) else [ALTERNATIVE_LINES * 2 if room is None else room]
-    out: list[str] = []
-    for line in lines:
-        wrapped = wrap(line, width, "  ")
-        if len(wrapped) > left[0]:
-            break
-        out += wrapped
-        left[0] -= len(wrapped)
-    return out
-
-
-def alternative_lines(p: Pick) -> list[str]:
-    """What the notable alternatives measured against the pick, one line per alternative (at most
-    ALTERNATIVE_LINES), each with its paired ratio and interval per workload: "cache=none: 0.48× (0.44–0.52) on
-    rand-write-4k". An alternative's ratio is alternative/pick: below 1 it is worse."""
-    per: dict[str, list[str]] = {}
-    for wg in p.gains:
-        for a in wg.alternatives:
-            r = a.ratio
-            if r is None or r.ratio is None:
-                said = f"– ({a.note or 'no ratio'})"
-            elif r.low is not None and r.high is not None and imprecise(r.low, r.high):
-                said = f"{r.low:.2g}–{r.high:.3g}× (imprecise)"  # the bounds only: the point ratio is no figure
-            else:
-                said = ratio_text(*r)
-            per.setdefault(a.against, []).append(f"{said} on {wg.workload}")
-    return [f"vs {name}: {', '.join(parts)}" for name, parts in list(per.items())[:ALTERNATIVE_LINES]]
 
 
 def end_of_run_text(store: Store, sweep_id: int, width: int, target: str = DEFAULT_TARGET,

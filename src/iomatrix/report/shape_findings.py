@@ -214,8 +214,10 @@ def _short_page_cache(held: Sequence[Pair], ram_bytes: int, plan: str) -> str:
 
 def lun_write_cache_finding(cws: Sequence[CellWorkload], threshold: float, shapes: Mapping[str, IoShape],
                             metric_of: Callable[[str], str],
-                            interference: Mapping[int, RunInterference] | None = None) -> str | None:
-    """The LUN write-cache sentence, or None when the figures do not show it (module docstring)."""
+                            interference: Mapping[int, RunInterference] | None = None,
+                            short: bool = False) -> str | None:
+    """The LUN write-cache sentence, or None when the figures do not show it (module docstring); ``short``: the
+    first screen's form (the hosts' load: --detail)."""
     load = interference or {}
     writing = [p for p in pairs(cws, "lun_write_cache", lambda v: v == "on", "off", metric_of, shapes)
                if p.cell.backing.get("backing_type") == "iscsi" and p.shape.writes]
@@ -223,10 +225,15 @@ def lun_write_cache_finding(cws: Sequence[CellWorkload], threshold: float, shape
     flat = [p for p in writing if p.shape.flushes and _not_faster(p.ratio, threshold)]
     if not gained or not flat:
         return None
-    fast = "; ".join(f"{p.workload}{_where(p, writing)}, which {p.shape.flush_words()}, {_figure(p, load)}"
-                     for p in gained)
-    slow = "; ".join(f"{p.workload}{_where(p, writing)}, which {p.shape.flush_words()}, {_figure(p, load)}"
-                     for p in flat)
+    def told(p: Pair) -> str:
+        figure = ratio_text(*p.ratio) if short else _figure(p, load)
+        return f"{p.workload}{_where(p, writing)}, which {p.shape.flush_words()}, {figure}"
+
+    fast, slow = "; ".join(told(p) for p in gained), "; ".join(told(p) for p in flat)
+    if short:
+        return (f"the iSCSI LUN's write cache (lun_write_cache=on over off) sped up {fast}, but not {slow}: the "
+                "target writes its cache out at each flush, so it gains by holding unflushed writes, which a power "
+                "loss of the target takes; figures: --detail.")
     return ("the iSCSI LUN's write cache (lun_write_cache=on over off) sped up writes nobody flushes — " + fast
             + " — but not writes that are flushed — " + slow + ": the target writes its cache out at each flush, "
             "so what the cache gains is the writes it holds unflushed, which a power loss of the target takes.")
@@ -236,8 +243,8 @@ def shape_findings(cws: Sequence[CellWorkload], threshold: float, shapes: Mappin
                    metric_of: Callable[[str], str], ram_bytes: int | None,
                    interference: Mapping[int, RunInterference] | None = None, short: bool = False,
                    plan: str = "iomatrix plan") -> list[str]:
-    """The page-cache and LUN write-cache findings of a sweep (zero, one or two sentences); ``short``: the page
-    cache's in its first-screen form."""
+    """The page-cache and LUN write-cache findings of a sweep (zero, one or two sentences); ``short``: their
+    first-screen forms."""
     found = [page_cache_finding(cws, threshold, shapes, metric_of, ram_bytes, interference, short, plan),
-             lun_write_cache_finding(cws, threshold, shapes, metric_of, interference)]
+             lun_write_cache_finding(cws, threshold, shapes, metric_of, interference, short)]
     return [f for f in found if f is not None]

@@ -15,7 +15,7 @@ librbd cache settings a QEMU filename gives. Pure parsers and writers: nothing h
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from iomatrix.domain import CacheMode, axes
@@ -109,6 +109,18 @@ def ceph_client_conf(values: Mapping[str, str]) -> str:
         value = ceph_value(values, axis)
         lines.append(f"{option} = {value if axis == 'rbd_cache_policy' else _ceph_bool(value)}")
     return "\n".join(lines)
+
+
+def ceph_client_recommended(values: Mapping[str, str], varied: Collection[str]) -> str | None:
+    """The [client] lines an answer sets (its first screen, issue 49): the librbd cache options the sweep chose
+    among (`varied`) and those the answer holds away from Ceph's default; not rbd cache, which QEMU sets from its
+    cache mode (QEMU_SETS_RBD_CACHE). None when there is nothing to set: Ceph's defaults are the answer."""
+    lines = []
+    for axis, option in CEPH_CLIENT_OPTIONS.items():
+        value = ceph_value(values, axis)
+        if axis != "rbd_cache" and (axis in varied or value != str(axes.get(axis).default)):
+            lines.append(f"{option} = {value if axis == 'rbd_cache_policy' else _ceph_bool(value)}")
+    return "\n".join(["[client]", *lines]) if lines else None
 
 
 def ceph_client_summary(values: Mapping[str, str]) -> str:

@@ -8,6 +8,7 @@ it, is in `iomatrix.vmconfig.network`; the tools' shared structure (drivers, bus
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 
 from iomatrix.domain import Format, axes
@@ -31,6 +32,7 @@ from iomatrix.vmconfig.network import (
     RBD_IMAGE_CONFIG_NOTE,
     ceph_client_conf,
     ceph_client_notes,
+    ceph_client_recommended,
     ceph_client_summary,
     rbd_create,
     rbd_create_note,
@@ -122,6 +124,19 @@ def ceph_conf_snippet(cfg: DiskConfig) -> Snippet:
                                             "page cache serves the mapped image as QEMU's cache mode says", "ini")
     return Snippet("ceph", title, ceph_client_conf(cfg.values), "; ".join(ceph_client_notes(cfg.values)), "ini",
                    summary=f"ceph.conf [client]: {ceph_client_summary(cfg.values)}")
+
+
+def answer_storage_snippet(s: Snippet, cfg: DiskConfig, varied: Collection[str]) -> Snippet:
+    """The storage snippet an answer's first screen shows beside the VM tool's (issue 49: it sets what the answer
+    recommends): ceph.conf's [client] section with only the options the answer sets (ceph_client_recommended; the
+    whole section in --detail), no text when it sets none; any other storage snippet as it is."""
+    if s.tool != "ceph" or not cfg.userspace_client:
+        return s
+    text = ceph_client_recommended(cfg.values, varied)
+    if text is None:
+        return replace(s, text=None, summary="ceph.conf [client]: nothing to set, the answer is Ceph's defaults")
+    return replace(s, title="ceph.conf [client] (what the answer sets, on each client host)", text=text,
+                   summary="ceph.conf [client]: " + ", ".join(text.splitlines()[1:]))
 
 
 def rbd_config_snippet(cfg: DiskConfig) -> Snippet:

@@ -180,7 +180,7 @@ def _workload_answers(store: Store, sweep_id: int, cws: list[CellWorkload], w: s
     out = []
     for name, mine in answer_groups(cws, w, per_backing):
         v = _workload_answer(store, sweep_id, mine, w, rounds, objective, reqs, current, measured, rank_kw)
-        out.append(replace(v, workload=name or w))
+        out.append(replace(v, workload=name or w, group=(name or "").removeprefix(f"{w} on ")))
     return out
 
 
@@ -189,7 +189,7 @@ def _findings(cws: list[CellWorkload], threshold: float, shapes: dict[str, IoSha
               plan: str = "iomatrix plan") -> list[str]:
     """What the figures show beyond the answers, decided by each workload's shape (report/rbd_flush.py,
     report/shape_findings.py); ``short``: the first screen's forms."""
-    return (rbd_findings(cws, threshold, shapes, interference)
+    return (rbd_findings(cws, threshold, shapes, interference, short)
             + shape_findings(cws, threshold, shapes, lambda w: primary_metric(w)[0], ram_bytes, interference, short,
                              plan))
 

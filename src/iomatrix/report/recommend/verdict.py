@@ -141,6 +141,10 @@ class Verdict:
     # No answer yet, but the tie-break picks one among the cells the data cannot separate: that pick's figures,
     # risks and snippets (its `choice` is the pick, named as such), so a headline can still say what to use.
     provisional: Verdict | None = None
+    # The backing group the verdict answers on, where a sweep of shared storage answers per backing ("iscsi", "rbd at
+    # rtt=2ms": report/per_backing.py); "" where one answer spans the backings. Its workloads get one configuration
+    # where their decisions allow (report/one_config.py).
+    group: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         out = self._fields()

@@ -1,0 +1,345 @@
+"""The answer's first screen (issue 49): the headline laid out as terminal text or Markdown within
+FIRST_SCREEN_LINES at the terminal's width — the header, the findings, the roles; one decision line per workload
+under each configuration; then each distinct storage setting, risk statement and snippet once, whole where the
+screen leaves room, else in its short form (the whole one in `recommend --detail`). Also the text helpers every
+renderer shares: `wrap` (prose) and `code_lines` (snippets, never broken but XML between attributes). Data in
+(report/headline.py: Headline), text out; nothing here computes a statistic or decides an answer.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from iomatrix.report.figures import imprecise, ratio_text
+from iomatrix.report.headline import TARGETS, Headline, Pick, WorkloadGain
+from iomatrix.report.objective import Objective, objective_line
+
+if TYPE_CHECKING:
+    from iomatrix.snippets import Snippet
+
+STATUS_TEXT = {"answer": "the answer", "tied": "tied: the tie-break's pick",
+               "provisional": "not separated yet: the tie-break's pick", "equivalent": "kept",
+               # answered with another workload's answer on the same backing (report/one_config.py)
+               "joined": "tied: one configuration for the backing",
+               "joined-provisional": "not separated yet: one configuration for the backing"}
+# Lines a pick gives to what its alternatives measured, at most; all picks together get what is left of the
+# first screen's FIRST_SCREEN_LINES (issue 49).
+ALTERNATIVE_LINES = 3
+FIRST_SCREEN_LINES = 30
+
+
+def wrap(text: str, width: int, indent: str = "", hang: str = "  ") -> list[str]:
+    """`text` wrapped to `width` columns (continuation lines indented by `hang` more); never wider, never
+    empty-handed: a width too small for the indentation still gets one word per line."""
+    room = max(width, len(indent) + len(hang) + 10)
+    return textwrap.wrap(text, room, initial_indent=indent, subsequent_indent=indent + hang,
+                         break_on_hyphens=False, break_long_words=width >= 60) or [indent]
+
+
+def code_lines(text: str, language: str, width: int, indent: str = "") -> list[str]:
+    """A snippet's lines, paste-ready. XML breaks between attributes where a line is too wide (whitespace between
+    attributes means nothing to XML); other languages are never broken (a broken shell word is a broken
+    command)."""
+    out = []
+    for line in text.splitlines():
+        line = indent + line
+        if len(line) <= width or language != "xml":
+            out.append(line)
+            continue
+        lead = line[:len(line) - len(line.lstrip())]
+        words = re.findall(r'[^\s"]+(?:"[^"]*")?|"[^"]*"', line.strip())
+        cur = lead + words[0]
+        for w in words[1:]:
+            if len(cur) + 1 + len(w) > width:
+                out.append(cur)
+                cur = lead + "    " + w
+            else:
+                cur += " " + w
+        out.append(cur)
+    return out
+
+
+def gain_text(wg: WorkloadGain, cell: str) -> str:
+    g = wg.gain
+    if g is None:
+        return f"vs {wg.against}: not in this sweep"
+    # The current configuration's values compared at the cell's (zero detection for a read workload): said.
+    assumed = f" (taking {', '.join(g.assumed)})" if g.assumed else ""
+    if g.label == cell:
+        return f"1.00×: it is {wg.against}{assumed}"
+    if g.ratio is None or g.ratio.ratio is None:
+        return f"vs {wg.against}: – ({g.note})" if g.note else f"vs {wg.against}: –"
+    return f"{ratio_text(g.ratio.ratio, g.ratio.low, g.ratio.high)} {wg.against}{assumed}"
+
+
+def wrapped_lines(lines: list[str], width: int, indent: str) -> list[str]:
+    return [x for line in lines for x in wrap(line, width, indent)]
+
+
+def page_cache_lines(p: Pick) -> list[str]:
+    """One line per distinct page-cache warning the pick's stated ratios carry (Gain.page_cache: one side's figure
+    came from the host page cache), naming the workloads it applies to, right below their ratios."""
+    per: dict[str, list[str]] = {}
+    for wg in p.gains:
+        g = wg.gain
+        if g is not None and g.page_cache and g.label != p.cell and g.ratio is not None and g.ratio.ratio is not None:
+            per.setdefault(g.page_cache, []).append(wg.workload)
+    return [f"page cache on {', '.join(ws)}: {note}" for note, ws in per.items()]
+
+
+def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
+    """The headline as terminal text (every line at most `width` columns) or Markdown, laid out for one screen
+    (issue 49): the header, the findings, the roles; one decision line per workload under each configuration;
+    then each distinct storage setting, risk statement and snippet once (`_config_parts`), whole where the
+    screen's FIRST_SCREEN_LINES leave room, else in its short form (the whole one in --detail)."""
+    out = _screen_head(h, width, markdown)
+    squeeze = not markdown and any(p.storage is not None for p in h.picks)
+    parts = _config_parts(h, width, markdown, squeeze)
+    tail = _tail(h, width, squeeze)
+    # between the decisions and the parts they share (a squeezed screen's labels at the margin are gap enough)
+    gap = [""] if len(h.picks) > 1 and parts and not squeeze else []
+    # Markdown is a document, not a screen: everything whole, every pick its alternatives.
+    room = [len(h.picks) * ALTERNATIVE_LINES * 2 if markdown else FIRST_SCREEN_LINES - len(out) - len(tail) - len(gap)
+            - sum(len(_decision_lines(p, h, width, markdown, squeeze, 0)) for p in h.picks)
+            - sum(len(part.short) for part in parts)]
+    _fit(parts, room, markdown)
+    for p in h.picks:  # what the alternatives measured gets what is left
+        out += _decision_lines(p, h, width, markdown, squeeze, room)
+    out += gap
+    for part in parts:
+        out += part.whole if part.use_whole else part.short
+    out += tail
+    return "\n".join(out) + "\n"
+
+
+def _screen_head(h: Headline, width: int, markdown: bool) -> list[str]:
+    """The lines above the configurations: the sweep, warnings, what every cell shares, the basis and baseline,
+    the findings, the roles' answers and the trade-offs."""
+    out = wrap(f"{'## ' if markdown else ''}Answer for {h.host} · sweep {h.sweep_id} ({h.plan}, {h.status})",
+               width)
+    out += [x for w in h.warnings for x in wrap(f"warning: {w}", width)]
+    if h.objective is not None:
+        out += wrap(objective_line(Objective(h.objective)), width)
+    if h.shared:
+        out += wrap(f"all cells, where the axis applies: {h.shared}", width)
+    for line in h.basis:
+        out += wrap(f"basis: {line}", width)
+    if h.baseline_line():
+        out += wrap(h.baseline_line(), width)
+    for line in h.findings:  # what the figures show comes first: the answer below follows from it
+        out += wrap(f"finding: {line}", width)
+    out += role_lines(h, width, markdown)
+    for line in h.trade_offs:
+        out += ["", *wrap(line, width)]
+    return out
+
+
+def _fit(parts: list[_Part], room: list[int], markdown: bool) -> None:
+    """Each part whole where `room` (lines, used up) allows, the most needed first; Markdown: all whole."""
+    for part in sorted(parts, key=lambda part: part.priority):
+        extra = len(part.whole) - len(part.short)
+        part.use_whole = markdown or extra <= room[0]
+        room[0] -= extra if part.use_whole and not markdown else 0
+
+
+def _tail(h: Headline, width: int, squeeze: bool = False) -> list[str]:
+    """The headline's lines after the picks: declined configurations, workloads without an answer, the
+    verdicts tiers' lines, and where to find more (`squeeze`: the whole snippets too)."""
+    out: list[str] = []
+    for line in h.declined:
+        out += wrap(f"not chosen: {line}", width)
+    for line in h.unanswered:
+        out += wrap(f"no answer for {line}", width)
+    for line in h.measured:
+        out += wrap(f"measured: {line}", width)
+    if not h.picks and not h.unanswered and not h.measured:
+        out += wrap("nothing to recommend: the sweep has no ranked workloads yet", width)
+    others = "|".join(t for t in TARGETS if t != h.target)
+    out.append("")
+    more = "tables, tie-breaks, every risk, whole snippets" if squeeze else "tables, tie-breaks, every risk"
+    out += wrap(f"more: iomatrix recommend --detail ({more}); other tools: --target {others}", width)
+    return out
+
+
+def role_lines(h: Headline, width: int, markdown: bool) -> list[str]:
+    """One block per role, first (report/roles.py): "For a database VM: use …", each deciding figure against
+    the best, and what was not chosen and why."""
+    out: list[str] = []
+    for r in h.roles:
+        out += ["", *wrap(f"{'### ' if markdown else ''}{r['text']}", width)]
+        out += [x for line in r["lines"] for x in wrap(line, width, "  ")]
+    if h.roles:
+        out += ["", *wrap(f"{'### ' if markdown else ''}Per job of the roles (every workload: iomatrix recommend "
+                          "--detail)", width)]
+    return out
+
+
+def _decision_lines(p: Pick, h: Headline, width: int, markdown: bool, squeeze: bool,
+                    room: list[int] | int | None) -> list[str]:
+    """One configuration's decision: its name, the whole configuration (not on a squeezed screen: its snippets say
+    it), one line per workload with its ratio and status, page-cache warnings, and what the notable alternatives
+    measured where `room` leaves lines for them."""
+    tiers = {wg.tier for q in h.picks for wg in q.gains}
+    one_tier = next(iter(tiers)) if len(tiers) == 1 else None  # stated once, else per workload
+    # one blank line before the configurations; between them too where the screen is not squeezed
+    out = [""] if not squeeze or p is h.picks[0] else []
+    measured = f" (measured by the {one_tier} tier)" if one_tier else ""
+    out += wrap(f"{'### ' if markdown else ''}{p.verb}: {p.name}{measured}", width)
+    first = next(q for q in h.picks if q.config == p.config)
+    if p.name != p.config and not squeeze and first is p:
+        out += wrap(f"({p.config})", width, "  ")
+    for wg in p.gains:
+        tier = f" [{wg.tier} tier]" if wg.tier and one_tier is None else ""
+        status = f"kept: {wg.kept}" if wg.status == "equivalent" and wg.kept else STATUS_TEXT[wg.status]
+        out += wrap(f"{wg.workload}: {gain_text(wg, p.cell)} · {status}{tier}", width, "  ")
+    out += wrapped_lines(page_cache_lines(p), width, "  ")
+    # A configuration stated again (another status) gets fewer.
+    return out + _fitting(alternative_lines(p)[:1 if first is not p else ALTERNATIVE_LINES], width, room)
+
+
+@dataclass
+class _Part:
+    """One distinct piece of the configurations' settings on the first screen: a storage snippet, a risk
+    statement or a VM tool's snippet, printed once for every configuration it serves; `short` where the screen has
+    no room for `whole` (the same when it has no shorter form); lower `priority` gets room first."""
+
+    whole: list[str]
+    short: list[str]
+    priority: int
+    use_whole: bool = True
+
+
+def _config_parts(h: Headline, width: int, markdown: bool, squeeze: bool) -> list[_Part]:
+    """Each configuration's storage settings, risks and snippet, each distinct text once (issue 49: never
+    repeated); where the answer has several configurations, those serving some of its workloads first, each set
+    under the workloads it serves, then those serving every workload."""
+    keyed: dict[tuple[str, str], tuple[list[int], _Part]] = {}
+    for i, p in enumerate(h.picks):
+        for key, part in _pick_parts(p, h.target, width, markdown, squeeze):
+            keyed.setdefault(key, ([], part))[0].append(i)
+    served: dict[tuple[int, ...], list[_Part]] = {}
+    for picks, part in keyed.values():
+        served.setdefault(tuple(picks), []).append(part)
+    everyone = tuple(range(len(h.picks)))
+    out: list[_Part] = []
+    for picks, parts in sorted(served.items(), key=lambda kv: (kv[0] == everyone, kv[0])):
+        if len(served) > 1:
+            label = wrap(f"{_served(h, picks, everyone)}:", width)
+            out.append(_Part(label, label, -1))
+        out += parts
+    return out
+
+
+def _served(h: Headline, picks: tuple[int, ...], everyone: tuple[int, ...]) -> str:
+    """Whom a part serves: "for every workload", "on iscsi" (every workload of that backing), or "for" the
+    workloads by name."""
+    if picks == everyone:
+        return "for every workload"
+    mine = [wg for i in picks for wg in h.picks[i].gains]
+    groups = {wg.group for wg in mine}
+    group = next(iter(groups))
+    if len(groups) == 1 and group and len(mine) == sum(wg.group == group for p in h.picks for wg in p.gains):
+        return f"on {group}"
+    return "for " + ", ".join(wg.workload for wg in mine)
+
+
+def _pick_parts(p: Pick, target: str, width: int, markdown: bool, squeeze: bool) -> list[tuple[tuple[str, str], _Part]]:
+    """A pick's storage settings, risks and snippet as (kind, its text) → _Part: the storage's first (what a
+    shared storage's answer sets there, issue 49), then the risks, then the VM tool's snippet."""
+    out = []
+    if p.storage is not None and p.storage.text is None and p.storage.summary:  # nothing to set there: said
+        out.append((("storage", p.storage.summary), _Part(*[wrap(p.storage.summary, width, "  ")] * 2, 1)))
+    elif p.storage is not None and p.storage.text is not None:
+        s = p.storage
+        short = wrap(s.summary, width, "  ")  # the whole one: --detail, as the screen's last line says
+        whole = [*wrap(f"{s.tool}: {s.title}; the rest: --detail", width, "  "),
+                 *([f"```{s.language}", *code_lines(s.text, s.language, width), "```"] if markdown
+                   else code_lines(s.text, s.language, width, "    "))]
+        out.append((("storage", s.text), _Part(whole, short, 1)))
+    if p.risks:
+        whole = wrap(f"risks ({p.risks[0][2]}):", width, "  ")
+        whole += [x for situation, text, _ in p.risks for x in wrap(f"{situation}: {text}", width, "    ")]
+        said = "; ".join(f"{situation}: {text}" for situation, text, _ in p.risks)
+        short = wrap(f"risks ({p.risks[0][2]}): {said}", width, "  ") if squeeze else whole
+        out.append((("risks", repr(p.risks)), _Part(whole, short, 2)))
+    whole = _pick_snippet_lines(p, target, width, markdown)
+    if whole:
+        short = _short_snippet(p, target, width) if squeeze else whole
+        out.append((("snippet", "\n".join(whole)), _Part(whole, short, 0)))
+    return out
+
+
+def _short_snippet(p: Pick, target: str, width: int) -> list[str]:
+    """A VM tool's snippet in a line or two where the screen has no room for it whole: an XML <disk>'s <driver>
+    element (what the answer sets; the element whole in --detail); other tools' snippets are never cut."""
+    s = p.snippet
+    whole = _pick_snippet_lines(p, target, width, False)
+    if s is None or s.text is None or s.language != "xml" or p.data_step is not None or p.kept_line:
+        return whole
+    driver = next((line.strip() for line in s.text.splitlines() if line.strip().startswith("<driver")), None)
+    if driver is None:
+        return whole
+    return wrap(f"{target}: {driver}", width, "  ")  # the whole <disk>: --detail, as the screen's last line says
+
+
+def _pick_snippet_lines(p: Pick, target: str, width: int, markdown: bool) -> list[str]:
+    """A pick's snippet for `target`: with --current, the data step before it and what was kept after it."""
+    out: list[str] = []
+    if p.snippet is not None:
+        if p.data_step is not None:  # the user's data first: the snippet below points at the copy
+            out += _pick_code(p.data_step, DATA_STEP_TITLE, width, markdown)
+        out += wrap(f"{target}: {p.snippet.title}", width, "  ")
+        if p.snippet.text is None:
+            out += wrap(p.snippet.note, width, "    ")
+        else:
+            out += _pick_code(p.snippet, "", width, markdown)
+    if p.kept_line:
+        out += wrap(p.kept_line, width, "  ")
+    return out
+
+
+DATA_STEP_TITLE = "first, your data (shut the VM down; the old image is kept):"
+
+
+def _pick_code(s: Snippet, title: str, width: int, markdown: bool) -> list[str]:
+    """A snippet's text on the first screen, under `title` (none when '')."""
+    assert s.text is not None
+    out = wrap(title, width, "  ") if title else []
+    if markdown:
+        return [*out, f"```{s.language}", *code_lines(s.text, s.language, width), "```"]
+    return out + code_lines(s.text, s.language, width, "    ")
+
+
+def _fitting(lines: list[str], width: int, room: list[int] | int | None) -> list[str]:
+    """`lines` wrapped, as many as fit in `room` (a one-element list, used up as lines are given, shared by the
+    picks; an int for one pick alone; None: no limit beyond the lines given)."""
+    left = room if isinstance(room, list) else [ALTERNATIVE_LINES * 2 if room is None else room]
+    out: list[str] = []
+    for line in lines:
+        wrapped = wrap(line, width, "  ")
+        if len(wrapped) > left[0]:
+            break
+        out += wrapped
+        left[0] -= len(wrapped)
+    return out
+
+
+def alternative_lines(p: Pick) -> list[str]:
+    """What the notable alternatives measured against the pick, one line per alternative (at most
+    ALTERNATIVE_LINES), each with its paired ratio and interval per workload: "cache=none: 0.48× (0.44–0.52) on
+    rand-write-4k". An alternative's ratio is alternative/pick: below 1 it is worse."""
+    per: dict[str, list[str]] = {}
+    for wg in p.gains:
+        for a in wg.alternatives:
+            r = a.ratio
+            if r is None or r.ratio is None:
+                said = f"– ({a.note or 'no ratio'})"
+            elif r.low is not None and r.high is not None and imprecise(r.low, r.high):
+                said = f"{r.low:.2g}–{r.high:.3g}× (imprecise)"  # the bounds only: the point ratio is no figure
+            else:
+                said = ratio_text(*r)
+            per.setdefault(a.against, []).append(f"{said} on {wg.workload}")
+    return [f"vs {name}: {', '.join(parts)}" for name, parts in list(per.items())[:ALTERNATIVE_LINES]]
