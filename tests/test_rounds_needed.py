@@ -32,5 +32,6 @@ def test_the_windowed_search_finds_the_n_of_the_whole_range() -> None:
             (0.02, 0.05), (True, False)):
         got = rounds_needed(gap, sd, done, alpha, 0.8, two)
         assert got == over_every_n(gap, sd, done, alpha, 0.8, two), (gap, sd, done, alpha, two)
-        seen.add("none" if got is None else "first window" if got + done < FIRST_LOOK + FIRST_WINDOW else "later")
+        first = max(FIRST_LOOK, done + 1) + FIRST_WINDOW  # the first n past the first window
+        seen.add("none" if got is None else "first window" if sd == 0 or got + done < first else "later")
     assert seen == {"none", "first window", "later"}  # each way out of the search was taken
