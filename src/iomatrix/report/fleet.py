@@ -4,7 +4,9 @@ A merged database (`iomatrix merge`) holds one sweep per host. The fleet is the 
 of each host (by its name: the inventory name, else the hostname, with the start of the machine id where machines
 share one — store/queries.py `fleet_sweeps`) of one plan — the plan of the latest sweep — optionally only the
 sweeps recorded with one group (`iomatrix run --group`, the Ansible role's inventory group). Each host's sweep is
-ranked exactly as `iomatrix rank --sweep N` ranks it (report/rank.py); `stats/fleet.py` turns the per-host rankings
+ranked exactly as `iomatrix rank --sweep N` ranks it (report/rank.py), read from the store once for the answer with
+and without the requirements, and ranked once where they exclude none of its cells (issue 52: a fleet of 100
+hosts); `stats/fleet.py` turns the per-host rankings
 of each workload and tier into the group's answer, and the choice's risks come from the same code as one host's
 (`report/recommend/risks.py`). The answers are computed once (`fleet_answers`) and only laid out by the renderers
 of report/fleet_render.py: `fleet_tables` (every `--format`; JSON and CSV open with the group answers),
