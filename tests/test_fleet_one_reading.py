@@ -92,3 +92,29 @@ def test_a_fleet_answer_for_one_workload_and_metric_is_the_same_both_ways(tmp_pa
     assert render_fleet(fleet, answers, OutputFormat.json, 200) == render_fleet(fleet, alone, OutputFormat.json, 200)
     assert {wf.workload for wf in answers} == {"seq-read-1m"} and all(wf.metric == "read.iops" for wf in answers)
     store.close()
+
+
+def test_measured_durability_verdicts_are_found_among_sweeps_that_are_skipped(tmp_path: Path) -> None:
+    """MeasuredIndex.from_store reads the cells of a sweep only when one of its runs ran a trial workload; the
+    durability sweep among the performance sweeps is read, and gives what it gives read alone."""
+    from iomatrix.report.durability import MeasuredIndex
+
+    store = synthetic_fleet(tmp_path / "fleet.sqlite")
+    trials = store.create_sweep(store.host_id(host_facts("host-0")), "durability", "fp-d", '{"name": "durability"}',
+                                [], [])
+    for cache, lost in (("none", 0.0), ("unsafe", 3.0)):
+        cell = store.cell_id(trials, f"d-{cache}", {**AXES, "tier": "durability", "format": "raw", "cache": cache},
+                             {})
+        for rnd in (1, 2):
+            store.record_run(RunRecord(cell_id=cell, workload="durability", status="ok", started_at=float(rnd),
+                                       finished_at=rnd + 1.0, accel="tcg", cache_state="dropped",
+                                       page_cache_method="direct", phases={"wall_s": 1.0},
+                                       metrics={"power_loss.acked_lost": lost, "qemu_crash.acked_lost": 0.0,
+                                                "fs.clean": 1.0}, round=rnd))
+    store.set_sweep_status(trials, "finished")
+    every = MeasuredIndex.from_store(store)
+    assert every.configs == MeasuredIndex.from_store(store, [trials]).configs
+    assert {mc.axes["cache"]: mc.samples["power_loss.acked_lost"] for mc in every.configs.values()} == {
+        "none": [0.0, 0.0], "unsafe": [3.0, 3.0]}
+    assert MeasuredIndex.from_store(store, [sid for sid in store.sweep_ids() if sid != trials]).configs == {}
+    store.close()
