@@ -79,12 +79,25 @@ class MeasuredConfig:
         return f"{text} fs={','.join(filesystems)}" if filesystems else text
 
 
+def _trial_tier(workload: str) -> str | None:
+    """The tier whose own workload `workload` is, when that tier's trials are verdicts (the durability tier's;
+    tiers are asked through the registry, not by name); None for every other workload."""
+    w = listed(workload)
+    owner = workload_owner(w) if w is not None else None
+    return owner.name if owner is not None and owner.verdicts else None
+
+
 def _is_trial(cw: CellWorkload) -> bool:
     """A durability trial: a cell × workload of the tier whose own workload it is, when that tier's trials are
-    verdicts (the durability tier's; tiers are asked through the registry, not by name)."""
-    w = listed(cw.workload)
-    owner = workload_owner(w) if w is not None else None
-    return owner is not None and bool(owner.verdicts) and cw.axes.get("tier") == owner.name
+    verdicts."""
+    tier = _trial_tier(cw.workload)
+    return tier is not None and cw.axes.get("tier") == tier
+
+
+def _may_hold_trials(store: Store, sweep_id: int) -> bool:
+    """Whether some run of the sweep ran a trial workload: a sweep without one holds no trial, and its cells need
+    not be read (a fleet's store holds hundreds of sweeps, few or none of them durability sweeps: issue 52)."""
+    return any(_trial_tier(w) is not None for _, w in store.run_counts(sweep_id, replaced_too=True))
 
 
 def _target_value(axes: Mapping[str, str], axis: str) -> str:
@@ -117,6 +130,8 @@ class MeasuredIndex:
         """`workload`: only that durability workload's trials (one guest filesystem), else all of them."""
         index = cls()
         for sid in sweep_ids if sweep_ids is not None else store.sweep_ids():
+            if not _may_hold_trials(store, sid):
+                continue
             for cw in cell_workloads(store, sid):
                 if not _is_trial(cw) or (workload is not None and cw.workload != workload):
                     continue

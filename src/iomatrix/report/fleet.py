@@ -4,7 +4,9 @@ A merged database (`iomatrix merge`) holds one sweep per host. The fleet is the 
 of each host (by its name: the inventory name, else the hostname, with the start of the machine id where machines
 share one — store/queries.py `fleet_sweeps`) of one plan — the plan of the latest sweep — optionally only the
 sweeps recorded with one group (`iomatrix run --group`, the Ansible role's inventory group). Each host's sweep is
-ranked exactly as `iomatrix rank --sweep N` ranks it (report/rank.py); `stats/fleet.py` turns the per-host rankings
+ranked exactly as `iomatrix rank --sweep N` ranks it (report/rank.py), read from the store once for the answer with
+and without the requirements, and ranked once where they exclude none of its cells (issue 52: a fleet of 100
+hosts); `stats/fleet.py` turns the per-host rankings
 of each workload and tier into the group's answer, and the choice's risks come from the same code as one host's
 (`report/recommend/risks.py`). The answers are computed once (`fleet_answers`) and only laid out by the renderers
 of report/fleet_render.py: `fleet_tables` (every `--format`; JSON and CSV open with the group answers),
@@ -26,7 +28,7 @@ from iomatrix.report.export.table import DataTable
 from iomatrix.report.figures import ratio_text
 from iomatrix.report.objective import Objective
 from iomatrix.report.query import cell_workloads
-from iomatrix.report.rank import WorkloadRanking, primary_metric, rank_sweep
+from iomatrix.report.rank import SweepReading, WorkloadRanking, primary_metric, rank_reading, read_sweep
 from iomatrix.report.recommend.requirements import Requirement, opt_in_text, unmet
 from iomatrix.report.recommend.risks import SITUATIONS, RiskStatement, risk_statements
 from iomatrix.snippets import DiskConfig, SnippetSet, snippets_for
@@ -333,13 +335,20 @@ def fleet_answers(store: Store, fleet: Fleet, workload: str | None = None, metri
 
     kw: dict[str, Any] = {"min_n": min_n, "max_noise": max_noise, "threshold": threshold, "tie_break": tie_break,
                           "objective": objective}
-    per_sweep = _rank_hosts(store, fleet, workload, metric, meets if requirements else None, kw)
+    per_sweep, free = _rank_hosts(store, fleet, workload, metric, meets if requirements else None, kw)
     if not any(per_sweep.values()):
         what = f"workload '{workload}'" if workload else "any workload"
         met = f" meeting {' and '.join(q.name for q in requirements)}" if requirements else ""
         raise UserError(f"no host of plan {fleet.plan} has ranked results{met} for {what}",
                         hint="see what each host has with 'iomatrix results --db DB --sweep N'")
-    free = _rank_hosts(store, fleet, workload, metric, None, kw) if requirements else None
+    return group_answers(store, fleet, per_sweep, free, requirements, tie_break, alpha)
+
+
+def group_answers(store: Store, fleet: Fleet, per_sweep: Mapping[int, list[WorkloadRanking]],
+                  free: Mapping[int, list[WorkloadRanking]] | None, requirements: Sequence[Requirement],
+                  tie_break: Sequence[str], alpha: float) -> list[WorkloadFleet]:
+    """Every group's answer from each host's rankings: `per_sweep` among the configurations meeting
+    `requirements`, `free` (None without requirements) among all of them."""
     measured = MeasuredIndex.from_store(store)  # once, as one host's recommendation builds it
     out = []
     for name, sweeps in fleet.groups():
@@ -358,16 +367,29 @@ def fleet_answers(store: Store, fleet: Fleet, workload: str | None = None, metri
 
 
 def _rank_hosts(store: Store, fleet: Fleet, workload: str | None, metric: str | None,
-                keep: Callable[[Mapping[str, str]], bool] | None,
-                kw: dict[str, Any]) -> dict[int, list[WorkloadRanking]]:
-    """Each host's sweep ranked as `rank --sweep N` ranks it (only the cells `keep` accepts)."""
-    out: dict[int, list[WorkloadRanking]] = {}
+                keep: Callable[[Mapping[str, str]], bool] | None, kw: dict[str, Any]
+                ) -> tuple[dict[int, list[WorkloadRanking]], dict[int, list[WorkloadRanking]] | None]:
+    """Each host's sweep ranked as `rank --sweep N` ranks it, among the cells `keep` accepts, and — with `keep`
+    — among all of them (None without): the store is read once per sweep for both, and where `keep` accepts
+    every cell of the sweep the two rankings are one (the same cells, so the same figures)."""
+    kept: dict[int, list[WorkloadRanking]] = {}
+    free: dict[int, list[WorkloadRanking]] = {}
     for s in fleet.sweeps:
-        try:
-            out[s.id] = rank_sweep(store, s.id, workload, metric, keep=keep, **kw)
-        except UserError:
-            out[s.id] = []  # this host has none of it: the others still answer
-    return out
+        reading = read_sweep(store, s.id)
+        kept[s.id] = _rank_or_none(reading, workload, metric, keep, kw)
+        if keep is not None:
+            every = all(keep(c.axes) for c in reading.cells)
+            free[s.id] = kept[s.id] if every else _rank_or_none(reading, workload, metric, None, kw)
+    return kept, (free if keep is not None else None)
+
+
+def _rank_or_none(reading: SweepReading, workload: str | None, metric: str | None,
+                  keep: Callable[[Mapping[str, str]], bool] | None, kw: dict[str, Any]) -> list[WorkloadRanking]:
+    """One host's rankings, or none when it has none of it (the others still answer)."""
+    try:
+        return rank_reading(reading, workload, metric, keep=keep, **kw)
+    except UserError:
+        return []
 
 
 def _group_answer(sweeps: Sequence[FleetSweep], per_sweep: Mapping[int, list[WorkloadRanking]],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from iomatrix.domain import NA, NULL_BACKING, is_ceiling
@@ -333,6 +333,51 @@ def workload_names(cws: Sequence[CellWorkload], sweep_id: int, workload: str | N
     return [workload]
 
 
+@dataclass
+class SweepReading:
+    """What ranking one sweep reads from the store, read once: a fleet answer ranks each host's sweep with and
+    without its requirements (report/fleet.py), and the store is the same for both. Every map covers all of the
+    sweep's runs; a ranking filters the cells (``keep``) and looks up only its own runs."""
+
+    store: Store
+    sweep_id: int
+    cells: list[CellWorkload]
+    blocked: bool
+    rounds: dict[int, int]  # run id → round ({} when not blocked)
+    interference: dict[int, RunInterference]
+    stops: dict[tuple[int, str], dict[str, Any]]
+    boots: dict[int, RunBoot]
+    plan: dict[str, Any]
+    # (workload, metric) → run id → (round, value): what the blocked analysis pairs, read on first use
+    values: dict[tuple[str, str], dict[int, tuple[int, float]]] = field(default_factory=dict)
+
+    def blocked_values(self, workload: str, metric: str) -> dict[int, tuple[int, float]]:
+        """run id → (its round, its value of `metric`) of the workload's runs (every cell's: a ranking pairs only
+        its cells' runs)."""
+        key = (workload, metric)
+        if key not in self.values:
+            self.values[key] = _blocked_values(self.store, self.cells, workload, metric, self.rounds)
+        return self.values[key]
+
+
+def read_sweep(store: Store, sweep_id: int, blocked: bool = True) -> SweepReading:
+    """Everything `rank_reading` needs of one sweep, from the store."""
+    cws = cell_workloads(store, sweep_id)
+    all_runs = [rid for c in cws for rid in c.runs]
+    return SweepReading(store, sweep_id, cws, blocked, run_rounds(store, all_runs) if blocked else {},
+                        run_interference(store, sweep_id, all_runs), unit_stops(store, sweep_id),
+                        run_boots(store, all_runs), sweep_info(store, sweep_id)["plan_definition"])
+
+
+def check_rank_options(metric: str | None, objective: Objective | None, threshold: float,
+                       tie_break: Sequence[str]) -> None:
+    """One-line errors for ranking options that cannot be used together or are out of range."""
+    if metric is not None and objective is not None:
+        raise UserError("--metric and --objective both choose what to rank by", hint="give one of them")
+    check_threshold(threshold)
+    check_tie_break(tie_break)
+
+
 def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | None, *, min_n: int = 3,
                max_noise: float = 0.10, threshold: float = DEFAULT_THRESHOLD,
                tie_break: Sequence[str] = DEFAULT_TIE_BREAK, blocked: bool = True,
@@ -344,30 +389,31 @@ def rank_sweep(store: Store, sweep_id: int, workload: str | None, metric: str | 
     ranks only the cells meeting them). A sweep with a network backing is ranked in the groups `recommend`
     answers (per backing, RTT and client count: report/per_backing.py), each ranking named by its answer, so no
     table puts an iSCSI cell against an NFS one."""
-    if metric is not None and objective is not None:
-        raise UserError("--metric and --objective both choose what to rank by", hint="give one of them")
-    check_threshold(threshold)
-    check_tie_break(tie_break)
-    cws = [c for c in cell_workloads(store, sweep_id) if keep is None or keep(c.axes)]
-    names = workload_names(cws, sweep_id, workload)
-    all_runs = [rid for c in cws for rid in c.runs]
-    rounds = run_rounds(store, all_runs) if blocked else {}
-    interference = run_interference(store, sweep_id, all_runs)
-    stops = unit_stops(store, sweep_id)
-    boots = run_boots(store, all_runs)
-    plan = sweep_info(store, sweep_id)["plan_definition"]
-    backings = answer_backings(plan)  # None: no network backing
-    default_margin, margins = plan_margins(plan)  # a role's jobs at its margin, as recommend decides them
+    check_rank_options(metric, objective, threshold, tie_break)
+    return rank_reading(read_sweep(store, sweep_id, blocked), workload, metric, min_n=min_n, max_noise=max_noise,
+                        threshold=threshold, tie_break=tie_break, objective=objective, keep=keep)
+
+
+def rank_reading(reading: SweepReading, workload: str | None, metric: str | None, *, min_n: int = 3,
+                 max_noise: float = 0.10, threshold: float = DEFAULT_THRESHOLD,
+                 tie_break: Sequence[str] = DEFAULT_TIE_BREAK, objective: Objective | None = None,
+                 keep: Callable[[Mapping[str, str]], bool] | None = None) -> list[WorkloadRanking]:
+    """`rank_sweep` on a sweep already read (`read_sweep`): the same rankings, the store not read again."""
+    check_rank_options(metric, objective, threshold, tie_break)
+    cws = [c for c in reading.cells if keep is None or keep(c.axes)]
+    names = workload_names(cws, reading.sweep_id, workload)
+    backings = answer_backings(reading.plan)  # None: no network backing
+    default_margin, margins = plan_margins(reading.plan)  # a role's jobs at its margin, as recommend decides them
     out = []
     for w in names:
         chosen = metric if objective is None else objective_metric(objective, w)
         m = chosen or primary_metric(w)[0]
-        per_run = _blocked_values(store, cws, w, m, rounds) if blocked else None
+        per_run = reading.blocked_values(w, m) if reading.blocked else None
         out += _rank_in_groups(cws, w, chosen, backings, min_n=min_n, max_noise=max_noise, per_run=per_run,
-                               threshold=threshold, tie_break=tie_break, interference=interference, stops=stops,
-                               boots=boots, margin=margins.get(w, default_margin))
+                               threshold=threshold, tie_break=tie_break, interference=reading.interference,
+                               stops=reading.stops, boots=reading.boots, margin=margins.get(w, default_margin))
     if not out:
-        _refuse_nothing_ranked(sweep_id, metric, objective)
+        _refuse_nothing_ranked(reading.sweep_id, metric, objective)
     return out
 
 

@@ -26,6 +26,8 @@ level 0.000278. A pair whose Holm-adjusted p is 0.004 after 4 rounds is not yet 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 DECISION_ALPHA = 0.02
@@ -46,6 +48,24 @@ def look_level(alpha: float, shared_rounds: int) -> float:
 
 
 MAX_ROUNDS_ESTIMATED = 100_000
+# The search for the smallest n looks at a window of this many n first, then at windows twice as long: the n
+# asked for is usually found in the first one, and each n's test is the same whichever window holds it.
+FIRST_WINDOW = 64
+
+
+@functools.cache
+def _look_quantiles(alpha: float, two_sided: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(n, z_{1−level(n)/s}) for every n from FIRST_LOOK to MAX_ROUNDS_ESTIMATED: what `rounds_needed` compares
+    against, the same for every pair at one α. Computed once per (α, sides): the normal quantiles of 100,000
+    levels cost about 10 ms, and a fleet answer estimates rounds for every unresolved pair of every host."""
+    from scipy.special import ndtri  # the normal quantile norm.ppf calls, without scipy.stats' import cost
+
+    n = np.arange(FIRST_LOOK, MAX_ROUNDS_ESTIMATED + 1, dtype=float)
+    k = n - FIRST_LOOK + 1
+    level = alpha / (k * (k + 1)) / (2.0 if two_sided else 1.0)
+    z = ndtri(1.0 - level)
+    n.flags.writeable = z.flags.writeable = False  # shared by every later call
+    return n, z
 
 
 def rounds_needed(gap_log: float, sd_log: float, rounds_done: int, alpha: float, power: float,
@@ -57,14 +77,19 @@ def rounds_needed(gap_log: float, sd_log: float, rounds_done: int, alpha: float,
 
     (normal approximation; the level shrinks with n, so the requirement grows slowly with it). None beyond
     MAX_ROUNDS_ESTIMATED rounds."""
-    from scipy.special import ndtri  # the normal quantile norm.ppf calls, without scipy.stats' import cost
+    from scipy.special import ndtri
 
     if sd_log == 0:
         return 1
-    start = max(FIRST_LOOK, rounds_done + 1)
-    n = np.arange(start, MAX_ROUNDS_ESTIMATED + 1, dtype=float)
-    k = n - FIRST_LOOK + 1
-    level = alpha / (k * (k + 1)) / (2.0 if two_sided else 1.0)
-    need = ((ndtri(1.0 - level) + ndtri(power)) * np.sqrt(2.0) * sd_log / abs(gap_log)) ** 2
-    ok = np.nonzero(n >= need)[0]
-    return None if ok.size == 0 else max(1, int(n[ok[0]]) - rounds_done)
+    all_n, all_z = _look_quantiles(alpha, two_sided)
+    start = max(FIRST_LOOK, rounds_done + 1) - FIRST_LOOK
+    z_power = ndtri(power)
+    width = FIRST_WINDOW
+    while start < all_n.size:
+        n, z = all_n[start:start + width], all_z[start:start + width]
+        need = ((z + z_power) * np.sqrt(2.0) * sd_log / abs(gap_log)) ** 2
+        ok = np.nonzero(n >= need)[0]
+        if ok.size:
+            return max(1, int(n[ok[0]]) - rounds_done)
+        start, width = start + width, width * 2
+    return None
