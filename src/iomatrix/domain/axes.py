@@ -275,7 +275,7 @@ def register_installed() -> list[str]:
             continue
         try:
             register(axis)
-        except ValueError as e:
+        except (ValueError, UserError) as e:  # (a protocol package the check reads may be refused too)
             refused.append(f"{ENTRY_POINT_GROUP}: {e}")
     REFUSED.extend(refused)
     for line in refused:  # (at import: no command has its console yet; one line each, never a traceback)
