@@ -92,9 +92,11 @@ _USERSPACE_PROBE = "userspace"
 def _axis_registry() -> ModuleType:
     """The axis registry, imported when a protocol is first checked: importing it imports this
     package (its axis_model names the protocols), so this package cannot import it as it loads."""
-    import iomatrix.domain.axes
+    # (`as`: found in sys.modules while the axis registry is still being imported, registering an
+    # installed axis)
+    import iomatrix.domain.axes as axis_registry
 
-    return iomatrix.domain.axes
+    return axis_registry
 
 
 def writers(network: NetworkProtocol) -> list[Writer]:
