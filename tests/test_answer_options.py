@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
-import click
 import pytest
 import typer
 
@@ -21,9 +21,9 @@ from tests.conftest import iomatrix_argv
 COMMANDS = ("rank", "recommend", "report")
 
 
-def _params(command: str) -> dict[str, click.Parameter]:
-    group = typer.main.get_command(app)
-    assert isinstance(group, click.Group)
+def _params(command: str) -> dict[str, Any]:
+    """The command's options as typer builds them (its click parameters), by name, in --help's order."""
+    group: Any = typer.main.get_command(app)
     return {p.name: p for p in group.commands[command].params if p.name is not None}
 
 
