@@ -161,7 +161,7 @@ def _pairs(text: str) -> list[str]:
 
 
 def _undeclared(found: set[SpellingKey]) -> list[SpellingKey]:
-    owned = set().union(*(axes.spelling_keys(a) for a in axes.axes()), *(w.keys for w in axes.WRITERS))
+    owned = set().union(*(axes.spelling_keys(a) for a in axes.axes()), *(w.keys for w in axes.writers()))
     return sorted(found - owned)
 
 

@@ -21,7 +21,8 @@ from tests.conftest import run_cli
 # Every command of `iomatrix --help`, in its order (the CLI's surface: renaming or dropping one breaks users).
 TODAY = ["plans", "plan", "run", "results", "rank", "compare", "monitor", "clean", "recommend", "report", "merge",
          "publish", "history", "guest"]
-NOT_COMMANDS = {"__init__", "options", "common", "progress", "thresholds", "help_names"}
+NOT_COMMANDS = {"__init__", "options", "common", "progress", "thresholds", "help_names",
+                "answer_options"}
 TableOrJson = format_option(OutputFormat.table, OutputFormat.json)  # a command that renders only these two
 
 

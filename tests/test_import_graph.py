@@ -57,6 +57,9 @@ LAZY_ALLOWED: dict[tuple[str, str], str] = {
     # the ledger of started children: iomatrix.backing's package imports pydantic (the backing specs), and
     # `iomatrix --help` imports children through commands/run.py.
     ("iomatrix.children", "iomatrix.backing.leftovers"): "the leftovers ledger: iomatrix.backing loads pydantic",
+    # the axis registry checks a protocol's spelling keys: importing it imports iomatrix.protocols (axis_model
+    # names the protocols), so the protocol registry imports it when it first registers a protocol.
+    ("iomatrix.protocols", "iomatrix.domain.axes"): "the axis registry imports this package as it loads",
     ("iomatrix.guest.initramfs", "lzma"): "lzma, only for an xz-compressed initramfs",
     ("iomatrix.guest.kernel", "lzma"): "lzma, only for an xz-compressed kernel module",
     ("iomatrix.guest.kernel", "zlib"): "zlib, only for a gzip-compressed kernel module",

@@ -1,7 +1,8 @@
 """Options shared by several commands: one spelling, one help text and one default each.
 
 Each is a typer `Annotated` alias; a command declares `db: DbOpt = DEFAULT_DB`. Options that only one command
-has, or whose help differs per command (e.g. `--metric`), stay in that command's module.
+has, or whose help differs per command (e.g. `--metric`), stay in that command's module. rank, recommend and
+report take theirs from one option base built on these (`iomatrix.commands.answer_options`).
 """
 
 from __future__ import annotations

@@ -8,26 +8,9 @@ from typing import Annotated
 
 import typer
 
+from iomatrix.commands.answer_options import RANKING, AnswerOptions, answer_command
 from iomatrix.commands.common import open_store, warn_tcg
-from iomatrix.commands.options import (
-    DEFAULT_DB,
-    DEFAULT_MAX_NOISE,
-    DEFAULT_MIN_RUNS,
-    DEFAULT_THRESHOLD,
-    DEFAULT_TIE_BREAK,
-    ByHostOpt,
-    FleetGroupOpt,
-    MaxNoiseOpt,
-    MinRunsOpt,
-    ObjectiveOpt,
-    ReadDbOpt,
-    SweepOpt,
-    ThresholdOpt,
-    TieBreakOpt,
-    WorkloadOpt,
-    format_option,
-    ranking_arguments,
-)
+from iomatrix.commands.options import format_option
 from iomatrix.errors import UserError
 from iomatrix.report.formats import ALL_FORMATS, OutputFormat
 from iomatrix.ui import console, report_width
@@ -37,23 +20,15 @@ FORMATS = ALL_FORMATS
 FormatOpt = format_option(*FORMATS)
 
 
+@answer_command((*RANKING, "workload", "by_host"))
 def rank_cmd(
-    db: ReadDbOpt = DEFAULT_DB,
-    sweep: SweepOpt = None,
-    workload: WorkloadOpt = None,
+    opts: AnswerOptions,
     metric: Annotated[str | None, typer.Option(help="Rank by this metric (default: the workload's primary).")]
     = None,
-    objective: ObjectiveOpt = None,
     score: Annotated[str | None, typer.Option(help="Rank by a block-size-weighted bare-metal-relative score: "
                                                    "weighted-read, weighted-write or weighted-mixed.")] = None,
     top: Annotated[int, typer.Option(help="Rows per table.")] = 20,
-    min_runs: MinRunsOpt = DEFAULT_MIN_RUNS,
-    max_noise: MaxNoiseOpt = DEFAULT_MAX_NOISE,
-    threshold: ThresholdOpt = DEFAULT_THRESHOLD,
-    tie_break: TieBreakOpt = DEFAULT_TIE_BREAK,
     format: FormatOpt = OutputFormat.table,
-    by_host: ByHostOpt = False,
-    group: FleetGroupOpt = None,
 ) -> None:
     """Order cells per tier, group those not significantly different, and decide: one answer, a tie, or
     what it would take to separate the leaders."""
@@ -64,16 +39,17 @@ def rank_cmd(
 
     if top < 1:
         raise UserError(f"--top {top} is out of range", hint="use 1 or more rows per table")
-    ranking = ranking_arguments(min_runs, max_noise, threshold, tie_break)
-    goal = parse_objective(objective)
-    store = open_store(db)
+    ranking = opts.ranking()
+    goal = parse_objective(opts.objective)
+    store = open_store(opts.db)
+    sweep, workload, min_runs = opts.sweep, opts.workload, opts.min_runs
     from iomatrix.report.fleet import fleet_wanted
 
-    if score is None and fleet_wanted(store, sweep, by_host, group):
+    if score is None and fleet_wanted(store, sweep, opts.by_host, opts.group):
         from iomatrix.report.fleet import fleet_answers, select_fleet
         from iomatrix.report.fleet_render import render_fleet
 
-        fleet = select_fleet(store, group)
+        fleet = select_fleet(store, opts.group)
         answers = fleet_answers(store, fleet, workload, metric, objective=goal, **ranking)
         sys.stdout.write(render_fleet(fleet, answers, format, report_width()))
         return

@@ -9,32 +9,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from iomatrix.commands.answer_options import ANSWERING, AnswerOptions, answer_command
 from iomatrix.commands.common import open_store
-from iomatrix.commands.options import (
-    DEFAULT_DB,
-    DEFAULT_MAX_NOISE,
-    DEFAULT_MIN_RUNS,
-    DEFAULT_TARGET,
-    DEFAULT_THRESHOLD,
-    DEFAULT_TIE_BREAK,
-    AllowDataLossOpt,
-    ByHostOpt,
-    CurrentOpt,
-    FleetGroupOpt,
-    MarginOpt,
-    MaxNoiseOpt,
-    MinRunsOpt,
-    ObjectiveOpt,
-    ReadDbOpt,
-    RequireOpt,
-    SweepOpt,
-    TargetOpt,
-    ThresholdOpt,
-    TieBreakOpt,
-    WorkloadOpt,
-    format_option,
-    ranking_arguments,
-)
+from iomatrix.commands.options import MarginOpt, format_option
 from iomatrix.errors import UserError
 from iomatrix.report.formats import ALL_FORMATS, OutputFormat
 
@@ -46,32 +23,20 @@ FORMATS = ALL_FORMATS
 FormatOpt = format_option(*FORMATS)
 
 
+@answer_command((*ANSWERING, "workload", "by_host"))
 def recommend(
-    db: ReadDbOpt = DEFAULT_DB,
-    sweep: SweepOpt = None,
-    workload: WorkloadOpt = None,
-    objective: ObjectiveOpt = None,
+    opts: AnswerOptions,
     score: Annotated[list[str], typer.Option(
         "--score", help="weighted-read, weighted-write or weighted-mixed (repeatable; default: all three when "
                         "the sweep has guests).")] = [],  # noqa: B006
-    current: CurrentOpt = None,
     current_disk: Annotated[str | None, typer.Option(help="Which disk of the libvirt XML (target dev, e.g. vda) or "
                                                           "of the qm config (scsi0); default: the first (Proxmox: "
                                                           "the boot disk).")] = None,
-    require: RequireOpt = [],  # noqa: B006
     format: FormatOpt = OutputFormat.table,
-    min_runs: MinRunsOpt = DEFAULT_MIN_RUNS,
-    max_noise: MaxNoiseOpt = DEFAULT_MAX_NOISE,
-    threshold: ThresholdOpt = DEFAULT_THRESHOLD,
-    tie_break: TieBreakOpt = DEFAULT_TIE_BREAK,
     margin: MarginOpt = None,
-    target: TargetOpt = DEFAULT_TARGET,
     detail: Annotated[bool, typer.Option(
         "--detail", help="After the answer: every workload's verdict, tie-breaks, comparisons, risks and "
                          "snippets.")] = False,
-    by_host: ByHostOpt = False,
-    group: FleetGroupOpt = None,
-    allow_data_loss: AllowDataLossOpt = False,
 ) -> None:
     """The answer first (what to use, how much faster it is, what it risks, the snippet), detail on request."""
     from iomatrix.current import parse_current
@@ -83,15 +48,17 @@ def recommend(
     from iomatrix.report.render import other_sweeps_lines, render_recommendation
     from iomatrix.ui import report_width
 
-    ranking = ranking_arguments(min_runs, max_noise, threshold, tie_break)
+    ranking = opts.ranking()
+    sweep, workload, current, require, target = opts.sweep, opts.workload, opts.current, opts.require, opts.target
+    by_host, group, allow_data_loss = opts.by_host, opts.group, opts.allow_data_loss
     check_target(target)
-    goal = parse_objective(objective)
+    goal = parse_objective(opts.objective)
     if current_disk is not None and current is None:
         raise UserError("--current-disk needs --current", hint="give the libvirt domain XML with --current vm.xml")
     cur = parse_current(current, current_disk) if current is not None else None
     from iomatrix.report.fleet import fleet_wanted
 
-    store = open_store(db, fleet_sweeps_only(sweep, by_host, group, current))
+    store = open_store(opts.db, fleet_sweeps_only(sweep, by_host, group, current))
 
     if (by_host or group is not None or current is None) and fleet_wanted(store, sweep, by_host, group):
         if current is not None:

@@ -8,62 +8,33 @@ from typing import Annotated
 
 import typer
 
+from iomatrix.commands.answer_options import ANSWERING, AnswerOptions, answer_command
 from iomatrix.commands.common import open_store
-from iomatrix.commands.options import (
-    DEFAULT_DB,
-    DEFAULT_MAX_NOISE,
-    DEFAULT_MIN_RUNS,
-    DEFAULT_TARGET,
-    DEFAULT_THRESHOLD,
-    DEFAULT_TIE_BREAK,
-    AllowDataLossOpt,
-    CurrentOpt,
-    FleetGroupOpt,
-    MaxNoiseOpt,
-    MinRunsOpt,
-    ObjectiveOpt,
-    ReadDbOpt,
-    RequireOpt,
-    SweepOpt,
-    TargetOpt,
-    ThresholdOpt,
-    TieBreakOpt,
-    ranking_arguments,
-)
 from iomatrix.ui import console
 
 NAME = "report"
 
 
+@answer_command(ANSWERING)
 def report(
     html: Annotated[Path, typer.Option("--html", help="Write the report to this HTML file.")],
-    db: ReadDbOpt = DEFAULT_DB,
-    sweep: SweepOpt = None,
-    current: CurrentOpt = None,
-    require: RequireOpt = [],  # noqa: B006
-    objective: ObjectiveOpt = None,
-    min_runs: MinRunsOpt = DEFAULT_MIN_RUNS,
-    max_noise: MaxNoiseOpt = DEFAULT_MAX_NOISE,
-    threshold: ThresholdOpt = DEFAULT_THRESHOLD,
-    tie_break: TieBreakOpt = DEFAULT_TIE_BREAK,
-    target: TargetOpt = DEFAULT_TARGET,
-    group: FleetGroupOpt = None,
-    allow_data_loss: AllowDataLossOpt = False,
+    opts: AnswerOptions,
 ) -> None:
     """One self-contained HTML file: the answer first, then recommendation and risks, rankings with error bars,
     block-size bars, host panels over time, sweep metadata and every run."""
     check_output_path(html)  # first: before matplotlib is imported (seconds) and the report is built
-    ranking = ranking_arguments(min_runs, max_noise, threshold, tie_break)
+    ranking = opts.ranking()
+    sweep, current, require, target, group = opts.sweep, opts.current, opts.require, opts.target, opts.group
     from iomatrix.current import parse_current
     from iomatrix.report.headline import check_target
     from iomatrix.report.objective import parse_objective
     from iomatrix.report.recommend.requirements import parse_requirements
 
     check_target(target)
-    goal = parse_objective(objective)
-    parse_requirements(require, allow_data_loss)  # checked here too: a bad one is refused before matplotlib loads
+    goal = parse_objective(opts.objective)
+    parse_requirements(require, opts.allow_data_loss)  # checked here too: a bad one is refused before matplotlib loads
     cur = parse_current(current) if current is not None else None
-    store = open_store(db)
+    store = open_store(opts.db)
     from iomatrix.report.query import pick_sweep
 
     sid = pick_sweep(store, sweep)
@@ -76,7 +47,7 @@ def report(
     from iomatrix.report.html import write_report
 
     size = write_report(store, sid, html, current=cur, requirements=require, target=target, objective=goal,
-                        fleet_group=group, allow_data_loss=allow_data_loss, **ranking)
+                        fleet_group=group, allow_data_loss=opts.allow_data_loss, **ranking)
     console.print(f"wrote {html} ({size / 1024:.0f} KiB): open it in a browser, it needs no network")
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass
 
 from iomatrix import domain
 from iomatrix.domain import NA, SafetyLevel
@@ -77,6 +76,7 @@ from iomatrix.domain.network_axes import (
     NETWORK_AXES,
     LunType,
 )
+from iomatrix.domain.spellings import WRITER_SOURCES, SpellingKey, Writer
 from iomatrix.errors import UserError
 from iomatrix.plugins import PluginError, load_entry_points
 
@@ -103,7 +103,9 @@ __all__ = [
     "LunType",
     "Options",
     "QemuFacts",
+    "SpellingKey",
     "ToolOption",
+    "Writer",
     "default_l2_cache_covers_bytes",
     "l2_cache_holds",
     "l2_cache_read_back",
@@ -132,28 +134,6 @@ TOOL_PLACES = {"libvirt": "libvirt's <disk>", "proxmox": "Proxmox's drive (qm se
                "virt-install": "virt-install's --disk", "nova": "Nova's configuration (nova.conf, image properties)"}
 
 
-@dataclass(frozen=True, order=True)
-class SpellingKey:
-    """One key of one tool's disk statement: QEMU's -blockdev node, -device, --export or qemu-img create -o (where
-    it goes matters: `cache.direct` on the format node and on the protocol node are two options), or the disk
-    statement of libvirt, Proxmox, virt-install or Nova."""
-
-    tool: str  # "qemu", or a key of TOOL_PLACES
-    where: str  # as an error message says it: "the guest device (-device)", "libvirt's <disk>"
-    key: str
-
-
-@dataclass(frozen=True)
-class Writer:
-    """Something other than an axis that writes keys of a tool's disk statement: iomatrix's own QEMU and libvirt
-    writers (the format node's driver, libvirt's <driver name=>), a network protocol's QEMU protocol node. It
-    declares the keys it writes; an axis writing one of them is refused at registration as one writing another
-    axis's key is (the statement would hold the key twice, or one of the two would silently win)."""
-
-    name: str  # as a refusal names it: "iomatrix's QEMU disk builder", "the iscsi protocol's QEMU node"
-    keys: frozenset[SpellingKey]
-
-
 def _qemu(where: str, *keys: str) -> frozenset[SpellingKey]:
     return frozenset(SpellingKey("qemu", where, k) for k in keys)
 
@@ -163,8 +143,9 @@ def _tool(tool: str, *keys: str) -> frozenset[SpellingKey]:
 
 
 # What iomatrix's writers put in a disk statement themselves, whatever the cell (qemu_block's -blockdev, -device
-# and --export; vmconfig's libvirt <driver name='qemu'> and <target dev=>, virt-install's path= and address.*),
-# and each network protocol's QEMU protocol node (NetworkProtocol.qemu_node, the tiers' NetworkDisk).
+# and --export; vmconfig's libvirt <driver name='qemu'> and <target dev=>, virt-install's path= and address.*).
+# Each network protocol's writer (its QEMU protocol node, its Nova lines) is read from the protocol itself, by the
+# protocol registry, which offers it through spellings.WRITER_SOURCES (`writers`).
 # tests/test_axis_collision.py checks the writers write no key they do not declare.
 WRITERS: list[Writer] = [
     Writer("iomatrix's QEMU disk builder (qemu_block)",
@@ -175,10 +156,23 @@ WRITERS: list[Writer] = [
     Writer("iomatrix's libvirt disk writer", _tool("libvirt", "name", "dev")),
     Writer("iomatrix's virt-install disk writer",
            _tool("virt-install", "path", *(f"address.{k}" for k in ("type", "controller", "bus", "target", "unit")))),
-    Writer("the iscsi protocol's QEMU node", _qemu(_PROTOCOL_NODE, "transport", "portal", "target", "lun")),
-    Writer("the nfs protocol's QEMU node", _qemu(_PROTOCOL_NODE, "server.host", "path")),
-    Writer("the rbd protocol's QEMU node", _qemu(_PROTOCOL_NODE, "pool", "image", "conf", "user")),
 ]
+
+
+def protocol_writers(protocol: str, qemu_node: Collection[str], nova_conf: Collection[str]) -> list[Writer]:
+    """A network protocol's writers, named as a refusal names them: its QEMU protocol node (the keys of
+    NetworkProtocol.qemu_node, under the format node's file.) and the nova.conf lines its Nova snippet writes itself
+    (NetworkProtocol.nova_conf)."""
+    out = [Writer(f"the {protocol} protocol's QEMU node", _qemu(_PROTOCOL_NODE, *qemu_node))]
+    if nova_conf:
+        out.append(Writer(f"the {protocol} protocol's Nova snippet", _tool("nova", *nova_conf)))
+    return out
+
+
+def writers() -> list[Writer]:
+    """Every writer an axis's keys are checked against: iomatrix's own (WRITERS) and those other registries offer
+    now (each registered network protocol's, an installed package's included)."""
+    return [*WRITERS, *(w for source in WRITER_SOURCES for w in source())]
 
 
 def qemu_keys(axis: Axis) -> set[tuple[str, str]]:
@@ -239,6 +233,8 @@ def _checked_registry(entries: Collection[Axis]) -> dict[str, Axis]:
     for axis in entries:
         if axis.name in registry:
             raise AxisRefused(f"axis {axis.name!r} is already registered")
+        # (iomatrix's own writers only: the protocols' are checked against these axes when the protocol
+        # registry registers them, and a source may import this module, still half-imported here)
         if why := collision(axis, registry.values(), WRITERS):
             raise AxisRefused(why)
         registry[axis.name] = axis
@@ -279,7 +275,7 @@ def register_installed() -> list[str]:
             continue
         try:
             register(axis)
-        except ValueError as e:
+        except (ValueError, UserError) as e:  # (a protocol package the check reads may be refused too)
             refused.append(f"{ENTRY_POINT_GROUP}: {e}")
     REFUSED.extend(refused)
     for line in refused:  # (at import: no command has its console yet; one line each, never a traceback)
@@ -311,19 +307,27 @@ def register(axis: Axis) -> None:
     axis's or a writer's (`collision`)."""
     if axis.name in REGISTRY:
         raise AxisRefused(f"axis {axis.name!r} is already registered")
-    if why := collision(axis, REGISTRY.values(), WRITERS):
+    if why := collision(axis, REGISTRY.values(), writers()):
         raise AxisRefused(why)
     REGISTRY[axis.name] = axis
 
 
-def register_writer(writer: Writer) -> None:
-    """Add a writer of tool keys that is not an axis (a network protocol's QEMU node, from its module): an
-    AxisRefused where a registered axis already writes one of its keys, naming both."""
+def writer_collision(writer: Writer) -> str | None:
+    """Why `writer` cannot write its keys (a registered axis already writes one of them), one line naming both;
+    None where it can. The protocol registry asks it of each protocol it registers."""
     for axis in REGISTRY.values():
         if both := sorted(spelling_keys(axis) & writer.keys):
             key = both[0]
-            raise AxisRefused(f"{writer.name} sets {key.key} on {key.where}, which axis {axis.name!r} already sets: "
-                              f"one {'QEMU' if key.tool == 'qemu' else key.tool} option belongs to one owner")
+            return (f"{writer.name} sets {key.key} on {key.where}, which axis {axis.name!r} already sets: "
+                    f"one {'QEMU' if key.tool == 'qemu' else key.tool} option belongs to one owner")
+    return None
+
+
+def register_writer(writer: Writer) -> None:
+    """Add a writer of tool keys that is not an axis (iomatrix's own): an AxisRefused where a registered axis
+    already writes one of its keys, naming both (`writer_collision`)."""
+    if why := writer_collision(writer):
+        raise AxisRefused(why)
     WRITERS.append(writer)
 
 

@@ -9,9 +9,10 @@ of :class:`iomatrix.protocols.base.NetworkProtocol`, or an installed package's c
 
 The registry reads both once, when it is first asked, and checks each protocol: a NetworkProtocol
 subclass with every method written, a name a plan and libvirt can take, and no name already taken
-(an installed protocol never replaces a built-in one). What it refuses is one line (a PluginError),
-not a traceback. Generic code asks :func:`protocol` / :func:`network_protocol` and calls what it
-gets instead of comparing names.
+(an installed protocol never replaces a built-in one), and no key of a tool's spelling an axis
+writes (its QEMU protocol node, its Nova lines: read from the protocol, see `writers`). What it
+refuses is one line (a PluginError), not a traceback. Generic code asks :func:`protocol` /
+:func:`network_protocol` and calls what it gets instead of comparing names.
 """
 
 from __future__ import annotations
@@ -21,10 +22,14 @@ import importlib
 import inspect
 import pkgutil
 from collections.abc import Iterator
+from types import ModuleType
 from typing import Any
 
+from iomatrix.domain import spellings
+from iomatrix.domain.spellings import Writer
 from iomatrix.plugins import PluginError, load_entry_points, load_object
 from iomatrix.protocols.base import NAME_PATTERN, NetworkProtocol
+from iomatrix.protocols.place import NetworkPlace
 
 ENTRY_POINT_GROUP = "iomatrix.protocols"
 _PROTOCOLS: dict[str, NetworkProtocol] = {}
@@ -76,24 +81,90 @@ def _built_in() -> list[type[NetworkProtocol]]:
     return found
 
 
+# The formats a protocol's QEMU node is read at for its keys (a raw volume and an image file on it
+# differ).
+_PROBE_FORMATS = ("raw", "qcow2")
+# A client value other than the kernel's: QEMU's own client (NetworkProtocol's promise), where the
+# client axis is not registered.
+_USERSPACE_PROBE = "userspace"
+
+
+def _axis_registry() -> ModuleType:
+    """The axis registry, imported when a protocol is first checked: importing it imports this
+    package (its axis_model names the protocols), so this package cannot import it as it loads."""
+    # (`as`: found in sys.modules while the axis registry is still being imported, registering an
+    # installed axis)
+    import iomatrix.domain.axes as axis_registry
+
+    return axis_registry
+
+
+def writers(network: NetworkProtocol) -> list[Writer]:
+    """The keys `network` writes in the tools' spellings, read from its spellings themselves: its
+    QEMU protocol node for every client and format, and its Nova snippet's own nova.conf lines
+    (placeholders for its place), but the backend's keys it takes over from the axes."""
+    axes = _axis_registry()
+    client = axes.REGISTRY.get(network.client_axis)
+    others = client.values if client is not None else (_USERSPACE_PROBE,)
+    clients = {network.kernel_client, *others}
+    place = NetworkPlace()
+    node = {key for value in sorted(clients) for fmt in _PROBE_FORMATS
+            for key, _ in network.qemu_node({network.client_axis: value}, fmt, place)}
+    # (the Nova backend's own keys it replaces the axes' of: spellings.NOVA_BACKEND_KEYS)
+    nova = [k for k, _ in network.nova_conf(place)
+            if k not in spellings.NOVA_BACKEND_KEYS]
+    return axes.protocol_writers(network.name, sorted(node), nova)
+
+
+def _spelling_problem(network: NetworkProtocol) -> str | None:
+    """Why `network` cannot be registered: a key it writes is a registered axis's, or None."""
+    for writer in writers(network):
+        if (why := _axis_registry().writer_collision(writer)) is not None:
+            return why
+    return None
+
+
+def _register(cls: type[NetworkProtocol], where: str) -> None:
+    if (why := _problem(cls)) is not None:
+        raise PluginError(f"{where}: {why}; fix or uninstall the package that declares it")
+    if cls.name in _PROTOCOLS:
+        taken = _PROTOCOLS[cls.name]
+        raise PluginError(
+            f"{where} declares protocol '{cls.name}', a name {type(taken).__module__} "
+            "already has; rename the protocol or uninstall the package that declares it"
+        )
+    network = cls()
+    if (why := _spelling_problem(network)) is not None:
+        raise PluginError(f"{where}: {why}; fix or uninstall the package that declares it")
+    _PROTOCOLS[cls.name] = network
+
+
 def _discover() -> dict[str, NetworkProtocol]:
     global _discovered
     if not _discovered:
+        # (first: a package's module that asks the registry as it loads finds it)
         _discovered = True
-        for cls in _built_in():
-            _PROTOCOLS[cls.name] = cls()
-        for entry_name, cls in load_entry_points(ENTRY_POINT_GROUP):
-            where = f"entry point {ENTRY_POINT_GROUP}:{entry_name}"
-            if (why := _problem(cls)) is not None:
-                raise PluginError(f"{where}: {why}; fix or uninstall the package that declares it")
-            if cls.name in _PROTOCOLS:
-                taken = _PROTOCOLS[cls.name]
-                raise PluginError(
-                    f"{where} declares protocol '{cls.name}', a name {type(taken).__module__} "
-                    "already has; rename the protocol or uninstall the package that declares it"
-                )
-            _PROTOCOLS[cls.name] = cls()
+        try:
+            for cls in _built_in():
+                _register(cls, f"protocol module {cls.__module__}")
+            for entry_name, cls in load_entry_points(ENTRY_POINT_GROUP):
+                _register(cls, f"entry point {ENTRY_POINT_GROUP}:{entry_name}")
+        except BaseException:
+            # Asked again, the same refusal: never a registry quietly missing the refused
+            # package.
+            _discovered = False
+            _PROTOCOLS.clear()
+            raise
     return _PROTOCOLS
+
+
+def _all_writers() -> list[Writer]:
+    return [w for network in _discover().values() for w in writers(network)]
+
+
+# The axis registry checks an axis it registers against every protocol's keys
+# (iomatrix.domain.spellings).
+spellings.WRITER_SOURCES.append(_all_writers)
 
 
 def protocol(name: str) -> NetworkProtocol:
@@ -144,6 +215,8 @@ def registered(*classes: type[NetworkProtocol]) -> Iterator[None]:
     for cls in classes:
         if (why := _problem(cls)) is not None or cls.name in registry:
             raise PluginError(why or f"protocol '{cls.name}' is already registered")
+        if (why := _spelling_problem(cls())) is not None:
+            raise PluginError(why)
     for cls in classes:
         registry[cls.name] = cls()
     try:

@@ -205,6 +205,12 @@ class NetworkProtocol(ABC):
         """What a Proxmox storage of `kind` does with the disk, and whether it is the client
         measured."""
 
+    def nova_conf(self, place: NetworkPlace) -> list[tuple[str, str]]:
+        """The nova.conf [libvirt] lines its Nova snippet (`nova_snippet`) writes itself, beside the
+        axes' (Ceph's images_type = rbd and its pool); none where it names no Nova snippet. The axis
+        registry reads their keys: an axis writing one of them is refused."""
+        return []
+
     def nova_unavailable(self) -> str:
         """Why Nova's instance-disk settings cannot put a disk on it, where `nova_snippet` names
         none."""

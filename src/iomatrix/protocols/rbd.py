@@ -138,6 +138,16 @@ class Rbd(NetworkProtocol):
             ("user", place.ceph_user),
         ]
 
+    def nova_conf(self, place: NetworkPlace) -> list[tuple[str, str]]:
+        # nova.conf [libvirt]: the rbd image backend, its pool, conf, user and libvirt secret
+        return [
+            ("images_type", "rbd"),  # Nova's name for its rbd image backend
+            ("images_rbd_pool", place.pool),
+            ("images_rbd_ceph_conf", place.ceph_conf),
+            ("rbd_user", place.ceph_user),
+            ("rbd_secret_uuid", place.secret_uuid),
+        ]
+
     def kernel_client_steps(self, place: NetworkPlace) -> str:
         return (
             f"map the image on the host first (ceph-common, the kernel's rbd module): rbd map "

@@ -223,9 +223,9 @@ def nova_rbd_snippet(cfg: DiskConfig, title: str) -> Snippet:
     place = NetworkPlace()
     props = [kv for kv in opts if kv[0].startswith(NOVA_IMAGE_PROPERTY_PREFIX)]
     conf = sorted((kv for kv in opts if kv not in props), key=lambda kv: kv[0] != NOVA_CACHE_KEY)
+    own = protocol(cfg.protocol).nova_conf(place) if cfg.protocol is not None else []
     lines = ["[libvirt]", *(f"{k} = network={v}" if k == NOVA_CACHE_KEY else f"{k} = {v}" for k, v in conf),
-             "images_type = rbd", f"images_rbd_pool = {place.pool}", f"images_rbd_ceph_conf = {place.ceph_conf}",
-             f"rbd_user = {place.ceph_user}", f"rbd_secret_uuid = {place.secret_uuid}"]
+             *(f"{k} = {v}" for k, v in own)]
     if props:
         lines.append("# image property: openstack image set " + "".join(f"--property {k}={v} " for k, v in props)
                      + "IMAGE")

@@ -9,12 +9,13 @@ from iomatrix.domain import (
     Modifier,
     axes,
 )
+from iomatrix.domain.spellings import NOVA_BACKEND_KEYS
 from iomatrix.vmconfig.config import DiskConfig, Snippet, _not_available, _partition
 
 # Nova: image properties (openstack image set --property) are hw_*; the rest are nova.conf [libvirt] lines, of
 # which images_type and preallocate_images concern instance disks that are image files.
 NOVA_IMAGE_PROPERTY_PREFIX = "hw_"
-NOVA_IMAGE_FILE_KEYS = ("images_type", "preallocate_images")
+NOVA_IMAGE_FILE_KEYS = NOVA_BACKEND_KEYS
 NOVA_CACHE_KEY = "disk_cachemodes"  # a list of SOURCE=MODE: the source (file, block) is the snippet's backing
 
 
