@@ -392,8 +392,9 @@ class Scheduler:
     # -- decisions --------------------------------------------------------------
     def deciding_units(self) -> set[str]:
         """The units of the comparisons that decide an answer and are not settled yet (stats/deciding.py): per
-        group, the leader with the runner-up and with what it is quoted against (the current configuration, its
-        default twin). Only under racing (its threshold and α judge what is settled); computed once per refresh."""
+        group, the leader with every cell not settled against it (the runner-up, the current configuration, its
+        default twin among them). Only under racing (its threshold and α judge what is settled); computed once
+        per refresh."""
         if self._deciding is not None:
             return self._deciding
         out: set[str] = set()
@@ -405,10 +406,9 @@ class Scheduler:
                     groups.setdefault(u.group, []).append(u)
             for group, members in groups.items():
                 data = {u.key: u.points for u in members}
-                keep = [u.key for u in members if u.current]
-                keep += [k for u in members for k in u.compared_with]
+                # The current configuration and the default twins are members: paired like every other.
                 for pair in deciding_pairs(data, policy.higher_is_better(group), policy.threshold, policy.alpha,
-                                           keep, min_rounds=max(2, min(self.min_runs, 3)),
+                                           min_rounds=max(2, min(self.min_runs, 3)),
                                            margin=policy.margin(group)):
                     out.update(pair)
         self._deciding = out

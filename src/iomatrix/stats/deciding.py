@@ -2,8 +2,8 @@
 runs go first.
 
 An answer is decided by a few pairs, not by any one cell's precision: the leader L (the best centre)
-against every other cell X the race has not settled against it (the runner-up first), and L against
-what the user runs and the default configuration K (the cells the answer is quoted against, and the
+against every other cell X the race has not settled against it (the runner-up first), among them
+what the user runs and the default configuration (the cells the answer is quoted against, and the
 ones an equivalent decision keeps; stats/decision.py). A pair (L, X) is *settled* when the race's
 rule (stats/racing.py, ``race_step``) has stopped X against L: significantly worse by more than θ,
 shown unable to beat L by θ (ruled out), or equivalent to it (TOST); every other state leaves the
@@ -12,7 +12,7 @@ narrows the interval of their ratio (stats/paired.py compares them over the roun
 that tighten one cell's own figure (its CI toward a target) change no decision; they come after the
 deciding pairs are settled.
 
-    deciding = {(L, X) : X ∈ (cells ∖ {L}) ∪ K, status(X vs L) ∉ {eliminated, equivalent}}
+    deciding = {(L, X) : X ∈ cells ∖ {L}, status(X vs L) ∉ {eliminated, equivalent}}
 
 Every unsettled X, not only the runner-up: any of them may end the answer's pick (the tie-break
 chooses among the cells not settled against the leader), so each must share the leader's rounds.
@@ -33,7 +33,7 @@ pair is named then, the race itself still runs every unit."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from iomatrix.stats.looks import DECISION_ALPHA
 from iomatrix.stats.racing import race_step
@@ -42,12 +42,13 @@ SETTLED = ("eliminated", "equivalent")
 
 
 def deciding_pairs(data: Mapping[str, Sequence[tuple[int, float]]], higher_is_better: bool,
-                   threshold: float = 0.05, alpha: float = DECISION_ALPHA, keep: Iterable[str] = (),
+                   threshold: float = 0.05, alpha: float = DECISION_ALPHA,
                    min_rounds: int = 3, margin: float | None = None) -> tuple[tuple[str, str], ...]:
-    """(leader, other) for the pairs that decide the answer and are not settled (module docstring);
-    ``data`` as for ``race_step``: unit → (round, value > 0) of one workload in one tier; ``keep``:
-    the units the answer is quoted against (the current configuration, the leader's default twin);
-    ``margin``: the workload's margin of practical equivalence (its role's; None: ``threshold``)."""
+    """(leader, other) for the pairs that decide the answer and are not settled (module
+    docstring); ``data`` as for ``race_step``: unit → (round, value > 0) of one workload in one
+    tier; ``margin``: the workload's margin of practical equivalence (its role's; None: ``threshold``).
+    What the answer is quoted against (the current configuration, the default) needs no naming: it
+    is one of the cells, and every unsettled cell is paired with the leader."""
     if len(data) < 2 or any(not pts or min(v for _, v in pts) <= 0 for pts in data.values()):
         return ()  # nothing to compare, or no log scale: the race's own rule runs every unit
     step = race_step(data, higher_is_better, threshold, alpha, min_rounds=min_rounds, margin=margin)
@@ -59,8 +60,6 @@ def deciding_pairs(data: Mapping[str, Sequence[tuple[int, float]]], higher_is_be
     def centre(u: str) -> float:
         return sign * sum(math.log(v) for _, v in data[u]) / len(data[u])
 
-    # The runner-up first (the closest comparison), then the others by centre, then what is kept.
+    # The runner-up first (the closest comparison), then the others by centre.
     others = sorted((u for u in data if u != step.best), key=lambda u: (centre(u), u))
-    wanted = [*others, *(k for k in keep if k in data)]
-    return tuple((step.best, x) for x in dict.fromkeys(wanted)
-                 if x != step.best and status.get(x) not in SETTLED)
+    return tuple((step.best, x) for x in others if status.get(x) not in SETTLED)
