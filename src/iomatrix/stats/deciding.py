@@ -46,9 +46,9 @@ def deciding_pairs(data: Mapping[str, Sequence[tuple[int, float]]], higher_is_be
                    min_rounds: int = 3, margin: float | None = None) -> tuple[tuple[str, str], ...]:
     """(leader, other) for the pairs that decide the answer and are not settled (module
     docstring); ``data`` as for ``race_step``: unit → (round, value > 0) of one workload in one
-    tier; ``margin``: the workload's margin of practical equivalence (its role's; None: ``threshold``).
-    What the answer is quoted against (the current configuration, the default) needs no naming: it
-    is one of the cells, and every unsettled cell is paired with the leader."""
+    tier; ``margin``: the workload's margin of practical equivalence (its role's; None:
+    ``threshold``). What the answer is quoted against (the current configuration, the default)
+    needs no naming: it is one of the cells, and every unsettled cell is paired with the leader."""
     if len(data) < 2 or any(not pts or min(v for _, v in pts) <= 0 for pts in data.values()):
         return ()  # nothing to compare, or no log scale: the race's own rule runs every unit
     step = race_step(data, higher_is_better, threshold, alpha, min_rounds=min_rounds, margin=margin)
