@@ -43,7 +43,8 @@ class Fail:
 
 @dataclass(frozen=True)
 class Disturbed:
-    """An ok run during which another tenant took the host's CPUs (steal): the runner must flag it."""
+    """An ok run during which other work on the host took its CPUs (steal, and CPU pressure: steal alone is
+    flagged but not retried): the runner must flag it and retry it."""
 
     value: float = 100.0
     wall_s: float = 1.0
@@ -56,9 +57,10 @@ class Interrupt:
 
 
 Step = Ok | Fail | Disturbed | Interrupt
-# What the host sampler reports during a quiet run and during a disturbed one (30% steal > the 2% limit).
+# What the host sampler reports during a quiet run and during a disturbed one (30% steal > the 2% limit, CPU
+# pressure 40% > 10%, with no sample of the measured process: the pressure counts as an outside cause).
 QUIET: dict[str, float] = {"cpu.steal_pct": 0.0, "psi.cpu_some_pct": 1.0}
-BUSY: dict[str, float] = {"cpu.steal_pct": 30.0, "psi.cpu_some_pct": 1.0}
+BUSY: dict[str, float] = {"cpu.steal_pct": 30.0, "psi.cpu_some_pct": 40.0}
 
 
 class FakeClock:

@@ -136,6 +136,11 @@ def test_interference_flags_and_thresholds() -> None:
     # Writeback alone is flagged but not worth a retry: the run's own writes through a host cache cause it too.
     wb = interference_flags({**quiet, "mem.writeback_mb": 300.0}, cpu_count=2)
     assert wb.disturbed and wb.causes == ("mem.writeback_mb",) and not wb.retry_worthy
+    # Hypervisor steal alone is flagged but not retried: the host's other tenants last, a retry meets them again.
+    st = interference_flags({**quiet, "cpu.steal_pct": 6.0}, cpu_count=2)
+    assert st.disturbed and st.causes == ("cpu.steal_pct",) and not st.retry_worthy
+    both = interference_flags({**quiet, "cpu.steal_pct": 6.0, "cpu.usr_pct": 70.0}, cpu_count=2)
+    assert both.causes == ("cpu.steal_pct", "other_cpu_pct") and both.retry_worthy
 
 
 def judge_series(psi: list[float]) -> list[RunInterference]:
