@@ -779,3 +779,36 @@ def test_every_unsettled_contender_shares_the_leaders_precision_rounds() -> None
     # d's precision rounds start with the leader's (paired), not after the runner-up's pair is done.
     assert min(rounds_of["d"]) == min(rounds_of["a"])
     assert {r for r in rounds_of["d"] if r <= max(rounds_of["a"])} <= set(rounds_of["a"])
+
+
+def test_a_decided_groups_deciding_pair_runs_on_while_another_groups_race_goes_on() -> None:
+    """Two answers (both UnitState.answers): "files", whose race ends early as a stable tied group (a and b 2 %
+    apart: within θ, not yet shown equivalent, so its pair still decides), and "data", whose race runs on to max.
+    The files pair joins data's race rounds, paired, instead of waiting for every race to end. Measured (issue 53,
+    a quickstart sweep): the file server's race ended at round 3 and its pair then waited through rounds 4-10 of
+    the database's race, running once more in round 11, when the budget ran out."""
+    from iomatrix.scheduler import RacingPolicy
+
+    policy = RacingPolicy(threshold=0.05, min_runs=3, higher_is_better=lambda group: True)
+    units = [UnitState(f"{g}-{k}", group=g, precision_max=12) for g in ("files", "data") for k in ("a", "b")]
+    s = Scheduler(units, min_runs=3, max_runs=10, budget_s=1e9, policy=policy, seed=5, clock=FakeClock(),
+                  ci_target=0.05, precision_for="contenders")
+    files = {"a": (0.0, 0.08, -0.08, 0.04), "b": (0.06, -0.04, -0.06, 0.07)}
+    data = {"a": (0.07, -0.05, 0.03, -0.07, 0.01), "b": (-0.05, 0.07, -0.07, 0.03)}
+
+    def value(key: str, n: int) -> float:
+        group, cell = key.split("-")
+        wobble = (files if group == "files" else data)[cell]
+        return {"files": {"a": 100.0, "b": 98.0}, "data": {"a": 100.0, "b": 85.0}}[group][cell] * (
+            1.0 + wobble[n % len(wobble)])
+
+    log = drive(s, value)
+    rounds_of = {k: sorted(r for kk, r, _ in log if kk == k) for k in s.units}
+    race_rounds = rounds_of["data-b"]  # eliminated at the end of data's race (16 % behind, ±7 %)
+    assert len(race_rounds) > 4 and s.reasons()["data-b"].startswith("eliminated"), rounds_of
+    files_decided_at = 4  # the stable tied group: rounds 3 and 4 alike
+    assert s.reasons()["files-a"].startswith("race over: stable tied group"), s.reasons()
+    # Every round of data's race after files' ended holds the files pair too, both cells (paired).
+    joined = [r for r in race_rounds if r > files_decided_at]
+    assert joined and rounds_of["files-a"] == rounds_of["files-b"]
+    assert set(joined) <= set(rounds_of["files-a"]), rounds_of

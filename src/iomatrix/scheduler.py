@@ -539,27 +539,40 @@ class Scheduler:
             for rnd in list(u.pending):
                 self._settle(u, rnd)
         self._refresh()
-        active = [u.key for u in self.units.values() if u.racing and self._ready(u)]
-        precision = not active
-        if precision:  # the race is over: the decided units run on toward ci_target, each round a new block
-            self._stop_non_contenders()
-            active = [u.key for u in self.units.values() if not u.done and self._ready(u)]
-            # The comparisons that decide an answer first, in rounds of their own (paired: both cells of a pair
-            # in every round); one figure's precision only once those are settled, at precision_max or out of
-            # budget (stats/deciding.py).
-            deciding = [k for k in active if k in self.deciding_units()]
-            answering = [k for k in deciding if self.units[k].answers]  # a role's deciding job before its vetoes
-            active = answering or deciding or active
-        self._active = set(active)
+        racing = [u.key for u in self.units.values() if u.racing and self._ready(u)]
+        active = racing or self._precision_round()
+        round_no, todo = self._round_of(active, not racing)
+        if racing and round_no > self.round:  # a new round of the race (not a resumed one)
+            todo = todo + self._joining()
+        self._active = set(active).union(todo)
         if not active:
             return []
-        round_no, todo = self._round_of(active, precision)
         self.round = round_no
         # A resumed round's positions continue after the runs it already has.
         offset = sum(1 for u in self.units.values() if round_no in u.rounds)
         slots = [Slot(k, round_no, offset + i) for i, k in enumerate(self.order(round_no, todo))]
         self._next_position[round_no] = offset + len(slots)
         return slots
+
+    def _precision_round(self) -> list[str]:
+        """The race is over: the decided units run on toward ci_target, each round a new block; the pairs that
+        decide an answer first, a role's deciding job before its vetoes (stats/deciding.py)."""
+        self._stop_non_contenders()
+        active = [k for k, u in self.units.items() if self._may_run(u)]
+        deciding = [k for k in active if k in self.deciding_units()]
+        answering = [k for k in deciding if self.units[k].answers]
+        return answering or deciding or active
+
+    def _may_run(self, u: UnitState) -> bool:
+        return not u.done and self._ready(u)
+
+    def _joining(self) -> list[str]:
+        """Decided units of an answer's unsettled deciding pair (stats/deciding.py) that join a new round of
+        another group's race rather than wait for every race to end (tests/test_scheduler.py, issue 53). Their
+        runs are precision runs: they take no part in the race."""
+        deciding = self.deciding_units()
+        return [k for k in deciding if self.units[k].decided is not None and self.units[k].answers
+                and self._may_run(self.units[k])]
 
     def _round_of(self, active: list[str], precision: bool) -> tuple[int, list[str]]:
         """(the round the active units run next, the units that run in it): the interrupted round of a resumed
