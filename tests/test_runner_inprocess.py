@@ -137,6 +137,8 @@ def test_a_disturbed_run_is_retried_at_the_end_of_its_round(store: Store, tmp_pa
     result = sweep(make_plan(), store, host, tmp_path)
     stored = runs(store, result.sweep_id)
     assert (result.disturbed, result.retried, result.runs_done) == (1, 1, 6)
+    # Its causes, counted for the plain-words lines at the end of `run` (fake_tier.BUSY: steal and CPU pressure).
+    assert result.disturbed_by == {"cpu.steal_pct": 1, "psi.cpu_some_pct": 1}
     mine = [r for r in stored if r["unit"] == hit]
     assert len(mine) == 4 and len(stored) == 7
     disturbed = next(r for r in mine if r["disturbed"] == 1)

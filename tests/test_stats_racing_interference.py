@@ -221,3 +221,14 @@ def test_a_unit_that_cannot_beat_the_best_by_the_threshold_is_eliminated_without
     assert stop_reason([step], rounds_done=3, max_rounds=8) == "one best left"
     # Twice the spread (d = −0.16, −0.08, 0.0): t = −2.8426, p = 0.052, b keeps racing.
     assert race_step(two_cells([-0.16, -0.08, 0.0]), higher_is_better=True).contenders == {"b"}
+
+
+def test_what_disturbed_the_runs_is_said_in_plain_words_most_frequent_first() -> None:
+    from iomatrix.stats.interference import PLAIN_CAUSES, THRESHOLDS, disturbance_lines
+
+    assert set(PLAIN_CAUSES) == set(THRESHOLDS)  # every flag has its words
+    lines = disturbance_lines({"other_cpu_pct": 8, "cpu.steal_pct": 21, "mem.writeback_mb": 0})
+    assert lines == [f"  21: {PLAIN_CAUSES['cpu.steal_pct']}", f"  8: {PLAIN_CAUSES['other_cpu_pct']}"]
+    assert "not retried" in lines[0] and "other programs" in lines[1]
+    assert disturbance_lines({}) == []
+

@@ -262,6 +262,7 @@ def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, w
     from iomatrix.commands.progress import RichProgress
     from iomatrix.runner import RunOptions, SweepRunner
     from iomatrix.safety import resolve_allowed
+    from iomatrix.stats.interference import disturbance_lines
 
     opts = RunOptions(workdir=work, allowed_devices=resolve_allowed(allow_destroy),
                       accel=accel.value, monitor_interval=monitor_interval, kernel=kernel, group=group,
@@ -284,6 +285,8 @@ def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, w
     if res.disturbed:
         console.print(f"[yellow]{res.disturbed} run(s) disturbed by the rest of the host[/] ({res.retried} retried); "
                       "see the notes in 'iomatrix results'")
+        for line in disturbance_lines(res.disturbed_by):
+            console.print(line, markup=False, highlight=False)
     if res.load_not_reached:
         console.print(f"[yellow]{res.load_not_reached} run(s) missed their offered load[/]: not counted by racing nor "
                       "ranked (their latency is not at the asked load)")

@@ -96,6 +96,24 @@ OUTSIDE_CAUSES = frozenset({"psi.cpu_some_pct", "cpu.steal_pct", "other_cpu_pct"
 RETRY_CAUSES = OUTSIDE_CAUSES - {"cpu.steal_pct"}
 
 
+# Each cause in plain words, for a user who never read this module, with what a retry does about it.
+PLAIN_CAUSES: dict[str, str] = {
+    "psi.cpu_some_pct": "the CPUs were busy enough that work waited for them (retried)",
+    "cpu.steal_pct": "the hypervisor gave this machine's CPUs to other machines (CPU steal; not retried: it lasts)",
+    "other_cpu_pct": "other programs on this host used more than half a CPU beside fio and QEMU (retried)",
+    "mem.writeback_mb": "the kernel was writing cached data to disk (not retried: our own writes cause it too)",
+}
+
+
+def disturbance_lines(counts: Mapping[str, int]) -> list[str]:
+    """What disturbed a sweep's runs, in plain words, most frequent first: ``counts`` is cause → runs (a run flagged
+    for several causes counts under each). Example: {"cpu.steal_pct": 21, "other_cpu_pct": 8} →
+    ["  21: the hypervisor gave this machine's CPUs to other machines (CPU steal; not retried: it lasts)",
+    "  8: other programs on this host used more than half a CPU beside fio and QEMU (retried)"]."""
+    ranked = sorted((n, cause) for cause, n in counts.items() if n > 0 and cause in PLAIN_CAUSES)
+    return [f"  {n}: {PLAIN_CAUSES[cause]}" for n, cause in sorted(ranked, key=lambda t: (-t[0], t[1]))]
+
+
 @dataclass(frozen=True)
 class RunInterference:
     disturbed: bool

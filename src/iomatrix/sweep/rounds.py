@@ -94,6 +94,8 @@ class RoundLoop:
                              wall_s=outcome.phases.get("wall_s"), load_reached=not unreached)
         if outcome.ok:
             result.disturbed += int(disturbed)
+            for cause in flags.causes if disturbed and flags is not None else ():
+                result.disturbed_by[cause] = result.disturbed_by.get(cause, 0) + 1
             result.load_not_reached += int(unreached)
         else:
             result.runs_failed += 1

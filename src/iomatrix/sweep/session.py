@@ -22,6 +22,8 @@ class SweepResult:
     interrupted: bool = False
     disturbed: int = 0  # ok runs the host disturbed (flagged in the store)
     retried: int = 0  # …of which were started again
+    # …by cause (stats.interference.THRESHOLDS keys: a run flagged for several counts under each)
+    disturbed_by: dict[str, int] = field(default_factory=dict)
     load_not_reached: int = 0  # ok runs that missed their offered load: not counted by racing nor ranked
     # Units stopped because most of their runs missed the offered load: (unit key, reason)
     unreached_units: list[tuple[str, str]] = field(default_factory=list)
