@@ -231,4 +231,5 @@ def test_what_disturbed_the_runs_is_said_in_plain_words_most_frequent_first() ->
     assert lines == [f"  21: {PLAIN_CAUSES['cpu.steal_pct']}", f"  8: {PLAIN_CAUSES['other_cpu_pct']}"]
     assert "not retried" in lines[0] and "other programs" in lines[1]
     assert disturbance_lines({}) == []
+    assert max(len(line) for line in disturbance_lines({k: 999 for k in PLAIN_CAUSES})) <= 100  # a terminal's width
 
