@@ -5,7 +5,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from iomatrix.domain import NULL_BACKING
 from iomatrix.report.fleet import fleet_answers, group_answers, select_fleet
@@ -117,4 +121,61 @@ def test_measured_durability_verdicts_are_found_among_sweeps_that_are_skipped(tm
     assert {mc.axes["cache"]: mc.samples["power_loss.acked_lost"] for mc in every.configs.values()} == {
         "none": [0.0, 0.0], "unsafe": [3.0, 3.0]}
     assert MeasuredIndex.from_store(store, [sid for sid in store.sweep_ids() if sid != trials]).configs == {}
+    store.close()
+
+
+def test_the_fleet_answer_is_the_one_scipy_stats_gives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 52: the decision's statistics no longer import scipy.stats (stats/shapiro.py, scipy.special's tails);
+    the fleet answer over every host is the same, byte for byte, as with scipy.stats's functions put back in
+    each place (the code before: its Shapiro–Wilk, F and t tails, TOST and the ruling-out test)."""
+    import math
+
+    from scipy import stats
+
+    from iomatrix.stats import blocked, decision, equivalence, paired, ruling_out
+
+    store = synthetic_fleet(tmp_path / "fleet.sqlite")
+    fleet = select_fleet(store)
+    requirements = parse_requirements([])
+    fast = render_fleet(fleet, fleet_answers(store, fleet, min_n=2, requirements=requirements), OutputFormat.json,
+                        200)
+
+    def scipy_tost(ratio: float | None, se_log: float | None, df: float | None, level: float, margin: float,
+                   higher_is_better: bool) -> equivalence.Tost:  # the function before, with scipy.stats
+        lo_b, hi_b = equivalence.log_bounds(equivalence.check_margin(margin), higher_is_better)
+        if ratio is None or not ratio > 0 or not math.isfinite(ratio) or se_log is None or not df or level <= 0:
+            return equivalence.Tost(1.0, level, None, None)
+        d = math.log(ratio)
+        if se_log == 0.0:
+            return equivalence.Tost(0.0 if lo_b < d < hi_b else 1.0, level, ratio, ratio)
+        q = float(stats.t.ppf(1.0 - min(level, 0.5), df))
+        return equivalence.Tost(max(float(stats.t.sf((d - lo_b) / se_log, df)),
+                                    float(stats.t.cdf((d - hi_b) / se_log, df))),
+                                level, math.exp(d - q * se_log), math.exp(d + q * se_log))
+
+    def scipy_one_sided(d: float, se: float, df: float, delta: float, higher_is_better: bool) -> float:
+        if se == 0.0:
+            return 0.0 if (d < delta if higher_is_better else d > delta) else 1.0
+        t = (d - delta) / se
+        return float(stats.t.cdf(t, df) if higher_is_better else stats.t.sf(t, df))
+
+    used: list[str] = []
+
+    def counted(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:  # records each replaced call
+        def call(*args: Any, **kw: Any) -> Any:
+            used.append(name)
+            return fn(*args, **kw)
+        return call
+
+    monkeypatch.setattr(blocked, "shapiro_p", counted("shapiro", lambda r: float(stats.shapiro(r).pvalue)))
+    monkeypatch.setattr(blocked, "_f_p", counted("f", lambda f, a, b: float(stats.f.sf(f, a, b))))
+    monkeypatch.setattr(blocked, "_t_sf2", counted("t", lambda t, df: float(2.0 * stats.t.sf(abs(t), df))))
+    monkeypatch.setattr(paired, "t_two_sided_p", counted("t", lambda t, df: float(2.0 * stats.t.sf(abs(t), df))))
+    monkeypatch.setattr(paired, "t_quantile", counted("tq", lambda c, df: float(stats.t.ppf(0.5 + c / 2.0, df))))
+    monkeypatch.setattr(decision, "tost", counted("tost", scipy_tost))
+    monkeypatch.setattr(ruling_out, "_p_one_sided", counted("ruling", scipy_one_sided))
+    slow = render_fleet(fleet, fleet_answers(store, fleet, min_n=2, requirements=requirements), OutputFormat.json,
+                        200)
+    assert {"shapiro", "f", "t", "tq"} <= set(used), set(used)  # scipy.stats was what answered
+    assert fast == slow
     store.close()

@@ -34,11 +34,11 @@ LAZY_ALLOWED: dict[tuple[str, str], str] = {
     # scipy.stats costs ~0.5 s to import: only the statistics that need a distribution pay it.
     ("iomatrix.stats.interference", "scipy"): "scipy.stats: 0.5 s at import",
     ("iomatrix.stats.ruling_out", "scipy"): "scipy.stats: 0.5 s at import",
-    ("iomatrix.stats.paired", "scipy"): "scipy.stats: 0.5 s at import",
     ("iomatrix.stats.equivalence", "scipy"): "scipy.stats: 0.5 s at import",
     ("iomatrix.stats.looks", "scipy"): "scipy.special, only where rounds are estimated",
     ("iomatrix.stats.adaptive", "scipy"): "scipy.stats: 0.5 s at import",
     ("iomatrix.stats.blocked", "scipy"): "scipy.stats: 0.5 s at import",
+    ("iomatrix.stats.shapiro", "scipy"): "scipy (its swilk loaded by file), scipy.stats only as a fallback",
     ("iomatrix.stats.power", "scipy"): "scipy.stats: 0.5 s at import",
     ("iomatrix.stats.summary", "scipy"): "scipy.stats: 0.5 s at import",
     # A report imports these (report.quality, report.query): a command refused before any statistic, or one that

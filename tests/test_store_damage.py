@@ -270,3 +270,47 @@ def test_nan_and_infinities_in_a_runs_phases_are_no_measurement(tmp_path: Path, 
     db = damaged_copy(tmp_path, f"UPDATE runs SET phases_json = '{{\"fio_s\": {value}}}' WHERE id = "
                                 "(SELECT MIN(id) FROM runs)", source=sound)
     assert judge(db, ("runs", "phases_json")) == "skipped"
+
+
+@pytest.mark.parametrize("values", [
+    [b"caf\xe9"],  # a Latin-1 byte
+    [b"ab\xe2\x82", b"\xac cd"],  # a cut sequence, and a row starting where it would go on: both named
+    [b"ok \xe2\x82\xac", b"\xed\xa0\x80"],  # a surrogate after sound text
+])
+def test_text_that_is_not_utf8_is_named_in_every_text_column(tmp_path: Path, sound: Path,
+                                                                values: list[bytes]) -> None:
+    """The scan decodes each text column at once (issue 52): a bad row among sound ones, or bad rows side by side
+    whose bytes would join into UTF-8, are still each found, in every TEXT column of the schema."""
+    from iomatrix.store.integrity import find_damage
+
+    checked = 0
+    for table, cols in column_types(SCHEMA_VERSION).items():
+        for name, col in cols.items():
+            if col.type != "TEXT" or table == "meta":
+                continue
+            db = tmp_path / "u.sqlite"
+            shutil.copyfile(sound, db)
+            con = sqlite3.connect(db)
+            rowids = [r[0] for r in con.execute(f"SELECT rowid FROM {table} WHERE typeof({name}) = 'text' "
+                                                f"ORDER BY rowid LIMIT {len(values)}")]
+            if len(rowids) < len(values):
+                con.close()
+                continue
+            for rowid, raw in zip(rowids, values, strict=True):
+                con.execute(f"UPDATE {table} SET {name} = CAST(? AS TEXT) WHERE rowid = ?", (raw, rowid))
+            con.commit()
+            damage = find_damage(con, SCHEMA_VERSION)
+            con.close()
+            bad = {rowid for rowid, raw in zip(rowids, values, strict=True) if not _decodes(raw)}
+            assert bad <= damage.rows.get(table, set()), (table, name, str(damage))
+            assert damage.first is not None and damage.first.why == "not UTF-8 text", (table, name, str(damage))
+            checked += 1
+    assert checked >= 10
+
+
+def _decodes(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +15,7 @@ from iomatrix.metrics import load_not_reached
 from iomatrix.monitor.sampler import MonitorSample
 from iomatrix.report.quality import STEADY_PREFIX, steady_state_samples
 from iomatrix.store import Store
+from iomatrix.store.queries import RunRow
 
 
 @dataclass
@@ -102,8 +103,9 @@ def sweep_info(store: Store, sweep_id: int) -> dict[str, Any]:
     }
 
 
-def cell_workloads(store: Store, sweep_id: int) -> list[CellWorkload]:
-    """Every cell × workload of a sweep that has at least one run."""
+def cell_workloads(store: Store, sweep_id: int, runs: Sequence[RunRow] | None = None) -> list[CellWorkload]:
+    """Every cell × workload of a sweep that has at least one run (`runs`: the sweep's `store.runs`, when the
+    caller has read them already: a fleet answer reads 100 hosts' runs once each, issue 52)."""
     out: dict[tuple[int, str], CellWorkload] = {}
     # Per run, the stored metrics plus those computed here from the run's raw series: steady state is a
     # statistic, so it is derived at report time from the per-interval IOPS (a sweep stored before this
@@ -115,7 +117,7 @@ def cell_workloads(store: Store, sweep_id: int) -> list[CellWorkload]:
             per_run[s.run_id][s.metric] = s.value
     for rid, values in series.items():
         per_run[rid].update(steady_state_samples(values))
-    for r in store.runs(sweep_id):
+    for r in store.runs(sweep_id) if runs is None else runs:
         k = (r.cell_id, r.workload)
         cw = out.get(k)
         if cw is None:

@@ -362,10 +362,11 @@ class SweepReading:
 
 def read_sweep(store: Store, sweep_id: int, blocked: bool = True) -> SweepReading:
     """Everything `rank_reading` needs of one sweep, from the store."""
-    cws = cell_workloads(store, sweep_id)
+    runs = store.runs(sweep_id)  # once for both: the cells' runs and their stored interference verdicts
+    cws = cell_workloads(store, sweep_id, runs)
     all_runs = [rid for c in cws for rid in c.runs]
     return SweepReading(store, sweep_id, cws, blocked, run_rounds(store, all_runs) if blocked else {},
-                        run_interference(store, sweep_id, all_runs), unit_stops(store, sweep_id),
+                        run_interference(store, sweep_id, all_runs, runs), unit_stops(store, sweep_id),
                         run_boots(store, all_runs), sweep_info(store, sweep_id)["plan_definition"])
 
 

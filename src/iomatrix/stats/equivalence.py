@@ -76,7 +76,9 @@ def log_bounds(margin: float, higher_is_better: bool) -> tuple[float, float]:
 def tost(ratio: float | None, se_log: float | None, df: float | None, level: float, margin: float,
          higher_is_better: bool) -> Tost:
     """TOST of the ratio c/b (``ratio`` = exp(d), ``se_log`` its SE on ``df``) against ``margin`` at ``level``."""
-    from scipy import stats as _st  # lazy: scipy.stats costs ~1 s of CPU to import (docs/benchmarks.md)
+    # scipy.stats.t's own functions (t._sf, t._cdf, t._ppf: stdtr, stdtrit), without importing scipy.stats:
+    # ~1 s of CPU per process (issue 52). Lazy: paths that decide nothing pay neither.
+    from scipy.special import stdtr, stdtrit
 
     lo_b, hi_b = log_bounds(check_margin(margin), higher_is_better)
     if ratio is None or not ratio > 0 or not math.isfinite(ratio) or se_log is None or not df or level <= 0:
@@ -85,9 +87,9 @@ def tost(ratio: float | None, se_log: float | None, df: float | None, level: flo
     if se_log == 0.0:
         inside = lo_b < d < hi_b
         return Tost(0.0 if inside else 1.0, level, ratio, ratio)
-    p_low = float(_st.t.sf((d - lo_b) / se_log, df))
-    p_high = float(_st.t.cdf((d - hi_b) / se_log, df))
-    q = float(_st.t.ppf(1.0 - min(level, 0.5), df))
+    p_low = float(stdtr(df, -((d - lo_b) / se_log)))  # t.sf(x, df)
+    p_high = float(stdtr(df, (d - hi_b) / se_log))  # t.cdf(x, df)
+    q = float(stdtrit(df, 1.0 - min(level, 0.5)))  # t.ppf(q, df)
     return Tost(max(p_low, p_high), level, math.exp(d - q * se_log), math.exp(d + q * se_log))
 
 

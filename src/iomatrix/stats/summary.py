@@ -75,6 +75,16 @@ def t_quantile(confidence: float, df: float) -> float:
     return float(stdtrit(df, 0.5 + confidence / 2.0))
 
 
+def t_two_sided_p(t: float, df: float) -> float:
+    """Two-sided p of a Student-t statistic, 2·P(T_df > |t|): scipy.stats.t.sf's own function (t._sf is
+    scipy.special.stdtr(df, −x)), called without importing scipy.stats, as t_quantile does.
+
+    Worked example: t = 2.776, df = 4 → p = 0.0500 (the 95 % critical value of t with 4 degrees of freedom)."""
+    from scipy.special import stdtr
+
+    return float(2.0 * stdtr(df, -abs(t)))
+
+
 def sample_sd(arr: np.ndarray) -> float:
     """Sample SD (ddof=1), exactly 0.0 when all values are identical. Needs n ≥ 2."""
     if arr.size < 2:
