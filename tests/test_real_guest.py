@@ -142,5 +142,9 @@ def test_a_sweep_in_the_image_given_by_path_stores_its_run_with_the_image_and_th
     doc = json.loads(run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout)
     iops = [r for r in doc["sweeps"][0]["results"] if r["metric"] == "read.iops"]
     assert iops and all(r["mean"] > 0 for r in iops)
+    # the answer names the guest its figures came from: the image given, by its digest (issue 51)
+    rec = json.loads(run_cli("recommend", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout)
+    assert [(g["kind"], g["image"], g["sha256"], g["kernel"]) for g in rec["guests"]] == [
+        ("real image", str(image.qcow2), image.sha256, image.kernel_version)]
     assert sha256_of(image.qcow2) == before  # the file given was only read
     assert not [p for p in tmp_path.rglob("*") if p.suffix in (".raw", ".qcow2")]  # overlays and disks removed

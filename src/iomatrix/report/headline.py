@@ -138,6 +138,8 @@ class Headline:
     # One line per backing group whose workloads' answers differ and cannot be one configuration (a trade-off, or
     # not settled enough to say: report/one_config.py), naming each configuration and its workloads.
     trade_offs: list[str] = field(default_factory=list)
+    # The guests the guest figures came from, one line each (report/guests.py): a real image with its digest.
+    guests: list[str] = field(default_factory=list)
 
     def baseline_line(self) -> str:
         """The headline's line on its baseline, for a platform whose defaults are not QEMU's: its settings, and
@@ -159,7 +161,8 @@ class Headline:
                 "basis": self.basis, "unanswered": self.unanswered, "measured": self.measured,
                 "objective": self.objective, "declined": self.declined, "warnings": self.warnings,
                 "findings": self.findings, "baseline": {**self.baseline, "line": self.baseline_line() or None},
-                **({"trade_offs": self.trade_offs} if self.trade_offs else {})}
+                **({"trade_offs": self.trade_offs} if self.trade_offs else {}),
+                **({"guests": self.guests} if self.guests else {})}
 
 
 def platform_baseline(target: str) -> Baseline:
@@ -233,7 +236,8 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
                     [f"{', '.join(ws)}: {names.rename(text)}" for text, ws in declined.items()],
                     rec.findings if rec.first_findings is None else rec.first_findings,
                     [_named_role(r, names) for r in rec.roles], _baseline(target, answered.values()),
-                    trade_off_lines(list(dict.fromkeys(c for c in configs.values() if c.kind != "one")), names))
+                    trade_off_lines(list(dict.fromkeys(c for c in configs.values() if c.kind != "one")), names),
+                    [g.line() for g in rec.guests])
 
 
 def group_configs(ranked: list[Verdict]) -> dict[str, GroupConfig]:

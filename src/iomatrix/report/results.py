@@ -14,6 +14,7 @@ from typing import Any
 from iomatrix.domain import axes as axis_registry
 from iomatrix.monitor.summary import FieldSummary, cell_summary, host_questions_view, summarize_samples
 from iomatrix.report.contention import sweep_contention
+from iomatrix.report.guests import guests_used
 from iomatrix.report.quality import cold_run, outliers, scale_of, steady_counts
 from iomatrix.report.query import (
     CellWorkload,
@@ -118,6 +119,9 @@ def results_document(store: Store, sweep_ids: list[int], *, with_monitor: bool =
         # the same
         if contention := [row for curve in sweep_contention(store, sid) for row in curve.as_rows()]:
             info["contention"] = contention
+        # the guests the guest figures came from (report/guests.py): absent for sweeps without guest runs
+        if guests := guests_used(store, sid):
+            info["guests"] = [g.as_dict() for g in guests]
         info["failures"] = failures(store, sid)
         sweeps.append(info)
     return {"format": RESULTS_FORMAT, "version": RESULTS_VERSION, "sweeps": sweeps}

@@ -57,6 +57,8 @@ def print_results(out: Console, doc: dict[str, Any], metric: str | None, monitor
     out.print(f"sweep {s['id']} · plan {s['plan']} · {s['status']} · host {s['host']['hostname']} "
               f"(kernel {s['host']['kernel']}, {s['host']['fio_version']}, {s['host']['qemu_version']})",
               markup=False)
+    for g in s.get("guests", []):  # whose kernel and driver the guest rows went through (issue 51)
+        out.print(f"guest: {g['line']}", markup=False, highlight=False)
     accels: list[str] = []
     shown = [r for r in s["results"] if _shown(metric, r)]
     labels = [" ".join(f"{k}={v}" for k, v in r["axes"].items()
