@@ -61,6 +61,10 @@ class GuestUsed:
                 "fio": self.fio or None, "runs": self.runs, "line": self.line()}
 
 
+def guest_lines(guests: list[GuestUsed]) -> list[str]:
+    return [g.line() for g in guests]
+
+
 def _runs(n: int) -> str:
     return f"{n} run" + ("" if n == 1 else "s")
 

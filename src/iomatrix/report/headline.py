@@ -18,6 +18,7 @@ from iomatrix.domain import BASELINES, PLATFORM_BASELINES, Baseline
 from iomatrix.errors import UserError
 from iomatrix.plan.current_cell import MeasuredCurrent
 from iomatrix.protocols import snippet_targets
+from iomatrix.report.guests import guest_lines
 from iomatrix.report.naming import CellNames, cell_names
 from iomatrix.report.one_config import Decision, GroupConfig, one_config
 from iomatrix.report.recommend import SITUATIONS, Gain, Recommendation, Verdict, answer_of, verdict_tier
@@ -237,7 +238,7 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
                     rec.findings if rec.first_findings is None else rec.first_findings,
                     [_named_role(r, names) for r in rec.roles], _baseline(target, answered.values()),
                     trade_off_lines(list(dict.fromkeys(c for c in configs.values() if c.kind != "one")), names),
-                    [g.line() for g in rec.guests])
+                    guest_lines(rec.guests))
 
 
 def group_configs(ranked: list[Verdict]) -> dict[str, GroupConfig]:
