@@ -40,6 +40,7 @@ LAZY_ALLOWED: dict[tuple[str, str], str] = {
     ("iomatrix.stats.blocked", "scipy"): "scipy.stats: 0.5 s at import",
     ("iomatrix.stats.shapiro", "scipy"): "scipy (its swilk loaded by file), scipy.stats only as a fallback",
     ("iomatrix.stats.power", "scipy"): "scipy.stats: 0.5 s at import",
+    ("iomatrix.stats.tier_agreement", "scipy"): "scipy.stats: 0.5 s at import",
     ("iomatrix.stats.summary", "scipy"): "scipy.stats: 0.5 s at import",
     # A report imports these (report.quality, report.query): a command refused before any statistic, or one that
     # only prints intervals, no longer pays scipy.stats (~1 s of CPU per process).

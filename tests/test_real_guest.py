@@ -18,11 +18,14 @@ import pytest
 
 from iomatrix import children
 from iomatrix.guest.agent import AgentTimeout
+from iomatrix.guest.cache import default_cache_dir
 from iomatrix.guest.debian_image import DebianImage, cached_image, ensure_debian_image, sha256_of
 from iomatrix.guest.realboot import boot, disk_view
-from iomatrix.guest.seed import seed_args, write_seed
+from iomatrix.guest.seed import seed_args, tools_args, write_seed, write_tools
+from iomatrix.guest.static_fio import static_fio
 from iomatrix.images import create_image
 from iomatrix.qemu_block import DiskSpec
+from iomatrix.tiers.real_guest import which_fio
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.slow
@@ -56,7 +59,11 @@ def test_the_debian_guest_sees_its_disk_under_test_through_its_agent(image: Debi
     seed = write_seed(tmp_path / "seed.iso", "iomx-test-1", "iomx-seeded",
                       "#!/bin/sh\necho seeded > /run/iomatrix-seed/ran\n")
     run_dir = tmp_path / "run"
-    with boot(image.boot_image(), run_dir, [disk], extra_args=seed_args(seed)) as guest:
+    fio_static, why = static_fio(default_cache_dir(), print, build=False)
+    if fio_static is None:
+        pytest.skip(f"iomatrix's static fio is not built ({why}): scripts/setup.sh builds it")
+    tools = write_tools(tmp_path / "tools.iso", fio_static)
+    with boot(image.boot_image(), run_dir, [disk], extra_args=seed_args(seed) + tools_args(tools)) as guest:
         print(f"Debian guest under TCG: agent answered {guest.boot_s} s after QEMU started")
         overlay = guest.overlay
         assert overlay.is_file() and overlay.parent == run_dir
@@ -80,6 +87,13 @@ def test_the_debian_guest_sees_its_disk_under_test_through_its_agent(image: Debi
                           "done; cat /run/iomatrix-seed/user-data.status /run/iomatrix-seed/ran; hostname",
                           timeout=120)
         assert seeded.stdout.split() == ["0", "seeded", "iomx-seeded"], seeded
+        # An image without fio: iomatrix's static fio from the read-only tools disk, no network (the overlay is
+        # the guest's, thrown away: the image is never written).
+        assert guest.sh("rm -f /usr/bin/fio; ! command -v fio").ok
+        command, source, _ = which_fio(guest)
+        assert (command, source) == ("/run/iomx-tools/fio", "tools-disk")
+        version = guest.exec([command, "--version"])
+        assert version.ok and version.stdout.startswith("fio-"), version
         pid = guest.proc.pid
     assert not overlay.exists() and pid not in children.live_pids()
     assert sha256_of(image.qcow2) == before == image.sha256
@@ -139,8 +153,13 @@ def test_a_sweep_in_the_image_given_by_path_stores_its_run_with_the_image_and_th
         assert img["image_sha256"] == image.sha256 and img["kernel_version"] == image.kernel_version
         assert img["distribution"].startswith("Debian 12.") and img["boot"] == "direct kernel"
         assert meta["guest_disk"]["driver"] == "virtio_blk" and meta["guest_disk"]["queues"] >= 1
+        assert meta["guest_fio"] == "image" and meta["guest_seed"] in ("seed-read", "seed-not-read-yet")
     doc = json.loads(run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout)
     iops = [r for r in doc["sweeps"][0]["results"] if r["metric"] == "read.iops"]
     assert iops and all(r["mean"] > 0 for r in iops)
+    # the answer names the guest its figures came from: the image given, by its digest (issue 51)
+    rec = json.loads(run_cli("recommend", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout)
+    assert [(g["kind"], g["image"], g["sha256"], g["kernel"]) for g in rec["guests"]] == [
+        ("real image", str(image.qcow2), image.sha256, image.kernel_version)]
     assert sha256_of(image.qcow2) == before  # the file given was only read
     assert not [p for p in tmp_path.rglob("*") if p.suffix in (".raw", ".qcow2")]  # overlays and disks removed

@@ -78,6 +78,10 @@ def rank_cmd(
 
     for line in consolidation_lines(consolidation_groups(store, sid)):  # consolidation tier: how many tiles
         console.print(line, markup=False, highlight=False)
+    from iomatrix.report.guests import guests_used
+
+    for g in guests_used(store, sid):  # whose kernel and driver the guest tables went through (issue 51)
+        console.print(f"guest: {g.line()}", markup=False, highlight=False)
     warn_tcg(accels)
 
 

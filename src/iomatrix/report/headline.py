@@ -18,6 +18,7 @@ from iomatrix.domain import BASELINES, PLATFORM_BASELINES, Baseline
 from iomatrix.errors import UserError
 from iomatrix.plan.current_cell import MeasuredCurrent
 from iomatrix.protocols import snippet_targets
+from iomatrix.report.guests import guest_lines
 from iomatrix.report.naming import CellNames, cell_names
 from iomatrix.report.one_config import Decision, GroupConfig, one_config
 from iomatrix.report.recommend import SITUATIONS, Gain, Recommendation, Verdict, answer_of, verdict_tier
@@ -138,6 +139,8 @@ class Headline:
     # One line per backing group whose workloads' answers differ and cannot be one configuration (a trade-off, or
     # not settled enough to say: report/one_config.py), naming each configuration and its workloads.
     trade_offs: list[str] = field(default_factory=list)
+    # The guests the guest figures came from, one line each (report/guests.py): a real image with its digest.
+    guests: list[str] = field(default_factory=list)
 
     def baseline_line(self) -> str:
         """The headline's line on its baseline, for a platform whose defaults are not QEMU's: its settings, and
@@ -159,7 +162,8 @@ class Headline:
                 "basis": self.basis, "unanswered": self.unanswered, "measured": self.measured,
                 "objective": self.objective, "declined": self.declined, "warnings": self.warnings,
                 "findings": self.findings, "baseline": {**self.baseline, "line": self.baseline_line() or None},
-                **({"trade_offs": self.trade_offs} if self.trade_offs else {})}
+                **({"trade_offs": self.trade_offs} if self.trade_offs else {}),
+                **({"guests": self.guests} if self.guests else {})}
 
 
 def platform_baseline(target: str) -> Baseline:
@@ -233,7 +237,8 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
                     [f"{', '.join(ws)}: {names.rename(text)}" for text, ws in declined.items()],
                     rec.findings if rec.first_findings is None else rec.first_findings,
                     [_named_role(r, names) for r in rec.roles], _baseline(target, answered.values()),
-                    trade_off_lines(list(dict.fromkeys(c for c in configs.values() if c.kind != "one")), names))
+                    trade_off_lines(list(dict.fromkeys(c for c in configs.values() if c.kind != "one")), names),
+                    guest_lines(rec.guests))
 
 
 def group_configs(ranked: list[Verdict]) -> dict[str, GroupConfig]:

@@ -14,6 +14,7 @@ from typing import Any
 from iomatrix.domain import axes as axis_registry
 from iomatrix.monitor.summary import FieldSummary, cell_summary, host_questions_view, summarize_samples
 from iomatrix.report.contention import sweep_contention
+from iomatrix.report.guests import guests_used
 from iomatrix.report.quality import cold_run, outliers, scale_of, steady_counts
 from iomatrix.report.query import (
     CellWorkload,
@@ -73,6 +74,18 @@ def monitor_summary(store: Store, cw: CellWorkload) -> dict[str, FieldSummary]:
     return cell_summary(summarize_samples(run_monitor_samples(store, rid)) for rid in cw.runs)
 
 
+def _when_present(store: Store, sid: int) -> dict[str, Any]:
+    """The parts of a sweep's document only some sweeps have, absent for the others so that older documents
+    read the same: many clients on one backend (docs/shared-storage.md), the guests the guest figures came
+    from (report/guests.py)."""
+    out: dict[str, Any] = {}
+    if contention := [row for curve in sweep_contention(store, sid) for row in curve.as_rows()]:
+        out["contention"] = contention
+    if guests := guests_used(store, sid):
+        out["guests"] = [g.as_dict() for g in guests]
+    return out
+
+
 def results_document(store: Store, sweep_ids: list[int], *, with_monitor: bool = True) -> dict[str, Any]:
     """The stable JSON document for the given sweeps."""
     sweeps = []
@@ -114,10 +127,7 @@ def results_document(store: Store, sweep_ids: list[int], *, with_monitor: bool =
                                          for rid, f in sorted(cw.unreached.items())]} if cw.unreached else {}),
             })
         info["results"] = rows
-        # many clients on one backend (docs/shared-storage.md): absent for sweeps without, so older documents read
-        # the same
-        if contention := [row for curve in sweep_contention(store, sid) for row in curve.as_rows()]:
-            info["contention"] = contention
+        info.update(_when_present(store, sid))
         info["failures"] = failures(store, sid)
         sweeps.append(info)
     return {"format": RESULTS_FORMAT, "version": RESULTS_VERSION, "sweeps": sweeps}

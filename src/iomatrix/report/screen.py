@@ -127,6 +127,8 @@ def _screen_head(h: Headline, width: int, markdown: bool) -> list[str]:
         out += wrap(f"all cells, where the axis applies: {h.shared}", width)
     for line in h.basis:
         out += wrap(f"basis: {line}", width)
+    for line in h.guests:  # whose kernel and driver the guest figures went through (issue 51)
+        out += wrap(f"guest: {line}", width)
     if h.baseline_line():
         out += wrap(h.baseline_line(), width)
     for line in h.findings:  # what the figures show comes first: the answer below follows from it

@@ -49,6 +49,12 @@ _MONITOR_HEADINGS = {"cpu_busy_pct": "host CPU %", "cpu_iowait_pct": "iowait %",
                      "proc_cpu_pct": "QEMU/fio CPU %"}
 
 
+def _print_guests(out: Console, guests: list[dict[str, Any]]) -> None:
+    """Whose kernel and driver the guest rows went through (issue 51: report/guests.py)."""
+    for g in guests:
+        out.print(f"guest: {g['line']}", markup=False, highlight=False)
+
+
 def print_results(out: Console, doc: dict[str, Any], metric: str | None, monitor: bool) -> list[str]:
     """The first sweep of a `results_document`: one row per cell × workload × metric, then pruned and failed.
     With `metric='all'` one small table per cell × workload (its metrics as rows), so the metric, n and CI
@@ -57,6 +63,7 @@ def print_results(out: Console, doc: dict[str, Any], metric: str | None, monitor
     out.print(f"sweep {s['id']} · plan {s['plan']} · {s['status']} · host {s['host']['hostname']} "
               f"(kernel {s['host']['kernel']}, {s['host']['fio_version']}, {s['host']['qemu_version']})",
               markup=False)
+    _print_guests(out, s.get("guests", []))
     accels: list[str] = []
     shown = [r for r in s["results"] if _shown(metric, r)]
     labels = [" ".join(f"{k}={v}" for k, v in r["axes"].items()

@@ -357,6 +357,19 @@ class StoreQueries:
                 out[int(r["id"])] = [float(v) for v in series]
         return out
 
+    def ok_run_objects(self, sweep_id: int, name: str) -> dict[int, dict[str, Any]]:
+        """An object each ok run of a sweep recorded in its meta under `name` (e.g. guest_image: the
+        real guest's image, digest and kernel), by run id; runs without one are absent."""
+        rows = self.db.execute(
+            "SELECT r.id, json_extract(r.meta_json, '$.' || ?) value FROM runs r "
+            "JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=? AND r.status='ok'", (name, sweep_id))
+        out = {}
+        for r in rows:
+            value = json.loads(r["value"]) if isinstance(r["value"], str) and r["value"] else None
+            if isinstance(value, dict):
+                out[int(r["id"])] = value
+        return out
+
     def ok_run_numbers(self, sweep_id: int, name: str) -> dict[int, float]:
         """A number each ok run of a sweep recorded in its meta under `name` (e.g. rtt_measured_ms), by run id;
         runs without one are absent."""

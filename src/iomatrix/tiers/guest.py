@@ -32,10 +32,12 @@ from iomatrix.fio.jobs import guest_job
 from iomatrix.fio.parse import FioOutputError, checked_metrics, parse_iops_log
 from iomatrix.guest.accel import AccelChoice, choose_accel
 from iomatrix.guest.artifacts import GuestArtifacts, ensure_artifacts
+from iomatrix.guest.cache import default_cache_dir
 from iomatrix.guest.cmdline import machine_for
 from iomatrix.guest.job import BatchRun, GuestJob
 from iomatrix.guest.process import BatchInterrupted, kill_all_guests, run_guest, run_guest_batch
 from iomatrix.guest.real_image import RealImage, resolve_image
+from iomatrix.guest.static_fio import static_fio
 from iomatrix.guest.stream import GuestOutcome
 from iomatrix.guest.tarball import ensure_tarball
 from iomatrix.images import remove_image
@@ -74,6 +76,8 @@ class GuestTier(Guest, Tier):
                 log(f"guest image {image}: its sha256 (the file is only read) and how it boots")
             real: RealImage = resolve_image(image, log)
             self.real = RealRunContext(real, self.choice.accel, self.workdir, max(self.plan.guest_memory_mb, 512))
+            # the NoCloud seed every boot reads, and iomatrix's static fio for an image without one (no network)
+            self.real.attach_media(static_fio(default_cache_dir(), log or (lambda _: None), build=False)[0])
 
     def accel(self) -> str:
         return self.choice.accel
@@ -89,6 +93,8 @@ class GuestTier(Guest, Tier):
 
     def close(self) -> None:
         kill_all_guests()
+        if self.real is not None:
+            self.real.remove_media()
         self.finish_background_work()
 
     def finish_background_work(self) -> None:

@@ -11,8 +11,9 @@ disk under test (driver, queues, scheduler, write cache).
 
 from __future__ import annotations
 
+import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +23,30 @@ from iomatrix.fio.jobs import GUEST_DISK_PLACEHOLDER, IOPS_LOG_PREFIX, guest_job
 from iomatrix.fio.parse import FioOutputError, checked_metrics, extract_json, parse_iops_log
 from iomatrix.guest.real_image import RealImage
 from iomatrix.guest.realboot import RealGuest, boot, disk_view
+from iomatrix.guest.seed import TOOLS_SERIAL, seed_args, tools_args, write_seed, write_tools
 from iomatrix.images import remove_image
 from iomatrix.qemu_block import DiskSpec, out_of_space
 from iomatrix.tiers.base import RunOutcome, RunRequest, fresh_image
 
 GUEST_RUN_DIR = "/run/iomatrix"
+TOOLS_MOUNT = "/run/iomx-tools"
+# iomatrix's first-boot set-up, the NoCloud seed's user-data (cloud-init runs it once, as does the Debian image's
+# own seed unit): a cloud image may carry qemu-guest-agent without starting it; the marker says the seed was read.
+SEED_USER_DATA = f"""#!/bin/sh
+command -v systemctl >/dev/null 2>&1 && systemctl start qemu-guest-agent 2>/dev/null
+mkdir -p {GUEST_RUN_DIR} && echo seeded > {GUEST_RUN_DIR}/seeded
+"""
+# The fio to run, with where it comes from: the image's own, else iomatrix's static fio on the read-only tools
+# disk (no network needed); and whether the seed's user-data has run.
+_FIO = f"""
+seed=$([ -f {GUEST_RUN_DIR}/seeded ] && echo seed-read || echo seed-not-read-yet)
+if command -v fio >/dev/null 2>&1; then echo "fio image $seed"; exit 0; fi
+mkdir -p {TOOLS_MOUNT}
+mountpoint -q {TOOLS_MOUNT} || mount -o ro /dev/disk/by-id/virtio-{TOOLS_SERIAL} {TOOLS_MOUNT} 2>/dev/null
+[ -x {TOOLS_MOUNT}/fio ] && echo "{TOOLS_MOUNT}/fio tools-disk $seed" && exit 0
+echo "the image has no fio and no tools disk is attached" >&2
+exit 3
+"""
 # os-release's PRETTY_NAME and the kernel release, one a line.
 _FACTS = ". /etc/os-release 2>/dev/null; echo \"${PRETTY_NAME:-unknown}\"; uname -r"
 
@@ -39,6 +59,23 @@ class RealRunContext:
     accel: str
     workdir: Path
     memory_mb: int
+    # QEMU arguments every boot gets: the NoCloud seed and the tools disk (`attach_media`).
+    extra_args: list[str] = field(default_factory=list)
+    media_dir: Path | None = None
+
+    def attach_media(self, fio: Path | None) -> None:
+        """Write the seed (and, with iomatrix's static fio, the tools disk) for this sweep's boots."""
+        self.media_dir = self.workdir / "real-guest-media"
+        self.media_dir.mkdir(parents=True, exist_ok=True)
+        seed = write_seed(self.media_dir / "seed.iso", "iomatrix-run", "iomatrix-guest", SEED_USER_DATA)
+        self.extra_args = seed_args(seed)
+        if fio is not None:
+            self.extra_args += tools_args(write_tools(self.media_dir / "tools.iso", fio))
+
+    def remove_media(self) -> None:
+        if self.media_dir is not None:
+            shutil.rmtree(self.media_dir, ignore_errors=True)
+            self.media_dir = None
 
 
 def _refusal(req: RunRequest) -> str | None:
@@ -55,15 +92,28 @@ def _in_guest(guest: RealGuest, ctx: RealRunContext, job: str, timeout_s: float)
     if len(facts) >= 2 and not (ctx.image.distribution and ctx.image.kernel_version):
         ctx.image = ctx.image.with_guest_facts(facts[0], facts[1])
     view = disk_view(guest)
+    fio, fio_from, seed = which_fio(guest)
     text = job.replace(GUEST_DISK_PLACEHOLDER, f"/dev/{view['name']}")
     guest.sh(f"mkdir -p {GUEST_RUN_DIR}", timeout=60)
     guest.agent.write_file(f"{GUEST_RUN_DIR}/job.fio", text.encode())
     t0 = time.monotonic()
-    res = guest.sh(f"cd {GUEST_RUN_DIR} && exec fio --output-format=json job.fio", timeout=timeout_s)
+    res = guest.sh(f"cd {GUEST_RUN_DIR} && exec {fio} --output-format=json job.fio", timeout=timeout_s)
     meta = {"guest_disk": view, "guest_image": ctx.image.as_metadata(), "workload_host_s": round(
-        time.monotonic() - t0, 3), "fio_exit": res.exitcode}
+        time.monotonic() - t0, 3), "fio_exit": res.exitcode, "guest_fio": fio_from, "guest_seed": seed}
     log = guest.sh(f"cat {GUEST_RUN_DIR}/{IOPS_LOG_PREFIX}_iops.log 2>/dev/null", timeout=60).stdout
     return meta, res.stdout + res.stderr, log
+
+
+def which_fio(guest: RealGuest) -> tuple[str, str, str]:
+    """(the fio command, where it came from: "image" or "tools-disk", whether the seed's user-data has run:
+    "seed-read" or "seed-not-read-yet": cloud-init runs it late in the boot, and a run does not wait for it);
+    one line when the image has no fio and no tools disk brings one."""
+    res = guest.sh(_FIO, timeout=60)
+    words = res.stdout.split()
+    if res.exitcode != 0 or len(words) != 3:
+        raise UserError(f"guest: {res.stderr.strip() or 'no fio found'}",
+                        hint="install fio in the image, or let iomatrix build its static fio (scripts/setup.sh)")
+    return words[0], words[1], words[2]
 
 
 def run_real(req: RunRequest, ctx: RealRunContext, image_bytes: int) -> RunOutcome:
@@ -79,7 +129,7 @@ def run_real(req: RunRequest, ctx: RealRunContext, image_bytes: int) -> RunOutco
     try:
         disk = DiskSpec.for_cell(req.cell, image, image_bytes)
         with boot(ctx.image.boot, req.run_dir, [disk], ctx.accel, ctx.memory_mb, boot_limit_s=req.timeout_s,
-                  wrapper=req.wrapper) as guest:
+                  wrapper=req.wrapper, extra_args=ctx.extra_args) as guest:
             if req.on_process is not None:
                 req.on_process(guest.proc.pid)
             boot_s = guest.boot_s

@@ -28,6 +28,7 @@ from iomatrix.plan.current_cell import stored_current
 from iomatrix.plan.load import builtin_names
 from iomatrix.report.companions import companion
 from iomatrix.report.durability import MeasuredIndex
+from iomatrix.report.guests import guests_used
 from iomatrix.report.interference import run_interference
 from iomatrix.report.keep import keep_current, keep_defaults
 from iomatrix.report.objective import Objective, objective_metric
@@ -150,7 +151,7 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     first = findings([c for c in cws if c.workload in jobs] if roles else cws, short=True)
     return Recommendation(sweep_id, info["plan"], info["status"], reqs, current, verdicts, warnings,
                           None if objective is None else objective.value, allow_data_loss, findings(cws), roles,
-                          first)
+                          first, guests_used(store, sweep_id))
 
 
 def plan_command(plan: str) -> str:

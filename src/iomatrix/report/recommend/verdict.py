@@ -194,6 +194,8 @@ class Recommendation:
     # The findings the first screen tells (the headline): with roles, only those of their jobs' figures; None: all
     # of `findings`. Not in JSON, which carries every finding.
     first_findings: list[str] | None = None
+    # The guests the sweep's guest figures came from (report/guests.py: GuestUsed), named with every answer.
+    guests: list[Any] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         first = {"roles": [r.as_dict() for r in self.roles]} if self.roles else {}
@@ -207,6 +209,7 @@ class Recommendation:
                 "allow_data_loss": self.allow_data_loss,
                 "verdicts": [v.as_dict() for v in self.verdicts], "warnings": self.warnings,
                 "findings": self.findings,
+                **({"guests": [g.as_dict() for g in self.guests]} if self.guests else {}),
                 **({"objective": self.objective} if self.objective is not None else {})}
 
 
