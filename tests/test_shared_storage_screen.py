@@ -10,6 +10,7 @@ columns, with no number split across lines."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import subprocess
@@ -21,6 +22,7 @@ import pytest
 from iomatrix.domain.axes import BackingFacts
 from iomatrix.matrix import expand
 from iomatrix.plan.load import load_plan
+from iomatrix.report import screen
 from iomatrix.report.render import end_of_run_text
 from iomatrix.store import RunRecord, Store
 from iomatrix.workloads import FLUSHING_WRITE_WORKLOAD, resolve
@@ -43,7 +45,8 @@ META = {
 }
 ROUNDS = 3  # the plan's minimum: nothing raced further, so nothing settled
 SCREEN = 30
-NUMBER_SPLIT = re.compile(r"[\d.,–×(]$")  # a line ending inside a figure: "1.0" / "(0.91–"
+NUMBER_END = re.compile(r"[\d(–][.,]?$")
+NUMBER_START = re.compile(r"\s*[\d–×)]")
 
 
 def _iops(axes: dict[str, str], workload: str) -> float:
@@ -113,7 +116,7 @@ def _sweep(db: Path, plan_name: str = "shared-storage", wider: bool = False,
 
 def _cli(db: Path, columns: int, *args: str) -> list[str]:
     res = subprocess.run([*iomatrix_argv(), "recommend", "--db", str(db), *args], capture_output=True, text=True,
-                         timeout=300, env={"COLUMNS": str(columns), "PATH": "/usr/bin:/bin"})
+                         timeout=300, env={**os.environ, "COLUMNS": str(columns)})
     assert res.returncode == 0, res.stderr
     return res.stdout.splitlines()
 
@@ -130,8 +133,65 @@ def _fits(lines: list[str], columns: int) -> None:
     text = "\n".join(lines)
     assert len(lines) <= SCREEN, f"{len(lines)} lines:\n{text}"
     assert all(len(line) <= columns for line in lines), [line for line in lines if len(line) > columns]
-    split = [line for line in lines if NUMBER_SPLIT.search(line) and not line.lstrip().startswith(("<", "["))]
+    # a figure broken over two lines: "0.95× (0.85–" / "1.05)", "2,3" / "33"
+    split = [(a, b) for a, b in zip(lines, lines[1:], strict=False) if NUMBER_END.search(a) and NUMBER_START.match(b)]
     assert not split, split
+
+
+@pytest.fixture(scope="module")
+def shared_storage(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _sweep(tmp_path_factory.mktemp("ss") / "shared-storage.sqlite")
+
+
+@pytest.mark.parametrize("columns", [100, 80])
+def test_the_shared_storage_answer_fits_one_screen_with_room(shared_storage: Path, columns: int) -> None:
+    """`run`'s end and `recommend` on the plan's shape: within 30 lines, every line its width, no number split;
+    each backing's configuration once under its label, the LUN's write cache and what a target power loss loses
+    with it, each backing's risks and QEMU options once."""
+    for lines in (_run_end(shared_storage, columns), _cli(shared_storage, columns)):
+        _fits(lines, columns)
+        text = "\n".join(lines)
+        assert lines.index("on iscsi:") > 0 and lines.index("on nfs:") > 0
+        assert sum(line.startswith("  risks (") for line in lines) == 2, text
+        assert "the LUN: fileio" in text
+        joined = " ".join(text.split())
+        assert "target power loss: with lun_write_cache=" in joined
+        assert sum(line.startswith(("Use: ", "No answer yet")) for line in lines) == 2
+        # one line per workload × backing (two at 80 columns where it is long)
+        assert sum(" on iscsi: " in line or " on nfs: " in line for line in lines) == 4
+
+
+def test_at_100_columns_the_answer_has_room_to_spare(shared_storage: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With room: the same answer laid out for a 26-line screen still fits it (the snippets in their short
+    forms), so 30 lines leave 4 to spare (a longer host name, a warning, a finding)."""
+    monkeypatch.setattr(screen, "FIRST_SCREEN_LINES", 26)
+    for target in ("qemu", "libvirt"):
+        lines = _run_end(shared_storage, 100, target)
+        assert len(lines) <= 26, "\n".join(lines)
+
+
+@pytest.mark.parametrize("target", ["proxmox", "nova"])
+@pytest.mark.parametrize("columns", [100, 80])
+def test_the_platform_forms_fit_one_screen(shared_storage: Path, target: str, columns: int) -> None:
+    """`--target proxmox` and `--target nova` on the same sweep: the same one screen."""
+    for lines in (_run_end(shared_storage, columns, target), _cli(shared_storage, columns, "--target", target)):
+        _fits(lines, columns)
+
+
+def test_the_target_power_loss_says_what_the_luns_write_cache_setting_loses() -> None:
+    """The iSCSI risk names the LUN's write-cache setting and what a target power loss loses with it, and says it
+    was not measured where no durability trial cut a target with those settings; a cell on another backing (whose
+    stored axes carry the LUN axes' defaults) gets no target statement."""
+    from iomatrix.durability.verdict import TARGET_POWER_LOSS
+    from iomatrix.report.recommend import risk_statements
+    from tests.conftest import speed_cell
+
+    for wc, loses in (("on", "loses what the guest has not flushed yet"), ("off", "loses no acknowledged write")):
+        risks = {r.situation: r for r in risk_statements("none", "none", speed_cell("iscsi", lun_write_cache=wc))}
+        said = risks[TARGET_POWER_LOSS].text
+        assert said.startswith(f"with lun_write_cache={wc}, {loses}") and "not measured here" in said, said
+    nfs = {r.situation for r in risk_statements("none", "none", speed_cell("nfs", lun_write_cache="off"))}
+    assert TARGET_POWER_LOSS not in nfs
 
 
 if __name__ == "__main__":  # a look at the answer: python -m tests.test_shared_storage_screen [wider] [target]
