@@ -79,9 +79,9 @@ def test_every_target_gets_the_luns_type_and_write_cache(lun_type: str, cache: s
 
 def test_the_tgt_snippet_sums_the_lun_in_one_line() -> None:
     tgt = next(s for s in _snippets("blockio", "off") if s.tool == "tgt")
-    assert tgt.summary == "the LUN: blockio, write cache off (tgt write-cache off; LIO the device's cache off)"
+    assert tgt.summary == "LUN: blockio, write cache off (tgt write-cache off; LIO the device's cache off)"
     fileio = next(s for s in _snippets("fileio", "on") if s.tool == "tgt")
-    assert fileio.summary == "the LUN: fileio, write cache on (tgt write-cache on; LIO emulate_write_cache=1)"
+    assert fileio.summary == "LUN: fileio, write cache on (tgt write-cache on; LIO emulate_write_cache=1)"
 
 
 @needs("tgt-admin")

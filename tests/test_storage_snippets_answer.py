@@ -72,7 +72,7 @@ def test_the_iscsi_answer_says_the_luns_write_cache_for_every_target(tmp_path: P
     res = _recommend(ISCSI, tmp_path)
     assert res.returncode == 0, res.stderr
     [answer] = res.stdout.split("\nUse: ")[1:]
-    assert "the LUN: fileio, write cache on (tgt write-cache on; LIO emulate_write_cache=1)" in answer
+    assert "LUN: fileio, write cache on (tgt write-cache on; LIO emulate_write_cache=1)" in answer
     assert "write cache off" not in answer
     detail = _recommend(ISCSI, tmp_path, "--detail").stdout
     for title in ("# tgt targets.conf", "# tgtadm", "# LIO targetcli", "# a SAN array's LUN"):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from iomatrix.report.figures import imprecise, ratio_text
 from iomatrix.report.headline import TARGETS, Headline, Pick, WorkloadGain
 from iomatrix.report.objective import Objective, objective_line
+from iomatrix.report.recommend import DOCUMENTED
 
 if TYPE_CHECKING:
     from iomatrix.snippets import Snippet
@@ -127,7 +128,7 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
     room = [len(h.picks) * ALTERNATIVE_LINES * 2 if markdown else FIRST_SCREEN_LINES - len(out) - len(tail) - len(gap)
             - sum(len(_decision_lines(p, h, width, markdown, squeeze, 0)) for p in h.picks)
             - sum(len(part.short) for part in parts)]
-    _fit(parts, room, markdown)
+    _fit(parts, room, markdown, width)
     for p in h.picks:  # what the alternatives measured gets what is left
         out += _decision_lines(p, h, width, markdown, squeeze, room)
     out += gap
@@ -167,11 +168,12 @@ def _screen_head(h: Headline, width: int, markdown: bool, squeeze: bool = False)
     return out
 
 
-def _fit(parts: list[_Part], room: list[int], markdown: bool) -> None:
-    """Each part whole where `room` (lines, used up) allows, the most needed first; Markdown: all whole."""
+def _fit(parts: list[_Part], room: list[int], markdown: bool, width: int) -> None:
+    """Each part whole where `room` (lines, used up) allows, the most needed first, and where its lines fit
+    `width` (a snippet line that cannot be broken is left to --detail); Markdown: all whole."""
     for part in sorted(parts, key=lambda part: part.priority):
         extra = len(part.whole) - len(part.short)
-        part.use_whole = markdown or extra <= room[0]
+        part.use_whole = markdown or (extra <= room[0] and all(len(line) <= width for line in part.whole))
         room[0] -= extra if part.use_whole and not markdown else 0
 
 
@@ -188,9 +190,13 @@ def _tail(h: Headline, width: int, squeeze: bool = False) -> list[str]:
     if not h.picks and not h.unanswered and not h.measured:
         out += wrap("nothing to recommend: the sweep has no ranked workloads yet", width)
     others = "|".join(t for t in TARGETS if t != h.target)
-    out.append("")
-    more = "tables, tie-breaks, every risk, whole snippets" if squeeze else "tables, tie-breaks, every risk"
-    out += wrap(f"more: iomatrix recommend --detail ({more}); other tools: --target {others}", width)
+    if not squeeze:  # a squeezed screen's configurations end with their snippets: no gap needed to tell them apart
+        out.append("")
+    if squeeze:  # what --detail holds is said where the screen cut it ("(--detail)"): the command in one line
+        out += wrap(f"more: iomatrix recommend --detail · --target {others}", width)
+    else:
+        out += wrap(f"more: iomatrix recommend --detail (tables, tie-breaks, every risk); other tools: --target "
+                    f"{others}", width)
     return out
 
 
@@ -313,6 +319,7 @@ def _risk_part(risks: list[tuple[str, str, str]], width: int, squeeze: bool) -> 
     if not squeeze:
         return _Part(whole, whole, 2)
     said = "; ".join(f"{situation}: {_first_clause(text)}" for situation, text, _ in risks)
+    basis = "documented" if basis == DOCUMENTED else basis  # "not measured" is what documented means here
     return _Part(whole, wrap(f"risks ({basis}): {said}", width, "  "), 2)  # the reasons: --detail
 
 

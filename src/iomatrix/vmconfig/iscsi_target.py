@@ -125,4 +125,4 @@ def lun_summary(values: Mapping[str, str]) -> str:
     cache, lun_type = _cache(values), _lun_type(values)
     lio = (f"the device's cache {cache}" if lun_type == LunType.BLOCKIO else
            f"emulate_write_cache={int(cache == 'on')}")
-    return f"the LUN: {lun_type}, write cache {cache} (tgt write-cache {cache}; LIO {lio})"
+    return f"LUN: {lun_type}, write cache {cache} (tgt write-cache {cache}; LIO {lio})"
