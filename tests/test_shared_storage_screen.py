@@ -15,6 +15,7 @@ import random
 import re
 import subprocess
 from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -134,7 +135,7 @@ def _fits(lines: list[str], columns: int) -> None:
     assert len(lines) <= SCREEN, f"{len(lines)} lines:\n{text}"
     assert all(len(line) <= columns for line in lines), [line for line in lines if len(line) > columns]
     # a figure broken over two lines: "0.95× (0.85–" / "1.05)", "2,3" / "33"
-    split = [(a, b) for a, b in zip(lines, lines[1:], strict=False) if NUMBER_END.search(a) and NUMBER_START.match(b)]
+    split = [(a, b) for a, b in pairwise(lines) if NUMBER_END.search(a) and NUMBER_START.match(b)]
     assert not split, split
 
 

@@ -131,6 +131,8 @@ def test_targetcli_fb_takes_every_targetcli_line(lun_type: str, cache: str) -> N
     res = _targetcli_check(text)
     assert res.returncode == 0, res.stdout + res.stderr
     assert len(res.stdout.splitlines()) == len(_commands(text))
+    # every line within 76 columns (continued with ' \\' where longer): indented by 4 in an answer, within 80
+    assert max(len(line) for line in text.splitlines()) <= 76, text
 
 
 @needs("targetcli")

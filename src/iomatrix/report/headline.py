@@ -15,12 +15,12 @@ from typing import Any
 
 from iomatrix.current import CurrentConfig
 from iomatrix.domain import BASELINES, PLATFORM_BASELINES, Baseline
+from iomatrix.durability.verdict import TARGET_POWER_LOSS, TARGET_SHORT_NAME
 from iomatrix.errors import UserError
 from iomatrix.plan.current_cell import MeasuredCurrent
 from iomatrix.protocols import snippet_targets
 from iomatrix.report.naming import CellNames, cell_names
 from iomatrix.report.one_config import Decision, GroupConfig, one_config
-from iomatrix.durability.verdict import TARGET_POWER_LOSS, TARGET_SHORT_NAME
 from iomatrix.report.recommend import (
     DOCUMENTED,
     SITUATIONS,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import textwrap
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from iomatrix.report.figures import imprecise, ratio_text
@@ -362,7 +363,7 @@ def _qemu_options(text: str) -> str:
     virtio-blk-pci,write-cache=on,…"; "" when the text has none of those arguments."""
     words = text.replace("\\\n", "").split()
     out = []
-    for flag, arg in zip(words, words[1:], strict=False):
+    for flag, arg in pairwise(words):
         if flag not in ("-blockdev", "-drive", "-device"):
             continue
         opts = arg.split(",")
