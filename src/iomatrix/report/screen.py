@@ -76,6 +76,8 @@ def _shell_continued(line: str, width: int) -> list[str]:
     if line.lstrip().startswith("#") or line.rstrip().endswith("\\"):
         return [line]
     words = re.findall(r"(?:[^\s'\"]+|'[^']*'|\"[^\"]*\")+", line.strip())
+    if any(len(lead) + 4 + len(w) + 2 > width for w in words):  # a word wider than a line: left whole
+        return [line]
     out, cur = [], lead + words[0]
     for w in words[1:]:
         if len(cur) + 1 + len(w) + 2 > width and cur.strip():
@@ -295,13 +297,15 @@ def _pick_parts(p: Pick, target: str, width: int, markdown: bool, squeeze: bool)
         whole = [*wrap(f"{s.tool}: {s.title}; the rest: --detail", width, "  "),
                  *([f"```{s.language}", *code_lines(s.text, s.language, width), "```"] if markdown
                    else code_lines(s.text, s.language, width, "    "))]
-        out.append((("storage", s.text), _Part(whole, short, 1)))
+        # what the answer sets on the storage (ceph.conf [client]) whole before the VM tool's snippet: the
+        # <disk>'s short form (its <driver>) still says all it sets
+        out.append((("storage", s.text), _Part(whole, short, 0)))
     if p.risks:
         out.append((("risks", repr(p.risks)), _risk_part(p.risks, width, squeeze)))
     whole = _pick_snippet_lines(p, target, width, markdown)
     if whole:
         short = _short_snippet(p, target, width) if squeeze else whole
-        out.append((("snippet", "\n".join(whole)), _Part(whole, short, 0)))
+        out.append((("snippet", "\n".join(whole)), _Part(whole, short, 1)))
     return out
 
 
