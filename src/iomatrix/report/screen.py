@@ -338,20 +338,28 @@ def _short_snippet(p: Pick, target: str, width: int) -> list[str]:
         return wrap(f"{target}: no snippet: {_first_clause(s.note)}", width, "  ")
     if s is None or s.text is None or p.data_step is not None or p.kept_line:
         return whole
-    if s.language == "sh" and s.tool == "qemu" and (options := _qemu_options(s.text)):
-        return wrap(f"{target}: {options}", width, "  ")  # whole in --detail, as the screen's last line says
-    if s.tool == "proxmox" and (commands := [line for line in s.text.splitlines() if line.startswith("qm ")]):
-        # the storage's entry by name (its options: --detail), then the commands that set what the answer sets
-        heads = [line for line in s.text.splitlines() if re.fullmatch(r"[a-z]+: \S+", line)]
-        where = f"{', '.join(heads)} in /etc/pve/storage.cfg (--detail), then:" if heads else ""
-        return [*wrap(f"{target}: {where}".rstrip(), width, "  "),
-                *code_lines("\n".join(commands), s.language, width, "    ")]
     if s.language != "xml":
-        return whole
+        return _short_command(s, target, width) or whole
     driver = next((line.strip() for line in s.text.splitlines() if line.strip().startswith("<driver")), None)
     if driver is None:
         return whole
     return wrap(f"{target}: {driver}", width, "  ")  # the whole <disk>: --detail, as the screen's last line says
+
+
+def _short_command(s: Snippet, target: str, width: int) -> list[str]:
+    """A QEMU or Proxmox snippet's short form: the QEMU options the answer sets; Proxmox's storage entry by name
+    and its `qm` commands whole; [] for any other tool (never cut)."""
+    assert s.text is not None
+    if s.language == "sh" and s.tool == "qemu" and (options := _qemu_options(s.text)):
+        return wrap(f"{target}: {options}", width, "  ")  # whole in --detail, as the screen's last line says
+    commands = [line for line in s.text.splitlines() if line.startswith("qm ")]
+    if s.tool != "proxmox" or not commands:
+        return []
+    # the storage's entry by name (its options: --detail), then the commands that set what the answer sets
+    heads = [line for line in s.text.splitlines() if re.fullmatch(r"[a-z]+: \S+", line)]
+    where = f"{', '.join(heads)} in /etc/pve/storage.cfg (--detail), then:" if heads else ""
+    return [*wrap(f"{target}: {where}".rstrip(), width, "  "),
+            *code_lines("\n".join(commands), s.language, width, "    ")]
 
 
 # The options of a QEMU command line that an answer sets (the format, the cache mode, aio, the device's write cache
