@@ -79,9 +79,9 @@ def test_every_target_gets_the_luns_type_and_write_cache(lun_type: str, cache: s
 
 def test_the_tgt_snippet_sums_the_lun_in_one_line() -> None:
     tgt = next(s for s in _snippets("blockio", "off") if s.tool == "tgt")
-    assert tgt.summary == "the LUN: blockio, write cache off (tgt write-cache off; LIO the device's cache off)"
+    assert tgt.summary == "LUN: blockio, write cache off (tgt write-cache off; LIO the device's cache off)"
     fileio = next(s for s in _snippets("fileio", "on") if s.tool == "tgt")
-    assert fileio.summary == "the LUN: fileio, write cache on (tgt write-cache on; LIO emulate_write_cache=1)"
+    assert fileio.summary == "LUN: fileio, write cache on (tgt write-cache on; LIO emulate_write_cache=1)"
 
 
 @needs("tgt-admin")
@@ -131,6 +131,8 @@ def test_targetcli_fb_takes_every_targetcli_line(lun_type: str, cache: str) -> N
     res = _targetcli_check(text)
     assert res.returncode == 0, res.stdout + res.stderr
     assert len(res.stdout.splitlines()) == len(_commands(text))
+    # every line within 76 columns (continued with ' \\' where longer): indented by 4 in an answer, within 80
+    assert max(len(line) for line in text.splitlines()) <= 76, text
 
 
 @needs("targetcli")

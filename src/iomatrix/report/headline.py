@@ -15,13 +15,23 @@ from typing import Any
 
 from iomatrix.current import CurrentConfig
 from iomatrix.domain import BASELINES, PLATFORM_BASELINES, Baseline
+from iomatrix.durability.verdict import TARGET_POWER_LOSS, TARGET_SHORT_NAME
 from iomatrix.errors import UserError
 from iomatrix.plan.current_cell import MeasuredCurrent
 from iomatrix.protocols import snippet_targets
 from iomatrix.report.guests import guest_lines
 from iomatrix.report.naming import CellNames, cell_names
 from iomatrix.report.one_config import Decision, GroupConfig, one_config
-from iomatrix.report.recommend import SITUATIONS, Gain, Recommendation, Verdict, answer_of, verdict_tier
+from iomatrix.report.recommend import (
+    DOCUMENTED,
+    SITUATIONS,
+    Gain,
+    Recommendation,
+    RiskStatement,
+    Verdict,
+    answer_of,
+    verdict_tier,
+)
 from iomatrix.snippets import Snippet, answer_storage_snippet
 
 TARGETS = ("libvirt", "proxmox", "qemu", "virt-install", "nova")
@@ -33,7 +43,9 @@ DATA_STEP_TARGETS = ("libvirt", "qemu", "virt-install")
 # (--current: virt-xml's one line for the edited <disk>); --detail shows both.
 SHORTER_FORM = {"libvirt": ("virt-xml",)}
 # The three situations a headline states (the fourth, a guest that sends no flushes, is detail).
-HEADLINE_SITUATIONS = {SITUATIONS[0]: "QEMU crash", SITUATIONS[1]: "power loss", SITUATIONS[2]: "live migration"}
+# The iSCSI target's power loss too, where the configuration is on a LUN (what its write cache setting loses).
+HEADLINE_SITUATIONS = {SITUATIONS[0]: "QEMU crash", SITUATIONS[1]: "power loss", SITUATIONS[2]: "live migration",
+                       TARGET_POWER_LOSS: "target power loss"}
 
 
 def all_targets() -> tuple[str, ...]:
@@ -142,9 +154,10 @@ class Headline:
     # The guests the guest figures came from, one line each (report/guests.py): a real image with its digest.
     guests: list[str] = field(default_factory=list)
 
-    def baseline_line(self) -> str:
+    def baseline_line(self, short: bool = False) -> str:
         """The headline's line on its baseline, for a platform whose defaults are not QEMU's: its settings, and
-        when the sweep did not measure them for some workload, that those ratios are against QEMU's default."""
+        when the sweep did not measure them for some workload, that those ratios are against QEMU's default
+        (`short`: without how to measure it, for a squeezed first screen)."""
         b = self.baseline
         if not b or b["same_as_qemu"] or not (b["measured"] or b["not_measured"]):
             return ""
@@ -152,6 +165,8 @@ class Headline:
             return f"baseline: {b['name']}, {b['settings']} (measured)"
         which = "" if not b["measured"] else f" for {', '.join(b['not_measured'])}"
         qemu = BASELINES[0]
+        if short:  # QEMU's default's values are in --detail
+            return f"baseline: {b['name']} ({b['settings']}) not measured{which}: ratios are against {qemu.said}"
         return (f"baseline: {b['name']} ({b['settings']}) was not measured by this sweep{which}: those ratios are "
                 f"against {qemu.said} ({qemu.values_text()}); a plan whose cells hold these values measures it")
 
@@ -362,6 +377,16 @@ def verdict_labels(v: Verdict) -> list[str]:
             *([shown.declined.cell] if shown.declined is not None else [])]
 
 
+def _risk_text(r: RiskStatement, cell: str) -> str:
+    """A risk's text on the first screen: a target power loss measured by a durability trial says for which
+    setting of the LUN's write cache ("with lun_write_cache=on, measured: LOST acknowledged writes in 1/1 cut"), as
+    the documented one does."""
+    if r.situation != TARGET_POWER_LOSS or r.basis == DOCUMENTED:
+        return r.text
+    wc = next((w.split("=", 1)[1] for w in cell.split() if w.startswith("lun_write_cache=")), "off")
+    return f"with lun_write_cache={wc}, measured: {r.text.removeprefix(TARGET_SHORT_NAME + ': ')}"
+
+
 def _pick(v: Verdict, target: str, settled: bool = True, varied: tuple[str, ...] = ()) -> Pick:
     """The configuration `v` answers with: its snippet for `target`, the storage's settings the answer sets
     (`varied`: the axes the sweep chose among), its risks."""
@@ -378,6 +403,7 @@ def _pick(v: Verdict, target: str, settled: bool = True, varied: tuple[str, ...]
         storage = answer_storage_snippet(storage, v.snippets.config, varied) if storage is not None else None
         data_step = v.snippets.data_step() if target in DATA_STEP_TARGETS else None
         extra = {"data_step": data_step, "kept_line": v.snippets.kept}
-    risks = [(HEADLINE_SITUATIONS[r.situation], r.text, r.basis) for r in v.risks if r.situation in HEADLINE_SITUATIONS]
+    risks = [(HEADLINE_SITUATIONS[r.situation], _risk_text(r, v.choice.cell), r.basis) for r in v.risks
+             if r.situation in HEADLINE_SITUATIONS]
     return Pick(v.choice.cell, v.choice.cell, config, risks=risks, snippet=snippet, storage=storage,
                 settled=settled, **extra)

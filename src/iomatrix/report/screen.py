@@ -11,11 +11,13 @@ from __future__ import annotations
 import re
 import textwrap
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from iomatrix.report.figures import imprecise, ratio_text
 from iomatrix.report.headline import TARGETS, Headline, Pick, WorkloadGain
 from iomatrix.report.objective import Objective, objective_line
+from iomatrix.report.recommend import DOCUMENTED
 
 if TYPE_CHECKING:
     from iomatrix.snippets import Snippet
@@ -25,6 +27,8 @@ STATUS_TEXT = {"answer": "the answer", "tied": "tied: the tie-break's pick",
                # answered with another workload's answer on the same backing (report/one_config.py)
                "joined": "tied: one configuration for the backing",
                "joined-provisional": "not separated yet: one configuration for the backing"}
+# A squeezed screen's statuses (report/headline.py's Pick.verb says the tie-break's pick once, above them).
+SHORT_STATUS = {"tied": "tied", "provisional": "not separated yet"}
 # Lines a pick gives to what its alternatives measured, at most; all picks together get what is left of the
 # first screen's FIRST_SCREEN_LINES (issue 49).
 ALTERNATIVE_LINES = 3
@@ -46,6 +50,9 @@ def code_lines(text: str, language: str, width: int, indent: str = "") -> list[s
     out = []
     for line in text.splitlines():
         line = indent + line
+        if len(line) > width and language == "sh" and "<<" not in text:
+            out += _shell_continued(line, width)
+            continue
         if len(line) <= width or language != "xml":
             out.append(line)
             continue
@@ -60,6 +67,25 @@ def code_lines(text: str, language: str, width: int, indent: str = "") -> list[s
                 cur += " " + w
         out.append(cur)
     return out
+
+
+def _shell_continued(line: str, width: int) -> list[str]:
+    """A shell command too wide for `width` broken between its words with " \\" continuations (the shell joins
+    them back into one command); a comment, a word wider than the line, or a quoted string stays whole."""
+    lead = line[:len(line) - len(line.lstrip())]
+    if line.lstrip().startswith("#") or line.rstrip().endswith("\\"):
+        return [line]
+    words = re.findall(r"(?:[^\s'\"]+|'[^']*'|\"[^\"]*\")+", line.strip())
+    if any(len(lead) + 4 + len(w) + 2 > width for w in words):  # a word wider than a line: left whole
+        return [line]
+    out, cur = [], lead + words[0]
+    for w in words[1:]:
+        if len(cur) + 1 + len(w) + 2 > width and cur.strip():
+            out.append(cur + " \\")
+            cur = lead + "    " + w
+        else:
+            cur += " " + w
+    return [*out, cur]
 
 
 def gain_text(wg: WorkloadGain, cell: str) -> str:
@@ -95,8 +121,8 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
     (issue 49): the header, the findings, the roles; one decision line per workload under each configuration;
     then each distinct storage setting, risk statement and snippet once (`_config_parts`), whole where the
     screen's FIRST_SCREEN_LINES leave room, else in its short form (the whole one in --detail)."""
-    out = _screen_head(h, width, markdown)
     squeeze = not markdown and any(p.storage is not None for p in h.picks)
+    out = _screen_head(h, width, markdown, squeeze)
     parts = _config_parts(h, width, markdown, squeeze)
     tail = _tail(h, width, squeeze)
     # between the decisions and the parts they share (a squeezed screen's labels at the margin are gap enough)
@@ -105,7 +131,7 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
     room = [len(h.picks) * ALTERNATIVE_LINES * 2 if markdown else FIRST_SCREEN_LINES - len(out) - len(tail) - len(gap)
             - sum(len(_decision_lines(p, h, width, markdown, squeeze, 0)) for p in h.picks)
             - sum(len(part.short) for part in parts)]
-    _fit(parts, room, markdown)
+    _fit(parts, room, markdown, width)
     for p in h.picks:  # what the alternatives measured gets what is left
         out += _decision_lines(p, h, width, markdown, squeeze, room)
     out += gap
@@ -115,10 +141,18 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
     return "\n".join(out) + "\n"
 
 
-def _screen_head(h: Headline, width: int, markdown: bool) -> list[str]:
+def _one_tier(h: Headline) -> str | None:
+    """The tier every pick's figures were measured by, when there is one (stated once, else per workload)."""
+    tiers = {wg.tier for q in h.picks for wg in q.gains}
+    return next(iter(tiers)) if len(tiers) == 1 else None
+
+
+def _screen_head(h: Headline, width: int, markdown: bool, squeeze: bool = False) -> list[str]:
     """The lines above the configurations: the sweep, warnings, what every cell shares, the basis and baseline,
-    the findings, the roles' answers and the trade-offs."""
-    out = wrap(f"{'## ' if markdown else ''}Answer for {h.host} · sweep {h.sweep_id} ({h.plan}, {h.status})",
+    the findings, the roles' answers and the trade-offs. A squeezed screen names the one tier here, not under
+    each configuration."""
+    tier = f" · {_one_tier(h)} tier" if squeeze and _one_tier(h) else ""
+    out = wrap(f"{'## ' if markdown else ''}Answer for {h.host} · sweep {h.sweep_id} ({h.plan}, {h.status}){tier}",
                width)
     out += [x for w in h.warnings for x in wrap(f"warning: {w}", width)]
     if h.objective is not None:
@@ -130,7 +164,7 @@ def _screen_head(h: Headline, width: int, markdown: bool) -> list[str]:
     for line in h.guests:  # whose kernel and driver the guest figures went through (issue 51)
         out += wrap(f"guest: {line}", width)
     if h.baseline_line():
-        out += wrap(h.baseline_line(), width)
+        out += wrap(h.baseline_line(short=squeeze), width)
     for line in h.findings:  # what the figures show comes first: the answer below follows from it
         out += wrap(f"finding: {line}", width)
     out += role_lines(h, width, markdown)
@@ -139,11 +173,12 @@ def _screen_head(h: Headline, width: int, markdown: bool) -> list[str]:
     return out
 
 
-def _fit(parts: list[_Part], room: list[int], markdown: bool) -> None:
-    """Each part whole where `room` (lines, used up) allows, the most needed first; Markdown: all whole."""
+def _fit(parts: list[_Part], room: list[int], markdown: bool, width: int) -> None:
+    """Each part whole where `room` (lines, used up) allows, the most needed first, and where its lines fit
+    `width` (a snippet line that cannot be broken is left to --detail); Markdown: all whole."""
     for part in sorted(parts, key=lambda part: part.priority):
         extra = len(part.whole) - len(part.short)
-        part.use_whole = markdown or extra <= room[0]
+        part.use_whole = markdown or (extra <= room[0] and all(len(line) <= width for line in part.whole))
         room[0] -= extra if part.use_whole and not markdown else 0
 
 
@@ -160,9 +195,13 @@ def _tail(h: Headline, width: int, squeeze: bool = False) -> list[str]:
     if not h.picks and not h.unanswered and not h.measured:
         out += wrap("nothing to recommend: the sweep has no ranked workloads yet", width)
     others = "|".join(t for t in TARGETS if t != h.target)
-    out.append("")
-    more = "tables, tie-breaks, every risk, whole snippets" if squeeze else "tables, tie-breaks, every risk"
-    out += wrap(f"more: iomatrix recommend --detail ({more}); other tools: --target {others}", width)
+    if not squeeze:  # a squeezed screen's configurations end with their snippets: no gap needed to tell them apart
+        out.append("")
+    if squeeze:  # what --detail holds is said where the screen cut it ("(--detail)"): the command in one line
+        out += wrap(f"more: iomatrix recommend --detail · --target {others}", width)
+    else:
+        out += wrap(f"more: iomatrix recommend --detail (tables, tie-breaks, every risk); other tools: --target "
+                    f"{others}", width)
     return out
 
 
@@ -184,18 +223,18 @@ def _decision_lines(p: Pick, h: Headline, width: int, markdown: bool, squeeze: b
     """One configuration's decision: its name, the whole configuration (not on a squeezed screen: its snippets say
     it), one line per workload with its ratio and status, page-cache warnings, and what the notable alternatives
     measured where `room` leaves lines for them."""
-    tiers = {wg.tier for q in h.picks for wg in q.gains}
-    one_tier = next(iter(tiers)) if len(tiers) == 1 else None  # stated once, else per workload
+    one_tier = _one_tier(h)
     # one blank line before the configurations; between them too where the screen is not squeezed
     out = [""] if not squeeze or p is h.picks[0] else []
-    measured = f" (measured by the {one_tier} tier)" if one_tier else ""
+    measured = f" (measured by the {one_tier} tier)" if one_tier and not squeeze else ""
     out += wrap(f"{'### ' if markdown else ''}{p.verb}: {p.name}{measured}", width)
     first = next(q for q in h.picks if q.config == p.config)
     if p.name != p.config and not squeeze and first is p:
         out += wrap(f"({p.config})", width, "  ")
     for wg in p.gains:
         tier = f" [{wg.tier} tier]" if wg.tier and one_tier is None else ""
-        status = f"kept: {wg.kept}" if wg.status == "equivalent" and wg.kept else STATUS_TEXT[wg.status]
+        status = f"kept: {wg.kept}" if wg.status == "equivalent" and wg.kept else \
+            (SHORT_STATUS if squeeze else STATUS_TEXT).get(wg.status, STATUS_TEXT[wg.status])
         out += wrap(f"{wg.workload}: {gain_text(wg, p.cell)} · {status}{tier}", width, "  ")
     out += wrapped_lines(page_cache_lines(p), width, "  ")
     # A configuration stated again (another status) gets fewer.
@@ -260,18 +299,35 @@ def _pick_parts(p: Pick, target: str, width: int, markdown: bool, squeeze: bool)
         whole = [*wrap(f"{s.tool}: {s.title}; the rest: --detail", width, "  "),
                  *([f"```{s.language}", *code_lines(s.text, s.language, width), "```"] if markdown
                    else code_lines(s.text, s.language, width, "    "))]
-        out.append((("storage", s.text), _Part(whole, short, 1)))
+        # what the answer sets on the storage (ceph.conf [client]) whole before the VM tool's snippet: the
+        # <disk>'s short form (its <driver>) still says all it sets
+        out.append((("storage", s.text), _Part(whole, short, 0)))
     if p.risks:
-        whole = wrap(f"risks ({p.risks[0][2]}):", width, "  ")
-        whole += [x for situation, text, _ in p.risks for x in wrap(f"{situation}: {text}", width, "    ")]
-        said = "; ".join(f"{situation}: {text}" for situation, text, _ in p.risks)
-        short = wrap(f"risks ({p.risks[0][2]}): {said}", width, "  ") if squeeze else whole
-        out.append((("risks", repr(p.risks)), _Part(whole, short, 2)))
+        out.append((("risks", repr(p.risks)), _risk_part(p.risks, width, squeeze)))
     whole = _pick_snippet_lines(p, target, width, markdown)
     if whole:
         short = _short_snippet(p, target, width) if squeeze else whole
-        out.append((("snippet", "\n".join(whole)), _Part(whole, short, 0)))
+        out.append((("snippet", "\n".join(whole)), _Part(whole, short, 1)))
     return out
+
+
+def _first_clause(text: str) -> str:
+    """A risk's statement without its reasons: the text up to its first parenthesis, semicolon or colon
+    ("completed writes survive (they reached the host)" → "completed writes survive")."""
+    return re.split(r" \(|; |: ", text, maxsplit=1)[0]
+
+
+def _risk_part(risks: list[tuple[str, str, str]], width: int, squeeze: bool) -> _Part:
+    """Risk statements (situation, text, basis) whole, one per line; on a squeezed screen in one paragraph of
+    their first clauses (the reasons: --detail)."""
+    basis = risks[0][2]
+    whole = wrap(f"risks ({basis}):", width, "  ")
+    whole += [x for situation, text, _ in risks for x in wrap(f"{situation}: {text}", width, "    ")]
+    if not squeeze:
+        return _Part(whole, whole, 2)
+    said = "; ".join(f"{situation}: {_first_clause(text)}" for situation, text, _ in risks)
+    basis = "documented" if basis == DOCUMENTED else basis  # "not measured" is what documented means here
+    return _Part(whole, wrap(f"risks ({basis}): {said}", width, "  "), 2)  # the reasons: --detail
 
 
 def _short_snippet(p: Pick, target: str, width: int) -> list[str]:
@@ -279,12 +335,57 @@ def _short_snippet(p: Pick, target: str, width: int) -> list[str]:
     element (what the answer sets; the element whole in --detail); other tools' snippets are never cut."""
     s = p.snippet
     whole = _pick_snippet_lines(p, target, width, False)
-    if s is None or s.text is None or s.language != "xml" or p.data_step is not None or p.kept_line:
+    if s is not None and s.text is None and p.data_step is None and not p.kept_line:
+        # no snippet for this tool: why, in its first clause (the whole note in --detail)
+        return wrap(f"{target}: no snippet: {_first_clause(s.note)}", width, "  ")
+    if s is None or s.text is None or p.data_step is not None or p.kept_line:
         return whole
+    if s.language != "xml":
+        return _short_command(s, target, width) or whole
     driver = next((line.strip() for line in s.text.splitlines() if line.strip().startswith("<driver")), None)
     if driver is None:
         return whole
     return wrap(f"{target}: {driver}", width, "  ")  # the whole <disk>: --detail, as the screen's last line says
+
+
+def _short_command(s: Snippet, target: str, width: int) -> list[str]:
+    """A QEMU or Proxmox snippet's short form: the QEMU options the answer sets; Proxmox's storage entry by name
+    and its `qm` commands whole; [] for any other tool (never cut)."""
+    assert s.text is not None
+    if s.language == "sh" and s.tool == "qemu" and (options := _qemu_options(s.text)):
+        return wrap(f"{target}: {options}", width, "  ")  # whole in --detail, as the screen's last line says
+    commands = [line for line in s.text.splitlines() if line.startswith("qm ")]
+    if s.tool != "proxmox" or not commands:
+        return []
+    # the storage's entry by name (its options: --detail), then the commands that set what the answer sets
+    heads = [line for line in s.text.splitlines() if re.fullmatch(r"[a-z]+: \S+", line)]
+    where = f"{', '.join(heads)} in /etc/pve/storage.cfg (--detail), then:" if heads else ""
+    return [*wrap(f"{target}: {where}".rstrip(), width, "  "),
+            *code_lines("\n".join(commands), s.language, width, "    ")]
+
+
+# The options of a QEMU command line that an answer sets (the format, the cache mode, aio, the device's write cache
+# and queues): the short form keeps these and elides the rest (node names, the protocol and the server's address,
+# which the configuration's label says, the image path).
+_ANSWER_OPTIONS = ("driver", "cache.direct", "cache.no-flush", "aio", "discard", "detect-zeroes",
+                   "write-cache", "iothread", "num-queues")
+
+
+def _qemu_options(text: str) -> str:
+    """A QEMU command line's -blockdev/-drive/-device arguments with only the options an answer sets, the rest
+    elided ("…"): "-blockdev driver=raw,cache.direct=on,cache.no-flush=off,… -device
+    virtio-blk-pci,write-cache=on,…"; "" when the text has none of those arguments."""
+    words = text.replace("\\\n", "").split()
+    out = []
+    for flag, arg in pairwise(words):
+        if flag not in ("-blockdev", "-drive", "-device"):
+            continue
+        opts = arg.split(",")
+        kept = [o for o in opts if o.split("=", 1)[0] in _ANSWER_OPTIONS]
+        if flag == "-device":  # the device model first: it has no key
+            kept = [opts[0], *kept]
+        out.append(f"{flag} {','.join(kept)}{',…' if len(kept) < len(opts) else ''}")
+    return " ".join(out)
 
 
 def _pick_snippet_lines(p: Pick, target: str, width: int, markdown: bool) -> list[str]:

@@ -226,17 +226,32 @@ def lun_write_cache_finding(cws: Sequence[CellWorkload], threshold: float, shape
     if not gained or not flat:
         return None
     def told(p: Pair) -> str:
-        figure = ratio_text(*p.ratio) if short else _figure(p, load)
-        return f"{p.workload}{_where(p, writing)}, which {p.shape.flush_words()}, {figure}"
+        return f"{p.workload}{_where(p, writing)}, which {p.shape.flush_words()}, {_figure(p, load)}"
 
-    fast, slow = "; ".join(told(p) for p in gained), "; ".join(told(p) for p in flat)
-    if short:
+    if short:  # one figure (or the range of them) per workload: every pair's is in --detail
+        fast, slow = _per_workload(gained), _per_workload(flat)
         return (f"the iSCSI LUN's write cache (lun_write_cache=on over off) sped up {fast}, but not {slow}: the "
                 "target writes its cache out at each flush, so it gains by holding unflushed writes, which a power "
                 "loss of the target takes; figures: --detail.")
+    fast, slow = "; ".join(told(p) for p in gained), "; ".join(told(p) for p in flat)
     return ("the iSCSI LUN's write cache (lun_write_cache=on over off) sped up writes nobody flushes — " + fast
             + " — but not writes that are flushed — " + slow + ": the target writes its cache out at each flush, "
             "so what the cache gains is the writes it holds unflushed, which a power loss of the target takes.")
+
+
+def _per_workload(told: Sequence[Pair]) -> str:
+    """The short finding's figures: per workload, its pair's ratio, or the range of its pairs' ratios ("2.96–3.23×
+    over 8 cell pairs": the LUN types, formats and cache modes the sweep crossed the write cache with)."""
+    out = []
+    for workload in dict.fromkeys(p.workload for p in told):
+        mine = [p for p in told if p.workload == workload]
+        if len(mine) == 1:
+            figure = ratio_text(*mine[0].ratio)
+        else:
+            points = sorted(p.ratio.ratio for p in mine if p.ratio.ratio is not None)
+            figure = f"{points[0]:.2f}–{points[-1]:.2f}× over {len(mine)} cell pairs"
+        out.append(f"{workload}, which {mine[0].shape.flush_words()}, {figure}")
+    return "; ".join(out)
 
 
 def shape_findings(cws: Sequence[CellWorkload], threshold: float, shapes: Mapping[str, IoShape],

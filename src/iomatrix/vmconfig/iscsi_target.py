@@ -64,6 +64,10 @@ def tgtadm_snippet(cfg: DiskConfig) -> Snippet:
                    TGTADM_NOTE.format(tid=TGT_TID, cache=cache, default=default))
 
 
+# The widest a targetcli line is written: an answer indents its snippets by 4, and a screen may be 80 columns wide.
+TARGETCLI_WIDTH = 76
+
+
 def targetcli_lines(values: Mapping[str, str], place: NetworkPlace, size_gib: int = 32) -> str:
     """targetcli-fb commands for the LUN on the kernel's LIO target: the backstore the LUN type matches, its write
     cache (emulate_write_cache, and fileio's write_back), the target and the LUN."""
@@ -82,7 +86,8 @@ def targetcli_lines(values: Mapping[str, str], place: NetworkPlace, size_gib: in
     lines += [f"targetcli /iscsi create {place.iqn}",
               f"targetcli /iscsi/{place.iqn}/tpg1/luns create {store}/{LIO_NAME} lun={place.lun}",
               "targetcli saveconfig"]
-    return "\n".join(shell_command(line.split()) for line in lines)
+    # continued where wider than TARGETCLI_WIDTH: with an answer's 4-column indent, within an 80-column screen
+    return "\n".join(shell_command(line.split(), TARGETCLI_WIDTH) for line in lines)
 
 
 def _lio_note(values: Mapping[str, str]) -> str:
@@ -125,4 +130,4 @@ def lun_summary(values: Mapping[str, str]) -> str:
     cache, lun_type = _cache(values), _lun_type(values)
     lio = (f"the device's cache {cache}" if lun_type == LunType.BLOCKIO else
            f"emulate_write_cache={int(cache == 'on')}")
-    return f"the LUN: {lun_type}, write cache {cache} (tgt write-cache {cache}; LIO {lio})"
+    return f"LUN: {lun_type}, write cache {cache} (tgt write-cache {cache}; LIO {lio})"

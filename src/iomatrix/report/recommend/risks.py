@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from iomatrix.domain import CACHE, CacheMode, Modifier
-from iomatrix.domain.axes import LUN_WRITE_CACHE_RISK
+from iomatrix.domain.axes import ISCSI, LUN_WRITE_CACHE_RISK
 from iomatrix.domain.ceph import RBD, RBD_CACHE_RISK
 from iomatrix.durability.verdict import TARGET_POWER_LOSS
 from iomatrix.protocols import network_protocol
@@ -54,6 +54,22 @@ _USERSPACE_CLIENT_TEXTS = {
     SITUATIONS[3]: "its writes reach the server at once; whether they are durable there depends on the server's own "
                    "cache until a flush",
 }
+
+
+# What a target power loss loses with the LUN's write cache on or off (tgt's semantics, domain/network_axes.py): the
+# first clause is the statement, the parenthesis why (a short screen keeps the first clause).
+LUN_POWER_LOSS = {"on": f"with lun_write_cache=on, loses what the guest has not flushed yet ({LUN_WRITE_CACHE_RISK})",
+                  "off": "with lun_write_cache=off, loses no acknowledged write (the target syncs every write to its "
+                         "disk before acknowledging it)"}
+# Where no durability trial cut a target with the LUN's settings (the iscsi-durability plan does).
+NOT_MEASURED_HERE = "not measured here: iomatrix run iscsi-durability cuts a target's power"
+
+
+def lun_power_loss_text(lun_write_cache: str) -> str:
+    """What an iSCSI target's power loss loses with the LUN's write cache `lun_write_cache` (on/off), documented
+    (tgt's semantics), saying it was not measured: the statement where no durability trial holds the LUN's
+    settings."""
+    return f"{LUN_POWER_LOSS[lun_write_cache]}; {NOT_MEASURED_HERE}"
 
 
 def _network_client_texts(cell: CellWorkload) -> dict[str, str]:
@@ -112,8 +128,9 @@ def risk_statements(cache: str, modifier: str = Modifier.NONE, cell: CellWorkloa
     out = [RiskStatement(s, found.get(s, texts[s]), "measured" if s in found else DOCUMENTED) for s in SITUATIONS]
     if TARGET_POWER_LOSS in found:  # a durability sweep cut a target with this LUN's settings (issue 34)
         out.append(RiskStatement(TARGET_POWER_LOSS, found[TARGET_POWER_LOSS], "measured"))
-    elif cell is not None and cell.axes.get("lun_write_cache") == "on":  # the iSCSI target's own cache
-        out.append(RiskStatement(TARGET_POWER_LOSS, LUN_WRITE_CACHE_RISK, DOCUMENTED))
+    elif (cell is not None and cell.backing.get("backing_type") == ISCSI
+          and cell.axes.get("lun_write_cache") in LUN_POWER_LOSS):  # the iSCSI target's own cache, on or off
+        out.append(RiskStatement(TARGET_POWER_LOSS, lun_power_loss_text(cell.axes["lun_write_cache"]), DOCUMENTED))
     # librbd's writeback cache (issue 35): QEMU turns librbd's cache off with cache.direct=on (block/rbd.c). Where
     # the durability tier crashed a Ceph client with this cell's librbd settings, the measured "QEMU crash" line
     # above is that client crash, and says so.
