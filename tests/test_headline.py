@@ -149,6 +149,27 @@ def test_prose_wraps_and_xml_breaks_between_attributes() -> None:
     assert code_lines("qemu " + "x" * 100, "sh", 60) == ["qemu " + "x" * 100]  # a shell word is never broken
 
 
+def test_the_first_screens_qemu_snippet_pastes_into_a_shell_as_the_words_it_measured(db: Path) -> None:
+    """A long -blockdev value is continued at its commas with a bare backslash (vmconfig.config.shell_word); the
+    answer shows snippets indented, and an indent at the start of such a line would split the word in two when
+    pasted. The lines the terminal shows, run through a real sh, give the same words as the snippet's own."""
+    res = _cli("recommend", "--db", str(db), "--target", "qemu")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("-blockdev "))
+    end = next(i for i in range(start, len(lines)) if not lines[i].endswith("\\"))
+    shown = lines[start:end + 1]
+    assert any(line.endswith(",\\") for line in shown), shown  # the case this guards: an in-word continuation
+
+    def words(text: str) -> list[str]:
+        out = subprocess.run(["sh", "-c", "printf '%s\\n' " + text], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.splitlines()
+
+    assert words("\n".join(shown)) == words("\n".join(line.lstrip() for line in shown))
+    assert words("\n".join(shown))[0::2] == ["-blockdev", "-device"]
+
+
 def test_a_run_line_stays_within_the_width() -> None:
     summary = "read.iops 12,345 — disturbed: CPU pressure: PSI cpu some 65% > 63.5%; other processes used 167%"
     label = "format=qcow2 preallocation=off cache=writeback aio=threads bus=virtio-blk backing=dir"

@@ -46,10 +46,14 @@ def wrap(text: str, width: int, indent: str = "", hang: str = "  ") -> list[str]
 def code_lines(text: str, language: str, width: int, indent: str = "") -> list[str]:
     """A snippet's lines, paste-ready. XML breaks between attributes where a line is too wide (whitespace between
     attributes means nothing to XML); other languages are never broken (a broken shell word is a broken
-    command)."""
+    command). `indent` is not put before a line that continues a shell word (the line before ends in a bare
+    backslash, vmconfig.config.shell_word): the shell would take the indent as a space inside the word."""
     out = []
+    in_word = False  # the line before ended a shell word with a bare backslash: this line goes on with it
     for line in text.splitlines():
-        line = indent + line
+        # The word resumes at the line's first column: an indent there would split it in two when pasted.
+        line = ("" if in_word else indent) + line
+        in_word = language == "sh" and line.endswith("\\") and not line.endswith(" \\")
         if len(line) > width and language == "sh" and "<<" not in text:
             out += _shell_continued(line, width)
             continue
