@@ -1,23 +1,27 @@
-"""A/A calibration of the decision rule: how often the race calls identical cells different (not a test).
+"""A/A calibration of the decision rule: how often the race calls identical cells different (not a
+test).
 
     python bench/aa_calibration.py [--sweeps 4] [--budget 4m] [--tier T ...] [--workload W ...] [--keep DIR]
                                    [--analyse DB ...]
 
-Each sweep runs the default plan's workloads (rand-read-4k, rand-write-4k, seq-write-1m) on bare metal and
-QEMU's block layer, raw under cache=none and writeback, on two `dir` backings that differ only in their name
-(twin-a, twin-b): every cell has a twin identical in all but its label. The race runs as usual, interleaved
-in rounds, to its end. `--tier` and `--workload` narrow the plan: fewer cells per round give each pair more
-rounds (more looks) within the budget. Per twin pair (workload × tier × cache) it records whether the sweep:
+Each sweep runs the default plan's workloads (rand-read-4k, rand-write-4k, seq-write-1m) on bare
+metal and QEMU's block layer, raw under cache=none and writeback, on two `dir` backings that differ
+only in their name (twin-a, twin-b): every cell has a twin identical in all but its label. The race
+runs as usual, interleaved in rounds, to its end. `--tier` and `--workload` narrow the plan: fewer
+cells per round give each pair more rounds (more looks) within the budget. Per twin pair (workload ×
+tier × cache) it records whether the sweep:
 
-* called them different: the final ranking's comparison is significant at its look's level, or the race
-  stopped one as "significantly worse than" the other (the false-decision rate, docs/statistics.md §10b);
+* called them different: the final ranking's comparison is significant at its look's level, or the
+  race stopped one as "significantly worse than" the other (the false-decision rate,
+  docs/statistics.md §10b);
 * named one "the answer" over the other (a `single` decision on one twin).
 
-Printed: per sweep and in all, comparisons, called different, named the answer, with the rate and its 95 %
-Wilson interval, per tier and per workload. Exit 0 when at most 1 in 40 comparisons (2.5 %) was called
-different and none named the answer over its twin (issue 54's target), else 1. `--analyse` re-reads
-databases of an earlier run instead of sweeping. Runs as root (the sweeps mount nothing, but drop caches).
-"""
+Printed: per sweep and in all, comparisons, called different, named the answer, with the rate and
+    its 95 %
+Wilson interval, per tier and per workload. Exit 0 when at most 1 in 40 comparisons (2.5 %) was
+called different and none named the answer over its twin (issue 54's target), else 1. `--analyse`
+re-reads databases of an earlier run instead of sweeping. Runs as root (the sweeps mount nothing,
+but drop caches)."""  # noqa: E501
 
 from __future__ import annotations
 
@@ -70,7 +74,9 @@ def twins(db: Path) -> list[PairOutcome]:
         xa, xb = wr.cells[a].axes, wr.cells[b].axes
         return xa["backing"] != xb["backing"] and all(xa[k] == xb[k] for k in xa if k != "backing")
 
-    return pair_outcomes(db, ((wr, a, b) for wr, a, b in all_pairs(wrs) if same_but_backing(wr, a, b)))
+    return pair_outcomes(
+        db, ((wr, a, b) for wr, a, b in all_pairs(wrs) if same_but_backing(wr, a, b))
+    )
 
 
 def report(outcomes: list[PairOutcome]) -> tuple[int, int, int]:
@@ -78,19 +84,27 @@ def report(outcomes: list[PairOutcome]) -> tuple[int, int, int]:
     diff = sum(1 for o in outcomes if o.direction != 0 or o.by_race)
     over = sum(1 for o in outcomes if o.answer_over)
     lo, hi = wilson(diff, n)
-    print(f"  identical-cell comparisons: {n}; called different: {diff} ({diff / max(n, 1):.1%}, 95% CI "
-          f"{lo:.1%}–{hi:.1%}); one twin named the answer over the other: {over}")
+    print(
+        f"  identical-cell comparisons: {n}; called different: {diff} "
+        f"({diff / max(n, 1):.1%}, 95% CI "
+        f"{lo:.1%}–{hi:.1%}); one twin named the answer over the other: {over}"
+    )
     rounds = Counter(o.shared_rounds for o in outcomes)
-    print("    shared rounds per pair (looks = rounds − 2): " + ", ".join(f"{k}: {rounds[k]}" for k in sorted(rounds))
-          + f"; named together (settled as a tie): {sum(o.named_together for o in outcomes)}")
+    print(
+        "    shared rounds per pair (looks = rounds − 2): "
+        + ", ".join(f"{k}: {rounds[k]}" for k in sorted(rounds))
+        + f"; named together (settled as a tie): {sum(o.named_together for o in outcomes)}"
+    )
     for key in ("tier", "workload"):
         by = Counter(getattr(o, key) for o in outcomes)
         bad = Counter(getattr(o, key) for o in outcomes if o.direction != 0 or o.by_race)
         print(f"    by {key}: " + ", ".join(f"{k} {bad[k]}/{by[k]}" for k in sorted(by)))
     for o in outcomes:
         if o.direction != 0 or o.by_race or o.answer_over:
-            print(f"    called different: {o.sweep} {o.tier} {o.workload}: {o.a} vs {o.b} "
-                  f"(final {o.direction:+d}, race {o.by_race}, answer over {o.answer_over})")
+            print(
+                f"    called different: {o.sweep} {o.tier} {o.workload}: {o.a} vs {o.b} "
+                f"(final {o.direction:+d}, race {o.by_race}, answer over {o.answer_over})"
+            )
     return n, diff, over
 
 
@@ -99,9 +113,13 @@ def main() -> int:
     ap.add_argument("--sweeps", type=int, default=4)
     ap.add_argument("--budget", default="4m")
     ap.add_argument("--tier", action="append", choices=["baremetal", "blocklayer"])
-    ap.add_argument("--workload", action="append", choices=["rand-read-4k", "rand-write-4k", "seq-write-1m"])
+    ap.add_argument(
+        "--workload", action="append", choices=["rand-read-4k", "rand-write-4k", "seq-write-1m"]
+    )
     ap.add_argument("--keep", type=Path, help="keep the databases and logs in this directory")
-    ap.add_argument("--analyse", type=Path, nargs="*", help="analyse these databases instead of sweeping")
+    ap.add_argument(
+        "--analyse", type=Path, nargs="*", help="analyse these databases instead of sweeping"
+    )
     args = ap.parse_args()
     outcomes: list[PairOutcome] = []
     if args.analyse:
@@ -116,10 +134,19 @@ def main() -> int:
         tiers = args.tier or ["baremetal", "blocklayer"]
         workloads = args.workload or ["rand-read-4k", "rand-write-4k", "seq-write-1m"]
         # quick's precision phase, where the plan has its block layer
-        precision = ('precision_max = { blocklayer = 30 }\nprecision_for = "contenders"\n'
-                     if "blocklayer" in tiers else "")
-        plan.write_text(PLAN.format(budget=args.budget, tiers=json.dumps(tiers), workloads=json.dumps(workloads),
-                                    precision=precision))
+        precision = (
+            'precision_max = { blocklayer = 30 }\nprecision_for = "contenders"\n'
+            if "blocklayer" in tiers
+            else ""
+        )
+        plan.write_text(
+            PLAN.format(
+                budget=args.budget,
+                tiers=json.dumps(tiers),
+                workloads=json.dumps(workloads),
+                precision=precision,
+            )
+        )
         for i in range(1, args.sweeps + 1):
             db, log = work / f"aa-{i}.sqlite", work / f"aa-{i}.log"
             t0 = time.monotonic()

@@ -11,7 +11,7 @@ how many units a fixed 10 runs would have brought within the same CI target.
 
 On a noisy host no design reaches a tight target in 10 runs; pick a target that a fixed 10 runs does
 reach (the bench prints how many units would), so the comparison is like for like.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -27,12 +27,18 @@ from iomatrix.store import Store
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--plan", default="quick")
-    ap.add_argument("--tier", action="append", help="only these tiers (repeatable); default: the plan's")
+    ap.add_argument(
+        "--tier", action="append", help="only these tiers (repeatable); default: the plan's"
+    )
     ap.add_argument("--fixed", type=int, default=10)
     ap.add_argument("--min", type=int, default=None, help="override repetitions.min")
-    ap.add_argument("--ci-target", type=float, default=None, help="override the plan's ci_target (0.10 = ±10%%)")
+    ap.add_argument(
+        "--ci-target", type=float, default=None, help="override the plan's ci_target (0.10 = ±10%%)"
+    )
     args = ap.parse_args()
     base, base_dir = load_plan(args.plan)
     data = base.model_dump(mode="json")
@@ -46,7 +52,9 @@ def main() -> int:
     plan = plan_from_dict(data, "bench")
     with tempfile.TemporaryDirectory(prefix="iomatrix-adaptive-") as tmp:
         store = Store(Path(tmp) / "bench.sqlite")
-        runner = SweepRunner(plan, base_dir, store, RunOptions(workdir=Path(tmp) / "work", accel="tcg"))
+        runner = SweepRunner(
+            plan, base_dir, store, RunOptions(workdir=Path(tmp) / "work", accel="tcg")
+        )
         result = runner.run()
         units = runner.expansion.units
         adaptive_runs = result.runs_done
@@ -63,11 +71,16 @@ def main() -> int:
             rel = "–" if s.rel_half_width is None else f"{s.rel_half_width * 100:.1f}"
             print(f"{u.key:<90} {len(series):>4} {rel:>7} {need if need is not None else '–':>12}")
     converged = len(units) - len(result.not_converged) - len(result.gave_up)
-    print(f"\nplan {args.plan} ({', '.join(plan.tier)}), {len(units)} cell×workload units, CI target "
-          f"±{plan.ci_target:.0%}, min {plan.repetitions.min}, max {args.fixed}")
+    print(
+        f"\nplan {args.plan} ({', '.join(plan.tier)}), {len(units)} cell×workload units, CI target "
+        f"±{plan.ci_target:.0%}, min {plan.repetitions.min}, max {args.fixed}"
+    )
     print(f"adaptive: {adaptive_runs} runs, {converged}/{len(units)} units reached the target")
-    print(f"fixed {args.fixed}/unit: {fixed_runs} runs, ~{fixed_converges}/{len(units)} units would reach the "
-          "target (estimated from each unit's measured spread)")
+    print(
+        f"fixed {args.fixed}/unit: {fixed_runs} runs, ~{fixed_converges}/{len(units)} "
+        "units would reach the "
+        "target (estimated from each unit's measured spread)"
+    )
     print(f"adaptive/fixed runs: {adaptive_runs / fixed_runs:.0%} (target ≤ 50%)")
     return 0
 

@@ -36,7 +36,9 @@ def standalone(job_text: str, scratch: Path) -> tuple[float, float]:
     job = scratch / "standalone.fio"
     job.write_text(job_text)
     t0 = time.monotonic()
-    out = subprocess.run(["fio", "--output-format=json", str(job)], check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        ["fio", "--output-format=json", str(job)], check=True, capture_output=True, text=True
+    )
     wall = time.monotonic() - t0
     Path(scratch / "standalone.dat").unlink(missing_ok=True)
     return report_metrics(extract_json(out.stdout)), wall
@@ -54,14 +56,21 @@ def through_iomatrix(plan_data: dict, scratch: Path, i: int) -> tuple[dict, floa
     t0 = time.monotonic()
     SweepRunner(plan, None, store, RunOptions(workdir=scratch / "work")).run()
     sweep_wall = time.monotonic() - t0
-    row = store.db.execute("SELECT r.id, r.wall_s, r.phases_json FROM runs r ORDER BY r.id DESC LIMIT 1").fetchone()
-    metrics = {m: v for m, v in store.db.execute("SELECT metric, value FROM samples WHERE run_id=?", (row[0],))}
+    row = store.db.execute(
+        "SELECT r.id, r.wall_s, r.phases_json FROM runs r ORDER BY r.id DESC LIMIT 1"
+    ).fetchone()
+    metrics = {
+        m: v
+        for m, v in store.db.execute("SELECT metric, value FROM samples WHERE run_id=?", (row[0],))
+    }
     store.close()
     return metrics, sweep_wall, float(json.loads(row[2])["wall_s"])
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--pairs", type=int, default=8)
     ap.add_argument("--workload", default="rand-read-4k")
     ap.add_argument("--cache", default="none")
@@ -71,12 +80,21 @@ def main() -> int:
     w = wl.resolve(args.workload)
     with tempfile.TemporaryDirectory(prefix="iomatrix-bench-", dir=os.getcwd()) as tmp:
         scratch = Path(tmp)
-        plan_data = {"tier": ["baremetal"], "cache": [args.cache], "workloads": [args.workload], "size": args.size,
-                     "runtime": args.runtime, "repetitions": {"min": 1, "max": 1}}
-        shape = JobShape(size_bytes=plan_from_dict({**plan_data, "name": "x"}, "bench").size_bytes,
-                         runtime_s=args.runtime)
-        job_text = baremetal_job(w, cache=args.cache, aio="threads", target=str(scratch / "standalone.dat"),
-                                 shape=shape)
+        plan_data = {
+            "tier": ["baremetal"],
+            "cache": [args.cache],
+            "workloads": [args.workload],
+            "size": args.size,
+            "runtime": args.runtime,
+            "repetitions": {"min": 1, "max": 1},
+        }
+        shape = JobShape(
+            size_bytes=plan_from_dict({**plan_data, "name": "x"}, "bench").size_bytes,
+            runtime_s=args.runtime,
+        )
+        job_text = baremetal_job(
+            w, cache=args.cache, aio="threads", target=str(scratch / "standalone.dat"), shape=shape
+        )
         plain, mine, overhead = [], [], []
         for i in range(args.pairs):
             m, _ = standalone(job_text, scratch)
@@ -84,15 +102,24 @@ def main() -> int:
             mm, sweep_wall, fio_wall = through_iomatrix(plan_data, scratch, i)
             mine.append(mm[w.primary_metric])
             overhead.append(sweep_wall - fio_wall)
-            print(f"pair {i + 1}: standalone {plain[-1]:,.0f}  iomatrix {mine[-1]:,.0f}  "
-                  f"overhead {overhead[-1]:.3f} s", flush=True)
+            print(
+                f"pair {i + 1}: standalone {plain[-1]:,.0f}  iomatrix {mine[-1]:,.0f}  "
+                f"overhead {overhead[-1]:.3f} s",
+                flush=True,
+            )
     ratio = statistics.mean(mine) / statistics.mean(plain)
-    print(f"\nworkload {args.workload}, cache={args.cache}, {args.pairs} interleaved pairs, {w.primary_metric}")
+    print(
+        f"\nworkload {args.workload}, cache={args.cache}, {args.pairs} interleaved "
+        f"pairs, {w.primary_metric}"
+    )
     print(f"standalone fio: mean {statistics.mean(plain):,.1f} (sd {statistics.stdev(plain):,.1f})")
     print(f"through iomatrix: mean {statistics.mean(mine):,.1f} (sd {statistics.stdev(mine):,.1f})")
     print(f"ratio iomatrix/standalone: {ratio:.3f} ({(ratio - 1) * 100:+.1f}%; target within ±5%)")
-    print(f"iomatrix overhead per run: mean {statistics.mean(overhead):.3f} s, max {max(overhead):.3f} s "
-          "(target < 0.5 s; a whole one-run sweep minus fio's own wall)")
+    print(
+        f"iomatrix overhead per run: mean {statistics.mean(overhead):.3f} s, max "
+        f"{max(overhead):.3f} s "
+        "(target < 0.5 s; a whole one-run sweep minus fio's own wall)"
+    )
     return 0
 
 

@@ -1,14 +1,14 @@
-"""Time `iomatrix --help` (the CLI's start-up: every command module is imported to list it), and what
-reading the tiers costs on top (`iomatrix plan quick`'s import of the tier registry and its declarations).
+"""Time `iomatrix --help` (the CLI's start-up: every command module is imported to list it), and
+what reading the tiers costs on top (`iomatrix plan quick`'s import of the tier registry and its
+declarations).
 
     python bench/cli_help.py [--runs 15] [--cli PATH]
 
-Each figure is the median wall time of `--runs` fresh processes (after one discarded warm-up run, so the
-page cache holds the interpreter and the package), with the median CPU time of a run beside it (steadier
-when other work shares the cores). Target: `--help` no slower than before the tier
-declarations were split from their implementations (0.15-0.18 s on the development VM). Prints numbers;
-not a test.
-"""
+Each figure is the median wall time of `--runs` fresh processes (after one discarded warm-up run, so
+the page cache holds the interpreter and the package), with the median CPU time of a run beside it
+(steadier when other work shares the cores). Target: `--help` no slower than before the tier
+declarations were split from their implementations (0.15-0.18 s on the development VM). Prints
+numbers; not a test."""
 
 from __future__ import annotations
 
@@ -30,8 +30,9 @@ def _children_cpu() -> float:
 
 
 def median_wall(argv: list[str], runs: int) -> tuple[float, float, float, float]:
-    """(median, min, max) wall seconds of `runs` runs of `argv`, after one warm-up run, and the median CPU
-    seconds (user + system) of a run: on a loaded host the wall time waits for a core, the CPU time less so."""
+    """(median, min, max) wall seconds of `runs` runs of `argv`, after one warm-up run, and the
+    median CPU seconds (user + system) of a run: on a loaded host the wall time waits for a core,
+    the CPU time less so."""
     subprocess.run(argv, capture_output=True, check=True)
     times, cpu = [], []
     for _ in range(runs):
@@ -46,23 +47,32 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=15)
     default_cli = Path(sys.executable).parent / "iomatrix"
-    ap.add_argument("--cli", default=str(default_cli) if default_cli.exists() else shutil.which("iomatrix"))
+    ap.add_argument(
+        "--cli", default=str(default_cli) if default_cli.exists() else shutil.which("iomatrix")
+    )
     args = ap.parse_args()
     if not args.cli:
         print("no iomatrix executable found: pass --cli PATH", file=sys.stderr)
         return 2
     rows = [
         ("iomatrix --help", [args.cli, "--help"]),
-        ("python: import the tier registry + declarations",
-         [sys.executable, "-c", "from iomatrix import tiers; tiers.tier_names()"]),
+        (
+            "python: import the tier registry + declarations",
+            [sys.executable, "-c", "from iomatrix import tiers; tiers.tier_names()"],
+        ),
         ("python: bare interpreter start", [sys.executable, "-c", "pass"]),
     ]
     for label, argv in rows:
         med, lo, hi, cpu = median_wall(argv, args.runs)
-        print(f"{label:50s} median {med:.3f} s (min {lo:.3f}, max {hi:.3f}; CPU {cpu:.3f} s; {args.runs} runs)")
+        print(
+            f"{label:50s} median {med:.3f} s (min {lo:.3f}, max {hi:.3f}; CPU {cpu:.3f} "
+            f"s; {args.runs} runs)"
+        )
         if label == "iomatrix --help":
             verdict = "met" if med <= TARGET_HELP_S else "MISSED"
-            print(f"{'':50s} target ≤ {TARGET_HELP_S:.2f} s (wall, quiet host): {verdict}", flush=True)
+            print(
+                f"{'':50s} target ≤ {TARGET_HELP_S:.2f} s (wall, quiet host): {verdict}", flush=True
+            )
     return 0
 
 

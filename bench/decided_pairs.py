@@ -2,10 +2,9 @@
 bench/reproducibility.py (not a benchmark itself).
 
 A pair is *called different* when the final ranking's comparison is significant at its look's level
-(docs/statistics.md §10b), or when the race stopped one of the two as "significantly worse than" the other. A
-cell is *the answer over* another when the decision is `single` (every other cell significantly worse) and
-names it.
-"""
+(docs/statistics.md §10b), or when the race stopped one of the two as "significantly worse than" the
+other. A cell is *the answer over* another when the decision is `single` (every other cell
+significantly worse) and names it."""
 
 from __future__ import annotations
 
@@ -34,8 +33,10 @@ class PairOutcome:
     direction: int  # +1 a significantly better than b, −1 worse, 0 not called different
     by_race: bool  # the race's elimination called it (the final ranking may not)
     answer_over: bool  # the decision named one of the two the answer, the other significantly worse
-    shared_rounds: int = 0  # the rounds both ran: how many looks the decision had (docs/statistics.md §10b)
-    named_together: bool = False  # the decision names both (a tie): settled without calling either better
+    # the rounds both ran: how many looks the decision had (docs/statistics.md §10b)
+    shared_rounds: int = 0
+    # the decision names both (a tie): settled without calling either better
+    named_together: bool = False
 
 
 def run_plan(plan: Path, db: Path, log: Path) -> int:
@@ -56,8 +57,11 @@ def rankings(db: Path) -> tuple[list[WorkloadRanking], dict[tuple[int, str], str
         store.close()
 
 
-def pair_outcomes(db: Path, pairs: Iterator[tuple[WorkloadRanking, str, str]] | None = None) -> list[PairOutcome]:
-    """Every pair of ranked cells of every ranking (or the ``pairs`` given), with what the sweep decided."""
+def pair_outcomes(
+    db: Path, pairs: Iterator[tuple[WorkloadRanking, str, str]] | None = None
+) -> list[PairOutcome]:
+    """Every pair of ranked cells of every ranking (or the ``pairs`` given), with what the sweep
+    decided."""
     wrs, stops = rankings(db)
     out = []
     for wr, a, b in pairs if pairs is not None else all_pairs(wrs):
@@ -68,19 +72,32 @@ def pair_outcomes(db: Path, pairs: Iterator[tuple[WorkloadRanking, str, str]] | 
         if cmp.significant and math.isfinite(ratio) and ratio != 1.0:
             direction = sign if ratio > 1.0 else -sign
         ca, cb = wr.cells[a], wr.cells[b]
-        by_race = (_names_worse(stops.get((ca.cell_id, wr.workload), ""), cb.cell_key)
-                   or _names_worse(stops.get((cb.cell_id, wr.workload), ""), ca.cell_key))
+        by_race = _names_worse(
+            stops.get((ca.cell_id, wr.workload), ""), cb.cell_key
+        ) or _names_worse(stops.get((cb.cell_id, wr.workload), ""), ca.cell_key)
         d = wr.decision
         answer_over = d is not None and d.kind == "single" and d.answer in (a, b)
         together = d is not None and d.kind == "tie" and {a, b} <= {d.answer, *d.tied}
-        out.append(PairOutcome(db.name, wr.workload, wr.tier, a, b, direction, by_race, answer_over,
-                               cmp.test.paired_rounds, together))
+        out.append(
+            PairOutcome(
+                db.name,
+                wr.workload,
+                wr.tier,
+                a,
+                b,
+                direction,
+                by_race,
+                answer_over,
+                cmp.test.paired_rounds,
+                together,
+            )
+        )
     return out
 
 
 def _names_worse(reason: str, other_key: str) -> bool:
-    """A race stop "eliminated: significantly worse than UNIT" whose UNIT (the cell's key, "::", the workload)
-    is the other cell."""
+    """A race stop "eliminated: significantly worse than UNIT" whose UNIT (the cell's key, "::", the
+    workload) is the other cell."""
     _, found, than = reason.partition("significantly worse than ")
     return bool(found) and than.split("::")[0] == other_key
 
@@ -89,7 +106,7 @@ def all_pairs(wrs: list[WorkloadRanking]) -> Iterator[tuple[WorkloadRanking, str
     for wr in wrs:
         ranked = [r.name for r in wr.ranking.rows if r.rank is not None]
         for i, a in enumerate(ranked):
-            for b in ranked[i + 1:]:
+            for b in ranked[i + 1 :]:
                 yield wr, a, b
 
 

@@ -1,34 +1,38 @@
-"""The README's first command, timed as a new user meets it (not a test): a fresh clone, then `scripts/quickstart`.
+"""The README's first command, timed as a new user meets it (not a test): a fresh clone, then
+`scripts/quickstart`.
 
     python bench/quickstart.py [--source REPO] [--rev HEAD] [--columns 100] [--target-s 360] [--keep]
                                [--fresh-debian] [--runs N [--need K]]
 
-In a temporary directory: `git clone` of REPO at REV (default: the repository this file is in, at HEAD, so
-commit first), then `scripts/quickstart` run there as root exactly as the README says, its output captured
-line by line with a timestamp (outside a terminal, at COLUMNS=`--columns`). Fresh: the clone, its `.venv` (the
-Python dependencies downloaded from PyPI with pip's cache off), the guest cache (IOMATRIX_CACHE) and the logs
-(XDG_CACHE_HOME). Not fresh, and not measurable here: the Debian packages (`setup.sh` finds them installed, so
-apt's download and install time is not in the figures) and the host's page cache.
+In a temporary directory: `git clone` of REPO at REV (default: the repository this file is in, at
+HEAD, so commit first), then `scripts/quickstart` run there as root exactly as the README says, its
+output captured line by line with a timestamp (outside a terminal, at COLUMNS=`--columns`). Fresh:
+the clone, its `.venv` (the Python dependencies downloaded from PyPI with pip's cache off), the
+guest cache (IOMATRIX_CACHE) and the logs (XDG_CACHE_HOME). Not fresh, and not measurable here: the
+Debian packages (`setup.sh` finds them installed, so apt's download and install time is not in the
+figures) and the host's page cache.
 
-`--fresh-debian` measures that too: a minimal Debian 12 (`debootstrap --variant=minbase bookworm`, not timed)
-in the temporary directory, the clone inside it, and `scripts/quickstart` run there in a chroot (the host's
-/proc, /sys and /dev bound in, the host's DNS resolver copied), so its `apt-get install` starts from nothing,
-as on a fresh machine. Only the kernel and the page cache are the host's. Everything is unmounted after; the
-temporary directory is removed only when nothing is mounted below it any more.
+`--fresh-debian` measures that too: a minimal Debian 12 (`debootstrap --variant=minbase bookworm`,
+not timed) in the temporary directory, the clone inside it, and `scripts/quickstart` run there in a
+chroot (the host's /proc, /sys and /dev bound in, the host's DNS resolver copied), so its `apt-get
+install` starts from nothing, as on a fresh machine. Only the kernel and the page cache are the
+host's. Everything is unmounted after; the temporary directory is removed only when nothing is
+mounted below it any more.
 
-Printed: set-up (until `setup: done`), sweep and report (the rest), total; lines printed and the widest;
-the lines from the headline ("Answer for …") to the end of the snippet, and the line of the answer's first role
-block ("For a database VM: …", on the first screen when within its first 30 lines); per role of the default
-role set whether it was answered (`iomatrix recommend --format json` over the database the quickstart wrote:
-settled, tied or equivalent ("keep …") answer it; only leading, or no answer yet, does not: report/roles.py
-ANSWERED); the load average before and after. A sweep without roles (an older revision) is judged per workload
-as before ("answer" or "tied"; "provisional" is not an answer). One run's exit status: 0 when the total is within
-`--target-s` (default 360 s: six minutes) and every role was answered, else 1.
+Printed: set-up (until `setup: done`), sweep and report (the rest), total; lines printed and the
+    widest;
+the lines from the headline ("Answer for …") to the end of the snippet, and the line of the answer's
+first role block ("For a database VM: …", on the first screen when within its first 30 lines); per
+role of the default role set whether it was answered (`iomatrix recommend --format json` over the
+database the quickstart wrote: settled, tied or equivalent ("keep …") answer it; only leading, or no
+answer yet, does not: report/roles.py ANSWERED); the load average before and after. A sweep without
+roles (an older revision) is judged per workload as before ("answer" or "tied"; "provisional" is not
+an answer). One run's exit status: 0 when the total is within `--target-s` (default 360 s: six
+minutes) and every role was answered, else 1.
 
-`--runs N` runs it N times, each from a fresh clone, one after the other, and ends with how many runs answered
-every role within the target; exit status 0 when at least `--need` did (default: 4 of 5, i.e. 80 % of N rounded
-up: issue 53's done-when).
-"""
+`--runs N` runs it N times, each from a fresh clone, one after the other, and ends with how many
+runs answered every role within the target; exit status 0 when at least `--need` did (default: 4 of
+5, i.e. 80 % of N rounded up: issue 53's done-when)."""  # noqa: E501
 
 from __future__ import annotations
 
@@ -46,11 +50,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
 ANSWERED = ("answer", "tied")  # headline statuses that answer a workload ("provisional" does not)
-# Role statuses that answer a role (report/roles.py ANSWERED: settled, tied, equivalent = "keep"); "provisional"
-# (only leading) and "none" (no answer yet) do not. Repeated here: the bench judges the clone's output, and a
-# clone of another revision need not have the same module.
+# Role statuses that answer a role (report/roles.py ANSWERED: settled, tied, equivalent = "keep");
+# "provisional" (only leading) and "none" (no answer yet) do not. Repeated here: the bench judges
+# the clone's output, and a clone of another revision need not have the same module.
 ROLE_ANSWERED = ("answer", "tied", "equivalent")
-FIRST_SCREEN = 30  # report/render.py FIRST_SCREEN_LINES: the answer's lines a terminal shows at once
+# report/render.py FIRST_SCREEN_LINES: the answer's lines a terminal shows at once
+FIRST_SCREEN = 30
 
 
 @dataclass
@@ -70,7 +75,8 @@ class Timeline:
 
 
 class Place:
-    """Where the quickstart runs: the host itself, or a chroot (`root`), the clone at `clone` in both cases."""
+    """Where the quickstart runs: the host itself, or a chroot (`root`), the clone at `clone` in
+    both cases."""
 
     def __init__(self, clone: Path, root: Path | None = None) -> None:
         self.clone, self.root = clone, root
@@ -80,23 +86,39 @@ class Place:
         if self.root is None:
             return list(cmd), self.clone
         inside = "/" / self.clone.relative_to(self.root)
-        return ["chroot", str(self.root), "/bin/sh", "-c", f"cd {inside} && exec \"$@\"", "sh", *cmd], self.root
+        return [
+            "chroot",
+            str(self.root),
+            "/bin/sh",
+            "-c",
+            f'cd {inside} && exec "$@"',
+            "sh",
+            *cmd,
+        ], self.root
 
 
-BOUND = ("proc", "sys", "dev")  # what a chroot needs from the host: loop/drop_caches/sampler, /dev/null, kvm
+# what a chroot needs from the host: loop/drop_caches/sampler, /dev/null, kvm
+BOUND = ("proc", "sys", "dev")
 
 
 def make_fresh_debian(root: Path) -> float:
-    """A minimal Debian 12 in `root` with the host's /proc, /sys, /dev bound in; seconds debootstrap took."""
+    """A minimal Debian 12 in `root` with the host's /proc, /sys, /dev bound in; seconds debootstrap
+    took."""
     if shutil.which("debootstrap") is None:
-        raise SystemExit("quickstart bench: --fresh-debian needs debootstrap (apt-get install debootstrap)")
+        raise SystemExit(
+            "quickstart bench: --fresh-debian needs debootstrap (apt-get install debootstrap)"
+        )
     t0 = time.monotonic()
-    subprocess.run(["debootstrap", "--variant=minbase", "bookworm", str(root), "http://deb.debian.org/debian"],
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        ["debootstrap", "--variant=minbase", "bookworm", str(root), "http://deb.debian.org/debian"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     took = time.monotonic() - t0
     shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")
-    # This network's own TLS set-up (e.g. an egress proxy's CA, pip's cert setting), as its admin gives any new
-    # machine: the local CAs join the bundle when the quickstart installs ca-certificates.
+    # This network's own TLS set-up (e.g. an egress proxy's CA, pip's cert setting), as its admin
+    # gives any new machine: the local CAs join the bundle when the quickstart installs
+    # ca-certificates.
     local_cas = Path("/usr/local/share/ca-certificates")
     if local_cas.is_dir():
         shutil.copytree(local_cas, root / "usr/local/share/ca-certificates", dirs_exist_ok=True)
@@ -117,7 +139,8 @@ def mounts_below(path: Path) -> list[str]:
 
 
 def unmount_fresh_debian(root: Path) -> list[str]:
-    """Unmount what `make_fresh_debian` bound (deepest first); the mount points still there afterwards."""
+    """Unmount what `make_fresh_debian` bound (deepest first); the mount points still there
+    afterwards."""
     for name in BOUND:
         if mounts_below(root / name):
             subprocess.run(["umount", "-R", str(root / name)], check=False)
@@ -125,12 +148,20 @@ def unmount_fresh_debian(root: Path) -> list[str]:
 
 
 def run_quickstart(place: Place, env: dict[str, str]) -> Timeline:
-    """`scripts/quickstart` in the clone, every line it prints (stdout and stderr together) with its time."""
+    """`scripts/quickstart` in the clone, every line it prints (stdout and stderr together) with its
+    time."""
     t0 = time.monotonic()
     out = Timeline()
     argv, cwd = place.argv("scripts/quickstart")
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, bufsize=1)
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+    )
     assert proc.stdout is not None
     for line in proc.stdout:
         out.lines.append((time.monotonic() - t0, line.rstrip("\n")))
@@ -141,19 +172,22 @@ def run_quickstart(place: Place, env: dict[str, str]) -> Timeline:
 
 def recommend_json(place: Place, env: dict[str, str]) -> str:
     """`iomatrix recommend --format json` over the database the quickstart wrote."""
-    argv, cwd = place.argv(".venv/bin/iomatrix", "recommend", "--db", "iomatrix.sqlite", "--format", "json")
+    argv, cwd = place.argv(
+        ".venv/bin/iomatrix", "recommend", "--db", "iomatrix.sqlite", "--format", "json"
+    )
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout
 
 
 def role_statuses(recommend_json: str) -> dict[str, str]:
-    """role → its status ("answer", "tied", "equivalent", "provisional", "none"), from `iomatrix recommend --format
-    json` (its `roles`, first); {} for a sweep without roles."""
+    """role → its status ("answer", "tied", "equivalent", "provisional", "none"), from `iomatrix
+    recommend --format json` (its `roles`, first); {} for a sweep without roles."""
     return {r["role"]: r["status"] for r in json.loads(recommend_json).get("roles") or []}
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """One run of the quickstart, judged: the time, and every role (else every workload) answered."""
+    """One run of the quickstart, judged: the time, and every role (else every workload)
+    answered."""
 
     total_s: float
     exit_status: int
@@ -181,15 +215,22 @@ class Outcome:
     def summary(self) -> str:
         what = "roles" if self.by_role else "workloads"
         yes = set(self.answered)
-        told = ", ".join(f"{k} {s} ({'answered' if k in yes else 'NOT answered'})"
-                         for k, s in sorted(self.statuses.items())) or "none read"
-        return (f"{what}: {told} ({len(self.answered)} of {len(self.statuses)} answered: "
-                f"{'every one' if self.all_answered else 'NOT every one'})")
+        told = (
+            ", ".join(
+                f"{k} {s} ({'answered' if k in yes else 'NOT answered'})"
+                for k, s in sorted(self.statuses.items())
+            )
+            or "none read"
+        )
+        return (
+            f"{what}: {told} ({len(self.answered)} of {len(self.statuses)} answered: "
+            f"{'every one' if self.all_answered else 'NOT every one'})"
+        )
 
 
 def judge(total_s: float, exit_status: int, recommend_out: str | None, target_s: float) -> Outcome:
-    """The run's outcome from its time, exit status and `recommend --format json` (None: not read, the run
-    failed): per role when the sweep ran roles, else per workload."""
+    """The run's outcome from its time, exit status and `recommend --format json` (None: not read,
+    the run failed): per role when the sweep ran roles, else per workload."""
     if recommend_out is None:
         return Outcome(total_s, exit_status, {}, True, target_s)
     roles = role_statuses(recommend_out)
@@ -198,12 +239,19 @@ def judge(total_s: float, exit_status: int, recommend_out: str | None, target_s:
 
 
 def first_role_line(tl: Timeline) -> int | None:
-    """The line of the answer's first role block ("For a database VM: …"), counted from the headline ("Answer for
-    …" is line 1); None when either is missing."""
+    """The line of the answer's first role block ("For a database VM: …"), counted from the headline
+    ("Answer for …" is line 1); None when either is missing."""
     head = tl.first("Answer for")
     if head is None:
         return None
-    return next((i - head + 1 for i, (_, text) in enumerate(tl.lines[head:], head) if text.startswith("For ")), None)
+    return next(
+        (
+            i - head + 1
+            for i, (_, text) in enumerate(tl.lines[head:], head)
+            if text.startswith("For ")
+        ),
+        None,
+    )
 
 
 def runs_summary(outcomes: list[Outcome], need: int) -> tuple[str, bool]:
@@ -212,9 +260,13 @@ def runs_summary(outcomes: list[Outcome], need: int) -> tuple[str, bool]:
     answered = sum(o.all_answered for o in outcomes)
     in_time = sum(o.in_time for o in outcomes)
     ok = met >= need
-    return (f"runs that answered every role within the target: {met} of {len(outcomes)} (needed {need}: "
-            f"{'met' if ok else 'MISSED'}); every role answered in {answered}, within the time in {in_time}; "
-            f"totals {', '.join(f'{o.total_s:.0f} s' for o in outcomes)}"), ok
+    return (
+        f"runs that answered every role within the target: {met} of {len(outcomes)} "
+        f"(needed {need}: "
+        f"{'met' if ok else 'MISSED'}); every role answered in {answered}, within the "
+        f"time in {in_time}; "
+        f"totals {', '.join(f'{o.total_s:.0f} s' for o in outcomes)}"
+    ), ok
 
 
 def headline_statuses(recommend_json: str) -> dict[str, str]:
@@ -233,20 +285,41 @@ def headline_statuses(recommend_json: str) -> dict[str, str]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--source", type=Path, default=HERE, help="repository to clone (default: this one)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--source", type=Path, default=HERE, help="repository to clone (default: this one)"
+    )
     ap.add_argument("--rev", default="HEAD", help="revision to check out (default: HEAD)")
     ap.add_argument("--columns", type=int, default=100, help="COLUMNS for the quickstart's output")
-    ap.add_argument("--target-s", type=float, default=360.0, help="the target for the whole command")
-    ap.add_argument("--keep", action="store_true", help="keep the temporary clone (its database and report)")
-    ap.add_argument("--fresh-debian", action="store_true",
-                    help="run it in a chroot of a minimal Debian 12 made with debootstrap (apt included)")
-    ap.add_argument("--runs", type=int, default=1, help="run it this many times, each from a fresh clone")
-    ap.add_argument("--need", type=int, default=None,
-                    help="runs that must answer every role within the target (default: 80%% of --runs, rounded up)")
+    ap.add_argument(
+        "--target-s", type=float, default=360.0, help="the target for the whole command"
+    )
+    ap.add_argument(
+        "--keep", action="store_true", help="keep the temporary clone (its database and report)"
+    )
+    ap.add_argument(
+        "--fresh-debian",
+        action="store_true",
+        help="run it in a chroot of a minimal Debian 12 made with debootstrap (apt included)",
+    )
+    ap.add_argument(
+        "--runs", type=int, default=1, help="run it this many times, each from a fresh clone"
+    )
+    ap.add_argument(
+        "--need",
+        type=int,
+        default=None,
+        help="runs that must answer every role within the target (default: 80%% of --runs, "
+        "rounded up)",
+    )
     args = ap.parse_args()
     if os.geteuid() != 0:
-        print("quickstart bench: run as root (the quickstart is run as root, as the README says)", file=sys.stderr)
+        print(
+            "quickstart bench: run as root (the quickstart is run as root, as the README says)",
+            file=sys.stderr,
+        )
         return 2
     if not 1 <= args.runs <= 20:
         print("quickstart bench: --runs must be 1 to 20", file=sys.stderr)
@@ -279,25 +352,47 @@ def one_run(args: argparse.Namespace) -> Outcome:
         subprocess.run(["git", "clone", "--quiet", str(args.source), str(clone)], check=True)
         subprocess.run(["git", "-C", str(clone), "checkout", "--quiet", args.rev], check=True)
         clone_s = time.monotonic() - t_clone
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "PIP_"))}
-        env.update(COLUMNS=str(args.columns), IOMATRIX_CACHE=str(tmp / "cache"), XDG_CACHE_HOME=str(tmp / "xdg"),
-                   PIP_NO_CACHE_DIR="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
-        if root is not None:  # the chroot's own paths: nothing of the host's PATH (pyenv shims) or caches
-            env.update(PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", HOME="/root",
-                       IOMATRIX_CACHE="/tmp/iomatrix-cache", XDG_CACHE_HOME="/tmp/xdg")
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("PYTHON", "VIRTUAL_ENV", "PIP_"))
+        }
+        env.update(
+            COLUMNS=str(args.columns),
+            IOMATRIX_CACHE=str(tmp / "cache"),
+            XDG_CACHE_HOME=str(tmp / "xdg"),
+            PIP_NO_CACHE_DIR="1",
+            PIP_DISABLE_PIP_VERSION_CHECK="1",
+        )
+        # the chroot's own paths: nothing of the host's PATH (pyenv shims) or caches
+        if root is not None:
+            env.update(
+                PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                HOME="/root",
+                IOMATRIX_CACHE="/tmp/iomatrix-cache",
+                XDG_CACHE_HOME="/tmp/xdg",
+            )
         load_before = os.getloadavg()
         started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
         tl = run_quickstart(place, env)
         load_after = os.getloadavg()
-        outcome = judge(tl.total_s, tl.exit_status, recommend_json(place, env) if tl.exit_status == 0 else None,
-                        args.target_s)
+        outcome = judge(
+            tl.total_s,
+            tl.exit_status,
+            recommend_json(place, env) if tl.exit_status == 0 else None,
+            args.target_s,
+        )
         print(f"started {started}, commit {args.rev} of {args.source}, COLUMNS={args.columns}")
-        print(f"load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
-              f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
+        print(
+            f"load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
+            f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}"
+        )
         print(f"git clone (not in the total): {clone_s:.1f} s")
         if debootstrap_s is not None:
-            print(f"fresh Debian 12 (debootstrap minbase, not in the total): {debootstrap_s:.1f} s; "
-                  "the quickstart installs its Debian packages there")
+            print(
+                f"fresh Debian 12 (debootstrap minbase, not in the total): {debootstrap_s:.1f} s; "
+                "the quickstart installs its Debian packages there"
+            )
         print_timeline(tl, args, outcome)
         (tmp / "quickstart.log").write_text("".join(f"{t:7.1f} {text}\n" for t, text in tl.lines))
         return outcome
@@ -305,30 +400,39 @@ def one_run(args: argparse.Namespace) -> Outcome:
         left = unmount_fresh_debian(root) if root is not None else mounts_below(tmp)
         if left:
             # Never remove a tree with the host's /dev or /sys bound below it.
-            print(f"still mounted below {tmp}, so it was not removed: {', '.join(left)}", file=sys.stderr)
+            print(
+                f"still mounted below {tmp}, so it was not removed: {', '.join(left)}",
+                file=sys.stderr,
+            )
         elif args.keep:
             print(f"kept: {tmp}")
         else:
-            # The quickstart's sweep leaves no mount or loop device (the plan's backing is a directory).
+            # The quickstart's sweep leaves no mount or loop device (the plan's backing is a
+            # directory).
             shutil.rmtree(tmp, ignore_errors=True)
 
 
 def print_timeline(tl: Timeline, args: argparse.Namespace, outcome: Outcome) -> None:
-    """What one run measured: set-up, sweep, total, the lines, where the answer and its first role block are,
-    and each role's (else workload's) status."""
+    """What one run measured: set-up, sweep, total, the lines, where the answer and its first role
+    block are, and each role's (else workload's) status."""
     setup_s = tl.at("setup: done")
-    print(f"set-up (setup.sh: packages {'installed' if args.fresh_debian else 'checked'}, .venv from PyPI): "
-          + ("not reached" if setup_s is None else f"{setup_s:.1f} s"))
+    print(
+        f"set-up (setup.sh: packages {'installed' if args.fresh_debian else 'checked'}, "
+        ".venv from PyPI): " + ("not reached" if setup_s is None else f"{setup_s:.1f} s")
+    )
     if setup_s is not None:
         print(f"sweep, answer and HTML report: {tl.total_s - setup_s:.1f} s")
     # The time target alone here: whether every role was answered is the roles line's, below.
-    print(f"total: {tl.total_s:.1f} s (target {args.target_s:.0f} s: {'met' if outcome.in_time else 'MISSED'}), "
-          f"exit status {tl.exit_status}")
+    print(
+        f"total: {tl.total_s:.1f} s (target {args.target_s:.0f} s: "
+        f"{'met' if outcome.in_time else 'MISSED'}), "
+        f"exit status {tl.exit_status}"
+    )
     widest = max((len(text) for _, text in tl.lines), default=0)
     print(f"lines printed: {len(tl.lines)}, widest {widest} characters")
     for _, text in tl.lines:
         if len(text) > args.columns:
-            print(f"  wider than {args.columns}: {text[:args.columns - 30]}…")
+            print(f"  wider than {args.columns}: {text[: args.columns - 30]}…")
     head, snippet_end = tl.first("Answer for"), tl.first("    </disk>")
     if head is not None and snippet_end is not None:
         print(f"headline to the end of the snippet: {snippet_end - head + 1} lines")
@@ -336,9 +440,15 @@ def print_timeline(tl: Timeline, args: argparse.Namespace, outcome: Outcome) -> 
         print("headline or snippet not found in the output")
     at = first_role_line(tl)
     if outcome.by_role:
-        print("first role answer: " + ("not found" if at is None else
-                                       f"line {at} of the answer ({'on' if at <= FIRST_SCREEN else 'NOT on'} "
-                                       f"the first screen of {FIRST_SCREEN} lines)"))
+        print(
+            "first role answer: "
+            + (
+                "not found"
+                if at is None
+                else f"line {at} of the answer ({'on' if at <= FIRST_SCREEN else 'NOT on'} "
+                f"the first screen of {FIRST_SCREEN} lines)"
+            )
+        )
     print(outcome.summary())
     if tl.exit_status != 0:
         print("its last lines:", *(text for _, text in tl.lines[-15:]), sep="\n")

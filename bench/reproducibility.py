@@ -1,14 +1,14 @@
-"""Reproducibility of the answer: a plan run k times, how often a decided pair is decided the same way (not a
-test).
+"""Reproducibility of the answer: a plan run k times, how often a decided pair is decided the same
+way (not a test).
 
     python bench/reproducibility.py [PLAN] [--sweeps 5] [--keep DIR] [--analyse DB ...]
 
-PLAN defaults to the built-in `quick`. Each sweep runs as a user runs it (`iomatrix run PLAN --db …`); then,
-per pair of ranked cells (workload × tier), each sweep's verdict is +1 (the first significantly better), −1
-(significantly worse) or 0 (not called different) at the decision rule's levels (docs/statistics.md §10b).
-Printed: pairs decided in some sweep, decided the same way in every sweep that decided them, decided in
-opposite directions (the failure issue 54 is about), and each workload's answer per sweep. Exit 0 when no pair
-was decided in opposite directions, else 1.
+PLAN defaults to the built-in `quick`. Each sweep runs as a user runs it (`iomatrix run PLAN --db
+…`); then, per pair of ranked cells (workload × tier), each sweep's verdict is +1 (the first
+significantly better), −1 (significantly worse) or 0 (not called different) at the decision rule's
+levels (docs/statistics.md §10b). Printed: pairs decided in some sweep, decided the same way in
+every sweep that decided them, decided in opposite directions (the failure issue 54 is about), and
+each workload's answer per sweep. Exit 0 when no pair was decided in opposite directions, else 1.
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ def main() -> int:
     ap.add_argument("plan", nargs="?", default="quick")
     ap.add_argument("--sweeps", type=int, default=5)
     ap.add_argument("--keep", type=Path, help="keep the databases and logs in this directory")
-    ap.add_argument("--analyse", type=Path, nargs="*", help="analyse these databases instead of sweeping")
+    ap.add_argument(
+        "--analyse", type=Path, nargs="*", help="analyse these databases instead of sweeping"
+    )
     args = ap.parse_args()
     dbs: list[Path] = list(args.analyse or [])
     work = args.keep or Path(tempfile.mkdtemp(prefix="iomatrix-bench-repro-"))
@@ -57,8 +59,11 @@ def main() -> int:
     decided = {k: v for k, v in verdicts.items() if any(v)}
     same = [k for k, v in decided.items() if len({x for x in v if x}) == 1]
     opposite = [k for k, v in decided.items() if {1, -1} <= set(v)]
-    print(f"{len(dbs)} sweeps, {len(verdicts)} pairs; decided in some sweep: {len(decided)}; the same way in every "
-          f"sweep that decided them: {len(same)}; in opposite directions: {len(opposite)}")
+    print(
+        f"{len(dbs)} sweeps, {len(verdicts)} pairs; decided in some sweep: "
+        f"{len(decided)}; the same way in every "
+        f"sweep that decided them: {len(same)}; in opposite directions: {len(opposite)}"
+    )
     for k in opposite:
         print(f"  opposite: {k[0]} {k[1]}: {k[2]} vs {k[3]}: {verdicts[k]}")
     for (w, t), said in sorted(answers.items()):

@@ -1,5 +1,6 @@
-"""A small Chrome DevTools protocol client around Debian's headless Chromium, for testing the HTML report:
-load a file, collect console errors, exceptions and every network request, take a screenshot."""
+"""A small Chrome DevTools protocol client around Debian's headless Chromium, for testing the HTML
+report: load a file, collect console errors, exceptions and every network request, take a
+screenshot."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ class PageLoad:
     console_errors: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)  # every URL the page asked for
     screenshot_png: bytes = b""
-    scroll_width: int = 0  # the document's scrollWidth: wider than the viewport = the page scrolls sideways
+    # the document's scrollWidth: wider than the viewport = the page scrolls sideways
+    scroll_width: int = 0
     value: Any = None  # what `load(..., evaluate=)`'s expression returned (by value)
 
 
@@ -71,10 +73,24 @@ def chromium() -> Iterator[str]:
     """Start headless Chromium with a DevTools port; yield the page's websocket URL."""
     profile = Path(tempfile.mkdtemp(prefix="iomx-chromium-"))
     proc = subprocess.Popen(
-        [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--remote-debugging-port=0", f"--user-data-dir={profile}", "--window-size=1200,900", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            CHROMIUM,
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-extensions",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--remote-debugging-port=0",
+            f"--user-data-dir={profile}",
+            "--window-size=1200,900",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         port_file = profile / "DevToolsActivePort"
         deadline = time.monotonic() + 60
@@ -96,31 +112,49 @@ def chromium() -> Iterator[str]:
 
 
 def load(path: Path, width: int = 1200, evaluate: str | None = None) -> PageLoad:
-    """Open `path` in headless Chromium; return console errors, requested URLs and a full-page screenshot, and
-    the value of the JavaScript expression `evaluate` on the loaded page."""
+    """Open `path` in headless Chromium; return console errors, requested URLs and a full-page
+    screenshot, and the value of the JavaScript expression `evaluate` on the loaded page."""
     out = PageLoad()
     with chromium() as ws_url:
         s = _Session(ws_url)
         for domain in ("Page", "Runtime", "Log", "Network"):
             s.call(f"{domain}.enable")
-        s.call("Emulation.setDeviceMetricsOverride", width=width, height=900, deviceScaleFactor=1, mobile=width < 600)
+        s.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=900,
+            deviceScaleFactor=1,
+            mobile=width < 600,
+        )
         s.call("Page.navigate", url=path.resolve().as_uri())
         s.wait_for("Page.loadEventFired")
         s.drain(0.5)  # late console messages
-        sw = s.call("Runtime.evaluate", expression="document.documentElement.scrollWidth", returnByValue=True)
+        sw = s.call(
+            "Runtime.evaluate",
+            expression="document.documentElement.scrollWidth",
+            returnByValue=True,
+        )
         out.scroll_width = int(sw["result"]["value"])
         if evaluate is not None:
-            out.value = s.call("Runtime.evaluate", expression=evaluate, returnByValue=True)["result"].get("value")
+            out.value = s.call("Runtime.evaluate", expression=evaluate, returnByValue=True)[
+                "result"
+            ].get("value")
         metrics = s.call("Page.getLayoutMetrics")
         size = metrics.get("cssContentSize") or metrics["contentSize"]
-        shot = s.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
-                      clip={"x": 0, "y": 0, "width": width, "height": min(size["height"], 6000), "scale": 1})
+        shot = s.call(
+            "Page.captureScreenshot",
+            format="png",
+            captureBeyondViewport=True,
+            clip={"x": 0, "y": 0, "width": width, "height": min(size["height"], 6000), "scale": 1},
+        )
         out.screenshot_png = base64.b64decode(shot["data"])
         s.ws.close()
     for e in s.events:
         m, p = e.get("method"), e.get("params", {})
         if m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
-            out.console_errors.append(" ".join(str(a.get("value", a.get("description"))) for a in p["args"]))
+            out.console_errors.append(
+                " ".join(str(a.get("value", a.get("description"))) for a in p["args"])
+            )
         elif m == "Runtime.exceptionThrown":
             out.console_errors.append(p["exceptionDetails"].get("text", "exception"))
         elif m == "Log.entryAdded" and p["entry"]["level"] == "error":

@@ -1,12 +1,12 @@
-"""Client hosts for tests of contention runs across hosts: network namespaces with their own sshd, and an iSCSI
-target (tgtd) on this side that they share, as scripts/fleet-demo makes its hosts.
+"""Client hosts for tests of contention runs across hosts: network namespaces with their own sshd,
+and an iSCSI target (tgtd) on this side that they share, as scripts/fleet-demo makes its hosts.
 
-Host n is namespace ``ixc<pid>-n`` with a veth pair: SUBNET.n.1 on this side, SUBNET.n.2 inside, where its sshd
-listens (a generated host key; this side logs in as root with a generated client key, through an ssh_config
-file). The namespaces have one route, to the target's portal (SUBNET.1.1): nothing else is reachable from them,
-and the only addresses contacted are these. Everything (namespaces, veths, sshd and every process in the
-namespaces, tgtd with its LUN file and control socket) is removed on exit, also after a failed assertion.
-"""
+Host n is namespace ``ixc<pid>-n`` with a veth pair: SUBNET.n.1 on this side, SUBNET.n.2 inside,
+where its sshd listens (a generated host key; this side logs in as root with a generated client key,
+through an ssh_config file). The namespaces have one route, to the target's portal (SUBNET.1.1):
+nothing else is reachable from them, and the only addresses contacted are these. Everything
+(namespaces, veths, sshd and every process in the namespaces, tgtd with its LUN file and control
+socket) is removed on exit, also after a failed assertion."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ LogLevel ERROR
 
 @dataclass
 class ClientHosts:
-    """What the test's plan names: the hosts' ssh destinations and the ssh_config reaching them, and the LUN."""
+    """What the test's plan names: the hosts' ssh destinations and the ssh_config reaching them, and
+    the LUN."""
 
     addresses: list[str]
     ssh_config: Path
@@ -57,16 +58,24 @@ class ClientHosts:
         return f"iscsi://{self.portal}/{self.iqn}/{self.lun}"
 
     def backing_toml(self) -> str:
-        hosts = "".join(f'[[backing.client_host]]\nssh = "root@{a}"\nssh_config = "{self.ssh_config}"\n'
-                        for a in self.addresses)
-        return (f'[[backing]]\ntype = "iscsi"\nname = "san"\nportal = "{self.portal}"\niqn = "{self.iqn}"\n'
-                f"lun = {self.lun}\n{hosts}")
+        hosts = "".join(
+            f'[[backing.client_host]]\nssh = "root@{a}"\nssh_config = "{self.ssh_config}"\n'
+            for a in self.addresses
+        )
+        return (
+            f'[[backing]]\ntype = "iscsi"\nname = "san"\nportal = "{self.portal}"\niqn = '
+            f'"{self.iqn}"\n'
+            f"lun = {self.lun}\n{hosts}"
+        )
 
     def processes(self) -> list[str]:
-        """The processes running in the hosts' namespaces other than their sshd listeners: "pid command" each."""
+        """The processes running in the hosts' namespaces other than their sshd listeners: "pid
+        command" each."""
         out = []
         for ns in self.namespaces:
-            pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+            pids = subprocess.run(
+                ["ip", "netns", "pids", ns], capture_output=True, text=True
+            ).stdout.split()
             for pid in (int(p) for p in pids if int(p) not in self.sshd_pids):
                 with contextlib.suppress(OSError):
                     argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -88,21 +97,25 @@ def _wait(condition: object, what: str) -> None:
 
 def _listening(ns: str | None, address: str, port: int) -> bool:
     prefix = ["ip", "netns", "exec", ns] if ns else []
-    out = subprocess.run([*prefix, "ss", "-Hltn", f"src {address}:{port}"], capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [*prefix, "ss", "-Hltn", f"src {address}:{port}"], capture_output=True, text=True
+    ).stdout
     return bool(out.strip())
 
 
 @contextlib.contextmanager
 def client_hosts(tmp: Path, count: int = 2, lun_size: str = "256M") -> Iterator[ClientHosts]:
-    """`count` namespaced hosts with sshd, and a tgtd on SUBNET.1.1 with one LUN they all log in to."""
+    """`count` namespaced hosts with sshd, and a tgtd on SUBNET.1.1 with one LUN they all log in
+    to."""
     tag = f"ixc{os.getpid()}"
     namespaces: list[str] = []
     veths: list[str] = []
     daemons: list[subprocess.Popen] = []
     tgtd: subprocess.Popen | None = None
     ctl = 0
-    # sshd's privilege separation directory (compiled in); made here when the host has none, removed after. The
-    # fleet demo does the same: tests using this module share its xdist group (tests/conftest.py).
+    # sshd's privilege separation directory (compiled in); made here when the host has none, removed
+    # after. The fleet demo does the same: tests using this module share its xdist group
+    # (tests/conftest.py).
     privsep = Path("/run/sshd")
     made_privsep = not privsep.is_dir()
     if made_privsep:
@@ -131,44 +144,114 @@ def client_hosts(tmp: Path, count: int = 2, lun_size: str = "256M") -> Iterator[
             hdir.mkdir()
             _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(hdir / "host_key"))
             known.append(f"{inside} {' '.join((hdir / 'host_key.pub').read_text().split()[:2])}\n")
-            (hdir / "sshd_config").write_text(SSHD_CONFIG.format(address=inside, key=hdir / "host_key", dir=hdir,
-                                                                 authorized=tmp / "authorized_keys"))
-            daemons.append(subprocess.Popen(["ip", "netns", "exec", ns, "/usr/sbin/sshd", "-D", "-f",
-                                             str(hdir / "sshd_config"), "-E", str(hdir / "sshd.log")],
-                                            stdin=subprocess.DEVNULL, start_new_session=True))
+            (hdir / "sshd_config").write_text(
+                SSHD_CONFIG.format(
+                    address=inside,
+                    key=hdir / "host_key",
+                    dir=hdir,
+                    authorized=tmp / "authorized_keys",
+                )
+            )
+            daemons.append(
+                subprocess.Popen(
+                    [
+                        "ip",
+                        "netns",
+                        "exec",
+                        ns,
+                        "/usr/sbin/sshd",
+                        "-D",
+                        "-f",
+                        str(hdir / "sshd_config"),
+                        "-E",
+                        str(hdir / "sshd.log"),
+                    ],
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
             addresses.append(inside)
         (tmp / "known_hosts").write_text("".join(known))
         (tmp / "ssh_config").write_text(
             f"Host *\n  User root\n  IdentityFile {tmp / 'client_key'}\n  IdentitiesOnly yes\n"
-            f"  UserKnownHostsFile {tmp / 'known_hosts'}\n  StrictHostKeyChecking yes\n  LogLevel ERROR\n")
+            f"  UserKnownHostsFile {tmp / 'known_hosts'}\n  StrictHostKeyChecking yes\n  "
+            "LogLevel ERROR\n"
+        )
         for ns, address in zip(namespaces, addresses, strict=True):
-            _wait(lambda ns=ns, address=address: _listening(ns, address, 22), f"sshd in {ns} did not listen")
-        # The shared target: tgtd with a control port nobody uses, a portal on host 1's veth, one LUN bound to all.
-        ctl = next(p for p in random.sample(range(20000, 30000), 200) if not Path(f"/run/tgtd/socket.{p}").exists())
+            _wait(
+                lambda ns=ns, address=address: _listening(ns, address, 22),
+                f"sshd in {ns} did not listen",
+            )
+        # The shared target: tgtd with a control port nobody uses, a portal on host 1's veth, one
+        # LUN bound to all.
+        ctl = next(
+            p
+            for p in random.sample(range(20000, 30000), 200)
+            if not Path(f"/run/tgtd/socket.{p}").exists()
+        )
         portal = f"{SUBNET}.1.1:{PORTAL_PORT}"
-        tgtd = subprocess.Popen(["tgtd", "-f", "--iscsi", f"portal={portal}", "-C", str(ctl)],
-                                stdout=open(tmp / "tgtd.log", "wb"), stderr=subprocess.STDOUT,  # noqa: SIM115
-                                start_new_session=True)
-        _wait(lambda: subprocess.run(["tgtadm", "-C", str(ctl), "--mode", "target", "--op", "show"],
-                                     capture_output=True).returncode == 0, "tgtd did not answer")
+        tgtd = subprocess.Popen(
+            ["tgtd", "-f", "--iscsi", f"portal={portal}", "-C", str(ctl)],
+            stdout=open(tmp / "tgtd.log", "wb"),  # noqa: SIM115
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        _wait(
+            lambda: (
+                subprocess.run(
+                    ["tgtadm", "-C", str(ctl), "--mode", "target", "--op", "show"],
+                    capture_output=True,
+                ).returncode
+                == 0
+            ),
+            "tgtd did not answer",
+        )
         iqn = f"iqn.2026-11.org.iomatrix.test:shared-{os.getpid()}"
         _run("truncate", "-s", lun_size, str(tmp / "lun.img"))
         tgt = ["tgtadm", "-C", str(ctl), "--lld", "iscsi"]
         _run(*tgt, "--mode", "target", "--op", "new", "--tid", "1", "--targetname", iqn)
-        _run(*tgt, "--mode", "logicalunit", "--op", "new", "--tid", "1", "--lun", "1", "--bstype", "rdwr",
-             "--backing-store", str(tmp / "lun.img"))
+        _run(
+            *tgt,
+            "--mode",
+            "logicalunit",
+            "--op",
+            "new",
+            "--tid",
+            "1",
+            "--lun",
+            "1",
+            "--bstype",
+            "rdwr",
+            "--backing-store",
+            str(tmp / "lun.img"),
+        )
         _run(*tgt, "--mode", "target", "--op", "bind", "--tid", "1", "--initiator-address", "ALL")
-        _wait(lambda: _listening(None, f"{SUBNET}.1.1", PORTAL_PORT), "tgtd did not listen on its portal")
-        yield ClientHosts(addresses, tmp / "ssh_config", namespaces, portal, iqn, frozenset(d.pid for d in daemons))
+        _wait(
+            lambda: _listening(None, f"{SUBNET}.1.1", PORTAL_PORT),
+            "tgtd did not listen on its portal",
+        )
+        yield ClientHosts(
+            addresses,
+            tmp / "ssh_config",
+            namespaces,
+            portal,
+            iqn,
+            frozenset(d.pid for d in daemons),
+        )
     finally:
         if tgtd is not None:
-            subprocess.run(["tgtadm", "-C", str(ctl), "--mode", "system", "--op", "delete"], capture_output=True)
+            subprocess.run(
+                ["tgtadm", "-C", str(ctl), "--mode", "system", "--op", "delete"],
+                capture_output=True,
+            )
             tgtd.kill()
             tgtd.wait(timeout=30)
             for suffix in ("", ".lock"):
                 Path(f"/run/tgtd/socket.{ctl}{suffix}").unlink(missing_ok=True)
         for ns in namespaces:  # every process in the namespace (sshd, and whatever a session left)
-            pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+            pids = subprocess.run(
+                ["ip", "netns", "pids", ns], capture_output=True, text=True
+            ).stdout.split()
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(pid), signal.SIGKILL)

@@ -18,52 +18,77 @@ import pytest
 DATA = Path(__file__).parent / "data"
 
 
-# The suite runs on three pytest-xdist workers (scripts/test: `-n 3 --dist loadgroup`): a 2-core host spends much
-# of a serial run waiting on a child (fio, QEMU, a daemon, a disk) or starting the CLI. Tests that share something
-# only one of them can hold at a time run on one worker, one after the other (an xdist group per entry):
+# The suite runs on three pytest-xdist workers (scripts/test: `-n 3 --dist loadgroup`): a 2-core
+# host spends much of a serial run waiting on a child (fio, QEMU, a daemon, a disk) or starting the
+# CLI. Tests that share something only one of them can hold at a time run on one worker, one after
+# the other (an xdist group per entry):
 SERIAL_GROUPS = {
-    # A lab NFS server needs rpcbind on port 111 and registers program 100003 there: one per host at a time.
+    # A lab NFS server needs rpcbind on port 111 and registers program 100003 there: one per host at
+    # a time.
     "nfs": ("test_nfs_backing", "test_network_disks", "test_kill_campaign_network"),
-    # A lab Ceph cluster (a mon and an OSD) takes about a core; two at once would measure each other.
-    "ceph": ("test_rbd_backing", "test_rbd_flush_finding", "test_snippets_rbd", "test_kill_campaign_ceph",
-             "test_durability_rbd", "test_findings_by_shape"),
-    # One throw-away PostgreSQL cluster for the module (test_pgstore's own xdist group, named here so that its
-    # whole time places it: unlisted, its ~4 minutes would be handed out last).
+    # A lab Ceph cluster (a mon and an OSD) takes about a core; two at once would measure each
+    # other.
+    "ceph": (
+        "test_rbd_backing",
+        "test_rbd_flush_finding",
+        "test_snippets_rbd",
+        "test_kill_campaign_ceph",
+        "test_durability_rbd",
+        "test_findings_by_shape",
+    ),
+    # One throw-away PostgreSQL cluster for the module (test_pgstore's own xdist group, named here
+    # so that its whole time places it: unlisted, its ~4 minutes would be handed out last).
     "postgresql": ("test_pgstore",),
-    # The fleet demo's namespaces and addresses are fixed, and its leftover check scans /tmp/iomatrix-fleet-*,
-    # which the playbook runs of the other fleet tests also make; it makes and removes /run/sshd, which the
-    # namespaced client hosts' sshd needs too (tests/client_hosts.py).
-    # test_fleet_host_fio builds the controller's fio into the cache the demo's playbook builds it into.
-    # (test_fleet_answers is not here: it runs no playbook and makes nothing under /tmp/iomatrix-fleet-*, its three
-    # hosts are UTS namespaces of its own; in the group its ~4 minutes only lengthened the fleet chain.)
-    "fleet": ("test_fleet_demo", "test_fleet_collection", "test_fleet_host_label", "test_client_hosts",
-              "test_fleet_host_fio"),
+    # The fleet demo's namespaces and addresses are fixed, and its leftover check scans
+    # /tmp/iomatrix-fleet-*, which the playbook runs of the other fleet tests also make; it makes
+    # and removes /run/sshd, which the namespaced client hosts' sshd needs too
+    # (tests/client_hosts.py). test_fleet_host_fio builds the controller's fio into the cache the
+    # demo's playbook builds it into. (test_fleet_answers is not here: it runs no playbook and makes
+    # nothing under /tmp/iomatrix-fleet-*, its three hosts are UTS namespaces of its own; in the
+    # group its ~4 minutes only lengthened the fleet chain.)
+    "fleet": (
+        "test_fleet_demo",
+        "test_fleet_collection",
+        "test_fleet_host_label",
+        "test_client_hosts",
+        "test_fleet_host_fio",
+    ),
 }
-# Modules whose module-scoped fixture is a sweep or a boot: kept on one worker so it is made once. (test_real_guest's
-# is the Debian image: built once, minutes, by the first of its tests that runs.)
-WHOLE_MODULES = ("test_guest_boot", "test_verdict", "test_headline", "test_guest_batch", "test_bad_input_campaign",
-                 "test_network_input_campaign", "test_real_guest")
+# Modules whose module-scoped fixture is a sweep or a boot: kept on one worker so it is made once.
+# (test_real_guest's is the Debian image: built once, minutes, by the first of its tests that runs.)
+WHOLE_MODULES = (
+    "test_guest_boot",
+    "test_verdict",
+    "test_headline",
+    "test_guest_batch",
+    "test_bad_input_campaign",
+    "test_network_input_campaign",
+    "test_real_guest",
+)
 
 
-# The longest work first (longest-processing-time-first, as pytest-split's .test_durations does it): a worker
-# that picks up a five-minute test near the end leaves the other idle meanwhile. Seconds per test from a CI run's
-# `--durations` (tests/durations.json: refresh it from a CI log when the slowest tests change; a test missing from
-# it keeps its place after the listed ones, so a stale file costs time, never a test). xdist hands out a group as
-# one unit of work, so a group is placed by the sum of its tests' seconds (the fleet group's chain of playbook runs
-# is the longest unit of all), and its own tests run longest first within it.
+# The longest work first (longest-processing-time-first, as pytest-split's .test_durations does it):
+# a worker that picks up a five-minute test near the end leaves the other idle meanwhile. Seconds
+# per test from a CI run's `--durations` (tests/durations.json: refresh it from a CI log when the
+# slowest tests change; a test missing from it keeps its place after the listed ones, so a stale
+# file costs time, never a test). xdist hands out a group as one unit of work, so a group is placed
+# by the sum of its tests' seconds (the fleet group's chain of playbook runs is the longest unit of
+# all), and its own tests run longest first within it.
 DURATIONS = Path(__file__).parent / "durations.json"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # xdist's loadgroup scheduler otherwise reorders the units by how many tests each holds, not by how long they
-    # take: the 692 quick cases of the bad-input campaign went first and the fleet group's 48 long ones after the
-    # Ceph and NFS groups. Off, it keeps the order pytest_collection_modifyitems gives.
+    # xdist's loadgroup scheduler otherwise reorders the units by how many tests each holds, not by
+    # how long they take: the 692 quick cases of the bad-input campaign went first and the fleet
+    # group's 48 long ones after the Ceph and NFS groups. Off, it keeps the order
+    # pytest_collection_modifyitems gives.
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
-    # The records of which name each open results database is written by (store/wal_names.py) go to a directory
-    # of this test process, not the host's /var/lib/iomatrix: a test leaves nothing on the machine and reads no
-    # record another run left there. Subprocesses (the CLI under test) inherit it.
-    # xdist's workers inherit the controller's; only the process that made it removes it, at the very end.
+    # The records of which name each open results database is written by (store/wal_names.py) go to
+    # a directory of this test process, not the host's /var/lib/iomatrix: a test leaves nothing on
+    # the machine and reads no record another run left there. Subprocesses (the CLI under test)
+    # inherit it. xdist's workers inherit the controller's; only the process that made it removes
+    # it, at the very end.
     if "IOMATRIX_STATE" not in os.environ:
         os.environ["IOMATRIX_STATE"] = MADE_STATE[0] = tempfile.mkdtemp(prefix="iomatrix-state-")
 
@@ -86,16 +111,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(group_of[module]))
     seconds = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
     unit_of = {item.nodeid: group_of.get(item.path.stem, item.nodeid) for item in items}
-    # Seconds and first place of each unit and of each module: a group's modules stay whole (a module-scoped
-    # fixture, the Ceph lab of test_rbd_backing, is made once), the longest module first, in it the longest test.
+    # Seconds and first place of each unit and of each module: a group's modules stay whole (a
+    # module-scoped fixture, the Ceph lab of test_rbd_backing, is made once), the longest module
+    # first, in it the longest test.
     total: dict[str, float] = {}
     first_place: dict[str, int] = {}
     for place, item in enumerate(items):
-        for key in {unit_of[item.nodeid], item.path.stem}:  # (a whole module's group is named as the module)
+        # (a whole module's group is named as the module)
+        for key in {unit_of[item.nodeid], item.path.stem}:
             total[key] = total.get(key, 0.0) + seconds.get(item.nodeid, 0.0)
             first_place.setdefault(key, place)
-    # A group of many short tests none of which --durations lists (the bad-input campaign: 692 cases, ~1 min) is
-    # entered by its group name with its whole time, so it is not handed out last.
+    # A group of many short tests none of which --durations lists (the bad-input campaign: 692
+    # cases, ~1 min) is entered by its group name with its whole time, so it is not handed out last.
     for unit in set(unit_of.values()):
         total[unit] = max(total[unit], seconds.get(unit, 0.0))
 
@@ -103,32 +130,48 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         unit, module = unit_of[item.nodeid], item.path.stem
         if unit == item.nodeid:  # a test of its own: the module's place does not matter
             return -total[unit], first_place[unit], 0.0, 0, 0.0
-        return -total[unit], first_place[unit], -total[module], first_place[module], -seconds.get(item.nodeid, 0.0)
+        return (
+            -total[unit],
+            first_place[unit],
+            -total[module],
+            first_place[module],
+            -seconds.get(item.nodeid, 0.0),
+        )
 
-    items.sort(key=order)  # stable: units of equal seconds (the unlisted ones) keep collection order
+    # stable: units of equal seconds (the unlisted ones) keep collection order
+    items.sort(key=order)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """On an xdist worker, fail a grouped test whose group was not applied. xdist tags a grouped test by adding
-    '@group' to its id; a pytest/xdist pair that loses the tag runs a group on both workers, and its tests then
-    fail by disturbing each other (two lab NFS servers on one rpcbind), far from the cause."""
+    """On an xdist worker, fail a grouped test whose group was not applied. xdist tags a grouped
+    test by adding '@group' to its id; a pytest/xdist pair that loses the tag runs a group on both
+    workers, and its tests then fail by disturbing each other (two lab NFS servers on one rpcbind),
+    far from the cause."""
     grouped = any(item.iter_markers("xdist_group"))
     if grouped and item.config.getoption("loadgroup", default=False) and "@" not in item.nodeid:
-        pytest.fail("pytest-xdist did not apply this test's xdist group (tests/conftest.py): install the pytest and "
-                    "pytest-xdist versions pyproject.toml's dev extra names (scripts/setup.sh), or run with -n 0",
-                    pytrace=False)
+        pytest.fail(
+            "pytest-xdist did not apply this test's xdist group (tests/conftest.py): "
+            "install the pytest and "
+            "pytest-xdist versions pyproject.toml's dev extra names (scripts/setup.sh), "
+            "or run with -n 0",
+            pytrace=False,
+        )
 
 
 def iomatrix_argv() -> list[str]:
     """The installed CLI, falling back to the module (same interpreter as the tests)."""
     exe = Path(sys.executable).parent / "iomatrix"
-    return [str(exe)] if exe.exists() else [sys.executable, "-c", "from iomatrix.cli import main; main()"]
+    return (
+        [str(exe)]
+        if exe.exists()
+        else [sys.executable, "-c", "from iomatrix.cli import main; main()"]
+    )
 
 
 def sigint_default() -> None:
-    """preexec_fn for a CLI a test interrupts: SIGINT back to its default action. A test runner started in
-    the background by a non-interactive shell inherits SIGINT ignored, and Python turns SIGINT into
-    KeyboardInterrupt only when it is not ignored at start-up."""
+    """preexec_fn for a CLI a test interrupts: SIGINT back to its default action. A test runner
+    started in the background by a non-interactive shell inherits SIGINT ignored, and Python turns
+    SIGINT into KeyboardInterrupt only when it is not ignored at start-up."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
@@ -143,16 +186,21 @@ def qemu_pids_using(path: Path) -> list[int]:
             state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if argv and argv[0].endswith(b"qemu-system-x86_64") and str(path).encode() in b" ".join(argv) \
-                and state != "Z":
+        if (
+            argv
+            and argv[0].endswith(b"qemu-system-x86_64")
+            and str(path).encode() in b" ".join(argv)
+            and state != "Z"
+        ):
             out.append(int(d.name))
     return out
 
 
 def descendants_named(pid: int, name: str, argv_has: str = "") -> list:
-    """The live descendants of `pid` called `name` (whose command line holds `argv_has`). A sweep's children
-    come and go (qemu-img, sync, short fio runs): one that ends between the listing and the reading of its name
-    is skipped, not raised — a NoSuchProcess from that race once failed a CI run by ending a wait early."""
+    """The live descendants of `pid` called `name` (whose command line holds `argv_has`). A sweep's
+    children come and go (qemu-img, sync, short fio runs): one that ends between the listing and the
+    reading of its name is skipped, not raised — a NoSuchProcess from that race once failed a CI run
+    by ending a wait early."""
     import psutil
 
     try:
@@ -169,8 +217,8 @@ def descendants_named(pid: int, name: str, argv_has: str = "") -> list:
 
 @contextlib.contextmanager
 def axis_set_aside(name: str) -> Iterator[None]:
-    """The registry without axis `name` for a while, restored as it was after (a test's own demonstration axis
-    that spells the same QEMU option would be refused beside it)."""
+    """The registry without axis `name` for a while, restored as it was after (a test's own
+    demonstration axis that spells the same QEMU option would be refused beside it)."""
     from iomatrix.domain import axes
 
     saved = dict(axes.REGISTRY)
@@ -182,9 +230,17 @@ def axis_set_aside(name: str) -> Iterator[None]:
         axes.REGISTRY.update(saved)
 
 
-def run_cli(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*iomatrix_argv(), *args], capture_output=True, text=True, cwd=cwd, timeout=timeout,
-                          env={**os.environ, "COLUMNS": "200"})
+def run_cli(
+    *args: str, cwd: Path | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*iomatrix_argv(), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 @pytest.fixture
@@ -201,7 +257,9 @@ requires_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
 def root_only(f):  # type: ignore[no-untyped-def]
     """Mark a test `root` and skip it cleanly when not root (loop devices, mounts)."""
-    return pytest.mark.root(pytest.mark.skipif(os.geteuid() != 0, reason="needs root (loop devices, mounts)")(f))
+    return pytest.mark.root(
+        pytest.mark.skipif(os.geteuid() != 0, reason="needs root (loop devices, mounts)")(f)
+    )
 
 
 @contextlib.contextmanager
@@ -220,12 +278,19 @@ def loop_mounted_ext4(scratch: Path, size_mb: int = 128) -> Iterator[tuple[str, 
     loop, mounted = None, False
     try:
         try:
-            loop = subprocess.run(["losetup", "--find", "--show", str(backing)], check=True,
-                                  capture_output=True, text=True).stdout.strip()
+            loop = subprocess.run(
+                ["losetup", "--find", "--show", str(backing)],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
         except subprocess.CalledProcessError as e:
             pytest.skip(f"losetup failed: {e.stderr.strip()}")
-        subprocess.run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", loop],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", loop],
+            check=True,
+            capture_output=True,
+        )
         subprocess.run(["mount", loop, str(mnt)], check=True, capture_output=True)
         mounted = True
         yield loop, mnt, backing
@@ -238,12 +303,19 @@ def loop_mounted_ext4(scratch: Path, size_mb: int = 128) -> Iterator[tuple[str, 
 
 
 def hold_provisioned(holder: str, workdir: Path, table: dict) -> tuple[subprocess.Popen, dict]:
-    """Run `holder` (a Python script provisioning the backing `table` under `workdir`, printing one JSON line of
-    its state once its disk is ready, then sleeping) in a subprocess a test can kill -9: (the process, that state)."""
+    """Run `holder` (a Python script provisioning the backing `table` under `workdir`, printing one
+    JSON line of its state once its disk is ready, then sleeping) in a subprocess a test can kill
+    -9: (the process, that state)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    # SIGINT at its default: the tests Ctrl-C this holder, and a suite started in the background inherits it ignored.
-    proc = subprocess.Popen([sys.executable, "-c", holder, str(workdir), json.dumps(table)], stdout=subprocess.PIPE,
-                            text=True, env=env, preexec_fn=sigint_default)
+    # SIGINT at its default: the tests Ctrl-C this holder, and a suite started in the background
+    # inherits it ignored.
+    proc = subprocess.Popen(
+        [sys.executable, "-c", holder, str(workdir), json.dumps(table)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=sigint_default,
+    )
     line = proc.stdout.readline() if proc.stdout else ""
     if not line:
         proc.kill()
@@ -252,21 +324,35 @@ def hold_provisioned(holder: str, workdir: Path, table: dict) -> tuple[subproces
 
 
 def ok_samples(db: Path) -> list[tuple[str, str, float]]:
-    """(cell key, metric, value) of every ok run's samples in the results database `db` (read-only)."""
+    """(cell key, metric, value) of every ok run's samples in the results database `db`
+    (read-only)."""
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        return con.execute("SELECT c.key, s.metric, s.value FROM samples s JOIN runs r ON r.id = s.run_id "
-                           "JOIN cells c ON c.id = r.cell_id WHERE r.status = 'ok'").fetchall()
+        return con.execute(
+            "SELECT c.key, s.metric, s.value FROM samples s JOIN runs r ON r.id = s.run_id "
+            "JOIN cells c ON c.id = r.cell_id WHERE r.status = 'ok'"
+        ).fetchall()
     finally:
         con.close()
 
 
 def speed_cell(backing_type: str, **axes: str):  # type: ignore[no-untyped-def] # -> CellWorkload
-    """A block-layer cell a shared-storage sweep would rank (raw, cache=none unless `axes` say otherwise), on a
-    backing of `backing_type`: what `recommend`'s risk lines are asked about in the durability tests."""
+    """A block-layer cell a shared-storage sweep would rank (raw, cache=none unless `axes` say
+    otherwise), on a backing of `backing_type`: what `recommend`'s risk lines are asked about in the
+    durability tests."""
     from iomatrix.domain import NA
     from iomatrix.report.query import CellWorkload
 
-    values = {"tier": "blocklayer", "format": "raw", "preallocation": "off", "cache": "none", "aio": "threads",
-              "bus": "virtio-blk", "backing": "b", "modifier": "none", "lun_type": NA, **axes}
+    values = {
+        "tier": "blocklayer",
+        "format": "raw",
+        "preallocation": "off",
+        "cache": "none",
+        "aio": "threads",
+        "bus": "virtio-blk",
+        "backing": "b",
+        "modifier": "none",
+        "lun_type": NA,
+        **axes,
+    }
     return CellWorkload(0, "", values, {"backing_type": backing_type}, "rand-write-4k", ["none"])

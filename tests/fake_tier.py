@@ -1,16 +1,18 @@
-"""A scripted tier and host for driving the sweep runner in-process (hyperfine's mock executor is the model).
+"""A scripted tier and host for driving the sweep runner in-process (hyperfine's mock executor is
+the model).
 
-Each run's outcome comes from a script: ok with a value, failed with an error, ok on a disturbed host, or
-Ctrl-C while it runs. The same script is the host the runner samples during the runs, so the runner's own
-interference judgement (``runner.judge_interference`` → ``stats.interference``) sees a disturbed run as
-disturbed; and a run takes time only on a fake monotonic clock, which the runner's time budget reads. The
-store, the matrix, the scheduler, the backing (a ``dir`` under the working directory) and the judgement are
-the real ones: no fio, no QEMU, no root, milliseconds a sweep.
+Each run's outcome comes from a script: ok with a value, failed with an error, ok on a disturbed
+host, or Ctrl-C while it runs. The same script is the host the runner samples during the runs, so
+the runner's own interference judgement (``runner.judge_interference`` → ``stats.interference``)
+sees a disturbed run as disturbed; and a run takes time only on a fake monotonic clock, which the
+runner's time budget reads. The store, the matrix, the scheduler, the backing (a ``dir`` under the
+working directory) and the judgement are the real ones: no fio, no QEMU, no root, milliseconds a
+sweep.
 
 Use: register the tier classes for one test with ``iomatrix.tiers.registered(...)``, make one
 :class:`ScriptedHost` per test (it outlives a runner, so a resumed sweep goes on with the same script), and
 pass ``host.tier_factory``, ``host.sampler`` and ``host.clock`` to ``SweepRunner``.
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -32,7 +34,8 @@ from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, RunsInterrup
 class Ok:
     value: float = 100.0  # of the workload's primary metric
     wall_s: float = 1.0  # how long the run takes (on the fake clock and in its recorded span)
-    iops: float | None = None  # fio's total.iops, when the test needs it (offered load, a bare-metal maximum)
+    # fio's total.iops, when the test needs it (offered load, a bare-metal maximum)
+    iops: float | None = None
 
 
 @dataclass(frozen=True)
@@ -43,8 +46,8 @@ class Fail:
 
 @dataclass(frozen=True)
 class Disturbed:
-    """An ok run during which other work on the host took its CPUs (steal, and CPU pressure: steal alone is
-    flagged but not retried): the runner must flag it and retry it."""
+    """An ok run during which other work on the host took its CPUs (steal, and CPU pressure: steal
+    alone is flagged but not retried): the runner must flag it and retry it."""
 
     value: float = 100.0
     wall_s: float = 1.0
@@ -53,12 +56,14 @@ class Disturbed:
 
 @dataclass(frozen=True)
 class Interrupt:
-    """Ctrl-C while this run is going on: it never finishes; in a shared boot the runs before it did."""
+    """Ctrl-C while this run is going on: it never finishes; in a shared boot the runs before it
+    did."""
 
 
 Step = Ok | Fail | Disturbed | Interrupt
-# What the host sampler reports during a quiet run and during a disturbed one (30% steal > the 2% limit, CPU
-# pressure 40% > 10%, with no sample of the measured process: the pressure counts as an outside cause).
+# What the host sampler reports during a quiet run and during a disturbed one (30% steal > the 2%
+# limit, CPU pressure 40% > 10%, with no sample of the measured process: the pressure counts as an
+# outside cause).
 QUIET: dict[str, float] = {"cpu.steal_pct": 0.0, "psi.cpu_some_pct": 1.0}
 BUSY: dict[str, float] = {"cpu.steal_pct": 30.0, "psi.cpu_some_pct": 40.0}
 
@@ -84,27 +89,32 @@ class Call:
 class ScriptedHost:
     """The script of a test, and what happened.
 
-    A run's step is looked up, in this order, by the run's number in the whole test (``per_run``: 1 = the
-    first run the tier was asked for, across sessions), by (unit key, attempt) or (workload name, attempt) in
-    ``per_unit`` (the attempt counts every time the tier was asked to run the unit, interrupted runs
-    included), else ``default`` (a step, or a function of (unit key, attempt) giving one)."""
+    A run's step is looked up, in this order, by the run's number in the whole test (``per_run``: 1
+    = the first run the tier was asked for, across sessions), by (unit key, attempt) or (workload
+    name, attempt) in ``per_unit`` (the attempt counts every time the tier was asked to run the
+    unit, interrupted runs included), else ``default`` (a step, or a function of (unit key, attempt)
+    giving one)."""
 
-    def __init__(self, per_unit: Mapping[tuple[str, int], Step] | None = None,
-                 per_run: Mapping[int, Step] | None = None,
-                 default: Step | Callable[[str, int], Step] = Ok()) -> None:
+    def __init__(
+        self,
+        per_unit: Mapping[tuple[str, int], Step] | None = None,
+        per_run: Mapping[int, Step] | None = None,
+        default: Step | Callable[[str, int], Step] = Ok(),
+    ) -> None:
         self.per_unit = dict(per_unit or {})
         self.per_run = dict(per_run or {})
         self.default = default
         self.clock = FakeClock()
         self.attempts: Counter[str] = Counter()
         self.calls: list[Call] = []
-        self.offered: list[tuple[str, int | None]] = []  # (unit key, fio rate_iops) of every run of a rated workload
+        # (unit key, fio rate_iops) of every run of a rated workload
+        self.offered: list[tuple[str, int | None]] = []
         self.runs_asked = 0
         # Recorded (wall-clock) span of every finished run, and whether the host was busy during it.
         self.spans: list[tuple[float, float, bool]] = []
         self._boots = 0
 
-    # -- what the runner is given ----------------------------------------------------------------------
+    # -- what the runner is given ------------------------------------------------------------------
     def tier_factory(self, name: str, plan: Plan, opts: RunOptions) -> Tier:
         cls = tier_class(name)
         assert issubclass(cls, FakeTier), f"{name} is not a scripted tier"
@@ -113,7 +123,7 @@ class ScriptedHost:
     def sampler(self, devices: list[str], interval: float) -> ScriptedSampler:
         return ScriptedSampler(self)
 
-    # -- the runs ---------------------------------------------------------------------------------------
+    # -- the runs ----------------------------------------------------------------------------------
     def _step(self, unit_key: str, workload: str) -> tuple[int, Step]:
         self.runs_asked += 1
         self.attempts[unit_key] += 1
@@ -126,8 +136,8 @@ class ScriptedHost:
         return n, step
 
     def perform(self, reqs: list[RunRequest], shared_boot: bool) -> list[RunOutcome]:
-        """Run `reqs` one after the other by the script; a shared boot's runs get its id and their positions
-        and, like the guest tier's, their own consecutive spans of the wall clock."""
+        """Run `reqs` one after the other by the script; a shared boot's runs get its id and their
+        positions and, like the guest tier's, their own consecutive spans of the wall clock."""
         done: list[tuple[str, int]] = []
         self._boots += shared_boot
         boot_id = f"boot-{self._boots}" if shared_boot else None
@@ -164,8 +174,8 @@ class ScriptedHost:
 
 
 class ScriptedSampler:
-    """The host sampler of one batch: a sample in the middle of each run that finished while it ran, busy
-    for a disturbed run, quiet otherwise (times in seconds since start(), as HostSampler's)."""
+    """The host sampler of one batch: a sample in the middle of each run that finished while it ran,
+    busy for a disturbed run, quiet otherwise (times in seconds since start(), as HostSampler's)."""
 
     def __init__(self, host: ScriptedHost) -> None:
         self.host = host
@@ -184,8 +194,10 @@ class ScriptedSampler:
         self._t0 = time.time()
 
     def stop(self) -> list[MonitorSample]:
-        return [MonitorSample((start + end) / 2 - self._t0, dict(BUSY if busy else QUIET))
-                for start, end, busy in self.host.spans[self._first:]]
+        return [
+            MonitorSample((start + end) / 2 - self._t0, dict(BUSY if busy else QUIET))
+            for start, end, busy in self.host.spans[self._first :]
+        ]
 
 
 class FakeTier(Tier):
@@ -193,7 +205,8 @@ class FakeTier(Tier):
 
     name = "fake"
     summary = "scripted runs (the runner's tests)"
-    layers = frozenset({Layer.HOST_IO})  # cache (and aio), like fio on the host without its modifier
+    # cache (and aio), like fio on the host without its modifier
+    layers = frozenset({Layer.HOST_IO})
     overhead_s = 0.0
 
     def __init__(self, plan: Plan, opts: RunOptions, host: ScriptedHost) -> None:
@@ -208,8 +221,9 @@ class FakeTier(Tier):
 
 
 class FakeBatchTier(FakeTier):
-    """Runs of one cell share a start-up, like the guest tier's boots: at most `batch_limit` a batch, and the
-    runner's cache preparation runs during the start-up (as behind the guest tier's gate)."""
+    """Runs of one cell share a start-up, like the guest tier's boots: at most `batch_limit` a
+    batch, and the runner's cache preparation runs during the start-up (as behind the guest tier's
+    gate)."""
 
     name = "fake-batch"
     batches_runs = True
@@ -220,22 +234,26 @@ class FakeBatchTier(FakeTier):
     def max_batch(cls, cell: Cell) -> int:
         return cls.batch_limit
 
-    def run_batch(self, reqs: list[RunRequest], host_ready: Callable[[], None] | None = None) -> list[RunOutcome]:
+    def run_batch(
+        self, reqs: list[RunRequest], host_ready: Callable[[], None] | None = None
+    ) -> list[RunOutcome]:
         if host_ready is not None:
             host_ready()
         return self.host.perform(reqs, shared_boot=True)
 
 
 class FakeHostLoadTier(FakeTier):
-    """A tier whose runs load the host themselves (as consolidation's guests do): flagged, never retried."""
+    """A tier whose runs load the host themselves (as consolidation's guests do): flagged, never
+    retried."""
 
     name = "fake-load"
     loads_host = True
 
 
 class FakeReferenceTier(FakeTier):
-    """The reference (bare metal) of a scripted sweep: a baseline, and what a rate-of-maximum workload's rate is a
-    share of. Not in SCRIPTED_TIERS (a second reference tier is registered only by the tests that need one)."""
+    """The reference (bare metal) of a scripted sweep: a baseline, and what a rate-of-maximum
+    workload's rate is a share of. Not in SCRIPTED_TIERS (a second reference tier is registered only
+    by the tests that need one)."""
 
     name = "fake-ref"
     is_reference = True

@@ -1,7 +1,7 @@
-"""A sweep's process group SIGKILLed at seeded random moments, each kill followed by the next `run` of the same
-command (issues 34 and 35: "leaves nothing, also when SIGKILLed at random moments and the next `run` follows").
-Shared by the shared-storage and the Ceph campaigns; the events a kill waits for and the processes it counts as
-the sweep's are the caller's."""
+"""A sweep's process group SIGKILLed at seeded random moments, each kill followed by the next `run`
+of the same command (issues 34 and 35: "leaves nothing, also when SIGKILLed at random moments and
+the next `run` follows"). Shared by the shared-storage and the Ceph campaigns; the events a kill
+waits for and the processes it counts as the sweep's are the caller's."""
 
 from __future__ import annotations
 
@@ -24,11 +24,13 @@ EVENT_BOUND_S = 300  # a bound on waiting for an event, not a pace: the event en
 
 @dataclass
 class Campaign:
-    killed: list[psutil.Process] = field(default_factory=list)  # the last kill's processes of the sweep
+    # the last kill's processes of the sweep
+    killed: list[psutil.Process] = field(default_factory=list)
     ports: set[int] = field(default_factory=set)  # every port a killed process listened on
     kept: int = 0  # completed runs after the last kill
     landed: int = 0  # kills that landed in a running sweep
-    names_killed: list[set[str]] = field(default_factory=list)  # per kill, the names of the processes it stopped
+    # per kill, the names of the processes it stopped
+    names_killed: list[set[str]] = field(default_factory=list)
 
 
 def alive(procs: list[psutil.Process]) -> list[str]:
@@ -54,14 +56,20 @@ def listening_ports(procs: list[psutil.Process]) -> set[int]:
     ports = set()
     for p in procs:
         try:
-            ports |= {c.laddr.port for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN}
+            ports |= {
+                c.laddr.port
+                for c in p.net_connections(kind="inet")
+                if c.status == psutil.CONN_LISTEN
+            }
         except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
             continue
     return ports
 
 
 def listening_now() -> set[int]:
-    return {c.laddr.port for c in psutil.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN}
+    return {
+        c.laddr.port for c in psutil.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN
+    }
 
 
 def ok_runs(db: Path) -> int:
@@ -75,23 +83,43 @@ def sweep_processes(names: Sequence[str]) -> Callable[[int], list[psutil.Process
     return lambda pid: [p for name in names for p in descendants_named(pid, name)]
 
 
-def kill_campaign(argv: list[str], cwd: Path, db: Path, events: dict[str, Callable[[int], list[psutil.Process]]],
-                  ours: Callable[[int], list[psutil.Process]], seed: int, kills: int) -> Campaign:
-    """`kills` times: start the sweep in a session of its own, wait for a seeded event of `events` (bounded), check
-    the previous kill's processes are gone (the run reclaimed them before serving anything of its own), wait a
-    seeded offset, snapshot `ours`, SIGKILL the whole group; completed runs may never decrease."""
+def kill_campaign(
+    argv: list[str],
+    cwd: Path,
+    db: Path,
+    events: dict[str, Callable[[int], list[psutil.Process]]],
+    ours: Callable[[int], list[psutil.Process]],
+    seed: int,
+    kills: int,
+) -> Campaign:
+    """`kills` times: start the sweep in a session of its own, wait for a seeded event of `events`
+    (bounded), check the previous kill's processes are gone (the run reclaimed them before serving
+    anything of its own), wait a seeded offset, snapshot `ours`, SIGKILL the whole group; completed
+    runs may never decrease."""
     rng = random.Random(seed)
     c = Campaign()
     for kill in range(kills):
         event = rng.choice(sorted(events))
-        offset = rng.uniform(0.0, 1.5)  # somewhere in or after the event, never a bet on the host's speed
-        sweep = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 start_new_session=True)
+        # somewhere in or after the event, never a bet on the host's speed
+        offset = rng.uniform(0.0, 1.5)
+        sweep = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             deadline = time.monotonic() + EVENT_BOUND_S
-            while not events[event](sweep.pid) and sweep.poll() is None and time.monotonic() < deadline:
+            while (
+                not events[event](sweep.pid)
+                and sweep.poll() is None
+                and time.monotonic() < deadline
+            ):
                 time.sleep(0.05)
-            assert alive(c.killed) == [], f"kill {kill} ({event}): the previous kill's processes still run"
+            assert alive(c.killed) == [], (
+                f"kill {kill} ({event}): the previous kill's processes still run"
+            )
             time.sleep(offset)
             c.killed = ours(sweep.pid)
             c.names_killed.append({p.name() for p in c.killed})

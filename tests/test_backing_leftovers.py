@@ -1,4 +1,5 @@
-"""The leftovers ledger and `clean`: kill -9 of a run, temp paths, and never touching anything else."""
+"""The leftovers ledger and `clean`: kill -9 of a run, temp paths, and never touching anything
+else."""
 
 from __future__ import annotations
 
@@ -40,9 +41,12 @@ def _dead_pid() -> int:
 
 
 def _rewrite_pids(workdir: Path, pid: int) -> None:
-    """Pretend a dead process wrote the entries (re-signed with the workdir's key, as iomatrix would)."""
+    """Pretend a dead process wrote the entries (re-signed with the workdir's key, as iomatrix
+    would)."""
+
     def dead(e: leftovers.Entry) -> None:
         e.pid, e.pid_start = pid, None
+
     leftovers._edit(workdir, dead)
 
 
@@ -99,6 +103,7 @@ def test_pid_reuse_is_not_mistaken_for_a_live_run(workdir: Path) -> None:
 
     def other_start(e: leftovers.Entry) -> None:
         e.pid_start = 1  # same pid (ours), different start time
+
     leftovers._edit(workdir, other_start)
     assert clean(workdir) == [f"forgot path {workdir / 'x'} (already gone)"]
 
@@ -134,7 +139,9 @@ HOLDER = textwrap.dedent("""
 
 @root_only
 def test_kill_9_then_clean_removes_mount_loop_and_file(workdir: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(workdir)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(workdir)], stdout=subprocess.PIPE, text=True
+    )
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         assert line, "provisioning subprocess died"
@@ -169,8 +176,9 @@ def test_loop_recorded_before_losetup_returned_is_still_found(workdir: Path) -> 
     leftovers.record(workdir, "path", image)
     image.write_bytes(b"\0" * (1 << 20))
     leftovers.record(workdir, "loop", image)  # no device recorded
-    dev = subprocess.run(["losetup", "--find", "--show", str(image)], capture_output=True, text=True,
-                         check=True).stdout.strip()
+    dev = subprocess.run(
+        ["losetup", "--find", "--show", str(image)], capture_output=True, text=True, check=True
+    ).stdout.strip()
     _rewrite_pids(workdir, _dead_pid())
     assert clean(workdir) == [f"detached {dev} (backing file {image})", f"deleted {image}"]
     assert loops_backed_by(str(image)) == []
@@ -186,12 +194,15 @@ def _forge(workdir: Path, **entry: object) -> None:
     state = leftovers.state_path(workdir)
     state.parent.mkdir(exist_ok=True)
     data = json.loads(state.read_text()) if state.exists() else {"version": 2, "entries": []}
-    data["entries"].append({"id": "f0", "pid": _dead_pid(), "pid_start": None, "created": 0.0, "info": {},
-                            **entry})
+    data["entries"].append(
+        {"id": "f0", "pid": _dead_pid(), "pid_start": None, "created": 0.0, "info": {}, **entry}
+    )
     state.write_text(json.dumps(data))
 
 
-def test_forged_entry_outside_the_workdir_is_refused_listed_and_kept(workdir: Path, tmp_path: Path) -> None:
+def test_forged_entry_outside_the_workdir_is_refused_listed_and_kept(
+    workdir: Path, tmp_path: Path
+) -> None:
     victim = tmp_path / "precious.txt"
     victim.write_text("keep me")
     register_temp_path(workdir, workdir / "ours")  # creates the key and a genuine entry
@@ -204,7 +215,9 @@ def test_forged_entry_outside_the_workdir_is_refused_listed_and_kept(workdir: Pa
     assert f"deleted {workdir / 'ours'}" in lines
     refused = [line for line in lines if line.startswith("refused:")]
     assert len(refused) == 2 and all("signature does not verify" in line for line in refused)
-    assert sorted(e.target for e in leftovers.pending(workdir)) == sorted([str(victim), str(workdir / "forged-inside")])
+    assert sorted(e.target for e in leftovers.pending(workdir)) == sorted(
+        [str(victim), str(workdir / "forged-inside")]
+    )
 
 
 def test_signed_entry_outside_the_workdir_is_still_refused(workdir: Path, tmp_path: Path) -> None:
@@ -243,16 +256,26 @@ def test_untrustworthy_key_and_malformed_ledgers_are_one_line_errors(workdir: Pa
         clean(workdir)
     key.chmod(0o600)
     state = leftovers.state_path(workdir)
-    for bad in (b"{not json", b"\xff\xfe", b"[]", b'{"entries": {}}', b'{"entries": [1]}',
-                b'{"entries": [{"id": "a", "kind": "rm -rf", "target": "/", "pid": 1, "pid_start": null, '
-                b'"created": 0}]}', b'{"entries": [{"id": "a", "kind": "path", "target": "/", "pid": "1", '
-                b'"pid_start": null, "created": 0}]}', b"[" * 100000):
+    for bad in (
+        b"{not json",
+        b"\xff\xfe",
+        b"[]",
+        b'{"entries": {}}',
+        b'{"entries": [1]}',
+        b'{"entries": [{"id": "a", "kind": "rm -rf", "target": "/", "pid": 1, "pid_start": null, '
+        b'"created": 0}]}',
+        b'{"entries": [{"id": "a", "kind": "path", "target": "/", "pid": "1", '
+        b'"pid_start": null, "created": 0}]}',
+        b"[" * 100000,
+    ):
         state.write_bytes(bad)
         with pytest.raises(leftovers.LedgerError) as err:
             clean(workdir)
         assert "\n" not in err.value.one_line()
     proc = run_cli("clean", "--workdir", str(workdir))
-    assert proc.returncode == 2 and proc.stderr.startswith("error:") and "Traceback" not in proc.stderr
+    assert (
+        proc.returncode == 2 and proc.stderr.startswith("error:") and "Traceback" not in proc.stderr
+    )
     state.unlink()
 
 
@@ -270,7 +293,9 @@ def test_clean_exits_non_zero_when_something_remains(workdir: Path, tmp_path: Pa
     _forge(workdir, kind="path", target=str(tmp_path))
     # no key yet: the forged ledger alone is not trusted, and the exit status says something remains
     proc = run_cli("clean", "--workdir", str(workdir))
-    assert proc.returncode == 1 and "refused" in proc.stdout and "1 leftover(s) remain" in proc.stderr
+    assert (
+        proc.returncode == 1 and "refused" in proc.stdout and "1 leftover(s) remain" in proc.stderr
+    )
     assert tmp_path.is_dir()
     leftovers.state_path(workdir).unlink()
     proc = run_cli("clean", "--workdir", str(workdir))
@@ -278,7 +303,9 @@ def test_clean_exits_non_zero_when_something_remains(workdir: Path, tmp_path: Pa
 
 
 @root_only
-def test_forged_mount_without_source_outside_the_workdir_is_not_unmounted(workdir: Path, tmp_path: Path) -> None:
+def test_forged_mount_without_source_outside_the_workdir_is_not_unmounted(
+    workdir: Path, tmp_path: Path
+) -> None:
     mnt = tmp_path / "foreign"
     mnt.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "somebody-else", str(mnt)], check=True)
@@ -301,7 +328,8 @@ def test_dir_backing_scratch_outside_the_workdir_is_cleaned(workdir: Path, tmp_p
     (store / "unrelated.img").write_text("keep")
     spec = parse_backing({"type": "dir", "path": str(store)})
     with provision(spec, workdir, set()) as h:
-        register_temp_path(workdir, h.path / "iomatrix-1-file_a_job.fio-0123abcd.qcow2")  # a guest image
+        # a guest image
+        register_temp_path(workdir, h.path / "iomatrix-1-file_a_job.fio-0123abcd.qcow2")
         (h.path / "iomatrix-1-file_a_job.fio-0123abcd.qcow2").write_text("img")
         _rewrite_pids(workdir, _dead_pid())  # as if the run had been killed
         lines = clean(workdir)
@@ -311,18 +339,33 @@ def test_dir_backing_scratch_outside_the_workdir_is_cleaned(workdir: Path, tmp_p
 
 
 def test_a_short_scratch_dir_outside_the_workdir_is_recorded_and_cleaned(tmp_path: Path) -> None:
-    """The UNIX-socket directories the durability and consolidation tiers make under /tmp (a socket path has 108
-    bytes at most, a workdir may be deeper): recorded before they exist, so a SIGKILLed sweep's `clean` removes
-    them; an unrecorded /tmp/iomx-nbd-* used to stay (clean refused it as outside the working directory)."""
+    """The UNIX-socket directories the durability and consolidation tiers make under /tmp (a socket
+    path has 108 bytes at most, a workdir may be deeper): recorded before they exist, so a SIGKILLed
+    sweep's `clean` removes them; an unrecorded /tmp/iomx-nbd-* used to stay (clean refused it as
+    outside the working directory)."""
     workdir = tmp_path / "w"
     workdir.mkdir()
     # Made by a process that then dies without tidying up, as a SIGKILLed sweep does.
-    made = subprocess.run([sys.executable, "-c", "import os, sys; from pathlib import Path; "
-                           "from iomatrix.backing import leftovers; "
-                           "d = leftovers.short_scratch_dir(Path(sys.argv[1]), 'nbd'); (d / 'nbd.sock').touch(); "
-                           "print(d); os._exit(0)", str(workdir)], capture_output=True, text=True, check=True)
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, sys; from pathlib import Path; "
+            "from iomatrix.backing import leftovers; "
+            "d = leftovers.short_scratch_dir(Path(sys.argv[1]), 'nbd'); (d / 'nbd.sock').touch(); "
+            "print(d); os._exit(0)",
+            str(workdir),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     d = Path(made.stdout.strip())
-    assert d.parent == Path(os.path.realpath(tempfile.gettempdir())) and d.name.startswith("iomx-nbd-") and d.is_dir()
+    assert (
+        d.parent == Path(os.path.realpath(tempfile.gettempdir()))
+        and d.name.startswith("iomx-nbd-")
+        and d.is_dir()
+    )
     assert [e.target for e in leftovers.pending(workdir)] == [str(d)]
     proc = run_cli("clean", "--workdir", str(workdir))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -330,10 +373,13 @@ def test_a_short_scratch_dir_outside_the_workdir_is_recorded_and_cleaned(tmp_pat
 
 
 @root_only
-def test_a_loop_device_still_open_elsewhere_is_waited_for_before_its_file_is_called_free(tmp_path: Path) -> None:
-    """`losetup --detach` on a device another process still holds (udev's blkid after an unmount, a scan) only marks
-    it to be cleared when that process closes it. The undo waits for that, so the file's removal after it does not
-    find the file still backing a loop device (a CI run failed so: "disk.img still backs a loop device")."""
+def test_a_loop_device_still_open_elsewhere_is_waited_for_before_its_file_is_called_free(
+    tmp_path: Path,
+) -> None:
+    """`losetup --detach` on a device another process still holds (udev's blkid after an unmount, a
+    scan) only marks it to be cleared when that process closes it. The undo waits for that, so the
+    file's removal after it does not find the file still backing a loop device (a CI run failed so:
+    "disk.img still backs a loop device")."""
     import threading
 
     from iomatrix.backing.leftover_kinds import LoopLeftover
@@ -341,16 +387,22 @@ def test_a_loop_device_still_open_elsewhere_is_waited_for_before_its_file_is_cal
     image = tmp_path / "disk.img"
     with open(image, "wb") as f:
         f.truncate(8 << 20)
-    dev = subprocess.run(["losetup", "--find", "--show", str(image)], capture_output=True, text=True,
-                         check=True).stdout.strip()
+    dev = subprocess.run(
+        ["losetup", "--find", "--show", str(image)], capture_output=True, text=True, check=True
+    ).stdout.strip()
     holder = os.open(dev, os.O_RDONLY)  # another opener of the device, as a probe would be
     after: list[list[str]] = []
     try:
-        undo = threading.Thread(target=lambda: (LoopLeftover(str(image)).remove(),
-                                                after.append(loops_backed_by(str(image)))))
+        undo = threading.Thread(
+            target=lambda: (
+                LoopLeftover(str(image)).remove(),
+                after.append(loops_backed_by(str(image))),
+            )
+        )
         undo.start()
         autoclear = Path(f"/sys/block/{Path(dev).name}/loop/autoclear")
-        for _ in range(2000):  # bounded: until the detach has been asked for (the kernel set autoclear)
+        # bounded: until the detach has been asked for (the kernel set autoclear)
+        for _ in range(2000):
             if not undo.is_alive() or autoclear.read_text().strip() == "1":
                 break
             threading.Event().wait(0.01)

@@ -20,38 +20,49 @@ from tests.conftest import root_only, run_cli
 SCRATCH = Path("/tmp/iomx-backing")
 
 
-def _loopfs(fs: str, mkfs: list[str] | None = None, mount: list[str] | None = None, size: str = "1G") -> dict:
-    return {"type": "loopfs", "fs": fs, "size": size, "mkfs_options": mkfs or [], "mount_options": mount or []}
+def _loopfs(
+    fs: str, mkfs: list[str] | None = None, mount: list[str] | None = None, size: str = "1G"
+) -> dict:
+    return {
+        "type": "loopfs",
+        "fs": fs,
+        "size": size,
+        "mkfs_options": mkfs or [],
+        "mount_options": mount or [],
+    }
 
 
-@pytest.mark.parametrize(("table", "needle"), [
-    # the findings of issue #14: each named another device
-    (_loopfs("btrfs", ["-f", "/dev/loop7"]), "names a path or device"),
-    (_loopfs("xfs", ["-l", "logdev=/dev/loop7"]), "names a path or device"),
-    (_loopfs("xfs", ["-r", "rtdev=/dev/loop7"]), "'-r' is not allowed"),
-    (_loopfs("ext4", ["-J", "device=/dev/loop7"]), "names a path or device"),
-    (_loopfs("ext4", ["-d", "/etc"]), "'-d' is not allowed"),
-    (_loopfs("btrfs", ["--rootdir=/etc"]), "'--rootdir' is not allowed"),
-    (_loopfs("xfs", ["-p", "proto"]), "'-p' is not allowed"),
-    (_loopfs("xfs", ["-d", "file=1,name=x"]), "'-d file' is not allowed"),
-    (_loopfs("ext4", ["-b"]), "needs a value"),
-    (_loopfs("ext4", ["-L", "a b"]), "characters other than"),
-    (_loopfs("xfs", mount=["logdev=/dev/loop7"]), "names a path or device"),
-    (_loopfs("xfs", mount=["rtdev=/dev/loop7"]), "names a path or device"),
-    (_loopfs("btrfs", mount=["device=/dev/loop7"]), "names a path or device"),
-    (_loopfs("ext4", mount=["journal_path=/dev/loop7"]), "names a path or device"),
-    (_loopfs("ext4", mount=["noatime,journal_dev=7"]), "one option per item"),
-    (_loopfs("ext4", mount=["data=/x"]), "names a path or device"),
-    (_loopfs("ext4", mount=["bogus"]), "'bogus' is not allowed for ext4"),
-    ({"type": "dir", "name": "null"}, "reserved for the null ceiling"),
-    ({"type": "tmpfs", "size": "1G", "name": "NULL"}, "reserved for the null ceiling"),
-    ({"type": "dir", "path": "/proc"}, "kernel interface"),
-    ({"type": "dir", "path": "/sys/kernel"}, "kernel interface"),
-    ({"type": "dir", "path": "/dev/shm/../../proc/self"}, "kernel interface"),
-    (_loopfs("ext4", size="1" * 400 + "G"), "bad size"),
-    ({"type": "tmpfs", "size": int("9" * 400)}, "larger than"),
-    ({"type": "tmpfs", "size": "2000000000T"}, "larger than"),
-])
+@pytest.mark.parametrize(
+    ("table", "needle"),
+    [
+        # the findings of issue #14: each named another device
+        (_loopfs("btrfs", ["-f", "/dev/loop7"]), "names a path or device"),
+        (_loopfs("xfs", ["-l", "logdev=/dev/loop7"]), "names a path or device"),
+        (_loopfs("xfs", ["-r", "rtdev=/dev/loop7"]), "'-r' is not allowed"),
+        (_loopfs("ext4", ["-J", "device=/dev/loop7"]), "names a path or device"),
+        (_loopfs("ext4", ["-d", "/etc"]), "'-d' is not allowed"),
+        (_loopfs("btrfs", ["--rootdir=/etc"]), "'--rootdir' is not allowed"),
+        (_loopfs("xfs", ["-p", "proto"]), "'-p' is not allowed"),
+        (_loopfs("xfs", ["-d", "file=1,name=x"]), "'-d file' is not allowed"),
+        (_loopfs("ext4", ["-b"]), "needs a value"),
+        (_loopfs("ext4", ["-L", "a b"]), "characters other than"),
+        (_loopfs("xfs", mount=["logdev=/dev/loop7"]), "names a path or device"),
+        (_loopfs("xfs", mount=["rtdev=/dev/loop7"]), "names a path or device"),
+        (_loopfs("btrfs", mount=["device=/dev/loop7"]), "names a path or device"),
+        (_loopfs("ext4", mount=["journal_path=/dev/loop7"]), "names a path or device"),
+        (_loopfs("ext4", mount=["noatime,journal_dev=7"]), "one option per item"),
+        (_loopfs("ext4", mount=["data=/x"]), "names a path or device"),
+        (_loopfs("ext4", mount=["bogus"]), "'bogus' is not allowed for ext4"),
+        ({"type": "dir", "name": "null"}, "reserved for the null ceiling"),
+        ({"type": "tmpfs", "size": "1G", "name": "NULL"}, "reserved for the null ceiling"),
+        ({"type": "dir", "path": "/proc"}, "kernel interface"),
+        ({"type": "dir", "path": "/sys/kernel"}, "kernel interface"),
+        ({"type": "dir", "path": "/dev/shm/../../proc/self"}, "kernel interface"),
+        (_loopfs("ext4", size="1" * 400 + "G"), "bad size"),
+        ({"type": "tmpfs", "size": int("9" * 400)}, "larger than"),
+        ({"type": "tmpfs", "size": "2000000000T"}, "larger than"),
+    ],
+)
 def test_refused_at_plan_load_with_one_line(table: dict, needle: str) -> None:
     with pytest.raises(UserError) as err:
         parse_backing(table)
@@ -60,11 +71,26 @@ def test_refused_at_plan_load_with_one_line(table: dict, needle: str) -> None:
 
 
 TUNING = [
-    _loopfs("ext4", ["-O", "^has_journal", "-E", "lazy_itable_init=0,lazy_journal_init=0", "-b", "4096"],
-            ["noatime", "nodelalloc"]),
-    _loopfs("ext4", ["-j", "-J", "size=4", "-L", "bench", "-m", "0"], ["noatime", "commit=60", "data=writeback"]),
-    _loopfs("xfs", ["-m", "crc=1,reflink=0", "-i", "size=512", "-f"], ["noatime", "logbufs=8", "inode64"]),
-    _loopfs("btrfs", ["-d", "single", "-m", "single", "--csum", "xxhash"], ["noatime", "compress=zstd:1"]),
+    _loopfs(
+        "ext4",
+        ["-O", "^has_journal", "-E", "lazy_itable_init=0,lazy_journal_init=0", "-b", "4096"],
+        ["noatime", "nodelalloc"],
+    ),
+    _loopfs(
+        "ext4",
+        ["-j", "-J", "size=4", "-L", "bench", "-m", "0"],
+        ["noatime", "commit=60", "data=writeback"],
+    ),
+    _loopfs(
+        "xfs",
+        ["-m", "crc=1,reflink=0", "-i", "size=512", "-f"],
+        ["noatime", "logbufs=8", "inode64"],
+    ),
+    _loopfs(
+        "btrfs",
+        ["-d", "single", "-m", "single", "--csum", "xxhash"],
+        ["noatime", "compress=zstd:1"],
+    ),
 ]
 
 
@@ -111,13 +137,16 @@ def test_plan_naming_a_victim_device_is_refused_before_anything_runs(tmp_path: P
     image = tmp_path / "victim.img"
     with open(image, "wb") as f:
         f.truncate(64 << 20)
-    victim = subprocess.run(["losetup", "--find", "--show", str(image)], check=True, capture_output=True,
-                            text=True).stdout.strip()
+    victim = subprocess.run(
+        ["losetup", "--find", "--show", str(image)], check=True, capture_output=True, text=True
+    ).stdout.strip()
     try:
         subprocess.run(["mkfs.ext4", "-q", "-F", victim], check=True, capture_output=True)
         before = hashlib.sha256(Path(victim).read_bytes()).hexdigest()
-        for fs, opts in (("btrfs", f'mkfs_options = ["-f", "{victim}"]'),
-                         ("xfs", f'mkfs_options = ["-l", "logdev={victim}"]')):
+        for fs, opts in (
+            ("btrfs", f'mkfs_options = ["-f", "{victim}"]'),
+            ("xfs", f'mkfs_options = ["-l", "logdev={victim}"]'),
+        ):
             (tmp_path / "p.toml").write_text(f"""
 tier = ["baremetal"]
 workloads = ["rand-write-4k"]
@@ -129,10 +158,14 @@ fs = "{fs}"
 size = "300M"
 {opts}
 """)
-            proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--workdir", "w", cwd=tmp_path, timeout=120)
+            proc = run_cli(
+                "run", "p.toml", "--db", "r.sqlite", "--workdir", "w", cwd=tmp_path, timeout=120
+            )
             assert proc.returncode == 2, proc.stdout + proc.stderr
             assert "mkfs_options" in proc.stderr and "Traceback" not in proc.stderr
-            assert proc.stderr.startswith("error:") and proc.stderr.count("error:") == 1, proc.stderr
+            assert proc.stderr.startswith("error:") and proc.stderr.count("error:") == 1, (
+                proc.stderr
+            )
         assert hashlib.sha256(Path(victim).read_bytes()).hexdigest() == before
     finally:
         subprocess.run(["losetup", "-d", victim], check=False)

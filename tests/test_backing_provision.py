@@ -31,8 +31,11 @@ def workdir() -> Iterator[Path]:
 
 def _mounted_under(d: Path) -> list[str]:
     prefix = str(d.resolve()) + "/"
-    return [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()
-            if line.split()[4].startswith(prefix)]
+    return [
+        line.split()[4]
+        for line in Path("/proc/self/mountinfo").read_text().splitlines()
+        if line.split()[4].startswith(prefix)
+    ]
 
 
 def _loops_over(d: Path) -> list[str]:
@@ -49,11 +52,14 @@ def _assert_gone(workdir: Path, handle: BackingHandle) -> None:
     assert not handle.path.exists()
 
 
-@pytest.mark.parametrize(("fs", "size", "opts"), [
-    ("ext4", "32M", ["noatime"]),
-    ("xfs", "300M", []),
-    ("btrfs", "128M", ["noatime"]),
-])
+@pytest.mark.parametrize(
+    ("fs", "size", "opts"),
+    [
+        ("ext4", "32M", ["noatime"]),
+        ("xfs", "300M", []),
+        ("btrfs", "128M", ["noatime"]),
+    ],
+)
 @root_only
 def test_loopfs_setup_and_teardown(workdir: Path, fs: str, size: str, opts: list[str]) -> None:
     spec = parse_backing({"type": "loopfs", "fs": fs, "size": size, "mount_options": opts})
@@ -85,7 +91,8 @@ def test_tmpfs_setup_and_teardown(workdir: Path) -> None:
     spec = parse_backing({"type": "tmpfs", "size": "16M"})
     with provision(spec, workdir, set()) as h:
         assert h.metadata["fs_type"] == "tmpfs"
-        # The kernel-version rule the plan was expanded with agrees with a real O_DIRECT open on this tmpfs.
+        # The kernel-version rule the plan was expanded with agrees with a real O_DIRECT open on
+        # this tmpfs.
         assert h.metadata["o_direct_supported"] is tmpfs_accepts_o_direct()
         assert h.metadata["o_direct_probe"] is h.metadata["o_direct_supported"]
         assert "size=16384k" in h.metadata["mount_options_effective"]
@@ -116,8 +123,10 @@ def test_teardown_on_exception_and_ctrl_c(workdir: Path, exc: BaseException) -> 
 
 def test_unavailable_backing_is_refused_before_creating_anything(tmp_path: Path) -> None:
     spec = parse_backing({"type": "blockdev", "device": "/dev/loop7"})
-    with pytest.raises(UserError, match=r"not available.*--allow-destroy"), \
-            provision(spec, tmp_path, set()):
+    with (
+        pytest.raises(UserError, match=r"not available.*--allow-destroy"),
+        provision(spec, tmp_path, set()),
+    ):
         pass
     assert leftovers.pending(tmp_path) == []
 
@@ -139,7 +148,9 @@ def test_failed_teardown_keeps_ledger_and_clean_finishes(workdir: Path) -> None:
 
 
 @root_only
-def test_ctrl_c_during_teardown_is_held_back(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ctrl_c_during_teardown_is_held_back(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import signal
 
     from iomatrix.backing.leftover_kinds import MountLeftover

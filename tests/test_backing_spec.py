@@ -21,10 +21,20 @@ from iomatrix.backing.spec import (
 from iomatrix.errors import UserError
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("4G", 4 << 30), ("512M", 512 << 20), ("1.5G", 3 << 29), ("64MiB", 64 << 20),
-    ("300MB", 300 << 20), ("1T", 1 << 40), ("8k", 8 << 10), (4096, 4096), ("4096", 4096),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("4G", 4 << 30),
+        ("512M", 512 << 20),
+        ("1.5G", 3 << 29),
+        ("64MiB", 64 << 20),
+        ("300MB", 300 << 20),
+        ("1T", 1 << 40),
+        ("8k", 8 << 10),
+        (4096, 4096),
+        ("4096", 4096),
+    ],
+)
 def test_parse_size(text: object, expected: int) -> None:
     assert parse_size(text) == expected
 
@@ -82,14 +92,27 @@ def test_labels_and_kinds() -> None:
         ({"type": "dir"}, "dir", "dir", True),
         ({"type": "dir", "path": "/srv/vm"}, "dir:/srv/vm", "dir", True),
         ({"type": "loopfs", "fs": "ext4", "size": "4G"}, "ext4-loop", "dir", True),
-        ({"type": "loopfs", "fs": "xfs", "size": "4G", "mount_options": ["noatime"]},
-         "xfs-loop(noatime)", "dir", True),
-        ({"type": "loopfs", "fs": "ext4", "size": "1G", "mkfs_options": ["-O", "^has_journal"]},
-         "ext4-loop[-O ^has_journal]", "dir", True),
+        (
+            {"type": "loopfs", "fs": "xfs", "size": "4G", "mount_options": ["noatime"]},
+            "xfs-loop(noatime)",
+            "dir",
+            True,
+        ),
+        (
+            {"type": "loopfs", "fs": "ext4", "size": "1G", "mkfs_options": ["-O", "^has_journal"]},
+            "ext4-loop[-O ^has_journal]",
+            "dir",
+            True,
+        ),
         ({"type": "blockdev", "device": "/dev/loop7"}, "blockdev:/dev/loop7", "device", True),
         ({"type": "tmpfs", "size": "2G"}, "tmpfs", "dir", tmpfs_accepts_o_direct()),
         ({"type": "lvm", "vg": "vg0", "size": "4G"}, "lvm:vg0", "device", True),
-        ({"type": "zfs", "pool": "tank", "kind": "zvol", "size": "4G"}, "zfs:tank/zvol", "device", True),
+        (
+            {"type": "zfs", "pool": "tank", "kind": "zvol", "size": "4G"},
+            "zfs:tank/zvol",
+            "device",
+            True,
+        ),
         ({"type": "zfs", "pool": "tank", "kind": "dataset"}, "zfs:tank/dataset", "dir", False),
         ({"type": "tmpfs", "size": "2G", "name": "ram"}, "ram", "dir", tmpfs_accepts_o_direct()),
     ]
@@ -101,8 +124,10 @@ def test_labels_and_kinds() -> None:
 
 
 def test_dump_round_trips_with_toml_field_names() -> None:
-    for data in ({"type": "zfs", "pool": "tank", "kind": "zvol", "size": "4G"},
-                 {"type": "loopfs", "fs": "btrfs", "size": "1536M", "mount_options": ["compress=zstd"]}):
+    for data in (
+        {"type": "zfs", "pool": "tank", "kind": "zvol", "size": "4G"},
+        {"type": "loopfs", "fs": "btrfs", "size": "1536M", "mount_options": ["compress=zstd"]},
+    ):
         spec = parse_backing(data)
         dumped = spec.model_dump(mode="json", by_alias=True)
         assert parse_backing(dumped) == spec
@@ -137,15 +162,20 @@ def test_lvm_and_zfs_unavailable_here_with_reasons() -> None:
 
 def test_missing_tool_reason_names_package(monkeypatch: pytest.MonkeyPatch) -> None:
     _no_tools(monkeypatch, "mkfs.btrfs", "lvcreate", "zfs")
-    assert "btrfs-progs" in parse_backing({"type": "loopfs", "fs": "btrfs", "size": "1G"}).availability(set())
+    assert "btrfs-progs" in parse_backing(
+        {"type": "loopfs", "fs": "btrfs", "size": "1G"}
+    ).availability(set())
     assert "lvm2" in parse_backing({"type": "lvm", "vg": "vg0", "size": "1G"}).availability(set())
     assert "zfsutils-linux" in parse_backing(
-        {"type": "zfs", "pool": "tank", "kind": "zvol", "size": "1G"}).availability(set())
+        {"type": "zfs", "pool": "tank", "kind": "zvol", "size": "1G"}
+    ).availability(set())
 
 
 def test_not_root_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    assert "not root" in parse_backing({"type": "loopfs", "fs": "ext4", "size": "1G"}).availability(set())
+    assert "not root" in parse_backing({"type": "loopfs", "fs": "ext4", "size": "1G"}).availability(
+        set()
+    )
     assert "not root" in parse_backing({"type": "tmpfs", "size": "1G"}).availability(set())
     assert parse_backing({"type": "dir"}).availability(set()) is None
 
@@ -165,9 +195,16 @@ def test_dir_with_missing_path(tmp_path: Path) -> None:
 
 
 def test_tmpfs_o_direct_is_keyed_on_the_kernel_version() -> None:
-    # shmem gained O_DIRECT in Linux 6.6; the release strings are real ones (Debian, Fedora, this host).
+    # shmem gained O_DIRECT in Linux 6.6; the release strings are real ones (Debian, Fedora, this
+    # host).
     assert kernel_version("6.18.44-fc-v769") == (6, 18)
     assert kernel_version("garbage") == (0, 0)
-    for release, accepts in [("6.1.0-28-amd64", False), ("6.5.13", False), ("6.6.0", True),
-                             ("6.12.9+bpo-amd64", True), ("5.15.0-91-generic", False), ("10.0", True)]:
+    for release, accepts in [
+        ("6.1.0-28-amd64", False),
+        ("6.5.13", False),
+        ("6.6.0", True),
+        ("6.12.9+bpo-amd64", True),
+        ("5.15.0-91-generic", False),
+        ("10.0", True),
+    ]:
         assert tmpfs_accepts_o_direct(release) is accepts, release

@@ -1,11 +1,13 @@
-"""A campaign of bad inputs a user can give (issue 38): plans, the options of every command and `--current` files.
+"""A campaign of bad inputs a user can give (issue 38): plans, the options of every command and
+`--current` files.
 
-Every case is a mistake, so every case must end the same way: exit status 2 (README, "Exit status"), exactly one
-line on stderr that starts with "error:", no traceback anywhere, no crash log, and nothing written — the case's
-directory (its plan, databases, the working directory it names), the current directory and $HOME are the same
-tree (names, sizes, modification times) after the command as before. The cases are generated from the tables
-below and named after their input, so a failure says which input it was. The CLI runs in-process (as
-tests/test_fuzz.py does for damaged databases): ~300 cases in well under a minute.
+Every case is a mistake, so every case must end the same way: exit status 2 (README, "Exit status"),
+exactly one line on stderr that starts with "error:", no traceback anywhere, no crash log, and
+nothing written — the case's directory (its plan, databases, the working directory it names), the
+current directory and $HOME are the same tree (names, sizes, modification times) after the command
+as before. The cases are generated from the tables below and named after their input, so a failure
+says which input it was. The CLI runs in-process (as tests/test_fuzz.py does for damaged databases):
+~300 cases in well under a minute.
 
 Damaged databases have their own campaign in tests/test_fuzz.py.
 """
@@ -26,13 +28,19 @@ from iomatrix.cli import main
 from iomatrix.domain import axes
 from iomatrix.store import Store
 
-# -- the inputs ------------------------------------------------------------------------------------------------------
+# -- the inputs ------------------------------------------------------------------------------------
 
-# A valid plan, key by key (TOML values as written): each plan case replaces or adds one key. Tiny on purpose: a case
-# the tool wrongly accepts through `run` measures for a few seconds instead of minutes.
+# A valid plan, key by key (TOML values as written): each plan case replaces or adds one key. Tiny
+# on purpose: a case the tool wrongly accepts through `run` measures for a few seconds instead of
+# minutes.
 BASE_PLAN: dict[str, str] = {
-    "tier": '["baremetal"]', "workloads": '["rand-read-4k"]', "size": '"4M"', "runtime": "1",
-    "time_budget": '"1m"', "null_ceiling": "false", "format": '["raw"]',
+    "tier": '["baremetal"]',
+    "workloads": '["rand-read-4k"]',
+    "size": '"4M"',
+    "runtime": "1",
+    "time_budget": '"1m"',
+    "null_ceiling": "false",
+    "format": '["raw"]',
 }
 BASE_TABLES = '[repetitions]\nmin = 1\nmax = 1\n\n[[backing]]\ntype = "dir"\n'
 
@@ -42,11 +50,11 @@ def plan_text(change: dict[str, str | None] | None = None, tables: str = BASE_TA
     return "".join(f"{k} = {v}\n" for k, v in keys.items() if v is not None) + "\n" + tables
 
 
-# Wrong types for each top-level setting (TOML as written): a number where text goes, text where a number goes,
-# a list, a table, a boolean, a date.
+# Wrong types for each top-level setting (TOML as written): a number where text goes, text where a
+# number goes, a list, a table, a boolean, a date.
 WRONG_TYPES: dict[str, list[str]] = {
     "tier": ['"baremetal"', "[1]", "{ a = 1 }", "true"],
-    "workloads": ['"rand-read-4k"', "[4]", "[[\"rand-read-4k\"]]"],
+    "workloads": ['"rand-read-4k"', "[4]", '[["rand-read-4k"]]'],
     "size": ["4", "true", '["4M"]', "1979-05-27"],
     "image_size": ["512", "[1]"],
     "runtime": ['"1"', "true", "[1]", "{ s = 1 }"],
@@ -61,12 +69,13 @@ WRONG_TYPES: dict[str, list[str]] = {
     "guest_memory_mb": ['"512"', "512.5"],
     "run_timeout": ['"300"', "false"],
     "keep_caches_warm": ['"true"'],
-    "description": ["5", "[\"a\"]", "{ a = 1 }"],
+    "description": ["5", '["a"]', "{ a = 1 }"],
     "name": ["5", "true"],
     "repetitions_per_boot": ["[1]", "true"],
 }
 
-# Values no setting can mean: zero, negative, infinite (1e400 is read as inf), absurd or not a size at all.
+# Values no setting can mean: zero, negative, infinite (1e400 is read as inf), absurd or not a size
+# at all.
 ABSURD_VALUES: dict[str, list[str]] = {
     "size": ['"0"', '"-4M"', '"1e400"', '"999T"', '""', '"4 parsecs"', '"1.5.2G"', '"nan"'],
     "image_size": ['"0"', '"-1G"', '"G"', '"1e400G"'],
@@ -81,9 +90,14 @@ ABSURD_VALUES: dict[str, list[str]] = {
 }
 
 REPETITIONS: dict[str, str] = {
-    "min-zero": "min = 0\nmax = 1", "max-negative": "min = 1\nmax = -1", "min-above-max": "min = 5\nmax = 2",
-    "huge": "min = 1\nmax = 99999999999", "float": "min = 1.5\nmax = 2", "text": 'min = "3"\nmax = 3',
-    "inf": "min = 1\nmax = inf", "unknown-key": "min = 1\nmax = 1\nmaxx = 3",
+    "min-zero": "min = 0\nmax = 1",
+    "max-negative": "min = 1\nmax = -1",
+    "min-above-max": "min = 5\nmax = 2",
+    "huge": "min = 1\nmax = 99999999999",
+    "float": "min = 1.5\nmax = 2",
+    "text": 'min = "3"\nmax = 3',
+    "inf": "min = 1\nmax = inf",
+    "unknown-key": "min = 1\nmax = 1\nmaxx = 3",
 }
 
 BACKINGS: dict[str, str] = {
@@ -118,7 +132,7 @@ BACKINGS: dict[str, str] = {
 SYNTAX: dict[str, str] = {
     "unclosed-list": 'tier = ["baremetal"\n',
     "missing-equals": 'tier ["baremetal"]\n',
-    "duplicate-key": 'runtime = 1\nruntime = 2\n',
+    "duplicate-key": "runtime = 1\nruntime = 2\n",
     "unterminated-string": 'size = "4M\n',
     "bare-word": "size = big\n",
     "unclosed-table-header": "[repetitions\nmin = 1\n",
@@ -153,18 +167,39 @@ SEMANTIC: dict[str, dict[str, str]] = {
     "policy-unknown": {"repetition_policy": '"vibes"'},
 }
 
-# Mistakes `plan` shows rather than refuses (it is the preview: a pruned backing with its reason, a size the space
-# check warns about), and `run` refuses before it writes anything.
-PLAN_PREVIEWS = {'size = "999T"', "backing dir-is-a-file", "backing dir-missing",
-                 "backing dir-control-chars", "backing blockdev-not-handed-over", "backing blockdev-a-file"}
+# Mistakes `plan` shows rather than refuses (it is the preview: a pruned backing with its reason, a
+# size the space check warns about), and `run` refuses before it writes anything.
+PLAN_PREVIEWS = {
+    'size = "999T"',
+    "backing dir-is-a-file",
+    "backing dir-missing",
+    "backing dir-control-chars",
+    "backing blockdev-not-handed-over",
+    "backing blockdev-a-file",
+}
 
 # Plan files that are not plan files at all (made by `make_file`).
-PLAN_FILES = ("missing", "directory", "binary", "huge", "latin1", "fifo", "symlink-loop", "dev-zero", "proc",
-              "sys", "etc-dir", "empty-name-dir", "escape-in-name", "rtl-in-name")
+PLAN_FILES = (
+    "missing",
+    "directory",
+    "binary",
+    "huge",
+    "latin1",
+    "fifo",
+    "symlink-loop",
+    "dev-zero",
+    "proc",
+    "sys",
+    "etc-dir",
+    "empty-name-dir",
+    "escape-in-name",
+    "rtl-in-name",
+)
 
 
 def axis_cases() -> dict[str, dict[str, str]]:
-    """For every axis of the registry: an unknown value, an empty list, a duplicated value, a wrong type."""
+    """For every axis of the registry: an unknown value, an empty list, a duplicated value, a wrong
+    type."""
     out: dict[str, dict[str, str]] = {}
     for name in axes.names():
         if name in ("tier", "backing"):  # the plan's own lists, cased above
@@ -179,10 +214,10 @@ def axis_cases() -> dict[str, dict[str, str]]:
     return out
 
 
-# -- options of every command ----------------------------------------------------------------------------------------
+# -- options of every command ----------------------------------------------------------------------
 
-# Placeholders: {db} a sound results database, {case} the case's directory, {plan} a valid tiny plan in it,
-# {afile} a text file, {adir} an empty directory, {binary} a binary file.
+# Placeholders: {db} a sound results database, {case} the case's directory, {plan} a valid tiny plan
+# in it, {afile} a text file, {adir} an empty directory, {binary} a binary file.
 DB = ["--db", "{db}"]
 RANKING = {
     "--min-runs": ["0", "-1", "1", "abc", "1e999"],
@@ -194,60 +229,175 @@ RANKING = {
     "--format": ["xml", ""],
 }
 OPTIONS: dict[str, tuple[list[str], dict[str, list[str]]]] = {
-    "rank": (["rank", *DB], {**RANKING, "--top": ["0", "-1", "abc"], "--metric": ["no.such.metric"],
-                             "--score": ["bogus"], "--workload": ["no-such-workload"], "--group": ["no-such-group"]}),
-    "recommend": (["recommend", *DB], {**RANKING, "--require": ["bogus", "", "power-loss-safe,bogus"],
-                                       "--target": ["bogus", ""], "--score": ["bogus"],
-                                       "--workload": ["no-such-workload"], "--group": ["no-such-group"]}),
-    "report": (["report", *DB, "--html", "{case}/r.html"],
-               {"--min-runs": ["0", "abc"], "--max-noise": ["-1", "nan"], "--threshold": ["5", "-1"],
-                "--require": ["bogus"], "--target": ["bogus"], "--sweep": ["999", "abc"],
-                "--objective": ["bogus"], "--tie-break": ["bogus"], "--group": ["no-such-group"]}),
-    "report-html": (["report", *DB], {"--html": ["{adir}", "/proc/version", "{case}/no/such/dir/r.html", "",
-                                                "{afile}/r.html", "/sys/r.html"]}),
-    "results": (["results", *DB], {"--sweep": ["-1", "999", "abc"], "--metric": ["no.such.metric", ""],
-                                   "--format": ["xml"], "--group": ["no-such-group"]}),
+    "rank": (
+        ["rank", *DB],
+        {
+            **RANKING,
+            "--top": ["0", "-1", "abc"],
+            "--metric": ["no.such.metric"],
+            "--score": ["bogus"],
+            "--workload": ["no-such-workload"],
+            "--group": ["no-such-group"],
+        },
+    ),
+    "recommend": (
+        ["recommend", *DB],
+        {
+            **RANKING,
+            "--require": ["bogus", "", "power-loss-safe,bogus"],
+            "--target": ["bogus", ""],
+            "--score": ["bogus"],
+            "--workload": ["no-such-workload"],
+            "--group": ["no-such-group"],
+        },
+    ),
+    "report": (
+        ["report", *DB, "--html", "{case}/r.html"],
+        {
+            "--min-runs": ["0", "abc"],
+            "--max-noise": ["-1", "nan"],
+            "--threshold": ["5", "-1"],
+            "--require": ["bogus"],
+            "--target": ["bogus"],
+            "--sweep": ["999", "abc"],
+            "--objective": ["bogus"],
+            "--tie-break": ["bogus"],
+            "--group": ["no-such-group"],
+        },
+    ),
+    "report-html": (
+        ["report", *DB],
+        {
+            "--html": [
+                "{adir}",
+                "/proc/version",
+                "{case}/no/such/dir/r.html",
+                "",
+                "{afile}/r.html",
+                "/sys/r.html",
+            ]
+        },
+    ),
+    "results": (
+        ["results", *DB],
+        {
+            "--sweep": ["-1", "999", "abc"],
+            "--metric": ["no.such.metric", ""],
+            "--format": ["xml"],
+            "--group": ["no-such-group"],
+        },
+    ),
     "results-raw": (["results", *DB, "--raw"], {"--run": ["999", "-1", "0", "abc"]}),
-    "compare": (["compare", "{db}", "{db}"], {"--sweep-a": ["-1", "999", "abc"], "--sweep-b": ["0", "999"],
-                                               "--metric": ["no.such.metric"], "--format": ["xml"],
-                                               "--fail-above": ["5", "-1%", "abc", "1e999", "", "nan"]}),
+    "compare": (
+        ["compare", "{db}", "{db}"],
+        {
+            "--sweep-a": ["-1", "999", "abc"],
+            "--sweep-b": ["0", "999"],
+            "--metric": ["no.such.metric"],
+            "--format": ["xml"],
+            "--fail-above": ["5", "-1%", "abc", "1e999", "", "nan"],
+        },
+    ),
     "monitor": (["monitor", *DB], {"--run": ["0", "-1", "999", "abc"]}),
-    "monitor-fields": (["monitor", *DB, "--run", "1"], {"--fields": ["bogus.", "", ",,", "\x1b[2J"],
-                                                        "--format": ["xml"]}),
-    # (An empty --workdir is '.', the current directory, to the option's parser: not a mistake it can see.)
-    "clean": (["clean"], {"--workdir": ["{case}/no/such", "{afile}", "/proc", "/", "/dev/null", "/etc", "/home"]}),
-    "run": (["run", "{plan}", *DB[:1], "{case}/new.sqlite", "--workdir", "{case}/w"],
-            {"--accel": ["bogus", ""], "--monitor-interval": ["-1", "0", "1e999", "nan", "abc"],
-             "--allow-destroy": ["{case}/no/such/device", "{afile}", "{adir}", ""],
-             "--kernel": ["{case}/no/such/kernel", "{adir}", "/proc/version"],
-             "--current": ["bogus=1", "cache=bogus", ""], "--current-disk": ["vda"],
-             "--group": ["a\x1b[2Jb", "x" * 5000]}),
-    "run-db": (["run", "{plan}", "--workdir", "{case}/w"],
-               {"--db": ["{adir}", "{afile}", "{binary}", "/proc/x.sqlite", "{case}/no/such/dir/r.sqlite", "",
-                         "/dev/null", "/sys/x.sqlite", "/dev/shm/../x.sqlite"]}),
-    "run-workdir": (["run", "{plan}", "--db", "{case}/new.sqlite"],
-                    {"--workdir": ["/proc", "/proc/w", "{afile}", "/", "/sys/w", "/dev/null", "/etc/w", "/var"]}),
+    "monitor-fields": (
+        ["monitor", *DB, "--run", "1"],
+        {"--fields": ["bogus.", "", ",,", "\x1b[2J"], "--format": ["xml"]},
+    ),
+    # (An empty --workdir is '.', the current directory, to the option's parser: not a mistake it
+    # can see.)
+    "clean": (
+        ["clean"],
+        {"--workdir": ["{case}/no/such", "{afile}", "/proc", "/", "/dev/null", "/etc", "/home"]},
+    ),
+    "run": (
+        ["run", "{plan}", *DB[:1], "{case}/new.sqlite", "--workdir", "{case}/w"],
+        {
+            "--accel": ["bogus", ""],
+            "--monitor-interval": ["-1", "0", "1e999", "nan", "abc"],
+            "--allow-destroy": ["{case}/no/such/device", "{afile}", "{adir}", ""],
+            "--kernel": ["{case}/no/such/kernel", "{adir}", "/proc/version"],
+            "--current": ["bogus=1", "cache=bogus", ""],
+            "--current-disk": ["vda"],
+            "--group": ["a\x1b[2Jb", "x" * 5000],
+        },
+    ),
+    "run-db": (
+        ["run", "{plan}", "--workdir", "{case}/w"],
+        {
+            "--db": [
+                "{adir}",
+                "{afile}",
+                "{binary}",
+                "/proc/x.sqlite",
+                "{case}/no/such/dir/r.sqlite",
+                "",
+                "/dev/null",
+                "/sys/x.sqlite",
+                "/dev/shm/../x.sqlite",
+            ]
+        },
+    ),
+    "run-workdir": (
+        ["run", "{plan}", "--db", "{case}/new.sqlite"],
+        {
+            "--workdir": [
+                "/proc",
+                "/proc/w",
+                "{afile}",
+                "/",
+                "/sys/w",
+                "/dev/null",
+                "/etc/w",
+                "/var",
+            ]
+        },
+    ),
     "plan": (["plan", "{plan}"], {"--allow-destroy": ["{case}/no/such/device", "{afile}", ""]}),
     "guest-info": (["guest", "info"], {"--format": ["csv", "xml"]}),
     "guest-build": (["guest", "build"], {"--kernel": ["{case}/no/such/kernel", "{adir}"]}),
 }
 # Missing or wrong databases for every command that reads one.
 DB_READERS: dict[str, list[str]] = {
-    "results": ["results", "--db", "{x}"], "rank": ["rank", "--db", "{x}"],
-    "recommend": ["recommend", "--db", "{x}"], "report": ["report", "--db", "{x}", "--html", "{case}/r.html"],
-    "monitor": ["monitor", "--run", "1", "--db", "{x}"], "compare-a": ["compare", "{x}", "{db}"],
-    "compare-b": ["compare", "{db}", "{x}"], "merge-input": ["merge", "{case}/out.sqlite", "{x}"],
+    "results": ["results", "--db", "{x}"],
+    "rank": ["rank", "--db", "{x}"],
+    "recommend": ["recommend", "--db", "{x}"],
+    "report": ["report", "--db", "{x}", "--html", "{case}/r.html"],
+    "monitor": ["monitor", "--run", "1", "--db", "{x}"],
+    "compare-a": ["compare", "{x}", "{db}"],
+    "compare-b": ["compare", "{db}", "{x}"],
+    "merge-input": ["merge", "{case}/out.sqlite", "{x}"],
 }
-BAD_DBS = {"missing": "{case}/none.sqlite", "directory": "{adir}", "text-file": "{afile}", "binary": "{binary}",
-           "proc": "/proc/version", "dev-null": "/dev/null", "empty-name": ""}
+BAD_DBS = {
+    "missing": "{case}/none.sqlite",
+    "directory": "{adir}",
+    "text-file": "{afile}",
+    "binary": "{binary}",
+    "proc": "/proc/version",
+    "dev-null": "/dev/null",
+    "empty-name": "",
+}
 # Options that contradict each other, or a command line that cannot mean anything.
 CONFLICTS: dict[str, list[str]] = {
     "results --run without --raw": ["results", *DB, "--run", "1"],
     "results --raw without --run": ["results", *DB, "--raw"],
     "recommend --by-host with --sweep": ["recommend", *DB, "--by-host", "--sweep", "1"],
     "recommend --current-disk without --current": ["recommend", *DB, "--current-disk", "vda"],
-    "rank --metric with --objective": ["rank", *DB, "--metric", "read.iops", "--objective", "p99-latency"],
-    "rank --score with --metric": ["rank", *DB, "--score", "weighted-read", "--metric", "read.iops"],
+    "rank --metric with --objective": [
+        "rank",
+        *DB,
+        "--metric",
+        "read.iops",
+        "--objective",
+        "p99-latency",
+    ],
+    "rank --score with --metric": [
+        "rank",
+        *DB,
+        "--score",
+        "weighted-read",
+        "--metric",
+        "read.iops",
+    ],
     "merge into an input": ["merge", "{db}", "{db}"],
     "merge into a directory": ["merge", "{adir}", "{db}"],
     "merge into /proc": ["merge", "/proc/merged.sqlite", "{db}"],
@@ -260,70 +410,134 @@ CONFLICTS: dict[str, list[str]] = {
     "plan given twice": ["run", "{plan}", "{plan}", "--db", "{case}/new.sqlite"],
 }
 
-# -- --current files -------------------------------------------------------------------------------------------------
+# -- --current files -------------------------------------------------------------------------------
 
-DOMAIN = ("<domain type='kvm'><name>vm</name><devices>{disks}</devices></domain>")
-DISK = ("<disk type='file' device='disk'><driver name='qemu' type='qcow2' {drv}/>"
-        "<source file='/var/lib/libvirt/images/vm.qcow2'/><target dev='vda' bus='{bus}'/></disk>")
-LAUGHS = ('<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
-          + "".join(f'<!ENTITY lol{i} "{("&lol" + (str(i - 1) if i > 1 else "") + ";") * 10}">' for i in range(1, 10))
-          + "]>" + DOMAIN.format(disks=DISK.format(drv="cache='&lol9;'", bus="virtio")))
+DOMAIN = "<domain type='kvm'><name>vm</name><devices>{disks}</devices></domain>"
+DISK = (
+    "<disk type='file' device='disk'><driver name='qemu' type='qcow2' {drv}/>"
+    "<source file='/var/lib/libvirt/images/vm.qcow2'/><target dev='vda' bus='{bus}'/></disk>"
+)
+LAUGHS = (
+    '<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
+    + "".join(
+        f'<!ENTITY lol{i} "{("&lol" + (str(i - 1) if i > 1 else "") + ";") * 10}">'
+        for i in range(1, 10)
+    )
+    + "]>"
+    + DOMAIN.format(disks=DISK.format(drv="cache='&lol9;'", bus="virtio"))
+)
 CURRENT_FILES: dict[str, tuple[str, str | bytes]] = {
     "xml-unclosed": ("vm.xml", "<domain><devices><disk device='disk'>"),
     "xml-not-a-domain": ("vm.xml", "<html><body>hello</body></html>"),
     "xml-no-disk": ("vm.xml", DOMAIN.format(disks="")),
-    "xml-cdrom-only": ("vm.xml", DOMAIN.format(disks="<disk device='cdrom'><target dev='sda' bus='sata'/></disk>")),
-    "xml-bad-cache": ("vm.xml", DOMAIN.format(disks=DISK.format(drv="cache='sometimes'", bus="virtio"))),
+    "xml-cdrom-only": (
+        "vm.xml",
+        DOMAIN.format(disks="<disk device='cdrom'><target dev='sda' bus='sata'/></disk>"),
+    ),
+    "xml-bad-cache": (
+        "vm.xml",
+        DOMAIN.format(disks=DISK.format(drv="cache='sometimes'", bus="virtio")),
+    ),
     "xml-bad-io": ("vm.xml", DOMAIN.format(disks=DISK.format(drv="io='telepathy'", bus="virtio"))),
     "xml-bad-bus": ("vm.xml", DOMAIN.format(disks=DISK.format(drv="", bus="pigeon"))),
-    "xml-bad-format": ("vm.xml", DOMAIN.format(disks=DISK.format(drv="", bus="virtio").replace("qcow2", "vhd9"))),
+    "xml-bad-format": (
+        "vm.xml",
+        DOMAIN.format(disks=DISK.format(drv="", bus="virtio").replace("qcow2", "vhd9")),
+    ),
     "xml-billion-laughs": ("vm.xml", LAUGHS),
-    "xml-external-entity": ("vm.xml", '<?xml version="1.0"?><!DOCTYPE d [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
-                            + DOMAIN.format(disks=DISK.format(drv="cache='&x;'", bus="virtio"))),
-    "xml-external-dtd": ("vm.xml", '<?xml version="1.0"?><!DOCTYPE domain SYSTEM "http://127.0.0.1:9/x.dtd">'
-                         + DOMAIN.format(disks=DISK.format(drv="cache='&x;'", bus="virtio"))),
-    "xml-parameter-entity": ("vm.xml", '<?xml version="1.0"?><!DOCTYPE d [<!ENTITY % p SYSTEM "file:///etc/passwd">'
-                             "%p;]><domain/>"),
-    "xml-max-size-garbage": ("vm.xml", DOMAIN.format(disks=DISK.format(drv="", bus="virtio").replace(
-        "/>", "><metadata_cache><max_size unit='parsecs'>x</max_size></metadata_cache></driver>", 1))),
+    "xml-external-entity": (
+        "vm.xml",
+        '<?xml version="1.0"?><!DOCTYPE d [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
+        + DOMAIN.format(disks=DISK.format(drv="cache='&x;'", bus="virtio")),
+    ),
+    "xml-external-dtd": (
+        "vm.xml",
+        '<?xml version="1.0"?><!DOCTYPE domain SYSTEM "http://127.0.0.1:9/x.dtd">'
+        + DOMAIN.format(disks=DISK.format(drv="cache='&x;'", bus="virtio")),
+    ),
+    "xml-parameter-entity": (
+        "vm.xml",
+        '<?xml version="1.0"?><!DOCTYPE d [<!ENTITY % p SYSTEM "file:///etc/passwd">%p;]><domain/>',
+    ),
+    "xml-max-size-garbage": (
+        "vm.xml",
+        DOMAIN.format(
+            disks=DISK.format(drv="", bus="virtio").replace(
+                "/>",
+                "><metadata_cache><max_size unit='parsecs'>x</max_size></metadata_cache></driver>",
+                1,
+            )
+        ),
+    ),
     "xml-empty": ("vm.xml", ""),
     "xml-binary": ("vm.xml", b"\x00\x01\x02<domain>\xff\xfe"),
     "xml-latin1": ("vm.xml", "<domain><name>caf\xe9</name></domain>".encode("latin-1")),
     "xml-huge": ("vm.xml", "<domain>" + "<!-- padding -->" * 400_000 + "</domain>"),
     "xml-deep": ("vm.xml", "<a>" * 100_000 + "</a>" * 100_000),
     "conf-garbage": ("vm.conf", "boot: order=virtio0\nvirtio0: \n"),
-    "conf-bad-cache": ("vm.conf", "boot: order=scsi0\nscsihw: virtio-scsi-pci\n"
-                                  "scsi0: local-lvm:vm-100-disk-0,cache=sometimes,size=32G\n"),
-    "conf-bad-aio": ("vm.conf", "boot: order=virtio0\nvirtio0: local:100/vm-100-disk-0.qcow2,aio=telepathy\n"),
-    "conf-no-disk": ("vm.conf", "boot: order=net0\nmemory: 2048\nnet0: virtio=AA:BB:CC:DD:EE:FF,bridge=vmbr0\n"),
+    "conf-bad-cache": (
+        "vm.conf",
+        "boot: order=scsi0\nscsihw: virtio-scsi-pci\n"
+        "scsi0: local-lvm:vm-100-disk-0,cache=sometimes,size=32G\n",
+    ),
+    "conf-bad-aio": (
+        "vm.conf",
+        "boot: order=virtio0\nvirtio0: local:100/vm-100-disk-0.qcow2,aio=telepathy\n",
+    ),
+    "conf-no-disk": (
+        "vm.conf",
+        "boot: order=net0\nmemory: 2048\nnet0: virtio=AA:BB:CC:DD:EE:FF,bridge=vmbr0\n",
+    ),
     "conf-cdrom-only": ("vm.conf", "boot: order=ide2\nide2: local:iso/debian.iso,media=cdrom\n"),
     "conf-binary": ("vm.conf", b"boot: order=virtio0\n\x00\xff\xfe"),
     "conf-empty": ("vm.conf", ""),
     "conf-huge": ("vm.conf", "memory: 2048\n" * 2_000_000),
     # Files of another kind: a plan, a libvirt network (not a domain), JSON, a results database.
     "conf-is-a-plan": ("vm.conf", 'tier = ["baremetal"]\ncache = ["none"]\n'),
-    "xml-is-a-network": ("vm.xml", "<network><name>default</name><bridge name='virbr0'/></network>"),
+    "xml-is-a-network": (
+        "vm.xml",
+        "<network><name>default</name><bridge name='virbr0'/></network>",
+    ),
     "json-file": ("vm.json", '{"cache": "none", "aio": "native"}'),
     "sqlite-file": ("vm.xml", b"SQLite format 3\x00" + bytes(4080)),
-    "conf-iothread-garbage": ("vm.conf", "boot: order=virtio0\nvirtio0: local:vm-100-disk-0,iothread=maybe\n"),
+    "conf-iothread-garbage": (
+        "vm.conf",
+        "boot: order=virtio0\nvirtio0: local:vm-100-disk-0,iothread=maybe\n",
+    ),
 }
 CURRENT_VALUES: dict[str, str] = {
-    "qemu-drive-empty": "-drive", "qemu-bad-cache": "-drive file=x,cache=bogus",
-    "qemu-unbalanced-quote": "-drive 'file=vm.qcow2,cache=none", "qemu-blockdev-garbage": "-blockdev {not json",
-    "qemu-blockdev-driver-empty": "-blockdev driver=", "qemu-device-only": "-device virtio-blk-pci",
-    "qemu-bad-aio": "-drive file=vm.raw,format=raw,aio=telepathy", "qemu-bad-if": "-drive file=vm.raw,if=pigeon",
+    "qemu-drive-empty": "-drive",
+    "qemu-bad-cache": "-drive file=x,cache=bogus",
+    "qemu-unbalanced-quote": "-drive 'file=vm.qcow2,cache=none",
+    "qemu-blockdev-garbage": "-blockdev {not json",
+    "qemu-blockdev-driver-empty": "-blockdev driver=",
+    "qemu-device-only": "-device virtio-blk-pci",
+    "qemu-bad-aio": "-drive file=vm.raw,format=raw,aio=telepathy",
+    "qemu-bad-if": "-drive file=vm.raw,if=pigeon",
     "qemu-native-without-direct": "-drive file=vm.raw,cache=writeback,aio=native",
-    "axes-empty-value": "cache=", "axes-no-key": "=none", "axes-unknown-value": "cache=bogus",
-    "axes-unknown-axis": "bogus=1", "axes-commas": ",,,", "axes-control-chars": "cache=\x1b[2J",
-    "axes-conflicting": "cache=none,aio=threads,cache=unsafe", "axes-huge": "cache=none," * 2000 + "cache=unsafe",
-    "missing-xml": "{case}/nosuch.xml", "missing-conf": "{case}/nosuch.conf",
-    "directory": "{adir}", "dev-zero": "/dev/zero", "proc-file": "/proc/self/status", "words": "my usual settings",
+    "axes-empty-value": "cache=",
+    "axes-no-key": "=none",
+    "axes-unknown-value": "cache=bogus",
+    "axes-unknown-axis": "bogus=1",
+    "axes-commas": ",,,",
+    "axes-control-chars": "cache=\x1b[2J",
+    "axes-conflicting": "cache=none,aio=threads,cache=unsafe",
+    "axes-huge": "cache=none," * 2000 + "cache=unsafe",
+    "missing-xml": "{case}/nosuch.xml",
+    "missing-conf": "{case}/nosuch.conf",
+    "directory": "{adir}",
+    "dev-zero": "/dev/zero",
+    "proc-file": "/proc/self/status",
+    "words": "my usual settings",
 }
-CURRENT_COMMANDS = {"recommend": ["recommend", *DB, "--current"], "run": ["run", "{plan}", "--db", "{case}/new.sqlite",
-                                                                         "--workdir", "{case}/w", "--current"]}
+CURRENT_COMMANDS = {
+    "recommend": ["recommend", *DB, "--current"],
+    "run": ["run", "{plan}", "--db", "{case}/new.sqlite", "--workdir", "{case}/w", "--current"],
+}
 
 
-# -- the cases -------------------------------------------------------------------------------------------------------
+# -- the cases -------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Case:
@@ -332,32 +546,41 @@ class Case:
     plan: str | None = None  # text of {case}/plan.toml when the case is about a plan
     files: tuple[tuple[str, str | bytes], ...] = field(default=())  # extra files in {case}
     plan_file: str | None = None  # a PLAN_FILES kind: {plan} is made by make_file
-    # words the error line must not hold: a mistake refused for another reason (a server that cannot serve, where
-    # the case is about a field) proves nothing about the field
+    # words the error line must not hold: a mistake refused for another reason (a server that cannot
+    # serve, where the case is about a field) proves nothing about the field
     not_for: str | None = None
 
 
 def _plan_cases() -> Iterator[Case]:
-    plan_cmds = {"plan": ("plan", "{plan}", "--explain"),
-                 "run": ("run", "{plan}", "--db", "{case}/new.sqlite", "--workdir", "{case}/w")}
+    plan_cmds = {
+        "plan": ("plan", "{plan}", "--explain"),
+        "run": ("run", "{plan}", "--db", "{case}/new.sqlite", "--workdir", "{case}/w"),
+    }
     texts: dict[str, str] = {}
     for key, values in WRONG_TYPES.items():
         texts |= {f"{key} = {v}": plan_text({key: v}) for v in values}
     for key, values in ABSURD_VALUES.items():
         texts |= {f"{key} = {v}": plan_text({key: v}) for v in values}
-    texts |= {f"repetitions {k}": plan_text(tables=f"[repetitions]\n{v}\n\n[[backing]]\ntype = \"dir\"\n")
-              for k, v in REPETITIONS.items()}
-    texts |= {f"backing {k}": plan_text(tables=f"[repetitions]\nmin = 1\nmax = 1\n\n[[backing]]\n{v}\n")
-              for k, v in BACKINGS.items()}
+    texts |= {
+        f"repetitions {k}": plan_text(tables=f'[repetitions]\n{v}\n\n[[backing]]\ntype = "dir"\n')
+        for k, v in REPETITIONS.items()
+    }
+    texts |= {
+        f"backing {k}": plan_text(tables=f"[repetitions]\nmin = 1\nmax = 1\n\n[[backing]]\n{v}\n")
+        for k, v in BACKINGS.items()
+    }
     texts |= {f"syntax {k}": v for k, v in SYNTAX.items()}
     texts |= {f"plan {k}": plan_text(v) for k, v in SEMANTIC.items()}
     texts |= {k: plan_text(v) for k, v in axis_cases().items()}
     for name, text in texts.items():
-        # Every plan through `plan`; those whose mistake only a run can act on (sizes, budgets: `plan` warns
-        # about them and exits 0) through `run` too.
+        # Every plan through `plan`; those whose mistake only a run can act on (sizes, budgets:
+        # `plan` warns about them and exits 0) through `run` too.
         if name not in PLAN_PREVIEWS:
             yield Case(f"plan-file {name} | plan", plan_cmds["plan"], plan=text)
-        if name.split(" ", 1)[0] in ("size", "image_size", "time_budget", "backing") or name in PLAN_PREVIEWS:
+        if (
+            name.split(" ", 1)[0] in ("size", "image_size", "time_budget", "backing")
+            or name in PLAN_PREVIEWS
+        ):
             yield Case(f"plan-file {name} | run", plan_cmds["run"], plan=text)
     for kind in PLAN_FILES:
         for cmd, argv in plan_cmds.items():
@@ -372,7 +595,11 @@ def _option_cases() -> Iterator[Case]:
                 yield Case(f"option {group} {option} {v!r:.40}", (*prefix, option, v), plan=plan)
     for reader, argv in DB_READERS.items():
         for kind, path in BAD_DBS.items():
-            yield Case(f"database {kind} | {reader}", tuple(a.replace("{x}", path) for a in argv), plan=plan)
+            yield Case(
+                f"database {kind} | {reader}",
+                tuple(a.replace("{x}", path) for a in argv),
+                plan=plan,
+            )
     for name, argv in CONFLICTS.items():
         yield Case(f"conflict {name}", tuple(argv), plan=plan)
 
@@ -381,19 +608,26 @@ def _current_cases() -> Iterator[Case]:
     plan = plan_text()
     for cmd, argv in CURRENT_COMMANDS.items():
         for kind, (file_name, content) in CURRENT_FILES.items():
-            yield Case(f"current-file {kind} | {cmd}", (*argv, f"{{case}}/{file_name}"), plan=plan,
-                       files=((file_name, content),))
+            yield Case(
+                f"current-file {kind} | {cmd}",
+                (*argv, f"{{case}}/{file_name}"),
+                plan=plan,
+                files=((file_name, content),),
+            )
         for kind, value in CURRENT_VALUES.items():
             yield Case(f"current-value {kind} | {cmd}", (*argv, value), plan=plan)
-    yield Case("current-disk not in the file | recommend", (*CURRENT_COMMANDS["recommend"], "{case}/vm.xml",
-                                                              "--current-disk", "vdz"),
-               files=(("vm.xml", DOMAIN.format(disks=DISK.format(drv="", bus="virtio"))),))
+    yield Case(
+        "current-disk not in the file | recommend",
+        (*CURRENT_COMMANDS["recommend"], "{case}/vm.xml", "--current-disk", "vdz"),
+        files=(("vm.xml", DOMAIN.format(disks=DISK.format(drv="", bus="virtio"))),),
+    )
 
 
 CASES: list[Case] = [*_plan_cases(), *_option_cases(), *_current_cases()]
 
 
-# -- running one case ------------------------------------------------------------------------------------------------
+# -- running one case ------------------------------------------------------------------------------
+
 
 def make_file(kind: str, case: Path) -> str:
     """A PLAN_FILES kind → the path given as the plan."""
@@ -420,16 +654,19 @@ def make_file(kind: str, case: Path) -> str:
         return "/etc"
     elif kind == "empty-name-dir":
         return f"{case}/"
-    elif kind == "escape-in-name":  # a missing file whose name would clear the screen if printed raw
+    # a missing file whose name would clear the screen if printed raw
+    elif kind == "escape-in-name":
         return f"{case}/p\x1b[2J.toml"
-    elif kind == "rtl-in-name":  # a file whose name reads backwards if printed raw, holding a bad plan
+    # a file whose name reads backwards if printed raw, holding a bad plan
+    elif kind == "rtl-in-name":
         target = case / "p\u202elmot.toml"
         target.write_text("runtime = -1\n")
     return str(target)  # "missing": never made
 
 
 def snapshot(*roots: Path) -> dict[str, tuple[str, int, int]]:
-    """Every name under `roots` with its kind, size and modification time (lstat: a link is not followed)."""
+    """Every name under `roots` with its kind, size and modification time (lstat: a link is not
+    followed)."""
     out: dict[str, tuple[str, int, int]] = {}
     for root in roots:
         for dirpath, dirnames, filenames in os.walk(root):
@@ -441,7 +678,8 @@ def snapshot(*roots: Path) -> dict[str, tuple[str, int, int]]:
     return out
 
 
-# What would act on a terminal instead of being shown: ESC, the one-byte CSI, BEL, a right-to-left override.
+# What would act on a terminal instead of being shown: ESC, the one-byte CSI, BEL, a right-to-left
+# override.
 RAW_CONTROLS = ("\x1b", "\x9b", "\x07", "\u202e")
 
 
@@ -459,7 +697,8 @@ def run_cli(argv: list[str]) -> tuple[int, str, str]:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A sound results database (two sweeps of three and two cells), made once; every case reads it."""
+    """A sound results database (two sweeps of three and two cells), made once; every case reads
+    it."""
     from tests.test_merge import make_sweep
 
     root = tmp_path_factory.mktemp("campaign")
@@ -488,8 +727,14 @@ def check(case: Case, lab: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> 
         plan = make_file(case.plan_file, work)
     for name, content in case.files:
         (work / name).write_bytes(content if isinstance(content, bytes) else content.encode())
-    subst = {"{db}": str(db_dir / "sound.sqlite"), "{case}": str(work), "{plan}": plan,
-             "{afile}": str(work / "afile"), "{adir}": str(work / "adir"), "{binary}": str(work / "binary.bin")}
+    subst = {
+        "{db}": str(db_dir / "sound.sqlite"),
+        "{case}": str(work),
+        "{plan}": plan,
+        "{afile}": str(work / "afile"),
+        "{adir}": str(work / "adir"),
+        "{binary}": str(work / "binary.bin"),
+    }
     argv = []
     for a in case.argv:
         for k, v in subst.items():
@@ -513,7 +758,9 @@ def check(case: Case, lab: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> 
     if len(lines) != 1 or not lines[0].startswith("error:"):
         problems.append(f"{len(lines)} stderr line(s), not one 'error:' line")
     if case.not_for is not None and case.not_for in err:
-        problems.append(f"refused for another reason ({case.not_for!r}), not for the mistake the case makes")
+        problems.append(
+            f"refused for another reason ({case.not_for!r}), not for the mistake the case makes"
+        )
     if (cache / "iomatrix" / "logs").exists():
         problems.append("a crash log")
     if after != before:
@@ -522,7 +769,7 @@ def check(case: Case, lab: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> 
         changed = sorted(p for p in set(after) & set(before) if after[p] != before[p])
         problems.append(f"wrote: made {made[:3]}, removed {gone[:3]}, changed {changed[:3]}")
     if problems:
-        shown = (lines[:3] if lines else out.strip().splitlines()[-2:])
+        shown = lines[:3] if lines else out.strip().splitlines()[-2:]
         problems.append(f"stderr/stdout: {[ln[:200] for ln in shown]}")
     return problems
 
@@ -538,11 +785,15 @@ def test_bad_input(case: Case, lab: Path, tmp_path: Path, monkeypatch: pytest.Mo
     assert not problems, f"{case.name}: " + "; ".join(problems)
 
 
-# In-process, matplotlib is imported once for the whole campaign, so only the first report case could show that a
-# refused `report` loaded it (it writes its font cache under $XDG_CACHE_HOME on a first import): each of these
-# runs in a process of its own, with an empty cache, as a user's would.
-# The two the campaign found loading matplotlib (a process costs seconds under load: two, not one per option).
-REPORT_REFUSALS = {"no such sweep": ["--sweep", "999"], "unknown tie-break": ["--tie-break", "bogus"]}
+# In-process, matplotlib is imported once for the whole campaign, so only the first report case
+# could show that a refused `report` loaded it (it writes its font cache under $XDG_CACHE_HOME on a
+# first import): each of these runs in a process of its own, with an empty cache, as a user's would.
+# The two the campaign found loading matplotlib (a process costs seconds under load: two, not one
+# per option).
+REPORT_REFUSALS = {
+    "no such sweep": ["--sweep", "999"],
+    "unknown tie-break": ["--tie-break", "bogus"],
+}
 
 
 @pytest.mark.parametrize("option", REPORT_REFUSALS.values(), ids=REPORT_REFUSALS.keys())
@@ -557,8 +808,17 @@ def test_a_refused_report_writes_no_cache(option: list[str], lab: Path, tmp_path
     env = {k: v for k, v in os.environ.items() if k not in ("MPLCONFIGDIR", "XDG_CONFIG_HOME")}
     env |= {"HOME": str(home), "XDG_CACHE_HOME": str(tmp_path / "cache"), "COLUMNS": "100"}
     before = snapshot(tmp_path)
-    proc = subprocess.run([*iomatrix_argv(), "report", "--db", str(db), "--html", str(tmp_path / "r.html"), *option],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [*iomatrix_argv(), "report", "--db", str(db), "--html", str(tmp_path / "r.html"), *option],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 2, proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("error:"), proc.stderr
-    assert snapshot(tmp_path) == before, "a refused report wrote something (matplotlib's font cache?)"
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("error:"), (
+        proc.stderr
+    )
+    assert snapshot(tmp_path) == before, (
+        "a refused report wrote something (matplotlib's font cache?)"
+    )

@@ -32,18 +32,24 @@ max = 2
 
 def test_tiny_plan_end_to_end(tmp_path: Path) -> None:
     (tmp_path / "tiny.toml").write_text(TINY)
-    proc = run_cli("run", "tiny.toml", "--db", "r.sqlite", "--monitor-interval", "0.1", cwd=tmp_path)
+    proc = run_cli(
+        "run", "tiny.toml", "--db", "r.sqlite", "--monitor-interval", "0.1", cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "8 runs ok, 0 failed" in proc.stdout
 
-    doc = json.loads(run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout)
+    doc = json.loads(
+        run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout
+    )
     assert doc["format"] == "iomatrix-results" and doc["version"] == 1
     sweep = doc["sweeps"][0]
     assert sweep["status"] == "finished"
     assert sweep["host"]["fio_version"].startswith("fio-")
     assert sweep["host"]["kernel"] == os.uname().release
     cells = {(c["axes"]["cache"], c["workload"]): c for c in sweep["cells"]}
-    assert set(cells) == {(c, w) for c in ("none", "writeback") for w in ("rand-read-4k", "db-write-4k-fdatasync")}
+    assert set(cells) == {
+        (c, w) for c in ("none", "writeback") for w in ("rand-read-4k", "db-write-4k-fdatasync")
+    }
     for (cache, workload), c in cells.items():
         assert c["ok_runs"] == 2 and c["failed_runs"] == 0
         assert c["accel"] == ["none (bare metal)"]
@@ -95,13 +101,21 @@ def _ok_runs(db: Path) -> list[int]:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_interrupt_keeps_completed_runs_and_resume_skips_them(tmp_path: Path, sig: signal.Signals) -> None:
+def test_interrupt_keeps_completed_runs_and_resume_skips_them(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
     (tmp_path / "p.toml").write_text(RESUME)
     db = tmp_path / "r.sqlite"
     # Its own process group, signalled as a whole: what Ctrl-C in a terminal does.
-    proc = subprocess.Popen([*iomatrix_argv(), "run", "p.toml", "--db", "r.sqlite"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=sigint_default)
+    proc = subprocess.Popen(
+        [*iomatrix_argv(), "run", "p.toml", "--db", "r.sqlite"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=sigint_default,
+    )
     deadline = time.monotonic() + 120
     while len(_ok_runs(db)) < 2 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)
@@ -119,9 +133,14 @@ def test_interrupt_keeps_completed_runs_and_resume_skips_them(tmp_path: Path, si
     for (rid,) in con.execute("SELECT id FROM runs WHERE status='ok'"):
         assert con.execute("SELECT COUNT(*) FROM samples WHERE run_id=?", (rid,)).fetchone()[0] > 0
     con.close()
-    leftovers = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
-    ps = subprocess.run(["ps", "-o", "pid,ppid,args", "-p", ",".join(leftovers or ["1"])], capture_output=True,
-                        text=True).stdout
+    leftovers = subprocess.run(
+        ["pgrep", "-f", str(tmp_path)], capture_output=True, text=True
+    ).stdout.split()
+    ps = subprocess.run(
+        ["ps", "-o", "pid,ppid,args", "-p", ",".join(leftovers or ["1"])],
+        capture_output=True,
+        text=True,
+    ).stdout
     assert leftovers == [], f"left behind:\n{ps}"
     assert not list((tmp_path / "iomatrix-work").rglob("iomatrix-baremetal.dat*"))
 
@@ -135,10 +154,10 @@ def test_interrupt_keeps_completed_runs_and_resume_skips_them(tmp_path: Path, si
     assert [r[0] for r in con.execute("SELECT status FROM sweeps")] == ["finished"]
 
 
-
 def test_an_unfinished_sweep_from_an_older_release_resumes(tmp_path: Path) -> None:
-    """Earlier releases fingerprinted every plan setting, defaults included, so each new plan key stopped their
-    unfinished sweeps from resuming. Such a sweep (its fingerprint rewritten to the old formula) resumes."""
+    """Earlier releases fingerprinted every plan setting, defaults included, so each new plan key
+    stopped their unfinished sweeps from resuming. Such a sweep (its fingerprint rewritten to the
+    old formula) resumes."""
     from iomatrix.plan.load import load_plan
 
     (tmp_path / "p.toml").write_text(RESUME)
@@ -158,6 +177,7 @@ def test_an_unfinished_sweep_from_an_older_release_resumes(tmp_path: Path) -> No
     assert [r[0] for r in con.execute("SELECT status FROM sweeps")] == ["finished"]
     assert con.execute("SELECT COUNT(*) FROM runs WHERE status='ok'").fetchone()[0] == 8
 
+
 LONG_RUN = """
 tier = ["baremetal"]
 cache = ["none"]
@@ -175,13 +195,19 @@ def _fio_processes_under(pid: int) -> list[int]:
 
 
 def test_kill_9_of_the_runner_stops_fio_at_once(tmp_path: Path) -> None:
-    """fio has no parent-death signal of its own; iomatrix starts it with PR_SET_PDEATHSIG, so a SIGKILL of
-    iomatrix ends fio's I/O instead of leaving it writing to the backing (and `clean` unable to unmount)."""
+    """fio has no parent-death signal of its own; iomatrix starts it with PR_SET_PDEATHSIG, so a
+    SIGKILL of iomatrix ends fio's I/O instead of leaving it writing to the backing (and `clean`
+    unable to unmount)."""
     import psutil
 
     (tmp_path / "p.toml").write_text(LONG_RUN)
-    proc = subprocess.Popen([*iomatrix_argv(), "run", "p.toml", "--db", "r.sqlite"], cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [*iomatrix_argv(), "run", "p.toml", "--db", "r.sqlite"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     fio: list[int] = []
     deadline = time.monotonic() + 180
 
@@ -196,7 +222,8 @@ def test_kill_9_of_the_runner_stops_fio_at_once(tmp_path: Path) -> None:
     procs = [psutil.Process(p) for p in fio]
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=60)
-    # The 600 s job must end because its parent died, long before its runtime (a bound, not a speed test).
+    # The 600 s job must end because its parent died, long before its runtime (a bound, not a speed
+    # test).
     _, alive = psutil.wait_procs(procs, timeout=120)
     running = [p.pid for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     for pid in running:  # do not leave a 600 s writer behind when the test fails

@@ -1,7 +1,8 @@
-"""bench/quickstart.py judges a quickstart per role (issue 53): settled, tied or equivalent ("keep …") answer a
-role, only leading does not; a run meets the target when every role is answered and the total is within 360 s;
-`--runs N` says how many runs did. Judged here on `iomatrix recommend --format json` over captured `quick`
-sweeps given a role of the user's (the sweep itself is the lead's to run, on a quiet host)."""
+"""bench/quickstart.py judges a quickstart per role (issue 53): settled, tied or equivalent ("keep
+…") answer a role, only leading does not; a run meets the target when every role is answered and the
+total is within 360 s; `--runs N` says how many runs did. Judged here on `iomatrix recommend
+--format json` over captured `quick` sweeps given a role of the user's (the sweep itself is the
+lead's to run, on a quiet host)."""
 
 from __future__ import annotations
 
@@ -36,17 +37,21 @@ def bench() -> Iterator[ModuleType]:
 
 
 def _role_sweep(tmp_path: Path, sweep: str, workload: str, margin: float) -> str:
-    """`recommend --format json` over a copy of a captured sweep whose `workload` is the one job of a role
-    [role.mine] with `margin`."""
+    """`recommend --format json` over a copy of a captured sweep whose `workload` is the one job of
+    a role [role.mine] with `margin`."""
     db = tmp_path / f"{sweep}.sqlite"
     shutil.copy(CAPTURED / f"{sweep}.sqlite", db)
     con = sqlite3.connect(db)
     try:
         plan = json.loads(con.execute("SELECT plan_json FROM sweeps").fetchone()[0])
-        plan["role"] = {"mine": {"jobs": {"j": "j.fio"}, "decides": ["j:total.iops"], "margin": margin}}
+        plan["role"] = {
+            "mine": {"jobs": {"j": "j.fio"}, "decides": ["j:total.iops"], "margin": margin}
+        }
         con.execute("UPDATE sweeps SET plan_json = ?", (json.dumps(plan),))
         for table in ("runs", "unit_stops"):
-            con.execute(f"UPDATE {table} SET workload = 'file:j.fio' WHERE workload = ?", (workload,))
+            con.execute(
+                f"UPDATE {table} SET workload = 'file:j.fio' WHERE workload = ?", (workload,)
+            )
         con.commit()
     finally:
         con.close()
@@ -56,7 +61,8 @@ def _role_sweep(tmp_path: Path, sweep: str, workload: str, margin: float) -> str
 
 
 def test_an_equivalent_role_is_answered(bench: ModuleType, tmp_path: Path) -> None:
-    # Sweep c's random writes: raw and qcow2 under writeback shown within 10 % (test_role_margin.py).
+    # Sweep c's random writes: raw and qcow2 under writeback shown within 10 %
+    # (test_role_margin.py).
     told = _role_sweep(tmp_path, "sweep-c", "rand-write-4k", 0.10)
     out = bench.judge(250.0, 0, told, 360.0)
     assert out.by_role and out.statuses == {"mine": "equivalent"}
@@ -75,8 +81,12 @@ def test_a_role_only_leading_is_not_answered(bench: ModuleType, tmp_path: Path) 
 def test_without_roles_judged_per_workload(bench: ModuleType, tmp_path: Path) -> None:
     db = tmp_path / "a.sqlite"
     shutil.copy(CAPTURED / "sweep-a.sqlite", db)
-    out = bench.judge(250.0, 0, run_cli("recommend", "--db", str(db), "--format", "json", cwd=tmp_path).stdout,
-                      360.0)
+    out = bench.judge(
+        250.0,
+        0,
+        run_cli("recommend", "--db", str(db), "--format", "json", cwd=tmp_path).stdout,
+        360.0,
+    )
     assert not out.by_role and "rand-read-4k" in out.statuses and not out.met
     assert not bench.judge(100.0, 1, None, 360.0).met  # a failed quickstart: nothing read, missed
 
@@ -88,13 +98,21 @@ def test_runs_summary_needs_four_of_five(bench: ModuleType) -> None:
 
     four = [outcome(True)] * 4 + [outcome(False)]
     line, ok = bench.runs_summary(four, 4)
-    assert ok and line.startswith("runs that answered every role within the target: 4 of 5 (needed 4: met)")
+    assert ok and line.startswith(
+        "runs that answered every role within the target: 4 of 5 (needed 4: met)"
+    )
     line, ok = bench.runs_summary([outcome(True)] * 3 + [outcome(True, 400.0), outcome(False)], 4)
     assert not ok and "3 of 5" in line and "every role answered in 4, within the time in 4" in line
 
 
 def test_first_role_line(bench: ModuleType) -> None:
-    tl = bench.Timeline([(0.0, "setup: done"), (1.0, "Answer for vm · sweep 1 (quick, finished)"), (1.0, ""),
-                         (1.0, "For a database VM: use raw · cache=writeback (settled)")])
+    tl = bench.Timeline(
+        [
+            (0.0, "setup: done"),
+            (1.0, "Answer for vm · sweep 1 (quick, finished)"),
+            (1.0, ""),
+            (1.0, "For a database VM: use raw · cache=writeback (settled)"),
+        ]
+    )
     assert bench.first_role_line(tl) == 3
     assert bench.first_role_line(bench.Timeline([(0.0, "For a database VM: use x")])) is None

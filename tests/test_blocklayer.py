@@ -1,5 +1,6 @@
-"""The block-layer tier: qemu-storage-daemon with the cell's graph, exported over NBD, measured by fio's nbd
-engine. Pure tests of the graph and job, then real sweeps, an interrupt and failures (real daemon, real fio)."""
+"""The block-layer tier: qemu-storage-daemon with the cell's graph, exported over NBD, measured by
+fio's nbd engine. Pure tests of the graph and job, then real sweeps, an interrupt and failures (real
+daemon, real fio)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ def _opts(spec: str) -> dict[str, str]:
     return dict(kv.split("=", 1) for kv in spec.split(","))
 
 
-# --------------------------------------------------------------------------- pure: graph, export, job
+# --------------------------------------------------------------------------- pure: graph, export,
+# job
 
 
 @pytest.mark.parametrize("cache", [c.value for c in CacheMode])
@@ -49,29 +51,60 @@ def test_graph_and_export_per_cache_mode(cache: str) -> None:
     assert argv[argv.index("--blockdev") + 1] == blockdev_spec(disk)
     assert graph["cache.direct"] == graph["file.cache.direct"] == onoff[sem.direct]
     assert graph["cache.no-flush"] == graph["file.cache.no-flush"] == onoff[sem.no_flush]
-    assert graph["driver"] == "qcow2" and graph["file.driver"] == "file" and graph["file.aio"] == "threads"
-    # The device half: no write cache means the export is writethrough (QEMU flushes after every write).
+    assert (
+        graph["driver"] == "qcow2"
+        and graph["file.driver"] == "file"
+        and graph["file.aio"] == "threads"
+    )
+    # The device half: no write cache means the export is writethrough (QEMU flushes after every
+    # write).
     export = _opts(argv[argv.index("--export") + 1])
     assert export["writethrough"] == onoff[not sem.write_cache]
-    assert export["type"] == "nbd" and export["writable"] == "on" and export["node-name"] == graph["node-name"]
+    assert (
+        export["type"] == "nbd"
+        and export["writable"] == "on"
+        and export["node-name"] == graph["node-name"]
+    )
     # The listening socket is inherited (fd 7 here), so fio can connect before the daemon is up.
     assert argv[argv.index("--nbd-server") + 1] == "addr.type=fd,addr.str=7"
     assert export_spec(DiskSpec(target="/x.qcow2", cache=cache)) == argv[argv.index("--export") + 1]
 
 
 def test_expected_writethrough_table() -> None:
-    wt = {c: _opts(export_spec(DiskSpec(target="/x.qcow2", cache=c)))["writethrough"] for c in CacheMode}
-    assert wt == {"none": "off", "writeback": "off", "unsafe": "off", "writethrough": "on", "directsync": "on"}
+    wt = {
+        c: _opts(export_spec(DiskSpec(target="/x.qcow2", cache=c)))["writethrough"]
+        for c in CacheMode
+    }
+    assert wt == {
+        "none": "off",
+        "writeback": "off",
+        "unsafe": "off",
+        "writethrough": "on",
+        "directsync": "on",
+    }
 
 
 def test_null_ceiling_graph_and_wrapper() -> None:
-    cell = Cell.of(tier="blocklayer", format="null", preallocation=NA,
-                   cache=NA, aio=NA, bus=NA, backing="null", modifier="none")
+    cell = Cell.of(
+        tier="blocklayer",
+        format="null",
+        preallocation=NA,
+        cache=NA,
+        aio=NA,
+        bus=NA,
+        backing="null",
+        modifier="none",
+    )
     disk = disk_for(cell, None, 1 << 30)
     argv = daemon_argv("qsd", disk, 3, wrapper=["eatmydata"])
-    assert argv[:2] == ["eatmydata", "qsd"]  # the modifier wraps QEMU, the process issuing the flushes
+    # the modifier wraps QEMU, the process issuing the flushes
+    assert argv[:2] == ["eatmydata", "qsd"]
     graph = _opts(argv[argv.index("--blockdev") + 1])
-    assert graph["driver"] == "null-co" and graph["size"] == str(1 << 30) and graph["cache.no-flush"] == "off"
+    assert (
+        graph["driver"] == "null-co"
+        and graph["size"] == str(1 << 30)
+        and graph["cache.no-flush"] == "off"
+    )
 
 
 def test_nbd_job_substitutes_fdatasync() -> None:
@@ -85,19 +118,33 @@ def test_nbd_job_substitutes_fdatasync() -> None:
     assert db.substitutions == [SUBST_FDATASYNC]
     plain = nbd_job(resolve("rand-read-4k", None), uri=uri, shape=shape)
     assert plain.substitutions == [] and "[prefill]" in plain.text and "filename" not in plain.text
-    custom = nbd_job(resolve("rand-write-4k", None), uri=uri, shape=shape,
-                     custom_text="[mine]\nrw=randwrite\n  fdatasync = 4\n")
+    custom = nbd_job(
+        resolve("rand-write-4k", None),
+        uri=uri,
+        shape=shape,
+        custom_text="[mine]\nrw=randwrite\n  fdatasync = 4\n",
+    )
     assert "  fsync = 4" in custom.text and custom.substitutions == [SUBST_FDATASYNC]
 
 
 def _plan(**kw: object) -> Plan:
-    base: dict[str, object] = {"name": "t", "tier": ["blocklayer"], "size": "16M", "image_size": "64M"}
+    base: dict[str, object] = {
+        "name": "t",
+        "tier": ["blocklayer"],
+        "size": "16M",
+        "image_size": "64M",
+    }
     return Plan.model_validate({**base, **kw})
 
 
 def test_matrix_collapses_bus_prunes_fs_and_native_without_direct() -> None:
-    plan = _plan(format=["raw", "qcow2"], cache=["none", "writeback"], aio=["threads", "native"],
-                 bus=["virtio-blk", "ide"], workloads=["rand-write-4k", "fs-write"])
+    plan = _plan(
+        format=["raw", "qcow2"],
+        cache=["none", "writeback"],
+        aio=["threads", "native"],
+        bus=["virtio-blk", "ide"],
+        workloads=["rand-write-4k", "fs-write"],
+    )
     exp = plan_expansion(plan, None, set())
     assert all(c.bus == NA for c in exp.cells)
     assert exp.collapsed["blocklayer"] == ("bus",)
@@ -127,16 +174,22 @@ def test_quick_plan_includes_the_tier() -> None:
 
 
 def test_missing_daemon_names_the_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", str(tmp_path))  # a host without qemu-storage-daemon (nor anything else)
+    # a host without qemu-storage-daemon (nor anything else)
+    monkeypatch.setenv("PATH", str(tmp_path))
     tier = BlockLayerTier(_plan(), RunOptions(workdir=tmp_path))
     with pytest.raises(UserError) as err:
         tier.open()
-    assert "qemu-storage-daemon" in err.value.one_line() and "qemu-system-common" in err.value.one_line()
+    assert (
+        "qemu-storage-daemon" in err.value.one_line()
+        and "qemu-system-common" in err.value.one_line()
+    )
 
 
 @needs("fio")
 @needs_qsd
-def test_fio_without_nbd_engine_is_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fio_without_nbd_engine_is_one_line_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bindir = tmp_path / "bin"
     bindir.mkdir()
     os.symlink("/usr/bin/qemu-storage-daemon", bindir / "qemu-storage-daemon")
@@ -154,13 +207,18 @@ def test_fio_without_nbd_engine_is_one_line_error(tmp_path: Path, monkeypatch: p
 
 
 def _ours(tmp_path: Path) -> list[str]:
-    """Processes (of any kind: qemu-storage-daemon, fio) whose command line names this test's directory."""
-    return subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
+    """Processes (of any kind: qemu-storage-daemon, fio) whose command line names this test's
+    directory."""
+    return subprocess.run(
+        ["pgrep", "-f", str(tmp_path)], capture_output=True, text=True
+    ).stdout.split()
 
 
 def _left_files(tmp_path: Path) -> list[Path]:
     work = tmp_path / "iomatrix-work"
-    return [p for p in work.rglob("*") if p.name.startswith("iomatrix-blk-") or p.name.endswith(".sock")]
+    return [
+        p for p in work.rglob("*") if p.name.startswith("iomatrix-blk-") or p.name.endswith(".sock")
+    ]
 
 
 SWEEP = """
@@ -175,7 +233,7 @@ null_ceiling = true
 [repetitions]
 min = 2
 max = 2
-"""
+"""  # noqa: E501
 
 
 @pytest.mark.slow
@@ -188,33 +246,55 @@ def test_small_sweep(tmp_path: Path) -> None:
     assert "28 runs ok, 0 failed" in proc.stdout  # (6 cells + the ceiling) × 2 workloads × 2
 
     db = sqlite3.connect(tmp_path / "r.sqlite")
-    rows = db.execute("SELECT c.key, r.workload, r.meta_json, r.accel FROM runs r "
-                      "JOIN cells c ON c.id = r.cell_id").fetchall()
+    rows = db.execute(
+        "SELECT c.key, r.workload, r.meta_json, r.accel FROM runs r "
+        "JOIN cells c ON c.id = r.cell_id"
+    ).fetchall()
     retries = db.execute("SELECT COUNT(*) FROM runs WHERE retry_of IS NOT NULL").fetchone()[0]
     assert len(rows) == 28 + retries  # a run the host disturbed may have been run again
     for key, workload, meta_json, accel in rows:
         meta = json.loads(meta_json)
-        assert meta["tier"] == "blocklayer" and meta["qemu_version"].startswith("qemu-storage-daemon version")
+        assert meta["tier"] == "blocklayer" and meta["qemu_version"].startswith(
+            "qemu-storage-daemon version"
+        )
         assert meta["export"].startswith("nbd over a private UNIX socket")
         assert "--export" in meta["daemon_argv"] and accel.startswith("none")
         assert (meta["substitutions"] != []) == (workload == "db-write-4k-fdatasync")
         cache = from_key(key).cache
         if cache != NA:
-            assert meta["export_writethrough"] is False  # none, writeback and unsafe all have a write cache
-        # The I/O path is the daemon; fio beside it generates the load and is not counted in its cost.
-        roles = {(p["name"].startswith("qemu-storage"), p["name"] == "fio", p["role"]) for p in meta["processes"]}
+            # none, writeback and unsafe all have a write cache
+            assert meta["export_writethrough"] is False
+        # The I/O path is the daemon; fio beside it generates the load and is not counted in its
+        # cost.
+        roles = {
+            (p["name"].startswith("qemu-storage"), p["name"] == "fio", p["role"])
+            for p in meta["processes"]
+        }
         assert (True, False, "io") in roles and (False, True, "load") in roles
         assert (False, True, "io") not in roles
 
-    doc = json.loads(run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout)
-    means = {(r["axes"]["format"], r["axes"]["cache"], r["workload"]): r["mean"]
-             for r in doc["sweeps"][0]["results"] if r["metric"] == "write.iops"}
+    doc = json.loads(
+        run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout
+    )
+    means = {
+        (r["axes"]["format"], r["axes"]["cache"], r["workload"]): r["mean"]
+        for r in doc["sweeps"][0]["results"]
+        if r["metric"] == "write.iops"
+    }
     for fmt in ("raw", "qcow2"):
-        # cache=unsafe drops every flush; cache=none sends each one to the disk: an order of magnitude apart.
-        assert means[(fmt, "unsafe", "db-write-4k-fdatasync")] > 2 * means[(fmt, "none", "db-write-4k-fdatasync")]
-    flushes = {(r["axes"]["format"], r["axes"]["cache"]): r["mean"] for r in doc["sweeps"][0]["results"]
-               if r["metric"] == "sync.count" and r["workload"] == "db-write-4k-fdatasync"}
-    assert flushes and all(v > 0 for v in flushes.values())  # fio really sent a flush after every write
+        # cache=unsafe drops every flush; cache=none sends each one to the disk: an order of
+        # magnitude apart.
+        assert (
+            means[(fmt, "unsafe", "db-write-4k-fdatasync")]
+            > 2 * means[(fmt, "none", "db-write-4k-fdatasync")]
+        )
+    flushes = {
+        (r["axes"]["format"], r["axes"]["cache"]): r["mean"]
+        for r in doc["sweeps"][0]["results"]
+        if r["metric"] == "sync.count" and r["workload"] == "db-write-4k-fdatasync"
+    }
+    # fio really sent a flush after every write
+    assert flushes and all(v > 0 for v in flushes.values())
     cost = [r for r in doc["sweeps"][0]["results"] if r["metric"] == "cost.cpu_us_per_io"]
     assert cost and all(r["mean"] > 0 for r in cost)  # the daemon's CPU per I/O, every cell
 
@@ -255,15 +335,24 @@ def _runs(db: Path) -> int:
 def test_interrupt_leaves_no_daemon_socket_or_image(tmp_path: Path, sig: signal.Signals) -> None:
     (tmp_path / "p.toml").write_text(LONG)
     db = tmp_path / "r.sqlite"
-    proc = subprocess.Popen([*iomatrix_argv(), "run", "p.toml", "--db", "r.sqlite"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=sigint_default)
-    # Signal while a daemon serves a run: after one run is stored, wait for the next daemon to be up.
+    proc = subprocess.Popen(
+        [*iomatrix_argv(), "run", "p.toml", "--db", "r.sqlite"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=sigint_default,
+    )
+    # Signal while a daemon serves a run: after one run is stored, wait for the next daemon to be
+    # up.
     deadline = time.monotonic() + 120
     while _runs(db) < 1 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)
     while time.monotonic() < deadline and proc.poll() is None:
-        qsd = subprocess.run(["pgrep", "-f", f"qemu-storage-daemon.*{tmp_path}"], capture_output=True, text=True)
+        qsd = subprocess.run(
+            ["pgrep", "-f", f"qemu-storage-daemon.*{tmp_path}"], capture_output=True, text=True
+        )
         if qsd.stdout.split():
             break
         time.sleep(0.05)
@@ -274,7 +363,11 @@ def test_interrupt_leaves_no_daemon_socket_or_image(tmp_path: Path, sig: signal.
     assert _ours(tmp_path) == []
     assert _left_files(tmp_path) == []
     ledger = json.loads((tmp_path / "iomatrix-work" / ".iomatrix" / "leftovers.json").read_text())
-    assert [e for e in ledger["entries"] if "iomatrix-blk-" in e["target"] or e["target"].endswith(".sock")] == []
+    assert [
+        e
+        for e in ledger["entries"]
+        if "iomatrix-blk-" in e["target"] or e["target"].endswith(".sock")
+    ] == []
 
 
 # --------------------------------------------------------------------------- failures
@@ -285,8 +378,9 @@ def test_native_aio_without_direct_is_pruned_not_run(tmp_path: Path) -> None:
     exp = plan_expansion(plan, None, set())
     assert exp.units == []
     assert all("requires cache.direct=on" in p.reason for p in exp.pruned)
-    (tmp_path / "p.toml").write_text('tier = ["blocklayer"]\ncache = ["writeback"]\naio = ["native"]\n'
-                                     "null_ceiling = false\n")
+    (tmp_path / "p.toml").write_text(
+        'tier = ["blocklayer"]\ncache = ["writeback"]\naio = ["native"]\nnull_ceiling = false\n'
+    )
     proc = run_cli("run", "p.toml", "--db", "r.sqlite", cwd=tmp_path)
     assert proc.returncode == 2 and "nothing to run" in proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
@@ -297,7 +391,8 @@ def test_native_aio_without_direct_is_pruned_not_run(tmp_path: Path) -> None:
 @needs("fio")
 @needs_qsd
 def test_daemon_refusing_the_graph_is_a_failed_run(tmp_path: Path) -> None:
-    """ramfs has no O_DIRECT; no backing type maps to it, so nothing prunes it: QEMU refuses at run time."""
+    """ramfs has no O_DIRECT; no backing type maps to it, so nothing prunes it: QEMU refuses at run
+    time."""
     mnt = tmp_path / f"ramfs-{uuid.uuid4().hex[:6]}"
     mnt.mkdir()
     subprocess.run(["mount", "-t", "ramfs", "ramfs", str(mnt)], check=True)
@@ -306,10 +401,24 @@ def test_daemon_refusing_the_graph_is_a_failed_run(tmp_path: Path) -> None:
         work = tmp_path / "work"
         tier = BlockLayerTier(plan, RunOptions(workdir=work))
         tier.open()
-        cell = Cell.of(tier="blocklayer", format="raw", preallocation="off",
-                       cache="none", aio="threads", bus=NA, backing="ramfs", modifier="none")
-        req = RunRequest(cell=cell, workload=resolve("rand-write-4k", None), target=Target("dir", mnt),
-                         shape=JobShape(size_bytes=16 << 20, runtime_s=1.0), run_dir=work / "run", timeout_s=60)
+        cell = Cell.of(
+            tier="blocklayer",
+            format="raw",
+            preallocation="off",
+            cache="none",
+            aio="threads",
+            bus=NA,
+            backing="ramfs",
+            modifier="none",
+        )
+        req = RunRequest(
+            cell=cell,
+            workload=resolve("rand-write-4k", None),
+            target=Target("dir", mnt),
+            shape=JobShape(size_bytes=16 << 20, runtime_s=1.0),
+            run_dir=work / "run",
+            timeout_s=60,
+        )
         out = tier.run(req)
         tier.close()
         assert not out.ok
@@ -328,24 +437,34 @@ def test_daemon_refusing_the_graph_is_a_failed_run(tmp_path: Path) -> None:
 @needs("fio")
 @needs_qsd
 def test_custom_job_file_runs_as_checked_at_plan_load(tmp_path: Path) -> None:
-    """A `file:dir/job.fio` workload: its image is named by the workload's slug (the name holds a '/'),
-    and what fio runs is the allowlist-checked text, not the file re-read at run time."""
+    """A `file:dir/job.fio` workload: its image is named by the workload's slug (the name holds a
+    '/'), and what fio runs is the allowlist-checked text, not the file re-read at run time."""
     (tmp_path / "jobs").mkdir()
     job = tmp_path / "jobs" / "w.fio"
     job.write_text("[w]\nrw=randwrite\nbs=4k\n")
-    (tmp_path / "p.toml").write_text('tier = ["blocklayer"]\nworkloads = ["file:jobs/w.fio"]\nsize = "16M"\n'
-                                     'image_size = "64M"\nruntime = 1\nnull_ceiling = false\n'
-                                     '[repetitions]\nmin = 1\nmax = 1\n')
+    (tmp_path / "p.toml").write_text(
+        'tier = ["blocklayer"]\nworkloads = ["file:jobs/w.fio"]\nsize = "16M"\n'
+        'image_size = "64M"\nruntime = 1\nnull_ceiling = false\n'
+        "[repetitions]\nmin = 1\nmax = 1\n"
+    )
     plan, base = load_plan(str(tmp_path / "p.toml"))
     (unit,) = plan_expansion(plan, base, set()).units
     w = unit.workload
-    job.write_text("[w]\nrw=randwrite\nbs=4k\nexec_prerun=touch /tmp/should-never-run\n")  # edited after load
+    # edited after load
+    job.write_text("[w]\nrw=randwrite\nbs=4k\nexec_prerun=touch /tmp/should-never-run\n")
     tier = BlockLayerTier(plan, RunOptions(workdir=tmp_path / "work"))
     tier.open()
     try:
-        out = tier.run(RunRequest(cell=unit.cell, workload=w, target=Target("dir", tmp_path),
-                                  shape=JobShape(plan.size_bytes, plan.runtime), run_dir=tmp_path / "run",
-                                  timeout_s=120))
+        out = tier.run(
+            RunRequest(
+                cell=unit.cell,
+                workload=w,
+                target=Target("dir", tmp_path),
+                shape=JobShape(plan.size_bytes, plan.runtime),
+                run_dir=tmp_path / "run",
+                timeout_s=120,
+            )
+        )
     finally:
         tier.close()
     assert out.ok, out.error
@@ -374,27 +493,49 @@ precision_max = { blocklayer = 5 }
 @needs("fio")
 @needs_qsd
 def test_block_layer_units_run_on_toward_the_ci_target_after_the_race(tmp_path: Path) -> None:
-    # ±0.1% is out of reach of any real fio figure in 5 runs, so every block-layer unit runs to precision_max.
+    # ±0.1% is out of reach of any real fio figure in 5 runs, so every block-layer unit runs to
+    # precision_max.
     (tmp_path / "p.toml").write_text(PRECISION)
     explained = run_cli("plan", "p.toml", cwd=tmp_path)
-    assert "then blocklayer units run on toward ±0.1%, up to 5 runs" in explained.stdout.replace("\n", " ")
+    assert "then blocklayer units run on toward ±0.1%, up to 5 runs" in explained.stdout.replace(
+        "\n", " "
+    )
     proc = run_cli("run", "p.toml", "--db", "r.sqlite", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     db = sqlite3.connect(tmp_path / "r.sqlite")
-    stops = {(c.split("/")[0], c.split("/")[3]): (kind, reason, ok) for c, kind, reason, ok in db.execute(
-        "SELECT c.key, u.kind, u.reason, u.ok_runs FROM unit_stops u JOIN cells c ON c.id = u.cell_id")}
-    assert {k: v[0] for k, v in stops.items() if k[0] == "baremetal"} == {("baremetal", "none"): "baseline",
-                                                                         ("baremetal", "writeback"): "baseline"}
+    stops = {
+        (c.split("/")[0], c.split("/")[3]): (kind, reason, ok)
+        for c, kind, reason, ok in db.execute(
+            "SELECT c.key, u.kind, u.reason, u.ok_runs FROM unit_stops u JOIN cells c ON "
+            "c.id = u.cell_id"
+        )
+    }
+    assert {k: v[0] for k, v in stops.items() if k[0] == "baremetal"} == {
+        ("baremetal", "none"): "baseline",
+        ("baremetal", "writeback"): "baseline",
+    }
     for cache in ("none", "writeback"):
         kind, reason, ok = stops[("blocklayer", cache)]
         assert ok == 5, reason
         assert kind in ("eliminated", "equivalent", "unresolved", "settled", "max-runs"), reason
-        assert "; then run on toward ±0.1%: CI ±" in reason and reason.endswith("at 5 runs (precision_max)")
+        assert "; then run on toward ±0.1%: CI ±" in reason and reason.endswith(
+            "at 5 runs (precision_max)"
+        )
     # Every round is still a block: at most one kept run per unit.
-    assert db.execute("SELECT COUNT(*) FROM runs WHERE status = 'ok' AND retry_of IS NULL "
-                      "GROUP BY cell_id, workload, round HAVING COUNT(*) > 1").fetchall() == []
-    doc = json.loads(run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout)
-    n = {r["axes"]["cache"]: r["n"] for r in doc["sweeps"][0]["results"]
-         if r["axes"]["tier"] == "blocklayer" and r["metric"] == "write.iops"}
+    assert (
+        db.execute(
+            "SELECT COUNT(*) FROM runs WHERE status = 'ok' AND retry_of IS NULL "
+            "GROUP BY cell_id, workload, round HAVING COUNT(*) > 1"
+        ).fetchall()
+        == []
+    )
+    doc = json.loads(
+        run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout
+    )
+    n = {
+        r["axes"]["cache"]: r["n"]
+        for r in doc["sweeps"][0]["results"]
+        if r["axes"]["tier"] == "blocklayer" and r["metric"] == "write.iops"
+    }
     assert n == {"none": 5, "writeback": 5}
     assert _ours(tmp_path) == [] and _left_files(tmp_path) == []

@@ -1,7 +1,7 @@
-"""The block-layer tier's per-run overhead cuts (issue 10): the socket fio connects to before the daemon runs,
-the image deleted during the next run's start-up, and the phases recorded with every run. Real sockets,
-real qemu-storage-daemon and fio; no assertion on how long anything takes, only on what happens in which
-order and what is left behind."""
+"""The block-layer tier's per-run overhead cuts (issue 10): the socket fio connects to before the
+daemon runs, the image deleted during the next run's start-up, and the phases recorded with every
+run. Real sockets, real qemu-storage-daemon and fio; no assertion on how long anything takes, only
+on what happens in which order and what is left behind."""
 
 from __future__ import annotations
 
@@ -28,19 +28,33 @@ needs_qsd = needs("qemu-storage-daemon")
 
 
 def _plan(**kw: object) -> Plan:
-    base: dict[str, object] = {"name": "t", "tier": ["blocklayer"], "size": "16M", "image_size": "64M",
-                               "null_ceiling": False}
+    base: dict[str, object] = {
+        "name": "t",
+        "tier": ["blocklayer"],
+        "size": "16M",
+        "image_size": "64M",
+        "null_ceiling": False,
+    }
     return Plan.model_validate({**base, **kw})
 
 
 def _cell(cache: str) -> Cell:
-    return Cell.of(tier="blocklayer", format="qcow2", preallocation="off",
-                   cache=cache, aio="threads", bus="-", backing="dir", modifier="none")
+    return Cell.of(
+        tier="blocklayer",
+        format="qcow2",
+        preallocation="off",
+        cache=cache,
+        aio="threads",
+        bus="-",
+        backing="dir",
+        modifier="none",
+    )
 
 
 def test_listening_socket_binds_under_a_path_longer_than_sun_path(tmp_path: Path) -> None:
-    """The run directory may be deeper than the 108 bytes a UNIX socket path holds; a client connecting
-    by the path relative to it (as fio does, from the run directory) reaches the socket."""
+    """The run directory may be deeper than the 108 bytes a UNIX socket path holds; a client
+    connecting by the path relative to it (as fio does, from the run directory) reaches the
+    socket."""
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     deep.mkdir(parents=True)
     assert len(str(deep / SOCKET_NAME)) > 108
@@ -50,7 +64,8 @@ def test_listening_socket_binds_under_a_path_longer_than_sun_path(tmp_path: Path
         client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         fd = os.open(deep, os.O_PATH)
         try:
-            # Connecting needs no accept(): the listen queue takes it (fio's handshake then waits for the daemon).
+            # Connecting needs no accept(): the listen queue takes it (fio's handshake then waits
+            # for the daemon).
             client.connect(f"/proc/self/fd/{fd}/{SOCKET_NAME}")
         finally:
             os.close(fd)
@@ -68,34 +83,47 @@ def test_deletion_is_deferred_except_under_unsafe_or_without_room(tmp_path: Path
     image = tmp_path / "img.qcow2"
     image.write_bytes(b"")
     assert tier._can_defer(_cell("none"), image)
-    assert tier._can_defer(_cell("writeback"), image)  # fio's final flush reached the file: nothing dirty
-    # unsafe drops that flush: the file may hold dirty pages that only deleting it now keeps unwritten.
+    # fio's final flush reached the file: nothing dirty
+    assert tier._can_defer(_cell("writeback"), image)
+    # unsafe drops that flush: the file may hold dirty pages that only deleting it now keeps
+    # unwritten.
     assert not tier._can_defer(_cell("unsafe"), image)
     # A backing without room for two more images of the plan's size deletes at once.
-    huge = BlockLayerTier(_plan(image_size="1000T", size="16M"), RunOptions(workdir=tmp_path / "work"))
+    huge = BlockLayerTier(
+        _plan(image_size="1000T", size="16M"), RunOptions(workdir=tmp_path / "work")
+    )
     assert not huge._can_defer(_cell("none"), image)
 
 
 def _run(tier: BlockLayerTier, tmp_path: Path, cache: str, name: str) -> blocklayer.RunOutcome:
-    req = RunRequest(cell=_cell(cache), workload=resolve("rand-write-4k", None), target=Target("dir", tmp_path),
-                     shape=JobShape(size_bytes=16 << 20, runtime_s=1.0), run_dir=tmp_path / "work" / name,
-                     timeout_s=120)
+    req = RunRequest(
+        cell=_cell(cache),
+        workload=resolve("rand-write-4k", None),
+        target=Target("dir", tmp_path),
+        shape=JobShape(size_bytes=16 << 20, runtime_s=1.0),
+        run_dir=tmp_path / "work" / name,
+        timeout_s=120,
+    )
     return tier.run(req)
 
 
 def _ledger_targets(work: Path) -> list[str]:
-    return [e["target"] for e in json.loads((work / ".iomatrix" / "leftovers.json").read_text())["entries"]]
+    return [
+        e["target"]
+        for e in json.loads((work / ".iomatrix" / "leftovers.json").read_text())["entries"]
+    ]
 
 
 @pytest.mark.slow
 @needs("fio")
 @needs_qsd
-def test_earlier_images_are_deleted_only_before_a_daemon_starts(tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run 1's image waits (renamed, in the ledger) for run 2's start-up, which truncates it while fio starts
-    up and stops before starting its daemon; what is left carries over, and close() deletes it. Each slice is
-    made slow (a real truncation after a pause) so that the deletion cannot end within the window and a
-    truncation while the daemon serves could not go unseen."""
+def test_earlier_images_are_deleted_only_before_a_daemon_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run 1's image waits (renamed, in the ledger) for run 2's start-up, which truncates it while
+    fio starts up and stops before starting its daemon; what is left carries over, and close()
+    deletes it. Each slice is made slow (a real truncation after a pause) so that the deletion
+    cannot end within the window and a truncation while the daemon serves could not go unseen."""
     events: list[tuple[str, float]] = []
     real_truncate, real_spawn = os.ftruncate, children.spawn
 
@@ -128,12 +156,29 @@ def test_earlier_images_are_deleted_only_before_a_daemon_starts(tmp_path: Path,
         (daemon_at,) = [t for what, t in events if what == "spawn qemu-storage-daemon"]
         truncations = [t for what, t in events if what == "truncate"]
         assert all(t < daemon_at for t in truncations if t < returned)
-        # Not all of it fitted in the window (≥ 32 slices of 50 ms): the rest waits, in the ledger, for later.
-        assert kept.exists() and kept.stat().st_size <= size_before and str(kept) in _ledger_targets(work)
-        assert second.meta["deletion_backlog_files"] == 1  # run 1's remainder, when run 2's daemon started
+        # Not all of it fitted in the window (≥ 32 slices of 50 ms): the rest waits, in the ledger,
+        # for later.
+        assert (
+            kept.exists()
+            and kept.stat().st_size <= size_before
+            and str(kept) in _ledger_targets(work)
+        )
+        # run 1's remainder, when run 2's daemon started
+        assert second.meta["deletion_backlog_files"] == 1
         assert len(list(tmp_path.glob("iomatrix-blk-*"))) == 2  # and now run 2's own image too
-        for key in ("setup_s", "image_s", "deletion_wait_s", "daemon_spawn_s", "fio_s", "workload_s",
-                    "fio_overhead_s", "daemon_stop_s", "image_remove_s", "wall_s", "overhead_s"):
+        for key in (
+            "setup_s",
+            "image_s",
+            "deletion_wait_s",
+            "daemon_spawn_s",
+            "fio_s",
+            "workload_s",
+            "fio_overhead_s",
+            "daemon_stop_s",
+            "image_remove_s",
+            "wall_s",
+            "overhead_s",
+        ):
             assert key in second.phases, key
         assert second.meta["deletion_work_s"] > 0
         assert second.meta["fio_argv"][1] == blocklayer.FIO_CLOCKSOURCE
@@ -145,8 +190,8 @@ def test_earlier_images_are_deleted_only_before_a_daemon_starts(tmp_path: Path,
 
 
 def test_trash_stops_between_slices_and_empties(tmp_path: Path) -> None:
-    """The deleting loop checks between slices whether to stop; the thread does nothing after stop() returns;
-    empty() deletes the rest."""
+    """The deleting loop checks between slices whether to stop; the thread does nothing after stop()
+    returns; empty() deletes the rest."""
     files = []
     for i in range(3):
         f = tmp_path / f"img-{i}"
@@ -158,7 +203,9 @@ def test_trash_stops_between_slices_and_empties(tmp_path: Path) -> None:
     for f in files:
         trash.add(f)
     trash.work(lambda: True)  # told to stop before the first slice
-    assert all(f.stat().st_size == 8 * blocklayer.TRASH_STEP_BYTES for f in files) and trash.gone == []
+    assert (
+        all(f.stat().st_size == 8 * blocklayer.TRASH_STEP_BYTES for f in files) and trash.gone == []
+    )
     trash.work(lambda: trash.files == files[1:])  # exactly the first file, then stop
     assert not files[0].exists() and trash.gone == [files[0]] and trash.files == files[1:]
     assert trash.allocated_bytes() > 0
@@ -166,7 +213,8 @@ def test_trash_stops_between_slices_and_empties(tmp_path: Path) -> None:
     trash.stop()
     state = [(f.exists() and f.stat().st_size) for f in files]
     time.sleep(0.2)
-    assert [(f.exists() and f.stat().st_size) for f in files] == state  # nothing happens after stop()
+    # nothing happens after stop()
+    assert [(f.exists() and f.stat().st_size) for f in files] == state
     trash.empty()
     assert not any(f.exists() for f in files) and trash.files == [] and trash.gone == files
     assert trash.allocated_bytes() == 0

@@ -1,11 +1,11 @@
-"""Many clients, one backend, across hosts (issue 35): `[[backing.client_host]]` runs each client of a contention
-run on a host of its own over SSH, and drives their fio servers from here with one fio --client.
+"""Many clients, one backend, across hosts (issue 35): `[[backing.client_host]]` runs each client of
+a contention run on a host of its own over SSH, and drives their fio servers from here with one fio
+--client.
 
-Pure parts (the plan's client hosts, the prune rule, the remote command line), the remote script run here
-without SSH (real qemu-storage-daemon and fio), and sweeps against two namespaced hosts with their own sshd that
-share one iSCSI target (tests/client_hosts.py): per-client and aggregate figures with Jain's index, and nothing
-left on either side, after a normal end and after a SIGKILL.
-"""
+Pure parts (the plan's client hosts, the prune rule, the remote command line), the remote script run
+here without SSH (real qemu-storage-daemon and fio), and sweeps against two namespaced hosts with
+their own sshd that share one iSCSI target (tests/client_hosts.py): per-client and aggregate figures
+with Jain's index, and nothing left on either side, after a normal end and after a SIGKILL."""
 
 from __future__ import annotations
 
@@ -37,29 +37,43 @@ EXISTING = {"portal": "10.0.0.1:3260", "iqn": "iqn.2026-11.org.example:t", "lun"
 
 
 def test_client_hosts_belong_to_an_existing_server_with_one_fio_server_address_each() -> None:
-    b = IscsiBacking(**EXISTING, client_host=[{"ssh": "root@10.0.0.2"}, {"ssh": "h3", "address": "10.0.1.3"}])
+    b = IscsiBacking(
+        **EXISTING, client_host=[{"ssh": "root@10.0.0.2"}, {"ssh": "h3", "address": "10.0.1.3"}]
+    )
     assert [h.fio_server_arg() for h in b.client_host] == ["ip:10.0.0.2,8765", "ip:10.0.1.3,8765"]
     for lab in (IscsiBacking, NfsBacking, RbdBacking):
-        with pytest.raises(ValidationError, match=re.escape("a lab-started one listens on 127.0.0.1 of this host")):
+        with pytest.raises(
+            ValidationError, match=re.escape("a lab-started one listens on 127.0.0.1 of this host")
+        ):
             lab(client_host=[{"ssh": "root@10.0.0.2"}])
     with pytest.raises(ValidationError, match="not an ssh destination"):
         IscsiBacking(**EXISTING, client_host=[{"ssh": "-oProxyCommand=touch /x"}])
     with pytest.raises(ValidationError, match=re.escape("their fio server at 10.0.0.2 port 8765")):
-        IscsiBacking(**EXISTING, client_host=[{"ssh": "a", "address": "10.0.0.2"}, {"ssh": "root@10.0.0.2"}])
+        IscsiBacking(
+            **EXISTING, client_host=[{"ssh": "a", "address": "10.0.0.2"}, {"ssh": "root@10.0.0.2"}]
+        )
     with pytest.raises(ValidationError, match="relative"):
         ClientHost(ssh="h", ssh_config="ssh_config")
 
 
-@pytest.mark.parametrize(("host", "named"), [({"ssh": "h", "address": "999.1.1.1"}, "address = '999.1.1.1'"),
-                                             ({"ssh": "root@300.0.0.1"}, "ssh = 'root@300.0.0.1'"),
-                                             ({"ssh": "h", "address": "10.0.0"}, "address = '10.0.0'")])
-def test_a_client_host_address_that_is_not_one_is_a_one_line_plan_error(tmp_path: Path, host: dict,
-                                                                         named: str) -> None:
+@pytest.mark.parametrize(
+    ("host", "named"),
+    [
+        ({"ssh": "h", "address": "999.1.1.1"}, "address = '999.1.1.1'"),
+        ({"ssh": "root@300.0.0.1"}, "ssh = 'root@300.0.0.1'"),
+        ({"ssh": "h", "address": "10.0.0"}, "address = '10.0.0'"),
+    ],
+)
+def test_a_client_host_address_that_is_not_one_is_a_one_line_plan_error(
+    tmp_path: Path, host: dict, named: str
+) -> None:
     # issue 50: `address = "999.1.1.1"` was accepted and failed only when a run connected to it
     table = "".join(f'{k} = "{v}"\n' for k, v in host.items())
-    (tmp_path / "p.toml").write_text('tier = ["blocklayer"]\nworkloads = ["rand-write-4k"]\n[[backing]]\n'
-                                     'type = "nfs"\nserver = "127.0.0.1"\nexport = "/srv"\n'
-                                     f"[[backing.client_host]]\n{table}")
+    (tmp_path / "p.toml").write_text(
+        'tier = ["blocklayer"]\nworkloads = ["rand-write-4k"]\n[[backing]]\n'
+        'type = "nfs"\nserver = "127.0.0.1"\nexport = "/srv"\n'
+        f"[[backing.client_host]]\n{table}"
+    )
     proc = run_cli("plan", "p.toml", cwd=tmp_path)
     err = proc.stderr.strip()
     assert proc.returncode == 2 and len(err.splitlines()) == 1, err
@@ -77,44 +91,77 @@ def test_a_cell_with_more_clients_than_client_hosts_is_pruned_with_the_reason() 
 
 def test_the_remote_command_line_reaches_the_remote_shell_word_for_word() -> None:
     host = ClientHost(ssh="root@10.0.0.2", ssh_config="/etc/iomatrix/ssh_config", port=9000)
-    daemon = ["qemu-storage-daemon", "--blockdev", '{"driver": "iscsi", "x": "a b;$(c)"}', "--export", "x"]
+    daemon = [
+        "qemu-storage-daemon",
+        "--blockdev",
+        '{"driver": "iscsi", "x": "a b;$(c)"}',
+        "--export",
+        "x",
+    ]
     argv = remote_argv(host, daemon)
     assert argv[:4] == ["ssh", "-F", "/etc/iomatrix/ssh_config", "-o"] and "BatchMode=yes" in argv
     assert argv[argv.index("root@10.0.0.2") + 1] == "--"
     # ssh hands the last word to the remote user's shell, which splits it back into these words
-    assert shlex.split(argv[-1]) == ["sh", "-c", REMOTE_SCRIPT, "iomatrix-client", "10.0.0.2", "9000", *daemon]
+    assert shlex.split(argv[-1]) == [
+        "sh",
+        "-c",
+        REMOTE_SCRIPT,
+        "iomatrix-client",
+        "10.0.0.2",
+        "9000",
+        *daemon,
+    ]
     assert parse_status("ready /tmp/iomatrix-client.x\n") == ("ready", "/tmp/iomatrix-client.x")
-    assert parse_status("failed fio --server did not listen") == ("failed", "fio --server did not listen")
+    assert parse_status("failed fio --server did not listen") == (
+        "failed",
+        "fio --server did not listen",
+    )
     assert parse_status("Welcome") == ("", "Welcome")
 
 
-NULL_DAEMON = ["qemu-storage-daemon", "--blockdev", "driver=null-co,node-name=n,size=67108864",
-               "--nbd-server", "addr.type=unix,addr.path=nbd.sock",
-               "--export", "type=nbd,id=e,node-name=n,name=disk,writable=on"]
+NULL_DAEMON = [
+    "qemu-storage-daemon",
+    "--blockdev",
+    "driver=null-co,node-name=n,size=67108864",
+    "--nbd-server",
+    "addr.type=unix,addr.path=nbd.sock",
+    "--export",
+    "type=nbd,id=e,node-name=n,name=disk,writable=on",
+]
 
 
 def _script(port: int, daemon: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(["sh", "-c", REMOTE_SCRIPT, "iomatrix-client", "127.0.0.1", str(port), *daemon],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        ["sh", "-c", REMOTE_SCRIPT, "iomatrix-client", "127.0.0.1", str(port), *daemon],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _running(pattern: str) -> list[str]:
-    return subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True).stdout.splitlines()
+    return subprocess.run(
+        ["pgrep", "-af", pattern], capture_output=True, text=True
+    ).stdout.splitlines()
 
 
 @needs("fio")
 @needs("qemu-storage-daemon")
 def test_the_remote_script_serves_until_its_channel_ends_then_leaves_nothing() -> None:
-    """The script as a client host runs it, here without SSH: ready once the daemon's socket exists and the fio
-    server listens; closing its standard input (the SSH channel) stops both and removes its directory, also
-    before it was ready; a daemon that cannot start is reported in one line."""
+    """The script as a client host runs it, here without SSH: ready once the daemon's socket exists
+    and the fio server listens; closing its standard input (the SSH channel) stops both and removes
+    its directory, also before it was ready; a daemon that cannot start is reported in one line."""
     port = random.randint(18000, 19999)
     proc = _script(port, NULL_DAEMON)
     try:
         assert proc.stdout is not None
         status, where = parse_status(proc.stdout.readline())
         assert status == "ready", where
-        assert {p.name for p in Path(where).iterdir()} >= {"nbd.sock", "daemon.log", "fio-server.log"}
+        assert {p.name for p in Path(where).iterdir()} >= {
+            "nbd.sock",
+            "daemon.log",
+            "fio-server.log",
+        }
         assert _running(f"fio --server=ip:127.0.0.1,{port}")
     finally:
         assert proc.stdin is not None
@@ -122,21 +169,32 @@ def test_the_remote_script_serves_until_its_channel_ends_then_leaves_nothing() -
         proc.wait(timeout=60)
     assert proc.returncode == 0 and not Path(where).exists()
     assert _running(f"fio --server=ip:127.0.0.1,{port}") == []
-    # The channel closed while the script was still starting (iomatrix gave up on another client): its "ready"
-    # line has nowhere to go, and it still stops what it started and removes its directory.
+    # The channel closed while the script was still starting (iomatrix gave up on another client):
+    # its "ready" line has nowhere to go, and it still stops what it started and removes its
+    # directory.
     before = set(Path("/tmp").glob("iomatrix-client.*"))
-    early = subprocess.Popen(["sh", "-c", REMOTE_SCRIPT, "iomatrix-client", "127.0.0.1", str(port), *NULL_DAEMON],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    early = subprocess.Popen(
+        ["sh", "-c", REMOTE_SCRIPT, "iomatrix-client", "127.0.0.1", str(port), *NULL_DAEMON],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     assert early.stdin is not None and early.stdout is not None
     early.stdout.close()
     early.stdin.close()
     early.wait(timeout=120)
     assert _running(f"fio --server=ip:127.0.0.1,{port}") == []
-    assert not [d for d in set(Path("/tmp").glob("iomatrix-client.*")) - before if (d / "nbd.sock").exists()]
+    assert not [
+        d for d in set(Path("/tmp").glob("iomatrix-client.*")) - before if (d / "nbd.sock").exists()
+    ]
     bad = _script(port, ["qemu-storage-daemon", "--blockdev", "driver=no-such-driver,node-name=n"])
     out, _ = bad.communicate(timeout=120)
     status, why = parse_status(out.splitlines()[0])
-    assert status == "failed" and "qemu-storage-daemon did not serve" in why and "no-such-driver" in why
+    assert (
+        status == "failed"
+        and "qemu-storage-daemon did not serve" in why
+        and "no-such-driver" in why
+    )
 
 
 CROSS_HOST_PLAN = """
@@ -159,14 +217,16 @@ max = 2
 
 
 def cross_host(test):  # type: ignore[no-untyped-def]
-    """A slow test with namespaced client hosts (root; sshd, tgtd, fio and QEMU's storage daemon installed)."""
+    """A slow test with namespaced client hosts (root; sshd, tgtd, fio and QEMU's storage daemon
+    installed)."""
     for program in ("fio", "qemu-storage-daemon", "tgtd", "sshd"):
         test = needs(program)(test)
     return pytest.mark.slow(root_only(test))
 
 
 def _remote_dirs() -> set[Path]:
-    """The client hosts' run directories (the namespaces share this filesystem; other tests' may come and go)."""
+    """The client hosts' run directories (the namespaces share this filesystem; other tests' may
+    come and go)."""
     return set(Path("/tmp").glob("iomatrix-client.*"))
 
 
@@ -178,14 +238,27 @@ def _metas(db: Path) -> dict[int, dict]:
 
 
 @cross_host
-def test_two_client_hosts_share_one_target_with_per_client_aggregate_and_fairness(tmp_path: Path) -> None:
-    """clients = [1, 2] against one iSCSI LUN from two namespaced hosts: each client ran on its own host (their
-    addresses recorded with the run), the aggregate is the clients' sum and Jain's index is theirs; rank's
-    contention table has both N; nothing is left in the namespaces or in the ledger."""
+def test_two_client_hosts_share_one_target_with_per_client_aggregate_and_fairness(
+    tmp_path: Path,
+) -> None:
+    """clients = [1, 2] against one iSCSI LUN from two namespaced hosts: each client ran on its own
+    host (their addresses recorded with the run), the aggregate is the clients' sum and Jain's index
+    is theirs; rank's contention table has both N; nothing is left in the namespaces or in the
+    ledger."""
     with client_hosts(tmp_path) as hosts:
         (tmp_path / "p.toml").write_text(CROSS_HOST_PLAN.format(runtime=1) + hosts.backing_toml())
-        run = run_cli("run", "p.toml", "--db", "r.sqlite", "--workdir", "w", "--allow-destroy", hosts.lun_url,
-                      cwd=tmp_path, timeout=900)
+        run = run_cli(
+            "run",
+            "p.toml",
+            "--db",
+            "r.sqlite",
+            "--workdir",
+            "w",
+            "--allow-destroy",
+            hosts.lun_url,
+            cwd=tmp_path,
+            timeout=900,
+        )
         assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
         assert "rand-write-4k on san with 2 clients" in run.stdout
         store = Store.open_existing(tmp_path / "r.sqlite")
@@ -201,24 +274,32 @@ def test_two_client_hosts_share_one_target_with_per_client_aggregate_and_fairnes
         for rid, values in two.items():
             assert metas[rid]["client_hosts"] == hosts.addresses
             assert totals[rid] == pytest.approx(sum(values))
-            assert fairness[rid] == pytest.approx(sum(values) ** 2 / (2 * sum(v * v for v in values)))
+            assert fairness[rid] == pytest.approx(
+                sum(values) ** 2 / (2 * sum(v * v for v in values))
+            )
         ones = [rid for rid, meta in metas.items() if meta.get("clients") == 1]
         assert len(ones) >= 2 and all(metas[r]["client_hosts"] == hosts.addresses[:1] for r in ones)
         assert all(totals[r] > 0 for r in ones)
         served = [Path(d) for meta in metas.values() for d in meta["client_host_dirs"]]
-        rank = run_cli("rank", "--db", "r.sqlite", "--min-runs", "2", "--format", "json", cwd=tmp_path)
+        rank = run_cli(
+            "rank", "--db", "r.sqlite", "--min-runs", "2", "--format", "json", cwd=tmp_path
+        )
         assert rank.returncode == 0, rank.stderr
         [table] = [t for t in json.loads(rank.stdout) if "many clients" in t["title"]]
         assert {row["clients"] for row in table["rows"]} == {1, 2}
         assert {row["client_hosts"] for row in table["rows"]} == {", ".join(hosts.addresses)}
         terminal = run_cli("rank", "--db", "r.sqlite", "--min-runs", "2", cwd=tmp_path)
-        assert f"san: client 1, 2, … on {', '.join(hosts.addresses)}" in terminal.stdout, terminal.stdout
+        assert f"san: client 1, 2, … on {', '.join(hosts.addresses)}" in terminal.stdout, (
+            terminal.stdout
+        )
         report = run_cli("report", "--db", "r.sqlite", "--html", "r.html", cwd=tmp_path)
         assert report.returncode == 0, report.stderr
         html = (tmp_path / "r.html").read_text()
         assert "Many clients, one backend" in html
-        assert f"Clients on other hosts (one each, in this order) · san: client 1, 2, … on " \
-               f"{', '.join(hosts.addresses)}" in html
+        assert (
+            f"Clients on other hosts (one each, in this order) · san: client 1, 2, … on "
+            f"{', '.join(hosts.addresses)}" in html
+        )
         assert hosts.processes() == []
         assert len(served) == 2 * len(two) + len(ones) and not any(d.exists() for d in served)
         assert leftovers.pending(tmp_path / "w") == []
@@ -226,21 +307,39 @@ def test_two_client_hosts_share_one_target_with_per_client_aggregate_and_fairnes
 
 @cross_host
 def test_a_sigkill_of_the_sweep_stops_the_clients_on_their_hosts(tmp_path: Path) -> None:
-    """iomatrix is SIGKILLed while both client hosts serve a 60-second run: its ssh processes die with it (the
-    kernel's parent-death signal), sshd closes the channels, and each host's script stops its fio server and
-    daemon and removes its directory; `iomatrix clean` then finds the ledger's entries already gone."""
+    """iomatrix is SIGKILLed while both client hosts serve a 60-second run: its ssh processes die
+    with it (the kernel's parent-death signal), sshd closes the channels, and each host's script
+    stops its fio server and daemon and removes its directory; `iomatrix clean` then finds the
+    ledger's entries already gone."""
     before = _remote_dirs()
     with client_hosts(tmp_path) as hosts:
         plan = CROSS_HOST_PLAN.format(runtime=60).replace("clients = [1, 2]", "clients = [2]")
         (tmp_path / "p.toml").write_text(plan + hosts.backing_toml())
-        proc = subprocess.Popen([*iomatrix_argv(), "run", "p.toml", "--db", "r.sqlite", "--workdir", "w",
-                                 "--allow-destroy", hosts.lun_url], cwd=tmp_path, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                *iomatrix_argv(),
+                "run",
+                "p.toml",
+                "--db",
+                "r.sqlite",
+                "--workdir",
+                "w",
+                "--allow-destroy",
+                hosts.lun_url,
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             deadline = time.monotonic() + 300
-            while sum(p.split(" ", 1)[-1] == "fio" for p in hosts.processes()) < 2:  # both hosts' fio servers run
+            # both hosts' fio servers run
+            while sum(p.split(" ", 1)[-1] == "fio" for p in hosts.processes()) < 2:
                 assert proc.poll() is None, "the sweep ended before both client hosts served"
-                assert time.monotonic() < deadline, f"the client hosts never served: {hosts.processes()}"
+                assert time.monotonic() < deadline, (
+                    f"the client hosts never served: {hosts.processes()}"
+                )
                 time.sleep(0.1)
             served = _remote_dirs() - before
         finally:
@@ -249,7 +348,10 @@ def test_a_sigkill_of_the_sweep_stops_the_clients_on_their_hosts(tmp_path: Path)
         assert served
         deadline = time.monotonic() + 120
         while hosts.processes() or any(d.exists() for d in served):
-            assert time.monotonic() < deadline, (hosts.processes(), [d for d in served if d.exists()])
+            assert time.monotonic() < deadline, (
+                hosts.processes(),
+                [d for d in served if d.exists()],
+            )
             time.sleep(0.1)
         cleaned = run_cli("clean", "--workdir", "w", cwd=tmp_path)
         assert cleaned.returncode == 0, cleaned.stderr
@@ -257,37 +359,64 @@ def test_a_sigkill_of_the_sweep_stops_the_clients_on_their_hosts(tmp_path: Path)
 
 
 @cross_host
-def test_a_client_host_ssh_cannot_reach_is_refused_before_the_sweep_in_one_line(tmp_path: Path) -> None:
-    """A client host whose sshd does not answer (its ssh_config names a port nobody listens on): `run` asks it
-    before the sweep and exits 2 with one line naming the host and ssh's own reason (issue 50: it used to fail
-    each run and end the sweep); nothing is made."""
+def test_a_client_host_ssh_cannot_reach_is_refused_before_the_sweep_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """A client host whose sshd does not answer (its ssh_config names a port nobody listens on):
+    `run` asks it before the sweep and exits 2 with one line naming the host and ssh's own reason
+    (issue 50: it used to fail each run and end the sweep); nothing is made."""
     with client_hosts(tmp_path, count=1) as hosts:
         wrong = tmp_path / "ssh_config_wrong_port"
         wrong.write_text(hosts.ssh_config.read_text() + "  Port 2\n")
         plan = CROSS_HOST_PLAN.format(runtime=1).replace("clients = [1, 2]", "clients = [1]")
-        (tmp_path / "p.toml").write_text(plan + hosts.backing_toml().replace(str(hosts.ssh_config), str(wrong)))
-        run = run_cli("run", "p.toml", "--db", "r.sqlite", "--workdir", "w", "--allow-destroy", hosts.lun_url,
-                      cwd=tmp_path, timeout=900)
+        (tmp_path / "p.toml").write_text(
+            plan + hosts.backing_toml().replace(str(hosts.ssh_config), str(wrong))
+        )
+        run = run_cli(
+            "run",
+            "p.toml",
+            "--db",
+            "r.sqlite",
+            "--workdir",
+            "w",
+            "--allow-destroy",
+            hosts.lun_url,
+            cwd=tmp_path,
+            timeout=900,
+        )
         err = run.stderr.strip()
-        assert run.returncode == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err[-2000:]
+        assert run.returncode == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err[
+            -2000:
+        ]
         assert f"client host {hosts.addresses[0]}" in err and "Connection refused" in err, err
         assert not (tmp_path / "r.sqlite").exists() and not (tmp_path / "w").exists()
         assert hosts.processes() == []
 
 
 def test_a_client_host_ssh_config_that_is_not_there_makes_the_backing_unavailable_with_the_reason(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     missing = tmp_path / "no_such_config"
-    spec = IscsiBacking(**EXISTING, client_host=[{"ssh": "root@10.0.0.2", "ssh_config": str(missing)}])
-    assert client_hosts_unreachable(spec) == f"client host 10.0.0.2: ssh_config {missing} is not a file"
+    spec = IscsiBacking(
+        **EXISTING, client_host=[{"ssh": "root@10.0.0.2", "ssh_config": str(missing)}]
+    )
+    assert (
+        client_hosts_unreachable(spec)
+        == f"client host 10.0.0.2: ssh_config {missing} is not a file"
+    )
     assert client_hosts_unreachable(IscsiBacking(**EXISTING)) is None
 
 
-def test_plan_says_where_the_clients_run_and_prunes_what_the_hosts_cannot_hold(tmp_path: Path) -> None:
+def test_plan_says_where_the_clients_run_and_prunes_what_the_hosts_cannot_hold(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "p.toml").write_text(
-        'tier = ["blocklayer"]\nclients = [1, 2, 4]\nworkloads = ["rand-write-4k"]\n[[backing]]\ntype = "nfs"\n'
+        'tier = ["blocklayer"]\nclients = [1, 2, 4]\nworkloads = '
+        '["rand-write-4k"]\n[[backing]]\ntype = "nfs"\n'
         'name = "shared"\nserver = "192.0.2.1"\nexport = "/srv"\n'
-        '[[backing.client_host]]\nssh = "root@192.0.2.2"\n[[backing.client_host]]\nssh = "root@192.0.2.3"\n')
+        '[[backing.client_host]]\nssh = "root@192.0.2.2"\n[[backing.client_host]]\nssh = '
+        '"root@192.0.2.3"\n'
+    )
     proc = run_cli("plan", "p.toml", "--explain", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = " ".join(proc.stdout.split())

@@ -1,5 +1,6 @@
-"""The command modules: each registers exactly its own command, `iomatrix --help` lists every command, the
-CLI's start-up imports nothing heavy, and `--format` refuses a format a command does not render."""
+"""The command modules: each registers exactly its own command, `iomatrix --help` lists every
+command, the CLI's start-up imports nothing heavy, and `--format` refuses a format a command does
+not render."""
 
 from __future__ import annotations
 
@@ -18,12 +19,35 @@ from iomatrix.errors import UserError
 from iomatrix.report.formats import OutputFormat
 from tests.conftest import run_cli
 
-# Every command of `iomatrix --help`, in its order (the CLI's surface: renaming or dropping one breaks users).
-TODAY = ["plans", "plan", "run", "results", "rank", "compare", "monitor", "clean", "recommend", "report", "merge",
-         "publish", "history", "guest"]
-NOT_COMMANDS = {"__init__", "options", "common", "progress", "thresholds", "help_names",
-                "answer_options"}
-TableOrJson = format_option(OutputFormat.table, OutputFormat.json)  # a command that renders only these two
+# Every command of `iomatrix --help`, in its order (the CLI's surface: renaming or dropping one
+# breaks users).
+TODAY = [
+    "plans",
+    "plan",
+    "run",
+    "results",
+    "rank",
+    "compare",
+    "monitor",
+    "clean",
+    "recommend",
+    "report",
+    "merge",
+    "publish",
+    "history",
+    "guest",
+]
+NOT_COMMANDS = {
+    "__init__",
+    "options",
+    "common",
+    "progress",
+    "thresholds",
+    "help_names",
+    "answer_options",
+}
+# a command that renders only these two
+TableOrJson = format_option(OutputFormat.table, OutputFormat.json)
 
 
 def _registered(app: typer.Typer) -> list[str]:
@@ -47,24 +71,41 @@ def test_every_command_module_is_registered_in_order() -> None:
 def test_guest_registers_its_subcommands() -> None:
     app = typer.Typer()
     COMMANDS[TODAY.index("guest")].register(app)
-    assert [c.name for c in app.registered_groups[0].typer_instance.registered_commands] == ["build", "info"]
+    assert [c.name for c in app.registered_groups[0].typer_instance.registered_commands] == [
+        "build",
+        "info",
+    ]
 
 
 def test_help_lists_every_command() -> None:
     proc = run_cli("--help")
     assert proc.returncode == 0, proc.stderr
-    listed = [line.split()[1] for line in proc.stdout.splitlines()
-              if line.startswith("│ ") and len(line.split()) > 2 and line.split()[1].isalpha()]
+    listed = [
+        line.split()[1]
+        for line in proc.stdout.splitlines()
+        if line.startswith("│ ") and len(line.split()) > 2 and line.split()[1].isalpha()
+    ]
     assert [c for c in listed if c in TODAY] == TODAY
 
 
 def test_start_up_imports_nothing_heavy() -> None:
-    """`iomatrix --help` must stay fast: the store, the runner, pydantic, numpy and rich tables are imported
-    inside the commands' bodies."""
-    heavy = ("numpy", "scipy", "matplotlib", "pydantic", "rich.table", "iomatrix.runner", "iomatrix.store",
-             "iomatrix.plan.model", "iomatrix.guest")
-    code = (f"import sys, iomatrix.cli; print(' '.join(m for m in {heavy!r} if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    """`iomatrix --help` must stay fast: the store, the runner, pydantic, numpy and rich tables are
+    imported inside the commands' bodies."""
+    heavy = (
+        "numpy",
+        "scipy",
+        "matplotlib",
+        "pydantic",
+        "rich.table",
+        "iomatrix.runner",
+        "iomatrix.store",
+        "iomatrix.plan.model",
+        "iomatrix.guest",
+    )
+    code = f"import sys, iomatrix.cli; print(' '.join(m for m in {heavy!r} if m in sys.modules))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.split() == []
 
 
@@ -87,8 +128,12 @@ def test_a_format_a_command_does_not_render_is_one_line_error() -> None:
         pass
 
     runner = CliRunner()
-    assert runner.invoke(app, ["show", "--format", "json"]).exit_code == 0 and chosen == [OutputFormat.json]
+    assert runner.invoke(app, ["show", "--format", "json"]).exit_code == 0 and chosen == [
+        OutputFormat.json
+    ]
     refused = runner.invoke(app, ["show", "--format", "csv"])
     assert isinstance(refused.exception, UserError) and chosen == [OutputFormat.json]
     helptext = runner.invoke(app, ["show", "--help"]).output
-    assert "<table|json>" in helptext and "table or json." in helptext and "markdown" not in helptext
+    assert (
+        "<table|json>" in helptext and "table or json." in helptext and "markdown" not in helptext
+    )

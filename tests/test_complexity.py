@@ -1,8 +1,8 @@
-"""No function of iomatrix is graded E or F by radon's cyclomatic complexity (E: 31–40 paths, F: more).
+"""No function of iomatrix is graded E or F by radon's cyclomatic complexity (E: 31–40 paths, F:
+more).
 
-Such functions are where bugs hide and where the next contributor is slowest; split them into well-named
-pieces instead of raising the bar here.
-"""
+Such functions are where bugs hide and where the next contributor is slowest; split them into
+well-named pieces instead of raising the bar here."""
 
 from __future__ import annotations
 
@@ -19,19 +19,22 @@ def test_no_function_graded_e_or_f() -> None:
     for path in sorted(SRC.rglob("*.py")):
         for block in cc_visit(path.read_text()):
             if cc_rank(block.complexity) in ("E", "F"):
-                worst.append(f"{path.relative_to(SRC)}:{block.lineno} {block.fullname} "
-                             f"{cc_rank(block.complexity)} ({block.complexity})")
+                worst.append(
+                    f"{path.relative_to(SRC)}:{block.lineno} {block.fullname} "
+                    f"{cc_rank(block.complexity)} ({block.complexity})"
+                )
     assert not worst, "split these functions:\n" + "\n".join(worst)
 
 
-# Modules radon grades C by maintainability index (MI < 10: long, branchy, little commented structure) are the
-# ones a newcomer cannot change safely (issue 36). None is allowed: runner.py, the last one (4.1), was split
-# into `iomatrix.sweep` along its seams.
+# Modules radon grades C by maintainability index (MI < 10: long, branchy, little commented
+# structure) are the ones a newcomer cannot change safely (issue 36). None is allowed: runner.py,
+# the last one (4.1), was split into `iomatrix.sweep` along its seams.
 
-# Functions graded D by cyclomatic complexity (21-30 paths). The count may only go down: 26 on main when the
-# ratchet was added, 25 once the splits of issue 36 landed, 18 after issue 48's (a plan's tier table, the racing
-# round, the scheduler's resumed round, a weighted score's part, rank_sweep's refusals, a ranking's notes, the
-# monitor's column fitting); lower this number whenever a change splits one, never raise it.
+# Functions graded D by cyclomatic complexity (21-30 paths). The count may only go down: 26 on main
+# when the ratchet was added, 25 once the splits of issue 36 landed, 18 after issue 48's (a plan's
+# tier table, the racing round, the scheduler's resumed round, a weighted score's part, rank_sweep's
+# refusals, a ranking's notes, the monitor's column fitting); lower this number whenever a change
+# splits one, never raise it.
 MAX_D_FUNCTIONS = 18
 
 
@@ -41,7 +44,9 @@ def _functions_graded(rank: str) -> list[str]:
         for block in cc_visit(path.read_text()):
             # A class's block sums its methods' paths: its methods are counted one by one instead.
             if not hasattr(block, "methods") and cc_rank(block.complexity) == rank:
-                out.append(f"{path.relative_to(SRC)}:{block.lineno} {block.fullname} ({block.complexity})")
+                out.append(
+                    f"{path.relative_to(SRC)}:{block.lineno} {block.fullname} ({block.complexity})"
+                )
     return out
 
 
@@ -57,5 +62,7 @@ def test_no_module_graded_c_by_maintainability_index() -> None:
 
 def test_the_number_of_d_functions_only_goes_down() -> None:
     found = _functions_graded("D")
-    assert len(found) <= MAX_D_FUNCTIONS, (f"{len(found)} functions graded D, at most {MAX_D_FUNCTIONS}: split the "
-                                           "new one\n" + "\n".join(found))
+    assert len(found) <= MAX_D_FUNCTIONS, (
+        f"{len(found)} functions graded D, at most {MAX_D_FUNCTIONS}: split the "
+        "new one\n" + "\n".join(found)
+    )

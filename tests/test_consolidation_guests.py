@@ -1,5 +1,6 @@
-"""Consolidation tiles with real QEMU guests (slow): one 1-tile point of the file-copy pair end to end, a role
-that fails marks its point failed and the sweep goes on, and Ctrl-C leaves no guest running."""
+"""Consolidation tiles with real QEMU guests (slow): one 1-tile point of the file-copy pair end to
+end, a role that fails marks its point failed and the sweep goes on, and Ctrl-C leaves no guest
+running."""
 
 from __future__ import annotations
 
@@ -18,10 +19,18 @@ from tests.conftest import iomatrix_argv, needs, qemu_pids_using, run_cli, sigin
 pytestmark = [pytest.mark.slow, needs("qemu-system-x86_64"), needs("busybox")]
 
 
-def _plan(tmp: Path, name: str, caches: list[str], tiles: list[int], scale: float, image_size: str = "256M",
-          size: str = "16M") -> Path:
+def _plan(
+    tmp: Path,
+    name: str,
+    caches: list[str],
+    tiles: list[int],
+    scale: float,
+    image_size: str = "256M",
+    size: str = "16M",
+) -> Path:
     p = tmp / f"{name}.toml"
-    p.write_text(f"""
+    p.write_text(
+        f"""
 tier = ["consolidation"]
 format = ["qcow2"]
 cache = {caches!r}
@@ -43,20 +52,25 @@ scale = {scale}
 
 [[backing]]
 type = "dir"
-""".replace("'", '"'))
+""".replace("'", '"')
+    )
     return p
 
 
 def _runs(db: Path) -> list[sqlite3.Row]:
     con = sqlite3.connect(db)
     con.row_factory = sqlite3.Row
-    return con.execute("SELECT r.id, r.status, r.error, r.console_tail, c.cache, r.workload FROM runs r "
-                       "JOIN cells c ON c.id = r.cell_id ORDER BY r.id").fetchall()
+    return con.execute(
+        "SELECT r.id, r.status, r.error, r.console_tail, c.cache, r.workload FROM runs r "
+        "JOIN cells c ON c.id = r.cell_id ORDER BY r.id"
+    ).fetchall()
 
 
 def _metrics(db: Path, run_id: int) -> dict[str, float]:
     con = sqlite3.connect(db)
-    return {m: v for m, v in con.execute("SELECT metric, value FROM samples WHERE run_id=?", (run_id,))}
+    return {
+        m: v for m, v in con.execute("SELECT metric, value FROM samples WHERE run_id=?", (run_id,))
+    }
 
 
 def test_one_tile_file_copy_point(tmp_path: Path):
@@ -66,10 +80,12 @@ def test_one_tile_file_copy_point(tmp_path: Path):
     assert res.returncode == 0, res.stdout + res.stderr
     assert "consolidation tier: accelerator" in res.stdout
     runs = _runs(db)
-    assert [(r["status"], r["workload"]) for r in runs] == [("ok", "tiles-1")], [dict(r) for r in runs]
+    assert [(r["status"], r["workload"]) for r in runs] == [("ok", "tiles-1")], [
+        dict(r) for r in runs
+    ]
     m = _metrics(db, runs[0]["id"])
-    # The tree made it there and back: the peer received what the source built, and all of it came back
-    # (the guest fails the role otherwise).
+    # The tree made it there and back: the peer received what the source built, and all of it came
+    # back (the guest fails the role otherwise).
     assert m["role.filecopy.files"] == m["role.filecopy_peer.files"] >= 10
     assert m["role.filecopy.kib"] > 1024  # two large files of at least 1 MiB
     assert 0 < m["role.filecopy.seconds"] <= m["point.wall_s"]
@@ -87,7 +103,8 @@ def test_one_tile_file_copy_point(tmp_path: Path):
     rep = run_cli("report", "--html", str(html), "--db", str(db))
     assert rep.returncode == 0, rep.stderr
     page = html.read_text()
-    assert '<h2 id="consolidation">Consolidation</h2>' in page and "wall time per point" in page  # the panels
+    # the panels
+    assert '<h2 id="consolidation">Consolidation</h2>' in page and "wall time per point" in page
     rec = run_cli("recommend", "--db", str(db), "--format", "json")
     assert rec.returncode == 0, rec.stderr
     answers = json.loads(rec.stdout)["consolidation"]
@@ -95,17 +112,23 @@ def test_one_tile_file_copy_point(tmp_path: Path):
 
 
 def test_role_failure_marks_the_point_failed_and_the_sweep_goes_on(tmp_path: Path):
-    # A 16 MiB disk cannot hold the source's tree at scale 1 (two 8 MiB files and 400 small ones): the
-    # source's role fails on a full disk, its peer is stopped, and the next cell still runs.
-    plan = _plan(tmp_path, "full-disk", ["none", "writeback"], [1], scale=1.0, image_size="16M", size="8M")
+    # A 16 MiB disk cannot hold the source's tree at scale 1 (two 8 MiB files and 400 small ones):
+    # the source's role fails on a full disk, its peer is stopped, and the next cell still runs.
+    plan = _plan(
+        tmp_path, "full-disk", ["none", "writeback"], [1], scale=1.0, image_size="16M", size="8M"
+    )
     db, wd = tmp_path / "r.sqlite", tmp_path / "wd"
     res = run_cli("run", str(plan), "--db", str(db), "--workdir", str(wd), timeout=600)
     assert res.returncode != 0  # every run failed
     runs = _runs(db)
-    assert {r["cache"] for r in runs} == {"none", "writeback"}, "the sweep stopped after the first failure"
+    assert {r["cache"] for r in runs} == {"none", "writeback"}, (
+        "the sweep stopped after the first failure"
+    )
     for r in runs:
         assert r["status"] == "failed"
-        assert "role t1-filecopy failed" in r["error"] and "writing large file" in r["error"], r["error"]
+        assert "role t1-filecopy failed" in r["error"] and "writing large file" in r["error"], r[
+            "error"
+        ]
         assert "[console of guest t1-filecopy]" in r["console_tail"]
         assert "file copy" in r["console_tail"]
     assert qemu_pids_using(tmp_path) == []
@@ -114,8 +137,13 @@ def test_role_failure_marks_the_point_failed_and_the_sweep_goes_on(tmp_path: Pat
 def test_ctrl_c_leaves_no_guest_running(tmp_path: Path):
     plan = _plan(tmp_path, "interrupted", ["none"], [1, 2], scale=1.0)
     db, wd = tmp_path / "r.sqlite", tmp_path / "wd"
-    proc = subprocess.Popen([*iomatrix_argv(), "run", str(plan), "--db", str(db), "--workdir", str(wd)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=sigint_default)
+    proc = subprocess.Popen(
+        [*iomatrix_argv(), "run", str(plan), "--db", str(db), "--workdir", str(wd)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=sigint_default,
+    )
     try:
         seen: list[int] = []
         deadline = time.monotonic() + 240
@@ -131,7 +159,9 @@ def test_ctrl_c_leaves_no_guest_running(tmp_path: Path):
             proc.wait()
     assert proc.returncode == 130, out
     for pid in seen:
-        assert not Path(f"/proc/{pid}").exists() or pid not in qemu_pids_using(tmp_path), f"QEMU {pid} survived"
+        assert not Path(f"/proc/{pid}").exists() or pid not in qemu_pids_using(tmp_path), (
+            f"QEMU {pid} survived"
+        )
     assert qemu_pids_using(tmp_path) == []
     assert not list(wd.rglob("iomatrix-consol-*")), "guest images left behind"
     assert os.path.exists(db)

@@ -1,4 +1,5 @@
-"""--current: today's configuration from libvirt XML, QEMU options or plain axes; bad input is one line."""
+"""--current: today's configuration from libvirt XML, QEMU options or plain axes; bad input is one
+line."""
 
 from __future__ import annotations
 
@@ -46,7 +47,9 @@ def domain_xml(tmp_path: Path) -> Path:
 
 @needs("virt-xml-validate")
 def test_the_test_domain_is_valid_libvirt_xml(domain_xml: Path) -> None:
-    res = subprocess.run(["virt-xml-validate", str(domain_xml), "domain"], capture_output=True, text=True)
+    res = subprocess.run(
+        ["virt-xml-validate", str(domain_xml), "domain"], capture_output=True, text=True
+    )
     assert res.returncode == 0, res.stderr
 
 
@@ -58,7 +61,12 @@ def test_libvirt_first_disk_skips_the_cdrom(domain_xml: Path) -> None:
 
 def test_libvirt_named_disk_takes_the_hypervisor_defaults(domain_xml: Path) -> None:
     cur = parse_current(str(domain_xml), disk="sda")
-    assert cur.axes == {"format": "raw", "cache": "writeback", "aio": "threads", "bus": "virtio-scsi"}
+    assert cur.axes == {
+        "format": "raw",
+        "cache": "writeback",
+        "aio": "threads",
+        "bus": "virtio-scsi",
+    }
     assert any("libvirt default" in d for d in cur.defaulted)
 
 
@@ -68,31 +76,53 @@ def test_libvirt_unknown_disk_lists_the_disks(domain_xml: Path) -> None:
     assert "disks in it: vda, sda (" in e.value.one_line()  # the CD-ROM hdc is no disk
 
 
-@pytest.mark.parametrize(("text", "axes"), [
-    ("-drive file=/vm/a.qcow2,format=qcow2,cache=none,aio=native,if=virtio",
-     {"format": "qcow2", "cache": "none", "aio": "native", "bus": "virtio-blk"}),
-    ("file=/vm/a,,b.raw,format=raw", {"format": "raw", "cache": "writeback", "aio": "threads"}),
-    ("-drive if=none,id=d0,file=/vm/x.qcow2,format=qcow2,cache.direct=on -device nvme,drive=d0,serial=x",
-     {"format": "qcow2", "cache": "none", "aio": "threads", "bus": "nvme"}),
-    ("-blockdev driver=qcow2,node-name=d0,cache.direct=on,file.driver=file,file.filename=/x,file.aio=io_uring "
-     "-device virtio-scsi-pci,id=s0 -device scsi-hd,drive=d0,bus=s0.0,write-cache=off",
-     {"format": "qcow2", "cache": "directsync", "aio": "io_uring", "bus": "virtio-scsi"}),
-    ("cache=unsafe,aio=io_uring,format=qed,bus=ide,preallocation=off",
-     {"cache": "unsafe", "aio": "io_uring", "format": "qed", "bus": "ide", "preallocation": "off"}),
-])
+@pytest.mark.parametrize(
+    ("text", "axes"),
+    [
+        (
+            "-drive file=/vm/a.qcow2,format=qcow2,cache=none,aio=native,if=virtio",
+            {"format": "qcow2", "cache": "none", "aio": "native", "bus": "virtio-blk"},
+        ),
+        ("file=/vm/a,,b.raw,format=raw", {"format": "raw", "cache": "writeback", "aio": "threads"}),
+        (
+            "-drive if=none,id=d0,file=/vm/x.qcow2,format=qcow2,cache.direct=on -device "
+            "nvme,drive=d0,serial=x",
+            {"format": "qcow2", "cache": "none", "aio": "threads", "bus": "nvme"},
+        ),
+        (
+            "-blockdev driver=qcow2,node-name=d0,cache.direct=on,file.driver=file,"
+            "file.filename=/x,file.aio=io_uring "
+            "-device virtio-scsi-pci,id=s0 -device scsi-hd,drive=d0,bus=s0.0,write-cache=off",
+            {"format": "qcow2", "cache": "directsync", "aio": "io_uring", "bus": "virtio-scsi"},
+        ),
+        (
+            "cache=unsafe,aio=io_uring,format=qed,bus=ide,preallocation=off",
+            {
+                "cache": "unsafe",
+                "aio": "io_uring",
+                "format": "qed",
+                "bus": "ide",
+                "preallocation": "off",
+            },
+        ),
+    ],
+)
 def test_qemu_strings_and_axes(text: str, axes: dict[str, str]) -> None:
     assert parse_current(text).axes == axes
 
 
-@pytest.mark.parametrize(("text", "names"), [
-    ("cache=nonee", "cache 'nonee'"),
-    ("speed=fast", "axis 'speed=fast'"),
-    ("-drive file=x,aio=posix", "aio 'posix'"),
-    ("-drive file=x,if=floppy", "if 'floppy'"),
-    ("aio=threads", "no cache mode"),
-    ("cache=writeback,aio=native", "aio=native needs O_DIRECT"),
-    ("/nonexistent/vm.xml", "no such file"),
-])
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("cache=nonee", "cache 'nonee'"),
+        ("speed=fast", "axis 'speed=fast'"),
+        ("-drive file=x,aio=posix", "aio 'posix'"),
+        ("-drive file=x,if=floppy", "if 'floppy'"),
+        ("aio=threads", "no cache mode"),
+        ("cache=writeback,aio=native", "aio=native needs O_DIRECT"),
+        ("/nonexistent/vm.xml", "no such file"),
+    ],
+)
 def test_unparseable_input_names_the_field(text: str, names: str) -> None:
     with pytest.raises(UserError) as e:
         parse_current(text)

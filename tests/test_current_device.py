@@ -1,5 +1,6 @@
-"""--current reads the device axes back (libvirt's controllers and <iothreads>, QEMU's -device) and a new form,
-Proxmox VE's `qm config VMID` output, with Proxmox's own defaults; bad input is one line."""
+"""--current reads the device axes back (libvirt's controllers and <iothreads>, QEMU's -device) and
+a new form, Proxmox VE's `qm config VMID` output, with Proxmox's own defaults; bad input is one
+line."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from iomatrix.current import parse_current
 from iomatrix.errors import UserError
 from tests.conftest import needs, run_cli
 
-# A libvirt VM as `virsh dumpxml` writes it (addresses filled in): vda on virtio-blk with an IOThread, sda and sdb
-# sharing scsi controller 0, sdc alone on controller 1 with the second IOThread and 4 queues.
+# A libvirt VM as `virsh dumpxml` writes it (addresses filled in): vda on virtio-blk with an
+# IOThread, sda and sdb sharing scsi controller 0, sdc alone on controller 1 with the second
+# IOThread and 4 queues.
 DOMAIN = """<domain type='kvm'>
   <name>db1</name>
   <memory unit='MiB'>1024</memory>
@@ -64,29 +66,49 @@ def domain_xml(tmp_path: Path) -> Path:
 
 @needs("virt-xml-validate")
 def test_the_test_domain_is_valid_libvirt_xml(domain_xml: Path) -> None:
-    res = subprocess.run(["virt-xml-validate", str(domain_xml), "domain"], capture_output=True, text=True)
+    res = subprocess.run(
+        ["virt-xml-validate", str(domain_xml), "domain"], capture_output=True, text=True
+    )
     assert res.returncode == 0, res.stderr
 
 
-@pytest.mark.parametrize(("dev", "device_axes"), [
-    ("vda", {"bus": "virtio-blk", "iothread": "on", "queues": "2"}),
-    ("sda", {"bus": "virtio-scsi", "queues": "2"}),  # controller 0 is shared with sdb
-    ("sdb", {"bus": "virtio-scsi", "queues": "2"}),
-    ("sdc", {"bus": "virtio-scsi-single", "iothread": "on", "queues": "4"}),  # a controller of its own
-])
-def test_libvirt_device_axes_come_from_where_the_bus_puts_them(domain_xml: Path, dev: str,
-                                                                device_axes: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    ("dev", "device_axes"),
+    [
+        ("vda", {"bus": "virtio-blk", "iothread": "on", "queues": "2"}),
+        ("sda", {"bus": "virtio-scsi", "queues": "2"}),  # controller 0 is shared with sdb
+        ("sdb", {"bus": "virtio-scsi", "queues": "2"}),
+        # a controller of its own
+        ("sdc", {"bus": "virtio-scsi-single", "iothread": "on", "queues": "4"}),
+    ],
+)
+def test_libvirt_device_axes_come_from_where_the_bus_puts_them(
+    domain_xml: Path, dev: str, device_axes: dict[str, str]
+) -> None:
     cur = parse_current(str(domain_xml), disk=dev)
     assert {k: v for k, v in cur.axes.items() if k in ("bus", "iothread", "queues")} == device_axes
 
 
-@pytest.mark.parametrize(("edit", "names"), [
-    (("<iothreads>2</iothreads>", "<iothreads>1</iothreads>"), "iothread='2' names no IOThread"),
-    (("model='virtio-scsi'>\n      <driver iothread", "model='lsilogic'>\n      <driver iothread"),
-     "scsi controller 1 model 'lsilogic'"),
-    (("iothread='2' queues='4'", "iothread='2' queues='3'"), "driver queues '3'"),
-])
-def test_libvirt_device_errors_are_one_line(domain_xml: Path, edit: tuple[str, str], names: str) -> None:
+@pytest.mark.parametrize(
+    ("edit", "names"),
+    [
+        (
+            ("<iothreads>2</iothreads>", "<iothreads>1</iothreads>"),
+            "iothread='2' names no IOThread",
+        ),
+        (
+            (
+                "model='virtio-scsi'>\n      <driver iothread",
+                "model='lsilogic'>\n      <driver iothread",
+            ),
+            "scsi controller 1 model 'lsilogic'",
+        ),
+        (("iothread='2' queues='4'", "iothread='2' queues='3'"), "driver queues '3'"),
+    ],
+)
+def test_libvirt_device_errors_are_one_line(
+    domain_xml: Path, edit: tuple[str, str], names: str
+) -> None:
     domain_xml.write_text(DOMAIN.replace(*edit))
     with pytest.raises(UserError) as e:
         parse_current(str(domain_xml), disk="sdc")
@@ -94,10 +116,14 @@ def test_libvirt_device_errors_are_one_line(domain_xml: Path, edit: tuple[str, s
 
 
 def test_libvirt_vq_mapping_of_a_newer_libvirt_is_read(domain_xml: Path) -> None:
-    domain_xml.write_text(DOMAIN.replace(
-        "iothread='1' queues='2'/>",
-        "queues='2'><iothreads><iothread id='1'><queue id='0'/></iothread><iothread id='2'><queue id='1'/>"
-        "</iothread></iothreads></driver>"))
+    domain_xml.write_text(
+        DOMAIN.replace(
+            "iothread='1' queues='2'/>",
+            "queues='2'><iothreads><iothread id='1'><queue id='0'/></iothread><iothread "
+            "id='2'><queue id='1'/>"
+            "</iothread></iothreads></driver>",
+        )
+    )
     assert parse_current(str(domain_xml)).axes["iothread"] == "vq-mapping"
 
 
@@ -130,28 +156,46 @@ def qm_config(tmp_path: Path) -> Path:
 
 def test_proxmox_boot_disk_with_its_options(qm_config: Path) -> None:
     cur = parse_current(str(qm_config))
-    assert cur.axes == {"format": "raw", "cache": "writeback", "aio": "io_uring", "bus": "virtio-scsi-single",
-                        "discard": "unmap", "detect_zeroes": "unmap", "iothread": "on"}
+    assert cur.axes == {
+        "format": "raw",
+        "cache": "writeback",
+        "aio": "io_uring",
+        "bus": "virtio-scsi-single",
+        "discard": "unmap",
+        "detect_zeroes": "unmap",
+        "iothread": "on",
+    }
     assert "scsi0" in cur.source and "Proxmox" in cur.source
-    assert [d.split(" ")[0] for d in cur.defaulted] == ["detect_zeroes"]  # Proxmox's default: on (unmap: discard)
+    # Proxmox's default: on (unmap: discard)
+    assert [d.split(" ")[0] for d in cur.defaulted] == ["detect_zeroes"]
 
 
 def test_proxmox_defaults_where_a_drive_sets_nothing(qm_config: Path) -> None:
     cur = parse_current(str(qm_config), disk="virtio0")
-    # qemu-server: cache none, aio io_uring (Proxmox VE ≥ 7.0), zero detection on; a volume without an
-    # extension (ZFS, LVM) is raw.
-    assert cur.axes == {"format": "raw", "cache": "none", "aio": "io_uring", "bus": "virtio-blk",
-                        "detect_zeroes": "on"}
+    # qemu-server: cache none, aio io_uring (Proxmox VE ≥ 7.0), zero detection on; a volume without
+    # an extension (ZFS, LVM) is raw.
+    assert cur.axes == {
+        "format": "raw",
+        "cache": "none",
+        "aio": "io_uring",
+        "bus": "virtio-blk",
+        "detect_zeroes": "on",
+    }
     assert {d.split(" ")[0] for d in cur.defaulted} == {"cache", "aio", "detect_zeroes"}
     data = parse_current(str(qm_config), disk="scsi1")
     assert (data.axes["format"], data.axes["queues"], data.axes["iothread"]) == ("qcow2", "4", "on")
 
 
 def test_proxmox_ignores_scsi_iothread_and_queues_on_a_shared_controller(qm_config: Path) -> None:
-    # qemu-server gives a scsi drive's iothread/queues to its controller with virtio-scsi-single only.
-    qm_config.write_text(QM_CONFIG.replace("scsihw: virtio-scsi-single\n", "scsihw: virtio-scsi-pci\n", 1))
+    # qemu-server gives a scsi drive's iothread/queues to its controller with virtio-scsi-single
+    # only.
+    qm_config.write_text(
+        QM_CONFIG.replace("scsihw: virtio-scsi-single\n", "scsihw: virtio-scsi-pci\n", 1)
+    )
     cur = parse_current(str(qm_config), disk="scsi1")
-    assert cur.axes["bus"] == "virtio-scsi" and "iothread" not in cur.axes and "queues" not in cur.axes
+    assert (
+        cur.axes["bus"] == "virtio-scsi" and "iothread" not in cur.axes and "queues" not in cur.axes
+    )
 
 
 def test_proxmox_legacy_bootdisk_and_first_disk(qm_config: Path) -> None:
@@ -161,16 +205,22 @@ def test_proxmox_legacy_bootdisk_and_first_disk(qm_config: Path) -> None:
     assert "scsi0" in parse_current(str(qm_config)).source  # ide2 is a CD-ROM: scsi0 comes next
 
 
-@pytest.mark.parametrize(("edit", "names"), [
-    (("scsihw: virtio-scsi-single\n", ""), "scsihw 'lsi'"),
-    (("cache=writeback", "cache=fast"), "cache 'fast'"),
-    (("discard=on", "discard=maybe"), "discard 'maybe'"),
-    (("iothread=1,aio", "iothread=perhaps,aio"), "iothread 'perhaps'"),
-    (("cache=writeback", "cache=writeback,aio=native"), "aio=native needs O_DIRECT"),
-])
+@pytest.mark.parametrize(
+    ("edit", "names"),
+    [
+        (("scsihw: virtio-scsi-single\n", ""), "scsihw 'lsi'"),
+        (("cache=writeback", "cache=fast"), "cache 'fast'"),
+        (("discard=on", "discard=maybe"), "discard 'maybe'"),
+        (("iothread=1,aio", "iothread=perhaps,aio"), "iothread 'perhaps'"),
+        (("cache=writeback", "cache=writeback,aio=native"), "aio=native needs O_DIRECT"),
+    ],
+)
 def test_proxmox_errors_are_one_line(qm_config: Path, edit: tuple[str, str], names: str) -> None:
-    text = QM_CONFIG.replace(*edit, 1) if edit[1] != "cache=writeback,aio=native" else QM_CONFIG.replace(
-        "aio=io_uring,", "").replace(*edit, 1)
+    text = (
+        QM_CONFIG.replace(*edit, 1)
+        if edit[1] != "cache=writeback,aio=native"
+        else QM_CONFIG.replace("aio=io_uring,", "").replace(*edit, 1)
+    )
     qm_config.write_text(text)
     with pytest.raises(UserError) as e:
         parse_current(str(qm_config))

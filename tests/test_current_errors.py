@@ -1,4 +1,5 @@
-"""--current input that cannot be read is refused in one line naming the problem, never a traceback (issue 38)."""
+"""--current input that cannot be read is refused in one line naming the problem, never a traceback
+(issue 38)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from tests.conftest import run_cli
 from tests.test_current import DOMAIN
 
 # The CD-ROM on sdb (a name a disk could have), the data disk on vdb.
-CDROM_SDA = DOMAIN.replace("<target dev='hdc' bus='ide'/>", "<target dev='sdb' bus='sata'/>").replace(
-    "<target dev='sda' bus='scsi'/>", "<target dev='vdb' bus='virtio'/>")
+CDROM_SDA = DOMAIN.replace(
+    "<target dev='hdc' bus='ide'/>", "<target dev='sdb' bus='sata'/>"
+).replace("<target dev='sda' bus='scsi'/>", "<target dev='vdb' bus='virtio'/>")
 
 
 def _one_line(value: str, disk: str | None = None) -> str:
@@ -44,7 +46,9 @@ def test_a_binary_file_is_named_without_the_codec_message(tmp_path: Path) -> Non
     assert "codec" not in line and "utf-8' codec" not in line
 
 
-def test_a_cdrom_named_as_the_disk_is_called_a_cdrom_and_only_disks_are_listed(tmp_path: Path) -> None:
+def test_a_cdrom_named_as_the_disk_is_called_a_cdrom_and_only_disks_are_listed(
+    tmp_path: Path,
+) -> None:
     xml = tmp_path / "vm.xml"
     xml.write_text(CDROM_SDA)
     line = _one_line(str(xml), "sdb")
@@ -65,8 +69,11 @@ def test_the_cli_prints_each_as_one_line(tmp_path: Path) -> None:
     adir.mkdir()
     blob = tmp_path / "b.conf"
     blob.write_bytes(bytes(range(256)))
-    for value, said in (("-drive file='x,cache=none", "no closing quotation"), (str(adir), "is a directory"),
-                        (str(blob), "is not a text file")):
+    for value, said in (
+        ("-drive file='x,cache=none", "no closing quotation"),
+        (str(adir), "is a directory"),
+        (str(blob), "is not a text file"),
+    ):
         res = run_cli("recommend", "--db", str(db), "--current", value)
         assert res.returncode != 0
         assert said in res.stderr and "Traceback" not in res.stderr, res.stderr

@@ -1,6 +1,7 @@
-"""Decisions that end (issue 53): better (settled), equivalent (the answer keeps what the user runs, else QEMU's
-default, else the simplest), inconclusive (no answer yet, with the rounds needed) and worse (every alternative
-is settled worse than what the user runs), on constructed data and on the captured `quick` sweeps."""
+"""Decisions that end (issue 53): better (settled), equivalent (the answer keeps what the user runs,
+else QEMU's default, else the simplest), inconclusive (no answer yet, with the rounds needed) and
+worse (every alternative is settled worse than what the user runs), on constructed data and on the
+captured `quick` sweeps."""
 
 from __future__ import annotations
 
@@ -25,11 +26,14 @@ AXES = {"qcow2": {"format": "qcow2"}, "raw": {"format": "raw"}}
 def _paired(a: list[float], log_diffs: list[float], higher: bool = True) -> Ranking:
     b = [v * math.exp(d) for v, d in zip(a, log_diffs, strict=True)]
     rounds = list(range(len(a)))
-    return rank({"qcow2": a, "raw": b}, higher_is_better=higher, rounds={"qcow2": rounds, "raw": rounds})
+    return rank(
+        {"qcow2": a, "raw": b}, higher_is_better=higher, rounds={"qcow2": rounds, "raw": rounds}
+    )
 
 
 A12 = [100.0, 120.0, 90.0, 110.0, 95.0, 105.0, 130.0, 85.0, 100.0, 115.0, 92.0, 108.0]
-# raw = qcow2 · exp(d): d alternates around 0.002 by ±0.004, 12 rounds: a mean ratio 1.002, SE 0.0012.
+# raw = qcow2 · exp(d): d alternates around 0.002 by ±0.004, 12 rounds: a mean ratio 1.002, SE
+# 0.0012.
 NEAR = [0.002 + (0.004 if i % 2 else -0.004) for i in range(12)]
 
 
@@ -40,7 +44,8 @@ def test_tost_worked_example() -> None:
     t = tost(math.exp(0.01), 0.007, 9, level, 0.05, True)
     assert t.equivalent and t.p_value == pytest.approx(0.000115, rel=0.01)
     assert (t.low, t.high) == (pytest.approx(0.9739, abs=1e-4), pytest.approx(1.0476, abs=1e-4))
-    assert not tost(1.0, None, 9, level, 0.05, True).equivalent  # no SE: nothing is shown equivalent
+    # no SE: nothing is shown equivalent
+    assert not tost(1.0, None, 9, level, 0.05, True).equivalent
 
 
 def test_equivalent_keeps_what_the_user_runs_with_the_measured_bounds() -> None:
@@ -49,23 +54,33 @@ def test_equivalent_keeps_what_the_user_runs_with_the_measured_bounds() -> None:
     assert (d.kind, d.outcome, d.answer, d.keeper) == ("equivalent", "equivalent", "qcow2", "qcow2")
     assert d.leader == "raw" and d.tied == ("raw",)  # named with the kept one, never as the winner
     assert d.bounds is not None and d.bounds[1] < 1.0 < d.bounds[2] and d.bounds[2] < 1 / 0.95
-    assert d.statement.startswith(f"keep what you run (qcow2): nothing measured is faster by more than 5% "
-                                  f"(raw {d.bounds[1]:.2f}–{d.bounds[2]:.2f}×)")
+    assert d.statement.startswith(
+        f"keep what you run (qcow2): nothing measured is faster by more than 5% "
+        f"(raw {d.bounds[1]:.2f}–{d.bounds[2]:.2f}×)"
+    )
     assert "is the answer" not in d.statement and "tie-break" not in d.statement
 
 
 def test_equivalent_without_a_current_keeps_the_default_else_the_simplest() -> None:
     r = _paired(A12, NEAR)
-    assert decide(r, AXES, keep=[("qcow2", "QEMU's default")]).statement.startswith("keep QEMU's default (qcow2)")
-    # Neither current nor default ranked (a name not in the sweep): the simplest of the equivalent cells, raw.
+    assert decide(r, AXES, keep=[("qcow2", "QEMU's default")]).statement.startswith(
+        "keep QEMU's default (qcow2)"
+    )
+    # Neither current nor default ranked (a name not in the sweep): the simplest of the equivalent
+    # cells, raw.
     d = decide(r, AXES, keep=[("nvme", "what you run")])
-    assert (d.kind, d.answer) == ("equivalent", "raw") and "the simplest configuration (raw)" in d.statement
+    assert (d.kind, d.answer) == (
+        "equivalent",
+        "raw",
+    ) and "the simplest configuration (raw)" in d.statement
 
 
 def test_the_margin_is_a_parameter() -> None:
     r = _paired(A12, NEAR)
-    d = decide(r, AXES, keep=[("qcow2", "what you run")], margin=0.001)  # 0.1 %: the interval is wider
-    # Not shown within 0.1 %: no longer ended; the two are named together within θ, the tie-break's pick.
+    # 0.1 %: the interval is wider
+    d = decide(r, AXES, keep=[("qcow2", "what you run")], margin=0.001)
+    # Not shown within 0.1 %: no longer ended; the two are named together within θ, the tie-break's
+    # pick.
     assert (d.kind, d.answer, d.keeper) == ("tie", "raw", "qcow2")
     with pytest.raises(UserError, match="margin"):
         decide(r, AXES, margin=1.5)
@@ -108,14 +123,16 @@ def test_captured_sweeps_inconclusive_tie_and_worse(tmp_path: Path) -> None:
         store.close()
     # 3 shared rounds between raw and qcow2 under writeback: inconclusive, never "equivalent".
     assert out[("rand-read-4k", "blocklayer")].outcome == "inconclusive"
-    # Bare metal, random writes: cache=writeback (QEMU's default) beats cache=none 8×: every alternative is worse.
+    # Bare metal, random writes: cache=writeback (QEMU's default) beats cache=none 8×: every
+    # alternative is worse.
     bm = out[("rand-write-4k", "baremetal")]
     assert (bm.kind, bm.outcome) == ("single", "worse") and "cache=writeback" in bm.keeper
 
 
 def test_captured_sweep_equivalent_with_a_role_margin(tmp_path: Path) -> None:
-    # Sweep c, random writes: raw and qcow2 under writeback 1.00× (0.97–1.03) over 5 shared rounds. At the third
-    # look's level (0.02/12) the TOST interval is about ±7 %: not within 5 %, within a role's 10 %.
+    # Sweep c, random writes: raw and qcow2 under writeback 1.00× (0.97–1.03) over 5 shared rounds.
+    # At the third look's level (0.02/12) the TOST interval is about ±7 %: not within 5 %, within a
+    # role's 10 %.
     store = _captured(tmp_path, "sweep-c")
     try:
         found = {}
@@ -135,16 +152,22 @@ def test_captured_sweep_equivalent_with_a_role_margin(tmp_path: Path) -> None:
 def test_rounds_to_show_equivalence() -> None:
     from iomatrix.stats.equivalence import rounds_to_show_equivalent
 
-    # stats/equivalence.py's worked example: d = 0.01, s = 0.03, 5 rounds done, θ = 5 %: 20 more rounds.
+    # stats/equivalence.py's worked example: d = 0.01, s = 0.03, 5 rounds done, θ = 5 %: 20 more
+    # rounds.
     assert rounds_to_show_equivalent(0.01, 0.03, 5, 0.05, True) == 20
     assert rounds_to_show_equivalent(0.06, 0.03, 5, 0.05, True) is None  # outside the margin: never
     assert rounds_to_show_equivalent(0.01, None, 5, 0.05, True) is None
 
 
 def test_an_inconclusive_decision_says_the_rounds_to_equivalence_within_its_margin() -> None:
-    # raw 7 % behind qcow2 (±6 % round to round), 6 rounds: not separated, beyond θ = 5 %. Within a 10 % margin
-    # more rounds could show them equivalent; within 5 % they cannot (the observed ratio is outside it).
+    # raw 7 % behind qcow2 (±6 % round to round), 6 rounds: not separated, beyond θ = 5 %. Within a
+    # 10 % margin more rounds could show them equivalent; within 5 % they cannot (the observed ratio
+    # is outside it).
     r = _paired(A12[:6], [-0.07 + (0.06 if i % 2 else -0.06) for i in range(6)])
     wide = decide(r, AXES, keep=[("raw", "what you run")], margin=0.10)
-    assert wide.kind == "unresolved" and wide.equivalence_rounds is not None and wide.equivalence_rounds > 1
+    assert (
+        wide.kind == "unresolved"
+        and wide.equivalence_rounds is not None
+        and wide.equivalence_rounds > 1
+    )
     assert decide(r, AXES, keep=[("raw", "what you run")], margin=0.05).equivalence_rounds is None

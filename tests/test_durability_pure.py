@@ -13,14 +13,19 @@ from iomatrix.durability.verdict import POWER_LOSS, QEMU_CRASH, config_verdict, 
 NONCE = 1234567
 
 
-def region(n_slots: int, present: set[int], stream: int = 1, torn: set[int] = frozenset(),
-           nonce: int = NONCE) -> bytes:
+def region(
+    n_slots: int,
+    present: set[int],
+    stream: int = 1,
+    torn: set[int] = frozenset(),
+    nonce: int = NONCE,
+) -> bytes:
     out = bytearray(n_slots * RECORD_BYTES)
     for seq in present | set(torn):
         rec = bytearray(make_record(nonce, stream, seq))
         if seq in torn:
             rec[2048:] = bytes(RECORD_BYTES - 2048)  # second half never reached the disk
-        out[seq * RECORD_BYTES:(seq + 1) * RECORD_BYTES] = rec
+        out[seq * RECORD_BYTES : (seq + 1) * RECORD_BYTES] = rec
     return bytes(out)
 
 
@@ -60,15 +65,18 @@ def test_unreported_write_found_counts_as_kept_never_lost() -> None:
 
 
 def test_short_file_loses_the_tail() -> None:
-    data = region(16, set(range(16)))[:5 * RECORD_BYTES]  # a file whose size update was lost
+    data = region(16, set(range(16)))[: 5 * RECORD_BYTES]  # a file whose size update was lost
     c = check_stream(data, NONCE, 2, acked=8, written=8, capacity=16)
     assert c.acked_lost == 8  # stream 2 ≠ the records' stream 1: nothing matches
-    c = check_stream(region(16, set(range(16)), stream=2)[:5 * RECORD_BYTES], NONCE, 2, acked=8, written=8)
+    c = check_stream(
+        region(16, set(range(16)), stream=2)[: 5 * RECORD_BYTES], NONCE, 2, acked=8, written=8
+    )
     assert c.acked_lost == 3 and c.first_acked_lost == 5
 
 
 def test_writer_records_verify(tmp_path: Path) -> None:
-    """The guest writer's own records (compiled on the host) pass the verifier: same layout, same CRC."""
+    """The guest writer's own records (compiled on the host) pass the verifier: same layout, same
+    CRC."""
     import shutil
 
     if shutil.which("gcc") is None:
@@ -78,7 +86,9 @@ def test_writer_records_verify(tmp_path: Path) -> None:
     subprocess.run(["gcc", "-O2", "-o", str(exe), str(src)], check=True)
     out = tmp_path / "out"
     out.touch()
-    subprocess.run([str(exe), str(NONCE), "2", "6", str(out), f"file:{tmp_path / 'log'}:5"], check=True)
+    subprocess.run(
+        [str(exe), str(NONCE), "2", "6", str(out), f"file:{tmp_path / 'log'}:5"], check=True
+    )
     lines = out.read_text().split()
     assert lines[-2:] == ["@@IOMX:DUR:ACK:2@@", "@@IOMX:DUR:END:6@@"]
     c = check_stream((tmp_path / "log").read_bytes(), NONCE, 5, acked=6, written=6)
@@ -90,7 +100,11 @@ def test_writer_records_verify(tmp_path: Path) -> None:
 
 def test_kept_in_every_cut_is_safe_when_documented_safe() -> None:
     v = situation_verdict(POWER_LOSS, [0] * 20, "none")
-    assert v.safe and v.text == "power loss: acknowledged writes kept in 20/20 cuts" and v.disagreement is None
+    assert (
+        v.safe
+        and v.text == "power loss: acknowledged writes kept in 20/20 cuts"
+        and v.disagreement is None
+    )
 
 
 def test_any_loss_is_never_safe() -> None:
@@ -100,8 +114,10 @@ def test_any_loss_is_never_safe() -> None:
         assert "LOST acknowledged writes" in v.text
         assert v.disagreement and "DISAGREES" in v.disagreement
     v = situation_verdict(POWER_LOSS, [3, 0, 7], "unsafe")
-    assert v.text == ("power loss: LOST acknowledged writes in 2/3 cuts (up to 7 records); flushes dropped below "
-                      "QEMU as on a real host, the amount lost measured")
+    assert v.text == (
+        "power loss: LOST acknowledged writes in 2/3 cuts (up to 7 records); flushes dropped below "
+        "QEMU as on a real host, the amount lost measured"
+    )
     assert v.disagreement is None  # documented: unsafe drops flushes
 
 
@@ -121,9 +137,13 @@ def test_no_trials_is_not_safe() -> None:
 
 
 def test_config_verdict_lines() -> None:
-    cv = config_verdict({"power_loss.acked_lost": [4, 4], "qemu_crash.acked_lost": [0, 0],
-                         "fs.clean": [1, 0]}, "unsafe")
-    assert cv.lines() == ["power loss: LOST acknowledged writes in 2/2 cuts (up to 4 records); flushes dropped "
-                          "below QEMU as on a real host, the amount lost measured",
-                          "QEMU crash: acknowledged writes kept in 2/2 cuts",
-                          "guest filesystem: NOT clean after 1/2 cuts (after journal replay)"]
+    cv = config_verdict(
+        {"power_loss.acked_lost": [4, 4], "qemu_crash.acked_lost": [0, 0], "fs.clean": [1, 0]},
+        "unsafe",
+    )
+    assert cv.lines() == [
+        "power loss: LOST acknowledged writes in 2/2 cuts (up to 4 records); flushes dropped "
+        "below QEMU as on a real host, the amount lost measured",
+        "QEMU crash: acknowledged writes kept in 2/2 cuts",
+        "guest filesystem: NOT clean after 1/2 cuts (after journal replay)",
+    ]

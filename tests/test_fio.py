@@ -23,15 +23,24 @@ def opts(job: str) -> dict[str, list[str]]:
     return out
 
 
-@pytest.mark.parametrize(("cache", "direct", "fdatasync", "end_fsync"), [
-    ("writeback", "0", None, "1"),
-    ("none", "1", None, "1"),
-    ("writethrough", "0", "1", "1"),
-    ("directsync", "1", "1", "1"),
-    ("unsafe", "0", None, "0"),
-])
-def test_cache_modes_map_to_fio(cache: str, direct: str, fdatasync: str | None, end_fsync: str) -> None:
-    o = opts(baremetal_job(wl.PRESETS["rand-write-4k"], cache=cache, aio="threads", target="/x", shape=SHAPE))
+@pytest.mark.parametrize(
+    ("cache", "direct", "fdatasync", "end_fsync"),
+    [
+        ("writeback", "0", None, "1"),
+        ("none", "1", None, "1"),
+        ("writethrough", "0", "1", "1"),
+        ("directsync", "1", "1", "1"),
+        ("unsafe", "0", None, "0"),
+    ],
+)
+def test_cache_modes_map_to_fio(
+    cache: str, direct: str, fdatasync: str | None, end_fsync: str
+) -> None:
+    o = opts(
+        baremetal_job(
+            wl.PRESETS["rand-write-4k"], cache=cache, aio="threads", target="/x", shape=SHAPE
+        )
+    )
     assert o["direct"] == [direct]
     assert o.get("fdatasync", [None]) == [fdatasync]
     assert o["end_fsync"][0] == end_fsync
@@ -39,21 +48,34 @@ def test_cache_modes_map_to_fio(cache: str, direct: str, fdatasync: str | None, 
 
 def test_unsafe_drops_the_workloads_own_flushes() -> None:
     db = wl.PRESETS["db-write-4k-fdatasync"]
-    assert opts(baremetal_job(db, cache="unsafe", aio="threads", target="/x", shape=SHAPE)).get("fdatasync") is None
-    assert opts(baremetal_job(db, cache="none", aio="threads", target="/x", shape=SHAPE))["fdatasync"] == ["1"]
+    assert (
+        opts(baremetal_job(db, cache="unsafe", aio="threads", target="/x", shape=SHAPE)).get(
+            "fdatasync"
+        )
+        is None
+    )
+    assert opts(baremetal_job(db, cache="none", aio="threads", target="/x", shape=SHAPE))[
+        "fdatasync"
+    ] == ["1"]
 
 
-@pytest.mark.parametrize(("aio", "engine"), [("threads", "psync"), ("native", "libaio"), ("io_uring", "io_uring")])
+@pytest.mark.parametrize(
+    ("aio", "engine"), [("threads", "psync"), ("native", "libaio"), ("io_uring", "io_uring")]
+)
 def test_aio_maps_to_engine(aio: str, engine: str) -> None:
-    o = opts(baremetal_job(wl.PRESETS["rand-read-4k"], cache="none", aio=aio, target="/x", shape=SHAPE))
+    o = opts(
+        baremetal_job(wl.PRESETS["rand-read-4k"], cache="none", aio=aio, target="/x", shape=SHAPE)
+    )
     assert o["ioengine"] == [engine]
 
 
 def test_reads_are_prefilled_writes_are_not() -> None:
-    assert "[prefill]" in baremetal_job(wl.PRESETS["rand-read-4k"], cache="none", aio="threads", target="/x",
-                                        shape=SHAPE)
-    assert "[prefill]" not in baremetal_job(wl.PRESETS["rand-write-4k"], cache="none", aio="threads",
-                                            target="/x", shape=SHAPE)
+    assert "[prefill]" in baremetal_job(
+        wl.PRESETS["rand-read-4k"], cache="none", aio="threads", target="/x", shape=SHAPE
+    )
+    assert "[prefill]" not in baremetal_job(
+        wl.PRESETS["rand-write-4k"], cache="none", aio="threads", target="/x", shape=SHAPE
+    )
     g = guest_job(wl.PRESETS["rand-read-4k"], shape=SHAPE)
     assert "filename=@DISK@" in g and "direct=1" in g and "[prefill]" in g
 
@@ -63,15 +85,19 @@ def test_every_cache_mode_has_semantics() -> None:
 
 
 def test_page_cache_method_is_stated() -> None:
-    assert "O_DIRECT" in page_cache_method(wl.PRESETS["rand-read-4k"], tier="baremetal", cache="none",
-                                           caches_dropped=True)
-    assert "invalidate" in page_cache_method(wl.PRESETS["rand-read-4k"], tier="baremetal", cache="writeback",
-                                             caches_dropped=False)
-    assert page_cache_method(wl.PRESETS["rand-write-4k"], tier="guest", cache="none",
-                             caches_dropped=True).startswith("n/a")
+    assert "O_DIRECT" in page_cache_method(
+        wl.PRESETS["rand-read-4k"], tier="baremetal", cache="none", caches_dropped=True
+    )
+    assert "invalidate" in page_cache_method(
+        wl.PRESETS["rand-read-4k"], tier="baremetal", cache="writeback", caches_dropped=False
+    )
+    assert page_cache_method(
+        wl.PRESETS["rand-write-4k"], tier="guest", cache="none", caches_dropped=True
+    ).startswith("n/a")
 
 
 # -- parsing real fio 3.33 output captured on a Debian 12 host ---------------------------------
+
 
 def load(data_dir: Path, name: str) -> str:
     return (data_dir / "fio" / name).read_text()
@@ -84,7 +110,9 @@ def test_parse_randread_skips_prefill(data_dir: Path) -> None:
     m = report_metrics(extract_json(text))
     assert m["read.iops"] == pytest.approx(measure["read"]["iops"])
     assert m["read.bw_mbps"] == pytest.approx(measure["read"]["bw_bytes"] / 1e6)
-    assert m["read.clat_p99_us"] == pytest.approx(measure["read"]["clat_ns"]["percentile"]["99.000000"] / 1000)
+    assert m["read.clat_p99_us"] == pytest.approx(
+        measure["read"]["clat_ns"]["percentile"]["99.000000"] / 1000
+    )
     assert "write.iops" not in m  # the prefill's writes are not the measurement
 
 

@@ -43,7 +43,8 @@ HOSTILE = [
 
 @pytest.mark.parametrize(("line", "option"), HOSTILE)
 def test_options_outside_the_allowlist_are_refused_with_file_line_and_option(
-        tmp_path: Path, line: str, option: str) -> None:
+    tmp_path: Path, line: str, option: str
+) -> None:
     f = tmp_path / "job.fio"
     f.write_text(f"# a comment\n[job]\nrw=randwrite\n{line}\n")
     with pytest.raises(UserError) as err:
@@ -53,21 +54,26 @@ def test_options_outside_the_allowlist_are_refused_with_file_line_and_option(
     assert ("set by iomatrix" in msg) == (option in CELL_OPTIONS)
 
 
-@pytest.mark.parametrize(("text", "needle"), [
-    ("include /etc/evil.fio\n[job]\nrw=read\n", "'include'"),
-    ("[job]\nrw=read\ninclude other.fio\n", "'include'"),
-    ("[job-${HOME}]\nrw=read\n", "'$' expansion"),
-    ("[job]\nbs=${BS}\n", "'$' expansion"),
-    ("[job]\nrw=trim\n", "trims are not offered"),
-    ("[job]\nnumjobs=100000\n", "1 to 64"),
-    ("[job]\nbs=4k # inline\n", "bad value"),
-    ("[prefill]\nrw=write\n", "reserved"),
-    ("rw=read\n[job]\n", "before any [section]"),
-    ("[global]\nrw=read\n", "no fio job section"),
-    ("[job\nrw=read\n", "bad section header"),
-    ("[job]\nrw=read\x07\n", "control character"),
-])
-def test_directives_expansions_and_bad_values_are_refused(tmp_path: Path, text: str, needle: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("include /etc/evil.fio\n[job]\nrw=read\n", "'include'"),
+        ("[job]\nrw=read\ninclude other.fio\n", "'include'"),
+        ("[job-${HOME}]\nrw=read\n", "'$' expansion"),
+        ("[job]\nbs=${BS}\n", "'$' expansion"),
+        ("[job]\nrw=trim\n", "trims are not offered"),
+        ("[job]\nnumjobs=100000\n", "1 to 64"),
+        ("[job]\nbs=4k # inline\n", "bad value"),
+        ("[prefill]\nrw=write\n", "reserved"),
+        ("rw=read\n[job]\n", "before any [section]"),
+        ("[global]\nrw=read\n", "no fio job section"),
+        ("[job\nrw=read\n", "bad section header"),
+        ("[job]\nrw=read\x07\n", "control character"),
+    ],
+)
+def test_directives_expansions_and_bad_values_are_refused(
+    tmp_path: Path, text: str, needle: str
+) -> None:
     (tmp_path / "j.fio").write_text(text)
     with pytest.raises(UserError, match=None) as err:
         wl.resolve("file:j.fio", tmp_path)
@@ -75,10 +81,15 @@ def test_directives_expansions_and_bad_values_are_refused(tmp_path: Path, text: 
 
 
 def test_kernel_files_binaries_and_non_utf8_are_refused_cleanly(tmp_path: Path) -> None:
-    for spec, needle in [("file:/proc/self/mem", "kernel interface"), ("file:/sys/kernel/notes", "kernel"),
-                         ("file:/dev/zero", "kernel interface"), (f"file:{shutil.which('ls')}", "binary"),
-                         (f"file:{tmp_path}", "not a regular file"), ("file:", "no path given"),
-                         ("file:nope.fio", "no such fio job file")]:
+    for spec, needle in [
+        ("file:/proc/self/mem", "kernel interface"),
+        ("file:/sys/kernel/notes", "kernel"),
+        ("file:/dev/zero", "kernel interface"),
+        (f"file:{shutil.which('ls')}", "binary"),
+        (f"file:{tmp_path}", "not a regular file"),
+        ("file:", "no path given"),
+        ("file:nope.fio", "no such fio job file"),
+    ]:
         with pytest.raises(UserError, match=needle):
             wl.resolve(spec, tmp_path)
     (tmp_path / "latin1.fio").write_bytes(b"[job]\n# caf\xe9\nrw=read\n")
@@ -100,7 +111,9 @@ def test_same_basename_in_two_directories_stays_two_workloads(tmp_path: Path) ->
 
 def test_fio_is_given_the_checked_text_not_the_file(tmp_path: Path) -> None:
     f = tmp_path / "job.fio"
-    f.write_text("; comment\n[global]\n  bs = 16k  \n[job]\nrw=randrw:4\nrwmixread=70\nnorandommap\n")
+    f.write_text(
+        "; comment\n[global]\n  bs = 16k  \n[job]\nrw=randrw:4\nrwmixread=70\nnorandommap\n"
+    )
     w = wl.resolve("file:job.fio", tmp_path)
     assert w.custom_text == "[global]\nbs=16k\n\n[job]\nrw=randrw:4\nrwmixread=70\nnorandommap\n"
     f.write_text("[job]\nexec_prerun=touch /tmp/x\n")  # a later edit changes nothing for this load
@@ -111,7 +124,9 @@ def test_fio_is_given_the_checked_text_not_the_file(tmp_path: Path) -> None:
 def test_every_allowed_option_is_one_fio_knows() -> None:
     unknown = []
     for opt in sorted(ALLOWED):
-        out = subprocess.run(["fio", f"--cmdhelp={opt}"], capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            ["fio", f"--cmdhelp={opt}"], capture_output=True, text=True, timeout=30
+        )
         if "No such command" in out.stdout + out.stderr:
             unknown.append(opt)
     assert not unknown, unknown
@@ -120,16 +135,29 @@ def test_every_allowed_option_is_one_fio_knows() -> None:
 @needs("fio")
 def test_a_rich_allowed_job_runs_under_real_fio(tmp_path: Path) -> None:
     (tmp_path / "rich.fio").write_text(
-        "[global]\nbs=4k\nnorandommap\nrandrepeat=0\nrandom_distribution=zipf:1.2\ntime_based=1\nruntime=300ms\n"
+        "[global]\nbs=4k\nnorandommap\nrandrepeat=0\nrandom_distribution=zipf:1.2\n"
+        "time_based=1\nruntime=300ms\n"
         "description=OLTP-like mix (70/30)\nrefill_buffers\n"
         "[oltp]\nrw=randrw\nrwmixread=70\niodepth=4\nfdatasync=8\nthinktime=10\nrate_iops=2000\n"
-        "[scan]\nstonewall\nrw=read\nbssplit=64k/50:1m/50\nnumjobs=2\nio_size=4m\n")
+        "[scan]\nstonewall\nrw=read\nbssplit=64k/50:1m/50\nnumjobs=2\nio_size=4m\n"
+    )
     w = wl.resolve("file:rich.fio", tmp_path)
-    job = baremetal_job(w, cache="writeback", aio="threads", target=str(tmp_path / "data.bin"),
-                        shape=JobShape(size_bytes=8 << 20, runtime_s=0.3), custom_text=w.custom_text)
+    job = baremetal_job(
+        w,
+        cache="writeback",
+        aio="threads",
+        target=str(tmp_path / "data.bin"),
+        shape=JobShape(size_bytes=8 << 20, runtime_s=0.3),
+        custom_text=w.custom_text,
+    )
     (tmp_path / "job.fio").write_text(job)
-    out = subprocess.run(["fio", "--output-format=json", str(tmp_path / "job.fio")], capture_output=True,
-                         text=True, timeout=120, cwd=tmp_path)
+    out = subprocess.run(
+        ["fio", "--output-format=json", str(tmp_path / "job.fio")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     report = extract_json(out.stdout)
     assert sorted(j["jobname"] for j in report["jobs"]) == ["oltp", "scan", "scan"]

@@ -1,6 +1,7 @@
-"""The iomatrix.fleet collection as Ansible users and Galaxy see it: ansible-lint at the production profile,
-ansible-test sanity, ansible-doc documenting every role variable, and a built artifact that installs and runs by
-FQCN. Skipped only where Ansible is not installed (the `fleet` extra: scripts/setup.sh --fleet)."""
+"""The iomatrix.fleet collection as Ansible users and Galaxy see it: ansible-lint at the production
+profile, ansible-test sanity, ansible-doc documenting every role variable, and a built artifact that
+installs and runs by FQCN. Skipped only where Ansible is not installed (the `fleet` extra:
+scripts/setup.sh --fleet)."""
 
 from __future__ import annotations
 
@@ -18,46 +19,75 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 COLLECTION = REPO / "ansible" / "collections" / "ansible_collections" / "iomatrix" / "fleet"
 ROLE = COLLECTION / "roles" / "sweep"
-BIN = Path(sys.executable).parent  # the venv's console scripts: ansible-lint, ansible-test, ansible-galaxy ...
-yaml = pytest.importorskip("yaml", reason="PyYAML comes with ansible-core (scripts/setup.sh --fleet)")
+# the venv's console scripts: ansible-lint, ansible-test, ansible-galaxy ...
+BIN = Path(sys.executable).parent
+yaml = pytest.importorskip(
+    "yaml", reason="PyYAML comes with ansible-core (scripts/setup.sh --fleet)"
+)
 
-pytestmark = pytest.mark.skipif(not (BIN / "ansible-playbook").exists() or not (BIN / "ansible-lint").exists(),
-                                reason="ansible-core and ansible-lint not installed (scripts/setup.sh --fleet)")
+pytestmark = pytest.mark.skipif(
+    not (BIN / "ansible-playbook").exists() or not (BIN / "ansible-lint").exists(),
+    reason="ansible-core and ansible-lint not installed (scripts/setup.sh --fleet)",
+)
 
 
-def ansible(tool: str, *args: str, cwd: Path, env: dict[str, str] | None = None,
-            timeout: int = 900) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "ANSIBLE_NOCOLOR": "1", "NO_COLOR": "1", "PATH": f"{BIN}:{os.environ['PATH']}",
-            **(env or {})}
-    return subprocess.run([str(BIN / tool), *args], cwd=cwd, env=full, capture_output=True, text=True,
-                          timeout=timeout)
+def ansible(
+    tool: str, *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 900
+) -> subprocess.CompletedProcess[str]:
+    full = {
+        **os.environ,
+        "ANSIBLE_NOCOLOR": "1",
+        "NO_COLOR": "1",
+        "PATH": f"{BIN}:{os.environ['PATH']}",
+        **(env or {}),
+    }
+    return subprocess.run(
+        [str(BIN / tool), *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def copy_collection(tmp_path: Path) -> Path:
-    """The collection under a path ending in ansible_collections/iomatrix/fleet (ansible-test needs it), without
-    the lint cache a run in the checkout leaves."""
+    """The collection under a path ending in ansible_collections/iomatrix/fleet (ansible-test needs
+    it), without the lint cache a run in the checkout leaves."""
     dest = tmp_path / "ansible_collections" / "iomatrix" / "fleet"
-    shutil.copytree(COLLECTION, dest, ignore=shutil.ignore_patterns(".ansible", "output", "*.tar.gz"))
+    shutil.copytree(
+        COLLECTION, dest, ignore=shutil.ignore_patterns(".ansible", "output", "*.tar.gz")
+    )
     return dest
 
 
-@pytest.mark.slow  # a minute or two on a loaded 2-core machine: with the slow tests, which CI runs (scripts/test)
+# a minute or two on a loaded 2-core machine: with the slow tests, which CI runs (scripts/test)
+@pytest.mark.slow
 def test_ansible_lint_passes_at_the_production_profile(tmp_path: Path) -> None:
     # Offline: the collection is found where it was copied to, nothing is fetched from Galaxy.
-    done = ansible("ansible-lint", "--profile", "production", "--offline", cwd=copy_collection(tmp_path),
-                   env={"ANSIBLE_COLLECTIONS_PATH": str(tmp_path)})
+    done = ansible(
+        "ansible-lint",
+        "--profile",
+        "production",
+        "--offline",
+        cwd=copy_collection(tmp_path),
+        env={"ANSIBLE_COLLECTIONS_PATH": str(tmp_path)},
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert "Profile 'production' was required, and it passed" in done.stderr + done.stdout
 
 
 def test_every_role_variable_is_specified_typed_described_and_documented() -> None:
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
-    options = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+    options = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"][
+        "main"
+    ]["options"]
     assert set(options) == set(defaults)
     for name, spec in options.items():
         assert spec.get("type") and spec.get("description"), name
-    doc = ansible("ansible-doc", "-t", "role", "iomatrix.fleet.sweep", cwd=REPO,
-                  env={"ANSIBLE_COLLECTIONS_PATH": str(REPO / "ansible" / "collections")})
+    doc = ansible(
+        "ansible-doc",
+        "-t",
+        "role",
+        "iomatrix.fleet.sweep",
+        cwd=REPO,
+        env={"ANSIBLE_COLLECTIONS_PATH": str(REPO / "ansible" / "collections")},
+    )
     assert doc.returncode == 0, doc.stderr
     flat = " ".join(doc.stdout.split())
     assert "Sweep one host with iomatrix and fetch its results database." in flat
@@ -66,42 +96,74 @@ def test_every_role_variable_is_specified_typed_described_and_documented() -> No
 
 
 def test_the_built_artifact_installs_and_its_playbook_runs_by_fqcn(tmp_path: Path) -> None:
-    """No placeholder address, a changelog and runtime metadata; built, installed, found by FQCN elsewhere."""
+    """No placeholder address, a changelog and runtime metadata; built, installed, found by FQCN
+    elsewhere."""
     galaxy = (COLLECTION / "galaxy.yml").read_text()
     assert "example.invalid" not in galaxy
     assert (COLLECTION / "CHANGELOG.md").exists()
     assert "requires_ansible" in yaml.safe_load((COLLECTION / "meta" / "runtime.yml").read_text())
-    built = ansible("ansible-galaxy", "collection", "build", "--output-path", str(tmp_path), str(COLLECTION),
-                    cwd=tmp_path)
+    built = ansible(
+        "ansible-galaxy",
+        "collection",
+        "build",
+        "--output-path",
+        str(tmp_path),
+        str(COLLECTION),
+        cwd=tmp_path,
+    )
     assert built.returncode == 0, built.stderr
-    artifact, = tmp_path.glob("iomatrix-fleet-*.tar.gz")
+    (artifact,) = tmp_path.glob("iomatrix-fleet-*.tar.gz")
     installed = tmp_path / "installed"
-    done = ansible("ansible-galaxy", "collection", "install", "--offline", "-p", str(installed), str(artifact),
-                   cwd=tmp_path)
+    done = ansible(
+        "ansible-galaxy",
+        "collection",
+        "install",
+        "--offline",
+        "-p",
+        str(installed),
+        str(artifact),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     root = installed / "ansible_collections" / "iomatrix" / "fleet"
     assert (root / "playbooks" / "sweep.yml").exists() and not (root / ".ansible-lint").exists()
-    (tmp_path / "ansible.cfg").write_text("[defaults]\n")  # not the checkout's (it points at ansible/collections)
-    env = {"ANSIBLE_COLLECTIONS_PATH": str(installed), "ANSIBLE_CONFIG": str(tmp_path / "ansible.cfg")}
+    # not the checkout's (it points at ansible/collections)
+    (tmp_path / "ansible.cfg").write_text("[defaults]\n")
+    env = {
+        "ANSIBLE_COLLECTIONS_PATH": str(installed),
+        "ANSIBLE_CONFIG": str(tmp_path / "ansible.cfg"),
+    }
     inventory = tmp_path / "inventory.yml"
     inventory.write_text("all:\n  hosts:\n    h1:\n      ansible_connection: local\n")
-    syntax = ansible("ansible-playbook", "-i", str(inventory), "iomatrix.fleet.sweep", "--syntax-check",
-                     cwd=tmp_path, env=env)
+    syntax = ansible(
+        "ansible-playbook",
+        "-i",
+        str(inventory),
+        "iomatrix.fleet.sweep",
+        "--syntax-check",
+        cwd=tmp_path,
+        env=env,
+    )
     assert syntax.returncode == 0, syntax.stdout + syntax.stderr
     doc = ansible("ansible-doc", "-t", "role", "iomatrix.fleet.sweep", cwd=tmp_path, env=env)
     assert doc.returncode == 0 and "iomatrix_install_profile" in doc.stdout, doc.stderr
     # Run from the artifact, away from any checkout: the playbook says in one line what to give it.
-    run = ansible("ansible-playbook", "-i", str(inventory), "iomatrix.fleet.sweep", cwd=tmp_path, env=env)
+    run = ansible(
+        "ansible-playbook", "-i", str(inventory), "iomatrix.fleet.sweep", cwd=tmp_path, env=env
+    )
     assert run.returncode != 0
-    assert "no iomatrix git checkout at" in run.stdout and "fix: -e iomatrix_source_dir=" in run.stdout, run.stdout
+    assert (
+        "no iomatrix git checkout at" in run.stdout and "fix: -e iomatrix_source_dir=" in run.stdout
+    ), run.stdout
 
 
 @pytest.mark.slow
 def test_ansible_test_sanity_passes(tmp_path: Path) -> None:
-    """ansible-test sanity on a copy of the collection. Its test environments are made in a private HOME;
-    ansible-test bootstraps pip into them with a script from ci-files.testing.ansible.com, which a machine that
-    reaches only its package index cannot fetch: that script is stood in for by Python's own ensurepip, and
-    everything else comes from the package index as ansible-test asks."""
+    """ansible-test sanity on a copy of the collection. Its test environments are made in a private
+    HOME; ansible-test bootstraps pip into them with a script from ci-files.testing.ansible.com,
+    which a machine that reaches only its package index cannot fetch: that script is stood in for by
+    Python's own ensurepip, and everything else comes from the package index as ansible-test
+    asks."""
     home = tmp_path / "home"
     cache = home / ".ansible" / "test" / "cache"
     cache.mkdir(parents=True)
@@ -111,15 +173,25 @@ def test_ansible_test_sanity_passes(tmp_path: Path) -> None:
         "ensurepip.bootstrap(upgrade=True)\n"
         "args = [a for a in sys.argv[1:] if a not in ('--no-setuptools', '--no-wheel')]\n"
         f"cert = {cert!r}\n"
-        "subprocess.check_call([sys.executable, '-m', 'pip', 'install', *(['--cert', cert] if cert else []), *args])\n")
-    # ansible-test asks for the pip version its own bootstrap script carries: stand in for every one it may name.
+        "subprocess.check_call([sys.executable, '-m', 'pip', 'install', *(['--cert', "
+        "cert] if cert else []), *args])\n"
+    )
+    # ansible-test asks for the pip version its own bootstrap script carries: stand in for every one
+    # it may name.
     for version in ("24_2", "24_3", "25_0", "25_1", "25_2", "25_3"):
         (cache / f"get_pip_{version}.py").write_text(bootstrap)
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    done = ansible("ansible-test", "sanity", "--python", python, cwd=copy_collection(tmp_path),
-                   env={"HOME": str(home)}, timeout=1800)
+    done = ansible(
+        "ansible-test",
+        "sanity",
+        "--python",
+        python,
+        cwd=copy_collection(tmp_path),
+        env={"HOME": str(home)},
+        timeout=1800,
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert "Running sanity test \"validate-modules\"" in done.stdout + done.stderr
+    assert 'Running sanity test "validate-modules"' in done.stdout + done.stderr
 
 
 INVENTORY = """\
@@ -143,36 +215,49 @@ all:
 
 
 def local_install(tmp_path: Path) -> None:
-    """What the role would install in iomatrix_project_dir, standing in for it: this checkout's iomatrix (the
-    hosts are this machine, reached by a local connection), and a tiny bare-metal plan of one run per cell."""
+    """What the role would install in iomatrix_project_dir, standing in for it: this checkout's
+    iomatrix (the hosts are this machine, reached by a local connection), and a tiny bare-metal plan
+    of one run per cell."""
     bin_dir = tmp_path / "project" / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
-    (bin_dir / "iomatrix").write_text(f"#!/bin/sh\nexec {BIN / 'iomatrix'} \"$@\"\n")
+    (bin_dir / "iomatrix").write_text(f'#!/bin/sh\nexec {BIN / "iomatrix"} "$@"\n')
     (bin_dir / "iomatrix").chmod(0o755)
     (bin_dir / "python").symlink_to(sys.executable)
-    (tmp_path / "plan.toml").write_text('tier = ["baremetal"]\ncache = ["none"]\nworkloads = ["rand-read-4k"]\n'
-                                        'size = "16M"\nruntime = 1\n[repetitions]\nmin = 1\nmax = 1\n'
-                                        '[[backing]]\ntype = "dir"\n')
+    (tmp_path / "plan.toml").write_text(
+        'tier = ["baremetal"]\ncache = ["none"]\nworkloads = ["rand-read-4k"]\n'
+        'size = "16M"\nruntime = 1\n[repetitions]\nmin = 1\nmax = 1\n'
+        '[[backing]]\ntype = "dir"\n'
+    )
 
 
 @pytest.mark.slow
 def test_a_groups_failures_leave_its_later_hosts_unswept_and_fail_the_run(tmp_path: Path) -> None:
-    """iomatrix_max_fail_percentage, an inventory variable (per group): with one host at a time, the group's
-    first host fails (a device handed over that does not exist: iomatrix refuses it), so the second is left
-    unswept in one line, and the run exits non-zero. Both hosts are this machine (a local connection), swept by the
-    iomatrix of this checkout."""
+    """iomatrix_max_fail_percentage, an inventory variable (per group): with one host at a time, the
+    group's first host fails (a device handed over that does not exist: iomatrix refuses it), so the
+    second is left unswept in one line, and the run exits non-zero. Both hosts are this machine (a
+    local connection), swept by the iomatrix of this checkout."""
     if os.geteuid() != 0:
         pytest.skip("the role refuses a host whose user is not root")
     local_install(tmp_path)
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(INVENTORY.format(python=sys.executable, tmp=tmp_path))
-    done = ansible("ansible-playbook", "-i", str(inventory), "-e", "iomatrix_serial=1", str(REPO / "ansible" /
-                   "sweep.yml"), cwd=tmp_path, env={"ANSIBLE_CONFIG": str(REPO / "ansible" / "ansible.cfg")})
+    done = ansible(
+        "ansible-playbook",
+        "-i",
+        str(inventory),
+        "-e",
+        "iomatrix_serial=1",
+        str(REPO / "ansible" / "sweep.yml"),
+        cwd=tmp_path,
+        env={"ANSIBLE_CONFIG": str(REPO / "ansible" / "ansible.cfg")},
+    )
     assert done.returncode != 0, done.stdout[-3000:]
     h1, h2 = (tmp_path / "results" / "summary.txt").read_text().splitlines()
     assert h1.startswith("h1: failed at 'Wait for the sweep") and "iomatrix-test-missing" in h1, h1
-    assert h2.startswith("h2: not swept: 1 of 1 hosts of group 'gb' swept before it failed, more than "
-                         "iomatrix_max_fail_percentage=40%"), h2
+    assert h2.startswith(
+        "h2: not swept: 1 of 1 hosts of group 'gb' swept before it failed, more than "
+        "iomatrix_max_fail_percentage=40%"
+    ), h2
     assert not (tmp_path / "h2").exists()  # nothing made on the host left out
 
 
@@ -193,11 +278,15 @@ all:
 
 
 @pytest.mark.slow
-def test_the_role_publishes_each_host_and_the_next_run_catches_up_a_failed_publish(tmp_path: Path) -> None:
-    """iomatrix_publish_url: a store that is down fails the host's line in one sentence, without the URL's password
-    anywhere in Ansible's output, and leaves the host's database and its fetched copy whole; the next run (the
-    sweep finished: not swept again) publishes it into a real PostgreSQL, and a third adds nothing and changes
-    nothing. The host is this machine (a local connection), swept by this checkout's iomatrix."""
+def test_the_role_publishes_each_host_and_the_next_run_catches_up_a_failed_publish(
+    tmp_path: Path,
+) -> None:
+    """iomatrix_publish_url: a store that is down fails the host's line in one sentence, without the
+        URL's password
+    anywhere in Ansible's output, and leaves the host's database and its fetched copy whole; the
+    next run (the sweep finished: not swept again) publishes it into a real PostgreSQL, and a third
+    adds nothing and changes nothing. The host is this machine (a local connection), swept by this
+    checkout's iomatrix."""
     from tests import pg_cluster
 
     if os.geteuid() != 0 or not pg_cluster.available():
@@ -209,34 +298,67 @@ def test_the_role_publishes_each_host_and_the_next_run_catches_up_a_failed_publi
     env = {"ANSIBLE_CONFIG": str(REPO / "ansible" / "ansible.cfg")}
     playbook = str(REPO / "ansible" / "sweep.yml")
     down = f"postgresql://lab:s3cret@127.0.0.1:{pg_cluster.free_port()}/iomatrix"
-    first = ansible("ansible-playbook", "-i", str(inventory), "-e", f"iomatrix_publish_url={down}", playbook,
-                    cwd=tmp_path, env=env)
+    first = ansible(
+        "ansible-playbook",
+        "-i",
+        str(inventory),
+        "-e",
+        f"iomatrix_publish_url={down}",
+        playbook,
+        cwd=tmp_path,
+        env=env,
+    )
     assert first.returncode != 0, first.stdout[-3000:]
     assert "s3cret" not in first.stdout + first.stderr
-    line, = (tmp_path / "results" / "summary.txt").read_text().splitlines()
-    assert line.startswith("h1: failed at 'Check the publish': publishing to the central store failed (nothing "
-                           "written there; the next playbook run publishes it, kept in "
-                           f"{tmp_path}/results/h1.sqlite): cannot reach the PostgreSQL store "
-                           "postgresql://lab@127.0.0.1:"), line
+    (line,) = (tmp_path / "results" / "summary.txt").read_text().splitlines()
+    assert line.startswith(
+        "h1: failed at 'Check the publish': publishing to the central store failed (nothing "
+        "written there; the next playbook run publishes it, kept in "
+        f"{tmp_path}/results/h1.sqlite): cannot reach the PostgreSQL store "
+        "postgresql://lab@127.0.0.1:"
+    ), line
     fetched = tmp_path / "results" / "h1.sqlite"
     with contextlib.closing(sqlite3.connect(f"file:{fetched}?mode=ro", uri=True)) as db:
         ok = db.execute("SELECT count(*) FROM runs WHERE status='ok'").fetchone()[0]
-        runs = db.execute("SELECT count(*) FROM runs").fetchone()[0]  # a disturbed run's retry counts too
+        # a disturbed run's retry counts too
+        runs = db.execute("SELECT count(*) FROM runs").fetchone()[0]
         assert db.execute("SELECT status FROM sweeps").fetchall() == [("finished",)] and ok > 0
     with pg_cluster.cluster() as cluster:
         store = pg_cluster.create_database(cluster, "fleet")
-        again = ansible("ansible-playbook", "-i", str(inventory), "-e", f"iomatrix_publish_url={store}", playbook,
-                        cwd=tmp_path, env=env)
+        again = ansible(
+            "ansible-playbook",
+            "-i",
+            str(inventory),
+            "-e",
+            f"iomatrix_publish_url={store}",
+            playbook,
+            cwd=tmp_path,
+            env=env,
+        )
         assert again.returncode == 0, again.stdout[-3000:]
-        line, = (tmp_path / "results" / "summary.txt").read_text().splitlines()
+        (line,) = (tmp_path / "results" / "summary.txt").read_text().splitlines()
         assert line.startswith("h1: ok: already finished earlier"), line
-        assert line.endswith(f"published to the central store: 1 sweep(s) added, 0 already there; {runs} run(s) "
-                             "added, 0 already there"), line
+        assert line.endswith(
+            f"published to the central store: 1 sweep(s) added, 0 already there; {runs} run(s) "
+            "added, 0 already there"
+        ), line
         with psycopg.connect(store) as conn:
             assert conn.execute("SELECT count(*) FROM runs WHERE status='ok'").fetchone()[0] == ok
-        third = ansible("ansible-playbook", "-i", str(inventory), "-e", f"iomatrix_publish_url={store}", playbook,
-                        cwd=tmp_path, env=env)
+        third = ansible(
+            "ansible-playbook",
+            "-i",
+            str(inventory),
+            "-e",
+            f"iomatrix_publish_url={store}",
+            playbook,
+            cwd=tmp_path,
+            env=env,
+        )
         assert third.returncode == 0, third.stdout[-3000:]
-        assert "0 sweep(s) added, 1 already there; 0 run(s) added" in (tmp_path / "results" / "summary.txt"
-                                                                       ).read_text()
-        assert re.search(r"^h1 +: ok=[0-9]+ +changed=0 ", third.stdout, re.MULTILINE), third.stdout[-2000:]
+        assert (
+            "0 sweep(s) added, 1 already there; 0 run(s) added"
+            in (tmp_path / "results" / "summary.txt").read_text()
+        )
+        assert re.search(r"^h1 +: ok=[0-9]+ +changed=0 ", third.stdout, re.MULTILINE), third.stdout[
+            -2000:
+        ]

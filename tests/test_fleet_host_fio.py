@@ -1,5 +1,6 @@
-"""The fio a fleet's measuring hosts run: built on the controller without the engines a sweep never uses, found
-beside iomatrix's interpreter before any fio on PATH, and recorded with every sweep (issue 37)."""
+"""The fio a fleet's measuring hosts run: built on the controller without the engines a sweep never
+uses, found beside iomatrix's interpreter before any fio on PATH, and recorded with every sweep
+(issue 37)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 
 @needs("fio")
 def test_debians_fio_is_unfit_for_a_measuring_host_because_of_its_engine_libraries() -> None:
-    # Debian's fio has every engine iomatrix runs, and links the Ceph, GlusterFS, RDMA and PMEM libraries too.
+    # Debian's fio has every engine iomatrix runs, and links the Ceph, GlusterFS, RDMA and PMEM
+    # libraries too.
     debian = Path(shutil.which("fio") or "")
     why = unfit(debian)
     assert why is not None and why.startswith("it links ") and "librbd.so.1" in why, why
@@ -31,9 +33,14 @@ def test_debians_fio_is_unfit_for_a_measuring_host_because_of_its_engine_librari
 @needs("fio")
 @needs("gcc")
 def test_the_controller_builds_a_fio_with_the_engines_and_only_the_libraries_a_host_gets() -> None:
-    # The playbook's own call, into the iomatrix cache (built once there, ~20 s; the fleet demo uses the same one).
-    done = subprocess.run([sys.executable, "-m", "iomatrix.fio.host_build"], capture_output=True, text=True,
-                          timeout=1200)
+    # The playbook's own call, into the iomatrix cache (built once there, ~20 s; the fleet demo uses
+    # the same one).
+    done = subprocess.run(
+        [sys.executable, "-m", "iomatrix.fio.host_build"],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert done.returncode == 0, done.stderr
     built = json.loads(done.stdout)
     assert built["path"], built["why"]
@@ -47,8 +54,14 @@ def test_the_controller_builds_a_fio_with_the_engines_and_only_the_libraries_a_h
     assert subprocess.run([fio, "--version"], capture_output=True, text=True).stdout == same
     assert "built from Debian source fio " in built["why"] and "unpatched" in built["why"]
     # Cached: asked again (as check mode asks, without building), the same file.
-    again = json.loads(subprocess.run([sys.executable, "-m", "iomatrix.fio.host_build", "--no-build"],
-                                      capture_output=True, text=True, check=True).stdout)
+    again = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "iomatrix.fio.host_build", "--no-build"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
     assert again == built
 
 
@@ -66,13 +79,20 @@ def test_a_fio_beside_the_interpreter_comes_before_path_and_is_recorded(tmp_path
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     shutil.copy(shutil.which("fio") or "", venv / "bin" / "fio")  # a real fio, in the role's place
     site = next(p for p in sys.path if p.endswith("site-packages"))
-    probe = ("import json; from iomatrix.hostcmd import program_path, require; "
-             "from iomatrix.metadata import host_metadata; m = host_metadata(); "
-             "print(json.dumps([program_path('fio'), require('fio'), m['fio_path'], m['fio_version'], "
-             "program_path('qemu-img')]))")
+    probe = (
+        "import json; from iomatrix.hostcmd import program_path, require; "
+        "from iomatrix.metadata import host_metadata; m = host_metadata(); "
+        "print(json.dumps([program_path('fio'), require('fio'), m['fio_path'], m['fio_version'], "
+        "program_path('qemu-img')]))"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), site])}
-    out = subprocess.run([str(venv / "bin" / "python"), "-c", probe], capture_output=True, text=True, env=env,
-                         check=True).stdout
+    out = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", probe],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
     beside, required, recorded, version, other = json.loads(out)
     assert beside == required == recorded == str(venv / "bin" / "fio")
     assert version and version.startswith("fio-")
@@ -80,32 +100,59 @@ def test_a_fio_beside_the_interpreter_comes_before_path_and_is_recorded(tmp_path
 
     # Without one there, PATH's.
     (venv / "bin" / "fio").unlink()
-    out = subprocess.run([str(venv / "bin" / "python"), "-c", probe], capture_output=True, text=True, env=env,
-                         check=True).stdout
+    out = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", probe],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
     assert json.loads(out)[0] == shutil.which("fio")
 
 
-@pytest.mark.parametrize("options, message", [
-    (["--fio-binary=/nonexistent/fio", "--measure-only"], "--fio-binary /nonexistent/fio: no such file; fix: "),
-    (["--fio-binary=/bin/true"], "--fio-binary is for --measure-only installs"),
-])
-def test_setup_refuses_a_fio_binary_it_cannot_use_in_one_line(options: list[str], message: str) -> None:
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (
+            ["--fio-binary=/nonexistent/fio", "--measure-only"],
+            "--fio-binary /nonexistent/fio: no such file; fix: ",
+        ),
+        (["--fio-binary=/bin/true"], "--fio-binary is for --measure-only installs"),
+    ],
+)
+def test_setup_refuses_a_fio_binary_it_cannot_use_in_one_line(
+    options: list[str], message: str
+) -> None:
     setup = Path(__file__).resolve().parent.parent / "scripts" / "setup.sh"
-    done = subprocess.run(["bash", str(setup), *options], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1, \
-        done.stderr
+    done = subprocess.run(
+        ["bash", str(setup), *options], capture_output=True, text=True, timeout=60
+    )
+    assert (
+        done.returncode == 2
+        and message in done.stderr
+        and len(done.stderr.strip().splitlines()) == 1
+    ), done.stderr
 
 
 @pytest.mark.parametrize("option", ["--help", "-h"])
 def test_setup_help_prints_its_options_and_exits_0(option: str) -> None:
-    """`setup.sh --help` (issue 49) prints the usage and what each option installs, fitting 80 columns, and installs
-    nothing: it answers before the root check and the apt step."""
+    """`setup.sh --help` (issue 49) prints the usage and what each option installs, fitting 80
+    columns, and installs nothing: it answers before the root check and the apt step."""
     setup = Path(__file__).resolve().parent.parent / "scripts" / "setup.sh"
-    done = subprocess.run(["bash", str(setup), option, "--fleet"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["bash", str(setup), option, "--fleet"], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0 and not done.stderr, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("usage: scripts/setup.sh")
-    for flag in ("--fleet", "--no-guest", "--real-guest", "--minimal", "--measure-only", "--shared-storage",
-                 "--fio-binary=PATH"):
+    for flag in (
+        "--fleet",
+        "--no-guest",
+        "--real-guest",
+        "--minimal",
+        "--measure-only",
+        "--shared-storage",
+        "--fio-binary=PATH",
+    ):
         assert f"`{flag}`" in done.stdout, flag
     assert "set -euo" not in done.stdout and max(len(line) for line in lines) <= 80

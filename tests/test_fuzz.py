@@ -1,11 +1,10 @@
-"""Fuzz corpus (tests/data/fuzz, made by its generate.py): hostile and careless plans, argument vectors
-and database files, each run through the real CLI entry point in-process.
+"""Fuzz corpus (tests/data/fuzz, made by its generate.py): hostile and careless plans, argument
+vectors and database files, each run through the real CLI entry point in-process.
 
 For every case: no traceback in the output; exit status 0 (accepted) or 2 (a one-line user error),
 never 1 (an internal error, which writes a crash log) or anything else; and nothing written outside
-the case's own temporary directory — the working directory stays empty, no crash log appears, and the
-corpus files (plans, databases) are byte-for-byte unchanged.
-"""
+the case's own temporary directory — the working directory stays empty, no crash log appears, and
+the corpus files (plans, databases) are byte-for-byte unchanged."""
 
 from __future__ import annotations
 
@@ -28,16 +27,22 @@ REPORTS = (["results"], ["results", "--format", "json"], ["rank"], ["monitor", "
 
 
 def tree_digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def cases(tmp: Path) -> list[tuple[str, list[str]]]:
     out: list[tuple[str, list[str]]] = []
     plans = sorted((tmp / "corpus" / "plans").glob("*.toml"))
     out += [(f"plan {p.name}", ["plan", str(p), "--explain"]) for p in plans]
-    subst = {"{tmp}": str(tmp / "case"), "{db}": str(tmp / "case" / "r1.sqlite"),
-             "{plan}": str(tmp / "corpus" / "plans")}
+    subst = {
+        "{tmp}": str(tmp / "case"),
+        "{db}": str(tmp / "case" / "r1.sqlite"),
+        "{plan}": str(tmp / "corpus" / "plans"),
+    }
     for argv in json.loads((FUZZ / "argv.json").read_text()):
         real = []
         for a in argv:
@@ -58,7 +63,9 @@ def run_case(argv: list[str]) -> tuple[int, str]:
             main(argv)
         except SystemExit as e:
             code = e.code
-    return (code if isinstance(code, int) else (0 if code is None else 2)), out.getvalue() + err.getvalue()
+    return (
+        code if isinstance(code, int) else (0 if code is None else 2)
+    ), out.getvalue() + err.getvalue()
 
 
 def test_fuzz_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -86,29 +93,40 @@ def test_fuzz_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         if "Traceback" in text:
             problems.append(f"{name}: traceback")
         if any(cwd.iterdir()):
-            problems.append(f"{name}: wrote {sorted(p.name for p in cwd.iterdir())} in the working directory")
+            problems.append(
+                f"{name}: wrote {sorted(p.name for p in cwd.iterdir())} in the working directory"
+            )
             shutil.rmtree(cwd)
             cwd.mkdir()
         if cache.exists() or any(home.iterdir()):
             problems.append(f"{name}: wrote a crash log or into $HOME")
             shutil.rmtree(cache, ignore_errors=True)
-        if code == 2 and not any(ln.startswith("error:") or "Usage:" in ln or "Error" in ln
-                                 for ln in text.splitlines()):
+        if code == 2 and not any(
+            ln.startswith("error:") or "Usage:" in ln or "Error" in ln for ln in text.splitlines()
+        ):
             problems.append(f"{name}: exit 2 without an error line")
     assert tree_digest(tmp_path / "corpus") == corpus_before, "the corpus was modified"
-    assert not problems, f"{len(problems)} of {len(all_cases)} cases failed:\n" + "\n".join(problems[:40])
+    assert not problems, f"{len(problems)} of {len(all_cases)} cases failed:\n" + "\n".join(
+        problems[:40]
+    )
     assert os.getcwd() == str(cwd)
 
 
-# -- a generated campaign of damaged databases over every command that reads one ---------------------------------
+# -- a generated campaign of damaged databases over every command that reads one -------------------
 
-TINY_PLAN = ('tier = ["baremetal"]\nworkloads = ["rand-read-4k"]\nsize = "4M"\nruntime = 1\nnull_ceiling = false\n'
-             '[repetitions]\nmin = 1\nmax = 1\n')
+TINY_PLAN = (
+    'tier = ["baremetal"]\nworkloads = ["rand-read-4k"]\nsize = "4M"\nruntime = '
+    "1\nnull_ceiling = false\n"
+    "[repetitions]\nmin = 1\nmax = 1\n"
+)
 # SQL that damages one kind of content, as a disk, a cut copy or a hand edit would leave it.
 DAMAGE_SQL: dict[str, str] = {
-    "sample-garbage": "UPDATE samples SET value='garbage' WHERE rowid=(SELECT MIN(rowid) FROM samples)",
-    "sample-infinite": "UPDATE samples SET value=1e999 WHERE rowid=(SELECT MIN(rowid) FROM samples)",
-    "sample-minus-infinite": "UPDATE samples SET value=-1e999 WHERE rowid=(SELECT MAX(rowid) FROM samples)",
+    "sample-garbage": "UPDATE samples SET value='garbage' WHERE rowid=(SELECT MIN(rowid) FROM "
+    "samples)",
+    "sample-infinite": "UPDATE samples SET value=1e999 WHERE rowid=(SELECT MIN(rowid) FROM "
+    "samples)",
+    "sample-minus-infinite": "UPDATE samples SET value=-1e999 WHERE rowid=(SELECT MAX(rowid) "
+    "FROM samples)",
     "sample-blob": "UPDATE samples SET value=x'00ff' WHERE rowid=(SELECT MIN(rowid) FROM samples)",
     "sample-negative": "UPDATE samples SET value=-5 WHERE rowid=(SELECT MIN(rowid) FROM samples)",
     "plan-json-not-json": "UPDATE sweeps SET plan_json='{not json'",
@@ -118,7 +136,7 @@ DAMAGE_SQL: dict[str, str] = {
     "registry-string": "UPDATE sweeps SET metric_registry='\"x\"'",
     "host-extra-not-json": "UPDATE hosts SET extra_json='oops'",
     "backing-json-not-json": "UPDATE cells SET backing_json='{'",
-    "phases-json-text-value": "UPDATE runs SET phases_json='{\"wall_s\": \"slow\"}'",
+    "phases-json-text-value": 'UPDATE runs SET phases_json=\'{"wall_s": "slow"}\'',
     "meta-json-not-json": "UPDATE runs SET meta_json='[' WHERE id=1",
     "disturbance-json-number": "UPDATE runs SET disturbance_json='5'",
     "monitor-text": "UPDATE monitor SET value='x' WHERE rowid=1",
@@ -154,9 +172,10 @@ def damaged_databases(tmp: Path) -> dict[str, Path]:
         rnd = random.Random(i)  # seeded: the same campaign every time
         data = bytearray(sound.read_bytes())
         for _ in range(rnd.randint(1, 4)):
-            at = rnd.randrange(100, size - 64)  # past the header's magic: the file still looks like SQLite's
+            # past the header's magic: the file still looks like SQLite's
+            at = rnd.randrange(100, size - 64)
             n = rnd.randint(8, 512)
-            data[at:at + n] = rnd.randbytes(min(n, size - at))
+            data[at : at + n] = rnd.randbytes(min(n, size - at))
         path = tmp / f"random-bytes-{i}.sqlite"
         path.write_bytes(bytes(data))
         out[f"random-bytes-{i}"] = path
@@ -168,18 +187,21 @@ def damaged_databases(tmp: Path) -> dict[str, Path]:
 
 def command_lines(db: Path, case: Path) -> list[tuple[str, list[str]]]:
     """Every command that reads a results database, on `db`."""
-    return [("results", ["results", "--db", str(db)]),
-            ("rank", ["rank", "--db", str(db)]),
-            ("compare", ["compare", str(db), str(db)]),
-            ("recommend", ["recommend", "--db", str(db)]),
-            ("report", ["report", "--db", str(db), "--html", str(case / "r.html")]),
-            ("monitor", ["monitor", "--run", "1", "--db", str(db)]),
-            ("merge", ["merge", str(case / "merged.sqlite"), str(db)]),
-            ("run", ["run", str(case / "tiny.toml"), "--db", str(db), "--workdir", str(case / "w")])]
+    return [
+        ("results", ["results", "--db", str(db)]),
+        ("rank", ["rank", "--db", str(db)]),
+        ("compare", ["compare", str(db), str(db)]),
+        ("recommend", ["recommend", "--db", str(db)]),
+        ("report", ["report", "--db", str(db), "--html", str(case / "r.html")]),
+        ("monitor", ["monitor", "--run", "1", "--db", str(db)]),
+        ("merge", ["merge", str(case / "merged.sqlite"), str(db)]),
+        ("run", ["run", str(case / "tiny.toml"), "--db", str(db), "--workdir", str(case / "w")]),
+    ]
 
 
-def test_damaged_databases_give_one_line_errors_in_every_command(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_damaged_databases_give_one_line_errors_in_every_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     dbs = damaged_databases(tmp_path / "made")
     cwd, cache, home = tmp_path / "cwd", tmp_path / "cache", tmp_path / "home"
     for d in (cwd, home):
@@ -213,21 +235,30 @@ def test_damaged_databases_give_one_line_errors_in_every_command(tmp_path: Path,
                 if len(errors) != 1:
                     problems.append(f"{name}: exit 2 without one error line: {text.strip()[-300:]}")
                 refused.setdefault(kind, set()).add(command)
-            if (cache / "iomatrix" / "logs").exists():  # (matplotlib keeps its font cache there too)
+            # (matplotlib keeps its font cache there too)
+            if (cache / "iomatrix" / "logs").exists():
                 problems.append(f"{name}: wrote a crash log")
                 shutil.rmtree(cache / "iomatrix", ignore_errors=True)
             if command == "merge" and code == 0 and kind.startswith(("sample-", "monitor-")):
                 problems.append(f"{name}: merged a damaged row with exit 0")
-            warned = [ln for ln in text.splitlines() if "damaged row" in ln and ln.startswith("warning:")]
+            warned = [
+                ln for ln in text.splitlines() if "damaged row" in ln and ln.startswith("warning:")
+            ]
             if code == 0 and kind in DAMAGE_SQL:
-                if len(set(warned)) != 1:  # (compare opens the same file twice: the same line twice)
-                    problems.append(f"{name}: exit 0 on a damaged row without one warning: {text.strip()[-300:]}")
+                # (compare opens the same file twice: the same line twice)
+                if len(set(warned)) != 1:
+                    problems.append(
+                        f"{name}: exit 0 on a damaged row without one warning: "
+                        f"{text.strip()[-300:]}"
+                    )
                 skipped.setdefault(kind, set()).add(command)
     assert total == len(dbs) * 8 >= 240
     assert not problems, f"{len(problems)} of {total} cases failed:\n" + "\n".join(problems[:40])
-    # A damaged row is refused by the commands that write (a sweep never adds runs to a damaged file, a merge
-    # never carries one along), naming the place; a report skips it and says so in one warning line (issue 50).
+    # A damaged row is refused by the commands that write (a sweep never adds runs to a damaged
+    # file, a merge never carries one along), naming the place; a report skips it and says so in one
+    # warning line (issue 50).
     for kind in DAMAGE_SQL:
         assert {"merge", "run"} <= refused.get(kind, set()), (kind, refused.get(kind))
-        assert skipped.get(kind, set()) | refused.get(kind, set()) == {c for c, _ in command_lines(Path(), Path())}, \
-            (kind, skipped.get(kind), refused.get(kind))
+        assert skipped.get(kind, set()) | refused.get(kind, set()) == {
+            c for c, _ in command_lines(Path(), Path())
+        }, (kind, skipped.get(kind), refused.get(kind))

@@ -1,12 +1,13 @@
 """Reports print the same figures for the same database, release after release.
 
-`data/golden/quick-sweep.sqlite` is a real sweep of the default plan's matrix (bare metal, block layer and
-TCG guests; 4-minute budget) written by the release before the axis registry (schema 4; fio's raw JSON
-emptied to keep the file small: no report reads it). `data/schema1/` is the first release's file. For both,
-every report command and format is run as a user would (the installed CLI, COLUMNS=100) and compared with
-the output recorded when the file was written; then the file is migrated as `iomatrix run` migrates it and
-the reports must still print exactly the same. The HTML report is compared without its chart drawings (the
-charts' text, i.e. their labels and legends, is kept).
+`data/golden/quick-sweep.sqlite` is a real sweep of the default plan's matrix (bare metal, block
+layer and TCG guests; 4-minute budget) written by the release before the axis registry (schema 4;
+fio's raw JSON emptied to keep the file small: no report reads it). `data/schema1/` is the first
+release's file. For both, every report command and format is run as a user would (the installed CLI,
+COLUMNS=100) and compared with the output recorded when the file was written; then the file is
+migrated as `iomatrix run` migrates it and the reports must still print exactly the same. The HTML
+report is compared without its chart drawings (the charts' text, i.e. their labels and legends, is
+kept).
 
 After a deliberate change of output, regenerate with IOMATRIX_UPDATE_GOLDEN=1 and review the diff.
 """
@@ -24,7 +25,10 @@ from iomatrix.store import Store
 from tests.conftest import DATA, iomatrix_argv
 
 GOLDEN = DATA / "golden"
-DATABASES = {"quick-sweep": GOLDEN / "quick-sweep.sqlite", "schema1": DATA / "schema1" / "iomatrix-schema1.sqlite"}
+DATABASES = {
+    "quick-sweep": GOLDEN / "quick-sweep.sqlite",
+    "schema1": DATA / "schema1" / "iomatrix-schema1.sqlite",
+}
 COMMANDS: dict[str, tuple[str, ...]] = {
     "results.txt": ("results",),
     "results.json": ("results", "--format", "json"),
@@ -42,14 +46,21 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 
 def _charts_as_text(html: str) -> str:
     """Each inline SVG chart replaced by the text it shows (matplotlib keeps text as <text>)."""
+
     def texts(m: re.Match[str]) -> str:
-        return "<svg>" + " | ".join(t.strip() for t in re.findall(r"<text[^>]*>([^<]*)</text>", m.group(0))) + "</svg>"
+        return (
+            "<svg>"
+            + " | ".join(t.strip() for t in re.findall(r"<text[^>]*>([^<]*)</text>", m.group(0)))
+            + "</svg>"
+        )
+
     return re.sub(r"<svg.*?</svg>", texts, html, flags=re.S)
 
 
 def _outputs(db: Path, tmp: Path) -> dict[str, str]:
-    """Every command's output. The commands only read the database, so they run side by side, one per core:
-    each is a process of its own, as a user's would be, and its output is compared whole."""
+    """Every command's output. The commands only read the database, so they run side by side, one
+    per core: each is a process of its own, as a user's would be, and its output is compared
+    whole."""
     import subprocess
     from concurrent.futures import ThreadPoolExecutor
 
@@ -58,8 +69,13 @@ def _outputs(db: Path, tmp: Path) -> dict[str, str]:
 
     def one(name: str) -> subprocess.CompletedProcess[str]:
         argv = [a.replace("{out}", str(html)) for a in COMMANDS[name]]
-        return subprocess.run([*iomatrix_argv(), *argv, "--db", str(db)], capture_output=True, text=True, env=env,
-                              timeout=600)
+        return subprocess.run(
+            [*iomatrix_argv(), *argv, "--db", str(db)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
 
     with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
         done = dict(zip(COMMANDS, pool.map(one, COMMANDS), strict=True))
@@ -79,7 +95,9 @@ def _check(label: str, db: Path, tmp: Path) -> None:
             (expected_dir / name).write_text(text)
     for name, text in got.items():
         expected = (expected_dir / name).read_text()
-        assert text == expected, f"{label}: '{' '.join(COMMANDS[name])}' prints something else than before"
+        assert text == expected, (
+            f"{label}: '{' '.join(COMMANDS[name])}' prints something else than before"
+        )
 
 
 @pytest.mark.slow
@@ -95,6 +113,7 @@ def test_reports_unchanged_on_an_old_database(label: str, tmp_path: Path) -> Non
 def test_reports_unchanged_after_migration(label: str, tmp_path: Path) -> None:
     db = tmp_path / "old.sqlite"
     shutil.copy(DATABASES[label], db)
-    Store(db).close()  # what `iomatrix run` does to an older file: backup, then migrate to this schema
+    # what `iomatrix run` does to an older file: backup, then migrate to this schema
+    Store(db).close()
     assert Store.open_existing(db).schema_version > 4 or label == "schema1"
     _check(label, db, tmp_path)

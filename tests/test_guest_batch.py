@@ -30,8 +30,10 @@ TCG = "tcg"
 
 
 def fio_job(runtime: int = 1) -> str:
-    return (f"[t]\nfilename=@DISK@\nrw=randwrite\nbs=4k\ndirect=1\nioengine=psync\nsize=16m\n"
-            f"runtime={runtime}\ntime_based=1\n")
+    return (
+        f"[t]\nfilename=@DISK@\nrw=randwrite\nbs=4k\ndirect=1\nioengine=psync\nsize=16m\n"
+        f"runtime={runtime}\ntime_based=1\n"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -49,17 +51,29 @@ def _images(tmp_path: Path, n: int) -> list[Path]:
 
 
 def _allocated(img: Path) -> int:
-    info = json.loads(subprocess.run(["qemu-img", "info", "--output=json", str(img)], capture_output=True,
-                                     text=True, check=True).stdout)
+    info = json.loads(
+        subprocess.run(
+            ["qemu-img", "info", "--output=json", str(img)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
     return int(info["actual-size"])
 
 
 @pytest.mark.parametrize("machine", ["microvm", "pc"])
-def test_three_runs_in_one_boot_each_on_its_own_disk(art: GuestArtifacts, tmp_path: Path, machine: str) -> None:
+def test_three_runs_in_one_boot_each_on_its_own_disk(
+    art: GuestArtifacts, tmp_path: Path, machine: str
+) -> None:
     imgs = _images(tmp_path, 3)
     before = [_allocated(i) for i in imgs]
-    runs = [BatchRun(DiskSpec(str(i), "qcow2", "none", "threads", "virtio-blk"), GuestJob("fio", fio_job()))
-            for i in imgs]
+    runs = [
+        BatchRun(
+            DiskSpec(str(i), "qcow2", "none", "threads", "virtio-blk"), GuestJob("fio", fio_job())
+        )
+        for i in imgs
+    ]
     out = run_guest_batch(art, TCG, runs, tmp_path / "boot", run_timeout=120, machine=machine)
     assert out.error is None, out.console_tail
     assert out.machine == machine and f"-machine {machine}" in " ".join(out.qemu_argv)
@@ -70,7 +84,8 @@ def test_three_runs_in_one_boot_each_on_its_own_disk(art: GuestArtifacts, tmp_pa
     assert files == ["/dev/vda", "/dev/vdb", "/dev/vdc"]
     for r in out.runs:
         assert r is not None and r.fio_json["jobs"][0]["write"]["total_ios"] > 0
-        # wall_s is on the host clock (marks stamped on arrival), workload_s on the guest's: allow jitter.
+        # wall_s is on the host clock (marks stamped on arrival), workload_s on the guest's: allow
+        # jitter.
         assert r.phases["workload_s"] >= 1.0 and r.phases["wall_s"] >= r.phases["workload_s"] - 0.25
     # The boot's cost sits on the first run; later runs cost their workload plus a little.
     assert "boot_to_workload_s" in out.runs[0].phases  # type: ignore[union-attr]
@@ -80,23 +95,30 @@ def test_three_runs_in_one_boot_each_on_its_own_disk(art: GuestArtifacts, tmp_pa
     assert not live_guest_pids()
 
 
-def test_the_gate_holds_the_first_run_until_the_host_is_ready(art: GuestArtifacts, tmp_path: Path) -> None:
+def test_the_gate_holds_the_first_run_until_the_host_is_ready(
+    art: GuestArtifacts, tmp_path: Path
+) -> None:
     imgs = _images(tmp_path, 2)
-    runs = [BatchRun(DiskSpec(str(i), "qcow2", "none", "threads", "virtio-blk"), GuestJob("fio", fio_job()))
-            for i in imgs]
+    runs = [
+        BatchRun(
+            DiskSpec(str(i), "qcow2", "none", "threads", "virtio-blk"), GuestJob("fio", fio_job())
+        )
+        for i in imgs
+    ]
     calls: list[float] = []
 
     def ready() -> None:  # the host's clean-up of a previous boot, made long on purpose
         time.sleep(6)
         calls.append(time.monotonic())
 
-    out = run_guest_batch(art, TCG, runs, tmp_path / "boot", run_timeout=120, machine="microvm",
-                          host_ready=ready)
+    out = run_guest_batch(
+        art, TCG, runs, tmp_path / "boot", run_timeout=120, machine="microvm", host_ready=ready
+    )
     assert out.error is None, out.console_tail
     assert all(r is not None and r.ok for r in out.runs), [r and r.error for r in out.runs]
     assert len(calls) == 1 and out.boot_phases["host_ready_s"] >= 6.0
-    # `ready` starts at QEMU's spawn: the first run cannot have reached its workload before it returned,
-    # however fast the guest booted.
+    # `ready` starts at QEMU's spawn: the first run cannot have reached its workload before it
+    # returned, however fast the guest booted.
     first = out.runs[0].phases  # type: ignore[union-attr]
     assert first["qemu_start_s"] + first["boot_to_workload_s"] >= out.boot_phases["host_ready_s"]
     assert "gate_wait_s" in out.boot_phases
@@ -104,28 +126,44 @@ def test_the_gate_holds_the_first_run_until_the_host_is_ready(art: GuestArtifact
     assert not live_guest_pids()
 
 
-def test_a_failing_host_ready_still_lets_the_boot_end_and_is_reported(art: GuestArtifacts, tmp_path: Path) -> None:
+def test_a_failing_host_ready_still_lets_the_boot_end_and_is_reported(
+    art: GuestArtifacts, tmp_path: Path
+) -> None:
     imgs = _images(tmp_path, 2)
-    runs = [BatchRun(DiskSpec(str(i), "qcow2", "none", "threads", "virtio-blk"), GuestJob("fio", fio_job()))
-            for i in imgs]
+    runs = [
+        BatchRun(
+            DiskSpec(str(i), "qcow2", "none", "threads", "virtio-blk"), GuestJob("fio", fio_job())
+        )
+        for i in imgs
+    ]
 
     def ready() -> None:
         raise OSError("cannot remove the previous images")
 
     with pytest.raises(OSError, match="cannot remove"):
-        run_guest_batch(art, TCG, runs, tmp_path / "boot", run_timeout=120, machine="microvm", host_ready=ready)
+        run_guest_batch(
+            art, TCG, runs, tmp_path / "boot", run_timeout=120, machine="microvm", host_ready=ready
+        )
     assert not live_guest_pids()
 
 
-def test_a_run_that_hangs_kills_the_boot_keeps_the_finished_runs(art: GuestArtifacts, tmp_path: Path) -> None:
+def test_a_run_that_hangs_kills_the_boot_keeps_the_finished_runs(
+    art: GuestArtifacts, tmp_path: Path
+) -> None:
     imgs = _images(tmp_path, 3)
     jobs = [fio_job(1), fio_job(600), fio_job(1)]  # the second run outlives its timeout
-    runs = [BatchRun(DiskSpec(str(i), "qcow2", "none", "threads", "virtio-blk"), GuestJob("fio", j))
-            for i, j in zip(imgs, jobs, strict=True)]
+    runs = [
+        BatchRun(DiskSpec(str(i), "qcow2", "none", "threads", "virtio-blk"), GuestJob("fio", j))
+        for i, j in zip(imgs, jobs, strict=True)
+    ]
     out = run_guest_batch(art, TCG, runs, tmp_path / "boot", run_timeout=25, machine="microvm")
     first, second, third = out.runs
     assert first is not None and first.ok
-    assert second is not None and not second.ok and "run 2 of 3 did not finish within 25 s" in (second.error or "")
+    assert (
+        second is not None
+        and not second.ok
+        and "run 2 of 3 did not finish within 25 s" in (second.error or "")
+    )
     assert third is None  # never started: the caller retries it in a new boot
     assert not live_guest_pids()
 
@@ -144,19 +182,37 @@ class _HangingSecondRun(GuestTier):
 
 
 def test_guest_tier_retries_the_runs_a_hung_boot_never_started(tmp_path: Path) -> None:
-    plan = Plan.model_validate({"name": "t", "tier": ["guest"], "format": ["qcow2"], "cache": ["none"],
-                                "bus": ["virtio-blk"], "size": "16M", "image_size": "64M", "runtime": 1,
-                                "null_ceiling": False,
-                                "workloads": ["rand-write-4k", "rand-read-4k", "seq-write-1m"]})
+    plan = Plan.model_validate(
+        {
+            "name": "t",
+            "tier": ["guest"],
+            "format": ["qcow2"],
+            "cache": ["none"],
+            "bus": ["virtio-blk"],
+            "size": "16M",
+            "image_size": "64M",
+            "runtime": 1,
+            "null_ceiling": False,
+            "workloads": ["rand-write-4k", "rand-read-4k", "seq-write-1m"],
+        }
+    )
     units = plan_expansion(plan, None, set()).units
     order = {"rand-write-4k": 0, "rand-read-4k": 1, "seq-write-1m": 2}
     units = sorted(units, key=lambda u: order[u.workload.name])
     tier = _HangingSecondRun(plan, RunOptions(workdir=tmp_path / "work", accel="tcg"))
     tier.open()
     try:
-        reqs = [RunRequest(cell=u.cell, workload=resolve(u.workload.name), target=Target("dir", tmp_path),
-                           shape=JobShape(plan.size_bytes, plan.runtime), run_dir=tmp_path / "runs" / str(i),
-                           timeout_s=30) for i, u in enumerate(units)]
+        reqs = [
+            RunRequest(
+                cell=u.cell,
+                workload=resolve(u.workload.name),
+                target=Target("dir", tmp_path),
+                shape=JobShape(plan.size_bytes, plan.runtime),
+                run_dir=tmp_path / "runs" / str(i),
+                timeout_s=30,
+            )
+            for i, u in enumerate(units)
+        ]
         outs = tier.run_batch(reqs)
     finally:
         tier.close()
@@ -172,8 +228,15 @@ def test_guest_tier_retries_the_runs_a_hung_boot_never_started(tmp_path: Path) -
 
 def test_microvm_boots_and_pc_stays_for_ide(art: GuestArtifacts, tmp_path: Path) -> None:
     img = _images(tmp_path, 1)[0]
-    out = run_guest(art, TCG, DiskSpec(str(img), "qcow2", "none", "threads", "virtio-scsi"),
-                    GuestJob("fio", fio_job()), tmp_path / "scsi", timeout=120, machine="microvm")
+    out = run_guest(
+        art,
+        TCG,
+        DiskSpec(str(img), "qcow2", "none", "threads", "virtio-scsi"),
+        GuestJob("fio", fio_job()),
+        tmp_path / "scsi",
+        timeout=120,
+        machine="microvm",
+    )
     assert out.ok, f"{out.error}\n{out.console_tail}"
     assert out.disk_info["disk"] == "sda"  # type: ignore[index]
     assert "virtio-scsi-device" in " ".join(out.qemu_argv)
@@ -182,46 +245,63 @@ def test_microvm_boots_and_pc_stays_for_ide(art: GuestArtifacts, tmp_path: Path)
 def test_sweep_stores_each_run_of_a_boot_with_its_boot_and_position(tmp_path: Path) -> None:
     (tmp_path / "p.toml").write_text(
         'tier = ["guest"]\nformat = ["qcow2"]\ncache = ["none"]\nbus = ["virtio-blk"]\n'
-        'workloads = ["rand-write-4k", "rand-read-4k", "seq-write-1m"]\nsize = "16M"\nimage_size = "64M"\n'
-        'runtime = 1\nrun_timeout = 120\nnull_ceiling = false\n[repetitions]\nmin = 1\nmax = 1\n')
+        'workloads = ["rand-write-4k", "rand-read-4k", "seq-write-1m"]\nsize = '
+        '"16M"\nimage_size = "64M"\n'
+        "runtime = 1\nrun_timeout = 120\nnull_ceiling = false\n[repetitions]\nmin = 1\nmax = 1\n"
+    )
     proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--accel", "tcg", cwd=tmp_path, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     con = sqlite3.connect(tmp_path / "r.sqlite")
-    rows = con.execute("SELECT workload, status, boot_id, boot_position, round, round_position, "
-                       "json_extract(meta_json, '$.machine'), json_extract(meta_json, '$.round_order') "
-                       "FROM runs WHERE retry_of IS NULL ORDER BY boot_position").fetchall()
-    # A run judged disturbed by other load on the host is retried at the end of its round, in a new boot
-    # (alone, or with the other retries of its boot).
+    rows = con.execute(
+        "SELECT workload, status, boot_id, boot_position, round, round_position, "
+        "json_extract(meta_json, '$.machine'), json_extract(meta_json, '$.round_order') "
+        "FROM runs WHERE retry_of IS NULL ORDER BY boot_position"
+    ).fetchall()
+    # A run judged disturbed by other load on the host is retried at the end of its round, in a new
+    # boot (alone, or with the other retries of its boot).
     retries = con.execute("SELECT boot_id FROM runs WHERE retry_of IS NOT NULL").fetchall()
-    first_boot = con.execute("SELECT boot_id FROM runs WHERE retry_of IS NULL LIMIT 1").fetchone()[0]
+    first_boot = con.execute("SELECT boot_id FROM runs WHERE retry_of IS NULL LIMIT 1").fetchone()[
+        0
+    ]
     assert all(r[0] is None or r[0] != first_boot for r in retries)
     assert len(rows) == 3 and {r[1] for r in rows} == {"ok"}
     assert len({r[2] for r in rows}) == 1 and rows[0][2]  # one boot
     assert [r[3] for r in rows] == [0, 1, 2]
-    assert [r[5] for r in rows] == [0, 1, 2] and {r[4] for r in rows} == {1}  # position in round = in boot
+    # position in round = in boot
+    assert [r[5] for r in rows] == [0, 1, 2] and {r[4] for r in rows} == {1}
     assert {r[6] for r in rows} == {"microvm"} and {r[7] for r in rows} == {"cell"}
     assert sorted(r[0] for r in rows) == ["rand-read-4k", "rand-write-4k", "seq-write-1m"]
     assert not [p for p in (tmp_path / "iomatrix-work").rglob("*") if p.suffix == ".qcow2"]
 
 
 def test_ctrl_c_in_a_shared_boot_keeps_its_finished_runs_and_leaves_nothing(tmp_path: Path) -> None:
-    """Ctrl-C after the first of three runs of one boot: that run is stored, QEMU and every image are gone,
-    and the resumed sweep runs only the two that never finished."""
+    """Ctrl-C after the first of three runs of one boot: that run is stored, QEMU and every image
+    are gone, and the resumed sweep runs only the two that never finished."""
     (tmp_path / "p.toml").write_text(
         'tier = ["guest"]\nformat = ["qcow2"]\ncache = ["none"]\nbus = ["virtio-blk"]\n'
-        'workloads = ["rand-write-4k", "rand-read-4k", "seq-write-1m"]\nsize = "16M"\nimage_size = "64M"\n'
-        'runtime = 4\nrun_timeout = 240\nnull_ceiling = false\nretry_disturbed = false\n'
-        '[repetitions]\nmin = 1\nmax = 1\n')
+        'workloads = ["rand-write-4k", "rand-read-4k", "seq-write-1m"]\nsize = '
+        '"16M"\nimage_size = "64M"\n'
+        "runtime = 4\nrun_timeout = 240\nnull_ceiling = false\nretry_disturbed = false\n"
+        "[repetitions]\nmin = 1\nmax = 1\n"
+    )
     # Its own process group, signalled as a whole: what Ctrl-C in a terminal does.
-    proc = subprocess.Popen([*iomatrix_argv(), "run", "p.toml", "--db", "r.sqlite", "--accel", "tcg"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, preexec_fn=sigint_default)
+    proc = subprocess.Popen(
+        [*iomatrix_argv(), "run", "p.toml", "--db", "r.sqlite", "--accel", "tcg"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        preexec_fn=sigint_default,
+    )
     try:
         deadline = time.monotonic() + 300
         first_ended = False
         while not first_ended and time.monotonic() < deadline and proc.poll() is None:
-            first_ended = any("@@IOMX:MARK:run_end_r1" in p.read_text(errors="replace")
-                              for p in tmp_path.rglob("results.log"))
+            first_ended = any(
+                "@@IOMX:MARK:run_end_r1" in p.read_text(errors="replace")
+                for p in tmp_path.rglob("results.log")
+            )
             time.sleep(0.2)
         assert first_ended, "the boot's first run never ended"
         os.killpg(proc.pid, signal.SIGINT)
@@ -238,7 +318,9 @@ def test_ctrl_c_in_a_shared_boot_keeps_its_finished_runs_and_leaves_nothing(tmp_
     assert len(kept) < 3, "the interrupt came after the whole boot"
     assert qemu_pids_using(tmp_path) == []
     assert not [p for p in tmp_path.rglob("*.qcow2")], "images left behind"
-    resumed = run_cli("run", "p.toml", "--db", "r.sqlite", "--accel", "tcg", cwd=tmp_path, timeout=900)
+    resumed = run_cli(
+        "run", "p.toml", "--db", "r.sqlite", "--accel", "tcg", cwd=tmp_path, timeout=900
+    )
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     con = sqlite3.connect(tmp_path / "r.sqlite")
     after = con.execute("SELECT workload FROM runs WHERE status = 'ok'").fetchall()

@@ -4,31 +4,36 @@ from __future__ import annotations
 
 import pytest
 
-from iomatrix.guest.stream import extract_fio_json, fs_result_from_block, parse_result_stream, run_phases
+from iomatrix.guest.stream import (
+    extract_fio_json,
+    fs_result_from_block,
+    parse_result_stream,
+    run_phases,
+)
 
 # Captured from a real TCG guest (null-co ceiling, fio 4k randread io_uring), with junk injected the
 # way fio#731 reports it (an error line and a broken brace before the JSON) and CRLF/escape noise.
 CAPTURE = (
-    '\x00\x1b[0m@@IOMX:MARK:init:2.62@@\r\n'
-    '@@IOMX:MARK:modules:3.02@@\r\n'
-    '@@IOMX:BEGIN:disk@@\r\n'
+    "\x00\x1b[0m@@IOMX:MARK:init:2.62@@\r\n"
+    "@@IOMX:MARK:modules:3.02@@\r\n"
+    "@@IOMX:BEGIN:disk@@\r\n"
     '{"disk": "vda", "tar": "", "write_cache": "write back", "size_bytes": 1073741824'
-    '}\r\n'
-    '\r\n'
-    '@@IOMX:END:disk@@\n'
-    '@@IOMX:MARK:workload_start:3.14@@\n'
-    '@@IOMX:MARK:workload_end:5.55@@\n'
-    '@@IOMX:BEGIN:fio@@\n'
-    'fio: io_u error on file /dev/vda: Input/output error: write offset=0, buflen=409'
-    '6\n'
-    '{ not json\n'
-    '{\n'
+    "}\r\n"
+    "\r\n"
+    "@@IOMX:END:disk@@\n"
+    "@@IOMX:MARK:workload_start:3.14@@\n"
+    "@@IOMX:MARK:workload_end:5.55@@\n"
+    "@@IOMX:BEGIN:fio@@\n"
+    "fio: io_u error on file /dev/vda: Input/output error: write offset=0, buflen=409"
+    "6\n"
+    "{ not json\n"
+    "{\n"
     '  "fio version" : "fio-3.33",\n'
     '  "timestamp" : 1795218940,\n'
     '  "timestamp_ms" : 1795218940826,\n'
     '  "time" : "Fri Nov 20 23:55:40 2026",\n'
     '  "jobs" : [\n'
-    '    {\n'
+    "    {\n"
     '      "jobname" : "r",\n'
     '      "groupid" : 0,\n'
     '      "error" : 0,\n'
@@ -43,7 +48,7 @@ CAPTURE = (
     '        "runtime" : "2",\n'
     '        "time_based" : "1",\n'
     '        "filename" : "/dev/vda"\n'
-    '      },\n'
+    "      },\n"
     '      "read" : {\n'
     '        "io_bytes" : 50085888,\n'
     '        "io_kbytes" : 48912,\n'
@@ -60,7 +65,7 @@ CAPTURE = (
     '          "mean" : 116094.705185,\n'
     '          "stddev" : 124622.228552,\n'
     '          "N" : 12228\n'
-    '        },\n'
+    "        },\n"
     '        "clat_ns" : {\n'
     '          "min" : 219599,\n'
     '          "max" : 8334913,\n'
@@ -85,15 +90,15 @@ CAPTURE = (
     '            "99.900000" : 4358144,\n'
     '            "99.950000" : 6979584,\n'
     '            "99.990000" : 7045120\n'
-    '          }\n'
-    '        },\n'
+    "          }\n"
+    "        },\n"
     '        "lat_ns" : {\n'
     '          "min" : 377437,\n'
     '          "max" : 12824630,\n'
     '          "mean" : 1261539.024779,\n'
     '          "stddev" : 569937.633480,\n'
     '          "N" : 12228\n'
-    '        },\n'
+    "        },\n"
     '        "bw_min" : 23417,\n'
     '        "bw_max" : 24886,\n'
     '        "bw_agg" : 99.653174,\n'
@@ -105,7 +110,7 @@ CAPTURE = (
     '        "iops_mean" : 6089.666667,\n'
     '        "iops_stddev" : 204.539320,\n'
     '        "iops_samples" : 3\n'
-    '      },\n'
+    "      },\n"
     '      "write" : {\n'
     '        "io_bytes" : 0,\n'
     '        "io_kbytes" : 0,\n'
@@ -122,21 +127,21 @@ CAPTURE = (
     '          "mean" : 0.000000,\n'
     '          "stddev" : 0.000000,\n'
     '          "N" : 0\n'
-    '        },\n'
+    "        },\n"
     '        "clat_ns" : {\n'
     '          "min" : 0,\n'
     '          "max" : 0,\n'
     '          "mean" : 0.000000,\n'
     '          "stddev" : 0.000000,\n'
     '          "N" : 0\n'
-    '        },\n'
+    "        },\n"
     '        "lat_ns" : {\n'
     '          "min" : 0,\n'
     '          "max" : 0,\n'
     '          "mean" : 0.000000,\n'
     '          "stddev" : 0.000000,\n'
     '          "N" : 0\n'
-    '        },\n'
+    "        },\n"
     '        "bw_min" : 0,\n'
     '        "bw_max" : 0,\n'
     '        "bw_agg" : 0.000000,\n'
@@ -148,7 +153,7 @@ CAPTURE = (
     '        "iops_mean" : 0.000000,\n'
     '        "iops_stddev" : 0.000000,\n'
     '        "iops_samples" : 0\n'
-    '      },\n'
+    "      },\n"
     '      "trim" : {\n'
     '        "io_bytes" : 0,\n'
     '        "io_kbytes" : 0,\n'
@@ -165,21 +170,21 @@ CAPTURE = (
     '          "mean" : 0.000000,\n'
     '          "stddev" : 0.000000,\n'
     '          "N" : 0\n'
-    '        },\n'
+    "        },\n"
     '        "clat_ns" : {\n'
     '          "min" : 0,\n'
     '          "max" : 0,\n'
     '          "mean" : 0.000000,\n'
     '          "stddev" : 0.000000,\n'
     '          "N" : 0\n'
-    '        },\n'
+    "        },\n"
     '        "lat_ns" : {\n'
     '          "min" : 0,\n'
     '          "max" : 0,\n'
     '          "mean" : 0.000000,\n'
     '          "stddev" : 0.000000,\n'
     '          "N" : 0\n'
-    '        },\n'
+    "        },\n"
     '        "bw_min" : 0,\n'
     '        "bw_max" : 0,\n'
     '        "bw_agg" : 0.000000,\n'
@@ -191,7 +196,7 @@ CAPTURE = (
     '        "iops_mean" : 0.000000,\n'
     '        "iops_stddev" : 0.000000,\n'
     '        "iops_samples" : 0\n'
-    '      },\n'
+    "      },\n"
     '      "sync" : {\n'
     '        "total_ios" : 0,\n'
     '        "lat_ns" : {\n'
@@ -200,8 +205,8 @@ CAPTURE = (
     '          "mean" : 0.000000,\n'
     '          "stddev" : 0.000000,\n'
     '          "N" : 0\n'
-    '        }\n'
-    '      },\n'
+    "        }\n"
+    "      },\n"
     '      "job_runtime" : 2001,\n'
     '      "usr_cpu" : 30.984508,\n'
     '      "sys_cpu" : 33.583208,\n'
@@ -216,7 +221,7 @@ CAPTURE = (
     '        "16" : 0.000000,\n'
     '        "32" : 0.000000,\n'
     '        ">=64" : 0.000000\n'
-    '      },\n'
+    "      },\n"
     '      "iodepth_submit" : {\n'
     '        "0" : 0.000000,\n'
     '        "4" : 100.000000,\n'
@@ -225,7 +230,7 @@ CAPTURE = (
     '        "32" : 0.000000,\n'
     '        "64" : 0.000000,\n'
     '        ">=64" : 0.000000\n'
-    '      },\n'
+    "      },\n"
     '      "iodepth_complete" : {\n'
     '        "0" : 0.000000,\n'
     '        "4" : 99.991818,\n'
@@ -234,7 +239,7 @@ CAPTURE = (
     '        "32" : 0.000000,\n'
     '        "64" : 0.000000,\n'
     '        ">=64" : 0.000000\n'
-    '      },\n'
+    "      },\n"
     '      "latency_ns" : {\n'
     '        "2" : 0.000000,\n'
     '        "4" : 0.000000,\n'
@@ -246,7 +251,7 @@ CAPTURE = (
     '        "500" : 0.000000,\n'
     '        "750" : 0.000000,\n'
     '        "1000" : 0.000000\n'
-    '      },\n'
+    "      },\n"
     '      "latency_us" : {\n'
     '        "2" : 0.000000,\n'
     '        "4" : 0.000000,\n'
@@ -258,7 +263,7 @@ CAPTURE = (
     '        "500" : 0.016356,\n'
     '        "750" : 10.565914,\n'
     '        "1000" : 46.589794\n'
-    '      },\n'
+    "      },\n"
     '      "latency_ms" : {\n'
     '        "2" : 35.075237,\n'
     '        "4" : 7.466470,\n'
@@ -272,15 +277,15 @@ CAPTURE = (
     '        "1000" : 0.000000,\n'
     '        "2000" : 0.000000,\n'
     '        ">=2000" : 0.000000\n'
-    '      },\n'
+    "      },\n"
     '      "latency_depth" : 8,\n'
     '      "latency_target" : 0,\n'
     '      "latency_percentile" : 100.000000,\n'
     '      "latency_window" : 0\n'
-    '    }\n'
-    '  ],\n'
+    "    }\n"
+    "  ],\n"
     '  "disk_util" : [\n'
-    '    {\n'
+    "    {\n"
     '      "name" : "vda",\n'
     '      "read_ios" : 11467,\n'
     '      "write_ios" : 0,\n'
@@ -290,12 +295,12 @@ CAPTURE = (
     '      "write_ticks" : 0,\n'
     '      "in_queue" : 1219,\n'
     '      "util" : 57.513729\n'
-    '    }\n'
-    '  ]\n'
-    '}\n'
-    '\n'
-    '@@IOMX:END:fio@@\n'
-    '@@IOMX:MARK:done:5.59@@\n'
+    "    }\n"
+    "  ]\n"
+    "}\n"
+    "\n"
+    "@@IOMX:END:fio@@\n"
+    "@@IOMX:MARK:done:5.59@@\n"
 )
 
 
@@ -315,22 +320,31 @@ def test_fio_json_survives_junk_before_it() -> None:
 
 
 def test_fio_json_with_trailing_junk_and_none() -> None:
-    assert extract_fio_json('fio: warn\n{"jobs": [{"a": 1}]}\nfio: trailing noise {') == {"jobs": [{"a": 1}]}
+    assert extract_fio_json('fio: warn\n{"jobs": [{"a": 1}]}\nfio: trailing noise {') == {
+        "jobs": [{"a": 1}]
+    }
     assert extract_fio_json("fio: file:ioengines.c:1: error\n") is None
     assert extract_fio_json('{"not": "fio"}') is None
 
 
 def test_unterminated_block_is_ignored() -> None:
-    stream = parse_result_stream("@@IOMX:BEGIN:fio@@\n{\"jobs\": []}\n")
+    stream = parse_result_stream('@@IOMX:BEGIN:fio@@\n{"jobs": []}\n')
     assert "fio" not in stream.blocks
 
 
 def test_fs_block() -> None:
-    block = ('{"fs": "ext4", "steps": [{"name": "mkfs", "start": 1.0, "end": 1.5}, '
-             '{"name": "find", "start": 2.0, "end": 2.25}, {"name": "tar_list", "start": 2.25, "end": 3.0}]}')
+    block = (
+        '{"fs": "ext4", "steps": [{"name": "mkfs", "start": 1.0, "end": 1.5}, '
+        '{"name": "find", "start": 2.0, "end": 2.25}, {"name": "tar_list", "start": '
+        '2.25, "end": 3.0}]}'
+    )
     res = fs_result_from_block(block)
-    assert res == {"fs": "ext4", "steps": {"mkfs": 0.5, "find": 0.25, "tar_list": 0.75},
-                   "timed_s": 1.0, "untimed_s": 0.5}
+    assert res == {
+        "fs": "ext4",
+        "steps": {"mkfs": 0.5, "find": 0.25, "tar_list": 0.75},
+        "timed_s": 1.0,
+        "untimed_s": 0.5,
+    }
     assert fs_result_from_block("garbage") is None
 
 

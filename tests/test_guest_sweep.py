@@ -1,4 +1,5 @@
-"""A real guest matrix under TCG: 2 cache modes × 2 buses × 2 formats, beside bare metal and the null ceiling."""
+"""A real guest matrix under TCG: 2 cache modes × 2 buses × 2 formats, beside bare metal and the
+null ceiling."""
 
 from __future__ import annotations
 
@@ -29,23 +30,31 @@ retry_disturbed = false
 [repetitions]
 min = 2
 max = 2
-"""
+"""  # noqa: E501
 
 
 def test_guest_matrix_with_baseline_and_ceiling(tmp_path: Path) -> None:
     (tmp_path / "m.toml").write_text(MATRIX)
-    proc = run_cli("run", "m.toml", "--db", "r.sqlite", "--accel", "tcg", cwd=tmp_path, timeout=1200)
+    proc = run_cli(
+        "run", "m.toml", "--db", "r.sqlite", "--accel", "tcg", cwd=tmp_path, timeout=1200
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "TCG" in proc.stderr  # every output warns that TCG figures are not KVM figures
 
-    doc = json.loads(run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout)
+    doc = json.loads(
+        run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout
+    )
     cells = doc["sweeps"][0]["cells"]
     guest = [c for c in cells if c["axes"]["tier"] == "guest" and c["axes"]["backing"] != "null"]
     null = [c for c in cells if c["axes"]["backing"] == "null"]
     bare = [c for c in cells if c["axes"]["tier"] == "baremetal"]
     got = {(c["axes"]["format"], c["axes"]["cache"], c["axes"]["bus"]) for c in guest}
-    assert got == {(f, c, b) for f in ("raw", "qcow2") for c in ("none", "writeback")
-                   for b in ("virtio-blk", "virtio-scsi")}
+    assert got == {
+        (f, c, b)
+        for f in ("raw", "qcow2")
+        for c in ("none", "writeback")
+        for b in ("virtio-blk", "virtio-scsi")
+    }
     assert {c["axes"]["bus"] for c in null} == {"virtio-blk", "virtio-scsi"}
     assert {c["axes"]["cache"] for c in bare} == {"none", "writeback"}
     for c in guest + null:
@@ -62,17 +71,27 @@ def test_guest_matrix_with_baseline_and_ceiling(tmp_path: Path) -> None:
 
     table = run_cli("results", "--db", "r.sqlite", cwd=tmp_path)
     assert table.returncode == 0
-    # (cells are named by the axes that vary: "qcow2 · …", the null-co ceiling by its format and backing)
-    assert "baremetal" in table.stdout and "format=null" in table.stdout and "qcow2" in table.stdout, table.stdout
+    # (cells are named by the axes that vary: "qcow2 · …", the null-co ceiling by its format and
+    # backing)
+    assert (
+        "baremetal" in table.stdout and "format=null" in table.stdout and "qcow2" in table.stdout
+    ), table.stdout
 
     # every cell eligible (noise limit off), so comparisons are made and the test used is named
-    ranked = run_cli("rank", "--db", "r.sqlite", "--min-runs", "2", "--max-noise", "100", cwd=tmp_path)
+    ranked = run_cli(
+        "rank", "--db", "r.sqlite", "--min-runs", "2", "--max-noise", "100", cwd=tmp_path
+    )
     assert ranked.returncode == 0, ranked.stderr
-    # the analysis used is named (blocked by round, or Welch when rounds are too few) with its correction
-    assert ("RCBD" in ranked.stdout or "Friedman" in ranked.stdout or "Welch" in ranked.stdout), ranked.stdout
+    # the analysis used is named (blocked by round, or Welch when rounds are too few) with its
+    # correction
+    assert "RCBD" in ranked.stdout or "Friedman" in ranked.stdout or "Welch" in ranked.stdout, (
+        ranked.stdout
+    )
     assert "Holm" in ranked.stdout
     assert "ceiling (null-co" in ranked.stdout and "vs bare metal" in ranked.stdout
 
     # nothing left behind: no QEMU, no image, no mount
     assert subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True).stdout == b""
-    assert not [p for p in (tmp_path / "iomatrix-work").rglob("*") if p.suffix in (".raw", ".qcow2")]
+    assert not [
+        p for p in (tmp_path / "iomatrix-work").rglob("*") if p.suffix in (".raw", ".qcow2")
+    ]

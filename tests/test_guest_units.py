@@ -1,4 +1,5 @@
-"""Guest tier unit tests: command lines, validation, modules.dep ordering, cpio, images (no QEMU)."""
+"""Guest tier unit tests: command lines, validation, modules.dep ordering, cpio, images (no
+QEMU)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,13 @@ from iomatrix.guest.artifacts import GuestArtifacts
 from iomatrix.guest.cmdline import build_argv, device_args
 from iomatrix.guest.initramfs import CpioWriter
 from iomatrix.guest.job import GuestJob, job_env
-from iomatrix.guest.kernel import bzimage_version, load_order, module_name, parse_modules_dep, user_kernel
+from iomatrix.guest.kernel import (
+    bzimage_version,
+    load_order,
+    module_name,
+    parse_modules_dep,
+    user_kernel,
+)
 from iomatrix.qemu_block import DiskSpec, blockdev_args, validate_disk
 
 BUSES = ["virtio-blk", "virtio-scsi", "ide", "nvme"]
@@ -29,14 +36,27 @@ EXPECTED = {  # domain brief §1: cache mode -> (write-cache, cache.direct, cach
 
 
 def _artifacts(tmp_path: Path) -> GuestArtifacts:
-    load = {"virtio_pci": ("v/virtio_ring.ko", "v/virtio.ko", "v/virtio_pci.ko"),
-            "virtio_blk": ("v/virtio_ring.ko", "v/virtio.ko", "v/virtio_blk.ko"),
-            "virtio_scsi": ("s/scsi_mod.ko", "v/virtio_scsi.ko"), "sd_mod": ("s/scsi_mod.ko", "s/sd_mod.ko"),
-            "ata_piix": ("s/scsi_mod.ko", "a/libata.ko", "a/ata_piix.ko"), "nvme": (), "ext4": (),
-            "libcrc32c": ("l/libcrc32c.ko",), "xfs": ("l/libcrc32c.ko", "x/xfs.ko")}
-    return GuestArtifacts(kernel=tmp_path / "vmlinuz", initramfs=tmp_path / "initramfs.cpio.lz4",
-                          kernel_version="6.1.0-test", kernel_source="test", fio_version="fio-3.33",
-                          modules=tuple(load), cache_key="k", module_load=load)
+    load = {
+        "virtio_pci": ("v/virtio_ring.ko", "v/virtio.ko", "v/virtio_pci.ko"),
+        "virtio_blk": ("v/virtio_ring.ko", "v/virtio.ko", "v/virtio_blk.ko"),
+        "virtio_scsi": ("s/scsi_mod.ko", "v/virtio_scsi.ko"),
+        "sd_mod": ("s/scsi_mod.ko", "s/sd_mod.ko"),
+        "ata_piix": ("s/scsi_mod.ko", "a/libata.ko", "a/ata_piix.ko"),
+        "nvme": (),
+        "ext4": (),
+        "libcrc32c": ("l/libcrc32c.ko",),
+        "xfs": ("l/libcrc32c.ko", "x/xfs.ko"),
+    }
+    return GuestArtifacts(
+        kernel=tmp_path / "vmlinuz",
+        initramfs=tmp_path / "initramfs.cpio.lz4",
+        kernel_version="6.1.0-test",
+        kernel_source="test",
+        fio_version="fio-3.33",
+        modules=tuple(load),
+        cache_key="k",
+        module_load=load,
+    )
 
 
 def _opts(spec: str) -> dict[str, str]:
@@ -61,7 +81,15 @@ def test_cache_mode_mapping_every_bus(cache: str, bus: str, tmp_path: Path) -> N
     last = _opts(dev[-1])
     assert last["drive"] == "d0" and last["write-cache"] == wc and last["serial"] == "iomx-test"
     head = dev[-1].split(",", 1)[0]
-    assert head == {"virtio-blk": "virtio-blk-pci", "virtio-scsi": "scsi-hd", "ide": "ide-hd", "nvme": "nvme"}[bus]
+    assert (
+        head
+        == {
+            "virtio-blk": "virtio-blk-pci",
+            "virtio-scsi": "scsi-hd",
+            "ide": "ide-hd",
+            "nvme": "nvme",
+        }[bus]
+    )
     if bus == "ide":
         assert last["bus"] == "ide.0"
 
@@ -79,7 +107,9 @@ def test_aio_native_requires_direct(cache: str) -> None:
 
 
 def test_null_ceiling_and_block_device(monkeypatch: pytest.MonkeyPatch) -> None:
-    bd = blockdev_args(DiskSpec(None, "null", "unsafe", "threads", "virtio-blk", null_size_bytes=1 << 30))
+    bd = blockdev_args(
+        DiskSpec(None, "null", "unsafe", "threads", "virtio-blk", null_size_bytes=1 << 30)
+    )
     o = _opts(bd[1])
     assert o["driver"] == "null-co" and o["read-zeroes"] == "on" and o["size"] == str(1 << 30)
     assert o["cache.no-flush"] == "on"
@@ -100,7 +130,9 @@ def test_commas_in_paths_are_escaped(tmp_path: Path) -> None:
 def test_full_argv_fio_and_fs(tmp_path: Path) -> None:
     art = _artifacts(tmp_path)
     disk = DiskSpec(str(tmp_path / "d.qcow2"), "qcow2", "none", "io_uring", "virtio-scsi")
-    argv = build_argv(art, "tcg", disk, GuestJob("fio", "[j]\nfilename=@DISK@\n"), tmp_path, wrapper=["eatmydata"])
+    argv = build_argv(
+        art, "tcg", disk, GuestJob("fio", "[j]\nfilename=@DISK@\n"), tmp_path, wrapper=["eatmydata"]
+    )
     line = shlex.join(argv)
     assert argv[0] == "eatmydata"
     assert "-drive" not in argv
@@ -119,13 +151,21 @@ def test_full_argv_fio_and_fs(tmp_path: Path) -> None:
 
 def test_job_env_loads_only_what_the_run_needs(tmp_path: Path) -> None:
     art = _artifacts(tmp_path)
-    env = job_env(art, DiskSpec("/x", "raw", "none", "threads", "ide"), GuestJob("fio", "filename=@DISK@"))
+    env = job_env(
+        art, DiskSpec("/x", "raw", "none", "threads", "ide"), GuestJob("fio", "filename=@DISK@")
+    )
     assert "IOMX_MODULES='s/scsi_mod.ko a/libata.ko a/ata_piix.ko s/sd_mod.ko'" in env
-    env = job_env(art, DiskSpec("/x", "raw", "none", "threads", "nvme"), GuestJob("fio", "filename=@DISK@"))
+    env = job_env(
+        art, DiskSpec("/x", "raw", "none", "threads", "nvme"), GuestJob("fio", "filename=@DISK@")
+    )
     assert "IOMX_MODULES=''" in env
     tar = tmp_path / "t.tar"
     tar.write_bytes(b"")
-    env = job_env(art, DiskSpec("/x", "raw", "none", "threads", "nvme"), GuestJob("fs-write", fs="xfs", tarball=tar))
+    env = job_env(
+        art,
+        DiskSpec("/x", "raw", "none", "threads", "nvme"),
+        GuestJob("fs-write", fs="xfs", tarball=tar),
+    )
     mods = shlex.split(env.split("IOMX_MODULES=", 1)[1].splitlines()[0])[0].split()
     assert mods[-1] == "x/xfs.ko" and mods.index("l/libcrc32c.ko") < mods.index("x/xfs.ko")
     assert "IOMX_TAR_SERIAL=iomx-tar" in env
@@ -146,7 +186,7 @@ kernel/drivers/virtio/virtio.ko: kernel/drivers/virtio/virtio_ring.ko
 kernel/drivers/virtio/virtio_ring.ko:
 kernel/fs/xfs/xfs.ko.xz: kernel/lib/libcrc32c.ko.xz
 kernel/lib/libcrc32c.ko.xz:
-"""
+"""  # noqa: E501
 
 
 def test_modules_dep_load_order() -> None:
@@ -168,7 +208,9 @@ def test_cpio_writer_is_readable_by_cpio(tmp_path: Path) -> None:
     w.symlink("bin/sh", "/bin/busybox")
     w.file("lib/modules/x/a.ko", b"\x7fELF" + b"x" * 5)
     w.chardev("dev/console", 5, 1)
-    out = subprocess.run(["cpio", "-t", "--quiet"], input=w.getvalue(), capture_output=True, check=True)
+    out = subprocess.run(
+        ["cpio", "-t", "--quiet"], input=w.getvalue(), capture_output=True, check=True
+    )
     names = out.stdout.decode().split()
     assert {"init", "bin", "bin/sh", "lib/modules/x/a.ko", "dev/console"} <= set(names)
 
@@ -194,8 +236,16 @@ def test_user_kernel_without_modules_is_a_user_error(tmp_path: Path) -> None:
 
 def test_image_argv() -> None:
     argv = images.create_image_argv(Path("/tmp/x.qcow2"), "qcow2", "metadata", 1 << 30)
-    assert argv is not None and argv[1:] == ["create", "-q", "-f", "qcow2", "-o", "preallocation=metadata",
-                                             "/tmp/x.qcow2", str(1 << 30)]
+    assert argv is not None and argv[1:] == [
+        "create",
+        "-q",
+        "-f",
+        "qcow2",
+        "-o",
+        "preallocation=metadata",
+        "/tmp/x.qcow2",
+        str(1 << 30),
+    ]
     argv = images.create_image_argv(Path("/tmp/x.qed"), "qed", "off", 1 << 20)
     assert argv is not None and "-o" not in argv
     with pytest.raises(UserError):
@@ -225,10 +275,14 @@ def test_host_tsc_rate_and_machine_choice() -> None:
     from iomatrix.guest.cmdline import host_tsc_khz, max_runs_per_boot
 
     assert host_tsc_khz("flags\t: fpu constant_tsc\ncpu MHz\t\t: 2600.000\n") == 2_600_000
-    assert host_tsc_khz("flags\t: fpu\ncpu MHz\t\t: 2600.000\n") is None  # TSC follows the clock: no rate
+    # TSC follows the clock: no rate
+    assert host_tsc_khz("flags\t: fpu\ncpu MHz\t\t: 2600.000\n") is None
     assert host_tsc_khz("flags\t: constant_tsc\n") is None
     assert max_runs_per_boot("ide") == 4 and max_runs_per_boot("sata") == 6
-    assert max_runs_per_boot("virtio-blk", "microvm") == 7 and max_runs_per_boot("virtio-blk", "pc") == 16
+    assert (
+        max_runs_per_boot("virtio-blk", "microvm") == 7
+        and max_runs_per_boot("virtio-blk", "pc") == 16
+    )
 
 
 def test_batch_command_line_gives_each_run_its_disk_serial_and_job(tmp_path: Path) -> None:
@@ -248,7 +302,9 @@ def test_batch_command_line_gives_each_run_its_disk_serial_and_job(tmp_path: Pat
     assert all(f"IOMX_DISK_SERIAL=iomx-t0{i}" in e for i, e in enumerate(per_run, 1))
     with pytest.raises(UserError, match="carries at most 4"):
         validate_batch(runs * 2, "pc")
-    vio = [BatchRun(DiskSpec(f"/x{i}", "raw", "none", "threads", "virtio-scsi"), job) for i in range(2)]
+    vio = [
+        BatchRun(DiskSpec(f"/x{i}", "raw", "none", "threads", "virtio-scsi"), job) for i in range(2)
+    ]
     argv = " ".join(build_batch_argv(art, "tcg", vio, tmp_path, machine="microvm"))
     assert "-machine microvm" in argv and argv.count("virtio-scsi-device,id=scsi0") == 1
     assert "isa-serial,chardev=res" in argv
@@ -257,10 +313,13 @@ def test_batch_command_line_gives_each_run_its_disk_serial_and_job(tmp_path: Pat
 def test_fio_start_poll_patch_shortens_both_sleeps_or_leaves_the_file(tmp_path: Path) -> None:
     from iomatrix.guest.static_fio import START_POLL_FROM, START_POLL_TO, patch_start_poll
 
-    # The shape of fio 3.x's run_threads(): the wait for a group's start and the wait between groups use
-    # 100 ms; the reaping loop's 10 ms stays as it is.
-    src = ("\t\t\tdo_usleep(100000);\n\t\tfor (i = 0; i < this_jobs; i++) {}\n"
-           "\t\tif (todo)\n\t\t\tdo_usleep(100000);\n\twhile (nr_running) {\n\t\tdo_usleep(10000);\n\t}\n")
+    # The shape of fio 3.x's run_threads(): the wait for a group's start and the wait between groups
+    # use 100 ms; the reaping loop's 10 ms stays as it is.
+    src = (
+        "\t\t\tdo_usleep(100000);\n\t\tfor (i = 0; i < this_jobs; i++) {}\n"
+        "\t\tif (todo)\n\t\t\tdo_usleep(100000);\n\twhile (nr_running) "
+        "{\n\t\tdo_usleep(10000);\n\t}\n"
+    )
     c = tmp_path / "backend.c"
     c.write_text(src)
     assert patch_start_poll(c)

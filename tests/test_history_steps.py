@@ -1,6 +1,6 @@
-"""Lasting steps over a host's whole history (stats/steps.py, issue 52's step detection in the way asv does it):
-the procedure on series with a known answer, its false-step rate on step-free series, and `iomatrix history`
-showing the step at the sweep it starts from."""
+"""Lasting steps over a host's whole history (stats/steps.py, issue 52's step detection in the way
+asv does it): the procedure on series with a known answer, its false-step rate on step-free series,
+and `iomatrix history` showing the step at the sweep it starts from."""
 
 from __future__ import annotations
 
@@ -34,15 +34,16 @@ def test_six_sweeps_cannot_show_a_step_and_a_lone_sweep_off_the_line_is_not_one(
 def test_a_slow_drift_no_consecutive_pair_shows_is_found() -> None:
     # 2 % lower every sweep, with ±1 % noise: no two neighbours differ by 5 %, the series by 30 %
     rng = random.Random(7)
-    levels = [100 * 0.98 ** i * (1 + rng.uniform(-0.01, 0.01)) for i in range(16)]
+    levels = [100 * 0.98**i * (1 + rng.uniform(-0.01, 0.01)) for i in range(16)]
     assert all(abs(b / a - 1) < 0.05 for a, b in itertools.pairwise(levels))
     steps = real_steps({"f": detect_steps(_one_run_each(levels))}, 0.05, 0.05)
     assert steps and all(s.ratio < 0.95 for s, _ in steps["f"])
 
 
 def test_identical_sweeps_are_called_stepped_in_about_alpha_of_series() -> None:
-    # step-free series of 4-30 sweeps, sweep-to-sweep noise 10 % (this host's 7-23 %), 3 runs each: the permutation
-    # test holds its level (binomial 95 % upper bound for 5 % of 200 series is 8.5 %)
+    # step-free series of 4-30 sweeps, sweep-to-sweep noise 10 % (this host's 7-23 %), 3 runs each:
+    # the permutation test holds its level (binomial 95 % upper bound for 5 % of 200 series is 8.5
+    # %)
     rng = random.Random(52)
     stepped = 0
     for _ in range(200):
@@ -65,9 +66,16 @@ def test_history_shows_a_lasting_step_at_the_sweep_it_starts_from(tmp_path: Path
     out = run_cli("history", "--db", str(path), "--format", "json")
     assert out.returncode == 0, out.stderr
     sweeps = json.loads(out.stdout)
-    lasting = {i: s["lasting_steps_from_here"] for i, s in enumerate(sweeps) if s["lasting_steps_from_here"]}
+    lasting = {
+        i: s["lasting_steps_from_here"]
+        for i, s in enumerate(sweeps)
+        if s["lasting_steps_from_here"]
+    }
     assert set(lasting) == {5}, lasting
-    assert all(st["ratio"] < 0.85 and st["sweeps_before"] == 5 and st["p_adjusted"] < 0.05 for st in lasting[5])
+    assert all(
+        st["ratio"] < 0.85 and st["sweeps_before"] == 5 and st["p_adjusted"] < 0.05
+        for st in lasting[5]
+    )
     text = run_cli("history", "--db", str(path), "--workload", "rand-read-4k")
     assert "lasting step from here:" in text.stdout, text.stdout
 
@@ -87,7 +95,7 @@ def test_the_html_report_has_a_history_chart_per_host_with_the_step_marked(tmp_p
     finally:
         store.close()
     assert 'id="history-1"' in html and "History: host-a" in html and "History: host-b" not in html
-    section = html[html.index('id="history-1"'):html.index('id="sweep"')]
+    section = html[html.index('id="history-1"') : html.index('id="sweep"')]
     assert "<svg" in section and "lasting step" in section and "stroke-dasharray" in section
 
 

@@ -1,5 +1,6 @@
-"""What `iomatrix run` records of the host: on a measuring-only install (setup.sh --minimal, the fleet role's
-default) there is no qemu-system-x86, and the QEMU version every result carries comes from the storage daemon."""
+"""What `iomatrix run` records of the host: on a measuring-only install (setup.sh --minimal, the
+fleet role's default) there is no qemu-system-x86, and the QEMU version every result carries comes
+from the storage daemon."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from tests.conftest import needs
 
 @needs("qemu-storage-daemon")
 @needs("qemu-img")
-def test_without_the_qemu_emulator_the_qemu_version_is_the_storage_daemons(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_qemu_emulator_the_qemu_version_is_the_storage_daemons(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A PATH with the programs a measuring-only install has, and no qemu-system-x86_64.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -24,8 +26,12 @@ def test_without_the_qemu_emulator_the_qemu_version_is_the_storage_daemons(tmp_p
             (bin_dir / program).symlink_to(found)
     monkeypatch.setenv("PATH", str(bin_dir))
     meta = host_metadata()
-    assert meta["qemu_version"] is not None and meta["qemu_version"].startswith("qemu-storage-daemon version ")
-    assert meta["qemu_img_version"] is not None and meta["qemu_img_version"].startswith("qemu-img version ")
+    assert meta["qemu_version"] is not None and meta["qemu_version"].startswith(
+        "qemu-storage-daemon version "
+    )
+    assert meta["qemu_img_version"] is not None and meta["qemu_img_version"].startswith(
+        "qemu-img version "
+    )
 
 
 @needs("qemu-system-x86_64")

@@ -89,8 +89,15 @@ def test_wrapper_keeps_the_pid_and_preloads() -> None:
     assert "libeatmydata" in preload
 
 
-FIO_FLUSH_CHECK = ["--name=t", "--size=1M", "--bs=4k", "--rw=write", "--fdatasync=1", "--iodepth=2",
-                   "--output-format=terse"]
+FIO_FLUSH_CHECK = [
+    "--name=t",
+    "--size=1M",
+    "--bs=4k",
+    "--rw=write",
+    "--fdatasync=1",
+    "--iodepth=2",
+    "--output-format=terse",
+]
 
 
 def _device_flushes(name: str) -> int:
@@ -99,8 +106,10 @@ def _device_flushes(name: str) -> int:
 
 @pytest.mark.slow
 @pytest.mark.root
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("fio") or not shutil.which("eatmydata"),
-                    reason="needs root, fio and eatmydata")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("fio") or not shutil.which("eatmydata"),
+    reason="needs root, fio and eatmydata",
+)
 def test_eatmydata_removes_psync_flushes_but_not_io_uring_ones() -> None:
     """Count REQ_OP_FLUSH on a loop device under ext4 (field 16 of /sys/block/loopN/stat)."""
     from iomatrix.backing.provision import provision
@@ -109,16 +118,26 @@ def test_eatmydata_removes_psync_flushes_but_not_io_uring_ones() -> None:
     Path("/tmp/iomx-backing").mkdir(exist_ok=True)
     wd = Path(tempfile.mkdtemp(prefix="eatmydata-", dir="/tmp/iomx-backing"))
     try:
-        with provision(parse_backing({"type": "loopfs", "fs": "ext4", "size": "64M"}), wd, set()) as h:
+        with provision(
+            parse_backing({"type": "loopfs", "fs": "ext4", "size": "64M"}), wd, set()
+        ) as h:
             loop = Path(h.metadata["source"]).name
             counts = {}
             for engine in ("psync", "io_uring"):
                 for mod in ("none", "eatmydata"):
                     target = h.path / f"{engine}-{mod}"
                     before = _device_flushes(loop)
-                    subprocess.run([*modifier_wrapper(mod), "fio", f"--filename={target}",
-                                    f"--ioengine={engine}", *FIO_FLUSH_CHECK],
-                                   check=True, capture_output=True)
+                    subprocess.run(
+                        [
+                            *modifier_wrapper(mod),
+                            "fio",
+                            f"--filename={target}",
+                            f"--ioengine={engine}",
+                            *FIO_FLUSH_CHECK,
+                        ],
+                        check=True,
+                        capture_output=True,
+                    )
                     counts[engine, mod] = _device_flushes(loop) - before
         assert counts["psync", "none"] >= 200
         assert counts["psync", "eatmydata"] < 10

@@ -1,9 +1,9 @@
-"""Interference acted upon, end to end: a real bare-metal sweep while real busy processes load every CPU.
+"""Interference acted upon, end to end: a real bare-metal sweep while real busy processes load every
+CPU.
 
-The runs are judged from the host samples the sampler takes during them (PSI cpu, other processes' CPU),
-stored as disturbed with the reason, retried at the end of their round within the budget, and shown by
-`results` (table, JSON, CSV) and `rank`; every unit's stop is stored with its kind.
-"""
+The runs are judged from the host samples the sampler takes during them (PSI cpu, other processes'
+CPU), stored as disturbed with the reason, retried at the end of their round within the budget, and
+shown by `results` (table, JSON, CSV) and `rank`; every unit's stop is stored with its kind."""
 
 from __future__ import annotations
 
@@ -37,9 +37,21 @@ max = 3
 def test_runs_under_cpu_load_are_flagged_retried_and_shown(tmp_path: Path) -> None:
     (tmp_path / "p.toml").write_text(PLAN)
     # More busy loops than CPUs: some task always waits for a CPU (PSI cpu some near 100%).
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range((os.cpu_count() or 1) + 1)]
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range((os.cpu_count() or 1) + 1)
+    ]
     try:
-        proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--monitor-interval", "0.1", cwd=tmp_path, timeout=600)
+        proc = run_cli(
+            "run",
+            "p.toml",
+            "--db",
+            "r.sqlite",
+            "--monitor-interval",
+            "0.1",
+            cwd=tmp_path,
+            timeout=600,
+        )
     finally:
         for h in hogs:
             h.kill()
@@ -48,7 +60,9 @@ def test_runs_under_cpu_load_are_flagged_retried_and_shown(tmp_path: Path) -> No
     assert "disturbed by the rest of the host" in proc.stdout
 
     db = sqlite3.connect(tmp_path / "r.sqlite")
-    runs = db.execute("SELECT id, status, disturbed, disturbance_json, retry_of FROM runs ORDER BY id").fetchall()
+    runs = db.execute(
+        "SELECT id, status, disturbed, disturbance_json, retry_of FROM runs ORDER BY id"
+    ).fetchall()
     ok = [r for r in runs if r[1] == "ok"]
     assert all(r[2] is not None for r in ok), "every ok run is judged"
     flagged = [r for r in ok if r[2] == 1]
@@ -59,11 +73,15 @@ def test_runs_under_cpu_load_are_flagged_retried_and_shown(tmp_path: Path) -> No
     assert all(r[4] in ids and r[4] < r[0] for r in retries)
     # Every unit's stop is stored, once, with its kind.
     stops = db.execute("SELECT kind, reason, round, ok_runs FROM unit_stops").fetchall()
-    assert len(stops) == 2 and all(k in {"eliminated", "equivalent", "unresolved", "settled", "converged", "max-runs",
-                                         "budget"}
-                                   for k, *_ in stops), stops
+    assert len(stops) == 2 and all(
+        k
+        in {"eliminated", "equivalent", "unresolved", "settled", "converged", "max-runs", "budget"}
+        for k, *_ in stops
+    ), stops
 
-    doc = json.loads(run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout)
+    doc = json.loads(
+        run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout
+    )
     sweep = doc["sweeps"][0]
     shown = [d for c in sweep["cells"] for d in c["disturbed_runs"]]
     assert {d["run_id"] for d in shown} == {r[0] for r in flagged}
@@ -71,10 +89,16 @@ def test_runs_under_cpu_load_are_flagged_retried_and_shown(tmp_path: Path) -> No
     # A run its clean retry replaced is listed, not analysed: n counts one run per round.
     for c in sweep["cells"]:
         assert set(c["replaced_runs"]).isdisjoint(
-            rid for r in sweep["results"] if r["cell"] == c["cell"] for rid in r["run_ids"])
+            rid for r in sweep["results"] if r["cell"] == c["cell"] for rid in r["run_ids"]
+        )
         assert c["stop"]["kind"] and c["stop"]["ok_runs"] == c["ok_runs"]
-    rows = list(csv.DictReader(io.StringIO(run_cli("results", "--db", "r.sqlite", "--format", "csv",
-                                                   cwd=tmp_path).stdout)))
+    rows = list(
+        csv.DictReader(
+            io.StringIO(
+                run_cli("results", "--db", "r.sqlite", "--format", "csv", cwd=tmp_path).stdout
+            )
+        )
+    )
     assert any(r["disturbed_runs"] for r in rows) and all(r["stop"] for r in rows)
     table = run_cli("results", "--db", "r.sqlite", cwd=tmp_path).stdout
     assert "disturbed run(s)" in table

@@ -1,9 +1,10 @@
-"""Issue 35's "leaves no ceph process, port or file, also after SIGKILLs followed by the next `run`": a sweep on a
-lab-started Ceph cluster (one ceph-mon, one ceph-osd on 127.0.0.1, QEMU's block layer opening RBD images through
-librbd) has its whole process group SIGKILLed at seeded random moments, each chosen among events of the sweep (the
-monitor serving, the OSD serving, a block-layer run on an RBD image) and a random offset after it; each kill is
-followed by the next `run` of the same command. The completed runs are never lost, the next run reclaims the killed
-cluster before it starts its own, the last `run` finishes, and nothing is left: no ceph-mon, ceph-osd,
+"""Issue 35's "leaves no ceph process, port or file, also after SIGKILLs followed by the next
+`run`": a sweep on a lab-started Ceph cluster (one ceph-mon, one ceph-osd on 127.0.0.1, QEMU's block
+layer opening RBD images through librbd) has its whole process group SIGKILLed at seeded random
+moments, each chosen among events of the sweep (the monitor serving, the OSD serving, a block-layer
+run on an RBD image) and a random offset after it; each kill is followed by the next `run` of the
+same command. The completed runs are never lost, the next run reclaims the killed cluster before it
+starts its own, the last `run` finishes, and nothing is left: no ceph-mon, ceph-osd,
 qemu-storage-daemon or fio, no port they listened on, no file under the backing, no ledger entry."""
 
 from __future__ import annotations
@@ -44,14 +45,18 @@ OURS = ("ceph-mon", "ceph-osd", "qemu-storage-daemon", "fio")
 EVENTS: dict[str, Callable[[int], list[psutil.Process]]] = {
     "the monitor serving": lambda pid: descendants_named(pid, "ceph-mon"),
     "the OSD serving": lambda pid: descendants_named(pid, "ceph-osd"),
-    "a block-layer run on an RBD image": lambda pid: descendants_named(pid, "qemu-storage-daemon", "driver=rbd"),
+    "a block-layer run on an RBD image": lambda pid: descendants_named(
+        pid, "qemu-storage-daemon", "driver=rbd"
+    ),
 }
 
 
 def _ceph_under(root: Path) -> list[str]:
     out = []
     for p in psutil.process_iter(["name", "cmdline", "pid"]):
-        if p.info["name"] in ("ceph-mon", "ceph-osd") and str(root) in " ".join(p.info["cmdline"] or []):
+        if p.info["name"] in ("ceph-mon", "ceph-osd") and str(root) in " ".join(
+            p.info["cmdline"] or []
+        ):
             out.append(f"{p.info['name']} {p.info['pid']}")
     return out
 
@@ -70,12 +75,17 @@ def test_a_ceph_sweep_killed_at_random_moments_resumes_and_leaves_nothing(tmp_pa
     c = kill_campaign(argv, tmp_path, db, EVENTS, sweep_processes(OURS), SEED, KILLS)
     # A kill that stopped a running monitor left a cluster for the next run to reclaim.
     assert any("ceph-mon" in names for names in c.names_killed), c.names_killed
-    last = run_cli("run", "p.toml", "--db", str(db), "--workdir", str(work), cwd=tmp_path, timeout=900)
+    last = run_cli(
+        "run", "p.toml", "--db", str(db), "--workdir", str(work), cwd=tmp_path, timeout=900
+    )
     assert last.returncode == 0, last.stdout[-2000:] + last.stderr[-2000:]
-    assert ok_runs(db) >= max(c.kept, 4) and "sweep 1:" in last.stdout  # the same sweep, resumed, complete
+    # the same sweep, resumed, complete
+    assert ok_runs(db) >= max(c.kept, 4) and "sweep 1:" in last.stdout
     assert alive(c.killed) == []
     assert _ceph_under(tmp_path) == []
-    assert not c.ports & listening_now(), f"ports of killed daemons still listening: {c.ports & listening_now()}"
+    assert not c.ports & listening_now(), (
+        f"ports of killed daemons still listening: {c.ports & listening_now()}"
+    )
     assert leftovers.pending(work) == []
     backings = work / "backings"
     left = [] if not backings.exists() else [f for f in backings.rglob("*") if f.is_file()]

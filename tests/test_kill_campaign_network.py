@@ -1,9 +1,10 @@
-"""Issue 34's "also when SIGKILLed at random moments and the next `run` follows": a shared-storage sweep (iSCSI and
-NFS, lab-started, bare metal and the block layer) has its whole process group SIGKILLed at seeded random moments,
-each one chosen among events of the sweep (tgtd serving, a block-layer run on an iSCSI LUN, ganesha serving, a
-block-layer run on an NFS file, a server-side baseline fio) and a random offset after it; each kill is followed by
-the next `run` of the same command. The completed runs are never lost, the last `run` finishes, and nothing is
-left: no tgtd, ganesha, rpcbind of ours, qemu-storage-daemon or fio, no port they listened on, no disk, no ledger
+"""Issue 34's "also when SIGKILLed at random moments and the next `run` follows": a shared-storage
+sweep (iSCSI and NFS, lab-started, bare metal and the block layer) has its whole process group
+SIGKILLed at seeded random moments, each one chosen among events of the sweep (tgtd serving, a
+block-layer run on an iSCSI LUN, ganesha serving, a block-layer run on an NFS file, a server-side
+baseline fio) and a random offset after it; each kill is followed by the next `run` of the same
+command. The completed runs are never lost, the last `run` finishes, and nothing is left: no tgtd,
+ganesha, rpcbind of ours, qemu-storage-daemon or fio, no port they listened on, no disk, no ledger
 entry."""
 
 from __future__ import annotations
@@ -49,8 +50,13 @@ def _qsd_on(driver: str) -> Callable[[int], list[psutil.Process]]:
 
 
 def _baseline_fio(pid: int) -> list[psutil.Process]:
-    # bare metal's fio on the server's own file of a disk (a block-layer fio talks NBD to a daemon instead)
-    return [p for p in descendants_named(pid, "fio") if not descendants_named(pid, "qemu-storage-daemon")]
+    # bare metal's fio on the server's own file of a disk (a block-layer fio talks NBD to a daemon
+    # instead)
+    return [
+        p
+        for p in descendants_named(pid, "fio")
+        if not descendants_named(pid, "qemu-storage-daemon")
+    ]
 
 
 EVENTS: dict[str, Callable[[int], list[psutil.Process]]] = {
@@ -66,7 +72,9 @@ EVENTS: dict[str, Callable[[int], list[psutil.Process]]] = {
 @root_only
 @needs("fio")
 @needs("qemu-storage-daemon")
-def test_a_shared_storage_sweep_killed_at_random_moments_resumes_and_leaves_nothing(tmp_path: Path) -> None:
+def test_a_shared_storage_sweep_killed_at_random_moments_resumes_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
     for backing in (IscsiBacking(), NfsBacking()):
         if (why := backing.availability(set())) is not None:
             pytest.skip(why)
@@ -75,12 +83,16 @@ def test_a_shared_storage_sweep_killed_at_random_moments_resumes_and_leaves_noth
     work, db = tmp_path / "w", tmp_path / "r.sqlite"
     argv = [*iomatrix_argv(), "run", "p.toml", "--db", str(db), "--workdir", str(work)]
     c = kill_campaign(argv, tmp_path, db, EVENTS, sweep_processes(SERVERS), SEED, KILLS)
-    last = run_cli("run", "p.toml", "--db", str(db), "--workdir", str(work), cwd=tmp_path, timeout=900)
+    last = run_cli(
+        "run", "p.toml", "--db", str(db), "--workdir", str(work), cwd=tmp_path, timeout=900
+    )
     assert last.returncode == 0, last.stdout[-2000:] + last.stderr[-2000:]
     assert ok_runs(db) >= c.kept and "sweep 1:" in last.stdout  # the same sweep, resumed
     assert "on iscsi" in last.stdout and "on nfs" in last.stdout  # answered per protocol
     assert alive(c.killed) == []
-    assert not c.ports & listening_now(), f"ports of killed servers still listening: {c.ports & listening_now()}"
+    assert not c.ports & listening_now(), (
+        f"ports of killed servers still listening: {c.ports & listening_now()}"
+    )
     assert leftovers.pending(work) == []
     backings = work / "backings"
     assert not backings.exists() or not any(f.is_file() for f in backings.rglob("*"))

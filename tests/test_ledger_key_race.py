@@ -17,5 +17,7 @@ def test_threads_recording_into_a_fresh_workdir_share_one_whole_key(tmp_path: Pa
             list(pool.map(lambda j, w=workdir: register_temp_path(w, w / f"img{j}"), range(6)))
         assert len(pending(workdir)) == 6
         state = workdir / ".iomatrix"
-        assert [p.name for p in state.iterdir() if p.name.startswith("ledger.key")] == ["ledger.key"]
+        assert [p.name for p in state.iterdir() if p.name.startswith("ledger.key")] == [
+            "ledger.key"
+        ]
         assert (state / "ledger.key").stat().st_size == 32

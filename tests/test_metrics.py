@@ -11,10 +11,20 @@ from iomatrix.workloads import PRESETS
 
 
 def test_every_metric_fio_parsing_emits_is_registered() -> None:
-    side = {"total_ios": 10, "bw_bytes": 2e6, "iops": 500.0,
-            "clat_ns": {"mean": 2000.0, "percentile": {"50.000000": 1, "99.000000": 2, "99.900000": 3}}}
-    job = {"read": side, "write": side, "usr_cpu": 1.0, "sys_cpu": 2.0, "job_runtime": 1000,
-           "sync": {"lat_ns": {"N": 5, "mean": 1000.0, "percentile": {"99.000000": 2000}}}}
+    side = {
+        "total_ios": 10,
+        "bw_bytes": 2e6,
+        "iops": 500.0,
+        "clat_ns": {"mean": 2000.0, "percentile": {"50.000000": 1, "99.000000": 2, "99.900000": 3}},
+    }
+    job = {
+        "read": side,
+        "write": side,
+        "usr_cpu": 1.0,
+        "sys_cpu": 2.0,
+        "job_runtime": 1000,
+        "sync": {"lat_ns": {"N": 5, "mean": 1000.0, "percentile": {"99.000000": 2000}}},
+    }
     names = set(job_metrics(job))
     assert names and names <= set(REGISTRY), names - set(REGISTRY)
 
@@ -28,7 +38,9 @@ def test_every_preset_primary_metric_agrees_with_the_preset_direction() -> None:
 
 def test_directions() -> None:
     assert higher_is_better("write.iops") and not higher_is_better("sync.lat_p99_us")
-    assert not higher_is_better("workload.seconds") and not higher_is_better("phase.boot_to_workload_s")
+    assert not higher_is_better("workload.seconds") and not higher_is_better(
+        "phase.boot_to_workload_s"
+    )
 
 
 def test_unknown_metrics_follow_the_stated_rule() -> None:
@@ -40,6 +52,9 @@ def test_unknown_metrics_follow_the_stated_rule() -> None:
 
 def test_registry_json_round_trips() -> None:
     doc = json.loads(registry_json())
-    assert doc["metrics"]["write.iops"] == {"unit": "IOPS", "direction": "higher",
-                                            "description": REGISTRY["write.iops"].description}
+    assert doc["metrics"]["write.iops"] == {
+        "unit": "IOPS",
+        "direction": "higher",
+        "description": REGISTRY["write.iops"].description,
+    }
     assert "unknown_rule" in doc

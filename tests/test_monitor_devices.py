@@ -14,7 +14,9 @@ SCRATCH = Path("/tmp/iomx-mon")
 
 
 def _diskstats_names() -> set[str]:
-    return {line.split()[2] for line in Path("/proc/diskstats").read_text().splitlines() if line.strip()}
+    return {
+        line.split()[2] for line in Path("/proc/diskstats").read_text().splitlines() if line.strip()
+    }
 
 
 def _needs_loop() -> None:
@@ -47,7 +49,10 @@ def test_partition_is_followed_to_parent_disk():
     chain = resolve_device_chain(node)
     assert chain[0] == p.name
     assert chain[1] == p.resolve().parent.name
-    assert (int(major), int(minor)) == (os.major(node.stat().st_rdev), os.minor(node.stat().st_rdev))
+    assert (int(major), int(minor)) == (
+        os.major(node.stat().st_rdev),
+        os.minor(node.stat().st_rdev),
+    )
 
 
 def test_virtual_filesystems_resolve_to_empty_with_reason():
@@ -81,8 +86,12 @@ def test_loop_mounted_ext4_chain():
         inner_file = mnt / "inner.img"
         with open(inner_file, "wb") as fh:
             fh.truncate(16 * 1024 * 1024)
-        inner = subprocess.run(["losetup", "--find", "--show", str(inner_file)], check=True,
-                               capture_output=True, text=True).stdout.strip()
+        inner = subprocess.run(
+            ["losetup", "--find", "--show", str(inner_file)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         try:
             assert resolve_device_chain(Path(inner)) == [Path(inner).name, *expected]
             # backing file deleted: sysfs path says "(deleted)"; the ioctl fallback still finds it

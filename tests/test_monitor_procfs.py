@@ -33,13 +33,21 @@ def _text(name: str) -> str:
 def test_parse_proc_stat_aggregate_line():
     c = procfs.parse_proc_stat(_text("stat.0"))
     assert (c.user, c.nice, c.system, c.idle, c.iowait, c.irq, c.softirq, c.steal) == (
-        10992, 0, 2249, 31887, 566, 0, 116, 68)
+        10992,
+        0,
+        2249,
+        31887,
+        566,
+        0,
+        116,
+        68,
+    )
 
 
 def test_cpu_pct_from_captured_snapshots():
     a, b = procfs.parse_proc_stat(_text("stat.0")), procfs.parse_proc_stat(_text("stat.1"))
     pct = procfs.cpu_pct(a, b)
-    assert pct["usr"] == pytest.approx(100 * 14 / 197)          # user + nice
+    assert pct["usr"] == pytest.approx(100 * 14 / 197)  # user + nice
     assert pct["sys"] == pytest.approx(100 * (65 + 0 + 5) / 197)  # system + irq + softirq
     assert pct["iowait"] == pytest.approx(100 * 86 / 197)
     assert pct["steal"] == pytest.approx(0.0)
@@ -49,10 +57,22 @@ def test_cpu_pct_from_captured_snapshots():
 
 def test_cpu_pct_zero_interval_and_backwards_counter():
     a = procfs.parse_proc_stat("cpu  100 0 50 1000 20 0 0 0 0 0\n")
-    assert procfs.cpu_pct(a, a) == {"usr": 0.0, "sys": 0.0, "iowait": 0.0, "steal": 0.0, "idle": 0.0}
+    assert procfs.cpu_pct(a, a) == {
+        "usr": 0.0,
+        "sys": 0.0,
+        "iowait": 0.0,
+        "steal": 0.0,
+        "idle": 0.0,
+    }
     # iowait going backwards (NO_HZ wobble) counts as 0, not negative
     b = procfs.parse_proc_stat("cpu  110 0 50 1010 19 0 0 0 0 0\n")
-    assert procfs.cpu_pct(a, b) == {"usr": 50.0, "sys": 0.0, "iowait": 0.0, "steal": 0.0, "idle": 50.0}
+    assert procfs.cpu_pct(a, b) == {
+        "usr": 50.0,
+        "sys": 0.0,
+        "iowait": 0.0,
+        "steal": 0.0,
+        "idle": 50.0,
+    }
 
 
 def test_parse_proc_stat_rejects_garbage():
@@ -62,9 +82,9 @@ def test_parse_proc_stat_rejects_garbage():
 
 # ----------------------------------------------------------------------------- /proc/diskstats
 
-# diskstats.0:   7 0 loop0 183 0 4510 10 21970 3572 2687813 4805 1 2040 6155 3 0 2711560 17 3314 1321
-# diskstats.1:   7 0 loop0 183 0 4510 10 30433 3813 3639821 6650 1 2776 8496 3 0 2711560 17 4482 1817
-# diskstats.0: 254 0 vda 27631 5119 1537538 4198 53492 19602 5422792 15127 9 5832 19881
+# diskstats.0:   7 0 loop0 183 0 4510 10 21970 3572 2687813 4805 1 2040 6155 3 0 2711560 17 3314
+# 1321 diskstats.1:   7 0 loop0 183 0 4510 10 30433 3813 3639821 6650 1 2776 8496 3 0 2711560 17
+# 4482 1817 diskstats.0: 254 0 vda 27631 5119 1537538 4198 53492 19602 5422792 15127 9 5832 19881
 #                              5781 0 961688 356 7818 199
 # diskstats.1: 254 0 vda 27631 5119 1537538 4198 63480 19602 6383120 17890 3 6236 22678
 #                              5783 0 961704 356 8986 232
@@ -79,7 +99,12 @@ def test_parse_diskstats_fields_and_filter():
     assert (vda.writes, vda.writes_merged, vda.sectors_written) == (53492, 19602, 5422792)
     assert vda.write_ticks == 15127
     assert (vda.in_flight, vda.io_ticks, vda.time_in_queue) == (9, 5832, 19881)
-    assert (vda.discards, vda.sectors_discarded, vda.flushes, vda.flush_ticks) == (5781, 961688, 7818, 199)
+    assert (vda.discards, vda.sectors_discarded, vda.flushes, vda.flush_ticks) == (
+        5781,
+        961688,
+        7818,
+        199,
+    )
     only = procfs.parse_diskstats(_text("diskstats.0"), {"loop0"})
     assert list(only) == ["loop0"]
 
@@ -95,17 +120,17 @@ def test_disk_rates_loop_device():
     r = procfs.disk_rates(a, b, 1.0)
     assert r["read_mbps"] == 0.0 and r["read_iops"] == 0.0
     assert r["write_mbps"] == pytest.approx((3639821 - 2687813) * 512 / MIB)  # 464.85 MiB/s
-    assert r["write_iops"] == pytest.approx(30433 - 21970)                    # 8463
-    assert r["util_pct"] == pytest.approx((2776 - 2040) / 1000 * 100)         # 73.6 %
-    assert r["await_ms"] == pytest.approx((6650 - 4805) / (30433 - 21970))    # 0.218 ms
-    assert r["queue_depth"] == pytest.approx((8496 - 6155) / 1000)            # 2.341
+    assert r["write_iops"] == pytest.approx(30433 - 21970)  # 8463
+    assert r["util_pct"] == pytest.approx((2776 - 2040) / 1000 * 100)  # 73.6 %
+    assert r["await_ms"] == pytest.approx((6650 - 4805) / (30433 - 21970))  # 0.218 ms
+    assert r["queue_depth"] == pytest.approx((8496 - 6155) / 1000)  # 2.341
 
 
 def test_disk_rates_physical_disk_and_interval_scaling():
     a = procfs.parse_diskstats(_text("diskstats.0"))["vda"]
     b = procfs.parse_diskstats(_text("diskstats.1"))["vda"]
     r = procfs.disk_rates(a, b, 1.0)
-    assert r["write_mbps"] == pytest.approx(960328 * 512 / MIB)   # 468.9 MiB/s
+    assert r["write_mbps"] == pytest.approx(960328 * 512 / MIB)  # 468.9 MiB/s
     assert r["write_iops"] == pytest.approx(9988)
     assert r["util_pct"] == pytest.approx(40.4)
     assert r["await_ms"] == pytest.approx(2763 / 9988)
@@ -147,12 +172,15 @@ def test_parse_meminfo():
 
 def test_mem_mb_used_excludes_cache():
     mb = procfs.mem_mb(procfs.parse_meminfo(_text("meminfo.1")))
-    assert mb["used"] == pytest.approx((24682416 - 21976916 - 92272 - 2338848 - 132640) / 1024)  # 138.4
+    # 138.4
+    assert mb["used"] == pytest.approx((24682416 - 21976916 - 92272 - 2338848 - 132640) / 1024)
     assert mb["cached"] == pytest.approx((2338848 + 132640) / 1024)
     assert mb["buffers"] == pytest.approx(92272 / 1024)
     assert mb["dirty"] == pytest.approx(111304 / 1024)
     assert mb["writeback"] == 0.0
-    assert mb["used"] + mb["cached"] + mb["buffers"] + 21976916 / 1024 == pytest.approx(24682416 / 1024)
+    assert mb["used"] + mb["cached"] + mb["buffers"] + 21976916 / 1024 == pytest.approx(
+        24682416 / 1024
+    )
     assert procfs.mem_mb(procfs.parse_meminfo(_text("meminfo.0")))["writeback"] == 0.5
 
 
@@ -172,10 +200,20 @@ def test_parse_pressure():
 
 
 def test_psi_stall_pct_from_totals():
-    a, b = procfs.parse_pressure(_text("pressure_io.0")), procfs.parse_pressure(_text("pressure_io.1"))
-    assert procfs.psi_stall_pct(a["some"], b["some"], 1.0) == pytest.approx((4172259 - 3665756) / 1e6 * 100)
-    assert procfs.psi_stall_pct(a["full"], b["full"], 1.0) == pytest.approx((3911370 - 3458802) / 1e6 * 100)
-    c0, c1 = procfs.parse_pressure(_text("pressure_cpu.0")), procfs.parse_pressure(_text("pressure_cpu.1"))
+    a, b = (
+        procfs.parse_pressure(_text("pressure_io.0")),
+        procfs.parse_pressure(_text("pressure_io.1")),
+    )
+    assert procfs.psi_stall_pct(a["some"], b["some"], 1.0) == pytest.approx(
+        (4172259 - 3665756) / 1e6 * 100
+    )
+    assert procfs.psi_stall_pct(a["full"], b["full"], 1.0) == pytest.approx(
+        (3911370 - 3458802) / 1e6 * 100
+    )
+    c0, c1 = (
+        procfs.parse_pressure(_text("pressure_cpu.0")),
+        procfs.parse_pressure(_text("pressure_cpu.1")),
+    )
     assert procfs.psi_stall_pct(c0["some"], c1["some"], 0.5) == pytest.approx(106085 / 0.5e6 * 100)
     m0 = procfs.parse_pressure(_text("pressure_memory.0"))
     m1 = procfs.parse_pressure(_text("pressure_memory.1"))

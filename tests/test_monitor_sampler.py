@@ -57,7 +57,8 @@ def _check_basic(samples: list[MonitorSample], interval: float) -> None:
         for f in (*CPU_FIELDS, *MEM_FIELDS):
             assert f in s.values, f
         assert sum(s.values[f] for f in CPU_FIELDS) == pytest.approx(100.0, abs=1e-6) or all(
-            s.values[f] == 0 for f in CPU_FIELDS)
+            s.values[f] == 0 for f in CPU_FIELDS
+        )
 
 
 def test_sampler_sees_writes_on_the_physical_disk(tmp_path: Path):
@@ -93,7 +94,9 @@ def test_half_second_run_at_1hz_gets_one_sample():
 
 
 def test_attach_pid_reports_process_cpu_and_rss():
-    child = subprocess.Popen([sys.executable, "-c", "import time\nx=bytearray(32<<20)\nwhile 1: pass"])
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time\nx=bytearray(32<<20)\nwhile 1: pass"]
+    )
     try:
         s = HostSampler([], interval=0.1)
         s.start()
@@ -108,21 +111,26 @@ def test_attach_pid_reports_process_cpu_and_rss():
     assert with_proc, samples
     assert not any("proc.cpu_pct" in x.values for x in samples if x.t < 0.25)
     assert max(x.values["proc.cpu_pct"] for x in with_proc) > 10  # a busy loop, on a noisy box
-    assert max(x.values["proc.rss_mb"] for x in with_proc) > 20   # holds a 32 MiB buffer
+    assert max(x.values["proc.rss_mb"] for x in with_proc) > 20  # holds a 32 MiB buffer
 
 
 def test_children_of_an_attached_process_count_as_its_work():
-    """fio does its I/O in forked job processes: a parent that only waits, with a busy child, is busy work."""
-    code = ("import signal, subprocess, sys, time\n"
-            "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"
-            "kid = subprocess.Popen([sys.executable, '-c', 'while 1: pass'])\n"
-            "try:\n    time.sleep(30)\nfinally:\n    kid.kill()\n    kid.wait()\n")
+    """fio does its I/O in forked job processes: a parent that only waits, with a busy child, is
+    busy work."""
+    code = (
+        "import signal, subprocess, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"
+        "kid = subprocess.Popen([sys.executable, '-c', 'while 1: pass'])\n"
+        "try:\n    time.sleep(30)\nfinally:\n    kid.kill()\n    kid.wait()\n"
+    )
     parent = subprocess.Popen([sys.executable, "-c", code])
     try:
         with HostSampler([], interval=0.1) as s:
             s.attach_pid(parent.pid)
             deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and not any(x.values.get("proc.count", 0) >= 2 for x in s.samples):
+            while time.monotonic() < deadline and not any(
+                x.values.get("proc.count", 0) >= 2 for x in s.samples
+            ):
                 time.sleep(0.1)
             time.sleep(0.5)
     finally:
@@ -183,14 +191,20 @@ def test_sampler_on_loop_chain_attributes_writes_per_device():
         loop_written = _integrated(samples, f"dev.{name}.write_mbps")
         assert loop_written >= 16 * 0.99  # every fsync'd MiB went through the loop device
         # and exactly the counter delta seen from outside (to float rounding)
-        assert loop_written <= (after.sectors_written - before.sectors_written) * 512 / procfs.MIB + 1e-6
+        assert (
+            loop_written
+            <= (after.sectors_written - before.sectors_written) * 512 / procfs.MIB + 1e-6
+        )
         assert _integrated(samples, "disk.write_mbps") > 0  # ... and down to the backing disk
         assert any(x.values.get(f"dev.{name}.write_iops", 0) > 0 for x in samples)
 
 
 def test_several_pids_are_summed():
     # The consolidation tier attaches every QEMU of a point: proc.* are sums over the live ones.
-    kids = [subprocess.Popen([sys.executable, "-c", "x=bytearray(24<<20)\nwhile 1: pass"]) for _ in range(2)]
+    kids = [
+        subprocess.Popen([sys.executable, "-c", "x=bytearray(24<<20)\nwhile 1: pass"])
+        for _ in range(2)
+    ]
     try:
         with HostSampler([], interval=0.1) as s:
             for k in kids:

@@ -3,7 +3,12 @@ from __future__ import annotations
 import pytest
 
 from iomatrix.monitor.sampler import MonitorSample
-from iomatrix.monitor.summary import FieldSummary, cell_summary, host_questions_view, summarize_samples
+from iomatrix.monitor.summary import (
+    FieldSummary,
+    cell_summary,
+    host_questions_view,
+    summarize_samples,
+)
 
 
 def test_summarize_time_weighted_mean_peak_n():
@@ -40,17 +45,25 @@ def test_cell_summary_mean_of_means_max_of_peaks():
 def test_host_questions_view():
     f = FieldSummary
     summary = {
-        "cpu.usr_pct": f(10.0, 20.0, 3), "cpu.sys_pct": f(5.0, 8.0, 3), "cpu.iowait_pct": f(30.0, 50.0, 3),
-        "disk.util_pct": f(60.0, 95.0, 3), "disk.await_ms": f(4.0, 12.0, 3),
-        "mem.used_mb": f(500.0, 520.0, 3), "mem.cached_mb": f(2000.0, 2100.0, 3),
+        "cpu.usr_pct": f(10.0, 20.0, 3),
+        "cpu.sys_pct": f(5.0, 8.0, 3),
+        "cpu.iowait_pct": f(30.0, 50.0, 3),
+        "disk.util_pct": f(60.0, 95.0, 3),
+        "disk.await_ms": f(4.0, 12.0, 3),
+        "mem.used_mb": f(500.0, 520.0, 3),
+        "mem.cached_mb": f(2000.0, 2100.0, 3),
         "mem.buffers_mb": f(100.0, 100.0, 3),
     }
     v = host_questions_view(summary)
     assert v["cpu_busy_pct"] == 15.0
     assert v["cpu_iowait_pct"] == 30.0
     assert v["cpu_busy_plus_iowait_pct"] == 45.0
-    assert (v["disk_util_pct"], v["disk_util_peak_pct"], v["disk_await_ms"], v["disk_await_peak_ms"]) == (
-        60.0, 95.0, 4.0, 12.0)
+    assert (
+        v["disk_util_pct"],
+        v["disk_util_peak_pct"],
+        v["disk_await_ms"],
+        v["disk_await_peak_ms"],
+    ) == (60.0, 95.0, 4.0, 12.0)
     assert v["mem_used_mb"] == 500.0
     assert v["mem_used_with_cache_mb"] == 2600.0
     assert v["mem_cache_mb"] == 2100.0

@@ -1,15 +1,16 @@
 """One answer everywhere, and a safe one by default (issue 38).
 
-The end of `run`, `recommend`, `recommend --detail`, the HTML report and JSON say the same thing for the same
-database: one function (report.recommend.answer_of) decides, and this file compares every output with it.
-The answer considers only configurations that honour guest flushes unless the user passes --allow-data-loss;
-a faster unsafe configuration is named in one line with its measured gain and its risk.
+The end of `run`, `recommend`, `recommend --detail`, the HTML report and JSON say the same thing for
+the same database: one function (report.recommend.answer_of) decides, and this file compares every
+output with it. The answer considers only configurations that honour guest flushes unless the user
+passes --allow-data-loss; a faster unsafe configuration is named in one line with its measured gain
+and its risk.
 
-Databases: `data/golden/quick-sweep.sqlite` (every workload unsettled: the tie-break's pick is leading, never
-"Use:") and `data/answers/unsafe-fastest.sqlite`, a real block-layer sweep of cache=none against cache=unsafe on
-fdatasync-bound writes (`unsafe-fastest.toml`; fio's raw JSON emptied to keep the file small), where cache=unsafe
-is fastest by an order of magnitude.
-"""
+Databases: `data/golden/quick-sweep.sqlite` (every workload unsettled: the tie-break's pick is
+    leading, never
+"Use:") and `data/answers/unsafe-fastest.sqlite`, a real block-layer sweep of cache=none against
+cache=unsafe on fdatasync-bound writes (`unsafe-fastest.toml`; fio's raw JSON emptied to keep the
+file small), where cache=unsafe is fastest by an order of magnitude."""
 
 from __future__ import annotations
 
@@ -44,7 +45,11 @@ def _flat(text: str) -> str:
 def _outputs(db: Path, tmp_path: Path, *extra: str) -> dict[str, str]:
     """Every place a user reads the answer, as flat text (HTML unescaped, tags dropped)."""
     out: dict[str, str] = {}
-    for name, args in (("recommend", ()), ("detail", ("--detail",)), ("markdown", ("--format", "markdown"))):
+    for name, args in (
+        ("recommend", ()),
+        ("detail", ("--detail",)),
+        ("markdown", ("--format", "markdown")),
+    ):
         res = run_cli("recommend", "--db", str(db), *args, *extra)
         assert res.returncode == 0, res.stderr
         out[name] = _flat(res.stdout)
@@ -54,7 +59,9 @@ def _outputs(db: Path, tmp_path: Path, *extra: str) -> dict[str, str]:
     out["html"] = _flat(htmllib.unescape(re.sub(r"<[^>]+>", " ", page.read_text())))
     store = Store.open_existing(db)
     try:
-        out["end of run"] = _flat(end_of_run_text(store, 1, 100, allow_data_loss="--allow-data-loss" in extra))
+        out["end of run"] = _flat(
+            end_of_run_text(store, 1, 100, allow_data_loss="--allow-data-loss" in extra)
+        )
     finally:
         store.close()
     return out
@@ -66,9 +73,14 @@ def _json(db: Path, *extra: str) -> dict:
     return json.loads(res.stdout)
 
 
-@pytest.mark.parametrize("db, extra", [(QUICK, ()), (UNSAFE, ()), (UNSAFE, ("--allow-data-loss",))],
-                         ids=["unsettled", "unsafe-fastest", "allow-data-loss"])
-def test_every_output_says_the_json_answer(db: Path, extra: tuple[str, ...], tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "db, extra",
+    [(QUICK, ()), (UNSAFE, ()), (UNSAFE, ("--allow-data-loss",))],
+    ids=["unsettled", "unsafe-fastest", "allow-data-loss"],
+)
+def test_every_output_says_the_json_answer(
+    db: Path, extra: tuple[str, ...], tmp_path: Path
+) -> None:
     db = _copy(db, tmp_path)
     data = _json(db, *extra)
     picks = data["headline"]["picks"]
@@ -82,8 +94,8 @@ def test_every_output_says_the_json_answer(db: Path, extra: tuple[str, ...], tmp
     if not any(p["settled"] for p in picks):
         for where, text in outputs.items():
             assert "Use:" not in text, where
-    # The detail says per workload what the headline says: settled answers are "use:", the others "no
-    # recommendation" with the same leading cell.
+    # The detail says per workload what the headline says: settled answers are "use:", the others
+    # "no recommendation" with the same leading cell.
     for v in data["verdicts"]:
         if v["metric"] == "score" or v["answer"] is None:
             continue
@@ -97,10 +109,14 @@ def test_every_output_says_the_json_answer(db: Path, extra: tuple[str, ...], tmp
             assert _flat(d) in text, (where, d)
 
 
-def test_unsafe_is_not_the_default_answer_but_is_named_once_with_its_gain_and_risk(tmp_path: Path) -> None:
+def test_unsafe_is_not_the_default_answer_but_is_named_once_with_its_gain_and_risk(
+    tmp_path: Path,
+) -> None:
     db = _copy(UNSAFE, tmp_path)
     data = _json(db)
-    assert [r["name"] for r in data["requirements"]] == ["power-loss-safe"] and data["allow_data_loss"] is False
+    assert [r["name"] for r in data["requirements"]] == ["power-loss-safe"] and data[
+        "allow_data_loss"
+    ] is False
     (v,) = data["verdicts"]
     assert "cache=none" in v["answer"]["cell"] and v["answer"]["status"] == "answer"
     declined = v["declined"]
@@ -112,21 +128,28 @@ def test_unsafe_is_not_the_default_answer_but_is_named_once_with_its_gain_and_ri
     assert "may gain over the answer, not measured precisely (" in line and "×" in line
     assert "--allow-data-loss" in line and "power loss" in line
     for where, text in _outputs(db, tmp_path).items():
-        assert 'cache="unsafe"' not in text and "cache=unsafe" not in text.split("not chosen:")[0], where
+        assert (
+            'cache="unsafe"' not in text and "cache=unsafe" not in text.split("not chosen:")[0]
+        ), where
         # once in the answer; the detail (--detail, Markdown) repeats it under its workload
         n = text.count("not chosen:")
         assert n == 1 if where in ("recommend", "end of run") else n >= 1, where
 
 
 def test_allow_data_loss_lifts_the_requirement_and_names_unsafe_as_leading(tmp_path: Path) -> None:
-    # 3 rounds, unsafe's runs swinging 1.9–118× over cache=none's: at the first look's level (docs/statistics.md
-    # §10b) nothing separates them. Without the requirement, unsafe is the measured leader, the tie-break (safety
-    # first) the pick; nothing is "not chosen" for a requirement, since none is left.
+    # 3 rounds, unsafe's runs swinging 1.9–118× over cache=none's: at the first look's level
+    # (docs/statistics.md §10b) nothing separates them. Without the requirement, unsafe is the
+    # measured leader, the tie-break (safety first) the pick; nothing is "not chosen" for a
+    # requirement, since none is left.
     db = _copy(UNSAFE, tmp_path)
     data = _json(db, "--allow-data-loss")
     assert data["requirements"] == [] and data["allow_data_loss"] is True
     (v,) = data["verdicts"]
-    assert "cache=none" in v["answer"]["cell"] and v["answer"]["status"] == "provisional" and v["declined"] is None
+    assert (
+        "cache=none" in v["answer"]["cell"]
+        and v["answer"]["status"] == "provisional"
+        and v["declined"] is None
+    )
     text = _flat(run_cli("recommend", "--db", str(db), "--allow-data-loss", "--detail").stdout)
     assert "No answer yet, the tie-break's pick: cache=none" in text and "unsafe leads" in text
     assert "not chosen" not in text

@@ -1,9 +1,11 @@
-"""One screen for any sweep (issue 49): the answers of real shared-storage sweeps (tests/data/answers: librbd's
-writethrough-until-flush on the built-in ceph plan, two custom job files on Ceph, two job files on an iSCSI LUN with
-its write cache on and off) fit 30 lines at 100 columns and every line its width; the finding comes before the
-first configuration; each distinct snippet and risk statement is printed once; the ceph answer's first lines carry
-the finding and the ceph.conf [client] lines the answer sets; and one backing gets one configuration where the
-workloads' decisions allow it (report/one_config.py), a trade-off named as such where they do not."""
+"""One screen for any sweep (issue 49): the answers of real shared-storage sweeps
+(tests/data/answers: librbd's writethrough-until-flush on the built-in ceph plan, two custom job
+files on Ceph, two job files on an iSCSI LUN with its write cache on and off) fit 30 lines at 100
+columns and every line its width; the finding comes before the first configuration; each distinct
+snippet and risk statement is printed once; the ceph answer's first lines carry the finding and the
+ceph.conf [client] lines the answer sets; and one backing gets one configuration where the
+workloads' decisions allow it (report/one_config.py), a trade-off named as such where they do
+not."""
 
 from __future__ import annotations
 
@@ -37,18 +39,27 @@ def _copy(db: Path, tmp_path: Path) -> Path:
 
 
 def _recommend(db: Path, tmp_path: Path, *args: str, columns: int = 100) -> str:
-    res = subprocess.run([*iomatrix_argv(), "recommend", "--db", str(_copy(db, tmp_path)), *args],
-                         capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": str(columns)})
+    res = subprocess.run(
+        [*iomatrix_argv(), "recommend", "--db", str(_copy(db, tmp_path)), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": str(columns)},
+    )
     assert res.returncode == 0, res.stderr
     return res.stdout
 
 
 def _first_configuration(lines: list[str]) -> int:
-    return next(i for i, line in enumerate(lines) if line.startswith(("Use: ", "No answer yet", "Keep: ")))
+    return next(
+        i for i, line in enumerate(lines) if line.startswith(("Use: ", "No answer yet", "Keep: "))
+    )
 
 
 @pytest.mark.parametrize("db", SWEEPS, ids=lambda p: p.stem)
-def test_a_shared_storage_answer_fits_one_screen_finding_first_each_snippet_once(db: Path, tmp_path: Path) -> None:
+def test_a_shared_storage_answer_fits_one_screen_finding_first_each_snippet_once(
+    db: Path, tmp_path: Path
+) -> None:
     lines = _recommend(db, tmp_path).splitlines()
     assert len(lines) <= 30, "\n".join(lines)
     assert all(len(line) <= 100 for line in lines), [line for line in lines if len(line) > 100]
@@ -64,64 +75,104 @@ def test_a_shared_storage_answer_fits_one_screen_finding_first_each_snippet_once
     assert all(len(line) <= 80 for line in narrow), [line for line in narrow if len(line) > 80]
 
 
-def test_the_ceph_answer_starts_with_the_finding_and_the_client_lines_it_sets(tmp_path: Path) -> None:
+def test_the_ceph_answer_starts_with_the_finding_and_the_client_lines_it_sets(
+    tmp_path: Path,
+) -> None:
     lines = _recommend(CEPH, tmp_path).splitlines()
     head = lines[:20]
-    assert any(line.startswith("finding: librbd stays writethrough until the guest's first flush") for line in head)
+    assert any(
+        line.startswith("finding: librbd stays writethrough until the guest's first flush")
+        for line in head
+    )
     start = head.index("    [client]")
-    # only what the answer sets: the options the sweep chose among (rbd cache is QEMU's cache mode's)
-    assert head[start + 1:start + 3] == ["    rbd cache policy = writearound",
-                                         "    rbd cache writethrough until flush = false"]
+    # only what the answer sets: the options the sweep chose among (rbd cache is QEMU's cache
+    # mode's)
+    assert head[start + 1 : start + 3] == [
+        "    rbd cache policy = writearound",
+        "    rbd cache writethrough until flush = false",
+    ]
     assert "rbd cache = true" not in "\n".join(lines)
     # one configuration for the cluster: until-flush off, the workload not separated yet said so
     use = lines[_first_configuration(lines)]
-    assert use.startswith("Use: cache=writeback · writearound · rbd_cache_writethrough_until_flush=off")
+    assert use.startswith(
+        "Use: cache=writeback · writearound · rbd_cache_writethrough_until_flush=off"
+    )
     joined = " ".join(" ".join(lines).split())
-    assert "rand-write-4k-flush32 on rbd: 1.09× (0.91–1.31) its own pick rbd_cache_writethrough_until_flush=on · " \
-           "not separated yet: one configuration for the backing" in joined
+    assert (
+        "rand-write-4k-flush32 on rbd: 1.09× (0.91–1.31) its own pick "
+        "rbd_cache_writethrough_until_flush=on · "
+        "not separated yet: one configuration for the backing" in joined
+    )
     # the whole [client] section (every option, its notes) stays in --detail
     detail = _recommend(CEPH, tmp_path, "--detail")
-    assert "[client]\nrbd cache = true\nrbd cache policy = writearound\nrbd cache writethrough until flush = false" \
-        in detail
+    assert (
+        "[client]\nrbd cache = true\nrbd cache policy = writearound\nrbd cache "
+        "writethrough until flush = false" in detail
+    )
 
 
 def test_a_ceph_answer_at_cephs_defaults_says_there_is_nothing_to_set(tmp_path: Path) -> None:
     text = _recommend(CEPH_JOBS, tmp_path)
     assert "ceph.conf [client]: nothing to set, the answer is Ceph's defaults" in text
     assert "Use: writeback" in text and "cache=none, its own" not in text
-    assert "file:never.fio on rbd: 0.99× (0.77–1.28) its own pick cache=none · tied" in " ".join(text.split())
+    assert "file:never.fio on rbd: 0.99× (0.77–1.28) its own pick cache=none · tied" in " ".join(
+        text.split()
+    )
 
 
 def test_one_lun_gets_one_write_cache_setting(tmp_path: Path) -> None:
-    """commit.fio tied off with on (the tie-break picked off), never.fio answered on (2.31×): the LUN's one setting
-    is on, and commit.fio's line says it is tied there, with on's ratio over its own pick."""
+    """commit.fio tied off with on (the tie-break picked off), never.fio answered on (2.31×): the
+    LUN's one setting is on, and commit.fio's line says it is tied there, with on's ratio over its
+    own pick."""
     text = _recommend(ISCSI, tmp_path)
     joined = " ".join(text.split())
     assert "Use: lun_write_cache=on" in text and "Use: lun_write_cache=off" not in text
     # the LUN's settings in one line, or targets.conf whole where the screen has room
-    assert "LUN: fileio, write cache on" in text or ("bs-type rdwr" in text and "write-cache on" in text), text
+    assert "LUN: fileio, write cache on" in text or (
+        "bs-type rdwr" in text and "write-cache on" in text
+    ), text
     assert "write cache off" not in text and "write-cache off" not in text
-    assert "file:never.fio on iscsi: 2.31× (1.92–2.79) QEMU's default lun_write_cache=off · the answer" in joined
-    assert "file:commit.fio on iscsi: 0.97× (0.53–1.80) its own pick lun_write_cache=off · tied: one configuration " \
-           "for the backing" in joined
+    assert (
+        "file:never.fio on iscsi: 2.31× (1.92–2.79) QEMU's default lun_write_cache=off · the answer"
+        in joined
+    )
+    assert (
+        "file:commit.fio on iscsi: 0.97× (0.53–1.80) its own pick lun_write_cache=off · "
+        "tied: one configuration "
+        "for the backing" in joined
+    )
     doc = json.loads(_recommend(ISCSI, tmp_path, "--format", "json"))
     [pick] = doc["headline"]["picks"]
     assert pick["name"] == "lun_write_cache=on"
     statuses = {w["workload"]: (w["status"], w.get("own_pick")) for w in pick["workloads"]}
-    assert statuses == {"file:never.fio on iscsi": ("answer", None),
-                        "file:commit.fio on iscsi": ("joined", "lun_write_cache=off")}
+    assert statuses == {
+        "file:never.fio on iscsi": ("answer", None),
+        "file:commit.fio on iscsi": ("joined", "lun_write_cache=off"),
+    }
     # each workload's own decision is kept in the verdicts (the detail)
     own = {v["workload"]: v["choice"]["cell"] for v in doc["verdicts"]}
     assert own["file:commit.fio on iscsi"].endswith("backing=iscsi")
 
 
-@pytest.mark.parametrize(("db", "expected"), [
-    (ISCSI, "format=raw preallocation=off cache=none aio=threads backing=iscsi lun_write_cache=on"),
-    (CEPH, "format=raw preallocation=off cache=writeback aio=threads backing=rbd "
-           "rbd_cache_writethrough_until_flush=off"),
-    (CEPH_JOBS, "format=raw preallocation=off cache=writeback aio=threads backing=rbd"),
-], ids=lambda x: x.stem if isinstance(x, Path) else "")
-def test_the_captured_sweeps_get_one_configuration_per_backing(db: Path, expected: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("db", "expected"),
+    [
+        (
+            ISCSI,
+            "format=raw preallocation=off cache=none aio=threads backing=iscsi lun_write_cache=on",
+        ),
+        (
+            CEPH,
+            "format=raw preallocation=off cache=writeback aio=threads backing=rbd "
+            "rbd_cache_writethrough_until_flush=off",
+        ),
+        (CEPH_JOBS, "format=raw preallocation=off cache=writeback aio=threads backing=rbd"),
+    ],
+    ids=lambda x: x.stem if isinstance(x, Path) else "",
+)
+def test_the_captured_sweeps_get_one_configuration_per_backing(
+    db: Path, expected: str, tmp_path: Path
+) -> None:
     store = Store.open_existing(_copy(db, tmp_path))
     try:
         rec = recommend(store, 1)
@@ -140,7 +191,11 @@ def test_a_tie_joins_the_answer_it_includes() -> None:
     reads = Decision("reads on iscsi", "iscsi", "off", "tied", ("on",))
     writes = Decision("writes on iscsi", "iscsi", "on", "answer")
     c = group_config([reads, writes])
-    assert c.kind == "one" and c.cells == ("on",) and c.assigned == {"reads on iscsi": "on", "writes on iscsi": "on"}
+    assert (
+        c.kind == "one"
+        and c.cells == ("on",)
+        and c.assigned == {"reads on iscsi": "on", "writes on iscsi": "on"}
+    )
     assert c.joined(reads) and not c.joined(writes)
 
 
@@ -165,7 +220,10 @@ def test_the_strongest_common_cell_wins_and_groups_stay_apart() -> None:
     b = Decision("b on rbd", "rbd", "on", "tied", ("off",))
     other = Decision("a on iscsi", "iscsi", "off", "answer")
     configs = one_config([a, b, other])
-    assert [(c.group, c.cells, c.kind) for c in configs] == [("rbd", ("on",), "one"), ("iscsi", ("off",), "one")]
+    assert [(c.group, c.cells, c.kind) for c in configs] == [
+        ("rbd", ("on",), "one"),
+        ("iscsi", ("off",), "one"),
+    ]
 
 
 def test_a_trade_off_is_said_on_the_screen_naming_both() -> None:
@@ -176,15 +234,18 @@ def test_a_trade_off_is_said_on_the_screen_naming_both() -> None:
     b = Decision("writes on iscsi", "iscsi", "cache=none lun_write_cache=on", "answer")
     names = cell_names([a.cell, b.cell])
     [line] = trade_off_lines(one_config([a, b]), names)
-    assert line.startswith("on iscsi, a trade-off: lun_write_cache=off for reads on iscsi; lun_write_cache=on for "
-                           "writes on iscsi: each is significantly better")
+    assert line.startswith(
+        "on iscsi, a trade-off: lun_write_cache=off for reads on iscsi; lun_write_cache=on for "
+        "writes on iscsi: each is significantly better"
+    )
 
 
 def test_two_backings_answer_each_under_its_own_label_on_one_screen(tmp_path: Path) -> None:
-    """A shared-storage sweep answers per backing: the two captured sweeps' verdicts together (an iSCSI LUN and a
-    Ceph cluster) give one configuration per backing, each backing's settings, risks and <driver> once under
-    'on BACKING:', within 30 lines (without findings: the built-in shared-storage plan's random reads and writes
-    never flush, so neither flushing finding applies to it)."""
+    """A shared-storage sweep answers per backing: the two captured sweeps' verdicts together (an
+    iSCSI LUN and a Ceph cluster) give one configuration per backing, each backing's settings, risks
+    and <driver> once under 'on BACKING:', within 30 lines (without findings: the built-in
+    shared-storage plan's random reads and writes never flush, so neither flushing finding applies
+    to it)."""
     recs = []
     for db in (ISCSI, CEPH):
         store = Store.open_existing(_copy(db, tmp_path))
@@ -196,9 +257,10 @@ def test_two_backings_answer_each_under_its_own_label_on_one_screen(tmp_path: Pa
     rec.verdicts += recs[1].verdicts
     rec.first_findings = []
     head = headline(rec, "vm")
-    assert [p.name for p in head.picks] == ["cache=none · iscsi · lun_write_cache=on",
-                                            "cache=writeback · rbd · writearound · "
-                                            "rbd_cache_writethrough_until_flush=off"]
+    assert [p.name for p in head.picks] == [
+        "cache=none · iscsi · lun_write_cache=on",
+        "cache=writeback · rbd · writearound · rbd_cache_writethrough_until_flush=off",
+    ]
     lines = headline_text(head, 100).splitlines()
     assert len(lines) <= 30 and all(len(line) <= 100 for line in lines), "\n".join(lines)
     iscsi, rbd = lines.index("on iscsi:"), lines.index("on rbd:")
@@ -206,25 +268,42 @@ def test_two_backings_answer_each_under_its_own_label_on_one_screen(tmp_path: Pa
     assert "LUN: fileio, write cache on" in "\n".join(lines[iscsi:rbd])
     # the [client] lines whole where the screen has room, else in one line
     ceph = "\n".join(lines[rbd:])
-    assert "ceph.conf [client]: rbd cache policy = writearound, rbd cache writethrough until flush = false" in ceph \
-        or "    rbd cache policy = writearound\n    rbd cache writethrough until flush = false" in ceph, ceph
+    assert (
+        "ceph.conf [client]: rbd cache policy = writearound, rbd cache writethrough "
+        "until flush = false"
+        in ceph
+        or "    rbd cache policy = writearound\n    rbd cache writethrough until flush = false"
+        in ceph
+    ), ceph
     assert sum(line.startswith("  risks (") for line in lines) == 2
     assert sum("<driver " in line for line in lines) == 2
 
 
 @needs("ceph-conf")
 def test_the_first_screens_client_lines_are_read_by_ceph_conf(tmp_path: Path) -> None:
-    """The [client] lines the ceph answer's first screen prints (only what it sets) are Ceph's own options: the
-    real ceph-conf reads them back through Ceph's option schema."""
+    """The [client] lines the ceph answer's first screen prints (only what it sets) are Ceph's own
+    options: the real ceph-conf reads them back through Ceph's option schema."""
     lines = _recommend(CEPH, tmp_path).splitlines()
     start = lines.index("    [client]")
-    section = [line.strip() for line in lines[start:start + 3]]
+    section = [line.strip() for line in lines[start : start + 3]]
     conf = tmp_path / "ceph.conf"
     conf.write_text("\n".join(section) + "\n")
 
     def value(option: str) -> str:
-        res = subprocess.run(["ceph-conf", "-c", str(conf), "--name", "client.libvirt", "--show-config-value",
-                              option], capture_output=True, text=True, timeout=120)
+        res = subprocess.run(
+            [
+                "ceph-conf",
+                "-c",
+                str(conf),
+                "--name",
+                "client.libvirt",
+                "--show-config-value",
+                option,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert res.returncode == 0, res.stderr
         return res.stdout.strip()
 

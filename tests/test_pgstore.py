@@ -1,6 +1,6 @@
-"""The fleet's central store on a real PostgreSQL (issue 52): migrations, idempotent publish, conflicts refused
-whole, 8 hosts at once, a publish killed midway, a database that is down, and the read commands on the store
-answering as on the merged SQLite file."""
+"""The fleet's central store on a real PostgreSQL (issue 52): migrations, idempotent publish,
+conflicts refused whole, 8 hosts at once, a publish killed midway, a database that is down, and the
+read commands on the store answering as on the merged SQLite file."""
 
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ from tests.conftest import DATA, iomatrix_argv, run_cli
 from tests.test_merge import fleet, make_sweep
 
 psycopg = pytest.importorskip("psycopg")
-needs_postgres = pytest.mark.skipif(not pg_cluster.available(), reason="Debian's postgresql 15 and root needed")
+needs_postgres = pytest.mark.skipif(
+    not pg_cluster.available(), reason="Debian's postgresql 15 and root needed"
+)
 pytestmark = pytest.mark.xdist_group("postgresql")
 
 
@@ -44,8 +46,19 @@ def store_url(cluster: str) -> str:
 
 def counts(url: str) -> dict[str, int]:
     with psycopg.connect(url) as conn:
-        return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                for t in ("hosts", "sweeps", "cells", "runs", "samples", "monitor", "unit_stops", "cell_axes")}
+        return {
+            t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in (
+                "hosts",
+                "sweeps",
+                "cells",
+                "runs",
+                "samples",
+                "monitor",
+                "unit_stops",
+                "cell_axes",
+            )
+        }
 
 
 def digest(path: Path) -> str:
@@ -53,20 +66,28 @@ def digest(path: Path) -> str:
 
 
 def test_urls_print_without_credentials() -> None:
-    url = parse_db("postgresql://lab:s3cret@db.example:5433/iomatrix?password=other&sslmode=require")
+    url = parse_db(
+        "postgresql://lab:s3cret@db.example:5433/iomatrix?password=other&sslmode=require"
+    )
     assert isinstance(url, DatabaseURL)
     for shown in (str(url), repr(url), f"{url}", f"{url:>80}"):
         assert "s3cret" not in shown and "=other" not in shown
         assert "lab@db.example:5433/iomatrix" in shown
-    assert redact("postgresql:///iomatrix?host=/run/postgresql") == "postgresql:///iomatrix?host=/run/postgresql"
+    assert (
+        redact("postgresql:///iomatrix?host=/run/postgresql")
+        == "postgresql:///iomatrix?host=/run/postgresql"
+    )
     assert parse_db("results/iomatrix.sqlite") == Path("results/iomatrix.sqlite")
 
 
 @needs_postgres
-def test_a_new_store_has_the_sqlite_schema_and_an_old_one_is_migrated(store_url: str, tmp_path: Path) -> None:
+def test_a_new_store_has_the_sqlite_schema_and_an_old_one_is_migrated(
+    store_url: str, tmp_path: Path
+) -> None:
     from iomatrix.store.pg import CENTRAL_STEPS, pg_statement, publish
 
-    # A central store of schema 6 (as an iomatrix before run_clients made it): publishing migrates it.
+    # A central store of schema 6 (as an iomatrix before run_clients made it): publishing migrates
+    # it.
     with psycopg.connect(store_url) as conn:
         for stmt in (s for s in SCHEMA_1.split(";") if s.strip()):
             conn.execute(pg_statement(stmt))
@@ -82,17 +103,28 @@ def test_a_new_store_has_the_sqlite_schema_and_an_old_one_is_migrated(store_url:
     publish(host, DatabaseURL(store_url))
     with psycopg.connect(store_url) as conn:
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        assert meta == {"schema_version": str(SCHEMA_VERSION), "central_version": str(len(CENTRAL_STEPS))}
+        assert meta == {
+            "schema_version": str(SCHEMA_VERSION),
+            "central_version": str(len(CENTRAL_STEPS)),
+        }
         for table, cols in COLUMNS[SCHEMA_VERSION].items():
-            have = {r[0] for r in conn.execute("SELECT column_name FROM information_schema.columns "
-                                               "WHERE table_name=%s", (table,))}
-            extra = {"uid"} if table == "sweeps" else {"uid", "digest"} if table == "runs" else set()
+            have = {
+                r[0]
+                for r in conn.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name=%s",
+                    (table,),
+                )
+            }
+            extra = (
+                {"uid"} if table == "sweeps" else {"uid", "digest"} if table == "runs" else set()
+            )
             assert have == set(cols) | extra, table
 
 
 @needs_postgres
-def test_publishing_twice_adds_nothing_and_the_store_answers_as_the_merged_file(store_url: str,
-                                                                                tmp_path: Path) -> None:
+def test_publishing_twice_adds_nothing_and_the_store_answers_as_the_merged_file(
+    store_url: str, tmp_path: Path
+) -> None:
     hosts = fleet(tmp_path)  # three hosts, one of them in two files, and a schema-1 database
     before = {p: digest(p) for p in hosts}
     for p in hosts:
@@ -101,7 +133,9 @@ def test_publishing_twice_adds_nothing_and_the_store_answers_as_the_merged_file(
     first = counts(store_url)
     for p in hosts:
         again = run_cli("publish", str(p), store_url)
-        assert again.returncode == 0 and " 0 run(s) added" in again.stdout, again.stdout + again.stderr
+        assert again.returncode == 0 and " 0 run(s) added" in again.stdout, (
+            again.stdout + again.stderr
+        )
     assert counts(store_url) == first
     assert {p: digest(p) for p in hosts} == before  # publishing never writes the host's file
     merged = tmp_path / "merged.sqlite"
@@ -127,19 +161,25 @@ def test_a_conflict_is_refused_and_nothing_is_written(store_url: str, tmp_path: 
     s.close()
     assert run_cli("publish", str(host), store_url).returncode == 0
     before = counts(store_url)
-    # The same file later: a new sweep, and one run of the published sweep edited (a restored or doctored file).
+    # The same file later: a new sweep, and one run of the published sweep edited (a restored or
+    # doctored file).
     s = Store(host)
     make_sweep(s, "host-a", "full", base=900.0)
     s.db.execute("UPDATE samples SET value = value * 2 WHERE run_id = 1")
     s.close()
     out = run_cli("publish", str(host), store_url)
     assert out.returncode == 2, out.stdout + out.stderr
-    assert "other content; nothing was published" in out.stderr and len(out.stderr.strip().splitlines()) <= 2
+    assert (
+        "other content; nothing was published" in out.stderr
+        and len(out.stderr.strip().splitlines()) <= 2
+    )
     assert counts(store_url) == before
 
 
 @needs_postgres
-def test_eight_hosts_publishing_at_once_lose_and_duplicate_no_run(store_url: str, tmp_path: Path) -> None:
+def test_eight_hosts_publishing_at_once_lose_and_duplicate_no_run(
+    store_url: str, tmp_path: Path
+) -> None:
     files = []
     for i in range(8):
         path = tmp_path / f"host{i}.sqlite"
@@ -148,20 +188,34 @@ def test_eight_hosts_publishing_at_once_lose_and_duplicate_no_run(store_url: str
         make_sweep(s, f"host-{i}", "full", cells=2, base=500.0 + i)
         s.close()
         files.append(path)
-    expected = sum(Store.open_existing(p).db.execute("SELECT count(*) FROM runs").fetchone()[0] for p in files)
-    procs = [subprocess.Popen([*iomatrix_argv(), "publish", str(p), store_url], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for p in files]
+    expected = sum(
+        Store.open_existing(p).db.execute("SELECT count(*) FROM runs").fetchone()[0] for p in files
+    )
+    procs = [
+        subprocess.Popen(
+            [*iomatrix_argv(), "publish", str(p), store_url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for p in files
+    ]
     for p in procs:
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
     with psycopg.connect(store_url) as conn:
-        assert conn.execute("SELECT count(*), count(DISTINCT uid) FROM runs").fetchone() == (expected, expected)
+        assert conn.execute("SELECT count(*), count(DISTINCT uid) FROM runs").fetchone() == (
+            expected,
+            expected,
+        )
         assert conn.execute("SELECT count(*) FROM hosts").fetchone()[0] == 8
         assert conn.execute("SELECT count(*) FROM sweeps").fetchone()[0] == 16
 
 
 @needs_postgres
-def test_a_publish_killed_midway_leaves_nothing_and_the_next_one_catches_up(store_url: str, tmp_path: Path) -> None:
+def test_a_publish_killed_midway_leaves_nothing_and_the_next_one_catches_up(
+    store_url: str, tmp_path: Path
+) -> None:
     from iomatrix.store.pg import ensure_schema
 
     host = tmp_path / "host.sqlite"
@@ -170,21 +224,33 @@ def test_a_publish_killed_midway_leaves_nothing_and_the_next_one_catches_up(stor
     s.close()
     with psycopg.connect(store_url) as setup:
         ensure_schema(setup)
-    # Another session holds the samples table: the publish writes its host, sweep, cells and first run, then
-    # waits inside its transaction, where it is killed.
+    # Another session holds the samples table: the publish writes its host, sweep, cells and first
+    # run, then waits inside its transaction, where it is killed.
     blocker = psycopg.connect(store_url)
-    # Polled from a session of its own: pg_stat_activity is a snapshot per transaction, and the blocker's lasts.
+    # Polled from a session of its own: pg_stat_activity is a snapshot per transaction, and the
+    # blocker's lasts.
     watcher = psycopg.connect(store_url, autocommit=True)
     try:
         blocker.execute("LOCK TABLE samples IN EXCLUSIVE MODE")
-        child = subprocess.Popen([*iomatrix_argv(), "publish", str(host), store_url], stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL)
+        child = subprocess.Popen(
+            [*iomatrix_argv(), "publish", str(host), store_url],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
-            waiting = _wait_for(lambda: watcher.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type='Lock' AND datname=current_database()"
-            ).fetchone()[0] == 1, 120)
+            waiting = _wait_for(
+                lambda: (
+                    watcher.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE "
+                        "wait_event_type='Lock' AND datname=current_database()"
+                    ).fetchone()[0]
+                    == 1
+                ),
+                120,
+            )
             assert waiting, "the publish never reached the samples table"
-            with psycopg.connect(store_url) as peek:  # its rows so far are inside its transaction only
+            # its rows so far are inside its transaction only
+            with psycopg.connect(store_url) as peek:
                 assert peek.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
             child.send_signal(signal.SIGKILL)
             child.wait(timeout=60)
@@ -193,9 +259,18 @@ def test_a_publish_killed_midway_leaves_nothing_and_the_next_one_catches_up(stor
                 child.kill()
                 child.wait(timeout=60)
         blocker.rollback()
-        assert _wait_for(lambda: watcher.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname=current_database() AND pid NOT IN "
-            "(pg_backend_pid(), %s)", (blocker.info.backend_pid,)).fetchone()[0] == 0, 120)
+        assert _wait_for(
+            lambda: (
+                watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE "
+                    "datname=current_database() AND pid NOT IN "
+                    "(pg_backend_pid(), %s)",
+                    (blocker.info.backend_pid,),
+                ).fetchone()[0]
+                == 0
+            ),
+            120,
+        )
     finally:
         blocker.close()
         watcher.close()
@@ -216,7 +291,9 @@ def test_a_database_that_is_down_is_one_line_and_the_host_file_is_untouched(tmp_
     for argv in (("publish", str(host), down), ("recommend", "--db", down)):
         out = run_cli(*argv)
         assert out.returncode == 2, out.stdout + out.stderr
-        assert out.stderr.startswith("error: cannot reach the PostgreSQL store postgresql://lab@127.0.0.1:"), out.stderr
+        assert out.stderr.startswith(
+            "error: cannot reach the PostgreSQL store postgresql://lab@127.0.0.1:"
+        ), out.stderr
         assert "s3cret" not in out.stdout + out.stderr and "Traceback" not in out.stderr
     assert digest(host) == before
 
@@ -249,11 +326,15 @@ def _history_host(path: Path) -> None:
     third = make_sweep(s, "host-a", "quick", base=50.0)
     updated = s.host_id({**host_facts("host-a"), "kernel": "6.1.0-99"})
     with s.tx() as db:
-        db.execute("UPDATE sweeps SET host_id=?, started_at=started_at+1000 WHERE id=?", (updated, third))
+        db.execute(
+            "UPDATE sweeps SET host_id=?, started_at=started_at+1000 WHERE id=?", (updated, third)
+        )
     s.close()
 
 
-def test_history_flags_only_the_real_change_and_names_the_versions_that_changed(tmp_path: Path) -> None:
+def test_history_flags_only_the_real_change_and_names_the_versions_that_changed(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "host.sqlite"
     _history_host(path)
     out = run_cli("history", "--db", str(path), "--format", "json")
@@ -266,7 +347,9 @@ def test_history_flags_only_the_real_change_and_names_the_versions_that_changed(
     assert third["versions_changed"] == ["kernel 6.1.0-6 → 6.1.0-99"]
     assert third["slower"] and all(c["after"] < c["before"] for c in third["slower"])
     text = run_cli("history", "--db", str(path), "--host", "host-a", "--workload", "rand-read-4k")
-    assert "changed: kernel 6.1.0-6 → 6.1.0-99" in text.stdout and "slower:" in text.stdout, text.stdout
+    assert "changed: kernel 6.1.0-6 → 6.1.0-99" in text.stdout and "slower:" in text.stdout, (
+        text.stdout
+    )
     bad = run_cli("history", "--db", str(path), "--host", "nope")
     assert bad.returncode == 2 and "no host 'nope'" in bad.stderr
 
@@ -282,16 +365,36 @@ def test_history_on_the_store_equals_history_on_the_file(store_url: str, tmp_pat
 
 
 def test_run_merge_and_monitor_say_what_to_do_with_a_url_they_cannot_take(tmp_path: Path) -> None:
-    """run writes a local file (and publishes it with --publish), merge reads files: a URL where they cannot take one
-    is one line naming what to do, without the password, and nothing is made (no 'postgresql:' directory)."""
+    """run writes a local file (and publishes it with --publish), merge reads files: a URL where
+    they cannot take one is one line naming what to do, without the password, and nothing is made
+    (no 'postgresql:' directory)."""
     url = "postgresql://lab:s3cret@127.0.0.1:1/iomatrix"
-    cases = {("run", "quick", "--db", url, "--workdir", str(tmp_path / "w")):
-             "error: run writes its sweep to a local SQLite file, not to a central store (postgresql://lab@127.0.0.1:1"
-             "/iomatrix) — iomatrix run PLAN --db host.sqlite --publish postgresql://lab@127.0.0.1:1/iomatrix",
-             ("run", "quick", "--db", str(tmp_path / "h.sqlite"), "--publish", str(tmp_path / "o.sqlite")):
-             f"error: --publish {tmp_path / 'o.sqlite'} is not a PostgreSQL URL",
-             ("merge", str(tmp_path / "m.sqlite"), url):
-             "error: merge reads per-host SQLite files, not a central store"}
+    cases = {
+        (
+            "run",
+            "quick",
+            "--db",
+            url,
+            "--workdir",
+            str(tmp_path / "w"),
+        ): "error: run writes its sweep to a local SQLite file, not to a central store "
+        "(postgresql://lab@127.0.0.1:1"
+        "/iomatrix) — iomatrix run PLAN --db host.sqlite --publish "
+        "postgresql://lab@127.0.0.1:1/iomatrix",
+        (
+            "run",
+            "quick",
+            "--db",
+            str(tmp_path / "h.sqlite"),
+            "--publish",
+            str(tmp_path / "o.sqlite"),
+        ): f"error: --publish {tmp_path / 'o.sqlite'} is not a PostgreSQL URL",
+        (
+            "merge",
+            str(tmp_path / "m.sqlite"),
+            url,
+        ): "error: merge reads per-host SQLite files, not a central store",
+    }
     for argv, said in cases.items():
         out = run_cli(*argv, cwd=tmp_path)
         assert out.returncode == 2 and out.stderr.startswith(said), out.stderr
@@ -300,78 +403,114 @@ def test_run_merge_and_monitor_say_what_to_do_with_a_url_they_cannot_take(tmp_pa
 
 
 @needs_postgres
-def test_merge_into_the_store_is_all_or_nothing_and_monitor_reads_it(store_url: str, tmp_path: Path) -> None:
+def test_merge_into_the_store_is_all_or_nothing_and_monitor_reads_it(
+    store_url: str, tmp_path: Path
+) -> None:
     hosts = fleet(tmp_path)
-    # A copy of host-a's file with one run edited: merged with the others into the store, it is refused whole.
+    # A copy of host-a's file with one run edited: merged with the others into the store, it is
+    # refused whole.
     doctored = tmp_path / "host-a-doctored.sqlite"
     doctored.write_bytes(hosts[0].read_bytes())
     with contextlib.closing(Store(doctored)) as s:
         s.db.execute("UPDATE samples SET value = value * 2 WHERE run_id = 1")
     refused = run_cli("merge", store_url, *map(str, hosts), str(doctored))
-    assert refused.returncode == 2 and "other content; nothing was published" in refused.stderr, refused.stderr
-    with psycopg.connect(store_url) as conn:  # nothing of the good files either (the tables may exist, empty)
+    assert refused.returncode == 2 and "other content; nothing was published" in refused.stderr, (
+        refused.stderr
+    )
+    # nothing of the good files either (the tables may exist, empty)
+    with psycopg.connect(store_url) as conn:
         if conn.execute("SELECT to_regclass('runs')").fetchone()[0] is not None:
             assert set(counts(store_url).values()) == {0}
     merged = run_cli("merge", store_url, *map(str, hosts))
     assert merged.returncode == 0, merged.stderr
     assert f"{hosts[0]} → {store_url}: 2 sweep(s) added with " in merged.stdout, merged.stdout
     again = run_cli("merge", store_url, *map(str, hosts))
-    assert again.returncode == 0 and again.stdout.count("0 sweep(s) added with 0 run(s)") == len(hosts), again.stdout
+    assert again.returncode == 0 and again.stdout.count("0 sweep(s) added with 0 run(s)") == len(
+        hosts
+    ), again.stdout
     local = tmp_path / "merged.sqlite"
     assert run_cli("merge", str(local), *map(str, hosts)).returncode == 0
-    assert counts(store_url)["runs"] == Store.open_existing(local).db.execute("SELECT count(*) FROM runs").fetchone()[0]
-    # monitor --db URL: a run's series as on the merged file. The first run of both is host-a's first (inputs taken
-    # in the same order); its id in the store is not 1 (the refused merge drew ids from the store's sequences).
+    assert (
+        counts(store_url)["runs"]
+        == Store.open_existing(local).db.execute("SELECT count(*) FROM runs").fetchone()[0]
+    )
+    # monitor --db URL: a run's series as on the merged file. The first run of both is host-a's
+    # first (inputs taken in the same order); its id in the store is not 1 (the refused merge drew
+    # ids from the store's sequences).
     with psycopg.connect(store_url) as conn:
         first_run = conn.execute("SELECT min(id) FROM runs").fetchone()[0]
     on_store = run_cli("monitor", "--db", store_url, "--run", str(first_run), "--format", "json")
     on_file = run_cli("monitor", "--db", str(local), "--run", "1", "--format", "json")
     assert on_store.returncode == 0, on_store.stderr
-    assert json.loads(on_store.stdout) == json.loads(on_file.stdout) and "cpu.usr_pct" in on_store.stdout
+    assert (
+        json.loads(on_store.stdout) == json.loads(on_file.stdout)
+        and "cpu.usr_pct" in on_store.stdout
+    )
 
 
-TINY_PLAN = ('tier = ["baremetal"]\ncache = ["none"]\nworkloads = ["rand-read-4k"]\nsize = "16M"\nruntime = 1\n'
-             '[repetitions]\nmin = 1\nmax = 1\n[[backing]]\ntype = "dir"\n')
+TINY_PLAN = (
+    'tier = ["baremetal"]\ncache = ["none"]\nworkloads = ["rand-read-4k"]\nsize = '
+    '"16M"\nruntime = 1\n'
+    '[repetitions]\nmin = 1\nmax = 1\n[[backing]]\ntype = "dir"\n'
+)
 
 
 @needs_postgres
-def test_run_publishes_at_the_end_and_a_store_that_is_down_loses_nothing(store_url: str, tmp_path: Path) -> None:
-    """run --publish: the sweep is written to --db as it goes and published when it ends. With the store down the
-    sweep is still saved whole (exit 2, one line saying how to catch up), and publishing it later adds it; a second
-    sweep into the same file publishes only itself."""
+def test_run_publishes_at_the_end_and_a_store_that_is_down_loses_nothing(
+    store_url: str, tmp_path: Path
+) -> None:
+    """run --publish: the sweep is written to --db as it goes and published when it ends. With the
+    store down the sweep is still saved whole (exit 2, one line saying how to catch up), and
+    publishing it later adds it; a second sweep into the same file publishes only itself."""
     plan = tmp_path / "tiny.toml"
     plan.write_text(TINY_PLAN)
     db, work = tmp_path / "host.sqlite", tmp_path / "work"
     down = f"postgresql://lab:s3cret@127.0.0.1:{pg_cluster.free_port()}/iomatrix"
     first = run_cli("run", str(plan), "--db", str(db), "--workdir", str(work), "--publish", down)
     assert first.returncode == 2, first.stdout[-2000:] + first.stderr
-    assert first.stderr.startswith(f"error: the sweep is saved in {db}, but publishing it failed: cannot reach the "
-                                   "PostgreSQL store postgresql://lab@127.0.0.1:"), first.stderr
-    assert f"once the store is back: iomatrix publish {db} postgresql://lab@127.0.0.1:" in first.stderr
+    assert first.stderr.startswith(
+        f"error: the sweep is saved in {db}, but publishing it failed: cannot reach the "
+        "PostgreSQL store postgresql://lab@127.0.0.1:"
+    ), first.stderr
+    assert (
+        f"once the store is back: iomatrix publish {db} postgresql://lab@127.0.0.1:" in first.stderr
+    )
     assert "s3cret" not in first.stdout + first.stderr
     with contextlib.closing(Store.open_existing(db)) as s:
         assert [s.sweep(i).status for i in s.sweep_ids()] == ["finished"]
-        runs = s.db.execute("SELECT count(*) FROM runs").fetchone()[0]  # a disturbed run's retry counts too
+        # a disturbed run's retry counts too
+        runs = s.db.execute("SELECT count(*) FROM runs").fetchone()[0]
     caught_up = run_cli("publish", str(db), store_url)
-    assert caught_up.returncode == 0 and f"1 sweep(s) added, 0 already there; {runs} run(s) added" in caught_up.stdout
-    second = run_cli("run", str(plan), "--db", str(db), "--workdir", str(work), "--publish", store_url)
+    assert (
+        caught_up.returncode == 0
+        and f"1 sweep(s) added, 0 already there; {runs} run(s) added" in caught_up.stdout
+    )
+    second = run_cli(
+        "run", str(plan), "--db", str(db), "--workdir", str(work), "--publish", store_url
+    )
     assert second.returncode == 0, second.stdout[-2000:] + second.stderr
-    assert f"published {db} → {store_url}: 1 sweep(s) added, 1 already there;" in second.stdout, second.stdout[-2000:]
+    assert f"published {db} → {store_url}: 1 sweep(s) added, 1 already there;" in second.stdout, (
+        second.stdout[-2000:]
+    )
     with psycopg.connect(store_url) as conn:
-        assert conn.execute("SELECT count(*) FROM sweeps WHERE status='finished'").fetchone()[0] == 2
+        assert (
+            conn.execute("SELECT count(*) FROM sweeps WHERE status='finished'").fetchone()[0] == 2
+        )
 
 
 def test_every_table_of_a_sweep_is_found_from_the_sweeps_read() -> None:
-    """open_central's read of some sweeps copies every table of theirs: a table added to the schema needs its way
-    from the sweeps (store/pg.py _OF_SWEEPS), or a fleet answer read from the store would lack its rows."""
+    """open_central's read of some sweeps copies every table of theirs: a table added to the schema
+    needs its way from the sweeps (store/pg.py _OF_SWEEPS), or a fleet answer read from the store
+    would lack its rows."""
     from iomatrix.store.pg import _OF_SWEEPS
 
     assert set(_OF_SWEEPS) == set(COLUMNS[SCHEMA_VERSION]) - {"meta", "hosts", "sweeps"}
 
 
 def many_sweeps_fleet(tmp_path: Path) -> list[Path]:
-    """Four hosts with many sweeps each: three of plan quick and two of plan full, rack-a and rack-b, one host moved
-    from rack-b to rack-a after its first sweep, and one sweep interrupted (a fleet answer reads a few of them)."""
+    """Four hosts with many sweeps each: three of plan quick and two of plan full, rack-a and
+    rack-b, one host moved from rack-b to rack-a after its first sweep, and one sweep interrupted (a
+    fleet answer reads a few of them)."""
     files = []
     for i in range(4):
         path = tmp_path / f"host-{i}.sqlite"
@@ -379,8 +518,10 @@ def many_sweeps_fleet(tmp_path: Path) -> list[Path]:
         for k, plan in enumerate(("quick", "full", "quick", "full", "quick")):
             sid = make_sweep(s, f"host-{i}", plan, base=100.0 + 10 * i + k)
             group = "rack-a" if i < 2 else "rack-b"
-            s.db.execute("UPDATE sweeps SET host_group=?, started_at=started_at+? WHERE id=?",
-                         ("rack-b" if (i, k) == (1, 0) else group, 1000 * k, sid))
+            s.db.execute(
+                "UPDATE sweeps SET host_group=?, started_at=started_at+? WHERE id=?",
+                ("rack-b" if (i, k) == (1, 0) else group, 1000 * k, sid),
+            )
         if i == 0:
             make_sweep(s, "host-0", "quick", status="interrupted", base=900.0)
         s.close()
@@ -389,10 +530,12 @@ def many_sweeps_fleet(tmp_path: Path) -> list[Path]:
 
 
 @needs_postgres
-def test_the_fleet_answer_from_the_store_reads_only_its_sweeps_and_answers_as_the_file(store_url: str,
-                                                                                       tmp_path: Path) -> None:
-    """recommend --db URL reads each host's latest sweep of a plan and group, not the whole store: the same answer
-    as on the merged file, for all hosts and per group, in JSON and as text; --sweep N still reads any sweep."""
+def test_the_fleet_answer_from_the_store_reads_only_its_sweeps_and_answers_as_the_file(
+    store_url: str, tmp_path: Path
+) -> None:
+    """recommend --db URL reads each host's latest sweep of a plan and group, not the whole store:
+    the same answer as on the merged file, for all hosts and per group, in JSON and as text; --sweep
+    N still reads any sweep."""
     from iomatrix.dburl import DatabaseURL
     from iomatrix.report.fleet import answer_sweeps
     from iomatrix.store.pg import open_central
@@ -405,28 +548,42 @@ def test_the_fleet_answer_from_the_store_reads_only_its_sweeps_and_answers_as_th
     with contextlib.closing(read):
         kept = {r[0] for r in read.db.execute("SELECT DISTINCT c.sweep_id FROM cells c")}
         assert {r[0] for r in read.db.execute("SELECT id FROM sweeps")} == kept
-        # 4 hosts × 2 plans; host-1's quick sweep of rack-b (its latest of that group) and host-0's interrupted one
-        # (recorded without a group): 10 of 21 sweeps.
+        # 4 hosts × 2 plans; host-1's quick sweep of rack-b (its latest of that group) and host-0's
+        # interrupted one (recorded without a group): 10 of 21 sweeps.
         assert len(kept) == 10, kept
-    for argv in (("--format", "json"), ("--group", "rack-a", "--format", "json"), ("--group", "rack-b"),
-                 ("--by-host", "--format", "markdown"), ("--sweep", "2", "--format", "json")):
+    for argv in (
+        ("--format", "json"),
+        ("--group", "rack-a", "--format", "json"),
+        ("--group", "rack-b"),
+        ("--by-host", "--format", "markdown"),
+        ("--sweep", "2", "--format", "json"),
+    ):
         on_store = run_cli("recommend", "--min-runs", "2", *argv, "--db", store_url)
         on_file = run_cli("recommend", "--min-runs", "2", *argv, "--db", str(merged))
         assert on_store.returncode == 0, on_store.stderr
-        assert on_store.stdout.replace(store_url, "DB") == on_file.stdout.replace(str(merged), "DB"), argv
-
+        assert on_store.stdout.replace(store_url, "DB") == on_file.stdout.replace(
+            str(merged), "DB"
+        ), argv
 
 
 @needs_postgres
-def test_the_fleet_demos_hosts_published_answer_as_their_merged_file(store_url: str, tmp_path: Path) -> None:
-    """The three databases scripts/fleet-demo --store postgresql fetched from its hosts (tests/data/fleet-demo,
-    kept with --keep-results), published one by one in the reverse order of the merge (so the store numbers their
-    sweeps otherwise): recommend and history give the merged file's answers, sweep ids aside. The demo itself checks
-    the same on the store its playbook publishes into (tests/test_fleet_demo.py)."""
+def test_the_fleet_demos_hosts_published_answer_as_their_merged_file(
+    store_url: str, tmp_path: Path
+) -> None:
+    """The three databases scripts/fleet-demo --store postgresql fetched from its hosts
+    (tests/data/fleet-demo, kept with --keep-results), published one by one in the reverse order of
+    the merge (so the store numbers their sweeps otherwise): recommend and history give the merged
+    file's answers, sweep ids aside. The demo itself checks the same on the store its playbook
+    publishes into (tests/test_fleet_demo.py)."""
     hosts = sorted((DATA / "fleet-demo").glob("fleet-host-*.sqlite"))
-    assert [p.name for p in hosts] == ["fleet-host-1.sqlite", "fleet-host-2.sqlite", "fleet-host-3.sqlite"]
+    assert [p.name for p in hosts] == [
+        "fleet-host-1.sqlite",
+        "fleet-host-2.sqlite",
+        "fleet-host-3.sqlite",
+    ]
     copies = []
-    for p in hosts:  # publishing only reads them; merge reads them too, but the data stays untouched either way
+    # publishing only reads them; merge reads them too, but the data stays untouched either way
+    for p in hosts:
         copies.append(tmp_path / p.name)
         copies[-1].write_bytes(p.read_bytes())
     for p in reversed(copies):
@@ -434,12 +591,18 @@ def test_the_fleet_demos_hosts_published_answer_as_their_merged_file(store_url: 
     merged = tmp_path / "merged.sqlite"
     assert run_cli("merge", str(merged), *map(str, copies)).returncode == 0
     with psycopg.connect(store_url) as conn:
-        first_host = conn.execute("SELECT h.hostname FROM sweeps s JOIN hosts h ON h.id=s.host_id "
-                                  "ORDER BY s.id LIMIT 1").fetchone()[0]
+        first_host = conn.execute(
+            "SELECT h.hostname FROM sweeps s JOIN hosts h ON h.id=s.host_id ORDER BY s.id LIMIT 1"
+        ).fetchone()[0]
     assert first_host == "fleet-host-3"  # the store's sweep 1 is the merged file's sweep 3
-    for argv in (("recommend", "--min-runs", "2", "--format", "json"), ("history", "--format", "json")):
+    for argv in (
+        ("recommend", "--min-runs", "2", "--format", "json"),
+        ("history", "--format", "json"),
+    ):
         on_store = run_cli(*argv, "--db", store_url)
         on_file = run_cli(*argv, "--db", str(merged))
-        assert on_store.returncode == 0 and on_file.returncode == 0, on_store.stderr + on_file.stderr
+        assert on_store.returncode == 0 and on_file.returncode == 0, (
+            on_store.stderr + on_file.stderr
+        )
         assert pg_cluster.same_answers(on_store.stdout, on_file.stdout) is None, argv
         assert all(f"fleet-host-{n}" in on_file.stdout for n in (1, 2, 3)), argv

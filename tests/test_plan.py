@@ -71,7 +71,8 @@ def test_fingerprint_is_stable_and_sensitive(tmp_path: Path) -> None:
     b, _ = load_plan(write(tmp_path, 'cache = ["none"]\n'))
     c, _ = load_plan(write(tmp_path, 'cache = ["writeback"]\n'))
     assert a.fingerprint() == b.fingerprint() != c.fingerprint()
-    # A setting written out at its default is the same plan (and so is one a later release adds with a default).
+    # A setting written out at its default is the same plan (and so is one a later release adds with
+    # a default).
     d, _ = load_plan(write(tmp_path, 'cache = ["none"]\nretry_disturbed = true\n'))
     assert d.fingerprint() == a.fingerprint()
 
@@ -85,16 +86,34 @@ def test_retry_disturbed_is_a_boolean_plan_key(tmp_path: Path) -> None:
 
 
 def test_precision_max_names_tiers_of_the_plan_and_exceeds_max(tmp_path: Path) -> None:
-    plan, _ = load_plan(write(tmp_path, 'tier = ["baremetal", "blocklayer"]\n[repetitions]\nmax = 6\n'
-                                        "precision_max = { blocklayer = 20 }\n"))
+    plan, _ = load_plan(
+        write(
+            tmp_path,
+            'tier = ["baremetal", "blocklayer"]\n[repetitions]\nmax = 6\n'
+            "precision_max = { blocklayer = 20 }\n",
+        )
+    )
     assert plan.repetitions.precision_max == {"blocklayer": 20}
     assert load_plan("quick")[0].repetitions.precision_max == {"blocklayer": 30}
     for text, expected in (
-            ('tier = ["baremetal"]\n[repetitions]\nprecision_max = { blocklayer = 20 }\n', "does not run"),
-            ('tier = ["blocklayer"]\n[repetitions]\nmax = 6\nprecision_max = { blocklayer = 6 }\n', "more than max"),
-            ('tier = ["blocklayer"]\n[repetitions]\nprecision_max = { blocklayer = "lots" }\n', "precision_max"),
-            ('tier = ["durability"]\ncuts = 3\n[repetitions]\nmin = 3\nmax = 3\nprecision_max = { durability = 9 }\n',
-             "cuts")):
+        (
+            'tier = ["baremetal"]\n[repetitions]\nprecision_max = { blocklayer = 20 }\n',
+            "does not run",
+        ),
+        (
+            'tier = ["blocklayer"]\n[repetitions]\nmax = 6\nprecision_max = { blocklayer = 6 }\n',
+            "more than max",
+        ),
+        (
+            'tier = ["blocklayer"]\n[repetitions]\nprecision_max = { blocklayer = "lots" }\n',
+            "precision_max",
+        ),
+        (
+            'tier = ["durability"]\ncuts = 3\n[repetitions]\nmin = 3\nmax = '
+            "3\nprecision_max = { durability = 9 }\n",
+            "cuts",
+        ),
+    ):
         with pytest.raises(UserError) as e:
             load_plan(write(tmp_path, text))
         msg = e.value.one_line()

@@ -1,5 +1,6 @@
-"""rank uses boot means as the unit when a guest cell's runs shared boots and the between-boot variance
-dominates; from a real SQLite store written through the store's own API, values pinned by hand."""
+"""rank uses boot means as the unit when a guest cell's runs shared boots and the between-boot
+variance dominates; from a real SQLite store written through the store's own API, values pinned by
+hand."""
 
 from __future__ import annotations
 
@@ -11,27 +12,53 @@ import pytest
 from iomatrix.report.rank import rank_sweep
 from iomatrix.store import RunRecord, Store
 
-AXES = {"tier": "guest", "format": "qcow2", "preallocation": "off", "aio": "threads", "bus": "virtio-blk",
-        "backing": "dir", "modifier": "none"}
-# Three boots of two runs each (rounds 1–2, 3–4, 5–6): boot means 11, 15, 21 for cache=none; twice that
-# for writeback. σ_b² = 73/3, σ_w² = 2 → between-boot share 73/79 = 92%.
+AXES = {
+    "tier": "guest",
+    "format": "qcow2",
+    "preallocation": "off",
+    "aio": "threads",
+    "bus": "virtio-blk",
+    "backing": "dir",
+    "modifier": "none",
+}
+# Three boots of two runs each (rounds 1–2, 3–4, 5–6): boot means 11, 15, 21 for cache=none; twice
+# that for writeback. σ_b² = 73/3, σ_w² = 2 → between-boot share 73/79 = 92%.
 VALUES = [10.0, 12.0, 14.0, 16.0, 20.0, 22.0]
 T_975_2 = 4.302652729911275  # Student t, 0.975 quantile, 2 df
 
 
 def _store(tmp_path: Path, shared_boots: bool) -> tuple[Store, int]:
     store = Store(tmp_path / "r.sqlite")
-    sid = store.create_sweep(store.host_id({"hostname": "h", "cpu_count": 2}), "p", "fp", "{}", [], [])
+    sid = store.create_sweep(
+        store.host_id({"hostname": "h", "cpu_count": 2}), "p", "fp", "{}", [], []
+    )
     for cache, factor in (("none", 1.0), ("writeback", 2.0)):
-        cid = store.cell_id(sid, f"guest/qcow2/off/{cache}/threads/virtio-blk/dir/none", {**AXES, "cache": cache}, {})
+        cid = store.cell_id(
+            sid,
+            f"guest/qcow2/off/{cache}/threads/virtio-blk/dir/none",
+            {**AXES, "cache": cache},
+            {},
+        )
         for i, v in enumerate(VALUES):
             rnd = i + 1
-            store.record_run(RunRecord(
-                cell_id=cid, workload="rand-read-4k", status="ok", started_at=rnd, finished_at=rnd + 1,
-                accel="tcg", cache_state="dropped", page_cache_method="-", metrics={"read.iops": v * factor},
-                phases={}, round=rnd, round_position=0,
-                boot_id=f"{cache}-boot{i // 2}" if shared_boots else None,
-                boot_position=i % 2 if shared_boots else None))
+            store.record_run(
+                RunRecord(
+                    cell_id=cid,
+                    workload="rand-read-4k",
+                    status="ok",
+                    started_at=rnd,
+                    finished_at=rnd + 1,
+                    accel="tcg",
+                    cache_state="dropped",
+                    page_cache_method="-",
+                    metrics={"read.iops": v * factor},
+                    phases={},
+                    round=rnd,
+                    round_position=0,
+                    boot_id=f"{cache}-boot{i // 2}" if shared_boots else None,
+                    boot_position=i % 2 if shared_boots else None,
+                )
+            )
     return store, sid
 
 
@@ -78,7 +105,10 @@ def test_results_carry_the_unit_and_its_ci(tmp_path: Path) -> None:
     assert u["between_boot_share"] == pytest.approx(73 / 79)
     assert u["mean"] == pytest.approx(47 / 3)
     half = T_975_2 * math.sqrt(76 / 3) / math.sqrt(3)
-    assert (u["ci95_low"], u["ci95_high"]) == (pytest.approx(47 / 3 - half), pytest.approx(47 / 3 + half))
+    assert (u["ci95_low"], u["ci95_high"]) == (
+        pytest.approx(47 / 3 - half),
+        pytest.approx(47 / 3 + half),
+    )
     line = next(x for x in to_csv(doc).splitlines() if "/none/" in x)
     assert line.endswith(f",boot-means,3,{u['ci95_low']},{u['ci95_high']}")
 
@@ -102,7 +132,9 @@ def test_results_table_shows_the_boot_means_ci(tmp_path: Path) -> None:
     con = Console(width=400, record=True)
     print_results(con, doc, None, False)
     text = con.export_text()
-    u = next(r for r in doc["sweeps"][0]["results"] if r["axes"]["cache"] == "none")["analysis_unit"]
+    u = next(r for r in doc["sweeps"][0]["results"] if r["axes"]["cache"] == "none")[
+        "analysis_unit"
+    ]
     assert f"{u['ci95_rel_half_width']:.1%}" in text
     assert "CI over boot means (3 boots of 6 runs): between-boot variance 92% of total" in text
 

@@ -1,7 +1,8 @@
-"""The Ceph RBD axes of issue 35 (rbd_cache, rbd_cache_policy, rbd_cache_writethrough_until_flush, rbd_client,
-rbd_object_size): registered with Ceph 16's defaults, kept on RBD backings with the reason shown elsewhere, the
-cells QEMU contradicts pruned (it sets rbd_cache from its own cache mode), krbd pruned where the host has no rbd
-module, and librbd's writeback policy read as a risk like a disk's volatile cache."""
+"""The Ceph RBD axes of issue 35 (rbd_cache, rbd_cache_policy, rbd_cache_writethrough_until_flush,
+rbd_client, rbd_object_size): registered with Ceph 16's defaults, kept on RBD backings with the
+reason shown elsewhere, the cells QEMU contradicts pruned (it sets rbd_cache from its own cache
+mode), krbd pruned where the host has no rbd module, and librbd's writeback policy read as a risk
+like a disk's volatile cache."""
 
 from __future__ import annotations
 
@@ -14,9 +15,20 @@ from iomatrix.domain.axes import BackingFacts, RuleContext
 LOCAL = BackingFacts(unavailable=None, o_direct=True, is_device=False)
 ISCSI = BackingFacts(unavailable=None, o_direct=True, is_device=True, protocol="iscsi")
 RBD = BackingFacts(unavailable=None, o_direct=True, is_device=False, protocol="rbd")
-RBD_NO_MODULE = BackingFacts(unavailable=None, o_direct=True, is_device=False, protocol="rbd",
-                             kernel_client_missing="no rbd kernel module (loaded or installed) on this host")
-NEW = ("rbd_cache", "rbd_cache_policy", "rbd_cache_writethrough_until_flush", "rbd_client", "rbd_object_size")
+RBD_NO_MODULE = BackingFacts(
+    unavailable=None,
+    o_direct=True,
+    is_device=False,
+    protocol="rbd",
+    kernel_client_missing="no rbd kernel module (loaded or installed) on this host",
+)
+NEW = (
+    "rbd_cache",
+    "rbd_cache_policy",
+    "rbd_cache_writethrough_until_flush",
+    "rbd_client",
+    "rbd_object_size",
+)
 
 
 def _why(facts: BackingFacts, **values: str) -> str | None:
@@ -26,39 +38,75 @@ def _why(facts: BackingFacts, **values: str) -> str | None:
 
 
 def test_the_axes_have_cephs_own_defaults() -> None:
-    # ceph-conf -c /dev/null --show-config-value on Debian 12's Ceph 16.2.15: rbd_cache true, rbd_cache_policy
-    # writearound, rbd_cache_writethrough_until_flush true, rbd_default_order 22 (4 MiB objects)
+    # ceph-conf -c /dev/null --show-config-value on Debian 12's Ceph 16.2.15: rbd_cache true,
+    # rbd_cache_policy writearound, rbd_cache_writethrough_until_flush true, rbd_default_order 22 (4
+    # MiB objects)
     got = {n: axes.get(n).default for n in NEW}
-    assert got == {"rbd_cache": "on", "rbd_cache_policy": "writearound", "rbd_cache_writethrough_until_flush": "on",
-                   "rbd_client": "librbd", "rbd_object_size": "4M"}
+    assert got == {
+        "rbd_cache": "on",
+        "rbd_cache_policy": "writearound",
+        "rbd_cache_writethrough_until_flush": "on",
+        "rbd_client": "librbd",
+        "rbd_object_size": "4M",
+    }
     assert set(axes.get("rbd_cache_policy").values) == {"writearound", "writeback", "writethrough"}
 
 
-@pytest.mark.parametrize(("values", "facts", "expected"), [
-    ({"rbd_cache_policy": "writeback"}, LOCAL, "rbd_cache_policy applies to rbd backings only; b is a local"),
-    ({"rbd_object_size": "16M"}, ISCSI, "b is a iscsi backing"),
-    ({"rbd_client": "krbd"}, RBD_NO_MODULE, "rbd_client=krbd needs the host's kernel client: no rbd kernel module"),
-    ({"rbd_client": "krbd", "rbd_cache_policy": "writeback"}, RBD, "krbd (rbd_client=krbd) uses the host's page"),
-    ({"rbd_cache": "off", "cache": "writeback"}, RBD, "rbd_cache=off cannot take effect through QEMU"),
-    ({"rbd_cache": "off", "cache": "none"}, RBD, "already sets rbd_cache=off for cache=none"),
-    ({"aio": "native"}, RBD, "QEMU's rbd driver on backing b"),
-    ({"rtt": "2ms"}, RBD, "connects to them directly, past any relay"),
-    ({"format": "qed"}, RBD, "iomatrix makes RBD images raw or qcow2"),
-    ({"format": "qcow2", "preallocation": "full"}, RBD, "preallocates only off or metadata"),
-])
-def test_a_value_where_it_does_not_belong_is_pruned_with_the_reason(values: dict[str, str], facts: BackingFacts,
-                                                                     expected: str) -> None:
+@pytest.mark.parametrize(
+    ("values", "facts", "expected"),
+    [
+        (
+            {"rbd_cache_policy": "writeback"},
+            LOCAL,
+            "rbd_cache_policy applies to rbd backings only; b is a local",
+        ),
+        ({"rbd_object_size": "16M"}, ISCSI, "b is a iscsi backing"),
+        (
+            {"rbd_client": "krbd"},
+            RBD_NO_MODULE,
+            "rbd_client=krbd needs the host's kernel client: no rbd kernel module",
+        ),
+        (
+            {"rbd_client": "krbd", "rbd_cache_policy": "writeback"},
+            RBD,
+            "krbd (rbd_client=krbd) uses the host's page",
+        ),
+        (
+            {"rbd_cache": "off", "cache": "writeback"},
+            RBD,
+            "rbd_cache=off cannot take effect through QEMU",
+        ),
+        ({"rbd_cache": "off", "cache": "none"}, RBD, "already sets rbd_cache=off for cache=none"),
+        ({"aio": "native"}, RBD, "QEMU's rbd driver on backing b"),
+        ({"rtt": "2ms"}, RBD, "connects to them directly, past any relay"),
+        ({"format": "qed"}, RBD, "iomatrix makes RBD images raw or qcow2"),
+        ({"format": "qcow2", "preallocation": "full"}, RBD, "preallocates only off or metadata"),
+    ],
+)
+def test_a_value_where_it_does_not_belong_is_pruned_with_the_reason(
+    values: dict[str, str], facts: BackingFacts, expected: str
+) -> None:
     why = _why(facts, **values)
     assert why is not None and expected in why
 
 
-@pytest.mark.parametrize("values", [
-    {},
-    {"cache": "writeback", "rbd_cache_policy": "writeback", "rbd_cache_writethrough_until_flush": "off"},
-    {"rbd_object_size": "1M", "cache": "writethrough"},
-    {"format": "qcow2", "preallocation": "metadata"},
-    {"rbd_client": "krbd", "aio": "native"},  # a mapped /dev/rbdN is a block device: aio applies
-])
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},
+        {
+            "cache": "writeback",
+            "rbd_cache_policy": "writeback",
+            "rbd_cache_writethrough_until_flush": "off",
+        },
+        {"rbd_object_size": "1M", "cache": "writethrough"},
+        {"format": "qcow2", "preallocation": "metadata"},
+        {
+            "rbd_client": "krbd",
+            "aio": "native",
+        },  # a mapped /dev/rbdN is a block device: aio applies
+    ],
+)
 def test_a_value_where_it_belongs_runs(values: dict[str, str]) -> None:
     assert _why(RBD, **values) is None
 
@@ -71,7 +119,8 @@ def test_object_size_is_checked_like_cephs() -> None:
 
 
 def test_writeback_and_writearound_policies_are_a_risk_like_a_disk_cache() -> None:
-    # writearound acknowledges a write while it is in flight to the OSDs: unflushed writes die with the client
+    # writearound acknowledges a write while it is in flight to the OSDs: unflushed writes die with
+    # the client
     risk = axes.get("rbd_cache_policy").risk
     assert risk("writeback") == SafetyLevel.LIKE_A_DISK_CACHE
     assert risk("writearound") == SafetyLevel.LIKE_A_DISK_CACHE
@@ -80,5 +129,7 @@ def test_writeback_and_writearound_policies_are_a_risk_like_a_disk_cache() -> No
 
 def test_krbd_probe_names_what_is_missing() -> None:
     assert storage_clients.krbd_missing("/usr/bin/rbd", True) is None
-    assert storage_clients.krbd_missing(None, False) == ("no rbd tool (Debian package ceph-common); no rbd kernel "
-                                                         "module (loaded or installed) on this host")
+    assert storage_clients.krbd_missing(None, False) == (
+        "no rbd tool (Debian package ceph-common); no rbd kernel "
+        "module (loaded or installed) on this host"
+    )

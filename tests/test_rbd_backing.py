@@ -1,7 +1,8 @@
-"""The Ceph RBD backing (issue 35): a one-node cluster (ceph-mon + ceph-osd) started by iomatrix, disks QEMU writes
-and reads through its own Ceph client (librbd, driver=rbd) with the cell's librbd cache settings read back from
-the client's admin socket, nothing left behind after teardown or after a kill -9 and `clean`, and the *existing*
-mode against a lab-started cluster playing someone else's: an image iomatrix did not create keeps its checksum."""
+"""The Ceph RBD backing (issue 35): a one-node cluster (ceph-mon + ceph-osd) started by iomatrix,
+disks QEMU writes and reads through its own Ceph client (librbd, driver=rbd) with the cell's librbd
+cache settings read back from the client's admin socket, nothing left behind after teardown or after
+a kill -9 and `clean`, and the *existing* mode against a lab-started cluster playing someone else's:
+an image iomatrix did not create keeps its checksum."""
 
 from __future__ import annotations
 
@@ -43,8 +44,10 @@ from tests.conftest import hold_provisioned, root_only, run_cli
 SCRATCH = Path("/tmp/iomx-rbd")
 MiB = 1 << 20
 
-needs_ceph = pytest.mark.skipif(RbdBacking().availability(set()) is not None,
-                                reason=f"Ceph lab stack missing: {RbdBacking().availability(set())}")
+needs_ceph = pytest.mark.skipif(
+    RbdBacking().availability(set()) is not None,
+    reason=f"Ceph lab stack missing: {RbdBacking().availability(set())}",
+)
 
 
 def _new_workdir() -> Path:
@@ -68,21 +71,40 @@ def workdir() -> Iterator[Path]:
 def test_lab_and_existing_specs() -> None:
     assert parse_backing({"type": "rbd"}).label() == "rbd"
     memstore = parse_backing({"type": "rbd", "store": "memstore"})
-    assert memstore.label() == "rbd-memstore" and memstore.kind == "network" and memstore.protocol == "rbd"
-    existing = parse_backing({"type": "rbd", "conf": "/etc/ceph/ceph.conf", "pool": "vms", "user": "iomx"})
-    assert isinstance(existing, RbdBacking) and not existing.lab_started and existing.label() == "rbd:vms"
+    assert (
+        memstore.label() == "rbd-memstore"
+        and memstore.kind == "network"
+        and memstore.protocol == "rbd"
+    )
+    existing = parse_backing(
+        {"type": "rbd", "conf": "/etc/ceph/ceph.conf", "pool": "vms", "user": "iomx"}
+    )
+    assert (
+        isinstance(existing, RbdBacking)
+        and not existing.lab_started
+        and existing.label() == "rbd:vms"
+    )
 
 
-@pytest.mark.parametrize(("table", "named"), [
-    ({"type": "rbd", "pool": "vms"}, "'pool' without 'conf'"),
-    ({"type": "rbd", "conf": "/etc/ceph/ceph.conf"}, "'conf' without 'pool'"),
-    ({"type": "rbd", "keyring": "/etc/ceph/k"}, "keyring and user belong to an existing cluster"),
-    ({"type": "rbd", "conf": "/etc/ceph/ceph.conf", "pool": "vms", "store": "memstore"}, "store chooses"),
-    ({"type": "rbd", "conf": "/etc/ceph/a,b.conf", "pool": "vms"}, "plain characters"),
-    ({"type": "rbd", "conf": "/etc/ceph/ceph.conf", "pool": "v/ms"}, "is not a Ceph name"),
-    ({"type": "rbd", "store": "filestore"}, "store"),
-    ({"type": "rbd", "monitors": "x"}, "unknown field"),
-])
+@pytest.mark.parametrize(
+    ("table", "named"),
+    [
+        ({"type": "rbd", "pool": "vms"}, "'pool' without 'conf'"),
+        ({"type": "rbd", "conf": "/etc/ceph/ceph.conf"}, "'conf' without 'pool'"),
+        (
+            {"type": "rbd", "keyring": "/etc/ceph/k"},
+            "keyring and user belong to an existing cluster",
+        ),
+        (
+            {"type": "rbd", "conf": "/etc/ceph/ceph.conf", "pool": "vms", "store": "memstore"},
+            "store chooses",
+        ),
+        ({"type": "rbd", "conf": "/etc/ceph/a,b.conf", "pool": "vms"}, "plain characters"),
+        ({"type": "rbd", "conf": "/etc/ceph/ceph.conf", "pool": "v/ms"}, "is not a Ceph name"),
+        ({"type": "rbd", "store": "filestore"}, "store"),
+        ({"type": "rbd", "monitors": "x"}, "unknown field"),
+    ],
+)
 def test_bad_rbd_tables_are_one_line(table: dict, named: str) -> None:
     with pytest.raises(UserError) as err:
         parse_backing(table)
@@ -92,39 +114,81 @@ def test_bad_rbd_tables_are_one_line(table: dict, named: str) -> None:
 def test_missing_package_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     real = shutil.which
     monkeypatch.setattr(shutil, "which", lambda p: None if p == "ceph-osd" else real(p))
-    assert RbdBacking().availability(set()) == "'ceph-osd' is not installed (apt-get install ceph-osd)"
+    assert (
+        RbdBacking().availability(set()) == "'ceph-osd' is not installed (apt-get install ceph-osd)"
+    )
 
 
 def test_lab_conf_keeps_everything_under_the_scratch_directory(tmp_path: Path) -> None:
-    text = lab_conf(fsid="f", port=4567, scratch=tmp_path, store="bluestore", block_path=tmp_path / "osd-block")
+    text = lab_conf(
+        fsid="f", port=4567, scratch=tmp_path, store="bluestore", block_path=tmp_path / "osd-block"
+    )
     assert "mon host = v1:127.0.0.1:4567" in text and "ms bind msgr2 = false" in text
     assert "auth client required = none" in text and "mon allow pool size one = true" in text
     assert "osd crush chooseleaf type = 0" in text and "osd pool default size = 1" in text
-    paths = [ln.split("=", 1)[1].strip() for ln in text.splitlines()
-             if ln.split("=")[0].strip() in ("run dir", "admin socket", "pid file", "log file", "mon data", "osd data",
-                                             "bluestore block path")]
+    paths = [
+        ln.split("=", 1)[1].strip()
+        for ln in text.splitlines()
+        if ln.split("=")[0].strip()
+        in (
+            "run dir",
+            "admin socket",
+            "pid file",
+            "log file",
+            "mon data",
+            "osd data",
+            "bluestore block path",
+        )
+    ]
     assert len(paths) == 7 and all(p.startswith(str(tmp_path)) for p in paths)
     block, osd_data = tmp_path / "osd-block", tmp_path / "osd"
-    assert not str(block).startswith(str(osd_data) + "/")  # inside the OSD data dir, mkfs fails with ELOOP
-    assert "memstore" in lab_conf(fsid="f", port=1, scratch=tmp_path, store="memstore", block_path=block)
+    # inside the OSD data dir, mkfs fails with ELOOP
+    assert not str(block).startswith(str(osd_data) + "/")
+    assert "memstore" in lab_conf(
+        fsid="f", port=1, scratch=tmp_path, store="memstore", block_path=block
+    )
 
 
 def test_cache_settings_become_a_client_section(tmp_path: Path) -> None:
-    values = {"rbd_cache": "-", "rbd_cache_policy": "writeback", "rbd_cache_writethrough_until_flush": "off"}
+    values = {
+        "rbd_cache": "-",
+        "rbd_cache_policy": "writeback",
+        "rbd_cache_writethrough_until_flush": "off",
+    }
     settings = cache_settings(values)
-    assert settings == {"rbd_cache_policy": "writeback", "rbd_cache_writethrough_until_flush": "off"}
+    assert settings == {
+        "rbd_cache_policy": "writeback",
+        "rbd_cache_writethrough_until_flush": "off",
+    }
     section = client_section("admin", settings, tmp_path)
     assert section.startswith("[client.admin]\n")
-    assert "rbd cache policy = writeback\n" in section and "rbd cache writethrough until flush = false\n" in section
-    assert "rbd cache =" not in section and "keyring" not in section  # absent or "-": Ceph's default, not written
+    assert (
+        "rbd cache policy = writeback\n" in section
+        and "rbd cache writethrough until flush = false\n" in section
+    )
+    # absent or "-": Ceph's default, not written
+    assert "rbd cache =" not in section and "keyring" not in section
     keyed = client_section("iomx", {}, tmp_path, Path("/etc/ceph/ceph.client.iomx.keyring"))
-    assert keyed.startswith("[client.iomx]\n") and "keyring = /etc/ceph/ceph.client.iomx.keyring\n" in keyed
+    assert (
+        keyed.startswith("[client.iomx]\n")
+        and "keyring = /etc/ceph/ceph.client.iomx.keyring\n" in keyed
+    )
     with pytest.raises(UserError, match="rbd_cache_policy = 'sometimes' is not one of"):
         cache_settings({"rbd_cache_policy": "sometimes"})
 
 
-@pytest.mark.parametrize(("value", "ok"), [("-", "4M"), ("1M", "1M"), ("16M", "16M"), ("4K", "4K"), ("3M", None),
-                                           ("64M", None), ("4G", None)])
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ("-", "4M"),
+        ("1M", "1M"),
+        ("16M", "16M"),
+        ("4K", "4K"),
+        ("3M", None),
+        ("64M", None),
+        ("4G", None),
+    ],
+)
 def test_object_size_is_a_power_of_two_from_4k_to_32m(value: str, ok: str | None) -> None:
     if ok is None:
         with pytest.raises(UserError, match="power of two"):
@@ -165,9 +229,25 @@ def _image_opts(disk: NetworkDisk) -> str:
 
 def _qemu_write_read(disk: NetworkDisk, pattern: str) -> None:
     """QEMU writes a pattern through driver=rbd and reads it back (qemu-io fails on a mismatch)."""
-    out = subprocess.run(["qemu-io", "--image-opts", _image_opts(disk), "-c", f"write -P {pattern} 0 1M",
-                          "-c", f"read -P {pattern} 0 1M", "-c", "flush"], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0 and "Pattern verification failed" not in out.stdout, out.stdout + out.stderr
+    out = subprocess.run(
+        [
+            "qemu-io",
+            "--image-opts",
+            _image_opts(disk),
+            "-c",
+            f"write -P {pattern} 0 1M",
+            "-c",
+            f"read -P {pattern} 0 1M",
+            "-c",
+            "flush",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0 and "Pattern verification failed" not in out.stdout, (
+        out.stdout + out.stderr
+    )
 
 
 def _images(server: LabRbdServer | ExistingRbdPool) -> list[str]:
@@ -178,17 +258,34 @@ def _images(server: LabRbdServer | ExistingRbdPool) -> list[str]:
 
 @pytest.mark.slow
 @root_only
-def test_lab_disk_is_written_and_read_by_qemu_with_the_cells_object_size(lab: tuple[Path, LabRbdServer]) -> None:
+def test_lab_disk_is_written_and_read_by_qemu_with_the_cells_object_size(
+    lab: tuple[Path, LabRbdServer],
+) -> None:
     _, server = lab
-    disk = server.new_disk({"format": "raw", "rbd_object_size": "1M"}, size_bytes=64 * MiB, name="rw")
+    disk = server.new_disk(
+        {"format": "raw", "rbd_object_size": "1M"}, size_bytes=64 * MiB, name="rw"
+    )
     try:
-        assert disk.protocol == "rbd" and disk.server_path is None and disk.url.startswith("rbd:iomatrix/")
+        assert (
+            disk.protocol == "rbd"
+            and disk.server_path is None
+            and disk.url.startswith("rbd:iomatrix/")
+        )
         assert disk.meta["ceph_store"] == "memstore" and "memstore" in disk.meta["ceph_store_note"]
-        assert "ioengine=rbd" in disk.meta["server_side_baseline"] and disk.meta["ceph_fsid"] == server.fsid
+        assert (
+            "ioengine=rbd" in disk.meta["server_side_baseline"]
+            and disk.meta["ceph_fsid"] == server.fsid
+        )
         _qemu_write_read(disk, "0x5a")
         image = dict(disk.protocol_options)["image"]
-        info = json.loads(subprocess.run(server.rbd("info", "--format", "json", f"{server.pool}/{image}"),
-                                         capture_output=True, text=True, timeout=120).stdout)
+        info = json.loads(
+            subprocess.run(
+                server.rbd("info", "--format", "json", f"{server.pool}/{image}"),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            ).stdout
+        )
         assert info["object_size"] == MiB and info["size"] == 64 * MiB
     finally:
         server.remove_disk(disk)
@@ -199,8 +296,14 @@ def test_lab_disk_is_written_and_read_by_qemu_with_the_cells_object_size(lab: tu
         assert q.format == "qcow2"
         _qemu_write_read(q, "0x3c")
         qimage = dict(q.protocol_options)["image"]
-        qinfo = json.loads(subprocess.run(server.rbd("info", "--format", "json", f"{server.pool}/{qimage}"),
-                                          capture_output=True, text=True, timeout=120).stdout)
+        qinfo = json.loads(
+            subprocess.run(
+                server.rbd("info", "--format", "json", f"{server.pool}/{qimage}"),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            ).stdout
+        )
         assert qinfo["object_size"] == MiB
     finally:
         server.remove_disk(q)
@@ -210,40 +313,67 @@ def test_lab_disk_is_written_and_read_by_qemu_with_the_cells_object_size(lab: tu
 
 
 def _config_seen_by_qemu(disk: NetworkDisk, cache: str) -> dict[str, str]:
-    """librbd's configuration inside a live qemu-io client, read from the admin socket its per-disk conf names."""
+    """librbd's configuration inside a live qemu-io client, read from the admin socket its per-disk
+    conf names."""
     run_dir = Path(dict(disk.protocol_options)["conf"]).parent / "run"
     before = set(run_dir.glob("*client*.asok"))
-    proc = subprocess.Popen(["qemu-io", "-t", cache, "--image-opts", _image_opts(disk)], stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        ["qemu-io", "-t", cache, "--image-opts", _image_opts(disk)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while True:
             new = set(run_dir.glob("*client*.asok")) - before
             if new:
-                out = subprocess.run(["ceph", "--admin-daemon", str(new.pop()), "config", "show"],
-                                     capture_output=True, text=True, timeout=60)
+                out = subprocess.run(
+                    ["ceph", "--admin-daemon", str(new.pop()), "config", "show"],
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
                 if out.returncode == 0:
                     return json.loads(out.stdout)
-            assert proc.poll() is None and time.monotonic() < deadline, "qemu-io's admin socket did not answer"
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                "qemu-io's admin socket did not answer"
+            )
             time.sleep(0.1)
     finally:
-        proc.communicate("quit\n", timeout=120)  # closed cleanly: a killed client's watch holds the image 30 s
+        # closed cleanly: a killed client's watch holds the image 30 s
+        proc.communicate("quit\n", timeout=120)
 
 
 @pytest.mark.slow
 @root_only
 def test_the_cells_cache_settings_are_what_librbd_uses(lab: tuple[Path, LabRbdServer]) -> None:
     _, server = lab
-    tuned = server.new_disk({"format": "raw", "rbd_cache_policy": "writeback",
-                             "rbd_cache_writethrough_until_flush": "off"}, size_bytes=16 * MiB, name="tuned")
+    tuned = server.new_disk(
+        {
+            "format": "raw",
+            "rbd_cache_policy": "writeback",
+            "rbd_cache_writethrough_until_flush": "off",
+        },
+        size_bytes=16 * MiB,
+        name="tuned",
+    )
     default = server.new_disk({"format": "raw"}, size_bytes=16 * MiB, name="default")
     try:
         seen = _config_seen_by_qemu(tuned, "writeback")
-        assert seen["rbd_cache_policy"] == "writeback" and seen["rbd_cache_writethrough_until_flush"] == "false"
+        assert (
+            seen["rbd_cache_policy"] == "writeback"
+            and seen["rbd_cache_writethrough_until_flush"] == "false"
+        )
         assert seen["rbd_cache"] == "true"
         assert tuned.meta["rbd_cache_settings"]["rbd_cache_policy"] == "writeback"
-        seen = _config_seen_by_qemu(default, "none")  # Ceph's defaults; QEMU turns the cache off for cache=none
-        assert seen["rbd_cache_policy"] == "writearound" and seen["rbd_cache_writethrough_until_flush"] == "true"
+        # Ceph's defaults; QEMU turns the cache off for cache=none
+        seen = _config_seen_by_qemu(default, "none")
+        assert (
+            seen["rbd_cache_policy"] == "writearound"
+            and seen["rbd_cache_writethrough_until_flush"] == "true"
+        )
         assert seen["rbd_cache"] == "false"
         assert "Ceph's default" in default.meta["rbd_cache_settings"]["rbd_cache_policy"]
     finally:
@@ -253,14 +383,19 @@ def test_the_cells_cache_settings_are_what_librbd_uses(lab: tuple[Path, LabRbdSe
 
 @pytest.mark.slow
 @root_only
-def test_existing_mode_never_writes_an_image_it_did_not_create(lab: tuple[Path, LabRbdServer],
-                                                              workdir: Path) -> None:
+def test_existing_mode_never_writes_an_image_it_did_not_create(
+    lab: tuple[Path, LabRbdServer], workdir: Path
+) -> None:
     _, cluster = lab
     # someone else's image, with contents
     foreign = f"{cluster.pool}/vm-100-disk-0"
     subprocess.run(cluster.rbd("create", foreign, "--size", "8M"), check=True, timeout=120)
-    subprocess.run(["qemu-io", "-f", "raw", "-c", "write -P 0x11 0 1M", f"rbd:{foreign}:conf={cluster.conf}"],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        ["qemu-io", "-f", "raw", "-c", "write -P 0x11 0 1M", f"rbd:{foreign}:conf={cluster.conf}"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     before = rbd_image_checksum(cluster, "vm-100-disk-0")
     spec = parse_backing({"type": "rbd", "conf": str(cluster.conf), "pool": cluster.pool})
     assert isinstance(spec, RbdBacking)
@@ -276,9 +411,18 @@ def test_existing_mode_never_writes_an_image_it_did_not_create(lab: tuple[Path, 
     assert image not in _images(pool) and leftovers.pending(workdir) == []
     assert rbd_image_checksum(cluster, "vm-100-disk-0") == before
     with pytest.raises(UserError, match="was not made by this RBD backing"):
-        pool.remove_disk(NetworkDisk(protocol="rbd", protocol_options=(("image", "vm-100-disk-0"),), url=foreign,
-                                     format="raw", size_bytes=8 * MiB))
-    subprocess.run(cluster.rbd("rm", "--no-progress", foreign), check=True, capture_output=True, timeout=120)
+        pool.remove_disk(
+            NetworkDisk(
+                protocol="rbd",
+                protocol_options=(("image", "vm-100-disk-0"),),
+                url=foreign,
+                format="raw",
+                size_bytes=8 * MiB,
+            )
+        )
+    subprocess.run(
+        cluster.rbd("rm", "--no-progress", foreign), check=True, capture_output=True, timeout=120
+    )
 
 
 def test_unreachable_existing_cluster_is_one_line(workdir: Path) -> None:
@@ -288,8 +432,10 @@ def test_unreachable_existing_cluster_is_one_line(workdir: Path) -> None:
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    conf.write_text(f"[global]\nmon host = v1:127.0.0.1:{port}\nauth client required = none\n"
-                    "client mount timeout = 5\n")
+    conf.write_text(
+        f"[global]\nmon host = v1:127.0.0.1:{port}\nauth client required = none\n"
+        "client mount timeout = 5\n"
+    )
     spec = parse_backing({"type": "rbd", "conf": str(conf), "pool": "vms"})
     assert isinstance(spec, RbdBacking)
     with pytest.raises(UserError) as err:
@@ -303,8 +449,9 @@ def test_unreachable_existing_cluster_is_one_line(workdir: Path) -> None:
 
 
 def _port_free(port: int) -> bool:
-    """Nothing listens on the port: a server may bind it again. With SO_REUSEADDR, as servers (ceph-mon too) bind:
-    connections of a killed daemon linger in TIME_WAIT for a minute, which is no socket of anyone's."""
+    """Nothing listens on the port: a server may bind it again. With SO_REUSEADDR, as servers
+    (ceph-mon too) bind: connections of a killed daemon linger in TIME_WAIT for a minute, which is
+    no socket of anyone's."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -314,8 +461,9 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _assert_nothing_left(workdir: Path, pids: dict[int, str], starts: dict[int, int | None], port: int,
-                         scratch: Path) -> None:
+def _assert_nothing_left(
+    workdir: Path, pids: dict[int, str], starts: dict[int, int | None], port: int, scratch: Path
+) -> None:
     deadline = time.monotonic() + 60
     while any(proc_start(p) == starts[p] for p in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -336,7 +484,9 @@ def test_bluestore_cluster_serves_qemu_and_teardown_leaves_nothing(workdir: Path
         assert sorted(pids.values()) == ["ceph-mon", "ceph-osd"]
         starts = {p: proc_start(p) for p in pids}
         assert {e.kind for e in leftovers.pending(workdir)} >= {"process", "path"}
-        assert (h.path / "osd-block").stat().st_size > 0 and not (h.path / "osd" / "osd-block").exists()
+        assert (h.path / "osd-block").stat().st_size > 0 and not (
+            h.path / "osd" / "osd-block"
+        ).exists()
         disk = server.new_disk({"format": "raw"}, size_bytes=32 * MiB, name="blue")
         _qemu_write_read(disk, "0x3c")
         port, scratch = server.port, h.path
@@ -346,17 +496,25 @@ def test_bluestore_cluster_serves_qemu_and_teardown_leaves_nothing(workdir: Path
 @needs_ceph
 @root_only
 @pytest.mark.slow
-def test_a_monitor_that_cannot_bind_is_one_line_and_undone(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_monitor_that_cannot_bind_is_one_line_and_undone(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         monkeypatch.setattr(rbd_module, "free_port", lambda: taken.getsockname()[1])
-        with pytest.raises(UserError) as err, provision(parse_backing({"type": "rbd", "store": "memstore"}),
-                                                        workdir, set()):
+        with (
+            pytest.raises(UserError) as err,
+            provision(parse_backing({"type": "rbd", "store": "memstore"}), workdir, set()),
+        ):
             pytest.fail("the cluster started on a taken port")
         port = taken.getsockname()[1]
-    line = err.value.one_line()  # named before ceph-mon starts (issue 50), not left to its bind error
-    assert line.startswith(f"ceph-mon cannot start: port {port} is in use by pid {os.getpid()} (") and "\n" not in line
+    # named before ceph-mon starts (issue 50), not left to its bind error
+    line = err.value.one_line()
+    assert (
+        line.startswith(f"ceph-mon cannot start: port {port} is in use by pid {os.getpid()} (")
+        and "\n" not in line
+    )
     assert "run again" in line
     assert leftovers.pending(workdir) == [] and not any((workdir / "backings").iterdir())
 
@@ -371,7 +529,7 @@ HOLDER = textwrap.dedent("""
         print(json.dumps({"pids": h.server.server_pids(), "port": getattr(h.server, "port", None),
                           "scratch": str(h.path), "image": dict(disk.protocol_options)["image"]}), flush=True)
         time.sleep(600)
-""")
+""")  # noqa: E501
 
 
 def _hold(workdir: Path, table: dict) -> tuple[subprocess.Popen, dict]:
@@ -392,8 +550,9 @@ def test_ctrl_c_of_the_run_tears_the_cluster_down(workdir: Path) -> None:
 
 @pytest.mark.slow
 @root_only
-def test_existing_mode_image_left_by_a_kill_9_is_removed_by_clean(lab: tuple[Path, LabRbdServer],
-                                                                  workdir: Path) -> None:
+def test_existing_mode_image_left_by_a_kill_9_is_removed_by_clean(
+    lab: tuple[Path, LabRbdServer], workdir: Path
+) -> None:
     _, cluster = lab
     proc, state = _hold(workdir, {"type": "rbd", "conf": str(cluster.conf), "pool": cluster.pool})
     try:
@@ -402,7 +561,9 @@ def test_existing_mode_image_left_by_a_kill_9_is_removed_by_clean(lab: tuple[Pat
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     out = run_cli("clean", "--workdir", str(workdir))
-    assert out.returncode == 0 and f"removed RBD image {cluster.pool}/{state['image']}" in out.stdout, out.stdout
+    assert (
+        out.returncode == 0 and f"removed RBD image {cluster.pool}/{state['image']}" in out.stdout
+    ), out.stdout
     assert state["image"] not in _images(cluster) and leftovers.pending(workdir) == []
 
 
@@ -414,11 +575,18 @@ def test_kill_9_of_the_run_then_clean_removes_the_cluster_and_its_files(workdir:
     pids = {int(p): role for p, role in state["pids"].items()}
     starts = {pid: proc_start(pid) for pid in pids}
     try:
-        assert all(s is not None for s in starts.values()) and sorted(pids.values()) == ["ceph-mon", "ceph-osd"]
-        assert all(ln.startswith("left alone") for ln in clean(workdir))  # the run is alive: untouched
+        assert all(s is not None for s in starts.values()) and sorted(pids.values()) == [
+            "ceph-mon",
+            "ceph-osd",
+        ]
+        # the run is alive: untouched
+        assert all(ln.startswith("left alone") for ln in clean(workdir))
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-    out = run_cli("clean", "--workdir", str(workdir))  # what `iomatrix clean` (and the next run) does
-    assert out.returncode == 0 and "failed" not in out.stdout and "refused" not in out.stdout, out.stdout + out.stderr
+    # what `iomatrix clean` (and the next run) does
+    out = run_cli("clean", "--workdir", str(workdir))
+    assert out.returncode == 0 and "failed" not in out.stdout and "refused" not in out.stdout, (
+        out.stdout + out.stderr
+    )
     _assert_nothing_left(workdir, pids, starts, state["port"], Path(state["scratch"]))

@@ -1,7 +1,7 @@
-"""librbd's writethrough-until-flush trap (issue 35): the decision rule on constructed ratios, the sentence on a
-real sweep's database (`tests/data/answers/ceph-flush-trap.sqlite`: the built-in `ceph` plan without its clients
-axis, run 2026-11-24 on a lab-started Ceph here), the librbd risk lines, and a real sweep on a lab Ceph that checks
-the physics with a margin and leaves nothing."""
+"""librbd's writethrough-until-flush trap (issue 35): the decision rule on constructed ratios, the
+sentence on a real sweep's database (`tests/data/answers/ceph-flush-trap.sqlite`: the built-in
+`ceph` plan without its clients axis, run 2026-11-24 on a lab-started Ceph here), the librbd risk
+lines, and a real sweep on a lab Ceph that checks the physics with a margin and leaves nothing."""
 
 from __future__ import annotations
 
@@ -22,8 +22,16 @@ from tests.conftest import DATA, needs, run_cli
 DB = DATA / "answers" / "ceph-flush-trap.sqlite"
 
 
-def _gain(workload: str, flushes: bool, until: str, r: float, lo: float, hi: float, policy: str = "writearound",
-          context: tuple = ()) -> WritebackGain:
+def _gain(
+    workload: str,
+    flushes: bool,
+    until: str,
+    r: float,
+    lo: float,
+    hi: float,
+    policy: str = "writearound",
+    context: tuple = (),
+) -> WritebackGain:
     return WritebackGain(workload, flushes, policy, until, RatioCI(r, lo, hi), context)
 
 
@@ -32,45 +40,80 @@ FLUSHING = _gain("rand-write-4k-flush32", True, "on", 3.58, 2.92, 4.58)
 OFF = _gain("rand-write-4k", False, "off", 6.48, 4.85, 8.84)
 
 
-def test_the_trap_is_told_when_the_non_flushing_ratio_holds_1_and_a_flushing_one_is_faster() -> None:
+def test_the_trap_is_told_when_the_non_flushing_ratio_holds_1_and_a_flushing_one_is_faster() -> (
+    None
+):
     text = trap_finding([FLAT, FLUSHING, OFF], 0.05)
     assert text is not None
     assert "no faster than cache=none (1.07× (0.80–1.48))" in text
-    assert "rand-write-4k-flush32, which flushes now and then, it was 3.58× (2.92–4.58)" in text  # no shape words given
+    # no shape words given
+    assert "rand-write-4k-flush32, which flushes now and then, it was 3.58× (2.92–4.58)" in text
     assert "rbd_cache_writethrough_until_flush=off, on rand-write-4k, it was 6.48×" in text
-    assert text.startswith("librbd stays writethrough")  # no context named when the sweep varies none
+    # no context named when the sweep varies none
+    assert text.startswith("librbd stays writethrough")
 
 
-@pytest.mark.parametrize("gains, why", [
-    ([_gain("rand-write-4k", False, "on", 1.6, 1.2, 2.1), FLUSHING, OFF], "writeback faster without flushes"),
-    ([FLAT], "nothing faster to contrast with"),
-    ([FLAT, _gain("rand-write-4k-flush32", True, "on", 1.03, 0.9, 1.2)], "flushing workload not faster"),
-    ([FLAT, _gain("rand-write-4k-flush32", True, "on", 1.04, 1.01, 1.08)], "faster, but within the threshold"),
-    ([_gain("rand-write-4k", False, "on", 1.0, 0.05, 9.0), FLUSHING], "an imprecise interval shows nothing"),
-    ([FLAT, _gain("rand-write-4k-flush32", True, "on", 3.0, 2.0, 4.0, policy="writeback")],
-     "the contrast is under another policy"),
-])
-def test_nothing_is_said_when_the_figures_do_not_show_it(gains: list[WritebackGain], why: str) -> None:
+@pytest.mark.parametrize(
+    "gains, why",
+    [
+        (
+            [_gain("rand-write-4k", False, "on", 1.6, 1.2, 2.1), FLUSHING, OFF],
+            "writeback faster without flushes",
+        ),
+        ([FLAT], "nothing faster to contrast with"),
+        (
+            [FLAT, _gain("rand-write-4k-flush32", True, "on", 1.03, 0.9, 1.2)],
+            "flushing workload not faster",
+        ),
+        (
+            [FLAT, _gain("rand-write-4k-flush32", True, "on", 1.04, 1.01, 1.08)],
+            "faster, but within the threshold",
+        ),
+        (
+            [_gain("rand-write-4k", False, "on", 1.0, 0.05, 9.0), FLUSHING],
+            "an imprecise interval shows nothing",
+        ),
+        (
+            [FLAT, _gain("rand-write-4k-flush32", True, "on", 3.0, 2.0, 4.0, policy="writeback")],
+            "the contrast is under another policy",
+        ),
+    ],
+)
+def test_nothing_is_said_when_the_figures_do_not_show_it(
+    gains: list[WritebackGain], why: str
+) -> None:
     assert trap_finding(gains, 0.05) is None, why
 
 
 def test_a_slower_non_flushing_workload_is_flat_and_a_gaining_one_is_said_not_hidden() -> None:
-    """On a loaded host writeback can measure below none without flushes (an interval under 1 counts as no faster);
-    a non-flushing workload that gained anyway is named with its read share, not left out."""
+    """On a loaded host writeback can measure below none without flushes (an interval under 1 counts
+    as no faster); a non-flushing workload that gained anyway is named with its read share, not left
+    out."""
     slower = _gain("file:app.fio", False, "on", 0.90, 0.86, 0.94)
-    reader = WritebackGain("file:mix.fio", False, "writearound", "on", RatioCI(1.4, 1.2, 1.6), read_share=0.7)
+    reader = WritebackGain(
+        "file:mix.fio", False, "writearound", "on", RatioCI(1.4, 1.2, 1.6), read_share=0.7
+    )
     text = trap_finding([slower, FLUSHING, reader], 0.05)
     assert text is not None
-    assert "on file:app.fio, which never flushes, QEMU cache=writeback was slower than cache=none (0.90×" in text
-    assert ("on file:mix.fio, which never flushes either, writeback was 1.40× (1.20–1.60): it reads 70% of its "
-            "I/O, which librbd's cache serves even while writethrough") in text
-    assert trap_finding([reader, FLUSHING], 0.05) is None  # no flat workload: nothing shows the trap
+    assert (
+        "on file:app.fio, which never flushes, QEMU cache=writeback was slower than "
+        "cache=none (0.90×" in text
+    )
+    assert (
+        "on file:mix.fio, which never flushes either, writeback was 1.40× (1.20–1.60): "
+        "it reads 70% of its "
+        "I/O, which librbd's cache serves even while writethrough"
+    ) in text
+    # no flat workload: nothing shows the trap
+    assert trap_finding([reader, FLUSHING], 0.05) is None
 
 
 def test_contexts_are_never_mixed_and_are_named_where_the_sweep_varies_them() -> None:
     one, two = (("clients", "1"),), (("clients", "2"),)
-    mixed = [_gain("rand-write-4k", False, "on", 1.0, 0.9, 1.1, context=one),
-             _gain("rand-write-4k-flush32", True, "on", 3.0, 2.5, 3.5, context=two)]
+    mixed = [
+        _gain("rand-write-4k", False, "on", 1.0, 0.9, 1.1, context=one),
+        _gain("rand-write-4k-flush32", True, "on", 3.0, 2.5, 3.5, context=two),
+    ]
     assert trap_finding(mixed, 0.05) is None
     both = [*mixed, _gain("rand-write-4k-flush32", True, "on", 2.0, 1.5, 2.5, context=one)]
     text = trap_finding(both, 0.05)
@@ -78,17 +121,29 @@ def test_contexts_are_never_mixed_and_are_named_where_the_sweep_varies_them() ->
 
 
 def test_the_built_in_ceph_plan_measures_the_trap_within_its_budget() -> None:
-    """`iomatrix run ceph`: librbd's policy × until-flush under cache=writeback beside cache=none (where librbd's
-    cache is off, so its settings are pruned there), a workload that never flushes and one that does, from 1, 2
-    and 4 clients; its own estimate within 20 minutes at the most runs it allows."""
+    """`iomatrix run ceph`: librbd's policy × until-flush under cache=writeback beside cache=none
+    (where librbd's cache is off, so its settings are pruned there), a workload that never flushes
+    and one that does, from 1, 2 and 4 clients; its own estimate within 20 minutes at the most runs
+    it allows."""
     plan, base = load_plan("ceph")
     exp = plan_expansion(plan, base, set())
     cells = [dict(c.items()) for c in exp.cells]
-    wb = {(c["rbd_cache_policy"], c["rbd_cache_writethrough_until_flush"], c["clients"]) for c in cells
-          if c["cache"] == "writeback"}
-    assert wb == {(p, u, n) for p in ("writearound", "writeback") for u in ("on", "off") for n in ("1", "2", "4")}
-    assert {(c["rbd_cache_policy"], c["rbd_cache_writethrough_until_flush"]) for c in cells
-            if c["cache"] == "none"} == {("writearound", "on")}
+    wb = {
+        (c["rbd_cache_policy"], c["rbd_cache_writethrough_until_flush"], c["clients"])
+        for c in cells
+        if c["cache"] == "writeback"
+    }
+    assert wb == {
+        (p, u, n)
+        for p in ("writearound", "writeback")
+        for u in ("on", "off")
+        for n in ("1", "2", "4")
+    }
+    assert {
+        (c["rbd_cache_policy"], c["rbd_cache_writethrough_until_flush"])
+        for c in cells
+        if c["cache"] == "none"
+    } == {("writearound", "on")}
     assert any("turns librbd's cache off for cache=none" in p.reason for p in exp.pruned)
     assert set(plan.workloads) == {"rand-write-4k", "rand-write-4k-flush32"}
     assert estimate_seconds(plan, exp)[1] <= 20 * 60
@@ -100,7 +155,10 @@ def test_a_real_ceph_sweep_tells_the_trap_in_every_output(tmp_path: Path) -> Non
     doc = json.loads(run_cli("recommend", "--db", str(db), "--format", "json").stdout)
     assert len(doc["findings"]) == 1
     finding = doc["findings"][0]
-    assert "on rand-write-4k, which never flushes, QEMU cache=writeback was no faster than cache=none" in finding
+    assert (
+        "on rand-write-4k, which never flushes, QEMU cache=writeback was no faster than cache=none"
+        in finding
+    )
     text = " ".join(run_cli("recommend", "--db", str(db)).stdout.split())
     assert "finding: librbd stays writethrough until the guest's first flush" in text
     md = " ".join(run_cli("recommend", "--db", str(db), "--format", "markdown").stdout.split())
@@ -109,9 +167,13 @@ def test_a_real_ceph_sweep_tells_the_trap_in_every_output(tmp_path: Path) -> Non
     assert run_cli("report", "--db", str(db), "--html", str(html)).returncode == 0
     page = html.read_text()
     assert 'class="finding">finding: librbd stays writethrough' in page
-    # "Every run" names the later axes a cell sets, as its key does (issue 36: not only the first eight columns)
+    # "Every run" names the later axes a cell sets, as its key does (issue 36: not only the first
+    # eight columns)
     every_run = page.split('id="runs"', 1)[1]
-    assert "<td>raw/off/writeback/threads/-/rbd+rbd_cache_writethrough_until_flush=off</td>" in every_run
+    assert (
+        "<td>raw/off/writeback/threads/-/rbd+rbd_cache_writethrough_until_flush=off</td>"
+        in every_run
+    )
 
 
 def test_librbd_cache_risks_name_librbd_not_the_host_page_cache(tmp_path: Path) -> None:
@@ -145,7 +207,9 @@ type = "rbd"
 def _ceph_processes(root: Path) -> list[int]:
     out = []
     for p in psutil.process_iter(["name", "cmdline"]):
-        if p.info["name"] in ("ceph-mon", "ceph-osd") and str(root) in " ".join(p.info["cmdline"] or []):
+        if p.info["name"] in ("ceph-mon", "ceph-osd") and str(root) in " ".join(
+            p.info["cmdline"] or []
+        ):
             out.append(p.pid)
     return out
 
@@ -154,23 +218,36 @@ def _ceph_processes(root: Path) -> list[int]:
 @needs("ceph-mon")
 @needs("qemu-storage-daemon")
 def test_a_lab_ceph_sweep_shows_the_physics_and_leaves_nothing(tmp_path: Path) -> None:
-    """The physics with a margin (decisions are the captured database's tests above): under until-flush on,
-    writeback is not much faster than none on writes that never flush and clearly faster once they flush; with
-    it off, clearly faster without flushes."""
+    """The physics with a margin (decisions are the captured database's tests above): under
+    until-flush on, writeback is not much faster than none on writes that never flush and clearly
+    faster once they flush; with it off, clearly faster without flushes."""
     (tmp_path / "p.toml").write_text(CEPH_SWEEP)
     res = run_cli("run", "p.toml", "--db", "r.sqlite", cwd=tmp_path, timeout=900)
     assert res.returncode == 0, res.stdout + res.stderr
-    rows = json.loads(run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout)
+    rows = json.loads(
+        run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout
+    )
     iops = {}
     for r in rows["sweeps"][0]["results"]:
         if r["metric"] == "write.iops":
             a = r["axes"]
-            iops[(a["cache"], a.get("rbd_cache_writethrough_until_flush", "on"), r["workload"])] = r["mean"]
+            iops[(a["cache"], a.get("rbd_cache_writethrough_until_flush", "on"), r["workload"])] = (
+                r["mean"]
+            )
     flat = iops[("writeback", "on", "rand-write-4k")] / iops[("none", "on", "rand-write-4k")]
-    flushing = iops[("writeback", "on", "rand-write-4k-flush32")] / iops[("none", "on", "rand-write-4k-flush32")]
+    flushing = (
+        iops[("writeback", "on", "rand-write-4k-flush32")]
+        / iops[("none", "on", "rand-write-4k-flush32")]
+    )
     off = iops[("writeback", "off", "rand-write-4k")] / iops[("none", "on", "rand-write-4k")]
     assert flat < 1.6 and flushing > 1.5 and off > 2.0, (flat, flushing, off)
     assert _ceph_processes(tmp_path) == []
-    assert run_cli("clean", "--workdir", str(tmp_path / "iomatrix-work"), cwd=tmp_path).returncode == 0
-    left = [p for p in (tmp_path / "iomatrix-work").rglob("*") if p.is_file() and ".iomatrix" not in p.parts]
+    assert (
+        run_cli("clean", "--workdir", str(tmp_path / "iomatrix-work"), cwd=tmp_path).returncode == 0
+    )
+    left = [
+        p
+        for p in (tmp_path / "iomatrix-work").rglob("*")
+        if p.is_file() and ".iomatrix" not in p.parts
+    ]
     assert left == [], left

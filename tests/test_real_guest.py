@@ -1,10 +1,10 @@
-"""The Debian guest image built here, booted under TCG and driven through its guest agent (issue 51; slow: run with
--m slow or -m '').
+"""The Debian guest image built here, booted under TCG and driven through its guest agent (issue 51;
+slow: run with -m slow or -m '').
 
-The image comes from the normal cache ($IOMATRIX_CACHE/guest/images or ~/.cache/iomatrix/guest/images): the first
-run builds it (mmdebstrap from the host's Debian mirror, a few minutes, root), later runs reuse it. Each boot runs on
-a fresh overlay; the image's sha256 is checked before and after.
-"""
+The image comes from the normal cache ($IOMATRIX_CACHE/guest/images or
+~/.cache/iomatrix/guest/images): the first run builds it (mmdebstrap from the host's Debian mirror,
+a few minutes, root), later runs reuse it. Each boot runs on a fresh overlay; the image's sha256 is
+checked before and after."""
 
 from __future__ import annotations
 
@@ -45,50 +45,82 @@ def image() -> DebianImage:
 def test_the_image_records_its_digest_kernel_and_packages(image: DebianImage) -> None:
     meta = json.loads((image.qcow2.parent / "image.json").read_text())
     assert meta["sha256"] == image.sha256 == sha256_of(image.qcow2)
-    assert meta["distribution"].startswith("Debian 12.") and image.kernel_version.endswith("-cloud-amd64")
+    assert meta["distribution"].startswith("Debian 12.") and image.kernel_version.endswith(
+        "-cloud-amd64"
+    )
     names = {p.split()[0] for p in meta["packages"]}
-    assert {"qemu-guest-agent", "fio", "systemd-sysv", f"linux-image-{image.kernel_version}"} <= names
+    assert {
+        "qemu-guest-agent",
+        "fio",
+        "systemd-sysv",
+        f"linux-image-{image.kernel_version}",
+    } <= names
     assert "cloud-init" not in names
 
 
-def test_the_debian_guest_sees_its_disk_under_test_through_its_agent(image: DebianImage, tmp_path: Path) -> None:
+def test_the_debian_guest_sees_its_disk_under_test_through_its_agent(
+    image: DebianImage, tmp_path: Path
+) -> None:
     before = sha256_of(image.qcow2)
     disk_img = tmp_path / "disk.raw"
     create_image(disk_img, "raw", "off", DISK_BYTES)
     disk = DiskSpec(str(disk_img), "raw", "none", "threads", "virtio-blk", more={"queues": "2"})
-    seed = write_seed(tmp_path / "seed.iso", "iomx-test-1", "iomx-seeded",
-                      "#!/bin/sh\necho seeded > /run/iomatrix-seed/ran\n")
+    seed = write_seed(
+        tmp_path / "seed.iso",
+        "iomx-test-1",
+        "iomx-seeded",
+        "#!/bin/sh\necho seeded > /run/iomatrix-seed/ran\n",
+    )
     run_dir = tmp_path / "run"
     fio_static, why = static_fio(default_cache_dir(), print, build=False)
     if fio_static is None:
         pytest.skip(f"iomatrix's static fio is not built ({why}): scripts/setup.sh builds it")
     tools = write_tools(tmp_path / "tools.iso", fio_static)
-    with boot(image.boot_image(), run_dir, [disk], extra_args=seed_args(seed) + tools_args(tools)) as guest:
+    with boot(
+        image.boot_image(), run_dir, [disk], extra_args=seed_args(seed) + tools_args(tools)
+    ) as guest:
         print(f"Debian guest under TCG: agent answered {guest.boot_s} s after QEMU started")
         overlay = guest.overlay
         assert overlay.is_file() and overlay.parent == run_dir
         assert guest.exec(["uname", "-r"]).stdout.strip() == image.kernel_version
         view = disk_view(guest)
-        # The guest's own sysfs: the disk under test on the virtio bus with the queues the cell gave it.
+        # The guest's own sysfs: the disk under test on the virtio bus with the queues the cell gave
+        # it.
         assert view["driver"] == "virtio_blk" and "/virtio" in str(view["devpath"]), view
         assert view["queues"] == 2 and view["nproc"] == 2, view
         assert view["sectors"] == DISK_BYTES // 512 and view["name"] != "vda", view
         sched = guest.exec(["cat", f"/sys/block/{view['name']}/queue/scheduler"])
         assert sched.ok and f"[{view['scheduler']}]" in sched.stdout, sched
         # One fio job on the disk under test, its JSON through guest-exec.
-        fio = guest.exec(["fio", "--name=t", f"--filename=/dev/{view['name']}", "--rw=randread", "--bs=4k",
-                          "--direct=1", "--ioengine=libaio", "--iodepth=4", "--runtime=2", "--time_based",
-                          "--output-format=json"], timeout=120)
+        fio = guest.exec(
+            [
+                "fio",
+                "--name=t",
+                f"--filename=/dev/{view['name']}",
+                "--rw=randread",
+                "--bs=4k",
+                "--direct=1",
+                "--ioengine=libaio",
+                "--iodepth=4",
+                "--runtime=2",
+                "--time_based",
+                "--output-format=json",
+            ],
+            timeout=120,
+        )
         assert fio.ok, fio.stderr
-        job = json.loads(fio.stdout[fio.stdout.index("{"):])["jobs"][0]
+        job = json.loads(fio.stdout[fio.stdout.index("{") :])["jobs"][0]
         assert job["error"] == 0 and job["read"]["total_ios"] > 0
-        # The NoCloud seed, read by the image's own unit (started by udev when the cidata disk appears).
-        seeded = guest.sh("for i in $(seq 60); do [ -f /run/iomatrix-seed/user-data.status ] && break; sleep 1; "
-                          "done; cat /run/iomatrix-seed/user-data.status /run/iomatrix-seed/ran; hostname",
-                          timeout=120)
+        # The NoCloud seed, read by the image's own unit (started by udev when the cidata disk
+        # appears).
+        seeded = guest.sh(
+            "for i in $(seq 60); do [ -f /run/iomatrix-seed/user-data.status ] && break; sleep 1; "
+            "done; cat /run/iomatrix-seed/user-data.status /run/iomatrix-seed/ran; hostname",
+            timeout=120,
+        )
         assert seeded.stdout.split() == ["0", "seeded", "iomx-seeded"], seeded
-        # An image without fio: iomatrix's static fio from the read-only tools disk, no network (the overlay is
-        # the guest's, thrown away: the image is never written).
+        # An image without fio: iomatrix's static fio from the read-only tools disk, no network (the
+        # overlay is the guest's, thrown away: the image is never written).
         assert guest.sh("rm -f /usr/bin/fio; ! command -v fio").ok
         command, source, _ = which_fio(guest)
         assert (command, source) == ("/run/iomx-tools/fio", "tools-disk")
@@ -99,8 +131,9 @@ def test_the_debian_guest_sees_its_disk_under_test_through_its_agent(image: Debi
     assert sha256_of(image.qcow2) == before == image.sha256
 
 
-def test_a_guest_that_does_not_answer_in_time_is_one_line_with_its_console(image: DebianImage,
-                                                                           tmp_path: Path) -> None:
+def test_a_guest_that_does_not_answer_in_time_is_one_line_with_its_console(
+    image: DebianImage, tmp_path: Path
+) -> None:
     run_dir = tmp_path / "run"
     with pytest.raises(AgentTimeout) as err, boot(image.boot_image(), run_dir, boot_limit_s=4):
         pass
@@ -138,11 +171,15 @@ image = "{image}"
 
 
 def test_a_sweep_in_the_image_given_by_path_stores_its_run_with_the_image_and_the_guests_view(
-        image: DebianImage, tmp_path: Path) -> None:
-    """`[guest] image = PATH`: the built image given as a user's would be; one cell, one run through the agent."""
+    image: DebianImage, tmp_path: Path
+) -> None:
+    """`[guest] image = PATH`: the built image given as a user's would be; one cell, one run through
+    the agent."""
     before = sha256_of(image.qcow2)
     (tmp_path / "p.toml").write_text(PLAN.format(image=image.qcow2))
-    proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--accel", "tcg", cwd=tmp_path, timeout=1800)
+    proc = run_cli(
+        "run", "p.toml", "--db", "r.sqlite", "--accel", "tcg", cwd=tmp_path, timeout=1800
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     with sqlite3.connect(tmp_path / "r.sqlite") as db:
         rows = db.execute("SELECT status, meta_json, error FROM runs").fetchall()
@@ -153,13 +190,22 @@ def test_a_sweep_in_the_image_given_by_path_stores_its_run_with_the_image_and_th
         assert img["image_sha256"] == image.sha256 and img["kernel_version"] == image.kernel_version
         assert img["distribution"].startswith("Debian 12.") and img["boot"] == "direct kernel"
         assert meta["guest_disk"]["driver"] == "virtio_blk" and meta["guest_disk"]["queues"] >= 1
-        assert meta["guest_fio"] == "image" and meta["guest_seed"] in ("seed-read", "seed-not-read-yet")
-    doc = json.loads(run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout)
+        assert meta["guest_fio"] == "image" and meta["guest_seed"] in (
+            "seed-read",
+            "seed-not-read-yet",
+        )
+    doc = json.loads(
+        run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout
+    )
     iops = [r for r in doc["sweeps"][0]["results"] if r["metric"] == "read.iops"]
     assert iops and all(r["mean"] > 0 for r in iops)
     # the answer names the guest its figures came from: the image given, by its digest (issue 51)
-    rec = json.loads(run_cli("recommend", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout)
+    rec = json.loads(
+        run_cli("recommend", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout
+    )
     assert [(g["kind"], g["image"], g["sha256"], g["kernel"]) for g in rec["guests"]] == [
-        ("real image", str(image.qcow2), image.sha256, image.kernel_version)]
+        ("real image", str(image.qcow2), image.sha256, image.kernel_version)
+    ]
     assert sha256_of(image.qcow2) == before  # the file given was only read
-    assert not [p for p in tmp_path.rglob("*") if p.suffix in (".raw", ".qcow2")]  # overlays and disks removed
+    # overlays and disks removed
+    assert not [p for p in tmp_path.rglob("*") if p.suffix in (".raw", ".qcow2")]

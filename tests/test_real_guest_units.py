@@ -1,6 +1,7 @@
-"""The Debian guest image and the real-guest boot, without building or booting (issue 51): the build's inputs
-and cache key, its commands and one-line errors, the agent protocol's framing and bounded waits, the QEMU command
-line and the guest's disk view. The build and the boot themselves: tests/test_real_guest.py (slow)."""
+"""The Debian guest image and the real-guest boot, without building or booting (issue 51): the
+build's inputs and cache key, its commands and one-line errors, the agent protocol's framing and
+bounded waits, the QEMU command line and the guest's disk view. The build and the boot themselves:
+tests/test_real_guest.py (slow)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,13 @@ import pytest
 
 from iomatrix.errors import UserError
 from iomatrix.guest import debian_image as dimg
-from iomatrix.guest.agent import AgentTimeout, GuestAgent, exec_result, split_replies, wait_for_agent
+from iomatrix.guest.agent import (
+    AgentTimeout,
+    GuestAgent,
+    exec_result,
+    split_replies,
+    wait_for_agent,
+)
 from iomatrix.guest.realboot import BootImage, agent_socket_path, parse_disk_view, real_guest_argv
 from iomatrix.qemu_block import DiskSpec
 from tests.conftest import iomatrix_argv
@@ -27,9 +34,12 @@ def test_the_key_follows_every_input_and_nothing_else(monkeypatch: pytest.Monkey
     base = dimg.cache_key(dimg.build_inputs())
     assert base == dimg.cache_key(dimg.build_inputs())  # stable
     changed = {}
-    for name, value in (("PACKAGES", (*dimg.PACKAGES, "strace")),
-                        ("MMDEBSTRAP_OPTIONS", (*dimg.MMDEBSTRAP_OPTIONS, "--aptopt=Acquire::Retries=3")),
-                        ("MASKED_UNITS", dimg.MASKED_UNITS[1:]), ("IMAGE_SIZE_MIB", 4096)):
+    for name, value in (
+        ("PACKAGES", (*dimg.PACKAGES, "strace")),
+        ("MMDEBSTRAP_OPTIONS", (*dimg.MMDEBSTRAP_OPTIONS, "--aptopt=Acquire::Retries=3")),
+        ("MASKED_UNITS", dimg.MASKED_UNITS[1:]),
+        ("IMAGE_SIZE_MIB", 4096),
+    ):
         with monkeypatch.context() as m:
             m.setattr(dimg, name, value)
             changed[name] = dimg.cache_key(dimg.build_inputs())
@@ -48,28 +58,43 @@ def test_the_image_has_the_packages_the_issue_names_and_no_cloud_init() -> None:
     assert set(dimg.our_files()) == set(dimg.OUR_FILES)
 
 
-def test_mmdebstrap_gets_the_hosts_debian_entries_and_our_files_before_any_package(tmp_path: Path) -> None:
+def test_mmdebstrap_gets_the_hosts_debian_entries_and_our_files_before_any_package(
+    tmp_path: Path,
+) -> None:
     src = tmp_path / "apt" / "sources.list.d"
     src.mkdir(parents=True)
     (src / "debian.sources").write_text(
-        "Types: deb\n# a snapshot\nURIs: http://deb.debian.org/debian\nSuites: bookworm bookworm-updates\n"
+        "Types: deb\n# a snapshot\nURIs: http://deb.debian.org/debian\nSuites: bookworm "
+        "bookworm-updates\n"
         "Components: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n"
-        "Types: deb\nURIs: http://deb.debian.org/debian-security\nSuites: bookworm-security\nComponents: main\n\n"
-        "Types: deb\nURIs: https://deb.vendor.example/node\nSuites: nodistro\nComponents: main\n")
-    (src / "extra.list").write_text("deb [arch=amd64] http://mirror.example/debian bookworm main contrib # x\n"
-                                    "deb-src http://mirror.example/debian bookworm main\n"
-                                    "deb http://mirror.example/debian trixie main\n")
+        "Types: deb\nURIs: http://deb.debian.org/debian-security\nSuites: "
+        "bookworm-security\nComponents: main\n\n"
+        "Types: deb\nURIs: https://deb.vendor.example/node\nSuites: nodistro\nComponents: main\n"
+    )
+    (src / "extra.list").write_text(
+        "deb [arch=amd64] http://mirror.example/debian bookworm main contrib # x\n"
+        "deb-src http://mirror.example/debian bookworm main\n"
+        "deb http://mirror.example/debian trixie main\n"
+    )
     (src / "empty.list").write_text("\n")
     (src / "notes.txt").write_text("deb http://example.invalid/ bookworm main\n")
     sources = dimg.host_sources(tmp_path / "apt")
-    assert sources == [src / "debian.sources", src / "extra.list"]  # empty files and other names are not apt's
+    # empty files and other names are not apt's
+    assert sources == [src / "debian.sources", src / "extra.list"]
     entries = dimg.debian_entries(sources)
-    assert entries == ["deb http://deb.debian.org/debian bookworm main",
-                       "deb http://deb.debian.org/debian bookworm-updates main",
-                       "deb http://deb.debian.org/debian-security bookworm-security main",
-                       "deb http://mirror.example/debian bookworm main contrib"]  # no vendor, no deb-src, no trixie
+    assert entries == [
+        "deb http://deb.debian.org/debian bookworm main",
+        "deb http://deb.debian.org/debian bookworm-updates main",
+        "deb http://deb.debian.org/debian-security bookworm-security main",
+        # no vendor, no deb-src, no trixie
+        "deb http://mirror.example/debian bookworm main contrib",
+    ]
     argv = dimg.mmdebstrap_argv(tmp_path / "root fs", tmp_path / "over lay", entries)
-    assert argv[0] == "mmdebstrap" and argv[-6:] == ["bookworm", str(tmp_path / "root fs"), *entries]
+    assert argv[0] == "mmdebstrap" and argv[-6:] == [
+        "bookworm",
+        str(tmp_path / "root fs"),
+        *entries,
+    ]
     hook = next(a for a in argv if a.startswith("--setup-hook="))
     assert f"'{tmp_path / 'over lay'}'/." in hook  # quoted for the hook's shell
     assert f"--include={','.join(dimg.PACKAGES)}" in argv
@@ -90,7 +115,8 @@ def test_the_overlay_holds_our_files_and_the_finished_tree_the_masks(tmp_path: P
         assert (tmp_path / rel).read_bytes() == dimg.our_files()[name]
         assert (tmp_path / rel).stat().st_mode & 0o777 == mode
     assert not (tmp_path / "etc/systemd/system" / dimg.MASKED_UNITS[0]).exists()
-    (tmp_path / "etc/systemd/system" / "fstrim.timer").write_text("[Timer]\n")  # replaced by the mask
+    # replaced by the mask
+    (tmp_path / "etc/systemd/system" / "fstrim.timer").write_text("[Timer]\n")
     dimg.finish_rootfs(tmp_path)
     for unit in dimg.MASKED_UNITS:
         assert os.readlink(tmp_path / "etc/systemd/system" / unit) == "/dev/null"
@@ -107,54 +133,88 @@ def test_our_shell_files_parse() -> None:
 # --------------------------------------------------------------------------- one-line errors
 
 
-def test_missing_mmdebstrap_names_the_setup_flag(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_missing_mmdebstrap_names_the_setup_flag(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing on it
     with pytest.raises(UserError) as err:
         dimg.check_preconditions(tmp_path)
-    assert "mmdebstrap is not installed" in err.value.one_line() and "scripts/setup.sh --real-guest" in \
-        err.value.one_line()
+    assert (
+        "mmdebstrap is not installed" in err.value.one_line()
+        and "scripts/setup.sh --real-guest" in err.value.one_line()
+    )
 
 
-@pytest.mark.skipif(not all(map(dimg.shutil.which, ("mmdebstrap", "qemu-img", "mke2fs"))),
-                    reason="mmdebstrap, qemu-img or mke2fs not installed")
-def test_not_root_and_no_space_are_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+@pytest.mark.skipif(
+    not all(map(dimg.shutil.which, ("mmdebstrap", "qemu-img", "mke2fs"))),
+    reason="mmdebstrap, qemu-img or mke2fs not installed",
+)
+def test_not_root_and_no_space_are_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     with pytest.raises(UserError, match="needs root"):
         dimg.check_preconditions(tmp_path, euid=1000)
     monkeypatch.setattr(dimg, "NEEDED_FREE_BYTES", 1 << 60)
     with pytest.raises(UserError) as err:
         dimg.check_preconditions(tmp_path / "not" / "yet", euid=0)
     line = err.value.one_line()
-    assert line.startswith("no space for the Debian guest image") and str(tmp_path) in line and "IOMATRIX_CACHE" in line
+    assert (
+        line.startswith("no space for the Debian guest image")
+        and str(tmp_path) in line
+        and "IOMATRIX_CACHE" in line
+    )
 
 
 def test_a_failed_step_names_its_error_line_and_the_log(tmp_path: Path) -> None:
     log = tmp_path / "build.log"
     log.write_text("")
-    script = "echo 'I: downloading'; echo 'E: Unable to locate package nosuch'; echo 'I: cleanup'; exit 100"
+    script = (
+        "echo 'I: downloading'; echo 'E: Unable to locate package nosuch'; echo 'I: "
+        "cleanup'; exit 100"
+    )
     with pytest.raises(UserError) as err:
         dimg._run_logged(["sh", "-c", script], log, dict(os.environ), "mmdebstrap")
     line = err.value.one_line()
-    assert "mmdebstrap (exit 100): E: Unable to locate package nosuch" in line and f"full log: {log}" in line
+    assert (
+        "mmdebstrap (exit 100): E: Unable to locate package nosuch" in line
+        and f"full log: {log}" in line
+    )
     assert "\n" not in line
     with pytest.raises(UserError, match=r"^no space left while building"):
-        dimg._run_logged(["sh", "-c", "echo 'write: No space left on device'; exit 2"], log, dict(os.environ), "mke2fs")
+        dimg._run_logged(
+            ["sh", "-c", "echo 'write: No space left on device'; exit 2"],
+            log,
+            dict(os.environ),
+            "mke2fs",
+        )
 
 
 def test_the_cli_refuses_in_one_line_without_mmdebstrap(tmp_path: Path) -> None:
-    env = dict(os.environ, IOMATRIX_CACHE=str(tmp_path / "cache"), PATH=str(Path(iomatrix_argv()[0]).parent))
-    done = subprocess.run([*iomatrix_argv(), "guest", "build", "debian"], capture_output=True, text=True, env=env,
-                          timeout=60)
+    env = dict(
+        os.environ,
+        IOMATRIX_CACHE=str(tmp_path / "cache"),
+        PATH=str(Path(iomatrix_argv()[0]).parent),
+    )
+    done = subprocess.run(
+        [*iomatrix_argv(), "guest", "build", "debian"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "mmdebstrap is not installed" in done.stderr and "--real-guest" in done.stderr
     assert not (tmp_path / "cache").exists()  # refused before anything was written
 
 
-def test_a_staging_tree_with_a_mount_inside_is_never_removed_through_it(tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_staging_tree_with_a_mount_inside_is_never_removed_through_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     tree = tmp_path / "stage"
     (tree / "rootfs/proc").mkdir(parents=True)
     mp = str(tree / "rootfs/proc")
-    monkeypatch.setattr(dimg, "parse_mountinfo", lambda: [{"mountpoint": mp}])  # umount cannot remove it
+    # umount cannot remove it
+    monkeypatch.setattr(dimg, "parse_mountinfo", lambda: [{"mountpoint": mp}])
     with pytest.raises(UserError, match="still mounted"):
         dimg.remove_tree(tree)
     assert tree.exists()
@@ -165,35 +225,49 @@ def test_a_staging_tree_with_a_mount_inside_is_never_removed_through_it(tmp_path
 
 def test_a_cache_entry_without_its_files_is_not_an_image(tmp_path: Path) -> None:
     assert dimg.load_image(tmp_path) is None
-    (tmp_path / "image.json").write_text('{"kernel_version": "6.1", "sha256": "0", "distribution": "D", '
-                                         '"cache_key": "k"}')
+    (tmp_path / "image.json").write_text(
+        '{"kernel_version": "6.1", "sha256": "0", "distribution": "D", "cache_key": "k"}'
+    )
     assert dimg.load_image(tmp_path) is None
     for name in ("image.qcow2", "vmlinuz", "initrd.img"):
         (tmp_path / name).write_bytes(b"x")
     img = dimg.load_image(tmp_path)
     assert img is not None and img.as_metadata()["image_sha256"] == "0"
-    assert img.boot_image().kernel == tmp_path / "vmlinuz" and "root=/dev/vda" in img.boot_image().cmdline
+    assert (
+        img.boot_image().kernel == tmp_path / "vmlinuz"
+        and "root=/dev/vda" in img.boot_image().cmdline
+    )
 
 
 # --------------------------------------------------------------------------- the agent protocol
 
 
 def test_replies_are_split_past_delimiters_and_an_incomplete_rest_is_kept() -> None:
-    replies, rest = split_replies(b'\xff{"return": 7}\n\xff{"return": {"pid": 3}}\n{"error": {"desc": "x"')
+    replies, rest = split_replies(
+        b'\xff{"return": 7}\n\xff{"return": {"pid": 3}}\n{"error": {"desc": "x"'
+    )
     assert replies == [{"return": 7}, {"return": {"pid": 3}}] and rest == b'{"error": {"desc": "x"'
-    replies, rest = split_replies(rest + b'}}\n')
+    replies, rest = split_replies(rest + b"}}\n")
     assert replies == [{"error": {"desc": "x"}}] and rest == b""
     assert split_replies(b"\xff\xff  \n") == ([], b"")
 
 
 def test_exec_output_is_decoded() -> None:
-    res = exec_result({"exited": True, "exitcode": 0, "out-data": base64.b64encode(b"[none] mq-deadline\n").decode()})
+    res = exec_result(
+        {
+            "exited": True,
+            "exitcode": 0,
+            "out-data": base64.b64encode(b"[none] mq-deadline\n").decode(),
+        }
+    )
     assert res.ok and res.stdout == "[none] mq-deadline\n" and res.stderr == ""
     killed = exec_result({"exited": True, "signal": 9})
     assert not killed.ok and killed.signal == 9
 
 
-def test_waiting_for_a_silent_agent_ends_at_its_limit_with_the_console_lines(tmp_path: Path) -> None:
+def test_waiting_for_a_silent_agent_ends_at_its_limit_with_the_console_lines(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "qga.sock"
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
@@ -202,27 +276,50 @@ def test_waiting_for_a_silent_agent_ends_at_its_limit_with_the_console_lines(tmp
     try:
         t0 = time.monotonic()
         with pytest.raises(AgentTimeout) as err:
-            wait_for_agent(agent, 1.5, lambda: None, lambda: "last console lines: a | b", attempt_s=0.5)
-        assert time.monotonic() - t0 < 30  # bounded (the limit is 1.5 s; generous for a loaded host)
+            wait_for_agent(
+                agent, 1.5, lambda: None, lambda: "last console lines: a | b", attempt_s=0.5
+            )
+        # bounded (the limit is 1.5 s; generous for a loaded host)
+        assert time.monotonic() - t0 < 30
         line = err.value.one_line()
-        assert "did not answer guest-ping within 1.5 s; last console lines: a | b" in line and "\n" not in line
-        with pytest.raises(UserError, match="stopped before its agent answered: QEMU exited with status 1"):
-            wait_for_agent(agent, 5, lambda: "QEMU exited with status 1", lambda: "last console lines: x")
+        assert (
+            "did not answer guest-ping within 1.5 s; last console lines: a | b" in line
+            and "\n" not in line
+        )
+        with pytest.raises(
+            UserError, match="stopped before its agent answered: QEMU exited with status 1"
+        ):
+            wait_for_agent(
+                agent, 5, lambda: "QEMU exited with status 1", lambda: "last console lines: x"
+            )
     finally:
         agent.close()
         server.close()
 
 
-# --------------------------------------------------------------------------- command line and disk view
+# --------------------------------------------------------------------------- command line and disk
+# view
 
 
 def test_the_command_line_boots_the_overlay_never_the_image(tmp_path: Path) -> None:
-    image = BootImage(tmp_path / "base.qcow2", "qcow2", tmp_path / "vmlinuz", tmp_path / "initrd.img", "root=/dev/vda")
-    disk = DiskSpec(str(tmp_path / "d.raw"), "raw", "none", "threads", "virtio-blk", more={"queues": "2"})
-    argv = real_guest_argv(image, tmp_path / "ov.qcow2", tmp_path, tmp_path / "qga.sock", "tcg", [disk])
+    image = BootImage(
+        tmp_path / "base.qcow2",
+        "qcow2",
+        tmp_path / "vmlinuz",
+        tmp_path / "initrd.img",
+        "root=/dev/vda",
+    )
+    disk = DiskSpec(
+        str(tmp_path / "d.raw"), "raw", "none", "threads", "virtio-blk", more={"queues": "2"}
+    )
+    argv = real_guest_argv(
+        image, tmp_path / "ov.qcow2", tmp_path, tmp_path / "qga.sock", "tcg", [disk]
+    )
     text = " ".join(argv)
     assert "base.qcow2" not in text and f"file.filename={tmp_path / 'ov.qcow2'}" in text
-    assert argv[argv.index("-accel") + 1] == "tcg,thread=multi" and argv[argv.index("-smp") + 1] == "2"
+    assert (
+        argv[argv.index("-accel") + 1] == "tcg,thread=multi" and argv[argv.index("-smp") + 1] == "2"
+    )
     assert f"socket,id=qga,path={tmp_path / 'qga.sock'},server=on,wait=off" in argv
     assert "virtserialport,bus=vser0.0,chardev=qga,name=org.qemu.guest_agent.0" in argv
     dev = [a for a in argv if a.startswith("virtio-blk-pci,drive=d0")]
@@ -236,14 +333,17 @@ def test_a_run_directory_too_deep_for_a_unix_socket_gets_none(tmp_path: Path) ->
 
 
 def test_the_disk_view_reads_the_active_scheduler_and_counts() -> None:
-    view = parse_disk_view("name=vdb\ndriver=virtio_blk\ndevpath=/sys/devices/pci0000:00/0000:00:04.0/virtio2\n"
-                           "queues=2\nscheduler=none [mq-deadline]\nwrite_cache=write back\nsectors=131072\n"
-                           "nproc=2\n")
+    view = parse_disk_view(
+        "name=vdb\ndriver=virtio_blk\ndevpath=/sys/devices/pci0000:00/0000:00:04.0/virtio2\n"
+        "queues=2\nscheduler=none [mq-deadline]\nwrite_cache=write back\nsectors=131072\n"
+        "nproc=2\n"
+    )
     assert view["queues"] == 2 and view["scheduler"] == "mq-deadline" and view["sectors"] == 131072
     assert view["write_cache"] == "write back" and view["nproc"] == 2
 
 
-# --------------------------------------------------------------------------- `[guest] image` in a plan
+# --------------------------------------------------------------------------- `[guest] image` in a
+# plan
 
 
 def test_the_guest_table_names_an_image_and_a_plan_without_one_dumps_as_before() -> None:
@@ -251,21 +351,37 @@ def test_the_guest_table_names_an_image_and_a_plan_without_one_dumps_as_before()
 
     plain = Plan.model_validate({"name": "p", "tier": ["guest"]})
     assert "guest_image" not in plain.model_dump() and plain.setting("guest_image") is None
-    plan = Plan.model_validate({"name": "p", "tier": ["guest"], "guest": {"image": "/images/d.qcow2",
-                                                                         "cache": ["none"]}})
-    assert plan.setting("guest_image") == "/images/d.qcow2" and plan.tier_tables == {"guest": {"cache": ["none"]}}
+    plan = Plan.model_validate(
+        {"name": "p", "tier": ["guest"], "guest": {"image": "/images/d.qcow2", "cache": ["none"]}}
+    )
+    assert plan.setting("guest_image") == "/images/d.qcow2" and plan.tier_tables == {
+        "guest": {"cache": ["none"]}
+    }
     again = Plan.model_validate(plan.model_dump(mode="json"))
-    assert again.setting("guest_image") == "/images/d.qcow2" and again.fingerprint() == plan.fingerprint()
-    assert plan.fingerprint() != Plan.model_validate({"name": "p", "tier": ["guest"],
-                                                      "guest": {"cache": ["none"]}}).fingerprint()
+    assert (
+        again.setting("guest_image") == "/images/d.qcow2"
+        and again.fingerprint() == plan.fingerprint()
+    )
+    assert (
+        plan.fingerprint()
+        != Plan.model_validate(
+            {"name": "p", "tier": ["guest"], "guest": {"cache": ["none"]}}
+        ).fingerprint()
+    )
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    ({"tier": ["blocklayer"], "guest": {"image": "/x.qcow2"}}, "does not run the guest tier"),
-    ({"tier": ["guest"], "guest": {"image": 3}}, "valid string"),
-    ({"tier": ["guest"], "guest": {"image": ""}}, "at least 1 character"),
-    ({"tier": ["guest"], "guest": {"image": "/a"}, "guest_image": "/b"}, "name the same setting"),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"tier": ["blocklayer"], "guest": {"image": "/x.qcow2"}}, "does not run the guest tier"),
+        ({"tier": ["guest"], "guest": {"image": 3}}, "valid string"),
+        ({"tier": ["guest"], "guest": {"image": ""}}, "at least 1 character"),
+        (
+            {"tier": ["guest"], "guest": {"image": "/a"}, "guest_image": "/b"},
+            "name the same setting",
+        ),
+    ],
+)
 def test_a_wrong_guest_image_key_is_refused(data: dict, message: str) -> None:
     from pydantic import ValidationError
 

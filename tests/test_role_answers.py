@@ -1,5 +1,6 @@
-"""One answer per role (report/roles.py): the deciding figure's pick, passed over when it is worse than the role's
-margin on another deciding figure, on constructed data where the right answer is known."""
+"""One answer per role (report/roles.py): the deciding figure's pick, passed over when it is worse
+than the role's margin on another deciding figure, on constructed data where the right answer is
+known."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ import pytest
 from iomatrix import roles
 from iomatrix.report.query import CellWorkload
 from iomatrix.report.recommend.verdict import Choice, Verdict
-from iomatrix.report.roles import FigureMeans, combine, role_answer, role_answers, rounds_text, shortfall
+from iomatrix.report.roles import (
+    FigureMeans,
+    combine,
+    role_answer,
+    role_answers,
+    rounds_text,
+    shortfall,
+)
 
 DB = roles.builtin("database")
 assert DB is not None
@@ -18,7 +26,8 @@ DATA_P99, LOG_RATE, DATA_WRITE_P99 = DB.figures
 
 
 def test_shortfall_both_directions() -> None:
-    assert shortfall(1.2, 1.0, higher_is_better=False) == pytest.approx(0.2)  # a p99 20% above the best
+    # a p99 20% above the best
+    assert shortfall(1.2, 1.0, higher_is_better=False) == pytest.approx(0.2)
     assert shortfall(900, 1000, higher_is_better=True) == pytest.approx(0.1)  # 10% less throughput
     assert shortfall(1100, 1000, higher_is_better=True) == 0.0
 
@@ -44,20 +53,42 @@ def test_combine_every_candidate_vetoed() -> None:
 
 
 def _cw(cell_id: int, cache: str, workload: str, samples: dict[str, list[float]]) -> CellWorkload:
-    axes = {"tier": "blocklayer", "format": "raw", "cache": cache, "aio": "threads", "backing": "dir"}
-    return CellWorkload(cell_id, f"k{cell_id}", axes, {}, workload, [], samples=defaultdict(list, samples))
+    axes = {
+        "tier": "blocklayer",
+        "format": "raw",
+        "cache": cache,
+        "aio": "threads",
+        "backing": "dir",
+    }
+    return CellWorkload(
+        cell_id, f"k{cell_id}", axes, {}, workload, [], samples=defaultdict(list, samples)
+    )
 
 
 def _sweep(log_none: float) -> tuple[list[CellWorkload], dict[str, Verdict]]:
     cws = [
-        _cw(1, "none", "database:data", {"read.clat_p99_us": [100, 102], "write.clat_p99_us": [158, 162]}),
-        _cw(2, "writeback", "database:data", {"read.clat_p99_us": [103, 105], "write.clat_p99_us": [150, 160]}),
+        _cw(
+            1,
+            "none",
+            "database:data",
+            {"read.clat_p99_us": [100, 102], "write.clat_p99_us": [158, 162]},
+        ),
+        _cw(
+            2,
+            "writeback",
+            "database:data",
+            {"read.clat_p99_us": [103, 105], "write.clat_p99_us": [150, 160]},
+        ),
         _cw(1, "none", "database:log", {"write.iops": [log_none, log_none]}),
         _cw(2, "writeback", "database:log", {"write.iops": [1000, 1000]}),
     ]
     none, writeback = cws[0].label(), cws[1].label()
-    data = Verdict("database:data", "read.clat_p99_us", False, "blocklayer", Choice(none, (), "separated"))
-    log = Verdict("database:log", "write.iops", True, "blocklayer", Choice(writeback, (), "separated"))
+    data = Verdict(
+        "database:data", "read.clat_p99_us", False, "blocklayer", Choice(none, (), "separated")
+    )
+    log = Verdict(
+        "database:log", "write.iops", True, "blocklayer", Choice(writeback, (), "separated")
+    )
     return cws, {"database:data": data, "database:log": log}
 
 
@@ -68,13 +99,15 @@ def test_role_answer_follows_the_deciding_figure() -> None:
     assert a.headline().startswith(f"For a database VM: use {cws[0].label()} (settled)")
     rows = {f["figure"]: f for f in a.figures}
     assert rows["data:read.clat_p99_us"]["best_cell"] == a.cell
-    # On the other figures cache=none is within 5% of writeback, the best there (1% fewer commits, a 3% longer
-    # write p99): stated against the best, not a reason to pass it over.
+    # On the other figures cache=none is within 5% of writeback, the best there (1% fewer commits, a
+    # 3% longer write p99): stated against the best, not a reason to pass it over.
     assert rows["log:write.iops"]["ratio_to_best"] == pytest.approx(0.99)
     assert rows["data:write.clat_p99_us"]["ratio_to_best"] == pytest.approx(155 / 160)
     lines = a.lines()
-    assert lines[0].startswith("p99 read latency of the data files at the offered rate (data:read.clat_p99_us): "
-                               "101 µs, the best")
+    assert lines[0].startswith(
+        "p99 read latency of the data files at the offered rate (data:read.clat_p99_us): "
+        "101 µs, the best"
+    )
     assert lines[1].endswith(f"0.99× the best, {cws[1].label()}")
 
 
@@ -85,21 +118,31 @@ def test_role_answer_says_why_the_pick_was_not_chosen() -> None:
     assert any("not chosen: 50% worse than" in v and "commits per second" in v for v in a.vetoes)
     assert any("not chosen" in line for line in a.lines())
     d = a.as_dict()
-    assert d["cell"] == a.cell and d["not_chosen"] == a.vetoes and d["text"].startswith("For a database VM: use")
+    assert (
+        d["cell"] == a.cell
+        and d["not_chosen"] == a.vetoes
+        and d["text"].startswith("For a database VM: use")
+    )
 
 
 def test_role_without_a_decision_says_which_figure() -> None:
     cws, verdicts = _sweep(log_none=990)
-    verdicts["database:data"] = Verdict("database:data", "read.clat_p99_us", False, "blocklayer", None,
-                                        missing="not separated yet")
+    verdicts["database:data"] = Verdict(
+        "database:data", "read.clat_p99_us", False, "blocklayer", None, missing="not separated yet"
+    )
     a = role_answer(DB, verdicts, cws)
     assert a.cell is None and "not separated yet" in a.missing
-    assert a.headline().startswith("For a database VM: no answer yet: p99 read latency of the data files")
+    assert a.headline().startswith(
+        "For a database VM: no answer yet: p99 read latency of the data files"
+    )
 
 
 def test_role_answers_from_a_stored_plan_definition() -> None:
     cws, verdicts = _sweep(log_none=990)
-    plan = {"roles": ["database"], "role": {"mine": {"jobs": {"d": "d.fio"}, "decides": ["d:total.iops"]}}}
+    plan = {
+        "roles": ["database"],
+        "role": {"mine": {"jobs": {"d": "d.fio"}, "decides": ["d:total.iops"]}},
+    }
     got = role_answers(plan, list(verdicts.values()), cws)
     assert [a.role for a in got] == ["database", "mine"]
     assert got[1].cell is None and "file:d.fio has no ranked cells" in got[1].missing
@@ -107,19 +150,24 @@ def test_role_answers_from_a_stored_plan_definition() -> None:
 
 
 def test_passing_the_pick_over_never_falls_to_a_cell_worse_on_the_deciding_figure() -> None:
-    """The pick (writeback) is 23% worse on write p99; cache=none, the only other cell, is 2.5× worse on read p99,
-    the figure that decides: no cell is near the best on both, and the answer says it is a trade-off."""
+    """The pick (writeback) is 23% worse on write p99; cache=none, the only other cell, is 2.5×
+    worse on read p99, the figure that decides: no cell is near the best on both, and the answer
+    says it is a trade-off."""
     vdi = roles.builtin("vdi")
     assert vdi is not None
 
     def cw(cell_id: int, cache: str, workload: str, metric: str, v: float) -> CellWorkload:
         return _cw(cell_id, cache, workload, {metric: [v, v]})
 
-    cws = [cw(1, "none", "vdi:read", "read.clat_p99_us", 10000), cw(2, "writeback", "vdi:read", "read.clat_p99_us",
-                                                                   4000),
-           cw(1, "none", "vdi:write", "write.clat_p99_us", 10000), cw(2, "writeback", "vdi:write",
-                                                                      "write.clat_p99_us", 12300)]
-    read = Verdict("vdi:read", "read.clat_p99_us", False, "blocklayer", Choice(cws[1].label(), (), "separated"))
+    cws = [
+        cw(1, "none", "vdi:read", "read.clat_p99_us", 10000),
+        cw(2, "writeback", "vdi:read", "read.clat_p99_us", 4000),
+        cw(1, "none", "vdi:write", "write.clat_p99_us", 10000),
+        cw(2, "writeback", "vdi:write", "write.clat_p99_us", 12300),
+    ]
+    read = Verdict(
+        "vdi:read", "read.clat_p99_us", False, "blocklayer", Choice(cws[1].label(), (), "separated")
+    )
     a = role_answer(vdi, {"vdi:read": read}, cws)
     assert a.cell is None and "a trade-off" in a.missing
     assert len(a.vetoes) == 1 and "23% worse than" in a.vetoes[0]
@@ -129,46 +177,75 @@ def test_the_answer_says_which_pick_it_replaced() -> None:
     cws, verdicts = _sweep(log_none=500)
     a = role_answer(DB, verdicts, cws)
     assert a.instead_of == cws[0].label()
-    assert f"in place of {cws[0].label()}, the deciding figure's pick (settled): see below" in a.headline()
+    assert (
+        f"in place of {cws[0].label()}, the deciding figure's pick (settled): see below"
+        in a.headline()
+    )
 
 
 def test_an_equivalent_deciding_figure_keeps_and_answers_the_role() -> None:
-    """The deciding job's decision ended as equivalent (stats/decision.py): the role keeps that cell, says so with
-    the measured bounds, and counts as answered; only leading does not."""
+    """The deciding job's decision ended as equivalent (stats/decision.py): the role keeps that
+    cell, says so with the measured bounds, and counts as answered; only leading does not."""
     cws, verdicts = _sweep(log_none=990)
     kept = f"nothing measured is faster by more than 5% ({cws[1].label()} 0.97–1.04×)"
-    verdicts["database:data"] = Verdict("database:data", "read.clat_p99_us", False, "blocklayer",
-                                        Choice(cws[0].label(), (cws[1].label(),), "equivalent", kept))
+    verdicts["database:data"] = Verdict(
+        "database:data",
+        "read.clat_p99_us",
+        False,
+        "blocklayer",
+        Choice(cws[0].label(), (cws[1].label(),), "equivalent", kept),
+    )
     a = role_answer(DB, verdicts, cws)
     assert (a.status, a.cell, a.answered) == ("equivalent", cws[0].label(), True)
     assert a.headline() == f"For a database VM: keep {cws[0].label()} (equivalent: {kept})"
     assert "leading" not in a.headline() and a.as_dict()["answered"] is True
-    verdicts["database:data"] = Verdict("database:data", "read.clat_p99_us", False, "blocklayer", None,
-                                        provisional=verdicts["database:log"])
+    verdicts["database:data"] = Verdict(
+        "database:data",
+        "read.clat_p99_us",
+        False,
+        "blocklayer",
+        None,
+        provisional=verdicts["database:log"],
+    )
     leading = role_answer(DB, verdicts, cws)
-    assert leading.status == "provisional" and not leading.answered and "leading, not settled yet" in \
-        leading.headline()
+    assert (
+        leading.status == "provisional"
+        and not leading.answered
+        and "leading, not settled yet" in leading.headline()
+    )
 
 
 def test_an_unsettled_role_says_how_many_rounds_would_settle_it() -> None:
     cws, verdicts = _sweep(log_none=990)
-    pick = Choice(cws[0].label(), (cws[1].label(),), "not separable yet", settle_rounds=4, equivalence_rounds=20)
+    pick = Choice(
+        cws[0].label(),
+        (cws[1].label(),),
+        "not separable yet",
+        settle_rounds=4,
+        equivalence_rounds=20,
+    )
     lead = Verdict("database:data", "read.clat_p99_us", False, "blocklayer", pick)
-    verdicts["database:data"] = Verdict("database:data", "read.clat_p99_us", False, "blocklayer", None,
-                                        provisional=lead)
+    verdicts["database:data"] = Verdict(
+        "database:data", "read.clat_p99_us", False, "blocklayer", None, provisional=lead
+    )
     a = role_answer(DB, verdicts, cws)
     assert a.status == "provisional" and not a.answered
-    assert a.headline().endswith("about 4 more round(s) would settle the deciding figure (separate the cells or "
-                                 "rule one out); about 20 would show them equivalent within 5% (TOST))")
+    assert a.headline().endswith(
+        "about 4 more round(s) would settle the deciding figure (separate the cells or "
+        "rule one out); about 20 would show them equivalent within 5% (TOST))"
+    )
     assert a.as_dict()["pending"] == a.pending
-    assert rounds_text(None, 20, 0.1) == "about 20 more round(s) would show them equivalent within 10% (TOST)"
+    assert (
+        rounds_text(None, 20, 0.1)
+        == "about 20 more round(s) would show them equivalent within 10% (TOST)"
+    )
     assert rounds_text(None, None, 0.05) == "no number of rounds can be estimated to settle it"
 
 
 def test_a_veto_needs_the_interval_not_only_the_mean() -> None:
-    """The log's commits of cache=none 14 % below writeback by their means, but over 3 noisy runs each: the ratio's
-    interval reaches within 5 %, so the deciding figure's pick stands; the same gap over steady runs vetoes it,
-    and the line gives the interval."""
+    """The log's commits of cache=none 14 % below writeback by their means, but over 3 noisy runs
+    each: the ratio's interval reaches within 5 %, so the deciding figure's pick stands; the same
+    gap over steady runs vetoes it, and the line gives the interval."""
     cws, verdicts = _sweep(log_none=990)
     noisy = {"write.iops": [600.0, 1000.0, 980.0]}  # mean 860: 14 % below 1000
     cws[2] = _cw(1, "none", "database:log", noisy)
@@ -181,4 +258,5 @@ def test_a_veto_needs_the_interval_not_only_the_mean() -> None:
     assert b.cell == cws[1].label() and len(b.vetoes) == 1
     assert "14% worse than" in b.vetoes[0] and "× the best, 95% CI; margin 5%)" in b.vetoes[0]
     means_only = combine(["A"], [FigureMeans(LOG_RATE, {"A": 800.0, "B": 1000.0})], 0.05)
-    assert means_only.cell is None and "by its mean" in means_only.vetoes[0].text(0.05)  # no runs: the means
+    # no runs: the means
+    assert means_only.cell is None and "by its mean" in means_only.vetoes[0].text(0.05)

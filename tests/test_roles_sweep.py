@@ -1,5 +1,5 @@
-"""A real, short block-layer sweep with `--role database` (issue 53): the role's jobs run through fio over NBD
-into qemu-storage-daemon like any workload, and every output answers the role first."""
+"""A real, short block-layer sweep with `--role database` (issue 53): the role's jobs run through
+fio over NBD into qemu-storage-daemon like any workload, and every output answers the role first."""
 
 from __future__ import annotations
 
@@ -33,24 +33,37 @@ max = 3
 @needs("qemu-storage-daemon")
 def test_blocklayer_sweep_with_a_role(tmp_path: Path) -> None:
     (tmp_path / "p.toml").write_text(PLAN)
-    proc = run_cli("run", "p.toml", "--role", "database", "--db", "r.sqlite", cwd=tmp_path, timeout=900)
+    proc = run_cli(
+        "run", "p.toml", "--role", "database", "--db", "r.sqlite", cwd=tmp_path, timeout=900
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    # The end of run answers the role first, before the picks of its jobs; the micro-workload is detail.
+    # The end of run answers the role first, before the picks of its jobs; the micro-workload is
+    # detail.
     out = proc.stdout
     assert "For a database VM: " in out, out
-    answer = out[out.index("For a database VM: "):]
+    answer = out[out.index("For a database VM: ") :]
     assert "rand-read-4k" not in answer.split("more: iomatrix recommend --detail")[0]
 
     db = sqlite3.connect(tmp_path / "r.sqlite")
-    runs = db.execute("SELECT workload, COUNT(*) FROM runs WHERE status = 'ok' GROUP BY workload").fetchall()
-    assert {w for w, n in runs if n >= 6} == {"database:data", "database:log", "rand-read-4k"}  # 2 cells × 3
+    runs = db.execute(
+        "SELECT workload, COUNT(*) FROM runs WHERE status = 'ok' GROUP BY workload"
+    ).fetchall()
+    # 2 cells × 3
+    assert {w for w, n in runs if n >= 6} == {"database:data", "database:log", "rand-read-4k"}
 
-    doc = json.loads(run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout)
+    doc = json.loads(
+        run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout
+    )
     metrics = {(r["workload"], r["metric"]) for r in doc["sweeps"][0]["results"]}
-    # The data job reads (prefilled region) and writes at its offered rate; the log flushes after every write.
-    assert {("database:data", "read.clat_p99_us"), ("database:data", "write.clat_p99_us"),
-            ("database:data", "load.achieved_frac"), ("database:log", "write.iops"),
-            ("database:log", "sync.count")} <= metrics
+    # The data job reads (prefilled region) and writes at its offered rate; the log flushes after
+    # every write.
+    assert {
+        ("database:data", "read.clat_p99_us"),
+        ("database:data", "write.clat_p99_us"),
+        ("database:data", "load.achieved_frac"),
+        ("database:log", "write.iops"),
+        ("database:log", "sync.count"),
+    } <= metrics
 
     rec = run_cli("recommend", "--db", "r.sqlite", "--format", "json", cwd=tmp_path)
     assert rec.returncode == 0, rec.stderr
@@ -59,15 +72,20 @@ def test_blocklayer_sweep_with_a_role(tmp_path: Path) -> None:
     (role,) = got["roles"]
     assert role["role"] == "database" and role["jobs"] == ["database:data", "database:log"]
     assert role["text"].startswith("For a database VM: ")
-    if role["cell"] is not None:  # three runs a cell may leave it unsettled: then it says which figure is not
-        assert [f["figure"] for f in role["figures"]] == ["data:read.clat_p99_us", "log:write.iops",
-                                                          "data:write.clat_p99_us"]
+    # three runs a cell may leave it unsettled: then it says which figure is not
+    if role["cell"] is not None:
+        assert [f["figure"] for f in role["figures"]] == [
+            "data:read.clat_p99_us",
+            "log:write.iops",
+            "data:write.clat_p99_us",
+        ]
         assert all(f["mean"] and f["mean"] > 0 for f in role["figures"])
     else:
         assert role["missing"]
     md = run_cli("recommend", "--db", "r.sqlite", "--format", "markdown", cwd=tmp_path).stdout
     assert "### For a database VM: " in md
-    assert md.index("### For a database VM: ") < md.index("rand-read-4k")  # first; the workload in the detail
+    # first; the workload in the detail
+    assert md.index("### For a database VM: ") < md.index("rand-read-4k")
     html = tmp_path / "r.html"
     assert run_cli("report", "--html", str(html), "--db", "r.sqlite", cwd=tmp_path).returncode == 0
     page = html.read_text()

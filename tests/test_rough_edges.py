@@ -1,4 +1,5 @@
-"""Rough edges of the report commands a new user met (issue 38): each is the command run as a user runs it."""
+"""Rough edges of the report commands a new user met (issue 38): each is the command run as a user
+runs it."""
 
 from __future__ import annotations
 
@@ -19,9 +20,17 @@ from tests.conftest import DATA, iomatrix_argv, needs
 FIRST_RELEASE = DATA / "schema1" / "iomatrix-schema1.sqlite"
 
 
-def _cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*iomatrix_argv(), *args], capture_output=True, text=True, cwd=cwd, timeout=600,
-                          env={**os.environ, "COLUMNS": "100", **(env or {})})
+def _cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*iomatrix_argv(), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "100", **(env or {})},
+    )
 
 
 def _db(tmp_path: Path) -> Path:
@@ -30,11 +39,22 @@ def _db(tmp_path: Path) -> Path:
     return db
 
 
-@pytest.mark.parametrize("target", ["missing/dir/r.html", ".", "/proc/version"], ids=["missing", "dir", "proc"])
-def test_report_refuses_an_unwritable_output_at_once_without_a_crash_log(tmp_path: Path, target: str) -> None:
+@pytest.mark.parametrize(
+    "target", ["missing/dir/r.html", ".", "/proc/version"], ids=["missing", "dir", "proc"]
+)
+def test_report_refuses_an_unwritable_output_at_once_without_a_crash_log(
+    tmp_path: Path, target: str
+) -> None:
     cache = tmp_path / "cache"
-    proc = _cli("report", "--html", target, "--db", str(_db(tmp_path)), cwd=tmp_path,
-                env={"XDG_CACHE_HOME": str(cache)})
+    proc = _cli(
+        "report",
+        "--html",
+        target,
+        "--db",
+        str(_db(tmp_path)),
+        cwd=tmp_path,
+        env={"XDG_CACHE_HOME": str(cache)},
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "--html" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and not (cache / "iomatrix").exists()  # no crash log
@@ -64,24 +84,31 @@ def test_a_plan_of_too_few_runs_ends_with_the_min_runs_hint(tmp_path: Path) -> N
     answer = "no recommendation: no cell has enough runs to be ranked"
     hint = few_runs_hint(answer, tmp_path / "r.sqlite", 2)
     assert hint is not None and "--min-runs 2" in hint and "repetitions.min" in hint
-    assert few_runs_hint(answer, tmp_path / "r.sqlite", 3) is None  # the plan allowed enough: no such hint
+    # the plan allowed enough: no such hint
+    assert few_runs_hint(answer, tmp_path / "r.sqlite", 3) is None
     assert few_runs_hint("Use: cache=none", tmp_path / "r.sqlite", 2) is None
 
 
 def test_every_cell_pruned_names_the_plan_as_given(tmp_path: Path) -> None:
     plans = tmp_path / "plans"
     plans.mkdir()
-    (plans / "rel.toml").write_text('name = "rel"\ntier = ["blocklayer"]\ncache = ["writeback"]\naio = ["native"]\n'
-                                    "null_ceiling = false\n")
+    (plans / "rel.toml").write_text(
+        'name = "rel"\ntier = ["blocklayer"]\ncache = ["writeback"]\naio = ["native"]\n'
+        "null_ceiling = false\n"
+    )
     proc = _cli("run", "plans/rel.toml", "--db", "r.sqlite", "--workdir", "w", cwd=tmp_path)
     assert proc.returncode == 2 and "nothing to run" in proc.stderr, proc.stdout + proc.stderr
     assert "iomatrix plan plans/rel.toml --explain" in proc.stderr, proc.stderr
 
 
-def _refused_before_it_starts(tmp_path: Path, backing: str, env: dict[str, str] | None = None) -> str:
-    """`run` of a block-layer plan on one backing: refused with exit 2 and one line, nothing created; the line."""
-    (tmp_path / "p.toml").write_text('name = "p"\ntier = ["blocklayer"]\nworkloads = ["rand-read-4k"]\n'
-                                     f"[[backing]]\n{backing}\n")
+def _refused_before_it_starts(
+    tmp_path: Path, backing: str, env: dict[str, str] | None = None
+) -> str:
+    """`run` of a block-layer plan on one backing: refused with exit 2 and one line, nothing
+    created; the line."""
+    (tmp_path / "p.toml").write_text(
+        f'name = "p"\ntier = ["blocklayer"]\nworkloads = ["rand-read-4k"]\n[[backing]]\n{backing}\n'
+    )
     proc = _cli("run", "p.toml", "--db", "r.sqlite", "--workdir", "w", cwd=tmp_path, env=env)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
     assert not (tmp_path / "r.sqlite").exists() and not (tmp_path / "w").exists()
@@ -90,9 +117,12 @@ def _refused_before_it_starts(tmp_path: Path, backing: str, env: dict[str, str] 
     return lines[0]
 
 
-def test_a_plan_whose_backing_is_unavailable_is_refused_naming_the_setup_flag(tmp_path: Path) -> None:
-    """Only the null ceiling could run (tgtd missing): refused before it starts, naming what is missing and the
-    set-up flag that installs it (issue 49: it measured the ceiling alone and said "nothing to recommend")."""
+def test_a_plan_whose_backing_is_unavailable_is_refused_naming_the_setup_flag(
+    tmp_path: Path,
+) -> None:
+    """Only the null ceiling could run (tgtd missing): refused before it starts, naming what is
+    missing and the set-up flag that installs it (issue 49: it measured the ceiling alone and said
+    "nothing to recommend")."""
     if shutil.which("qemu-storage-daemon") is None:
         pytest.skip("needs qemu-storage-daemon, for the null ceiling that would run")
     bin_dir = tmp_path / "bin"  # a PATH with QEMU and fio, without tgtd and tgtadm
@@ -101,24 +131,40 @@ def test_a_plan_whose_backing_is_unavailable_is_refused_naming_the_setup_flag(tm
         if (found := shutil.which(program)) is not None:
             (bin_dir / program).symlink_to(found)
     line = _refused_before_it_starts(tmp_path, 'type = "iscsi"', env={"PATH": str(bin_dir)})
-    for said in ("nothing to run", "null ceiling", "backing iscsi: 'tgtd' is not installed",
-                 "scripts/setup.sh --shared-storage", "iomatrix plan p.toml --explain"):
+    for said in (
+        "nothing to run",
+        "null ceiling",
+        "backing iscsi: 'tgtd' is not installed",
+        "scripts/setup.sh --shared-storage",
+        "iomatrix plan p.toml --explain",
+    ):
         assert said in line, line
 
 
-@pytest.mark.skipif(Path("/dev/zfs").exists(), reason="this host has ZFS: the pool check would be asked")
+@pytest.mark.skipif(
+    Path("/dev/zfs").exists(), reason="this host has ZFS: the pool check would be asked"
+)
 def test_a_backing_no_setup_flag_brings_is_refused_saying_so(tmp_path: Path) -> None:
     line = _refused_before_it_starts(tmp_path, 'type = "zfs"\npool = "tank"\nkind = "dataset"')
-    assert "backing zfs:tank/dataset: " in line and "no flag of scripts/setup.sh brings it" in line, line
+    assert (
+        "backing zfs:tank/dataset: " in line and "no flag of scripts/setup.sh brings it" in line
+    ), line
 
 
 def test_the_setup_flags_named_are_setup_shs() -> None:
-    """The packages iomatrix says `setup.sh --shared-storage` installs are the ones setup.sh adds for it."""
+    """The packages iomatrix says `setup.sh --shared-storage` installs are the ones setup.sh adds
+    for it."""
     text = (Path(__file__).resolve().parent.parent / "scripts" / "setup.sh").read_text()
-    arrays = [line.split("=(", 1)[1].rstrip(")").split() for line in text.splitlines()
-              if line.startswith(("iscsi_packages=(", "nfs_packages=(", "rbd_packages=("))]
+    arrays = [
+        line.split("=(", 1)[1].rstrip(")").split()
+        for line in text.splitlines()
+        if line.startswith(("iscsi_packages=(", "nfs_packages=(", "rbd_packages=("))
+    ]
     assert len(arrays) == 3 and set(SETUP_FLAG_OF_PACKAGE) == {p for a in arrays for p in a}
-    assert set(SETUP_FLAG_OF_PACKAGE.values()) == {"--shared-storage"} and "--shared-storage) shared=1" in text
+    assert (
+        set(SETUP_FLAG_OF_PACKAGE.values()) == {"--shared-storage"}
+        and "--shared-storage) shared=1" in text
+    )
 
 
 def _small_report(tmp_path: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
@@ -129,7 +175,9 @@ def _small_report(tmp_path: Path) -> tuple[Path, subprocess.CompletedProcess[str
 def test_a_small_report_prints_no_matplotlib_warning(tmp_path: Path) -> None:
     _, proc = _small_report(tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "No artists" not in proc.stdout + proc.stderr and "UserWarning" not in proc.stderr, proc.stderr
+    assert "No artists" not in proc.stdout + proc.stderr and "UserWarning" not in proc.stderr, (
+        proc.stderr
+    )
 
 
 @needs("chromium")
@@ -150,9 +198,9 @@ def test_the_html_report_fits_a_phone(tmp_path: Path) -> None:
     assert "@media" in text
 
 
-# On the loaded report: the smallest chart text in CSS pixels (font size × the SVG's scale on screen), and the
-# table cells narrower than their longest word (a word broken across lines: one character per line at worst; a
-# hyphen is a place a line may end, as in 'rand-/read-4k').
+# On the loaded report: the smallest chart text in CSS pixels (font size × the SVG's scale on
+# screen), and the table cells narrower than their longest word (a word broken across lines: one
+# character per line at worst; a hyphen is a place a line may end, as in 'rand-/read-4k').
 LEGIBILITY = """(() => {
   const sizes = [...document.querySelectorAll('svg text')].map(t => {
     const m = t.getScreenCTM();
@@ -172,14 +220,17 @@ LEGIBILITY = """(() => {
     }
   }
   return {charts: sizes.length, smallest: Math.min(...sizes), broken: broken.slice(0, 10)};
-})()"""
+})()"""  # noqa: E501
 
 
 @needs("chromium")
 @pytest.mark.parametrize("width", [375, 1280])
-def test_the_html_report_s_tables_scroll_and_its_chart_text_is_legible(tmp_path: Path, width: int) -> None:
-    """At 375 and 1280 px (issue 49): no table cell breaks a word (they wrapped one character at a time on a
-    phone: the table scrolls instead), and no chart text is under 9 px (the labels were about 5 px)."""
+def test_the_html_report_s_tables_scroll_and_its_chart_text_is_legible(
+    tmp_path: Path, width: int
+) -> None:
+    """At 375 and 1280 px (issue 49): no table cell breaks a word (they wrapped one character at a
+    time on a phone: the table scrolls instead), and no chart text is under 9 px (the labels were
+    about 5 px)."""
     from tests.browser import load
 
     html, proc = _small_report(tmp_path)
@@ -191,7 +242,9 @@ def test_the_html_report_s_tables_scroll_and_its_chart_text_is_legible(tmp_path:
     assert found["broken"] == [], found
 
 
-def test_a_chart_without_labelled_series_draws_no_legend_and_no_warning(capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_chart_without_labelled_series_draws_no_legend_and_no_warning(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     import warnings
 
     from iomatrix.report.charts import SizeSeries, blocksize_chart, latency_curve_chart
@@ -246,8 +299,10 @@ def test_guest_info_prints_lines_for_people_and_json_for_machines(tmp_path: Path
 def test_a_run_line_keeps_the_value_and_shortens_the_cell() -> None:
     from iomatrix.commands.progress import run_line
 
-    cell = ("format=qcow2 preallocation=metadata cache=writeback aio=io_uring bus=virtio-scsi-single "
-            "backing=loopfs-xfs iothread=1 discard=unmap cluster_size=64k l2_cache=whole-image")
+    cell = (
+        "format=qcow2 preallocation=metadata cache=writeback aio=io_uring bus=virtio-scsi-single "
+        "backing=loopfs-xfs iothread=1 discard=unmap cluster_size=64k l2_cache=whole-image"
+    )
     summary = "write.iops 12,345 (p99 1,234 µs)"
     for width in (80, 100):
         line = run_line("ok", cell, "rand-write-4k", summary, width, verbose=False)
@@ -272,7 +327,7 @@ def test_the_default_report_shows_latency_percentiles(tmp_path: Path) -> None:
     html, proc = _small_report(tmp_path)
     assert proc.returncode == 0, proc.stderr
     text = html.read_text()
-    ranking = text[text.index('id="ranking"'):]
+    ranking = text[text.index('id="ranking"') :]
     assert "p50 µs" in ranking and "p99 µs" in ranking
     # the schema-1 sweep's read workload: its cells' read p50/p99 as figures, not dashes
     cells = re.findall(r'<td class="num">([\d,.]+)</td><td class="num">([\d,.]+)</td><td>', ranking)
@@ -280,21 +335,30 @@ def test_the_default_report_shows_latency_percentiles(tmp_path: Path) -> None:
 
 
 def test_recommend_names_the_other_sweeps_of_the_database(tmp_path: Path) -> None:
-    """A second plan run into an existing database (here interrupted before its first run): the answer of either
-    sweep names the other in one statement (issue 49: the earlier sweep was not mentioned)."""
+    """A second plan run into an existing database (here interrupted before its first run): the
+    answer of either sweep names the other in one statement (issue 49: the earlier sweep was not
+    mentioned)."""
     db = tmp_path / "two.sqlite"
     shutil.copy(DATA / "golden" / "quick-sweep.sqlite", db)
     with sqlite3.connect(db) as con:
-        con.execute("INSERT INTO sweeps (host_id, plan_name, plan_fingerprint, plan_json, started_at, finished_at, "
-                    "status) SELECT host_id, 'shared-storage', 'another', plan_json, started_at + 3600, NULL, "
-                    "'interrupted' FROM sweeps WHERE id = 1")
+        con.execute(
+            "INSERT INTO sweeps (host_id, plan_name, plan_fingerprint, plan_json, "
+            "started_at, finished_at, "
+            "status) SELECT host_id, 'shared-storage', 'another', plan_json, started_at "
+            "+ 3600, NULL, "
+            "'interrupted' FROM sweeps WHERE id = 1"
+        )
     con.close()
     first = _cli("recommend", "--db", str(db), "--sweep", "1", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
-    assert "other sweeps in this database: 2 (shared-storage, interrupted); this answer is sweep 1's" in \
-        " ".join(first.stdout.split()), first.stdout
+    assert (
+        "other sweeps in this database: 2 (shared-storage, interrupted); this answer is sweep 1's"
+        in " ".join(first.stdout.split())
+    ), first.stdout
     assert max(len(line) for line in first.stdout.splitlines()) <= 100
     latest = _cli("recommend", "--db", str(db), cwd=tmp_path)
-    assert "other sweeps in this database: 1 (golden, finished)" in " ".join(latest.stdout.split()), latest.stdout
+    assert "other sweeps in this database: 1 (golden, finished)" in " ".join(
+        latest.stdout.split()
+    ), latest.stdout
     alone = _cli("recommend", "--db", str(_db(tmp_path)), cwd=tmp_path)
     assert alone.returncode == 0 and "other sweeps" not in alone.stdout, alone.stdout

@@ -1,6 +1,6 @@
-"""stats/looks.py `rounds_needed`: the smallest n the formula allows, found window by window from quantiles computed
-once per α, is the n of the formula evaluated over every n at once (how it was computed before issue 52's fleet
-answer made it a hot path: 10 ms a call)."""
+"""stats/looks.py `rounds_needed`: the smallest n the formula allows, found window by window from
+quantiles computed once per α, is the n of the formula evaluated over every n at once (how it was
+computed before issue 52's fleet answer made it a hot path: 10 ms a call)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from scipy.special import ndtri
 from iomatrix.stats.looks import FIRST_LOOK, FIRST_WINDOW, MAX_ROUNDS_ESTIMATED, rounds_needed
 
 
-def over_every_n(gap_log: float, sd_log: float, rounds_done: int, alpha: float, power: float,
-                 two_sided: bool) -> int | None:
+def over_every_n(
+    gap_log: float, sd_log: float, rounds_done: int, alpha: float, power: float, two_sided: bool
+) -> int | None:
     """The docstring's formula over the whole range of n in one array."""
     if sd_log == 0:
         return 1
@@ -28,10 +29,16 @@ def over_every_n(gap_log: float, sd_log: float, rounds_done: int, alpha: float, 
 def test_the_windowed_search_finds_the_n_of_the_whole_range() -> None:
     seen = set()
     for gap, sd, done, alpha, two in itertools.product(
-            (0.5, 0.05, 0.004, -0.02, 1e-4), (0.0, 0.01, 0.09, 0.3, 2.0), (0, 2, 3, 60, 5000, MAX_ROUNDS_ESTIMATED),
-            (0.02, 0.05), (True, False)):
+        (0.5, 0.05, 0.004, -0.02, 1e-4),
+        (0.0, 0.01, 0.09, 0.3, 2.0),
+        (0, 2, 3, 60, 5000, MAX_ROUNDS_ESTIMATED),
+        (0.02, 0.05),
+        (True, False),
+    ):
         got = rounds_needed(gap, sd, done, alpha, 0.8, two)
         assert got == over_every_n(gap, sd, done, alpha, 0.8, two), (gap, sd, done, alpha, two)
         first = max(FIRST_LOOK, done + 1) + FIRST_WINDOW  # the first n past the first window
-        seen.add("none" if got is None else "first window" if sd == 0 or got + done < first else "later")
+        seen.add(
+            "none" if got is None else "first window" if sd == 0 or got + done < first else "later"
+        )
     assert seen == {"none", "first window", "later"}  # each way out of the search was taken

@@ -1,6 +1,7 @@
-"""Issue 27's housekeeping, on a real (tiny) bare-metal sweep through the CLI: `run` reclaims what a killed
-sweep left in its workdir and says so; a finished sweep leaves no -wal/-shm beside its database; outside a
-terminal each run is one line of at most 100 characters, and the sweep ends with the headline."""
+"""Issue 27's housekeeping, on a real (tiny) bare-metal sweep through the CLI: `run` reclaims what a
+killed sweep left in its workdir and says so; a finished sweep leaves no -wal/-shm beside its
+database; outside a terminal each run is one line of at most 100 characters, and the sweep ends with
+the headline."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ max = 3
 
 
 def _leave_behind(work: Path) -> Path:
-    """A temp file recorded in the ledger by a process that has since died (a killed sweep's image)."""
+    """A temp file recorded in the ledger by a process that has since died (a killed sweep's
+    image)."""
     work.mkdir(parents=True, exist_ok=True)
     img = work / "killed-sweep.qcow2"
     leftovers.register_temp_path(work, img)
@@ -39,6 +41,7 @@ def _leave_behind(work: Path) -> Path:
 
     def by_the_dead(e: leftovers.Entry) -> None:
         e.pid, e.pid_start = dead.pid, None
+
     leftovers._edit(work, by_the_dead)
     return img
 
@@ -57,7 +60,9 @@ def test_a_sweep_reclaims_ends_with_the_answer_and_leaves_no_wal(tmp_path: Path)
     (tmp_path / "plan.toml").write_text(PLAN)
     img = _leave_behind(tmp_path / "work")
     db = tmp_path / "r.sqlite"
-    res = run_cli("run", str(tmp_path / "plan.toml"), "--db", str(db), "--workdir", str(tmp_path / "work"))
+    res = run_cli(
+        "run", str(tmp_path / "plan.toml"), "--db", str(db), "--workdir", str(tmp_path / "work")
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     assert not img.exists() and "reclaimed from a killed sweep" in res.stdout
     assert not (tmp_path / "r.sqlite-wal").exists() and not (tmp_path / "r.sqlite-shm").exists()

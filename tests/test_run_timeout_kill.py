@@ -1,5 +1,6 @@
-"""A run stuck in fio's lay-out (a `size` typo: the prefill of 999 TiB) is killed at its timeout, with fio's
-lay-out, and the tier says why: the runner's budget-bound timeout (run_timeout.py) is then the bound that holds."""
+"""A run stuck in fio's lay-out (a `size` typo: the prefill of 999 TiB) is killed at its timeout,
+with fio's lay-out, and the tier says why: the runner's budget-bound timeout (run_timeout.py) is
+then the bound that holds."""
 
 from __future__ import annotations
 
@@ -20,17 +21,35 @@ EXABYTE_ISH = 999 << 40  # 999 TiB: the issue's `size = "999T"`
 
 @needs("fio")
 def test_a_run_laying_out_a_huge_region_is_killed_at_its_timeout(tmp_path: Path) -> None:
-    plan = plan_from_dict({"name": "t", "tier": ["baremetal"], "cache": ["writeback"],
-                           "workloads": ["rand-read-4k"]}, "test")
+    plan = plan_from_dict(
+        {"name": "t", "tier": ["baremetal"], "cache": ["writeback"], "workloads": ["rand-read-4k"]},
+        "test",
+    )
     tier = BareMetalTier(plan, RunOptions(workdir=tmp_path))
-    cell = Cell.of(tier="baremetal", format="-", preallocation="-", cache="writeback", aio="threads", bus="-",
-                   backing="dev", modifier="none")
+    cell = Cell.of(
+        tier="baremetal",
+        format="-",
+        preallocation="-",
+        cache="writeback",
+        aio="threads",
+        bus="-",
+        backing="dev",
+        modifier="none",
+    )
     fios: list[int] = []
     # /dev/null as the "device": the prefill writes as fast as the CPU allows and fills no disk.
-    req = RunRequest(cell=cell, workload=resolve("rand-read-4k", None), target=Target("device", Path("/dev/null")),
-                     shape=JobShape(size_bytes=EXABYTE_ISH, runtime_s=1.0), run_dir=tmp_path / "run",
-                     timeout_s=3.0, on_process=fios.append)
+    req = RunRequest(
+        cell=cell,
+        workload=resolve("rand-read-4k", None),
+        target=Target("device", Path("/dev/null")),
+        shape=JobShape(size_bytes=EXABYTE_ISH, runtime_s=1.0),
+        run_dir=tmp_path / "run",
+        timeout_s=3.0,
+        on_process=fios.append,
+    )
     out = tier.run(req)
-    assert not out.ok and out.error is not None and "did not finish within 3 s" in out.error, out.error
+    assert not out.ok and out.error is not None and "did not finish within 3 s" in out.error, (
+        out.error
+    )
     [fio] = fios
     assert not psutil.pid_exists(fio) or psutil.Process(fio).status() == psutil.STATUS_ZOMBIE

@@ -39,8 +39,9 @@ def fresh_loop(scratch: Path) -> Iterator[Path]:
     image = scratch / "zero.img"
     with open(image, "wb") as f:
         f.truncate(16 << 20)
-    dev = subprocess.run(["losetup", "--find", "--show", str(image)], capture_output=True, text=True,
-                         check=True).stdout.strip()
+    dev = subprocess.run(
+        ["losetup", "--find", "--show", str(image)], capture_output=True, text=True, check=True
+    ).stdout.strip()
     yield Path(dev)
     mnt = scratch / "mnt"
     if any(m["mountpoint"] == str(mnt) for m in parse_mountinfo()):
@@ -113,12 +114,18 @@ def test_partitions_are_refused(scratch: Path) -> None:
     with open(image, "wb") as f:
         f.truncate(16 << 20)
     _write_mbr(image)
-    dev = subprocess.run(["losetup", "--find", "--show", "--partscan", str(image)], capture_output=True,
-                         text=True, check=True).stdout.strip()
+    dev = subprocess.run(
+        ["losetup", "--find", "--show", "--partscan", str(image)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     try:
         name = Path(dev).name
         if not Path(f"/sys/block/{name}/{name}p1").exists():
-            pytest.skip("this kernel does not parse DOS partition tables (CONFIG_MSDOS_PARTITION unset)")
+            pytest.skip(
+                "this kernel does not parse DOS partition tables (CONFIG_MSDOS_PARTITION unset)"
+            )
         msg = _refusal(Path(dev), {Path(dev)})
         assert "holds partitions" in msg and f"{name}p1" in msg
     finally:
@@ -171,25 +178,31 @@ def test_workdir_paths(tmp_path: Path) -> None:
     with pytest.raises(UserError):
         check_workdir_path(wd / "link" / "x", wd)
     (tmp_path / "vmstore").mkdir()
-    assert check_workdir_path(tmp_path / "vmstore" / "i.raw", wd, also_allowed=[tmp_path / "vmstore"])
+    assert check_workdir_path(
+        tmp_path / "vmstore" / "i.raw", wd, also_allowed=[tmp_path / "vmstore"]
+    )
 
 
 @root_only
-def test_swap_device_is_refused(fresh_loop: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_swap_device_is_refused(
+    fresh_loop: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # activating swap would change the shared host; feed the check a /proc/swaps naming the device
     import iomatrix.safety as safety
 
     swaps = tmp_path / "swaps"
-    swaps.write_text("Filename\tType\tSize\tUsed\tPriority\n"
-                     f"{fresh_loop}\tpartition\t16380\t0\t-2\n")
+    swaps.write_text(
+        f"Filename\tType\tSize\tUsed\tPriority\n{fresh_loop}\tpartition\t16380\t0\t-2\n"
+    )
     monkeypatch.setattr(safety, "PROC_SWAPS", swaps)
     msg = _refusal(fresh_loop, {fresh_loop})
     assert "used as swap" in msg and f"swapoff {fresh_loop}" in msg
 
 
 def _attach(*args: str) -> str:
-    return subprocess.run(["losetup", "--find", "--show", *args], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        ["losetup", "--find", "--show", *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 @root_only
@@ -249,9 +262,20 @@ def test_every_allow_destroy_argument_is_checked_whatever_the_plan(tmp_path: Pat
     with pytest.raises(UserError, match="root filesystem"):
         check_allowed_devices([node])
     # through the CLI: a plan with only a dir backing still refuses, before creating anything
-    (tmp_path / "p.toml").write_text('tier = ["baremetal"]\nworkloads = ["rand-write-4k"]\nsize = "16M"\n'
-                                     "runtime = 0.3\n")
-    proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--workdir", "w", "--allow-destroy", str(node),
-                   cwd=tmp_path, timeout=120)
+    (tmp_path / "p.toml").write_text(
+        'tier = ["baremetal"]\nworkloads = ["rand-write-4k"]\nsize = "16M"\nruntime = 0.3\n'
+    )
+    proc = run_cli(
+        "run",
+        "p.toml",
+        "--db",
+        "r.sqlite",
+        "--workdir",
+        "w",
+        "--allow-destroy",
+        str(node),
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "root filesystem" in proc.stderr, proc.stdout + proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]

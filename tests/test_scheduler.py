@@ -17,16 +17,38 @@ class FakeClock:
         return self.t
 
 
-def make(keys: Sequence[str], *, min_runs: int = 3, max_runs: int = 10, ci: float = 0.05, budget: float = 1e9,
-         clock: FakeClock | None = None, prior: float = 0.0, states: list[UnitState] | None = None) -> Scheduler:
-    return Scheduler(states if states is not None else [UnitState(k) for k in keys], min_runs=min_runs,
-                     max_runs=max_runs, budget_s=budget, policy=CiWidthPolicy(ci, min_runs, max_runs), seed=42,
-                     clock=clock or FakeClock(), prior_elapsed_s=prior)
+def make(
+    keys: Sequence[str],
+    *,
+    min_runs: int = 3,
+    max_runs: int = 10,
+    ci: float = 0.05,
+    budget: float = 1e9,
+    clock: FakeClock | None = None,
+    prior: float = 0.0,
+    states: list[UnitState] | None = None,
+) -> Scheduler:
+    return Scheduler(
+        states if states is not None else [UnitState(k) for k in keys],
+        min_runs=min_runs,
+        max_runs=max_runs,
+        budget_s=budget,
+        policy=CiWidthPolicy(ci, min_runs, max_runs),
+        seed=42,
+        clock=clock or FakeClock(),
+        prior_elapsed_s=prior,
+    )
 
 
-def drive(s: Scheduler, outcome: Callable[[str, int], float | None], clock: FakeClock | None = None,
-          run_s: float = 1.0, max_slots: int = 10_000) -> list[tuple[str, int, int]]:
-    """Run the scheduler to the end; `outcome(key, n)` gives the n-th run's value (None = failed)."""
+def drive(
+    s: Scheduler,
+    outcome: Callable[[str, int], float | None],
+    clock: FakeClock | None = None,
+    run_s: float = 1.0,
+    max_slots: int = 10_000,
+) -> list[tuple[str, int, int]]:
+    """Run the scheduler to the end; `outcome(key, n)` gives the n-th run's value (None =
+    failed)."""
     log: list[tuple[str, int, int]] = []
     counts: dict[str, int] = {}
     while slots := s.next_round():
@@ -62,9 +84,11 @@ def test_min_runs_then_converged_and_every_round_is_a_complete_block() -> None:
 
 
 def test_round_order_is_random_but_reproducible() -> None:
-    orders = [[k for k, _, _ in drive(make(list("abcdefgh"), min_runs=3), steady())] for _ in range(2)]
+    orders = [
+        [k for k, _, _ in drive(make(list("abcdefgh"), min_runs=3), steady())] for _ in range(2)
+    ]
     assert orders[0] == orders[1]
-    rounds = [orders[0][i * 8:(i + 1) * 8] for i in range(3)]
+    rounds = [orders[0][i * 8 : (i + 1) * 8] for i in range(3)]
     assert len({tuple(r) for r in rounds}) > 1, "every round had the same order: not randomised"
 
 
@@ -80,7 +104,8 @@ def test_budget_stops_extra_runs_but_never_the_minimum() -> None:
     clock = FakeClock()
     s = make(["a", "b"], min_runs=3, max_runs=50, budget=4.0, clock=clock)
     log = drive(s, noisy, clock=clock)
-    # The minimum (3 each) completes although the budget runs out after 4 runs; nothing beyond it starts.
+    # The minimum (3 each) completes although the budget runs out after 4 runs; nothing beyond it
+    # starts.
     assert sum(k == "a" for k, _, _ in log) == 3 and sum(k == "b" for k, _, _ in log) == 3
     assert set(s.reasons().values()) == {"time budget spent"}
 
@@ -95,7 +120,9 @@ def test_gives_up_after_three_failures_and_others_carry_on() -> None:
     s = make(["bad", "good"], min_runs=2)
     log = drive(s, lambda k, n: None if k == "bad" else 5.0)
     assert sum(k == "bad" for k, _, _ in log) == 3
-    assert s.reasons()["bad"] == "gave up after 3 failed runs" and s.reasons()["good"] == "converged"
+    assert (
+        s.reasons()["bad"] == "gave up after 3 failed runs" and s.reasons()["good"] == "converged"
+    )
 
 
 def test_a_failure_among_successes_is_retried_not_given_up() -> None:
@@ -111,7 +138,9 @@ def test_resume_finishes_the_interrupted_round_in_its_recorded_order_then_contin
     states = []
     for k in "abcd":
         done = {1, 2} if k in round2[:2] else {1}
-        states.append(UnitState(k, points=[(r, 100.0) for r in sorted(done)], rounds=done, ok=len(done)))
+        states.append(
+            UnitState(k, points=[(r, 100.0) for r in sorted(done)], rounds=done, ok=len(done))
+        )
     s = make([], min_runs=3, states=states)
     first = s.next_round()
     assert [sl.key for sl in first] == [k for k in round2 if k not in round2[:2]]
@@ -119,11 +148,20 @@ def test_resume_finishes_the_interrupted_round_in_its_recorded_order_then_contin
     for sl in first:
         s.record(sl, True, 100.0)
     third = s.next_round()
-    assert {sl.round for sl in third} == {3} and sorted(sl.key for sl in third) == ["a", "b", "c", "d"]
+    assert {sl.round for sl in third} == {3} and sorted(sl.key for sl in third) == [
+        "a",
+        "b",
+        "c",
+        "d",
+    ]
 
 
 def test_resume_of_a_finished_unit_runs_nothing_more() -> None:
-    s = make([], min_runs=3, states=[UnitState("a", points=[(1, 1.0), (2, 1.0), (3, 1.0)], rounds={1, 2, 3}, ok=3)])
+    s = make(
+        [],
+        min_runs=3,
+        states=[UnitState("a", points=[(1, 1.0), (2, 1.0), (3, 1.0)], rounds={1, 2, 3}, ok=3)],
+    )
     assert s.next_round() == []
 
 
@@ -140,12 +178,20 @@ class StopAllAfterMin:
 
 def test_a_stop_policy_plugs_in_and_only_sees_units_past_their_minimum() -> None:
     policy = StopAllAfterMin()
-    s = Scheduler([UnitState("a"), UnitState("b")], min_runs=2, max_runs=9, budget_s=1e9, policy=policy, seed=1,
-                  clock=FakeClock())
+    s = Scheduler(
+        [UnitState("a"), UnitState("b")],
+        min_runs=2,
+        max_runs=9,
+        budget_s=1e9,
+        policy=policy,
+        seed=1,
+        clock=FakeClock(),
+    )
     log = drive(s, steady())
     assert len(log) == 4 and policy.calls == [["a", "b"]]
     assert set(s.reasons().values()) == {"scripted stop"}
-    assert {st.kind for st in s.new_stops()} == {StopKind.OTHER}  # the policy's kind, whatever its sentence
+    # the policy's kind, whatever its sentence
+    assert {st.kind for st in s.new_stops()} == {StopKind.OTHER}
 
 
 def test_bad_repetitions_are_refused() -> None:
@@ -153,12 +199,21 @@ def test_bad_repetitions_are_refused() -> None:
         make(["a"], min_runs=5, max_runs=2)
 
 
-def racing(keys: Sequence[str], *, min_runs: int = 3, max_runs: int = 20, baselines: Sequence[str] = ()) -> Scheduler:
+def racing(
+    keys: Sequence[str], *, min_runs: int = 3, max_runs: int = 20, baselines: Sequence[str] = ()
+) -> Scheduler:
     from iomatrix.scheduler import RacingPolicy
 
     states = [UnitState(k, group="w", baseline=k in baselines) for k in keys]
-    return Scheduler(states, min_runs=min_runs, max_runs=max_runs, budget_s=1e9, seed=3, clock=FakeClock(),
-                     policy=RacingPolicy(0.05, min_runs, higher_is_better=lambda g: True))
+    return Scheduler(
+        states,
+        min_runs=min_runs,
+        max_runs=max_runs,
+        budget_s=1e9,
+        seed=3,
+        clock=FakeClock(),
+        policy=RacingPolicy(0.05, min_runs, higher_is_better=lambda g: True),
+    )
 
 
 def jitter(base: float, n: int) -> float:
@@ -177,11 +232,13 @@ def test_racing_eliminates_clearly_worse_units_after_the_minimum_and_stops_with_
 
 def test_racing_keeps_a_close_contender_running_and_baselines_stop_at_their_minimum() -> None:
     s = racing(["a", "b", "bare-metal"], min_runs=3, max_runs=8, baselines=["bare-metal"])
-    log = drive(s, lambda k, n: jitter(1000.0 if k != "b" else 1015.0, n) if k != "bare-metal" else 5.0)
+    log = drive(
+        s, lambda k, n: jitter(1000.0 if k != "b" else 1015.0, n) if k != "bare-metal" else 5.0
+    )
     assert sum(k == "bare-metal" for k, _, _ in log) == 3
     assert s.reasons()["bare-metal"] == "baseline: minimum runs kept"
-    # a and b are 1.5% apart with the same ±3% jitter: the 90% CI of their ratio lies within ±5% (TOST), so a
-    # stops as equivalent at the minimum and the race is over: a settled tied group.
+    # a and b are 1.5% apart with the same ±3% jitter: the 90% CI of their ratio lies within ±5%
+    # (TOST), so a stops as equivalent at the minimum and the race is over: a settled tied group.
     assert s.reasons()["a"].startswith("equivalent to b: ratio 0.985")
     assert s.reasons()["b"] == "race over: tied group settled (b best)"
     assert sum(k == "a" for k, _, _ in log) == 3
@@ -201,14 +258,20 @@ def test_racing_with_a_minimum_of_one_run_waits_for_two_values_before_testing() 
     assert s.reasons()["b"].startswith("eliminated") and len(log) >= 4
 
 
-# -- disturbed runs: retried at the end of their round, within the budget ------------------------------
+# -- disturbed runs: retried at the end of their round, within the budget --------------------------
 
-Script = Callable[[str, int], tuple[float | None, bool]]  # the n-th run of a unit → (value or None, disturbed)
+# the n-th run of a unit → (value or None, disturbed)
+Script = Callable[[str, int], tuple[float | None, bool]]
 
 
-def drive_disturbed(s: Scheduler, outcome: Script, clock: FakeClock | None = None,
-                    worthy: Callable[[str, int], bool] | None = None) -> list[tuple[str, int, int, bool]]:
-    """As `drive`, with the runner's queue: a retry the scheduler returns runs at the end of the round."""
+def drive_disturbed(
+    s: Scheduler,
+    outcome: Script,
+    clock: FakeClock | None = None,
+    worthy: Callable[[str, int], bool] | None = None,
+) -> list[tuple[str, int, int, bool]]:
+    """As `drive`, with the runner's queue: a retry the scheduler returns runs at the end of the
+    round."""
     from collections import deque
 
     log: list[tuple[str, int, int, bool]] = []
@@ -224,8 +287,13 @@ def drive_disturbed(s: Scheduler, outcome: Script, clock: FakeClock | None = Non
             if clock is not None:
                 clock.t += 1.0
             value, disturbed = outcome(slot.key, n)
-            retry = s.record(slot, value is not None, value, disturbed,
-                             None if worthy is None else worthy(slot.key, n))
+            retry = s.record(
+                slot,
+                value is not None,
+                value,
+                disturbed,
+                None if worthy is None else worthy(slot.key, n),
+            )
             log.append((slot.key, slot.round, slot.position, slot.retry))
             if retry is not None:
                 queue.append(retry)
@@ -233,28 +301,36 @@ def drive_disturbed(s: Scheduler, outcome: Script, clock: FakeClock | None = Non
     return log
 
 
-def test_a_disturbed_run_is_retried_at_the_end_of_its_round_and_the_clean_value_replaces_it() -> None:
+def test_a_disturbed_run_is_retried_at_the_end_of_its_round_and_the_clean_value_replaces_it() -> (
+    None
+):
     s = make(["a", "b", "c"], min_runs=3, max_runs=3)
     # b's first run was disturbed (a slow outlier); its retry is clean.
-    log = drive_disturbed(s, lambda k, n: (1.0 if (k, n) == ("b", 0) else 100.0, (k, n) == ("b", 0)))
+    log = drive_disturbed(
+        s, lambda k, n: (1.0 if (k, n) == ("b", 0) else 100.0, (k, n) == ("b", 0))
+    )
     round1 = [e for e in log if e[1] == 1]
     assert round1[-1] == ("b", 1, 3, True)  # after every unit of the round, at the next position
     assert [e[0] for e in round1[:3]].count("b") == 1
-    assert s.units["b"].points == [(1, 100.0), (2, 100.0), (3, 100.0)]  # the disturbed 1.0 is not used
+    # the disturbed 1.0 is not used
+    assert s.units["b"].points == [(1, 100.0), (2, 100.0), (3, 100.0)]
     assert s.units["b"].ok == 3 and s.units["b"].retries == 1
-    assert len(log) == 10 and all(sorted({k for k, r, _, _ in log if r == rr}) == ["a", "b", "c"] for rr in (1, 2, 3))
+    assert len(log) == 10 and all(
+        sorted({k for k, r, _, _ in log if r == rr}) == ["a", "b", "c"] for rr in (1, 2, 3)
+    )
 
 
 def test_a_retry_disturbed_again_counts_its_own_value_and_is_not_retried_again() -> None:
     s = make(["a"], min_runs=2, max_runs=2)
-    log = drive_disturbed(s, lambda k, n: (float(n + 1), n < 2))  # runs 0 and 1 disturbed, run 2 clean
+    # runs 0 and 1 disturbed, run 2 clean
+    log = drive_disturbed(s, lambda k, n: (float(n + 1), n < 2))
     assert [(r, retry) for _, r, _, retry in log] == [(1, False), (1, True), (2, False)]
     assert s.units["a"].points == [(1, 2.0), (2, 3.0)]  # round 1: the latest (the retry's) value
 
 
 def test_a_failed_retry_leaves_the_disturbed_value_counting() -> None:
     s = make(["a"], min_runs=2, max_runs=2)
-    drive_disturbed(s, lambda k, n: ((None, False) if n == 1 else (10.0 * (n + 1), n == 0)))
+    drive_disturbed(s, lambda k, n: (None, False) if n == 1 else (10.0 * (n + 1), n == 0))
     u = s.units["a"]
     assert u.points == [(1, 10.0), (2, 30.0)] and u.failed == 1 and u.ok == 2
 
@@ -262,7 +338,8 @@ def test_a_failed_retry_leaves_the_disturbed_value_counting() -> None:
 def test_retries_are_capped_per_unit_and_writeback_alone_is_not_retried() -> None:
     s = make(["a", "b"], min_runs=4, max_runs=4)
     s.max_retries = 2
-    # Every run disturbed: a by CPU pressure (retry-worthy), b by page-cache writeback only (our own writes).
+    # Every run disturbed: a by CPU pressure (retry-worthy), b by page-cache writeback only (our own
+    # writes).
     log = drive_disturbed(s, lambda k, n: (100.0, True), worthy=lambda k, n: k == "a")
     assert sum(1 for k, _, _, retry in log if retry and k == "a") == 2
     assert not any(retry for k, _, _, retry in log if k == "b")
@@ -274,20 +351,23 @@ def test_no_retry_once_the_host_is_busy() -> None:
 
     keys = [f"u{i}" for i in range(6)]
     s = make(keys, min_runs=3, max_runs=3)
-    log = drive_disturbed(s, lambda k, n: (100.0, True))  # everything disturbed, all the time, retries too
+    # everything disturbed, all the time, retries too
+    log = drive_disturbed(s, lambda k, n: (100.0, True))
     retries = [e for e in log if e[3]]
-    # Retries until BUSY_MIN_RETRIES of them were disturbed again (those already queued in that round run
-    # too), then none: the host is busy.
+    # Retries until BUSY_MIN_RETRIES of them were disturbed again (those already queued in that
+    # round run too), then none: the host is busy.
     assert BUSY_MIN_RETRIES <= len(retries) < len(keys) * s.max_retries and s.host_busy()
     assert all(u.ok == 3 for u in s.units.values())
 
 
 def test_a_load_that_comes_and_goes_keeps_retrying() -> None:
-    """Most first attempts disturbed, their retries clean (the load's off phases): not a busy host."""
+    """Most first attempts disturbed, their retries clean (the load's off phases): not a busy
+    host."""
     keys = [f"u{i}" for i in range(6)]
     s = make(keys, min_runs=3, max_runs=3)
     s.max_retries = 3
-    log = drive_disturbed(s, lambda k, n: (100.0, n % 2 == 0))  # the n-th run of a unit: even ones disturbed
+    # the n-th run of a unit: even ones disturbed
+    log = drive_disturbed(s, lambda k, n: (100.0, n % 2 == 0))
     retries = [e for e in log if e[3]]
     assert not s.host_busy() and 2 * s.disturbed >= s.judged
     assert len(retries) == s.disturbed  # every disturbed run got its retry
@@ -300,7 +380,8 @@ def test_no_retry_when_the_budget_is_spent_and_a_queued_retry_is_dropped() -> No
     # a's second run (round 2, after the budget) is disturbed: no retry, its value counts.
     assert not any(e[3] for e in log)
     assert s.units["a"].points[-1] == (2, 101.0)
-    # A retry queued before the budget ran out is not started once it has: the disturbed value counts.
+    # A retry queued before the budget ran out is not started once it has: the disturbed value
+    # counts.
     clock2 = FakeClock()
     s2 = make(["a"], min_runs=1, max_runs=1, budget=1.5, clock=clock2)
     [slot] = s2.next_round()
@@ -312,7 +393,8 @@ def test_no_retry_when_the_budget_is_spent_and_a_queued_retry_is_dropped() -> No
     assert s2.units["a"].points == [(1, 7.0)] and s2.next_round() == []
 
 
-# -- why and when each unit stopped ---------------------------------------------------------------------
+# -- why and when each unit stopped ----------------------------------------------------------------
+
 
 def test_every_stop_is_reported_once_with_its_kind_and_round() -> None:
     s = racing(["fast", "slow", "bare-metal", "broken"], min_runs=3, baselines=["bare-metal"])
@@ -338,20 +420,31 @@ def test_the_limits_and_ci_width_stop_with_their_kinds() -> None:
     s = make(["steady", "noisy"], min_runs=3, max_runs=5)
     drive(s, lambda k, n: 100.0 if k == "steady" else (50.0 if n % 2 else 150.0))
     assert {k: (v.kind, v.reason) for k, v in s.verdicts().items() if v} == {
-        "steady": (StopKind.CONVERGED, "converged"), "noisy": (StopKind.MAX_RUNS, "max runs reached")}
+        "steady": (StopKind.CONVERGED, "converged"),
+        "noisy": (StopKind.MAX_RUNS, "max runs reached"),
+    }
     s = make(["a"], min_runs=1, max_runs=50, budget=100.0, prior=100.0)
     drive(s, lambda k, n: 100.0 * (1 + n % 3))
     assert s.verdicts()["a"] == StopVerdict(StopKind.BUDGET, "time budget spent")
 
 
-# -- batches: runs of one cell sharing a start-up (the guest tier's boot) ------------------------------------
+# -- batches: runs of one cell sharing a start-up (the guest tier's boot) --------------------------
 
 
-CELL_OF = {"g1:a": "g1", "g1:b": "g1", "g1:c": "g1", "g2:a": "g2", "g2:b": "g2", "g2:c": "g2", "bm:a": "bm:a"}
+CELL_OF = {
+    "g1:a": "g1",
+    "g1:b": "g1",
+    "g1:c": "g1",
+    "g2:a": "g2",
+    "g2:b": "g2",
+    "g2:c": "g2",
+    "bm:a": "bm:a",
+}
 
 
-def drive_batches(s: Scheduler, max_batch: dict[str, int],
-                  outcome: Callable[[str, int], float | None]) -> list[list[tuple[str, int, int]]]:
+def drive_batches(
+    s: Scheduler, max_batch: dict[str, int], outcome: Callable[[str, int], float | None]
+) -> list[list[tuple[str, int, int]]]:
     """Like drive(), batch by batch; returns the batches as run."""
     out: list[list[tuple[str, int, int]]] = []
     counts: dict[str, int] = {}
@@ -381,7 +474,8 @@ def test_batches_hold_one_cell_each_and_cover_every_unit_of_every_round() -> Non
     for r in (1, 2, 3):
         in_round = [x for b in batches for x in b if x[1] == r]
         assert sorted(k for k, _, _ in in_round) == sorted(CELL_OF)
-        assert sorted(p for _, _, p in in_round) == list(range(len(CELL_OF)))  # positions 0..n-1 in run order
+        # positions 0..n-1 in run order
+        assert sorted(p for _, _, p in in_round) == list(range(len(CELL_OF)))
         assert [p for _, _, p in in_round] == sorted(p for _, _, p in in_round)
     # 2 guest cells batched + the bare-metal unit on its own: 3 batches per round.
     assert len(batches) == 9
@@ -392,7 +486,9 @@ def test_batch_order_is_random_per_round_at_the_cell_level_and_reproducible() ->
     b = drive_batches(make(list(CELL_OF), min_runs=6, max_runs=6), {"g1": 8, "g2": 8}, steady())
     assert a == b
     cell_orders = {tuple(CELL_OF[x[0][0]] for x in a if x[0][1] == r) for r in range(1, 7)}
-    unit_orders = {tuple(k for x in a for k, rr, _ in x if rr == r and CELL_OF[k] == "g1") for r in range(1, 7)}
+    unit_orders = {
+        tuple(k for x in a for k, rr, _ in x if rr == r and CELL_OF[k] == "g1") for r in range(1, 7)
+    }
     assert len(cell_orders) > 1 and len(unit_orders) > 1
 
 
@@ -407,7 +503,9 @@ def test_a_cell_larger_than_its_tiers_limit_is_split() -> None:
 def test_failed_runs_of_a_batch_are_retried_in_a_later_round_and_the_rest_count() -> None:
     # g1:b fails its first run (its part of the boot hung); the others of that batch are kept.
     s = make(list(CELL_OF), min_runs=2, max_runs=2)
-    batches = drive_batches(s, {"g1": 8, "g2": 8}, lambda k, n: None if (k == "g1:b" and n == 0) else 100.0)
+    batches = drive_batches(
+        s, {"g1": 8, "g2": 8}, lambda k, n: None if (k == "g1:b" and n == 0) else 100.0
+    )
     runs_b = [x for b in batches for x in b if x[0] == "g1:b"]
     assert len(runs_b) == 3 and s.units["g1:b"].ok == 2 and s.units["g1:b"].failed == 1
     assert all(s.units[k].ok == 2 for k in CELL_OF)
@@ -430,7 +528,9 @@ def test_resumed_round_keeps_its_batches_in_their_order() -> None:
     assert all(sl.round == 1 for sl in again)
 
 
-def test_in_boot_repetition_puts_several_rounds_of_a_cell_in_one_batch_and_keeps_blocks_complete() -> None:
+def test_in_boot_repetition_puts_several_rounds_of_a_cell_in_one_batch_and_keeps_blocks_complete() -> (  # noqa: E501
+    None
+):
     s = make(list(CELL_OF), min_runs=4, max_runs=4)
     log: list[list[tuple[str, int, int]]] = []
     while batches := s.next_batches(CELL_OF, {"g1": 8, "g2": 8}, rounds_per_batch=2):
@@ -468,15 +568,19 @@ def test_in_boot_repetition_never_exceeds_max_runs() -> None:
 
 
 def wobble(base: float, n: int, phase: int) -> float:
-    return base * (1.0 + 0.15 * (((n + phase) * 7919) % 5 - 2) / 2)  # ±15%, deterministic, out of step per unit
+    # ±15%, deterministic, out of step per unit
+    return base * (1.0 + 0.15 * (((n + phase) * 7919) % 5 - 2) / 2)
 
 
 def test_racing_stops_two_unseparable_leaders_when_max_cannot_separate_them() -> None:
-    # b is ~10% behind a with ±15% noise that does not cancel within a round: not separable in 8 rounds.
+    # b is ~10% behind a with ±15% noise that does not cancel within a round: not separable in 8
+    # rounds.
     s = racing(["a", "b"], min_runs=3, max_runs=8)
     log = drive(s, lambda k, n: wobble(1000.0 if k == "a" else 900.0, n, 0 if k == "a" else 2))
     reasons = s.reasons()
-    assert reasons["b"].startswith("not separable from a within the budget") and "left" in reasons["b"]
+    assert (
+        reasons["b"].startswith("not separable from a within the budget") and "left" in reasons["b"]
+    )
     assert reasons["a"] == "race over: not separable within the budget (a best)"
     assert len(log) < 2 * 8
     assert {st.kind for st in s.new_stops()} == {StopKind.UNRESOLVED}
@@ -489,10 +593,18 @@ def test_racing_stops_two_unseparable_leaders_when_max_cannot_separate_them() ->
 def test_room_counts_max_and_the_budget_at_the_sessions_pace() -> None:
     room = Room(max_runs=8, runs_affordable=None, active_units=4)
     assert room.rounds_left(3) == 5 and room.rounds_left(9) == 0
-    assert Room(8, runs_affordable=10.0, active_units=4).rounds_left(3) == 2  # 10 runs ÷ 4 units a round
+    # 10 runs ÷ 4 units a round
+    assert Room(8, runs_affordable=10.0, active_units=4).rounds_left(3) == 2
     clock = FakeClock()
-    s = Scheduler([UnitState("a"), UnitState("b")], min_runs=1, max_runs=8, budget_s=100.0,
-                  policy=CiWidthPolicy(0.05, 1, 8), seed=1, clock=clock)
+    s = Scheduler(
+        [UnitState("a"), UnitState("b")],
+        min_runs=1,
+        max_runs=8,
+        budget_s=100.0,
+        policy=CiWidthPolicy(0.05, 1, 8),
+        seed=1,
+        clock=clock,
+    )
     assert s.room().runs_affordable is None  # no pace yet
     for slot in s.next_round():
         clock.t += 10.0
@@ -500,10 +612,10 @@ def test_room_counts_max_and_the_budget_at_the_sessions_pace() -> None:
     assert s.room().runs_affordable == pytest.approx(8.0)  # 80 s left at 10 s a run
 
 
-# -- precision after the decision (repetitions.precision_max) ---------------------------------------------------
+# -- precision after the decision (repetitions.precision_max) --------------------------------------
 class ScriptedRace:
-    """A stop policy that stops each unit at a scripted number of ok runs with a scripted reason, recording which
-    units it was asked about and the Room it was given."""
+    """A stop policy that stops each unit at a scripted number of ok runs with a scripted reason,
+    recording which units it was asked about and the Room it was given."""
 
     name = "scripted"
 
@@ -513,22 +625,44 @@ class ScriptedRace:
 
     def finished(self, units: Sequence[UnitState], room: Room) -> dict[str, StopVerdict]:
         self.seen.append(([u.key for u in units], room.active_units))
-        return {u.key: StopVerdict(self.stops[u.key][1], self.stops[u.key][2]) for u in units
-                if u.ok >= self.stops[u.key][0]}
+        return {
+            u.key: StopVerdict(self.stops[u.key][1], self.stops[u.key][2])
+            for u in units
+            if u.ok >= self.stops[u.key][0]
+        }
 
 
 def wide_then(value: float, first: int = 3) -> Callable[[str, int], float]:
-    """±10% for the first `first` runs, then `value` every time: wide at the decision, narrowing after it."""
+    """±10% for the first `first` runs, then `value` every time: wide at the decision, narrowing
+    after it."""
     return lambda key, n: value * (1.1 if n % 2 else 0.9) if n < first else value
 
 
-def race_scheduler(precision_max: int | None, *, budget: float = 1e9, clock: FakeClock | None = None,
-                   ci_target: float | None = 0.05, max_runs: int = 6) -> tuple[Scheduler, ScriptedRace]:
-    policy = ScriptedRace({"a": (max_runs, StopKind.SETTLED, "race over: a best"),
-                           "b": (3, StopKind.ELIMINATED, "eliminated: scripted")})
+def race_scheduler(
+    precision_max: int | None,
+    *,
+    budget: float = 1e9,
+    clock: FakeClock | None = None,
+    ci_target: float | None = 0.05,
+    max_runs: int = 6,
+) -> tuple[Scheduler, ScriptedRace]:
+    policy = ScriptedRace(
+        {
+            "a": (max_runs, StopKind.SETTLED, "race over: a best"),
+            "b": (3, StopKind.ELIMINATED, "eliminated: scripted"),
+        }
+    )
     units = [UnitState("a"), UnitState("b", precision_max=precision_max)]
-    return Scheduler(units, min_runs=3, max_runs=max_runs, budget_s=budget, policy=policy, seed=5,
-                     clock=clock or FakeClock(), ci_target=ci_target), policy
+    return Scheduler(
+        units,
+        min_runs=3,
+        max_runs=max_runs,
+        budget_s=budget,
+        policy=policy,
+        seed=5,
+        clock=clock or FakeClock(),
+        ci_target=ci_target,
+    ), policy
 
 
 def ten_percent(key: str, n: int) -> float:
@@ -540,16 +674,19 @@ def test_a_decided_unit_runs_on_after_the_race_and_leaves_the_race_untouched() -
     plain_log = drive(plain, ten_percent)
     s, policy = race_scheduler(5, max_runs=4)
     log = drive(s, ten_percent)
-    # While a races (rounds 1–4), b takes part only up to its decision at 3 runs, exactly as without precision …
+    # While a races (rounds 1–4), b takes part only up to its decision at 3 runs, exactly as without
+    # precision …
     assert [x for x in log if x[1] <= 4] == plain_log
-    assert policy.seen == plain_policy.seen  # … and the policy saw the same units and the same Room each time
+    # … and the policy saw the same units and the same Room each time
+    assert policy.seen == plain_policy.seen
     # … then b runs on alone, a round (block) each, to its precision_max.
     assert [(k, r) for k, r, _ in log if r > 4] == [("b", 5), ("b", 6)]
     assert s.units["b"].ok == 5 and s.units["a"].ok == 4
     reason = s.reasons()["b"]
     assert reason.startswith("eliminated: scripted; then run on toward ±5%: CI ±")
     assert reason.endswith("at 5 runs (precision_max)")
-    assert s.verdicts()["b"] == StopVerdict(StopKind.ELIMINATED, reason)  # the decision's kind is kept
+    # the decision's kind is kept
+    assert s.verdicts()["b"] == StopVerdict(StopKind.ELIMINATED, reason)
     assert s.reasons()["a"] == "race over: a best"
 
 
@@ -565,7 +702,10 @@ def test_a_decided_unit_stops_as_soon_as_its_ci_is_within_the_target() -> None:
     drive(s, wide_then(100.0))
     b = s.units["b"]
     assert 3 < b.ok < 24
-    assert s.reasons()["b"] == f"eliminated: scripted; then run on toward ±5%: CI within ±5% after {b.ok} runs"
+    assert (
+        s.reasons()["b"]
+        == f"eliminated: scripted; then run on toward ±5%: CI within ±5% after {b.ok} runs"
+    )
     from iomatrix.stats import needs_more_runs
 
     assert needs_more_runs(b.values, 1, 100, 0.05)[1] == "converged"
@@ -581,7 +721,8 @@ def test_a_unit_already_precise_at_its_decision_stops_there() -> None:
 def test_the_budget_ends_the_precision_runs_with_the_ci_reached_so_far() -> None:
     clock = FakeClock()
     s, _ = race_scheduler(24, budget=12.5, clock=clock)
-    drive(s, ten_percent, clock=clock, run_s=1.0)  # a: 6 runs, b: 3 in the race, then b alone until 12.5 s
+    # a: 6 runs, b: 3 in the race, then b alone until 12.5 s
+    drive(s, ten_percent, clock=clock, run_s=1.0)
     assert s.units["b"].ok == 7
     assert s.reasons()["b"].startswith("eliminated: scripted; then run on toward ±5%: CI ±")
     assert s.reasons()["b"].endswith("at 7 runs (time budget spent)")
@@ -594,8 +735,15 @@ def test_precision_needs_a_ci_target() -> None:
 
 def test_no_run_beyond_the_minimum_starts_if_it_would_end_past_the_budget() -> None:
     clock = FakeClock()
-    s = Scheduler([UnitState("slow"), UnitState("fast")], min_runs=2, max_runs=10, budget_s=35.0,
-                  policy=CiWidthPolicy(0.001, 2, 10), seed=3, clock=clock)
+    s = Scheduler(
+        [UnitState("slow"), UnitState("fast")],
+        min_runs=2,
+        max_runs=10,
+        budget_s=35.0,
+        policy=CiWidthPolicy(0.001, 2, 10),
+        seed=3,
+        clock=clock,
+    )
     took = {"slow": 10.0, "fast": 1.0}
     runs: list[str] = []
     while slots := s.next_round():
@@ -604,40 +752,83 @@ def test_no_run_beyond_the_minimum_starts_if_it_would_end_past_the_budget() -> N
                 clock.t += took[slot.key]
                 s.record(slot, True, noisy(slot.key, runs.count(slot.key)), wall_s=took[slot.key])
                 runs.append(slot.key)
-    # 22 s for the minimum; round 3 ends at 33 s; round 4: fast ends at 34, slow would end at 44: not started;
-    # round 5: fast would end at 35, the budget: not started either.
+    # 22 s for the minimum; round 3 ends at 33 s; round 4: fast ends at 34, slow would end at 44:
+    # not started; round 5: fast would end at 35, the budget: not started either.
     assert runs.count("slow") == 3 and runs.count("fast") == 4
     assert clock.t == 34.0
     assert s.reasons() == {"slow": "time budget spent", "fast": "time budget spent"}
 
 
 def test_a_resumed_sweep_carries_on_with_the_precision_runs() -> None:
-    # Interrupted in the precision phase: a finished its race (6 runs), b had 5 runs (3 in the race, 2 after).
-    a = UnitState("a", points=[(r, ten_percent("a", r)) for r in range(1, 7)], rounds=set(range(1, 7)), ok=6)
-    b = UnitState("b", points=[(r, ten_percent("b", i)) for i, r in enumerate((1, 2, 3, 7, 8))],
-                  rounds={1, 2, 3, 7, 8}, ok=5, precision_max=10)
-    policy = ScriptedRace({"a": (6, StopKind.SETTLED, "race over: a best"),
-                           "b": (3, StopKind.ELIMINATED, "eliminated: scripted")})
-    s = Scheduler([a, b], min_runs=3, max_runs=6, budget_s=1e9, policy=policy, seed=5, clock=FakeClock(),
-                  ci_target=0.05)
+    # Interrupted in the precision phase: a finished its race (6 runs), b had 5 runs (3 in the race,
+    # 2 after).
+    a = UnitState(
+        "a", points=[(r, ten_percent("a", r)) for r in range(1, 7)], rounds=set(range(1, 7)), ok=6
+    )
+    b = UnitState(
+        "b",
+        points=[(r, ten_percent("b", i)) for i, r in enumerate((1, 2, 3, 7, 8))],
+        rounds={1, 2, 3, 7, 8},
+        ok=5,
+        precision_max=10,
+    )
+    policy = ScriptedRace(
+        {
+            "a": (6, StopKind.SETTLED, "race over: a best"),
+            "b": (3, StopKind.ELIMINATED, "eliminated: scripted"),
+        }
+    )
+    s = Scheduler(
+        [a, b],
+        min_runs=3,
+        max_runs=6,
+        budget_s=1e9,
+        policy=policy,
+        seed=5,
+        clock=FakeClock(),
+        ci_target=0.05,
+    )
     log = drive(s, lambda key, n: ten_percent(key, n + 5))
-    assert [(k, r) for k, r, _ in log] == [("b", r) for r in range(9, 14)]  # new rounds after the last one
+    # new rounds after the last one
+    assert [(k, r) for k, r, _ in log] == [("b", r) for r in range(9, 14)]
     assert s.units["b"].ok == 10 and s.reasons()["b"].endswith("at 10 runs (precision_max)")
     assert s.reasons()["a"] == "race over: a best"
 
 
-# -- precision for the contenders only (repetitions.precision_for = "contenders") -------------------------------
-def contenders_scheduler(compared: tuple[str, ...] = (), *, precision_for: str = "contenders", budget: float = 1e9,
-                         clock: FakeClock | None = None) -> Scheduler:
-    """a wins the race at 6 runs (max), b is eliminated at 3, c is a baseline kept at its minimum; all three of a
-    tier with precision_max 30; a is quoted against the units in `compared` (its QEMU-default twin)."""
-    policy = ScriptedRace({"a": (6, StopKind.SETTLED, "race over: a best"),
-                           "b": (3, StopKind.ELIMINATED, "eliminated: scripted"),
-                           "c": (3, StopKind.BASELINE, "baseline: minimum runs kept")})
-    units = [UnitState("a", precision_max=30, compared_with=compared), UnitState("b", precision_max=30),
-             UnitState("c", precision_max=30)]
-    return Scheduler(units, min_runs=3, max_runs=6, budget_s=budget, policy=policy, seed=5,
-                     clock=clock or FakeClock(), ci_target=0.05, precision_for=precision_for)
+# -- precision for the contenders only (repetitions.precision_for = "contenders") ------------------
+def contenders_scheduler(
+    compared: tuple[str, ...] = (),
+    *,
+    precision_for: str = "contenders",
+    budget: float = 1e9,
+    clock: FakeClock | None = None,
+) -> Scheduler:
+    """a wins the race at 6 runs (max), b is eliminated at 3, c is a baseline kept at its minimum;
+    all three of a tier with precision_max 30; a is quoted against the units in `compared` (its
+    QEMU-default twin)."""
+    policy = ScriptedRace(
+        {
+            "a": (6, StopKind.SETTLED, "race over: a best"),
+            "b": (3, StopKind.ELIMINATED, "eliminated: scripted"),
+            "c": (3, StopKind.BASELINE, "baseline: minimum runs kept"),
+        }
+    )
+    units = [
+        UnitState("a", precision_max=30, compared_with=compared),
+        UnitState("b", precision_max=30),
+        UnitState("c", precision_max=30),
+    ]
+    return Scheduler(
+        units,
+        min_runs=3,
+        max_runs=6,
+        budget_s=budget,
+        policy=policy,
+        seed=5,
+        clock=clock or FakeClock(),
+        ci_target=0.05,
+        precision_for=precision_for,
+    )
 
 
 def test_only_the_contenders_run_on_for_precision_and_the_others_say_so() -> None:
@@ -646,7 +837,10 @@ def test_only_the_contenders_run_on_for_precision_and_the_others_say_so() -> Non
     assert {k for k, r, _ in log if r > 6} == {"a"}  # after the race: the winner alone
     a = s.units["a"]
     assert 6 < a.ok < 30
-    assert s.reasons()["a"] == f"race over: a best; then run on toward ±5%: CI within ±5% after {a.ok} runs"
+    assert (
+        s.reasons()["a"]
+        == f"race over: a best; then run on toward ±5%: CI within ±5% after {a.ok} runs"
+    )
     for key, said in (("b", "eliminated: scripted"), ("c", "baseline: minimum runs kept")):
         assert s.units[key].ok == 3
         reason = s.reasons()[key]
@@ -659,13 +853,16 @@ def test_the_comparison_a_contender_is_quoted_against_runs_on_too_even_when_elim
     s = contenders_scheduler(("b",))
     log = drive(s, ten_percent)
     assert {k for k, r, _ in log if r > 6} == {"a", "b"}
-    assert s.reasons()["b"].startswith("eliminated: scripted; then run on toward ±5%: CI within ±5% after ")
+    assert s.reasons()["b"].startswith(
+        "eliminated: scripted; then run on toward ±5%: CI within ±5% after "
+    )
     assert s.reasons()["c"].startswith("baseline: minimum runs kept; not run on toward ±5%")
     assert s.verdicts()["b"].kind is StopKind.ELIMINATED
 
 
 def test_a_precise_winner_still_brings_its_comparison_to_precision() -> None:
-    # a's CI is within ±5% when the race ends (it stops there); b, its comparison, is not and runs on.
+    # a's CI is within ±5% when the race ends (it stops there); b, its comparison, is not and runs
+    # on.
     s = contenders_scheduler(("b",))
     drive(s, lambda key, n: 100.0 if key == "a" else ten_percent(key, n))
     assert s.units["a"].ok == 6 and s.reasons()["a"] == "race over: a best"
@@ -682,8 +879,12 @@ def test_the_sweep_ends_before_its_budget_once_the_contenders_are_precise() -> N
     assert spent_contenders < 1000.0
     # Every decided unit run on (precision_for = "all") costs more runs for the same answer.
     clock_all = FakeClock()
-    drive(contenders_scheduler(("b",), precision_for="all", budget=1000.0, clock=clock_all), ten_percent,
-          clock=clock_all, run_s=1.0)
+    drive(
+        contenders_scheduler(("b",), precision_for="all", budget=1000.0, clock=clock_all),
+        ten_percent,
+        clock=clock_all,
+        run_s=1.0,
+    )
     assert spent_contenders < clock_all.t < 1000.0
 
 
@@ -695,27 +896,45 @@ def test_precision_for_names_a_known_scope() -> None:
 def test_when_the_budget_ends_the_race_a_loser_says_it_would_not_have_run_on() -> None:
     clock = FakeClock()
     s = contenders_scheduler(("b",), budget=10.5, clock=clock)
-    drive(s, ten_percent, clock=clock, run_s=1.0)  # b and c decided at 3 runs; a races on, until the budget
+    # b and c decided at 3 runs; a races on, until the budget
+    drive(s, ten_percent, clock=clock, run_s=1.0)
     assert s.units["a"].ok < 6 and s.reasons()["a"] == "time budget spent"
-    assert s.reasons()["b"].startswith("eliminated: scripted; then run on toward ±5%: CI ±")  # a's comparison
+    # a's comparison
+    assert s.reasons()["b"].startswith("eliminated: scripted; then run on toward ±5%: CI ±")
     assert s.reasons()["b"].endswith("at 3 runs (time budget spent)")
-    assert s.reasons()["c"].startswith("baseline: minimum runs kept; not run on toward ±5%: not a contender, CI ±")
+    assert s.reasons()["c"].startswith(
+        "baseline: minimum runs kept; not run on toward ±5%: not a contender, CI ±"
+    )
 
 
-# -- a budget spent on the decision (stats/deciding.py) ---------------------------------------------------------
+# -- a budget spent on the decision (stats/deciding.py) --------------------------------------------
 def deciding_scheduler(precision_for: str) -> Scheduler:
-    """a and b close (3 % apart, each ±8 % in its own rhythm: their race ends at max unsettled), c far behind and
-    noisy (eliminated, its CI wide): all of one group, precision_max 24, CI target ±5 %."""
+    """a and b close (3 % apart, each ±8 % in its own rhythm: their race ends at max unsettled), c
+    far behind and noisy (eliminated, its CI wide): all of one group, precision_max 24, CI target ±5
+    %."""
     from iomatrix.scheduler import RacingPolicy
 
     policy = RacingPolicy(threshold=0.05, min_runs=3, higher_is_better=lambda group: True)
     units = [UnitState(k, group="w", precision_max=24) for k in ("a", "b", "c")]
-    return Scheduler(units, min_runs=3, max_runs=4, budget_s=1e9, policy=policy, seed=5, clock=FakeClock(),
-                     ci_target=0.05, precision_for=precision_for)
+    return Scheduler(
+        units,
+        min_runs=3,
+        max_runs=4,
+        budget_s=1e9,
+        policy=policy,
+        seed=5,
+        clock=FakeClock(),
+        ci_target=0.05,
+        precision_for=precision_for,
+    )
 
 
 def close_pair(key: str, n: int) -> float:
-    wobble = {"a": (0.0, 0.08, -0.08, 0.04), "b": (0.06, -0.02, 0.0, -0.07, 0.03), "c": (0.3, -0.3)}[key]
+    wobble = {
+        "a": (0.0, 0.08, -0.08, 0.04),
+        "b": (0.06, -0.02, 0.0, -0.07, 0.03),
+        "c": (0.3, -0.3),
+    }[key]
     return {"a": 100.0, "b": 97.0, "c": 50.0}[key] * (1.0 + wobble[n % len(wobble)])
 
 
@@ -726,30 +945,45 @@ def test_the_deciding_pair_gets_its_runs_before_one_figure_is_polished(precision
     race_end = 4
     after = [(k, r) for k, r, _ in log if r > race_end]
     rounds_of = {k: [r for kk, r in after if kk == k] for k in "abc"}
-    # The leader and the runner-up run together, round by round (paired), until their comparison is settled or at
-    # precision_max; c runs with them while the race has not settled it against the leader (its 4 noisy rounds
-    # may leave it neither eliminated nor ruled out), and once settled gets precision runs (under "all") only
-    # after them.
+    # The leader and the runner-up run together, round by round (paired), until their comparison is
+    # settled or at precision_max; c runs with them while the race has not settled it against the
+    # leader (its 4 noisy rounds may leave it neither eliminated nor ruled out), and once settled
+    # gets precision runs (under "all") only after them.
     assert rounds_of["a"] == rounds_of["b"] and rounds_of["a"]
     with_pair = [r for r in rounds_of["c"] if r <= max(rounds_of["a"])]
-    assert with_pair == rounds_of["a"][:len(with_pair)]
-    assert len(with_pair) < len(rounds_of["a"])  # settled before the pair: the pair's later rounds are its own
+    assert with_pair == rounds_of["a"][: len(with_pair)]
+    # settled before the pair: the pair's later rounds are its own
+    assert len(with_pair) < len(rounds_of["a"])
     assert s.units["a"].ok == s.units["b"].ok
-    # Where the pair ended: settled by the race's rule (not deciding any more), or at its precision_max.
+    # Where the pair ended: settled by the race's rule (not deciding any more), or at its
+    # precision_max.
     assert not s.deciding_units() or s.units["a"].ok == 24
 
 
 def test_a_roles_deciding_job_gets_the_precision_rounds_before_its_veto_jobs() -> None:
-    """Two groups of the same close pair: "data", the job whose figure decides a role, and "log", a job of the same
-    role whose figures only veto (UnitState.answers False). After the race, data's pair runs first, paired, until it
-    is settled or at precision_max; log's pair only after (issue 53: the budget on the decision)."""
+    """Two groups of the same close pair: "data", the job whose figure decides a role, and "log", a
+    job of the same role whose figures only veto (UnitState.answers False). After the race, data's
+    pair runs first, paired, until it is settled or at precision_max; log's pair only after (issue
+    53: the budget on the decision)."""
     from iomatrix.scheduler import RacingPolicy
 
     policy = RacingPolicy(threshold=0.05, min_runs=3, higher_is_better=lambda group: True)
-    units = [UnitState(f"{g}-{k}", group=g, precision_max=24, answers=g == "data")
-             for g in ("data", "log") for k in ("a", "b", "c")]
-    s = Scheduler(units, min_runs=3, max_runs=4, budget_s=1e9, policy=policy, seed=5, clock=FakeClock(),
-                  ci_target=0.05, precision_for="contenders")
+    units = [
+        UnitState(f"{g}-{k}", group=g, precision_max=24, answers=g == "data")
+        for g in ("data", "log")
+        for k in ("a", "b", "c")
+    ]
+    s = Scheduler(
+        units,
+        min_runs=3,
+        max_runs=4,
+        budget_s=1e9,
+        policy=policy,
+        seed=5,
+        clock=FakeClock(),
+        ci_target=0.05,
+        precision_for="contenders",
+    )
     log = drive(s, lambda key, n: close_pair(key.split("-")[1], n))
     after = [(k, r) for k, r, _ in log if r > 4]
     rounds_of = {k: [r for kk, r in after if kk == k] for k in s.units}
@@ -760,17 +994,31 @@ def test_a_roles_deciding_job_gets_the_precision_rounds_before_its_veto_jobs() -
 
 
 def test_every_unsettled_contender_shares_the_leaders_precision_rounds() -> None:
-    """A cell the race left unsettled behind the runner-up (d: 15 % behind, too noisy to separate or rule out in
-    the race's 4 rounds) runs on with the leader, round by round, as the runner-up does: the answer's tie-break
-    may pick any cell not settled against the leader. Measured (issue 53): with the runner-up alone, such a cell
-    stayed at 3 rounds while the pair ran 9, and was the file server's leading configuration on its 3 rounds."""
+    """A cell the race left unsettled behind the runner-up (d: 15 % behind, too noisy to separate or
+    rule out in the race's 4 rounds) runs on with the leader, round by round, as the runner-up does:
+    the answer's tie-break may pick any cell not settled against the leader. Measured (issue 53):
+    with the runner-up alone, such a cell stayed at 3 rounds while the pair ran 9, and was the file
+    server's leading configuration on its 3 rounds."""
     from iomatrix.scheduler import RacingPolicy
 
     policy = RacingPolicy(threshold=0.05, min_runs=3, higher_is_better=lambda group: True)
     units = [UnitState(k, group="w", precision_max=12) for k in ("a", "b", "d")]
-    s = Scheduler(units, min_runs=3, max_runs=4, budget_s=1e9, policy=policy, seed=5, clock=FakeClock(),
-                  ci_target=0.05, precision_for="contenders")
-    wobble = {"a": (0.0, 0.08, -0.08, 0.04), "b": (0.06, -0.02, 0.0, -0.07, 0.03), "d": (0.4, -0.35, 0.05)}
+    s = Scheduler(
+        units,
+        min_runs=3,
+        max_runs=4,
+        budget_s=1e9,
+        policy=policy,
+        seed=5,
+        clock=FakeClock(),
+        ci_target=0.05,
+        precision_for="contenders",
+    )
+    wobble = {
+        "a": (0.0, 0.08, -0.08, 0.04),
+        "b": (0.06, -0.02, 0.0, -0.07, 0.03),
+        "d": (0.4, -0.35, 0.05),
+    }
     centre = {"a": 100.0, "b": 97.0, "d": 85.0}
     log = drive(s, lambda key, n: centre[key] * (1.0 + wobble[key][n % len(wobble[key])]))
     after = [(k, r) for k, r, _ in log if r > 4]
@@ -782,17 +1030,31 @@ def test_every_unsettled_contender_shares_the_leaders_precision_rounds() -> None
 
 
 def test_a_decided_groups_deciding_pair_runs_on_while_another_groups_race_goes_on() -> None:
-    """Two answers (both UnitState.answers): "files", whose race ends early as a stable tied group (a and b 2 %
-    apart: within θ, not yet shown equivalent, so its pair still decides), and "data", whose race runs on to max.
-    The files pair joins data's race rounds, paired, instead of waiting for every race to end. Measured (issue 53,
-    a quickstart sweep): the file server's race ended at round 3 and its pair then waited through rounds 4-10 of
-    the database's race, running once more in round 11, when the budget ran out."""
+    """Two answers (both UnitState.answers): "files", whose race ends early as a stable tied group
+    (a and b 2 % apart: within θ, not yet shown equivalent, so its pair still decides), and "data",
+    whose race runs on to max. The files pair joins data's race rounds, paired, instead of waiting
+    for every race to end. Measured (issue 53, a quickstart sweep): the file server's race ended at
+    round 3 and its pair then waited through rounds 4-10 of the database's race, running once more
+    in round 11, when the budget ran out."""
     from iomatrix.scheduler import RacingPolicy
 
     policy = RacingPolicy(threshold=0.05, min_runs=3, higher_is_better=lambda group: True)
-    units = [UnitState(f"{g}-{k}", group=g, precision_max=12) for g in ("files", "data") for k in ("a", "b")]
-    s = Scheduler(units, min_runs=3, max_runs=10, budget_s=1e9, policy=policy, seed=5, clock=FakeClock(),
-                  ci_target=0.05, precision_for="contenders")
+    units = [
+        UnitState(f"{g}-{k}", group=g, precision_max=12)
+        for g in ("files", "data")
+        for k in ("a", "b")
+    ]
+    s = Scheduler(
+        units,
+        min_runs=3,
+        max_runs=10,
+        budget_s=1e9,
+        policy=policy,
+        seed=5,
+        clock=FakeClock(),
+        ci_target=0.05,
+        precision_for="contenders",
+    )
     files = {"a": (0.0, 0.08, -0.08, 0.04), "b": (0.06, -0.04, -0.06, 0.07)}
     data = {"a": (0.07, -0.05, 0.03, -0.07, 0.01), "b": (-0.05, 0.07, -0.07, 0.03)}
 
@@ -800,7 +1062,8 @@ def test_a_decided_groups_deciding_pair_runs_on_while_another_groups_race_goes_o
         group, cell = key.split("-")
         wobble = (files if group == "files" else data)[cell]
         return {"files": {"a": 100.0, "b": 98.0}, "data": {"a": 100.0, "b": 85.0}}[group][cell] * (
-            1.0 + wobble[n % len(wobble)])
+            1.0 + wobble[n % len(wobble)]
+        )
 
     log = drive(s, value)
     rounds_of = {k: sorted(r for kk, r, _ in log if kk == k) for k in s.units}

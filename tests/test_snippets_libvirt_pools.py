@@ -1,6 +1,7 @@
-"""libvirt storage pools for every network storage (issue 49): iscsi-direct (QEMU's libiscsi) or iscsi (the
-kernel's open-iscsi), netfs for NFS and rbd for Ceph, with <auth> placeholders that name a libvirt secret by its
-usage (never a credential), each validated by the real virt-xml-validate against libvirt's storagepool schema."""
+"""libvirt storage pools for every network storage (issue 49): iscsi-direct (QEMU's libiscsi) or
+iscsi (the kernel's open-iscsi), netfs for NFS and rbd for Ceph, with <auth> placeholders that name
+a libvirt secret by its usage (never a credential), each validated by the real virt-xml-validate
+against libvirt's storagepool schema."""
 
 from __future__ import annotations
 
@@ -14,11 +15,23 @@ from iomatrix.protocols.place import NetworkPlace
 from iomatrix.snippets import DiskConfig, Snippet, snippets_for
 from tests.conftest import needs
 
-CELL = {"tier": "blocklayer", "format": "raw", "preallocation": "off", "cache": "none", "aio": "threads",
-        "bus": "virtio-blk", "modifier": "none"}
+CELL = {
+    "tier": "blocklayer",
+    "format": "raw",
+    "preallocation": "off",
+    "cache": "none",
+    "aio": "threads",
+    "bus": "virtio-blk",
+    "modifier": "none",
+}
 PLACE = NetworkPlace()
-POOLS = [("iscsi", {}, "iscsi-direct"), ("iscsi", {"initiator": "kernel"}, "iscsi"), ("nfs", {}, "netfs"),
-         ("nfs", {"nfs_client": "kernel"}, "netfs"), ("rbd", {}, "rbd")]
+POOLS = [
+    ("iscsi", {}, "iscsi-direct"),
+    ("iscsi", {"initiator": "kernel"}, "iscsi"),
+    ("nfs", {}, "netfs"),
+    ("nfs", {"nfs_client": "kernel"}, "netfs"),
+    ("rbd", {}, "rbd"),
+]
 
 
 def _pool(backing: str, **more: str) -> Snippet:
@@ -28,14 +41,16 @@ def _pool(backing: str, **more: str) -> Snippet:
 
 @needs("virt-xml-validate")
 @pytest.mark.parametrize(("backing", "more", "kind"), POOLS)
-def test_every_pool_is_valid_libvirt_storagepool_xml(backing: str, more: dict[str, str], kind: str,
-                                                     tmp_path: Path) -> None:
+def test_every_pool_is_valid_libvirt_storagepool_xml(
+    backing: str, more: dict[str, str], kind: str, tmp_path: Path
+) -> None:
     pool = _pool(backing, **more)
     assert pool.tool == "libvirt" and pool.language == "xml" and pool.text is not None
     path = tmp_path / "pool.xml"
     path.write_text(pool.text + "\n")
-    res = subprocess.run(["virt-xml-validate", str(path), "storagepool"], capture_output=True, text=True,
-                         timeout=120)
+    res = subprocess.run(
+        ["virt-xml-validate", str(path), "storagepool"], capture_output=True, text=True, timeout=120
+    )
     assert res.returncode == 0, res.stdout + res.stderr + pool.text
     assert ET.fromstring(pool.text).get("type") == kind
 
@@ -50,16 +65,23 @@ def test_the_validator_refuses_a_broken_pool(tmp_path: Path) -> None:
     source.remove(source.find("initiator"))  # type: ignore[arg-type]
     path = tmp_path / "pool.xml"
     path.write_text(ET.tostring(root, encoding="unicode"))
-    res = subprocess.run(["virt-xml-validate", str(path), "storagepool"], capture_output=True, text=True,
-                         timeout=120)
+    res = subprocess.run(
+        ["virt-xml-validate", str(path), "storagepool"], capture_output=True, text=True, timeout=120
+    )
     assert res.returncode != 0
 
 
-@pytest.mark.parametrize(("backing", "more", "auth_type", "username"), [
-    ("iscsi", {}, "chap", "CHAP-USER"), ("iscsi", {"initiator": "kernel"}, "chap", "CHAP-USER"),
-    ("rbd", {}, "ceph", PLACE.ceph_user)])
-def test_auth_names_a_secret_by_its_usage_never_a_credential(backing: str, more: dict[str, str], auth_type: str,
-                                                             username: str) -> None:
+@pytest.mark.parametrize(
+    ("backing", "more", "auth_type", "username"),
+    [
+        ("iscsi", {}, "chap", "CHAP-USER"),
+        ("iscsi", {"initiator": "kernel"}, "chap", "CHAP-USER"),
+        ("rbd", {}, "ceph", PLACE.ceph_user),
+    ],
+)
+def test_auth_names_a_secret_by_its_usage_never_a_credential(
+    backing: str, more: dict[str, str], auth_type: str, username: str
+) -> None:
     pool = _pool(backing, **more)
     auth = ET.fromstring(pool.text or "").find("source/auth")
     assert auth is not None and auth.get("type") == auth_type and auth.get("username") == username

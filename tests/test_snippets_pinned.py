@@ -1,15 +1,16 @@
 """Every tool's snippet, pinned byte for byte over a representative set of disk configurations.
 
-`tests/data/snippets/pinned.json` holds what `snippets_for` produced (title, text, note and language of every
-tool's snippet, the configuration's label and assumed axes) for every format × a few cache modes × every aio
-× every bus × a file and a block backing × no modifier and eatmydata, every preallocation of every format with
-every cache mode, cells whose tier did not vary some axes ("-"), snippets for a given path, and the one-line
-errors of refused combinations. A change to any of them is a change to what users paste: if it is meant,
-regenerate the file with `write_pinned()` and say why in the commit.
+`tests/data/snippets/pinned.json` holds what `snippets_for` produced (title, text, note and language
+of every tool's snippet, the configuration's label and assumed axes) for every format × a few cache
+modes × every aio × every bus × a file and a block backing × no modifier and eatmydata, every
+preallocation of every format with every cache mode, cells whose tier did not vary some axes ("-"),
+snippets for a given path, and the one-line errors of refused combinations. A change to any of them
+is a change to what users paste: if it is meant, regenerate the file with `write_pinned()` and say
+why in the commit.
 
-Snippets repeat across configurations (Proxmox's does not depend on the path, the eatmydata wrapper never
-changes), so the file stores each distinct snippet once and each configuration the indices of its snippets.
-"""
+Snippets repeat across configurations (Proxmox's does not depend on the path, the eatmydata wrapper
+never changes), so the file stores each distinct snippet once and each configuration the indices of
+its snippets."""
 
 from __future__ import annotations
 
@@ -31,34 +32,94 @@ BACKING_TYPES = ("dir", "lvm")  # an image file on a filesystem; a whole block d
 def _cases() -> list[tuple[dict[str, str], str, str | None]]:
     """(a cell's axes, its backing type, the snippet's path or None for the default path)."""
     out: list[tuple[dict[str, str], str, str | None]] = []
-    for fmt, cache, aio, bus, backing, modifier in itertools.product(Format, CACHES, Aio, Bus, BACKING_TYPES,
-                                                                     Modifier):
-        axes = {"format": fmt.value, "preallocation": "off", "cache": cache.value, "aio": aio.value,
-                "bus": bus.value, "modifier": modifier.value}
+    for fmt, cache, aio, bus, backing, modifier in itertools.product(
+        Format, CACHES, Aio, Bus, BACKING_TYPES, Modifier
+    ):
+        axes = {
+            "format": fmt.value,
+            "preallocation": "off",
+            "cache": cache.value,
+            "aio": aio.value,
+            "bus": bus.value,
+            "modifier": modifier.value,
+        }
         out.append((axes, backing, None))
     # Every preallocation of every format, on both backings, with every cache mode.
     for fmt, cache, backing in itertools.product(Format, CacheMode, BACKING_TYPES):
         for pre in domain.PREALLOCATIONS[fmt][1:]:
-            axes = {"format": fmt.value, "preallocation": pre.value, "cache": cache.value, "aio": "threads",
-                    "bus": "virtio-scsi", "modifier": "none"}
+            axes = {
+                "format": fmt.value,
+                "preallocation": pre.value,
+                "cache": cache.value,
+                "aio": "threads",
+                "bus": "virtio-scsi",
+                "modifier": "none",
+            }
             out.append((axes, backing, None))
-    # A tier that does not vary format, preallocation, bus or the modifier (bare metal, consolidation).
-    out.append(({"format": NA, "preallocation": NA, "cache": "writeback", "aio": "threads", "bus": NA}, "dir", None))
-    out.append(({"format": NA, "preallocation": NA, "cache": "none", "aio": "native", "bus": NA,
-                 "modifier": NA}, "lvm", None))
-    out.append(({"format": "qcow2", "preallocation": "metadata", "cache": "directsync", "aio": "io_uring",
-                 "bus": "virtio-scsi", "modifier": "eatmydata"}, "dir", "/srv/vm images/a,b.qcow2"))
-    out.append(({"format": "raw", "preallocation": "off", "cache": "none", "aio": "native", "bus": "sata"},
-                "blockdev", "/dev/mapper/vg-vm'1"))
+    # A tier that does not vary format, preallocation, bus or the modifier (bare metal,
+    # consolidation).
+    out.append(
+        (
+            {"format": NA, "preallocation": NA, "cache": "writeback", "aio": "threads", "bus": NA},
+            "dir",
+            None,
+        )
+    )
+    out.append(
+        (
+            {
+                "format": NA,
+                "preallocation": NA,
+                "cache": "none",
+                "aio": "native",
+                "bus": NA,
+                "modifier": NA,
+            },
+            "lvm",
+            None,
+        )
+    )
+    out.append(
+        (
+            {
+                "format": "qcow2",
+                "preallocation": "metadata",
+                "cache": "directsync",
+                "aio": "io_uring",
+                "bus": "virtio-scsi",
+                "modifier": "eatmydata",
+            },
+            "dir",
+            "/srv/vm images/a,b.qcow2",
+        )
+    )
+    out.append(
+        (
+            {
+                "format": "raw",
+                "preallocation": "off",
+                "cache": "none",
+                "aio": "native",
+                "bus": "sata",
+            },
+            "blockdev",
+            "/dev/mapper/vg-vm'1",
+        )
+    )
     return out
 
 
 def _case_id(axes: dict[str, str], backing: str, path: str | None) -> str:
-    return ",".join(f"{k}={v}" for k, v in axes.items()) + f",backing={backing}" + (f",path={path}" if path else "")
+    return (
+        ",".join(f"{k}={v}" for k, v in axes.items())
+        + f",backing={backing}"
+        + (f",path={path}" if path else "")
+    )
 
 
 def render_all() -> dict[str, Any]:
-    """Every case's snippets as the pinned file stores them (invalid combinations: the error's one line)."""
+    """Every case's snippets as the pinned file stores them (invalid combinations: the error's one
+    line)."""
     distinct: list[dict[str, Any]] = []
     index: dict[str, int] = {}
     configs: dict[str, Any] = {}
@@ -76,8 +137,11 @@ def render_all() -> dict[str, Any]:
                 index[key] = len(distinct)
                 distinct.append(s)
             refs.append(index[key])
-        configs[_case_id(axes, backing, path)] = {"label": sset["config"], "assumed": sset["assumed"],
-                                                  "snippets": refs}
+        configs[_case_id(axes, backing, path)] = {
+            "label": sset["config"],
+            "assumed": sset["assumed"],
+            "snippets": refs,
+        }
     return {"configs": configs, "snippets": distinct}
 
 
@@ -87,14 +151,19 @@ def write_pinned() -> None:
 
 
 def _expand(data: dict[str, Any]) -> dict[str, Any]:
-    return {case: (c if "error" in c else {**c, "snippets": [data["snippets"][i] for i in c["snippets"]]})
-            for case, c in data["configs"].items()}
+    return {
+        case: (
+            c if "error" in c else {**c, "snippets": [data["snippets"][i] for i in c["snippets"]]}
+        )
+        for case, c in data["configs"].items()
+    }
 
 
 def test_every_snippet_is_byte_identical_to_the_pinned_one() -> None:
     pinned = _expand(json.loads(PINNED.read_text()))
     now = _expand(render_all())
-    # Every pinned configuration still prints the same (configurations new since, e.g. a new bus, are not pinned).
+    # Every pinned configuration still prints the same (configurations new since, e.g. a new bus,
+    # are not pinned).
     assert pinned.keys() <= now.keys()
     now = {k: now[k] for k in pinned}
     assert len([c for c in pinned.values() if "error" not in c]) > 350
@@ -103,10 +172,15 @@ def test_every_snippet_is_byte_identical_to_the_pinned_one() -> None:
 
 
 def test_the_pin_covers_what_it_claims() -> None:
-    # The comparison above can fail on each tool: the pinned set holds available and unavailable snippets of
-    # every tool, eatmydata's wrapper, and refused combinations.
+    # The comparison above can fail on each tool: the pinned set holds available and unavailable
+    # snippets of every tool, eatmydata's wrapper, and refused combinations.
     pinned = _expand(json.loads(PINNED.read_text()))
-    tools = {(s["tool"], s["text"] is None) for c in pinned.values() if "snippets" in c for s in c["snippets"]}
+    tools = {
+        (s["tool"], s["text"] is None)
+        for c in pinned.values()
+        if "snippets" in c
+        for s in c["snippets"]
+    }
     for tool in ("libvirt", "proxmox", "virt-install", "nova", "qemu-img"):
         assert (tool, False) in tools and (tool, True) in tools, tool
     assert ("qemu", False) in tools and ("qemu-wrapper", False) in tools

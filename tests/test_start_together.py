@@ -1,5 +1,5 @@
-"""Hosts sweeping one shared backend start their runs together (`iomatrix run --start-at`, issue 35), and the fleet
-report says which did and how long their runs overlapped."""
+"""Hosts sweeping one shared backend start their runs together (`iomatrix run --start-at`, issue
+35), and the fleet report says which did and how long their runs overlapped."""
 
 from __future__ import annotations
 
@@ -21,15 +21,28 @@ from tests.test_merge import AXES, host_facts, run
 NOW = 1_764_054_000.0  # 2025-11-25 07:00:00 UTC
 
 
-@pytest.mark.parametrize(("text", "at"), [("1764054030", NOW + 30), (" 1764054030.5 ", NOW + 30.5),
-                                          ("2025-11-25T07:00:30Z", NOW + 30),
-                                          ("2025-11-25T08:00:30+01:00", NOW + 30)])
+@pytest.mark.parametrize(
+    ("text", "at"),
+    [
+        ("1764054030", NOW + 30),
+        (" 1764054030.5 ", NOW + 30.5),
+        ("2025-11-25T07:00:30Z", NOW + 30),
+        ("2025-11-25T08:00:30+01:00", NOW + 30),
+    ],
+)
 def test_a_start_time_is_epoch_seconds_or_an_iso_time_with_its_zone(text: str, at: float) -> None:
     assert parse_start_at(text, NOW) == at
 
 
-@pytest.mark.parametrize(("text", "why"), [("soon", "is not a time"), ("2025-11-25T07:00:30", "has no time zone"),
-                                           ("1764054030000", "hours ahead"), ("nan", "is not a time")])
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("soon", "is not a time"),
+        ("2025-11-25T07:00:30", "has no time zone"),
+        ("1764054030000", "hours ahead"),
+        ("nan", "is not a time"),
+    ],
+)
 def test_a_bad_start_time_is_one_line(text: str, why: str) -> None:
     with pytest.raises(UserError, match=why):
         parse_start_at(text, NOW)
@@ -42,7 +55,8 @@ def test_the_cli_refuses_a_bad_start_time_before_anything_is_made(tmp_path: Path
 
 
 class FakeClock:
-    """Wall-clock time that moves only when slept on (hyperfine's mock executor habit: no real waiting)."""
+    """Wall-clock time that moves only when slept on (hyperfine's mock executor habit: no real
+    waiting)."""
 
     def __init__(self, t: float) -> None:
         self.t = t
@@ -67,10 +81,18 @@ def test_a_host_ready_early_waits_for_the_common_time_and_a_late_one_starts_at_o
 
 
 def _host_db(path: Path, name: str, at: float | None, first: float, last: float) -> None:
-    """One host's finished sweep of the same plan: two ok runs spanning first..last, given start time `at`."""
+    """One host's finished sweep of the same plan: two ok runs spanning first..last, given start
+    time `at`."""
     store = Store(path)
-    sweep = store.create_sweep(store.host_id(host_facts(name)), "shared-backend", "fp", '{"name": "x"}', [], [],
-                               metric_registry={"read.iops": {"unit": "IOPS", "direction": "higher"}})
+    sweep = store.create_sweep(
+        store.host_id(host_facts(name)),
+        "shared-backend",
+        "fp",
+        '{"name": "x"}',
+        [],
+        [],
+        metric_registry={"read.iops": {"unit": "IOPS", "direction": "higher"}},
+    )
     cell = store.cell_id(sweep, "c", AXES, {"fs": "ext4"})
     extra = {} if at is None else {"started_together": {"at": at, "waited_s": 1.0, "late_s": 0.0}}
     for t0 in (first, last - 2.5):
@@ -80,10 +102,14 @@ def _host_db(path: Path, name: str, at: float | None, first: float, last: float)
     store.close()
 
 
-def test_the_fleet_says_which_hosts_ran_together_and_for_how_long_all_at_once(tmp_path: Path) -> None:
+def test_the_fleet_says_which_hosts_ran_together_and_for_how_long_all_at_once(
+    tmp_path: Path,
+) -> None:
     _host_db(tmp_path / "a.sqlite", "host-a", NOW, NOW + 1, NOW + 40)
-    _host_db(tmp_path / "b.sqlite", "host-b", NOW, NOW + 6, NOW + 30)  # set up more slowly, finished first
-    _host_db(tmp_path / "c.sqlite", "host-c", None, NOW + 2, NOW + 50)  # not given the time: not counted
+    # set up more slowly, finished first
+    _host_db(tmp_path / "b.sqlite", "host-b", NOW, NOW + 6, NOW + 30)
+    # not given the time: not counted
+    _host_db(tmp_path / "c.sqlite", "host-c", None, NOW + 2, NOW + 50)
     merge(tmp_path / "fleet.sqlite", [tmp_path / f"{h}.sqlite" for h in "abc"])
     store = Store.open_existing(tmp_path / "fleet.sqlite")
     fleet = select_fleet(store)
@@ -91,14 +117,24 @@ def test_the_fleet_says_which_hosts_ran_together_and_for_how_long_all_at_once(tm
     assert together.hosts == ("host-a", "host-b")
     assert together.overlap_s == pytest.approx(24.0) and together.late_s == pytest.approx(6.0)
     text = render_fleet(fleet, [], OutputFormat.table, 200)
-    assert ("host-a, host-b started their runs together at 2025-11-25 07:00:00 UTC (run --start-at); all 2 were "
-            "running at once for 24 s") in " ".join(text.split())
+    assert (
+        "host-a, host-b started their runs together at 2025-11-25 07:00:00 UTC (run "
+        "--start-at); all 2 were "
+        "running at once for 24 s"
+    ) in " ".join(text.split())
     data = json.loads(render_fleet(fleet, [], OutputFormat.json, 200))
-    rows = next(t for t in data if t["title"].startswith("hosts that started their runs together"))["rows"]
-    assert [(r["host"], r["all_running_at_once_s"]) for r in rows] == [("host-a", 24.0), ("host-b", 24.0)]
+    rows = next(t for t in data if t["title"].startswith("hosts that started their runs together"))[
+        "rows"
+    ]
+    assert [(r["host"], r["all_running_at_once_s"]) for r in rows] == [
+        ("host-a", 24.0),
+        ("host-b", 24.0),
+    ]
 
 
-def test_hosts_given_one_time_whose_runs_never_overlapped_are_said_to_have_run_alone(tmp_path: Path) -> None:
+def test_hosts_given_one_time_whose_runs_never_overlapped_are_said_to_have_run_alone(
+    tmp_path: Path,
+) -> None:
     _host_db(tmp_path / "a.sqlite", "host-a", NOW, NOW + 1, NOW + 10)
     _host_db(tmp_path / "b.sqlite", "host-b", NOW, NOW + 20, NOW + 30)
     merge(tmp_path / "fleet.sqlite", [tmp_path / "a.sqlite", tmp_path / "b.sqlite"])

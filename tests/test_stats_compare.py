@@ -99,7 +99,8 @@ def test_ratio_ci_constant_numerator_inverts_ci_of_denominator() -> None:
 
 
 def test_ratio_ci_agrees_with_delta_method_when_denominator_is_precise() -> None:
-    # Delta method: SE(R) = R·√(v_a/ā² + v_b/b̄²), v = s²/n; for a precise denominator Fieller ≈ delta.
+    # Delta method: SE(R) = R·√(v_a/ā² + v_b/b̄²), v = s²/n; for a precise denominator Fieller ≈
+    # delta.
     a = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2]  # ā = 100.0333, s² = 0.5067
     b = [50.0, 50.5, 49.5, 50.2, 49.8, 50.1]  # b̄ = 50.0167, s² = 0.1177
     ma, mb = sum(a) / 6, sum(b) / 6
@@ -126,7 +127,8 @@ def test_ratio_ci_undefined_cases() -> None:
 def test_holm_step_down_hand_computed_and_monotone() -> None:
     """Hand computation, m = 5, p = (0.04, 0.001, 0.03, 0.012, 0.2):
 
-    sorted: 0.001 ×5 = 0.005; 0.012 ×4 = 0.048; 0.03 ×3 = 0.09; 0.04 ×2 = 0.08 → max(0.09, 0.08) = 0.09
+    sorted: 0.001 ×5 = 0.005; 0.012 ×4 = 0.048; 0.03 ×3 = 0.09; 0.04 ×2 = 0.08 → max(0.09, 0.08) =
+        0.09
     (monotone); 0.2 ×1 = 0.2.  R: p.adjust(c(0.04, 0.001, 0.03, 0.012, 0.2), "holm")
     = 0.090 0.005 0.090 0.048 0.200.
     """
@@ -142,11 +144,15 @@ def test_holm_ties_and_cap() -> None:
 
 
 def test_cli_import_does_not_load_scipy_or_pandas() -> None:
-    """`iomatrix --help` must not pay for scipy/pandas: the stats package loads its modules lazily."""
+    """`iomatrix --help` must not pay for scipy/pandas: the stats package loads its modules
+    lazily."""
     import subprocess
     import sys
 
-    code = ("import sys, iomatrix.cli; bad = [m for m in ('scipy', 'pandas', 'statsmodels') if m in sys.modules]; "
-            "print(','.join(bad))")
+    code = (
+        "import sys, iomatrix.cli; bad = [m for m in ('scipy', 'pandas', 'statsmodels') "
+        "if m in sys.modules]; "
+        "print(','.join(bad))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""

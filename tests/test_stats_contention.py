@@ -1,4 +1,5 @@
-"""Jain's fairness index (stats/fairness.py) and the saturation point of a contention sweep (stats/saturation.py)."""
+"""Jain's fairness index (stats/fairness.py) and the saturation point of a contention sweep
+(stats/saturation.py)."""
 
 from __future__ import annotations
 
@@ -35,27 +36,39 @@ def test_undefined_and_damaged_inputs() -> None:
 
 
 def test_saturation_where_the_aggregate_stops_growing() -> None:
-    points = [AggregatePoint(1, 1000, 950, 1050), AggregatePoint(2, 1900, 1850, 1950),
-              AggregatePoint(4, 2000, 1900, 2100)]
+    points = [
+        AggregatePoint(1, 1000, 950, 1050),
+        AggregatePoint(2, 1900, 1850, 1950),
+        AggregatePoint(4, 2000, 1900, 2100),
+    ]
     assert saturation(points).clients == 2
 
 
 def test_no_saturation_while_it_scales() -> None:
-    points = [AggregatePoint(4, 3900, 3800, 4000), AggregatePoint(1, 1000, 990, 1010),
-              AggregatePoint(2, 1990, 1950, 2030)]
+    points = [
+        AggregatePoint(4, 3900, 3800, 4000),
+        AggregatePoint(1, 1000, 990, 1010),
+        AggregatePoint(2, 1990, 1950, 2030),
+    ]
     assert saturation(points).clients is None
 
 
 def test_overlapping_intervals_that_could_still_scale_are_not_decided() -> None:
-    # the mean grew 50 %, the intervals overlap, and the upper end (1700) reaches past a quarter of perfect scaling
-    # (1250): neither scaling nor saturation is shown — nothing is claimed (a 2-run curve on a noisy host)
-    points = [AggregatePoint(1, 1000, 600, 1400), AggregatePoint(2, 1500, 1300, 1700), AggregatePoint(4, 1600)]
+    # the mean grew 50 %, the intervals overlap, and the upper end (1700) reaches past a quarter of
+    # perfect scaling (1250): neither scaling nor saturation is shown — nothing is claimed (a 2-run
+    # curve on a noisy host)
+    points = [
+        AggregatePoint(1, 1000, 600, 1400),
+        AggregatePoint(2, 1500, 1300, 1700),
+        AggregatePoint(4, 1600),
+    ]
     assert saturation(points) == Saturation(clients=None, undecided=1)
     assert saturation(points).clients is None
 
 
 def test_overlapping_intervals_below_a_quarter_of_scaling_are_saturated() -> None:
-    # the intervals overlap and even the upper end at 2 clients (1200) adds less than a quarter of perfect scaling
+    # the intervals overlap and even the upper end at 2 clients (1200) adds less than a quarter of
+    # perfect scaling
     points = [AggregatePoint(1, 1000, 600, 1400), AggregatePoint(2, 1100, 1000, 1200)]
     assert saturation(points) == Saturation(clients=1)
 

@@ -41,7 +41,9 @@ def test_a_with_rounds_uses_the_blocked_model_and_agrees() -> None:
     rounds = {n: [1, 2, 3, 4, 5] for n in DBWRITE}
     r = rank(DBWRITE, higher_is_better=True, rounds=rounds)
     assert r.analysis is not None and r.analysis.blocked
-    assert r.best == "cache=unsafe" and all(r.comparison("cache=unsafe", o).significant for o in list(DBWRITE)[1:])
+    assert r.best == "cache=unsafe" and all(
+        r.comparison("cache=unsafe", o).significant for o in list(DBWRITE)[1:]
+    )
     assert "round as block" in r.test_description
 
 
@@ -58,10 +60,18 @@ def test_b_a_tight_cell_is_not_crowned_for_being_tight() -> None:
     assert "not separable yet" in d.statement
     # Still an answer if one must be made now: the tie-break (safety, simplicity — equal here — then
     # performance) picks the leader, and says so.
-    assert d.provisional == "wide" and d.statement.endswith("the tie-break (safety, simplicity) picks wide")
-    d2 = decide(r, {"tight": {"cache": "none"}, "wide": {"cache": "unsafe"}}, samples={"tight": tight, "wide": wide},
-                budget_spent=True)
-    assert d2.provisional == "tight" and d2.statement.startswith("not separable within the budget: wide leads")
+    assert d.provisional == "wide" and d.statement.endswith(
+        "the tie-break (safety, simplicity) picks wide"
+    )
+    d2 = decide(
+        r,
+        {"tight": {"cache": "none"}, "wide": {"cache": "unsafe"}},
+        samples={"tight": tight, "wide": wide},
+        budget_spent=True,
+    )
+    assert d2.provisional == "tight" and d2.statement.startswith(
+        "not separable within the budget: wide leads"
+    )
 
 
 def test_tie_break_prefers_safe_then_simple() -> None:
@@ -72,7 +82,9 @@ def test_tie_break_prefers_safe_then_simple() -> None:
         "writethrough/threads": [98.2, 98.9, 98.4, 98.0, 98.7],
         "directsync/threads": [60.0, 61.0, 59.0, 60.5, 59.5],
     }
-    axes = {n: {"cache": n.split("/")[0], "aio": n.split("/")[1], "modifier": "none"} for n in cells}
+    axes = {
+        n: {"cache": n.split("/")[0], "aio": n.split("/")[1], "modifier": "none"} for n in cells
+    }
     r = rank(cells, higher_is_better=True)
     d = decide(r, axes)
     assert d.kind == "tie"
@@ -86,18 +98,24 @@ def test_tie_break_prefers_safe_then_simple() -> None:
 
 
 def test_keys() -> None:
-    assert safety_key({"cache": "writethrough"}) < safety_key({"cache": "none"}) < safety_key({"cache": "unsafe"})
+    assert (
+        safety_key({"cache": "writethrough"})
+        < safety_key({"cache": "none"})
+        < safety_key({"cache": "unsafe"})
+    )
     assert safety_key({"cache": "none", "modifier": "eatmydata"}) == safety_key({"cache": "unsafe"})
     assert simplicity_key({"format": "raw", "aio": "threads"}) == (0, 0)
     assert simplicity_key({"format": "qcow2", "aio": "native"}) == (2, 3)
-    assert simplicity_key({"format": "raw", "aio": "io_uring"}) < simplicity_key({"format": "raw", "aio": "native"})
+    assert simplicity_key({"format": "raw", "aio": "io_uring"}) < simplicity_key(
+        {"format": "raw", "aio": "native"}
+    )
 
 
 def test_rounds_to_separate_formula() -> None:
     """d = ln 1.1, s = 0.1, α = 0.05 spent over the looks (stats/looks.py): at n rounds the level is
     0.05/(k(k+1)), k = n − 2; the first n with n ≥ ((z_{1−level/2} + z_{0.8})·√2·0.1/0.09531)² is 59
-    (k = 57, level 1.512e-05, need 58.81) → 59 − 5 = 54. At an unspent α = 0.05 it was ⌈17.29⌉ = 18: the
-    price of not letting noise decide at some look."""
+    (k = 57, level 1.512e-05, need 58.81) → 59 − 5 = 54. At an unspent α = 0.05 it was ⌈17.29⌉ = 18:
+    the price of not letting noise decide at some look."""
     k = 57
     level = 0.05 / (k * (k + 1))
     z = st.norm.ppf(1 - level / 2) + st.norm.ppf(0.8)
@@ -117,33 +135,59 @@ def test_bad_threshold_and_tie_break_are_user_errors() -> None:
 
 
 def test_a_cell_that_cannot_beat_the_best_by_the_threshold_is_named_with_it_not_beaten() -> None:
-    # b = a · exp(d), d = −0.12, −0.08, −0.04 (blocked by round): 7.7% behind, p = 0.074 (not significantly worse).
-    # The one-sided test of "b is more than 5% better than a" (stats/ruling_out.py): SE = 0.04/√3 on 2 df,
-    # t = (−0.08 − 0.051293)/SE = −5.6852, p = 0.01479, below the first look's level 0.025 at α = 0.05
-    # (stats/looks.py): ruled out. That stops b's race, but a is not "the answer" over b, which it does not
-    # beat significantly: both are named, a preferred because choosing it loses at most 5% against b.
+    # b = a · exp(d), d = −0.12, −0.08, −0.04 (blocked by round): 7.7% behind, p = 0.074 (not
+    # significantly worse). The one-sided test of "b is more than 5% better than a"
+    # (stats/ruling_out.py): SE = 0.04/√3 on 2 df, t = (−0.08 − 0.051293)/SE = −5.6852, p = 0.01479,
+    # below the first look's level 0.025 at α = 0.05 (stats/looks.py): ruled out. That stops b's
+    # race, but a is not "the answer" over b, which it does not beat significantly: both are named,
+    # a preferred because choosing it loses at most 5% against b.
     a = [100.0, 120.0, 90.0]
     b = [v * math.exp(d) for v, d in zip(a, [-0.12, -0.08, -0.04], strict=True)]
-    r = rank({"a": a, "b": b}, higher_is_better=True, rounds={"a": [0, 1, 2], "b": [0, 1, 2]}, alpha=0.05)
+    r = rank(
+        {"a": a, "b": b}, higher_is_better=True, rounds={"a": [0, 1, 2], "b": [0, 1, 2]}, alpha=0.05
+    )
     assert r.row("b").p_vs_best == pytest.approx(0.07418, abs=1e-5)
-    assert non_superiority({"b": r.analysis.pair("b", "a")}, True, 0.05) == {"b": pytest.approx(0.01479, abs=1e-5)}
+    assert non_superiority({"b": r.analysis.pair("b", "a")}, True, 0.05) == {
+        "b": pytest.approx(0.01479, abs=1e-5)
+    }
     d = decide(r, {"a": {}, "b": {}})
-    assert (d.kind, d.answer, d.tied, d.ruled_out, d.unresolved, d.separated) == ("tie", "a", ("b",), ("b",), (),
-                                                                                   ())
+    assert (d.kind, d.answer, d.tied, d.ruled_out, d.unresolved, d.separated) == (
+        "tie",
+        "a",
+        ("b",),
+        ("b",),
+        (),
+        (),
+    )
     assert "is the answer" not in d.statement
-    assert d.statement == ("a leads; b is not shown worse than a, but cannot be more than 5% better (one-sided test "
-                           "against that margin): choosing a loses at most 5% against it")
+    assert d.statement == (
+        "a leads; b is not shown worse than a, but cannot be more than 5% better (one-sided test "
+        "against that margin): choosing a loses at most 5% against it"
+    )
     # Lower is better (a latency): the same values swapped, a is the lower one and b 8% above it.
-    rl = rank({"a": b, "b": a}, higher_is_better=False, rounds={"a": [0, 1, 2], "b": [0, 1, 2]}, alpha=0.05)
+    rl = rank(
+        {"a": b, "b": a},
+        higher_is_better=False,
+        rounds={"a": [0, 1, 2], "b": [0, 1, 2]},
+        alpha=0.05,
+    )
     dl = decide(rl, {"a": {}, "b": {}})
     assert (dl.kind, dl.answer, dl.ruled_out) == ("tie", "a", ("b",))
     # At the default α = 0.02 the first look's level is 0.01: p = 0.01479 does not rule b out yet.
-    d0 = decide(rank({"a": a, "b": b}, higher_is_better=True, rounds={"a": [0, 1, 2], "b": [0, 1, 2]}),
-                {"a": {}, "b": {}})
+    d0 = decide(
+        rank({"a": a, "b": b}, higher_is_better=True, rounds={"a": [0, 1, 2], "b": [0, 1, 2]}),
+        {"a": {}, "b": {}},
+    )
     assert d0.kind == "unresolved" and d0.ruled_out == ()
-    # Twice the spread (d = −0.16, −0.08, 0.0): t = −2.8426, p = 0.05234, the data cannot tell: no answer yet.
+    # Twice the spread (d = −0.16, −0.08, 0.0): t = −2.8426, p = 0.05234, the data cannot tell: no
+    # answer yet.
     b2 = [v * math.exp(d) for v, d in zip(a, [-0.16, -0.08, 0.0], strict=True)]
-    r2 = rank({"a": a, "b": b2}, higher_is_better=True, rounds={"a": [0, 1, 2], "b": [0, 1, 2]}, alpha=0.05)
+    r2 = rank(
+        {"a": a, "b": b2},
+        higher_is_better=True,
+        rounds={"a": [0, 1, 2], "b": [0, 1, 2]},
+        alpha=0.05,
+    )
     d2 = decide(r2, {"a": {}, "b": {}})
     assert d2.kind == "unresolved" and d2.unresolved == ("b",) and d2.ruled_out == ()
     # Without rounds (Welch: no SE on the log scale) nothing is ruled out.

@@ -34,9 +34,9 @@ def test_mad_threshold_is_configurable() -> None:
 
 
 def test_seed001_cold_run_differs() -> None:
-    # Seed 001, "type qcow2 cache writethrough aio threads if ide prealloc no", writes:
-    # first run on the fresh image 1593.8 s, then ~690 s.
-    # warm: mean 691.7005, s = 18.592; t = (1593.794 − 691.7005)/(18.592·√(1 + 1/4)) = 43.40, df = 3.
+    # Seed 001, "type qcow2 cache writethrough aio threads if ide prealloc no", writes: first run on
+    # the fresh image 1593.8 s, then ~690 s. warm: mean 691.7005, s = 18.592; t = (1593.794 −
+    # 691.7005)/(18.592·√(1 + 1/4)) = 43.40, df = 3.
     cw = cold_vs_warm([1593.794, 670.108, 708.875, 705.443, 682.376])
     assert cw.cold == 1593.794
     assert cw.warm is not None and cw.warm.n == 4
@@ -49,9 +49,11 @@ def test_seed001_cold_run_differs() -> None:
 
 
 def test_ordinary_first_run_does_not_differ() -> None:
-    # Seed 001, "type qcow2 cache unsafe aio native if virtio prealloc yes", writes: first run is typical.
-    cw = cold_vs_warm([213.828, 210.642, 220.054, 210.911, 206.659,
-                       221.735, 213.031, 209.053, 209.906, 226.05])
+    # Seed 001, "type qcow2 cache unsafe aio native if virtio prealloc yes", writes: first run is
+    # typical.
+    cw = cold_vs_warm(
+        [213.828, 210.642, 220.054, 210.911, 206.659, 221.735, 213.031, 209.053, 209.906, 226.05]
+    )
     assert not cw.differs
     assert cw.p_value is not None and cw.p_value > 0.5
 

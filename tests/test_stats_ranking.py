@@ -22,7 +22,9 @@ def test_ties_share_the_leaders_group_and_worse_cell_is_next_group() -> None:
     assert [row.rank for row in r.rows] == [1, 2, 3]
     assert r.row("B").same_as_best and not r.row("C").same_as_best
     assert r.n_comparisons == 3
-    assert "Welch's t-test, two-sided, Holm-corrected over 3 comparisons, α=0.02" in r.test_description
+    assert (
+        "Welch's t-test, two-sided, Holm-corrected over 3 comparisons, α=0.02" in r.test_description
+    )
     assert r.row("A").ratio_to_best == (1.0, 1.0, 1.0)
     c = r.row("C").ratio_to_best
     assert c is not None and c.ratio == pytest.approx(0.8)
@@ -33,38 +35,88 @@ def test_ties_share_the_leaders_group_and_worse_cell_is_next_group() -> None:
 
 def test_noisy_cells_are_ranked_and_flagged_few_run_cells_are_listed_last() -> None:
     """Was: a noisy cell was removed from the ranking ("never wins").  Now noise is a flag and a
-    statement of unresolved comparisons; only a cell with too few runs (no variance) stays unranked."""
+    statement of unresolved comparisons; only a cell with too few runs (no variance) stays
+    unranked."""
     r = rank({"A": A, "B": B, "C": C, "noisy": NOISY, "few": FEW}, higher_is_better=True)
     assert r.best == "noisy"  # highest mean (125); nothing settles that A beats it
     names = [row.name for row in r.rows]
     assert names == ["noisy", "A", "B", "C", "few"]
     few, noisy = r.row("few"), r.row("noisy")
-    assert few.too_few_runs and few.flags == ("too_few_runs",) and few.rank is None and few.group is None
+    assert (
+        few.too_few_runs
+        and few.flags == ("too_few_runs",)
+        and few.rank is None
+        and few.group is None
+    )
     assert noisy.too_noisy and noisy.rank == 1 and noisy.flags == ("too_noisy",)
-    assert r.row("A").same_as_best and r.row("C").same_as_best  # the noisy best cannot be told apart
+    # the noisy best cannot be told apart
+    assert r.row("A").same_as_best and r.row("C").same_as_best
     assert ("noisy", "A") in r.unresolved and ("A", "C") not in r.unresolved
     assert r.n_comparisons == 6  # every ranked pair
-    assert few.ratio_to_best is not None and few.ratio_to_best.ratio == pytest.approx(300.25 / 125.0)
+    assert few.ratio_to_best is not None and few.ratio_to_best.ratio == pytest.approx(
+        300.25 / 125.0
+    )
 
 
 def test_lower_is_better_with_seed001_write_times_and_reference() -> None:
     # Seed 001 write times (s); lower is better.
     cells = {
-        "qcow2/unsafe/native": [213.828, 210.642, 220.054, 210.911, 206.659,
-                                221.735, 213.031, 209.053, 209.906, 226.05],
-        "qcow2/unsafe/threads": [212.236, 223.843, 221.059, 210.651, 208.778,
-                                 219.92, 213.113, 212.907, 211.906, 210.511],
-        "qcow2/none/threads/ide": [572.084, 692.144, 677.74, 628.88, 638.872,
-                                   715.38, 681.768, 672.928, 762.628, 704.492],
-        "qcow2/writethrough/threads/ide": [1073.265, 653.21, 660.449, 703.049, 668.19,
-                                           1494.953, 640.01, 656.11, 688.671, 663.771],
+        "qcow2/unsafe/native": [
+            213.828,
+            210.642,
+            220.054,
+            210.911,
+            206.659,
+            221.735,
+            213.031,
+            209.053,
+            209.906,
+            226.05,
+        ],
+        "qcow2/unsafe/threads": [
+            212.236,
+            223.843,
+            221.059,
+            210.651,
+            208.778,
+            219.92,
+            213.113,
+            212.907,
+            211.906,
+            210.511,
+        ],
+        "qcow2/none/threads/ide": [
+            572.084,
+            692.144,
+            677.74,
+            628.88,
+            638.872,
+            715.38,
+            681.768,
+            672.928,
+            762.628,
+            704.492,
+        ],
+        "qcow2/writethrough/threads/ide": [
+            1073.265,
+            653.21,
+            660.449,
+            703.049,
+            668.19,
+            1494.953,
+            640.01,
+            656.11,
+            688.671,
+            663.771,
+        ],
     }
     reference = [200.0, 202.0, 198.0]
     r = rank(cells, higher_is_better=False, reference=reference)
     assert r.best == "qcow2/unsafe/native"  # 214.19 vs 214.49: tied, same group
     assert r.row("qcow2/unsafe/threads").group == 1
     assert r.row("qcow2/none/threads/ide").group == 2
-    wt = r.row("qcow2/writethrough/threads/ide")  # 790 ± 200 s: ±25% > 10%: flagged, still ranked last
+    # 790 ± 200 s: ±25% > 10%: flagged, still ranked last
+    wt = r.row("qcow2/writethrough/threads/ide")
     assert wt.too_noisy and wt.rank == 4
     assert r.rows[-1].name == "qcow2/writethrough/threads/ide"
     assert r.comparison("qcow2/writethrough/threads/ide", "qcow2/unsafe/native").significant
@@ -74,7 +126,9 @@ def test_lower_is_better_with_seed001_write_times_and_reference() -> None:
 
 
 def test_identical_constant_cells_tie_and_different_constants_separate() -> None:
-    r = rank({"x": [5.0, 5.0, 5.0], "y": [5.0, 5.0, 5.0], "z": [4.0, 4.0, 4.0]}, higher_is_better=True)
+    r = rank(
+        {"x": [5.0, 5.0, 5.0], "y": [5.0, 5.0, 5.0], "z": [4.0, 4.0, 4.0]}, higher_is_better=True
+    )
     assert [row.group for row in r.rows] == [1, 1, 2]
     assert r.comparison("x", "y").p_adjusted == 1.0
 
@@ -98,10 +152,18 @@ def test_group_letters() -> None:
 
 
 def test_compare_sweeps_holm_over_keys_present_in_both() -> None:
-    a = {"k1": [100.0, 101.0, 99.0, 100.5, 99.5], "k2": [50.0, 50.5, 49.5, 50.2, 49.8],
-         "only_a": [1.0, 2.0], "short": [3.0]}
-    b = {"k1": [110.0, 111.0, 109.0, 110.5, 109.5], "k2": [50.1, 49.7, 50.5, 49.3, 49.9],
-         "only_b": [1.0, 2.0], "short": [3.0, 3.1]}
+    a = {
+        "k1": [100.0, 101.0, 99.0, 100.5, 99.5],
+        "k2": [50.0, 50.5, 49.5, 50.2, 49.8],
+        "only_a": [1.0, 2.0],
+        "short": [3.0],
+    }
+    b = {
+        "k1": [110.0, 111.0, 109.0, 110.5, 109.5],
+        "k2": [50.1, 49.7, 50.5, 49.3, 49.9],
+        "only_b": [1.0, 2.0],
+        "short": [3.0, 3.1],
+    }
     changes = compare_sweeps(a, b)
     assert [c.key for c in changes] == ["k1", "k2", "short"]
     k1, k2, short = changes

@@ -21,7 +21,9 @@ UNIT_C = _runs([10, 12], [14, 16], [20, 22])
 
 
 def test_median_of_the_units_optimum() -> None:
-    choice = choose_rounds_per_boot({"a": UNIT_A, "b": UNIT_B, "c": UNIT_C}, 14.0, 2.0, current=2, cap=6)
+    choice = choose_rounds_per_boot(
+        {"a": UNIT_A, "b": UNIT_B, "c": UNIT_C}, 14.0, 2.0, current=2, cap=6
+    )
     assert choice.per_unit == {"a": 2, "b": 6, "c": 1}
     assert choice.rounds == 2
     assert choice.reason.startswith("2 rounds per boot: median of 3 units' optimum")
@@ -29,7 +31,9 @@ def test_median_of_the_units_optimum() -> None:
 
 
 def test_even_count_takes_the_lower_middle_and_boot_cost_moves_the_choice() -> None:
-    choice = choose_rounds_per_boot({"a": UNIT_A, "b": UNIT_B, "b2": UNIT_B, "c": UNIT_C}, 14.0, 2.0, 2, 6)
+    choice = choose_rounds_per_boot(
+        {"a": UNIT_A, "b": UNIT_B, "b2": UNIT_B, "c": UNIT_C}, 14.0, 2.0, 2, 6
+    )
     assert choice.rounds == 2  # sorted 1, 2, 6, 6 → the lower middle
     # A boot 4× dearer: A's r* = √(28 · 8/14) = 4 and C's √(28 · 2 · 3/73) = 1.52 → 1 or 2:
     # (56 + 2)(73/3 + 2) = 1527.3 vs (56 + 4)(73/3 + 1) = 1520 → 2. Sorted 2, 4, 6 → 4.
@@ -42,7 +46,8 @@ def test_keeps_the_current_value_until_the_data_can_say() -> None:
     choice = choose_rounds_per_boot({"a": one_run_boots, "b": []}, 14.0, 2.0, current=2, cap=6)
     assert choice.rounds == 2 and choice.per_unit == {} and "not estimable yet" in choice.reason
     choice = choose_rounds_per_boot({"a": UNIT_A}, None, None, current=5, cap=3)
-    assert choice.rounds == 3 and "no boot measured yet" in choice.reason  # the cap bounds the start too
+    # the cap bounds the start too
+    assert choice.rounds == 3 and "no boot measured yet" in choice.reason
     with pytest.raises(ValueError):
         choose_rounds_per_boot({}, 1.0, 1.0, current=2, cap=0)
 
@@ -50,4 +55,6 @@ def test_keeps_the_current_value_until_the_data_can_say() -> None:
 def test_one_round_is_singular() -> None:
     # C alone: r* = 1 (see above).
     choice = choose_rounds_per_boot({"c": UNIT_C}, 14.0, 2.0, current=2, cap=6)
-    assert choice.rounds == 1 and choice.reason.startswith("1 round per boot: median of 1 units' optimum")
+    assert choice.rounds == 1 and choice.reason.startswith(
+        "1 round per boot: median of 1 units' optimum"
+    )

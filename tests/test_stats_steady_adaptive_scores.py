@@ -20,7 +20,8 @@ from iomatrix.stats import (
 
 
 def test_flat_series_is_steady() -> None:
-    ss = snia_steady_state([50.0, 120.0, 100.0, 100.0, 100.0, 100.0, 100.0])  # ramp-up outside window
+    # ramp-up outside window
+    ss = snia_steady_state([50.0, 120.0, 100.0, 100.0, 100.0, 100.0, 100.0])
     assert ss.attained
     assert (ss.range_frac, ss.slope_frac, ss.window_mean, ss.window) == (0.0, 0.0, 100.0, 5)
 
@@ -78,8 +79,12 @@ def _fio_job(attained: int, iops: list[int]) -> dict:
             "criterion": "0.120000%",
             "max_deviation": 0.0,
             "slope": 1.2,
-            "data": {"bw": [i * 4 for i in iops], "iops": iops,
-                     "bw_mean": sum(iops) * 4 // len(iops), "iops_mean": sum(iops) // len(iops)},
+            "data": {
+                "bw": [i * 4 for i in iops],
+                "iops": iops,
+                "bw_mean": sum(iops) * 4 // len(iops),
+                "iops_mean": sum(iops) // len(iops),
+            },
         },
     }
 
@@ -122,9 +127,9 @@ def test_needs_more_runs_reasons() -> None:
 
 
 def test_runs_needed_estimate_uses_t_not_z() -> None:
-    # mean 214.1869, s = 6.30912; target 1% → 2.141869.  z-formula: (1.96·6.30912/2.141869)² = 33.33 → 34.
-    # With t: n = 36 is the first with t_{n−1}·s/√n ≤ target (t_{35} = 2.0301 → 2.1351 ≤ 2.1419;
-    # n = 35: t_{34} = 2.0322 → 2.1672 > 2.1419).
+    # mean 214.1869, s = 6.30912; target 1% → 2.141869.  z-formula: (1.96·6.30912/2.141869)² = 33.33
+    # → 34. With t: n = 36 is the first with t_{n−1}·s/√n ≤ target (t_{35} = 2.0301 → 2.1351 ≤
+    # 2.1419; n = 35: t_{34} = 2.0322 → 2.1672 > 2.1419).
     assert runs_needed_estimate(SEED001, 0.01) == 36
     assert runs_needed_estimate([1.0], 0.05) is None
     assert runs_needed_estimate([3.0, 3.0], 0.05) == 2
@@ -149,9 +154,9 @@ def test_weighted_score_by_hand() -> None:
 
 
 def test_weighted_score_ci_propagates_both_means() -> None:
-    # seq [140, 150, 160]: mean 150, s² = 100, v = 100/3;
-    # rand [4, 5, 6]: mean 5, s² = 1, v = 1/3, ×20² → 400/3
-    # var(score) = (100/3 + 400/3)/4 = 41.667, SE = 6.455; df = (500/3)²/((100/3)²/2 + (400/3)²/2) = 2.941
+    # seq [140, 150, 160]: mean 150, s² = 100, v = 100/3; rand [4, 5, 6]: mean 5, s² = 1, v = 1/3,
+    # ×20² → 400/3 var(score) = (100/3 + 400/3)/4 = 41.667, SE = 6.455; df = (500/3)²/((100/3)²/2 +
+    # (400/3)²/2) = 2.941
     ci = weighted_score_ci([140, 150, 160], [4, 5, 6], 200, 10)
     assert ci.score == pytest.approx(125.0)
     assert ci.df == pytest.approx(2.941, abs=1e-3)
@@ -161,7 +166,8 @@ def test_weighted_score_ci_propagates_both_means() -> None:
 
 
 def test_weighted_mixed_ci_propagates_the_two_standard_errors() -> None:
-    """read: SE 2 at df 4 (half = t₄·2), write: SE 2 at df 4 → mixed SE = ½√8 = √2, df = 8²/(16/4+16/4) = 8."""
+    """read: SE 2 at df 4 (half = t₄·2), write: SE 2 at df 4 → mixed SE = ½√8 = √2, df =
+    8²/(16/4+16/4) = 8."""
     from scipy import stats as st
 
     from iomatrix.stats.scores import ScoreCI, weighted_mixed_ci
@@ -171,4 +177,4 @@ def test_weighted_mixed_ci_propagates_the_two_standard_errors() -> None:
     w = ScoreCI(50.0, 50 - 2 * t4, 50 + 2 * t4, 4.0)
     m = weighted_mixed_ci(r, w)
     assert m.score == 75.0 and m.df == pytest.approx(8.0)
-    assert m.high - 75.0 == pytest.approx(st.t.ppf(0.975, 8) * 2 ** 0.5)
+    assert m.high - 75.0 == pytest.approx(st.t.ppf(0.975, 8) * 2**0.5)

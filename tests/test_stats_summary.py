@@ -9,8 +9,18 @@ import pytest
 from iomatrix.stats import summarize, t_quantile
 
 # Seed 001, "type qcow2 cache unsafe aio native if virtio prealloc yes", writes (seconds).
-SEED001_QCOW2_UNSAFE_NATIVE = [213.828, 210.642, 220.054, 210.911, 206.659,
-                               221.735, 213.031, 209.053, 209.906, 226.05]
+SEED001_QCOW2_UNSAFE_NATIVE = [
+    213.828,
+    210.642,
+    220.054,
+    210.911,
+    206.659,
+    221.735,
+    213.031,
+    209.053,
+    209.906,
+    226.05,
+]
 # Seed 001, "type raw cache unsafe aio threads if virtio prealloc no", writes;
 # published "214.573400 +/- 6.630368".
 SEED001_RAW_UNSAFE_THREADS = [207.495, 218.463, 211.106, 215.195, 220.608]
@@ -25,8 +35,8 @@ def test_t_quantiles_match_printed_tables(df: int, published: float) -> None:
 
 
 def test_hand_computed_ci() -> None:
-    # [10, 12, 14, 16, 18]: mean 14; deviations ±4, ±2, 0 → Σd² = 40; s² = 40/4 = 10; SE = √(10/5) = √2.
-    # half-width = t_{0.975,4} · √2 = 2.776 · 1.41421 = 3.926.
+    # [10, 12, 14, 16, 18]: mean 14; deviations ±4, ±2, 0 → Σd² = 40; s² = 40/4 = 10; SE = √(10/5) =
+    # √2. half-width = t_{0.975,4} · √2 = 2.776 · 1.41421 = 3.926.
     s = summarize([10, 12, 14, 16, 18])
     assert s.n == 5
     assert s.mean == 14.0
@@ -46,12 +56,15 @@ def test_n2_uses_one_degree_of_freedom() -> None:
     s = summarize([1.0, 3.0], scale="real")
     assert s.half_width == pytest.approx(12.706, abs=5e-4)
     assert (s.ci_low, s.ci_high) == pytest.approx((2 - 12.706, 2 + 12.706), abs=5e-4)
-    # The same runs of a quantity that cannot be negative (the default): the t interval would reach below 0,
-    # so the interval is the t interval of the logs, exp(ln √3 ∓ 12.706·(ln 3/√2)/√2), and far too wide to state.
+    # The same runs of a quantity that cannot be negative (the default): the t interval would reach
+    # below 0, so the interval is the t interval of the logs, exp(ln √3 ∓ 12.706·(ln 3/√2)/√2), and
+    # far too wide to state.
     p = summarize([1.0, 3.0])
     half = 12.706205 * (math.log(3.0) / math.sqrt(2)) / math.sqrt(2)
     assert p.interval == "log-t" and p.imprecise
-    assert (p.ci_low, p.ci_high) == pytest.approx((math.sqrt(3) * math.exp(-half), math.sqrt(3) * math.exp(half)))
+    assert (p.ci_low, p.ci_high) == pytest.approx(
+        (math.sqrt(3) * math.exp(-half), math.sqrt(3) * math.exp(half))
+    )
 
 
 def test_n1_has_no_spread_and_no_ci() -> None:
@@ -91,8 +104,8 @@ def test_seed001_ci_is_student_t_with_sample_sd() -> None:
     # Published: "writeinterval: 214.186900 +/- 4.513276".
     s = summarize(SEED001_QCOW2_UNSAFE_NATIVE)
     assert s.mean == pytest.approx(214.1869, abs=1e-9)
-    # It matches Student t with n−1 = 9 df and the sample SD (ddof=1): 2.262157 · 6.309119/√10 = 4.513272,
-    # i.e. the published value to 4e-6 (its own rounding).
+    # It matches Student t with n−1 = 9 df and the sample SD (ddof=1): 2.262157 · 6.309119/√10 =
+    # 4.513272, i.e. the published value to 4e-6 (its own rounding).
     assert s.half_width == pytest.approx(4.513276, abs=1e-5)
     # ... and NOT the other conventions seen in the anchors:
     assert s.sd is not None

@@ -1,15 +1,21 @@
-"""Two-level repetition (between-boot / within-boot variance), pinned against values computed by hand."""
+"""Two-level repetition (between-boot / within-boot variance), pinned against values computed by
+hand."""
 
 from __future__ import annotations
 
 import pytest
 
-from iomatrix.stats.two_level import boots_needed, boots_of, optimal_runs_per_boot, variance_components
+from iomatrix.stats.two_level import (
+    boots_needed,
+    boots_of,
+    optimal_runs_per_boot,
+    variance_components,
+)
 
 
 def test_balanced_boots_by_hand() -> None:
-    # Boot means 11, 15, 21; grand mean 94/6; SSW = 6, MSW = 2; SSB = 2·(21.7778 + 0.4444 + 28.4444) = 101.333,
-    # MSB = 50.667; n0 = 2; σ_b² = (50.667 − 2)/2 = 24.333.
+    # Boot means 11, 15, 21; grand mean 94/6; SSW = 6, MSW = 2; SSB = 2·(21.7778 + 0.4444 + 28.4444)
+    # = 101.333, MSB = 50.667; n0 = 2; σ_b² = (50.667 − 2)/2 = 24.333.
     tl = variance_components({"a": [10, 12], "b": [14, 16], "c": [20, 22]})
     assert (tl.boots, tl.runs) == (3, 6)
     assert tl.grand_mean == pytest.approx(94 / 6)
@@ -23,8 +29,8 @@ def test_balanced_boots_by_hand() -> None:
 
 
 def test_unbalanced_boots_by_hand() -> None:
-    # means 2, 5, 6; grand 4.5; SSW = 10, MSW = 10/3; SSB = 19.5, MSB = 9.75; n0 = (6 − 14/6)/2 = 11/6;
-    # σ_b² = (9.75 − 10/3)/(11/6) = 3.5 ≥ σ_w² → boot means.
+    # means 2, 5, 6; grand 4.5; SSW = 10, MSW = 10/3; SSB = 19.5, MSB = 9.75; n0 = (6 − 14/6)/2 =
+    # 11/6; σ_b² = (9.75 − 10/3)/(11/6) = 3.5 ≥ σ_w² → boot means.
     tl = variance_components([[1, 3], [5], [4, 6, 8]])
     assert tl.within_var == pytest.approx(10 / 3)
     assert tl.n0 == pytest.approx(11 / 6)
@@ -57,7 +63,8 @@ def test_optimal_runs_per_boot_by_hand() -> None:
     assert optimal_runs_per_boot(1.0, 10.0, 5.0, 1.0, 16) == 7
     assert optimal_runs_per_boot(1.0, 10.0, 5.0, 1.0, 3) == 3  # the bus's limit
     assert optimal_runs_per_boot(0.0, 10.0, 5.0, 1.0, 6) == 6  # boots add nothing: fill the boot
-    assert optimal_runs_per_boot(100.0, 1.0, 1.0, 5.0, 6) == 1  # boots vary, runs repeat: one per boot
+    # boots vary, runs repeat: one per boot
+    assert optimal_runs_per_boot(100.0, 1.0, 1.0, 5.0, 6) == 1
     with pytest.raises(ValueError):
         optimal_runs_per_boot(1.0, 1.0, 1.0, 0.0, 4)
 
@@ -69,7 +76,14 @@ def test_boots_needed_by_hand() -> None:
 
 
 def test_stored_runs_group_by_boot_in_boot_order() -> None:
-    runs = [("b1", 1, 12.0), ("b2", 0, 14.0), ("b1", 0, 10.0), (None, None, 7.0), ("b2", 1, 16.0), (None, None, 8.0)]
+    runs = [
+        ("b1", 1, 12.0),
+        ("b2", 0, 14.0),
+        ("b1", 0, 10.0),
+        (None, None, 7.0),
+        ("b2", 1, 16.0),
+        (None, None, 8.0),
+    ]
     groups = boots_of(runs)
     assert groups["b1"] == [10.0, 12.0] and groups["b2"] == [14.0, 16.0]
     assert sorted(v for k, v in groups.items() if k.startswith("#")) == [[7.0], [8.0]]

@@ -1,6 +1,7 @@
-"""The decision's statistics without importing scipy.stats (issue 52: ~1 s of CPU per `recommend` process): the
-Shapiro–Wilk p (stats/shapiro.py) and the F and t tails (scipy.special, what scipy.stats calls) are scipy.stats's,
-bit for bit, and a blocked analysis (what every host's ranking runs) no longer imports scipy.stats."""
+"""The decision's statistics without importing scipy.stats (issue 52: ~1 s of CPU per `recommend`
+process): the Shapiro–Wilk p (stats/shapiro.py) and the F and t tails (scipy.special, what
+scipy.stats calls) are scipy.stats's, bit for bit, and a blocked analysis (what every host's ranking
+runs) no longer imports scipy.stats."""
 
 from __future__ import annotations
 
@@ -45,13 +46,17 @@ def test_a_constant_sample_and_too_few_values_as_scipy() -> None:
 
 
 def test_a_blocked_analysis_does_not_import_scipy_stats() -> None:
-    code = ("import sys\n"
-            "from iomatrix.stats.blocked import blocked_analysis\n"
-            "data = {c: [(r, 100.0 * (1 + 0.1 * i) * (1 + 0.03 * ((r * 7 + i * 3) % 5))) for r in range(6)]\n"
-            "        for i, c in enumerate('abcd')}\n"
-            "a = blocked_analysis(data)\n"
-            "assert a.method == 'rcbd-anova' and a.normality_p is not None and a.p_cells is not None, a\n"
-            "print('scipy.stats' in sys.modules)\n")
+    code = (
+        "import sys\n"
+        "from iomatrix.stats.blocked import blocked_analysis\n"
+        "data = {c: [(r, 100.0 * (1 + 0.1 * i) * (1 + 0.03 * ((r * 7 + i * 3) % 5))) for "
+        "r in range(6)]\n"
+        "        for i, c in enumerate('abcd')}\n"
+        "a = blocked_analysis(data)\n"
+        "assert a.method == 'rcbd-anova' and a.normality_p is not None and a.p_cells is "
+        "not None, a\n"
+        "print('scipy.stats' in sys.modules)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
@@ -66,12 +71,18 @@ def test_the_t_and_f_tails_are_scipy_stats() -> None:
         for hib in (True, False):
             want = stats.t.cdf((x - 0.1) / 0.7, df) if hib else stats.t.sf((x - 0.1) / 0.7, df)
             assert ruling_out._p_one_sided(x, 0.7, df, 0.1, hib) == float(want)
-        d, se, level = float(rng.normal(0, 0.05)), float(rng.uniform(0.001, 0.1)), float(rng.uniform(0.001, 0.2))
+        d, se, level = (
+            float(rng.normal(0, 0.05)),
+            float(rng.uniform(0.001, 0.1)),
+            float(rng.uniform(0.001, 0.2)),
+        )
         lo, hi = math.log(1 - 0.05), -math.log(1 - 0.05)
         got = tost(math.exp(d), se, df, level, 0.05, True)
         d = math.log(math.exp(d))  # as tost takes it back from the ratio
         q = float(stats.t.ppf(1.0 - level, df))
-        assert got.p_value == max(float(stats.t.sf((d - lo) / se, df)), float(stats.t.cdf((d - hi) / se, df)))
+        assert got.p_value == max(
+            float(stats.t.sf((d - lo) / se, df)), float(stats.t.cdf((d - hi) / se, df))
+        )
         assert (got.low, got.high) == (math.exp(d - q * se), math.exp(d + q * se))
 
 

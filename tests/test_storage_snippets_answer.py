@@ -1,7 +1,8 @@
-"""The storage's own snippets in the answer (issue 49, "snippets set everything the answer recommends"): the
-ceph.conf [client] section, the target's LUN write cache, beside the VM tool's snippet on the first screen (whole
-where the screen has room, else one line carrying the settings), every one in --detail whatever the VM tool, and
-`--target` taking the storage's tools. Read from real sweeps' databases (tests/data/answers)."""
+"""The storage's own snippets in the answer (issue 49, "snippets set everything the answer
+recommends"): the ceph.conf [client] section, the target's LUN write cache, beside the VM tool's
+snippet on the first screen (whole where the screen has room, else one line carrying the settings),
+every one in --detail whatever the VM tool, and `--target` taking the storage's tools. Read from
+real sweeps' databases (tests/data/answers)."""
 
 from __future__ import annotations
 
@@ -15,21 +16,30 @@ from tests.conftest import DATA, iomatrix_argv
 CEPH = DATA / "answers" / "ceph-flush-trap.sqlite"
 
 
-def _recommend(db: Path, tmp_path: Path, *args: str, columns: int = 100) -> subprocess.CompletedProcess[str]:
+def _recommend(
+    db: Path, tmp_path: Path, *args: str, columns: int = 100
+) -> subprocess.CompletedProcess[str]:
     copy = tmp_path / db.name
     if not copy.exists():
         shutil.copy(db, copy)
-    return subprocess.run([*iomatrix_argv(), "recommend", "--db", str(copy), *args], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "COLUMNS": str(columns)})
+    return subprocess.run(
+        [*iomatrix_argv(), "recommend", "--db", str(copy), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": str(columns)},
+    )
 
 
 def _joined(text: str) -> str:
     return " ".join(text.split())
 
 
-def test_the_ceph_answer_sets_librbd_writethrough_until_flush_on_its_first_screen(tmp_path: Path) -> None:
-    # The leader runs with rbd_cache_writethrough_until_flush=off: its first screen says the ceph.conf line that
-    # sets it, beside the libvirt XML (issue 49: no snippet set it)
+def test_the_ceph_answer_sets_librbd_writethrough_until_flush_on_its_first_screen(
+    tmp_path: Path,
+) -> None:
+    # The leader runs with rbd_cache_writethrough_until_flush=off: its first screen says the
+    # ceph.conf line that sets it, beside the libvirt XML (issue 49: no snippet set it)
     res = _recommend(CEPH, tmp_path)
     assert res.returncode == 0, res.stderr
     leader = res.stdout.split("No answer yet")[0]
@@ -44,7 +54,10 @@ def test_the_ceph_detail_shows_every_storage_snippet_with_the_vm_tools(tmp_path:
         assert res.returncode == 0, res.stderr
         text = res.stdout
         assert "# ceph.conf [client]" in text and "[client]\nrbd cache = true\n" in text
-        assert "rbd config image set --id libvirt rbd/vm-disk rbd_cache_writethrough_until_flush false" in text
+        assert (
+            "rbd config image set --id libvirt rbd/vm-disk rbd_cache_writethrough_until_flush false"
+            in text
+        )
         assert "# rbd create" in text
 
 
@@ -68,19 +81,24 @@ ISCSI = DATA / "answers" / "iscsi-lun-cache-jobs.sqlite"
 
 
 def test_the_iscsi_answer_says_the_luns_write_cache_for_every_target(tmp_path: Path) -> None:
-    # One LUN, one write-cache setting (issue 49): the workload that tied off with on is answered with on
+    # One LUN, one write-cache setting (issue 49): the workload that tied off with on is answered
+    # with on
     res = _recommend(ISCSI, tmp_path)
     assert res.returncode == 0, res.stderr
     [answer] = res.stdout.split("\nUse: ")[1:]
     # the LUN's settings in one line, or targets.conf whole where the screen has room
-    assert "LUN: fileio, write cache on (tgt write-cache on; LIO emulate_write_cache=1)" in answer or \
-        ("bs-type rdwr" in answer and "write-cache on" in answer), answer
+    assert (
+        "LUN: fileio, write cache on (tgt write-cache on; LIO emulate_write_cache=1)" in answer
+        or ("bs-type rdwr" in answer and "write-cache on" in answer)
+    ), answer
     assert "write cache off" not in answer and "write-cache off" not in answer
     detail = _recommend(ISCSI, tmp_path, "--detail").stdout
     for title in ("# tgt targets.conf", "# tgtadm", "# LIO targetcli", "# a SAN array's LUN"):
         assert title in detail, title
-    assert "set attribute emulate_write_cache=1" in detail and "set the LUN's write cache on in the array's" \
-        in _joined(detail)
+    assert (
+        "set attribute emulate_write_cache=1" in detail
+        and "set the LUN's write cache on in the array's" in _joined(detail)
+    )
 
 
 def test_target_tgt_puts_the_targets_conf_on_the_first_screen(tmp_path: Path) -> None:
@@ -89,4 +107,7 @@ def test_target_tgt_puts_the_targets_conf_on_the_first_screen(tmp_path: Path) ->
     assert "  tgt: tgt targets.conf" in res.stdout and "        write-cache on" in res.stdout
     assert "<disk" not in res.stdout
     lio = _recommend(ISCSI, tmp_path, "--target", "targetcli", "--detail").stdout
-    assert "targetcli /backstores/fileio create" in lio and "<disk" not in lio.split("Recommendation ·")[1]
+    assert (
+        "targetcli /backstores/fileio create" in lio
+        and "<disk" not in lio.split("Recommendation ·")[1]
+    )

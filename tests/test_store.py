@@ -13,17 +13,35 @@ def _store(tmp_path: Path) -> tuple[Store, int, int]:
     s = Store(tmp_path / "r.sqlite")
     host = s.host_id({"hostname": "h", "kernel": "k", "fio_version": "fio-3.33"})
     sweep = s.create_sweep(host, "p", "fp1", "{}", [], [])
-    axes = dict(tier="baremetal", format="-", preallocation="-", cache="none", aio="threads", bus="-",
-                backing="dir", modifier="none")
+    axes = dict(
+        tier="baremetal",
+        format="-",
+        preallocation="-",
+        cache="none",
+        aio="threads",
+        bus="-",
+        backing="dir",
+        modifier="none",
+    )
     cell = s.cell_id(sweep, "k1", axes, {"fs": "ext4"})
     return s, sweep, cell
 
 
 def rec(cell: int, status: str = "ok", value: float = 1.0) -> RunRecord:
-    return RunRecord(cell_id=cell, workload="w", status=status, started_at=1.0, finished_at=3.5,
-                     accel="none (bare metal)", cache_state="dropped", page_cache_method="direct",
-                     metrics={"read.iops": value} if status == "ok" else {}, phases={"wall_s": 2.5},
-                     error=None if status == "ok" else "boom", monitor=[(1.0, {"cpu.usr_pct": 5.0})])
+    return RunRecord(
+        cell_id=cell,
+        workload="w",
+        status=status,
+        started_at=1.0,
+        finished_at=3.5,
+        accel="none (bare metal)",
+        cache_state="dropped",
+        page_cache_method="direct",
+        metrics={"read.iops": value} if status == "ok" else {},
+        phases={"wall_s": 2.5},
+        error=None if status == "ok" else "boom",
+        monitor=[(1.0, {"cpu.usr_pct": 5.0})],
+    )
 
 
 def test_runs_are_numbered_and_counted(tmp_path: Path) -> None:
@@ -57,7 +75,9 @@ def test_resumable_sweep_only_when_unfinished(tmp_path: Path) -> None:
 
 def test_host_rows_are_shared(tmp_path: Path) -> None:
     s = Store(tmp_path / "r.sqlite")
-    assert s.host_id({"hostname": "a"}) == s.host_id({"hostname": "a"}) != s.host_id({"hostname": "b"})
+    assert (
+        s.host_id({"hostname": "a"}) == s.host_id({"hostname": "a"}) != s.host_id({"hostname": "b"})
+    )
 
 
 def test_not_a_database_is_a_user_error(tmp_path: Path) -> None:

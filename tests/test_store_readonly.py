@@ -1,6 +1,6 @@
-"""Read-only commands never write: no -wal, -shm or lock file appears beside a database they read, and the
-database's bytes stay the same, whether it was copied after a sweep, copied with a -wal holding runs, or is being
-written by a sweep at the time."""
+"""Read-only commands never write: no -wal, -shm or lock file appears beside a database they read,
+and the database's bytes stay the same, whether it was copied after a sweep, copied with a -wal
+holding runs, or is being written by a sweep at the time."""
 
 from __future__ import annotations
 
@@ -15,8 +15,13 @@ from iomatrix.store import Store
 from tests.conftest import run_cli
 from tests.test_merge import make_sweep
 
-READERS = (("results",), ("rank",), ("recommend",), ("monitor", "--run", "1", "--fields", "cpu."),
-           ("results", "--format", "json"))
+READERS = (
+    ("results",),
+    ("rank",),
+    ("recommend",),
+    ("monitor", "--run", "1", "--fields", "cpu."),
+    ("results", "--format", "json"),
+)
 
 
 def listing(d: Path) -> dict[str, str]:
@@ -24,8 +29,11 @@ def listing(d: Path) -> dict[str, str]:
 
 
 def reader_commands(db: Path, out: Path) -> list[list[str]]:
-    return [*([*r, "--db", str(db)] for r in READERS), ["compare", str(db), str(db)],
-            ["report", "--db", str(db), "--html", str(out / "r.html")]]
+    return [
+        *([*r, "--db", str(db)] for r in READERS),
+        ["compare", str(db), str(db)],
+        ["report", "--db", str(db), "--html", str(out / "r.html")],
+    ]
 
 
 def a_database(tmp_path: Path) -> Path:
@@ -53,7 +61,8 @@ def test_a_copied_database_is_read_without_creating_a_file(tmp_path: Path, comma
 
 
 def test_a_copy_with_a_wal_holding_runs_is_read_whole_and_left_unchanged(tmp_path: Path) -> None:
-    # Copied while a sweep had it open: the newest runs are only in the -wal, and no -shm came along.
+    # Copied while a sweep had it open: the newest runs are only in the -wal, and no -shm came
+    # along.
     src = tmp_path / "src"
     src.mkdir()
     s = Store(src / "r.sqlite")
@@ -77,8 +86,8 @@ def test_a_copy_with_a_wal_holding_runs_is_read_whole_and_left_unchanged(tmp_pat
 
 
 def test_a_database_a_sweep_holds_is_read_as_it_is_committed(tmp_path: Path) -> None:
-    # A sweep holds the lock and has the file open: reading it must see committed runs (not an immutable snapshot
-    # of the main file alone) and create nothing beside what the sweep made.
+    # A sweep holds the lock and has the file open: reading it must see committed runs (not an
+    # immutable snapshot of the main file alone) and create nothing beside what the sweep made.
     from iomatrix.locks import db_lock_path, exclusive
 
     db = tmp_path / "r.sqlite"

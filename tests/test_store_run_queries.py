@@ -1,6 +1,6 @@
-"""The store's per-run queries that `rank`, `results` and `recommend` use (rounds, shared boots, metric values)
-and the stop kinds it reads back: on real SQLite files, the schema-1 fixture of the first release and stores
-written through `iomatrix.store.Store`."""
+"""The store's per-run queries that `rank`, `results` and `recommend` use (rounds, shared boots,
+metric values) and the stop kinds it reads back: on real SQLite files, the schema-1 fixture of the
+first release and stores written through `iomatrix.store.Store`."""
 
 from __future__ import annotations
 
@@ -16,8 +16,16 @@ from iomatrix.store import queries as store_queries
 from iomatrix.store.queries import RunBoot
 
 SCHEMA1 = Path(__file__).parent / "data" / "schema1" / "iomatrix-schema1.sqlite"
-AXES = {"tier": "guest", "format": "raw", "preallocation": "off", "cache": "none", "aio": "threads",
-        "bus": "virtio-blk", "backing": "dir", "modifier": "none"}
+AXES = {
+    "tier": "guest",
+    "format": "raw",
+    "preallocation": "off",
+    "cache": "none",
+    "aio": "threads",
+    "bus": "virtio-blk",
+    "backing": "dir",
+    "modifier": "none",
+}
 
 
 def _schema1(tmp_path: Path) -> Path:
@@ -27,32 +35,63 @@ def _schema1(tmp_path: Path) -> Path:
 
 
 def _written(tmp_path: Path) -> tuple[Store, int, list[int]]:
-    """Four runs: rounds 1, 2, none, 3; the first two shared boot "b0" (positions 0, 1), the last one had
-    boot "b1" with no position; read.iops on all but the third."""
+    """Four runs: rounds 1, 2, none, 3; the first two shared boot "b0" (positions 0, 1), the last
+    one had boot "b1" with no position; read.iops on all but the third."""
     store = Store(tmp_path / "r.sqlite")
     sid = store.create_sweep(store.host_id({"hostname": "h"}), "p", "fp", "{}", [], [])
     cid = store.cell_id(sid, "k", AXES, {})
-    specs = [(1, "b0", 0, {"read.iops": 10.0}), (2, "b0", 1, {"read.iops": 12.5}), (None, None, None, {"x": 1.0}),
-             (3, "b1", None, {"read.iops": 7.0})]
-    ids = [store.record_run(RunRecord(
-        cell_id=cid, workload="w", status="ok", started_at=i, finished_at=i + 1, accel="kvm", cache_state="-",
-        page_cache_method="-", metrics=metrics, phases={}, round=rnd, boot_id=boot, boot_position=pos))
-        for i, (rnd, boot, pos, metrics) in enumerate(specs)]
+    specs = [
+        (1, "b0", 0, {"read.iops": 10.0}),
+        (2, "b0", 1, {"read.iops": 12.5}),
+        (None, None, None, {"x": 1.0}),
+        (3, "b1", None, {"read.iops": 7.0}),
+    ]
+    ids = [
+        store.record_run(
+            RunRecord(
+                cell_id=cid,
+                workload="w",
+                status="ok",
+                started_at=i,
+                finished_at=i + 1,
+                accel="kvm",
+                cache_state="-",
+                page_cache_method="-",
+                metrics=metrics,
+                phases={},
+                round=rnd,
+                boot_id=boot,
+                boot_position=pos,
+            )
+        )
+        for i, (rnd, boot, pos, metrics) in enumerate(specs)
+    ]
     return store, cid, ids
 
 
 def test_run_queries_on_a_new_store(tmp_path: Path) -> None:
     store, _, ids = _written(tmp_path)
-    # A run stored without a round reads its attempt (3) as its round, as runs of a schema-1 file do.
+    # A run stored without a round reads its attempt (3) as its round, as runs of a schema-1 file
+    # do.
     assert store.run_round_numbers(ids) == {ids[0]: 1, ids[1]: 2, ids[2]: 3, ids[3]: 3}
-    assert store.run_boots(ids) == {ids[0]: RunBoot("b0", 0), ids[1]: RunBoot("b0", 1), ids[3]: RunBoot("b1", None)}
-    boot, position = store.run_boots(ids)[ids[1]]  # a (boot id, position) pair, as the reports unpack it
+    assert store.run_boots(ids) == {
+        ids[0]: RunBoot("b0", 0),
+        ids[1]: RunBoot("b0", 1),
+        ids[3]: RunBoot("b1", None),
+    }
+    # a (boot id, position) pair, as the reports unpack it
+    boot, position = store.run_boots(ids)[ids[1]]
     assert (boot, position) == ("b0", 1)
     assert store.run_metric_values(ids, "read.iops") == {ids[0]: 10.0, ids[1]: 12.5, ids[3]: 7.0}
     assert store.run_metric_values(ids, "nothing") == {}
     # Only the runs asked about.
     assert store.run_round_numbers(ids[1:2]) == {ids[1]: 2} and store.run_boots([ids[2]]) == {}
-    assert store.run_round_numbers([]) == {} == store.run_boots([]) == store.run_metric_values([], "read.iops")
+    assert (
+        store.run_round_numbers([])
+        == {}
+        == store.run_boots([])
+        == store.run_metric_values([], "read.iops")
+    )
 
 
 def test_run_queries_ask_in_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -74,9 +113,11 @@ def test_run_queries_on_a_schema1_file_read_as_it_is(tmp_path: Path) -> None:
 
 
 def test_a_migrated_schema1_file_reads_attempts_as_rounds(tmp_path: Path) -> None:
-    store = Store(_schema1(tmp_path))  # migrated to the current schema: round is a column now, NULL for old runs
+    # migrated to the current schema: round is a column now, NULL for old runs
+    store = Store(_schema1(tmp_path))
     assert store.schema_version >= 4
-    # As before the migration: the attempt stands in (with no round at all, `rank` had no sample to rank).
+    # As before the migration: the attempt stands in (with no round at all, `rank` had no sample to
+    # rank).
     assert store.run_round_numbers([1, 2, 3, 4]) == {1: 1, 2: 1, 3: 2, 4: 2}
     assert store.run_boots([1, 2, 3, 4]) == {}
 
@@ -86,7 +127,10 @@ def test_stop_kinds_read_back_as_the_enum_from_the_same_strings(tmp_path: Path) 
     for workload, kind in (("w", StopKind.MAX_RUNS), ("v", StopKind.UNRESOLVED)):
         store.record_unit_stop(cid, workload, kind, f"{kind} because", 3, 3)
     con = sqlite3.connect(store.path)  # what the file holds: the same strings as ever
-    assert sorted(r[0] for r in con.execute("SELECT kind FROM unit_stops")) == ["max-runs", "unresolved"]
+    assert sorted(r[0] for r in con.execute("SELECT kind FROM unit_stops")) == [
+        "max-runs",
+        "unresolved",
+    ]
     con.execute("INSERT INTO unit_stops VALUES (?, 'u', 'from-the-future', 'r', 1, 1, 0)", (cid,))
     con.commit()
     con.close()
@@ -94,5 +138,16 @@ def test_stop_kinds_read_back_as_the_enum_from_the_same_strings(tmp_path: Path) 
     assert stops["w"].kind is StopKind.MAX_RUNS and stops["w"].reason == "max-runs because"
     assert stops["v"].kind is StopKind.UNRESOLVED
     assert stops["u"].kind is StopKind.OTHER  # a kind this version does not know
-    assert [str(k) for k in StopKind] == ["eliminated", "equivalent", "unresolved", "settled", "baseline", "converged",
-                                          "max-runs", "budget", "gave-up", "load-not-reached", "other"]
+    assert [str(k) for k in StopKind] == [
+        "eliminated",
+        "equivalent",
+        "unresolved",
+        "settled",
+        "baseline",
+        "converged",
+        "max-runs",
+        "budget",
+        "gave-up",
+        "load-not-reached",
+        "other",
+    ]

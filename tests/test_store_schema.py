@@ -77,12 +77,15 @@ def test_run_migrates_schema1_in_place_after_a_backup(tmp_path: Path) -> None:
     assert old.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "1"
     assert old.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 4
     old.close()
-    other = sqlite3.connect(db)  # another connection sees the committed migration (WAL: not yet in the file)
+    # another connection sees the committed migration (WAL: not yet in the file)
+    other = sqlite3.connect(db)
     assert other.execute("PRAGMA user_version").fetchone()[0] == 7
     assert other.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "7"
     # Schema 5 gives every old cell its axes as rows, copied from the cells table's columns.
-    assert other.execute("SELECT COUNT(*) FROM cell_axes").fetchone()[0] == \
-        8 * other.execute("SELECT COUNT(*) FROM cells").fetchone()[0]
+    assert (
+        other.execute("SELECT COUNT(*) FROM cell_axes").fetchone()[0]
+        == 8 * other.execute("SELECT COUNT(*) FROM cells").fetchone()[0]
+    )
     other.close()
     # A migrated file has exactly the columns of a new one.
     fresh = Store(tmp_path / "new.sqlite")
@@ -98,9 +101,18 @@ def test_run_migrates_schema1_in_place_after_a_backup(tmp_path: Path) -> None:
     assert {(r.boot_id, r.boot_position) for r in store.runs(1)} == {(None, None)}
     assert store.sweep(1).metric_registry == {}  # type: ignore[union-attr]
     assert store.sweep(1).group is None  # type: ignore[union-attr]  # schema 6: no group recorded before it
-    sid = store.create_sweep(store.host_id({"hostname": "h"}), "p", "fp", "{}", [], [],
-                             metric_registry={"read.iops": {"unit": "IO/s", "direction": "higher"}})
-    assert store.sweep(sid).metric_registry == {"read.iops": {"unit": "IO/s", "direction": "higher"}}  # type: ignore[union-attr]
+    sid = store.create_sweep(
+        store.host_id({"hostname": "h"}),
+        "p",
+        "fp",
+        "{}",
+        [],
+        [],
+        metric_registry={"read.iops": {"unit": "IO/s", "direction": "higher"}},
+    )
+    assert store.sweep(sid).metric_registry == {
+        "read.iops": {"unit": "IO/s", "direction": "higher"}
+    }  # type: ignore[union-attr]
     store.close()
     # Reopening does not migrate again or overwrite the backup.
     bak = digest(backup)
@@ -110,7 +122,8 @@ def test_run_migrates_schema1_in_place_after_a_backup(tmp_path: Path) -> None:
 
 
 def _schema2_copy(tmp_path: Path) -> Path:
-    """A schema-2 database as the previous release left it: the schema-1 fixture taken through migration 1 only."""
+    """A schema-2 database as the previous release left it: the schema-1 fixture taken through
+    migration 1 only."""
     from iomatrix.store.schema import MIGRATIONS
 
     db = schema1_copy(tmp_path, "v2.sqlite")
@@ -155,15 +168,33 @@ def test_a_clean_retry_replaces_the_disturbed_run_of_its_round(tmp_path: Path) -
 
     store = Store(tmp_path / "r.sqlite")
     sid = store.create_sweep(store.host_id({"hostname": "h"}), "p", "fp", "{}", [], [])
-    axes = dict.fromkeys(("tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier"), "-")
+    axes = dict.fromkeys(
+        ("tier", "format", "preallocation", "cache", "aio", "bus", "backing", "modifier"), "-"
+    )
     cid = store.cell_id(sid, "c", axes, {})
 
-    def run(rnd: int, value: float, disturbed: bool, retry_of: int | None = None, status: str = "ok") -> int:
-        return store.record_run(RunRecord(
-            cell_id=cid, workload="w", status=status, started_at=0, finished_at=1, accel="none", cache_state="-",
-            page_cache_method="-", metrics={"m": value} if status == "ok" else {}, phases={}, round=rnd,
-            round_position=0, disturbed=disturbed, disturbance=["CPU pressure"] if disturbed else [],
-            retry_of=retry_of))
+    def run(
+        rnd: int, value: float, disturbed: bool, retry_of: int | None = None, status: str = "ok"
+    ) -> int:
+        return store.record_run(
+            RunRecord(
+                cell_id=cid,
+                workload="w",
+                status=status,
+                started_at=0,
+                finished_at=1,
+                accel="none",
+                cache_state="-",
+                page_cache_method="-",
+                metrics={"m": value} if status == "ok" else {},
+                phases={},
+                round=rnd,
+                round_position=0,
+                disturbed=disturbed,
+                disturbance=["CPU pressure"] if disturbed else [],
+                retry_of=retry_of,
+            )
+        )
 
     a = run(1, 10.0, True)
     b = run(1, 20.0, False, retry_of=a)  # round 1: the clean retry counts
@@ -171,7 +202,8 @@ def test_a_clean_retry_replaces_the_disturbed_run_of_its_round(tmp_path: Path) -
     run(2, 40.0, True, retry_of=c)  # round 2: both disturbed, the latest counts
     run(3, 50.0, False)
     e = run(4, 60.0, True)
-    run(4, 0.0, False, retry_of=e, status="failed")  # a failed retry leaves the disturbed run counting
+    # a failed retry leaves the disturbed run counting
+    run(4, 0.0, False, retry_of=e, status="failed")
     assert store.replaced_runs(sid) == {a, c}
     assert store.metric_points(cid, "w", "m") == [(1, 20.0), (2, 40.0), (3, 50.0), (4, 60.0)]
     assert store.run_counts(sid) == {(cid, "w"): (4, 1)}
@@ -230,8 +262,11 @@ def test_foreign_databases_are_refused_before_anything_is_written(tmp_path: Path
     # The CLI says so in one line and exits 2, for a report and for a sweep; no workdir is created.
     path = files["a sweeps table of other columns"]
     before = digest(path)
-    for args in (("results", "--db", str(path)), ("rank", "--db", str(path)),
-                 ("run", "quick", "--db", str(path), "--workdir", str(tmp_path / "w"))):
+    for args in (
+        ("results", "--db", str(path)),
+        ("rank", "--db", str(path)),
+        ("run", "quick", "--db", str(path), "--workdir", str(tmp_path / "w")),
+    ):
         proc = run_cli(*args, cwd=tmp_path)
         assert proc.returncode == 2, proc.stderr
         lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
@@ -256,8 +291,13 @@ def _as_root_without_dac(*args: str, cwd: Path) -> subprocess.CompletedProcess[s
     """Run iomatrix as root but without the capabilities that bypass file permissions, so a 0555
     directory and a 0444 file are as read-only to it as to any user."""
     drop = "-dac_override,-dac_read_search"
-    return subprocess.run(["setpriv", "--bounding-set", drop, "--inh-caps", drop, *iomatrix_argv(), *args],
-                          capture_output=True, text=True, cwd=cwd, timeout=300)
+    return subprocess.run(
+        ["setpriv", "--bounding-set", drop, "--inh-caps", drop, *iomatrix_argv(), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+    )
 
 
 @root_only
@@ -274,8 +314,15 @@ def test_database_in_an_unwritable_directory_is_readable(tmp_path: Path) -> None
         proc = _as_root_without_dac("results", "--db", str(db), cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
         assert "read.iops" in proc.stdout
-        proc = _as_root_without_dac("run", str(DATA / "schema1" / "tiny.toml"), "--db", str(db),
-                                    "--workdir", str(tmp_path / "w"), cwd=tmp_path)
+        proc = _as_root_without_dac(
+            "run",
+            str(DATA / "schema1" / "tiny.toml"),
+            "--db",
+            str(db),
+            "--workdir",
+            str(tmp_path / "w"),
+            cwd=tmp_path,
+        )
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         assert "cannot write results database" in proc.stderr
         assert sorted(p.name for p in ro.iterdir()) == ["r.sqlite"]
@@ -290,8 +337,15 @@ def test_immutable_database_gives_a_clean_error(tmp_path: Path) -> None:
     if subprocess.run(["chattr", "+i", str(db)], capture_output=True).returncode != 0:
         pytest.skip("filesystem does not support chattr +i")
     try:
-        proc = run_cli("run", str(DATA / "schema1" / "tiny.toml"), "--db", str(db),
-                       "--workdir", str(tmp_path / "w"), cwd=tmp_path)
+        proc = run_cli(
+            "run",
+            str(DATA / "schema1" / "tiny.toml"),
+            "--db",
+            str(db),
+            "--workdir",
+            str(tmp_path / "w"),
+            cwd=tmp_path,
+        )
         assert proc.returncode == 2 and "Traceback" not in proc.stderr + proc.stdout, proc.stderr
         assert "immutable" in proc.stderr
         assert not (tmp_path / "w").exists()

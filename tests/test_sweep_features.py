@@ -22,9 +22,13 @@ def results(tmp_path: Path, db: str = "r.sqlite") -> dict:
 
 
 def metric(sweep: dict, metric_name: str, workload: str | None = None, **axes: str) -> dict:
-    rows = [r for r in sweep["results"] if r["metric"] == metric_name
-            and (workload is None or r["workload"] == workload)
-            and all(r["axes"][k] == v for k, v in axes.items())]
+    rows = [
+        r
+        for r in sweep["results"]
+        if r["metric"] == metric_name
+        and (workload is None or r["workload"] == workload)
+        and all(r["axes"][k] == v for k, v in axes.items())
+    ]
     assert len(rows) == 1, (metric_name, axes, len(rows))
     return rows[0]
 
@@ -34,7 +38,8 @@ def test_custom_job_file_and_eatmydata_on_bare_metal(tmp_path: Path) -> None:
     (tmp_path / "jobs").mkdir()
     (tmp_path / "jobs" / "twojobs.fio").write_text(
         "[small]\nrw=randwrite\nbs=4k\nfdatasync=1\ntime_based=1\nruntime=500ms\n"
-        "[large]\nrw=write\nbs=64k\ntime_based=1\nruntime=500ms\n")
+        "[large]\nrw=write\nbs=64k\ntime_based=1\nruntime=500ms\n"
+    )
     (tmp_path / "p.toml").write_text("""
 tier = ["baremetal"]
 cache = ["writeback"]
@@ -50,7 +55,9 @@ max = 2
     assert proc.returncode == 0, proc.stdout + proc.stderr
     sweep = results(tmp_path)
     plain = metric(sweep, "sync.lat_mean_us", modifier="none", workload="db-write-4k-fdatasync")
-    eaten = metric(sweep, "sync.lat_mean_us", modifier="eatmydata", workload="db-write-4k-fdatasync")
+    eaten = metric(
+        sweep, "sync.lat_mean_us", modifier="eatmydata", workload="db-write-4k-fdatasync"
+    )
     # under libeatmydata fdatasync returns without reaching the kernel
     assert eaten["mean"] < 0.5 * plain["mean"], (eaten["mean"], plain["mean"])
     custom = metric(sweep, "total.iops", modifier="none", workload="file:jobs/twojobs.fio")
@@ -75,21 +82,32 @@ min = 1
 max = 1
 """)
     proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--accel", "tcg", cwd=tmp_path)
-    # The sweep goes on past the hung guest, and its exit status says a unit gave up (3), not success.
-    # (A TCG guest cannot boot and run 1 s of fio within 1.5 s, however fast the host; bare metal's 1 s of fio
-    # usually fits, but a loaded host may push it past 1.5 s too, so its outcome is not asserted, only that
-    # it was run after the guest's unit gave up.)
+    # The sweep goes on past the hung guest, and its exit status says a unit gave up (3), not
+    # success. (A TCG guest cannot boot and run 1 s of fio within 1.5 s, however fast the host; bare
+    # metal's 1 s of fio usually fits, but a loaded host may push it past 1.5 s too, so its outcome
+    # is not asserted, only that it was run after the guest's unit gave up.)
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "gave up" in proc.stdout
     db = sqlite3.connect(tmp_path / "r.sqlite")
-    guest_failed = db.execute("SELECT r.error FROM runs r JOIN cells c ON c.id=r.cell_id "
-                              "WHERE c.tier='guest' AND r.status='failed'").fetchall()
+    guest_failed = db.execute(
+        "SELECT r.error FROM runs r JOIN cells c ON c.id=r.cell_id "
+        "WHERE c.tier='guest' AND r.status='failed'"
+    ).fetchall()
     assert len(guest_failed) == 3  # the first attempt and two retries, then the unit gives up
     assert all("1.5" in err and "kill" in err.lower() for (err,) in guest_failed), guest_failed
-    assert db.execute("SELECT COUNT(*) FROM runs r JOIN cells c ON c.id=r.cell_id "
-                      "WHERE c.tier='guest' AND r.status='ok'").fetchone()[0] == 0
-    assert db.execute("SELECT COUNT(*) FROM runs r JOIN cells c ON c.id=r.cell_id "
-                      "WHERE c.tier='baremetal'").fetchone()[0] >= 1
+    assert (
+        db.execute(
+            "SELECT COUNT(*) FROM runs r JOIN cells c ON c.id=r.cell_id "
+            "WHERE c.tier='guest' AND r.status='ok'"
+        ).fetchone()[0]
+        == 0
+    )
+    assert (
+        db.execute(
+            "SELECT COUNT(*) FROM runs r JOIN cells c ON c.id=r.cell_id WHERE c.tier='baremetal'"
+        ).fetchone()[0]
+        >= 1
+    )
     table = run_cli("results", "--db", "r.sqlite", cwd=tmp_path).stdout
     assert "failed run" in table
 
@@ -109,14 +127,18 @@ retry_disturbed = false  # each step's time is checked to be there, not its figu
 [repetitions]
 min = 1
 max = 1
-""")
+""")  # noqa: E501
     proc = run_cli("run", "p.toml", "--db", "r.sqlite", "--accel", "tcg", cwd=tmp_path, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     sweep = results(tmp_path)
     for w in ("fs-read", "fs-write"):
         row = metric(sweep, "workload.seconds", workload=w)
         assert row["n"] == 1 and row["mean"] > 0
-        steps = [r["metric"] for r in sweep["results"] if r["workload"] == w and r["metric"].startswith("fs.")]
+        steps = [
+            r["metric"]
+            for r in sweep["results"]
+            if r["workload"] == w and r["metric"].startswith("fs.")
+        ]
         assert steps, f"{w} reported no timed steps"
 
 
@@ -135,12 +157,13 @@ retry_disturbed = false  # (nor how clean the runs were: a retry of a disturbed 
 [repetitions]
 min = 2
 max = 2
-"""
+"""  # noqa: E501
     (tmp_path / "p.toml").write_text(plan)
     proc = run_cli("run", "p.toml", "--db", "a.sqlite", "--accel", "tcg", cwd=tmp_path, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    # The second sweep: the first one's runs at 60 % (a copy with its samples scaled), not a second 90 s of TCG
-    # guests: what is checked is how compare lists and tests two sweeps' cells, which a re-run adds nothing to.
+    # The second sweep: the first one's runs at 60 % (a copy with its samples scaled), not a second
+    # 90 s of TCG guests: what is checked is how compare lists and tests two sweeps' cells, which a
+    # re-run adds nothing to.
     shutil.copyfile(tmp_path / "a.sqlite", tmp_path / "b.sqlite")
     con = sqlite3.connect(tmp_path / "b.sqlite")
     con.execute("UPDATE samples SET value = value * 0.6")
@@ -154,4 +177,5 @@ max = 2
     cmp = run_cli("compare", "a.sqlite", "b.sqlite", "--all", cwd=tmp_path)
     assert cmp.returncode == 0, cmp.stderr
     assert "changed significantly" in cmp.stdout and "Holm" in cmp.stdout
-    assert cmp.stdout.count("rand-read-4k") == 4  # every cell × workload is listed with --all (2 guest + 2 bare)
+    # every cell × workload is listed with --all (2 guest + 2 bare)
+    assert cmp.stdout.count("rand-read-4k") == 4

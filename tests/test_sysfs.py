@@ -1,4 +1,5 @@
-"""The shared sysfs steps (iomatrix.sysfs) and mount lookups (iomatrix.mountinfo) on real devices and mounts."""
+"""The shared sysfs steps (iomatrix.sysfs) and mount lookups (iomatrix.mountinfo) on real devices
+and mounts."""
 
 from __future__ import annotations
 
@@ -38,12 +39,14 @@ def test_read_text(scratch: Path) -> None:
 
 def test_innermost_mount_prefers_the_deepest_and_the_last_mounted(scratch: Path) -> None:
     a, ab = scratch / "a", scratch / "ab"
-    text = "\n".join([
-        "1 0 8:1 / / rw - ext4 /dev/sda1 rw",
-        f"2 1 7:0 / {a} rw - ext4 /dev/loop0 rw",
-        f"3 1 7:1 / {ab} rw - xfs /dev/loop1 rw",
-        f"4 2 0:50 / {a} rw - tmpfs none rw",  # mounted over the first mount on a
-    ])
+    text = "\n".join(
+        [
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw",
+            f"2 1 7:0 / {a} rw - ext4 /dev/loop0 rw",
+            f"3 1 7:1 / {ab} rw - xfs /dev/loop1 rw",
+            f"4 2 0:50 / {a} rw - tmpfs none rw",  # mounted over the first mount on a
+        ]
+    )
     entries = parse_mountinfo(text)
     assert innermost_mount(a / "x" / "y", entries)["source"] == "none"  # type: ignore[index]
     assert innermost_mount(ab / "x", entries)["source"] == "/dev/loop1"  # type: ignore[index]
@@ -57,7 +60,10 @@ def test_innermost_mount_of_proc() -> None:
     m = innermost_mount("/proc/self/status")
     assert m is not None and m["fstype"] == "proc"
     st = os.stat("/proc")
-    assert any(e["mountpoint"] == "/proc" for e in mounts_of_devnum(f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"))
+    assert any(
+        e["mountpoint"] == "/proc"
+        for e in mounts_of_devnum(f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+    )
 
 
 @root_only
@@ -81,13 +87,21 @@ def test_loop_device_steps_and_mounts(scratch: Path) -> None:
         m = innermost_mount(mnt / "not" / "yet" / "there")
         assert m is not None and m["mountpoint"] == str(mnt) and m["source"] == loop
         st = os.stat(mnt)
-        assert [e["mountpoint"] for e in mounts_of_devnum(f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}")] \
-            == [str(mnt)]
+        assert [
+            e["mountpoint"]
+            for e in mounts_of_devnum(f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+        ] == [str(mnt)]
         # mount over it: the visible (last-mounted) filesystem wins
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "iomx-sysfs-test", str(mnt)], check=True)
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=1m", "iomx-sysfs-test", str(mnt)], check=True
+        )
         try:
             over = innermost_mount(mnt / "f")
-            assert over is not None and over["fstype"] == "tmpfs" and over["source"] == "iomx-sysfs-test"
+            assert (
+                over is not None
+                and over["fstype"] == "tmpfs"
+                and over["source"] == "iomx-sysfs-test"
+            )
         finally:
             subprocess.run(["umount", str(mnt)], check=True)
         assert innermost_mount(mnt)["source"] == loop  # type: ignore[index]

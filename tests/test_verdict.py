@@ -1,5 +1,5 @@
-"""recommend, short_verdict, exports and the HTML report on a real (tiny) bare-metal sweep, and the report in
-a real browser."""
+"""recommend, short_verdict, exports and the HTML report on a real (tiny) bare-metal sweep, and the
+report in a real browser."""
 
 from __future__ import annotations
 
@@ -34,9 +34,10 @@ retry_disturbed = false  # the tests count runs: no retries of runs the loaded t
 min = 3
 max = 3
 """
-# The sweep's 1 s runs on a shared 2-core host are noisy and the decision rule would (rightly) answer "not
-# separable yet". A practical threshold of 95% ties every cell with the leader, so the tie-break (safety,
-# simplicity, then performance) always gives one answer: the tests check the verdict around that answer.
+# The sweep's 1 s runs on a shared 2-core host are noisy and the decision rule would (rightly)
+# answer "not separable yet". A practical threshold of 95% ties every cell with the leader, so the
+# tie-break (safety, simplicity, then performance) always gives one answer: the tests check the
+# verdict around that answer.
 LOOSE = ("--max-noise", "5", "--threshold", "0.95", "--tie-break", "safety,simplicity,performance")
 
 
@@ -44,7 +45,9 @@ LOOSE = ("--max-noise", "5", "--threshold", "0.95", "--tie-break", "safety,simpl
 def sweep_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("verdict")
     (d / "plan.toml").write_text(PLAN)
-    res = run_cli("run", str(d / "plan.toml"), "--db", str(d / "r.sqlite"), "--workdir", str(d / "work"))
+    res = run_cli(
+        "run", str(d / "plan.toml"), "--db", str(d / "r.sqlite"), "--workdir", str(d / "work")
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     return d / "r.sqlite"
 
@@ -58,7 +61,10 @@ def _recommend(db: Path, *args: str) -> dict:
 def test_recommend_chooses_a_swept_cell_with_gains_risks_and_snippets(sweep_db: Path) -> None:
     rec = _recommend(sweep_db)
     results = json.loads(run_cli("results", "--db", str(sweep_db), "--format", "json").stdout)
-    means = {(r["workload"], r["metric"], r["axes"]["cache"]): r["mean"] for r in results["sweeps"][0]["results"]}
+    means = {
+        (r["workload"], r["metric"], r["axes"]["cache"]): r["mean"]
+        for r in results["sweeps"][0]["results"]
+    }
     assert [v["workload"] for v in rec["verdicts"]] == ["rand-read-4k", "rand-read-64k"]
     for v in rec["verdicts"]:
         chosen = v["choice"]["cell"]
@@ -69,11 +75,18 @@ def test_recommend_chooses_a_swept_cell_with_gains_risks_and_snippets(sweep_db: 
         assert qemu["cell"] == "cache=writeback aio=threads backing=dir" and qemu["ratio"] > 0
         if cache == "writeback":
             assert qemu["ratio"] == pytest.approx(1.0)
-        assert [r["situation"] for r in v["risks"]] == ["QEMU crash", "host crash or power loss",
-                                                        "live migration", "guest that does not send flushes"]
+        assert [r["situation"] for r in v["risks"]] == [
+            "QEMU crash",
+            "host crash or power loss",
+            "live migration",
+            "guest that does not send flushes",
+        ]
         assert {r["basis"] for r in v["risks"]} == {"documented, not measured"}
         tools = {s["tool"]: s for s in v["snippets"]["snippets"]}
-        assert f"cache={cache}" in tools["proxmox"]["text"] and f"cache='{cache}'" not in tools["libvirt"]["text"]
+        assert (
+            f"cache={cache}" in tools["proxmox"]["text"]
+            and f"cache='{cache}'" not in tools["libvirt"]["text"]
+        )
         assert f'cache="{cache}"' in tools["libvirt"]["text"]
         assert v["snippets"]["assumed"] == ["format", "preallocation", "bus"]
 
@@ -95,28 +108,46 @@ def test_requirements_restrict_the_choice_and_state_their_cost(sweep_db: Path) -
 
 
 def test_current_configuration_is_compared(sweep_db: Path) -> None:
-    rec = _recommend(sweep_db, "--current", "-drive file=/vm/a.raw,format=raw,cache=none,aio=threads,if=virtio")
+    rec = _recommend(
+        sweep_db, "--current", "-drive file=/vm/a.raw,format=raw,cache=none,aio=threads,if=virtio"
+    )
     assert rec["current"]["axes"]["cache"] == "none"
     for v in rec["verdicts"]:
         cur = v["gains"][0]
-        assert cur["against"].startswith("current (") and cur["cell"] == "cache=none aio=threads backing=dir"
+        assert (
+            cur["against"].startswith("current (")
+            and cur["cell"] == "cache=none aio=threads backing=dir"
+        )
         assert cur["ratio"] is not None and cur["ci95_low"] is not None
 
 
 def test_recommend_table_markdown_csv(sweep_db: Path) -> None:
-    # The detail (issue 27: the terminal shows the headline first, the per-workload verdicts with --detail).
+    # The detail (issue 27: the terminal shows the headline first, the per-workload verdicts with
+    # --detail).
     table = run_cli("recommend", "--db", str(sweep_db), *LOOSE, "--detail")
-    assert table.returncode == 0 and table.stdout.startswith("Answer for ") and "\nuse: " in table.stdout
-    # Snippets are printed once per chosen configuration (which cell wins each workload depends on the noise).
+    assert (
+        table.returncode == 0
+        and table.stdout.startswith("Answer for ")
+        and "\nuse: " in table.stdout
+    )
+    # Snippets are printed once per chosen configuration (which cell wins each workload depends on
+    # the noise).
     chosen = set(re.findall(r"^use: (.+?)  — ", table.stdout, re.M))
     assert len(chosen) in (1, 2), table.stdout
     assert table.stdout.count("# libvirt domain XML") == len(chosen), table.stdout
     assert ("snippets: as above" in table.stdout) == (len(chosen) == 1), table.stdout
     md = run_cli("recommend", "--db", str(sweep_db), *LOOSE, "--format", "markdown").stdout
     assert md.startswith("## Answer for ") and "## Recommendation" in md and "```xml" in md
-    rows = list(csv.DictReader(io.StringIO(run_cli("recommend", "--db", str(sweep_db), *LOOSE, "--format",
-                                                   "csv").stdout)))
-    assert {r["workload"] for r in rows} == {"rand-read-4k", "rand-read-64k"} and all(r["ratio"] for r in rows)
+    rows = list(
+        csv.DictReader(
+            io.StringIO(
+                run_cli("recommend", "--db", str(sweep_db), *LOOSE, "--format", "csv").stdout
+            )
+        )
+    )
+    assert {r["workload"] for r in rows} == {"rand-read-4k", "rand-read-64k"} and all(
+        r["ratio"] for r in rows
+    )
 
 
 def test_the_end_of_run_is_the_headline(sweep_db: Path) -> None:
@@ -156,7 +187,13 @@ def test_html_report_is_self_contained_and_renders(sweep_db: Path, tmp_path: Pat
     assert len(text.encode()) < 1_500_000
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", text)
     assert "<script" not in text
-    for section in ("Recommendation", "Ranking per workload", "By block size", "Host over time", "Every run"):
+    for section in (
+        "Recommendation",
+        "Ranking per workload",
+        "By block size",
+        "Host over time",
+        "Every run",
+    ):
         assert section in text
     assert text.count("<svg") >= 4  # two rankings, one block-size chart, the host panels
     assert "documented, not measured" in text and "qm set VMID" in text
@@ -174,7 +211,11 @@ def test_report_on_an_empty_sweep_renders_and_says_what_is_missing(tmp_path: Pat
     res = run_cli("report", "--html", str(html), "--db", str(db))
     assert res.returncode == 0, res.stderr
     text = html.read_text()
-    assert "no completed runs" in text and "no runs recorded" in text and "no workload has results" in text
+    assert (
+        "no completed runs" in text
+        and "no runs recorded" in text
+        and "no workload has results" in text
+    )
     _check_in_browser(html, tmp_path)
 
 
@@ -191,7 +232,10 @@ def test_rank_and_monitor_exports_on_the_real_sweep(sweep_db: Path) -> None:
     tables = rank_tables(rank_sweep(store, 1, None, None, max_noise=5, threshold=0.95))
     text = render_tables(tables, "table")
     assert all(len(line) <= 100 for line in text.splitlines())
-    assert "constant: tier=baremetal format=- preallocation=- aio=threads bus=- backing=dir modifier=none" in text
+    assert (
+        "constant: tier=baremetal format=- preallocation=- aio=threads bus=- backing=dir "
+        "modifier=none" in text
+    )
     rows = list(csv.DictReader(io.StringIO(render_tables(tables, "csv"))))
     assert len(rows) == 4 and {r["cache"] for r in rows} == {"none", "writeback"}
     run_id = run_table(store, 1)[0]["id"]
@@ -206,7 +250,10 @@ def test_every_report_command_leaves_the_terminal_in_every_format(sweep_db: Path
     assert md.returncode == 0 and "| cache | workload | metric |" in md.stdout, md.stderr
     ranked = run_cli("rank", "--db", db, "--format", "json", "--max-noise", "5")
     assert ranked.returncode == 0, ranked.stderr
-    assert {t["title"].split(" · ")[0] for t in json.loads(ranked.stdout)} == {"rand-read-4k", "rand-read-64k"}
+    assert {t["title"].split(" · ")[0] for t in json.loads(ranked.stdout)} == {
+        "rand-read-4k",
+        "rand-read-64k",
+    }
     mon = run_cli("monitor", "--run", "1", "--db", db, "--format", "csv")
     assert mon.returncode == 0 and mon.stdout.startswith("t (s),"), mon.stderr
     raw = run_cli("results", "--db", db, "--run", "1", "--raw")
@@ -215,14 +262,16 @@ def test_every_report_command_leaves_the_terminal_in_every_format(sweep_db: Path
     assert half.returncode == 2 and "--raw and --run go together" in half.stderr
 
 
-def test_compare_fail_above_gates_on_a_significant_regression(sweep_db: Path, tmp_path: Path) -> None:
+def test_compare_fail_above_gates_on_a_significant_regression(
+    sweep_db: Path, tmp_path: Path
+) -> None:
     import shutil
     import sqlite3
 
-    # The gate's plumbing is under test, not the sweep's noise: Welch on 3 raw runs cannot call any change
-    # significant when one run is several times the others (t ≤ √3 / CV), which a loaded 2-core host does
-    # produce. So both sides get the sweep's cells with a narrow deterministic spread, and `worse` is a 90%
-    # regression of it.
+    # The gate's plumbing is under test, not the sweep's noise: Welch on 3 raw runs cannot call any
+    # change significant when one run is several times the others (t ≤ √3 / CV), which a loaded
+    # 2-core host does produce. So both sides get the sweep's cells with a narrow deterministic
+    # spread, and `worse` is a 90% regression of it.
     base, worse = tmp_path / "base.sqlite", tmp_path / "worse.sqlite"
     for path, level in ((base, 1000), (worse, 100)):
         shutil.copyfile(sweep_db, path)
@@ -233,7 +282,8 @@ def test_compare_fail_above_gates_on_a_significant_regression(sweep_db: Path, tm
     same = run_cli("compare", str(sweep_db), str(sweep_db), "--fail-above", "5%")
     assert same.returncode == 0, same.stdout + same.stderr
     gate = run_cli("compare", str(base), str(worse), "--fail-above", "5%", "--format", "markdown")
-    assert gate.returncode == 4 and "|" in gate.stdout, gate.stdout + gate.stderr  # 4: regression (issue 38)
+    # 4: regression (issue 38)
+    assert gate.returncode == 4 and "|" in gate.stdout, gate.stdout + gate.stderr
     loose = run_cli("compare", str(base), str(worse), "--fail-above", "95%")
     assert loose.returncode == 0, loose.stdout + loose.stderr
 
@@ -255,7 +305,7 @@ retry_disturbed = false
 [repetitions]
 min = 3
 max = 3
-"""
+"""  # noqa: E501
 
 
 @needs("qemu-system-x86_64")
@@ -263,11 +313,14 @@ max = 3
 def test_guest_sweep_verdict_has_bare_metal_and_ceiling_ratios(tmp_path: Path) -> None:
     (tmp_path / "plan.toml").write_text(GUEST_PLAN)
     db = tmp_path / "g.sqlite"
-    res = run_cli("run", str(tmp_path / "plan.toml"), "--db", str(db), "--workdir", str(tmp_path / "work"))
+    res = run_cli(
+        "run", str(tmp_path / "plan.toml"), "--db", str(db), "--workdir", str(tmp_path / "work")
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     rec = _recommend(db)
     scores = {v["workload"]: v for v in rec["verdicts"][1:]}
-    assert set(scores) == {"weighted-read", "weighted-write", "weighted-mixed"}  # guests: scores are tried
+    # guests: scores are tried
+    assert set(scores) == {"weighted-read", "weighted-write", "weighted-mixed"}
     assert "needs bare-metal results for seq-read-1m" in scores["weighted-read"]["missing"]
     v = rec["verdicts"][0]
     assert v["tier"] == "guest" and v["choice"]["cell"].startswith("format=raw ")
@@ -278,5 +331,6 @@ def test_guest_sweep_verdict_has_bare_metal_and_ceiling_ratios(tmp_path: Path) -
     html = tmp_path / "g.html"
     assert run_cli("report", "--html", str(html), "--db", str(db), *LOOSE).returncode == 0
     text = html.read_text()
-    assert re.search(r">\s*bare metal\s*<", text) and re.search(r">\s*ceiling\s*<", text)  # chart legend
+    # chart legend
+    assert re.search(r">\s*bare metal\s*<", text) and re.search(r">\s*ceiling\s*<", text)
     _check_in_browser(html, tmp_path)

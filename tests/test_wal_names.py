@@ -1,7 +1,9 @@
-"""Which name a results database's last writes wait under (store/wal_names.py, issue 50), on real SQLite files.
+"""Which name a results database's last writes wait under (store/wal_names.py, issue 50), on real
+SQLite files.
 
-A writer killed with its transactions in NAME-wal leaves a record of NAME; opening the same file by another name
-(a hard link, the file moved) is refused with one line naming NAME, until a writer by NAME closes it."""
+A writer killed with its transactions in NAME-wal leaves a record of NAME; opening the same file by
+another name (a hard link, the file moved) is refused with one line naming NAME, until a writer by
+NAME closes it."""
 
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ from iomatrix.store import Store, wal_names
 
 
 def _killed_writer(db: Path) -> None:
-    """What a SIGKILLed sweep leaves: the record, and committed transactions still in db-wal. A child process
-    opens the database, commits and ends with os._exit: no close, so no checkpoint, as after a kill."""
+    """What a SIGKILLed sweep leaves: the record, and committed transactions still in db-wal. A
+    child process opens the database, commits and ends with os._exit: no close, so no checkpoint, as
+    after a kill."""
     pid = os.fork()
     if pid == 0:
         code = 1
@@ -37,7 +40,9 @@ def own_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("IOMATRIX_STATE", str(tmp_path / "state"))
 
 
-def test_a_hard_link_to_a_database_whose_writer_was_killed_is_refused_naming_the_name_to_use(tmp_path: Path) -> None:
+def test_a_hard_link_to_a_database_whose_writer_was_killed_is_refused_naming_the_name_to_use(
+    tmp_path: Path,
+) -> None:
     db, hard = tmp_path / "x.sqlite", tmp_path / "elsewhere" / "hard.sqlite"
     _killed_writer(db)
     assert Path(f"{db}-wal").stat().st_size > 0
@@ -52,9 +57,12 @@ def test_a_hard_link_to_a_database_whose_writer_was_killed_is_refused_naming_the
     assert s.db.execute("SELECT value FROM meta WHERE key='killed-writer'").fetchone()[0] == "yes"
     s.close()
     assert not list((tmp_path / "state" / "open-databases").iterdir())
-    s2 = Store.open_existing(hard)  # closed: every write is in the file, which any name now reads whole
+    # closed: every write is in the file, which any name now reads whole
+    s2 = Store.open_existing(hard)
     try:
-        assert s2.db.execute("SELECT value FROM meta WHERE key='killed-writer'").fetchone()[0] == "yes"
+        assert (
+            s2.db.execute("SELECT value FROM meta WHERE key='killed-writer'").fetchone()[0] == "yes"
+        )
     finally:
         s2.close()
 
@@ -68,14 +76,18 @@ def test_a_database_moved_away_from_its_pending_log_says_where_the_log_is(tmp_pa
     assert f"written as {db}, which is gone" in str(err.value) and f"{db}-wal" in str(err.value)
 
 
-def test_a_record_whose_name_is_another_file_now_or_whose_log_is_gone_says_nothing(tmp_path: Path) -> None:
+def test_a_record_whose_name_is_another_file_now_or_whose_log_is_gone_says_nothing(
+    tmp_path: Path,
+) -> None:
     db, link = tmp_path / "x.sqlite", tmp_path / "link.sqlite"
     _killed_writer(db)
     link.hardlink_to(db)
     assert wal_names.recorded_name(link) == db.resolve()
-    os.unlink(f"{db}-wal")  # the pending log is gone (checkpointed by another tool, or removed): nothing waits
+    # the pending log is gone (checkpointed by another tool, or removed): nothing waits
+    os.unlink(f"{db}-wal")
     assert wal_names.recorded_name(link) is None
-    # The recorded name leads to another file now (x.sqlite replaced; its old inode may be reused by any file):
+    # The recorded name leads to another file now (x.sqlite replaced; its old inode may be reused by
+    # any file):
     os.unlink(db)
     sqlite3.connect(db).execute("PRAGMA journal_mode=WAL").fetchone()
     Path(f"{db}-wal").write_bytes(b"pages")

@@ -1,4 +1,5 @@
-"""The `iomatrix` command line: the app, `--version`, and how errors become one line and an exit status.
+"""The `iomatrix` command line: the app, `--version`, and how errors become one line and an exit
+status.
 
 Each subcommand is a module of `iomatrix.commands` that registers itself on the app.
 """
@@ -22,16 +23,17 @@ from iomatrix.commands.run import SweepIncomplete
 from iomatrix.errors import UserError
 from iomatrix.ui import console, err_console
 
-# One BLAS thread, set before anything imports numpy (nothing above does): the statistics fit matrices of at most a
-# few hundred rows, where OpenBLAS's thread pool only waits on itself, and on a loaded or shared host far worse:
-# the 100-host fleet answer's blocked fit took 3.8 s with it and 0.04 s without (docs/benchmarks.md, issue 52); in a
-# sweep, its threads would also compete with the I/O being measured. A value the user set stands.
+# One BLAS thread, set before anything imports numpy (nothing above does): the statistics fit
+# matrices of at most a few hundred rows, where OpenBLAS's thread pool only waits on itself, and on
+# a loaded or shared host far worse: the 100-host fleet answer's blocked fit took 3.8 s with it and
+# 0.04 s without (docs/benchmarks.md, issue 52); in a sweep, its threads would also compete with the
+# I/O being measured. A value the user set stands.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-# Exit statuses (README, "Exit status"): 0 done; 1 internal error (a bug: the traceback is in a log file);
-# 2 a problem the user can fix (bad plan, option, file); 3 a sweep ran but units gave up or every run
-# failed; 130 interrupted. (`compare --fail-above` exits 4 for a regression and 5 for "cannot tell",
-# commands/compare.py; `clean` exits 1 for a leftover.)
+# Exit statuses (README, "Exit status"): 0 done; 1 internal error (a bug: the traceback is in a log
+# file); 2 a problem the user can fix (bad plan, option, file); 3 a sweep ran but units gave up or
+# every run failed; 130 interrupted. (`compare --fail-above` exits 4 for a regression and 5 for
+# "cannot tell", commands/compare.py; `clean` exits 1 for a leftover.)
 EXIT_INTERNAL = 1
 EXIT_USER = 2
 EXIT_GAVE_UP = 3
@@ -48,8 +50,12 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                          help="Print the version and exit.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
 ) -> None:
     """Sweep VM disk configurations (format × cache × aio × bus × backing) with error bars."""
 
@@ -63,14 +69,17 @@ _register_commands()
 
 
 def crash_log_dir() -> Path:
-    """Where full tracebacks of internal errors go: $XDG_CACHE_HOME/iomatrix/logs (~/.cache/iomatrix/logs)."""
+    """Where full tracebacks of internal errors go: $XDG_CACHE_HOME/iomatrix/logs
+    (~/.cache/iomatrix/logs)."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "iomatrix" / "logs"
 
 
 def _write_crash_log(err: BaseException) -> Path | None:
-    text = (f"iomatrix {__version__}\nargv: {sys.argv!r}\ntime: {time.strftime('%Y-%m-%d %H:%M:%S')}\n\n"
-            + "".join(traceback.format_exception(err)))
+    text = (
+        f"iomatrix {__version__}\nargv: {sys.argv!r}\ntime: "
+        f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n\n" + "".join(traceback.format_exception(err))
+    )
     try:
         d = crash_log_dir()
         d.mkdir(parents=True, exist_ok=True)
@@ -91,18 +100,23 @@ def main(argv: list[str] | None = None) -> None:
     # into the exit code; what is left for us is the user's own mistakes (UserError), Ctrl-C, and
     # anything unexpected, which becomes one line here and a full traceback in a log file.
     try:
-        # Not standalone: the CLI library hands its usage errors (a bad option value, an unknown option) to us,
-        # to be printed as one line like every other mistake instead of its usage text and boxed panel.
+        # Not standalone: the CLI library hands its usage errors (a bad option value, an unknown
+        # option) to us, to be printed as one line like every other mistake instead of its usage
+        # text and boxed panel.
         status = app(args=argv, prog_name="iomatrix", standalone_mode=False)
         if isinstance(status, int) and not isinstance(status, bool) and status != 0:
-            sys.exit(status)  # typer.Exit(n) raised by a command (compare's gate, clean's leftovers), or --help's 0
-    except typer.TyperException as err:  # a usage error: exit 2 (typer.Exit and Abort are not among these)
+            # typer.Exit(n) raised by a command (compare's gate, clean's leftovers), or --help's 0
+            sys.exit(status)
+    # a usage error: exit 2 (typer.Exit and Abort are not among these)
+    except typer.TyperException as err:
         _usage_error(err)
     except typer.Abort:
         err_console.print("aborted")
         sys.exit(EXIT_INTERNAL)
     except UserError as err:
-        err_console.print(f"[red]error:[/] {escape(_one_line(err.one_line(), 1000))}", soft_wrap=True)
+        err_console.print(
+            f"[red]error:[/] {escape(_one_line(err.one_line(), 1000))}", soft_wrap=True
+        )
         sys.exit(EXIT_USER)
     except SweepIncomplete as err:
         err_console.print(f"[red]error:[/] {escape(str(err))}", soft_wrap=True)
@@ -118,9 +132,11 @@ def main(argv: list[str] | None = None) -> None:
             _internal(err)
 
         where = ", ".join(dict.fromkeys(str(p) for p in OPENED)) or "a results database"
-        err_console.print(f"[red]error:[/] {escape(_one_line(f'{where}: SQLite cannot read it ({err})'))} — "
-                          "restore it from a copy (sqlite3's .recover may save the rest into a new file)",
-                          soft_wrap=True)
+        err_console.print(
+            f"[red]error:[/] {escape(_one_line(f'{where}: SQLite cannot read it ({err})'))} — "
+            "restore it from a copy (sqlite3's .recover may save the rest into a new file)",
+            soft_wrap=True,
+        )
         sys.exit(EXIT_USER)
     except Exception as err:
         _internal(err)
@@ -128,25 +144,36 @@ def main(argv: list[str] | None = None) -> None:
 
 def _usage_error(err: typer.TyperException) -> NoReturn:
     """A usage error as one line naming the command, the problem and where the help is."""
-    if type(err).__name__ == "NoArgsIsHelpError":  # a bare `iomatrix` or `iomatrix guest`: the help is printed
+    # a bare `iomatrix` or `iomatrix guest`: the help is printed
+    if type(err).__name__ == "NoArgsIsHelpError":
         sys.exit(EXIT_USER)
     ctx = getattr(err, "ctx", None)
     command = ctx.command_path if ctx is not None else "iomatrix"
     message = err.format_message() if hasattr(err, "format_message") else str(err)
-    err_console.print(f"[red]error:[/] {escape(_one_line(f'{command}: {message}'))} — "
-                      f"see '{escape(command)} --help'", soft_wrap=True)
+    err_console.print(
+        f"[red]error:[/] {escape(_one_line(f'{command}: {message}'))} — "
+        f"see '{escape(command)} --help'",
+        soft_wrap=True,
+    )
     sys.exit(getattr(err, "exit_code", EXIT_USER))
 
 
 def _internal(err: Exception) -> NoReturn:
-    """One line for an error the user did not cause (the traceback in a log), or an OSError the host raised."""
+    """One line for an error the user did not cause (the traceback in a log), or an OSError the host
+    raised."""
     log = _write_crash_log(err)
     where = f"full traceback in {log}" if log else f"no log could be written in {crash_log_dir()}"
     if isinstance(err, OSError) and err.strerror:
-        # The host refused something (disk full, permission, read-only filesystem): the user can act.
+        # The host refused something (disk full, permission, read-only filesystem): the user can
+        # act.
         what = f"{err.strerror}" + (f": {err.filename}" if err.filename else "")
-        err_console.print(f"[red]error:[/] {escape(_one_line(what))} — {escape(where)}", soft_wrap=True)
+        err_console.print(
+            f"[red]error:[/] {escape(_one_line(what))} — {escape(where)}", soft_wrap=True
+        )
         sys.exit(EXIT_USER)
-    err_console.print(f"[red]internal error:[/] {escape(_one_line(f'{type(err).__name__}: {err}'))} — "
-                      f"{escape(where)}; please report it", soft_wrap=True)
+    err_console.print(
+        f"[red]internal error:[/] {escape(_one_line(f'{type(err).__name__}: {err}'))} — "
+        f"{escape(where)}; please report it",
+        soft_wrap=True,
+    )
     sys.exit(EXIT_INTERNAL)

@@ -57,7 +57,9 @@ def prepare_cache(keep_warm: bool) -> CacheState:
 
 def _check_modifier(name: str) -> None:
     if name not in MODIFIERS:
-        raise UserError(f"unknown host modifier {name!r}", hint=f"valid modifiers: {', '.join(MODIFIERS)}")
+        raise UserError(
+            f"unknown host modifier {name!r}", hint=f"valid modifiers: {', '.join(MODIFIERS)}"
+        )
 
 
 def modifier_wrapper(name: str) -> list[str]:
@@ -84,18 +86,23 @@ def modifier_notes(name: str, aio: str | None) -> list[str]:
     if name == "none":
         return []
     notes = [
-        "eatmydata (LD_PRELOAD libeatmydata): fsync, fdatasync, sync, syncfs, msync and sync_file_range "
+        "eatmydata (LD_PRELOAD libeatmydata): fsync, fdatasync, sync, syncfs, msync and "
+        "sync_file_range "
         "become no-ops and open()/open64() drop O_SYNC/O_DSYNC; openat() flags, pwritev2(RWF_DSYNC/"
         "RWF_SYNC), io_uring and linux-aio flush commands are not intercepted",
     ]
     if aio in _IO_URING:
         notes.append(
-            "aio=io_uring: flushes are submitted through io_uring (IORING_OP_FSYNC), which eatmydata "
+            "aio=io_uring: flushes are submitted through io_uring (IORING_OP_FSYNC), "
+            "which eatmydata "
             "cannot intercept, so this cell still flushes to the device (measured: fio io_uring "
-            "fdatasync=1 under eatmydata issued as many device flushes as without it)")
+            "fdatasync=1 under eatmydata issued as many device flushes as without it)"
+        )
     elif aio in _LINUX_AIO:
         notes.append(
             "aio=native/libaio: fio's libaio engine and QEMU <= 8.x flush with fdatasync(), which "
-            "eatmydata removes; a QEMU that sends IOCB_CMD_FDSYNC through linux-aio, or FUA writes as "
-            "RWF_DSYNC (QEMU >= 10 with native/io_uring), would bypass it (not verified here)")
+            "eatmydata removes; a QEMU that sends IOCB_CMD_FDSYNC through linux-aio, or "
+            "FUA writes as "
+            "RWF_DSYNC (QEMU >= 10 with native/io_uring), would bypass it (not verified here)"
+        )
     return notes

@@ -11,15 +11,15 @@ file so a second sweep can say who is in the way, and removes the file when it i
 A database is locked by the file it resolves to, not by the name it was given: `x.db`
 and a symlink `alias.db` to it share one lock (`x.db.lock`, beside the real file).
 
-A name is not the file, though: a hard link `hard.db`, a bind mount or a renamed path reaches the same inode
-under another name, and a lock beside the name would let two sweeps write one file through two write-ahead logs
-(`x.db-wal` and `hard.db-wal`), so that one sweep's runs are lost. So a sweep also holds an `flock` on the
-database file itself, its -wal and the workdir (:func:`exclusive_identity`): keyed on (st_dev, st_ino), whatever
-the path. The holder is found in the kernel's lock table (/proc/locks), its command in /proc/PID/cmdline. SQLite
-locks with fcntl(2) byte ranges, which on a local filesystem never interact with flock(2); on a network
-filesystem the kernel emulates flock with fcntl locks, which would then block SQLite's own, so there only the
-lock beside the name is taken.
-"""
+A name is not the file, though: a hard link `hard.db`, a bind mount or a renamed path reaches the
+same inode under another name, and a lock beside the name would let two sweeps write one file
+through two write-ahead logs (`x.db-wal` and `hard.db-wal`), so that one sweep's runs are lost. So a
+sweep also holds an `flock` on the database file itself, its -wal and the workdir
+(:func:`exclusive_identity`): keyed on (st_dev, st_ino), whatever the path. The holder is found in
+the kernel's lock table (/proc/locks), its command in /proc/PID/cmdline. SQLite locks with fcntl(2)
+byte ranges, which on a local filesystem never interact with flock(2); on a network filesystem the
+kernel emulates flock with fcntl locks, which would then block SQLite's own, so there only the lock
+beside the name is taken."""
 
 from __future__ import annotations
 
@@ -46,8 +46,10 @@ def _holder(fd: int) -> str:
 
 
 def _in_use(fd: int, what: str) -> UserError:
-    return UserError(f"{what} is in use by {_holder(fd)}",
-                     hint="wait for that sweep to finish, or use another --db / --workdir")
+    return UserError(
+        f"{what} is in use by {_holder(fd)}",
+        hint="wait for that sweep to finish, or use another --db / --workdir",
+    )
 
 
 @contextlib.contextmanager
@@ -61,8 +63,9 @@ def exclusive(lock_path: Path, what: str) -> Iterator[None]:
         try:
             yield
         finally:
-            # Remove the file while the lock is still held: a process that opened it before and locks it after
-            # sees that the name no longer leads to its file and starts again (see _lock_current_file).
+            # Remove the file while the lock is still held: a process that opened it before and
+            # locks it after sees that the name no longer leads to its file and starts again (see
+            # _lock_current_file).
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)
                 os.unlink(lock_path)
@@ -71,13 +74,16 @@ def exclusive(lock_path: Path, what: str) -> Iterator[None]:
 
 
 def _lock_current_file(lock_path: Path, what: str) -> int:
-    """An fd of `lock_path`, exclusively locked, that is still the file the name leads to (bounded retries)."""
+    """An fd of `lock_path`, exclusively locked, that is still the file the name leads to (bounded
+    retries)."""
     for _ in range(100):
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
         except OSError as err:
-            raise UserError(f"cannot create the lock file {lock_path}: {err.strerror}",
-                            hint=f"make the directory of {what} writable") from None
+            raise UserError(
+                f"cannot create the lock file {lock_path}: {err.strerror}",
+                hint=f"make the directory of {what} writable",
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -91,13 +97,16 @@ def _lock_current_file(lock_path: Path, what: str) -> int:
         if same:
             return fd
         os.close(fd)  # the holder before us removed this file as it let go: lock the new one
-    raise UserError(f"cannot take the lock file {lock_path}: it keeps being replaced", hint="try again")
+    raise UserError(
+        f"cannot take the lock file {lock_path}: it keeps being replaced", hint="try again"
+    )
 
 
 def refuse_if_held(lock_path: Path, what: str) -> None:
-    """Raise the "in use" error now if another process holds `lock_path` (creating nothing when it does not
-    exist), so checks that read what the holder may be writing (a results database it is creating) never
-    see its half-made state. Not a lock: :func:`exclusive` still takes the real one."""
+    """Raise the "in use" error now if another process holds `lock_path` (creating nothing when it
+    does not exist), so checks that read what the holder may be writing (a results database it is
+    creating) never see its half-made state. Not a lock: :func:`exclusive` still takes the real
+    one."""
     try:
         fd = os.open(lock_path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
@@ -112,10 +121,12 @@ def refuse_if_held(lock_path: Path, what: str) -> None:
 
 
 def is_held(lock_path: Path) -> bool:
-    """Whether some process holds `lock_path` now (creates nothing, takes no lock; a missing file is not held).
+    """Whether some process holds `lock_path` now (creates nothing, takes no lock; a missing file is
+    not held).
 
-    Read from the kernel's table of locks (/proc/locks), not by trying a lock: a reader that took even a shared
-    lock for an instant could make a sweep starting at that instant think the database is in use."""
+    Read from the kernel's table of locks (/proc/locks), not by trying a lock: a reader that took
+    even a shared lock for an instant could make a sweep starting at that instant think the database
+    is in use."""
     try:
         st = os.stat(lock_path, follow_symlinks=False)
     except OSError:
@@ -130,9 +141,23 @@ def is_held(lock_path: Path) -> bool:
     return bool(holders)
 
 
-# Filesystems on which flock(2) is emulated with fcntl(2) byte-range locks (it would then block SQLite's locks).
-_FLOCK_EMULATED = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "9p", "fuse", "lustre", "gfs2", "ocfs2",
-                   "afs", "glusterfs")
+# Filesystems on which flock(2) is emulated with fcntl(2) byte-range locks (it would then block
+# SQLite's locks).
+_FLOCK_EMULATED = (
+    "nfs",
+    "nfs4",
+    "cifs",
+    "smb3",
+    "smbfs",
+    "ceph",
+    "9p",
+    "fuse",
+    "lustre",
+    "gfs2",
+    "ocfs2",
+    "afs",
+    "glusterfs",
+)
 
 
 def _flock_emulated(path: Path) -> bool:
@@ -145,21 +170,33 @@ def _flock_emulated(path: Path) -> bool:
 
 
 def _flock_holders(st: os.stat_result) -> list[int] | None:
-    """The pids that hold an flock on the file `st` describes, from /proc/locks (None: the table is unreadable)."""
+    """The pids that hold an flock on the file `st` describes, from /proc/locks (None: the table is
+    unreadable)."""
     me = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     try:
         table = Path("/proc/locks").read_text()
     except OSError:
         return None
-    # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; blocked waiters ("-> FLOCK …") hold nothing yet.
-    return [int(f[4]) for f in (line.split() for line in table.splitlines())
-            if len(f) > 5 and f[0] != "->" and f[1] == "FLOCK" and f[5] == me and f[4].isdigit()]
+    # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; blocked waiters ("-> FLOCK …") hold nothing
+    # yet.
+    return [
+        int(f[4])
+        for f in (line.split() for line in table.splitlines())
+        if len(f) > 5 and f[0] != "->" and f[1] == "FLOCK" and f[5] == me and f[4].isdigit()
+    ]
 
 
 def _process(pid: int) -> str:
-    """"process PID (its command line)", read from /proc; just "process PID" when it cannot be read."""
+    """ "process PID (its command line)", read from /proc; just "process PID" when it cannot be
+    read."""
     try:
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+        cmd = (
+            Path(f"/proc/{pid}/cmdline")
+            .read_bytes()
+            .replace(b"\0", b" ")
+            .decode("utf-8", "replace")
+            .strip()
+        )
     except OSError:
         cmd = ""
     return f"process {pid} ({cmd[:200]})" if cmd else f"process {pid}"
@@ -167,16 +204,20 @@ def _process(pid: int) -> str:
 
 def _identity_in_use(path: Path, st: os.stat_result, what: str) -> UserError:
     holders = _flock_holders(st) or []
-    others = [p for p in holders if p != os.getpid()] or holders  # ourselves only when no one else holds it
+    # ourselves only when no one else holds it
+    others = [p for p in holders if p != os.getpid()] or holders
     holder = _process(others[0]) if others else "another process"
-    return UserError(f"{what} is in use by {holder}: {path} is the same file (device {os.major(st.st_dev)}:"
-                     f"{os.minor(st.st_dev)}, inode {st.st_ino}) under another name",
-                     hint="wait for that sweep to finish, or use another --db / --workdir (a copy, not a link)")
+    return UserError(
+        f"{what} is in use by {holder}: {path} is the same file (device {os.major(st.st_dev)}:"
+        f"{os.minor(st.st_dev)}, inode {st.st_ino}) under another name",
+        hint="wait for that sweep to finish, or use another --db / --workdir (a copy, not a link)",
+    )
 
 
 def refuse_if_identity_held(path: Path, what: str) -> None:
-    """Raise the "in use" error now if another process holds an flock on the file or directory `path` leads to
-    (a hard link, bind mount or renamed path of a database a sweep is writing); opens nothing, locks nothing."""
+    """Raise the "in use" error now if another process holds an flock on the file or directory
+    `path` leads to (a hard link, bind mount or renamed path of a database a sweep is writing);
+    opens nothing, locks nothing."""
     try:
         st = os.stat(path)
     except OSError:
@@ -204,7 +245,8 @@ def _probe_flock(path: Path) -> bool:
 
 
 def identity_held(path: Path) -> bool:
-    """Whether some process holds an flock on the file `path` leads to (read from /proc/locks; locks nothing)."""
+    """Whether some process holds an flock on the file `path` leads to (read from /proc/locks; locks
+    nothing)."""
     try:
         st = os.stat(path)
     except OSError:
@@ -214,20 +256,24 @@ def identity_held(path: Path) -> bool:
 
 @contextlib.contextmanager
 def exclusive_identity(path: Path, what: str) -> Iterator[None]:
-    """Hold an exclusive flock on the file or directory `path` itself, keyed by its inode, not its name: a hard
-    link, a bind mount or a renamed path to it is refused with the holder. The kernel drops it when the process
-    dies. A no-op on a filesystem that emulates flock with fcntl locks (see the module's docstring).
+    """Hold an exclusive flock on the file or directory `path` itself, keyed by its inode, not its
+    name: a hard link, a bind mount or a renamed path to it is refused with the holder. The kernel
+    drops it when the process dies. A no-op on a filesystem that emulates flock with fcntl locks
+    (see the module's docstring).
 
-    The descriptor is closed only when the block ends: closing a descriptor of a file drops every fcntl lock
-    this process holds on it, SQLite's included, so close the database before leaving the block."""
+    The descriptor is closed only when the block ends: closing a descriptor of a file drops every
+    fcntl lock this process holds on it, SQLite's included, so close the database before leaving the
+    block."""
     if _flock_emulated(path):
         yield
         return
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as err:
-        raise UserError(f"cannot open {what} to lock it: {err.strerror}", hint=f"check the permissions of {path}") \
-            from None
+        raise UserError(
+            f"cannot open {what} to lock it: {err.strerror}",
+            hint=f"check the permissions of {path}",
+        ) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

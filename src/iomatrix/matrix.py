@@ -23,9 +23,9 @@ from iomatrix.tiers import declaration
 
 
 def from_key(key: str) -> Cell:
-    """The cell of a key, completed as stored values are (`complete`). A block-device backing's name holds
-    slashes (blockdev:/dev/loop0): the six axes before it and the modifier (with any later axes after it,
-    "+axis=value") have none."""
+    """The cell of a key, completed as stored values are (`complete`). A block-device backing's name
+    holds slashes (blockdev:/dev/loop0): the six axes before it and the modifier (with any later
+    axes after it, "+axis=value") have none."""
     head = key.split("/", 6)
     if len(head) < 7 or "/" not in head[6]:
         raise ValueError(f"not a cell key: {key!r}")
@@ -48,10 +48,10 @@ def applying_axes(tier: str) -> tuple[str, ...]:
 
 
 def complete(values: Mapping[str, str]) -> Cell:
-    """The cell of stored values: an axis the values do not name (recorded before it existed) reads as its
-    default where it applies to the cell's tier, "-" elsewhere (and for the null ceiling, which has no disk
-    configuration). A tier this release does not know leaves such axes "-"; a stored axis this release does
-    not know (a test's demonstration axis) is left out."""
+    """The cell of stored values: an axis the values do not name (recorded before it existed) reads
+    as its default where it applies to the cell's tier, "-" elsewhere (and for the null ceiling,
+    which has no disk configuration). A tier this release does not know leaves such axes "-"; a
+    stored axis this release does not know (a test's demonstration axis) is left out."""
     filled = {a: v for a, v in values.items() if a in axes.names()}
     missing = [a for a in axes.names() if a not in filled]
     if missing:
@@ -90,8 +90,9 @@ class Expansion:
     pruned: list[Pruned] = field(default_factory=list)
     collapsed: dict[str, tuple[str, ...]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    # The user's current configuration (plan.current) as it runs in each tier: a cell of its own, or the matrix's
-    # own cell where they are the same (current_cells; the pruned ones are in `pruned`, with the reason).
+    # The user's current configuration (plan.current) as it runs in each tier: a cell of its own, or
+    # the matrix's own cell where they are the same (current_cells; the pruned ones are in `pruned`,
+    # with the reason).
     current: list[Cell] = field(default_factory=list)
 
 
@@ -101,10 +102,15 @@ def collapsed_axes(tier: str) -> tuple[str, ...]:
     return tuple(a for a in axes.names() if a not in applies)
 
 
-def prune_reason(cell: Cell, backing: BackingFacts | None, qemu: QemuFacts | None = None,
-                 host_cpus: int | None = None) -> str | None:
-    """Why `cell` cannot run, or None: the domain's rules between axes, then the tier's own. `qemu` and
-    `host_cpus` are the installed QEMU's facts and the host's CPU count (None: rules needing them skip)."""
+def prune_reason(
+    cell: Cell,
+    backing: BackingFacts | None,
+    qemu: QemuFacts | None = None,
+    host_cpus: int | None = None,
+) -> str | None:
+    """Why `cell` cannot run, or None: the domain's rules between axes, then the tier's own. `qemu`
+    and `host_cpus` are the installed QEMU's facts and the host's CPU count (None: rules needing
+    them skip)."""
     tier = declaration(cell.tier)
     if cell.is_null_ceiling:
         return tier.prune_reason(cell, backing)
@@ -119,45 +125,66 @@ def workload_prune_reason(cell: Cell, workload: Workload) -> str | None:
 
 
 def _named_collapsed(plan: Plan, tier: str) -> tuple[str, ...]:
-    """The axes collapsed for `tier` worth telling: the first release's, and later ones the plan names away from
-    their default (a plan that does not name a later axis is told what it was told before the axis existed)."""
-    return tuple(a for a in collapsed_axes(tier)
-                 if axes.get(a).always_named or plan.axis_values(a) != [axes.get(a).default])
+    """The axes collapsed for `tier` worth telling: the first release's, and later ones the plan
+    names away from their default (a plan that does not name a later axis is told what it was told
+    before the axis existed)."""
+    return tuple(
+        a
+        for a in collapsed_axes(tier)
+        if axes.get(a).always_named or plan.axis_values(a) != [axes.get(a).default]
+    )
 
 
 def tier_product(plan: Plan, tier: str, workload: str | None = None) -> Iterator[Cell]:
-    """The cells of one tier of `plan`: the product of the values the tier sweeps (the plan's, its tier table's in
-    their place: Plan.axis_values(axis, tier)), with the axes that do not apply to it collapsed to "-" (one value,
-    not multiplied). In the order of the full product with the tier first, so a plan without tier tables expands
-    exactly as it did when the matrix was one product over every axis. With `workload`: the cells that workload
-    runs in the tier (its workload table's values in the tier's place)."""
+    """The cells of one tier of `plan`: the product of the values the tier sweeps (the plan's, its
+    tier table's in their place: Plan.axis_values(axis, tier)), with the axes that do not apply to
+    it collapsed to "-" (one value, not multiplied). In the order of the full product with the tier
+    first, so a plan without tier tables expands exactly as it did when the matrix was one product
+    over every axis. With `workload`: the cells that workload runs in the tier (its workload table's
+    values in the tier's place)."""
     collapsed = set(collapsed_axes(tier))
-    values = {a: [tier] if a == "tier" else [NA] if a in collapsed else plan.axis_values(a, tier, workload)
-              for a in axes.names()}
+    values = {
+        a: [tier]
+        if a == "tier"
+        else [NA]
+        if a in collapsed
+        else plan.axis_values(a, tier, workload)
+        for a in axes.names()
+    }
     for combo in itertools.product(*values.values()):
         yield Cell(dict(zip(values, combo, strict=True)))
 
 
-def _tier_groups(plan: Plan, tier: str, runs: list[Workload]) -> list[tuple[Iterator[Cell], list[Workload]]]:
-    """The tier's cells and the workloads each product of them runs: the tier's product for the workloads without
-    a workload table (the tier's product alone when it has no workloads), and each tabled workload's own."""
+def _tier_groups(
+    plan: Plan, tier: str, runs: list[Workload]
+) -> list[tuple[Iterator[Cell], list[Workload]]]:
+    """The tier's cells and the workloads each product of them runs: the tier's product for the
+    workloads without a workload table (the tier's product alone when it has no workloads), and each
+    tabled workload's own."""
     tables = plan.workload_tables.get(tier, {})
     shared = [w for w in runs if w.name not in tables]
     groups = [(tier_product(plan, tier), shared)] if shared or not runs else []
     return groups + [(tier_product(plan, tier, w.name), [w]) for w in runs if w.name in tables]
 
 
-def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Workload],
-           qemu: QemuFacts | None = None, tier_workloads: Mapping[str, list[Workload]] | None = None) -> Expansion:
-    """All cells of `plan`, per tier (tier_product), with pruned cells and reasons. `qemu`: the installed QEMU's
-    facts (iomatrix.qemu_caps), for the rules that need them. `workloads` run on every tier, except a tier in
-    `tier_workloads` (its tier table's own workloads), which runs those instead; a workload with a workload table
-    in a tier runs on that table's cells there (a cell of several products runs each one's workloads).
+def expand(
+    plan: Plan,
+    backings: Mapping[str, BackingFacts],
+    workloads: list[Workload],
+    qemu: QemuFacts | None = None,
+    tier_workloads: Mapping[str, list[Workload]] | None = None,
+) -> Expansion:
+    """All cells of `plan`, per tier (tier_product), with pruned cells and reasons. `qemu`: the
+    installed QEMU's facts (iomatrix.qemu_caps), for the rules that need them. `workloads` run on
+    every tier, except a tier in `tier_workloads` (its tier table's own workloads), which runs those
+    instead; a workload with a workload table in a tier runs on that table's cells there (a cell of
+    several products runs each one's workloads).
 
-    A unit (cell × workload) is pruned where the tier cannot run the workload, or where the workload cannot show
-    an axis the cell sets (Axis.shown_by: zero detection with random data): the workload then runs with that axis
-    at one value only (the default where the cell's tier sweeps it, else the first it lists), not multiplied
-    by values it cannot tell apart. The user's current configuration runs every workload of its tier."""
+    A unit (cell × workload) is pruned where the tier cannot run the workload, or where the workload
+    cannot show an axis the cell sets (Axis.shown_by: zero detection with random data): the workload
+    then runs with that axis at one value only (the default where the cell's tier sweeps it, else
+    the first it lists), not multiplied by values it cannot tell apart. The user's current
+    configuration runs every workload of its tier."""
     host_cpus = os.cpu_count()
     cells: list[Cell] = []
     pruned: dict[str, Pruned] = {}
@@ -177,8 +204,13 @@ def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Wor
                 if cell.key not in pruned:
                     mine = runs_of.setdefault(cell, [])
                     mine += [w for w in group if w not in mine]
-    current = _add_current(plan, cells, pruned, seen,
-                           lambda c: prune_reason(c, backings.get(c.backing), qemu, host_cpus))
+    current = _add_current(
+        plan,
+        cells,
+        pruned,
+        seen,
+        lambda c: prune_reason(c, backings.get(c.backing), qemu, host_cpus),
+    )
     for tier_name in plan.tier:
         cells.extend(Cell(values) for values in declaration(tier_name).extra_cells(plan))
     units: list[Unit] = []
@@ -187,10 +219,16 @@ def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Wor
         everything = tier_runs.get(cell.tier, workloads)
         mine = everything if cell in current or cell not in runs_of else runs_of[cell]
         for w in (w for w in everything if w in mine):  # in the tier's order of workloads
-            reason = workload_prune_reason(cell, w) or _own_image_reason(cell, w, backings.get(cell.backing))
+            reason = workload_prune_reason(cell, w) or _own_image_reason(
+                cell, w, backings.get(cell.backing)
+            )
             if reason is None and cell not in current:
-                reason = axes.unshown_reason(cell, w.shape, _kept_values(plan, cell.tier, w.name),
-                                              w.image_bytes or plan.image_size_bytes)
+                reason = axes.unshown_reason(
+                    cell,
+                    w.shape,
+                    _kept_values(plan, cell.tier, w.name),
+                    w.image_bytes or plan.image_size_bytes,
+                )
             if reason:
                 unit_pruned.append(Pruned(f"{cell.key} × {w.name}", reason))
             else:
@@ -207,17 +245,20 @@ def expand(plan: Plan, backings: Mapping[str, BackingFacts], workloads: list[Wor
 
 
 def _own_image_reason(cell: Cell, w: Workload, backing: BackingFacts | None) -> str | None:
-    """A workload on an image of its own size (Workload.image_bytes) cannot run where no image is created: a raw
-    block device is the disk as it is."""
+    """A workload on an image of its own size (Workload.image_bytes) cannot run where no image is
+    created: a raw block device is the disk as it is."""
     if w.image_bytes is None or backing is None or not backing.is_device or cell.format != "raw":
         return None
-    return (f"workload {w.name} runs on a thin image of its own ({w.image_bytes >> 30} GiB); a raw block device is "
-            "used as it is, not created: run it on a directory backing or with format qcow2")
+    return (
+        f"workload {w.name} runs on a thin image of its own ({w.image_bytes >> 30} GiB); "
+        "a raw block device is "
+        "used as it is, not created: run it on a directory backing or with format qcow2"
+    )
 
 
 def _kept_values(plan: Plan, tier: str, workload: str) -> dict[str, str]:
-    """Per axis, the one value a workload that cannot show the axis runs with: the axis's default where `tier`
-    sweeps it for the workload, else the first value it lists."""
+    """Per axis, the one value a workload that cannot show the axis runs with: the axis's default
+    where `tier` sweeps it for the workload, else the first value it lists."""
     out = {}
     for axis in axes.plan_axes():
         values = plan.axis_values(axis.name, tier, workload)
@@ -226,26 +267,34 @@ def _kept_values(plan: Plan, tier: str, workload: str) -> dict[str, str]:
 
 
 def current_cells(plan: Plan) -> list[Cell]:
-    """The plan's current configuration (plan.current: `run --current`) as a cell of each of its tiers, on each of
-    its backings (where the VM's image lives is the plan's choice: the XML's path is not a backing), its axes
-    collapsed for the tier as any cell's are. Empty for a plan without one."""
+    """The plan's current configuration (plan.current: `run --current`) as a cell of each of its
+    tiers, on each of its backings (where the VM's image lives is the plan's choice: the XML's path
+    is not a backing), its axes collapsed for the tier as any cell's are. Empty for a plan without
+    one."""
     if plan.current is None:
         return []
     values = plan.current.values()
     out: list[Cell] = []
     for tier in plan.tier:
         for backing in plan.axis_values("backing"):
-            cell = Cell({**values, "tier": tier, "backing": backing}).replace(**{a: NA for a in collapsed_axes(tier)})
+            cell = Cell({**values, "tier": tier, "backing": backing}).replace(
+                **{a: NA for a in collapsed_axes(tier)}
+            )
             if cell not in out:
                 out.append(cell)
     return out
 
 
-def _add_current(plan: Plan, cells: list[Cell], pruned: dict[str, Pruned], seen: set[Cell],
-                 reason_of: Callable[[Cell], str | None]) -> list[Cell]:
-    """The current cells that run, added to `cells` unless the matrix has them already (then the matrix's cell is
-    the current one, not a duplicate); one that cannot run is pruned by the same rules as any cell, its reason
-    saying it is the current configuration."""
+def _add_current(
+    plan: Plan,
+    cells: list[Cell],
+    pruned: dict[str, Pruned],
+    seen: set[Cell],
+    reason_of: Callable[[Cell], str | None],
+) -> list[Cell]:
+    """The current cells that run, added to `cells` unless the matrix has them already (then the
+    matrix's cell is the current one, not a duplicate); one that cannot run is pruned by the same
+    rules as any cell, its reason saying it is the current configuration."""
     running: list[Cell] = []
     for cell in current_cells(plan):
         if cell in seen:  # a cell of the matrix: run, or pruned for the same reason
@@ -264,9 +313,10 @@ def _add_current(plan: Plan, cells: list[Cell], pruned: dict[str, Pruned], seen:
     return running
 
 
-# A filesystem job's length is set by its data, not by `runtime`: seconds per 256 MiB of `size` (mkfs, mount
-# and populating the tree included), measured in guests under TCG on the development host (full-matrix-fs
-# slice, docs/benchmarks.md: fs-read 4.6–8.4 s, fs-write 6.4–9.3 s per run wall at 256 MiB), plus a fixed part.
+# A filesystem job's length is set by its data, not by `runtime`: seconds per 256 MiB of `size`
+# (mkfs, mount and populating the tree included), measured in guests under TCG on the development
+# host (full-matrix-fs slice, docs/benchmarks.md: fs-read 4.6–8.4 s, fs-write 6.4–9.3 s per run wall
+# at 256 MiB), plus a fixed part.
 FS_JOB_S_PER_256M = {"fs-read": 5.0, "fs-write": 6.0}
 FS_JOB_FIXED_S = 0.5
 
@@ -276,47 +326,55 @@ def fs_job_estimate_s(kind: str, size_bytes: int) -> float:
     return FS_JOB_FIXED_S + FS_JOB_S_PER_256M.get(kind, 6.0) * size_bytes / (256 << 20)
 
 
-# A strided prefill (Workload.prefill_stride) allocates a cluster and an L2 table per write: about 500 such
-# writes a second through the block layer at cache=none on this host (rand-read-4k-sparse-1t's 2048: ~4 s).
+# A strided prefill (Workload.prefill_stride) allocates a cluster and an L2 table per write: about
+# 500 such writes a second through the block layer at cache=none on this host
+# (rand-read-4k-sparse-1t's 2048: ~4 s).
 STRIDED_PREFILL_WRITES_PER_S = 500.0
 
 
 def prefill_estimate_s(w: Workload) -> float:
-    """Seconds of a workload's unmeasured strided prefill; 0 for any other (a region prefill is in the tier's
-    overhead)."""
+    """Seconds of a workload's unmeasured strided prefill; 0 for any other (a region prefill is in
+    the tier's overhead)."""
     if w.prefill_stride is None or w.image_bytes is None:
         return 0.0
     return -(-w.image_bytes // w.prefill_stride) / STRIDED_PREFILL_WRITES_PER_S
 
 
-def estimate_seconds(plan: Plan, expansion: Expansion, batching: bool = True) -> tuple[float, float]:
-    """(with min repetitions, with max repetitions capped by the time budget). A tier that batches runs
-    pays its start-up once per batch (one per cell and round, split at the tier's limit); `batching=False`
-    estimates one start-up per run instead, for comparison."""
+def estimate_seconds(
+    plan: Plan, expansion: Expansion, batching: bool = True
+) -> tuple[float, float]:
+    """(with min repetitions, with max repetitions capped by the time budget). A tier that batches
+    runs pays its start-up once per batch (one per cell and round, split at the tier's limit);
+    `batching=False` estimates one start-up per run instead, for comparison."""
     per_rep = 0.0
-    # A tier with a precision_max may run its units up to that many times (after the race, within the budget).
+    # A tier with a precision_max may run its units up to that many times (after the race, within
+    # the budget).
     precise_rep: dict[str, float] = {}
     per_cell: dict[Cell, int] = {}
     for u in expansion.units:
         tier = declaration(u.cell.tier)
         own = tier.estimate_run_s(plan, u.workload)
-        if own is not None:  # the tier knows better (e.g. a consolidation point: many guests at once)
+        # the tier knows better (e.g. a consolidation point: many guests at once)
+        if own is not None:
             per_rep += own
             continue
         runtime = plan.runtime + plan.ramp + prefill_estimate_s(u.workload)
         if u.workload.guest_only:
             runtime = fs_job_estimate_s(u.workload.kind, plan.size_bytes)
-        if batching and tier.batches_runs:  # a round's runs of one cell share start-ups (guest boots)
+        # a round's runs of one cell share start-ups (guest boots)
+        if batching and tier.batches_runs:
             run_s = runtime + tier.batch_run_overhead_s
             per_cell[u.cell] = per_cell.get(u.cell, 0) + 1
         else:
             run_s = runtime + tier.overhead_s
         per_rep += run_s
-        if u.cell.tier in plan.repetitions.precision_max:  # (a batching tier's extra boots are not counted)
+        # (a batching tier's extra boots are not counted)
+        if u.cell.tier in plan.repetitions.precision_max:
             precise_rep[u.cell.tier] = precise_rep.get(u.cell.tier, 0.0) + run_s
     for cell, n in per_cell.items():
         tier = declaration(cell.tier)
-        # One boot holds `repetitions_per_boot` rounds of the cell's runs, split at the bus's disk limit.
+        # One boot holds `repetitions_per_boot` rounds of the cell's runs, split at the bus's disk
+        # limit.
         per_boot = n * plan.start_rounds_per_boot
         boots = -(-per_boot // max(1, tier.max_batch(cell)))
         per_rep += boots * tier.batch_overhead_s / plan.start_rounds_per_boot

@@ -28,7 +28,8 @@ def _mem_bytes() -> int | None:
 
 
 def mem_bytes() -> int | None:
-    """This host's RAM in bytes (MemTotal), as a sweep records it; None where /proc/meminfo does not say."""
+    """This host's RAM in bytes (MemTotal), as a sweep records it; None where /proc/meminfo does not
+    say."""
     return _mem_bytes()
 
 
@@ -48,11 +49,12 @@ def host_metadata() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "mem_bytes": _mem_bytes(),
         "fio_version": version_of(["fio", "--version"]),
-        # Which fio: Debian's (/usr/bin/fio) or the one a fleet's measuring install copied beside iomatrix (built on
-        # the controller from the same Debian source, fewer engines: fio/host_build.py).
+        # Which fio: Debian's (/usr/bin/fio) or the one a fleet's measuring install copied beside
+        # iomatrix (built on the controller from the same Debian source, fewer engines:
+        # fio/host_build.py).
         "fio_path": program_path("fio"),
-        # The same QEMU build either way (Debian's one source package); a measuring-only install (setup.sh
-        # --minimal) has no qemu-system-x86, only the storage daemon.
+        # The same QEMU build either way (Debian's one source package); a measuring-only install
+        # (setup.sh --minimal) has no qemu-system-x86, only the storage daemon.
         "qemu_version": version_of(["qemu-system-x86_64", "--version"])
         or version_of(["qemu-storage-daemon", "--version"]),
         "qemu_img_version": version_of(["qemu-img", "--version"]),
@@ -64,9 +66,10 @@ def host_metadata() -> dict[str, Any]:
         "ksm_run": read_text("/sys/kernel/mm/ksm/run"),
         "transparent_hugepage": read_text("/sys/kernel/mm/transparent_hugepage/enabled"),
         "euid": os.geteuid(),
-        # The name a fleet's inventory gives the host (the Ansible role sets it): fleet reports name the host by it,
-        # and it joins the host's identity, so that two hosts sharing a hostname stay two hosts. The machine id
-        # is recorded beside it (not identifying: cloned images share one).
+        # The name a fleet's inventory gives the host (the Ansible role sets it): fleet reports name
+        # the host by it, and it joins the host's identity, so that two hosts sharing a hostname
+        # stay two hosts. The machine id is recorded beside it (not identifying: cloned images share
+        # one).
         "host_label": os.environ.get("IOMATRIX_HOST_LABEL") or None,
         "machine_id": read_text("/etc/machine-id"),
     }

@@ -74,7 +74,8 @@ def lower_devices(devnum: tuple[int, int], _depth: int = 0) -> set[tuple[int, in
 
 
 def fs_devices(major: int, minor: int) -> list[tuple[int, int]]:
-    """Block devices behind a filesystem st_dev; btrfs uses anonymous 0:N, so map via mount source."""
+    """Block devices behind a filesystem st_dev; btrfs uses anonymous 0:N, so map via mount
+    source."""
     if major != 0:
         return [(major, minor)]
     found = []
@@ -101,7 +102,8 @@ def path_devices(path: str | Path) -> list[tuple[int, int]]:
 
 
 def root_devices() -> set[tuple[int, int]]:
-    """Device numbers the root filesystem lives on (the device, its disk, dm/md slaves, loops' disks)."""
+    """Device numbers the root filesystem lives on (the device, its disk, dm/md slaves, loops'
+    disks)."""
     result: set[tuple[int, int]] = set()
     for num in path_devices("/"):
         result |= lower_devices(num)
@@ -125,23 +127,35 @@ def _refuse(device: Path, problem: str, fix: str) -> UserError:
 def _signatures(device: Path) -> list[str]:
     """Filesystem/RAID/LVM/partition-table signatures on the device (wipefs, else blkid -p)."""
     try:
-        out = subprocess.run(["wipefs", "--no-act", "--noheadings", "--output", "TYPE", str(device)],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            ["wipefs", "--no-act", "--noheadings", "--output", "TYPE", str(device)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         if out.returncode == 0:
             return [t.strip() for t in out.stdout.splitlines() if t.strip()]
     except (OSError, subprocess.TimeoutExpired):
         pass
     try:
-        out = subprocess.run(["blkid", "-p", "-o", "value", "-s", "TYPE", "-s", "PTTYPE", str(device)],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            ["blkid", "-p", "-o", "value", "-s", "TYPE", "-s", "PTTYPE", str(device)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise _refuse(device, f"cannot look for signatures ({exc})",
-                      "install util-linux (wipefs, blkid)") from None
+        raise _refuse(
+            device, f"cannot look for signatures ({exc})", "install util-linux (wipefs, blkid)"
+        ) from None
     if out.returncode == 2:  # nothing found
         return []
     if out.returncode != 0:
-        raise _refuse(device, f"cannot look for signatures: {out.stderr.strip()}",
-                      "check the device is readable by this user")
+        raise _refuse(
+            device,
+            f"cannot look for signatures: {out.stderr.strip()}",
+            "check the device is readable by this user",
+        )
     return [t.strip() for t in out.stdout.splitlines() if t.strip()]
 
 
@@ -157,15 +171,21 @@ def check_destroyable(device: Path, allowed: set[Path]) -> None:
     real = Path(os.path.realpath(device))
     allowed_real = {Path(os.path.realpath(a)) for a in allowed}
     if real not in allowed_real:
-        raise _refuse(device, "it was not named with --allow-destroy",
-                      f"pass --allow-destroy {device} if its contents may be destroyed")
+        raise _refuse(
+            device,
+            "it was not named with --allow-destroy",
+            f"pass --allow-destroy {device} if its contents may be destroyed",
+        )
     try:
         st = os.stat(real)
     except OSError as exc:
         raise _refuse(device, f"cannot stat it ({exc.strerror})", "check the device path") from None
     if not stat.S_ISBLK(st.st_mode):
-        raise _refuse(device, "it is not a block device",
-                      "name a whole block device such as /dev/sdX or /dev/loopN")
+        raise _refuse(
+            device,
+            "it is not a block device",
+            "name a whole block device such as /dev/sdX or /dev/loopN",
+        )
     devnum = (os.major(st.st_rdev), os.minor(st.st_rdev))
     sysdir = block_sysdir(*devnum)
     if sysdir is None:
@@ -181,19 +201,27 @@ def check_destroyable(device: Path, allowed: set[Path]) -> None:
     nodes = {str(node) for node, _, _ in family}
 
     if read_text(sysdir / "size") in (None, "0"):
-        raise _refuse(device, "it has no medium (size 0; an unattached loop device?)",
-                      "attach it first, e.g. losetup --find --show FILE")
+        raise _refuse(
+            device,
+            "it has no medium (size 0; an unattached loop device?)",
+            "attach it first, e.g. losetup --find --show FILE",
+        )
 
     rootdevs = root_devices()
     if any(n in rootdevs for _, n, _ in family):
-        raise _refuse(device, "the root filesystem lives on it", "choose a disk that does not hold /")
+        raise _refuse(
+            device, "the root filesystem lives on it", "choose a disk that does not hold /"
+        )
 
     for m in parse_mountinfo():
         src = m["source"]
         src_real = os.path.realpath(src) if src.startswith("/") else src
         if m["devnum"] in nums or src_real in nodes:
-            raise _refuse(device, f"it is mounted on {m['mountpoint']} ({src})",
-                          f"unmount it first (umount {m['mountpoint']}) or choose another device")
+            raise _refuse(
+                device,
+                f"it is mounted on {m['mountpoint']} ({src})",
+                f"unmount it first (umount {m['mountpoint']}) or choose another device",
+            )
 
     swaps = read_text(PROC_SWAPS) or ""
     for line in swaps.splitlines()[1:]:
@@ -204,19 +232,28 @@ def check_destroyable(device: Path, allowed: set[Path]) -> None:
     for node, _, d in family:
         users = holders(d)
         if users:
-            raise _refuse(device, f"{node} is in use by {', '.join(users)} (device-mapper/RAID/LVM)",
-                          "remove those mappings first or choose another device")
+            raise _refuse(
+                device,
+                f"{node} is in use by {', '.join(users)} (device-mapper/RAID/LVM)",
+                "remove those mappings first or choose another device",
+            )
 
     if parts:
-        raise _refuse(device, f"it holds partitions ({', '.join(p.name for p in parts)})",
-                      f"wipe the partition table first (wipefs -a /dev/{name}) if it really is scratch")
+        raise _refuse(
+            device,
+            f"it holds partitions ({', '.join(p.name for p in parts)})",
+            f"wipe the partition table first (wipefs -a /dev/{name}) if it really is scratch",
+        )
 
     _check_loop_mapping(device, sysdir)
 
     sigs = _signatures(real)
     if sigs:
-        raise _refuse(device, f"it carries a {'/'.join(sigs)} signature",
-                      f"wipe it first (wipefs -a {device}) if its contents may be destroyed")
+        raise _refuse(
+            device,
+            f"it carries a {'/'.join(sigs)} signature",
+            f"wipe it first (wipefs -a {device}) if its contents may be destroyed",
+        )
 
 
 def check_allowed_devices(paths: Iterable[Path]) -> None:
@@ -240,7 +277,8 @@ def check_allowed_devices(paths: Iterable[Path]) -> None:
 
 
 def resolve_allowed(paths: Iterable[Path]) -> set[Path]:
-    """The `--allow-destroy` arguments as compared later: devices by real path, iSCSI URLs as written."""
+    """The `--allow-destroy` arguments as compared later: devices by real path, iSCSI URLs as
+    written."""
     return {p if is_iscsi_url(p) else Path(p).resolve() for p in paths}
 
 
@@ -251,7 +289,8 @@ def resolve_allowed(paths: Iterable[Path]) -> set[Path]:
 
 @dataclass(frozen=True)
 class LoopMapping:
-    """The byte range [start, end) of a backing file (identified by st_dev/st_ino) a loop device exposes."""
+    """The byte range [start, end) of a backing file (identified by st_dev/st_ino) a loop device
+    exposes."""
 
     device: str
     backing_file: str
@@ -283,8 +322,14 @@ def loop_mapping(sysdir: Path) -> LoopMapping | None:
             file_id, is_blk = (st.st_dev, st.st_ino), stat.S_ISBLK(st.st_mode)
         except OSError:
             pass
-    return LoopMapping(device=f"/dev/{sysdir.name}", backing_file=path, file_id=file_id, is_block_device=is_blk,
-                       start=offset, end=offset + limit if limit else None)
+    return LoopMapping(
+        device=f"/dev/{sysdir.name}",
+        backing_file=path,
+        file_id=file_id,
+        is_block_device=is_blk,
+        start=offset,
+        end=offset + limit if limit else None,
+    )
 
 
 def _loop_sysdirs() -> list[Path]:
@@ -325,36 +370,55 @@ def _check_loop_mapping(device: Path, sysdir: Path) -> None:
     if mine is None:
         return
     if mine.file_id is None:
-        raise _refuse(device, f"its backing file {mine.backing_file} is gone or unreadable",
-                      "detach it (losetup -d) and attach a file that exists")
+        raise _refuse(
+            device,
+            f"its backing file {mine.backing_file} is gone or unreadable",
+            "detach it (losetup -d) and attach a file that exists",
+        )
     for other_dir in _loop_sysdirs():
         if other_dir.name == sysdir.name:
             continue
         other = loop_mapping(other_dir)
         if other is not None and mine.overlaps(other):
-            raise _refuse(device, f"{other.device} maps the same bytes of {mine.backing_file} "
-                          f"(offsets {mine.start} and {other.start})",
-                          f"detach {other.device} first, or hand over a loop device over a file nothing else uses")
+            raise _refuse(
+                device,
+                f"{other.device} maps the same bytes of {mine.backing_file} "
+                f"(offsets {mine.start} and {other.start})",
+                f"detach {other.device} first, or hand over a loop device over a file "
+                "nothing else uses",
+            )
     users = open_by(mine.file_id)
     if users:
-        raise _refuse(device, f"its backing file {mine.backing_file} is open by {', '.join(users[:3])}",
-                      "stop those processes or choose another device")
+        raise _refuse(
+            device,
+            f"its backing file {mine.backing_file} is open by {', '.join(users[:3])}",
+            "stop those processes or choose another device",
+        )
     if mine.is_block_device:
         st = os.stat(mine.backing_file)
         under = (os.major(st.st_rdev), os.minor(st.st_rdev))
         if under in root_devices():
-            raise _refuse(device, f"it is a loop over {mine.backing_file}, which holds the root filesystem",
-                          "choose a disk that does not hold /")
+            raise _refuse(
+                device,
+                f"it is a loop over {mine.backing_file}, which holds the root filesystem",
+                "choose a disk that does not hold /",
+            )
         mounted = mounts_of_devnum(f"{under[0]}:{under[1]}")
         if mounted:
             mp = mounted[0]["mountpoint"]
-            raise _refuse(device, f"it is a loop over {mine.backing_file}, mounted on {mp}",
-                          f"unmount {mp} first or choose another device")
+            raise _refuse(
+                device,
+                f"it is a loop over {mine.backing_file}, mounted on {mp}",
+                f"unmount {mp} first or choose another device",
+            )
         under_dir = block_sysdir(*under)
         others = [h for h in (holders(under_dir) if under_dir else []) if h != sysdir.name]
         if others:
-            raise _refuse(device, f"it is a loop over {mine.backing_file}, also used by {', '.join(others)}",
-                          "remove those first or choose another device")
+            raise _refuse(
+                device,
+                f"it is a loop over {mine.backing_file}, also used by {', '.join(others)}",
+                "remove those first or choose another device",
+            )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -374,5 +438,7 @@ def check_workdir_path(path: Path, workdir: Path, *, also_allowed: Iterable[Path
     for root in roots:
         if resolved == root or resolved.is_relative_to(root):
             return resolved
-    raise UserError(f"refusing to write {path}: it is outside the plan's working directory {workdir}",
-                    hint="keep outputs and images under the working directory (--workdir)")
+    raise UserError(
+        f"refusing to write {path}: it is outside the plan's working directory {workdir}",
+        hint="keep outputs and images under the working directory (--workdir)",
+    )

@@ -1,81 +1,86 @@
 """Which unit runs next, and when a unit has enough runs: scheduling policy without any I/O.
 
-The runner (``runner.py``) does the I/O: it asks :meth:`Scheduler.next_round` for the units of the next
-round, asks :meth:`Scheduler.should_start` before each run (the budget may run out mid-round), runs the
-unit and reports the outcome with :meth:`Scheduler.record`. Everything here is decided from the numbers
-it is given and an injectable clock, so the policy is unit-tested with scripted outcomes and no fio or
-QEMU (as hyperfine tests its scheduler with a mock executor).
+The runner (``runner.py``) does the I/O: it asks :meth:`Scheduler.next_round` for the units of the
+next round, asks :meth:`Scheduler.should_start` before each run (the budget may run out mid-round),
+runs the unit and reports the outcome with :meth:`Scheduler.record`. Everything here is decided from
+the numbers it is given and an injectable clock, so the policy is unit-tested with scripted outcomes
+and no fio or QEMU (as hyperfine tests its scheduler with a mock executor).
 
 Design: **randomised complete blocks**. A round runs every still-active unit once, in a fresh random
-order drawn from a seed that is a function of the sweep (its plan fingerprint) and the round number, so
-the order is reproducible and slow drift of the machine spreads over all units instead of favouring the
-ones that ran first. The round and the position in it are stored with every run, so the statistics can
-use the round as a block, and a resumed sweep continues the same design: the interrupted round is
-finished (in its recorded order) before the next one starts.
+order drawn from a seed that is a function of the sweep (its plan fingerprint) and the round number,
+so the order is reproducible and slow drift of the machine spreads over all units instead of
+favouring the ones that ran first. The round and the position in it are stored with every run, so
+the statistics can use the round as a block, and a resumed sweep continues the same design: the
+interrupted round is finished (in its recorded order) before the next one starts.
 
 Stopping, per unit, in this order:
 
 * ``gave up after N failed runs``: ``max_failures`` failures and more failures than successes;
 * fewer than ``min`` ok runs: always another run, even with the budget spent (the minimum is the
   promise a plan makes);
-* the stopping policy says done: ``racing`` (the default; F-race style, per workload and tier: a unit
-  significantly worse than the current best by more than the practical threshold stops, so does one
-  practically equivalent to it (TOST) or one the rounds left cannot separate from it (futility: ``max``
-  and the budget, at the sweep's pace so far), baselines stop at their minimum, and the race ends when one
-  best, a settled or stable tied group, or only unseparable contenders are left — ``stats/racing.py``)
-  or ``ci-width`` (converged when the 95% CI half-width ≤ ``ci_target`` of the mean);
+* the stopping policy says done: ``racing`` (the default; F-race style, per workload and tier: a
+  unit significantly worse than the current best by more than the practical threshold stops, so does
+  one practically equivalent to it (TOST) or one the rounds left cannot separate from it (futility:
+  ``max`` and the budget, at the sweep's pace so far), baselines stop at their minimum, and the race
+  ends when one best, a settled or stable tied group, or only unseparable contenders are left —
+  ``stats/racing.py``) or ``ci-width`` (converged when the 95% CI half-width ≤ ``ci_target`` of the
+  mean);
 * ``max runs reached``;
-* ``time budget spent``: no run beyond ``min`` starts once the wall clock of the sweep (earlier sessions
-  included) reaches the budget, or would reach it before the run ends at the unit's pace so far.
+* ``time budget spent``: no run beyond ``min`` starts once the wall clock of the sweep (earlier
+  sessions included) reaches the budget, or would reach it before the run ends at the unit's pace so
+  far.
 
-**Precision after the decision** (``[repetitions] precision_max``, per tier): the stopping policy decides
-*which* unit is best; the numbers the reports quote for every unit (and the ratios between them: "x% faster
-than what you run today") need an error bar that is tight too, and racing stops losers and baselines with
-wide ones. A unit of a tier given a ``precision_max`` (a cheap tier: the block layer's runs take about a
-second) is therefore *decided* rather than stopped when the policy (or ``max``) is done with it and its 95% CI
-half-width is still above ``ci_target``: once no unit is racing any more, decided units run in further rounds
-(complete blocks of their own) until their CI reaches ``ci_target``, they reach ``precision_max`` runs, or
-the budget is spent. The race itself is untouched: a decided unit takes no part in the policy's decisions,
-in its estimate of the rounds left, or in the rounds while the race is on. Its stop keeps the policy's reason
-(and so its kind), followed by what the extra runs reached.
+**Precision after the decision** (``[repetitions] precision_max``, per tier): the stopping policy
+decides *which* unit is best; the numbers the reports quote for every unit (and the ratios between
+them: "x% faster than what you run today") need an error bar that is tight too, and racing stops
+losers and baselines with wide ones. A unit of a tier given a ``precision_max`` (a cheap tier: the
+block layer's runs take about a second) is therefore *decided* rather than stopped when the policy
+(or ``max``) is done with it and its 95% CI half-width is still above ``ci_target``: once no unit is
+racing any more, decided units run in further rounds (complete blocks of their own) until their CI
+reaches ``ci_target``, they reach ``precision_max`` runs, or the budget is spent. The race itself is
+untouched: a decided unit takes no part in the policy's decisions, in its estimate of the rounds
+left, or in the rounds while the race is on. Its stop keeps the policy's reason (and so its kind),
+followed by what the extra runs reached.
 
-**Precision for the contenders only** (``precision_for = "contenders"``; the default ``"all"`` runs every decided
-unit on): the figures the first answer quotes are the chosen cell's and its ratio to the comparison it is quoted
-against (QEMU's default, the user's current configuration), so only those need the tight error bar. Once the
-race is over, a decided unit runs on only when it is a *contender* (the policy did not eliminate it and it is no
-baseline: the best, those tied with it, those the rounds could not separate from it, those stopped at ``max``)
-or when a contender names it in ``compared_with`` (the runner fills that in from the axis registry's baselines).
-The others stop there, their reason saying so ("…; not run on toward ±5%: not a contender, CI ±9.1%"), and the
-sweep ends as soon as the contenders are precise: before its budget when that is enough. Contenders whose race
-ended unresolved run on together to ``precision_max`` or the budget even when their own CIs are within target
-(``_unresolved_contender``): the answer needs the CI of their ratio, which only more paired rounds narrow.
+**Precision for the contenders only** (``precision_for = "contenders"``; the default ``"all"`` runs
+every decided unit on): the figures the first answer quotes are the chosen cell's and its ratio to
+the comparison it is quoted against (QEMU's default, the user's current configuration), so only
+those need the tight error bar. Once the race is over, a decided unit runs on only when it is a
+*contender* (the policy did not eliminate it and it is no baseline: the best, those tied with it,
+those the rounds could not separate from it, those stopped at ``max``) or when a contender names it
+in ``compared_with`` (the runner fills that in from the axis registry's baselines). The others stop
+there, their reason saying so ("…; not run on toward ±5%: not a contender, CI ±9.1%"), and the sweep
+ends as soon as the contenders are precise: before its budget when that is enough. Contenders whose
+race ended unresolved run on together to ``precision_max`` or the budget even when their own CIs are
+within target (``_unresolved_contender``): the answer needs the CI of their ratio, which only more
+paired rounds narrow.
 
-Every stop is decided as a :class:`StopVerdict`, its kind (``stop_kinds.StopKind``) and its sentence together,
-and reported once through :meth:`Scheduler.new_stops` (the runner stores it): eliminated, equivalent
-(practically equivalent to the best), unresolved (the rounds left cannot separate it from the best), settled
-(the race is over), baseline, converged, max-runs, budget, gave-up, or other (a plug-in policy's own reason).
-Nothing reads the kind back from the sentence.
+Every stop is decided as a :class:`StopVerdict`, its kind (``stop_kinds.StopKind``) and its sentence
+together, and reported once through :meth:`Scheduler.new_stops` (the runner stores it): eliminated,
+equivalent (practically equivalent to the best), unresolved (the rounds left cannot separate it from
+the best), settled (the race is over), baseline, converged, max-runs, budget, gave-up, or other (a
+plug-in policy's own reason). Nothing reads the kind back from the sentence.
 
 **Disturbed runs are retried**: the runner judges each run from the host samples taken during it
-(``stats/interference.py``) and passes the verdict to :meth:`Scheduler.record`. An ok run disturbed by an
-outside cause (CPU pressure, steal, other processes' CPU — not page-cache writeback, which our own writes
-cause too) gets one retry at the end of the same round, so the block stays complete: the retry's value
-replaces the disturbed one when it is clean, else the latest value counts (the store's rule for reading,
-``store/queries.py``, is the same). No retry when the budget is spent, after ``max_retries`` retries of
-the unit, or once the host is *busy*: retries themselves keep landing in disturbed moments (more than half
-of the judged retries disturbed again, at least ``BUSY_MIN_RETRIES`` of them), so waiting for a quiet moment
-would only spend the budget. (Judged by the retries, not by the share of disturbed runs: a load that comes
-and goes disturbs many runs, and their retries find the quiet moments between.)
+(``stats/interference.py``) and passes the verdict to :meth:`Scheduler.record`. An ok run disturbed
+by an outside cause (CPU pressure, steal, other processes' CPU — not page-cache writeback, which our
+own writes cause too) gets one retry at the end of the same round, so the block stays complete: the
+retry's value replaces the disturbed one when it is clean, else the latest value counts (the store's
+rule for reading, ``store/queries.py``, is the same). No retry when the budget is spent, after
+``max_retries`` retries of the unit, or once the host is *busy*: retries themselves keep landing in
+disturbed moments (more than half of the judged retries disturbed again, at least
+``BUSY_MIN_RETRIES`` of them), so waiting for a quiet moment would only spend the budget. (Judged by
+the retries, not by the share of disturbed runs: a load that comes and goes disturbs many runs, and
+their retries find the quiet moments between.)
 
 Batches: a tier that shares a start-up among runs (the guest tier boots once for several runs of one
 cell) gets a round as batches (:meth:`Scheduler.next_batches`): the units of one cell form one batch
 (split at the tier's limit), the order of the cells is random per round (drawn like the unit order),
-the order of the units inside a cell too, and positions in the round count on across the batches. The
-randomisation is then at the cell level: the runs of one cell are adjacent in time, which is the price
-of the shared boot; the runs' positions record it. With ``rounds_per_batch`` > 1 (in-boot repetition)
-a batch holds the following rounds of its cell too. (The runner retries the disturbed runs of one
-shared boot together, in one new boot.)
-"""
+the order of the units inside a cell too, and positions in the round count on across the batches.
+The randomisation is then at the cell level: the runs of one cell are adjacent in time, which is the
+price of the shared boot; the runs' positions record it. With ``rounds_per_batch`` > 1 (in-boot
+repetition) a batch holds the following rounds of its cell too. (The runner retries the disturbed
+runs of one shared boot together, in one new boot.)"""
 
 from __future__ import annotations
 
@@ -87,7 +92,8 @@ from iomatrix.stats import needs_more_runs
 from iomatrix.stats.deciding import deciding_pairs
 from iomatrix.stop_kinds import StopKind
 
-# The stopping policies and the unit state they judge (stop_policy.py), under the names callers import from here.
+# The stopping policies and the unit state they judge (stop_policy.py), under the names callers
+# import from here.
 from iomatrix.stop_policy import (
     BASELINE,
     BUDGET_SPENT,
@@ -111,19 +117,39 @@ from iomatrix.stop_policy import (
 
 MAX_FAILED_ATTEMPTS = 3
 MAX_RETRIES_PER_UNIT = 2  # retries of disturbed runs per unit over the sweep
-BUSY_SHARE = 0.5  # disturbed share of the judged retries above which the host counts as busy: no more retries
+# disturbed share of the judged retries above which the host counts as busy: no more retries
+BUSY_SHARE = 0.5
 BUSY_MIN_RETRIES = 3
 
 __all__ = [
-    "BASELINE", "BUDGET_SPENT", "GAVE_UP", "LOAD_NOT_REACHED", "MAX_RUNS", "NOT_CONTENDING", "POLICIES",
-    "PRECISION_FOR", "RACE_NOT_SEPARABLE", "RACE_STOPS", "CiWidthPolicy", "RacingPolicy", "Room",
-    "Scheduler", "Slot", "Stop", "StopPolicy", "StopVerdict", "UnitState", "race_over", "race_verdict",
+    "BASELINE",
+    "BUDGET_SPENT",
+    "GAVE_UP",
+    "LOAD_NOT_REACHED",
+    "MAX_RUNS",
+    "NOT_CONTENDING",
+    "POLICIES",
+    "PRECISION_FOR",
+    "RACE_NOT_SEPARABLE",
+    "RACE_STOPS",
+    "CiWidthPolicy",
+    "RacingPolicy",
+    "Room",
+    "Scheduler",
+    "Slot",
+    "Stop",
+    "StopPolicy",
+    "StopVerdict",
+    "UnitState",
+    "race_over",
+    "race_verdict",
 ]
 
 
 @dataclass(frozen=True)
 class Slot:
-    """One run to start: a unit, its round and its position in the round (both stored with the run)."""
+    """One run to start: a unit, its round and its position in the round (both stored with the
+    run)."""
 
     key: str
     round: int
@@ -143,14 +169,28 @@ class Stop:
 
 
 class Scheduler:
-    def __init__(self, units: Iterable[UnitState], *, min_runs: int, max_runs: int, budget_s: float,
-                 policy: StopPolicy, seed: int, clock: Callable[[], float], prior_elapsed_s: float = 0.0,
-                 max_failures: int = MAX_FAILED_ATTEMPTS, max_retries: int = MAX_RETRIES_PER_UNIT,
-                 ci_target: float | None = None, precision_for: str = "all") -> None:
+    def __init__(
+        self,
+        units: Iterable[UnitState],
+        *,
+        min_runs: int,
+        max_runs: int,
+        budget_s: float,
+        policy: StopPolicy,
+        seed: int,
+        clock: Callable[[], float],
+        prior_elapsed_s: float = 0.0,
+        max_failures: int = MAX_FAILED_ATTEMPTS,
+        max_retries: int = MAX_RETRIES_PER_UNIT,
+        ci_target: float | None = None,
+        precision_for: str = "all",
+    ) -> None:
         if not 1 <= min_runs <= max_runs:
             raise ValueError(f"need 1 ≤ min ≤ max repetitions, got {min_runs}, {max_runs}")
         if precision_for not in PRECISION_FOR:
-            raise ValueError(f"precision_for must be one of {', '.join(PRECISION_FOR)}, got {precision_for!r}")
+            raise ValueError(
+                f"precision_for must be one of {', '.join(PRECISION_FOR)}, got {precision_for!r}"
+            )
         self.precision_for = precision_for
         self.units: dict[str, UnitState] = {u.key: u for u in units}
         if ci_target is None and any(u.precision_max is not None for u in self.units.values()):
@@ -169,11 +209,13 @@ class Scheduler:
         self.disturbed = 0  # …of which disturbed
         self.retries_judged = 0  # retries of disturbed runs judged this session
         self.retries_disturbed = 0  # …of which disturbed again
-        self.session_runs = 0  # runs recorded this session (ok or failed): the pace for Room.runs_affordable
+        # runs recorded this session (ok or failed): the pace for Room.runs_affordable
+        self.session_runs = 0
         self._next_position: dict[int, int] = {}
         self._reported: set[str] = set()
         self._active: set[str] = set()  # the units of the round next_round last gave
-        self._deciding: set[str] | None = None  # deciding_units() of the current data (None: to compute)
+        # deciding_units() of the current data (None: to compute)
+        self._deciding: set[str] | None = None
         self._start = clock()
         # The round in progress: the highest round any unit has a run in (0 = none yet).
         self.round = max((r for u in self.units.values() for r in u.rounds), default=0)
@@ -183,24 +225,27 @@ class Scheduler:
         return self.prior_elapsed_s + (self.clock() - self._start)
 
     def budget_left(self, run_s: float = 0.0) -> bool:
-        """Whether the budget has room for `run_s` more seconds (a run of that length would end within it)."""
+        """Whether the budget has room for `run_s` more seconds (a run of that length would end
+        within it)."""
         return self.elapsed_s() + run_s < self.budget_s
 
     def room(self) -> Room:
-        """What max and the budget still allow; the budget in runs at this session's pace (None before a run)."""
+        """What max and the budget still allow; the budget in runs at this session's pace (None
+        before a run)."""
         runs_affordable = None
         if self.session_runs:
             per_run = max(self.clock() - self._start, 1e-9) / self.session_runs
             runs_affordable = max(0.0, self.budget_s - self.elapsed_s()) / per_run
-        # Decided units are not counted: the race's futility judgement is made as if they had stopped.
+        # Decided units are not counted: the race's futility judgement is made as if they had
+        # stopped.
         return Room(self.max_runs, runs_affordable, sum(1 for u in self.units.values() if u.racing))
 
     # -- decisions --------------------------------------------------------------
     def deciding_units(self) -> set[str]:
-        """The units of the comparisons that decide an answer and are not settled yet (stats/deciding.py): per
-        group, the leader with every cell not settled against it (the runner-up, the current configuration, its
-        default twin among them). Only under racing (its threshold and α judge what is settled); computed once
-        per refresh."""
+        """The units of the comparisons that decide an answer and are not settled yet
+        (stats/deciding.py): per group, the leader with every cell not settled against it (the
+        runner-up, the current configuration, its default twin among them). Only under racing (its
+        threshold and α judge what is settled); computed once per refresh."""
         if self._deciding is not None:
             return self._deciding
         out: set[str] = set()
@@ -212,17 +257,23 @@ class Scheduler:
                     groups.setdefault(u.group, []).append(u)
             for group, members in groups.items():
                 data = {u.key: u.points for u in members}
-                # The current configuration and the default twins are members: paired like every other.
-                for pair in deciding_pairs(data, policy.higher_is_better(group), policy.threshold, policy.alpha,
-                                           min_rounds=max(2, min(self.min_runs, 3)),
-                                           margin=policy.margin(group)):
+                # The current configuration and the default twins are members: paired like every
+                # other.
+                for pair in deciding_pairs(
+                    data,
+                    policy.higher_is_better(group),
+                    policy.threshold,
+                    policy.alpha,
+                    min_rounds=max(2, min(self.min_runs, 3)),
+                    margin=policy.margin(group),
+                ):
                     out.update(pair)
         self._deciding = out
         return out
 
     def _refresh(self) -> None:
-        """Mark units done: failures, then policy/max/budget for units past their minimum; decided units once
-        precise enough, at their precision_max or out of budget."""
+        """Mark units done: failures, then policy/max/budget for units past their minimum; decided
+        units once precise enough, at their precision_max or out of budget."""
         self._deciding = None  # the data changed since the last refresh
         candidates: list[UnitState] = []
         for u in self.units.values():
@@ -231,8 +282,11 @@ class Scheduler:
             if u.failed >= self.max_failures and u.failed > u.ok:
                 u.stopped = StopVerdict(StopKind.GAVE_UP, GAVE_UP.format(failed=u.failed))
             elif u.ok >= self.min_runs and u.unreached > len(u.points):
-                # Most of its runs missed the offered load: more of them would not make it comparable.
-                u.stopped = StopVerdict(StopKind.LOAD_NOT_REACHED, LOAD_NOT_REACHED.format(n=u.unreached, ok=u.ok))
+                # Most of its runs missed the offered load: more of them would not make it
+                # comparable.
+                u.stopped = StopVerdict(
+                    StopKind.LOAD_NOT_REACHED, LOAD_NOT_REACHED.format(n=u.unreached, ok=u.ok)
+                )
             elif u.decided is not None:
                 self._precision_check(u)
             elif u.ok >= self.min_runs:
@@ -251,8 +305,8 @@ class Scheduler:
 
     # -- precision after the decision ------------------------------------------------
     def _ci_gap(self, u: UnitState) -> str | None:
-        """None when the unit's 95% CI half-width is within ci_target (or it has no precision_max); else
-        what it is now, e.g. 'CI ±7.2% > target 5%'."""
+        """None when the unit's 95% CI half-width is within ci_target (or it has no precision_max);
+        else what it is now, e.g. 'CI ±7.2% > target 5%'."""
         if u.precision_max is None or self.ci_target is None:
             return None
         # max beyond the runs so far: only "converged" or the CI's width can come back.
@@ -260,43 +314,61 @@ class Scheduler:
         return why if more else None
 
     def _unresolved_contender(self, why: StopVerdict | None) -> bool:
-        """Under precision_for = "contenders", a unit the race could not separate from the best (or the best that
-        could not be separated from the rest) runs on while the budget and its precision_max allow, whatever its
-        own CI: what the answer lacks is the CI of their ratio, which only more (paired) rounds narrow. Measured:
-        `quick` ended 55 s before its budget with two workloads "about 2-3 more rounds would separate them"."""
-        return self.precision_for == "contenders" and why is not None and why.kind is StopKind.UNRESOLVED
+        """Under precision_for = "contenders", a unit the race could not separate from the best (or
+        the best that could not be separated from the rest) runs on while the budget and its
+        precision_max allow, whatever its own CI: what the answer lacks is the CI of their ratio,
+        which only more (paired) rounds narrow. Measured: `quick` ended 55 s before its budget with
+        two workloads "about 2-3 more rounds would separate them"."""
+        return (
+            self.precision_for == "contenders"
+            and why is not None
+            and why.kind is StopKind.UNRESOLVED
+        )
 
     def _deciding_now(self, u: UnitState) -> bool:
-        """`u` is in an unsettled deciding pair: it runs on (while its precision_max and the budget allow) whatever
-        its own CI, as the pair's interval narrows only with more paired rounds."""
+        """`u` is in an unsettled deciding pair: it runs on (while its precision_max and the budget
+        allow) whatever its own CI, as the pair's interval narrows only with more paired rounds."""
         return u.key in self.deciding_units()
 
     def _stop(self, u: UnitState, why: StopVerdict) -> None:
-        """The policy (or max) is done with `u`: stop it, or let it run on toward ci_target (decided)."""
-        if (u.precision_max is not None and u.ok < u.precision_max and self.budget_left()
-                and (self._ci_gap(u) is not None or self._unresolved_contender(why) or self._deciding_now(u))):
+        """The policy (or max) is done with `u`: stop it, or let it run on toward ci_target
+        (decided)."""
+        if (
+            u.precision_max is not None
+            and u.ok < u.precision_max
+            and self.budget_left()
+            and (
+                self._ci_gap(u) is not None
+                or self._unresolved_contender(why)
+                or self._deciding_now(u)
+            )
+        ):
             u.decided = why
         else:
             u.stopped = why
 
     def _precision_check(self, u: UnitState, budget_spent: bool = False) -> None:
-        """A decided unit stops once its CI is within ci_target, at its precision_max, or when the budget is
-        spent; its reason keeps the policy's (and so its kind) and says what the extra runs reached."""
+        """A decided unit stops once its CI is within ci_target, at its precision_max, or when the
+        budget is spent; its reason keeps the policy's (and so its kind) and says what the extra
+        runs reached."""
         assert u.decided is not None and u.precision_max is not None and self.ci_target is not None
         gap = self._ci_gap(u)
         target = f"±{self.ci_target * 100:g}%"
         unresolved = self._unresolved_contender(u.decided) or self._deciding_now(u)
-        width = gap or f"CI within {target}"  # an unresolved contender may run on with its CI already within it
-        # No futility stop here (unlike racing's): on a host with heavy-tailed noise the spread of a few runs
-        # says little about how many more are needed (measured: cells given up at 6 runs as "needing 34–112"
-        # reached ±5% within 22 runs in another sweep), and the runs would otherwise go unused.
+        # an unresolved contender may run on with its CI already within it
+        width = gap or f"CI within {target}"
+        # No futility stop here (unlike racing's): on a host with heavy-tailed noise the spread of a
+        # few runs says little about how many more are needed (measured: cells given up at 6 runs as
+        # "needing 34–112" reached ±5% within 22 runs in another sweep), and the runs would
+        # otherwise go unused.
         if gap is None and not unresolved:
             then = f"CI within {target} after {u.ok} runs"
         elif u.ok >= u.precision_max:
             then = f"{width} at {u.ok} runs (precision_max)"
         elif not budget_spent and self.budget_left():
             return
-        elif u.key not in self.precision_units():  # the budget ended the race: it would not have run on anyway
+        # the budget ended the race: it would not have run on anyway
+        elif u.key not in self.precision_units():
             u.stopped = self._not_run_on(u)
             return
         else:
@@ -304,18 +376,23 @@ class Scheduler:
         u.stopped = u.decided.then(f"then run on toward {target}: {then}")
 
     def _not_run_on(self, u: UnitState) -> StopVerdict:
-        """A decided unit's stop when it gets no precision runs (not a contender): its decision, and its CI."""
+        """A decided unit's stop when it gets no precision runs (not a contender): its decision, and
+        its CI."""
         assert u.decided is not None and self.ci_target is not None
         width = (self._ci_gap(u) or "CI within target").split(" > ", 1)[0]  # "CI ±9.1%"
-        return u.decided.then(f"not run on toward ±{self.ci_target * 100:g}%: not a contender, {width}")
+        return u.decided.then(
+            f"not run on toward ±{self.ci_target * 100:g}%: not a contender, {width}"
+        )
 
     def precision_units(self) -> set[str]:
         """The units that run on for precision once the race is over: every decided unit, or under
-        precision_for = "contenders" the contenders, the units a contender is compared with and the user's
-        current configuration (`run --current`: the headline quotes the answer against it)."""
+        precision_for = "contenders" the contenders, the units a contender is compared with and the
+        user's current configuration (`run --current`: the headline quotes the answer against
+        it)."""
         if self.precision_for == "all":
             return set(self.units)
-        # While the race is on, a racing unit may still turn out a contender: its comparison stays wanted.
+        # While the race is on, a racing unit may still turn out a contender: its comparison stays
+        # wanted.
         wanted = {u.key for u in self.units.values() if u.contends or u.racing or u.current}
         wanted |= self.deciding_units()
         for key in list(wanted):
@@ -323,24 +400,25 @@ class Scheduler:
         return wanted
 
     def _stop_non_contenders(self) -> None:
-        """The race is over: decided units that are not wanted for precision stop with their decision, saying
-        that they were not run on and how wide their CI is."""
+        """The race is over: decided units that are not wanted for precision stop with their
+        decision, saying that they were not run on and how wide their CI is."""
         wanted = self.precision_units()
         for u in self.units.values():
             if u.decided is not None and not u.done and u.key not in wanted:
                 u.stopped = self._not_run_on(u)
 
     def order(self, round_no: int, keys: Sequence[str]) -> list[str]:
-        """`keys` in the round's random order. The permutation is drawn over all units from the sweep's seed
-        and the round number only, so it is reproducible and the same whichever units are still active
-        (a resumed round keeps its order)."""
+        """`keys` in the round's random order. The permutation is drawn over all units from the
+        sweep's seed and the round number only, so it is reproducible and the same whichever units
+        are still active (a resumed round keeps its order)."""
         everything = sorted(self.units)
         random.Random(f"{self.seed}:{round_no}").shuffle(everything)
         wanted = set(keys)
         return [k for k in everything if k in wanted]
 
     def next_round(self) -> list[Slot]:
-        """The runs of the next round (or of the interrupted round of a resumed sweep); [] when finished."""
+        """The runs of the next round (or of the interrupted round of a resumed sweep); [] when
+        finished."""
         for u in self.units.values():  # a retry that never ran: the disturbed value counts
             for rnd in list(u.pending):
                 self._settle(u, rnd)
@@ -361,8 +439,9 @@ class Scheduler:
         return slots
 
     def _precision_round(self) -> list[str]:
-        """The race is over: the decided units run on toward ci_target, each round a new block; the pairs that
-        decide an answer first, a role's deciding job before its vetoes (stats/deciding.py)."""
+        """The race is over: the decided units run on toward ci_target, each round a new block; the
+        pairs that decide an answer first, a role's deciding job before its vetoes
+        (stats/deciding.py)."""
         self._stop_non_contenders()
         active = [k for k, u in self.units.items() if self._may_run(u)]
         deciding = [k for k in active if k in self.deciding_units()]
@@ -373,19 +452,30 @@ class Scheduler:
         return not u.done and self._ready(u)
 
     def _joining(self) -> list[str]:
-        """Decided units of an answer's unsettled deciding pair (stats/deciding.py) that join a new round of
-        another group's race rather than wait for every race to end (tests/test_scheduler.py, issue 53). Their
-        runs are precision runs: they take no part in the race."""
+        """Decided units of an answer's unsettled deciding pair (stats/deciding.py) that join a new
+        round of another group's race rather than wait for every race to end
+        (tests/test_scheduler.py, issue 53). Their runs are precision runs: they take no part in the
+        race."""
         deciding = self.deciding_units()
-        return [k for k in deciding if self.units[k].decided is not None and self.units[k].answers
-                and self._may_run(self.units[k])]
+        return [
+            k
+            for k in deciding
+            if self.units[k].decided is not None
+            and self.units[k].answers
+            and self._may_run(self.units[k])
+        ]
 
     def _round_of(self, active: list[str], precision: bool) -> tuple[int, list[str]]:
-        """(the round the active units run next, the units that run in it): the interrupted round of a resumed
-        sweep, for the units that have not run in it yet, else a new round for all."""
-        if not precision and self.round and any(self.round not in self.units[k].rounds for k in active) and any(
-                self.round in u.rounds for u in self.units.values()):
-            # Resuming: finish the interrupted round, in its order, for the units that have not run in it.
+        """(the round the active units run next, the units that run in it): the interrupted round of
+        a resumed sweep, for the units that have not run in it yet, else a new round for all."""
+        if (
+            not precision
+            and self.round
+            and any(self.round not in self.units[k].rounds for k in active)
+            and any(self.round in u.rounds for u in self.units.values())
+        ):
+            # Resuming: finish the interrupted round, in its order, for the units that have not run
+            # in it.
             return self.round, [k for k in active if self.round not in self.units[k].rounds]
         return self.round + 1, active
 
@@ -394,16 +484,19 @@ class Scheduler:
         return all(self.units[k].done for k in u.after if k in self.units)
 
     def give_up(self, key: str, reason: str) -> None:
-        """The runner cannot run the unit at all (its rate has no bare-metal maximum to come from): it stops."""
+        """The runner cannot run the unit at all (its rate has no bare-metal maximum to come from):
+        it stops."""
         self.units[key].stopped = StopVerdict(StopKind.GAVE_UP, reason)
 
-    def batches(self, slots: Sequence[Slot], cell_of: Mapping[str, str],
-                max_batch: Mapping[str, int]) -> list[list[Slot]]:
-        """`slots` (of one round, or of consecutive rounds) regrouped into batches: the units of one cell
-        together (at most `max_batch[cell]` a batch), cells in a random order (drawn for the first round),
-        inside a cell the rounds in turn and each round's units in a random order; each slot keeps its
-        round and is renumbered within it in the new order. The permutations come from the sweep's seed
-        and the round numbers only, so they are reproducible, and a resumed round keeps its order."""
+    def batches(
+        self, slots: Sequence[Slot], cell_of: Mapping[str, str], max_batch: Mapping[str, int]
+    ) -> list[list[Slot]]:
+        """`slots` (of one round, or of consecutive rounds) regrouped into batches: the units of one
+        cell together (at most `max_batch[cell]` a batch), cells in a random order (drawn for the
+        first round), inside a cell the rounds in turn and each round's units in a random order;
+        each slot keeps its round and is renumbered within it in the new order. The permutations
+        come from the sweep's seed and the round numbers only, so they are reproducible, and a
+        resumed round keeps its order."""
         if not slots:
             return []
         rounds = sorted({s.round for s in slots})
@@ -427,20 +520,23 @@ class Scheduler:
             size = max(1, max_batch.get(cell, 1))
             for i in range(0, len(ordered), size):
                 batch = []
-                for k, r in ordered[i:i + size]:
+                for k, r in ordered[i : i + size]:
                     batch.append(Slot(k, r, position[r]))
                     position[r] += 1
                 out.append(batch)
         return out
 
-    def next_batches(self, cell_of: Mapping[str, str], max_batch: Mapping[str, int],
-                     rounds_per_batch: int = 1) -> list[list[Slot]]:
-        """The next round (see :meth:`next_round`) as batches (see :meth:`batches`); [] when finished.
+    def next_batches(
+        self, cell_of: Mapping[str, str], max_batch: Mapping[str, int], rounds_per_batch: int = 1
+    ) -> list[list[Slot]]:
+        """The next round (see :meth:`next_round`) as batches (see :meth:`batches`); [] when
+        finished.
 
-        `rounds_per_batch` > 1 (in-boot repetition): the units that batch (``cell_of[k] != k``) also get
-        the following rounds now, so one batch holds several repetitions of each; a unit gets no more
-        runs than its maximum. Units that do not batch join those rounds at the next call (the round is
-        then resumed), so every round stays a complete block. No extra rounds when resuming."""
+        `rounds_per_batch` > 1 (in-boot repetition): the units that batch (``cell_of[k] != k``) also
+        get the following rounds now, so one batch holds several repetitions of each; a unit gets no
+        more runs than its maximum. Units that do not batch join those rounds at the next call (the
+        round is then resumed), so every round stays a complete block. No extra rounds when
+        resuming."""
         first = self.next_round()
         if not first or rounds_per_batch <= 1:
             return self.batches(first, cell_of, max_batch)
@@ -449,8 +545,12 @@ class Scheduler:
             return self.batches(slots, cell_of, max_batch)
         planned = {s.key: 1 for s in first}
         for _ in range(rounds_per_batch - 1):
-            keys = [s.key for s in first if cell_of[s.key] != s.key
-                    and self.units[s.key].ok + planned[s.key] < self._max_of(self.units[s.key])]
+            keys = [
+                s.key
+                for s in first
+                if cell_of[s.key] != s.key
+                and self.units[s.key].ok + planned[s.key] < self._max_of(self.units[s.key])
+            ]
             if not keys:
                 break
             self.round += 1
@@ -463,19 +563,23 @@ class Scheduler:
 
     def _max_of(self, u: UnitState) -> int:
         """Runs the unit may still reach: its precision_max once decided, else the plan's max."""
-        return u.precision_max if u.decided is not None and u.precision_max is not None else self.max_runs
+        return (
+            u.precision_max
+            if u.decided is not None and u.precision_max is not None
+            else self.max_runs
+        )
 
     def should_start(self, slot: Slot) -> bool:
-        """Re-checked before each run: a unit past its minimum does not start once the budget is spent, and
-        a retry does not start then at all (the disturbed value counts)."""
+        """Re-checked before each run: a unit past its minimum does not start once the budget is
+        spent, and a retry does not start then at all (the disturbed value counts)."""
         u = self.units[slot.key]
         if slot.retry and not self.budget_left():
             self._settle(u, slot.round)
             return False
         if u.done:
             return False
-        # A run would end past the budget: not started (at the unit's own pace, so that a sweep of cheap and
-        # expensive runs ends close to its budget, not one long run after it).
+        # A run would end past the budget: not started (at the unit's own pace, so that a sweep of
+        # cheap and expensive runs ends close to its budget, not one long run after it).
         if u.ok >= self.min_runs and not self.budget_left(u.expected_run_s):
             if u.decided is not None:
                 self._precision_check(u, budget_spent=True)
@@ -485,14 +589,20 @@ class Scheduler:
         return True
 
     def host_busy(self) -> bool:
-        """More than BUSY_SHARE of this session's judged retries were disturbed again: retrying finds no quiet
-        moment."""
-        return (self.retries_judged >= BUSY_MIN_RETRIES
-                and self.retries_disturbed > BUSY_SHARE * self.retries_judged)
+        """More than BUSY_SHARE of this session's judged retries were disturbed again: retrying
+        finds no quiet moment."""
+        return (
+            self.retries_judged >= BUSY_MIN_RETRIES
+            and self.retries_disturbed > BUSY_SHARE * self.retries_judged
+        )
 
     def _may_retry(self, u: UnitState, slot: Slot) -> bool:
-        return (not slot.retry and u.retries < self.max_retries and self.budget_left()
-                and not self.host_busy())
+        return (
+            not slot.retry
+            and u.retries < self.max_retries
+            and self.budget_left()
+            and not self.host_busy()
+        )
 
     def _settle(self, u: UnitState, round_no: int) -> None:
         """The disturbed run of `round_no` counts after all (its retry failed or never ran)."""
@@ -501,18 +611,27 @@ class Scheduler:
             u.ok += 1
             u.points.append((round_no, value))
 
-    def record(self, slot: Slot, ok: bool, value: float | None, disturbed: bool = False,
-               retry_worthy: bool | None = None, wall_s: float | None = None,
-               load_reached: bool = True) -> Slot | None:
-        """Count one finished run. ``disturbed``: the run's interference verdict; ``retry_worthy`` (default:
-        ``disturbed``): whether the cause lies outside the measured process, so a retry can avoid it;
-        ``wall_s``: how long the run took (for :meth:`should_start`'s budget check); ``load_reached`` False: an
-        ok run that missed its offered load (``metrics.load_not_reached``), counted as a run but its value not
-        (the reports leave it out too). Returns the retry to run at the end of this round, or None."""
+    def record(
+        self,
+        slot: Slot,
+        ok: bool,
+        value: float | None,
+        disturbed: bool = False,
+        retry_worthy: bool | None = None,
+        wall_s: float | None = None,
+        load_reached: bool = True,
+    ) -> Slot | None:
+        """Count one finished run. ``disturbed``: the run's interference verdict; ``retry_worthy``
+        (default: ``disturbed``): whether the cause lies outside the measured process, so a retry
+        can avoid it; ``wall_s``: how long the run took (for :meth:`should_start`'s budget check);
+        ``load_reached`` False: an ok run that missed its offered load
+        (``metrics.load_not_reached``), counted as a run but its value not (the reports leave it out
+        too). Returns the retry to run at the end of this round, or None."""
         u = self.units[slot.key]
         if ok and not load_reached:
             u.unreached += 1
-            value = None  # no value: neither racing nor the CI sees it, and it is not retried for its value
+            # no value: neither racing nor the CI sees it, and it is not retried for its value
+            value = None
         u.rounds.add(slot.round)
         self.session_runs += 1
         if wall_s is not None:
@@ -535,7 +654,8 @@ class Scheduler:
             position = self._next_position.get(slot.round, slot.position + 1)
             self._next_position[slot.round] = position + 1
             return Slot(slot.key, slot.round, position, retry=True)
-        u.pending.pop(slot.round, None)  # a retry's value replaces the disturbed one (clean or not: the latest)
+        # a retry's value replaces the disturbed one (clean or not: the latest)
+        u.pending.pop(slot.round, None)
         u.ok += 1
         if value is not None:
             u.points.append((slot.round, value))
@@ -543,7 +663,8 @@ class Scheduler:
 
     # -- reporting ----------------------------------------------------------------
     def pending_estimate(self) -> int:
-        """Runs still owed at least: the minimum of every unit, plus one for each unit still converging."""
+        """Runs still owed at least: the minimum of every unit, plus one for each unit still
+        converging."""
         owed = sum(max(0, self.min_runs - u.ok) for u in self.units.values() if not u.done)
         extra = sum(1 for u in self.units.values() if not u.done and u.ok >= self.min_runs)
         return owed + extra
@@ -561,5 +682,7 @@ class Scheduler:
         for k, u in self.units.items():
             if u.stopped is not None and k not in self._reported:
                 self._reported.add(k)
-                out.append(Stop(k, u.stopped.kind, u.stopped.reason, max(u.rounds, default=None), u.ok))
+                out.append(
+                    Stop(k, u.stopped.kind, u.stopped.reason, max(u.rounds, default=None), u.ok)
+                )
         return out

@@ -22,7 +22,8 @@ SYS_CLASS_BLOCK = Path("/sys/class/block")
 
 
 def read_text(path: str | Path, *, strip: bool = True) -> str | None:
-    """The contents of a sysfs/procfs file (stripped unless `strip=False`), or None if it cannot be read.
+    """The contents of a sysfs/procfs file (stripped unless `strip=False`), or None if it cannot be
+    read.
 
     Kernel files vanish and refuse reads routinely (a device detached, a knob the kernel lacks),
     so "absent" is an answer, not an error.
@@ -36,13 +37,15 @@ def read_text(path: str | Path, *, strip: bool = True) -> str | None:
 
 
 def devnum_of(node: str | Path) -> tuple[int, int]:
-    """(major, minor) of a block device node such as /dev/sda2 (raises OSError if it cannot be stat'ed)."""
+    """(major, minor) of a block device node such as /dev/sda2 (raises OSError if it cannot be
+    stat'ed)."""
     st = os.stat(node)
     return os.major(st.st_rdev), os.minor(st.st_rdev)
 
 
 def block_sysdir(major: int, minor: int) -> Path | None:
-    """The resolved /sys/class/block/<name> directory of a device number, or None if no block device has it."""
+    """The resolved /sys/class/block/<name> directory of a device number, or None if no block device
+    has it."""
     p = SYS_DEV_BLOCK / f"{major}:{minor}"
     return p.resolve() if p.exists() else None
 
@@ -66,7 +69,8 @@ def is_partition(sysdir: Path) -> bool:
 
 
 def whole_disk(sysdir: Path) -> Path:
-    """The whole-disk sysfs dir of a partition (itself for a whole disk): a partition's dir sits inside its disk's."""
+    """The whole-disk sysfs dir of a partition (itself for a whole disk): a partition's dir sits
+    inside its disk's."""
     return sysdir.parent if is_partition(sysdir) else sysdir
 
 
@@ -80,7 +84,8 @@ def is_loop(sysdir: Path) -> bool:
 
 
 def loop_backing_file(sysdir: Path) -> str | None:
-    """The backing file of a loop device as the kernel reports it (may end in " (deleted)"), else None."""
+    """The backing file of a loop device as the kernel reports it (may end in " (deleted)"), else
+    None."""
     return read_text(sysdir / "loop" / "backing_file")
 
 

@@ -1,9 +1,9 @@
 """Reading a small text file the user named (a plan, an fio job file), as untrusted data.
 
 One place for the checks both need, with a one-line error for each: not under a kernel filesystem
-(reading /proc/self/mem faults, /dev/zero never ends), a regular file, at most `limit` bytes (read bounded,
-never the whole of a huge file), no NUL byte (a binary), and UTF-8 (the error names the line).
-"""
+(reading /proc/self/mem faults, /dev/zero never ends), a regular file, at most `limit` bytes (read
+bounded, never the whole of a huge file), no NUL byte (a binary), and UTF-8 (the error names the
+line)."""
 
 from __future__ import annotations
 
@@ -18,12 +18,14 @@ from iomatrix.errors import UserError
 KERNEL_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))
 
 
-def read_small_text(path: Path, *, label: str, noun: str, a_noun: str, limit: int, hint: str) -> str:
+def read_small_text(
+    path: Path, *, label: str, noun: str, a_noun: str, limit: int, hint: str
+) -> str:
     """The UTF-8 text of `path`, or a UserError naming the problem.
 
-    `label` names the file at the start of each message (e.g. "plan file p.toml", or "custom workload
-    'file:x.fio': x.fio"), `noun`/`a_noun` what it should be ("fio job file", "an fio job file"), `hint` the fix.
-    """
+    `label` names the file at the start of each message (e.g. "plan file p.toml", or "custom
+    workload 'file:x.fio': x.fio"), `noun`/`a_noun` what it should be ("fio job file", "an fio job
+    file"), `hint` the fix."""
     real = Path(os.path.realpath(path))
     for root in KERNEL_ROOTS:
         if real == root or real.is_relative_to(root):
@@ -36,8 +38,9 @@ def read_small_text(path: Path, *, label: str, noun: str, a_noun: str, limit: in
     except FileNotFoundError:
         raise UserError(f"{label}: no such {noun}", hint=hint) from None
     except OSError as err:
-        raise UserError(f"{label}: cannot read it: {err.strerror}", hint="check the path and its permissions") \
-            from None
+        raise UserError(
+            f"{label}: cannot read it: {err.strerror}", hint="check the path and its permissions"
+        ) from None
     if b"\0" in data:
         raise UserError(f"{label} is a binary file, not {a_noun}", hint=hint)
     if len(data) > limit:
@@ -45,19 +48,23 @@ def read_small_text(path: Path, *, label: str, noun: str, a_noun: str, limit: in
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
-        line = data[:err.start].count(b"\n") + 1
-        raise UserError(f"{label}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x})",
-                        hint="save it as UTF-8 text") from None
+        line = data[: err.start].count(b"\n") + 1
+        raise UserError(
+            f"{label}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x})",
+            hint="save it as UTF-8 text",
+        ) from None
 
 
 def last_lines(text: str, lines: int) -> str:
-    """The last `lines` lines of `text` (a child's log or stderr, quoted in an error or a console tail)."""
+    """The last `lines` lines of `text` (a child's log or stderr, quoted in an error or a console
+    tail)."""
     return "\n".join(text.splitlines()[-lines:])
 
 
-# Characters that change what a terminal shows instead of being shown: C0 controls but newline and tab (ESC starts
-# the sequences that clear the screen or set the window title), DEL, C1 controls (0x9b is a one-byte CSI), and the
-# Unicode direction overrides and isolates that make text read backwards (U+202E) — the "Trojan source" set.
+# Characters that change what a terminal shows instead of being shown: C0 controls but newline and
+# tab (ESC starts the sequences that clear the screen or set the window title), DEL, C1 controls
+# (0x9b is a one-byte CSI), and the Unicode direction overrides and isolates that make text read
+# backwards (U+202E) — the "Trojan source" set.
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
@@ -69,15 +76,20 @@ def _visible(ch: str) -> str:
 def escape_controls(text: str) -> str:
     """`text` with every character that would act on a terminal written as a visible escape (ESC as `\\x1b`,
     U+202E as `\\u202e`); newline and tab are kept. Text from plans and databases goes through this before it is
-    printed, so a plan's description cannot clear the screen, retitle the window or reverse a line."""
-    if text.isprintable():  # the common case: nothing to do (isprintable is False for \n and \t too)
+    printed, so a plan's description cannot clear the screen, retitle the window or reverse a
+    line."""  # noqa: E501
+    # the common case: nothing to do (isprintable is False for \n and \t too)
+    if text.isprintable():
         return text
-    return "".join(_visible(c) if (c < " " and c not in "\n\t") or "\x7f" <= c <= "\x9f" or c in _BIDI else c
-                   for c in text)
+    return "".join(
+        _visible(c) if (c < " " and c not in "\n\t") or "\x7f" <= c <= "\x9f" or c in _BIDI else c
+        for c in text
+    )
 
 
 def escape_controls_in(value: Any) -> Any:
-    """`escape_controls` applied to every string inside `value` (dict keys and values, list and tuple items)."""
+    """`escape_controls` applied to every string inside `value` (dict keys and values, list and
+    tuple items)."""
     if isinstance(value, str):
         return escape_controls(value)
     if isinstance(value, dict):

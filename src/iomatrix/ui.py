@@ -1,6 +1,6 @@
-"""Terminal presentation: the consoles, the width reports fit in, and how a figure is written. Cheap to import
-(the CLI's start-up imports it); the sweep's progress display, which needs the runner, is in
-`commands/progress.py`."""
+"""Terminal presentation: the consoles, the width reports fit in, and how a figure is written. Cheap
+to import (the CLI's start-up imports it); the sweep's progress display, which needs the runner, is
+in `commands/progress.py`."""
 
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ from rich.text import Text
 
 from iomatrix.textfile import escape_controls
 
-# Outside a terminal (CI logs, `| less`, a file) reports keep to this width unless COLUMNS says otherwise.
+# Outside a terminal (CI logs, `| less`, a file) reports keep to this width unless COLUMNS says
+# otherwise.
 PIPED_WIDTH = 100
 
 
 def report_width(stream: object = None) -> int:
-    """The columns every table and line of prose must fit in: COLUMNS when set, else the terminal's width, else
-    PIPED_WIDTH. Narrow terminals get what they have (content wraps; nothing fails)."""
+    """The columns every table and line of prose must fit in: COLUMNS when set, else the terminal's
+    width, else PIPED_WIDTH. Narrow terminals get what they have (content wraps; nothing fails)."""
     env = os.environ.get("COLUMNS", "")
     if env.isdigit() and int(env) > 0:
         return int(env)
@@ -34,20 +35,23 @@ def report_width(stream: object = None) -> int:
 
 class EscapingConsole(Console):
     """A rich Console that prints every piece of text with its terminal control characters escaped
-    (textfile.escape_controls): a plan's description or a database's host name holding ESC [2J, an OSC title or
-    U+202E is shown as written, not obeyed. Rich's own colour codes come from styles and control segments, which are
-    left alone: only the text segments are escaped.
+    (textfile.escape_controls): a plan's description or a database's host name holding ESC [2J, an
+    OSC title or U+202E is shown as written, not obeyed. Rich's own colour codes come from styles
+    and control segments, which are left alone: only the text segments are escaped.
 
-    Strings are escaped *before* layout (`render_str`, which Rich calls for every string it prints, table cells
+    Strings are escaped *before* layout (`render_str`, which Rich calls for every string it prints,
+    table cells
     included): a table column's width is measured on `\x1b` (4 columns), not on an ESC Rich counts as 0, so a
-    hostile name cannot push the row past its column. Text objects built elsewhere are still escaped at output."""
+    hostile name cannot push the row past its column. Text objects built elsewhere are still escaped
+    at output."""  # noqa: E501
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
         return super().render_str(escape_controls(text), **kwargs)
 
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
-        return super()._render_buffer(seg if seg.control else Segment(escape_controls(seg.text), seg.style)
-                                      for seg in buffer)
+        return super()._render_buffer(
+            seg if seg.control else Segment(escape_controls(seg.text), seg.style) for seg in buffer
+        )
 
 
 console = EscapingConsole(highlight=False, width=report_width(sys.stdout))

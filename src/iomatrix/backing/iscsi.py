@@ -1,8 +1,10 @@
-"""iSCSI backings (issue 34): a tgt target iomatrix starts itself, or a LUN of an existing target handed over.
+"""iSCSI backings (issue 34): a tgt target iomatrix starts itself, or a LUN of an existing target
+handed over.
 
-*Lab-started* (`[[backing]] type = "iscsi"`): ``tgtd -f --iscsi portal=127.0.0.1:PORT -C N`` on a free TCP port,
-with a control port N of its own so tgtadm never talks to a system tgtd (control port 0, TCP 3260). Each disk
-is a target with one LUN (LUN 1) over a sparse file in the backing's directory, made as the cell's axes say:
+*Lab-started* (`[[backing]] type = "iscsi"`): ``tgtd -f --iscsi portal=127.0.0.1:PORT -C N`` on a
+free TCP port, with a control port N of its own so tgtadm never talks to a system tgtd (control port
+0, TCP 3260). Each disk is a target with one LUN (LUN 1) over a sparse file in the backing's
+directory, made as the cell's axes say:
 
     lun_type   null    → --bstype null over /dev/null (no data; tgt presents 1 TiB: the protocol's ceiling)
                fileio  → --bstype rdwr (tgtd's page cache; fdatasync after every write when the cache is off)
@@ -10,14 +12,15 @@ is a target with one LUN (LUN 1) over a sparse file in the backing's directory, 
     lun_write_cache on|off → the WCE bit of the SCSI caching mode page 8 (tgt's `write-cache` in targets.conf),
                set with tgtadm and read back over iSCSI (MODE SENSE, `backing.iscsi_wire`).
 
-tgtd ignores SIGTERM: it is stopped through its control port (targets deleted, `--mode system --op delete`),
-then killed if still alive. It is in the leftovers ledger before it starts (`leftover_kinds.TgtdLeftover`), and
-each LUN's file is too, so `iomatrix clean` or the next run removes everything after a SIGKILL.
+tgtd ignores SIGTERM: it is stopped through its control port (targets deleted, `--mode system --op
+delete`), then killed if still alive. It is in the leftovers ledger before it starts
+(`leftover_kinds.TgtdLeftover`), and each LUN's file is too, so `iomatrix clean` or the next run
+removes everything after a SIGKILL.
 
-*Existing* (`portal`, `iqn`, optional `lun`): iomatrix cannot create a LUN on someone else's target; it uses the
-named LUN, and only when it was handed over with ``--allow-destroy iscsi://HOST:PORT/IQN/LUN``. It talks to the
-portal only as an initiator (QEMU, libiscsi's tools, the read-only probes of `iscsi_wire`).
-"""
+*Existing* (`portal`, `iqn`, optional `lun`): iomatrix cannot create a LUN on someone else's target;
+it uses the named LUN, and only when it was handed over with ``--allow-destroy
+iscsi://HOST:PORT/IQN/LUN``. It talks to the portal only as an initiator (QEMU, libiscsi's tools,
+the read-only probes of `iscsi_wire`)."""  # noqa: E501
 
 from __future__ import annotations
 
@@ -56,10 +59,14 @@ LUN_TYPES = ("null", "fileio", "blockio")
 DEFAULT_LUN_TYPE = "fileio"
 DEFAULT_WRITE_CACHE = "off"  # the safe one: nothing acknowledged is lost when the target dies
 # tgt's bstype and bsoflags per LUN type (docs/backings.md, iSCSI).
-BSTYPE: dict[str, tuple[str, str | None]] = {"null": ("null", None), "fileio": ("rdwr", None),
-                                              "blockio": ("rdwr", "direct")}
-# The caching mode page as tgt writes it (tgt-admin's write-cache on/off): page 8, subpage 0, 18 bytes; byte 2
-# is 0x14 (DISC|WCE: write cache on) or 0x10 (DISC: off). Checked by reading WCE back over iSCSI.
+BSTYPE: dict[str, tuple[str, str | None]] = {
+    "null": ("null", None),
+    "fileio": ("rdwr", None),
+    "blockio": ("rdwr", "direct"),
+}
+# The caching mode page as tgt writes it (tgt-admin's write-cache on/off): page 8, subpage 0, 18
+# bytes; byte 2 is 0x14 (DISC|WCE: write cache on) or 0x10 (DISC: off). Checked by reading WCE back
+# over iSCSI.
 _CACHING_PAGE_TAIL = "0:0xff:0xff:0:0:0xff:0xff:0xff:0xff:0x80:0x14:0:0:0:0:0:0"
 WCE_BYTE = {"on": "0x14", "off": "0x10"}
 NULL_LUN_BYTES = 1 << 40  # what tgt's null backing store presents
@@ -76,10 +83,14 @@ def _axis(values: Mapping[str, str], name: str, default: str, allowed: tuple[str
 
 
 def _lun_settings(values: Mapping[str, str]) -> tuple[str, str, str]:
-    """(LUN type, write cache, image format) a lab-started LUN is made with, from the cell's values."""
+    """(LUN type, write cache, image format) a lab-started LUN is made with, from the cell's
+    values."""
     fmt = values.get("format", "raw") or "raw"
-    return (_axis(values, "lun_type", DEFAULT_LUN_TYPE, LUN_TYPES),
-            _axis(values, "lun_write_cache", DEFAULT_WRITE_CACHE, ("on", "off")), "raw" if fmt == "-" else fmt)
+    return (
+        _axis(values, "lun_type", DEFAULT_LUN_TYPE, LUN_TYPES),
+        _axis(values, "lun_write_cache", DEFAULT_WRITE_CACHE, ("on", "off")),
+        "raw" if fmt == "-" else fmt,
+    )
 
 
 def caching_page(write_cache: str) -> str:
@@ -106,7 +117,9 @@ def free_control_port() -> int:
         n = random.choice(TGTD_CONTROL_PORTS)
         if not any(f.exists() for f in tgtd_socket_files(n)) and not tgtd_lock_held(n):
             return n
-    raise UserError("no free tgtd control port found (200 tries)", hint="remove stale /run/tgtd/socket.* files")
+    raise UserError(
+        "no free tgtd control port found (200 tries)", hint="remove stale /run/tgtd/socket.* files"
+    )
 
 
 def _check(out: subprocess.CompletedProcess[str], what: str) -> str:
@@ -139,15 +152,27 @@ class TgtServer:
         return TgtdLeftover(str(self.control_port), {"portal": f"{LOOPBACK}:{self.port}"})
 
     def start(self, record: Callable[[Leftover], str]) -> None:
-        """Start tgtd, recorded (by `record`, the provision teardown's) before it starts; wait until it serves."""
+        """Start tgtd, recorded (by `record`, the provision teardown's) before it starts; wait until
+        it serves."""
         self.port = free_tcp_port()
-        refuse_if_held(self.port, "tgtd", LOOPBACK)  # taken since it was chosen: named, not a tgtd that dies
+        # taken since it was chosen: named, not a tgtd that dies
+        refuse_if_held(self.port, "tgtd", LOOPBACK)
         self.entry_id = record(self.leftover())
         log = open(self.directory / "tgtd.log", "wb")  # noqa: SIM115 - the child keeps it
         try:
-            self.proc = children.spawn(["tgtd", "-f", "--iscsi", f"portal={LOOPBACK}:{self.port}",
-                                        "-C", str(self.control_port)],
-                                       stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+            self.proc = children.spawn(
+                [
+                    "tgtd",
+                    "-f",
+                    "--iscsi",
+                    f"portal={LOOPBACK}:{self.port}",
+                    "-C",
+                    str(self.control_port),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         finally:
             log.close()
         start = proc_start(self.proc.pid)
@@ -155,14 +180,19 @@ class TgtServer:
         deadline = time.monotonic() + READY_S
         while True:
             if self.proc.poll() is not None:
-                raise UserError(f"tgtd exited with status {self.proc.returncode} at start: "
-                                f"{self._log_tail()}", hint=f"see {self.directory / 'tgtd.log'}")
-            if tgtadm(self.control_port, "--mode", "target", "--op", "show").returncode == 0 \
-                    and port_bound(self.port):
+                raise UserError(
+                    f"tgtd exited with status {self.proc.returncode} at start: {self._log_tail()}",
+                    hint=f"see {self.directory / 'tgtd.log'}",
+                )
+            if tgtadm(
+                self.control_port, "--mode", "target", "--op", "show"
+            ).returncode == 0 and port_bound(self.port):
                 return
             if time.monotonic() > deadline:
-                raise UserError(f"tgtd did not serve {LOOPBACK}:{self.port} within {READY_S:g} s",
-                                hint=f"see {self.directory / 'tgtd.log'}")
+                raise UserError(
+                    f"tgtd did not serve {LOOPBACK}:{self.port} within {READY_S:g} s",
+                    hint=f"see {self.directory / 'tgtd.log'}",
+                )
             time.sleep(0.05)
 
     def _log_tail(self) -> str:
@@ -172,8 +202,8 @@ class TgtServer:
         return "no output"
 
     def stop(self) -> list[str]:
-        """Stop tgtd (through its control port, then SIGKILL), reap it, remove its control socket files and
-        the files of disks a tier did not give back (an interrupted run)."""
+        """Stop tgtd (through its control port, then SIGKILL), reap it, remove its control socket
+        files and the files of disks a tier did not give back (an interrupted run)."""
         done = self.leftover_with_pid().undo()
         if self.proc is not None:
             children.kill(self.proc)  # reaps it (already gone: nothing is sent)
@@ -194,38 +224,64 @@ class TgtServer:
         return {self.proc.pid: "tgtd"} if self.proc is not None and self.proc.poll() is None else {}
 
     def metadata(self) -> dict[str, Any]:
-        return {"iscsi_mode": "lab-started", "iscsi_server": "tgt", "tgtd_version": self.version,
-                "portal": f"{LOOPBACK}:{self.port}", "tgtd_control_port": self.control_port,
-                "tgtd_pid": self.proc.pid if self.proc else None}
+        return {
+            "iscsi_mode": "lab-started",
+            "iscsi_server": "tgt",
+            "tgtd_version": self.version,
+            "portal": f"{LOOPBACK}:{self.port}",
+            "tgtd_control_port": self.control_port,
+            "tgtd_pid": self.proc.pid if self.proc else None,
+        }
 
-    def new_disk(self, values: Mapping[str, str], *, size_bytes: int, name: str,
-                 create_options: tuple[tuple[str, str], ...] = ()) -> NetworkDisk:
+    def new_disk(
+        self,
+        values: Mapping[str, str],
+        *,
+        size_bytes: int,
+        name: str,
+        create_options: tuple[tuple[str, str], ...] = (),
+    ) -> NetworkDisk:
         lun_type, write_cache, fmt = _lun_settings(values)
         if lun_type == "null" and fmt != "raw":
-            raise UserError(f"a null LUN holds no data: format {fmt!r} cannot live on it",
-                            hint="use format = \"raw\" with lun_type = \"null\"")
+            raise UserError(
+                f"a null LUN holds no data: format {fmt!r} cannot live on it",
+                hint='use format = "raw" with lun_type = "null"',
+            )
         path: Path | None = None
         if lun_type != "null":
             path = self._make_file(name, fmt, size_bytes, values, create_options)
         return self._export(name, lun_type, write_cache, fmt, path, size_bytes, owned=True)
 
     def export_file(self, values: Mapping[str, str], path: Path, *, name: str) -> NetworkDisk:
-        """A LUN of the cell's type and write cache over a file iomatrix made elsewhere (the durability tier's
-        volatile disk, a FUSE export): the file is not this server's, so :meth:`unexport` leaves it alone. Its
-        size is the file's, as tgt reads it."""
+        """A LUN of the cell's type and write cache over a file iomatrix made elsewhere (the
+        durability tier's volatile disk, a FUSE export): the file is not this server's, so
+        :meth:`unexport` leaves it alone. Its size is the file's, as tgt reads it."""
         lun_type, write_cache, fmt = _lun_settings(values)
         if lun_type == "null":
-            raise UserError("a null LUN has no backing file to export", hint="use lun_type fileio or blockio")
-        return self._export(name, lun_type, write_cache, fmt, path, path.stat().st_size, owned=False)
+            raise UserError(
+                "a null LUN has no backing file to export", hint="use lun_type fileio or blockio"
+            )
+        return self._export(
+            name, lun_type, write_cache, fmt, path, path.stat().st_size, owned=False
+        )
 
     def unexport(self, disk: NetworkDisk) -> None:
         """Remove a LUN made by :meth:`export_file` (its target), leaving its file."""
         self.remove_disk_by(dict(disk.protocol_options)["target"], None)
 
-    def _export(self, name: str, lun_type: str, write_cache: str, fmt: str, path: Path | None, size_bytes: int,
-                *, owned: bool) -> NetworkDisk:
-        """A target with one LUN over `path` (None: the null LUN), its write cache set and read back; `owned`:
-        the file is this server's, removed with the LUN on every failure."""
+    def _export(
+        self,
+        name: str,
+        lun_type: str,
+        write_cache: str,
+        fmt: str,
+        path: Path | None,
+        size_bytes: int,
+        *,
+        owned: bool,
+    ) -> NetworkDisk:
+        """A target with one LUN over `path` (None: the null LUN), its write cache set and read
+        back; `owned`: the file is this server's, removed with the LUN on every failure."""
         iqn = target_name(f"{name}-{os.getpid()}-{self._next_tid}")
         bstype, bsoflags = BSTYPE[lun_type]
         tid = self._next_tid
@@ -241,16 +297,34 @@ class TgtServer:
         read_back = self._read_back_cache(iqn)
         if read_back != (write_cache == "on"):
             self.remove_disk_by(iqn, path if owned else None)
-            raise UserError(f"tgtd did not take the write cache setting {write_cache!r}: the LUN reports "
-                            f"WCE={int(read_back)}", hint="check the tgt version (tgtd --version)")
+            raise UserError(
+                f"tgtd did not take the write cache setting {write_cache!r}: the LUN reports "
+                f"WCE={int(read_back)}",
+                hint="check the tgt version (tgtd --version)",
+            )
         portal = f"{LOOPBACK}:{self.port}"
-        meta = {"lun_type": lun_type, "tgt_bstype": bstype, "tgt_bsoflags": bsoflags,
-                "lun_write_cache_requested": write_cache, "lun_write_cache_read_back": "on" if read_back else "off",
-                "tgtd_version": self.version, "portal": portal, "target": iqn, "lun": LUN,
-                "iscsi_mode": "lab-started", "lun_backing_file": str(path) if path else "/dev/null"}
-        return NetworkDisk(protocol="iscsi", protocol_options=iscsi_options(portal, iqn, LUN),
-                           url=IscsiLun(Portal(LOOPBACK, self.port), iqn, LUN).url, format=fmt,
-                           size_bytes=NULL_LUN_BYTES if path is None else size_bytes, server_path=path, meta=meta)
+        meta = {
+            "lun_type": lun_type,
+            "tgt_bstype": bstype,
+            "tgt_bsoflags": bsoflags,
+            "lun_write_cache_requested": write_cache,
+            "lun_write_cache_read_back": "on" if read_back else "off",
+            "tgtd_version": self.version,
+            "portal": portal,
+            "target": iqn,
+            "lun": LUN,
+            "iscsi_mode": "lab-started",
+            "lun_backing_file": str(path) if path else "/dev/null",
+        }
+        return NetworkDisk(
+            protocol="iscsi",
+            protocol_options=iscsi_options(portal, iqn, LUN),
+            url=IscsiLun(Portal(LOOPBACK, self.port), iqn, LUN).url,
+            format=fmt,
+            size_bytes=NULL_LUN_BYTES if path is None else size_bytes,
+            server_path=path,
+            meta=meta,
+        )
 
     def remove_disk(self, disk: NetworkDisk) -> None:
         self.remove_disk_by(dict(disk.protocol_options)["target"], disk.server_path)
@@ -263,8 +337,14 @@ class TgtServer:
             self._remove_file(path)
 
     # -- pieces ----------------------------------------------------------------------------------
-    def _make_file(self, name: str, fmt: str, size_bytes: int, values: Mapping[str, str],
-                   create_options: tuple[tuple[str, str], ...]) -> Path:
+    def _make_file(
+        self,
+        name: str,
+        fmt: str,
+        size_bytes: int,
+        values: Mapping[str, str],
+        create_options: tuple[tuple[str, str], ...],
+    ) -> Path:
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:60] or "disk"
         path = self.directory / f"lun-{slug}-{self._next_tid}.img"
         self._file_entries[str(path)] = leftovers.record(self.workdir, "path", path)
@@ -279,12 +359,26 @@ class TgtServer:
                 os.close(fd)
             return path
         opts = [f"{k}={v}" for k, v in create_options]
-        if prealloc not in ("-", "", None) and not any(o.startswith("preallocation=") for o in opts):
+        if prealloc not in ("-", "", None) and not any(
+            o.startswith("preallocation=") for o in opts
+        ):
             opts.append(f"preallocation={prealloc}")
-        argv = ["qemu-img", "create", "-q", "-f", fmt, *(["-o", ",".join(opts)] if opts else []), str(path),
-                str(size_bytes)]
-        _check(subprocess.run(argv, capture_output=True, text=True, timeout=600), f"qemu-img create ({fmt})")
-        # The LUN's size is the file's at LUN creation: room for the image to grow into (data + metadata).
+        argv = [
+            "qemu-img",
+            "create",
+            "-q",
+            "-f",
+            fmt,
+            *(["-o", ",".join(opts)] if opts else []),
+            str(path),
+            str(size_bytes),
+        ]
+        _check(
+            subprocess.run(argv, capture_output=True, text=True, timeout=600),
+            f"qemu-img create ({fmt})",
+        )
+        # The LUN's size is the file's at LUN creation: room for the image to grow into (data +
+        # metadata).
         os.truncate(path, max(path.stat().st_size, _room_for(size_bytes)))
         return path
 
@@ -295,23 +389,72 @@ class TgtServer:
         if entry is not None:
             leftovers.release(self.workdir, entry)
 
-    def _add_target(self, tid: int, iqn: str, path: Path | None, bstype: str, bsoflags: str | None,
-                    write_cache: str) -> None:
+    def _add_target(
+        self,
+        tid: int,
+        iqn: str,
+        path: Path | None,
+        bstype: str,
+        bsoflags: str | None,
+        write_cache: str,
+    ) -> None:
         n = self.control_port
-        _check(tgtadm(n, "--mode", "target", "--op", "new", "--tid", str(tid), "--targetname", iqn),
-               "tgtadm target new")
-        lun = ["--mode", "logicalunit", "--op", "new", "--tid", str(tid), "--lun", str(LUN), "--bstype", bstype,
-               "--backing-store", str(path) if path else "/dev/null"]
+        _check(
+            tgtadm(n, "--mode", "target", "--op", "new", "--tid", str(tid), "--targetname", iqn),
+            "tgtadm target new",
+        )
+        lun = [
+            "--mode",
+            "logicalunit",
+            "--op",
+            "new",
+            "--tid",
+            str(tid),
+            "--lun",
+            str(LUN),
+            "--bstype",
+            bstype,
+            "--backing-store",
+            str(path) if path else "/dev/null",
+        ]
         if bsoflags:
             lun += ["--bsoflags", bsoflags]
         _check(tgtadm(n, *lun), f"tgtadm logicalunit new ({bstype})")
-        _check(tgtadm(n, "--mode", "logicalunit", "--op", "update", "--tid", str(tid), "--lun", str(LUN),
-                      "--params", caching_page(write_cache)), "tgtadm logicalunit update (write cache)")
-        _check(tgtadm(n, "--mode", "target", "--op", "bind", "--tid", str(tid), "--initiator-address", LOOPBACK),
-               "tgtadm target bind")
+        _check(
+            tgtadm(
+                n,
+                "--mode",
+                "logicalunit",
+                "--op",
+                "update",
+                "--tid",
+                str(tid),
+                "--lun",
+                str(LUN),
+                "--params",
+                caching_page(write_cache),
+            ),
+            "tgtadm logicalunit update (write cache)",
+        )
+        _check(
+            tgtadm(
+                n,
+                "--mode",
+                "target",
+                "--op",
+                "bind",
+                "--tid",
+                str(tid),
+                "--initiator-address",
+                LOOPBACK,
+            ),
+            "tgtadm target bind",
+        )
 
     def _drop_target(self, tid: int) -> None:
-        tgtadm(self.control_port, "--mode", "target", "--op", "delete", "--force", "--tid", str(tid))
+        tgtadm(
+            self.control_port, "--mode", "target", "--op", "delete", "--force", "--tid", str(tid)
+        )
 
     def _read_back_cache(self, iqn: str) -> bool:
         try:
@@ -321,13 +464,20 @@ class TgtServer:
 
 
 def _room_for(size_bytes: int) -> int:
-    """Bytes a qcow2 image of virtual size `size_bytes` may reach: data, L2 and refcount tables, slack."""
+    """Bytes a qcow2 image of virtual size `size_bytes` may reach: data, L2 and refcount tables,
+    slack."""
     mib = 1 << 20
     return -(-(size_bytes + size_bytes // 256 + 64 * mib) // mib) * mib
 
 
 def iscsi_options(portal: str, iqn: str, lun: int) -> tuple[tuple[str, str], ...]:
-    return (("driver", "iscsi"), ("transport", "tcp"), ("portal", portal), ("target", iqn), ("lun", str(lun)))
+    return (
+        ("driver", "iscsi"),
+        ("transport", "tcp"),
+        ("portal", portal),
+        ("target", iqn),
+        ("lun", str(lun)),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -338,12 +488,17 @@ PROBE_TIMEOUT_S = 15
 
 
 def probe_lun(lun: IscsiLun, timeout_s: float = PROBE_TIMEOUT_S) -> tuple[int | None, str | None]:
-    """(capacity in bytes, None) of a LUN read with libiscsi's iscsi-readcapacity16, or (None, why not)."""
+    """(capacity in bytes, None) of a LUN read with libiscsi's iscsi-readcapacity16, or (None, why
+    not)."""
     if shutil.which("iscsi-readcapacity16") is None:
         return None, "'iscsi-readcapacity16' is not installed (apt-get install libiscsi-bin)"
     try:
-        out = subprocess.run(["iscsi-readcapacity16", "-s", lun.url], capture_output=True, text=True,
-                             timeout=timeout_s)
+        out = subprocess.run(
+            ["iscsi-readcapacity16", "-s", lun.url],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
     except subprocess.TimeoutExpired:
         return None, f"{lun.url} did not answer within {timeout_s:g} s"
     if out.returncode != 0:
@@ -354,7 +509,8 @@ def probe_lun(lun: IscsiLun, timeout_s: float = PROBE_TIMEOUT_S) -> tuple[int | 
 
 
 class ExistingIscsiServer:
-    """A LUN of a target iomatrix did not start, handed over with --allow-destroy (NetworkServer)."""
+    """A LUN of a target iomatrix did not start, handed over with --allow-destroy
+    (NetworkServer)."""
 
     protocol: Literal["iscsi"] = "iscsi"
     lab_started = False
@@ -364,44 +520,94 @@ class ExistingIscsiServer:
         self.workdir = workdir
         capacity, why = probe_lun(lun)
         if why is not None:
-            raise UserError(f"iSCSI LUN {lun.url}: {why}", hint="check the portal, the IQN and the target's ACL")
+            raise UserError(
+                f"iSCSI LUN {lun.url}: {why}", hint="check the portal, the IQN and the target's ACL"
+            )
         self.capacity = capacity
 
     def server_pids(self) -> dict[int, str]:
         return {}
 
     def metadata(self) -> dict[str, Any]:
-        return {"iscsi_mode": "existing", "portal": str(self.lun.portal), "target": self.lun.iqn,
-                "lun": self.lun.lun, "lun_capacity_bytes": self.capacity}
+        return {
+            "iscsi_mode": "existing",
+            "portal": str(self.lun.portal),
+            "target": self.lun.iqn,
+            "lun": self.lun.lun,
+            "lun_capacity_bytes": self.capacity,
+        }
 
-    def new_disk(self, values: Mapping[str, str], *, size_bytes: int, name: str,
-                 create_options: tuple[tuple[str, str], ...] = ()) -> NetworkDisk:
-        for axis, default in (("lun_type", DEFAULT_LUN_TYPE), ("lun_write_cache", DEFAULT_WRITE_CACHE)):
+    def new_disk(
+        self,
+        values: Mapping[str, str],
+        *,
+        size_bytes: int,
+        name: str,
+        create_options: tuple[tuple[str, str], ...] = (),
+    ) -> NetworkDisk:
+        for axis, default in (
+            ("lun_type", DEFAULT_LUN_TYPE),
+            ("lun_write_cache", DEFAULT_WRITE_CACHE),
+        ):
             if values.get(axis, "-") not in ("-", "", None, default):
-                raise UserError(f"{axis} = {values[axis]!r} cannot be set on an existing target "
-                                f"({self.lun.url}): iomatrix does not administer it",
-                                hint=f"drop the {axis} axis for this backing, or use a lab-started one")
+                raise UserError(
+                    f"{axis} = {values[axis]!r} cannot be set on an existing target "
+                    f"({self.lun.url}): iomatrix does not administer it",
+                    hint=f"drop the {axis} axis for this backing, or use a lab-started one",
+                )
         if self.capacity is not None and size_bytes > self.capacity:
-            raise UserError(f"disk of {size_bytes} bytes does not fit on {self.lun.url} ({self.capacity} bytes)",
-                            hint="lower the plan's image size")
+            raise UserError(
+                f"disk of {size_bytes} bytes does not fit on {self.lun.url} "
+                f"({self.capacity} bytes)",
+                hint="lower the plan's image size",
+            )
         fmt = values.get("format", "raw") or "raw"
         fmt = "raw" if fmt == "-" else fmt
         if fmt != "raw":  # the LUN was handed over: writing a fresh image header onto it is allowed
             opts = [f"{k}={v}" for k, v in create_options]
-            argv = ["qemu-img", "create", "-q", "-f", fmt, *(["-o", ",".join(opts)] if opts else []),
-                    self.lun.url, str(size_bytes)]  # qemu-img create takes the URL, not a json: name
-            _check(subprocess.run(argv, capture_output=True, text=True, timeout=600), f"qemu-img create ({fmt})")
+            argv = [
+                "qemu-img",
+                "create",
+                "-q",
+                "-f",
+                fmt,
+                *(["-o", ",".join(opts)] if opts else []),
+                # qemu-img create takes the URL, not a json: name
+                self.lun.url,
+                str(size_bytes),
+            ]
+            _check(
+                subprocess.run(argv, capture_output=True, text=True, timeout=600),
+                f"qemu-img create ({fmt})",
+            )
         try:
-            write_cache: str | None = "on" if read_write_cache(self.lun.portal.host, self.lun.portal.port,
-                                                               self.lun.iqn, self.lun.lun) else "off"
+            write_cache: str | None = (
+                "on"
+                if read_write_cache(
+                    self.lun.portal.host, self.lun.portal.port, self.lun.iqn, self.lun.lun
+                )
+                else "off"
+            )
         except IscsiProbeError:
             write_cache = None
-        meta = {"iscsi_mode": "existing", "portal": str(self.lun.portal), "target": self.lun.iqn,
-                "lun": self.lun.lun, "lun_write_cache_read_back": write_cache, "lun_type": None}
-        return NetworkDisk(protocol="iscsi", protocol_options=iscsi_options(str(self.lun.portal), self.lun.iqn,
-                                                                            self.lun.lun),
-                           url=self.lun.url, format=fmt, size_bytes=size_bytes, server_path=None, meta=meta)
+        meta = {
+            "iscsi_mode": "existing",
+            "portal": str(self.lun.portal),
+            "target": self.lun.iqn,
+            "lun": self.lun.lun,
+            "lun_write_cache_read_back": write_cache,
+            "lun_type": None,
+        }
+        return NetworkDisk(
+            protocol="iscsi",
+            protocol_options=iscsi_options(str(self.lun.portal), self.lun.iqn, self.lun.lun),
+            url=self.lun.url,
+            format=fmt,
+            size_bytes=size_bytes,
+            server_path=None,
+            meta=meta,
+        )
 
     def remove_disk(self, disk: NetworkDisk) -> None:
-        """Nothing to remove: the LUN stays the user's (what was written on it is theirs to discard)."""
-
+        """Nothing to remove: the LUN stays the user's (what was written on it is theirs to
+        discard)."""

@@ -1,25 +1,25 @@
-"""The kinds of thing iomatrix leaves on the host, one class each: how to name it, how to tell it is still one
-a run of this workdir created, whether it is still there, and how to undo it.
+"""The kinds of thing iomatrix leaves on the host, one class each: how to name it, how to tell it is
+still one a run of this workdir created, whether it is still there, and how to undo it.
 
-Every kind implements `Leftover`: `describe()` (one line for `iomatrix clean`), `identity_problem()` (why it
-cannot be shown to be ours, None if it can), `present()` (is it still on the host) and `remove()` (undo it,
-returning what was done); `undo()` removes it if it is present. The ledger (`backing.leftovers`) records a
-leftover before it is created and builds one from each entry to clean it up; provision's teardown and the
-tiers undo the very same objects directly.
+Every kind implements `Leftover`: `describe()` (one line for `iomatrix clean`), `identity_problem()`
+(why it cannot be shown to be ours, None if it can), `present()` (is it still on the host) and
+`remove()` (undo it, returning what was done); `undo()` removes it if it is present. The ledger
+(`backing.leftovers`) records a leftover before it is created and builds one from each entry to
+clean it up; provision's teardown and the tiers undo the very same objects directly.
 
-The kinds: a temp path (`path`: a scratch directory, an image file), a loop device over a backing file
-(`loop`), a mount (`mount`), an LVM logical volume (`lv`), a ZFS dataset or zvol (`zfs`), and a host setting
-changed for a sweep (`ksm`: KSM's run switch, restored to its recorded value), and a child process a sweep
-started (`process`: fio, qemu-storage-daemon, QEMU, nbdkit, by pid and start time: killed only while that pid
-is still the process that was started; ganesha.nfsd and rpcbind too), and a lab-started iSCSI target daemon
-(`tgtd`: by its control port, stopped through it, then killed; its targets and LUNs live only in its memory and
-go with it). For the NFS backing (`backing.nfs`): the RPC
-programs a lab-started NFS server registers with rpcbind (`rpc_registration`: a server killed hard leaves them
-registered), iomatrix's own file on an existing export (`nfs_file`, removed through libnfs), and the files in
-/run a daemon it started creates there and leaves behind (`runtime_file`: rpcbind's socket and lock). The RBD backing's
-image in an existing pool (`rbd_image`) is in `backing.leftover_rbd`; a lab-started cluster is its two daemons
-(`process`) and its scratch directory (`path`).
-"""
+The kinds: a temp path (`path`: a scratch directory, an image file), a loop device over a backing
+file (`loop`), a mount (`mount`), an LVM logical volume (`lv`), a ZFS dataset or zvol (`zfs`), and a
+host setting changed for a sweep (`ksm`: KSM's run switch, restored to its recorded value), and a
+child process a sweep started (`process`: fio, qemu-storage-daemon, QEMU, nbdkit, by pid and start
+time: killed only while that pid is still the process that was started; ganesha.nfsd and rpcbind
+too), and a lab-started iSCSI target daemon (`tgtd`: by its control port, stopped through it, then
+killed; its targets and LUNs live only in its memory and go with it). For the NFS backing
+(`backing.nfs`): the RPC programs a lab-started NFS server registers with rpcbind
+(`rpc_registration`: a server killed hard leaves them registered), iomatrix's own file on an
+existing export (`nfs_file`, removed through libnfs), and the files in /run a daemon it started
+creates there and leaves behind (`runtime_file`: rpcbind's socket and lock). The RBD backing's image
+in an existing pool (`rbd_image`) is in `backing.leftover_rbd`; a lab-started cluster is its two
+daemons (`process`) and its scratch directory (`path`)."""
 
 from __future__ import annotations
 
@@ -42,21 +42,37 @@ import psutil
 from iomatrix.backing import libnfs
 from iomatrix.mountinfo import parse_mountinfo
 
-EntryKind = Literal["path", "loop", "mount", "lv", "zfs", "ksm", "process", "tgtd", "rpc_registration", "nfs_file",
-                    "runtime_file", "rbd_image"]
-# Names iomatrix gives what it creates: scratch dirs "<label>-<pid>-<hex6>", LVs/datasets "iomx-<pid>-<hex6>".
+EntryKind = Literal[
+    "path",
+    "loop",
+    "mount",
+    "lv",
+    "zfs",
+    "ksm",
+    "process",
+    "tgtd",
+    "rpc_registration",
+    "nfs_file",
+    "runtime_file",
+    "rbd_image",
+]
+# Names iomatrix gives what it creates: scratch dirs "<label>-<pid>-<hex6>", LVs/datasets
+# "iomx-<pid>-<hex6>".
 SCRATCH_NAME = re.compile(r"[A-Za-z0-9_.-]+-[0-9]+-[0-9a-f]{6}")
 VOLUME_NAME = re.compile(r"iomx-[0-9]+-[0-9a-f]{6}")
 TMPFS_SOURCE = re.compile(r"iomatrix-tmpfs-[0-9a-f]+")
 LOOP_SOURCE = re.compile(r"/dev/loop[0-9]+")
-# A FUSE mount (qemu-storage-daemon's FUSE export of an image, the durability tier's iSCSI LUN file): its
-# mountpoint is a file iomatrix created inside the working directory, which is what identifies it as ours.
+# A FUSE mount (qemu-storage-daemon's FUSE export of an image, the durability tier's iSCSI LUN
+# file): its mountpoint is a file iomatrix created inside the working directory, which is what
+# identifies it as ours.
 FUSE_SOURCE = "/dev/fuse"
-# The kernel detaches a loop device only once its last opener closes it: `losetup --detach` on a device a probe
-# still holds (udev's blkid after an unmount, another process's losetup or blkid scan) succeeds and only marks it
-# to be cleared. How long to wait for it to let go of the file before calling the file still in use.
+# The kernel detaches a loop device only once its last opener closes it: `losetup --detach` on a
+# device a probe still holds (udev's blkid after an unmount, another process's losetup or blkid
+# scan) succeeds and only marks it to be cleared. How long to wait for it to let go of the file
+# before calling the file still in use.
 LOOP_DETACH_WAIT_S = 10.0
-# A host setting changed for a sweep (the consolidation tier enables KSM): restored to the recorded value.
+# A host setting changed for a sweep (the consolidation tier enables KSM): restored to the recorded
+# value.
 KSM_RUN = "/sys/kernel/mm/ksm/run"
 KSM_RUN_VALUES = ("0", "1", "2")
 
@@ -66,13 +82,13 @@ class LeftoverError(Exception):
 
 
 def proc_start(pid: int) -> int | None:
-    """Start time (clock ticks since boot) of a live, non-zombie process; None if gone. With the pid it names
-    one process for the life of the host: a reused pid has a later start time."""
+    """Start time (clock ticks since boot) of a live, non-zombie process; None if gone. With the pid
+    it names one process for the life of the host: a reused pid has a later start time."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = text[text.rfind(")") + 2:].split()
+    fields = text[text.rfind(")") + 2 :].split()
     if not fields or fields[0] in ("Z", "X"):  # zombie/dead: killed but not yet reaped
         return None
     return int(fields[19])
@@ -113,7 +129,8 @@ def _parent_inside(target: str, workdir: str) -> bool:
 
 
 def _remove_with_retries(argv: list[str], done: str, failed: str) -> list[str]:
-    """Run a removal command, retrying briefly (udev or a closing fd may hold the volume for a moment)."""
+    """Run a removal command, retrying briefly (udev or a closing fd may hold the volume for a
+    moment)."""
     for attempt in range(5):
         out = _run(argv)
         if out.returncode == 0:
@@ -130,10 +147,10 @@ def _remove_with_retries(argv: list[str], done: str, failed: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Leftover(ABC):
-    """One thing iomatrix created on the host. `target` is a path (path/mount), the backing file (loop),
-    "vg/lv" (lv), "pool/name" (zfs) or the setting's file (ksm); `info` holds what identifies it further
-    (a mount's source, a loop backing file's inode, a scratch directory's base, the setting's previous value).
-    """
+    """One thing iomatrix created on the host. `target` is a path (path/mount), the backing file
+    (loop), "vg/lv" (lv), "pool/name" (zfs) or the setting's file (ksm); `info` holds what
+    identifies it further (a mount's source, a loop backing file's inode, a scratch directory's
+    base, the setting's previous value)."""
 
     kind: ClassVar[EntryKind]
     label: ClassVar[str]  # what it is, in `describe`
@@ -146,8 +163,9 @@ class Leftover(ABC):
 
     @abstractmethod
     def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
-        """Why this cannot be shown to be something a run of `workdir` (a real path) created; None if it can.
-        `scratch_dirs`: verified scratch directories of `dir` backings outside the workdir."""
+        """Why this cannot be shown to be something a run of `workdir` (a real path) created; None
+        if it can. `scratch_dirs`: verified scratch directories of `dir` backings outside the
+        workdir."""
 
     @abstractmethod
     def present(self) -> bool:
@@ -176,12 +194,17 @@ class PathLeftover(Leftover):
 
     def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
         t = self.target
-        if _parent_inside(t, workdir) or any(_parent_inside(t, os.path.realpath(d)) for d in scratch_dirs):
+        if _parent_inside(t, workdir) or any(
+            _parent_inside(t, os.path.realpath(d)) for d in scratch_dirs
+        ):
             return None
         base = self.info.get("base")
-        if (isinstance(base, str) and os.path.isabs(t)
-                and os.path.realpath(os.path.dirname(os.path.normpath(t))) == os.path.realpath(base)
-                and SCRATCH_NAME.fullmatch(os.path.basename(t))):
+        if (
+            isinstance(base, str)
+            and os.path.isabs(t)
+            and os.path.realpath(os.path.dirname(os.path.normpath(t))) == os.path.realpath(base)
+            and SCRATCH_NAME.fullmatch(os.path.basename(t))
+        ):
             return None  # a dir backing's scratch directory in its own `path`
         return f"{t} is outside the working directory {workdir}"
 
@@ -190,7 +213,8 @@ class PathLeftover(Leftover):
         return p.exists() or p.is_symlink()
 
     def remove(self) -> list[str]:
-        """Delete our file or directory tree, refusing if anything is mounted or looped inside it."""
+        """Delete our file or directory tree, refusing if anything is mounted or looped inside
+        it."""
         path = self.target
         p = Path(path)
         if p.resolve() == Path("/") or len(p.resolve().parts) < 3:
@@ -198,7 +222,9 @@ class PathLeftover(Leftover):
         real = os.path.realpath(path)
         for m in parse_mountinfo():
             if m["mountpoint"] == real or m["mountpoint"].startswith(real.rstrip("/") + "/"):
-                raise LeftoverError(f"{m['mountpoint']} is still mounted inside {path}: not deleted")
+                raise LeftoverError(
+                    f"{m['mountpoint']} is still mounted inside {path}: not deleted"
+                )
         if p.is_dir() and not p.is_symlink():
             for f in p.rglob("*"):
                 if f.is_file() and loops_backed_by(str(f)):
@@ -213,7 +239,8 @@ class PathLeftover(Leftover):
 
 @dataclass(frozen=True)
 class LoopLeftover(Leftover):
-    """Loop devices over our backing file, found by the file (so also when a run died inside losetup)."""
+    """Loop devices over our backing file, found by the file (so also when a run died inside
+    losetup)."""
 
     kind: ClassVar[EntryKind] = "loop"
     label: ClassVar[str] = "loop device over"
@@ -246,8 +273,10 @@ class LoopLeftover(Leftover):
             deadline = time.monotonic() + LOOP_DETACH_WAIT_S
             while dev in loops_backed_by(backing_file):
                 if time.monotonic() > deadline:
-                    raise LeftoverError(f"{dev} (over {backing_file}) is still open {LOOP_DETACH_WAIT_S:g} s after "
-                                        "losetup --detach: something holds it (see: fuser -v " + dev + ")")
+                    raise LeftoverError(
+                        f"{dev} (over {backing_file}) is still open {LOOP_DETACH_WAIT_S:g} s after "
+                        "losetup --detach: something holds it (see: fuser -v " + dev + ")"
+                    )
                 time.sleep(0.05)
             done.append(f"detached {dev} (backing file {backing_file})")
         return done
@@ -255,9 +284,10 @@ class LoopLeftover(Leftover):
 
 @dataclass(frozen=True)
 class MountLeftover(Leftover):
-    """A mount on a mountpoint we created, from its recorded source (a loop device, iomatrix's tmpfs, or a FUSE
-    export whose daemon may be dead: unmounting a disconnected FUSE mount works); the empty mountpoint directory
-    goes with it (a FUSE export's mountpoint is a file, removed with the scratch directory that holds it)."""
+    """A mount on a mountpoint we created, from its recorded source (a loop device, iomatrix's
+    tmpfs, or a FUSE export whose daemon may be dead: unmounting a disconnected FUSE mount works);
+    the empty mountpoint directory goes with it (a FUSE export's mountpoint is a file, removed with
+    the scratch directory that holds it)."""
 
     kind: ClassVar[EntryKind] = "mount"
     label: ClassVar[str] = "mount on"
@@ -267,8 +297,9 @@ class MountLeftover(Leftover):
         if not _parent_inside(t, workdir):
             return f"mountpoint {t} is outside the working directory {workdir}"
         source = self.info.get("source")
-        if not isinstance(source, str) or not (TMPFS_SOURCE.fullmatch(source) or LOOP_SOURCE.fullmatch(source)
-                                               or source == FUSE_SOURCE):
+        if not isinstance(source, str) or not (
+            TMPFS_SOURCE.fullmatch(source) or LOOP_SOURCE.fullmatch(source) or source == FUSE_SOURCE
+        ):
             return f"the mount on {t} has no recorded iomatrix source"
         return None
 
@@ -287,7 +318,9 @@ class MountLeftover(Leftover):
                 break
             top = here[-1]
             if source is not None and top["source"] != source:
-                raise LeftoverError(f"{mountpoint} is mounted from {top['source']}, not {source}: left alone")
+                raise LeftoverError(
+                    f"{mountpoint} is mounted from {top['source']}, not {source}: left alone"
+                )
             for attempt in range(10):
                 out = _run(["umount", mountpoint])
                 if out.returncode == 0:
@@ -311,7 +344,11 @@ class _VolumeLeftover(Leftover):
 
     def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
         t = self.target
-        if not VOLUME_NAME.fullmatch(t.rsplit("/", 1)[-1]) or t.startswith("/") or ".." in t.split("/"):
+        if (
+            not VOLUME_NAME.fullmatch(t.rsplit("/", 1)[-1])
+            or t.startswith("/")
+            or ".." in t.split("/")
+        ):
             return f"{t} is not a name iomatrix gives its volumes"
         return None
 
@@ -325,13 +362,18 @@ class LogicalVolumeLeftover(_VolumeLeftover):
 
     def present(self) -> bool:
         if shutil.which("lvs") is None:
-            raise LeftoverError(f"cannot remove logical volume {self.target}: lvm2 is not installed")
+            raise LeftoverError(
+                f"cannot remove logical volume {self.target}: lvm2 is not installed"
+            )
         return _run(["lvs", "--noheadings", "-o", "lv_name", self.target]).returncode == 0
 
     def remove(self) -> list[str]:
         target = self.target
-        return _remove_with_retries(["lvremove", "--yes", "--force", target], f"removed logical volume {target}",
-                                    f"cannot remove logical volume {target}")
+        return _remove_with_retries(
+            ["lvremove", "--yes", "--force", target],
+            f"removed logical volume {target}",
+            f"cannot remove logical volume {target}",
+        )
 
 
 @dataclass(frozen=True)
@@ -343,13 +385,18 @@ class ZfsDatasetLeftover(_VolumeLeftover):
 
     def present(self) -> bool:
         if shutil.which("zfs") is None:
-            raise LeftoverError(f"cannot destroy ZFS dataset {self.target}: zfsutils-linux is not installed")
+            raise LeftoverError(
+                f"cannot destroy ZFS dataset {self.target}: zfsutils-linux is not installed"
+            )
         return _run(["zfs", "list", "-H", "-o", "name", self.target]).returncode == 0
 
     def remove(self) -> list[str]:
         target = self.target
-        return _remove_with_retries(["zfs", "destroy", "-r", target], f"destroyed ZFS dataset {target}",
-                                    f"cannot destroy ZFS dataset {target}")
+        return _remove_with_retries(
+            ["zfs", "destroy", "-r", target],
+            f"destroyed ZFS dataset {target}",
+            f"cannot destroy ZFS dataset {target}",
+        )
 
 
 @dataclass(frozen=True)
@@ -361,8 +408,11 @@ class KsmSettingLeftover(Leftover):
 
     def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
         if self.target != KSM_RUN or self.info.get("previous") not in KSM_RUN_VALUES:
-            return (f"{self.target} with previous value {self.info.get('previous')!r} is not a KSM setting "
-                    "iomatrix changes")
+            return (
+                f"{self.target} with previous value {self.info.get('previous')!r} is not "
+                "a KSM setting "
+                "iomatrix changes"
+            )
         return None
 
     def _previous(self) -> str:
@@ -384,15 +434,16 @@ class KsmSettingLeftover(Leftover):
 
 
 PROGRAM_NAME = re.compile(r"[A-Za-z0-9_.+-]{1,64}")
-# How long a killed process may take to be gone (a process in uninterruptible I/O dies when the I/O returns).
+# How long a killed process may take to be gone (a process in uninterruptible I/O dies when the I/O
+# returns).
 PROCESS_GONE_S = 30.0
 
 
 @dataclass(frozen=True)
 class ProcessLeftover(Leftover):
-    """A child process a sweep started (`target` its pid, info `start` its start time, `program` its name),
-    still running after the sweep died: the parent-death signal missed it. Killed, with whatever it started,
-    only while the pid still names the process recorded (same start time)."""
+    """A child process a sweep started (`target` its pid, info `start` its start time, `program` its
+    name), still running after the sweep died: the parent-death signal missed it. Killed, with
+    whatever it started, only while the pid still names the process recorded (same start time)."""
 
     kind: ClassVar[EntryKind] = "process"
     label: ClassVar[str] = "process"
@@ -402,7 +453,12 @@ class ProcessLeftover(Leftover):
 
     def _pid_start(self) -> tuple[int, int]:
         pid, start = self.target, self.info.get("start")
-        if not pid.isdigit() or int(pid) <= 1 or not isinstance(start, int) or isinstance(start, bool):
+        if (
+            not pid.isdigit()
+            or int(pid) <= 1
+            or not isinstance(start, int)
+            or isinstance(start, bool)
+        ):
             raise LeftoverError(f"process entry {pid!r} with start {start!r} names no process")
         return int(pid), start
 
@@ -423,7 +479,8 @@ class ProcessLeftover(Leftover):
         pid, start = self._pid_start()
         try:
             proc = psutil.Process(pid)
-            procs = [proc, *proc.children(recursive=True)]  # a forked fio job (thread=0) is the process's child
+            # a forked fio job (thread=0) is the process's child
+            procs = [proc, *proc.children(recursive=True)]
         except psutil.NoSuchProcess:
             return []
         if proc_start(pid) != start:  # the pid was reused between present() and now
@@ -433,7 +490,9 @@ class ProcessLeftover(Leftover):
                 p.kill()
         _, alive = psutil.wait_procs(procs, timeout=PROCESS_GONE_S)
         if any(proc_start(p.pid) is not None for p in alive):
-            raise LeftoverError(f"{self.describe()} did not die within {PROCESS_GONE_S:g} s of SIGKILL")
+            raise LeftoverError(
+                f"{self.describe()} did not die within {PROCESS_GONE_S:g} s of SIGKILL"
+            )
         more = f" and {len(procs) - 1} process(es) it started" if len(procs) > 1 else ""
         return [f"killed {self.describe()}{more}, left running by a killed sweep"]
 
@@ -442,9 +501,11 @@ def _suppress_gone() -> Any:
     return contextlib.suppress(psutil.NoSuchProcess)
 
 
-# tgtd's control sockets: /run/tgtd/socket.N and socket.N.lock for `tgtd -C N` (N = 0 is a system tgtd's).
+# tgtd's control sockets: /run/tgtd/socket.N and socket.N.lock for `tgtd -C N` (N = 0 is a system
+# tgtd's).
 TGTD_SOCKET_DIR = "/run/tgtd"
-# The control ports iomatrix gives its own tgtd: far from 0 (the distribution's service) and small ones.
+# The control ports iomatrix gives its own tgtd: far from 0 (the distribution's service) and small
+# ones.
 TGTD_CONTROL_PORTS = range(20000, 32000)  # tgtd refuses -C above 32767 (a short)
 TGTD_GONE_S = 10.0
 
@@ -455,7 +516,8 @@ def tgtd_socket_files(control_port: int) -> list[Path]:
 
 
 def tgtd_lock_held(control_port: int) -> bool:
-    """Whether a live tgtd holds the lock of control port N (tgtd takes a lockf lock on socket.N.lock)."""
+    """Whether a live tgtd holds the lock of control port N (tgtd takes a lockf lock on
+    socket.N.lock)."""
     lock = tgtd_socket_files(control_port)[1]
     try:
         fd = os.open(lock, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -479,15 +541,20 @@ def tgtadm(control_port: int, *args: str, timeout: float = 30) -> subprocess.Com
 
 def tgtd_target_ids(control_port: int) -> list[int]:
     out = tgtadm(control_port, "--mode", "target", "--op", "show")
-    return [int(m.group(1)) for m in re.finditer(r"^Target (\d+):", out.stdout, re.M)] if out.returncode == 0 else []
+    return (
+        [int(m.group(1)) for m in re.finditer(r"^Target (\d+):", out.stdout, re.M)]
+        if out.returncode == 0
+        else []
+    )
 
 
 @dataclass(frozen=True)
 class TgtdLeftover(Leftover):
-    """A tgtd iomatrix started (`target` its control port; info `pid`/`start` once it runs, `portal`). tgtd
-    ignores SIGTERM: its targets are deleted and it is told to exit through its own control port, then it is
-    killed if still alive (only while the pid is still the process started); its control socket files go
-    with it. Recorded before it is started, so a kill between the two leaves only socket files to remove."""
+    """A tgtd iomatrix started (`target` its control port; info `pid`/`start` once it runs,
+    `portal`). tgtd ignores SIGTERM: its targets are deleted and it is told to exit through its own
+    control port, then it is killed if still alive (only while the pid is still the process
+    started); its control socket files go with it. Recorded before it is started, so a kill between
+    the two leaves only socket files to remove."""
 
     kind: ClassVar[EntryKind] = "tgtd"
     label: ClassVar[str] = "iSCSI target daemon tgtd, control port"
@@ -499,7 +566,12 @@ class TgtdLeftover(Leftover):
 
     def _pid_start(self) -> tuple[int, int] | None:
         pid, start = self.info.get("pid"), self.info.get("start")
-        if isinstance(pid, int) and isinstance(start, int) and not isinstance(pid, bool) and pid > 1:
+        if (
+            isinstance(pid, int)
+            and isinstance(start, int)
+            and not isinstance(pid, bool)
+            and pid > 1
+        ):
             return pid, start
         return None
 
@@ -531,11 +603,17 @@ class TgtdLeftover(Leftover):
                     if proc_start(ps[0]) == ps[1]:
                         os.kill(ps[0], 9)
                 if not _gone_within(ps, PROCESS_GONE_S):
-                    raise LeftoverError(f"tgtd {ps[0]} (control port {port}) did not die within "
-                                        f"{PROCESS_GONE_S:g} s of SIGKILL")
-            done.append(f"stopped tgtd {ps[0]} (control port {port}, portal {self.info.get('portal')})")
+                    raise LeftoverError(
+                        f"tgtd {ps[0]} (control port {port}) did not die within "
+                        f"{PROCESS_GONE_S:g} s of SIGKILL"
+                    )
+            done.append(
+                f"stopped tgtd {ps[0]} (control port {port}, portal {self.info.get('portal')})"
+            )
         if tgtd_lock_held(port):
-            raise LeftoverError(f"a tgtd still holds control port {port}: its socket files are left alone")
+            raise LeftoverError(
+                f"a tgtd still holds control port {port}: its socket files are left alone"
+            )
         for f in tgtd_socket_files(port):
             if f.exists() or f.is_symlink():
                 f.unlink()
@@ -553,15 +631,16 @@ def _gone_within(pid_start: tuple[int, int], seconds: float) -> bool:
     return True
 
 
-# The RPC programs of an NFS server (NFS, MOUNT, NLM, RQUOTA): the only ones an rpc_registration entry may remove.
+# The RPC programs of an NFS server (NFS, MOUNT, NLM, RQUOTA): the only ones an rpc_registration
+# entry may remove.
 NFS_RPC_PROGRAMS = frozenset({100003, 100005, 100021, 100011})
 RPCBIND_HOST = "127.0.0.1"  # a lab-started server registers with the local rpcbind only
 RPCINFO_TIMEOUT_S = 20.0
 
 
 def rpc_registrations(host: str = RPCBIND_HOST) -> list[tuple[int, int, str, int]] | None:
-    """(program, version, protocol, port) of every registration rpcbind on `host` lists (``rpcinfo -p``), or
-    None when no rpcbind answers there."""
+    """(program, version, protocol, port) of every registration rpcbind on `host` lists (``rpcinfo
+    -p``), or None when no rpcbind answers there."""
     try:
         out = _run(["rpcinfo", "-p", host], timeout=RPCINFO_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired):
@@ -578,10 +657,11 @@ def rpc_registrations(host: str = RPCBIND_HOST) -> list[tuple[int, int, str, int
 
 @dataclass(frozen=True)
 class RpcRegistrationLeftover(Leftover):
-    """The RPC programs a lab-started NFS server registers with the local rpcbind (info `programs`: [program,
-    version] pairs, `ports`: the ports the server was configured with). ganesha removes them when it stops
-    cleanly; killed hard it leaves them, and a client asking rpcbind would be sent to a dead port. Only a
-    registration that still points at one of our recorded ports is removed (``rpcinfo -d``)."""
+    """The RPC programs a lab-started NFS server registers with the local rpcbind (info `programs`:
+    [program, version] pairs, `ports`: the ports the server was configured with). ganesha removes
+    them when it stops cleanly; killed hard it leaves them, and a client asking rpcbind would be
+    sent to a dead port. Only a registration that still points at one of our recorded ports is
+    removed (``rpcinfo -d``)."""
 
     kind: ClassVar[EntryKind] = "rpc_registration"
     label: ClassVar[str] = "RPC registrations with rpcbind on"
@@ -590,25 +670,46 @@ class RpcRegistrationLeftover(Leftover):
         raw = self.info.get("programs")
         if not isinstance(raw, list):
             return set()
-        return {(p[0], p[1]) for p in raw if isinstance(p, list) and len(p) == 2
-                and all(isinstance(x, int) and not isinstance(x, bool) for x in p)}
+        return {
+            (p[0], p[1])
+            for p in raw
+            if isinstance(p, list)
+            and len(p) == 2
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in p)
+        }
 
     def _ports(self) -> set[int]:
         raw = self.info.get("ports")
-        return {p for p in raw if isinstance(p, int) and not isinstance(p, bool)} if isinstance(raw, list) else set()
+        return (
+            {p for p in raw if isinstance(p, int) and not isinstance(p, bool)}
+            if isinstance(raw, list)
+            else set()
+        )
 
     def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
         programs, ports = self._programs(), self._ports()
         if self.target != RPCBIND_HOST or not programs or not ports:
-            return f"{self.target} with programs {self.info.get('programs')!r} is not a registration iomatrix makes"
-        if any(p not in NFS_RPC_PROGRAMS for p, _ in programs) or any(not 1024 <= p <= 65535 for p in ports):
-            return f"programs {sorted(programs)} on ports {sorted(ports)} are not an NFS server's iomatrix starts"
+            return (
+                f"{self.target} with programs {self.info.get('programs')!r} is not a "
+                "registration iomatrix makes"
+            )
+        if any(p not in NFS_RPC_PROGRAMS for p, _ in programs) or any(
+            not 1024 <= p <= 65535 for p in ports
+        ):
+            return (
+                f"programs {sorted(programs)} on ports {sorted(ports)} are not an NFS "
+                "server's iomatrix starts"
+            )
         return None
 
     def _ours(self) -> set[tuple[int, int]]:
         rows = rpc_registrations(self.target)
         programs, ports = self._programs(), self._ports()
-        return {(prog, vers) for prog, vers, _, port in rows or () if (prog, vers) in programs and port in ports}
+        return {
+            (prog, vers)
+            for prog, vers, _, port in rows or ()
+            if (prog, vers) in programs and port in ports
+        }
 
     def present(self) -> bool:
         return bool(self._ours())
@@ -616,24 +717,30 @@ class RpcRegistrationLeftover(Leftover):
     def remove(self) -> list[str]:
         done = []
         for prog, vers in sorted(self._ours()):
-            # every transport of (program, version) at once: rpcbind keeps one mapping per transport, and this
-            # one points at our port, so none of them is another server's
+            # every transport of (program, version) at once: rpcbind keeps one mapping per
+            # transport, and this one points at our port, so none of them is another server's
             out = _run(["rpcinfo", "-d", str(prog), str(vers)], timeout=RPCINFO_TIMEOUT_S)
             if out.returncode != 0:
-                raise LeftoverError(f"cannot unregister RPC program {prog} version {vers}: "
-                                    f"{(out.stderr or out.stdout).strip()}")
-            done.append(f"unregistered RPC program {prog} version {vers} from rpcbind on {self.target}")
+                raise LeftoverError(
+                    f"cannot unregister RPC program {prog} version {vers}: "
+                    f"{(out.stderr or out.stdout).strip()}"
+                )
+            done.append(
+                f"unregistered RPC program {prog} version {vers} from rpcbind on {self.target}"
+            )
         return done
 
 
-# Names iomatrix gives its own files on an existing NFS export (backing.nfs: "iomatrix-<pid>-<hex6>-<name>").
+# Names iomatrix gives its own files on an existing NFS export (backing.nfs:
+# "iomatrix-<pid>-<hex6>-<name>").
 NFS_FILE_NAME = re.compile(r"iomatrix-[0-9]+-[0-9a-f]{6}(-[A-Za-z0-9_.-]{1,100})?")
 
 
 @dataclass(frozen=True)
 class NfsFileLeftover(Leftover):
-    """iomatrix's own image on an existing NFS export (`target` its nfs:// URL, info `server`, `export`, `name`),
-    removed through libnfs: only a file of a name iomatrix generates, at the top of the recorded export."""
+    """iomatrix's own image on an existing NFS export (`target` its nfs:// URL, info `server`,
+    `export`, `name`), removed through libnfs: only a file of a name iomatrix generates, at the top
+    of the recorded export."""
 
     kind: ClassVar[EntryKind] = "nfs_file"
     label: ClassVar[str] = "file on NFS export"
@@ -641,7 +748,9 @@ class NfsFileLeftover(Leftover):
     def _where(self) -> tuple[str, str, str]:
         server, export, name = (self.info.get(k) for k in ("server", "export", "name"))
         if not (isinstance(server, str) and isinstance(export, str) and isinstance(name, str)):
-            raise LeftoverError(f"NFS file entry {self.target} does not name its server, export and file")
+            raise LeftoverError(
+                f"NFS file entry {self.target} does not name its server, export and file"
+            )
         return server, export, name
 
     def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
@@ -649,7 +758,10 @@ class NfsFileLeftover(Leftover):
             server, export, name = self._where()
         except LeftoverError as err:
             return str(err)
-        if not NFS_FILE_NAME.fullmatch(name) or self.target != f"nfs://{server}{export.rstrip('/')}/{name}":
+        if (
+            not NFS_FILE_NAME.fullmatch(name)
+            or self.target != f"nfs://{server}{export.rstrip('/')}/{name}"
+        ):
             return f"{self.target} is not a file name iomatrix gives its images on an NFS export"
         return None
 
@@ -673,15 +785,20 @@ class NfsFileLeftover(Leftover):
         return [f"removed {self.target}"]
 
 
-# Files a daemon iomatrix starts creates in /run and does not remove when it stops (path → the daemon's process
-# name). Recorded only when absent before the daemon started: then they are ours.
-RUNTIME_FILES = {"/run/rpcbind.sock": "rpcbind", "/run/rpcbind.lock": "rpcbind", "/run/ganesha": "ganesha.nfsd"}
+# Files a daemon iomatrix starts creates in /run and does not remove when it stops (path → the
+# daemon's process name). Recorded only when absent before the daemon started: then they are ours.
+RUNTIME_FILES = {
+    "/run/rpcbind.sock": "rpcbind",
+    "/run/rpcbind.lock": "rpcbind",
+    "/run/ganesha": "ganesha.nfsd",
+}
 
 
 @dataclass(frozen=True)
 class RuntimeFileLeftover(Leftover):
-    """A file (or empty directory) in /run that a daemon iomatrix started left there (RUNTIME_FILES). Removed
-    only while no process of that daemon runs: a host's own rpcbind started since then uses it."""
+    """A file (or empty directory) in /run that a daemon iomatrix started left there
+    (RUNTIME_FILES). Removed only while no process of that daemon runs: a host's own rpcbind started
+    since then uses it."""
 
     kind: ClassVar[EntryKind] = "runtime_file"
     label: ClassVar[str] = "daemon runtime file"
@@ -695,8 +812,10 @@ class RuntimeFileLeftover(Leftover):
         owner = RUNTIME_FILES[self.target]
         if not os.path.lexists(self.target):
             return False
-        return not any(p.info["name"] == owner and p.info["status"] != psutil.STATUS_ZOMBIE
-                       for p in psutil.process_iter(["name", "status"]))
+        return not any(
+            p.info["name"] == owner and p.info["status"] != psutil.STATUS_ZOMBIE
+            for p in psutil.process_iter(["name", "status"])
+        )
 
     def remove(self) -> list[str]:
         p = Path(self.target)
@@ -713,7 +832,18 @@ class RuntimeFileLeftover(Leftover):
 
 
 LEFTOVER_KINDS: dict[str, type[Leftover]] = {
-    cls.kind: cls for cls in (PathLeftover, LoopLeftover, MountLeftover, LogicalVolumeLeftover,
-                              ZfsDatasetLeftover, KsmSettingLeftover, ProcessLeftover, TgtdLeftover,
-                              RpcRegistrationLeftover, NfsFileLeftover, RuntimeFileLeftover)
+    cls.kind: cls
+    for cls in (
+        PathLeftover,
+        LoopLeftover,
+        MountLeftover,
+        LogicalVolumeLeftover,
+        ZfsDatasetLeftover,
+        KsmSettingLeftover,
+        ProcessLeftover,
+        TgtdLeftover,
+        RpcRegistrationLeftover,
+        NfsFileLeftover,
+        RuntimeFileLeftover,
+    )
 }

@@ -25,10 +25,9 @@ source (a loop device or iomatrix's own tmpfs), loop backing files with the reco
 inode, LV/ZFS names iomatrix generates. Anything else is refused, listed and left in
 place; a malformed ledger is a one-line error.
 
-This module is the ledger: the signed entries, the key, the JSON file and its lock, and `clean`. What each
-kind of entry is, how its identity is checked and how it is undone lives in `backing.leftover_kinds`, one
-class per kind.
-"""
+This module is the ledger: the signed entries, the key, the JSON file and its lock, and `clean`.
+What each kind of entry is, how its identity is checked and how it is undone lives in
+`backing.leftover_kinds`, one class per kind."""
 
 from __future__ import annotations
 
@@ -49,11 +48,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iomatrix.backing.leftover_kinds import LEFTOVER_KINDS, EntryKind, Leftover, LeftoverError, proc_start
+from iomatrix.backing.leftover_kinds import (
+    LEFTOVER_KINDS,
+    EntryKind,
+    Leftover,
+    LeftoverError,
+    proc_start,
+)
 from iomatrix.backing.leftover_rbd import RbdImageLeftover
 from iomatrix.errors import UserError
 
-# Every kind of leftover the ledger may name: leftover_kinds' and the RBD backing's image (leftover_rbd).
+# Every kind of leftover the ledger may name: leftover_kinds' and the RBD backing's image
+# (leftover_rbd).
 KINDS: dict[str, type[Leftover]] = {**LEFTOVER_KINDS, RbdImageLeftover.kind: RbdImageLeftover}
 
 STATE_DIR = ".iomatrix"
@@ -75,10 +81,12 @@ class Entry:
     pid_start: int | None
     created: float
     info: dict[str, Any] = field(default_factory=dict)
-    mac: str = ""  # HMAC-SHA256 over the other fields and the workdir, with the workdir's ledger key
+    # HMAC-SHA256 over the other fields and the workdir, with the workdir's ledger key
+    mac: str = ""
 
     def leftover(self) -> Leftover | None:
-        """The thing this entry records, as its kind's class (None for a kind iomatrix does not know)."""
+        """The thing this entry records, as its kind's class (None for a kind iomatrix does not
+        know)."""
         kind = KINDS.get(self.kind)
         return None if kind is None else kind(self.target, self.info)
 
@@ -89,8 +97,6 @@ class Entry:
 # ---------------------------------------------------------------------------------------------
 # process identity
 # ---------------------------------------------------------------------------------------------
-
-
 
 
 def process_alive(pid: int, start: int | None) -> bool:
@@ -111,7 +117,8 @@ def state_path(workdir: Path) -> Path:
 
 
 class LedgerError(UserError):
-    """The ledger (or its key) is not one iomatrix wrote for this workdir: nothing is done with it."""
+    """The ledger (or its key) is not one iomatrix wrote for this workdir: nothing is done with
+    it."""
 
 
 def _state_dir(workdir: Path, *, create: bool) -> Path | None:
@@ -129,11 +136,15 @@ def _state_dir(workdir: Path, *, create: bool) -> Path | None:
     except NotADirectoryError:
         return None  # the "workdir" is a file: nothing was ever recorded there
     if not stat.S_ISDIR(st.st_mode):
-        raise LedgerError(f"{sdir} is not a directory (a symlink or a file): the ledger there is not trusted",
-                          hint=f"remove {sdir} by hand after checking it")
+        raise LedgerError(
+            f"{sdir} is not a directory (a symlink or a file): the ledger there is not trusted",
+            hint=f"remove {sdir} by hand after checking it",
+        )
     if st.st_uid != os.geteuid():
-        raise LedgerError(f"{sdir} belongs to uid {st.st_uid}, not to this user ({os.geteuid()}): not trusted",
-                          hint="run iomatrix as the user who ran the sweep")
+        raise LedgerError(
+            f"{sdir} belongs to uid {st.st_uid}, not to this user ({os.geteuid()}): not trusted",
+            hint="run iomatrix as the user who ran the sweep",
+        )
     return sdir
 
 
@@ -145,10 +156,13 @@ def _key(sdir: Path, *, create: bool) -> bytes | None:
     except FileNotFoundError:
         if not create:
             return None
-        # Written under a name of its own, then linked into place: a thread or process that finds the key
-        # must never read it half-written (the guest tier creates a boot's images from several threads).
+        # Written under a name of its own, then linked into place: a thread or process that finds
+        # the key must never read it half-written (the guest tier creates a boot's images from
+        # several threads).
         tmp = sdir / f"{KEY_FILE}.{os.getpid()}.{threading.get_ident()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
         try:
             os.write(fd, secrets.token_bytes(32))
             os.fsync(fd)
@@ -162,16 +176,26 @@ def _key(sdir: Path, *, create: bool) -> bytes | None:
             tmp.unlink(missing_ok=True)
         return _key(sdir, create=False)
     except OSError as exc:
-        raise LedgerError(f"cannot open the ledger key {path}: {exc.strerror}",
-                          hint=f"remove {sdir} by hand after checking it") from None
+        raise LedgerError(
+            f"cannot open the ledger key {path}: {exc.strerror}",
+            hint=f"remove {sdir} by hand after checking it",
+        ) from None
     try:
         st = os.fstat(fd)
         data = os.read(fd, 64)
     finally:
         os.close(fd)
-    if st.st_uid != os.geteuid() or st.st_mode & 0o077 or not stat.S_ISREG(st.st_mode) or len(data) != 32:
-        raise LedgerError(f"ledger key {path} is not a 32-byte file of mode 0600 owned by this user: the ledger "
-                          "is not trusted", hint=f"remove {sdir} by hand after checking what it lists")
+    if (
+        st.st_uid != os.geteuid()
+        or st.st_mode & 0o077
+        or not stat.S_ISREG(st.st_mode)
+        or len(data) != 32
+    ):
+        raise LedgerError(
+            f"ledger key {path} is not a 32-byte file of mode 0600 owned by this user: the ledger "
+            "is not trusted",
+            hint=f"remove {sdir} by hand after checking what it lists",
+        )
     return data
 
 
@@ -179,7 +203,9 @@ def _mac(key: bytes, workdir: Path, entry: Entry) -> str:
     fields = asdict(entry)
     fields.pop("mac")
     fields["workdir"] = os.path.realpath(workdir)
-    return hmac.new(key, json.dumps(fields, sort_keys=True, default=str).encode(), hashlib.sha256).hexdigest()
+    return hmac.new(
+        key, json.dumps(fields, sort_keys=True, default=str).encode(), hashlib.sha256
+    ).hexdigest()
 
 
 @dataclass
@@ -193,8 +219,11 @@ class _Ledger:
         entry.mac = _mac(self.key, self.workdir, entry)
 
     def verified(self, entry: Entry) -> bool:
-        return (self.key is not None and bool(entry.mac)
-                and hmac.compare_digest(entry.mac, _mac(self.key, self.workdir, entry)))
+        return (
+            self.key is not None
+            and bool(entry.mac)
+            and hmac.compare_digest(entry.mac, _mac(self.key, self.workdir, entry))
+        )
 
 
 @contextlib.contextmanager
@@ -213,8 +242,14 @@ def _locked(workdir: Path, *, create: bool = True) -> Iterator[_Ledger | None]:
 
 
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "id": (str,), "kind": (str,), "target": (str,), "pid": (int,), "pid_start": (int, type(None)),
-    "created": (int, float), "info": (dict,), "mac": (str,),
+    "id": (str,),
+    "kind": (str,),
+    "target": (str,),
+    "pid": (int,),
+    "pid_start": (int, type(None)),
+    "created": (int, float),
+    "info": (dict,),
+    "mac": (str,),
 }
 
 
@@ -253,7 +288,9 @@ def _load(path: Path) -> list[Entry]:
 
 def _save(path: Path, entries: list[Entry], *, durable: bool = True) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    payload = json.dumps({"version": LEDGER_VERSION, "entries": [asdict(e) for e in entries]}, indent=1)
+    payload = json.dumps(
+        {"version": LEDGER_VERSION, "entries": [asdict(e) for e in entries]}, indent=1
+    )
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     with open(fd, "w") as f:
         f.write(payload + "\n")
@@ -270,11 +307,21 @@ def _save(path: Path, entries: list[Entry], *, durable: bool = True) -> None:
         os.close(dfd)
 
 
-def record(workdir: Path, kind: EntryKind, target: str | Path, *, durable: bool = True, **info: Any) -> str:
-    """Append a signed entry (before creating the thing); returns its id. `durable=False` skips the fsyncs, for
-    what cannot outlive the host anyway (a process): the rename is still atomic against a kill."""
-    entry = Entry(id=secrets.token_hex(6), kind=kind, target=str(target), pid=os.getpid(),
-                  pid_start=proc_start(os.getpid()), created=time.time(), info=info)
+def record(
+    workdir: Path, kind: EntryKind, target: str | Path, *, durable: bool = True, **info: Any
+) -> str:
+    """Append a signed entry (before creating the thing); returns its id. `durable=False` skips the
+    fsyncs, for what cannot outlive the host anyway (a process): the rename is still atomic against
+    a kill."""
+    entry = Entry(
+        id=secrets.token_hex(6),
+        kind=kind,
+        target=str(target),
+        pid=os.getpid(),
+        pid_start=proc_start(os.getpid()),
+        created=time.time(),
+        info=info,
+    )
     with _locked(workdir) as ledger:
         assert ledger is not None
         ledger.sign(entry)
@@ -285,9 +332,9 @@ def record(workdir: Path, kind: EntryKind, target: str | Path, *, durable: bool 
 
 
 def record_process(workdir: Path, pid: int, program: str) -> str | None:
-    """Record a child just forked (children.spawn), by pid and start time, so that a `clean` after a kill stops
-    exactly it; None when it is already gone (nothing to reclaim). A process cannot be recorded before it
-    exists: until this returns, the parent-death signal alone stands for it."""
+    """Record a child just forked (children.spawn), by pid and start time, so that a `clean` after a
+    kill stops exactly it; None when it is already gone (nothing to reclaim). A process cannot be
+    recorded before it exists: until this returns, the parent-death signal alone stands for it."""
     start = proc_start(pid)
     if start is None:
         return None
@@ -300,7 +347,8 @@ def update(workdir: Path, entry_id: str, **info: Any) -> None:
 
 
 def _edit(workdir: Path, change: Callable[[Entry], object]) -> None:
-    """Apply `change` to every verified entry and re-sign it; unverified entries stay as they are."""
+    """Apply `change` to every verified entry and re-sign it; unverified entries stay as they
+    are."""
     with _locked(workdir) as ledger:
         assert ledger is not None
         entries = _load(ledger.path)
@@ -333,10 +381,11 @@ def register_temp_path(workdir: Path, path: Path) -> None:
 
 
 def short_scratch_dir(workdir: Path, label: str) -> Path:
-    """A private directory under the system's temporary directory, recorded before it is made: for what needs a
-    short path (a UNIX socket's is limited to 108 bytes, and a working directory may be deep). Named like a
-    backing's scratch directory (``iomx-<label>-<pid>-<hex6>``) with the temporary directory as its recorded base,
-    so `iomatrix clean` can show it is ours although it lies outside the working directory."""
+    """A private directory under the system's temporary directory, recorded before it is made: for
+    what needs a short path (a UNIX socket's is limited to 108 bytes, and a working directory may be
+    deep). Named like a backing's scratch directory (``iomx-<label>-<pid>-<hex6>``) with the
+    temporary directory as its recorded base, so `iomatrix clean` can show it is ours although it
+    lies outside the working directory."""
     base = Path(os.path.realpath(tempfile.gettempdir()))
     path = base / f"iomx-{label}-{os.getpid()}-{secrets.token_hex(3)}"
     record(workdir, "path", path, base=str(base))
@@ -403,15 +452,28 @@ def clean(workdir: Path, *, mine: bool = False) -> list[str]:
         entries = _load(ledger.path)
         keep: list[Entry] = []
         failed_chain: set[str] = set()
-        scratch = tuple(e.target for e in entries if e.kind == "path" and "base" in e.info and ledger.verified(e)
-                        and identity_problem(e, Path(workdir)) is None)
+        scratch = tuple(
+            e.target
+            for e in entries
+            if e.kind == "path"
+            and "base" in e.info
+            and ledger.verified(e)
+            and identity_problem(e, Path(workdir)) is None
+        )
         for entry in reversed(entries):
-            problem = (None if ledger.verified(entry) else "its signature does not verify with this workdir's "
-                       "ledger key (not written by iomatrix for this workdir)")
+            problem = (
+                None
+                if ledger.verified(entry)
+                else "its signature does not verify with this workdir's "
+                "ledger key (not written by iomatrix for this workdir)"
+            )
             problem = problem or identity_problem(entry, Path(workdir), scratch)
             if problem is not None:
-                lines.append(f"refused: {entry.describe()}: {problem}; not touched (check it, then remove it "
-                             f"from {ledger.path} by hand)")
+                lines.append(
+                    f"refused: {entry.describe()}: {problem}; not touched (check it, "
+                    "then remove it "
+                    f"from {ledger.path} by hand)"
+                )
                 keep.append(entry)
                 continue
             own = mine and entry.pid == os.getpid()

@@ -1,14 +1,14 @@
-"""Create and remove one file on an NFS export without a kernel mount, through libnfs (the library QEMU's
-``nfs`` block driver uses), loaded with ctypes.
+"""Create and remove one file on an NFS export without a kernel mount, through libnfs (the library
+QEMU's ``nfs`` block driver uses), loaded with ctypes.
 
-Why not a command: Debian's libnfs-utils ships only ``nfs-ls``, ``nfs-cat`` and ``nfs-cp`` — nothing removes a
-file — and the hosts iomatrix runs on often have no kernel NFS client (no ``nfs`` module, no ``mount.nfs``).
-libnfs itself is always there when QEMU can open an ``nfs://`` disk (``qemu-block-extra`` depends on it), and
-four of its synchronous calls are all an existing export needs: mount the export, create a file exclusively
-(``O_EXCL``: a name already taken is an error, never a truncation of someone's file), look a file up, remove it.
-Every call is bounded by libnfs's own RPC timeout (``nfs_set_timeout``), so an unreachable server is an error
-after that many seconds, not a hang.
-"""
+Why not a command: Debian's libnfs-utils ships only ``nfs-ls``, ``nfs-cat`` and ``nfs-cp`` — nothing
+removes a file — and the hosts iomatrix runs on often have no kernel NFS client (no ``nfs`` module,
+no ``mount.nfs``). libnfs itself is always there when QEMU can open an ``nfs://`` disk
+(``qemu-block-extra`` depends on it), and four of its synchronous calls are all an existing export
+needs: mount the export, create a file exclusively (``O_EXCL``: a name already taken is an error,
+never a truncation of someone's file), look a file up, remove it. Every call is bounded by libnfs's
+own RPC timeout (``nfs_set_timeout``), so an unreachable server is an error after that many seconds,
+not a hang."""
 
 from __future__ import annotations
 
@@ -42,7 +42,9 @@ def _lib() -> ctypes.CDLL:
         try:
             lib = ctypes.CDLL(ctypes.util.find_library("nfs") or LIBNFS_SONAME)
         except OSError:
-            raise NfsError("libnfs is not installed (apt-get install libnfs13)", errno.ENOENT) from None
+            raise NfsError(
+                "libnfs is not installed (apt-get install libnfs13)", errno.ENOENT
+            ) from None
         vp, cp, i = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
         for name, res, args in (
             ("nfs_init_context", vp, []),
@@ -87,8 +89,16 @@ class Export:
         """Create the empty file `/name`, failing (EEXIST) if anything of that name is there."""
         fh = ctypes.c_void_p()
         lib = _lib()
-        self._check(lib.nfs_create(self._ctx, f"/{name}".encode(), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600,
-                                   ctypes.byref(fh)), f"creating {name}")
+        self._check(
+            lib.nfs_create(
+                self._ctx,
+                f"/{name}".encode(),
+                os.O_CREAT | os.O_EXCL | os.O_WRONLY,
+                0o600,
+                ctypes.byref(fh),
+            ),
+            f"creating {name}",
+        )
         lib.nfs_close(self._ctx, fh)
 
     def exists(self, name: str) -> bool:
@@ -105,7 +115,8 @@ class Export:
 
 @contextmanager
 def mounted(server: str, export: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Iterator[Export]:
-    """The export mounted by libnfs (MOUNT protocol + NFSv3, no kernel involved), unmounted on exit."""
+    """The export mounted by libnfs (MOUNT protocol + NFSv3, no kernel involved), unmounted on
+    exit."""
     lib = _lib()
     ctx = lib.nfs_init_context()
     if not ctx:

@@ -1,12 +1,15 @@
-"""Disks served over the network (issue 34): the contract between a shared-storage server and the tiers.
+"""Disks served over the network (issue 34): the contract between a shared-storage server and the
+tiers.
 
-A network backing (``type = "iscsi"``, ``"nfs"`` or ``"rbd"`` in a plan) is provisioned like any other backing
-(`iomatrix.backing.provision`), but its handle holds a :class:`NetworkServer` instead of a directory or a device:
-a server iomatrix started itself on 127.0.0.1 (*lab-started*, the default) or one the user named (*existing*).
-A tier asks the server for a fresh disk per run (:meth:`NetworkServer.new_disk`), opens it with QEMU's own
-protocol driver (:attr:`NetworkDisk.protocol_options`: ``driver=iscsi`` or ``driver=nfs``) and gives it back
-(:meth:`NetworkServer.remove_disk`). What a disk is made of on the server (a LUN's type and write cache, the
-export's file) is decided by the cell's axes, which the server reads from the cell's values.
+A network backing (``type = "iscsi"``, ``"nfs"`` or ``"rbd"`` in a plan) is provisioned like any
+other backing (`iomatrix.backing.provision`), but its handle holds a :class:`NetworkServer` instead
+of a directory or a device: a server iomatrix started itself on 127.0.0.1 (*lab-started*, the
+default) or one the user named (*existing*). A tier asks the server for a fresh disk per run
+(:meth:`NetworkServer.new_disk`), opens it with QEMU's own protocol driver
+(:attr:`NetworkDisk.protocol_options`: ``driver=iscsi`` or ``driver=nfs``) and gives it back
+(:meth:`NetworkServer.remove_disk`). What a disk is made of on the server (a LUN's type and write
+cache, the export's file) is decided by the cell's axes, which the server reads from the cell's
+values.
 
 Pure model: nothing here starts a process or touches a file.
 """
@@ -21,15 +24,17 @@ from typing import Any, Literal, Protocol
 Protocol_ = Literal["iscsi", "nfs", "rbd"]
 NETWORK_PROTOCOLS: tuple[str, ...] = ("iscsi", "nfs", "rbd")
 
-# Axes whose values are conditions of the network or of the storage's use, not settings to choose: cells at
-# different values are never ranked (nor raced) against each other (the answer would be "use rtt=0").
+# Axes whose values are conditions of the network or of the storage's use, not settings to choose:
+# cells at different values are never ranked (nor raced) against each other (the answer would be
+# "use rtt=0").
 CONDITION_AXES: tuple[str, ...] = ("rtt", "clients")
 
 
 def answers_per_backing(backing_types: Iterable[str]) -> bool:
-    """Whether a sweep over backings of these types answers each workload once per backing: when any is served
-    over the network (an iSCSI SAN and an NFS filer are not alternatives to each other). The report's answers
-    and the sweep's races both follow this rule, so a race never stops a cell against another protocol's."""
+    """Whether a sweep over backings of these types answers each workload once per backing: when any
+    is served over the network (an iSCSI SAN and an NFS filer are not alternatives to each other).
+    The report's answers and the sweep's races both follow this rule, so a race never stops a cell
+    against another protocol's."""
     return any(t in NETWORK_PROTOCOLS for t in backing_types)
 
 
@@ -37,15 +42,15 @@ def answers_per_backing(backing_types: Iterable[str]) -> bool:
 class NetworkDisk:
     """One disk under test on a network server, as QEMU opens it.
 
-    `protocol_options` are the options of QEMU's protocol node, in order, without the ``file.`` prefix a
-    format node puts before them (``(("driver", "iscsi"), ("transport", "tcp"), ("portal", "127.0.0.1:3261"),
-    ("target", IQN), ("lun", "1"))`` or ``(("driver", "nfs"), ("server.type", "inet"), ("server.host",
-    "127.0.0.1"), ("path", "/export/disk.qcow2"))``). `url` is the same disk as qemu-img and libvirt users
-    write it (``iscsi://127.0.0.1:3261/IQN/1``, ``nfs://127.0.0.1/export/disk.qcow2``). `server_path` is the
-    file that holds the disk's bytes on the server (a LUN's backing file, the image in the export directory)
-    where iomatrix can see it (a lab-started server), else None: the server-side baseline runs fio there.
-    `meta` is recorded with every run on the disk (LUN type, write cache, portal, the server's version, …).
-    """
+    `protocol_options` are the options of QEMU's protocol node, in order, without the ``file.``
+    prefix a format node puts before them (``(("driver", "iscsi"), ("transport", "tcp"), ("portal",
+    "127.0.0.1:3261"), ("target", IQN), ("lun", "1"))`` or ``(("driver", "nfs"), ("server.type",
+    "inet"), ("server.host", "127.0.0.1"), ("path", "/export/disk.qcow2"))``). `url` is the same
+    disk as qemu-img and libvirt users write it (``iscsi://127.0.0.1:3261/IQN/1``,
+    ``nfs://127.0.0.1/export/disk.qcow2``). `server_path` is the file that holds the disk's bytes on
+    the server (a LUN's backing file, the image in the export directory) where iomatrix can see it
+    (a lab-started server), else None: the server-side baseline runs fio there. `meta` is recorded
+    with every run on the disk (LUN type, write cache, portal, the server's version, …)."""
 
     protocol: Protocol_
     protocol_options: tuple[tuple[str, str], ...]
@@ -62,20 +67,28 @@ class NetworkServer(Protocol):
     protocol: Protocol_
     lab_started: bool  # True: iomatrix started it and stops it at teardown
 
-    def new_disk(self, values: Mapping[str, str], *, size_bytes: int, name: str,
-                 create_options: tuple[tuple[str, str], ...] = ()) -> NetworkDisk:
-        """A fresh disk of `size_bytes` in the cell's format (values["format"], values["preallocation"]) made
-        as the cell's axes ask (iSCSI: values["lun_type"], values["lun_write_cache"]); recorded in the
-        leftovers ledger before it is created. `name` is unique in the sweep (a file or target name part)."""
+    def new_disk(
+        self,
+        values: Mapping[str, str],
+        *,
+        size_bytes: int,
+        name: str,
+        create_options: tuple[tuple[str, str], ...] = (),
+    ) -> NetworkDisk:
+        """A fresh disk of `size_bytes` in the cell's format (values["format"],
+        values["preallocation"]) made as the cell's axes ask (iSCSI: values["lun_type"],
+        values["lun_write_cache"]); recorded in the leftovers ledger before it is created. `name` is
+        unique in the sweep (a file or target name part)."""
         ...
 
     def remove_disk(self, disk: NetworkDisk) -> None:
-        """Remove a disk made by :meth:`new_disk` (LUN and its backing file, the file on the export)."""
+        """Remove a disk made by :meth:`new_disk` (LUN and its backing file, the file on the
+        export)."""
         ...
 
     def server_pids(self) -> dict[int, str]:
-        """The server's own processes (pid → role, e.g. "tgtd", "ganesha.nfsd") whose CPU a run costs too;
-        empty for an existing server iomatrix cannot see."""
+        """The server's own processes (pid → role, e.g. "tgtd", "ganesha.nfsd") whose CPU a run
+        costs too; empty for an existing server iomatrix cannot see."""
         ...
 
     def metadata(self) -> dict[str, Any]:

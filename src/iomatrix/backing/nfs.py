@@ -1,25 +1,27 @@
-"""The NFS backing (issue 34): image files on an NFS export, opened by QEMU's own NFS client (libnfs,
-``driver=nfs``), made fresh for every run.
+"""The NFS backing (issue 34): image files on an NFS export, opened by QEMU's own NFS client
+(libnfs, ``driver=nfs``), made fresh for every run.
 
 Two modes (`iomatrix.backing.spec.NfsBacking`):
 
-* *lab-started* — iomatrix runs nfs-ganesha (userspace NFS server, FSAL VFS) on 127.0.0.1, exporting a directory
-  under the backing's working directory, and rpcbind when the host has none running: libnfs finds the server's
-  NFS and MOUNT ports through the portmapper on port 111, which cannot be moved. An rpcbind iomatrix starts
-  listens on 0.0.0.0:111 (``rpcbind -h 127.0.0.1`` crashes; see docs/backings.md) and is stopped at teardown;
-  one that was already running is used and never stopped. A host that already has an NFS server registered
-  with rpcbind is refused: a second registration of program 100003 would take the first one's place.
-* *existing* — the user names a server and an export; iomatrix creates its own uniquely named file there
-  (``iomatrix-<pid>-<hex6>-<name>.<format>``, created with O_EXCL through libnfs, then formatted by
-  ``qemu-img create nfs://…``), removes it afterwards through libnfs, and writes nothing else.
+* *lab-started* — iomatrix runs nfs-ganesha (userspace NFS server, FSAL VFS) on 127.0.0.1, exporting
+  a directory under the backing's working directory, and rpcbind when the host has none running:
+  libnfs finds the server's NFS and MOUNT ports through the portmapper on port 111, which cannot be
+  moved. An rpcbind iomatrix starts listens on 0.0.0.0:111 (``rpcbind -h 127.0.0.1`` crashes; see
+  docs/backings.md) and is stopped at teardown; one that was already running is used and never
+  stopped. A host that already has an NFS server registered with rpcbind is refused: a second
+  registration of program 100003 would take the first one's place.
+* *existing* — the user names a server and an export; iomatrix creates its own uniquely named file
+  there (``iomatrix-<pid>-<hex6>-<name>.<format>``, created with O_EXCL through libnfs, then
+  formatted by ``qemu-img create nfs://…``), removes it afterwards through libnfs, and writes
+  nothing else.
 
-Everything created is in the leftovers ledger before it exists: the scratch directory and each image (`path`),
-rpcbind and ganesha (`process`, recorded by `children.spawn` from just after their fork), ganesha's RPC
-registrations (`rpc_registration`: a ganesha killed hard leaves them in rpcbind), a file on an existing export
-(`nfs_file`). Teardown stops ganesha with SIGTERM (it unregisters itself), removes any registration still
-pointing at its ports, then kills an rpcbind of ours with SIGKILL (on SIGTERM rpcbind saves its table in
-/run/rpcbind for a warm start, which a later ``rpcbind -w`` would read back).
-"""
+Everything created is in the leftovers ledger before it exists: the scratch directory and each image
+(`path`), rpcbind and ganesha (`process`, recorded by `children.spawn` from just after their fork),
+ganesha's RPC registrations (`rpc_registration`: a ganesha killed hard leaves them in rpcbind), a
+file on an existing export (`nfs_file`). Teardown stops ganesha with SIGTERM (it unregisters
+itself), removes any registration still pointing at its ports, then kills an rpcbind of ours with
+SIGKILL (on SIGTERM rpcbind saves its table in /run/rpcbind for a warm start, which a later
+``rpcbind -w`` would read back)."""
 
 from __future__ import annotations
 
@@ -58,7 +60,8 @@ from iomatrix.images import create_image, create_image_argv
 
 LOOPBACK = "127.0.0.1"
 NFS_PROGRAM, MOUNT_PROGRAM = 100003, 100005
-# What ganesha registers with this configuration (NLM and RQUOTA are switched off: libnfs needs neither).
+# What ganesha registers with this configuration (NLM and RQUOTA are switched off: libnfs needs
+# neither).
 GANESHA_PROGRAMS = ((NFS_PROGRAM, 3), (NFS_PROGRAM, 4), (MOUNT_PROGRAM, 1), (MOUNT_PROGRAM, 3))
 NFS_VERSION = 3  # what QEMU 7.2's libnfs client speaks (its nfs driver has no version option)
 READY_TIMEOUT_S = 120.0  # generous: a loaded 2-core host took 0.4 s; never a fixed sleep
@@ -68,8 +71,8 @@ PROBE_TIMEOUT_S = 15.0
 
 
 class Teardown(Protocol):
-    """What the NFS backing needs of provision's teardown: record a leftover before creating it, and add a step
-    of its own (stopping a daemon) to be run in reverse order with the others."""
+    """What the NFS backing needs of provision's teardown: record a leftover before creating it, and
+    add a step of its own (stopping a daemon) to be run in reverse order with the others."""
 
     def record(self, leftover: Leftover) -> str: ...
 
@@ -79,11 +82,11 @@ class Teardown(Protocol):
 def ganesha_config(export_dir: Path, recovery_dir: Path, nfs_port: int, mount_port: int) -> str:
     """nfs-ganesha's configuration for one lab export (pure).
 
-    127.0.0.1 only; NFSv3 for the export (libnfs's protocol) while the server keeps v4 on, as a stock server does;
-    no grace period (a fresh server has no clients to wait for: with one, the first I/O would wait 90 s);
-    NFSv4 recovery state under the working directory instead of /var/lib/nfs/ganesha; root not squashed (QEMU
-    runs as root and must own its image); the NFS and MOUNT ports fixed so that a registration left behind can
-    be told to be ours."""
+    127.0.0.1 only; NFSv3 for the export (libnfs's protocol) while the server keeps v4 on, as a
+    stock server does; no grace period (a fresh server has no clients to wait for: with one, the
+    first I/O would wait 90 s); NFSv4 recovery state under the working directory instead of
+    /var/lib/nfs/ganesha; root not squashed (QEMU runs as root and must own its image); the NFS and
+    MOUNT ports fixed so that a registration left behind can be told to be ours."""
     return f"""# written by iomatrix for a lab-started NFS backing; removed with its directory
 NFS_CORE_PARAM {{
     Bind_addr = {LOOPBACK};
@@ -113,8 +116,8 @@ EXPORT {{
 
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (the kernel's pick); a daemon that loses the race fails to start, and
-    says so in one line."""
+    """A TCP port free on 127.0.0.1 now (the kernel's pick); a daemon that loses the race fails to
+    start, and says so in one line."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((LOOPBACK, 0))
         return s.getsockname()[1]
@@ -128,7 +131,10 @@ def _format(values: Mapping[str, str]) -> str:
     """The cell's image format, checked before it becomes part of a file name."""
     fmt = values.get("format", "")
     if fmt not in {f.value for f in Format}:
-        raise UserError(f"unknown image format {fmt!r} for an NFS disk", hint=f"use one of {[f.value for f in Format]}")
+        raise UserError(
+            f"unknown image format {fmt!r} for an NFS disk",
+            hint=f"use one of {[f.value for f in Format]}",
+        )
     return fmt
 
 
@@ -138,24 +144,29 @@ def _preallocation(values: Mapping[str, str]) -> str:
 
 
 def _protocol_options(host: str, path: str) -> tuple[tuple[str, str], ...]:
-    # libnfs mounts the export named by the path's directory: the real export path, not an NFSv4 pseudo path
+    # libnfs mounts the export named by the path's directory: the real export path, not an NFSv4
+    # pseudo path
     return (("driver", "nfs"), ("server.type", "inet"), ("server.host", host), ("path", path))
 
 
 def _without_preallocation(argv: list[str]) -> list[str]:
-    """qemu-img create argv without its ``preallocation=`` option (and without ``-o`` if nothing else is left)."""
+    """qemu-img create argv without its ``preallocation=`` option (and without ``-o`` if nothing
+    else is left)."""
     out = list(argv)
     if "-o" in out:
         i = out.index("-o")
         opts = [o for o in out[i + 1].split(",") if not o.startswith("preallocation=")]
-        out[i:i + 2] = ["-o", ",".join(opts)] if opts else []
+        out[i : i + 2] = ["-o", ",".join(opts)] if opts else []
     return out
 
 
 def _why_it_stopped(log_text: str) -> str:
-    """The line of a daemon's log that says why it stopped: ganesha's last FATAL/MAJ message without its
-    timestamp and host prefix (its dbus and Kerberos complaints at start are harmless), else the last line."""
-    lines = [ln for ln in log_text.splitlines() if ":FATAL :" in ln or ":MAJ :" in ln] or [_last_line(log_text)]
+    """The line of a daemon's log that says why it stopped: ganesha's last FATAL/MAJ message without
+    its timestamp and host prefix (its dbus and Kerberos complaints at start are harmless), else the
+    last line."""
+    lines = [ln for ln in log_text.splitlines() if ":FATAL :" in ln or ":MAJ :" in ln] or [
+        _last_line(log_text)
+    ]
     return re.sub(r"^.*?\] ", "", lines[-1])
 
 
@@ -171,7 +182,8 @@ def _last_line(text: str) -> str:
 
 @dataclass
 class LabNfsServer:
-    """nfs-ganesha started by iomatrix, exporting `export_dir`; disks are image files made there with qemu-img."""
+    """nfs-ganesha started by iomatrix, exporting `export_dir`; disks are image files made there
+    with qemu-img."""
 
     workdir: Path
     export_dir: Path
@@ -184,20 +196,33 @@ class LabNfsServer:
     lab_started: bool = True
     _disks: set[Path] = field(default_factory=set)  # made and not yet removed
 
-    def new_disk(self, values: Mapping[str, str], *, size_bytes: int, name: str,
-                 create_options: tuple[tuple[str, str], ...] = ()) -> NetworkDisk:
+    def new_disk(
+        self,
+        values: Mapping[str, str],
+        *,
+        size_bytes: int,
+        name: str,
+        create_options: tuple[tuple[str, str], ...] = (),
+    ) -> NetworkDisk:
         fmt = _format(values)
         path = self.export_dir / f"{_slug(name)}.{fmt}"
-        leftovers.register_temp_path(self.workdir, path)  # before it exists: clean removes it after a kill
+        # before it exists: clean removes it after a kill
+        leftovers.register_temp_path(self.workdir, path)
         self._disks.add(path)
         try:
             create_image(path, fmt, _preallocation(values), size_bytes, create_options)
         except BaseException:
             self._remove_file(path)
             raise
-        return NetworkDisk(protocol="nfs", protocol_options=_protocol_options(LOOPBACK, str(path)),
-                           url=f"nfs://{LOOPBACK}{path}", format=fmt, size_bytes=size_bytes, server_path=path,
-                           meta={**self.metadata(), "nfs_file": str(path)})
+        return NetworkDisk(
+            protocol="nfs",
+            protocol_options=_protocol_options(LOOPBACK, str(path)),
+            url=f"nfs://{LOOPBACK}{path}",
+            format=fmt,
+            size_bytes=size_bytes,
+            server_path=path,
+            meta={**self.metadata(), "nfs_file": str(path)},
+        )
 
     def _remove_file(self, path: Path) -> None:
         PathLeftover(str(path)).undo()
@@ -222,10 +247,19 @@ class LabNfsServer:
         return pids
 
     def metadata(self) -> dict[str, Any]:
-        return {"nfs_mode": "lab-started", "nfs_server": LOOPBACK, "nfs_export": str(self.export_dir),
-                "nfs_server_software": self.version, "nfs_version": NFS_VERSION, "nfs_client": "libnfs",
-                "nfs_ports": dict(self.ports), "ganesha_config_sha256": self.config_sha256,
-                "rpcbind": "started by iomatrix (0.0.0.0:111)" if self.rpcbind is not None else "the host's"}
+        return {
+            "nfs_mode": "lab-started",
+            "nfs_server": LOOPBACK,
+            "nfs_export": str(self.export_dir),
+            "nfs_server_software": self.version,
+            "nfs_version": NFS_VERSION,
+            "nfs_client": "libnfs",
+            "nfs_ports": dict(self.ports),
+            "ganesha_config_sha256": self.config_sha256,
+            "rpcbind": "started by iomatrix (0.0.0.0:111)"
+            if self.rpcbind is not None
+            else "the host's",
+        }
 
 
 def _listening(port: int) -> bool:
@@ -237,27 +271,40 @@ def _listening(port: int) -> bool:
 
 
 def _refuse_existing_nfs_server(rows: list[tuple[int, int, str, int]] | None) -> None:
-    taken = sorted({port for prog, _, proto, port in rows or () if prog == NFS_PROGRAM and proto == "tcp"})
+    taken = sorted(
+        {port for prog, _, proto, port in rows or () if prog == NFS_PROGRAM and proto == "tcp"}
+    )
     if taken and not any(_listening(port) for port in taken):
-        # a server killed hard (kill -9 of another workdir's run, not yet cleaned) left its registration
+        # a server killed hard (kill -9 of another workdir's run, not yet cleaned) left its
+        # registration
         versions = sorted({vers for prog, vers, _, _ in rows or () if prog == NFS_PROGRAM})
-        raise UserError(f"rpcbind on this host still lists an NFS server on port {', '.join(map(str, taken))}, but "
-                        "nothing listens there: a server that was killed left its registration",
-                        hint="run 'iomatrix clean --workdir DIR' for the run that left it, or remove it: "
-                             + "; ".join(f"rpcinfo -d {NFS_PROGRAM} {v}" for v in versions))
+        raise UserError(
+            "rpcbind on this host still lists an NFS server on port "
+            f"{', '.join(map(str, taken))}, but "
+            "nothing listens there: a server that was killed left its registration",
+            hint="run 'iomatrix clean --workdir DIR' for the run that left it, or remove it: "
+            + "; ".join(f"rpcinfo -d {NFS_PROGRAM} {v}" for v in versions),
+        )
     if taken:
-        raise UserError(f"an NFS server is already registered with rpcbind on this host (program {NFS_PROGRAM}, "
-                        f"port {', '.join(map(str, taken))}): a lab-started one would take over its registration",
-                        hint='use it as an existing server: [[backing]] type = "nfs", server = "127.0.0.1", '
-                             'export = "/its/export"')
+        raise UserError(
+            "an NFS server is already registered with rpcbind on this host (program "
+            f"{NFS_PROGRAM}, "
+            f"port {', '.join(map(str, taken))}): a lab-started one would take over its "
+            "registration",
+            hint='use it as an existing server: [[backing]] type = "nfs", server = "127.0.0.1", '
+            'export = "/its/export"',
+        )
 
 
 RPCBIND_PORT = 111  # rpcbind's fixed port (TCP and UDP, on every address): clients find it there
-# What may hold port 111 and answer as rpcbind: rpcbind itself, or systemd holding it for rpcbind.socket.
+# What may hold port 111 and answer as rpcbind: rpcbind itself, or systemd holding it for
+# rpcbind.socket.
 RPCBIND_COMMANDS = ("rpcbind", "systemd")
-RPCBIND_WAY_OUT = ("port 111 is rpcbind's fixed port: stop that program, or run the host's rpcbind there "
-                   "(apt-get install rpcbind; iomatrix then uses it), or name an existing NFS server; "
-                   "see docs/shared-storage.md")
+RPCBIND_WAY_OUT = (
+    "port 111 is rpcbind's fixed port: stop that program, or run the host's rpcbind there "
+    "(apt-get install rpcbind; iomatrix then uses it), or name an existing NFS server; "
+    "see docs/shared-storage.md"
+)
 
 
 def _rpcbind_port_holders() -> list[PortHolder]:
@@ -265,18 +312,24 @@ def _rpcbind_port_holders() -> list[PortHolder]:
 
 
 def _refuse_foreign_rpcbind_port(holders: list[PortHolder], rows: list | None) -> None:
-    """One line naming what holds port 111 when it is not an rpcbind that answers: a lab NFS server needs
-    rpcbind there, and neither ours could bind it nor would theirs register ganesha (it sat 120 s otherwise)."""
+    """One line naming what holds port 111 when it is not an rpcbind that answers: a lab NFS server
+    needs rpcbind there, and neither ours could bind it nor would theirs register ganesha (it sat
+    120 s otherwise)."""
     foreign = [h for h in holders if h.command is not None and h.command not in RPCBIND_COMMANDS]
     if foreign or (holders and rows is None):
         holder = (foreign or holders)[0]
         answers = "" if foreign else ", which does not answer as rpcbind (rpcinfo -p 127.0.0.1)"
-        raise UserError(f"rpcbind cannot start: port {RPCBIND_PORT} is in use by {holder.describe()}{answers}",
-                        hint=RPCBIND_WAY_OUT)
+        raise UserError(
+            f"rpcbind cannot start: port {RPCBIND_PORT} is in use by {holder.describe()}{answers}",
+            hint=RPCBIND_WAY_OUT,
+        )
 
 
-def _wait_until(ready: Callable[[], bool], proc: subprocess.Popen, what: str, log: Path | None) -> None:
-    """Poll `ready` until it holds (bounded by READY_TIMEOUT_S), failing in one line if `proc` exits first."""
+def _wait_until(
+    ready: Callable[[], bool], proc: subprocess.Popen, what: str, log: Path | None
+) -> None:
+    """Poll `ready` until it holds (bounded by READY_TIMEOUT_S), failing in one line if `proc` exits
+    first."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     delay = 0.02
     while not ready():
@@ -285,28 +338,38 @@ def _wait_until(ready: Callable[[], bool], proc: subprocess.Popen, what: str, lo
             with contextlib.suppress(OSError):
                 detail = f": {_why_it_stopped(log.read_text(errors='replace'))}" if log else ""
             # no "see the log": it goes with the backing's directory at teardown
-            raise UserError(f"{what} exited with status {proc.returncode} while starting{detail}",
-                            hint="another program took the port between iomatrix choosing it and the server "
-                                 "binding it: run again" if "bind" in detail.lower() else None)
+            raise UserError(
+                f"{what} exited with status {proc.returncode} while starting{detail}",
+                hint="another program took the port between iomatrix choosing it and the server "
+                "binding it: run again"
+                if "bind" in detail.lower()
+                else None,
+            )
         if time.monotonic() > deadline:
-            raise UserError(f"{what} was not ready within {READY_TIMEOUT_S:g} s",
-                            hint=f"see {log}" if log else "check the host's load")
+            raise UserError(
+                f"{what} was not ready within {READY_TIMEOUT_S:g} s",
+                hint=f"see {log}" if log else "check the host's load",
+            )
         time.sleep(delay)
         delay = min(delay * 2, 0.5)
 
 
 def _record_runtime_files(daemon: str, td: Teardown) -> None:
-    """Record the files `daemon` will create in /run and leave there, those not there yet (then they are ours)."""
+    """Record the files `daemon` will create in /run and leave there, those not there yet (then they
+    are ours)."""
     for path, owner in RUNTIME_FILES.items():
         if owner == daemon and not os.path.lexists(path):
             td.record(RuntimeFileLeftover(path))
 
 
 def _start_rpcbind(scratch: Path, td: Teardown) -> subprocess.Popen:
-    """rpcbind in the foreground (-f); no warm start (-w would read back a table an earlier rpcbind saved)."""
+    """rpcbind in the foreground (-f); no warm start (-w would read back a table an earlier rpcbind
+    saved)."""
     _record_runtime_files("rpcbind", td)
     with open(scratch / "rpcbind.log", "wb") as log:
-        proc = children.spawn(["rpcbind", "-f"], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = children.spawn(
+            ["rpcbind", "-f"], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
     # SIGKILL, not SIGTERM: on SIGTERM rpcbind writes its table to /run/rpcbind for a warm start
     td.add_step(lambda: children.kill(proc))
     _wait_until(lambda: rpc_registrations() is not None, proc, "rpcbind", scratch / "rpcbind.log")
@@ -314,10 +377,12 @@ def _start_rpcbind(scratch: Path, td: Teardown) -> subprocess.Popen:
 
 
 def start_lab_server(workdir: Path, scratch: Path, td: Teardown) -> LabNfsServer:
-    """Start rpcbind (if the host runs none) and nfs-ganesha exporting `scratch`/export; every step is recorded in
-    the ledger and in `td` before it is taken, so a failure half-way undoes what was done."""
+    """Start rpcbind (if the host runs none) and nfs-ganesha exporting `scratch`/export; every step
+    is recorded in the ledger and in `td` before it is taken, so a failure half-way undoes what was
+    done."""
     holders = _rpcbind_port_holders()
-    _refuse_foreign_rpcbind_port(holders, [])  # at once: asking a program that is not rpcbind waits 20 s
+    # at once: asking a program that is not rpcbind waits 20 s
+    _refuse_foreign_rpcbind_port(holders, [])
     rows = rpc_registrations()
     _refuse_foreign_rpcbind_port(holders, rows)
     _refuse_existing_nfs_server(rows)
@@ -332,29 +397,56 @@ def start_lab_server(workdir: Path, scratch: Path, td: Teardown) -> LabNfsServer
         ports = {"nfs": free_port(), "mount": free_port()}
         while ports["mount"] == ports["nfs"]:
             ports["mount"] = free_port()
-        for port in ports.values():  # taken since they were chosen: named, not a ganesha that never registers
+        # taken since they were chosen: named, not a ganesha that never registers
+        for port in ports.values():
             refuse_if_held(port, "nfs-ganesha", LOOPBACK)
         config = ganesha_config(export_dir, recovery_dir, ports["nfs"], ports["mount"])
         conf_path, log = scratch / "ganesha.conf", scratch / "ganesha.log"
         conf_path.write_text(config)
         _record_runtime_files("ganesha.nfsd", td)
-        td.record(RpcRegistrationLeftover(LOOPBACK, {"programs": [list(p) for p in GANESHA_PROGRAMS],
-                                                     "ports": sorted(ports.values())}))
-        ganesha = children.spawn(["ganesha.nfsd", "-F", "-f", str(conf_path), "-L", str(log),
-                                  "-p", str(scratch / "ganesha.pid"), "-N", "NIV_EVENT"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        td.record(
+            RpcRegistrationLeftover(
+                LOOPBACK,
+                {"programs": [list(p) for p in GANESHA_PROGRAMS], "ports": sorted(ports.values())},
+            )
+        )
+        ganesha = children.spawn(
+            [
+                "ganesha.nfsd",
+                "-F",
+                "-f",
+                str(conf_path),
+                "-L",
+                str(log),
+                "-p",
+                str(scratch / "ganesha.pid"),
+                "-N",
+                "NIV_EVENT",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+        )
     # SIGTERM first: ganesha then unregisters from rpcbind itself
     td.add_step(lambda: children.kill(ganesha, grace_s=STOP_GRACE_S))
 
     def registered() -> bool:
         want = {(NFS_PROGRAM, ports["nfs"]), (MOUNT_PROGRAM, ports["mount"])}
-        have = {(prog, port) for prog, _, proto, port in rpc_registrations() or () if proto == "tcp"}
+        have = {
+            (prog, port) for prog, _, proto, port in rpc_registrations() or () if proto == "tcp"
+        }
         return want <= have
 
     _wait_until(registered, ganesha, "ganesha.nfsd", log)
-    return LabNfsServer(workdir=workdir, export_dir=export_dir, ganesha=ganesha, rpcbind=rpcbind, ports=ports,
-                        config_sha256=hashlib.sha256(config.encode()).hexdigest(),
-                        version=version_of(["ganesha.nfsd", "-v"]))
+    return LabNfsServer(
+        workdir=workdir,
+        export_dir=export_dir,
+        ganesha=ganesha,
+        rpcbind=rpcbind,
+        ports=ports,
+        config_sha256=hashlib.sha256(config.encode()).hexdigest(),
+        version=version_of(["ganesha.nfsd", "-v"]),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -364,7 +456,8 @@ def start_lab_server(workdir: Path, scratch: Path, td: Teardown) -> LabNfsServer
 
 @dataclass
 class ExistingNfsServer:
-    """A server and export the user named: iomatrix makes only its own files there and removes them."""
+    """A server and export the user named: iomatrix makes only its own files there and removes
+    them."""
 
     workdir: Path
     server: str
@@ -376,47 +469,72 @@ class ExistingNfsServer:
     def _url(self, name: str) -> str:
         return f"nfs://{self.server}{self.export.rstrip('/')}/{name}"
 
-    def new_disk(self, values: Mapping[str, str], *, size_bytes: int, name: str,
-                 create_options: tuple[tuple[str, str], ...] = ()) -> NetworkDisk:
+    def new_disk(
+        self,
+        values: Mapping[str, str],
+        *,
+        size_bytes: int,
+        name: str,
+        create_options: tuple[tuple[str, str], ...] = (),
+    ) -> NetworkDisk:
         fmt, prealloc = _format(values), _preallocation(values)
         if fmt == "raw" and prealloc != "off":
-            raise UserError(f"raw with preallocation={prealloc} cannot be made on an existing NFS export: QEMU's "
-                            "nfs driver has no preallocation option",
-                            hint="use preallocation off (or qcow2 with metadata) for this backing")
+            raise UserError(
+                f"raw with preallocation={prealloc} cannot be made on an existing NFS "
+                "export: QEMU's "
+                "nfs driver has no preallocation option",
+                hint="use preallocation off (or qcow2 with metadata) for this backing",
+            )
         fname = f"iomatrix-{os.getpid()}-{secrets.token_hex(3)}-{_slug(name)}.{fmt}"
         url = self._url(fname)
         argv = create_image_argv(Path(fname), fmt, prealloc, size_bytes, create_options)
         assert argv is not None  # only a raw disk on a block device needs no creation
-        argv[-2] = url  # validated as a file name; qemu-img itself takes the URL (a Path would fold its "//")
-        if fmt == "raw":  # raw hands preallocation to the protocol driver, and nfs refuses even "off"
+        # validated as a file name; qemu-img itself takes the URL (a Path would fold its "//")
+        argv[-2] = url
+        # raw hands preallocation to the protocol driver, and nfs refuses even "off"
+        if fmt == "raw":
             argv = _without_preallocation(argv)
-        leftover = NfsFileLeftover(url, {"server": self.server, "export": self.export, "name": fname})
+        leftover = NfsFileLeftover(
+            url, {"server": self.server, "export": self.export, "name": fname}
+        )
         self._entries[url] = leftovers.record(self.workdir, leftover.kind, url, **leftover.info)
         created = False
         try:
-            # exclusively first: a name somebody else holds is an error here, never a file qemu-img truncates
+            # exclusively first: a name somebody else holds is an error here, never a file qemu-img
+            # truncates
             with libnfs.mounted(self.server, self.export, PROBE_TIMEOUT_S) as ex:
                 ex.create_exclusive(fname)
             created = True
             out = subprocess.run(argv, capture_output=True, text=True, timeout=QEMU_IMG_TIMEOUT_S)
             if out.returncode != 0:
-                raise UserError(f"qemu-img create {fmt} {url} failed: {_last_line(out.stderr)}",
-                                hint="check that the export is writable by this host's root (no_root_squash)")
+                raise UserError(
+                    f"qemu-img create {fmt} {url} failed: {_last_line(out.stderr)}",
+                    hint="check that the export is writable by this host's root (no_root_squash)",
+                )
         except libnfs.NfsError as err:
             self._abandon(url, leftover, created)
-            raise UserError(f"cannot create {url}: {err}",
-                            hint="check that the export is writable by this host's root (no_root_squash)") from None
+            raise UserError(
+                f"cannot create {url}: {err}",
+                hint="check that the export is writable by this host's root (no_root_squash)",
+            ) from None
         except BaseException:
             self._abandon(url, leftover, created)
             raise
         path = f"{self.export.rstrip('/')}/{fname}"
-        return NetworkDisk(protocol="nfs", protocol_options=_protocol_options(self.server, path), url=url,
-                           format=fmt, size_bytes=size_bytes, server_path=None,
-                           meta={**self.metadata(), "nfs_file": fname})
+        return NetworkDisk(
+            protocol="nfs",
+            protocol_options=_protocol_options(self.server, path),
+            url=url,
+            format=fmt,
+            size_bytes=size_bytes,
+            server_path=None,
+            meta={**self.metadata(), "nfs_file": fname},
+        )
 
     def _abandon(self, url: str, leftover: NfsFileLeftover, created: bool) -> None:
-        """A disk that could not be made: remove the file only if this run created it (a failed exclusive create
-        means the name is someone else's), then forget it; a removal that fails stays recorded for `clean`."""
+        """A disk that could not be made: remove the file only if this run created it (a failed
+        exclusive create means the name is someone else's), then forget it; a removal that fails
+        stays recorded for `clean`."""
         with contextlib.suppress(LeftoverError):
             if created:
                 leftover.undo()
@@ -428,7 +546,9 @@ class ExistingNfsServer:
         self._remove_url(disk.url)
 
     def _remove_url(self, url: str) -> None:
-        NfsFileLeftover(url, {"server": self.server, "export": self.export, "name": url.rsplit("/", 1)[-1]}).undo()
+        NfsFileLeftover(
+            url, {"server": self.server, "export": self.export, "name": url.rsplit("/", 1)[-1]}
+        ).undo()
         entry = self._entries.pop(url, None)
         if entry is not None:
             leftovers.release(self.workdir, entry)
@@ -442,33 +562,52 @@ class ExistingNfsServer:
         return {}
 
     def metadata(self) -> dict[str, Any]:
-        return {"nfs_mode": "existing", "nfs_server": self.server, "nfs_export": self.export,
-                "nfs_server_software": None, "nfs_version": NFS_VERSION, "nfs_client": "libnfs"}
+        return {
+            "nfs_mode": "existing",
+            "nfs_server": self.server,
+            "nfs_export": self.export,
+            "nfs_server_software": None,
+            "nfs_version": NFS_VERSION,
+            "nfs_client": "libnfs",
+        }
 
 
 def existing_server_problem(server: str, export: str) -> str | None:
-    """Why the named server does not serve `export` over NFSv3 (rpcinfo, then a libnfs mount, each bounded), in one
-    line with what to check; None when it does. Read-only: nothing is created on the export."""
+    """Why the named server does not serve `export` over NFSv3 (rpcinfo, then a libnfs mount, each
+    bounded), in one line with what to check; None when it does. Read-only: nothing is created on
+    the export."""
     try:
-        out = subprocess.run(["rpcinfo", "-t", server, "nfs", str(NFS_VERSION)], capture_output=True,
-                             text=True, timeout=PROBE_TIMEOUT_S)
+        out = subprocess.run(
+            ["rpcinfo", "-t", server, "nfs", str(NFS_VERSION)],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+        )
         problem = None if out.returncode == 0 else _last_line(out.stderr or out.stdout)
     except subprocess.TimeoutExpired:
         problem = f"no answer within {PROBE_TIMEOUT_S:g} s"
     if problem is not None:
-        return (f"NFS server {server} does not answer NFSv{NFS_VERSION} over TCP (rpcinfo -t {server} nfs "
-                f"{NFS_VERSION}: {problem}); check the server name, that it runs rpcbind and NFSv3, and the firewall")
+        return (
+            f"NFS server {server} does not answer NFSv{NFS_VERSION} over TCP (rpcinfo -t "
+            f"{server} nfs "
+            f"{NFS_VERSION}: {problem}); check the server name, that it runs rpcbind and "
+            "NFSv3, and the firewall"
+        )
     try:
         with libnfs.mounted(server, export, PROBE_TIMEOUT_S):
             pass
     except libnfs.NfsError as err:
-        return (f"cannot mount export {export} of {server}: {err}; check the export path (showmount -e {server}) "
-                "and its client list")
+        return (
+            f"cannot mount export {export} of {server}: {err}; check the export path "
+            f"(showmount -e {server}) "
+            "and its client list"
+        )
     return None
 
 
 def connect_existing(spec: NfsBacking, workdir: Path) -> ExistingNfsServer:
-    """Check, within bounded time, that the named server answers NFSv3 and exports what was named."""
+    """Check, within bounded time, that the named server answers NFSv3 and exports what was
+    named."""
     assert spec.server is not None and spec.export is not None
     why = existing_server_problem(spec.server, spec.export)
     if why is not None:
@@ -476,11 +615,19 @@ def connect_existing(spec: NfsBacking, workdir: Path) -> ExistingNfsServer:
     return ExistingNfsServer(workdir=workdir, server=spec.server, export=spec.export)
 
 
-def provision_nfs(spec: NfsBacking, workdir: Path, scratch: Path,
-                  td: Teardown) -> tuple[LabNfsServer | ExistingNfsServer, dict[str, Any]]:
-    """The server of an NFS backing (started or checked) and the metadata every result of it carries."""
+def provision_nfs(
+    spec: NfsBacking, workdir: Path, scratch: Path, td: Teardown
+) -> tuple[LabNfsServer | ExistingNfsServer, dict[str, Any]]:
+    """The server of an NFS backing (started or checked) and the metadata every result of it
+    carries."""
     if not libnfs.available():
-        raise UserError("libnfs is not installed: QEMU's NFS client needs it", hint="apt-get install libnfs13")
-    server = start_lab_server(workdir, scratch, td) if spec.lab_started else connect_existing(spec, workdir)
+        raise UserError(
+            "libnfs is not installed: QEMU's NFS client needs it", hint="apt-get install libnfs13"
+        )
+    server = (
+        start_lab_server(workdir, scratch, td)
+        if spec.lab_started
+        else connect_existing(spec, workdir)
+    )
     td.add_step(server.remove_all_disks)  # first undone: before the server stops
     return server, server.metadata()

@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-# The module, not its names: safety imports backing.iscsi_names, whose package imports this module, so when safety
-# is imported first (iomatrix run) its names do not exist yet here; they are looked up when called.
+# The module, not its names: safety imports backing.iscsi_names, whose package imports this module,
+# so when safety is imported first (iomatrix run) its names do not exist yet here; they are looked
+# up when called.
 from iomatrix import safety
 from iomatrix.backing import leftovers
 from iomatrix.backing.client_host import ClientHost
@@ -77,7 +78,8 @@ class BackingHandle:
     metadata: dict[str, Any] = field(default_factory=dict)
     # A network backing's server (iomatrix.backing.network): it makes a fresh disk per run.
     server: NetworkServer | None = None
-    # The hosts its contention runs' clients run on (`[[backing.client_host]]`, backing/client_host.py).
+    # The hosts its contention runs' clients run on (`[[backing.client_host]]`,
+    # backing/client_host.py).
     client_hosts: tuple[ClientHost, ...] = ()
 
 
@@ -136,19 +138,30 @@ def physical_of(info: dict[str, Any] | None) -> dict[str, Any] | None:
     while info and info.get("underlying"):
         info = info["underlying"]
     if info:
-        return {k: info.get(k) for k in ("node", "disk", "model", "vendor", "rotational", "scheduler")}
+        return {
+            k: info.get(k) for k in ("node", "disk", "model", "vendor", "rotational", "scheduler")
+        }
     return None
 
 
 def fs_metadata(path: Path) -> dict[str, Any]:
     """Filesystem, mount and device facts for a directory."""
     m = innermost_mount(path)
-    meta: dict[str, Any] = {"fs_type": None, "mountpoint": None, "source": None,
-                            "mount_options_effective": None, "device": None}
+    meta: dict[str, Any] = {
+        "fs_type": None,
+        "mountpoint": None,
+        "source": None,
+        "mount_options_effective": None,
+        "device": None,
+    }
     if m is None:
         return meta
-    meta.update(fs_type=m["fstype"], mountpoint=m["mountpoint"], source=m["source"],
-                mount_options_effective=",".join(x for x in (m["mount_options"], m["super_options"]) if x))
+    meta.update(
+        fs_type=m["fstype"],
+        mountpoint=m["mountpoint"],
+        source=m["source"],
+        mount_options_effective=",".join(x for x in (m["mount_options"], m["super_options"]) if x),
+    )
     try:
         nums = safety.path_devices(path)
     except OSError:
@@ -161,8 +174,13 @@ def fs_metadata(path: Path) -> dict[str, Any]:
 def device_metadata(device: Path) -> dict[str, Any]:
     st = os.stat(device)
     info = device_info((os.major(st.st_rdev), os.minor(st.st_rdev)))
-    return {"fs_type": None, "mountpoint": None, "source": str(device),
-            "mount_options_effective": None, "device": info}
+    return {
+        "fs_type": None,
+        "mountpoint": None,
+        "source": str(device),
+        "mount_options_effective": None,
+        "device": info,
+    }
 
 
 def probe_o_direct(directory: Path) -> bool:
@@ -214,14 +232,17 @@ class _Teardown:
         self.steps: list[tuple[str, Callable[[], object]]] = []  # (entry id, action)
 
     def record(self, leftover: Leftover, undo: Callable[[], object] | None = None) -> str:
-        """Record `leftover` in the ledger (before it is created); teardown undoes it (with `undo` when the
-        creator has a better way than the leftover's own: e.g. a child process to reap)."""
-        entry_id = leftovers.record(self.workdir, leftover.kind, leftover.target, chain=self.chain, **leftover.info)
+        """Record `leftover` in the ledger (before it is created); teardown undoes it (with `undo`
+        when the creator has a better way than the leftover's own: e.g. a child process to reap)."""
+        entry_id = leftovers.record(
+            self.workdir, leftover.kind, leftover.target, chain=self.chain, **leftover.info
+        )
         self.steps.append((entry_id, undo or leftover.undo))
         return entry_id
 
     def add_step(self, action: Callable[[], object]) -> None:
-        """Add an undo step with no ledger entry of its own (stopping a daemon `children.spawn` recorded)."""
+        """Add an undo step with no ledger entry of its own (stopping a daemon `children.spawn`
+        recorded)."""
         self.steps.append(("", action))
 
     def run(self, in_flight: BaseException | None) -> None:
@@ -232,8 +253,10 @@ class _Teardown:
                 try:
                     action()
                 except (LeftoverError, OSError, subprocess.SubprocessError) as exc:
-                    msg = (f"teardown incomplete: {exc}; what is left is recorded in "
-                           f"{leftovers.state_path(self.workdir)}")
+                    msg = (
+                        f"teardown incomplete: {exc}; what is left is recorded in "
+                        f"{leftovers.state_path(self.workdir)}"
+                    )
                     hint = f"run: iomatrix clean --workdir {shlex.quote(str(self.workdir))}"
                     if in_flight is not None:
                         in_flight.add_note(f"{msg} ({hint})")
@@ -251,7 +274,9 @@ def _check(argv: list[str], what: str, timeout: float = 600) -> subprocess.Compl
         raise UserError(f"{what}: '{argv[0]}' is not installed") from None
     if out.returncode != 0:
         err = (out.stderr or out.stdout).strip().splitlines()
-        raise UserError(f"{what} failed: {' '.join(argv)}: {err[-1] if err else f'exit {out.returncode}'}")
+        raise UserError(
+            f"{what} failed: {' '.join(argv)}: {err[-1] if err else f'exit {out.returncode}'}"
+        )
     return out
 
 
@@ -303,10 +328,13 @@ def check_free_space(spec: LoopfsBacking, workdir: Path) -> None:
     st = os.statvfs(workdir)
     free = st.f_bavail * st.f_frsize
     if spec.size > free:
-        raise UserError(f"loopfs {spec.label()}: size {format_size(spec.size)} ({spec.size} bytes) is larger than "
-                        f"the free space of the working directory's filesystem ({workdir}: {free} bytes, "
-                        f"about {free / (1 << 30):.1f} GiB, free): {spec.size} > {free}",
-                        hint="lower the backing's size or use a --workdir on a filesystem with more room")
+        raise UserError(
+            f"loopfs {spec.label()}: size {format_size(spec.size)} ({spec.size} bytes) "
+            "is larger than "
+            f"the free space of the working directory's filesystem ({workdir}: {free} bytes, "
+            f"about {free / (1 << 30):.1f} GiB, free): {spec.size} > {free}",
+            hint="lower the backing's size or use a --workdir on a filesystem with more room",
+        )
 
 
 def _setup_loopfs(spec: LoopfsBacking, workdir: Path, td: _Teardown) -> tuple[Path, dict[str, Any]]:
@@ -317,15 +345,20 @@ def _setup_loopfs(spec: LoopfsBacking, workdir: Path, td: _Teardown) -> tuple[Pa
     try:
         os.ftruncate(fd, spec.size)  # sparse
     except OSError as exc:
-        raise UserError(f"loopfs {spec.label()}: cannot create a {format_size(spec.size)} image in {scratch}: "
-                        f"{exc.strerror}", hint="lower the backing's size") from None
+        raise UserError(
+            f"loopfs {spec.label()}: cannot create a {format_size(spec.size)} image in {scratch}: "
+            f"{exc.strerror}",
+            hint="lower the backing's size",
+        ) from None
     finally:
         os.close(fd)
 
     # recorded by backing file: clean finds the loop device even if we die inside losetup
     st = os.stat(image)
     loop_id = td.record(LoopLeftover(str(image), {"inode": [st.st_dev, st.st_ino]}))
-    device = _check(["losetup", "--find", "--show", str(image)], "attaching a loop device").stdout.strip()
+    device = _check(
+        ["losetup", "--find", "--show", str(image)], "attaching a loop device"
+    ).stdout.strip()
     leftovers.update(workdir, loop_id, device=device)
 
     mkfs = _mkfs_argv(spec, device)
@@ -339,8 +372,14 @@ def _setup_loopfs(spec: LoopfsBacking, workdir: Path, td: _Teardown) -> tuple[Pa
         argv += ["-o", ",".join(spec.mount_options)]
     _check([*argv, device, str(mnt)], "mounting the loop filesystem")
     meta = fs_metadata(mnt)
-    meta.update(mkfs_argv=mkfs, mkfs_options=list(spec.mkfs_options), mount_options=list(spec.mount_options),
-                size_bytes=spec.size, backing_file=str(image), o_direct_probe=probe_o_direct(mnt))
+    meta.update(
+        mkfs_argv=mkfs,
+        mkfs_options=list(spec.mkfs_options),
+        mount_options=list(spec.mount_options),
+        size_bytes=spec.size,
+        backing_file=str(image),
+        o_direct_probe=probe_o_direct(mnt),
+    )
     return mnt, meta
 
 
@@ -357,8 +396,9 @@ def _setup_tmpfs(spec: TmpfsBacking, workdir: Path, td: _Teardown) -> tuple[Path
     return mnt, meta
 
 
-def _setup_blockdev(spec: BlockdevBacking, workdir: Path, td: _Teardown,
-                    allowed: set[Path]) -> tuple[Path, dict[str, Any]]:
+def _setup_blockdev(
+    spec: BlockdevBacking, workdir: Path, td: _Teardown, allowed: set[Path]
+) -> tuple[Path, dict[str, Any]]:
     safety.check_destroyable(spec.device, allowed)
     return spec.device, device_metadata(spec.device)
 
@@ -368,8 +408,10 @@ def _setup_lvm(spec: LvmBacking, workdir: Path, td: _Teardown) -> tuple[Path, di
     target = f"{spec.vg}/{lv}"
     mib = -(-spec.size // (1 << 20))
     td.record(LogicalVolumeLeftover(target))
-    _check(["lvcreate", "--yes", "--wipesignatures", "y", "--name", lv, "--size", f"{mib}m", spec.vg],
-           "lvcreate")
+    _check(
+        ["lvcreate", "--yes", "--wipesignatures", "y", "--name", lv, "--size", f"{mib}m", spec.vg],
+        "lvcreate",
+    )
     dev = Path("/dev") / spec.vg / lv
     _wait_for(dev)
     meta = device_metadata(dev)
@@ -401,12 +443,16 @@ def _setup_zfs(spec: ZfsBacking, workdir: Path, td: _Teardown) -> tuple[Path, di
     return mnt, meta
 
 
-def _setup_iscsi(spec: IscsiBacking, workdir: Path, td: _Teardown,
-                 allowed: set[Path]) -> tuple[Path, dict[str, Any], TgtServer | ExistingIscsiServer]:
+def _setup_iscsi(
+    spec: IscsiBacking, workdir: Path, td: _Teardown, allowed: set[Path]
+) -> tuple[Path, dict[str, Any], TgtServer | ExistingIscsiServer]:
     lun = spec.existing_lun()
-    if lun is not None and lun.url not in allowed_iscsi_luns(allowed):  # checked again right before use
-        raise UserError(f"refusing to use iSCSI LUN {lun.url}: it was not named with --allow-destroy",
-                        hint=f"pass --allow-destroy {lun.url} if its contents may be destroyed")
+    # checked again right before use
+    if lun is not None and lun.url not in allowed_iscsi_luns(allowed):
+        raise UserError(
+            f"refusing to use iSCSI LUN {lun.url}: it was not named with --allow-destroy",
+            hint=f"pass --allow-destroy {lun.url} if its contents may be destroyed",
+        )
     scratch = _scratch_dir(td, workdir / BACKINGS_DIR, spec.label())
     if lun is not None:
         existing = ExistingIscsiServer(lun, workdir)
@@ -422,8 +468,9 @@ def _setup_iscsi(spec: IscsiBacking, workdir: Path, td: _Teardown,
 
 
 def cannot_serve(spec: BackingSpec, allowed: set[Path]) -> str | None:
-    """Why a network backing this host can use cannot serve a sweep (its existing server, its LUN, its client
-    hosts), checked over the network with bounded waits; None when it can or is not a network backing."""
+    """Why a network backing this host can use cannot serve a sweep (its existing server, its LUN,
+    its client hosts), checked over the network with bounded waits; None when it can or is not a
+    network backing."""
     if spec.kind != "network" or spec.availability(allowed) is not None:
         return None  # pruned with its reason by the plan's expansion: nothing to reach
     why = spec.serving_problem(allowed)
@@ -438,13 +485,15 @@ def cannot_serve(spec: BackingSpec, allowed: set[Path]) -> str | None:
 
 
 def refuse_backings_that_cannot_serve(specs: Iterable[BackingSpec], allowed: set[Path]) -> None:
-    """A UserError (one line, exit 2) for the first network backing that cannot serve: a sweep never starts
-    to measure only what is left (the null ceiling) and end with nothing to recommend."""
+    """A UserError (one line, exit 2) for the first network backing that cannot serve: a sweep never
+    starts to measure only what is left (the null ceiling) and end with nothing to recommend."""
     for spec in specs:
         why = cannot_serve(spec, allowed)
         if why is not None:
-            raise UserError(f"backing {spec.label()} cannot serve: {why}",
-                            hint="fix the plan's backing or the server, or drop the backing from the plan")
+            raise UserError(
+                f"backing {spec.label()} cannot serve: {why}",
+                hint="fix the plan's backing or the server, or drop the backing from the plan",
+            )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -453,7 +502,9 @@ def refuse_backings_that_cannot_serve(specs: Iterable[BackingSpec], allowed: set
 
 
 @contextlib.contextmanager
-def provision(spec: BackingSpec, workdir: Path, allowed_devices: set[Path]) -> Iterator[BackingHandle]:
+def provision(
+    spec: BackingSpec, workdir: Path, allowed_devices: set[Path]
+) -> Iterator[BackingHandle]:
     """Create `spec` under `workdir`, yield a BackingHandle, and tear it down on exit."""
     reason = spec.availability(allowed_devices)
     if reason is not None:
@@ -478,10 +529,12 @@ def provision(spec: BackingSpec, workdir: Path, allowed_devices: set[Path]) -> I
         elif isinstance(spec, ZfsBacking):
             path, meta = _setup_zfs(spec, workdir, td)
         elif isinstance(spec, NfsBacking):
-            path = _scratch_dir(td, workdir / BACKINGS_DIR, spec.label())  # the export, config and logs live here
+            # the export, config and logs live here
+            path = _scratch_dir(td, workdir / BACKINGS_DIR, spec.label())
             server, meta = provision_nfs(spec, workdir, path, td)
         elif isinstance(spec, RbdBacking):
-            path = _scratch_dir(td, workdir / BACKINGS_DIR, spec.label())  # the cluster's files, per-disk confs
+            # the cluster's files, per-disk confs
+            path = _scratch_dir(td, workdir / BACKINGS_DIR, spec.label())
             server, meta = provision_rbd(spec, workdir, path, td)
         else:  # pragma: no cover
             raise TypeError(f"unknown backing spec {spec!r}")
@@ -497,8 +550,14 @@ def provision(spec: BackingSpec, workdir: Path, allowed_devices: set[Path]) -> I
             **meta,
             "physical_device": physical_of(dev),
         }
-        handle = BackingHandle(label=spec.label(), kind=spec.kind, path=path, metadata=metadata, server=server,
-                               client_hosts=tuple(getattr(spec, "client_host", ())))
+        handle = BackingHandle(
+            label=spec.label(),
+            kind=spec.kind,
+            path=path,
+            metadata=metadata,
+            server=server,
+            client_hosts=tuple(getattr(spec, "client_host", ())),
+        )
     except BaseException as exc:
         td.run(in_flight=exc)
         raise

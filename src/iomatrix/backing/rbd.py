@@ -1,28 +1,30 @@
-"""The Ceph RBD backing (issue 35): disks as RBD images, opened by QEMU's own Ceph client (librbd, ``driver=rbd``),
-made fresh for every run.
+"""The Ceph RBD backing (issue 35): disks as RBD images, opened by QEMU's own Ceph client (librbd,
+``driver=rbd``), made fresh for every run.
 
 Two modes (`iomatrix.backing.spec.RbdBacking`):
 
-* *lab-started* — iomatrix runs a one-node cluster on 127.0.0.1: one ceph-mon and one ceph-osd on free ports,
-  every file (fsid, monmap, mon and OSD data, the BlueStore block file, admin sockets, pid files, logs) under
-  the backing's scratch directory, never /var/lib/ceph or /var/run/ceph. No ceph-mgr (I/O does not need one),
-  cephx off (`auth ... = none`: nothing but 127.0.0.1 can reach it), pool size 1, msgr v1 only. The OSD stores
-  objects with BlueStore on a sparse file (the default: what a real OSD does) or in memory (`memstore`: quicker,
-  for tests, labelled as such: its figures are not a disk's).
-* *existing* — the user names a ceph.conf, a keyring and a pool; iomatrix creates only its own images there
-  (``iomatrix-<pid>-<hex6>-<name>``), recorded in the ledger first (`leftover_kinds.RbdImageLeftover`), and
-  removes them afterwards. It never opens any other image.
+* *lab-started* — iomatrix runs a one-node cluster on 127.0.0.1: one ceph-mon and one ceph-osd on
+  free ports, every file (fsid, monmap, mon and OSD data, the BlueStore block file, admin sockets,
+  pid files, logs) under the backing's scratch directory, never /var/lib/ceph or /var/run/ceph. No
+  ceph-mgr (I/O does not need one), cephx off (`auth ... = none`: nothing but 127.0.0.1 can reach
+  it), pool size 1, msgr v1 only. The OSD stores objects with BlueStore on a sparse file (the
+  default: what a real OSD does) or in memory (`memstore`: quicker, for tests, labelled as such: its
+  figures are not a disk's).
+* *existing* — the user names a ceph.conf, a keyring and a pool; iomatrix creates only its own
+  images there (``iomatrix-<pid>-<hex6>-<name>``), recorded in the ledger first
+  (`leftover_kinds.RbdImageLeftover`), and removes them afterwards. It never opens any other image.
 
-Each disk gets a ceph.conf of its own: the cluster's (or the user's) with a ``[client.NAME]`` section holding the
-cell's librbd cache settings (`rbd_cache`, `rbd_cache_policy`, `rbd_cache_writethrough_until_flush`; absent or "-" =
-Ceph's default, not written), which QEMU reads through ``conf=``. A client-specific section outranks ``[client]``
-and ``[global]``, so the user's own settings of other clients are left as they are. Beware: QEMU itself sets
-``rbd_cache`` from its cache mode when it opens the image (false with cache.direct=on, i.e. cache=none or
-directsync; true otherwise, block/rbd.c), overriding the file; the metadata records both.
+Each disk gets a ceph.conf of its own: the cluster's (or the user's) with a ``[client.NAME]``
+section holding the cell's librbd cache settings (`rbd_cache`, `rbd_cache_policy`,
+`rbd_cache_writethrough_until_flush`; absent or "-" = Ceph's default, not written), which QEMU reads
+through ``conf=``. A client-specific section outranks ``[client]`` and ``[global]``, so the user's
+own settings of other clients are left as they are. Beware: QEMU itself sets ``rbd_cache`` from its
+cache mode when it opens the image (false with cache.direct=on, i.e. cache=none or directsync; true
+otherwise, block/rbd.c), overriding the file; the metadata records both.
 
-No file holds a disk's bytes where fio could open it (`NetworkDisk.server_path` is None): the server-side
-baseline for RBD is fio's own librbd engine (``ioengine=rbd``), noted in the disk's metadata.
-"""
+No file holds a disk's bytes where fio could open it (`NetworkDisk.server_path` is None): the
+server-side baseline for RBD is fio's own librbd engine (``ioengine=rbd``), noted in the disk's
+metadata."""
 
 from __future__ import annotations
 
@@ -56,7 +58,8 @@ from iomatrix.images import create_image_argv
 LOOPBACK = "127.0.0.1"
 LAB_POOL = "iomatrix"
 MON_ID = "a"
-READY_TIMEOUT_S = 180.0  # generous: the cluster was up in 14-18 s on a loaded 2-core host; never a fixed sleep
+# generous: the cluster was up in 14-18 s on a loaded 2-core host; never a fixed sleep
+READY_TIMEOUT_S = 180.0
 CONNECT_TIMEOUT_S = 10  # `ceph --connect-timeout`: one probe of the monitor
 COMMAND_TIMEOUT_S = 120.0
 STOP_GRACE_S = 20.0
@@ -64,16 +67,29 @@ BLUESTORE_BLOCK_BYTES = 16 << 30  # sparse: only what is written takes room
 MEMSTORE_BYTES = 4 << 30  # memstore's cap; it holds what is written in RAM
 # The librbd cache settings a cell may set (axis → ceph option), their values and Ceph 16's defaults
 # (`ceph-conf -c /dev/null --show-config-value OPTION` on Debian 12's 16.2.15).
-CACHE_OPTIONS = {"rbd_cache": "rbd cache", "rbd_cache_policy": "rbd cache policy",
-                 "rbd_cache_writethrough_until_flush": "rbd cache writethrough until flush"}
-CACHE_VALUES = {"rbd_cache": ("on", "off"), "rbd_cache_policy": ("writeback", "writethrough", "writearound"),
-                "rbd_cache_writethrough_until_flush": ("on", "off")}
-CEPH_DEFAULTS = {"rbd_cache": "on", "rbd_cache_policy": "writearound", "rbd_cache_writethrough_until_flush": "on"}
+CACHE_OPTIONS = {
+    "rbd_cache": "rbd cache",
+    "rbd_cache_policy": "rbd cache policy",
+    "rbd_cache_writethrough_until_flush": "rbd cache writethrough until flush",
+}
+CACHE_VALUES = {
+    "rbd_cache": ("on", "off"),
+    "rbd_cache_policy": ("writeback", "writethrough", "writearound"),
+    "rbd_cache_writethrough_until_flush": ("on", "off"),
+}
+CEPH_DEFAULTS = {
+    "rbd_cache": "on",
+    "rbd_cache_policy": "writearound",
+    "rbd_cache_writethrough_until_flush": "on",
+}
 OBJECT_SIZE = re.compile(r"(\d+)([KM])")
 DEFAULT_OBJECT_SIZE = "4M"  # rbd_default_order 22
-# A Ceph log line's timestamp, thread id and level ("2026-11-24T01:04:02.202+0000 7f5c93648640 -1 "): not the news.
+# A Ceph log line's timestamp, thread id and level ("2026-11-24T01:04:02.202+0000 7f5c93648640 -1
+# "): not the news.
 LOG_PREFIX = re.compile(r"^\S+ [0-9a-f]+ +-?\d+ ")
-BASELINE_NOTE = "no file holds the image's bytes: the server-side baseline for rbd is fio's ioengine=rbd"
+BASELINE_NOTE = (
+    "no file holds the image's bytes: the server-side baseline for rbd is fio's ioengine=rbd"
+)
 
 
 class Teardown(Protocol):
@@ -88,16 +104,19 @@ class Teardown(Protocol):
 
 
 def lab_conf(*, fsid: str, port: int, scratch: Path, store: str, block_path: Path) -> str:
-    """ceph.conf of a lab cluster (pure): everything under `scratch`, 127.0.0.1 only, one OSD, no cephx.
+    """ceph.conf of a lab cluster (pure): everything under `scratch`, 127.0.0.1 only, one OSD, no
+    cephx.
 
-    The OSD neither places itself in the CRUSH map nor sets its device class at start (iomatrix places it): the
-    monitor refused those commands with EPERM when they came before the monitor map, and the OSD exited. The
-    monitor does not refuse to start below 5 % free space (it exited with status 28 while other jobs filled this
-    host's disk for a moment)."""
+    The OSD neither places itself in the CRUSH map nor sets its device class at start (iomatrix
+    places it): the monitor refused those commands with EPERM when they came before the monitor map,
+    and the OSD exited. The monitor does not refuse to start below 5 % free space (it exited with
+    status 28 while other jobs filled this host's disk for a moment)."""
     run = scratch / "run"
     if store == "bluestore":
-        store_lines = (f"osd objectstore = bluestore\nbluestore block path = {block_path}\n"
-                       f"bluestore block create = true\nbluestore block size = {BLUESTORE_BLOCK_BYTES}\n")
+        store_lines = (
+            f"osd objectstore = bluestore\nbluestore block path = {block_path}\n"
+            f"bluestore block create = true\nbluestore block size = {BLUESTORE_BLOCK_BYTES}\n"
+        )
     else:
         store_lines = f"osd objectstore = memstore\nmemstore device bytes = {MEMSTORE_BYTES}\n"
     return f"""# written by iomatrix for a lab-started RBD backing; removed with its directory
@@ -129,8 +148,8 @@ osd data = {scratch}/osd
 
 
 def cache_settings(values: Mapping[str, str]) -> dict[str, str]:
-    """The librbd cache settings a cell asks for (axis → on/off/policy); absent or "-" means Ceph's default and is
-    left out. Raises UserError on a value the axis does not have."""
+    """The librbd cache settings a cell asks for (axis → on/off/policy); absent or "-" means Ceph's
+    default and is left out. Raises UserError on a value the axis does not have."""
     out = {}
     for axis, allowed in CACHE_VALUES.items():
         value = values.get(axis, "-")
@@ -142,10 +161,12 @@ def cache_settings(values: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def client_section(client: str, settings: Mapping[str, str], run_dir: Path, keyring: Path | None = None) -> str:
-    """The ``[client.NAME]`` section of a per-disk ceph.conf (pure): the cell's cache settings, an admin socket
-    under the backing's directory (`config show` on it reads back what librbd uses) and the keyring the plan
-    names (QEMU has no keyring option: librbd finds it through the conf)."""
+def client_section(
+    client: str, settings: Mapping[str, str], run_dir: Path, keyring: Path | None = None
+) -> str:
+    """The ``[client.NAME]`` section of a per-disk ceph.conf (pure): the cell's cache settings, an
+    admin socket under the backing's directory (`config show` on it reads back what librbd uses) and
+    the keyring the plan names (QEMU has no keyring option: librbd finds it through the conf)."""
     lines = [f"[client.{client}]", f"admin socket = {run_dir}/$cluster-$name-$pid.asok"]
     if keyring is not None:
         lines.append(f"keyring = {keyring}")
@@ -162,8 +183,10 @@ def object_size(values: Mapping[str, str]) -> str:
     m = OBJECT_SIZE.fullmatch(value)
     size = int(m.group(1)) << (10 if m.group(2) == "K" else 20) if m else 0
     if not m or size & (size - 1) or not 4 << 10 <= size <= 32 << 20:
-        raise UserError(f"rbd_object_size = {value!r} is not a power of two from 4K to 32M",
-                        hint='write it like "4M" (Ceph\'s default), "1M" or "16M"')
+        raise UserError(
+            f"rbd_object_size = {value!r} is not a power of two from 4K to 32M",
+            hint='write it like "4M" (Ceph\'s default), "1M" or "16M"',
+        )
     return value
 
 
@@ -187,7 +210,9 @@ def _image_format(values: Mapping[str, str]) -> str:
     fmt = "raw" if fmt == "-" else fmt
     reason = format_reason(fmt, "rbd", values.get("preallocation", "-") or "-")
     if reason:
-        raise UserError(reason, hint='use format = "raw" or "qcow2" (preallocation off or metadata) on rbd')
+        raise UserError(
+            reason, hint='use format = "raw" or "qcow2" (preallocation off or metadata) on rbd'
+        )
     return fmt
 
 
@@ -200,7 +225,9 @@ def _run(argv: list[str], what: str, timeout: float = COMMAND_TIMEOUT_S) -> str:
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise UserError(f"{what} did not finish within {timeout:g} s", hint="check the Ceph cluster's health") from None
+        raise UserError(
+            f"{what} did not finish within {timeout:g} s", hint="check the Ceph cluster's health"
+        ) from None
     if out.returncode != 0:
         raise UserError(f"{what} failed: {_last_line(out.stderr or out.stdout)}")
     return out.stdout
@@ -235,13 +262,16 @@ class _RbdPool:
         return self.user or "admin"
 
     def rbd(self, *args: str) -> list[str]:
-        return rbd_argv(str(self.conf), str(self.keyring) if self.keyring else None, self.user, *args)
+        return rbd_argv(
+            str(self.conf), str(self.keyring) if self.keyring else None, self.user, *args
+        )
 
     def _image_name(self, name: str) -> str:  # pragma: no cover - overridden
         raise NotImplementedError
 
     def _record_image(self, image: str) -> None:
-        """Record the image in the ledger before it exists (existing mode only: a lab cluster dies whole)."""
+        """Record the image in the ledger before it exists (existing mode only: a lab cluster dies
+        whole)."""
 
     def _forget_image(self, image: str) -> None:
         """Drop the image's ledger entry once it is gone."""
@@ -249,8 +279,14 @@ class _RbdPool:
     def metadata(self) -> dict[str, Any]:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def new_disk(self, values: Mapping[str, str], *, size_bytes: int, name: str,
-                 create_options: tuple[tuple[str, str], ...] = ()) -> NetworkDisk:
+    def new_disk(
+        self,
+        values: Mapping[str, str],
+        *,
+        size_bytes: int,
+        name: str,
+        create_options: tuple[tuple[str, str], ...] = (),
+    ) -> NetworkDisk:
         fmt = _image_format(values)
         settings = cache_settings(values)
         obj = object_size(values)
@@ -258,37 +294,77 @@ class _RbdPool:
         run_dir = self.directory / "run"
         run_dir.mkdir(exist_ok=True)
         disk_conf = self.directory / f"{image}.conf"
-        # the cluster's (or user's) conf, then the cell's client section: per disk, so cells never share one
-        disk_conf.write_text(self.conf.read_text() + "\n# the cell's librbd settings (iomatrix)\n"
-                             + client_section(self.client, settings, run_dir, self.keyring))
+        # the cluster's (or user's) conf, then the cell's client section: per disk, so cells never
+        # share one
+        disk_conf.write_text(
+            self.conf.read_text()
+            + "\n# the cell's librbd settings (iomatrix)\n"
+            + client_section(self.client, settings, run_dir, self.keyring)
+        )
         self._record_image(image)
         self._disks[image] = disk_conf
         try:
             if fmt == "raw":
-                _run(self.rbd("create", f"{self.pool}/{image}", "--size", f"{size_bytes}B", "--object-size", obj),
-                     f"rbd create {self.pool}/{image}")
+                _run(
+                    self.rbd(
+                        "create",
+                        f"{self.pool}/{image}",
+                        "--size",
+                        f"{size_bytes}B",
+                        "--object-size",
+                        obj,
+                    ),
+                    f"rbd create {self.pool}/{image}",
+                )
             else:
-                # QEMU creates the image itself through librbd: the object size goes in as rbd_default_order, a Ceph
-                # option of the rbd: filename (rbd create would clash with it)
-                target = f"{rbd_url(self.pool, image, disk_conf, self.user)}:rbd_default_order={object_order(obj)}"
-                argv = create_image_argv(Path(target), fmt, values.get("preallocation", "off") or "off",
-                                         size_bytes, create_options)
+                # QEMU creates the image itself through librbd: the object size goes in as
+                # rbd_default_order, a Ceph option of the rbd: filename (rbd create would clash with
+                # it)
+                target = (
+                    f"{rbd_url(self.pool, image, disk_conf, self.user)}:rbd_default_order="
+                    f"{object_order(obj)}"
+                )
+                argv = create_image_argv(
+                    Path(target),
+                    fmt,
+                    values.get("preallocation", "off") or "off",
+                    size_bytes,
+                    create_options,
+                )
                 assert argv is not None  # never None for a qcow2 image
                 _run(argv, f"qemu-img create -f {fmt} {self.pool}/{image}")
         except BaseException:
             self._drop(image)
             raise
-        written = {axis: settings.get(axis, f"{CEPH_DEFAULTS[axis]} (Ceph's default)") for axis in CACHE_VALUES}
-        meta = {**self.metadata(), "rbd_pool": self.pool, "rbd_image": image, "rbd_object_size": obj,
-                "rbd_client": "librbd", "rbd_conf": str(disk_conf), "rbd_cache_settings": written,
-                "rbd_cache_note": "QEMU sets rbd_cache itself: off with cache=none/directsync, on otherwise",
-                "server_side_baseline": BASELINE_NOTE}
-        return NetworkDisk(protocol="rbd", protocol_options=rbd_options(self.pool, image, disk_conf, self.user),
-                           url=rbd_url(self.pool, image, disk_conf, self.user), format=fmt, size_bytes=size_bytes,
-                           server_path=None, meta=meta)
+        written = {
+            axis: settings.get(axis, f"{CEPH_DEFAULTS[axis]} (Ceph's default)")
+            for axis in CACHE_VALUES
+        }
+        meta = {
+            **self.metadata(),
+            "rbd_pool": self.pool,
+            "rbd_image": image,
+            "rbd_object_size": obj,
+            "rbd_client": "librbd",
+            "rbd_conf": str(disk_conf),
+            "rbd_cache_settings": written,
+            "rbd_cache_note": "QEMU sets rbd_cache itself: off with cache=none/directsync, on "
+            "otherwise",
+            "server_side_baseline": BASELINE_NOTE,
+        }
+        return NetworkDisk(
+            protocol="rbd",
+            protocol_options=rbd_options(self.pool, image, disk_conf, self.user),
+            url=rbd_url(self.pool, image, disk_conf, self.user),
+            format=fmt,
+            size_bytes=size_bytes,
+            server_path=None,
+            meta=meta,
+        )
 
     def _drop(self, image: str) -> None:
-        """Remove an image this pool made (and its conf); a removal that fails stays recorded for `clean`."""
+        """Remove an image this pool made (and its conf); a removal that fails stays recorded for
+        `clean`."""
         RbdImageLeftover(f"{self.pool}/{image}", self._leftover_info()).undo()
         conf = self._disks.pop(image, None)
         if conf is not None:
@@ -297,7 +373,11 @@ class _RbdPool:
         self._forget_image(image)
 
     def _leftover_info(self) -> dict[str, Any]:
-        return {"conf": str(self.conf), "keyring": str(self.keyring) if self.keyring else None, "user": self.user}
+        return {
+            "conf": str(self.conf),
+            "keyring": str(self.keyring) if self.keyring else None,
+            "user": self.user,
+        }
 
     def remove_disk(self, disk: NetworkDisk) -> None:
         image = dict(disk.protocol_options).get("image", "")
@@ -335,31 +415,49 @@ class LabRbdServer(_RbdPool):
         return f"img-{self._next - 1}-{_slug(name)}"
 
     def server_pids(self) -> dict[int, str]:
-        return {p.pid: role for p, role in ((self.mon, "ceph-mon"), (self.osd, "ceph-osd"))
-                if p is not None and p.poll() is None}
+        return {
+            p.pid: role
+            for p, role in ((self.mon, "ceph-mon"), (self.osd, "ceph-osd"))
+            if p is not None and p.poll() is None
+        }
 
     def metadata(self) -> dict[str, Any]:
-        return {"rbd_mode": "lab-started", "ceph_version": self.ceph_version, "ceph_fsid": self.fsid,
-                "ceph_mon": f"{LOOPBACK}:{self.port}", "ceph_store": self.store,
-                "ceph_store_note": None if self.store == "bluestore"
-                else "memstore: objects in the OSD's RAM, for quick tests; not a disk's figures",
-                "ceph_startup_s": self.startup_s, "rbd_pool": self.pool}
+        return {
+            "rbd_mode": "lab-started",
+            "ceph_version": self.ceph_version,
+            "ceph_fsid": self.fsid,
+            "ceph_mon": f"{LOOPBACK}:{self.port}",
+            "ceph_store": self.store,
+            "ceph_store_note": None
+            if self.store == "bluestore"
+            else "memstore: objects in the OSD's RAM, for quick tests; not a disk's figures",
+            "ceph_startup_s": self.startup_s,
+            "rbd_pool": self.pool,
+        }
 
     def ceph(self, *args: str) -> list[str]:
         return ["ceph", "-c", str(self.conf), "--connect-timeout", str(CONNECT_TIMEOUT_S), *args]
 
     def fence(self, disks: list[NetworkDisk]) -> list[str]:
-        """Tell the cluster that the clients still watching `disks` are dead (`ceph osd blocklist add`), as a
-        Ceph admin fences a crashed client: the OSDs refuse anything more from them, and the images can be removed
-        at once instead of after osd_client_watch_timeout (30 s). Only for disks of this cluster; returns the
-        addresses fenced (the durability tier's client crash, tiers/durability.py)."""
+        """Tell the cluster that the clients still watching `disks` are dead (`ceph osd blocklist
+        add`), as a Ceph admin fences a crashed client: the OSDs refuse anything more from them, and
+        the images can be removed at once instead of after osd_client_watch_timeout (30 s). Only for
+        disks of this cluster; returns the addresses fenced (the durability tier's client crash,
+        tiers/durability.py)."""
         fenced: list[str] = []
         for disk in disks:
             image = dict(disk.protocol_options).get("image", "")
             if image not in self._disks:
-                raise UserError(f"{disk.url} was not made by this RBD backing: its clients are not fenced")
-            status = json.loads(_run(self.rbd("status", f"{self.pool}/{image}", "--format", "json"),
-                                     f"rbd status {self.pool}/{image}") or "{}")
+                raise UserError(
+                    f"{disk.url} was not made by this RBD backing: its clients are not fenced"
+                )
+            status = json.loads(
+                _run(
+                    self.rbd("status", f"{self.pool}/{image}", "--format", "json"),
+                    f"rbd status {self.pool}/{image}",
+                )
+                or "{}"
+            )
             for watcher in status.get("watchers", []):
                 address = str(watcher.get("address", ""))
                 if address and address not in fenced:
@@ -368,12 +466,16 @@ class LabRbdServer(_RbdPool):
         return fenced
 
     def _blocklist(self, address: str) -> None:
-        """`ceph osd blocklist add`, tried up to FENCE_TRIES times: on a loaded host the monitor has answered
-        the CLI's first request ("get command descriptions") with EPERM while it was busy, and a second try a
-        moment later went through; a refusal that lasts is the one line it gives."""
+        """`ceph osd blocklist add`, tried up to FENCE_TRIES times: on a loaded host the monitor has
+        answered the CLI's first request ("get command descriptions") with EPERM while it was busy,
+        and a second try a moment later went through; a refusal that lasts is the one line it
+        gives."""
         for attempt in range(1, FENCE_TRIES + 1):
             try:
-                _run(self.ceph("osd", "blocklist", "add", address), f"ceph osd blocklist add {address}")
+                _run(
+                    self.ceph("osd", "blocklist", "add", address),
+                    f"ceph osd blocklist add {address}",
+                )
                 return
             except UserError:
                 if attempt == FENCE_TRIES:
@@ -385,8 +487,11 @@ FENCE_TRIES = 3
 FENCE_RETRY_S = 2.0
 
 
-def _wait_until(ready: Callable[[], bool], procs: list[subprocess.Popen], what: str, log: Path) -> None:
-    """Poll `ready` (bounded by READY_TIMEOUT_S) until it holds; one line if a daemon exits first."""
+def _wait_until(
+    ready: Callable[[], bool], procs: list[subprocess.Popen], what: str, log: Path
+) -> None:
+    """Poll `ready` (bounded by READY_TIMEOUT_S) until it holds; one line if a daemon exits
+    first."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     delay = 0.1
     while not ready():
@@ -396,21 +501,29 @@ def _wait_until(ready: Callable[[], bool], procs: list[subprocess.Popen], what: 
                 with contextlib.suppress(OSError):
                     tail = _last_line(log.read_text(errors="replace"))
                 # no "see the log": it goes with the backing's directory at teardown
-                raise UserError(f"{Path(str(proc.args[0])).name} exited with status {proc.returncode} while "
-                                f"{what}: {LOG_PREFIX.sub('', tail)}",
-                                hint="another program took the port between iomatrix choosing it and the daemon "
-                                     "binding it: run again" if "bind" in tail else None)
+                raise UserError(
+                    f"{Path(str(proc.args[0])).name} exited with status {proc.returncode} while "
+                    f"{what}: {LOG_PREFIX.sub('', tail)}",
+                    hint="another program took the port between iomatrix choosing it and the "
+                    "daemon "
+                    "binding it: run again"
+                    if "bind" in tail
+                    else None,
+                )
         if time.monotonic() > deadline:
-            raise UserError(f"the lab Ceph cluster was not {what} within {READY_TIMEOUT_S:g} s",
-                            hint=f"see {log}")
+            raise UserError(
+                f"the lab Ceph cluster was not {what} within {READY_TIMEOUT_S:g} s",
+                hint=f"see {log}",
+            )
         time.sleep(delay)
         delay = min(delay * 1.5, 1.0)
 
 
 def _retried(argv: list[str], what: str, procs: list[subprocess.Popen], log: Path) -> str:
-    """A cluster command run until it succeeds (bounded): a client that reaches the monitor before it has the
-    monitor map sends a zero fsid, which the monitor refuses with EPERM (seen here under load); it is harmless
-    to repeat each command used here (a refused one changed nothing; pool create accepts an existing pool)."""
+    """A cluster command run until it succeeds (bounded): a client that reaches the monitor before
+    it has the monitor map sends a zero fsid, which the monitor refuses with EPERM (seen here under
+    load); it is harmless to repeat each command used here (a refused one changed nothing; pool
+    create accepts an existing pool)."""
     result: list[str] = []
     last: list[str] = ["no attempt"]
 
@@ -437,61 +550,115 @@ def _succeeds(argv: list[str], want: str | None = None) -> bool:
     return out.returncode == 0 and (want is None or want in out.stdout)
 
 
-# The ports a Ceph daemon binds its messenger to (ms_bind_port_min/max, Ceph's defaults): the OSD takes the first
-# free ones, four with msgr v1 (public, cluster, heartbeat front and back).
+# The ports a Ceph daemon binds its messenger to (ms_bind_port_min/max, Ceph's defaults): the OSD
+# takes the first free ones, four with msgr v1 (public, cluster, heartbeat front and back).
 OSD_PORTS = (6800, 7300)
 OSD_PORTS_NEEDED = 4
 
 
 def refuse_busy_lab_ports(mon_port: int) -> None:
-    """One line naming the holder when the monitor's port was taken since it was chosen, or when the OSD's port
-    range has fewer free ports than the OSD binds; before either daemon starts."""
+    """One line naming the holder when the monitor's port was taken since it was chosen, or when the
+    OSD's port range has fewer free ports than the OSD binds; before either daemon starts."""
     refuse_if_held(mon_port, "ceph-mon", LOOPBACK)
     first, last = OSD_PORTS
     free = free_ports_in(first, last, LOOPBACK)
     if free < OSD_PORTS_NEEDED:
         holders = [h for p in range(first, last + 1) for h in port_holders(p, LOOPBACK)][:2]
-        raise UserError(f"ceph-osd cannot start: {free} of ports {first}-{last} are free and it binds "
-                        f"{OSD_PORTS_NEEDED}; in use by {'; '.join(h.describe() for h in holders)} and others",
-                        hint=f"free some of ports {first}-{last} (Ceph's ms_bind_port_min/max), then run again")
+        raise UserError(
+            f"ceph-osd cannot start: {free} of ports {first}-{last} are free and it binds "
+            f"{OSD_PORTS_NEEDED}; in use by {'; '.join(h.describe() for h in holders)} and others",
+            hint=f"free some of ports {first}-{last} (Ceph's ms_bind_port_min/max), then run again",
+        )
 
 
 def start_lab_cluster(workdir: Path, scratch: Path, td: Teardown, store: str) -> LabRbdServer:
-    """Start ceph-mon then ceph-osd (each in the ledger before it starts, stopped at teardown), make the pool, and
-    wait, polling with bounds, until an image can be made."""
+    """Start ceph-mon then ceph-osd (each in the ledger before it starts, stopped at teardown), make
+    the pool, and wait, polling with bounds, until an image can be made."""
     t0 = time.monotonic()
     for sub in ("mon", "osd", "run", "log"):
         (scratch / sub).mkdir()
     fsid, port = str(uuid.uuid4()), free_port()
     refuse_busy_lab_ports(port)
     conf = scratch / "ceph.conf"
-    # the BlueStore block file outside the OSD data directory: inside it, mkfs fails with ELOOP (its symlink)
-    conf.write_text(lab_conf(fsid=fsid, port=port, scratch=scratch, store=store, block_path=scratch / "osd-block"))
-    server = LabRbdServer(workdir=workdir, directory=scratch, pool=LAB_POOL, conf=conf, user=None, keyring=None,
-                          ceph_version=version_of(["ceph-mon", "--version"]), store=store, fsid=fsid, port=port)
+    # the BlueStore block file outside the OSD data directory: inside it, mkfs fails with ELOOP (its
+    # symlink)
+    conf.write_text(
+        lab_conf(
+            fsid=fsid, port=port, scratch=scratch, store=store, block_path=scratch / "osd-block"
+        )
+    )
+    server = LabRbdServer(
+        workdir=workdir,
+        directory=scratch,
+        pool=LAB_POOL,
+        conf=conf,
+        user=None,
+        keyring=None,
+        ceph_version=version_of(["ceph-mon", "--version"]),
+        store=store,
+        fsid=fsid,
+        port=port,
+    )
     c = ["-c", str(conf)]
-    _run(["monmaptool", "--create", "--fsid", fsid, "--addv", MON_ID, f"[v1:{LOOPBACK}:{port}]",
-          str(scratch / "monmap")], "monmaptool --create")
-    _run(["ceph-mon", *c, "--mkfs", "-i", MON_ID, "--monmap", str(scratch / "monmap")], "ceph-mon --mkfs")
+    _run(
+        [
+            "monmaptool",
+            "--create",
+            "--fsid",
+            fsid,
+            "--addv",
+            MON_ID,
+            f"[v1:{LOOPBACK}:{port}]",
+            str(scratch / "monmap"),
+        ],
+        "monmaptool --create",
+    )
+    _run(
+        ["ceph-mon", *c, "--mkfs", "-i", MON_ID, "--monmap", str(scratch / "monmap")],
+        "ceph-mon --mkfs",
+    )
     with children.record_in(workdir):
-        server.mon = children.spawn(["ceph-mon", *c, "-f", "-i", MON_ID], stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server.mon = children.spawn(
+            ["ceph-mon", *c, "-f", "-i", MON_ID],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     mon = server.mon
     td.add_step(lambda: children.kill(mon, grace_s=STOP_GRACE_S))
     mon_log = scratch / "log" / f"mon.{MON_ID}.log"
     _wait_until(lambda: _succeeds(server.ceph("mon", "stat")), [mon], "answering", mon_log)
     osd_id = _retried(server.ceph("osd", "create"), "ceph osd create", [mon], mon_log).strip()
     osd_log = scratch / "log" / f"osd.{osd_id}.log"
-    _retried(server.ceph("osd", "crush", "add", f"osd.{osd_id}", "1.0", "host=lab", "root=default"),
-             "ceph osd crush add", [mon], mon_log)
-    _run(["ceph-osd", *c, "--mkfs", "-i", osd_id], f"ceph-osd --mkfs ({store})", timeout=READY_TIMEOUT_S)
+    _retried(
+        server.ceph("osd", "crush", "add", f"osd.{osd_id}", "1.0", "host=lab", "root=default"),
+        "ceph osd crush add",
+        [mon],
+        mon_log,
+    )
+    _run(
+        ["ceph-osd", *c, "--mkfs", "-i", osd_id],
+        f"ceph-osd --mkfs ({store})",
+        timeout=READY_TIMEOUT_S,
+    )
     with children.record_in(workdir):
-        server.osd = children.spawn(["ceph-osd", *c, "-f", "-i", osd_id], stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server.osd = children.spawn(
+            ["ceph-osd", *c, "-f", "-i", osd_id],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     osd = server.osd
     td.add_step(lambda: children.kill(osd, grace_s=STOP_GRACE_S))
-    _wait_until(lambda: _succeeds(server.ceph("osd", "stat"), "1 up"), [mon, osd], "serving an OSD", osd_log)
-    _retried(server.ceph("osd", "pool", "create", LAB_POOL, "8"), "ceph osd pool create", [mon, osd], mon_log)
+    _wait_until(
+        lambda: _succeeds(server.ceph("osd", "stat"), "1 up"), [mon, osd], "serving an OSD", osd_log
+    )
+    _retried(
+        server.ceph("osd", "pool", "create", LAB_POOL, "8"),
+        "ceph osd pool create",
+        [mon, osd],
+        mon_log,
+    )
     _retried(server.rbd("pool", "init", LAB_POOL), "rbd pool init", [mon, osd], mon_log)
     server.startup_s = round(time.monotonic() - t0, 1)
     return server
@@ -504,7 +671,8 @@ def start_lab_cluster(workdir: Path, scratch: Path, td: Teardown, store: str) ->
 
 @dataclass
 class ExistingRbdPool(_RbdPool):
-    """A pool of a cluster the user named: iomatrix makes only its own images there and removes them."""
+    """A pool of a cluster the user named: iomatrix makes only its own images there and removes
+    them."""
 
     protocol: Literal["rbd"] = "rbd"
     lab_started: bool = False
@@ -515,7 +683,9 @@ class ExistingRbdPool(_RbdPool):
 
     def _record_image(self, image: str) -> None:
         leftover = RbdImageLeftover(f"{self.pool}/{image}", self._leftover_info())
-        self._entries[image] = leftovers.record(self.workdir, leftover.kind, leftover.target, **leftover.info)
+        self._entries[image] = leftovers.record(
+            self.workdir, leftover.kind, leftover.target, **leftover.info
+        )
 
     def _forget_image(self, image: str) -> None:
         entry = self._entries.pop(image, None)
@@ -526,35 +696,55 @@ class ExistingRbdPool(_RbdPool):
         return {}
 
     def metadata(self) -> dict[str, Any]:
-        return {"rbd_mode": "existing", "ceph_version": self.ceph_version, "ceph_conf": str(self.conf),
-                "rbd_pool": self.pool, "ceph_user": self.client}
+        return {
+            "rbd_mode": "existing",
+            "ceph_version": self.ceph_version,
+            "ceph_conf": str(self.conf),
+            "rbd_pool": self.pool,
+            "ceph_user": self.client,
+        }
 
 
 def existing_pool_problem(spec: RbdBacking) -> str | None:
-    """Why the cluster of the backing's conf does not list its pool (a read-only `rbd ls`, bounded), in one line
-    with what to check; None when it does."""
+    """Why the cluster of the backing's conf does not list its pool (a read-only `rbd ls`, bounded),
+    in one line with what to check; None when it does."""
     assert spec.conf is not None and spec.pool is not None
-    argv = rbd_argv(str(spec.conf), str(spec.keyring) if spec.keyring else None, spec.user, "ls", spec.pool)
+    argv = rbd_argv(
+        str(spec.conf), str(spec.keyring) if spec.keyring else None, spec.user, "ls", spec.pool
+    )
     try:
         _run(argv, f"rbd ls {spec.pool}", timeout=CONNECT_TIMEOUT_S * 3)
     except UserError as err:
-        return (f"the Ceph cluster of {spec.conf} does not list pool {spec.pool!r}: {err.one_line()}; check the "
-                "conf's mon host, the keyring, the user and the pool name")
+        return (
+            f"the Ceph cluster of {spec.conf} does not list pool {spec.pool!r}: "
+            f"{err.one_line()}; check the "
+            "conf's mon host, the keyring, the user and the pool name"
+        )
     return None
 
 
 def connect_existing(spec: RbdBacking, workdir: Path, scratch: Path) -> ExistingRbdPool:
-    """Check, within bounded time, that the named cluster answers and the pool exists (a read-only `rbd ls`)."""
+    """Check, within bounded time, that the named cluster answers and the pool exists (a read-only
+    `rbd ls`)."""
     assert spec.conf is not None and spec.pool is not None
     if (why := existing_pool_problem(spec)) is not None:
         raise UserError(why)
-    return ExistingRbdPool(workdir=workdir, directory=scratch, pool=spec.pool, conf=spec.conf, user=spec.user,
-                           keyring=spec.keyring, ceph_version=version_of(["rbd", "--version"]))
+    return ExistingRbdPool(
+        workdir=workdir,
+        directory=scratch,
+        pool=spec.pool,
+        conf=spec.conf,
+        user=spec.user,
+        keyring=spec.keyring,
+        ceph_version=version_of(["rbd", "--version"]),
+    )
 
 
-def provision_rbd(spec: RbdBacking, workdir: Path, scratch: Path,
-                  td: Teardown) -> tuple[LabRbdServer | ExistingRbdPool, dict[str, Any]]:
-    """The cluster of an RBD backing (started or checked) and the metadata every result of it carries."""
+def provision_rbd(
+    spec: RbdBacking, workdir: Path, scratch: Path, td: Teardown
+) -> tuple[LabRbdServer | ExistingRbdPool, dict[str, Any]]:
+    """The cluster of an RBD backing (started or checked) and the metadata every result of it
+    carries."""
     server: LabRbdServer | ExistingRbdPool
     if spec.lab_started:
         server = start_lab_cluster(workdir, scratch, td, spec.store or "bluestore")
@@ -569,6 +759,7 @@ def rbd_image_checksum(pool: ExistingRbdPool | LabRbdServer, image: str) -> str:
     argv = pool.rbd("export", f"{pool.pool}/{image}", "-")
     out = subprocess.run(argv, capture_output=True, timeout=COMMAND_TIMEOUT_S)
     if out.returncode != 0:
-        raise LeftoverError(f"rbd export {image} failed: {_last_line(out.stderr.decode(errors='replace'))}")
+        raise LeftoverError(
+            f"rbd export {image} failed: {_last_line(out.stderr.decode(errors='replace'))}"
+        )
     return hashlib.sha256(out.stdout).hexdigest()
-

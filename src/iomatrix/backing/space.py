@@ -1,32 +1,37 @@
-"""Does the whole plan fit? The space a sweep writes, per filesystem, against what each one has free.
+"""Does the whole plan fit? The space a sweep writes, per filesystem, against what each one has
+free.
 
-Checked before a run starts (`iomatrix run` refuses) and shown by `iomatrix plan` (a warning), with the
-arithmetic, so a typo such as `size = "999T"` is caught before fio starts laying out a 999 TiB file on the host.
+Checked before a run starts (`iomatrix run` refuses) and shown by `iomatrix plan` (a warning), with
+the arithmetic, so a typo such as `size = "999T"` is caught before fio starts laying out a 999 TiB
+file on the host.
 
 What a sweep writes, and where:
-- each run's test file or disk image, on its backing: a bare-metal fio file of the plan's `size`; a disk image of
-  the plan's `image_size` (or the workload's own image size) when it is preallocated (`preallocation = full` or
-  `falloc` allocate it whole at creation), else the region the workload writes (`size`, or the workload's own
-  image for the workloads that lay out an image of their own). Runs on a backing follow each other and delete their
-  file, so a backing must hold the largest one — twice for the block layer, which keeps one image for the next run
-  to delete when there is room for it (`DEFER_ROOM_IMAGES`), so it needs room for one at least;
-- each loopfs backing's image, in the working directory: its whole `size` (sparse, but the runs fill it). Every
-  backing is set up at the start, so their sizes add up;
+- each run's test file or disk image, on its backing: a bare-metal fio file of the plan's `size`; a
+  disk image of the plan's `image_size` (or the workload's own image size) when it is preallocated
+  (`preallocation = full` or `falloc` allocate it whole at creation), else the region the workload
+  writes (`size`, or the workload's own image for the workloads that lay out an image of their own).
+  Runs on a backing follow each other and delete their file, so a backing must hold the largest one
+  — twice for the block layer, which keeps one image for the next run to delete when there is room
+  for it (`DEFER_ROOM_IMAGES`), so it needs room for one at least;
+- each loopfs backing's image, in the working directory: its whole `size` (sparse, but the runs fill
+  it). Every backing is set up at the start, so their sizes add up;
 - the results database: about `DB_BYTES_PER_RUN` per run, up to the plan's maximum repetitions.
 
-- each tmpfs backing's `size`, in this host's memory: a tmpfs takes RAM (then swap) as it fills, so the sizes of a
-  plan's tmpfs backings together must fit in MemTotal + SwapTotal (not what is free now, which a shared host's
-  other work changes by the second): `size = "999T"` is refused here, not found by the kernel's OOM killer;
-- each lab-started iSCSI or NFS backing's disks, in the working directory (the LUN files, the export).
+- each tmpfs backing's `size`, in this host's memory: a tmpfs takes RAM (then swap) as it fills, so
+  the sizes of a plan's tmpfs backings together must fit in MemTotal + SwapTotal (not what is free
+  now, which a shared host's other work changes by the second): `size = "999T"` is refused here, not
+  found by the kernel's OOM killer;
+- each lab-started iSCSI or NFS backing's disks, in the working directory (the LUN files, the
+  export).
 
-- each LVM backing's `size`, in its volume group's free extents (`vgs … vg_free`), and each ZFS backing's `size`
-  (a zvol, or a dataset's quota), in what its pool or parent dataset has available (`zfs get available`): asked
-  of the tools with a bounded wait; where they do not answer (the backing is then pruned with its reason), not
-  checked here.
+- each LVM backing's `size`, in its volume group's free extents (`vgs … vg_free`), and each ZFS
+  backing's `size` (a zvol, or a dataset's quota), in what its pool or parent dataset has available
+  (`zfs get available`): asked of the tools with a bounded wait; where they do not answer (the
+  backing is then pruned with its reason), not checked here.
 
-Inside a loopfs, tmpfs or LVM backing, and a zvol, the room is its `size` (a little less in fact: the
-filesystem's own metadata). Block devices are not estimated (their size is the device's, checked when set up).
-"""
+Inside a loopfs, tmpfs or LVM backing, and a zvol, the room is its `size` (a little less in fact:
+the filesystem's own metadata). Block devices are not estimated (their size is the device's, checked
+when set up)."""
 
 from __future__ import annotations
 
@@ -56,7 +61,8 @@ if TYPE_CHECKING:
     from iomatrix.matrix import Expansion, Unit
     from iomatrix.plan.model import Plan
 
-# A run's row in the results database: fio's JSON output (raw_output) dominates; measured 20–60 KB per run.
+# A run's row in the results database: fio's JSON output (raw_output) dominates; measured 20–60 KB
+# per run.
 DB_BYTES_PER_RUN = 64 * 1024
 PREALLOCATED = ("full", "falloc")
 
@@ -76,11 +82,15 @@ class Place:
 
     def line(self) -> str:
         parts = " + ".join(f"{what} {format_size(n)}" for what, n in self.parts)
-        return (f"{self.name} needs {format_size(self.need)} ({parts}) but has {format_size(self.free)} "
-                f"{self.room}: {self.need} > {self.free} bytes")
+        return (
+            f"{self.name} needs {format_size(self.need)} ({parts}) but has "
+            f"{format_size(self.free)} "
+            f"{self.room}: {self.need} > {self.free} bytes"
+        )
 
 
-# Bytes per L2 entry at most (16 with extended L2 entries): the sparse workload's tables are counted at that.
+# Bytes per L2 entry at most (16 with extended L2 entries): the sparse workload's tables are counted
+# at that.
 L2_ENTRY_BYTES_MAX = 16
 
 
@@ -94,18 +104,26 @@ def unit_bytes(plan: Plan, unit: Unit) -> tuple[int, str]:
     if cell["preallocation"] in PREALLOCATED:
         return image, f"{w.name}: image preallocated {cell['preallocation']} (image_size)"
     if w.image_bytes and w.prefill_stride:
-        # A thin image written one block per stride (the sparse L2 workload): what lands on the backing is one data
-        # cluster per written block and the L2 tables mapping the whole virtual size, not the virtual size.
+        # A thin image written one block per stride (the sparse L2 workload): what lands on the
+        # backing is one data cluster per written block and the L2 tables mapping the whole virtual
+        # size, not the virtual size.
         cluster = CLUSTER_BYTES.get(cell.get("cluster_size", NA), DEFAULT_CLUSTER_BYTES)
-        written = w.image_bytes // w.prefill_stride * cluster + w.image_bytes // cluster * L2_ENTRY_BYTES_MAX
-        return written, f"{w.name}: its own thin image, {format_size(w.image_bytes)} virtual, written sparsely"
+        written = (
+            w.image_bytes // w.prefill_stride * cluster
+            + w.image_bytes // cluster * L2_ENTRY_BYTES_MAX
+        )
+        return (
+            written,
+            f"{w.name}: its own thin image, {format_size(w.image_bytes)} virtual, written sparsely",
+        )
     if w.image_bytes:
         return w.image_bytes, f"{w.name}: its own image"
     return size, f"{w.name}: image written up to size"
 
 
 def _free(path: Path) -> tuple[int, int]:
-    """(free bytes, filesystem id) of the filesystem `path` is on (or would be: its nearest existing parent)."""
+    """(free bytes, filesystem id) of the filesystem `path` is on (or would be: its nearest existing
+    parent)."""
     p = path.absolute()
     while not p.exists() and p != p.parent:
         p = p.parent
@@ -116,7 +134,8 @@ def _free(path: Path) -> tuple[int, int]:
 
 
 def memory_and_swap(meminfo: Path = Path("/proc/meminfo")) -> int:
-    """MemTotal + SwapTotal of this host, in bytes (0 when /proc/meminfo cannot be read: then nothing fits)."""
+    """MemTotal + SwapTotal of this host, in bytes (0 when /proc/meminfo cannot be read: then
+    nothing fits)."""
     total = 0
     try:
         for line in meminfo.read_text().splitlines():
@@ -128,12 +147,14 @@ def memory_and_swap(meminfo: Path = Path("/proc/meminfo")) -> int:
     return total
 
 
-TOOL_TIMEOUT_S = 10  # vgs and zfs answer in well under a second; a hung device-mapper must not hang `plan`
+# vgs and zfs answer in well under a second; a hung device-mapper must not hang `plan`
+TOOL_TIMEOUT_S = 10
 
 
 def parse_size_answer(text: str) -> int | None:
-    """The one number of bytes `vgs --noheadings --nosuffix --units b -o vg_free VG` or `zfs get -Hp -o value
-    available NAME` prints ("  1073741824" → 1073741824); None for anything else (an error, two lines, "-")."""
+    """The one number of bytes `vgs --noheadings --nosuffix --units b -o vg_free VG` or `zfs get -Hp
+    -o value available NAME` prints ("  1073741824" → 1073741824); None for anything else (an error,
+    two lines, "-")."""
     words = text.split()
     if len(words) != 1:
         return None
@@ -146,25 +167,29 @@ def parse_size_answer(text: str) -> int | None:
 
 def _ask(argv: list[str]) -> int | None:
     try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        out = subprocess.run(
+            argv, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, stdin=subprocess.DEVNULL
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return parse_size_answer(out.stdout) if out.returncode == 0 else None
 
 
 def vg_free_bytes(vg: str) -> int | None:
-    """The free bytes of volume group `vg` (None: vgs is missing, the group does not exist, or no answer)."""
+    """The free bytes of volume group `vg` (None: vgs is missing, the group does not exist, or no
+    answer)."""
     return _ask(["vgs", "--noheadings", "--nosuffix", "--units", "b", "-o", "vg_free", vg])
 
 
 def zfs_available_bytes(name: str) -> int | None:
-    """What ZFS pool or dataset `name` has available, in bytes (None: zfs missing, no such name, or no answer)."""
+    """What ZFS pool or dataset `name` has available, in bytes (None: zfs missing, no such name, or
+    no answer)."""
     return _ask(["zfs", "get", "-Hp", "-o", "value", "available", name])
 
 
 def _volume_places(plan: Plan) -> list[Place]:
-    """The LVM and ZFS backings' sizes in their volume group or pool, summed per group or pool: a plan's backings
-    are all set up at the start of the sweep."""
+    """The LVM and ZFS backings' sizes in their volume group or pool, summed per group or pool: a
+    plan's backings are all set up at the start of the sweep."""
     places: dict[str, Place] = {}
     for spec in plan.backing:
         if isinstance(spec, LvmBacking):
@@ -183,16 +208,26 @@ def _volume_places(plan: Plan) -> list[Place]:
 
 
 def _tmpfs_place(plan: Plan) -> Place | None:
-    """This host's memory and swap, and the tmpfs backings' sizes in it (None: the plan has no tmpfs)."""
-    parts = [(f"backing {b.label()} (tmpfs) size", b.size) for b in plan.backing if isinstance(b, TmpfsBacking)]
+    """This host's memory and swap, and the tmpfs backings' sizes in it (None: the plan has no
+    tmpfs)."""
+    parts = [
+        (f"backing {b.label()} (tmpfs) size", b.size)
+        for b in plan.backing
+        if isinstance(b, TmpfsBacking)
+    ]
     if not parts:
         return None
-    return Place("this host's memory (a tmpfs lives in RAM and swap)", memory_and_swap(), parts,
-                 room="of RAM and swap in all")
+    return Place(
+        "this host's memory (a tmpfs lives in RAM and swap)",
+        memory_and_swap(),
+        parts,
+        room="of RAM and swap in all",
+    )
 
 
 def shortfalls(plan: Plan, expansion: Expansion, workdir: Path, db: Path | None) -> list[Place]:
-    """Every filesystem the sweep would not fit on, with the arithmetic (empty when the plan fits)."""
+    """Every filesystem the sweep would not fit on, with the arithmetic (empty when the plan
+    fits)."""
     specs = {b.label(): b for b in plan.backing}
     largest: dict[str, tuple[int, str]] = {}
     for unit in expansion.units:
@@ -210,15 +245,27 @@ def shortfalls(plan: Plan, expansion: Expansion, workdir: Path, db: Path | None)
 
     for label, (n, what) in largest.items():
         spec = specs.get(label)
-        if isinstance(spec, LoopfsBacking | TmpfsBacking | LvmBacking | ZfsBacking) and getattr(spec, "size", None):
+        if isinstance(spec, LoopfsBacking | TmpfsBacking | LvmBacking | ZfsBacking) and getattr(
+            spec, "size", None
+        ):
             kind = "volume" if isinstance(spec, LvmBacking | ZfsBacking) else "filesystem"
-            places.append(Place(f"backing {label} ({format_size(spec.size)} {kind})", spec.size, [(what, n)]))
+            places.append(
+                Place(f"backing {label} ({format_size(spec.size)} {kind})", spec.size, [(what, n)])
+            )
         elif isinstance(spec, ZfsBacking):  # a dataset without a quota: the runs' files in its pool
             if (avail := zfs_available_bytes(spec.pool)) is not None:
-                places.append(Place(f"ZFS {spec.pool}", avail, [(f"backing {label}: {what}", n)], room="available"))
+                places.append(
+                    Place(
+                        f"ZFS {spec.pool}",
+                        avail,
+                        [(f"backing {label}: {what}", n)],
+                        room="available",
+                    )
+                )
         elif isinstance(spec, DirBacking):
             on_host(spec.path if spec.path is not None else workdir, f"backing {label}: {what}", n)
-        elif isinstance(spec, IscsiBacking | NfsBacking) and spec.lab_started:  # LUN files, export: in the workdir
+        # LUN files, export: in the workdir
+        elif isinstance(spec, IscsiBacking | NfsBacking) and spec.lab_started:
             on_host(workdir, f"backing {label}: {what}", n)
     for spec in plan.backing:
         if isinstance(spec, LoopfsBacking):
@@ -237,13 +284,14 @@ def refuse_if_short(plan: Plan, expansion: Expansion, workdir: Path, db: Path | 
     """A UserError with the arithmetic when the sweep would not fit (see the module's docstring)."""
     short = shortfalls(plan, expansion, workdir, db)
     if short:
-        raise UserError("the plan does not fit: " + "; ".join(p.line() for p in short),
-                        hint="lower the plan's size/image_size or the backing's size, enlarge the backing, or use "
-                             "a --workdir/--db with more room")
+        raise UserError(
+            "the plan does not fit: " + "; ".join(p.line() for p in short),
+            hint="lower the plan's size/image_size or the backing's size, enlarge the "
+            "backing, or use "
+            "a --workdir/--db with more room",
+        )
 
 
 def warnings(plan: Plan, expansion: Expansion, workdir: Path, db: Path | None) -> Iterable[str]:
     """The same check as lines for `iomatrix plan`."""
     return [f"does not fit: {p.line()}" for p in shortfalls(plan, expansion, workdir, db)]
-
-

@@ -48,16 +48,29 @@ from iomatrix.protocols.iscsi_names import (
 )
 from iomatrix.safety import check_destroyable
 
-# The label of the null ceiling (matrix.NULL_BACKING); a user backing of that name would be mistaken for it.
+# The label of the null ceiling (matrix.NULL_BACKING); a user backing of that name would be mistaken
+# for it.
 RESERVED_NAME = "null"
 # Pseudo-filesystems: not somewhere to put test files.
 PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
-# Host directories a dir backing may not be, nor be inside (docs/backings.md): the system's own files and
-# runtime state, where a full disk or a leftover breaks the host.
-SYSTEM_ROOTS = (*PSEUDO_ROOTS, "/run", "/boot", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
-                "/libx32")
-# Host directories a dir backing may not be itself (a directory inside them is fine): iomatrix makes and later
-# deletes its own `dir-…` directories in the backing's path, which must not sit at the top of the host.
+# Host directories a dir backing may not be, nor be inside (docs/backings.md): the system's own
+# files and runtime state, where a full disk or a leftover breaks the host.
+SYSTEM_ROOTS = (
+    *PSEUDO_ROOTS,
+    "/run",
+    "/boot",
+    "/etc",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+)
+# Host directories a dir backing may not be itself (a directory inside them is fine): iomatrix makes
+# and later deletes its own `dir-…` directories in the backing's path, which must not sit at the top
+# of the host.
 HOST_ROOTS = ("/", "/var", "/home", "/root", "/opt", "/srv")
 BACKING_TYPES = ("dir", "loopfs", "blockdev", "tmpfs", "lvm", "zfs", "iscsi", "nfs", "rbd")
 LOOP_FILESYSTEMS = ("ext4", "xfs", "btrfs")
@@ -67,17 +80,27 @@ LOOP_FILESYSTEMS = ("ext4", "xfs", "btrfs")
 MIN_FS_SIZE = {"ext4": 16 << 20, "xfs": 300 << 20, "btrfs": 128 << 20}
 
 _UNITS = {
-    "": 1, "b": 1,
-    "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
-    "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
-    "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
-    "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40,
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kb": 1 << 10,
+    "kib": 1 << 10,
+    "m": 1 << 20,
+    "mb": 1 << 20,
+    "mib": 1 << 20,
+    "g": 1 << 30,
+    "gb": 1 << 30,
+    "gib": 1 << 30,
+    "t": 1 << 40,
+    "tb": 1 << 40,
+    "tib": 1 << 40,
 }
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 # Linux caps files and block devices at 8 EiB; anything near that is a typo, not a disk.
 MAX_SIZE = 1 << 60
-SIZE_EXAMPLE = ('use a number with a binary unit, e.g. "4G", "512M" or "1.5G" '
-                "(K/M/G/T = KiB/MiB/GiB/TiB)")
+SIZE_EXAMPLE = (
+    'use a number with a binary unit, e.g. "4G", "512M" or "1.5G" (K/M/G/T = KiB/MiB/GiB/TiB)'
+)
 
 
 def parse_size(value: object) -> int:
@@ -98,8 +121,10 @@ def parse_size(value: object) -> int:
     if size <= 0:
         raise ValueError(f"bad size {value!r}: must be > 0; {SIZE_EXAMPLE}")
     if size > MAX_SIZE:
-        raise ValueError(f"bad size {str(value)[:40]!r}: larger than {format_size(MAX_SIZE)} "
-                         f"(no disk or file is that big); {SIZE_EXAMPLE}")
+        raise ValueError(
+            f"bad size {str(value)[:40]!r}: larger than {format_size(MAX_SIZE)} "
+            f"(no disk or file is that big); {SIZE_EXAMPLE}"
+        )
     return size
 
 
@@ -130,18 +155,25 @@ def _not_root(what: str) -> str | None:
 class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str | None = Field(default=None, max_length=64, description="optional label overriding the derived one")
+    name: str | None = Field(
+        default=None, max_length=64, description="optional label overriding the derived one"
+    )
 
     @field_validator("name")
     @classmethod
     def _name_not_reserved(cls, v: str | None) -> str | None:
         if v is not None and (not v.strip() or not v.isprintable()):
-            # a label shown in every table, report and snippet comment: an escape in it would act on a terminal
-            raise ValueError(f"name {v[:40]!r} is empty or holds control characters; write a short printable "
-                             'label, e.g. name = "san-a"')
+            # a label shown in every table, report and snippet comment: an escape in it would act on
+            # a terminal
+            raise ValueError(
+                f"name {v[:40]!r} is empty or holds control characters; write a short printable "
+                'label, e.g. name = "san-a"'
+            )
         if v is not None and v.strip().lower() == RESERVED_NAME:
-            raise ValueError(f"name '{v}' is reserved for the null ceiling (QEMU's null-co driver); "
-                             "choose another name")
+            raise ValueError(
+                f"name '{v}' is reserved for the null ceiling (QEMU's null-co driver); "
+                "choose another name"
+            )
         return v
 
     # -- interface every backing implements -------------------------------------------------
@@ -154,8 +186,8 @@ class _Spec(BaseModel):
 
     @property
     def kind(self) -> Literal["dir", "device", "network"]:
-        """Where images/fio files go: "dir" (files in a directory), "device" (the whole device) or "network"
-        (disks a server makes: backing.network)."""
+        """Where images/fio files go: "dir" (files in a directory), "device" (the whole device) or
+        "network" (disks a server makes: backing.network)."""
         return "dir"
 
     @property
@@ -172,15 +204,17 @@ class _Spec(BaseModel):
         return None
 
     def serving_problem(self, allowed_devices: set[Path]) -> str | None:
-        """Why the existing server this backing names cannot serve it (a bounded, read-only check over the
-        network), None where it can, where the backing has no server of its own, or where `availability` already
-        says this host cannot use it. `run` refuses a plan with such a backing before its sweep starts."""
+        """Why the existing server this backing names cannot serve it (a bounded, read-only check
+        over the network), None where it can, where the backing has no server of its own, or where
+        `availability` already says this host cannot use it. `run` refuses a plan with such a
+        backing before its sweep starts."""
         return None
 
     @property
     def plan_checks_server(self) -> bool:
-        """Whether `iomatrix plan` runs `serving_problem` itself: only where the check mounts, maps and writes
-        nothing (a command that only looks); elsewhere `plan` says the server is checked only when run."""
+        """Whether `iomatrix plan` runs `serving_problem` itself: only where the check mounts, maps
+        and writes nothing (a command that only looks); elsewhere `plan` says the server is checked
+        only when run."""
         return False
 
 
@@ -198,12 +232,18 @@ class DirBacking(_Spec):
         real = os.path.realpath(v)
         for root in SYSTEM_ROOTS:
             if real == root or real.startswith(root + "/"):
-                what = "a kernel interface" if root in PSEUDO_ROOTS else "the host's own system files"
-                raise ValueError(f"path {v} is under {root}, {what}, not a place for test files; "
-                                 "name a directory on a real filesystem")
+                what = (
+                    "a kernel interface" if root in PSEUDO_ROOTS else "the host's own system files"
+                )
+                raise ValueError(
+                    f"path {v} is under {root}, {what}, not a place for test files; "
+                    "name a directory on a real filesystem"
+                )
         if real in HOST_ROOTS:
-            raise ValueError(f"path {v} is a host root ({real}); name a directory of its own inside it, "
-                             f"e.g. {real.rstrip('/')}/iomatrix-scratch")
+            raise ValueError(
+                f"path {v} is a host root ({real}); name a directory of its own inside it, "
+                f"e.g. {real.rstrip('/')}/iomatrix-scratch"
+            )
         return v
 
     def _derived_label(self) -> str:
@@ -239,8 +279,10 @@ class LoopfsBacking(_Spec):
         minimum = MIN_FS_SIZE[self.fs]
         if self.size < minimum:
             raise ValueError(
-                f"size {format_size(self.size)} is too small for {self.fs}: mkfs.{self.fs} needs at "
-                f"least {format_size(minimum)}, e.g. size = \"{format_size(max(minimum, 1 << 30))}\"")
+                f"size {format_size(self.size)} is too small for {self.fs}: "
+                f"mkfs.{self.fs} needs at "
+                f'least {format_size(minimum)}, e.g. size = "{format_size(max(minimum, 1 << 30))}"'
+            )
         return self
 
     def _derived_label(self) -> str:
@@ -252,10 +294,15 @@ class LoopfsBacking(_Spec):
         return label
 
     def availability(self, allowed_devices: set[Path]) -> str | None:
-        return (_missing_tools("losetup", f"mkfs.{self.fs}", "mount", "umount")
-                or _not_root("a loop device and mount")
-                or (None if Path("/dev/loop-control").exists()
-                    else "/dev/loop-control is missing (modprobe loop)"))
+        return (
+            _missing_tools("losetup", f"mkfs.{self.fs}", "mount", "umount")
+            or _not_root("a loop device and mount")
+            or (
+                None
+                if Path("/dev/loop-control").exists()
+                else "/dev/loop-control is missing (modprobe loop)"
+            )
+        )
 
 
 class BlockdevBacking(_Spec):
@@ -279,22 +326,26 @@ class BlockdevBacking(_Spec):
         return None
 
 
-# tmpfs accepts O_DIRECT (as a no-op: it has no device below it) since Linux 6.6 (commit "shmem: add support
-# for O_DIRECT", e88e0d366f9c); before that, open(O_DIRECT) fails with EINVAL.
+# tmpfs accepts O_DIRECT (as a no-op: it has no device below it) since Linux 6.6 (commit "shmem: add
+# support for O_DIRECT", e88e0d366f9c); before that, open(O_DIRECT) fails with EINVAL.
 TMPFS_O_DIRECT_SINCE = (6, 6)
 
 
 def kernel_version(release: str) -> tuple[int, int]:
-    """(major, minor) of a kernel release string such as "6.18.44-fc-v769"; (0, 0) when unreadable."""
+    """(major, minor) of a kernel release string such as "6.18.44-fc-v769"; (0, 0) when
+    unreadable."""
     m = re.match(r"(\d+)\.(\d+)", release)
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
 def tmpfs_accepts_o_direct(release: str | None = None) -> bool:
-    """Whether tmpfs on this kernel (or on `release`) opens files with O_DIRECT. Keyed on the kernel version
-    so a plan can be expanded before anything is mounted; provisioning records the real probe beside it
-    (``o_direct_probe`` in the backing's metadata)."""
-    return kernel_version(release if release is not None else os.uname().release) >= TMPFS_O_DIRECT_SINCE
+    """Whether tmpfs on this kernel (or on `release`) opens files with O_DIRECT. Keyed on the kernel
+    version so a plan can be expanded before anything is mounted; provisioning records the real
+    probe beside it (``o_direct_probe`` in the backing's metadata)."""
+    return (
+        kernel_version(release if release is not None else os.uname().release)
+        >= TMPFS_O_DIRECT_SINCE
+    )
 
 
 class TmpfsBacking(_Spec):
@@ -335,10 +386,15 @@ class LvmBacking(_Spec):
         return "device"
 
     def availability(self, allowed_devices: set[Path]) -> str | None:
-        reason = (_missing_tools("lvcreate", "lvremove", "vgs")
-                  or _not_root("creating a logical volume")
-                  or (None if Path("/dev/mapper/control").exists()
-                      else "device-mapper is not available on this host (/dev/mapper/control missing)"))
+        reason = (
+            _missing_tools("lvcreate", "lvremove", "vgs")
+            or _not_root("creating a logical volume")
+            or (
+                None
+                if Path("/dev/mapper/control").exists()
+                else "device-mapper is not available on this host (/dev/mapper/control missing)"
+            )
+        )
         if reason:
             return reason
         out = _quiet(["vgs", "--noheadings", "-o", "vg_name", self.vg])
@@ -360,7 +416,7 @@ class ZfsBacking(_Spec):
     @model_validator(mode="after")
     def _zvol_needs_size(self) -> ZfsBacking:
         if self.zfs_kind == "zvol" and self.size is None:
-            raise ValueError("a zvol needs a size, e.g. size = \"8G\"")
+            raise ValueError('a zvol needs a size, e.g. size = "8G"')
         return self
 
     @model_serializer(mode="wrap")
@@ -383,10 +439,15 @@ class ZfsBacking(_Spec):
         return self.zfs_kind == "zvol"
 
     def availability(self, allowed_devices: set[Path]) -> str | None:
-        reason = (_missing_tools("zfs")
-                  or _not_root("creating a ZFS dataset or zvol")
-                  or (None if Path("/dev/zfs").exists()
-                      else "the ZFS kernel module is not loaded (/dev/zfs missing)"))
+        reason = (
+            _missing_tools("zfs")
+            or _not_root("creating a ZFS dataset or zvol")
+            or (
+                None
+                if Path("/dev/zfs").exists()
+                else "the ZFS kernel module is not loaded (/dev/zfs missing)"
+            )
+        )
         if reason:
             return reason
         out = _quiet(["zfs", "list", "-H", "-o", "name", self.pool])
@@ -395,11 +456,13 @@ class ZfsBacking(_Spec):
         return None
 
 
-# Loadable modules live in the multiarch library directory (/usr/lib/x86_64-linux-gnu/… on amd64): one lookup for
-# every backing's QEMU block driver and server plugin.
+# Loadable modules live in the multiarch library directory (/usr/lib/x86_64-linux-gnu/… on amd64):
+# one lookup for every backing's QEMU block driver and server plugin.
 def _library_module(relative: str) -> Path | None:
     """A module under /usr/lib/<multiarch>/ (or /usr/lib/), if installed."""
-    found = sorted(Path("/usr/lib").glob(f"*/{relative}")) or sorted(Path("/usr/lib").glob(relative))
+    found = sorted(Path("/usr/lib").glob(f"*/{relative}")) or sorted(
+        Path("/usr/lib").glob(relative)
+    )
     return found[0] if found else None
 
 
@@ -419,8 +482,8 @@ def _missing_qemu_iscsi() -> str | None:
 
 
 def allowed_iscsi_luns(allowed: set[Path]) -> set[str]:
-    """The iSCSI LUNs handed over with --allow-destroy, as canonical iscsi:// URLs (bad ones are skipped here:
-    safety.check_allowed_devices refuses them before anything runs)."""
+    """The iSCSI LUNs handed over with --allow-destroy, as canonical iscsi:// URLs (bad ones are
+    skipped here: safety.check_allowed_devices refuses them before anything runs)."""
     urls = set()
     for p in allowed:
         if is_iscsi_url(p):
@@ -430,8 +493,9 @@ def allowed_iscsi_luns(allowed: set[Path]) -> set[str]:
 
 
 class IscsiBacking(_Spec, SharedServer):
-    """iSCSI LUNs: served by a tgtd iomatrix starts on 127.0.0.1 (no keys), or one LUN of an existing target
-    (`portal`, `iqn`, `lun`), written only when handed over with --allow-destroy iscsi://PORTAL/IQN/LUN."""
+    """iSCSI LUNs: served by a tgtd iomatrix starts on 127.0.0.1 (no keys), or one LUN of an
+    existing target (`portal`, `iqn`, `lun`), written only when handed over with --allow-destroy
+    iscsi://PORTAL/IQN/LUN."""
 
     type: Literal["iscsi"] = "iscsi"
     portal: str | None = None
@@ -452,11 +516,15 @@ class IscsiBacking(_Spec, SharedServer):
     @model_validator(mode="after")
     def _existing_needs_both(self) -> IscsiBacking:
         if (self.portal is None) != (self.iqn is None):
-            raise ValueError("an existing iSCSI target needs both portal and iqn (drop both for a lab-started "
-                             "tgtd)")
+            raise ValueError(
+                "an existing iSCSI target needs both portal and iqn (drop both for a lab-started "
+                "tgtd)"
+            )
         if self.lun is not None and self.portal is None:
-            raise ValueError("lun names a LUN of an existing target: give portal and iqn too (a lab-started "
-                             "tgtd makes its own LUNs)")
+            raise ValueError(
+                "lun names a LUN of an existing target: give portal and iqn too (a lab-started "
+                "tgtd makes its own LUNs)"
+            )
         return self
 
     @property
@@ -464,7 +532,8 @@ class IscsiBacking(_Spec, SharedServer):
         return self.portal is None
 
     def existing_lun(self) -> IscsiLun | None:
-        """The LUN of an existing target this backing names (LUN 0 when `lun` is not given, as in QEMU)."""
+        """The LUN of an existing target this backing names (LUN 0 when `lun` is not given, as in
+        QEMU)."""
         if self.portal is None or self.iqn is None:
             return None
         return IscsiLun(parse_portal(self.portal), self.iqn, 0 if self.lun is None else self.lun)
@@ -483,44 +552,59 @@ class IscsiBacking(_Spec, SharedServer):
 
     def availability(self, allowed_devices: set[Path]) -> str | None:
         if self.existing_lun() is None:
-            return (_missing_tools("tgtd", "tgtadm") or _missing_qemu_iscsi()
-                    or _not_root("starting tgtd (its control socket is in /run/tgtd)"))
+            return (
+                _missing_tools("tgtd", "tgtadm")
+                or _missing_qemu_iscsi()
+                or _not_root("starting tgtd (its control socket is in /run/tgtd)")
+            )
         return _missing_qemu_iscsi() or _missing_tools("iscsi-readcapacity16")
 
     @property
     def plan_checks_server(self) -> bool:
-        return True  # a connect and a READ CAPACITY: nothing is logged in to stay, mapped or written
+        # a connect and a READ CAPACITY: nothing is logged in to stay, mapped or written
+        return True
 
     def serving_problem(self, allowed_devices: set[Path]) -> str | None:
         lun = self.existing_lun()
         if lun is None or self.availability(allowed_devices) is not None:
             return None
         if lun.url not in allowed_iscsi_luns(allowed_devices):
-            return (f"LUN {lun.url} was not handed over: pass --allow-destroy {lun.url} if its contents may be "
-                    "destroyed")
+            return (
+                f"LUN {lun.url} was not handed over: pass --allow-destroy {lun.url} if "
+                "its contents may be "
+                "destroyed"
+            )
         why = iscsi_lun_problem(lun)
         return None if why is None else f"LUN {lun.url} does not answer: {why}"
 
 
-# What a lab-started NFS server and QEMU's NFS client need (backing.nfs): program or file → Debian package.
-NFS_LAB_PROGRAMS = {"ganesha.nfsd": "nfs-ganesha", "rpcbind": "rpcbind", "rpcinfo": "rpcbind",
-                    "qemu-img": "qemu-utils"}
+# What a lab-started NFS server and QEMU's NFS client need (backing.nfs): program or file → Debian
+# package.
+NFS_LAB_PROGRAMS = {
+    "ganesha.nfsd": "nfs-ganesha",
+    "rpcbind": "rpcbind",
+    "rpcinfo": "rpcbind",
+    "qemu-img": "qemu-utils",
+}
 NFS_EXISTING_PROGRAMS = {"rpcinfo": "rpcbind", "qemu-img": "qemu-utils"}
 GANESHA_FSAL_VFS = "ganesha/libfsalvfs.so"
 QEMU_BLOCK_NFS = "qemu/block-nfs.so"
 
 
-# An NFS server name as an nfs:// URL and libnfs take it: a host name, an IPv4 address or a bare IPv6 address.
+# An NFS server name as an nfs:// URL and libnfs take it: a host name, an IPv4 address or a bare
+# IPv6 address.
 NFS_SERVER = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}|[0-9A-Fa-f:]{2,39}")
-# An export path: absolute, printable, none of the characters an nfs:// URL gives a meaning (?, #, %), and no comma
-# (QEMU's option separator: `path=/srv,file.driver=file` would be read as a second option).
+# An export path: absolute, printable, none of the characters an nfs:// URL gives a meaning (?, #,
+# %), and no comma (QEMU's option separator: `path=/srv,file.driver=file` would be read as a second
+# option).
 NFS_EXPORT = re.compile(r"/[A-Za-z0-9_.+=@~/-]{0,1023}")
 
 
 class NfsBacking(_Spec, SharedServer):
-    """Disks as image files on NFS, opened by QEMU's own NFS client (libnfs). Lab-started (no keys): iomatrix
-    runs nfs-ganesha (FSAL VFS) on 127.0.0.1 with an export under the working directory. Existing
-    (`server` + `export`): iomatrix creates its own files on that export and removes them afterwards."""
+    """Disks as image files on NFS, opened by QEMU's own NFS client (libnfs). Lab-started (no keys):
+    iomatrix runs nfs-ganesha (FSAL VFS) on 127.0.0.1 with an export under the working directory.
+    Existing (`server` + `export`): iomatrix creates its own files on that export and removes them
+    afterwards."""
 
     type: Literal["nfs"] = "nfs"
     server: str | None = Field(default=None, max_length=253)
@@ -530,8 +614,10 @@ class NfsBacking(_Spec, SharedServer):
     @classmethod
     def _server_is_a_host(cls, v: str | None) -> str | None:
         if v is not None and not NFS_SERVER.fullmatch(v):
-            raise ValueError(f"server {v[:60]!r} is not a host name or IP address; write it bare, e.g. "
-                             'server = "nfs1.example.org" (no nfs://, no port, no path)')
+            raise ValueError(
+                f"server {v[:60]!r} is not a host name or IP address; write it bare, e.g. "
+                'server = "nfs1.example.org" (no nfs://, no port, no path)'
+            )
         if v is not None and (why := address_problem(v)) is not None:
             raise ValueError(f"server = {why}")
         return v
@@ -542,19 +628,26 @@ class NfsBacking(_Spec, SharedServer):
         if v is None:
             return v
         if "," in v:
-            raise ValueError(f"export {v[:60]!r} holds a ',', which QEMU reads as the start of another option; "
-                             "export a path without commas (or a directory of it without one)")
+            raise ValueError(
+                f"export {v[:60]!r} holds a ',', which QEMU reads as the start of another option; "
+                "export a path without commas (or a directory of it without one)"
+            )
         if not NFS_EXPORT.fullmatch(v) or "/../" in f"{v}/" or "//" in v:
-            raise ValueError(f"export {v[:60]!r} is not an absolute export path of plain characters; write the "
-                             'path the server exports, e.g. export = "/srv/vmstore"')
+            raise ValueError(
+                f"export {v[:60]!r} is not an absolute export path of plain characters; write the "
+                'path the server exports, e.g. export = "/srv/vmstore"'
+            )
         return v.rstrip("/") or "/"
 
     @model_validator(mode="after")
     def _server_with_export(self) -> NfsBacking:
         if (self.server is None) != (self.export is None):
             have, missing = ("server", "export") if self.export is None else ("export", "server")
-            raise ValueError(f"'{have}' without '{missing}': an existing NFS server needs both (server = \"HOST\", "
-                             'export = "/path"); leave both out to let iomatrix start its own on 127.0.0.1')
+            raise ValueError(
+                f"'{have}' without '{missing}': an existing NFS server needs both "
+                '(server = "HOST", '
+                'export = "/path"); leave both out to let iomatrix start its own on 127.0.0.1'
+            )
         return self
 
     @property
@@ -588,22 +681,29 @@ class NfsBacking(_Spec, SharedServer):
         return None
 
 
-# What a lab-started Ceph cluster and QEMU's RBD client need (backing.rbd): program → Debian package.
-RBD_LAB_PROGRAMS = {"ceph-mon": "ceph-mon", "ceph-osd": "ceph-osd", "monmaptool": "ceph-mon", "ceph": "ceph-common",
-                    "rbd": "ceph-common"}
+# What a lab-started Ceph cluster and QEMU's RBD client need (backing.rbd): program → Debian
+# package.
+RBD_LAB_PROGRAMS = {
+    "ceph-mon": "ceph-mon",
+    "ceph-osd": "ceph-osd",
+    "monmaptool": "ceph-mon",
+    "ceph": "ceph-common",
+    "rbd": "ceph-common",
+}
 RBD_EXISTING_PROGRAMS = {"rbd": "ceph-common"}
 QEMU_BLOCK_RBD = "qemu/block-rbd.so"
-# A pool or client name as Ceph takes it; a conf or keyring path: absolute, plain characters (it goes into
-# QEMU's `conf=` option and an rbd: URL, where ':' and ',' have meanings).
+# A pool or client name as Ceph takes it; a conf or keyring path: absolute, plain characters (it
+# goes into QEMU's `conf=` option and an rbd: URL, where ':' and ',' have meanings).
 RBD_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 RBD_PATH = re.compile(r"/[A-Za-z0-9_.+=@~/-]{0,1023}")
 
 
 class RbdBacking(_Spec, SharedServer):
-    """Disks as Ceph RBD images, opened by QEMU's own Ceph client (librbd). Lab-started (no keys): iomatrix runs one
-    ceph-mon and one ceph-osd on 127.0.0.1, the OSD on BlueStore over a file (`store = "bluestore"`, the default)
-    or in RAM (`store = "memstore"`, for quick tests). Existing (`conf`, `pool`, optional `keyring`, `user`):
-    iomatrix creates its own images in that pool and removes them afterwards."""
+    """Disks as Ceph RBD images, opened by QEMU's own Ceph client (librbd). Lab-started (no keys):
+    iomatrix runs one ceph-mon and one ceph-osd on 127.0.0.1, the OSD on BlueStore over a file
+    (`store = "bluestore"`, the default) or in RAM (`store = "memstore"`, for quick tests). Existing
+    (`conf`, `pool`, optional `keyring`, `user`): iomatrix creates its own images in that pool and
+    removes them afterwards."""
 
     type: Literal["rbd"] = "rbd"
     store: Literal["bluestore", "memstore"] | None = None
@@ -616,29 +716,42 @@ class RbdBacking(_Spec, SharedServer):
     @classmethod
     def _plain_path(cls, v: Path | None) -> Path | None:
         if v is not None and not RBD_PATH.fullmatch(str(v)):
-            raise ValueError(f"{str(v)[:60]!r} is not an absolute path of plain characters (no ':', ',' or spaces: "
-                             'QEMU\'s conf= option cannot carry them); e.g. conf = "/etc/ceph/ceph.conf"')
+            raise ValueError(
+                f"{str(v)[:60]!r} is not an absolute path of plain characters (no ':', "
+                "',' or spaces: "
+                'QEMU\'s conf= option cannot carry them); e.g. conf = "/etc/ceph/ceph.conf"'
+            )
         return v
 
     @field_validator("pool", "user")
     @classmethod
     def _plain_name(cls, v: str | None) -> str | None:
         if v is not None and not RBD_NAME.fullmatch(v):
-            raise ValueError(f"{v[:60]!r} is not a Ceph name (letters, digits, '_', '.', '-'), e.g. pool = \"rbd\"")
+            raise ValueError(
+                f"{v[:60]!r} is not a Ceph name (letters, digits, '_', '.', '-'), e.g. "
+                'pool = "rbd"'
+            )
         return v
 
     @model_validator(mode="after")
     def _mode_keys(self) -> RbdBacking:
         if (self.conf is None) != (self.pool is None):
             have, missing = ("conf", "pool") if self.pool is None else ("pool", "conf")
-            raise ValueError(f"'{have}' without '{missing}': an existing Ceph cluster needs both (conf = "
-                             '"/etc/ceph/ceph.conf", pool = "rbd"); leave both out to let iomatrix start its own')
+            raise ValueError(
+                f"'{have}' without '{missing}': an existing Ceph cluster needs both (conf = "
+                '"/etc/ceph/ceph.conf", pool = "rbd"); leave both out to let iomatrix start its own'
+            )
         if self.conf is None and (self.keyring is not None or self.user is not None):
-            raise ValueError("keyring and user belong to an existing cluster: give conf and pool too (a lab-started "
-                             "cluster runs without cephx)")
+            raise ValueError(
+                "keyring and user belong to an existing cluster: give conf and pool too "
+                "(a lab-started "
+                "cluster runs without cephx)"
+            )
         if self.conf is not None and self.store is not None:
-            raise ValueError("store chooses the OSD store of a lab-started cluster: drop it for an existing one "
-                             "(its OSDs are what they are)")
+            raise ValueError(
+                "store chooses the OSD store of a lab-started cluster: drop it for an existing one "
+                "(its OSDs are what they are)"
+            )
         return self
 
     @property
@@ -674,8 +787,15 @@ class RbdBacking(_Spec, SharedServer):
 
 
 BackingSpec = Annotated[
-    DirBacking | LoopfsBacking | BlockdevBacking | TmpfsBacking | LvmBacking | ZfsBacking | IscsiBacking
-    | NfsBacking | RbdBacking,
+    DirBacking
+    | LoopfsBacking
+    | BlockdevBacking
+    | TmpfsBacking
+    | LvmBacking
+    | ZfsBacking
+    | IscsiBacking
+    | NfsBacking
+    | RbdBacking,
     Field(discriminator="type"),
 ]
 

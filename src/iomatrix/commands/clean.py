@@ -13,23 +13,32 @@ NAME = "clean"
 
 
 def clean(workdir: CrashedWorkdirOpt = DEFAULT_WORKDIR) -> None:
-    """Remove what a crashed or killed run left behind (mounts, loop devices, images) — and only that."""
+    """Remove what a crashed or killed run left behind (mounts, loop devices, images) — and only
+    that."""
     from iomatrix.backing.leftovers import clean as clean_leftovers
     from iomatrix.backing.leftovers import pending
 
-    # A mistyped --workdir must not read as "all clean": that is the very path whose leftovers the user is after.
+    # A mistyped --workdir must not read as "all clean": that is the very path whose leftovers the
+    # user is after.
     if not workdir.exists():
-        raise UserError(f"--workdir {workdir} does not exist: nothing to clean there",
-                        hint="give the --workdir of the run that was killed (the default is ./iomatrix-work)")
+        raise UserError(
+            f"--workdir {workdir} does not exist: nothing to clean there",
+            hint="give the --workdir of the run that was killed (the default is ./iomatrix-work)",
+        )
     if not workdir.is_dir():
-        raise UserError(f"--workdir {workdir} is not a directory", hint="give the --workdir of the run that was killed")
-    refuse_system_workdir(workdir)  # `run` never makes a workdir there: "/" is a typo, not a run's leftovers
+        raise UserError(
+            f"--workdir {workdir} is not a directory",
+            hint="give the --workdir of the run that was killed",
+        )
+    # `run` never makes a workdir there: "/" is a typo, not a run's leftovers
+    refuse_system_workdir(workdir)
     lines = clean_leftovers(workdir.resolve())
     for line in lines:
         console.print(line)
     if not lines:
         console.print(f"nothing left behind in {workdir}")
-    if remaining := pending(workdir.resolve()):  # refused, failed or still in use: say so in the exit status
+    # refused, failed or still in use: say so in the exit status
+    if remaining := pending(workdir.resolve()):
         err_console.print(f"[red]{len(remaining)} leftover(s) remain[/] in {workdir} (see above)")
         raise typer.Exit(1)
 

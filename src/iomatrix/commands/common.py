@@ -1,5 +1,6 @@
-"""What several commands do the same way: open a results database, load a plan, warn about TCG numbers.
-Heavy modules are imported inside the functions, so that importing a command costs nothing."""
+"""What several commands do the same way: open a results database, load a plan, warn about TCG
+numbers. Heavy modules are imported inside the functions, so that importing a command costs
+nothing."""
 
 from __future__ import annotations
 
@@ -18,10 +19,13 @@ if TYPE_CHECKING:
     from iomatrix.store import Store
 
 
-def open_store(db: Path | DatabaseURL, choose: Callable[[Store], Collection[int] | None] | None = None) -> Store:
-    """An existing results database, for reading (a missing or foreign file is a one-line error). Damaged rows
-    are skipped, with one warning line saying how many and naming the first (store/integrity.py). `choose`: the
-    sweeps the command reads, read alone from a central store (store/pg.py open_central); a file is read whole."""
+def open_store(
+    db: Path | DatabaseURL, choose: Callable[[Store], Collection[int] | None] | None = None
+) -> Store:
+    """An existing results database, for reading (a missing or foreign file is a one-line error).
+    Damaged rows are skipped, with one warning line saying how many and naming the first
+    (store/integrity.py). `choose`: the sweeps the command reads, read alone from a central store
+    (store/pg.py open_central); a file is read whole."""
     from rich.markup import escape
 
     from iomatrix.dburl import DatabaseURL
@@ -32,9 +36,13 @@ def open_store(db: Path | DatabaseURL, choose: Callable[[Store], Collection[int]
     store = Store.open_existing(db, skip_damaged=True)
     if store.damage:
         n = store.damage.count
-        err_console.print(f"[yellow]warning:[/] results database {db}: {n} damaged row{'s' if n > 1 else ''} "
-                          f"skipped, the figures stand on the rest (first: {escape(str(store.damage.first))})",
-                          soft_wrap=True, markup=True, highlight=False)
+        err_console.print(
+            f"[yellow]warning:[/] results database {db}: {n} damaged row{'s' if n > 1 else ''} "
+            f"skipped, the figures stand on the rest (first: {escape(str(store.damage.first))})",
+            soft_wrap=True,
+            markup=True,
+            highlight=False,
+        )
     return store
 
 
@@ -43,33 +51,40 @@ def pg_store() -> ModuleType:
     try:
         from iomatrix.store import pg
     except ImportError:
-        raise UserError("reading or publishing a PostgreSQL store needs the psycopg driver",
-                        hint="install it with scripts/setup.sh --fleet (or pip install 'iomatrix[postgresql]')"
-                        ) from None
+        raise UserError(
+            "reading or publishing a PostgreSQL store needs the psycopg driver",
+            hint="install it with scripts/setup.sh --fleet (or pip install 'iomatrix[postgresql]')",
+        ) from None
     return pg
 
 
-def open_central_store(url: DatabaseURL, choose: Callable[[Store], Collection[int] | None] | None = None) -> Store:
+def open_central_store(
+    url: DatabaseURL, choose: Callable[[Store], Collection[int] | None] | None = None
+) -> Store:
     """A fleet's central PostgreSQL store, read into memory (store/pg.py)."""
     return pg_store().open_central(url, choose)
 
 
 def refuse_system_workdir(workdir: Path, option: str = "--workdir") -> None:
-    """A one-line error for a working directory on a kernel filesystem, in the host's own system files or at a
-    host root: iomatrix makes (and later deletes) its images, loop files and ledger there, so `run` must not
-    write into them and `clean` must not read them as a workdir that is "all clean" (the places a dir backing
-    may not be, backing/spec.py)."""
+    """A one-line error for a working directory on a kernel filesystem, in the host's own system
+    files or at a host root: iomatrix makes (and later deletes) its images, loop files and ledger
+    there, so `run` must not write into them and `clean` must not read them as a workdir that is
+    "all clean" (the places a dir backing may not be, backing/spec.py)."""
     from iomatrix.backing.spec import HOST_ROOTS, PSEUDO_ROOTS, SYSTEM_ROOTS
 
     real = os.path.realpath(workdir)
     for root in SYSTEM_ROOTS:
         if real == root or real.startswith(root + "/"):
             what = "a kernel filesystem" if root in PSEUDO_ROOTS else "the host's own system files"
-            raise UserError(f"{option} {workdir} is under {root}, {what}",
-                            hint="choose a directory on a real filesystem, e.g. ./iomatrix-work")
+            raise UserError(
+                f"{option} {workdir} is under {root}, {what}",
+                hint="choose a directory on a real filesystem, e.g. ./iomatrix-work",
+            )
     if real in HOST_ROOTS:
-        raise UserError(f"{option} {workdir} is a host root ({real}), not a working directory",
-                        hint=f"name a directory of its own, e.g. {real.rstrip('/')}/iomatrix-work")
+        raise UserError(
+            f"{option} {workdir} is a host root ({real}), not a working directory",
+            hint=f"name a directory of its own, e.g. {real.rstrip('/')}/iomatrix-work",
+        )
 
 
 def load_plan(plan: str) -> tuple[Plan, Path | None]:
@@ -78,8 +93,10 @@ def load_plan(plan: str) -> tuple[Plan, Path | None]:
     from iomatrix.plan.load import load_plan as load
 
     if plan in PLAN_ALIASES:
-        err_console.print(f"[yellow]note:[/] the built-in plan '{plan}' is now called '{PLAN_ALIASES[plan]}'",
-                          soft_wrap=True)
+        err_console.print(
+            f"[yellow]note:[/] the built-in plan '{plan}' is now called '{PLAN_ALIASES[plan]}'",
+            soft_wrap=True,
+        )
     return load(plan)
 
 
@@ -92,12 +109,16 @@ def warn_tcg(accels: list[str]) -> None:
 
 
 def few_runs_hint(answer: str, db: Path, most_runs: int) -> str | None:
-    """The line after an answer that ranked nothing because no cell reached the default --min-runs: how many runs
-    the plan allowed and the two ways out (more repetitions, or reading the sweep with a lower --min-runs)."""
+    """The line after an answer that ranked nothing because no cell reached the default --min-runs:
+    how many runs the plan allowed and the two ways out (more repetitions, or reading the sweep with
+    a lower --min-runs)."""
     from iomatrix.commands.options import DEFAULT_MIN_RUNS
 
     if "enough runs" not in answer or most_runs >= DEFAULT_MIN_RUNS:
         return None
-    return (f"hint: ranking needs {DEFAULT_MIN_RUNS} ok runs per cell and this plan allows at most {most_runs}: "
-            f"raise repetitions.min and repetitions.max, or rank what you have with "
-            f"'iomatrix rank --db {db} --min-runs {max(most_runs, 2)}' (fewer runs: a weaker answer)")
+    return (
+        f"hint: ranking needs {DEFAULT_MIN_RUNS} ok runs per cell and this plan allows "
+        f"at most {most_runs}: "
+        f"raise repetitions.min and repetitions.max, or rank what you have with "
+        f"'iomatrix rank --db {db} --min-runs {max(most_runs, 2)}' (fewer runs: a weaker answer)"
+    )

@@ -1,5 +1,5 @@
-"""`iomatrix guest build|info`: the guest kernel and the initramfs with fio; `guest build debian`: the Debian guest
-image (docs/guest.md)."""
+"""`iomatrix guest build|info`: the guest kernel and the initramfs with fio; `guest build debian`:
+the Debian guest image (docs/guest.md)."""
 
 from __future__ import annotations
 
@@ -16,20 +16,30 @@ FormatOpt = format_option(OutputFormat.table, OutputFormat.json)
 
 
 def guest_build(
-    what: Annotated[str | None, typer.Argument(
-        help="Nothing: the built-in guest's kernel + initramfs with fio. 'debian': a Debian 12 guest image "
-             "(mmdebstrap, needs root).", show_default=False)] = None,
+    what: Annotated[
+        str | None,
+        typer.Argument(
+            help="Nothing: the built-in guest's kernel + initramfs with fio. 'debian': a "
+            "Debian 12 guest image "
+            "(mmdebstrap, needs root).",
+            show_default=False,
+        ),
+    ] = None,
     kernel: KernelOpt = None,
     rebuild: Annotated[bool, typer.Option(help="Rebuild even if cached.")] = False,
 ) -> None:
-    """Build (or reuse) the guest kernel + initramfs with fio, or with 'debian' the Debian guest image."""
+    """Build (or reuse) the guest kernel + initramfs with fio, or with 'debian' the Debian guest
+    image."""
     from iomatrix.guest.artifacts import ensure_artifacts
 
     if what is not None:
         _build_image(what, kernel, rebuild)
         return
-    check_kernel_option(kernel)  # before the artifact cache is made: a mistyped path leaves nothing behind
-    art = ensure_artifacts(kernel=kernel, rebuild=rebuild, log=lambda m: console.print(f"[dim]{m}[/]"))
+    # before the artifact cache is made: a mistyped path leaves nothing behind
+    check_kernel_option(kernel)
+    art = ensure_artifacts(
+        kernel=kernel, rebuild=rebuild, log=lambda m: console.print(f"[dim]{m}[/]")
+    )
     for k, v in art.as_metadata().items():
         console.print(f"{k}: {v}")
 
@@ -39,11 +49,15 @@ def _build_image(what: str, kernel: object, rebuild: bool) -> None:
     from iomatrix.guest.debian_image import ensure_debian_image
 
     if what != "debian":
-        raise UserError(f"unknown guest build target '{what}'",
-                        hint="use `iomatrix guest build` (kernel + initramfs) or `iomatrix guest build debian`")
+        raise UserError(
+            f"unknown guest build target '{what}'",
+            hint="use `iomatrix guest build` (kernel + initramfs) or `iomatrix guest build debian`",
+        )
     if kernel is not None:
-        raise UserError("--kernel does not apply to the Debian guest image (it boots its own kernel)",
-                        hint="leave --kernel out")
+        raise UserError(
+            "--kernel does not apply to the Debian guest image (it boots its own kernel)",
+            hint="leave --kernel out",
+        )
     img = ensure_debian_image(rebuild=rebuild, log=lambda m: console.print(f"[dim]{m}[/]"))
     for k, v in img.as_metadata().items():
         console.print(f"{k}: {v}", markup=False, highlight=False)
@@ -60,7 +74,9 @@ def guest_info(format: FormatOpt = OutputFormat.table) -> None:
 
     info = artifact_info()
     debian = cached_image()
-    info["debian_image"] = debian.as_metadata() if debian else "not built (iomatrix guest build debian)"
+    info["debian_image"] = (
+        debian.as_metadata() if debian else "not built (iomatrix guest build debian)"
+    )
     if format == OutputFormat.json:
         sys.stdout.write(json.dumps(info, indent=2, default=str) + "\n")
         return
@@ -69,7 +85,8 @@ def guest_info(format: FormatOpt = OutputFormat.table) -> None:
 
 
 def info_lines(info: dict[str, Any]) -> list[str]:
-    """`guest info` for a person: one 'key: value' line per scalar, lists and dicts as indented lines."""
+    """`guest info` for a person: one 'key: value' line per scalar, lists and dicts as indented
+    lines."""
     lines: list[str] = []
 
     def put(key: str, value: Any, indent: str) -> None:
@@ -93,7 +110,9 @@ def info_lines(info: dict[str, Any]) -> list[str]:
 
 
 def register(app: typer.Typer) -> None:
-    guest_app = typer.Typer(no_args_is_help=True, help="Guest artifacts: kernel, initramfs with fio.")
+    guest_app = typer.Typer(
+        no_args_is_help=True, help="Guest artifacts: kernel, initramfs with fio."
+    )
     guest_app.command("build")(guest_build)
     guest_app.command("info")(guest_info)
     app.add_typer(guest_app, name=NAME)

@@ -1,5 +1,6 @@
-"""Readable names in `--help`: PLAN and DB_A for arguments, TEXT, INTEGER, PATH for option values, nothing after a
-flag, instead of typer's own `{plan}`, `<str>`, `<list[Path]>` and `<bool>` (which read as Python, not as a CLI).
+"""Readable names in `--help`: PLAN and DB_A for arguments, TEXT, INTEGER, PATH for option values,
+nothing after a flag, instead of typer's own `{plan}`, `<str>`, `<list[Path]>` and `<bool>` (which
+read as Python, not as a CLI).
 
 typer has no setting for these, so its three display methods are wrapped once, when the commands are
 registered. Choices (`<table|json|csv>`) and metavars a command sets itself are kept as they are.
@@ -10,12 +11,19 @@ from __future__ import annotations
 import re
 from typing import Any
 
-_TYPE_WORDS = {"str": "TEXT", "int": "INTEGER", "float": "NUMBER", "path": "PATH", "Path": "PATH",
-               "datetime": "DATE"}
+_TYPE_WORDS = {
+    "str": "TEXT",
+    "int": "INTEGER",
+    "float": "NUMBER",
+    "path": "PATH",
+    "Path": "PATH",
+    "datetime": "DATE",
+}
 
 
 def readable_type(shown: str | None) -> str | None:
-    """'<str>' → 'TEXT', '<list[Path]>' → 'PATH', '<int>' → 'INTEGER'; choices and anything else unchanged."""
+    """'<str>' → 'TEXT', '<list[Path]>' → 'PATH', '<int>' → 'INTEGER'; choices and anything else
+    unchanged."""
     if shown is None:
         return None
     m = re.fullmatch(r"<(?:list\[)?(\w+)\]?>", shown)
@@ -39,7 +47,8 @@ def install() -> None:
         return readable_type(option_type(self, ctx))
 
     def argument_display(self: Any, ctx: Any) -> str | None:
-        return None if self.metavar is None else str(self.metavar)  # the name itself says it (PLAN, DB_A)
+        # the name itself says it (PLAN, DB_A)
+        return None if self.metavar is None else str(self.metavar)
 
     def usage_name(self: Any) -> str:
         name = self.display_name_raw if self.required else f"[{self.display_name_raw}]"
@@ -51,5 +60,6 @@ def install() -> None:
     core.TyperArgument._usage_display_name = usage_name  # type: ignore[method-assign]
     # the name in the help panel, the usage line and "Missing argument 'DB_A'"
     core.TyperArgument.display_name_raw = property(  # type: ignore[assignment]
-        lambda self: str(self.metavar or self.name).upper())
+        lambda self: str(self.metavar or self.name).upper()
+    )
     core.TyperOption._iomatrix_names = True  # type: ignore[attr-defined]

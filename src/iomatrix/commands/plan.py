@@ -1,5 +1,5 @@
-"""`iomatrix plan`: a plan expanded into matrix cells, the pruned ones with their reasons, the estimated
-duration; `--explain` lists every cell."""
+"""`iomatrix plan`: a plan expanded into matrix cells, the pruned ones with their reasons, the
+estimated duration; `--explain` lists every cell."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from iomatrix.plan.model import Plan
 
 NAME = "plan"
-# What a prefill of a region beyond the page cache is costed at: a SATA SSD's sequential writes (a figure to size
-# the cost by, not a measurement of this host's disk).
+# What a prefill of a region beyond the page cache is costed at: a SATA SSD's sequential writes (a
+# figure to size the cost by, not a measurement of this host's disk).
 PREFILL_BYTES_PER_S = 500e6
 
 
@@ -31,47 +31,67 @@ def policy_text(p: Plan) -> str:
     else:
         text = f"until the 95% CI is within ±{p.ci_target * 100:g}% of the mean"
     for tier, n in p.repetitions.precision_max.items():
-        who = f"{tier} units" if p.repetitions.precision_for == "all" else \
-            f"the {tier} tier's contenders (what the race did not eliminate, and what they are quoted against)"
+        who = (
+            f"{tier} units"
+            if p.repetitions.precision_for == "all"
+            else f"the {tier} tier's contenders (what the race did not eliminate, and what "
+            "they are quoted against)"
+        )
         text += f"; then {who} run on toward ±{p.ci_target * 100:g}%, up to {n} runs"
     return text
 
 
 def plan_cmd(
     plan: Annotated[str, typer.Argument(help="Built-in plan name or TOML file.")] = "quick",
-    explain: Annotated[bool, typer.Option("--explain", help="List every cell and every pruned cell.")] = False,
-    allow_destroy: Annotated[list[Path], typer.Option("--allow-destroy", help="Block device you hand over.")] = [],  # noqa: B006
+    explain: Annotated[
+        bool, typer.Option("--explain", help="List every cell and every pruned cell.")
+    ] = False,
+    allow_destroy: Annotated[
+        list[Path], typer.Option("--allow-destroy", help="Block device you hand over.")
+    ] = [],  # noqa: B006
     role: RoleOpt = [],  # noqa: B006
 ) -> None:
-    """Expand a plan into matrix cells; show pruned cells with their reasons and an estimated duration."""
+    """Expand a plan into matrix cells; show pruned cells with their reasons and an estimated
+    duration."""
     from iomatrix.matrix import estimate_seconds
     from iomatrix.runner import plan_expansion
     from iomatrix.safety import check_allowed_devices, resolve_allowed
 
-    check_allowed_devices(allow_destroy)  # as `run` checks them: a missing or wrong device is a mistake here too
+    # as `run` checks them: a missing or wrong device is a mistake here too
+    check_allowed_devices(allow_destroy)
     p, base = load_plan(plan)
     p = plan_with_roles(p, role, plan)
     allowed = resolve_allowed(allow_destroy)
     exp = plan_expansion(p, base, allowed)
     low, high = estimate_seconds(p, exp)
-    # The description is the plan author's text, not markup: a '[bold]' or '[/]' in it is shown as written.
+    # The description is the plan author's text, not markup: a '[bold]' or '[/]' in it is shown as
+    # written.
     console.print(f"[bold]{escape(p.name)}[/]: {escape(p.description)}")
-    console.print(f"{len(exp.cells)} cells × workloads = {len(exp.units)} units; "
-                  f"repetitions {p.repetitions.min}–{p.repetitions.max} ({policy_text(p)}); "
-                  f"{len(exp.pruned)} pruned")
+    console.print(
+        f"{len(exp.cells)} cells × workloads = {len(exp.units)} units; "
+        f"repetitions {p.repetitions.min}–{p.repetitions.max} ({policy_text(p)}); "
+        f"{len(exp.pruned)} pruned"
+    )
     for tier, axes in exp.collapsed.items():
-        console.print(f"[dim]tier {tier}: axes {', '.join(axes)} do not apply and are collapsed (shown as -)[/]")
+        console.print(
+            f"[dim]tier {tier}: axes {', '.join(axes)} do not apply and are collapsed "
+            "(shown as -)[/]"
+        )
     if p.tier_tables:
         for line in tier_table_lines(p, exp):
             console.print(line, highlight=False)
     for line in role_lines(p):
         console.print(escape(line), highlight=False)
-    console.print(f"estimated duration: {low / 60:.1f} min with {p.repetitions.min} runs each, up to "
-                  f"{high / 60:.1f} min (time budget {p.time_budget})")
+    console.print(
+        f"estimated duration: {low / 60:.1f} min with {p.repetitions.min} runs each, up to "
+        f"{high / 60:.1f} min (time budget {p.time_budget})"
+    )
     unbatched, _ = estimate_seconds(p, exp, batching=False)
     if unbatched > low:
-        console.print(f"[dim]guest runs of one cell share a boot each round; one boot per run would take "
-                      f"{unbatched / 60:.1f} min with {p.repetitions.min} runs each[/]")
+        console.print(
+            f"[dim]guest runs of one cell share a boot each round; one boot per run would take "
+            f"{unbatched / 60:.1f} min with {p.repetitions.min} runs each[/]"
+        )
     for note in exp.notes:
         console.print(f"[yellow]note:[/] {note}")
     from iomatrix.metadata import mem_bytes
@@ -81,25 +101,31 @@ def plan_cmd(
         console.print(escape(line), highlight=False)
     for b in p.backing:  # where a contention run's clients go, before anything is reached over SSH
         if hosts := getattr(b, "client_host", ()):
-            console.print(f"backing {escape(b.label())}: client 1, 2, … run on {', '.join(h.label for h in hosts)} "
-                          "(over SSH; the block layer's runs)", highlight=False)
+            console.print(
+                f"backing {escape(b.label())}: client 1, 2, … run on "
+                f"{', '.join(h.label for h in hosts)} "
+                "(over SSH; the block layer's runs)",
+                highlight=False,
+            )
     for line in serving_lines(p, exp, allowed):
         console.print(line, highlight=False)
     from iomatrix.backing.space import warnings
     from iomatrix.commands.options import DEFAULT_DB, DEFAULT_WORKDIR
 
-    for line in warnings(p, exp, DEFAULT_WORKDIR, DEFAULT_DB):  # as `run` would refuse it with its defaults
+    # as `run` would refuse it with its defaults
+    for line in warnings(p, exp, DEFAULT_WORKDIR, DEFAULT_DB):
         console.print(f"[yellow]warning:[/] {line}")
     if explain:
         print_explain(exp, per_tier=bool(p.tier_tables))
 
 
 def page_cache_line(p: Plan, exp: Expansion, ram_bytes: int | None, source: str) -> str | None:
-    """What the plan's region measures on this host (issue 49: honest working sets): when a cache mode that keeps
-    the host page cache runs on a region the page cache holds (report/shape_findings.py: PAGE_CACHE_SHARE of
-    RAM), that it measures memory there, the key that measures the disk instead (size, twice the RAM: a
-    reading run's prefill writes its whole region first, so nothing of it is cached from before) and what that
-    costs; None when the plan's region does not fit or no such cache mode runs."""
+    """What the plan's region measures on this host (issue 49: honest working sets): when a cache
+    mode that keeps the host page cache runs on a region the page cache holds
+    (report/shape_findings.py: PAGE_CACHE_SHARE of RAM), that it measures memory there, the key that
+    measures the disk instead (size, twice the RAM: a reading run's prefill writes its whole region
+    first, so nothing of it is cached from before) and what that costs; None when the plan's region
+    does not fit or no such cache mode runs."""
     from importlib import resources
 
     from iomatrix.domain import CACHE, NA, CacheMode
@@ -111,8 +137,11 @@ def page_cache_line(p: Plan, exp: Expansion, ram_bytes: int | None, source: str)
 
     def page_cached(c: dict[str, str]) -> bool:
         spec = specs.get(c.get("backing", ""))
-        return (c["cache"] in CacheMode._value2member_map_ and not CACHE[CacheMode(c["cache"])].direct
-                and (spec is None or kernel_client(spec.type, c)))
+        return (
+            c["cache"] in CacheMode._value2member_map_
+            and not CACHE[CacheMode(c["cache"])].direct
+            and (spec is None or kernel_client(spec.type, c))
+        )
 
     cells = [c for c in exp.cells if c["cache"] != NA and page_cached(c)]
     if not ram_bytes or not cells or p.size_bytes > ram_bytes * PAGE_CACHE_SHARE:
@@ -120,26 +149,46 @@ def page_cache_line(p: Plan, exp: Expansion, ram_bytes: int | None, source: str)
     cached = sorted({c["cache"] for c in cells})
     beyond = -(-2 * ram_bytes // (1 << 30)) << 30  # twice the RAM, in whole GiB
     big = f"{beyond >> 30}G"
-    reading = [u for u in exp.units if u.cell["cache"] != NA and page_cached(dict(u.cell)) and u.workload.kind == "fio"
-               and shape_of_workload(u.workload).read_share > 0]
+    reading = [
+        u
+        for u in exp.units
+        if u.cell["cache"] != NA
+        and page_cached(dict(u.cell))
+        and u.workload.kind == "fio"
+        and shape_of_workload(u.workload).read_share > 0
+    ]
     written = len(reading) * p.repetitions.min * beyond
-    where = (f"a copy of {resources.files('iomatrix.plans') / (p.name + '.toml')}" if source == p.name
-             else "the plan file")
+    where = (
+        f"a copy of {resources.files('iomatrix.plans') / (p.name + '.toml')}"
+        if source == p.name
+        else "the plan file"
+    )
     minutes = written / PREFILL_BYTES_PER_S / 60
     fits = "within" if minutes * 60 <= p.time_budget_s else "beyond"
-    cost = (f": its {len(reading)} reading units × {p.repetitions.min} runs would each write those "
-            f"{size_words(beyond)} first ({size_words(written)} at the least, about {minutes:.0f} min at 500 MB/s: "
-            f"{fits} its {p.time_budget} budget), with {size_words(beyond)} free per image" if reading else "")
-    return (f"page cache: size = {p.size}, the region each run works on, fits in this host's page cache "
-            f"({size_words(ram_bytes)} of RAM), so {'/'.join(f'cache={c}' for c in cached)} measures memory there, "
-            f"not the disk. To measure the disk, set size = \"{big}\" and image_size = \"{big}\" (twice the RAM) in "
-            f"{where}{cost}; writes leave memory only past the kernel's dirty limit (vm.dirty_ratio), so they also "
-            f"need runs longer than runtime = {p.runtime} s.")
+    cost = (
+        f": its {len(reading)} reading units × {p.repetitions.min} runs would each write those "
+        f"{size_words(beyond)} first ({size_words(written)} at the least, about "
+        f"{minutes:.0f} min at 500 MB/s: "
+        f"{fits} its {p.time_budget} budget), with {size_words(beyond)} free per image"
+        if reading
+        else ""
+    )
+    return (
+        f"page cache: size = {p.size}, the region each run works on, fits in this host's "
+        "page cache "
+        f"({size_words(ram_bytes)} of RAM), so {'/'.join(f'cache={c}' for c in cached)} "
+        "measures memory there, "
+        f'not the disk. To measure the disk, set size = "{big}" and image_size = "{big}" '
+        "(twice the RAM) in "
+        f"{where}{cost}; writes leave memory only past the kernel's dirty limit "
+        "(vm.dirty_ratio), so they also "
+        f"need runs longer than runtime = {p.runtime} s."
+    )
 
 
 def role_lines(p: Plan) -> list[str]:
-    """One line per role of the plan (docs/roles.md): its jobs (the workloads that run them), what decides it
-    (the first figure decides) and its margin."""
+    """One line per role of the plan (docs/roles.md): its jobs (the workloads that run them), what
+    decides it (the first figure decides) and its margin."""
     from iomatrix.roles import plan_roles
 
     out = []
@@ -151,28 +200,38 @@ def role_lines(p: Plan) -> list[str]:
 
 
 def serving_lines(p: Plan, exp: Expansion, allowed: set[Path]) -> list[str]:
-    """Whether each network backing a cell uses can serve, as `run` checks it before its sweep: an existing iSCSI
-    LUN is asked here (a login and a READ CAPACITY, read-only); an existing NFS server or Ceph cluster and client
-    hosts (reached over SSH) are not reached by `plan`, and say so."""
+    """Whether each network backing a cell uses can serve, as `run` checks it before its sweep: an
+    existing iSCSI LUN is asked here (a login and a READ CAPACITY, read-only); an existing NFS
+    server or Ceph cluster and client hosts (reached over SSH) are not reached by `plan`, and say
+    so."""
     used = {c.backing for c in exp.cells if not c.is_null_ceiling}
     lines = []
     for label, spec in p.backing_by_label().items():
         if label not in used or spec.kind != "network" or spec.availability(allowed) is not None:
             continue
         if spec.plan_checks_server and (why := spec.serving_problem(allowed)) is not None:
-            lines.append(f"[yellow]warning:[/] backing {escape(label)} cannot serve: {escape(why)} ('run' refuses "
-                         "it)")
+            lines.append(
+                f"[yellow]warning:[/] backing {escape(label)} cannot serve: "
+                f"{escape(why)} ('run' refuses "
+                "it)"
+            )
         elif not spec.plan_checks_server and not getattr(spec, "lab_started", True):
-            lines.append(f"backing {escape(label)}: whether its server answers is checked only when run")
+            lines.append(
+                f"backing {escape(label)}: whether its server answers is checked only when run"
+            )
         if getattr(spec, "client_host", ()):
-            lines.append(f"backing {escape(label)}: whether its client hosts answer over SSH is checked only when "
-                         "run")
+            lines.append(
+                f"backing {escape(label)}: whether its client hosts answer over SSH is "
+                "checked only when "
+                "run"
+            )
     return lines
 
 
 def tier_table_lines(p: Plan, exp: Expansion) -> list[str]:
-    """A plan with tier tables: what each tier sweeps of its own, and each tier's share of the cells, units and
-    estimated minutes (with the minimum runs each), so the cost of a tier's own axes shows where it is paid."""
+    """A plan with tier tables: what each tier sweeps of its own, and each tier's share of the
+    cells, units and estimated minutes (with the minimum runs each), so the cost of a tier's own
+    axes shows where it is paid."""
     from iomatrix.matrix import Expansion, estimate_seconds
 
     lines = []
@@ -180,34 +239,52 @@ def tier_table_lines(p: Plan, exp: Expansion) -> list[str]:
         cells = [c for c in exp.cells if c["tier"] == tier]
         units = [u for u in exp.units if u.cell["tier"] == tier]
         low, _ = estimate_seconds(p, Expansion(cells, units))
-        own = "; ".join(f"{k} {'/'.join(v)}" if k != "workloads" else f"workloads {', '.join(v)}"
-                        for k, v in p.tier_tables.get(tier, {}).items())
+        own = "; ".join(
+            f"{k} {'/'.join(v)}" if k != "workloads" else f"workloads {', '.join(v)}"
+            for k, v in p.tier_tables.get(tier, {}).items()
+        )
         for workload, values in p.workload_tables.get(tier, {}).items():
             on = ", ".join(f"{k} {'/'.join(v)}" for k, v in values.items())
             own += ("; " if own else "") + f"{workload} on {on}"
-        lines.append(f"tier {tier}: {len(cells)} cells, {len(units)} units ({low / 60:.1f} min at "
-                     f"{p.repetitions.min} runs each)" + (f"; its own {own}" if own else ": the plan's values"))
+        lines.append(
+            f"tier {tier}: {len(cells)} cells, {len(units)} units ({low / 60:.1f} min at "
+            f"{p.repetitions.min} runs each)"
+            + (f"; its own {own}" if own else ": the plan's values")
+        )
     return lines
 
 
 def print_explain(exp: Expansion, per_tier: bool = False) -> None:
-    """`--explain`: every cell with its workloads, then every pruned cell with its reason. `per_tier` (a plan with
-    tier tables): one table per tier, with the columns of the axes that tier sweeps."""
+    """`--explain`: every cell with its workloads, then every pruned cell with its reason.
+    `per_tier` (a plan with tier tables): one table per tier, with the columns of the axes that tier
+    sweeps."""
     from rich.table import Table
 
     from iomatrix.domain import NA, axes
 
-    groups = [(f"cells: {t}", [c for c in exp.cells if c["tier"] == t]) for t in dict.fromkeys(
-        c["tier"] for c in exp.cells)] if per_tier else [("cells", exp.cells)]
+    groups = (
+        [
+            (f"cells: {t}", [c for c in exp.cells if c["tier"] == t])
+            for t in dict.fromkeys(c["tier"] for c in exp.cells)
+        ]
+        if per_tier
+        else [("cells", exp.cells)]
+    )
     for title, cells in groups:
-        # The first release's axes always (a tier's own table: those that apply to it, not the tier itself); a
-        # later axis where some cell sets it away from its default.
-        shown = [a for a in axes.axes() if not (per_tier and a.name == "tier") and (
-            (a.always_named and not (per_tier and all(c[a.name] == NA for c in cells)))
-            or any(c[a.name] not in (NA, a.default) for c in cells))]
-        # An axis every cell of the table sets alike tells no cell apart: said once above the table, so the
-        # columns that do fit the terminal whole. Nothing is cut with '…': a value too long folds onto the
-        # next line, and each workload has a line of its own.
+        # The first release's axes always (a tier's own table: those that apply to it, not the tier
+        # itself); a later axis where some cell sets it away from its default.
+        shown = [
+            a
+            for a in axes.axes()
+            if not (per_tier and a.name == "tier")
+            and (
+                (a.always_named and not (per_tier and all(c[a.name] == NA for c in cells)))
+                or any(c[a.name] not in (NA, a.default) for c in cells)
+            )
+        ]
+        # An axis every cell of the table sets alike tells no cell apart: said once above the table,
+        # so the columns that do fit the terminal whole. Nothing is cut with '…': a value too long
+        # folds onto the next line, and each workload has a line of its own.
         _print_cells(title, cells, shown, exp)
     if exp.pruned:
         pt = Table(title="pruned", box=None)
@@ -219,13 +296,17 @@ def print_explain(exp: Expansion, per_tier: bool = False) -> None:
 
 
 def _print_cells(title: str, cells: list[dict[str, str]], shown: list[Any], exp: Expansion) -> None:
-    """One `--explain` table: axes every cell sets alike in its title line, the others as columns."""
+    """One `--explain` table: axes every cell sets alike in its title line, the others as
+    columns."""
     from rich.table import Table
 
     same = [a for a in shown if len(cells) > 1 and len({c[a.name] for c in cells}) == 1]
     varying = [a for a in shown if a not in same]
-    console.print(f"[bold]{title}[/]" + (": all " + " ".join(f"{a.name}={cells[0][a.name]}" for a in same)
-                                         if same else ""), highlight=False)
+    console.print(
+        f"[bold]{title}[/]"
+        + (": all " + " ".join(f"{a.name}={cells[0][a.name]}" for a in same) if same else ""),
+        highlight=False,
+    )
     t = Table(box=None)
     for heading in ("#", *(a.heading for a in varying)):
         t.add_column(heading, overflow="fold")

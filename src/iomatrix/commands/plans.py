@@ -10,7 +10,8 @@ NAME = "plans"
 
 
 def plans() -> None:
-    """List the built-in plans with their estimated duration (as 'iomatrix plan NAME' estimates it)."""
+    """List the built-in plans with their estimated duration (as 'iomatrix plan NAME' estimates
+    it)."""
     from rich.table import Table
 
     from iomatrix.matrix import estimate_seconds
@@ -21,9 +22,16 @@ def plans() -> None:
     for name in builtin_names():
         plan, base = load_plan(name)
         low, high = estimate_seconds(plan, plan_expansion(plan, base, set()))
-        t.add_row(name + (" (default)" if name == "quick" else ""), duration_range(low, high), plan.description)
+        t.add_row(
+            name + (" (default)" if name == "quick" else ""),
+            duration_range(low, high),
+            plan.description,
+        )
     console.print(t)
-    console.print("[dim]estimated: minimum runs per cell to maximum runs or the time budget ('iomatrix plan NAME')[/]")
+    console.print(
+        "[dim]estimated: minimum runs per cell to maximum runs or the time budget "
+        "('iomatrix plan NAME')[/]"
+    )
 
 
 def duration_range(low: float, high: float) -> str:

@@ -1,17 +1,23 @@
-"""The progress display of `iomatrix run`: in a terminal one live line (units done / total, runs, elapsed and
-ETA, the cell running, disturbed runs counted); outside a terminal one line of at most the report width (100
-unless COLUMNS says otherwise) per run. A disturbed run's full reasons are in the database ('iomatrix results'
-shows them) and, with `--verbose`, on the run's line.
+"""The progress display of `iomatrix run`: in a terminal one live line (units done / total, runs,
+elapsed and ETA, the cell running, disturbed runs counted); outside a terminal one line of at most
+the report width (100 unless COLUMNS says otherwise) per run. A disturbed run's full reasons are in
+the database ('iomatrix results' shows them) and, with `--verbose`, on the run's line.
 
-Apart from `ui.py` because it builds on the runner: only the `run` command imports it, when it runs, so the
-CLI's start-up (`iomatrix --help`) does not import the runner.
-"""
+Apart from `ui.py` because it builds on the runner: only the `run` command imports it, when it runs,
+so the CLI's start-up (`iomatrix --help`) does not import the runner."""
 
 from __future__ import annotations
 
 import sys
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from iomatrix import runner
 from iomatrix.matrix import Unit
@@ -22,28 +28,32 @@ DISTURBED = " — disturbed: "
 
 
 def run_line(mark: str, cell: str, workload: str, summary: str, width: int, verbose: bool) -> str:
-    """One finished run as one line: the full summary with `verbose`, else at most `width` characters (a
-    disturbed run says so; its reasons are in the database). What is shortened to fit is the cell's name
-    (its axis names first, then its middle), never the measured value: the value is what the line is for."""
+    """One finished run as one line: the full summary with `verbose`, else at most `width`
+    characters (a disturbed run says so; its reasons are in the database). What is shortened to fit
+    is the cell's name (its axis names first, then its middle), never the measured value: the value
+    is what the line is for."""
     head, sep, _reasons = summary.partition(DISTURBED)
-    cell = " ".join(p for p in cell.split() if not p.endswith("=-") and p != "modifier=none")  # what it sets
+    # what it sets
+    cell = " ".join(p for p in cell.split() if not p.endswith("=-") and p != "modifier=none")
     tail = f" · {workload}: {summary if verbose else head + (' · disturbed' if sep else '')}"
     line = f"{mark} {cell}{tail}"
     if verbose or len(line) <= width:
         return line
     room = width - len(mark) - 1 - len(tail)
-    values = " ".join(p.split("=", 1)[-1] for p in cell.split())  # 'cache=none aio=native' → 'none native'
+    # 'cache=none aio=native' → 'none native'
+    values = " ".join(p.split("=", 1)[-1] for p in cell.split())
     if len(values) <= room:
         return f"{mark} {values}{tail}"
     if room >= 9:  # the start and the end of the cell, which is where cells of a sweep differ
         keep = room - 1
-        return f"{mark} {values[:keep - keep // 2]}…{values[len(values) - keep // 2:]}{tail}"
+        return f"{mark} {values[: keep - keep // 2]}…{values[len(values) - keep // 2 :]}{tail}"
     line = f"{mark} {values[:8]}{tail}"
-    return line if len(line) <= width else line[:max(width - 1, 1)] + "…"
+    return line if len(line) <= width else line[: max(width - 1, 1)] + "…"
 
 
 class RichProgress(runner.Progress):
-    """One live line in a terminal; one short line per finished run elsewhere (every line with `verbose`)."""
+    """One live line in a terminal; one short line per finished run elsewhere (every line with
+    `verbose`)."""
 
     def __init__(self, verbose: bool = False) -> None:
         self.live = sys.stdout.isatty()
@@ -51,9 +61,16 @@ class RichProgress(runner.Progress):
         self.disturbed = 0
         self.where = "starting"
         self.bar = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(bar_width=12), MofNCompleteColumn(),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=False,
-            disable=not self.live)
+            TextColumn("[bold]{task.description}"),
+            BarColumn(bar_width=12),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+            disable=not self.live,
+        )
         self.task = None
 
     def start(self, total_estimate: int, resumed_runs: int) -> None:
@@ -66,7 +83,9 @@ class RichProgress(runner.Progress):
         if self.task is not None:
             self.bar.update(self.task, total=total_estimate)
 
-    def run_started(self, index: int, unit: Unit, attempt: int, cell_no: int, cell_count: int) -> None:
+    def run_started(
+        self, index: int, unit: Unit, attempt: int, cell_no: int, cell_count: int
+    ) -> None:
         self.where = f"cell {cell_no}/{cell_count} · {unit.workload.name} · run {attempt}"
         self._describe()
 
@@ -79,8 +98,14 @@ class RichProgress(runner.Progress):
         self.disturbed += DISTURBED in summary
         if self.verbose or not self.live or not outcome.ok:
             # The mark is plain text: a line measured in characters is the line printed.
-            line = run_line("ok" if outcome.ok else "FAILED", unit.cell.label(), unit.workload.name, summary,
-                            min(report_width(), 100), self.verbose)
+            line = run_line(
+                "ok" if outcome.ok else "FAILED",
+                unit.cell.label(),
+                unit.workload.name,
+                summary,
+                min(report_width(), 100),
+                self.verbose,
+            )
             console.print(line, markup=False, highlight=False, soft_wrap=self.verbose)
         self._describe()
         if self.task is not None:

@@ -1,5 +1,5 @@
-"""`iomatrix rank`: cells ordered per tier, grouped when not significantly different, and a decision; or the
-top cells by a block-size-weighted score (`--score`)."""
+"""`iomatrix rank`: cells ordered per tier, grouped when not significantly different, and a
+decision; or the top cells by a block-size-weighted score (`--score`)."""
 
 from __future__ import annotations
 
@@ -23,15 +23,21 @@ FormatOpt = format_option(*FORMATS)
 @answer_command((*RANKING, "workload", "by_host"))
 def rank_cmd(
     opts: AnswerOptions,
-    metric: Annotated[str | None, typer.Option(help="Rank by this metric (default: the workload's primary).")]
-    = None,
-    score: Annotated[str | None, typer.Option(help="Rank by a block-size-weighted bare-metal-relative score: "
-                                                   "weighted-read, weighted-write or weighted-mixed.")] = None,
+    metric: Annotated[
+        str | None, typer.Option(help="Rank by this metric (default: the workload's primary).")
+    ] = None,
+    score: Annotated[
+        str | None,
+        typer.Option(
+            help="Rank by a block-size-weighted bare-metal-relative score: "
+            "weighted-read, weighted-write or weighted-mixed."
+        ),
+    ] = None,
     top: Annotated[int, typer.Option(help="Rows per table.")] = 20,
     format: FormatOpt = OutputFormat.table,
 ) -> None:
-    """Order cells per tier, group those not significantly different, and decide: one answer, a tie, or
-    what it would take to separate the leaders."""
+    """Order cells per tier, group those not significantly different, and decide: one answer, a tie,
+    or what it would take to separate the leaders."""
     from iomatrix.report.objective import objective_line, parse_objective
     from iomatrix.report.query import pick_sweep
     from iomatrix.report.rank import rank_sweep, weighted_scores
@@ -64,8 +70,10 @@ def rank_cmd(
     from iomatrix.report.export import render_tables
     from iomatrix.report.exports import contention_tables, curve_tables, rank_tables
 
-    curves = curve_tables(sweep_curves(store, sid, workload))  # latency against load: queue-depth families only
-    curves += contention_tables(sweep_contention(store, sid, workload))  # many clients: sweeps with clients > 1
+    # latency against load: queue-depth families only
+    curves = curve_tables(sweep_curves(store, sid, workload))
+    # many clients: sweeps with clients > 1
+    curves += contention_tables(sweep_contention(store, sid, workload))
     if format != OutputFormat.table:
         sys.stdout.write(render_tables(rank_tables(rankings) + curves, format, report_width()))
         return
@@ -76,11 +84,13 @@ def rank_cmd(
         sys.stdout.write(render_tables(curves, OutputFormat.table, report_width()))
     from iomatrix.report.consolidation import consolidation_groups, consolidation_lines
 
-    for line in consolidation_lines(consolidation_groups(store, sid)):  # consolidation tier: how many tiles
+    # consolidation tier: how many tiles
+    for line in consolidation_lines(consolidation_groups(store, sid)):
         console.print(line, markup=False, highlight=False)
     from iomatrix.report.guests import guests_used
 
-    for g in guests_used(store, sid):  # whose kernel and driver the guest tables went through (issue 51)
+    # whose kernel and driver the guest tables went through (issue 51)
+    for g in guests_used(store, sid):
         console.print(f"guest: {g.line()}", markup=False, highlight=False)
     warn_tcg(accels)
 

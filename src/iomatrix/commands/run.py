@@ -43,50 +43,99 @@ class Accel(StrEnum):
 
 
 class SweepIncomplete(Exception):
-    """The sweep ran, but every run failed or some units gave up: the CLI prints the message (plain text) as one
-    error line and exits with its own status (README, "Exit status")."""
+    """The sweep ran, but every run failed or some units gave up: the CLI prints the message (plain
+    text) as one error line and exits with its own status (README, "Exit status")."""
 
 
 def run(
     plan: Annotated[str, typer.Argument(help="Built-in plan name (e.g. quick) or TOML file.")],
-    db: Annotated[Path, typer.Option(
-        "--db", parser=parse_db, metavar="PATH",
-        help="Results database (SQLite file) the sweep writes; a central store is given with --publish.")]
-    = DEFAULT_DB,
+    db: Annotated[
+        Path,
+        typer.Option(
+            "--db",
+            parser=parse_db,
+            metavar="PATH",
+            help="Results database (SQLite file) the sweep writes; a central store is given "
+            "with --publish.",
+        ),
+    ] = DEFAULT_DB,
     workdir: WorkdirOpt = DEFAULT_WORKDIR,
-    allow_destroy: Annotated[list[Path], typer.Option(
-        "--allow-destroy", help="A block device (or an existing iSCSI LUN, iscsi://HOST:PORT/IQN/LUN) you hand "
-                                "over to be overwritten (repeatable).")] = [],  # noqa: B006
-    accel: Annotated[Accel, typer.Option(help="Guest accelerator: probe KVM, or force one.")] = Accel.auto,
+    allow_destroy: Annotated[
+        list[Path],
+        typer.Option(
+            "--allow-destroy",
+            help="A block device (or an existing iSCSI LUN, iscsi://HOST:PORT/IQN/LUN) you hand "
+            "over to be overwritten (repeatable).",
+        ),
+    ] = [],  # noqa: B006
+    accel: Annotated[
+        Accel, typer.Option(help="Guest accelerator: probe KVM, or force one.")
+    ] = Accel.auto,
     monitor_interval: Annotated[float, typer.Option(help="Host sampler period in seconds.")] = 1.0,
     kernel: KernelOpt = None,
-    verbose: Annotated[bool, typer.Option("--verbose", help="One full line per run, a disturbed run's reasons "
-                                                            "included (they are always in the database).")]
-    = False,
-    group: Annotated[str | None, typer.Option(
-        "--group", help="The host group this sweep answers for (e.g. the inventory group), recorded with it: the "
-                        "fleet answers of a merged database choose one configuration per group.")] = None,
-    current: Annotated[str | None, typer.Option(
-        help="What you run today, measured as a cell of its own in every tier (so the answer's ratio to it is "
-             "measured): a libvirt domain XML file, Proxmox 'qm config VMID' output (a file), a QEMU "
-             "-drive/-blockdev string, or axes "
-             "'cache=none,aio=native,format=qcow2'. Part of the plan: re-run with it to resume.")] = None,
-    current_disk: Annotated[str | None, typer.Option(help="Which disk of the libvirt XML (target dev, e.g. vda) or "
-                                                          "of the qm config (scsi0); default: the first (Proxmox: "
-                                                          "the boot disk).")] = None,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            help="One full line per run, a disturbed run's reasons "
+            "included (they are always in the database).",
+        ),
+    ] = False,
+    group: Annotated[
+        str | None,
+        typer.Option(
+            "--group",
+            help="The host group this sweep answers for (e.g. the inventory group), recorded "
+            "with it: the "
+            "fleet answers of a merged database choose one configuration per group.",
+        ),
+    ] = None,
+    current: Annotated[
+        str | None,
+        typer.Option(
+            help="What you run today, measured as a cell of its own in every tier (so the "
+            "answer's ratio to it is "
+            "measured): a libvirt domain XML file, Proxmox 'qm config VMID' output (a "
+            "file), a QEMU "
+            "-drive/-blockdev string, or axes "
+            "'cache=none,aio=native,format=qcow2'. Part of the plan: re-run with it to resume."
+        ),
+    ] = None,
+    current_disk: Annotated[
+        str | None,
+        typer.Option(
+            help="Which disk of the libvirt XML (target dev, e.g. vda) or "
+            "of the qm config (scsi0); default: the first (Proxmox: "
+            "the boot disk)."
+        ),
+    ] = None,
     allow_data_loss: AllowDataLossOpt = False,
     role: RoleOpt = [],  # noqa: B006
     margin: MarginOpt = None,
-    start_at: Annotated[str | None, typer.Option(
-        "--start-at", help="Start the first run at this time (seconds since the epoch, or ISO 8601 with its zone), "
-                           "after setting up: hosts sweeping one shared backend start together (the fleet role "
-                           "passes it). Recorded with every run.")] = None,
-    publish: Annotated[Path | None, typer.Option(
-        "--publish", parser=parse_db, metavar="URL",
-        help="When the sweep ends, publish --db into this central store (postgresql://…, as 'iomatrix publish'): "
-             "the sweep is written to --db first, so a store that goes down loses nothing.")] = None,
+    start_at: Annotated[
+        str | None,
+        typer.Option(
+            "--start-at",
+            help="Start the first run at this time (seconds since the epoch, or ISO 8601 with "
+            "its zone), "
+            "after setting up: hosts sweeping one shared backend start together (the fleet role "
+            "passes it). Recorded with every run.",
+        ),
+    ] = None,
+    publish: Annotated[
+        Path | None,
+        typer.Option(
+            "--publish",
+            parser=parse_db,
+            metavar="URL",
+            help="When the sweep ends, publish --db into this central store (postgresql://…, "
+            "as 'iomatrix publish'): "
+            "the sweep is written to --db first, so a store that goes down loses nothing.",
+        ),
+    ] = None,
 ) -> None:
-    """Run a plan, e.g. 'iomatrix run quick'. Re-running on the same --db resumes and skips completed runs."""
+    """Run a plan, e.g. 'iomatrix run quick'. Re-running on the same --db resumes and skips
+    completed runs."""
     from iomatrix.locks import (
         WORKDIR_LOCK,
         db_lock_path,
@@ -103,19 +152,24 @@ def run(
 
     start = None if start_at is None else parse_start_at(start_at, time.time())
     if not 0.05 <= monitor_interval <= 60:
-        raise UserError(f"--monitor-interval {monitor_interval} is out of range", hint="use 0.05 to 60 seconds")
+        raise UserError(
+            f"--monitor-interval {monitor_interval} is out of range", hint="use 0.05 to 60 seconds"
+        )
     from iomatrix.safety import check_allowed_devices, resolve_allowed
 
-    check_allowed_devices(allow_destroy)  # every handed-over device, before anything runs, whatever the plan
+    # every handed-over device, before anything runs, whatever the plan
+    check_allowed_devices(allow_destroy)
     p, base = load_plan(plan)
     p = plan_with_current(p, current, current_disk)
     p = plan_with_roles(p, role, plan)
     p = plan_with_margin(p, margin)
-    # Everything is checked before anything is created: a bad --db leaves no workdir behind. A database
-    # another sweep holds may be half-created: say who holds it rather than judge its contents.
+    # Everything is checked before anything is created: a bad --db leaves no workdir behind. A
+    # database another sweep holds may be half-created: say who holds it rather than judge its
+    # contents.
     refuse_kernel_fs_db(db)
     refuse_if_held(db_lock_path(db.absolute()), f"results database {db}")
-    # The same file under another name (a hard link, a bind mount): the lock beside the name does not see it.
+    # The same file under another name (a hard link, a bind mount): the lock beside the name does
+    # not see it.
     for f in _db_files(db):
         refuse_if_identity_held(f, f"results database {db}")
     Store.preflight(db)
@@ -127,55 +181,87 @@ def run(
     from iomatrix.sweep.expansion import nothing_measured
 
     exp = plan_expansion(p, base, resolve_allowed(allow_destroy))
-    # No cell, or only the null ceiling (its backings unavailable here): as the runner would say it, but before
-    # the database and the workdir are made.
+    # No cell, or only the null ceiling (its backings unavailable here): as the runner would say it,
+    # but before the database and the workdir are made.
     if (refused := nothing_measured(p, exp)) is not None:
-        raise UserError(refused[0], hint=refused[1].replace(f"plan {p.name} --explain", f"plan {plan} --explain"))
+        raise UserError(
+            refused[0],
+            hint=refused[1].replace(f"plan {p.name} --explain", f"plan {plan} --explain"),
+        )
     refuse_if_short(p, exp, work, db)  # the whole plan's space, up front
     from iomatrix.backing.provision import refuse_backings_that_cannot_serve
 
     used = {c.backing for c in exp.cells if not c.is_null_ceiling}
-    refuse_backings_that_cannot_serve((s for label, s in p.backing_by_label().items() if label in used),
-                                      resolve_allowed(allow_destroy))
+    refuse_backings_that_cannot_serve(
+        (s for label, s in p.backing_by_label().items() if label in used),
+        resolve_allowed(allow_destroy),
+    )
     if os.geteuid() != 0 and not p.keep_caches_warm:
-        err_console.print("[yellow]warning:[/] not running as root: the host page cache cannot be dropped "
-                          "before each run (each run records it as not-dropped); run as root for cold-cache "
-                          "figures", soft_wrap=True)
+        err_console.print(
+            "[yellow]warning:[/] not running as root: the host page cache cannot be dropped "
+            "before each run (each run records it as not-dropped); run as root for cold-cache "
+            "figures",
+            soft_wrap=True,
+        )
     try:
         work.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise UserError(f"cannot create --workdir {workdir}: {err.strerror}",
-                        hint="choose a writable directory") from None
+        raise UserError(
+            f"cannot create --workdir {workdir}: {err.strerror}", hint="choose a writable directory"
+        ) from None
     with published_after(db, publish_to), contextlib.ExitStack() as held:
         held.enter_context(exclusive(work / WORKDIR_LOCK, f"working directory {work}"))
         held.enter_context(exclusive_identity(work, f"working directory {work}"))
         held.enter_context(exclusive(db_lock_path(db.absolute()), f"results database {db}"))
-        if db.exists():  # by its inode before SQLite opens it (a new file: once it is created, below)
+        # by its inode before SQLite opens it (a new file: once it is created, below)
+        if db.exists():
             held.enter_context(exclusive_identity(db, f"results database {db}"))
         reclaim_leftovers(work)
-        held.enter_context(children.record_in(work))  # every fio/QEMU child in the ledger until it is reaped
+        # every fio/QEMU child in the ledger until it is reaped
+        held.enter_context(children.record_in(work))
         store = _open_locked(held, db)
-        # Closing the last connection checkpoints the WAL: a finished sweep leaves no -wal/-shm beside the file.
+        # Closing the last connection checkpoints the WAL: a finished sweep leaves no -wal/-shm
+        # beside the file.
         held.callback(store.close)
-        _run_locked(p, base, plan, store, db, work, allow_destroy, accel, monitor_interval, kernel, verbose, group,
-                    allow_data_loss, start)
+        _run_locked(
+            p,
+            base,
+            plan,
+            store,
+            db,
+            work,
+            allow_destroy,
+            accel,
+            monitor_interval,
+            kernel,
+            verbose,
+            group,
+            allow_data_loss,
+            start,
+        )
 
 
 def check_publish(db: Path | DatabaseURL, publish: Path | DatabaseURL | None) -> DatabaseURL | None:
-    """--db must be the local file the sweep writes, --publish a store's URL (its driver installed): a one-line
-    error otherwise, before anything runs. Why a local file and a publish at the end rather than runs written to the
-    store as they complete: every completed run is committed to the file, so a store (or the network to it) that
-    goes down mid-sweep loses nothing and stalls nothing; resuming and the sweep's locks stay those of a file; and
-    the next publish catches up (publishing twice adds nothing)."""
+    """--db must be the local file the sweep writes, --publish a store's URL (its driver installed):
+    a one-line error otherwise, before anything runs. Why a local file and a publish at the end
+    rather than runs written to the store as they complete: every completed run is committed to the
+    file, so a store (or the network to it) that goes down mid-sweep loses nothing and stalls
+    nothing; resuming and the sweep's locks stay those of a file; and the next publish catches up
+    (publishing twice adds nothing)."""
     if isinstance(db, DatabaseURL):
-        raise UserError(f"run writes its sweep to a local SQLite file, not to a central store ({db})",
-                        hint=f"iomatrix run PLAN --db host.sqlite --publish {db} (the sweep is saved locally, then "
-                             "published when it ends)")
+        raise UserError(
+            f"run writes its sweep to a local SQLite file, not to a central store ({db})",
+            hint=f"iomatrix run PLAN --db host.sqlite --publish {db} (the sweep is saved "
+            "locally, then "
+            "published when it ends)",
+        )
     if publish is None:
         return None
     if not isinstance(publish, DatabaseURL):
-        raise UserError(f"--publish {publish} is not a PostgreSQL URL",
-                        hint="give postgresql://[user@]host[:port]/database (an SQLite file is --db)")
+        raise UserError(
+            f"--publish {publish} is not a PostgreSQL URL",
+            hint="give postgresql://[user@]host[:port]/database (an SQLite file is --db)",
+        )
     from iomatrix.commands.common import pg_store
 
     pg_store()  # the driver, checked before the sweep rather than after it
@@ -184,8 +270,9 @@ def check_publish(db: Path | DatabaseURL, publish: Path | DatabaseURL | None) ->
 
 @contextlib.contextmanager
 def published_after(db: Path, url: DatabaseURL | None) -> Iterator[None]:
-    """Publish `db` into `url` when the sweep ends: finished, or with units that gave up (still results). An
-    interrupted sweep is not published (the next run resumes it, then publishes); nor is one refused before it ran."""
+    """Publish `db` into `url` when the sweep ends: finished, or with units that gave up (still
+    results). An interrupted sweep is not published (the next run resumes it, then publishes); nor
+    is one refused before it ran."""
     if url is None:
         yield
         return
@@ -203,16 +290,28 @@ def _publish(db: Path, url: DatabaseURL, *, failure_is_error: bool) -> None:
     try:
         r = pg_store().publish(db, url)
     except UserError as err:
-        failed = UserError(f"the sweep is saved in {db}, but publishing it failed: {err.message}",
-                           hint=f"once the store is back: iomatrix publish {db} {url} (publishing twice adds nothing)")
+        failed = UserError(
+            f"the sweep is saved in {db}, but publishing it failed: {err.message}",
+            hint=f"once the store is back: iomatrix publish {db} {url} (publishing twice adds "
+            "nothing)",
+        )
         if failure_is_error:
             raise failed from None
         from rich.markup import escape
 
-        err_console.print(f"[red]error:[/] {escape(failed.one_line())}", soft_wrap=True, markup=True, highlight=False)
+        err_console.print(
+            f"[red]error:[/] {escape(failed.one_line())}",
+            soft_wrap=True,
+            markup=True,
+            highlight=False,
+        )
         return
-    console.print(f"published {db} → {url}: {r.sweeps_added} sweep(s) added, {r.sweeps_present} already there; "
-                  f"{r.runs_added} run(s) added, {r.runs_present} already there", soft_wrap=True)
+    console.print(
+        f"published {db} → {url}: {r.sweeps_added} sweep(s) added, {r.sweeps_present} "
+        "already there; "
+        f"{r.runs_added} run(s) added, {r.runs_present} already there",
+        soft_wrap=True,
+    )
 
 
 def _db_files(db: Path) -> list[Path]:
@@ -221,9 +320,9 @@ def _db_files(db: Path) -> list[Path]:
 
 
 def _open_locked(held: contextlib.ExitStack, db: Path) -> Store:
-    """The store of `db`, opened for the sweep, with the database file (when it was just created) and its -wal
-    locked by their inodes (locks.exclusive_identity). The store is closed before those locks are let go:
-    closing a descriptor of the file would drop SQLite's own fcntl locks of it."""
+    """The store of `db`, opened for the sweep, with the database file (when it was just created)
+    and its -wal locked by their inodes (locks.exclusive_identity). The store is closed before those
+    locks are let go: closing a descriptor of the file would drop SQLite's own fcntl locks of it."""
     from iomatrix.locks import exclusive_identity
     from iomatrix.store import Store
 
@@ -232,7 +331,8 @@ def _open_locked(held: contextlib.ExitStack, db: Path) -> Store:
     try:
         if created:
             held.enter_context(exclusive_identity(db, f"results database {db}"))
-        store.db.execute("SELECT count(*) FROM sqlite_master").fetchone()  # SQLite opens its -wal on a first read
+        # SQLite opens its -wal on a first read
+        store.db.execute("SELECT count(*) FROM sqlite_master").fetchone()
         wal = _db_files(db)[1]
         if wal.is_file():
             held.enter_context(exclusive_identity(wal, f"results database {db}"))
@@ -242,54 +342,94 @@ def _open_locked(held: contextlib.ExitStack, db: Path) -> Store:
     return store
 
 
-# A group name is shown in tables and used as a filter: printable, no spaces that would read as two words.
+# A group name is shown in tables and used as a filter: printable, no spaces that would read as two
+# words.
 GROUP_NAME_MAX = 64
 
 
 def check_group_name(group: str | None) -> None:
-    """A one-line error for a `--group` that is empty, too long, or holds spaces or control characters."""
+    """A one-line error for a `--group` that is empty, too long, or holds spaces or control
+    characters."""
     if group is None:
         return
-    if not group or len(group) > GROUP_NAME_MAX or any(c.isspace() or not c.isprintable() for c in group):
-        raise UserError(f"--group {group!r} is not a group name",
-                        hint=f"use 1 to {GROUP_NAME_MAX} printable characters without spaces, e.g. gen10")
+    if (
+        not group
+        or len(group) > GROUP_NAME_MAX
+        or any(c.isspace() or not c.isprintable() for c in group)
+    ):
+        raise UserError(
+            f"--group {group!r} is not a group name",
+            hint=f"use 1 to {GROUP_NAME_MAX} printable characters without spaces, e.g. gen10",
+        )
 
 
-def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, work: Path,
-                allow_destroy: list[Path], accel: Accel, monitor_interval: float, kernel: Path | None,
-                verbose: bool = False, group: str | None = None, allow_data_loss: bool = False,
-                start_at: float | None = None) -> None:
+def _run_locked(
+    p: Plan,
+    base: Path | None,
+    plan: str,
+    store: Store,
+    db: Path,
+    work: Path,
+    allow_destroy: list[Path],
+    accel: Accel,
+    monitor_interval: float,
+    kernel: Path | None,
+    verbose: bool = False,
+    group: str | None = None,
+    allow_data_loss: bool = False,
+    start_at: float | None = None,
+) -> None:
     from iomatrix.commands.progress import RichProgress
     from iomatrix.runner import RunOptions, SweepRunner
     from iomatrix.safety import resolve_allowed
     from iomatrix.stats.interference import disturbance_lines
 
-    opts = RunOptions(workdir=work, allowed_devices=resolve_allowed(allow_destroy),
-                      accel=accel.value, monitor_interval=monitor_interval, kernel=kernel, group=group,
-                      start_at=start_at, log=lambda m: console.print(f"[dim]{m}[/]"))
+    opts = RunOptions(
+        workdir=work,
+        allowed_devices=resolve_allowed(allow_destroy),
+        accel=accel.value,
+        monitor_interval=monitor_interval,
+        kernel=kernel,
+        group=group,
+        start_at=start_at,
+        log=lambda m: console.print(f"[dim]{m}[/]"),
+    )
     try:
         runner = SweepRunner(p, base, store, opts, progress=RichProgress(verbose))
-    except UserError as e:  # the runner names the plan by its name; the user gave `plan` (a path, or a plan name)
+    # the runner names the plan by its name; the user gave `plan` (a path, or a plan name)
+    except UserError as e:
         if e.hint is None or f"plan {p.name} --explain" not in e.hint:
             raise
-        raise UserError(e.message, hint=e.hint.replace(f"plan {p.name} --explain", f"plan {plan} --explain")) from None
+        raise UserError(
+            e.message, hint=e.hint.replace(f"plan {p.name} --explain", f"plan {plan} --explain")
+        ) from None
     exp = runner.expansion
-    console.print(f"[bold]{p.name}[/]: {len(exp.cells)} cells, {len(exp.units)} cell×workload units, "
-                  f"{len(exp.pruned)} pruned (see 'iomatrix plan {plan} --explain'); results → {db}")
+    console.print(
+        f"[bold]{p.name}[/]: {len(exp.cells)} cells, {len(exp.units)} cell×workload units, "
+        f"{len(exp.pruned)} pruned (see 'iomatrix plan {plan} --explain'); results → {db}"
+    )
     for line in current_lines(p, exp, console.width):
         console.print(line, markup=False, highlight=False)
     res = runner.run()
     accels = sorted(set(res.accel.values()))
-    console.print(f"sweep {res.sweep_id}: {res.runs_done} runs ok, {res.runs_failed} failed; accelerator: "
-                  + ", ".join(f"{t}={a}" for t, a in res.accel.items()))
+    console.print(
+        f"sweep {res.sweep_id}: {res.runs_done} runs ok, {res.runs_failed} failed; accelerator: "
+        + ", ".join(f"{t}={a}" for t, a in res.accel.items())
+    )
     if res.disturbed:
-        console.print(f"[yellow]{res.disturbed} run(s) disturbed by the rest of the host[/] ({res.retried} retried); "
-                      "see the notes in 'iomatrix results'")
+        console.print(
+            f"[yellow]{res.disturbed} run(s) disturbed by the rest of the host[/] "
+            f"({res.retried} retried); "
+            "see the notes in 'iomatrix results'"
+        )
         for line in disturbance_lines(res.disturbed_by):
             console.print(line, markup=False, highlight=False)
     if res.load_not_reached:
-        console.print(f"[yellow]{res.load_not_reached} run(s) missed their offered load[/]: not counted by racing nor "
-                      "ranked (their latency is not at the asked load)")
+        console.print(
+            f"[yellow]{res.load_not_reached} run(s) missed their offered load[/]: not "
+            "counted by racing nor "
+            "ranked (their latency is not at the asked load)"
+        )
     for key, why in res.unreached_units:
         console.print(f"[yellow]load not reached:[/] {key}: {why}")
     for key, why in res.not_converged:
@@ -298,30 +438,46 @@ def _run_locked(p: Plan, base: Path | None, plan: str, store: Store, db: Path, w
         console.print(f"[red]gave up:[/] {key}: {why}")
     warn_tcg(accels)
     if res.interrupted:
-        console.print(f"[yellow]interrupted[/]: completed runs are saved in {db}; run the same command to resume")
+        console.print(
+            f"[yellow]interrupted[/]: completed runs are saved in {db}; run the same "
+            "command to resume"
+        )
         raise typer.Exit(130)
     if res.runs_done:
         from iomatrix.report.render import end_of_run_text
 
-        answer = end_of_run_text(store, res.sweep_id, console.width, allow_data_loss=allow_data_loss)
+        answer = end_of_run_text(
+            store, res.sweep_id, console.width, allow_data_loss=allow_data_loss
+        )
         console.print(answer, markup=False, highlight=False)
         if hint := few_runs_hint(answer, db, p.repetitions.max):
             console.print(hint, markup=False, highlight=False)
-    console.print(f"next: iomatrix recommend --db {db}   ·   iomatrix report --html report.html --db {db}   ·   "
-                  f"iomatrix rank --db {db}")
+    console.print(
+        f"next: iomatrix recommend --db {db}   ·   iomatrix report --html report.html "
+        f"--db {db}   ·   "
+        f"iomatrix rank --db {db}"
+    )
     if res.runs_done == 0 and res.runs_failed > 0:
-        raise SweepIncomplete(f"every run failed ({res.runs_failed} runs); see the errors above and "
-                              f"'iomatrix results --db {db}'")
+        raise SweepIncomplete(
+            f"every run failed ({res.runs_failed} runs); see the errors above and "
+            f"'iomatrix results --db {db}'"
+        )
     if res.gave_up:
-        raise SweepIncomplete(f"{len(res.gave_up)} of {len(exp.units)} cell×workload units gave up "
-                              "after repeated failures; their figures are missing")
+        raise SweepIncomplete(
+            f"{len(res.gave_up)} of {len(exp.units)} cell×workload units gave up "
+            "after repeated failures; their figures are missing"
+        )
 
 
 def plan_with_current(p: Plan, current: str | None, current_disk: str | None) -> Plan:
-    """`p` with the user's current configuration (--current) as its `current` (plan/current_cell.py)."""
+    """`p` with the user's current configuration (--current) as its `current`
+    (plan/current_cell.py)."""
     if current is None:
         if current_disk is not None:
-            raise UserError("--current-disk needs --current", hint="give the libvirt domain XML with --current vm.xml")
+            raise UserError(
+                "--current-disk needs --current",
+                hint="give the libvirt domain XML with --current vm.xml",
+            )
         return p
     from iomatrix.current import parse_current
     from iomatrix.plan.model import with_current
@@ -330,7 +486,8 @@ def plan_with_current(p: Plan, current: str | None, current_disk: str | None) ->
 
 
 def plan_with_roles(p: Plan, roles: list[str], source: str) -> Plan:
-    """`p` with the roles of --role added (iomatrix.roles, docs/roles.md): their jobs run as its workloads."""
+    """`p` with the roles of --role added (iomatrix.roles, docs/roles.md): their jobs run as its
+    workloads."""
     if not roles:
         return p
     from iomatrix.plan.model import with_roles
@@ -339,16 +496,17 @@ def plan_with_roles(p: Plan, roles: list[str], source: str) -> Plan:
 
 
 def plan_with_margin(p: Plan, margin: float | None) -> Plan:
-    """`p` with --margin as its key `margin` (part of the plan, as --role and --current are: its races stop an
-    equivalent cell at it, and the stored plan gives it to recommend and the report)."""
+    """`p` with --margin as its key `margin` (part of the plan, as --role and --current are: its
+    races stop an equivalent cell at it, and the stored plan gives it to recommend and the
+    report)."""
     from iomatrix.plan.model import with_margin
 
     return with_margin(p, margin)
 
 
 def current_lines(p: Plan, exp: Expansion, width: int) -> list[str]:
-    """What became of the current configuration in each tier: a cell of its own, the matrix's own cell, or
-    pruned with the reason (each line wrapped to `width`)."""
+    """What became of the current configuration in each tier: a cell of its own, the matrix's own
+    cell, or pruned with the reason (each line wrapped to `width`)."""
     if p.current is None:
         return []
     from iomatrix.domain import NA
@@ -361,7 +519,8 @@ def current_lines(p: Plan, exp: Expansion, width: int) -> list[str]:
     given = " ".join(f"{k}={v}" for k, v in p.current.axes.items())
     out = wrap(f"current configuration, from {p.current.source}: {given}{defaulted}{read}", width)
     pruned = {x.what: x.reason.removeprefix(CURRENT_PRUNED) for x in exp.pruned}
-    said: dict[str, list[str]] = {}  # what became of it → the tiers (one line for tiers pruning it alike)
+    # what became of it → the tiers (one line for tiers pruning it alike)
+    said: dict[str, list[str]] = {}
     for cell in current_cells(p):
         if cell in exp.current:
             in_matrix = all(v == NA or v in p.axis_values(a, cell.tier) for a, v in cell.items())
@@ -371,14 +530,19 @@ def current_lines(p: Plan, exp: Expansion, width: int) -> list[str]:
             text = f"not measured: {pruned.get(cell.key, 'pruned')}"
         said.setdefault(text, []).append(cell.tier)
     for text, tiers in said.items():
-        out += wrap(f"{', '.join(dict.fromkeys(tiers))} tier{'s' if len(set(tiers)) > 1 else ''}: {text}", width, "  ")
+        out += wrap(
+            f"{', '.join(dict.fromkeys(tiers))} tier{'s' if len(set(tiers)) > 1 else ''}: {text}",
+            width,
+            "  ",
+        )
     return out
 
 
 def reclaim_leftovers(work: Path) -> list[str]:
-    """What a killed sweep in `work` left behind (its ledger says what: mounts, loop devices, images), removed
-    and said. Called with the workdir's lock held, so no other sweep is using them; the ledger undoes only
-    entries whose creating process is dead, and refuses what it cannot show it created."""
+    """What a killed sweep in `work` left behind (its ledger says what: mounts, loop devices,
+    images), removed and said. Called with the workdir's lock held, so no other sweep is using them;
+    the ledger undoes only entries whose creating process is dead, and refuses what it cannot show
+    it created."""
     from iomatrix.backing.leftovers import clean, pending
 
     if not pending(work):
@@ -390,30 +554,38 @@ def reclaim_leftovers(work: Path) -> list[str]:
 
 
 def refuse_kernel_fs_db(db: Path) -> None:
-    """A `--db` under /proc, /sys or /dev is a typo, not a results file: said as such, not as a full disk (the
-    space check would find 0 bytes free there)."""
+    """A `--db` under /proc, /sys or /dev is a typo, not a results file: said as such, not as a full
+    disk (the space check would find 0 bytes free there)."""
     real = Path(os.path.realpath(db.expanduser()))
     for root in (Path("/proc"), Path("/sys"), Path("/dev")):
         if real.parent == root or root in real.parents:
-            raise UserError(f"--db {db} is under {root}, a kernel filesystem",
-                            hint="choose a file on a real filesystem, e.g. ./iomatrix.sqlite")
+            raise UserError(
+                f"--db {db} is under {root}, a kernel filesystem",
+                hint="choose a file on a real filesystem, e.g. ./iomatrix.sqlite",
+            )
 
 
 def check_workdir(workdir: Path) -> Path:
-    """The resolved workdir, after refusing kernel filesystems, system directories, host roots, files and
-    unwritable places."""
+    """The resolved workdir, after refusing kernel filesystems, system directories, host roots,
+    files and unwritable places."""
     w = workdir.expanduser().resolve()
     refuse_system_workdir(workdir.expanduser())
     if w.exists() and not w.is_dir():
-        raise UserError(f"--workdir {workdir} exists and is not a directory",
-                        hint="give a directory (it is created if missing)")
+        raise UserError(
+            f"--workdir {workdir} exists and is not a directory",
+            hint="give a directory (it is created if missing)",
+        )
     existing = w
     while not existing.exists():
         existing = existing.parent
     if not existing.is_dir():
-        raise UserError(f"--workdir {workdir}: {existing} is not a directory", hint="give a directory path")
+        raise UserError(
+            f"--workdir {workdir}: {existing} is not a directory", hint="give a directory path"
+        )
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise UserError(f"--workdir {workdir}: {existing} is not writable", hint="choose a writable directory")
+        raise UserError(
+            f"--workdir {workdir}: {existing} is not writable", hint="choose a writable directory"
+        )
     return w
 
 

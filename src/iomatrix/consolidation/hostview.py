@@ -1,11 +1,10 @@
-"""The host's view of one consolidation sweep point: every QEMU process's CPU and peak memory, the host's
-CPU split, memory used without cache, KSM sharing and the disk's utilisation and await.
+"""The host's view of one consolidation sweep point: every QEMU process's CPU and peak memory, the
+host's CPU split, memory used without cache, KSM sharing and the disk's utilisation and await.
 
-CPU of each QEMU comes from /proc/<pid>/stat at its start and at its end (read while it is a zombie, before
-it is reaped, so the final ticks count); peak RSS is the kernel's VmHWM. The host-wide figures are deltas of
-/proc/stat and /proc/diskstats over the point, and peaks of /proc/meminfo and KSM polled while it runs.
-Parsing is `iomatrix.monitor.procfs`; this class only reads files.
-"""
+CPU of each QEMU comes from /proc/<pid>/stat at its start and at its end (read while it is a zombie,
+before it is reaped, so the final ticks count); peak RSS is the kernel's VmHWM. The host-wide
+figures are deltas of /proc/stat and /proc/diskstats over the point, and peaks of /proc/meminfo and
+KSM polled while it runs. Parsing is `iomatrix.monitor.procfs`; this class only reads files."""
 
 from __future__ import annotations
 
@@ -48,7 +47,8 @@ class PointProbe:
         self._pids[pid] = _Followed(label, st, st)
 
     def poll(self) -> None:
-        """Read every followed QEMU (call it often, and before reaping one) and the memory gauges."""
+        """Read every followed QEMU (call it often, and before reaping one) and the memory
+        gauges."""
         for pid, f in self._pids.items():
             st = self._pid_stat(pid)
             if st is not None:
@@ -67,7 +67,9 @@ class PointProbe:
             text = read_text(f"{KSM_DIR}/{name}", strip=False)
             if text:
                 with contextlib.suppress(ValueError):
-                    self._ksm[name] = max(self._ksm.get(name, 0.0), float(procfs.parse_int_file(text)))
+                    self._ksm[name] = max(
+                        self._ksm.get(name, 0.0), float(procfs.parse_int_file(text))
+                    )
 
     def finish(self) -> dict[str, float]:
         """Metrics of the point (names registered in iomatrix.metrics)."""
@@ -132,4 +134,6 @@ class PointProbe:
     def _disk(self) -> dict[str, procfs.DiskStats]:
         if not self.devices:
             return {}
-        return procfs.parse_diskstats(read_text("/proc/diskstats", strip=False) or "", frozenset(self.devices))
+        return procfs.parse_diskstats(
+            read_text("/proc/diskstats", strip=False) or "", frozenset(self.devices)
+        )

@@ -1,20 +1,21 @@
 """The guest roles a consolidation tile is made of, and what each guest runs.
 
-The consolidation article's tile was four guests loading each other: two file servers copying a large tree back
-and forth, a web/mail server and a database. Scaled to a small host under emulation, the built-in roles are:
+The consolidation article's tile was four guests loading each other: two file servers copying a
+large tree back and forth, a web/mail server and a database. Scaled to a small host under emulation,
+the built-in roles are:
 
-* ``filecopy-pair`` (two guests): the source builds a tree of many small files (1-16 KiB) and a few large
-  ones on its own ext4, sends it to its peer over the tile's private network (tar through nc), and the peer
-  sends it back after an idle pause. Timed: the source's round trip (role ``filecopy``); the peer
-  (``filecopy_peer``) is recorded but not part of the answer, its time is the source's plus waiting.
+* ``filecopy-pair`` (two guests): the source builds a tree of many small files (1-16 KiB) and a few
+  large ones on its own ext4, sends it to its peer over the tile's private network (tar through nc),
+  and the peer sends it back after an idle pause. Timed: the source's round trip (role
+  ``filecopy``); the peer (``filecopy_peer``) is recorded but not part of the answer, its time is
+  the source's plus waiting.
 * ``db``: small random writes with an fsync after each (fio), a database's commit path.
 * ``web``: random 4 KiB reads over a region written first (not timed), a web server's cache misses.
 * ``burst``: sequential 64 KiB writes in bursts with pauses and an fsync per burst (the
   consolidation article's mail bursts).
 
-Every role does a fixed amount of work (never time-based): a role slowed down by its neighbours takes longer,
-which is what the answer compares. `scale` multiplies the amount of work.
-"""
+Every role does a fixed amount of work (never time-based): a role slowed down by its neighbours
+takes longer, which is what the answer compares. `scale` multiplies the amount of work."""
 
 from __future__ import annotations
 
@@ -75,8 +76,10 @@ def web_jobs(scale: float) -> tuple[str, str]:
 def burst_job(scale: float) -> str:
     mb = _n(8, scale, 1)
     # 8 x 64 KiB per burst, an fsync per burst, 50 ms between bursts.
-    return fio_job("burst", ["rw=write", "bs=64k", f"size={mb}m", "fsync=8", "thinktime=50000",
-                             "thinktime_blocks=8"])
+    return fio_job(
+        "burst",
+        ["rw=write", "bs=64k", f"size={mb}m", "fsync=8", "thinktime=50000", "thinktime_blocks=8"],
+    )
 
 
 def tile_guests(tile: int, roles: Sequence[str], scale: float = 1.0) -> list[GuestPlan]:
@@ -88,25 +91,75 @@ def tile_guests(tile: int, roles: Sequence[str], scale: float = 1.0) -> list[Gue
         if role == "filecopy-pair":
             link = f"t{tile}-copy"
             src, peer = f"10.77.{tile}.1", f"10.77.{tile}.2"
-            common = {"IOMX_COPY_SMALL_FILES": str(_n(400, scale, 8)), "IOMX_COPY_LARGE_FILES": "2",
-                      "IOMX_COPY_LARGE_MB": str(_n(8, scale, 1)), "IOMX_COPY_IDLE_S": "1",
-                      "IOMX_COPY_WAIT_S": "120"}
-            out.append(GuestPlan(tile, "filecopy", "role-filecopy", link=link, mac=f"52:54:00:77:{tile:02x}:01",
-                                 env={**common, "IOMX_COPY_SIDE": "source", "IOMX_NET_ADDR": src,
-                                      "IOMX_PEER_ADDR": peer}))
-            out.append(GuestPlan(tile, "filecopy_peer", "role-filecopy", timed=False, link=link,
-                                 mac=f"52:54:00:77:{tile:02x}:02",
-                                 env={**common, "IOMX_COPY_SIDE": "peer", "IOMX_NET_ADDR": peer,
-                                      "IOMX_PEER_ADDR": src}))
+            common = {
+                "IOMX_COPY_SMALL_FILES": str(_n(400, scale, 8)),
+                "IOMX_COPY_LARGE_FILES": "2",
+                "IOMX_COPY_LARGE_MB": str(_n(8, scale, 1)),
+                "IOMX_COPY_IDLE_S": "1",
+                "IOMX_COPY_WAIT_S": "120",
+            }
+            out.append(
+                GuestPlan(
+                    tile,
+                    "filecopy",
+                    "role-filecopy",
+                    link=link,
+                    mac=f"52:54:00:77:{tile:02x}:01",
+                    env={
+                        **common,
+                        "IOMX_COPY_SIDE": "source",
+                        "IOMX_NET_ADDR": src,
+                        "IOMX_PEER_ADDR": peer,
+                    },
+                )
+            )
+            out.append(
+                GuestPlan(
+                    tile,
+                    "filecopy_peer",
+                    "role-filecopy",
+                    timed=False,
+                    link=link,
+                    mac=f"52:54:00:77:{tile:02x}:02",
+                    env={
+                        **common,
+                        "IOMX_COPY_SIDE": "peer",
+                        "IOMX_NET_ADDR": peer,
+                        "IOMX_PEER_ADDR": src,
+                    },
+                )
+            )
         elif role == "db":
-            out.append(GuestPlan(tile, "db", "role-fio", env={"IOMX_ROLE": "db"}, files={"role-job": db_job(scale)}))
+            out.append(
+                GuestPlan(
+                    tile,
+                    "db",
+                    "role-fio",
+                    env={"IOMX_ROLE": "db"},
+                    files={"role-job": db_job(scale)},
+                )
+            )
         elif role == "web":
             prep, job = web_jobs(scale)
-            out.append(GuestPlan(tile, "web", "role-fio", env={"IOMX_ROLE": "web"},
-                                 files={"role-prep": prep, "role-job": job}))
+            out.append(
+                GuestPlan(
+                    tile,
+                    "web",
+                    "role-fio",
+                    env={"IOMX_ROLE": "web"},
+                    files={"role-prep": prep, "role-job": job},
+                )
+            )
         elif role == "burst":
-            out.append(GuestPlan(tile, "burst", "role-fio", env={"IOMX_ROLE": "burst"},
-                                 files={"role-job": burst_job(scale)}))
+            out.append(
+                GuestPlan(
+                    tile,
+                    "burst",
+                    "role-fio",
+                    env={"IOMX_ROLE": "burst"},
+                    files={"role-job": burst_job(scale)},
+                )
+            )
         else:
             raise ValueError(f"unknown role '{role}'")
     return out

@@ -8,9 +8,9 @@
     ksm = false                  # allow enabling KSM for the sweep (restored afterwards)
     scale = 1.0                  # how much work each role does
 
-Each tile count becomes one workload named ``tiles-N``, so the scheduler repeats and randomises sweep points
-like any other cell × workload, and cache mode and the other disk axes multiply them as usual.
-"""
+Each tile count becomes one workload named ``tiles-N``, so the scheduler repeats and randomises
+sweep points like any other cell × workload, and cache mode and the other disk axes multiply them as
+usual."""  # noqa: E501
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 ROLE_NAMES = ("filecopy-pair", "db", "web", "burst")
 RoleName = Literal["filecopy-pair", "db", "web", "burst"]
-SECTION = "consolidation"  # the plan's table (a setting of the consolidation tier: Tier.plan_settings)
+# the plan's table (a setting of the consolidation tier: Tier.plan_settings)
+SECTION = "consolidation"
 DEFAULT_TILES = (1, 2, 3)
 MAX_TILES = 32
 TILE_WORKLOAD = re.compile(r"^tiles-([1-9][0-9]?)$")
@@ -44,8 +45,8 @@ class ConsolidationSpec(BaseModel):
     roles: list[RoleName] = ["filecopy-pair"]
     slowdown_bound: Annotated[float, Field(gt=1, le=100, allow_inf_nan=False)] = 2.0
     ksm: bool = False
-    # Multiplies the work every role does (files copied, I/Os issued): 1.0 is sized for a 2-core host
-    # emulating its guests (TCG); a KVM host wants more.
+    # Multiplies the work every role does (files copied, I/Os issued): 1.0 is sized for a 2-core
+    # host emulating its guests (TCG); a KVM host wants more.
     scale: Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)] = 1.0
 
     @field_validator("tiles")
@@ -56,14 +57,18 @@ class ConsolidationSpec(BaseModel):
         if len(set(v)) != len(v):
             raise ValueError(f"lists a tile count twice: {v}")
         if 1 not in v:
-            raise ValueError(f"{v} lacks 1: one tile is the baseline every slowdown is measured against")
+            raise ValueError(
+                f"{v} lacks 1: one tile is the baseline every slowdown is measured against"
+            )
         return sorted(v)
 
     @field_validator("roles")
     @classmethod
     def _roles(cls, v: list[str]) -> list[str]:
         if not v:
-            raise ValueError(f"a tile needs at least one role; valid roles: {', '.join(ROLE_NAMES)}")
+            raise ValueError(
+                f"a tile needs at least one role; valid roles: {', '.join(ROLE_NAMES)}"
+            )
         if len(set(v)) != len(v):
             raise ValueError(f"lists a role twice: {v}")
         return v

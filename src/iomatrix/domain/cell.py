@@ -1,9 +1,9 @@
 """One point of the matrix, :class:`Cell`: a value of every registered axis.
 
-A type low in the import graph (it needs only the axis registry): the tier declarations, the fio builders and
-the QEMU builders take cells, and the matrix (`iomatrix.matrix`, which re-exports it) makes them from a plan.
-A cell's key is read back into a cell by `iomatrix.matrix.from_key`, which completes it with the tier registry.
-"""
+A type low in the import graph (it needs only the axis registry): the tier declarations, the fio
+builders and the QEMU builders take cells, and the matrix (`iomatrix.matrix`, which re-exports it)
+makes them from a plan. A cell's key is read back into a cell by `iomatrix.matrix.from_key`, which
+completes it with the tier registry."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from iomatrix.domain import NA, NULL_BACKING, axes
 
 
 class Cell(Mapping[str, str]):
-    """One point of the matrix: axis → value for every registered axis ("-" where the axis does not apply to
-    the cell's tier). A mapping (``cell["cache"]``), with the values also readable as attributes
-    (``cell.cache``); immutable, hashable and ordered by its values in registry order."""
+    """One point of the matrix: axis → value for every registered axis ("-" where the axis does not
+    apply to the cell's tier). A mapping (``cell["cache"]``), with the values also readable as
+    attributes (``cell.cache``); immutable, hashable and ordered by its values in registry order."""
 
     __slots__ = ("_values",)
     _values: tuple[str, ...]
@@ -23,7 +23,9 @@ class Cell(Mapping[str, str]):
     def __init__(self, values: Mapping[str, str]) -> None:
         unknown = set(values) - set(axes.names())
         if unknown:
-            raise ValueError(f"unknown axis {sorted(unknown)[0]!r}; known: {', '.join(axes.names())}")
+            raise ValueError(
+                f"unknown axis {sorted(unknown)[0]!r}; known: {', '.join(axes.names())}"
+            )
         object.__setattr__(self, "_values", tuple(str(values.get(a, NA)) for a in axes.names()))
 
     @classmethod
@@ -70,8 +72,8 @@ class Cell(Mapping[str, str]):
 
     @property
     def key(self) -> str:
-        """The cell's identity in the store: the first release's axes joined by "/" (unchanged since), then
-        each later axis set away from its default as "+axis=value"."""
+        """The cell's identity in the store: the first release's axes joined by "/" (unchanged
+        since), then each later axis set away from its default as "+axis=value"."""
         named = axes.named(self)
         base = "/".join(v for a, v in named if axes.get(a).always_named)
         return base + "".join(f"+{a}={v}" for a, v in named if not axes.get(a).always_named)

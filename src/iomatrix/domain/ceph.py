@@ -1,11 +1,12 @@
-"""The pure part of the Ceph RBD axes (issue 35; registered in `domain.axes`): the values, why a cell QEMU or
-krbd contradicts is pruned, how an object size is checked, and what a librbd setting means for a VM tool.
+"""The pure part of the Ceph RBD axes (issue 35; registered in `domain.axes`): the values, why a
+cell QEMU or krbd contradicts is pruned, how an object size is checked, and what a librbd setting
+means for a VM tool.
 
-Defaults are Ceph 16's (Debian 12's 16.2.15: `ceph-conf -c /dev/null --show-config-value OPTION`): rbd_cache true,
-rbd_cache_policy writearound, rbd_cache_writethrough_until_flush true, rbd_default_order 22 (4 MiB objects).
-QEMU's rbd driver sets rbd_cache itself when it opens an image, over ceph.conf (block/rbd.c: false with
-cache.direct=on, true otherwise); read back through a live client's admin socket in tests/test_rbd_backing.py.
-"""
+Defaults are Ceph 16's (Debian 12's 16.2.15: `ceph-conf -c /dev/null --show-config-value OPTION`):
+rbd_cache true, rbd_cache_policy writearound, rbd_cache_writethrough_until_flush true,
+rbd_default_order 22 (4 MiB objects). QEMU's rbd driver sets rbd_cache itself when it opens an
+image, over ceph.conf (block/rbd.c: false with cache.direct=on, true otherwise); read back through a
+live client's admin socket in tests/test_rbd_backing.py."""
 
 from __future__ import annotations
 
@@ -17,58 +18,85 @@ from iomatrix.domain import NA, CacheMode
 RBD = "rbd"
 KRBD = "krbd"  # rbd_client's kernel value: the host kernel's rbd module maps the image as /dev/rbdN
 CACHE_AXES = ("rbd_cache", "rbd_cache_policy", "rbd_cache_writethrough_until_flush")
-DEFAULTS = {"rbd_cache": "on", "rbd_cache_policy": "writearound", "rbd_cache_writethrough_until_flush": "on",
-            "rbd_client": "librbd", "rbd_object_size": "4M"}
+DEFAULTS = {
+    "rbd_cache": "on",
+    "rbd_cache_policy": "writearound",
+    "rbd_cache_writethrough_until_flush": "on",
+    "rbd_client": "librbd",
+    "rbd_object_size": "4M",
+}
 OBJECT_SIZES = ("4M", "1M", "16M")
 CACHE_OFF_IN_QEMU = (CacheMode.NONE, CacheMode.DIRECTSYNC)
 
 RBD_CACHE_RISK = (
-    "librbd's writeback cache is memory in the client (the QEMU process): a write is acknowledged before it reaches "
-    "the OSDs, and a client crash or host power loss loses what the guest has not flushed yet, like a disk's "
-    "volatile cache; flushes are honoured (librbd writes the dirty data out before it acknowledges one)")
+    "librbd's writeback cache is memory in the client (the QEMU process): a write is "
+    "acknowledged before it reaches "
+    "the OSDs, and a client crash or host power loss loses what the guest has not "
+    "flushed yet, like a disk's "
+    "volatile cache; flushes are honoured (librbd writes the dirty data out before it "
+    "acknowledges one)"
+)
 
 
 def cache_rule_reason(values: Mapping[str, str], protocol: str | None) -> str | None:
-    """Why a cell's librbd cache settings cannot take effect, or None: krbd has no librbd cache at all, and QEMU
-    decides rbd_cache from its own cache mode (so rbd_cache=off only repeats or contradicts what QEMU sets)."""
+    """Why a cell's librbd cache settings cannot take effect, or None: krbd has no librbd cache at
+    all, and QEMU decides rbd_cache from its own cache mode (so rbd_cache=off only repeats or
+    contradicts what QEMU sets)."""
     if values.get("rbd_client", "librbd") == KRBD:
         changed = [a for a in CACHE_AXES if values.get(a, NA) not in (NA, DEFAULTS[a])]
         if changed:
-            return f"{changed[0]} is a setting of librbd's cache; krbd (rbd_client=krbd) uses the host's page cache"
+            return (
+                f"{changed[0]} is a setting of librbd's cache; krbd (rbd_client=krbd) uses "
+                "the host's page cache"
+            )
         return None
     cache = values.get("cache", NA)
     if protocol == RBD and cache in CACHE_OFF_IN_QEMU:
-        # librbd's cache is off under these modes, so its policy and its until-flush switch are not used: a cell
-        # varying them would measure the default one again (the ceph plan varies them under writeback only)
+        # librbd's cache is off under these modes, so its policy and its until-flush switch are not
+        # used: a cell varying them would measure the default one again (the ceph plan varies them
+        # under writeback only)
         changed = [a for a in CACHE_AXES[1:] if values.get(a, NA) not in (NA, DEFAULTS[a])]
         if changed:
-            return (f"QEMU's rbd driver turns librbd's cache off for cache={cache} (block/rbd.c: rbd_cache=false "
-                    f"with cache.direct=on): {changed[0]}={values[changed[0]]} cannot take effect")
+            return (
+                f"QEMU's rbd driver turns librbd's cache off for cache={cache} "
+                "(block/rbd.c: rbd_cache=false "
+                f"with cache.direct=on): {changed[0]}={values[changed[0]]} cannot take effect"
+            )
     if values.get("rbd_cache", "on") == "on" or protocol != RBD:
         return None
     if cache in CACHE_OFF_IN_QEMU:
-        return (f"QEMU's rbd driver already sets rbd_cache=off for cache={cache} (block/rbd.c): the cell would "
-                "repeat the rbd_cache=on one")
-    return (f"QEMU's rbd driver sets rbd_cache itself over ceph.conf (block/rbd.c: on for cache={cache}): "
-            "rbd_cache=off cannot take effect through QEMU")
+        return (
+            f"QEMU's rbd driver already sets rbd_cache=off for cache={cache} "
+            "(block/rbd.c): the cell would "
+            "repeat the rbd_cache=on one"
+        )
+    return (
+        "QEMU's rbd driver sets rbd_cache itself over ceph.conf (block/rbd.c: on for "
+        f"cache={cache}): "
+        "rbd_cache=off cannot take effect through QEMU"
+    )
 
 
 def format_reason(fmt: str, protocol: str | None, preallocation: str = NA) -> str | None:
-    """The RBD backing makes raw images with `rbd create`, and qcow2 ones with `qemu-img create` on the rbd: URL
-    (the cell's object size passed as rbd_default_order); qed is not offered, and QEMU's rbd driver cannot
-    preallocate with falloc/full under a qcow2 node."""
+    """The RBD backing makes raw images with `rbd create`, and qcow2 ones with `qemu-img create` on
+    the rbd: URL (the cell's object size passed as rbd_default_order); qed is not offered, and
+    QEMU's rbd driver cannot preallocate with falloc/full under a qcow2 node."""
     if protocol != RBD or fmt in (NA, "raw"):
         return None
     if fmt != "qcow2":
         return f"format={fmt} on an rbd backing: iomatrix makes RBD images raw or qcow2"
     if preallocation not in (NA, "off", "metadata"):
-        return (f"preallocation={preallocation} with qcow2 on an rbd backing: qemu-img creates it through QEMU's "
-                "rbd driver, which preallocates only off or metadata under a qcow2 node")
+        return (
+            f"preallocation={preallocation} with qcow2 on an rbd backing: qemu-img "
+            "creates it through QEMU's "
+            "rbd driver, which preallocates only off or metadata under a qcow2 node"
+        )
     return None
 
 
 def object_order(value: str) -> int:
-    """rbd_default_order of an object size ("4M" → 22): what `qemu-img create` on an rbd: URL takes."""
+    """rbd_default_order of an object size ("4M" → 22): what `qemu-img create` on an rbd: URL
+    takes."""
     m = re.fullmatch(r"(\d+)([KM])", value)
     if m is None or object_size_problem(value):
         raise ValueError(object_size_problem(value) or value)
@@ -76,19 +104,29 @@ def object_order(value: str) -> int:
 
 
 def object_size_problem(value: str) -> str | None:
-    """Why `value` is not an RBD object size (a power of two from 4K to 32M, as `rbd create` takes), or None."""
+    """Why `value` is not an RBD object size (a power of two from 4K to 32M, as `rbd create` takes),
+    or None."""
     m = re.fullmatch(r"(\d+)([KM])", value)
     size = int(m.group(1)) << (10 if m.group(2) == "K" else 20) if m else 0
     if not m or size & (size - 1) or not 4 << 10 <= size <= 32 << 20:
-        return f"'{value}' is not an RBD object size: a power of two from 4K to 32M, e.g. \"4M\" (Ceph's default)"
+        return (
+            f"'{value}' is not an RBD object size: a power of two from 4K to 32M, e.g. "
+            '"4M" (Ceph\'s default)'
+        )
     return None
 
 
 def client_setting_note(axis: str, value: str) -> str:
-    """What a VM tool's snippet says of an RBD setting that is not the VM's: the object size is chosen when the
-    image is created; the cache settings live in the client host's ceph.conf."""
+    """What a VM tool's snippet says of an RBD setting that is not the VM's: the object size is
+    chosen when the image is created; the cache settings live in the client host's ceph.conf."""
     if axis == "rbd_object_size":
-        return (f"rbd_object_size={value} is chosen when the image is created (rbd create --object-size {value}), "
-                "not in the VM's disk")
-    return (f"{axis}={value} is a librbd setting of the client's ceph.conf [client] section (see the ceph snippet), "
-            "not of the VM's disk")
+        return (
+            f"rbd_object_size={value} is chosen when the image is created (rbd create "
+            f"--object-size {value}), "
+            "not in the VM's disk"
+        )
+    return (
+        f"{axis}={value} is a librbd setting of the client's ceph.conf [client] section "
+        "(see the ceph snippet), "
+        "not of the VM's disk"
+    )

@@ -1,4 +1,5 @@
-"""What a custom fio job file (a ``file:PATH`` workload) may say: the workload's shape, nothing else.
+"""What a custom fio job file (a ``file:PATH`` workload) may say: the workload's shape, nothing
+else.
 
 A plan and its job files are data people share and download, and iomatrix runs fio
 as root. fio's job-file language can run commands (``exec_prerun``), read and write
@@ -67,13 +68,23 @@ RESERVED_SECTIONS = {"prefill"}
 
 # Options the matrix cell sets; named separately so the message can say why.
 CELL_OPTIONS = {
-    "filename": "the backing of the cell", "directory": "the backing of the cell",
-    "filename_format": "the backing of the cell", "nrfiles": "the backing of the cell",
-    "ioengine": "the cell's aio mode", "direct": "the cell's cache mode", "buffered": "the cell's cache mode",
-    "sync": "the cell's cache mode", "o_direct": "the cell's cache mode", "end_fsync": "the cell's cache mode",
-    "fsync_on_close": "the cell's cache mode", "invalidate": "iomatrix (page-cache hygiene)",
-    "size": "the plan's size", "filesize": "the plan's size", "offset": "the plan's size (the run's region)",
-    "offset_increment": "the plan's size (the run's region)", "group_reporting": "iomatrix (one report per job)",
+    "filename": "the backing of the cell",
+    "directory": "the backing of the cell",
+    "filename_format": "the backing of the cell",
+    "nrfiles": "the backing of the cell",
+    "ioengine": "the cell's aio mode",
+    "direct": "the cell's cache mode",
+    "buffered": "the cell's cache mode",
+    "sync": "the cell's cache mode",
+    "o_direct": "the cell's cache mode",
+    "end_fsync": "the cell's cache mode",
+    "fsync_on_close": "the cell's cache mode",
+    "invalidate": "iomatrix (page-cache hygiene)",
+    "size": "the plan's size",
+    "filesize": "the plan's size",
+    "offset": "the plan's size (the run's region)",
+    "offset_increment": "the plan's size (the run's region)",
+    "group_reporting": "iomatrix (one report per job)",
     "unified_rw_reporting": "iomatrix (read and write reported apart)",
 }
 
@@ -85,6 +96,7 @@ def _regex(pattern: str, what: str) -> Callable[[str], str | None]:
 
     def check(value: str) -> str | None:
         return None if rx.fullmatch(value) else f"expected {what}"
+
     return check
 
 
@@ -93,6 +105,7 @@ def _int_max(limit: int) -> Callable[[str], str | None]:
         if not re.fullmatch(r"[0-9]{1,9}", value) or not 1 <= int(value) <= limit:
             return f"expected a whole number from 1 to {limit}"
         return None
+
     return check
 
 
@@ -103,59 +116,118 @@ _FLAG_OFF = ("0", "false", "no", "off")
 
 
 def _thread_on(value: str) -> str | None:
-    """`thread` may be stated, never switched off: a forked job process would outlive a kill of iomatrix."""
+    """`thread` may be stated, never switched off: a forked job process would outlive a kill of
+    iomatrix."""
     if value.lower() in _FLAG_OFF:
-        return ("thread=1: iomatrix runs every job as a thread of one fio process, so that a killed sweep "
-                "stops all of its I/O; remove the line")
+        return (
+            "thread=1: iomatrix runs every job as a thread of one fio process, so that a "
+            "killed sweep "
+            "stops all of its I/O; remove the line"
+        )
     return _flag(value)
 
 
 _word = _regex(r"[A-Za-z0-9_]{1,32}", "a keyword")
 _word_arg = _regex(r"[A-Za-z0-9_]{1,32}(?::[0-9A-Za-z.,:/%]{0,64})?", "a keyword, e.g. zipf:1.2")
 _bssplit = _regex(r"[0-9A-Za-z.,:/%]{1,512}", "a block-size split, e.g. 4k/50:64k/50")
-_rw = _regex(r"(?:read|write|randread|randwrite|rw|readwrite|randrw)(?::[0-9]{1,6})?",
-             "read, write, randread, randwrite, rw, readwrite or randrw (trims are not offered)")
+_rw = _regex(
+    r"(?:read|write|randread|randwrite|rw|readwrite|randrw)(?::[0-9]{1,6})?",
+    "read, write, randread, randwrite, rw, readwrite or randrw (trims are not offered)",
+)
 _label = _regex(r"[A-Za-z0-9_.\- ]{0,64}", "letters, digits, '_', '.', '-' (at most 64)")
 _text = _regex(r"[A-Za-z0-9_.,:/%+()\- ]{0,200}", "plain text (no quotes, '$', '#' or ';')")
-_pattern = _regex(r"(?:0x[0-9A-Fa-f]{1,64}|[0-9]{1,10}|\"[A-Za-z0-9_.,:/%+\- ]{0,64}\")",
-                  "a pattern such as 0xdeadbeef or \"text\"")
+_pattern = _regex(
+    r"(?:0x[0-9A-Fa-f]{1,64}|[0-9]{1,10}|\"[A-Za-z0-9_.,:/%+\- ]{0,64}\")",
+    'a pattern such as 0xdeadbeef or "text"',
+)
 
 # option -> check of its value (None if fine, else what was expected).
 ALLOWED: dict[str, Callable[[str], str | None]] = {
     # direction and mix
-    "rw": _rw, "readwrite": _rw, "rwmixread": _number, "rwmixwrite": _number,
-    "rw_sequencer": _word_arg, "percentage_random": _numbers,
+    "rw": _rw,
+    "readwrite": _rw,
+    "rwmixread": _number,
+    "rwmixwrite": _number,
+    "rw_sequencer": _word_arg,
+    "percentage_random": _numbers,
     # block sizes
-    "bs": _numbers, "blocksize": _numbers, "bsrange": _numbers, "blocksize_range": _numbers,
-    "bssplit": _bssplit, "blocksize_unaligned": _flag, "bs_unaligned": _flag, "blockalign": _numbers,
-    "ba": _numbers, "bs_is_seq_rand": _flag,
+    "bs": _numbers,
+    "blocksize": _numbers,
+    "bsrange": _numbers,
+    "blocksize_range": _numbers,
+    "bssplit": _bssplit,
+    "blocksize_unaligned": _flag,
+    "bs_unaligned": _flag,
+    "blockalign": _numbers,
+    "ba": _numbers,
+    "bs_is_seq_rand": _flag,
     # queueing and concurrency
-    "iodepth": _int_max(MAX_IODEPTH), "iodepth_batch": _number, "iodepth_batch_submit": _number,
-    "iodepth_batch_complete": _number, "iodepth_batch_complete_min": _number,
-    "iodepth_batch_complete_max": _number, "iodepth_low": _number, "numjobs": _int_max(MAX_NUMJOBS),
+    "iodepth": _int_max(MAX_IODEPTH),
+    "iodepth_batch": _number,
+    "iodepth_batch_submit": _number,
+    "iodepth_batch_complete": _number,
+    "iodepth_batch_complete_min": _number,
+    "iodepth_batch_complete_max": _number,
+    "iodepth_low": _number,
+    "numjobs": _int_max(MAX_NUMJOBS),
     "thread": _thread_on,
     # pacing
-    "rate": _numbers, "rate_min": _numbers, "rate_iops": _numbers, "rate_iops_min": _numbers,
-    "rate_process": _word, "rate_ignore_thinktime": _flag, "rate_cycle": _number,
-    "thinktime": _number, "thinktime_spin": _number, "thinktime_blocks": _number,
-    "thinktime_blocks_type": _word, "thinktime_iotime": _number,
+    "rate": _numbers,
+    "rate_min": _numbers,
+    "rate_iops": _numbers,
+    "rate_iops_min": _numbers,
+    "rate_process": _word,
+    "rate_ignore_thinktime": _flag,
+    "rate_cycle": _number,
+    "thinktime": _number,
+    "thinktime_spin": _number,
+    "thinktime_blocks": _number,
+    "thinktime_blocks_type": _word,
+    "thinktime_iotime": _number,
     # randomness
-    "norandommap": _flag, "softrandommap": _flag, "random_distribution": _word_arg, "randrepeat": _flag,
-    "randseed": _number, "random_generator": _word,
+    "norandommap": _flag,
+    "softrandommap": _flag,
+    "random_distribution": _word_arg,
+    "randrepeat": _flag,
+    "randseed": _number,
+    "random_generator": _word,
     # durability requests
-    "fsync": _number, "fdatasync": _number, "sync_file_range": _word_arg, "write_barrier": _number,
+    "fsync": _number,
+    "fdatasync": _number,
+    "sync_file_range": _word_arg,
+    "write_barrier": _number,
     # amount and duration
-    "io_size": _number, "io_limit": _number, "number_ios": _number, "loops": _number,
-    "runtime": _number, "timeout": _number, "time_based": _flag, "ramp_time": _number,
+    "io_size": _number,
+    "io_limit": _number,
+    "number_ios": _number,
+    "loops": _number,
+    "runtime": _number,
+    "timeout": _number,
+    "time_based": _flag,
+    "ramp_time": _number,
     # data content
-    "zero_buffers": _flag, "refill_buffers": _flag, "scramble_buffers": _flag,
-    "buffer_compress_percentage": _number, "buffer_compress_chunk": _number, "dedupe_percentage": _number,
+    "zero_buffers": _flag,
+    "refill_buffers": _flag,
+    "scramble_buffers": _flag,
+    "buffer_compress_percentage": _number,
+    "buffer_compress_chunk": _number,
+    "dedupe_percentage": _number,
     "buffer_pattern": _pattern,
     # verification of the cell's own target
-    "verify": _word, "do_verify": _flag, "verify_pattern": _pattern, "verify_interval": _number,
-    "verify_offset": _number, "verify_fatal": _flag, "verify_backlog": _number, "verify_backlog_batch": _number,
+    "verify": _word,
+    "do_verify": _flag,
+    "verify_pattern": _pattern,
+    "verify_interval": _number,
+    "verify_offset": _number,
+    "verify_fatal": _flag,
+    "verify_backlog": _number,
+    "verify_backlog_batch": _number,
     # job structure and labels
-    "name": _label, "description": _text, "stonewall": _flag, "wait_for_previous": _flag, "new_group": _flag,
+    "name": _label,
+    "description": _text,
+    "stonewall": _flag,
+    "wait_for_previous": _flag,
+    "new_group": _flag,
     "file_service_type": _word_arg,
 }
 
@@ -195,19 +267,34 @@ def validate_job_text(text: str, where: str) -> JobFile:
         if not line or line[0] in "#;":
             continue
         if any((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F for c in line):
-            raise _refuse(where, lineno, "control character in the line", "save the job file as plain text")
+            raise _refuse(
+                where, lineno, "control character in the line", "save the job file as plain text"
+            )
         if "$" in line:
-            raise _refuse(where, lineno, "'$' expansion (environment variables, $pagesize …) is not allowed "
-                          "in a job file iomatrix runs", "write the value itself")
+            raise _refuse(
+                where,
+                lineno,
+                "'$' expansion (environment variables, $pagesize …) is not allowed "
+                "in a job file iomatrix runs",
+                "write the value itself",
+            )
         if line.startswith("["):
             m = _SECTION.fullmatch(line)
             name = m.group(1).strip() if m else ""
             if not m or not _SECTION_NAME.fullmatch(name):
-                raise _refuse(where, lineno, f"bad section header {line[:40]!r}",
-                              "use [name] with letters, digits, '_', '.', '-'")
+                raise _refuse(
+                    where,
+                    lineno,
+                    f"bad section header {line[:40]!r}",
+                    "use [name] with letters, digits, '_', '.', '-'",
+                )
             if name.lower() in RESERVED_SECTIONS:
-                raise _refuse(where, lineno, f"section name '{name}' is reserved by iomatrix",
-                              "rename the job")
+                raise _refuse(
+                    where,
+                    lineno,
+                    f"section name '{name}' is reserved by iomatrix",
+                    "rename the job",
+                )
             section = name
             if name != "global":
                 jobs.append(name)
@@ -217,24 +304,41 @@ def validate_job_text(text: str, where: str) -> JobFile:
             raise _refuse(where, lineno, "'include' is not allowed", "put the options in this file")
         m = _OPTION.fullmatch(line)
         if m is None:
-            raise _refuse(where, lineno, f"cannot read line {line[:40]!r}",
-                          "write one option a line as key=value, or a [section]")
+            raise _refuse(
+                where,
+                lineno,
+                f"cannot read line {line[:40]!r}",
+                "write one option a line as key=value, or a [section]",
+            )
         key, value = m.group(1), (m.group(2) or "").strip()
         if key in CELL_OPTIONS:
-            raise _refuse(where, lineno, f"option '{key}' is set by iomatrix from {CELL_OPTIONS[key]}",
-                          f"remove '{key}'; the matrix cell decides it")
+            raise _refuse(
+                where,
+                lineno,
+                f"option '{key}' is set by iomatrix from {CELL_OPTIONS[key]}",
+                f"remove '{key}'; the matrix cell decides it",
+            )
         check = ALLOWED.get(key)
         if check is None:
-            raise _refuse(where, lineno, f"option '{key}' is not allowed in a custom job file",
-                          "only workload-shape options are (rw, bs, bssplit, iodepth, numjobs, rwmix*, rate*, "
-                          "thinktime*, fsync, …; see docs/backings.md); paths, devices, commands, logs, "
-                          "includes and engines are refused")
+            raise _refuse(
+                where,
+                lineno,
+                f"option '{key}' is not allowed in a custom job file",
+                "only workload-shape options are (rw, bs, bssplit, iodepth, numjobs, "
+                "rwmix*, rate*, "
+                "thinktime*, fsync, …; see docs/backings.md); paths, devices, commands, logs, "
+                "includes and engines are refused",
+            )
         problem = check(value)
         if problem is not None:
             raise _refuse(where, lineno, f"option '{key}' has a bad value {value[:40]!r}", problem)
         if section is None:
-            raise _refuse(where, lineno, f"option '{key}' comes before any [section]",
-                          "put it under [global] or a [job] section")
+            raise _refuse(
+                where,
+                lineno,
+                f"option '{key}' comes before any [section]",
+                "put it under [global] or a [job] section",
+            )
         if key in ("rw", "readwrite"):
             directions.append(value.split(":", 1)[0])
         out.append(f"{key}={value}" if m.group(2) is not None else key)
@@ -242,5 +346,9 @@ def validate_job_text(text: str, where: str) -> JobFile:
         raise UserError(f"{where}: no fio job section found", hint="add a section such as [myjob]")
     if not directions:
         directions = ["read"]  # fio's default
-    return JobFile(text="\n".join(out).lstrip("\n") + "\n", jobs=tuple(jobs),
-                   reads=any(d in _READS for d in directions), writes=any(d in _WRITES for d in directions))
+    return JobFile(
+        text="\n".join(out).lstrip("\n") + "\n",
+        jobs=tuple(jobs),
+        reads=any(d in _READS for d in directions),
+        writes=any(d in _WRITES for d in directions),
+    )

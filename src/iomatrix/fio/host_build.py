@@ -1,23 +1,24 @@
-"""fio for a fleet's measuring hosts: built once on the controller, copied to each host by the Ansible role.
+"""fio for a fleet's measuring hosts: built once on the controller, copied to each host by the
+Ansible role.
 
-Debian's fio package links every engine it can build into its one binary (librbd and librados, GlusterFS, RDMA,
-PMEM): 87 MB of libraries on a host whose sweeps use libaio, io_uring, psync and nbd. This build is the same fio
-version from the same Debian source package as the controller's, configured without those engines, unpatched
-(the start-up poll patch is the guest initramfs's only), so a host measures with fio as Debian builds it. It
-links libaio, libnbd and zlib, which a host installs with apt (scripts/setup.sh --fio-binary); the binary itself
-is a few MB.
+Debian's fio package links every engine it can build into its one binary (librbd and librados,
+GlusterFS, RDMA, PMEM): 87 MB of libraries on a host whose sweeps use libaio, io_uring, psync and
+nbd. This build is the same fio version from the same Debian source package as the controller's,
+configured without those engines, unpatched (the start-up poll patch is the guest initramfs's only),
+so a host measures with fio as Debian builds it. It links libaio, libnbd and zlib, which a host
+installs with apt (scripts/setup.sh --fio-binary); the binary itself is a few MB.
 
-The trade-off, said where the user chooses it (the role's `iomatrix_fio`, docs/fleet.md): apt does not manage the
-copied binary, so the host gets no security update of fio from the distribution (fio is a benchmark a sweep
-starts, not a service). `iomatrix_fio: debian` installs Debian's package instead. A host whose libraries do not
-run this build (another distribution release) gets Debian's package too, with the reason printed.
+The trade-off, said where the user chooses it (the role's `iomatrix_fio`, docs/fleet.md): apt does
+not manage the copied binary, so the host gets no security update of fio from the distribution (fio
+is a benchmark a sweep starts, not a service). `iomatrix_fio: debian` installs Debian's package
+instead. A host whose libraries do not run this build (another distribution release) gets Debian's
+package too, with the reason printed.
 
     python -m iomatrix.fio.host_build [--no-build]
 
-prints one JSON object: {"path": PATH or null, "why": "..."}. The build is cached under the iomatrix cache
-(`~/.cache/iomatrix/fio-host/`, or `$IOMATRIX_CACHE/fio-host/`); a failed build is remembered (as the guest's
-static fio does) and not retried on every run.
-"""
+prints one JSON object: {"path": PATH or null, "why": "..."}. The build is cached under the iomatrix
+cache (`~/.cache/iomatrix/fio-host/`, or `$IOMATRIX_CACHE/fio-host/`); a failed build is remembered
+(as the guest's static fio does) and not retried on every run."""
 
 from __future__ import annotations
 
@@ -32,33 +33,63 @@ from pathlib import Path
 from iomatrix.guest.cache import cache_root
 from iomatrix.guest.static_fio import build_from_debian_source, host_fio_package_version
 
-# --enable-libnbd: fio builds its nbd engine only when asked. Not --build-static: Debian ships libnbd as a shared
-# library only. --disable-native: the hosts' CPUs are not the controller's. Every engine with a library a sweep
-# never uses is off (numa too: no plan or allowed job option binds fio to NUMA nodes).
-HOST_CONFIGURE = ["--enable-libnbd", "--disable-native", "--disable-numa", "--disable-rdma", "--disable-rados",
-                  "--disable-rbd", "--disable-http", "--disable-gfapi", "--disable-libnfs", "--disable-pmem",
-                  "--disable-xnvme", "--disable-libzbc", "--disable-tcmalloc", "--disable-dfs"]
-# What the controller needs to build it (the full install has all but pkgconf and libnbd-dev: setup.sh --fleet).
+# --enable-libnbd: fio builds its nbd engine only when asked. Not --build-static: Debian ships
+# libnbd as a shared library only. --disable-native: the hosts' CPUs are not the controller's. Every
+# engine with a library a sweep never uses is off (numa too: no plan or allowed job option binds fio
+# to NUMA nodes).
+HOST_CONFIGURE = [
+    "--enable-libnbd",
+    "--disable-native",
+    "--disable-numa",
+    "--disable-rdma",
+    "--disable-rados",
+    "--disable-rbd",
+    "--disable-http",
+    "--disable-gfapi",
+    "--disable-libnfs",
+    "--disable-pmem",
+    "--disable-xnvme",
+    "--disable-libzbc",
+    "--disable-tcmalloc",
+    "--disable-dfs",
+]
+# What the controller needs to build it (the full install has all but pkgconf and libnbd-dev:
+# setup.sh --fleet).
 BUILD_PACKAGES = "build-essential dpkg-dev pkgconf libaio-dev libnbd-dev zlib1g-dev"
-# The engines iomatrix runs: bare metal (libaio, io_uring, psync), the block layer's NBD client (nbd).
+# The engines iomatrix runs: bare metal (libaio, io_uring, psync), the block layer's NBD client
+# (nbd).
 ENGINES = ("libaio", "io_uring", "psync", "nbd")
-# The shared libraries it may need: the C library's (libc6; libmvec is its vector maths), and those of the Debian
-# packages setup.sh --fio-binary installs on a host (libaio1, libnbd0, zlib1g).
-RUNTIME_LIBRARIES = ("libc.so.6", "libm.so.6", "libmvec.so.1", "libpthread.so.0", "libdl.so.2", "librt.so.1",
-                     "libaio.so.1", "libnbd.so.0", "libz.so.1", "ld-linux-x86-64.so.2")
+# The shared libraries it may need: the C library's (libc6; libmvec is its vector maths), and those
+# of the Debian packages setup.sh --fio-binary installs on a host (libaio1, libnbd0, zlib1g).
+RUNTIME_LIBRARIES = (
+    "libc.so.6",
+    "libm.so.6",
+    "libmvec.so.1",
+    "libpthread.so.0",
+    "libdl.so.2",
+    "librt.so.1",
+    "libaio.so.1",
+    "libnbd.so.0",
+    "libz.so.1",
+    "ld-linux-x86-64.so.2",
+)
 CACHE_NAME = "fio-host"
 
 
 def needed_libraries(binary: Path) -> list[str] | None:
-    """The DT_NEEDED entries of an ELF binary (readelf, binutils), or None when they cannot be read."""
+    """The DT_NEEDED entries of an ELF binary (readelf, binutils), or None when they cannot be
+    read."""
     res = subprocess.run(["readelf", "-d", str(binary)], capture_output=True, text=True)
     if res.returncode != 0:
         return None
-    return [line.rsplit("[", 1)[1].rstrip("]") for line in res.stdout.splitlines() if "(NEEDED)" in line]
+    return [
+        line.rsplit("[", 1)[1].rstrip("]") for line in res.stdout.splitlines() if "(NEEDED)" in line
+    ]
 
 
 def unfit(binary: Path) -> str | None:
-    """Why a built fio cannot serve a measuring host (an engine missing, a library a host would not have), or None."""
+    """Why a built fio cannot serve a measuring host (an engine missing, a library a host would not
+    have), or None."""
     res = subprocess.run([str(binary), "--enghelp"], capture_output=True, text=True, timeout=30)
     have = {line.strip() for line in res.stdout.splitlines()}
     missing = [e for e in ENGINES if e not in have]
@@ -73,9 +104,11 @@ def unfit(binary: Path) -> str | None:
     return None
 
 
-def host_fio(cache_dir: Path, log: Callable[[str], None], build: bool = True) -> tuple[Path | None, str]:
-    """(path, why) of the hosts' fio built from Debian's source of the controller's fio version (cached), or
-    (None, why not: the hosts then install Debian's fio package)."""
+def host_fio(
+    cache_dir: Path, log: Callable[[str], None], build: bool = True
+) -> tuple[Path | None, str]:
+    """(path, why) of the hosts' fio built from Debian's source of the controller's fio version
+    (cached), or (None, why not: the hosts then install Debian's fio package)."""
     version = host_fio_package_version()
     fallback = "the hosts install Debian's fio package"
     if version is None:
@@ -84,27 +117,49 @@ def host_fio(cache_dir: Path, log: Callable[[str], None], build: bool = True) ->
     binary = root / f"fio_{version}"
     failed = root / f"failed_{version}.txt"
     if binary.is_file():
-        return binary, f"fio for the hosts built from Debian source fio {version} (unpatched, as Debian builds it)"
+        return (
+            binary,
+            f"fio for the hosts built from Debian source fio {version} (unpatched, as "
+            "Debian builds it)",
+        )
     if not build:
         return None, f"no fio for the hosts cached (fio {version}): {fallback}"
-    missing = [t for t in ("gcc", "make", "dpkg-source", "apt-get", "strip", "readelf", "pkg-config")
-               if shutil.which(t) is None]
+    missing = [
+        t
+        for t in ("gcc", "make", "dpkg-source", "apt-get", "strip", "readelf", "pkg-config")
+        if shutil.which(t) is None
+    ]
     missing += [h for h in ("libaio.h", "libnbd.h") if not Path("/usr/include", h).is_file()]
     if missing:
-        return None, (f"fio for the hosts not built (missing {', '.join(missing)}; apt-get install "
-                      f"{BUILD_PACKAGES}): {fallback}")
+        return None, (
+            f"fio for the hosts not built (missing {', '.join(missing)}; apt-get install "
+            f"{BUILD_PACKAGES}): {fallback}"
+        )
     if failed.is_file():  # not retried on every run; removing the file retries
         return None, failed.read_text().strip()
-    path, why = build_from_debian_source(root, binary, version, log, configure=HOST_CONFIGURE, patch=False,
-                                         what="fio for the hosts", fallback=fallback, check=unfit)
+    path, why = build_from_debian_source(
+        root,
+        binary,
+        version,
+        log,
+        configure=HOST_CONFIGURE,
+        patch=False,
+        what="fio for the hosts",
+        fallback=fallback,
+        check=unfit,
+    )
     if path is None:
         failed.write_text(why + f" (remove {failed} to try again)\n")
     return path, why
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m iomatrix.fio.host_build", description=__doc__.splitlines()[0])
-    ap.add_argument("--no-build", action="store_true", help="only a cached build (check mode: nothing is built)")
+    ap = argparse.ArgumentParser(
+        prog="python -m iomatrix.fio.host_build", description=__doc__.splitlines()[0]
+    )
+    ap.add_argument(
+        "--no-build", action="store_true", help="only a cached build (check mode: nothing is built)"
+    )
     args = ap.parse_args(argv)
     path, why = host_fio(cache_root(), lambda m: print(m, file=sys.stderr), build=not args.no_build)
     print(json.dumps({"path": str(path) if path else None, "why": why}))

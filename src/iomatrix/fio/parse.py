@@ -73,7 +73,8 @@ def job_metrics(job: dict[str, Any]) -> dict[str, float]:
     m: dict[str, float] = {}
     m.update(_direction(job, "read"))
     m.update(_direction(job, "write"))
-    m.update(_direction(job, "trim"))  # trim workloads (rw=trim/randtrim); absent from every other job
+    # trim workloads (rw=trim/randtrim); absent from every other job
+    m.update(_direction(job, "trim"))
     m.update(_sync(job))
     m["total.iops"] = m.get("read.iops", 0.0) + m.get("write.iops", 0.0)
     m["total.bw_mbps"] = m.get("read.bw_mbps", 0.0) + m.get("write.bw_mbps", 0.0)
@@ -84,15 +85,20 @@ def job_metrics(job: dict[str, Any]) -> dict[str, float]:
 
 
 ENOSPC = 28
-ENOSPC_HINT = ("the backing ran out of space (ENOSPC, \"No space left on device\"): give the backing more room "
-               "(a bigger loopfs/tmpfs size, a roomier dir) or make the plan's size smaller")
+ENOSPC_HINT = (
+    'the backing ran out of space (ENOSPC, "No space left on device"): give the backing more room '
+    "(a bigger loopfs/tmpfs size, a roomier dir) or make the plan's size smaller"
+)
 
 # Lines fio prints (stderr, or around its JSON) when a job did not do what the report seems to say:
 # fio may still exit 0 and write a report with zeros (issue #14: 1,772 such runs stored as "ok").
 _FATAL_MARKERS = (
     ("got signal", "a fio worker was killed by a signal"),
-    ("failed allocating random map", "fio could not allocate its random map (the region is too large; "
-     "use a smaller size, or norandommap in a custom job)"),
+    (
+        "failed allocating random map",
+        "fio could not allocate its random map (the region is too large; "
+        "use a smaller size, or norandommap in a custom job)",
+    ),
     ("No space left on device", ENOSPC_HINT),
 )
 
@@ -107,15 +113,21 @@ def _error_text(code: int) -> str:
 
 
 def measured_jobs(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """The jobs a run is measured by (all but the prefill); a job fio marks as failed fails the run."""
-    jobs = [j for j in report.get("jobs", []) if isinstance(j, dict) and j.get("jobname") != PREFILL_JOB]
+    """The jobs a run is measured by (all but the prefill); a job fio marks as failed fails the
+    run."""
+    jobs = [
+        j for j in report.get("jobs", []) if isinstance(j, dict) and j.get("jobname") != PREFILL_JOB
+    ]
     if not jobs:
         raise FioOutputError("fio report has no measured job")
-    for j in report.get("jobs", []):  # a failed prefill leaves the measured job reading holes: also a failure
+    # a failed prefill leaves the measured job reading holes: also a failure
+    for j in report.get("jobs", []):
         code = j.get("error") if isinstance(j, dict) else None
         if code:
-            raise FioOutputError(f"fio job '{j.get('jobname')}' failed: "
-                                 f"{_error_text(code) if isinstance(code, int) else code}")
+            raise FioOutputError(
+                f"fio job '{j.get('jobname')}' failed: "
+                f"{_error_text(code) if isinstance(code, int) else code}"
+            )
     return jobs
 
 
@@ -142,8 +154,10 @@ def checked_metrics(report: dict[str, Any], messages: str, primary_metric: str) 
         raise FioOutputError(fatal)
     value = metrics.get(primary_metric)
     if not value:
-        raise FioOutputError(f"fio reported no {primary_metric} (the measured job did no I/O"
-                             f"{'' if value is None else ': 0'}); the run is not counted")
+        raise FioOutputError(
+            f"fio reported no {primary_metric} (the measured job did no I/O"
+            f"{'' if value is None else ': 0'}); the run is not counted"
+        )
     return metrics
 
 
@@ -158,8 +172,17 @@ def report_metrics(report: dict[str, Any]) -> dict[str, float]:
     if len(per_job) == 1:
         return per_job[0]
     merged = dict(max(per_job, key=lambda m: m["total.iops"]))
-    for key in ("read.bw_mbps", "read.iops", "write.bw_mbps", "write.iops", "total.iops", "total.bw_mbps",
-                "cpu.usr_pct", "cpu.sys_pct", "sync.count"):
+    for key in (
+        "read.bw_mbps",
+        "read.iops",
+        "write.bw_mbps",
+        "write.iops",
+        "total.iops",
+        "total.bw_mbps",
+        "cpu.usr_pct",
+        "cpu.sys_pct",
+        "sync.count",
+    ):
         vals = [m[key] for m in per_job if key in m]
         if vals:
             merged[key] = sum(vals)

@@ -1,41 +1,48 @@
-"""What a workload asks of the disk, read from its fio options: the shape findings are decided by (issue 53).
+"""What a workload asks of the disk, read from its fio options: the shape findings are decided by
+(issue 53).
 
-A finding such as librbd's writethrough-until-flush depends on what the workload *does* — whether it flushes,
-how much it reads, how large a region it touches — not on its name. This module reads that from fio options, so
-a preset, a custom job file and a role's multi-job profile all get one: pure functions, no fio run.
+A finding such as librbd's writethrough-until-flush depends on what the workload *does* — whether it
+flushes, how much it reads, how large a region it touches — not on its name. This module reads that
+from fio options, so a preset, a custom job file and a role's multi-job profile all get one: pure
+functions, no fio run.
 
-Per job (a ``[section]`` that is not ``[global]``; options of each ``[global]`` apply to the jobs after it, as in
-fio; the unmeasured ``[prefill]`` job iomatrix adds is left out):
+Per job (a ``[section]`` that is not ``[global]``; options of each ``[global]`` apply to the jobs
+after it, as in fio; the unmeasured ``[prefill]`` job iomatrix adds is left out):
 
-* **flushes** — the job asks for its writes to be made durable while it runs: ``fsync=N`` or ``fdatasync=N``
-  (a flush after every N writes), ``write_barrier=N`` (a barrier write every N writes), or synchronous writes
-  (``sync=1``/``sync``/``dsync``, ``o_sync``: every write is durable before it completes). ``end_fsync`` and
-  ``fsync_on_close`` flush once, after the measured I/O: ``final_flush``, not a flushing job (librbd's cache,
-  for one, stays writethrough through the whole measurement). ``sync_file_range`` starts write-out of the page
-  cache and asks the device for nothing, and ``direct=1`` bypasses the page cache without flushing the device's:
-  neither is a flush. A job that never writes never flushes (fio counts its fsync cadence in writes).
-* **read share** — the share of its I/Os that are reads: 1 for ``read``/``randread``, 0 for writes and trims,
-  ``rwmixread`` (or 100 − ``rwmixwrite``; fio's default 50) for ``rw``/``randrw``/``trimwrite``.
-* **random share** — 1 for ``rand*``, 0 for sequential, ``percentage_random`` (its first value) for either.
-* **block sizes** — ``bssplit`` (``8k/90:32k/10``; its first comma-separated part for reads, its second for
-  writes), else ``bs``/``blocksize`` (``4k`` or ``4k,64k``: reads, writes), else ``bsrange``'s ends (half each),
-  else fio's 4 KiB; each as (bytes, share of I/Os).
-* **working set** — the bytes it touches: its region (``filesize`` × ``nrfiles``, else ``size``; a share such as
-  ``size=50%`` is not known), at most ``io_size``/``io_limit`` when the job stops after that many bytes.
+* **flushes** — the job asks for its writes to be made durable while it runs: ``fsync=N`` or
+  ``fdatasync=N`` (a flush after every N writes), ``write_barrier=N`` (a barrier write every N
+  writes), or synchronous writes (``sync=1``/``sync``/``dsync``, ``o_sync``: every write is durable
+  before it completes). ``end_fsync`` and ``fsync_on_close`` flush once, after the measured I/O:
+  ``final_flush``, not a flushing job (librbd's cache, for one, stays writethrough through the whole
+  measurement). ``sync_file_range`` starts write-out of the page cache and asks the device for
+  nothing, and ``direct=1`` bypasses the page cache without flushing the device's: neither is a
+  flush. A job that never writes never flushes (fio counts its fsync cadence in writes).
+* **read share** — the share of its I/Os that are reads: 1 for ``read``/``randread``, 0 for writes
+  and trims, ``rwmixread`` (or 100 − ``rwmixwrite``; fio's default 50) for
+  ``rw``/``randrw``/``trimwrite``.
+* **random share** — 1 for ``rand*``, 0 for sequential, ``percentage_random`` (its first value) for
+  either.
+* **block sizes** — ``bssplit`` (``8k/90:32k/10``; its first comma-separated part for reads, its
+  second for writes), else ``bs``/``blocksize`` (``4k`` or ``4k,64k``: reads, writes), else
+  ``bsrange``'s ends (half each), else fio's 4 KiB; each as (bytes, share of I/Os).
+* **working set** — the bytes it touches: its region (``filesize`` × ``nrfiles``, else ``size``; a
+  share such as ``size=50%`` is not known), at most ``io_size``/``io_limit`` when the job stops
+  after that many bytes.
 
-A workload is its jobs (:class:`IoShape`). iomatrix runs every job of a workload on the cell's one target and
-region, so the workload's working set is its largest job's, not their sum. Its **flushing** counts as flushing
-where any job that writes flushes: the disk sees the flushes of every job, and a cache that changes on the first
-flush (librbd's until-flush switch is per image) changes for all of them; ``mixed`` says when only some do.
-Its read share weighs each job by its clones (``numjobs``) × queue depth, the I/O each keeps in flight: a job at
-queue depth 8 issues about 8 times what one at depth 1 does when both are bound by the same latency (a paced
-job, ``rate_iops``, by its rate where every job is paced).
+A workload is its jobs (:class:`IoShape`). iomatrix runs every job of a workload on the cell's one
+target and region, so the workload's working set is its largest job's, not their sum. Its
+**flushing** counts as flushing where any job that writes flushes: the disk sees the flushes of
+every job, and a cache that changes on the first flush (librbd's until-flush switch is per image)
+changes for all of them; ``mixed`` says when only some do. Its read share weighs each job by its
+clones (``numjobs``) × queue depth, the I/O each keeps in flight: a job at queue depth 8 issues
+about 8 times what one at depth 1 does when both are bound by the same latency (a paced job,
+``rate_iops``, by its rate where every job is paced).
 
-Sizes read with fio's default ``kb_base=1024`` (``4k`` = 4096, ``1m`` = 1048576; ``4KiB``, ``4kb`` alike).
-Worked example: ``[global] size=1g`` / ``[data] rw=randrw rwmixread=70 bssplit=8k/90:32k/10 iodepth=8`` /
-``[log] rw=write bs=32k fdatasync=1`` → data: read share 0.7, random 1, never flushes; log: flushes every write;
-the workload: mixed flushing, working set 1 GiB, read share 8·0.7/(8+1) = 0.62.
-"""
+Sizes read with fio's default ``kb_base=1024`` (``4k`` = 4096, ``1m`` = 1048576; ``4KiB``, ``4kb``
+alike). Worked example: ``[global] size=1g`` / ``[data] rw=randrw rwmixread=70 bssplit=8k/90:32k/10
+iodepth=8`` / ``[log] rw=write bs=32k fdatasync=1`` → data: read share 0.7, random 1, never flushes;
+log: flushes every write; the workload: mixed flushing, working set 1 GiB, read share 8·0.7/(8+1) =
+0.62."""
 
 from __future__ import annotations
 
@@ -45,10 +52,12 @@ from dataclasses import dataclass, field
 
 from iomatrix.domain.workload import Workload
 
-# Jobs iomatrix adds around a workload that are not measured (fio/jobs.py PREFILL_JOB): not part of its shape.
+# Jobs iomatrix adds around a workload that are not measured (fio/jobs.py PREFILL_JOB): not part of
+# its shape.
 UNMEASURED_JOBS = frozenset({"prefill"})
-# Options only the cell sets (how it opens and addresses the target); a section naming one of them first in a job
-# text iomatrix rendered is the cell's own [global], whose flush options are the cache mode's, not the workload's.
+# Options only the cell sets (how it opens and addresses the target); a section naming one of them
+# first in a job text iomatrix rendered is the cell's own [global], whose flush options are the
+# cache mode's, not the workload's.
 CELL_SECTION_MARKERS = ("ioengine", "filename", "uri")
 # What the cell's section may still say about the workload: the region every job runs on.
 CELL_REGION_OPTIONS = ("size", "filesize", "nrfiles")
@@ -60,8 +69,8 @@ DEFAULT_BS = 4096
 
 
 def fio_bytes(value: str) -> int | None:
-    """Bytes of a fio size (``4k`` → 4096, ``1.5m``, ``64KiB``, ``512``); None for what is not one (``50%``,
-    a range)."""
+    """Bytes of a fio size (``4k`` → 4096, ``1.5m``, ``64KiB``, ``512``); None for what is not one
+    (``50%``, a range)."""
     m = _SIZE.fullmatch(value.strip())
     if m is None:
         return None
@@ -97,7 +106,8 @@ class JobIo:
     iodepth: int = 1
     numjobs: int = 1
     rate_iops: int | None = None  # its offered load (reads + writes), None: as fast as it can
-    flush_every: int | None = None  # writes per flush it asks for (fsync/fdatasync/write_barrier); None: none
+    # writes per flush it asks for (fsync/fdatasync/write_barrier); None: none
+    flush_every: int | None = None
     flush_option: str = ""  # how it asks ("fdatasync=32", "sync=1")
     sync_writes: bool = False  # every write synchronous (O_SYNC/O_DSYNC)
     final_flush: bool = False  # one flush after its I/O (end_fsync, fsync_on_close)
@@ -121,8 +131,8 @@ class JobIo:
         return float(self.numjobs * self.iodepth)
 
     def flush_words(self) -> str:
-        """How it flushes, in words: "never flushes", "flushes every write (sync=1)", "flushes every 32 writes
-        (fdatasync=32)"."""
+        """How it flushes, in words: "never flushes", "flushes every write (sync=1)", "flushes every
+        32 writes (fdatasync=32)"."""
         if not self.writes:
             return "never writes"
         if self.sync_writes:
@@ -133,12 +143,23 @@ class JobIo:
         return "never flushes" + (" until its end" if self.final_flush else "")
 
     def as_dict(self) -> dict[str, object]:
-        return {"name": self.name, "reads": self.reads, "writes": self.writes, "trims": self.trims,
-                "read_share": round(self.read_share, 4), "random_share": round(self.random_share, 4),
-                "read_sizes": [list(s) for s in self.read_sizes], "write_sizes": [list(s) for s in self.write_sizes],
-                "iodepth": self.iodepth, "numjobs": self.numjobs, "rate_iops": self.rate_iops,
-                "flushes": self.flushes, "flush": self.flush_words(), "final_flush": self.final_flush,
-                "working_set_bytes": self.working_set}
+        return {
+            "name": self.name,
+            "reads": self.reads,
+            "writes": self.writes,
+            "trims": self.trims,
+            "read_share": round(self.read_share, 4),
+            "random_share": round(self.random_share, 4),
+            "read_sizes": [list(s) for s in self.read_sizes],
+            "write_sizes": [list(s) for s in self.write_sizes],
+            "iodepth": self.iodepth,
+            "numjobs": self.numjobs,
+            "rate_iops": self.rate_iops,
+            "flushes": self.flushes,
+            "flush": self.flush_words(),
+            "final_flush": self.final_flush,
+            "working_set_bytes": self.working_set,
+        }
 
 
 @dataclass(frozen=True)
@@ -154,7 +175,8 @@ class IoShape:
 
     @property
     def flushes(self) -> bool:
-        """Some job that writes flushes while it runs: the disk gets flushes during the measurement."""
+        """Some job that writes flushes while it runs: the disk gets flushes during the
+        measurement."""
         return any(j.flushes for j in self.jobs)
 
     @property
@@ -172,20 +194,25 @@ class IoShape:
 
     @property
     def working_set(self) -> int | None:
-        """The largest job's working set (every job runs on the cell's one region); None when none is known."""
+        """The largest job's working set (every job runs on the cell's one region); None when none
+        is known."""
         sets = [j.working_set for j in self.jobs if j.working_set is not None]
         return max(sets) if sets else None
 
     @property
     def read_share(self) -> float:
-        """Reads' share of the workload's I/O, each job weighed by its rate where every job is paced, else by
-        the I/O it keeps in flight (module docstring)."""
+        """Reads' share of the workload's I/O, each job weighed by its rate where every job is
+        paced, else by the I/O it keeps in flight (module docstring)."""
         if not self.jobs:
             return 0.0
         paced = all(j.rate_iops for j in self.jobs)
         weights = [float(j.rate_iops or 0) * j.numjobs if paced else j.weight for j in self.jobs]
         total = sum(weights)
-        return sum(w * j.read_share for w, j in zip(weights, self.jobs, strict=True)) / total if total else 0.0
+        return (
+            sum(w * j.read_share for w, j in zip(weights, self.jobs, strict=True)) / total
+            if total
+            else 0.0
+        )
 
     @property
     def random_share(self) -> float:
@@ -211,13 +238,20 @@ class IoShape:
         return ws <= ram_bytes * share
 
     def as_dict(self) -> dict[str, object]:
-        return {"workload": self.workload, "flushes": self.flushes, "mixed": self.mixed,
-                "working_set_bytes": self.working_set, "read_share": round(self.read_share, 4),
-                "random_share": round(self.random_share, 4), "jobs": [j.as_dict() for j in self.jobs]}
+        return {
+            "workload": self.workload,
+            "flushes": self.flushes,
+            "mixed": self.mixed,
+            "working_set_bytes": self.working_set,
+            "read_share": round(self.read_share, 4),
+            "random_share": round(self.random_share, 4),
+            "jobs": [j.as_dict() for j in self.jobs],
+        }
 
 
 def _sections(text: str) -> Iterator[tuple[str, dict[str, str | None]]]:
-    """(section name, its options in order, a later line winning) of fio job-file text; comments skipped."""
+    """(section name, its options in order, a later line winning) of fio job-file text; comments
+    skipped."""
     name: str | None = None
     options: dict[str, str | None] = {}
     for raw in text.splitlines():
@@ -238,7 +272,8 @@ def _sections(text: str) -> Iterator[tuple[str, dict[str, str | None]]]:
 
 
 def _sizes(value: str | None) -> tuple[tuple[int, float], ...] | None:
-    """A bssplit part (``8k/90:32k/10``, shares in %; a size without one shares what is left) or a plain size."""
+    """A bssplit part (``8k/90:32k/10``, shares in %; a size without one shares what is left) or a
+    plain size."""
     if not value:
         return None
     parts = [p for p in value.split(":") if p]
@@ -257,12 +292,15 @@ def _sizes(value: str | None) -> tuple[tuple[int, float], ...] | None:
     return tuple((b, s / total) for b, s in full) if total > 0 else None
 
 
-def _block_sizes(o: Mapping[str, str | None]) -> tuple[tuple[tuple[int, float], ...], tuple[tuple[int, float], ...]]:
+def _block_sizes(
+    o: Mapping[str, str | None],
+) -> tuple[tuple[tuple[int, float], ...], tuple[tuple[int, float], ...]]:
     """(read sizes, write sizes) from bssplit, bs/blocksize or bsrange (module docstring)."""
     default = ((DEFAULT_BS, 1.0),)
     for key in ("bssplit", "bs", "blocksize"):
         if o.get(key):
-            # "4k,64k": reads, writes; an empty part keeps fio's default for that direction ("bs=,8k")
+            # "4k,64k": reads, writes; an empty part keeps fio's default for that direction
+            # ("bs=,8k")
             parts = str(o[key]).split(",")
             r = _sizes(parts[0]) or default
             w = (_sizes(parts[1]) or default) if len(parts) > 1 else r
@@ -277,10 +315,19 @@ def _block_sizes(o: Mapping[str, str | None]) -> tuple[tuple[tuple[int, float], 
     return default, default
 
 
-_READ_RW = {"read": (True, False, False), "randread": (True, False, False), "write": (False, True, False),
-            "randwrite": (False, True, False), "rw": (True, True, False), "readwrite": (True, True, False),
-            "randrw": (True, True, False), "trim": (False, False, True), "randtrim": (False, False, True),
-            "trimwrite": (False, True, True), "randtrimwrite": (False, True, True)}
+_READ_RW = {
+    "read": (True, False, False),
+    "randread": (True, False, False),
+    "write": (False, True, False),
+    "randwrite": (False, True, False),
+    "rw": (True, True, False),
+    "readwrite": (True, True, False),
+    "randrw": (True, True, False),
+    "trim": (False, False, True),
+    "randtrim": (False, False, True),
+    "trimwrite": (False, True, True),
+    "randtrimwrite": (False, True, True),
+}
 
 
 def _read_share(reads: bool, writes: bool, o: Mapping[str, str | None]) -> float:
@@ -326,13 +373,25 @@ def job_io(name: str, o: Mapping[str, str | None]) -> JobIo:
     every, how, sync = _flushing(o)
     rates = [_count(v) for v in str(o.get("rate_iops") or "").split(",") if v.strip()]
     io = o.get("io_size") or o.get("io_limit")
-    return JobIo(name=name, reads=reads, writes=writes, trims=trims, read_share=_read_share(reads, writes, o),
-                 random_share=random, read_sizes=read_sizes, write_sizes=write_sizes,
-                 iodepth=_count(o.get("iodepth")) or 1, numjobs=_count(o.get("numjobs")) or 1,
-                 rate_iops=sum(rates) or None, flush_every=every if writes else None, flush_option=how,
-                 sync_writes=sync and writes,
-                 final_flush=_flag(o.get("end_fsync")) or _flag(o.get("fsync_on_close")),
-                 region_bytes=_region(o), io_bytes=fio_bytes(io) if io else None)
+    return JobIo(
+        name=name,
+        reads=reads,
+        writes=writes,
+        trims=trims,
+        read_share=_read_share(reads, writes, o),
+        random_share=random,
+        read_sizes=read_sizes,
+        write_sizes=write_sizes,
+        iodepth=_count(o.get("iodepth")) or 1,
+        numjobs=_count(o.get("numjobs")) or 1,
+        rate_iops=sum(rates) or None,
+        flush_every=every if writes else None,
+        flush_option=how,
+        sync_writes=sync and writes,
+        final_flush=_flag(o.get("end_fsync")) or _flag(o.get("fsync_on_close")),
+        region_bytes=_region(o),
+        io_bytes=fio_bytes(io) if io else None,
+    )
 
 
 def _is_cell_section(name: str, options: Mapping[str, str | None]) -> bool:
@@ -340,9 +399,10 @@ def _is_cell_section(name: str, options: Mapping[str, str | None]) -> bool:
 
 
 def shape_of_text(workload: str, text: str, *, rendered: bool = False) -> IoShape:
-    """The shape of an fio job text. ``rendered``: the text is one iomatrix gave fio (stored with each run), whose
-    [global] naming the target (CELL_SECTION_MARKERS) is the cell's: only its region is the workload's, its flush
-    options are the cache mode's (cache=writethrough on bare metal adds fdatasync=1, every cell a final flush)."""
+    """The shape of an fio job text. ``rendered``: the text is one iomatrix gave fio (stored with
+    each run), whose [global] naming the target (CELL_SECTION_MARKERS) is the cell's: only its
+    region is the workload's, its flush options are the cache mode's (cache=writethrough on bare
+    metal adds fdatasync=1, every cell a final flush)."""
     defaults: dict[str, str | None] = {}
     jobs: list[JobIo] = []
     for name, options in _sections(text):
@@ -356,8 +416,9 @@ def shape_of_text(workload: str, text: str, *, rendered: bool = False) -> IoShap
 
 
 def shape_of_workload(w: Workload, region_bytes: int | None = None) -> IoShape:
-    """A preset's shape (its fields say it: fio/jobs.py renders them), on `region_bytes` (the plan's size; a
-    workload with an image of its own runs on all of it). A custom job file's is its text's."""
+    """A preset's shape (its fields say it: fio/jobs.py renders them), on `region_bytes` (the plan's
+    size; a workload with an image of its own runs on all of it). A custom job file's is its
+    text's."""
     if w.custom_text is not None:
         head = f"[global]\nsize={region_bytes}\n" if region_bytes else ""
         return shape_of_text(w.name, head + w.custom_text)

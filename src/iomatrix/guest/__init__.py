@@ -7,7 +7,7 @@ Public API (see docs/guest.md):
   run_guest / DiskSpec / GuestJob / GuestOutcome          one guest run
   kill_all_guests                                        SIGKILL every live QEMU child (on interrupt)
   ensure_tarball                                         the filesystem-workload tarball
-"""
+"""  # noqa: E501
 
 from iomatrix.fio.jobs import GUEST_DISK_PLACEHOLDER as DISK_PLACEHOLDER
 from iomatrix.guest.accel import TCG_WARNING, AccelChoice, choose_accel

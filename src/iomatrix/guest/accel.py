@@ -26,7 +26,8 @@ from iomatrix.guest.process import run_guest
 from iomatrix.hostcmd import version_of
 
 TCG_WARNING = (
-    "TCG (software emulation): guest timings are bound by instruction emulation, not by the storage "
+    "TCG (software emulation): guest timings are bound by instruction emulation, not by "
+    "the storage "
     "stack. Use them to compare cells with each other, not as absolute figures."
 )
 
@@ -81,15 +82,24 @@ def probe_kvm(artifacts: GuestArtifacts, timeout: float = 10.0) -> AccelChoice:
     if out.ok:
         return AccelChoice("kvm", f"KVM probe: guest booted in {seconds:.1f} s", seconds)
     if out.error and "did not finish" in out.error:
-        why = f"guest did not reach userspace within {timeout:g} s{_host_module_hint()}" \
-            if "init" not in out.marks else f"guest did not finish within {timeout:g} s"
+        why = (
+            f"guest did not reach userspace within {timeout:g} s{_host_module_hint()}"
+            if "init" not in out.marks
+            else f"guest did not finish within {timeout:g} s"
+        )
     else:
         why = out.error or "guest failed"
     return AccelChoice("tcg", f"KVM probe: {why}; using TCG", seconds)
 
 
-def choose_accel(artifacts: GuestArtifacts, timeout: float = 10.0, force: str | None = None, *,
-                 cache_dir: Path | None = None, reprobe: bool = False) -> AccelChoice:
+def choose_accel(
+    artifacts: GuestArtifacts,
+    timeout: float = 10.0,
+    force: str | None = None,
+    *,
+    cache_dir: Path | None = None,
+    reprobe: bool = False,
+) -> AccelChoice:
     """KVM or TCG for guests built from `artifacts`; `force` ("kvm"/"tcg") skips the probe."""
     if force is not None:
         if force not in ("kvm", "tcg"):
@@ -107,8 +117,9 @@ def choose_accel(artifacts: GuestArtifacts, timeout: float = 10.0, force: str | 
     cached = _load(cache_file)
     if not reprobe and key in cached:
         c = cached[key]
-        return AccelChoice(c["accel"], f"{c['reason']} (cached probe from {c.get('when', '?')})",
-                           0.0)
+        return AccelChoice(
+            c["accel"], f"{c['reason']} (cached probe from {c.get('when', '?')})", 0.0
+        )
     choice = probe_kvm(artifacts, timeout)
     cached[key] = asdict(choice) | {"when": time.strftime("%Y-%m-%d %H:%M:%S")}
     cache_file.parent.mkdir(parents=True, exist_ok=True)

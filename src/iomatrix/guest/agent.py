@@ -1,17 +1,18 @@
 """A client of the QEMU guest agent (qemu-ga) over the unix socket of QEMU's virtio-serial chardev.
 
-The protocol is QMP-like JSON, one object per request and per reply, with two quirks this client handles:
+The protocol is QMP-like JSON, one object per request and per reply, with two quirks this client
+handles:
 
-- **Stale replies.** Bytes the host writes before the agent runs wait in the channel, and the agent answers all
-  of them once it starts; a reply may also outlive a request that timed out. So every request is preceded by
-  `guest-sync-delimited` with a fresh id: the agent sends 0xFF then `{"return": id}`, and everything before the
-  reply carrying that id is stale and dropped (`split_replies` skips the 0xFF delimiters).
-- **Commands that run.** `guest-exec` returns a pid at once; `guest-exec-status` is polled until `exited`, its
-  output base64 (`out-data`, `err-data`, capped by the agent at 16 MB).
+- **Stale replies.** Bytes the host writes before the agent runs wait in the channel, and the agent
+  answers all of them once it starts; a reply may also outlive a request that timed out. So every
+  request is preceded by `guest-sync-delimited` with a fresh id: the agent sends 0xFF then
+  `{"return": id}`, and everything before the reply carrying that id is stale and dropped
+  (`split_replies` skips the 0xFF delimiters).
+- **Commands that run.** `guest-exec` returns a pid at once; `guest-exec-status` is polled until
+  `exited`, its output base64 (`out-data`, `err-data`, capped by the agent at 16 MB).
 
-Every wait is bounded: a request has a timeout, and `wait_for_agent` gives up after its time limit with the
-caller's `why_not()` (e.g. the last console lines) in the one-line error.
-"""
+Every wait is bounded: a request has a timeout, and `wait_for_agent` gives up after its time limit
+with the caller's `why_not()` (e.g. the last console lines) in the one-line error."""
 
 from __future__ import annotations
 
@@ -66,7 +67,8 @@ def split_replies(buf: bytes) -> tuple[list[dict], bytes]:
 
 @dataclass(frozen=True)
 class ExecResult:
-    """What `guest-exec` ran: exit status (None when killed by a signal), the signal, stdout and stderr."""
+    """What `guest-exec` ran: exit status (None when killed by a signal), the signal, stdout and
+    stderr."""
 
     exitcode: int | None
     signal: int | None
@@ -80,16 +82,22 @@ class ExecResult:
 
 def exec_result(status: dict) -> ExecResult:
     """An ExecResult from an exited `guest-exec-status` reply."""
+
     def text(key: str) -> str:
         data = status.get(key)
         return base64.b64decode(data).decode("utf-8", "replace") if data else ""
 
-    return ExecResult(exitcode=status.get("exitcode"), signal=status.get("signal"), stdout=text("out-data"),
-                      stderr=text("err-data"))
+    return ExecResult(
+        exitcode=status.get("exitcode"),
+        signal=status.get("signal"),
+        stdout=text("out-data"),
+        stderr=text("err-data"),
+    )
 
 
 class GuestAgent:
-    """One connection to the agent's socket (QEMU is the server: `-chardev socket,server=on,wait=off`)."""
+    """One connection to the agent's socket (QEMU is the server: `-chardev
+    socket,server=on,wait=off`)."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -121,12 +129,14 @@ class GuestAgent:
         try:
             sock.sendall(data)
         except TimeoutError:
-            raise AgentTimeout("the guest agent's channel is full (it reads nothing)",
-                               hint="is qemu-guest-agent running in the guest?") from None
+            raise AgentTimeout(
+                "the guest agent's channel is full (it reads nothing)",
+                hint="is qemu-guest-agent running in the guest?",
+            ) from None
 
     def try_send(self, obj: dict, timeout: float = 2.0) -> bool:
-        """Send a delimited request unless the channel is full (False): a half-sent request is harmless, the
-        next request's 0xFF delimiter resets the agent's parser."""
+        """Send a delimited request unless the channel is full (False): a half-sent request is
+        harmless, the next request's 0xFF delimiter resets the agent's parser."""
         sock = self._connect()
         sock.settimeout(timeout)
         try:
@@ -159,7 +169,8 @@ class GuestAgent:
             self._buf += chunk
 
     def sync(self, timeout: float) -> bool:
-        """Resynchronise: True once the agent answered a fresh `guest-sync-delimited` (older replies dropped)."""
+        """Resynchronise: True once the agent answered a fresh `guest-sync-delimited` (older replies
+        dropped)."""
         sync_id = next(_ids)
         deadline = time.monotonic() + timeout
         self._send({"execute": "guest-sync-delimited", "arguments": {"id": sync_id}}, delimit=True)
@@ -171,53 +182,77 @@ class GuestAgent:
     def call(self, command: str, arguments: dict | None = None, timeout: float = 30.0) -> Any:
         """Run one agent command and return its "return" value."""
         if not self.sync(timeout):
-            raise AgentTimeout(f"the guest agent did not answer within {timeout:g} s",
-                               hint="is qemu-guest-agent running in the guest?")
+            raise AgentTimeout(
+                f"the guest agent did not answer within {timeout:g} s",
+                hint="is qemu-guest-agent running in the guest?",
+            )
         request: dict[str, Any] = {"execute": command}
         if arguments:
             request["arguments"] = arguments
         self._send(request)
         reply = self.next_reply(time.monotonic() + timeout)
         if reply is None:
-            raise AgentTimeout(f"the guest agent did not answer {command} within {timeout:g} s",
-                               hint="is qemu-guest-agent running in the guest?")
+            raise AgentTimeout(
+                f"the guest agent did not answer {command} within {timeout:g} s",
+                hint="is qemu-guest-agent running in the guest?",
+            )
         if "error" in reply:
             err = reply["error"]
-            raise AgentCommandError(f"guest agent: {command} failed: {err.get('desc', err)}",
-                                    hint="see the guest's journal")
+            raise AgentCommandError(
+                f"guest agent: {command} failed: {err.get('desc', err)}",
+                hint="see the guest's journal",
+            )
         return reply.get("return")
 
     def write_file(self, path: str, data: bytes, timeout: float = 30.0) -> None:
         """Write `data` to `path` in the guest (guest-file-open/write/close)."""
         handle = self.call("guest-file-open", {"path": path, "mode": "w"}, timeout)
         try:
-            self.call("guest-file-write", {"handle": handle, "buf-b64": base64.b64encode(data).decode()}, timeout)
+            self.call(
+                "guest-file-write",
+                {"handle": handle, "buf-b64": base64.b64encode(data).decode()},
+                timeout,
+            )
         finally:
             self.call("guest-file-close", {"handle": handle}, timeout)
 
     def exec(self, argv: list[str], timeout: float = 60.0, poll_s: float = 0.2) -> ExecResult:
-        """Run `argv` in the guest with its output captured, and wait (at most `timeout` s) for it to exit."""
-        pid = self.call("guest-exec", {"path": argv[0], "arg": argv[1:], "capture-output": True})["pid"]
+        """Run `argv` in the guest with its output captured, and wait (at most `timeout` s) for it
+        to exit."""
+        pid = self.call("guest-exec", {"path": argv[0], "arg": argv[1:], "capture-output": True})[
+            "pid"
+        ]
         deadline = time.monotonic() + timeout
         while True:
-            status = self.call("guest-exec-status", {"pid": pid}, timeout=max(1.0, deadline - time.monotonic()))
+            status = self.call(
+                "guest-exec-status", {"pid": pid}, timeout=max(1.0, deadline - time.monotonic())
+            )
             if status.get("exited"):
                 return exec_result(status)
             if time.monotonic() >= deadline:
-                raise AgentTimeout(f"{' '.join(argv)} did not finish in the guest within {timeout:g} s",
-                                   hint="give it a longer time limit")
+                raise AgentTimeout(
+                    f"{' '.join(argv)} did not finish in the guest within {timeout:g} s",
+                    hint="give it a longer time limit",
+                )
             time.sleep(poll_s)
 
 
-def wait_for_agent(agent: GuestAgent, limit_s: float, alive: Callable[[], str | None],
-                   why_not: Callable[[], str], attempt_s: float = 3.0, resend_s: float = 30.0) -> float:
+def wait_for_agent(
+    agent: GuestAgent,
+    limit_s: float,
+    alive: Callable[[], str | None],
+    why_not: Callable[[], str],
+    attempt_s: float = 3.0,
+    resend_s: float = 30.0,
+) -> float:
     """Wait until the agent answers `guest-ping`; return the seconds waited.
 
-    One `guest-sync-delimited` waits in the channel until the agent starts (QEMU reads nothing from the socket
-    while the guest's port is closed, so requests sent every few seconds would fill it); it is sent again only
-    every `resend_s` (an agent that restarted may have dropped it), and any of them answered means the agent is up.
-    `alive()` returns None while the guest runs, else why it stopped (QEMU exited): that ends the wait at once.
-    On the time limit or a stop, one line: what happened and `why_not()` (the last console lines)."""
+    One `guest-sync-delimited` waits in the channel until the agent starts (QEMU reads nothing from
+    the socket while the guest's port is closed, so requests sent every few seconds would fill it);
+    it is sent again only every `resend_s` (an agent that restarted may have dropped it), and any of
+    them answered means the agent is up. `alive()` returns None while the guest runs, else why it
+    stopped (QEMU exited): that ends the wait at once. On the time limit or a stop, one line: what
+    happened and `why_not()` (the last console lines)."""
     t0 = time.monotonic()
     deadline = t0 + limit_s
     sent: set[int] = set()
@@ -225,21 +260,29 @@ def wait_for_agent(agent: GuestAgent, limit_s: float, alive: Callable[[], str | 
     while True:
         stopped = alive()
         if stopped is not None:
-            raise UserError(f"the guest stopped before its agent answered: {stopped}; {why_not()}",
-                            hint="read the run's console.log")
+            raise UserError(
+                f"the guest stopped before its agent answered: {stopped}; {why_not()}",
+                hint="read the run's console.log",
+            )
         now = time.monotonic()
         if now >= deadline:
-            raise AgentTimeout(f"the guest agent did not answer guest-ping within {limit_s:g} s; {why_not()}",
-                               hint="read the run's console.log (an image without qemu-guest-agent never answers)")
+            raise AgentTimeout(
+                f"the guest agent did not answer guest-ping within {limit_s:g} s; {why_not()}",
+                hint="read the run's console.log (an image without qemu-guest-agent never answers)",
+            )
         try:
             if now >= next_send:
                 sync_id = next(_ids)
-                if agent.try_send({"execute": "guest-sync-delimited", "arguments": {"id": sync_id}}):
+                if agent.try_send(
+                    {"execute": "guest-sync-delimited", "arguments": {"id": sync_id}}
+                ):
                     sent.add(sync_id)
                 next_send = now + resend_s
             reply = agent.next_reply(min(now + attempt_s, deadline))
             if reply is not None and reply.get("return") in sent:
-                agent.call("guest-ping", timeout=max(1.0, min(attempt_s * 10, deadline - time.monotonic())))
+                agent.call(
+                    "guest-ping", timeout=max(1.0, min(attempt_s * 10, deadline - time.monotonic()))
+                )
                 return time.monotonic() - t0
         except AgentTimeout:
             continue  # the sync answered but the ping did not in time: try again while time is left

@@ -4,7 +4,8 @@ The initramfs holds busybox, fio (a static build, else the host's binary plus it
 closure), mkfs.ext4 and mkfs.xfs (plus closures), the init script (`init.sh`, package data) and only
 the kernel modules a guest run can need. Jobs reach the guest through fw_cfg (see `job.py`), so one
 initramfs serves every run. The parts: `kernel.py` (which kernel), `static_fio.py` (which fio),
-`initramfs.py` (the archive); this module ties them into one cached build (`cache.py` has the layout).
+`initramfs.py` (the archive); this module ties them into one cached build (`cache.py` has the
+layout).
 
 The cache key hashes the kernel version, the fio version, init.sh and the builder's format
 version, so changing any of them builds a new initramfs.
@@ -27,7 +28,13 @@ from pathlib import Path
 from iomatrix.errors import MissingTool, UserError
 from iomatrix.guest.cache import default_cache_dir, staged_dir
 from iomatrix.guest.initramfs import build_initramfs
-from iomatrix.guest.kernel import MODULE_ROOTS, extract_vmlinux, host_kernel, pick_kernel, resolve_cloud_package_cached
+from iomatrix.guest.kernel import (
+    MODULE_ROOTS,
+    extract_vmlinux,
+    host_kernel,
+    pick_kernel,
+    resolve_cloud_package_cached,
+)
 from iomatrix.guest.static_fio import host_fio_version, static_fio, static_kind
 from iomatrix.guest.static_tools import sources_text, static_tools
 
@@ -52,7 +59,8 @@ class GuestArtifacts:
     compression: str = "gzip"
     initramfs_bytes: int = 0
     build_seconds: float = 0.0
-    tools: tuple[str, ...] = ()  # static iomatrix tools in the initramfs (guest paths, see static_tools)
+    # static iomatrix tools in the initramfs (guest paths, see static_tools)
+    tools: tuple[str, ...] = ()
 
     def modules_for(self, names: Iterable[str]) -> list[str]:
         """Relative .ko paths to insmod, in dependency order, for the given module names."""
@@ -60,8 +68,10 @@ class GuestArtifacts:
         for name in names:
             key = name.replace("-", "_")
             if key not in self.module_load:
-                raise UserError(f"guest kernel {self.kernel_version} has no module '{name}'",
-                                hint="rebuild the guest artifacts with a kernel that has it")
+                raise UserError(
+                    f"guest kernel {self.kernel_version} has no module '{name}'",
+                    hint="rebuild the guest artifacts with a kernel that has it",
+                )
             for rel in self.module_load[key]:
                 if rel not in out:
                     out.append(rel)
@@ -88,18 +98,25 @@ def init_script_text() -> str:
 
 
 def kind_scripts() -> dict[str, str]:
-    """The job-kind scripts (`guest/kinds/kind-<kind>.sh`) by file name: /init sources the one named by
-    IOMX_KIND for kinds it does not run itself, so a tier adds a guest job without editing /init."""
+    """The job-kind scripts (`guest/kinds/kind-<kind>.sh`) by file name: /init sources the one named
+    by IOMX_KIND for kinds it does not run itself, so a tier adds a guest job without editing
+    /init."""
     kinds = resources.files("iomatrix.guest").joinpath("kinds")
-    return {f.name: f.read_text() for f in sorted(kinds.iterdir(), key=lambda f: f.name)
-            if f.name.startswith("kind-") and f.name.endswith(".sh")}
+    return {
+        f.name: f.read_text()
+        for f in sorted(kinds.iterdir(), key=lambda f: f.name)
+        if f.name.startswith("kind-") and f.name.endswith(".sh")
+    }
 
 
 def guest_script_text() -> str:
-    """Everything scripted that goes into the initramfs, as one text: the cache key hashes it, so a change
-    to /init or to any kind script rebuilds the initramfs."""
-    return (init_script_text() + "".join(f"\0{name}\0{text}" for name, text in kind_scripts().items())
-            + sources_text())
+    """Everything scripted that goes into the initramfs, as one text: the cache key hashes it, so a
+    change to /init or to any kind script rebuilds the initramfs."""
+    return (
+        init_script_text()
+        + "".join(f"\0{name}\0{text}" for name, text in kind_scripts().items())
+        + sources_text()
+    )
 
 
 def _tools_marker(tools: dict[str, Path]) -> str:
@@ -107,7 +124,8 @@ def _tools_marker(tools: dict[str, Path]) -> str:
 
 
 def has_guest_tool(artifacts: GuestArtifacts, guest_path: str) -> bool:
-    """Whether the initramfs of `artifacts` carries the static tool `guest_path` (see static_tools.TOOLS)."""
+    """Whether the initramfs of `artifacts` carries the static tool `guest_path` (see
+    static_tools.TOOLS)."""
     return guest_path in artifacts.tools
 
 
@@ -115,11 +133,21 @@ def _noop(_msg: str) -> None:
     pass
 
 
-def _cache_key(kernel_version: str, fio_version: str, init_text: str, fio_kind: str = "static") -> str:
+def _cache_key(
+    kernel_version: str, fio_version: str, init_text: str, fio_kind: str = "static"
+) -> str:
     h = hashlib.sha256()
-    # The module roots are part of the key: adding a driver to MODULE_ROOTS must rebuild the initramfs.
-    for part in (f"format={BUILD_FORMAT}", kernel_version, fio_version, fio_kind, init_text, ",".join(MODULE_ROOTS),
-                 os.environ.get("IOMATRIX_INITRAMFS_COMPRESSION", "")):
+    # The module roots are part of the key: adding a driver to MODULE_ROOTS must rebuild the
+    # initramfs.
+    for part in (
+        f"format={BUILD_FORMAT}",
+        kernel_version,
+        fio_version,
+        fio_kind,
+        init_text,
+        ",".join(MODULE_ROOTS),
+        os.environ.get("IOMATRIX_INITRAMFS_COMPRESSION", ""),
+    ):
         h.update(part.encode())
         h.update(b"\0")
     init_hash = hashlib.sha256(init_text.encode()).hexdigest()[:8]
@@ -134,13 +162,20 @@ def _from_manifest(build: Path) -> GuestArtifacts | None:
     try:
         m = json.loads(mf.read_text())
         art = GuestArtifacts(
-            kernel=build / m.get("kernel", "vmlinuz"), initramfs=build / m["initramfs"],
+            kernel=build / m.get("kernel", "vmlinuz"),
+            initramfs=build / m["initramfs"],
             kernel_version=m["kernel_version"],
-            kernel_source=m["kernel_source"], fio_version=m["fio_version"], modules=tuple(m["modules"]),
-            cache_key=m["cache_key"], module_load={k: tuple(v) for k, v in m["module_load"].items()},
-            fio_source=m.get("fio_source", ""), compression=m["compression"],
+            kernel_source=m["kernel_source"],
+            fio_version=m["fio_version"],
+            modules=tuple(m["modules"]),
+            cache_key=m["cache_key"],
+            module_load={k: tuple(v) for k, v in m["module_load"].items()},
+            fio_source=m.get("fio_source", ""),
+            compression=m["compression"],
             initramfs_bytes=m["initramfs_bytes"],
-            build_seconds=m.get("build_seconds", 0.0), tools=tuple(m.get("tools", ())))
+            build_seconds=m.get("build_seconds", 0.0),
+            tools=tuple(m.get("tools", ())),
+        )
     except (OSError, ValueError, KeyError):
         return None
     if not (art.kernel.is_file() and art.initramfs.is_file()):
@@ -148,9 +183,15 @@ def _from_manifest(build: Path) -> GuestArtifacts | None:
     return art
 
 
-def ensure_artifacts(cache_dir: Path | None = None, kernel: Path | None = None, rebuild: bool = False,
-                     log: Callable[[str], None] | None = None, *, modules: Path | None = None,
-                     static_fio_build: bool = True) -> GuestArtifacts:
+def ensure_artifacts(
+    cache_dir: Path | None = None,
+    kernel: Path | None = None,
+    rebuild: bool = False,
+    log: Callable[[str], None] | None = None,
+    *,
+    modules: Path | None = None,
+    static_fio_build: bool = True,
+) -> GuestArtifacts:
     """Return cached guest artifacts, building them first if needed (or if `rebuild`).
 
     `kernel`: a vmlinuz (then `modules`, its lib/modules/<version> directory, unless it sits in an
@@ -173,8 +214,12 @@ def ensure_artifacts(cache_dir: Path | None = None, kernel: Path | None = None, 
     fio_bin, fio_why = static_fio(cache_dir, log, build=static_fio_build)
     tools, _tools_note = static_tools(cache_dir, log)
     # Which static tools made it in is part of the build: installing gcc later rebuilds with them.
-    key = _cache_key(tree.version, fio_version, guest_script_text() + _tools_marker(tools),
-                     static_kind(fio_bin) if fio_bin else "closure")
+    key = _cache_key(
+        tree.version,
+        fio_version,
+        guest_script_text() + _tools_marker(tools),
+        static_kind(fio_bin) if fio_bin else "closure",
+    )
     build = cache_dir / "builds" / key
     if not rebuild:
         art = _from_manifest(build)
@@ -193,16 +238,25 @@ def ensure_artifacts(cache_dir: Path | None = None, kernel: Path | None = None, 
                 kernel_file = "vmlinux"
                 log("kernel: booting the uncompressed vmlinux through its PVH entry")
         initramfs = tmp / "initramfs.cpio"
-        names, module_load, compression = build_initramfs(tree, init_text, initramfs, fio_bin, log, scripts, tools)
+        names, module_load, compression = build_initramfs(
+            tree, init_text, initramfs, fio_bin, log, scripts, tools
+        )
         final_name = f"initramfs.cpio.{compression}" if compression != "none" else "initramfs.cpio"
         initramfs.rename(tmp / final_name)
         seconds = time.monotonic() - start
         manifest = {
-            "initramfs": final_name, "kernel": kernel_file, "kernel_version": tree.version,
+            "initramfs": final_name,
+            "kernel": kernel_file,
+            "kernel_version": tree.version,
             "kernel_source": tree.source,
-            "fio_version": fio_version, "fio_source": fio_why, "modules": list(names), "cache_key": key,
-            "module_load": {k: list(v) for k, v in module_load.items()}, "compression": compression,
-            "initramfs_bytes": (tmp / final_name).stat().st_size, "build_seconds": round(seconds, 2),
+            "fio_version": fio_version,
+            "fio_source": fio_why,
+            "modules": list(names),
+            "cache_key": key,
+            "module_load": {k: list(v) for k, v in module_load.items()},
+            "compression": compression,
+            "initramfs_bytes": (tmp / final_name).stat().st_size,
+            "build_seconds": round(seconds, 2),
             "tools": sorted(tools),
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
@@ -213,16 +267,19 @@ def ensure_artifacts(cache_dir: Path | None = None, kernel: Path | None = None, 
 
 
 def _check_readable(cache_dir: Path) -> None:
-    """A cache this user may not look into (e.g. root's, through a shared HOME) is a clear error; an absent
-    one is simply empty."""
+    """A cache this user may not look into (e.g. root's, through a shared HOME) is a clear error; an
+    absent one is simply empty."""
     for d in (cache_dir, *(cache_dir / sub for sub in ("builds", "kernels"))):
         try:
             if d.is_dir():
                 os.listdir(d)
         except PermissionError:
-            raise UserError(f"guest cache {cache_dir} cannot be read by this user ({d}: permission denied)",
-                            hint="run as the user who built it (e.g. root), or set IOMATRIX_CACHE to a directory "
-                                 "you own") from None
+            raise UserError(
+                f"guest cache {cache_dir} cannot be read by this user ({d}: permission denied)",
+                hint="run as the user who built it (e.g. root), or set IOMATRIX_CACHE to a "
+                "directory "
+                "you own",
+            ) from None
 
 
 def artifact_info(cache_dir: Path | None = None) -> dict:
@@ -236,18 +293,28 @@ def artifact_info(cache_dir: Path | None = None) -> dict:
         if art is not None:
             builds.append(art.as_metadata() | {"build_seconds": art.build_seconds})
     info["cached_builds"] = builds
-    kernels = sorted(p.name for p in (cache_dir / "kernels").glob("*") if (p / ".unpacked").is_file()) \
-        if (cache_dir / "kernels").is_dir() else []
+    kernels = (
+        sorted(p.name for p in (cache_dir / "kernels").glob("*") if (p / ".unpacked").is_file())
+        if (cache_dir / "kernels").is_dir()
+        else []
+    )
     info["cached_kernels"] = kernels
     host, why = host_kernel()
     if host is not None:
-        info["would_use"] = {"kernel": str(host.vmlinuz), "kernel_version": host.version, "why": why}
+        info["would_use"] = {
+            "kernel": str(host.vmlinuz),
+            "kernel_version": host.version,
+            "why": why,
+        }
     else:
         try:
             pkg, version = resolve_cloud_package_cached(cache_dir)
             cached = f"{pkg}_{version}" in kernels
-            info["would_use"] = {"kernel": f"{pkg} {version}", "kernel_version": pkg.removeprefix("linux-image-"),
-                                 "why": f"{why}; Debian cloud kernel ({'cached' if cached else 'to download'})"}
+            info["would_use"] = {
+                "kernel": f"{pkg} {version}",
+                "kernel_version": pkg.removeprefix("linux-image-"),
+                "why": f"{why}; Debian cloud kernel ({'cached' if cached else 'to download'})",
+            }
         except UserError as e:
             info["would_use"] = {"kernel": None, "why": f"{why}; {e.one_line()}"}
     try:
@@ -255,8 +322,12 @@ def artifact_info(cache_dir: Path | None = None) -> dict:
         fio_bin, fio_why = static_fio(cache_dir, _noop, build=False)
         info["fio_source"] = fio_why
         tools, _note = static_tools(cache_dir, _noop, build=False)
-        key = _cache_key(info["would_use"].get("kernel_version") or "?", info["fio_version"],
-                         guest_script_text() + _tools_marker(tools), "static" if fio_bin else "closure")
+        key = _cache_key(
+            info["would_use"].get("kernel_version") or "?",
+            info["fio_version"],
+            guest_script_text() + _tools_marker(tools),
+            "static" if fio_bin else "closure",
+        )
         info["cache_key"] = key
         info["up_to_date"] = _from_manifest(cache_dir / "builds" / key) is not None
     except MissingTool as e:

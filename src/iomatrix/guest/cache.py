@@ -7,7 +7,7 @@ Layout (root: `default_cache_dir()`, `$IOMATRIX_CACHE/guest` or `~/.cache/iomatr
     builds/<cache_key>/               vmlinuz or vmlinux, initramfs.cpio.<ext>, manifest.json (artifacts.py)
     accel.json                        accelerator probe results (accel.py)
     tarballs/                         filesystem-workload tarballs (tarball.py)
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from pathlib import Path
 
 
 def cache_root() -> Path:
-    """iomatrix's cache: `$IOMATRIX_CACHE` or `~/.cache/iomatrix` (the guest's artifacts, the fleet hosts' fio)."""
+    """iomatrix's cache: `$IOMATRIX_CACHE` or `~/.cache/iomatrix` (the guest's artifacts, the fleet
+    hosts' fio)."""
     env = os.environ.get("IOMATRIX_CACHE")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "iomatrix"
 
@@ -42,4 +43,3 @@ def staged_dir(dest: Path, prefix: str) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-

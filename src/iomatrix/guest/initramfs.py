@@ -1,4 +1,5 @@
-"""The guest initramfs: busybox, fio, mkfs.ext4/mkfs.xfs, init.sh and the kernel modules a run needs.
+"""The guest initramfs: busybox, fio, mkfs.ext4/mkfs.xfs, init.sh and the kernel modules a run
+needs.
 
 Written as a deterministic cpio 'newc' archive (no root needed for device nodes), compressed with
 the fastest-to-decompress format the kernel supports. Host programs come with their ldd closure;
@@ -16,10 +17,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 from iomatrix.errors import MissingTool
-from iomatrix.guest.kernel import MODULE_ROOTS, KernelTree, builtin_modules, load_order, module_name, parse_modules_dep
+from iomatrix.guest.kernel import (
+    MODULE_ROOTS,
+    KernelTree,
+    builtin_modules,
+    load_order,
+    module_name,
+    parse_modules_dep,
+)
 from iomatrix.hostcmd import require
 
-# Host programs copied into the initramfs with their ldd closure: (host path candidates, guest path).
+# Host programs copied into the initramfs with their ldd closure: (host path candidates, guest
+# path).
 PROGRAMS = (
     (("/usr/bin/fio",), "usr/bin/fio"),
     (("/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"), "usr/sbin/mkfs.ext4"),
@@ -48,8 +57,14 @@ class CpioWriter:
         self._ino = 1
         self._seen: set[str] = set()
 
-    def _entry(self, name: str, mode: int, data: bytes = b"", rdev: tuple[int, int] = (0, 0),
-               nlink: int = 1) -> None:
+    def _entry(
+        self,
+        name: str,
+        mode: int,
+        data: bytes = b"",
+        rdev: tuple[int, int] = (0, 0),
+        nlink: int = 1,
+    ) -> None:
         name = name.lstrip("/")
         if name in self._seen:
             return
@@ -96,11 +111,14 @@ def _read_module(path: Path) -> bytes:
     data = path.read_bytes()
     if path.suffix == ".xz":
         import lzma
+
         return lzma.decompress(data)
     if path.suffix == ".gz":
         return gzip.decompress(data)
     if path.suffix == ".zst":
-        return subprocess.run([require("zstd"), "-dc", str(path)], capture_output=True, check=True).stdout
+        return subprocess.run(
+            [require("zstd"), "-dc", str(path)], capture_output=True, check=True
+        ).stdout
     return data
 
 
@@ -109,9 +127,11 @@ def _compress(data: bytes, kernel_config: str, log: Callable[[str], None]) -> tu
 
     Decompression speed, not size, is what costs boot time under TCG: prefer lz4, then zstd, gzip.
     """
-    choices = [("lz4", "CONFIG_RD_LZ4=y", ["lz4", "-l", "-9", "-c"]),
-               ("zstd", "CONFIG_RD_ZSTD=y", ["zstd", "-10", "-c", "-T0"]),
-               ("gzip", "CONFIG_RD_GZIP=y", None)]
+    choices = [
+        ("lz4", "CONFIG_RD_LZ4=y", ["lz4", "-l", "-9", "-c"]),
+        ("zstd", "CONFIG_RD_ZSTD=y", ["zstd", "-10", "-c", "-T0"]),
+        ("gzip", "CONFIG_RD_GZIP=y", None),
+    ]
     forced = os.environ.get("IOMATRIX_INITRAMFS_COMPRESSION")
     for name, flag, argv in choices:
         if forced and name != forced:
@@ -129,15 +149,34 @@ def _compress(data: bytes, kernel_config: str, log: Callable[[str], None]) -> tu
     return gzip.compress(data, compresslevel=6, mtime=0), "gzip"
 
 
-def build_initramfs(tree: KernelTree, init_text: str, out: Path, fio: Path | None,
-                     log: Callable[[str], None], scripts: dict[str, str] | None = None,
-                     tools: dict[str, Path] | None = None,
-                     ) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]], str]:
-    """Write the initramfs to `out`; `scripts` (file name → text) go to /usr/lib/iomatrix/ for /init to source;
-    `tools` (guest path → static binary) are iomatrix's own static programs (guest/static_tools.py)."""
+def build_initramfs(
+    tree: KernelTree,
+    init_text: str,
+    out: Path,
+    fio: Path | None,
+    log: Callable[[str], None],
+    scripts: dict[str, str] | None = None,
+    tools: dict[str, Path] | None = None,
+) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]], str]:
+    """Write the initramfs to `out`; `scripts` (file name → text) go to /usr/lib/iomatrix/ for /init
+    to source; `tools` (guest path → static binary) are iomatrix's own static programs
+    (guest/static_tools.py)."""
     cpio = CpioWriter()
-    for d in ("dev", "proc", "sys", "tmp", "mnt", "run", "etc", "root", "bin", "sbin", "usr/bin", "usr/sbin",
-              "lib64"):
+    for d in (
+        "dev",
+        "proc",
+        "sys",
+        "tmp",
+        "mnt",
+        "run",
+        "etc",
+        "root",
+        "bin",
+        "sbin",
+        "usr/bin",
+        "usr/sbin",
+        "lib64",
+    ):
         cpio.dir(d)
     cpio.chardev("dev/console", 5, 1)
     cpio.chardev("dev/null", 1, 3)
@@ -147,7 +186,9 @@ def build_initramfs(tree: KernelTree, init_text: str, out: Path, fio: Path | Non
 
     busybox = require("busybox")
     cpio.file("bin/busybox", Path(busybox).read_bytes(), 0o755)
-    applets = subprocess.run([busybox, "--list-full"], capture_output=True, text=True, check=True).stdout.split()
+    applets = subprocess.run(
+        [busybox, "--list-full"], capture_output=True, text=True, check=True
+    ).stdout.split()
     # Real programs below take precedence over busybox applets of the same name.
     real = {guest for _cands, guest in PROGRAMS}
     for applet in applets:
@@ -171,7 +212,8 @@ def build_initramfs(tree: KernelTree, init_text: str, out: Path, fio: Path | Non
         cpio.file(guest, Path(host).read_bytes(), 0o755)
         libs.update(_ldd_closure(host))
     for lib in sorted(libs):
-        cpio.file(lib, Path(lib).read_bytes(), 0o755)  # at the path ldd resolved: the loader searches there
+        # at the path ldd resolved: the loader searches there
+        cpio.file(lib, Path(lib).read_bytes(), 0o755)
     if os.path.exists("/etc/mke2fs.conf"):
         cpio.file("etc/mke2fs.conf", Path("/etc/mke2fs.conf").read_bytes())
     cpio.file("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n")
@@ -196,9 +238,11 @@ def build_initramfs(tree: KernelTree, init_text: str, out: Path, fio: Path | Non
     for rel in sorted(shipped):
         dst = re.sub(r"\.(xz|zst|gz)$", "", rel)
         cpio.file(f"{kroot}/{dst}", _read_module(tree.moddir / rel))
-    kept_dep = "".join(f"{re.sub(r'[.](xz|zst|gz)$', '', p)}: "
-                       f"{' '.join(re.sub(r'[.](xz|zst|gz)$', '', d) for d in deps[p])}\n"
-                       for p in sorted(shipped))
+    kept_dep = "".join(
+        f"{re.sub(r'[.](xz|zst|gz)$', '', p)}: "
+        f"{' '.join(re.sub(r'[.](xz|zst|gz)$', '', d) for d in deps[p])}\n"
+        for p in sorted(shipped)
+    )
     cpio.file(f"{kroot}/modules.dep", kept_dep.encode())
 
     config = tree.vmlinuz.parent / f"config-{tree.version}"
@@ -211,5 +255,3 @@ def build_initramfs(tree: KernelTree, init_text: str, out: Path, fio: Path | Non
     tmp.rename(out)
     names = tuple(sorted(module_name(p) for p in shipped))
     return names, module_load, compression
-
-

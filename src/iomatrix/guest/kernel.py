@@ -29,12 +29,21 @@ CLOUD_META_PACKAGE = "linux-image-cloud-amd64"
 # Module roots the initramfs carries (their modules.dep closure is added). Names use '_' like lsmod.
 MODULE_ROOTS = (
     "qemu_fw_cfg",
-    "virtio_pci", "virtio_mmio", "virtio_blk", "virtio_scsi", "sd_mod",
-    "ata_piix", "ahci", "nvme",
-    "ext4", "xfs", "libcrc32c",
+    "virtio_pci",
+    "virtio_mmio",
+    "virtio_blk",
+    "virtio_scsi",
+    "sd_mod",
+    "ata_piix",
+    "ahci",
+    "nvme",
+    "ext4",
+    "xfs",
+    "libcrc32c",
     "virtio_net",  # the private network between the guests of a consolidation tile
 )
-# What each bus / filesystem needs loaded in the guest (besides qemu_fw_cfg, which init loads itself).
+# What each bus / filesystem needs loaded in the guest (besides qemu_fw_cfg, which init loads
+# itself).
 BUS_MODULES = {
     "virtio-blk": ("virtio_pci", "virtio_blk"),
     "virtio-scsi": ("virtio_pci", "virtio_scsi", "sd_mod"),
@@ -54,7 +63,8 @@ FS_MODULES = {"ext4": ("ext4",), "xfs": ("libcrc32c", "xfs")}
 NET_MODULES = ("virtio_pci", "virtio_net")
 
 
-# --------------------------------------------------------------------------- kernel version / modules
+# --------------------------------------------------------------------------- kernel version /
+# modules
 
 
 def bzimage_version(path: Path) -> str | None:
@@ -146,15 +156,27 @@ def missing_modules(tree: KernelTree) -> list[str]:
     builtin_file = tree.moddir / "modules.builtin"
     if builtin_file.is_file():
         have |= builtin_modules(builtin_file.read_text())
-    needed = ("qemu_fw_cfg", "virtio_pci", "virtio_blk", "virtio_scsi", "sd_mod", "ata_piix", "ext4")
+    needed = (
+        "qemu_fw_cfg",
+        "virtio_pci",
+        "virtio_blk",
+        "virtio_scsi",
+        "sd_mod",
+        "ata_piix",
+        "ext4",
+    )
     return [m for m in needed if m not in have]
 
 
-def user_kernel(kernel: Path, modules: Path | None, cache_dir: Path, log: Callable[[str], None]) -> KernelTree:
+def user_kernel(
+    kernel: Path, modules: Path | None, cache_dir: Path, log: Callable[[str], None]
+) -> KernelTree:
     kernel = kernel.expanduser()
     if not kernel.exists():
-        raise UserError(f"guest kernel {kernel} does not exist", hint="pass a vmlinuz file, a .deb or an "
-                        "unpacked kernel package directory")
+        raise UserError(
+            f"guest kernel {kernel} does not exist",
+            hint="pass a vmlinuz file, a .deb or an unpacked kernel package directory",
+        )
     if kernel.suffix == ".deb":
         root = cache_dir / "kernels" / kernel.stem
         _unpack_deb(kernel, root, log)
@@ -166,17 +188,26 @@ def user_kernel(kernel: Path, modules: Path | None, cache_dir: Path, log: Callab
         m = re.match(r"vmlinuz-(.+)$", kernel.name)
         version = m.group(1) if m else None
     if version is None:
-        raise UserError(f"{kernel} is not a bzImage kernel (no version in its header)",
-                        hint="pass a vmlinuz file built for x86_64")
+        raise UserError(
+            f"{kernel} is not a bzImage kernel (no version in its header)",
+            hint="pass a vmlinuz file built for x86_64",
+        )
     if modules is None:
-        for cand in (kernel.parent.parent / "lib" / "modules" / version, Path("/lib/modules") / version):
+        for cand in (
+            kernel.parent.parent / "lib" / "modules" / version,
+            Path("/lib/modules") / version,
+        ):
             if cand.is_dir():
                 modules = cand
                 break
     if modules is None:
-        raise UserError(f"no modules found for guest kernel {kernel} (version {version})",
-                        hint=f"also pass the modules directory (…/lib/modules/{version})")
-    tree = KernelTree(kernel, modules.expanduser(), version, f"user-given kernel {kernel}, modules {modules}")
+        raise UserError(
+            f"no modules found for guest kernel {kernel} (version {version})",
+            hint=f"also pass the modules directory (…/lib/modules/{version})",
+        )
+    tree = KernelTree(
+        kernel, modules.expanduser(), version, f"user-given kernel {kernel}, modules {modules}"
+    )
     _depmod(tree)
     return tree
 
@@ -186,10 +217,12 @@ def _tree_from_root(root: Path, source: str) -> KernelTree:
     if not kernels:
         raise UserError(f"no boot/vmlinuz-* in {root}", hint="pass an unpacked linux-image package")
     vmlinuz = kernels[-1]
-    version = vmlinuz.name[len("vmlinuz-"):]
+    version = vmlinuz.name[len("vmlinuz-") :]
     moddir = root / "lib" / "modules" / version
     if not moddir.is_dir():
-        raise UserError(f"no lib/modules/{version} in {root}", hint="pass an unpacked linux-image package")
+        raise UserError(
+            f"no lib/modules/{version} in {root}", hint="pass an unpacked linux-image package"
+        )
     tree = KernelTree(vmlinuz, moddir, version, source)
     _depmod(tree)
     return tree
@@ -199,7 +232,9 @@ def _depmod(tree: KernelTree) -> None:
     if (tree.moddir / "modules.dep").is_file():
         return
     base = tree.moddir.parent.parent.parent  # <root>/lib/modules/<v> -> <root>
-    subprocess.run([require("depmod"), "-b", str(base), tree.version], check=True, capture_output=True)
+    subprocess.run(
+        [require("depmod"), "-b", str(base), tree.version], check=True, capture_output=True
+    )
 
 
 def host_kernel() -> tuple[KernelTree | None, str]:
@@ -222,18 +257,26 @@ def host_kernel() -> tuple[KernelTree | None, str]:
 def _resolve_cloud_package() -> tuple[str, str]:
     """(package, version) behind linux-image-cloud-amd64, via apt-cache."""
     if shutil.which("apt-cache") is None:
-        raise UserError("no usable guest kernel and apt-cache is missing (not a Debian host?)",
-                        hint="pass --kernel with a vmlinuz and its modules")
-    out = subprocess.run(["apt-cache", "depends", CLOUD_META_PACKAGE], capture_output=True, text=True)
+        raise UserError(
+            "no usable guest kernel and apt-cache is missing (not a Debian host?)",
+            hint="pass --kernel with a vmlinuz and its modules",
+        )
+    out = subprocess.run(
+        ["apt-cache", "depends", CLOUD_META_PACKAGE], capture_output=True, text=True
+    )
     m = re.search(r"Depends:\s*(linux-image-\S+)", out.stdout)
     if out.returncode != 0 or m is None:
-        raise UserError(f"apt-cache knows no {CLOUD_META_PACKAGE}",
-                        hint="run apt-get update (bookworm main must be in sources.list) or pass --kernel")
+        raise UserError(
+            f"apt-cache knows no {CLOUD_META_PACKAGE}",
+            hint="run apt-get update (bookworm main must be in sources.list) or pass --kernel",
+        )
     pkg = m.group(1)
     pol = subprocess.run(["apt-cache", "policy", pkg], capture_output=True, text=True)
     vm = re.search(r"Candidate:\s*(\S+)", pol.stdout)
     if vm is None or vm.group(1) == "(none)":
-        raise UserError(f"apt has no candidate version of {pkg}", hint="run apt-get update or pass --kernel")
+        raise UserError(
+            f"apt has no candidate version of {pkg}", hint="run apt-get update or pass --kernel"
+        )
     return pkg, vm.group(1)
 
 
@@ -257,10 +300,13 @@ def resolve_cloud_package_cached(cache_dir: Path, max_age: float = 86400.0) -> t
     except (OSError, ValueError, KeyError):
         pass
     pkg, version = _resolve_cloud_package()
-    # Only a memo: a cache this user cannot write (another user's, or no home) just means asking apt again.
+    # Only a memo: a cache this user cannot write (another user's, or no home) just means asking apt
+    # again.
     with contextlib.suppress(OSError):
         memo.parent.mkdir(parents=True, exist_ok=True)
-        memo.write_text(json.dumps({"package": pkg, "version": version, "when": time.time()}) + "\n")
+        memo.write_text(
+            json.dumps({"package": pkg, "version": version, "when": time.time()}) + "\n"
+        )
     return pkg, version
 
 
@@ -273,20 +319,27 @@ def _cloud_kernel(cache_dir: Path, log: Callable[[str], None], why: str) -> Kern
         dl = cache_dir / "kernels" / "download"
         dl.mkdir(parents=True, exist_ok=True)
         log(f"downloading {pkg} {version} with apt-get download")
-        res = subprocess.run(["apt-get", "download", f"{pkg}={version}"], cwd=dl, capture_output=True, text=True)
+        res = subprocess.run(
+            ["apt-get", "download", f"{pkg}={version}"], cwd=dl, capture_output=True, text=True
+        )
         debs = sorted(dl.glob(f"{pkg}_*.deb"))
         if res.returncode != 0 or not debs:
             last = (res.stderr.strip().splitlines() or ["no output"])[-1]
-            raise UserError(f"apt-get download {pkg} failed: {last}",
-                            hint="check network access to the Debian mirror, or pass --kernel")
+            raise UserError(
+                f"apt-get download {pkg} failed: {last}",
+                hint="check network access to the Debian mirror, or pass --kernel",
+            )
         _unpack_deb(debs[-1], root, log)
         for d in debs:
             d.unlink()
-    return _tree_from_root(root, f"Debian {pkg} {version} (resolved from {CLOUD_META_PACKAGE}; {why})")
+    return _tree_from_root(
+        root, f"Debian {pkg} {version} (resolved from {CLOUD_META_PACKAGE}; {why})"
+    )
 
 
-def pick_kernel(cache_dir: Path, kernel: Path | None, modules: Path | None,
-                 log: Callable[[str], None]) -> KernelTree:
+def pick_kernel(
+    cache_dir: Path, kernel: Path | None, modules: Path | None, log: Callable[[str], None]
+) -> KernelTree:
     if kernel is not None:
         tree = user_kernel(kernel, modules, cache_dir, log)
     else:
@@ -294,14 +347,18 @@ def pick_kernel(cache_dir: Path, kernel: Path | None, modules: Path | None,
         tree = host if host is not None else _cloud_kernel(cache_dir, log, why)
     missing = missing_modules(tree)
     if missing:
-        raise UserError(f"guest kernel {tree.version} lacks {', '.join(missing)}",
-                        hint="use a kernel with virtio, SCSI, ATA, fw_cfg and ext4 (e.g. Debian's cloud kernel)")
+        raise UserError(
+            f"guest kernel {tree.version} lacks {', '.join(missing)}",
+            hint="use a kernel with virtio, SCSI, ATA, fw_cfg and ext4 (e.g. Debian's cloud "
+            "kernel)",
+        )
     return tree
 
 
 # --------------------------------------------------------------------------- vmlinux
 
-_KERNEL_MAGICS = (  # compressed payload inside a bzImage: (magic, decompressor argv or None for python)
+# compressed payload inside a bzImage: (magic, decompressor argv or None for python)
+_KERNEL_MAGICS = (
     (b"\x02\x21\x4c\x18", ["lz4", "-dc"]),
     (b"\x28\xb5\x2f\xfd", ["zstd", "-dc"]),
     (b"\xfd7zXZ\x00", None),
@@ -338,4 +395,3 @@ def extract_vmlinux(bzimage: Path) -> bytes | None:
                 return out
             pos = data.find(magic, pos + 1)
     return None
-

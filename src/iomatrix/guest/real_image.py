@@ -1,10 +1,12 @@
-"""The image a plan's `[guest] image` names, resolved once per sweep: what to boot, and what every run records.
+"""The image a plan's `[guest] image` names, resolved once per sweep: what to boot, and what every
+run records.
 
-- `image = "debian"`: the Debian image `iomatrix guest build debian` makes (built now if it is not cached).
-- `image = "PATH"`: a qcow2 or raw file. The file is only read (its sha256, `qemu-img info --force-share`) and
-  booted through an overlay (`guest.realboot`), never written. An image built here (an `image.json` with the same
-  sha256 beside it) boots its kernel directly; any other boots through the firmware and its own boot loader, and
-  must run qemu-guest-agent.
+- `image = "debian"`: the Debian image `iomatrix guest build debian` makes (built now if it is not
+  cached).
+- `image = "PATH"`: a qcow2 or raw file. The file is only read (its sha256, `qemu-img info
+  --force-share`) and booted through an overlay (`guest.realboot`), never written. An image built
+  here (an `image.json` with the same sha256 beside it) boots its kernel directly; any other boots
+  through the firmware and its own boot loader, and must run qemu-guest-agent.
 """
 
 from __future__ import annotations
@@ -32,13 +34,24 @@ class RealImage:
     kernel_version: str = ""
 
     def as_metadata(self) -> dict:
-        return {"image": str(self.boot.path), "image_format": self.boot.format, "image_sha256": self.sha256,
-                "image_source": self.source, "distribution": self.distribution, "kernel_version": self.kernel_version,
-                "boot": "direct kernel" if self.boot.kernel is not None else "firmware and the image's boot loader"}
+        return {
+            "image": str(self.boot.path),
+            "image_format": self.boot.format,
+            "image_sha256": self.sha256,
+            "image_source": self.source,
+            "distribution": self.distribution,
+            "kernel_version": self.kernel_version,
+            "boot": "direct kernel"
+            if self.boot.kernel is not None
+            else "firmware and the image's boot loader",
+        }
 
     def with_guest_facts(self, distribution: str, kernel_version: str) -> RealImage:
-        return replace(self, distribution=self.distribution or distribution,
-                       kernel_version=self.kernel_version or kernel_version)
+        return replace(
+            self,
+            distribution=self.distribution or distribution,
+            kernel_version=self.kernel_version or kernel_version,
+        )
 
 
 def _from_built(img: DebianImage, source: str) -> RealImage:
@@ -47,18 +60,28 @@ def _from_built(img: DebianImage, source: str) -> RealImage:
 
 def image_format(path: Path) -> str:
     """qcow2 or raw, from `qemu-img info` (shared lock: a VM using the file is not disturbed)."""
-    res = subprocess.run([require("qemu-img"), "info", "--force-share", "--output=json", str(path)],
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        [require("qemu-img"), "info", "--force-share", "--output=json", str(path)],
+        capture_output=True,
+        text=True,
+    )
     if res.returncode != 0:
         last = (res.stderr.strip().splitlines() or ["no output"])[-1]
-        raise UserError(f"guest image {path} cannot be read: {last}", hint="give a readable qcow2 or raw image")
+        raise UserError(
+            f"guest image {path} cannot be read: {last}", hint="give a readable qcow2 or raw image"
+        )
     info = json.loads(res.stdout)
     fmt = info.get("format")
     if fmt not in ("qcow2", "raw"):
-        raise UserError(f"guest image {path} is {fmt}, not qcow2 or raw", hint="convert it with qemu-img convert")
+        raise UserError(
+            f"guest image {path} is {fmt}, not qcow2 or raw",
+            hint="convert it with qemu-img convert",
+        )
     if info.get("backing-filename"):
-        raise UserError(f"guest image {path} has a backing file ({info['backing-filename']})",
-                        hint="give a standalone image (qemu-img convert -O qcow2 flattens it)")
+        raise UserError(
+            f"guest image {path} has a backing file ({info['backing-filename']})",
+            hint="give a standalone image (qemu-img convert -O qcow2 flattens it)",
+        )
     return str(fmt)
 
 
@@ -67,8 +90,11 @@ def resolve_image(setting: str, log: Callable[[str], None] | None = None) -> Rea
         return _from_built(ensure_debian_image(log=log), "built here (iomatrix guest build debian)")
     path = Path(setting).expanduser()
     if not path.is_file():
-        raise UserError(f"guest image {path} does not exist",
-                        hint='give the path of a qcow2 or raw image, or image = "debian" for the one iomatrix builds')
+        raise UserError(
+            f"guest image {path} does not exist",
+            hint='give the path of a qcow2 or raw image, or image = "debian" for the one '
+            "iomatrix builds",
+        )
     fmt = image_format(path)
     sha = sha256_of(path)
     built = load_image(path.parent) if path.name == "image.qcow2" else None

@@ -1,22 +1,25 @@
 """Boot a real distribution image under QEMU and drive it through its guest agent.
 
-Where the built-in guest (`guest.process`) boots a kernel and an initramfs that run one job and power off, a real
-guest boots an image's own userspace (systemd, udev, the distribution's kernel and drivers) and stays up: the
-host runs commands in it with `guest-exec` (`guest.agent`), reads their output, and kills QEMU when done.
+Where the built-in guest (`guest.process`) boots a kernel and an initramfs that run one job and
+power off, a real guest boots an image's own userspace (systemd, udev, the distribution's kernel and
+drivers) and stays up: the host runs commands in it with `guest-exec` (`guest.agent`), reads their
+output, and kills QEMU when done.
 
 - **The image is never written.** Each boot makes a fresh qcow2 overlay of it in the run directory
-  (`qemu-img create -b`); QEMU opens the image itself only read-only, as the overlay's backing file. The overlay
-  is removed when the guest is closed.
-- **Launch**: as the built-in guest tier launches (`guest.cmdline.accel_args`: `-accel tcg,thread=multi -cpu max`
-  under TCG, `-nodefaults`, `-no-reboot`, the console on ttyS0 into `console.log`), machine `pc`, the kernel and
-  initramfs given directly when the image comes with them (`BootImage.kernel`).
-- **Agent**: a virtio-serial port named org.qemu.guest_agent.0 on a unix socket chardev in the run directory
-  (`qga.sock`; under /tmp when the run directory's path is too long for a unix socket).
-- **Disks under test**: each `DiskSpec` through `qemu_block.disk_args`, exactly as the guest tier attaches its disk
-  (bus, cache, aio, format, queues, iothread, …), the first with the serial `iomx-test`; vCPUs from the disks'
-  queues (`qemu_block.guest_cpus`: blk-mq uses at most one queue per vCPU).
-- **Bounded**: `boot()` waits for `guest-ping` at most `boot_limit_s`; on the limit or an early QEMU exit, one line
-  with the last console lines.
+  (`qemu-img create -b`); QEMU opens the image itself only read-only, as the overlay's backing file.
+  The overlay is removed when the guest is closed.
+- **Launch**: as the built-in guest tier launches (`guest.cmdline.accel_args`: `-accel
+  tcg,thread=multi -cpu max` under TCG, `-nodefaults`, `-no-reboot`, the console on ttyS0 into
+  `console.log`), machine `pc`, the kernel and initramfs given directly when the image comes with
+  them (`BootImage.kernel`).
+- **Agent**: a virtio-serial port named org.qemu.guest_agent.0 on a unix socket chardev in the run
+  directory (`qga.sock`; under /tmp when the run directory's path is too long for a unix socket).
+- **Disks under test**: each `DiskSpec` through `qemu_block.disk_args`, exactly as the guest tier
+  attaches its disk (bus, cache, aio, format, queues, iothread, …), the first with the serial
+  `iomx-test`; vCPUs from the disks' queues (`qemu_block.guest_cpus`: blk-mq uses at most one queue
+  per vCPU).
+- **Bounded**: `boot()` waits for `guest-ping` at most `boot_limit_s`; on the limit or an early QEMU
+  exit, one line with the last console lines.
 """
 
 from __future__ import annotations
@@ -42,13 +45,14 @@ from iomatrix.qemu_block import qemu_opt as _opt
 AGENT_PORT = "org.qemu.guest_agent.0"
 ROOT_SERIAL = "iomx-root"
 UNIX_PATH_MAX = 107  # sun_path's 108 bytes, with the terminating NUL
-BOOT_LIMIT_S = 600.0  # a Debian boot under TCG on a loaded 2-core host: ~1 min; ten times that is a hang
+# a Debian boot under TCG on a loaded 2-core host: ~1 min; ten times that is a hang
+BOOT_LIMIT_S = 600.0
 
 
 @dataclass(frozen=True)
 class BootImage:
-    """What to boot: `path` (never written) in `format`, with the kernel, initramfs and command line QEMU loads
-    directly when given (else the image's own boot loader through the firmware)."""
+    """What to boot: `path` (never written) in `format`, with the kernel, initramfs and command line
+    QEMU loads directly when given (else the image's own boot loader through the firmware)."""
 
     path: Path
     format: str = "qcow2"
@@ -58,8 +62,18 @@ class BootImage:
 
 
 def overlay_argv(image: BootImage, overlay: Path) -> list[str]:
-    return [require("qemu-img"), "create", "-q", "-f", "qcow2", "-F", image.format, "-b", str(image.path.resolve()),
-            str(overlay)]
+    return [
+        require("qemu-img"),
+        "create",
+        "-q",
+        "-f",
+        "qcow2",
+        "-F",
+        image.format,
+        "-b",
+        str(image.path.resolve()),
+        str(overlay),
+    ]
 
 
 def agent_socket_path(run_dir: Path) -> Path | None:
@@ -68,38 +82,78 @@ def agent_socket_path(run_dir: Path) -> Path | None:
     return path if len(str(path).encode()) <= UNIX_PATH_MAX else None
 
 
-def real_guest_argv(image: BootImage, overlay: Path, run_dir: Path, agent_socket: Path, accel: str,
-                    disks: Sequence[DiskSpec] = (), memory_mb: int = 1024, wrapper: Sequence[str] = (),
-                    extra_args: Sequence[str] = ()) -> list[str]:
+def real_guest_argv(
+    image: BootImage,
+    overlay: Path,
+    run_dir: Path,
+    agent_socket: Path,
+    accel: str,
+    disks: Sequence[DiskSpec] = (),
+    memory_mb: int = 1024,
+    wrapper: Sequence[str] = (),
+    extra_args: Sequence[str] = (),
+) -> list[str]:
     """The QEMU command line of a real guest (pure: nothing started or written)."""
-    argv = [*wrapper, require("qemu-system-x86_64"),
-            "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-            "-machine", "pc", *accel_args(accel), "-smp", str(guest_cpus(disks)), "-m", str(memory_mb)]
+    argv = [
+        *wrapper,
+        require("qemu-system-x86_64"),
+        "-nodefaults",
+        "-no-user-config",
+        "-display",
+        "none",
+        "-no-reboot",
+        "-machine",
+        "pc",
+        *accel_args(accel),
+        "-smp",
+        str(guest_cpus(disks)),
+        "-m",
+        str(memory_mb),
+    ]
     if image.kernel is not None:
         argv += ["-kernel", str(image.kernel)]
         if image.initrd is not None:
             argv += ["-initrd", str(image.initrd)]
         argv += ["-append", image.cmdline]
     argv += [
-        "-chardev", f"file,id=con,path={_opt(run_dir / 'console.log')}", "-serial", "chardev:con",
+        "-chardev",
+        f"file,id=con,path={_opt(run_dir / 'console.log')}",
+        "-serial",
+        "chardev:con",
         # The root disk first: the guest's first virtio disk (vda), the disks under test after it.
-        "-blockdev", f"driver=qcow2,node-name=root,file.driver=file,file.filename={_opt(overlay)}",
-        # Through the firmware the root disk is the first boot device (a -kernel boot holds bootindex 0 itself).
-        "-device", f"virtio-blk-pci,drive=root,serial={ROOT_SERIAL}" + (",bootindex=0" if image.kernel is None else ""),
-        "-chardev", f"socket,id=qga,path={_opt(agent_socket)},server=on,wait=off",
-        "-device", "virtio-serial-pci,id=vser0",
-        "-device", f"virtserialport,bus=vser0.0,chardev=qga,name={AGENT_PORT}",
+        "-blockdev",
+        f"driver=qcow2,node-name=root,file.driver=file,file.filename={_opt(overlay)}",
+        # Through the firmware the root disk is the first boot device (a -kernel boot holds
+        # bootindex 0 itself).
+        "-device",
+        f"virtio-blk-pci,drive=root,serial={ROOT_SERIAL}"
+        + (",bootindex=0" if image.kernel is None else ""),
+        "-chardev",
+        f"socket,id=qga,path={_opt(agent_socket)},server=on,wait=off",
+        "-device",
+        "virtio-serial-pci,id=vser0",
+        "-device",
+        f"virtserialport,bus=vser0.0,chardev=qga,name={AGENT_PORT}",
     ]
     for i, disk in enumerate(disks):
-        argv += disk_args(disk, f"d{i}", DISK_SERIAL if i == 0 else f"{DISK_SERIAL}{i}", machine="pc")
+        argv += disk_args(
+            disk, f"d{i}", DISK_SERIAL if i == 0 else f"{DISK_SERIAL}{i}", machine="pc"
+        )
     return argv + list(extra_args)
 
 
 class RealGuest:
     """A booted real guest: run commands in it, then `close()` (kills QEMU, removes the overlay)."""
 
-    def __init__(self, proc: subprocess.Popen, agent: GuestAgent, run_dir: Path, overlay: Path,
-                 socket_dir: Path | None, argv: list[str]) -> None:
+    def __init__(
+        self,
+        proc: subprocess.Popen,
+        agent: GuestAgent,
+        run_dir: Path,
+        overlay: Path,
+        socket_dir: Path | None,
+        argv: list[str],
+    ) -> None:
         self.proc = proc
         self.agent = agent
         self.run_dir = run_dir
@@ -124,7 +178,9 @@ class RealGuest:
 
     def console_lines(self, n: int = 5) -> str:
         tail = console_tail(self.run_dir / "console.log", n).strip().splitlines()
-        return "last console lines: " + (" | ".join(ln.strip() for ln in tail if ln.strip()) or "(none)")
+        return "last console lines: " + (
+            " | ".join(ln.strip() for ln in tail if ln.strip()) or "(none)"
+        )
 
     def close(self) -> None:
         self.agent.close()
@@ -135,11 +191,20 @@ class RealGuest:
             shutil.rmtree(self._socket_dir, ignore_errors=True)
 
 
-def start(image: BootImage, run_dir: Path, disks: Sequence[DiskSpec] = (), accel: str = "tcg",
-          memory_mb: int = 1024, wrapper: Sequence[str] = (), extra_args: Sequence[str] = ()) -> RealGuest:
+def start(
+    image: BootImage,
+    run_dir: Path,
+    disks: Sequence[DiskSpec] = (),
+    accel: str = "tcg",
+    memory_mb: int = 1024,
+    wrapper: Sequence[str] = (),
+    extra_args: Sequence[str] = (),
+) -> RealGuest:
     """Make the overlay and start QEMU; returns at once (the guest is booting)."""
     if not image.path.is_file():
-        raise UserError(f"guest image {image.path} does not exist", hint="give the path of a qcow2 or raw image")
+        raise UserError(
+            f"guest image {image.path} does not exist", hint="give the path of a qcow2 or raw image"
+        )
     for disk in disks:
         validate_disk(disk)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -148,18 +213,25 @@ def start(image: BootImage, run_dir: Path, disks: Sequence[DiskSpec] = (), accel
     res = subprocess.run(overlay_argv(image, overlay), capture_output=True, text=True)
     if res.returncode != 0:
         last = (res.stderr.strip().splitlines() or ["no output"])[-1]
-        raise UserError(f"cannot make an overlay of {image.path}: {last}", hint="is it a readable qcow2 or raw image?")
+        raise UserError(
+            f"cannot make an overlay of {image.path}: {last}",
+            hint="is it a readable qcow2 or raw image?",
+        )
     sock = agent_socket_path(run_dir)
     socket_dir = None
     if sock is None:
         socket_dir = Path(tempfile.mkdtemp(prefix="iomx-qga-"))
         sock = socket_dir / "qga.sock"
-    argv = real_guest_argv(image, overlay, run_dir, sock, accel, disks, memory_mb, wrapper, extra_args)
+    argv = real_guest_argv(
+        image, overlay, run_dir, sock, accel, disks, memory_mb, wrapper, extra_args
+    )
     (run_dir / "qemu.argv").write_text(" ".join(argv) + "\n")
     (run_dir / "console.log").unlink(missing_ok=True)
     with open(run_dir / "qemu-stderr.log", "wb") as err:
         try:
-            proc = children.spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+            proc = children.spawn(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err
+            )
         except BaseException:
             overlay.unlink(missing_ok=True)
             if socket_dir is not None:
@@ -169,11 +241,18 @@ def start(image: BootImage, run_dir: Path, disks: Sequence[DiskSpec] = (), accel
 
 
 @contextlib.contextmanager
-def boot(image: BootImage, run_dir: Path, disks: Sequence[DiskSpec] = (), accel: str = "tcg",
-         memory_mb: int = 1024, boot_limit_s: float = BOOT_LIMIT_S, wrapper: Sequence[str] = (),
-         extra_args: Sequence[str] = ()) -> Iterator[RealGuest]:
-    """A booted guest whose agent answers `guest-ping` (`guest.boot_s`: QEMU's start to that answer), closed
-    (QEMU killed, overlay removed) when the block ends, however it ends."""
+def boot(
+    image: BootImage,
+    run_dir: Path,
+    disks: Sequence[DiskSpec] = (),
+    accel: str = "tcg",
+    memory_mb: int = 1024,
+    boot_limit_s: float = BOOT_LIMIT_S,
+    wrapper: Sequence[str] = (),
+    extra_args: Sequence[str] = (),
+) -> Iterator[RealGuest]:
+    """A booted guest whose agent answers `guest-ping` (`guest.boot_s`: QEMU's start to that
+    answer), closed (QEMU killed, overlay removed) when the block ends, however it ends."""
     t0 = time.monotonic()
     with children.SigtermGuard():
         guest = start(image, run_dir, disks, accel, memory_mb, wrapper, extra_args)
@@ -185,10 +264,11 @@ def boot(image: BootImage, run_dir: Path, disks: Sequence[DiskSpec] = (), accel:
             guest.close()
 
 
-# --------------------------------------------------------------------------- the guest's view of a disk
+# --------------------------------------------------------------------------- the guest's view of a
+# disk
 
-# Finds the disk by its serial (virtio-blk: /sys/block/X/serial; NVMe: device/serial; SCSI/ATA: VPD page 0x80)
-# and prints what the guest's block layer made of it, one key=value a line.
+# Finds the disk by its serial (virtio-blk: /sys/block/X/serial; NVMe: device/serial; SCSI/ATA: VPD
+# page 0x80) and prints what the guest's block layer made of it, one key=value a line.
 _DISK_VIEW = r"""
 want="$1"
 for d in /sys/block/*; do
@@ -212,8 +292,8 @@ exit 3
 
 
 def parse_disk_view(text: str) -> dict[str, str | int]:
-    """The key=value lines of the disk view; `queues`, `sectors` and `nproc` as ints, `scheduler` the active
-    one (the bracketed name of queue/scheduler, e.g. '[none] mq-deadline' -> 'none').
+    """The key=value lines of the disk view; `queues`, `sectors` and `nproc` as ints, `scheduler`
+    the active one (the bracketed name of queue/scheduler, e.g. '[none] mq-deadline' -> 'none').
 
     >>> parse_disk_view("name=vdb\\nqueues=2\\nscheduler=[none] mq-deadline\\n")
     {'name': 'vdb', 'queues': 2, 'scheduler': 'none', 'schedulers': '[none] mq-deadline'}
@@ -227,17 +307,21 @@ def parse_disk_view(text: str) -> dict[str, str | int]:
         if key in ("queues", "sectors", "nproc") and value.isdigit():
             view[key] = int(value)
         elif key == "scheduler":
-            active = value[value.find("[") + 1:value.find("]")] if "[" in value else value
+            active = value[value.find("[") + 1 : value.find("]")] if "[" in value else value
             view["scheduler"], view["schedulers"] = active, value
         else:
             view[key] = value
     return view
 
 
-def disk_view(guest: RealGuest, serial: str = DISK_SERIAL, timeout: float = 60.0) -> dict[str, str | int]:
+def disk_view(
+    guest: RealGuest, serial: str = DISK_SERIAL, timeout: float = 60.0
+) -> dict[str, str | int]:
     """The guest's own view of the disk with `serial`, from its sysfs (through guest-exec)."""
     res = guest.exec(["/bin/sh", "-c", _DISK_VIEW, "disk-view", serial], timeout=timeout)
     if not res.ok:
-        raise UserError(f"the guest cannot see the disk under test: {res.stderr.strip() or res.exitcode}",
-                        hint="check the disk's bus has a driver in the guest's kernel")
+        raise UserError(
+            f"the guest cannot see the disk under test: {res.stderr.strip() or res.exitcode}",
+            hint="check the disk's bus has a driver in the guest's kernel",
+        )
     return parse_disk_view(res.stdout)

@@ -1,9 +1,10 @@
-"""Tiny static programs iomatrix writes itself and ships in the initramfs (today: the durability writer).
+"""Tiny static programs iomatrix writes itself and ships in the initramfs (today: the durability
+writer).
 
-Each is one C file under ``iomatrix/guest/`` compiled with ``gcc -static`` once per source version and
-cached in ``tools/`` (the key is the source's hash, so the initramfs cache key covers it through the source
-text). Without gcc or a static libc the program is left out and the tier that needs it says so.
-"""
+Each is one C file under ``iomatrix/guest/`` compiled with ``gcc -static`` once per source version
+and cached in ``tools/`` (the key is the source's hash, so the initramfs cache key covers it through
+the source text). Without gcc or a static libc the program is left out and the tier that needs it
+says so."""
 
 from __future__ import annotations
 
@@ -30,8 +31,11 @@ def sources_text() -> str:
     return "".join(f"\0{guest}\0{text}" for guest, text in sorted(tool_sources().items()))
 
 
-def static_tools(cache_dir: Path, log: Callable[[str], None], build: bool = True) -> tuple[dict[str, Path], str]:
-    """({guest path: built static binary}, note). Missing compilers leave a tool out (note says why)."""
+def static_tools(
+    cache_dir: Path, log: Callable[[str], None], build: bool = True
+) -> tuple[dict[str, Path], str]:
+    """({guest path: built static binary}, note). Missing compilers leave a tool out (note says
+    why)."""
     out: dict[str, Path] = {}
     notes: list[str] = []
     for guest, text in sorted(tool_sources().items()):
@@ -52,7 +56,9 @@ def static_tools(cache_dir: Path, log: Callable[[str], None], build: bool = True
         src = binary.with_suffix(".c")
         tmp = binary.with_suffix(".tmp")
         src.write_text(text)
-        res = subprocess.run([gcc, "-static", "-O2", "-s", "-o", str(tmp), str(src)], capture_output=True, text=True)
+        res = subprocess.run(
+            [gcc, "-static", "-O2", "-s", "-o", str(tmp), str(src)], capture_output=True, text=True
+        )
         src.unlink(missing_ok=True)
         if res.returncode != 0:
             last = (res.stderr.strip().splitlines() or ["no output"])[-1]

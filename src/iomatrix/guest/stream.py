@@ -1,15 +1,15 @@
-"""What a guest reported, turned into results: the ttyS1 stream's marks and blocks, the run's phases, and its
-`GuestOutcome` (one run) or `BatchOutcome` (a multi-run boot).
+"""What a guest reported, turned into results: the ttyS1 stream's marks and blocks, the run's
+phases, and its `GuestOutcome` (one run) or `BatchOutcome` (a multi-run boot).
 
-Pure: the process side (`guest.process`) collects what a finished QEMU left (`GuestCapture`: the stream's
-text, the host clock at each mark's arrival, spawn and exit times, the error that ended it, the console tail);
-everything here is computed from that.
+Pure: the process side (`guest.process`) collects what a finished QEMU left (`GuestCapture`: the
+    stream's
+text, the host clock at each mark's arrival, spawn and exit times, the error that ended it, the
+console tail); everything here is computed from that.
 
-The second serial port (ttyS1) carries only delimited blocks and timestamps (`@@IOMX:MARK:<name>:<uptime>@@`,
-`@@IOMX:BEGIN:<name>@@ … @@IOMX:END:<name>@@`). The host stamps every mark with its own clock as it arrives,
-which splits a run into QEMU start / boot / workload / shutdown. In a multi-run boot run i's marks and blocks
-carry the suffix `_r<i>` (see init.sh).
-"""
+The second serial port (ttyS1) carries only delimited blocks and timestamps
+(`@@IOMX:MARK:<name>:<uptime>@@`, `@@IOMX:BEGIN:<name>@@ … @@IOMX:END:<name>@@`). The host stamps
+every mark with its own clock as it arrives, which splits a run into QEMU start / boot / workload /
+shutdown. In a multi-run boot run i's marks and blocks carry the suffix `_r<i>` (see init.sh)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def parse_result_stream(text: str) -> ResultStream:
         name = m.group(1)
         end = text.find(f"@@IOMX:END:{name}@@", m.end())
         if end >= 0:
-            blocks.setdefault(name, text[m.end():end].strip("\n"))
+            blocks.setdefault(name, text[m.end() : end].strip("\n"))
     return ResultStream(marks, blocks)
 
 
@@ -96,7 +96,8 @@ class GuestOutcome:
     qemu_argv: list[str]
     qemu_pid: int | None
     disk_info: dict | None = None  # what the guest saw: device name, write_cache, size
-    iops_log: str | None = None  # fio's per-interval IOPS log of the measured job, when it wrote one
+    # fio's per-interval IOPS log of the measured job, when it wrote one
+    iops_log: str | None = None
     marks: dict[str, float] = field(default_factory=dict)  # guest uptime at each init mark
 
 
@@ -106,7 +107,8 @@ class BatchOutcome:
     the caller retries those in a new boot."""
 
     runs: list[GuestOutcome | None]
-    boot_phases: dict[str, float]  # qemu_start_s, guest_init_s, module_load_s, boot_to_workload_s, wall_s
+    # qemu_start_s, guest_init_s, module_load_s, boot_to_workload_s, wall_s
+    boot_phases: dict[str, float]
     machine: str
     error: str | None  # what ended the boot early, if anything
     console_tail: str = ""
@@ -115,9 +117,9 @@ class BatchOutcome:
 
 @dataclass
 class GuestCapture:
-    """What a finished QEMU left: ttyS1's text, the host's monotonic clock at each mark's first arrival, spawn
-    and exit times, the error that ended it (QEMU's last stderr line appended), the console tail, its argv
-    and pid."""
+    """What a finished QEMU left: ttyS1's text, the host's monotonic clock at each mark's first
+    arrival, spawn and exit times, the error that ended it (QEMU's last stderr line appended), the
+    console tail, its argv and pid."""
 
     text: str
     host_marks: dict[str, float]
@@ -129,9 +131,11 @@ class GuestCapture:
     pid: int | None
 
 
-def run_phases(t_spawn: float, t_exit: float, host: dict[str, float], guest: dict[str, float]) -> dict[str, float]:
-    """A boot's phases (seconds) from the host clock at spawn, exit and each mark, and the guest's uptime at
-    each mark."""
+def run_phases(
+    t_spawn: float, t_exit: float, host: dict[str, float], guest: dict[str, float]
+) -> dict[str, float]:
+    """A boot's phases (seconds) from the host clock at spawn, exit and each mark, and the guest's
+    uptime at each mark."""
     ph: dict[str, float] = {"wall_s": round(t_exit - t_spawn, 3)}
     if "init" in host and "init" in guest:
         # Before the guest clock starts: process start, firmware, kernel/initrd load.
@@ -148,11 +152,22 @@ def run_phases(t_spawn: float, t_exit: float, host: dict[str, float], guest: dic
     return ph
 
 
-def run_outcome(stream: ResultStream, job: GuestJob, phases: dict[str, float], error: str | None,
-                argv: list[str], pid: int | None, tail: str) -> GuestOutcome:
+def run_outcome(
+    stream: ResultStream,
+    job: GuestJob,
+    phases: dict[str, float],
+    error: str | None,
+    argv: list[str],
+    pid: int | None,
+    tail: str,
+) -> GuestOutcome:
     """One run's outcome from its marks and blocks (names without a run suffix)."""
     if "error" in stream.blocks:
-        error = (error + "; " if error else "") + "guest: " + " | ".join(stream.blocks["error"].splitlines())
+        error = (
+            (error + "; " if error else "")
+            + "guest: "
+            + " | ".join(stream.blocks["error"].splitlines())
+        )
     disk_info = None
     if "disk" in stream.blocks:
         with contextlib.suppress(ValueError):
@@ -165,9 +180,17 @@ def run_outcome(stream: ResultStream, job: GuestJob, phases: dict[str, float], e
         elif job.kind in ("fs-read", "fs-write") and fs_result is None:
             error = "guest filesystem job produced no result"
     return GuestOutcome(
-        ok=error is None, fio_json=fio_json, fs_result=fs_result, phases=phases,
-        iops_log=stream.blocks.get("iopslog"), console_tail=tail, error=error, qemu_argv=argv,
-        qemu_pid=pid, disk_info=disk_info, marks=stream.marks,
+        ok=error is None,
+        fio_json=fio_json,
+        fs_result=fs_result,
+        phases=phases,
+        iops_log=stream.blocks.get("iopslog"),
+        console_tail=tail,
+        error=error,
+        qemu_argv=argv,
+        qemu_pid=pid,
+        disk_info=disk_info,
+        marks=stream.marks,
     )
 
 
@@ -184,14 +207,24 @@ def guest_outcome(capture: GuestCapture, job: GuestJob) -> GuestOutcome:
 def run_view(stream: ResultStream, index: int) -> ResultStream:
     """Run `index`'s marks and blocks of a multi-run boot, with the `_r<index>` suffix removed."""
     sfx = f"_r{index}"
-    return ResultStream({k[: -len(sfx)]: v for k, v in stream.marks.items() if k.endswith(sfx)},
-                        {k[: -len(sfx)]: v for k, v in stream.blocks.items() if k.endswith(sfx)})
+    return ResultStream(
+        {k[: -len(sfx)]: v for k, v in stream.marks.items() if k.endswith(sfx)},
+        {k[: -len(sfx)]: v for k, v in stream.blocks.items() if k.endswith(sfx)},
+    )
 
 
-def _batch_run_phases(index: int, last: bool, view: ResultStream, marks: dict[str, float], end: float | None,
-                      prev_end: float, t_exit: float, boot: dict[str, float]) -> dict[str, float]:
-    """Run `index`'s phases in a multi-run boot: its workload, its share of the boot's wall time, and (first
-    run) the boot's phases or (later runs) the time since the previous run."""
+def _batch_run_phases(
+    index: int,
+    last: bool,
+    view: ResultStream,
+    marks: dict[str, float],
+    end: float | None,
+    prev_end: float,
+    t_exit: float,
+    boot: dict[str, float],
+) -> dict[str, float]:
+    """Run `index`'s phases in a multi-run boot: its workload, its share of the boot's wall time,
+    and (first run) the boot's phases or (later runs) the time since the previous run."""
     ph: dict[str, float] = {}
     if "workload_start" in view.marks and "workload_end" in view.marks:
         ph["workload_s"] = round(view.marks["workload_end"] - view.marks["workload_start"], 3)
@@ -203,8 +236,13 @@ def _batch_run_phases(index: int, last: bool, view: ResultStream, marks: dict[st
         ph["shutdown_s"] = round(max(0.0, t_exit - end), 3)
     ph["wall_s"] = round(stop - prev_end, 3)
     if index == 1:
-        ph.update({k: v for k, v in boot.items() if k in ("qemu_start_s", "guest_init_s", "module_load_s",
-                                                          "boot_to_workload_s")})
+        ph.update(
+            {
+                k: v
+                for k, v in boot.items()
+                if k in ("qemu_start_s", "guest_init_s", "module_load_s", "boot_to_workload_s")
+            }
+        )
     elif "run_start" in view.marks and f"run_end_r{index - 1}" in marks:
         ph["between_runs_s"] = round(view.marks["run_start"] - marks[f"run_end_r{index - 1}"], 3)
     if "run_start" in view.marks and "workload_start" in view.marks:
@@ -219,7 +257,9 @@ def batch_outcome(capture: GuestCapture, jobs: list[GuestJob], machine: str) -> 
     boot = run_phases(capture.t_spawn, capture.t_exit, host, stream.marks)
     boot.pop("workload_s", None)
     if "run_start_r1" in host and "qemu_start_s" in boot:
-        boot["boot_to_workload_s"] = round(host["run_start_r1"] - capture.t_spawn - boot["qemu_start_s"], 3)
+        boot["boot_to_workload_s"] = round(
+            host["run_start_r1"] - capture.t_spawn - boot["qemu_start_s"], 3
+        )
     error = capture.error
     outs: list[GuestOutcome | None] = []
     prev_end = capture.t_spawn
@@ -229,9 +269,13 @@ def batch_outcome(capture: GuestCapture, jobs: list[GuestJob], machine: str) -> 
             continue
         view = run_view(stream, i)
         end = host.get(f"run_end_r{i}")
-        ph = _batch_run_phases(i, i == len(jobs), view, stream.marks, end, prev_end, capture.t_exit, boot)
+        ph = _batch_run_phases(
+            i, i == len(jobs), view, stream.marks, end, prev_end, capture.t_exit, boot
+        )
         run_error = None if end is not None else (error or "guest stopped during this run")
-        outs.append(run_outcome(view, job, ph, run_error, capture.argv, capture.pid, capture.console_tail))
+        outs.append(
+            run_outcome(view, job, ph, run_error, capture.argv, capture.pid, capture.console_tail)
+        )
         if end is not None:
             prev_end = end
     if error is None and "done" not in stream.marks:

@@ -11,7 +11,12 @@ Field names and units: docs/monitoring.md.
 
 from iomatrix.monitor.devices import DeviceChain, resolve, resolve_device_chain
 from iomatrix.monitor.sampler import HostSampler, MonitorSample, disk_field_names
-from iomatrix.monitor.summary import FieldSummary, cell_summary, host_questions_view, summarize_samples
+from iomatrix.monitor.summary import (
+    FieldSummary,
+    cell_summary,
+    host_questions_view,
+    summarize_samples,
+)
 
 __all__ = [
     "DeviceChain",

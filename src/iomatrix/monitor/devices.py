@@ -80,7 +80,8 @@ def resolve(path: Path | str) -> DeviceChain:
     if len([d for d in chain.devices if _is_leaf(d)]) > 1:
         chain.notes.append(
             "I/O spans several physical devices; disk.* reports only the last one "
-            f"({chain.devices[-1]}), the others are under dev.<name>.*")
+            f"({chain.devices[-1]}), the others are under dev.<name>.*"
+        )
     return chain
 
 
@@ -171,8 +172,10 @@ def _explain_non_block(devt: int, chain: DeviceChain, seen: set[str]) -> None:
             st = os.stat(source)
             if stat.S_ISBLK(st.st_mode):  # btrfs & co: anonymous st_dev, real device as source
                 if not chain.devices:
-                    chain.notes.append(f"{fstype} at {target} uses an anonymous st_dev ({mm}); "
-                                       f"followed its mount source {source}")
+                    chain.notes.append(
+                        f"{fstype} at {target} uses an anonymous st_dev ({mm}); "
+                        f"followed its mount source {source}"
+                    )
                 _walk_devt(st.st_rdev, chain, seen)
                 return
     if fstype in MEMORY_FS:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SECTOR_BYTES = 512  # /proc/diskstats always counts 512-byte sectors, whatever the device's block size
+# /proc/diskstats always counts 512-byte sectors, whatever the device's block size
+SECTOR_BYTES = 512
 MIB = 1024 * 1024
 
 
@@ -50,8 +51,16 @@ class CpuTimes:
 
     @property
     def total(self) -> int:
-        return (self.user + self.nice + self.system + self.idle + self.iowait
-                + self.irq + self.softirq + self.steal)
+        return (
+            self.user
+            + self.nice
+            + self.system
+            + self.idle
+            + self.iowait
+            + self.irq
+            + self.softirq
+            + self.steal
+        )
 
 
 def parse_proc_stat(text: str) -> CpuTimes:
@@ -80,7 +89,13 @@ def cpu_pct(a: CpuTimes, b: CpuTimes) -> dict[str, float]:
     if total == 0:
         return {"usr": 0.0, "sys": 0.0, "iowait": 0.0, "steal": 0.0, "idle": 0.0}
     k = 100.0 / total
-    return {"usr": usr * k, "sys": sys * k, "iowait": iowait * k, "steal": steal * k, "idle": idle * k}
+    return {
+        "usr": usr * k,
+        "sys": sys * k,
+        "iowait": iowait * k,
+        "steal": steal * k,
+        "idle": idle * k,
+    }
 
 
 # --------------------------------------------------------------------------- /proc/diskstats
@@ -116,7 +131,9 @@ class DiskStats:
     flush_ticks: int = 0
 
 
-def parse_diskstats(text: str, names: set[str] | frozenset[str] | None = None) -> dict[str, DiskStats]:
+def parse_diskstats(
+    text: str, names: set[str] | frozenset[str] | None = None
+) -> dict[str, DiskStats]:
     """Parse /proc/diskstats into {device name: DiskStats}.
 
     `names` restricts parsing to those devices (cheap on hosts with hundreds of
@@ -159,7 +176,9 @@ def disk_rates(a: DiskStats, b: DiskStats, interval: float) -> dict[str, float]:
     }
     ios = reads + writes
     if ios:
-        out["await_ms"] = (_delta(a.read_ticks, b.read_ticks) + _delta(a.write_ticks, b.write_ticks)) / ios
+        out["await_ms"] = (
+            _delta(a.read_ticks, b.read_ticks) + _delta(a.write_ticks, b.write_ticks)
+        ) / ios
     return out
 
 
@@ -230,7 +249,9 @@ def parse_pressure(text: str) -> dict[str, PsiLine]:
         if not parts or parts[0] not in ("some", "full"):
             continue
         kv = dict(p.split("=", 1) for p in parts[1:] if "=" in p)
-        out[parts[0]] = PsiLine(float(kv["avg10"]), float(kv["avg60"]), float(kv["avg300"]), int(kv["total"]))
+        out[parts[0]] = PsiLine(
+            float(kv["avg10"]), float(kv["avg60"]), float(kv["avg300"]), int(kv["total"])
+        )
     return out
 
 
@@ -250,7 +271,8 @@ def parse_int_file(text: str) -> int:
     return int(text.strip())
 
 
-# --------------------------------------------------------------------------- /proc/<pid>/stat, status
+# --------------------------------------------------------------------------- /proc/<pid>/stat,
+# status
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,8 +286,8 @@ class PidStat:
 
 
 def parse_pid_stat(text: str) -> PidStat:
-    """Parse /proc/<pid>/stat. The command name (field 2) may hold spaces and parentheses, so fields are
-    counted after its last ')': state is field 3, utime field 14, stime field 15."""
+    """Parse /proc/<pid>/stat. The command name (field 2) may hold spaces and parentheses, so fields
+    are counted after its last ')': state is field 3, utime field 14, stime field 15."""
     _, sep, rest = text.rpartition(")")
     if not sep:
         raise ValueError("not a /proc/<pid>/stat line")
@@ -284,8 +306,9 @@ def parse_status_kb(text: str, key: str) -> int | None:
 
 def parse_status_ctx_switches(text: str) -> int | None:
     """Context switches of one task: voluntary_ctxt_switches + nonvoluntary_ctxt_switches of
-    /proc/<pid>/task/<tid>/status, or None when the kernel does not print them. The counts are per task
-    (thread), not per process: a process's switches are the sum over its tasks (``process_ctx_switches``)."""
+    /proc/<pid>/task/<tid>/status, or None when the kernel does not print them. The counts are per
+    task (thread), not per process: a process's switches are the sum over its tasks
+    (``process_ctx_switches``)."""
     total = None
     for line in text.splitlines():
         if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
@@ -296,8 +319,9 @@ def parse_status_ctx_switches(text: str) -> int | None:
 
 
 def process_ctx_switches(task_status_texts: list[str]) -> int | None:
-    """A process's context switches: the sum over the status files of its live tasks (IOThreads, the aio
-    thread pool's workers, vCPUs), None when no task printed them. A task that exited took its count with it,
-    so a delta between two readings is a lower bound when worker threads come and go between them."""
+    """A process's context switches: the sum over the status files of its live tasks (IOThreads, the
+    aio thread pool's workers, vCPUs), None when no task printed them. A task that exited took its
+    count with it, so a delta between two readings is a lower bound when worker threads come and go
+    between them."""
     counts = [c for c in (parse_status_ctx_switches(t) for t in task_status_texts) if c is not None]
     return sum(counts) if counts else None

@@ -45,20 +45,33 @@ MIN_TAIL_FRACTION = 0.2
 CPU_FIELDS = ("cpu.usr_pct", "cpu.sys_pct", "cpu.iowait_pct", "cpu.steal_pct", "cpu.idle_pct")
 # Summed over every attached process (the consolidation tier attaches all QEMUs of a sweep point).
 PROC_FIELDS = ("proc.cpu_pct", "proc.rss_mb", "proc.count")
-# The I/O path alone (processes attached with role "io" and their children; not the load generator beside it):
-# CPU seconds and context switches spent in the interval, summed (what a run's cost per I/O divides).
+# The I/O path alone (processes attached with role "io" and their children; not the load generator
+# beside it): CPU seconds and context switches spent in the interval, summed (what a run's cost per
+# I/O divides).
 IOPATH_FIELDS = ("iopath.cpu_s", "iopath.ctx_switches", "iopath.count")
-# Roles of a followed process: "io" is the I/O path (QEMU, qemu-storage-daemon; bare metal: fio itself),
-# "load" generates the load beside it (fio driving the block layer over NBD): in proc.*, not in iopath.*;
-# "server" is the far end of the I/O path on a network backing (tgtd, ganesha.nfsd started by iomatrix): shared
-# storage costs CPU on both sides, so it counts in iopath.* like "io", under a name of its own in the run's
-# recorded processes.
+# Roles of a followed process: "io" is the I/O path (QEMU, qemu-storage-daemon; bare metal: fio
+# itself), "load" generates the load beside it (fio driving the block layer over NBD): in proc.*,
+# not in iopath.*; "server" is the far end of the I/O path on a network backing (tgtd, ganesha.nfsd
+# started by iomatrix): shared storage costs CPU on both sides, so it counts in iopath.* like "io",
+# under a name of its own in the run's recorded processes.
 ROLES = ("io", "load", "server")
 IOPATH_ROLES = frozenset({"io", "server"})
-DISK_KEYS = ("read_mbps", "write_mbps", "read_iops", "write_iops", "util_pct", "await_ms", "queue_depth")
+DISK_KEYS = (
+    "read_mbps",
+    "write_mbps",
+    "read_iops",
+    "write_iops",
+    "util_pct",
+    "await_ms",
+    "queue_depth",
+)
 MEM_FIELDS = ("mem.used_mb", "mem.cached_mb", "mem.buffers_mb", "mem.dirty_mb", "mem.writeback_mb")
 PSI_FIELDS = (
-    "psi.cpu_some_pct", "psi.io_some_pct", "psi.io_full_pct", "psi.mem_some_pct", "psi.mem_full_pct",
+    "psi.cpu_some_pct",
+    "psi.io_some_pct",
+    "psi.io_full_pct",
+    "psi.mem_some_pct",
+    "psi.mem_full_pct",
 )
 KSM_FIELDS = ("ksm.pages_shared", "ksm.pages_sharing")
 
@@ -117,21 +130,30 @@ class HostSampler:
             self._prefix[self.devices[-1]] = "disk."
         self._names = frozenset(self.devices)
         if self.devices:
-            known = procfs.parse_diskstats(read_text(PROC_DISKSTATS, strip=False) or "", self._names)
+            known = procfs.parse_diskstats(
+                read_text(PROC_DISKSTATS, strip=False) or "", self._names
+            )
             missing = [d for d in self.devices if d not in known]
             if missing:
                 raise ValueError(f"block device(s) {', '.join(missing)} not in {PROC_DISKSTATS}")
         # resolved once: path strings, so a tick does no pathlib work
-        self._psi_files = [(r, str(PRESSURE_DIR / r)) for r in ("cpu", "io", "memory")
-                           if (PRESSURE_DIR / r).exists()]
-        self._ksm_files = [(f"ksm.{k}", str(KSM_DIR / k)) for k in ("pages_shared", "pages_sharing")
-                           if (KSM_DIR / k).exists()]
+        self._psi_files = [
+            (r, str(PRESSURE_DIR / r))
+            for r in ("cpu", "io", "memory")
+            if (PRESSURE_DIR / r).exists()
+        ]
+        self._ksm_files = [
+            (f"ksm.{k}", str(KSM_DIR / k))
+            for k in ("pages_shared", "pages_sharing")
+            if (KSM_DIR / k).exists()
+        ]
 
         self._lock = threading.Lock()
         # pid -> (process, (monotonic ts, cpu seconds) at the last reading)
         self._procs: dict[int, tuple[psutil.Process, tuple[float, float]]] = {}
         self._roles: dict[int, str] = {}  # pid -> role (ROLES); children inherit their parent's
-        self._ctx: dict[int, int] = {}  # pid -> context switches at the last reading (role "io" only)
+        # pid -> context switches at the last reading (role "io" only)
+        self._ctx: dict[int, int] = {}
         self._counted: dict[int, tuple[str, str]] = {}  # every pid ever followed -> (name, role)
 
         self._stop = threading.Event()
@@ -146,13 +168,13 @@ class HostSampler:
     # ------------------------------------------------------------------ public API
 
     def attach_pid(self, pid: int, role: str = "io") -> None:
-        """Also follow `pid` (e.g. QEMU): proc.cpu_pct and proc.rss_mb are summed over every attached
-        process still running, proc.count says how many. May be called before or after start(), and
-        several times (one sweep point of the consolidation tier runs many guests at once).
-        `role` "io" (the default) counts the process (and its children) as the I/O path in iopath.*;
-        "load" marks the load generator beside it (proc.* only); "server" a network backing's server, counted
-        in iopath.* like "io".
-        Raises ProcessLookupError if the process does not exist."""
+        """Also follow `pid` (e.g. QEMU): proc.cpu_pct and proc.rss_mb are summed over every
+        attached process still running, proc.count says how many. May be called before or after
+        start(), and several times (one sweep point of the consolidation tier runs many guests at
+        once). `role` "io" (the default) counts the process (and its children) as the I/O path in
+        iopath.*; "load" marks the load generator beside it (proc.* only); "server" a network
+        backing's server, counted in iopath.* like "io". Raises ProcessLookupError if the process
+        does not exist."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
         try:
@@ -170,9 +192,13 @@ class HostSampler:
                 self._ctx[pid] = ctx
 
     def followed_processes(self) -> list[dict[str, object]]:
-        """Every process followed so far (attached or adopted as a child): pid, name and role, pid order."""
+        """Every process followed so far (attached or adopted as a child): pid, name and role, pid
+        order."""
         with self._lock:
-            return [{"pid": pid, "name": name, "role": role} for pid, (name, role) in sorted(self._counted.items())]
+            return [
+                {"pid": pid, "name": name, "role": role}
+                for pid, (name, role) in sorted(self._counted.items())
+            ]
 
     def start(self) -> None:
         if self._thread is not None:
@@ -180,7 +206,8 @@ class HostSampler:
         self._t0 = time.monotonic()
         self._prev = self._snapshot(self._t0)
         with self._lock:
-            for pid, (proc, _base) in list(self._procs.items()):  # attached before start: rebase to t = 0
+            # attached before start: rebase to t = 0
+            for pid, (proc, _base) in list(self._procs.items()):
                 try:
                     self._procs[pid] = (proc, (self._t0, self._proc_cpu(proc)))
                 except psutil.Error:
@@ -288,13 +315,19 @@ class HostSampler:
     def _snapshot(self, ts: float) -> _Snapshot:
         """Counters that need a previous value (gauges are read in _tick)."""
         stat = read_text(PROC_STAT, strip=False)
-        disks = procfs.parse_diskstats(read_text(PROC_DISKSTATS, strip=False) or "", self._names) if self._names else {}
+        disks = (
+            procfs.parse_diskstats(read_text(PROC_DISKSTATS, strip=False) or "", self._names)
+            if self._names
+            else {}
+        )
         psi: dict[str, dict[str, procfs.PsiLine]] = {}
         for res, path in self._psi_files:
             text = read_text(path, strip=False)
             if text:
                 psi[res] = procfs.parse_pressure(text)
-        return _Snapshot(ts=ts, cpu=procfs.parse_proc_stat(stat) if stat else None, disks=disks, psi=psi)
+        return _Snapshot(
+            ts=ts, cpu=procfs.parse_proc_stat(stat) if stat else None, disks=disks, psi=psi
+        )
 
     @staticmethod
     def _proc_cpu(proc: psutil.Process) -> float:
@@ -302,14 +335,17 @@ class HostSampler:
         return ct.user + ct.system
 
     def _adopt_children(self) -> None:
-        """Follow the children of followed processes too: fio does its I/O in forked job processes, and their
-        CPU must count as the measured work, not as "other processes" (the interference judge subtracts
-        proc.cpu_pct from the host's CPU). A child found now started after its parent's last sample (or its
-        attachment: tiers attach a process as soon as it is spawned), so its whole CPU time belongs to the
-        interval since then: base 0 at the parent's base time."""
+        """Follow the children of followed processes too: fio does its I/O in forked job processes,
+        and their CPU must count as the measured work, not as "other processes" (the interference
+        judge subtracts proc.cpu_pct from the host's CPU). A child found now started after its
+        parent's last sample (or its attachment: tiers attach a process as soon as it is spawned),
+        so its whole CPU time belongs to the interval since then: base 0 at the parent's base
+        time."""
         with self._lock:
-            parents = [(proc, t_base, self._roles.get(pid, "io")) for pid, (proc, (t_base, _cpu))
-                       in self._procs.items()]
+            parents = [
+                (proc, t_base, self._roles.get(pid, "io"))
+                for pid, (proc, (t_base, _cpu)) in self._procs.items()
+            ]
         for parent, t_base, role in parents:
             try:
                 kids = parent.children(recursive=True)
@@ -328,7 +364,8 @@ class HostSampler:
                         self._roles[kid.pid] = role
                         self._counted.setdefault(kid.pid, (name, role))
                         if role in IOPATH_ROLES:
-                            self._ctx[kid.pid] = 0  # like its CPU: every switch it made is in this interval
+                            # like its CPU: every switch it made is in this interval
+                            self._ctx[kid.pid] = 0
 
     def _proc_values(self, ts: float, values: dict[str, float]) -> None:
         self._adopt_children()
@@ -373,7 +410,8 @@ class HostSampler:
 
 
 def _task_ctx_switches(pid: int) -> int | None:
-    """The context switches of every live task (thread) of `pid`, summed (procfs.process_ctx_switches)."""
+    """The context switches of every live task (thread) of `pid`, summed
+    (procfs.process_ctx_switches)."""
     base = f"/proc/{pid}/task"
     try:
         tids = os.listdir(base)

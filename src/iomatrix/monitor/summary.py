@@ -128,7 +128,8 @@ def host_questions_view(summary: Mapping[str, FieldSummary]) -> dict[str, float 
 
 
 def field_total(samples: Sequence[MonitorSample], name: str) -> float | None:
-    """The sum of a per-interval amount (iopath.cpu_s, iopath.ctx_switches: what was spent in each interval,
-    not a rate) over the samples that have it; None when none has it (absent, not zero)."""
+    """The sum of a per-interval amount (iopath.cpu_s, iopath.ctx_switches: what was spent in each
+    interval, not a rate) over the samples that have it; None when none has it (absent, not
+    zero)."""
     values = [s.values[name] for s in samples if name in s.values]
     return sum(values) if values else None

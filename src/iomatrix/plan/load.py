@@ -35,13 +35,21 @@ MAX_NESTING = 32  # plans nest two levels ([[backing]] options); tomllib recurse
 
 
 def builtin_names() -> list[str]:
-    return sorted(p.name.removesuffix(".toml") for p in resources.files("iomatrix.plans").iterdir()
-                  if p.name.endswith(".toml"))
+    return sorted(
+        p.name.removesuffix(".toml")
+        for p in resources.files("iomatrix.plans").iterdir()
+        if p.name.endswith(".toml")
+    )
 
 
 def _all_keys() -> set[str]:
-    keys = (set(Plan.model_fields) - {"axis_settings", "tier_tables"}) | set(axes.names()) \
-        | set(Repetitions.model_fields) | setting_keys() | set(tier_names())  # tier names: tier tables
+    keys = (
+        (set(Plan.model_fields) - {"axis_settings", "tier_tables"})
+        | set(axes.names())
+        | set(Repetitions.model_fields)
+        | setting_keys()
+        | set(tier_names())
+    )  # tier names: tier tables
     for name in dir(backing_spec):
         obj = getattr(backing_spec, name)
         if isinstance(obj, type) and issubclass(obj, BaseModel):
@@ -63,7 +71,7 @@ _TYPE_MESSAGES = {
     "list_type": 'must be a list, e.g. ["a", "b"]',
     "dict_type": "must be a table, e.g. [repetitions] or { min = 3 }",
     "model_type": "must be a table, e.g. [repetitions] or { min = 3 }",
-    "model_attributes_type": "must be a table, e.g. [[backing]] with type = \"dir\"",
+    "model_attributes_type": 'must be a table, e.g. [[backing]] with type = "dir"',
     "finite_number": "must be a finite number (not inf or nan)",
     "missing": "is required",
     "int_parsing_size": "is too large",
@@ -84,16 +92,34 @@ def _describe_one(e: dict[str, Any]) -> tuple[str, str]:
     if kind == "extra_forbidden":
         bad = str(e["loc"][-1])
         key = ".".join(loc[:-1])
-        if loc[:-1] and loc[-2] in setting_keys() and loc[-2] in tier_names() and bad in axes.names():
-            # A tier whose settings table bears its name (the consolidation tier's [consolidation]) has no tier
-            # table of its own axis values: that table is its settings.
-            return key, (f"unknown key '{bad}': the [{loc[-2]}] table holds the {loc[-2]} tier's settings, not axis "
-                         f"values; write {bad} at the plan's top level")
-        close = [k for k in difflib.get_close_matches(bad, sorted(_all_keys()), n=2, cutoff=0.6) if k != bad]
-        return key, f"unknown key '{bad[:60]}'" + (f" — did you mean '{close[0]}'?" if close else "")
+        if (
+            loc[:-1]
+            and loc[-2] in setting_keys()
+            and loc[-2] in tier_names()
+            and bad in axes.names()
+        ):
+            # A tier whose settings table bears its name (the consolidation tier's [consolidation])
+            # has no tier table of its own axis values: that table is its settings.
+            return key, (
+                f"unknown key '{bad}': the [{loc[-2]}] table holds the {loc[-2]} tier's "
+                "settings, not axis "
+                f"values; write {bad} at the plan's top level"
+            )
+        close = [
+            k
+            for k in difflib.get_close_matches(bad, sorted(_all_keys()), n=2, cutoff=0.6)
+            if k != bad
+        ]
+        return key, f"unknown key '{bad[:60]}'" + (
+            f" — did you mean '{close[0]}'?" if close else ""
+        )
     if kind in ("literal_error", "enum"):
         expected = str(ctx.get("expected", "")).replace(" or ", ", ")
-        hint = did_you_mean(value, re.findall(r"'([^']*)'", expected)) if isinstance(value, str) else ""
+        hint = (
+            did_you_mean(value, re.findall(r"'([^']*)'", expected))
+            if isinstance(value, str)
+            else ""
+        )
         return key, f"{_short(value)} is not valid; valid values: {expected}{hint}"
     if kind in _BOUNDS:
         limit = next(iter(ctx.values()), "?")
@@ -102,9 +128,14 @@ def _describe_one(e: dict[str, Any]) -> tuple[str, str]:
         return key, f"is too long (at most {ctx.get('max_length', '?')} characters)"
     if kind in ("union_tag_invalid", "union_tag_not_found"):
         tags = str(ctx.get("expected_tags", "")).replace("'", "")
-        if kind == "union_tag_invalid" and tags:  # type = "directory": the tag given is not one of them
+        # type = "directory": the tag given is not one of them
+        if kind == "union_tag_invalid" and tags:
             tag = str(ctx.get("tag", ""))
-            return key, f"type = {tag[:40]!r} is not valid; valid values: {tags}{did_you_mean(tag, tags.split(', '))}"
+            return (
+                key,
+                f"type = {tag[:40]!r} is not valid; valid values: "
+                f"{tags}{did_you_mean(tag, tags.split(', '))}",
+            )
         return key, f"needs type = one of {tags}" if tags else "needs a valid type"
     if kind == "float_type" and isinstance(value, int) and not isinstance(value, bool):
         return key, f"is too large ({len(str(abs(value)))} digits)"
@@ -115,7 +146,8 @@ def _describe_one(e: dict[str, Any]) -> tuple[str, str]:
 
 
 def _describe_validation(err: ValidationError, source: str) -> str:
-    # An unknown key is the likeliest cause of the other complaints (a typo'd required key): say it first.
+    # An unknown key is the likeliest cause of the other complaints (a typo'd required key): say it
+    # first.
     errors = sorted(err.errors(), key=lambda e: e["type"] != "extra_forbidden")
     key, msg = _describe_one(dict(errors[0]))
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
@@ -145,8 +177,14 @@ def _nesting(text: str) -> int:
 
 
 def _read_plan_file(path: Path) -> str:
-    return read_small_text(path, label=f"plan file {path}", noun="plan", a_noun="a plan", limit=MAX_PLAN_BYTES,
-                           hint="give a TOML plan file (UTF-8 text)")
+    return read_small_text(
+        path,
+        label=f"plan file {path}",
+        noun="plan",
+        a_noun="a plan",
+        limit=MAX_PLAN_BYTES,
+        hint="give a TOML plan file (UTF-8 text)",
+    )
 
 
 def _exists(path: Path) -> bool:
@@ -167,20 +205,26 @@ def load_plan(name_or_path: str) -> tuple[Plan, Path | None]:
     path = Path(name_or_path)
     if path.suffix == ".toml" or _exists(path) or "/" in name_or_path:
         if not _exists(path):
-            raise UserError(f"plan file {str(path)[:200]} does not exist",
-                            hint=f"give a TOML file or a built-in plan: {', '.join(builtin_names())}")
+            raise UserError(
+                f"plan file {str(path)[:200]} does not exist",
+                hint=f"give a TOML file or a built-in plan: {', '.join(builtin_names())}",
+            )
         text = _read_plan_file(path)
         source, base, default_name = str(path), path.resolve().parent, _safe_name(path.stem)
     else:
         name = PLAN_ALIASES.get(name_or_path, name_or_path)
         if name not in builtin_names():
             shown = name_or_path if len(name_or_path) <= 60 else name_or_path[:59] + "…"
-            raise UserError(f"unknown plan '{shown}'",
-                            hint=f"built-in plans: {', '.join(builtin_names())}; or a path to a TOML file")
+            raise UserError(
+                f"unknown plan '{shown}'",
+                hint=f"built-in plans: {', '.join(builtin_names())}; or a path to a TOML file",
+            )
         text = (resources.files("iomatrix.plans") / f"{name}.toml").read_text()
         source, base, default_name = f"built-in plan '{name}'", None, name
     if _nesting(text) > MAX_NESTING:
-        raise UserError(f"{source}: arrays or tables nested more than {MAX_NESTING} deep, not a plan")
+        raise UserError(
+            f"{source}: arrays or tables nested more than {MAX_NESTING} deep, not a plan"
+        )
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -188,8 +232,10 @@ def load_plan(name_or_path: str) -> tuple[Plan, Path | None]:
         msg = str(err)
         if msg.endswith("(at end of document)"):
             lines = text.splitlines() or [""]
-            msg = msg.replace("(at end of document)",
-                              f"(at end of document: line {len(lines)}, column {len(lines[-1]) + 1})")
+            msg = msg.replace(
+                "(at end of document)",
+                f"(at end of document: line {len(lines)}, column {len(lines[-1]) + 1})",
+            )
         raise UserError(f"{source}: malformed TOML: {msg}") from None
     except (ValueError, RecursionError) as err:  # e.g. an integer beyond Python's digit limit
         why = "a number with thousands of digits" if "digits" in str(err) else str(err)[:120]
@@ -202,12 +248,14 @@ def load_plan(name_or_path: str) -> tuple[Plan, Path | None]:
 
 
 def _numbers_as_axis_values(table: dict[str, Any], depth: int = 0) -> None:
-    """`queues = [1, 2]` as `queues = ["1", "2"]`: an axis whose values are numbers may be written as numbers (in
-    the plan's top level and its tier and workload tables)."""
+    """`queues = [1, 2]` as `queues = ["1", "2"]`: an axis whose values are numbers may be written
+    as numbers (in the plan's top level and its tier and workload tables)."""
     for axis in axes.plan_axes():
         raw = table.get(axis.name)
         if isinstance(raw, list):
-            table[axis.name] = [str(v) if type(v) is int and str(v) in axis.values else v for v in raw]
+            table[axis.name] = [
+                str(v) if type(v) is int and str(v) in axis.values else v for v in raw
+            ]
     if depth < 2:
         for value in table.values():
             if isinstance(value, dict):
@@ -215,13 +263,21 @@ def _numbers_as_axis_values(table: dict[str, Any], depth: int = 0) -> None:
 
 
 def _dir_paths_from(data: dict[str, Any], base: Path, source: str) -> None:
-    """A dir backing's relative `path` is relative to the plan file's directory, not to where iomatrix runs."""
+    """A dir backing's relative `path` is relative to the plan file's directory, not to where
+    iomatrix runs."""
     backings = data.get("backing")
     for i, b in enumerate(backings if isinstance(backings, list) else []):
         if isinstance(b, dict) and b.get("type") == "dir" and b.get("path") == "":
             # Path("") is ".": an empty path would quietly mean the directory iomatrix runs in.
-            raise UserError(f"{source}: backing[{i + 1}].path is empty",
-                            hint="name a directory, or leave 'path' out for the working directory")
-        if isinstance(b, dict) and b.get("type") == "dir" and isinstance(b.get("path"), str) and b["path"] \
-                and not Path(b["path"]).is_absolute():
+            raise UserError(
+                f"{source}: backing[{i + 1}].path is empty",
+                hint="name a directory, or leave 'path' out for the working directory",
+            )
+        if (
+            isinstance(b, dict)
+            and b.get("type") == "dir"
+            and isinstance(b.get("path"), str)
+            and b["path"]
+            and not Path(b["path"]).is_absolute()
+        ):
             b["path"] = str(base / b["path"])

@@ -55,7 +55,9 @@ def parse_duration(value: str | float | int) -> float:
             raise ValueError(f"'{value[:40]}' is not a duration; write e.g. 90s, 10m or 2h")
         seconds = float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[(m.group(2) or "s").lower()]
     if not 0 < seconds <= MAX_DURATION_S:
-        raise ValueError(f"duration {value!s:.40} is out of range; use more than 0 and at most 30 days")
+        raise ValueError(
+            f"duration {value!s:.40} is out of range; use more than 0 and at most 30 days"
+        )
     return seconds
 
 
@@ -71,12 +73,14 @@ class Repetitions(BaseModel):
     model_config = _STRICT
     min: Annotated[int, Field(ge=1, le=1000)] = 3
     max: Annotated[int, Field(ge=1, le=1000)] = 10
-    # Per tier, e.g. { blocklayer = 20 }: once the repetition policy (or max) is done with a unit of that tier,
-    # it keeps running, after the race and within the budget, until its 95% CI is within ci_target or it
-    # has this many runs. For cheap tiers, so that every number quoted (losers and baselines too) is precise.
+    # Per tier, e.g. { blocklayer = 20 }: once the repetition policy (or max) is done with a unit of
+    # that tier, it keeps running, after the race and within the budget, until its 95% CI is within
+    # ci_target or it has this many runs. For cheap tiers, so that every number quoted (losers and
+    # baselines too) is precise.
     precision_max: dict[str, Annotated[int, Field(ge=1, le=1000)]] = {}
-    # Which decided units run on for precision: "all", or "contenders" (not eliminated, no baseline) and the cells
-    # a contender is quoted against (QEMU's default): the figures the first answer quotes (scheduler.py).
+    # Which decided units run on for precision: "all", or "contenders" (not eliminated, no baseline)
+    # and the cells a contender is quoted against (QEMU's default): the figures the first answer
+    # quotes (scheduler.py).
     precision_for: Literal["all", "contenders"] = "all"
 
     @model_validator(mode="after")
@@ -85,8 +89,10 @@ class Repetitions(BaseModel):
             raise ValueError(f"max ({self.max}) must be ≥ min ({self.min})")
         for tier, n in self.precision_max.items():
             if n <= self.max:
-                raise ValueError(f"precision_max for {tier} ({n}) must be more than max ({self.max}): it is the "
-                                 "number of runs a unit may reach after the policy is done with it")
+                raise ValueError(
+                    f"precision_max for {tier} ({n}) must be more than max ({self.max}): it is the "
+                    "number of runs a unit may reach after the policy is done with it"
+                )
         return self
 
 
@@ -95,8 +101,9 @@ def _reference_tier_name() -> str:
 
 
 def _with_tier_workloads(data: dict[str, Any]) -> dict[str, Any]:
-    """A plan that names no workloads runs its tiers' own, when they have some (Tier.default_workloads: a
-    consolidation plan's tile counts, the durability tier's workload); an explicit list is kept as written."""
+    """A plan that names no workloads runs its tiers' own, when they have some
+    (Tier.default_workloads: a consolidation plan's tile counts, the durability tier's workload); an
+    explicit list is kept as written."""
     tiers = data.get("tier")
     if "workloads" in data or not isinstance(tiers, list):
         return data
@@ -109,8 +116,9 @@ def _with_tier_workloads(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _with_table_settings(data: dict[str, Any]) -> dict[str, Any]:
-    """A tier's own settings written in its table (TierDeclaration.table_settings: `[guest] image = "PATH"`) as the
-    top-level plan settings they are (`guest_image`); a table left empty by that is no tier table."""
+    """A tier's own settings written in its table (TierDeclaration.table_settings: `[guest] image =
+    "PATH"`) as the top-level plan settings they are (`guest_image`); a table left empty by that is
+    no tier table."""
     out = dict(data)
     for tier in tier_classes():
         table = out.get(tier.name)
@@ -120,7 +128,9 @@ def _with_table_settings(data: dict[str, Any]) -> dict[str, Any]:
             if key not in table:
                 continue
             if setting in out:
-                raise ValueError(f"{tier.name}.{key} and {setting} name the same setting; keep one of them")
+                raise ValueError(
+                    f"{tier.name}.{key} and {setting} name the same setting; keep one of them"
+                )
             table = {k: v for k, v in table.items() if k != key}
             out[setting] = data[tier.name][key]
         if table:
@@ -131,15 +141,21 @@ def _with_table_settings(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _with_role_workloads(data: dict[str, Any]) -> dict[str, Any]:
-    """A plan's roles (`roles = [...]`, `[role.NAME]` tables: iomatrix.roles) add their jobs to its workloads; a
-    plan that names roles and no workloads runs only theirs. Every role table runs, named in `roles` or not."""
+    """A plan's roles (`roles = [...]`, `[role.NAME]` tables: iomatrix.roles) add their jobs to its
+    workloads; a plan that names roles and no workloads runs only theirs. Every role table runs,
+    named in `roles` or not."""
     names, custom = data.get("roles", []), data.get("role", {})
     if not names and not custom:
         return data
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise ValueError('roles: must be a list of role names, e.g. roles = ["database", "file-server"]')
+        raise ValueError(
+            'roles: must be a list of role names, e.g. roles = ["database", "file-server"]'
+        )
     if not isinstance(custom, dict):
-        raise ValueError("role: must be tables of your own roles, e.g. [role.my-db] with jobs, decides and margin")
+        raise ValueError(
+            "role: must be tables of your own roles, e.g. [role.my-db] with jobs, "
+            "decides and margin"
+        )
     jobs = [w for r in plan_roles(names, custom) for w in r.workload_names()]
     base = list(data["workloads"]) if isinstance(data.get("workloads"), list) else []
     return {**data, "workloads": base + [j for j in dict.fromkeys(jobs) if j not in base]}
@@ -162,21 +178,26 @@ def _short(value: object) -> str:
 
 
 def _axis_list(axis: axes.Axis, raw: object) -> list[str]:
-    """A plan's list of values of a registry axis, validated against the registry (messages in the form the
-    plan loader prints for other keys: 'cache.1: 'nocache' is not valid; valid values: …')."""
+    """A plan's list of values of a registry axis, validated against the registry (messages in the
+    form the plan loader prints for other keys: 'cache.1: 'nocache' is not valid; valid values:
+    …')."""
     if not isinstance(raw, list):
         raise ValueError(f'{axis.name}: must be a list, e.g. ["a", "b"] (got {_short(raw)})')
-    if axis.name == "clients":  # a count: TOML integers (clients = [1, 2, 4]) are its values as text
+    # a count: TOML integers (clients = [1, 2, 4]) are its values as text
+    if axis.name == "clients":
         raw = [str(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in raw]
     for i, v in enumerate(raw):
         if v not in axis.values:
             if axis.check_value is not None and isinstance(v, str):
-                if why := axis.check_value(v):  # a free-form value (rtt = "0.5ms"): its own one-line reason
+                # a free-form value (rtt = "0.5ms"): its own one-line reason
+                if why := axis.check_value(v):
                     raise ValueError(f"{axis.name}.{i}: {why}")
                 continue
             valid = ", ".join(f"'{x}'" for x in axis.values)
-            raise ValueError(f"{axis.name}.{i}: {_short(v)} is not valid; valid values: {valid}"
-                             f"{did_you_mean(v, axis.values)}")
+            raise ValueError(
+                f"{axis.name}.{i}: {_short(v)} is not valid; valid values: {valid}"
+                f"{did_you_mean(v, axis.values)}"
+            )
     try:
         return _nonempty_unique(list(raw), axis.name)
     except ValueError as err:
@@ -188,7 +209,8 @@ TIER_WORKLOADS = "workloads"
 
 
 def _axis_table(where: str, raw: Mapping[Any, Any], keys: Collection[str]) -> dict[str, list[str]]:
-    """The registry axes of a table as written, validated and in registry order (`where` prefixes messages)."""
+    """The registry axes of a table as written, validated and in registry order (`where` prefixes
+    messages)."""
     table: dict[str, list[str]] = {}
     for name, axis in ((a.name, a) for a in axes.plan_axes()):
         if name in raw and name in keys:
@@ -199,26 +221,37 @@ def _axis_table(where: str, raw: Mapping[Any, Any], keys: Collection[str]) -> di
     return table
 
 
-def _tier_table(tier: str, raw: object) -> tuple[dict[str, list[str]], dict[str, dict[str, list[str]]]]:
-    """A tier table as written (``[blocklayer]`` with ``detect_zeroes = ["off", "on"]``): the axis values and
-    workloads that tier sweeps instead of the plan-wide lists, validated against the registry and put in registry
-    order (workloads last), so two plans that say the same thing dump the same; and its workload tables
-    (``[blocklayer.seq-write-zeroes-1m]``): per workload, the axis values that workload runs with in that tier
-    instead of the tier's. Whether the tier runs in the plan, acts on each axis and runs each workload is checked
-    once the plan's tiers are known (Plan._tier_tables_fit)."""
+def _tier_table(
+    tier: str, raw: object
+) -> tuple[dict[str, list[str]], dict[str, dict[str, list[str]]]]:
+    """A tier table as written (``[blocklayer]`` with ``detect_zeroes = ["off", "on"]``): the axis
+    values and workloads that tier sweeps instead of the plan-wide lists, validated against the
+    registry and put in registry order (workloads last), so two plans that say the same thing dump
+    the same; and its workload tables (``[blocklayer.seq-write-zeroes-1m]``): per workload, the axis
+    values that workload runs with in that tier instead of the tier's. Whether the tier runs in the
+    plan, acts on each axis and runs each workload is checked once the plan's tiers are known
+    (Plan._tier_tables_fit)."""
     if not isinstance(raw, dict):
-        raise ValueError(f"{tier}: must be a table of the {tier} tier's own axis values, e.g. [{tier}] with "
-                         f'cache = ["none"] (got {_short(raw)})')
+        raise ValueError(
+            f"{tier}: must be a table of the {tier} tier's own axis values, e.g. [{tier}] with "
+            f'cache = ["none"] (got {_short(raw)})'
+        )
     known = {a.name for a in axes.plan_axes()}
     for key, value in raw.items():
         if key not in known and key != TIER_WORKLOADS and not isinstance(value, dict):
             close = difflib.get_close_matches(str(key), [*known, TIER_WORKLOADS], n=1, cutoff=0.6)
-            hint = (f" — did you mean '{close[0]}'?" if close else
-                    f" (a [{tier}] table holds axes, workloads, and tables named by a workload)")
+            hint = (
+                f" — did you mean '{close[0]}'?"
+                if close
+                else f" (a [{tier}] table holds axes, workloads, and tables named by a workload)"
+            )
             raise ValueError(f"{tier}: unknown key '{str(key)[:60]}'{hint}")
     if not raw:
-        raise ValueError(f"{tier}: the [{tier}] table is empty; name the axes the {tier} tier sweeps on its own, "
-                         "or remove it")
+        raise ValueError(
+            f"{tier}: the [{tier}] table is empty; name the axes the {tier} tier sweeps "
+            "on its own, "
+            "or remove it"
+        )
     table = _axis_table(tier, raw, known)
     if TIER_WORKLOADS in raw:
         table[TIER_WORKLOADS] = _tier_workloads(tier, raw[TIER_WORKLOADS])
@@ -228,8 +261,10 @@ def _tier_table(tier: str, raw: object) -> tuple[dict[str, list[str]], dict[str,
 def _tier_workloads(tier: str, names: object) -> list[str]:
     """A tier table's ``workloads = [...]``: a non-empty list of distinct names."""
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise ValueError(f'{tier}.workloads: must be a list of workload names, e.g. ["rand-read-4k"] '
-                         f"(got {_short(names)})")
+        raise ValueError(
+            f'{tier}.workloads: must be a list of workload names, e.g. ["rand-read-4k"] '
+            f"(got {_short(names)})"
+        )
     try:
         return _nonempty_unique(list(names), "workloads")
     except ValueError as err:
@@ -237,8 +272,8 @@ def _tier_workloads(tier: str, names: object) -> list[str]:
 
 
 def _workload_tables(tier: str, raw: dict, known: set[str]) -> dict[str, dict[str, list[str]]]:
-    """A tier table's workload tables (``[blocklayer.seq-write-zeroes-1m]``), each validated against the registry:
-    per workload, the axis values it runs with in that tier."""
+    """A tier table's workload tables (``[blocklayer.seq-write-zeroes-1m]``), each validated against
+    the registry: per workload, the axis values it runs with in that tier."""
     per_workload: dict[str, dict[str, list[str]]] = {}
     for workload, sub in raw.items():
         if not isinstance(sub, dict) or workload in known:
@@ -247,20 +282,27 @@ def _workload_tables(tier: str, raw: dict, known: set[str]) -> dict[str, dict[st
         for key in sub:
             if key not in known:
                 close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
-                hint = (f" — did you mean '{close[0]}'?" if close else
-                        f" (a [{where}] table holds the axis values workload {workload} runs with in the {tier} "
-                        "tier)")
+                hint = (
+                    f" — did you mean '{close[0]}'?"
+                    if close
+                    else f" (a [{where}] table holds the axis values workload {workload} runs "
+                    f"with in the {tier} "
+                    "tier)"
+                )
                 raise ValueError(f"{where}: unknown key '{str(key)[:60]}'{hint}")
         if not sub:
-            raise ValueError(f"{where}: the [{where}] table is empty; name the axes workload {workload} sweeps "
-                             f"in the {tier} tier, or remove it")
+            raise ValueError(
+                f"{where}: the [{where}] table is empty; name the axes workload {workload} sweeps "
+                f"in the {tier} tier, or remove it"
+            )
         per_workload[workload] = _axis_table(where, sub, known)
     return per_workload
 
 
 def _without_unset(out: dict[str, Any]) -> dict[str, Any]:
-    """A plan's dump without the keys later releases added, where unset (`current`, `margin`) or empty (`roles`,
-    `role`): a plan that does not use them dumps, and fingerprints, as it did before they existed."""
+    """A plan's dump without the keys later releases added, where unset (`current`, `margin`) or
+    empty (`roles`, `role`): a plan that does not use them dumps, and fingerprints, as it did before
+    they existed."""
     for key in ("current", "margin"):
         if out.get(key, ...) is None:
             del out[key]
@@ -277,53 +319,63 @@ class Plan(BaseModel):
 
     name: str
     description: str = ""
-    # Tier names come from the tier registry (iomatrix.tiers): a new tier needs no change here. Default: the
-    # reference tier (bare metal).
+    # Tier names come from the tier registry (iomatrix.tiers): a new tier needs no change here.
+    # Default: the reference tier (bare metal).
     tier: list[str] = Field(default_factory=lambda: [_reference_tier_name()])
-    # The values of every other axis of the registry (iomatrix.domain.axes): written in the plan as top-level
-    # keys (cache = ["none"]), gathered here by `_gather_axes`, and written back as top-level keys when the plan
-    # is dumped (so a new axis changes no stored plan and no fingerprint of a plan that does not name it).
+    # The values of every other axis of the registry (iomatrix.domain.axes): written in the plan as
+    # top-level keys (cache = ["none"]), gathered here by `_gather_axes`, and written back as
+    # top-level keys when the plan is dumped (so a new axis changes no stored plan and no
+    # fingerprint of a plan that does not name it).
     axis_settings: dict[str, list[str]] = Field(default_factory=dict, exclude=True)
-    # Tier tables: per tier, the axis values (and workloads) it sweeps instead of the plan-wide ones. Written in the
-    # plan as a table named by the tier ([blocklayer] with detect_zeroes = ["off", "on"]): that tier sweeps them,
-    # the others keep the plan-wide list (the axis's default where the plan names none), so an axis one tier
-    # measures best does not multiply the others' cells. Gathered by `_gather_axes`, dumped back as those tables
-    # (a plan without one dumps and fingerprints as it did before tier tables existed).
+    # Tier tables: per tier, the axis values (and workloads) it sweeps instead of the plan-wide
+    # ones. Written in the plan as a table named by the tier ([blocklayer] with detect_zeroes =
+    # ["off", "on"]): that tier sweeps them, the others keep the plan-wide list (the axis's default
+    # where the plan names none), so an axis one tier measures best does not multiply the others'
+    # cells. Gathered by `_gather_axes`, dumped back as those tables (a plan without one dumps and
+    # fingerprints as it did before tier tables existed).
     tier_tables: dict[str, dict[str, list[str]]] = Field(default_factory=dict, exclude=True)
-    # Workload tables, per tier: the axis values one workload runs with in that tier instead of the tier's
-    # ([blocklayer.seq-write-zeroes-1m] with detect_zeroes = ["off", "on"]): a question one workload answers does
-    # not multiply the cells of the tier's other workloads. Dumped inside their tier table.
-    workload_tables: dict[str, dict[str, dict[str, list[str]]]] = Field(default_factory=dict, exclude=True)
+    # Workload tables, per tier: the axis values one workload runs with in that tier instead of the
+    # tier's ([blocklayer.seq-write-zeroes-1m] with detect_zeroes = ["off", "on"]): a question one
+    # workload answers does not multiply the cells of the tier's other workloads. Dumped inside
+    # their tier table.
+    workload_tables: dict[str, dict[str, dict[str, list[str]]]] = Field(
+        default_factory=dict, exclude=True
+    )
     backing: list[BackingSpec] = Field(default_factory=lambda: [DirBacking(type="dir")])
     workloads: list[str] = ["rand-read-4k", "rand-write-4k"]
-    # Roles (iomatrix.roles, docs/roles.md): built-in role names, and the plan's own role tables ([role.NAME]:
-    # jobs, decides, margin). Their jobs are added to `workloads` when the plan is read (_with_role_workloads);
-    # left out of the dump when empty, so a plan without roles dumps and fingerprints as it did before.
+    # Roles (iomatrix.roles, docs/roles.md): built-in role names, and the plan's own role tables
+    # ([role.NAME]: jobs, decides, margin). Their jobs are added to `workloads` when the plan is
+    # read (_with_role_workloads); left out of the dump when empty, so a plan without roles dumps
+    # and fingerprints as it did before.
     roles: list[str] = Field(default_factory=list)
     role: dict[str, dict[str, Any]] = Field(default_factory=dict)
     repetitions: Repetitions = Repetitions()
     # CI half-width target, as a fraction of the mean (0.05 = ±5%): the ci-width policy stops there.
     ci_target: Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)] = 0.05
-    # How repetitions beyond `min` are spent: "racing" stops repeating cells that are significantly worse
-    # than the best by more than `threshold` (and baselines at their minimum); "ci-width" repeats every
-    # cell until its CI reaches ci_target.
+    # How repetitions beyond `min` are spent: "racing" stops repeating cells that are significantly
+    # worse than the best by more than `threshold` (and baselines at their minimum); "ci-width"
+    # repeats every cell until its CI reaches ci_target.
     repetition_policy: Literal["racing", "ci-width"] = "racing"
     # Practical threshold: cells within this fraction of the best are tied with it.
     threshold: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = 0.05
-    # Margin of practical equivalence (docs/roles.md): a cell shown within it of the best (TOST) is equivalent, and
-    # the answer then keeps what you run (else the default). Unset: each role's own (5% for the built-in roles),
-    # 5% for the other workloads. Set (or `run --margin`): every workload's and every built-in role's; a role
-    # table's own `margin` stays that role's. Left out of the dump when unset (the fingerprint stays as it was).
+    # Margin of practical equivalence (docs/roles.md): a cell shown within it of the best (TOST) is
+    # equivalent, and the answer then keeps what you run (else the default). Unset: each role's own
+    # (5% for the built-in roles), 5% for the other workloads. Set (or `run --margin`): every
+    # workload's and every built-in role's; a role table's own `margin` stays that role's. Left out
+    # of the dump when unset (the fingerprint stays as it was).
     margin: float | None = None
-    # A run the host samples show was disturbed by other processes (CPU pressure, steal) is run once more at
-    # the end of its round, within the budget; false on a host that is always shared, where it only costs time.
+    # A run the host samples show was disturbed by other processes (CPU pressure, steal) is run once
+    # more at the end of its round, within the budget; false on a host that is always shared, where
+    # it only costs time.
     retry_disturbed: bool = True
-    # Wall-clock budget of the sweep (e.g. "10m"), its set-up included: no repetition beyond `min` starts
-    # that would end after it (at its unit's pace so far). Minimum repetitions always complete.
+    # Wall-clock budget of the sweep (e.g. "10m"), its set-up included: no repetition beyond `min`
+    # starts that would end after it (at its unit's pace so far). Minimum repetitions always
+    # complete.
     time_budget: str = "30m"
     # Data region each run touches, and how long each measured job runs.
     size: str = "256M"
-    # fio counts runtime in milliseconds: below 0.1 s it would round to 0, which fio reads as "no limit".
+    # fio counts runtime in milliseconds: below 0.1 s it would round to 0, which fio reads as "no
+    # limit".
     runtime: Annotated[float, Field(ge=0.1, le=3600, allow_inf_nan=False)] = 5.0
     ramp: Annotated[float, Field(ge=0, le=600, allow_inf_nan=False)] = 0.0
     # Disk image size for the tiers that create one per run (guest, blocklayer); ≥ size.
@@ -332,19 +384,22 @@ class Plan(BaseModel):
     null_ceiling: bool = True
     guest_fs: Literal["ext4", "xfs"] = "ext4"
     guest_memory_mb: Annotated[int, Field(ge=128, le=16384)] = 512
-    # In-boot repetition: how many rounds one guest boot serves (each run still on its own fresh image).
-    # 1 = one run of each workload of a cell per boot; more amortises the boot over more runs. "auto": start
-    # with 2 and let the measured between-/within-boot variances and boot/run costs choose (stats/two_level.py).
+    # In-boot repetition: how many rounds one guest boot serves (each run still on its own fresh
+    # image). 1 = one run of each workload of a cell per boot; more amortises the boot over more
+    # runs. "auto": start with 2 and let the measured between-/within-boot variances and boot/run
+    # costs choose (stats/two_level.py).
     repetitions_per_boot: int | str = 1
     # Skip sync + drop_caches before each run (measure warm caches on purpose).
     keep_caches_warm: bool = False
     # Seconds a single run may take before it is killed and recorded as failed.
     run_timeout: Annotated[float, Field(ge=1, le=7 * 24 * 3600, allow_inf_nan=False)] = 300.0
-    # The user's current disk configuration (`run --current vm.xml`, plan/current_cell.py): measured as a cell of
-    # its own in every tier. Left out of the dump when absent, so a plan without it dumps as it always did.
+    # The user's current disk configuration (`run --current vm.xml`, plan/current_cell.py): measured
+    # as a cell of its own in every tier. Left out of the dump when absent, so a plan without it
+    # dumps as it always did.
     current: CurrentDisk | None = None
-    # The tiers' own settings (Tier.plan_settings: the durability tier's cuts, the consolidation tier's
-    # [consolidation] table), validated by _tier_settings and dumped at the top level by _dump_tier_settings.
+    # The tiers' own settings (Tier.plan_settings: the durability tier's cuts, the consolidation
+    # tier's [consolidation] table), validated by _tier_settings and dumped at the top level by
+    # _dump_tier_settings.
     _settings: Any = None
 
     @model_validator(mode="wrap")
@@ -352,7 +407,9 @@ class Plan(BaseModel):
     def _tier_settings(cls, data: object, handler: ModelWrapValidatorHandler[Plan]) -> Plan:
         if not isinstance(data, dict):
             return handler(data)
-        own, settings = sections.split(_with_role_workloads(_with_tier_workloads(_with_table_settings(data))))
+        own, settings = sections.split(
+            _with_role_workloads(_with_tier_workloads(_with_table_settings(data)))
+        )
         errors = []
         values = None
         try:
@@ -378,31 +435,49 @@ class Plan(BaseModel):
         for internal in ("axis_settings", "tier_tables", "workload_tables"):
             if internal in data:
                 raise ValueError(f"unknown key '{internal}'")
-        # Every axis, its plan default where the plan does not name it: two plans that sweep the same values are
-        # equal whether a value was written or defaulted (a resumed sweep re-reads its stored, complete plan).
-        settings = {a.name: _axis_list(a, data[a.name]) if a.name in data else [str(v) for v in a.plan_default]
-                    for a in axes.plan_axes()}
+        # Every axis, its plan default where the plan does not name it: two plans that sweep the
+        # same values are equal whether a value was written or defaulted (a resumed sweep re-reads
+        # its stored, complete plan).
+        settings = {
+            a.name: _axis_list(a, data[a.name])
+            if a.name in data
+            else [str(v) for v in a.plan_default]
+            for a in axes.plan_axes()
+        }
         parsed = {k: _tier_table(k, v) for k, v in data.items() if k in tier_names()}
         rest = {k: v for k, v in data.items() if k not in settings and k not in parsed}
-        return {**rest, "axis_settings": settings, "tier_tables": {k: t for k, (t, _) in parsed.items()},
-                "workload_tables": {k: w for k, (_, w) in parsed.items() if w}}
+        return {
+            **rest,
+            "axis_settings": settings,
+            "tier_tables": {k: t for k, (t, _) in parsed.items()},
+            "workload_tables": {k: w for k, (_, w) in parsed.items() if w},
+        }
 
     @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
-        """The plan as written: its own fields, every registry axis and every tier setting at the top level."""
+    def _dump(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        """The plan as written: its own fields, every registry axis and every tier setting at the
+        top level."""
         out = _without_unset(handler(self))
         tier_settings = self._tier_settings_model().model_dump(
-            mode=info.mode, by_alias=bool(info.by_alias), exclude_unset=info.exclude_unset,
-            exclude_defaults=info.exclude_defaults, exclude_none=info.exclude_none, round_trip=info.round_trip)
+            mode=info.mode,
+            by_alias=bool(info.by_alias),
+            exclude_unset=info.exclude_unset,
+            exclude_defaults=info.exclude_defaults,
+            exclude_none=info.exclude_none,
+            round_trip=info.round_trip,
+        )
         for setting in {s for t in tier_classes() for s in t.table_settings.values()}:
-            # A table setting (`[guest] image`) left out of the dump when unset, as `current`: a plan without it
-            # dumps and fingerprints as it did before it existed.
+            # A table setting (`[guest] image`) left out of the dump when unset, as `current`: a
+            # plan without it dumps and fingerprints as it did before it existed.
             if tier_settings.get(setting, ...) is None:
                 del tier_settings[setting]
         for a in axes.plan_axes():
             values = self.axis_values(a.name)
-            # A later axis at its default is left out even of a full dump: the stored plan (and the fingerprint
-            # of every setting that earlier releases used) stays what it was before the axis existed.
+            # A later axis at its default is left out even of a full dump: the stored plan (and the
+            # fingerprint of every setting that earlier releases used) stays what it was before the
+            # axis existed.
             if (info.exclude_defaults or not a.always_named) and values == list(a.plan_default):
                 continue
             if info.include is not None and a.name not in info.include:
@@ -416,12 +491,18 @@ class Plan(BaseModel):
         out.update(tier_settings)
         return out
 
-    def axis_values(self, axis: str, tier: str | None = None, workload: str | None = None) -> list[str]:
-        """The values the plan sweeps of `axis` (its plan default when the plan does not name it); with `tier`,
-        the values that tier sweeps (its tier table's, where it has one for the axis); with `workload` too, the
-        values that workload runs with in that tier (its workload table's, where it has one for the axis)."""
-        if tier is not None and workload is not None \
-                and axis in self.workload_tables.get(tier, {}).get(workload, {}):
+    def axis_values(
+        self, axis: str, tier: str | None = None, workload: str | None = None
+    ) -> list[str]:
+        """The values the plan sweeps of `axis` (its plan default when the plan does not name it);
+        with `tier`, the values that tier sweeps (its tier table's, where it has one for the axis);
+        with `workload` too, the values that workload runs with in that tier (its workload table's,
+        where it has one for the axis)."""
+        if (
+            tier is not None
+            and workload is not None
+            and axis in self.workload_tables.get(tier, {}).get(workload, {})
+        ):
             return list(self.workload_tables[tier][workload][axis])
         if tier is not None and axis in self.tier_tables.get(tier, {}):
             return list(self.tier_tables[tier][axis])
@@ -434,15 +515,21 @@ class Plan(BaseModel):
         return [str(v) for v in axes.get(axis).plan_default]
 
     def tier_workloads(self) -> dict[str, list[str]]:
-        """The tiers that run workloads of their own (their tier table's `workloads`), with those names."""
-        return {t: list(table[TIER_WORKLOADS]) for t, table in self.tier_tables.items() if TIER_WORKLOADS in table}
+        """The tiers that run workloads of their own (their tier table's `workloads`), with those
+        names."""
+        return {
+            t: list(table[TIER_WORKLOADS])
+            for t, table in self.tier_tables.items()
+            if TIER_WORKLOADS in table
+        }
 
     def workloads_of(self, tier: str) -> list[str]:
         """The workloads `tier` runs: its tier table's, or the plan's."""
         return self.tier_workloads().get(tier, list(self.workloads))
 
     def _tier_settings_model(self) -> BaseModel:
-        if self._settings is None:  # a plan made without validation (model_construct): the tiers' defaults
+        # a plan made without validation (model_construct): the tiers' defaults
+        if self._settings is None:
             self._settings = sections.settings_model()()
         return self._settings
 
@@ -451,7 +538,8 @@ class Plan(BaseModel):
         return getattr(self._tier_settings_model(), key)
 
     def set_setting(self, key: str, value: Any) -> None:
-        """For a tier's check_plan: complete one of its settings (it counts as set, as if written)."""
+        """For a tier's check_plan: complete one of its settings (it counts as set, as if
+        written)."""
         setattr(self._tier_settings_model(), key, value)
 
     @field_validator("name")
@@ -460,8 +548,10 @@ class Plan(BaseModel):
         if len(v) > NAME_MAX:
             raise ValueError(f"is {len(v)} characters long; use at most {NAME_MAX}")
         if not _NAME.match(v):
-            raise ValueError(f"'{v[:40]}' may contain only letters, digits, '.', '_' and '-', starting with a "
-                             "letter or digit")
+            raise ValueError(
+                f"'{v[:40]}' may contain only letters, digits, '.', '_' and '-', starting with a "
+                "letter or digit"
+            )
         return v
 
     @field_validator("tier", "workloads")
@@ -475,7 +565,9 @@ class Plan(BaseModel):
         known = tier_names()
         for t in v:
             if t not in known:
-                raise ValueError(f"'{t}' is not valid; valid values: {', '.join(known)}{did_you_mean(t, known)}")
+                raise ValueError(
+                    f"'{t}' is not valid; valid values: {', '.join(known)}{did_you_mean(t, known)}"
+                )
         return v
 
     @field_validator("backing")
@@ -486,7 +578,9 @@ class Plan(BaseModel):
         labels = [b.label() for b in v]
         dupes = {x for x in labels if labels.count(x) > 1}
         if dupes:
-            raise ValueError(f"backings share the label {sorted(dupes)}; give each a distinct 'name'")
+            raise ValueError(
+                f"backings share the label {sorted(dupes)}; give each a distinct 'name'"
+            )
         return v
 
     @field_validator("size", "image_size")
@@ -504,16 +598,21 @@ class Plan(BaseModel):
 
     @property
     def start_rounds_per_boot(self) -> int:
-        """The rounds one boot serves from the start ("auto" starts with 2, the least that tells the variation
-        within a boot from that between boots)."""
+        """The rounds one boot serves from the start ("auto" starts with 2, the least that tells the
+        variation within a boot from that between boots)."""
         return 2 if self.repetitions_per_boot == "auto" else int(self.repetitions_per_boot)
 
     @field_validator("repetitions_per_boot", mode="before")
     @classmethod
     def _per_boot(cls, v: object) -> int | str:
-        if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_REPETITIONS_PER_BOOT):
+        if v == "auto" or (
+            isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_REPETITIONS_PER_BOOT
+        ):
             return v  # type: ignore[return-value]
-        raise ValueError(f"{str(v)[:40]!r} is not valid; valid values: 1 to {MAX_REPETITIONS_PER_BOOT}, or \"auto\"")
+        raise ValueError(
+            f"{str(v)[:40]!r} is not valid; valid values: 1 to "
+            f'{MAX_REPETITIONS_PER_BOOT}, or "auto"'
+        )
 
     @field_validator("margin", mode="before")
     @classmethod
@@ -528,7 +627,9 @@ class Plan(BaseModel):
 
     @model_validator(mode="after")
     def _image_holds_data(self) -> Plan:
-        if any(declaration(t).uses_images for t in self.tier) and parse_size(self.image_size) < parse_size(self.size):
+        if any(declaration(t).uses_images for t in self.tier) and parse_size(
+            self.image_size
+        ) < parse_size(self.size):
             raise ValueError(f"image_size ({self.image_size}) must be ≥ size ({self.size})")
         return self
 
@@ -536,38 +637,55 @@ class Plan(BaseModel):
     def _tier_tables_fit(self) -> Plan:
         for tier, table in self.tier_tables.items():
             if tier not in self.tier:
-                raise ValueError(f"{tier}: a [{tier}] table, but the plan does not run the {tier} tier (its tiers: "
-                                 f"{', '.join(self.tier)}); add {tier} to `tier` or remove the table")
+                raise ValueError(
+                    f"{tier}: a [{tier}] table, but the plan does not run the {tier} "
+                    "tier (its tiers: "
+                    f"{', '.join(self.tier)}); add {tier} to `tier` or remove the table"
+                )
             layers = declaration(tier).layers
             for name in table:
                 if name == TIER_WORKLOADS or axes.get(name).applies_to(layers):
                     continue
                 where = [t for t in self.tier if axes.get(name).applies_to(declaration(t).layers)]
-                fix = (f"move it to the [{where[0]}] table or the plan's top level" if where
-                       else "remove it")
-                raise ValueError(f"{tier}.{name}: the {tier} tier does not act on {name} ({axes.get(name).summary}),"
-                                 f" so it cannot sweep it; {fix}")
+                fix = (
+                    f"move it to the [{where[0]}] table or the plan's top level"
+                    if where
+                    else "remove it"
+                )
+                raise ValueError(
+                    f"{tier}.{name}: the {tier} tier does not act on {name} "
+                    f"({axes.get(name).summary}),"
+                    f" so it cannot sweep it; {fix}"
+                )
         for tier, per_workload in self.workload_tables.items():
             runs = self.workloads_of(tier)
             layers = declaration(tier).layers
             for workload, values in per_workload.items():
                 where = f"{tier}.{workload}"
                 if workload not in runs:
-                    raise ValueError(f"{where}: a [{where}] table, but the {tier} tier does not run workload "
-                                     f"{workload} (its workloads: {', '.join(runs)}); add it to the workloads or "
-                                     "remove the table")
+                    raise ValueError(
+                        f"{where}: a [{where}] table, but the {tier} tier does not run workload "
+                        f"{workload} (its workloads: {', '.join(runs)}); add it to the "
+                        "workloads or "
+                        "remove the table"
+                    )
                 for name in values:
                     if not axes.get(name).applies_to(layers):
-                        raise ValueError(f"{where}.{name}: the {tier} tier does not act on {name} "
-                                         f"({axes.get(name).summary}), so it cannot sweep it; remove it")
+                        raise ValueError(
+                            f"{where}.{name}: the {tier} tier does not act on {name} "
+                            f"({axes.get(name).summary}), so it cannot sweep it; remove it"
+                        )
         return self
 
     @model_validator(mode="after")
     def _precision_tiers(self) -> Plan:
         unknown = [t for t in self.repetitions.precision_max if t not in self.tier]
         if unknown:
-            raise ValueError(f"repetitions.precision_max names tier(s) {', '.join(unknown)} that this plan does not "
-                             f"run (its tiers: {', '.join(self.tier)}); remove them or add them to `tier`")
+            raise ValueError(
+                f"repetitions.precision_max names tier(s) {', '.join(unknown)} that this "
+                "plan does not "
+                f"run (its tiers: {', '.join(self.tier)}); remove them or add them to `tier`"
+            )
         return self
 
     @property
@@ -587,14 +705,16 @@ class Plan(BaseModel):
 
     def canonical_json(self) -> str:
         data = self.model_dump(mode="json")
-        if data["repetitions"]["precision_for"] == "all":  # a later key at its default: earlier releases' JSON
+        # a later key at its default: earlier releases' JSON
+        if data["repetitions"]["precision_for"] == "all":
             del data["repetitions"]["precision_for"]
         return json.dumps(data, sort_keys=True)
 
     def fingerprint(self) -> str:
-        """Identifies 'the same plan' for resuming a sweep: the settings that differ from their defaults, so a
-        release that adds a plan key (with a default) still resumes the sweeps an older release left unfinished.
-        (The price: a default that changes between releases applies to the rest of a resumed sweep.)"""
+        """Identifies 'the same plan' for resuming a sweep: the settings that differ from their
+        defaults, so a release that adds a plan key (with a default) still resumes the sweeps an
+        older release left unfinished. (The price: a default that changes between releases applies
+        to the rest of a resumed sweep.)"""
         explicit = json.dumps(self.model_dump(mode="json", exclude_defaults=True), sort_keys=True)
         return hashlib.sha256(explicit.encode()).hexdigest()[:16]
 
@@ -610,14 +730,14 @@ def with_current(plan: Plan, cfg: CurrentConfig) -> Plan:
 
 
 def with_margin(plan: Plan, margin: float | None) -> Plan:
-    """`plan` with `margin` (`run --margin`, checked where it was parsed) as its margin of practical equivalence;
-    `plan` itself without one."""
+    """`plan` with `margin` (`run --margin`, checked where it was parsed) as its margin of practical
+    equivalence; `plan` itself without one."""
     return plan if margin is None else plan.model_copy(update={"margin": margin})
 
 
 def with_roles(plan: Plan, roles: list[str], source: str) -> Plan:
-    """`plan` with `roles` (`run --role`, repeatable) added to its own: validated like the plan key, their jobs
-    added to the plan's workloads. A copy; `plan` itself when no role is given."""
+    """`plan` with `roles` (`run --role`, repeatable) added to its own: validated like the plan key,
+    their jobs added to the plan's workloads. A copy; `plan` itself when no role is given."""
     if not roles:
         return plan
     data = plan.model_dump(mode="json")

@@ -108,11 +108,14 @@ def writers(network: NetworkProtocol) -> list[Writer]:
     others = client.values if client is not None else (_USERSPACE_PROBE,)
     clients = {network.kernel_client, *others}
     place = NetworkPlace()
-    node = {key for value in sorted(clients) for fmt in _PROBE_FORMATS
-            for key, _ in network.qemu_node({network.client_axis: value}, fmt, place)}
+    node = {
+        key
+        for value in sorted(clients)
+        for fmt in _PROBE_FORMATS
+        for key, _ in network.qemu_node({network.client_axis: value}, fmt, place)
+    }
     # (the Nova backend's own keys it replaces the axes' of: spellings.NOVA_BACKEND_KEYS)
-    nova = [k for k, _ in network.nova_conf(place)
-            if k not in spellings.NOVA_BACKEND_KEYS]
+    nova = [k for k, _ in network.nova_conf(place) if k not in spellings.NOVA_BACKEND_KEYS]
     return axes.protocol_writers(network.name, sorted(node), nova)
 
 

@@ -178,9 +178,12 @@ class NetworkProtocol(ABC):
         (a raw disk on a volume is the volume itself)."""
         return None if self.is_volume else self.url(place, fmt)
 
-    def libvirt_pool(self, values: Mapping[str, str], place: NetworkPlace) -> tuple[str | None, str]:
-        """(a libvirt storage pool's <pool> XML holding the disk, with <auth> placeholders where it logs
-        in, or None where libvirt has no pool for the client measured; what it leaves to the user)."""
+    def libvirt_pool(
+        self, values: Mapping[str, str], place: NetworkPlace
+    ) -> tuple[str | None, str]:
+        """(a libvirt storage pool's <pool> XML holding the disk, with <auth> placeholders where it
+        logs in, or None where libvirt has no pool for the client measured; what it leaves to the
+        user)."""
         return None, f"libvirt has no storage pool for {self.named} disk"
 
     # ------------------------------------------------------------------------------------- Proxmox

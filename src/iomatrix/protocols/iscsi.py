@@ -120,31 +120,40 @@ class Iscsi(NetworkProtocol):
         ]
 
     def libvirt_pool(self, values: Mapping[str, str], place: NetworkPlace) -> tuple[str, str]:
-        """iscsi-direct for libiscsi (QEMU's initiator: its volumes are network disks), iscsi for the
-        kernel's (libvirt logs the host in with iscsiadm; its volumes are by-path devices)."""
+        """iscsi-direct for libiscsi (QEMU's initiator: its volumes are network disks), iscsi for
+        the kernel's (libvirt logs the host in with iscsiadm; its volumes are by-path devices)."""
         kernel = self.client_is_kernel(values)
         kind = "iscsi" if kernel else "iscsi-direct"
-        initiator = "" if kernel else (
-            f'\n    <initiator>\n      <iqn name="{LIBVIRT_INITIATOR}" />\n    </initiator>'
+        initiator = (
+            ""
+            if kernel
+            else (f'\n    <initiator>\n      <iqn name="{LIBVIRT_INITIATOR}" />\n    </initiator>')
         )
         target = "\n  <target>\n    <path>/dev/disk/by-path</path>\n  </target>" if kernel else ""
         xml = (
-            f'<pool type="{kind}">\n  <name>{PROXMOX_STORAGE_ID[PROXMOX_KERNEL]}</name>\n  <source>\n'
-            f'    <host name="{place.host}" port="{place.port}" />\n    <device path="{place.iqn}" />'
+            f'<pool type="{kind}">\n  <name>{PROXMOX_STORAGE_ID[PROXMOX_KERNEL]}</name>\n'
+            "  <source>\n"
+            f'    <host name="{place.host}" port="{place.port}" />\n    <device '
+            f'path="{place.iqn}" />'
             f"{initiator}\n"
-            f'    <auth type="chap" username="CHAP-USER">\n      <secret usage="{CHAP_SECRET_USAGE}" />\n'
+            '    <auth type="chap" username="CHAP-USER">\n      <secret '
+            f'usage="{CHAP_SECRET_USAGE}" />\n'
             f"    </auth>\n  </source>{target}\n</pool>"
         )
         client = (
-            "the host kernel's initiator (open-iscsi): libvirt logs in and the LUNs are by-path devices"
+            "the host kernel's initiator (open-iscsi): libvirt logs in and the LUNs are "
+            "by-path devices"
             if kernel
             else f"QEMU's own initiator (libiscsi), as measured, logging in as {LIBVIRT_INITIATOR} "
             "(your host's initiator name)"
         )
         return xml, (
-            f"virsh pool-define FILE; virsh pool-start {PROXMOX_STORAGE_ID[PROXMOX_KERNEL]}: the {kind} "
-            f"pool, {client}; <auth> is CHAP's: its secret is the libvirt secret of usage type iscsi "
-            f"named {CHAP_SECRET_USAGE} (virsh secret-define, then secret-set-value the CHAP password); "
+            "virsh pool-define FILE; virsh pool-start "
+            f"{PROXMOX_STORAGE_ID[PROXMOX_KERNEL]}: the {kind} "
+            f"pool, {client}; <auth> is CHAP's: its secret is the libvirt secret of "
+            "usage type iscsi "
+            f"named {CHAP_SECRET_USAGE} (virsh secret-define, then secret-set-value the "
+            "CHAP password); "
             "leave <auth> out where the target asks no login"
         )
 

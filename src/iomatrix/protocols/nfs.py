@@ -22,7 +22,8 @@ MEASURED_VERSION = 3
 # The kernel mount's own documented risks (nfs(5)), which a libnfs measurement does not cover.
 KERNEL_MOUNT_RISK = (
     "its risks are the kernel client's: with cache=writeback or writethrough QEMU opens the image "
-    "without O_DIRECT, so writes also sit in this host's page cache until the guest flushes (a host "
+    "without O_DIRECT, so writes also sit in this host's page cache until the guest "
+    "flushes (a host "
     "crash or power loss loses what was not flushed; cache=none bypasses it); the mount is hard by "
     "default, so the VM's I/O blocks while the server is unreachable; never add options soft: "
     "nfs(5) warns that a soft timeout can cause silent data corruption"
@@ -121,12 +122,18 @@ class Nfs(NetworkProtocol):
 
     def proxmox_notes(self, values: Mapping[str, str], kind: str, place: NetworkPlace) -> list[str]:
         if self.client_is_kernel(values):
-            mount = "Proxmox mounts an nfs storage with the host kernel's NFS client (under /mnt/pve/ID), as measured"
+            mount = (
+                "Proxmox mounts an nfs storage with the host kernel's NFS client (under "
+                "/mnt/pve/ID), as measured"
+            )
         else:
             mount = (
-                "Proxmox's nfs storage is a kernel NFS mount (under /mnt/pve/ID), which iomatrix did "
-                "not measure: it measured QEMU's own libnfs client, which Proxmox does not use, so the "
-                "figures and the risk lines above are libnfs's (measure nfs_client=kernel where the "
+                "Proxmox's nfs storage is a kernel NFS mount (under /mnt/pve/ID), which "
+                "iomatrix did "
+                "not measure: it measured QEMU's own libnfs client, which Proxmox does "
+                "not use, so the "
+                "figures and the risk lines above are libnfs's (measure "
+                "nfs_client=kernel where the "
                 f"host has one); {KERNEL_MOUNT_RISK}"
             )
         return [

@@ -184,11 +184,15 @@ class Rbd(NetworkProtocol):
         order = rbd_order(ceph_value(values, "rbd_object_size"))
         return f"{self.url(place, fmt)}:rbd_default_order={order}"
 
-    def libvirt_pool(self, values: Mapping[str, str], place: NetworkPlace) -> tuple[str | None, str]:
-        """An rbd pool: its volumes are librbd network disks; an image the kernel maps needs none."""
+    def libvirt_pool(
+        self, values: Mapping[str, str], place: NetworkPlace
+    ) -> tuple[str | None, str]:
+        """An rbd pool: its volumes are librbd network disks; an image the kernel maps needs
+        none."""
         if self.client_is_kernel(values):
             return None, (
-                "none needed: libvirt's rbd pool opens images with librbd; the image krbd maps is a "
+                "none needed: libvirt's rbd pool opens images with librbd; the image "
+                "krbd maps is a "
                 "block device (the <disk> above)"
             )
         usage = f"client.{place.ceph_user} secret"
@@ -200,9 +204,12 @@ class Rbd(NetworkProtocol):
             f'      <secret usage="{usage}" />\n    </auth>\n  </source>\n</pool>'
         )
         return xml, (
-            f"virsh pool-define FILE; virsh pool-start {PROXMOX_STORAGE_ID}: pool {place.pool}'s images "
-            "as volumes, opened by QEMU's librbd as measured; <auth> names the libvirt secret holding "
-            f"client.{place.ceph_user}'s cephx key by its usage name ('{usage}': the <usage type='ceph'> "
+            f"virsh pool-define FILE; virsh pool-start {PROXMOX_STORAGE_ID}: pool "
+            f"{place.pool}'s images "
+            "as volumes, opened by QEMU's librbd as measured; <auth> names the libvirt "
+            "secret holding "
+            f"client.{place.ceph_user}'s cephx key by its usage name ('{usage}': the "
+            "<usage type='ceph'> "
             "name in virsh secret-define's XML); librbd's cache is the ceph.conf snippet's"
         )
 

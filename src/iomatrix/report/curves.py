@@ -1,10 +1,11 @@
 """Latency against load: one curve per configuration from the points of a queue-depth family
-(rand-read-4k-qd1, -qd4, -qd16, -qd64: workloads.QD_SWEEP), IOPS against p99 completion latency, with the knee
-marked (stats/knee.py).  Built from the cells the store's typed queries give (report/query.cell_workloads).
+(rand-read-4k-qd1, -qd4, -qd16, -qd64: workloads.QD_SWEEP), IOPS against p99 completion latency,
+with the knee marked (stats/knee.py).  Built from the cells the store's typed queries give
+(report/query.cell_workloads).
 
-Each point's figures are the mean and 95% CI over the cell's runs of that workload: a run's p99 is one sample
-(the 99th percentile of that run's own I/Os), the interval is over runs (docs/statistics.md).
-"""
+Each point's figures are the mean and 95% CI over the cell's runs of that workload: a run's p99 is
+one sample (the 99th percentile of that run's own I/Os), the interval is over runs
+(docs/statistics.md)."""
 
 from __future__ import annotations
 
@@ -41,11 +42,23 @@ class LatencyCurve:
 
     def as_rows(self) -> list[dict[str, Any]]:
         """One row per point: what the terminal, JSON and CSV carry."""
-        return [{"family": self.family, "tier": self.tier, "config": self.label, "qd": p.queue_depth,
-                 "iops": p.iops.mean, "iops_ci95_low": p.iops.ci_low, "iops_ci95_high": p.iops.ci_high,
-                 "p99_us": p.p99_us.mean, "p99_ci95_low": p.p99_us.ci_low, "p99_ci95_high": p.p99_us.ci_high,
-                 "n": min(p.iops.n, p.p99_us.n), "knee": i == self.knee}
-                for i, p in enumerate(self.points)]
+        return [
+            {
+                "family": self.family,
+                "tier": self.tier,
+                "config": self.label,
+                "qd": p.queue_depth,
+                "iops": p.iops.mean,
+                "iops_ci95_low": p.iops.ci_low,
+                "iops_ci95_high": p.iops.ci_high,
+                "p99_us": p.p99_us.mean,
+                "p99_ci95_low": p.p99_us.ci_low,
+                "p99_ci95_high": p.p99_us.ci_high,
+                "n": min(p.iops.n, p.p99_us.n),
+                "knee": i == self.knee,
+            }
+            for i, p in enumerate(self.points)
+        ]
 
 
 def _side(workload: str) -> str:
@@ -54,8 +67,8 @@ def _side(workload: str) -> str:
 
 
 def latency_curves(cws: Sequence[CellWorkload]) -> list[LatencyCurve]:
-    """Every configuration's curve of every queue-depth family in the cells with at least two depths measured
-    (a lone depth, e.g. the old rand-read-4k-qd32 preset, is a point, not a curve)."""
+    """Every configuration's curve of every queue-depth family in the cells with at least two depths
+    measured (a lone depth, e.g. the old rand-read-4k-qd32 preset, is a point, not a curve)."""
     members: dict[tuple[str, str, str], list[tuple[int, CellWorkload]]] = defaultdict(list)
     for c in cws:
         point = qd_point(c.workload)
@@ -65,9 +78,11 @@ def latency_curves(cws: Sequence[CellWorkload]) -> list[LatencyCurve]:
     for (family, tier, label), found in members.items():
         side = _side(found[0][1].workload)
         iops_m, lat_m = f"{side}.iops", f"{side}.clat_p99_us"
-        points = [CurvePoint(qd, c.workload, summarize(c.samples[iops_m]), summarize(c.samples[lat_m]))
-                  for qd, c in sorted(found, key=lambda x: x[0])
-                  if c.samples.get(iops_m) and c.samples.get(lat_m)]
+        points = [
+            CurvePoint(qd, c.workload, summarize(c.samples[iops_m]), summarize(c.samples[lat_m]))
+            for qd, c in sorted(found, key=lambda x: x[0])
+            if c.samples.get(iops_m) and c.samples.get(lat_m)
+        ]
         if len(points) < 2:
             continue
         knee = knee_index([(p.iops.mean, p.p99_us.mean) for p in points])

@@ -1,8 +1,8 @@
-"""The output formats of the report commands (`--format`): one type for every command and every exporter.
+"""The output formats of the report commands (`--format`): one type for every command and every
+exporter.
 
-Each command says which members it accepts (`commands.options.format_option`); each member has one exporter
-of a `DataTable` in `report/export/`.
-"""
+Each command says which members it accepts (`commands.options.format_option`); each member has one
+exporter of a `DataTable` in `report/export/`."""
 
 from __future__ import annotations
 

@@ -9,9 +9,8 @@ what each run recorded (never from what is cached on the host today, which may h
 - the built-in initramfs guest: its kernel, its fio and its build key (the cache entry's name).
 
 Worked example: a sweep whose 12 guest runs booted `debian-12.qcow2` (sha256 3f2a9b0c…) reads
-"guest: real image debian-12.qcow2 (Debian 12.8, kernel 6.1.0-28-cloud-amd64, sha256 3f2a9b0c1d2e3f40…),
-12 runs"; a sweep with no guest tier names none.
-"""
+"guest: real image debian-12.qcow2 (Debian 12.8, kernel 6.1.0-28-cloud-amd64, sha256
+3f2a9b0c1d2e3f40…), 12 runs"; a sweep with no guest tier names none."""
 
 from __future__ import annotations
 
@@ -22,7 +21,8 @@ from typing import Any
 
 from iomatrix.store import Store
 
-# The digest's hex digits the terminal shows: enough to tell two images apart by eye (JSON has all 64).
+# The digest's hex digits the terminal shows: enough to tell two images apart by eye (JSON has all
+# 64).
 DIGEST_SHOWN = 16
 
 REAL_IMAGE = "real image"
@@ -44,8 +44,10 @@ class GuestUsed:
     def line(self) -> str:
         """The guest in one statement, for the answer's head."""
         if self.kind == REAL_IMAGE:
-            facts = [self.distribution or "distribution not read",
-                     f"kernel {self.kernel}" if self.kernel else "kernel not read"]
+            facts = [
+                self.distribution or "distribution not read",
+                f"kernel {self.kernel}" if self.kernel else "kernel not read",
+            ]
             digest = self.digest[:DIGEST_SHOWN] + ("…" if len(self.digest) > DIGEST_SHOWN else "")
             facts.append(f"sha256 {digest}" if self.digest else "no digest recorded")
             name = PurePath(self.image).name or self.image
@@ -56,9 +58,16 @@ class GuestUsed:
         return f"iomatrix's built-in initramfs guest ({', '.join(facts)}), {_runs(self.runs)}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "image": self.image, "sha256" if self.kind == REAL_IMAGE else "build_key":
-                self.digest, "distribution": self.distribution or None, "kernel": self.kernel or None,
-                "fio": self.fio or None, "runs": self.runs, "line": self.line()}
+        return {
+            "kind": self.kind,
+            "image": self.image,
+            "sha256" if self.kind == REAL_IMAGE else "build_key": self.digest,
+            "distribution": self.distribution or None,
+            "kernel": self.kernel or None,
+            "fio": self.fio or None,
+            "runs": self.runs,
+            "line": self.line(),
+        }
 
 
 def guest_lines(guests: list[GuestUsed]) -> list[str]:
@@ -70,19 +79,32 @@ def _runs(n: int) -> str:
 
 
 def _real(meta: dict[str, Any]) -> tuple[str, ...]:
-    return (REAL_IMAGE, str(meta.get("image", "")), str(meta.get("image_sha256", "")),
-            str(meta.get("distribution", "")), str(meta.get("kernel_version", "")), "")
+    return (
+        REAL_IMAGE,
+        str(meta.get("image", "")),
+        str(meta.get("image_sha256", "")),
+        str(meta.get("distribution", "")),
+        str(meta.get("kernel_version", "")),
+        "",
+    )
 
 
 def _built_in(meta: dict[str, Any]) -> tuple[str, ...]:
-    return (BUILT_IN, str(meta.get("kernel", "")), str(meta.get("cache_key", "")), "",
-            str(meta.get("kernel_version", "")), str(meta.get("fio_version", "")))
+    return (
+        BUILT_IN,
+        str(meta.get("kernel", "")),
+        str(meta.get("cache_key", "")),
+        "",
+        str(meta.get("kernel_version", "")),
+        str(meta.get("fio_version", "")),
+    )
 
 
 def guests_used(store: Store, sweep_id: int) -> list[GuestUsed]:
-    """The guests the sweep's ok runs booted, real images first, each with its count of runs; [] for a
-    sweep without guest runs. A user's image read its distribution and kernel from the guest during the
-    run: runs recorded before that (none, or the first) are counted with the facts read later."""
+    """The guests the sweep's ok runs booted, real images first, each with its count of runs; [] for
+    a sweep without guest runs. A user's image read its distribution and kernel from the guest
+    during the run: runs recorded before that (none, or the first) are counted with the facts read
+    later."""
     found: Counter[tuple[str, ...]] = Counter()
     for meta in store.ok_run_objects(sweep_id, "guest_image").values():
         found[_real(meta)] += 1
@@ -91,13 +113,17 @@ def guests_used(store: Store, sweep_id: int) -> list[GuestUsed]:
     merged: Counter[tuple[str, ...]] = Counter()
     for key, n in found.items():
         merged[_with_facts(key, found)] += n
-    return [GuestUsed(*key[:6], runs=n) for key, n in sorted(
-        merged.items(), key=lambda kv: (kv[0][0] != REAL_IMAGE, kv[0][1], kv[0][2]))]
+    return [
+        GuestUsed(*key[:6], runs=n)
+        for key, n in sorted(
+            merged.items(), key=lambda kv: (kv[0][0] != REAL_IMAGE, kv[0][1], kv[0][2])
+        )
+    ]
 
 
 def _with_facts(key: tuple[str, ...], found: Counter[tuple[str, ...]]) -> tuple[str, ...]:
-    """A real image's key without its distribution or kernel (runs before the guest was read) takes them
-    from another run of the same file and digest, so one image is one line."""
+    """A real image's key without its distribution or kernel (runs before the guest was read) takes
+    them from another run of the same file and digest, so one image is one line."""
     if key[0] != REAL_IMAGE or (key[3] and key[4]):
         return key
     for other in found:

@@ -1,12 +1,13 @@
-"""The first answer on one screen: what to use, how much it gains, what it risks, and the snippet to paste.
+"""The first answer on one screen: what to use, how much it gains, what it risks, and the snippet to
+paste.
 
-`headline()` turns a `Recommendation` (report/recommend.py) into one short block per host: the configuration
-to use for the workloads the plan ran (one, or one per workload where they differ), its ratio to the user's
-current configuration or QEMU's default with its interval, one line each on what it risks on a QEMU crash, a
-power loss and a live migration, and the snippet for one target tool. Everything else (per-workload tables,
-tie-breaks, stops, variance components) is the recommendation's detail. Renderers (render.py, html.py) lay the
-`Headline` out; nothing here computes a statistic.
-"""
+`headline()` turns a `Recommendation` (report/recommend.py) into one short block per host: the
+configuration to use for the workloads the plan ran (one, or one per workload where they differ),
+its ratio to the user's current configuration or QEMU's default with its interval, one line each on
+what it risks on a QEMU crash, a power loss and a live migration, and the snippet for one target
+tool. Everything else (per-workload tables, tie-breaks, stops, variance components) is the
+recommendation's detail. Renderers (render.py, html.py) lay the `Headline` out; nothing here
+computes a statistic."""
 
 from __future__ import annotations
 
@@ -36,20 +37,26 @@ from iomatrix.snippets import Snippet, answer_storage_snippet
 
 TARGETS = ("libvirt", "proxmox", "qemu", "virt-install", "nova")
 DEFAULT_TARGET = "libvirt"
-# The targets whose snippet points at the user's image once converted: the conversion stands before it (Proxmox's
-# own snippet moves the volume itself; Nova's names no file).
+# The targets whose snippet points at the user's image once converted: the conversion stands before
+# it (Proxmox's own snippet moves the volume itself; Nova's names no file).
 DATA_STEP_TARGETS = ("libvirt", "qemu", "virt-install")
-# The shorter form of the same change, shown on the first screen instead of a target's snippet where there is one
-# (--current: virt-xml's one line for the edited <disk>); --detail shows both.
+# The shorter form of the same change, shown on the first screen instead of a target's snippet where
+# there is one (--current: virt-xml's one line for the edited <disk>); --detail shows both.
 SHORTER_FORM = {"libvirt": ("virt-xml",)}
-# The three situations a headline states (the fourth, a guest that sends no flushes, is detail).
-# The iSCSI target's power loss too, where the configuration is on a LUN (what its write cache setting loses).
-HEADLINE_SITUATIONS = {SITUATIONS[0]: "QEMU crash", SITUATIONS[1]: "power loss", SITUATIONS[2]: "live migration",
-                       TARGET_POWER_LOSS: "target power loss"}
+# The three situations a headline states (the fourth, a guest that sends no flushes, is detail). The
+# iSCSI target's power loss too, where the configuration is on a LUN (what its write cache setting
+# loses).
+HEADLINE_SITUATIONS = {
+    SITUATIONS[0]: "QEMU crash",
+    SITUATIONS[1]: "power loss",
+    SITUATIONS[2]: "live migration",
+    TARGET_POWER_LOSS: "target power loss",
+}
 
 
 def all_targets() -> tuple[str, ...]:
-    """The VM tools, then the storage-side tools the network protocols write snippets for (ceph.conf, tgt, …)."""
+    """The VM tools, then the storage-side tools the network protocols write snippets for
+    (ceph.conf, tgt, …)."""
     return (*TARGETS, *(t for t in snippet_targets() if t not in TARGETS))
 
 
@@ -65,23 +72,32 @@ class WorkloadGain:
 
     workload: str
     metric: str
-    status: str  # "answer", "tied" (a tie broken by the tie-break) or "provisional" (not separated yet)
+    # "answer", "tied" (a tie broken by the tie-break) or "provisional" (not separated yet)
+    status: str
     against: str  # "QEMU default" or "current (…)"
     gain: Gain | None
     tier: str
     kept: str = ""  # status "equivalent": why the configuration is kept, with the measured bounds
-    alternatives: tuple[Gain, ...] = ()  # what the notable alternatives measured (alternative/choice)
-    # Status "joined" or "joined-provisional": the workload's own pick (tied with the configuration it is answered
-    # with, another workload's answer on the same backing: report/one_config.py); `gain` is that configuration
-    # over it.
+    # what the notable alternatives measured (alternative/choice)
+    alternatives: tuple[Gain, ...] = ()
+    # Status "joined" or "joined-provisional": the workload's own pick (tied with the configuration
+    # it is answered with, another workload's answer on the same backing: report/one_config.py);
+    # `gain` is that configuration over it.
     own: str = ""
     group: str = ""  # the backing group it was answered on (Verdict.group; "" across backings)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"workload": self.workload, "metric": self.metric, "status": self.status, "tier": self.tier,
-                "against": self.against, "vs": None if self.gain is None else self.gain.as_dict(),
-                "kept": self.kept or None, "alternatives": [g.as_dict() for g in self.alternatives],
-                **({"own_pick": self.own} if self.own else {})}
+        return {
+            "workload": self.workload,
+            "metric": self.metric,
+            "status": self.status,
+            "tier": self.tier,
+            "against": self.against,
+            "vs": None if self.gain is None else self.gain.as_dict(),
+            "kept": self.kept or None,
+            "alternatives": [g.as_dict() for g in self.alternatives],
+            **({"own_pick": self.own} if self.own else {}),
+        }
 
 
 @dataclass
@@ -94,18 +110,18 @@ class Pick:
     gains: list[WorkloadGain] = field(default_factory=list)
     risks: list[tuple[str, str, str]] = field(default_factory=list)  # (situation, text, basis)
     snippet: Snippet | None = None
-    # The storage-side settings (the target's or the cluster's: ceph.conf's [client] lines the answer sets, the
-    # LUN's write cache), where the configuration has a snippet of them beside the VM tool's
-    # (snippets.answer_storage_snippet); every whole snippet is in --detail.
+    # The storage-side settings (the target's or the cluster's: ceph.conf's [client] lines the
+    # answer sets, the LUN's write cache), where the configuration has a snippet of them beside the
+    # VM tool's (snippets.answer_storage_snippet); every whole snippet is in --detail.
     storage: Snippet | None = None
-    # False when no workload's answer is settled: the pick is the tie-break's among cells the data cannot
-    # separate yet, named as the tie-break's pick, not as the configuration to use, nor as the leader (the ranking's
-    # leader is the best by centre, which the pick need not be).
+    # False when no workload's answer is settled: the pick is the tie-break's among cells the data
+    # cannot separate yet, named as the tie-break's pick, not as the configuration to use, nor as
+    # the leader (the ranking's leader is the best by centre, which the pick need not be).
     settled: bool = True
     # Every workload's decision ended as equivalent: the configuration is kept, not a winner.
     kept: bool = False
-    # With --current (issue 49): the step that copies the user's data, shown before the snippet that points at the
-    # copy, and what was kept as the user has it.
+    # With --current (issue 49): the step that copies the user's data, shown before the snippet that
+    # points at the copy, and what was kept as the user has it.
     data_step: Snippet | None = None
     kept_line: str = ""
 
@@ -116,12 +132,17 @@ class Pick:
         return "Use" if self.settled else "No answer yet, the tie-break's pick"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"cell": self.cell, "name": self.name, "config": self.config, "settled": self.settled,
-                "workloads": [g.as_dict() for g in self.gains],
-                "risks": [{"situation": s, "text": t, "basis": b} for s, t, b in self.risks],
-                "snippet": None if self.snippet is None else self.snippet.as_dict(),
-                **({"data_step": self.data_step.as_dict()} if self.data_step is not None else {}),
-                **({"kept_line": self.kept_line} if self.kept_line else {})}
+        return {
+            "cell": self.cell,
+            "name": self.name,
+            "config": self.config,
+            "settled": self.settled,
+            "workloads": [g.as_dict() for g in self.gains],
+            "risks": [{"situation": s, "text": t, "basis": b} for s, t, b in self.risks],
+            "snippet": None if self.snippet is None else self.snippet.as_dict(),
+            **({"data_step": self.data_step.as_dict()} if self.data_step is not None else {}),
+            **({"kept_line": self.kept_line} if self.kept_line else {}),
+        }
 
 
 @dataclass
@@ -137,27 +158,32 @@ class Headline:
     unanswered: list[str]  # "workload: why" for workloads with not even a tie-break pick
     warnings: list[str]
     has_detail: bool
-    # "workload: verdicts" of the tiers whose trials are verdicts, not a speed ranking (the durability tier's)
+    # "workload: verdicts" of the tiers whose trials are verdicts, not a speed ranking (the
+    # durability tier's)
     measured: list[str] = field(default_factory=list)
     objective: str | None = None  # --objective, stated with the answer (report/objective.py)
     # One line per faster configuration the requirements excluded (cache=unsafe under the default
     # power-loss-safe): its measured gain, its risk and how to choose it anyway.
     declined: list[str] = field(default_factory=list)
-    findings: list[str] = field(default_factory=list)  # what the figures show beyond the answer (Recommendation)
-    # One answer per role of the plan, first (report/roles.py: RoleAnswer.as_dict with "text" and "lines").
+    # what the figures show beyond the answer (Recommendation)
+    findings: list[str] = field(default_factory=list)
+    # One answer per role of the plan, first (report/roles.py: RoleAnswer.as_dict with "text" and
+    # "lines").
     roles: list[dict[str, Any]] = field(default_factory=list)
     # The platform the ratios are quoted against (_baseline): --target's defaults, measured or not.
     baseline: dict[str, Any] = field(default_factory=dict)
-    # One line per backing group whose workloads' answers differ and cannot be one configuration (a trade-off, or
-    # not settled enough to say: report/one_config.py), naming each configuration and its workloads.
+    # One line per backing group whose workloads' answers differ and cannot be one configuration (a
+    # trade-off, or not settled enough to say: report/one_config.py), naming each configuration and
+    # its workloads.
     trade_offs: list[str] = field(default_factory=list)
-    # The guests the guest figures came from, one line each (report/guests.py): a real image with its digest.
+    # The guests the guest figures came from, one line each (report/guests.py): a real image with
+    # its digest.
     guests: list[str] = field(default_factory=list)
 
     def baseline_line(self, short: bool = False) -> str:
-        """The headline's line on its baseline, for a platform whose defaults are not QEMU's: its settings, and
-        when the sweep did not measure them for some workload, that those ratios are against QEMU's default
-        (`short`: without how to measure it, for a squeezed first screen)."""
+        """The headline's line on its baseline, for a platform whose defaults are not QEMU's: its
+        settings, and when the sweep did not measure them for some workload, that those ratios are
+        against QEMU's default (`short`: without how to measure it, for a squeezed first screen)."""
         b = self.baseline
         if not b or b["same_as_qemu"] or not (b["measured"] or b["not_measured"]):
             return ""
@@ -166,49 +192,87 @@ class Headline:
         which = "" if not b["measured"] else f" for {', '.join(b['not_measured'])}"
         qemu = BASELINES[0]
         if short:  # QEMU's default's values are in --detail
-            return f"baseline: {b['name']} ({b['settings']}) not measured{which}: ratios are against {qemu.said}"
-        return (f"baseline: {b['name']} ({b['settings']}) was not measured by this sweep{which}: those ratios are "
-                f"against {qemu.said} ({qemu.values_text()}); a plan whose cells hold these values measures it")
+            return (
+                f"baseline: {b['name']} ({b['settings']}) not measured{which}: ratios are "
+                f"against {qemu.said}"
+            )
+        return (
+            f"baseline: {b['name']} ({b['settings']}) was not measured by this "
+            f"sweep{which}: those ratios are "
+            f"against {qemu.said} ({qemu.values_text()}); a plan whose cells hold these "
+            "values measures it"
+        )
 
     def as_dict(self) -> dict[str, Any]:
         first = {"roles": self.roles} if self.roles else {}
-        return {**first, "host": self.host, "sweep": self.sweep_id, "plan": self.plan, "status": self.status,
-                "target": self.target, "shared": self.shared, "picks": [p.as_dict() for p in self.picks],
-                "basis": self.basis, "unanswered": self.unanswered, "measured": self.measured,
-                "objective": self.objective, "declined": self.declined, "warnings": self.warnings,
-                "findings": self.findings, "baseline": {**self.baseline, "line": self.baseline_line() or None},
-                **({"trade_offs": self.trade_offs} if self.trade_offs else {}),
-                **({"guests": self.guests} if self.guests else {})}
+        return {
+            **first,
+            "host": self.host,
+            "sweep": self.sweep_id,
+            "plan": self.plan,
+            "status": self.status,
+            "target": self.target,
+            "shared": self.shared,
+            "picks": [p.as_dict() for p in self.picks],
+            "basis": self.basis,
+            "unanswered": self.unanswered,
+            "measured": self.measured,
+            "objective": self.objective,
+            "declined": self.declined,
+            "warnings": self.warnings,
+            "findings": self.findings,
+            "baseline": {**self.baseline, "line": self.baseline_line() or None},
+            **({"trade_offs": self.trade_offs} if self.trade_offs else {}),
+            **({"guests": self.guests} if self.guests else {}),
+        }
 
 
 def platform_baseline(target: str) -> Baseline:
-    """The default the answer is quoted against for `target`: a VM platform's own (domain.PLATFORM_BASELINES), and
-    QEMU's for a storage-side target (ceph, tgt, …: they set the storage, not the VM's disk options)."""
+    """The default the answer is quoted against for `target`: a VM platform's own
+    (domain.PLATFORM_BASELINES), and QEMU's for a storage-side target (ceph, tgt, …: they set the
+    storage, not the VM's disk options)."""
     return PLATFORM_BASELINES.get(target, BASELINES[0])
 
 
 def _reference_gain(v: Verdict, target: str = DEFAULT_TARGET) -> tuple[str, Gain | None]:
-    """The comparison the headline states: the user's current configuration when given, else the target
-    platform's default where the sweep measured it (Proxmox's, Nova's: domain.PLATFORM_BASELINES), else QEMU's
-    default (libvirt's and virt-install's are QEMU's)."""
+    """The comparison the headline states: the user's current configuration when given, else the
+    target platform's default where the sweep measured it (Proxmox's, Nova's:
+    domain.PLATFORM_BASELINES), else QEMU's default (libvirt's and virt-install's are QEMU's)."""
     platform = platform_baseline(target)
     if platform not in BASELINES and not any(g.against.startswith("current") for g in v.gains):
-        g = next((g for g in v.gains if g.against.startswith(f"{platform.name} (") and g.label is not None), None)
+        g = next(
+            (
+                g
+                for g in v.gains
+                if g.against.startswith(f"{platform.name} (") and g.label is not None
+            ),
+            None,
+        )
         if g is not None:
             return platform.said, g
     for prefix, name in (("current", "current"), ("QEMU default", "QEMU's default")):
-        # a measured comparison first (QEMU's default cache and aio, else the cell's own axes at QEMU's defaults)
+        # a measured comparison first (QEMU's default cache and aio, else the cell's own axes at
+        # QEMU's defaults)
         found = [g for g in v.gains if g.against.startswith(prefix)]
         g = next((g for g in found if g.label is not None), found[0] if found else None)
         if g is not None:
-            return (g.against if prefix == "current" else name + g.against.removeprefix(prefix).split(" (")[0]), g
+            return (
+                g.against
+                if prefix == "current"
+                else name + g.against.removeprefix(prefix).split(" (")[0]
+            ), g
     return "QEMU's default", None
 
 
 def _ranked(rec: Recommendation) -> list[Verdict]:
-    """The verdicts the headline picks from: ranked workloads; with roles, only their jobs (the roles answer first,
-    their jobs' picks follow, and the micro-workloads are detail: recommend --detail)."""
-    ranked = [v for v in rec.verdicts if v.metric != "score" and v.tier and verdict_tier(v.workload) is None]
+    """The verdicts the headline picks from: ranked workloads; with roles, only their jobs (the
+    roles answer first, their jobs' picks follow, and the micro-workloads are detail: recommend
+    --detail)."""
+    ranked = [
+        v
+        for v in rec.verdicts
+        if v.metric != "score" and v.tier and verdict_tier(v.workload) is None
+    ]
     if rec.roles:
         jobs = {w for r in rec.roles for w in r.jobs}
         ranked = [v for v in ranked if v.workload in jobs]
@@ -216,15 +280,17 @@ def _ranked(rec: Recommendation) -> list[Verdict]:
 
 
 def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> Headline:
-    """The headline of `rec`: ranked workloads only (weighted scores and the durability tier's verdicts are
-    detail), grouped by the configuration they pick; on shared storage, one configuration per backing where the
-    workloads' decisions allow (report/one_config.py)."""
+    """The headline of `rec`: ranked workloads only (weighted scores and the durability tier's
+    verdicts are detail), grouped by the configuration they pick; on shared storage, one
+    configuration per backing where the workloads' decisions allow (report/one_config.py)."""
     check_target(target)
     answered: dict[tuple[str, bool, bool], Pick] = {}
     declined: dict[str, list[str]] = {}
     basis: list[str] = []
     unanswered: list[str] = []
-    measured = [f"{v.workload}: {v.missing}" for v in rec.verdicts if verdict_tier(v.workload) is not None]
+    measured = [
+        f"{v.workload}: {v.missing}" for v in rec.verdicts if verdict_tier(v.workload) is not None
+    ]
     ranked = _ranked(rec)
     names = cell_names([c for v in ranked for c in verdict_labels(v)])
     configs = group_configs(ranked) if not rec.roles else {}
@@ -247,18 +313,33 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
         p.name = names.of(p.cell)
         p.gains = [_named_gain(wg, names, rec.current, p.cell) for wg in p.gains]
     has_detail = bool(rec.verdicts)
-    return Headline(host, rec.sweep_id, rec.plan, rec.status, target, list(answered.values()),
-                    names.constant_text(), basis, unanswered, rec.warnings, has_detail, measured, rec.objective,
-                    [f"{', '.join(ws)}: {names.rename(text)}" for text, ws in declined.items()],
-                    rec.findings if rec.first_findings is None else rec.first_findings,
-                    [_named_role(r, names) for r in rec.roles], _baseline(target, answered.values()),
-                    trade_off_lines(list(dict.fromkeys(c for c in configs.values() if c.kind != "one")), names),
-                    guest_lines(rec.guests))
+    return Headline(
+        host,
+        rec.sweep_id,
+        rec.plan,
+        rec.status,
+        target,
+        list(answered.values()),
+        names.constant_text(),
+        basis,
+        unanswered,
+        rec.warnings,
+        has_detail,
+        measured,
+        rec.objective,
+        [f"{', '.join(ws)}: {names.rename(text)}" for text, ws in declined.items()],
+        rec.findings if rec.first_findings is None else rec.first_findings,
+        [_named_role(r, names) for r in rec.roles],
+        _baseline(target, answered.values()),
+        trade_off_lines(list(dict.fromkeys(c for c in configs.values() if c.kind != "one")), names),
+        guest_lines(rec.guests),
+    )
 
 
 def group_configs(ranked: list[Verdict]) -> dict[str, GroupConfig]:
-    """Each per-backing workload's group configuration (report/one_config.py), by workload; workloads answered
-    across the backings (no group) are left out: their answers are each VM's own."""
+    """Each per-backing workload's group configuration (report/one_config.py), by workload;
+    workloads answered across the backings (no group) are left out: their answers are each VM's
+    own."""
     decisions = []
     for v in ranked:
         found = answer_of(v)
@@ -270,90 +351,163 @@ def group_configs(ranked: list[Verdict]) -> dict[str, GroupConfig]:
 
 
 def trade_off_lines(configs: list[GroupConfig], names: CellNames) -> list[str]:
-    """One line per group whose answers stay apart: each configuration with the workloads it is answered for."""
+    """One line per group whose answers stay apart: each configuration with the workloads it is
+    answered for."""
     out = []
     for c in configs:
-        each = "; ".join(f"{names.of(cell)} for {', '.join(w for w, x in c.assigned.items() if x == cell)}"
-                         for cell in c.cells)
+        each = "; ".join(
+            f"{names.of(cell)} for {', '.join(w for w, x in c.assigned.items() if x == cell)}"
+            for cell in c.cells
+        )
         if c.kind == "trade-off":
-            out.append(f"on {c.group}, a trade-off: {each}: each is significantly better on its own workloads, and "
-                       "one disk on its storage takes one configuration: choose by the workload that matters more")
+            out.append(
+                f"on {c.group}, a trade-off: {each}: each is significantly better on its "
+                "own workloads, and "
+                "one disk on its storage takes one configuration: choose by the workload "
+                "that matters more"
+            )
         else:
-            out.append(f"on {c.group}, the answers differ ({each}) and are not settled enough to tell whether one "
-                       "configuration serves them all: more rounds would")
+            out.append(
+                f"on {c.group}, the answers differ ({each}) and are not settled enough "
+                "to tell whether one "
+                "configuration serves them all: more rounds would"
+            )
     return out
 
 
 def _note(v: Verdict, shown: Verdict, declined: dict[str, list[str]], basis: list[str]) -> None:
-    """What an answered workload adds beside its pick: the faster configuration its requirements declined, and the
-    tier that answered for another."""
+    """What an answered workload adds beside its pick: the faster configuration its requirements
+    declined, and the tier that answered for another."""
     if shown.declined is not None:
         declined.setdefault(shown.declined.text(), []).append(v.workload)
     if v.basis and v.basis not in basis:
         basis.append(v.basis)
 
 
-def _answer(answered: dict[tuple[str, bool, bool], Pick], v: Verdict, shown: Verdict, status: str,
-            target: str, varied: tuple[str, ...] = ()) -> None:
+def _answer(
+    answered: dict[tuple[str, bool, bool], Pick],
+    v: Verdict,
+    shown: Verdict,
+    status: str,
+    target: str,
+    varied: tuple[str, ...] = (),
+) -> None:
     """The workload's own answer, in the pick of its cell."""
     assert shown.choice is not None
     settled = status != "provisional"
     kept = status == "equivalent"
-    pick = answered.setdefault((shown.choice.cell, settled, kept), _pick(shown, target, settled, varied))
+    pick = answered.setdefault(
+        (shown.choice.cell, settled, kept), _pick(shown, target, settled, varied)
+    )
     pick.kept = kept
     against, gain = _reference_gain(shown, target)
-    pick.gains.append(WorkloadGain(v.workload, v.metric, status, against, gain, shown.tier,
-                                   shown.choice.kept, tuple(shown.alternatives), group=v.group))
+    pick.gains.append(
+        WorkloadGain(
+            v.workload,
+            v.metric,
+            status,
+            against,
+            gain,
+            shown.tier,
+            shown.choice.kept,
+            tuple(shown.alternatives),
+            group=v.group,
+        )
+    )
 
 
-def _join(answered: dict[tuple[str, bool, bool], Pick], v: Verdict, shown: Verdict, status: str, cell: str,
-          target: str, varied: tuple[str, ...] = ()) -> None:
-    """A workload answered with its backing's one configuration `cell`, which its decision tied with its own pick:
-    its line states that configuration over its own pick (the decision's alternative, when it measured it)."""
+def _join(
+    answered: dict[tuple[str, bool, bool], Pick],
+    v: Verdict,
+    shown: Verdict,
+    status: str,
+    cell: str,
+    target: str,
+    varied: tuple[str, ...] = (),
+) -> None:
+    """A workload answered with its backing's one configuration `cell`, which its decision tied with
+    its own pick: its line states that configuration over its own pick (the decision's alternative,
+    when it measured it)."""
     assert shown.choice is not None
     pick = next((p for p in answered.values() if p.cell == cell), None)
-    if pick is None:  # its configuration is nobody's own answer here (cannot be, one_config picks among them)
+    # its configuration is nobody's own answer here (cannot be, one_config picks among them)
+    if pick is None:
         _answer(answered, v, shown, status, target, varied)
         return
     alt = next((a for a in shown.alternatives if a.label == cell), None)
-    gain = Gain(f"its own pick ({shown.choice.cell})", shown.choice.cell, alt.ratio if alt is not None else None,
-                "" if alt is not None else "not told apart by its decision")
-    pick.gains.append(WorkloadGain(v.workload, v.metric, "joined-provisional" if status == "provisional"
-                                   else "joined", "", gain, shown.tier, own=shown.choice.cell, group=v.group))
+    gain = Gain(
+        f"its own pick ({shown.choice.cell})",
+        shown.choice.cell,
+        alt.ratio if alt is not None else None,
+        "" if alt is not None else "not told apart by its decision",
+    )
+    pick.gains.append(
+        WorkloadGain(
+            v.workload,
+            v.metric,
+            "joined-provisional" if status == "provisional" else "joined",
+            "",
+            gain,
+            shown.tier,
+            own=shown.choice.cell,
+            group=v.group,
+        )
+    )
 
 
-def _named_gain(wg: WorkloadGain, names: CellNames, current: CurrentConfig | None, cell: str) -> WorkloadGain:
-    """A pick's gain with its cells named as the headline names them; a joined workload's own pick by what tells
-    it from the pick's `cell` ("lun_write_cache=off")."""
+def _named_gain(
+    wg: WorkloadGain, names: CellNames, current: CurrentConfig | None, cell: str
+) -> WorkloadGain:
+    """A pick's gain with its cells named as the headline names them; a joined workload's own pick
+    by what tells it from the pick's `cell` ("lun_write_cache=off")."""
     if wg.own:
         own = cell_names([cell, wg.own]).of(wg.own)
         return replace(wg, own=own, against=f"its own pick {own}")
-    return replace(_named_current(wg, names, current), kept=names.rename(wg.kept),
-                   alternatives=tuple(replace(a, against=names.of(a.label)) for a in wg.alternatives
-                                      if a.label is not None))
+    return replace(
+        _named_current(wg, names, current),
+        kept=names.rename(wg.kept),
+        alternatives=tuple(
+            replace(a, against=names.of(a.label)) for a in wg.alternatives if a.label is not None
+        ),
+    )
 
 
 def _baseline(target: str, picks: Any) -> dict[str, Any]:
-    """The platform the answer is quoted against (--target), its defaults, where they come from, and the workloads
-    whose ratio is against them ("measured") or, not measured in this sweep, against QEMU's default instead."""
+    """The platform the answer is quoted against (--target), its defaults, where they come from, and
+    the workloads whose ratio is against them ("measured") or, not measured in this sweep, against
+    QEMU's default instead."""
     platform = platform_baseline(target)
     quoted = [wg for p in picks for wg in p.gains if not wg.against.startswith("current")]
-    return {"target": target, "name": platform.said, "settings": platform.values_text(), "source": platform.source,
-            "same_as_qemu": platform in BASELINES,
-            "measured": [wg.workload for wg in quoted if wg.against == platform.said],
-            "not_measured": [wg.workload for wg in quoted if wg.against != platform.said]
-            if platform not in BASELINES else []}
+    return {
+        "target": target,
+        "name": platform.said,
+        "settings": platform.values_text(),
+        "source": platform.source,
+        "same_as_qemu": platform in BASELINES,
+        "measured": [wg.workload for wg in quoted if wg.against == platform.said],
+        "not_measured": [wg.workload for wg in quoted if wg.against != platform.said]
+        if platform not in BASELINES
+        else [],
+    }
 
 
 def _named_role(r: Any, names: CellNames) -> dict[str, Any]:
-    """A role's answer (report/roles.py: RoleAnswer) with its cells named as the headline names them."""
-    return {**r.as_dict(), "text": names.rename(r.headline()), "lines": [names.rename(x) for x in r.lines()]}
+    """A role's answer (report/roles.py: RoleAnswer) with its cells named as the headline names
+    them."""
+    return {
+        **r.as_dict(),
+        "text": names.rename(r.headline()),
+        "lines": [names.rename(x) for x in r.lines()],
+    }
 
 
-def _named_current(wg: WorkloadGain, names: CellNames, current: CurrentConfig | None) -> WorkloadGain:
-    """A gain against the current configuration named by its short cell name ("current (qcow2 · native)") when
-    the sweep measured it; when the sweep holds a current configuration (run --current) it could not measure in
-    this tier, the gain says why instead of asking for it to be added to the plan."""
+def _named_current(
+    wg: WorkloadGain, names: CellNames, current: CurrentConfig | None
+) -> WorkloadGain:
+    """A gain against the current configuration named by its short cell name ("current (qcow2 ·
+    native)") when the sweep measured it; when the sweep holds a current configuration (run
+    --current) it could not measure in this tier, the gain says why instead of asking for it to be
+    added to the plan."""
     g = wg.gain
     if g is None or current is None or not wg.against.startswith("current"):
         return wg
@@ -361,26 +515,34 @@ def _named_current(wg: WorkloadGain, names: CellNames, current: CurrentConfig | 
         return replace(wg, against=f"current ({names.of(g.label)})")
     if isinstance(current, MeasuredCurrent):
         why = current.pruned.get(wg.tier)
-        note = f"not measurable in the {wg.tier} tier: {why}" if why else \
-            "not measured yet: resume the sweep ('iomatrix run' with the same plan, --current and --db)"
+        note = (
+            f"not measurable in the {wg.tier} tier: {why}"
+            if why
+            else "not measured yet: resume the sweep ('iomatrix run' with the same plan, "
+            "--current and --db)"
+        )
         return replace(wg, gain=replace(g, note=note))
     return wg
 
 
 def verdict_labels(v: Verdict) -> list[str]:
-    """Every cell label a verdict names (its choice or the tie-break's pick, the cells tied with it, the cells
-    compared with it): what short names are chosen among."""
+    """Every cell label a verdict names (its choice or the tie-break's pick, the cells tied with it,
+    the cells compared with it): what short names are chosen among."""
     shown = v if v.choice is not None else v.provisional
     if shown is None or shown.choice is None:
         return []
-    return [shown.choice.cell, *shown.choice.tied, *(g.label for g in (*shown.gains, *shown.alternatives) if g.label),
-            *([shown.declined.cell] if shown.declined is not None else [])]
+    return [
+        shown.choice.cell,
+        *shown.choice.tied,
+        *(g.label for g in (*shown.gains, *shown.alternatives) if g.label),
+        *([shown.declined.cell] if shown.declined is not None else []),
+    ]
 
 
 def _risk_text(r: RiskStatement, cell: str) -> str:
-    """A risk's text on the first screen: a target power loss measured by a durability trial says for which
-    setting of the LUN's write cache ("with lun_write_cache=on, measured: LOST acknowledged writes in 1/1 cut"), as
-    the documented one does."""
+    """A risk's text on the first screen: a target power loss measured by a durability trial says
+    for which setting of the LUN's write cache ("with lun_write_cache=on, measured: LOST
+    acknowledged writes in 1/1 cut"), as the documented one does."""
     if r.situation != TARGET_POWER_LOSS or r.basis == DOCUMENTED:
         return r.text
     wc = next((w.split("=", 1)[1] for w in cell.split() if w.startswith("lun_write_cache=")), "off")
@@ -388,8 +550,8 @@ def _risk_text(r: RiskStatement, cell: str) -> str:
 
 
 def _pick(v: Verdict, target: str, settled: bool = True, varied: tuple[str, ...] = ()) -> Pick:
-    """The configuration `v` answers with: its snippet for `target`, the storage's settings the answer sets
-    (`varied`: the axes the sweep chose among), its risks."""
+    """The configuration `v` answers with: its snippet for `target`, the storage's settings the
+    answer sets (`varied`: the axes the sweep chose among), its risks."""
     assert v.choice is not None
     snippet, storage = None, None
     config = v.choice.cell
@@ -397,13 +559,35 @@ def _pick(v: Verdict, target: str, settled: bool = True, varied: tuple[str, ...]
     if v.snippets is not None:
         config = v.snippets.config.label()
         snippet = next((s for s in v.snippets.snippets if s.tool == target), None)
-        # The shorter form of the same edit where there is one (virt-xml for the user's <disk>; the XML: --detail).
-        snippet = next((s for s in v.snippets.snippets if s.tool in SHORTER_FORM.get(target, ()) and s.text), snippet)
-        storage = next((s for s in v.snippets.snippets if s.summary and s.tool != target and s is not snippet), None)
-        storage = answer_storage_snippet(storage, v.snippets.config, varied) if storage is not None else None
+        # The shorter form of the same edit where there is one (virt-xml for the user's <disk>; the
+        # XML: --detail).
+        snippet = next(
+            (s for s in v.snippets.snippets if s.tool in SHORTER_FORM.get(target, ()) and s.text),
+            snippet,
+        )
+        storage = next(
+            (s for s in v.snippets.snippets if s.summary and s.tool != target and s is not snippet),
+            None,
+        )
+        storage = (
+            answer_storage_snippet(storage, v.snippets.config, varied)
+            if storage is not None
+            else None
+        )
         data_step = v.snippets.data_step() if target in DATA_STEP_TARGETS else None
         extra = {"data_step": data_step, "kept_line": v.snippets.kept}
-    risks = [(HEADLINE_SITUATIONS[r.situation], _risk_text(r, v.choice.cell), r.basis) for r in v.risks
-             if r.situation in HEADLINE_SITUATIONS]
-    return Pick(v.choice.cell, v.choice.cell, config, risks=risks, snippet=snippet, storage=storage,
-                settled=settled, **extra)
+    risks = [
+        (HEADLINE_SITUATIONS[r.situation], _risk_text(r, v.choice.cell), r.basis)
+        for r in v.risks
+        if r.situation in HEADLINE_SITUATIONS
+    ]
+    return Pick(
+        v.choice.cell,
+        v.choice.cell,
+        config,
+        risks=risks,
+        snippet=snippet,
+        storage=storage,
+        settled=settled,
+        **extra,
+    )

@@ -1,6 +1,7 @@
-"""The HTML report's history section (issue 52): per host with two or more sweeps of a plan in the database, a
-chart of each workload's answer figure over its sweeps, relative to the first, with the sweeps `iomatrix history`
-flags slower and the lasting steps it finds (report/history.py), and those findings as lines."""
+"""The HTML report's history section (issue 52): per host with two or more sweeps of a plan in the
+database, a chart of each workload's answer figure over its sweeps, relative to the first, with the
+sweeps `iomatrix history` flags slower and the lasting steps it finds (report/history.py), and those
+findings as lines."""
 
 from __future__ import annotations
 
@@ -36,17 +37,25 @@ def _findings(steps: list[HistoryStep]) -> list[str]:
     for s in steps:
         if s.versions_changed:
             found.append(f"sweep {s.sweep_id}: changed {', '.join(s.versions_changed)}")
-        found += [f"sweep {s.sweep_id}: slower {c.key} {fmt(c.a.mean)} → {fmt(c.b.mean)} (Holm p={c.p_adjusted:.2g})"
-                  for c in s.slower[:3]]
-        found += [f"sweep {s.sweep_id}: lasting step {key} ×{st.ratio:.3g} ({st.sweeps_before} sweeps before, "
-                  f"{st.sweeps_after} from here; Holm p={p:.2g})" for key, st, p in s.lasting[:3]]
+        found += [
+            f"sweep {s.sweep_id}: slower {c.key} {fmt(c.a.mean)} → {fmt(c.b.mean)} (Holm "
+            f"p={c.p_adjusted:.2g})"
+            for c in s.slower[:3]
+        ]
+        found += [
+            f"sweep {s.sweep_id}: lasting step {key} ×{st.ratio:.3g} ({st.sweeps_before} "
+            "sweeps before, "
+            f"{st.sweeps_after} from here; Holm p={p:.2g})"
+            for key, st, p in s.lasting[:3]
+        ]
     return found or ["no real change between sweeps, and no lasting step"]
 
 
 def history_sections(store: Store) -> list[dict[str, Any]]:
-    """One section per host with ≥ 2 sweeps (at most MAX_HOSTS, the rest named), for the report's extras."""
-    # Counted first, read host by host after: a fleet file's report reads the figures of MAX_HOSTS hosts, not of
-    # every sweep in the file.
+    """One section per host with ≥ 2 sweeps (at most MAX_HOSTS, the rest named), for the report's
+    extras."""
+    # Counted first, read host by host after: a fleet file's report reads the figures of MAX_HOSTS
+    # hosts, not of every sweep in the file.
     counts: dict[str, int] = {}
     for f in store.fleet_sweeps():
         counts[f.hostname] = counts.get(f.hostname, 0) + 1
@@ -58,12 +67,26 @@ def history_sections(store: Store) -> list[dict[str, Any]]:
         lines = _lines(by_host[host])
         if not lines:
             continue
-        out.append({"id": f"history-{len(out) + 1}", "title": f"History: {host}", "svg": charts.history_chart(lines),
-                    "svg_caption": "each workload's answer (its best configuration's figure) per sweep, relative to "
-                                   "the host's first sweep; × the sweeps significantly slower than the one before, "
-                                   "dashed where a lasting step starts (iomatrix history)",
-                    "lines": _findings(by_host[host])})
+        out.append(
+            {
+                "id": f"history-{len(out) + 1}",
+                "title": f"History: {host}",
+                "svg": charts.history_chart(lines),
+                "svg_caption": "each workload's answer (its best configuration's figure) per "
+                "sweep, relative to "
+                "the host's first sweep; × the sweeps significantly slower than the one before, "
+                "dashed where a lasting step starts (iomatrix history)",
+                "lines": _findings(by_host[host]),
+            }
+        )
     if len(hosts) > MAX_HOSTS:
-        out.append({"id": "history-more", "title": "History: more hosts",
-                    "lines": [f"{len(hosts) - MAX_HOSTS} more host(s): iomatrix history --db … --host HOST"]})
+        out.append(
+            {
+                "id": "history-more",
+                "title": "History: more hosts",
+                "lines": [
+                    f"{len(hosts) - MAX_HOSTS} more host(s): iomatrix history --db … --host HOST"
+                ],
+            }
+        )
     return out

@@ -1,12 +1,12 @@
 """One answer per backing when a sweep measured shared storage (issue 34: "an answer per protocol").
 
-A plan's backings are usually places the user could put the same VM disk (a directory on ext4 or on XFS, a
-tmpfs): one answer per workload picks among them. A network backing is a different storage system (an iSCSI
-SAN, an NFS filer): an administrator who has one asks how to configure QEMU and the server on it, not "use the
-other one". So when any of a sweep's backings is served over the network, each workload is answered once per
-backing, from that backing's cells (with the null ceiling and the bare-metal cells of the same backing, which
-the verdict's ratios use), and each such verdict is named "WORKLOAD on BACKING".
-"""
+A plan's backings are usually places the user could put the same VM disk (a directory on ext4 or on
+XFS, a tmpfs): one answer per workload picks among them. A network backing is a different storage
+system (an iSCSI SAN, an NFS filer): an administrator who has one asks how to configure QEMU and the
+server on it, not "use the other one". So when any of a sweep's backings is served over the network,
+each workload is answered once per backing, from that backing's cells (with the null ceiling and the
+bare-metal cells of the same backing, which the verdict's ratios use), and each such verdict is
+named "WORKLOAD on BACKING"."""
 
 from __future__ import annotations
 
@@ -24,11 +24,12 @@ from iomatrix.store import Store
 
 
 def answer_backings(plan_definition: Mapping[str, Any]) -> list[str] | None:
-    """The labels of the sweep's backings in plan order when each gets answers of its own (some backing is a
-    network one), else None (one answer per workload across the backings)."""
+    """The labels of the sweep's backings in plan order when each gets answers of its own (some
+    backing is a network one), else None (one answer per workload across the backings)."""
     raw = plan_definition.get("backing")
-    if not isinstance(raw, list) or not answers_per_backing(str(b.get("type")) for b in raw
-                                                            if isinstance(b, Mapping)):
+    if not isinstance(raw, list) or not answers_per_backing(
+        str(b.get("type")) for b in raw if isinstance(b, Mapping)
+    ):
         return None
     labels: list[str] = []
     for b in raw:
@@ -44,22 +45,27 @@ def on_backing(cws: Sequence[CellWorkload], label: str) -> list[CellWorkload]:
     return [c for c in cws if c.axes.get("backing") in (label, NULL_BACKING)]
 
 
-def at_each_condition(cws: Sequence[CellWorkload], workload: str,
-                      axis: str) -> list[tuple[str | None, list[CellWorkload]]]:
-    """The cells split by one condition axis (`backing.network.CONDITION_AXES`: the emulated round-trip time, the
-    number of clients sharing the backend): a condition of the network or of the storage's use, not a setting to
-    choose, so cells at different values are never ranked against each other (the answer would be "use rtt=0",
-    "have fewer neighbours"). One group (None) when the workload's cells have at most one value; cells without
-    one (bare metal, the null ceiling) join every group."""
-    values = sorted({c.axes[axis] for c in cws if c.workload == workload and c.axes.get(axis, NA) != NA},
-                    key=_condition_order)
+def at_each_condition(
+    cws: Sequence[CellWorkload], workload: str, axis: str
+) -> list[tuple[str | None, list[CellWorkload]]]:
+    """The cells split by one condition axis (`backing.network.CONDITION_AXES`: the emulated
+    round-trip time, the number of clients sharing the backend): a condition of the network or of
+    the storage's use, not a setting to choose, so cells at different values are never ranked
+    against each other (the answer would be "use rtt=0", "have fewer neighbours"). One group (None)
+    when the workload's cells have at most one value; cells without one (bare metal, the null
+    ceiling) join every group."""
+    values = sorted(
+        {c.axes[axis] for c in cws if c.workload == workload and c.axes.get(axis, NA) != NA},
+        key=_condition_order,
+    )
     if len(values) <= 1:
         return [(None, list(cws))]
     return [(v, [c for c in cws if c.axes.get(axis, NA) in (NA, v)]) for v in values]
 
 
 def _condition_order(value: str) -> tuple[float, str]:
-    """Client counts in numeric order, RTTs by their milliseconds ("0" first), anything else by its text."""
+    """Client counts in numeric order, RTTs by their milliseconds ("0" first), anything else by its
+    text."""
     if value.isdigit():
         return float(value), value
     try:
@@ -68,12 +74,14 @@ def _condition_order(value: str) -> tuple[float, str]:
         return float("inf"), value
 
 
-def answer_groups(cws: Sequence[CellWorkload], workload: str,
-                  backings: Sequence[str] | None) -> list[tuple[str | None, list[CellWorkload]]]:
-    """The answers a workload gets, as (name, the cells it is made from): one answer from every cell (name None)
-    when `backings` is None (no network backing: answer_backings), else one per backing × RTT × client count
-    that has cells of that backing, named by :func:`answered_on`. `recommend` answers and `rank` ranks these
-    same groups, and the sweep's races were run in them (sweep/units.py: race_group)."""
+def answer_groups(
+    cws: Sequence[CellWorkload], workload: str, backings: Sequence[str] | None
+) -> list[tuple[str | None, list[CellWorkload]]]:
+    """The answers a workload gets, as (name, the cells it is made from): one answer from every cell
+    (name None) when `backings` is None (no network backing: answer_backings), else one per backing
+    × RTT × client count that has cells of that backing, named by :func:`answered_on`. `recommend`
+    answers and `rank` ranks these same groups, and the sweep's races were run in them
+    (sweep/units.py: race_group)."""
     if backings is None:
         return [(None, list(cws))]
     out: list[tuple[str | None, list[CellWorkload]]] = []
@@ -85,23 +93,34 @@ def answer_groups(cws: Sequence[CellWorkload], workload: str,
     return out
 
 
-def answered_on(workload: str, label: str, rtt: str | None = None, clients: str | None = None) -> str:
+def answered_on(
+    workload: str, label: str, rtt: str | None = None, clients: str | None = None
+) -> str:
     """A per-backing verdict's name ("randwrite on iscsi", "… at rtt=2ms", "… with 2 clients")."""
-    return (f"{workload} on {label}" + ("" if rtt is None else f" at rtt={rtt}")
-            + ("" if clients is None else f" with {clients} client{'s' if clients != '1' else ''}"))
+    return (
+        f"{workload} on {label}"
+        + ("" if rtt is None else f" at rtt={rtt}")
+        + ("" if clients is None else f" with {clients} client{'s' if clients != '1' else ''}")
+    )
 
 
 def emulated_rtt_notes(store: Store, sweep_id: int, cws: Sequence[CellWorkload]) -> list[str]:
-    """One line per emulated round-trip time of the sweep (the `rtt` axis ≠ "0"): that the latency was emulated,
-    how (the runs' `rtt_method`) and how closely it was met (the median of the runs' measured RTT), so no figure
-    of those cells is read as a real network's."""
+    """One line per emulated round-trip time of the sweep (the `rtt` axis ≠ "0"): that the latency
+    was emulated, how (the runs' `rtt_method`) and how closely it was met (the median of the runs'
+    measured RTT), so no figure of those cells is read as a real network's."""
     measured = store.ok_run_numbers(sweep_id, "rtt_measured_ms")
     by_rtt: dict[str, list[float]] = {}
     for c in cws:
         rtt = c.axes.get("rtt", "-")
         if rtt not in ("-", "0"):
             by_rtt.setdefault(rtt, []).extend(measured[r] for r in c.runs if r in measured)
-    return [f"rtt={rtt} was emulated by a userspace relay between QEMU's iSCSI client and the target (no netem): "
-            + (f"{statistics.median(ms):.3g} ms measured on the iSCSI path (median of {len(ms)} runs)" if ms
-               else "no run recorded the round trip it achieved")
-            for rtt, ms in sorted(by_rtt.items())]
+    return [
+        f"rtt={rtt} was emulated by a userspace relay between QEMU's iSCSI client and "
+        "the target (no netem): "
+        + (
+            f"{statistics.median(ms):.3g} ms measured on the iSCSI path (median of {len(ms)} runs)"
+            if ms
+            else "no run recorded the round trip it achieved"
+        )
+        for rtt, ms in sorted(by_rtt.items())
+    ]

@@ -22,12 +22,19 @@ def cold_run(samples: Sequence[float]) -> dict[str, Any] | None:
     cw = cold_vs_warm(samples)
     if not cw.tested:
         return None
-    return {"value": cw.cold, "warm_mean": cw.warm.mean if cw.warm else None, "ratio": cw.ratio,
-            "p_value": cw.p_value, "differs": cw.differs, "test": cw.test}
+    return {
+        "value": cw.cold,
+        "warm_mean": cw.warm.mean if cw.warm else None,
+        "ratio": cw.ratio,
+        "p_value": cw.p_value,
+        "differs": cw.differs,
+        "test": cw.test,
+    }
 
 
 def ranked_samples(samples: Sequence[float]) -> tuple[list[float], bool]:
-    """The samples a ranking should use: the warm runs when the cold first run differs significantly."""
+    """The samples a ranking should use: the warm runs when the cold first run differs
+    significantly."""
     cr = cold_run(samples)
     if cr is not None and cr["differs"]:
         return list(samples[1:]), True
@@ -43,9 +50,9 @@ STEADY_WINDOW = 5  # SNIA PTS: the last 5 intervals (fio logs ~10 per run, see f
 
 
 def steady_state_samples(iops_series: Sequence[float]) -> dict[str, float]:
-    """The `ss.*` figures of one run from its per-interval IOPS: `ss.attained` (0/1), `ss.range_frac` and
-    `ss.slope_frac` of the SNIA window rule (`stats.snia_steady_state`); {} for a series shorter than the
-    window (too short a run to say)."""
+    """The `ss.*` figures of one run from its per-interval IOPS: `ss.attained` (0/1),
+    `ss.range_frac` and `ss.slope_frac` of the SNIA window rule (`stats.snia_steady_state`); {} for
+    a series shorter than the window (too short a run to say)."""
     if len(iops_series) < STEADY_WINDOW:
         return {}
     ss = snia_steady_state(iops_series, window=STEADY_WINDOW)
@@ -58,9 +65,9 @@ def steady_state_samples(iops_series: Sequence[float]) -> dict[str, float]:
 
 
 def scale_of(metric: str) -> Scale:
-    """How a metric's interval is found (stats.summarize's ``scale``): a 0/1 metric (``ss.attained``,
-    ``load.reached``, durability verdicts) is a proportion over runs; every other stored metric is a rate, a
-    time, a count or a fraction that cannot be negative."""
+    """How a metric's interval is found (stats.summarize's ``scale``): a 0/1 metric
+    (``ss.attained``, ``load.reached``, durability verdicts) is a proportion over runs; every other
+    stored metric is a rate, a time, a count or a fraction that cannot be negative."""
     return "proportion" if metric_info(metric).unit == "0/1" else "nonnegative"
 
 
@@ -70,7 +77,8 @@ def steady_counts(attained: Sequence[float]) -> dict[str, int] | None:
     return {"runs": len(attained), "attained": int(sum(1 for a in attained if a >= 0.5))}
 
 
-# Stops that are answers from the data (equivalence settles a tie): a results row does not flag them.
+# Stops that are answers from the data (equivalence settles a tie): a results row does not flag
+# them.
 SETTLING_STOPS = frozenset({StopKind.CONVERGED, StopKind.SETTLED, StopKind.EQUIVALENT})
 
 
@@ -85,14 +93,24 @@ def notes(row: dict[str, Any]) -> list[str]:
     ss = row.get("steady_state")
     if ss and ss["attained"] < ss["runs"]:
         out.append(f"steady state {ss['attained']}/{ss['runs']} runs")
-    dist = row.get("disturbed_runs")  # [{"run_id", "reasons", "replaced"}], when the results document has them
+    # [{"run_id", "reasons", "replaced"}], when the results document has them
+    dist = row.get("disturbed_runs")
     if dist:
-        out.append("disturbed run(s) " + ", ".join(
-            f"{d['run_id']} ({'; '.join(d['reasons'])}{'; replaced by its retry' if d.get('replaced') else ''})"
-            for d in dist))
-    damaged = row.get("damaged")  # [{"run_id", "value"}]: stored values no run can produce (negative, inf, NaN)
+        out.append(
+            "disturbed run(s) "
+            + ", ".join(
+                f"{d['run_id']} ({'; '.join(d['reasons'])}"
+                f"{'; replaced by its retry' if d.get('replaced') else ''})"
+                for d in dist
+            )
+        )
+    # [{"run_id", "value"}]: stored values no run can produce (negative, inf, NaN)
+    damaged = row.get("damaged")
     if damaged:
-        out.append("damaged value(s) left out: " + ", ".join(f"run {d['run_id']} = {d['value']}" for d in damaged))
+        out.append(
+            "damaged value(s) left out: "
+            + ", ".join(f"run {d['run_id']} = {d['value']}" for d in damaged)
+        )
     stop = row.get("stop")
     if stop and stop["kind"] not in SETTLING_STOPS:
         out.append(f"stopped after round {stop['round']}: {stop['reason']}")

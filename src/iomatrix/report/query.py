@@ -1,4 +1,5 @@
-"""Sweeps, cells and per-run samples as reports need them, read through the store's typed queries."""
+"""Sweeps, cells and per-run samples as reports need them, read through the store's typed
+queries."""
 
 from __future__ import annotations
 
@@ -40,31 +41,39 @@ class CellWorkload:
     phases: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     cache_states: list[str] = field(default_factory=list)
     page_cache: list[str] = field(default_factory=list)
-    # Interference: run id → reasons, for the ok runs the host disturbed (analysed or replaced), and the
-    # ok runs a clean retry replaced (not in `runs`, `samples` or `phases`).
+    # Interference: run id → reasons, for the ok runs the host disturbed (analysed or replaced), and
+    # the ok runs a clean retry replaced (not in `runs`, `samples` or `phases`).
     disturbed: dict[int, tuple[str, ...]] = field(default_factory=dict)
     replaced: list[int] = field(default_factory=list)
-    # Offered load not reached: ok runs of a rate-limited workload that achieved less than LOAD_REACHED_FRACTION
-    # of their offered IOPS (run id → achieved share). Their latency is not at the asked load, so they are not in
-    # `runs`, `samples` or `phases` either: never ranked, listed apart.
+    # Offered load not reached: ok runs of a rate-limited workload that achieved less than
+    # LOAD_REACHED_FRACTION of their offered IOPS (run id → achieved share). Their latency is not at
+    # the asked load, so they are not in `runs`, `samples` or `phases` either: never ranked, listed
+    # apart.
     unreached: dict[int, float] = field(default_factory=dict)
-    # Stored values no measurement can produce (negative, infinite, NaN: a damaged or hand-edited database):
-    # (run id, metric, value), left out of `samples` so that they never become a figure; reports name them.
+    # Stored values no measurement can produce (negative, infinite, NaN: a damaged or hand-edited
+    # database): (run id, metric, value), left out of `samples` so that they never become a figure;
+    # reports name them.
     damaged: list[tuple[int, str, float]] = field(default_factory=list)
 
     def label(self) -> str:
         """The axes that distinguish this cell (tier is shown apart; modifier only when set)."""
-        return " ".join(f"{a}={v}" for a, v in axis_registry.named(self.axes)
-                        if v != "-" and a != "tier" and not (a == "modifier" and v == "none"))
+        return " ".join(
+            f"{a}={v}"
+            for a, v in axis_registry.named(self.axes)
+            if v != "-" and a != "tier" and not (a == "modifier" and v == "none")
+        )
 
 
 def shown_axes(cws: Iterable[CellWorkload]) -> list[str]:
-    """The axes a sweep's reports name: the first release's always, and a later axis (iomatrix.domain.axes)
-    where some cell sets it away from its default ("-" and the default are what cells recorded before the axis
-    existed read, so they name nothing new)."""
+    """The axes a sweep's reports name: the first release's always, and a later axis
+    (iomatrix.domain.axes) where some cell sets it away from its default ("-" and the default are
+    what cells recorded before the axis existed read, so they name nothing new)."""
     cws = list(cws)
-    return [a.name for a in axis_registry.axes()
-            if a.always_named or any(cw.axes.get(a.name, "-") not in ("-", a.default) for cw in cws)]
+    return [
+        a.name
+        for a in axis_registry.axes()
+        if a.always_named or any(cw.axes.get(a.name, "-") not in ("-", a.default) for cw in cws)
+    ]
 
 
 def sweep_ids(store: Store) -> list[int]:
@@ -73,15 +82,20 @@ def sweep_ids(store: Store) -> list[int]:
 
 def pick_sweep(store: Store, sweep_id: int | None) -> int:
     ids = sweep_ids(store)
-    if not ids and store.damage:  # every sweep was a damaged row, or stood on one (the warning named it)
-        raise UserError(f"{store.path} holds no sweep left once its damaged rows are skipped",
-                        hint="restore it from a copy")
+    # every sweep was a damaged row, or stood on one (the warning named it)
+    if not ids and store.damage:
+        raise UserError(
+            f"{store.path} holds no sweep left once its damaged rows are skipped",
+            hint="restore it from a copy",
+        )
     if not ids:
         raise UserError(f"{store.path} holds no sweep yet", hint="run 'iomatrix run' first")
     if sweep_id is None:
         return ids[-1]
     if sweep_id not in ids:
-        raise UserError(f"{store.path} has no sweep {sweep_id}", hint=f"sweeps: {', '.join(map(str, ids))}")
+        raise UserError(
+            f"{store.path} has no sweep {sweep_id}", hint=f"sweeps: {', '.join(map(str, ids))}"
+        )
     return sweep_id
 
 
@@ -103,13 +117,17 @@ def sweep_info(store: Store, sweep_id: int) -> dict[str, Any]:
     }
 
 
-def cell_workloads(store: Store, sweep_id: int, runs: Sequence[RunRow] | None = None) -> list[CellWorkload]:
-    """Every cell × workload of a sweep that has at least one run (`runs`: the sweep's `store.runs`, when the
-    caller has read them already: a fleet answer reads 100 hosts' runs once each, issue 52)."""
+def cell_workloads(
+    store: Store, sweep_id: int, runs: Sequence[RunRow] | None = None
+) -> list[CellWorkload]:
+    """Every cell × workload of a sweep that has at least one run (`runs`: the sweep's `store.runs`,
+    when the caller has read them already: a fleet answer reads 100 hosts' runs once each, issue
+    52)."""
     out: dict[tuple[int, str], CellWorkload] = {}
-    # Per run, the stored metrics plus those computed here from the run's raw series: steady state is a
-    # statistic, so it is derived at report time from the per-interval IOPS (a sweep stored before this
-    # carries ss.* samples too; where its run kept the series they are recomputed, with the same result).
+    # Per run, the stored metrics plus those computed here from the run's raw series: steady state
+    # is a statistic, so it is derived at report time from the per-interval IOPS (a sweep stored
+    # before this carries ss.* samples too; where its run kept the series they are recomputed, with
+    # the same result).
     series = store.ok_run_series(sweep_id, "iops_series")
     per_run: dict[int, dict[str, float]] = defaultdict(dict)
     for s in store.ok_samples(sweep_id):
@@ -121,8 +139,9 @@ def cell_workloads(store: Store, sweep_id: int, runs: Sequence[RunRow] | None = 
         k = (r.cell_id, r.workload)
         cw = out.get(k)
         if cw is None:
-            cw = out[k] = CellWorkload(r.cell_id, r.cell_key, dict(complete(r.axes)), r.backing,
-                                       r.workload, [])
+            cw = out[k] = CellWorkload(
+                r.cell_id, r.cell_key, dict(complete(r.axes)), r.backing, r.workload, []
+            )
         if r.accel not in cw.accel:
             cw.accel.append(r.accel)
         if r.status != "ok":
@@ -146,14 +165,16 @@ def cell_workloads(store: Store, sweep_id: int, runs: Sequence[RunRow] | None = 
                 cw.damaged.append((r.run_id, name, value))
     if not out:
         return []
-    # A later axis is named only where some cell of the sweep sets it (the rest read the same as before it).
+    # A later axis is named only where some cell of the sweep sets it (the rest read the same as
+    # before it).
     shown = shown_axes(out.values())
     for cw in out.values():
         cw.axes = {a: v for a, v in cw.axes.items() if a in shown}
     for cw in out.values():
         for rid in cw.runs:
             for metric, value in per_run.get(rid, {}).items():
-                if math.isfinite(value) and value >= 0:  # every stored metric is ≥ 0 (iomatrix.metrics)
+                # every stored metric is ≥ 0 (iomatrix.metrics)
+                if math.isfinite(value) and value >= 0:
                     cw.samples[metric].append(value)
                 else:
                     cw.damaged.append((rid, metric, value))
@@ -161,14 +182,24 @@ def cell_workloads(store: Store, sweep_id: int, runs: Sequence[RunRow] | None = 
 
 
 def failures(store: Store, sweep_id: int) -> list[dict[str, Any]]:
-    return [{"id": f.run_id, "key": f.cell_key, "workload": f.workload, "attempt": f.attempt, "error": f.error}
-            for f in store.failed_runs(sweep_id)]
+    return [
+        {
+            "id": f.run_id,
+            "key": f.cell_key,
+            "workload": f.workload,
+            "attempt": f.attempt,
+            "error": f.error,
+        }
+        for f in store.failed_runs(sweep_id)
+    ]
 
 
 def monitor_series(store: Store, run_id: int) -> dict[str, list[tuple[float, float]]]:
     if not store.run_exists(run_id):
-        raise UserError(f"{store.path} has no run {run_id}",
-                        hint="run ids are listed as run_ids in 'iomatrix results --format json'")
+        raise UserError(
+            f"{store.path} has no run {run_id}",
+            hint="run ids are listed as run_ids in 'iomatrix results --format json'",
+        )
     series: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for p in store.monitor_points(run_id):
         series[p.field].append((p.t, p.value))
@@ -184,27 +215,53 @@ def run_monitor_samples(store: Store, run_id: int) -> list[MonitorSample]:
 
 
 def unit_stops(store: Store, sweep_id: int) -> dict[tuple[int, str], dict[str, Any]]:
-    """(cell id, workload) → why and when the scheduler stopped repeating it (empty before schema 3)."""
-    return {(u.cell_id, u.workload): {"kind": u.kind, "reason": u.reason, "round": u.round, "ok_runs": u.ok_runs,
-                                      "stopped_at": u.stopped_at} for u in store.unit_stops(sweep_id)}
+    """(cell id, workload) → why and when the scheduler stopped repeating it (empty before schema
+    3)."""
+    return {
+        (u.cell_id, u.workload): {
+            "kind": u.kind,
+            "reason": u.reason,
+            "round": u.round,
+            "ok_runs": u.ok_runs,
+            "stopped_at": u.stopped_at,
+        }
+        for u in store.unit_stops(sweep_id)
+    }
 
 
 def run_table(store: Store, sweep_id: int) -> list[dict[str, Any]]:
-    """Every run of a sweep (ok and failed) with its cell axes and every metric it produced, in run order;
-    with its interference verdict (``disturbance``: reasons, ``replaced``: a clean retry replaced it)."""
+    """Every run of a sweep (ok and failed) with its cell axes and every metric it produced, in run
+    order; with its interference verdict (``disturbance``: reasons, ``replaced``: a clean retry
+    replaced it)."""
     judged = {r.run_id: r for r in store.runs(sweep_id)}
     out = []
     for run in store.run_listing(sweep_id):
         j = judged.get(run.run_id)
-        # the later axes a cell sets away from their defaults, as its key writes them ("+lun_type=blockio")
+        # the later axes a cell sets away from their defaults, as its key writes them
+        # ("+lun_type=blockio")
         later = run.cell_key.partition("+")[2]
         later = f"+{later}" if later else ""
-        out.append({"id": run.run_id, "cell_id": run.cell_id, "key": run.cell_key, **run.axes, "later_axes": later,
-                    "workload": run.workload, "attempt": run.attempt, "status": run.status, "accel": run.accel,
-                    "wall_s": run.wall_s, "started_at": run.started_at, "error": run.error,
-                    "metrics": dict(run.metrics),
-                    "disturbed": j.disturbed if j else None, "disturbance": list(j.disturbance) if j else [],
-                    "retry_of": j.retry_of if j else None, "replaced": bool(j and j.replaced)})
+        out.append(
+            {
+                "id": run.run_id,
+                "cell_id": run.cell_id,
+                "key": run.cell_key,
+                **run.axes,
+                "later_axes": later,
+                "workload": run.workload,
+                "attempt": run.attempt,
+                "status": run.status,
+                "accel": run.accel,
+                "wall_s": run.wall_s,
+                "started_at": run.started_at,
+                "error": run.error,
+                "metrics": dict(run.metrics),
+                "disturbed": j.disturbed if j else None,
+                "disturbance": list(j.disturbance) if j else [],
+                "retry_of": j.retry_of if j else None,
+                "replaced": bool(j and j.replaced),
+            }
+        )
     return out
 
 
@@ -212,6 +269,8 @@ def run_raw_output(store: Store, run_id: int) -> str:
     """The tool's output of one run exactly as it printed it (fio's JSON for fio runs)."""
     raw = store.run_raw_output(run_id)
     if raw is None:
-        raise UserError(f"{store.path} has no run {run_id}",
-                        hint="run ids are listed as run_ids in 'iomatrix results --format json'")
+        raise UserError(
+            f"{store.path} has no run {run_id}",
+            hint="run ids are listed as run_ids in 'iomatrix results --format json'",
+        )
     return raw

@@ -1,34 +1,38 @@
-"""librbd's writethrough-until-flush trap (issue 35), told in a sentence of its own when a sweep's figures show it.
+"""librbd's writethrough-until-flush trap (issue 35), told in a sentence of its own when a sweep's
+figures show it.
 
-librbd keeps its cache writethrough until the guest's first flush (ceph.conf `rbd cache writethrough until flush`,
-Ceph's default on), so QEMU `cache=writeback` gives a guest that never flushes nothing over `cache=none`; once the
-workload flushes now and then, or the setting is off, the same cache acknowledges writes early and is faster.
+librbd keeps its cache writethrough until the guest's first flush (ceph.conf `rbd cache writethrough
+until flush`, Ceph's default on), so QEMU `cache=writeback` gives a guest that never flushes nothing
+over `cache=none`; once the workload flushes now and then, or the setting is off, the same cache
+acknowledges writes early and is faster.
 
-Pure functions over a sweep's cells: each `cache=writeback` cell on an rbd backing is compared with the
-`cache=none` cell of the same workload and the same other axes (librbd's cache is off under cache=none, so that
-cell carries the default policy and until-flush values), as the ratio of the workload's primary metric with its
-Fieller interval (stats/compare.py). The sentence is said only when
+Pure functions over a sweep's cells: each `cache=writeback` cell on an rbd backing is compared with
+the `cache=none` cell of the same workload and the same other axes (librbd's cache is off under
+cache=none, so that cell carries the default policy and until-flush values), as the ratio of the
+workload's primary metric with its Fieller interval (stats/compare.py). The sentence is said only
+when
 
-* a workload that never flushes shows writeback **no faster than none** under until-flush on: its interval holds 1
-  or lies below it (low ≤ 1; below 1 on a loaded host, where librbd's writethrough cache costs CPU and gives
-  nothing back), and
-* with the same policy, writeback is **faster by more than the threshold** (low > 1 + threshold) on a workload that
-  flushes (until-flush on) or with until-flush off on the non-flushing workload.
+* a workload that never flushes shows writeback **no faster than none** under until-flush on: its
+  interval holds 1 or lies below it (low ≤ 1; below 1 on a loaded host, where librbd's writethrough
+  cache costs CPU and gives nothing back), and
+* with the same policy, writeback is **faster by more than the threshold** (low > 1 + threshold) on
+  a workload that flushes (until-flush on) or with until-flush off on the non-flushing workload.
 
-Otherwise the trap is not told (an imprecise interval never shows anything). Where workloads that flush and
-workloads that never do were both measured precisely (until-flush on), ``figures_finding`` says what writeback
-measured for each instead, with its shape and the host's load, and that the figures do not show the trap: two
-answers that differ, or agree, are explained either way (on a quiet host here both kinds once gained 1.07–1.11×).
+Otherwise the trap is not told (an imprecise interval never shows anything). Where workloads that
+flush and workloads that never do were both measured precisely (until-flush on), ``figures_finding``
+says what writeback measured for each instead, with its shape and the host's load, and that the
+figures do not show the trap: two answers that differ, or agree, are explained either way (on a
+quiet host here both kinds once gained 1.07–1.11×).
 
-Whether a workload flushes is read from its **shape** (fio/shape.py, report/shapes.py), not its name: a preset, a
-custom job file and a role's jobs alike. Flushing means flushes while it runs (fsync/fdatasync/write_barrier every N
-writes, or synchronous writes); the final flush every cell sends after the measurement does not count (librbd stays
-writethrough through all of it). A workload whose jobs share one disk counts as flushing where any of its writing
-jobs flushes: librbd's switch is per image, so the first flush turns writeback on for every job of the disk; the
-sentence says so where its jobs differ. Each workload's figure is told with its shape (how it flushes) and the
-host's load during the pair's runs (report/shapes.load_words), so that two job files answered differently — one
-cache=none, one writeback — are explained by what they do and what the host was doing.
-"""
+Whether a workload flushes is read from its **shape** (fio/shape.py, report/shapes.py), not its
+name: a preset, a custom job file and a role's jobs alike. Flushing means flushes while it runs
+(fsync/fdatasync/write_barrier every N writes, or synchronous writes); the final flush every cell
+sends after the measurement does not count (librbd stays writethrough through all of it). A workload
+whose jobs share one disk counts as flushing where any of its writing jobs flushes: librbd's switch
+is per image, so the first flush turns writeback on for every job of the disk; the sentence says so
+where its jobs differ. Each workload's figure is told with its shape (how it flushes) and the host's
+load during the pair's runs (report/shapes.load_words), so that two job files answered differently —
+one cache=none, one writeback — are explained by what they do and what the host was doing."""
 
 from __future__ import annotations
 
@@ -48,34 +52,44 @@ UNTIL_FLUSH = "rbd_cache_writethrough_until_flush"
 POLICY = "rbd_cache_policy"
 # The axes a writeback cell may differ in from its cache=none partner (besides the cell's identity).
 _VARIED = ("cache", POLICY, UNTIL_FLUSH)
-# Axes a sweep on one rbd backing may vary that change the figures too: a finding is stated per value of them.
+# Axes a sweep on one rbd backing may vary that change the figures too: a finding is stated per
+# value of them.
 _CONTEXT_AXES = ("clients", "format", "rbd_object_size", "backing")
 
 
 @dataclass(frozen=True)
 class WritebackGain:
-    """cache=writeback over cache=none for one workload and one librbd setting of the writeback cell."""
+    """cache=writeback over cache=none for one workload and one librbd setting of the writeback
+    cell."""
 
     workload: str
-    flushes: bool  # the workload sends flushes while it runs (its shape: fsync/fdatasync every N writes, sync writes)
+    # the workload sends flushes while it runs (its shape: fsync/fdatasync every N writes, sync
+    # writes)
+    flushes: bool
     policy: str
     until_flush: str
     ratio: RatioCI
-    # The pair's other axes that a sweep may vary besides the librbd ones (e.g. clients=2): gains are only ever
-    # compared within one context
+    # The pair's other axes that a sweep may vary besides the librbd ones (e.g. clients=2): gains
+    # are only ever compared within one context
     context: tuple[tuple[str, str], ...] = ()
-    how: str = ""  # how it flushes, in words (IoShape.flush_words): "flushes every 32 writes (fdatasync=32)"
-    load: str = ""  # the host's load during the pair's runs (report/shapes.load_words); "" when not judged
+    # how it flushes, in words (IoShape.flush_words): "flushes every 32 writes (fdatasync=32)"
+    how: str = ""
+    # the host's load during the pair's runs (report/shapes.load_words); "" when not judged
+    load: str = ""
     mixed: bool = False  # some of its writing jobs flush, some never do
     read_share: float = 0.0  # reads' share of its I/O
 
 
-def writeback_gains(cws: Sequence[CellWorkload], metric_of: Callable[[str], str],
-                    shape_of: Callable[[str], IoShape | None],
-                    interference: Mapping[int, RunInterference] | None = None) -> list[WritebackGain]:
-    """Every cache=writeback cell × workload on an rbd backing paired with its cache=none partner; `shape_of` gives
-    a workload's shape (None: not known, as for a guest filesystem job: left out); `interference` the runs' load
-    verdicts (report/interference.py)."""
+def writeback_gains(
+    cws: Sequence[CellWorkload],
+    metric_of: Callable[[str], str],
+    shape_of: Callable[[str], IoShape | None],
+    interference: Mapping[int, RunInterference] | None = None,
+) -> list[WritebackGain]:
+    """Every cache=writeback cell × workload on an rbd backing paired with its cache=none partner;
+    `shape_of` gives a workload's shape (None: not known, as for a guest filesystem job: left out);
+    `interference` the runs' load verdicts (report/interference.py)."""
+
     def others(c: CellWorkload) -> tuple[tuple[str, str], ...]:
         return tuple(sorted((k, v) for k, v in c.axes.items() if k not in _VARIED))
 
@@ -95,11 +109,20 @@ def writeback_gains(cws: Sequence[CellWorkload], metric_of: Callable[[str], str]
         a, b = c.samples.get(metric, []), partner.samples.get(metric, [])
         if len(a) < 2 or len(b) < 2:
             continue
-        out.append(WritebackGain(c.workload, shape.flushes, c.axes.get(POLICY, ceph.DEFAULTS[POLICY]),
-                                 c.axes.get(UNTIL_FLUSH, ceph.DEFAULTS[UNTIL_FLUSH]), ratio_ci(a, b),
-                                 tuple((k, v) for k, v in others(c) if k in _CONTEXT_AXES),
-                                 shape.flush_words(), load_words([c, partner], interference or {}), shape.mixed,
-                                 shape.read_share))
+        out.append(
+            WritebackGain(
+                c.workload,
+                shape.flushes,
+                c.axes.get(POLICY, ceph.DEFAULTS[POLICY]),
+                c.axes.get(UNTIL_FLUSH, ceph.DEFAULTS[UNTIL_FLUSH]),
+                ratio_ci(a, b),
+                tuple((k, v) for k, v in others(c) if k in _CONTEXT_AXES),
+                shape.flush_words(),
+                load_words([c, partner], interference or {}),
+                shape.mixed,
+                shape.read_share,
+            )
+        )
     return out
 
 
@@ -118,46 +141,69 @@ def _ratio(g: WritebackGain) -> str:
 
 
 def _which(g: WritebackGain) -> str:
-    """What the workload does, as a relative clause: "which never flushes", "which flushes every 32 writes …"."""
+    """What the workload does, as a relative clause: "which never flushes", "which flushes every 32
+    writes …"."""
     if g.mixed:
-        return (f"which mixes jobs that flush with jobs that never do ({g.how}; on one disk the first flush turns "
-                "librbd's cache writeback for all of them)")
-    return f"which {g.how}" if g.how else ("which flushes now and then" if g.flushes else "which never flushes")
+        return (
+            f"which mixes jobs that flush with jobs that never do ({g.how}; on one disk "
+            "the first flush turns "
+            "librbd's cache writeback for all of them)"
+        )
+    return (
+        f"which {g.how}"
+        if g.how
+        else ("which flushes now and then" if g.flushes else "which never flushes")
+    )
 
 
 def _flat_clause(g: WritebackGain, first: bool) -> str:
     slower = g.ratio.high is not None and g.ratio.high < 1.0
     how = "slower than" if slower else "no faster than"
     if first:
-        return f"on {g.workload}, {_which(g)}, QEMU cache=writeback was {how} cache=none ({_ratio(g)})"
+        return (
+            f"on {g.workload}, {_which(g)}, QEMU cache=writeback was {how} cache=none ({_ratio(g)})"
+        )
     return f"on {g.workload}, {_which(g)}, it was {how} cache=none ({_ratio(g)})"
 
 
-def _contrasts(mine: Sequence[WritebackGain], flat: Sequence[WritebackGain], threshold: float) -> list[str]:
-    """Where writeback is clearly faster than none beside the `flat` workloads: the flushing workloads (until-flush
-    on), and a flat workload with until-flush off."""
+def _contrasts(
+    mine: Sequence[WritebackGain], flat: Sequence[WritebackGain], threshold: float
+) -> list[str]:
+    """Where writeback is clearly faster than none beside the `flat` workloads: the flushing
+    workloads (until-flush on), and a flat workload with until-flush off."""
     names = {g.workload for g in flat}
-    out = [f"with {g.workload}, {_which(g)}, it was {_ratio(g)}"
-           for g in mine if g.flushes and g.until_flush == "on" and _faster(g.ratio, threshold)]
-    return out + [f"with {UNTIL_FLUSH}=off, on {g.workload}, it was {_ratio(g)}"
-                  for g in mine if g.workload in names and g.until_flush == "off" and _faster(g.ratio, threshold)]
+    out = [
+        f"with {g.workload}, {_which(g)}, it was {_ratio(g)}"
+        for g in mine
+        if g.flushes and g.until_flush == "on" and _faster(g.ratio, threshold)
+    ]
+    return out + [
+        f"with {UNTIL_FLUSH}=off, on {g.workload}, it was {_ratio(g)}"
+        for g in mine
+        if g.workload in names and g.until_flush == "off" and _faster(g.ratio, threshold)
+    ]
 
 
 def _unexplained(mine: Sequence[WritebackGain]) -> list[str]:
-    """Workloads that never flush yet gained under until-flush on: said, not hidden (reads are what librbd's cache
-    serves while it is writethrough)."""
+    """Workloads that never flush yet gained under until-flush on: said, not hidden (reads are what
+    librbd's cache serves while it is writethrough)."""
     out = []
     for g in mine:
         if g.flushes or g.until_flush != "on" or _flat(g.ratio) or g.ratio.imprecise:
             continue
-        why = (f": it reads {g.read_share:.0%} of its I/O, which librbd's cache serves even while writethrough"
-               if g.read_share > 0 else "")
+        why = (
+            f": it reads {g.read_share:.0%} of its I/O, which librbd's cache serves even "
+            "while writethrough"
+            if g.read_share > 0
+            else ""
+        )
         out.append(f"on {g.workload}, which never flushes either, writeback was {_ratio(g)}{why}")
     return out
 
 
 def _told(mine: Sequence[WritebackGain], threshold: float) -> list[str] | None:
-    """The clauses of one context and policy's sentence, or None when its figures do not show the trap."""
+    """The clauses of one context and policy's sentence, or None when its figures do not show the
+    trap."""
     flat = [g for g in mine if not g.flushes and g.until_flush == "on" and _flat(g.ratio)]
     contrasts = _contrasts(mine, flat, threshold) if flat else []
     if not contrasts:
@@ -166,42 +212,74 @@ def _told(mine: Sequence[WritebackGain], threshold: float) -> list[str] | None:
 
 
 def _short_told(mine: Sequence[WritebackGain], threshold: float) -> list[str]:
-    """The first screen's clauses of what `_told` tells: each ratio with its interval and what the workload does,
-    the host's load and the shapes' details left to --detail."""
+    """The first screen's clauses of what `_told` tells: each ratio with its interval and what the
+    workload does, the host's load and the shapes' details left to --detail."""
     flat = [g for g in mine if not g.flushes and g.until_flush == "on" and _flat(g.ratio)]
     names = {g.workload for g in flat}
     out = [f"{ratio_text(*g.ratio)} on {g.workload}, which never flushes" for g in flat]
-    out += [f"{ratio_text(*g.ratio)} on {g.workload}, {_which(g)}" for g in mine
-            if g.flushes and g.until_flush == "on" and _faster(g.ratio, threshold)]
-    return out + [f"{ratio_text(*g.ratio)} on {g.workload} with it off" for g in mine
-                  if g.workload in names and g.until_flush == "off" and _faster(g.ratio, threshold)]
+    out += [
+        f"{ratio_text(*g.ratio)} on {g.workload}, {_which(g)}"
+        for g in mine
+        if g.flushes and g.until_flush == "on" and _faster(g.ratio, threshold)
+    ]
+    return out + [
+        f"{ratio_text(*g.ratio)} on {g.workload} with it off"
+        for g in mine
+        if g.workload in names and g.until_flush == "off" and _faster(g.ratio, threshold)
+    ]
 
 
-def trap_finding(gains: Sequence[WritebackGain], threshold: float, short: bool = False) -> str | None:
-    """The sentence, or None when the figures do not show the trap (module docstring); ``short``: the first
-    screen's form (each ratio and what its workload does; the load and the rest: --detail)."""
+def trap_finding(
+    gains: Sequence[WritebackGain], threshold: float, short: bool = False
+) -> str | None:
+    """The sentence, or None when the figures do not show the trap (module docstring); ``short``:
+    the first screen's form (each ratio and what its workload does; the load and the rest:
+    --detail)."""
     # Ceph's default policy first, then the simplest context (one client before several)
-    groups = sorted({(g.context, g.policy) for g in gains}, key=lambda cp: (cp[1] != ceph.DEFAULTS[POLICY], cp[0]))
+    groups = sorted(
+        {(g.context, g.policy) for g in gains},
+        key=lambda cp: (cp[1] != ceph.DEFAULTS[POLICY], cp[0]),
+    )
     for context, policy in groups:
         mine = [g for g in gains if g.policy == policy and g.context == context]
         clauses = _told(mine, threshold)
         if clauses is None:
             continue
         # the context is named only where the sweep varies it
-        where = ", ".join(f"{k}={v}" for k, v in context if len({dict(g.context).get(k) for g in gains}) > 1)
+        where = ", ".join(
+            f"{k}={v}" for k, v in context if len({dict(g.context).get(k) for g in gains}) > 1
+        )
         if short:
             named = "" if policy == ceph.DEFAULTS[POLICY] else f"; rbd_cache_policy={policy}"
-            return ((f"with {where}: " if where else "")
-                    + f"librbd stays writethrough until the guest's first flush ({UNTIL_FLUSH}=on, Ceph's default"
-                    f"{named}): cache=writeback over cache=none was " + "; ".join(_short_told(mine, threshold))
-                    + ". A guest that never flushes gets librbd's writeback cache only with it off; figures: --detail.")
-        both = any(g.flushes and g.until_flush == "on" and _faster(g.ratio, threshold) for g in mine)
-        return ((f"with {where}: " if where else "")
-                + f"librbd stays writethrough until the guest's first flush ({UNTIL_FLUSH}=on, Ceph's "
-                f"default; rbd_cache_policy={policy}): " + "; ".join(clauses) + ". A guest that never sends a "
-                "flush never gets librbd's writeback cache: cache=writeback alone does not speed up its writes"
-                + (". On one disk together they would all get it once any of them flushes (librbd's switch is "
-                   "per image): a VM holding both kinds counts as flushing" if both else "") + ".")
+            return (
+                (f"with {where}: " if where else "")
+                + "librbd stays writethrough until the guest's first flush "
+                f"({UNTIL_FLUSH}=on, Ceph's default"
+                f"{named}): cache=writeback over cache=none was "
+                + "; ".join(_short_told(mine, threshold))
+                + ". A guest that never flushes gets librbd's writeback cache only with it "
+                "off; figures: --detail."
+            )
+        both = any(
+            g.flushes and g.until_flush == "on" and _faster(g.ratio, threshold) for g in mine
+        )
+        return (
+            (f"with {where}: " if where else "")
+            + f"librbd stays writethrough until the guest's first flush ({UNTIL_FLUSH}=on, Ceph's "
+            f"default; rbd_cache_policy={policy}): "
+            + "; ".join(clauses)
+            + ". A guest that never sends a "
+            "flush never gets librbd's writeback cache: cache=writeback alone does not "
+            "speed up its writes"
+            + (
+                ". On one disk together they would all get it once any of them flushes "
+                "(librbd's switch is "
+                "per image): a VM holding both kinds counts as flushing"
+                if both
+                else ""
+            )
+            + "."
+        )
     return None
 
 
@@ -214,30 +292,55 @@ def _verb(g: WritebackGain, threshold: float) -> str:
 
 
 def figures_finding(gains: Sequence[WritebackGain], threshold: float) -> str | None:
-    """Where workloads that flush and workloads that never do were both measured precisely on rbd under
-    until-flush on, but the figures do not show the trap (trap_finding is None): what writeback measured for each,
-    by its shape and the host's load, so that their answers are explained all the same; None otherwise."""
-    groups = sorted({(g.context, g.policy) for g in gains}, key=lambda cp: (cp[1] != ceph.DEFAULTS[POLICY], cp[0]))
+    """Where workloads that flush and workloads that never do were both measured precisely on rbd
+    under until-flush on, but the figures do not show the trap (trap_finding is None): what
+    writeback measured for each, by its shape and the host's load, so that their answers are
+    explained all the same; None otherwise."""
+    groups = sorted(
+        {(g.context, g.policy) for g in gains},
+        key=lambda cp: (cp[1] != ceph.DEFAULTS[POLICY], cp[0]),
+    )
     for context, policy in groups:
-        mine = [g for g in gains if g.policy == policy and g.context == context and g.until_flush == "on"
-                and not g.ratio.imprecise and g.ratio.low is not None]
+        mine = [
+            g
+            for g in gains
+            if g.policy == policy
+            and g.context == context
+            and g.until_flush == "on"
+            and not g.ratio.imprecise
+            and g.ratio.low is not None
+        ]
         if not (any(g.flushes for g in mine) and any(not g.flushes for g in mine)):
             continue
-        where = ", ".join(f"{k}={v}" for k, v in context if len({dict(g.context).get(k) for g in gains}) > 1)
-        told = "; ".join(f"{g.workload}, {_which(g)}: {_ratio(g)}, {_verb(g, threshold)}"
-                         for g in sorted(mine, key=lambda g: g.flushes))
-        return ((f"with {where}: " if where else "")
-                + f"on rbd (librbd, {UNTIL_FLUSH}=on, rbd_cache_policy={policy}) QEMU cache=writeback over "
-                f"cache=none, by what each workload does: {told}. These figures do not show librbd's "
-                "writethrough-until-flush as its rule asks (a workload that never flushes no faster than "
-                f"cache=none, one that flushes faster by more than {threshold:.0%}).")
+        where = ", ".join(
+            f"{k}={v}" for k, v in context if len({dict(g.context).get(k) for g in gains}) > 1
+        )
+        told = "; ".join(
+            f"{g.workload}, {_which(g)}: {_ratio(g)}, {_verb(g, threshold)}"
+            for g in sorted(mine, key=lambda g: g.flushes)
+        )
+        return (
+            (f"with {where}: " if where else "")
+            + f"on rbd (librbd, {UNTIL_FLUSH}=on, rbd_cache_policy={policy}) QEMU "
+            "cache=writeback over "
+            f"cache=none, by what each workload does: {told}. These figures do not show librbd's "
+            "writethrough-until-flush as its rule asks (a workload that never flushes no "
+            "faster than "
+            f"cache=none, one that flushes faster by more than {threshold:.0%})."
+        )
     return None
 
 
-def rbd_findings(cws: Sequence[CellWorkload], threshold: float, shapes: Mapping[str, IoShape],
-                 interference: Mapping[int, RunInterference] | None = None, short: bool = False) -> list[str]:
-    """The sweep's findings about librbd's cache (zero or one sentence), by each workload's primary metric and
-    shape (report/shapes.workload_shapes); ``short``: the trap in its first-screen form."""
+def rbd_findings(
+    cws: Sequence[CellWorkload],
+    threshold: float,
+    shapes: Mapping[str, IoShape],
+    interference: Mapping[int, RunInterference] | None = None,
+    short: bool = False,
+) -> list[str]:
+    """The sweep's findings about librbd's cache (zero or one sentence), by each workload's primary
+    metric and shape (report/shapes.workload_shapes); ``short``: the trap in its first-screen
+    form."""
     gains = writeback_gains(cws, lambda w: primary_metric(w)[0], shapes.get, interference)
     found = trap_finding(gains, threshold, short) or figures_finding(gains, threshold)
     return [] if found is None else [found]

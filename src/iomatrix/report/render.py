@@ -1,13 +1,12 @@
 """Texts of figures (intervals bounded at 0, ratios) and the recommendation's renderer.
 
 Report modules produce data (a `Recommendation`, tables in `exports.py`); this module writes the
-recommendation as terminal text, Markdown, JSON or CSV. Tables go through the exporters in `report/export/`.
-Nothing here computes a statistic.
+recommendation as terminal text, Markdown, JSON or CSV. Tables go through the exporters in
+`report/export/`. Nothing here computes a statistic.
 
-An interval of a quantity that cannot be negative is never shown below zero: its lower end is bounded at 0
-and marked "≥0" with a note that says so. An interval that reaches 0 or spans more than 10×
-(stats/precision.py) is shown as "not measured precisely" instead of as a figure.
-"""
+An interval of a quantity that cannot be negative is never shown below zero: its lower end is
+bounded at 0 and marked "≥0" with a note that says so. An interval that reaches 0 or spans more than
+10× (stats/precision.py) is shown as "not measured precisely" instead of as a figure."""
 
 from __future__ import annotations
 
@@ -31,8 +30,8 @@ from iomatrix.report.objective import Objective, objective_line
 from iomatrix.report.query import sweep_info
 from iomatrix.report.recommend import recommend
 
-# The first screen's layout and the shared text helpers live in report/screen.py; re-exported here, where the
-# commands, the HTML report and the tests have always imported them from.
+# The first screen's layout and the shared text helpers live in report/screen.py; re-exported here,
+# where the commands, the HTML report and the tests have always imported them from.
 from iomatrix.report.screen import FIRST_SCREEN_LINES as FIRST_SCREEN_LINES
 from iomatrix.report.screen import STATUS_TEXT as STATUS_TEXT
 from iomatrix.report.screen import code_lines, headline_text, wrap
@@ -50,17 +49,20 @@ if TYPE_CHECKING:
 
 
 def comparisons(v: Verdict) -> list[Gain]:
-    """Every ratio a verdict states: against the other cells, then bare metal, the ceiling, the requirements."""
+    """Every ratio a verdict states: against the other cells, then bare metal, the ceiling, the
+    requirements."""
     return [*v.gains, *(x for x in (v.to_baremetal, v.to_ceiling, v.requirement_cost) if x)]
 
 
-# Snippets the detail shows whatever the target: the image to create, and the eatmydata wrapper QEMU runs under; a
-# network storage's own (ceph.conf, the target's LUN) are shown with every VM tool too (`_shown_with`).
+# Snippets the detail shows whatever the target: the image to create, and the eatmydata wrapper QEMU
+# runs under; a network storage's own (ceph.conf, the target's LUN) are shown with every VM tool too
+# (`_shown_with`).
 TOOLS_WITH_EVERY_TARGET = ("qemu-img", "qemu-wrapper")
 
 
 class Code(str):
-    """A snippet's text among prose lines: never wrapped, never renamed (code_lines breaks XML where it may)."""
+    """A snippet's text among prose lines: never wrapped, never renamed (code_lines breaks XML where
+    it may)."""
 
     language: str
 
@@ -70,11 +72,12 @@ class Code(str):
         return self
 
 
-def recommendation_text(rec: Recommendation, markdown: bool = False, width: int | None = None,
-                        target: str | None = None) -> str:
-    """The recommendation's detail as terminal text or Markdown: prose wrapped to `width` (None: not wrapped),
-    cells named by the axes that vary (the shared ones stated once in the header); snippets of every tool, or of
-    `target` only (and the image's qemu-img line)."""
+def recommendation_text(
+    rec: Recommendation, markdown: bool = False, width: int | None = None, target: str | None = None
+) -> str:
+    """The recommendation's detail as terminal text or Markdown: prose wrapped to `width` (None: not
+    wrapped), cells named by the axes that vary (the shared ones stated once in the header);
+    snippets of every tool, or of `target` only (and the image's qemu-img line)."""
     names = cell_names(label for v in rec.verdicts for label in verdict_labels(v))
     out = _header_lines(rec, "## " if markdown else "")
     if names.constant_text():
@@ -82,7 +85,8 @@ def recommendation_text(rec: Recommendation, markdown: bool = False, width: int 
     printed: set[str] = set()  # snippets are printed once per configuration
     for v in rec.verdicts:
         if v.metric == "score" and v.choice is None:
-            continue  # a weighted score the plan has no inputs for: not an answer this sweep could have given
+            # a weighted score the plan has no inputs for: not an answer this sweep could have given
+            continue
         out.append("")
         out += _verdict_lines(v, markdown, printed, target)
     lines = []
@@ -91,7 +95,7 @@ def recommendation_text(rec: Recommendation, markdown: bool = False, width: int 
             lines += code_lines(line, line.language, width) if width else [str(line)]
             continue
         line = names.rename(line)
-        indent = line[:len(line) - len(line.lstrip())]
+        indent = line[: len(line) - len(line.lstrip())]
         lines += wrap(line.strip(), width, indent) if width and line.strip() else [line]
     return "\n".join(lines) + "\n"
 
@@ -101,26 +105,42 @@ def _header_lines(rec: Recommendation, h1: str) -> list[str]:
     if rec.objective is not None:
         out.append(objective_line(Objective(rec.objective)))
     if rec.requirements:
-        out.append("Requirements: " + "; ".join(f"{r.name} = {r.meaning}" for r in rec.requirements))
+        out.append(
+            "Requirements: " + "; ".join(f"{r.name} = {r.meaning}" for r in rec.requirements)
+        )
     if rec.current is not None:
         d = f" (defaulted: {', '.join(rec.current.defaulted)})" if rec.current.defaulted else ""
         read = f" (read: {'; '.join(rec.current.notes)})" if rec.current.notes else ""
-        out.append(f"Current configuration: {rec.current.label()} from {rec.current.source}{d}{read}")
+        out.append(
+            f"Current configuration: {rec.current.label()} from {rec.current.source}{d}{read}"
+        )
     out += [f"warning: {w}" for w in rec.warnings]
     out += [f"finding: {f}" for f in rec.findings]
     return out
 
 
-def _verdict_lines(v: Verdict, markdown: bool, printed: set[str], target: str | None = None) -> list[str]:
+def _verdict_lines(
+    v: Verdict, markdown: bool, printed: set[str], target: str | None = None
+) -> list[str]:
     """One workload's answer: the choice, its ratios, its risks and its snippets."""
     better = "higher" if v.higher_is_better else "lower"
-    out = [f"{'### ' if markdown else ''}{v.workload} · {v.metric or '–'} ({better} is better) · "
-           f"tier {v.tier or '–'}"]
+    out = [
+        f"{'### ' if markdown else ''}{v.workload} · {v.metric or '–'} ({better} is better) · "
+        f"tier {v.tier or '–'}"
+    ]
     if v.choice is None:
-        lead = v.provisional.choice.cell if v.provisional is not None and v.provisional.choice else None
-        return [*out, *([f"  note: {v.basis}"] if v.basis else []), f"no recommendation: {v.missing}",
-                *([f"  not settled yet; the tie-break's pick: {lead}"] if lead else []),
-                *(f"  {line}" for line in v.evidence)]
+        lead = (
+            v.provisional.choice.cell
+            if v.provisional is not None and v.provisional.choice
+            else None
+        )
+        return [
+            *out,
+            *([f"  note: {v.basis}"] if v.basis else []),
+            f"no recommendation: {v.missing}",
+            *([f"  not settled yet; the tie-break's pick: {lead}"] if lead else []),
+            *(f"  {line}" for line in v.evidence),
+        ]
     return out + _choice_lines(v) + _risk_lines(v) + _snippet_lines(v, markdown, printed, target)
 
 
@@ -128,8 +148,10 @@ def _choice_lines(v: Verdict) -> list[str]:
     assert v.choice is not None
     ci, bounded = ci_text(*v.ci)
     n = f", n={v.n}" if v.n else ""
-    out = [f"use: {v.choice.cell}  — {'score' if v.metric == 'score' else 'mean'} {fmt(v.mean)} "
-           f"(95% CI {ci}{n})"]
+    out = [
+        f"use: {v.choice.cell}  — {'score' if v.metric == 'score' else 'mean'} {fmt(v.mean)} "
+        f"(95% CI {ci}{n})"
+    ]
     if v.basis:
         out.append(f"  note: {v.basis}")
     if v.choice.tied:
@@ -143,7 +165,9 @@ def _choice_lines(v: Verdict) -> list[str]:
 def _interval_notes(gains: list[Gain], bounded: bool) -> list[str]:
     """Why an interval is bounded at 0, or why a ratio has none."""
     out = [f"  {BOUNDED_NOTE}"] if bounded else []
-    if any(g.ratio is not None and g.ratio.ratio is not None and g.ratio.low is None for g in gains):
+    if any(
+        g.ratio is not None and g.ratio.ratio is not None and g.ratio.low is None for g in gains
+    ):
         out.append(f"  {NO_INTERVAL_NOTE}")
     return out
 
@@ -158,10 +182,15 @@ def _gain_line(g: Gain) -> str:
 def _risk_lines(v: Verdict) -> list[str]:
     if not v.risks:
         return []
-    return [f"risks ({v.risks[0].basis}):", *(f"  - on {rs.situation}: {rs.text}" for rs in v.risks)]
+    return [
+        f"risks ({v.risks[0].basis}):",
+        *(f"  - on {rs.situation}: {rs.text}" for rs in v.risks),
+    ]
 
 
-def _snippet_lines(v: Verdict, markdown: bool, printed: set[str], target: str | None = None) -> list[str]:
+def _snippet_lines(
+    v: Verdict, markdown: bool, printed: set[str], target: str | None = None
+) -> list[str]:
     if v.snippets is None:
         return []
     config = v.snippets.config
@@ -180,9 +209,13 @@ def _snippet_lines(v: Verdict, markdown: bool, printed: set[str], target: str | 
 
 
 def _shown_with(s: Snippet, target: str | None) -> bool:
-    """Whether the detail for `target` shows `s`: the target's own, the image's, and the storage's (not a VM tool's:
-    its settings hold whichever VM tool the disk is written for)."""
-    if target is None or s.tool in (target, *TOOLS_WITH_EVERY_TARGET, *SHORTER_FORM.get(target, ())):
+    """Whether the detail for `target` shows `s`: the target's own, the image's, and the storage's
+    (not a VM tool's: its settings hold whichever VM tool the disk is written for)."""
+    if target is None or s.tool in (
+        target,
+        *TOOLS_WITH_EVERY_TARGET,
+        *SHORTER_FORM.get(target, ()),
+    ):
         return True
     return s.tool not in TARGETS and not any(s.tool in tools for tools in SHORTER_FORM.values())
 
@@ -203,30 +236,65 @@ def _code(s: Snippet) -> Code:
 
 
 def recommendation_table(rec: Recommendation) -> DataTable:
-    """The recommendation as table data: one row per ratio a verdict states (one row when it states none)."""
+    """The recommendation as table data: one row per ratio a verdict states (one row when it states
+    none)."""
     rows = []
     for v in rec.verdicts:
-        base = {"workload": v.workload, "metric": v.metric, "chosen": v.choice.cell if v.choice else None,
-                "tied": "; ".join(v.choice.tied) if v.choice else None, "mean": v.mean, "missing": v.missing}
+        base = {
+            "workload": v.workload,
+            "metric": v.metric,
+            "chosen": v.choice.cell if v.choice else None,
+            "tied": "; ".join(v.choice.tied) if v.choice else None,
+            "mean": v.mean,
+            "missing": v.missing,
+        }
         for g in comparisons(v):
             if g.label is None and g.ratio is None:
-                continue  # a default this sweep did not measure (a platform's): no ratio stated; JSON has it
-            rows.append({**base, "against": g.against, "ratio": g.ratio.ratio if g.ratio else None,
-                         "ci95_low": g.ratio.low if g.ratio else None,
-                         "ci95_high": g.ratio.high if g.ratio else None})
+                # a default this sweep did not measure (a platform's): no ratio stated; JSON has it
+                continue
+            rows.append(
+                {
+                    **base,
+                    "against": g.against,
+                    "ratio": g.ratio.ratio if g.ratio else None,
+                    "ci95_low": g.ratio.low if g.ratio else None,
+                    "ci95_high": g.ratio.high if g.ratio else None,
+                }
+            )
         if not v.gains:
             rows.append(base)
-    return DataTable("", ["workload", "metric", "chosen", "tied", "mean", "against", "ratio", "ci95_low",
-                          "ci95_high", "missing"], rows)
+    return DataTable(
+        "",
+        [
+            "workload",
+            "metric",
+            "chosen",
+            "tied",
+            "mean",
+            "against",
+            "ratio",
+            "ci95_low",
+            "ci95_high",
+            "missing",
+        ],
+        rows,
+    )
 
 
-def render_recommendation(rec: Recommendation, format: OutputFormat | str,
-                          consolidation: list[dict[str, Any]] | None = None, *, headline: Headline | None = None,
-                          detail: bool = True, width: int | None = None) -> str:
-    """`consolidation`: the consolidation answers (report.consolidation.consolidation_json), added to the JSON
-    document under "consolidation" when the sweep has them (the table and markdown forms print them as text).
-    `headline` comes first (JSON: under "headline"); the detail follows in the terminal only with `detail`
-    (Markdown, a document, always has it). `width`: the terminal's columns, for wrapping."""
+def render_recommendation(
+    rec: Recommendation,
+    format: OutputFormat | str,
+    consolidation: list[dict[str, Any]] | None = None,
+    *,
+    headline: Headline | None = None,
+    detail: bool = True,
+    width: int | None = None,
+) -> str:
+    """`consolidation`: the consolidation answers (report.consolidation.consolidation_json), added
+    to the JSON document under "consolidation" when the sweep has them (the table and markdown forms
+    print them as text). `headline` comes first (JSON: under "headline"); the detail follows in the
+    terminal only with `detail` (Markdown, a document, always has it). `width`: the terminal's
+    columns, for wrapping."""
     f = OutputFormat(format)
     if f == OutputFormat.json:
         doc = rec.as_dict()
@@ -246,7 +314,9 @@ def render_recommendation(rec: Recommendation, format: OutputFormat | str,
     if detail and not markdown and not rec.verdicts:
         text += f"\nnothing to detail: sweep {rec.sweep_id} has no ranked workloads yet\n"
     elif detail or markdown:
-        text += "\n" + recommendation_text(rec, markdown, width, None if markdown else headline.target)
+        text += "\n" + recommendation_text(
+            rec, markdown, width, None if markdown else headline.target
+        )
     return text
 
 
@@ -255,21 +325,33 @@ OTHER_SWEEPS_NAMED = 6
 
 
 def other_sweeps_lines(store: Store, sweep_id: int, width: int) -> list[str]:
-    """One statement under the answer naming the database's other sweeps, by id, plan and status, wrapped to
-    `width`: a different plan run into an existing database is answered for, not hidden behind the latest
-    sweep's answer (issue 49). [] when the sweep is the database's only one."""
+    """One statement under the answer naming the database's other sweeps, by id, plan and status,
+    wrapped to `width`: a different plan run into an existing database is answered for, not hidden
+    behind the latest sweep's answer (issue 49). [] when the sweep is the database's only one."""
     others = [s for i in store.sweep_ids() if i != sweep_id and (s := store.sweep(i)) is not None]
     if not others:
         return []
     named = ", ".join(f"{s.id} ({s.plan_name}, {s.status})" for s in others[:OTHER_SWEEPS_NAMED])
-    more = f" and {len(others) - OTHER_SWEEPS_NAMED} more" if len(others) > OTHER_SWEEPS_NAMED else ""
-    return wrap(f"other sweeps in this database: {named}{more}; this answer is sweep {sweep_id}'s, another's with "
-                "--sweep N", width)
+    more = (
+        f" and {len(others) - OTHER_SWEEPS_NAMED} more" if len(others) > OTHER_SWEEPS_NAMED else ""
+    )
+    return wrap(
+        f"other sweeps in this database: {named}{more}; this answer is sweep "
+        f"{sweep_id}'s, another's with "
+        "--sweep N",
+        width,
+    )
 
 
-def end_of_run_text(store: Store, sweep_id: int, width: int, target: str = DEFAULT_TARGET,
-                    allow_data_loss: bool = False) -> str:
-    """What `iomatrix run` ends with: the tiers' own verdict lines (the durability tier's), then the headline."""
+def end_of_run_text(
+    store: Store,
+    sweep_id: int,
+    width: int,
+    target: str = DEFAULT_TARGET,
+    allow_data_loss: bool = False,
+) -> str:
+    """What `iomatrix run` ends with: the tiers' own verdict lines (the durability tier's), then the
+    headline."""
     lines: list[str] = []
     for tier in tier_classes():
         own = companion(tier.name).verdict_lines(store, sweep_id) if tier.verdicts else []

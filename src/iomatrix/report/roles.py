@@ -1,13 +1,13 @@
-"""One answer per role (docs/roles.md): "For a database VM: use …", built on each job's own decision.
+"""One answer per role (docs/roles.md): "For a database VM: use …", built on each job's own
+decision.
 
-A role's first figure decides: the answer (or the tie-break's pick, or the leading cell) of the job it belongs
-to, decided by stats/decision.py through the workload's verdict, is the candidate. A candidate shown worse than
-the best cell by more than the role's margin on another deciding figure (its mean, and the 95% interval of the
-ratio over their runs) is not chosen, and the answer says so; the
-next cell of the deciding job's ranking is tried. `combine` is that rule, pure; `role_answers` gathers its inputs
-from a sweep's verdicts and cells, and every output (recommend, the end of run, the report, JSON) shows what it
-returns, first.
-"""
+A role's first figure decides: the answer (or the tie-break's pick, or the leading cell) of the job
+it belongs to, decided by stats/decision.py through the workload's verdict, is the candidate. A
+candidate shown worse than the best cell by more than the role's margin on another deciding figure
+(its mean, and the 95% interval of the ratio over their runs) is not chosen, and the answer says so;
+the next cell of the deciding job's ranking is tried. `combine` is that rule, pure; `role_answers`
+gathers its inputs from a sweep's verdicts and cells, and every output (recommend, the end of run,
+the report, JSON) shows what it returns, first."""
 
 from __future__ import annotations
 
@@ -22,19 +22,24 @@ from iomatrix.report.recommend.verdict import Verdict, answer_of
 from iomatrix.roles import Figure, Role, plan_roles
 from iomatrix.stats.compare import ratio_ci
 
-STATUS_WORDS = {"answer": "settled", "tied": "tied within the decision's threshold: the tie-break's pick",
-                "equivalent": "equivalent within the role's margin on the deciding figure",
-                "provisional": "not settled yet: the leading cell, not yet an answer"}
-# The statuses that answer a role (bench/quickstart.py counts them): settled, tied or equivalent; "provisional"
-# (only leading) and "none" do not.
+STATUS_WORDS = {
+    "answer": "settled",
+    "tied": "tied within the decision's threshold: the tie-break's pick",
+    "equivalent": "equivalent within the role's margin on the deciding figure",
+    "provisional": "not settled yet: the leading cell, not yet an answer",
+}
+# The statuses that answer a role (bench/quickstart.py counts them): settled, tied or equivalent;
+# "provisional" (only leading) and "none" do not.
 ANSWERED = ("answer", "tied", "equivalent")
 
 
 def shortfall(value: float, best: float, higher_is_better: bool) -> float:
-    """How much worse `value` is than `best`, as a fraction of `best` (0 when it is the best or better).
+    """How much worse `value` is than `best`, as a fraction of `best` (0 when it is the best or
+    better).
 
-    Higher is better: 1 − value/best; lower is better (a latency): value/best − 1. Example: a p99 of 1.2 ms
-    against the best 1.0 ms is 0.2 worse (20 %); 900 MB/s against 1000 MB/s is 0.1 worse (10 %)."""
+    Higher is better: 1 − value/best; lower is better (a latency): value/best − 1. Example: a p99 of
+    1.2 ms against the best 1.0 ms is 0.2 worse (20 %); 900 MB/s against 1000 MB/s is 0.1 worse (10
+    %)."""
     if best <= 0:
         return 0.0
     worse = 1 - value / best if higher_is_better else value / best - 1
@@ -43,8 +48,9 @@ def shortfall(value: float, best: float, higher_is_better: bool) -> float:
 
 @dataclass(frozen=True)
 class FigureMeans:
-    """One deciding figure and each candidate cell's mean on it (cells without a figure are left out); `samples`:
-    their runs' values, when known (then a veto needs the interval of the ratio, not only the means: _veto)."""
+    """One deciding figure and each candidate cell's mean on it (cells without a figure are left
+    out); `samples`: their runs' values, when known (then a veto needs the interval of the ratio,
+    not only the means: _veto)."""
 
     figure: Figure
     means: Mapping[str, float]
@@ -67,13 +73,20 @@ class Veto:
     worse: float
     best: str
 
-    interval: tuple[float, float] | None = None  # the cell/best ratio's 95% interval, when runs gave one
+    # the cell/best ratio's 95% interval, when runs gave one
+    interval: tuple[float, float] | None = None
 
     def text(self, margin: float) -> str:
-        basis = "by its mean" if self.interval is None else \
-            f"{self.interval[0]:.2f}–{self.interval[1]:.2f}× the best, 95% CI"
-        return (f"{self.cell} not chosen: {self.worse:.0%} worse than {self.best} on {self.figure.says} "
-                f"({self.figure.key}, {basis}; margin {margin:.0%})")
+        basis = (
+            "by its mean"
+            if self.interval is None
+            else f"{self.interval[0]:.2f}–{self.interval[1]:.2f}× the best, 95% CI"
+        )
+        return (
+            f"{self.cell} not chosen: {self.worse:.0%} worse than {self.best} on "
+            f"{self.figure.says} "
+            f"({self.figure.key}, {basis}; margin {margin:.0%})"
+        )
 
 
 @dataclass(frozen=True)
@@ -83,11 +96,12 @@ class Combined:
 
 
 def combine(candidates: Sequence[str], others: Sequence[FigureMeans], margin: float) -> Combined:
-    """THE role rule: the first of `candidates` (the deciding figure's answer first, then its ranking) that is not
-    worse than `margin` on any of the `others` deciding figures; each candidate passed over is a Veto.
+    """THE role rule: the first of `candidates` (the deciding figure's answer first, then its
+    ranking) that is not worse than `margin` on any of the `others` deciding figures; each candidate
+    passed over is a Veto.
 
-    Example, margin 5 %: candidates [A, B]; on the log's commits per second A has 800/s and B 1000/s: A is 20 %
-    worse, vetoed; B is the best there, chosen."""
+    Example, margin 5 %: candidates [A, B]; on the log's commits per second A has 800/s and B
+    1000/s: A is 20 % worse, vetoed; B is the best there, chosen."""
     vetoes: list[Veto] = []
     for cell in candidates:
         veto = next((v for f in others if (v := _veto(cell, f, margin)) is not None), None)
@@ -98,11 +112,12 @@ def combine(candidates: Sequence[str], others: Sequence[FigureMeans], margin: fl
 
 
 def _veto(cell: str, f: FigureMeans, margin: float) -> Veto | None:
-    """`cell` worse than the best on `f` by more than `margin`: by the means, and, where both cells' runs are
-    known, by the whole 95% interval of their ratio (Fieller, stats/compare.py): a mean worse by noise alone
-    (seen: 14% on the log's commits over 3 runs whose own decision was 0.98–1.91×) does not pass the deciding
-    figure's pick over. Example, margin 5 %, higher is better: 800 vs 1000 commits/s, interval 0.70–0.90×:
-    vetoed; interval 0.60–1.05×: not (it may be within 5 %)."""
+    """`cell` worse than the best on `f` by more than `margin`: by the means, and, where both cells'
+    runs are known, by the whole 95% interval of their ratio (Fieller, stats/compare.py): a mean
+    worse by noise alone (seen: 14% on the log's commits over 3 runs whose own decision was
+    0.98–1.91×) does not pass the deciding figure's pick over. Example, margin 5 %, higher is
+    better: 800 vs 1000 commits/s, interval 0.70–0.90×: vetoed; interval 0.60–1.05×: not (it may be
+    within 5 %)."""
     best = f.best()
     if best is None or cell not in f.means or cell == best[0]:
         return None
@@ -111,7 +126,8 @@ def _veto(cell: str, f: FigureMeans, margin: float) -> Veto | None:
         return None
     a, b = f.samples.get(cell, ()), f.samples.get(best[0], ())
     if len(a) < 2 or len(b) < 2:
-        return Veto(cell, f.figure, worse, best[0])  # no runs to judge the noise by (means given alone)
+        # no runs to judge the noise by (means given alone)
+        return Veto(cell, f.figure, worse, best[0])
     ci = ratio_ci(a, b)
     if ci.low is None or ci.high is None:
         return None  # no interval: not shown worse
@@ -130,15 +146,19 @@ class RoleAnswer:
     status: str  # "answer", "equivalent", "tied", "provisional" (as answer_of), "none"
     cell: str | None = None
     tier: str = ""
-    figures: list[dict[str, Any]] = field(default_factory=list)  # per deciding figure: the chosen cell vs the best
+    # per deciding figure: the chosen cell vs the best
+    figures: list[dict[str, Any]] = field(default_factory=list)
     vetoes: list[str] = field(default_factory=list)
     missing: str = ""
-    instead_of: str | None = None  # the deciding figure's pick, when another deciding figure passed it over
-    # Status "equivalent": why the pick is kept, with the measured bounds ("nothing measured is faster by more
-    # than 5% (format=qcow2 … 0.97–1.04×)": the deciding job's decision, report/recommend/verdict.py: choose).
+    # the deciding figure's pick, when another deciding figure passed it over
+    instead_of: str | None = None
+    # Status "equivalent": why the pick is kept, with the measured bounds ("nothing measured is
+    # faster by more than 5% (format=qcow2 … 0.97–1.04×)": the deciding job's decision,
+    # report/recommend/verdict.py: choose).
     kept: str = ""
-    # Status "provisional": how many more rounds the deciding job's decision needs ("about 4 more round(s) would
-    # settle the deciding figure (…); about 20 would show them equivalent within 5% (TOST)": rounds_text).
+    # Status "provisional": how many more rounds the deciding job's decision needs ("about 4 more
+    # round(s) would settle the deciding figure (…); about 20 would show them equivalent within 5%
+    # (TOST)": rounds_text).
     pending: str = ""
 
     @property
@@ -166,52 +186,84 @@ class RoleAnswer:
             if f["ratio_to_best"] is None:
                 out.append(f"{f['says']} ({f['figure']}): not measured for this cell")
                 continue
-            # A ratio of means: how the pick stands against the best cell on this figure (its decision, with its
-            # interval, is the job's own verdict in --detail).
-            vs = "the best" if f["best_cell"] == self.cell else f"{f['ratio_to_best']:.2f}× the best, " \
-                 f"{f['best_cell']}"
+            # A ratio of means: how the pick stands against the best cell on this figure (its
+            # decision, with its interval, is the job's own verdict in --detail).
+            vs = (
+                "the best"
+                if f["best_cell"] == self.cell
+                else f"{f['ratio_to_best']:.2f}× the best, {f['best_cell']}"
+            )
             out.append(f"{f['says']} ({f['figure']}): {_number(f['mean'])} {f['unit']}, {vs}")
         return out + self.vetoes
 
     def as_dict(self) -> dict[str, Any]:
-        return {"role": self.role, "answer_for": self.answer_for, "text": self.headline(), "status": self.status,
-                "answered": self.answered, "kept": self.kept or None, "pending": self.pending or None,
-                "cell": self.cell, "instead_of": self.instead_of, "tier": self.tier or None, "margin": self.margin,
-                "jobs": self.jobs, "figures": self.figures, "not_chosen": self.vetoes, "missing": self.missing or None}
+        return {
+            "role": self.role,
+            "answer_for": self.answer_for,
+            "text": self.headline(),
+            "status": self.status,
+            "answered": self.answered,
+            "kept": self.kept or None,
+            "pending": self.pending or None,
+            "cell": self.cell,
+            "instead_of": self.instead_of,
+            "tier": self.tier or None,
+            "margin": self.margin,
+            "jobs": self.jobs,
+            "figures": self.figures,
+            "not_chosen": self.vetoes,
+            "missing": self.missing or None,
+        }
 
 
 def rounds_text(settle: int | None, equivalence: int | None, margin: float) -> str:
-    """What an unsettled deciding figure still needs, from its decision's estimates (power 0.8): "about 4 more
-    round(s) would settle the deciding figure (separate the cells or rule one out); about 20 would show them
-    equivalent within 5% (TOST)" (them: the leader and what the answer would keep, stats/decision.py)."""
+    """What an unsettled deciding figure still needs, from its decision's estimates (power 0.8):
+    "about 4 more round(s) would settle the deciding figure (separate the cells or rule one out);
+    about 20 would show them equivalent within 5% (TOST)" (them: the leader and what the answer
+    would keep, stats/decision.py)."""
     parts = []
     if settle is not None:
-        parts.append(f"about {settle} more round(s) would settle the deciding figure (separate the cells or rule "
-                     "one out)")
+        parts.append(
+            f"about {settle} more round(s) would settle the deciding figure (separate "
+            "the cells or rule "
+            "one out)"
+        )
     if equivalence is not None:
-        parts.append(f"about {equivalence} {'' if parts else 'more round(s) '}would show them equivalent within "
-                     f"{margin:.0%} (TOST)")
+        parts.append(
+            f"about {equivalence} {'' if parts else 'more round(s) '}would show them "
+            "equivalent within "
+            f"{margin:.0%} (TOST)"
+        )
     return "; ".join(parts) or "no number of rounds can be estimated to settle it"
 
 
 def _number(x: float) -> str:
-    """12,345 or 12.3: whole numbers from 1000 on, three significant digits below (never 1.2e+04)."""
+    """12,345 or 12.3: whole numbers from 1000 on, three significant digits below (never
+    1.2e+04)."""
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
 
 
 def _figure_means(f: Figure, cws: Sequence[CellWorkload], workload: str, tier: str) -> FigureMeans:
-    """The figure's runs per cell of `tier` (ranked runs only: CellWorkload.samples) and their means."""
-    runs = {c.label(): list(c.samples[f.metric]) for c in cws
-            if c.workload == workload and c.axes.get("tier") == tier and not is_ceiling(c.axes)
-            and c.samples.get(f.metric)}
+    """The figure's runs per cell of `tier` (ranked runs only: CellWorkload.samples) and their
+    means."""
+    runs = {
+        c.label(): list(c.samples[f.metric])
+        for c in cws
+        if c.workload == workload
+        and c.axes.get("tier") == tier
+        and not is_ceiling(c.axes)
+        and c.samples.get(f.metric)
+    }
     return FigureMeans(f, {cell: sum(v) / len(v) for cell, v in runs.items()}, runs)
 
 
-def _candidates(v: Verdict, primary: FigureMeans, allowed: set[str] | None,
-                margin: float) -> tuple[list[str], str]:
-    """The deciding figure's pick first (its status), then the cells within the role's margin of the best on it
-    (its tied cells first), by their mean: passing the pick over never falls to a cell materially worse on the
-    figure that decides, even one the decision could not separate from the pick yet."""
+def _candidates(
+    v: Verdict, primary: FigureMeans, allowed: set[str] | None, margin: float
+) -> tuple[list[str], str]:
+    """The deciding figure's pick first (its status), then the cells within the role's margin of the
+    best on it (its tied cells first), by their mean: passing the pick over never falls to a cell
+    materially worse on the figure that decides, even one the decision could not separate from the
+    pick yet."""
     found = answer_of(v)
     if found is None or found[0].choice is None:
         return [], "none"
@@ -219,10 +271,20 @@ def _candidates(v: Verdict, primary: FigureMeans, allowed: set[str] | None,
     choice = chosen.choice
     assert choice is not None
     best = primary.best()
-    near = [c for c in primary.means if c != choice.cell and best is not None
-            and shortfall(primary.means[c], best[1], primary.figure.higher_is_better) <= margin]
-    rest = sorted(near, key=lambda c: (c not in choice.tied, primary.means[c] * (-1 if primary.figure.higher_is_better
-                                                                                  else 1)))
+    near = [
+        c
+        for c in primary.means
+        if c != choice.cell
+        and best is not None
+        and shortfall(primary.means[c], best[1], primary.figure.higher_is_better) <= margin
+    ]
+    rest = sorted(
+        near,
+        key=lambda c: (
+            c not in choice.tied,
+            primary.means[c] * (-1 if primary.figure.higher_is_better else 1),
+        ),
+    )
     return [choice.cell, *(c for c in rest if allowed is None or c in allowed)], status
 
 
@@ -232,20 +294,34 @@ def _figure_row(f: FigureMeans, cell: str) -> dict[str, Any]:
     ratio = None
     if best is not None and mean is not None and mean > 0 and best[1] > 0:
         ratio = mean / best[1] if f.figure.higher_is_better else best[1] / mean
-    return {"figure": f.figure.key, "says": f.figure.says, "metric": f.figure.metric, "mean": mean,
-            "unit": metric_info(f.figure.metric).unit, "best_cell": None if best is None else best[0],
-            "best_mean": None if best is None else best[1], "ratio_to_best": ratio}
+    return {
+        "figure": f.figure.key,
+        "says": f.figure.says,
+        "metric": f.figure.metric,
+        "mean": mean,
+        "unit": metric_info(f.figure.metric).unit,
+        "best_cell": None if best is None else best[0],
+        "best_mean": None if best is None else best[1],
+        "ratio_to_best": ratio,
+    }
 
 
-def role_answer(role: Role, verdicts: Mapping[str, Verdict], cws: Sequence[CellWorkload],
-                allowed: set[str] | None = None) -> RoleAnswer:
-    """One role's answer from its deciding job's verdict and the cells' means on each deciding figure, in the
-    tier that verdict was made in. `allowed`: the cells meeting the requirements (None: every cell)."""
+def role_answer(
+    role: Role,
+    verdicts: Mapping[str, Verdict],
+    cws: Sequence[CellWorkload],
+    allowed: set[str] | None = None,
+) -> RoleAnswer:
+    """One role's answer from its deciding job's verdict and the cells' means on each deciding
+    figure, in the tier that verdict was made in. `allowed`: the cells meeting the requirements
+    (None: every cell)."""
     out = RoleAnswer(role.name, role.answer_for, role.margin, role.workload_names(), "none")
     first = role.figures[0]
     v = verdicts.get(role.workload_of(first.job))
     if v is None or not v.tier:
-        out.missing = f"{role.workload_of(first.job)} has no ranked cells yet ({first.says} decides)"
+        out.missing = (
+            f"{role.workload_of(first.job)} has no ranked cells yet ({first.says} decides)"
+        )
         return out
     out.tier = v.tier
     per = [_figure_means(f, cws, role.workload_of(f.job), v.tier) for f in role.figures]
@@ -256,12 +332,16 @@ def role_answer(role: Role, verdicts: Mapping[str, Verdict], cws: Sequence[CellW
     combined = combine(candidates, per[1:], role.margin)
     out.vetoes = [x.text(role.margin) for x in combined.vetoes]
     if combined.cell is None:
-        out.missing = (f"no cell near the best on {first.says} is within {role.margin:.0%} of the best on every "
-                       "other deciding figure: a trade-off between them (below)")
+        out.missing = (
+            f"no cell near the best on {first.says} is within {role.margin:.0%} of the "
+            "best on every "
+            "other deciding figure: a trade-off between them (below)"
+        )
         return out
     out.cell = combined.cell
     out.instead_of = candidates[0] if combined.cell != candidates[0] else None
-    out.status = status  # how settled the deciding figure is; the vetoes say why its pick was passed over
+    # how settled the deciding figure is; the vetoes say why its pick was passed over
+    out.status = status
     found = answer_of(v)
     choice = found[0].choice if found else None
     out.kept = choice.kept if status == "equivalent" and choice else ""
@@ -271,11 +351,16 @@ def role_answer(role: Role, verdicts: Mapping[str, Verdict], cws: Sequence[CellW
     return out
 
 
-def role_answers(plan_definition: Mapping[str, Any], verdicts: Sequence[Verdict], cws: Sequence[CellWorkload],
-                 allowed: set[str] | None = None, margin: float | None = None) -> list[RoleAnswer]:
-    """The answer for every role the sweep's plan ran (its stored definition's `roles` and `[role.NAME]`), each at
-    its margin (``margin``, recommend --margin, else the plan's key `margin`, replaces a built-in role's and is a
-    role table's without one: roles.plan_roles)."""
+def role_answers(
+    plan_definition: Mapping[str, Any],
+    verdicts: Sequence[Verdict],
+    cws: Sequence[CellWorkload],
+    allowed: set[str] | None = None,
+    margin: float | None = None,
+) -> list[RoleAnswer]:
+    """The answer for every role the sweep's plan ran (its stored definition's `roles` and
+    `[role.NAME]`), each at its margin (``margin``, recommend --margin, else the plan's key
+    `margin`, replaces a built-in role's and is a role table's without one: roles.plan_roles)."""
     names, custom = plan_definition.get("roles") or [], plan_definition.get("role") or {}
     if not names and not custom:
         return []

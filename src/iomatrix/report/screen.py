@@ -1,10 +1,10 @@
 """The answer's first screen (issue 49): the headline laid out as terminal text or Markdown within
-FIRST_SCREEN_LINES at the terminal's width — the header, the findings, the roles; one decision line per workload
-under each configuration; then each distinct storage setting, risk statement and snippet once, whole where the
-screen leaves room, else in its short form (the whole one in `recommend --detail`). Also the text helpers every
-renderer shares: `wrap` (prose) and `code_lines` (snippets, never broken but XML between attributes). Data in
-(report/headline.py: Headline), text out; nothing here computes a statistic or decides an answer.
-"""
+FIRST_SCREEN_LINES at the terminal's width — the header, the findings, the roles; one decision line
+per workload under each configuration; then each distinct storage setting, risk statement and
+snippet once, whole where the screen leaves room, else in its short form (the whole one in
+`recommend --detail`). Also the text helpers every renderer shares: `wrap` (prose) and `code_lines`
+(snippets, never broken but XML between attributes). Data in (report/headline.py: Headline), text
+out; nothing here computes a statistic or decides an answer."""
 
 from __future__ import annotations
 
@@ -22,36 +22,50 @@ from iomatrix.report.recommend import DOCUMENTED
 if TYPE_CHECKING:
     from iomatrix.snippets import Snippet
 
-STATUS_TEXT = {"answer": "the answer", "tied": "tied: the tie-break's pick",
-               "provisional": "not separated yet: the tie-break's pick", "equivalent": "kept",
-               # answered with another workload's answer on the same backing (report/one_config.py)
-               "joined": "tied: one configuration for the backing",
-               "joined-provisional": "not separated yet: one configuration for the backing"}
-# A squeezed screen's statuses (report/headline.py's Pick.verb says the tie-break's pick once, above them).
+STATUS_TEXT = {
+    "answer": "the answer",
+    "tied": "tied: the tie-break's pick",
+    "provisional": "not separated yet: the tie-break's pick",
+    "equivalent": "kept",
+    # answered with another workload's answer on the same backing (report/one_config.py)
+    "joined": "tied: one configuration for the backing",
+    "joined-provisional": "not separated yet: one configuration for the backing",
+}
+# A squeezed screen's statuses (report/headline.py's Pick.verb says the tie-break's pick once, above
+# them).
 SHORT_STATUS = {"tied": "tied", "provisional": "not separated yet"}
-# Lines a pick gives to what its alternatives measured, at most; all picks together get what is left of the
-# first screen's FIRST_SCREEN_LINES (issue 49).
+# Lines a pick gives to what its alternatives measured, at most; all picks together get what is left
+# of the first screen's FIRST_SCREEN_LINES (issue 49).
 ALTERNATIVE_LINES = 3
 FIRST_SCREEN_LINES = 30
 
 
 def wrap(text: str, width: int, indent: str = "", hang: str = "  ") -> list[str]:
-    """`text` wrapped to `width` columns (continuation lines indented by `hang` more); never wider, never
-    empty-handed: a width too small for the indentation still gets one word per line."""
+    """`text` wrapped to `width` columns (continuation lines indented by `hang` more); never wider,
+    never empty-handed: a width too small for the indentation still gets one word per line."""
     room = max(width, len(indent) + len(hang) + 10)
-    return textwrap.wrap(text, room, initial_indent=indent, subsequent_indent=indent + hang,
-                         break_on_hyphens=False, break_long_words=width >= 60) or [indent]
+    return textwrap.wrap(
+        text,
+        room,
+        initial_indent=indent,
+        subsequent_indent=indent + hang,
+        break_on_hyphens=False,
+        break_long_words=width >= 60,
+    ) or [indent]
 
 
 def code_lines(text: str, language: str, width: int, indent: str = "") -> list[str]:
-    """A snippet's lines, paste-ready. XML breaks between attributes where a line is too wide (whitespace between
-    attributes means nothing to XML); other languages are never broken (a broken shell word is a broken
-    command). `indent` is not put before a line that continues a shell word (the line before ends in a bare
-    backslash, vmconfig.config.shell_word): the shell would take the indent as a space inside the word."""
+    """A snippet's lines, paste-ready. XML breaks between attributes where a line is too wide
+    (whitespace between attributes means nothing to XML); other languages are never broken (a broken
+    shell word is a broken command). `indent` is not put before a line that continues a shell word
+    (the line before ends in a bare backslash, vmconfig.config.shell_word): the shell would take the
+    indent as a space inside the word."""
     out = []
-    in_word = False  # the line before ended a shell word with a bare backslash: this line goes on with it
+    # the line before ended a shell word with a bare backslash: this line goes on with it
+    in_word = False
     for line in text.splitlines():
-        # The word resumes at the line's first column: an indent there would split it in two when pasted.
+        # The word resumes at the line's first column: an indent there would split it in two when
+        # pasted.
         line = ("" if in_word else indent) + line
         in_word = language == "sh" and line.endswith("\\") and not line.endswith(" \\")
         if len(line) > width and language == "sh" and "<<" not in text:
@@ -60,7 +74,7 @@ def code_lines(text: str, language: str, width: int, indent: str = "") -> list[s
         if len(line) <= width or language != "xml":
             out.append(line)
             continue
-        lead = line[:len(line) - len(line.lstrip())]
+        lead = line[: len(line) - len(line.lstrip())]
         words = re.findall(r'[^\s"]+(?:"[^"]*")?|"[^"]*"', line.strip())
         cur = lead + words[0]
         for w in words[1:]:
@@ -75,12 +89,14 @@ def code_lines(text: str, language: str, width: int, indent: str = "") -> list[s
 
 def _shell_continued(line: str, width: int) -> list[str]:
     """A shell command too wide for `width` broken between its words with " \\" continuations (the shell joins
-    them back into one command); a comment, a word wider than the line, or a quoted string stays whole."""
-    lead = line[:len(line) - len(line.lstrip())]
+    them back into one command); a comment, a word wider than the line, or a quoted string stays
+    whole."""  # noqa: E501
+    lead = line[: len(line) - len(line.lstrip())]
     if line.lstrip().startswith("#") or line.rstrip().endswith("\\"):
         return [line]
     words = re.findall(r"(?:[^\s'\"]+|'[^']*'|\"[^\"]*\")+", line.strip())
-    if any(len(lead) + 4 + len(w) + 2 > width for w in words):  # a word wider than a line: left whole
+    # a word wider than a line: left whole
+    if any(len(lead) + 4 + len(w) + 2 > width for w in words):
         return [line]
     out, cur = [], lead + words[0]
     for w in words[1:]:
@@ -96,7 +112,8 @@ def gain_text(wg: WorkloadGain, cell: str) -> str:
     g = wg.gain
     if g is None:
         return f"vs {wg.against}: not in this sweep"
-    # The current configuration's values compared at the cell's (zero detection for a read workload): said.
+    # The current configuration's values compared at the cell's (zero detection for a read
+    # workload): said.
     assumed = f" (taking {', '.join(g.assumed)})" if g.assumed else ""
     if g.label == cell:
         return f"1.00×: it is {wg.against}{assumed}"
@@ -110,31 +127,47 @@ def wrapped_lines(lines: list[str], width: int, indent: str) -> list[str]:
 
 
 def page_cache_lines(p: Pick) -> list[str]:
-    """One line per distinct page-cache warning the pick's stated ratios carry (Gain.page_cache: one side's figure
-    came from the host page cache), naming the workloads it applies to, right below their ratios."""
+    """One line per distinct page-cache warning the pick's stated ratios carry (Gain.page_cache: one
+    side's figure came from the host page cache), naming the workloads it applies to, right below
+    their ratios."""
     per: dict[str, list[str]] = {}
     for wg in p.gains:
         g = wg.gain
-        if g is not None and g.page_cache and g.label != p.cell and g.ratio is not None and g.ratio.ratio is not None:
+        if (
+            g is not None
+            and g.page_cache
+            and g.label != p.cell
+            and g.ratio is not None
+            and g.ratio.ratio is not None
+        ):
             per.setdefault(g.page_cache, []).append(wg.workload)
     return [f"page cache on {', '.join(ws)}: {note}" for note, ws in per.items()]
 
 
 def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
-    """The headline as terminal text (every line at most `width` columns) or Markdown, laid out for one screen
-    (issue 49): the header, the findings, the roles; one decision line per workload under each configuration;
-    then each distinct storage setting, risk statement and snippet once (`_config_parts`), whole where the
-    screen's FIRST_SCREEN_LINES leave room, else in its short form (the whole one in --detail)."""
+    """The headline as terminal text (every line at most `width` columns) or Markdown, laid out for
+    one screen (issue 49): the header, the findings, the roles; one decision line per workload under
+    each configuration; then each distinct storage setting, risk statement and snippet once
+    (`_config_parts`), whole where the screen's FIRST_SCREEN_LINES leave room, else in its short
+    form (the whole one in --detail)."""
     squeeze = not markdown and any(p.storage is not None for p in h.picks)
     out = _screen_head(h, width, markdown, squeeze)
     parts = _config_parts(h, width, markdown, squeeze)
     tail = _tail(h, width, squeeze)
-    # between the decisions and the parts they share (a squeezed screen's labels at the margin are gap enough)
+    # between the decisions and the parts they share (a squeezed screen's labels at the margin are
+    # gap enough)
     gap = [""] if len(h.picks) > 1 and parts and not squeeze else []
     # Markdown is a document, not a screen: everything whole, every pick its alternatives.
-    room = [len(h.picks) * ALTERNATIVE_LINES * 2 if markdown else FIRST_SCREEN_LINES - len(out) - len(tail) - len(gap)
-            - sum(len(_decision_lines(p, h, width, markdown, squeeze, 0)) for p in h.picks)
-            - sum(len(part.short) for part in parts)]
+    room = [
+        len(h.picks) * ALTERNATIVE_LINES * 2
+        if markdown
+        else FIRST_SCREEN_LINES
+        - len(out)
+        - len(tail)
+        - len(gap)
+        - sum(len(_decision_lines(p, h, width, markdown, squeeze, 0)) for p in h.picks)
+        - sum(len(part.short) for part in parts)
+    ]
     _fit(parts, room, markdown, width)
     for p in h.picks:  # what the alternatives measured gets what is left
         out += _decision_lines(p, h, width, markdown, squeeze, room)
@@ -146,18 +179,22 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
 
 
 def _one_tier(h: Headline) -> str | None:
-    """The tier every pick's figures were measured by, when there is one (stated once, else per workload)."""
+    """The tier every pick's figures were measured by, when there is one (stated once, else per
+    workload)."""
     tiers = {wg.tier for q in h.picks for wg in q.gains}
     return next(iter(tiers)) if len(tiers) == 1 else None
 
 
 def _screen_head(h: Headline, width: int, markdown: bool, squeeze: bool = False) -> list[str]:
-    """The lines above the configurations: the sweep, warnings, what every cell shares, the basis and baseline,
-    the findings, the roles' answers and the trade-offs. A squeezed screen names the one tier here, not under
-    each configuration."""
+    """The lines above the configurations: the sweep, warnings, what every cell shares, the basis
+    and baseline, the findings, the roles' answers and the trade-offs. A squeezed screen names the
+    one tier here, not under each configuration."""
     tier = f" · {_one_tier(h)} tier" if squeeze and _one_tier(h) else ""
-    out = wrap(f"{'## ' if markdown else ''}Answer for {h.host} · sweep {h.sweep_id} ({h.plan}, {h.status}){tier}",
-               width)
+    out = wrap(
+        f"{'## ' if markdown else ''}Answer for {h.host} · sweep {h.sweep_id} ({h.plan}, "
+        f"{h.status}){tier}",
+        width,
+    )
     out += [x for w in h.warnings for x in wrap(f"warning: {w}", width)]
     if h.objective is not None:
         out += wrap(objective_line(Objective(h.objective)), width)
@@ -178,17 +215,20 @@ def _screen_head(h: Headline, width: int, markdown: bool, squeeze: bool = False)
 
 
 def _fit(parts: list[_Part], room: list[int], markdown: bool, width: int) -> None:
-    """Each part whole where `room` (lines, used up) allows, the most needed first, and where its lines fit
-    `width` (a snippet line that cannot be broken is left to --detail); Markdown: all whole."""
+    """Each part whole where `room` (lines, used up) allows, the most needed first, and where its
+    lines fit `width` (a snippet line that cannot be broken is left to --detail); Markdown: all
+    whole."""
     for part in sorted(parts, key=lambda part: part.priority):
         extra = len(part.whole) - len(part.short)
-        part.use_whole = markdown or (extra <= room[0] and all(len(line) <= width for line in part.whole))
+        part.use_whole = markdown or (
+            extra <= room[0] and all(len(line) <= width for line in part.whole)
+        )
         room[0] -= extra if part.use_whole and not markdown else 0
 
 
 def _tail(h: Headline, width: int, squeeze: bool = False) -> list[str]:
-    """The headline's lines after the picks: declined configurations, workloads without an answer, the
-    verdicts tiers' lines, and where to find more (`squeeze`: the whole snippets too)."""
+    """The headline's lines after the picks: declined configurations, workloads without an answer,
+    the verdicts tiers' lines, and where to find more (`squeeze`: the whole snippets too)."""
     out: list[str] = []
     for line in h.declined:
         out += wrap(f"not chosen: {line}", width)
@@ -199,34 +239,48 @@ def _tail(h: Headline, width: int, squeeze: bool = False) -> list[str]:
     if not h.picks and not h.unanswered and not h.measured:
         out += wrap("nothing to recommend: the sweep has no ranked workloads yet", width)
     others = "|".join(t for t in TARGETS if t != h.target)
-    if not squeeze:  # a squeezed screen's configurations end with their snippets: no gap needed to tell them apart
+    # a squeezed screen's configurations end with their snippets: no gap needed to tell them apart
+    if not squeeze:
         out.append("")
-    if squeeze:  # what --detail holds is said where the screen cut it ("(--detail)"): the command in one line
+    # what --detail holds is said where the screen cut it ("(--detail)"): the command in one line
+    if squeeze:
         out += wrap(f"more: iomatrix recommend --detail · --target {others}", width)
     else:
-        out += wrap(f"more: iomatrix recommend --detail (tables, tie-breaks, every risk); other tools: --target "
-                    f"{others}", width)
+        out += wrap(
+            "more: iomatrix recommend --detail (tables, tie-breaks, every risk); other "
+            "tools: --target "
+            f"{others}",
+            width,
+        )
     return out
 
 
 def role_lines(h: Headline, width: int, markdown: bool) -> list[str]:
-    """One block per role, first (report/roles.py): "For a database VM: use …", each deciding figure against
-    the best, and what was not chosen and why."""
+    """One block per role, first (report/roles.py): "For a database VM: use …", each deciding figure
+    against the best, and what was not chosen and why."""
     out: list[str] = []
     for r in h.roles:
         out += ["", *wrap(f"{'### ' if markdown else ''}{r['text']}", width)]
         out += [x for line in r["lines"] for x in wrap(line, width, "  ")]
     if h.roles:
-        out += ["", *wrap(f"{'### ' if markdown else ''}Per job of the roles (every workload: iomatrix recommend "
-                          "--detail)", width)]
+        out += [
+            "",
+            *wrap(
+                f"{'### ' if markdown else ''}Per job of the roles (every workload: "
+                "iomatrix recommend "
+                "--detail)",
+                width,
+            ),
+        ]
     return out
 
 
-def _decision_lines(p: Pick, h: Headline, width: int, markdown: bool, squeeze: bool,
-                    room: list[int] | int | None) -> list[str]:
-    """One configuration's decision: its name, the whole configuration (not on a squeezed screen: its snippets say
-    it), one line per workload with its ratio and status, page-cache warnings, and what the notable alternatives
-    measured where `room` leaves lines for them."""
+def _decision_lines(
+    p: Pick, h: Headline, width: int, markdown: bool, squeeze: bool, room: list[int] | int | None
+) -> list[str]:
+    """One configuration's decision: its name, the whole configuration (not on a squeezed screen:
+    its snippets say it), one line per workload with its ratio and status, page-cache warnings, and
+    what the notable alternatives measured where `room` leaves lines for them."""
     one_tier = _one_tier(h)
     # one blank line before the configurations; between them too where the screen is not squeezed
     out = [""] if not squeeze or p is h.picks[0] else []
@@ -237,19 +291,25 @@ def _decision_lines(p: Pick, h: Headline, width: int, markdown: bool, squeeze: b
         out += wrap(f"({p.config})", width, "  ")
     for wg in p.gains:
         tier = f" [{wg.tier} tier]" if wg.tier and one_tier is None else ""
-        status = f"kept: {wg.kept}" if wg.status == "equivalent" and wg.kept else \
-            (SHORT_STATUS if squeeze else STATUS_TEXT).get(wg.status, STATUS_TEXT[wg.status])
+        status = (
+            f"kept: {wg.kept}"
+            if wg.status == "equivalent" and wg.kept
+            else (SHORT_STATUS if squeeze else STATUS_TEXT).get(wg.status, STATUS_TEXT[wg.status])
+        )
         out += wrap(f"{wg.workload}: {gain_text(wg, p.cell)} · {status}{tier}", width, "  ")
     out += wrapped_lines(page_cache_lines(p), width, "  ")
     # A configuration stated again (another status) gets fewer.
-    return out + _fitting(alternative_lines(p)[:1 if first is not p else ALTERNATIVE_LINES], width, room)
+    return out + _fitting(
+        alternative_lines(p)[: 1 if first is not p else ALTERNATIVE_LINES], width, room
+    )
 
 
 @dataclass
 class _Part:
-    """One distinct piece of the configurations' settings on the first screen: a storage snippet, a risk
-    statement or a VM tool's snippet, printed once for every configuration it serves; `short` where the screen has
-    no room for `whole` (the same when it has no shorter form); lower `priority` gets room first."""
+    """One distinct piece of the configurations' settings on the first screen: a storage snippet, a
+    risk statement or a VM tool's snippet, printed once for every configuration it serves; `short`
+    where the screen has no room for `whole` (the same when it has no shorter form); lower
+    `priority` gets room first."""
 
     whole: list[str]
     short: list[str]
@@ -258,9 +318,9 @@ class _Part:
 
 
 def _config_parts(h: Headline, width: int, markdown: bool, squeeze: bool) -> list[_Part]:
-    """Each configuration's storage settings, risks and snippet, each distinct text once (issue 49: never
-    repeated); where the answer has several configurations, those serving some of its workloads first, each set
-    under the workloads it serves, then those serving every workload."""
+    """Each configuration's storage settings, risks and snippet, each distinct text once (issue 49:
+    never repeated); where the answer has several configurations, those serving some of its
+    workloads first, each set under the workloads it serves, then those serving every workload."""
     keyed: dict[tuple[str, str], tuple[list[int], _Part]] = {}
     for i, p in enumerate(h.picks):
         for key, part in _pick_parts(p, h.target, width, markdown, squeeze):
@@ -279,32 +339,48 @@ def _config_parts(h: Headline, width: int, markdown: bool, squeeze: bool) -> lis
 
 
 def _served(h: Headline, picks: tuple[int, ...], everyone: tuple[int, ...]) -> str:
-    """Whom a part serves: "for every workload", "on iscsi" (every workload of that backing), or "for" the
-    workloads by name."""
+    """Whom a part serves: "for every workload", "on iscsi" (every workload of that backing), or
+    "for" the workloads by name."""
     if picks == everyone:
         return "for every workload"
     mine = [wg for i in picks for wg in h.picks[i].gains]
     groups = {wg.group for wg in mine}
     group = next(iter(groups))
-    if len(groups) == 1 and group and len(mine) == sum(wg.group == group for p in h.picks for wg in p.gains):
+    if (
+        len(groups) == 1
+        and group
+        and len(mine) == sum(wg.group == group for p in h.picks for wg in p.gains)
+    ):
         return f"on {group}"
     return "for " + ", ".join(wg.workload for wg in mine)
 
 
-def _pick_parts(p: Pick, target: str, width: int, markdown: bool, squeeze: bool) -> list[tuple[tuple[str, str], _Part]]:
-    """A pick's storage settings, risks and snippet as (kind, its text) → _Part: the storage's first (what a
-    shared storage's answer sets there, issue 49), then the risks, then the VM tool's snippet."""
+def _pick_parts(
+    p: Pick, target: str, width: int, markdown: bool, squeeze: bool
+) -> list[tuple[tuple[str, str], _Part]]:
+    """A pick's storage settings, risks and snippet as (kind, its text) → _Part: the storage's first
+    (what a shared storage's answer sets there, issue 49), then the risks, then the VM tool's
+    snippet."""
     out = []
-    if p.storage is not None and p.storage.text is None and p.storage.summary:  # nothing to set there: said
-        out.append((("storage", p.storage.summary), _Part(*[wrap(p.storage.summary, width, "  ")] * 2, 1)))
+    # nothing to set there: said
+    if p.storage is not None and p.storage.text is None and p.storage.summary:
+        out.append(
+            (("storage", p.storage.summary), _Part(*[wrap(p.storage.summary, width, "  ")] * 2, 1))
+        )
     elif p.storage is not None and p.storage.text is not None:
         s = p.storage
-        short = wrap(s.summary, width, "  ")  # the whole one: --detail, as the screen's last line says
-        whole = [*wrap(f"{s.tool}: {s.title}; the rest: --detail", width, "  "),
-                 *([f"```{s.language}", *code_lines(s.text, s.language, width), "```"] if markdown
-                   else code_lines(s.text, s.language, width, "    "))]
-        # what the answer sets on the storage (ceph.conf [client]) whole before the VM tool's snippet: the
-        # <disk>'s short form (its <driver>) still says all it sets
+        # the whole one: --detail, as the screen's last line says
+        short = wrap(s.summary, width, "  ")
+        whole = [
+            *wrap(f"{s.tool}: {s.title}; the rest: --detail", width, "  "),
+            *(
+                [f"```{s.language}", *code_lines(s.text, s.language, width), "```"]
+                if markdown
+                else code_lines(s.text, s.language, width, "    ")
+            ),
+        ]
+        # what the answer sets on the storage (ceph.conf [client]) whole before the VM tool's
+        # snippet: the <disk>'s short form (its <driver>) still says all it sets
         out.append((("storage", s.text), _Part(whole, short, 0)))
     if p.risks:
         out.append((("risks", repr(p.risks)), _risk_part(p.risks, width, squeeze)))
@@ -316,27 +392,31 @@ def _pick_parts(p: Pick, target: str, width: int, markdown: bool, squeeze: bool)
 
 
 def _first_clause(text: str) -> str:
-    """A risk's statement without its reasons: the text up to its first parenthesis, semicolon or colon
-    ("completed writes survive (they reached the host)" → "completed writes survive")."""
+    """A risk's statement without its reasons: the text up to its first parenthesis, semicolon or
+    colon ("completed writes survive (they reached the host)" → "completed writes survive")."""
     return re.split(r" \(|; |: ", text, maxsplit=1)[0]
 
 
 def _risk_part(risks: list[tuple[str, str, str]], width: int, squeeze: bool) -> _Part:
-    """Risk statements (situation, text, basis) whole, one per line; on a squeezed screen in one paragraph of
-    their first clauses (the reasons: --detail)."""
+    """Risk statements (situation, text, basis) whole, one per line; on a squeezed screen in one
+    paragraph of their first clauses (the reasons: --detail)."""
     basis = risks[0][2]
     whole = wrap(f"risks ({basis}):", width, "  ")
-    whole += [x for situation, text, _ in risks for x in wrap(f"{situation}: {text}", width, "    ")]
+    whole += [
+        x for situation, text, _ in risks for x in wrap(f"{situation}: {text}", width, "    ")
+    ]
     if not squeeze:
         return _Part(whole, whole, 2)
     said = "; ".join(f"{situation}: {_first_clause(text)}" for situation, text, _ in risks)
-    basis = "documented" if basis == DOCUMENTED else basis  # "not measured" is what documented means here
+    # "not measured" is what documented means here
+    basis = "documented" if basis == DOCUMENTED else basis
     return _Part(whole, wrap(f"risks ({basis}): {said}", width, "  "), 2)  # the reasons: --detail
 
 
 def _short_snippet(p: Pick, target: str, width: int) -> list[str]:
-    """A VM tool's snippet in a line or two where the screen has no room for it whole: an XML <disk>'s <driver>
-    element (what the answer sets; the element whole in --detail); other tools' snippets are never cut."""
+    """A VM tool's snippet in a line or two where the screen has no room for it whole: an XML
+    <disk>'s <driver> element (what the answer sets; the element whole in --detail); other tools'
+    snippets are never cut."""
     s = p.snippet
     whole = _pick_snippet_lines(p, target, width, False)
     if s is not None and s.text is None and p.data_step is None and not p.kept_line:
@@ -346,38 +426,54 @@ def _short_snippet(p: Pick, target: str, width: int) -> list[str]:
         return whole
     if s.language != "xml":
         return _short_command(s, target, width) or whole
-    driver = next((line.strip() for line in s.text.splitlines() if line.strip().startswith("<driver")), None)
+    driver = next(
+        (line.strip() for line in s.text.splitlines() if line.strip().startswith("<driver")), None
+    )
     if driver is None:
         return whole
-    return wrap(f"{target}: {driver}", width, "  ")  # the whole <disk>: --detail, as the screen's last line says
+    # the whole <disk>: --detail, as the screen's last line says
+    return wrap(f"{target}: {driver}", width, "  ")
 
 
 def _short_command(s: Snippet, target: str, width: int) -> list[str]:
-    """A QEMU or Proxmox snippet's short form: the QEMU options the answer sets; Proxmox's storage entry by name
-    and its `qm` commands whole; [] for any other tool (never cut)."""
+    """A QEMU or Proxmox snippet's short form: the QEMU options the answer sets; Proxmox's storage
+    entry by name and its `qm` commands whole; [] for any other tool (never cut)."""
     assert s.text is not None
     if s.language == "sh" and s.tool == "qemu" and (options := _qemu_options(s.text)):
-        return wrap(f"{target}: {options}", width, "  ")  # whole in --detail, as the screen's last line says
+        # whole in --detail, as the screen's last line says
+        return wrap(f"{target}: {options}", width, "  ")
     commands = [line for line in s.text.splitlines() if line.startswith("qm ")]
     if s.tool != "proxmox" or not commands:
         return []
-    # the storage's entry by name (its options: --detail), then the commands that set what the answer sets
+    # the storage's entry by name (its options: --detail), then the commands that set what the
+    # answer sets
     heads = [line for line in s.text.splitlines() if re.fullmatch(r"[a-z]+: \S+", line)]
     where = f"{', '.join(heads)} in /etc/pve/storage.cfg (--detail), then:" if heads else ""
-    return [*wrap(f"{target}: {where}".rstrip(), width, "  "),
-            *code_lines("\n".join(commands), s.language, width, "    ")]
+    return [
+        *wrap(f"{target}: {where}".rstrip(), width, "  "),
+        *code_lines("\n".join(commands), s.language, width, "    "),
+    ]
 
 
-# The options of a QEMU command line that an answer sets (the format, the cache mode, aio, the device's write cache
-# and queues): the short form keeps these and elides the rest (node names, the protocol and the server's address,
-# which the configuration's label says, the image path).
-_ANSWER_OPTIONS = ("driver", "cache.direct", "cache.no-flush", "aio", "discard", "detect-zeroes",
-                   "write-cache", "iothread", "num-queues")
+# The options of a QEMU command line that an answer sets (the format, the cache mode, aio, the
+# device's write cache and queues): the short form keeps these and elides the rest (node names, the
+# protocol and the server's address, which the configuration's label says, the image path).
+_ANSWER_OPTIONS = (
+    "driver",
+    "cache.direct",
+    "cache.no-flush",
+    "aio",
+    "discard",
+    "detect-zeroes",
+    "write-cache",
+    "iothread",
+    "num-queues",
+)
 
 
 def _qemu_options(text: str) -> str:
-    """A QEMU command line's -blockdev/-drive/-device arguments with only the options an answer sets, the rest
-    elided ("…"): "-blockdev driver=raw,cache.direct=on,cache.no-flush=off,… -device
+    """A QEMU command line's -blockdev/-drive/-device arguments with only the options an answer
+    sets, the rest elided ("…"): "-blockdev driver=raw,cache.direct=on,cache.no-flush=off,… -device
     virtio-blk-pci,write-cache=on,…"; "" when the text has none of those arguments."""
     words = text.replace("\\\n", "").split()
     out = []
@@ -393,7 +489,8 @@ def _qemu_options(text: str) -> str:
 
 
 def _pick_snippet_lines(p: Pick, target: str, width: int, markdown: bool) -> list[str]:
-    """A pick's snippet for `target`: with --current, the data step before it and what was kept after it."""
+    """A pick's snippet for `target`: with --current, the data step before it and what was kept
+    after it."""
     out: list[str] = []
     if p.snippet is not None:
         if p.data_step is not None:  # the user's data first: the snippet below points at the copy
@@ -421,8 +518,8 @@ def _pick_code(s: Snippet, title: str, width: int, markdown: bool) -> list[str]:
 
 
 def _fitting(lines: list[str], width: int, room: list[int] | int | None) -> list[str]:
-    """`lines` wrapped, as many as fit in `room` (a one-element list, used up as lines are given, shared by the
-    picks; an int for one pick alone; None: no limit beyond the lines given)."""
+    """`lines` wrapped, as many as fit in `room` (a one-element list, used up as lines are given,
+    shared by the picks; an int for one pick alone; None: no limit beyond the lines given)."""
     left = room if isinstance(room, list) else [ALTERNATIVE_LINES * 2 if room is None else room]
     out: list[str] = []
     for line in lines:
@@ -436,8 +533,9 @@ def _fitting(lines: list[str], width: int, room: list[int] | int | None) -> list
 
 def alternative_lines(p: Pick) -> list[str]:
     """What the notable alternatives measured against the pick, one line per alternative (at most
-    ALTERNATIVE_LINES), each with its paired ratio and interval per workload: "cache=none: 0.48× (0.44–0.52) on
-    rand-write-4k". An alternative's ratio is alternative/pick: below 1 it is worse."""
+    ALTERNATIVE_LINES), each with its paired ratio and interval per workload: "cache=none: 0.48×
+    (0.44–0.52) on rand-write-4k". An alternative's ratio is alternative/pick: below 1 it is
+    worse."""
     per: dict[str, list[str]] = {}
     for wg in p.gains:
         for a in wg.alternatives:
@@ -445,8 +543,11 @@ def alternative_lines(p: Pick) -> list[str]:
             if r is None or r.ratio is None:
                 said = f"– ({a.note or 'no ratio'})"
             elif r.low is not None and r.high is not None and imprecise(r.low, r.high):
-                said = f"{r.low:.2g}–{r.high:.3g}× (imprecise)"  # the bounds only: the point ratio is no figure
+                # the bounds only: the point ratio is no figure
+                said = f"{r.low:.2g}–{r.high:.3g}× (imprecise)"
             else:
                 said = ratio_text(*r)
             per.setdefault(a.against, []).append(f"{said} on {wg.workload}")
-    return [f"vs {name}: {', '.join(parts)}" for name, parts in list(per.items())[:ALTERNATIVE_LINES]]
+    return [
+        f"vs {name}: {', '.join(parts)}" for name, parts in list(per.items())[:ALTERNATIVE_LINES]
+    ]

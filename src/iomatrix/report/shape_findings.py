@@ -1,32 +1,36 @@
-"""Findings about the host page cache and an iSCSI LUN's write cache, decided by each workload's shape
-(fio/shape.py, report/shapes.py) rather than its name (issue 53). librbd's is report/rbd_flush.py.
+"""Findings about the host page cache and an iSCSI LUN's write cache, decided by each workload's
+shape (fio/shape.py, report/shapes.py) rather than its name (issue 53). librbd's is
+report/rbd_flush.py.
 
-Both compare two cells that differ in one axis only (every other axis, the tier and the backing equal), as the
-ratio of the workload's primary metric with its Fieller interval (stats/compare.py), and say nothing when an
-interval is imprecise or the figures do not show the physics.
+Both compare two cells that differ in one axis only (every other axis, the tier and the backing
+equal), as the ratio of the workload's primary metric with its Fieller interval (stats/compare.py),
+and say nothing when an interval is imprecise or the figures do not show the physics.
 
-**A working set the host page cache holds.** With a cache mode that keeps the host page cache (cache=writeback,
-writethrough, unsafe: ``cache.direct=off``) on storage the host kernel reads for QEMU (a file, a block device, a
-kernel NFS mount or iSCSI session; not librbd, libiscsi or libnfs, which bypass it), a workload that reads and whose
-working set fits in the host's RAM is served from memory once it has read each block, and under a mode with a
-write cache (writeback, unsafe) a workload that writes without making each write durable has its writes taken into
-memory and written out after the run: the figure is memory's speed, not the disk's, even though iomatrix drops the
+**A working set the host page cache holds.** With a cache mode that keeps the host page cache
+(cache=writeback, writethrough, unsafe: ``cache.direct=off``) on storage the host kernel reads for
+QEMU (a file, a block device, a kernel NFS mount or iSCSI session; not librbd, libiscsi or libnfs,
+which bypass it), a workload that reads and whose working set fits in the host's RAM is served from
+memory once it has read each block, and under a mode with a write cache (writeback, unsafe) a
+workload that writes without making each write durable has its writes taken into memory and written
+out after the run: the figure is memory's speed, not the disk's, even though iomatrix drops the
 caches before each run. Said when such a workload — reading or writing so, its working set at most
-``PAGE_CACHE_SHARE`` of the host's RAM (``mem_bytes`` recorded with the sweep) — runs faster under the caching mode
-than under cache=none (interval above 1 + threshold). The workloads whose working set does not fit are named beside
-it with their own ratio where the sweep measured them. The first screen tells it short (the working sets, the
-workloads, the largest gain, and the plan key that measures the disk: ``size``); every ratio an answer states
-between a cell the page cache served and one it did not carries the same warning (``page_cache_note``).
+``PAGE_CACHE_SHARE`` of the host's RAM (``mem_bytes`` recorded with the sweep) — runs faster under
+the caching mode than under cache=none (interval above 1 + threshold). The workloads whose working
+set does not fit are named beside it with their own ratio where the sweep measured them. The first
+screen tells it short (the working sets, the workloads, the largest gain, and the plan key that
+measures the disk: ``size``); every ratio an answer states between a cell the page cache served and
+one it did not carries the same warning (``page_cache_note``).
 
-**An iSCSI LUN's write cache, by flushing.** With the LUN's write cache on (``lun_write_cache=on``), the target
-acknowledges writes from its cache and writes it out on each SYNCHRONIZE CACHE (a guest flush); off, it syncs every
-write. So the cache speeds up writes nobody flushes, less the more often a workload flushes, and not at all one
-that flushes every write (measured here, tgt fileio LUN: 2.32× without flushes, 1.00× with fdatasync after every
-write, but 4.4× with one every 16 writes: the cache still absorbs the 15 between). Said when a writing workload that
-never flushes is faster with the cache on (interval above 1 + threshold) and one that flushes is not (interval
-holding 1 + threshold or below it); a flushing workload that gains is no contrast, and then nothing is said. The
-sentence names what is at stake: the unflushed writes the cache holds are lost with the target's power.
-"""
+**An iSCSI LUN's write cache, by flushing.** With the LUN's write cache on (``lun_write_cache=on``),
+the target acknowledges writes from its cache and writes it out on each SYNCHRONIZE CACHE (a guest
+flush); off, it syncs every write. So the cache speeds up writes nobody flushes, less the more often
+a workload flushes, and not at all one that flushes every write (measured here, tgt fileio LUN:
+2.32× without flushes, 1.00× with fdatasync after every write, but 4.4× with one every 16 writes:
+the cache still absorbs the 15 between). Said when a writing workload that never flushes is faster
+with the cache on (interval above 1 + threshold) and one that flushes is not (interval holding 1 +
+threshold or below it); a flushing workload that gains is no contrast, and then nothing is said. The
+sentence names what is at stake: the unflushed writes the cache holds are lost with the target's
+power."""
 
 from __future__ import annotations
 
@@ -43,11 +47,13 @@ from iomatrix.stats.compare import RatioCI, ratio_ci
 from iomatrix.stats.interference import RunInterference
 from iomatrix.tiers import is_reference
 
-# A working set counts as held by the page cache when it is at most this share of the host's RAM: the kernel keeps
-# the rest for processes (QEMU, fio, Ceph, the guest's memory) and its own, and a shared host's neighbours.
+# A working set counts as held by the page cache when it is at most this share of the host's RAM:
+# the kernel keeps the rest for processes (QEMU, fio, Ceph, the guest's memory) and its own, and a
+# shared host's neighbours.
 PAGE_CACHE_SHARE = 0.5
-# Storage QEMU reaches through its own userspace client: no host page cache whatever the cache mode (backing
-# type → the axis naming the client, and its userspace value). librbd has a cache of its own (report/rbd_flush.py).
+# Storage QEMU reaches through its own userspace client: no host page cache whatever the cache mode
+# (backing type → the axis naming the client, and its userspace value). librbd has a cache of its
+# own (report/rbd_flush.py).
 _USERSPACE = {"iscsi": ("initiator", "libiscsi"), "nfs": ("nfs_client", "libnfs")}
 _NO_PAGE_CACHE = frozenset({"rbd"})
 
@@ -63,19 +69,34 @@ class Pair:
     ratio: RatioCI
 
 
-def pairs(cws: Sequence[CellWorkload], axis: str, over: Callable[[str], bool], base: str,
-          metric_of: Callable[[str], str], shapes: Mapping[str, IoShape]) -> list[Pair]:
-    """Each cell whose `axis` value `over` accepts, with the cell of `base` that equals it in every other axis,
-    per workload of known shape with at least 2 runs on each side."""
+def pairs(
+    cws: Sequence[CellWorkload],
+    axis: str,
+    over: Callable[[str], bool],
+    base: str,
+    metric_of: Callable[[str], str],
+    shapes: Mapping[str, IoShape],
+) -> list[Pair]:
+    """Each cell whose `axis` value `over` accepts, with the cell of `base` that equals it in every
+    other axis, per workload of known shape with at least 2 runs on each side."""
+
     def key(c: CellWorkload) -> tuple:
-        return (c.workload, c.backing.get("backing_label"), tuple(sorted((k, v) for k, v in c.axes.items()
-                                                                         if k != axis)))
+        return (
+            c.workload,
+            c.backing.get("backing_label"),
+            tuple(sorted((k, v) for k, v in c.axes.items() if k != axis)),
+        )
 
     partners = {key(c): c for c in cws if c.axes.get(axis) == base}
     out = []
     for c in cws:
         partner, shape = partners.get(key(c)), shapes.get(c.workload)
-        if partner is None or shape is None or c.axes.get(axis) == base or not over(c.axes.get(axis, "")):
+        if (
+            partner is None
+            or shape is None
+            or c.axes.get(axis) == base
+            or not over(c.axes.get(axis, ""))
+        ):
             continue
         metric = metric_of(c.workload)
         a, b = c.samples.get(metric, []), partner.samples.get(metric, [])
@@ -85,8 +106,8 @@ def pairs(cws: Sequence[CellWorkload], axis: str, over: Callable[[str], bool], b
 
 
 def _where(p: Pair, among: Sequence[Pair]) -> str:
-    """The pair's axes (the tier included) whose values vary among `among`, e.g. " (tier=blocklayer aio=native)":
-    what tells two figures of one workload apart; "" when nothing does."""
+    """The pair's axes (the tier included) whose values vary among `among`, e.g. " (tier=blocklayer
+    aio=native)": what tells two figures of one workload apart; "" when nothing does."""
     keys = sorted({k for q in among for k in q.cell.axes} - {"cache", "lun_write_cache"})
     varied = [k for k in keys if len({q.cell.axes.get(k) for q in among}) > 1]
     return f" ({' '.join(f'{k}={p.cell.axes.get(k)}' for k in varied)})" if varied else ""
@@ -106,10 +127,13 @@ def _figure(p: Pair, interference: Mapping[int, RunInterference]) -> str:
 
 
 def kernel_client(backing_type: str, axes: Mapping[str, str]) -> bool:
-    """The host kernel is the disk's client (a file, a block device, a kernel NFS mount or iSCSI session), so a
-    cache mode that keeps the host page cache does keep it; not for QEMU's own userspace clients."""
+    """The host kernel is the disk's client (a file, a block device, a kernel NFS mount or iSCSI
+    session), so a cache mode that keeps the host page cache does keep it; not for QEMU's own
+    userspace clients."""
     axis, userspace = _USERSPACE.get(backing_type, ("", ""))
-    return backing_type not in _NO_PAGE_CACHE and not (axis and axes.get(axis, userspace) == userspace)
+    return backing_type not in _NO_PAGE_CACHE and not (
+        axis and axes.get(axis, userspace) == userspace
+    )
 
 
 def _kernel_client(c: CellWorkload) -> bool:
@@ -117,48 +141,74 @@ def _kernel_client(c: CellWorkload) -> bool:
 
 
 def _absorbs_writes(shape: IoShape) -> bool:
-    """Some job writes without making each write durable: the page cache takes those writes into memory."""
+    """Some job writes without making each write durable: the page cache takes those writes into
+    memory."""
     return any(j.writes and not j.sync_writes and j.flush_every != 1 for j in shape.jobs)
 
 
 def memory_served(c: CellWorkload, shape: IoShape) -> str:
-    """What of the workload the host page cache serves in this cell: "reads", "writes", "reads and writes", or ""
-    (cache.direct on, a userspace client, or a cache mode that writes each write through, for the writes)."""
+    """What of the workload the host page cache serves in this cell: "reads", "writes", "reads and
+    writes", or "" (cache.direct on, a userspace client, or a cache mode that writes each write
+    through, for the writes)."""
     try:
         mode = CACHE[CacheMode(c.axes.get("cache", ""))]
     except ValueError:
         return ""
     if mode.direct or not _kernel_client(c):
         return ""
-    served = [what for what, on in (("reads", shape.read_share > 0),
-                                    ("writes", mode.write_cache and _absorbs_writes(shape))) if on]
+    served = [
+        what
+        for what, on in (
+            ("reads", shape.read_share > 0),
+            ("writes", mode.write_cache and _absorbs_writes(shape)),
+        )
+        if on
+    ]
     return " and ".join(served)
 
 
-def page_cache_note(chosen: CellWorkload, other: CellWorkload, shape: IoShape | None, ram_bytes: int | None) -> str:
-    """What a ratio between two cells of one workload carries when one cell's figure came from the host page cache
-    and the other's did not, the working set fitting in RAM (``PAGE_CACHE_SHARE``): "cache=writeback measured
-    memory, not the disk (128 MiB working set in RAM)"; "" when both or neither were served from it."""
+def page_cache_note(
+    chosen: CellWorkload, other: CellWorkload, shape: IoShape | None, ram_bytes: int | None
+) -> str:
+    """What a ratio between two cells of one workload carries when one cell's figure came from the
+    host page cache and the other's did not, the working set fitting in RAM (``PAGE_CACHE_SHARE``):
+    "cache=writeback measured memory, not the disk (128 MiB working set in RAM)"; "" when both or
+    neither were served from it."""
     if shape is None or not shape.held_by(ram_bytes, PAGE_CACHE_SHARE) or chosen is other:
         return ""
     mine, theirs = memory_served(chosen, shape), memory_served(other, shape)
     if bool(mine) == bool(theirs):
         return ""
     cached = chosen if mine else other
-    return (f"cache={cached.axes.get('cache')} measured memory, not the disk "
-            f"({size_words(shape.working_set or 0)} working set in RAM)")
+    return (
+        f"cache={cached.axes.get('cache')} measured memory, not the disk "
+        f"({size_words(shape.working_set or 0)} working set in RAM)"
+    )
 
 
 def _io_words(shape: IoShape) -> str:
     return f"{shape.read_share:.0%} reads" if shape.read_share > 0 else "writes"
 
 
-def _held(cws: Sequence[CellWorkload], threshold: float, shapes: Mapping[str, IoShape],
-          metric_of: Callable[[str], str], ram_bytes: int) -> tuple[list[Pair], list[Pair]]:
-    """(the pairs whose caching cell the page cache served, those of them it held and that ran faster)."""
-    served = [p for p in pairs(cws, "cache", lambda v: v != "none", "none", metric_of, shapes)
-              if memory_served(p.cell, p.shape)]
-    held = [p for p in served if p.shape.held_by(ram_bytes, PAGE_CACHE_SHARE) and _faster(p.ratio, threshold)]
+def _held(
+    cws: Sequence[CellWorkload],
+    threshold: float,
+    shapes: Mapping[str, IoShape],
+    metric_of: Callable[[str], str],
+    ram_bytes: int,
+) -> tuple[list[Pair], list[Pair]]:
+    """(the pairs whose caching cell the page cache served, those of them it held and that ran
+    faster)."""
+    served = [
+        p
+        for p in pairs(cws, "cache", lambda v: v != "none", "none", metric_of, shapes)
+        if memory_served(p.cell, p.shape)
+    ]
+    held = [
+        p
+        for p in served
+        if p.shape.held_by(ram_bytes, PAGE_CACHE_SHARE) and _faster(p.ratio, threshold)
+    ]
     return served, held
 
 
@@ -172,12 +222,19 @@ def _how_memory_served(held: Sequence[Pair]) -> str:
     return " and ".join(parts)
 
 
-def page_cache_finding(cws: Sequence[CellWorkload], threshold: float, shapes: Mapping[str, IoShape],
-                       metric_of: Callable[[str], str], ram_bytes: int | None,
-                       interference: Mapping[int, RunInterference] | None = None, short: bool = False,
-                       plan: str = "iomatrix plan") -> str | None:
-    """The page-cache sentence, or None when the figures do not show it (module docstring). ``short``: the first
-    screen's form, the working sets and workloads named with the largest gain, the figures left to --detail."""
+def page_cache_finding(
+    cws: Sequence[CellWorkload],
+    threshold: float,
+    shapes: Mapping[str, IoShape],
+    metric_of: Callable[[str], str],
+    ram_bytes: int | None,
+    interference: Mapping[int, RunInterference] | None = None,
+    short: bool = False,
+    plan: str = "iomatrix plan",
+) -> str | None:
+    """The page-cache sentence, or None when the figures do not show it (module docstring).
+    ``short``: the first screen's form, the working sets and workloads named with the largest gain,
+    the figures left to --detail."""
     if not ram_bytes:
         return None
     load = interference or {}
@@ -186,15 +243,28 @@ def page_cache_finding(cws: Sequence[CellWorkload], threshold: float, shapes: Ma
         return None
     if short:
         return _short_page_cache(held, ram_bytes, plan)
-    told = [f"{p.workload}{_where(p, held)} ({size_words(p.shape.working_set or 0)}, {_io_words(p.shape)}): "
-            f"cache={p.cell.axes['cache']} {_figure(p, load)} of cache=none" for p in held]
-    beyond = [f"{p.workload}{_where(p, served)}, whose {size_words(p.shape.working_set or 0)} does not fit, "
-              f"{_figure(p, load)}" for p in served
-              if p.shape.held_by(ram_bytes, PAGE_CACHE_SHARE) is False and not p.ratio.imprecise]
-    return (f"the host page cache held these working sets (at most half of this host's {size_words(ram_bytes)} "
-            f"of RAM), so the caching mode measured memory, not the disk: {_how_memory_served(held)}: "
-            + "; ".join(told) + ". A VM whose working set outgrows the host's free memory does not get this"
-            + (f" ({'; '.join(beyond)})" if beyond else "") + ".")
+    told = [
+        f"{p.workload}{_where(p, held)} ({size_words(p.shape.working_set or 0)}, "
+        f"{_io_words(p.shape)}): "
+        f"cache={p.cell.axes['cache']} {_figure(p, load)} of cache=none"
+        for p in held
+    ]
+    beyond = [
+        f"{p.workload}{_where(p, served)}, whose {size_words(p.shape.working_set or 0)} "
+        "does not fit, "
+        f"{_figure(p, load)}"
+        for p in served
+        if p.shape.held_by(ram_bytes, PAGE_CACHE_SHARE) is False and not p.ratio.imprecise
+    ]
+    return (
+        "the host page cache held these working sets (at most half of this host's "
+        f"{size_words(ram_bytes)} "
+        f"of RAM), so the caching mode measured memory, not the disk: {_how_memory_served(held)}: "
+        + "; ".join(told)
+        + ". A VM whose working set outgrows the host's free memory does not get this"
+        + (f" ({'; '.join(beyond)})" if beyond else "")
+        + "."
+    )
 
 
 def _short_page_cache(held: Sequence[Pair], ram_bytes: int, plan: str) -> str:
@@ -202,46 +272,75 @@ def _short_page_cache(held: Sequence[Pair], ram_bytes: int, plan: str) -> str:
     sizes = sorted({p.shape.working_set or 0 for p in held})
     workloads = list(dict.fromkeys(p.workload for p in held))
     modes = "/".join(dict.fromkeys(f"cache={p.cell.axes['cache']}" for p in held))
-    # The largest gain of the tiers that answer (bare metal's buffered fio is the page cache too, but no answer)
-    top = max(held, key=lambda p: (not is_reference(str(p.cell.axes.get("tier", ""))), p.ratio.ratio or 0.0))
-    return (f"the host page cache held the {' and '.join(size_words(s) for s in sizes)} working "
-            f"set{'s' if len(workloads) > 1 else ''} of {', '.join(workloads)} (at most half of this host's "
-            f"{size_words(ram_bytes)} of RAM): {modes} measured memory, not the disk (up to "
-            f"{ratio_text(*top.ratio)} cache=none); a working set beyond the host's free memory does not get this. "
-            f"To measure the disk: a plan size beyond twice the RAM ('{plan}' says how and its cost); "
-            "figures: --detail.")
+    # The largest gain of the tiers that answer (bare metal's buffered fio is the page cache too,
+    # but no answer)
+    top = max(
+        held,
+        key=lambda p: (not is_reference(str(p.cell.axes.get("tier", ""))), p.ratio.ratio or 0.0),
+    )
+    return (
+        f"the host page cache held the {' and '.join(size_words(s) for s in sizes)} working "
+        f"set{'s' if len(workloads) > 1 else ''} of {', '.join(workloads)} (at most half "
+        "of this host's "
+        f"{size_words(ram_bytes)} of RAM): {modes} measured memory, not the disk (up to "
+        f"{ratio_text(*top.ratio)} cache=none); a working set beyond the host's free "
+        "memory does not get this. "
+        f"To measure the disk: a plan size beyond twice the RAM ('{plan}' says how and its cost); "
+        "figures: --detail."
+    )
 
 
-def lun_write_cache_finding(cws: Sequence[CellWorkload], threshold: float, shapes: Mapping[str, IoShape],
-                            metric_of: Callable[[str], str],
-                            interference: Mapping[int, RunInterference] | None = None,
-                            short: bool = False) -> str | None:
-    """The LUN write-cache sentence, or None when the figures do not show it (module docstring); ``short``: the
-    first screen's form (the hosts' load: --detail)."""
+def lun_write_cache_finding(
+    cws: Sequence[CellWorkload],
+    threshold: float,
+    shapes: Mapping[str, IoShape],
+    metric_of: Callable[[str], str],
+    interference: Mapping[int, RunInterference] | None = None,
+    short: bool = False,
+) -> str | None:
+    """The LUN write-cache sentence, or None when the figures do not show it (module docstring);
+    ``short``: the first screen's form (the hosts' load: --detail)."""
     load = interference or {}
-    writing = [p for p in pairs(cws, "lun_write_cache", lambda v: v == "on", "off", metric_of, shapes)
-               if p.cell.backing.get("backing_type") == "iscsi" and p.shape.writes]
+    writing = [
+        p
+        for p in pairs(cws, "lun_write_cache", lambda v: v == "on", "off", metric_of, shapes)
+        if p.cell.backing.get("backing_type") == "iscsi" and p.shape.writes
+    ]
     gained = [p for p in writing if not p.shape.flushes and _faster(p.ratio, threshold)]
     flat = [p for p in writing if p.shape.flushes and _not_faster(p.ratio, threshold)]
     if not gained or not flat:
         return None
+
     def told(p: Pair) -> str:
-        return f"{p.workload}{_where(p, writing)}, which {p.shape.flush_words()}, {_figure(p, load)}"
+        return (
+            f"{p.workload}{_where(p, writing)}, which {p.shape.flush_words()}, {_figure(p, load)}"
+        )
 
     if short:  # one figure (or the range of them) per workload: every pair's is in --detail
         fast, slow = _per_workload(gained), _per_workload(flat)
-        return (f"the iSCSI LUN's write cache (lun_write_cache=on over off) sped up {fast}, but not {slow}: the "
-                "target writes its cache out at each flush, so it gains by holding unflushed writes, which a power "
-                "loss of the target takes; figures: --detail.")
+        return (
+            f"the iSCSI LUN's write cache (lun_write_cache=on over off) sped up {fast}, "
+            f"but not {slow}: the "
+            "target writes its cache out at each flush, so it gains by holding unflushed "
+            "writes, which a power "
+            "loss of the target takes; figures: --detail."
+        )
     fast, slow = "; ".join(told(p) for p in gained), "; ".join(told(p) for p in flat)
-    return ("the iSCSI LUN's write cache (lun_write_cache=on over off) sped up writes nobody flushes — " + fast
-            + " — but not writes that are flushed — " + slow + ": the target writes its cache out at each flush, "
-            "so what the cache gains is the writes it holds unflushed, which a power loss of the target takes.")
+    return (
+        "the iSCSI LUN's write cache (lun_write_cache=on over off) sped up writes nobody flushes — "
+        + fast
+        + " — but not writes that are flushed — "
+        + slow
+        + ": the target writes its cache out at each flush, "
+        "so what the cache gains is the writes it holds unflushed, which a power loss of "
+        "the target takes."
+    )
 
 
 def _per_workload(told: Sequence[Pair]) -> str:
-    """The short finding's figures: per workload, its pair's ratio, or the range of its pairs' ratios ("2.96–3.23×
-    over 8 cell pairs": the LUN types, formats and cache modes the sweep crossed the write cache with)."""
+    """The short finding's figures: per workload, its pair's ratio, or the range of its pairs'
+    ratios ("2.96–3.23× over 8 cell pairs": the LUN types, formats and cache modes the sweep crossed
+    the write cache with)."""
     out = []
     for workload in dict.fromkeys(p.workload for p in told):
         mine = [p for p in told if p.workload == workload]
@@ -254,12 +353,20 @@ def _per_workload(told: Sequence[Pair]) -> str:
     return "; ".join(out)
 
 
-def shape_findings(cws: Sequence[CellWorkload], threshold: float, shapes: Mapping[str, IoShape],
-                   metric_of: Callable[[str], str], ram_bytes: int | None,
-                   interference: Mapping[int, RunInterference] | None = None, short: bool = False,
-                   plan: str = "iomatrix plan") -> list[str]:
-    """The page-cache and LUN write-cache findings of a sweep (zero, one or two sentences); ``short``: their
-    first-screen forms."""
-    found = [page_cache_finding(cws, threshold, shapes, metric_of, ram_bytes, interference, short, plan),
-             lun_write_cache_finding(cws, threshold, shapes, metric_of, interference, short)]
+def shape_findings(
+    cws: Sequence[CellWorkload],
+    threshold: float,
+    shapes: Mapping[str, IoShape],
+    metric_of: Callable[[str], str],
+    ram_bytes: int | None,
+    interference: Mapping[int, RunInterference] | None = None,
+    short: bool = False,
+    plan: str = "iomatrix plan",
+) -> list[str]:
+    """The page-cache and LUN write-cache findings of a sweep (zero, one or two sentences);
+    ``short``: their first-screen forms."""
+    found = [
+        page_cache_finding(cws, threshold, shapes, metric_of, ram_bytes, interference, short, plan),
+        lun_write_cache_finding(cws, threshold, shapes, metric_of, interference, short),
+    ]
     return [f for f in found if f is not None]

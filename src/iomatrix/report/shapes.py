@@ -1,14 +1,16 @@
-"""Each workload of a sweep with its shape (fio/shape.py), and how loaded the host was during a pair of cells' runs:
-what findings are decided and worded by (issue 53).
+"""Each workload of a sweep with its shape (fio/shape.py), and how loaded the host was during a pair
+of cells' runs: what findings are decided and worded by (issue 53).
 
 Where the shape comes from, per workload:
 
-* a preset (or a fixed-rate rand-*-4k-rateN): its definition (``Workload``), on the region its runs used (the
-  ``size`` of the job text stored with its first ok run);
-* anything else (a ``file:PATH`` job file, a role's job, a workload of a later version): the job text stored with
-  its first ok run, read without the cell's own [global] (``shape_of_text(rendered=True)``). That text is what fio
-  ran, recorded with every run since the first schema, so a database of any age has it: nothing new is stored;
-* no ok run with a job text (a guest filesystem job, a tier's own trial): not known, and left out of findings.
+* a preset (or a fixed-rate rand-*-4k-rateN): its definition (``Workload``), on the region its runs
+  used (the ``size`` of the job text stored with its first ok run);
+* anything else (a ``file:PATH`` job file, a role's job, a workload of a later version): the job
+  text stored with its first ok run, read without the cell's own [global]
+  (``shape_of_text(rendered=True)``). That text is what fio ran, recorded with every run since the
+  first schema, so a database of any age has it: nothing new is stored;
+* no ok run with a job text (a guest filesystem job, a tier's own trial): not known, and left out of
+  findings.
 """
 
 from __future__ import annotations
@@ -21,11 +23,20 @@ from iomatrix.stats.interference import RunInterference
 from iomatrix.store import Store
 from iomatrix.workloads import preset
 
-# Short words for each interference cause (stats/interference.py THRESHOLDS keys), and the reason text each starts.
-_CAUSE_WORDS = {"psi.cpu_some_pct": "CPU pressure", "cpu.steal_pct": "CPU steal",
-                "other_cpu_pct": "other processes' CPU use", "mem.writeback_mb": "page-cache writeback"}
-_REASON_WORDS = {"CPU pressure": "CPU pressure", "CPU steal": "CPU steal",
-                 "other processes": "other processes' CPU use", "page-cache writeback": "page-cache writeback"}
+# Short words for each interference cause (stats/interference.py THRESHOLDS keys), and the reason
+# text each starts.
+_CAUSE_WORDS = {
+    "psi.cpu_some_pct": "CPU pressure",
+    "cpu.steal_pct": "CPU steal",
+    "other_cpu_pct": "other processes' CPU use",
+    "mem.writeback_mb": "page-cache writeback",
+}
+_REASON_WORDS = {
+    "CPU pressure": "CPU pressure",
+    "CPU steal": "CPU steal",
+    "other processes": "other processes' CPU use",
+    "page-cache writeback": "page-cache writeback",
+}
 
 
 def workload_shapes(store: Store, cws: Sequence[CellWorkload]) -> dict[str, IoShape]:
@@ -49,14 +60,20 @@ def workload_shapes(store: Store, cws: Sequence[CellWorkload]) -> dict[str, IoSh
 def _causes(r: RunInterference) -> list[str]:
     if r.causes:
         return [_CAUSE_WORDS.get(c, c) for c in r.causes]
-    return [next((w for start, w in _REASON_WORDS.items() if reason.startswith(start)), reason.split(":")[0])
-            for reason in r.reasons]
+    return [
+        next(
+            (w for start, w in _REASON_WORDS.items() if reason.startswith(start)),
+            reason.split(":")[0],
+        )
+        for reason in r.reasons
+    ]
 
 
 def load_words(cells: Sequence[CellWorkload], interference: Mapping[int, RunInterference]) -> str:
-    """How loaded the host was during these cells' analysed runs: "host quiet (0 of 6 runs disturbed)" or "host
-    loaded in 4 of 6 runs: CPU pressure, other processes' CPU use"; "" when no run was judged (no monitor samples,
-    no stored verdict). The stored verdicts (CellWorkload.disturbed) stand in for runs `interference` lacks."""
+    """How loaded the host was during these cells' analysed runs: "host quiet (0 of 6 runs
+    disturbed)" or "host loaded in 4 of 6 runs: CPU pressure, other processes' CPU use"; "" when no
+    run was judged (no monitor samples, no stored verdict). The stored verdicts
+    (CellWorkload.disturbed) stand in for runs `interference` lacks."""
     judged: list[tuple[bool, list[str]]] = []
     for c in cells:
         for rid in c.runs:

@@ -1,5 +1,5 @@
-"""How far a sweep's guest agrees with its block layer, cell by cell (issue 51): both orders side by side,
-Kendall's τ between them and each cell's guest/block-layer ratio (stats/tier_agreement.py).
+"""How far a sweep's guest agrees with its block layer, cell by cell (issue 51): both orders side by
+side, Kendall's τ between them and each cell's guest/block-layer ratio (stats/tier_agreement.py).
 
 A guest cell and a block-layer cell are the same configuration when every axis the block layer names
 agrees (the null-co ceiling, the transport alone, is left out); what only the guest has (its bus,
@@ -38,34 +38,47 @@ def _shared_key(axes: dict[str, str], block_axes: set[str]) -> tuple[tuple[str, 
 
 
 def _guest_setting(axes: dict[str, str], named: set[str]) -> str:
-    """What only the guest varies in this cell ("bus=virtio-blk"): the axes the block layer does not name."""
-    return " ".join(f"{a}={v}" for a, v in sorted(axes.items()) if a not in named and a != "tier" and v != "-")
+    """What only the guest varies in this cell ("bus=virtio-blk"): the axes the block layer does not
+    name."""
+    return " ".join(
+        f"{a}={v}" for a, v in sorted(axes.items()) if a not in named and a != "tier" and v != "-"
+    )
 
 
 def _label(axes: dict[str, str], named: set[str]) -> str:
     return " ".join(f"{a}={v}" for a, v in sorted(axes.items()) if a in named and v != "-")
 
 
-def _one_setting(workload: str, own: str, pairs: list[tuple[CellWorkload, CellWorkload]],
-                 named: set[str]) -> Agreement | None:
+def _one_setting(
+    workload: str, own: str, pairs: list[tuple[CellWorkload, CellWorkload]], named: set[str]
+) -> Agreement | None:
     metric, higher = primary_metric(workload)
     labels = {b.cell_key: _label(b.axes, named) for b, _ in pairs}
     short = cell_names(labels.values())
-    result = tier_agreement({b.cell_key: b.samples.get(metric, []) for b, _ in pairs},
-                            {b.cell_key: g.samples.get(metric, []) for b, g in pairs}, higher)
+    result = tier_agreement(
+        {b.cell_key: b.samples.get(metric, []) for b, _ in pairs},
+        {b.cell_key: g.samples.get(metric, []) for b, g in pairs},
+        higher,
+    )
     if not result.cells:
         return None
     return Agreement(workload, metric, own, result, {k: short.of(v) for k, v in labels.items()})
 
 
-def _workload_agreements(workload: str, block: list[CellWorkload], guest: list[CellWorkload]) -> list[Agreement]:
+def _workload_agreements(
+    workload: str, block: list[CellWorkload], guest: list[CellWorkload]
+) -> list[Agreement]:
     named = {a for cw in block for a, v in cw.axes.items() if v != "-" and a != "tier"}
     by_key = {_shared_key(cw.axes, named): cw for cw in block}
     settings: dict[str, list[tuple[CellWorkload, CellWorkload]]] = defaultdict(list)
     for g in guest:
         if (k := _shared_key(g.axes, named)) in by_key:
             settings[_guest_setting(g.axes, named)].append((by_key[k], g))
-    found = [_one_setting(workload, own, pairs, named) for own, pairs in settings.items() if len(pairs) >= 2]
+    found = [
+        _one_setting(workload, own, pairs, named)
+        for own, pairs in settings.items()
+        if len(pairs) >= 2
+    ]
     return [a for a in found if a is not None]
 
 
@@ -73,8 +86,13 @@ def agreements(cws: list[CellWorkload]) -> list[Agreement]:
     """Every workload × guest setting with at least two cells measured in both tiers."""
     out: list[Agreement] = []
     for workload in dict.fromkeys(cw.workload for cw in cws):
-        # the null-co ceiling is the transport alone, first in both tiers: not a configuration to order
-        mine = [cw for cw in cws if cw.workload == workload and cw.runs and cw.axes.get("backing") != NULL_BACKING]
+        # the null-co ceiling is the transport alone, first in both tiers: not a configuration to
+        # order
+        mine = [
+            cw
+            for cw in cws
+            if cw.workload == workload and cw.runs and cw.axes.get("backing") != NULL_BACKING
+        ]
         block = [cw for cw in mine if cw.axes.get("tier") == BLOCK]
         guest = [cw for cw in mine if cw.axes.get("tier") == GUEST]
         if block and guest:
@@ -94,16 +112,23 @@ def _tau_line(r: TierAgreement) -> str:
 
 
 def agreement_lines(items: list[Agreement]) -> list[str]:
-    """The section's text: per workload and guest setting, τ, then each cell's two ranks and its ratio."""
+    """The section's text: per workload and guest setting, τ, then each cell's two ranks and its
+    ratio."""
     lines: list[str] = []
     for item in items:
-        heading = f"{item.workload} · {item.metric}" + (f" · guest {item.guest_setting}" if item.guest_setting
-                                                         else "")
+        heading = f"{item.workload} · {item.metric}" + (
+            f" · guest {item.guest_setting}" if item.guest_setting else ""
+        )
         width = max(len("cell"), *(len(item.names[c.cell]) for c in item.result.cells))
-        lines += [heading, f"  {_tau_line(item.result)}",
-                  f"  {'cell':<{width}}  {'block layer':>11} rank  {'guest':>9} rank  guest/block layer"]
+        lines += [
+            heading,
+            f"  {_tau_line(item.result)}",
+            f"  {'cell':<{width}}  {'block layer':>11} rank  {'guest':>9} rank  guest/block layer",
+        ]
         for c in item.result.cells:
-            lines.append(f"  {item.names[c.cell]:<{width}}  {fmt(c.a_mean):>11} {c.a_rank:>4}  "
-                         f"{fmt(c.b_mean):>9} {c.b_rank:>4}  {ratio_text(*c.ratio)}")
+            lines.append(
+                f"  {item.names[c.cell]:<{width}}  {fmt(c.a_mean):>11} {c.a_rank:>4}  "
+                f"{fmt(c.b_mean):>9} {c.b_rank:>4}  {ratio_text(*c.ratio)}"
+            )
         lines.append("")
     return lines[:-1]

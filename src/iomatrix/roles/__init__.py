@@ -1,18 +1,19 @@
 """Role profiles: what a VM of a given role asks of its disk, and which figures decide its answer.
 
-A user runs a database VM, a file server, a VDI pool, a backup target, not ``rand-write-4k``. A role is a few fio
-jobs (each run as a workload of its own, named ``ROLE:JOB``: ``database:data``, ``database:log``), the figures
-that decide it (the first one decides; a configuration worse than the role's margin on another one is not
-chosen: report/roles.py) and its margin of practical equivalence. The built-in roles are the TOML files beside
-this module, one per role, found by name as the built-in plans are; docs/roles.md traces each to the published
-profile it follows (Nutanix X-Ray, Microsoft VMFleet, fio's IOMeter file server, PerfKit Benchmarker).
+A user runs a database VM, a file server, a VDI pool, a backup target, not ``rand-write-4k``. A role
+is a few fio jobs (each run as a workload of its own, named ``ROLE:JOB``: ``database:data``,
+``database:log``), the figures that decide it (the first one decides; a configuration worse than the
+role's margin on another one is not chosen: report/roles.py) and its margin of practical
+equivalence. The built-in roles are the TOML files beside this module, one per role, found by name
+as the built-in plans are; docs/roles.md traces each to the published profile it follows (Nutanix
+X-Ray, Microsoft VMFleet, fio's IOMeter file server, PerfKit Benchmarker).
 
-A built-in job is a table of fio options, rendered into a job section and checked against the same allowlist as
-a user's job file (fio.allowlist): what runs is what any custom job could say. A custom role is a ``[role.NAME]``
-table of the plan whose jobs are the user's fio job files (``file:PATH`` workloads, the allowlist again).
-The job section holds no size, target or engine: the cell gives them (fio.jobs), so a role runs at the plan's
-size (its region) on any device, a tiny test image included; its rates are fio's ``rate_iops`` per job.
-"""
+A built-in job is a table of fio options, rendered into a job section and checked against the same
+allowlist as a user's job file (fio.allowlist): what runs is what any custom job could say. A custom
+role is a ``[role.NAME]`` table of the plan whose jobs are the user's fio job files (``file:PATH``
+workloads, the allowlist again). The job section holds no size, target or engine: the cell gives
+them (fio.jobs), so a role runs at the plan's size (its region) on any device, a tiny test image
+included; its rates are fio's ``rate_iops`` per job."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ from iomatrix.fio.allowlist import validate_job_text
 from iomatrix.metrics import REGISTRY, metric_info
 
 DEFAULT_MARGIN = 0.05
-MAX_MARGIN = 0.5  # a margin of 50% calls nearly anything "equivalent": beyond it no answer means anything
+# a margin of 50% calls nearly anything "equivalent": beyond it no answer means anything
+MAX_MARGIN = 0.5
 # Where a role job is named: "database:data" (ROLE:JOB).
 JOB_SEPARATOR = ":"
 CUSTOM_KEYS = ("jobs", "decides", "margin", "description", "answer_for")
@@ -58,7 +60,8 @@ class Role:
     description: str
     follows: str  # the published profile it follows (built in), "" for a user's role
     margin: float  # practical equivalence: within this fraction of the best counts as as good
-    figures: tuple[Figure, ...]  # the first decides; the others veto a choice worse than the margin on them
+    # the first decides; the others veto a choice worse than the margin on them
+    figures: tuple[Figure, ...]
     jobs: tuple[tuple[str, str], ...]  # (job name, the workload that runs it)
     builtin: bool = True
     answer_for: str = ""  # "a database VM": the answer reads "For a database VM: use …"
@@ -76,27 +79,38 @@ def _figure(where: str, raw: object, jobs: Sequence[str]) -> Figure:
     if isinstance(raw, Mapping):
         unknown = set(raw) - {"figure", "says"}
         if unknown:
-            raise ValueError(f"{where}: unknown key '{sorted(unknown)[0]}'; an entry of decides is "
-                             '"JOB:METRIC" or { figure = "JOB:METRIC", says = "what it means" }')
+            raise ValueError(
+                f"{where}: unknown key '{sorted(unknown)[0]}'; an entry of decides is "
+                '"JOB:METRIC" or { figure = "JOB:METRIC", says = "what it means" }'
+            )
         says = str(raw.get("says", ""))
         raw = raw.get("figure")
     if not isinstance(raw, str) or JOB_SEPARATOR not in raw:
-        raise ValueError(f"{where}: {str(raw)[:40]!r} is not a figure; write \"JOB:METRIC\", e.g. "
-                         f'"{jobs[0] if jobs else "data"}:read.clat_p99_us"')
+        raise ValueError(
+            f'{where}: {str(raw)[:40]!r} is not a figure; write "JOB:METRIC", e.g. '
+            f'"{jobs[0] if jobs else "data"}:read.clat_p99_us"'
+        )
     job, metric = raw.split(JOB_SEPARATOR, 1)
     if job not in jobs:
-        raise ValueError(f"{where}: no job '{job[:40]}' in this role (its jobs: {', '.join(jobs)})"
-                         f"{did_you_mean(job, jobs)}")
+        raise ValueError(
+            f"{where}: no job '{job[:40]}' in this role (its jobs: {', '.join(jobs)})"
+            f"{did_you_mean(job, jobs)}"
+        )
     if metric not in REGISTRY or "*" in metric:
-        raise ValueError(f"{where}: unknown metric '{metric[:40]}'{did_you_mean(metric, REGISTRY)} (fio's figures "
-                         "are e.g. read.clat_p99_us, write.iops, total.bw_mbps: docs/metrics.md)")
+        raise ValueError(
+            f"{where}: unknown metric '{metric[:40]}'{did_you_mean(metric, REGISTRY)} "
+            "(fio's figures "
+            "are e.g. read.clat_p99_us, write.iops, total.bw_mbps: docs/metrics.md)"
+        )
     return Figure(job, metric, says or metric_info(metric).description)
 
 
 def _figures(where: str, raw: object, jobs: Sequence[str]) -> tuple[Figure, ...]:
     if not isinstance(raw, list) or not raw:
-        raise ValueError(f"{where}.decides: must be a non-empty list of figures, the deciding one first, e.g. "
-                         f'["{jobs[0] if jobs else "data"}:read.clat_p99_us"]')
+        raise ValueError(
+            f"{where}.decides: must be a non-empty list of figures, the deciding one first, e.g. "
+            f'["{jobs[0] if jobs else "data"}:read.clat_p99_us"]'
+        )
     figures = tuple(_figure(f"{where}.decides[{i + 1}]", r, jobs) for i, r in enumerate(raw))
     if len({f.key for f in figures}) != len(figures):
         raise ValueError(f"{where}.decides: a figure is named twice; name each once")
@@ -107,9 +121,9 @@ MARGIN_RULE = f"margin must be a fraction between 0 and {MAX_MARGIN:g}, e.g. 0.0
 
 
 def check_margin(raw: object, where: str = "margin") -> float:
-    """A margin of practical equivalence (a role's, the plan key `margin`, run/recommend --margin) as a fraction
-    above 0 and at most MAX_MARGIN; ValueError naming `where` and the rule otherwise (2 is refused: it would be
-    200%, and read as 2% it would be a guess)."""
+    """A margin of practical equivalence (a role's, the plan key `margin`, run/recommend --margin)
+    as a fraction above 0 and at most MAX_MARGIN; ValueError naming `where` and the rule otherwise
+    (2 is refused: it would be 200%, and read as 2% it would be a guess)."""
     if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 0 < raw <= MAX_MARGIN:
         raise ValueError(f"{where}: {str(raw)[:40]}: {MARGIN_RULE}")
     return float(raw)
@@ -121,38 +135,56 @@ def _margin(where: str, raw: object, default: float = DEFAULT_MARGIN) -> float:
 
 def _job_names(where: str, raw: object) -> list[str]:
     if not isinstance(raw, Mapping) or not raw:
-        raise ValueError(f"{where}.jobs: must be a table of jobs, e.g. jobs = {{ data = \"jobs/oltp.fio\" }}")
+        raise ValueError(
+            f'{where}.jobs: must be a table of jobs, e.g. jobs = {{ data = "jobs/oltp.fio" }}'
+        )
     for name in raw:
         if not str(name).replace("-", "").replace("_", "").isalnum() or len(str(name)) > 32:
-            raise ValueError(f"{where}.jobs: job name {str(name)[:40]!r}: use letters, digits, '-' and '_' "
-                             "(at most 32)")
+            raise ValueError(
+                f"{where}.jobs: job name {str(name)[:40]!r}: use letters, digits, '-' and '_' "
+                "(at most 32)"
+            )
     return [str(n) for n in raw]
 
 
 def custom_role(name: str, raw: object, default_margin: float = DEFAULT_MARGIN) -> Role:
-    """A plan's ``[role.NAME]`` table: jobs (fio job files, run as ``file:PATH`` workloads through the
-    allowlist), decides (the deciding figure first) and margin (``default_margin`` when the table gives none).
-    ValueError, one line naming the fix, else."""
+    """A plan's ``[role.NAME]`` table: jobs (fio job files, run as ``file:PATH`` workloads through
+    the allowlist), decides (the deciding figure first) and margin (``default_margin`` when the
+    table gives none). ValueError, one line naming the fix, else."""
     where = f"role.{name}"
     if name in builtin_names():
-        raise ValueError(f"{where}: '{name}' is a built-in role; give yours another name, e.g. my-{name}")
+        raise ValueError(
+            f"{where}: '{name}' is a built-in role; give yours another name, e.g. my-{name}"
+        )
     if not isinstance(raw, Mapping):
         raise ValueError(f"{where}: must be a table with jobs, decides and margin (docs/roles.md)")
     unknown = [k for k in raw if k not in CUSTOM_KEYS]
     if unknown:
-        raise ValueError(f"{where}: unknown key '{str(unknown[0])[:40]}'{did_you_mean(unknown[0], CUSTOM_KEYS)}; "
-                         f"a role table holds {', '.join(CUSTOM_KEYS)}")
+        raise ValueError(
+            f"{where}: unknown key '{str(unknown[0])[:40]}'"
+            f"{did_you_mean(unknown[0], CUSTOM_KEYS)}; "
+            f"a role table holds {', '.join(CUSTOM_KEYS)}"
+        )
     jobs = _job_names(where, raw.get("jobs"))
     paths = raw["jobs"]
     for job in jobs:
         path = paths[job]
         if not isinstance(path, str) or not path.strip() or path.startswith("file:"):
-            raise ValueError(f"{where}.jobs.{job}: must be the path of an fio job file, e.g. \"jobs/{job}.fio\"")
+            raise ValueError(
+                f'{where}.jobs.{job}: must be the path of an fio job file, e.g. "jobs/{job}.fio"'
+            )
     figures = _figures(where, raw.get("decides"), jobs)
     description = str(raw.get("description", "")) or f"your role {name}"
-    return Role(name, description, "", _margin(where, raw.get("margin"), default_margin), figures,
-                tuple((j, f"file:{paths[j]}") for j in jobs), builtin=False,
-                answer_for=str(raw.get("answer_for", "")) or f"your role {name}")
+    return Role(
+        name,
+        description,
+        "",
+        _margin(where, raw.get("margin"), default_margin),
+        figures,
+        tuple((j, f"file:{paths[j]}") for j in jobs),
+        builtin=False,
+        answer_for=str(raw.get("answer_for", "")) or f"your role {name}",
+    )
 
 
 @dataclass(frozen=True)
@@ -169,9 +201,14 @@ class BuiltinJob:
         return f"{self.role}{JOB_SEPARATOR}{self.job}"
 
     def fio_text(self) -> str:
-        """The job section: time-based at the cell's runtime (fio.jobs bounds it), after the prefill when it
-        reads (stonewall), with the role's options in the order written."""
-        lines = [f"[{self.role}-{self.job}]", "stonewall", "time_based=1", *(f"{k}={v}" for k, v in self.options)]
+        """The job section: time-based at the cell's runtime (fio.jobs bounds it), after the prefill
+        when it reads (stonewall), with the role's options in the order written."""
+        lines = [
+            f"[{self.role}-{self.job}]",
+            "stonewall",
+            "time_based=1",
+            *(f"{k}={v}" for k, v in self.options),
+        ]
         return "\n".join(lines) + "\n"
 
 
@@ -182,8 +219,14 @@ def _builtin_jobs(name: str, raw: object) -> list[BuiltinJob]:
     out = []
     for job, table in raw.items():
         options = {k: v for k, v in table.items() if k != "description"}
-        out.append(BuiltinJob(name, job, str(table.get("description", "")),
-                              tuple((k, str(v)) for k, v in options.items())))
+        out.append(
+            BuiltinJob(
+                name,
+                job,
+                str(table.get("description", "")),
+                tuple((k, str(v)) for k, v in options.items()),
+            )
+        )
     return out
 
 
@@ -197,8 +240,15 @@ def _builtin() -> dict[str, tuple[Role, tuple[BuiltinJob, ...]]]:
         data = tomllib.loads(entry.read_text())
         jobs = _builtin_jobs(name, data.get("jobs"))
         figures = _figures(f"built-in role {name}", data.get("decides"), [j.job for j in jobs])
-        role = Role(name, data["description"], data["follows"], _margin(f"built-in role {name}", data.get("margin")),
-                    figures, tuple((j.job, j.workload_name) for j in jobs), answer_for=data["answer_for"])
+        role = Role(
+            name,
+            data["description"],
+            data["follows"],
+            _margin(f"built-in role {name}", data.get("margin")),
+            figures,
+            tuple((j.job, j.workload_name) for j in jobs),
+            answer_for=data["answer_for"],
+        )
         found[name] = (role, tuple(jobs))
     return found
 
@@ -221,9 +271,9 @@ def _primary(role: Role, job: str) -> Figure | None:
 
 
 def offered_iops(rate_iops: str | None, reads: bool, writes: bool) -> int | None:
-    """The IOPS a job offers in all (Workload.rate_iops: each run says whether it reached them), from fio's
-    `rate_iops`: one number, or "READ,WRITE" for the directions the job does. "750,750" for a job reading and
-    writing: 1500."""
+    """The IOPS a job offers in all (Workload.rate_iops: each run says whether it reached them),
+    from fio's `rate_iops`: one number, or "READ,WRITE" for the directions the job does. "750,750"
+    for a job reading and writing: 1500."""
     if rate_iops is None:
         return None
     parts = [int(p) for p in rate_iops.split(",")]
@@ -235,8 +285,9 @@ def offered_iops(rate_iops: str | None, reads: bool, writes: bool) -> int | None
 def role_workload(name: str) -> Workload | None:
     """The workload of a built-in role's job by its name ("database:data"), None for any other name.
 
-    It is a custom job (kind "custom": fio is given the allowlist's canonical text of its section) whose primary
-    metric is the role's first figure on that job; a job that reads has its region written first (prefill)."""
+    It is a custom job (kind "custom": fio is given the allowlist's canonical text of its section)
+    whose primary metric is the role's first figure on that job; a job that reads has its region
+    written first (prefill)."""
     role_name, sep, job_name = name.partition(JOB_SEPARATOR)
     found = _builtin().get(role_name) if sep else None
     if found is None:
@@ -249,11 +300,18 @@ def role_workload(name: str) -> Workload | None:
     rw = dict(job.options).get("rw", "read")
     figure = _primary(role, job_name)
     metric = figure.metric if figure is not None else "total.iops"
-    return Workload(name=name, description=f"{role_name} role, {job.description}", kind="custom", rw=rw,
-                    custom_text=checked.text, primary_metric=metric,
-                    rate_iops=offered_iops(dict(job.options).get("rate_iops"), checked.reads, checked.writes),
-                    rate_poisson=dict(job.options).get("rate_process") == "poisson",
-                    higher_is_better=metric_info(metric).higher_is_better, prefill=checked.reads)
+    return Workload(
+        name=name,
+        description=f"{role_name} role, {job.description}",
+        kind="custom",
+        rw=rw,
+        custom_text=checked.text,
+        primary_metric=metric,
+        rate_iops=offered_iops(dict(job.options).get("rate_iops"), checked.reads, checked.writes),
+        rate_poisson=dict(job.options).get("rate_process") == "poisson",
+        higher_is_better=metric_info(metric).higher_is_better,
+        prefill=checked.reads,
+    )
 
 
 def role_workload_names() -> list[str]:
@@ -261,10 +319,13 @@ def role_workload_names() -> list[str]:
     return [w for role, _ in _builtin().values() for w in role.workload_names()]
 
 
-def resolve_roles(names: Sequence[str], custom: Mapping[str, Any], margin: float | None = None) -> list[Role]:
-    """The roles a plan names, built in or its own tables; ValueError with a did-you-mean for an unknown one.
-    ``margin``: the plan's margin (its key `margin`, or run/recommend --margin), which replaces a built-in role's
-    and is a role table's when the table gives none; a table's own `margin` is that role's."""
+def resolve_roles(
+    names: Sequence[str], custom: Mapping[str, Any], margin: float | None = None
+) -> list[Role]:
+    """The roles a plan names, built in or its own tables; ValueError with a did-you-mean for an
+    unknown one. ``margin``: the plan's margin (its key `margin`, or run/recommend --margin), which
+    replaces a built-in role's and is a role table's when the table gives none; a table's own
+    `margin` is that role's."""
     out = []
     for n in names:
         if n in custom:
@@ -273,20 +334,25 @@ def resolve_roles(names: Sequence[str], custom: Mapping[str, Any], margin: float
             out.append(b if margin is None else replace(b, margin=margin))
         else:
             known = [*builtin_names(), *custom]
-            raise ValueError(f"unknown role '{str(n)[:40]}'{did_you_mean(n, known)} (roles: {', '.join(known)}, "
-                             "or a [role.NAME] table of your own: docs/roles.md)")
+            raise ValueError(
+                f"unknown role '{str(n)[:40]}'{did_you_mean(n, known)} (roles: {', '.join(known)}, "
+                "or a [role.NAME] table of your own: docs/roles.md)"
+            )
     return out
 
 
-def plan_roles(names: Sequence[str], custom: Mapping[str, Any], margin: float | None = None) -> list[Role]:
-    """The roles a (validated) plan runs: those it names, then its role tables it does not name (``margin``: as
-    for resolve_roles)."""
+def plan_roles(
+    names: Sequence[str], custom: Mapping[str, Any], margin: float | None = None
+) -> list[Role]:
+    """The roles a (validated) plan runs: those it names, then its role tables it does not name
+    (``margin``: as for resolve_roles)."""
     return resolve_roles([*names, *(n for n in custom if n not in names)], custom, margin)
 
 
 def job_margins(roles: Sequence[Role]) -> dict[str, float]:
-    """workload → the margin of practical equivalence its decision uses: its role's. A job file two roles share
-    gets the smaller margin: equivalent within it is equivalent within the larger one too, never the reverse."""
+    """workload → the margin of practical equivalence its decision uses: its role's. A job file two
+    roles share gets the smaller margin: equivalent within it is equivalent within the larger one
+    too, never the reverse."""
     out: dict[str, float] = {}
     for r in roles:
         for w in r.workload_names():
@@ -295,18 +361,24 @@ def job_margins(roles: Sequence[Role]) -> dict[str, float]:
 
 
 def veto_only_jobs(roles: Sequence[Role]) -> set[str]:
-    """The workloads that only veto a role's pick (a role's jobs without its deciding figure, the first), and
-    decide no role: the scheduler gives their deciding pairs precision rounds after those of the answers."""
+    """The workloads that only veto a role's pick (a role's jobs without its deciding figure, the
+    first), and decide no role: the scheduler gives their deciding pairs precision rounds after
+    those of the answers."""
     deciding = {r.workload_of(r.figures[0].job) for r in roles}
     return {w for r in roles for w in r.workload_names()} - deciding
 
 
-def plan_margins(definition: Mapping[str, Any], margin: float | None = None) -> tuple[float, dict[str, float]]:
-    """(the margin of practical equivalence of a workload no role runs, workload → its role's margin) for a plan's
+def plan_margins(
+    definition: Mapping[str, Any], margin: float | None = None
+) -> tuple[float, dict[str, float]]:
+    """(the margin of practical equivalence of a workload no role runs, workload → its role's
+    margin) for a plan's
     (stored) definition; ``margin`` (recommend --margin) in place of the plan's own key `margin`.
 
-    Example: roles = ["database"], no margin anywhere: (0.05, {"database:data": 0.05, "database:log": 0.05});
-    with margin = 0.1: 0.1 for all three; a [role.my-db] table with margin = 0.02 keeps 0.02 for its jobs."""
+    Example: roles = ["database"], no margin anywhere: (0.05, {"database:data": 0.05,
+        "database:log": 0.05});
+    with margin = 0.1: 0.1 for all three; a [role.my-db] table with margin = 0.02 keeps 0.02 for its
+    jobs."""
     chosen = definition.get("margin") if margin is None else margin
     roles = plan_roles(definition.get("roles") or [], definition.get("role") or {}, chosen)
     return (DEFAULT_MARGIN if chosen is None else float(chosen)), job_margins(roles)

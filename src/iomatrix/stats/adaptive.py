@@ -56,7 +56,9 @@ def needs_more_runs(
     return True, why
 
 
-def runs_needed_estimate(samples: Sequence[float], ci_target: float, confidence: float = 0.95) -> int | None:
+def runs_needed_estimate(
+    samples: Sequence[float], ci_target: float, confidence: float = 0.95
+) -> int | None:
     """Estimated *total* number of runs for the CI half-width to reach ``ci_target``·|mean|.
 
     pyperf's n = ⌈(Z·s/(W·mean))²⌉ with Student t instead of Z: the smallest
@@ -76,7 +78,8 @@ def runs_needed_estimate(samples: Sequence[float], ci_target: float, confidence:
     if s.sd == 0:
         return 2
     target = ci_target * abs(s.mean)
-    from scipy.special import ndtri  # scipy.stats.norm.ppf's own function; lazy, see summary.t_quantile
+    # scipy.stats.norm.ppf's own function; lazy, see summary.t_quantile
+    from scipy.special import ndtri
 
     z = float(ndtri(0.5 + confidence / 2.0))
     # t > z, so the z answer is a lower bound; walk up from it (a few steps at most).

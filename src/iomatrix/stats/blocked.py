@@ -35,21 +35,18 @@ of geometric means.
    two-sided; ratio of geometric means exp(d) with CI exp(d ± t_q·SE).  For two
    cells this is exactly the paired t-test on log values.  MSE = 0 (a perfect
    additive fit) is decided exactly: d = 0 → p = 1, otherwise p = 0.
-3. *Residual diagnostics.*  Shapiro–Wilk on the model residuals; p < 0.01
-   (clearly non-normal, e.g. heavy tails from one disturbed run) → Friedman's
-   test on the complete rounds with Conover's post-hoc comparisons
-   (``method="friedman-conover"``), which use ranks within rounds and are not
-   moved by one wild value.  The pairwise comparisons use every round the
-   model uses (≥ 2 cells), not only the complete ones: Conover's t is the
-   additive model of step 2 fitted to within-round midranks instead of log
-   values (the rank transform, Conover & Iman 1981), which on complete rounds
-   is Conover's formula below exactly (no round effect: every round's ranks
-   average (k+1)/2; SS_resid = A1 − Σ R_i²/b); on incomplete rounds the round
-   effect absorbs each round's own mean rank.  After a race the complete
-   rounds are only the first few, while the leaders run on together.  0.01 rather than 0.05 because the parametric
-   model is much more powerful with few rounds and the residuals of an RCBD
-   are not independent (they sum to 0 per row and column), so the test is
-   approximate; only a clear departure should give that power away.
+3. *Residual diagnostics.*  Shapiro–Wilk on the model residuals; p < 0.01 (clearly non-normal, e.g.
+   heavy tails from one disturbed run) → Friedman's test on the complete rounds with Conover's
+   post-hoc comparisons (``method="friedman-conover"``), which use ranks within rounds and are not
+   moved by one wild value.  The pairwise comparisons use every round the model uses (≥ 2 cells),
+   not only the complete ones: Conover's t is the additive model of step 2 fitted to within-round
+   midranks instead of log values (the rank transform, Conover & Iman 1981), which on complete
+   rounds is Conover's formula below exactly (no round effect: every round's ranks average (k+1)/2;
+   SS_resid = A1 − Σ R_i²/b); on incomplete rounds the round effect absorbs each round's own mean
+   rank.  After a race the complete rounds are only the first few, while the leaders run on
+   together.  0.01 rather than 0.05 because the parametric model is much more powerful with few
+   rounds and the residuals of an RCBD are not independent (they sum to 0 per row and column), so
+   the test is approximate; only a clear departure should give that power away.
 
 **Friedman / Conover** (Conover 1999, *Practical Nonparametric Statistics*,
 §5.8), on complete rounds, R_ij = midrank of cell i within round j:
@@ -102,7 +99,8 @@ class BlockedAnalysis:
     method: str  # "rcbd-anova" | "friedman-conover" | "welch"
     description: str  # one sentence for reports: which test, why
     cells: tuple[str, ...]
-    centre: dict[str, float]  # geometric mean (blocked methods; model-adjusted when unbalanced) or mean (welch)
+    # geometric mean (blocked methods; model-adjusted when unbalanced) or mean (welch)
+    centre: dict[str, float]
     pairs: tuple[BlockedPair, ...]
     alpha: float
     rounds_complete: tuple[int, ...]  # rounds in which every cell has a value
@@ -125,9 +123,21 @@ class BlockedAnalysis:
             if (p.a, p.b) == (a, b):
                 return p
             if (p.a, p.b) == (b, a):
-                return BlockedPair(a, b, _inv(p.ratio), _inv_opt(p.ratio_high), _inv_opt(p.ratio_low),
-                                   -p.statistic, p.df, p.p_value, p.p_adjusted, p.significant, p.se_log,
-                                   p.paired_rounds, p.level)
+                return BlockedPair(
+                    a,
+                    b,
+                    _inv(p.ratio),
+                    _inv_opt(p.ratio_high),
+                    _inv_opt(p.ratio_low),
+                    -p.statistic,
+                    p.df,
+                    p.p_value,
+                    p.p_adjusted,
+                    p.significant,
+                    p.se_log,
+                    p.paired_rounds,
+                    p.level,
+                )
         raise KeyError((a, b))
 
     @property
@@ -143,8 +153,11 @@ def _inv_opt(x: float | None) -> float | None:
     return None if x is None else _inv(x)
 
 
-def _table(data: Mapping[str, Sequence[tuple[int, float]]]) -> tuple[dict[str, dict[int, float]], list[str]]:
-    """cell → {round: value}; a cell measured twice in one round keeps the geometric mean (noted)."""
+def _table(
+    data: Mapping[str, Sequence[tuple[int, float]]],
+) -> tuple[dict[str, dict[int, float]], list[str]]:
+    """cell → {round: value}; a cell measured twice in one round keeps the geometric mean
+    (noted)."""
     notes: list[str] = []
     out: dict[str, dict[int, float]] = {}
     for cell, pts in data.items():
@@ -158,8 +171,14 @@ def _table(data: Mapping[str, Sequence[tuple[int, float]]]) -> tuple[dict[str, d
         row = {}
         for rnd, vs in per.items():
             if len(vs) > 1:
-                notes.append(f"{cell}: {len(vs)} values in round {rnd}, their geometric mean is used")
-                row[rnd] = math.exp(sum(math.log(v) for v in vs) / len(vs)) if min(vs) > 0 else sum(vs) / len(vs)
+                notes.append(
+                    f"{cell}: {len(vs)} values in round {rnd}, their geometric mean is used"
+                )
+                row[rnd] = (
+                    math.exp(sum(math.log(v) for v in vs) / len(vs))
+                    if min(vs) > 0
+                    else sum(vs) / len(vs)
+                )
             else:
                 row[rnd] = vs[0]
         out[cell] = row
@@ -174,8 +193,16 @@ def _tq(confidence: float, df: float) -> float:
     return t_quantile(confidence, df)
 
 
-def _welch(cells: list[str], table: dict[str, dict[int, float]], alpha: float, confidence: float,
-           complete: list[int], why: str, notes: list[str], looked: bool = True) -> BlockedAnalysis:
+def _welch(
+    cells: list[str],
+    table: dict[str, dict[int, float]],
+    alpha: float,
+    confidence: float,
+    complete: list[int],
+    why: str,
+    notes: list[str],
+    looked: bool = True,
+) -> BlockedAnalysis:
     vals = {c: list(table[c].values()) for c in cells}
     pairs = [(cells[i], cells[j]) for i in range(len(cells)) for j in range(i + 1, len(cells))]
     tests = [welch(vals[a], vals[b], confidence) for a, b in pairs]
@@ -183,19 +210,49 @@ def _welch(cells: list[str], table: dict[str, dict[int, float]], alpha: float, c
     out = []
     for (a, b), w, p in zip(pairs, tests, adj, strict=True):
         rc = ratio_ci(vals[a], vals[b], confidence)
-        # Runs in rounds a race looked at: each cell's run count stands for the looks it could have taken
-        # (stats/looks.py); plain samples (no rounds: no race looked at them) are judged at α.
+        # Runs in rounds a race looked at: each cell's run count stands for the looks it could have
+        # taken (stats/looks.py); plain samples (no rounds: no race looked at them) are judged at α.
         level = look_level(alpha, min(len(vals[a]), len(vals[b]))) if looked else alpha
-        out.append(BlockedPair(a, b, rc.ratio if rc.ratio is not None else math.nan, rc.low, rc.high, w.t, w.df,
-                               w.p_value, p, p < level, level=level))
-    desc = (f"independent analysis (Welch's t-test on the values, Holm over {len(pairs)} pair(s), α={alpha:g}): "
-            f"{why}")
-    return BlockedAnalysis("welch", desc, tuple(cells), {c: float(np.mean(vals[c])) for c in cells}, tuple(out),
-                           alpha, tuple(complete), (), notes=tuple(notes))
+        out.append(
+            BlockedPair(
+                a,
+                b,
+                rc.ratio if rc.ratio is not None else math.nan,
+                rc.low,
+                rc.high,
+                w.t,
+                w.df,
+                w.p_value,
+                p,
+                p < level,
+                level=level,
+            )
+        )
+    desc = (
+        f"independent analysis (Welch's t-test on the values, Holm over {len(pairs)} "
+        f"pair(s), α={alpha:g}): "
+        f"{why}"
+    )
+    return BlockedAnalysis(
+        "welch",
+        desc,
+        tuple(cells),
+        {c: float(np.mean(vals[c])) for c in cells},
+        tuple(out),
+        alpha,
+        tuple(complete),
+        (),
+        notes=tuple(notes),
+    )
 
 
-def _design(cells: list[str], rounds: list[int], obs: list[tuple[int, int, float]], with_cells: bool = True,
-            with_rounds: bool = True) -> np.ndarray:
+def _design(
+    cells: list[str],
+    rounds: list[int],
+    obs: list[tuple[int, int, float]],
+    with_cells: bool = True,
+    with_rounds: bool = True,
+) -> np.ndarray:
     k, b = len(cells), len(rounds)
     cols = 1 + (k - 1 if with_cells else 0) + (b - 1 if with_rounds else 0)
     x = np.zeros((len(obs), cols))
@@ -218,7 +275,8 @@ def _rss(x: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray, int]:
 
 
 def _f_p(f: float, df1: int, df2: int) -> float:
-    # scipy.stats.f.sf's own function (f._sf), without importing scipy.stats: ~1 s of CPU per process (issue 52).
+    # scipy.stats.f.sf's own function (f._sf), without importing scipy.stats: ~1 s of CPU per
+    # process (issue 52).
     from scipy.special import fdtrc
 
     return float(fdtrc(df1, df2, f))
@@ -226,7 +284,8 @@ def _f_p(f: float, df1: int, df2: int) -> float:
 
 @dataclass(frozen=True)
 class _AdditiveFit:
-    """The additive model y = μ + α_i + β_j fitted by least squares (step 2 of the module docstring)."""
+    """The additive model y = μ + α_i + β_j fitted by least squares (step 2 of the module
+    docstring)."""
 
     x: np.ndarray  # design matrix
     y: np.ndarray
@@ -241,8 +300,8 @@ class _AdditiveFit:
         return 0.0 if i == 0 else float(self.beta[i])
 
     def contrast(self, i: int, j: int) -> tuple[float, float, float, float]:
-        """(d, SE, t, two-sided p) of α̂_i − α̂_j, SE = √(MSE·cᵀ(XᵀX)⁻c); MSE = 0 decides exactly (d = 0 → p = 1,
-        else p = 0)."""
+        """(d, SE, t, two-sided p) of α̂_i − α̂_j, SE = √(MSE·cᵀ(XᵀX)⁻c); MSE = 0 decides exactly (d
+        = 0 → p = 1, else p = 0)."""
         cvec = np.zeros(self.x.shape[1])
         if i > 0:
             cvec[i] += 1.0
@@ -258,7 +317,9 @@ class _AdditiveFit:
         return d, se, t, p
 
 
-def _fit_additive(cells: list[str], rounds: list[int], obs: list[tuple[int, int, float]]) -> _AdditiveFit:
+def _fit_additive(
+    cells: list[str], rounds: list[int], obs: list[tuple[int, int, float]]
+) -> _AdditiveFit:
     y = np.array([o[2] for o in obs])
     x = _design(cells, rounds, obs)
     rss, beta, rank_x = _rss(x, y)
@@ -270,11 +331,22 @@ def _fit_additive(cells: list[str], rounds: list[int], obs: list[tuple[int, int,
     return _AdditiveFit(x, y, beta, rss, df_resid, mse, np.linalg.pinv(x.T @ x))
 
 
-def _anova(cells: list[str], table: dict[str, dict[int, float]], alpha: float, confidence: float,
-           complete: list[int], notes: list[str]) -> tuple[BlockedAnalysis, np.ndarray]:
+def _anova(
+    cells: list[str],
+    table: dict[str, dict[int, float]],
+    alpha: float,
+    confidence: float,
+    complete: list[int],
+    notes: list[str],
+) -> tuple[BlockedAnalysis, np.ndarray]:
     rounds = sorted({r for c in cells for r in table[c] if sum(r in table[d] for d in cells) >= 2})
     k, b = len(cells), len(rounds)
-    obs = [(i, j, math.log(table[c][r])) for i, c in enumerate(cells) for j, r in enumerate(rounds) if r in table[c]]
+    obs = [
+        (i, j, math.log(table[c][r]))
+        for i, c in enumerate(cells)
+        for j, r in enumerate(rounds)
+        if r in table[c]
+    ]
     fit = _fit_additive(cells, rounds, obs)
     x, y, beta, rss, df_resid, mse = fit.x, fit.y, fit.beta, fit.rss, fit.df_resid, fit.mse
     rss_rounds_only, _, _ = _rss(_design(cells, rounds, obs, with_cells=False), y)
@@ -288,19 +360,38 @@ def _anova(cells: list[str], table: dict[str, dict[int, float]], alpha: float, c
         f_r = (ss_rounds / (b - 1)) / mse
         p_r = _f_p(f_r, b - 1, df_resid)
     share = ss_rounds / (ss_rounds + rss) if ss_rounds + rss > 0 else None
-    # Cell effects: α_0 = 0, α_i = beta[i]; LS means = μ + α_i + mean(β) (same offset for all: the ratio is exact).
+    # Cell effects: α_0 = 0, α_i = beta[i]; LS means = μ + α_i + mean(β) (same offset for all: the
+    # ratio is exact).
     offset = float(beta[0]) + float(np.mean(np.concatenate([[0.0], beta[k:]])))
     centre = {c: math.exp(offset + fit.effect(i)) for i, c in enumerate(cells)}
     pairs = _paired_pairs(cells, table, alpha, confidence)
     resid = y - x @ beta
     shape = "balanced" if len(obs) == k * b else f"unbalanced: {len(obs)} of {k}×{b} values"
-    desc = (f"two-way additive model on log values with the round as block (RCBD, {k} cells × {b} rounds, "
-            f"{shape}) for the order; {PAIRWISE} paired t on the log ratios of the rounds both ran (each pair's own "
-            f"variance), Holm over {len(pairs)} pair(s), {spent(alpha)}")
-    ba = BlockedAnalysis("rcbd-anova", desc, tuple(cells), centre, pairs, alpha, tuple(complete), tuple(rounds),
-                         df_resid=df_resid, residual_sd=math.sqrt(mse) if mse == mse else None,
-                         f_cells=f_c, p_cells=p_c, f_rounds=f_r, p_rounds=p_r, round_share=share,
-                         notes=tuple(notes))
+    desc = (
+        f"two-way additive model on log values with the round as block (RCBD, {k} cells "
+        f"× {b} rounds, "
+        f"{shape}) for the order; {PAIRWISE} paired t on the log ratios of the rounds "
+        "both ran (each pair's own "
+        f"variance), Holm over {len(pairs)} pair(s), {spent(alpha)}"
+    )
+    ba = BlockedAnalysis(
+        "rcbd-anova",
+        desc,
+        tuple(cells),
+        centre,
+        pairs,
+        alpha,
+        tuple(complete),
+        tuple(rounds),
+        df_resid=df_resid,
+        residual_sd=math.sqrt(mse) if mse == mse else None,
+        f_cells=f_c,
+        p_cells=p_c,
+        f_rounds=f_r,
+        p_rounds=p_r,
+        round_share=share,
+        notes=tuple(notes),
+    )
     return ba, resid
 
 
@@ -309,13 +400,17 @@ PAIRWISE = "pairwise: each pair compared like with like, the"
 
 def spent(alpha: float) -> str:
     """How the pairs' significance is judged, for a description (stats/looks.py)."""
-    return f"α={alpha:g} spent over the looks (α/(k(k+1)) at the k-th, from {FIRST_LOOK} shared rounds)"
+    return (
+        f"α={alpha:g} spent over the looks (α/(k(k+1)) at the k-th, from {FIRST_LOOK} shared "
+        "rounds)"
+    )
 
 
-def _paired_pairs(cells: list[str], table: dict[str, dict[int, float]], alpha: float,
-                  confidence: float) -> tuple[BlockedPair, ...]:
-    """Every pair of cells by its own paired comparison over the rounds both ran (stats/paired.py), Holm over
-    the family, each judged at its look's level (stats/looks.py)."""
+def _paired_pairs(
+    cells: list[str], table: dict[str, dict[int, float]], alpha: float, confidence: float
+) -> tuple[BlockedPair, ...]:
+    """Every pair of cells by its own paired comparison over the rounds both ran (stats/paired.py),
+    Holm over the family, each judged at its look's level (stats/looks.py)."""
     k = len(cells)
     ix = [(i, j) for i in range(k) for j in range(i + 1, k)]
     tests = [paired_comparison(table[cells[i]], table[cells[j]], confidence) for i, j in ix]
@@ -324,13 +419,29 @@ def _paired_pairs(cells: list[str], table: dict[str, dict[int, float]], alpha: f
     for (i, j), t, pa in zip(ix, tests, adj, strict=True):
         level = look_level(alpha, t.rounds)
         ratio = t.ratio if t.ratio is not None else math.nan
-        out.append(BlockedPair(cells[i], cells[j], ratio, t.ratio_low, t.ratio_high, t.statistic,
-                               float(t.df) if t.df else None, t.p_value, pa, pa < level, t.se_log, t.rounds, level))
+        out.append(
+            BlockedPair(
+                cells[i],
+                cells[j],
+                ratio,
+                t.ratio_low,
+                t.ratio_high,
+                t.statistic,
+                float(t.df) if t.df else None,
+                t.p_value,
+                pa,
+                pa < level,
+                t.se_log,
+                t.rounds,
+                level,
+            )
+        )
     return tuple(out)
 
 
 def friedman_conover(blocks: np.ndarray) -> tuple[float, float, np.ndarray, float, int]:
-    """Friedman T1 (tie-corrected), its χ²(k−1) p, the rank sums R_i, and Conover's pairwise SE and df.
+    """Friedman T1 (tie-corrected), its χ²(k−1) p, the rank sums R_i, and Conover's pairwise SE and
+    df.
 
     ``blocks`` is b × k (rounds × cells).  See the module docstring for the formulas.
     """
@@ -350,34 +461,65 @@ def friedman_conover(blocks: np.ndarray) -> tuple[float, float, np.ndarray, floa
     return t1, p, r_sum, se, df
 
 
-def _friedman(cells: list[str], table: dict[str, dict[int, float]], alpha: float, complete: list[int],
-              base: BlockedAnalysis, normality_p: float) -> BlockedAnalysis:
+def _friedman(
+    cells: list[str],
+    table: dict[str, dict[int, float]],
+    alpha: float,
+    complete: list[int],
+    base: BlockedAnalysis,
+    normality_p: float,
+) -> BlockedAnalysis:
     blocks = np.array([[table[c][r] for c in cells] for r in complete])
     t1, p1, _r_sum, _se, _df = friedman_conover(blocks)
     k = len(cells)
-    # The pairs as in the parametric model: each pair's paired t over its shared rounds (stats/paired.py). A wild
-    # round widens that pair's own variance (the test grows cautious) instead of moving a variance pooled over
-    # every cell, which is what Conover's comparisons guarded against; the omnibus test stays Friedman's.
+    # The pairs as in the parametric model: each pair's paired t over its shared rounds
+    # (stats/paired.py). A wild round widens that pair's own variance (the test grows cautious)
+    # instead of moving a variance pooled over every cell, which is what Conover's comparisons
+    # guarded against; the omnibus test stays Friedman's.
     centre = dict(base.centre)
     pairs = base.pairs
     rounds = list(base.rounds_used)
-    desc = (f"Friedman test with the round as block ({k} cells × {len(complete)} complete rounds, "
-            f"χ²={t1:.3g}, p={p1:.2g}), chosen because the model residuals are not normal (Shapiro–Wilk "
-            f"p={normality_p:.2g} < {NORMALITY_ALPHA:g}); {PAIRWISE} paired t on the log ratios of the rounds "
-            f"both ran (each pair's own variance, which a wild round widens), Holm over {len(pairs)} pair(s), "
-            f"{spent(alpha)}")
-    return BlockedAnalysis("friedman-conover", desc, tuple(cells), centre, pairs, alpha, tuple(complete),
-                           tuple(rounds), df_resid=base.df_resid, residual_sd=base.residual_sd,
-                           f_cells=base.f_cells, p_cells=base.p_cells, f_rounds=base.f_rounds,
-                           p_rounds=base.p_rounds, round_share=base.round_share, normality_p=normality_p,
-                           friedman_stat=t1, friedman_p=p1, notes=base.notes)
+    desc = (
+        f"Friedman test with the round as block ({k} cells × {len(complete)} complete rounds, "
+        f"χ²={t1:.3g}, p={p1:.2g}), chosen because the model residuals are not normal "
+        "(Shapiro–Wilk "
+        f"p={normality_p:.2g} < {NORMALITY_ALPHA:g}); {PAIRWISE} paired t on the log "
+        "ratios of the rounds "
+        "both ran (each pair's own variance, which a wild round widens), Holm over "
+        f"{len(pairs)} pair(s), "
+        f"{spent(alpha)}"
+    )
+    return BlockedAnalysis(
+        "friedman-conover",
+        desc,
+        tuple(cells),
+        centre,
+        pairs,
+        alpha,
+        tuple(complete),
+        tuple(rounds),
+        df_resid=base.df_resid,
+        residual_sd=base.residual_sd,
+        f_cells=base.f_cells,
+        p_cells=base.p_cells,
+        f_rounds=base.f_rounds,
+        p_rounds=base.p_rounds,
+        round_share=base.round_share,
+        normality_p=normality_p,
+        friedman_stat=t1,
+        friedman_p=p1,
+        notes=base.notes,
+    )
 
 
 def independent_analysis(
-    data: Mapping[str, Sequence[float]], alpha: float = 0.05, confidence: float = 0.95,
+    data: Mapping[str, Sequence[float]],
+    alpha: float = 0.05,
+    confidence: float = 0.95,
     why: str = "runs carry no round",
 ) -> BlockedAnalysis:
-    """The Welch fallback for plain samples (no rounds): every pair by Welch's t-test, Holm, Fieller ratios."""
+    """The Welch fallback for plain samples (no rounds): every pair by Welch's t-test, Holm, Fieller
+    ratios."""
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     table = {c: {i: float(v) for i, v in enumerate(vs)} for c, vs in data.items()}
@@ -390,10 +532,11 @@ def blocked_analysis(
     confidence: float = 0.95,
     allow_nonparametric: bool = True,
 ) -> BlockedAnalysis:
-    """Compare every pair of cells with the round as a block (see the module docstring for the choice).
+    """Compare every pair of cells with the round as a block (see the module docstring for the
+    choice).
 
-    Needs ≥ 2 cells; in the Welch fallback every cell needs ≥ 2 values.  Raises ValueError otherwise.
-    """
+    Needs ≥ 2 cells; in the Welch fallback every cell needs ≥ 2 values.  Raises ValueError
+    otherwise."""
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     if len(data) < 2:
@@ -403,16 +546,29 @@ def blocked_analysis(
     all_rounds = sorted({r for row in table.values() for r in row})
     complete = [r for r in all_rounds if all(r in table[c] for c in cells)]
     if any(v <= 0 for row in table.values() for v in row.values()):
-        return _welch(cells, table, alpha, confidence, complete, "a value ≤ 0 has no logarithm", notes)
+        return _welch(
+            cells, table, alpha, confidence, complete, "a value ≤ 0 has no logarithm", notes
+        )
     if len(complete) < 2:
-        return _welch(cells, table, alpha, confidence, complete,
-                      f"only {len(complete)} round(s) hold every cell (a block analysis needs 2)", notes)
+        return _welch(
+            cells,
+            table,
+            alpha,
+            confidence,
+            complete,
+            f"only {len(complete)} round(s) hold every cell (a block analysis needs 2)",
+            notes,
+        )
     dropped = [r for r in all_rounds if r not in complete]
     if dropped:
-        notes.append(f"round(s) {', '.join(map(str, dropped))} miss some cells: used where ≥ 2 cells ran")
+        notes.append(
+            f"round(s) {', '.join(map(str, dropped))} miss some cells: used where ≥ 2 cells ran"
+        )
     base, resid = _anova(cells, table, alpha, confidence, complete, notes)
     if base.df_resid is None or base.df_resid < 1:
-        return _welch(cells, table, alpha, confidence, complete, "no residual degrees of freedom", notes)
+        return _welch(
+            cells, table, alpha, confidence, complete, "no residual degrees of freedom", notes
+        )
     normality_p: float | None = None
     if resid.size >= 3 and float(np.ptp(resid)) > 1e-12:
         with warnings.catch_warnings():
@@ -420,9 +576,28 @@ def blocked_analysis(
             normality_p = shapiro_p(resid)
     if allow_nonparametric and normality_p is not None and normality_p < NORMALITY_ALPHA:
         return _friedman(cells, table, alpha, complete, base, normality_p)
-    diag = ("" if normality_p is None else
-            f"; residuals consistent with normal (Shapiro–Wilk p={normality_p:.2g} ≥ {NORMALITY_ALPHA:g})")
-    return BlockedAnalysis(base.method, base.description + diag, base.cells, base.centre, base.pairs, alpha,
-                           base.rounds_complete, base.rounds_used, base.df_resid, base.residual_sd, base.f_cells,
-                           base.p_cells, base.f_rounds, base.p_rounds, base.round_share, normality_p,
-                           notes=base.notes)
+    diag = (
+        ""
+        if normality_p is None
+        else f"; residuals consistent with normal (Shapiro–Wilk p={normality_p:.2g} ≥ "
+        f"{NORMALITY_ALPHA:g})"
+    )
+    return BlockedAnalysis(
+        base.method,
+        base.description + diag,
+        base.cells,
+        base.centre,
+        base.pairs,
+        alpha,
+        base.rounds_complete,
+        base.rounds_used,
+        base.df_resid,
+        base.residual_sd,
+        base.f_cells,
+        base.p_cells,
+        base.f_rounds,
+        base.p_rounds,
+        base.round_share,
+        normality_p,
+        notes=base.notes,
+    )

@@ -65,29 +65,48 @@ def cold_vs_warm(
     arr = as_samples(samples_in_run_order)
     cold = float(arr[0])
     if arr.size == 1:
-        return ColdWarm(cold, None, None, False, None, None, None, alpha,
-                        "untested: only one run")
+        return ColdWarm(cold, None, None, False, None, None, None, alpha, "untested: only one run")
     warm = summarize(arr[1:])
     ratio = None if warm.mean == 0 else cold / warm.mean
     m = warm.n
     if m < MIN_WARM_RUNS:
-        return ColdWarm(cold, warm, None, False, None, None, ratio, alpha,
-                        f"untested: {m} warm run(s) < {MIN_WARM_RUNS}")
+        return ColdWarm(
+            cold,
+            warm,
+            None,
+            False,
+            None,
+            None,
+            ratio,
+            alpha,
+            f"untested: {m} warm run(s) < {MIN_WARM_RUNS}",
+        )
     df = m - 1
     desc = (
         f"Student t prediction test of the first run against {m} warm runs, two-sided, "
         f"df={df}, α={alpha:g}"
         if method == "prediction"
-        else f"one-sample t-test of {m} warm runs against the first run, two-sided, df={df}, α={alpha:g}"
+        else f"one-sample t-test of {m} warm runs against the first run, two-sided, df={df}, "
+        f"α={alpha:g}"
     )
     assert warm.sd is not None
     if warm.sd == 0.0:
         same = cold == warm.mean
         t = 0.0 if same else math.copysign(math.inf, cold - warm.mean)
         p = 1.0 if same else 0.0
-        return ColdWarm(cold, warm, p, p < alpha, t, df, ratio, alpha,
-                        desc + " (warm runs constant: decided exactly)")
-    from scipy import stats as _st  # lazy, as in summary.t_quantile: importing a report must not cost scipy.stats
+        return ColdWarm(
+            cold,
+            warm,
+            p,
+            p < alpha,
+            t,
+            df,
+            ratio,
+            alpha,
+            desc + " (warm runs constant: decided exactly)",
+        )
+    # lazy, as in summary.t_quantile: importing a report must not cost scipy.stats
+    from scipy import stats as _st
 
     if method == "prediction":
         t = (cold - warm.mean) / (warm.sd * math.sqrt(1.0 + 1.0 / m))

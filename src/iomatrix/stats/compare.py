@@ -68,8 +68,18 @@ def welch(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> W
             t, p = 0.0, 1.0
         else:
             t, p = math.copysign(math.inf, diff), 0.0
-        return WelchResult(t=t, df=None, p_value=p, mean_diff=diff, se=0.0, ci_low=diff, ci_high=diff,
-                           n_a=int(xa.size), n_b=int(xb.size), confidence=confidence)
+        return WelchResult(
+            t=t,
+            df=None,
+            p_value=p,
+            mean_diff=diff,
+            se=0.0,
+            ci_low=diff,
+            ci_high=diff,
+            n_a=int(xa.size),
+            n_b=int(xb.size),
+            confidence=confidence,
+        )
     from scipy import stats as _st  # lazy, as in summary.t_quantile
 
     with warnings.catch_warnings():
@@ -101,12 +111,16 @@ class RatioCI(NamedTuple):
 
     @property
     def imprecise(self) -> bool:
-        """The interval reaches ≤ 0 or spans more than 10× (stats/precision.py): "not measured precisely"."""
+        """The interval reaches ≤ 0 or spans more than 10× (stats/precision.py): "not measured
+        precisely"."""
         return imprecise(self.low, self.high)
 
 
-def _log_delta(ma: float, mb: float, va: float, vb: float, na: int, nb: int, confidence: float) -> RatioCI:
-    """exp(ln R ∓ t·√(v_a/ā² + v_b/b̄²)), t at the Welch–Satterthwaite df of the two log-scale variances."""
+def _log_delta(
+    ma: float, mb: float, va: float, vb: float, na: int, nb: int, confidence: float
+) -> RatioCI:
+    """exp(ln R ∓ t·√(v_a/ā² + v_b/b̄²)), t at the Welch–Satterthwaite df of the two log-scale
+    variances."""
     ua, ub = va / (ma * ma), vb / (mb * mb)
     se = math.sqrt(ua + ub)
     den = ua * ua / (na - 1) + ub * ub / (nb - 1)
@@ -116,7 +130,9 @@ def _log_delta(ma: float, mb: float, va: float, vb: float, na: int, nb: int, con
     return RatioCI(r, r * math.exp(-half), r * math.exp(half))
 
 
-def ratio_ci(a: Sequence[float], b: Sequence[float], confidence: float = 0.95, positive: bool = True) -> RatioCI:
+def ratio_ci(
+    a: Sequence[float], b: Sequence[float], confidence: float = 0.95, positive: bool = True
+) -> RatioCI:
     """mean(a)/mean(b) with a Fieller confidence interval (log/delta where Fieller reaches ≤ 0).
 
     Fieller: the set of R with (ā − R·b̄)² ≤ t²·(v_a + R²·v_b), v = s²/n, i.e. the
@@ -132,9 +148,8 @@ def ratio_ci(a: Sequence[float], b: Sequence[float], confidence: float = 0.95, p
     ``positive`` (default: every quantity iomatrix stores is non-negative): a negative sample raises
     ValueError, and where both means are > 0 but Fieller's set is unbounded or its lower root ≤ 0 (a
     ratio of non-negative quantities cannot be ≤ 0; the numerator is then not clearly above 0), the
-    interval is the log/delta one, exp(ln R ∓ t·√(v_a/ā² + v_b/b̄²)), Welch–Satterthwaite df of the two
-    log-scale variances.  Such an interval is wide and ``RatioCI.imprecise`` says so.
-    """
+    interval is the log/delta one, exp(ln R ∓ t·√(v_a/ā² + v_b/b̄²)), Welch–Satterthwaite df of the
+    two log-scale variances.  Such an interval is wide and ``RatioCI.imprecise`` says so."""
     check_confidence(confidence)
     xa = as_samples(a, name="a")
     xb = as_samples(b, name="b")
@@ -159,7 +174,11 @@ def ratio_ci(a: Sequence[float], b: Sequence[float], confidence: float = 0.95, p
     a2 = mb * mb - t2 * vb
     log_delta_fits = positive and ma > 0.0 and mb > 0.0
     if a2 <= 0.0:
-        return _log_delta(ma, mb, va, vb, na, nb, confidence) if log_delta_fits else RatioCI(r, None, None)
+        return (
+            _log_delta(ma, mb, va, vb, na, nb, confidence)
+            if log_delta_fits
+            else RatioCI(r, None, None)
+        )
     disc = ma * ma * vb + mb * mb * va - t2 * va * vb
     root = t * math.sqrt(max(disc, 0.0))
     lo = (ma * mb - root) / a2

@@ -1,23 +1,24 @@
-"""The consolidation article's answer: how many tiles can run at once before a role slows down too much.
+"""The consolidation article's answer: how many tiles can run at once before a role slows down too
+much.
 
-For one group of cells (one cache mode with the other disk axes fixed), with each tile count N's repeated
-points giving, per role r, the role's time in its slowest tile t_r(N) (``role.<r>.seconds_max``):
+For one group of cells (one cache mode with the other disk axes fixed), with each tile count N's
+repeated points giving, per role r, the role's time in its slowest tile t_r(N)
+(``role.<r>.seconds_max``):
 
     slowdown_r(N) = mean t_r(N) / mean t_r(1)            with a Fieller CI (stats.compare.ratio_ci)
 
 A role at N tiles is
     * ``within``  the bound B when the CI's upper end ≤ B,
-    * ``beyond``  it when the CI's lower end > B (or N has no successful point: a failed point is no evidence
-      of staying within),
+    * ``beyond``  it when the CI's lower end > B (or N has no successful point: a failed point is no
+      evidence of staying within),
     * ``unsure``  otherwise (the CI straddles B, or it is undefined: fewer than 2 points on a side).
 
     answer      = the largest N such that every role at every tested count ≤ N is ``within``
                   (1 when even the smallest step up is not; the baseline itself is always carried)
     estimate    = the same with point estimates only (slowdown ≤ B), for sweeps too short for a CI
 
-Counts are taken in order: a count above one that failed the bound is not an answer even if it passes by
-chance. Pure: inputs are lists of floats, nothing is read or printed.
-"""
+Counts are taken in order: a count above one that failed the bound is not an answer even if it
+passes by chance. Pure: inputs are lists of floats, nothing is read or printed."""
 
 from __future__ import annotations
 
@@ -65,8 +66,9 @@ def _verdict(low: float | None, high: float | None, ratio: float | None, bound: 
     return "unsure"
 
 
-def consolidation_answer(times: Mapping[int, Mapping[str, Sequence[float]]], bound: float,
-                         confidence: float = 0.95) -> ConsolidationAnswer:
+def consolidation_answer(
+    times: Mapping[int, Mapping[str, Sequence[float]]], bound: float, confidence: float = 0.95
+) -> ConsolidationAnswer:
     """`times[N][role]` = the role's time per successful point at N tiles. `bound` > 1."""
     if not bound > 1.0:
         raise ValueError(f"slowdown bound must be > 1, got {bound}")
@@ -74,8 +76,14 @@ def consolidation_answer(times: Mapping[int, Mapping[str, Sequence[float]]], bou
     base = times.get(1, {})
     notes: list[str] = []
     if not any(base.get(r) for r in base):
-        return ConsolidationAnswer(bound, confidence, tested, None, None,
-                                   notes=["no successful one-tile point: nothing to compare against"])
+        return ConsolidationAnswer(
+            bound,
+            confidence,
+            tested,
+            None,
+            None,
+            notes=["no successful one-tile point: nothing to compare against"],
+        )
     roles = sorted(r for r, v in base.items() if v)
     slowdowns: list[RoleSlowdown] = []
     answer = estimate = 1
@@ -92,7 +100,9 @@ def consolidation_answer(times: Mapping[int, Mapping[str, Sequence[float]]], bou
                 continue
             r = ratio_ci(xs, bs, confidence)
             verdict = _verdict(r.low, r.high, r.ratio, bound)
-            slowdowns.append(RoleSlowdown(role, n, r.ratio, r.low, r.high, len(xs), len(bs), verdict))
+            slowdowns.append(
+                RoleSlowdown(role, n, r.ratio, r.low, r.high, len(xs), len(bs), verdict)
+            )
             all_within = all_within and verdict == "within"
             all_estimate = all_estimate and r.ratio is not None and r.ratio <= bound
         confident_run = confident_run and all_within

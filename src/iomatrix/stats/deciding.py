@@ -41,9 +41,14 @@ from iomatrix.stats.racing import race_step
 SETTLED = ("eliminated", "equivalent")
 
 
-def deciding_pairs(data: Mapping[str, Sequence[tuple[int, float]]], higher_is_better: bool,
-                   threshold: float = 0.05, alpha: float = DECISION_ALPHA,
-                   min_rounds: int = 3, margin: float | None = None) -> tuple[tuple[str, str], ...]:
+def deciding_pairs(
+    data: Mapping[str, Sequence[tuple[int, float]]],
+    higher_is_better: bool,
+    threshold: float = 0.05,
+    alpha: float = DECISION_ALPHA,
+    min_rounds: int = 3,
+    margin: float | None = None,
+) -> tuple[tuple[str, str], ...]:
     """(leader, other) for the pairs that decide the answer and are not settled (module
     docstring); ``data`` as for ``race_step``: unit → (round, value > 0) of one workload in one
     tier; ``margin``: the workload's margin of practical equivalence (its role's; None:

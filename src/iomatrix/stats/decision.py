@@ -27,7 +27,8 @@ Given a ``Ranking`` (stats/ranking.py) and a practical threshold θ (default
   may be the true best by more than θ or materially worse; the data cannot
   tell.
 
-Outcome (``Decision.outcome`` tells it against the keeper: better, equivalent, worse, inconclusive, tie):
+Outcome (``Decision.outcome`` tells it against the keeper: better, equivalent, worse, inconclusive,
+tie):
 
 * every other cell separated → ``kind="single"``: B is the answer ("the
   answer" only over cells it significantly beats);
@@ -99,7 +100,13 @@ from iomatrix.domain.axes import simplicity_order
 from iomatrix.errors import UserError
 from iomatrix.risk import risk_of
 from iomatrix.stats.blocked import BlockedAnalysis, BlockedPair
-from iomatrix.stats.equivalence import DEFAULT_MARGIN, Tost, check_margin, rounds_to_show_equivalent, tost
+from iomatrix.stats.equivalence import (
+    DEFAULT_MARGIN,
+    Tost,
+    check_margin,
+    rounds_to_show_equivalent,
+    tost,
+)
 from iomatrix.stats.looks import rounds_needed
 from iomatrix.stats.ranking import RankedRow, Ranking
 from iomatrix.stats.ruling_out import rounds_to_rule_out, ruled_out_p
@@ -123,27 +130,33 @@ class Decision:
     tie_break: tuple[str, ...]
     extra_rounds: int | None  # estimated more rounds to separate the leader from the contenders
     statement: str  # one or two sentences for a report
-    provisional: str | None = None  # unresolved: the tie-break's pick among the leader, tied and unresolved cells
-    ruled_out: tuple[str, ...] = ()  # behind by more than θ; a one-sided test shows they cannot beat the leader by θ
-    equivalent: tuple[str, ...] = ()  # shown within the margin of the leader (TOST at the pair's look level)
-    # What the user runs, else QEMU's/libvirt's default, else the simplest (the first of ``keep`` ranked): the
-    # configuration an equivalent decision keeps, and the reference the outcome is told against.
+    # unresolved: the tie-break's pick among the leader, tied and unresolved cells
+    provisional: str | None = None
+    # behind by more than θ; a one-sided test shows they cannot beat the leader by θ
+    ruled_out: tuple[str, ...] = ()
+    # shown within the margin of the leader (TOST at the pair's look level)
+    equivalent: tuple[str, ...] = ()
+    # What the user runs, else QEMU's/libvirt's default, else the simplest (the first of ``keep``
+    # ranked): the configuration an equivalent decision keeps, and the reference the outcome is told
+    # against.
     keeper: str | None = None
     margin: float = DEFAULT_MARGIN
-    # kind "equivalent" with the leader not the keeper: the leader's ratio to the keeper, its (1 − 2·level)
-    # interval (what the TOST decided on), oriented so that > 1 means the leader is better.
+    # kind "equivalent" with the leader not the keeper: the leader's ratio to the keeper, its (1 −
+    # 2·level) interval (what the TOST decided on), oriented so that > 1 means the leader is better.
     bounds: tuple[float, float, float] | None = None
-    # kind "unresolved": more rounds after which a TOST would show the leader and the keeper (else the first
-    # contender) within the margin, their observed ratio taken as the true one (stats/equivalence.py); None when
-    # it cannot be estimated (no SD, or the ratio outside the margin).
+    # kind "unresolved": more rounds after which a TOST would show the leader and the keeper (else
+    # the first contender) within the margin, their observed ratio taken as the true one
+    # (stats/equivalence.py); None when it cannot be estimated (no SD, or the ratio outside the
+    # margin).
     equivalence_rounds: int | None = None
 
     @property
     def outcome(self) -> str:
-        """What the decision says about the keeper (what the user runs, or the default): "better" (another
-        configuration is settled better: use it), "equivalent" (keep it: nothing measured is better by more
-        than the margin), "worse" (every alternative is settled worse: keep it), "inconclusive" (no answer yet,
-        with the rounds needed), "tie" (named together within θ, the tie-break's pick) or "none"."""
+        """What the decision says about the keeper (what the user runs, or the default): "better"
+        (another configuration is settled better: use it), "equivalent" (keep it: nothing measured
+        is better by more than the margin), "worse" (every alternative is settled worse: keep it),
+        "inconclusive" (no answer yet, with the rounds needed), "tie" (named together within θ, the
+        tie-break's pick) or "none"."""
         if self.kind == "single":
             return "worse" if self.keeper is not None and self.answer == self.keeper else "better"
         return {"equivalent": "equivalent", "unresolved": "inconclusive"}.get(self.kind, self.kind)
@@ -151,15 +164,21 @@ class Decision:
 
 def check_threshold(threshold: float) -> float:
     if not (isinstance(threshold, int | float) and 0.0 <= threshold < 1.0):
-        raise UserError(f"practical threshold {threshold!r} is not a fraction in [0, 1)",
-                        hint="give it as a fraction of the best: 0.05 for 5% (0 = any difference matters)")
+        raise UserError(
+            f"practical threshold {threshold!r} is not a fraction in [0, 1)",
+            hint="give it as a fraction of the best: 0.05 for 5% (0 = any difference matters)",
+        )
     return float(threshold)
 
 
 def check_tie_break(keys: Sequence[str]) -> tuple[str, ...]:
     bad = [k for k in keys if k not in TIE_BREAKS]
     if bad or len(set(keys)) != len(keys):
-        what = f"unknown tie-break key(s) {', '.join(map(repr, bad))}" if bad else "a tie-break key is repeated"
+        what = (
+            f"unknown tie-break key(s) {', '.join(map(repr, bad))}"
+            if bad
+            else "a tie-break key is repeated"
+        )
         raise UserError(what, hint=f"valid keys, in any order: {', '.join(TIE_BREAKS)}")
     return tuple(keys)
 
@@ -170,8 +189,8 @@ def safety_key(axes: Mapping[str, str]) -> int:
 
 
 def simplicity_key(axes: Mapping[str, str]) -> tuple[int, int]:
-    """(number of non-default choices, sum of positions); values outside an axis's order count after the listed
-    ones. The orders are the axis registry's (iomatrix.domain.axes: Axis.simpler)."""
+    """(number of non-default choices, sum of positions); values outside an axis's order count after
+    the listed ones. The orders are the axis registry's (iomatrix.domain.axes: Axis.simpler)."""
     nondefault = 0
     total = 0
     for axis, order in simplicity_order().items():
@@ -185,7 +204,8 @@ def simplicity_key(axes: Mapping[str, str]) -> tuple[int, int]:
 
 
 def gap_to_best(ratio: float, higher_is_better: bool) -> float:
-    """How far behind the best a cell with ``ratio`` = centre(cell)/centre(best) is: 1 − ratio or ratio − 1."""
+    """How far behind the best a cell with ``ratio`` = centre(cell)/centre(best) is: 1 − ratio or
+    ratio − 1."""
     return 1.0 - ratio if higher_is_better else ratio - 1.0
 
 
@@ -197,8 +217,13 @@ def _log_sd(values: Sequence[float]) -> float | None:
     return math.sqrt(sum((x - m) ** 2 for x in logs) / (len(logs) - 1))
 
 
-def rounds_to_separate(effect_log: float, sd_log: float | None, rounds_done: int, alpha: float = 0.05,
-                       power: float = 0.8) -> int | None:
+def rounds_to_separate(
+    effect_log: float,
+    sd_log: float | None,
+    rounds_done: int,
+    alpha: float = 0.05,
+    power: float = 0.8,
+) -> int | None:
     """More rounds needed (≥ 1) for a two-sided test at its look's level (α spent over the looks,
     stats/looks.py) with the given power; None if it cannot be estimated."""
     if sd_log is None or effect_log == 0 or not math.isfinite(effect_log):
@@ -213,53 +238,80 @@ class Verdicts:
     top: tuple[str, ...]  # the best, then the cells within θ of it (in rank order)
     unresolved: tuple[str, ...]  # not significantly worse, yet beyond θ
     separated: tuple[str, ...]  # significantly worse and beyond θ
-    ruled_out: tuple[str, ...] = ()  # beyond θ, not significantly worse, shown not better by more than θ
-    equivalent: tuple[str, ...] = ()  # of top and ruled_out: the ratio's CI lies inside the margin (TOST)
+    # beyond θ, not significantly worse, shown not better by more than θ
+    ruled_out: tuple[str, ...] = ()
+    # of top and ruled_out: the ratio's CI lies inside the margin (TOST)
+    equivalent: tuple[str, ...] = ()
 
 
 def equivalence_margin(threshold: float, higher_is_better: bool) -> tuple[float, float]:
-    """(low, high) bounds on the ratio centre(u)/centre(best) within which the two are tied either way."""
+    """(low, high) bounds on the ratio centre(u)/centre(best) within which the two are tied either
+    way."""
     if higher_is_better:
         return 1.0 - threshold, 1.0 / (1.0 - threshold)
     return 1.0 / (1.0 + threshold), 1.0 + threshold
 
 
-def pair_tost(analysis: BlockedAnalysis | None, a: str, b: str, margin: float,
-              higher_is_better: bool) -> Tost | None:
-    """TOST of a against b (stats/equivalence.py) on their paired comparison, at the level of the pair's look;
-    None without the parametric blocked analysis (no SE on the log scale: nothing is shown equivalent)."""
-    if analysis is None or not analysis.blocked or a not in analysis.centre or b not in analysis.centre:
+def pair_tost(
+    analysis: BlockedAnalysis | None, a: str, b: str, margin: float, higher_is_better: bool
+) -> Tost | None:
+    """TOST of a against b (stats/equivalence.py) on their paired comparison, at the level of the
+    pair's look; None without the parametric blocked analysis (no SE on the log scale: nothing is
+    shown equivalent)."""
+    if (
+        analysis is None
+        or not analysis.blocked
+        or a not in analysis.centre
+        or b not in analysis.centre
+    ):
         return None
     pr = analysis.pair(a, b)
     return tost(pr.ratio, pr.se_log, pr.df, pr.level, margin, higher_is_better)
 
 
-def shown_equivalent(analysis: BlockedAnalysis | None, a: str, b: str, margin: float, higher_is_better: bool) -> bool:
+def shown_equivalent(
+    analysis: BlockedAnalysis | None, a: str, b: str, margin: float, higher_is_better: bool
+) -> bool:
     t = pair_tost(analysis, a, b, margin, higher_is_better)
     return t is not None and t.equivalent
 
 
-def _significant_vs_best(r: RankedRow, best: str, alpha: float, analysis: BlockedAnalysis | None) -> bool:
-    """Separated from the best: the pair's Holm-adjusted p below its look's level (stats/looks.py) when the
-    analysis compared it, else below α."""
+def _significant_vs_best(
+    r: RankedRow, best: str, alpha: float, analysis: BlockedAnalysis | None
+) -> bool:
+    """Separated from the best: the pair's Holm-adjusted p below its look's level (stats/looks.py)
+    when the analysis compared it, else below α."""
     if analysis is not None and r.name in analysis.centre and best in analysis.centre:
         return analysis.pair(r.name, best).significant
     return r.p_vs_best is not None and r.p_vs_best < alpha
 
 
-def classify(ranked: Sequence[RankedRow], higher_is_better: bool, alpha: float, threshold: float,
-             analysis: BlockedAnalysis | None = None, margin: float = DEFAULT_MARGIN) -> Verdicts:
-    """Each of ``ranked[1:]`` against the best ``ranked[0]``: gap ≤ θ → top group (significant or not); else
-    significantly worse at its look's level → separated; else, with a blocked ``analysis``, the
-    non-superiority test (stats/ruling_out.py, Holm over these cells) rejects "better by more than θ" at the
-    pair's level → ruled out; else unresolved.  A cell without a ratio to the best has an infinite gap. Of the
-    top group and the ruled-out cells, those a TOST at the pair's look level shows within ``margin`` of the best
-    (stats/equivalence.py) are also *equivalent*."""
+def classify(
+    ranked: Sequence[RankedRow],
+    higher_is_better: bool,
+    alpha: float,
+    threshold: float,
+    analysis: BlockedAnalysis | None = None,
+    margin: float = DEFAULT_MARGIN,
+) -> Verdicts:
+    """Each of ``ranked[1:]`` against the best ``ranked[0]``: gap ≤ θ → top group (significant or
+    not); else significantly worse at its look's level → separated; else, with a blocked
+    ``analysis``, the non-superiority test (stats/ruling_out.py, Holm over these cells) rejects
+    "better by more than θ" at the pair's level → ruled out; else unresolved.  A cell without a
+    ratio to the best has an infinite gap. Of the top group and the ruled-out cells, those a TOST at
+    the pair's look level shows within ``margin`` of the best (stats/equivalence.py) are also
+    *equivalent*."""
     best = ranked[0].name
     top, behind, separated = [best], [], []
     for r in ranked[1:]:
-        ratio = r.ratio_to_best.ratio if r.ratio_to_best and r.ratio_to_best.ratio is not None else None
-        gap = gap_to_best(ratio, higher_is_better) if ratio is not None and ratio == ratio else math.inf
+        ratio = (
+            r.ratio_to_best.ratio if r.ratio_to_best and r.ratio_to_best.ratio is not None else None
+        )
+        gap = (
+            gap_to_best(ratio, higher_is_better)
+            if ratio is not None and ratio == ratio
+            else math.inf
+        )
         if gap <= threshold:
             top.append(r.name)
         elif _significant_vs_best(r, best, alpha, analysis):
@@ -267,16 +319,26 @@ def classify(ranked: Sequence[RankedRow], higher_is_better: bool, alpha: float, 
         else:
             behind.append(r.name)
     ruled_p = ruled_out_p(analysis, best, behind, higher_is_better, threshold)
-    ruled = {n for n, p in ruled_p.items() if analysis is not None and p < analysis.pair(n, best).level}
-    equivalent = tuple(n for n in (*top[1:], *(n for n in behind if n in ruled))
-                       if shown_equivalent(analysis, n, best, margin, higher_is_better))
-    return Verdicts(tuple(top), tuple(n for n in behind if n not in ruled), tuple(separated),
-                    tuple(n for n in behind if n in ruled), equivalent)
+    ruled = {
+        n for n, p in ruled_p.items() if analysis is not None and p < analysis.pair(n, best).level
+    }
+    equivalent = tuple(
+        n
+        for n in (*top[1:], *(n for n in behind if n in ruled))
+        if shown_equivalent(analysis, n, best, margin, higher_is_better)
+    )
+    return Verdicts(
+        tuple(top),
+        tuple(n for n in behind if n not in ruled),
+        tuple(separated),
+        tuple(n for n in behind if n in ruled),
+        equivalent,
+    )
 
 
 def pair_sd(pr: BlockedPair) -> float | None:
-    """s, the per-run SD on the log scale that the pair's own differences imply: SE·√n/√2 (the difference of
-    two runs has SD √2·s), for the rounds-needed estimates; None without an SE."""
+    """s, the per-run SD on the log scale that the pair's own differences imply: SE·√n/√2 (the
+    difference of two runs has SD √2·s), for the rounds-needed estimates; None without an SE."""
     if pr.se_log is None or pr.paired_rounds < 2:
         return None
     return pr.se_log * math.sqrt(pr.paired_rounds) / math.sqrt(2.0)
@@ -287,20 +349,29 @@ def full_tie_break(keys: Sequence[str]) -> tuple[str, ...]:
     return tuple(keys) + tuple(k for k in ("performance", "name") if k not in keys)
 
 
-def tie_break_key(name: str, keys: Sequence[str], axes: Mapping[str, str], centre: float,
-                  higher_is_better: bool) -> tuple[object, ...]:
-    """Sort key of one cell under the tie-break ``keys`` (smaller first): safety, simplicity, performance
-    (−centre when higher is better, +centre otherwise) and name, in the order given."""
+def tie_break_key(
+    name: str, keys: Sequence[str], axes: Mapping[str, str], centre: float, higher_is_better: bool
+) -> tuple[object, ...]:
+    """Sort key of one cell under the tie-break ``keys`` (smaller first): safety, simplicity,
+    performance (−centre when higher is better, +centre otherwise) and name, in the order given."""
     sign = -1.0 if higher_is_better else 1.0
-    parts = {"safety": lambda: safety_key(axes), "simplicity": lambda: simplicity_key(axes),
-             "performance": lambda: sign * centre, "name": lambda: name}
+    parts = {
+        "safety": lambda: safety_key(axes),
+        "simplicity": lambda: simplicity_key(axes),
+        "performance": lambda: sign * centre,
+        "name": lambda: name,
+    }
     return tuple(parts[k]() for k in keys)
 
 
-def separation_sd(leader: str, contender: str, analysis: BlockedAnalysis | None,
-                  samples: Mapping[str, Sequence[float]] | None) -> float | None:
-    """s, the SD on the log scale for the extra-rounds estimate: the blocked analysis's √MSE, else the larger
-    of the two cells' sample SDs of ln values (from ``samples``), else None."""
+def separation_sd(
+    leader: str,
+    contender: str,
+    analysis: BlockedAnalysis | None,
+    samples: Mapping[str, Sequence[float]] | None,
+) -> float | None:
+    """s, the SD on the log scale for the extra-rounds estimate: the blocked analysis's √MSE, else
+    the larger of the two cells' sample SDs of ln values (from ``samples``), else None."""
     if analysis is not None and analysis.blocked:
         return pair_sd(analysis.pair(contender, leader))
     if samples is None:
@@ -309,58 +380,109 @@ def separation_sd(leader: str, contender: str, analysis: BlockedAnalysis | None,
     return max(sds) if sds else None
 
 
-def extra_rounds(leader: str, contenders: Sequence[str], centre: Mapping[str, float], rounds_done: int, alpha: float,
-                 analysis: BlockedAnalysis | None, samples: Mapping[str, Sequence[float]] | None,
-                 threshold: float = DEFAULT_THRESHOLD, higher_is_better: bool = True) -> int | None:
-    """More rounds to settle every contender: per contender the fewer of ``rounds_to_separate`` and, with the
-    parametric blocked model, ``rounds_to_rule_out`` (stats/ruling_out.py), with d = ln(centre(c)/centre(leader))
-    (0 unless both centres are positive); the largest over the contenders; None when none can be estimated."""
+def extra_rounds(
+    leader: str,
+    contenders: Sequence[str],
+    centre: Mapping[str, float],
+    rounds_done: int,
+    alpha: float,
+    analysis: BlockedAnalysis | None,
+    samples: Mapping[str, Sequence[float]] | None,
+    threshold: float = DEFAULT_THRESHOLD,
+    higher_is_better: bool = True,
+) -> int | None:
+    """More rounds to settle every contender: per contender the fewer of ``rounds_to_separate`` and,
+    with the parametric blocked model, ``rounds_to_rule_out`` (stats/ruling_out.py), with d =
+    ln(centre(c)/centre(leader)) (0 unless both centres are positive); the largest over the
+    contenders; None when none can be estimated."""
     extra: int | None = None
     parametric = analysis is not None and analysis.blocked
     for name in contenders:
         ratio = centre[name] / centre[leader] if centre[name] > 0 and centre[leader] > 0 else None
-        need = rounds_to_settle(ratio, separation_sd(leader, name, analysis, samples), rounds_done, alpha,
-                                threshold, higher_is_better, parametric)
+        need = rounds_to_settle(
+            ratio,
+            separation_sd(leader, name, analysis, samples),
+            rounds_done,
+            alpha,
+            threshold,
+            higher_is_better,
+            parametric,
+        )
         if need is not None:
             extra = need if extra is None else max(extra, need)
     return extra
 
 
-def rounds_to_settle(ratio: float | None, sd_log: float | None, rounds_done: int, alpha: float, threshold: float,
-                     higher_is_better: bool, can_rule_out: bool, power: float = 0.8) -> int | None:
-    """More rounds to settle a contender whose ratio to the leader is ``ratio``, either way that settles it: the
-    fewer of ``rounds_to_separate`` and, where the model can rule out (``can_rule_out``: the parametric blocked
-    model), ``rounds_to_rule_out`` (stats/ruling_out.py); None when neither can be estimated (no positive ratio)."""
+def rounds_to_settle(
+    ratio: float | None,
+    sd_log: float | None,
+    rounds_done: int,
+    alpha: float,
+    threshold: float,
+    higher_is_better: bool,
+    can_rule_out: bool,
+    power: float = 0.8,
+) -> int | None:
+    """More rounds to settle a contender whose ratio to the leader is ``ratio``, either way that
+    settles it: the fewer of ``rounds_to_separate`` and, where the model can rule out
+    (``can_rule_out``: the parametric blocked model), ``rounds_to_rule_out`` (stats/ruling_out.py);
+    None when neither can be estimated (no positive ratio)."""
     if ratio is None or not ratio > 0:
         return None
     ways = [rounds_to_separate(math.log(ratio), sd_log, rounds_done, alpha, power)]
     if can_rule_out:
-        ways.append(rounds_to_rule_out(math.log(ratio), sd_log, rounds_done, threshold, higher_is_better, alpha, power))
+        ways.append(
+            rounds_to_rule_out(
+                math.log(ratio), sd_log, rounds_done, threshold, higher_is_better, alpha, power
+            )
+        )
     known = [n for n in ways if n is not None]
     return min(known) if known else None
 
 
 def rounds_to_equivalence(ranking: Ranking, a: str, b: str, margin: float) -> int | None:
     """More rounds for a TOST to show `a` and `b` within ``margin`` (stats/equivalence.py:
-    rounds_to_show_equivalent) from their paired comparison; None without the parametric blocked analysis."""
+    rounds_to_show_equivalent) from their paired comparison; None without the parametric blocked
+    analysis."""
     an = ranking.analysis
     if an is None or not an.blocked or a not in an.centre or b not in an.centre or a == b:
         return None
     pr = an.pair(b, a)
     if pr.ratio is None or not pr.ratio > 0:
         return None
-    return rounds_to_show_equivalent(math.log(pr.ratio), pair_sd(pr), pr.paired_rounds, margin,
-                                     ranking.higher_is_better, ranking.alpha)
+    return rounds_to_show_equivalent(
+        math.log(pr.ratio),
+        pair_sd(pr),
+        pr.paired_rounds,
+        margin,
+        ranking.higher_is_better,
+        ranking.alpha,
+    )
 
 
-def unresolved_statement(leader: str, unresolved: Sequence[str], pct: str, extra: int | None, alpha: float,
-                         keys: Sequence[str], pick: str, budget_spent: bool) -> str:
-    more = (f"about {extra} more round(s) would settle them (separate them or rule them out; power 0.8, "
-            f"α={alpha:g})" if extra is not None else "no number of rounds can be estimated to settle them")
-    return (f"not separable {'within the budget' if budget_spent else 'yet'}: {leader} leads, but "
-            f"{', '.join(unresolved)} {'is' if len(unresolved) == 1 else 'are'} neither significantly "
-            f"worse nor within {pct}; {more}; if one must be chosen now, the tie-break "
-            f"({', '.join(keys) or 'performance'}) picks {pick}")
+def unresolved_statement(
+    leader: str,
+    unresolved: Sequence[str],
+    pct: str,
+    extra: int | None,
+    alpha: float,
+    keys: Sequence[str],
+    pick: str,
+    budget_spent: bool,
+) -> str:
+    more = (
+        f"about {extra} more round(s) would settle them (separate them or rule them out; "
+        "power 0.8, "
+        f"α={alpha:g})"
+        if extra is not None
+        else "no number of rounds can be estimated to settle them"
+    )
+    return (
+        f"not separable {'within the budget' if budget_spent else 'yet'}: {leader} leads, but "
+        f"{', '.join(unresolved)} {'is' if len(unresolved) == 1 else 'are'} neither significantly "
+        f"worse nor within {pct}; {more}; if one must be chosen now, the tie-break "
+        f"({', '.join(keys) or 'performance'}) picks {pick}"
+    )
 
 
 def decide(
@@ -390,15 +512,29 @@ def decide(
     keys = check_tie_break(tie_break)
     ranked = [r for r in ranking.rows if r.rank is not None]
     if not ranked:
-        return Decision("none", None, None, (), (), (), threshold, keys, None,
-                        "no cell has enough runs to be ranked")
+        return Decision(
+            "none",
+            None,
+            None,
+            (),
+            (),
+            (),
+            threshold,
+            keys,
+            None,
+            "no cell has enough runs to be ranked",
+        )
     best = ranked[0].name
-    v = classify(ranked, ranking.higher_is_better, ranking.alpha, threshold, ranking.analysis, margin)
+    v = classify(
+        ranked, ranking.higher_is_better, ranking.alpha, threshold, ranking.analysis, margin
+    )
     centre = {r.name: r.centre if r.centre is not None else r.summary.mean for r in ranked}
     full_keys = full_tie_break(keys)
 
     def order(name: str) -> tuple[object, ...]:
-        return tie_break_key(name, full_keys, axes.get(name, {}), centre[name], ranking.higher_is_better)
+        return tie_break_key(
+            name, full_keys, axes.get(name, {}), centre[name], ranking.higher_is_better
+        )
 
     pct = f"{threshold * 100:g}%"
     names = [r.name for r in ranked]
@@ -409,56 +545,126 @@ def decide(
         return _kept(v, best, keeper, what, ended, threshold, keys, margin)
     if v.unresolved:
         rounds_done = min(r.summary.n for r in ranked if r.name in (best, *v.unresolved))
-        extra = extra_rounds(best, v.unresolved, centre, rounds_done, ranking.alpha, ranking.analysis, samples,
-                             threshold, ranking.higher_is_better)
+        extra = extra_rounds(
+            best,
+            v.unresolved,
+            centre,
+            rounds_done,
+            ranking.alpha,
+            ranking.analysis,
+            samples,
+            threshold,
+            ranking.higher_is_better,
+        )
         pick = sorted(v.top + v.unresolved, key=order)[0]
-        statement = unresolved_statement(best, v.unresolved, pct, extra, ranking.alpha, keys, pick, budget_spent)
+        statement = unresolved_statement(
+            best, v.unresolved, pct, extra, ranking.alpha, keys, pick, budget_spent
+        )
         other = keeper if keeper != best else v.unresolved[0]
-        return Decision("unresolved", None, best, v.top[1:], v.unresolved, v.separated, threshold, keys, extra,
-                        statement, pick, ruled_out=v.ruled_out, keeper=kept, margin=margin,
-                        equivalence_rounds=rounds_to_equivalence(ranking, best, other, margin))
+        return Decision(
+            "unresolved",
+            None,
+            best,
+            v.top[1:],
+            v.unresolved,
+            v.separated,
+            threshold,
+            keys,
+            extra,
+            statement,
+            pick,
+            ruled_out=v.ruled_out,
+            keeper=kept,
+            margin=margin,
+            equivalence_rounds=rounds_to_equivalence(ranking, best, other, margin),
+        )
     rest = _behind_statement(v, pct, best)
     if len(v.top) == 1 and not v.ruled_out:
         statement = f"{best} is the answer: {rest}" if rest else f"{best} is the only ranked cell"
-        return Decision("single", best, best, (), (), v.separated, threshold, keys, None, statement,
-                        equivalent=v.equivalent, keeper=kept, margin=margin)
-    # Not significantly better than every other cell: no "answer" over them. The cells within θ are named
-    # together and the tie-break picks among them; the ruled-out ones are named too, with why the pick stands.
+        return Decision(
+            "single",
+            best,
+            best,
+            (),
+            (),
+            v.separated,
+            threshold,
+            keys,
+            None,
+            statement,
+            equivalent=v.equivalent,
+            keeper=kept,
+            margin=margin,
+        )
+    # Not significantly better than every other cell: no "answer" over them. The cells within θ are
+    # named together and the tie-break picks among them; the ruled-out ones are named too, with why
+    # the pick stands.
     chosen = sorted(v.top, key=order)
     parts = []
     if len(chosen) > 1:
-        parts.append(f"{chosen[0]} is the tie-break's pick ({', '.join(full_keys[:-1])}) among {len(chosen)} "
-                     f"cells within {pct} of the best, not told apart: {', '.join(chosen[1:])}")
+        parts.append(
+            f"{chosen[0]} is the tie-break's pick ({', '.join(full_keys[:-1])}) among "
+            f"{len(chosen)} "
+            f"cells within {pct} of the best, not told apart: {', '.join(chosen[1:])}"
+        )
     else:
         parts.append(f"{best} leads")
     if v.equivalent:
-        parts.append(f"equivalent within ±{margin * 100:g}% (TOST at each pair's look level): "
-                     f"{', '.join(v.equivalent)}")
+        parts.append(
+            f"equivalent within ±{margin * 100:g}% (TOST at each pair's look level): "
+            f"{', '.join(v.equivalent)}"
+        )
     if rest:
         parts.append(rest)
-    return Decision("tie", chosen[0], best, (*chosen[1:], *v.ruled_out), (), v.separated, threshold, keys, None,
-                    "; ".join(parts), ruled_out=v.ruled_out, equivalent=v.equivalent, keeper=kept, margin=margin)
+    return Decision(
+        "tie",
+        chosen[0],
+        best,
+        (*chosen[1:], *v.ruled_out),
+        (),
+        v.separated,
+        threshold,
+        keys,
+        None,
+        "; ".join(parts),
+        ruled_out=v.ruled_out,
+        equivalent=v.equivalent,
+        keeper=kept,
+        margin=margin,
+    )
 
 
 def _behind_statement(v: Verdicts, pct: str, best: str) -> str:
-    """Why the cells outside the top group do not change the pick: "every other cell is significantly worse by
-    more than 5%" when all are separated; cells ruled out are named with what rules them out, and that it
-    does not make the leader better than them."""
+    """Why the cells outside the top group do not change the pick: "every other cell is
+    significantly worse by more than 5%" when all are separated; cells ruled out are named with what
+    rules them out, and that it does not make the leader better than them."""
     if not v.ruled_out:
         return f"every other cell is significantly worse by more than {pct}" if v.separated else ""
-    out = (f"{', '.join(v.ruled_out)} {'is' if len(v.ruled_out) == 1 else 'are'} not shown worse than {best}, but "
-           f"cannot be more than {pct} better (one-sided test against that margin): choosing {best} loses at "
-           f"most {pct} against {'it' if len(v.ruled_out) == 1 else 'them'}")
+    out = (
+        f"{', '.join(v.ruled_out)} {'is' if len(v.ruled_out) == 1 else 'are'} not shown "
+        f"worse than {best}, but "
+        f"cannot be more than {pct} better (one-sided test against that margin): "
+        f"choosing {best} loses at "
+        f"most {pct} against {'it' if len(v.ruled_out) == 1 else 'them'}"
+    )
     if v.separated:
         n = len(v.separated)
-        out = f"{n} other cell{' is' if n == 1 else 's are'} significantly worse by more than {pct}; " + out
+        out = (
+            f"{n} other cell{' is' if n == 1 else 's are'} significantly worse by more than {pct}; "
+            + out
+        )
     return out
 
 
-def keeper_of(keep: Sequence[tuple[str, str]], ranked: Sequence[str], equivalent: Sequence[str],
-              axes: Mapping[str, Mapping[str, str]]) -> tuple[str, str]:
-    """(the keeper, what it is): the first of ``keep`` that is ranked, else the simplest of ``equivalent`` (the
-    best and the cells shown equivalent to it; simplicity_key, then the name)."""
+def keeper_of(
+    keep: Sequence[tuple[str, str]],
+    ranked: Sequence[str],
+    equivalent: Sequence[str],
+    axes: Mapping[str, Mapping[str, str]],
+) -> tuple[str, str]:
+    """(the keeper, what it is): the first of ``keep`` that is ranked, else the simplest of
+    ``equivalent`` (the best and the cells shown equivalent to it; simplicity_key, then the
+    name)."""
     for cell, what in keep:
         if cell in ranked:
             return cell, what
@@ -466,28 +672,42 @@ def keeper_of(keep: Sequence[tuple[str, str]], ranked: Sequence[str], equivalent
     return simplest, "the simplest configuration"
 
 
-def none_beats(an: BlockedAnalysis, ranked: Sequence[str], keeper: str, best: str, margin: float,
-               higher_is_better: bool) -> bool:
-    """Every ranked cell but the keeper and the best is significantly worse than the keeper or shown unable to
-    beat it by ``margin`` (stats/ruling_out.py against the keeper, Holm over those, each at its pair's look
-    level); a ranked cell outside the analysis cannot be judged (False)."""
+def none_beats(
+    an: BlockedAnalysis,
+    ranked: Sequence[str],
+    keeper: str,
+    best: str,
+    margin: float,
+    higher_is_better: bool,
+) -> bool:
+    """Every ranked cell but the keeper and the best is significantly worse than the keeper or shown
+    unable to beat it by ``margin`` (stats/ruling_out.py against the keeper, Holm over those, each
+    at its pair's look level); a ranked cell outside the analysis cannot be judged (False)."""
     if any(n not in an.centre for n in ranked):
         return False
     rest = [n for n in ranked if n not in (keeper, best)]
-    untested = [n for n in rest if not (an.pair(n, keeper).significant
-                                        and gap_to_best(an.pair(n, keeper).ratio, higher_is_better) > 0)]
+    untested = [
+        n
+        for n in rest
+        if not (
+            an.pair(n, keeper).significant
+            and gap_to_best(an.pair(n, keeper).ratio, higher_is_better) > 0
+        )
+    ]
     ruled = ruled_out_p(an, keeper, untested, higher_is_better, margin)
     return all(n in ruled and ruled[n] < an.pair(n, keeper).level for n in untested)
 
 
-def equivalence_ending(ranking: Ranking, ranked: Sequence[str], keeper: str,
-                       margin: float) -> tuple[str, tuple[float, float, float]] | None:
-    """Whether keeping ``keeper`` ends the decision: the best is shown equivalent to it (TOST at the pair's look
-    level), and every other cell is either significantly worse than it or shown not better than it by more than
-    ``margin`` (the one-sided test of stats/ruling_out.py, Holm over those cells, each at its pair's look level).
-    Then nothing measured is faster than the keeper by more than the margin. Returns (the strongest alternative,
-    its ratio to the keeper and the (1 − 2·level) interval, > 1 = the alternative is better), or None. Only the
-    parametric blocked analysis shows equivalence."""
+def equivalence_ending(
+    ranking: Ranking, ranked: Sequence[str], keeper: str, margin: float
+) -> tuple[str, tuple[float, float, float]] | None:
+    """Whether keeping ``keeper`` ends the decision: the best is shown equivalent to it (TOST at the
+    pair's look level), and every other cell is either significantly worse than it or shown not
+    better than it by more than ``margin`` (the one-sided test of stats/ruling_out.py, Holm over
+    those cells, each at its pair's look level). Then nothing measured is faster than the keeper by
+    more than the margin. Returns (the strongest alternative, its ratio to the keeper and the (1 −
+    2·level) interval, > 1 = the alternative is better), or None. Only the parametric blocked
+    analysis shows equivalence."""
     an, higher = ranking.analysis, ranking.higher_is_better
     if an is None or not an.blocked or keeper not in an.centre or len(ranked) < 2:
         return None
@@ -512,24 +732,62 @@ def checked_margin(margin: float) -> float:
         raise UserError(str(e), hint="give it as a fraction: 0.05 for 5%") from None
 
 
-def _ends(ranking: Ranking, v: Verdicts, names: Sequence[str], keeper: str, kept: str | None,
-          margin: float) -> tuple[str, tuple[float, float, float]] | None:
-    """Not "the answer" over every other cell, and something to keep (what the user runs or the default, else the
-    simplest of the cells shown equivalent to the best): does keeping it end the decision (equivalence_ending)?"""
+def _ends(
+    ranking: Ranking,
+    v: Verdicts,
+    names: Sequence[str],
+    keeper: str,
+    kept: str | None,
+    margin: float,
+) -> tuple[str, tuple[float, float, float]] | None:
+    """Not "the answer" over every other cell, and something to keep (what the user runs or the
+    default, else the simplest of the cells shown equivalent to the best): does keeping it end the
+    decision (equivalence_ending)?"""
     if len(v.separated) >= len(names) - 1 or (kept is None and not v.equivalent):
         return None
     return equivalence_ending(ranking, names, keeper, margin)
 
 
-def _kept(v: Verdicts, best: str, keeper: str, what: str, ended: tuple[str, tuple[float, float, float]],
-          threshold: float, keys: tuple[str, ...], margin: float) -> Decision:
-    """The decision that ends as equivalent: the keeper kept, the others named with it, never as winners."""
+def _kept(
+    v: Verdicts,
+    best: str,
+    keeper: str,
+    what: str,
+    ended: tuple[str, tuple[float, float, float]],
+    threshold: float,
+    keys: tuple[str, ...],
+    margin: float,
+) -> Decision:
+    """The decision that ends as equivalent: the keeper kept, the others named with it, never as
+    winners."""
     alt, t = ended
     tied = tuple(n for n in (best, *v.top[1:], *v.ruled_out, *v.unresolved) if n != keeper)
-    named = [n for n in (best, *v.equivalent) if n != keeper]  # the best: shown equivalent to the keeper
-    statement = (f"keep {what} ({keeper}): nothing measured is faster by more than {margin * 100:g}% "
-                 f"({alt} {t[1]:.2f}–{t[2]:.2f}×)"
-                 + (f"; shown equivalent within ±{margin * 100:g}% (TOST at each pair's look level): "
-                    f"{', '.join(dict.fromkeys(named))}" if named else ""))
-    return Decision("equivalent", keeper, best, tied, (), v.separated, threshold, keys, None, statement,
-                    ruled_out=v.ruled_out, equivalent=v.equivalent, keeper=keeper, margin=margin, bounds=t)
+    # the best: shown equivalent to the keeper
+    named = [n for n in (best, *v.equivalent) if n != keeper]
+    statement = (
+        f"keep {what} ({keeper}): nothing measured is faster by more than {margin * 100:g}% "
+        f"({alt} {t[1]:.2f}–{t[2]:.2f}×)"
+        + (
+            f"; shown equivalent within ±{margin * 100:g}% (TOST at each pair's look level): "
+            f"{', '.join(dict.fromkeys(named))}"
+            if named
+            else ""
+        )
+    )
+    return Decision(
+        "equivalent",
+        keeper,
+        best,
+        tied,
+        (),
+        v.separated,
+        threshold,
+        keys,
+        None,
+        statement,
+        ruled_out=v.ruled_out,
+        equivalent=v.equivalent,
+        keeper=keeper,
+        margin=margin,
+        bounds=t,
+    )

@@ -1,15 +1,17 @@
-"""The regression gate of `compare --fail-above θ`: regression, no regression, or cannot tell — per figure.
+"""The regression gate of `compare --fail-above θ`: regression, no regression, or cannot tell — per
+figure.
 
-For each figure (cell × workload × metric) compared between sweep A (before) and B (after), with
-r = mean(B)/mean(A) and "worse" in the metric's direction (1 − r when higher is better, r − 1 otherwise):
+For each figure (cell × workload × metric) compared between sweep A (before) and B (after), with r =
+mean(B)/mean(A) and "worse" in the metric's direction (1 − r when higher is better, r − 1
+otherwise):
 
 * **regression**: the change is significant (Welch, Holm-adjusted p < α) and worse by more than θ.
 * **can tell, no regression**: not a regression, and either the ratio's CI already rules out a
   worsening by θ (its worse end is within θ: r_low ≥ 1 − θ, or r_high ≤ 1 + θ), or Welch's test had
-  power ≥ 0.8 to see a change of δ = θ·mean(A) at the observed noise (stats/power.py, at α/m — the level
-  of Holm's first step for m tested figures).
-* **cannot tell**: neither — the data could have missed a worsening by θ; the verdict carries the power
-  and the runs per side that would reach 0.8.
+  power ≥ 0.8 to see a change of δ = θ·mean(A) at the observed noise (stats/power.py, at α/m — the
+  level of Holm's first step for m tested figures).
+* **cannot tell**: neither — the data could have missed a worsening by θ; the verdict carries the
+  power and the runs per side that would reach 0.8.
 
 θ = 0 asks for any significant worsening; a change of 0 cannot be powered for, so no figure is
 "cannot tell" then. Figures with n < 2 on a side have no test: they are "cannot tell" (power 0).
@@ -55,8 +57,12 @@ def worse_by(c: Change, higher_is_better: bool) -> float | None:
     return (1 - c.ratio.ratio) if higher_is_better else (c.ratio.ratio - 1)
 
 
-def regression_gate(changes: Sequence[Change], threshold: float, higher_is_better: Callable[[str], bool],
-                    alpha: float = 0.05) -> GateVerdict:
+def regression_gate(
+    changes: Sequence[Change],
+    threshold: float,
+    higher_is_better: Callable[[str], bool],
+    alpha: float = 0.05,
+) -> GateVerdict:
     """Judge every change against the threshold θ (a fraction); see the module docstring."""
     if not threshold >= 0:
         raise ValueError(f"threshold must be ≥ 0, got {threshold}")
@@ -78,7 +84,9 @@ def regression_gate(changes: Sequence[Change], threshold: float, higher_is_bette
         if c.a.sd is None or c.b.sd is None:
             undetectable.append(Undetectable(c, Power(0.0, None)))
             continue
-        p = welch_power(threshold * abs(c.a.mean), c.a.sd, c.b.sd, c.a.n, c.b.n, level, POWER_TARGET)
+        p = welch_power(
+            threshold * abs(c.a.mean), c.a.sd, c.b.sd, c.a.n, c.b.n, level, POWER_TARGET
+        )
         if p.power < POWER_TARGET:
             undetectable.append(Undetectable(c, p))
     return GateVerdict(threshold, regressions, undetectable, tested)

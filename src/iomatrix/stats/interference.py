@@ -38,21 +38,18 @@ Per score, with the earlier values h:
         S = { x ∈ h : x ≤ c + 2.5 · s }
     limit = max(absolute limit,  c + 3 · s)      (c, s of the final S)
 
-1.4826·MAD is the normal-consistent robust SD.  Starting from the quieter
-half and growing the set by clipping at 2.5 SD estimates the centre and SD of
-the undisturbed runs while up to half of the runs (in practice more) are
-disturbed by a clear step — a plain median + k·MAD over all runs drifts to
-the disturbed level when they are half the runs, and its MAD swallows the gap
-(benchmark (b) loads the host half of the time) — and it grows to nearly all
-runs when none are disturbed.  Measured by simulation (8–40 earlier runs): a
-busy host with normal PSI and no disturbance gets 7.9% of its runs flagged
-(the robust SD from so few runs is itself noisy: the price of relative
-flags); a 50/50 mixture with the disturbed level 4.75 SD higher gets 79% of
-its disturbed runs flagged and 4.6% of the others (``bench/noisy_host.py flagsim``).  ``MIN_SPREAD`` keeps a
-near-constant background from flagging wobbles.  The absolute limits stay the
-floor, so on a quiet host (baseline near 0) the rule is the absolute one;
-with fewer than 8 earlier runs only the absolute rule applies.  Each reason
-names the limit that applied and the baseline it came from.
+1.4826·MAD is the normal-consistent robust SD.  Starting from the quieter half and growing the set
+by clipping at 2.5 SD estimates the centre and SD of the undisturbed runs while up to half of the
+runs (in practice more) are disturbed by a clear step — a plain median + k·MAD over all runs drifts
+to the disturbed level when they are half the runs, and its MAD swallows the gap (benchmark (b)
+loads the host half of the time) — and it grows to nearly all runs when none are disturbed.
+Measured by simulation (8–40 earlier runs): a busy host with normal PSI and no disturbance gets 7.9%
+of its runs flagged (the robust SD from so few runs is itself noisy: the price of relative flags); a
+50/50 mixture with the disturbed level 4.75 SD higher gets 79% of its disturbed runs flagged and
+4.6% of the others (``bench/noisy_host.py flagsim``).  ``MIN_SPREAD`` keeps a near-constant
+background from flagging wobbles.  The absolute limits stay the floor, so on a quiet host (baseline
+near 0) the rule is the absolute one; with fewer than 8 earlier runs only the absolute rule applies.
+Each reason names the limit that applied and the baseline it came from.
 
 ``interference_effect`` relates a per-run interference score (PSI cpu some,
 or any field) to the measured values with Spearman's rank correlation.
@@ -86,55 +83,73 @@ MIN_SPREAD: dict[str, float] = {
     "mem.writeback_mb": 16.0,
 }
 
-# Causes outside the measured process: retrying the run at a quieter moment can avoid them. Writeback is
-# not one of them: the run's own writes through a host cache mode cause it too.
+# Causes outside the measured process: retrying the run at a quieter moment can avoid them.
+# Writeback is not one of them: the run's own writes through a host cache mode cause it too.
 OUTSIDE_CAUSES = frozenset({"psi.cpu_some_pct", "cpu.steal_pct", "other_cpu_pct"})
-# ...of which a retry can avoid: not hypervisor steal alone. Steal is the host's other tenants, outside this
-# machine and lasting: measured (issue 53, a quickstart sweep on a shared VM), 10 of 21 retries of runs flagged
-# for steal alone were flagged for steal again, and the 21 retries were a fifth of the sweep's 112 runs. The
-# round as a block absorbs steal that lasts; the flag stays on the run for the report.
+# ...of which a retry can avoid: not hypervisor steal alone. Steal is the host's other tenants,
+# outside this machine and lasting: measured (issue 53, a quickstart sweep on a shared VM), 10 of 21
+# retries of runs flagged for steal alone were flagged for steal again, and the 21 retries were a
+# fifth of the sweep's 112 runs. The round as a block absorbs steal that lasts; the flag stays on
+# the run for the report.
 RETRY_CAUSES = OUTSIDE_CAUSES - {"cpu.steal_pct"}
 
 
 # Each cause in plain words, for a user who never read this module, with what a retry does about it.
 PLAIN_CAUSES: dict[str, str] = {
     "psi.cpu_some_pct": "the CPUs were busy enough that work waited for them (retried)",
-    "cpu.steal_pct": "the hypervisor gave this machine's CPUs to other machines (CPU steal; not retried: it lasts)",
-    "other_cpu_pct": "other programs on this host used more than half a CPU beside fio and QEMU (retried)",
-    "mem.writeback_mb": "the kernel was writing cached data to disk (not retried: our own writes cause it too)",
+    "cpu.steal_pct": "the hypervisor gave this machine's CPUs to other machines (CPU steal; not "
+    "retried: it lasts)",
+    "other_cpu_pct": "other programs on this host used more than half a CPU beside fio and QEMU "
+    "(retried)",
+    "mem.writeback_mb": "the kernel was writing cached data to disk (not retried: our own writes "
+    "cause it too)",
 }
 
 
 def disturbance_lines(counts: Mapping[str, int]) -> list[str]:
-    """What disturbed a sweep's runs, in plain words, most frequent first: ``counts`` is cause → runs (a run flagged
-    for several causes counts under each). Example: {"cpu.steal_pct": 21, "other_cpu_pct": 8} →
-    ["  21: the hypervisor gave this machine's CPUs to other machines (CPU steal; not retried: it lasts)",
-    "  8: other programs on this host used more than half a CPU beside fio and QEMU (retried)"]."""
+    """What disturbed a sweep's runs, in plain words, most frequent first: ``counts`` is cause →
+    runs (a run flagged for several causes counts under each). Example: {"cpu.steal_pct": 21,
+    "other_cpu_pct": 8} → ["  21: the hypervisor gave this machine's CPUs to other machines (CPU
+    steal; not retried: it lasts)", "  8: other programs on this host used more than half a CPU
+    beside fio and QEMU (retried)"]."""
     ranked = sorted((n, cause) for cause, n in counts.items() if n > 0 and cause in PLAIN_CAUSES)
-    return [f"  {n}: {PLAIN_CAUSES[cause]}" for n, cause in sorted(ranked, key=lambda t: (-t[0], t[1]))]
+    return [
+        f"  {n}: {PLAIN_CAUSES[cause]}" for n, cause in sorted(ranked, key=lambda t: (-t[0], t[1]))
+    ]
 
 
 @dataclass(frozen=True)
 class RunInterference:
     disturbed: bool
     reasons: tuple[str, ...]
-    other_cpu_pct: float | None  # CPU used by other processes, % of one CPU (None when not computable)
-    causes: tuple[str, ...] = ()  # the THRESHOLDS keys that were exceeded, in the order of `reasons`
+    # CPU used by other processes, % of one CPU (None when not computable)
+    other_cpu_pct: float | None
+    # the THRESHOLDS keys that were exceeded, in the order of `reasons`
+    causes: tuple[str, ...] = ()
 
     @property
     def retry_worthy(self) -> bool:
-        """Disturbed by something outside the measured process that a retry can avoid (RETRY_CAUSES: not
-        hypervisor steal alone)."""
+        """Disturbed by something outside the measured process that a retry can avoid (RETRY_CAUSES:
+        not hypervisor steal alone)."""
         return any(c in RETRY_CAUSES for c in self.causes)
 
 
 def interference_scores(summary: Mapping[str, float], cpu_count: int) -> dict[str, float]:
-    """The run's scores the flags judge (keys of THRESHOLDS), from its monitor field means; a score that was not
-    sampled is absent. other_cpu_pct = (usr + sys)·ncpu − proc.cpu_pct (% of one CPU), floored at 0."""
+    """The run's scores the flags judge (keys of THRESHOLDS), from its monitor field means; a score
+    that was not sampled is absent. other_cpu_pct = (usr + sys)·ncpu − proc.cpu_pct (% of one CPU),
+    floored at 0."""
     if cpu_count < 1:
         raise ValueError(f"cpu_count must be ≥ 1, got {cpu_count}")
-    out = {k: float(summary[k]) for k in ("psi.cpu_some_pct", "cpu.steal_pct", "mem.writeback_mb") if k in summary}
-    usr, sys_, proc = summary.get("cpu.usr_pct"), summary.get("cpu.sys_pct"), summary.get("proc.cpu_pct")
+    out = {
+        k: float(summary[k])
+        for k in ("psi.cpu_some_pct", "cpu.steal_pct", "mem.writeback_mb")
+        if k in summary
+    }
+    usr, sys_, proc = (
+        summary.get("cpu.usr_pct"),
+        summary.get("cpu.sys_pct"),
+        summary.get("proc.cpu_pct"),
+    )
     if usr is not None and sys_ is not None and proc is not None:
         out["other_cpu_pct"] = max(0.0, (usr + sys_) * cpu_count - proc)
     return out
@@ -155,8 +170,13 @@ def _median(xs: Sequence[float]) -> float:
 def baseline_limit(field: str, history: Sequence[float], absolute: float) -> Limit:
     """The limit for one score given the sweep's earlier values of it (see the module docstring)."""
     if len(history) < BASELINE_MIN_RUNS:
-        return Limit(absolute, "absolute" if not history else
-                     f"absolute; {len(history)} earlier run(s) < {BASELINE_MIN_RUNS} for a sweep baseline")
+        return Limit(
+            absolute,
+            "absolute"
+            if not history
+            else f"absolute; {len(history)} earlier run(s) < {BASELINE_MIN_RUNS} for a sweep "
+            "baseline",
+        )
     floor = MIN_SPREAD.get(field, 0.0)
 
     def centre_spread(xs: Sequence[float]) -> tuple[float, float]:
@@ -173,18 +193,24 @@ def baseline_limit(field: str, history: Sequence[float], absolute: float) -> Lim
         undisturbed = grown
     centre, spread = centre_spread(undisturbed)
     relative = centre + BASELINE_K * spread
-    base = (f"this sweep's undisturbed level {centre:.3g} ± {spread:.2g} "
-            f"({len(undisturbed)} of {len(history)} earlier runs)")
+    base = (
+        f"this sweep's undisturbed level {centre:.3g} ± {spread:.2g} "
+        f"({len(undisturbed)} of {len(history)} earlier runs)"
+    )
     if relative > absolute:
         return Limit(relative, f"{base} + {BASELINE_K:g} SD")
     return Limit(absolute, f"absolute; {base}")
 
 
-def interference_flags(summary: Mapping[str, float], cpu_count: int,
-                       thresholds: Mapping[str, float] | None = None,
-                       baseline: Sequence[Mapping[str, float]] = ()) -> RunInterference:
-    """Flag one run from its monitor field means (see the module docstring). ``baseline``: the scores
-    (``interference_scores``) of the sweep's earlier runs, for the relative limits; empty = absolute only."""
+def interference_flags(
+    summary: Mapping[str, float],
+    cpu_count: int,
+    thresholds: Mapping[str, float] | None = None,
+    baseline: Sequence[Mapping[str, float]] = (),
+) -> RunInterference:
+    """Flag one run from its monitor field means (see the module docstring). ``baseline``: the
+    scores (``interference_scores``) of the sweep's earlier runs, for the relative limits; empty =
+    absolute only."""
     th = {**THRESHOLDS, **(thresholds or {})}
     scores = interference_scores(summary, cpu_count)
     reasons: list[str] = []
@@ -193,7 +219,9 @@ def interference_flags(summary: Mapping[str, float], cpu_count: int,
         "psi.cpu_some_pct": lambda v, lim: f"CPU pressure: PSI cpu some {v:.0f}% > {lim:.3g}%",
         "cpu.steal_pct": lambda v, lim: f"CPU steal {v:.1f}% > {lim:.2g}%",
         "other_cpu_pct": lambda v, lim: f"other processes used {v:.0f}% of a CPU > {lim:.3g}%",
-        "mem.writeback_mb": lambda v, lim: f"page-cache writeback {v:.0f} MiB in flight > {lim:.3g} MiB",
+        "mem.writeback_mb": lambda v, lim: (
+            f"page-cache writeback {v:.0f} MiB in flight > {lim:.3g} MiB"
+        ),
     }
     others = scores.get("other_cpu_pct")
     for key in ("psi.cpu_some_pct", "cpu.steal_pct", "other_cpu_pct", "mem.writeback_mb"):
@@ -204,9 +232,14 @@ def interference_flags(summary: Mapping[str, float], cpu_count: int,
             continue  # nobody else was on the CPUs: the measured work waited for itself
         limit = baseline_limit(key, [b[key] for b in baseline if key in b], th[key])
         if v > limit.value:
-            reasons.append(text[key](v, limit.value) + ("" if limit.source == "absolute" else f" ({limit.source})"))
+            reasons.append(
+                text[key](v, limit.value)
+                + ("" if limit.source == "absolute" else f" ({limit.source})")
+            )
             causes.append(key)
-    return RunInterference(bool(reasons), tuple(reasons), scores.get("other_cpu_pct"), tuple(causes))
+    return RunInterference(
+        bool(reasons), tuple(reasons), scores.get("other_cpu_pct"), tuple(causes)
+    )
 
 
 @dataclass(frozen=True)
@@ -218,8 +251,9 @@ class InterferenceEffect:
     undisturbed_mean: float | None
 
 
-def interference_effect(scores: Sequence[float], values: Sequence[float],
-                        disturbed: Sequence[bool] | None = None) -> InterferenceEffect:
+def interference_effect(
+    scores: Sequence[float], values: Sequence[float], disturbed: Sequence[bool] | None = None
+) -> InterferenceEffect:
     """Spearman ρ between an interference score per run (e.g. PSI cpu some) and the measured value.
 
     With fewer than 3 runs, or a constant score or value, ρ is undefined (None).

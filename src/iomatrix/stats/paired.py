@@ -1,30 +1,34 @@
-"""A paired comparison of two cells over the rounds both ran: like with like, with the pair's own variance.
+"""A paired comparison of two cells over the rounds both ran: like with like, with the pair's own
+variance.
 
-Cells are measured in rounds (stats/blocked.py), and a host drifts: the first minute of a sweep is not its last.
-Two cells are compared only over the rounds in which both ran, each round's log ratio one observation:
+Cells are measured in rounds (stats/blocked.py), and a host drifts: the first minute of a sweep is
+not its last. Two cells are compared only over the rounds in which both ran, each round's log ratio
+one observation:
 
     d_j = ln a_j − ln b_j   for every round j holding both a and b   (n such rounds)
     d̄ = Σ d_j / n,   s_d² = Σ (d_j − d̄)² / (n − 1),   SE = s_d / √n,   df = n − 1
     t = d̄ / SE,   p = 2·P(T_df ≥ |t|)                                   (the paired t-test on log values)
     ratio = exp(d̄)   with CI exp(d̄ ± t_{(1+c)/2, df} · SE)                (a ratio of geometric means)
 
-Why this and not the additive model's residual variance: that variance is pooled over every cell of the sweep.
-The steady cache=none cells (±3 %) then lent their precision to the writeback cells (±20 %), and identical
-cells were called "significantly" different (docs/statistics.md, "Decisions that reproduce"). The pair's own
-differences carry exactly the noise of that pair; the round still cancels the host's drift, since each d_j is
-taken within one round. Runs one cell made later (precision runs) are not set against another cell's early
-runs: they have no partner round and are left out.
+Why this and not the additive model's residual variance: that variance is pooled over every cell of
+the sweep. The steady cache=none cells (±3 %) then lent their precision to the writeback cells (±20
+%), and identical cells were called "significantly" different (docs/statistics.md, "Decisions that
+reproduce"). The pair's own differences carry exactly the noise of that pair; the round still
+cancels the host's drift, since each d_j is taken within one round. Runs one cell made later
+(precision runs) are not set against another cell's early runs: they have no partner round and are
+left out.
 
-One wild round widens s_d, so the test grows cautious rather than bold: the same paired t serves when the
-sweep's residuals are clearly not normal (stats/blocked.py keeps Friedman's omnibus test for that case).
+One wild round widens s_d, so the test grows cautious rather than bold: the same paired t serves
+when the sweep's residuals are clearly not normal (stats/blocked.py keeps Friedman's omnibus test
+for that case).
 
 Worked example: rounds 1–3 with a = 100, 110, 90 and b = 95, 100, 88: d = 0.05129, 0.09531, 0.02247;
 d̄ = 0.05636, s_d = 0.03669, SE = 0.02118, df = 2, t = 2.661, p = 0.117; ratio 1.058 with 95 % CI
 exp(0.05636 ± 4.303·0.02118) = 0.966–1.159. A round in which only a ran adds nothing.
 
-Fewer than 2 shared rounds give no variance: p = 1 (nothing is decided), ratio exp(d̄) with no interval (or
-None with no shared round). SE = 0 (every round the same ratio) decides exactly: d̄ = 0 → p = 1, else p = 0.
-"""
+Fewer than 2 shared rounds give no variance: p = 1 (nothing is decided), ratio exp(d̄) with no
+interval (or None with no shared round). SE = 0 (every round the same ratio) decides exactly: d̄ = 0
+→ p = 1, else p = 0."""  # noqa: E501
 
 from __future__ import annotations
 
@@ -52,7 +56,9 @@ def shared_log_ratios(a: Mapping[int, float], b: Mapping[int, float]) -> list[fl
     return [math.log(a[r]) - math.log(b[r]) for r in sorted(set(a) & set(b))]
 
 
-def paired_comparison(a: Mapping[int, float], b: Mapping[int, float], confidence: float = 0.95) -> PairedComparison:
+def paired_comparison(
+    a: Mapping[int, float], b: Mapping[int, float], confidence: float = 0.95
+) -> PairedComparison:
     """a versus b (round → value, every value > 0) over the rounds both ran (module docstring)."""
     d = shared_log_ratios(a, b)
     n = len(d)
@@ -65,10 +71,21 @@ def paired_comparison(a: Mapping[int, float], b: Mapping[int, float], confidence
     se = sd / math.sqrt(n)
     if se <= 1e-12 * max(1.0, abs(mean)):
         p = 1.0 if abs(mean) < 1e-12 else 0.0
-        return PairedComparison(n, math.exp(mean), math.exp(mean), math.exp(mean), 0.0, n - 1,
-                                0.0 if p == 1.0 else math.copysign(math.inf, mean), p)
+        return PairedComparison(
+            n,
+            math.exp(mean),
+            math.exp(mean),
+            math.exp(mean),
+            0.0,
+            n - 1,
+            0.0 if p == 1.0 else math.copysign(math.inf, mean),
+            p,
+        )
     t = mean / se
-    # scipy.stats.t's own functions without importing scipy.stats (~1 s of CPU per process, issue 52).
+    # scipy.stats.t's own functions without importing scipy.stats (~1 s of CPU per process, issue
+    # 52).
     p = t_two_sided_p(t, n - 1)
     q = t_quantile(confidence, n - 1)
-    return PairedComparison(n, math.exp(mean), math.exp(mean - q * se), math.exp(mean + q * se), se, n - 1, t, p)
+    return PairedComparison(
+        n, math.exp(mean), math.exp(mean - q * se), math.exp(mean + q * se), se, n - 1, t, p
+    )

@@ -146,17 +146,25 @@ def race_step(
 ) -> RaceStep:
     """One racing decision over the units of one workload (see the module docstring).
 
-    ``rounds_left``: rounds the race may still run (None = unlimited: no futility stop). ``margin``: the margin
-    of practical equivalence of step 4 (the workload's role's, as its decision uses; None: θ).
-    """
+    ``rounds_left``: rounds the race may still run (None = unlimited: no futility stop). ``margin``:
+    the margin of practical equivalence of step 4 (the workload's role's, as its decision uses;
+    None: θ)."""
     _check(threshold, alpha)
     units = list(data)
     base = set(baselines)
 
     def keep_all(why: str) -> RaceStep:
-        ds = tuple(Elimination(u, "baseline" if u in base else "keep",
-                               "baseline: keep min runs" if u in base else why) for u in units)
-        return RaceStep(None, ds, frozenset(u for u in units if u not in base), frozenset(), "none", rounds_left)
+        ds = tuple(
+            Elimination(
+                u,
+                "baseline" if u in base else "keep",
+                "baseline: keep min runs" if u in base else why,
+            )
+            for u in units
+        )
+        return RaceStep(
+            None, ds, frozenset(u for u in units if u not in base), frozenset(), "none", rounds_left
+        )
 
     racing = [u for u in units if u not in base]
     if len(racing) < 2:
@@ -171,8 +179,14 @@ def race_step(
     eq_an = blocked_analysis(sub, alpha, confidence=1.0 - 2.0 * alpha, allow_nonparametric=False)
     sign = -1.0 if higher_is_better else 1.0
     best = min(racing, key=lambda u: (sign * an.centre[u], u))
-    rules = _Rules(threshold, alpha, higher_is_better, rounds_left, len(complete),
-                   threshold if margin is None else margin)
+    rules = _Rules(
+        threshold,
+        alpha,
+        higher_is_better,
+        rounds_left,
+        len(complete),
+        threshold if margin is None else margin,
+    )
     ruled = _ruled_out(an, racing, best, rules)
     decisions: list[Elimination] = []
     top = {best}
@@ -190,7 +204,9 @@ def race_step(
             top.add(u)
         elif place == "contender":
             contenders.add(u)
-    return RaceStep(best, tuple(decisions), frozenset(top), frozenset(contenders), an.method, rounds_left)
+    return RaceStep(
+        best, tuple(decisions), frozenset(top), frozenset(contenders), an.method, rounds_left
+    )
 
 
 @dataclass(frozen=True)
@@ -203,51 +219,91 @@ class _Rules:
     margin: float  # of practical equivalence (step 4)
 
 
-def _ruled_out(an: BlockedAnalysis, racing: Sequence[str], best: str, rules: _Rules) -> dict[str, float]:
-    """The non-superiority family (stats/ruling_out.py): the units behind by more than θ yet not significantly,
-    with their Holm-adjusted p (parametric model only)."""
+def _ruled_out(
+    an: BlockedAnalysis, racing: Sequence[str], best: str, rules: _Rules
+) -> dict[str, float]:
+    """The non-superiority family (stats/ruling_out.py): the units behind by more than θ yet not
+    significantly, with their Holm-adjusted p (parametric model only)."""
     pairs = {u: an.pair(u, best) for u in racing if u != best}
-    behind = [u for u, pr in pairs.items()
-              if not pr.significant and gap_to_best(pr.ratio, rules.higher_is_better) > rules.threshold]
+    behind = [
+        u
+        for u, pr in pairs.items()
+        if not pr.significant and gap_to_best(pr.ratio, rules.higher_is_better) > rules.threshold
+    ]
     return ruled_out_p(an, best, behind, rules.higher_is_better, rules.threshold)
 
 
-def _judge(u: str, best: str, an: BlockedAnalysis, eq_an: BlockedAnalysis, ruled: Mapping[str, float],
-           rules: _Rules) -> tuple[Elimination, str]:
-    """One unit against the best (steps 3–5 of the module docstring): its decision, and "top" (within θ or
-    equivalent), "contender" (still racing outside the top group) or "" (stopped)."""
+def _judge(
+    u: str,
+    best: str,
+    an: BlockedAnalysis,
+    eq_an: BlockedAnalysis,
+    ruled: Mapping[str, float],
+    rules: _Rules,
+) -> tuple[Elimination, str]:
+    """One unit against the best (steps 3–5 of the module docstring): its decision, and "top"
+    (within θ or equivalent), "contender" (still racing outside the top group) or "" (stopped)."""
     alpha, pct = rules.alpha, f"{rules.threshold:.0%}"
     pr = an.pair(u, best)
     gap = gap_to_best(pr.ratio, rules.higher_is_better)
-    level = (f"{pr.level:.2g}, the level of look {look_index(pr.paired_rounds)} of α={alpha:g}: "
-             f"{pr.paired_rounds} shared rounds")
+    level = (
+        f"{pr.level:.2g}, the level of look {look_index(pr.paired_rounds)} of α={alpha:g}: "
+        f"{pr.paired_rounds} shared rounds"
+    )
     if pr.significant and gap > rules.threshold:
-        return Elimination(u, "eliminated", f"significantly worse than {best} by {gap:.0%} "
-                                            f"(Holm p={pr.p_adjusted:.2g} < {level}; threshold {pct})"), ""
+        return Elimination(
+            u,
+            "eliminated",
+            f"significantly worse than {best} by {gap:.0%} "
+            f"(Holm p={pr.p_adjusted:.2g} < {level}; threshold {pct})",
+        ), ""
     if u in ruled and ruled[u] < pr.level:
         # Stops the race for u; it does not make the best "the answer" over u (stats/decision.py).
-        return Elimination(u, "eliminated", f"cannot be more than {pct} better than {best}: {gap:.0%} behind "
-                                            f"(one-sided test against that margin, Holm p={ruled[u]:.2g} < "
-                                            f"{level})"), ""
-    eq = eq_an.pair(u, best)  # the parametric paired comparison (the omnibus test may be Friedman's)
+        return Elimination(
+            u,
+            "eliminated",
+            f"cannot be more than {pct} better than {best}: {gap:.0%} behind "
+            f"(one-sided test against that margin, Holm p={ruled[u]:.2g} < "
+            f"{level})",
+        ), ""
+    # the parametric paired comparison (the omnibus test may be Friedman's)
+    eq = eq_an.pair(u, best)
     t = tost(eq.ratio, eq.se_log, eq.df, eq.level, rules.margin, rules.higher_is_better)
     if t.equivalent and t.low is not None and t.high is not None:
-        return Elimination(u, "equivalent", f"equivalent to {best}: ratio {eq.ratio:.3f}, "
-                                            f"{(1 - 2 * eq.level) * 100:.4g}% CI {t.low:.3f}–{t.high:.3f} "
-                                            f"within ±{rules.margin:.0%} (TOST at {level})"), "top"
+        return Elimination(
+            u,
+            "equivalent",
+            f"equivalent to {best}: ratio {eq.ratio:.3f}, "
+            f"{(1 - 2 * eq.level) * 100:.4g}% CI {t.low:.3f}–{t.high:.3f} "
+            f"within ±{rules.margin:.0%} (TOST at {level})",
+        ), "top"
     if gap <= rules.threshold:
         return Elimination(u, "keep", f"within {pct} of {best}"), "top"
-    # Even odds (FUTILITY_POWER) of settling it: separated or ruled out (stats/decision.py: rounds_to_settle).
-    extra = rounds_to_settle(pr.ratio, pair_sd(pr), pr.paired_rounds or rules.rounds_done, alpha,
-                             rules.threshold, rules.higher_is_better, pr.se_log is not None, FUTILITY_POWER)
+    # Even odds (FUTILITY_POWER) of settling it: separated or ruled out (stats/decision.py:
+    # rounds_to_settle).
+    extra = rounds_to_settle(
+        pr.ratio,
+        pair_sd(pr),
+        pr.paired_rounds or rules.rounds_done,
+        alpha,
+        rules.threshold,
+        rules.higher_is_better,
+        pr.se_log is not None,
+        FUTILITY_POWER,
+    )
     left = rules.rounds_left
     # With no round left, max or the budget stops the unit anyway, and says so.
     if left is not None and left > 0 and extra is not None and extra > left:
-        return Elimination(u, "futile", f"not separable from {best} within the budget: {gap:.0%} behind "
-                                        f"(Holm p={pr.p_adjusted:.2g}); about {extra} more round(s) needed "
-                                        f"for even odds of separating them or ruling it out, {left} left"), ""
-    return Elimination(u, "keep", f"{gap:.0%} behind {best} but not significantly "
-                                  f"(Holm p={pr.p_adjusted:.2g})"), "contender"
+        return Elimination(
+            u,
+            "futile",
+            f"not separable from {best} within the budget: {gap:.0%} behind "
+            f"(Holm p={pr.p_adjusted:.2g}); about {extra} more round(s) needed "
+            f"for even odds of separating them or ruling it out, {left} left",
+        ), ""
+    return Elimination(
+        u, "keep", f"{gap:.0%} behind {best} but not significantly (Holm p={pr.p_adjusted:.2g})"
+    ), "contender"
 
 
 STABLE_ROUNDS = 2
@@ -287,8 +343,12 @@ def stop_reason(
                 return "tied group settled"
             return "one best left"
         recent = steps[-STABLE_ROUNDS:]
-        if (len(recent) == STABLE_ROUNDS and not last.contenders and last.best is not None
-                and all(s.top_group == last.top_group for s in recent)):
+        if (
+            len(recent) == STABLE_ROUNDS
+            and not last.contenders
+            and last.best is not None
+            and all(s.top_group == last.top_group for s in recent)
+        ):
             return "stable tied group"
     if rounds_done >= max_rounds:
         return "max rounds"

@@ -2,12 +2,11 @@
 
 Procedure (docs/statistics.md, "Ranking"):
 
-1. Summarize every cell (``summarize``: a Student-t CI, the log-scale t CI where that would reach 0, Wilson's
-   for a 0/1 figure).  A cell with n < ``min_n`` runs is
-   listed last, unranked (a variance needs runs).  The CI width is never a
-   filter: a cell whose CI half-width exceeds ``max_rel_half_width`` of its
-   mean is ranked like any other and only *flagged* ``too_noisy``; what the
-   noise leaves open shows up as unresolved comparisons.
+1. Summarize every cell (``summarize``: a Student-t CI, the log-scale t CI where that would reach 0,
+   Wilson's for a 0/1 figure).  A cell with n < ``min_n`` runs is listed last, unranked (a variance
+   needs runs).  The CI width is never a filter: a cell whose CI half-width exceeds
+   ``max_rel_half_width`` of its mean is ranked like any other and only *flagged* ``too_noisy``;
+   what the noise leaves open shows up as unresolved comparisons.
 2. Every pair of ranked cells is compared, one Holm family:
    * with ``rounds`` (the round of every sample): ``blocked_analysis`` — the
      two-way model on log values with the round as block (or Friedman +
@@ -17,10 +16,10 @@ Procedure (docs/statistics.md, "Ranking"):
 3. Cells are ordered by their centre, best first: the geometric mean (blocked
    analyses, model-adjusted when rounds are incomplete) or the arithmetic mean
    (Welch); ties by name.
-4. Groups (leader clustering, in rank order: ``stats/leader_groups.py``): the best cell leads group 1; a
-   cell joins the group of the first leader it is *not* significantly
-   different from (Holm-adjusted p ≥ α); otherwise it starts a new group.
-   Group 1 is the set of cells indistinguishable from the best.
+4. Groups (leader clustering, in rank order: ``stats/leader_groups.py``): the best cell leads group
+   1; a cell joins the group of the first leader it is *not* significantly different from
+   (Holm-adjusted p ≥ α); otherwise it starts a new group. Group 1 is the set of cells
+   indistinguishable from the best.
 5. ``unresolved`` lists every pair the data cannot order (adjusted p ≥ α).
 6. Ratios to the best: from the analysis (blocked: the pair's ratio over the
    rounds both ran with its paired CI, none with fewer than 2 such rounds;
@@ -36,7 +35,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from iomatrix.stats.blocked import BlockedAnalysis, BlockedPair, blocked_analysis, independent_analysis
+from iomatrix.stats.blocked import (
+    BlockedAnalysis,
+    BlockedPair,
+    blocked_analysis,
+    independent_analysis,
+)
 from iomatrix.stats.compare import RatioCI, ratio_ci
 from iomatrix.stats.leader_groups import leader_groups
 from iomatrix.stats.looks import DECISION_ALPHA
@@ -56,7 +60,8 @@ class PairComparison:
 class RankedRow:
     name: str
     summary: Summary
-    centre: float | None  # the value the order uses: geometric (blocked) or arithmetic mean; None if unranked
+    # the value the order uses: geometric (blocked) or arithmetic mean; None if unranked
+    centre: float | None
     rank: int | None  # 1-based position among ranked cells; None with too few runs
     group: int | None  # 1 = indistinguishable from the best; None with too few runs
     same_as_best: bool  # ranked and not significantly different from the best
@@ -105,7 +110,11 @@ class Ranking:
     def unresolved(self) -> tuple[tuple[str, str], ...]:
         """Pairs the data cannot order (Holm-adjusted p ≥ α), better cell first."""
         pos = {r.name: i for i, r in enumerate(self.rows)}
-        out = [tuple(sorted((c.a, c.b), key=pos.__getitem__)) for c in self.comparisons if not c.significant]
+        out = [
+            tuple(sorted((c.a, c.b), key=pos.__getitem__))
+            for c in self.comparisons
+            if not c.significant
+        ]
         return tuple(sorted(out, key=lambda ab: (pos[ab[0]], pos[ab[1]])))  # type: ignore[arg-type]
 
     def row(self, name: str) -> RankedRow:
@@ -137,7 +146,8 @@ def _pct(x: float) -> str:
 
 
 def check_rank_parameters(alpha: float, min_n: int, max_rel_half_width: float | None) -> None:
-    """ValueError unless 0 < α < 1, min_n ≥ 2 (a variance needs two runs) and max_rel_half_width ≥ 0 or None."""
+    """ValueError unless 0 < α < 1, min_n ≥ 2 (a variance needs two runs) and max_rel_half_width ≥ 0
+    or None."""
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     if min_n < 2:
@@ -146,10 +156,13 @@ def check_rank_parameters(alpha: float, min_n: int, max_rel_half_width: float | 
         raise ValueError("max_rel_half_width must be ≥ 0 or None")
 
 
-def summarize_cells(groups: Mapping[str, Sequence[float]], rounds: Mapping[str, Sequence[int]] | None,
-                    confidence: float) -> dict[str, Summary]:
-    """Every cell's summary (its CI as ``summarize`` computes it); ValueError naming the cell for an empty one
-    or, with ``rounds``, a rounds list whose length differs from its samples'."""
+def summarize_cells(
+    groups: Mapping[str, Sequence[float]],
+    rounds: Mapping[str, Sequence[int]] | None,
+    confidence: float,
+) -> dict[str, Summary]:
+    """Every cell's summary (its CI as ``summarize`` computes it); ValueError naming the cell for an
+    empty one or, with ``rounds``, a rounds list whose length differs from its samples'."""
     summaries: dict[str, Summary] = {}
     for name, samples in groups.items():
         try:
@@ -157,13 +170,16 @@ def summarize_cells(groups: Mapping[str, Sequence[float]], rounds: Mapping[str, 
         except ValueError as exc:
             raise ValueError(f"cell {name!r}: {exc}") from exc
         if rounds is not None and len(rounds.get(name, ())) != len(samples):
-            raise ValueError(f"cell {name!r}: {len(samples)} samples but {len(rounds.get(name, ()))} rounds")
+            raise ValueError(
+                f"cell {name!r}: {len(samples)} samples but {len(rounds.get(name, ()))} rounds"
+            )
     return summaries
 
 
 def too_noisy(s: Summary, max_rel_half_width: float | None) -> bool:
-    """The CI half-width exceeds ``max_rel_half_width`` · |mean| (a flag only).  With mean 0 the relative
-    width is infinite unless the CI is a point; no limit, or no CI (n = 1), is never too noisy."""
+    """The CI half-width exceeds ``max_rel_half_width`` · |mean| (a flag only).  With mean 0 the
+    relative width is infinite unless the CI is a point; no limit, or no CI (n = 1), is never too
+    noisy."""
     if max_rel_half_width is None or s.half_width is None:
         return False
     if s.rel_half_width is None:
@@ -171,60 +187,94 @@ def too_noisy(s: Summary, max_rel_half_width: float | None) -> bool:
     return s.rel_half_width > max_rel_half_width
 
 
-def pair_analysis(groups: Mapping[str, Sequence[float]], names: Sequence[str],
-                  rounds: Mapping[str, Sequence[int]] | None, alpha: float,
-                  confidence: float) -> BlockedAnalysis | None:
-    """Step 2: every pair of the ranked ``names`` in one Holm family — blocked by round with ``rounds``,
-    else Welch; None with fewer than 2 cells."""
+def pair_analysis(
+    groups: Mapping[str, Sequence[float]],
+    names: Sequence[str],
+    rounds: Mapping[str, Sequence[int]] | None,
+    alpha: float,
+    confidence: float,
+) -> BlockedAnalysis | None:
+    """Step 2: every pair of the ranked ``names`` in one Holm family — blocked by round with
+    ``rounds``, else Welch; None with fewer than 2 cells."""
     if len(names) < 2:
         return None
     if rounds is not None:
-        return blocked_analysis({n: list(zip(rounds[n], groups[n], strict=True)) for n in names}, alpha,
-                                confidence)
+        return blocked_analysis(
+            {n: list(zip(rounds[n], groups[n], strict=True)) for n in names}, alpha, confidence
+        )
     return independent_analysis({n: groups[n] for n in names}, alpha, confidence)
 
 
-def ratio_to_best(name: str, best: str | None, analysis: BlockedAnalysis | None, groups: Mapping[str, Sequence[float]],
-                  confidence: float) -> RatioCI | None:
-    """Step 6: centre(name)/centre(best) — 1 for the best itself; the model's ratio and CI when the analysis
-    is blocked and ranked the cell; else the Fieller CI of the ratio of means.  None without a best."""
+def ratio_to_best(
+    name: str,
+    best: str | None,
+    analysis: BlockedAnalysis | None,
+    groups: Mapping[str, Sequence[float]],
+    confidence: float,
+) -> RatioCI | None:
+    """Step 6: centre(name)/centre(best) — 1 for the best itself; the model's ratio and CI when the
+    analysis is blocked and ranked the cell; else the Fieller CI of the ratio of means.  None
+    without a best."""
     if best is None:
         return None
     if name == best:
         return RatioCI(1.0, 1.0, 1.0)
     if analysis is not None and name in analysis.centre and analysis.blocked:
         pr = analysis.pair(name, best)
-        if pr.paired_rounds < 2:  # like with like or not at all: no ratio of runs made at different times
+        # like with like or not at all: no ratio of runs made at different times
+        if pr.paired_rounds < 2:
             return RatioCI(None, None, None)
         return RatioCI(pr.ratio, pr.ratio_low, pr.ratio_high)
     return ratio_ci(groups[name], groups[best], confidence)
 
 
-def comparison_heading(analysis: BlockedAnalysis | None, n_ranked: int, alpha: float, blocked_by_round: bool) -> str:
+def comparison_heading(
+    analysis: BlockedAnalysis | None, n_ranked: int, alpha: float, blocked_by_round: bool
+) -> str:
     """The first clause of the ranking's description: which test (or why none was made)."""
     if analysis is None:
-        return "one ranked cell: no comparisons made" if n_ranked == 1 else \
-            "no cell has enough runs: no comparisons made"
+        return (
+            "one ranked cell: no comparisons made"
+            if n_ranked == 1
+            else "no cell has enough runs: no comparisons made"
+        )
     if analysis.blocked:
         return analysis.description[0].upper() + analysis.description[1:]
     m = len(analysis.pairs)
-    return (f"Welch's t-test, two-sided, Holm-corrected over {m} comparison{'s' if m != 1 else ''}, α={alpha:g}"
-            + ("" if not blocked_by_round else f" ({analysis.description.split(': ', 1)[-1]})"))
+    return (
+        f"Welch's t-test, two-sided, Holm-corrected over {m} "
+        f"comparison{'s' if m != 1 else ''}, α={alpha:g}"
+        + ("" if not blocked_by_round else f" ({analysis.description.split(': ', 1)[-1]})")
+    )
 
 
-def ranking_description(head: str, higher_is_better: bool, blocked: bool, confidence: float, min_n: int,
-                        max_rel_half_width: float | None) -> str:
-    """One sentence for reports: the test, the direction, the order, the CIs and what is not ranked."""
+def ranking_description(
+    head: str,
+    higher_is_better: bool,
+    blocked: bool,
+    confidence: float,
+    min_n: int,
+    max_rel_half_width: float | None,
+) -> str:
+    """One sentence for reports: the test, the direction, the order, the CIs and what is not
+    ranked."""
     direction = "higher is better" if higher_is_better else "lower is better"
     centre_word = "geometric means" if blocked else "means"
-    noisy_note = ("" if max_rel_half_width is None
-                  else f"; 'too noisy' (CI half-width > {_pct(max_rel_half_width)} of the mean) is a flag, "
-                       "never a reason to leave a cell out")
-    # The intervals stats/summary.py computes: Student t, the t interval of the logs where Student t would reach 0
-    # (a quantity that cannot be negative), Wilson's for a 0/1 figure (docs/statistics.md §1).
-    return (f"{head}; {direction}; ordered by {centre_word}; {_pct(confidence)} CIs: Student t, or log-scale t "
-            "where it would reach 0, Wilson for 0/1 figures; "
-            f"cells with n < {min_n} are listed last and not ranked{noisy_note}")
+    noisy_note = (
+        ""
+        if max_rel_half_width is None
+        else f"; 'too noisy' (CI half-width > {_pct(max_rel_half_width)} of the mean) is a flag, "
+        "never a reason to leave a cell out"
+    )
+    # The intervals stats/summary.py computes: Student t, the t interval of the logs where Student t
+    # would reach 0 (a quantity that cannot be negative), Wilson's for a 0/1 figure
+    # (docs/statistics.md §1).
+    return (
+        f"{head}; {direction}; ordered by {centre_word}; {_pct(confidence)} CIs: Student "
+        "t, or log-scale t "
+        "where it would reach 0, Wilson for 0/1 figures; "
+        f"cells with n < {min_n} are listed last and not ranked{noisy_note}"
+    )
 
 
 def rank(
@@ -253,10 +303,13 @@ def rank(
     eligible = sorted(ranked_names, key=lambda n: (sign * centre[n], n))
     ineligible = sorted(few, key=lambda n: (sign * summaries[n].mean, n))
 
-    comparisons = tuple(PairComparison(p.a, p.b, p, p.p_adjusted, p.significant)
-                        for p in (analysis.pairs if analysis else ()))
+    comparisons = tuple(
+        PairComparison(p.a, p.b, p, p.p_adjusted, p.significant)
+        for p in (analysis.pairs if analysis else ())
+    )
     p_adj = {frozenset((c.a, c.b)): c.p_adjusted for c in comparisons}
-    # Each pair at its own look's level (stats/looks.py), as the decision judges it (0 before 3 shared rounds).
+    # Each pair at its own look's level (stats/looks.py), as the decision judges it (0 before 3
+    # shared rounds).
     levels = {frozenset((c.a, c.b)): c.test.level for c in comparisons}
     group_of = leader_groups(eligible, p_adj, alpha, levels)
     best = eligible[0] if eligible else None
@@ -271,7 +324,9 @@ def rank(
             rank=pos if is_ranked else None,
             group=group_of.get(name),
             same_as_best=group_of.get(name) == 1,
-            p_vs_best=p_adj[frozenset((name, best))] if is_ranked and best is not None and name != best else None,
+            p_vs_best=p_adj[frozenset((name, best))]
+            if is_ranked and best is not None and name != best
+            else None,
             ratio_to_best=ratio_to_best(name, best, analysis, groups, confidence),
             ratio_to_reference=None if ref is None else ratio_ci(groups[name], ref, confidence),
             too_few_runs=name in few,
@@ -287,6 +342,8 @@ def rank(
         alpha=alpha,
         min_n=min_n,
         max_rel_half_width=max_rel_half_width,
-        test_description=ranking_description(head, higher_is_better, blocked, confidence, min_n, max_rel_half_width),
+        test_description=ranking_description(
+            head, higher_is_better, blocked, confidence, min_n, max_rel_half_width
+        ),
         analysis=analysis,
     )

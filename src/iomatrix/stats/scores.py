@@ -80,7 +80,8 @@ def weighted_score_ci(
 
 
 def weighted_mixed_ci(read: ScoreCI, write: ScoreCI, confidence: float = 0.95) -> ScoreCI:
-    """Mean of a weighted-read and a weighted-write score with a propagated CI (see the module docstring)."""
+    """Mean of a weighted-read and a weighted-write score with a propagated CI (see the module
+    docstring)."""
     check_confidence(confidence)
     score = weighted_mixed(read.score, write.score)
     if read.low is None or write.low is None or read.high is None or write.high is None:

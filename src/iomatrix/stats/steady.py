@@ -38,7 +38,8 @@ class SteadyState:
     window: int  # number of points actually in the window (0 when unknown)
     rule: str  # human-readable rule, e.g. "SNIA: range ≤ 20%, slope excursion ≤ 10% over 5 points"
     source: str = "snia"  # "snia" (computed here) or "fio" (fio's own verdict)
-    fio_criterion: float | None = None  # fio: the achieved criterion, as printed (percent if the rule has %)
+    # fio: the achieved criterion, as printed (percent if the rule has %)
+    fio_criterion: float | None = None
     fio_limit: float | None = None  # fio: the limit from ss=, same units
 
 
@@ -64,11 +65,15 @@ def snia_steady_state(
     """
     if window < 2:
         raise ValueError(f"window must be ≥ 2, got {window}")
-    rule = f"SNIA: range ≤ {max_range * 100:g}% and slope excursion ≤ {max_slope * 100:g}% " \
-           f"of the mean over the last {window} points"
+    rule = (
+        f"SNIA: range ≤ {max_range * 100:g}% and slope excursion ≤ {max_slope * 100:g}% "
+        f"of the mean over the last {window} points"
+    )
     arr = as_samples(series, name="series", min_n=0)
     if arr.size < window:
-        return SteadyState(False, None, None, None, int(arr.size), rule + f" (only {arr.size} points)")
+        return SteadyState(
+            False, None, None, None, int(arr.size), rule + f" (only {arr.size} points)"
+        )
     y = arr[-window:]
     mean, rng, slope = _window_metrics(y)
     attained = rng is not None and slope is not None and rng <= max_range and slope <= max_slope

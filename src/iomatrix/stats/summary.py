@@ -10,17 +10,18 @@ Conventions (see docs/statistics.md):
   exist; with mean 0 the CV and relative half-width do not exist.
 * Samples that are all exactly equal have ``sd == 0.0`` exactly (not a
   rounding residue such as 1e-17), so the CI collapses to the mean.
-* Every quantity iomatrix stores is non-negative (IOPS, MB/s, latencies, CPU per I/O, fractions), so by
-  default (``scale="nonnegative"``) a negative sample is refused and the interval never reaches ≤ 0: where
-  the Student-t interval would, the interval is the log-scale t interval (of the geometric mean)
+* Every quantity iomatrix stores is non-negative (IOPS, MB/s, latencies, CPU per I/O, fractions), so
+  by default (``scale="nonnegative"``) a negative sample is refused and the interval never reaches ≤
+  0: where the Student-t interval would, the interval is the log-scale t interval (of the geometric
+  mean)
       exp( mean(ln x) ∓ t_{(1+c)/2, n−1} · sd(ln x)/√n )
   (a sample of 0 leaves no log: the lower bound is then 0 and the estimate imprecise).  A 0/1 quantity
   (``scale="proportion"``, e.g. ``ss.attained``) gets Wilson's score interval, inside [0, 1]:
       (p + z²/2n ∓ z·√(p(1−p)/n + z²/4n²)) / (1 + z²/n),   z = Φ⁻¹((1+c)/2)
   ``scale="real"`` keeps the plain t interval for a signed quantity.
-* ``imprecise`` (stats/precision.py): the interval reaches ≤ 0 or spans more than 10×, so the mean is
-  "not measured precisely" and renderers say so instead of printing it as a figure.
-"""
+* ``imprecise`` (stats/precision.py): the interval reaches ≤ 0 or spans more than 10×, so the mean
+  is "not measured precisely" and renderers say so instead of printing it as a figure.
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -59,27 +60,30 @@ def check_confidence(confidence: float) -> None:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
 
 
-# Memoised: a report asks for the same few (confidence, df) pairs thousands of times (one per cell, workload and
-# metric), and each scipy call costs ~0.1 ms of argument handling.
+# Memoised: a report asks for the same few (confidence, df) pairs thousands of times (one per cell,
+# workload and metric), and each scipy call costs ~0.1 ms of argument handling.
 @functools.lru_cache(maxsize=1024)
 def t_quantile(confidence: float, df: float) -> float:
-    """Two-sided Student-t critical value t_{(1+confidence)/2, df} (scipy.stats.t.ppf, via scipy.special.stdtrit)."""
+    """Two-sided Student-t critical value t_{(1+confidence)/2, df} (scipy.stats.t.ppf, via
+    scipy.special.stdtrit)."""
     check_confidence(confidence)
     if not df > 0:
         raise ValueError(f"degrees of freedom must be > 0, got {df}")
-    # scipy.special's stdtrit is what scipy.stats.t.ppf computes (t._ppf), without importing scipy.stats: ~1 s of
-    # CPU per process (its import parses hundreds of docstrings), which a command that only needs intervals (results,
-    # the sweep's stopping rule) then never pays. Lazy: paths that never compute a quantile (--help) pay neither.
+    # scipy.special's stdtrit is what scipy.stats.t.ppf computes (t._ppf), without importing
+    # scipy.stats: ~1 s of CPU per process (its import parses hundreds of docstrings), which a
+    # command that only needs intervals (results, the sweep's stopping rule) then never pays. Lazy:
+    # paths that never compute a quantile (--help) pay neither.
     from scipy.special import stdtrit
 
     return float(stdtrit(df, 0.5 + confidence / 2.0))
 
 
 def t_two_sided_p(t: float, df: float) -> float:
-    """Two-sided p of a Student-t statistic, 2·P(T_df > |t|): scipy.stats.t.sf's own function (t._sf is
-    scipy.special.stdtr(df, −x)), called without importing scipy.stats, as t_quantile does.
+    """Two-sided p of a Student-t statistic, 2·P(T_df > |t|): scipy.stats.t.sf's own function (t._sf
+    is scipy.special.stdtr(df, −x)), called without importing scipy.stats, as t_quantile does.
 
-    Worked example: t = 2.776, df = 4 → p = 0.0500 (the 95 % critical value of t with 4 degrees of freedom)."""
+    Worked example: t = 2.776, df = 4 → p = 0.0500 (the 95 % critical value of t with 4 degrees of
+    freedom)."""
     from scipy.special import stdtr
 
     return float(2.0 * stdtr(df, -abs(t)))
@@ -113,8 +117,9 @@ class Summary:
     half_width: float | None
     rel_half_width: float | None
     confidence: float = 0.95
-    # how ci_low/ci_high were found: "t" (mean ± t·sd/√n), "log-t" (the t interval of the logs, where the plain
-    # one reached ≤ 0), "wilson" (a 0/1 quantity), "t, bounded at 0" (a sample of 0: no log), "" (no interval)
+    # how ci_low/ci_high were found: "t" (mean ± t·sd/√n), "log-t" (the t interval of the logs,
+    # where the plain one reached ≤ 0), "wilson" (a 0/1 quantity), "t, bounded at 0" (a sample of 0:
+    # no log), "" (no interval)
     interval: str = "t"
     imprecise: bool = False  # the interval reaches ≤ 0 or spans > 10×: "not measured precisely"
 
@@ -150,14 +155,17 @@ def _wilson_interval(arr: np.ndarray, confidence: float) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def summarize(samples: Sequence[float], confidence: float = 0.95, scale: Scale = "nonnegative") -> Summary:
+def summarize(
+    samples: Sequence[float], confidence: float = 0.95, scale: Scale = "nonnegative"
+) -> Summary:
     """Mean, sample SD, CV, median and a CI of the mean that respects the quantity (``scale``).
 
-    * ``"nonnegative"`` (default): Student t, mean ∓ t_{(1+c)/2,n−1}·sd/√n, unless its lower end is ≤ 0 —
-      then exp(mean(ln x) ∓ t·sd(ln x)/√n), the log-scale t interval (geometric mean); with a sample of 0
-      the lower end is 0.  A negative sample raises ValueError (it is damage, not a measurement).
-    * ``"proportion"``: values in [0, 1]; 0/1 values get Wilson's score interval, others the rule above
-      capped at 1.
+    * ``"nonnegative"`` (default): Student t, mean ∓ t_{(1+c)/2,n−1}·sd/√n, unless its lower end is
+      ≤ 0 — then exp(mean(ln x) ∓ t·sd(ln x)/√n), the log-scale t interval (geometric mean); with a
+      sample of 0 the lower end is 0.  A negative sample raises ValueError (it is damage, not a
+      measurement).
+    * ``"proportion"``: values in [0, 1]; 0/1 values get Wilson's score interval, others the rule
+      above capped at 1.
     * ``"real"``: the plain t interval.
 
     ``imprecise`` is set when the interval reaches ≤ 0 or spans more than 10× (stats/precision.py).
@@ -173,7 +181,9 @@ def summarize(samples: Sequence[float], confidence: float = 0.95, scale: Scale =
         raise ValueError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
     arr = as_samples(samples)
     if scale != "real" and float(arr.min()) < 0.0:
-        raise ValueError(f"samples of a non-negative quantity contain a negative value ({float(arr.min()):g})")
+        raise ValueError(
+            f"samples of a non-negative quantity contain a negative value ({float(arr.min()):g})"
+        )
     if scale == "proportion" and float(arr.max()) > 1.0:
         raise ValueError(f"samples of a proportion contain a value above 1 ({float(arr.max()):g})")
     n = int(arr.size)
@@ -181,8 +191,17 @@ def summarize(samples: Sequence[float], confidence: float = 0.95, scale: Scale =
     median = float(np.median(arr))
     if n < 2:
         return Summary(
-            n=n, mean=mean, sd=None, cv=None, median=median, ci_low=None, ci_high=None,
-            half_width=None, rel_half_width=None, confidence=confidence, interval="",
+            n=n,
+            mean=mean,
+            sd=None,
+            cv=None,
+            median=median,
+            ci_low=None,
+            ci_high=None,
+            half_width=None,
+            rel_half_width=None,
+            confidence=confidence,
+            interval="",
         )
     sd = sample_sd(arr)
     half = t_quantile(confidence, n - 1) * sd / math.sqrt(n)

@@ -24,20 +24,20 @@ Minimising cost × variance over r (K&J 2013, eq. for two levels) gives
     r* = √( (c_boot / c_run) · (σ_w² / σ_b²) ),
 
 evaluated at ⌊r*⌋ and ⌈r*⌉ (the one with the smaller (c_boot + r c_run)(σ_b² + σ_w²/r) wins) and
-clamped to [1, r_max]; σ_b² = 0 gives r_max (boots add nothing, so one boot should carry as many runs
-as it can). The boots needed for a 95% CI half-width of `target` × mean (normal approximation):
+clamped to [1, r_max]; σ_b² = 0 gives r_max (boots add nothing, so one boot should carry as many
+runs as it can). The boots needed for a 95% CI half-width of `target` × mean (normal approximation):
 
     b = ⌈ 1.96² (σ_b² + σ_w² / r) / (target · ȳ)² ⌉,   at least 2.
 
 Analysis unit: runs of one boot are not independent when σ_b² > 0. When between-boot variance
 dominates (σ_b² ≥ σ_w²) the statistics use the boot means (k independent values); otherwise the runs
-(the within-boot correlation is small against the run-to-run noise). Boots holding a single run count
-in both.
+(the within-boot correlation is small against the run-to-run noise). Boots holding a single run
+count in both.
 
 The cold first run of each boot (position 0) is reported separately: the mean of the cold runs, the
-mean of the later runs, and the mean over boots holding both of (cold run − mean of that boot's later
-runs), the paired first-run effect (the KVM-on-ext4 timing article's first-run observation, per boot).
-"""
+mean of the later runs, and the mean over boots holding both of (cold run − mean of that boot's
+later runs), the paired first-run effect (the KVM-on-ext4 timing article's first-run observation,
+per boot)."""
 
 from __future__ import annotations
 
@@ -79,9 +79,8 @@ class BootAnova:
 def boot_anova(groups: Sequence[Sequence[float]]) -> BootAnova:
     """σ_b², σ_w² and n₀ of non-empty boots `groups` (at least one run in all):
 
-        SSB = Σ_i n_i (ȳ_i − ȳ)²,  MSB = SSB / (k − 1),  SSW = Σ_i Σ_j (y_ij − ȳ_i)²,  MSW = SSW / (N − k)
-        n₀ = (N − Σ_i n_i² / N) / (k − 1),  σ_w² = MSW,  σ_b² = max(0, (MSB − MSW) / n₀)
-    """
+    SSB = Σ_i n_i (ȳ_i − ȳ)²,  MSB = SSB / (k − 1),  SSW = Σ_i Σ_j (y_ij − ȳ_i)²,  MSW = SSW / (N −
+    k) n₀ = (N − Σ_i n_i² / N) / (k − 1),  σ_w² = MSW,  σ_b² = max(0, (MSB − MSW) / n₀)"""
     k = len(groups)
     n_total = sum(len(g) for g in groups)
     grand = sum(sum(g) for g in groups) / n_total
@@ -107,7 +106,8 @@ def intraclass_correlation(between: float | None, within: float | None) -> float
 
 
 def boot_means_are_the_unit(between: float | None, within: float | None) -> bool:
-    """The between-boot variance dominates (σ_b² ≥ σ_w² and σ_b² > 0): the boot means are the unit."""
+    """The between-boot variance dominates (σ_b² ≥ σ_w² and σ_b² > 0): the boot means are the
+    unit."""
     return between is not None and within is not None and between >= within and between > 0
 
 
@@ -126,14 +126,22 @@ def first_run(groups: Sequence[Sequence[float]]) -> FirstRun:
     cold = [g[0] for g in groups]
     warm = [y for g in groups for y in g[1:]]
     effects = [g[0] - sum(g[1:]) / (len(g) - 1) for g in groups if len(g) >= 2]
-    return FirstRun(sum(cold) / len(cold), sum(warm) / len(warm) if warm else None,
-                    sum(effects) / len(effects) if effects else None, len(effects))
+    return FirstRun(
+        sum(cold) / len(cold),
+        sum(warm) / len(warm) if warm else None,
+        sum(effects) / len(effects) if effects else None,
+        len(effects),
+    )
 
 
-def variance_components(boots: Mapping[str, Sequence[float]] | Sequence[Sequence[float]]) -> TwoLevel:
-    """Between-boot and within-boot variance of one cell × workload. `boots`: boot id → the values of its
-    runs in boot order (or a list of such lists); empty boots are ignored."""
-    groups = [list(map(float, v)) for v in (boots.values() if isinstance(boots, Mapping) else boots)]
+def variance_components(
+    boots: Mapping[str, Sequence[float]] | Sequence[Sequence[float]],
+) -> TwoLevel:
+    """Between-boot and within-boot variance of one cell × workload. `boots`: boot id → the values
+    of its runs in boot order (or a list of such lists); empty boots are ignored."""
+    groups = [
+        list(map(float, v)) for v in (boots.values() if isinstance(boots, Mapping) else boots)
+    ]
     groups = [g for g in groups if g]
     n_total = sum(len(g) for g in groups)
     if n_total == 0:
@@ -142,11 +150,20 @@ def variance_components(boots: Mapping[str, Sequence[float]] | Sequence[Sequence
     use_boots = boot_means_are_the_unit(an.between_var, an.within_var)
     fr = first_run(groups)
     return TwoLevel(
-        boots=len(groups), runs=n_total, grand_mean=an.grand_mean, between_var=an.between_var,
-        within_var=an.within_var, icc=intraclass_correlation(an.between_var, an.within_var), n0=an.n0,
+        boots=len(groups),
+        runs=n_total,
+        grand_mean=an.grand_mean,
+        between_var=an.between_var,
+        within_var=an.within_var,
+        icc=intraclass_correlation(an.between_var, an.within_var),
+        n0=an.n0,
         unit="boot-means" if use_boots else "runs",
         values=an.boot_means if use_boots else tuple(y for g in groups for y in g),
-        cold_mean=fr.cold_mean, warm_mean=fr.warm_mean, first_run_effect=fr.effect, first_run_boots=fr.boots)
+        cold_mean=fr.cold_mean,
+        warm_mean=fr.warm_mean,
+        first_run_effect=fr.effect,
+        first_run_boots=fr.boots,
+    )
 
 
 def boots_of(runs: Iterable[tuple[str | None, int | None, float]]) -> dict[str, list[float]]:
@@ -159,8 +176,9 @@ def boots_of(runs: Iterable[tuple[str | None, int | None, float]]) -> dict[str, 
     return {k: [v for _, v in sorted(g, key=lambda pv: pv[0])] for k, g in groups.items()}
 
 
-def optimal_runs_per_boot(between_var: float, within_var: float, boot_cost_s: float, run_cost_s: float,
-                          max_runs: int) -> int:
+def optimal_runs_per_boot(
+    between_var: float, within_var: float, boot_cost_s: float, run_cost_s: float, max_runs: int
+) -> int:
     """r* = √((c_boot/c_run)(σ_w²/σ_b²)), the better of ⌊r*⌋ and ⌈r*⌉, within [1, max_runs]."""
     if max_runs < 1 or run_cost_s <= 0 or boot_cost_s < 0 or between_var < 0 or within_var < 0:
         raise ValueError("need max_runs ≥ 1, run cost > 0 and non-negative boot cost and variances")
@@ -171,14 +189,19 @@ def optimal_runs_per_boot(between_var: float, within_var: float, boot_cost_s: fl
     def product(r: int) -> float:
         return (boot_cost_s + r * run_cost_s) * (between_var + within_var / r)
 
-    candidates = {min(max_runs, max(1, math.floor(r_star))), min(max_runs, max(1, math.ceil(r_star)))}
+    candidates = {
+        min(max_runs, max(1, math.floor(r_star))),
+        min(max_runs, max(1, math.ceil(r_star))),
+    }
     return min(sorted(candidates), key=product)
 
 
-def boots_needed(between_var: float, within_var: float, runs_per_boot: int, mean: float,
-                 target: float) -> int:
-    """Boots of `runs_per_boot` runs for a 95% CI half-width of `target` × |mean| (normal approximation)."""
+def boots_needed(
+    between_var: float, within_var: float, runs_per_boot: int, mean: float, target: float
+) -> int:
+    """Boots of `runs_per_boot` runs for a 95% CI half-width of `target` × |mean| (normal
+    approximation)."""
     if runs_per_boot < 1 or target <= 0 or mean == 0:
         raise ValueError("need runs_per_boot ≥ 1, target > 0 and a non-zero mean")
     var_boot_mean = between_var + within_var / runs_per_boot
-    return max(2, math.ceil(Z95 ** 2 * var_boot_mean / (target * abs(mean)) ** 2))
+    return max(2, math.ceil(Z95**2 * var_boot_mean / (target * abs(mean)) ** 2))

@@ -1,20 +1,21 @@
-"""Damaged content of a results database, found when it is opened, before any report or sweep reads it.
+"""Damaged content of a results database, found when it is opened, before any report or sweep reads
+it.
 
-A file can be damaged by a disk, a copy cut short or a hand edit: pages SQLite cannot read, a stored sample that is
-not a number (`'garbage'`, an infinity, a negative figure), text where an integer belongs, bytes that are not UTF-8,
-a JSON column that is not JSON. Each would otherwise surface deep in a report as a traceback or as a figure no
-measurement produced. `find_damage` looks once, by reading only, and lists every damaged row by its place (table,
-row, column), so that a sweep or a merge refuses the file in one line, and a report skips those rows and says how
-many (store/db.py).
+A file can be damaged by a disk, a copy cut short or a hand edit: pages SQLite cannot read, a stored
+sample that is not a number (`'garbage'`, an infinity, a negative figure), text where an integer
+belongs, bytes that are not UTF-8, a JSON column that is not JSON. Each would otherwise surface deep
+in a report as a traceback or as a figure no measurement produced. `find_damage` looks once, by
+reading only, and lists every damaged row by its place (table, row, column), so that a sweep or a
+merge refuses the file in one line, and a report skips those rows and says how many (store/db.py).
 
-What each column must hold is not listed by hand: it is read from the schema itself (:func:`column_types`, the
-declared type and NOT NULL of every column of every table, at each schema version), so a column a migration adds
-is checked from the day it exists. On top of the types: the measurement columns are finite and ≥ 0
-(:data:`MEASUREMENTS`, iomatrix.metrics: every metric is), and the JSON columns hold JSON of their shape.
+What each column must hold is not listed by hand: it is read from the schema itself
+(:func:`column_types`, the declared type and NOT NULL of every column of every table, at each schema
+version), so a column a migration adds is checked from the day it exists. On top of the types: the
+measurement columns are finite and ≥ 0 (:data:`MEASUREMENTS`, iomatrix.metrics: every metric is),
+and the JSON columns hold JSON of their shape.
 
-The cost is one pass over the file (`PRAGMA quick_check`: every page, without the index cross-checks of
-`integrity_check`) and one over each column; both are linear in the file's size.
-"""
+The cost is one pass over the file (`PRAGMA quick_check`: every page, without the index cross-checks
+of `integrity_check`) and one over each column; both are linear in the file's size."""
 
 from __future__ import annotations
 
@@ -30,31 +31,50 @@ from iomatrix.store.schema import COLUMNS, MIGRATIONS, SCHEMA_1
 # The largest finite double: SQLite stores 1e999 as +Inf, which compares above it.
 _MAX = "1.7976931348623157e308"
 
-# Columns that hold a measurement (or a host sample's value, or its time): a finite number ≥ 0. Anything else is a
-# figure no run produced. (monitor values may be any finite number: a sampler's delta can go below 0.)
+# Columns that hold a measurement (or a host sample's value, or its time): a finite number ≥ 0.
+# Anything else is a figure no run produced. (monitor values may be any finite number: a sampler's
+# delta can go below 0.)
 MEASUREMENTS = frozenset({("samples", "value"), ("run_clients", "value"), ("monitor", "t")})
 
-# What each JSON column holds at its top level ('object' or 'array'), as the store writes it and reports read it.
-_JSON_TYPES = {"plan_json": "object", "pruned_json": "array", "notes_json": "array", "metric_registry": "object",
-               "extra_json": "object", "backing_json": "object", "phases_json": "object", "meta_json": "object",
-               "disturbance_json": "array"}
+# What each JSON column holds at its top level ('object' or 'array'), as the store writes it and
+# reports read it.
+_JSON_TYPES = {
+    "plan_json": "object",
+    "pruned_json": "array",
+    "notes_json": "array",
+    "metric_registry": "object",
+    "extra_json": "object",
+    "backing_json": "object",
+    "phases_json": "object",
+    "meta_json": "object",
+    "disturbance_json": "array",
+}
 # JSON objects whose values a report turns into numbers.
 _JSON_NUMBERS = ("phases_json",)
 
-# SQLite's words for a file it cannot read (damaged pages, not a database, an I/O error of the device below):
-# the user's file, not iomatrix's code. Any other SQLite error (a missing column, a syntax error) is a bug.
-_DAMAGE_WORDS = ("malformed", "not a database", "disk i/o error", "database corrupt", "file is encrypted",
-                 "could not decode to utf-8")
+# SQLite's words for a file it cannot read (damaged pages, not a database, an I/O error of the
+# device below): the user's file, not iomatrix's code. Any other SQLite error (a missing column, a
+# syntax error) is a bug.
+_DAMAGE_WORDS = (
+    "malformed",
+    "not a database",
+    "disk i/o error",
+    "database corrupt",
+    "file is encrypted",
+    "could not decode to utf-8",
+)
 
 
 def is_file_damage(err: sqlite3.DatabaseError) -> bool:
-    """Whether SQLite raised `err` because of the file's content or device (not because of a query's code)."""
+    """Whether SQLite raised `err` because of the file's content or device (not because of a query's
+    code)."""
     return any(w in str(err).lower() for w in _DAMAGE_WORDS)
 
 
 @dataclass(frozen=True)
 class Column:
-    """What a column of the schema holds: its declared type (INTEGER, REAL or TEXT) and whether NULL is allowed."""
+    """What a column of the schema holds: its declared type (INTEGER, REAL or TEXT) and whether NULL
+    is allowed."""
 
     type: str
     nullable: bool
@@ -63,8 +83,9 @@ class Column:
 
 @functools.cache
 def column_types(version: int) -> dict[str, dict[str, Column]]:
-    """table → column → its declared type, at schema `version`: read from a database made in memory by the
-    store's own steps (schema 1, then the migrations), so the checks follow the schema without a hand-kept list."""
+    """table → column → its declared type, at schema `version`: read from a database made in memory
+    by the store's own steps (schema 1, then the migrations), so the checks follow the schema
+    without a hand-kept list."""
     db = sqlite3.connect(":memory:")
     try:
         db.executescript(SCHEMA_1)
@@ -72,8 +93,13 @@ def column_types(version: int) -> dict[str, dict[str, Column]]:
         for v in range(1, version):
             for stmt in MIGRATIONS[v]:
                 db.execute(stmt)
-        return {t: {r[1]: Column(str(r[2]).upper(), not r[3] and not r[5], bool(r[5]))
-                    for r in db.execute(f"PRAGMA table_info({t})")} for t in COLUMNS[version]}
+        return {
+            t: {
+                r[1]: Column(str(r[2]).upper(), not r[3] and not r[5], bool(r[5]))
+                for r in db.execute(f"PRAGMA table_info({t})")
+            }
+            for t in COLUMNS[version]
+        }
     finally:
         db.close()
 
@@ -83,7 +109,9 @@ class Damage:
     """One damaged value: where it is and why it is no value of its column."""
 
     table: str
-    row: str  # "5"; "(run 3, metric 'read.iops')" by its key where the table has no id; "17 (run 3)" by its rowid
+    # "5"; "(run 3, metric 'read.iops')" by its key where the table has no id; "17 (run 3)" by its
+    # rowid
+    row: str
     column: str
     value: str  # as SQLite quotes it, cut to 40 characters
     why: str
@@ -94,7 +122,8 @@ class Damage:
 
 @dataclass
 class DamageReport:
-    """What `find_damage` found: a file SQLite cannot read (`unreadable`), or damaged rows by table (rowids)."""
+    """What `find_damage` found: a file SQLite cannot read (`unreadable`), or damaged rows by table
+    (rowids)."""
 
     unreadable: str | None = None
     rows: dict[str, set[int]] = field(default_factory=dict)
@@ -113,31 +142,43 @@ class DamageReport:
         if self.unreadable is not None:
             return self.unreadable
         more = self.count - 1
-        return f"{self.first}" + (f" (and {more} more damaged row{'s' if more > 1 else ''})" if more > 0 else "")
+        return f"{self.first}" + (
+            f" (and {more} more damaged row{'s' if more > 1 else ''})" if more > 0 else ""
+        )
 
     def __bool__(self) -> bool:
         return self.unreadable is not None or self.count > 0
 
 
 def _text(raw: bytes | None) -> str:
-    """Bytes SQLite returned (read as BLOB: damaged text must not stop the reading), as text to show."""
+    """Bytes SQLite returned (read as BLOB: damaged text must not stop the reading), as text to
+    show."""
     return "NULL" if raw is None else bytes(raw).decode("utf-8", "replace")
 
 
 def _row_label(table: str, cols: dict[str, Column]) -> str:
-    """SQL naming a row: its id; else its primary key ("(run 3, metric 'read.iops')"); else its rowid with the
-    run it belongs to."""
+    """SQL naming a row: its id; else its primary key ("(run 3, metric 'read.iops')"); else its
+    rowid with the run it belongs to."""
     if "id" in cols:
         return "id"
     key = [c for c, col in cols.items() if col.key]
     if key:
-        return "'(' || " + " || ', ' || ".join(f"'{c.removesuffix('_id')} ' || quote({c})" for c in key) + " || ')'"
+        return (
+            "'(' || "
+            + " || ', ' || ".join(f"'{c.removesuffix('_id')} ' || quote({c})" for c in key)
+            + " || ')'"
+        )
     owner = next((c for c in ("run_id", "cell_id") if c in cols), None)
-    return "rowid" if owner is None else f"rowid || ' ({owner.removesuffix('_id')} ' || quote({owner}) || ')'"
+    return (
+        "rowid"
+        if owner is None
+        else f"rowid || ' ({owner.removesuffix('_id')} ' || quote({owner}) || ')'"
+    )
 
 
 def _bad_value_sql(table: str, name: str, col: Column) -> tuple[str, str] | None:
-    """(SQL condition true for a value column `name` may not hold, why), or None for a column not checked."""
+    """(SQL condition true for a value column `name` may not hold, why), or None for a column not
+    checked."""
     if name == "id" and col.type == "INTEGER":
         return None  # the rowid itself: always an integer
     nulls = "" if col.nullable else f"{name} IS NULL OR "
@@ -147,7 +188,11 @@ def _bad_value_sql(table: str, name: str, col: Column) -> tuple[str, str] | None
     if col.type == "REAL":
         negative = f" OR {name} < 0" if (table, name) in MEASUREMENTS else ""
         what = "not a measurement (a finite number ≥ 0)" if negative else "not a finite number"
-        return f"{nulls}({present}(typeof({name}) NOT IN ('integer', 'real') OR abs({name}) > {_MAX}{negative}))", what
+        return (
+            f"{nulls}({present}(typeof({name}) NOT IN ('integer', 'real') OR abs({name}) "
+            f"> {_MAX}{negative}))",
+            what,
+        )
     if col.type == "TEXT":
         return f"{nulls}({present}typeof({name}) != 'text')", "not text"
     return None
@@ -162,18 +207,22 @@ def _typed(db: sqlite3.Connection, version: int, report: DamageReport) -> None:
                 continue
             cond, why = check
             shown = f"CAST(substr(quote({name}), 1, 40) AS BLOB)"
-            for rowid, row, value in db.execute(f"SELECT rowid, CAST({label} AS BLOB), {shown} FROM {table} "
-                                                f"WHERE {cond}"):
+            for rowid, row, value in db.execute(
+                f"SELECT rowid, CAST({label} AS BLOB), {shown} FROM {table} WHERE {cond}"
+            ):
                 report.add(int(rowid), Damage(table, _text(row), name, _text(value), why))
 
 
 def _all_utf8(db: sqlite3.Connection, table: str, name: str) -> bool:
-    """Whether every text value of the column is UTF-8, decoded at once: the values joined by a newline in SQL
-    (group_concat copies their bytes, unchecked) are UTF-8 exactly when each value is, since an ASCII byte
-    between them can neither complete a cut sequence nor follow one. A row at a time in Python was most of
-    opening a 100-host file (issue 52); the rows are named one by one only where this finds bad bytes."""
-    (raw,) = db.execute(f"SELECT CAST(group_concat({name}, char(10)) AS BLOB) FROM {table} "
-                        f"WHERE typeof({name}) = 'text'").fetchone()
+    """Whether every text value of the column is UTF-8, decoded at once: the values joined by a
+    newline in SQL (group_concat copies their bytes, unchecked) are UTF-8 exactly when each value
+    is, since an ASCII byte between them can neither complete a cut sequence nor follow one. A row
+    at a time in Python was most of opening a 100-host file (issue 52); the rows are named one by
+    one only where this finds bad bytes."""
+    (raw,) = db.execute(
+        f"SELECT CAST(group_concat({name}, char(10)) AS BLOB) FROM {table} "
+        f"WHERE typeof({name}) = 'text'"
+    ).fetchone()
     try:
         bytes(raw or b"").decode("utf-8")
     except UnicodeDecodeError:
@@ -188,13 +237,18 @@ def _utf8(db: sqlite3.Connection, version: int, report: DamageReport) -> None:
         for name, col in cols.items():
             if col.type != "TEXT" or _all_utf8(db, table, name):
                 continue
-            for rowid, row, raw in db.execute(f"SELECT rowid, CAST({label} AS BLOB), CAST({name} AS BLOB) "
-                                              f"FROM {table} WHERE typeof({name}) = 'text'"):
+            for rowid, row, raw in db.execute(
+                f"SELECT rowid, CAST({label} AS BLOB), CAST({name} AS BLOB) "
+                f"FROM {table} WHERE typeof({name}) = 'text'"
+            ):
                 try:
                     bytes(raw).decode("utf-8")
                 except UnicodeDecodeError as err:
-                    shown = bytes(raw)[max(0, err.start - 8):err.start + 8].hex()
-                    report.add(int(rowid), Damage(table, _text(row), name, f"bytes …{shown}…", "not UTF-8 text"))
+                    shown = bytes(raw)[max(0, err.start - 8) : err.start + 8].hex()
+                    report.add(
+                        int(rowid),
+                        Damage(table, _text(row), name, f"bytes …{shown}…", "not UTF-8 text"),
+                    )
 
 
 def _json(db: sqlite3.Connection, version: int, report: DamageReport) -> None:
@@ -205,9 +259,11 @@ def _json(db: sqlite3.Connection, version: int, report: DamageReport) -> None:
             if want is None:
                 continue
             for rowid, row, value, valid in db.execute(
-                    f"SELECT rowid, CAST({label} AS BLOB), CAST(substr({name}, 1, 40) AS BLOB), json_valid({name}) "
-                    f"FROM {table} WHERE typeof({name}) = 'text' AND (NOT json_valid({name}) "
-                    f"OR json_type({name}) != '{want}')"):
+                f"SELECT rowid, CAST({label} AS BLOB), CAST(substr({name}, 1, 40) AS "
+                f"BLOB), json_valid({name}) "
+                f"FROM {table} WHERE typeof({name}) = 'text' AND (NOT json_valid({name}) "
+                f"OR json_type({name}) != '{want}')"
+            ):
                 why = "not JSON" if not valid else f"not a JSON {want}"
                 report.add(int(rowid), Damage(table, _text(row), name, repr(_text(value)), why))
             if name in _JSON_NUMBERS:
@@ -219,11 +275,16 @@ def _is_number(value: object) -> bool:
 
 
 def _all_numbers(db: sqlite3.Connection, table: str, name: str) -> bool:
-    """Whether every JSON object of the column holds numbers only, parsed at once as one JSON array of them (a
-    `json.loads` per row was a third of opening a 100-host file, issue 52); False also when the array does not
-    parse, and the rows are then read one by one as before."""
-    texts = [_text(raw) for (raw,) in db.execute(f"SELECT CAST({name} AS BLOB) FROM {table} "
-                                                 f"WHERE json_valid({name}) AND json_type({name}) = 'object'")]
+    """Whether every JSON object of the column holds numbers only, parsed at once as one JSON array
+    of them (a `json.loads` per row was a third of opening a 100-host file, issue 52); False also
+    when the array does not parse, and the rows are then read one by one as before."""
+    texts = [
+        _text(raw)
+        for (raw,) in db.execute(
+            f"SELECT CAST({name} AS BLOB) FROM {table} "
+            f"WHERE json_valid({name}) AND json_type({name}) = 'object'"
+        )
+    ]
     try:
         objects = json.loads("[" + ",".join(texts) + "]")
     except ValueError:
@@ -231,15 +292,23 @@ def _all_numbers(db: sqlite3.Connection, table: str, name: str) -> bool:
     return all(_is_number(v) for o in objects for v in o.values())
 
 
-def _json_numbers(db: sqlite3.Connection, table: str, label: str, name: str, report: DamageReport) -> None:
+def _json_numbers(
+    db: sqlite3.Connection, table: str, label: str, name: str, report: DamageReport
+) -> None:
     if _all_numbers(db, table, name):
         return
-    for rowid, row, text in db.execute(f"SELECT rowid, CAST({label} AS BLOB), CAST({name} AS BLOB) FROM {table} "
-                                       f"WHERE json_valid({name}) AND json_type({name}) = 'object'"):
+    for rowid, row, text in db.execute(
+        f"SELECT rowid, CAST({label} AS BLOB), CAST({name} AS BLOB) FROM {table} "
+        f"WHERE json_valid({name}) AND json_type({name}) = 'object'"
+    ):
         for key, value in json.loads(_text(text)).items():
             if not _is_number(value):
-                report.add(int(rowid), Damage(table, _text(row), name, f"{str(value)[:40]} for {key!r}",
-                                              "not a number"))
+                report.add(
+                    int(rowid),
+                    Damage(
+                        table, _text(row), name, f"{str(value)[:40]} for {key!r}", "not a number"
+                    ),
+                )
                 break
 
 
@@ -248,7 +317,8 @@ def _pages(db: sqlite3.Connection) -> Iterator[str]:
 
 
 def find_damage(db: sqlite3.Connection, version: int) -> DamageReport:
-    """Every damaged place of the iomatrix database `db` of schema `version` (reads only); false when sound."""
+    """Every damaged place of the iomatrix database `db` of schema `version` (reads only); false
+    when sound."""
     report = DamageReport()
     try:
         problems = list(_pages(db))

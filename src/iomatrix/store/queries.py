@@ -17,8 +17,19 @@ from iomatrix.stop_kinds import StopKind
 from iomatrix.store.schema import CELL_AXIS_COLUMNS
 from iomatrix.textfile import escape_controls_in as _shown
 
-HOST_COLUMNS = ("hostname", "kernel", "os", "cpu_model", "cpu_count", "mem_bytes", "fio_version", "qemu_version",
-                "qemu_img_version", "python_version", "iomatrix_version")
+HOST_COLUMNS = (
+    "hostname",
+    "kernel",
+    "os",
+    "cpu_model",
+    "cpu_count",
+    "mem_bytes",
+    "fio_version",
+    "qemu_version",
+    "qemu_img_version",
+    "python_version",
+    "iomatrix_version",
+)
 
 
 @dataclass(frozen=True)
@@ -34,7 +45,8 @@ class SweepRow:
     pruned: list[dict[str, str]]
     notes: list[str]
     metric_registry: dict[str, dict[str, str]]  # {} for sweeps recorded before schema 2
-    group: str | None = None  # the host group recorded with the sweep (schema 6, `run --group`); None without one
+    # the host group recorded with the sweep (schema 6, `run --group`); None without one
+    group: str | None = None
 
 
 @dataclass(frozen=True)
@@ -47,7 +59,8 @@ class FleetSweep:
     status: str
     started_at: float
     host_id: int
-    hostname: str  # the host's inventory name when a fleet recorded one, else its hostname ("host N" without)
+    # the host's inventory name when a fleet recorded one, else its hostname ("host N" without)
+    hostname: str
     group: str | None  # `run --group` / the inventory group; None without one
 
 
@@ -80,14 +93,15 @@ class RunRow:
 
 @dataclass(frozen=True)
 class RunListing:
-    """One run as a listing of every run shows it (the HTML report's "Every run" table): its cell's key and
-    the cells table's axis columns, its outcome, and every metric it produced; ok and failed runs alike."""
+    """One run as a listing of every run shows it (the HTML report's "Every run" table): its cell's
+    key and the cells table's axis columns, its outcome, and every metric it produced; ok and failed
+    runs alike."""
 
     run_id: int
     cell_id: int
     cell_key: str
-    # every axis of the cell: the cells table's columns (schema.CELL_AXIS_COLUMNS) first, in that order, then the
-    # later axes the cell_axes rows hold (lun_type, rbd_cache_policy, clients, ...)
+    # every axis of the cell: the cells table's columns (schema.CELL_AXIS_COLUMNS) first, in that
+    # order, then the later axes the cell_axes rows hold (lun_type, rbd_cache_policy, clients, ...)
     axes: dict[str, str]
     workload: str
     attempt: int
@@ -113,8 +127,9 @@ class UnitStop:
     stopped_at: float
 
 
-# The ok runs a disturbed run's clean retry replaced: per cell × workload × round the analysis uses one run,
-# the latest clean one, else the latest one (runs without a round stand alone). Same rule as the scheduler's.
+# The ok runs a disturbed run's clean retry replaced: per cell × workload × round the analysis uses
+# one run, the latest clean one, else the latest one (runs without a round stand alone). Same rule
+# as the scheduler's.
 REPLACED_RUNS_SQL = """
 SELECT id FROM (
   SELECT r.id, ROW_NUMBER() OVER (PARTITION BY r.cell_id, r.workload, COALESCE(r.round, -r.id)
@@ -154,14 +169,15 @@ class RunBoot(NamedTuple):
     position: int | None  # 0 = the cold first run of its boot
 
 
-# SQLite's default limit of host parameters in one statement was 999 before 3.32: ask in chunks below it.
+# SQLite's default limit of host parameters in one statement was 999 before 3.32: ask in chunks
+# below it.
 ID_CHUNK = 500
 
 
 def _chunks(ids: Sequence[int]) -> Iterator[list[int]]:
     ids = list(ids)
     for i in range(0, len(ids), ID_CHUNK):
-        yield ids[i:i + ID_CHUNK]
+        yield ids[i : i + ID_CHUNK]
 
 
 def _marks(chunk: Sequence[int]) -> str:
@@ -181,36 +197,53 @@ class StoreQueries:
         registry = "s.metric_registry" if self.schema_version >= 2 else "'{}'"
         group = "s.host_group" if self.schema_version >= 6 else "NULL"
         row = self.db.execute(
-            f"SELECT s.id sid, s.plan_name, s.plan_fingerprint, s.plan_json, s.status, s.started_at, s.finished_at,"
-            f" s.pruned_json, s.notes_json, {registry} AS metric_registry, {group} AS host_group, h.extra_json, "
+            "SELECT s.id sid, s.plan_name, s.plan_fingerprint, s.plan_json, s.status, "
+            "s.started_at, s.finished_at,"
+            f" s.pruned_json, s.notes_json, {registry} AS metric_registry, {group} AS "
+            "host_group, h.extra_json, "
             + ", ".join(f"h.{c}" for c in HOST_COLUMNS)
-            + " FROM sweeps s JOIN hosts h ON h.id=s.host_id WHERE s.id=?", (sweep_id,)).fetchone()
+            + " FROM sweeps s JOIN hosts h ON h.id=s.host_id WHERE s.id=?",
+            (sweep_id,),
+        ).fetchone()
         if row is None:
             return None
         host = {k: row[k] for k in HOST_COLUMNS}
         host.update(json.loads(row["extra_json"]))
-        # Text a plan or a host wrote is returned with its terminal control characters escaped (as everywhere
-        # below): reports print it, and a description holding ESC [2J must not clear the reader's screen.
+        # Text a plan or a host wrote is returned with its terminal control characters escaped (as
+        # everywhere below): reports print it, and a description holding ESC [2J must not clear the
+        # reader's screen.
         return SweepRow(
-            id=int(row["sid"]), plan_name=_shown(row["plan_name"]), plan_fingerprint=row["plan_fingerprint"],
-            plan_definition=_shown(json.loads(row["plan_json"])), status=_shown(row["status"]),
-            started_at=row["started_at"], finished_at=row["finished_at"], host=_shown(host),
-            pruned=_shown(json.loads(row["pruned_json"])), notes=_shown(json.loads(row["notes_json"])),
-            metric_registry=json.loads(row["metric_registry"]), group=_shown(row["host_group"]))
+            id=int(row["sid"]),
+            plan_name=_shown(row["plan_name"]),
+            plan_fingerprint=row["plan_fingerprint"],
+            plan_definition=_shown(json.loads(row["plan_json"])),
+            status=_shown(row["status"]),
+            started_at=row["started_at"],
+            finished_at=row["finished_at"],
+            host=_shown(host),
+            pruned=_shown(json.loads(row["pruned_json"])),
+            notes=_shown(json.loads(row["notes_json"])),
+            metric_registry=json.loads(row["metric_registry"]),
+            group=_shown(row["host_group"]),
+        )
 
     def fleet_sweeps(self) -> list[FleetSweep]:
-        """Every sweep with its host and group, for the fleet answers (the hosts of a merged database), by id.
+        """Every sweep with its host and group, for the fleet answers (the hosts of a merged
+        database), by id.
 
-        A host is named by its inventory name, else its hostname; where machines with different machine ids share
-        that name (cloned hosts without an inventory name), each is named with the start of its machine id, so
-        that they stay apart (the same machine recorded under several host rows — a kernel update — keeps one
-        name)."""
+        A host is named by its inventory name, else its hostname; where machines with different
+        machine ids share that name (cloned hosts without an inventory name), each is named with the
+        start of its machine id, so that they stay apart (the same machine recorded under several
+        host rows — a kernel update — keeps one name)."""
         group = "s.host_group" if self.schema_version >= 6 else "NULL"
         rows = self.db.execute(
-            f"SELECT s.id, s.plan_name, s.plan_fingerprint, s.status, s.started_at, {group} AS host_group, "
-            "h.id AS host_id, COALESCE(json_extract(h.extra_json, '$.host_label'), h.hostname) AS hostname, "
+            "SELECT s.id, s.plan_name, s.plan_fingerprint, s.status, s.started_at, "
+            f"{group} AS host_group, "
+            "h.id AS host_id, COALESCE(json_extract(h.extra_json, '$.host_label'), "
+            "h.hostname) AS hostname, "
             "json_extract(h.extra_json, '$.machine_id') AS machine_id "
-            "FROM sweeps s JOIN hosts h ON h.id=s.host_id ORDER BY s.id").fetchall()
+            "FROM sweeps s JOIN hosts h ON h.id=s.host_id ORDER BY s.id"
+        ).fetchall()
         names = {int(r["id"]): _shown(r["hostname"]) or f"host {r['host_id']}" for r in rows}
         machines: dict[str, set[str]] = {}
         for r in rows:
@@ -220,97 +253,173 @@ class StoreQueries:
             name, machine = names[int(r["id"])], r["machine_id"]
             if len(machines.get(name, ())) > 1 and isinstance(machine, str) and machine:
                 names[int(r["id"])] = f"{name} (machine {_shown(machine[:8])})"
-        return [FleetSweep(int(r["id"]), _shown(r["plan_name"]), r["plan_fingerprint"], _shown(r["status"]),
-                           float(r["started_at"]), int(r["host_id"]), names[int(r["id"])], _shown(r["host_group"]))
-                for r in rows]
+        return [
+            FleetSweep(
+                int(r["id"]),
+                _shown(r["plan_name"]),
+                r["plan_fingerprint"],
+                _shown(r["status"]),
+                float(r["started_at"]),
+                int(r["host_id"]),
+                names[int(r["id"])],
+                _shown(r["host_group"]),
+            )
+            for r in rows
+        ]
 
     def finished_sweeps_with_versions(self, facts: Sequence[str]) -> list[dict[str, Any]]:
         """Every sweep not running, in start order, with its plan and the host's `facts` (columns of
-        `hosts`: kernel, qemu_version, …), for the history of each host's answers (report/history.py)."""
+        `hosts`: kernel, qemu_version, …), for the history of each host's answers
+        (report/history.py)."""
         rows = self.db.execute(
             f"SELECT s.id, s.plan_name, s.plan_fingerprint, s.started_at, "
             f"{', '.join('h.' + c for c in facts)} FROM sweeps s JOIN hosts h ON h.id=s.host_id "
-            "WHERE s.status != 'running' ORDER BY s.started_at, s.id").fetchall()
+            "WHERE s.status != 'running' ORDER BY s.started_at, s.id"
+        ).fetchall()
         return [dict(r) for r in rows]
 
     def run_window(self, sweep_id: int) -> tuple[float | None, float, float] | None:
-        """(the start time the sweep was given with `run --start-at`, or None; its first ok run's start; its last ok
-        run's end), or None for a sweep without an ok run: which hosts ran together, and when (report/fleet.py)."""
+        """(the start time the sweep was given with `run --start-at`, or None; its first ok run's
+        start; its last ok run's end), or None for a sweep without an ok run: which hosts ran
+        together, and when (report/fleet.py)."""
         row = self.db.execute(
-            "SELECT max(json_extract(r.meta_json, '$.started_together.at')) at, min(r.started_at) first, "
+            "SELECT max(json_extract(r.meta_json, '$.started_together.at')) at, "
+            "min(r.started_at) first, "
             "max(r.finished_at) last FROM runs r JOIN cells c ON c.id = r.cell_id "
-            "WHERE c.sweep_id = ? AND r.status = 'ok'", (sweep_id,)).fetchone()
+            "WHERE c.sweep_id = ? AND r.status = 'ok'",
+            (sweep_id,),
+        ).fetchone()
         if row is None or row["first"] is None:
             return None
-        return (None if row["at"] is None else float(row["at"])), float(row["first"]), float(row["last"])
+        return (
+            (None if row["at"] is None else float(row["at"])),
+            float(row["first"]),
+            float(row["last"]),
+        )
 
     def replaced_runs(self, sweep_id: int) -> set[int]:
-        """Ok runs of the sweep that a clean retry replaced (none before schema 3: nothing was retried)."""
+        """Ok runs of the sweep that a clean retry replaced (none before schema 3: nothing was
+        retried)."""
         if self.schema_version < 3:
             return set()
         return {int(r[0]) for r in self.db.execute(REPLACED_RUNS_SQL, (sweep_id,))}
 
     def cell_axes(self, sweep_id: int) -> dict[int, dict[str, str]]:
-        """Cell id → its stored axes (schema 5: one row per axis; older files: the cells table's columns, read by
-        `runs`). Only what was recorded: an axis added since has no row (see matrix.complete)."""
+        """Cell id → its stored axes (schema 5: one row per axis; older files: the cells table's
+        columns, read by `runs`). Only what was recorded: an axis added since has no row (see
+        matrix.complete)."""
         if self.schema_version < 5:
             return {}
         out: dict[int, dict[str, str]] = {}
         for cid, axis, value in self.db.execute(
-                "SELECT a.cell_id, a.axis, a.value FROM cell_axes a JOIN cells c ON c.id=a.cell_id "
-                "WHERE c.sweep_id=? ORDER BY a.cell_id", (sweep_id,)):
+            "SELECT a.cell_id, a.axis, a.value FROM cell_axes a JOIN cells c ON c.id=a.cell_id "
+            "WHERE c.sweep_id=? ORDER BY a.cell_id",
+            (sweep_id,),
+        ):
             out.setdefault(int(cid), {})[_shown(axis)] = _shown(value)
         return out
 
     def runs(self, sweep_id: int) -> list[RunRow]:
         """Every run of a sweep (ok and failed) with its cell, in cell, workload, attempt order."""
-        rounds = "r.round, r.round_position" if self.schema_version >= 2 else "NULL AS round, NULL AS round_position"
-        interference = ("r.disturbed, r.disturbance_json, r.retry_of" if self.schema_version >= 3
-                        else "NULL AS disturbed, '[]' AS disturbance_json, NULL AS retry_of")
-        boots = "r.boot_id, r.boot_position" if self.schema_version >= 4 else "NULL AS boot_id, NULL AS boot_position"
+        rounds = (
+            "r.round, r.round_position"
+            if self.schema_version >= 2
+            else "NULL AS round, NULL AS round_position"
+        )
+        interference = (
+            "r.disturbed, r.disturbance_json, r.retry_of"
+            if self.schema_version >= 3
+            else "NULL AS disturbed, '[]' AS disturbance_json, NULL AS retry_of"
+        )
+        boots = (
+            "r.boot_id, r.boot_position"
+            if self.schema_version >= 4
+            else "NULL AS boot_id, NULL AS boot_position"
+        )
         rows = self.db.execute(
-            "SELECT c.id cid, c.key, c.backing_json, " + ", ".join(f"c.{a}" for a in CELL_AXIS_COLUMNS)
+            "SELECT c.id cid, c.key, c.backing_json, "
+            + ", ".join(f"c.{a}" for a in CELL_AXIS_COLUMNS)
             + ", r.id rid, r.workload, r.attempt, r.status, r.accel, r.phases_json, r.cache_state, "
-            f"r.page_cache_method, {rounds}, {interference}, {boots} FROM runs r JOIN cells c ON c.id=r.cell_id "
-            "WHERE c.sweep_id=? ORDER BY c.id, r.workload, r.attempt", (sweep_id,))
+            f"r.page_cache_method, {rounds}, {interference}, {boots} FROM runs r JOIN "
+            "cells c ON c.id=r.cell_id "
+            "WHERE c.sweep_id=? ORDER BY c.id, r.workload, r.attempt",
+            (sweep_id,),
+        )
         replaced = self.replaced_runs(sweep_id)
         cell_axes = self.cell_axes(sweep_id)
-        return [RunRow(run_id=int(r["rid"]), cell_id=int(r["cid"]), cell_key=_shown(r["key"]),
-                       axes=cell_axes.get(int(r["cid"])) or {a: _shown(r[a]) for a in CELL_AXIS_COLUMNS},
-                       backing=_shown(json.loads(r["backing_json"])),
-                       workload=_shown(r["workload"]), attempt=int(r["attempt"]), status=r["status"],
-                       accel=_shown(r["accel"]),
-                       phases={k: float(v) for k, v in json.loads(r["phases_json"]).items()},
-                       cache_state=r["cache_state"], page_cache_method=r["page_cache_method"],
-                       round=r["round"], round_position=r["round_position"],
-                       disturbed=None if r["disturbed"] is None else bool(r["disturbed"]),
-                       disturbance=tuple(json.loads(r["disturbance_json"])), retry_of=r["retry_of"],
-                       replaced=int(r["rid"]) in replaced, boot_id=r["boot_id"], boot_position=r["boot_position"])
-                for r in rows]
+        return [
+            RunRow(
+                run_id=int(r["rid"]),
+                cell_id=int(r["cid"]),
+                cell_key=_shown(r["key"]),
+                axes=cell_axes.get(int(r["cid"])) or {a: _shown(r[a]) for a in CELL_AXIS_COLUMNS},
+                backing=_shown(json.loads(r["backing_json"])),
+                workload=_shown(r["workload"]),
+                attempt=int(r["attempt"]),
+                status=r["status"],
+                accel=_shown(r["accel"]),
+                phases={k: float(v) for k, v in json.loads(r["phases_json"]).items()},
+                cache_state=r["cache_state"],
+                page_cache_method=r["page_cache_method"],
+                round=r["round"],
+                round_position=r["round_position"],
+                disturbed=None if r["disturbed"] is None else bool(r["disturbed"]),
+                disturbance=tuple(json.loads(r["disturbance_json"])),
+                retry_of=r["retry_of"],
+                replaced=int(r["rid"]) in replaced,
+                boot_id=r["boot_id"],
+                boot_position=r["boot_position"],
+            )
+            for r in rows
+        ]
 
     def run_listing(self, sweep_id: int) -> list[RunListing]:
-        """Every run of a sweep (ok and failed) with its cell's axis columns and all its metrics, in run order."""
+        """Every run of a sweep (ok and failed) with its cell's axis columns and all its metrics, in
+        run order."""
         rows = self.db.execute(
-            "SELECT r.id, r.cell_id, c.key, " + ", ".join(f"c.{a}" for a in CELL_AXIS_COLUMNS)
-            + ", r.workload, r.attempt, r.status, r.accel, r.wall_s, r.started_at, r.error FROM runs r "
-            "JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=? ORDER BY r.id", (sweep_id,)).fetchall()
+            "SELECT r.id, r.cell_id, c.key, "
+            + ", ".join(f"c.{a}" for a in CELL_AXIS_COLUMNS)
+            + ", r.workload, r.attempt, r.status, r.accel, r.wall_s, r.started_at, r.error "
+            "FROM runs r "
+            "JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=? ORDER BY r.id",
+            (sweep_id,),
+        ).fetchall()
         metrics: dict[int, dict[str, float]] = {int(r["id"]): {} for r in rows}
-        for s in self.db.execute("SELECT s.run_id, s.metric, s.value FROM samples s JOIN runs r ON r.id=s.run_id "
-                                 "JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=?", (sweep_id,)):
+        for s in self.db.execute(
+            "SELECT s.run_id, s.metric, s.value FROM samples s JOIN runs r ON r.id=s.run_id "
+            "JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=?",
+            (sweep_id,),
+        ):
             metrics[int(s["run_id"])][s["metric"]] = float(s["value"])
         later = self.cell_axes(sweep_id)
-        return [RunListing(run_id=int(r["id"]), cell_id=int(r["cell_id"]), cell_key=_shown(r["key"]),
-                           axes={**{a: _shown(r[a]) for a in CELL_AXIS_COLUMNS},
-                                 **{a: v for a, v in later.get(int(r["cell_id"]), {}).items()
-                                    if a not in CELL_AXIS_COLUMNS}},
-                           workload=_shown(r["workload"]),
-                           attempt=int(r["attempt"]), status=r["status"], accel=_shown(r["accel"]),
-                           wall_s=float(r["wall_s"]), started_at=float(r["started_at"]), error=_shown(r["error"]),
-                           metrics=metrics[int(r["id"])])
-                for r in rows]
+        return [
+            RunListing(
+                run_id=int(r["id"]),
+                cell_id=int(r["cell_id"]),
+                cell_key=_shown(r["key"]),
+                axes={
+                    **{a: _shown(r[a]) for a in CELL_AXIS_COLUMNS},
+                    **{
+                        a: v
+                        for a, v in later.get(int(r["cell_id"]), {}).items()
+                        if a not in CELL_AXIS_COLUMNS
+                    },
+                },
+                workload=_shown(r["workload"]),
+                attempt=int(r["attempt"]),
+                status=r["status"],
+                accel=_shown(r["accel"]),
+                wall_s=float(r["wall_s"]),
+                started_at=float(r["started_at"]),
+                error=_shown(r["error"]),
+                metrics=metrics[int(r["id"])],
+            )
+            for r in rows
+        ]
 
     def run_raw_output(self, run_id: int) -> str | None:
-        """The tool's output of one run exactly as it printed it (fio's JSON for fio runs); None: no such run."""
+        """The tool's output of one run exactly as it printed it (fio's JSON for fio runs); None: no
+        such run."""
         row = self.db.execute("SELECT raw_output FROM runs WHERE id=?", (run_id,)).fetchone()
         return None if row is None else str(row["raw_output"])
 
@@ -320,36 +429,68 @@ class StoreQueries:
         return None if row is None else str(row["job_text"])
 
     def unit_stops(self, sweep_id: int) -> list[UnitStop]:
-        """Why each cell × workload of the sweep stopped ([] before schema 3, or while none has stopped)."""
+        """Why each cell × workload of the sweep stopped ([] before schema 3, or while none has
+        stopped)."""
         if self.schema_version < 3:
             return []
         rows = self.db.execute(
-            "SELECT u.cell_id, c.key, u.workload, u.kind, u.reason, u.round, u.ok_runs, u.stopped_at FROM unit_stops u "
-            "JOIN cells c ON c.id=u.cell_id WHERE c.sweep_id=? ORDER BY u.stopped_at, c.id, u.workload", (sweep_id,))
-        return [UnitStop(int(r["cell_id"]), _shown(r["key"]), _shown(r["workload"]), StopKind.stored(r["kind"]),
-                         _shown(r["reason"]),
-                         r["round"], int(r["ok_runs"]), float(r["stopped_at"])) for r in rows]
+            "SELECT u.cell_id, c.key, u.workload, u.kind, u.reason, u.round, u.ok_runs, "
+            "u.stopped_at FROM unit_stops u "
+            "JOIN cells c ON c.id=u.cell_id WHERE c.sweep_id=? ORDER BY u.stopped_at, "
+            "c.id, u.workload",
+            (sweep_id,),
+        )
+        return [
+            UnitStop(
+                int(r["cell_id"]),
+                _shown(r["key"]),
+                _shown(r["workload"]),
+                StopKind.stored(r["kind"]),
+                _shown(r["reason"]),
+                r["round"],
+                int(r["ok_runs"]),
+                float(r["stopped_at"]),
+            )
+            for r in rows
+        ]
 
     def ok_samples(self, sweep_id: int) -> list[Sample]:
         """The metric samples of a sweep's ok runs, in attempt order."""
         rows = self.db.execute(
-            "SELECT s.run_id, s.metric, s.value FROM samples s JOIN runs r ON r.id=s.run_id JOIN cells c "
-            "ON c.id=r.cell_id WHERE c.sweep_id=? AND r.status='ok' ORDER BY r.attempt", (sweep_id,))
+            "SELECT s.run_id, s.metric, s.value FROM samples s JOIN runs r ON "
+            "r.id=s.run_id JOIN cells c "
+            "ON c.id=r.cell_id WHERE c.sweep_id=? AND r.status='ok' ORDER BY r.attempt",
+            (sweep_id,),
+        )
         return [Sample(int(r["run_id"]), r["metric"], float(r["value"])) for r in rows]
 
     def failed_runs(self, sweep_id: int) -> list[FailedRun]:
         rows = self.db.execute(
-            "SELECT r.id, c.key, r.workload, r.attempt, r.error FROM runs r JOIN cells c ON c.id=r.cell_id "
-            "WHERE c.sweep_id=? AND r.status!='ok' ORDER BY r.id", (sweep_id,))
-        return [FailedRun(int(r["id"]), _shown(r["key"]), _shown(r["workload"]), int(r["attempt"]), _shown(r["error"]))
-                for r in rows]
+            "SELECT r.id, c.key, r.workload, r.attempt, r.error FROM runs r JOIN cells c "
+            "ON c.id=r.cell_id "
+            "WHERE c.sweep_id=? AND r.status!='ok' ORDER BY r.id",
+            (sweep_id,),
+        )
+        return [
+            FailedRun(
+                int(r["id"]),
+                _shown(r["key"]),
+                _shown(r["workload"]),
+                int(r["attempt"]),
+                _shown(r["error"]),
+            )
+            for r in rows
+        ]
 
     def ok_run_series(self, sweep_id: int, name: str = "iops_series") -> dict[int, list[float]]:
-        """A per-interval series each ok run of a sweep recorded in its meta (e.g. fio's IOPS per interval),
-        by run id; runs without one are absent."""
+        """A per-interval series each ok run of a sweep recorded in its meta (e.g. fio's IOPS per
+        interval), by run id; runs without one are absent."""
         rows = self.db.execute(
-            "SELECT r.id, json_extract(r.meta_json, '$.' || ?) series FROM runs r JOIN cells c ON c.id=r.cell_id "
-            "WHERE c.sweep_id=? AND r.status='ok'", (name, sweep_id))
+            "SELECT r.id, json_extract(r.meta_json, '$.' || ?) series FROM runs r JOIN "
+            "cells c ON c.id=r.cell_id "
+            "WHERE c.sweep_id=? AND r.status='ok'",
+            (name, sweep_id),
+        )
         out = {}
         for r in rows:
             series = json.loads(r["series"]) if r["series"] else None
@@ -362,7 +503,9 @@ class StoreQueries:
         real guest's image, digest and kernel), by run id; runs without one are absent."""
         rows = self.db.execute(
             "SELECT r.id, json_extract(r.meta_json, '$.' || ?) value FROM runs r "
-            "JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=? AND r.status='ok'", (name, sweep_id))
+            "JOIN cells c ON c.id=r.cell_id WHERE c.sweep_id=? AND r.status='ok'",
+            (name, sweep_id),
+        )
         out = {}
         for r in rows:
             value = json.loads(r["value"]) if isinstance(r["value"], str) and r["value"] else None
@@ -371,25 +514,34 @@ class StoreQueries:
         return out
 
     def ok_run_numbers(self, sweep_id: int, name: str) -> dict[int, float]:
-        """A number each ok run of a sweep recorded in its meta under `name` (e.g. rtt_measured_ms), by run id;
-        runs without one are absent."""
+        """A number each ok run of a sweep recorded in its meta under `name` (e.g. rtt_measured_ms),
+        by run id; runs without one are absent."""
         rows = self.db.execute(
-            "SELECT r.id, json_extract(r.meta_json, '$.' || ?) value FROM runs r JOIN cells c ON c.id=r.cell_id "
-            "WHERE c.sweep_id=? AND r.status='ok'", (name, sweep_id))
-        return {int(r["id"]): float(r["value"]) for r in rows
-                if isinstance(r["value"], (int, float)) and not isinstance(r["value"], bool)}
+            "SELECT r.id, json_extract(r.meta_json, '$.' || ?) value FROM runs r JOIN "
+            "cells c ON c.id=r.cell_id "
+            "WHERE c.sweep_id=? AND r.status='ok'",
+            (name, sweep_id),
+        )
+        return {
+            int(r["id"]): float(r["value"])
+            for r in rows
+            if isinstance(r["value"], (int, float)) and not isinstance(r["value"], bool)
+        }
 
     def run_exists(self, run_id: int) -> bool:
         return self.db.execute("SELECT 1 FROM runs WHERE id=?", (run_id,)).fetchone() is not None
 
     def run_round_numbers(self, run_ids: Sequence[int]) -> dict[int, int]:
-        """run id → its round, for the given runs that have one. Schema 1 has no rounds, only the attempt
-        number, which is the round of a sweep that ran uninterrupted (each round runs every unit once), so it
-        stands in there — and for the runs of a schema-1 file migrated since (their round is NULL)."""
+        """run id → its round, for the given runs that have one. Schema 1 has no rounds, only the
+        attempt number, which is the round of a sweep that ran uninterrupted (each round runs every
+        unit once), so it stands in there — and for the runs of a schema-1 file migrated since
+        (their round is NULL)."""
         column = "COALESCE(round, attempt)" if self.schema_version >= 2 else "attempt"
         out: dict[int, int] = {}
         for chunk in _chunks(run_ids):
-            for rid, rnd in self.db.execute(f"SELECT id, {column} FROM runs WHERE id IN ({_marks(chunk)})", chunk):
+            for rid, rnd in self.db.execute(
+                f"SELECT id, {column} FROM runs WHERE id IN ({_marks(chunk)})", chunk
+            ):
                 if rnd is not None:
                     out[int(rid)] = int(rnd)
         return out
@@ -400,7 +552,10 @@ class StoreQueries:
             return {}
         out: dict[int, RunBoot] = {}
         for chunk in _chunks(run_ids):
-            q = f"SELECT id, boot_id, boot_position FROM runs WHERE boot_id IS NOT NULL AND id IN ({_marks(chunk)})"
+            q = (
+                "SELECT id, boot_id, boot_position FROM runs WHERE boot_id IS NOT NULL AND "
+                f"id IN ({_marks(chunk)})"
+            )
             for rid, boot, pos in self.db.execute(q, chunk):
                 out[int(rid)] = RunBoot(str(boot), None if pos is None else int(pos))
         return out
@@ -416,18 +571,24 @@ class StoreQueries:
 
     def monitor_points(self, run_id: int) -> list[MonitorPoint]:
         """A run's host sampler values, in time order."""
-        rows = self.db.execute("SELECT t, field, value FROM monitor WHERE run_id=? ORDER BY t", (run_id,))
+        rows = self.db.execute(
+            "SELECT t, field, value FROM monitor WHERE run_id=? ORDER BY t", (run_id,)
+        )
         return [MonitorPoint(float(r["t"]), r["field"], float(r["value"])) for r in rows]
 
     def run_client_metrics(self, sweep_id: int, metric: str) -> dict[int, list[float]]:
-        """ok run id → each client's value of `metric`, in client order, for the runs of several clients at once
-        (the `clients` axis; {} before schema 7 and for sweeps without such runs)."""
+        """ok run id → each client's value of `metric`, in client order, for the runs of several
+        clients at once (the `clients` axis; {} before schema 7 and for sweeps without such
+        runs)."""
         if self.schema_version < 7:
             return {}
         rows = self.db.execute(
-            "SELECT rc.run_id, rc.client, rc.value FROM run_clients rc JOIN runs r ON r.id=rc.run_id JOIN cells c "
-            "ON c.id=r.cell_id WHERE c.sweep_id=? AND r.status='ok' AND rc.metric=? ORDER BY rc.run_id, rc.client",
-            (sweep_id, metric))
+            "SELECT rc.run_id, rc.client, rc.value FROM run_clients rc JOIN runs r ON "
+            "r.id=rc.run_id JOIN cells c "
+            "ON c.id=r.cell_id WHERE c.sweep_id=? AND r.status='ok' AND rc.metric=? "
+            "ORDER BY rc.run_id, rc.client",
+            (sweep_id, metric),
+        )
         out: dict[int, list[float]] = {}
         for r in rows:
             out.setdefault(int(r["run_id"]), []).append(float(r["value"]))

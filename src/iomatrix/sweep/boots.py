@@ -1,5 +1,5 @@
-"""The cost of shared guest boots, from the batches run so far: what `repetitions_per_boot = "auto"` chooses the
-rounds per boot from (stats/runs_per_boot.py)."""
+"""The cost of shared guest boots, from the batches run so far: what `repetitions_per_boot = "auto"`
+chooses the rounds per boot from (stats/runs_per_boot.py)."""
 
 from __future__ import annotations
 
@@ -9,23 +9,29 @@ from iomatrix.tiers.base import RunOutcome
 
 
 class BootLedger:
-    """What shared guest boots cost and measured, for choosing the rounds per boot: per unit its ok runs as
-    (boot id, position, primary metric); per batch its cost split into the boot's and the runs' share."""
+    """What shared guest boots cost and measured, for choosing the rounds per boot: per unit its ok
+    runs as (boot id, position, primary metric); per batch its cost split into the boot's and the
+    runs' share."""
 
     def __init__(self) -> None:
         self.runs: dict[str, list[tuple[str | None, int | None, float]]] = {}
         self._boot_costs: list[float] = []
         self._round_costs: list[float] = []
 
-    def add_run(self, unit_key: str, boot_id: str | None, position: int | None, value: float) -> None:
+    def add_run(
+        self, unit_key: str, boot_id: str | None, position: int | None, value: float
+    ) -> None:
         self.runs.setdefault(unit_key, []).append((boot_id, position, float(value)))
 
     def add_batch(self, outcomes: Sequence[RunOutcome], wall_s: float, units: int) -> None:
-        """A batch's wall (images, boot, runs, shutdown, removal) = c_boot + n · c_run, with c_run the median
-        wall of its runs after the first (the first carries the boot, the last the shutdown); a round of the
-        cell costs `units` runs."""
-        later = sorted(o.phases["wall_s"] for o in outcomes
-                       if o.ok and (o.boot_position or 0) >= 1 and "wall_s" in o.phases)
+        """A batch's wall (images, boot, runs, shutdown, removal) = c_boot + n · c_run, with c_run
+        the median wall of its runs after the first (the first carries the boot, the last the
+        shutdown); a round of the cell costs `units` runs."""
+        later = sorted(
+            o.phases["wall_s"]
+            for o in outcomes
+            if o.ok and (o.boot_position or 0) >= 1 and "wall_s" in o.phases
+        )
         if not later or units < 1:
             return
         run_s = later[(len(later) - 1) // 2]

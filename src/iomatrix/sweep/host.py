@@ -1,5 +1,6 @@
-"""The host around a batch of runs: its caches made ready, the sampler that watches it, the interference
-verdict on each run from the samples of its own span; and SIGTERM taken as Ctrl-C for an orderly teardown."""
+"""The host around a batch of runs: its caches made ready, the sampler that watches it, the
+interference verdict on each run from the samples of its own span; and SIGTERM taken as Ctrl-C for
+an orderly teardown."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from iomatrix.stats.interference import RunInterference, interference_flags, int
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM gets the same orderly teardown as Ctrl-C."""
+
     def handler(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
@@ -34,7 +36,8 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 
 class HostMonitor(Protocol):
-    """What the runner needs of a host sampler (monitor/sampler.py's HostSampler; a test's scripted host)."""
+    """What the runner needs of a host sampler (monitor/sampler.py's HostSampler; a test's scripted
+    host)."""
 
     def attach_pid(self, pid: int, role: str = "io") -> None: ...
     def followed_processes(self) -> list[dict[str, object]]: ...
@@ -42,13 +45,15 @@ class HostMonitor(Protocol):
     def stop(self) -> list[MonitorSample]: ...
 
 
-# (devices to sample, interval in seconds) → a sampler; raises ValueError for a device it cannot sample.
+# (devices to sample, interval in seconds) → a sampler; raises ValueError for a device it cannot
+# sample.
 SamplerFactory = Callable[[list[str], float], HostMonitor]
 
 
 class CachePreparation:
-    """Sync and drop the host's caches (or keep them warm, as the plan says), before the runs or during a
-    tier's shared start-up; what the first preparation did holds for every run of the batch."""
+    """Sync and drop the host's caches (or keep them warm, as the plan says), before the runs or
+    during a tier's shared start-up; what the first preparation did holds for every run of the
+    batch."""
 
     def __init__(self, keep_warm: bool) -> None:
         self.keep_warm = keep_warm
@@ -73,7 +78,8 @@ class BatchHost:
     started: float  # host clock (time.time()) when the sampler started
     finished: float
     batched: bool  # several runs: each keeps the samples of its own span
-    processes: list[dict[str, object]] = field(default_factory=list)  # followed by the sampler (pid, name, role)
+    # followed by the sampler (pid, name, role)
+    processes: list[dict[str, object]] = field(default_factory=list)
 
     def samples_between(self, start: float, end: float) -> list[MonitorSample]:
         if not self.batched:
@@ -82,10 +88,12 @@ class BatchHost:
         return [x for x in self.samples if lo - 1e-6 <= x.t <= hi + 1e-6]
 
 
-def judge_interference(samples: Sequence[MonitorSample],
-                       baseline: list[dict[str, float]] | None = None) -> RunInterference | None:
-    """The run's interference verdict from the host samples taken during it (None: nothing was sampled),
-    relative to `baseline` (the sweep's earlier runs' scores; this run's are appended to it)."""
+def judge_interference(
+    samples: Sequence[MonitorSample], baseline: list[dict[str, float]] | None = None
+) -> RunInterference | None:
+    """The run's interference verdict from the host samples taken during it (None: nothing was
+    sampled), relative to `baseline` (the sweep's earlier runs' scores; this run's are appended to
+    it)."""
     if not samples:
         return None
     means = {k: f.mean for k, f in summarize_samples(samples).items()}

@@ -1,5 +1,5 @@
-"""The records the parts of a sweep pass one another: the sweep's result, one run to start, one session's walk
-through the scheduler's rounds."""
+"""The records the parts of a sweep pass one another: the sweep's result, one run to start, one
+session's walk through the scheduler's rounds."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from iomatrix.scheduler import Scheduler, Slot
 @dataclass
 class SweepResult:
     sweep_id: int
-    runs_done: int  # ok runs this session that the analysis uses (a run its clean retry replaced is not one)
+    # ok runs this session that the analysis uses (a run its clean retry replaced is not one)
+    runs_done: int
     runs_failed: int
     not_converged: list[tuple[str, str]]  # (unit key, reason)
     gave_up: list[tuple[str, str]]
@@ -24,19 +25,22 @@ class SweepResult:
     retried: int = 0  # …of which were started again
     # …by cause (stats.interference.THRESHOLDS keys: a run flagged for several counts under each)
     disturbed_by: dict[str, int] = field(default_factory=dict)
-    load_not_reached: int = 0  # ok runs that missed their offered load: not counted by racing nor ranked
+    # ok runs that missed their offered load: not counted by racing nor ranked
+    load_not_reached: int = 0
     # Units stopped because most of their runs missed the offered load: (unit key, reason)
     unreached_units: list[tuple[str, str]] = field(default_factory=list)
 
 
 class RunItem(NamedTuple):
-    """One run to start: its unit, the unit's cell in the store, its place in the design, the run it retries."""
+    """One run to start: its unit, the unit's cell in the store, its place in the design, the run it
+    retries."""
 
     unit: Unit  # a rate-of-maximum workload's with its rate set
     cell_id: int
     slot: Slot
     retry_of: int | None
-    offered_load: dict[str, Any] | None = None  # where a rate-of-maximum workload's rate came from (rates.py)
+    # where a rate-of-maximum workload's rate came from (rates.py)
+    offered_load: dict[str, Any] | None = None
 
 
 @dataclass
@@ -46,9 +50,11 @@ class Session:
     sweep_id: int
     sched: Scheduler
     units: dict[str, tuple[Unit, int]]  # unit key → (unit, cell id)
-    cell_of: dict[str, str]  # unit key → what it is batched by: its cell's key, or its own key (not batched)
+    # unit key → what it is batched by: its cell's key, or its own key (not batched)
+    cell_of: dict[str, str]
     max_batch: dict[str, int]  # cell key → runs one batch of it may hold
     cells_order: dict[Cell, int]  # for "cell i of n"
     already: int  # ok runs of earlier sessions
     index: int  # runs started, earlier sessions' included (the progress display's count)
-    last_run: dict[tuple[str, int], int] = field(default_factory=dict)  # (unit, round) → latest run id, for retries
+    # (unit, round) → latest run id, for retries
+    last_run: dict[tuple[str, int], int] = field(default_factory=dict)

@@ -1,7 +1,8 @@
-"""The units of a sweep as the scheduler sees them: their state so far (a resumed sweep's runs count), which
-units race each other and which they are quoted against, the offered load of a rate-of-maximum workload, the
-stopping policy, and the rounds per boot chosen as the runs come in. The pure scheduling is `scheduler.py`'s;
-this is the glue between it, the expansion and the store."""
+"""The units of a sweep as the scheduler sees them: their state so far (a resumed sweep's runs
+count), which units race each other and which they are quoted against, the offered load of a
+rate-of-maximum workload, the stopping policy, and the rounds per boot chosen as the runs come in.
+The pure scheduling is `scheduler.py`'s; this is the glue between it, the expansion and the
+store."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ from iomatrix.tiers.base import Tier
 
 
 class UnitScheduling:
-    """The sweep runner's scheduling side (a part of `runner.SweepRunner`, which sets these attributes)."""
+    """The sweep runner's scheduling side (a part of `runner.SweepRunner`, which sets these
+    attributes)."""
 
     plan: Plan
     store: Store
@@ -42,10 +44,11 @@ class UnitScheduling:
     rounds_per_boot: RoundsPerBoot
 
     def _unit_states(self, sweep_id: int) -> tuple[dict[str, tuple[Unit, int]], list[UnitState]]:
-        """Every unit with its cell id, and its scheduling state so far (a resumed sweep's runs count)."""
+        """Every unit with its cell id, and its scheduling state so far (a resumed sweep's runs
+        count)."""
         counts = self.store.run_counts(sweep_id)
-        # Bare metal is a baseline (its minimum only) when the sweep measures another tier against it; in a
-        # bare-metal-only sweep it is what is being compared, and races like any tier.
+        # Bare metal is a baseline (its minimum only) when the sweep measures another tier against
+        # it; in a bare-metal-only sweep it is what is being compared, and races like any tier.
         compared = any(not is_reference(u.cell.tier) for u in self.expansion.units)
         rounds = self.store.run_rounds(sweep_id)
         unreached = self._unreached_rounds(sweep_id)
@@ -54,33 +57,51 @@ class UnitScheduling:
         twins = compared_with(self.expansion.units)
         vetoes = veto_only_jobs(plan_roles(self.plan.roles, self.plan.role))
         for unit in self.expansion.units:
-            backing_meta = {} if unit.cell.is_null_ceiling else dict(self.handles[unit.cell.backing].metadata)
-            cid = self.store.cell_id(sweep_id, unit.cell.key,
-                                     dict(unit.cell),
-                                     backing_meta)
+            backing_meta = (
+                {} if unit.cell.is_null_ceiling else dict(self.handles[unit.cell.backing].metadata)
+            )
+            cid = self.store.cell_id(sweep_id, unit.cell.key, dict(unit.cell), backing_meta)
             ok, bad = counts.get((cid, unit.workload.name), (0, 0))
             units[unit.key] = (unit, cid)
             missed = unreached.get((cid, unit.workload.name), set())
-            states.append(UnitState(
-                key=unit.key, group=race_group(unit, self._per_backing), unreached=len(missed),
-                after=self._rate_reference_units(unit),
-                points=[p for p in self.store.metric_points(cid, unit.workload.name, unit.workload.primary_metric)
-                        if p[0] not in missed],
-                rounds=rounds.get((cid, unit.workload.name), set()), ok=ok, failed=bad,
-                baseline=is_baseline(unit, compared),
-                current=unit.cell in self.expansion.current,  # the comparison the user came for: never eliminated
-                precision_max=self.plan.repetitions.precision_max.get(unit.cell.tier),
-                compared_with=twins.get(unit.key, ()), answers=unit.workload.name not in vetoes))
+            states.append(
+                UnitState(
+                    key=unit.key,
+                    group=race_group(unit, self._per_backing),
+                    unreached=len(missed),
+                    after=self._rate_reference_units(unit),
+                    points=[
+                        p
+                        for p in self.store.metric_points(
+                            cid, unit.workload.name, unit.workload.primary_metric
+                        )
+                        if p[0] not in missed
+                    ],
+                    rounds=rounds.get((cid, unit.workload.name), set()),
+                    ok=ok,
+                    failed=bad,
+                    baseline=is_baseline(unit, compared),
+                    # the comparison the user came for: never eliminated
+                    current=unit.cell in self.expansion.current,
+                    precision_max=self.plan.repetitions.precision_max.get(unit.cell.tier),
+                    compared_with=twins.get(unit.key, ()),
+                    answers=unit.workload.name not in vetoes,
+                )
+            )
         return units, states
 
     def _rate_reference_cells(self, unit: Unit) -> list[Unit]:
-        """The bare-metal units whose IOPS set the rate of `unit` (a rate-of-maximum workload; [] otherwise): its
-        reference workload on the same backing (none there — the null ceiling, bare metal pruned: every backing's)."""
+        """The bare-metal units whose IOPS set the rate of `unit` (a rate-of-maximum workload; []
+        otherwise): its reference workload on the same backing (none there — the null ceiling, bare
+        metal pruned: every backing's)."""
         rate = unit.workload.rate_of_max
         if rate is None:
             return []
-        refs = [u for u in self.expansion.units
-                if u.workload.name == rate.reference and is_reference(u.cell.tier)]
+        refs = [
+            u
+            for u in self.expansion.units
+            if u.workload.name == rate.reference and is_reference(u.cell.tier)
+        ]
         same = [u for u in refs if u.cell.backing == unit.cell.backing]
         return same or refs
 
@@ -88,32 +109,53 @@ class UnitScheduling:
         return frozenset(u.key for u in self._rate_reference_cells(unit))
 
     def _resolve_rate(self, s: Session, unit: Unit) -> rates.ResolvedRate | None:
-        """The offered load of a rate-of-maximum unit from the stored bare-metal runs (rates.py); the same for every
-        cell of its backing, and recomputed alike when a sweep resumes."""
+        """The offered load of a rate-of-maximum unit from the stored bare-metal runs (rates.py);
+        the same for every cell of its backing, and recomputed alike when a sweep resumes."""
         key = (unit.workload.name, unit.cell.backing)
         if key not in self.rates:
             cell_ids = {u.key: cid for u, cid in s.units.values()}
             ref_cells = {cell_ids[u.key]: u.cell.key for u in self._rate_reference_cells(unit)}
-            mine = {cid for u, cid in s.units.values()
-                    if u.workload.name == unit.workload.name and u.cell.backing == unit.cell.backing}
+            mine = {
+                cid
+                for u, cid in s.units.values()
+                if u.workload.name == unit.workload.name and u.cell.backing == unit.cell.backing
+            }
             stored = self.store.runs(s.sweep_id)
-            iops = self.store.run_metric_values([r.run_id for r in stored if r.cell_id in ref_cells], "total.iops")
+            iops = self.store.run_metric_values(
+                [r.run_id for r in stored if r.cell_id in ref_cells], "total.iops"
+            )
             assert unit.workload.rate_of_max is not None
-            resolved = rates.resolve_rate(unit.workload.rate_of_max, rates.reference_runs(
-                stored, iops, ref_cells, unit.workload.rate_of_max.reference, mine, unit.workload.name))
+            resolved = rates.resolve_rate(
+                unit.workload.rate_of_max,
+                rates.reference_runs(
+                    stored,
+                    iops,
+                    ref_cells,
+                    unit.workload.rate_of_max.reference,
+                    mine,
+                    unit.workload.name,
+                ),
+            )
             if resolved is None:
                 return None
             self.rates[key] = resolved
-            self.progress.message(f"{unit.workload.name} on {unit.cell.backing}: {resolved.iops} IOPS offered = "
-                                  f"{resolved.fraction:.0%} of {resolved.maximum_iops:,.0f} IOPS, the bare-metal "
-                                  f"maximum of {resolved.reference} ({resolved.maximum_cell}, runs "
-                                  f"{', '.join(map(str, resolved.runs))})")
+            self.progress.message(
+                f"{unit.workload.name} on {unit.cell.backing}: {resolved.iops} IOPS offered = "
+                f"{resolved.fraction:.0%} of {resolved.maximum_iops:,.0f} IOPS, the bare-metal "
+                f"maximum of {resolved.reference} ({resolved.maximum_cell}, runs "
+                f"{', '.join(map(str, resolved.runs))})"
+            )
         return self.rates[key]
 
     def _unreached_rounds(self, sweep_id: int) -> dict[tuple[int, str], set[int]]:
-        """(cell id, workload) → the rounds of its stored runs that missed their offered load (one counted ok run
-        per round: a replaced run is not one), so a resumed sweep's racing leaves them out as the reports do."""
-        kept = [r for r in self.store.runs(sweep_id) if r.status == "ok" and not r.replaced and r.round is not None]
+        """(cell id, workload) → the rounds of its stored runs that missed their offered load (one
+        counted ok run per round: a replaced run is not one), so a resumed sweep's racing leaves
+        them out as the reports do."""
+        kept = [
+            r
+            for r in self.store.runs(sweep_id)
+            if r.status == "ok" and not r.replaced and r.round is not None
+        ]
         reached = self.store.run_metric_values([r.run_id for r in kept], "load.reached")
         out: dict[tuple[int, str], set[int]] = {}
         for r in kept:
@@ -130,19 +172,32 @@ class UnitScheduling:
         reps = self.plan.repetitions
         if self.plan.repetition_policy == "ci-width":
             return CiWidthPolicy(self.plan.ci_target, reps.min, reps.max)
-        direction = {race_group(u, self._per_backing): u.workload.higher_is_better for u in self.expansion.units}
-        # Each race stops a cell as equivalent at its decision's margin (a role job's is its role's; roles.py).
-        default, margins = plan_margins({"margin": self.plan.margin, "roles": self.plan.roles,
-                                         "role": self.plan.role})
-        margin_of = {race_group(u, self._per_backing): margins.get(u.workload.name, default)
-                     for u in self.expansion.units}
-        return RacingPolicy(self.plan.threshold, reps.min, higher_is_better=direction.__getitem__,
-                            margin_of=margin_of)
+        direction = {
+            race_group(u, self._per_backing): u.workload.higher_is_better
+            for u in self.expansion.units
+        }
+        # Each race stops a cell as equivalent at its decision's margin (a role job's is its role's;
+        # roles.py).
+        default, margins = plan_margins(
+            {"margin": self.plan.margin, "roles": self.plan.roles, "role": self.plan.role}
+        )
+        margin_of = {
+            race_group(u, self._per_backing): margins.get(u.workload.name, default)
+            for u in self.expansion.units
+        }
+        return RacingPolicy(
+            self.plan.threshold,
+            reps.min,
+            higher_is_better=direction.__getitem__,
+            margin_of=margin_of,
+        )
 
-    def _adapt_rounds_per_boot(self, units: dict[str, tuple[Unit, int]], cell_of: dict[str, str],
-                               max_batch: dict[str, int]) -> None:
-        """`repetitions_per_boot = "auto"`: after each batch round, choose the rounds the next boots hold from
-        the runs so far (stats/runs_per_boot.py); one value for the sweep keeps the rounds aligned."""
+    def _adapt_rounds_per_boot(
+        self, units: dict[str, tuple[Unit, int]], cell_of: dict[str, str], max_batch: dict[str, int]
+    ) -> None:
+        """`repetitions_per_boot = "auto"`: after each batch round, choose the rounds the next boots
+        hold from the runs so far (stats/runs_per_boot.py); one value for the sweep keeps the rounds
+        aligned."""
         if not self.plan.adaptive_rounds_per_boot:
             return
         members: dict[str, int] = {}
@@ -153,8 +208,13 @@ class UnitScheduling:
             return
         fits = max(max(1, max_batch.get(cell, 1) // n) for cell, n in members.items())
         cap = min(MAX_REPETITIONS_PER_BOOT, self.plan.repetitions.max, fits)
-        choice = choose_rounds_per_boot(self.boots.runs, self.boots.boot_cost_s(), self.boots.round_cost_s(),
-                                        self.rounds_per_boot.rounds, cap)
+        choice = choose_rounds_per_boot(
+            self.boots.runs,
+            self.boots.boot_cost_s(),
+            self.boots.round_cost_s(),
+            self.rounds_per_boot.rounds,
+            cap,
+        )
         if choice.reason != self.rounds_per_boot.reason:
             self.progress.message(f"guest boots: {choice.reason}")
         self.rounds_per_boot = choice
@@ -162,39 +222,62 @@ class UnitScheduling:
     def _record_stops(self, sched: Scheduler, units: dict[str, tuple[Unit, int]]) -> None:
         for st in sched.new_stops():
             unit, cell_id = units[st.key]
-            self.store.record_unit_stop(cell_id, unit.workload.name, st.kind, st.reason, st.round, st.ok_runs)
+            self.store.record_unit_stop(
+                cell_id, unit.workload.name, st.kind, st.reason, st.round, st.ok_runs
+            )
 
     def _start_session(self, sweep_id: int, t_session: float) -> Session:
-        """The scheduler of this session, from the units' state so far (a resumed sweep's runs count)."""
+        """The scheduler of this session, from the units' state so far (a resumed sweep's runs
+        count)."""
         units, states = self._unit_states(sweep_id)
         reps = self.plan.repetitions
         sched = Scheduler(
-            states, min_runs=reps.min, max_runs=reps.max, budget_s=self.plan.time_budget_s,
-            policy=self._policy(), ci_target=self.plan.ci_target, precision_for=reps.precision_for,
-            seed=self.design_seed, clock=self.clock,
-            # Wall clock of this session (its set-up included: provisioning backings, opening tiers) plus
-            # the run time of earlier sessions of a resumed sweep.
-            prior_elapsed_s=self.store.sweep_elapsed(sweep_id) + (self.clock() - t_session))
-        self.budget_elapsed_s = sched.elapsed_s  # each run's timeout keeps to the budget left (run_timeout.py)
+            states,
+            min_runs=reps.min,
+            max_runs=reps.max,
+            budget_s=self.plan.time_budget_s,
+            policy=self._policy(),
+            ci_target=self.plan.ci_target,
+            precision_for=reps.precision_for,
+            seed=self.design_seed,
+            clock=self.clock,
+            # Wall clock of this session (its set-up included: provisioning backings, opening tiers)
+            # plus the run time of earlier sessions of a resumed sweep.
+            prior_elapsed_s=self.store.sweep_elapsed(sweep_id) + (self.clock() - t_session),
+        )
+        # each run's timeout keeps to the budget left (run_timeout.py)
+        self.budget_elapsed_s = sched.elapsed_s
         # Every ok run stored counts as kept and done, a disturbed one its retry replaced included.
         stored = sum(ok for ok, _ in self.store.run_counts(sweep_id, replaced_too=True).values())
         session = Session(
-            sweep_id, sched, units,
-            # Units of a tier that shares start-ups (guest boots) are batched per cell; others alone.
-            cell_of={k: (u.cell.key if self.tiers[u.cell.tier].batches_runs else k) for k, (u, _) in units.items()},
-            max_batch={u.cell.key: self.tiers[u.cell.tier].max_batch(u.cell) for u, _ in units.values()},
-            cells_order={c: i for i, c in enumerate(dict.fromkeys(u.cell for u in self.expansion.units))},
-            already=sum(s.ok for s in states), index=stored)
+            sweep_id,
+            sched,
+            units,
+            # Units of a tier that shares start-ups (guest boots) are batched per cell; others
+            # alone.
+            cell_of={
+                k: (u.cell.key if self.tiers[u.cell.tier].batches_runs else k)
+                for k, (u, _) in units.items()
+            },
+            max_batch={
+                u.cell.key: self.tiers[u.cell.tier].max_batch(u.cell) for u, _ in units.values()
+            },
+            cells_order={
+                c: i for i, c in enumerate(dict.fromkeys(u.cell for u in self.expansion.units))
+            },
+            already=sum(s.ok for s in states),
+            index=stored,
+        )
         self.progress.start(max(stored, len(states) * reps.min), stored)
         return session
 
 
 def compared_with(units: Sequence[Unit]) -> dict[str, tuple[str, ...]]:
-    """unit key → the units the reports quote it against: its twins at each tool default's cache and aio (QEMU's,
-    libvirt's; ``domain.BASELINES``, as report/recommend.py matches them: axes.baseline_values) in the same tier
-    and workload, the other axes equal; where neither was measured, its twin with the later axes at their defaults
-    (axes.later_at_default). The scheduler runs those on for precision with a contender
-    (precision_for = "contenders")."""
+    """unit key → the units the reports quote it against: its twins at each tool default's cache and
+    aio (QEMU's, libvirt's; ``domain.BASELINES``, as report/recommend.py matches them:
+    axes.baseline_values) in the same tier and workload, the other axes equal; where neither was
+    measured, its twin with the later axes at their defaults (axes.later_at_default). The scheduler
+    runs those on for precision with a contender (precision_for = "contenders")."""
     by_cell = {(u.cell, u.workload.name): u.key for u in units}
     out: dict[str, tuple[str, ...]] = {}
     for u in units:
@@ -205,7 +288,8 @@ def compared_with(units: Sequence[Unit]) -> dict[str, tuple[str, ...]]:
             twin = by_cell.get((Cell(axes.baseline_values(u.cell, b)), u.workload.name))
             if twin is not None and twin != u.key and twin not in twins:
                 twins.append(twin)
-        # No twin at QEMU's default cache and aio (a workload table's one cell): its own axes at QEMU's defaults.
+        # No twin at QEMU's default cache and aio (a workload table's one cell): its own axes at
+        # QEMU's defaults.
         own = by_cell.get((Cell({**u.cell, **axes.later_at_default(u.cell)}), u.workload.name))
         if not twins and own is not None and own != u.key:
             twins.append(own)
@@ -215,17 +299,19 @@ def compared_with(units: Sequence[Unit]) -> dict[str, tuple[str, ...]]:
 
 
 def is_baseline(unit: Unit, compared: bool) -> bool:
-    """A unit kept at its minimum runs, never raced: bare metal when the sweep measures another tier against it
-    (``compared``), and a ceiling (null-co, a null iSCSI LUN), which stores nothing and so is never an answer."""
+    """A unit kept at its minimum runs, never raced: bare metal when the sweep measures another tier
+    against it (``compared``), and a ceiling (null-co, a null iSCSI LUN), which stores nothing and
+    so is never an answer."""
     return (compared and is_reference(unit.cell.tier)) or is_ceiling(dict(unit.cell))
 
 
 def race_group(unit: Unit, per_backing: bool = False) -> str:
-    """Units that race each other: one workload within one tier (tiers measure different things); with
-    ``per_backing`` (shared storage: `answers_per_backing`) within one backing too, and always within one value of
-    each condition axis (an emulated RTT, a number of clients). These are the groups the answers are decided in
-    (report/per_backing.py): a race across them stopped an NFS cell as "significantly worse" than an
-    iSCSI null LUN's, and its answer, among NFS cells only, then lacked the runs to settle."""
+    """Units that race each other: one workload within one tier (tiers measure different things);
+    with ``per_backing`` (shared storage: `answers_per_backing`) within one backing too, and always
+    within one value of each condition axis (an emulated RTT, a number of clients). These are the
+    groups the answers are decided in (report/per_backing.py): a race across them stopped an NFS
+    cell as "significantly worse" than an iSCSI null LUN's, and its answer, among NFS cells only,
+    then lacked the runs to settle."""
     values = dict(unit.cell)
     parts = [unit.cell.tier, unit.workload.name]
     if per_backing:

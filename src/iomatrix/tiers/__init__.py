@@ -1,12 +1,13 @@
-"""Tiers issue I/O: bare metal (fio on the host), guest (fio inside QEMU), and whatever else is declared.
+"""Tiers issue I/O: bare metal (fio on the host), guest (fio inside QEMU), and whatever else is
+declared.
 
-The registry maps a tier's name to its declaration (:mod:`iomatrix.tiers.declaration`: layers, order, plan
-settings, workload kind, prune rules, wording) and, lazily, to its implementation. Declarations are found in
-the modules of ``iomatrix/tiers/declared/`` and in installed packages' ``iomatrix.tiers`` entry points; an
-implementation is imported only when :func:`tier_class` is asked for it (a sweep runs the tier), so the plan
-model, the matrix and the fio builders read tiers without importing QEMU or guest code. Nothing outside a tier's
-own modules names a tier: adding one is a declaration module, its implementation and its report companion.
-"""
+The registry maps a tier's name to its declaration (:mod:`iomatrix.tiers.declaration`: layers,
+order, plan settings, workload kind, prune rules, wording) and, lazily, to its implementation.
+Declarations are found in the modules of ``iomatrix/tiers/declared/`` and in installed packages'
+``iomatrix.tiers`` entry points; an implementation is imported only when :func:`tier_class` is asked
+for it (a sweep runs the tier), so the plan model, the matrix and the fio builders read tiers
+without importing QEMU or guest code. Nothing outside a tier's own modules names a tier: adding one
+is a declaration module, its implementation and its report companion."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
     from iomatrix.domain.cell import Cell
     from iomatrix.domain.workload import Workload
 
-# The entry-point group an installed package declares its tiers in: `name = "module:DeclarationClass"`.
+# The entry-point group an installed package declares its tiers in: `name =
+# "module:DeclarationClass"`.
 ENTRY_POINT_GROUP = "iomatrix.tiers"
 DECLARED_PACKAGE = f"{__name__}.declared"
 
@@ -46,12 +48,15 @@ def register(cls: T) -> T:
 
 @contextlib.contextmanager
 def registered(*classes: type[TierDeclaration]) -> Iterator[None]:
-    """Make `classes` known by their names for the duration of the block only (a test's scripted tier):
-    the plan model, the matrix and the runner then find them like any tier. A name already taken is refused."""
+    """Make `classes` known by their names for the duration of the block only (a test's scripted
+    tier): the plan model, the matrix and the runner then find them like any tier. A name already
+    taken is refused."""
     registry = _discover()
     taken = [c.name for c in classes if c.name in registry]
     if taken or len({c.name for c in classes}) != len(classes):
-        raise ValueError(f"tier name(s) already registered or repeated: {', '.join(taken) or 'repeated'}")
+        raise ValueError(
+            f"tier name(s) already registered or repeated: {', '.join(taken) or 'repeated'}"
+        )
     for cls in classes:
         registry[cls.name] = cls
         _IMPLEMENTATIONS[cls.name] = cls
@@ -66,8 +71,13 @@ def registered(*classes: type[TierDeclaration]) -> Iterator[None]:
 def _declarations_in(module_name: str) -> list[type[TierDeclaration]]:
     """The tier declarations a module defines (not the ones it imports)."""
     module = importlib.import_module(module_name)
-    return [obj for _, obj in inspect.getmembers(module, inspect.isclass)
-            if issubclass(obj, TierDeclaration) and obj is not TierDeclaration and obj.__module__ == module_name]
+    return [
+        obj
+        for _, obj in inspect.getmembers(module, inspect.isclass)
+        if issubclass(obj, TierDeclaration)
+        and obj is not TierDeclaration
+        and obj.__module__ == module_name
+    ]
 
 
 def _discover() -> dict[str, type[TierDeclaration]]:
@@ -80,11 +90,16 @@ def _discover() -> dict[str, type[TierDeclaration]]:
                 _DECLARATIONS.setdefault(decl.name, decl)
         for entry_name, decl in load_entry_points(ENTRY_POINT_GROUP):
             if not (isinstance(decl, type) and issubclass(decl, TierDeclaration)):
-                raise PluginError(f"entry point {ENTRY_POINT_GROUP}:{entry_name} is no TierDeclaration subclass "
-                                f"({decl!r}); fix or uninstall the package that declares it")
+                raise PluginError(
+                    f"entry point {ENTRY_POINT_GROUP}:{entry_name} is no TierDeclaration subclass "
+                    f"({decl!r}); fix or uninstall the package that declares it"
+                )
             if decl.name in _DECLARATIONS and _DECLARATIONS[decl.name] is not decl:
-                raise PluginError(f"entry point {ENTRY_POINT_GROUP}:{entry_name} declares tier '{decl.name}', a name "
-                                 "already taken; rename the tier or uninstall the package that declares it")
+                raise PluginError(
+                    f"entry point {ENTRY_POINT_GROUP}:{entry_name} declares tier "
+                    f"'{decl.name}', a name "
+                    "already taken; rename the tier or uninstall the package that declares it"
+                )
             register(decl)
     return _DECLARATIONS
 
@@ -98,16 +113,22 @@ def declaration(name: str) -> type[TierDeclaration]:
 
 
 def tier_class(name: str) -> type[TierDeclaration]:
-    """The implementation of the tier named `name`, imported on first use: a subclass of its declaration (what a
-    sweep instantiates: `iomatrix.tiers.base.tier_implementation` gives it as the Tier it is)."""
+    """The implementation of the tier named `name`, imported on first use: a subclass of its
+    declaration (what a sweep instantiates: `iomatrix.tiers.base.tier_implementation` gives it as
+    the Tier it is)."""
     decl = declaration(name)
     impl = _IMPLEMENTATIONS.get(name)
     if impl is None:
         if not decl.implementation:
-            raise TypeError(f"tier '{name}' ({decl.__module__}.{decl.__name__}) names no implementation")
+            raise TypeError(
+                f"tier '{name}' ({decl.__module__}.{decl.__name__}) names no implementation"
+            )
         impl = load_object(decl.implementation)
         if not (isinstance(impl, type) and issubclass(impl, decl)):
-            raise TypeError(f"tier '{name}': {decl.implementation} is no subclass of its declaration {decl.__name__}")
+            raise TypeError(
+                f"tier '{name}': {decl.implementation} is no subclass of its declaration "
+                f"{decl.__name__}"
+            )
         _IMPLEMENTATIONS[name] = impl
     return impl
 
@@ -126,7 +147,8 @@ def tier_names() -> list[str]:
 
 
 def known_tier(name: str) -> type[TierDeclaration] | None:
-    """The tier named `name`, or None for a name this version does not know (an old database's tier)."""
+    """The tier named `name`, or None for a name this version does not know (an old database's
+    tier)."""
     return _discover().get(name)
 
 
@@ -136,26 +158,37 @@ def reference_tier() -> type[TierDeclaration]:
 
 
 def workload_owner(workload: Workload) -> type[TierDeclaration] | None:
-    """The tier whose own workload this is (its kind is the tier's `workload_kind`), or None for a workload
-    the tiers share."""
-    return next((c for c in tier_classes() if c.workload_kind is not None and c.workload_kind == workload.kind), None)
+    """The tier whose own workload this is (its kind is the tier's `workload_kind`), or None for a
+    workload the tiers share."""
+    return next(
+        (
+            c
+            for c in tier_classes()
+            if c.workload_kind is not None and c.workload_kind == workload.kind
+        ),
+        None,
+    )
 
 
 def tier_workload(name: str) -> Workload | None:
-    """The workload named `name` that a tier makes as its own (its declaration's `workload_named`), or None."""
+    """The workload named `name` that a tier makes as its own (its declaration's `workload_named`),
+    or None."""
     return next((w for c in tier_classes() if (w := c.workload_named(name)) is not None), None)
 
 
 def listed_tier_workloads() -> dict[str, Workload]:
-    """The tiers' own workloads their declarations list (`own_workloads`), by name; not those made from a name
-    (tiles-N)."""
+    """The tiers' own workloads their declarations list (`own_workloads`), by name; not those made
+    from a name (tiles-N)."""
     return {w.name: w for c in tier_classes() for w in c.own_workloads}
 
 
 def workload_prune_reason(cell: Cell, workload: Workload) -> str | None:
-    """Why the cell's tier does not run `workload` (its own rules, and workloads owned by another tier)."""
+    """Why the cell's tier does not run `workload` (its own rules, and workloads owned by another
+    tier)."""
     owner = workload_owner(workload)
-    return declaration(cell.tier).workload_prune_reason(cell, workload, owner.name if owner else None)
+    return declaration(cell.tier).workload_prune_reason(
+        cell, workload, owner.name if owner else None
+    )
 
 
 def tier_order(name: str) -> int:

@@ -1,20 +1,22 @@
 """Block-layer tier: QEMU's own storage stack at native speed, without a guest.
 
-Per run: a fresh image on the cell's backing (the guest tier's creation code), ``qemu-storage-daemon`` with
-the cell's ``--blockdev`` graph (the string the guest tier passes to ``-blockdev``, from
+Per run: a fresh image on the cell's backing (the guest tier's creation code),
+``qemu-storage-daemon`` with the cell's ``--blockdev`` graph (the string the guest tier passes to
+``-blockdev``, from
 :mod:`iomatrix.qemu_block`), that node exported over NBD on a private UNIX socket in the run's directory,
-fio's ``nbd`` engine (libnbd) running the workload against the export, then the daemon stopped and the image
-deleted. Format, preallocation, cache mode, aio and host backing are decided by this code in QEMU; what is
-missing compared with a guest is the guest kernel, the emulated bus and device, and the guest page cache.
+fio's ``nbd`` engine (libnbd) running the workload against the export, then the daemon stopped and
+the image deleted. Format, preallocation, cache mode, aio and host backing are decided by this code
+in QEMU; what is missing compared with a guest is the guest kernel, the emulated bus and device, and
+the guest page cache.
 
-On a network backing (iSCSI, NFS: docs/shared-storage.md) the run asks the backing's server for a fresh disk
-instead of creating an image (`tiers.network_disks`), the daemon opens it with QEMU's own client (the format node
-over ``file.driver=iscsi`` or ``nfs``), the server's processes are counted in the run's CPU per I/O, and the disk is
-given back after the daemon has stopped.
+On a network backing (iSCSI, NFS: docs/shared-storage.md) the run asks the backing's server for a
+fresh disk instead of creating an image (`tiers.network_disks`), the daemon opens it with QEMU's own
+client (the format node over ``file.driver=iscsi`` or ``nfs``), the server's processes are counted
+in the run's CPU per I/O, and the disk is given back after the daemon has stopped.
 
-How a cache mode maps (qemu/qemu ``block/export/export.c`` ``blk_exp_add``: ``blk_set_enable_write_cache(blk,
-!export->writethrough)``; a guest device's ``write-cache=`` makes the same call in ``hw/block/block.c``
-``blkconf_apply_backend_options``):
+How a cache mode maps (qemu/qemu ``block/export/export.c`` ``blk_exp_add``:
+``blk_set_enable_write_cache(blk, !export->writethrough)``; a guest device's ``write-cache=`` makes
+the same call in ``hw/block/block.c`` ``blkconf_apply_backend_options``):
 
 ============  ============  ==============  ======================  =============================
 cache         cache.direct  cache.no-flush  export writethrough     guest equivalent
@@ -26,14 +28,14 @@ directsync    on            off             on                      -device …,
 unsafe        off           on              off                     -device …,write-cache=on
 ============  ============  ==============  ======================  =============================
 
-With the write cache off, QEMU's BlockBackend marks every write FUA (``block/block-backend.c``) and the block
-layer emulates FUA by a flush after the write (``block/io.c``): the same flush-after-every-write a guest gets
-from a ``write-cache=off`` device. A workload's own flushes (``fdatasync=N``, sent as fio ``fsync=N`` because
-the nbd engine refuses fdatasync, and the final ``end_fsync``) arrive as ``NBD_CMD_FLUSH`` →
-``blk_co_flush``: honoured, or dropped by ``cache.no-flush=on`` (unsafe), exactly as a guest's flush is. One
-difference remains: a guest kernel sends no flush to a device without a write cache, while fio here still
-sends its NBD flushes under writethrough/directsync (QEMU then flushes a file with nothing dirty).
-"""
+With the write cache off, QEMU's BlockBackend marks every write FUA (``block/block-backend.c``) and
+the block layer emulates FUA by a flush after the write (``block/io.c``): the same
+flush-after-every-write a guest gets from a ``write-cache=off`` device. A workload's own flushes
+(``fdatasync=N``, sent as fio ``fsync=N`` because the nbd engine refuses fdatasync, and the final
+``end_fsync``) arrive as ``NBD_CMD_FLUSH`` → ``blk_co_flush``: honoured, or dropped by
+``cache.no-flush=on`` (unsafe), exactly as a guest's flush is. One difference remains: a guest
+kernel sends no flush to a device without a write cache, while fio here still sends its NBD flushes
+under writethrough/directsync (QEMU then flushes a file with nothing dirty)."""  # noqa: E501
 
 from __future__ import annotations
 
@@ -54,7 +56,13 @@ from iomatrix.backing.network import NetworkDisk
 from iomatrix.domain import CACHE, CacheMode
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import FIO_CLOCKSOURCE, IOPS_LOG_FILE, NbdJob, nbd_job, nbd_uri
-from iomatrix.fio.parse import FioOutputError, checked_metrics, extract_json, fatal_message, parse_iops_log
+from iomatrix.fio.parse import (
+    FioOutputError,
+    checked_metrics,
+    extract_json,
+    fatal_message,
+    parse_iops_log,
+)
 from iomatrix.hostcmd import require, version_of
 from iomatrix.images import remove_image
 from iomatrix.matrix import Cell
@@ -69,22 +77,22 @@ from iomatrix.tiers.network_disks import disk_name, follow_server, network_disk
 NODE = "d0"
 EXPORT_ID = "iomx-export"
 EXPORT_NAME = "iomx"
-# Relative to the run directory (the daemon's and fio's working directory): a UNIX socket path is limited
-# to 108 bytes, and the working directory can be deeper than that.
+# Relative to the run directory (the daemon's and fio's working directory): a UNIX socket path is
+# limited to 108 bytes, and the working directory can be deeper than that.
 SOCKET_NAME = "nbd.sock"
 DAEMON_LOG = "daemon.log"
 STOP_GRACE_S = 5.0
 EXPORT_KIND = "nbd over a private UNIX socket (fio ioengine=nbd, libnbd)"
-# An image is left to later runs' start-ups to delete only if the backing keeps room for this many more
-# images of the plan's size (the next one may be fully preallocated).
+# An image is left to later runs' start-ups to delete only if the backing keeps room for this many
+# more images of the plan's size (the next one may be fully preallocated).
 DEFER_ROOM_IMAGES = 2
-# Deleting is done by truncating from the end a slice at a time, so that it can stop within one slice's time
-# (≤ 35 ms measured here, loaded) when the daemon must start.
+# Deleting is done by truncating from the end a slice at a time, so that it can stop within one
+# slice's time (≤ 35 ms measured here, loaded) when the daemon must start.
 TRASH_STEP_BYTES = 512 << 10
-# fio spends ≥ ~0.2 s starting up before it connects (a fixed 100 ms sleep while its job initialises and
-# ~100 ms calibrating the CPU clock): the trash is worked on until this long after fio started, then the
-# daemon is started (it serves ~20 ms later). Were the daemon later than fio, fio's handshake would wait:
-# the run takes longer, what it measures does not change.
+# fio spends ≥ ~0.2 s starting up before it connects (a fixed 100 ms sleep while its job initialises
+# and ~100 ms calibrating the CPU clock): the trash is worked on until this long after fio started,
+# then the daemon is started (it serves ~20 ms later). Were the daemon later than fio, fio's
+# handshake would wait: the run takes longer, what it measures does not change.
 TRASH_WINDOW_S = 0.12
 
 
@@ -93,39 +101,50 @@ def _tail(text: str, lines: int = 40) -> str:
 
 
 def export_spec(disk: DiskSpec, node: str = NODE, name: str = EXPORT_NAME) -> str:
-    """``--export`` value: the node exported writable over NBD, with what the cell's axes set on the export
-    (the write-cache half of the cache mode: writethrough=)."""
+    """``--export`` value: the node exported writable over NBD, with what the cell's axes set on the
+    export (the write-cache half of the cache mode: writethrough=)."""
     return f"type=nbd,id={EXPORT_ID},node-name={node},name={name},writable=on{export_options(disk)}"
 
 
-def daemon_argv(qsd: str, disk: DiskSpec, listen_fd: int, wrapper: list[str] | None = None) -> list[str]:
-    """The qemu-storage-daemon command line serving `disk` (the guest's graph) on the listening UNIX socket
-    `listen_fd` (inherited: see :func:`listening_socket`)."""
+def daemon_argv(
+    qsd: str, disk: DiskSpec, listen_fd: int, wrapper: list[str] | None = None
+) -> list[str]:
+    """The qemu-storage-daemon command line serving `disk` (the guest's graph) on the listening UNIX
+    socket `listen_fd` (inherited: see :func:`listening_socket`)."""
     return [*(wrapper or []), *_daemon_argv(qsd, disk, f"addr.type=fd,addr.str={listen_fd}")]
 
 
 def remote_daemon_argv(disk: DiskSpec) -> list[str]:
-    """The command line a client host runs (tiers/remote_client.py): the daemon on the host's PATH, serving `disk`
-    on `SOCKET_NAME` in its working directory, which the job's NBD URI names."""
+    """The command line a client host runs (tiers/remote_client.py): the daemon on the host's PATH,
+    serving `disk` on `SOCKET_NAME` in its working directory, which the job's NBD URI names."""
     return _daemon_argv("qemu-storage-daemon", disk, f"addr.type=unix,addr.path={SOCKET_NAME}")
 
 
 def _daemon_argv(qsd: str, disk: DiskSpec, nbd_address: str) -> list[str]:
-    objects = [arg for spec in object_specs(disk) for arg in ("--object", spec)]  # an IOThread for the export
-    return [qsd, *objects, "--blockdev", blockdev_spec(disk, NODE), "--nbd-server", nbd_address,
-            "--export", export_spec(disk)]
+    # an IOThread for the export
+    objects = [arg for spec in object_specs(disk) for arg in ("--object", spec)]
+    return [
+        qsd,
+        *objects,
+        "--blockdev",
+        blockdev_spec(disk, NODE),
+        "--nbd-server",
+        nbd_address,
+        "--export",
+        export_spec(disk),
+    ]
 
 
 def listening_socket(run_dir: Path) -> socketlib.socket:
-    """A UNIX stream socket bound at ``run_dir/SOCKET_NAME`` and already listening, for the daemon to inherit.
+    """A UNIX stream socket bound at ``run_dir/SOCKET_NAME`` and already listening, for the daemon
+    to inherit.
 
-    Why the socket is ours and not the daemon's: a client's connect() succeeds as soon as the socket listens,
-    and the NBD handshake then waits until the daemon accepts, which it does only after it has built the
-    graph and the export (it processes its whole command line before its main loop runs). So fio can start
-    at the same time as the daemon, without a readiness poll, and fio's measured part can only begin once
-    the daemon serves. Bound through /proc/self/fd/N/… so the path is short whatever the run directory's
-    length (sun_path holds 108 bytes).
-    """
+    Why the socket is ours and not the daemon's: a client's connect() succeeds as soon as the socket
+    listens, and the NBD handshake then waits until the daemon accepts, which it does only after it
+    has built the graph and the export (it processes its whole command line before its main loop
+    runs). So fio can start at the same time as the daemon, without a readiness poll, and fio's
+    measured part can only begin once the daemon serves. Bound through /proc/self/fd/N/… so the path
+    is short whatever the run directory's length (sun_path holds 108 bytes)."""
     sock = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
     dfd = os.open(run_dir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
@@ -140,17 +159,19 @@ def listening_socket(run_dir: Path) -> socketlib.socket:
 
 
 class Trash:
-    """Earlier runs' images waiting to be deleted (renamed, in the leftovers ledger), worked on only while no
-    measured I/O can run: in a thread during a run's start-up, stopped before that run's daemon starts.
+    """Earlier runs' images waiting to be deleted (renamed, in the leftovers ledger), worked on only
+    while no measured I/O can run: in a thread during a run's start-up, stopped before that run's
+    daemon starts.
 
-    Why not at the end of each run: see :meth:`BlockLayerTier._defer_removal`. Work that does not fit in one
-    start-up carries over to the next ones (a cheap deletion, e.g. a write-cached image's, leaves the rest of
-    its window to the backlog); :meth:`BlockLayerTier.run` bounds the backlog by waiting.
-    """
+    Why not at the end of each run: see :meth:`BlockLayerTier._defer_removal`. Work that does not
+    fit in one start-up carries over to the next ones (a cheap deletion, e.g. a write-cached
+    image's, leaves the rest of its window to the backlog); :meth:`BlockLayerTier.run` bounds the
+    backlog by waiting."""
 
     def __init__(self) -> None:
         self.files: list[Path] = []
-        self.gone: list[Path] = []  # deleted, not yet dropped from the ledger (the main thread does that)
+        # deleted, not yet dropped from the ledger (the main thread does that)
+        self.gone: list[Path] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.busy_s = 0.0  # time spent deleting since the last reset (recorded with a run)
@@ -166,7 +187,8 @@ class Trash:
         return total
 
     def work(self, done: Callable[[], bool]) -> None:
-        """Truncate the files from the end, a slice at a time, unlinking each once empty, until `done()`."""
+        """Truncate the files from the end, a slice at a time, unlinking each once empty, until
+        `done()`."""
         t0 = time.monotonic()
         try:
             while self.files and not done():
@@ -194,17 +216,20 @@ class Trash:
         if not self.files or self._thread is not None:
             return
         self._stop.clear()
-        self._thread = threading.Thread(target=self.work, args=(self._stop.is_set,), name="iomatrix-blk-trash",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self.work, args=(self._stop.is_set,), name="iomatrix-blk-trash", daemon=True
+        )
         self._thread.start()
 
     def wait(self, deadline: float) -> None:
-        """Let the thread work until it has nothing left or the monotonic clock reaches `deadline`."""
+        """Let the thread work until it has nothing left or the monotonic clock reaches
+        `deadline`."""
         if self._thread is not None:
             self._thread.join(max(0.0, deadline - time.monotonic()))
 
     def stop(self) -> None:
-        """Stop the thread; returns within one slice's time. Nothing is deleted after this returns."""
+        """Stop the thread; returns within one slice's time. Nothing is deleted after this
+        returns."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
@@ -217,7 +242,8 @@ class Trash:
 
 
 def disk_for(cell: Cell, image: Path | NetworkDisk | None, null_size_bytes: int) -> DiskSpec:
-    # The null ceiling has no format, host cache or backing: what is left is QEMU's block layer and the export.
+    # The null ceiling has no format, host cache or backing: what is left is QEMU's block layer and
+    # the export.
     assert image is not None or cell.is_null_ceiling
     return DiskSpec.for_cell(cell, image, null_size_bytes)
 
@@ -248,8 +274,10 @@ class BlockLayerTier(BlockLayer, Tier):
         self.qsd = require("qemu-storage-daemon")
         self.fio = require("fio")
         if not fio_has_nbd(self.fio):
-            raise UserError(f"{self.fio} has no nbd ioengine ('fio --enghelp' does not list it)",
-                            hint="install Debian's fio (built with libnbd): apt-get install fio")
+            raise UserError(
+                f"{self.fio} has no nbd ioengine ('fio --enghelp' does not list it)",
+                hint="install Debian's fio (built with libnbd): apt-get install fio",
+            )
         self.qemu_version = version_of([self.qsd, "--version"]) or "unknown"
 
     def accel(self) -> str:
@@ -273,42 +301,49 @@ class BlockLayerTier(BlockLayer, Tier):
     # -- one run ------------------------------------------------------------
     def _job(self, req: RunRequest) -> NbdJob:
         custom = req.workload.custom_text  # validated at plan load; never re-read from disk
-        return nbd_job(req.workload, uri=nbd_uri(SOCKET_NAME, EXPORT_NAME), shape=req.shape, custom_text=custom)
+        return nbd_job(
+            req.workload, uri=nbd_uri(SOCKET_NAME, EXPORT_NAME), shape=req.shape, custom_text=custom
+        )
 
     def _stop(self, proc: subprocess.Popen, *, grace_s: float, tree: bool = False) -> None:
         children.kill(proc, grace_s=grace_s, tree=tree)
         self._live.pop(proc.pid, None)
 
     def _can_defer(self, cell: Cell, image: Path) -> bool:
-        """Whether this run's image may wait for the next run to be deleted (see :meth:`_defer_removal`).
+        """Whether this run's image may wait for the next run to be deleted (see
+        :meth:`_defer_removal`).
 
-        Not under cache=unsafe: QEMU drops fio's final flush there, so the image can still have dirty pages
-        in the host page cache, which the runner's sync before the next run would write out; deleting the
-        file now drops them unwritten (and costs little: delayed allocation gives such a file few extents).
-        Not when the backing is short of room for the next image next to this one.
-        """
+        Not under cache=unsafe: QEMU drops fio's final flush there, so the image can still have
+        dirty pages in the host page cache, which the runner's sync before the next run would write
+        out; deleting the file now drops them unwritten (and costs little: delayed allocation gives
+        such a file few extents). Not when the backing is short of room for the next image next to
+        this one."""
         if cell.cache in CACHE and CACHE[CacheMode(cell.cache)].no_flush:
             return False
         try:
             st = os.statvfs(image.parent)
-            # A workload on an image of its own (rand-write-4k-first's 16 GiB) can leave more written than the
-            # plan's image_size: the room is counted from what this image holds, as the next one will.
+            # A workload on an image of its own (rand-write-4k-first's 16 GiB) can leave more
+            # written than the plan's image_size: the room is counted from what this image holds, as
+            # the next one will.
             written = os.stat(image).st_blocks * 512
         except OSError:
             return False
-        return st.f_bavail * st.f_frsize >= DEFER_ROOM_IMAGES * max(self.plan.image_size_bytes, written)
+        return st.f_bavail * st.f_frsize >= DEFER_ROOM_IMAGES * max(
+            self.plan.image_size_bytes, written
+        )
 
     def _defer_removal(self, image: Path) -> None:
-        """Rename the image out of the way of the next run's (same name) and leave its deletion to the next
-        runs' start-ups.
+        """Rename the image out of the way of the next run's (same name) and leave its deletion to
+        the next runs' start-ups.
 
         Deleting an image can take longer than anything else in a run: on a filesystem mounted with
-        ``discard`` whose block frees are not deferred to a journal commit (this host's ext4 has no journal),
-        unlink() discards every freed extent synchronously, and an image written by small O_DIRECT writes has
-        thousands of extents (0.3–1 s for a 128 MiB region here). The next runs of this tier delete it in a
-        thread while fio starts up (≥ ~0.2 s of fio's own start-up before it connects) and start their daemon
-        only once that thread has stopped: fio's first request waits for the daemon, so no measured I/O
-        overlaps a deletion. Between runs (another tier's runs included) the file only sits on the backing;
+        ``discard`` whose block frees are not deferred to a journal commit (this host's ext4 has no
+        journal), unlink() discards every freed extent synchronously, and an image written by small
+        O_DIRECT writes has thousands of extents (0.3–1 s for a 128 MiB region here). The next runs
+        of this tier delete it in a thread while fio starts up (≥ ~0.2 s of fio's own start-up
+        before it connects) and start their daemon only once that thread has stopped: fio's first
+        request waits for the daemon, so no measured I/O overlaps a deletion. Between runs (another
+        tier's runs included) the file only sits on the backing;
         :meth:`close` deletes what is left, and the leftovers ledger has it meanwhile.
         """
         self._removals += 1
@@ -318,63 +353,111 @@ class BlockLayerTier(BlockLayer, Tier):
         forget(self.workdir, image)
         self._trash.add(moved)
 
-    def _network_disk(self, req: RunRequest, stack: contextlib.ExitStack, size_bytes: int,
-                      meta: dict[str, object]) -> NetworkDisk:
-        """A fresh disk on the network backing's server for this run, given back when `stack` closes."""
+    def _network_disk(
+        self, req: RunRequest, stack: contextlib.ExitStack, size_bytes: int, meta: dict[str, object]
+    ) -> NetworkDisk:
+        """A fresh disk on the network backing's server for this run, given back when `stack`
+        closes."""
         assert req.target.server is not None
-        disk, disk_meta = stack.enter_context(network_disk(
-            req.target.server, req.cell, size_bytes=size_bytes, name=disk_name("blk", req.workload.slug),
-            workdir=self.workdir))
+        disk, disk_meta = stack.enter_context(
+            network_disk(
+                req.target.server,
+                req.cell,
+                size_bytes=size_bytes,
+                name=disk_name("blk", req.workload.slug),
+                workdir=self.workdir,
+            )
+        )
         meta.update(disk_meta)
         return disk
 
     def _spawn_fio(self, run_dir: Path, meta: dict[str, object]) -> subprocess.Popen:
         out_file = run_dir / "fio.json"
-        # --output: the nbd engine prints "connected to NBD server" on stdout, which would corrupt JSON there.
-        argv = [self.fio, FIO_CLOCKSOURCE, "--output-format=json", f"--output={out_file}", str(run_dir / "job.fio")]
+        # --output: the nbd engine prints "connected to NBD server" on stdout, which would corrupt
+        # JSON there.
+        argv = [
+            self.fio,
+            FIO_CLOCKSOURCE,
+            "--output-format=json",
+            f"--output={out_file}",
+            str(run_dir / "job.fio"),
+        ]
         meta["fio_argv"] = argv
-        proc = children.spawn(argv, cwd=run_dir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+        proc = children.spawn(
+            argv,
+            cwd=run_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self._live[proc.pid] = proc
         return proc
 
-    def _start_client_daemon(self, req: RunRequest, disk: NetworkDisk,
-                             client_dir: Path) -> tuple[subprocess.Popen, list[Path]]:
-        """One client's daemon of a contention run (tiers/contention.py): the cell's graph on `disk`, exported on
-        a listening socket in `client_dir`, as a one-client run starts it."""
+    def _start_client_daemon(
+        self, req: RunRequest, disk: NetworkDisk, client_dir: Path
+    ) -> tuple[subprocess.Popen, list[Path]]:
+        """One client's daemon of a contention run (tiers/contention.py): the cell's graph on
+        `disk`, exported on a listening socket in `client_dir`, as a one-client run starts it."""
         socket = client_dir / SOCKET_NAME
         register_temp_path(self.workdir, socket)  # the daemon never unlinks it
         listener = listening_socket(client_dir)
         try:
-            argv = daemon_argv(self.qsd, disk_for(req.cell, disk, disk.size_bytes), listener.fileno(),
-                               req.wrapper or None)
+            argv = daemon_argv(
+                self.qsd,
+                disk_for(req.cell, disk, disk.size_bytes),
+                listener.fileno(),
+                req.wrapper or None,
+            )
             with open(client_dir / DAEMON_LOG, "wb") as log:
-                daemon = children.spawn(argv, cwd=client_dir, stdin=subprocess.DEVNULL, stdout=log,
-                                        stderr=subprocess.STDOUT, pass_fds=(listener.fileno(),))
+                daemon = children.spawn(
+                    argv,
+                    cwd=client_dir,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(listener.fileno(),),
+                )
         finally:
             listener.close()
         self._live[daemon.pid] = daemon
         return daemon, [socket]
 
     def _run_clients(self, req: RunRequest) -> RunOutcome:
-        """A run of several clients against the cell's shared network backing at once (tiers/contention.py)."""
+        """A run of several clients against the cell's shared network backing at once
+        (tiers/contention.py)."""
         req.run_dir.mkdir(parents=True, exist_ok=True)
         job = self._job(req)
         image_bytes = req.shape.image_bytes or self.plan.image_size_bytes
-        meta: dict[str, object] = {"tier": self.name, "qemu_version": self.qemu_version, "export": EXPORT_KIND,
-                                   "substitutions": job.substitutions, "image_size_bytes": image_bytes}
-        run = ContentionRun(req, self.fio, job.text, self.workdir, image_bytes,
-                            start_daemon=lambda disk, where: self._start_client_daemon(req, disk, where),
-                            stop_child=lambda proc, grace: self._stop(proc, grace_s=grace, tree=True), meta=meta,
-                            remote_daemon_argv=lambda disk: remote_daemon_argv(disk_for(req.cell, disk,
-                                                                                         disk.size_bytes)))
+        meta: dict[str, object] = {
+            "tier": self.name,
+            "qemu_version": self.qemu_version,
+            "export": EXPORT_KIND,
+            "substitutions": job.substitutions,
+            "image_size_bytes": image_bytes,
+        }
+        run = ContentionRun(
+            req,
+            self.fio,
+            job.text,
+            self.workdir,
+            image_bytes,
+            start_daemon=lambda disk, where: self._start_client_daemon(req, disk, where),
+            stop_child=lambda proc, grace: self._stop(proc, grace_s=grace, tree=True),
+            meta=meta,
+            remote_daemon_argv=lambda disk: remote_daemon_argv(
+                disk_for(req.cell, disk, disk.size_bytes)
+            ),
+        )
         return run.run()
 
     def run(self, req: RunRequest) -> RunOutcome:
-        """One run. Order (docs/blocklayer.md "Per-run overhead"): earlier runs' images are deleted in a
-        thread; fio starts (its own start-up takes ≥ ~0.2 s before it connects); meanwhile the image is
-        created, the deleting thread stopped and the daemon started on the socket fio connects to."""
-        if client_count(req.cell) > 1 or req.target.client_hosts:  # clients on other hosts: one is too
+        """One run. Order (docs/blocklayer.md "Per-run overhead"): earlier runs' images are deleted
+        in a thread; fio starts (its own start-up takes ≥ ~0.2 s before it connects); meanwhile the
+        image is created, the deleting thread stopped and the daemon started on the socket fio
+        connects to."""
+        # clients on other hosts: one is too
+        if client_count(req.cell) > 1 or req.target.client_hosts:
             return self._run_clients(req)
         t0 = time.monotonic()
         run_dir = req.run_dir
@@ -384,8 +467,13 @@ class BlockLayerTier(BlockLayer, Tier):
         job = self._job(req)
         (run_dir / "job.fio").write_text(job.text)
         image_bytes = req.shape.image_bytes or self.plan.image_size_bytes
-        meta: dict[str, object] = {"tier": self.name, "qemu_version": self.qemu_version, "export": EXPORT_KIND,
-                                   "substitutions": job.substitutions, "image_size_bytes": image_bytes}
+        meta: dict[str, object] = {
+            "tier": self.name,
+            "qemu_version": self.qemu_version,
+            "export": EXPORT_KIND,
+            "substitutions": job.substitutions,
+            "image_size_bytes": image_bytes,
+        }
         phases: dict[str, float] = {}
         socket = run_dir / SOCKET_NAME
         image: Path | None = None
@@ -398,7 +486,8 @@ class BlockLayerTier(BlockLayer, Tier):
         trash.busy_s = 0.0
         outcome: RunOutcome | None = None
         network: NetworkDisk | None = None
-        # A network disk is given back to its server after the daemon has stopped (the finally below runs first).
+        # A network disk is given back to its server after the daemon has stopped (the finally below
+        # runs first).
         with children.SigtermGuard(), contextlib.ExitStack() as network_stack:
             try:
                 trash.start()
@@ -414,14 +503,17 @@ class BlockLayerTier(BlockLayer, Tier):
                     else:
                         image, ours = fresh_image(req, self.workdir, image_bytes, "iomatrix-blk")
                 except UserError as err:
-                    outcome = RunOutcome(ok=False, job_text=job.text, error=err.one_line(), meta=meta)
+                    outcome = RunOutcome(
+                        ok=False, job_text=job.text, error=err.one_line(), meta=meta
+                    )
                 t_img = time.monotonic()
                 phases["image_s"] = t_img - t_fio
-                # Earlier images are deleted until fio is about to connect; nothing is deleted once the daemon runs.
+                # Earlier images are deleted until fio is about to connect; nothing is deleted once
+                # the daemon runs.
                 trash.wait(t_fio + TRASH_WINDOW_S)
                 trash.stop()
-                # A bounded backlog: beyond about two runs' worth of written data, delete down to it now (the
-                # rest is deleted by close() at the end of the sweep).
+                # A bounded backlog: beyond about two runs' worth of written data, delete down to it
+                # now (the rest is deleted by close() at the end of the sweep).
                 cap = min(self.plan.image_size_bytes, 2 * self.plan.size_bytes)
                 if trash.files and trash.allocated_bytes() > cap:
                     trash.work(lambda: trash.allocated_bytes() <= cap)
@@ -436,18 +528,25 @@ class BlockLayerTier(BlockLayer, Tier):
                     meta["daemon_argv"] = argv
                     meta["export_writethrough"] = not write_cache(disk.cache)
                     log = open(run_dir / DAEMON_LOG, "wb")  # noqa: SIM115 - closed in finally
-                    daemon = children.spawn(argv, cwd=run_dir, stdin=subprocess.DEVNULL, stdout=log,
-                                            stderr=subprocess.STDOUT, pass_fds=(listener.fileno(),))
+                    daemon = children.spawn(
+                        argv,
+                        cwd=run_dir,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        pass_fds=(listener.fileno(),),
+                    )
                     self._live[daemon.pid] = daemon
-                    # Only the daemon holds the socket now: if it exits (a graph it refuses), fio's connection
-                    # is reset at once instead of waiting in our listen queue.
+                    # Only the daemon holds the socket now: if it exits (a graph it refuses), fio's
+                    # connection is reset at once instead of waiting in our listen queue.
                     listener.close()
                     listener = None
                     phases["daemon_spawn_s"] = time.monotonic() - t_daemon
                     if req.on_process:
-                        # The host sampler follows the processes doing the I/O on the host: QEMU serving it (the
-                        # I/O path, whose CPU per I/O is the cost) and fio generating it (its CPU is the measured
-                        # work, not another tenant's, but not the I/O path's cost either: role "load").
+                        # The host sampler follows the processes doing the I/O on the host: QEMU
+                        # serving it (the I/O path, whose CPU per I/O is the cost) and fio
+                        # generating it (its CPU is the measured work, not another tenant's, but not
+                        # the I/O path's cost either: role "load").
                         req.on_process(daemon.pid)
                     if req.on_load_process:
                         with contextlib.suppress(ProcessLookupError):  # fio may have failed already
@@ -457,7 +556,8 @@ class BlockLayerTier(BlockLayer, Tier):
                     outcome = self._wait_fio(req, job, meta, phases, fio, t_fio, daemon, run_dir)
                     fio = None
             except BaseException:
-                # Ctrl-C / SIGTERM: no fio or daemon left serving (or flushing) the image we are about to delete.
+                # Ctrl-C / SIGTERM: no fio or daemon left serving (or flushing) the image we are
+                # about to delete.
                 if fio is not None:
                     self._stop(fio, grace_s=0, tree=True)
                     fio = None
@@ -498,47 +598,91 @@ class BlockLayerTier(BlockLayer, Tier):
             shutil.rmtree(run_dir, ignore_errors=True)
         return outcome
 
-    def _wait_fio(self, req: RunRequest, job: NbdJob, meta: dict[str, object], phases: dict[str, float],
-                  proc: subprocess.Popen, t_fio: float, daemon: subprocess.Popen, run_dir: Path) -> RunOutcome:
+    def _wait_fio(
+        self,
+        req: RunRequest,
+        job: NbdJob,
+        meta: dict[str, object],
+        phases: dict[str, float],
+        proc: subprocess.Popen,
+        t_fio: float,
+        daemon: subprocess.Popen,
+        run_dir: Path,
+    ) -> RunOutcome:
         out_file = run_dir / "fio.json"
         try:
-            _, stderr = proc.communicate(timeout=max(1.0, req.timeout_s - (time.monotonic() - t_fio)))
+            _, stderr = proc.communicate(
+                timeout=max(1.0, req.timeout_s - (time.monotonic() - t_fio))
+            )
         except subprocess.TimeoutExpired:
             self._stop(proc, grace_s=1.0, tree=True)
-            return RunOutcome(ok=False, job_text=job.text, meta=meta,
-                              error=f"fio did not finish within {req.timeout_s:g} s; killed")
+            return RunOutcome(
+                ok=False,
+                job_text=job.text,
+                meta=meta,
+                error=f"fio did not finish within {req.timeout_s:g} s; killed",
+            )
         finally:
             children.release(proc)
             self._live.pop(proc.pid, None)
         phases["fio_s"] = time.monotonic() - t_fio
         raw = out_file.read_text() if out_file.exists() else ""
         if proc.returncode != 0:
-            # A daemon that refused the graph exits at once, and fio then fails to connect or its connection
-            # is reset: QEMU's message is the one that says why.
+            # A daemon that refused the graph exits at once, and fio then fails to connect or its
+            # connection is reset: QEMU's message is the one that says why.
             with contextlib.suppress(subprocess.TimeoutExpired):
                 daemon.wait(timeout=1.0)
             if daemon.returncode is not None:
                 said = (run_dir / DAEMON_LOG).read_text(errors="replace").strip()
                 why = said.splitlines()[-1] if said else "no message"
-                return RunOutcome(ok=False, job_text=job.text, raw_output=raw, console_tail=_tail(said), meta=meta,
-                                  error=f"qemu-storage-daemon exited with status {daemon.returncode}: {why} "
-                                        f"(fio exited with status {proc.returncode})")
-            why = fatal_message(stderr) or _tail(stderr, 3)  # names ENOSPC (NBD passes it through) with a fix
-            return RunOutcome(ok=False, job_text=job.text, raw_output=raw, console_tail=_tail(stderr), meta=meta,
-                              error=f"fio exited with status {proc.returncode}: {why}")
+                return RunOutcome(
+                    ok=False,
+                    job_text=job.text,
+                    raw_output=raw,
+                    console_tail=_tail(said),
+                    meta=meta,
+                    error=f"qemu-storage-daemon exited with status {daemon.returncode}: {why} "
+                    f"(fio exited with status {proc.returncode})",
+                )
+            # names ENOSPC (NBD passes it through) with a fix
+            why = fatal_message(stderr) or _tail(stderr, 3)
+            return RunOutcome(
+                ok=False,
+                job_text=job.text,
+                raw_output=raw,
+                console_tail=_tail(stderr),
+                meta=meta,
+                error=f"fio exited with status {proc.returncode}: {why}",
+            )
         try:
-            # fio can exit 0 with a report of zeros (killed worker, failed allocation): judged as on bare metal.
-            metrics = checked_metrics(extract_json(raw), stderr + raw[:raw.find("{")], req.workload.primary_metric)
+            # fio can exit 0 with a report of zeros (killed worker, failed allocation): judged as on
+            # bare metal.
+            metrics = checked_metrics(
+                extract_json(raw), stderr + raw[: raw.find("{")], req.workload.primary_metric
+            )
         except FioOutputError as err:
-            return RunOutcome(ok=False, job_text=job.text, raw_output=raw, console_tail=_tail(stderr), meta=meta,
-                              error=str(err))
+            return RunOutcome(
+                ok=False,
+                job_text=job.text,
+                raw_output=raw,
+                console_tail=_tail(stderr),
+                meta=meta,
+                error=str(err),
+            )
         phases["workload_s"] = metrics.get("job.runtime_s", 0.0)
-        # fio's start-up (or the wait for the image and the daemon, if longer), final flush and exit.
+        # fio's start-up (or the wait for the image and the daemon, if longer), final flush and
+        # exit.
         phases["fio_overhead_s"] = max(0.0, phases["fio_s"] - phases["workload_s"])
         log_file = run_dir / IOPS_LOG_FILE
         # The raw per-interval series only: steady state is computed from it at report time.
         series = parse_iops_log(log_file.read_text()) if log_file.exists() else []
         if series:
             meta["iops_series"] = series
-        return RunOutcome(ok=True, metrics=metrics, job_text=job.text, raw_output=raw, console_tail=_tail(stderr),
-                          meta=meta)
+        return RunOutcome(
+            ok=True,
+            metrics=metrics,
+            job_text=job.text,
+            raw_output=raw,
+            console_tail=_tail(stderr),
+            meta=meta,
+        )

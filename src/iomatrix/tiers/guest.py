@@ -1,15 +1,14 @@
 """Guest tier: runs boot a fresh QEMU guest and run the workload inside it (fio on the raw virtual
 disk, or the filesystem jobs), each run on its own freshly created image.
 
-Several runs of one cell share a boot (`run_batch`): each gets its own fresh image attached as its own
-disk, and they run one after another in the guest, so the boot is paid once per cell and round instead
-of once per run. The virtio buses boot the microvm machine (virtio-mmio), the others pc.
+Several runs of one cell share a boot (`run_batch`): each gets its own fresh image attached as its
+own disk, and they run one after another in the guest, so the boot is paid once per cell and round
+instead of once per run. The virtio buses boot the microvm machine (virtio-mmio), the others pc.
 
-On a network backing (iSCSI, NFS: docs/shared-storage.md) each run's disk is made by the backing's server instead
-of an image file (`tiers.network_disks`), QEMU opens it with its own client (the `-blockdev` the block-layer tier
-gives qemu-storage-daemon), the server's processes are counted in the CPU per I/O, and the disks are given back
-once QEMU has exited.
-"""
+On a network backing (iSCSI, NFS: docs/shared-storage.md) each run's disk is made by the backing's
+server instead of an image file (`tiers.network_disks`), QEMU opens it with its own client (the
+`-blockdev` the block-layer tier gives qemu-storage-daemon), the server's processes are counted in
+the CPU per I/O, and the disks are given back once QEMU has exited."""
 
 from __future__ import annotations
 
@@ -44,7 +43,14 @@ from iomatrix.images import remove_image
 from iomatrix.matrix import Cell
 from iomatrix.plan.model import Plan
 from iomatrix.qemu_block import DiskSpec, out_of_space
-from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, RunsInterrupted, Tier, fresh_image
+from iomatrix.tiers.base import (
+    RunOptions,
+    RunOutcome,
+    RunRequest,
+    RunsInterrupted,
+    Tier,
+    fresh_image,
+)
 from iomatrix.tiers.declared.guest import Guest
 from iomatrix.tiers.network_disks import disk_name, follow_server, network_disk
 from iomatrix.tiers.real_guest import RealRunContext, run_real
@@ -61,23 +67,34 @@ class GuestTier(Guest, Tier):
         self._cleanup: threading.Thread | None = None
         self._cleanup_error: BaseException | None = None
         self._last_remove_s: float | None = None
-        self.real: RealRunContext | None = None  # `[guest] image`: runs boot that image (tiers/real_guest.py)
+        # `[guest] image`: runs boot that image (tiers/real_guest.py)
+        self.real: RealRunContext | None = None
 
     def open(self) -> None:
         log = self.opts.log
         self.artifacts: GuestArtifacts = ensure_artifacts(kernel=self.opts.kernel, log=log)
         force = self.opts.accel
         if log and force == "auto":
-            log("choosing the guest accelerator (a KVM probe boots one guest, ≤ 10 s, cached afterwards)")
-        self.choice: AccelChoice = choose_accel(self.artifacts, force=None if force == "auto" else force)
+            log(
+                "choosing the guest accelerator (a KVM probe boots one guest, ≤ 10 s, "
+                "cached afterwards)"
+            )
+        self.choice: AccelChoice = choose_accel(
+            self.artifacts, force=None if force == "auto" else force
+        )
         image = self.plan.setting("guest_image")
         if image is not None:
             if log:
                 log(f"guest image {image}: its sha256 (the file is only read) and how it boots")
             real: RealImage = resolve_image(image, log)
-            self.real = RealRunContext(real, self.choice.accel, self.workdir, max(self.plan.guest_memory_mb, 512))
-            # the NoCloud seed every boot reads, and iomatrix's static fio for an image without one (no network)
-            self.real.attach_media(static_fio(default_cache_dir(), log or (lambda _: None), build=False)[0])
+            self.real = RealRunContext(
+                real, self.choice.accel, self.workdir, max(self.plan.guest_memory_mb, 512)
+            )
+            # the NoCloud seed every boot reads, and iomatrix's static fio for an image without one
+            # (no network)
+            self.real.attach_media(
+                static_fio(default_cache_dir(), log or (lambda _: None), build=False)[0]
+            )
 
     def accel(self) -> str:
         return self.choice.accel
@@ -85,11 +102,18 @@ class GuestTier(Guest, Tier):
     def describe(self) -> str:
         if self.real is not None:
             img = self.real.image
-            return (f"guest tier in a real image: {img.boot.path} (sha256 {img.sha256[:16]}…, {img.source}"
-                    f"{', ' + img.distribution if img.distribution else ''}); accelerator {self.choice.accel} "
-                    f"({self.choice.reason})")
-        return (f"guest tier: accelerator {self.choice.accel} ({self.choice.reason}); kernel "
-                f"{self.artifacts.kernel_version}, {self.artifacts.fio_version} ({self.artifacts.fio_source})")
+            return (
+                f"guest tier in a real image: {img.boot.path} (sha256 "
+                f"{img.sha256[:16]}…, {img.source}"
+                f"{', ' + img.distribution if img.distribution else ''}); accelerator "
+                f"{self.choice.accel} "
+                f"({self.choice.reason})"
+            )
+        return (
+            f"guest tier: accelerator {self.choice.accel} ({self.choice.reason}); kernel "
+            f"{self.artifacts.kernel_version}, {self.artifacts.fio_version} "
+            f"({self.artifacts.fio_source})"
+        )
 
     def close(self) -> None:
         kill_all_guests()
@@ -124,14 +148,15 @@ class GuestTier(Guest, Tier):
             result = run_real(req, self.real, self._image_bytes(req))
             result.meta["accel_reason"] = self.choice.reason
             if result.ok:
-                shutil.rmtree(req.run_dir, ignore_errors=True)  # a failed run keeps its console.log and argv
+                # a failed run keeps its console.log and argv
+                shutil.rmtree(req.run_dir, ignore_errors=True)
             return result
         cell = req.cell
         job = self._job(req)
         image_bytes = self._image_bytes(req)
         machine = machine_for(cell.bus, cell.iothread)
-        # A network disk is given back to its server when this stack closes: after run_guest has returned,
-        # which it does only once QEMU has exited (killed on every way out).
+        # A network disk is given back to its server when this stack closes: after run_guest has
+        # returned, which it does only once QEMU has exited (killed on every way out).
         with children.SigtermGuard(), contextlib.ExitStack() as network_stack:
             image: Path | NetworkDisk | None
             net_meta: dict[str, Any] = {}
@@ -145,11 +170,21 @@ class GuestTier(Guest, Tier):
                 image, ours = fresh_image(req, self.workdir, image_bytes, "iomatrix")
             try:
                 disk = self._disk(cell, image, image_bytes)
-                out = run_guest(self.artifacts, self.choice.accel, disk, job, req.run_dir, req.timeout_s,
-                                on_start=req.on_process, wrapper=req.wrapper or None,
-                                memory_mb=self.plan.guest_memory_mb, machine=machine)
+                out = run_guest(
+                    self.artifacts,
+                    self.choice.accel,
+                    disk,
+                    job,
+                    req.run_dir,
+                    req.timeout_s,
+                    on_start=req.on_process,
+                    wrapper=req.wrapper or None,
+                    memory_mb=self.plan.guest_memory_mb,
+                    machine=machine,
+                )
             finally:
-                full = out_of_space(image)  # before the image is removed, which frees the room again
+                # before the image is removed, which frees the room again
+                full = out_of_space(image)
                 if ours and isinstance(image, Path):
                     remove_image(image)
                     forget(self.workdir, image)
@@ -162,11 +197,13 @@ class GuestTier(Guest, Tier):
             shutil.rmtree(req.run_dir, ignore_errors=True)
         return result
 
-    def run_batch(self, reqs: list[RunRequest], host_ready: Callable[[], None] | None = None) -> list[RunOutcome]:
-        """One boot for several runs of one cell (its own fresh image and serial each). Runs that never
-        started because the guest died or hung earlier are retried in a new boot; the run that hung fails.
-        `host_ready` (sync + drop caches) and the removal of the previous boot's images run while this boot
-        starts, behind a gate the guest waits at before its first run."""
+    def run_batch(
+        self, reqs: list[RunRequest], host_ready: Callable[[], None] | None = None
+    ) -> list[RunOutcome]:
+        """One boot for several runs of one cell (its own fresh image and serial each). Runs that
+        never started because the guest died or hung earlier are retried in a new boot; the run that
+        hung fails. `host_ready` (sync + drop caches) and the removal of the previous boot's images
+        run while this boot starts, behind a gate the guest waits at before its first run."""
         if len(reqs) <= 1 or any(r.target.kind == "device" for r in reqs) or self.real is not None:
             self.finish_background_work()
             if host_ready is not None:
@@ -177,11 +214,13 @@ class GuestTier(Guest, Tier):
         while pending:
             try:
                 done = self._one_boot([reqs[i] for i in pending], host_ready)
-            except RunsInterrupted as intr:  # with this boot's finished runs: add the earlier boots' ones
+            # with this boot's finished runs: add the earlier boots' ones
+            except RunsInterrupted as intr:
                 for i, out in zip(pending, intr.outcomes, strict=True):
                     results[i] = out
                 raise RunsInterrupted(results) from intr
-            except KeyboardInterrupt as intr:  # before this boot started: the earlier boots' runs still count
+            # before this boot started: the earlier boots' runs still count
+            except KeyboardInterrupt as intr:
                 if any(r is not None for r in results):
                     raise RunsInterrupted(results) from intr
                 raise
@@ -194,14 +233,18 @@ class GuestTier(Guest, Tier):
                     results[i] = out
             if len(still) == len(pending):  # the boot reached no run: no point in booting again
                 for i in still:
-                    results[i] = RunOutcome(ok=False, error="guest died before this run started",
-                                            meta={"machine": machine_for(reqs[i].cell.bus, reqs[i].cell.iothread)})
+                    results[i] = RunOutcome(
+                        ok=False,
+                        error="guest died before this run started",
+                        meta={"machine": machine_for(reqs[i].cell.bus, reqs[i].cell.iothread)},
+                    )
                 break
             pending = still
         return [r for r in results if r is not None]
 
-    def _one_boot(self, reqs: list[RunRequest], host_ready: Callable[[], None] | None = None
-                  ) -> list[RunOutcome | None]:
+    def _one_boot(
+        self, reqs: list[RunRequest], host_ready: Callable[[], None] | None = None
+    ) -> list[RunOutcome | None]:
         cell = reqs[0].cell
         machine = machine_for(cell.bus, cell.iothread)
         jobs = [self._job(r) for r in reqs]
@@ -209,15 +252,18 @@ class GuestTier(Guest, Tier):
         run_dir = reqs[0].run_dir.parent / f"boot-{boot_id}"
 
         def make(i: int) -> tuple[Path | None, bool]:
-            return fresh_image(reqs[i], self.workdir, self._image_bytes(reqs[i]), f"iomatrix-{boot_id}-{i}")
+            return fresh_image(
+                reqs[i], self.workdir, self._image_bytes(reqs[i]), f"iomatrix-{boot_id}-{i}"
+            )
 
         previous = self._cleanup
         self._cleanup = None
         prev_remove_s: list[float | None] = [None]
 
         def ready() -> None:
-            # Behind the guest's gate: the previous boot's images gone (unlinking waits for the host's
-            # write-back of their pages, seconds after a cache=writeback run), then sync + drop caches.
+            # Behind the guest's gate: the previous boot's images gone (unlinking waits for the
+            # host's write-back of their pages, seconds after a cache=writeback run), then sync +
+            # drop caches.
             if previous is not None:
                 previous.join()
                 prev_remove_s[0] = self._last_remove_s
@@ -227,8 +273,9 @@ class GuestTier(Guest, Tier):
             if host_ready is not None:
                 host_ready()
 
-        # Network disks are given back when this stack closes, in the finally below: after run_guest_batch has
-        # returned or raised, which it does only once QEMU has exited (it kills QEMU on every way out).
+        # Network disks are given back when this stack closes, in the finally below: after
+        # run_guest_batch has returned or raised, which it does only once QEMU has exited (it kills
+        # QEMU on every way out).
         network_stack = contextlib.ExitStack()
         net_metas: list[dict[str, Any]] = [{} for _ in reqs]
         t_create = time.monotonic()
@@ -236,17 +283,23 @@ class GuestTier(Guest, Tier):
             try:
                 if reqs[0].target.kind == "network":
                     made = self._network_disks(reqs, network_stack)
-                    images: list[tuple[Path | NetworkDisk | None, bool]] = [(disk, False) for disk, _ in made]
+                    images: list[tuple[Path | NetworkDisk | None, bool]] = [
+                        (disk, False) for disk, _ in made
+                    ]
                     net_metas = [meta for _, meta in made]
                 else:
-                    # Each run's image is created fresh, all of them at once (qemu-img is mostly waiting on the
-                    # disk).
+                    # Each run's image is created fresh, all of them at once (qemu-img is mostly
+                    # waiting on the disk).
                     with ThreadPoolExecutor(max_workers=min(4, len(reqs))) as pool:
                         images = list(pool.map(make, range(len(reqs))))
-            except UserError as err:  # the server could not make a disk: these runs fail, the sweep goes on
+            # the server could not make a disk: these runs fail, the sweep goes on
+            except UserError as err:
                 network_stack.close()
                 ready()
-                return [RunOutcome(ok=False, error=err.one_line(), meta={"machine": machine}) for _ in reqs]
+                return [
+                    RunOutcome(ok=False, error=err.one_line(), meta={"machine": machine})
+                    for _ in reqs
+                ]
             except BaseException:
                 network_stack.close()
                 raise
@@ -255,26 +308,40 @@ class GuestTier(Guest, Tier):
             t0 = time.time()
             interrupted: BatchInterrupted | None = None
             try:
-                runs = [BatchRun(self._disk(cell, img, self._image_bytes(req)), job)
-                        for (img, _), job, req in zip(images, jobs, reqs, strict=True)]
+                runs = [
+                    BatchRun(self._disk(cell, img, self._image_bytes(req)), job)
+                    for (img, _), job, req in zip(images, jobs, reqs, strict=True)
+                ]
                 first = reqs[0]
                 try:
-                    batch = run_guest_batch(self.artifacts, self.choice.accel, runs, run_dir, first.timeout_s,
-                                            on_start=first.on_process, wrapper=first.wrapper or None,
-                                            memory_mb=self.plan.guest_memory_mb, machine=machine,
-                                            host_ready=ready if previous is not None or host_ready is not None
-                                            else None)
-                except BatchInterrupted as intr:  # Ctrl-C: QEMU is gone; keep the runs that had finished
+                    batch = run_guest_batch(
+                        self.artifacts,
+                        self.choice.accel,
+                        runs,
+                        run_dir,
+                        first.timeout_s,
+                        on_start=first.on_process,
+                        wrapper=first.wrapper or None,
+                        memory_mb=self.plan.guest_memory_mb,
+                        machine=machine,
+                        host_ready=ready
+                        if previous is not None or host_ready is not None
+                        else None,
+                    )
+                # Ctrl-C: QEMU is gone; keep the runs that had finished
+                except BatchInterrupted as intr:
                     batch, interrupted = intr.batch, intr
             finally:
                 if previous is not None:
                     previous.join()  # normally done behind the gate already
                 # Before the images are removed, which frees the room again.
                 full = next((f for f in (out_of_space(img) for img, _ in images) if f), None)
-                # A server's disks are given back here, not in the background: the next boot asks the same
-                # server for its disks meanwhile, and a server is driven from one thread.
+                # A server's disks are given back here, not in the background: the next boot asks
+                # the same server for its disks meanwhile, and a server is driven from one thread.
                 network_stack.close()
-                self._remove_in_background([img for img, ours in images if ours and isinstance(img, Path)])
+                self._remove_in_background(
+                    [img for img, ours in images if ours and isinstance(img, Path)]
+                )
         outs: list[RunOutcome | None] = []
         clock = t0
         for pos, (out, job) in enumerate(zip(batch.runs, jobs, strict=True)):
@@ -286,11 +353,19 @@ class GuestTier(Guest, Tier):
                 result.error = f"{result.error} — {full}"
             result.boot_id, result.boot_position = boot_id, pos
             result.meta.update(net_metas[pos])
-            result.meta.update({"machine": machine, "boot_runs": len(reqs), "boot_phases": batch.boot_phases,
-                                # Host-side time around the boot (not in any run's wall): creating the
-                                # images before it, removing them after it.
-                                "boot_host_s": {"images_create_s": round(create_s, 3),
-                                                "previous_images_remove_s": prev_remove_s[0]}})
+            result.meta.update(
+                {
+                    "machine": machine,
+                    "boot_runs": len(reqs),
+                    "boot_phases": batch.boot_phases,
+                    # Host-side time around the boot (not in any run's wall): creating the
+                    # images before it, removing them after it.
+                    "boot_host_s": {
+                        "images_create_s": round(create_s, 3),
+                        "previous_images_remove_s": prev_remove_s[0],
+                    },
+                }
+            )
             result.started_at = clock
             clock += out.phases.get("wall_s", 0.0)
             result.finished_at = clock
@@ -302,8 +377,8 @@ class GuestTier(Guest, Tier):
         return outs
 
     def _remove_in_background(self, images: list[Path]) -> None:
-        """Remove a boot's images in a thread: the next boot waits for it behind its gate (`ready` in
-        _one_boot), any other run in `finish_background_work`."""
+        """Remove a boot's images in a thread: the next boot waits for it behind its gate (`ready`
+        in _one_boot), any other run in `finish_background_work`."""
         self.finish_background_work()  # at most one removal in flight
 
         def work() -> None:
@@ -318,10 +393,11 @@ class GuestTier(Guest, Tier):
         self._cleanup.start()
 
     def _remove_images(self, images: list[Path]) -> None:
-        """Remove a boot's images, all at once: unlinking a file whose pages the host is still writing
-        back waits for that write-back (seconds after a cache=writeback run), and the waits of several
-        images overlap instead of adding up. All are gone before the next boot starts, so their
-        write-back never meets a measured run."""
+        """Remove a boot's images, all at once: unlinking a file whose pages the host is still
+        writing back waits for that write-back (seconds after a cache=writeback run), and the waits
+        of several images overlap instead of adding up. All are gone before the next boot starts, so
+        their write-back never meets a measured run."""
+
         def one(img: Path) -> None:
             remove_image(img)
             forget(self.workdir, img)
@@ -333,19 +409,27 @@ class GuestTier(Guest, Tier):
         with ThreadPoolExecutor(max_workers=min(8, len(images))) as pool:
             list(pool.map(one, images))
 
-    def _network_disks(self, reqs: list[RunRequest], stack: contextlib.ExitStack
-                       ) -> list[tuple[NetworkDisk, dict[str, Any]]]:
-        """A fresh disk on the network backing's server for each run of a boot, made as its cell says, one after
-        another (a server is driven from one thread), each given back when `stack` closes: (the disk as QEMU
-        reaches it, the meta to record with its run). The server's processes are followed once per boot (the
-        host sampler is the boot's), and every run records which were counted."""
+    def _network_disks(
+        self, reqs: list[RunRequest], stack: contextlib.ExitStack
+    ) -> list[tuple[NetworkDisk, dict[str, Any]]]:
+        """A fresh disk on the network backing's server for each run of a boot, made as its cell
+        says, one after another (a server is driven from one thread), each given back when `stack`
+        closes: (the disk as QEMU reaches it, the meta to record with its run). The server's
+        processes are followed once per boot (the host sampler is the boot's), and every run records
+        which were counted."""
         made: list[tuple[NetworkDisk, dict[str, Any]]] = []
         for i, req in enumerate(reqs):
             server = req.target.server
             assert server is not None
-            disk, meta = stack.enter_context(network_disk(
-                server, req.cell, size_bytes=self._image_bytes(req), name=disk_name("vm", req.workload.slug),
-                workdir=self.workdir))
+            disk, meta = stack.enter_context(
+                network_disk(
+                    server,
+                    req.cell,
+                    size_bytes=self._image_bytes(req),
+                    name=disk_name("vm", req.workload.slug),
+                    workdir=self.workdir,
+                )
+            )
             follow_server(server, req.on_server_process if i == 0 else None, meta)
             made.append((disk, meta))
         return made
@@ -357,22 +441,41 @@ class GuestTier(Guest, Tier):
         return DiskSpec.for_cell(cell, image, image_bytes)
 
     def _outcome(self, out: GuestOutcome, job: GuestJob, primary_metric: str) -> RunOutcome:
-        meta = {"qemu_argv": out.qemu_argv, "guest_disk": out.disk_info, "accel_reason": self.choice.reason,
-                "guest_artifacts": self.artifacts.as_metadata()}
+        meta = {
+            "qemu_argv": out.qemu_argv,
+            "guest_disk": out.disk_info,
+            "accel_reason": self.choice.reason,
+            "guest_artifacts": self.artifacts.as_metadata(),
+        }
         job_text = job.fio_job if job.kind == "fio" else f"{job.kind} on {job.fs}"
         raw = "" if out.fio_json is None else json.dumps(out.fio_json)
         if not out.ok:
-            return RunOutcome(ok=False, phases=out.phases, job_text=job_text, raw_output=raw,
-                              console_tail=out.console_tail, error=out.error, meta=meta)
+            return RunOutcome(
+                ok=False,
+                phases=out.phases,
+                job_text=job_text,
+                raw_output=raw,
+                console_tail=out.console_tail,
+                error=out.error,
+                meta=meta,
+            )
         metrics: dict[str, float] = {}
         try:
             if out.fio_json is not None:
-                # As on bare metal: fio can exit 0 with a report of zeros (killed worker, failed allocation); a
-                # run counts only with every job error-free and its primary metric measured.
+                # As on bare metal: fio can exit 0 with a report of zeros (killed worker, failed
+                # allocation); a run counts only with every job error-free and its primary metric
+                # measured.
                 metrics.update(checked_metrics(out.fio_json, "", primary_metric))
         except FioOutputError as err:
-            return RunOutcome(ok=False, phases=out.phases, job_text=job_text, raw_output=raw,
-                              console_tail=out.console_tail, error=f"guest fio: {err}", meta=meta)
+            return RunOutcome(
+                ok=False,
+                phases=out.phases,
+                job_text=job_text,
+                raw_output=raw,
+                console_tail=out.console_tail,
+                error=f"guest fio: {err}",
+                meta=meta,
+            )
         series = parse_iops_log(out.iops_log) if out.iops_log else []
         if series:
             meta["iops_series"] = series
@@ -384,5 +487,12 @@ class GuestTier(Guest, Tier):
             metrics["workload.seconds"] = out.phases["workload_s"]
         for k, v in out.phases.items():
             metrics[f"phase.{k}"] = float(v)
-        return RunOutcome(ok=True, metrics=metrics, phases=out.phases, job_text=job_text, raw_output=raw,
-                          console_tail=out.console_tail, meta=meta)
+        return RunOutcome(
+            ok=True,
+            metrics=metrics,
+            phases=out.phases,
+            job_text=job_text,
+            raw_output=raw,
+            console_tail=out.console_tail,
+            meta=meta,
+        )

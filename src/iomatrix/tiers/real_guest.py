@@ -1,13 +1,13 @@
-"""One guest-tier run in a real image (`[guest] image`, iomatrix.guest.real_image): boot the image on a fresh
-overlay with the cell's disk under test, run the workload's fio job in it through the guest agent, and turn what
-fio reported into a `RunOutcome` like the built-in guest's.
+"""One guest-tier run in a real image (`[guest] image`, iomatrix.guest.real_image): boot the image
+on a fresh overlay with the cell's disk under test, run the workload's fio job in it through the
+guest agent, and turn what fio reported into a `RunOutcome` like the built-in guest's.
 
-One boot per run (the built-in guest's shared boots are not done here yet). The fio job is the built-in guest's
-(`fio.jobs.guest_job`: O_DIRECT, libaio) with the disk the guest found by its serial; it is written into the
-guest with guest-file-write and run by the image's own fio, its JSON read from guest-exec's captured output.
-Recorded with every run: the image (path, sha256, source, distribution, kernel) and the guest's own view of the
-disk under test (driver, queues, scheduler, write cache).
-"""
+One boot per run (the built-in guest's shared boots are not done here yet). The fio job is the
+built-in guest's (`fio.jobs.guest_job`: O_DIRECT, libaio) with the disk the guest found by its
+serial; it is written into the guest with guest-file-write and run by the image's own fio, its JSON
+read from guest-exec's captured output. Recorded with every run: the image (path, sha256, source,
+distribution, kernel) and the guest's own view of the disk under test (driver, queues, scheduler,
+write cache)."""
 
 from __future__ import annotations
 
@@ -30,14 +30,15 @@ from iomatrix.tiers.base import RunOutcome, RunRequest, fresh_image
 
 GUEST_RUN_DIR = "/run/iomatrix"
 TOOLS_MOUNT = "/run/iomx-tools"
-# iomatrix's first-boot set-up, the NoCloud seed's user-data (cloud-init runs it once, as does the Debian image's
-# own seed unit): a cloud image may carry qemu-guest-agent without starting it; the marker says the seed was read.
+# iomatrix's first-boot set-up, the NoCloud seed's user-data (cloud-init runs it once, as does the
+# Debian image's own seed unit): a cloud image may carry qemu-guest-agent without starting it; the
+# marker says the seed was read.
 SEED_USER_DATA = f"""#!/bin/sh
 command -v systemctl >/dev/null 2>&1 && systemctl start qemu-guest-agent 2>/dev/null
 mkdir -p {GUEST_RUN_DIR} && echo seeded > {GUEST_RUN_DIR}/seeded
 """
-# The fio to run, with where it comes from: the image's own, else iomatrix's static fio on the read-only tools
-# disk (no network needed); and whether the seed's user-data has run.
+# The fio to run, with where it comes from: the image's own, else iomatrix's static fio on the
+# read-only tools disk (no network needed); and whether the seed's user-data has run.
 _FIO = f"""
 seed=$([ -f {GUEST_RUN_DIR}/seeded ] && echo seed-read || echo seed-not-read-yet)
 if command -v fio >/dev/null 2>&1; then echo "fio image $seed"; exit 0; fi
@@ -46,9 +47,9 @@ mountpoint -q {TOOLS_MOUNT} || mount -o ro /dev/disk/by-id/virtio-{TOOLS_SERIAL}
 [ -x {TOOLS_MOUNT}/fio ] && echo "{TOOLS_MOUNT}/fio tools-disk $seed" && exit 0
 echo "the image has no fio and no tools disk is attached" >&2
 exit 3
-"""
+"""  # noqa: E501
 # os-release's PRETTY_NAME and the kernel release, one a line.
-_FACTS = ". /etc/os-release 2>/dev/null; echo \"${PRETTY_NAME:-unknown}\"; uname -r"
+_FACTS = '. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-unknown}"; uname -r'
 
 
 @dataclass
@@ -64,10 +65,13 @@ class RealRunContext:
     media_dir: Path | None = None
 
     def attach_media(self, fio: Path | None) -> None:
-        """Write the seed (and, with iomatrix's static fio, the tools disk) for this sweep's boots."""
+        """Write the seed (and, with iomatrix's static fio, the tools disk) for this sweep's
+        boots."""
         self.media_dir = self.workdir / "real-guest-media"
         self.media_dir.mkdir(parents=True, exist_ok=True)
-        seed = write_seed(self.media_dir / "seed.iso", "iomatrix-run", "iomatrix-guest", SEED_USER_DATA)
+        seed = write_seed(
+            self.media_dir / "seed.iso", "iomatrix-run", "iomatrix-guest", SEED_USER_DATA
+        )
         self.extra_args = seed_args(seed)
         if fio is not None:
             self.extra_args += tools_args(write_tools(self.media_dir / "tools.iso", fio))
@@ -80,13 +84,18 @@ class RealRunContext:
 
 def _refusal(req: RunRequest) -> str | None:
     if req.workload.kind in ("fs-read", "fs-write"):
-        return "filesystem workloads do not run in a real guest image yet (issue 51): run them in the built-in guest"
+        return (
+            "filesystem workloads do not run in a real guest image yet (issue 51): run them "
+            "in the built-in guest"
+        )
     if req.target.kind == "network":
         return "network backings do not run in a real guest image yet (issue 51)"
     return None
 
 
-def _in_guest(guest: RealGuest, ctx: RealRunContext, job: str, timeout_s: float) -> tuple[dict[str, Any], str, str]:
+def _in_guest(
+    guest: RealGuest, ctx: RealRunContext, job: str, timeout_s: float
+) -> tuple[dict[str, Any], str, str]:
     """(meta, fio's stdout and stderr, its iops log) of the job run in the booted guest."""
     facts = guest.sh(_FACTS, timeout=60).stdout.splitlines()
     if len(facts) >= 2 and not (ctx.image.distribution and ctx.image.kernel_version):
@@ -97,30 +106,50 @@ def _in_guest(guest: RealGuest, ctx: RealRunContext, job: str, timeout_s: float)
     guest.sh(f"mkdir -p {GUEST_RUN_DIR}", timeout=60)
     guest.agent.write_file(f"{GUEST_RUN_DIR}/job.fio", text.encode())
     t0 = time.monotonic()
-    res = guest.sh(f"cd {GUEST_RUN_DIR} && exec {fio} --output-format=json job.fio", timeout=timeout_s)
-    meta = {"guest_disk": view, "guest_image": ctx.image.as_metadata(), "workload_host_s": round(
-        time.monotonic() - t0, 3), "fio_exit": res.exitcode, "guest_fio": fio_from, "guest_seed": seed}
+    res = guest.sh(
+        f"cd {GUEST_RUN_DIR} && exec {fio} --output-format=json job.fio", timeout=timeout_s
+    )
+    meta = {
+        "guest_disk": view,
+        "guest_image": ctx.image.as_metadata(),
+        "workload_host_s": round(time.monotonic() - t0, 3),
+        "fio_exit": res.exitcode,
+        "guest_fio": fio_from,
+        "guest_seed": seed,
+    }
     log = guest.sh(f"cat {GUEST_RUN_DIR}/{IOPS_LOG_PREFIX}_iops.log 2>/dev/null", timeout=60).stdout
     return meta, res.stdout + res.stderr, log
 
 
 def which_fio(guest: RealGuest) -> tuple[str, str, str]:
-    """(the fio command, where it came from: "image" or "tools-disk", whether the seed's user-data has run:
-    "seed-read" or "seed-not-read-yet": cloud-init runs it late in the boot, and a run does not wait for it);
-    one line when the image has no fio and no tools disk brings one."""
+    """(the fio command, where it came from: "image" or "tools-disk", whether the seed's user-data
+    has run: "seed-read" or "seed-not-read-yet": cloud-init runs it late in the boot, and a run does
+    not wait for it); one line when the image has no fio and no tools disk brings one."""
     res = guest.sh(_FIO, timeout=60)
     words = res.stdout.split()
     if res.exitcode != 0 or len(words) != 3:
-        raise UserError(f"guest: {res.stderr.strip() or 'no fio found'}",
-                        hint="install fio in the image, or let iomatrix build its static fio (scripts/setup.sh)")
+        raise UserError(
+            f"guest: {res.stderr.strip() or 'no fio found'}",
+            hint="install fio in the image, or let iomatrix build its static fio "
+            "(scripts/setup.sh)",
+        )
     return words[0], words[1], words[2]
 
 
 def run_real(req: RunRequest, ctx: RealRunContext, image_bytes: int) -> RunOutcome:
-    """One run of `req` in the real image: a fresh disk under test, one boot, the fio job, the outcome."""
+    """One run of `req` in the real image: a fresh disk under test, one boot, the fio job, the
+    outcome."""
     refused = _refusal(req)
-    job = "" if refused else guest_job(req.workload, shape=req.shape, custom_text=req.workload.custom_text)
-    meta: dict[str, Any] = {"machine": "pc", "guest_kind": "real image", "guest_image": ctx.image.as_metadata()}
+    job = (
+        ""
+        if refused
+        else guest_job(req.workload, shape=req.shape, custom_text=req.workload.custom_text)
+    )
+    meta: dict[str, Any] = {
+        "machine": "pc",
+        "guest_kind": "real image",
+        "guest_image": ctx.image.as_metadata(),
+    }
     if refused:
         return RunOutcome(ok=False, error=refused, meta=meta)
     image, ours = fresh_image(req, ctx.workdir, image_bytes, "iomatrix")
@@ -128,8 +157,16 @@ def run_real(req: RunRequest, ctx: RealRunContext, image_bytes: int) -> RunOutco
     console = ""
     try:
         disk = DiskSpec.for_cell(req.cell, image, image_bytes)
-        with boot(ctx.image.boot, req.run_dir, [disk], ctx.accel, ctx.memory_mb, boot_limit_s=req.timeout_s,
-                  wrapper=req.wrapper, extra_args=ctx.extra_args) as guest:
+        with boot(
+            ctx.image.boot,
+            req.run_dir,
+            [disk],
+            ctx.accel,
+            ctx.memory_mb,
+            boot_limit_s=req.timeout_s,
+            wrapper=req.wrapper,
+            extra_args=ctx.extra_args,
+        ) as guest:
             if req.on_process is not None:
                 req.on_process(guest.proc.pid)
             boot_s = guest.boot_s
@@ -140,7 +177,9 @@ def run_real(req: RunRequest, ctx: RealRunContext, image_bytes: int) -> RunOutco
     except (UserError, OSError) as err:  # OSError: the agent's socket closed under it (QEMU died)
         full = out_of_space(image)
         line = err.one_line() if isinstance(err, UserError) else f"guest agent: {err}"
-        return RunOutcome(ok=False, error=line + (f" — {full}" if full else ""), job_text=job, meta=meta)
+        return RunOutcome(
+            ok=False, error=line + (f" — {full}" if full else ""), job_text=job, meta=meta
+        )
     finally:
         if ours and isinstance(image, Path):
             remove_image(image)
@@ -150,12 +189,26 @@ def run_real(req: RunRequest, ctx: RealRunContext, image_bytes: int) -> RunOutco
     try:
         metrics = checked_metrics(extract_json(output), output, req.workload.primary_metric)
     except FioOutputError as err:
-        return RunOutcome(ok=False, phases=phases, job_text=job, raw_output=output, console_tail=console,
-                          error=f"guest fio: {err}", meta=meta)
+        return RunOutcome(
+            ok=False,
+            phases=phases,
+            job_text=job,
+            raw_output=output,
+            console_tail=console,
+            error=f"guest fio: {err}",
+            meta=meta,
+        )
     series = parse_iops_log(log) if log else []
     if series:
         meta["iops_series"] = series
     metrics["workload.seconds"] = phases["workload_s"]
     metrics.update({f"phase.{k}": float(v) for k, v in phases.items()})
-    return RunOutcome(ok=True, metrics=metrics, phases=phases, job_text=job, raw_output=output, console_tail=console,
-                      meta=meta)
+    return RunOutcome(
+        ok=True,
+        metrics=metrics,
+        phases=phases,
+        job_text=job,
+        raw_output=output,
+        console_tail=console,
+        meta=meta,
+    )

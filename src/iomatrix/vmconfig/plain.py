@@ -1,5 +1,4 @@
-"""--current from plain axes: ``cache=none,aio=threads,format=qcow2,bus=virtio-blk``.
-"""
+"""--current from plain axes: ``cache=none,aio=threads,format=qcow2,bus=virtio-blk``."""
 
 from __future__ import annotations
 
@@ -18,8 +17,13 @@ def from_axes(text: str) -> CurrentConfig:
             raise _bad("axis", part, f"{', '.join(known)} as key=value; or {FORMS}")
         value = _value(k, k, v)
         if values.get(k, value) != value:  # 'cache=none,…,cache=unsafe': which one is today's?
-            raise UserError(f"--current: {k} is given twice ({values[k]} and {value})", hint=f"give {k}= once")
+            raise UserError(
+                f"--current: {k} is given twice ({values[k]} and {value})", hint=f"give {k}= once"
+            )
         values[k] = value
     if "cache" not in values:
-        raise UserError("--current: the axes give no cache mode", hint=f"add cache=… ({axes.get('cache').choices()})")
+        raise UserError(
+            "--current: the axes give no cache mode",
+            hint=f"add cache=… ({axes.get('cache').choices()})",
+        )
     return CurrentConfig(values, "axes given on the command line")

@@ -1,7 +1,8 @@
-"""Run by targetcli-fb's own interpreter: read targetcli command lines on stdin and bind each to the signature of
-the targetcli-fb method that runs it (ui_command_create of the backstore, target or LUN node; `set attribute`
-against the storage object's attributes; saveconfig), without configfs (no LIO target here). Prints one line
-per command, "ok PATH COMMAND" or "bad …: why", and exits 1 where one is bad."""
+"""Run by targetcli-fb's own interpreter: read targetcli command lines on stdin and bind each to the
+signature of the targetcli-fb method that runs it (ui_command_create of the backstore, target or LUN
+node; `set attribute` against the storage object's attributes; saveconfig), without configfs (no LIO
+target here). Prints one line per command, "ok PATH COMMAND" or "bad …: why", and exits 1 where one
+is bad."""
 
 import inspect
 import shlex
@@ -9,10 +10,13 @@ import sys
 
 from targetcli import ui_backstore, ui_root, ui_target
 
-# The node class a path names (targetcli-fb 2.1's tree): /backstores/TYPE, /backstores/TYPE/NAME, /iscsi,
-# /iscsi/IQN/tpg1/luns.
-BACKSTORES = {"fileio": ui_backstore.UIFileIOBackstore, "block": ui_backstore.UIBlockBackstore,
-              "ramdisk": ui_backstore.UIRDMCPBackstore}
+# The node class a path names (targetcli-fb 2.1's tree): /backstores/TYPE, /backstores/TYPE/NAME,
+# /iscsi, /iscsi/IQN/tpg1/luns.
+BACKSTORES = {
+    "fileio": ui_backstore.UIFileIOBackstore,
+    "block": ui_backstore.UIBlockBackstore,
+    "ramdisk": ui_backstore.UIRDMCPBackstore,
+}
 
 
 def node_class(path: str) -> type:

@@ -1,10 +1,10 @@
-"""Report companions: what the reports say of one tier (its HTML section, its verdict lines, what a sweep
-misses because of it), kept beside the reports and apart from the tier's declaration and implementation, so a
-tier never imports the store or the report types.
+"""Report companions: what the reports say of one tier (its HTML section, its verdict lines, what a
+sweep misses because of it), kept beside the reports and apart from the tier's declaration and
+implementation, so a tier never imports the store or the report types.
 
-A tier's declaration names its companion by ``"module:Class"`` (`report_companion`); the companion is imported
-only when a report asks for it. A tier without one gets :class:`ReportCompanion`'s empty hooks.
-"""
+A tier's declaration names its companion by ``"module:Class"`` (`report_companion`); the companion
+is imported only when a report asks for it. A tier without one gets :class:`ReportCompanion`'s empty
+hooks."""
 
 from __future__ import annotations
 
@@ -20,31 +20,35 @@ if TYPE_CHECKING:
 
 
 class ReportCompanion:
-    """The report hooks of one tier. Subclass, set `tier` to the tier's name, name it in the declaration."""
+    """The report hooks of one tier. Subclass, set `tier` to the tier's name, name it in the
+    declaration."""
 
     tier: ClassVar[str] = ""
 
     @classmethod
     def missing_notes(cls, cells: Sequence[Mapping[str, str]]) -> list[str]:
-        """What the HTML report says is missing from a sweep because of this tier (its cells' axes, every
-        tier's). Asked of every registered tier."""
+        """What the HTML report says is missing from a sweep because of this tier (its cells' axes,
+        every tier's). Asked of every registered tier."""
         return []
 
     @classmethod
-    def report_section(cls, store: Store, sweep_id: int, cws: list[CellWorkload]) -> dict[str, Any] | None:
-        """A section of the HTML report of the tier's own (id, title, lines; svg and svg_caption optional), or
-        None when the sweep has nothing for it."""
+    def report_section(
+        cls, store: Store, sweep_id: int, cws: list[CellWorkload]
+    ) -> dict[str, Any] | None:
+        """A section of the HTML report of the tier's own (id, title, lines; svg and svg_caption
+        optional), or None when the sweep has nothing for it."""
         return None
 
     @classmethod
     def verdict_lines(cls, store: Store, sweep_id: int, workload: str | None = None) -> list[str]:
-        """For a tier with `verdicts`: its verdicts in a sweep as text lines (`workload`: only that one's)."""
+        """For a tier with `verdicts`: its verdicts in a sweep as text lines (`workload`: only that
+        one's)."""
         return []
 
     @classmethod
     def verdict_summary(cls, store: Store, sweep_id: int, workload: str | None = None) -> str:
-        """For a tier with `verdicts`: its verdicts in a sweep in one sentence, for a short answer (by default its
-        verdict lines joined)."""
+        """For a tier with `verdicts`: its verdicts in a sweep in one sentence, for a short answer
+        (by default its verdict lines joined)."""
         return "; ".join(x.strip() for x in cls.verdict_lines(store, sweep_id, workload))
 
 
@@ -52,14 +56,16 @@ _LOADED: dict[str, type[ReportCompanion]] = {}
 
 
 def companion(tier: str) -> type[ReportCompanion]:
-    """The report companion of the tier named `tier` (the empty one for a tier without, or a name this
-    version does not know: an old database's tier)."""
+    """The report companion of the tier named `tier` (the empty one for a tier without, or a name
+    this version does not know: an old database's tier)."""
     if tier not in _LOADED:
         decl = known_tier(tier)
         reference = decl.report_companion if decl is not None else ""
         found = load_object(reference) if reference else ReportCompanion
         if not (isinstance(found, type) and issubclass(found, ReportCompanion)):
-            raise TypeError(f"tier '{tier}': report companion {reference} is no ReportCompanion subclass")
+            raise TypeError(
+                f"tier '{tier}': report companion {reference} is no ReportCompanion subclass"
+            )
         _LOADED[tier] = found
     return _LOADED[tier]
 

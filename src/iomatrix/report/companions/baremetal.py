@@ -1,4 +1,5 @@
-"""What the reports say of the bare-metal tier: that ratios to it are missing when a sweep has none of it."""
+"""What the reports say of the bare-metal tier: that ratios to it are missing when a sweep has none
+of it."""
 
 from __future__ import annotations
 
@@ -14,5 +15,8 @@ class BareMetalReport(ReportCompanion):
     @classmethod
     def missing_notes(cls, cells: Sequence[Mapping[str, str]]) -> list[str]:
         if cells and not any(c["tier"] == cls.tier for c in cells):
-            return [f"no bare-metal cells: ratios to bare metal are missing (add tier '{cls.tier}' to the plan)"]
+            return [
+                "no bare-metal cells: ratios to bare metal are missing (add tier "
+                f"'{cls.tier}' to the plan)"
+            ]
         return []

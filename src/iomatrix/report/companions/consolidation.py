@@ -1,4 +1,5 @@
-"""What the reports say of the consolidation tier: its own HTML section (the host's scaling with tiles)."""
+"""What the reports say of the consolidation tier: its own HTML section (the host's scaling with
+tiles)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ class ConsolidationReport(ReportCompanion):
     tier = Consolidation.name
 
     @classmethod
-    def report_section(cls, store: Store, sweep_id: int, cws: list[CellWorkload]) -> dict[str, Any] | None:
+    def report_section(
+        cls, store: Store, sweep_id: int, cws: list[CellWorkload]
+    ) -> dict[str, Any] | None:
         section = html_section(store, sweep_id, cws)
         return None if section is None else {"id": cls.tier, **section}

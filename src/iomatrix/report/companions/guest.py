@@ -1,5 +1,6 @@
-"""What the reports say of the guest tier: that ratios to the null-co ceiling are missing without one, and how
-far the guest agrees with the block layer on the cells both measured (report/tier_agreement.py)."""
+"""What the reports say of the guest tier: that ratios to the null-co ceiling are missing without
+one, and how far the guest agrees with the block layer on the cells both measured
+(report/tier_agreement.py)."""
 
 from __future__ import annotations
 
@@ -20,14 +21,21 @@ class GuestReport(ReportCompanion):
 
     @classmethod
     def missing_notes(cls, cells: Sequence[Mapping[str, str]]) -> list[str]:
-        if any(c["tier"] == cls.tier for c in cells) and not any(c["backing"] == NULL_BACKING for c in cells):
+        if any(c["tier"] == cls.tier for c in cells) and not any(
+            c["backing"] == NULL_BACKING for c in cells
+        ):
             return ["no null-co ceiling: ratios to the ceiling are missing (null_ceiling = true)"]
         return []
 
     @classmethod
-    def report_section(cls, store: Store, sweep_id: int, cws: list[CellWorkload]) -> dict[str, Any] | None:
+    def report_section(
+        cls, store: Store, sweep_id: int, cws: list[CellWorkload]
+    ) -> dict[str, Any] | None:
         found = agreements(cws)
         if not found:
             return None
-        return {"id": "guest-vs-blocklayer", "title": "How far the guest agrees with the block layer",
-                "lines": agreement_lines(found)}
+        return {
+            "id": "guest-vs-blocklayer",
+            "title": "How far the guest agrees with the block layer",
+            "lines": agreement_lines(found),
+        }

@@ -24,9 +24,11 @@ EXPORTERS: dict[OutputFormat, Callable[[Sequence[DataTable]], str]] = {
 }
 
 
-def render_tables(tables: Sequence[DataTable], format: OutputFormat | str, width: int | None = None) -> str:
-    """The tables in `format`; the `table` format at `width` columns (the commands pass the terminal's: a
-    DataTable is never wider than COLUMNS; 100 when not given)."""
+def render_tables(
+    tables: Sequence[DataTable], format: OutputFormat | str, width: int | None = None
+) -> str:
+    """The tables in `format`; the `table` format at `width` columns (the commands pass the
+    terminal's: a DataTable is never wider than COLUMNS; 100 when not given)."""
     if OutputFormat(format) == OutputFormat.table and width is not None:
         return text.export(tables, width)
     return EXPORTERS[OutputFormat(format)](tables)

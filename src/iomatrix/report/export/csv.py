@@ -21,7 +21,8 @@ def table_csv(t: DataTable) -> str:
 
 
 def _cell(v: object) -> object:
-    """One CSV field: empty for none, a list or mapping (a fleet answer's hosts, risks) as JSON text."""
+    """One CSV field: empty for none, a list or mapping (a fleet answer's hosts, risks) as JSON
+    text."""
     if v is None:
         return ""
     return json.dumps(v, ensure_ascii=False) if isinstance(v, list | tuple | dict) else v
@@ -31,6 +32,9 @@ def export(tables: Sequence[DataTable]) -> str:
     # One CSV stream: a "table" column says which table each row belongs to when there are several.
     if len(tables) == 1:
         return table_csv(tables[0])
-    merged = DataTable("", ["table", *dict.fromkeys(c for t in tables for c in t.columns)],
-                       [{"table": t.title, **r} for t in tables for r in t.rows])
+    merged = DataTable(
+        "",
+        ["table", *dict.fromkeys(c for t in tables for c in t.columns)],
+        [{"table": t.title, **r} for t in tables for r in t.rows],
+    )
     return table_csv(merged)

@@ -10,7 +10,8 @@ from iomatrix.report.export.table import DataTable
 
 
 def dumps(obj: Any) -> str:
-    """The JSON text of a document (also the recommendation's): indented, anything else as its str."""
+    """The JSON text of a document (also the recommendation's): indented, anything else as its
+    str."""
     return json.dumps(obj, indent=2, default=str)
 
 

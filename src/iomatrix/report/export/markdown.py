@@ -17,7 +17,10 @@ def table_markdown(t: DataTable) -> str:
     cols = t.shown_columns()
     out = [f"### {t.title}", ""] if t.title else []
     if const:
-        out += ["Constant across rows: " + ", ".join(f"`{k}={cell_text(v)}`" for k, v in const.items()), ""]
+        out += [
+            "Constant across rows: " + ", ".join(f"`{k}={cell_text(v)}`" for k, v in const.items()),
+            "",
+        ]
     out.append("| " + " | ".join(cols) + " |")
     out.append("|" + "|".join("---" for _ in cols) + "|")
     out += ["| " + " | ".join(_escape(r.get(c)) for c in cols) + " |" for r in t.rows]

@@ -1,5 +1,6 @@
-"""The table data every exporter renders: rows of named values, the columns shown, the axes that fold into a
-header when constant, and notes. Report modules build it (`report/exports.py`); nothing here formats it."""
+"""The table data every exporter renders: rows of named values, the columns shown, the axes that
+fold into a header when constant, and notes. Report modules build it (`report/exports.py`); nothing
+here formats it."""
 
 from __future__ import annotations
 
@@ -22,8 +23,11 @@ class DataTable:
     def constant_axes(self) -> dict[str, Any]:
         if len(self.rows) < 2:
             return {}
-        return {a: self.rows[0].get(a) for a in self.axes
-                if len({str(r.get(a)) for r in self.rows}) == 1}
+        return {
+            a: self.rows[0].get(a)
+            for a in self.axes
+            if len({str(r.get(a)) for r in self.rows}) == 1
+        }
 
     def shown_columns(self) -> list[str]:
         """The columns shown to people: those of `columns` that are not a constant axis."""
@@ -31,11 +35,17 @@ class DataTable:
         return [c for c in self.columns if c not in const]
 
     def machine_columns(self) -> list[str]:
-        """The shown columns, then every other field the rows carry (numeric CI ends, raw ratios)."""
+        """The shown columns, then every other field the rows carry (numeric CI ends, raw
+        ratios)."""
         return list(dict.fromkeys([*self.columns, *(k for r in self.rows for k in r)]))
 
     def as_dict(self) -> dict[str, Any]:
-        return {"title": self.title, "columns": self.columns, "rows": self.rows, "notes": self.notes}
+        return {
+            "title": self.title,
+            "columns": self.columns,
+            "rows": self.rows,
+            "notes": self.notes,
+        }
 
 
 def cell_text(v: Any) -> str:

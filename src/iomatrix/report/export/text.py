@@ -1,9 +1,8 @@
 """Plain text for a terminal (the `table` format of a `DataTable`).
 
-Tables fit the terminal (100 columns when piped; COLUMNS): an axis with one value across every shown row moves
-into a header line ("constant: tier=guest backing=dir"), long cells wrap instead of being cut, and a figure is
-never split across lines.
-"""
+Tables fit the terminal (100 columns when piped; COLUMNS): an axis with one value across every shown
+row moves into a header line ("constant: tier=guest backing=dir"), long cells wrap instead of being
+cut, and a figure is never split across lines."""
 
 from __future__ import annotations
 
@@ -27,12 +26,15 @@ def table_text(t: DataTable, width: int = WIDTH) -> str:
     if t.title:
         con.print(t.title, markup=False)
     if const:
-        con.print("constant: " + " ".join(f"{k}={cell_text(v)}" for k, v in const.items()), markup=False)
+        con.print(
+            "constant: " + " ".join(f"{k}={cell_text(v)}" for k, v in const.items()), markup=False
+        )
     table = Table(*cols, box=None, pad_edge=False, show_edge=False)
     texts = [[cell_text(r.get(c)) for c in cols] for r in t.rows]
     for i, c in enumerate(table.columns):
         c.overflow = "fold"  # wrap, never truncate a cell name
-        # a figure never splits across lines ('4,673' is not '4,67' and '3'): the names beside it wrap instead
+        # a figure never splits across lines ('4,673' is not '4,67' and '3'): the names beside it
+        # wrap instead
         c.min_width = figure_width([row[i] for row in texts]) or None
     for row in texts:
         table.add_row(*row)

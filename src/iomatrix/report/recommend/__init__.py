@@ -1,17 +1,16 @@
 """`iomatrix recommend`: which disk configuration to use, how much it gains, and what it risks.
 
-The report is a data model (dataclasses, `as_dict()` for JSON); render.py formats it. The choice of a
-configuration is made in exactly one place, `choose()`: today it takes the ranking's best eligible cell and
-names the cells of its group as tied (stats/ranking.py); the statistics decision rule (stats/decision.py)
-replaces its body when it lands. Risks are QEMU's documented semantics (`domain.CACHE`, `risk.risk_of`),
-labelled as such; `measured_risks()` is the seam where the durability tier's measured verdicts (report/durability.py)
-take precedence, labelled "measured".
+The report is a data model (dataclasses, `as_dict()` for JSON); render.py formats it. The choice of
+a configuration is made in exactly one place, `choose()`: today it takes the ranking's best eligible
+cell and names the cells of its group as tied (stats/ranking.py); the statistics decision rule
+(stats/decision.py) replaces its body when it lands. Risks are QEMU's documented semantics
+(`domain.CACHE`, `risk.risk_of`), labelled as such; `measured_risks()` is the seam where the
+durability tier's measured verdicts (report/durability.py) take precedence, labelled "measured".
 
-The package splits along its seams: requirements.py (what a choice must guarantee), risks.py (what it risks),
-verdict.py (one workload's verdict from its ranking, and answer_of), current_match.py (the user's current
-configuration as a swept cell), other_tier.py (answering from the tier below); this module runs them per
-workload and weighted score.
-"""
+The package splits along its seams: requirements.py (what a choice must guarantee), risks.py (what
+it risks), verdict.py (one workload's verdict from its ranking, and answer_of), current_match.py
+(the user's current configuration as a swept cell), other_tier.py (answering from the tier below);
+this module runs them per workload and weighted score."""
 
 from __future__ import annotations
 
@@ -34,7 +33,14 @@ from iomatrix.report.keep import keep_current, keep_defaults
 from iomatrix.report.objective import Objective, objective_metric
 from iomatrix.report.per_backing import answer_backings, answer_groups, emulated_rtt_notes
 from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info
-from iomatrix.report.rank import primary_metric, rank_workload, run_rounds, run_values, weighted_scores, workload_names
+from iomatrix.report.rank import (
+    primary_metric,
+    rank_workload,
+    run_rounds,
+    run_values,
+    weighted_scores,
+    workload_names,
+)
 from iomatrix.report.rbd_flush import rbd_findings
 from iomatrix.report.recommend.current_match import matching_current
 from iomatrix.report.recommend.other_tier import verdict_on_its_basis
@@ -47,7 +53,13 @@ from iomatrix.report.recommend.requirements import (
     parse_requirements,
     unmet,
 )
-from iomatrix.report.recommend.risks import DOCUMENTED, SITUATIONS, RiskStatement, measured_risks, risk_statements
+from iomatrix.report.recommend.risks import (
+    DOCUMENTED,
+    SITUATIONS,
+    RiskStatement,
+    measured_risks,
+    risk_statements,
+)
 from iomatrix.report.recommend.verdict import (
     Choice,
     Declined,
@@ -64,7 +76,12 @@ from iomatrix.report.shapes import workload_shapes
 from iomatrix.roles import plan_margins
 from iomatrix.snippets import DiskConfig, snippet_backing, snippets_for
 from iomatrix.stats import RatioCI
-from iomatrix.stats.decision import DEFAULT_THRESHOLD, DEFAULT_TIE_BREAK, check_threshold, check_tie_break
+from iomatrix.stats.decision import (
+    DEFAULT_THRESHOLD,
+    DEFAULT_TIE_BREAK,
+    check_threshold,
+    check_tie_break,
+)
 from iomatrix.stats.interference import RunInterference
 from iomatrix.store import Store
 from iomatrix.tiers import known_tier, tier_classes, workload_owner
@@ -99,19 +116,31 @@ __all__ = [
 ]
 
 
-def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requirements: Sequence[str] = (),
-              current: CurrentConfig | None = None, scores: Sequence[str] | None = None, min_n: int = 3,
-              max_noise: float = 0.10, threshold: float = DEFAULT_THRESHOLD,
-              tie_break: Sequence[str] = DEFAULT_TIE_BREAK, objective: Objective | None = None,
-              allow_data_loss: bool = False, margin: float | None = None) -> Recommendation:
-    """Verdicts per workload, then per weighted score (`scores`; default: every score when the sweep has a guest
-    tier and no single workload was asked for). ``objective``: what each workload is ranked by
-    (report/objective.py; None: its primary metric). Only configurations that honour guest flushes are chosen
-    unless `allow_data_loss` (parse_requirements). ``margin``: the margin of practical equivalence (recommend
-    --margin; None: the sweep's plan key `margin`, else 5 %); a role's jobs are decided at their role's margin
-    (roles.plan_margins: a role table's own `margin` wins): a configuration shown within it of the best is
-    equivalent, and when the best and the current configuration (else QEMU's default, else the simplest) are, the
-    answer keeps that one (stats/decision.py)."""
+def recommend(
+    store: Store,
+    sweep_id: int,
+    *,
+    workload: str | None = None,
+    requirements: Sequence[str] = (),
+    current: CurrentConfig | None = None,
+    scores: Sequence[str] | None = None,
+    min_n: int = 3,
+    max_noise: float = 0.10,
+    threshold: float = DEFAULT_THRESHOLD,
+    tie_break: Sequence[str] = DEFAULT_TIE_BREAK,
+    objective: Objective | None = None,
+    allow_data_loss: bool = False,
+    margin: float | None = None,
+) -> Recommendation:
+    """Verdicts per workload, then per weighted score (`scores`; default: every score when the sweep
+    has a guest tier and no single workload was asked for). ``objective``: what each workload is
+    ranked by (report/objective.py; None: its primary metric). Only configurations that honour guest
+    flushes are chosen unless `allow_data_loss` (parse_requirements). ``margin``: the margin of
+    practical equivalence (recommend --margin; None: the sweep's plan key `margin`, else 5 %); a
+    role's jobs are decided at their role's margin (roles.plan_margins: a role table's own `margin`
+    wins): a configuration shown within it of the best is equivalent, and when the best and the
+    current configuration (else QEMU's default, else the simplest) are, the answer keeps that one
+    (stats/decision.py)."""
     info = sweep_info(store, sweep_id)
     if current is None:  # the current configuration the sweep measured (run --current), if any
         current = stored_current(info["plan_definition"], info["pruned"])
@@ -125,44 +154,83 @@ def recommend(store: Store, sweep_id: int, *, workload: str | None = None, requi
     interference = run_interference(store, sweep_id, all_runs)
     measured = MeasuredIndex.from_store(store)
     default_margin, margins = plan_margins(info["plan_definition"], margin)
-    rank_kw: dict[str, Any] = {"min_n": min_n, "max_noise": max_noise, "interference": interference,
-                               "threshold": check_threshold(threshold), "tie_break": check_tie_break(tie_break),
-                               "margin": default_margin, "keep_order": keep_defaults if current is None else
-                               keep_current(lambda cells, best: matching_current(cells, best, current)[0])}
+    rank_kw: dict[str, Any] = {
+        "min_n": min_n,
+        "max_noise": max_noise,
+        "interference": interference,
+        "threshold": check_threshold(threshold),
+        "tie_break": check_tie_break(tie_break),
+        "margin": default_margin,
+        "keep_order": keep_defaults
+        if current is None
+        else keep_current(lambda cells, best: matching_current(cells, best, current)[0]),
+    }
     per_backing = answer_backings(info["plan_definition"])  # shared storage: one answer per backing
     for w in names:  # a role's job is decided at its role's margin of practical equivalence
-        verdicts += _workload_answers(store, sweep_id, cws, w, per_backing, rounds, objective, reqs, current,
-                                      measured, {**rank_kw, "margin": margins.get(w, rank_kw["margin"])})
+        verdicts += _workload_answers(
+            store,
+            sweep_id,
+            cws,
+            w,
+            per_backing,
+            rounds,
+            objective,
+            reqs,
+            current,
+            measured,
+            {**rank_kw, "margin": margins.get(w, rank_kw["margin"])},
+        )
     verdicts += score_verdicts(store, sweep_id, _scores(scores, workload, cws), reqs, measured)
     warnings = _warnings(sweep_id, info["status"], cws) + emulated_rtt_notes(store, sweep_id, cws)
-    # One answer per role the plan ran (report/roles.py, docs/roles.md), shown first by every output.
+    # One answer per role the plan ran (report/roles.py, docs/roles.md), shown first by every
+    # output.
     allowed = {c.label() for c in cws if all(q.met_by(c.axes) for q in reqs)}
-    roles = role_answers(info["plan_definition"], verdicts, cws, allowed, margin) if workload is None else []
+    roles = (
+        role_answers(info["plan_definition"], verdicts, cws, allowed, margin)
+        if workload is None
+        else []
+    )
     shapes = workload_shapes(store, cws)
     ram = info["host"].get("mem_bytes")
     mark_page_cache(verdicts, cws, shapes, ram)
 
     def findings(told: list[CellWorkload], short: bool = False) -> list[str]:
-        return _findings(told, rank_kw["threshold"], shapes, interference, ram, short, plan_command(info["plan"]))
+        return _findings(
+            told, rank_kw["threshold"], shapes, interference, ram, short, plan_command(info["plan"])
+        )
 
-    # With roles the first screen is theirs: it tells only what their jobs' figures show (the rest is detail). The
-    # first screen tells the page cache short; JSON and --detail carry every figure.
+    # With roles the first screen is theirs: it tells only what their jobs' figures show (the rest
+    # is detail). The first screen tells the page cache short; JSON and --detail carry every figure.
     jobs = {w for r in roles for w in r.jobs}
     first = findings([c for c in cws if c.workload in jobs] if roles else cws, short=True)
-    return Recommendation(sweep_id, info["plan"], info["status"], reqs, current, verdicts, warnings,
-                          None if objective is None else objective.value, allow_data_loss, findings(cws), roles,
-                          first, guests_used(store, sweep_id))
+    return Recommendation(
+        sweep_id,
+        info["plan"],
+        info["status"],
+        reqs,
+        current,
+        verdicts,
+        warnings,
+        None if objective is None else objective.value,
+        allow_data_loss,
+        findings(cws),
+        roles,
+        first,
+        guests_used(store, sweep_id),
+    )
 
 
 def plan_command(plan: str) -> str:
-    """The command that shows a sweep's plan again (its cost, what its region measures): a built-in by its name, a
-    plan file by the file, which the database does not record."""
+    """The command that shows a sweep's plan again (its cost, what its region measures): a built-in
+    by its name, a plan file by the file, which the database does not record."""
     return f"iomatrix plan {plan}" if plan in builtin_names() else "iomatrix plan PLAN.toml"
 
 
-def _scores(scores: Sequence[str] | None, workload: str | None, cws: list[CellWorkload]) -> Sequence[str]:
-    """The weighted scores asked for, checked (default: every score when the sweep has a guest tier and no single
-    workload was asked for)."""
+def _scores(
+    scores: Sequence[str] | None, workload: str | None, cws: list[CellWorkload]
+) -> Sequence[str]:
+    """The weighted scores asked for, checked (default: every score when the sweep has a guest tier
+    and no single workload was asked for)."""
     if scores is None:
         scores = SCORES if workload is None and any(is_vm_view(c.axes["tier"]) for c in cws) else ()
     for sc in scores:
@@ -171,41 +239,81 @@ def _scores(scores: Sequence[str] | None, workload: str | None, cws: list[CellWo
     return scores
 
 
-def _workload_answers(store: Store, sweep_id: int, cws: list[CellWorkload], w: str,
-                      per_backing: list[str] | None, rounds: dict[int, int], objective: Objective | None,
-                      reqs: list[Requirement], current: CurrentConfig | None, measured: MeasuredIndex,
-                      rank_kw: dict[str, Any]) -> list[Verdict]:
-    """Workload `w`'s verdicts: one, or on shared storage one per backing (`per_backing`: answer_backings)."""
+def _workload_answers(
+    store: Store,
+    sweep_id: int,
+    cws: list[CellWorkload],
+    w: str,
+    per_backing: list[str] | None,
+    rounds: dict[int, int],
+    objective: Objective | None,
+    reqs: list[Requirement],
+    current: CurrentConfig | None,
+    measured: MeasuredIndex,
+    rank_kw: dict[str, Any],
+) -> list[Verdict]:
+    """Workload `w`'s verdicts: one, or on shared storage one per backing (`per_backing`:
+    answer_backings)."""
     if per_backing is None or verdict_tier(w) is not None:
-        return [_workload_answer(store, sweep_id, cws, w, rounds, objective, reqs, current, measured, rank_kw)]
+        return [
+            _workload_answer(
+                store, sweep_id, cws, w, rounds, objective, reqs, current, measured, rank_kw
+            )
+        ]
     out = []
     for name, mine in answer_groups(cws, w, per_backing):
-        v = _workload_answer(store, sweep_id, mine, w, rounds, objective, reqs, current, measured, rank_kw)
+        v = _workload_answer(
+            store, sweep_id, mine, w, rounds, objective, reqs, current, measured, rank_kw
+        )
         out.append(replace(v, workload=name or w, group=(name or "").removeprefix(f"{w} on ")))
     return out
 
 
-def _findings(cws: list[CellWorkload], threshold: float, shapes: dict[str, IoShape],
-              interference: dict[int, RunInterference], ram_bytes: int | None, short: bool = False,
-              plan: str = "iomatrix plan") -> list[str]:
-    """What the figures show beyond the answers, decided by each workload's shape (report/rbd_flush.py,
-    report/shape_findings.py); ``short``: the first screen's forms."""
-    return (rbd_findings(cws, threshold, shapes, interference, short)
-            + shape_findings(cws, threshold, shapes, lambda w: primary_metric(w)[0], ram_bytes, interference, short,
-                             plan))
+def _findings(
+    cws: list[CellWorkload],
+    threshold: float,
+    shapes: dict[str, IoShape],
+    interference: dict[int, RunInterference],
+    ram_bytes: int | None,
+    short: bool = False,
+    plan: str = "iomatrix plan",
+) -> list[str]:
+    """What the figures show beyond the answers, decided by each workload's shape
+    (report/rbd_flush.py, report/shape_findings.py); ``short``: the first screen's forms."""
+    return rbd_findings(cws, threshold, shapes, interference, short) + shape_findings(
+        cws, threshold, shapes, lambda w: primary_metric(w)[0], ram_bytes, interference, short, plan
+    )
 
 
-def _workload_answer(store: Store, sweep_id: int, cws: list[CellWorkload], w: str, rounds: dict[int, int],
-                     objective: Objective | None, reqs: list[Requirement], current: CurrentConfig | None,
-                     measured: MeasuredIndex, rank_kw: dict[str, Any]) -> Verdict:
-    """One workload's verdict: the durability tier's own verdicts, or the ranking's (by `objective`) on its basis."""
+def _workload_answer(
+    store: Store,
+    sweep_id: int,
+    cws: list[CellWorkload],
+    w: str,
+    rounds: dict[int, int],
+    objective: Objective | None,
+    reqs: list[Requirement],
+    current: CurrentConfig | None,
+    measured: MeasuredIndex,
+    rank_kw: dict[str, Any],
+) -> Verdict:
+    """One workload's verdict: the durability tier's own verdicts, or the ranking's (by `objective`)
+    on its basis."""
     owner = verdict_tier(w)
     if owner is not None:
-        # Trials are not ranked by how many records they lost: the verdicts per configuration are the answer.
+        # Trials are not ranked by how many records they lost: the verdicts per configuration are
+        # the answer.
         own = companion(owner.name)
-        return Verdict(w, primary_metric(w)[0], False, owner.name, None,
-                       missing=f"{owner.verdicts}, not a speed ranking: {own.verdict_summary(store, sweep_id, w)}",
-                       evidence=own.verdict_lines(store, sweep_id, w))
+        return Verdict(
+            w,
+            primary_metric(w)[0],
+            False,
+            owner.name,
+            None,
+            missing=f"{owner.verdicts}, not a speed ranking: "
+            f"{own.verdict_summary(store, sweep_id, w)}",
+            evidence=own.verdict_lines(store, sweep_id, w),
+        )
     ids = [rid for c in cws if c.workload == w for rid in c.runs]
     chosen = None if objective is None else objective_metric(objective, w)
     vals = run_values(store, ids, chosen or primary_metric(w)[0])
@@ -221,8 +329,10 @@ def _workload_answer(store: Store, sweep_id: int, cws: list[CellWorkload], w: st
 def _warnings(sweep_id: int, status: str, cws: list[CellWorkload]) -> list[str]:
     warnings = []
     if not cws:
-        warnings.append(f"sweep {sweep_id} has no completed runs yet: nothing to recommend (run 'iomatrix run' "
-                        "with this database: it resumes)")
+        warnings.append(
+            f"sweep {sweep_id} has no completed runs yet: nothing to recommend (run 'iomatrix run' "
+            "with this database: it resumes)"
+        )
     if status != "finished":
         warnings.append(f"sweep {sweep_id} is {status}: figures may change when it completes")
     if any("tcg" in a for c in cws for a in c.accel):
@@ -231,8 +341,8 @@ def _warnings(sweep_id: int, status: str, cws: list[CellWorkload]) -> list[str]:
 
 
 def verdict_tier(workload: str) -> type[TierDeclaration] | None:
-    """The tier whose trials of `workload` are verdicts, not a speed ranking (the durability tier's own
-    workloads), or None for a workload that is ranked."""
+    """The tier whose trials of `workload` are verdicts, not a speed ranking (the durability tier's
+    own workloads), or None for a workload that is ranked."""
     w = listed(workload)
     owner = workload_owner(w) if w is not None else None
     return owner if owner is not None and owner.verdicts else None
@@ -246,10 +356,15 @@ def is_vm_view(tier: str) -> bool:
 SCORES = ("weighted-read", "weighted-write", "weighted-mixed")
 
 
-def score_verdicts(store: Store, sweep_id: int, scores: Sequence[str], requirements: list[Requirement],
-                   measured: MeasuredIndex | None = None) -> list[Verdict]:
-    """Seed 000's weighted scores: the top-scoring allowed guest cell. A score has no significance test, so
-    cells whose score interval overlaps the top one's are named as tied."""
+def score_verdicts(
+    store: Store,
+    sweep_id: int,
+    scores: Sequence[str],
+    requirements: list[Requirement],
+    measured: MeasuredIndex | None = None,
+) -> list[Verdict]:
+    """Seed 000's weighted scores: the top-scoring allowed guest cell. A score has no significance
+    test, so cells whose score interval overlaps the top one's are named as tied."""
     cells = {c.label(): c for c in cell_workloads(store, sweep_id)}
     out = []
     for score in scores:
@@ -260,23 +375,44 @@ def score_verdicts(store: Store, sweep_id: int, scores: Sequence[str], requireme
             v.missing = e.one_line()
             out.append(v)
             continue
-        allowed = [r for r in rows if r.label in cells and all(q.met_by(cells[r.label].axes) for q in requirements)]
+        allowed = [
+            r
+            for r in rows
+            if r.label in cells and all(q.met_by(cells[r.label].axes) for q in requirements)
+        ]
         if not allowed:
-            v.missing = ("no guest cell has both inputs of the score" if not rows else
-                         "the requirements excluded every scored cell")
+            v.missing = (
+                "no guest cell has both inputs of the score"
+                if not rows
+                else "the requirements excluded every scored cell"
+            )
             out.append(v)
             continue
         top = allowed[0]
-        tied = tuple(r.label for r in allowed[1:]
-                     if top.score.low is not None and r.score.high is not None and r.score.high >= top.score.low)
-        v.choice = Choice(top.label, tied, "highest score; cells whose score interval overlaps it are named as tied")
+        tied = tuple(
+            r.label
+            for r in allowed[1:]
+            if top.score.low is not None
+            and r.score.high is not None
+            and r.score.high >= top.score.low
+        )
+        v.choice = Choice(
+            top.label,
+            tied,
+            "highest score; cells whose score interval overlaps it are named as tied",
+        )
         v.mean, v.ci = top.score.score, (top.score.low, top.score.high)
         if requirements and rows[0].label != top.label:
-            v.requirement_cost = Gain(f"{rows[0].label} (best without requirements)", rows[0].label,
-                                      RatioCI(rows[0].score.score / top.score.score, None, None),
-                                      "point ratio of scores, no interval")
+            v.requirement_cost = Gain(
+                f"{rows[0].label} (best without requirements)",
+                rows[0].label,
+                RatioCI(rows[0].score.score / top.score.score, None, None),
+                "point ratio of scores, no interval",
+            )
         cell = cells[top.label]
-        v.risks = risk_statements(cell.axes["cache"], cell.axes.get("modifier", Modifier.NONE), cell, measured)
+        v.risks = risk_statements(
+            cell.axes["cache"], cell.axes.get("modifier", Modifier.NONE), cell, measured
+        )
         v.snippets = snippets_for(DiskConfig.from_axes(cell.axes, snippet_backing(cell.backing)))
         out.append(v)
     return out

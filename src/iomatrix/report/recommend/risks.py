@@ -1,5 +1,6 @@
-"""What a configuration risks per situation: QEMU's documented semantics (`domain.CACHE`, `risk.risk_of`),
-or the durability tier's measured verdicts where a sweep has them (labelled "measured")."""
+"""What a configuration risks per situation: QEMU's documented semantics (`domain.CACHE`,
+`risk.risk_of`), or the durability tier's measured verdicts where a sweep has them (labelled
+"measured")."""
 
 from __future__ import annotations
 
@@ -24,118 +25,197 @@ class RiskStatement:
     basis: str  # DOCUMENTED, or "measured" once a durability tier supplies verdicts
 
 
-SITUATIONS = ("QEMU crash", "host crash or power loss", "live migration", "guest that does not send flushes")
-# TARGET_POWER_LOSS (durability.verdict): documented where the LUN's write cache is on, measured where the
-# durability tier cut a target with the cell's LUN settings (then shown whatever the write cache)
-RBD_CLIENT_CRASH = "Ceph client crash"  # only where librbd's cache holds writes (policy writeback, QEMU cache on)
+SITUATIONS = (
+    "QEMU crash",
+    "host crash or power loss",
+    "live migration",
+    "guest that does not send flushes",
+)
+# TARGET_POWER_LOSS (durability.verdict): documented where the LUN's write cache is on, measured
+# where the durability tier cut a target with the cell's LUN settings (then shown whatever the write
+# cache) only where librbd's cache holds writes (policy writeback, QEMU cache on)
+RBD_CLIENT_CRASH = "Ceph client crash"
 
 
-# What QEMU's cache modes that keep a cache (writeback, writethrough) mean on an rbd disk: QEMU turns librbd's cache
-# on (block/rbd.c) and no host page cache is involved, so the file-based texts of domain.CACHE do not apply.
+# What QEMU's cache modes that keep a cache (writeback, writethrough) mean on an rbd disk: QEMU
+# turns librbd's cache on (block/rbd.c) and no host page cache is involved, so the file-based texts
+# of domain.CACHE do not apply.
 _LIBRBD_CACHE_TEXTS = {
-    SITUATIONS[0]: "writes librbd acknowledged but has not sent to the OSDs yet are lost (librbd's cache is memory "
-                   "in the QEMU process); what the guest flushed survives",
-    SITUATIONS[1]: "as for a QEMU crash: what the guest flushed survives, librbd's unflushed writes are lost",
-    SITUATIONS[2]: "QEMU flushes the disk, librbd's cache included, before the guest runs on the destination; "
-                   "no host page cache is involved",
-    SITUATIONS[3]: "under Ceph's default rbd_cache_writethrough_until_flush=on librbd stays writethrough for it: "
-                   "its writes wait for the OSDs, and are not lost",
+    SITUATIONS[0]: "writes librbd acknowledged but has not sent to the OSDs yet are lost (librbd's "
+    "cache is memory "
+    "in the QEMU process); what the guest flushed survives",
+    SITUATIONS[
+        1
+    ]: "as for a QEMU crash: what the guest flushed survives, librbd's unflushed writes are lost",
+    SITUATIONS[
+        2
+    ]: "QEMU flushes the disk, librbd's cache included, before the guest runs on the destination; "
+    "no host page cache is involved",
+    SITUATIONS[3]: "under Ceph's default rbd_cache_writethrough_until_flush=on librbd stays "
+    "writethrough for it: "
+    "its writes wait for the OSDs, and are not lost",
 }
 
 
-# QEMU's own iSCSI and NFS clients (libiscsi, libnfs) keep no cache in the host: cache=writeback there means the
-# guest is told of a volatile write cache and QEMU does not flush after each write; writes go to the server at once.
+# QEMU's own iSCSI and NFS clients (libiscsi, libnfs) keep no cache in the host: cache=writeback
+# there means the guest is told of a volatile write cache and QEMU does not flush after each write;
+# writes go to the server at once.
 _USERSPACE_CLIENT_TEXTS = {
-    SITUATIONS[0]: "completed writes have reached the {server} (QEMU's {client} keeps no cache in this host); what "
-                   "the {server} holds in its own cache is at its risk until a flush",
-    SITUATIONS[1]: "this host holds nothing (no host page cache: QEMU's {client} sends every write); a power loss of "
-                   "the {server} loses what its volatile cache holds of what the guest has not flushed",
-    SITUATIONS[2]: "no host page cache is involved; QEMU flushes the disk before the guest runs on the destination",
-    SITUATIONS[3]: "its writes reach the server at once; whether they are durable there depends on the server's own "
-                   "cache until a flush",
+    SITUATIONS[
+        0
+    ]: "completed writes have reached the {server} (QEMU's {client} keeps no cache in this "
+    "host); what "
+    "the {server} holds in its own cache is at its risk until a flush",
+    SITUATIONS[
+        1
+    ]: "this host holds nothing (no host page cache: QEMU's {client} sends every write); a "
+    "power loss of "
+    "the {server} loses what its volatile cache holds of what the guest has not flushed",
+    SITUATIONS[
+        2
+    ]: "no host page cache is involved; QEMU flushes the disk before the guest runs on the "
+    "destination",
+    SITUATIONS[
+        3
+    ]: "its writes reach the server at once; whether they are durable there depends on the "
+    "server's own "
+    "cache until a flush",
 }
 
 
-# What a target power loss loses with the LUN's write cache on or off (tgt's semantics, domain/network_axes.py): the
-# first clause is the statement, the parenthesis why (a short screen keeps the first clause).
-LUN_POWER_LOSS = {"on": f"with lun_write_cache=on, loses what the guest has not flushed yet ({LUN_WRITE_CACHE_RISK})",
-                  "off": "with lun_write_cache=off, loses no acknowledged write (the target syncs every write to its "
-                         "disk before acknowledging it)"}
+# What a target power loss loses with the LUN's write cache on or off (tgt's semantics,
+# domain/network_axes.py): the first clause is the statement, the parenthesis why (a short screen
+# keeps the first clause).
+LUN_POWER_LOSS = {
+    "on": "with lun_write_cache=on, loses what the guest has not flushed yet "
+    f"({LUN_WRITE_CACHE_RISK})",
+    "off": "with lun_write_cache=off, loses no acknowledged write (the target syncs every write "
+    "to its "
+    "disk before acknowledging it)",
+}
 # Where no durability trial cut a target with the LUN's settings (the iscsi-durability plan does).
 NOT_MEASURED_HERE = "not measured here: iomatrix run iscsi-durability cuts a target's power"
 
 
 def lun_power_loss_text(lun_write_cache: str) -> str:
-    """What an iSCSI target's power loss loses with the LUN's write cache `lun_write_cache` (on/off), documented
-    (tgt's semantics), saying it was not measured: the statement where no durability trial holds the LUN's
-    settings."""
+    """What an iSCSI target's power loss loses with the LUN's write cache `lun_write_cache`
+    (on/off), documented (tgt's semantics), saying it was not measured: the statement where no
+    durability trial holds the LUN's settings."""
     return f"{LUN_POWER_LOSS[lun_write_cache]}; {NOT_MEASURED_HERE}"
 
 
 def _network_client_texts(cell: CellWorkload) -> dict[str, str]:
-    """The texts of a cache mode that keeps a cache (writeback) where the disk's client is not the host kernel's:
-    librbd's cache on rbd, none at all with QEMU's iSCSI and NFS clients; {} for a file on the host."""
+    """The texts of a cache mode that keeps a cache (writeback) where the disk's client is not the
+    host kernel's: librbd's cache on rbd, none at all with QEMU's iSCSI and NFS clients; {} for a
+    file on the host."""
     protocol = cell.backing.get("backing_type")
     if protocol == RBD:
-        texts = dict(_LIBRBD_CACHE_TEXTS)  # QEMU's cache on an rbd disk is librbd's, not the host page cache
+        # QEMU's cache on an rbd disk is librbd's, not the host page cache
+        texts = dict(_LIBRBD_CACHE_TEXTS)
         if cell.axes.get("rbd_cache_writethrough_until_flush") == "off":
-            texts[SITUATIONS[3]] = ("its writes may wait in librbd's cache (up to rbd cache max dirty) and are lost "
-                                    "on a QEMU crash or host power loss")
+            texts[SITUATIONS[3]] = (
+                "its writes may wait in librbd's cache (up to rbd cache max dirty) and are lost "
+                "on a QEMU crash or host power loss"
+            )
         return texts
     network = network_protocol(str(protocol))
     if network is None or network.userspace_client_caches:
         return {}
     own = network.userspace_library
     if cell.axes.get(network.client_axis, own) not in (own, "-"):
-        return {}  # a kernel client (open-iscsi, an NFS mount) does use the host page cache: the file texts hold
-    return {s: t.format(server=network.server_noun, client=own) for s, t in _USERSPACE_CLIENT_TEXTS.items()}
+        # a kernel client (open-iscsi, an NFS mount) does use the host page cache: the file texts
+        # hold
+        return {}
+    return {
+        s: t.format(server=network.server_noun, client=own)
+        for s, t in _USERSPACE_CLIENT_TEXTS.items()
+    }
 
 
-def measured_risks(cell: CellWorkload | None, measured: MeasuredIndex | None = None) -> dict[str, str]:
-    """Measured durability verdicts for a cell, per situation, from the durability tier's trials anywhere in the
-    database (`measured`, built once per report); they take precedence over the documented semantics."""
+def measured_risks(
+    cell: CellWorkload | None, measured: MeasuredIndex | None = None
+) -> dict[str, str]:
+    """Measured durability verdicts for a cell, per situation, from the durability tier's trials
+    anywhere in the database (`measured`, built once per report); they take precedence over the
+    documented semantics."""
     if cell is None or measured is None:
         return {}
     return measured_statements(measured, cell.axes, storage_of(cell.backing))
 
 
-def risk_statements(cache: str, modifier: str = Modifier.NONE, cell: CellWorkload | None = None,
-                    measured: MeasuredIndex | None = None) -> list[RiskStatement]:
+def risk_statements(
+    cache: str,
+    modifier: str = Modifier.NONE,
+    cell: CellWorkload | None = None,
+    measured: MeasuredIndex | None = None,
+) -> list[RiskStatement]:
     risk = risk_of(cache, modifier)
     if risk is None:
         return []
     sem = CACHE[CacheMode(cache)]
     if sem.direct:
-        migration = ("safe on shared storage: the host page cache is bypassed, so the destination reads what the "
-                     "source wrote")
+        migration = (
+            "safe on shared storage: the host page cache is bypassed, so the destination "
+            "reads what the "
+            "source wrote"
+        )
     else:
-        migration = ("unsafe on shared storage: writes may sit in the source host's page cache; libvirt refuses "
-                     "live migration unless forced with --unsafe")
+        migration = (
+            "unsafe on shared storage: writes may sit in the source host's page cache; "
+            "libvirt refuses "
+            "live migration unless forced with --unsafe"
+        )
     if sem.no_flush or modifier == Modifier.EATMYDATA:
         no_flush = "nothing changes: flushes are dropped for every guest anyway"
     elif not sem.write_cache:
         no_flush = "safe: QEMU flushes after every write, the guest does not have to"
     elif sem.direct:
-        no_flush = ("its writes may be lost on power loss from the disk's volatile cache; they never wait in host "
-                    "RAM")
+        no_flush = (
+            "its writes may be lost on power loss from the disk's volatile cache; they "
+            "never wait in host "
+            "RAM"
+        )
     else:
-        no_flush = ("its writes may wait in host RAM until the kernel writes them back (seconds), and are lost on "
-                    "a host crash or power loss")
-    texts = dict(zip(SITUATIONS, (risk.qemu_crash, risk.power_loss, migration, no_flush), strict=True))
+        no_flush = (
+            "its writes may wait in host RAM until the kernel writes them back "
+            "(seconds), and are lost on "
+            "a host crash or power loss"
+        )
+    texts = dict(
+        zip(SITUATIONS, (risk.qemu_crash, risk.power_loss, migration, no_flush), strict=True)
+    )
     if cell is not None and sem.write_cache and not sem.direct and not sem.no_flush:
         texts.update(_network_client_texts(cell))
     found = measured_risks(cell, measured)
-    out = [RiskStatement(s, found.get(s, texts[s]), "measured" if s in found else DOCUMENTED) for s in SITUATIONS]
-    if TARGET_POWER_LOSS in found:  # a durability sweep cut a target with this LUN's settings (issue 34)
+    out = [
+        RiskStatement(s, found.get(s, texts[s]), "measured" if s in found else DOCUMENTED)
+        for s in SITUATIONS
+    ]
+    # a durability sweep cut a target with this LUN's settings (issue 34)
+    if TARGET_POWER_LOSS in found:
         out.append(RiskStatement(TARGET_POWER_LOSS, found[TARGET_POWER_LOSS], "measured"))
-    elif (cell is not None and cell.backing.get("backing_type") == ISCSI
-          and cell.axes.get("lun_write_cache") in LUN_POWER_LOSS):  # the iSCSI target's own cache, on or off
-        out.append(RiskStatement(TARGET_POWER_LOSS, lun_power_loss_text(cell.axes["lun_write_cache"]), DOCUMENTED))
-    # librbd's writeback cache (issue 35): QEMU turns librbd's cache off with cache.direct=on (block/rbd.c). Where
-    # the durability tier crashed a Ceph client with this cell's librbd settings, the measured "QEMU crash" line
-    # above is that client crash, and says so.
-    rbd_crash_measured = SITUATIONS[0] in found and cell is not None and storage_of(cell.backing) == RBD
-    if (cell is not None and cell.axes.get("rbd_cache_policy") == "writeback" and not sem.direct
-            and not rbd_crash_measured):
+    elif (
+        cell is not None
+        and cell.backing.get("backing_type") == ISCSI
+        # the iSCSI target's own cache, on or off
+        and cell.axes.get("lun_write_cache") in LUN_POWER_LOSS
+    ):
+        out.append(
+            RiskStatement(
+                TARGET_POWER_LOSS, lun_power_loss_text(cell.axes["lun_write_cache"]), DOCUMENTED
+            )
+        )
+    # librbd's writeback cache (issue 35): QEMU turns librbd's cache off with cache.direct=on
+    # (block/rbd.c). Where the durability tier crashed a Ceph client with this cell's librbd
+    # settings, the measured "QEMU crash" line above is that client crash, and says so.
+    rbd_crash_measured = (
+        SITUATIONS[0] in found and cell is not None and storage_of(cell.backing) == RBD
+    )
+    if (
+        cell is not None
+        and cell.axes.get("rbd_cache_policy") == "writeback"
+        and not sem.direct
+        and not rbd_crash_measured
+    ):
         out.append(RiskStatement(RBD_CLIENT_CRASH, RBD_CACHE_RISK, DOCUMENTED))
     return out

@@ -1,4 +1,5 @@
-"""The bare-metal tier as declared: fio on the host, the reference every other tier is divided by."""
+"""The bare-metal tier as declared: fio on the host, the reference every other tier is divided
+by."""
 
 from __future__ import annotations
 
@@ -26,12 +27,16 @@ class BareMetal(TierDeclaration):
 
     @classmethod
     def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:
-        # On a network backing this tier is the server-side baseline: fio on the file that holds a disk's bytes on
-        # the server, which only a server iomatrix started itself shows (NetworkDisk.server_path).
+        # On a network backing this tier is the server-side baseline: fio on the file that holds a
+        # disk's bytes on the server, which only a server iomatrix started itself shows
+        # (NetworkDisk.server_path).
         network = None if backing is None else network_protocol(backing.protocol)
         if network is not None and network.server_baseline_unavailable is not None:
             return network.server_baseline_unavailable
         if backing is not None and backing.protocol is not None and backing.lab_started is False:
-            return (f"the server-side baseline runs fio on the disk's file on the server, which an existing "
-                    f"{backing.protocol} server does not show; it runs on a lab-started one")
+            return (
+                "the server-side baseline runs fio on the disk's file on the server, "
+                "which an existing "
+                f"{backing.protocol} server does not show; it runs on a lab-started one"
+            )
         return super().prune_reason(cell, backing)

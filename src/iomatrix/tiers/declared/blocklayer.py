@@ -1,4 +1,5 @@
-"""The block-layer tier as declared: fio over NBD to qemu-storage-daemon, QEMU's storage stack without a guest."""
+"""The block-layer tier as declared: fio over NBD to qemu-storage-daemon, QEMU's storage stack
+without a guest."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ KERNEL_CLIENT_AXES = tuple(NETWORK_CLIENT_AXIS.values())  # initiator, nfs_clien
 
 class BlockLayer(TierDeclaration):
     name = "blocklayer"
-    summary = "fio over NBD to qemu-storage-daemon running the cell's block graph: QEMU's storage stack, no guest"
+    summary = (
+        "fio over NBD to qemu-storage-daemon running the cell's block graph: QEMU's storage "
+        "stack, no guest"
+    )
     implementation = "iomatrix.tiers.blocklayer:BlockLayerTier"
     # QEMU's block graph and its NBD export (the request issuer: FRONTEND), no guest device
     layers = frozenset({Layer.PROCESS, Layer.HOST_IO, Layer.IMAGE, Layer.FRONTEND})
@@ -33,28 +37,46 @@ class BlockLayer(TierDeclaration):
 
     @classmethod
     def page_cache_wording(cls, cache: str) -> str:
-        return ("no guest page cache (fio sends NBD requests to QEMU's block layer); "
-                f"{qemu_host_cache_wording(cache)}")
+        return (
+            "no guest page cache (fio sends NBD requests to QEMU's block layer); "
+            f"{qemu_host_cache_wording(cache)}"
+        )
 
     @classmethod
     def extra_cells(cls, plan: PlanView) -> list[dict[str, str]]:
         if not plan.null_ceiling:
             return []
-        return [{"tier": cls.name, "format": NULL_FORMAT, "backing": NULL_BACKING, "modifier": domain.Modifier.NONE}]
+        return [
+            {
+                "tier": cls.name,
+                "format": NULL_FORMAT,
+                "backing": NULL_BACKING,
+                "modifier": domain.Modifier.NONE,
+            }
+        ]
 
     @classmethod
     def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:
-        # A network disk is opened by QEMU's own client (driver=iscsi, driver=nfs); through the kernel's client it
-        # would be a block device or a file on a mount, which the tier does not set up (issue 34).
+        # A network disk is opened by QEMU's own client (driver=iscsi, driver=nfs); through the
+        # kernel's client it would be a block device or a file on a mount, which the tier does not
+        # set up (issue 34).
         for axis in KERNEL_CLIENT_AXES:
             if cell.get(axis, NA) == KERNEL_CLIENT:
-                return (f"{axis}=kernel: the block-layer tier opens a network disk with QEMU's own client only; "
-                        "logging in or mounting through the host's kernel is not set up by iomatrix yet")
+                return (
+                    f"{axis}=kernel: the block-layer tier opens a network disk with "
+                    "QEMU's own client only; "
+                    "logging in or mounting through the host's kernel is not set up by iomatrix yet"
+                )
         return None
 
     @classmethod
-    def workload_prune_reason(cls, cell: Cell, workload: Workload, owner: str | None = None) -> str | None:
+    def workload_prune_reason(
+        cls, cell: Cell, workload: Workload, owner: str | None = None
+    ) -> str | None:
         if workload.guest_only:
-            return (f"workload {workload.name} runs on a guest filesystem; the block-layer tier has no guest "
-                    "(and no filesystem): guest tier only")
+            return (
+                f"workload {workload.name} runs on a guest filesystem; the block-layer "
+                "tier has no guest "
+                "(and no filesystem): guest tier only"
+            )
         return super().workload_prune_reason(cell, workload, owner)

@@ -1,4 +1,5 @@
-"""The guest tier as declared: fio inside a freshly booted QEMU guest, the whole virtual I/O path."""
+"""The guest tier as declared: fio inside a freshly booted QEMU guest, the whole virtual I/O
+path."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from iomatrix.guest.cmdline import machine_for, max_runs_per_boot
 from iomatrix.qemu_block import NULL_FORMAT
 from iomatrix.tiers.declaration import TierDeclaration, qemu_host_cache_wording
 
-# One run in a real image under TCG, beyond its runtime: the boot to the guest agent (111 s measured), the disk
-# under test made and removed, fio's job written and read back through the agent (docs/guest.md).
+# One run in a real image under TCG, beyond its runtime: the boot to the guest agent (111 s
+# measured), the disk under test made and removed, fio's job written and read back through the agent
+# (docs/guest.md).
 REAL_IMAGE_RUN_S = 150.0
 
 if TYPE_CHECKING:
@@ -30,39 +32,51 @@ class Guest(TierDeclaration):
     report_companion = "iomatrix.report.companions.guest:GuestReport"
     layers = frozenset(Layer)
     overhead_s = 4.5  # one boot per run under TCG (pc machine)
-    budget_margin_floor_s = 180.0  # TCG boots (and batches of runs) past a spent budget: run_timeout.py
+    # TCG boots (and batches of runs) past a spent budget: run_timeout.py
+    budget_margin_floor_s = 180.0
     batches_runs = True
-    overlaps_host_ready = True  # the runner's cache dropping waits for the boot, behind a gate (HostGate)
-    # One microvm boot and shutdown shared by a batch, under TCG, with the host's work between boots (sync and
-    # cache dropping, images created and removed): ~2.3 s + 1.2–2.3 s on a quiet host (docs/benchmarks.md,
-    # "Sweeps through the runner"); `modern`'s sweeps measured 3.2–3.8 s at load 1–3.
+    # the runner's cache dropping waits for the boot, behind a gate (HostGate)
+    overlaps_host_ready = True
+    # One microvm boot and shutdown shared by a batch, under TCG, with the host's work between boots
+    # (sync and cache dropping, images created and removed): ~2.3 s + 1.2–2.3 s on a quiet host
+    # (docs/benchmarks.md, "Sweeps through the runner"); `modern`'s sweeps measured 3.2–3.8 s at
+    # load 1–3.
     batch_overhead_s = 3.3
-    # Per run inside a boot: fio's own start-up beyond its runtime (0.38–0.46 s measured) and finding the disk.
+    # Per run inside a boot: fio's own start-up beyond its runtime (0.38–0.46 s measured) and
+    # finding the disk.
     batch_run_overhead_s = 0.5
     order = 20
     runs_fs_workloads = True
     uses_images = True
     vm_view = True
-    # `[guest] image = "PATH"` (or "debian": the image `iomatrix guest build debian` makes): the runs boot that
-    # image's own userspace instead of the built-in initramfs (iomatrix.guest.real_image; docs/guest.md).
+    # `[guest] image = "PATH"` (or "debian": the image `iomatrix guest build debian` makes): the
+    # runs boot that image's own userspace instead of the built-in initramfs
+    # (iomatrix.guest.real_image; docs/guest.md).
     plan_settings: ClassVar[dict[str, tuple[Any, Any]]] = {
-        "guest_image": (Annotated[str, Field(min_length=1, max_length=4096)] | None, None)}
+        "guest_image": (Annotated[str, Field(min_length=1, max_length=4096)] | None, None)
+    }
     table_settings: ClassVar[dict[str, str]] = {"image": "guest_image"}
 
     @classmethod
     def check_plan(cls, plan: PlanView) -> None:
         image = plan.setting("guest_image")
         if image is not None and cls.name not in plan.tier:
-            raise ValueError(f"guest.image: the plan names a guest image ({image[:60]}) but does not run the guest "
-                             "tier; add guest to `tier` or remove the image")
+            raise ValueError(
+                f"guest.image: the plan names a guest image ({image[:60]}) but does not "
+                "run the guest "
+                "tier; add guest to `tier` or remove the image"
+            )
         if image is not None and ("\n" in image or "\0" in image):
-            raise ValueError("guest.image: a path of one line, e.g. image = \"/var/lib/images/debian.qcow2\", or "
-                             "image = \"debian\" for the image iomatrix builds")
+            raise ValueError(
+                'guest.image: a path of one line, e.g. image = "/var/lib/images/debian.qcow2", or '
+                'image = "debian" for the image iomatrix builds'
+            )
 
     @classmethod
     def estimate_run_s(cls, plan: PlanView, workload: Workload) -> float | None:
-        # A real image boots once per run (no shared boots yet): its boot, not the built-in guest's batch, sets
-        # the cost (docs/guest.md: 111 s to the agent under TCG, 158-252 s for a whole one-run sweep).
+        # A real image boots once per run (no shared boots yet): its boot, not the built-in guest's
+        # batch, sets the cost (docs/guest.md: 111 s to the agent under TCG, 158-252 s for a whole
+        # one-run sweep).
         if plan.setting("guest_image") is None:
             return None
         return REAL_IMAGE_RUN_S + plan.runtime + plan.ramp
@@ -73,16 +87,26 @@ class Guest(TierDeclaration):
 
     @classmethod
     def extra_cells(cls, plan: PlanView) -> list[dict[str, str]]:
-        # One null-co ceiling per bus: no format, preallocation, host cache or backing; what is left is the
-        # emulated device and QEMU's block layer.
+        # One null-co ceiling per bus: no format, preallocation, host cache or backing; what is left
+        # is the emulated device and QEMU's block layer.
         if not plan.null_ceiling:
             return []
-        return [{"tier": cls.name, "format": NULL_FORMAT, "bus": bus, "backing": NULL_BACKING,
-                 "modifier": domain.Modifier.NONE}
-                for bus in plan.axis_values("bus", cls.name) if domain.bus_rule(bus) is None]
+        return [
+            {
+                "tier": cls.name,
+                "format": NULL_FORMAT,
+                "bus": bus,
+                "backing": NULL_BACKING,
+                "modifier": domain.Modifier.NONE,
+            }
+            for bus in plan.axis_values("bus", cls.name)
+            if domain.bus_rule(bus) is None
+        ]
 
     @classmethod
-    def workload_prune_reason(cls, cell: Cell, workload: Workload, owner: str | None = None) -> str | None:
+    def workload_prune_reason(
+        cls, cell: Cell, workload: Workload, owner: str | None = None
+    ) -> str | None:
         if workload.guest_only and cell.is_null_ceiling:
             return "the null ceiling has no data to hold a filesystem"
         return super().workload_prune_reason(cell, workload, owner)
