@@ -202,8 +202,6 @@ def _screen_head(h: Headline, width: int, markdown: bool, squeeze: bool = False)
         out += wrap(f"all cells, where the axis applies: {h.shared}", width)
     for line in h.basis:
         out += wrap(f"basis: {line}", width)
-    for line in h.guests:  # whose kernel and driver the guest figures went through (issue 51)
-        out += wrap(f"guest: {line}", width)
     if h.baseline_line():
         out += wrap(h.baseline_line(short=squeeze), width)
     for line in h.findings:  # what the figures show comes first: the answer below follows from it
@@ -238,6 +236,9 @@ def _tail(h: Headline, width: int, squeeze: bool = False) -> list[str]:
         out += wrap(f"measured: {line}", width)
     if not h.picks and not h.unanswered and not h.measured:
         out += wrap("nothing to recommend: the sweep has no ranked workloads yet", width)
+    # which guest the guest figures went through (issue 51): where they came from, after the answer
+    for line in h.guests:
+        out += wrap(f"guest: {line}", width)
     others = "|".join(t for t in TARGETS if t != h.target)
     # a squeezed screen's configurations end with their snippets: no gap needed to tell them apart
     if not squeeze:
