@@ -77,7 +77,7 @@ def test_the_section_on_a_real_sweep_orders_both_tiers_and_matches_their_means(
     shutil.copy(DATA / "golden" / "quick-sweep.sqlite", db)
     store = Store.open_existing(db)
     cws = cell_workloads(store, 1)
-    found = agreements(cws)
+    found = agreements(cws, "blocklayer", "guest")
     assert sorted(a.workload for a in found) == ["rand-read-4k", "rand-write-4k", "seq-write-1m"]
     for a in found:
         # the null ceiling left out

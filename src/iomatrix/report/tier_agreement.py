@@ -20,9 +20,6 @@ from iomatrix.report.rank import primary_metric
 from iomatrix.stats.tier_agreement import CELLS_TO_TEST, TierAgreement, tier_agreement
 from iomatrix.ui import fmt
 
-BLOCK = "blocklayer"
-GUEST = "guest"
-
 
 @dataclass(frozen=True)
 class Agreement:
@@ -82,8 +79,9 @@ def _workload_agreements(
     return [a for a in found if a is not None]
 
 
-def agreements(cws: list[CellWorkload]) -> list[Agreement]:
-    """Every workload × guest setting with at least two cells measured in both tiers."""
+def agreements(cws: list[CellWorkload], base: str, vm: str) -> list[Agreement]:
+    """Every workload × guest setting with at least two cells measured in both tiers: `base` (the
+    block layer) and `vm` (a guest tier), named by the guest tier's report companion."""
     out: list[Agreement] = []
     for workload in dict.fromkeys(cw.workload for cw in cws):
         # the null-co ceiling is the transport alone, first in both tiers: not a configuration to
@@ -93,8 +91,8 @@ def agreements(cws: list[CellWorkload]) -> list[Agreement]:
             for cw in cws
             if cw.workload == workload and cw.runs and cw.axes.get("backing") != NULL_BACKING
         ]
-        block = [cw for cw in mine if cw.axes.get("tier") == BLOCK]
-        guest = [cw for cw in mine if cw.axes.get("tier") == GUEST]
+        block = [cw for cw in mine if cw.axes.get("tier") == base]
+        guest = [cw for cw in mine if cw.axes.get("tier") == vm]
         if block and guest:
             out += _workload_agreements(workload, block, guest)
     return out
@@ -123,7 +121,8 @@ def agreement_lines(items: list[Agreement]) -> list[str]:
         lines += [
             heading,
             f"  {_tau_line(item.result)}",
-            f"  {'cell':<{width}}  {'block layer':>11} rank  {'guest':>9} rank  guest/block layer",
+            f"  {'cell':<{width}}  {'block layer':>11} rank  {'in guest':>9} rank"
+            "  guest/block layer",
         ]
         for c in item.result.cells:
             lines.append(

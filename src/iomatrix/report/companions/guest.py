@@ -16,6 +16,10 @@ if TYPE_CHECKING:
     from iomatrix.store import Store
 
 
+# The tier the guest's figures are compared with: QEMU's block layer (the graph without a guest).
+BLOCK_LAYER = "blocklayer"
+
+
 class GuestReport(ReportCompanion):
     tier = "guest"
 
@@ -31,7 +35,7 @@ class GuestReport(ReportCompanion):
     def report_section(
         cls, store: Store, sweep_id: int, cws: list[CellWorkload]
     ) -> dict[str, Any] | None:
-        found = agreements(cws)
+        found = agreements(cws, BLOCK_LAYER, cls.tier)
         if not found:
             return None
         return {
