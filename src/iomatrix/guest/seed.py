@@ -85,25 +85,24 @@ def _write_iso(
     return path
 
 
-def seed_args(path: Path, node: str = "seed") -> list[str]:
-    """The seed as a read-only virtio-blk disk (the guest finds it by its label, not by its
-    place)."""
+def read_only_disk_args(path: Path, node: str, serial: str) -> list[str]:
+    """`path` as a read-only raw virtio-blk disk with `serial` (what the guest finds it by)."""
     return [
         "-blockdev",
         f"driver=raw,node-name={node},read-only=on,file.driver=file,"
         f"file.filename={qemu_opt(path)},file.read-only=on",
         "-device",
-        f"virtio-blk-pci,drive={node},serial={SEED_SERIAL}",
+        f"virtio-blk-pci,drive={node},serial={serial}",
     ]
+
+
+def seed_args(path: Path, node: str = "seed") -> list[str]:
+    """The seed as a read-only virtio-blk disk (the guest finds it by its label, not by its
+    place)."""
+    return read_only_disk_args(path, node, SEED_SERIAL)
 
 
 def tools_args(path: Path, node: str = "tools") -> list[str]:
     """The tools ISO as a read-only virtio-blk disk; the guest finds it as
     /dev/disk/by-id/virtio-iomx-tools."""
-    return [
-        "-blockdev",
-        f"driver=raw,node-name={node},read-only=on,file.driver=file,"
-        f"file.filename={qemu_opt(path)},file.read-only=on",
-        "-device",
-        f"virtio-blk-pci,drive={node},serial={TOOLS_SERIAL}",
-    ]
+    return read_only_disk_args(path, node, TOOLS_SERIAL)
