@@ -241,7 +241,7 @@ def test_plan_shows_roles_and_their_jobs(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     text = " ".join(out.stdout.split())
-    assert "role database: jobs database:data, database:log; decided by p99 read latency" in text
+    assert "role database: jobs database:data, database:log; decided by commits per second" in text
     assert "role my-db: jobs data = file:jobs/pg-data.fio;" in text and "margin 10%" in text
     assert "role vdi: jobs vdi:read, vdi:write" in text
     bad = run_cli("plan", "quick", "--role", "fileserver", cwd=tmp_path, timeout=120)

@@ -75,8 +75,8 @@ def test_blocklayer_sweep_with_a_role(tmp_path: Path) -> None:
     # three runs a cell may leave it unsettled: then it says which figure is not
     if role["cell"] is not None:
         assert [f["figure"] for f in role["figures"]] == [
-            "data:read.clat_p99_us",
             "log:write.iops",
+            "data:read.clat_p99_us",
             "data:write.clat_p99_us",
         ]
         assert all(f["mean"] and f["mean"] > 0 for f in role["figures"])

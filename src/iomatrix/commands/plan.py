@@ -194,8 +194,14 @@ def role_lines(p: Plan) -> list[str]:
     out = []
     for r in plan_roles(p.roles, p.role, p.margin):
         jobs = ", ".join(w if w == f"{r.name}:{j}" else f"{j} = {w}" for j, w in r.jobs)
-        decides = "; then ".join(f"{f.says} ({f.key})" for f in r.figures)
-        out.append(f"role {r.name}: jobs {jobs}; decided by {decides}; margin {r.margin:.0%}")
+        first, *vetoes = (f"{f.says} ({f.key})" for f in r.figures)
+        # the others veto (report/roles.py): "then" would read as a tie-break order
+        veto = (
+            f"; not chosen if worse by more than the margin on {' or '.join(vetoes)}"
+            if vetoes
+            else ""
+        )
+        out.append(f"role {r.name}: jobs {jobs}; decided by {first}{veto}; margin {r.margin:.0%}")
     return out
 
 
