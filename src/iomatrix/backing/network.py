@@ -19,10 +19,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-Protocol_ = Literal["iscsi", "nfs", "rbd"]
-NETWORK_PROTOCOLS: tuple[str, ...] = ("iscsi", "nfs", "rbd")
+from iomatrix.protocols import is_network
+
+# A registered protocol's name (iomatrix.protocols: the built-in ones and any a package adds).
+Protocol_ = str
 
 # Axes whose values are conditions of the network or of the storage's use, not settings to choose:
 # cells at different values are never ranked (nor raced) against each other (the answer would be
@@ -35,7 +37,7 @@ def answers_per_backing(backing_types: Iterable[str]) -> bool:
     is served over the network (an iSCSI SAN and an NFS filer are not alternatives to each other).
     The report's answers and the sweep's races both follow this rule, so a race never stops a cell
     against another protocol's."""
-    return any(t in NETWORK_PROTOCOLS for t in backing_types)
+    return any(is_network(t) for t in backing_types)
 
 
 @dataclass(frozen=True)

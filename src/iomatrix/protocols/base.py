@@ -218,6 +218,10 @@ class NetworkProtocol(ABC):
         …)."""
         return place.iqn
 
+    def proxmox_unavailable(self) -> str | None:
+        """Why Proxmox VE cannot hold a disk of it (no storage type of it), or None where it can."""
+        return None
+
     @abstractmethod
     def proxmox_notes(self, values: Mapping[str, str], kind: str, place: NetworkPlace) -> list[str]:
         """What a Proxmox storage of `kind` does with the disk, and whether it is the client
