@@ -10,10 +10,13 @@ a closed port on 127.0.0.1.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +31,7 @@ from iomatrix.errors import UserError
 from iomatrix.protocols.place import NetworkPlace
 from iomatrix.snippets import DiskConfig, minimal_domain_xml, snippets_for
 from iomatrix.store import Store
-from tests.conftest import needs, run_cli
+from tests.conftest import hold_provisioned, needs, run_cli
 
 SCRATCH = Path("/tmp/iomx-nbd")
 PLAN = """
@@ -239,3 +242,46 @@ def test_the_qemu_blockdev_snippet_opens_a_real_export(export: str) -> None:
     )
     assert info.returncode == 0, info.stderr
     assert json.loads(info.stdout)["virtual-size"] == 64 << 20
+
+
+HOLDER = textwrap.dedent("""
+    import json, sys, time
+    from pathlib import Path
+    from iomatrix import children
+    from iomatrix.backing.provision import provision
+    from iomatrix.backing.spec import parse_backing
+    workdir = Path(sys.argv[1])
+    spec = parse_backing({"type": "nbd"})
+    with children.record_in(workdir), provision(spec, workdir, set()) as h:
+        disk = h.server.new_disk({"format": "qcow2"}, size_bytes=16 << 20, name="killed")
+        print(json.dumps({"pids": h.server.server_pids(), "file": str(disk.server_path),
+                          "scratch": str(h.path)}), flush=True)
+        time.sleep(600)
+""")
+
+
+@needs("nbdkit")
+@pytest.mark.slow
+def test_kill_9_of_the_run_then_clean_removes_the_server_and_its_files(workdir: Path) -> None:
+    """The ledger holds nbdkit (a child, by pid and start time) and the disk file (a path, recorded
+    before it existed): after a kill -9 of the run, `iomatrix clean` leaves nothing of either."""
+    proc, state = hold_provisioned(HOLDER, workdir, {})
+    pids = [int(p) for p in state["pids"]]
+    try:
+        assert Path(state["file"]).is_file() and all(psutil.pid_exists(p) for p in pids)
+        assert all(line.startswith("left alone") for line in clean(workdir))  # the run is alive
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    out = run_cli("clean", "--workdir", str(workdir))
+    assert out.returncode == 0 and "failed" not in out.stdout and "refused" not in out.stdout, (
+        out.stdout + out.stderr
+    )
+    deadline = time.monotonic() + 30
+    while any(psutil.pid_exists(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(
+        psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids
+    )
+    assert not Path(state["file"]).exists() and not Path(state["scratch"]).exists()
+    assert leftovers.pending(workdir) == []
