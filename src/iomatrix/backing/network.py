@@ -16,12 +16,12 @@ Pure model: nothing here starts a process or touches a file.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from iomatrix.protocols import is_network
+from iomatrix.protocols import is_network, protocol_names, spec_class
 
 # A registered protocol's name (iomatrix.protocols: the built-in ones and any a package adds).
 Protocol_ = str
@@ -38,6 +38,20 @@ def answers_per_backing(backing_types: Iterable[str]) -> bool:
     The report's answers and the sweep's races both follow this rule, so a race never stops a cell
     against another protocol's."""
     return any(is_network(t) for t in backing_types)
+
+
+def valid_backing_types(built_in: tuple[str, ...]) -> tuple[str, ...]:
+    """The built-in backing types and every registered network protocol's (a plug-in's too)."""
+    return tuple(dict.fromkeys((*built_in, *protocol_names())))
+
+
+def plugin_spec_class(data: object, built_in: Collection[str]) -> type | None:
+    """The backing spec of a `[[backing]]` table whose type is a registered protocol's that the
+    built-in types do not hold (an installed or newly added protocol's); None otherwise."""
+    kind = data.get("type") if isinstance(data, dict) else None
+    if not isinstance(kind, str) or kind in built_in or not is_network(kind):
+        return None
+    return spec_class(kind)
 
 
 @dataclass(frozen=True)

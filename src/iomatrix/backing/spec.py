@@ -34,10 +34,10 @@ from pydantic import (
 
 from iomatrix.backing.client_host import SharedServer
 from iomatrix.backing.fsoptions import check_mkfs_options, check_mount_options
+from iomatrix.backing.network import plugin_spec_class, valid_backing_types
 from iomatrix.backing.reach import iscsi_lun_problem
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import PACKAGE_OF
-from iomatrix.protocols import is_network, protocol_names, spec_class
 from iomatrix.protocols.iscsi_names import (
     MAX_LUN,
     IscsiLun,
@@ -826,18 +826,8 @@ BUILT_IN_SPECS: tuple[type[_Spec], ...] = (
 )
 
 
-def valid_backing_types() -> tuple[str, ...]:
-    """The built-in backing types and every registered network protocol's (a plug-in's too)."""
-    return tuple(dict.fromkeys((*BACKING_TYPES, *protocol_names())))
-
-
-def plugin_spec_class(data: object) -> type[_Spec] | None:
-    """The backing spec of a `[[backing]]` table whose type is a registered protocol's the
-    built-in union does not hold (an installed or newly added protocol's); None otherwise."""
-    kind = data.get("type") if isinstance(data, dict) else None
-    if not isinstance(kind, str) or kind in BACKING_TYPES or not is_network(kind):
-        return None
-    return spec_class(kind)
+def _types() -> str:
+    return ", ".join(valid_backing_types(BACKING_TYPES))
 
 
 def _describe(err: ValidationError, where: str, tagged: bool = True) -> str:
@@ -847,12 +837,10 @@ def _describe(err: ValidationError, where: str, tagged: bool = True) -> str:
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "union_tag_invalid":
             tag = e.get("input", {}).get("type") if isinstance(e.get("input"), dict) else None
-            msg = (
-                f"unknown backing type {tag!r}: valid types are {', '.join(valid_backing_types())}"
-            )
+            msg = f"unknown backing type {tag!r}: valid types are {_types()}"
             loc = "type"
         elif e["type"] == "union_tag_not_found":
-            msg = f"missing 'type': valid types are {', '.join(valid_backing_types())}"
+            msg = f"missing 'type': valid types are {_types()}"
             loc = "type"
         elif e["type"] == "extra_forbidden":
             msg = "unknown field"
@@ -862,7 +850,7 @@ def _describe(err: ValidationError, where: str, tagged: bool = True) -> str:
 
 def parse_backing(data: dict, *, where: str = "[[backing]]") -> BackingSpec:
     """Validate one `[[backing]]` table; raise UserError with a one-line explanation."""
-    plugin = plugin_spec_class(data)
+    plugin = plugin_spec_class(data, BACKING_TYPES)
     try:
         if plugin is not None:
             return plugin.model_validate(data)  # type: ignore[return-value]

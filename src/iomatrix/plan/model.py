@@ -27,12 +27,13 @@ from pydantic import (
     model_validator,
 )
 
+from iomatrix.backing.network import plugin_spec_class
 from iomatrix.backing.spec import (
+    BACKING_TYPES,
     BUILT_IN_SPECS,
     BackingSpec,
     DirBacking,
     parse_size,
-    plugin_spec_class,
 )
 from iomatrix.current import CurrentConfig
 from iomatrix.domain import axes, did_you_mean
@@ -582,9 +583,9 @@ class Plan(BaseModel):
     def _plugin_backings(cls, v: Any, handler: Callable[[Any], Any]) -> Any:
         """A table of a protocol the built-in union does not hold (a plug-in's) is read by that
         protocol's spec; the others by the union, in their places."""
-        if not isinstance(v, list) or all(plugin_spec_class(b) is None for b in v):
+        if not isinstance(v, list) or all(plugin_spec_class(b, BACKING_TYPES) is None for b in v):
             return handler(v)
-        classes = [plugin_spec_class(b) for b in v]
+        classes = [plugin_spec_class(b, BACKING_TYPES) for b in v]
         own = {i: c.model_validate(v[i]) for i, c in enumerate(classes) if c is not None}
         rest = iter(handler([b for i, b in enumerate(v) if i not in own]))
         return [own[i] if i in own else next(rest) for i in range(len(v))]
