@@ -10,7 +10,10 @@ built-in's name, is refused in one line, not a traceback.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -19,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix import protocols
+from iomatrix.backing import leftovers
 from iomatrix.domain import axes
 from iomatrix.plugins import PluginError
 from iomatrix.protocols.base import NetworkProtocol
@@ -221,3 +225,67 @@ def test_every_built_in_protocol_keeps_its_promises() -> None:
         assert network.url(place, "raw")
         spec = protocols.spec_class(network.name)
         assert spec.model_fields["type"].default == network.name
+
+
+# An installed protocol with a lab of its own: it reuses the built-in NBD's house and lab (nbdkit
+# on 127.0.0.1) under a name and a backing type no built-in union holds.
+SWEPT_MODULE = """
+from typing import Literal
+
+from iomatrix.backing.nbd import NbdBacking
+from iomatrix.protocols.nbd import Nbd
+
+
+class Nbd(Nbd):
+    name = "{name}"
+    spec = "iomx_toy_protocol:ToyBacking"
+
+
+class ToyBacking(NbdBacking):
+    type: Literal["{name}"] = "{name}"
+
+    @property
+    def protocol(self):
+        return "{name}"
+
+    def _derived_label(self):
+        return "{name}"
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nbdkit") is None, reason="nbdkit not installed")
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio not installed")
+def test_a_sweep_runs_on_an_installed_protocols_backing(tmp_path: Path) -> None:
+    """`[[backing]] type = "toy"` is read by the installed package's spec, provisioned through its
+    `provision_server` and measured by the block layer; nothing of it is left."""
+    site = _install(tmp_path, SWEPT_MODULE)
+    (tmp_path / "p.toml").write_text(
+        'tier = ["blocklayer"]\nformat = ["raw"]\npreallocation = ["off"]\ncache = ["none"]\n'
+        'aio = ["threads"]\nworkloads = ["rand-write-4k"]\nsize = "16M"\nimage_size = "64M"\n'
+        "runtime = 1\nnull_ceiling = false\n[repetitions]\nmin = 1\nmax = 1\n"
+        '[[backing]]\ntype = "toy"\n'
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(SRC)])}
+    run = subprocess.run(
+        [*iomatrix_argv(), "run", "p.toml", "--db", "r.sqlite", "--workdir", "w"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    con = sqlite3.connect(f"file:{tmp_path / 'r.sqlite'}?mode=ro", uri=True)
+    try:
+        rows = con.execute(
+            "SELECT c.backing, r.status, r.meta_json FROM runs r JOIN cells c ON c.id = r.cell_id"
+        ).fetchall()
+    finally:
+        con.close()
+    assert rows and {(b, s) for b, s, _ in rows} == {("toy", "ok")}
+    for *_, meta_json in rows:
+        meta = json.loads(meta_json)
+        assert meta["network_disk"]["nbd_mode"] == "lab-started"
+        assert meta["network_disk"]["url"].startswith("nbd://127.0.0.1:")
+    assert leftovers.pending(tmp_path / "w") == []
