@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix import storage_clients
+from iomatrix.backing import iscsi as iscsi_lab
 from iomatrix.domain import SafetyLevel, axes
 from iomatrix.domain.axes import BackingFacts, RuleContext
 from iomatrix.domain.rtt import rtt_ms
@@ -143,7 +144,7 @@ def test_the_kernel_clients_are_pruned_with_what_this_host_lacks() -> None:
         else:
             assert why == f"{axis}=kernel needs the host's kernel client: {missing}"
     if shutil.which("iscsiadm") is None:
-        assert "open-iscsi" in (storage_clients.probe_iscsi() or "")
+        assert "open-iscsi" in (iscsi_lab.probe_kernel_client() or "")
     assert storage_clients.kernel_client_missing(None) is None
 
 

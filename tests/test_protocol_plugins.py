@@ -10,7 +10,10 @@ built-in's name, is refused in one line, not a traceback.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -19,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix import protocols
+from iomatrix.backing import leftovers
 from iomatrix.domain import axes
 from iomatrix.plugins import PluginError
 from iomatrix.protocols.base import NetworkProtocol
@@ -27,7 +31,8 @@ from tests.conftest import iomatrix_argv
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 
-# A fourth protocol in one module: NBD over TCP, as QEMU's nbd driver reaches an export.
+# A protocol in one module, shaped like NBD over TCP (the built-in protocols/nbd.py) but installed
+# under a name of its own ("toy" unless a test asks for another).
 TOY_MODULE = """
 from iomatrix.protocols.base import NetworkProtocol
 
@@ -66,7 +71,7 @@ class Nbd(NetworkProtocol):
 """
 
 
-def _install(root: Path, module_text: str, name: str = "nbd") -> Path:
+def _install(root: Path, module_text: str, name: str = "toy") -> Path:
     """The distribution as pip would leave it in site-packages; returns the directory to put on the
     path."""
     site = root / "site"
@@ -99,9 +104,9 @@ def test_an_installed_protocol_is_found_checked_and_listed(tmp_path: Path) -> No
         from iomatrix import protocols
         from iomatrix.protocols.place import NetworkPlace
         print(protocols.protocol_names())
-        nbd = protocols.protocol("nbd")
+        nbd = protocols.protocol("toy")
         kernel = nbd.client_is_kernel({"nbd_client": "kernel"})
-        print(protocols.is_network("nbd"), nbd.named, kernel)
+        print(protocols.is_network("toy"), nbd.named, kernel)
         print(nbd.url(NetworkPlace(), "raw"))
         print(dict(nbd.qemu_node({}, "raw", NetworkPlace()))["driver"])
         try:
@@ -112,11 +117,11 @@ def test_an_installed_protocol_is_found_checked_and_listed(tmp_path: Path) -> No
     )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.splitlines()
-    assert out[0] == str(["iscsi", "nbd", "nfs", "rbd"])
+    assert out[0] == str(["iscsi", "nbd", "nfs", "rbd", "toy"])
     assert out[1] == "True an NBD True"
     assert out[2] == "nbd://192.0.2.10:10809/vm-disk"
     assert out[3] == "nbd"
-    assert out[4] == "no network protocol named 'nope'; known: iscsi, nbd, nfs, rbd"
+    assert out[4] == "no network protocol named 'nope'; known: iscsi, nbd, nfs, rbd, toy"
 
 
 def test_a_broken_protocol_package_is_one_line(tmp_path: Path) -> None:
@@ -132,7 +137,7 @@ def test_a_broken_protocol_package_is_one_line(tmp_path: Path) -> None:
     )
     assert proc.returncode != 0
     assert (
-        "PluginError: entry point iomatrix.protocols:nbd = iomx_toy_protocol:Nbd (from "
+        "PluginError: entry point iomatrix.protocols:toy = iomx_toy_protocol:Nbd (from "
         "iomx-toy-protocol) cannot be loaded: ModuleNotFoundError" in proc.stderr
     )
     plan = tmp_path / "plan.toml"
@@ -147,7 +152,7 @@ def test_a_broken_protocol_package_is_one_line(tmp_path: Path) -> None:
     assert cli.returncode != 0
     assert "Traceback" not in cli.stderr
     lines = [
-        line for line in (cli.stdout + cli.stderr).splitlines() if "iomatrix.protocols:nbd" in line
+        line for line in (cli.stdout + cli.stderr).splitlines() if "iomatrix.protocols:toy" in line
     ]
     assert len(lines) == 1 and "reinstall or uninstall that package" in lines[0], (
         cli.stdout + cli.stderr
@@ -200,20 +205,87 @@ def test_a_protocol_missing_a_spelling_or_taking_a_name_is_refused() -> None:
         protocols.registered(taken),
     ):
         pass
-    assert protocols.protocol_names() == ["iscsi", "nfs", "rbd"]
+    assert protocols.protocol_names() == ["iscsi", "nbd", "nfs", "rbd"]
 
 
 def test_every_built_in_protocol_keeps_its_promises() -> None:
     """What generic code relies on of each house: a name a plan and libvirt take, a client axis of
-    the registry whose values include the kernel's, a backing spec of that type, and spellings that
-    name the disk."""
+    the registry whose values include the kernel's (where the protocol has a client choice: NBD's
+    client is QEMU's only), a backing spec of that type, and spellings that name the disk."""
     place = NetworkPlace()
     for network in protocols.protocols():
         assert protocols._problem(type(network)) is None
-        assert network.kernel_client in axes.get(network.client_axis).values
+        if network.client_axis in axes.REGISTRY:
+            assert network.kernel_client in axes.get(network.client_axis).values
+        else:
+            assert not network.client_is_kernel({network.client_axis: network.kernel_client})
         kind, source, _ = network.libvirt_source({}, "raw", place)
         assert kind == "network" and source["protocol"] == network.name
         assert network.qemu_node({}, "raw", place)[0] == ("driver", network.name)
         assert network.url(place, "raw")
         spec = protocols.spec_class(network.name)
         assert spec.model_fields["type"].default == network.name
+
+
+# An installed protocol with a lab of its own: it reuses the built-in NBD's house and lab (nbdkit
+# on 127.0.0.1) under a name and a backing type no built-in union holds.
+SWEPT_MODULE = """
+from typing import Literal
+
+from iomatrix.backing.nbd import NbdBacking
+from iomatrix.protocols.nbd import Nbd
+
+
+class Nbd(Nbd):
+    name = "{name}"
+    spec = "iomx_toy_protocol:ToyBacking"
+
+
+class ToyBacking(NbdBacking):
+    type: Literal["{name}"] = "{name}"
+
+    @property
+    def protocol(self):
+        return "{name}"
+
+    def _derived_label(self):
+        return "{name}"
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nbdkit") is None, reason="nbdkit not installed")
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio not installed")
+def test_a_sweep_runs_on_an_installed_protocols_backing(tmp_path: Path) -> None:
+    """`[[backing]] type = "toy"` is read by the installed package's spec, provisioned through its
+    `provision_server` and measured by the block layer; nothing of it is left."""
+    site = _install(tmp_path, SWEPT_MODULE)
+    (tmp_path / "p.toml").write_text(
+        'tier = ["blocklayer"]\nformat = ["raw"]\npreallocation = ["off"]\ncache = ["none"]\n'
+        'aio = ["threads"]\nworkloads = ["rand-write-4k"]\nsize = "16M"\nimage_size = "64M"\n'
+        "runtime = 1\nnull_ceiling = false\n[repetitions]\nmin = 1\nmax = 1\n"
+        '[[backing]]\ntype = "toy"\n'
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(SRC)])}
+    run = subprocess.run(
+        [*iomatrix_argv(), "run", "p.toml", "--db", "r.sqlite", "--workdir", "w"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    con = sqlite3.connect(f"file:{tmp_path / 'r.sqlite'}?mode=ro", uri=True)
+    try:
+        rows = con.execute(
+            "SELECT c.backing, r.status, r.meta_json FROM runs r JOIN cells c ON c.id = r.cell_id"
+        ).fetchall()
+    finally:
+        con.close()
+    assert rows and {(b, s) for b, s, _ in rows} == {("toy", "ok")}
+    for *_, meta_json in rows:
+        meta = json.loads(meta_json)
+        assert meta["network_disk"]["nbd_mode"] == "lab-started"
+        assert meta["network_disk"]["url"].startswith("nbd://127.0.0.1:")
+    assert leftovers.pending(tmp_path / "w") == []

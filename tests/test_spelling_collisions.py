@@ -82,7 +82,7 @@ def test_the_built_in_axes_and_protocols_collide_nowhere() -> None:
     """No two built-in axes share a key, and no built-in axis writes a key of iomatrix's own writers
     or of a built-in protocol (the protocol registry refused none of them as it registered them)."""
     listed = list(axes.REGISTRY.values())
-    assert protocols.protocol_names() == ["iscsi", "nfs", "rbd"]
+    assert protocols.protocol_names() == ["iscsi", "nbd", "nfs", "rbd"]
     for i, axis in enumerate(listed):
         assert axes.collision(axis, listed[:i], axes.writers()) is None, axis.name
     for writer in axes.writers():
@@ -187,6 +187,10 @@ class _CollidingProtocol(_ToyProtocol):
     extra = (("aio", "io_uring"),)  # the aio axis's key on the protocol node
 
 
+class _ReconnectingProtocol(_ToyProtocol):
+    extra = (("reconnect-delay", "0"),)  # a key of its own: no axis and no other protocol sets it
+
+
 def test_a_protocol_writing_an_axis_key_is_refused_naming_both() -> None:
     with pytest.raises(PluginError) as err, protocols.registered(_CollidingProtocol):
         pass  # (never reached)
@@ -196,21 +200,22 @@ def test_a_protocol_writing_an_axis_key_is_refused_naming_both() -> None:
     )
     assert isinstance(err.value, UserError)
     assert "toynbd" not in protocols.protocol_names()
-    # One that writes only its own keys registers, and its keys are then checked against a new axis.
-    port = Axis(
-        "nbd_port",
+    # One that writes only its own keys registers, and its keys are then checked against a new axis
+    # (one the built-in nbd protocol does not write: its server.port would be refused naming nbd).
+    reconnect = Axis(
+        "nbd_reconnect",
         "demo",
-        ("10809",),
-        "10809",
-        ("10809",),
+        ("0",),
+        "0",
+        ("0",),
         frozenset({Layer.IMAGE}),
-        qemu=lambda v: QemuOptions(file_node=(("server.port", v),)),
+        qemu=lambda v: QemuOptions(file_node=(("reconnect-delay", v),)),
     )
-    with protocols.registered(_ToyProtocol):
+    with protocols.registered(_ReconnectingProtocol):
         assert "toynbd" in protocols.protocol_names()
         with pytest.raises(AxisRefused, match="which the toynbd protocol's QEMU node already sets"):
-            axes.register(port)
-    assert "toynbd" not in protocols.protocol_names() and "nbd_port" not in axes.REGISTRY
+            axes.register(reconnect)
+    assert "toynbd" not in protocols.protocol_names() and "nbd_reconnect" not in axes.REGISTRY
 
 
 def _cell(**values: str) -> dict[str, str]:
@@ -265,7 +270,7 @@ from iomatrix.protocols.base import NetworkProtocol
 
 
 class Nbd(NetworkProtocol):
-    name = "nbd"
+    name = "toynbd"
     title = "NBD"
     client_axis = "nbd_client"
     kernel_client = "kernel"
@@ -323,7 +328,7 @@ def _install(site: Path, entry_points: str) -> dict[str, str]:
 
 
 def test_an_installed_protocol_writing_an_axis_key_is_one_cli_line_exit_2(tmp_path: Path) -> None:
-    env = _install(tmp_path, "[iomatrix.protocols]\nnbd = iomx_spelling_demo:Nbd\n")
+    env = _install(tmp_path, "[iomatrix.protocols]\ntoynbd = iomx_spelling_demo:Nbd\n")
     plan = tmp_path / "p.toml"
     plan.write_text(
         'name = "p"\ntier = ["baremetal"]\nformat = ["raw"]\ncache = ["none"]\naio = ["threads"]\n'
@@ -334,7 +339,7 @@ def test_an_installed_protocol_writing_an_axis_key_is_one_cli_line_exit_2(tmp_pa
     )
     assert res.returncode == 2, res.stdout + res.stderr
     assert res.stderr.strip().splitlines() == [
-        "error: entry point iomatrix.protocols:nbd: the nbd protocol's QEMU node sets "
+        "error: entry point iomatrix.protocols:toynbd: the toynbd protocol's QEMU node sets "
         "aio on the protocol node "
         "(-blockdev file.), which axis 'aio' already sets: one QEMU option belongs to "
         "one owner; fix or uninstall "
@@ -358,7 +363,7 @@ def test_an_installed_axis_writing_a_protocols_nova_key_is_refused_in_one_line(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
     )
     assert res.returncode == 0, res.stderr
-    assert res.stdout.strip() == "False ['iscsi', 'nfs', 'rbd']"
+    assert res.stdout.strip() == "False ['iscsi', 'nbd', 'nfs', 'rbd']"
     assert res.stderr.strip().splitlines() == [
         "iomatrix: an installed axis was refused: iomatrix.axes: axis 'ceph_user' sets "
         "rbd_user on Nova's "

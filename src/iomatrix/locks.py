@@ -32,6 +32,7 @@ from pathlib import Path
 
 from iomatrix.errors import UserError
 from iomatrix.mountinfo import innermost_mount
+from iomatrix.protocols import kernel_fs_types
 
 
 def _holder(fd: int) -> str:
@@ -142,10 +143,9 @@ def is_held(lock_path: Path) -> bool:
 
 
 # Filesystems on which flock(2) is emulated with fcntl(2) byte-range locks (it would then block
-# SQLite's locks).
+# SQLite's locks): these, and every network protocol's kernel mounts (an NFS mount's types:
+# protocols.kernel_fs_types).
 _FLOCK_EMULATED = (
-    "nfs",
-    "nfs4",
     "cifs",
     "smb3",
     "smbfs",
@@ -166,7 +166,8 @@ def _flock_emulated(path: Path) -> bool:
     except OSError:
         return False
     fstype = (mount or {}).get("fstype", "")
-    return fstype.split(".")[0] in _FLOCK_EMULATED
+    name = fstype.split(".")[0]
+    return name in _FLOCK_EMULATED or name in kernel_fs_types()
 
 
 def _flock_holders(st: os.stat_result) -> list[int] | None:

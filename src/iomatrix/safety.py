@@ -19,6 +19,7 @@ from pathlib import Path
 
 from iomatrix.errors import UserError
 from iomatrix.mountinfo import innermost_mount, mounts_of_devnum, parse_mountinfo, unescape
+from iomatrix.protocols import is_network
 from iomatrix.protocols.iscsi_names import is_iscsi_url, parse_iscsi_url
 from iomatrix.sysfs import (
     block_sysdir,
@@ -267,6 +268,8 @@ def check_allowed_devices(paths: Iterable[Path]) -> None:
     """
     allowed = {Path(p) for p in paths}
     for p in sorted(allowed):
+        if _other_protocol_url(p):
+            continue  # an export of another protocol (nbd://…): its backing spec checks it
         if is_iscsi_url(p):
             try:
                 parse_iscsi_url(str(p))
@@ -279,7 +282,14 @@ def check_allowed_devices(paths: Iterable[Path]) -> None:
 def resolve_allowed(paths: Iterable[Path]) -> set[Path]:
     """The `--allow-destroy` arguments as compared later: devices by real path, iSCSI URLs as
     written."""
-    return {p if is_iscsi_url(p) else Path(p).resolve() for p in paths}
+    return {p if is_iscsi_url(p) or _other_protocol_url(p) else Path(p).resolve() for p in paths}
+
+
+def _other_protocol_url(p: object) -> bool:
+    """Whether an --allow-destroy argument is a URL of a network protocol other than iSCSI's (its
+    scheme is a registered protocol's name: an NBD export), handed over as written."""
+    scheme, colon, _ = str(p).partition(":")
+    return bool(colon) and not is_iscsi_url(p) and is_network(scheme.lower())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,12 +7,12 @@ kernel's need its modules and their user-space tools, which containers and minim
 :func:`backing_facts` hands what is found to the matrix
 (``axes.BackingFacts.kernel_client_missing``), whose rules prune a kernel-client cell with the
 reason instead of letting it fail mid-run. The decisions (:func:`iscsi_missing`,
-:func:`nfs_missing`) are pure; :func:`probe_iscsi`/:func:`probe_nfs` read the host once per process.
+:func:`nfs_missing`, :func:`krbd_missing`) are pure; each protocol's lab module reads the host for
+them once per process (its ``probe_kernel_client``, the protocol's ``kernel_probe``).
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import subprocess
@@ -58,7 +58,7 @@ def nfs_missing(mount_nfs: str | None, filesystem_known: bool) -> str | None:
     return "; ".join(missing) + " on this host" if missing else None
 
 
-def _module_known(
+def module_known(
     name: str, sys_root: Path = Path("/sys"), modules_root: Path = Path("/lib/modules")
 ) -> bool:
     """Whether kernel module `name` is loaded or built in (/sys/module/NAME) or installed for the
@@ -70,8 +70,8 @@ def _module_known(
     return tree.is_dir() and any(True for _ in tree.rglob(f"{name}.ko*"))
 
 
-def _filesystems(text: str) -> Iterable[str]:
-    """The filesystem names of /proc/filesystems ('nodev\tnfs', '\text4')."""
+def filesystems(text: str) -> Iterable[str]:
+    """The filesystem names of /proc/filesystems (a line is 'nodev\tNAME' or '\tNAME')."""
     return (line.split()[-1] for line in text.splitlines() if line.split())
 
 
@@ -84,25 +84,6 @@ def krbd_missing(rbd_cli: str | None, module_known: bool) -> str | None:
     if not module_known:
         missing.append("no rbd kernel module (loaded or installed)")
     return "; ".join(missing) + " on this host" if missing else None
-
-
-@functools.cache
-def probe_krbd() -> str | None:
-    return krbd_missing(shutil.which("rbd"), _module_known("rbd"))
-
-
-@functools.cache
-def probe_iscsi() -> str | None:
-    return iscsi_missing(shutil.which("iscsiadm"), _module_known("iscsi_tcp"))
-
-
-@functools.cache
-def probe_nfs() -> str | None:
-    try:
-        listed = "nfs" in _filesystems(Path("/proc/filesystems").read_text())
-    except OSError:
-        listed = False
-    return nfs_missing(shutil.which("mount.nfs"), listed or _module_known("nfs"))
 
 
 def kernel_client_missing(protocol: str | None) -> str | None:

@@ -25,6 +25,7 @@ the read-only probes of `iscsi_wire`)."""  # noqa: E501
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import random
 import re
@@ -53,6 +54,7 @@ from iomatrix.backing.ports import refuse_if_held
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import version_of
 from iomatrix.protocols.iscsi_names import IscsiLun, Portal, target_name
+from iomatrix.storage_clients import iscsi_missing, module_known
 
 LOOPBACK = "127.0.0.1"
 LUN_TYPES = ("null", "fileio", "blockio")
@@ -611,3 +613,10 @@ class ExistingIscsiServer:
     def remove_disk(self, disk: NetworkDisk) -> None:
         """Nothing to remove: the LUN stays the user's (what was written on it is theirs to
         discard)."""
+
+
+@functools.cache
+def probe_kernel_client() -> str | None:
+    """Why this host's kernel initiator cannot be used (open-iscsi's iscsiadm and the iscsi_tcp
+    module), read once per process; None where it can (the protocol's ``kernel_probe``)."""
+    return iscsi_missing(shutil.which("iscsiadm"), module_known("iscsi_tcp"))

@@ -16,13 +16,15 @@ Pure model: nothing here starts a process or touches a file.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-Protocol_ = Literal["iscsi", "nfs", "rbd"]
-NETWORK_PROTOCOLS: tuple[str, ...] = ("iscsi", "nfs", "rbd")
+from iomatrix.protocols import is_network, protocol_names, spec_class
+
+# A registered protocol's name (iomatrix.protocols: the built-in ones and any a package adds).
+Protocol_ = str
 
 # Axes whose values are conditions of the network or of the storage's use, not settings to choose:
 # cells at different values are never ranked (nor raced) against each other (the answer would be
@@ -35,7 +37,21 @@ def answers_per_backing(backing_types: Iterable[str]) -> bool:
     is served over the network (an iSCSI SAN and an NFS filer are not alternatives to each other).
     The report's answers and the sweep's races both follow this rule, so a race never stops a cell
     against another protocol's."""
-    return any(t in NETWORK_PROTOCOLS for t in backing_types)
+    return any(is_network(t) for t in backing_types)
+
+
+def valid_backing_types(built_in: tuple[str, ...]) -> tuple[str, ...]:
+    """The built-in backing types and every registered network protocol's (a plug-in's too)."""
+    return tuple(dict.fromkeys((*built_in, *protocol_names())))
+
+
+def plugin_spec_class(data: object, built_in: Collection[str]) -> type | None:
+    """The backing spec of a `[[backing]]` table whose type is a registered protocol's that the
+    built-in types do not hold (an installed or newly added protocol's); None otherwise."""
+    kind = data.get("type") if isinstance(data, dict) else None
+    if not isinstance(kind, str) or kind in built_in or not is_network(kind):
+        return None
+    return spec_class(kind)
 
 
 @dataclass(frozen=True)

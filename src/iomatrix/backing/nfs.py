@@ -26,10 +26,12 @@ SIGKILL (on SIGTERM rpcbind saves its table in /run/rpcbind for a warm start, wh
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import re
 import secrets
+import shutil
 import socket
 import subprocess
 import time
@@ -57,6 +59,8 @@ from iomatrix.domain import Format
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import version_of
 from iomatrix.images import create_image, create_image_argv
+from iomatrix.protocols.nfs import Nfs
+from iomatrix.storage_clients import filesystems, module_known, nfs_missing
 
 LOOPBACK = "127.0.0.1"
 NFS_PROGRAM, MOUNT_PROGRAM = 100003, 100005
@@ -631,3 +635,16 @@ def provision_nfs(
     )
     td.add_step(server.remove_all_disks)  # first undone: before the server stops
     return server, server.metadata()
+
+
+@functools.cache
+def probe_kernel_client() -> str | None:
+    """Why this host's kernel NFS client cannot be used (mount.nfs, and the nfs filesystem listed in
+    /proc/filesystems or installed as a module), read once per process; None where it can (the
+    protocol's ``kernel_probe``)."""
+    fs_type = Nfs.kernel_fs_types[0]
+    try:
+        listed = fs_type in filesystems(Path("/proc/filesystems").read_text())
+    except OSError:
+        listed = False
+    return nfs_missing(shutil.which("mount.nfs"), listed or module_known(fs_type))

@@ -536,6 +536,9 @@ def provision(
             # the cluster's files, per-disk confs
             path = _scratch_dir(td, workdir / BACKINGS_DIR, spec.label())
             server, meta = provision_rbd(spec, workdir, path, td)
+        elif spec.kind == "network":  # a protocol's own (a plug-in's): its spec starts it
+            path = _scratch_dir(td, workdir / BACKINGS_DIR, spec.label())
+            server, meta = spec.provision_server(workdir, path, td)
         else:  # pragma: no cover
             raise TypeError(f"unknown backing spec {spec!r}")
         dev = meta.get("device")

@@ -29,11 +29,13 @@ metadata."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
 import re
 import secrets
+import shutil
 import socket
 import subprocess
 import time
@@ -50,10 +52,11 @@ from iomatrix.backing.leftover_rbd import RbdImageLeftover, rbd_argv
 from iomatrix.backing.network import NetworkDisk
 from iomatrix.backing.ports import free_ports_in, port_holders, refuse_if_held
 from iomatrix.backing.spec import RbdBacking
-from iomatrix.domain.ceph import format_reason, object_order
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import version_of
 from iomatrix.images import create_image_argv
+from iomatrix.protocols.ceph import format_reason, object_order
+from iomatrix.storage_clients import krbd_missing, module_known
 
 LOOPBACK = "127.0.0.1"
 LAB_POOL = "iomatrix"
@@ -763,3 +766,11 @@ def rbd_image_checksum(pool: ExistingRbdPool | LabRbdServer, image: str) -> str:
             f"rbd export {image} failed: {_last_line(out.stderr.decode(errors='replace'))}"
         )
     return hashlib.sha256(out.stdout).hexdigest()
+
+
+@functools.cache
+def probe_kernel_client() -> str | None:
+    """Why this host's kernel RBD client (krbd) cannot be used (the rbd tool that maps images, and
+    the rbd kernel module), read once per process; None where it can (the protocol's
+    ``kernel_probe``)."""
+    return krbd_missing(shutil.which("rbd"), module_known("rbd"))

@@ -34,6 +34,7 @@ from pydantic import (
 
 from iomatrix.backing.client_host import SharedServer
 from iomatrix.backing.fsoptions import check_mkfs_options, check_mount_options
+from iomatrix.backing.network import plugin_spec_class, valid_backing_types
 from iomatrix.backing.reach import iscsi_lun_problem
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import PACKAGE_OF
@@ -216,6 +217,17 @@ class _Spec(BaseModel):
         and writes nothing (a command that only looks); elsewhere `plan` says the server is checked
         only when run."""
         return False
+
+    def provision_server(self, workdir: Path, scratch: Path, td: Any) -> tuple[Any, dict[str, Any]]:
+        """(the NetworkServer of a network backing, started or checked; the metadata every result of
+        it carries), its leftovers recorded with `td.record` before they exist and its stop added
+        with `td.add_step`: the seam a protocol's backing spec fills (backing.provision calls it for
+        a network backing it has no branch of its own for, as for a plug-in protocol's)."""
+        raise NotImplementedError(f"{type(self).__name__} starts no server")
+
+
+# The base of every backing spec, a plug-in protocol's too (iomatrix.protocols: `spec`).
+BackingSpecBase = _Spec
 
 
 class DirBacking(_Spec):
@@ -800,19 +812,35 @@ BackingSpec = Annotated[
 ]
 
 _ADAPTER: TypeAdapter[BackingSpec] = TypeAdapter(BackingSpec)
+# The specs of that union: a plan's other backings are a plug-in protocol's (plugin_spec_class).
+BUILT_IN_SPECS: tuple[type[_Spec], ...] = (
+    DirBacking,
+    LoopfsBacking,
+    BlockdevBacking,
+    TmpfsBacking,
+    LvmBacking,
+    ZfsBacking,
+    IscsiBacking,
+    NfsBacking,
+    RbdBacking,
+)
 
 
-def _describe(err: ValidationError, where: str) -> str:
+def _types() -> str:
+    return ", ".join(valid_backing_types(BACKING_TYPES))
+
+
+def _describe(err: ValidationError, where: str, tagged: bool = True) -> str:
     parts = []
     for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"][1:])  # drop the union tag
+        loc = ".".join(str(x) for x in e["loc"][int(tagged) :])  # drop the union tag
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "union_tag_invalid":
             tag = e.get("input", {}).get("type") if isinstance(e.get("input"), dict) else None
-            msg = f"unknown backing type {tag!r}: valid types are {', '.join(BACKING_TYPES)}"
+            msg = f"unknown backing type {tag!r}: valid types are {_types()}"
             loc = "type"
         elif e["type"] == "union_tag_not_found":
-            msg = f"missing 'type': valid types are {', '.join(BACKING_TYPES)}"
+            msg = f"missing 'type': valid types are {_types()}"
             loc = "type"
         elif e["type"] == "extra_forbidden":
             msg = "unknown field"
@@ -822,7 +850,10 @@ def _describe(err: ValidationError, where: str) -> str:
 
 def parse_backing(data: dict, *, where: str = "[[backing]]") -> BackingSpec:
     """Validate one `[[backing]]` table; raise UserError with a one-line explanation."""
+    plugin = plugin_spec_class(data, BACKING_TYPES)
     try:
+        if plugin is not None:
+            return plugin.model_validate(data)  # type: ignore[return-value]
         return _ADAPTER.validate_python(data)
     except ValidationError as err:
-        raise UserError(_describe(err, where)) from None
+        raise UserError(_describe(err, where, tagged=plugin is None)) from None

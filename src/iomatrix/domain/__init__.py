@@ -402,16 +402,12 @@ LIBVIRT_DEV: dict[Bus, str] = {
 
 
 class BackingKind(StrEnum):
-    """What the image lives on: a file on a filesystem, or a whole block device (LV, partition,
-    disk)."""
+    """What the image lives on locally: a file on a filesystem, or a whole block device (LV,
+    partition, disk). A disk served over the network is of its protocol's kind: the protocol's name
+    (iomatrix.protocols), which a DiskConfig keeps in place of one of these."""
 
     FILE = "file"
     BLOCK = "block"
-    # Served over the network (issue 34): an iSCSI LUN, an image file on an NFS export; a Ceph RBD
-    # image (issue 35).
-    ISCSI = "iscsi"
-    NFS = "nfs"
-    RBD = "rbd"
 
 
 # Backing types (plan `[[backing]] type`) whose target is a block device rather than an image file.

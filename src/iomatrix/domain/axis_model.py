@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from iomatrix import domain
-from iomatrix.domain import NA, SafetyLevel, ceph
-from iomatrix.protocols import iscsi, nfs
+from iomatrix.domain import NA, SafetyLevel
+from iomatrix.protocols import ceph, iscsi, nfs
 
 
 def onoff(flag: bool) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from enum import StrEnum
 
 from iomatrix import domain
-from iomatrix.domain import NA, SafetyLevel, ceph, clients, rtt
+from iomatrix.domain import NA, SafetyLevel, clients, rtt
 from iomatrix.domain.axis_model import (
     ISCSI,
     KERNEL_CLIENT,
@@ -22,6 +22,7 @@ from iomatrix.domain.axis_model import (
     RuleContext,
     ToolOption,
 )
+from iomatrix.protocols import ceph
 
 # ----------------------------------------------------------------------- shared storage (issue 34)
 # What decides a disk served over the network: the iSCSI target's LUN (what backs it, its write
@@ -292,8 +293,8 @@ CLIENTS = Axis(
 # (`ceph-conf -c /dev/null --show-config-value`: rbd_cache true, rbd_cache_policy writearound,
 # rbd_cache_writethrough_until_flush true, rbd_default_order 22 = 4M).
 def _rbd_cache_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
-    # QEMU and krbd decide librbd's cache over ceph.conf: domain.ceph says when a cell's setting is
-    # lost
+    # QEMU and krbd decide librbd's cache over ceph.conf: protocols.ceph says when a cell's setting
+    # is lost
     return ceph.cache_rule_reason(values, _protocol(ctx))
 
 
@@ -366,8 +367,8 @@ RBD_WRITETHROUGH_UNTIL_FLUSH = Axis(
     tools=_ceph_client_tool("rbd_cache_writethrough_until_flush", "on"),
 )
 # krbd maps the image as a block device on the host: the kernel's page cache and QEMU's aio apply
-# there, not librbd's cache; this host has no rbd module (storage_clients.probe_krbd), so its cells
-# are pruned with the reason.
+# there, not librbd's cache; this host has no rbd module (backing.rbd.probe_kernel_client), so its
+# cells are pruned with the reason.
 RBD_CLIENT = Axis(
     "rbd_client",
     "the Ceph client QEMU reaches the image with: its own (librbd, driver=rbd) or the host "

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from iomatrix import sysfs
 from iomatrix.mountinfo import mounts_of_devnum
+from iomatrix.protocols import kernel_fs_types
 
 LOOP_GET_STATUS64 = 0x4C05
 # struct loop_info64: lo_device, lo_inode, lo_rdevice, lo_offset, lo_sizelimit (u64),
@@ -40,7 +41,8 @@ LOOP_GET_STATUS64 = 0x4C05
 _LOOP_INFO64 = struct.Struct("=QQQQQIIII64s64s32s2Q")
 
 MEMORY_FS = {"tmpfs", "ramfs", "devtmpfs", "hugetlbfs"}
-NETWORK_FS = {"nfs", "nfs4", "cifs", "smb3", "ceph", "glusterfs", "9p", "virtiofs", "fuse.sshfs"}
+# Besides every network protocol's kernel mounts (an NFS mount's types: protocols.kernel_fs_types).
+NETWORK_FS = {"cifs", "smb3", "ceph", "glusterfs", "9p", "virtiofs", "fuse.sshfs"}
 
 
 @dataclass
@@ -180,7 +182,12 @@ def _explain_non_block(devt: int, chain: DeviceChain, seen: set[str]) -> None:
                 return
     if fstype in MEMORY_FS:
         why = "is memory-backed"
-    elif fstype in NETWORK_FS or ":" in source or source.startswith("//"):
+    elif (
+        fstype in NETWORK_FS
+        or fstype in kernel_fs_types()
+        or ":" in source
+        or source.startswith("//")
+    ):
         why = "is a network filesystem"
     elif fstype == "overlay":
         why = "is an overlay (resolve one of its lower/upper directories instead)"

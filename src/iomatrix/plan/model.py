@@ -10,7 +10,7 @@ import difflib
 import hashlib
 import json
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -21,12 +21,20 @@ from pydantic import (
     SerializationInfo,
     SerializerFunctionWrapHandler,
     ValidationError,
+    field_serializer,
     field_validator,
     model_serializer,
     model_validator,
 )
 
-from iomatrix.backing.spec import BackingSpec, DirBacking, parse_size
+from iomatrix.backing.network import plugin_spec_class
+from iomatrix.backing.spec import (
+    BACKING_TYPES,
+    BUILT_IN_SPECS,
+    BackingSpec,
+    DirBacking,
+    parse_size,
+)
 from iomatrix.current import CurrentConfig
 from iomatrix.domain import axes, did_you_mean
 from iomatrix.errors import UserError
@@ -569,6 +577,32 @@ class Plan(BaseModel):
                     f"'{t}' is not valid; valid values: {', '.join(known)}{did_you_mean(t, known)}"
                 )
         return v
+
+    @field_validator("backing", mode="wrap")
+    @classmethod
+    def _plugin_backings(cls, v: Any, handler: Callable[[Any], Any]) -> Any:
+        """A table of a protocol the built-in union does not hold (a plug-in's) is read by that
+        protocol's spec; the others by the union, in their places."""
+        if not isinstance(v, list) or all(plugin_spec_class(b, BACKING_TYPES) is None for b in v):
+            return handler(v)
+        classes = [plugin_spec_class(b, BACKING_TYPES) for b in v]
+        own = {i: c.model_validate(v[i]) for i, c in enumerate(classes) if c is not None}
+        rest = iter(handler([b for i, b in enumerate(v) if i not in own]))
+        return [own[i] if i in own else next(rest) for i in range(len(v))]
+
+    @field_serializer("backing", mode="wrap")
+    def _dump_backings(
+        self, v: list[Any], handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> Any:
+        # (a plug-in protocol's spec dumps itself: the union's serializer does not know it)
+        if all(type(b) in BUILT_IN_SPECS for b in v):
+            return handler(v)
+        return [
+            b.model_dump(mode=info.mode, exclude_defaults=info.exclude_defaults)
+            if type(b) not in BUILT_IN_SPECS
+            else handler([b])[0]
+            for b in v
+        ]
 
     @field_validator("backing")
     @classmethod

@@ -199,6 +199,11 @@ def protocol_names() -> list[str]:
     return sorted(_discover())
 
 
+def kernel_fs_types() -> frozenset[str]:
+    """The kernel filesystem types every protocol's kernel client mounts (an NFS mount's)."""
+    return frozenset(t for p in protocols() for t in p.kernel_fs_types)
+
+
 def snippet_targets() -> list[str]:
     """The storage-side tools every protocol writes snippets for (ceph.conf, tgt, …), in registry
     order: `recommend --target` takes them beside the VM tools."""

@@ -105,6 +105,16 @@ class NetworkProtocol(ABC):
     # does not, a cache mode that keeps a cache has the risk texts of a client that sends every
     # write at once.
     userspace_client_caches: ClassVar[bool] = False
+    # Whether a cache mode that keeps the host page cache keeps it for the kernel's client of it (a
+    # mount, a SCSI disk); False where the shape findings read none of its cells as the page cache's
+    # (Ceph's: its client-side cache is read apart, report/rbd_flush.py).
+    kernel_client_page_cache: ClassVar[bool] = True
+    # The axis switching a volatile write cache of the server's disk on and off (tgt's LUN
+    # write-cache), whose cost and gain a shape finding reads; None where the server has none.
+    server_write_cache_axis: ClassVar[str | None] = None
+    # The kernel's filesystem types of its kernel client (/proc/filesystems, a mount's type), for
+    # generic code that tells network filesystems apart (flock emulation, a device chain's end).
+    kernel_fs_types: ClassVar[tuple[str, ...]] = ()
 
     def durability_reason(self, cell: Mapping[str, str], lab_started: bool | None) -> str | None:
         """Why the durability tier cannot cut a disk of it in `cell`, or None where it can."""
@@ -114,6 +124,11 @@ class NetworkProtocol(ABC):
             f"it starts itself; a cut of a {self.name} server is not built, so its risk lines stay "
             "documented"
         )
+
+    def host_page_cache(self, values: Mapping[str, str]) -> bool:
+        """Whether a cell's disk goes through the host page cache where its cache mode keeps it:
+        the kernel's client only (QEMU's own clients have none), and only where that client does."""
+        return self.kernel_client_page_cache and self.client_is_kernel(values)
 
     def client_is_kernel(self, values: Mapping[str, str]) -> bool:
         """Whether a cell's values choose the host kernel's client of this protocol."""
@@ -202,6 +217,10 @@ class NetworkProtocol(ABC):
         """The placeholder beside the server's address in a Proxmox note (the target, the export,
         …)."""
         return place.iqn
+
+    def proxmox_unavailable(self) -> str | None:
+        """Why Proxmox VE cannot hold a disk of it (no storage type of it), or None where it can."""
+        return None
 
     @abstractmethod
     def proxmox_notes(self, values: Mapping[str, str], kind: str, place: NetworkPlace) -> list[str]:

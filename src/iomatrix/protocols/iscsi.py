@@ -40,7 +40,8 @@ class Iscsi(NetworkProtocol):
     )
     snippet_targets: ClassVar[tuple[str, ...]] = ("tgt", "targetcli", "san")
     proxmox_types: ClassVar[tuple[str, ...]] = (PROXMOX_DIRECT, PROXMOX_KERNEL)
-    kernel_probe = "iomatrix.storage_clients:probe_iscsi"
+    kernel_probe = "iomatrix.backing.iscsi:probe_kernel_client"
+    server_write_cache_axis = "lun_write_cache"
     measures_rtt = True  # libiscsi takes a portal: the relay sits between it and the target
     durability_cut = CUT_TARGET_POWER
     durability_must_match: ClassVar[tuple[str, ...]] = ("lun_type", "lun_write_cache")

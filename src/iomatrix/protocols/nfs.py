@@ -39,7 +39,8 @@ class Nfs(NetworkProtocol):
     server_noun = "NFS server"
     is_volume = False
     spec = "iomatrix.backing.spec:NfsBacking"
-    kernel_probe = "iomatrix.storage_clients:probe_nfs"
+    kernel_probe = "iomatrix.backing.nfs:probe_kernel_client"
+    kernel_fs_types: ClassVar[tuple[str, ...]] = (NAME, "nfs4")
     proxmox_types: ClassVar[tuple[str, ...]] = (NAME,)
 
     def url(self, place: NetworkPlace, fmt: str) -> str:

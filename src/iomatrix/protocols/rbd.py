@@ -2,7 +2,7 @@
 by QEMU's librbd or mapped by the host kernel's krbd (the ``rbd_client`` axis). The lab half (the
 one-node cluster, the fence, leftovers) is in :mod:`iomatrix.backing.rbd` and
 :mod:`iomatrix.backing.leftover_rbd`; the spec in :mod:`iomatrix.backing.spec`; librbd's cache axes
-in :mod:`iomatrix.domain.ceph`."""
+in :mod:`iomatrix.protocols.ceph`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import re
 from collections.abc import Mapping
 from typing import ClassVar
 
-from iomatrix.domain import NA, ceph
+from iomatrix.domain import NA
 from iomatrix.domain.axes import get
+from iomatrix.protocols import ceph
 from iomatrix.protocols.base import CUT_CLIENT_CRASH, LibvirtSource, NetworkProtocol
 from iomatrix.protocols.place import CEPH_MON_PORT, NetworkPlace
 
@@ -71,7 +72,9 @@ class Rbd(NetworkProtocol):
     # A trial on Ceph RBD also makes two RBD images, fences the crashed client and reads both images
     # back through librbd: 7.5-11.4 s measured, about 9 s (docs/benchmarks.md, issue 35).
     durability_trial_s = 9.0
-    kernel_probe = "iomatrix.storage_clients:probe_krbd"
+    kernel_probe = "iomatrix.backing.rbd:probe_kernel_client"
+    # Its cells are read apart for the cache findings (report/rbd_flush.py): librbd keeps its own.
+    kernel_client_page_cache = False
     # BlueStore keeps an image's objects in its own block file: there is no file of the disk to run
     # fio on.
     server_baseline_unavailable = (

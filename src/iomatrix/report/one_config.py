@@ -37,7 +37,8 @@ class Decision:
     answer_of's status and the cells its decision did not tell apart from that cell."""
 
     workload: str
-    # the backing group ("iscsi", "rbd at rtt=2ms"); "" where the sweep answers across its backings
+    # the backing group (a protocol's name, or "NAME at rtt=2ms"); "" where the sweep answers across
+    # its backings
     group: str
     cell: str
     status: str

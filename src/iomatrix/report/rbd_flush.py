@@ -39,8 +39,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from iomatrix.domain import ceph
 from iomatrix.fio.shape import IoShape
+from iomatrix.protocols import ceph
 from iomatrix.report.figures import ratio_text
 from iomatrix.report.query import CellWorkload
 from iomatrix.report.rank import primary_metric

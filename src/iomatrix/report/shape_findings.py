@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from iomatrix.domain import CACHE, CacheMode
 from iomatrix.domain.axes import size_words
 from iomatrix.fio.shape import IoShape
+from iomatrix.protocols import network_protocol
 from iomatrix.report.figures import ratio_text
 from iomatrix.report.query import CellWorkload
 from iomatrix.report.shapes import load_words
@@ -51,11 +52,6 @@ from iomatrix.tiers import is_reference
 # the kernel keeps the rest for processes (QEMU, fio, Ceph, the guest's memory) and its own, and a
 # shared host's neighbours.
 PAGE_CACHE_SHARE = 0.5
-# Storage QEMU reaches through its own userspace client: no host page cache whatever the cache mode
-# (backing type → the axis naming the client, and its userspace value). librbd has a cache of its
-# own (report/rbd_flush.py).
-_USERSPACE = {"iscsi": ("initiator", "libiscsi"), "nfs": ("nfs_client", "libnfs")}
-_NO_PAGE_CACHE = frozenset({"rbd"})
 
 
 @dataclass(frozen=True)
@@ -130,10 +126,10 @@ def kernel_client(backing_type: str, axes: Mapping[str, str]) -> bool:
     """The host kernel is the disk's client (a file, a block device, a kernel NFS mount or iSCSI
     session), so a cache mode that keeps the host page cache does keep it; not for QEMU's own
     userspace clients."""
-    axis, userspace = _USERSPACE.get(backing_type, ("", ""))
-    return backing_type not in _NO_PAGE_CACHE and not (
-        axis and axes.get(axis, userspace) == userspace
-    )
+    # (QEMU's own clients have no host page cache whatever the cache mode; each protocol says
+    # whether its kernel client has: NetworkProtocol.host_page_cache)
+    network = network_protocol(backing_type)
+    return network is None or network.host_page_cache(axes)
 
 
 def _kernel_client(c: CellWorkload) -> bool:
@@ -290,6 +286,12 @@ def _short_page_cache(held: Sequence[Pair], ram_bytes: int, plan: str) -> str:
     )
 
 
+def _server_write_cache(backing_type: object, axis: str) -> bool:
+    """Whether `axis` switches the volatile write cache of the server's disk of `backing_type`."""
+    network = network_protocol(str(backing_type or ""))
+    return network is not None and network.server_write_cache_axis == axis
+
+
 def lun_write_cache_finding(
     cws: Sequence[CellWorkload],
     threshold: float,
@@ -304,7 +306,8 @@ def lun_write_cache_finding(
     writing = [
         p
         for p in pairs(cws, "lun_write_cache", lambda v: v == "on", "off", metric_of, shapes)
-        if p.cell.backing.get("backing_type") == "iscsi" and p.shape.writes
+        if _server_write_cache(p.cell.backing.get("backing_type"), "lun_write_cache")
+        and p.shape.writes
     ]
     gained = [p for p in writing if not p.shape.flushes and _faster(p.ratio, threshold)]
     flat = [p for p in writing if p.shape.flushes and _not_faster(p.ratio, threshold)]

@@ -113,7 +113,7 @@ class DiskConfig:
         cache: str | None = None,
         aio: str | None = None,
         bus: str | None = None,
-        backing: BackingKind = BackingKind.FILE,
+        backing: str = BackingKind.FILE,
         assumed: tuple[str, ...] = (),
         modifier: str = Modifier.NONE,
         more: Mapping[str, str] | None = None,
@@ -151,7 +151,7 @@ class DiskConfig:
         object.__setattr__(
             self, "_values", {a.name: values[a.name] for a in axes.plan_axes() if a.name in values}
         )
-        object.__setattr__(self, "backing", BackingKind(backing))
+        object.__setattr__(self, "backing", backing_kind(backing))
         # axes the source did not give: the axis's default
         object.__setattr__(self, "assumed", tuple(assumed))
         reason = refusal(self.axis_values(), self.backing)
@@ -234,15 +234,15 @@ class DiskConfig:
                 if axis.tools and axis.always_named:
                     assumed.append(axis.name)
             vals[axis.name] = v
-        kind = BackingKind.BLOCK if backing_type in BLOCK_BACKINGS else BackingKind.FILE
+        kind: str = BackingKind.BLOCK if backing_type in BLOCK_BACKINGS else BackingKind.FILE
         if is_network(backing_type):
-            kind = BackingKind(backing_type)
+            kind = backing_type
         return cls(values=vals, backing=kind, assumed=tuple(assumed))
 
     @property
     def protocol(self) -> str | None:
         """The network protocol's name the disk is reached by; None for a local file or device."""
-        return self.backing.value if is_network(self.backing.value) else None
+        return str(self.backing) if is_network(str(self.backing)) else None
 
     @property
     def userspace_client(self) -> bool:
@@ -288,11 +288,17 @@ def snippet_backing(meta: Mapping[str, Any]) -> str | None:
 _TYPED_AXES = tuple(a.name for a in axes.plan_axes() if a.always_named)
 
 
-def refusal(values: Mapping[str, str], backing: BackingKind) -> str | None:
+def backing_kind(backing: str) -> str:
+    """A disk's backing kind: a BackingKind for a local file or device, the protocol's name for a
+    network disk (any registered protocol, built in or installed)."""
+    return str(backing) if is_network(str(backing)) else BackingKind(backing)
+
+
+def refusal(values: Mapping[str, str], backing: str) -> str | None:
     """Why QEMU would not run a configuration: the registry's rules, for a backing that takes
     O_DIRECT (the user's storage is not probed). The bus's rule is left out: it is about the guest
     kernel iomatrix boots (no ahci driver), not the user's VM."""
-    network = network_protocol(backing.value)
+    network = network_protocol(str(backing))
     # An RBD image is a fixed-size volume, as a LUN is: a raw disk on it is the volume itself.
     ctx = RuleContext(
         BackingFacts(

@@ -106,6 +106,8 @@ def proxmox_network_snippet(
     network = protocol(cfg.protocol)
     title = "Proxmox VE (/etc/pve/storage.cfg and qm set)"
     place = NetworkPlace()
+    if (why := network.proxmox_unavailable()) is not None:
+        return Snippet("proxmox", title, None, _not_available([why]))
     kind, sid, entry = network.proxmox_storage(cfg.values, place)
     if network.proxmox_raw_only is not None and cfg.format != Format.RAW:
         return Snippet(

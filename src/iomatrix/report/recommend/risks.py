@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 from iomatrix.domain import CACHE, CacheMode, Modifier
 from iomatrix.domain.axes import ISCSI, LUN_WRITE_CACHE_RISK
-from iomatrix.domain.ceph import RBD, RBD_CACHE_RISK
 from iomatrix.durability.verdict import TARGET_POWER_LOSS
 from iomatrix.protocols import network_protocol
+from iomatrix.protocols.ceph import RBD, RBD_CACHE_RISK
 from iomatrix.report.durability import MeasuredIndex, measured_statements, storage_of
 from iomatrix.report.query import CellWorkload
 from iomatrix.risk import risk_of

@@ -169,7 +169,8 @@ class Verdict:
     # can still say what to use.
     provisional: Verdict | None = None
     # The backing group the verdict answers on, where a sweep of shared storage answers per backing
-    # ("iscsi", "rbd at rtt=2ms": report/per_backing.py); "" where one answer spans the backings.
+    # (a protocol's name, or "NAME at rtt=2ms": report/per_backing.py); "" where one answer spans
+    # the backings.
     # Its workloads get one configuration where their decisions allow (report/one_config.py).
     group: str = ""
 

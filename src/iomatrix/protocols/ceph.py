@@ -1,6 +1,6 @@
-"""The pure part of the Ceph RBD axes (issue 35; registered in `domain.axes`): the values, why a
-cell QEMU or krbd contradicts is pruned, how an object size is checked, and what a librbd setting
-means for a VM tool.
+"""The pure part of the Ceph RBD axes (issue 35; registered in `domain.axes`, kept here with the
+protocol that owns them): the values, why a cell QEMU or krbd contradicts is pruned, how an object
+size is checked, and what a librbd setting means for a VM tool.
 
 Defaults are Ceph 16's (Debian 12's 16.2.15: `ceph-conf -c /dev/null --show-config-value OPTION`):
 rbd_cache true, rbd_cache_policy writearound, rbd_cache_writethrough_until_flush true,
