@@ -88,7 +88,11 @@ class GuestTier(Guest, Tier):
                 log(f"guest image {image}: its sha256 (the file is only read) and how it boots")
             real: RealImage = resolve_image(image, log)
             self.real = RealRunContext(
-                real, self.choice.accel, self.workdir, max(self.plan.guest_memory_mb, 512)
+                real,
+                self.choice.accel,
+                self.workdir,
+                max(self.plan.guest_memory_mb, 512),
+                filesystem=self.plan.setting("guest_filesystem"),
             )
             # the NoCloud seed every boot reads, and iomatrix's static fio for an image without one
             # (no network)
