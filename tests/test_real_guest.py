@@ -284,16 +284,23 @@ def test_a_sweep_in_the_image_given_by_path_stores_its_run_with_the_image_and_th
         )
         fs = meta["guest_filesystem"]
         assert fs["type"] == "ext4" and fs["file"] == f"{FS_MOUNT}/iomatrix.fio", fs
-    doc = json.loads(
-        run_cli("results", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout
-    )
-    figures = {(r["workload"], r["metric"]): r["mean"] for r in doc["sweeps"][0]["results"]}
+    assert "fio on a file of an ext4 made in the guest" in proc.stdout + proc.stderr
+    # Each role job's figures stored under its name. (Under TCG the data job rarely reaches its
+    # offered 1500 IOPS: such a run is kept with load.reached 0 and not ranked, so the role's answer
+    # may say its deciding figure is missing.)
+    with sqlite3.connect(tmp_path / "r.sqlite") as db:
+        stored = db.execute(
+            "SELECT r.workload, s.metric, s.value FROM samples s JOIN runs r ON r.id = s.run_id"
+        ).fetchall()
+    figures = {(w, m): v for w, m, v in stored}
     for key in (
         ("database:data", "read.clat_p99_us"),
         ("database:data", "write.clat_p99_us"),
         ("database:log", "write.iops"),
+        ("database:log", "sync.count"),
     ):
         assert (figures.get(key) or 0) > 0, (key, figures)
+    assert ("database:data", "load.reached") in figures
     # the answer names the guest its figures came from: the image given, by its digest (issue 51)
     rec = json.loads(
         run_cli("recommend", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout
@@ -301,9 +308,12 @@ def test_a_sweep_in_the_image_given_by_path_stores_its_run_with_the_image_and_th
     (role,) = rec["roles"]
     assert role["role"] == "database" and role["jobs"] == ["database:data", "database:log"]
     assert role["text"].startswith("For a database VM: "), role
-    assert [(g["kind"], g["image"], g["sha256"], g["kernel"]) for g in rec["guests"]] == [
-        ("real image", str(image.qcow2), image.sha256, image.kernel_version)
-    ]
+    assert role["cell"] is not None or role["missing"], role
+    if role["cell"] is not None:
+        assert all(f["mean"] and f["mean"] > 0 for f in role["figures"]), role
+    assert [
+        (g["kind"], g["image"], g["sha256"], g["kernel"], g["filesystem"]) for g in rec["guests"]
+    ] == [("real image", str(image.qcow2), image.sha256, image.kernel_version, "ext4")]
     assert sha256_of(image.qcow2) == before  # the file given was only read
     # overlays and disks removed
     assert not [p for p in tmp_path.rglob("*") if p.suffix in (".raw", ".qcow2")]

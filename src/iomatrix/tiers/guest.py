@@ -112,6 +112,12 @@ class GuestTier(Guest, Tier):
                 f"{', ' + img.distribution if img.distribution else ''}); accelerator "
                 f"{self.choice.accel} "
                 f"({self.choice.reason})"
+                + (
+                    f"; fio on a file of an {self.real.filesystem} made in the guest on the disk "
+                    "under test"
+                    if self.real.filesystem not in (None, "none")
+                    else ""
+                )
             )
         return (
             f"guest tier: accelerator {self.choice.accel} ({self.choice.reason}); kernel "
