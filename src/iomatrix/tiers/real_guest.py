@@ -58,6 +58,9 @@ mountpoint -q {TOOLS_MOUNT} || mount -o ro /dev/disk/by-id/virtio-{TOOLS_SERIAL}
 echo "the image has no fio and no tools disk is attached" >&2
 exit 3
 """  # noqa: E501
+# The least time a step in the guest gets, even past the run's time limit: the fio log's read after
+# a job that ran to its limit.
+STEP_FLOOR_S = 30.0
 # The guest filesystem's mount point and the file fio runs on there.
 FS_MOUNT = "/mnt/iomx-test"
 FS_FILE = "iomatrix.fio"
@@ -115,7 +118,7 @@ def _refusal(req: RunRequest, filesystem: str | None) -> str | None:
 
 
 def guest_filesystem(
-    guest: RealGuest, filesystem: str, device: str, size_bytes: int
+    guest: RealGuest, filesystem: str, device: str, size_bytes: int, timeout_s: float = 600.0
 ) -> tuple[str, dict[str, Any]]:
     """(the file the job runs on, what to record) once `filesystem` (ext4) is made on `device`
     inside the guest and mounted; one line when it cannot be, or holds less than the run's
@@ -123,7 +126,7 @@ def guest_filesystem(
     res = guest.sh(
         f"{MKFS_EXT4} {device} && mkdir -p {FS_MOUNT} && mount -t {filesystem} {device} "
         f"{FS_MOUNT} && stat -f -c '%a %S' {FS_MOUNT} && grep ' {FS_MOUNT} ' /proc/mounts",
-        timeout=600,
+        timeout=timeout_s,
     )
     lines = res.stdout.splitlines()
     if res.exitcode != 0 or len(lines) < 2:
@@ -155,22 +158,27 @@ def run_in_guest(
     guest: RealGuest, ctx: RealRunContext, job: str, timeout_s: float, size_bytes: int
 ) -> tuple[dict[str, Any], str, str]:
     """(meta, fio's stdout and stderr, its iops log) of the job run in the booted guest, on the
-    raw disk under test or (`ctx.filesystem`) on a file of a filesystem made on it."""
-    facts = guest.sh(_FACTS, timeout=60).stdout.splitlines()
+    raw disk under test or (`ctx.filesystem`) on a file of a filesystem made on it. Every step
+    gets what is left of `timeout_s`: right after its boot a TCG guest on a loaded host can take
+    minutes for a command (a fixed 60 s failed a run at load 7)."""
+    deadline = time.monotonic() + timeout_s
+
+    def left() -> float:
+        return max(STEP_FLOOR_S, deadline - time.monotonic())
+
+    facts = guest.sh(_FACTS, timeout=left()).stdout.splitlines()
     if len(facts) >= 2 and not (ctx.image.distribution and ctx.image.kernel_version):
         ctx.image = ctx.image.with_guest_facts(facts[0], facts[1])
-    view = disk_view(guest)
-    fio, fio_from, seed = which_fio(guest)
+    view = disk_view(guest, timeout=left())
+    fio, fio_from, seed = which_fio(guest, left())
     target, fs_meta = f"/dev/{view['name']}", None
     if ctx.filesystem not in (None, "none"):
-        target, fs_meta = guest_filesystem(guest, str(ctx.filesystem), target, size_bytes)
+        target, fs_meta = guest_filesystem(guest, str(ctx.filesystem), target, size_bytes, left())
     text = job.replace(GUEST_DISK_PLACEHOLDER, target)
-    guest.sh(f"mkdir -p {GUEST_RUN_DIR}", timeout=60)
+    guest.sh(f"mkdir -p {GUEST_RUN_DIR}", timeout=left())
     guest.agent.write_file(f"{GUEST_RUN_DIR}/job.fio", text.encode())
     t0 = time.monotonic()
-    res = guest.sh(
-        f"cd {GUEST_RUN_DIR} && exec {fio} --output-format=json job.fio", timeout=timeout_s
-    )
+    res = guest.sh(f"cd {GUEST_RUN_DIR} && exec {fio} --output-format=json job.fio", timeout=left())
     meta = {
         "guest_disk": view,
         "guest_image": ctx.image.as_metadata(),
@@ -181,15 +189,17 @@ def run_in_guest(
     }
     if fs_meta is not None:
         meta["guest_filesystem"] = fs_meta
-    log = guest.sh(f"cat {GUEST_RUN_DIR}/{IOPS_LOG_PREFIX}_iops.log 2>/dev/null", timeout=60).stdout
+    log = guest.sh(
+        f"cat {GUEST_RUN_DIR}/{IOPS_LOG_PREFIX}_iops.log 2>/dev/null", timeout=left()
+    ).stdout
     return meta, res.stdout + res.stderr, log
 
 
-def which_fio(guest: RealGuest) -> tuple[str, str, str]:
+def which_fio(guest: RealGuest, timeout_s: float = 60.0) -> tuple[str, str, str]:
     """(the fio command, where it came from: "image" or "tools-disk", whether the seed's user-data
     has run: "seed-read" or "seed-not-read-yet": cloud-init runs it late in the boot, and a run does
     not wait for it); one line when the image has no fio and no tools disk brings one."""
-    res = guest.sh(_FIO, timeout=60)
+    res = guest.sh(_FIO, timeout=timeout_s)
     words = res.stdout.split()
     if res.exitcode != 0 or len(words) != 3:
         raise UserError(
