@@ -43,9 +43,10 @@ BUILT_IN_META = {
 }
 
 
-def _sweep(tmp_path: Path, built_in_too: bool) -> tuple[Store, int]:
+def _sweep(tmp_path: Path, built_in_too: bool, ext4_cache: str | None = None) -> tuple[Store, int]:
     """A finished guest sweep: cache none and writeback, 4 rounds, in the user's image (and in the
-    built-in guest when `built_in_too`), plus a block-layer cell that boots no guest."""
+    built-in guest when `built_in_too`), plus a block-layer cell that boots no guest. The image's
+    runs of cache `ext4_cache` ran on an ext4 in the guest (`[guest] filesystem`)."""
     store = Store(tmp_path / "r.sqlite")
     sid = store.create_sweep(
         store.host_id({"hostname": "h", "cpu_count": 2, "mem_bytes": 4 << 30}),
@@ -75,6 +76,8 @@ def _sweep(tmp_path: Path, built_in_too: bool) -> tuple[Store, int]:
                 run_meta = {
                     k: (v if v is not None else _image_meta(rnd > 0)) for k, v in meta.items()
                 }
+                if tier == "guest" and cache == ext4_cache:
+                    run_meta["guest_filesystem"] = {"type": "ext4", "device": "/dev/vdb"}
                 value = (900.0 if cache == "none" else 1000.0) * (1 + 0.01 * (rnd % 3 - 1))
                 store.record_run(
                     RunRecord(
@@ -116,6 +119,17 @@ def test_a_user_image_is_one_guest_with_its_digest_and_the_facts_read_from_it(
         f"sha256 {DIGEST[:16]}…), 8 runs"
     )
     assert built_in.runs == 8 and "kernel 6.1.0-56-cloud-amd64, fio-3.33" in built_in.line()
+
+
+def test_runs_on_a_guest_filesystem_are_named_apart_from_the_raw_disks(tmp_path: Path) -> None:
+    store, sid = _sweep(tmp_path, built_in_too=False, ext4_cache="writeback")
+    raw, ext4 = guests_used(store, sid)
+    assert (raw.filesystem, ext4.filesystem, raw.runs, ext4.runs) == ("", "ext4", 4, 4)
+    assert ext4.line() == (
+        f"real image debian-12-genericcloud-amd64.qcow2 (Debian 12.8, kernel {KERNEL}, "
+        f"sha256 {DIGEST[:16]}…, fio on ext4 in the guest), 4 runs"
+    )
+    assert ext4.as_dict()["filesystem"] == "ext4" and "filesystem" not in raw.as_dict()
 
 
 def test_a_sweep_without_guests_names_none(tmp_path: Path) -> None:

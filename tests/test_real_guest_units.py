@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -397,3 +398,67 @@ def test_a_missing_image_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(UserError) as err:
         resolve_image(str(tmp_path / "nope.qcow2"))
     assert err.value.one_line().startswith(f"guest image {tmp_path / 'nope.qcow2'} does not exist")
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"tier": ["guest"], "guest": {"filesystem": "ext4"}}, "real guest image only"),
+        ({"tier": ["guest"], "guest": {"image": "/a", "filesystem": "xfs"}}, "'none' or 'ext4'"),
+    ],
+)
+def test_a_guest_filesystem_needs_a_real_image_and_is_ext4(data: dict, message: str) -> None:
+    from pydantic import ValidationError
+
+    from iomatrix.plan.model import Plan
+
+    with pytest.raises(ValidationError, match=message):
+        Plan.model_validate({"name": "p", **data})
+    plan = Plan.model_validate(
+        {"name": "p", "tier": ["guest"], "guest": {"image": "/a", "filesystem": "ext4"}}
+    )
+    assert plan.setting("guest_filesystem") == "ext4" and "guest" not in plan.tier_tables
+    assert "guest_filesystem" not in Plan.model_validate({"name": "p"}).model_dump()
+
+
+# Root partition types of the Discoverable Partitions Specification.
+ARM64_ROOT = "B921B045-1DF0-41C3-AF44-4C6F280D3FAE"
+X86_64_ROOT = "4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709"
+LINUX_DATA = "0FC63DAF-8483-4772-8E79-3D69D8477DE4"
+
+
+def _gpt_image(path: Path, root_type: str | None, fmt: str) -> Path:
+    """A 16 MiB disk with an ESP and (`root_type`) a root partition, in `fmt`."""
+    raw = path.with_suffix(".raw")
+    subprocess.run(["truncate", "-s", "16M", str(raw)], check=True)
+    if root_type is not None:
+        args = ["-n", "1:2048:+4M", "-t", "1:EF00", "-n", "2:0:0", "-t", f"2:{root_type}"]
+        subprocess.run(["sgdisk", *args, str(raw)], check=True, capture_output=True)
+    if fmt == "raw":
+        return raw
+    subprocess.run(["qemu-img", "convert", "-O", fmt, str(raw), str(path)], check=True)
+    raw.unlink()
+    return path
+
+
+@pytest.mark.skipif(shutil.which("sgdisk") is None, reason="sgdisk (gdisk) not installed")
+@pytest.mark.parametrize("fmt", ["raw", "qcow2"])
+def test_an_image_for_another_architecture_is_refused_in_one_line_before_any_boot(
+    tmp_path: Path, fmt: str
+) -> None:
+    from iomatrix.guest.real_image import image_architecture, resolve_image
+
+    arm = _gpt_image(tmp_path / "arm64.qcow2", ARM64_ROOT, fmt)
+    before = arm.read_bytes()
+    with pytest.raises(UserError) as err:
+        resolve_image(str(arm))
+    line = err.value.one_line()
+    assert line.startswith(f"guest image {arm} is an arm64 image (its root partition's GPT type)")
+    assert "x86-64" in line and "\n" not in line
+    assert arm.read_bytes() == before  # only read
+    # an x86-64 image, one whose partitions do not say (generic Linux data) and one without a
+    # partition table are booted: the boot tells
+    assert image_architecture(_gpt_image(tmp_path / "x.qcow2", X86_64_ROOT, fmt), fmt) == {"x86-64"}
+    assert image_architecture(_gpt_image(tmp_path / "g.qcow2", LINUX_DATA, fmt), fmt) == set()
+    assert image_architecture(_gpt_image(tmp_path / "n.qcow2", None, fmt), fmt) == set()
+    assert resolve_image(str(tmp_path / f"x.{fmt}")).sha256

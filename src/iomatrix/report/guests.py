@@ -5,7 +5,8 @@ scheduler stand between fio and the disk. So every answer names the guests its s
 what each run recorded (never from what is cached on the host today, which may have been rebuilt):
 
 - a real image (`[guest] image = "debian"` or a path): the file, its sha256 (a prefix on the
-  terminal, whole in JSON: `sha256sum IMAGE` matches it months later), its distribution and kernel;
+  terminal, whole in JSON: `sha256sum IMAGE` matches it months later), its distribution and kernel,
+  and the guest filesystem fio ran on when it was not the raw disk (`[guest] filesystem = "ext4"`);
 - the built-in initramfs guest: its kernel, its fio and its build key (the cache entry's name).
 
 Worked example: a sweep whose 12 guest runs booted `debian-12.qcow2` (sha256 3f2a9b0c…) reads
@@ -40,6 +41,9 @@ class GuestUsed:
     kernel: str
     fio: str
     runs: int
+    filesystem: str = (
+        ""  # a real image's runs on a file of this guest filesystem ("": the raw disk)
+    )
 
     def line(self) -> str:
         """The guest in one statement, for the answer's head."""
@@ -50,6 +54,8 @@ class GuestUsed:
             ]
             digest = self.digest[:DIGEST_SHOWN] + ("…" if len(self.digest) > DIGEST_SHOWN else "")
             facts.append(f"sha256 {digest}" if self.digest else "no digest recorded")
+            if self.filesystem:
+                facts.append(f"fio on {self.filesystem} in the guest")
             name = PurePath(self.image).name or self.image
             return f"real image {name} ({', '.join(facts)}), {_runs(self.runs)}"
         facts = [f"kernel {self.kernel}" if self.kernel else "kernel not recorded"]
@@ -67,6 +73,8 @@ class GuestUsed:
             "fio": self.fio or None,
             "runs": self.runs,
             "line": self.line(),
+            # only where set: a guest on the raw disk reads as it always did
+            **({"filesystem": self.filesystem} if self.filesystem else {}),
         }
 
 
@@ -78,7 +86,7 @@ def _runs(n: int) -> str:
     return f"{n} run" + ("" if n == 1 else "s")
 
 
-def _real(meta: dict[str, Any]) -> tuple[str, ...]:
+def _real(meta: dict[str, Any], filesystem: str) -> tuple[str, ...]:
     return (
         REAL_IMAGE,
         str(meta.get("image", "")),
@@ -86,6 +94,7 @@ def _real(meta: dict[str, Any]) -> tuple[str, ...]:
         str(meta.get("distribution", "")),
         str(meta.get("kernel_version", "")),
         "",
+        filesystem,
     )
 
 
@@ -97,6 +106,7 @@ def _built_in(meta: dict[str, Any]) -> tuple[str, ...]:
         "",
         str(meta.get("kernel_version", "")),
         str(meta.get("fio_version", "")),
+        "",
     )
 
 
@@ -106,15 +116,16 @@ def guests_used(store: Store, sweep_id: int) -> list[GuestUsed]:
     during the run: runs recorded before that (none, or the first) are counted with the facts read
     later."""
     found: Counter[tuple[str, ...]] = Counter()
-    for meta in store.ok_run_objects(sweep_id, "guest_image").values():
-        found[_real(meta)] += 1
+    filesystems = store.ok_run_objects(sweep_id, "guest_filesystem")
+    for run_id, meta in store.ok_run_objects(sweep_id, "guest_image").items():
+        found[_real(meta, str(filesystems.get(run_id, {}).get("type", "")))] += 1
     for meta in store.ok_run_objects(sweep_id, "guest_artifacts").values():
         found[_built_in(meta)] += 1
     merged: Counter[tuple[str, ...]] = Counter()
     for key, n in found.items():
         merged[_with_facts(key, found)] += n
     return [
-        GuestUsed(*key[:6], runs=n)
+        GuestUsed(*key[:6], runs=n, filesystem=key[6])
         for key, n in sorted(
             merged.items(), key=lambda kv: (kv[0][0] != REAL_IMAGE, kv[0][1], kv[0][2])
         )
@@ -127,6 +138,6 @@ def _with_facts(key: tuple[str, ...], found: Counter[tuple[str, ...]]) -> tuple[
     if key[0] != REAL_IMAGE or (key[3] and key[4]):
         return key
     for other in found:
-        if other[:3] == key[:3] and other[3] and other[4]:
+        if other[:3] == key[:3] and other[6:] == key[6:] and other[3] and other[4]:
             return other
     return key

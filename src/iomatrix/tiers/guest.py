@@ -88,7 +88,11 @@ class GuestTier(Guest, Tier):
                 log(f"guest image {image}: its sha256 (the file is only read) and how it boots")
             real: RealImage = resolve_image(image, log)
             self.real = RealRunContext(
-                real, self.choice.accel, self.workdir, max(self.plan.guest_memory_mb, 512)
+                real,
+                self.choice.accel,
+                self.workdir,
+                max(self.plan.guest_memory_mb, 512),
+                filesystem=self.plan.setting("guest_filesystem"),
             )
             # the NoCloud seed every boot reads, and iomatrix's static fio for an image without one
             # (no network)
@@ -108,6 +112,12 @@ class GuestTier(Guest, Tier):
                 f"{', ' + img.distribution if img.distribution else ''}); accelerator "
                 f"{self.choice.accel} "
                 f"({self.choice.reason})"
+                + (
+                    f"; fio on a file of an {self.real.filesystem} made in the guest on the disk "
+                    "under test"
+                    if self.real.filesystem not in (None, "none")
+                    else ""
+                )
             )
         return (
             f"guest tier: accelerator {self.choice.accel} ({self.choice.reason}); kernel "

@@ -3,7 +3,7 @@ path."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -53,9 +53,15 @@ class Guest(TierDeclaration):
     # runs boot that image's own userspace instead of the built-in initramfs
     # (iomatrix.guest.real_image; docs/guest.md).
     plan_settings: ClassVar[dict[str, tuple[Any, Any]]] = {
-        "guest_image": (Annotated[str, Field(min_length=1, max_length=4096)] | None, None)
+        "guest_image": (Annotated[str, Field(min_length=1, max_length=4096)] | None, None),
+        # `[guest] filesystem = "ext4"`: in a real image, fio runs on a file of an ext4 made on the
+        # disk under test inside the guest, not on the raw disk (tiers/real_guest.py).
+        "guest_filesystem": (Literal["none", "ext4"] | None, None),
     }
-    table_settings: ClassVar[dict[str, str]] = {"image": "guest_image"}
+    table_settings: ClassVar[dict[str, str]] = {
+        "image": "guest_image",
+        "filesystem": "guest_filesystem",
+    }
 
     @classmethod
     def check_plan(cls, plan: PlanView) -> None:
@@ -65,6 +71,11 @@ class Guest(TierDeclaration):
                 f"guest.image: the plan names a guest image ({image[:60]}) but does not "
                 "run the guest "
                 "tier; add guest to `tier` or remove the image"
+            )
+        if plan.setting("guest_filesystem") not in (None, "none") and image is None:
+            raise ValueError(
+                "guest.filesystem: a guest filesystem runs in a real guest image only; add "
+                '[guest] image = "debian" (or your image\'s path), or remove filesystem'
             )
         if image is not None and ("\n" in image or "\0" in image):
             raise ValueError(
