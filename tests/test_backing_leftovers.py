@@ -128,7 +128,8 @@ def test_mount_with_a_different_source_is_left_alone(workdir: Path) -> None:
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from iomatrix.backing import parse_backing, provision
+    from iomatrix.backing.provision import provision
+    from iomatrix.backing.spec import parse_backing
     spec = parse_backing({"type": "loopfs", "fs": "ext4", "size": "32M"})
     with provision(spec, Path(sys.argv[1]), set()) as h:
         (h.path / "data").write_bytes(b"x" * 4096)

@@ -11,6 +11,7 @@ import itertools
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from iomatrix import tiers
 from iomatrix.domain import NA, NULL_BACKING, axes
@@ -18,8 +19,12 @@ from iomatrix.domain.axes import BackingFacts, QemuFacts
 from iomatrix.domain.cell import Cell  # re-exported: the matrix's cells
 from iomatrix.domain.workload import Workload
 from iomatrix.plan.current_cell import CURRENT_PRUNED
-from iomatrix.plan.model import Plan
 from iomatrix.tiers import declaration
+
+if TYPE_CHECKING:
+    # a type only: a report completing stored cells (`complete`) does not load the plan model (its
+    # pydantic models, every backing's spec)
+    from iomatrix.plan.model import Plan
 
 
 def from_key(key: str) -> Cell:

@@ -17,7 +17,6 @@ from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 
-from iomatrix.current import CurrentConfig, ExistingDisk
 from iomatrix.domain import (
     BackingKind,
     Format,
@@ -99,6 +98,7 @@ from iomatrix.vmconfig.qemu import (
     qemu_img_snippet,
     qemu_snippet,
 )
+from iomatrix.vmconfig.reading import CurrentConfig, ExistingDisk
 
 # Re-exported: callers import every snippet writer from here.
 __all__ = [

@@ -56,17 +56,10 @@ def recommend(
 ) -> None:
     """The answer first (what to use, how much faster it is, what it risks, the snippet), detail on
     request."""
-    from iomatrix.current import parse_current
-    from iomatrix.report.consolidation import (
-        consolidation_groups,
-        consolidation_json,
-        consolidation_lines,
-    )
-    from iomatrix.report.headline import check_target, headline
+    # What one host's answer alone needs (--current's parsers, the consolidation tier) is imported
+    # after the fleet answer's return: a fleet answer does not pay for it (issue 52).
+    from iomatrix.report.headline import check_target
     from iomatrix.report.objective import parse_objective
-    from iomatrix.report.query import pick_sweep, sweep_info
-    from iomatrix.report.recommend import recommend as build
-    from iomatrix.report.render import other_sweeps_lines, render_recommendation
     from iomatrix.ui import report_width
 
     ranking = opts.ranking()
@@ -85,7 +78,12 @@ def recommend(
             "--current-disk needs --current",
             hint="give the libvirt domain XML with --current vm.xml",
         )
-    cur = parse_current(current, current_disk) if current is not None else None
+    if current is not None:
+        from iomatrix.current import parse_current
+
+        cur = parse_current(current, current_disk)
+    else:
+        cur = None
     from iomatrix.report.fleet import fleet_wanted
 
     store = open_store(opts.db, fleet_sweeps_only(sweep, by_host, group, current))
@@ -122,6 +120,16 @@ def recommend(
             render_fleet(fleet, answers, format, report_width(), answer_first=True, target=target)
         )
         return
+    from iomatrix.report.consolidation import (
+        consolidation_groups,
+        consolidation_json,
+        consolidation_lines,
+    )
+    from iomatrix.report.headline import headline
+    from iomatrix.report.query import pick_sweep, sweep_info
+    from iomatrix.report.recommend import recommend as build
+    from iomatrix.report.render import other_sweeps_lines, render_recommendation
+
     sid = pick_sweep(store, sweep)
     rec = build(
         store,

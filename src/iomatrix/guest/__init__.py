@@ -7,32 +7,31 @@ Public API (see docs/guest.md):
   run_guest / DiskSpec / GuestJob / GuestOutcome          one guest run
   kill_all_guests                                        SIGKILL every live QEMU child (on interrupt)
   ensure_tarball                                         the filesystem-workload tarball
+
+The names are imported when first asked (`iomatrix.lazy_names`): a report that reads the kernel
+command line or the TCG warning does not import the guest's process, artifact and image code.
 """  # noqa: E501
 
-from iomatrix.fio.jobs import GUEST_DISK_PLACEHOLDER as DISK_PLACEHOLDER
-from iomatrix.guest.accel import TCG_WARNING, AccelChoice, choose_accel
-from iomatrix.guest.artifacts import GuestArtifacts, artifact_info, ensure_artifacts
-from iomatrix.guest.job import GuestJob
-from iomatrix.guest.process import kill_all_guests, run_guest
-from iomatrix.guest.stream import GuestOutcome
-from iomatrix.guest.tarball import ensure_tarball
-from iomatrix.images import create_image, remove_image
-from iomatrix.qemu_block import DiskSpec
+from __future__ import annotations
 
-__all__ = [
-    "DISK_PLACEHOLDER",
-    "TCG_WARNING",
-    "AccelChoice",
-    "DiskSpec",
-    "GuestArtifacts",
-    "GuestJob",
-    "GuestOutcome",
-    "artifact_info",
-    "choose_accel",
-    "create_image",
-    "ensure_artifacts",
-    "ensure_tarball",
-    "kill_all_guests",
-    "remove_image",
-    "run_guest",
-]
+from iomatrix.lazy_names import lazy_names
+
+_WHERE = {
+    "TCG_WARNING": "tcg",
+    "AccelChoice": "accel",
+    "choose_accel": "accel",
+    "GuestArtifacts": "artifacts",
+    "artifact_info": "artifacts",
+    "ensure_artifacts": "artifacts",
+    "GuestJob": "job",
+    "DISK_PLACEHOLDER": "job",
+    "kill_all_guests": "process",
+    "run_guest": "process",
+    "GuestOutcome": "stream",
+    "ensure_tarball": "tarball",
+    "create_image": "iomatrix.images",
+    "remove_image": "iomatrix.images",
+    "DiskSpec": "iomatrix.qemu_block",
+}
+__all__ = sorted(_WHERE)
+__getattr__, __dir__ = lazy_names(__name__, _WHERE)

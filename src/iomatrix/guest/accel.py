@@ -23,13 +23,8 @@ from iomatrix.guest.artifacts import GuestArtifacts
 from iomatrix.guest.cache import default_cache_dir
 from iomatrix.guest.job import GuestJob
 from iomatrix.guest.process import run_guest
+from iomatrix.guest.tcg import TCG_WARNING
 from iomatrix.hostcmd import version_of
-
-TCG_WARNING = (
-    "TCG (software emulation): guest timings are bound by instruction emulation, not by "
-    "the storage "
-    "stack. Use them to compare cells with each other, not as absolute figures."
-)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,13 @@
-"""The plan: the single source of truth for what a sweep runs."""
+"""The plan: the single source of truth for what a sweep runs.
 
-from iomatrix.plan.load import load_plan
-from iomatrix.plan.model import Plan
+`Plan` and `load_plan` are imported when first asked (`iomatrix.lazy_names`): a reader of
+`iomatrix.plan.current_cell` or `iomatrix.plan.sections` does not load the plan model and loader
+(pydantic models, every backing's spec)."""
 
-__all__ = ["Plan", "load_plan"]
+from __future__ import annotations
+
+from iomatrix.lazy_names import lazy_names
+
+_WHERE = {"load_plan": "load", "Plan": "model"}
+__all__ = sorted(_WHERE)
+__getattr__, __dir__ = lazy_names(__name__, _WHERE)

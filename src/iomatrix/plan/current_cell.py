@@ -26,8 +26,8 @@ from pydantic import (
     model_serializer,
 )
 
-from iomatrix.current import CurrentConfig, ExistingDisk
 from iomatrix.domain import NA, axes
+from iomatrix.vmconfig.reading import CurrentConfig, ExistingDisk
 
 # The prefix of the reason a current cell is pruned with (stored with the sweep's pruned cells), so
 # reports can tell it from the matrix's own pruned cells.

@@ -23,6 +23,7 @@ from iomatrix.domain import axes, did_you_mean
 from iomatrix.errors import UserError
 from iomatrix.plan.model import NAME_MAX, Plan, Repetitions
 from iomatrix.plan.sections import setting_keys
+from iomatrix.plans import builtin_names
 from iomatrix.textfile import read_small_text
 from iomatrix.tiers import tier_names
 
@@ -32,14 +33,6 @@ PLAN_ALIASES = {"hallyn": "full-matrix-fs", "salter": "block-size-sweep"}
 
 MAX_PLAN_BYTES = 1024 * 1024  # a plan is a few hundred bytes; anything near this is not a plan
 MAX_NESTING = 32  # plans nest two levels ([[backing]] options); tomllib recurses per level
-
-
-def builtin_names() -> list[str]:
-    return sorted(
-        p.name.removesuffix(".toml")
-        for p in resources.files("iomatrix.plans").iterdir()
-        if p.name.endswith(".toml")
-    )
 
 
 def _all_keys() -> set[str]:

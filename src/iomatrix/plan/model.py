@@ -35,13 +35,13 @@ from iomatrix.backing.spec import (
     DirBacking,
     parse_size,
 )
-from iomatrix.current import CurrentConfig
 from iomatrix.domain import axes, did_you_mean
 from iomatrix.errors import UserError
 from iomatrix.plan import sections
 from iomatrix.plan.current_cell import CurrentDisk, from_config
 from iomatrix.roles import check_margin, plan_roles
 from iomatrix.tiers import declaration, known_tier, reference_tier, tier_classes, tier_names
+from iomatrix.vmconfig.reading import CurrentConfig
 
 NAME_MAX = 100
 # Plan names appear in file names, tables and the database: letters, digits and . _ - (no spaces, no

@@ -114,11 +114,15 @@ def _is_trial(cw: CellWorkload) -> bool:
     return tier is not None and cw.axes.get("tier") == tier
 
 
-def _may_hold_trials(store: Store, sweep_id: int) -> bool:
-    """Whether some run of the sweep ran a trial workload: a sweep without one holds no trial, and
+def _sweeps_with_trials(store: Store) -> set[int]:
+    """The sweeps some run of which ran a trial workload: a sweep without one holds no trial, and
     its cells need not be read (a fleet's store holds hundreds of sweeps, few or none of them
-    durability sweeps: issue 52)."""
-    return any(_trial_tier(w) is not None for _, w in store.run_counts(sweep_id, replaced_too=True))
+    durability sweeps: issue 52). One query for every sweep, not one a sweep."""
+    return {
+        sid
+        for sid, workloads in store.workloads_run().items()
+        if any(_trial_tier(w) is not None for w in workloads)
+    }
 
 
 def _target_value(axes: Mapping[str, str], axis: str) -> str:
@@ -161,8 +165,9 @@ class MeasuredIndex:
         """`workload`: only that durability workload's trials (one guest filesystem), else all of
         them."""
         index = cls()
+        with_trials = _sweeps_with_trials(store)
         for sid in sweep_ids if sweep_ids is not None else store.sweep_ids():
-            if not _may_hold_trials(store, sid):
+            if sid not in with_trials:
                 continue
             for cw in cell_workloads(store, sid):
                 if not _is_trial(cw) or (workload is not None and cw.workload != workload):

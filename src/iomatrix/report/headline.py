@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from iomatrix.current import CurrentConfig
 from iomatrix.domain import BASELINES, PLATFORM_BASELINES, Baseline
 from iomatrix.durability.verdict import TARGET_POWER_LOSS, TARGET_SHORT_NAME
 from iomatrix.errors import UserError
@@ -34,6 +33,7 @@ from iomatrix.report.recommend import (
     verdict_tier,
 )
 from iomatrix.snippets import Snippet, answer_storage_snippet
+from iomatrix.vmconfig.reading import CurrentConfig
 
 TARGETS = ("libvirt", "proxmox", "qemu", "virt-install", "nova")
 DEFAULT_TARGET = "libvirt"

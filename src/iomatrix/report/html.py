@@ -18,7 +18,6 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from iomatrix.current import CurrentConfig
 from iomatrix.report import charts
 from iomatrix.report.companions import companion
 from iomatrix.report.contention import (
@@ -50,6 +49,7 @@ from iomatrix.stats.summary import Summary
 from iomatrix.store import Store
 from iomatrix.tiers import is_reference, known_tier, reference_tier, tier_classes
 from iomatrix.ui import fmt
+from iomatrix.vmconfig.reading import CurrentConfig
 
 BLOCK_SIZES = ("512", "4k", "64k", "1m")
 SIZE_WORKLOAD = re.compile(r"^(rand-read|rand-write)-(512|4k|64k|1m)$")

@@ -449,6 +449,16 @@ class Store(StoreQueries):
         )
         return {(r["cell_id"], r["workload"]): (int(r["ok"]), int(r["bad"])) for r in rows}
 
+    def workloads_run(self) -> dict[int, set[str]]:
+        """Sweep id → the workloads its runs ran (any status, replaced or not): in one pass over the
+        runs, for a question asked of every sweep of a fleet's store (report/durability.py)."""
+        out: dict[int, set[str]] = {}
+        for sweep_id, workload in self.db.execute(
+            "SELECT DISTINCT c.sweep_id, r.workload FROM runs r JOIN cells c ON c.id=r.cell_id"
+        ):
+            out.setdefault(int(sweep_id), set()).add(workload)
+        return out
+
     def metric_series(self, cell_id: int, workload: str, metric: str) -> list[float]:
         """A metric's values over the ok runs of a cell × workload, in run order."""
         rows = self.db.execute(

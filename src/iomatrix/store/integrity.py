@@ -15,7 +15,8 @@ measurement columns are finite and ≥ 0 (:data:`MEASUREMENTS`, iomatrix.metrics
 and the JSON columns hold JSON of their shape.
 
 The cost is one pass over the file (`PRAGMA quick_check`: every page, without the index cross-checks
-of `integrity_check`) and one over each column; both are linear in the file's size."""
+of `integrity_check`) and a few over each table (its columns' types checked in one, their text in
+another); all are linear in the file's size."""
 
 from __future__ import annotations
 
@@ -200,12 +201,17 @@ def _bad_value_sql(table: str, name: str, col: Column) -> tuple[str, str] | None
 
 def _typed(db: sqlite3.Connection, version: int, report: DamageReport) -> None:
     for table, cols in column_types(version).items():
+        checks = {n: c for n, col in cols.items() if (c := _bad_value_sql(table, n, col))}
+        # One pass over the table for all its columns, the rows named column by column only where
+        # it finds one: a pass per column was a third of opening a 100-host file (issue 52).
+        anywhere = " OR ".join(f"({cond})" for cond, _ in checks.values())
+        if (
+            not checks
+            or db.execute(f"SELECT 1 FROM {table} WHERE {anywhere} LIMIT 1").fetchone() is None
+        ):
+            continue
         label = _row_label(table, cols)
-        for name, col in cols.items():
-            check = _bad_value_sql(table, name, col)
-            if check is None:
-                continue
-            cond, why = check
+        for name, (cond, why) in checks.items():
             shown = f"CAST(substr(quote({name}), 1, 40) AS BLOB)"
             for rowid, row, value in db.execute(
                 f"SELECT rowid, CAST({label} AS BLOB), {shown} FROM {table} WHERE {cond}"
@@ -213,29 +219,39 @@ def _typed(db: sqlite3.Connection, version: int, report: DamageReport) -> None:
                 report.add(int(rowid), Damage(table, _text(row), name, _text(value), why))
 
 
-def _all_utf8(db: sqlite3.Connection, table: str, name: str) -> bool:
-    """Whether every text value of the column is UTF-8, decoded at once: the values joined by a
-    newline in SQL (group_concat copies their bytes, unchecked) are UTF-8 exactly when each value
-    is, since an ASCII byte between them can neither complete a cut sequence nor follow one. A row
-    at a time in Python was most of opening a 100-host file (issue 52); the rows are named one by
-    one only where this finds bad bytes."""
-    (raw,) = db.execute(
-        f"SELECT CAST(group_concat({name}, char(10)) AS BLOB) FROM {table} "
-        f"WHERE typeof({name}) = 'text'"
-    ).fetchone()
-    try:
-        bytes(raw or b"").decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
+def _utf8_columns(db: sqlite3.Connection, table: str, names: list[str]) -> dict[str, bool]:
+    """Whether every text value of each column is UTF-8, decoded at once: a column's values joined
+    by a newline in SQL (group_concat copies their bytes, unchecked) are UTF-8 exactly when each
+    value is, since an ASCII byte between them can neither complete a cut sequence nor follow one. A
+    row at a time in Python was most of opening a 100-host file (issue 52), and so was a pass over
+    the table per column: every column is joined in one pass. The rows are named one by one only
+    where this finds bad bytes."""
+    if not names:
+        return {}
+    joined = ", ".join(
+        f"CAST(group_concat(CASE WHEN typeof({n}) = 'text' THEN {n} END, char(10)) AS BLOB)"
+        for n in names
+    )
+    sound = {}
+    for name, raw in zip(
+        names, db.execute(f"SELECT {joined} FROM {table}").fetchone(), strict=True
+    ):
+        try:
+            bytes(raw or b"").decode("utf-8")
+        except UnicodeDecodeError:
+            sound[name] = False
+        else:
+            sound[name] = True
+    return sound
 
 
 def _utf8(db: sqlite3.Connection, version: int, report: DamageReport) -> None:
     """Text that is not UTF-8 (random bytes written over a row): Python could not even decode it."""
     for table, cols in column_types(version).items():
         label = _row_label(table, cols)
+        sound = _utf8_columns(db, table, [n for n, col in cols.items() if col.type == "TEXT"])
         for name, col in cols.items():
-            if col.type != "TEXT" or _all_utf8(db, table, name):
+            if col.type != "TEXT" or sound[name]:
                 continue
             for rowid, row, raw in db.execute(
                 f"SELECT rowid, CAST({label} AS BLOB), CAST({name} AS BLOB) "

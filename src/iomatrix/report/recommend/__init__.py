@@ -18,13 +18,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from iomatrix.current import CurrentConfig
 from iomatrix.domain import Modifier
 from iomatrix.errors import UserError
 from iomatrix.fio.shape import IoShape
-from iomatrix.guest.accel import TCG_WARNING
+from iomatrix.guest.tcg import TCG_WARNING
 from iomatrix.plan.current_cell import stored_current
-from iomatrix.plan.load import builtin_names
+from iomatrix.plans import builtin_names
 from iomatrix.report.companions import companion
 from iomatrix.report.durability import MeasuredIndex
 from iomatrix.report.guests import guests_used
@@ -86,6 +85,7 @@ from iomatrix.stats.interference import RunInterference
 from iomatrix.store import Store
 from iomatrix.tiers import known_tier, tier_classes, workload_owner
 from iomatrix.tiers.declaration import TierDeclaration
+from iomatrix.vmconfig.reading import CurrentConfig
 from iomatrix.workloads import listed
 
 __all__ = [

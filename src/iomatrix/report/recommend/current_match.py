@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from iomatrix import domain
-from iomatrix.current import CurrentConfig
 from iomatrix.domain import axes
 from iomatrix.matrix import applying_axes
 from iomatrix.report.query import CellWorkload
+from iomatrix.vmconfig.reading import CurrentConfig
 from iomatrix.workloads import listed
 
 

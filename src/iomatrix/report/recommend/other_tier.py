@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from iomatrix import domain
-from iomatrix.current import CurrentConfig
 from iomatrix.domain import axes
 from iomatrix.matrix import applying_axes
 from iomatrix.report.durability import MeasuredIndex
@@ -19,6 +18,7 @@ from iomatrix.report.rank import (
 from iomatrix.report.recommend.requirements import Requirement
 from iomatrix.report.recommend.verdict import Verdict, workload_verdict
 from iomatrix.tiers import declaration, is_reference, tier_order
+from iomatrix.vmconfig.reading import CurrentConfig
 
 
 def verdict_on_its_basis(

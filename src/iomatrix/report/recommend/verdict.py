@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iomatrix import domain
-from iomatrix.current import CurrentConfig
 from iomatrix.domain import BASELINES, PLATFORM_BASELINES, Baseline, Modifier, axes
 from iomatrix.report.durability import MeasuredIndex
 from iomatrix.report.figures import ratio_text
@@ -29,6 +28,7 @@ from iomatrix.stats import RatioCI, ratio_ci
 from iomatrix.stats.blocked import BlockedAnalysis
 from iomatrix.stats.ranking import Ranking
 from iomatrix.tiers import is_reference
+from iomatrix.vmconfig.reading import CurrentConfig
 
 
 @dataclass(frozen=True)
