@@ -129,7 +129,9 @@ class Pick:
     def verb(self) -> str:
         if self.kept:
             return "Keep"
-        return "Use" if self.settled else "No answer yet, the tie-break's pick"
+        return "Use" if self.settled else self.UNSETTLED
+
+    UNSETTLED = "No answer yet, the tie-break's pick"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -179,6 +181,8 @@ class Headline:
     # The guests the guest figures came from, one line each (report/guests.py): a real image with
     # its digest.
     guests: list[str] = field(default_factory=list)
+    # the findings in one line each, for a crowded first screen (report/screen.py)
+    brief_findings: list[str] = field(default_factory=list)
 
     def baseline_line(self, short: bool = False) -> str:
         """The headline's line on its baseline, for a platform whose defaults are not QEMU's: its
@@ -333,6 +337,7 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
         _baseline(target, answered.values()),
         trade_off_lines(list(dict.fromkeys(c for c in configs.values() if c.kind != "one")), names),
         guest_lines(rec.guests),
+        rec.brief_findings,
     )
 
 

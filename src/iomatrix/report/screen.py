@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
@@ -149,10 +149,49 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
     one screen (issue 49): the header, the findings, the roles; one decision line per workload under
     each configuration; then each distinct storage setting, risk statement and snippet once
     (`_config_parts`), whole where the screen's FIRST_SCREEN_LINES leave room, else in its short
-    form (the whole one in --detail)."""
+    form (the whole one in --detail). A screen still too long is laid out denser, step by step
+    (`_denser`): whatever the plan, the answer fits FIRST_SCREEN_LINES."""
     squeeze = not markdown and any(p.storage is not None for p in h.picks)
+    text = _laid_out(h, width, markdown, squeeze, 0)
+    if markdown:  # a document, not a screen
+        return text
+    for dense in DENSER:
+        if text.count("\n") <= FIRST_SCREEN_LINES:
+            break
+        text = _laid_out(_denser(h), width, False, True, dense)
+    return text
+
+
+# The denser layouts a crowded screen gets, in turn (issue 49: a sweep of three backings and both
+# shape findings took 49 lines at 100 columns): 1, the findings in one line each, one decision per
+# configuration (its workloads' lines under it without the backing their name repeats, short
+# statuses); 2, each VM tool's snippet by the options it sets in one line, said once for every
+# backing it serves; 3, the risks by name only (their whole text: --detail).
+DENSER = (1, 2, 3)
+# A crowded screen's statuses (the configuration's verb says whose pick it is).
+DENSE_STATUS = {**SHORT_STATUS, "joined": "tied", "joined-provisional": "not separated yet"}
+
+
+def _denser(h: Headline) -> Headline:
+    """The headline with its findings in their one-line forms and each configuration's picks merged
+    into one (a configuration named twice, once settled and once not, on a crowded screen: its
+    workloads' statuses say which)."""
+    merged: dict[str, Pick] = {}
+    for p in h.picks:
+        first = merged.get(p.cell)
+        if first is None:
+            merged[p.cell] = replace(p, gains=list(p.gains))
+            continue
+        first.gains += p.gains
+        first.settled = first.settled and p.settled
+        first.kept = first.kept and p.kept
+    return replace(h, findings=h.brief_findings or h.findings, picks=list(merged.values()))
+
+
+def _laid_out(h: Headline, width: int, markdown: bool, squeeze: bool, dense: int) -> str:
+    """The headline laid out (headline_text), `dense` 0 (as roomy as the screen allows) to 2."""
     out = _screen_head(h, width, markdown, squeeze)
-    parts = _config_parts(h, width, markdown, squeeze)
+    parts = _config_parts(h, width, markdown, squeeze, dense)
     tail = _tail(h, width, squeeze)
     # between the decisions and the parts they share (a squeezed screen's labels at the margin are
     # gap enough)
@@ -165,15 +204,17 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
         - len(out)
         - len(tail)
         - len(gap)
-        - sum(len(_decision_lines(p, h, width, markdown, squeeze, 0)) for p in h.picks)
+        - sum(len(_decision_lines(p, h, width, markdown, squeeze, 0, dense)) for p in h.picks)
         - sum(len(part.short) for part in parts)
+        - (len(_risk_names(h, width)) if dense >= 3 else 0)
     ]
     _fit(parts, room, markdown, width)
     for p in h.picks:  # what the alternatives measured gets what is left
-        out += _decision_lines(p, h, width, markdown, squeeze, room)
+        out += _decision_lines(p, h, width, markdown, squeeze, room, dense)
     out += gap
     for part in parts:
         out += part.whole if part.use_whole else part.short
+    out += _risk_names(h, width) if dense >= 3 else []
     out += tail
     return "\n".join(out) + "\n"
 
@@ -277,7 +318,13 @@ def role_lines(h: Headline, width: int, markdown: bool) -> list[str]:
 
 
 def _decision_lines(
-    p: Pick, h: Headline, width: int, markdown: bool, squeeze: bool, room: list[int] | int | None
+    p: Pick,
+    h: Headline,
+    width: int,
+    markdown: bool,
+    squeeze: bool,
+    room: list[int] | int | None,
+    dense: int = 0,
 ) -> list[str]:
     """One configuration's decision: its name, the whole configuration (not on a squeezed screen:
     its snippets say it), one line per workload with its ratio and status, page-cache warnings, and
@@ -286,18 +333,25 @@ def _decision_lines(
     # one blank line before the configurations; between them too where the screen is not squeezed
     out = [""] if not squeeze or p is h.picks[0] else []
     measured = f" (measured by the {one_tier} tier)" if one_tier and not squeeze else ""
-    out += wrap(f"{'### ' if markdown else ''}{p.verb}: {p.name}{measured}", width)
+    # a crowded screen's verb: its workloads' statuses say that nothing is separated yet
+    verb = "Tie-break's pick" if dense and p.verb == Pick.UNSETTLED else p.verb
+    out += wrap(f"{'### ' if markdown else ''}{verb}: {p.name}{measured}", width)
     first = next(q for q in h.picks if q.config == p.config)
     if p.name != p.config and not squeeze and first is p:
         out += wrap(f"({p.config})", width, "  ")
+    statuses = DENSE_STATUS if dense else SHORT_STATUS if squeeze else STATUS_TEXT
+    groups = {wg.group for wg in p.gains}
+    # on a crowded screen a configuration of one backing group does not repeat it per workload
+    on = f" on {next(iter(groups))}" if dense and len(groups) == 1 and None not in groups else ""
     for wg in p.gains:
         tier = f" [{wg.tier} tier]" if wg.tier and one_tier is None else ""
         status = (
             f"kept: {wg.kept}"
             if wg.status == "equivalent" and wg.kept
-            else (SHORT_STATUS if squeeze else STATUS_TEXT).get(wg.status, STATUS_TEXT[wg.status])
+            else statuses.get(wg.status, STATUS_TEXT[wg.status])
         )
-        out += wrap(f"{wg.workload}: {gain_text(wg, p.cell)} · {status}{tier}", width, "  ")
+        name = wg.workload.removesuffix(on) if on else wg.workload
+        out += wrap(f"{name}: {gain_text(wg, p.cell)} · {status}{tier}", width, "  ")
     out += wrapped_lines(page_cache_lines(p), width, "  ")
     # A configuration stated again (another status) gets fewer.
     return out + _fitting(
@@ -318,13 +372,15 @@ class _Part:
     use_whole: bool = True
 
 
-def _config_parts(h: Headline, width: int, markdown: bool, squeeze: bool) -> list[_Part]:
+def _config_parts(
+    h: Headline, width: int, markdown: bool, squeeze: bool, dense: int = 0
+) -> list[_Part]:
     """Each configuration's storage settings, risks and snippet, each distinct text once (issue 49:
     never repeated); where the answer has several configurations, those serving some of its
     workloads first, each set under the workloads it serves, then those serving every workload."""
     keyed: dict[tuple[str, str], tuple[list[int], _Part]] = {}
     for i, p in enumerate(h.picks):
-        for key, part in _pick_parts(p, h.target, width, markdown, squeeze):
+        for key, part in _pick_parts(p, h.target, width, markdown, squeeze, dense):
             keyed.setdefault(key, ([], part))[0].append(i)
     served: dict[tuple[int, ...], list[_Part]] = {}
     for picks, part in keyed.values():
@@ -334,6 +390,12 @@ def _config_parts(h: Headline, width: int, markdown: bool, squeeze: bool) -> lis
     for picks, parts in sorted(served.items(), key=lambda kv: (kv[0] == everyone, kv[0])):
         if len(served) > 1:
             label = wrap(f"{_served(h, picks, everyone)}:", width)
+            alone = len(parts) == 1 and len(parts[0].short) == 1 and len(label) == 1
+            one = f"{label[0]} {parts[0].short[0].strip()}" if alone else ""
+            if dense >= 2 and alone and len(one) <= width:
+                # one line for the backings it serves: "on rbd: ceph.conf [client]: …"
+                out.append(_Part(label + parts[0].whole, [one], parts[0].priority))
+                continue
             out.append(_Part(label, label, -1))
         out += parts
     return out
@@ -345,19 +407,15 @@ def _served(h: Headline, picks: tuple[int, ...], everyone: tuple[int, ...]) -> s
     if picks == everyone:
         return "for every workload"
     mine = [wg for i in picks for wg in h.picks[i].gains]
-    groups = {wg.group for wg in mine}
-    group = next(iter(groups))
-    if (
-        len(groups) == 1
-        and group
-        and len(mine) == sum(wg.group == group for p in h.picks for wg in p.gains)
-    ):
-        return f"on {group}"
+    groups = list(dict.fromkeys(wg.group for wg in mine))
+    # every workload of each of these backing groups: the groups by name
+    if all(groups) and len(mine) == sum(wg.group in groups for p in h.picks for wg in p.gains):
+        return f"on {', '.join(str(g) for g in groups)}"
     return "for " + ", ".join(wg.workload for wg in mine)
 
 
 def _pick_parts(
-    p: Pick, target: str, width: int, markdown: bool, squeeze: bool
+    p: Pick, target: str, width: int, markdown: bool, squeeze: bool, dense: int = 0
 ) -> list[tuple[tuple[str, str], _Part]]:
     """A pick's storage settings, risks and snippet as (kind, its text) → _Part: the storage's first
     (what a shared storage's answer sets there, issue 49), then the risks, then the VM tool's
@@ -383,13 +441,36 @@ def _pick_parts(
         # what the answer sets on the storage (ceph.conf [client]) whole before the VM tool's
         # snippet: the <disk>'s short form (its <driver>) still says all it sets
         out.append((("storage", s.text), _Part(whole, short, 0)))
-    if p.risks:
+    # a crowded screen names the risks once for every configuration (_risk_names)
+    if p.risks and dense < 3:
         out.append((("risks", repr(p.risks)), _risk_part(p.risks, width, squeeze)))
     whole = _pick_snippet_lines(p, target, width, markdown)
     if whole:
-        short = _short_snippet(p, target, width) if squeeze else whole
-        out.append((("snippet", "\n".join(whole)), _Part(whole, short, 1)))
+        short = _short_snippet(p, target, width, dense >= 2) if squeeze else whole
+        # a crowded screen's options: said once for every backing they serve
+        key = "\n".join(short if dense >= 2 else whole)
+        out.append((("snippet", key), _Part(whole, short, 1)))
     return out
+
+
+def _risk_names(h: Headline, width: int) -> list[str]:
+    """A crowded screen's risks (issue 49): each situation named once, with the backings it concerns
+    where not all ("target power loss on iscsi"), the statements in --detail."""
+    where: dict[str, list[str]] = {}
+    basis = {b for p in h.picks for _, _, b in p.risks}
+    for p in h.picks:
+        for situation, _, _ in p.risks:
+            groups = where.setdefault(situation, [])
+            groups += [str(g) for g in dict.fromkeys(wg.group for wg in p.gains) if g]
+    everyone = {str(wg.group) for p in h.picks for wg in p.gains if wg.group}
+    named = [
+        s if set(gs) >= everyone else f"{s} ({', '.join(dict.fromkeys(gs))})"
+        for s, gs in where.items()
+    ]
+    if not named:
+        return []
+    said = "documented" if basis == {DOCUMENTED} else ", ".join(sorted(basis))
+    return wrap(f"risks ({said}): {', '.join(named)}: --detail", width)
 
 
 def _first_clause(text: str) -> str:
@@ -414,10 +495,11 @@ def _risk_part(risks: list[tuple[str, str, str]], width: int, squeeze: bool) -> 
     return _Part(whole, wrap(f"risks ({basis}): {said}", width, "  "), 2)  # the reasons: --detail
 
 
-def _short_snippet(p: Pick, target: str, width: int) -> list[str]:
+def _short_snippet(p: Pick, target: str, width: int, one_line: bool = False) -> list[str]:
     """A VM tool's snippet in a line or two where the screen has no room for it whole: an XML
     <disk>'s <driver> element (what the answer sets; the element whole in --detail); other tools'
-    snippets are never cut."""
+    snippets are never cut. `one_line` (a crowded screen): QEMU's options in one line, without the
+    arguments' names and the format the configuration's name says."""
     s = p.snippet
     whole = _pick_snippet_lines(p, target, width, False)
     if s is not None and s.text is None and p.data_step is None and not p.kept_line:
@@ -426,7 +508,7 @@ def _short_snippet(p: Pick, target: str, width: int) -> list[str]:
     if s is None or s.text is None or p.data_step is not None or p.kept_line:
         return whole
     if s.language != "xml":
-        return _short_command(s, target, width) or whole
+        return _short_command(s, target, width, one_line) or whole
     driver = next(
         (line.strip() for line in s.text.splitlines() if line.strip().startswith("<driver")), None
     )
@@ -436,10 +518,12 @@ def _short_snippet(p: Pick, target: str, width: int) -> list[str]:
     return wrap(f"{target}: {driver}", width, "  ")
 
 
-def _short_command(s: Snippet, target: str, width: int) -> list[str]:
+def _short_command(s: Snippet, target: str, width: int, one_line: bool = False) -> list[str]:
     """A QEMU or Proxmox snippet's short form: the QEMU options the answer sets; Proxmox's storage
     entry by name and its `qm` commands whole; [] for any other tool (never cut)."""
     assert s.text is not None
+    if s.language == "sh" and s.tool == "qemu" and one_line and (options := _qemu_set(s.text)):
+        return wrap(f"{target}: {options},…", width, "  ")
     if s.language == "sh" and s.tool == "qemu" and (options := _qemu_options(s.text)):
         # whole in --detail, as the screen's last line says
         return wrap(f"{target}: {options}", width, "  ")
@@ -470,6 +554,20 @@ _ANSWER_OPTIONS = (
     "iothread",
     "num-queues",
 )
+
+
+def _qemu_set(text: str) -> str:
+    """The options an answer sets of a QEMU command line, in one list, the format (the
+    configuration's name says it) left out: "cache.direct=off,cache.no-flush=off,write-cache=on";
+    "" when it has none."""
+    words = text.replace("\\\n", "").split()
+    return ",".join(
+        o
+        for flag, arg in pairwise(words)
+        if flag in ("-blockdev", "-drive", "-device")
+        for o in arg.split(",")[1:]
+        if o.split("=", 1)[0] in _ANSWER_OPTIONS and o.split("=", 1)[0] != "driver"
+    )
 
 
 def _qemu_options(text: str) -> str:

@@ -231,16 +231,24 @@ def page_cache_finding(
     interference: Mapping[int, RunInterference] | None = None,
     short: bool = False,
     plan: str = "iomatrix plan",
+    brief: bool = False,
 ) -> str | None:
     """The page-cache sentence, or None when the figures do not show it (module docstring).
     ``short``: the first screen's form, the working sets and workloads named with the largest gain,
-    the figures left to --detail."""
+    the figures left to --detail; ``brief``: one line, the workloads by name."""
     if not ram_bytes:
         return None
     load = interference or {}
     served, held = _held(cws, threshold, shapes, metric_of, ram_bytes)
     if not held:
         return None
+    if brief:
+        workloads = ", ".join(dict.fromkeys(p.workload for p in held))
+        modes = "/".join(dict.fromkeys(f"cache={p.cell.axes['cache']}" for p in held))
+        return (
+            f"the host page cache held {workloads}'s working set: {modes} measured memory, "
+            "not the disk (--detail)"
+        )
     if short:
         return _short_page_cache(held, ram_bytes, plan)
     told = [
@@ -297,9 +305,11 @@ def lun_write_cache_finding(
     metric_of: Callable[[str], str],
     interference: Mapping[int, RunInterference] | None = None,
     short: bool = False,
+    brief: bool = False,
 ) -> str | None:
     """The LUN write-cache sentence, or None when the figures do not show it (module docstring);
-    ``short``: the first screen's form (the hosts' load: --detail)."""
+    ``short``: the first screen's form (the hosts' load: --detail); ``brief``: one line, the
+    workloads by name."""
     load = interference or {}
     writing = [
         p
@@ -316,6 +326,13 @@ def lun_write_cache_finding(
             f"{p.workload}{_where(p, writing)}, which {p.shape.flush_words()}, {_figure(p, load)}"
         )
 
+    if brief:
+        fast = ", ".join(dict.fromkeys(p.workload for p in gained))
+        slow = ", ".join(dict.fromkeys(p.workload for p in flat))
+        return (
+            f"the LUN's write cache sped up {fast}, not {slow} (flushed): a target power "
+            "loss takes the writes it holds (--detail)"
+        )
     if short:  # one figure (or the range of them) per workload: every pair's is in --detail
         fast, slow = _per_workload(gained), _per_workload(flat)
         return (
@@ -362,11 +379,14 @@ def shape_findings(
     interference: Mapping[int, RunInterference] | None = None,
     short: bool = False,
     plan: str = "iomatrix plan",
+    brief: bool = False,
 ) -> list[str]:
     """The page-cache and LUN write-cache findings of a sweep (zero, one or two sentences);
-    ``short``: their first-screen forms."""
+    ``short``: their first-screen forms; ``brief``: one line each (a crowded first screen's)."""
     found = [
-        page_cache_finding(cws, threshold, shapes, metric_of, ram_bytes, interference, short, plan),
-        lun_write_cache_finding(cws, threshold, shapes, metric_of, interference, short),
+        page_cache_finding(
+            cws, threshold, shapes, metric_of, ram_bytes, interference, short, plan, brief
+        ),
+        lun_write_cache_finding(cws, threshold, shapes, metric_of, interference, short, brief),
     ]
     return [f for f in found if f is not None]
