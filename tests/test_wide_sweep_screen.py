@@ -56,8 +56,8 @@ def _nothing_lost(lines: list[str], h: Headline) -> None:
 
 @pytest.mark.parametrize("columns", [100, 80])
 def test_a_wide_sweeps_answer_fits_one_screen(wide: Path, columns: int) -> None:
-    """`recommend` and the end of `run` on three backings, three workloads and both findings: at most
-    30 lines at 100 and at 80 columns, no line wider, no number split, and nothing lost."""
+    """`recommend` and the end of `run` on three backings, three workloads and both findings: at
+    most 30 lines at 100 and at 80 columns, no line wider, no number split, and nothing lost."""
     h = _headline(wide, "qemu")
     for lines in (_cli(wide, columns), _run_end(wide, columns)):
         _fits(lines, columns)

@@ -255,9 +255,8 @@ def trap_finding(
             )
             return (
                 (f"with {where}: " if where else "")
-                + "librbd is writethrough until the first flush (Ceph's default): "
-                f"cache=writeback speeds up {never} (never flushes) only with "
-                f"{UNTIL_FLUSH}=off (--detail)"
+                + "librbd is writethrough until the first flush: cache=writeback speeds up "
+                f"{never} (never flushes) only with {UNTIL_FLUSH}=off (--detail)"
             )
         if short:
             named = "" if policy == ceph.DEFAULTS[POLICY] else f"; rbd_cache_policy={policy}"

@@ -190,7 +190,7 @@ def _denser(h: Headline) -> Headline:
 
 def _laid_out(h: Headline, width: int, markdown: bool, squeeze: bool, dense: int) -> str:
     """The headline laid out (headline_text), `dense` 0 (as roomy as the screen allows) to 2."""
-    out = _screen_head(h, width, markdown, squeeze)
+    out = _screen_head(h, width, markdown, squeeze, dense)
     parts = _config_parts(h, width, markdown, squeeze, dense)
     tail = _tail(h, width, squeeze)
     # between the decisions and the parts they share (a squeezed screen's labels at the margin are
@@ -226,7 +226,9 @@ def _one_tier(h: Headline) -> str | None:
     return next(iter(tiers)) if len(tiers) == 1 else None
 
 
-def _screen_head(h: Headline, width: int, markdown: bool, squeeze: bool = False) -> list[str]:
+def _screen_head(
+    h: Headline, width: int, markdown: bool, squeeze: bool = False, dense: int = 0
+) -> list[str]:
     """The lines above the configurations: the sweep, warnings, what every cell shares, the basis
     and baseline, the findings, the roles' answers and the trade-offs. A squeezed screen names the
     one tier here, not under each configuration."""
@@ -244,7 +246,7 @@ def _screen_head(h: Headline, width: int, markdown: bool, squeeze: bool = False)
     for line in h.basis:
         out += wrap(f"basis: {line}", width)
     if h.baseline_line():
-        out += wrap(h.baseline_line(short=squeeze), width)
+        out += wrap(h.baseline_line(short=squeeze, brief=dense >= 2, bare=dense >= 3), width)
     for line in h.findings:  # what the figures show comes first: the answer below follows from it
         out += wrap(f"finding: {line}", width)
     out += role_lines(h, width, markdown)
@@ -331,7 +333,8 @@ def _decision_lines(
     what the notable alternatives measured where `room` leaves lines for them."""
     one_tier = _one_tier(h)
     # one blank line before the configurations; between them too where the screen is not squeezed
-    out = [""] if not squeeze or p is h.picks[0] else []
+    # (a crowded screen's findings end at the margin: gap enough)
+    out = [""] if not squeeze or (p is h.picks[0] and dense < 3) else []
     measured = f" (measured by the {one_tier} tier)" if one_tier and not squeeze else ""
     # a crowded screen's verb: its workloads' statuses say that nothing is separated yet
     verb = "Tie-break's pick" if dense and p.verb == Pick.UNSETTLED else p.verb
@@ -390,11 +393,11 @@ def _config_parts(
     for picks, parts in sorted(served.items(), key=lambda kv: (kv[0] == everyone, kv[0])):
         if len(served) > 1:
             label = wrap(f"{_served(h, picks, everyone)}:", width)
-            alone = len(parts) == 1 and len(parts[0].short) == 1 and len(label) == 1
+            alone = len(parts[0].short) == 1 and len(label) == 1
             one = f"{label[0]} {parts[0].short[0].strip()}" if alone else ""
             if dense >= 2 and alone and len(one) <= width:
-                # one line for the backings it serves: "on rbd: ceph.conf [client]: …"
-                out.append(_Part(label + parts[0].whole, [one], parts[0].priority))
+                # the backings' label and their first setting in one line: "on rbd: ceph.conf …"
+                out += [_Part(label + parts[0].whole, [one], parts[0].priority), *parts[1:]]
                 continue
             out.append(_Part(label, label, -1))
         out += parts
@@ -507,6 +510,9 @@ def _short_snippet(p: Pick, target: str, width: int, one_line: bool = False) -> 
         return wrap(f"{target}: no snippet: {_first_clause(s.note)}", width, "  ")
     if s is None or s.text is None or p.data_step is not None or p.kept_line:
         return whole
+    if one_line and s.tool != "qemu" and (settings := _settings(s.text)):
+        # a crowded screen: what the tool's snippet sets, in one line (the snippet: --detail)
+        return wrap(f"{target}: {settings},…", width, "  ")
     if s.language != "xml":
         return _short_command(s, target, width, one_line) or whole
     driver = next(
@@ -554,6 +560,19 @@ _ANSWER_OPTIONS = (
     "iothread",
     "num-queues",
 )
+
+
+# A VM tool's settings that an answer makes (Proxmox's drive options, nova.conf's cache modes): a
+# crowded screen says only these of its snippet.
+_SETTING = re.compile(
+    r"\b(format|cache|aio|io|discard|detect_zeroes|iothread|disk_cachemodes)\s*=\s*\"?([^\s,\"]+)"
+)
+
+
+def _settings(text: str) -> str:
+    """The settings an answer makes in a tool's snippet, once each, in their order: "format=raw,
+    cache=none,discard=ignore,detect_zeroes=0"; "disk_cachemodes=network=writeback"."""
+    return ",".join(dict.fromkeys(f"{k}={v}" for k, v in _SETTING.findall(text)))
 
 
 def _qemu_set(text: str) -> str:

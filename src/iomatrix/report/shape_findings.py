@@ -245,7 +245,9 @@ def page_cache_finding(
     if brief:
         workloads = ", ".join(dict.fromkeys(p.workload for p in held))
         modes = "/".join(dict.fromkeys(f"cache={p.cell.axes['cache']}" for p in held))
-        sizes = " and ".join(size_words(s) for s in sorted({p.shape.working_set or 0 for p in held}))
+        sizes = " and ".join(
+            size_words(s) for s in sorted({p.shape.working_set or 0 for p in held})
+        )
         return (
             f"the host page cache held the {sizes} working sets of {workloads}: {modes} "
             "measured memory, not the disk; a plan size beyond twice the RAM measures it "
