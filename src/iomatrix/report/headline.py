@@ -129,9 +129,7 @@ class Pick:
     def verb(self) -> str:
         if self.kept:
             return "Keep"
-        return "Use" if self.settled else self.UNSETTLED
-
-    UNSETTLED = "No answer yet, the tie-break's pick"
+        return "Use" if self.settled else "No answer yet, the tie-break's pick"
 
     def as_dict(self) -> dict[str, Any]:
         return {

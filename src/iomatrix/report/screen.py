@@ -192,7 +192,7 @@ def _laid_out(h: Headline, width: int, markdown: bool, squeeze: bool, dense: int
     """The headline laid out (headline_text), `dense` 0 (as roomy as the screen allows) to 2."""
     out = _screen_head(h, width, markdown, squeeze, dense)
     parts = _config_parts(h, width, markdown, squeeze, dense)
-    tail = _tail(h, width, squeeze)
+    tail = _tail(h, width, squeeze, _risk_names(h) if dense >= 3 else "")
     # between the decisions and the parts they share (a squeezed screen's labels at the margin are
     # gap enough)
     gap = [""] if len(h.picks) > 1 and parts and not squeeze else []
@@ -206,7 +206,6 @@ def _laid_out(h: Headline, width: int, markdown: bool, squeeze: bool, dense: int
         - len(gap)
         - sum(len(_decision_lines(p, h, width, markdown, squeeze, 0, dense)) for p in h.picks)
         - sum(len(part.short) for part in parts)
-        - (len(_risk_names(h, width)) if dense >= 3 else 0)
     ]
     _fit(parts, room, markdown, width)
     for p in h.picks:  # what the alternatives measured gets what is left
@@ -214,7 +213,6 @@ def _laid_out(h: Headline, width: int, markdown: bool, squeeze: bool, dense: int
     out += gap
     for part in parts:
         out += part.whole if part.use_whole else part.short
-    out += _risk_names(h, width) if dense >= 3 else []
     out += tail
     return "\n".join(out) + "\n"
 
@@ -267,9 +265,10 @@ def _fit(parts: list[_Part], room: list[int], markdown: bool, width: int) -> Non
         room[0] -= extra if part.use_whole and not markdown else 0
 
 
-def _tail(h: Headline, width: int, squeeze: bool = False) -> list[str]:
+def _tail(h: Headline, width: int, squeeze: bool = False, risks: str = "") -> list[str]:
     """The headline's lines after the picks: declined configurations, workloads without an answer,
-    the verdicts tiers' lines, and where to find more (`squeeze`: the whole snippets too)."""
+    the verdicts tiers' lines, and where to find more (`squeeze`: the whole snippets too; `risks`:
+    the risks a crowded screen names there, _risk_names)."""
     out: list[str] = []
     for line in h.declined:
         out += wrap(f"not chosen: {line}", width)
@@ -288,7 +287,7 @@ def _tail(h: Headline, width: int, squeeze: bool = False) -> list[str]:
         out.append("")
     # what --detail holds is said where the screen cut it ("(--detail)"): the command in one line
     if squeeze:
-        out += wrap(f"more: iomatrix recommend --detail · --target {others}", width)
+        out += wrap(f"more: iomatrix recommend --detail · --target {others}{risks}", width)
     else:
         out += wrap(
             "more: iomatrix recommend --detail (tables, tie-breaks, every risk); other "
@@ -336,9 +335,7 @@ def _decision_lines(
     # (a crowded screen's findings end at the margin: gap enough)
     out = [""] if not squeeze or (p is h.picks[0] and dense < 3) else []
     measured = f" (measured by the {one_tier} tier)" if one_tier and not squeeze else ""
-    # a crowded screen's verb: its workloads' statuses say that nothing is separated yet
-    verb = "Tie-break's pick" if dense and p.verb == Pick.UNSETTLED else p.verb
-    out += wrap(f"{'### ' if markdown else ''}{verb}: {p.name}{measured}", width)
+    out += wrap(f"{'### ' if markdown else ''}{p.verb}: {p.name}{measured}", width)
     first = next(q for q in h.picks if q.config == p.config)
     if p.name != p.config and not squeeze and first is p:
         out += wrap(f"({p.config})", width, "  ")
@@ -354,7 +351,10 @@ def _decision_lines(
             else statuses.get(wg.status, STATUS_TEXT[wg.status])
         )
         name = wg.workload.removesuffix(on) if on else wg.workload
-        out += wrap(f"{name}: {gain_text(wg, p.cell)} · {status}{tier}", width, "  ")
+        # a crowded screen: "No answer yet" above says "not separated yet" for each line
+        said = "" if dense >= 3 and not p.settled and status == "not separated yet" else status
+        said = f" · {said}" if said else ""
+        out += wrap(f"{name}: {gain_text(wg, p.cell)}{said}{tier}", width, "  ")
     out += wrapped_lines(page_cache_lines(p), width, "  ")
     # A configuration stated again (another status) gets fewer.
     return out + _fitting(
@@ -456,24 +456,23 @@ def _pick_parts(
     return out
 
 
-def _risk_names(h: Headline, width: int) -> list[str]:
-    """A crowded screen's risks (issue 49): each situation named once, with the backings it concerns
-    where not all ("target power loss on iscsi"), the statements in --detail."""
+def _risk_names(h: Headline) -> str:
+    """A crowded screen's risks (issue 49), said with --detail, which states them: each situation
+    named once, with the backings it concerns where not all (" · risks: QEMU crash, power
+    loss, target power loss on iscsi"); "" when the configurations state none."""
     where: dict[str, list[str]] = {}
-    basis = {b for p in h.picks for _, _, b in p.risks}
     for p in h.picks:
         for situation, _, _ in p.risks:
             groups = where.setdefault(situation, [])
             groups += [str(g) for g in dict.fromkeys(wg.group for wg in p.gains) if g]
     everyone = {str(wg.group) for p in h.picks for wg in p.gains if wg.group}
     named = [
-        s if set(gs) >= everyone else f"{s} ({', '.join(dict.fromkeys(gs))})"
+        s if set(gs) >= everyone else f"{s} on {', '.join(dict.fromkeys(gs))}"
         for s, gs in where.items()
     ]
     if not named:
-        return []
-    said = "documented" if basis == {DOCUMENTED} else ", ".join(sorted(basis))
-    return wrap(f"risks ({said}): {', '.join(named)}: --detail", width)
+        return ""
+    return f" · risks: {', '.join(named)}"
 
 
 def _first_clause(text: str) -> str:
