@@ -229,6 +229,19 @@ def _short_told(mine: Sequence[WritebackGain], threshold: float) -> list[str]:
     ]
 
 
+def _brief_trap(mine: Sequence[WritebackGain], where: str) -> str:
+    """The trap in one line (trap_finding with ``brief``): the workloads that never flush by name,
+    the figures in --detail."""
+    never = ", ".join(
+        dict.fromkeys(g.workload for g in mine if not g.flushes and g.until_flush == "on")
+    )
+    return (
+        (f"with {where}: " if where else "")
+        + "librbd is writethrough until the first flush: cache=writeback speeds up "
+        f"{never} (never flushes) only with {UNTIL_FLUSH}=off (--detail)"
+    )
+
+
 def trap_finding(
     gains: Sequence[WritebackGain], threshold: float, short: bool = False, brief: bool = False
 ) -> str | None:
@@ -250,14 +263,7 @@ def trap_finding(
             f"{k}={v}" for k, v in context if len({dict(g.context).get(k) for g in gains}) > 1
         )
         if brief:
-            never = ", ".join(
-                dict.fromkeys(g.workload for g in mine if not g.flushes and g.until_flush == "on")
-            )
-            return (
-                (f"with {where}: " if where else "")
-                + "librbd is writethrough until the first flush: cache=writeback speeds up "
-                f"{never} (never flushes) only with {UNTIL_FLUSH}=off (--detail)"
-            )
+            return _brief_trap(mine, where)
         if short:
             named = "" if policy == ceph.DEFAULTS[POLICY] else f"; rbd_cache_policy={policy}"
             return (

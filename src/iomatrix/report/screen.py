@@ -339,27 +339,34 @@ def _decision_lines(
     first = next(q for q in h.picks if q.config == p.config)
     if p.name != p.config and not squeeze and first is p:
         out += wrap(f"({p.config})", width, "  ")
-    statuses = DENSE_STATUS if dense else SHORT_STATUS if squeeze else STATUS_TEXT
-    groups = {wg.group for wg in p.gains}
-    # on a crowded screen a configuration of one backing group does not repeat it per workload
-    on = f" on {next(iter(groups))}" if dense and len(groups) == 1 and None not in groups else ""
-    for wg in p.gains:
-        tier = f" [{wg.tier} tier]" if wg.tier and one_tier is None else ""
-        status = (
-            f"kept: {wg.kept}"
-            if wg.status == "equivalent" and wg.kept
-            else statuses.get(wg.status, STATUS_TEXT[wg.status])
-        )
-        name = wg.workload.removesuffix(on) if on else wg.workload
-        # a crowded screen: "No answer yet" above says "not separated yet" for each line
-        said = "" if dense >= 3 and not p.settled and status == "not separated yet" else status
-        said = f" · {said}" if said else ""
-        out += wrap(f"{name}: {gain_text(wg, p.cell)}{said}{tier}", width, "  ")
+    out += [x for wg in p.gains for x in _workload_line(p, wg, one_tier, squeeze, dense, width)]
     out += wrapped_lines(page_cache_lines(p), width, "  ")
     # A configuration stated again (another status) gets fewer.
     return out + _fitting(
         alternative_lines(p)[: 1 if first is not p else ALTERNATIVE_LINES], width, room
     )
+
+
+def _workload_line(
+    p: Pick, wg: WorkloadGain, one_tier: str | None, squeeze: bool, dense: int, width: int
+) -> list[str]:
+    """One workload's decision line under its configuration: its ratio and status (and tier where
+    the picks' differ); on a crowded screen without the backing the configuration's name says."""
+    statuses = DENSE_STATUS if dense else SHORT_STATUS if squeeze else STATUS_TEXT
+    groups = {g.group for g in p.gains}
+    # on a crowded screen a configuration of one backing group does not repeat it per workload
+    on = f" on {next(iter(groups))}" if dense and len(groups) == 1 and None not in groups else ""
+    tier = f" [{wg.tier} tier]" if wg.tier and one_tier is None else ""
+    status = (
+        f"kept: {wg.kept}"
+        if wg.status == "equivalent" and wg.kept
+        else statuses.get(wg.status, STATUS_TEXT[wg.status])
+    )
+    name = wg.workload.removesuffix(on) if on else wg.workload
+    # a crowded screen: "No answer yet" above says "not separated yet" for each line
+    said = "" if dense >= 3 and not p.settled and status == "not separated yet" else status
+    said = f" · {said}" if said else ""
+    return wrap(f"{name}: {gain_text(wg, p.cell)}{said}{tier}", width, "  ")
 
 
 @dataclass
