@@ -170,3 +170,34 @@ def test_the_short_answer_names_its_objective(tmp_path: Path) -> None:
         head = res.stdout.split("more: iomatrix recommend --detail")[0]
         assert "objective: cpu-per-io" in head, res.stdout
     assert _json(db, "--objective", "cpu-per-io")["headline"]["objective"] == "cpu-per-io"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 49 (one leader everywhere): rank's 'not separable yet: X leads' names the best "
+    "mean (qcow2 · writeback on seq-write-1m), not the tie-break's pick the answer names",
+)
+def test_rank_names_no_leader_the_answer_does_not(tmp_path: Path) -> None:
+    """One leader everywhere (issue 49): where the answer names the tie-break's pick ("No answer
+    yet, the tie-break's pick: raw · writeback"), `rank`'s table of the tier that answered never
+    says another cell "leads" the same workload (the example: "qcow2 leads" beside "leading:
+    raw")."""
+    db = _copy(QUICK, tmp_path)
+    data = _json(db)
+    pick_of = {
+        wg["workload"]: p["name"] for p in data["headline"]["picks"] for wg in p["workloads"]
+    }
+    res = run_cli("rank", "--db", str(db))
+    assert res.returncode == 0, res.stderr
+    # the tables, one per workload × tier, each headed "WORKLOAD · metric … · tier TIER"
+    tables = re.split(r"\n(?=\S[^\n]* · tier \w+\n)", "\n" + res.stdout)
+    checked = 0
+    for table in tables:
+        head = table.strip().splitlines()[0] if table.strip() else ""
+        workload, tier = head.partition(" · ")[0], head.rsplit(" · tier ", 1)[-1]
+        if workload not in pick_of or tier != "blocklayer":
+            continue
+        leaders = re.findall(r"not separable (?:yet|within the budget): (.+?) leads,", _flat(table))
+        checked += 1
+        assert all(x == pick_of[workload] for x in leaders), (workload, leaders, pick_of[workload])
+    assert checked == len(pick_of), (checked, pick_of)

@@ -179,21 +179,32 @@ class Headline:
     # The guests the guest figures came from, one line each (report/guests.py): a real image with
     # its digest.
     guests: list[str] = field(default_factory=list)
+    # the findings in one line each, for a crowded first screen (report/screen.py)
+    brief_findings: list[str] = field(default_factory=list)
 
-    def baseline_line(self, short: bool = False) -> str:
+    def baseline_line(self, short: bool = False, brief: bool = False, bare: bool = False) -> str:
         """The headline's line on its baseline, for a platform whose defaults are not QEMU's: its
         settings, and when the sweep did not measure them for some workload, that those ratios are
-        against QEMU's default (`short`: without how to measure it, for a squeezed first screen)."""
+        against QEMU's default (`short`: without how to measure it, for a squeezed first screen;
+        `brief`: without naming those workloads either, whose lines name the default they are
+        against; `bare`: the platform's settings left to --detail too)."""
         b = self.baseline
         if not b or b["same_as_qemu"] or not (b["measured"] or b["not_measured"]):
             return ""
         if not b["not_measured"]:
             return f"baseline: {b['name']}, {b['settings']} (measured)"
         which = "" if not b["measured"] else f" for {', '.join(b['not_measured'])}"
+        if brief and which:
+            which = f" for {len(b['not_measured'])} answers (their lines say)"
         qemu = BASELINES[0]
+        settings = "" if bare else f" ({b['settings']})"
+        if bare and which:  # each workload's line names the default its ratio is against
+            return (
+                f"baseline: {b['name']} where measured, else {BASELINES[0].said} (each line says)"
+            )
         if short:  # QEMU's default's values are in --detail
             return (
-                f"baseline: {b['name']} ({b['settings']}) not measured{which}: ratios are "
+                f"baseline: {b['name']}{settings} not measured{which}: ratios are "
                 f"against {qemu.said}"
             )
         return (
@@ -333,6 +344,7 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
         _baseline(target, answered.values()),
         trade_off_lines(list(dict.fromkeys(c for c in configs.values() if c.kind != "one")), names),
         guest_lines(rec.guests),
+        rec.brief_findings,
     )
 
 

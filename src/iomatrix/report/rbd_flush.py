@@ -229,12 +229,25 @@ def _short_told(mine: Sequence[WritebackGain], threshold: float) -> list[str]:
     ]
 
 
+def _brief_trap(mine: Sequence[WritebackGain], where: str) -> str:
+    """The trap in one line (trap_finding with ``brief``): the workloads that never flush by name,
+    the figures in --detail."""
+    never = ", ".join(
+        dict.fromkeys(g.workload for g in mine if not g.flushes and g.until_flush == "on")
+    )
+    return (
+        (f"with {where}: " if where else "")
+        + "librbd is writethrough until the first flush: cache=writeback speeds up "
+        f"{never} (never flushes) only with {UNTIL_FLUSH}=off (--detail)"
+    )
+
+
 def trap_finding(
-    gains: Sequence[WritebackGain], threshold: float, short: bool = False
+    gains: Sequence[WritebackGain], threshold: float, short: bool = False, brief: bool = False
 ) -> str | None:
     """The sentence, or None when the figures do not show the trap (module docstring); ``short``:
     the first screen's form (each ratio and what its workload does; the load and the rest:
-    --detail)."""
+    --detail); ``brief``: one line, the workloads it concerns by name (a crowded first screen's)."""
     # Ceph's default policy first, then the simplest context (one client before several)
     groups = sorted(
         {(g.context, g.policy) for g in gains},
@@ -249,6 +262,8 @@ def trap_finding(
         where = ", ".join(
             f"{k}={v}" for k, v in context if len({dict(g.context).get(k) for g in gains}) > 1
         )
+        if brief:
+            return _brief_trap(mine, where)
         if short:
             named = "" if policy == ceph.DEFAULTS[POLICY] else f"; rbd_cache_policy={policy}"
             return (
@@ -337,10 +352,16 @@ def rbd_findings(
     shapes: Mapping[str, IoShape],
     interference: Mapping[int, RunInterference] | None = None,
     short: bool = False,
+    brief: bool = False,
 ) -> list[str]:
     """The sweep's findings about librbd's cache (zero or one sentence), by each workload's primary
     metric and shape (report/shapes.workload_shapes); ``short``: the trap in its first-screen
-    form."""
+    form; ``brief``: in one line (a crowded first screen's; the figures' own finding: --detail)."""
     gains = writeback_gains(cws, lambda w: primary_metric(w)[0], shapes.get, interference)
+    if brief:
+        found = trap_finding(gains, threshold, True, True)
+        if found is None and figures_finding(gains, threshold) is not None:
+            found = "librbd's cache: what cache=writeback measured per workload: --detail"
+        return [] if found is None else [found]
     found = trap_finding(gains, threshold, short) or figures_finding(gains, threshold)
     return [] if found is None else [found]

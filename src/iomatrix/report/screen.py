@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
@@ -149,11 +149,50 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
     one screen (issue 49): the header, the findings, the roles; one decision line per workload under
     each configuration; then each distinct storage setting, risk statement and snippet once
     (`_config_parts`), whole where the screen's FIRST_SCREEN_LINES leave room, else in its short
-    form (the whole one in --detail)."""
+    form (the whole one in --detail). A screen still too long is laid out denser, step by step
+    (`_denser`): whatever the plan, the answer fits FIRST_SCREEN_LINES."""
     squeeze = not markdown and any(p.storage is not None for p in h.picks)
-    out = _screen_head(h, width, markdown, squeeze)
-    parts = _config_parts(h, width, markdown, squeeze)
-    tail = _tail(h, width, squeeze)
+    text = _laid_out(h, width, markdown, squeeze, 0)
+    if markdown:  # a document, not a screen
+        return text
+    for dense in DENSER:
+        if text.count("\n") <= FIRST_SCREEN_LINES:
+            break
+        text = _laid_out(_denser(h), width, False, True, dense)
+    return text
+
+
+# The denser layouts a crowded screen gets, in turn (issue 49: a sweep of three backings and both
+# shape findings took 49 lines at 100 columns): 1, the findings in one line each, one decision per
+# configuration (its workloads' lines under it without the backing their name repeats, short
+# statuses); 2, each VM tool's snippet by the options it sets in one line, said once for every
+# backing it serves; 3, the risks by name only (their whole text: --detail).
+DENSER = (1, 2, 3)
+# A crowded screen's statuses (the configuration's verb says whose pick it is).
+DENSE_STATUS = {**SHORT_STATUS, "joined": "tied", "joined-provisional": "not separated yet"}
+
+
+def _denser(h: Headline) -> Headline:
+    """The headline with its findings in their one-line forms and each configuration's picks merged
+    into one (a configuration named twice, once settled and once not, on a crowded screen: its
+    workloads' statuses say which)."""
+    merged: dict[str, Pick] = {}
+    for p in h.picks:
+        first = merged.get(p.cell)
+        if first is None:
+            merged[p.cell] = replace(p, gains=list(p.gains))
+            continue
+        first.gains += p.gains
+        first.settled = first.settled and p.settled
+        first.kept = first.kept and p.kept
+    return replace(h, findings=h.brief_findings or h.findings, picks=list(merged.values()))
+
+
+def _laid_out(h: Headline, width: int, markdown: bool, squeeze: bool, dense: int) -> str:
+    """The headline laid out (headline_text), `dense` 0 (as roomy as the screen allows) to 2."""
+    out = _screen_head(h, width, markdown, squeeze, dense)
+    parts = _config_parts(h, width, markdown, squeeze, dense)
+    tail = _tail(h, width, squeeze, _risk_names(h) if dense >= 3 else "")
     # between the decisions and the parts they share (a squeezed screen's labels at the margin are
     # gap enough)
     gap = [""] if len(h.picks) > 1 and parts and not squeeze else []
@@ -165,12 +204,12 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
         - len(out)
         - len(tail)
         - len(gap)
-        - sum(len(_decision_lines(p, h, width, markdown, squeeze, 0)) for p in h.picks)
+        - sum(len(_decision_lines(p, h, width, markdown, squeeze, 0, dense)) for p in h.picks)
         - sum(len(part.short) for part in parts)
     ]
     _fit(parts, room, markdown, width)
     for p in h.picks:  # what the alternatives measured gets what is left
-        out += _decision_lines(p, h, width, markdown, squeeze, room)
+        out += _decision_lines(p, h, width, markdown, squeeze, room, dense)
     out += gap
     for part in parts:
         out += part.whole if part.use_whole else part.short
@@ -185,7 +224,9 @@ def _one_tier(h: Headline) -> str | None:
     return next(iter(tiers)) if len(tiers) == 1 else None
 
 
-def _screen_head(h: Headline, width: int, markdown: bool, squeeze: bool = False) -> list[str]:
+def _screen_head(
+    h: Headline, width: int, markdown: bool, squeeze: bool = False, dense: int = 0
+) -> list[str]:
     """The lines above the configurations: the sweep, warnings, what every cell shares, the basis
     and baseline, the findings, the roles' answers and the trade-offs. A squeezed screen names the
     one tier here, not under each configuration."""
@@ -203,7 +244,7 @@ def _screen_head(h: Headline, width: int, markdown: bool, squeeze: bool = False)
     for line in h.basis:
         out += wrap(f"basis: {line}", width)
     if h.baseline_line():
-        out += wrap(h.baseline_line(short=squeeze), width)
+        out += wrap(h.baseline_line(short=squeeze, brief=dense >= 2, bare=dense >= 3), width)
     for line in h.findings:  # what the figures show comes first: the answer below follows from it
         out += wrap(f"finding: {line}", width)
     out += role_lines(h, width, markdown)
@@ -224,9 +265,10 @@ def _fit(parts: list[_Part], room: list[int], markdown: bool, width: int) -> Non
         room[0] -= extra if part.use_whole and not markdown else 0
 
 
-def _tail(h: Headline, width: int, squeeze: bool = False) -> list[str]:
+def _tail(h: Headline, width: int, squeeze: bool = False, risks: str = "") -> list[str]:
     """The headline's lines after the picks: declined configurations, workloads without an answer,
-    the verdicts tiers' lines, and where to find more (`squeeze`: the whole snippets too)."""
+    the verdicts tiers' lines, and where to find more (`squeeze`: the whole snippets too; `risks`:
+    the risks a crowded screen names there, _risk_names)."""
     out: list[str] = []
     for line in h.declined:
         out += wrap(f"not chosen: {line}", width)
@@ -245,7 +287,7 @@ def _tail(h: Headline, width: int, squeeze: bool = False) -> list[str]:
         out.append("")
     # what --detail holds is said where the screen cut it ("(--detail)"): the command in one line
     if squeeze:
-        out += wrap(f"more: iomatrix recommend --detail · --target {others}", width)
+        out += wrap(f"more: iomatrix recommend --detail · --target {others}{risks}", width)
     else:
         out += wrap(
             "more: iomatrix recommend --detail (tables, tie-breaks, every risk); other "
@@ -277,32 +319,54 @@ def role_lines(h: Headline, width: int, markdown: bool) -> list[str]:
 
 
 def _decision_lines(
-    p: Pick, h: Headline, width: int, markdown: bool, squeeze: bool, room: list[int] | int | None
+    p: Pick,
+    h: Headline,
+    width: int,
+    markdown: bool,
+    squeeze: bool,
+    room: list[int] | int | None,
+    dense: int = 0,
 ) -> list[str]:
     """One configuration's decision: its name, the whole configuration (not on a squeezed screen:
     its snippets say it), one line per workload with its ratio and status, page-cache warnings, and
     what the notable alternatives measured where `room` leaves lines for them."""
     one_tier = _one_tier(h)
     # one blank line before the configurations; between them too where the screen is not squeezed
-    out = [""] if not squeeze or p is h.picks[0] else []
+    # (a crowded screen's findings end at the margin: gap enough)
+    out = [""] if not squeeze or (p is h.picks[0] and dense < 3) else []
     measured = f" (measured by the {one_tier} tier)" if one_tier and not squeeze else ""
     out += wrap(f"{'### ' if markdown else ''}{p.verb}: {p.name}{measured}", width)
     first = next(q for q in h.picks if q.config == p.config)
     if p.name != p.config and not squeeze and first is p:
         out += wrap(f"({p.config})", width, "  ")
-    for wg in p.gains:
-        tier = f" [{wg.tier} tier]" if wg.tier and one_tier is None else ""
-        status = (
-            f"kept: {wg.kept}"
-            if wg.status == "equivalent" and wg.kept
-            else (SHORT_STATUS if squeeze else STATUS_TEXT).get(wg.status, STATUS_TEXT[wg.status])
-        )
-        out += wrap(f"{wg.workload}: {gain_text(wg, p.cell)} · {status}{tier}", width, "  ")
+    out += [x for wg in p.gains for x in _workload_line(p, wg, one_tier, squeeze, dense, width)]
     out += wrapped_lines(page_cache_lines(p), width, "  ")
     # A configuration stated again (another status) gets fewer.
     return out + _fitting(
         alternative_lines(p)[: 1 if first is not p else ALTERNATIVE_LINES], width, room
     )
+
+
+def _workload_line(
+    p: Pick, wg: WorkloadGain, one_tier: str | None, squeeze: bool, dense: int, width: int
+) -> list[str]:
+    """One workload's decision line under its configuration: its ratio and status (and tier where
+    the picks' differ); on a crowded screen without the backing the configuration's name says."""
+    statuses = DENSE_STATUS if dense else SHORT_STATUS if squeeze else STATUS_TEXT
+    groups = {g.group for g in p.gains}
+    # on a crowded screen a configuration of one backing group does not repeat it per workload
+    on = f" on {next(iter(groups))}" if dense and len(groups) == 1 and None not in groups else ""
+    tier = f" [{wg.tier} tier]" if wg.tier and one_tier is None else ""
+    status = (
+        f"kept: {wg.kept}"
+        if wg.status == "equivalent" and wg.kept
+        else statuses.get(wg.status, STATUS_TEXT[wg.status])
+    )
+    name = wg.workload.removesuffix(on) if on else wg.workload
+    # a crowded screen: "No answer yet" above says "not separated yet" for each line
+    said = "" if dense >= 3 and not p.settled and status == "not separated yet" else status
+    said = f" · {said}" if said else ""
+    return wrap(f"{name}: {gain_text(wg, p.cell)}{said}{tier}", width, "  ")
 
 
 @dataclass
@@ -318,13 +382,15 @@ class _Part:
     use_whole: bool = True
 
 
-def _config_parts(h: Headline, width: int, markdown: bool, squeeze: bool) -> list[_Part]:
+def _config_parts(
+    h: Headline, width: int, markdown: bool, squeeze: bool, dense: int = 0
+) -> list[_Part]:
     """Each configuration's storage settings, risks and snippet, each distinct text once (issue 49:
     never repeated); where the answer has several configurations, those serving some of its
     workloads first, each set under the workloads it serves, then those serving every workload."""
     keyed: dict[tuple[str, str], tuple[list[int], _Part]] = {}
     for i, p in enumerate(h.picks):
-        for key, part in _pick_parts(p, h.target, width, markdown, squeeze):
+        for key, part in _pick_parts(p, h.target, width, markdown, squeeze, dense):
             keyed.setdefault(key, ([], part))[0].append(i)
     served: dict[tuple[int, ...], list[_Part]] = {}
     for picks, part in keyed.values():
@@ -334,6 +400,12 @@ def _config_parts(h: Headline, width: int, markdown: bool, squeeze: bool) -> lis
     for picks, parts in sorted(served.items(), key=lambda kv: (kv[0] == everyone, kv[0])):
         if len(served) > 1:
             label = wrap(f"{_served(h, picks, everyone)}:", width)
+            alone = len(parts[0].short) == 1 and len(label) == 1
+            one = f"{label[0]} {parts[0].short[0].strip()}" if alone else ""
+            if dense >= 2 and alone and len(one) <= width:
+                # the backings' label and their first setting in one line: "on rbd: ceph.conf …"
+                out += [_Part(label + parts[0].whole, [one], parts[0].priority), *parts[1:]]
+                continue
             out.append(_Part(label, label, -1))
         out += parts
     return out
@@ -345,19 +417,15 @@ def _served(h: Headline, picks: tuple[int, ...], everyone: tuple[int, ...]) -> s
     if picks == everyone:
         return "for every workload"
     mine = [wg for i in picks for wg in h.picks[i].gains]
-    groups = {wg.group for wg in mine}
-    group = next(iter(groups))
-    if (
-        len(groups) == 1
-        and group
-        and len(mine) == sum(wg.group == group for p in h.picks for wg in p.gains)
-    ):
-        return f"on {group}"
+    groups = list(dict.fromkeys(wg.group for wg in mine))
+    # every workload of each of these backing groups: the groups by name
+    if all(groups) and len(mine) == sum(wg.group in groups for p in h.picks for wg in p.gains):
+        return f"on {', '.join(str(g) for g in groups)}"
     return "for " + ", ".join(wg.workload for wg in mine)
 
 
 def _pick_parts(
-    p: Pick, target: str, width: int, markdown: bool, squeeze: bool
+    p: Pick, target: str, width: int, markdown: bool, squeeze: bool, dense: int = 0
 ) -> list[tuple[tuple[str, str], _Part]]:
     """A pick's storage settings, risks and snippet as (kind, its text) → _Part: the storage's first
     (what a shared storage's answer sets there, issue 49), then the risks, then the VM tool's
@@ -383,13 +451,35 @@ def _pick_parts(
         # what the answer sets on the storage (ceph.conf [client]) whole before the VM tool's
         # snippet: the <disk>'s short form (its <driver>) still says all it sets
         out.append((("storage", s.text), _Part(whole, short, 0)))
-    if p.risks:
+    # a crowded screen names the risks once for every configuration (_risk_names)
+    if p.risks and dense < 3:
         out.append((("risks", repr(p.risks)), _risk_part(p.risks, width, squeeze)))
     whole = _pick_snippet_lines(p, target, width, markdown)
     if whole:
-        short = _short_snippet(p, target, width) if squeeze else whole
-        out.append((("snippet", "\n".join(whole)), _Part(whole, short, 1)))
+        short = _short_snippet(p, target, width, dense >= 2) if squeeze else whole
+        # a crowded screen's options: said once for every backing they serve
+        key = "\n".join(short if dense >= 2 else whole)
+        out.append((("snippet", key), _Part(whole, short, 1)))
     return out
+
+
+def _risk_names(h: Headline) -> str:
+    """A crowded screen's risks (issue 49), said with --detail, which states them: each situation
+    named once, with the backings it concerns where not all (" · risks: QEMU crash, power
+    loss, target power loss on iscsi"); "" when the configurations state none."""
+    where: dict[str, list[str]] = {}
+    for p in h.picks:
+        for situation, _, _ in p.risks:
+            groups = where.setdefault(situation, [])
+            groups += [str(g) for g in dict.fromkeys(wg.group for wg in p.gains) if g]
+    everyone = {str(wg.group) for p in h.picks for wg in p.gains if wg.group}
+    named = [
+        s if set(gs) >= everyone else f"{s} on {', '.join(dict.fromkeys(gs))}"
+        for s, gs in where.items()
+    ]
+    if not named:
+        return ""
+    return f" · risks: {', '.join(named)}"
 
 
 def _first_clause(text: str) -> str:
@@ -414,10 +504,11 @@ def _risk_part(risks: list[tuple[str, str, str]], width: int, squeeze: bool) -> 
     return _Part(whole, wrap(f"risks ({basis}): {said}", width, "  "), 2)  # the reasons: --detail
 
 
-def _short_snippet(p: Pick, target: str, width: int) -> list[str]:
+def _short_snippet(p: Pick, target: str, width: int, one_line: bool = False) -> list[str]:
     """A VM tool's snippet in a line or two where the screen has no room for it whole: an XML
     <disk>'s <driver> element (what the answer sets; the element whole in --detail); other tools'
-    snippets are never cut."""
+    snippets are never cut. `one_line` (a crowded screen): QEMU's options in one line, without the
+    arguments' names and the format the configuration's name says."""
     s = p.snippet
     whole = _pick_snippet_lines(p, target, width, False)
     if s is not None and s.text is None and p.data_step is None and not p.kept_line:
@@ -425,8 +516,11 @@ def _short_snippet(p: Pick, target: str, width: int) -> list[str]:
         return wrap(f"{target}: no snippet: {_first_clause(s.note)}", width, "  ")
     if s is None or s.text is None or p.data_step is not None or p.kept_line:
         return whole
+    if one_line and s.tool != "qemu" and (settings := _settings(s.text)):
+        # a crowded screen: what the tool's snippet sets, in one line (the snippet: --detail)
+        return wrap(f"{target}: {settings},…", width, "  ")
     if s.language != "xml":
-        return _short_command(s, target, width) or whole
+        return _short_command(s, target, width, one_line) or whole
     driver = next(
         (line.strip() for line in s.text.splitlines() if line.strip().startswith("<driver")), None
     )
@@ -436,10 +530,12 @@ def _short_snippet(p: Pick, target: str, width: int) -> list[str]:
     return wrap(f"{target}: {driver}", width, "  ")
 
 
-def _short_command(s: Snippet, target: str, width: int) -> list[str]:
+def _short_command(s: Snippet, target: str, width: int, one_line: bool = False) -> list[str]:
     """A QEMU or Proxmox snippet's short form: the QEMU options the answer sets; Proxmox's storage
     entry by name and its `qm` commands whole; [] for any other tool (never cut)."""
     assert s.text is not None
+    if s.language == "sh" and s.tool == "qemu" and one_line and (options := _qemu_set(s.text)):
+        return wrap(f"{target}: {options},…", width, "  ")
     if s.language == "sh" and s.tool == "qemu" and (options := _qemu_options(s.text)):
         # whole in --detail, as the screen's last line says
         return wrap(f"{target}: {options}", width, "  ")
@@ -470,6 +566,33 @@ _ANSWER_OPTIONS = (
     "iothread",
     "num-queues",
 )
+
+
+# A VM tool's settings that an answer makes (Proxmox's drive options, nova.conf's cache modes): a
+# crowded screen says only these of its snippet.
+_SETTING = re.compile(
+    r"\b(format|cache|aio|io|discard|detect_zeroes|iothread|disk_cachemodes)\s*=\s*\"?([^\s,\"]+)"
+)
+
+
+def _settings(text: str) -> str:
+    """The settings an answer makes in a tool's snippet, once each, in their order: "format=raw,
+    cache=none,discard=ignore,detect_zeroes=0"; "disk_cachemodes=network=writeback"."""
+    return ",".join(dict.fromkeys(f"{k}={v}" for k, v in _SETTING.findall(text)))
+
+
+def _qemu_set(text: str) -> str:
+    """The options an answer sets of a QEMU command line, in one list, the format (the
+    configuration's name says it) left out: "cache.direct=off,cache.no-flush=off,write-cache=on";
+    "" when it has none."""
+    words = text.replace("\\\n", "").split()
+    return ",".join(
+        o
+        for flag, arg in pairwise(words)
+        if flag in ("-blockdev", "-drive", "-device")
+        for o in arg.split(",")[1:]
+        if o.split("=", 1)[0] in _ANSWER_OPTIONS and o.split("=", 1)[0] != "driver"
+    )
 
 
 def _qemu_options(text: str) -> str:

@@ -227,16 +227,28 @@ def page_cache_finding(
     interference: Mapping[int, RunInterference] | None = None,
     short: bool = False,
     plan: str = "iomatrix plan",
+    brief: bool = False,
 ) -> str | None:
     """The page-cache sentence, or None when the figures do not show it (module docstring).
     ``short``: the first screen's form, the working sets and workloads named with the largest gain,
-    the figures left to --detail."""
+    the figures left to --detail; ``brief``: one line, the workloads by name."""
     if not ram_bytes:
         return None
     load = interference or {}
     served, held = _held(cws, threshold, shapes, metric_of, ram_bytes)
     if not held:
         return None
+    if brief:
+        workloads = ", ".join(dict.fromkeys(p.workload for p in held))
+        modes = "/".join(dict.fromkeys(f"cache={p.cell.axes['cache']}" for p in held))
+        sizes = " and ".join(
+            size_words(s) for s in sorted({p.shape.working_set or 0 for p in held})
+        )
+        return (
+            f"the host page cache held the {sizes} working sets of {workloads}: {modes} "
+            "measured memory, not the disk; a plan size beyond twice the RAM measures it "
+            f"('{plan}'; --detail)"
+        )
     if short:
         return _short_page_cache(held, ram_bytes, plan)
     told = [
@@ -299,9 +311,11 @@ def lun_write_cache_finding(
     metric_of: Callable[[str], str],
     interference: Mapping[int, RunInterference] | None = None,
     short: bool = False,
+    brief: bool = False,
 ) -> str | None:
     """The LUN write-cache sentence, or None when the figures do not show it (module docstring);
-    ``short``: the first screen's form (the hosts' load: --detail)."""
+    ``short``: the first screen's form (the hosts' load: --detail); ``brief``: one line, the
+    workloads by name."""
     load = interference or {}
     writing = [
         p
@@ -319,6 +333,13 @@ def lun_write_cache_finding(
             f"{p.workload}{_where(p, writing)}, which {p.shape.flush_words()}, {_figure(p, load)}"
         )
 
+    if brief:
+        fast = ", ".join(dict.fromkeys(p.workload for p in gained))
+        slow = ", ".join(dict.fromkeys(p.workload for p in flat))
+        return (
+            f"the LUN's write cache sped up {fast}, not {slow} (flushed): a target power "
+            "loss takes the writes it holds (--detail)"
+        )
     if short:  # one figure (or the range of them) per workload: every pair's is in --detail
         fast, slow = _per_workload(gained), _per_workload(flat)
         return (
@@ -365,11 +386,14 @@ def shape_findings(
     interference: Mapping[int, RunInterference] | None = None,
     short: bool = False,
     plan: str = "iomatrix plan",
+    brief: bool = False,
 ) -> list[str]:
     """The page-cache and LUN write-cache findings of a sweep (zero, one or two sentences);
-    ``short``: their first-screen forms."""
+    ``short``: their first-screen forms; ``brief``: one line each (a crowded first screen's)."""
     found = [
-        page_cache_finding(cws, threshold, shapes, metric_of, ram_bytes, interference, short, plan),
-        lun_write_cache_finding(cws, threshold, shapes, metric_of, interference, short),
+        page_cache_finding(
+            cws, threshold, shapes, metric_of, ram_bytes, interference, short, plan, brief
+        ),
+        lun_write_cache_finding(cws, threshold, shapes, metric_of, interference, short, brief),
     ]
     return [f for f in found if f is not None]

@@ -194,15 +194,23 @@ def recommend(
     ram = info["host"].get("mem_bytes")
     mark_page_cache(verdicts, cws, shapes, ram)
 
-    def findings(told: list[CellWorkload], short: bool = False) -> list[str]:
+    def findings(told: list[CellWorkload], short: bool = False, brief: bool = False) -> list[str]:
         return _findings(
-            told, rank_kw["threshold"], shapes, interference, ram, short, plan_command(info["plan"])
+            told,
+            rank_kw["threshold"],
+            shapes,
+            interference,
+            ram,
+            short,
+            plan_command(info["plan"]),
+            brief,
         )
 
     # With roles the first screen is theirs: it tells only what their jobs' figures show (the rest
     # is detail). The first screen tells the page cache short; JSON and --detail carry every figure.
     jobs = {w for r in roles for w in r.jobs}
-    first = findings([c for c in cws if c.workload in jobs] if roles else cws, short=True)
+    told = [c for c in cws if c.workload in jobs] if roles else cws
+    first = findings(told, short=True)
     return Recommendation(
         sweep_id,
         info["plan"],
@@ -217,6 +225,7 @@ def recommend(
         roles,
         first,
         guests_used(store, sweep_id),
+        findings(told, brief=True),
     )
 
 
@@ -277,11 +286,14 @@ def _findings(
     ram_bytes: int | None,
     short: bool = False,
     plan: str = "iomatrix plan",
+    brief: bool = False,
 ) -> list[str]:
     """What the figures show beyond the answers, decided by each workload's shape
-    (report/rbd_flush.py, report/shape_findings.py); ``short``: the first screen's forms."""
-    return rbd_findings(cws, threshold, shapes, interference, short) + shape_findings(
-        cws, threshold, shapes, lambda w: primary_metric(w)[0], ram_bytes, interference, short, plan
+    (report/rbd_flush.py, report/shape_findings.py); ``short``: the first screen's forms;
+    ``brief``: one line each (a crowded first screen's)."""
+    metric = lambda w: primary_metric(w)[0]  # noqa: E731
+    return rbd_findings(cws, threshold, shapes, interference, short, brief) + shape_findings(
+        cws, threshold, shapes, metric, ram_bytes, interference, short, plan, brief
     )
 
 

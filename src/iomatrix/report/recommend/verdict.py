@@ -249,6 +249,9 @@ class Recommendation:
     # The guests the sweep's guest figures came from (report/guests.py: GuestUsed), named with every
     # answer.
     guests: list[Any] = field(default_factory=list)
+    # The first screen's findings in one line each, for a screen too crowded for `first_findings`
+    # (report/screen.py); not in JSON.
+    brief_findings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         first = {"roles": [r.as_dict() for r in self.roles]} if self.roles else {}
