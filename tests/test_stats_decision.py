@@ -70,7 +70,7 @@ def test_b_a_tight_cell_is_not_crowned_for_being_tight() -> None:
         budget_spent=True,
     )
     assert d2.provisional == "tight" and d2.statement.startswith(
-        "not separable within the budget: wide leads"
+        "not separable within the budget: wide has the best mean"
     )
 
 

@@ -478,7 +478,8 @@ def unresolved_statement(
         else "no number of rounds can be estimated to settle them"
     )
     return (
-        f"not separable {'within the budget' if budget_spent else 'yet'}: {leader} leads, but "
+        f"not separable {'within the budget' if budget_spent else 'yet'}: {leader} has the best "
+        "mean, but "
         f"{', '.join(unresolved)} {'is' if len(unresolved) == 1 else 'are'} neither significantly "
         f"worse nor within {pct}; {more}; if one must be chosen now, the tie-break "
         f"({', '.join(keys) or 'performance'}) picks {pick}"
