@@ -156,7 +156,11 @@ def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
     if markdown:  # a document, not a screen
         return text
     for dense in DENSER:
-        if text.count("\n") <= FIRST_SCREEN_LINES:
+        # A local sweep keeps its snippets and risks whole, as before (the quickstart's two roles
+        # with two configurations: their <disk> XML is the answer, to paste, and the first role's
+        # answer is on the first screen above them); only a sweep answered per backing, whose every
+        # backing has its snippets, trades them for shorter forms (issue 49).
+        if text.count("\n") <= FIRST_SCREEN_LINES or not squeeze:
             break
         text = _laid_out(_denser(h), width, False, True, dense)
     return text
