@@ -393,7 +393,6 @@ def rank_workload(
         budget_spent=spent,
         margin=margin,
         keep=kept,
-        eliminated=[k for k, st in stopped.items() if st["kind"] == StopKind.ELIMINATED],
     )
     units = {label: cs.unit for label, cs in samples if cs.unit is not None}
     return WorkloadRanking(

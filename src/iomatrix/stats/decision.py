@@ -23,8 +23,6 @@ Given a ``Ranking`` (stats/ranking.py) and a practical threshold θ (default
   spent to tell. But B does not *beat* c: the two are named together (below).
   Only a blocked analysis rules out (the Welch fallback gives no SE on the log
   scale).
-  A cell the race eliminated (``eliminated``) counts as ruled out here too:
-  the race's test at its look decided it, and no run was spent on it since.
 * **unresolved** — not significantly worse, gap > θ, and not ruled out: it
   may be the true best by more than θ or materially worse; the data cannot
   tell.
@@ -95,7 +93,7 @@ unknown (no number of rounds separates equal means).
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from iomatrix.domain.axes import simplicity_order
@@ -295,7 +293,6 @@ def classify(
     threshold: float,
     analysis: BlockedAnalysis | None = None,
     margin: float = DEFAULT_MARGIN,
-    eliminated: Collection[str] = (),
 ) -> Verdicts:
     """Each of ``ranked[1:]`` against the best ``ranked[0]``: gap ≤ θ → top group (significant or
     not); else significantly worse at its look's level → separated; else, with a blocked
@@ -303,7 +300,7 @@ def classify(
     "better by more than θ" at the pair's level → ruled out; else unresolved.  A cell without a
     ratio to the best has an infinite gap. Of the top group and the ruled-out cells, those a TOST at
     the pair's look level shows within ``margin`` of the best (stats/equivalence.py) are also
-    *equivalent*. ``eliminated``: the cells the race stopped as eliminated (decide)."""
+    *equivalent*."""
     best = ranked[0].name
     top, behind, separated = [best], [], []
     for r in ranked[1:]:
@@ -324,7 +321,7 @@ def classify(
     ruled_p = ruled_out_p(analysis, best, behind, higher_is_better, threshold)
     ruled = {
         n for n, p in ruled_p.items() if analysis is not None and p < analysis.pair(n, best).level
-    } | {n for n in behind if n in eliminated}
+    }
     equivalent = tuple(
         n
         for n in (*top[1:], *(n for n in behind if n in ruled))
@@ -498,7 +495,6 @@ def decide(
     budget_spent: bool = False,
     margin: float = DEFAULT_MARGIN,
     keep: Sequence[tuple[str, str]] = (),
-    eliminated: Collection[str] = (),
 ) -> Decision:
     """Apply the decision rule to a ranking (see the module docstring).
 
@@ -510,14 +506,7 @@ def decide(
     ``keep``: (cell, what it is) in order of preference to keep when it is equivalent to the
     best, e.g. (the user's current cell, "what you run"), (QEMU's default, "QEMU's default");
     the first one ranked is the *keeper* (none ranked: the simplest of the best and the cells
-    equivalent to it).  ``eliminated``: the cells the race stopped as eliminated (stats/racing.py:
-    significantly worse than, or shown unable to beat by the margin, the best of their look, at
-    that look's level). Beyond θ and not significant here, they count as ruled out, not
-    unresolved: the race ran them no more, so a test at the end, against another best and in a
-    larger Holm family, could only take back what the race decided and ask for rounds that will
-    not come (seen in a quickstart: the log's qcow2 cells eliminated at 38-43% behind after 3
-    rounds, then "about 1 more round would settle them" left the database without an answer).
-    Raises UserError for a bad threshold, margin or key.
+    equivalent to it).  Raises UserError for a bad threshold, margin or key.
     """
     threshold = check_threshold(threshold)
     margin = checked_margin(margin)
@@ -538,13 +527,7 @@ def decide(
         )
     best = ranked[0].name
     v = classify(
-        ranked,
-        ranking.higher_is_better,
-        ranking.alpha,
-        threshold,
-        ranking.analysis,
-        margin,
-        eliminated,
+        ranked, ranking.higher_is_better, ranking.alpha, threshold, ranking.analysis, margin
     )
     centre = {r.name: r.centre if r.centre is not None else r.summary.mean for r in ranked}
     full_keys = full_tie_break(keys)
