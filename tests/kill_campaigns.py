@@ -52,6 +52,15 @@ def alive(procs: list[psutil.Process]) -> list[str]:
     return running()
 
 
+def process_name(p: psutil.Process) -> str:
+    """The process's name, "" when it ended between being listed and being asked (a daemon the
+    sweep was stopping: seen as psutil.NoSuchProcess on a loaded CI host)."""
+    try:
+        return p.name()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+        return ""
+
+
 def listening_ports(procs: list[psutil.Process]) -> set[int]:
     ports = set()
     for p in procs:
@@ -122,7 +131,7 @@ def kill_campaign(
             )
             time.sleep(offset)
             c.killed = ours(sweep.pid)
-            c.names_killed.append({p.name() for p in c.killed})
+            c.names_killed.append({n for p in c.killed if (n := process_name(p))})
             c.ports |= listening_ports(c.killed)
             c.landed += sweep.poll() is None
         finally:

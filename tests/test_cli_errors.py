@@ -142,9 +142,10 @@ def test_a_mistyped_value_gets_the_closest_valid_one(
 
 
 def test_a_value_close_to_none_gets_no_guess(tmp_path: Path) -> None:
-    """'nbd' is another protocol, not a typo of rbd: no did-you-mean, only the valid values."""
-    p = tmp_path / "nbd.toml"
-    p.write_text('name = "nbd"\n[[backing]]\ntype = "nbd"\n')
+    """'glusterfs' is a storage iomatrix does not speak, not a typo of one it does: no did-you-mean,
+    only the valid values. (It was 'nbd' until NBD became a protocol of its own, issue 48.)"""
+    p = tmp_path / "gluster.toml"
+    p.write_text('name = "gluster"\n[[backing]]\ntype = "glusterfs"\n')
     proc = run_cli("plan", str(p))
-    assert_one_line_error(proc, "'nbd' is not valid", "rbd")
+    assert_one_line_error(proc, "'glusterfs' is not valid", "rbd")
     assert "did you mean" not in proc.stderr

@@ -468,6 +468,10 @@ class Plan(BaseModel):
         """The plan as written: its own fields, every registry axis and every tier setting at the
         top level."""
         out = _without_unset(handler(self))
+        if info.exclude_defaults and self.backing == [DirBacking(type="dir")]:
+            # the backing serializer (plug-in specs) keeps pydantic from leaving the default out:
+            # a plan on the default backing fingerprints as it did before (resume across releases)
+            out.pop("backing", None)
         tier_settings = self._tier_settings_model().model_dump(
             mode=info.mode,
             by_alias=bool(info.by_alias),
