@@ -9,10 +9,10 @@ not count) and lists each one found."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 from iomatrix.protocols import kernel_fs_types, protocol_names
+from tests.literal_scan import literals_outside
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "iomatrix"
 # The protocol modules (their registry and base included) and their lab halves (servers, leftovers,
@@ -28,38 +28,9 @@ OTHER_MEANINGS = {
 }
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
-    ids = set()
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-            and node.body
-        ):
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                ids.add(id(first.value))
-    return ids
-
-
 def protocol_literals(root: Path, names: set[str]) -> list[str]:
     """file:line: 'name' for every string literal in `names` outside the owners' directories."""
-    found = []
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root).as_posix()
-        if rel.startswith(OWNERS):
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=rel)
-        skip = _docstrings(tree)
-        found += [
-            f"src/iomatrix/{rel}:{node.lineno}: {node.value!r}"
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Constant)
-            and isinstance(node.value, str)
-            and node.value in names
-            and id(node) not in skip
-            and (rel, node.value) not in OTHER_MEANINGS
-        ]
-    return found
+    return literals_outside(root, names, OWNERS, OTHER_MEANINGS)
 
 
 def _spelled() -> set[str]:

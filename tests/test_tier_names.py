@@ -8,11 +8,11 @@ and lists each one found."""
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
 from iomatrix.tiers import tier_classes, tier_names
+from tests.literal_scan import literals_outside
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "iomatrix"
 # The tier modules, and packages private to tiers: the guest machinery (shared by the QEMU tiers),
@@ -36,39 +36,10 @@ OTHER_MEANINGS = {
 }
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
-    ids = set()
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-            and node.body
-        ):
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                ids.add(id(first.value))
-    return ids
-
-
 def tier_name_literals(root: Path, names: set[str]) -> list[str]:
     """file:line: 'name' for every string literal equal to a tier name outside the owners'
     directories."""
-    found = []
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root).as_posix()
-        if rel.startswith(OWNERS):
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=rel)
-        skip = _docstrings(tree)
-        for node in ast.walk(tree):
-            if (
-                isinstance(node, ast.Constant)
-                and isinstance(node.value, str)
-                and node.value in names
-                and id(node) not in skip
-                and (rel, node.value) not in OTHER_MEANINGS
-            ):
-                found.append(f"src/iomatrix/{rel}:{node.lineno}: {node.value!r}")
-    return found
+    return literals_outside(root, names, OWNERS, OTHER_MEANINGS)
 
 
 def test_no_tier_name_outside_the_tiers() -> None:

@@ -43,7 +43,8 @@ QEMU_IMG_TIMEOUT_S = 120
 # nbd://HOST[:PORT]/EXPORT, as qemu-img and QEMU's -drive take it (an export name of plain
 # characters: it becomes a file name on a lab server and a QEMU option value).
 NBD_URL = re.compile(
-    r"nbd://(?P<host>[A-Za-z0-9.-]{1,253})(?::(?P<port>\d{1,5}))?/(?P<export>[A-Za-z0-9_.+=@~-]{1,200})"
+    r"nbd://(?P<host>[A-Za-z0-9.-]{1,253})(?::(?P<port>\d{1,5}))?"
+    r"/(?P<export>[A-Za-z0-9_.+=@~-]{1,200})"
 )
 
 
