@@ -100,6 +100,10 @@ def test_the_winner_and_qemus_default_run_to_precision_a_loser_does_not(tmp_path
         assert got[best][2] > 6 and got[default][2] > 6 and got[loser][2] < 6
         assert status(store, sweep_id) == "finished"
         assert host.clock.now < 3600 / 4  # done: the sweep ended long before its hour
+        # each elimination is stored with the cell it was eliminated against: the best, by its key
+        against = {f"{u.cell_key}::{u.workload}": u.against for u in store.unit_stops(sweep_id)}
+        best_cell = best.split("::")[0]
+        assert against == {best: None, default: best_cell, loser: best_cell}
     finally:
         store.close()
 

@@ -3,6 +3,8 @@ the notes."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from iomatrix.report.per_backing import answer_groups, answered_on, at_each_condition
@@ -155,6 +157,32 @@ def test_notes_name_the_stops_that_explain_a_smaller_n() -> None:
     ]
     # plain strings from a document match too
     assert all(k in NOTED_STOPS for k in ("max-runs", "eliminated"))
+
+
+def test_an_elimination_is_kept_while_the_cell_it_was_made_against_is_ranked() -> None:
+    """b trails a by 16%, 8% and 0% over three rounds: at the end, alone, not significant and not
+    ruled out (unresolved). The race eliminated it against a (its stop's `against`: a's key), so
+    while a is ranked b is ruled out; against a cell not ranked here (requirements dropped it), or
+    with no reference (a stop from before schema 8), b is judged alone again."""
+    a_vals = [100.0, 120.0, 90.0]
+    b_vals = [v * math.exp(d) for v, d in zip(a_vals, [-0.16, -0.08, 0.0], strict=True)]
+    a = cell(1, "blocklayer", a_vals, cache="none")
+    b = cell(2, "blocklayer", b_vals, cache="writeback")
+    per_run = {
+        rid: (i, v)
+        for c in (a, b)
+        for i, (rid, v) in enumerate(zip(c.runs, c.samples["read.iops"], strict=True))
+    }
+
+    def decided(against: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        stop = {"kind": StopKind.ELIMINATED, "reason": "eliminated", "round": 2, "ok_runs": 3}
+        stops = {(2, "rand-read-4k"): {**stop, "against": against}}
+        wr = rank_workload([a, b], "rand-read-4k", None, per_run=per_run, stops=stops)
+        assert wr is not None and wr.ranking.best == a.label()
+        return wr.decision.ruled_out, wr.decision.unresolved
+
+    assert decided("k1") == ((b.label(),), ())
+    assert decided("k99") == decided(None) == ((), (b.label(),))
 
 
 def test_a_null_lun_is_a_ceiling_beside_the_ranking_never_in_it() -> None:

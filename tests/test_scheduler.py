@@ -228,6 +228,13 @@ def test_racing_eliminates_clearly_worse_units_after_the_minimum_and_stops_with_
     assert reasons["slow"].startswith("eliminated") and reasons["slower"].startswith("eliminated")
     assert reasons["fast"].startswith("race over: one best left")
     assert len(log) == 9  # 3 rounds, nothing more: the data settled it at the minimum
+    # each elimination keeps the best of its look as its reference (the decision at the end keeps
+    # it while that cell is ranked); the store gets it with the stop
+    verdicts = s.verdicts()
+    assert verdicts["slow"].against == verdicts["slower"].against == "fast"
+    assert verdicts["fast"].against is None
+    stops = {st.key: st for st in s.new_stops()}
+    assert stops["slow"].against == "fast" and stops["fast"].against is None
 
 
 def test_racing_keeps_a_close_contender_running_and_baselines_stop_at_their_minimum() -> None:

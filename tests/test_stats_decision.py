@@ -9,7 +9,13 @@ from scipy import stats as st
 
 from iomatrix.errors import UserError
 from iomatrix.stats import rank
-from iomatrix.stats.decision import decide, rounds_to_separate, safety_key, simplicity_key
+from iomatrix.stats.decision import (
+    decide,
+    race_ruled_out,
+    rounds_to_separate,
+    safety_key,
+    simplicity_key,
+)
 from iomatrix.stats.ruling_out import non_superiority
 
 # (a) a bare-metal db-write-4k-fdatasync sweep: unsafe ~122k IOPS, the four other cache modes
@@ -192,3 +198,32 @@ def test_a_cell_that_cannot_beat_the_best_by_the_threshold_is_named_with_it_not_
     assert d2.kind == "unresolved" and d2.unresolved == ("b",) and d2.ruled_out == ()
     # Without rounds (Welch: no SE on the log scale) nothing is ruled out.
     assert decide(rank({"a": a, "b": b}, higher_is_better=True), {"a": {}, "b": {}}).ruled_out == ()
+
+
+def test_a_cell_the_race_eliminated_stays_out_while_its_reference_is_ranked() -> None:
+    """A cell the race eliminated at its look (stats/racing.py) ran no more: the end's test, here
+    at p = 0.052 not significant and not ruled out (the d = −0.16, −0.08, 0.0 case above), must not
+    take the race's decision back and ask for rounds that will not come. It is named as ruled out
+    while the cell it was eliminated against is ranked; eliminated against a cell the requirements
+    dropped (not ranked), or with no reference (a stop recorded before schema 8), it stays
+    unresolved."""
+    a = [100.0, 120.0, 90.0]
+    b = [v * math.exp(d) for v, d in zip(a, [-0.16, -0.08, 0.0], strict=True)]
+    r = rank(
+        {"a": a, "b": b}, higher_is_better=True, rounds={"a": [0, 1, 2], "b": [0, 1, 2]}, alpha=0.05
+    )
+    axes: dict[str, dict[str, str]] = {"a": {}, "b": {}}
+    assert decide(r, axes).unresolved == ("b",)
+    d = decide(r, axes, eliminated={"b": "a"})
+    assert (d.kind, d.answer, d.unresolved, d.ruled_out) == ("tie", "a", (), ("b",))
+    assert decide(r, axes, eliminated={"b": "gone"}).unresolved == ("b",)  # reference not ranked
+    assert decide(r, axes, eliminated={"b": "b"}).unresolved == ("b",)  # no reference but itself
+    assert decide(r, axes, eliminated={"a": "b"}).unresolved == ("b",)  # the best: no say
+
+
+def test_race_ruled_out_keeps_an_elimination_only_against_a_ranked_cell() -> None:
+    """The docstring's example: qcow2 eliminated against raw."""
+    elim = {"qcow2": "raw"}
+    assert race_ruled_out(["qcow2"], elim, {"raw", "raw·wb", "qcow2"}) == {"qcow2"}
+    assert race_ruled_out(["qcow2"], elim, {"raw·wb", "qcow2"}) == set()
+    assert race_ruled_out(["raw·wb"], elim, {"raw", "raw·wb", "qcow2"}) == set()

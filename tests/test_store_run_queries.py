@@ -126,18 +126,26 @@ def test_stop_kinds_read_back_as_the_enum_from_the_same_strings(tmp_path: Path) 
     store, cid, _ = _written(tmp_path)
     for workload, kind in (("w", StopKind.MAX_RUNS), ("v", StopKind.UNRESOLVED)):
         store.record_unit_stop(cid, workload, kind, f"{kind} because", 3, 3)
+    store.record_unit_stop(cid, "x", StopKind.ELIMINATED, "eliminated: worse", 3, 3, "raw-key")
     con = sqlite3.connect(store.path)  # what the file holds: the same strings as ever
     assert sorted(r[0] for r in con.execute("SELECT kind FROM unit_stops")) == [
+        "eliminated",
         "max-runs",
         "unresolved",
     ]
-    con.execute("INSERT INTO unit_stops VALUES (?, 'u', 'from-the-future', 'r', 1, 1, 0)", (cid,))
+    con.execute(
+        "INSERT INTO unit_stops (cell_id, workload, kind, reason, round, ok_runs, stopped_at) "
+        "VALUES (?, 'u', 'from-the-future', 'r', 1, 1, 0)",
+        (cid,),
+    )
     con.commit()
     con.close()
     stops = {s.workload: s for s in Store.open_existing(store.path).unit_stops(1)}
     assert stops["w"].kind is StopKind.MAX_RUNS and stops["w"].reason == "max-runs because"
     assert stops["v"].kind is StopKind.UNRESOLVED
     assert stops["u"].kind is StopKind.OTHER  # a kind this version does not know
+    # an elimination keeps its reference cell's key (schema 8); other stops have none
+    assert stops["x"].against == "raw-key" and stops["w"].against is None
     assert [str(k) for k in StopKind] == [
         "eliminated",
         "equivalent",

@@ -70,7 +70,7 @@ def test_every_report_command_reads_a_schema1_database_without_writing(tmp_path:
 def test_run_migrates_schema1_in_place_after_a_backup(tmp_path: Path) -> None:
     db = schema1_copy(tmp_path)
     store = Store(db)  # what `iomatrix run` opens
-    assert store.schema_version == SCHEMA_VERSION == 7  # 1 → 2 → … → 7, one transaction
+    assert store.schema_version == SCHEMA_VERSION == 8  # 1 → 2 → … → 8, one transaction
     backup = tmp_path / "old.sqlite.schema1.bak"
     assert backup.is_file()
     old = sqlite3.connect(backup)
@@ -79,8 +79,8 @@ def test_run_migrates_schema1_in_place_after_a_backup(tmp_path: Path) -> None:
     old.close()
     # another connection sees the committed migration (WAL: not yet in the file)
     other = sqlite3.connect(db)
-    assert other.execute("PRAGMA user_version").fetchone()[0] == 7
-    assert other.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "7"
+    assert other.execute("PRAGMA user_version").fetchone()[0] == 8
+    assert other.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "8"
     # Schema 5 gives every old cell its axes as rows, copied from the cells table's columns.
     assert (
         other.execute("SELECT COUNT(*) FROM cell_axes").fetchone()[0]
@@ -149,7 +149,7 @@ def test_schema2_migrates_to_3_after_its_own_backup_and_reads_before(tmp_path: P
         assert proc.returncode == 0, (args, proc.stderr)
     assert digest(db) == before
     store = Store(db)
-    assert store.schema_version == 7
+    assert store.schema_version == 8
     backup = tmp_path / "v2.sqlite.schema2.bak"
     assert backup.is_file() and not (tmp_path / "v2.sqlite.schema1.bak").exists()
     old = sqlite3.connect(backup)

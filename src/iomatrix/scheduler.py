@@ -166,6 +166,7 @@ class Stop:
     reason: str
     round: int | None  # the last round the unit ran in
     ok_runs: int
+    against: str | None = None  # an elimination's reference unit (StopVerdict.against)
 
 
 class Scheduler:
@@ -683,6 +684,13 @@ class Scheduler:
             if u.stopped is not None and k not in self._reported:
                 self._reported.add(k)
                 out.append(
-                    Stop(k, u.stopped.kind, u.stopped.reason, max(u.rounds, default=None), u.ok)
+                    Stop(
+                        k,
+                        u.stopped.kind,
+                        u.stopped.reason,
+                        max(u.rounds, default=None),
+                        u.ok,
+                        u.stopped.against,
+                    )
                 )
         return out

@@ -32,10 +32,14 @@ class StopVerdict:
     kind: StopKind
     # e.g. "eliminated: significantly worse than cache=unsafe by 38% (…)", "time budget spent"
     reason: str
+    # An elimination's reference: the unit key of the best of the race's look it was eliminated
+    # against. The decision at the end keeps the elimination while that cell is still a candidate
+    # (stats/decision.py); None for every other kind.
+    against: str | None = None
 
     def then(self, more: str) -> StopVerdict:
         """The same decision, with what happened after it (a decided unit's precision runs)."""
-        return StopVerdict(self.kind, f"{self.reason}; {more}")
+        return StopVerdict(self.kind, f"{self.reason}; {more}", self.against)
 
 
 # The policy's stops of a unit that is out of the running: no precision runs for it under
@@ -245,7 +249,7 @@ class RacingPolicy:
         current = {u.key for u in members if u.current}
         for d in step.decisions:
             if d.status in RACE_STOPS:
-                verdict = race_verdict(d.status, d.reason)
+                verdict = race_verdict(d.status, d.reason, step.best)
                 if d.unit in current:
                     self.held[d.unit] = verdict.then(
                         "run on to the end of the race: the current configuration"
@@ -268,11 +272,14 @@ RACE_STOPS = {
 }
 
 
-def race_verdict(status: str, reason: str) -> StopVerdict:
+def race_verdict(status: str, reason: str, best: str | None = None) -> StopVerdict:
     """A unit racing stopped: eliminated ("eliminated: significantly worse than X …"), equivalent
-    ("equivalent to X: …") or futile ("not separable from X within the budget: …")."""
+    ("equivalent to X: …") or futile ("not separable from X within the budget: …"). ``best``: the
+    look's best unit X, kept with an elimination as its reference."""
     kind = RACE_STOPS[status]
-    return StopVerdict(kind, f"eliminated: {reason}" if kind is StopKind.ELIMINATED else reason)
+    if kind is StopKind.ELIMINATED:
+        return StopVerdict(kind, f"eliminated: {reason}", best)
+    return StopVerdict(kind, reason)
 
 
 def race_over(why: str, best: str | None) -> StopVerdict:

@@ -216,7 +216,8 @@ def run_monitor_samples(store: Store, run_id: int) -> list[MonitorSample]:
 
 def unit_stops(store: Store, sweep_id: int) -> dict[tuple[int, str], dict[str, Any]]:
     """(cell id, workload) → why and when the scheduler stopped repeating it (empty before schema
-    3)."""
+    3); an elimination's ``against`` (the key of the cell it was eliminated against, schema 8) only
+    where the stop has one, so an older sweep's documents read as before."""
     return {
         (u.cell_id, u.workload): {
             "kind": u.kind,
@@ -224,6 +225,7 @@ def unit_stops(store: Store, sweep_id: int) -> dict[tuple[int, str], dict[str, A
             "round": u.round,
             "ok_runs": u.ok_runs,
             "stopped_at": u.stopped_at,
+            **({"against": u.against} if u.against is not None else {}),
         }
         for u in store.unit_stops(sweep_id)
     }

@@ -277,6 +277,19 @@ def cell_stops(
     }
 
 
+def eliminations(
+    cells: Sequence[CellWorkload], stopped: Mapping[str, dict[str, Any]]
+) -> dict[str, str]:
+    """label → the label of the cell the race eliminated it against, for the cells of ``cells``
+    eliminated against another of them (a stop recorded before schema 8 has no reference: none)."""
+    label = {c.cell_key: c.label() for c in cells}
+    return {
+        name: label[st["against"]]
+        for name, st in stopped.items()
+        if st["kind"] == StopKind.ELIMINATED and st.get("against") in label
+    }
+
+
 def disturbed_runs(
     cells: Sequence[CellWorkload], interference: Mapping[int, RunInterference] | None
 ) -> dict[str, list[tuple[int, RunInterference]]]:
@@ -393,6 +406,7 @@ def rank_workload(
         budget_spent=spent,
         margin=margin,
         keep=kept,
+        eliminated=eliminations(ranked, stopped),
     )
     units = {label: cs.unit for label, cs in samples if cs.unit is not None}
     return WorkloadRanking(

@@ -23,6 +23,12 @@ Given a ``Ranking`` (stats/ranking.py) and a practical threshold θ (default
   spent to tell. But B does not *beat* c: the two are named together (below).
   Only a blocked analysis rules out (the Welch fallback gives no SE on the log
   scale).
+  A cell the race eliminated (``eliminated``: cell → the best of the look it
+  was eliminated against) counts as ruled out here too while that reference
+  is still ranked: the race's test at its look decided it against a cell
+  still in the running, and no run was spent on it since. When requirements
+  (or a tier) leave the reference out, the elimination says nothing about the
+  cells left, and the cell is judged like any other.
 * **unresolved** — not significantly worse, gap > θ, and not ruled out: it
   may be the true best by more than θ or materially worse; the data cannot
   tell.
@@ -93,7 +99,7 @@ unknown (no number of rounds separates equal means).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from iomatrix.domain.axes import simplicity_order
@@ -286,6 +292,22 @@ def _significant_vs_best(
     return r.p_vs_best is not None and r.p_vs_best < alpha
 
 
+def race_ruled_out(
+    behind: Sequence[str], eliminated: Mapping[str, str], ranked: Collection[str]
+) -> set[str]:
+    """The cells ``behind`` the best that the race eliminated against a cell still ``ranked``.
+
+    Why only then: an elimination is a test of the cell against the best of one look, B₀. While B₀
+    is ranked, the final best B is at least as good as B₀ by its mean, and a cell shown worse than
+    B₀ (or unable to beat it by θ) cannot be the best by more than θ. When requirements drop B₀
+    (``--require safe`` without cache=unsafe), the cell was never compared with those left.
+
+    Example: a race eliminated ``qcow2`` against ``raw`` at its third look. Ranked {raw, raw·wb,
+    qcow2}: qcow2 is ruled out. Ranked {raw·wb, qcow2} (raw dropped): qcow2 is judged here alone.
+    """
+    return {n for n in behind if eliminated.get(n, n) != n and eliminated[n] in ranked}
+
+
 def classify(
     ranked: Sequence[RankedRow],
     higher_is_better: bool,
@@ -293,6 +315,7 @@ def classify(
     threshold: float,
     analysis: BlockedAnalysis | None = None,
     margin: float = DEFAULT_MARGIN,
+    eliminated: Mapping[str, str] | None = None,
 ) -> Verdicts:
     """Each of ``ranked[1:]`` against the best ``ranked[0]``: gap ≤ θ → top group (significant or
     not); else significantly worse at its look's level → separated; else, with a blocked
@@ -300,7 +323,7 @@ def classify(
     "better by more than θ" at the pair's level → ruled out; else unresolved.  A cell without a
     ratio to the best has an infinite gap. Of the top group and the ruled-out cells, those a TOST at
     the pair's look level shows within ``margin`` of the best (stats/equivalence.py) are also
-    *equivalent*."""
+    *equivalent*. ``eliminated``: cell → the cell the race eliminated it against (decide)."""
     best = ranked[0].name
     top, behind, separated = [best], [], []
     for r in ranked[1:]:
@@ -321,7 +344,7 @@ def classify(
     ruled_p = ruled_out_p(analysis, best, behind, higher_is_better, threshold)
     ruled = {
         n for n, p in ruled_p.items() if analysis is not None and p < analysis.pair(n, best).level
-    }
+    } | race_ruled_out(behind, eliminated or {}, {r.name for r in ranked})
     equivalent = tuple(
         n
         for n in (*top[1:], *(n for n in behind if n in ruled))
@@ -495,6 +518,7 @@ def decide(
     budget_spent: bool = False,
     margin: float = DEFAULT_MARGIN,
     keep: Sequence[tuple[str, str]] = (),
+    eliminated: Mapping[str, str] | None = None,
 ) -> Decision:
     """Apply the decision rule to a ranking (see the module docstring).
 
@@ -506,7 +530,15 @@ def decide(
     ``keep``: (cell, what it is) in order of preference to keep when it is equivalent to the
     best, e.g. (the user's current cell, "what you run"), (QEMU's default, "QEMU's default");
     the first one ranked is the *keeper* (none ranked: the simplest of the best and the cells
-    equivalent to it).  Raises UserError for a bad threshold, margin or key.
+    equivalent to it).  ``eliminated``: cell → the best of the race's look it was eliminated
+    against (stats/racing.py: significantly worse than it, or shown unable to beat it by θ, at
+    that look's level). Beyond θ and not significant here, such a cell counts as ruled out, not
+    unresolved, while its reference is ranked: the race ran it no more, so a test at the end,
+    against another best and in a larger Holm family, could only take back what the race decided
+    and ask for rounds that will not come (seen in a quickstart: the log's qcow2 cells eliminated
+    at 38-43% behind after 3 rounds, then "about 1 more round would settle them" left the
+    database without an answer).
+    Raises UserError for a bad threshold, margin or key.
     """
     threshold = check_threshold(threshold)
     margin = checked_margin(margin)
@@ -527,7 +559,13 @@ def decide(
         )
     best = ranked[0].name
     v = classify(
-        ranked, ranking.higher_is_better, ranking.alpha, threshold, ranking.analysis, margin
+        ranked,
+        ranking.higher_is_better,
+        ranking.alpha,
+        threshold,
+        ranking.analysis,
+        margin,
+        eliminated,
     )
     centre = {r.name: r.centre if r.centre is not None else r.summary.mean for r in ranked}
     full_keys = full_tie_break(keys)

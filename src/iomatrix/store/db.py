@@ -420,15 +420,16 @@ class Store(StoreQueries):
         reason: str,
         round_no: int | None,
         ok_runs: int,
+        against: str | None = None,
     ) -> None:
         """Why a cell × workload stopped being repeated (a resumed sweep's later decision replaces
-        it)."""
+        it); ``against``: an elimination's reference cell, by its key."""
         with self.tx() as db:
             db.execute(
                 "INSERT OR REPLACE INTO unit_stops (cell_id, workload, kind, reason, "
-                "round, ok_runs, stopped_at)"
-                " VALUES (?,?,?,?,?,?,?)",
-                (cell_id, workload, kind, reason, round_no, ok_runs, time.time()),
+                "round, ok_runs, stopped_at, against)"
+                " VALUES (?,?,?,?,?,?,?,?)",
+                (cell_id, workload, kind, reason, round_no, ok_runs, time.time(), against),
             )
 
     def run_counts(

@@ -125,6 +125,8 @@ class UnitStop:
     round: int | None
     ok_runs: int
     stopped_at: float
+    # an elimination's reference: the key of the cell it was eliminated against (schema 8)
+    against: str | None = None
 
 
 # The ok runs a disturbed run's clean retry replaced: per cell × workload × round the analysis uses
@@ -433,9 +435,10 @@ class StoreQueries:
         stopped)."""
         if self.schema_version < 3:
             return []
+        against = "u.against" if self.schema_version >= 8 else "NULL AS against"
         rows = self.db.execute(
             "SELECT u.cell_id, c.key, u.workload, u.kind, u.reason, u.round, u.ok_runs, "
-            "u.stopped_at FROM unit_stops u "
+            f"u.stopped_at, {against} FROM unit_stops u "
             "JOIN cells c ON c.id=u.cell_id WHERE c.sweep_id=? ORDER BY u.stopped_at, "
             "c.id, u.workload",
             (sweep_id,),
@@ -450,6 +453,7 @@ class StoreQueries:
                 r["round"],
                 int(r["ok_runs"]),
                 float(r["stopped_at"]),
+                None if r["against"] is None else _shown(r["against"]),
             )
             for r in rows
         ]

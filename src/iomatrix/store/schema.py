@@ -15,7 +15,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # Schema 1, exactly as the first release created it. Never edit: new columns go in a migration.
 SCHEMA_1 = """
@@ -180,6 +180,16 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "UPDATE meta SET value='7' WHERE key='schema_version'",
         "PRAGMA user_version = 7",
     ),
+    7: (
+        # An elimination's reference: the key (cells.key, unique within the sweep) of the cell that
+        # was the best of the race's look when this unit was eliminated against it. The decision at
+        # the end keeps the elimination while that cell is still a candidate (stats/decision.py).
+        # A key, not an id, so a merge or a publish carries it unchanged. NULL for the other kinds
+        # and for stops recorded before schema 8.
+        "ALTER TABLE unit_stops ADD COLUMN against TEXT",
+        "UPDATE meta SET value='8' WHERE key='schema_version'",
+        "PRAGMA user_version = 8",
+    ),
 }
 
 # The columns each table has at each version (a subset check: SQLite adds none by itself).
@@ -277,6 +287,7 @@ COLUMNS[4] = {**COLUMNS[3], "runs": COLUMNS[3]["runs"] | {"boot_id", "boot_posit
 COLUMNS[5] = {**COLUMNS[4], "cell_axes": frozenset({"cell_id", "axis", "value"})}
 COLUMNS[6] = {**COLUMNS[5], "sweeps": COLUMNS[5]["sweeps"] | {"host_group"}}
 COLUMNS[7] = {**COLUMNS[6], "run_clients": frozenset({"run_id", "client", "metric", "value"})}
+COLUMNS[8] = {**COLUMNS[7], "unit_stops": COLUMNS[7]["unit_stops"] | {"against"}}
 # The axis columns of the cells table (schema 1): written for these axes, read where cell_axes has
 # no row.
 CELL_AXIS_COLUMNS = (

@@ -222,8 +222,10 @@ class UnitScheduling:
     def _record_stops(self, sched: Scheduler, units: dict[str, tuple[Unit, int]]) -> None:
         for st in sched.new_stops():
             unit, cell_id = units[st.key]
+            # an elimination's reference by its cell's key (unique in the sweep, kept by a merge)
+            against = units[st.against][0].cell.key if st.against in units else None
             self.store.record_unit_stop(
-                cell_id, unit.workload.name, st.kind, st.reason, st.round, st.ok_runs
+                cell_id, unit.workload.name, st.kind, st.reason, st.round, st.ok_runs, against
             )
 
     def _start_session(self, sweep_id: int, t_session: float) -> Session:

@@ -31,7 +31,7 @@ from iomatrix.report.interference import run_interference
 from iomatrix.report.keep import keep_current, keep_defaults
 from iomatrix.report.objective import Objective, objective_metric
 from iomatrix.report.per_backing import answer_backings, answer_groups, emulated_rtt_notes
-from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info
+from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info, unit_stops
 from iomatrix.report.rank import (
     primary_metric,
     rank_workload,
@@ -158,6 +158,9 @@ def recommend(
         "min_n": min_n,
         "max_noise": max_noise,
         "interference": interference,
+        # how the race stopped each unit, as `rank` reads it: an elimination stays decided while
+        # its reference is a candidate, and a race ended unresolved says "within the budget"
+        "stops": unit_stops(store, sweep_id),
         "threshold": check_threshold(threshold),
         "tie_break": check_tie_break(tie_break),
         "margin": default_margin,
