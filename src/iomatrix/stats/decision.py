@@ -308,6 +308,14 @@ def race_ruled_out(
     return {n for n in behind if eliminated.get(n, n) != n and eliminated[n] in ranked}
 
 
+def _gap(r: RankedRow, higher_is_better: bool) -> float:
+    """The row's gap to the best (gap_to_best); infinite without a ratio (or a NaN one)."""
+    ratio = r.ratio_to_best.ratio if r.ratio_to_best else None
+    if ratio is None or ratio != ratio:
+        return math.inf
+    return gap_to_best(ratio, higher_is_better)
+
+
 def classify(
     ranked: Sequence[RankedRow],
     higher_is_better: bool,
@@ -327,15 +335,7 @@ def classify(
     best = ranked[0].name
     top, behind, separated = [best], [], []
     for r in ranked[1:]:
-        ratio = (
-            r.ratio_to_best.ratio if r.ratio_to_best and r.ratio_to_best.ratio is not None else None
-        )
-        gap = (
-            gap_to_best(ratio, higher_is_better)
-            if ratio is not None and ratio == ratio
-            else math.inf
-        )
-        if gap <= threshold:
+        if _gap(r, higher_is_better) <= threshold:
             top.append(r.name)
         elif _significant_vs_best(r, best, alpha, analysis):
             separated.append(r.name)
