@@ -33,9 +33,6 @@ NOT_YET_MOVED: dict[str, int] = {
     "backing/provision.py": 5,
     "backing/space.py": 2,
     "domain/axis_model.py": 3,
-    "domain/network_axes.py": 2,
-    "report/rbd_flush.py": 1,
-    "report/recommend/risks.py": 3,
     "vmconfig/network.py": 12,
     "vmconfig/proxmox.py": 4,
 }

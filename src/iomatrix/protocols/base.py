@@ -82,6 +82,10 @@ class NetworkProtocol(ABC):
     # Whether Proxmox's storage of it holds raw disks only (a LUN, an RBD image), and why not
     # another format.
     proxmox_raw_only: ClassVar[str | None] = None
+    # What a sweep's figures on it show beyond the answers (librbd's writethrough-until-flush trap),
+    # each a "module:function" taking (its cells, threshold, shapes, interference, short, brief)
+    # and returning sentences (report/rbd_flush.py rbd_findings): imported on use.
+    findings: ClassVar[tuple[str, ...]] = ()
     # Seconds one durability trial takes on it where that differs from the tier's own (a Ceph trial
     # makes and fences more: docs/benchmarks.md).
     durability_trial_s: ClassVar[float | None] = None
@@ -96,6 +100,9 @@ class NetworkProtocol(ABC):
     # Whether a run on it goes through the delay relay's round-trip measurement (a client that takes
     # a port).
     measures_rtt: ClassVar[bool] = False
+    # Why the rtt axis's relay cannot sit between its client and its server (a Ceph client connects
+    # to the OSDs the monitor names, past any relay); None where rtt is not refused on it.
+    rtt_unavailable: ClassVar[str | None] = None
     # How the durability tier cuts a disk of it (DURABILITY_CUTS), or None where no cut is built.
     durability_cut: ClassVar[str | None] = None
     # The axes a durability verdict on it must match to speak for a configuration (the server's own
@@ -124,6 +131,19 @@ class NetworkProtocol(ABC):
             f"it starts itself; a cut of a {self.name} server is not built, so its risk lines stay "
             "documented"
         )
+
+    def userspace_cache_texts(self, axes: Mapping[str, str]) -> tuple[str, str, str, str] | None:
+        """What a cache mode that keeps a cache (writeback) risks where QEMU's own client keeps a
+        cache of its own in the host (librbd's), in the order of the risk situations (QEMU crash,
+        host crash or power loss, live migration, a guest that sends no flushes); None where it
+        keeps none (`userspace_client_caches`: the texts of a client that sends every write)."""
+        return None
+
+    def server_power_loss(self, axes: Mapping[str, str]) -> str | None:
+        """What a power loss of the server loses with a cell's settings of the server's own write
+        cache (`server_write_cache_axis`), documented, where no durability trial measured it; None
+        where the protocol documents none."""
+        return None
 
     def host_page_cache(self, values: Mapping[str, str]) -> bool:
         """Whether a cell's disk goes through the host page cache where its cache mode keeps it:

@@ -42,6 +42,11 @@ class Nfs(NetworkProtocol):
     kernel_probe = "iomatrix.backing.nfs:probe_kernel_client"
     kernel_fs_types: ClassVar[tuple[str, ...]] = (NAME, "nfs4")
     proxmox_types: ClassVar[tuple[str, ...]] = (NAME,)
+    rtt_unavailable = (
+        "rtt is emulated by a relay between client and server; QEMU's nfs driver has no port "
+        "option (libnfs asks the server's portmapper), so no relay can be put between them: "
+        "iSCSI only"
+    )
 
     def url(self, place: NetworkPlace, fmt: str) -> str:
         return f"nfs://{place.host}{place.nfs_file(fmt)}"
