@@ -158,9 +158,11 @@ def test_the_setup_flags_named_are_setup_shs() -> None:
     arrays = [
         line.split("=(", 1)[1].rstrip(")").split()
         for line in text.splitlines()
-        if line.startswith(("iscsi_packages=(", "nfs_packages=(", "rbd_packages=("))
+        if line.startswith(
+            ("iscsi_packages=(", "nfs_packages=(", "rbd_packages=(", "nbd_packages=(")
+        )
     ]
-    assert len(arrays) == 3 and set(SETUP_FLAG_OF_PACKAGE) == {p for a in arrays for p in a}
+    assert len(arrays) == 4 and set(SETUP_FLAG_OF_PACKAGE) == {p for a in arrays for p in a}
     assert (
         set(SETUP_FLAG_OF_PACKAGE.values()) == {"--shared-storage"}
         and "--shared-storage) shared=1" in text

@@ -46,7 +46,8 @@ PACKAGE_OF = {
 
 
 # The Debian packages scripts/setup.sh installs only with one of its flags (its iscsi_packages,
-# nfs_packages and rbd_packages, which a --minimal install leaves out): a missing one is fixed by
+# nfs_packages, rbd_packages and nbd_packages, which a --minimal install leaves out: every network
+# protocol's `packages`, tests/test_protocol_packages.py): a missing one is fixed by
 # that flag. Checked against setup.sh by tests/test_rough_edges.py.
 SETUP_FLAG_OF_PACKAGE = {
     p: "--shared-storage"
@@ -62,6 +63,7 @@ SETUP_FLAG_OF_PACKAGE = {
         "ceph-mon",
         "ceph-osd",
         "ceph-common",
+        "nbdkit",
     )
 }
 

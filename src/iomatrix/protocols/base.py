@@ -91,12 +91,19 @@ class NetworkProtocol(ABC):
     durability_trial_s: ClassVar[float | None] = None
 
     # ----------------------------------------------------------------------- the lab and the tiers
+    # The Debian packages a measuring host needs for it: its lab server's and QEMU's client driver
+    # (scripts/setup.sh --shared-storage and the fleet role install them;
+    # tests/test_protocol_packages.py holds setup.sh to these lists).
+    packages: ClassVar[tuple[str, ...]] = ()
     # The check of this host's kernel client of it, a "module:function" returning why that client
     # cannot be used (one line) or None: imported on use.
     kernel_probe: ClassVar[str | None] = None
     # Why the bare-metal tier's server-side baseline (fio on the disk's file on the server) cannot
     # run on it; None where a lab-started server shows that file.
     server_baseline_unavailable: ClassVar[str | None] = None
+    # Whether a lab-started server of it keeps each run's disk as a file in the working directory (a
+    # LUN file, an export's image): the space check before a sweep counts it there.
+    lab_disks_in_workdir: ClassVar[bool] = False
     # Whether a run on it goes through the delay relay's round-trip measurement (a client that takes
     # a port).
     measures_rtt: ClassVar[bool] = False

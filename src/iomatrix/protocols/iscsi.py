@@ -60,8 +60,17 @@ class Iscsi(NetworkProtocol):
     )
     snippet_targets: ClassVar[tuple[str, ...]] = ("tgt", "targetcli", "san")
     proxmox_types: ClassVar[tuple[str, ...]] = (PROXMOX_DIRECT, PROXMOX_KERNEL)
+    # tgt (the lab target), libiscsi-bin (the initiator-side probes), QEMU's iscsi driver
+    # (block-iscsi.so), targetcli-fb (whose signatures check the targetcli snippets)
+    packages: ClassVar[tuple[str, ...]] = (
+        "tgt",
+        "libiscsi-bin",
+        "qemu-block-extra",
+        "targetcli-fb",
+    )
     kernel_probe = "iomatrix.backing.iscsi:probe_kernel_client"
     server_write_cache_axis = "lun_write_cache"
+    lab_disks_in_workdir = True
     measures_rtt = True  # libiscsi takes a portal: the relay sits between it and the target
     durability_cut = CUT_TARGET_POWER
     durability_must_match: ClassVar[tuple[str, ...]] = ("lun_type", "lun_write_cache")

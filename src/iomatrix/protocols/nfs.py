@@ -39,6 +39,16 @@ class Nfs(NetworkProtocol):
     server_noun = "NFS server"
     is_volume = False
     spec = "iomatrix.backing.spec:NfsBacking"
+    lab_disks_in_workdir = True
+    # nfs-ganesha with its VFS backend (the lab server), rpcbind (libnfs finds the server through
+    # the portmapper), libnfs-utils (nfs-ls), QEMU's nfs driver (block-nfs.so)
+    packages: ClassVar[tuple[str, ...]] = (
+        "nfs-ganesha",
+        "nfs-ganesha-vfs",
+        "rpcbind",
+        "libnfs-utils",
+        "qemu-block-extra",
+    )
     kernel_probe = "iomatrix.backing.nfs:probe_kernel_client"
     kernel_fs_types: ClassVar[tuple[str, ...]] = (NAME, "nfs4")
     proxmox_types: ClassVar[tuple[str, ...]] = (NAME,)

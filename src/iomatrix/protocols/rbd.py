@@ -73,6 +73,13 @@ class Rbd(NetworkProtocol):
     # A trial on Ceph RBD also makes two RBD images, fences the crashed client and reads both images
     # back through librbd: 7.5-11.4 s measured, about 9 s (docs/benchmarks.md, issue 35).
     durability_trial_s = 9.0
+    # the lab cluster's monitor and OSD, the ceph/rbd tools, QEMU's rbd driver (block-rbd.so)
+    packages: ClassVar[tuple[str, ...]] = (
+        "ceph-mon",
+        "ceph-osd",
+        "ceph-common",
+        "qemu-block-extra",
+    )
     kernel_probe = "iomatrix.backing.rbd:probe_kernel_client"
     # Its cells are read apart for the cache findings (report/rbd_flush.py): librbd keeps its own.
     kernel_client_page_cache = False
