@@ -34,11 +34,15 @@ from pydantic import (
 
 from iomatrix.backing.client_host import SharedServer
 from iomatrix.backing.fsoptions import check_mkfs_options, check_mount_options
-from iomatrix.backing.network import plugin_spec_class, valid_backing_types
+from iomatrix.backing.network import (
+    existing_server_problem,
+    network_server,
+    plugin_spec_class,
+    valid_backing_types,
+)
 from iomatrix.backing.reach import iscsi_lun_problem
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import PACKAGE_OF
-from iomatrix.plugins import load_object
 from iomatrix.protocols.iscsi_names import (
     MAX_LUN,
     IscsiLun,
@@ -209,8 +213,8 @@ class _Spec(BaseModel):
         """Why the existing server this backing names cannot serve it (a bounded, read-only check
         over the network), None where it can, where the backing has no server of its own, or where
         `availability` already says this host cannot use it. `run` refuses a plan with such a
-        backing before its sweep starts."""
-        return None
+        backing before its sweep starts. Here: its protocol's `existing_check`."""
+        return existing_server_problem(self)
 
     @property
     def plan_checks_server(self) -> bool:
@@ -226,8 +230,9 @@ class _Spec(BaseModel):
         it carries), its leftovers recorded with `td.record` before they exist and its stop added
         with `td.add_step`; `scratch` is the backing's own directory, `allowed_devices` what the
         user handed over (--allow-destroy): the seam every protocol's backing spec fills
-        (backing.provision calls it for every network backing)."""
-        raise NotImplementedError(f"{type(self).__name__} starts no server")
+        (backing.provision calls it for every network backing). Here: its protocol's
+        `lab_server`."""
+        return network_server(self, workdir, scratch, td, allowed_devices)
 
 
 # The base of every backing spec, a plug-in protocol's too (iomatrix.protocols: `spec`).
@@ -580,13 +585,6 @@ class IscsiBacking(_Spec, SharedServer):
         # a connect and a READ CAPACITY: nothing is logged in to stay, mapped or written
         return True
 
-    def provision_server(
-        self, workdir: Path, scratch: Path, td: Any, allowed_devices: set[Path]
-    ) -> tuple[Any, dict[str, Any]]:
-        # (named, not imported: the lab half imports this module)
-        provision = load_object("iomatrix.backing.iscsi:provision_iscsi")
-        return provision(self, workdir, scratch, td, allowed_devices)
-
     def serving_problem(self, allowed_devices: set[Path]) -> str | None:
         lun = self.existing_lun()
         if lun is None or self.availability(allowed_devices) is not None:
@@ -703,17 +701,6 @@ class NfsBacking(_Spec, SharedServer):
             return _not_root("starting nfs-ganesha and rpcbind")
         return None
 
-    def serving_problem(self, allowed_devices: set[Path]) -> str | None:
-        if self.server is None or self.export is None:
-            return None
-        # (named, not imported: the lab half imports this module)
-        return load_object("iomatrix.backing.nfs:existing_server_problem")(self.server, self.export)
-
-    def provision_server(
-        self, workdir: Path, scratch: Path, td: Any, allowed_devices: set[Path]
-    ) -> tuple[Any, dict[str, Any]]:
-        return load_object("iomatrix.backing.nfs:provision_nfs")(self, workdir, scratch, td)
-
 
 # What a lab-started Ceph cluster and QEMU's RBD client need (backing.rbd): program → Debian
 # package.
@@ -818,17 +805,6 @@ class RbdBacking(_Spec, SharedServer):
                     return f"{key} {path} does not exist or is not a file"
             return None
         return _not_root("starting ceph-mon and ceph-osd")
-
-    def serving_problem(self, allowed_devices: set[Path]) -> str | None:
-        if self.lab_started:
-            return None
-        # (named, not imported: the lab half imports this module)
-        return load_object("iomatrix.backing.rbd:existing_pool_problem")(self)
-
-    def provision_server(
-        self, workdir: Path, scratch: Path, td: Any, allowed_devices: set[Path]
-    ) -> tuple[Any, dict[str, Any]]:
-        return load_object("iomatrix.backing.rbd:provision_rbd")(self, workdir, scratch, td)
 
 
 BackingSpec = Annotated[

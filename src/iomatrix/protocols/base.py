@@ -91,6 +91,13 @@ class NetworkProtocol(ABC):
     durability_trial_s: ClassVar[float | None] = None
 
     # ----------------------------------------------------------------------- the lab and the tiers
+    # Its lab half by "module:function", imported on use (a lab module imports what imports this
+    # registry): what starts its server or checks the existing one, taking (spec, workdir, scratch,
+    # td, allowed_devices) and returning (server, metadata); and what says why an existing server
+    # cannot serve, taking the spec (a bounded, read-only check). The spec's own provision_server
+    # and serving_problem may take their place (NBD's).
+    lab_server: ClassVar[str | None] = None
+    existing_check: ClassVar[str | None] = None
     # The Debian packages a measuring host needs for it: its lab server's and QEMU's client driver
     # (scripts/setup.sh --shared-storage and the fleet role install them;
     # tests/test_protocol_packages.py holds setup.sh to these lists).

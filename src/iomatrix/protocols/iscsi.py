@@ -68,6 +68,7 @@ class Iscsi(NetworkProtocol):
         "qemu-block-extra",
         "targetcli-fb",
     )
+    lab_server = "iomatrix.backing.iscsi:provision_iscsi"
     kernel_probe = "iomatrix.backing.iscsi:probe_kernel_client"
     server_write_cache_axis = "lun_write_cache"
     lab_disks_in_workdir = True

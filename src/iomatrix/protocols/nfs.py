@@ -49,6 +49,8 @@ class Nfs(NetworkProtocol):
         "libnfs-utils",
         "qemu-block-extra",
     )
+    lab_server = "iomatrix.backing.nfs:provision_nfs"
+    existing_check = "iomatrix.backing.nfs:existing_problem"
     kernel_probe = "iomatrix.backing.nfs:probe_kernel_client"
     kernel_fs_types: ClassVar[tuple[str, ...]] = (NAME, "nfs4")
     proxmox_types: ClassVar[tuple[str, ...]] = (NAME,)
