@@ -76,8 +76,11 @@ class NetworkProtocol(ABC):
     # nova.conf's instance-disk settings can put one there (Ceph's rbd image backend); None where
     # they cannot.
     nova_snippet: ClassVar[str | None] = None
+    # How a disk of it is read back from a VM's configuration (`--current`): a
+    # vmconfig.network.DiskReader by "module:OBJECT", imported on use; None where it is not read.
+    reader: ClassVar[str | None] = None
     # Proxmox storage types (storage.cfg) a disk of this protocol is on: its volumes are read by
-    # `read_proxmox_volume`.
+    # its reader's `proxmox` (vmconfig/network.py read_proxmox_volume).
     proxmox_types: ClassVar[tuple[str, ...]] = ()
     # Whether Proxmox's storage of it holds raw disks only (a LUN, an RBD image), and why not
     # another format.

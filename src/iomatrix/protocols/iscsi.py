@@ -69,6 +69,7 @@ class Iscsi(NetworkProtocol):
         "targetcli-fb",
     )
     lab_server = "iomatrix.backing.iscsi:provision_iscsi"
+    reader = "iomatrix.vmconfig.read_iscsi:READER"
     kernel_probe = "iomatrix.backing.iscsi:probe_kernel_client"
     server_write_cache_axis = "lun_write_cache"
     lab_disks_in_workdir = True

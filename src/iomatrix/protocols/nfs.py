@@ -51,6 +51,7 @@ class Nfs(NetworkProtocol):
     )
     lab_server = "iomatrix.backing.nfs:provision_nfs"
     existing_check = "iomatrix.backing.nfs:existing_problem"
+    reader = "iomatrix.vmconfig.read_nfs:READER"
     kernel_probe = "iomatrix.backing.nfs:probe_kernel_client"
     kernel_fs_types: ClassVar[tuple[str, ...]] = (NAME, "nfs4")
     proxmox_types: ClassVar[tuple[str, ...]] = (NAME,)

@@ -82,6 +82,7 @@ class Rbd(NetworkProtocol):
     )
     lab_server = "iomatrix.backing.rbd:provision_rbd"
     existing_check = "iomatrix.backing.rbd:existing_pool_problem"
+    reader = "iomatrix.vmconfig.read_rbd:READER"
     kernel_probe = "iomatrix.backing.rbd:probe_kernel_client"
     # Its cells are read apart for the cache findings (report/rbd_flush.py): librbd keeps its own.
     kernel_client_page_cache = False

@@ -33,7 +33,7 @@ from iomatrix.vmconfig.config import (
 )
 from iomatrix.vmconfig.network import (
     NetworkDiskRead,
-    note_qemu_rbd_cache,
+    note_client_cache,
     parse_storage_cfg,
     read_proxmox_volume,
 )
@@ -298,7 +298,7 @@ def _network_volume(
     if volume_disk and not network.kernel_client:
         values["aio"] = axes.get("aio").default
         defaulted[:] = [d for d in defaulted if not d.startswith("aio")]
-        note_qemu_rbd_cache(network, values.get("cache"))
+        note_client_cache(network, values.get("cache"))
     return network, unknown
 
 
