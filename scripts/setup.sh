@@ -25,7 +25,7 @@
 #
 # `--shared-storage` adds the servers and QEMU drivers of the shared-storage backings (iSCSI: tgt, libiscsi-bin;
 # NFS: nfs-ganesha, nfs-ganesha-vfs, rpcbind, libnfs-utils; Ceph RBD: ceph-mon, ceph-osd, ceph-common;
-# qemu-block-extra) to a --minimal install (a full one has them: the tests run a real tgtd, ganesha and Ceph).
+# qemu-block-extra; NBD: nbdkit) to a --minimal install (a full one has them: the tests run a real tgtd, ganesha and Ceph).
 # They are installed without starting or enabling the distribution's services: iomatrix starts its own daemons
 # on 127.0.0.1 for a run and stops them after it
 # (docs/backings.md, iSCSI, nfs and rbd).
@@ -158,8 +158,12 @@ nfs_packages=(nfs-ganesha nfs-ganesha-vfs rpcbind libnfs-utils)
 # with BlueStore and memstore) and the ceph/rbd tools (ceph-common); QEMU's rbd driver is qemu-block-extra's
 # block-rbd.so. About 200 MB installed; none of its services runs (the cluster is iomatrix's own, per run).
 rbd_packages=(ceph-mon ceph-osd ceph-common)
+# Shared storage, NBD: nbdkit serves the lab-started NBD backing's exports (QEMU's nbd driver is built in).
+nbd_packages=(nbdkit)
+# (each protocol's own list, src/iomatrix/protocols/*.py `packages`: tests/test_protocol_packages.py keeps these
+# arrays equal to them)
 if [ "$minimal" = 0 ] || [ "$shared" = 1 ]; then
-    packages+=("${iscsi_packages[@]}" "${nfs_packages[@]}" "${rbd_packages[@]}")
+    packages+=("${iscsi_packages[@]}" "${nfs_packages[@]}" "${rbd_packages[@]}" "${nbd_packages[@]}")
 fi
 # Units of those packages that apt would start and enable: a lab host keeps no NFS service of its own (a
 # running one would be refused by the lab-started NFS backing, whose registration it holds), and no Ceph daemon

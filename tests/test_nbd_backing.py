@@ -285,3 +285,18 @@ def test_kill_9_of_the_run_then_clean_removes_the_server_and_its_files(workdir: 
     )
     assert not Path(state["file"]).exists() and not Path(state["scratch"]).exists()
     assert leftovers.pending(workdir) == []
+
+
+def test_a_lab_started_nbd_plan_counts_its_images_in_the_workdir(tmp_path: Path) -> None:
+    """The space check asks the protocol where its lab keeps a run's disk (lab_disks_in_workdir):
+    nbdkit's exports are image files under the workdir, so a 900T image does not fit there."""
+    (tmp_path / "big.toml").write_text(
+        'tier = ["blocklayer"]\nworkloads = ["rand-write-4k"]\nsize = "900T"\n'
+        'image_size = "900T"\nruntime = 1\n[[backing]]\ntype = "nbd"\n'
+    )
+    planned = run_cli("plan", "big.toml", cwd=tmp_path, timeout=120)
+    assert (
+        planned.returncode == 0
+        and "does not fit" in planned.stdout
+        and "backing nbd" in planned.stdout
+    ), planned.stdout + planned.stderr

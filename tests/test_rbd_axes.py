@@ -11,6 +11,8 @@ import pytest
 from iomatrix import storage_clients
 from iomatrix.domain import SafetyLevel, axes
 from iomatrix.domain.axes import BackingFacts, RuleContext
+from iomatrix.matrix import Cell
+from iomatrix.tiers.declared.blocklayer import BlockLayer
 
 LOCAL = BackingFacts(unavailable=None, o_direct=True, is_device=False)
 ISCSI = BackingFacts(unavailable=None, o_direct=True, is_device=True, protocol="iscsi")
@@ -133,3 +135,23 @@ def test_krbd_probe_names_what_is_missing() -> None:
         "no rbd tool (Debian package ceph-common); no rbd kernel "
         "module (loaded or installed) on this host"
     )
+
+
+@pytest.mark.parametrize(
+    ("protocol", "axis", "kernel", "userspace"),
+    [
+        ("rbd", "rbd_client", "krbd", "librbd"),
+        ("iscsi", "initiator", "kernel", "libiscsi"),
+        ("nfs", "nfs_client", "kernel", "libnfs"),
+    ],
+)
+def test_the_block_layer_prunes_every_protocols_kernel_client(
+    protocol: str, axis: str, kernel: str, userspace: str
+) -> None:
+    """The block-layer tier opens a network disk with QEMU's own client only: it asks the backing's
+    protocol whether a cell chose the kernel's (krbd was let through, and measured librbd)."""
+    facts = BackingFacts(None, True, False, protocol=protocol, lab_started=True)
+    cell = {"tier": "blocklayer", "backing": protocol, "format": "raw", "cache": "none"}
+    pruned = BlockLayer.prune_reason(Cell({**cell, axis: kernel}), facts) or ""
+    assert pruned.startswith(f"{axis}={kernel}: the block-layer tier opens"), pruned
+    assert BlockLayer.prune_reason(Cell({**cell, axis: userspace}), facts) is None

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from iomatrix.commands.common import few_runs_hint
-from iomatrix.hostcmd import SETUP_FLAG_OF_PACKAGE
+from iomatrix.protocols import protocols
+from iomatrix.sweep.expansion import setup_command
 from tests.conftest import DATA, iomatrix_argv, needs
 
 FIRST_RELEASE = DATA / "schema1" / "iomatrix-schema1.sqlite"
@@ -158,13 +159,14 @@ def test_the_setup_flags_named_are_setup_shs() -> None:
     arrays = [
         line.split("=(", 1)[1].rstrip(")").split()
         for line in text.splitlines()
-        if line.startswith(("iscsi_packages=(", "nfs_packages=(", "rbd_packages=("))
+        if line.startswith(
+            ("iscsi_packages=(", "nfs_packages=(", "rbd_packages=(", "nbd_packages=(")
+        )
     ]
-    assert len(arrays) == 3 and set(SETUP_FLAG_OF_PACKAGE) == {p for a in arrays for p in a}
-    assert (
-        set(SETUP_FLAG_OF_PACKAGE.values()) == {"--shared-storage"}
-        and "--shared-storage) shared=1" in text
-    )
+    wanted = {p for network in protocols() for p in network.packages}
+    assert len(arrays) == 4 and wanted == {p for a in arrays for p in a}
+    assert {setup_command(p) for p in wanted} == {"scripts/setup.sh --shared-storage"}
+    assert setup_command("zfsutils-linux") is None and "--shared-storage) shared=1" in text
 
 
 def _small_report(tmp_path: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:

@@ -45,35 +45,6 @@ PACKAGE_OF = {
 }
 
 
-# The Debian packages scripts/setup.sh installs only with one of its flags (its iscsi_packages,
-# nfs_packages and rbd_packages, which a --minimal install leaves out): a missing one is fixed by
-# that flag. Checked against setup.sh by tests/test_rough_edges.py.
-SETUP_FLAG_OF_PACKAGE = {
-    p: "--shared-storage"
-    for p in (
-        "tgt",
-        "libiscsi-bin",
-        "qemu-block-extra",
-        "targetcli-fb",
-        "nfs-ganesha",
-        "nfs-ganesha-vfs",
-        "rpcbind",
-        "libnfs-utils",
-        "ceph-mon",
-        "ceph-osd",
-        "ceph-common",
-    )
-}
-
-
-def setup_command(package: str) -> str | None:
-    """The set-up command that installs `package` ('scripts/setup.sh --shared-storage' for a
-    shared-storage server or QEMU driver), None for a package no flag of setup.sh installs
-    (zfsutils-linux, lvm2)."""
-    flag = SETUP_FLAG_OF_PACKAGE.get(package)
-    return f"scripts/setup.sh {flag}" if flag else None
-
-
 # Programs a fleet host may have beside iomatrix's own interpreter (its .venv/bin) instead of on
 # PATH: the fleet role's measuring install copies fio built on the controller there
 # (fio/host_build.py, setup.sh --fio-binary), and it is the fio that install chose, so it comes

@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from iomatrix.domain.clients import CLIENTS_MAX
+from iomatrix.protocols import network_protocol
 from iomatrix.protocols.iscsi_names import address_problem
 
 # user@host or host, as ssh takes it: no option (a leading '-'), no space, no shell metacharacter.
@@ -136,12 +137,11 @@ class ClientHost(BaseModel):
         return f"ip:{self.fio_address},{self.port}"
 
 
-_SERVER_KIND = {"iscsi": "an iSCSI target", "nfs": "an NFS server", "rbd": "a Ceph cluster"}
-
-
 def lab_started_reason(protocol: str) -> str:
     """Why a lab-started server cannot have client hosts."""
-    kind = _SERVER_KIND.get(protocol, "a server")
+    network = network_protocol(protocol)
+    # ("an iSCSI target", "an NFS server", "a Ceph cluster")
+    kind = "a server" if network is None else f"{network.article} {network.server_noun}"
     return (
         f"client hosts need {kind} they reach: a lab-started one listens on 127.0.0.1 of "
         "this host; "

@@ -51,6 +51,7 @@ from iomatrix.backing.leftover_kinds import (
 )
 from iomatrix.backing.network import NetworkDisk
 from iomatrix.backing.ports import refuse_if_held
+from iomatrix.backing.spec import IscsiBacking, allowed_iscsi_luns
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import version_of
 from iomatrix.protocols.iscsi_names import IscsiLun, Portal, target_name
@@ -620,3 +621,22 @@ def probe_kernel_client() -> str | None:
     """Why this host's kernel initiator cannot be used (open-iscsi's iscsiadm and the iscsi_tcp
     module), read once per process; None where it can (the protocol's ``kernel_probe``)."""
     return iscsi_missing(shutil.which("iscsiadm"), module_known("iscsi_tcp"))
+
+
+def provision_iscsi(
+    spec: IscsiBacking, workdir: Path, scratch: Path, td: Any, allowed: set[Path]
+) -> tuple[TgtServer | ExistingIscsiServer, dict[str, Any]]:
+    """The target of an iSCSI backing (tgtd started in `scratch`, or the existing LUN checked
+    handed over again right before use) and the metadata every result of it carries."""
+    lun = spec.existing_lun()
+    if lun is not None:
+        if lun.url not in allowed_iscsi_luns(allowed):
+            raise UserError(
+                f"refusing to use iSCSI LUN {lun.url}: it was not named with --allow-destroy",
+                hint=f"pass --allow-destroy {lun.url} if its contents may be destroyed",
+            )
+        existing = ExistingIscsiServer(lun, workdir)
+        return existing, existing.metadata()
+    server = TgtServer(workdir, scratch)
+    server.start(lambda leftover: td.record(leftover, server.stop))
+    return server, server.metadata()

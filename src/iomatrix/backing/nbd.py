@@ -113,7 +113,9 @@ class NbdBacking(BackingSpecBase):
         out = _qemu_img_info(self.url)
         return None if isinstance(out, int) else out
 
-    def provision_server(self, workdir: Path, scratch: Path, td: Any) -> tuple[Any, dict[str, Any]]:
+    def provision_server(
+        self, workdir: Path, scratch: Path, td: Any, allowed_devices: set[Path]
+    ) -> tuple[Any, dict[str, Any]]:
         if self.url is None:
             server: LabNbdServer | ExistingNbdServer = LabNbdServer.start(workdir, scratch, td)
         else:

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from iomatrix.protocols import is_network, protocol_names, spec_class
+from iomatrix.plugins import load_object
+from iomatrix.protocols import is_network, network_protocol, protocol_names, spec_class
 
 # A registered protocol's name (iomatrix.protocols: the built-in ones and any a package adds).
 Protocol_ = str
@@ -110,3 +111,23 @@ class NetworkServer(Protocol):
     def metadata(self) -> dict[str, Any]:
         """What to record with every result of the backing: mode, address, server version, …"""
         ...
+
+
+def network_server(
+    spec: Any, workdir: Path, scratch: Path, td: Any, allowed_devices: set[Path]
+) -> tuple[Any, dict[str, Any]]:
+    """A network backing's server, started or checked, and its metadata: its protocol's lab half
+    (`NetworkProtocol.lab_server`, imported on use; see `_Spec.provision_server`)."""
+    network = network_protocol(spec.protocol)
+    if network is None or network.lab_server is None:
+        raise NotImplementedError(f"{type(spec).__name__} starts no server")
+    return load_object(network.lab_server)(spec, workdir, scratch, td, allowed_devices)
+
+
+def existing_server_problem(spec: Any) -> str | None:
+    """Why the existing server a network backing names cannot serve it: its protocol's
+    `existing_check` (imported on use); None for a lab-started one or where it names none."""
+    network = network_protocol(spec.protocol)
+    if network is None or network.existing_check is None or getattr(spec, "lab_started", True):
+        return None
+    return load_object(network.existing_check)(spec)

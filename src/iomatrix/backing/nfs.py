@@ -619,8 +619,18 @@ def connect_existing(spec: NfsBacking, workdir: Path) -> ExistingNfsServer:
     return ExistingNfsServer(workdir=workdir, server=spec.server, export=spec.export)
 
 
+def existing_problem(spec: NfsBacking) -> str | None:
+    """Why the existing server an NFS backing names cannot serve it (NfsBacking.existing_check)."""
+    assert spec.server is not None and spec.export is not None
+    return existing_server_problem(spec.server, spec.export)
+
+
 def provision_nfs(
-    spec: NfsBacking, workdir: Path, scratch: Path, td: Teardown
+    spec: NfsBacking,
+    workdir: Path,
+    scratch: Path,
+    td: Teardown,
+    allowed_devices: set[Path] | None = None,
 ) -> tuple[LabNfsServer | ExistingNfsServer, dict[str, Any]]:
     """The server of an NFS backing (started or checked) and the metadata every result of it
     carries."""

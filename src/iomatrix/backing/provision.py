@@ -33,7 +33,6 @@ from typing import Any, Literal
 from iomatrix import safety
 from iomatrix.backing import leftovers
 from iomatrix.backing.client_host import ClientHost
-from iomatrix.backing.iscsi import ExistingIscsiServer, TgtServer
 from iomatrix.backing.leftover_kinds import (
     Leftover,
     LeftoverError,
@@ -44,20 +43,14 @@ from iomatrix.backing.leftover_kinds import (
     ZfsDatasetLeftover,
 )
 from iomatrix.backing.network import NetworkServer
-from iomatrix.backing.nfs import existing_server_problem, provision_nfs
-from iomatrix.backing.rbd import existing_pool_problem, provision_rbd
 from iomatrix.backing.spec import (
     BackingSpec,
     BlockdevBacking,
     DirBacking,
-    IscsiBacking,
     LoopfsBacking,
     LvmBacking,
-    NfsBacking,
-    RbdBacking,
     TmpfsBacking,
     ZfsBacking,
-    allowed_iscsi_luns,
     format_size,
 )
 from iomatrix.errors import UserError
@@ -443,25 +436,6 @@ def _setup_zfs(spec: ZfsBacking, workdir: Path, td: _Teardown) -> tuple[Path, di
     return mnt, meta
 
 
-def _setup_iscsi(
-    spec: IscsiBacking, workdir: Path, td: _Teardown, allowed: set[Path]
-) -> tuple[Path, dict[str, Any], TgtServer | ExistingIscsiServer]:
-    lun = spec.existing_lun()
-    # checked again right before use
-    if lun is not None and lun.url not in allowed_iscsi_luns(allowed):
-        raise UserError(
-            f"refusing to use iSCSI LUN {lun.url}: it was not named with --allow-destroy",
-            hint=f"pass --allow-destroy {lun.url} if its contents may be destroyed",
-        )
-    scratch = _scratch_dir(td, workdir / BACKINGS_DIR, spec.label())
-    if lun is not None:
-        existing = ExistingIscsiServer(lun, workdir)
-        return scratch, existing.metadata(), existing
-    server = TgtServer(workdir, scratch)
-    server.start(lambda leftover: td.record(leftover, server.stop))
-    return scratch, server.metadata(), server
-
-
 # ---------------------------------------------------------------------------------------------
 # before a sweep: can each network backing serve?
 # ---------------------------------------------------------------------------------------------
@@ -474,11 +448,6 @@ def cannot_serve(spec: BackingSpec, allowed: set[Path]) -> str | None:
     if spec.kind != "network" or spec.availability(allowed) is not None:
         return None  # pruned with its reason by the plan's expansion: nothing to reach
     why = spec.serving_problem(allowed)
-    if isinstance(spec, NfsBacking) and not spec.lab_started:
-        assert spec.server is not None and spec.export is not None
-        why = why or existing_server_problem(spec.server, spec.export)
-    if isinstance(spec, RbdBacking) and not spec.lab_started:
-        why = why or existing_pool_problem(spec)
     for host in getattr(spec, "client_host", ()):
         why = why or client_host_problem(host)
     return why
@@ -514,9 +483,7 @@ def provision(
     td = _Teardown(workdir)
     server: NetworkServer | None = None
     try:
-        if isinstance(spec, IscsiBacking):
-            path, meta, server = _setup_iscsi(spec, workdir, td, allowed_devices)
-        elif isinstance(spec, DirBacking):
+        if isinstance(spec, DirBacking):
             path, meta = _setup_dir(spec, workdir, td)
         elif isinstance(spec, LoopfsBacking):
             path, meta = _setup_loopfs(spec, workdir, td)
@@ -528,17 +495,10 @@ def provision(
             path, meta = _setup_lvm(spec, workdir, td)
         elif isinstance(spec, ZfsBacking):
             path, meta = _setup_zfs(spec, workdir, td)
-        elif isinstance(spec, NfsBacking):
-            # the export, config and logs live here
+        elif spec.kind == "network":  # its protocol's spec starts or checks its server
+            # (its files: a LUN's, an export's, a cluster's and its per-disk confs, its logs)
             path = _scratch_dir(td, workdir / BACKINGS_DIR, spec.label())
-            server, meta = provision_nfs(spec, workdir, path, td)
-        elif isinstance(spec, RbdBacking):
-            # the cluster's files, per-disk confs
-            path = _scratch_dir(td, workdir / BACKINGS_DIR, spec.label())
-            server, meta = provision_rbd(spec, workdir, path, td)
-        elif spec.kind == "network":  # a protocol's own (a plug-in's): its spec starts it
-            path = _scratch_dir(td, workdir / BACKINGS_DIR, spec.label())
-            server, meta = spec.provision_server(workdir, path, td)
+            server, meta = spec.provision_server(workdir, path, td, allowed_devices)
         else:  # pragma: no cover
             raise TypeError(f"unknown backing spec {spec!r}")
         dev = meta.get("device")

@@ -744,7 +744,11 @@ def connect_existing(spec: RbdBacking, workdir: Path, scratch: Path) -> Existing
 
 
 def provision_rbd(
-    spec: RbdBacking, workdir: Path, scratch: Path, td: Teardown
+    spec: RbdBacking,
+    workdir: Path,
+    scratch: Path,
+    td: Teardown,
+    allowed_devices: set[Path] | None = None,
 ) -> tuple[LabRbdServer | ExistingRbdPool, dict[str, Any]]:
     """The cluster of an RBD backing (started or checked) and the metadata every result of it
     carries."""

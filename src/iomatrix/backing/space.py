@@ -21,8 +21,9 @@ What a sweep writes, and where:
   the sizes of a plan's tmpfs backings together must fit in MemTotal + SwapTotal (not what is free
   now, which a shared host's other work changes by the second): `size = "999T"` is refused here, not
   found by the kernel's OOM killer;
-- each lab-started iSCSI or NFS backing's disks, in the working directory (the LUN files, the
-  export).
+- each lab-started network backing's disks, in the working directory, where its protocol keeps
+  them there (`NetworkProtocol.lab_disks_in_workdir`: iSCSI's LUN files, NFS's export, NBD's
+  images).
 
 - each LVM backing's `size`, in its volume group's free extents (`vgs … vg_free`), and each ZFS
   backing's `size` (a zvol, or a dataset's quota), in what its pool or parent dataset has available
@@ -44,10 +45,8 @@ from typing import TYPE_CHECKING
 
 from iomatrix.backing.spec import (
     DirBacking,
-    IscsiBacking,
     LoopfsBacking,
     LvmBacking,
-    NfsBacking,
     TmpfsBacking,
     ZfsBacking,
 )
@@ -55,6 +54,7 @@ from iomatrix.domain import NA
 from iomatrix.domain.axes import CLUSTER_BYTES, DEFAULT_CLUSTER_BYTES
 from iomatrix.domain.axes import size_words as format_size
 from iomatrix.errors import UserError
+from iomatrix.protocols import network_protocol
 from iomatrix.tiers import declaration
 
 if TYPE_CHECKING:
@@ -264,8 +264,9 @@ def shortfalls(plan: Plan, expansion: Expansion, workdir: Path, db: Path | None)
                 )
         elif isinstance(spec, DirBacking):
             on_host(spec.path if spec.path is not None else workdir, f"backing {label}: {what}", n)
-        # LUN files, export: in the workdir
-        elif isinstance(spec, IscsiBacking | NfsBacking) and spec.lab_started:
+        # a lab-started server's disks (LUN files, an export's images): in the workdir, where its
+        # protocol keeps them there
+        elif _lab_disks_in_workdir(spec):
             on_host(workdir, f"backing {label}: {what}", n)
     for spec in plan.backing:
         if isinstance(spec, LoopfsBacking):
@@ -278,6 +279,15 @@ def shortfalls(plan: Plan, expansion: Expansion, workdir: Path, db: Path | None)
     if (memory := _tmpfs_place(plan)) is not None:
         places.append(memory)
     return [p for p in places if p.need > p.free]
+
+
+def _lab_disks_in_workdir(spec: object) -> bool:
+    """Whether `spec` is a network backing whose lab-started server keeps each run's disk as a file
+    in the working directory (its protocol's `lab_disks_in_workdir`)."""
+    network = network_protocol(getattr(spec, "protocol", None))
+    return (
+        network is not None and network.lab_disks_in_workdir and getattr(spec, "lab_started", False)
+    )
 
 
 def refuse_if_short(plan: Plan, expansion: Expansion, workdir: Path, db: Path | None) -> None:

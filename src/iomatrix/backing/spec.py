@@ -34,7 +34,12 @@ from pydantic import (
 
 from iomatrix.backing.client_host import SharedServer
 from iomatrix.backing.fsoptions import check_mkfs_options, check_mount_options
-from iomatrix.backing.network import plugin_spec_class, valid_backing_types
+from iomatrix.backing.network import (
+    existing_server_problem,
+    network_server,
+    plugin_spec_class,
+    valid_backing_types,
+)
 from iomatrix.backing.reach import iscsi_lun_problem
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import PACKAGE_OF
@@ -208,8 +213,8 @@ class _Spec(BaseModel):
         """Why the existing server this backing names cannot serve it (a bounded, read-only check
         over the network), None where it can, where the backing has no server of its own, or where
         `availability` already says this host cannot use it. `run` refuses a plan with such a
-        backing before its sweep starts."""
-        return None
+        backing before its sweep starts. Here: its protocol's `existing_check`."""
+        return existing_server_problem(self)
 
     @property
     def plan_checks_server(self) -> bool:
@@ -218,12 +223,16 @@ class _Spec(BaseModel):
         only when run."""
         return False
 
-    def provision_server(self, workdir: Path, scratch: Path, td: Any) -> tuple[Any, dict[str, Any]]:
+    def provision_server(
+        self, workdir: Path, scratch: Path, td: Any, allowed_devices: set[Path]
+    ) -> tuple[Any, dict[str, Any]]:
         """(the NetworkServer of a network backing, started or checked; the metadata every result of
         it carries), its leftovers recorded with `td.record` before they exist and its stop added
-        with `td.add_step`: the seam a protocol's backing spec fills (backing.provision calls it for
-        a network backing it has no branch of its own for, as for a plug-in protocol's)."""
-        raise NotImplementedError(f"{type(self).__name__} starts no server")
+        with `td.add_step`; `scratch` is the backing's own directory, `allowed_devices` what the
+        user handed over (--allow-destroy): the seam every protocol's backing spec fills
+        (backing.provision calls it for every network backing). Here: its protocol's
+        `lab_server`."""
+        return network_server(self, workdir, scratch, td, allowed_devices)
 
 
 # The base of every backing spec, a plug-in protocol's too (iomatrix.protocols: `spec`).

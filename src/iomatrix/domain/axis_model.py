@@ -250,6 +250,3 @@ class Axis:
 ISCSI, NFS = iscsi.NAME, nfs.NAME
 RBD, KRBD = ceph.RBD, ceph.KRBD
 KERNEL_CLIENT = "kernel"
-# The axis choosing the client of each protocol: its userspace value is QEMU's own driver.
-NETWORK_CLIENT_AXIS = {ISCSI: "initiator", NFS: "nfs_client", RBD: "rbd_client"}
-KERNEL_CLIENT_VALUES = (KERNEL_CLIENT, KRBD)

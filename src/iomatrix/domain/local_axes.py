@@ -11,8 +11,6 @@ from enum import StrEnum
 from iomatrix import domain
 from iomatrix.domain import NA, SafetyLevel
 from iomatrix.domain.axis_model import (
-    KERNEL_CLIENT_VALUES,
-    NETWORK_CLIENT_AXIS,
     Axis,
     DiskContext,
     Layer,
@@ -24,6 +22,7 @@ from iomatrix.domain.axis_model import (
     onoff,
     version_text,
 )
+from iomatrix.domain.spellings import PROTOCOL_LOOKUP
 
 # --------------------------------------------------------------------- the axes of the 2013 matrix
 
@@ -80,8 +79,9 @@ def _network_aio_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None
     protocol = ctx.backing.protocol if ctx.backing is not None else None
     if protocol is None or values["aio"] == domain.Aio.THREADS:
         return None
-    client = values.get(NETWORK_CLIENT_AXIS.get(protocol, ""), NA)
-    if client in KERNEL_CLIENT_VALUES:
+    # (the protocol registry's lookup: the axes cannot import it)
+    network = PROTOCOL_LOOKUP[0](protocol)
+    if network is not None and network.client_is_kernel(values):
         return None
     return (
         f"aio={values['aio']} is an option of QEMU's file protocol; QEMU's {protocol} driver on "

@@ -22,7 +22,9 @@ from iomatrix.domain.axis_model import (
     RuleContext,
     ToolOption,
 )
+from iomatrix.domain.spellings import PROTOCOL_LOOKUP
 from iomatrix.protocols import ceph
+from iomatrix.protocols.iscsi import LUN_WRITE_CACHE_RISK as LUN_WRITE_CACHE_RISK
 
 # ----------------------------------------------------------------------- shared storage (issue 34)
 # What decides a disk served over the network: the iSCSI target's LUN (what backs it, its write
@@ -135,17 +137,6 @@ def _lun_write_cache_risk(value: str) -> SafetyLevel | None:
     return SafetyLevel.LIKE_A_DISK_CACHE if value == "on" else None
 
 
-LUN_WRITE_CACHE_RISK = (
-    "the LUN's write cache is volatile memory in the target host: a write is acknowledged before "
-    "it is on the "
-    "target's disk, and a target power loss loses what the guest has not flushed yet (tgt honours "
-    "SYNCHRONIZE "
-    "CACHE and FUA; a target whose cache is not battery/flash-protected and that acknowledges a "
-    "flush without "
-    "syncing loses flushed data too)"
-)
-
-
 def _rtt_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
     if values["rtt"] == "0" or ctx.backing is None:
         return None
@@ -156,19 +147,9 @@ def _rtt_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
             f"{ctx.backing_label} is "
             "a local backing"
         )
-    if protocol == RBD:
-        return (
-            "rtt is emulated by a relay between client and server; a Ceph client learns the OSDs' "
-            "addresses "
-            "from the monitor's map and connects to them directly, past any relay: iSCSI only"
-        )
-    if protocol == NFS:
-        return (
-            "rtt is emulated by a relay between client and server; QEMU's nfs driver has no port "
-            "option (libnfs "
-            "asks the server's portmapper), so no relay can be put between them: iSCSI only"
-        )
-    return None
+    # (the protocol registry's lookup: this module cannot import it)
+    network = PROTOCOL_LOOKUP[0](protocol)
+    return None if network is None else network.rtt_unavailable
 
 
 def _rtt_tool(value: str) -> ToolOption:

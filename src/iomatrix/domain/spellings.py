@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, order=True)
@@ -52,3 +53,8 @@ NOVA_BACKEND_KEYS = ("images_type", "preallocate_images")
 # they are now (a protocol an installed package adds included). The axis registry calls them when
 # it registers an axis; never while it is being imported (a source may import the axis registry).
 WRITER_SOURCES: list[Callable[[], Iterable[Writer]]] = []
+# The protocol registry's lookup (a backing's protocol name → its NetworkProtocol, None for a local
+# backing), offered the same way: the axes' rules ask a protocol what it allows (why the rtt relay
+# cannot sit between its client and server) and cannot import that registry. Set as it loads, which
+# is before any rule runs (the axes import the protocol modules, which load the registry first).
+PROTOCOL_LOOKUP: list[Callable[[str | None], Any]] = []

@@ -185,6 +185,10 @@ def network_protocol(name: str | None) -> NetworkProtocol | None:
     return None if name is None else _discover().get(name)
 
 
+# The axes' rules ask a backing's protocol through it (iomatrix.domain.spellings).
+spellings.PROTOCOL_LOOKUP.append(network_protocol)
+
+
 def is_network(name: str | None) -> bool:
     """Whether `name` (a backing type, a disk's kind) is a network protocol's."""
     return network_protocol(name) is not None

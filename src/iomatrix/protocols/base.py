@@ -76,26 +76,50 @@ class NetworkProtocol(ABC):
     # nova.conf's instance-disk settings can put one there (Ceph's rbd image backend); None where
     # they cannot.
     nova_snippet: ClassVar[str | None] = None
+    # How a disk of it is read back from a VM's configuration (`--current`): a
+    # vmconfig.network.DiskReader by "module:OBJECT", imported on use; None where it is not read.
+    reader: ClassVar[str | None] = None
     # Proxmox storage types (storage.cfg) a disk of this protocol is on: its volumes are read by
-    # `read_proxmox_volume`.
+    # its reader's `proxmox` (vmconfig/network.py read_proxmox_volume).
     proxmox_types: ClassVar[tuple[str, ...]] = ()
     # Whether Proxmox's storage of it holds raw disks only (a LUN, an RBD image), and why not
     # another format.
     proxmox_raw_only: ClassVar[str | None] = None
+    # What a sweep's figures on it show beyond the answers (librbd's writethrough-until-flush trap),
+    # each a "module:function" taking (its cells, threshold, shapes, interference, short, brief)
+    # and returning sentences (report/rbd_flush.py rbd_findings): imported on use.
+    findings: ClassVar[tuple[str, ...]] = ()
     # Seconds one durability trial takes on it where that differs from the tier's own (a Ceph trial
     # makes and fences more: docs/benchmarks.md).
     durability_trial_s: ClassVar[float | None] = None
 
     # ----------------------------------------------------------------------- the lab and the tiers
+    # Its lab half by "module:function", imported on use (a lab module imports what imports this
+    # registry): what starts its server or checks the existing one, taking (spec, workdir, scratch,
+    # td, allowed_devices) and returning (server, metadata); and what says why an existing server
+    # cannot serve, taking the spec (a bounded, read-only check). The spec's own provision_server
+    # and serving_problem may take their place (NBD's).
+    lab_server: ClassVar[str | None] = None
+    existing_check: ClassVar[str | None] = None
+    # The Debian packages a measuring host needs for it: its lab server's and QEMU's client driver
+    # (scripts/setup.sh --shared-storage and the fleet role install them;
+    # tests/test_protocol_packages.py holds setup.sh to these lists).
+    packages: ClassVar[tuple[str, ...]] = ()
     # The check of this host's kernel client of it, a "module:function" returning why that client
     # cannot be used (one line) or None: imported on use.
     kernel_probe: ClassVar[str | None] = None
     # Why the bare-metal tier's server-side baseline (fio on the disk's file on the server) cannot
     # run on it; None where a lab-started server shows that file.
     server_baseline_unavailable: ClassVar[str | None] = None
+    # Whether a lab-started server of it keeps each run's disk as a file in the working directory (a
+    # LUN file, an export's image): the space check before a sweep counts it there.
+    lab_disks_in_workdir: ClassVar[bool] = False
     # Whether a run on it goes through the delay relay's round-trip measurement (a client that takes
     # a port).
     measures_rtt: ClassVar[bool] = False
+    # Why the rtt axis's relay cannot sit between its client and its server (a Ceph client connects
+    # to the OSDs the monitor names, past any relay); None where rtt is not refused on it.
+    rtt_unavailable: ClassVar[str | None] = None
     # How the durability tier cuts a disk of it (DURABILITY_CUTS), or None where no cut is built.
     durability_cut: ClassVar[str | None] = None
     # The axes a durability verdict on it must match to speak for a configuration (the server's own
@@ -124,6 +148,19 @@ class NetworkProtocol(ABC):
             f"it starts itself; a cut of a {self.name} server is not built, so its risk lines stay "
             "documented"
         )
+
+    def userspace_cache_texts(self, axes: Mapping[str, str]) -> tuple[str, str, str, str] | None:
+        """What a cache mode that keeps a cache (writeback) risks where QEMU's own client keeps a
+        cache of its own in the host (librbd's), in the order of the risk situations (QEMU crash,
+        host crash or power loss, live migration, a guest that sends no flushes); None where it
+        keeps none (`userspace_client_caches`: the texts of a client that sends every write)."""
+        return None
+
+    def server_power_loss(self, axes: Mapping[str, str]) -> str | None:
+        """What a power loss of the server loses with a cell's settings of the server's own write
+        cache (`server_write_cache_axis`), documented, where no durability trial measured it; None
+        where the protocol documents none."""
+        return None
 
     def host_page_cache(self, values: Mapping[str, str]) -> bool:
         """Whether a cell's disk goes through the host page cache where its cache mode keeps it:

@@ -28,6 +28,26 @@ DEFAULTS = {
 OBJECT_SIZES = ("4M", "1M", "16M")
 CACHE_OFF_IN_QEMU = (CacheMode.NONE, CacheMode.DIRECTSYNC)
 
+# What QEMU's cache modes that keep a cache (writeback, writethrough) mean on an rbd disk, in the
+# order of the risk situations (report/recommend/risks.py SITUATIONS: QEMU crash, host crash or
+# power loss, live migration, a guest that sends no flushes): QEMU turns librbd's cache on
+# (block/rbd.c) and no host page cache is involved, so the file-based texts of domain.CACHE do not
+# apply.
+LIBRBD_CACHE_TEXTS = (
+    "writes librbd acknowledged but has not sent to the OSDs yet are lost (librbd's cache is "
+    "memory in the QEMU process); what the guest flushed survives",
+    "as for a QEMU crash: what the guest flushed survives, librbd's unflushed writes are lost",
+    "QEMU flushes the disk, librbd's cache included, before the guest runs on the destination; "
+    "no host page cache is involved",
+    "under Ceph's default rbd_cache_writethrough_until_flush=on librbd stays writethrough for it: "
+    "its writes wait for the OSDs, and are not lost",
+)
+# The last of them where rbd_cache_writethrough_until_flush is off.
+LIBRBD_NO_FLUSH_UNTIL_OFF = (
+    "its writes may wait in librbd's cache (up to rbd cache max dirty) and are lost on a QEMU "
+    "crash or host power loss"
+)
+
 RBD_CACHE_RISK = (
     "librbd's writeback cache is memory in the client (the QEMU process): a write is "
     "acknowledged before it reaches "

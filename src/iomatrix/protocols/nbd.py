@@ -13,6 +13,7 @@ Proxmox has no NBD storage type, and Nova attaches no NBD disk: those snippets s
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import ClassVar
 
 from iomatrix.protocols.base import LibvirtSource, NetworkProtocol
 from iomatrix.protocols.place import NetworkPlace
@@ -30,6 +31,9 @@ class Nbd(NetworkProtocol):
     server_noun = "NBD server"
     is_volume = False  # a lab disk is an image file on the server; an existing export is raw only
     spec = "iomatrix.backing.nbd:NbdBacking"
+    lab_disks_in_workdir = True
+    # nbdkit serves the lab's exports; QEMU's nbd driver is built in (no qemu-block-extra)
+    packages: ClassVar[tuple[str, ...]] = ("nbdkit",)
     server_baseline_unavailable = (
         "the server-side baseline of an NBD disk is not built (nbdkit serves a file iomatrix could "
         "run fio on, but an existing export has none)"

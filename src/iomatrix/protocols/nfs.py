@@ -39,9 +39,27 @@ class Nfs(NetworkProtocol):
     server_noun = "NFS server"
     is_volume = False
     spec = "iomatrix.backing.spec:NfsBacking"
+    lab_disks_in_workdir = True
+    # nfs-ganesha with its VFS backend (the lab server), rpcbind (libnfs finds the server through
+    # the portmapper), libnfs-utils (nfs-ls), QEMU's nfs driver (block-nfs.so)
+    packages: ClassVar[tuple[str, ...]] = (
+        "nfs-ganesha",
+        "nfs-ganesha-vfs",
+        "rpcbind",
+        "libnfs-utils",
+        "qemu-block-extra",
+    )
+    lab_server = "iomatrix.backing.nfs:provision_nfs"
+    existing_check = "iomatrix.backing.nfs:existing_problem"
+    reader = "iomatrix.vmconfig.read_nfs:READER"
     kernel_probe = "iomatrix.backing.nfs:probe_kernel_client"
     kernel_fs_types: ClassVar[tuple[str, ...]] = (NAME, "nfs4")
     proxmox_types: ClassVar[tuple[str, ...]] = (NAME,)
+    rtt_unavailable = (
+        "rtt is emulated by a relay between client and server; QEMU's nfs driver has no port "
+        "option (libnfs asks the server's portmapper), so no relay can be put between them: "
+        "iSCSI only"
+    )
 
     def url(self, place: NetworkPlace, fmt: str) -> str:
         return f"nfs://{place.host}{place.nfs_file(fmt)}"

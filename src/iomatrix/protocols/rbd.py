@@ -60,6 +60,7 @@ class Rbd(NetworkProtocol):
     )
     snippet_targets: ClassVar[tuple[str, ...]] = ("ceph", RBD_TOOL)
     nova_snippet = "iomatrix.vmconfig.network_snippets:nova_rbd_snippet"
+    findings: ClassVar[tuple[str, ...]] = ("iomatrix.report.rbd_flush:rbd_findings",)
     proxmox_types: ClassVar[tuple[str, ...]] = (NAME,)
     qemu_img_raw_note = (
         "none needed: a raw disk on Ceph is the RBD image itself, which the rbd create "
@@ -72,6 +73,16 @@ class Rbd(NetworkProtocol):
     # A trial on Ceph RBD also makes two RBD images, fences the crashed client and reads both images
     # back through librbd: 7.5-11.4 s measured, about 9 s (docs/benchmarks.md, issue 35).
     durability_trial_s = 9.0
+    # the lab cluster's monitor and OSD, the ceph/rbd tools, QEMU's rbd driver (block-rbd.so)
+    packages: ClassVar[tuple[str, ...]] = (
+        "ceph-mon",
+        "ceph-osd",
+        "ceph-common",
+        "qemu-block-extra",
+    )
+    lab_server = "iomatrix.backing.rbd:provision_rbd"
+    existing_check = "iomatrix.backing.rbd:existing_pool_problem"
+    reader = "iomatrix.vmconfig.read_rbd:READER"
     kernel_probe = "iomatrix.backing.rbd:probe_kernel_client"
     # Its cells are read apart for the cache findings (report/rbd_flush.py): librbd keeps its own.
     kernel_client_page_cache = False
@@ -83,6 +94,10 @@ class Rbd(NetworkProtocol):
         "server-side baseline for RBD would be fio's ioengine=rbd, which iomatrix does not run yet"
     )
     durability_cut = CUT_CLIENT_CRASH
+    rtt_unavailable = (
+        "rtt is emulated by a relay between client and server; a Ceph client learns the OSDs' "
+        "addresses from the monitor's map and connects to them directly, past any relay: iSCSI only"
+    )
     durability_must_match: ClassVar[tuple[str, ...]] = (
         "rbd_cache_policy",
         "rbd_cache_writethrough_until_flush",
@@ -107,6 +122,13 @@ class Rbd(NetworkProtocol):
                 "the durability tier crashes librbd clients"
             )
         return None
+
+    def userspace_cache_texts(self, axes: Mapping[str, str]) -> tuple[str, str, str, str]:
+        """librbd's cache, which QEMU's cache modes that keep one turn on (block/rbd.c)."""
+        crash, power, migration, no_flush = ceph.LIBRBD_CACHE_TEXTS
+        if axes.get("rbd_cache_writethrough_until_flush") == "off":
+            no_flush = ceph.LIBRBD_NO_FLUSH_UNTIL_OFF
+        return crash, power, migration, no_flush
 
     def url(self, place: NetworkPlace, fmt: str) -> str:
         # QEMU's rbd: pseudo-URL (block/rbd.c qemu_rbd_parse_filename): Ceph options after ':'

@@ -86,7 +86,8 @@ def writeback_gains(
     shape_of: Callable[[str], IoShape | None],
     interference: Mapping[int, RunInterference] | None = None,
 ) -> list[WritebackGain]:
-    """Every cache=writeback cell × workload on an rbd backing paired with its cache=none partner;
+    """Every cache=writeback cell × workload of `cws` (the sweep's cells on an rbd backing: the
+    protocol's `findings` hook is given those) paired with its cache=none partner;
     `shape_of` gives a workload's shape (None: not known, as for a guest filesystem job: left out);
     `interference` the runs' load verdicts (report/interference.py)."""
 
@@ -96,7 +97,7 @@ def writeback_gains(
     def key(c: CellWorkload) -> tuple:
         return (c.workload, others(c))
 
-    rbd = [c for c in cws if c.backing.get("backing_type") == ceph.RBD]
+    rbd = list(cws)
     none = {key(c): c for c in rbd if c.axes.get("cache") == "none"}
     out = []
     for c in rbd:
@@ -354,7 +355,8 @@ def rbd_findings(
     short: bool = False,
     brief: bool = False,
 ) -> list[str]:
-    """The sweep's findings about librbd's cache (zero or one sentence), by each workload's primary
+    """The findings about librbd's cache of a sweep's cells on an rbd backing (zero or one
+    sentence; Ceph RBD's `findings` hook, protocols/rbd.py), by each workload's primary
     metric and shape (report/shapes.workload_shapes); ``short``: the trap in its first-screen
     form; ``brief``: in one line (a crowded first screen's; the figures' own finding: --detail)."""
     gains = writeback_gains(cws, lambda w: primary_metric(w)[0], shapes.get, interference)

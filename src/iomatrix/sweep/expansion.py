@@ -9,10 +9,19 @@ from pathlib import Path
 
 from iomatrix import qemu_caps, rates, storage_clients
 from iomatrix import workloads as wl
-from iomatrix.hostcmd import setup_command
 from iomatrix.matrix import BackingFacts, Expansion, expand
 from iomatrix.plan.model import Plan
+from iomatrix.protocols import protocols
 from iomatrix.tiers import is_reference, reference_tier
+
+
+def setup_command(package: str) -> str | None:
+    """The set-up command that installs `package`: 'scripts/setup.sh --shared-storage' for one a
+    network protocol needs (its `packages`: the shared-storage servers and QEMU drivers, which a
+    --minimal install leaves out), None for a package no flag of setup.sh installs (zfsutils-linux,
+    lvm2). tests/test_protocol_packages.py holds setup.sh to those lists."""
+    shared = {p for network in protocols() for p in network.packages}
+    return "scripts/setup.sh --shared-storage" if package in shared else None
 
 
 def backing_facts(plan: Plan, allowed: set[Path]) -> dict[str, BackingFacts]:

@@ -49,7 +49,7 @@ from iomatrix.vmconfig.config import (
 from iomatrix.vmconfig.network import (
     NETWORK_SKIPPED_KEYS,
     NetworkDiskRead,
-    note_qemu_rbd_cache,
+    note_client_cache,
     read_by_path,
     read_libvirt_source,
 )
@@ -419,7 +419,7 @@ def _network_disk(disk: ET.Element, src: ET.Element | None, dev: str) -> Network
             auth.get("username") if auth is not None else None,
         )
         drv = disk.find("driver")
-        note_qemu_rbd_cache(network, drv.get("cache") if drv is not None else None)
+        note_client_cache(network, drv.get("cache") if drv is not None else None)
         return network
     if disk.get("type") == "block" and src is not None and (name := src.get("dev")):
         return read_by_path(name)

@@ -10,8 +10,10 @@ half here is what `network_snippets` adds (tgt ``targets.conf``, ceph.conf's [cl
 create`); the addresses are placeholders from the documentation ranges that the user replaces with
 their own (`iomatrix.protocols.place.NetworkPlace`). The reading half (``--current``) reads the same
 places back as libvirt, QEMU and Proxmox write them: the disk's protocol, its address (a URL) and
-the client axes, with, for RBD, the librbd cache settings a QEMU filename gives. Pure parsers and
-writers: nothing here connects to a server."""
+the client axes, with, for RBD, the librbd cache settings a QEMU filename gives. Each protocol's own
+parsing is its reader (`DiskReader`: vmconfig/read_iscsi.py, read_nfs.py, read_rbd.py, named by the
+protocol's `reader`); what is here asks every reader, or the one of the disk's protocol. Pure
+parsers and writers: nothing here connects to a server."""
 
 from __future__ import annotations
 
@@ -19,12 +21,14 @@ import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
-from iomatrix.domain import CacheMode, axes
-from iomatrix.domain.axes import ISCSI, KERNEL_CLIENT, KRBD, LUN_WRITE_CACHE_RISK, NFS, RBD, LunType
-from iomatrix.protocols import iscsi, nfs, rbd
-from iomatrix.protocols.place import ISCSI_PORT, NetworkPlace
+from iomatrix.domain import axes
+from iomatrix.domain.axes import LUN_WRITE_CACHE_RISK, LunType
+from iomatrix.plugins import load_object
+from iomatrix.protocols import network_protocol, protocols
+from iomatrix.protocols.base import NetworkProtocol
+from iomatrix.protocols.place import NetworkPlace
 from iomatrix.protocols.rbd import ceph_value
-from iomatrix.vmconfig.reading import _bad, _value
+from iomatrix.vmconfig.reading import _bad
 
 # The options a disk QEMU reaches with its own network client has no use for: aio is the file
 # protocol's.
@@ -255,33 +259,9 @@ def rbd_create_note(values: Mapping[str, str]) -> str:
     )
 
 
-# iscsi://[USER[%PASSWORD]@]HOST[:PORT]/IQN/LUN (QEMU's block/iscsi.c, libiscsi's URL form)
-ISCSI_URL = re.compile(r"^iscsi://(?:[^@/]*@)?(\[[^\]]+\]|[^:/]+)(?::(\d+))?/([^/]+)/(\d+)$")
-# nfs://HOST[:PORT]/PATH[?OPTIONS] (libnfs's URL form, QEMU's block/nfs.c)
-NFS_URL = re.compile(r"^nfs://([^/:?]+)(?::\d+)?(/[^?]*)(?:\?.*)?$")
-# udev's link of a LUN the kernel's initiator logged in to (60-persistent-storage.rules).
-BY_PATH_ISCSI = re.compile(r"^/dev/disk/by-path/ip-(.+):(\d+)-iscsi-(.+)-lun-(\d+)(?:-part\d+)?$")
-# Proxmox volume names on iSCSI storages (pve-storage ISCSIDirectPlugin / ISCSIPlugin
-# parse_volname).
-PROXMOX_ISCSIDIRECT_VOLUME = re.compile(r"^lun(\d+)$")
-PROXMOX_ISCSI_VOLUME = re.compile(r"^\d+\.\d+\.(\d+)\.[^/\s]+$")
-# An rbd storage's volume: vm-VMID-disk-N, base-VMID-disk-N (a template), a linked clone base/disk
-# (RBDPlugin parse_volname), also the volume name of an LVM or ZFS storage.
-PROXMOX_RBD_VOLUME = re.compile(r"^(?:(?:base|vm)-\d+-[\w.-]+/)?(?:base|vm)-\d+-[\w.-]+$")
-ISCSI_FORMS = "iscsi://HOST[:PORT]/IQN/LUN"
-NFS_FORMS = "nfs://HOST/EXPORT/PATH/IMAGE"
-RBD_FORMS = "rbd:POOL/IMAGE[:id=USER][:conf=FILE]"
 # An RBD image as libvirt and the rbd tool name it: POOL/IMAGE, or POOL/NAMESPACE/IMAGE, with an
 # optional @SNAP.
 RBD_NAME = re.compile(r"^([^/@:]+)/(?:([^/@:]+)/)?([^/@:]+)(?:@([^/@:]+))?$")
-# udev's link of an image the kernel's krbd mapped (ceph's udev/50-rbd.rules:
-# /dev/rbd/POOL[/NAMESPACE]/IMAGE).
-BY_RBD = re.compile(r"^/dev/rbd/([^/]+)/(?:([^/]+)/)?([^/@]+)(?:@[^/]+)?$")
-# The Ceph options of a QEMU rbd: filename that the rbd axes name (block/rbd.c passes them to
-# librados as they are): rbd_cache is not among them, as QEMU sets it from its own cache mode
-# (`note_qemu_rbd_cache`).
-RBD_FILENAME_AXES = ("rbd_cache_policy", "rbd_cache_writethrough_until_flush")
-CEPH_TRUE, CEPH_FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
 
 @dataclass
@@ -304,141 +284,108 @@ def rbd_url(name: str) -> str:
     return f"rbd:{name}"
 
 
-def _rbd_name(name: str, where: str) -> str:
-    """POOL/IMAGE (or POOL/NAMESPACE/IMAGE, @SNAP) checked; a one-line error otherwise."""
-    if RBD_NAME.match(name) is None:
-        raise _bad(where, name or "(none)", "POOL/IMAGE, e.g. rbd/vm-100-disk-0")
-    return name
+class DiskReader:
+    """How a protocol's disk is read back from a VM's configuration (``--current``): its URL, the
+    device its kernel client gives, libvirt's <source>, QEMU's protocol node, a Proxmox volume. A
+    protocol names its reader by "module:OBJECT" (`NetworkProtocol.reader`, imported on use); each
+    method returns None where the text is not its protocol's."""
+
+    # How its URL is written, for the one-line error naming what a disk may be.
+    forms: str = ""
+
+    def url(self, url: str, where: str) -> NetworkDiskRead | None:
+        """A -drive file= or qemu-img URL of its scheme; a one-line error for a malformed one."""
+        return None
+
+    def device(self, dev: str) -> NetworkDiskRead | None:
+        """The device (or file) its kernel client gives, named as udev names it."""
+        return None
+
+    def libvirt(
+        self,
+        source: Mapping[str, str],
+        hosts: list[Mapping[str, str]],
+        dev: str,
+        username: str | None,
+    ) -> NetworkDiskRead:
+        """A libvirt <disk type='network'> of its protocol (`source`: <source>'s attributes)."""
+        raise NotImplementedError
+
+    def qemu_node(self, node: Mapping[str, str]) -> NetworkDiskRead:
+        """A -blockdev protocol node of its driver (its options without ``file.``)."""
+        raise NotImplementedError
+
+    def proxmox(
+        self, kind: str, sid: str, volname: str, props: Mapping[str, str]
+    ) -> NetworkDiskRead | None:
+        """A volume of a storage of one of its `proxmox_types` (storage.cfg's properties)."""
+        return None
+
+    def proxmox_guess(
+        self, sid: str, volname: str, storage_known: bool
+    ) -> tuple[NetworkDiskRead | None, str | None] | None:
+        """A volume of storage `sid` that storage.cfg does not list (or no storage.cfg was given:
+        `storage_known` False): (its disk, or None with a note saying why it cannot tell); None
+        where the name is not one of its volumes'."""
+        return None
+
+    def cache_note(self, network: NetworkDiskRead, cache: str | None) -> str | None:
+        """What the disk's note adds for QEMU's cache mode `cache` (librbd's cache, which QEMU
+        turns off itself for cache=none)."""
+        return None
 
 
-def _rbd_read(
-    name: str, how: str, axes_read: dict[str, str] | None = None, kernel: bool = False
-) -> NetworkDiskRead:
-    client = "the host kernel's krbd" if kernel else "QEMU's own client (librbd)"
-    return NetworkDiskRead(
-        RBD,
-        rbd_url(name),
-        {**({"rbd_client": KRBD} if kernel else {}), **(axes_read or {})},
-        f"a Ceph RBD image reached by {client}: {name}{how}",
-        kernel_client=kernel,
-    )
+def _readers() -> list[tuple[NetworkProtocol, DiskReader]]:
+    """Every protocol that reads its disks back, with its reader, by name."""
+    return [(p, load_object(p.reader)) for p in protocols() if p.reader is not None]
 
 
-def _ceph_onoff(key: str, value: str) -> str:
-    if value.lower() in CEPH_TRUE:
-        return "on"
-    if value.lower() in CEPH_FALSE:
-        return "off"
-    raise _bad(key, value, "true or false")
+def _either(words: list[str]) -> str:
+    """'a, b or c'."""
+    return ", ".join(words[:-1]) + f" or {words[-1]}" if len(words) > 1 else "".join(words)
 
 
-def rbd_filename_axes(options: Mapping[str, str], where: str) -> dict[str, str]:
-    """The rbd axes a QEMU rbd: filename's Ceph options set (Ceph spells them with '_' or ' '), away
-    from Ceph's defaults."""
-    found: dict[str, str] = {}
-    for key, raw in options.items():
-        axis = key.replace(" ", "_")
-        if axis not in RBD_FILENAME_AXES:
-            continue
-        value = raw if axis == "rbd_cache_policy" else _ceph_onoff(f"{where} {key}", raw)
-        value = _value(axis, f"{where} {key}", value)
-        if value != axes.get(axis).default:
-            found[axis] = value
-    return found
-
-
-def note_qemu_rbd_cache(network: NetworkDiskRead, cache: str | None) -> None:
-    """Say, in the disk's note, that QEMU turns librbd's cache off itself for cache=none/directsync
-    (block/rbd.c qemu_rbd_connect, over ceph.conf): the cell keeps rbd_cache at its default, as the
-    rbd axes' rule does."""
-    if (
-        network.protocol == RBD
-        and not network.kernel_client
-        and cache in (CacheMode.NONE, CacheMode.DIRECTSYNC)
-    ):
-        network.note += (
-            f"; QEMU turns librbd's cache off for cache={cache} (block/rbd.c), whatever "
-            "ceph.conf says"
+def first_host(hosts: list[Mapping[str, str]], dev: str) -> tuple[str, str | None]:
+    """(name, port) of a libvirt network disk's first <host>; a one-line error where it has none."""
+    if not hosts or not hosts[0].get("name"):
+        raise _bad(
+            f"disk {dev} source host", "(none)", "<host name='SERVER' port='PORT'/> inside <source>"
         )
+    return hosts[0]["name"], hosts[0].get("port")
 
 
-def read_rbd_filename(text: str, where: str) -> NetworkDiskRead:
-    """QEMU's rbd:POOL/IMAGE[@SNAP][:KEY=VALUE…] (block/rbd.c qemu_rbd_parse_filename; '\\:' is a literal colon):
-    the image, its user (id=) and the cache options the axes name."""  # noqa: E501
-    parts = re.split(r"(?<!\\):", text.removeprefix("rbd:"))
-    if RBD_NAME.match(parts[0]) is None:
-        raise _bad(where, text, RBD_FORMS)
-    name = parts[0]
-    options: dict[str, str] = {}
-    for part in parts[1:]:
-        key, sep, value = part.partition("=")
-        if not sep or not key:
-            raise _bad(where, text, RBD_FORMS)
-        options[key] = value.replace("\\:", ":")
-    user = f", user {options['id']}" if "id" in options else ""
-    return _rbd_read(name, user, rbd_filename_axes(options, where))
-
-
-def iscsi_url(host: str, port: int | str | None, iqn: str, lun: int | str) -> str:
-    return f"iscsi://{host}:{port or ISCSI_PORT}/{iqn}/{lun}"
-
-
-def _checked_lun(lun: str, where: str) -> str:
-    if not lun.isdigit() or int(lun) > 16383:  # SAM's flat LUN space (14 bits)
-        raise _bad(where, lun, "a LUN number 0–16383")
-    return str(int(lun))
+def note_client_cache(network: NetworkDiskRead, cache: str | None) -> None:
+    """Add to the disk's note what its protocol says of QEMU's cache mode `cache` (QEMU turns
+    librbd's cache off itself for cache=none/directsync: the cell keeps rbd_cache at its default,
+    as the rbd axes' rule does)."""
+    protocol = network_protocol(network.protocol)
+    reader = None if protocol is None or protocol.reader is None else load_object(protocol.reader)
+    if reader is not None and (note := reader.cache_note(network, cache)) is not None:
+        network.note += note
 
 
 def read_url(url: str, where: str) -> NetworkDiskRead | None:
-    """An iscsi:// or nfs:// URL (QEMU's -drive file=, qemu-img): the disk it names; None for
-    another scheme; a one-line error for a malformed one."""
-    if url.startswith("iscsi://"):
-        m = ISCSI_URL.match(url)
-        if m is None:
-            raise _bad(where, url, ISCSI_FORMS)
-        host, port, iqn, lun = m.groups()
-        return NetworkDiskRead(
-            ISCSI,
-            iscsi_url(host, port, iqn, _checked_lun(lun, where)),
-            note=f"an iSCSI LUN reached by QEMU's own initiator (libiscsi): {url}",
-        )
-    if url.startswith("nfs://"):
-        m = NFS_URL.match(url)
-        if m is None or m.group(2) in ("", "/"):
-            raise _bad(where, url, NFS_FORMS)
-        return NetworkDiskRead(
-            NFS, url, note=f"an image on NFS reached by QEMU's own client (libnfs): {url}"
-        )
-    if url.startswith("rbd:"):
-        return read_rbd_filename(url, where)
+    """A network disk's URL (QEMU's -drive file=, qemu-img: iscsi://, nfs://, rbd:…): the disk it
+    names; None for a local file or device; a one-line error for a malformed one or another
+    scheme."""
+    readers = _readers()
+    for _, reader in readers:
+        if (found := reader.url(url, where)) is not None:
+            return found
     if re.match(r"^[a-z][a-z0-9+]*://", url):
         scheme = url.split(":", 1)[0]
-        raise _bad(
-            where,
-            url,
-            f"a file, a device, {ISCSI_FORMS}, {NFS_FORMS} or {RBD_FORMS} (iomatrix does not "
-            f"measure {scheme} disks)",
-        )
+        forms = _either(["a file", "a device", *(r.forms for _, r in readers)])
+        raise _bad(where, url, f"{forms} (iomatrix does not measure {scheme} disks)")
     return None
 
 
 def read_by_path(dev: str) -> NetworkDiskRead | None:
-    """A block device named by udev's iSCSI by-path link (the LUN the host kernel's initiator logged
-    in to) or by its /dev/rbd/POOL/IMAGE link (the RBD image the kernel's krbd mapped)."""
-    if m := BY_RBD.match(dev):
-        pool, namespace, image = m.groups()
-        return _rbd_read("/".join(filter(None, (pool, namespace, image))), f" ({dev})", kernel=True)
-    m = BY_PATH_ISCSI.match(dev)
-    if m is None:
-        return None
-    host, port, iqn, lun = m.groups()
-    return NetworkDiskRead(
-        ISCSI,
-        iscsi_url(host, port, iqn, lun),
-        {"initiator": KERNEL_CLIENT},
-        f"an iSCSI LUN the host kernel's initiator logged in to ({dev})",
-        kernel_client=True,
-    )
+    """A block device a kernel client gave, as udev names it (an iSCSI LUN's by-path link, an RBD
+    image's /dev/rbd/POOL/IMAGE link); None for another device."""
+    for _, reader in _readers():
+        if (found := reader.device(dev)) is not None:
+            return found
+    return None
 
 
 def read_libvirt_source(
@@ -447,104 +394,14 @@ def read_libvirt_source(
     """A libvirt <disk type='network'>'s <source> attributes, its <host> elements and its <auth
     username=>."""
     protocol = source.get("protocol")
-    if protocol not in (ISCSI, NFS, RBD):
+    readers = {p.name: r for p, r in _readers()}
+    if protocol not in readers:
         raise _bad(
             f"disk {dev} source protocol",
             protocol or "(none)",
-            "iscsi, nfs or rbd (iomatrix measures no other network disk)",
+            f"{_either(list(readers))} (iomatrix measures no other network disk)",
         )
-    name = source.get("name", "")
-    if protocol == RBD:  # the monitors may be left to ceph.conf: <host> is optional
-        name = _rbd_name(name, f"disk {dev} source name")
-        monitors = ", ".join(f"{h['name']}:{h.get('port', '6789')}" for h in hosts if h.get("name"))
-        how = "".join(
-            (
-                f", monitors {monitors}" if monitors else ", monitors from ceph.conf",
-                f", user {username}" if username else "",
-            )
-        )
-        return _rbd_read(name, how)
-    if not hosts or not hosts[0].get("name"):
-        raise _bad(
-            f"disk {dev} source host", "(none)", "<host name='SERVER' port='PORT'/> inside <source>"
-        )
-    host, port = hosts[0]["name"], hosts[0].get("port")
-    if protocol == ISCSI:
-        iqn, _, lun = name.rpartition("/")
-        if not iqn:  # libvirt: "IQN/LUN"; a name without "/LUN" is LUN 0
-            iqn, lun = name, "0"
-        if not iqn:
-            raise _bad(
-                f"disk {dev} source name",
-                name or "(none)",
-                "IQN/LUN, e.g. iqn.2024-01.com.example:t/1",
-            )
-        url = iscsi_url(host, port, iqn, _checked_lun(lun, f"disk {dev} source name LUN"))
-        return NetworkDiskRead(
-            ISCSI, url, note=f"an iSCSI LUN reached by QEMU's own initiator (libiscsi): {url}"
-        )
-    if not name.startswith("/"):
-        raise _bad(
-            f"disk {dev} source name",
-            name or "(none)",
-            "the image's path on the export, e.g. /srv/nfs/vm/disk.qcow2",
-        )
-    url = f"nfs://{host}{name}"
-    return NetworkDiskRead(
-        NFS, url, note=f"an image on NFS reached by QEMU's own client (libnfs): {url}"
-    )
-
-
-def _rbd_node(node: Mapping[str, str]) -> NetworkDiskRead:
-    """A driver=rbd protocol node's options (QEMU 7.2's BlockdevOptionsRbd: pool, namespace, image,
-    conf, user)."""
-    pool, image = node.get("pool"), node.get("image")
-    if not pool or not image:
-        raise _bad(
-            "-blockdev driver=rbd",
-            f"pool={pool or ''},image={image or ''}",
-            "pool=POOL and image=IMAGE (and conf=FILE, user=USER)",
-        )
-    for key, value in (("pool", pool), ("image", image)):
-        if "/" in value or "@" in value:
-            raise _bad(f"-blockdev driver=rbd {key}", value, f"a {key} name (no '/' or '@')")
-    name = _rbd_name(
-        "/".join(filter(None, (pool, node.get("namespace"), image))),
-        "-blockdev driver=rbd pool/image",
-    )
-    user = node.get("user")
-    return _rbd_read(name, f", user {user}" if user else "")
-
-
-def _iscsi_node(node: Mapping[str, str]) -> NetworkDiskRead:
-    """A driver=iscsi protocol node's options (portal, target, lun)."""
-    portal, target, lun = (node.get(k) for k in ("portal", "target", "lun"))
-    if not portal or not target:
-        raise _bad(
-            "-blockdev driver=iscsi",
-            f"portal={portal or ''},target={target or ''}",
-            "portal=HOST[:PORT] and target=IQN (and lun=N)",
-        )
-    host, _, port = portal.rpartition(":") if re.search(r":\d+$", portal) else (portal, "", "")
-    url = iscsi_url(host, port or None, target, _checked_lun(lun or "0", "-blockdev lun"))
-    return NetworkDiskRead(
-        ISCSI, url, note=f"an iSCSI LUN reached by QEMU's own initiator (libiscsi): {url}"
-    )
-
-
-def _nfs_node(node: Mapping[str, str]) -> NetworkDiskRead:
-    """A driver=nfs protocol node's options (server.host, path)."""
-    host, path = node.get("server.host"), node.get("path")
-    if not host or not path:
-        raise _bad(
-            "-blockdev driver=nfs",
-            f"server.host={host or ''},path={path or ''}",
-            "server.host=SERVER and path=/EXPORT/IMAGE",
-        )
-    url = f"nfs://{host}{path}"
-    return NetworkDiskRead(
-        NFS, url, note=f"an image on NFS reached by QEMU's own client (libnfs): {url}"
-    )
+    return readers[protocol].libvirt(source, hosts, dev, username)
 
 
 def _local_node(node: Mapping[str, str]) -> NetworkDiskRead | None:
@@ -553,23 +410,22 @@ def _local_node(node: Mapping[str, str]) -> NetworkDiskRead | None:
     return read_by_path(name) if (name := node.get("filename")) else None
 
 
-# QEMU's protocol drivers a network disk is opened with, and the local ones a kernel client's device
-# or file is.
-_PROTOCOL_NODES: dict[str, Callable[[Mapping[str, str]], NetworkDiskRead | None]] = {
-    ISCSI: _iscsi_node,
-    NFS: _nfs_node,
-    RBD: _rbd_node,
-    "host_device": _local_node,
-    "file": _local_node,
-}
+def _protocol_nodes() -> dict[str, Callable[[Mapping[str, str]], NetworkDiskRead | None]]:
+    """QEMU's protocol drivers a network disk is opened with (each protocol's own, named as the
+    protocol), and the local ones a kernel client's device or file is."""
+    nodes: dict[str, Callable[[Mapping[str, str]], NetworkDiskRead | None]] = {
+        p.name: r.qemu_node for p, r in _readers()
+    }
+    return {**nodes, "host_device": _local_node, "file": _local_node}
 
 
 def read_qemu_node(node: Mapping[str, str]) -> NetworkDiskRead | None:
     """A -blockdev's protocol node (``file.``-prefixed under a format node, or bare when the first
     -blockdev is the protocol node) or a -drive's ``file=`` URL; None where it is a local file or
     device."""
+    nodes = _protocol_nodes()
     for prefix in ("file.", ""):
-        reader = _PROTOCOL_NODES.get(node.get(f"{prefix}driver", ""))
+        reader = nodes.get(node.get(f"{prefix}driver", ""))
         if reader is not None:
             found = reader(
                 {k.removeprefix(prefix): v for k, v in node.items() if k.startswith(prefix)}
@@ -615,85 +471,19 @@ def read_proxmox_volume(
     volume: str, storage: Mapping[str, tuple[str, dict[str, str]]] | None
 ) -> tuple[NetworkDiskRead | None, str | None]:
     """(the network disk a Proxmox volume id is on, or None; a note where qm config alone cannot
-    tell)."""
+    tell): the protocol whose `proxmox_types` holds the storage's type reads it, and where
+    storage.cfg does not list the storage each protocol's reader may recognise the volume's name."""
     sid, sep, volname = volume.partition(":")
     if not sep:
         return None, None
+    readers = _readers()
     if storage is not None and sid in storage:
         kind, props = storage[sid]
-        if kind in (iscsi.PROXMOX_DIRECT, iscsi.PROXMOX_KERNEL):
-            m = PROXMOX_ISCSIDIRECT_VOLUME.match(volname) or PROXMOX_ISCSI_VOLUME.match(volname)
-            lun = m.group(1) if m else "0"
-            portal = props.get("portal", "")
-            host, _, port = (
-                portal.rpartition(":") if re.search(r":\d+$", portal) else (portal, "", "")
-            )
-            url = iscsi_url(host, port or None, props.get("target", "IQN"), lun) if host else None
-            return _proxmox_iscsi(kind, sid, url), None
-        if kind == nfs.NAME:
-            server, export = props.get("server"), props.get("export", "")
-            return NetworkDiskRead(
-                NFS,
-                None,
-                {"nfs_client": KERNEL_CLIENT},
-                f"an image on the NFS storage {sid} ({server}:{export}), which Proxmox mounts with "
-                "the host kernel's client",
-                kernel_client=True,
-            ), None
-        if kind == RBD:
-            return _proxmox_rbd(sid, volname, props), None
+        for network, reader in readers:
+            if kind in network.proxmox_types:
+                return reader.proxmox(kind, sid, volname, props), None
         return None, None
-    if m := PROXMOX_ISCSIDIRECT_VOLUME.match(volname):
-        return _proxmox_iscsi("iscsidirect", sid, None), None
-    if PROXMOX_ISCSI_VOLUME.match(volname):
-        return _proxmox_iscsi(iscsi.PROXMOX_KERNEL, sid, None), None
-    if storage is None and "/" in volname:
-        return None, (
-            f"storage {sid} may be a directory or an NFS storage: qm config does not "
-            "say; put a copy of "
-            "/etc/pve/storage.cfg beside the file, named storage.cfg, to read it"
-        )
-    if storage is None and PROXMOX_RBD_VOLUME.match(volname):
-        return None, (
-            f"storage {sid} may be LVM, ZFS or Ceph RBD: qm config does not say; put a copy of "
-            "/etc/pve/storage.cfg beside the file, named storage.cfg, to read an RBD one"
-        )
+    for _, reader in readers:
+        if (guess := reader.proxmox_guess(sid, volname, storage is not None)) is not None:
+            return guess
     return None, None
-
-
-def _proxmox_rbd(sid: str, volname: str, props: Mapping[str, str]) -> NetworkDiskRead:
-    """A volume of an rbd storage (PVE/Storage/RBDPlugin.pm): the image POOL/VOLNAME, reached by
-    QEMU's librbd, or mapped by the host kernel's krbd where the storage says krbd 1."""
-    if PROXMOX_RBD_VOLUME.match(volname) is None:
-        raise _bad(
-            f"volume {sid}:{volname}", volname, "an rbd storage's image name, e.g. vm-101-disk-0"
-        )
-    krbd = props.get("krbd", "0")
-    if krbd not in ("0", "1"):
-        raise _bad(f"storage.cfg rbd: {sid} krbd", krbd, "0 or 1")
-    pool = props.get("pool", rbd.PROXMOX_DEFAULT_POOL)
-    where = f" on the rbd storage {sid}" + (
-        f" (monitors {props['monhost']})"
-        if "monhost" in props
-        else " (the Proxmox-managed cluster)"
-    )
-    # a linked clone's BASE/IMAGE: the image is the clone (its parent: BASE)
-    image = volname.rpartition("/")[2]
-    return _rbd_read(
-        _rbd_name(f"{pool}/{image}", f"volume {sid}:{volname}"), where, kernel=krbd == "1"
-    )
-
-
-def _proxmox_iscsi(kind: str, sid: str, url: str | None) -> NetworkDiskRead:
-    if kind == "iscsidirect":
-        return NetworkDiskRead(
-            ISCSI,
-            url,
-            note=f"a LUN of the iscsidirect storage {sid}: QEMU's own initiator (libiscsi)",
-        )
-    return NetworkDiskRead(
-        ISCSI,
-        url,
-        {"initiator": KERNEL_CLIENT},
-        f"a LUN of the iscsi storage {sid}: the host kernel's initiator (open-iscsi)",
-    )

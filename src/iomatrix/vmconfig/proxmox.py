@@ -18,13 +18,9 @@ from iomatrix.domain import (
     Modifier,
     axes,
 )
-from iomatrix.domain.axes import (
-    ISCSI,
-    QUEUES_AUTO,
-    RBD,
-    IOThread,
-)
+from iomatrix.domain.axes import QUEUES_AUTO, IOThread
 from iomatrix.errors import UserError
+from iomatrix.protocols import protocol
 from iomatrix.vmconfig.config import (
     DEFAULT_SIZE_GIB,
     DiskConfig,
@@ -37,7 +33,7 @@ from iomatrix.vmconfig.config import (
 )
 from iomatrix.vmconfig.network import (
     NetworkDiskRead,
-    note_qemu_rbd_cache,
+    note_client_cache,
     parse_storage_cfg,
     read_proxmox_volume,
 )
@@ -295,13 +291,14 @@ def _network_volume(
     if network is None:
         return None, unknown
     values.update(network.axes)
-    # a LUN, an RBD image: raw (qemu-server gives no other format)
-    if network.protocol in (ISCSI, RBD):
+    # a volume (a LUN, an RBD image): raw (qemu-server gives no other format)
+    volume_disk = protocol(network.protocol).is_volume
+    if volume_disk:
         values["format"] = Format.RAW.value
-    if network.protocol in (ISCSI, RBD) and not network.kernel_client:
+    if volume_disk and not network.kernel_client:
         values["aio"] = axes.get("aio").default
         defaulted[:] = [d for d in defaulted if not d.startswith("aio")]
-        note_qemu_rbd_cache(network, values.get("cache"))
+        note_client_cache(network, values.get("cache"))
     return network, unknown
 
 

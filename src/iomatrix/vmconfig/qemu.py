@@ -46,7 +46,7 @@ from iomatrix.vmconfig.config import (
 )
 from iomatrix.vmconfig.network import (
     NetworkDiskRead,
-    note_qemu_rbd_cache,
+    note_client_cache,
     read_qemu_node,
 )
 from iomatrix.vmconfig.reading import (
@@ -258,7 +258,7 @@ def _existing_disk(
     if not network.kernel_client:  # QEMU's own client
         values["aio"] = QEMU_DEFAULT_AIO
         defaulted[:] = [d for d in defaulted if not d.startswith("aio")]
-        note_qemu_rbd_cache(network, values.get("cache"))
+        note_client_cache(network, values.get("cache"))
     return ExistingDisk("qemu", network.url, block=block, protocol=network.protocol), network
 
 

@@ -24,6 +24,8 @@ from iomatrix.fio.shape import IoShape
 from iomatrix.guest.tcg import TCG_WARNING
 from iomatrix.plan.current_cell import stored_current
 from iomatrix.plans import builtin_names
+from iomatrix.plugins import load_object
+from iomatrix.protocols import protocols
 from iomatrix.report.companions import companion
 from iomatrix.report.durability import MeasuredIndex
 from iomatrix.report.guests import guests_used
@@ -40,7 +42,6 @@ from iomatrix.report.rank import (
     weighted_scores,
     workload_names,
 )
-from iomatrix.report.rbd_flush import rbd_findings
 from iomatrix.report.recommend.current_match import matching_current
 from iomatrix.report.recommend.other_tier import verdict_on_its_basis
 from iomatrix.report.recommend.page_cache import mark_page_cache
@@ -295,9 +296,27 @@ def _findings(
     (report/rbd_flush.py, report/shape_findings.py); ``short``: the first screen's forms;
     ``brief``: one line each (a crowded first screen's)."""
     metric = lambda w: primary_metric(w)[0]  # noqa: E731
-    return rbd_findings(cws, threshold, shapes, interference, short, brief) + shape_findings(
+    return _protocol_findings(cws, threshold, shapes, interference, short, brief) + shape_findings(
         cws, threshold, shapes, metric, ram_bytes, interference, short, plan, brief
     )
+
+
+def _protocol_findings(
+    cws: list[CellWorkload],
+    threshold: float,
+    shapes: dict[str, IoShape],
+    interference: dict[int, RunInterference],
+    short: bool,
+    brief: bool,
+) -> list[str]:
+    """Each network protocol's own findings (its `findings` hook: librbd's cache on Ceph RBD) on
+    the sweep's cells on it."""
+    found: list[str] = []
+    for network in protocols():
+        mine = [c for c in cws if c.backing.get("backing_type") == network.name]
+        for finding in network.findings if mine else ():
+            found += load_object(finding)(mine, threshold, shapes, interference, short, brief)
+    return found
 
 
 def _workload_answer(

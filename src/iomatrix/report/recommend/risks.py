@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from iomatrix.domain import CACHE, CacheMode, Modifier
-from iomatrix.domain.axes import ISCSI, LUN_WRITE_CACHE_RISK
 from iomatrix.durability.verdict import TARGET_POWER_LOSS
 from iomatrix.protocols import network_protocol
-from iomatrix.protocols.ceph import RBD, RBD_CACHE_RISK
+from iomatrix.protocols.base import CUT_CLIENT_CRASH
+from iomatrix.protocols.ceph import RBD_CACHE_RISK
 from iomatrix.report.durability import MeasuredIndex, measured_statements, storage_of
 from iomatrix.report.query import CellWorkload
 from iomatrix.risk import risk_of
@@ -35,26 +35,6 @@ SITUATIONS = (
 # where the durability tier cut a target with the cell's LUN settings (then shown whatever the write
 # cache) only where librbd's cache holds writes (policy writeback, QEMU cache on)
 RBD_CLIENT_CRASH = "Ceph client crash"
-
-
-# What QEMU's cache modes that keep a cache (writeback, writethrough) mean on an rbd disk: QEMU
-# turns librbd's cache on (block/rbd.c) and no host page cache is involved, so the file-based texts
-# of domain.CACHE do not apply.
-_LIBRBD_CACHE_TEXTS = {
-    SITUATIONS[0]: "writes librbd acknowledged but has not sent to the OSDs yet are lost (librbd's "
-    "cache is memory "
-    "in the QEMU process); what the guest flushed survives",
-    SITUATIONS[
-        1
-    ]: "as for a QEMU crash: what the guest flushed survives, librbd's unflushed writes are lost",
-    SITUATIONS[
-        2
-    ]: "QEMU flushes the disk, librbd's cache included, before the guest runs on the destination; "
-    "no host page cache is involved",
-    SITUATIONS[3]: "under Ceph's default rbd_cache_writethrough_until_flush=on librbd stays "
-    "writethrough for it: "
-    "its writes wait for the OSDs, and are not lost",
-}
 
 
 # QEMU's own iSCSI and NFS clients (libiscsi, libnfs) keep no cache in the host: cache=writeback
@@ -83,43 +63,17 @@ _USERSPACE_CLIENT_TEXTS = {
 }
 
 
-# What a target power loss loses with the LUN's write cache on or off (tgt's semantics,
-# domain/network_axes.py): the first clause is the statement, the parenthesis why (a short screen
-# keeps the first clause).
-LUN_POWER_LOSS = {
-    "on": "with lun_write_cache=on, loses what the guest has not flushed yet "
-    f"({LUN_WRITE_CACHE_RISK})",
-    "off": "with lun_write_cache=off, loses no acknowledged write (the target syncs every write "
-    "to its "
-    "disk before acknowledging it)",
-}
-# Where no durability trial cut a target with the LUN's settings (the iscsi-durability plan does).
-NOT_MEASURED_HERE = "not measured here: iomatrix run iscsi-durability cuts a target's power"
-
-
-def lun_power_loss_text(lun_write_cache: str) -> str:
-    """What an iSCSI target's power loss loses with the LUN's write cache `lun_write_cache`
-    (on/off), documented (tgt's semantics), saying it was not measured: the statement where no
-    durability trial holds the LUN's settings."""
-    return f"{LUN_POWER_LOSS[lun_write_cache]}; {NOT_MEASURED_HERE}"
-
-
 def _network_client_texts(cell: CellWorkload) -> dict[str, str]:
     """The texts of a cache mode that keeps a cache (writeback) where the disk's client is not the
     host kernel's: librbd's cache on rbd, none at all with QEMU's iSCSI and NFS clients; {} for a
     file on the host."""
-    protocol = cell.backing.get("backing_type")
-    if protocol == RBD:
-        # QEMU's cache on an rbd disk is librbd's, not the host page cache
-        texts = dict(_LIBRBD_CACHE_TEXTS)
-        if cell.axes.get("rbd_cache_writethrough_until_flush") == "off":
-            texts[SITUATIONS[3]] = (
-                "its writes may wait in librbd's cache (up to rbd cache max dirty) and are lost "
-                "on a QEMU crash or host power loss"
-            )
-        return texts
-    network = network_protocol(str(protocol))
-    if network is None or network.userspace_client_caches:
+    network = network_protocol(str(cell.backing.get("backing_type")))
+    if network is None:
+        return {}
+    # QEMU's own client's cache (librbd's on an rbd disk), not the host page cache
+    if (own_cache := network.userspace_cache_texts(cell.axes)) is not None:
+        return dict(zip(SITUATIONS, own_cache, strict=True))
+    if network.userspace_client_caches:
         return {}
     own = network.userspace_library
     if cell.axes.get(network.client_axis, own) not in (own, "-"):
@@ -191,25 +145,26 @@ def risk_statements(
         RiskStatement(s, found.get(s, texts[s]), "measured" if s in found else DOCUMENTED)
         for s in SITUATIONS
     ]
+    network = None if cell is None else network_protocol(str(cell.backing.get("backing_type")))
     # a durability sweep cut a target with this LUN's settings (issue 34)
     if TARGET_POWER_LOSS in found:
         out.append(RiskStatement(TARGET_POWER_LOSS, found[TARGET_POWER_LOSS], "measured"))
+    # the server's own cache (an iSCSI LUN's write cache), on or off
     elif (
         cell is not None
-        and cell.backing.get("backing_type") == ISCSI
-        # the iSCSI target's own cache, on or off
-        and cell.axes.get("lun_write_cache") in LUN_POWER_LOSS
+        and network is not None
+        and (lost := network.server_power_loss(cell.axes)) is not None
     ):
-        out.append(
-            RiskStatement(
-                TARGET_POWER_LOSS, lun_power_loss_text(cell.axes["lun_write_cache"]), DOCUMENTED
-            )
-        )
+        out.append(RiskStatement(TARGET_POWER_LOSS, lost, DOCUMENTED))
     # librbd's writeback cache (issue 35): QEMU turns librbd's cache off with cache.direct=on
     # (block/rbd.c). Where the durability tier crashed a Ceph client with this cell's librbd
     # settings, the measured "QEMU crash" line above is that client crash, and says so.
     rbd_crash_measured = (
-        SITUATIONS[0] in found and cell is not None and storage_of(cell.backing) == RBD
+        SITUATIONS[0] in found
+        and cell is not None
+        and network is not None
+        and network.name == storage_of(cell.backing)
+        and network.durability_cut == CUT_CLIENT_CRASH
     )
     if (
         cell is not None

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from iomatrix import domain
-from iomatrix.domain import NA, NULL_BACKING
-from iomatrix.domain.axes import KERNEL_CLIENT, NETWORK_CLIENT_AXIS, Layer
+from iomatrix.domain import NULL_BACKING
+from iomatrix.domain.axes import Layer
+from iomatrix.protocols import network_protocol
 from iomatrix.qemu_block import NULL_FORMAT
 from iomatrix.tiers.declaration import TierDeclaration, qemu_host_cache_wording
 
@@ -16,8 +17,6 @@ if TYPE_CHECKING:
     from iomatrix.domain.cell import Cell
     from iomatrix.domain.plan_view import PlanView
     from iomatrix.domain.workload import Workload
-
-KERNEL_CLIENT_AXES = tuple(NETWORK_CLIENT_AXIS.values())  # initiator, nfs_client
 
 
 class BlockLayer(TierDeclaration):
@@ -57,16 +56,16 @@ class BlockLayer(TierDeclaration):
 
     @classmethod
     def prune_reason(cls, cell: Cell, backing: BackingFacts | None) -> str | None:
-        # A network disk is opened by QEMU's own client (driver=iscsi, driver=nfs); through the
-        # kernel's client it would be a block device or a file on a mount, which the tier does not
-        # set up (issue 34).
-        for axis in KERNEL_CLIENT_AXES:
-            if cell.get(axis, NA) == KERNEL_CLIENT:
-                return (
-                    f"{axis}=kernel: the block-layer tier opens a network disk with "
-                    "QEMU's own client only; "
-                    "logging in or mounting through the host's kernel is not set up by iomatrix yet"
-                )
+        # A network disk is opened by QEMU's own client (driver=iscsi, driver=nfs, driver=rbd);
+        # through the kernel's client it would be a block device or a file on a mount, which the
+        # tier does not set up (issue 34; nor a krbd mapping: a krbd cell measured librbd).
+        network = network_protocol(backing.protocol if backing is not None else None)
+        if network is not None and network.client_is_kernel(cell):
+            return (
+                f"{network.client_axis}={network.kernel_client}: the block-layer tier opens a "
+                "network disk with QEMU's own client only; logging in, mounting or mapping through "
+                "the host's kernel is not set up by iomatrix yet"
+            )
         return None
 
     @classmethod

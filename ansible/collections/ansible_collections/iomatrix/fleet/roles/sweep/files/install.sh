@@ -2,7 +2,7 @@
 # Install or update iomatrix from a source tarball, idempotently:
 #   install.sh PROJECT_DIR TARBALL [WHEELHOUSE_TAR] [SETUP_OPTION ...]
 # The SETUP_OPTIONs are given to scripts/setup.sh (empty ones left out): --measure-only for a host that only
-# measures (the role's default), --shared-storage for a plan with iSCSI, NFS or Ceph RBD backings,
+# measures (the role's default), --shared-storage for a plan with iSCSI, NFS, Ceph RBD or NBD backings,
 # --fio-binary=PATH for the fio built on the controller that the role copied.
 #
 # One install at a time per directory (a flock), because hosts that share a filesystem (containers, the
