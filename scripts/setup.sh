@@ -265,6 +265,15 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! .venv/bin/python -c
 else
     echo "setup: Python environment up to date"
 fi
+# The project's own bytecode: the editable install compiles none of src/ (pip compiles the wheel it builds, which
+# holds only a path file), so wherever PYTHONDONTWRITEBYTECODE is set (container images often set it) or src/ is not
+# writable, every command compiled the ~180 modules it imports at each start: 0.4-0.5 s of CPU of `recommend` on a
+# 100-host store (docs/benchmarks.md, issue 52). compileall rewrites only what changed. --measure-only keeps none
+# (pip --no-compile above; a measuring host's first run writes what it imports).
+if [ "$measure_only" = 0 ]; then
+    .venv/bin/python -m compileall -q src/iomatrix >/dev/null \
+        || echo "setup: could not write the bytecode of src/iomatrix (each command compiles what it imports)"
+fi
 
 # The controller's fio beside iomatrix's interpreter (hostcmd.program_path prefers it there); replaced only when it
 # changed, removed when Debian's serves instead.

@@ -509,6 +509,11 @@ def _check_readable(conn: psycopg.Connection[Any], url: DatabaseURL) -> None:
         )
 
 
+# Rows fetched and inserted at once when the store is copied into memory (bounds the rows held as
+# Python tuples at a time; the driver holds the query's whole result anyway).
+_COPY_BATCH = 5000
+
+
 def _copy_table(
     conn: psycopg.Connection[Any],
     mem: Store,
@@ -523,10 +528,12 @@ def _copy_table(
             cur.execute(sql)
         else:
             cur.execute(f"{sql} WHERE {where[0]}", {"ids": where[1]})
-        mem.db.executemany(
-            f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
-            iter(cur),
-        )
+        insert = f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+        # In batches, not a row at a time: iterating the cursor loads and checks each row in
+        # Python, fetchmany loads a batch in the driver's C code (the fleet answer's 200 sweeps of
+        # 100 hosts, 50,000 rows: 0.47 s → 0.1 s of CPU in a profile; issue 52).
+        while rows := cur.fetchmany(_COPY_BATCH):
+            mem.db.executemany(insert, rows)
 
 
 @contextlib.contextmanager
