@@ -27,6 +27,8 @@ import pytest
 from iomatrix.backing import leftovers
 from iomatrix.backing.leftovers import clean
 from iomatrix.backing.spec import parse_backing
+from iomatrix.domain import axes
+from iomatrix.domain.axes import BackingFacts, RuleContext
 from iomatrix.errors import UserError
 from iomatrix.protocols.place import NetworkPlace
 from iomatrix.snippets import DiskConfig, minimal_domain_xml, snippets_for
@@ -300,3 +302,17 @@ def test_a_lab_started_nbd_plan_counts_its_images_in_the_workdir(tmp_path: Path)
         and "does not fit" in planned.stdout
         and "backing nbd" in planned.stdout
     ), planned.stdout + planned.stderr
+
+
+def test_rtt_is_refused_on_nbd_where_no_relay_delays_its_client() -> None:
+    """The rtt axis is a relay's delay between client and server. On NBD no relay is put in front
+    of the server, so a cell at rtt ≠ 0 is pruned with the protocol's reason (it would claim a round
+    trip it never had); at rtt = 0, and on iSCSI (its relay measures it), nothing is refused."""
+    base = {a.name: a.default for a in axes.plan_axes()}
+    cell = {**base, "tier": "blocklayer", "backing": "b", "bus": "-", "cache": "none"}
+    nbd = BackingFacts(unavailable=None, o_direct=True, is_device=False, protocol="nbd")
+    iscsi = BackingFacts(unavailable=None, o_direct=True, is_device=True, protocol="iscsi")
+    why = axes.prune_reason({**cell, "rtt": "2ms"}, RuleContext(nbd, "b"))
+    assert why is not None and "relay in front of an NBD server" in why
+    assert axes.prune_reason({**cell, "rtt": "0"}, RuleContext(nbd, "b")) is None
+    assert axes.prune_reason({**cell, "rtt": "2ms"}, RuleContext(iscsi, "b")) is None

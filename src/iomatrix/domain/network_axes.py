@@ -149,7 +149,14 @@ def _rtt_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
         )
     # (the protocol registry's lookup: this module cannot import it)
     network = PROTOCOL_LOOKUP[0](protocol)
-    return None if network is None else network.rtt_unavailable
+    if network is None or network.measures_rtt:
+        return None
+    # a protocol without its own sentence is refused too: a cell at rtt ≠ 0 that no relay delayed
+    # would claim a round trip it never had
+    return network.rtt_unavailable or (
+        f"rtt is emulated by a relay between client and server; {ctx.backing_label}'s client "
+        "does not go through it"
+    )
 
 
 def _rtt_tool(value: str) -> ToolOption:

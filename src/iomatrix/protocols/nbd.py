@@ -38,6 +38,13 @@ class Nbd(NetworkProtocol):
         "the server-side baseline of an NBD disk is not built (nbdkit serves a file iomatrix could "
         "run fio on, but an existing export has none)"
     )
+    # QEMU's nbd client takes a host and port, so a relay could sit between it and the server, but
+    # the lab's NBD server and the relay are not wired together: a cell at rtt ≠ 0 would claim a
+    # round trip it never had.
+    rtt_unavailable = (
+        "rtt is emulated by a relay between client and server; iomatrix does not put its relay "
+        "in front of an NBD server yet: iSCSI only"
+    )
 
     def client_is_kernel(self, values: Mapping[str, str]) -> bool:
         """Never: no axis chooses the kernel's nbd client (nothing here measures it)."""
