@@ -413,7 +413,8 @@ def _config_parts(
     workloads first, each set under the workloads it serves, then those serving every workload."""
     keyed: dict[tuple[str, str], tuple[list[int], _Part]] = {}
     for i, p in enumerate(h.picks):
-        for key, part in _pick_parts(p, h.target, width, markdown, squeeze, dense):
+        per_backing = any(q.storage is not None for q in h.picks)
+        for key, part in _pick_parts(p, h.target, width, markdown, squeeze, dense, per_backing):
             keyed.setdefault(key, ([], part))[0].append(i)
     served: dict[tuple[int, ...], list[_Part]] = {}
     for picks, part in keyed.values():
@@ -448,7 +449,13 @@ def _served(h: Headline, picks: tuple[int, ...], everyone: tuple[int, ...]) -> s
 
 
 def _pick_parts(
-    p: Pick, target: str, width: int, markdown: bool, squeeze: bool, dense: int = 0
+    p: Pick,
+    target: str,
+    width: int,
+    markdown: bool,
+    squeeze: bool,
+    dense: int = 0,
+    per_backing: bool = True,
 ) -> list[tuple[tuple[str, str], _Part]]:
     """A pick's storage settings, risks and snippet as (kind, its text) → _Part: the storage's first
     (what a shared storage's answer sets there, issue 49), then the risks, then the VM tool's
@@ -482,7 +489,7 @@ def _pick_parts(
         # A local sweep's one-line form is its <driver> (the format and every option it sets, to
         # put in the user's <disk>): a settings list said once for several backings saves nothing
         # there.
-        one_line = dense >= 2 and p.storage is not None
+        one_line = dense >= 2 and per_backing
         short = _short_snippet(p, target, width, one_line) if squeeze else whole
         # a crowded screen's options: said once for every backing they serve
         key = "\n".join(short if dense >= 2 else whole)
