@@ -348,8 +348,13 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
         trade_off_lines(list(dict.fromkeys(c for c in configs.values() if c.kind != "one")), names),
         guest_lines(rec.guests),
         rec.brief_findings,
-        [(names.rename(r.brief()), names.rename(r.brief_figures())) for r in rec.roles],
+        _brief_roles(rec, names),
     )
+
+
+def _brief_roles(rec: Recommendation, names: CellNames) -> list[tuple[str, str]]:
+    """Each role's answer in a few words, its cells named as the headline names them."""
+    return [(names.rename(r.brief()), names.rename(r.brief_figures())) for r in rec.roles]
 
 
 def group_configs(ranked: list[Verdict]) -> dict[str, GroupConfig]:
