@@ -5,6 +5,7 @@ continuations. Text in, text out."""
 from __future__ import annotations
 
 import re
+import textwrap
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -12,9 +13,11 @@ if TYPE_CHECKING:
 
 
 def wrap_one(text: str, width: int) -> list[str]:
-    from iomatrix.report.screen import wrap
-
-    return wrap(text, width, "  ")
+    """`text` wrapped as report/screen.py's `wrap` with a two-space indent (never split inside a
+    word)."""
+    return textwrap.wrap(
+        text, width, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False
+    ) or ["  "]
 
 
 def _short_ini(s: Snippet, target: str, width: int) -> list[str]:
