@@ -181,6 +181,9 @@ class Headline:
     guests: list[str] = field(default_factory=list)
     # the findings in one line each, for a crowded first screen (report/screen.py)
     brief_findings: list[str] = field(default_factory=list)
+    # each role's answer in a few words, for a crowded first screen (report/screen.py): its
+    # decision in one line, then its deciding figures in one paragraph (RoleAnswer.brief)
+    brief_roles: list[tuple[str, str]] = field(default_factory=list)
 
     def baseline_line(self, short: bool = False, brief: bool = False, bare: bool = False) -> str:
         """The headline's line on its baseline, for a platform whose defaults are not QEMU's: its
@@ -345,7 +348,13 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
         trade_off_lines(list(dict.fromkeys(c for c in configs.values() if c.kind != "one")), names),
         guest_lines(rec.guests),
         rec.brief_findings,
+        _brief_roles(rec, names),
     )
+
+
+def _brief_roles(rec: Recommendation, names: CellNames) -> list[tuple[str, str]]:
+    """Each role's answer in a few words, its cells named as the headline names them."""
+    return [(names.rename(r.brief()), names.rename(r.brief_figures())) for r in rec.roles]
 
 
 def group_configs(ranked: list[Verdict]) -> dict[str, GroupConfig]:

@@ -310,7 +310,8 @@ def render_recommendation(
     markdown = f == OutputFormat.markdown
     if headline is None:
         return recommendation_text(rec, markdown, width)
-    text = headline_text(headline, width or 100, markdown)
+    # --detail holds whatever a crowded first screen shortened: the answer laid out whole
+    text = headline_text(headline, width or 100, markdown, fit=not detail)
     if detail and not markdown and not rec.verdicts:
         text += f"\nnothing to detail: sweep {rec.sweep_id} has no ranked workloads yet\n"
     elif detail or markdown:

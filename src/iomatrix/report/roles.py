@@ -28,6 +28,13 @@ STATUS_WORDS = {
     "equivalent": "equivalent within the role's margin on the deciding figure",
     "provisional": "not settled yet: the leading cell, not yet an answer",
 }
+# The same, in a few words (RoleAnswer.brief, a crowded first screen's).
+BRIEF_WORDS = {
+    "answer": "settled",
+    "tied": "tied: the tie-break's pick",
+    "equivalent": "equivalent within the role's margin",
+    "provisional": "not settled yet",
+}
 # The statuses that answer a role (bench/quickstart.py counts them): settled, tied or equivalent;
 # "provisional" (only leading) and "none" do not.
 ANSWERED = ("answer", "tied", "equivalent")
@@ -160,6 +167,9 @@ class RoleAnswer:
     # round(s) would settle the deciding figure (…); about 20 would show them equivalent within 5%
     # (TOST)": rounds_text).
     pending: str = ""
+    # The same in a few words, for a crowded first screen: "about 4 more round(s) to settle"
+    # (rounds_brief).
+    pending_brief: str = ""
 
     @property
     def answered(self) -> bool:
@@ -178,6 +188,47 @@ class RoleAnswer:
             verb = "use" if self.status in ANSWERED else verb
             why = f"in place of {self.instead_of}, the deciding figure's pick ({why}): see below"
         return f"For {self.answer_for}: {verb} {self.cell} ({why})"
+
+    def brief(self) -> str:
+        """The headline in one line, for a crowded first screen (report/screen.py): the decision and
+        its status in a few words; why not chosen, the rounds' reasons and the bounds: --detail.
+        "For a database VM: leading, not settled yet: raw · none (about 4 more round(s) to
+        settle)"."""
+        if self.cell is None and self.vetoes:  # every candidate passed over: said in a few words
+            return (
+                f"For {self.answer_for}: no answer yet: no cell is within {self.margin:.0%} of "
+                "the best on every deciding figure (a trade-off)"
+            )
+        if self.cell is None:
+            return self.headline()
+        verb = "use" if self.status in ANSWERED else "leading, not settled yet:"
+        why = BRIEF_WORDS.get(self.status, self.status)
+        if self.status == "equivalent":
+            verb = "keep"
+        if self.pending_brief:
+            why = self.pending_brief
+        if self.instead_of is not None:
+            why = f"{why}; in place of {self.instead_of}"
+        return f"For {self.answer_for}: {verb} {self.cell} ({why})"
+
+    def brief_figures(self) -> str:
+        """Each deciding figure in a few words, in one paragraph, for a crowded first screen:
+        "log:write.iops 1,695 IOPS, the best; data:read.clat_p99_us 497 µs, 0.95× the best
+        (qcow2 · writeback)"; the cells not chosen by number (why: --detail)."""
+        out = []
+        for f in self.figures:
+            if f["ratio_to_best"] is None:
+                out.append(f"{f['figure']} not measured")
+                continue
+            vs = (
+                "the best"
+                if f["best_cell"] == self.cell
+                else f"{f['ratio_to_best']:.2f}× the best ({f['best_cell']})"
+            )
+            out.append(f"{f['figure']} {_number(f['mean'])} {f['unit']}, {vs}")
+        if self.vetoes:
+            out.append(f"{len(self.vetoes)} not chosen (why: --detail)")
+        return "; ".join(out)
 
     def lines(self) -> list[str]:
         """The block under the headline: each deciding figure, then what was not chosen and why."""
@@ -235,6 +286,16 @@ def rounds_text(settle: int | None, equivalence: int | None, margin: float) -> s
             f"{margin:.0%} (TOST)"
         )
     return "; ".join(parts) or "no number of rounds can be estimated to settle it"
+
+
+def rounds_brief(settle: int | None, equivalence: int | None) -> str:
+    """rounds_text in a few words: "about 4 more round(s) to settle", else "about 20 more round(s)
+    to show them equivalent", else "not settled yet"."""
+    if settle is not None:
+        return f"about {settle} more round(s) to settle"
+    if equivalence is not None:
+        return f"about {equivalence} more round(s) to show them equivalent"
+    return "not settled yet"
 
 
 def _number(x: float) -> str:
@@ -347,6 +408,7 @@ def role_answer(
     out.kept = choice.kept if status == "equivalent" and choice else ""
     if status == "provisional" and choice is not None:
         out.pending = rounds_text(choice.settle_rounds, choice.equivalence_rounds, role.margin)
+        out.pending_brief = rounds_brief(choice.settle_rounds, choice.equivalence_rounds)
     out.figures = [_figure_row(f, combined.cell) for f in per]
     return out
 

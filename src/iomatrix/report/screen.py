@@ -18,6 +18,12 @@ from iomatrix.report.figures import imprecise, ratio_text
 from iomatrix.report.headline import TARGETS, Headline, Pick, WorkloadGain
 from iomatrix.report.objective import Objective, objective_line
 from iomatrix.report.recommend import DOCUMENTED
+from iomatrix.report.short_forms import (
+    _ANSWER_OPTIONS,
+    _commands,
+    _settings,
+    _short_ini,
+)
 
 if TYPE_CHECKING:
     from iomatrix.snippets import Snippet
@@ -144,33 +150,41 @@ def page_cache_lines(p: Pick) -> list[str]:
     return [f"page cache on {', '.join(ws)}: {note}" for note, ws in per.items()]
 
 
-def headline_text(h: Headline, width: int, markdown: bool = False) -> str:
+def headline_text(h: Headline, width: int, markdown: bool = False, fit: bool = True) -> str:
     """The headline as terminal text (every line at most `width` columns) or Markdown, laid out for
     one screen (issue 49): the header, the findings, the roles; one decision line per workload under
     each configuration; then each distinct storage setting, risk statement and snippet once
     (`_config_parts`), whole where the screen's FIRST_SCREEN_LINES leave room, else in its short
-    form (the whole one in --detail). A screen still too long is laid out denser, step by step
-    (`_denser`): whatever the plan, the answer fits FIRST_SCREEN_LINES."""
+    form. A screen still too long is laid out denser, step by step (`_denser`): whatever the plan,
+    the answer fits FIRST_SCREEN_LINES. `fit` False (recommend --detail, which holds what a crowded
+    screen shortened): the roomiest layout, however long."""
     squeeze = not markdown and any(p.storage is not None for p in h.picks)
     text = _laid_out(h, width, markdown, squeeze, 0)
-    if markdown:  # a document, not a screen
+    if markdown or not fit:  # a document, not a screen
         return text
     for dense in DENSER:
-        # A local sweep keeps its snippets and risks whole, as before (the quickstart's two roles
-        # with two configurations: their <disk> XML is the answer, to paste, and the first role's
-        # answer is on the first screen above them); only a sweep answered per backing, whose every
-        # backing has its snippets, trades them for shorter forms (issue 49).
-        if text.count("\n") <= FIRST_SCREEN_LINES or not squeeze:
+        # A local sweep too (the quickstart's roles with two configurations took 58 lines): its
+        # roles in a line each, its <disk> XML whole where the screen has room, else its <driver>
+        # (what the answer sets), the whole <disk> in --detail (issue 49).
+        # (a snippet line wider than the screen, a shell word that cannot be broken, counts as
+        # crowded: its short form fits)
+        if text.count("\n") <= FIRST_SCREEN_LINES and _within(text, width):
             break
         text = _laid_out(_denser(h), width, False, True, dense)
     return text
 
 
+def _within(text: str, width: int) -> bool:
+    return all(len(line) <= width for line in text.splitlines())
+
+
 # The denser layouts a crowded screen gets, in turn (issue 49: a sweep of three backings and both
 # shape findings took 49 lines at 100 columns): 1, the findings in one line each, one decision per
 # configuration (its workloads' lines under it without the backing their name repeats, short
-# statuses); 2, each VM tool's snippet by the options it sets in one line, said once for every
-# backing it serves; 3, the risks by name only (their whole text: --detail).
+# statuses), each role's decision in one line and its figures in one paragraph; 2, each VM tool's
+# snippet by the options it sets in one line, said once for every backing it serves (a local
+# sweep's: its <driver>, the <disk> it goes in being the user's); 3, the risks by name only (their
+# whole text: --detail), the roles' figures left to --detail.
 DENSER = (1, 2, 3)
 # A crowded screen's statuses (the configuration's verb says whose pick it is).
 DENSE_STATUS = {**SHORT_STATUS, "joined": "tied", "joined-provisional": "not separated yet"}
@@ -251,7 +265,7 @@ def _screen_head(
         out += wrap(h.baseline_line(short=squeeze, brief=dense >= 2, bare=dense >= 3), width)
     for line in h.findings:  # what the figures show comes first: the answer below follows from it
         out += wrap(f"finding: {line}", width)
-    out += role_lines(h, width, markdown)
+    out += role_lines(h, width, markdown, dense)
     for line in h.trade_offs:
         out += ["", *wrap(line, width)]
     return out
@@ -291,7 +305,10 @@ def _tail(h: Headline, width: int, squeeze: bool = False, risks: str = "") -> li
         out.append("")
     # what --detail holds is said where the screen cut it ("(--detail)"): the command in one line
     if squeeze:
-        out += wrap(f"more: iomatrix recommend --detail · --target {others}{risks}", width)
+        # a local sweep's screen shortened its roles, risks or snippets where crowded: said once
+        # (a sweep answered per backing says "(--detail)" where it cut)
+        whole = "" if any(p.storage is not None for p in h.picks) else " (all of it, whole)"
+        out += wrap(f"more: iomatrix recommend --detail{whole} · --target {others}{risks}", width)
     else:
         out += wrap(
             "more: iomatrix recommend --detail (tables, tie-breaks, every risk); other "
@@ -302,10 +319,18 @@ def _tail(h: Headline, width: int, squeeze: bool = False, risks: str = "") -> li
     return out
 
 
-def role_lines(h: Headline, width: int, markdown: bool) -> list[str]:
+def role_lines(h: Headline, width: int, markdown: bool, dense: int = 0) -> list[str]:
     """One block per role, first (report/roles.py): "For a database VM: use …", each deciding figure
-    against the best, and what was not chosen and why."""
+    against the best, and what was not chosen and why; on a crowded screen (`dense`) the decision
+    in one line and the figures in one paragraph (3: the figures left to --detail)."""
     out: list[str] = []
+    if dense and h.brief_roles:
+        out.append("")
+        for decision, figures in h.brief_roles:
+            out += wrap(decision, width)
+            out += wrap(figures, width, "  ") if figures and dense < 3 else []
+        said = "each role's figures and " if dense >= 3 else ""
+        return [*out, *wrap(f"Per job of the roles ({said}every workload: --detail)", width)]
     for r in h.roles:
         out += ["", *wrap(f"{'### ' if markdown else ''}{r['text']}", width)]
         out += [x for line in r["lines"] for x in wrap(line, width, "  ")]
@@ -394,7 +419,8 @@ def _config_parts(
     workloads first, each set under the workloads it serves, then those serving every workload."""
     keyed: dict[tuple[str, str], tuple[list[int], _Part]] = {}
     for i, p in enumerate(h.picks):
-        for key, part in _pick_parts(p, h.target, width, markdown, squeeze, dense):
+        per_backing = any(q.storage is not None for q in h.picks)
+        for key, part in _pick_parts(p, h.target, width, markdown, squeeze, dense, per_backing):
             keyed.setdefault(key, ([], part))[0].append(i)
     served: dict[tuple[int, ...], list[_Part]] = {}
     for picks, part in keyed.values():
@@ -429,7 +455,13 @@ def _served(h: Headline, picks: tuple[int, ...], everyone: tuple[int, ...]) -> s
 
 
 def _pick_parts(
-    p: Pick, target: str, width: int, markdown: bool, squeeze: bool, dense: int = 0
+    p: Pick,
+    target: str,
+    width: int,
+    markdown: bool,
+    squeeze: bool,
+    dense: int = 0,
+    per_backing: bool = True,
 ) -> list[tuple[tuple[str, str], _Part]]:
     """A pick's storage settings, risks and snippet as (kind, its text) → _Part: the storage's first
     (what a shared storage's answer sets there, issue 49), then the risks, then the VM tool's
@@ -460,7 +492,11 @@ def _pick_parts(
         out.append((("risks", repr(p.risks)), _risk_part(p.risks, width, squeeze)))
     whole = _pick_snippet_lines(p, target, width, markdown)
     if whole:
-        short = _short_snippet(p, target, width, dense >= 2) if squeeze else whole
+        # A local sweep's one-line form is its <driver> (the format and every option it sets, to
+        # put in the user's <disk>): a settings list said once for several backings saves nothing
+        # there.
+        one_line = dense >= 2 and per_backing
+        short = _short_snippet(p, target, width, one_line) if squeeze else whole
         # a crowded screen's options: said once for every backing they serve
         key = "\n".join(short if dense >= 2 else whole)
         out.append((("snippet", key), _Part(whole, short, 1)))
@@ -509,6 +545,20 @@ def _risk_part(risks: list[tuple[str, str, str]], width: int, squeeze: bool) -> 
 
 
 def _short_snippet(p: Pick, target: str, width: int, one_line: bool = False) -> list[str]:
+    """_short_form, or where a line of it is wider than `width` (a shell word cannot be broken: a
+    `qm set` or `virt-install --disk` line of 100 columns at 80), the options the answer sets in one
+    wrapped line: "proxmox: format=raw,cache=none,aio=threads,…" (the snippet whole: --detail)."""
+    short = _short_form(p, target, width, one_line)
+    s = p.snippet
+    if all(len(line) <= width for line in short) or s is None or s.text is None:
+        return short
+    if p.data_step is not None or p.kept_line:  # --current's steps are never summarised
+        return short
+    settings = _qemu_set(s.text) if s.tool == "qemu" else _settings(s.text)
+    return wrap(f"{target}: {settings},…", width, "  ") if settings else short
+
+
+def _short_form(p: Pick, target: str, width: int, one_line: bool = False) -> list[str]:
     """A VM tool's snippet in a line or two where the screen has no room for it whole: an XML
     <disk>'s <driver> element (what the answer sets; the element whole in --detail); other tools'
     snippets are never cut. `one_line` (a crowded screen): QEMU's options in one line, without the
@@ -524,7 +574,7 @@ def _short_snippet(p: Pick, target: str, width: int, one_line: bool = False) -> 
         # a crowded screen: what the tool's snippet sets, in one line (the snippet: --detail)
         return wrap(f"{target}: {settings},…", width, "  ")
     if s.language != "xml":
-        return _short_command(s, target, width, one_line) or whole
+        return _short_command(s, target, width, one_line) or _short_ini(s, target, width) or whole
     driver = next(
         (line.strip() for line in s.text.splitlines() if line.strip().startswith("<driver")), None
     )
@@ -543,7 +593,7 @@ def _short_command(s: Snippet, target: str, width: int, one_line: bool = False) 
     if s.language == "sh" and s.tool == "qemu" and (options := _qemu_options(s.text)):
         # whole in --detail, as the screen's last line says
         return wrap(f"{target}: {options}", width, "  ")
-    commands = [line for line in s.text.splitlines() if line.startswith("qm ")]
+    commands = _commands(s.text, "qm ")
     if s.tool != "proxmox" or not commands:
         return []
     # the storage's entry by name (its options: --detail), then the commands that set what the
@@ -554,35 +604,6 @@ def _short_command(s: Snippet, target: str, width: int, one_line: bool = False) 
         *wrap(f"{target}: {where}".rstrip(), width, "  "),
         *code_lines("\n".join(commands), s.language, width, "    "),
     ]
-
-
-# The options of a QEMU command line that an answer sets (the format, the cache mode, aio, the
-# device's write cache and queues): the short form keeps these and elides the rest (node names, the
-# protocol and the server's address, which the configuration's label says, the image path).
-_ANSWER_OPTIONS = (
-    "driver",
-    "cache.direct",
-    "cache.no-flush",
-    "aio",
-    "discard",
-    "detect-zeroes",
-    "write-cache",
-    "iothread",
-    "num-queues",
-)
-
-
-# A VM tool's settings that an answer makes (Proxmox's drive options, nova.conf's cache modes): a
-# crowded screen says only these of its snippet.
-_SETTING = re.compile(
-    r"\b(format|cache|aio|io|discard|detect_zeroes|iothread|disk_cachemodes)\s*=\s*\"?([^\s,\"]+)"
-)
-
-
-def _settings(text: str) -> str:
-    """The settings an answer makes in a tool's snippet, once each, in their order: "format=raw,
-    cache=none,discard=ignore,detect_zeroes=0"; "disk_cachemodes=network=writeback"."""
-    return ",".join(dict.fromkeys(f"{k}={v}" for k, v in _SETTING.findall(text)))
 
 
 def _qemu_set(text: str) -> str:

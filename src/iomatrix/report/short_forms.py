@@ -1,0 +1,73 @@
+"""The short forms of a VM tool's snippet that a crowded first screen prints (report/screen.py): the
+options the answer sets, a nova.conf's settings in one line, a shell snippet's commands with their
+continuations. Text in, text out."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from iomatrix.snippets import Snippet
+
+
+def wrap_one(text: str, width: int) -> list[str]:
+    """`text` wrapped as report/screen.py's `wrap` with a two-space indent (never split inside a
+    word)."""
+    return textwrap.wrap(
+        text, width, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False
+    ) or ["  "]
+
+
+def _short_ini(s: Snippet, target: str, width: int) -> list[str]:
+    """An INI snippet's (nova.conf's) settings in one wrapped line: "nova: [libvirt]
+    disk_cachemodes = file=none, images_type = raw, …" (its comments and the rest: --detail); []
+    for any other snippet."""
+    assert s.text is not None
+    settings = re.findall(r"^(\w+ = \S+)$", s.text, flags=re.M)
+    sections = re.findall(r"^\[\w+\]$", s.text, flags=re.M)
+    if s.language != "ini" or not settings:
+        return []
+    return wrap_one(f"{target}: {' '.join(sections)} {', '.join(settings)}, …", width)
+
+
+def _commands(text: str, start: str) -> list[str]:
+    """The lines of `text` that begin with `start` (a command), each with the lines that continue
+    it (after a line ending in a backslash: vmconfig.config.shell_word)."""
+    out: list[str] = []
+    going = False
+    for line in text.splitlines():
+        if going or line.startswith(start):
+            out.append(line)
+        going = (going or line.startswith(start)) and line.endswith("\\")
+    return out
+
+
+# The options of a QEMU command line that an answer sets (the format, the cache mode, aio, the
+# device's write cache and queues): the short form keeps these and elides the rest (node names, the
+# protocol and the server's address, which the configuration's label says, the image path).
+_ANSWER_OPTIONS = (
+    "driver",
+    "cache.direct",
+    "cache.no-flush",
+    "aio",
+    "discard",
+    "detect-zeroes",
+    "write-cache",
+    "iothread",
+    "num-queues",
+)
+
+
+# A VM tool's settings that an answer makes (Proxmox's drive options, nova.conf's cache modes): a
+# crowded screen says only these of its snippet.
+_SETTING = re.compile(
+    r"\b(format|cache|aio|io|discard|detect_zeroes|iothread|disk_cachemodes)\s*=\s*\"?([^\s,\"]+)"
+)
+
+
+def _settings(text: str) -> str:
+    """The settings an answer makes in a tool's snippet, once each, in their order: "format=raw,
+    cache=none,discard=ignore,detect_zeroes=0"; "disk_cachemodes=network=writeback"."""
+    return ",".join(dict.fromkeys(f"{k}={v}" for k, v in _SETTING.findall(text)))
