@@ -220,11 +220,7 @@ class RoleAnswer:
             if f["ratio_to_best"] is None:
                 out.append(f"{f['figure']} not measured")
                 continue
-            vs = (
-                "the best"
-                if f["best_cell"] == self.cell
-                else f"{f['ratio_to_best']:.2f}× the best ({f['best_cell']})"
-            )
+            vs = self._versus(f, " ({})")
             out.append(f"{f['figure']} {_number(f['mean'])} {f['unit']}, {vs}")
         if self.vetoes:
             out.append(f"{len(self.vetoes)} not chosen (why: --detail)")
@@ -239,13 +235,15 @@ class RoleAnswer:
                 continue
             # A ratio of means: how the pick stands against the best cell on this figure (its
             # decision, with its interval, is the job's own verdict in --detail).
-            vs = (
-                "the best"
-                if f["best_cell"] == self.cell
-                else f"{f['ratio_to_best']:.2f}× the best, {f['best_cell']}"
-            )
+            vs = self._versus(f, ", {}")
             out.append(f"{f['says']} ({f['figure']}): {_number(f['mean'])} {f['unit']}, {vs}")
         return out + self.vetoes
+
+    def _versus(self, f: Mapping[str, Any], best_cell: str) -> str:
+        """ "the best", or the ratio to the best with the best cell spelled by `best_cell`."""
+        if f["best_cell"] == self.cell:
+            return "the best"
+        return f"{f['ratio_to_best']:.2f}× the best" + best_cell.format(f["best_cell"])
 
     def as_dict(self) -> dict[str, Any]:
         return {
