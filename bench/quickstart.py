@@ -238,6 +238,19 @@ def judge(total_s: float, exit_status: int, recommend_out: str | None, target_s:
     return Outcome(total_s, exit_status, statuses, bool(roles), target_s)
 
 
+def first_snippet_end(tl: Timeline) -> int | None:
+    """The line that ends the answer's first libvirt snippet: the whole <disk> element's
+    "</disk>", or the end ("/>") of the <driver> element a crowded first screen shows instead
+    (issue 49), which may wrap."""
+    texts = [text.strip() for _, text in tl.lines]
+    disk = next((i for i, t in enumerate(texts) if t == "</disk>"), None)
+    driver = next((i for i, t in enumerate(texts) if t.startswith("libvirt: <driver ")), None)
+    if driver is not None:
+        driver = next((i for i in range(driver, len(texts)) if texts[i].endswith("/>")), None)
+    found = [i for i in (disk, driver) if i is not None]
+    return min(found, default=None)
+
+
 def first_role_line(tl: Timeline) -> int | None:
     """The line of the answer's first role block ("For a database VM: …"), counted from the headline
     ("Answer for …" is line 1); None when either is missing."""
@@ -433,9 +446,9 @@ def print_timeline(tl: Timeline, args: argparse.Namespace, outcome: Outcome) -> 
     for _, text in tl.lines:
         if len(text) > args.columns:
             print(f"  wider than {args.columns}: {text[: args.columns - 30]}…")
-    head, snippet_end = tl.first("Answer for"), tl.first("    </disk>")
+    head, snippet_end = tl.first("Answer for"), first_snippet_end(tl)
     if head is not None and snippet_end is not None:
-        print(f"headline to the end of the snippet: {snippet_end - head + 1} lines")
+        print(f"headline to the end of the first snippet: {snippet_end - head + 1} lines")
     else:
         print("headline or snippet not found in the output")
     at = first_role_line(tl)

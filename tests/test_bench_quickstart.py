@@ -105,6 +105,15 @@ def test_runs_summary_needs_four_of_five(bench: ModuleType) -> None:
     assert not ok and "3 of 5" in line and "every role answered in 4, within the time in 4" in line
 
 
+def test_first_snippet_end(bench: ModuleType) -> None:
+    """The whole <disk> element's end, or the end of the <driver> short form, wrapped or not."""
+    whole = ["Answer for vm", "  libvirt: libvirt domain XML", "    <disk>", "    </disk>"]
+    assert bench.first_snippet_end(bench.Timeline([(0.0, t) for t in whole])) == 3
+    short = ["Answer for vm", '  libvirt: <driver name="qemu"', '    io="t" />', "    </disk>"]
+    assert bench.first_snippet_end(bench.Timeline([(0.0, t) for t in short])) == 2
+    assert bench.first_snippet_end(bench.Timeline([(0.0, "Answer for vm")])) is None
+
+
 def test_first_role_line(bench: ModuleType) -> None:
     tl = bench.Timeline(
         [
