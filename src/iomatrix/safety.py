@@ -13,6 +13,7 @@ import contextlib
 import os
 import stat
 import subprocess
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -397,13 +398,6 @@ def _check_loop_mapping(device: Path, sysdir: Path) -> None:
                 f"detach {other.device} first, or hand over a loop device over a file "
                 "nothing else uses",
             )
-    users = open_by(mine.file_id)
-    if users:
-        raise _refuse(
-            device,
-            f"its backing file {mine.backing_file} is open by {', '.join(users[:3])}",
-            "stop those processes or choose another device",
-        )
     if mine.is_block_device:
         st = os.stat(mine.backing_file)
         under = (os.major(st.st_rdev), os.minor(st.st_rdev))
@@ -429,6 +423,30 @@ def _check_loop_mapping(device: Path, sysdir: Path) -> None:
                 f"it is a loop over {mine.backing_file}, also used by {', '.join(others)}",
                 "remove those first or choose another device",
             )
+    users = _lasting_openers(mine.file_id)
+    if users:
+        raise _refuse(
+            device,
+            f"its backing file {mine.backing_file} is open by {', '.join(users[:3])}",
+            "stop those processes or choose another device",
+        )
+
+
+def _lasting_openers(file_id: tuple[int, int], *, looks: int = 3, pause: float = 0.1) -> list[str]:
+    """The openers of `file_id` that still hold it after `looks` looks `pause` s apart.
+
+    Why: scanners open every loop device for milliseconds (`losetup --find`, udev's blkid,
+    lsblk); a user of the bytes (a VM, dd, a mount helper) holds them for its whole job. A
+    single look refused a free device whenever a scanner passed by at that instant.
+    """
+    users = open_by(file_id)
+    for _ in range(looks - 1):
+        if not users:
+            break
+        time.sleep(pause)
+        still = set(open_by(file_id))
+        users = [u for u in users if u in still]
+    return users
 
 
 # ---------------------------------------------------------------------------------------------
