@@ -1082,3 +1082,30 @@ def test_a_decided_groups_deciding_pair_runs_on_while_another_groups_race_goes_o
     joined = [r for r in race_rounds if r > files_decided_at]
     assert joined and rounds_of["files-a"] == rounds_of["files-b"]
     assert set(joined) <= set(rounds_of["files-a"]), rounds_of
+
+
+def test_a_round_runs_each_groups_cells_together_in_an_order_of_their_own() -> None:
+    """A pair is compared over the rounds both ran, and the host drifts over seconds: the cells of
+    one group (one workload in one tier) run one after another, in a random order inside the group
+    that changes from round to round; the groups' order changes too. A unit that has stopped leaves
+    the others' order unchanged (a resumed round keeps its order)."""
+    groups = {"log": ["a", "b", "c", "d"], "data": ["a", "b", "c", "d"], "files": ["a", "b"]}
+    states = [UnitState(f"{g}-{c}", group=g) for g, cells in groups.items() for c in cells]
+    s = make([], states=states)
+    keys = sorted(u.key for u in states)
+    inside: dict[str, set[tuple[str, ...]]] = {g: set() for g in groups}
+    firsts = set()
+    for rnd in range(1, 13):
+        order = s.order(rnd, keys)
+        assert sorted(order) == keys
+        seen = [k.split("-")[0] for k in order]
+        runs = [g for i, g in enumerate(seen) if i == 0 or seen[i - 1] != g]
+        assert sorted(runs) == sorted(groups), f"round {rnd}: a group split: {order}"
+        for g in groups:
+            inside[g].add(tuple(k for k in order if k.startswith(f"{g}-")))
+        firsts.add(seen[0])
+        assert s.order(rnd, keys) == order  # reproducible from the seed and the round
+        fewer = [k for k in keys if k != "log-b"]
+        assert s.order(rnd, fewer) == [k for k in order if k != "log-b"]
+    assert all(len(v) > 1 for v in inside.values()), "the order inside a group never changed"
+    assert len(firsts) > 1, "the groups always ran in the same order"

@@ -9,9 +9,12 @@ and no fio or QEMU (as hyperfine tests its scheduler with a mock executor).
 Design: **randomised complete blocks**. A round runs every still-active unit once, in a fresh random
 order drawn from a seed that is a function of the sweep (its plan fingerprint) and the round number,
 so the order is reproducible and slow drift of the machine spreads over all units instead of
-favouring the ones that ran first. The round and the position in it are stored with every run, so
-the statistics can use the round as a block, and a resumed sweep continues the same design: the
-interrupted round is finished (in its recorded order) before the next one starts.
+favouring the ones that ran first. The units compared with each other (a group: one workload in one
+tier) run one after another in the round, in a random order among themselves, so that the runs a
+paired comparison subtracts are seconds apart (``order``). The round and the position in it are
+stored with every run, so the statistics can use the round as a block, and a resumed sweep continues
+the same design: the interrupted round is finished (in its recorded order) before the next one
+starts.
 
 Stopping, per unit, in this order:
 
@@ -409,11 +412,29 @@ class Scheduler:
                 u.stopped = self._not_run_on(u)
 
     def order(self, round_no: int, keys: Sequence[str]) -> list[str]:
-        """`keys` in the round's random order. The permutation is drawn over all units from the
-        sweep's seed and the round number only, so it is reproducible and the same whichever units
-        are still active (a resumed round keeps its order)."""
-        everything = sorted(self.units)
-        random.Random(f"{self.seed}:{round_no}").shuffle(everything)
+        """`keys` in the round's random order: each group's units (the cells compared with each
+        other: one workload in one tier) one after another, the groups in a random order, and the
+        cells inside a group in a random order of their own. The permutations are drawn over all
+        units from the sweep's seed and the round number only, so they are reproducible and the
+        same whichever units are still active (a resumed round keeps its order).
+
+        Why a group's runs sit together: a comparison is paired by round (stats/paired.py), and the
+        host's state drifts over seconds. Runs of the log's commits 1.4 s apart on this 2-core host
+        (2026-11-26) had residuals correlated 0.56 at one run apart, ~0.5 at two and three, ~0.2 at
+        four to six; spread over a round of 15-20 units the runs of one pair sat ~7 apart (0.23
+        in a quickstart). The variance of a paired difference is 2σ²(1 − ρ): run together, a pair
+        needs about half the rounds (docs/statistics.md §10c). Randomising inside the group keeps
+        every cell's position fair; the groups' order does not enter any comparison."""
+        groups: dict[str, list[str]] = {}
+        for k in sorted(self.units):
+            groups.setdefault(self.units[k].group, []).append(k)
+        names = sorted(groups)
+        random.Random(f"{self.seed}:{round_no}").shuffle(names)
+        everything: list[str] = []
+        for g in names:
+            members = groups[g]
+            random.Random(f"{self.seed}:{round_no}:{g}").shuffle(members)
+            everything += members
         wanted = set(keys)
         return [k for k in everything if k in wanted]
 
