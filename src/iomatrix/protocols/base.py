@@ -29,6 +29,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import ClassVar
 
+from iomatrix.domain.axis_model import Axis
 from iomatrix.protocols.place import NetworkPlace
 
 # How the durability tier cuts a network disk: the target's power (a LUN over a volatile cache), or
@@ -89,6 +90,17 @@ class NetworkProtocol(ABC):
     # each a "module:function" taking (its cells, threshold, shapes, interference, short, brief)
     # and returning sentences (report/rbd_flush.py rbd_findings): imported on use.
     findings: ClassVar[tuple[str, ...]] = ()
+    # Its client-side axes (the LUN's type and write cache, the client, librbd's cache, …), defined
+    # in its own module and registered by the axis registry as it loads (domain/axes.py reads every
+    # built-in protocol's, issue 48), so adding one touches only the protocol's files. An installed
+    # package's protocol offers its axes through the `iomatrix.axes` entry point instead (the axis
+    # registry loads before any protocol is registered); the registry refuses one listed here only.
+    axes: ClassVar[tuple[Axis, ...]] = ()
+    # Where those axes go in the registry's order (cells' keys, tables' columns): before the shared
+    # network axis of that name (rtt, clients: domain/network_axes.py), the place iSCSI's and NFS's
+    # had when their cells were first stored; None: after every other axis, where a new protocol's
+    # go (built-in protocols in module name order within each place).
+    axes_before: ClassVar[str | None] = None
     # Seconds one durability trial takes on it where that differs from the tier's own (a Ceph trial
     # makes and fences more: docs/benchmarks.md).
     durability_trial_s: ClassVar[float | None] = None

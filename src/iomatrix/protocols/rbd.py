@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from iomatrix.domain import NA
-from iomatrix.domain.axes import get
+from iomatrix.domain.axis_model import Axis
 from iomatrix.protocols import ceph
 from iomatrix.protocols.base import CUT_CLIENT_CRASH, LibvirtSource, NetworkProtocol
 from iomatrix.protocols.place import CEPH_MON_PORT, NetworkPlace
@@ -27,7 +27,7 @@ RBD_TOOL = "rbd"
 def ceph_value(values: Mapping[str, str], axis: str) -> str:
     """A cell's value of an rbd axis; Ceph's own default where the cell leaves it out (or shows
     '-')."""
-    default = str(get(axis).default)
+    default = ceph.DEFAULTS[axis]
     value = values.get(axis, default)
     return default if value in ("-", "") else value
 
@@ -81,6 +81,8 @@ class Rbd(NetworkProtocol):
         "qemu-block-extra",
     )
     lab_server = "iomatrix.backing.rbd:provision_rbd"
+    # librbd's cache, the client, the object size (protocols/ceph.py), after every other axis
+    axes: ClassVar[tuple[Axis, ...]] = ceph.AXES
     existing_check = "iomatrix.backing.rbd:existing_pool_problem"
     reader = "iomatrix.vmconfig.read_rbd:READER"
     kernel_probe = "iomatrix.backing.rbd:probe_kernel_client"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from iomatrix.domain.network_axes import LunType
+from iomatrix.protocols.iscsi import LunType
 from iomatrix.protocols.place import NetworkPlace
 from iomatrix.vmconfig.config import DiskConfig, Snippet, shell_command
 from iomatrix.vmconfig.network import TGT_BS_OFLAGS, TGT_BS_TYPE

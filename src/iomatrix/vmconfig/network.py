@@ -22,10 +22,10 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from iomatrix.domain import axes
-from iomatrix.domain.axes import LUN_WRITE_CACHE_RISK, LunType
 from iomatrix.plugins import load_object
 from iomatrix.protocols import network_protocol, protocols
 from iomatrix.protocols.base import NetworkProtocol
+from iomatrix.protocols.iscsi import LUN_WRITE_CACHE_RISK, LunType
 from iomatrix.protocols.place import NetworkPlace
 from iomatrix.protocols.rbd import ceph_value
 from iomatrix.vmconfig.reading import _bad

@@ -9,8 +9,8 @@ import re
 from collections.abc import Mapping
 
 from iomatrix.domain import CacheMode, axes
-from iomatrix.domain.axes import KRBD
 from iomatrix.protocols import rbd
+from iomatrix.protocols.ceph import KRBD
 from iomatrix.vmconfig.network import RBD_NAME, DiskReader, NetworkDiskRead, rbd_url
 from iomatrix.vmconfig.reading import _bad, _value
 
