@@ -174,6 +174,13 @@ class NetworkProtocol(ABC):
         where the protocol documents none."""
         return None
 
+    def client_crash_risk(self, axes: Mapping[str, str]) -> tuple[str, str] | None:
+        """(the situation, what it loses) where a cell's settings of QEMU's own client's cache hold
+        acknowledged writes in the client past a crash of it (librbd's writeback cache), documented;
+        asked where QEMU's cache mode keeps a cache (not cache.direct=on) and no durability trial
+        crashed such a client. None where its client holds none."""
+        return None
+
     def host_page_cache(self, values: Mapping[str, str]) -> bool:
         """Whether a cell's disk goes through the host page cache where its cache mode keeps it:
         the kernel's client only (QEMU's own clients have none), and only where that client does."""

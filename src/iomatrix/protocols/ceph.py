@@ -51,6 +51,8 @@ LIBRBD_NO_FLUSH_UNTIL_OFF = (
     "crash or host power loss"
 )
 
+# The situation a Ceph client's crash is (a risk line of its own where librbd's cache holds writes).
+CLIENT_CRASH = "Ceph client crash"
 RBD_CACHE_RISK = (
     "librbd's writeback cache is memory in the client (the QEMU process): a write is "
     "acknowledged before it reaches "

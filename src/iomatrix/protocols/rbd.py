@@ -132,6 +132,13 @@ class Rbd(NetworkProtocol):
             no_flush = ceph.LIBRBD_NO_FLUSH_UNTIL_OFF
         return crash, power, migration, no_flush
 
+    def client_crash_risk(self, axes: Mapping[str, str]) -> tuple[str, str] | None:
+        """librbd's writeback cache holds acknowledged writes in the QEMU process until a flush
+        (policy writeback; writearound's are in flight, the QEMU crash line says so)."""
+        if axes.get("rbd_cache_policy") == "writeback":
+            return ceph.CLIENT_CRASH, ceph.RBD_CACHE_RISK
+        return None
+
     def url(self, place: NetworkPlace, fmt: str) -> str:
         # QEMU's rbd: pseudo-URL (block/rbd.c qemu_rbd_parse_filename): Ceph options after ':'
         return f"rbd:{place.rbd_name}:id={place.ceph_user}:conf={place.ceph_conf}"

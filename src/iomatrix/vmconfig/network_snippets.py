@@ -16,6 +16,16 @@ from iomatrix.plugins import load_object
 from iomatrix.protocols import protocol, rbd
 from iomatrix.protocols.base import NetworkProtocol
 from iomatrix.protocols.place import NetworkPlace
+from iomatrix.vmconfig.ceph_conf import (
+    RBD_IMAGE_CONFIG_NOTE,
+    ceph_client_conf,
+    ceph_client_notes,
+    ceph_client_recommended,
+    ceph_client_summary,
+    rbd_create,
+    rbd_create_note,
+    rbd_image_config,
+)
 from iomatrix.vmconfig.config import (
     DEFAULT_SIZE_GIB,
     DiskConfig,
@@ -26,20 +36,9 @@ from iomatrix.vmconfig.config import (
     measured_defaults,
     shell_command,
 )
+from iomatrix.vmconfig.iscsi_target import tgt_note, tgt_targets_conf
 from iomatrix.vmconfig.libvirt import libvirt_snippet, virt_install_snippet
-from iomatrix.vmconfig.network import (
-    NETWORK_SKIPPED_KEYS,
-    RBD_IMAGE_CONFIG_NOTE,
-    ceph_client_conf,
-    ceph_client_notes,
-    ceph_client_recommended,
-    ceph_client_summary,
-    rbd_create,
-    rbd_create_note,
-    rbd_image_config,
-    tgt_note,
-    tgt_targets_conf,
-)
+from iomatrix.vmconfig.network import NETWORK_SKIPPED_KEYS
 from iomatrix.vmconfig.nova import (
     NOVA_CACHE_KEY,
     NOVA_IMAGE_FILE_KEYS,
