@@ -77,6 +77,11 @@ class NetworkProtocol(ABC):
     # nova.conf's instance-disk settings can put one there (Ceph's rbd image backend); None where
     # they cannot.
     nova_snippet: ClassVar[str | None] = None
+    # How an answer's first screen shows its storage-side snippet (issue 49: only what the answer
+    # sets, ceph.conf's [client] lines), a "module:function" taking (the snippet, the DiskConfig,
+    # the axes the sweep varied) and returning the snippet to show: imported on use; None: shown as
+    # it is.
+    answer_snippet: ClassVar[str | None] = None
     # How a disk of it is read back from a VM's configuration (`--current`): a
     # vmconfig.network.DiskReader by "module:OBJECT", imported on use; None where it is not read.
     reader: ClassVar[str | None] = None

@@ -183,7 +183,7 @@ class Iscsi(NetworkProtocol):
     is_volume = True
     spec = "iomatrix.backing.spec:IscsiBacking"
     extra_snippets: ClassVar[tuple[str, ...]] = (
-        "iomatrix.vmconfig.network_snippets:tgt_snippet",
+        "iomatrix.vmconfig.iscsi_target:tgt_snippet",
         "iomatrix.vmconfig.iscsi_target:tgtadm_snippet",
         "iomatrix.vmconfig.iscsi_target:lio_snippet",
         "iomatrix.vmconfig.iscsi_target:san_snippet",

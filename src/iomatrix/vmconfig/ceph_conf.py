@@ -1,16 +1,20 @@
 """What a Ceph RBD disk sets beside the VM's own configuration (issue 35): ceph.conf's [client]
 lines for librbd's cache as measured or as an answer recommends them, the same settings kept in the
-image's metadata (`rbd config image set`), and `rbd create` with the image's object size, each with
-its note. Written into snippets by :mod:`iomatrix.vmconfig.network_snippets` (the functions Ceph
-RBD's house, :mod:`iomatrix.protocols.rbd`, names in ``extra_snippets``); pure writers."""
+image's metadata (`rbd config image set`), `rbd create` with the image's object size, each with its
+note, and Nova's rbd image backend. The snippets Ceph RBD's house (:mod:`iomatrix.protocols.rbd`)
+names (``extra_snippets``, ``nova_snippet``, ``answer_snippet``), imported on use; pure writers."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 
-from iomatrix.domain import axes
+from iomatrix.domain import Format, axes
+from iomatrix.protocols import protocol
 from iomatrix.protocols.place import NetworkPlace
-from iomatrix.protocols.rbd import ceph_value
+from iomatrix.protocols.rbd import RBD_TOOL, ceph_value
+from iomatrix.vmconfig.config import DEFAULT_SIZE_GIB, DiskConfig, Snippet, _not_available
+from iomatrix.vmconfig.nova import NOVA_CACHE_KEY, NOVA_IMAGE_FILE_KEYS, NOVA_IMAGE_PROPERTY_PREFIX
 
 # The rbd axes (protocols/ceph.py), whose defaults are Ceph's own: what a cell that leaves one out
 # was measured with, and what a [client] section without the line gives.
@@ -178,3 +182,134 @@ def rbd_create_note(values: Mapping[str, str]) -> str:
         "without the option take "
         "[client] rbd default order (22: 4 MiB objects)"
     )
+
+
+def ceph_conf_snippet(cfg: DiskConfig) -> Snippet:
+    """ceph.conf's [client] lines for librbd's cache as measured (rbd_cache, its policy,
+    writethrough until flush); none for an image the kernel maps (krbd has no librbd cache: the rbd
+    axes' rule keeps them at Ceph's defaults)."""
+    title = "ceph.conf [client] (librbd's cache, on each client host)"
+    if not cfg.userspace_client:
+        return Snippet(
+            "ceph",
+            title,
+            None,
+            "none needed: krbd (the kernel's client) has no librbd cache; the host's "
+            "page cache serves the mapped image as QEMU's cache mode says",
+            "ini",
+        )
+    return Snippet(
+        "ceph",
+        title,
+        ceph_client_conf(cfg.values),
+        "; ".join(ceph_client_notes(cfg.values)),
+        "ini",
+        summary=f"ceph.conf [client]: {ceph_client_summary(cfg.values)}",
+    )
+
+
+def answer_ceph_snippet(s: Snippet, cfg: DiskConfig, varied: Collection[str]) -> Snippet:
+    """The storage snippet an answer's first screen shows beside the VM tool's (issue 49: it sets
+    what the answer recommends; Ceph RBD's `answer_snippet`): ceph.conf's [client] section with only
+    the options the answer sets (ceph_client_recommended; the whole section in --detail), no text
+    when it sets none; any other storage snippet as it is."""
+    if s.tool != "ceph" or not cfg.userspace_client:
+        return s
+    text = ceph_client_recommended(cfg.values, varied)
+    if text is None:
+        return replace(
+            s,
+            text=None,
+            summary="ceph.conf [client]: nothing to set, the answer is Ceph's defaults",
+        )
+    return replace(
+        s,
+        title="ceph.conf [client] (what the answer sets, on each client host)",
+        text=text,
+        summary="ceph.conf [client]: " + ", ".join(text.splitlines()[1:]),
+    )
+
+
+def rbd_config_snippet(cfg: DiskConfig) -> Snippet:
+    """The same librbd cache settings for the one image (`rbd config image set`); none for an image
+    the kernel maps."""
+    title = "rbd config image set (librbd's cache settings for this image only)"
+    if not cfg.userspace_client:
+        return Snippet(
+            RBD_TOOL, title, None, "none needed: krbd (the kernel's client) has no librbd cache"
+        )
+    place = NetworkPlace()
+    return Snippet(
+        RBD_TOOL,
+        title,
+        rbd_image_config(cfg.values, place),
+        RBD_IMAGE_CONFIG_NOTE.format(user=place.ceph_user),
+    )
+
+
+def rbd_create_snippet(cfg: DiskConfig, size_gib: int = DEFAULT_SIZE_GIB) -> Snippet:
+    """The RBD image with the object size it was measured on (rbd_object_size): set when it is
+    created. A qcow2 image on RBD that QEMU opens with librbd is created by qemu-img instead (its
+    snippet gives the object size); one the kernel maps is an RBD image first, whatever is written
+    on it."""
+    title = "rbd create (the image, with its object size)"
+    if cfg.format != Format.RAW and cfg.userspace_client:
+        return Snippet(
+            RBD_TOOL,
+            title,
+            None,
+            "none needed: qemu-img create makes the RBD image of a qcow2 disk itself, its object "
+            "size set by rbd_default_order in the rbd: filename; " + rbd_create_note(cfg.values),
+        )
+    return Snippet(
+        RBD_TOOL,
+        title,
+        rbd_create(cfg.values, NetworkPlace(), size_gib),
+        rbd_create_note(cfg.values),
+    )
+
+
+def nova_rbd_snippet(cfg: DiskConfig, title: str) -> Snippet:
+    """Nova's rbd image backend: every instance disk of the compute node an RBD image, opened by
+    librbd as a libvirt network disk (nova.conf [libvirt] images_type = rbd and its pool, conf, user
+    and secret; the cache mode of network disks in disk_cachemodes)."""
+    unavailable = []
+    if not cfg.userspace_client:
+        unavailable.append(
+            "Nova opens instance disks on Ceph with librbd (libvirt network disks); it "
+            "has no krbd mode"
+        )
+    if cfg.format != Format.RAW:
+        unavailable.append(
+            "Nova's rbd image backend keeps raw images (a qcow2 Glance image is converted to raw)"
+        )
+    opts, notes, refused = axes.tool_options(
+        cfg.axis_values(), "nova", skip_keys=NOVA_IMAGE_FILE_KEYS
+    )
+    if unavailable or refused:
+        return Snippet("nova", title, None, _not_available([*unavailable, *refused]), "ini")
+    place = NetworkPlace()
+    props = [kv for kv in opts if kv[0].startswith(NOVA_IMAGE_PROPERTY_PREFIX)]
+    conf = sorted((kv for kv in opts if kv not in props), key=lambda kv: kv[0] != NOVA_CACHE_KEY)
+    own = protocol(cfg.protocol).nova_conf(place) if cfg.protocol is not None else []
+    lines = [
+        "[libvirt]",
+        *(f"{k} = network={v}" if k == NOVA_CACHE_KEY else f"{k} = {v}" for k, v in conf),
+        *(f"{k} = {v}" for k, v in own),
+    ]
+    if props:
+        lines.append(
+            "# image property: openstack image set "
+            + "".join(f"--property {k}={v} " for k, v in props)
+            + "IMAGE"
+        )
+    notes += [
+        "images_type = rbd puts every instance disk of the compute node in pool "
+        f"{place.pool} (volumes are "
+        "Cinder's RBD driver's); rbd_secret_uuid names the libvirt secret holding the "
+        "cephx key, defined on "
+        "each compute node as for the libvirt snippet; librbd's cache is the ceph.conf "
+        "snippet's; images Nova "
+        "creates take [client] rbd default order for their object size"
+    ]
+    return Snippet("nova", title, "\n".join(lines), "; ".join(notes), "ini")

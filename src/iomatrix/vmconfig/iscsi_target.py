@@ -1,6 +1,6 @@
 """The iSCSI target's own snippets (issues 34, 49: snippets set everything the answer recommends):
 the LUN as measured (``lun_type``, ``lun_write_cache``) in tgt's targets.conf (`tgt_targets_conf`,
-written by :func:`iomatrix.vmconfig.network_snippets.tgt_snippet`), for tgt's tgtadm, for the
+`tgt_snippet`), for tgt's tgtadm, for the
 kernel's LIO target (targetcli), and a sentence for a SAN array, whose management tool is the
 vendor's. Named by :class:`iomatrix.protocols.iscsi.Iscsi`'s ``extra_snippets`` and imported on
 use; pure writers: nothing runs a target."""
@@ -237,3 +237,16 @@ def lun_summary(values: Mapping[str, str]) -> str:
         else f"emulate_write_cache={int(cache == 'on')}"
     )
     return f"LUN: {lun_type}, write cache {cache} (tgt write-cache {cache}; LIO {lio})"
+
+
+def tgt_snippet(cfg: DiskConfig) -> Snippet:
+    """tgt's targets.conf for the LUN the configuration was measured on (lun_type,
+    lun_write_cache)."""
+    return Snippet(
+        "tgt",
+        "tgt targets.conf (the iSCSI target's LUN: type and write cache)",
+        tgt_targets_conf(cfg.values, NetworkPlace()),
+        tgt_note(cfg.values),
+        "conf",
+        summary=lun_summary(cfg.values),
+    )
