@@ -29,6 +29,8 @@ from iomatrix.domain.spellings import PROTOCOL_LOOKUP
 
 
 def backing_protocol(ctx: RuleContext) -> str | None:
+    """The protocol of the cell's backing; None for a local one or where no backing facts are known
+    (a snippet)."""
     return ctx.backing.protocol if ctx.backing is not None else None
 
 
