@@ -67,7 +67,7 @@ def test_libvirt_other_network_protocols_are_one_line(tmp_path: Path) -> None:
     (tmp_path / "vm.xml").write_text(xml)
     with pytest.raises(UserError, match=r"cannot read disk vdd source protocol 'gluster'") as e:
         parse_current(str(tmp_path / "vm.xml"), disk="vdd")
-    assert "iscsi, nfs or rbd" in (e.value.hint or "")
+    assert "iscsi, nbd, nfs or rbd" in (e.value.hint or "")
     # (issue 35)
     assert parse_current(str(DATA / "iscsi-libiscsi.xml"), disk="vdd").protocol == "rbd"
 

@@ -26,10 +26,10 @@ from iomatrix.durability.verdict import (
 )
 from iomatrix.matrix import Cell
 from iomatrix.plan.load import load_plan
+from iomatrix.protocols.ceph import CLIENT_CRASH as RBD_CLIENT_CRASH
 from iomatrix.report.durability import MeasuredIndex
 from iomatrix.report.query import CellWorkload
 from iomatrix.report.recommend import DOCUMENTED, risk_statements
-from iomatrix.report.recommend.risks import RBD_CLIENT_CRASH
 from iomatrix.store import Store
 from iomatrix.tiers.declared.durability import Durability
 from tests.conftest import needs, ok_samples, run_cli, speed_cell

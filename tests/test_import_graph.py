@@ -75,13 +75,14 @@ LAZY_ALLOWED: dict[tuple[str, str], str] = {
         "iomatrix.children",
         "iomatrix.backing.leftovers",
     ): "the leftovers ledger: iomatrix.backing loads pydantic",
-    # the axis registry checks a protocol's spelling keys: importing it imports iomatrix.protocols
-    # (axis_model names the protocols), so the protocol registry imports it when it first registers
-    # a protocol.
+    # the axis registry checks a protocol's spelling keys: it reads the built-in protocols' axes as
+    # it loads (protocols.built_in), and an installed axis it registers then is checked against the
+    # protocols' keys this package offers once loaded, so the protocol registry imports it when it
+    # first registers a protocol.
     (
         "iomatrix.protocols",
         "iomatrix.domain.axes",
-    ): "the axis registry imports this package as it loads",
+    ): "the axis registry asks this package's writers as it loads",
     ("iomatrix.guest.initramfs", "lzma"): "lzma, only for an xz-compressed initramfs",
     ("iomatrix.guest.kernel", "lzma"): "lzma, only for an xz-compressed kernel module",
     ("iomatrix.guest.kernel", "zlib"): "zlib, only for a gzip-compressed kernel module",
@@ -101,7 +102,8 @@ PENDING: dict[tuple[str, str], str] = {}
 # a package.
 DISCOVERED = {
     "iomatrix.tiers": "iomatrix.tiers.declared.",
-    "iomatrix.protocols": "iomatrix.protocols.",
+    # (the built-in protocols' modules: the protocol registry and the axis registry ask it)
+    "iomatrix.protocols.built_in": "iomatrix.protocols.",
 }
 
 
@@ -227,6 +229,7 @@ def test_the_scan_reads_function_level_and_relative_imports() -> None:
     assert "iomatrix.domain" in graph["iomatrix.matrix"]  # `from iomatrix.domain import NA`
     assert any(m == "iomatrix.commands.run" for m, _, _ in lazy)  # commands/ defers its imports
     assert "iomatrix.tiers.declared.guest" in graph["iomatrix.tiers"]  # the registry's discovery
+    assert "iomatrix.protocols.nbd" in graph["iomatrix.protocols.built_in"]
     # under `if TYPE_CHECKING:`
     assert "iomatrix.domain.plan_view" in graph["iomatrix.tiers.declaration"]
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix import storage_clients
+from iomatrix import protocols, storage_clients
 from iomatrix.backing import iscsi as iscsi_lab
-from iomatrix.domain import SafetyLevel, axes
+from iomatrix.domain import SafetyLevel, axes, network_axes
 from iomatrix.domain.axes import BackingFacts, RuleContext
 from iomatrix.domain.rtt import rtt_ms
 from iomatrix.matrix import Cell, complete
@@ -51,6 +51,41 @@ def test_the_new_axes_are_registered_as_the_brief_names_them() -> None:
         assert not a.always_named and a.summary and a.simpler[0] == a.default
         # block layer and guests; not bare metal (the server-side baseline)
         assert axes.Layer.IMAGE in a.layers
+
+
+def test_each_protocols_axes_live_in_its_house_in_the_stored_order() -> None:
+    """Issue 48: each protocol's axes are its own module's (NetworkProtocol.axes), placed among the
+    shared network axes where their cells were first stored: the registry's order keys cells and
+    orders tables' columns, so it is the order it was before the move."""
+    names = axes.names()
+    start = names.index("lun_type")
+    assert names[start:] == (
+        "lun_type",
+        "lun_write_cache",
+        "initiator",
+        "nfs_client",
+        "rtt",
+        "clients",
+        "rbd_cache",
+        "rbd_cache_policy",
+        "rbd_cache_writethrough_until_flush",
+        "rbd_client",
+        "rbd_object_size",
+    )
+    for network in protocols.protocols():
+        for axis in network.axes:
+            assert axes.get(axis.name) is axis
+    owner = {a.name: p.name for p in protocols.protocols() for a in p.axes}
+    assert owner["lun_type"] == "iscsi" and owner["nfs_client"] == "nfs"
+    assert owner["rbd_object_size"] == "rbd" and "rtt" not in owner
+
+
+def test_a_protocols_axes_naming_no_shared_axis_are_refused() -> None:
+    own = axes.get("nfs_client")
+    with pytest.raises(ValueError, match=r"^axes nfs_client go before 'cache', which is no shared"):
+        network_axes.ordered([("cache", (own,))])
+    placed = network_axes.ordered([(None, (own,)), ("clients", (axes.get("lun_type"),))])
+    assert [a.name for a in placed] == ["rtt", "lun_type", "clients", "nfs_client"]
 
 
 def test_an_old_cell_keeps_its_key_and_label() -> None:

@@ -208,6 +208,30 @@ def test_a_protocol_missing_a_spelling_or_taking_a_name_is_refused() -> None:
     assert protocols.protocol_names() == ["iscsi", "nbd", "nfs", "rbd"]
 
 
+def test_a_protocol_listing_an_axis_the_registry_does_not_hold_is_refused() -> None:
+    """The axis registry reads the built-in protocols' axes as it loads; an installed one's come
+    through the iomatrix.axes entry point, so one listed on its class only is refused in one line,
+    never silently left out of plans. A built-in's axes, inherited, are the registry's own."""
+    nfs_class = type(protocols.protocol("nfs"))
+    own = axes.Axis(
+        "toy_client", "a toy's client", ("a", "b"), "a", ("a",), frozenset({axes.Layer.IMAGE})
+    )
+    toy = type(
+        "ToyWithAxis",
+        (nfs_class,),
+        {"__module__": __name__, "name": "toy_axis", "axes": (own,)},
+    )
+    with (
+        pytest.raises(PluginError, match=r"^ToyWithAxis.axes lists toy_client, which no axis "),
+        protocols.registered(toy),
+    ):
+        pass
+    inherited = type("ToyNfs", (nfs_class,), {"__module__": __name__, "name": "toy_nfs"})
+    with protocols.registered(inherited):
+        assert protocols.protocol("toy_nfs").axes == nfs_class.axes
+    assert "toy_client" not in axes.REGISTRY
+
+
 def test_every_built_in_protocol_keeps_its_promises() -> None:
     """What generic code relies on of each house: a name a plan and libvirt take, a client axis of
     the registry whose values include the kernel's (where the protocol has a client choice: NBD's

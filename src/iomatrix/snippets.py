@@ -69,7 +69,7 @@ from iomatrix.vmconfig.libvirt import (
     virt_xml_command,
     write_domain,
 )
-from iomatrix.vmconfig.network_snippets import answer_storage_snippet, network_snippets, tgt_snippet
+from iomatrix.vmconfig.network_snippets import answer_storage_snippet, network_snippets
 from iomatrix.vmconfig.nova import (
     NOVA_CACHE_KEY,
     NOVA_IMAGE_FILE_KEYS,
@@ -153,7 +153,6 @@ __all__ = [
     "shell_word",
     "snippet_backing",
     "snippets_for",
-    "tgt_snippet",
     "virt_install_snippet",
     "write_domain",
 ]

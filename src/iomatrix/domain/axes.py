@@ -16,7 +16,8 @@ value of. Each :class:`Axis` entry holds everything the rest of iomatrix needs t
 Plan validation, matrix expansion and pruning, ``plan --explain``, the store, results columns and
 CSV, snippets, ``--current`` parsing, the decision tie-break and rank's axis matching all iterate
 this registry; nothing else lists axes. Adding an axis is adding one :class:`Axis` to
-:data:`BUILT_IN` (docs/design.md, "Adding an axis")."""
+:data:`BUILT_IN` (docs/design.md, "Adding an axis"), or, for a network protocol's, to its protocol's
+`axes` (its own module under :mod:`iomatrix.protocols`)."""
 
 from __future__ import annotations
 
@@ -27,11 +28,7 @@ from collections.abc import Collection, Iterator, Mapping
 from iomatrix import domain
 from iomatrix.domain import NA, SafetyLevel
 from iomatrix.domain.axis_model import (
-    ISCSI,
     KERNEL_CLIENT,
-    KRBD,
-    NFS,
-    RBD,
     Axis,
     BackingFacts,
     DiskContext,
@@ -70,14 +67,11 @@ from iomatrix.domain.local_axes import (
     size_words,
     whole_image_l2_cache_bytes,
 )
-from iomatrix.domain.network_axes import (
-    LUN_WRITE_CACHE_RISK,
-    NETWORK_AXES,
-    LunType,
-)
+from iomatrix.domain.network_axes import ordered
 from iomatrix.domain.spellings import WRITER_SOURCES, SpellingKey, Writer
 from iomatrix.errors import UserError
 from iomatrix.plugins import PluginError, load_entry_points
+from iomatrix.protocols.built_in import protocol_classes
 
 # Names of the axis modules that code and plug-ins import from here (the registry is the public
 # face).
@@ -86,20 +80,14 @@ __all__ = [
     "DEFAULT_CLUSTER_BYTES",
     "DEFAULT_L2_CACHE_MAX_BYTES",
     "EXTENDED_L2_MIN_CLUSTER_BYTES",
-    "ISCSI",
     "KERNEL_CLIENT",
-    "KRBD",
     "L2_CACHE_ANY_IMAGE_BYTES",
-    "LUN_WRITE_CACHE_RISK",
-    "NFS",
     "QUEUES_AUTO",
-    "RBD",
     "VIRTIO_PROBED_DEVICE",
     "VQ_MAPPING_SINCE",
     "BackingFacts",
     "IOThread",
     "Layer",
-    "LunType",
     "Options",
     "QemuFacts",
     "SpellingKey",
@@ -294,7 +282,8 @@ BUILT_IN: tuple[Axis, ...] = (
     *IMAGE_AXES,
     IOTHREAD,
     QUEUES,
-    *NETWORK_AXES,
+    # the network axes: rtt and clients, and each built-in protocol's own (NetworkProtocol.axes)
+    *ordered((p.axes_before, p.axes) for p in protocol_classes()),
 )
 REGISTRY: dict[str, Axis] = _checked_registry(BUILT_IN)
 # The entry-point group through which an installed package adds axes (iomatrix.plugins).

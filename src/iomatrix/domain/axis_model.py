@@ -1,7 +1,8 @@
 """The axis registry's vocabulary: what an axis is (:class:`Axis`, its rules, its QEMU and tool
 spellings), the layers it acts on and the facts its rules read of a backing and of QEMU. Data types
-only; the axes are in :mod:`iomatrix.domain.local_axes` and :mod:`iomatrix.domain.network_axes`, the
-registry in :mod:`iomatrix.domain.axes`."""
+only; the axes are in :mod:`iomatrix.domain.local_axes`, :mod:`iomatrix.domain.network_axes` and
+each network protocol's module (:mod:`iomatrix.protocols`), the registry in
+:mod:`iomatrix.domain.axes`."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from enum import StrEnum
 
 from iomatrix import domain
 from iomatrix.domain import NA, SafetyLevel
-from iomatrix.protocols import ceph, iscsi, nfs
 
 
 def onoff(flag: bool) -> str:
@@ -246,7 +246,6 @@ class Axis:
         return ", ".join(vals[:-1]) + f" or {vals[-1]}" if len(vals) > 1 else vals[0]
 
 
-# The network protocols' names and clients the axes' rules read (the local axes' aio rule too).
-ISCSI, NFS = iscsi.NAME, nfs.NAME
-RBD, KRBD = ceph.RBD, ceph.KRBD
+# A client axis's value for the host kernel's client of a network protocol (the initiator's, the
+# NFS client's: NetworkProtocol.kernel_client).
 KERNEL_CLIENT = "kernel"

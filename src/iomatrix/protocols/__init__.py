@@ -18,9 +18,7 @@ refuses is one line (a PluginError), not a traceback. Generic code asks :func:`p
 from __future__ import annotations
 
 import contextlib
-import importlib
 import inspect
-import pkgutil
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
@@ -29,6 +27,7 @@ from iomatrix.domain import spellings
 from iomatrix.domain.spellings import Writer
 from iomatrix.plugins import PluginError, load_entry_points, load_object
 from iomatrix.protocols.base import NAME_PATTERN, NetworkProtocol
+from iomatrix.protocols.built_in import protocol_classes
 from iomatrix.protocols.place import NetworkPlace
 
 ENTRY_POINT_GROUP = "iomatrix.protocols"
@@ -66,21 +65,6 @@ def _problem(cls: Any) -> str | None:
     return None
 
 
-def _built_in() -> list[type[NetworkProtocol]]:
-    """The protocol classes the modules of this package define (not the ones they import)."""
-    found = []
-    for mod in pkgutil.iter_modules(__path__):
-        module = importlib.import_module(f"{__name__}.{mod.name}")
-        found += [
-            obj
-            for _, obj in inspect.getmembers(module, inspect.isclass)
-            if issubclass(obj, NetworkProtocol)
-            and obj.__module__ == module.__name__
-            and not inspect.isabstract(obj)
-        ]
-    return found
-
-
 # The formats a protocol's QEMU node is read at for its keys (a raw volume and an image file on it
 # differ).
 _PROBE_FORMATS = ("raw", "qcow2")
@@ -90,8 +74,10 @@ _USERSPACE_PROBE = "userspace"
 
 
 def _axis_registry() -> ModuleType:
-    """The axis registry, imported when a protocol is first checked: importing it imports this
-    package (its axis_model names the protocols), so this package cannot import it as it loads."""
+    """The axis registry, imported when a protocol is first checked: it reads the built-in
+    protocols' axes as it loads (`built_in`), and registering an installed axis there asks this
+    registry for the protocols' keys (spellings.WRITER_SOURCES), which this package offers only
+    once it has loaded."""
     # (`as`: found in sys.modules while the axis registry is still being imported, registering an
     # installed axis)
     import iomatrix.domain.axes as axis_registry
@@ -127,8 +113,22 @@ def _spelling_problem(network: NetworkProtocol) -> str | None:
     return None
 
 
-def _register(cls: type[NetworkProtocol], where: str) -> None:
-    if (why := _problem(cls)) is not None:
+def _unregistered_axes(cls: type[NetworkProtocol]) -> str | None:
+    """Why an installed protocol cannot be registered: it lists axes (`axes`) the axis registry does
+    not hold, which it reads of the built-in protocols only, as it loads (an installed package's
+    come through the iomatrix.axes entry point); None where it lists none (or a built-in's)."""
+    registry = _axis_registry().REGISTRY
+    missing = [a.name for a in cls.axes if registry.get(a.name) is not a]
+    if not missing:
+        return None
+    return (
+        f"{cls.__name__}.axes lists {', '.join(missing)}, which no axis registry holds: an "
+        "installed protocol's axes are registered through the iomatrix.axes entry point"
+    )
+
+
+def _register(cls: type[NetworkProtocol], where: str, installed: bool = False) -> None:
+    if (why := _problem(cls) or (_unregistered_axes(cls) if installed else None)) is not None:
         raise PluginError(f"{where}: {why}; fix or uninstall the package that declares it")
     if cls.name in _PROTOCOLS:
         taken = _PROTOCOLS[cls.name]
@@ -148,10 +148,10 @@ def _discover() -> dict[str, NetworkProtocol]:
         # (first: a package's module that asks the registry as it loads finds it)
         _discovered = True
         try:
-            for cls in _built_in():
+            for cls in protocol_classes():
                 _register(cls, f"protocol module {cls.__module__}")
             for entry_name, cls in load_entry_points(ENTRY_POINT_GROUP):
-                _register(cls, f"entry point {ENTRY_POINT_GROUP}:{entry_name}")
+                _register(cls, f"entry point {ENTRY_POINT_GROUP}:{entry_name}", installed=True)
         except BaseException:
             # Asked again, the same refusal: never a registry quietly missing the refused
             # package.
@@ -225,7 +225,7 @@ def registered(*classes: type[NetworkProtocol]) -> Iterator[None]:
     installed one is; a name already taken is refused."""
     registry = _discover()
     for cls in classes:
-        if (why := _problem(cls)) is not None or cls.name in registry:
+        if (why := _problem(cls) or _unregistered_axes(cls)) is not None or cls.name in registry:
             raise PluginError(why or f"protocol '{cls.name}' is already registered")
         if (why := _spelling_problem(cls())) is not None:
             raise PluginError(why)

@@ -29,6 +29,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import ClassVar
 
+from iomatrix.domain.axis_model import Axis
 from iomatrix.protocols.place import NetworkPlace
 
 # How the durability tier cuts a network disk: the target's power (a LUN over a volatile cache), or
@@ -76,6 +77,11 @@ class NetworkProtocol(ABC):
     # nova.conf's instance-disk settings can put one there (Ceph's rbd image backend); None where
     # they cannot.
     nova_snippet: ClassVar[str | None] = None
+    # How an answer's first screen shows its storage-side snippet (issue 49: only what the answer
+    # sets, ceph.conf's [client] lines), a "module:function" taking (the snippet, the DiskConfig,
+    # the axes the sweep varied) and returning the snippet to show: imported on use; None: shown as
+    # it is.
+    answer_snippet: ClassVar[str | None] = None
     # How a disk of it is read back from a VM's configuration (`--current`): a
     # vmconfig.network.DiskReader by "module:OBJECT", imported on use; None where it is not read.
     reader: ClassVar[str | None] = None
@@ -89,6 +95,17 @@ class NetworkProtocol(ABC):
     # each a "module:function" taking (its cells, threshold, shapes, interference, short, brief)
     # and returning sentences (report/rbd_flush.py rbd_findings): imported on use.
     findings: ClassVar[tuple[str, ...]] = ()
+    # Its client-side axes (the LUN's type and write cache, the client, librbd's cache, …), defined
+    # in its own module and registered by the axis registry as it loads (domain/axes.py reads every
+    # built-in protocol's, issue 48), so adding one touches only the protocol's files. An installed
+    # package's protocol offers its axes through the `iomatrix.axes` entry point instead (the axis
+    # registry loads before any protocol is registered); the registry refuses one listed here only.
+    axes: ClassVar[tuple[Axis, ...]] = ()
+    # Where those axes go in the registry's order (cells' keys, tables' columns): before the shared
+    # network axis of that name (rtt, clients: domain/network_axes.py), the place iSCSI's and NFS's
+    # had when their cells were first stored; None: after every other axis, where a new protocol's
+    # go (built-in protocols in module name order within each place).
+    axes_before: ClassVar[str | None] = None
     # Seconds one durability trial takes on it where that differs from the tier's own (a Ceph trial
     # makes and fences more: docs/benchmarks.md).
     durability_trial_s: ClassVar[float | None] = None
@@ -160,6 +177,13 @@ class NetworkProtocol(ABC):
         """What a power loss of the server loses with a cell's settings of the server's own write
         cache (`server_write_cache_axis`), documented, where no durability trial measured it; None
         where the protocol documents none."""
+        return None
+
+    def client_crash_risk(self, axes: Mapping[str, str]) -> tuple[str, str] | None:
+        """(the situation, what it loses) where a cell's settings of QEMU's own client's cache hold
+        acknowledged writes in the client past a crash of it (librbd's writeback cache), documented;
+        asked where QEMU's cache mode keeps a cache (not cache.direct=on) and no durability trial
+        crashed such a client. None where its client holds none."""
         return None
 
     def host_page_cache(self, values: Mapping[str, str]) -> bool:

@@ -1,6 +1,7 @@
-"""The pure part of the Ceph RBD axes (issue 35; registered in `domain.axes`, kept here with the
-protocol that owns them): the values, why a cell QEMU or krbd contradicts is pruned, how an object
-size is checked, and what a librbd setting means for a VM tool.
+"""The Ceph RBD axes (issue 35): librbd's cache, the client, the image's object size (`AXES`, which
+the protocol's house :mod:`iomatrix.protocols.rbd` lists as its axes for the axis registry); why a
+cell QEMU or krbd contradicts is pruned, how an object size is checked, and what a librbd setting
+means for a VM tool. Pure: no I/O.
 
 Defaults are Ceph 16's (Debian 12's 16.2.15: `ceph-conf -c /dev/null --show-config-value OPTION`):
 rbd_cache true, rbd_cache_policy writearound, rbd_cache_writethrough_until_flush true,
@@ -11,9 +12,11 @@ live client's admin socket in tests/test_rbd_backing.py."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-from iomatrix.domain import NA, CacheMode
+from iomatrix.domain import NA, CacheMode, SafetyLevel
+from iomatrix.domain.axis_model import Axis, Layer, Rule, RuleContext, ToolOption
+from iomatrix.domain.network_axes import backing_protocol, kernel_client_rule, only_on
 
 RBD = "rbd"
 KRBD = "krbd"  # rbd_client's kernel value: the host kernel's rbd module maps the image as /dev/rbdN
@@ -48,6 +51,8 @@ LIBRBD_NO_FLUSH_UNTIL_OFF = (
     "crash or host power loss"
 )
 
+# The situation a Ceph client's crash is (a risk line of its own where librbd's cache holds writes).
+CLIENT_CRASH = "Ceph client crash"
 RBD_CACHE_RISK = (
     "librbd's writeback cache is memory in the client (the QEMU process): a write is "
     "acknowledged before it reaches "
@@ -150,3 +155,124 @@ def client_setting_note(axis: str, value: str) -> str:
         "(see the ceph snippet), "
         "not of the VM's disk"
     )
+
+
+# ---------------------------------------------------------------------------- the axes (issue 35)
+# librbd's cache, written into the per-disk ceph.conf's client section by the RBD backing
+# (backing/rbd.py) and read by QEMU's rbd driver through conf=; the client (QEMU's librbd or the
+# kernel's krbd); the image's object size (rbd create --object-size). Defaults are Ceph 16's
+# (`ceph-conf -c /dev/null --show-config-value`: rbd_cache true, rbd_cache_policy writearound,
+# rbd_cache_writethrough_until_flush true, rbd_default_order 22 = 4M).
+def _rbd_cache_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
+    # QEMU and krbd decide librbd's cache over ceph.conf: cache_rule_reason says when a cell's
+    # setting is lost
+    return cache_rule_reason(values, backing_protocol(ctx))
+
+
+def _ceph_client_tool(axis: str, default: str) -> Mapping[str, Callable[[str], ToolOption]]:
+    """A librbd setting of the client host's ceph.conf ([client] section), not of the VM's disk
+    definition."""
+
+    def spell(value: str) -> ToolOption:
+        return (
+            ToolOption() if value == default else ToolOption(note=client_setting_note(axis, value))
+        )
+
+    return {t: spell for t in ("libvirt", "proxmox", "virt-install", "nova")}
+
+
+# The three cache axes are written into the per-disk ceph.conf's [client.NAME] section
+# (backing/rbd.py); a cell that leaves one at "-" or at its default writes nothing, so Ceph's own
+# default applies, as on a stock client.
+RBD_CACHE = Axis(
+    "rbd_cache",
+    "librbd's client-side cache (ceph.conf rbd cache); QEMU sets it from its cache mode (off with "
+    "cache=none/directsync, on otherwise), so cells where the two disagree are pruned",
+    ("on", "off"),
+    "on",
+    ("on",),
+    frozenset({Layer.IMAGE}),
+    rules=(
+        only_on(RBD, "rbd_cache", "on"),
+        Rule(("rbd_cache", "cache", "rbd_client", *CACHE_AXES[1:]), _rbd_cache_rule),
+    ),
+    simpler=("on", "off"),
+    tools=_ceph_client_tool("rbd_cache", "on"),
+)
+RBD_CACHE_POLICY = Axis(
+    "rbd_cache_policy",
+    "what librbd's cache does with writes (ceph.conf rbd cache policy): writearound (Ceph's "
+    "default: writes are sent to the OSDs at once but acknowledged while in flight, up to rbd "
+    "cache max dirty; "
+    "reads are cached), writeback (writes are held in the client's memory "
+    "until a flush or the dirty limit), writethrough (every write waits for the OSDs)",
+    ("writearound", "writeback", "writethrough"),
+    "writearound",
+    ("writearound",),
+    frozenset({Layer.IMAGE}),
+    short="rbd_policy",
+    rules=(only_on(RBD, "rbd_cache_policy", "writearound"),),
+    simpler=("writearound", "writethrough", "writeback"),
+    # writeback holds acknowledged writes in the client until the guest flushes, and writearound
+    # acknowledges a write while it is still in flight to the OSDs (librbd's
+    # WriteAroundObjectDispatch "completes it back to the invoker"): either loses unflushed writes
+    # on a client crash, like a disk's volatile cache; flushes are honoured
+    risk=lambda v: SafetyLevel.LIKE_A_DISK_CACHE if v in ("writeback", "writearound") else None,
+    tools=_ceph_client_tool("rbd_cache_policy", "writearound"),
+)
+RBD_WRITETHROUGH_UNTIL_FLUSH = Axis(
+    "rbd_cache_writethrough_until_flush",
+    "whether librbd's cache stays writethrough until the guest's first flush "
+    "(ceph.conf rbd cache writethrough until flush; Ceph's default on): a workload that never "
+    "flushes never gets "
+    "the writeback cache, whatever QEMU's cache mode says",
+    ("on", "off"),
+    "on",
+    ("on",),
+    frozenset({Layer.IMAGE}),
+    short="rbd_wt_until_flush",
+    rules=(only_on(RBD, "rbd_cache_writethrough_until_flush", "on"),),
+    simpler=("on", "off"),
+    tools=_ceph_client_tool("rbd_cache_writethrough_until_flush", "on"),
+)
+# krbd maps the image as a block device on the host: the kernel's page cache and QEMU's aio apply
+# there, not librbd's cache; this host has no rbd module (backing.rbd.probe_kernel_client), so its
+# cells are pruned with the reason.
+RBD_CLIENT = Axis(
+    "rbd_client",
+    "the Ceph client QEMU reaches the image with: its own (librbd, driver=rbd) or the host "
+    "kernel's "
+    "(krbd: the image mapped as /dev/rbdN, Proxmox 'krbd 1')",
+    ("librbd", KRBD),
+    "librbd",
+    ("librbd",),
+    frozenset({Layer.IMAGE}),
+    rules=(only_on(RBD, "rbd_client", "librbd"), kernel_client_rule("rbd_client", KRBD)),
+    simpler=("librbd", KRBD),
+    tools={t: (lambda v: ToolOption()) for t in ("libvirt", "proxmox", "virt-install", "nova")},
+)
+# The object size is fixed when the image is created (rbd create --object-size): larger objects mean
+# fewer, larger OSD operations for sequential I/O; the default 4M is what almost every cluster runs.
+RBD_OBJECT_SIZE = Axis(
+    "rbd_object_size",
+    "the RBD image's object size (rbd create --object-size; Ceph's default 4M): the unit the "
+    "image is striped over the OSDs in",
+    OBJECT_SIZES,
+    "4M",
+    ("4M",),
+    frozenset({Layer.IMAGE}),
+    short="rbd_obj",
+    rules=(
+        only_on(RBD, "rbd_object_size", "4M"),
+        Rule(
+            ("format",),
+            lambda values, ctx: format_reason(
+                values.get("format", NA), backing_protocol(ctx), values.get("preallocation", NA)
+            ),
+        ),
+    ),
+    simpler=OBJECT_SIZES,
+    check_value=object_size_problem,
+    tools=_ceph_client_tool("rbd_object_size", "4M"),
+)
+AXES = (RBD_CACHE, RBD_CACHE_POLICY, RBD_WRITETHROUGH_UNTIL_FLUSH, RBD_CLIENT, RBD_OBJECT_SIZE)

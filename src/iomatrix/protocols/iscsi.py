@@ -5,10 +5,14 @@ existing-LUN checks) is in :mod:`iomatrix.backing.iscsi`; the spec and its valid
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from enum import StrEnum
 from typing import ClassVar
 
-from iomatrix.domain import NA
+from iomatrix import domain
+from iomatrix.domain import NA, SafetyLevel
+from iomatrix.domain.axis_model import KERNEL_CLIENT, Axis, Layer, Rule, RuleContext, ToolOption
+from iomatrix.domain.network_axes import kernel_client_rule, only_on
 from iomatrix.protocols.base import CUT_TARGET_POWER, LibvirtSource, NetworkProtocol
 from iomatrix.protocols.place import NetworkPlace
 
@@ -31,8 +35,8 @@ LUN_WRITE_CACHE_RISK = (
     "syncing loses flushed data too)"
 )
 # What a target power loss loses with the LUN's write cache on or off (tgt's semantics,
-# domain/network_axes.py): the first clause is the statement, the parenthesis why (a short screen
-# keeps the first clause).
+# _lun_write_cache_risk below): the first clause is the statement, the parenthesis why (a short
+# screen keeps the first clause).
 LUN_POWER_LOSS = {
     "on": "with lun_write_cache=on, loses what the guest has not flushed yet "
     f"({LUN_WRITE_CACHE_RISK})",
@@ -41,6 +45,132 @@ LUN_POWER_LOSS = {
 }
 # Where no durability trial cut a target with the LUN's settings (the iscsi-durability plan does).
 NOT_MEASURED_HERE = "not measured here: iomatrix run iscsi-durability cuts a target's power"
+
+
+# ------------------------------------------------------------------------------ its axes (issue 34)
+# The target's LUN (what backs it, its write cache) and the initiator QEMU reaches it with. The
+# LUN's axes are read by the iSCSI server (backing/iscsi.py, NetworkServer.new_disk) and set nothing
+# on QEMU; the initiator chooses the protocol node (qemu_node). docs/shared-storage.md has what
+# each does and what was measured.
+
+
+class LunType(StrEnum):
+    """What backs an iSCSI LUN in the target: the article's IET nullio/fileio/blockio as tgt's
+    backing stores."""
+
+    NULL = (
+        "null"  # tgt bs-type null: reads return zeroes, writes are dropped (the protocol's ceiling)
+    )
+    FILEIO = "fileio"  # tgt bs-type rdwr: a file through the target host's page cache
+    BLOCKIO = "blockio"  # tgt bs-type rdwr with bsoflags direct: the file opened O_DIRECT
+
+
+def _null_lun_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
+    if values["lun_type"] != LunType.NULL:
+        return None
+    if values.get("format", NA) not in (NA, domain.Format.RAW):
+        return (
+            "a null LUN stores nothing (writes are dropped, reads return zeroes): "
+            f"format={values['format']} "
+            "could not read its own metadata back; the null LUN runs raw only"
+        )
+    if values.get("lun_write_cache", "off") != "off":
+        return (
+            "a null LUN stores nothing, so it has no write cache to turn on "
+            "(lun_write_cache=off only)"
+        )
+    return None
+
+
+def _target_side(
+    axis: str, default: str, what: Callable[[str], str]
+) -> Mapping[str, Callable[[str], ToolOption]]:
+    """A setting of the iSCSI target, not of the VM's disk: no VM tool sets it; the tgt snippet
+    (targets.conf) carries it, and the VM tools' snippets say so."""
+
+    def spell(value: str) -> ToolOption:
+        if value == default:
+            return ToolOption()
+        if value == LunType.NULL:
+            return ToolOption(
+                unavailable="a null LUN stores nothing (writes are dropped): it measures the "
+                "protocol's ceiling and is no configuration to deploy"
+            )
+        return ToolOption(
+            note=f"{axis}={value} is set on the iSCSI target, not on the VM: {what(value)} (see "
+            "the tgt targets.conf snippet)"
+        )
+
+    return {t: spell for t in ("libvirt", "proxmox", "virt-install", "nova")}
+
+
+def _lun_type_words(value: str) -> str:
+    return {
+        "fileio": "tgt bs-type rdwr",
+        "blockio": "tgt bs-type rdwr with bsoflags direct",
+        "null": "tgt bs-type null",
+    }[value]
+
+
+def _lun_write_cache_risk(value: str) -> SafetyLevel | None:
+    # With the LUN's write cache on, tgt acknowledges a write from the target host's page cache; the
+    # initiator's SYNCHRONIZE CACHE and FUA writes still reach its disk (tgt usr/bs_rdwr.c:
+    # fdatasync for both), and QEMU's iscsi driver sends SYNCHRONIZE CACHE on every guest flush
+    # (block/iscsi.c iscsi_co_flush). So what a target power loss can lose is what the guest has not
+    # flushed: a disk's volatile cache, no worse (a target that acknowledges SYNCHRONIZE CACHE
+    # without syncing is worse, and is what LUN_WRITE_CACHE_RISK warns of).
+    return SafetyLevel.LIKE_A_DISK_CACHE if value == "on" else None
+
+
+LUN_TYPE = Axis(
+    "lun_type",
+    "what backs the iSCSI LUN in the target: nothing (null: the protocol's ceiling), a file "
+    "through the "
+    "target's page cache (fileio: tgt rdwr) or a file opened O_DIRECT (blockio: tgt rdwr, bsoflags "
+    "direct)",
+    tuple(LunType),
+    LunType.FILEIO,
+    (LunType.FILEIO,),
+    frozenset({Layer.IMAGE}),
+    short="lun",
+    rules=(only_on(NAME, "lun_type", LunType.FILEIO), Rule(("lun_type",), _null_lun_rule)),
+    simpler=(LunType.FILEIO, LunType.BLOCKIO, LunType.NULL),
+    # A null LUN keeps nothing: "acknowledged writes survive" is false of it by construction, so no
+    # answer that requires it (the safe default) can be a null LUN.
+    risk=lambda v: SafetyLevel.UNSAFE if v == LunType.NULL else None,
+    tools=_target_side("lun_type", LunType.FILEIO, _lun_type_words),
+)
+LUN_WRITE_CACHE = Axis(
+    "lun_write_cache",
+    "the iSCSI LUN's write cache in the target (SCSI caching mode page 8, WCE): on, writes are "
+    "acknowledged from the target's memory; off, the target syncs each write (tgt's own default is "
+    "on)",
+    ("off", "on"),
+    "off",
+    ("off",),
+    frozenset({Layer.IMAGE}),
+    short="lun_wc",
+    rules=(only_on(NAME, "lun_write_cache", "off"),),
+    simpler=("off", "on"),
+    risk=_lun_write_cache_risk,
+    tools=_target_side("lun_write_cache", "off", lambda v: f"targets.conf write-cache {v}"),
+)
+INITIATOR = Axis(
+    "initiator",
+    "the iSCSI initiator QEMU reaches the LUN with: its own (libiscsi, Proxmox 'iscsidirect') or "
+    "the "
+    "host kernel's (open-iscsi: the LUN is a /dev/sdX block device)",
+    ("libiscsi", KERNEL_CLIENT),
+    "libiscsi",
+    ("libiscsi",),
+    frozenset({Layer.IMAGE}),
+    rules=(only_on(NAME, "initiator", "libiscsi"), kernel_client_rule("initiator")),
+    simpler=("libiscsi", KERNEL_CLIENT),
+    # The disk's type itself (libvirt network vs block, Proxmox iscsidirect vs iscsi): the tool
+    # modules of iomatrix.vmconfig.
+    tools={t: (lambda v: ToolOption()) for t in ("libvirt", "proxmox", "virt-install", "nova")},
+)
+AXES = (LUN_TYPE, LUN_WRITE_CACHE, INITIATOR)
 
 
 class Iscsi(NetworkProtocol):
@@ -53,7 +183,7 @@ class Iscsi(NetworkProtocol):
     is_volume = True
     spec = "iomatrix.backing.spec:IscsiBacking"
     extra_snippets: ClassVar[tuple[str, ...]] = (
-        "iomatrix.vmconfig.network_snippets:tgt_snippet",
+        "iomatrix.vmconfig.iscsi_target:tgt_snippet",
         "iomatrix.vmconfig.iscsi_target:tgtadm_snippet",
         "iomatrix.vmconfig.iscsi_target:lio_snippet",
         "iomatrix.vmconfig.iscsi_target:san_snippet",
@@ -69,6 +199,8 @@ class Iscsi(NetworkProtocol):
         "targetcli-fb",
     )
     lab_server = "iomatrix.backing.iscsi:provision_iscsi"
+    axes: ClassVar[tuple[Axis, ...]] = AXES
+    axes_before = "rtt"
     reader = "iomatrix.vmconfig.read_iscsi:READER"
     kernel_probe = "iomatrix.backing.iscsi:probe_kernel_client"
     server_write_cache_axis = "lun_write_cache"

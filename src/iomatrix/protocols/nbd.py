@@ -34,6 +34,8 @@ class Nbd(NetworkProtocol):
     lab_disks_in_workdir = True
     # nbdkit serves the lab's exports; QEMU's nbd driver is built in (no qemu-block-extra)
     packages: ClassVar[tuple[str, ...]] = ("nbdkit",)
+    # --current reads its URL, libvirt's <source protocol='nbd'> and QEMU's driver=nbd node
+    reader = "iomatrix.vmconfig.read_nbd:READER"
     server_baseline_unavailable = (
         "the server-side baseline of an NBD disk is not built (nbdkit serves a file iomatrix could "
         "run fio on, but an existing export has none)"

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar
 
+from iomatrix.domain.axis_model import KERNEL_CLIENT, Axis, Layer, ToolOption
+from iomatrix.domain.network_axes import kernel_client_rule, only_on
 from iomatrix.protocols.base import LibvirtSource, NetworkProtocol
 from iomatrix.protocols.place import NetworkPlace
 
@@ -27,6 +29,21 @@ KERNEL_MOUNT_RISK = (
     "crash or power loss loses what was not flushed; cache=none bypasses it); the mount is hard by "
     "default, so the VM's I/O blocks while the server is unreachable; never add options soft: "
     "nfs(5) warns that a soft timeout can cause silent data corruption"
+)
+
+# Its axis (issue 34): the client QEMU reaches the export with.
+NFS_CLIENT = Axis(
+    "nfs_client",
+    "the NFS client QEMU reaches an image on NFS with: its own (libnfs, nfs:// URLs) or the host "
+    "kernel's mount (the image is a file under the mount point)",
+    ("libnfs", KERNEL_CLIENT),
+    "libnfs",
+    ("libnfs",),
+    frozenset({Layer.IMAGE}),
+    short=NAME,
+    rules=(only_on(NAME, "nfs_client", "libnfs"), kernel_client_rule("nfs_client")),
+    simpler=("libnfs", KERNEL_CLIENT),
+    tools={t: (lambda v: ToolOption()) for t in ("libvirt", "proxmox", "virt-install", "nova")},
 )
 
 
@@ -50,6 +67,8 @@ class Nfs(NetworkProtocol):
         "qemu-block-extra",
     )
     lab_server = "iomatrix.backing.nfs:provision_nfs"
+    axes: ClassVar[tuple[Axis, ...]] = (NFS_CLIENT,)
+    axes_before = "rtt"
     existing_check = "iomatrix.backing.nfs:existing_problem"
     reader = "iomatrix.vmconfig.read_nfs:READER"
     kernel_probe = "iomatrix.backing.nfs:probe_kernel_client"

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from iomatrix.domain import NA
-from iomatrix.domain.axes import get
+from iomatrix.domain.axis_model import Axis
 from iomatrix.protocols import ceph
 from iomatrix.protocols.base import CUT_CLIENT_CRASH, LibvirtSource, NetworkProtocol
 from iomatrix.protocols.place import CEPH_MON_PORT, NetworkPlace
@@ -27,7 +27,7 @@ RBD_TOOL = "rbd"
 def ceph_value(values: Mapping[str, str], axis: str) -> str:
     """A cell's value of an rbd axis; Ceph's own default where the cell leaves it out (or shows
     '-')."""
-    default = str(get(axis).default)
+    default = ceph.DEFAULTS[axis]
     value = values.get(axis, default)
     return default if value in ("-", "") else value
 
@@ -54,12 +54,13 @@ class Rbd(NetworkProtocol):
     is_volume = True
     spec = "iomatrix.backing.spec:RbdBacking"
     extra_snippets: ClassVar[tuple[str, ...]] = (
-        "iomatrix.vmconfig.network_snippets:ceph_conf_snippet",
-        "iomatrix.vmconfig.network_snippets:rbd_create_snippet",
-        "iomatrix.vmconfig.network_snippets:rbd_config_snippet",
+        "iomatrix.vmconfig.ceph_conf:ceph_conf_snippet",
+        "iomatrix.vmconfig.ceph_conf:rbd_create_snippet",
+        "iomatrix.vmconfig.ceph_conf:rbd_config_snippet",
     )
     snippet_targets: ClassVar[tuple[str, ...]] = ("ceph", RBD_TOOL)
-    nova_snippet = "iomatrix.vmconfig.network_snippets:nova_rbd_snippet"
+    nova_snippet = "iomatrix.vmconfig.ceph_conf:nova_rbd_snippet"
+    answer_snippet = "iomatrix.vmconfig.ceph_conf:answer_ceph_snippet"
     findings: ClassVar[tuple[str, ...]] = ("iomatrix.report.rbd_flush:rbd_findings",)
     proxmox_types: ClassVar[tuple[str, ...]] = (NAME,)
     qemu_img_raw_note = (
@@ -81,6 +82,8 @@ class Rbd(NetworkProtocol):
         "qemu-block-extra",
     )
     lab_server = "iomatrix.backing.rbd:provision_rbd"
+    # librbd's cache, the client, the object size (protocols/ceph.py), after every other axis
+    axes: ClassVar[tuple[Axis, ...]] = ceph.AXES
     existing_check = "iomatrix.backing.rbd:existing_pool_problem"
     reader = "iomatrix.vmconfig.read_rbd:READER"
     kernel_probe = "iomatrix.backing.rbd:probe_kernel_client"
@@ -129,6 +132,13 @@ class Rbd(NetworkProtocol):
         if axes.get("rbd_cache_writethrough_until_flush") == "off":
             no_flush = ceph.LIBRBD_NO_FLUSH_UNTIL_OFF
         return crash, power, migration, no_flush
+
+    def client_crash_risk(self, axes: Mapping[str, str]) -> tuple[str, str] | None:
+        """librbd's writeback cache holds acknowledged writes in the QEMU process until a flush
+        (policy writeback; writearound's are in flight, the QEMU crash line says so)."""
+        if axes.get("rbd_cache_policy") == "writeback":
+            return ceph.CLIENT_CRASH, ceph.RBD_CACHE_RISK
+        return None
 
     def url(self, place: NetworkPlace, fmt: str) -> str:
         # QEMU's rbd: pseudo-URL (block/rbd.c qemu_rbd_parse_filename): Ceph options after ':'

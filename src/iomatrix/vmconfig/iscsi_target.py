@@ -1,18 +1,72 @@
-"""The iSCSI target's own snippets beyond tgt's targets.conf (issue 49: snippets set everything the
-answer recommends): the LUN as measured (``lun_type``, ``lun_write_cache``) for tgt's tgtadm, for
-the kernel's LIO target (targetcli), and a sentence for a SAN array, whose management tool is the
-vendor's. Named by
-:class:`iomatrix.protocols.iscsi.Iscsi`'s ``extra_snippets`` and imported on use (beside tgt's targets.conf in
-:mod:`iomatrix.vmconfig.network`); pure writers: nothing runs a target."""  # noqa: E501
+"""The iSCSI target's own snippets (issues 34, 49: snippets set everything the answer recommends):
+the LUN as measured (``lun_type``, ``lun_write_cache``) in tgt's targets.conf (`tgt_targets_conf`,
+`tgt_snippet`), for tgt's tgtadm, for the
+kernel's LIO target (targetcli), and a sentence for a SAN array, whose management tool is the
+vendor's. Named by :class:`iomatrix.protocols.iscsi.Iscsi`'s ``extra_snippets`` and imported on
+use; pure writers: nothing runs a target."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from iomatrix.domain.network_axes import LunType
+from iomatrix.protocols.iscsi import LUN_WRITE_CACHE_RISK, LunType
 from iomatrix.protocols.place import NetworkPlace
 from iomatrix.vmconfig.config import DiskConfig, Snippet, shell_command
-from iomatrix.vmconfig.network import TGT_BS_OFLAGS, TGT_BS_TYPE
+
+# tgt's backing-store types (targets.conf bs-type / tgtadm --bstype) per lun_type, and the open
+# flags.
+TGT_BS_TYPE = {LunType.NULL: "null", LunType.FILEIO: "rdwr", LunType.BLOCKIO: "rdwr"}
+TGT_BS_OFLAGS = {LunType.BLOCKIO: "direct"}
+
+
+def tgt_targets_conf(values: Mapping[str, str], place: NetworkPlace) -> str:
+    """The target's LUN as tgt-admin reads it (/etc/tgt/conf.d/*.conf; scripts/tgt-admin in
+    fujita/tgt): the backing store, its type and open flags (lun_type) and the write cache
+    (lun_write_cache; tgt's own default is on, so it is always written)."""
+    lun_type = LunType(values.get("lun_type", LunType.FILEIO))
+    store = "/dev/null" if lun_type == LunType.NULL else place.lun_file
+    lines = [f"<target {place.iqn}>"]
+    if lun_type == LunType.NULL:
+        # /dev/null is open by every process: tgt-admin skips a backing store it finds in use unless
+        # told.
+        lines.append("    allow-in-use yes")
+    lines += [f"    <backing-store {store}>", f"        bs-type {TGT_BS_TYPE[lun_type]}"]
+    if lun_type in TGT_BS_OFLAGS:
+        lines.append(f"        bsoflags {TGT_BS_OFLAGS[lun_type]}")
+    lines += [
+        f"        write-cache {values.get('lun_write_cache', 'off')}",
+        f"        lun {place.lun}",
+        "    </backing-store>",
+        "</target>",
+    ]
+    return "\n".join(lines)
+
+
+def tgt_note(values: Mapping[str, str]) -> str:
+    lun_type = values.get("lun_type", LunType.FILEIO)
+    what = {
+        LunType.NULL: "a null LUN (bs-type null on /dev/null: reads return zeroes, writes are "
+        "dropped) measures "
+        "the protocol's ceiling and stores nothing: never put a VM on it",
+        LunType.FILEIO: "fileio: the LUN's file through the target host's page cache (bs-type "
+        "rdwr)",
+        LunType.BLOCKIO: "blockio: the LUN's file or device opened O_DIRECT (bs-type rdwr, "
+        "bsoflags direct), "
+        "the target host's page cache bypassed",
+    }[LunType(lun_type)]
+    cache = (
+        "write-cache on: " + LUN_WRITE_CACHE_RISK
+        if values.get("lun_write_cache") == "on"
+        else "write-cache off: the target syncs every write to its disk before acknowledging "
+        "it (safe, slower: "
+        "tgt's own default is on)"
+    )
+    return (
+        "on the target host (tgt): save as /etc/tgt/conf.d/vm-disk.conf, then tgt-admin "
+        "--update ALL; "
+        f"{what}; {cache}; restrict access with initiator-address or incominguser"
+    )
+
 
 # tgt-admin's own update for `write-cache off` (/usr/sbin/tgt-admin, fujita/tgt scripts/tgt-admin):
 # the caching mode page (8) with its WCE bit clear. A new LUN's write cache is on (tgt's default),
@@ -183,3 +237,16 @@ def lun_summary(values: Mapping[str, str]) -> str:
         else f"emulate_write_cache={int(cache == 'on')}"
     )
     return f"LUN: {lun_type}, write cache {cache} (tgt write-cache {cache}; LIO {lio})"
+
+
+def tgt_snippet(cfg: DiskConfig) -> Snippet:
+    """tgt's targets.conf for the LUN the configuration was measured on (lun_type,
+    lun_write_cache)."""
+    return Snippet(
+        "tgt",
+        "tgt targets.conf (the iSCSI target's LUN: type and write cache)",
+        tgt_targets_conf(cfg.values, NetworkPlace()),
+        tgt_note(cfg.values),
+        "conf",
+        summary=lun_summary(cfg.values),
+    )

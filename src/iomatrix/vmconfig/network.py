@@ -1,267 +1,31 @@
-"""Where a disk served over the network lives, as each tool names it, written and read back (issues
-34, 35).
+"""Reading a disk served over the network back from a VM's configuration (``--current``, issues
+34, 35, 48), whatever its protocol.
 
-A network disk is an iSCSI LUN (reached by QEMU's libiscsi or by the host kernel's open-iscsi), an
-image file on an NFS export (reached by QEMU's libnfs or through the kernel's NFS mount) or a Ceph
-RBD image (reached by QEMU's librbd or mapped by the host kernel's krbd): the cell's ``initiator``,
-``nfs_client`` and ``rbd_client`` axes choose which. Each protocol's own spellings (its URL, libvirt
-source, -blockdev node, Proxmox storage) are in its house (:mod:`iomatrix.protocols`); the writing
-half here is what `network_snippets` adds (tgt ``targets.conf``, ceph.conf's [client] lines, `rbd
-create`); the addresses are placeholders from the documentation ranges that the user replaces with
-their own (`iomatrix.protocols.place.NetworkPlace`). The reading half (``--current``) reads the same
-places back as libvirt, QEMU and Proxmox write them: the disk's protocol, its address (a URL) and
-the client axes, with, for RBD, the librbd cache settings a QEMU filename gives. Each protocol's own
-parsing is its reader (`DiskReader`: vmconfig/read_iscsi.py, read_nfs.py, read_rbd.py, named by the
+A network disk is one of a registered protocol's (:mod:`iomatrix.protocols`: an iSCSI LUN, an image
+file on an NFS export, a Ceph RBD image, an NBD export), reached by QEMU's own client or by the host
+kernel's where the protocol's client axis chooses that. Each protocol's own spellings (its URL,
+libvirt source, -blockdev node, Proxmox storage) are in its house; what a snippet adds beside them
+is the protocol's own too (`extra_snippets`: vmconfig/iscsi_target.py, vmconfig/ceph_conf.py through
+`network_snippets`). The reading half here reads the places libvirt, QEMU and Proxmox write back:
+the disk's protocol, its address (a URL) and the client axes. Each protocol's own parsing is its
+reader (`DiskReader`: vmconfig/read_iscsi.py, read_nfs.py, read_rbd.py, read_nbd.py, named by the
 protocol's `reader`); what is here asks every reader, or the one of the disk's protocol. Pure
-parsers and writers: nothing here connects to a server."""
+parsers: nothing here connects to a server. No protocol is named here."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from iomatrix.domain import axes
-from iomatrix.domain.axes import LUN_WRITE_CACHE_RISK, LunType
 from iomatrix.plugins import load_object
 from iomatrix.protocols import network_protocol, protocols
 from iomatrix.protocols.base import NetworkProtocol
-from iomatrix.protocols.place import NetworkPlace
-from iomatrix.protocols.rbd import ceph_value
 from iomatrix.vmconfig.reading import _bad
 
 # The options a disk QEMU reaches with its own network client has no use for: aio is the file
 # protocol's.
 NETWORK_SKIPPED_KEYS = {"libvirt": ("io",), "proxmox": ("aio",), "virt-install": ("io",)}
-
-
-# tgt's backing-store types (targets.conf bs-type / tgtadm --bstype) per lun_type, and the open
-# flags.
-TGT_BS_TYPE = {LunType.NULL: "null", LunType.FILEIO: "rdwr", LunType.BLOCKIO: "rdwr"}
-TGT_BS_OFLAGS = {LunType.BLOCKIO: "direct"}
-
-
-def tgt_targets_conf(values: Mapping[str, str], place: NetworkPlace) -> str:
-    """The target's LUN as tgt-admin reads it (/etc/tgt/conf.d/*.conf; scripts/tgt-admin in
-    fujita/tgt): the backing store, its type and open flags (lun_type) and the write cache
-    (lun_write_cache; tgt's own default is on, so it is always written)."""
-    lun_type = LunType(values.get("lun_type", LunType.FILEIO))
-    store = "/dev/null" if lun_type == LunType.NULL else place.lun_file
-    lines = [f"<target {place.iqn}>"]
-    if lun_type == LunType.NULL:
-        # /dev/null is open by every process: tgt-admin skips a backing store it finds in use unless
-        # told.
-        lines.append("    allow-in-use yes")
-    lines += [f"    <backing-store {store}>", f"        bs-type {TGT_BS_TYPE[lun_type]}"]
-    if lun_type in TGT_BS_OFLAGS:
-        lines.append(f"        bsoflags {TGT_BS_OFLAGS[lun_type]}")
-    lines += [
-        f"        write-cache {values.get('lun_write_cache', 'off')}",
-        f"        lun {place.lun}",
-        "    </backing-store>",
-        "</target>",
-    ]
-    return "\n".join(lines)
-
-
-def tgt_note(values: Mapping[str, str]) -> str:
-    lun_type = values.get("lun_type", LunType.FILEIO)
-    what = {
-        LunType.NULL: "a null LUN (bs-type null on /dev/null: reads return zeroes, writes are "
-        "dropped) measures "
-        "the protocol's ceiling and stores nothing: never put a VM on it",
-        LunType.FILEIO: "fileio: the LUN's file through the target host's page cache (bs-type "
-        "rdwr)",
-        LunType.BLOCKIO: "blockio: the LUN's file or device opened O_DIRECT (bs-type rdwr, "
-        "bsoflags direct), "
-        "the target host's page cache bypassed",
-    }[LunType(lun_type)]
-    cache = (
-        "write-cache on: " + LUN_WRITE_CACHE_RISK
-        if values.get("lun_write_cache") == "on"
-        else "write-cache off: the target syncs every write to its disk before acknowledging "
-        "it (safe, slower: "
-        "tgt's own default is on)"
-    )
-    return (
-        "on the target host (tgt): save as /etc/tgt/conf.d/vm-disk.conf, then tgt-admin "
-        "--update ALL; "
-        f"{what}; {cache}; restrict access with initiator-address or incominguser"
-    )
-
-
-# --------------------------------------------------------------------------- Ceph RBD: librbd's
-# cache, the image The rbd axes (domain/axes.py), whose defaults are Ceph's own: what a cell that
-# leaves one out was measured with, and what a [client] section without the line gives.
-RBD_AXIS_NAMES = (
-    "rbd_cache",
-    "rbd_cache_policy",
-    "rbd_cache_writethrough_until_flush",
-    "rbd_object_size",
-    "rbd_client",
-)
-# The ceph.conf option each librbd cache axis is written as (ceph.conf takes spaces or underscores
-# alike).
-CEPH_CLIENT_OPTIONS = {
-    "rbd_cache": "rbd cache",
-    "rbd_cache_policy": "rbd cache policy",
-    "rbd_cache_writethrough_until_flush": "rbd cache writethrough until flush",
-}
-RBD_CACHE_POLICY_WORDS = {
-    "writeback": "writeback: a write is acknowledged once it is in librbd's cache (client "
-    "memory, up to rbd cache "
-    "max dirty, 24 MiB by default) and reaches the OSDs later or at the guest's flush: a "
-    "crash of the "
-    "client host or of QEMU loses what the guest has not flushed, like a disk's volatile "
-    "write cache "
-    "(safe for a guest that flushes, which QEMU cache=writeback tells it to do)",
-    "writearound": "writearound (Ceph's default since Octopus): a write is acknowledged once "
-    "sent, before the OSDs "
-    "have it, and is not kept for later reads; as writeback, a client crash loses what the guest "
-    "has not flushed",
-    "writethrough": "writethrough: a write is acknowledged once the OSDs have it; the cache "
-    "serves reads only "
-    "(safe, the slowest for writes)",
-}
-WRITETHROUGH_UNTIL_FLUSH = (
-    "with rbd cache writethrough until flush = true (Ceph's default) librbd's cache "
-    "stays writethrough until the "
-    "guest's first flush, so QEMU cache=writeback is no faster than cache=none for a "
-    "guest or workload that never "
-    "flushes"
-)
-# QEMU sets rbd_cache itself from its cache mode, over ceph.conf (block/rbd.c qemu_rbd_connect:
-# cache.direct=on, i.e. cache=none or directsync, sets it false; every other mode true).
-QEMU_SETS_RBD_CACHE = (
-    "QEMU sets rbd cache itself from its cache mode, over this file (block/rbd.c: "
-    "cache=none and directsync turn "
-    "it off, writeback, writethrough and unsafe on): for QEMU's disks the cache mode is "
-    "the switch, and the line "
-    "applies to the host's other librbd clients (fio's rbd engine, rbd-nbd)"
-)
-
-
-def _ceph_bool(value: str) -> str:
-    return "true" if value == "on" else "false"
-
-
-def ceph_client_conf(values: Mapping[str, str]) -> str:
-    """The [client] lines of ceph.conf for librbd's cache as the cell was measured: every one
-    written, as Ceph's defaults are what the rbd axes measure against."""
-    lines = ["[client]"]
-    for axis, option in CEPH_CLIENT_OPTIONS.items():
-        value = ceph_value(values, axis)
-        lines.append(f"{option} = {value if axis == 'rbd_cache_policy' else _ceph_bool(value)}")
-    return "\n".join(lines)
-
-
-def ceph_client_recommended(values: Mapping[str, str], varied: Collection[str]) -> str | None:
-    """The [client] lines an answer sets (its first screen, issue 49): the librbd cache options the
-    sweep chose among (`varied`) and those the answer holds away from Ceph's default; not rbd cache,
-    which QEMU sets from its cache mode (QEMU_SETS_RBD_CACHE). None when there is nothing to set:
-    Ceph's defaults are the answer."""
-    lines = []
-    for axis, option in CEPH_CLIENT_OPTIONS.items():
-        value = ceph_value(values, axis)
-        if axis != "rbd_cache" and (axis in varied or value != str(axes.get(axis).default)):
-            lines.append(f"{option} = {value if axis == 'rbd_cache_policy' else _ceph_bool(value)}")
-    return "\n".join(["[client]", *lines]) if lines else None
-
-
-def ceph_client_summary(values: Mapping[str, str]) -> str:
-    """The [client] lines in one line (the answer's first screen)."""
-    return ", ".join(ceph_client_conf(values).splitlines()[1:])
-
-
-# The cache options `rbd config image set` writes per image: not rbd_cache, which QEMU sets itself
-# from its cache mode (QEMU_SETS_RBD_CACHE); a per-image value would only compete with that.
-RBD_IMAGE_CONFIG_AXES = ("rbd_cache_policy", "rbd_cache_writethrough_until_flush")
-
-
-def rbd_image_config(values: Mapping[str, str], place: NetworkPlace) -> str:
-    """`rbd config image set POOL/IMAGE KEY VALUE` (rbd(8), Ceph 14 and later): the same cache
-    settings as the [client] lines, kept in the image's metadata, for this one image whichever host
-    opens it."""
-    lines = []
-    for axis in RBD_IMAGE_CONFIG_AXES:
-        value = ceph_value(values, axis)
-        value = value if axis == "rbd_cache_policy" else _ceph_bool(value)
-        lines.append(f"rbd config image set --id {place.ceph_user} {place.rbd_name} {axis} {value}")
-    return "\n".join(lines)
-
-
-RBD_IMAGE_CONFIG_NOTE = (
-    "the cache settings of the [client] lines kept in the image's own metadata (rbd "
-    "config image list shows them): "
-    "librbd applies them to this image on every host that opens it, over that host's "
-    "ceph.conf; rbd cache is left "
-    "out, as QEMU sets it from its cache mode; run where client.{user} may write the "
-    "image's metadata"
-)
-
-
-def ceph_client_notes(values: Mapping[str, str]) -> list[str]:
-    """What each cache line does and risks, the writethrough-until-flush interaction in its own
-    sentence, and that the lines are the whole host's."""
-    notes = [
-        "on each client host: the [client] section of /etc/ceph/ceph.conf (Proxmox-managed Ceph: "
-        "/etc/pve/ceph.conf, shared by every node of the cluster), or `ceph config set "
-        "client ...` on the "
-        "cluster; it applies to every librbd client of that host, every VM's disk on it, "
-        "not one disk"
-    ]
-    notes.append(QEMU_SETS_RBD_CACHE)
-    if values.get("cache") in ("none", "directsync"):
-        notes.append(
-            f"with cache={values['cache']} QEMU turns librbd's cache off for this disk: "
-            "the lines below "
-            "rbd cache do not change it"
-        )
-    notes.append(
-        "rbd cache policy = " + RBD_CACHE_POLICY_WORDS[ceph_value(values, "rbd_cache_policy")]
-    )
-    if ceph_value(values, "rbd_cache_writethrough_until_flush") == "on":
-        notes.append(WRITETHROUGH_UNTIL_FLUSH)
-    else:
-        notes.append(
-            "rbd cache writethrough until flush = false: the cache policy applies from "
-            "the first write, "
-            "also for a guest that never flushes (an old kernel, a driver without flush "
-            "support), which "
-            "then loses acknowledged writes, and possibly its filesystem, in a client crash"
-        )
-    return notes
-
-
-def rbd_create(values: Mapping[str, str], place: NetworkPlace, size_gib: int) -> str:
-    """`rbd create` of the image with the object size it was measured with (rbd(8): --object-size
-    B/K/M)."""
-    size = ceph_value(values, "rbd_object_size")
-    return (
-        f"rbd create --id {place.ceph_user} --size {size_gib}G --object-size {size} "
-        f"{place.rbd_name}"
-    )
-
-
-def rbd_create_note(values: Mapping[str, str]) -> str:
-    size = ceph_value(values, "rbd_object_size")
-    return (
-        f"the object size ({size}) is a property of the image, fixed when it is created: "
-        "the image is striped "
-        "over RADOS objects of that size; larger objects suit large sequential I/O, "
-        "smaller ones spread small "
-        "random I/O over more placement groups and copy less on a clone's first write; "
-        "an existing image "
-        "keeps its own (rbd info shows its order): copy it into a new one (rbd export | rbd import "
-        "--object-size, or qemu-img convert); images Proxmox or `rbd create` make "
-        "without the option take "
-        "[client] rbd default order (22: 4 MiB objects)"
-    )
-
-
-# An RBD image as libvirt and the rbd tool name it: POOL/IMAGE, or POOL/NAMESPACE/IMAGE, with an
-# optional @SNAP.
-RBD_NAME = re.compile(r"^([^/@:]+)/(?:([^/@:]+)/)?([^/@:]+)(?:@([^/@:]+))?$")
 
 
 @dataclass
@@ -276,12 +40,6 @@ class NetworkDiskRead:
     note: str = ""
     # reached through the host kernel's client: a device or file, so aio= applies
     kernel_client: bool = False
-
-
-def rbd_url(name: str) -> str:
-    """An RBD image as QEMU's -drive names it (rbd:POOL/IMAGE), the form the results and snippets
-    show."""
-    return f"rbd:{name}"
 
 
 class DiskReader:

@@ -1,8 +1,9 @@
-"""The snippets of a disk served over the network (issues 34, 35): an iSCSI LUN, an image on NFS or
-a Ceph RBD image, for every tool, with the notes a network disk needs (placeholders, the host's
-login, mount or map for the kernel's client, the target's own settings), the iSCSI target's tgt
-targets.conf, and for RBD the [client] lines of ceph.conf (librbd's cache) and the image's `rbd
-create` (its object size). Where the disk lives, as each tool names it, is in
+"""The snippets of a disk served over the network (issues 34, 35, 48), whatever its protocol, for
+every tool, with the notes a network disk needs (placeholders, the host's login, mount or map for
+the kernel's client, the target's own settings), and the protocol's own snippets beside them, named
+by its house (`extra_snippets`, `nova_snippet`, `answer_snippet`: the iSCSI target's tgt
+targets.conf in vmconfig/iscsi_target.py, Ceph's [client] lines, `rbd config` and `rbd create` in
+vmconfig/ceph_conf.py). Where the disk lives, as each tool names it, is in
 `iomatrix.vmconfig.network`; the tools' shared structure (drivers, buses, controllers) in
 `iomatrix.vmconfig.config` and each tool's module."""
 
@@ -11,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import replace
 
-from iomatrix.domain import Format, axes
+from iomatrix.domain import Format
 from iomatrix.plugins import load_object
-from iomatrix.protocols import protocol, rbd
+from iomatrix.protocols import network_protocol, protocol
 from iomatrix.protocols.base import NetworkProtocol
 from iomatrix.protocols.place import NetworkPlace
 from iomatrix.vmconfig.config import (
@@ -27,23 +28,8 @@ from iomatrix.vmconfig.config import (
     shell_command,
 )
 from iomatrix.vmconfig.libvirt import libvirt_snippet, virt_install_snippet
-from iomatrix.vmconfig.network import (
-    NETWORK_SKIPPED_KEYS,
-    RBD_IMAGE_CONFIG_NOTE,
-    ceph_client_conf,
-    ceph_client_notes,
-    ceph_client_recommended,
-    ceph_client_summary,
-    rbd_create,
-    rbd_create_note,
-    rbd_image_config,
-    tgt_note,
-    tgt_targets_conf,
-)
+from iomatrix.vmconfig.network import NETWORK_SKIPPED_KEYS
 from iomatrix.vmconfig.nova import (
-    NOVA_CACHE_KEY,
-    NOVA_IMAGE_FILE_KEYS,
-    NOVA_IMAGE_PROPERTY_PREFIX,
     nova_snippet,
 )
 from iomatrix.vmconfig.proxmox import (
@@ -148,102 +134,14 @@ def proxmox_network_snippet(
     return Snippet("proxmox", title, text, "; ".join(notes))
 
 
-def ceph_conf_snippet(cfg: DiskConfig) -> Snippet:
-    """ceph.conf's [client] lines for librbd's cache as measured (rbd_cache, its policy,
-    writethrough until flush); none for an image the kernel maps (krbd has no librbd cache: the rbd
-    axes' rule keeps them at Ceph's defaults)."""
-    title = "ceph.conf [client] (librbd's cache, on each client host)"
-    if not cfg.userspace_client:
-        return Snippet(
-            "ceph",
-            title,
-            None,
-            "none needed: krbd (the kernel's client) has no librbd cache; the host's "
-            "page cache serves the mapped image as QEMU's cache mode says",
-            "ini",
-        )
-    return Snippet(
-        "ceph",
-        title,
-        ceph_client_conf(cfg.values),
-        "; ".join(ceph_client_notes(cfg.values)),
-        "ini",
-        summary=f"ceph.conf [client]: {ceph_client_summary(cfg.values)}",
-    )
-
-
 def answer_storage_snippet(s: Snippet, cfg: DiskConfig, varied: Collection[str]) -> Snippet:
     """The storage snippet an answer's first screen shows beside the VM tool's (issue 49: it sets
-    what the answer recommends): ceph.conf's [client] section with only the options the answer sets
-    (ceph_client_recommended; the whole section in --detail), no text when it sets none; any other
-    storage snippet as it is."""
-    if s.tool != "ceph" or not cfg.userspace_client:
+    what the answer recommends): as the disk's protocol's `answer_snippet` writes it (ceph.conf's
+    [client] section with only the options the answer sets), or as it is."""
+    network = network_protocol(cfg.protocol)
+    if network is None or network.answer_snippet is None:
         return s
-    text = ceph_client_recommended(cfg.values, varied)
-    if text is None:
-        return replace(
-            s,
-            text=None,
-            summary="ceph.conf [client]: nothing to set, the answer is Ceph's defaults",
-        )
-    return replace(
-        s,
-        title="ceph.conf [client] (what the answer sets, on each client host)",
-        text=text,
-        summary="ceph.conf [client]: " + ", ".join(text.splitlines()[1:]),
-    )
-
-
-def rbd_config_snippet(cfg: DiskConfig) -> Snippet:
-    """The same librbd cache settings for the one image (`rbd config image set`); none for an image
-    the kernel maps."""
-    title = "rbd config image set (librbd's cache settings for this image only)"
-    if not cfg.userspace_client:
-        return Snippet(
-            rbd.RBD_TOOL, title, None, "none needed: krbd (the kernel's client) has no librbd cache"
-        )
-    place = NetworkPlace()
-    return Snippet(
-        rbd.RBD_TOOL,
-        title,
-        rbd_image_config(cfg.values, place),
-        RBD_IMAGE_CONFIG_NOTE.format(user=place.ceph_user),
-    )
-
-
-def rbd_create_snippet(cfg: DiskConfig, size_gib: int = DEFAULT_SIZE_GIB) -> Snippet:
-    """The RBD image with the object size it was measured on (rbd_object_size): set when it is
-    created. A qcow2 image on RBD that QEMU opens with librbd is created by qemu-img instead (its
-    snippet gives the object size); one the kernel maps is an RBD image first, whatever is written
-    on it."""
-    title = "rbd create (the image, with its object size)"
-    if cfg.format != Format.RAW and cfg.userspace_client:
-        return Snippet(
-            rbd.RBD_TOOL,
-            title,
-            None,
-            "none needed: qemu-img create makes the RBD image of a qcow2 disk itself, its object "
-            "size set by rbd_default_order in the rbd: filename; " + rbd_create_note(cfg.values),
-        )
-    return Snippet(
-        rbd.RBD_TOOL,
-        title,
-        rbd_create(cfg.values, NetworkPlace(), size_gib),
-        rbd_create_note(cfg.values),
-    )
-
-
-def tgt_snippet(cfg: DiskConfig) -> Snippet:
-    """tgt's targets.conf for the LUN the configuration was measured on (lun_type,
-    lun_write_cache)."""
-    return Snippet(
-        "tgt",
-        "tgt targets.conf (the iSCSI target's LUN: type and write cache)",
-        tgt_targets_conf(cfg.values, NetworkPlace()),
-        tgt_note(cfg.values),
-        "conf",
-        summary=load_object("iomatrix.vmconfig.iscsi_target:lun_summary")(cfg.values),
-    )
+    return load_object(network.answer_snippet)(s, cfg, varied)
 
 
 def libvirt_pool_snippet(cfg: DiskConfig) -> Snippet:
@@ -300,52 +198,6 @@ def _nova(cfg: DiskConfig) -> Snippet:
     return Snippet(
         "nova", base.title, None, _not_available([network.nova_unavailable()]), base.language
     )
-
-
-def nova_rbd_snippet(cfg: DiskConfig, title: str) -> Snippet:
-    """Nova's rbd image backend: every instance disk of the compute node an RBD image, opened by
-    librbd as a libvirt network disk (nova.conf [libvirt] images_type = rbd and its pool, conf, user
-    and secret; the cache mode of network disks in disk_cachemodes)."""
-    unavailable = []
-    if not cfg.userspace_client:
-        unavailable.append(
-            "Nova opens instance disks on Ceph with librbd (libvirt network disks); it "
-            "has no krbd mode"
-        )
-    if cfg.format != Format.RAW:
-        unavailable.append(
-            "Nova's rbd image backend keeps raw images (a qcow2 Glance image is converted to raw)"
-        )
-    opts, notes, refused = axes.tool_options(
-        cfg.axis_values(), "nova", skip_keys=NOVA_IMAGE_FILE_KEYS
-    )
-    if unavailable or refused:
-        return Snippet("nova", title, None, _not_available([*unavailable, *refused]), "ini")
-    place = NetworkPlace()
-    props = [kv for kv in opts if kv[0].startswith(NOVA_IMAGE_PROPERTY_PREFIX)]
-    conf = sorted((kv for kv in opts if kv not in props), key=lambda kv: kv[0] != NOVA_CACHE_KEY)
-    own = protocol(cfg.protocol).nova_conf(place) if cfg.protocol is not None else []
-    lines = [
-        "[libvirt]",
-        *(f"{k} = network={v}" if k == NOVA_CACHE_KEY else f"{k} = {v}" for k, v in conf),
-        *(f"{k} = {v}" for k, v in own),
-    ]
-    if props:
-        lines.append(
-            "# image property: openstack image set "
-            + "".join(f"--property {k}={v} " for k, v in props)
-            + "IMAGE"
-        )
-    notes += [
-        "images_type = rbd puts every instance disk of the compute node in pool "
-        f"{place.pool} (volumes are "
-        "Cinder's RBD driver's); rbd_secret_uuid names the libvirt secret holding the "
-        "cephx key, defined on "
-        "each compute node as for the libvirt snippet; librbd's cache is the ceph.conf "
-        "snippet's; images Nova "
-        "creates take [client] rbd default order for their object size"
-    ]
-    return Snippet("nova", title, "\n".join(lines), "; ".join(notes), "ini")
 
 
 def network_snippets(cfg: DiskConfig, path: str | None = None) -> SnippetSet:

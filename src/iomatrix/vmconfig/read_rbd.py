@@ -9,12 +9,23 @@ import re
 from collections.abc import Mapping
 
 from iomatrix.domain import CacheMode, axes
-from iomatrix.domain.axes import KRBD
 from iomatrix.protocols import rbd
-from iomatrix.vmconfig.network import RBD_NAME, DiskReader, NetworkDiskRead, rbd_url
+from iomatrix.protocols.ceph import KRBD
+from iomatrix.vmconfig.network import DiskReader, NetworkDiskRead
 from iomatrix.vmconfig.reading import _bad, _value
 
 NAME = rbd.NAME
+
+# An RBD image as libvirt and the rbd tool name it: POOL/IMAGE, or POOL/NAMESPACE/IMAGE, with an
+# optional @SNAP.
+RBD_NAME = re.compile(r"^([^/@:]+)/(?:([^/@:]+)/)?([^/@:]+)(?:@([^/@:]+))?$")
+
+
+def rbd_url(name: str) -> str:
+    """An RBD image as QEMU's -drive names it (rbd:POOL/IMAGE), the form the results and snippets
+    show."""
+    return f"rbd:{name}"
+
 
 # An rbd storage's volume: vm-VMID-disk-N, base-VMID-disk-N (a template), a linked clone base/disk
 # (RBDPlugin parse_volname), also the volume name of an LVM or ZFS storage.

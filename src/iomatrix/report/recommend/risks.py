@@ -10,7 +10,6 @@ from iomatrix.domain import CACHE, CacheMode, Modifier
 from iomatrix.durability.verdict import TARGET_POWER_LOSS
 from iomatrix.protocols import network_protocol
 from iomatrix.protocols.base import CUT_CLIENT_CRASH
-from iomatrix.protocols.ceph import RBD_CACHE_RISK
 from iomatrix.report.durability import MeasuredIndex, measured_statements, storage_of
 from iomatrix.report.query import CellWorkload
 from iomatrix.risk import risk_of
@@ -33,8 +32,8 @@ SITUATIONS = (
 )
 # TARGET_POWER_LOSS (durability.verdict): documented where the LUN's write cache is on, measured
 # where the durability tier cut a target with the cell's LUN settings (then shown whatever the write
-# cache) only where librbd's cache holds writes (policy writeback, QEMU cache on)
-RBD_CLIENT_CRASH = "Ceph client crash"
+# cache); a client crash (NetworkProtocol.client_crash_risk: a Ceph client's) only where QEMU's own
+# client's cache holds writes (librbd's policy writeback, QEMU cache on).
 
 
 # QEMU's own iSCSI and NFS clients (libiscsi, libnfs) keep no cache in the host: cache=writeback
@@ -156,21 +155,17 @@ def risk_statements(
         and (lost := network.server_power_loss(cell.axes)) is not None
     ):
         out.append(RiskStatement(TARGET_POWER_LOSS, lost, DOCUMENTED))
-    # librbd's writeback cache (issue 35): QEMU turns librbd's cache off with cache.direct=on
-    # (block/rbd.c). Where the durability tier crashed a Ceph client with this cell's librbd
-    # settings, the measured "QEMU crash" line above is that client crash, and says so.
-    rbd_crash_measured = (
+    # QEMU's own client's cache holding writes past its crash (librbd's writeback cache, issue 35):
+    # QEMU turns librbd's cache off with cache.direct=on (block/rbd.c). Where the durability tier
+    # crashed such a client with this cell's settings, the measured "QEMU crash" line above is that
+    # client crash, and says so.
+    if cell is None or network is None or sem.direct:
+        return out
+    client_crash_measured = (
         SITUATIONS[0] in found
-        and cell is not None
-        and network is not None
         and network.name == storage_of(cell.backing)
         and network.durability_cut == CUT_CLIENT_CRASH
     )
-    if (
-        cell is not None
-        and cell.axes.get("rbd_cache_policy") == "writeback"
-        and not sem.direct
-        and not rbd_crash_measured
-    ):
-        out.append(RiskStatement(RBD_CLIENT_CRASH, RBD_CACHE_RISK, DOCUMENTED))
+    if not client_crash_measured and (crash := network.client_crash_risk(cell.axes)) is not None:
+        out.append(RiskStatement(*crash, DOCUMENTED))
     return out
