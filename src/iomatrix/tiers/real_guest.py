@@ -77,7 +77,7 @@ _FACTS = '. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-unknown}"; uname -
 # during this run), that run's job and IOPS log removed (a fio that fails must not leave the earlier
 # log to be read as its own), and the guest's page cache written back and dropped (what an earlier
 # run read or wrote is not cached for this one). Each run also has its own fresh disk.
-_PREPARE_RUN = f"""set -e
+PREPARE_RUN = f"""set -e
 mkdir -p {GUEST_RUN_DIR}
 if mountpoint -q {FS_MOUNT}; then umount {FS_MOUNT}; fi
 rm -f {GUEST_RUN_DIR}/job.fio {GUEST_RUN_DIR}/{IOPS_LOG_PREFIX}_*.log
@@ -186,7 +186,7 @@ def run_in_guest(
 ) -> tuple[dict[str, Any], str, str]:
     """(meta, fio's stdout and stderr, its iops log) of the job run in the booted guest, on the
     raw disk under test with `serial` or (`ctx.filesystem`) on a file of a filesystem made on it.
-    The guest is first made ready (`_PREPARE_RUN`: an earlier run's filesystem unmounted, its files
+    The guest is first made ready (`PREPARE_RUN`: an earlier run's filesystem unmounted, its files
     removed, the page cache dropped). Every step gets what is left of `timeout_s`: right after its
     boot a TCG guest on a loaded host can take minutes for a command (a fixed 60 s failed a run at
     load 7)."""
@@ -195,7 +195,7 @@ def run_in_guest(
     def left() -> float:
         return max(STEP_FLOOR_S, deadline - time.monotonic())
 
-    prepared = guest.sh(_PREPARE_RUN, timeout=left())
+    prepared = guest.sh(PREPARE_RUN, timeout=left())
     if not prepared.ok:
         last = ((prepared.stderr or prepared.stdout).strip().splitlines() or ["no output"])[-1]
         raise UserError(
@@ -262,7 +262,7 @@ def run_real_batch(
     shared: bool = True,
 ) -> list[RunOutcome | None]:
     """Runs of one cell in one boot of the real image, in order: each its own fresh disk under
-    test (serial `disk_serial(position)`), the guest made ready before each (`_PREPARE_RUN`),
+    test (serial `disk_serial(position)`), the guest made ready before each (`PREPARE_RUN`),
     `host_ready` (the runner's sync + drop caches) once the guest is up, before the first run.
 
     `shared`: each run records the boot (`boot_id`, `boot_position`, meta `boot_runs` and
