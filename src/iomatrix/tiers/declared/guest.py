@@ -14,13 +14,15 @@ from iomatrix.guest.cmdline import machine_for, max_runs_per_boot
 from iomatrix.qemu_block import NULL_FORMAT
 from iomatrix.tiers.declaration import TierDeclaration, qemu_host_cache_wording
 
-# A real image under TCG: its boot, shared by the runs of one cell in it (tiers/real_guest.py):
-# QEMU's start to the guest agent (111 s measured on a quiet host, more under load), the disks
-# under test made and removed, the host's cache dropped (docs/guest.md); and per run beyond its
-# runtime: the guest made ready (page cache dropped), its facts and view of the disk read, fio's
-# job written and its output and log read back, each a guest-exec under TCG.
-REAL_IMAGE_BOOT_S = 140.0
-REAL_IMAGE_RUN_OVERHEAD_S = 10.0
+# A real image under TCG: its boot, shared by the runs of one cell in it (tiers/real_guest.py), and
+# each run beyond its runtime. Measured (tests/test_real_guest.py, two runs of one cell in one boot,
+# load ~3 on 2 cores): QEMU's start to the agent 83 s, the first run's wall 152 s, the second's 50 s
+# for a 1 s runtime (the guest made ready, its facts and view of the disk read, fio's job written,
+# fio's own start-up in the TCG guest, its output and log read back: each a guest-exec). So ~100 s
+# per boot (with the disks made and removed and the host's cache dropped) and ~50 s per run; a
+# one-run boot, 150 s, is what a whole one-run sweep measured before (docs/guest.md).
+REAL_IMAGE_BOOT_S = 100.0
+REAL_IMAGE_RUN_OVERHEAD_S = 50.0
 
 if TYPE_CHECKING:
     from iomatrix.domain.cell import Cell
