@@ -261,8 +261,9 @@ def test_a_sweep_in_the_image_given_by_path_stores_its_run_with_the_image_and_th
     image: DebianImage, tmp_path: Path
 ) -> None:
     """`[guest] image = PATH`: the built image given as a user's would be; one cell, the database
-    role's two jobs (a run and a boot each) on an ext4 the guest makes on the disk under test,
-    through the agent; each job's figures stored under its name and the role's answer given."""
+    role's two jobs (two runs sharing one boot, each on its own disk) on an ext4 the guest makes on
+    the disk under test, through the agent; each job's figures stored under its name and the role's
+    answer given."""
     before = sha256_of(image.qcow2)
     (tmp_path / "p.toml").write_text(PLAN.format(image=image.qcow2))
     proc = run_cli(
@@ -272,6 +273,12 @@ def test_a_sweep_in_the_image_given_by_path_stores_its_run_with_the_image_and_th
     with sqlite3.connect(tmp_path / "r.sqlite") as db:
         rows = db.execute("SELECT status, meta_json, error FROM runs").fetchall()
     assert rows and all(status == "ok" for status, _, _ in rows), rows
+    with sqlite3.connect(tmp_path / "r.sqlite") as db:
+        boots = db.execute(
+            "SELECT boot_id, boot_position FROM runs ORDER BY boot_position"
+        ).fetchall()
+    # the cell's two jobs in one boot: the second found the first's ext4 unmounted and made its own
+    assert len({b for b, _ in boots}) == 1 and [p for _, p in boots] == [0, 1], boots
     for _, meta_json, _ in rows:
         meta = json.loads(meta_json)
         img = meta["guest_image"]

@@ -214,7 +214,8 @@ class GuestTier(Guest, Tier):
         """One boot for several runs of one cell (its own fresh image and serial each). Runs that
         never started because the guest died or hung earlier are retried in a new boot; the run that
         hung fails. `host_ready` (sync + drop caches) and the removal of the previous boot's images
-        run while this boot starts, behind a gate the guest waits at before its first run."""
+        run while this boot starts, behind a gate the guest waits at before its first run (in a real
+        image: once its agent answers, before its first run: tiers/real_guest.py)."""
         if len(reqs) <= 1 or any(r.target.kind == "device" for r in reqs):
             self.finish_background_work()
             if host_ready is not None:
