@@ -302,3 +302,35 @@ def test_estimate_counts_a_tiers_precision_runs_up_to_the_budget() -> None:
         **{**base, "time_budget": "40s"}, repetitions={**reps, "precision_max": {"blocklayer": 20}}
     )
     assert estimate_seconds(capped, run_expand(capped))[1] == 40.0
+
+
+def test_a_real_image_estimate_counts_its_boots_not_its_runs() -> None:
+    """A real image's boot (minutes under TCG) is paid once per boot: with repetitions_per_boot = 3
+    a cell's three rounds cost one boot, and a cell's workloads share each boot too."""
+    from iomatrix.tiers.declared.guest import REAL_IMAGE_BOOT_S, REAL_IMAGE_RUN_OVERHEAD_S
+
+    def per_rep(rounds_per_boot: int, workloads: list[str]) -> tuple[float, float]:
+        p = plan(
+            tier=["guest"],
+            cache=["none"],
+            format=["raw"],
+            bus=["virtio-blk"],
+            null_ceiling=False,
+            runtime=2,
+            ramp=0,
+            workloads=workloads,
+            repetitions_per_boot=rounds_per_boot,
+            guest_image="debian",
+        )
+        e = run_expand(p)
+        low, _ = estimate_seconds(p, e)
+        alone, _ = estimate_seconds(p, e, batching=False)
+        return low / p.repetitions.min, alone / p.repetitions.min
+
+    run_s = 2 + REAL_IMAGE_RUN_OVERHEAD_S
+    one, alone = per_rep(1, ["rand-write-4k"])
+    assert one == pytest.approx(run_s + REAL_IMAGE_BOOT_S) == alone  # a boot per run
+    assert per_rep(3, ["rand-write-4k"])[0] == pytest.approx(run_s + REAL_IMAGE_BOOT_S / 3)
+    two, alone = per_rep(1, ["rand-write-4k", "rand-read-4k"])
+    assert two == pytest.approx(2 * run_s + REAL_IMAGE_BOOT_S)
+    assert alone == pytest.approx(2 * (run_s + REAL_IMAGE_BOOT_S))

@@ -261,8 +261,9 @@ def test_a_sweep_in_the_image_given_by_path_stores_its_run_with_the_image_and_th
     image: DebianImage, tmp_path: Path
 ) -> None:
     """`[guest] image = PATH`: the built image given as a user's would be; one cell, the database
-    role's two jobs (a run and a boot each) on an ext4 the guest makes on the disk under test,
-    through the agent; each job's figures stored under its name and the role's answer given."""
+    role's two jobs (two runs sharing one boot, each on its own disk) on an ext4 the guest makes on
+    the disk under test, through the agent; each job's figures stored under its name and the role's
+    answer given."""
     before = sha256_of(image.qcow2)
     (tmp_path / "p.toml").write_text(PLAN.format(image=image.qcow2))
     proc = run_cli(
@@ -272,6 +273,12 @@ def test_a_sweep_in_the_image_given_by_path_stores_its_run_with_the_image_and_th
     with sqlite3.connect(tmp_path / "r.sqlite") as db:
         rows = db.execute("SELECT status, meta_json, error FROM runs").fetchall()
     assert rows and all(status == "ok" for status, _, _ in rows), rows
+    with sqlite3.connect(tmp_path / "r.sqlite") as db:
+        boots = db.execute(
+            "SELECT boot_id, boot_position FROM runs ORDER BY boot_position"
+        ).fetchall()
+    # the cell's two jobs in one boot: the second found the first's ext4 unmounted and made its own
+    assert len({b for b, _ in boots}) == 1 and [p for _, p in boots] == [0, 1], boots
     for _, meta_json, _ in rows:
         meta = json.loads(meta_json)
         img = meta["guest_image"]
@@ -316,4 +323,63 @@ def test_a_sweep_in_the_image_given_by_path_stores_its_run_with_the_image_and_th
     ] == [("real image", str(image.qcow2), image.sha256, image.kernel_version, "ext4")]
     assert sha256_of(image.qcow2) == before  # the file given was only read
     # overlays and disks removed
+    assert not [p for p in tmp_path.rglob("*") if p.suffix in (".raw", ".qcow2")]
+
+
+SHARED_BOOT_PLAN = """
+tier = ["guest"]
+format = ["raw"]
+cache = ["none"]
+bus = ["virtio-blk"]
+workloads = ["rand-write-4k"]
+size = "16M"
+image_size = "32M"
+runtime = 1
+run_timeout = 900
+null_ceiling = false
+retry_disturbed = false
+repetitions_per_boot = 2
+[repetitions]
+min = 2
+max = 2
+[guest]
+image = "{image}"
+"""
+
+
+def test_one_boot_of_the_image_serves_two_runs_of_a_cell_each_with_its_own_disk_and_view(
+    image: DebianImage, tmp_path: Path
+) -> None:
+    """`repetitions_per_boot = 2` in a real image: the cell's two runs share one boot (one boot id,
+    positions 0 and 1), each on its own fresh disk under test (its own serial, so the guest sees two
+    disks), each stored with the image's digest and kernel and the guest's own view of its disk."""
+    (tmp_path / "p.toml").write_text(SHARED_BOOT_PLAN.format(image=image.qcow2))
+    proc = run_cli(
+        "run", "p.toml", "--db", "r.sqlite", "--accel", "tcg", cwd=tmp_path, timeout=1800
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with sqlite3.connect(tmp_path / "r.sqlite") as db:
+        rows = db.execute(
+            "SELECT status, boot_id, boot_position, meta_json, phases_json, error FROM runs "
+            "ORDER BY boot_position"
+        ).fetchall()
+    assert len(rows) == 2 and all(r[0] == "ok" for r in rows), rows
+    assert rows[0][1] is not None and rows[0][1] == rows[1][1]  # one boot
+    assert [r[2] for r in rows] == [0, 1]
+    metas = [json.loads(r[3]) for r in rows]
+    views = [m["guest_disk"] for m in metas]
+    print(f"one boot, two runs: phases {[json.loads(r[4]) for r in rows]}, views {views}")
+    for meta in metas:
+        img = meta["guest_image"]
+        assert img["image_sha256"] == image.sha256 and img["kernel_version"] == image.kernel_version
+        assert meta["boot_runs"] == 2 and meta["boot_phases"]["boot_s"] > 0
+        assert meta["rounds_per_boot"]["rounds"] == 2 and meta["round_order"] == "cell"
+        assert meta["guest_prepared"].startswith("own fresh disk")
+        view = meta["guest_disk"]
+        assert view["driver"] == "virtio_blk" and view["queues"] >= 1, view
+        assert view["sectors"] == (32 << 20) // 512, view
+    # each run on its own disk: the guest saw two distinct disks under test
+    assert views[0]["name"] != views[1]["name"] and views[0]["devpath"] != views[1]["devpath"]
+    phases = [json.loads(r[4]) for r in rows]
+    assert "boot_s" in phases[0] and "boot_s" not in phases[1]  # the first run holds the boot
     assert not [p for p in tmp_path.rglob("*") if p.suffix in (".raw", ".qcow2")]

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix.errors import UserError
+from iomatrix.fio.jobs import JobShape
 from iomatrix.guest import debian_image as dimg
 from iomatrix.guest.agent import (
     AgentTimeout,
@@ -24,8 +25,20 @@ from iomatrix.guest.agent import (
     split_replies,
     wait_for_agent,
 )
-from iomatrix.guest.realboot import BootImage, agent_socket_path, parse_disk_view, real_guest_argv
+from iomatrix.guest.real_image import RealImage
+from iomatrix.guest.realboot import (
+    BootImage,
+    agent_socket_path,
+    disk_serial,
+    parse_disk_view,
+    real_guest_argv,
+)
+from iomatrix.plan.model import Plan
 from iomatrix.qemu_block import DiskSpec
+from iomatrix.runner import plan_expansion
+from iomatrix.tiers.base import RunRequest, Target
+from iomatrix.tiers.real_guest import FS_MOUNT, PREPARE_RUN, RealRunContext, run_real_batch
+from iomatrix.workloads import resolve
 from tests.conftest import iomatrix_argv
 
 # --------------------------------------------------------------------------- inputs and key
@@ -462,3 +475,102 @@ def test_an_image_for_another_architecture_is_refused_in_one_line_before_any_boo
     assert image_architecture(_gpt_image(tmp_path / "g.qcow2", LINUX_DATA, fmt), fmt) == set()
     assert image_architecture(_gpt_image(tmp_path / "n.qcow2", None, fmt), fmt) == set()
     assert resolve_image(str(tmp_path / f"x.{fmt}")).sha256
+
+
+# --------------------------------------------------------------------------- several runs per boot
+
+
+def test_the_runs_of_a_shared_boot_get_a_disk_each_with_its_own_serial(tmp_path: Path) -> None:
+    image = BootImage(tmp_path / "base.qcow2", "qcow2", tmp_path / "vmlinuz", None, "root=/dev/vda")
+    disks = [
+        DiskSpec(str(tmp_path / f"d{i}.raw"), "raw", "none", "threads", "virtio-blk")
+        for i in range(3)
+    ]
+    argv = real_guest_argv(
+        image, tmp_path / "ov.qcow2", tmp_path, tmp_path / "qga.sock", "tcg", disks
+    )
+    devices = [a for a in argv if a.startswith("virtio-blk-pci,drive=d")]
+    serials = [next(p for p in d.split(",") if p.startswith("serial=")) for d in devices]
+    assert serials == [f"serial={disk_serial(i)}" for i in range(3)]
+    assert [disk_serial(i) for i in range(3)] == ["iomx-test", "iomx-test1", "iomx-test2"]
+
+
+def test_the_guests_preparation_before_each_run_parses_and_drops_its_caches() -> None:
+    """PREPARE_RUN runs in the guest before every run of a boot: it must parse in a POSIX shell,
+    stop at its first failure, unmount an earlier run's filesystem and drop the page cache."""
+    sh = shutil.which("dash") or "/bin/sh"
+    assert subprocess.run([sh, "-n", "-c", PREPARE_RUN]).returncode == 0
+    lines = PREPARE_RUN.splitlines()
+    assert lines[0] == "set -e" and lines[-1] == "echo 3 > /proc/sys/vm/drop_caches"
+    assert f"umount {FS_MOUNT}" in PREPARE_RUN
+
+
+def _batch_requests(tmp_path: Path, workloads: list[str]) -> list[RunRequest]:
+    plan = Plan.model_validate(
+        {
+            "name": "t",
+            "tier": ["guest"],
+            "format": ["raw"],
+            "cache": ["none"],
+            "bus": ["virtio-blk"],
+            "size": "4M",
+            "image_size": "8M",
+            "runtime": 1,
+            "null_ceiling": False,
+            "workloads": sorted(set(workloads)),
+        }
+    )
+    cell = plan_expansion(plan, None, set()).units[0].cell
+    return [
+        RunRequest(
+            cell=cell,
+            workload=resolve(name),
+            target=Target("dir", tmp_path),
+            shape=JobShape(plan.size_bytes, plan.runtime),
+            run_dir=tmp_path / "runs" / str(i),
+            timeout_s=30,
+        )
+        for i, name in enumerate(workloads)
+    ]
+
+
+def _context(tmp_path: Path, image_path: Path) -> RealRunContext:
+    real = RealImage(BootImage(image_path), "0" * 64, "test")
+    (tmp_path / "work").mkdir(exist_ok=True)
+    return RealRunContext(real, "tcg", tmp_path / "work", 512)
+
+
+def test_a_shared_boot_that_cannot_start_fails_each_of_its_runs_in_one_line_and_keeps_no_disk(
+    tmp_path: Path,
+) -> None:
+    """Both runs' disks are made (qemu-img), the boot cannot start (its image is gone): each run
+    fails with that one line, none is left unsettled, and both disks are removed."""
+    reqs = _batch_requests(tmp_path, ["rand-write-4k", "rand-write-4k"])
+    outs = run_real_batch(reqs, _context(tmp_path, tmp_path / "gone.qcow2"), lambda _: 8 << 20)
+    assert all(o is not None and not o.ok for o in outs), outs
+    for out in outs:
+        assert out is not None and out.error is not None and "\n" not in out.error
+        assert f"guest image {tmp_path / 'gone.qcow2'} does not exist" in out.error
+        assert out.boot_id is None  # no boot came up for it to share
+    assert not list(tmp_path.glob("*.raw")), "disks under test left behind"
+
+
+def test_runs_a_real_image_refuses_settle_without_a_boot_and_the_host_is_still_made_ready(
+    tmp_path: Path,
+) -> None:
+    calls: list[str] = []
+    reqs = _batch_requests(tmp_path, ["fs-read", "fs-read"])
+    outs = run_real_batch(
+        reqs,
+        _context(tmp_path, tmp_path / "gone.qcow2"),
+        lambda _: 8 << 20,
+        host_ready=lambda: calls.append("ready"),
+    )
+    assert calls == ["ready"]
+    assert [
+        o is not None and "do not run in a real guest image" in (o.error or "") for o in outs
+    ] == [
+        True,
+        True,
+    ]
+    assert not (tmp_path / "runs").exists() and not list(tmp_path.glob("*.raw"))

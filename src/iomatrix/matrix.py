@@ -366,12 +366,13 @@ def estimate_seconds(
         runtime = plan.runtime + plan.ramp + prefill_estimate_s(u.workload)
         if u.workload.guest_only:
             runtime = fs_job_estimate_s(u.workload.kind, plan.size_bytes)
+        own_start_s, _, in_batch_s = tier.start_up_s(plan)
         # a round's runs of one cell share start-ups (guest boots)
         if batching and tier.batches_runs:
-            run_s = runtime + tier.batch_run_overhead_s
+            run_s = runtime + in_batch_s
             per_cell[u.cell] = per_cell.get(u.cell, 0) + 1
         else:
-            run_s = runtime + tier.overhead_s
+            run_s = runtime + own_start_s
         per_rep += run_s
         # (a batching tier's extra boots are not counted)
         if u.cell.tier in plan.repetitions.precision_max:
@@ -382,7 +383,7 @@ def estimate_seconds(
         # limit.
         per_boot = n * plan.start_rounds_per_boot
         boots = -(-per_boot // max(1, tier.max_batch(cell)))
-        per_rep += boots * tier.batch_overhead_s / plan.start_rounds_per_boot
+        per_rep += boots * tier.start_up_s(plan)[1] / plan.start_rounds_per_boot
     reps = plan.repetitions
     low = per_rep * reps.min
     extra = sum(t * (reps.precision_max[tier] - reps.max) for tier, t in precise_rep.items())

@@ -88,8 +88,14 @@ def plan_cmd(
     )
     unbatched, _ = estimate_seconds(p, exp, batching=False)
     if unbatched > low:
+        rounds = (
+            "rounds per boot chosen as the sweep goes"
+            if p.adaptive_rounds_per_boot
+            else f"{p.start_rounds_per_boot} round{'s' if p.start_rounds_per_boot > 1 else ''} "
+            "per boot"
+        )
         console.print(
-            f"[dim]guest runs of one cell share a boot each round; one boot per run would take "
+            f"[dim]guest runs of one cell share a boot ({rounds}); one boot per run would take "
             f"{unbatched / 60:.1f} min with {p.repetitions.min} runs each[/]"
         )
     for note in exp.notes:

@@ -16,7 +16,8 @@ output, and kills QEMU when done.
   directory (`qga.sock`; under /tmp when the run directory's path is too long for a unix socket).
 - **Disks under test**: each `DiskSpec` through `qemu_block.disk_args`, exactly as the guest tier
   attaches its disk (bus, cache, aio, format, queues, iothread, …), the first with the serial
-  `iomx-test`; vCPUs from the disks' queues (`qemu_block.guest_cpus`: blk-mq uses at most one queue
+  `iomx-test`, the others `iomx-test1`, `iomx-test2`, … (`disk_serial`: one per run of a shared
+  boot); vCPUs from the disks' queues (`qemu_block.guest_cpus`: blk-mq uses at most one queue
   per vCPU).
 - **Bounded**: `boot()` waits for `guest-ping` at most `boot_limit_s`; on the limit or an early QEMU
   exit, one line with the last console lines.
@@ -136,10 +137,14 @@ def real_guest_argv(
         f"virtserialport,bus=vser0.0,chardev=qga,name={AGENT_PORT}",
     ]
     for i, disk in enumerate(disks):
-        argv += disk_args(
-            disk, f"d{i}", DISK_SERIAL if i == 0 else f"{DISK_SERIAL}{i}", machine="pc"
-        )
+        argv += disk_args(disk, f"d{i}", disk_serial(i), machine="pc")
     return argv + list(extra_args)
+
+
+def disk_serial(position: int) -> str:
+    """The serial of the disk under test at `position` of a boot: `iomx-test`, then `iomx-test1`,
+    `iomx-test2`, … (the guest finds each by its exact serial: `disk_view`)."""
+    return DISK_SERIAL if position == 0 else f"{DISK_SERIAL}{position}"
 
 
 class RealGuest:

@@ -196,6 +196,13 @@ class TierDeclaration:
         return None
 
     @classmethod
+    def start_up_s(cls, plan: PlanView) -> tuple[float, float, float]:
+        """For estimates: (seconds of a run's own start-up, of a batch's shared start-up, per run
+        inside a batch beyond its runtime); by default `overhead_s`, `batch_overhead_s` and
+        `batch_run_overhead_s` (a plan setting may change them: a guest tier's real image)."""
+        return cls.overhead_s, cls.batch_overhead_s, cls.batch_run_overhead_s
+
+    @classmethod
     def extra_cells(cls, plan: PlanView) -> list[dict[str, str]]:
         """Cells the tier adds by itself (e.g. the null-co ceiling of the virtual I/O path), as axis
         → value (axes not given do not apply); the matrix makes them cells."""

@@ -3,7 +3,8 @@ disk, or the filesystem jobs), each run on its own freshly created image.
 
 Several runs of one cell share a boot (`run_batch`): each gets its own fresh image attached as its
 own disk, and they run one after another in the guest, so the boot is paid once per cell and round
-instead of once per run. The virtio buses boot the microvm machine (virtio-mmio), the others pc.
+instead of once per run. So do the runs in a real image (`[guest] image`: tiers/real_guest.py).
+The virtio buses boot the microvm machine (virtio-mmio), the others pc.
 
 On a network backing (iSCSI, NFS: docs/shared-storage.md) each run's disk is made by the backing's
 server instead of an image file (`tiers.network_disks`), QEMU opens it with its own client (the
@@ -53,7 +54,7 @@ from iomatrix.tiers.base import (
 )
 from iomatrix.tiers.declared.guest import Guest
 from iomatrix.tiers.network_disks import disk_name, follow_server, network_disk
-from iomatrix.tiers.real_guest import RealRunContext, run_real
+from iomatrix.tiers.real_guest import RealRunContext, run_real, run_real_batch
 
 
 class GuestTier(Guest, Tier):
@@ -213,17 +214,20 @@ class GuestTier(Guest, Tier):
         """One boot for several runs of one cell (its own fresh image and serial each). Runs that
         never started because the guest died or hung earlier are retried in a new boot; the run that
         hung fails. `host_ready` (sync + drop caches) and the removal of the previous boot's images
-        run while this boot starts, behind a gate the guest waits at before its first run."""
-        if len(reqs) <= 1 or any(r.target.kind == "device" for r in reqs) or self.real is not None:
+        run while this boot starts, behind a gate the guest waits at before its first run (in a real
+        image: once its agent answers, before its first run: tiers/real_guest.py)."""
+        if len(reqs) <= 1 or any(r.target.kind == "device" for r in reqs):
             self.finish_background_work()
             if host_ready is not None:
                 host_ready()
             return [self.run(r) for r in reqs]  # a block device holds one fresh image at a time
+        # a real image's boot (tiers/real_guest.py) or the built-in guest's
+        boot_once = self._one_real_boot if self.real is not None else self._one_boot
         results: list[RunOutcome | None] = [None] * len(reqs)
         pending = list(range(len(reqs)))
         while pending:
             try:
-                done = self._one_boot([reqs[i] for i in pending], host_ready)
+                done = boot_once([reqs[i] for i in pending], host_ready)
             # with this boot's finished runs: add the earlier boots' ones
             except RunsInterrupted as intr:
                 for i, out in zip(pending, intr.outcomes, strict=True):
@@ -251,6 +255,19 @@ class GuestTier(Guest, Tier):
                 break
             pending = still
         return [r for r in results if r is not None]
+
+    def _one_real_boot(
+        self, reqs: list[RunRequest], host_ready: Callable[[], None] | None = None
+    ) -> list[RunOutcome | None]:
+        """One boot of the real image for several runs of one cell (`run_real_batch`); None for a
+        run that did not start (the boot was lost before it)."""
+        assert self.real is not None
+        self.finish_background_work()
+        outs = run_real_batch(reqs, self.real, self._image_bytes, host_ready)
+        for out in outs:
+            if out is not None:
+                out.meta["accel_reason"] = self.choice.reason
+        return outs
 
     def _one_boot(
         self, reqs: list[RunRequest], host_ready: Callable[[], None] | None = None

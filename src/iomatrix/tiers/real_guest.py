@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import shutil
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,12 +33,13 @@ from iomatrix.backing.leftovers import forget
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import GUEST_DISK_PLACEHOLDER, IOPS_LOG_PREFIX, guest_job
 from iomatrix.fio.parse import FioOutputError, checked_metrics, extract_json, parse_iops_log
+from iomatrix.guest.agent import AgentTimeout
 from iomatrix.guest.real_image import RealImage
-from iomatrix.guest.realboot import RealGuest, boot, disk_view
+from iomatrix.guest.realboot import RealGuest, boot, disk_serial, disk_view
 from iomatrix.guest.seed import TOOLS_SERIAL, seed_args, tools_args, write_seed, write_tools
 from iomatrix.images import remove_image
-from iomatrix.qemu_block import DiskSpec, out_of_space
-from iomatrix.tiers.base import RunOutcome, RunRequest, fresh_image
+from iomatrix.qemu_block import DISK_SERIAL, DiskSpec, out_of_space
+from iomatrix.tiers.base import RunOutcome, RunRequest, RunsInterrupted, fresh_image
 
 GUEST_RUN_DIR = "/run/iomatrix"
 TOOLS_MOUNT = "/run/iomx-tools"
@@ -69,6 +72,25 @@ FS_FILE = "iomatrix.fio"
 MKFS_EXT4 = "mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0"
 # os-release's PRETTY_NAME and the kernel release, one a line.
 _FACTS = '. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-unknown}"; uname -r'
+# Before each run in a booted guest, as the built-in guest's init does before each run of a shared
+# boot: the filesystem an earlier run of the boot mounted is unmounted (its journal written now, not
+# during this run), that run's job and IOPS log removed (a fio that fails must not leave the earlier
+# log to be read as its own), and the guest's page cache written back and dropped (what an earlier
+# run read or wrote is not cached for this one). Each run also has its own fresh disk.
+PREPARE_RUN = f"""set -e
+mkdir -p {GUEST_RUN_DIR}
+if mountpoint -q {FS_MOUNT}; then umount {FS_MOUNT}; fi
+rm -f {GUEST_RUN_DIR}/job.fio {GUEST_RUN_DIR}/{IOPS_LOG_PREFIX}_*.log
+sync
+echo 3 > /proc/sys/vm/drop_caches
+"""
+# What every run records of that (meta.guest_prepared).
+GUEST_PREPARED = (
+    "own fresh disk; earlier filesystem unmounted, its files removed; page cache dropped"
+)
+# A run's failure after which its boot serves no further run: a command that did not finish in time
+# may still run in the guest (beside the next run), and a closed agent socket means QEMU is gone.
+BOOT_LOST: tuple[type[BaseException], ...] = (AgentTimeout, OSError)
 
 
 @dataclass
@@ -155,27 +177,40 @@ def guest_filesystem(
 
 
 def run_in_guest(
-    guest: RealGuest, ctx: RealRunContext, job: str, timeout_s: float, size_bytes: int
+    guest: RealGuest,
+    ctx: RealRunContext,
+    job: str,
+    timeout_s: float,
+    size_bytes: int,
+    serial: str = DISK_SERIAL,
 ) -> tuple[dict[str, Any], str, str]:
     """(meta, fio's stdout and stderr, its iops log) of the job run in the booted guest, on the
-    raw disk under test or (`ctx.filesystem`) on a file of a filesystem made on it. Every step
-    gets what is left of `timeout_s`: right after its boot a TCG guest on a loaded host can take
-    minutes for a command (a fixed 60 s failed a run at load 7)."""
+    raw disk under test with `serial` or (`ctx.filesystem`) on a file of a filesystem made on it.
+    The guest is first made ready (`PREPARE_RUN`: an earlier run's filesystem unmounted, its files
+    removed, the page cache dropped). Every step gets what is left of `timeout_s`: right after its
+    boot a TCG guest on a loaded host can take minutes for a command (a fixed 60 s failed a run at
+    load 7)."""
     deadline = time.monotonic() + timeout_s
 
     def left() -> float:
         return max(STEP_FLOOR_S, deadline - time.monotonic())
 
+    prepared = guest.sh(PREPARE_RUN, timeout=left())
+    if not prepared.ok:
+        last = ((prepared.stderr or prepared.stdout).strip().splitlines() or ["no output"])[-1]
+        raise UserError(
+            f"guest: making the guest ready for the run failed: {last}",
+            hint="read the run's console.log",
+        )
     facts = guest.sh(_FACTS, timeout=left()).stdout.splitlines()
     if len(facts) >= 2 and not (ctx.image.distribution and ctx.image.kernel_version):
         ctx.image = ctx.image.with_guest_facts(facts[0], facts[1])
-    view = disk_view(guest, timeout=left())
+    view = disk_view(guest, serial, timeout=left())
     fio, fio_from, seed = which_fio(guest, left())
     target, fs_meta = f"/dev/{view['name']}", None
     if ctx.filesystem not in (None, "none"):
         target, fs_meta = guest_filesystem(guest, str(ctx.filesystem), target, size_bytes, left())
     text = job.replace(GUEST_DISK_PLACEHOLDER, target)
-    guest.sh(f"mkdir -p {GUEST_RUN_DIR}", timeout=left())
     guest.agent.write_file(f"{GUEST_RUN_DIR}/job.fio", text.encode())
     t0 = time.monotonic()
     res = guest.sh(f"cd {GUEST_RUN_DIR} && exec {fio} --output-format=json job.fio", timeout=left())
@@ -186,6 +221,7 @@ def run_in_guest(
         "fio_exit": res.exitcode,
         "guest_fio": fio_from,
         "guest_seed": seed,
+        "guest_prepared": GUEST_PREPARED,
     }
     if fs_meta is not None:
         meta["guest_filesystem"] = fs_meta
@@ -213,56 +249,221 @@ def which_fio(guest: RealGuest, timeout_s: float = 60.0) -> tuple[str, str, str]
 def run_real(req: RunRequest, ctx: RealRunContext, image_bytes: int) -> RunOutcome:
     """One run of `req` in the real image: a fresh disk under test, one boot, the fio job, the
     outcome."""
-    refused = _refusal(req, ctx.filesystem)
-    job = (
-        ""
-        if refused
-        else guest_job(req.workload, shape=req.shape, custom_text=req.workload.custom_text)
-    )
-    meta: dict[str, Any] = {
-        "machine": "pc",
-        "guest_kind": "real image",
-        "guest_image": ctx.image.as_metadata(),
-    }
-    if refused:
-        return RunOutcome(ok=False, error=refused, meta=meta)
-    image, ours = fresh_image(req, ctx.workdir, image_bytes, "iomatrix")
-    t0 = time.monotonic()
-    console = ""
+    (out,) = run_real_batch([req], ctx, lambda _: image_bytes, shared=False)
+    assert out is not None  # a boot of one run settles it
+    return out
+
+
+def run_real_batch(
+    reqs: list[RunRequest],
+    ctx: RealRunContext,
+    image_bytes: Callable[[RunRequest], int],
+    host_ready: Callable[[], None] | None = None,
+    shared: bool = True,
+) -> list[RunOutcome | None]:
+    """Runs of one cell in one boot of the real image, in order: each its own fresh disk under
+    test (serial `disk_serial(position)`), the guest made ready before each (`PREPARE_RUN`),
+    `host_ready` (the runner's sync + drop caches) once the guest is up, before the first run.
+
+    `shared`: each run records the boot (`boot_id`, `boot_position`, meta `boot_runs` and
+    `boot_phases`) and its own span (`started_at`, `finished_at`; the first run's holds the boot).
+    Bounded: the boot by the first run's time limit, each run by its own (the first's less the
+    boot). A boot that never comes up fails every run with its one line; a run that does not finish
+    in time (or QEMU gone) fails, and the runs after it are left None (not started: the tier may
+    run them in a new boot). Ctrl-C: `RunsInterrupted` with the runs that finished."""
+    outs, jobs = _jobs_or_refusals(reqs, ctx)
+    if not jobs:
+        if host_ready is not None:
+            host_ready()
+        return outs
+    order = list(jobs)
+    boot_id = uuid.uuid4().hex[:12]
+    first = reqs[order[0]]
+    run_dir = first.run_dir.parent / f"boot-{boot_id}" if shared else first.run_dir
+    # filled as they are made: the ones made are removed however the boot ends
+    images: list[tuple[Path | None, bool]] = []
     try:
-        disk = DiskSpec.for_cell(req.cell, image, image_bytes)
-        with boot(
-            ctx.image.boot,
-            req.run_dir,
-            [disk],
-            ctx.accel,
-            ctx.memory_mb,
-            boot_limit_s=req.timeout_s,
-            wrapper=req.wrapper,
-            extra_args=ctx.extra_args,
-        ) as guest:
-            if req.on_process is not None:
-                req.on_process(guest.proc.pid)
-            boot_s = guest.boot_s
-            meta["qemu_argv"] = guest.argv
-            run_meta, output, log = run_in_guest(
-                guest, ctx, job, max(1.0, req.timeout_s - boot_s), req.shape.size_bytes
-            )
-            console = guest.console_lines(40)
-        meta.update(run_meta)
-    except (UserError, OSError) as err:  # OSError: the agent's socket closed under it (QEMU died)
-        full = out_of_space(image)
-        line = err.one_line() if isinstance(err, UserError) else f"guest agent: {err}"
-        return RunOutcome(
-            ok=False, error=line + (f" — {full}" if full else ""), job_text=job, meta=meta
+        disks = _fresh_disks(
+            [reqs[i] for i in order], ctx, image_bytes, boot_id if shared else None, images
         )
+
+        def done(pos: int, out: RunOutcome) -> None:
+            outs[order[pos]] = out  # at once: a Ctrl-C during the next run keeps it
+
+        _BootRuns(ctx, shared, boot_id).boot_and_run(
+            run_dir,
+            disks,
+            [(reqs[i], jobs[i], img) for i, (img, _) in zip(order, images, strict=True)],
+            host_ready,
+            done,
+        )
+    # the disks could not be made, or the guest did not come up: every run not finished fails
+    except (UserError, OSError) as err:  # OSError: the agent's socket closed under it (QEMU died)
+        line = err.one_line() if isinstance(err, UserError) else f"guest agent: {err}"
+        for pos, i in enumerate(order):
+            if outs[i] is None:
+                image = images[pos][0] if pos < len(images) else None
+                outs[i] = _failed(ctx, line, jobs[i], image)
+    except KeyboardInterrupt as intr:
+        if shared:
+            raise RunsInterrupted(outs) from intr
+        raise
     finally:
-        if ours and isinstance(image, Path):
-            remove_image(image)
-            forget(ctx.workdir, image)
-    wall_s = round(time.monotonic() - t0, 3)
-    phases = {"boot_s": boot_s, "workload_s": meta["workload_host_s"], "wall_s": wall_s}
-    return fio_outcome(req.workload.primary_metric, job, meta, (output, log, console), phases)
+        _remove_disks(ctx, images)
+    if shared and all(o is not None and o.ok for o in outs):
+        shutil.rmtree(run_dir, ignore_errors=True)  # a failed boot keeps its console.log and argv
+    return outs
+
+
+def _jobs_or_refusals(
+    reqs: list[RunRequest], ctx: RealRunContext
+) -> tuple[list[RunOutcome | None], dict[int, str]]:
+    """(the outcomes so far: a refused run's, None for the others; index → fio job of the
+    others)."""
+    outs: list[RunOutcome | None] = [None] * len(reqs)
+    jobs: dict[int, str] = {}
+    for i, req in enumerate(reqs):
+        refused = _refusal(req, ctx.filesystem)
+        if refused:
+            outs[i] = RunOutcome(ok=False, error=refused, meta=_base_meta(ctx))
+        else:
+            jobs[i] = guest_job(req.workload, shape=req.shape, custom_text=req.workload.custom_text)
+    return outs, jobs
+
+
+def _fresh_disks(
+    reqs: list[RunRequest],
+    ctx: RealRunContext,
+    image_bytes: Callable[[RunRequest], int],
+    boot_id: str | None,
+    made: list[tuple[Path | None, bool]],
+) -> list[DiskSpec]:
+    """Each run's fresh disk under test, appended to `made` as it is created (named by the boot and
+    the run's position in a shared boot: the runs of one workload would otherwise share a name)."""
+    for pos, req in enumerate(reqs):
+        prefix = f"iomatrix-{boot_id}-{pos}" if boot_id is not None else "iomatrix"
+        made.append(fresh_image(req, ctx.workdir, image_bytes(req), prefix))
+    return [
+        DiskSpec.for_cell(req.cell, img, image_bytes(req))
+        for req, (img, _) in zip(reqs, made, strict=True)
+    ]
+
+
+def _remove_disks(ctx: RealRunContext, images: list[tuple[Path | None, bool]]) -> None:
+    for img, ours in images:
+        if ours and isinstance(img, Path):
+            remove_image(img)
+            forget(ctx.workdir, img)
+
+
+def _failed(ctx: RealRunContext, line: str, job: str, image: Path | None) -> RunOutcome:
+    """A run that failed with `line` (and why its disk's backing may have run out of room)."""
+    full = out_of_space(image)
+    return RunOutcome(
+        ok=False, error=line + (f" — {full}" if full else ""), job_text=job, meta=_base_meta(ctx)
+    )
+
+
+def _base_meta(ctx: RealRunContext) -> dict[str, Any]:
+    return {"machine": "pc", "guest_kind": "real image", "guest_image": ctx.image.as_metadata()}
+
+
+class _BootRuns:
+    """The runs of one booted real guest, one after another (`run_real_batch`)."""
+
+    def __init__(self, ctx: RealRunContext, shared: bool, boot_id: str) -> None:
+        self.ctx, self.shared, self.boot_id = ctx, shared, boot_id
+        self.boot_phases: dict[str, float] = {}
+
+    def boot_and_run(
+        self,
+        run_dir: Path,
+        disks: list[DiskSpec],
+        runs: list[tuple[RunRequest, str, Path | None]],
+        host_ready: Callable[[], None] | None,
+        done: Callable[[int, RunOutcome], None],
+    ) -> None:
+        """Boot with `disks` (bounded by the first run's time limit), `host_ready` once the guest
+        is up, then each run in turn, each told to `done(position, outcome)` as it ends; stops after
+        a run that lost the boot."""
+        first = runs[0][0]
+        # the first run's span starts with the boot: (monotonic, host clock)
+        self.since, self.since_clock = time.monotonic(), time.time()
+        with boot(
+            self.ctx.image.boot,
+            run_dir,
+            disks,
+            self.ctx.accel,
+            self.ctx.memory_mb,
+            boot_limit_s=first.timeout_s,
+            wrapper=first.wrapper,
+            extra_args=self.ctx.extra_args,
+        ) as guest:
+            if first.on_process is not None:
+                first.on_process(guest.proc.pid)
+            t = time.monotonic()
+            if host_ready is not None:
+                host_ready()
+            self.boot_phases = {
+                "boot_s": guest.boot_s,
+                "host_ready_s": round(time.monotonic() - t, 3),
+            }
+            for pos, (req, job, image) in enumerate(runs):
+                out, lost = self.one(guest, pos, (req, job, image), len(runs))
+                done(pos, out)
+                if lost:
+                    return
+
+    def one(
+        self,
+        guest: RealGuest,
+        pos: int,
+        run: tuple[RunRequest, str, Path | None],
+        boot_runs: int,
+    ) -> tuple[RunOutcome, bool]:
+        """(the outcome of the run at `pos`: its request, fio job and disk; whether the boot is lost
+        with it)."""
+        req, job, image = run
+        meta = _base_meta(self.ctx) | {"qemu_argv": guest.argv}
+        # the first run's limit held its boot, as a run of its own boot does
+        limit = req.timeout_s - (guest.boot_s if pos == 0 else 0.0)
+        lost = False
+        try:
+            run_meta, output, log = run_in_guest(
+                guest, self.ctx, job, max(1.0, limit), req.shape.size_bytes, disk_serial(pos)
+            )
+            meta.update(run_meta)
+        except (UserError, OSError) as err:
+            lost = isinstance(err, BOOT_LOST) or guest.stopped() is not None
+            full = out_of_space(image)
+            line = err.one_line() if isinstance(err, UserError) else f"guest agent: {err}"
+            out = RunOutcome(
+                ok=False,
+                error=line + (f" — {full}" if full else ""),
+                job_text=job,
+                console_tail=guest.console_lines(40),
+                meta=meta,
+            )
+        else:
+            phases = {"workload_s": meta["workload_host_s"]}
+            if pos == 0:
+                phases = {"boot_s": guest.boot_s, **phases}
+            # its share of the boot: from the previous run's end (the boot's start for the first)
+            phases["wall_s"] = round(time.monotonic() - self.since, 3)
+            out = fio_outcome(
+                req.workload.primary_metric,
+                job,
+                meta,
+                (output, log, guest.console_lines(40)),
+                phases,
+            )
+        self.since, started = time.monotonic(), self.since_clock
+        self.since_clock = time.time()
+        if self.shared:
+            out.boot_id, out.boot_position = self.boot_id, pos
+            out.started_at, out.finished_at = started, self.since_clock
+            out.meta.update({"boot_runs": boot_runs, "boot_phases": self.boot_phases})
+        return out, lost
 
 
 def fio_outcome(

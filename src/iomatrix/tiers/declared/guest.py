@@ -14,10 +14,15 @@ from iomatrix.guest.cmdline import machine_for, max_runs_per_boot
 from iomatrix.qemu_block import NULL_FORMAT
 from iomatrix.tiers.declaration import TierDeclaration, qemu_host_cache_wording
 
-# One run in a real image under TCG, beyond its runtime: the boot to the guest agent (111 s
-# measured), the disk under test made and removed, fio's job written and read back through the agent
-# (docs/guest.md).
-REAL_IMAGE_RUN_S = 150.0
+# A real image under TCG: its boot, shared by the runs of one cell in it (tiers/real_guest.py), and
+# each run beyond its runtime. Measured (tests/test_real_guest.py, two runs of one cell in one boot,
+# load ~3 on 2 cores): QEMU's start to the agent 83 s, the first run's wall 152 s, the second's 50 s
+# for a 1 s runtime (the guest made ready, its facts and view of the disk read, fio's job written,
+# fio's own start-up in the TCG guest, its output and log read back: each a guest-exec). So ~100 s
+# per boot (with the disks made and removed and the host's cache dropped) and ~50 s per run; a
+# one-run boot, 150 s, is what a whole one-run sweep measured before (docs/guest.md).
+REAL_IMAGE_BOOT_S = 100.0
+REAL_IMAGE_RUN_OVERHEAD_S = 50.0
 
 if TYPE_CHECKING:
     from iomatrix.domain.cell import Cell
@@ -84,13 +89,16 @@ class Guest(TierDeclaration):
             )
 
     @classmethod
-    def estimate_run_s(cls, plan: PlanView, workload: Workload) -> float | None:
-        # A real image boots once per run (no shared boots yet): its boot, not the built-in guest's
-        # batch, sets the cost (docs/guest.md: 111 s to the agent under TCG, 158-252 s for a whole
-        # one-run sweep).
+    def start_up_s(cls, plan: PlanView) -> tuple[float, float, float]:
+        # A real image's boot, not the built-in guest's, sets the cost: once per boot, which the
+        # runs of one cell share (`repetitions_per_boot` rounds of them, up to the bus's disks).
         if plan.setting("guest_image") is None:
-            return None
-        return REAL_IMAGE_RUN_S + plan.runtime + plan.ramp
+            return super().start_up_s(plan)
+        return (
+            REAL_IMAGE_BOOT_S + REAL_IMAGE_RUN_OVERHEAD_S,
+            REAL_IMAGE_BOOT_S,
+            REAL_IMAGE_RUN_OVERHEAD_S,
+        )
 
     @classmethod
     def page_cache_wording(cls, cache: str) -> str:
