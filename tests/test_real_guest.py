@@ -16,9 +16,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 
 from iomatrix import children, roles
+from iomatrix.backing import leftovers
 from iomatrix.fio.jobs import JobShape, guest_job
 from iomatrix.guest.agent import AgentTimeout
 from iomatrix.guest.cache import default_cache_dir
@@ -38,7 +40,7 @@ from iomatrix.tiers.real_guest import (
     run_in_guest,
     which_fio,
 )
-from tests.conftest import run_cli
+from tests.conftest import needs, run_cli
 
 pytestmark = pytest.mark.slow
 DISK_BYTES = 64 << 20
@@ -382,4 +384,76 @@ def test_one_boot_of_the_image_serves_two_runs_of_a_cell_each_with_its_own_disk_
     assert views[0]["name"] != views[1]["name"] and views[0]["devpath"] != views[1]["devpath"]
     phases = [json.loads(r[4]) for r in rows]
     assert "boot_s" in phases[0] and "boot_s" not in phases[1]  # the first run holds the boot
+    assert not [p for p in tmp_path.rglob("*") if p.suffix in (".raw", ".qcow2")]
+
+
+NBD_PLAN = """
+tier = ["guest"]
+format = ["raw"]
+preallocation = ["off"]
+cache = ["none"]
+bus = ["virtio-blk"]
+workloads = ["rand-write-4k"]
+size = "16M"
+image_size = "32M"
+runtime = 1
+run_timeout = 900
+null_ceiling = false
+retry_disturbed = false
+[repetitions]
+min = 1
+max = 1
+[[backing]]
+type = "nbd"
+[guest]
+image = "{image}"
+"""
+
+
+def _processes_naming(name: str, path: Path) -> list[int]:
+    """Live processes called `name` whose command line names `path` (what this test started)."""
+    return [
+        p.pid
+        for p in psutil.process_iter(["name", "cmdline"])
+        if p.info["name"] == name and str(path) in " ".join(p.info["cmdline"] or [])
+    ]
+
+
+@needs("nbdkit")
+def test_a_sweep_in_the_image_on_a_lab_nbd_backing_measures_the_network_disk_and_leaves_nothing(
+    image: DebianImage, tmp_path: Path
+) -> None:
+    """A network backing in a real image: the lab's nbdkit serves the run's disk, QEMU opens it
+    with its own nbd client (the same -blockdev node as the built-in guest's), the Debian guest
+    sees it as its disk under test and fio measures it through the agent; the run records the
+    network disk, the server and the guest's view. Afterwards no nbdkit, QEMU, server file, ledger
+    entry or disk image is left."""
+    (tmp_path / "p.toml").write_text(NBD_PLAN.format(image=image.qcow2))
+    proc = run_cli(
+        *("run", "p.toml", "--db", "r.sqlite", "--workdir", "w", "--accel", "tcg"),
+        cwd=tmp_path,
+        timeout=1800,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with sqlite3.connect(tmp_path / "r.sqlite") as db:
+        rows = db.execute("SELECT status, meta_json, error FROM runs").fetchall()
+    assert len(rows) == 1 and rows[0][0] == "ok", rows
+    meta = json.loads(rows[0][1])
+    disk = meta["network_disk"]
+    assert disk["protocol"] == "nbd" and disk["format"] == "raw", disk
+    assert disk["url"].startswith("nbd://127.0.0.1:") and disk["nbd_mode"] == "lab-started"
+    # QEMU's own nbd client under the cell's format node, as the built-in guest's
+    argv = " ".join(meta["qemu_argv"])
+    assert "file.driver=nbd" in argv and "driver=raw,node-name=" in argv, argv
+    assert meta["guest_image"]["image_sha256"] == image.sha256
+    view = meta["guest_disk"]
+    print(f"Debian guest on an NBD disk: {view}, phases {meta.get('boot_phases')}")
+    assert view["driver"] == "virtio_blk" and view["sectors"] == (32 << 20) // 512, view
+    assert {p["name"] for p in meta["server_processes"]} == {"nbdkit"}
+    workdir = tmp_path / "w"
+    assert _processes_naming("nbdkit", workdir) == []
+    assert _processes_naming("qemu-system-x86_64", tmp_path) == []
+    assert leftovers.pending(workdir) == []
+    backings = workdir / "backings"
+    assert not backings.exists() or not any(f.is_file() for f in backings.rglob("*"))
     assert not [p for p in tmp_path.rglob("*") if p.suffix in (".raw", ".qcow2")]

@@ -6,6 +6,7 @@ tests/test_real_guest.py (slow)."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import shutil
 import socket
@@ -15,6 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from iomatrix.backing import leftovers
+from iomatrix.backing.network import NetworkDisk
+from iomatrix.backing.provision import provision
+from iomatrix.backing.spec import parse_backing
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import JobShape
 from iomatrix.guest import debian_image as dimg
@@ -37,6 +42,7 @@ from iomatrix.plan.model import Plan
 from iomatrix.qemu_block import DiskSpec
 from iomatrix.runner import plan_expansion
 from iomatrix.tiers.base import RunRequest, Target
+from iomatrix.tiers.network_disks import disk_name, network_disk
 from iomatrix.tiers.real_guest import FS_MOUNT, PREPARE_RUN, RealRunContext, run_real_batch
 from iomatrix.workloads import resolve
 from tests.conftest import iomatrix_argv
@@ -505,7 +511,9 @@ def test_the_guests_preparation_before_each_run_parses_and_drops_its_caches() ->
     assert f"umount {FS_MOUNT}" in PREPARE_RUN
 
 
-def _batch_requests(tmp_path: Path, workloads: list[str]) -> list[RunRequest]:
+def _batch_requests(
+    tmp_path: Path, workloads: list[str], target: Target | None = None
+) -> list[RunRequest]:
     plan = Plan.model_validate(
         {
             "name": "t",
@@ -525,7 +533,7 @@ def _batch_requests(tmp_path: Path, workloads: list[str]) -> list[RunRequest]:
         RunRequest(
             cell=cell,
             workload=resolve(name),
-            target=Target("dir", tmp_path),
+            target=target or Target("dir", tmp_path),
             shape=JobShape(plan.size_bytes, plan.runtime),
             run_dir=tmp_path / "runs" / str(i),
             timeout_s=30,
@@ -574,3 +582,52 @@ def test_runs_a_real_image_refuses_settle_without_a_boot_and_the_host_is_still_m
         True,
     ]
     assert not (tmp_path / "runs").exists() and not list(tmp_path.glob("*.raw"))
+
+
+@pytest.mark.skipif(shutil.which("nbdkit") is None, reason="nbdkit not installed")
+def test_a_real_image_boot_on_a_network_backing_records_each_runs_disk_and_gives_them_back(
+    tmp_path: Path,
+) -> None:
+    """On a network backing each run's disk under test is made by the server (a lab nbdkit here),
+    through the tier's maker, not as an image file; the boot cannot start (its image is gone): each
+    run fails in one line with its network disk recorded, and the server's disks are given back."""
+    workdir = tmp_path / "work"
+    made: list[NetworkDisk] = []
+    with provision(parse_backing({"type": "nbd"}), workdir, set()) as handle:
+        server = handle.server
+        assert server is not None
+        reqs = _batch_requests(
+            tmp_path,
+            ["rand-write-4k", "rand-write-4k"],
+            Target("network", handle.path, server=server),
+        )
+
+        def network_disks(
+            runs: list[RunRequest], stack: contextlib.ExitStack
+        ) -> list[tuple[NetworkDisk, dict]]:
+            out = []
+            for r in runs:
+                name = disk_name("vm", r.workload.slug)
+                disk, meta = stack.enter_context(
+                    network_disk(server, r.cell, size_bytes=8 << 20, name=name, workdir=workdir)
+                )
+                made.append(disk)
+                out.append((disk, meta))
+            return out
+
+        outs = run_real_batch(
+            reqs,
+            _context(tmp_path, tmp_path / "gone.qcow2"),
+            lambda _: 8 << 20,
+            network_disks=network_disks,
+        )
+        assert len(made) == 2
+        for out, disk in zip(outs, made, strict=True):
+            assert out is not None and not out.ok and "\n" not in (out.error or "")
+            assert "does not exist" in (out.error or ""), out.error
+            assert out.meta["network_disk"]["url"] == disk.url
+            assert out.meta["network_disk"]["protocol"] == "nbd"
+            # given back to the server before the backing was torn down
+            assert disk.server_path is not None and not disk.server_path.exists()
+    assert leftovers.pending(workdir) == []
+    assert not list(tmp_path.rglob("*.raw"))

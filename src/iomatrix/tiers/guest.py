@@ -156,7 +156,7 @@ class GuestTier(Guest, Tier):
     def run(self, req: RunRequest) -> RunOutcome:
         self.finish_background_work()  # a boot's image removal must not overlap this run
         if self.real is not None:
-            result = run_real(req, self.real, self._image_bytes(req))
+            result = run_real(req, self.real, self._image_bytes(req), self._network_disks)
             result.meta["accel_reason"] = self.choice.reason
             if result.ok:
                 # a failed run keeps its console.log and argv
@@ -263,7 +263,9 @@ class GuestTier(Guest, Tier):
         run that did not start (the boot was lost before it)."""
         assert self.real is not None
         self.finish_background_work()
-        outs = run_real_batch(reqs, self.real, self._image_bytes, host_ready)
+        outs = run_real_batch(
+            reqs, self.real, self._image_bytes, host_ready, network_disks=self._network_disks
+        )
         for out in outs:
             if out is not None:
                 out.meta["accel_reason"] = self.choice.reason

@@ -17,10 +17,16 @@ the disk under test (its inode tables and journal written at once, so no backgro
 initialisation runs beside fio), mounts it, and the job runs on a file of it instead of the raw
 disk, with O_DIRECT and the job's own fdatasync, through the guest's filesystem and journal; the
 filesystem (mkfs options, mount options, free space) is recorded in the run's
-``guest_filesystem``."""
+``guest_filesystem``.
+
+On a network backing (iSCSI, NFS, NBD) each run's disk under test is made by the backing's server
+(the tier's `network_disks`, as for the built-in guest), opened by QEMU's own client with the same
+`-blockdev` node (`DiskSpec.for_cell` on the `NetworkDisk`), recorded (`network_disk`,
+`network_server`) and given back once QEMU has exited."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 import uuid
@@ -30,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from iomatrix.backing.leftovers import forget
+from iomatrix.backing.network import NetworkDisk
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import GUEST_DISK_PLACEHOLDER, IOPS_LOG_PREFIX, guest_job
 from iomatrix.fio.parse import FioOutputError, checked_metrics, extract_json, parse_iops_log
@@ -91,6 +98,11 @@ GUEST_PREPARED = (
 # A run's failure after which its boot serves no further run: a command that did not finish in time
 # may still run in the guest (beside the next run), and a closed agent socket means QEMU is gone.
 BOOT_LOST: tuple[type[BaseException], ...] = (AgentTimeout, OSError)
+# The tier's maker of a boot's network disks (`GuestTier._network_disks`): a fresh disk per run on
+# the backing's server, each given back when the stack closes, with what to record of it.
+NetworkDisks = Callable[
+    [list[RunRequest], contextlib.ExitStack], list[tuple[NetworkDisk, dict[str, Any]]]
+]
 
 
 @dataclass
@@ -134,8 +146,6 @@ def _refusal(req: RunRequest, filesystem: str | None) -> str | None:
             "filesystem workloads do not run in a real guest image yet (issue 51): run them "
             "in the built-in guest"
         )
-    if req.target.kind == "network":
-        return "network backings do not run in a real guest image yet (issue 51)"
     return None
 
 
@@ -246,10 +256,17 @@ def which_fio(guest: RealGuest, timeout_s: float = 60.0) -> tuple[str, str, str]
     return words[0], words[1], words[2]
 
 
-def run_real(req: RunRequest, ctx: RealRunContext, image_bytes: int) -> RunOutcome:
+def run_real(
+    req: RunRequest,
+    ctx: RealRunContext,
+    image_bytes: int,
+    network_disks: NetworkDisks | None = None,
+) -> RunOutcome:
     """One run of `req` in the real image: a fresh disk under test, one boot, the fio job, the
     outcome."""
-    (out,) = run_real_batch([req], ctx, lambda _: image_bytes, shared=False)
+    (out,) = run_real_batch(
+        [req], ctx, lambda _: image_bytes, shared=False, network_disks=network_disks
+    )
     assert out is not None  # a boot of one run settles it
     return out
 
@@ -260,6 +277,7 @@ def run_real_batch(
     image_bytes: Callable[[RunRequest], int],
     host_ready: Callable[[], None] | None = None,
     shared: bool = True,
+    network_disks: NetworkDisks | None = None,
 ) -> list[RunOutcome | None]:
     """Runs of one cell in one boot of the real image, in order: each its own fresh disk under
     test (serial `disk_serial(position)`), the guest made ready before each (`PREPARE_RUN`),
@@ -270,7 +288,10 @@ def run_real_batch(
     Bounded: the boot by the first run's time limit, each run by its own (the first's less the
     boot). A boot that never comes up fails every run with its one line; a run that does not finish
     in time (or QEMU gone) fails, and the runs after it are left None (not started: the tier may
-    run them in a new boot). Ctrl-C: `RunsInterrupted` with the runs that finished."""
+    run them in a new boot). Ctrl-C: `RunsInterrupted` with the runs that finished.
+
+    On a network backing `network_disks` makes each run's disk on the server; they are given back
+    after QEMU has exited (the boot's block ends before the stack closes), however the boot ends."""
     outs, jobs = _jobs_or_refusals(reqs, ctx)
     if not jobs:
         if host_ready is not None:
@@ -281,13 +302,20 @@ def run_real_batch(
     first = reqs[order[0]]
     run_dir = first.run_dir.parent / f"boot-{boot_id}" if shared else first.run_dir
     # filled as they are made: the ones made are removed however the boot ends
-    images: list[tuple[Path | None, bool]] = []
+    images: list[tuple[Path | NetworkDisk | None, bool]] = []
+    # a network backing's disks, given back when it closes; what each run records of its disk
+    network_stack = contextlib.ExitStack()
+    net_metas: list[dict[str, Any]] = [{} for _ in order]
     try:
-        disks = _fresh_disks(
-            [reqs[i] for i in order], ctx, image_bytes, boot_id if shared else None, images
-        )
+        run_reqs = [reqs[i] for i in order]
+        if network_disks is not None and first.target.kind == "network":
+            made = network_disks(run_reqs, network_stack)
+            disks = _network_specs(run_reqs, image_bytes, made, images, net_metas)
+        else:
+            disks = _fresh_disks(run_reqs, ctx, image_bytes, boot_id if shared else None, images)
 
         def done(pos: int, out: RunOutcome) -> None:
+            out.meta.update(net_metas[pos])
             outs[order[pos]] = out  # at once: a Ctrl-C during the next run keeps it
 
         _BootRuns(ctx, shared, boot_id).boot_and_run(
@@ -300,16 +328,14 @@ def run_real_batch(
     # the disks could not be made, or the guest did not come up: every run not finished fails
     except (UserError, OSError) as err:  # OSError: the agent's socket closed under it (QEMU died)
         line = err.one_line() if isinstance(err, UserError) else f"guest agent: {err}"
-        for pos, i in enumerate(order):
-            if outs[i] is None:
-                image = images[pos][0] if pos < len(images) else None
-                outs[i] = _failed(ctx, line, jobs[i], image)
+        _fail_unfinished(outs, order, (ctx, line, jobs), images, net_metas)
     except KeyboardInterrupt as intr:
         if shared:
             raise RunsInterrupted(outs) from intr
         raise
     finally:
         _remove_disks(ctx, images)
+        network_stack.close()  # QEMU has exited: the boot's block ended above
     if shared and all(o is not None and o.ok for o in outs):
         shutil.rmtree(run_dir, ignore_errors=True)  # a failed boot keeps its console.log and argv
     return outs
@@ -336,7 +362,7 @@ def _fresh_disks(
     ctx: RealRunContext,
     image_bytes: Callable[[RunRequest], int],
     boot_id: str | None,
-    made: list[tuple[Path | None, bool]],
+    made: list[tuple[Path | NetworkDisk | None, bool]],
 ) -> list[DiskSpec]:
     """Each run's fresh disk under test, appended to `made` as it is created (named by the boot and
     the run's position in a shared boot: the runs of one workload would otherwise share a name)."""
@@ -349,14 +375,54 @@ def _fresh_disks(
     ]
 
 
-def _remove_disks(ctx: RealRunContext, images: list[tuple[Path | None, bool]]) -> None:
+def _fail_unfinished(
+    outs: list[RunOutcome | None],
+    order: list[int],
+    why: tuple[RealRunContext, str, dict[int, str]],
+    images: list[tuple[Path | NetworkDisk | None, bool]],
+    net_metas: list[dict[str, Any]],
+) -> None:
+    """Settle every run of `order` not finished yet as failed with the boot's one line (`why`: the
+    context, the line, the runs' fio jobs), each with its disk's record."""
+    ctx, line, jobs = why
+    for pos, i in enumerate(order):
+        if outs[i] is None:
+            image = images[pos][0] if pos < len(images) else None
+            failed = _failed(ctx, line, jobs[i], image)
+            failed.meta.update(net_metas[pos])
+            outs[i] = failed
+
+
+def _network_specs(
+    reqs: list[RunRequest],
+    image_bytes: Callable[[RunRequest], int],
+    made: list[tuple[NetworkDisk, dict[str, Any]]],
+    images: list[tuple[Path | NetworkDisk | None, bool]],
+    net_metas: list[dict[str, Any]],
+) -> list[DiskSpec]:
+    """Each run's disk under test on the network disk the server `made` for it (QEMU's own client,
+    the node the built-in guest and the block layer give it), noted in `images` (not ours to remove:
+    the server takes it back) and its record in `net_metas`."""
+    images.extend((disk, False) for disk, _ in made)
+    net_metas[:] = [meta for _, meta in made]
+    return [
+        DiskSpec.for_cell(req.cell, disk, image_bytes(req))
+        for req, (disk, _) in zip(reqs, made, strict=True)
+    ]
+
+
+def _remove_disks(
+    ctx: RealRunContext, images: list[tuple[Path | NetworkDisk | None, bool]]
+) -> None:
     for img, ours in images:
         if ours and isinstance(img, Path):
             remove_image(img)
             forget(ctx.workdir, img)
 
 
-def _failed(ctx: RealRunContext, line: str, job: str, image: Path | None) -> RunOutcome:
+def _failed(
+    ctx: RealRunContext, line: str, job: str, image: Path | NetworkDisk | None
+) -> RunOutcome:
     """A run that failed with `line` (and why its disk's backing may have run out of room)."""
     full = out_of_space(image)
     return RunOutcome(
@@ -379,7 +445,7 @@ class _BootRuns:
         self,
         run_dir: Path,
         disks: list[DiskSpec],
-        runs: list[tuple[RunRequest, str, Path | None]],
+        runs: list[tuple[RunRequest, str, Path | NetworkDisk | None]],
         host_ready: Callable[[], None] | None,
         done: Callable[[int, RunOutcome], None],
     ) -> None:
@@ -418,7 +484,7 @@ class _BootRuns:
         self,
         guest: RealGuest,
         pos: int,
-        run: tuple[RunRequest, str, Path | None],
+        run: tuple[RunRequest, str, Path | NetworkDisk | None],
         boot_runs: int,
     ) -> tuple[RunOutcome, bool]:
         """(the outcome of the run at `pos`: its request, fio job and disk; whether the boot is lost
