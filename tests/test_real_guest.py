@@ -25,6 +25,7 @@ from iomatrix.fio.jobs import JobShape, guest_job
 from iomatrix.guest.agent import AgentTimeout
 from iomatrix.guest.cache import default_cache_dir
 from iomatrix.guest.debian_image import DebianImage, cached_image, ensure_debian_image, sha256_of
+from iomatrix.guest.job import TAR_SERIAL
 from iomatrix.guest.real_image import RealImage
 from iomatrix.guest.realboot import RealGuest, boot, disk_view
 from iomatrix.guest.seed import seed_args, tools_args, write_seed, write_tools
@@ -456,4 +457,63 @@ def test_a_sweep_in_the_image_on_a_lab_nbd_backing_measures_the_network_disk_and
     assert leftovers.pending(workdir) == []
     backings = workdir / "backings"
     assert not backings.exists() or not any(f.is_file() for f in backings.rglob("*"))
+    assert not [p for p in tmp_path.rglob("*") if p.suffix in (".raw", ".qcow2")]
+
+
+FS_PLAN = """
+tier = ["guest"]
+format = ["raw"]
+cache = ["none"]
+bus = ["virtio-blk"]
+workloads = ["fs-read"]
+size = "16M"
+image_size = "256M"
+runtime = 1
+run_timeout = 1200
+null_ceiling = false
+retry_disturbed = false
+[repetitions]
+min = 1
+max = 1
+[guest]
+image = "{image}"
+"""
+
+
+def test_a_filesystem_workload_runs_in_the_image_as_in_the_built_in_guest(
+    image: DebianImage, tmp_path: Path
+) -> None:
+    """fs-read in a real image: the guest makes the plan's ext4 on the disk under test, fills it
+    from the tarball disk, drops its caches and times the tree walk and the tarball listing, step
+    by step as the built-in guest does; stored with the same figures (workload.seconds, fs.timed_s,
+    fs.untimed_s), the image and the guest's view of its disk; nothing left."""
+    (tmp_path / "p.toml").write_text(FS_PLAN.format(image=image.qcow2))
+    proc = run_cli(
+        "run", "p.toml", "--db", "r.sqlite", "--accel", "tcg", cwd=tmp_path, timeout=1800
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with sqlite3.connect(tmp_path / "r.sqlite") as db:
+        rows = db.execute("SELECT id, status, meta_json, error FROM runs").fetchall()
+        assert len(rows) == 1 and rows[0][1] == "ok", rows
+        samples = dict(
+            db.execute("SELECT metric, value FROM samples WHERE run_id = ?", (rows[0][0],))
+        )
+    meta = json.loads(rows[0][2])
+    steps = meta["guest_fs_steps"]
+    print(f"fs-read in the Debian guest: steps {steps}, figures {samples}")
+    assert list(steps) == [
+        "mkfs",
+        "mount",
+        "populate_extract",
+        "populate_copy",
+        "drop_caches",
+        "find",
+        "tar_list",
+    ]
+    assert samples["workload.seconds"] > 0 and samples["fs.timed_s"] > 0
+    assert samples["fs.untimed_s"] >= steps["populate_extract"] > 0
+    assert meta["guest_image"]["image_sha256"] == image.sha256
+    assert meta["guest_disk"]["driver"] == "virtio_blk", meta["guest_disk"]
+    assert f"serial={TAR_SERIAL}" in " ".join(meta["qemu_argv"])
+    assert _processes_naming("qemu-system-x86_64", tmp_path) == []
     assert not [p for p in tmp_path.rglob("*") if p.suffix in (".raw", ".qcow2")]

@@ -30,6 +30,7 @@ from iomatrix.guest.agent import (
     split_replies,
     wait_for_agent,
 )
+from iomatrix.guest.job import TAR_SERIAL
 from iomatrix.guest.real_image import RealImage
 from iomatrix.guest.realboot import (
     BootImage,
@@ -43,7 +44,14 @@ from iomatrix.qemu_block import DiskSpec
 from iomatrix.runner import plan_expansion
 from iomatrix.tiers.base import RunRequest, Target
 from iomatrix.tiers.network_disks import disk_name, network_disk
-from iomatrix.tiers.real_guest import FS_MOUNT, PREPARE_RUN, RealRunContext, run_real_batch
+from iomatrix.tiers.real_guest import (
+    FS_MOUNT,
+    FS_STEPS,
+    PREPARE_RUN,
+    RealRunContext,
+    fs_outcome,
+    run_real_batch,
+)
 from iomatrix.workloads import resolve
 from tests.conftest import iomatrix_argv
 
@@ -512,7 +520,7 @@ def test_the_guests_preparation_before_each_run_parses_and_drops_its_caches() ->
 
 
 def _batch_requests(
-    tmp_path: Path, workloads: list[str], target: Target | None = None
+    tmp_path: Path, workloads: list[str], target: Target | None = None, null: bool = False
 ) -> list[RunRequest]:
     plan = Plan.model_validate(
         {
@@ -524,11 +532,12 @@ def _batch_requests(
             "size": "4M",
             "image_size": "8M",
             "runtime": 1,
-            "null_ceiling": False,
+            "null_ceiling": null,
             "workloads": sorted(set(workloads)),
         }
     )
-    cell = plan_expansion(plan, None, set()).units[0].cell
+    units = plan_expansion(plan, None, set()).units
+    cell = next(u.cell for u in units if u.cell.is_null_ceiling == null)
     return [
         RunRequest(
             cell=cell,
@@ -567,20 +576,15 @@ def test_runs_a_real_image_refuses_settle_without_a_boot_and_the_host_is_still_m
     tmp_path: Path,
 ) -> None:
     calls: list[str] = []
-    reqs = _batch_requests(tmp_path, ["fs-read", "fs-read"])
-    outs = run_real_batch(
-        reqs,
-        _context(tmp_path, tmp_path / "gone.qcow2"),
-        lambda _: 8 << 20,
-        host_ready=lambda: calls.append("ready"),
-    )
+    reqs = _batch_requests(tmp_path, ["fs-read", "rand-read-4k"], null=True)
+    ctx = _context(tmp_path, tmp_path / "gone.qcow2")
+    ctx.filesystem = "ext4"
+    outs = run_real_batch(reqs, ctx, lambda _: 8 << 20, host_ready=lambda: calls.append("ready"))
     assert calls == ["ready"]
     assert [
-        o is not None and "do not run in a real guest image" in (o.error or "") for o in outs
-    ] == [
-        True,
-        True,
-    ]
+        o is not None and o.error == "the null ceiling has no data to hold a filesystem"
+        for o in outs
+    ] == [True, True]
     assert not (tmp_path / "runs").exists() and not list(tmp_path.glob("*.raw"))
 
 
@@ -631,3 +635,24 @@ def test_a_real_image_boot_on_a_network_backing_records_each_runs_disk_and_gives
             assert disk.server_path is not None and not disk.server_path.exists()
     assert leftovers.pending(workdir) == []
     assert not list(tmp_path.rglob("*.raw"))
+
+
+def test_the_filesystem_steps_parse_and_their_output_becomes_the_built_in_guests_figures() -> None:
+    """FS_STEPS (the built-in guest's fs-read and fs-write steps, run in a real image through the
+    agent) parses in a POSIX shell; what it prints becomes the built-in guest's figures: the timed
+    span as workload.seconds, fs.timed_s and fs.untimed_s, each step kept."""
+    sh = shutil.which("dash") or "/bin/sh"
+    assert subprocess.run([sh, "-n", "-c", FS_STEPS]).returncode == 0
+    assert f"virtio-{TAR_SERIAL}" in FS_STEPS and f"M={FS_MOUNT}" in FS_STEPS
+    printed = (
+        '{"fs": "ext4", "workload": [10.5, 14.0], "steps": ['
+        '{"name": "mkfs", "start": 1.0, "end": 3.0}, {"name": "populate_extract", "start": 3.0, '
+        '"end": 9.0}, {"name": "find", "start": 10.5, "end": 11.0}, {"name": "tar_list", '
+        '"start": 11.0, "end": 14.0}]}\n'
+    )
+    out = fs_outcome("fs-read on ext4", {}, printed, "", {"wall_s": 20.0})
+    assert out.ok and out.metrics["workload.seconds"] == 3.5
+    assert out.metrics["fs.timed_s"] == 3.5 and out.metrics["fs.untimed_s"] == 8.0
+    assert out.meta["guest_fs_steps"]["populate_extract"] == 6.0
+    failed = fs_outcome("fs-read on ext4", {}, "no json", "", {"wall_s": 1.0})
+    assert not failed.ok and failed.error == "guest: the filesystem workload printed no steps"

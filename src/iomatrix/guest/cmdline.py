@@ -223,7 +223,8 @@ def _machine_argv(
     ]
 
 
-def _tarball_args(tarball: Path, machine: str) -> list[str]:
+def tarball_args(tarball: Path, machine: str) -> list[str]:
+    """The filesystem workloads' tarball as a read-only raw disk with serial `TAR_SERIAL`."""
     dev = "virtio-blk-device" if machine == "microvm" else "virtio-blk-pci"
     return [
         "-blockdev",
@@ -268,7 +269,7 @@ def build_argv(
         argv += disk_args(disk, machine=machine)
     if job.kind in ("fs-read", "fs-write"):
         assert job.tarball is not None
-        argv += _tarball_args(job.tarball, machine)
+        argv += tarball_args(job.tarball, machine)
     return argv + list(extra_args or [])
 
 
@@ -300,5 +301,5 @@ def build_batch_argv(
     if tarballs:
         tarball = tarballs.pop()
         assert tarball is not None
-        argv += _tarball_args(tarball, machine)
+        argv += tarball_args(tarball, machine)
     return argv

@@ -94,6 +94,7 @@ class GuestTier(Guest, Tier):
                 self.workdir,
                 max(self.plan.guest_memory_mb, 512),
                 filesystem=self.plan.setting("guest_filesystem"),
+                fs_workload_fs=self.plan.guest_fs,
             )
             # the NoCloud seed every boot reads, and iomatrix's static fio for an image without one
             # (no network)

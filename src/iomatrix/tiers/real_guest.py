@@ -2,7 +2,7 @@
 on a fresh overlay with the cell's disk under test, run the workload's fio job in it through the
 guest agent, and turn what fio reported into a `RunOutcome` like the built-in guest's.
 
-One boot per run (the built-in guest's shared boots are not done here yet). The fio job is the
+The runs of one cell share a boot (`run_real_batch`), each on its own fresh disk. The fio job is the
 built-in guest's (`fio.jobs.guest_job`: O_DIRECT, libaio) with the disk the guest found by its
 serial; it is written into the guest with guest-file-write and run by the image's own fio, its JSON
 read from guest-exec's captured output. Recorded with every run: the image (path, sha256, source,
@@ -10,7 +10,9 @@ distribution, kernel) and the guest's own view of the disk under test (driver, q
 write cache).
 
 Every workload runs so, a role's jobs (``database:data``, ``database:log``: custom jobs) included:
-the same job builder as the built-in guest's, each job a run of its own.
+the same job builder as the built-in guest's, each job a run of its own. The filesystem workloads
+(fs-read, fs-write) run the built-in guest's steps (`FS_STEPS`) on the plan's `guest_fs`, with its
+tarball attached as a read-only disk.
 
 `[guest] filesystem = "ext4"` (the plan setting ``guest_filesystem``): the guest makes an ext4 on
 the disk under test (its inode tables and journal written at once, so no background
@@ -27,6 +29,7 @@ On a network backing (iSCSI, NFS, NBD) each run's disk under test is made by the
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import time
 import uuid
@@ -41,9 +44,13 @@ from iomatrix.errors import UserError
 from iomatrix.fio.jobs import GUEST_DISK_PLACEHOLDER, IOPS_LOG_PREFIX, guest_job
 from iomatrix.fio.parse import FioOutputError, checked_metrics, extract_json, parse_iops_log
 from iomatrix.guest.agent import AgentTimeout
+from iomatrix.guest.cmdline import tarball_args
+from iomatrix.guest.job import TAR_SERIAL
 from iomatrix.guest.real_image import RealImage
 from iomatrix.guest.realboot import RealGuest, boot, disk_serial, disk_view
 from iomatrix.guest.seed import TOOLS_SERIAL, seed_args, tools_args, write_seed, write_tools
+from iomatrix.guest.stream import fs_result_from_block
+from iomatrix.guest.tarball import ensure_tarball
 from iomatrix.images import remove_image
 from iomatrix.qemu_block import DISK_SERIAL, DiskSpec, out_of_space
 from iomatrix.tiers.base import RunOutcome, RunRequest, RunsInterrupted, fresh_image
@@ -77,6 +84,88 @@ FS_FILE = "iomatrix.fio"
 # Inode tables and journal zeroed by mkfs itself: lazily, ext4lazyinit would write them in the
 # background during the measurement.
 MKFS_EXT4 = "mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0"
+FS_KINDS = ("fs-read", "fs-write")
+# The built-in guest's filesystem workloads (guest/init.sh, run_kind fs-read and fs-write), step
+# for step, run by the image's shell through the agent: the same mkfs and mount options, the tarball
+# (a read-only raw disk, serial TAR_SERIAL), the same untimed set-up and timed steps, each step's
+# start and end from the guest's /proc/uptime. Arguments: the disk under test, the kind, the
+# filesystem, the fs-write's write size (MiB) and count. Prints the steps as init.sh's fs block
+# (guest.stream.fs_result_from_block reads it) with the timed part's span ("workload").
+FS_STEPS = (
+    r"""
+DISK=$1 KIND=$2 FS=$3 WRITE_MB=$4 WRITE_COUNT=$5
+TAR=/dev/disk/by-id/virtio-@TAR@ M=@MOUNT@ R=@RUN@
+now() { read -r _t _ < /proc/uptime; echo "$_t"; }
+: > $R/steps
+step() {
+    _n=$1; shift; _s=$(now)
+    "$@" > $R/step.out 2>&1 || {
+        tail -n 5 $R/step.out >&2; echo "step $_n failed: $*" >&2; exit 3
+    }
+    echo "$_n $_s $(now)" >> $R/steps
+}
+make_fs() {
+    case $FS in
+        ext4) mkfs.ext4 -q -F -E nodiscard,lazy_itable_init=1,lazy_journal_init=1 $DISK ;;
+        xfs) mkfs.xfs -q -f -K $DISK ;;
+        *) return 1 ;;
+    esac
+}
+mount_fs() {
+    mkdir -p $M
+    case $FS in
+        ext4) mount -t ext4 -o noinit_itable $DISK $M ;;
+        *) mount -t "$FS" $DISK $M ;;
+    esac
+}
+copy_tar() { dd if=$TAR of=$M/src.tar bs=1M 2>/dev/null; }
+extract_tar() { mkdir -p $M/tree && tar -xf $TAR -C $M/tree; }
+walk_tree() { find $M -type f > /dev/null; }
+list_tar() { tar -tvf $M/src.tar > /dev/null; }
+drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+big_write() {
+    rm -f $M/bigfile; dd if=/dev/zero of=$M/bigfile bs=1M count="$WRITE_MB" conv=fsync 2>/dev/null
+}
+[ -b "$TAR" ] || { echo "the tarball disk ($TAR) is not attached" >&2; exit 3; }
+step mkfs make_fs
+step mount mount_fs
+case $KIND in
+    fs-read)
+        step populate_extract extract_tar
+        step populate_copy copy_tar
+        step drop_caches drop_caches
+        w0=$(now)
+        step find walk_tree
+        step tar_list list_tar
+        ;;
+    fs-write)
+        w0=$(now)
+        i=1
+        while [ $i -le "$WRITE_COUNT" ]; do
+            step "dd_$i" big_write
+            step "sync_$i" sync
+            i=$((i + 1))
+        done
+        rm -f $M/bigfile
+        step extract extract_tar
+        step sync sync
+        ;;
+    *) echo "unknown filesystem workload $KIND" >&2; exit 3 ;;
+esac
+w1=$(now)
+printf '{"fs": "%s", "workload": [%s, %s], "steps": [' "$FS" "$w0" "$w1"
+sep=""
+while read -r n s e; do
+    printf '%s{"name": "%s", "start": %s, "end": %s}' "$sep" "$n" "$s" "$e"
+    sep=", "
+done < $R/steps
+printf ']}\n'
+""".replace("@TAR@", TAR_SERIAL)
+    .replace("@MOUNT@", FS_MOUNT)
+    .replace("@RUN@", GUEST_RUN_DIR)
+)
+# fs-write's large sequential writes: the built-in guest's (guest.job.GuestJob)
+FS_WRITE_MB, FS_WRITE_COUNT = 128, 3
 # os-release's PRETTY_NAME and the kernel release, one a line.
 _FACTS = '. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-unknown}"; uname -r'
 # Before each run in a booted guest, as the built-in guest's init does before each run of a shared
@@ -116,6 +205,8 @@ class RealRunContext:
     # "ext4": the job runs on a file of an ext4 made on the disk under test in the guest; None or
     # "none": on the raw disk.
     filesystem: str | None = None
+    # the filesystem the fs-read and fs-write workloads make (the plan's guest_fs)
+    fs_workload_fs: str = "ext4"
     # QEMU arguments every boot gets: the NoCloud seed and the tools disk (`attach_media`).
     extra_args: list[str] = field(default_factory=list)
     media_dir: Path | None = None
@@ -141,11 +232,8 @@ class RealRunContext:
 def _refusal(req: RunRequest, filesystem: str | None) -> str | None:
     if filesystem not in (None, "none") and req.cell.is_null_ceiling:
         return "the null ceiling has no data to hold a filesystem"
-    if req.workload.kind in ("fs-read", "fs-write"):
-        return (
-            "filesystem workloads do not run in a real guest image yet (issue 51): run them "
-            "in the built-in guest"
-        )
+    if req.workload.kind in FS_KINDS and req.cell.is_null_ceiling:
+        return "the null ceiling has no data to hold a filesystem"
     return None
 
 
@@ -205,17 +293,7 @@ def run_in_guest(
     def left() -> float:
         return max(STEP_FLOOR_S, deadline - time.monotonic())
 
-    prepared = guest.sh(PREPARE_RUN, timeout=left())
-    if not prepared.ok:
-        last = ((prepared.stderr or prepared.stdout).strip().splitlines() or ["no output"])[-1]
-        raise UserError(
-            f"guest: making the guest ready for the run failed: {last}",
-            hint="read the run's console.log",
-        )
-    facts = guest.sh(_FACTS, timeout=left()).stdout.splitlines()
-    if len(facts) >= 2 and not (ctx.image.distribution and ctx.image.kernel_version):
-        ctx.image = ctx.image.with_guest_facts(facts[0], facts[1])
-    view = disk_view(guest, serial, timeout=left())
+    view = prepare_run(guest, ctx, serial, left)
     fio, fio_from, seed = which_fio(guest, left())
     target, fs_meta = f"/dev/{view['name']}", None
     if ctx.filesystem not in (None, "none"):
@@ -239,6 +317,95 @@ def run_in_guest(
         f"cat {GUEST_RUN_DIR}/{IOPS_LOG_PREFIX}_iops.log 2>/dev/null", timeout=left()
     ).stdout
     return meta, res.stdout + res.stderr, log
+
+
+def prepare_run(
+    guest: RealGuest, ctx: RealRunContext, serial: str, left: Callable[[], float]
+) -> dict[str, Any]:
+    """Make the booted guest ready for a run (`PREPARE_RUN`), note its distribution and kernel in
+    `ctx.image` once, and return its view of the disk under test with `serial`; each step bounded
+    by `left()`."""
+    prepared = guest.sh(PREPARE_RUN, timeout=left())
+    if not prepared.ok:
+        last = ((prepared.stderr or prepared.stdout).strip().splitlines() or ["no output"])[-1]
+        raise UserError(
+            f"guest: making the guest ready for the run failed: {last}",
+            hint="read the run's console.log",
+        )
+    facts = guest.sh(_FACTS, timeout=left()).stdout.splitlines()
+    if len(facts) >= 2 and not (ctx.image.distribution and ctx.image.kernel_version):
+        ctx.image = ctx.image.with_guest_facts(facts[0], facts[1])
+    return disk_view(guest, serial, timeout=left())
+
+
+def run_fs_in_guest(
+    guest: RealGuest, ctx: RealRunContext, kind: str, timeout_s: float, serial: str = DISK_SERIAL
+) -> tuple[dict[str, Any], str]:
+    """(meta, the steps' output) of the filesystem workload `kind` (fs-read, fs-write) run in the
+    booted guest on the disk under test with `serial` (`FS_STEPS`, the built-in guest's steps);
+    the guest is first made ready as for a fio job. One line when a step fails."""
+    deadline = time.monotonic() + timeout_s
+
+    def left() -> float:
+        return max(STEP_FLOOR_S, deadline - time.monotonic())
+
+    view = prepare_run(guest, ctx, serial, left)
+    fs = ctx.fs_workload_fs
+    t0 = time.monotonic()
+    args = [f"/dev/{view['name']}", kind, fs, str(FS_WRITE_MB), str(FS_WRITE_COUNT)]
+    res = guest.exec(["/bin/sh", "-c", FS_STEPS, "iomatrix-fs", *args], timeout=left())
+    if res.exitcode != 0:
+        last = ((res.stderr or res.stdout).strip().splitlines() or ["no output"])[-1]
+        raise UserError(
+            f"guest: {kind} on {fs} failed: {last}",
+            hint="the image needs mkfs for the filesystem (plan setting guest_fs), tar and dd",
+        )
+    meta = {
+        "guest_disk": view,
+        "guest_image": ctx.image.as_metadata(),
+        "workload_host_s": round(time.monotonic() - t0, 3),
+        "guest_prepared": GUEST_PREPARED,
+    }
+    return meta, res.stdout
+
+
+def fs_outcome(
+    job: str, meta: dict[str, Any], output: str, console: str, phases: dict[str, float]
+) -> RunOutcome:
+    """The outcome of a filesystem workload run in the guest, as the built-in guest's: the timed
+    steps' span (guest clock) as workload.seconds, ``fs.timed_s`` and ``fs.untimed_s``, each step's
+    time in meta ``guest_fs_steps``."""
+    text = output.strip().splitlines()[-1] if output.strip() else ""
+    result = fs_result_from_block(text)
+    try:
+        span = json.loads(text)["workload"]
+        workload_s = round(float(span[1]) - float(span[0]), 3)
+    except (ValueError, KeyError, IndexError, TypeError):
+        result = None
+    if result is None:
+        return RunOutcome(
+            ok=False,
+            phases=phases,
+            job_text=job,
+            raw_output=output,
+            console_tail=console,
+            error="guest: the filesystem workload printed no steps",
+            meta=meta,
+        )
+    meta["guest_fs_steps"] = result["steps"]
+    phases = {**phases, "workload_s": workload_s}
+    metrics = {f"fs.{k}": float(result[k]) for k in ("timed_s", "untimed_s")}
+    metrics["workload.seconds"] = workload_s
+    metrics.update({f"phase.{k}": float(v) for k, v in phases.items()})
+    return RunOutcome(
+        ok=True,
+        metrics=metrics,
+        phases=phases,
+        job_text=job,
+        raw_output=output,
+        console_tail=console,
+        meta=meta,
+    )
 
 
 def which_fio(guest: RealGuest, timeout_s: float = 60.0) -> tuple[str, str, str]:
@@ -352,6 +519,8 @@ def _jobs_or_refusals(
         refused = _refusal(req, ctx.filesystem)
         if refused:
             outs[i] = RunOutcome(ok=False, error=refused, meta=_base_meta(ctx))
+        elif req.workload.kind in FS_KINDS:
+            jobs[i] = f"{req.workload.kind} on {ctx.fs_workload_fs}"  # as the built-in guest's
         else:
             jobs[i] = guest_job(req.workload, shape=req.shape, custom_text=req.workload.custom_text)
     return outs, jobs
@@ -434,6 +603,13 @@ def _base_meta(ctx: RealRunContext) -> dict[str, Any]:
     return {"machine": "pc", "guest_kind": "real image", "guest_image": ctx.image.as_metadata()}
 
 
+def _tarball_disk(runs: list[tuple[RunRequest, str, Path | NetworkDisk | None]]) -> list[str]:
+    """The filesystem workloads' tarball as a read-only disk, when a run of the boot has one."""
+    if not any(req.workload.kind in FS_KINDS for req, _, _ in runs):
+        return []
+    return tarball_args(ensure_tarball(), "pc")
+
+
 class _BootRuns:
     """The runs of one booted real guest, one after another (`run_real_batch`)."""
 
@@ -463,7 +639,7 @@ class _BootRuns:
             self.ctx.memory_mb,
             boot_limit_s=first.timeout_s,
             wrapper=first.wrapper,
-            extra_args=self.ctx.extra_args,
+            extra_args=self.ctx.extra_args + _tarball_disk(runs),
         ) as guest:
             if first.on_process is not None:
                 first.on_process(guest.proc.pid)
@@ -494,10 +670,16 @@ class _BootRuns:
         # the first run's limit held its boot, as a run of its own boot does
         limit = req.timeout_s - (guest.boot_s if pos == 0 else 0.0)
         lost = False
+        log: str | None = None  # fio's iops log; None for a filesystem workload
         try:
-            run_meta, output, log = run_in_guest(
-                guest, self.ctx, job, max(1.0, limit), req.shape.size_bytes, disk_serial(pos)
-            )
+            if req.workload.kind in FS_KINDS:
+                run_meta, output = run_fs_in_guest(
+                    guest, self.ctx, req.workload.kind, max(1.0, limit), disk_serial(pos)
+                )
+            else:
+                run_meta, output, log = run_in_guest(
+                    guest, self.ctx, job, max(1.0, limit), req.shape.size_bytes, disk_serial(pos)
+                )
             meta.update(run_meta)
         except (UserError, OSError) as err:
             lost = isinstance(err, BOOT_LOST) or guest.stopped() is not None
@@ -516,12 +698,13 @@ class _BootRuns:
                 phases = {"boot_s": guest.boot_s, **phases}
             # its share of the boot: from the previous run's end (the boot's start for the first)
             phases["wall_s"] = round(time.monotonic() - self.since, 3)
-            out = fio_outcome(
-                req.workload.primary_metric,
-                job,
-                meta,
-                (output, log, guest.console_lines(40)),
-                phases,
+            console = guest.console_lines(40)
+            out = (
+                fs_outcome(job, meta, output, console, phases)
+                if log is None
+                else fio_outcome(
+                    req.workload.primary_metric, job, meta, (output, log, console), phases
+                )
             )
         self.since, started = time.monotonic(), self.since_clock
         self.since_clock = time.time()
