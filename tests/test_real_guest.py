@@ -465,7 +465,7 @@ tier = ["guest"]
 format = ["raw"]
 cache = ["none"]
 bus = ["virtio-blk"]
-workloads = ["fs-read"]
+workloads = ["fs-read", "fs-write"]
 size = "16M"
 image_size = "256M"
 runtime = 1
@@ -480,28 +480,8 @@ image = "{image}"
 """
 
 
-def test_a_filesystem_workload_runs_in_the_image_as_in_the_built_in_guest(
-    image: DebianImage, tmp_path: Path
-) -> None:
-    """fs-read in a real image: the guest makes the plan's ext4 on the disk under test, fills it
-    from the tarball disk, drops its caches and times the tree walk and the tarball listing, step
-    by step as the built-in guest does; stored with the same figures (workload.seconds, fs.timed_s,
-    fs.untimed_s), the image and the guest's view of its disk; nothing left."""
-    (tmp_path / "p.toml").write_text(FS_PLAN.format(image=image.qcow2))
-    proc = run_cli(
-        "run", "p.toml", "--db", "r.sqlite", "--accel", "tcg", cwd=tmp_path, timeout=1800
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    with sqlite3.connect(tmp_path / "r.sqlite") as db:
-        rows = db.execute("SELECT id, status, meta_json, error FROM runs").fetchall()
-        assert len(rows) == 1 and rows[0][1] == "ok", rows
-        samples = dict(
-            db.execute("SELECT metric, value FROM samples WHERE run_id = ?", (rows[0][0],))
-        )
-    meta = json.loads(rows[0][2])
-    steps = meta["guest_fs_steps"]
-    print(f"fs-read in the Debian guest: steps {steps}, figures {samples}")
-    assert list(steps) == [
+FS_STEP_NAMES = {
+    "fs-read": [
         "mkfs",
         "mount",
         "populate_extract",
@@ -509,11 +489,54 @@ def test_a_filesystem_workload_runs_in_the_image_as_in_the_built_in_guest(
         "drop_caches",
         "find",
         "tar_list",
-    ]
-    assert samples["workload.seconds"] > 0 and samples["fs.timed_s"] > 0
-    assert samples["fs.untimed_s"] >= steps["populate_extract"] > 0
-    assert meta["guest_image"]["image_sha256"] == image.sha256
-    assert meta["guest_disk"]["driver"] == "virtio_blk", meta["guest_disk"]
-    assert f"serial={TAR_SERIAL}" in " ".join(meta["qemu_argv"])
+    ],
+    "fs-write": [
+        "mkfs",
+        "mount",
+        "dd_1",
+        "sync_1",
+        "dd_2",
+        "sync_2",
+        "dd_3",
+        "sync_3",
+        "extract",
+        "sync",
+    ],
+}
+
+
+def test_filesystem_workloads_run_in_the_image_as_in_the_built_in_guest(
+    image: DebianImage, tmp_path: Path
+) -> None:
+    """fs-read and fs-write in a real image, the cell's two runs in one boot: the guest makes the
+    plan's ext4 on each run's disk under test and runs the built-in guest's steps (fs-read: fill it
+    from the tarball disk, drop its caches, time the tree walk and the tarball listing; fs-write:
+    three large writes with sync, then extract the tarball and sync); stored with the same figures
+    (workload.seconds, fs.timed_s, fs.untimed_s), the image and the guest's view of its disk;
+    nothing left."""
+    (tmp_path / "p.toml").write_text(FS_PLAN.format(image=image.qcow2))
+    proc = run_cli(
+        "run", "p.toml", "--db", "r.sqlite", "--accel", "tcg", cwd=tmp_path, timeout=1800
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with sqlite3.connect(tmp_path / "r.sqlite") as db:
+        rows = db.execute("SELECT id, workload, status, boot_id, meta_json FROM runs").fetchall()
+        assert len(rows) == 2 and all(r[2] == "ok" for r in rows), rows
+        assert rows[0][3] is not None and rows[0][3] == rows[1][3]  # one boot
+        samples = {
+            r[1]: dict(db.execute("SELECT metric, value FROM samples WHERE run_id = ?", (r[0],)))
+            for r in rows
+        }
+    for _, workload, _, _, meta_json in rows:
+        meta = json.loads(meta_json)
+        steps = meta["guest_fs_steps"]
+        figures = samples[workload]
+        print(f"{workload} in the Debian guest: steps {steps}, figures {figures}")
+        assert list(steps) == FS_STEP_NAMES[workload]
+        assert figures["workload.seconds"] > 0 and figures["fs.timed_s"] > 0
+        assert figures["fs.untimed_s"] >= steps["mkfs"] > 0
+        assert meta["guest_image"]["image_sha256"] == image.sha256
+        assert meta["guest_disk"]["driver"] == "virtio_blk", meta["guest_disk"]
+        assert f"serial={TAR_SERIAL}" in " ".join(meta["qemu_argv"])
     assert _processes_naming("qemu-system-x86_64", tmp_path) == []
     assert not [p for p in tmp_path.rglob("*") if p.suffix in (".raw", ".qcow2")]

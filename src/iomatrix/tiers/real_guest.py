@@ -629,6 +629,8 @@ class _BootRuns:
         is up, then each run in turn, each told to `done(position, outcome)` as it ends; stops after
         a run that lost the boot."""
         first = runs[0][0]
+        # before the first run's span: made once and cached, as the built-in guest's
+        extra_args = self.ctx.extra_args + _tarball_disk(runs)
         # the first run's span starts with the boot: (monotonic, host clock)
         self.since, self.since_clock = time.monotonic(), time.time()
         with boot(
@@ -639,7 +641,7 @@ class _BootRuns:
             self.ctx.memory_mb,
             boot_limit_s=first.timeout_s,
             wrapper=first.wrapper,
-            extra_args=self.ctx.extra_args + _tarball_disk(runs),
+            extra_args=extra_args,
         ) as guest:
             if first.on_process is not None:
                 first.on_process(guest.proc.pid)
