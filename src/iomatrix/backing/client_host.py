@@ -45,7 +45,8 @@ FIO_DEFAULT_PORT = 8765  # fio's own default for --server
 class ClientHost(BaseModel):
     """One host a contention run's client runs on (module docstring)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # built when it first validates, not at import (as backing.spec's models, issue 52)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     ssh: str = Field(
         description="how iomatrix reaches the host: an ssh destination, HOST or USER@HOST"

@@ -7,26 +7,26 @@
     summary = summarize_samples(s.samples)
 
 Field names and units: docs/monitoring.md.
+
+The names are imported when first asked (`iomatrix.lazy_names`): a report that summarises stored
+samples (`monitor.summary`) does not import the sampler and psutil (issue 52).
 """
 
-from iomatrix.monitor.devices import DeviceChain, resolve, resolve_device_chain
-from iomatrix.monitor.sampler import HostSampler, MonitorSample, disk_field_names
-from iomatrix.monitor.summary import (
-    FieldSummary,
-    cell_summary,
-    host_questions_view,
-    summarize_samples,
-)
+from __future__ import annotations
 
-__all__ = [
-    "DeviceChain",
-    "FieldSummary",
-    "HostSampler",
-    "MonitorSample",
-    "cell_summary",
-    "disk_field_names",
-    "host_questions_view",
-    "resolve",
-    "resolve_device_chain",
-    "summarize_samples",
-]
+from iomatrix.lazy_names import lazy_names
+
+_WHERE = {
+    "DeviceChain": "devices",
+    "resolve": "devices",
+    "resolve_device_chain": "devices",
+    "HostSampler": "sampler",
+    "MonitorSample": "sample",
+    "disk_field_names": "sampler",
+    "FieldSummary": "summary",
+    "cell_summary": "summary",
+    "host_questions_view": "summary",
+    "summarize_samples": "summary",
+}
+__all__ = sorted(_WHERE)
+__getattr__, __dir__ = lazy_names(__name__, _WHERE)

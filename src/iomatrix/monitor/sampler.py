@@ -26,12 +26,13 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
 from iomatrix.monitor import procfs
+from iomatrix.monitor.sample import MonitorSample
 from iomatrix.sysfs import read_text
 
 PROC_STAT = "/proc/stat"
@@ -83,15 +84,6 @@ _PSI_SOURCES = (
     ("psi.mem_some_pct", "memory", "some"),
     ("psi.mem_full_pct", "memory", "full"),
 )
-
-
-@dataclass
-class MonitorSample:
-    """One sampling interval: `t` is seconds since start() at the end of the
-    interval; `values` maps documented field names (docs/monitoring.md) to floats."""
-
-    t: float
-    values: dict[str, float] = field(default_factory=dict)
 
 
 def disk_field_names(devices: list[str]) -> list[str]:

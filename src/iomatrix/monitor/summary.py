@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from iomatrix.monitor.sampler import MonitorSample
+from iomatrix.monitor.sample import MonitorSample
 
 
 @dataclass(frozen=True, slots=True)

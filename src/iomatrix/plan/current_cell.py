@@ -38,7 +38,8 @@ class CurrentDisk(BaseModel):
     """Today's disk configuration as the plan stores it: the axes the user's configuration sets (any
     axis of the registry but tier and backing), where they were read and which were defaulted."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    # built when it first validates, not at import (as backing.spec's models, issue 52)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     axes: dict[str, str]
     source: str = ""

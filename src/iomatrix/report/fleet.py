@@ -457,9 +457,17 @@ def fleet_answers(
     default); with requirements, also the answer without them, to name a faster configuration they
     exclude as one host's answer does."""
 
-    # as one host's answer restricts its ranking (other_tier.py)
+    # as one host's answer restricts its ranking (other_tier.py); asked once per configuration,
+    # not once per host's cell: the hosts of a fleet run the same few configurations (issue 52)
+    verdicts: dict[tuple[tuple[str, str], ...], bool] = {}
+
     def meets(axes: Mapping[str, str]) -> bool:
-        return axes.get("backing") == NULL_BACKING or all(q.met_by(axes) for q in requirements)
+        key = tuple(sorted(axes.items()))
+        if key not in verdicts:
+            verdicts[key] = axes.get("backing") == NULL_BACKING or all(
+                q.met_by(axes) for q in requirements
+            )
+        return verdicts[key]
 
     kw: dict[str, Any] = {
         "min_n": min_n,

@@ -13,7 +13,7 @@ from iomatrix.domain import axes as axis_registry
 from iomatrix.errors import UserError
 from iomatrix.matrix import complete
 from iomatrix.metrics import load_not_reached
-from iomatrix.monitor.sampler import MonitorSample
+from iomatrix.monitor.sample import MonitorSample
 from iomatrix.report.quality import STEADY_PREFIX, steady_state_samples
 from iomatrix.store import Store
 from iomatrix.store.queries import RunRow

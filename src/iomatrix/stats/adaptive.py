@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from iomatrix.stats import special
 from iomatrix.stats.summary import as_samples, check_confidence, summarize, t_quantile
 
 
@@ -78,10 +79,8 @@ def runs_needed_estimate(
     if s.sd == 0:
         return 2
     target = ci_target * abs(s.mean)
-    # scipy.stats.norm.ppf's own function; lazy, see summary.t_quantile
-    from scipy.special import ndtri
-
-    z = float(ndtri(0.5 + confidence / 2.0))
+    # scipy.stats.norm.ppf's own function (stats/special.py)
+    z = float(special.ndtri(0.5 + confidence / 2.0))
     # t > z, so the z answer is a lower bound; walk up from it (a few steps at most).
     n = max(2, math.ceil((z * s.sd / target) ** 2))
     while t_quantile(confidence, n - 1) * s.sd / math.sqrt(n) > target:

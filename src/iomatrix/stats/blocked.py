@@ -67,6 +67,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from iomatrix.stats import special
 from iomatrix.stats.compare import ratio_ci, welch
 from iomatrix.stats.holm_stepdown import holm
 from iomatrix.stats.looks import DECISION_ALPHA, FIRST_LOOK, look_level
@@ -276,10 +277,8 @@ def _rss(x: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray, int]:
 
 def _f_p(f: float, df1: int, df2: int) -> float:
     # scipy.stats.f.sf's own function (f._sf), without importing scipy.stats: ~1 s of CPU per
-    # process (issue 52).
-    from scipy.special import fdtrc
-
-    return float(fdtrc(df1, df2, f))
+    # process (issue 52); stats/special.py.
+    return float(special.fdtrc(df1, df2, f))
 
 
 @dataclass(frozen=True)

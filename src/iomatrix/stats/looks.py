@@ -32,6 +32,8 @@ import functools
 
 import numpy as np
 
+from iomatrix.stats import special
+
 DECISION_ALPHA = 0.02
 FIRST_LOOK = 3
 
@@ -63,13 +65,10 @@ def _look_quantiles(alpha: float, two_sided: bool) -> tuple[np.ndarray, np.ndarr
     `rounds_needed` compares against, the same for every pair at one α. Computed once per (α,
     sides): the normal quantiles of 100,000 levels cost about 10 ms, and a fleet answer estimates
     rounds for every unresolved pair of every host."""
-    # the normal quantile norm.ppf calls, without scipy.stats' import cost
-    from scipy.special import ndtri
-
     n = np.arange(FIRST_LOOK, MAX_ROUNDS_ESTIMATED + 1, dtype=float)
     k = n - FIRST_LOOK + 1
     level = alpha / (k * (k + 1)) / (2.0 if two_sided else 1.0)
-    z = ndtri(1.0 - level)
+    z = special.ndtri(1.0 - level)  # norm.ppf's own function (stats/special.py)
     n.flags.writeable = z.flags.writeable = False  # shared by every later call
     return n, z
 
@@ -84,13 +83,11 @@ def rounds_needed(
 
     (normal approximation; the level shrinks with n, so the requirement grows slowly with it). None
     beyond MAX_ROUNDS_ESTIMATED rounds."""
-    from scipy.special import ndtri
-
     if sd_log == 0:
         return 1
     all_n, all_z = _look_quantiles(alpha, two_sided)
     start = max(FIRST_LOOK, rounds_done + 1) - FIRST_LOOK
-    z_power = ndtri(power)
+    z_power = special.ndtri(power)
     width = FIRST_WINDOW
     while start < all_n.size:
         n, z = all_n[start : start + width], all_z[start : start + width]

@@ -33,6 +33,7 @@ from typing import Literal
 
 import numpy as np
 
+from iomatrix.stats import special
 from iomatrix.stats.precision import imprecise as _imprecise
 
 Scale = Literal["nonnegative", "proportion", "real"]
@@ -71,11 +72,10 @@ def t_quantile(confidence: float, df: float) -> float:
         raise ValueError(f"degrees of freedom must be > 0, got {df}")
     # scipy.special's stdtrit is what scipy.stats.t.ppf computes (t._ppf), without importing
     # scipy.stats: ~1 s of CPU per process (its import parses hundreds of docstrings), which a
-    # command that only needs intervals (results, the sweep's stopping rule) then never pays. Lazy:
-    # paths that never compute a quantile (--help) pay neither.
-    from scipy.special import stdtrit
-
-    return float(stdtrit(df, 0.5 + confidence / 2.0))
+    # command that only needs intervals (results, the sweep's stopping rule) then never pays; nor
+    # scipy.special's package (stats/special.py). Paths that never compute a quantile (--help)
+    # load neither.
+    return float(special.stdtrit(df, 0.5 + confidence / 2.0))
 
 
 def t_two_sided_p(t: float, df: float) -> float:
@@ -84,9 +84,7 @@ def t_two_sided_p(t: float, df: float) -> float:
 
     Worked example: t = 2.776, df = 4 → p = 0.0500 (the 95 % critical value of t with 4 degrees of
     freedom)."""
-    from scipy.special import stdtr
-
-    return float(2.0 * stdtr(df, -abs(t)))
+    return float(2.0 * special.stdtr(df, -abs(t)))
 
 
 def sample_sd(arr: np.ndarray) -> float:
@@ -144,11 +142,10 @@ def _log_t_interval(arr: np.ndarray, confidence: float) -> tuple[float, float]:
 
 def _wilson_interval(arr: np.ndarray, confidence: float) -> tuple[float, float]:
     """Wilson's score interval of a proportion from n 0/1 values (always inside [0, 1])."""
-    from scipy.special import ndtri  # scipy.stats.norm.ppf's own function; lazy, as in t_quantile
-
     n = arr.size
     p = float(np.mean(arr))
-    z = float(ndtri(0.5 + confidence / 2.0))
+    # scipy.stats.norm.ppf's own function, as in t_quantile
+    z = float(special.ndtri(0.5 + confidence / 2.0))
     denom = 1.0 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom

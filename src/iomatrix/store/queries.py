@@ -349,13 +349,16 @@ class StoreQueries:
         )
         replaced = self.replaced_runs(sweep_id)
         cell_axes = self.cell_axes(sweep_id)
+        # a cell's backing decoded once, not once per run of it (a row per run carries it)
+        backings: dict[int, Any] = {}
         return [
             RunRow(
                 run_id=int(r["rid"]),
                 cell_id=int(r["cid"]),
                 cell_key=_shown(r["key"]),
                 axes=cell_axes.get(int(r["cid"])) or {a: _shown(r[a]) for a in CELL_AXIS_COLUMNS},
-                backing=_shown(json.loads(r["backing_json"])),
+                backing=backings.get(int(r["cid"]))
+                or backings.setdefault(int(r["cid"]), _shown(json.loads(r["backing_json"]))),
                 workload=_shown(r["workload"]),
                 attempt=int(r["attempt"]),
                 status=r["status"],

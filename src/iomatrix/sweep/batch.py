@@ -15,7 +15,7 @@ from iomatrix.fio.jobs import JobShape, page_cache_method
 from iomatrix.hygiene import modifier_notes, modifier_wrapper
 from iomatrix.matrix import NA, Cell
 from iomatrix.metrics import io_cost_metrics, offered_load_metrics
-from iomatrix.monitor.sampler import MonitorSample
+from iomatrix.monitor.sample import MonitorSample
 from iomatrix.monitor.summary import field_total
 from iomatrix.plan.model import Plan
 from iomatrix.run_timeout import plan_run_timeout_s

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from iomatrix.hygiene import CacheState, prepare_cache
-from iomatrix.monitor.sampler import MonitorSample
+from iomatrix.monitor.sample import MonitorSample
 from iomatrix.monitor.summary import summarize_samples
 from iomatrix.stats.interference import RunInterference, interference_flags, interference_scores
 
