@@ -580,8 +580,14 @@ def _short_form(p: Pick, target: str, width: int, one_line: bool = False) -> lis
     )
     if driver is None:
         return whole
-    # the whole <disk>: --detail, as the screen's last line says
-    return wrap(f"{target}: {driver}", width, "  ")
+    # the whole <disk>: --detail, as the screen's last line says; where the element goes said, as
+    # the whole form's title says it (a bare <driver> left the reader to guess)
+    return wrap(f"{target} ({DRIVER_WHERE}): {driver}", width, "  ")
+
+
+# Where a crowded screen's <driver> short form goes (libvirt's whole form: "virsh edit VM: replace
+# the <disk> element").
+DRIVER_WHERE = "virsh edit VM, the <disk>'s <driver>"
 
 
 def _short_command(s: Snippet, target: str, width: int, one_line: bool = False) -> list[str]:
