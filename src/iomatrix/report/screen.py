@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import textwrap
 from dataclasses import dataclass, replace
-from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from iomatrix.report.figures import imprecise, ratio_text
@@ -19,8 +18,9 @@ from iomatrix.report.headline import TARGETS, Headline, Pick, WorkloadGain
 from iomatrix.report.objective import Objective, objective_line
 from iomatrix.report.recommend import DOCUMENTED
 from iomatrix.report.short_forms import (
-    _ANSWER_OPTIONS,
     _commands,
+    _qemu_options,
+    _qemu_set,
     _settings,
     _short_ini,
 )
@@ -184,8 +184,13 @@ def _within(text: str, width: int) -> bool:
 # statuses), each role's decision in one line and its figures in one paragraph; 2, each VM tool's
 # snippet by the options it sets in one line, said once for every backing it serves (a local
 # sweep's: its <driver>, the <disk> it goes in being the user's); 3, the risks by name only (their
-# whole text: --detail), the roles' figures left to --detail.
-DENSER = (1, 2, 3)
+# whole text: --detail), the roles' figures left to --detail; 4, a configuration not separated yet
+# named "No answer yet: …" without "the tie-break's pick" (--detail says how the tie was broken),
+# which kept a long name (… · rbd_cache_writethrough_until_flush=off) on its line at 80 columns: two
+# lines of room on the widest sweep, for a warning or a longer host name.
+DENSER = (1, 2, 3, 4)
+# A configuration not separated yet, on the most crowded screen (DENSER's 4).
+UNSETTLED_BRIEF = "No answer yet"
 # A crowded screen's statuses (the configuration's verb says whose pick it is).
 DENSE_STATUS = {**SHORT_STATUS, "joined": "tied", "joined-provisional": "not separated yet"}
 
@@ -207,7 +212,7 @@ def _denser(h: Headline) -> Headline:
 
 
 def _laid_out(h: Headline, width: int, markdown: bool, squeeze: bool, dense: int) -> str:
-    """The headline laid out (headline_text), `dense` 0 (as roomy as the screen allows) to 2."""
+    """The headline laid out (headline_text), `dense` 0 (as roomy as the screen allows) to 4."""
     out = _screen_head(h, width, markdown, squeeze, dense)
     parts = _config_parts(h, width, markdown, squeeze, dense)
     tail = _tail(h, width, squeeze, _risk_names(h) if dense >= 3 else "")
@@ -364,7 +369,8 @@ def _decision_lines(
     # (a crowded screen's findings end at the margin: gap enough)
     out = [""] if not squeeze or (p is h.picks[0] and dense < 3) else []
     measured = f" (measured by the {one_tier} tier)" if one_tier and not squeeze else ""
-    out += wrap(f"{'### ' if markdown else ''}{p.verb}: {p.name}{measured}", width)
+    verb = UNSETTLED_BRIEF if dense >= 4 and not p.settled and not p.kept else p.verb
+    out += wrap(f"{'### ' if markdown else ''}{verb}: {p.name}{measured}", width)
     first = next(q for q in h.picks if q.config == p.config)
     if p.name != p.config and not squeeze and first is p:
         out += wrap(f"({p.config})", width, "  ")
@@ -610,37 +616,6 @@ def _short_command(s: Snippet, target: str, width: int, one_line: bool = False) 
         *wrap(f"{target}: {where}".rstrip(), width, "  "),
         *code_lines("\n".join(commands), s.language, width, "    "),
     ]
-
-
-def _qemu_set(text: str) -> str:
-    """The options an answer sets of a QEMU command line, in one list, the format (the
-    configuration's name says it) left out: "cache.direct=off,cache.no-flush=off,write-cache=on";
-    "" when it has none."""
-    words = text.replace("\\\n", "").split()
-    return ",".join(
-        o
-        for flag, arg in pairwise(words)
-        if flag in ("-blockdev", "-drive", "-device")
-        for o in arg.split(",")[1:]
-        if o.split("=", 1)[0] in _ANSWER_OPTIONS and o.split("=", 1)[0] != "driver"
-    )
-
-
-def _qemu_options(text: str) -> str:
-    """A QEMU command line's -blockdev/-drive/-device arguments with only the options an answer
-    sets, the rest elided ("…"): "-blockdev driver=raw,cache.direct=on,cache.no-flush=off,… -device
-    virtio-blk-pci,write-cache=on,…"; "" when the text has none of those arguments."""
-    words = text.replace("\\\n", "").split()
-    out = []
-    for flag, arg in pairwise(words):
-        if flag not in ("-blockdev", "-drive", "-device"):
-            continue
-        opts = arg.split(",")
-        kept = [o for o in opts if o.split("=", 1)[0] in _ANSWER_OPTIONS]
-        if flag == "-device":  # the device model first: it has no key
-            kept = [opts[0], *kept]
-        out.append(f"{flag} {','.join(kept)}{',…' if len(kept) < len(opts) else ''}")
-    return " ".join(out)
 
 
 def _pick_snippet_lines(p: Pick, target: str, width: int, markdown: bool) -> list[str]:
