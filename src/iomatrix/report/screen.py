@@ -159,7 +159,9 @@ def headline_text(h: Headline, width: int, markdown: bool = False, fit: bool = T
     the answer fits FIRST_SCREEN_LINES. `fit` False (recommend --detail, which holds what a crowded
     screen shortened): the roomiest layout, however long."""
     squeeze = not markdown and any(p.storage is not None for p in h.picks)
-    text = _laid_out(h, width, markdown, squeeze, 0)
+    # --detail (not `fit`): every storage setting, risk and snippet whole (a screen's short forms
+    # point there; issue 49: a configuration not separated yet had its storage.cfg nowhere)
+    text = _laid_out(h, width, markdown, squeeze, 0, whole=not fit)
     if markdown or not fit:  # a document, not a screen
         return text
     for dense in DENSER:
@@ -211,10 +213,13 @@ def _denser(h: Headline) -> Headline:
     return replace(h, findings=h.brief_findings or h.findings, picks=list(merged.values()))
 
 
-def _laid_out(h: Headline, width: int, markdown: bool, squeeze: bool, dense: int) -> str:
-    """The headline laid out (headline_text), `dense` 0 (as roomy as the screen allows) to 4."""
+def _laid_out(
+    h: Headline, width: int, markdown: bool, squeeze: bool, dense: int, whole: bool = False
+) -> str:
+    """The headline laid out (headline_text), `dense` 0 (as roomy as the screen allows) to 4;
+    `whole`: every part whole however long (recommend --detail)."""
     out = _screen_head(h, width, markdown, squeeze, dense)
-    parts = _config_parts(h, width, markdown, squeeze, dense)
+    parts = _config_parts(h, width, markdown, squeeze, dense, notes=whole)
     tail = _tail(h, width, squeeze, _risk_names(h) if dense >= 3 else "")
     # between the decisions and the parts they share (a squeezed screen's labels at the margin are
     # gap enough)
@@ -230,7 +235,7 @@ def _laid_out(h: Headline, width: int, markdown: bool, squeeze: bool, dense: int
         - sum(len(_decision_lines(p, h, width, markdown, squeeze, 0, dense)) for p in h.picks)
         - sum(len(part.short) for part in parts)
     ]
-    _fit(parts, room, markdown, width)
+    _fit(parts, room, markdown, width, whole)
     for p in h.picks:  # what the alternatives measured gets what is left
         out += _decision_lines(p, h, width, markdown, squeeze, room, dense)
     out += gap
@@ -276,16 +281,18 @@ def _screen_head(
     return out
 
 
-def _fit(parts: list[_Part], room: list[int], markdown: bool, width: int) -> None:
-    """Each part whole where `room` (lines, used up) allows, the most needed first, and where its
-    lines fit `width` (a snippet line that cannot be broken is left to --detail); Markdown: all
-    whole."""
+def _fit(
+    parts: list[_Part], room: list[int], markdown: bool, width: int, whole: bool = False
+) -> None:
+    """Each part whole where `room` (lines, used up) allows (`whole`: however long), the most
+    needed first, and where its lines fit `width` (a snippet line that cannot be broken is left to
+    --detail); Markdown: all whole."""
     for part in sorted(parts, key=lambda part: part.priority):
         extra = len(part.whole) - len(part.short)
         part.use_whole = markdown or (
-            extra <= room[0] and all(len(line) <= width for line in part.whole)
+            (whole or extra <= room[0]) and all(len(line) <= width for line in part.whole)
         )
-        room[0] -= extra if part.use_whole and not markdown else 0
+        room[0] -= extra if part.use_whole and not (markdown or whole) else 0
 
 
 def _tail(h: Headline, width: int, squeeze: bool = False, risks: str = "") -> list[str]:
@@ -418,15 +425,18 @@ class _Part:
 
 
 def _config_parts(
-    h: Headline, width: int, markdown: bool, squeeze: bool, dense: int = 0
+    h: Headline, width: int, markdown: bool, squeeze: bool, dense: int = 0, notes: bool = False
 ) -> list[_Part]:
     """Each configuration's storage settings, risks and snippet, each distinct text once (issue 49:
     never repeated); where the answer has several configurations, those serving some of its
-    workloads first, each set under the workloads it serves, then those serving every workload."""
+    workloads first, each set under the workloads it serves, then those serving every workload
+    (`notes`: each snippet with its notes, recommend --detail's)."""
     keyed: dict[tuple[str, str], tuple[list[int], _Part]] = {}
     for i, p in enumerate(h.picks):
         per_backing = any(q.storage is not None for q in h.picks)
-        for key, part in _pick_parts(p, h.target, width, markdown, squeeze, dense, per_backing):
+        for key, part in _pick_parts(
+            p, h.target, width, markdown, squeeze, dense, per_backing, notes
+        ):
             keyed.setdefault(key, ([], part))[0].append(i)
     served: dict[tuple[int, ...], list[_Part]] = {}
     for picks, part in keyed.values():
@@ -468,6 +478,7 @@ def _pick_parts(
     squeeze: bool,
     dense: int = 0,
     per_backing: bool = True,
+    notes: bool = False,
 ) -> list[tuple[tuple[str, str], _Part]]:
     """A pick's storage settings, risks and snippet as (kind, its text) → _Part: the storage's first
     (what a shared storage's answer sets there, issue 49), then the risks, then the VM tool's
@@ -496,7 +507,7 @@ def _pick_parts(
     # a crowded screen names the risks once for every configuration (_risk_names)
     if p.risks and dense < 3:
         out.append((("risks", repr(p.risks)), _risk_part(p.risks, width, squeeze)))
-    whole = _pick_snippet_lines(p, target, width, markdown)
+    whole = _pick_snippet_lines(p, target, width, markdown, notes)
     if whole:
         # A local sweep's one-line form is its <driver> (the format and every option it sets, to
         # put in the user's <disk>): a settings list said once for several backings saves nothing
@@ -618,9 +629,12 @@ def _short_command(s: Snippet, target: str, width: int, one_line: bool = False) 
     ]
 
 
-def _pick_snippet_lines(p: Pick, target: str, width: int, markdown: bool) -> list[str]:
+def _pick_snippet_lines(
+    p: Pick, target: str, width: int, markdown: bool, notes: bool = False
+) -> list[str]:
     """A pick's snippet for `target`: with --current, the data step before it and what was kept
-    after it."""
+    after it; `notes` (--detail): its note after it (what it assumes, what was not measured: a
+    Proxmox nfs storage is a kernel mount, issue 49)."""
     out: list[str] = []
     if p.snippet is not None:
         if p.data_step is not None:  # the user's data first: the snippet below points at the copy
@@ -630,6 +644,7 @@ def _pick_snippet_lines(p: Pick, target: str, width: int, markdown: bool) -> lis
             out += wrap(p.snippet.note, width, "    ")
         else:
             out += _pick_code(p.snippet, "", width, markdown)
+            out += wrap(p.snippet.note, width, "    ") if notes and p.snippet.note else []
     if p.kept_line:
         out += wrap(p.kept_line, width, "  ")
     return out
