@@ -244,7 +244,10 @@ def first_snippet_end(tl: Timeline) -> int | None:
     (issue 49), which may wrap."""
     texts = [text.strip() for _, text in tl.lines]
     disk = next((i for i, t in enumerate(texts) if t == "</disk>"), None)
-    driver = next((i for i, t in enumerate(texts) if t.startswith("libvirt: <driver ")), None)
+    # "libvirt (virsh edit VM, the <disk>'s <driver>): <driver …" (report/screen.py: DRIVER_WHERE)
+    driver = next(
+        (i for i, t in enumerate(texts) if t.startswith("libvirt") and ": <driver " in t), None
+    )
     if driver is not None:
         driver = next((i for i in range(driver, len(texts)) if texts[i].endswith("/>")), None)
     found = [i for i in (disk, driver) if i is not None]

@@ -109,7 +109,12 @@ def test_first_snippet_end(bench: ModuleType) -> None:
     """The whole <disk> element's end, or the end of the <driver> short form, wrapped or not."""
     whole = ["Answer for vm", "  libvirt: libvirt domain XML", "    <disk>", "    </disk>"]
     assert bench.first_snippet_end(bench.Timeline([(0.0, t) for t in whole])) == 3
-    short = ["Answer for vm", '  libvirt: <driver name="qemu"', '    io="t" />', "    </disk>"]
+    short = [
+        "Answer for vm",
+        '  libvirt (virsh edit VM, the <disk>\'s <driver>): <driver name="qemu"',
+        '    io="t" />',
+        "    </disk>",
+    ]
     assert bench.first_snippet_end(bench.Timeline([(0.0, t) for t in short])) == 2
     assert bench.first_snippet_end(bench.Timeline([(0.0, "Answer for vm")])) is None
 

@@ -90,7 +90,11 @@ def test_recommend_starts_with_the_headline_within_40_lines(db: Path) -> None:
     # element only: the whole <disk> is in --detail, and whole at 100 columns (below).
     narrow = _cli("recommend", "--db", str(db), columns=80)
     assert narrow.returncode == 0, narrow.stderr
-    assert any(line.strip().startswith("libvirt: <driver ") for line in narrow.stdout.splitlines())
+    # and says where it goes (the <disk> of `virsh edit VM`)
+    assert any(
+        line.strip().startswith("libvirt (virsh edit VM, the <disk>'s <driver>): <driver ")
+        for line in narrow.stdout.splitlines()
+    )
     res = _cli("recommend", "--db", str(db), columns=100)
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()

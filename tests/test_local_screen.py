@@ -81,11 +81,19 @@ def _flat(text: str) -> str:
 
 def test_the_libvirt_screen_keeps_what_each_configuration_sets(local: Path) -> None:
     """Where the screen has no room for a configuration's whole <disk>, its <driver> (the format,
-    the cache mode and every option the answer sets) stands there in one element."""
+    the cache mode and every option the answer sets) stands there in one element, saying where it
+    goes: the <disk>'s <driver> in `virsh edit VM` (a bare <driver> left the reader to guess)."""
     h = _headline(local, "libvirt")
+    shown: list[bool] = []
     for columns in (100, 80):
         joined = " ".join(" ".join(_cli(local, columns)).split())
         for p in h.picks:
             assert p.snippet is not None and p.snippet.text is not None
             driver = next(x.strip() for x in p.snippet.text.splitlines() if "<driver" in x)
             assert driver in joined, (driver, joined)
+            whole = "virsh edit VM: replace the <disk> element" in joined
+            assert whole or f"libvirt (virsh edit VM, the <disk>'s <driver>): {driver}" in joined
+        # the short form is what this screen shows for some sweep and width (else the test above
+        # says nothing about it)
+        shown.append("libvirt (virsh edit VM, the <disk>'s <driver>): <driver " in joined)
+    assert any(shown)

@@ -253,6 +253,26 @@ def test_the_platform_forms_fit_one_screen(shared_storage: Path, target: str, co
         _fits(lines, columns)
 
 
+def test_detail_holds_each_snippet_whole_with_the_kernel_nfs_mounts_note(
+    shared_storage: Path,
+) -> None:
+    """Issue 49: `--target proxmox` gave a Proxmox `nfs:` storage, a kernel mount the sweep never
+    measured, under libnfs's risk lines. The screen points to --detail for the storage.cfg; with no
+    workload separated yet --detail held neither the stanza nor its note. Now it holds each
+    configuration's snippet whole, with the note saying the kernel mount was not measured and its
+    documented risks, and the LUN's targets.conf."""
+    text = "\n".join(_cli(shared_storage, 100, "--target", "proxmox", "--detail"))
+    joined = " ".join(text.split())
+    assert "nfs: nfs-store" in text and "options vers=3" in text
+    assert "iscsidirect: san-direct" in text and "bs-type rdwr" in text
+    assert (
+        "Proxmox's nfs storage is a kernel NFS mount (under /mnt/pve/ID), which iomatrix did not "
+        "measure" in joined
+    )
+    assert "nfs(5) warns that a soft timeout can cause silent data corruption" in joined
+    assert all(len(line) <= 100 for line in text.splitlines())
+
+
 def test_the_target_power_loss_says_what_the_luns_write_cache_setting_loses() -> None:
     """The iSCSI risk names the LUN's write-cache setting and what a target power loss loses with
     it, and says it was not measured where no durability trial cut a target with those settings; a

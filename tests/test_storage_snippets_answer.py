@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from html import unescape
 from pathlib import Path
 
 from tests.conftest import DATA, iomatrix_argv
@@ -111,3 +112,37 @@ def test_target_tgt_puts_the_targets_conf_on_the_first_screen(tmp_path: Path) ->
         "targetcli /backstores/fileio create" in lio
         and "<disk" not in lio.split("Recommendation ·")[1]
     )
+
+
+def test_the_luns_type_and_write_cache_are_said_in_the_platform_form_and_the_html_report(
+    tmp_path: Path,
+) -> None:
+    """Issue 49: nowhere (`recommend`, `--detail`, `--target proxmox`, the HTML report) did the
+    iSCSI answer explain the LUN type or the LUN write cache, or say how to set them on a target.
+    `--target proxmox` carries the LUN's settings beside the qm line; the HTML report holds tgt's
+    targets.conf, LIO's targetcli line and the SAN sentence."""
+    res = _recommend(ISCSI, tmp_path, "--target", "proxmox")
+    assert res.returncode == 0, res.stderr
+    text = _joined(res.stdout)
+    assert "qm set VMID" in text
+    assert "(the iSCSI target's LUN: type and write cache)" in text or "LUN: fileio" in text, text
+    assert "bs-type rdwr" in text or "LUN: fileio" in text
+    assert "write-cache on" in text and "write-cache off" not in text
+    html = tmp_path / "report.html"
+    proc = subprocess.run(
+        [*iomatrix_argv(), "report", "--db", str(tmp_path / ISCSI.name), "--html", str(html)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "100"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    page = _joined(unescape(html.read_text()))
+    for said in (
+        "tgt targets.conf",
+        "bs-type rdwr",
+        "write-cache on",
+        "set attribute emulate_write_cache=1",
+        "set the LUN's write cache on in the array's",
+    ):
+        assert said in page, said

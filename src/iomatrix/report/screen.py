@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import textwrap
 from dataclasses import dataclass, replace
-from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from iomatrix.report.figures import imprecise, ratio_text
@@ -19,8 +18,9 @@ from iomatrix.report.headline import TARGETS, Headline, Pick, WorkloadGain
 from iomatrix.report.objective import Objective, objective_line
 from iomatrix.report.recommend import DOCUMENTED
 from iomatrix.report.short_forms import (
-    _ANSWER_OPTIONS,
     _commands,
+    _qemu_options,
+    _qemu_set,
     _settings,
     _short_ini,
 )
@@ -159,7 +159,9 @@ def headline_text(h: Headline, width: int, markdown: bool = False, fit: bool = T
     the answer fits FIRST_SCREEN_LINES. `fit` False (recommend --detail, which holds what a crowded
     screen shortened): the roomiest layout, however long."""
     squeeze = not markdown and any(p.storage is not None for p in h.picks)
-    text = _laid_out(h, width, markdown, squeeze, 0)
+    # --detail (not `fit`): every storage setting, risk and snippet whole (a screen's short forms
+    # point there; issue 49: a configuration not separated yet had its storage.cfg nowhere)
+    text = _laid_out(h, width, markdown, squeeze, 0, whole=not fit)
     if markdown or not fit:  # a document, not a screen
         return text
     for dense in DENSER:
@@ -184,8 +186,13 @@ def _within(text: str, width: int) -> bool:
 # statuses), each role's decision in one line and its figures in one paragraph; 2, each VM tool's
 # snippet by the options it sets in one line, said once for every backing it serves (a local
 # sweep's: its <driver>, the <disk> it goes in being the user's); 3, the risks by name only (their
-# whole text: --detail), the roles' figures left to --detail.
-DENSER = (1, 2, 3)
+# whole text: --detail), the roles' figures left to --detail; 4, a configuration not separated yet
+# named "No answer yet: …" without "the tie-break's pick" (--detail says how the tie was broken),
+# which kept a long name (… · rbd_cache_writethrough_until_flush=off) on its line at 80 columns: two
+# lines of room on the widest sweep, for a warning or a longer host name.
+DENSER = (1, 2, 3, 4)
+# A configuration not separated yet, on the most crowded screen (DENSER's 4).
+UNSETTLED_BRIEF = "No answer yet"
 # A crowded screen's statuses (the configuration's verb says whose pick it is).
 DENSE_STATUS = {**SHORT_STATUS, "joined": "tied", "joined-provisional": "not separated yet"}
 
@@ -206,10 +213,13 @@ def _denser(h: Headline) -> Headline:
     return replace(h, findings=h.brief_findings or h.findings, picks=list(merged.values()))
 
 
-def _laid_out(h: Headline, width: int, markdown: bool, squeeze: bool, dense: int) -> str:
-    """The headline laid out (headline_text), `dense` 0 (as roomy as the screen allows) to 2."""
+def _laid_out(
+    h: Headline, width: int, markdown: bool, squeeze: bool, dense: int, whole: bool = False
+) -> str:
+    """The headline laid out (headline_text), `dense` 0 (as roomy as the screen allows) to 4;
+    `whole`: every part whole however long (recommend --detail)."""
     out = _screen_head(h, width, markdown, squeeze, dense)
-    parts = _config_parts(h, width, markdown, squeeze, dense)
+    parts = _config_parts(h, width, markdown, squeeze, dense, notes=whole)
     tail = _tail(h, width, squeeze, _risk_names(h) if dense >= 3 else "")
     # between the decisions and the parts they share (a squeezed screen's labels at the margin are
     # gap enough)
@@ -225,7 +235,7 @@ def _laid_out(h: Headline, width: int, markdown: bool, squeeze: bool, dense: int
         - sum(len(_decision_lines(p, h, width, markdown, squeeze, 0, dense)) for p in h.picks)
         - sum(len(part.short) for part in parts)
     ]
-    _fit(parts, room, markdown, width)
+    _fit(parts, room, markdown, width, whole)
     for p in h.picks:  # what the alternatives measured gets what is left
         out += _decision_lines(p, h, width, markdown, squeeze, room, dense)
     out += gap
@@ -271,16 +281,18 @@ def _screen_head(
     return out
 
 
-def _fit(parts: list[_Part], room: list[int], markdown: bool, width: int) -> None:
-    """Each part whole where `room` (lines, used up) allows, the most needed first, and where its
-    lines fit `width` (a snippet line that cannot be broken is left to --detail); Markdown: all
-    whole."""
+def _fit(
+    parts: list[_Part], room: list[int], markdown: bool, width: int, whole: bool = False
+) -> None:
+    """Each part whole where `room` (lines, used up) allows (`whole`: however long), the most
+    needed first, and where its lines fit `width` (a snippet line that cannot be broken is left to
+    --detail); Markdown: all whole."""
     for part in sorted(parts, key=lambda part: part.priority):
         extra = len(part.whole) - len(part.short)
         part.use_whole = markdown or (
-            extra <= room[0] and all(len(line) <= width for line in part.whole)
+            (whole or extra <= room[0]) and all(len(line) <= width for line in part.whole)
         )
-        room[0] -= extra if part.use_whole and not markdown else 0
+        room[0] -= extra if part.use_whole and not (markdown or whole) else 0
 
 
 def _tail(h: Headline, width: int, squeeze: bool = False, risks: str = "") -> list[str]:
@@ -364,7 +376,8 @@ def _decision_lines(
     # (a crowded screen's findings end at the margin: gap enough)
     out = [""] if not squeeze or (p is h.picks[0] and dense < 3) else []
     measured = f" (measured by the {one_tier} tier)" if one_tier and not squeeze else ""
-    out += wrap(f"{'### ' if markdown else ''}{p.verb}: {p.name}{measured}", width)
+    verb = UNSETTLED_BRIEF if dense >= 4 and not p.settled and not p.kept else p.verb
+    out += wrap(f"{'### ' if markdown else ''}{verb}: {p.name}{measured}", width)
     first = next(q for q in h.picks if q.config == p.config)
     if p.name != p.config and not squeeze and first is p:
         out += wrap(f"({p.config})", width, "  ")
@@ -412,15 +425,18 @@ class _Part:
 
 
 def _config_parts(
-    h: Headline, width: int, markdown: bool, squeeze: bool, dense: int = 0
+    h: Headline, width: int, markdown: bool, squeeze: bool, dense: int = 0, notes: bool = False
 ) -> list[_Part]:
     """Each configuration's storage settings, risks and snippet, each distinct text once (issue 49:
     never repeated); where the answer has several configurations, those serving some of its
-    workloads first, each set under the workloads it serves, then those serving every workload."""
+    workloads first, each set under the workloads it serves, then those serving every workload
+    (`notes`: each snippet with its notes, recommend --detail's)."""
     keyed: dict[tuple[str, str], tuple[list[int], _Part]] = {}
     for i, p in enumerate(h.picks):
         per_backing = any(q.storage is not None for q in h.picks)
-        for key, part in _pick_parts(p, h.target, width, markdown, squeeze, dense, per_backing):
+        for key, part in _pick_parts(
+            p, h.target, width, markdown, squeeze, dense, per_backing, notes
+        ):
             keyed.setdefault(key, ([], part))[0].append(i)
     served: dict[tuple[int, ...], list[_Part]] = {}
     for picks, part in keyed.values():
@@ -462,6 +478,7 @@ def _pick_parts(
     squeeze: bool,
     dense: int = 0,
     per_backing: bool = True,
+    notes: bool = False,
 ) -> list[tuple[tuple[str, str], _Part]]:
     """A pick's storage settings, risks and snippet as (kind, its text) → _Part: the storage's first
     (what a shared storage's answer sets there, issue 49), then the risks, then the VM tool's
@@ -490,7 +507,7 @@ def _pick_parts(
     # a crowded screen names the risks once for every configuration (_risk_names)
     if p.risks and dense < 3:
         out.append((("risks", repr(p.risks)), _risk_part(p.risks, width, squeeze)))
-    whole = _pick_snippet_lines(p, target, width, markdown)
+    whole = _pick_snippet_lines(p, target, width, markdown, notes)
     if whole:
         # A local sweep's one-line form is its <driver> (the format and every option it sets, to
         # put in the user's <disk>): a settings list said once for several backings saves nothing
@@ -580,8 +597,14 @@ def _short_form(p: Pick, target: str, width: int, one_line: bool = False) -> lis
     )
     if driver is None:
         return whole
-    # the whole <disk>: --detail, as the screen's last line says
-    return wrap(f"{target}: {driver}", width, "  ")
+    # the whole <disk>: --detail, as the screen's last line says; where the element goes said, as
+    # the whole form's title says it (a bare <driver> left the reader to guess)
+    return wrap(f"{target} ({DRIVER_WHERE}): {driver}", width, "  ")
+
+
+# Where a crowded screen's <driver> short form goes (libvirt's whole form: "virsh edit VM: replace
+# the <disk> element").
+DRIVER_WHERE = "virsh edit VM, the <disk>'s <driver>"
 
 
 def _short_command(s: Snippet, target: str, width: int, one_line: bool = False) -> list[str]:
@@ -606,40 +629,12 @@ def _short_command(s: Snippet, target: str, width: int, one_line: bool = False) 
     ]
 
 
-def _qemu_set(text: str) -> str:
-    """The options an answer sets of a QEMU command line, in one list, the format (the
-    configuration's name says it) left out: "cache.direct=off,cache.no-flush=off,write-cache=on";
-    "" when it has none."""
-    words = text.replace("\\\n", "").split()
-    return ",".join(
-        o
-        for flag, arg in pairwise(words)
-        if flag in ("-blockdev", "-drive", "-device")
-        for o in arg.split(",")[1:]
-        if o.split("=", 1)[0] in _ANSWER_OPTIONS and o.split("=", 1)[0] != "driver"
-    )
-
-
-def _qemu_options(text: str) -> str:
-    """A QEMU command line's -blockdev/-drive/-device arguments with only the options an answer
-    sets, the rest elided ("…"): "-blockdev driver=raw,cache.direct=on,cache.no-flush=off,… -device
-    virtio-blk-pci,write-cache=on,…"; "" when the text has none of those arguments."""
-    words = text.replace("\\\n", "").split()
-    out = []
-    for flag, arg in pairwise(words):
-        if flag not in ("-blockdev", "-drive", "-device"):
-            continue
-        opts = arg.split(",")
-        kept = [o for o in opts if o.split("=", 1)[0] in _ANSWER_OPTIONS]
-        if flag == "-device":  # the device model first: it has no key
-            kept = [opts[0], *kept]
-        out.append(f"{flag} {','.join(kept)}{',…' if len(kept) < len(opts) else ''}")
-    return " ".join(out)
-
-
-def _pick_snippet_lines(p: Pick, target: str, width: int, markdown: bool) -> list[str]:
+def _pick_snippet_lines(
+    p: Pick, target: str, width: int, markdown: bool, notes: bool = False
+) -> list[str]:
     """A pick's snippet for `target`: with --current, the data step before it and what was kept
-    after it."""
+    after it; `notes` (--detail): its note after it (what it assumes, what was not measured: a
+    Proxmox nfs storage is a kernel mount, issue 49)."""
     out: list[str] = []
     if p.snippet is not None:
         if p.data_step is not None:  # the user's data first: the snippet below points at the copy
@@ -649,6 +644,7 @@ def _pick_snippet_lines(p: Pick, target: str, width: int, markdown: bool) -> lis
             out += wrap(p.snippet.note, width, "    ")
         else:
             out += _pick_code(p.snippet, "", width, markdown)
+            out += wrap(p.snippet.note, width, "    ") if notes and p.snippet.note else []
     if p.kept_line:
         out += wrap(p.kept_line, width, "  ")
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -71,3 +72,34 @@ def _settings(text: str) -> str:
     """The settings an answer makes in a tool's snippet, once each, in their order: "format=raw,
     cache=none,discard=ignore,detect_zeroes=0"; "disk_cachemodes=network=writeback"."""
     return ",".join(dict.fromkeys(f"{k}={v}" for k, v in _SETTING.findall(text)))
+
+
+def _qemu_set(text: str) -> str:
+    """The options an answer sets of a QEMU command line, in one list, the format (the
+    configuration's name says it) left out: "cache.direct=off,cache.no-flush=off,write-cache=on";
+    "" when it has none."""
+    words = text.replace("\\\n", "").split()
+    return ",".join(
+        o
+        for flag, arg in pairwise(words)
+        if flag in ("-blockdev", "-drive", "-device")
+        for o in arg.split(",")[1:]
+        if o.split("=", 1)[0] in _ANSWER_OPTIONS and o.split("=", 1)[0] != "driver"
+    )
+
+
+def _qemu_options(text: str) -> str:
+    """A QEMU command line's -blockdev/-drive/-device arguments with only the options an answer
+    sets, the rest elided ("…"): "-blockdev driver=raw,cache.direct=on,cache.no-flush=off,… -device
+    virtio-blk-pci,write-cache=on,…"; "" when the text has none of those arguments."""
+    words = text.replace("\\\n", "").split()
+    out = []
+    for flag, arg in pairwise(words):
+        if flag not in ("-blockdev", "-drive", "-device"):
+            continue
+        opts = arg.split(",")
+        kept = [o for o in opts if o.split("=", 1)[0] in _ANSWER_OPTIONS]
+        if flag == "-device":  # the device model first: it has no key
+            kept = [opts[0], *kept]
+        out.append(f"{flag} {','.join(kept)}{',…' if len(kept) < len(opts) else ''}")
+    return " ".join(out)
