@@ -14,7 +14,12 @@ from iomatrix.protocols import protocol
 from iomatrix.protocols.place import NetworkPlace
 from iomatrix.protocols.rbd import RBD_TOOL, ceph_value
 from iomatrix.vmconfig.config import DEFAULT_SIZE_GIB, DiskConfig, Snippet, _not_available
-from iomatrix.vmconfig.nova import NOVA_CACHE_KEY, NOVA_IMAGE_FILE_KEYS, NOVA_IMAGE_PROPERTY_PREFIX
+from iomatrix.vmconfig.nova import (
+    NOVA_CACHE_KEY,
+    NOVA_IMAGE_FILE_KEYS,
+    NOVA_IMAGE_PROPERTY_PREFIX,
+    image_property_line,
+)
 
 # The rbd axes (protocols/ceph.py), whose defaults are Ceph's own: what a cell that leaves one out
 # was measured with, and what a [client] section without the line gives.
@@ -298,11 +303,7 @@ def nova_rbd_snippet(cfg: DiskConfig, title: str) -> Snippet:
         *(f"{k} = {v}" for k, v in own),
     ]
     if props:
-        lines.append(
-            "# image property: openstack image set "
-            + "".join(f"--property {k}={v} " for k, v in props)
-            + "IMAGE"
-        )
+        lines.append(image_property_line(props))
     notes += [
         "images_type = rbd puts every instance disk of the compute node in pool "
         f"{place.pool} (volumes are "

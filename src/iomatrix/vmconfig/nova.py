@@ -19,6 +19,16 @@ NOVA_IMAGE_FILE_KEYS = NOVA_BACKEND_KEYS
 NOVA_CACHE_KEY = "disk_cachemodes"
 
 
+def image_property_line(props: list[tuple[str, str]]) -> str:
+    """The comment line that sets Nova's per-image properties (bus, SCSI model, …): they live on
+    the image, not in nova.conf."""
+    return (
+        "# image property: openstack image set "
+        + "".join(f"--property {k}={v} " for k, v in props)
+        + "IMAGE"
+    )
+
+
 def nova_snippet(cfg: DiskConfig) -> Snippet:
     title = "OpenStack Nova (nova.conf on each compute node, and the image's bus)"
     skip = NOVA_IMAGE_FILE_KEYS if cfg.backing == BackingKind.BLOCK else ()
@@ -34,11 +44,7 @@ def nova_snippet(cfg: DiskConfig) -> Snippet:
         *(f"{k} = {source}={v}" if k == NOVA_CACHE_KEY else f"{k} = {v}" for k, v in conf),
     ]
     if props:
-        lines.append(
-            "# image property: openstack image set "
-            + "".join(f"--property {k}={v} " for k, v in props)
-            + "IMAGE"
-        )
+        lines.append(image_property_line(props))
     if cfg.modifier == Modifier.EATMYDATA:
         notes.append(
             "eatmydata cannot be expressed: Nova has no setting for the QEMU binary a guest runs"
