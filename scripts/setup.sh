@@ -112,12 +112,14 @@ fi
 # makes --current's edit of a user's <disk> there; chromium loads
 # the HTML report headless in the tests (no console errors, no network requests, a non-blank screenshot).
 # mmdebstrap builds the Debian guest image (`iomatrix guest build debian`, --real-guest) from Debian packages;
-# xorriso writes the NoCloud seed (a cidata ISO) a real guest reads its first-boot set-up from.
+# xorriso writes the NoCloud seed (a cidata ISO) a real guest reads its first-boot set-up from. extlinux and
+# syslinux-common (its mbr.bin) make the tests' cloud-like image: the built Debian root in an MBR partition with a
+# BIOS boot loader, so that a user's image booted through the firmware is tested (tests/test_real_guest.py).
 packages=(python3 python3-venv python3-pip qemu-system-x86 qemu-system-common qemu-utils fio e2fsprogs xfsprogs btrfs-progs
           eatmydata busybox-static kmod cpio zstd lz4 gzip util-linux mount procps ca-certificates
           build-essential dpkg-dev libaio-dev zlib1g-dev
           libvirt-clients libxml2-utils virtinst chromium
-          nbdkit mmdebstrap xorriso)
+          nbdkit mmdebstrap xorriso extlinux syslinux-common)
 # What `--minimal` installs (the quickstart, and the fleet role's measuring install): what a plan without guests
 # runs (fio on bare metal, qemu-storage-daemon and qemu-img for the block layer; the QEMU version every result
 # records comes from qemu-storage-daemon when qemu-system-x86 is absent) and the Python venv (python3-venv brings

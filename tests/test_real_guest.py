@@ -4,14 +4,19 @@ slow: run with -m slow or -m '').
 The image comes from the normal cache ($IOMATRIX_CACHE/guest/images or
 ~/.cache/iomatrix/guest/images): the first run builds it (mmdebstrap from the host's Debian mirror,
 a few minutes, root), later runs reuse it. Each boot runs on a fresh overlay; the image's sha256 is
-checked before and after."""
+checked before and after. A cloud-like image made from it once per session (an MBR partition with
+extlinux: `build_cloud_like`) is booted as a user's image through the firmware and its own boot
+loader."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import sqlite3
+import struct
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,10 +29,16 @@ from iomatrix.backing import leftovers
 from iomatrix.fio.jobs import JobShape, guest_job
 from iomatrix.guest.agent import AgentTimeout
 from iomatrix.guest.cache import default_cache_dir
-from iomatrix.guest.debian_image import DebianImage, cached_image, ensure_debian_image, sha256_of
+from iomatrix.guest.debian_image import (
+    DebianImage,
+    cached_image,
+    ensure_debian_image,
+    kernel_cmdline,
+    sha256_of,
+)
 from iomatrix.guest.job import TAR_SERIAL
-from iomatrix.guest.real_image import RealImage
-from iomatrix.guest.realboot import RealGuest, boot, disk_view
+from iomatrix.guest.real_image import RealImage, resolve_image
+from iomatrix.guest.realboot import ROOT_SERIAL, RealGuest, boot, disk_view
 from iomatrix.guest.seed import seed_args, tools_args, write_seed, write_tools
 from iomatrix.guest.static_fio import static_fio
 from iomatrix.images import create_image
@@ -47,7 +58,7 @@ pytestmark = pytest.mark.slow
 DISK_BYTES = 64 << 20
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def image() -> DebianImage:
     if cached_image() is None:
         if os.geteuid() != 0:
@@ -548,5 +559,263 @@ def test_filesystem_workloads_run_in_the_image_as_in_the_built_in_guest(
         assert meta["guest_image"]["image_sha256"] == image.sha256
         assert meta["guest_disk"]["driver"] == "virtio_blk", meta["guest_disk"]
         assert f"serial={TAR_SERIAL}" in " ".join(meta["qemu_argv"])
+    assert _processes_naming("qemu-system-x86_64", tmp_path) == []
+    assert not [p for p in tmp_path.rglob("*") if p.suffix in (".raw", ".qcow2")]
+
+
+# --------------------------------------------------------------------------- a cloud-like image,
+# booted through the firmware and its own boot loader
+
+# A cloud image's layout, made from the Debian image built here (no cloud image is in the package
+# archive, and the tests run offline): an MBR-partitioned raw disk with the Debian root in
+# partition 1 at 1 MiB (where partitioning tools put it), marked active, syslinux's MBR code in the
+# first 440 bytes and extlinux in the partition's boot sector and /boot/extlinux. No kernel beside
+# it: given by path, iomatrix boots it through SeaBIOS and extlinux, as it would a user's image.
+SYSLINUX_MBR = Path("/usr/lib/syslinux/mbr/mbr.bin")
+SECTOR = 512
+PART_START = 1 << 20
+DISK_SIGNATURE = 0x10A7_1C00  # the MBR's disk identifier: PARTUUID 10a71c00-01 for partition 1
+
+
+def _chs(lba: int) -> bytes:
+    """The CHS address of `lba` in an MBR entry (255 heads, 63 sectors: what fdisk writes); past
+    cylinder 1023 the maximum, and the boot code uses the entry's LBA fields."""
+    cyl, rem = divmod(lba, 255 * 63)
+    if cyl > 1023:
+        return bytes((0xFE, 0xFF, 0xFF))
+    head, sector = divmod(rem, 63)
+    return bytes((head, ((cyl >> 2) & 0xC0) | (sector + 1), cyl & 0xFF))
+
+
+def mbr(boot_code: bytes, start_lba: int, sectors: int) -> bytes:
+    """The first sector: `boot_code` (at most 440 bytes), the disk signature, one active Linux
+    partition (type 0x83) of `sectors` from `start_lba`, three empty entries, 0x55AA."""
+    assert len(boot_code) <= 440
+    entry = (
+        b"\x80"
+        + _chs(start_lba)
+        + b"\x83"
+        + _chs(start_lba + sectors - 1)
+        + struct.pack("<II", start_lba, sectors)
+    )
+    return (
+        boot_code.ljust(440, b"\0")
+        + struct.pack("<IH", DISK_SIGNATURE, 0)
+        + entry
+        + bytes(48)
+        + b"\x55\xaa"
+    )
+
+
+def test_the_mbr_holds_one_active_linux_partition_at_1_mib() -> None:
+    sector = mbr(b"\xfa" * 440, 2048, 4194304)
+    assert len(sector) == SECTOR and sector[440:444] == bytes.fromhex("001ca710")
+    # active, CHS 0/32/33 (fdisk's for LBA 2048) to 261/53/48, type 83, LBA 2048, 2 GiB
+    assert sector[446:462] == bytes.fromhex("80202100833570050008000000004000")
+    assert sector[462:510] == bytes(48) and sector[510:] == b"\x55\xaa"
+
+
+def _run(argv: list[str]) -> str:
+    res = subprocess.run(argv, capture_output=True, text=True)
+    assert res.returncode == 0, (argv, res.stderr)
+    return res.stdout
+
+
+@contextlib.contextmanager
+def _partition_loop(disk: Path, offset: int, size: int) -> Iterator[str]:
+    """A loop device of our own on the partition of `disk` at `offset` (no device-mapper or
+    kpartx here), detached however the block ends."""
+    loop = ""
+    try:
+        loop = _run(
+            ["losetup", "--find", "--show", f"--offset={offset}", f"--sizelimit={size}", str(disk)]
+        ).strip()
+        yield loop
+    finally:
+        if loop:
+            subprocess.run(["losetup", "--detach", loop], capture_output=True)
+
+
+@contextlib.contextmanager
+def _mounted(device: str, mnt: Path) -> Iterator[Path]:
+    _run(["mount", "-t", "ext4", device, str(mnt)])
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
+
+
+def extlinux_conf(kernel_version: str) -> str:
+    """Boot the image's own kernel and initramfs (its /boot) with the built image's command line,
+    root on partition 1; extlinux's banner and what it loads on the serial console (the run's
+    console.log)."""
+    return (
+        "SERIAL 0 115200\n"
+        "DEFAULT debian\n"
+        "PROMPT 0\n"
+        "TIMEOUT 0\n"
+        "LABEL debian\n"
+        f"    KERNEL /boot/vmlinuz-{kernel_version}\n"
+        f"    INITRD /boot/initrd.img-{kernel_version}\n"
+        f"    APPEND {kernel_cmdline('/dev/vda1')}\n"
+    )
+
+
+def build_cloud_like(image: DebianImage, work: Path) -> Path:
+    """`work`/cloud-like.qcow2 from the built image (only read): the layout above."""
+    info = json.loads(
+        _run(["qemu-img", "info", "-U", "--output=json", "-f", "qcow2", str(image.qcow2)])
+    )
+    root_bytes = int(info["virtual-size"])
+    disk = work / "disk.raw"
+    with open(disk, "wb") as f:
+        f.truncate(PART_START + root_bytes)
+    # the root filesystem into the partition, holes kept (the file is fresh: all zeros)
+    _run(
+        [
+            "qemu-img",
+            "convert",
+            "-U",
+            "-n",
+            "--target-is-zero",
+            "-f",
+            "qcow2",
+            str(image.qcow2),
+            "--target-image-opts",
+            f"driver=raw,offset={PART_START},size={root_bytes},file.driver=file,"
+            f"file.filename={disk}",
+        ]
+    )
+    mnt = work / "mnt"
+    mnt.mkdir()
+    # The root keeps ext4's 64bit feature (mke2fs's default): syslinux's Filesystem page says its
+    # reader lacks it as of 6.03, but Debian's 6.04 snapshot booted it (tried 2026-11-26).
+    with _partition_loop(disk, PART_START, root_bytes) as loop, _mounted(loop, mnt):
+        for name in ("vmlinuz", "initrd.img"):
+            assert (mnt / "boot" / f"{name}-{image.kernel_version}").is_file()
+        (mnt / "boot/extlinux").mkdir()
+        (mnt / "boot/extlinux/extlinux.conf").write_text(extlinux_conf(image.kernel_version))
+        # ldlinux.sys and ldlinux.c32 into the directory, its boot sector into the partition's
+        _run(["extlinux", "--install", str(mnt / "boot/extlinux")])
+    mnt.rmdir()
+    with open(disk, "r+b") as f:
+        f.write(mbr(SYSLINUX_MBR.read_bytes()[:440], PART_START // SECTOR, root_bytes // SECTOR))
+    qcow2 = work / "cloud-like.qcow2"
+    _run(["qemu-img", "convert", "-f", "raw", "-O", "qcow2", str(disk), str(qcow2)])
+    disk.unlink()
+    return qcow2
+
+
+@pytest.fixture(scope="session")
+def cloud_like(image: DebianImage, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The cloud-like image, built once per session (3-4 s) in a directory removed afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("a loop device and a mount make the cloud-like image: needs root")
+    missing = [t for t in ("extlinux", "losetup", "mount") if shutil.which(t) is None]
+    if missing or not SYSLINUX_MBR.is_file():
+        pytest.skip(
+            f"{missing or SYSLINUX_MBR} missing: scripts/setup.sh installs extlinux and "
+            "syslinux-common"
+        )
+    work = tmp_path_factory.mktemp("cloud-like")
+    try:
+        yield build_cloud_like(image, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_a_user_image_with_its_own_boot_loader_boots_through_the_firmware(
+    cloud_like: Path, image: DebianImage, tmp_path: Path
+) -> None:
+    """The cloud-like image given as a user's is resolved as one (no kernel: QEMU gets none), and
+    SeaBIOS, syslinux's MBR and extlinux boot the image's own kernel from its partition 1 up to the
+    agent; the file is only read."""
+    before = sha256_of(cloud_like)
+    real = resolve_image(str(cloud_like))
+    assert real.boot.kernel is None and real.boot.format == "qcow2" and real.sha256 == before
+    assert real.as_metadata()["boot"] == "firmware and the image's boot loader"
+    with boot(real.boot, tmp_path / "run", boot_limit_s=IN_GUEST_LIMIT_S) as guest:
+        print(f"cloud-like image through the firmware: agent after {guest.boot_s} s")
+        assert not {"-kernel", "-initrd", "-append"} & set(guest.argv), guest.argv
+        assert f"virtio-blk-pci,drive=root,serial={ROOT_SERIAL},bootindex=0" in guest.argv
+        cmdline = guest.exec(["cat", "/proc/cmdline"], timeout=IN_GUEST_LIMIT_S).stdout
+        # extlinux names what it loaded (QEMU's -kernel does not): the image's own kernel file
+        assert cmdline.startswith(f"BOOT_IMAGE=/boot/vmlinuz-{image.kernel_version} "), cmdline
+        root = guest.exec(["findmnt", "-n", "-o", "SOURCE", "/"], timeout=IN_GUEST_LIMIT_S)
+        assert root.stdout.strip() == "/dev/vda1", root
+        uname = guest.exec(["uname", "-r"], timeout=IN_GUEST_LIMIT_S)
+        assert uname.stdout.strip() == image.kernel_version
+        # the boot loader's own lines on the serial console (its SERIAL directive), before the
+        # kernel's
+        console = (tmp_path / "run/console.log").read_text(errors="replace")
+        loaded = f"Loading /boot/vmlinuz-{image.kernel_version}"
+        assert "SYSLINUX 6." in console and loaded in console, console[:2000]
+        overlay, pid = guest.overlay, guest.proc.pid
+    assert not overlay.exists() and pid not in children.live_pids()
+    assert sha256_of(cloud_like) == before
+
+
+FIRMWARE_PLAN = """
+tier = ["guest"]
+format = ["raw"]
+cache = ["none"]
+bus = ["virtio-blk"]
+workloads = ["rand-write-4k"]
+size = "16M"
+image_size = "32M"
+runtime = 1
+run_timeout = 900
+null_ceiling = false
+retry_disturbed = false
+[repetitions]
+min = 1
+max = 1
+[guest]
+image = "{image}"
+"""
+
+
+def test_a_sweep_in_a_user_image_with_its_own_boot_loader_stores_its_run_with_the_image(
+    cloud_like: Path, image: DebianImage, tmp_path: Path
+) -> None:
+    """`[guest] image = PATH` naming a partitioned image with a BIOS boot loader and no kernel
+    beside it: iomatrix boots it without -kernel (the firmware and extlinux), reaches its agent
+    through the NoCloud seed's boot, runs the cell's job in it and stores the run with the image's
+    digest, the distribution and kernel read from the guest, and the guest's view of its disk; the
+    user's file is unchanged and nothing of the run is left."""
+    before = sha256_of(cloud_like)
+    (tmp_path / "p.toml").write_text(FIRMWARE_PLAN.format(image=cloud_like))
+    proc = run_cli(
+        "run", "p.toml", "--db", "r.sqlite", "--accel", "tcg", cwd=tmp_path, timeout=1800
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with sqlite3.connect(tmp_path / "r.sqlite") as db:
+        rows = db.execute("SELECT status, meta_json, phases_json, error FROM runs").fetchall()
+    assert len(rows) == 1 and rows[0][0] == "ok", rows
+    meta = json.loads(rows[0][1])
+    print(f"firmware boot of a user image: phases {json.loads(rows[0][2])}")
+    argv = meta["qemu_argv"]
+    assert not {"-kernel", "-initrd", "-append"} & set(argv), argv
+    assert f"virtio-blk-pci,drive=root,serial={ROOT_SERIAL},bootindex=0" in argv
+    img = meta["guest_image"]
+    assert img["image"] == str(cloud_like) and img["image_sha256"] == before
+    assert img["image_source"] == f"the user's image {cloud_like}"
+    assert img["boot"] == "firmware and the image's boot loader" and img["image_format"] == "qcow2"
+    # read from the guest: nothing beside the file says them
+    assert img["distribution"].startswith("Debian GNU/Linux 12"), img
+    assert img["kernel_version"] == image.kernel_version, img
+    view = meta["guest_disk"]
+    assert view["driver"] == "virtio_blk" and view["sectors"] == (32 << 20) // 512, view
+    assert meta["guest_fio"] == "image" and meta["guest_seed"] in (
+        "seed-read",
+        "seed-not-read-yet",
+    )
+    rec = json.loads(
+        run_cli("recommend", "--db", "r.sqlite", "--format", "json", cwd=tmp_path).stdout
+    )
+    assert [(g["kind"], g["image"], g["sha256"], g["kernel"]) for g in rec["guests"]] == [
+        ("real image", str(cloud_like), before, image.kernel_version)
+    ]
+    assert sha256_of(cloud_like) == before  # the user's file was only read
     assert _processes_naming("qemu-system-x86_64", tmp_path) == []
     assert not [p for p in tmp_path.rglob("*") if p.suffix in (".raw", ".qcow2")]
