@@ -593,6 +593,7 @@ def decide(
         return tie_break_key(
             name, full_keys, axes.get(name, {}), centre[name], ranking.higher_is_better, kept
         )
+
     ended = _ends(ranking, v, names, keeper, kept, margin)
     if ended is not None:
         return _kept(v, best, keeper, what, ended, threshold, keys, margin)
