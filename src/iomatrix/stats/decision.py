@@ -69,7 +69,8 @@ the first key that differs decides, then the next.  Valid keys (``TIE_BREAKS``):
   modifier).level``): safe < like-a-disk-cache < unsafe; an unknown cache ranks
   after like-a-disk-cache and before unsafe.
 * ``keeper`` — the *keeper* first (below: what the user runs, else QEMU's
-  default, the first of ``keep`` that is ranked), every other cell after it.
+  default, the first of ``keep`` that is ranked) when it is within θ of the
+  best, every other cell after it.
   Why: a tie is the same situation as an equivalence the data could not yet
   show, and it keeps the same configuration; without it two equally safe cells
   tied within θ (raw under cache=none and under writeback) were picked by
@@ -589,9 +590,15 @@ def decide(
     keeper, what = keeper_of(keep, names, (best, *v.equivalent), axes)
     kept = keeper if any(k == keeper for k, _ in keep) else None
 
+    # The keeper counts in the tie-break only within θ of the best (the top group): a keeper the
+    # data put further behind is not picked "if one must be chosen now" over the leader it may
+    # trail by more than θ (seen: raw · writeback at 0.77× of raw · none on commits would have been
+    # named the leading cell).
+    kept_near = kept if kept in v.top else None
+
     def order(name: str) -> tuple[object, ...]:
         return tie_break_key(
-            name, full_keys, axes.get(name, {}), centre[name], ranking.higher_is_better, kept
+            name, full_keys, axes.get(name, {}), centre[name], ranking.higher_is_better, kept_near
         )
 
     ended = _ends(ranking, v, names, keeper, kept, margin)
