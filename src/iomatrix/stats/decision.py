@@ -106,7 +106,7 @@ unknown (no number of rounds separates equal means).
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from iomatrix.domain.axes import simplicity_order
@@ -589,17 +589,7 @@ def decide(
     names = [r.name for r in ranked]
     keeper, what = keeper_of(keep, names, (best, *v.equivalent), axes)
     kept = keeper if any(k == keeper for k, _ in keep) else None
-
-    # The keeper counts in the tie-break only within θ of the best (the top group): a keeper the
-    # data put further behind is not picked "if one must be chosen now" over the leader it may
-    # trail by more than θ (seen: raw · writeback at 0.77× of raw · none on commits would have been
-    # named the leading cell).
-    kept_near = kept if kept in v.top else None
-
-    def order(name: str) -> tuple[object, ...]:
-        return tie_break_key(
-            name, full_keys, axes.get(name, {}), centre[name], ranking.higher_is_better, kept_near
-        )
+    order = _tie_order(full_keys, axes, centre, ranking.higher_is_better, kept, v.top)
 
     ended = _ends(ranking, v, names, keeper, kept, margin)
     if ended is not None:
@@ -693,6 +683,26 @@ def decide(
         keeper=kept,
         margin=margin,
     )
+
+
+def _tie_order(
+    keys: Sequence[str],
+    axes: Mapping[str, Mapping[str, str]],
+    centre: Mapping[str, float],
+    higher_is_better: bool,
+    kept: str | None,
+    top: Sequence[str],
+) -> Callable[[str], tuple[object, ...]]:
+    """The sort key of the tie-break over ``keys`` (tie_break_key). The keeper ``kept`` counts only
+    within θ of the best (``top``): a keeper the data put further behind is not picked "if one must
+    be chosen now" over a leader it may trail by more than θ (seen: raw · writeback at 0.77× of
+    raw · none on commits would have been named the leading cell)."""
+    near = kept if kept in top else None
+
+    def order(name: str) -> tuple[object, ...]:
+        return tie_break_key(name, keys, axes.get(name, {}), centre[name], higher_is_better, near)
+
+    return order
 
 
 def _behind_statement(v: Verdicts, pct: str, best: str) -> str:
