@@ -79,9 +79,11 @@ def test_the_margin_is_a_parameter() -> None:
     r = _paired(A12, NEAR)
     # 0.1 %: the interval is wider
     d = decide(r, AXES, keep=[("qcow2", "what you run")], margin=0.001)
-    # Not shown within 0.1 %: no longer ended; the two are named together within θ, the tie-break's
-    # pick.
-    assert (d.kind, d.answer, d.keeper) == ("tie", "raw", "qcow2")
+    # Not shown within 0.1 %: no longer ended; the two are named together within θ, and the
+    # tie-break keeps what the user runs (its key "keeper"), as the equivalence would have.
+    assert (d.kind, d.answer, d.keeper) == ("tie", "qcow2", "qcow2")
+    d = decide(r, AXES, keep=[("qcow2", "what you run")], margin=0.001, tie_break=["simplicity"])
+    assert (d.kind, d.answer) == ("tie", "raw")  # the simpler, without the key
     with pytest.raises(UserError, match="margin"):
         decide(r, AXES, margin=1.5)
 

@@ -4,6 +4,7 @@ known."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import replace
 
@@ -185,6 +186,38 @@ def test_passing_the_pick_over_never_falls_to_a_cell_worse_on_the_deciding_figur
     a = role_answer(vdi, {"vdi:read": read}, cws)
     assert a.cell is None and "a trade-off" in a.missing
     assert len(a.vetoes) == 1 and "23% worse than" in a.vetoes[0]
+    # The first screen names both sides of it: what the pick leads on, what the other cell wins.
+    assert a.brief() == (
+        f"For {vdi.answer_for}: a trade-off, no one answer: {cws[1].label()} leads on "
+        f"read:read.clat_p99_us; {cws[0].label()} 1.23–1.23× better on write:write.clat_p99_us"
+    )
+    assert a.as_dict()["tradeoff"] == a.brief().split("no one answer: ")[1]
+
+
+def test_a_trade_off_measured_over_runs_quotes_the_interval_of_the_better_side() -> None:
+    """Runs known: the other side's advantage is the 95% interval of the ratio, turned so that it
+    reads as that cell's advantage (a latency: the pick's p99 over the best's)."""
+    vdi = roles.builtin("vdi")
+    assert vdi is not None
+    cws = [
+        _cw(1, "none", "vdi:read", {"read.clat_p99_us": [10000, 10400, 9800]}),
+        _cw(2, "writeback", "vdi:read", {"read.clat_p99_us": [4000, 4100, 3900]}),
+        _cw(1, "none", "vdi:write", {"write.clat_p99_us": [10000, 10100, 9900]}),
+        _cw(2, "writeback", "vdi:write", {"write.clat_p99_us": [20000, 20500, 19600]}),
+    ]
+    read = Verdict(
+        "vdi:read", "read.clat_p99_us", False, "blocklayer", Choice(cws[1].label(), (), "separated")
+    )
+    a = role_answer(vdi, {"vdi:read": read}, cws)
+    assert a.cell is None
+    side = a.tradeoff.split("; ")[1]
+    assert side.startswith(f"{cws[0].label()} ") and side.endswith(
+        "× better on write:write.clat_p99_us"
+    )
+    found = re.search(r" ([0-9.]+)–([0-9.]+)× better", side)
+    assert found is not None
+    low, high = float(found[1]), float(found[2])
+    assert 1.8 < low < 2.0 < high < 2.3  # writeback's p99 ~2× cache=none's
 
 
 def test_the_answer_says_which_pick_it_replaced() -> None:

@@ -67,7 +67,7 @@ def test_b_a_tight_cell_is_not_crowned_for_being_tight() -> None:
     # Still an answer if one must be made now: the tie-break (safety, simplicity — equal here — then
     # performance) picks the leader, and says so.
     assert d.provisional == "wide" and d.statement.endswith(
-        "the tie-break (safety, simplicity) picks wide"
+        "the tie-break (safety, keeper, simplicity) picks wide"
     )
     d2 = decide(
         r,
@@ -101,6 +101,31 @@ def test_tie_break_prefers_safe_then_simple() -> None:
     assert d2.answer == "unsafe/native"
     d3 = decide(r, axes, threshold=0.0)  # every difference matters: the leader alone, or unresolved
     assert d3.kind in ("single", "unresolved") and d3.answer in ("unsafe/native", None)
+
+
+def test_a_tie_of_equally_safe_cells_keeps_the_keeper_not_the_better_mean() -> None:
+    """Raw under cache=none and under writeback (one risk class) tied within 5 %: the tie keeps
+    QEMU's default, as an equivalence would, instead of the better mean (noise): the pick must not
+    change with which of the two happened to measure 2 % ahead."""
+    cells = {
+        "raw/none": [1010.0, 1000.0, 1030.0, 990.0, 1020.0],
+        "raw/writeback": [990.0, 985.0, 1005.0, 975.0, 1000.0],
+        "qcow2/none": [600.0, 610.0, 590.0, 605.0, 598.0],
+    }
+    axes = {
+        n: {"format": n.split("/")[0], "cache": n.split("/")[1], "modifier": "none"} for n in cells
+    }
+    r = rank(cells, higher_is_better=True)
+    keep = [("raw/writeback", "QEMU's default")]
+    for d in (decide(r, axes, keep=keep), decide(r, axes, keep=keep, margin=0.001)):
+        assert d.kind in ("tie", "equivalent") and d.answer == "raw/writeback"
+    tied = decide(r, axes, keep=keep, margin=0.001)  # no equivalence at 0.1 %: a tie
+    assert tied.kind == "tie" and tied.tied[:1] == ("raw/none",)
+    assert "(safety, keeper, simplicity, performance)" in tied.statement
+    # Without a keeper (or without the key) the better mean decides as before.
+    assert decide(r, axes, margin=0.001).answer == "raw/none"
+    no_key = decide(r, axes, keep=keep, margin=0.001, tie_break=["safety", "simplicity"])
+    assert no_key.answer == "raw/none"
 
 
 def test_keys() -> None:
@@ -137,7 +162,7 @@ def test_bad_threshold_and_tie_break_are_user_errors() -> None:
     assert "0.05" in (e.value.hint or "")
     with pytest.raises(UserError, match="unknown tie-break") as e2:
         decide(r, AXES, tie_break=["safety", "cheapest"])
-    assert "safety, simplicity, performance, name" in (e2.value.hint or "")
+    assert "safety, keeper, simplicity, performance, name" in (e2.value.hint or "")
 
 
 def test_a_cell_that_cannot_beat_the_best_by_the_threshold_is_named_with_it_not_beaten() -> None:

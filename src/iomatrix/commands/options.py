@@ -110,13 +110,13 @@ TieBreakOpt = Annotated[
     str,
     typer.Option(
         help="How a tied top group is resolved, in order (comma-separated: "
-        "safety, simplicity, performance, name)."
+        "safety, keeper (what you run, else QEMU's default), simplicity, performance, name)."
     ),
 ]
 DEFAULT_MIN_RUNS = 3
 DEFAULT_MAX_NOISE = 0.10
 DEFAULT_THRESHOLD = 0.05
-DEFAULT_TIE_BREAK = "safety,simplicity"
+DEFAULT_TIE_BREAK = "safety,keeper,simplicity"
 
 # Options of the commands that answer "what should I use" (recommend, report): what the user runs
 # today, what the answer must guarantee, and whose snippet it shows. (`run --current` is another
@@ -189,8 +189,8 @@ def tie_break_keys(text: str) -> list[str]:
     if not keys:
         raise UserError(
             f"--tie-break {text!r} names no tie-break key",
-            hint="give keys in order, e.g. safety,simplicity (keys: safety, simplicity, "
-            "performance, name)",
+            hint="give keys in order, e.g. safety,keeper,simplicity (keys: safety, keeper, "
+            "simplicity, performance, name)",
         )
     return keys
 

@@ -170,6 +170,10 @@ class RoleAnswer:
     # The same in a few words, for a crowded first screen: "about 4 more round(s) to settle"
     # (rounds_brief).
     pending_brief: str = ""
+    # Every candidate passed over (a trade-off): what each side of it wins, in a few words, from the
+    # first veto: "raw · none best on log:write.iops; qcow2 · writeback 1.15–2.42× better on
+    # data:read.clat_p99_us" (tradeoff_brief). The user's choice is which figure their VM waits on.
+    tradeoff: str = ""
 
     @property
     def answered(self) -> bool:
@@ -195,6 +199,8 @@ class RoleAnswer:
         "For a database VM: leading, not settled yet: raw · none (about 4 more round(s) to
         settle)"."""
         if self.cell is None and self.vetoes:  # every candidate passed over: said in a few words
+            if self.tradeoff:
+                return f"For {self.answer_for}: a trade-off, no one answer: {self.tradeoff}"
             return (
                 f"For {self.answer_for}: no answer yet: no cell is within {self.margin:.0%} of "
                 "the best on every deciding figure (a trade-off)"
@@ -262,7 +268,22 @@ class RoleAnswer:
             "figures": self.figures,
             "not_chosen": self.vetoes,
             "missing": self.missing or None,
+            "tradeoff": self.tradeoff or None,
         }
+
+
+def tradeoff_brief(first: Figure, veto: Veto) -> str:
+    """A trade-off in a few words, from the veto of the deciding figure's pick: the pick leads on
+    the deciding figure, the veto's best is better on the other, by the veto's interval (the ratio
+    turned so that > 1 is that cell's advantage) or its mean. "raw · none leads on log:write.iops;
+    qcow2 · writeback 1.15–2.42× better on data:read.clat_p99_us"."""
+    lead = f"{veto.cell} leads on {first.key}"
+    if veto.interval is None:  # means alone
+        return f"{lead}, {veto.worse:.0%} worse than {veto.best} on {veto.figure.key}"
+    low, high = veto.interval
+    # cell/best: < 1 is worse when higher is better, > 1 when lower is better (a latency)
+    edge = (1 / high, 1 / low) if veto.figure.higher_is_better else (low, high)
+    return f"{lead}; {veto.best} {edge[0]:.2f}–{edge[1]:.2f}× better on {veto.figure.key}"
 
 
 def rounds_text(settle: int | None, equivalence: int | None, margin: float) -> str:
@@ -391,6 +412,7 @@ def role_answer(
     combined = combine(candidates, per[1:], role.margin)
     out.vetoes = [x.text(role.margin) for x in combined.vetoes]
     if combined.cell is None:
+        out.tradeoff = tradeoff_brief(first, combined.vetoes[0])
         out.missing = (
             f"no cell near the best on {first.says} is within {role.margin:.0%} of the "
             "best on every "

@@ -68,6 +68,13 @@ the first key that differs decides, then the next.  Valid keys (``TIE_BREAKS``):
 * ``safety`` — power-loss behaviour of the cache mode (``risk.risk_of(cache,
   modifier).level``): safe < like-a-disk-cache < unsafe; an unknown cache ranks
   after like-a-disk-cache and before unsafe.
+* ``keeper`` — the *keeper* first (below: what the user runs, else QEMU's
+  default, the first of ``keep`` that is ranked) when it is within θ of the
+  best, every other cell after it.
+  Why: a tie is the same situation as an equivalence the data could not yet
+  show, and it keeps the same configuration; without it two equally safe cells
+  tied within θ (raw under cache=none and under writeback) were picked by
+  their means, i.e. by noise, and five quickstarts named either (issue 53).
 * ``simplicity`` — the configuration with fewer non-default choices: per axis,
   the position of the value in the list below (0 = the default, unlisted
   values after the listed ones), summed; fewer and earlier choices win.
@@ -78,7 +85,7 @@ the first key that differs decides, then the next.  Valid keys (``TIE_BREAKS``):
 * ``performance`` — the better centre first.
 * ``name`` — alphabetical (always appended last so the order is total).
 
-Default: ``("safety", "simplicity")``, then ``performance`` and ``name``.
+Default: ``("safety", "keeper", "simplicity")``, then ``performance`` and ``name``.
 
 **Extra rounds** to separate the leader B from a contender c: with d = |ln
 ratio| the observed effect and s the residual SD on the log scale (blocked
@@ -99,7 +106,7 @@ unknown (no number of rounds separates equal means).
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from iomatrix.domain.axes import simplicity_order
@@ -117,8 +124,8 @@ from iomatrix.stats.looks import rounds_needed
 from iomatrix.stats.ranking import RankedRow, Ranking
 from iomatrix.stats.ruling_out import rounds_to_rule_out, ruled_out_p
 
-TIE_BREAKS = ("safety", "simplicity", "performance", "name")
-DEFAULT_TIE_BREAK = ("safety", "simplicity")
+TIE_BREAKS = ("safety", "keeper", "simplicity", "performance", "name")
+DEFAULT_TIE_BREAK = ("safety", "keeper", "simplicity")
 DEFAULT_THRESHOLD = 0.05
 
 SAFETY_ORDER = {"safe": 0, "like-a-disk-cache": 1, None: 2, "unsafe": 3}
@@ -373,13 +380,21 @@ def full_tie_break(keys: Sequence[str]) -> tuple[str, ...]:
 
 
 def tie_break_key(
-    name: str, keys: Sequence[str], axes: Mapping[str, str], centre: float, higher_is_better: bool
+    name: str,
+    keys: Sequence[str],
+    axes: Mapping[str, str],
+    centre: float,
+    higher_is_better: bool,
+    keeper: str | None = None,
 ) -> tuple[object, ...]:
-    """Sort key of one cell under the tie-break ``keys`` (smaller first): safety, simplicity,
-    performance (−centre when higher is better, +centre otherwise) and name, in the order given."""
+    """Sort key of one cell under the tie-break ``keys`` (smaller first): safety, keeper (0 for
+    ``keeper``, the configuration kept: what the user runs, else QEMU's default; 1 for the rest, and
+    for every cell when there is none), simplicity, performance (−centre when higher is better,
+    +centre otherwise) and name, in the order given."""
     sign = -1.0 if higher_is_better else 1.0
     parts = {
         "safety": lambda: safety_key(axes),
+        "keeper": lambda: 0 if keeper is not None and name == keeper else 1,
         "simplicity": lambda: simplicity_key(axes),
         "performance": lambda: sign * centre,
         "name": lambda: name,
@@ -570,15 +585,12 @@ def decide(
     centre = {r.name: r.centre if r.centre is not None else r.summary.mean for r in ranked}
     full_keys = full_tie_break(keys)
 
-    def order(name: str) -> tuple[object, ...]:
-        return tie_break_key(
-            name, full_keys, axes.get(name, {}), centre[name], ranking.higher_is_better
-        )
-
     pct = f"{threshold * 100:g}%"
     names = [r.name for r in ranked]
     keeper, what = keeper_of(keep, names, (best, *v.equivalent), axes)
     kept = keeper if any(k == keeper for k, _ in keep) else None
+    order = _tie_order(full_keys, axes, centre, ranking.higher_is_better, kept, v.top)
+
     ended = _ends(ranking, v, names, keeper, kept, margin)
     if ended is not None:
         return _kept(v, best, keeper, what, ended, threshold, keys, margin)
@@ -671,6 +683,26 @@ def decide(
         keeper=kept,
         margin=margin,
     )
+
+
+def _tie_order(
+    keys: Sequence[str],
+    axes: Mapping[str, Mapping[str, str]],
+    centre: Mapping[str, float],
+    higher_is_better: bool,
+    kept: str | None,
+    top: Sequence[str],
+) -> Callable[[str], tuple[object, ...]]:
+    """The sort key of the tie-break over ``keys`` (tie_break_key). The keeper ``kept`` counts only
+    within θ of the best (``top``): a keeper the data put further behind is not picked "if one must
+    be chosen now" over a leader it may trail by more than θ (seen: raw · writeback at 0.77× of
+    raw · none on commits would have been named the leading cell)."""
+    near = kept if kept in top else None
+
+    def order(name: str) -> tuple[object, ...]:
+        return tie_break_key(name, keys, axes.get(name, {}), centre[name], higher_is_better, near)
+
+    return order
 
 
 def _behind_statement(v: Verdicts, pct: str, best: str) -> str:
