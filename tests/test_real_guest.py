@@ -409,7 +409,7 @@ def test_one_boot_of_the_image_serves_two_runs_of_a_cell_each_with_its_own_disk_
     assert not [p for p in tmp_path.rglob("*") if p.suffix in (".raw", ".qcow2")]
 
 
-NBD_PLAN = """
+NETWORK_PLAN = """
 tier = ["guest"]
 format = ["raw"]
 preallocation = ["off"]
@@ -426,10 +426,18 @@ retry_disturbed = false
 min = 1
 max = 1
 [[backing]]
-type = "nbd"
+type = "{protocol}"
 [guest]
 image = "{image}"
 """
+
+# protocol → (the lab server's process, the start of the run's disk URL): each served by the lab's
+# own server on 127.0.0.1 and opened by QEMU's own client (qemu-block-extra for iSCSI and NFS)
+LAB_SERVERS = {
+    "nbd": ("nbdkit", "nbd://127.0.0.1:"),
+    "iscsi": ("tgtd", "iscsi://127.0.0.1"),
+    "nfs": ("ganesha.nfsd", "nfs://127.0.0.1/"),
+}
 
 
 def _processes_naming(name: str, path: Path) -> list[int]:
@@ -441,16 +449,24 @@ def _processes_naming(name: str, path: Path) -> list[int]:
     ]
 
 
-@needs("nbdkit")
-def test_a_sweep_in_the_image_on_a_lab_nbd_backing_measures_the_network_disk_and_leaves_nothing(
-    image: DebianImage, tmp_path: Path
+@pytest.mark.parametrize(
+    "protocol",
+    [
+        pytest.param("nbd", marks=needs("nbdkit")),
+        pytest.param("iscsi", marks=needs("tgtd")),
+        pytest.param("nfs", marks=needs("ganesha.nfsd")),
+    ],
+)
+def test_a_sweep_in_the_image_on_a_lab_network_backing_measures_the_network_disk_and_leaves_nothing(
+    image: DebianImage, tmp_path: Path, protocol: str
 ) -> None:
-    """A network backing in a real image: the lab's nbdkit serves the run's disk, QEMU opens it
-    with its own nbd client (the same -blockdev node as the built-in guest's), the Debian guest
-    sees it as its disk under test and fio measures it through the agent; the run records the
-    network disk, the server and the guest's view. Afterwards no nbdkit, QEMU, server file, ledger
-    entry or disk image is left."""
-    (tmp_path / "p.toml").write_text(NBD_PLAN.format(image=image.qcow2))
+    """A network backing in a real image: the lab's server (nbdkit, tgtd, ganesha) serves the
+    run's disk, QEMU opens it with its own client (the same -blockdev node as the built-in
+    guest's), the Debian guest sees it as its disk under test and fio measures it through the
+    agent; the run records the network disk, the server and the guest's view. Afterwards no
+    server, QEMU, server file, ledger entry or disk image is left."""
+    server, url = LAB_SERVERS[protocol]
+    (tmp_path / "p.toml").write_text(NETWORK_PLAN.format(image=image.qcow2, protocol=protocol))
     proc = run_cli(
         *("run", "p.toml", "--db", "r.sqlite", "--workdir", "w", "--accel", "tcg"),
         cwd=tmp_path,
@@ -462,18 +478,20 @@ def test_a_sweep_in_the_image_on_a_lab_nbd_backing_measures_the_network_disk_and
     assert len(rows) == 1 and rows[0][0] == "ok", rows
     meta = json.loads(rows[0][1])
     disk = meta["network_disk"]
-    assert disk["protocol"] == "nbd" and disk["format"] == "raw", disk
-    assert disk["url"].startswith("nbd://127.0.0.1:") and disk["nbd_mode"] == "lab-started"
-    # QEMU's own nbd client under the cell's format node, as the built-in guest's
+    assert disk["protocol"] == protocol and disk["format"] == "raw", disk
+    assert disk["url"].startswith(url), disk
+    if protocol == "nbd":
+        assert disk["nbd_mode"] == "lab-started"
+    # QEMU's own client under the cell's format node, as the built-in guest's
     argv = " ".join(meta["qemu_argv"])
-    assert "file.driver=nbd" in argv and "driver=raw,node-name=" in argv, argv
+    assert f"file.driver={protocol}" in argv and "driver=raw,node-name=" in argv, argv
     assert meta["guest_image"]["image_sha256"] == image.sha256
     view = meta["guest_disk"]
-    print(f"Debian guest on an NBD disk: {view}, phases {meta.get('boot_phases')}")
+    print(f"Debian guest on a {protocol} disk: {view}, phases {meta.get('boot_phases')}")
     assert view["driver"] == "virtio_blk" and view["sectors"] == (32 << 20) // 512, view
-    assert {p["name"] for p in meta["server_processes"]} == {"nbdkit"}
+    assert server in {p["name"] for p in meta["server_processes"]}
     workdir = tmp_path / "w"
-    assert _processes_naming("nbdkit", workdir) == []
+    assert _processes_naming(server, workdir) == []
     assert _processes_naming("qemu-system-x86_64", tmp_path) == []
     assert leftovers.pending(workdir) == []
     backings = workdir / "backings"
