@@ -11,7 +11,8 @@ virtio-blk with 2 queues, `guest-ping` answered (boot), then `nproc` through gue
 command's round trip). Prints each boot and the median.
 
 --plan: `iomatrix run real-guest` in a child process (Ctrl-C stops it as it stops the CLI: the
-finished runs are kept and summarised), the load average sampled every 30 s. Prints the plan's
+finished runs are kept and summarised; from a script, whose background jobs ignore SIGINT, send
+the `iomatrix` child SIGTERM), the load average sampled every 30 s. Prints the plan's
 estimate, the wall, then from the database: boots, runs, runs per boot, QEMU's start to the agent
 (each boot), the first run's wall with its boot and the later runs' wall in the same boot."""
 
