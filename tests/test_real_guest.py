@@ -720,7 +720,7 @@ def build_cloud_like(image: DebianImage, work: Path) -> Path:
         f.write(mbr(SYSLINUX_MBR.read_bytes()[:440], PART_START // SECTOR, root_bytes // SECTOR))
     qcow2 = work / "cloud-like.qcow2"
     _run(["qemu-img", "convert", "-f", "raw", "-O", "qcow2", str(disk), str(qcow2)])
-    disk.unlink()
+    disk.rename(work / "cloud-like.raw")  # the same disk as a raw user image (sparse)
     return qcow2
 
 
@@ -742,15 +742,17 @@ def cloud_like(image: DebianImage, tmp_path_factory: pytest.TempPathFactory) -> 
         shutil.rmtree(work, ignore_errors=True)
 
 
+@pytest.mark.parametrize("fmt", ["qcow2", "raw"])
 def test_a_user_image_with_its_own_boot_loader_boots_through_the_firmware(
-    cloud_like: Path, image: DebianImage, tmp_path: Path
+    cloud_like: Path, image: DebianImage, tmp_path: Path, fmt: str
 ) -> None:
-    """The cloud-like image given as a user's is resolved as one (no kernel: QEMU gets none), and
-    SeaBIOS, syslinux's MBR and extlinux boot the image's own kernel from its partition 1 up to the
-    agent; the file is only read."""
+    """The cloud-like image given as a user's, qcow2 or raw, is resolved as one (no kernel: QEMU
+    gets none), and SeaBIOS, syslinux's MBR and extlinux boot the image's own kernel from its
+    partition 1 up to the agent; the file is only read."""
+    cloud_like = cloud_like.with_suffix(f".{fmt}")
     before = sha256_of(cloud_like)
     real = resolve_image(str(cloud_like))
-    assert real.boot.kernel is None and real.boot.format == "qcow2" and real.sha256 == before
+    assert real.boot.kernel is None and real.boot.format == fmt and real.sha256 == before
     assert real.as_metadata()["boot"] == "firmware and the image's boot loader"
     with boot(real.boot, tmp_path / "run", boot_limit_s=IN_GUEST_LIMIT_S) as guest:
         print(f"cloud-like image through the firmware: agent after {guest.boot_s} s")
