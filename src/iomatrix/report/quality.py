@@ -9,11 +9,13 @@ disturbed (stats/interference.py) are named with the reason.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from iomatrix.metrics import metric_info
 from iomatrix.stats import cold_vs_warm, mad_outliers, snia_steady_state
+from iomatrix.stats.coldwarm import MIN_WARM_RUNS
 from iomatrix.stats.summary import Scale
 from iomatrix.stop_kinds import StopKind
 
@@ -35,6 +37,12 @@ def cold_run(samples: Sequence[float]) -> dict[str, Any] | None:
 def ranked_samples(samples: Sequence[float]) -> tuple[list[float], bool]:
     """The samples a ranking should use: the warm runs when the cold first run differs
     significantly."""
+    # With fewer than MIN_WARM_RUNS warm runs the first run is not tested (cold_vs_warm says
+    # "untested"), so the samples are kept as they are without asking: its summary of the warm runs
+    # was a fifth of a fleet answer's ranking, which asks for every cell of 100 hosts (issue 52).
+    # Empty or non-finite samples still go to cold_vs_warm, which refuses them.
+    if 1 <= len(samples) <= MIN_WARM_RUNS and all(math.isfinite(v) for v in samples):
+        return list(samples), False
     cr = cold_run(samples)
     if cr is not None and cr["differs"]:
         return list(samples[1:]), True

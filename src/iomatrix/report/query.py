@@ -3,6 +3,7 @@ queries."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -57,11 +58,18 @@ class CellWorkload:
 
     def label(self) -> str:
         """The axes that distinguish this cell (tier is shown apart; modifier only when set)."""
-        return " ".join(
-            f"{a}={v}"
-            for a, v in axis_registry.named(self.axes)
-            if v != "-" and a != "tier" and not (a == "modifier" and v == "none")
-        )
+        return _label(frozenset(self.axes.items()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _label(axes: frozenset[tuple[str, str]]) -> str:
+    """`CellWorkload.label` of these axes, made once per configuration: a ranking names its cells
+    many times, and a fleet answer's 100 hosts run the same few configurations (issue 52)."""
+    return " ".join(
+        f"{a}={v}"
+        for a, v in axis_registry.named(dict(axes))
+        if v != "-" and a != "tier" and not (a == "modifier" and v == "none")
+    )
 
 
 def shown_axes(cws: Iterable[CellWorkload]) -> list[str]:
