@@ -171,7 +171,7 @@ class RoleAnswer:
     # (rounds_brief).
     pending_brief: str = ""
     # Every candidate passed over (a trade-off): what each side of it wins, in a few words, from the
-    # first veto: "raw · none best on log:write.iops; qcow2 · writeback 1.15–2.42× better on
+    # first veto: "raw · none leads on log:write.iops; qcow2 · writeback 1.15–2.42× better on
     # data:read.clat_p99_us" (tradeoff_brief). The user's choice is which figure their VM waits on.
     tradeoff: str = ""
 

@@ -179,6 +179,9 @@ def fleet_answer(
 ) -> FleetAnswer:
     """The group's answer for one workload (see the module docstring).  ``axes``: configuration →
     its axes, for the tie-break.  Raises ValueError for no host or a host named twice."""
+    # A fleet answer keeps no one's configuration (no --current across hosts): the tie-break's
+    # "keeper" key orders nothing here, so it is left out of the keys it uses and names.
+    tie_break = tuple(k for k in tie_break if k != "keeper")
     names = _host_names(hosts)
     ranking = host_blocked_ranking(hosts, higher_is_better, alpha, confidence)
     union = set().union(*(set(h.centre) for h in hosts))
