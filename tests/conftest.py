@@ -25,7 +25,12 @@ DATA = Path(__file__).parent / "data"
 SERIAL_GROUPS = {
     # A lab NFS server needs rpcbind on port 111 and registers program 100003 there: one per host at
     # a time.
-    "nfs": ("test_nfs_backing", "test_network_disks", "test_kill_campaign_network"),
+    "nfs": (
+        "test_nfs_backing",
+        "test_network_disks",
+        "test_kill_campaign_network",
+        "test_real_guest_network",
+    ),
     # A lab Ceph cluster (a mon and an OSD) takes about a core; two at once would measure each
     # other.
     "ceph": (
