@@ -166,8 +166,10 @@ def test_role_answers_from_a_stored_plan_definition() -> None:
 
 def test_passing_the_pick_over_never_falls_to_a_cell_worse_on_the_deciding_figure() -> None:
     """The pick (writeback) is 23% worse on write p99; cache=none, the only other cell, is 2.5×
-    worse on read p99, the figure that decides: no cell is near the best on both, and the answer
-    says it is a trade-off."""
+    worse on read p99, the figure that decides: no cell is near the best on both, so it is a
+    trade-off, and the role's weights (1 each for vdi) settle it: the pick's read advantage
+    outweighs its write loss, √(2.5 / 1.23) = 1.43×, and with no run-to-run noise that is
+    separated (stats/weighed.py)."""
     vdi = roles.builtin("vdi")
     assert vdi is not None
 
@@ -184,32 +186,46 @@ def test_passing_the_pick_over_never_falls_to_a_cell_worse_on_the_deciding_figur
         "vdi:read", "read.clat_p99_us", False, "blocklayer", Choice(cws[1].label(), (), "separated")
     )
     a = role_answer(vdi, {"vdi:read": read}, cws)
-    assert a.cell is None and "a trade-off" in a.missing
+    assert (a.cell, a.status, a.answered) == (cws[1].label(), "answer", True)
     assert len(a.vetoes) == 1 and "23% worse than" in a.vetoes[0]
-    # The first screen names both sides of it: what the pick leads on, what the other cell wins.
+    assert a.instead_of is None and a.tradeoff == ""
     assert a.brief() == (
-        f"For {vdi.answer_for}: a trade-off, no one answer: {cws[1].label()} leads on "
-        f"read:read.clat_p99_us; {cws[0].label()} 1.23–1.23× better on write:write.clat_p99_us"
+        f"For {vdi.answer_for}: use {cws[1].label()} (a trade-off, weighed: 1.43–1.43× "
+        f"{cws[0].label()})"
     )
-    assert a.as_dict()["tradeoff"] == a.brief().split("no one answer: ")[1]
+    assert a.headline() == (
+        f"For {vdi.answer_for}: use {cws[1].label()} (a trade-off, weighed: {cws[1].label()} "
+        f"1.43–1.43× {cws[0].label()} with its figures weighed (read:read.clat_p99_us ×1, "
+        "write:write.clat_p99_us ×1; 90% CI): better)"
+    )
+    w = a.as_dict()["weighed"]
+    assert (w["cell"], w["against"], w["outcome"]) == (cws[1].label(), cws[0].label(), "separated")
+    assert w["ratio"] == pytest.approx((2.5 / 1.23) ** 0.5)
+    assert [f["figure"] for f in a.figures] == ["read:read.clat_p99_us", "write:write.clat_p99_us"]
 
 
-def test_a_trade_off_measured_over_runs_quotes_the_interval_of_the_better_side() -> None:
-    """Runs known: the other side's advantage is the 95% interval of the ratio, turned so that it
+def test_a_balanced_trade_off_stays_one_and_says_what_weighing_gives() -> None:
+    """Each side 2.5× better on one p99, over noisy runs: weighed, they are even (1.00×) but the
+    interval is wider than the margin both ways, so it stays a trade-off, named as one, with the
+    weighed interval; the other side's advantage is the 95% interval of the ratio, turned so that it
     reads as that cell's advantage (a latency: the pick's p99 over the best's)."""
     vdi = roles.builtin("vdi")
     assert vdi is not None
+    spread = [1.0, 1.15, 0.85, 1.1, 0.9]
     cws = [
-        _cw(1, "none", "vdi:read", {"read.clat_p99_us": [10000, 10400, 9800]}),
-        _cw(2, "writeback", "vdi:read", {"read.clat_p99_us": [4000, 4100, 3900]}),
-        _cw(1, "none", "vdi:write", {"write.clat_p99_us": [10000, 10100, 9900]}),
-        _cw(2, "writeback", "vdi:write", {"write.clat_p99_us": [20000, 20500, 19600]}),
+        _cw(1, "none", "vdi:read", {"read.clat_p99_us": [10000 * x for x in spread]}),
+        _cw(2, "writeback", "vdi:read", {"read.clat_p99_us": [4000 * x for x in spread[::-1]]}),
+        _cw(1, "none", "vdi:write", {"write.clat_p99_us": [4000 * x for x in spread]}),
+        _cw(2, "writeback", "vdi:write", {"write.clat_p99_us": [10000 * x for x in spread]}),
     ]
     read = Verdict(
         "vdi:read", "read.clat_p99_us", False, "blocklayer", Choice(cws[1].label(), (), "separated")
     )
     a = role_answer(vdi, {"vdi:read": read}, cws)
-    assert a.cell is None
+    assert a.cell is None and not a.answered and "a trade-off" in a.missing
+    w = a.as_dict()["weighed"]
+    assert w["outcome"] == "open" and w["low"] < 1 / 1.05 and w["high"] > 1.05
+    assert w["ratio"] == pytest.approx(1.0)
     side = a.tradeoff.split("; ")[1]
     assert side.startswith(f"{cws[0].label()} ") and side.endswith(
         "× better on write:write.clat_p99_us"
@@ -217,7 +233,57 @@ def test_a_trade_off_measured_over_runs_quotes_the_interval_of_the_better_side()
     found = re.search(r" ([0-9.]+)–([0-9.]+)× better", side)
     assert found is not None
     low, high = float(found[1]), float(found[2])
-    assert 1.8 < low < 2.0 < high < 2.3  # writeback's p99 ~2× cache=none's
+    assert 1.9 < low < 2.5 < high < 3.3  # writeback's write p99 2.5× cache=none's
+    assert a.brief() == f"For {vdi.answer_for}: a trade-off, no one answer: {a.tradeoff}"
+    assert a.tradeoff.endswith("90% CI): not separated, nor within 5%")
+
+
+def test_the_database_weighs_its_commits_as_much_as_both_data_p99s() -> None:
+    """The built-in database's weights (2 : 1 : 1): cache=none commits 1.25× faster and is vetoed
+    on the data files' p99 read (2× worse); with its write p99 even, the weighed ratio is
+    1.25^½ · 0.5^¼ = 0.94: writeback better by 6%, separated over steady runs."""
+    spread = [1.0, 1.02, 0.98, 1.01, 0.99, 1.0]
+
+    def runs(v: float) -> list[float]:
+        return [v * x for x in spread]
+
+    def data(cell_id: int, cache: str, read_p99: float) -> CellWorkload:
+        samples = {"read.clat_p99_us": runs(read_p99), "write.clat_p99_us": runs(300)}
+        return _cw(cell_id, cache, "database:data", samples)
+
+    cws = [
+        _cw(1, "none", "database:log", {"write.iops": runs(1250)}),
+        _cw(2, "writeback", "database:log", {"write.iops": runs(1000)}),
+        data(1, "none", 800),
+        data(2, "writeback", 400),
+    ]
+    log = Verdict("database:log", "write.iops", True, "blocklayer", Choice(cws[0].label(), (), "x"))
+    a = role_answer(BUILTIN_DB, {"database:log": log}, cws)
+    assert (a.cell, a.status, a.instead_of) == (cws[1].label(), "answer", cws[0].label())
+    w = a.as_dict()["weighed"]
+    assert w["weights"] == {
+        "log:write.iops": 2.0,
+        "data:read.clat_p99_us": 1.0,
+        "data:write.clat_p99_us": 1.0,
+    }
+    assert w["ratio"] == pytest.approx(1 / (1.25**0.5 * 0.5**0.25), rel=1e-3)
+    assert 1.0 < w["low"] < w["ratio"] < w["high"]
+    # commits 1.6× faster outweigh the p99 read: the pick stands, weighed
+    faster = [_cw(1, "none", "database:log", {"write.iops": runs(1600)}), *cws[1:]]
+    b = role_answer(BUILTIN_DB, {"database:log": log}, faster)
+    assert (b.cell, b.status, b.instead_of) == (cws[0].label(), "answer", None)
+    # commits 1.19× faster, p99 read 1.19² = 1.42× worse: 1.19^½ · (1/1.42)^¼ = 1.00, within 5%
+    # both ways: the deciding figure's pick kept, as a tie
+    even = [
+        _cw(1, "none", "database:log", {"write.iops": runs(1190)}),
+        cws[1],
+        data(1, "none", 400 * 1.19**2),
+        cws[3],
+    ]
+    c = role_answer(BUILTIN_DB, {"database:log": log}, even)
+    assert (c.cell, c.status, c.answered) == (cws[0].label(), "tied", True)
+    assert c.as_dict()["weighed"]["outcome"] == "within"
+    assert "within 5% both ways, the deciding figure's pick kept" in c.headline()
 
 
 def test_the_answer_says_which_pick_it_replaced() -> None:

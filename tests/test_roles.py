@@ -100,7 +100,7 @@ def test_custom_role_table() -> None:
             "jobs": {"data": "jobs/oltp.fio", "log": "jobs/log.fio"},
             "decides": [
                 "data:read.clat_p99_us",
-                {"figure": "log:write.iops", "says": "commits per second"},
+                {"figure": "log:write.iops", "says": "commits per second", "weight": 3},
             ],
             "margin": 0.1,
         },
@@ -108,6 +108,8 @@ def test_custom_role_table() -> None:
     assert role.workload_names() == ["file:jobs/oltp.fio", "file:jobs/log.fio"]
     assert [f.key for f in role.figures] == ["data:read.clat_p99_us", "log:write.iops"]
     assert role.figures[1].says == "commits per second" and role.margin == 0.1 and not role.builtin
+    # a trade-off between them is weighed 1 : 3 (report/roles.py, stats/weighed.py)
+    assert [f.weight for f in role.figures] == [1.0, 3.0]
 
 
 @pytest.mark.parametrize(
@@ -125,6 +127,18 @@ def test_custom_role_table() -> None:
             "did you mean 'margin'",
         ),
         ({"jobs": {}, "decides": ["data:read.iops"]}, "jobs: must be a table of jobs"),
+        (
+            {"jobs": {"data": "a.fio"}, "decides": [{"figure": "data:read.iops", "weight": 0}]},
+            "role.mine.decides[1].weight: 0: must be a number above 0",
+        ),
+        (
+            {"jobs": {"data": "a.fio"}, "decides": [{"figure": "data:read.iops", "weight": "2"}]},
+            "weight: 2: must be a number above 0, relative to the role's other figures",
+        ),
+        (
+            {"jobs": {"data": "a.fio"}, "decides": [{"figure": "data:read.iops", "wieght": 2}]},
+            "unknown key 'wieght'",
+        ),
     ],
 )
 def test_bad_custom_role_table_one_line(table: dict, says: str) -> None:

@@ -21,6 +21,7 @@ from iomatrix.report.query import CellWorkload
 from iomatrix.report.recommend.verdict import Verdict, answer_of
 from iomatrix.roles import Figure, Role, plan_roles
 from iomatrix.stats.compare import ratio_ci
+from iomatrix.stats.weighed import Part, WeighedRatio, weighed_ratio
 
 STATUS_WORDS = {
     "answer": "settled",
@@ -174,6 +175,11 @@ class RoleAnswer:
     # first veto: "raw · none leads on log:write.iops; qcow2 · writeback 1.15–2.42× better on
     # data:read.clat_p99_us" (tradeoff_brief). The user's choice is which figure their VM waits on.
     tradeoff: str = ""
+    # A trade-off weighed by the role's figure weights (stats/weighed.py): which side it favours,
+    # with the interval ("raw · writeback 1.08–1.35× raw · none with its figures weighed
+    # (log:write.iops ×2, …; 90% CI)"); set whenever both sides have runs of every figure.
+    weighed: str = ""
+    weighed_ratio: dict[str, Any] | None = None
 
     @property
     def answered(self) -> bool:
@@ -188,7 +194,9 @@ class RoleAnswer:
             verb, why = "keep", f"equivalent: {self.kept or why}"
         if self.pending:
             why = f"{why}; {self.pending}"
-        if self.instead_of is not None:
+        if self.weighed:  # a trade-off the weights settled: that is the reason, in full
+            why = f"a trade-off, weighed: {self.weighed}"
+        elif self.instead_of is not None:
             verb = "use" if self.status in ANSWERED else verb
             why = f"in place of {self.instead_of}, the deciding figure's pick ({why}): see below"
         return f"For {self.answer_for}: {verb} {self.cell} ({why})"
@@ -213,7 +221,10 @@ class RoleAnswer:
             verb = "keep"
         if self.pending_brief:
             why = self.pending_brief
-        if self.instead_of is not None:
+        if self.weighed and self.weighed_ratio is not None:
+            w = self.weighed_ratio
+            why = f"a trade-off, weighed: {w['low']:.2f}–{w['high']:.2f}× {w['against']}"
+        elif self.instead_of is not None:
             why = f"{why}; in place of {self.instead_of}"
         return f"For {self.answer_for}: {verb} {self.cell} ({why})"
 
@@ -269,6 +280,7 @@ class RoleAnswer:
             "not_chosen": self.vetoes,
             "missing": self.missing or None,
             "tradeoff": self.tradeoff or None,
+            "weighed": self.weighed_ratio,
         }
 
 
@@ -284,6 +296,37 @@ def tradeoff_brief(first: Figure, veto: Veto) -> str:
     # cell/best: < 1 is worse when higher is better, > 1 when lower is better (a latency)
     edge = (1 / high, 1 / low) if veto.figure.higher_is_better else (low, high)
     return f"{lead}; {veto.best} {edge[0]:.2f}–{edge[1]:.2f}× better on {veto.figure.key}"
+
+
+STATUS_OF_WEIGHED = {"separated": "answer", "within": "tied"}
+
+
+def weigh(
+    figures: Sequence[FigureMeans], a: str, b: str, margin: float
+) -> tuple[WeighedRatio, str] | None:
+    """A trade-off between `a` (the deciding figure's pick) and `b` (better on a figure that vetoed
+    it), weighed over every deciding figure by the role's weights (stats/weighed.py): the weighed
+    ratio of b to a and what it decides, "separated" (its 90% interval excludes 1: the better one
+    is the answer), "within" (the interval within the margin both ways: neither is better by more,
+    and the deciding figure's pick stands, as a tie) or "open" (still a trade-off). None when a
+    figure lacks 2 runs of either cell (nothing to weigh). Example, weights 2:1:1: `a` commits
+    1.27× faster, `b`'s two p99s 1.8× and 1.25× lower: b 1.09× a, 0.90–1.31× over 8 runs each:
+    open."""
+    parts = []
+    for f in figures:
+        runs_a, runs_b = f.samples.get(a, ()), f.samples.get(b, ())
+        if len(runs_a) < 2 or len(runs_b) < 2:
+            return None
+        parts.append(Part(f.figure.weight, f.figure.higher_is_better, runs_a, runs_b))
+    found = weighed_ratio(parts)
+    if found is None:
+        return None
+    return found, "separated" if found.separated() else "within" if found.within(margin) else "open"
+
+
+def weights_text(figures: Sequence[Figure]) -> str:
+    """The weights in a few words: "log:write.iops ×2, data:read.clat_p99_us ×1, …"."""
+    return ", ".join(f"{f.key} ×{f.weight:g}" for f in figures)
 
 
 def rounds_text(settle: int | None, equivalence: int | None, margin: float) -> str:
@@ -412,7 +455,12 @@ def role_answer(
     combined = combine(candidates, per[1:], role.margin)
     out.vetoes = [x.text(role.margin) for x in combined.vetoes]
     if combined.cell is None:
+        if _weighed(out, role, per, combined.vetoes[0], allowed):
+            out.figures = [_figure_row(f, out.cell) for f in per if out.cell is not None]
+            return out
         out.tradeoff = tradeoff_brief(first, combined.vetoes[0])
+        if out.weighed:
+            out.tradeoff = f"{out.tradeoff}; weighed: {out.weighed}"
         out.missing = (
             f"no cell near the best on {first.says} is within {role.margin:.0%} of the "
             "best on every "
@@ -431,6 +479,57 @@ def role_answer(
         out.pending_brief = rounds_brief(choice.settle_rounds, choice.equivalence_rounds)
     out.figures = [_figure_row(f, combined.cell) for f in per]
     return out
+
+
+def _weighed(
+    out: RoleAnswer,
+    role: Role,
+    per: Sequence[FigureMeans],
+    veto: Veto,
+    allowed: set[str] | None,
+) -> bool:
+    """Weigh the trade-off of the first veto (the deciding figure's pick against the cell better on
+    the figure that vetoed it) into `out`; True when the weights settle it (out.cell and status
+    set), False when it stays a trade-off (out.weighed says by how much, when it could be
+    weighed)."""
+    a, b = veto.cell, veto.best
+    found = weigh(per, a, b, role.margin)
+    if found is None:
+        return False
+    w, outcome = found
+    if outcome == "separated":
+        winner, loser, ratio = (b, a, w) if w.low > 1 else (a, b, _turned(w))
+    else:
+        winner, loser, ratio = a, b, _turned(w)  # the deciding figure's pick, against the other
+    out.weighed_ratio = {
+        "cell": winner,
+        "against": loser,
+        "ratio": ratio.ratio,
+        "low": ratio.low,
+        "high": ratio.high,
+        "confidence": 0.90,
+        "weights": {f.figure.key: f.figure.weight for f in per},
+        "outcome": outcome,
+    }
+    verdict = {
+        "separated": "better",
+        "within": f"within {role.margin:.0%} both ways, the deciding figure's pick kept",
+        "open": f"not separated, nor within {role.margin:.0%}",
+    }[outcome]
+    out.weighed = (
+        f"{winner} {ratio.low:.2f}–{ratio.high:.2f}× {loser} with its figures weighed "
+        f"({weights_text([f.figure for f in per])}; 90% CI): {verdict}"
+    )
+    if outcome == "open" or (allowed is not None and winner not in allowed):
+        return False
+    out.cell, out.status = winner, STATUS_OF_WEIGHED[outcome]
+    out.instead_of = a if winner != a else None
+    return True
+
+
+def _turned(w: WeighedRatio) -> WeighedRatio:
+    """A weighed ratio read the other way round (a against b)."""
+    return WeighedRatio(1 / w.ratio, 1 / w.high, 1 / w.low, w.df)
 
 
 def role_answers(

@@ -44,6 +44,9 @@ class Figure:
     job: str
     metric: str
     says: str
+    # Its share when a trade-off is weighed (report/roles.py, stats/weighed.py): relative to the
+    # role's other figures, normalised to sum 1; 1 each unless the role says otherwise.
+    weight: float = 1.0
 
     @property
     def key(self) -> str:
@@ -73,17 +76,32 @@ class Role:
         return dict(self.jobs)[job]
 
 
+FIGURE_KEYS = ("figure", "says", "weight")
+
+
+def _weight(where: str, raw: object) -> float:
+    """A figure's weight: a number above 0 (relative to the role's other figures)."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 0 < raw < float("inf"):
+        raise ValueError(
+            f"{where}.weight: {str(raw)[:40]}: must be a number above 0, relative to the role's "
+            "other figures, e.g. 2 for the figure that counts twice"
+        )
+    return float(raw)
+
+
 def _figure(where: str, raw: object, jobs: Sequence[str]) -> Figure:
-    """A `decides` entry: "JOB:METRIC" or { figure = "JOB:METRIC", says = "…" }."""
-    says = ""
+    """A `decides` entry: "JOB:METRIC" or { figure = "JOB:METRIC", says = "…", weight = 2 }."""
+    says, weight = "", 1.0
     if isinstance(raw, Mapping):
-        unknown = set(raw) - {"figure", "says"}
+        unknown = set(raw) - set(FIGURE_KEYS)
         if unknown:
             raise ValueError(
-                f"{where}: unknown key '{sorted(unknown)[0]}'; an entry of decides is "
-                '"JOB:METRIC" or { figure = "JOB:METRIC", says = "what it means" }'
+                f"{where}: unknown key '{str(sorted(unknown)[0])[:40]}'; an entry of decides is "
+                '"JOB:METRIC" or { figure = "JOB:METRIC", says = "what it means", weight = 1 }'
             )
         says = str(raw.get("says", ""))
+        if "weight" in raw:
+            weight = _weight(where, raw["weight"])
         raw = raw.get("figure")
     if not isinstance(raw, str) or JOB_SEPARATOR not in raw:
         raise ValueError(
@@ -102,7 +120,7 @@ def _figure(where: str, raw: object, jobs: Sequence[str]) -> Figure:
             "(fio's figures "
             "are e.g. read.clat_p99_us, write.iops, total.bw_mbps: docs/metrics.md)"
         )
-    return Figure(job, metric, says or metric_info(metric).description)
+    return Figure(job, metric, says or metric_info(metric).description, weight)
 
 
 def _figures(where: str, raw: object, jobs: Sequence[str]) -> tuple[Figure, ...]:
