@@ -36,6 +36,10 @@ BRIEF_WORDS = {
     "equivalent": "equivalent within the role's margin",
     "provisional": "not settled yet",
 }
+# An unsettled role whose pick for now is not the cell ahead on the deciding figure: never called
+# "leading" (RoleAnswer._ahead).
+NOT_LEADING = "not settled yet, for now:"
+NOT_LEADING_WHY = "the tie-break's pick among the cells not yet separated, not yet an answer"
 # The statuses that answer a role (bench/quickstart.py counts them): settled, tied or equivalent;
 # "provisional" (only leading) and "none" do not.
 ANSWERED = ("answer", "tied", "equivalent")
@@ -192,6 +196,8 @@ class RoleAnswer:
         why = STATUS_WORDS.get(self.status, self.status)
         if self.status == "equivalent":  # kept, never named as if it won (docs/roles.md)
             verb, why = "keep", f"equivalent: {self.kept or why}"
+        if (ahead := self._ahead()) is not None:
+            verb, why = NOT_LEADING, f"{NOT_LEADING_WHY}; {ahead}"
         if self.pending:
             why = f"{why}; {self.pending}"
         if self.weighed:  # a trade-off the weights settled: that is the reason, in full
@@ -221,12 +227,26 @@ class RoleAnswer:
             verb = "keep"
         if self.pending_brief:
             why = self.pending_brief
+        if (ahead := self._ahead()) is not None:
+            verb, why = NOT_LEADING, f"{ahead}; {why}"
         if self.weighed and self.weighed_ratio is not None:
             w = self.weighed_ratio
-            why = f"a trade-off, weighed: {w['low']:.2f}–{w['high']:.2f}× {w['against']}"
+            why = f"a trade-off, weighed: {interval_text(w['low'], w['high'])}× {w['against']}"
         elif self.instead_of is not None:
             why = f"{why}; in place of {self.instead_of}"
         return f"For {self.answer_for}: {verb} {self.cell} ({why})"
+
+    def _ahead(self) -> str | None:
+        """An unsettled role whose pick for now is not the best mean on the deciding figure (the
+        tie-break keeps what you run, or QEMU's default, among cells not yet separated): which cell
+        is ahead and by how much, "qcow2 · writeback has the best mean, 1.19×"; None otherwise."""
+        if self.status != "provisional" or not self.figures or self.instead_of is not None:
+            return None
+        first = self.figures[0]
+        ratio, best = first.get("ratio_to_best"), first.get("best_cell")
+        if ratio is None or best in (None, self.cell) or ratio <= 0:
+            return None
+        return f"{best} has the best mean, {1 / ratio:.2f}×"
 
     def brief_figures(self) -> str:
         """Each deciding figure in a few words, in one paragraph, for a crowded first screen:
@@ -322,6 +342,16 @@ def weigh(
     if found is None:
         return None
     return found, "separated" if found.separated() else "within" if found.within(margin) else "open"
+
+
+def interval_text(low: float, high: float) -> str:
+    """An interval of a ratio, "1.08–1.35"; a bound that two decimals would show as 1.00 gets a
+    third, so that an interval that excludes 1 never reads as if it touched it ("1.003–1.27")."""
+
+    def bound(x: float) -> str:
+        return f"{x:.3f}" if f"{x:.2f}" == "1.00" and x != 1 else f"{x:.2f}"
+
+    return f"{bound(low)}–{bound(high)}"
 
 
 def weights_text(figures: Sequence[Figure]) -> str:
@@ -517,7 +547,7 @@ def _weighed(
         "open": f"not separated, nor within {role.margin:.0%}",
     }[outcome]
     out.weighed = (
-        f"{winner} {ratio.low:.2f}–{ratio.high:.2f}× {loser} with its figures weighed "
+        f"{winner} {interval_text(ratio.low, ratio.high)}× {loser} with its figures weighed "
         f"({weights_text([f.figure for f in per])}; 90% CI): {verdict}"
     )
     if outcome == "open" or (allowed is not None and winner not in allowed):
