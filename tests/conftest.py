@@ -12,8 +12,12 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:  # imported by the fixture itself, when a test asks for it
+    from iomatrix.guest.debian_image import DebianImage
 
 DATA = Path(__file__).parent / "data"
 
@@ -251,6 +255,21 @@ def run_cli(
 @pytest.fixture
 def data_dir() -> Path:
     return DATA
+
+
+@pytest.fixture(scope="session")
+def image() -> DebianImage:
+    """The Debian guest image built here (issue 51), from the normal cache: built by
+    scripts/setup.sh --real-guest, else here once per worker (mmdebstrap, minutes, root). Imported
+    when asked for: most test processes never need it."""
+    from iomatrix.guest.debian_image import cached_image, ensure_debian_image
+
+    if cached_image() is None:
+        if os.geteuid() != 0:
+            pytest.skip("building the Debian guest image needs root")
+        if shutil.which("mmdebstrap") is None:
+            pytest.skip("mmdebstrap not installed (scripts/setup.sh)")
+    return ensure_debian_image(log=print)
 
 
 def needs(program: str) -> pytest.MarkDecorator:

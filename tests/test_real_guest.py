@@ -30,8 +30,6 @@ from iomatrix.guest.agent import AgentTimeout
 from iomatrix.guest.cache import default_cache_dir
 from iomatrix.guest.debian_image import (
     DebianImage,
-    cached_image,
-    ensure_debian_image,
     kernel_cmdline,
     sha256_of,
 )
@@ -55,16 +53,6 @@ from tests.conftest import run_cli
 
 pytestmark = pytest.mark.slow
 DISK_BYTES = 64 << 20
-
-
-@pytest.fixture(scope="session")
-def image() -> DebianImage:
-    if cached_image() is None:
-        if os.geteuid() != 0:
-            pytest.skip("building the Debian guest image needs root")
-        if shutil.which("mmdebstrap") is None:
-            pytest.skip("mmdebstrap not installed (scripts/setup.sh)")
-    return ensure_debian_image(log=print)
 
 
 def test_the_image_records_its_digest_kernel_and_packages(image: DebianImage) -> None:

@@ -10,30 +10,17 @@ already registered with rpcbind")."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 from iomatrix.backing import leftovers
-from iomatrix.guest.debian_image import DebianImage, cached_image, ensure_debian_image
+from iomatrix.guest.debian_image import DebianImage
 from tests.conftest import needs, run_cli
 from tests.test_real_guest import _processes_naming
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def image() -> DebianImage:
-    """The Debian image from the cache (built by scripts/setup.sh --real-guest, or here once)."""
-    if cached_image() is None:
-        if os.geteuid() != 0:
-            pytest.skip("building the Debian guest image needs root")
-        if shutil.which("mmdebstrap") is None:
-            pytest.skip("mmdebstrap not installed (scripts/setup.sh)")
-    return ensure_debian_image(log=print)
 
 
 NETWORK_PLAN = """
