@@ -219,8 +219,13 @@ def _ceph_processes(root: Path) -> list[int]:
 @needs("qemu-storage-daemon")
 def test_a_lab_ceph_sweep_shows_the_physics_and_leaves_nothing(tmp_path: Path) -> None:
     """The physics with a margin (decisions are the captured database's tests above): under
-    until-flush on, writeback is not much faster than none on writes that never flush and clearly
-    faster once they flush; with it off, clearly faster without flushes."""
+    until-flush on, writeback gains much less over none on writes that never flush than once they
+    flush, or than with the option off; those two gains are clear.
+
+    The trap is told against the other two ratios of the same sweep, not against a fixed bound:
+    on a loaded host (CI, 2026-11-27) the never-flushing ratio was 1.76 where a quiet one measures
+    1.1-1.3, while the flushing one was 3.55 and the option off 6.94. Its own bound under load is a
+    timing target, which lives in bench/, not here."""
     (tmp_path / "p.toml").write_text(CEPH_SWEEP)
     res = run_cli("run", "p.toml", "--db", "r.sqlite", cwd=tmp_path, timeout=900)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -240,7 +245,8 @@ def test_a_lab_ceph_sweep_shows_the_physics_and_leaves_nothing(tmp_path: Path) -
         / iops[("none", "on", "rand-write-4k-flush32")]
     )
     off = iops[("writeback", "off", "rand-write-4k")] / iops[("none", "on", "rand-write-4k")]
-    assert flat < 1.6 and flushing > 1.5 and off > 2.0, (flat, flushing, off)
+    assert flushing > 1.5 and off > 2.0, (flat, flushing, off)
+    assert flat * 1.4 < min(flushing, off), (flat, flushing, off)
     assert _ceph_processes(tmp_path) == []
     assert (
         run_cli("clean", "--workdir", str(tmp_path / "iomatrix-work"), cwd=tmp_path).returncode == 0

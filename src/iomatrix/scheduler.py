@@ -266,7 +266,7 @@ class Scheduler:
                 for pair in deciding_pairs(
                     data,
                     policy.higher_is_better(group),
-                    policy.threshold,
+                    policy.threshold_for(group),
                     policy.alpha,
                     min_rounds=max(2, min(self.min_runs, 3)),
                     margin=policy.margin(group),

@@ -200,12 +200,19 @@ class RacingPolicy:
     # as equivalent exactly when the decision calls it so); None, or a group it does not know: the
     # threshold.
     margin_of: Mapping[str, float] | None = None
+    # group → the difference not worth choosing on where it is not `threshold`: a role job's is its
+    # role's margin (recommend decides it so: report/recommend), so a file server's race ties its
+    # cells within the file server's 10 %, not the plan's 5 %.
+    threshold_of: Mapping[str, float] | None = None
     history: dict[str, list] = field(default_factory=dict)  # group → its RaceStep per round
     # current units decided on, run to the race's end
     held: dict[str, StopVerdict] = field(default_factory=dict)
 
     def margin(self, group: str) -> float | None:
         return None if self.margin_of is None else self.margin_of.get(group)
+
+    def threshold_for(self, group: str) -> float:
+        return (self.threshold_of or {}).get(group, self.threshold)
 
     def finished(self, units: Sequence[UnitState], room: Room) -> dict[str, StopVerdict]:
         out: dict[str, StopVerdict] = {}
@@ -238,7 +245,7 @@ class RacingPolicy:
         step = race_step(
             {u.key: u.points for u in members},
             self.higher_is_better(group),
-            threshold=self.threshold,
+            threshold=self.threshold_for(group),
             alpha=self.alpha,
             min_rounds=min_rounds,
             rounds_left=room.rounds_left(rounds_done),

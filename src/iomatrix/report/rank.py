@@ -596,7 +596,9 @@ def rank_reading(
             min_n=min_n,
             max_noise=max_noise,
             per_run=per_run,
-            threshold=threshold,
+            # A role's margin is the difference its role says is not worth choosing on: it ties
+            # cells (θ) as well as showing them equivalent (TOST), as its race does (stop_policy).
+            threshold=margins.get(w, threshold),
             tie_break=tie_break,
             interference=reading.interference,
             stops=reading.stops,

@@ -190,6 +190,11 @@ class UnitScheduling:
             reps.min,
             higher_is_better=direction.__getitem__,
             margin_of=margin_of,
+            threshold_of={
+                race_group(u, self._per_backing): margins[u.workload.name]
+                for u in self.expansion.units
+                if u.workload.name in margins
+            },
         )
 
     def _adapt_rounds_per_boot(

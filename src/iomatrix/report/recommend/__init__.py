@@ -170,7 +170,9 @@ def recommend(
         else keep_current(lambda cells, best: matching_current(cells, best, current)[0]),
     }
     per_backing = answer_backings(info["plan_definition"])  # shared storage: one answer per backing
-    for w in names:  # a role's job is decided at its role's margin of practical equivalence
+    # A role's job is decided at its role's margin of practical equivalence: the difference its role
+    # says is not worth choosing on ties cells (θ) as it shows them equivalent (TOST), as in its race.
+    for w in names:
         verdicts += _workload_answers(
             store,
             sweep_id,
@@ -182,7 +184,11 @@ def recommend(
             reqs,
             current,
             measured,
-            {**rank_kw, "margin": margins.get(w, rank_kw["margin"])},
+            {
+                **rank_kw,
+                "margin": margins.get(w, rank_kw["margin"]),
+                "threshold": margins.get(w, rank_kw["threshold"]),
+            },
         )
     verdicts += score_verdicts(store, sweep_id, _scores(scores, workload, cws), reqs, measured)
     warnings = _warnings(sweep_id, info["status"], cws) + emulated_rtt_notes(store, sweep_id, cws)
