@@ -170,8 +170,8 @@ def recommend(
         else keep_current(lambda cells, best: matching_current(cells, best, current)[0]),
     }
     per_backing = answer_backings(info["plan_definition"])  # shared storage: one answer per backing
-    # A role's job is decided at its role's margin of practical equivalence: the difference its role
-    # says is not worth choosing on ties cells (θ) as it shows them equivalent (TOST), as in its race.
+    # A role's job is decided at its role's margin of practical equivalence: the difference its
+    # role says is not worth choosing on ties cells (θ) and bounds equivalence (TOST), as its race.
     for w in names:
         verdicts += _workload_answers(
             store,
