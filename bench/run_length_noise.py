@@ -12,9 +12,9 @@ retry in its place) it prints
 * the mean throughput of each cell and the ratio qcow2/raw with its paired 95 % interval;
 * s_d, the SD over rounds of the paired difference ln(qcow2/raw): the noise a decision must beat;
 * the wall time per run (fio's start-up, the region's prefill, the daemon, the run itself);
-* the rounds the decision would need to rule raw out (stats/ruling_out.py: the margin against
-  r ≥ 1/(1 − 0.05)) at this gap and noise, with the race's α spending (stats/looks.py), and their
-  wall time: n · 2 runs · wall per run.
+* the rounds the decision would need to rule raw out (stats/ruling_out.py: against r ≥ 1/(1 − m),
+  m the role's margin) at this gap and noise, with the race's α spending (stats/looks.py), and
+  their wall time: n · 2 runs · wall per run.
 
 Why: the quickstart's file server stayed unsettled in 10 of 10 sweeps (docs/benchmarks.md): its pair
 differs by about the role's margin while 1 s runs differ by ~15 % round to round. Whether longer
@@ -32,6 +32,7 @@ from pathlib import Path
 
 from decided_pairs import run_plan  # puts src/ on the path
 from iomatrix.report.query import cell_workloads
+from iomatrix.roles import builtin
 from iomatrix.stats import special
 from iomatrix.stats.looks import DECISION_ALPHA, rounds_needed
 from iomatrix.store import Store
@@ -59,7 +60,13 @@ type = "dir"
 
 METRIC = "total.bw_mbps"  # the figure that decides the file-server role (roles/file-server.toml)
 WORKLOAD = "file-server:files"
-MARGIN = 0.05
+
+
+def _margin() -> float:
+    """The file-server role's margin of practical equivalence (roles/file-server.toml)."""
+    role = builtin("file-server")
+    assert role is not None
+    return role.margin
 
 
 def analyse(db: Path) -> dict[str, float]:
@@ -89,7 +96,7 @@ def analyse(db: Path) -> dict[str, float]:
     sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
     half = special.stdtrit(n - 1, 0.975) * sd / math.sqrt(n)
     # Ruling raw out: its log ratio to qcow2 against the margin that would make it the better one.
-    gap = abs(-mean - math.log(1 / (1 - MARGIN)))
+    gap = abs(-mean - math.log(1 / (1 - _margin())))
     # rounds_needed takes the residual SD of one cell (√2 · s = s_d of the paired difference).
     need = rounds_needed(gap, sd / math.sqrt(2), 0, DECISION_ALPHA, 0.8, two_sided=False)
     per_run = sum(wall) / len(wall)
@@ -103,6 +110,8 @@ def analyse(db: Path) -> dict[str, float]:
         "high": math.exp(mean + half),
         "sd_d": sd,
         "wall_per_run_s": per_run,
+        # the decision's tie: the means within the margin (stats/decision.py, θ = the role's margin)
+        "tied": float(abs(math.exp(mean) - 1.0) <= _margin()),
         "rounds_to_rule_out": float(need or math.inf),
         "seconds_to_rule_out": (need or math.inf) * 2 * per_run,
     }
@@ -114,10 +123,13 @@ def show(f: dict[str, float]) -> None:
         f"qcow2 {f['qcow2_mbps']:.0f} MB/s, qcow2/raw {f['ratio']:.3f} "
         f"({f['low']:.3f}-{f['high']:.3f})"
     )
-    print(
-        f"  s_d {f['sd_d']:.3f} · {f['wall_per_run_s']:.2f} s of wall per run · ruling raw out "
-        f"needs ~{f['rounds_to_rule_out']:.0f} rounds, ~{f['seconds_to_rule_out']:.0f} s of runs"
+    then = (
+        f"within the margin ({_margin():.0%}): tied"
+        if f["tied"]
+        else f"ruling raw out needs ~{f['rounds_to_rule_out']:.0f} rounds, "
+        f"~{f['seconds_to_rule_out']:.0f} s of runs"
     )
+    print(f"  s_d {f['sd_d']:.3f} · {f['wall_per_run_s']:.2f} s of wall per run · {then}")
 
 
 def main() -> int:

@@ -223,3 +223,38 @@ def test_rank_decides_a_role_job_at_its_margin(tmp_path: Path) -> None:
         and found[(JOB, "blocklayer")].margin == 0.10
     )
     assert found[("rand-read-4k", "blocklayer")].margin == 0.05  # a workload no role runs: 5 %
+
+
+# A quickstart's database (bench/quickstart.py --keep, 2026-11-27, at 236d41a; fio's JSON output and
+# the host samples left out to keep it small): the file server's qcow2 · writeback 1.05× raw ·
+# writeback over 8 shared rounds, both cache=none cells eliminated by the race 33 % behind.
+QUICKSTART = Path(__file__).parent / "data" / "quickstart-roles" / "sweep.sqlite"
+
+
+@pytest.mark.parametrize(("margin", "status"), [(None, "tied"), (0.05, "provisional")])
+def test_a_roles_margin_ties_its_cells_as_well(
+    tmp_path: Path, margin: float | None, status: str
+) -> None:
+    """A role's margin is also the difference its answer does not choose on (θ): at the file
+    server's own 10 % the two writeback cells 5 % apart are tied and the answer keeps QEMU's
+    default; at 5 % (recommend --margin 0.05) qcow2 is ahead by the margin itself, neither shown
+    worse nor within it: not settled. The --detail lines name the eliminated cells as behind, not
+    as tied."""
+    db = tmp_path / "q.sqlite"
+    shutil.copy(QUICKSTART, db)
+    store = Store.open_existing(db)
+    try:
+        rec = recommend(store, 1, margin=margin)
+    finally:
+        store.close()
+    [role] = [r for r in rec.roles if r.role == "file-server"]
+    assert (role.status, role.margin) == (status, margin or 0.10)
+    assert role.cell is not None and "format=raw" in role.cell and "cache=writeback" in role.cell
+    args = ["recommend", "--db", str(db), "--detail"] + (["--margin", "0.05"] if margin else [])
+    text = run_cli(*args, cwd=tmp_path).stdout
+    block = text[text.index("file-server:files ·") :].split("\n\n")[0]
+    if status == "tied":
+        assert "tied (not significantly different): qcow2 · writeback\n" in block, block
+        assert "behind, and cannot be more than 10% better: " in block, block
+    else:
+        assert "neither significantly worse nor within 5%" in " ".join(block.split()), block

@@ -1109,3 +1109,41 @@ def test_a_round_runs_each_groups_cells_together_in_an_order_of_their_own() -> N
         assert s.order(rnd, fewer) == [k for k in order if k != "log-b"]
     assert all(len(v) > 1 for v in inside.values()), "the order inside a group never changed"
     assert len(firsts) > 1, "the groups always ran in the same order"
+
+
+def test_a_roles_margin_is_its_races_threshold() -> None:
+    """Two cells 7 % apart, each wobbling ±8 % round to round in its own rhythm, in one group. At
+    the plan's threshold (5 %) the race cannot settle them within its 4 rounds: b is "not separable
+    from a within the budget". In a group whose role's margin is 10 % (RacingPolicy.threshold_of,
+    as sweep/units.py fills it from the plan's roles) they are a tied group, the race's end the
+    answer gives too (report/recommend decides a role's job at its margin)."""
+    from iomatrix.scheduler import RacingPolicy
+
+    def outcome(key: str, n: int) -> float:
+        wobble = {"a": (0.0, 0.08, -0.08, 0.04), "b": (0.06, -0.02, 0.0, -0.07, 0.03)}[key]
+        return {"a": 100.0, "b": 93.0}[key] * (1.0 + wobble[n % len(wobble)])
+
+    def race(threshold_of: dict[str, float] | None) -> dict[str, StopVerdict | None]:
+        policy = RacingPolicy(
+            threshold=0.05, min_runs=3, higher_is_better=lambda g: True, threshold_of=threshold_of
+        )
+        assert policy.threshold_for("w") == (threshold_of or {}).get("w", 0.05)
+        s = Scheduler(
+            [UnitState(k, group="w") for k in ("a", "b")],
+            min_runs=3,
+            max_runs=4,
+            budget_s=1e9,
+            policy=policy,
+            seed=5,
+            clock=FakeClock(),
+        )
+        drive(s, outcome)
+        return {k: u.stopped for k, u in s.units.items()}
+
+    plan, role = race(None), race({"w": 0.10})
+    assert plan["b"] is not None and plan["b"].kind is StopKind.UNRESOLVED, plan
+    assert "7% behind" in plan["b"].reason or "6% behind" in plan["b"].reason, plan
+    assert all(v is not None and v.kind is StopKind.SETTLED for v in role.values()), role
+    assert all("tied group" in v.reason for v in role.values() if v is not None), role
+    # another group keeps the plan's threshold
+    assert RacingPolicy(0.05, 3, lambda g: True, threshold_of={"w": 0.1}).threshold_for("x") == 0.05

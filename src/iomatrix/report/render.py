@@ -154,9 +154,14 @@ def _choice_lines(v: Verdict) -> list[str]:
     ]
     if v.basis:
         out.append(f"  note: {v.basis}")
-    if v.choice.tied:
+    tied = [c for c in v.choice.tied if c not in v.choice.ruled_out]
+    if tied:
         how = "score intervals overlap" if v.metric == "score" else "not significantly different"
-        out.append(f"tied ({how}): {'; '.join(v.choice.tied)}")
+        out.append(f"tied ({how}): {'; '.join(tied)}")
+    ruled_out = [c for c in v.choice.tied if c in v.choice.ruled_out]
+    if ruled_out:
+        pct = f"{v.choice.threshold * 100:g}%"
+        out.append(f"behind, and cannot be more than {pct} better: {'; '.join(ruled_out)}")
     gains = comparisons(v)
     declined = [f"not chosen: {v.declined.text()}"] if v.declined is not None else []
     return out + [_gain_line(g) for g in gains] + declined + _interval_notes(gains, bounded)

@@ -46,6 +46,10 @@ class Choice:
     # (report/roles.py).
     settle_rounds: int | None = None
     equivalence_rounds: int | None = None
+    # Of `tied`, the cells behind by more than the threshold that cannot beat the choice by it (a
+    # one-sided test, or the race's elimination): named with the pick, but not as tied with it.
+    ruled_out: tuple[str, ...] = ()
+    threshold: float = 0.05
 
 
 def choose(wr: WorkloadRanking) -> Choice | None:
@@ -56,7 +60,7 @@ def choose(wr: WorkloadRanking) -> Choice | None:
     if d is None or d.answer is None:
         return None
     if d.kind != "equivalent":
-        return Choice(d.answer, d.tied, d.statement)
+        return Choice(d.answer, d.tied, d.statement, ruled_out=d.ruled_out, threshold=d.threshold)
     bounds = ""
     if d.bounds is not None:
         alt = d.leader if d.leader != d.answer else next((n for n in d.tied if n != d.answer), "")
@@ -66,6 +70,8 @@ def choose(wr: WorkloadRanking) -> Choice | None:
         d.tied,
         d.statement,
         f"nothing measured is faster by more than {d.margin * 100:g}%{bounds}",
+        ruled_out=d.ruled_out,
+        threshold=d.threshold,
     )
 
 
