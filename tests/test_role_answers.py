@@ -385,3 +385,53 @@ def test_an_interval_that_excludes_1_never_reads_as_touching_it() -> None:
     assert interval_text(1.08, 1.351) == "1.08–1.35"
     assert interval_text(1.0049, 1.27) == "1.005–1.27"  # two decimals would say 1.00
     assert interval_text(0.9961, 1.0) == "0.996–1.00"
+
+
+def test_a_third_cell_better_with_the_figures_weighed_is_the_answer() -> None:
+    """Three cells, steady runs, the built-in database's weights 2:1:1. cache=none (the commits'
+    pick, 1,250/s) is vetoed by directsync (the best data p99 read, 400 µs against 800); the two
+    weighed against each other give directsync 0.8^½ · 2^¼ = 1.06×. writeback commits 1,150/s (8 %
+    behind: no candidate of the commits' own) with a p99 read of 430 µs: with the figures weighed it
+    is 1.12× cache=none and 1.05× directsync, shown over each at the Bonferroni confidence
+    1 − 0.10/2 = 0.95, so it is the answer though neither figure alone picked it (report/roles.py
+    weigh_cells); the weighed interval named is against the closest of the two."""
+    spread = [1.0, 1.02, 0.98, 1.01, 0.99, 1.0]
+
+    def runs(v: float) -> list[float]:
+        return [v * x for x in spread]
+
+    def cell(cell_id: int, cache: str, commits: float, read_p99: float) -> list[CellWorkload]:
+        return [
+            _cw(cell_id, cache, "database:log", {"write.iops": runs(commits)}),
+            _cw(
+                cell_id,
+                cache,
+                "database:data",
+                {"read.clat_p99_us": runs(read_p99), "write.clat_p99_us": runs(300)},
+            ),
+        ]
+
+    cws = [
+        *cell(1, "none", 1250, 800),
+        *cell(2, "directsync", 1000, 400),
+        *cell(3, "writeback", 1150, 430),
+    ]
+    none, directsync, writeback = cws[0].label(), cws[2].label(), cws[4].label()
+    log = Verdict("database:log", "write.iops", True, "blocklayer", Choice(none, (), "x"))
+    a = role_answer(BUILTIN_DB, {"database:log": log}, cws)
+    assert (a.cell, a.status, a.instead_of) == (writeback, "answer", none), a.headline()
+    w = a.as_dict()["weighed"]
+    assert (w["cell"], w["outcome"], w["confidence"]) == (writeback, "separated", 0.95)
+    assert w["against"] == directsync and w["low"] > 1
+    assert w["ratio"] == pytest.approx((1150 / 1000) ** 0.5 * (400 / 430) ** 0.25, rel=1e-3)
+    assert "95% CI): better" in a.headline()
+    # Without the third cell it is the two-cell weighing at 0.90, as before: directsync by 1.06×.
+    two = role_answer(BUILTIN_DB, {"database:log": log}, cws[:4])
+    assert (two.cell, two.as_dict()["weighed"]["confidence"]) == (directsync, 0.9)
+    # writeback within 5 % of directsync with the figures weighed (1,010/s and 404 µs: 1.0025×, not
+    # shown better), both shown better than cache=none: a tie of theirs, the weighed leader named
+    tie = [*cws[:4], *cell(3, "writeback", 1010, 404)]
+    t = role_answer(BUILTIN_DB, {"database:log": log}, tie)
+    assert (t.cell, t.status, t.instead_of) == (writeback, "tied", none), t.headline()
+    assert t.as_dict()["weighed"]["against"] == directsync
+    assert "both better than the deciding figure's pick" in t.headline()

@@ -322,7 +322,7 @@ STATUS_OF_WEIGHED = {"separated": "answer", "within": "tied"}
 
 
 def weigh(
-    figures: Sequence[FigureMeans], a: str, b: str, margin: float
+    figures: Sequence[FigureMeans], a: str, b: str, margin: float, confidence: float = 0.90
 ) -> tuple[WeighedRatio, str] | None:
     """A trade-off between `a` (the deciding figure's pick) and `b` (better on a figure that vetoed
     it), weighed over every deciding figure by the role's weights (stats/weighed.py): the weighed
@@ -338,7 +338,7 @@ def weigh(
         if len(runs_a) < 2 or len(runs_b) < 2:
             return None
         parts.append(Part(f.figure.weight, f.figure.higher_is_better, runs_a, runs_b))
-    found = weighed_ratio(parts)
+    found = weighed_ratio(parts, confidence)
     if found is None:
         return None
     return found, "separated" if found.separated() else "within" if found.within(margin) else "open"
@@ -518,43 +518,112 @@ def _weighed(
     veto: Veto,
     allowed: set[str] | None,
 ) -> bool:
-    """Weigh the trade-off of the first veto (the deciding figure's pick against the cell better on
-    the figure that vetoed it) into `out`; True when the weights settle it (out.cell and status
-    set), False when it stays a trade-off (out.weighed says by how much, when it could be
-    weighed)."""
-    a, b = veto.cell, veto.best
-    found = weigh(per, a, b, role.margin)
+    """Weigh the trade-off of the first veto into `out`: every cell with runs of every deciding
+    figure (among `allowed`) against the deciding figure's pick (`weigh_cells`); True when the
+    weights settle it (out.cell and status set), False when it stays a trade-off (out.weighed says
+    by how much, when it could be weighed)."""
+    a = veto.cell
+    cells = [
+        c
+        for c in dict.fromkeys([a, veto.best, *per[0].means])
+        if all(c in f.means for f in per) and (allowed is None or c in allowed or c == a)
+    ]
+    found = weigh_cells(per, a, cells, role.margin)
     if found is None:
         return False
-    w, outcome = found
-    if outcome == "separated":
-        winner, loser, ratio = (b, a, w) if w.low > 1 else (a, b, _turned(w))
-    else:
-        winner, loser, ratio = a, b, _turned(w)  # the deciding figure's pick, against the other
+    winner, loser, ratio, outcome, confidence = found
     out.weighed_ratio = {
         "cell": winner,
         "against": loser,
         "ratio": ratio.ratio,
         "low": ratio.low,
         "high": ratio.high,
-        "confidence": 0.90,
+        "confidence": round(confidence, 4),
         "weights": {f.figure.key: f.figure.weight for f in per},
         "outcome": outcome,
     }
     verdict = {
         "separated": "better",
-        "within": f"within {role.margin:.0%} both ways, the deciding figure's pick kept",
+        "within": f"within {role.margin:.0%} both ways, the deciding figure's pick kept"
+        if winner == a
+        else f"within {role.margin:.0%} both ways, both better than the deciding figure's pick",
         "open": f"not separated, nor within {role.margin:.0%}",
     }[outcome]
+    level = f"{confidence:.0%}" if confidence >= 0.9 else f"{confidence:.1%}"
     out.weighed = (
         f"{winner} {interval_text(ratio.low, ratio.high)}× {loser} with its figures weighed "
-        f"({weights_text([f.figure for f in per])}; 90% CI): {verdict}"
+        f"({weights_text([f.figure for f in per])}; {level} CI): {verdict}"
     )
     if outcome == "open" or (allowed is not None and winner not in allowed):
         return False
     out.cell, out.status = winner, STATUS_OF_WEIGHED[outcome]
     out.instead_of = a if winner != a else None
     return True
+
+
+WEIGHED_CONFIDENCE = 0.90
+
+
+def weigh_cells(
+    figures: Sequence[FigureMeans], pick: str, cells: Sequence[str], margin: float
+) -> tuple[str, str, WeighedRatio, str, float] | None:
+    """A trade-off weighed over every cell in `cells` (the deciding figure's `pick` among them), not
+    only the pick and the cell that vetoed it: a third cell may be better than both with the
+    figures weighed. The leader L is the cell with the best weighed ratio to the pick (the pick
+    itself 1); L is then compared with every other cell X (`weigh`), each interval at confidence
+    1 − 0.10/m for the m cells compared with L (Bonferroni: the 0.90 of one comparison spread over
+    m, so that naming L better than all of them errs no more often than one comparison at 0.90).
+
+    (winner, the cell it is told against, their weighed ratio (> 1: the winner's advantage), the
+    outcome, the confidence): "separated" when L is shown better than every other cell (L wins,
+    told against the closest); "within" when no X is open and the pick is L or within the margin
+    of it both ways (the pick kept, as a tie, told against L or the closest); "open" when some X is
+    neither (L told against the closest open one; the pick's trade-off stands). None when the pick
+    cannot be weighed against any cell (a figure without 2 runs).
+
+    With two cells this is `weigh` at 0.90, as before. Example (a quickstart's database, weights
+    2:1:1): raw · writeback 1.81× qcow2 · none, 1.39× qcow2 · writeback, 1.42× raw · none, each
+    interval above 1 at 0.967: raw · writeback, though raw · none (the commits' pick) against
+    qcow2 · writeback (the best data p99) stayed open at 0.78–1.23×."""
+    points: dict[str, float] = {pick: 1.0}
+    for c in cells:
+        if c != pick and (w := weigh(figures, pick, c, margin)) is not None:
+            points[c] = w[0].ratio
+    if len(points) < 2:
+        return None
+    leader = max(points, key=lambda c: (points[c], c == pick))
+    others = [c for c in points if c != leader]
+    confidence = 1 - (1 - WEIGHED_CONFIDENCE) / len(others)
+    versus: dict[str, tuple[WeighedRatio, str]] = {}
+    for x in others:
+        found = weigh(figures, x, leader, margin, confidence)
+        if found is None:
+            return None
+        versus[x] = found
+    return (*_weighed_outcome(pick, leader, versus), confidence)
+
+
+def _weighed_outcome(
+    pick: str, leader: str, versus: Mapping[str, tuple[WeighedRatio, str]]
+) -> tuple[str, str, WeighedRatio, str]:
+    """`weigh_cells`' decision from the leader's comparison with each other cell (`versus`: cell →
+    the leader's weighed ratio to it, its outcome): (winner, against, ratio, outcome)."""
+    others = list(versus)
+    opened = [x for x in others if versus[x][1] == "open"]
+    if opened:  # told against the open comparison the leader is least sure of
+        x = min(opened, key=lambda c: versus[c][0].low)
+        return leader, x, versus[x][0], "open"
+    everyone = all(versus[x][1] == "separated" for x in others)
+    closest = min(others, key=lambda x: versus[x][0].low)
+    if leader == pick:
+        return pick, closest, versus[closest][0], "separated" if everyone else "within"
+    if versus[pick][1] == "within":  # the pick within the margin of the leader: kept, as a tie
+        return pick, leader, _turned(versus[pick][0]), "within"
+    if everyone:
+        return leader, closest, versus[closest][0], "separated"
+    # the leader shown better than the pick, within the margin of another cell: a tie of theirs
+    tied = next(x for x in others if versus[x][1] == "within")
+    return leader, tied, versus[tied][0], "within"
 
 
 def _turned(w: WeighedRatio) -> WeighedRatio:
