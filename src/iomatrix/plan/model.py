@@ -364,7 +364,8 @@ class Plan(BaseModel):
     # worse than the best by more than `threshold` (and baselines at their minimum); "ci-width"
     # repeats every cell until its CI reaches ci_target.
     repetition_policy: Literal["racing", "ci-width"] = "racing"
-    # Practical threshold: cells within this fraction of the best are tied with it.
+    # Practical threshold: cells within this fraction of the best are tied with it (for the
+    # workloads no role runs: a role's job is tied at its role's margin, docs/roles.md).
     threshold: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = 0.05
     # Margin of practical equivalence (docs/roles.md): a cell shown within it of the best (TOST) is
     # equivalent, and the answer then keeps what you run (else the default). Unset: each role's own
