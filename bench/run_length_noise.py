@@ -33,8 +33,8 @@ from pathlib import Path
 from decided_pairs import run_plan  # puts src/ on the path
 from iomatrix.report.query import cell_workloads
 from iomatrix.roles import builtin
-from iomatrix.stats import special
 from iomatrix.stats.looks import DECISION_ALPHA, rounds_needed
+from iomatrix.stats.paired import paired_comparison
 from iomatrix.store import Store
 
 PLAN = """\
@@ -89,12 +89,11 @@ def analyse(db: Path) -> dict[str, float]:
         wall += c.phases.get("wall_s", [])
         runtime += c.phases.get("workload_s", [])
     raw, qcow2 = by_format["raw"], by_format["qcow2"]
-    shared = sorted(set(raw) & set(qcow2))
-    d = [math.log(qcow2[k] / raw[k]) for k in shared]
-    n = len(d)
-    mean = sum(d) / n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
-    half = special.stdtrit(n - 1, 0.975) * sd / math.sqrt(n)
+    # the decision's own paired comparison over the rounds both ran (stats/paired.py)
+    pc = paired_comparison(qcow2, raw)
+    assert pc.ratio is not None and pc.se_log is not None, "fewer than 2 shared rounds"
+    n, mean = pc.rounds, math.log(pc.ratio)
+    sd = pc.se_log * math.sqrt(n)  # s_d of the paired ln differences
     # Ruling raw out: its log ratio to qcow2 against the margin that would make it the better one.
     gap = abs(-mean - math.log(1 / (1 - _margin())))
     # rounds_needed takes the residual SD of one cell (√2 · s = s_d of the paired difference).
@@ -105,9 +104,9 @@ def analyse(db: Path) -> dict[str, float]:
         "rounds": n,
         "raw_mbps": sum(raw.values()) / len(raw),
         "qcow2_mbps": sum(qcow2.values()) / len(qcow2),
-        "ratio": math.exp(mean),
-        "low": math.exp(mean - half),
-        "high": math.exp(mean + half),
+        "ratio": pc.ratio,
+        "low": pc.ratio_low,
+        "high": pc.ratio_high,
         "sd_d": sd,
         "wall_per_run_s": per_run,
         # the decision's tie: the means within the margin (stats/decision.py, θ = the role's margin)

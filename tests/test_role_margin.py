@@ -22,7 +22,7 @@ import pytest
 from iomatrix.errors import UserError
 from iomatrix.plan.model import Plan, with_margin
 from iomatrix.report.recommend import answer_of, recommend
-from iomatrix.roles import builtin, job_margins, plan_margins, plan_roles
+from iomatrix.roles import builtin, decided_at, job_margins, plan_margins, plan_roles
 from iomatrix.stats.deciding import deciding_pairs
 from iomatrix.stats.racing import race_step
 from iomatrix.store import Store
@@ -122,6 +122,10 @@ def test_margins_per_workload() -> None:
     assert job_margins(mine) == {"file:a.fio": 0.02}
     database = builtin("database")
     assert database is not None and database.margin == 0.05
+    # a role's job is tied and shown equivalent at its role's margin; another workload at the
+    # plan's threshold and the default margin
+    assert decided_at("file:a.fio", {"file:a.fio": 0.1}, 0.05, 0.03) == (0.1, 0.1)
+    assert decided_at("rand-read-4k", {"file:a.fio": 0.1}, 0.05, 0.03) == (0.03, 0.05)
 
 
 @pytest.mark.parametrize("bad", ["2", "0", "-0.05", "60%", "0.6", "five", "nan"])

@@ -200,7 +200,12 @@ def test_bad_repetitions_are_refused() -> None:
 
 
 def racing(
-    keys: Sequence[str], *, min_runs: int = 3, max_runs: int = 20, baselines: Sequence[str] = ()
+    keys: Sequence[str],
+    *,
+    min_runs: int = 3,
+    max_runs: int = 20,
+    baselines: Sequence[str] = (),
+    threshold_of: dict[str, float] | None = None,
 ) -> Scheduler:
     from iomatrix.scheduler import RacingPolicy
 
@@ -212,7 +217,9 @@ def racing(
         budget_s=1e9,
         seed=3,
         clock=FakeClock(),
-        policy=RacingPolicy(0.05, min_runs, higher_is_better=lambda g: True),
+        policy=RacingPolicy(
+            0.05, min_runs, higher_is_better=lambda g: True, threshold_of=threshold_of
+        ),
     )
 
 
@@ -1124,19 +1131,9 @@ def test_a_roles_margin_is_its_races_threshold() -> None:
         return {"a": 100.0, "b": 93.0}[key] * (1.0 + wobble[n % len(wobble)])
 
     def race(threshold_of: dict[str, float] | None) -> dict[str, StopVerdict | None]:
-        policy = RacingPolicy(
-            threshold=0.05, min_runs=3, higher_is_better=lambda g: True, threshold_of=threshold_of
-        )
-        assert policy.threshold_for("w") == (threshold_of or {}).get("w", 0.05)
-        s = Scheduler(
-            [UnitState(k, group="w") for k in ("a", "b")],
-            min_runs=3,
-            max_runs=4,
-            budget_s=1e9,
-            policy=policy,
-            seed=5,
-            clock=FakeClock(),
-        )
+        s = racing(["a", "b"], max_runs=4, threshold_of=threshold_of)
+        assert isinstance(s.policy, RacingPolicy)
+        assert s.policy.threshold_for("w") == (threshold_of or {}).get("w", 0.05)
         drive(s, outcome)
         return {k: u.stopped for k, u in s.units.items()}
 

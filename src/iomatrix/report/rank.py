@@ -16,7 +16,7 @@ from iomatrix.report.objective import Objective, objective_metric
 from iomatrix.report.per_backing import answer_backings, answer_groups, answered_on
 from iomatrix.report.quality import ranked_samples
 from iomatrix.report.query import CellWorkload, cell_workloads, sweep_info, unit_stops
-from iomatrix.roles import plan_margins
+from iomatrix.roles import decided_at, plan_margins
 from iomatrix.stats import (
     Change,
     Ranking,
@@ -585,6 +585,7 @@ def rank_reading(
     default_margin, margins = plan_margins(reading.plan)
     out = []
     for w in names:
+        theta, margin = decided_at(w, margins, default_margin, threshold)
         chosen = metric if objective is None else objective_metric(objective, w)
         m = chosen or primary_metric(w)[0]
         per_run = reading.blocked_values(w, m) if reading.blocked else None
@@ -596,14 +597,12 @@ def rank_reading(
             min_n=min_n,
             max_noise=max_noise,
             per_run=per_run,
-            # A role's margin is the difference its role says is not worth choosing on: it ties
-            # cells (θ) as well as showing them equivalent (TOST), as its race does (stop_policy).
-            threshold=margins.get(w, threshold),
+            threshold=theta,
             tie_break=tie_break,
             interference=reading.interference,
             stops=reading.stops,
             boots=reading.boots,
-            margin=margins.get(w, default_margin),
+            margin=margin,
         )
     if not out:
         _refuse_nothing_ranked(reading.sweep_id, metric, objective)

@@ -400,3 +400,19 @@ def plan_margins(
     chosen = definition.get("margin") if margin is None else margin
     roles = plan_roles(definition.get("roles") or [], definition.get("role") or {}, chosen)
     return (DEFAULT_MARGIN if chosen is None else float(chosen)), job_margins(roles)
+
+
+def decided_at(
+    workload: str, margins: Mapping[str, float], default_margin: float, threshold: float
+) -> tuple[float, float]:
+    """(threshold θ, margin of practical equivalence) a workload is decided at, from
+    `plan_margins`: a role's job at its role's margin for both, since the margin is the difference
+    its role says is not worth choosing on (cells within it are tied; a TOST within it shows them
+    equivalent); any other workload at the plan's `threshold` and the default margin. One rule for
+    the race (sweep/units.py), `rank` and `recommend`.
+
+    Example: margins {"file-server:files": 0.1}, default 0.05, threshold 0.05: the file server's job
+    (0.1, 0.1), rand-read-4k (0.05, 0.05)."""
+    if workload in margins:
+        return margins[workload], margins[workload]
+    return threshold, default_margin

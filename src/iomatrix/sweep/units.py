@@ -15,7 +15,7 @@ from iomatrix.domain import BASELINES, axes, is_ceiling
 from iomatrix.matrix import NA, Cell, Expansion, Unit
 from iomatrix.metrics import load_not_reached
 from iomatrix.plan.model import MAX_REPETITIONS_PER_BOOT, Plan
-from iomatrix.roles import plan_margins, plan_roles, veto_only_jobs
+from iomatrix.roles import decided_at, plan_margins, plan_roles, veto_only_jobs
 from iomatrix.scheduler import CiWidthPolicy, RacingPolicy, Scheduler, StopPolicy, UnitState
 from iomatrix.stats.runs_per_boot import RoundsPerBoot, choose_rounds_per_boot
 from iomatrix.store import Store
@@ -176,25 +176,23 @@ class UnitScheduling:
             race_group(u, self._per_backing): u.workload.higher_is_better
             for u in self.expansion.units
         }
-        # Each race stops a cell as equivalent at its decision's margin (a role job's is its role's;
-        # roles.py).
+        # Each race ties and stops cells at its decision's threshold and margin (a role job's are
+        # its role's margin; roles.decided_at).
         default, margins = plan_margins(
             {"margin": self.plan.margin, "roles": self.plan.roles, "role": self.plan.role}
         )
-        margin_of = {
-            race_group(u, self._per_backing): margins.get(u.workload.name, default)
+        levels = {
+            race_group(u, self._per_backing): decided_at(
+                u.workload.name, margins, default, self.plan.threshold
+            )
             for u in self.expansion.units
         }
         return RacingPolicy(
             self.plan.threshold,
             reps.min,
             higher_is_better=direction.__getitem__,
-            margin_of=margin_of,
-            threshold_of={
-                race_group(u, self._per_backing): margins[u.workload.name]
-                for u in self.expansion.units
-                if u.workload.name in margins
-            },
+            margin_of={g: margin for g, (_, margin) in levels.items()},
+            threshold_of={g: theta for g, (theta, _) in levels.items()},
         )
 
     def _adapt_rounds_per_boot(

@@ -73,7 +73,7 @@ from iomatrix.report.recommend.verdict import (
 from iomatrix.report.roles import role_answers
 from iomatrix.report.shape_findings import shape_findings
 from iomatrix.report.shapes import workload_shapes
-from iomatrix.roles import plan_margins
+from iomatrix.roles import decided_at, plan_margins
 from iomatrix.snippets import DiskConfig, snippet_backing, snippets_for
 from iomatrix.stats import RatioCI
 from iomatrix.stats.decision import (
@@ -170,9 +170,8 @@ def recommend(
         else keep_current(lambda cells, best: matching_current(cells, best, current)[0]),
     }
     per_backing = answer_backings(info["plan_definition"])  # shared storage: one answer per backing
-    # A role's job is decided at its role's margin of practical equivalence: the difference its
-    # role says is not worth choosing on ties cells (θ) and bounds equivalence (TOST), as its race.
-    for w in names:
+    for w in names:  # a role's job at its role's margin (roles.decided_at), as in its race
+        theta, job_margin = decided_at(w, margins, rank_kw["margin"], rank_kw["threshold"])
         verdicts += _workload_answers(
             store,
             sweep_id,
@@ -184,11 +183,7 @@ def recommend(
             reqs,
             current,
             measured,
-            {
-                **rank_kw,
-                "margin": margins.get(w, rank_kw["margin"]),
-                "threshold": margins.get(w, rank_kw["threshold"]),
-            },
+            {**rank_kw, "margin": job_margin, "threshold": theta},
         )
     verdicts += score_verdicts(store, sweep_id, _scores(scores, workload, cws), reqs, measured)
     warnings = _warnings(sweep_id, info["status"], cws) + emulated_rtt_notes(store, sweep_id, cws)
