@@ -974,18 +974,19 @@ def test_the_deciding_pair_gets_its_runs_before_one_figure_is_polished(precision
     assert not s.deciding_units() or s.units["a"].ok == 24
 
 
-def test_a_roles_deciding_job_gets_the_precision_rounds_before_its_veto_jobs() -> None:
-    """Two groups of the same close pair: "data", the job whose figure decides a role, and "log", a
-    job of the same role whose figures only veto (UnitState.answers False). After the race, data's
-    pair runs first, paired, until it is settled or at precision_max; log's pair only after (issue
-    53: the budget on the decision)."""
+def test_a_roles_veto_job_shares_the_precision_rounds_with_its_deciding_job() -> None:
+    """Two groups of the same close pair: "log", the job whose figure decides a role, and "data", a
+    job of the same role whose figures veto its pick. After the race both pairs run in the same
+    precision rounds, from the first one on, each paired: a veto needs the 95% interval of its
+    ratio beyond the margin, and a vetoed pick is weighed over every figure, so the veto's
+    comparison decides the answer as much as the log's. Measured (issue 53): with the deciding
+    job's pairs first, the data files' cache=none cells stayed at their 3 race runs while the log's
+    pair ran to round 8, and the database's answer waited on that veto."""
     from iomatrix.scheduler import RacingPolicy
 
     policy = RacingPolicy(threshold=0.05, min_runs=3, higher_is_better=lambda group: True)
     units = [
-        UnitState(f"{g}-{k}", group=g, precision_max=24, answers=g == "data")
-        for g in ("data", "log")
-        for k in ("a", "b", "c")
+        UnitState(f"{g}-{k}", group=g, precision_max=24) for g in ("log", "data") for k in "abc"
     ]
     s = Scheduler(
         units,
@@ -1001,10 +1002,12 @@ def test_a_roles_deciding_job_gets_the_precision_rounds_before_its_veto_jobs() -
     log = drive(s, lambda key, n: close_pair(key.split("-")[1], n))
     after = [(k, r) for k, r, _ in log if r > 4]
     rounds_of = {k: [r for kk, r in after if kk == k] for k in s.units}
-    assert rounds_of["data-a"] and rounds_of["data-a"] == rounds_of["data-b"]
-    if rounds_of["log-a"]:
-        assert min(rounds_of["log-a"]) > max(rounds_of["data-a"])
-    assert not any(k.startswith("data") for k in s.deciding_units()) or s.units["data-a"].ok == 24
+    for g in ("log", "data"):
+        assert rounds_of[f"{g}-a"] and rounds_of[f"{g}-a"] == rounds_of[f"{g}-b"], rounds_of
+    # the first precision round holds both pairs: neither waits for the other to settle
+    assert min(rounds_of["data-a"]) == min(rounds_of["log-a"]), rounds_of
+    shared = set(rounds_of["data-a"]) & set(rounds_of["log-a"])
+    assert len(shared) >= min(len(rounds_of["data-a"]), len(rounds_of["log-a"])) - 1, rounds_of
 
 
 def test_every_unsettled_contender_shares_the_leaders_precision_rounds() -> None:
@@ -1044,7 +1047,7 @@ def test_every_unsettled_contender_shares_the_leaders_precision_rounds() -> None
 
 
 def test_a_decided_groups_deciding_pair_runs_on_while_another_groups_race_goes_on() -> None:
-    """Two answers (both UnitState.answers): "files", whose race ends early as a stable tied group
+    """Two groups: "files", whose race ends early as a stable tied group
     (a and b 2 % apart: within θ, not yet shown equivalent, so its pair still decides), and "data",
     whose race runs on to max. The files pair joins data's race rounds, paired, instead of waiting
     for every race to end. Measured (issue 53, a quickstart sweep): the file server's race ended at

@@ -462,19 +462,24 @@ class Scheduler:
 
     def _precision_round(self) -> list[str]:
         """The race is over: the decided units run on toward ci_target, each round a new block; the
-        pairs that decide an answer first, a role's deciding job before its vetoes
-        (stats/deciding.py)."""
+        pairs that decide an answer first (stats/deciding.py), every job's alike: a role's veto
+        figures decide its answer as much as its first figure does (a veto needs the 95% interval
+        of its ratio beyond the margin, and a vetoed pick is weighed over every figure:
+        report/roles.py). Measured (issue 53, a quickstart at 5afaa9c): with the deciding job's
+        pairs first, the data files' two cache=none cells stayed at their 3 race runs (p99 416,
+        635 and 5,014 µs against writeback's 232-334: not shown beyond the margin on 3 runs) while
+        the log's and the file server's pairs ran to round 8, and the database's answer waited on
+        that veto."""
         self._stop_non_contenders()
         active = [k for k, u in self.units.items() if self._may_run(u)]
         deciding = [k for k in active if k in self.deciding_units()]
-        answering = [k for k in deciding if self.units[k].answers]
-        return answering or deciding or active
+        return deciding or active
 
     def _may_run(self, u: UnitState) -> bool:
         return not u.done and self._ready(u)
 
     def _joining(self) -> list[str]:
-        """Decided units of an answer's unsettled deciding pair (stats/deciding.py) that join a new
+        """Decided units of an unsettled deciding pair (stats/deciding.py) that join a new
         round of another group's race rather than wait for every race to end
         (tests/test_scheduler.py, issue 53). Their runs are precision runs: they take no part in the
         race."""
@@ -482,9 +487,7 @@ class Scheduler:
         return [
             k
             for k in deciding
-            if self.units[k].decided is not None
-            and self.units[k].answers
-            and self._may_run(self.units[k])
+            if self.units[k].decided is not None and self._may_run(self.units[k])
         ]
 
     def _round_of(self, active: list[str], precision: bool) -> tuple[int, list[str]]:

@@ -91,11 +91,6 @@ class UnitState:
     # axes, the default cache and aio): under precision_for = "contenders" they run on for precision
     # when this one contends.
     compared_with: tuple[str, ...] = ()
-    # Its group's decision is an answer of its own: a workload, or the job whose figure decides a
-    # role. False: a role job whose figures only veto the role's pick (report/roles.py, by their
-    # means): its deciding pairs get the precision rounds only once those of the answers are settled
-    # (issue 53: the budget on the decision).
-    answers: bool = True
     # wall time of this session's runs of the unit (the runner reports it)
     wall_total_s: float = 0.0
     wall_runs: int = 0

@@ -378,14 +378,6 @@ def job_margins(roles: Sequence[Role]) -> dict[str, float]:
     return out
 
 
-def veto_only_jobs(roles: Sequence[Role]) -> set[str]:
-    """The workloads that only veto a role's pick (a role's jobs without its deciding figure, the
-    first), and decide no role: the scheduler gives their deciding pairs precision rounds after
-    those of the answers."""
-    deciding = {r.workload_of(r.figures[0].job) for r in roles}
-    return {w for r in roles for w in r.workload_names()} - deciding
-
-
 def plan_margins(
     definition: Mapping[str, Any], margin: float | None = None
 ) -> tuple[float, dict[str, float]]:

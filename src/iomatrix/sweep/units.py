@@ -15,7 +15,7 @@ from iomatrix.domain import BASELINES, axes, is_ceiling
 from iomatrix.matrix import NA, Cell, Expansion, Unit
 from iomatrix.metrics import load_not_reached
 from iomatrix.plan.model import MAX_REPETITIONS_PER_BOOT, Plan
-from iomatrix.roles import decided_at, plan_margins, plan_roles, veto_only_jobs
+from iomatrix.roles import decided_at, plan_margins
 from iomatrix.scheduler import CiWidthPolicy, RacingPolicy, Scheduler, StopPolicy, UnitState
 from iomatrix.stats.runs_per_boot import RoundsPerBoot, choose_rounds_per_boot
 from iomatrix.store import Store
@@ -55,7 +55,6 @@ class UnitScheduling:
         units: dict[str, tuple[Unit, int]] = {}
         states: list[UnitState] = []
         twins = compared_with(self.expansion.units)
-        vetoes = veto_only_jobs(plan_roles(self.plan.roles, self.plan.role))
         for unit in self.expansion.units:
             backing_meta = (
                 {} if unit.cell.is_null_ceiling else dict(self.handles[unit.cell.backing].metadata)
@@ -85,7 +84,6 @@ class UnitScheduling:
                     current=unit.cell in self.expansion.current,
                     precision_max=self.plan.repetitions.precision_max.get(unit.cell.tier),
                     compared_with=twins.get(unit.key, ()),
-                    answers=unit.workload.name not in vetoes,
                 )
             )
         return units, states
