@@ -303,6 +303,21 @@ def test_rank_and_recommend_answer_per_host_and_per_group_on_a_merged_database(
     assert {c.split(":")[0] for c in cells} == {"host-a", "host-b", "host-c"}  # host by host
 
 
+def test_a_heat_map_without_a_ranked_configuration_is_drawn_without_a_warning() -> None:
+    """A group whose hosts ranked no configuration yet draws an empty map with one row's span;
+    before, its y axis was (0, 0) and matplotlib warned "identical low and high ylims" in CI."""
+    import warnings
+
+    from iomatrix.report.fleet_chart import fleet_heat_map
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        svg = fleet_heat_map(["host-a", "host-b"], [], {}, True, None)
+        also = fleet_heat_map([], [], {}, True, None)
+    assert svg.lstrip().startswith("<svg") or "<svg" in svg[:400], svg[:200]
+    assert "host-a" in svg and "<svg" in also[:400]
+
+
 @needs("chromium")
 def test_the_html_report_shows_the_host_by_configuration_heat_map(tmp_path: Path) -> None:
     from tests.browser import load

@@ -59,8 +59,9 @@ def fleet_heat_map(
             ax.add_patch(
                 Rectangle((0, i), len(hosts), 1, fill=False, edgecolor="#000000", linewidth=1.6)
             )
-    ax.set_xlim(0, len(hosts))
-    ax.set_ylim(len(configurations), 0)
+    # at least one row's span: with no configuration ranked anywhere, (0, 0) is no axis at all
+    ax.set_xlim(0, max(len(hosts), 1))
+    ax.set_ylim(max(len(configurations), 1), 0)
     ax.set_xticks([j + 0.5 for j in range(len(hosts))], list(hosts), rotation=30, ha="right")
     ax.set_yticks([i + 0.5 for i in range(len(configurations))], list(configurations))
     ax.tick_params(length=0)

@@ -1,7 +1,9 @@
 """The decision rule: always an answer, a named tie, or a statement that the data cannot tell yet.
 
 Given a ``Ranking`` (stats/ranking.py) and a practical threshold θ (default
-0.05, like asv's ``factor``), each ranked cell c other than the best B is:
+0.05: a threshold in the role of asv's ``factor``, whose default 1.1 is 10 %; a
+role's margin replaces it for the role's jobs, roles.decided_at), each ranked
+cell c other than the best B is:
 
 * **tied with the best** (the *top group*) — its gap to the best is within θ:
   gap = 1 − centre(c)/centre(B) when higher is better, centre(c)/centre(B) − 1
