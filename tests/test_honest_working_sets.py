@@ -185,7 +185,7 @@ def test_plan_names_the_key_that_measures_the_disk_and_its_cost() -> None:
         "its 3 reading units × 3 runs would each write those 16 GiB first (144 GiB at the least"
         in line
     )
-    assert "beyond its 4m budget" in line
+    assert "beyond its 4.5m budget" in line
     # 128 MiB on a 128 MiB host: not held
     assert page_cache_line(p, exp, 128 << 20, "quick-micro") is None
     roles, base = load_plan("quick")

@@ -311,4 +311,4 @@ def test_quick_runs_its_default_roles_and_estimates_them() -> None:
     assert len(exp.units) == len(micro_exp.units) == 21
     low, high = estimate_seconds(quick, exp)
     assert low == pytest.approx(estimate_seconds(micro, micro_exp)[0]) and low > 0
-    assert high == quick.time_budget_s  # the 4-minute budget bounds the rest
+    assert high == quick.time_budget_s  # the 4.5-minute budget bounds the rest
