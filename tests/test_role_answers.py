@@ -435,3 +435,55 @@ def test_a_third_cell_better_with_the_figures_weighed_is_the_answer() -> None:
     assert (t.cell, t.status, t.instead_of) == (writeback, "tied", none), t.headline()
     assert t.as_dict()["weighed"]["against"] == directsync
     assert "both better than the deciding figure's pick" in t.headline()
+
+
+def _by_round(values: list[float]) -> dict[int, float]:
+    return dict(enumerate(values, start=1))
+
+
+def test_a_veto_compares_the_two_cells_over_the_rounds_both_ran() -> None:
+    """The host's level moves 4× over three rounds, and the pick's write p99 is 1.33× the best's in
+    each of them: over the runs alone (Fieller) that is not shown beyond the 5 % margin; over the
+    rounds both ran (paired, as the race compares them) it is, and the pick is passed over."""
+    a, b = [400.0, 810.0, 1590.0], [300.0, 600.0, 1200.0]
+    means = {"A": sum(a) / 3, "B": sum(b) / 3}
+    runs = FigureMeans(DATA_WRITE_P99, means, {"A": a, "B": b})
+    assert combine(["A"], [runs], 0.05).cell == "A"  # not shown worse by its runs alone
+    paired = replace(runs, by_round={"A": _by_round(a), "B": _by_round(b)})
+    got = combine(["A"], [paired], 0.05)
+    assert got.cell is None and got.vetoes, got
+    interval = got.vetoes[0].interval
+    assert interval is not None and 1.25 < interval[0] < 1.33 < interval[1] < 1.45, interval
+
+
+def test_a_trade_off_is_weighed_over_the_rounds_both_cells_ran() -> None:
+    """A commits 1.11× B's rate and B's p99s are half A's, in every round of a host whose level
+    moves 4×: weighed 2 : 1 : 1 over the runs alone the trade-off stays open; paired by round B is
+    1.34× A, separated."""
+    from iomatrix.report.roles import weigh
+
+    shift = (1.0, 2.0, 4.0, 1.5)
+    jitter = (1.0, 1.02, 0.99, 1.01)
+    log_a = [1000 * s for s in shift]
+    log_b = [900 * s * j for s, j in zip(shift, jitter, strict=True)]
+    p99_a = [500 * s for s in shift]
+    p99_b = [250 * s / j for s, j in zip(shift, jitter, strict=True)]
+
+    def figure(f: roles.Figure, a: list[float], b: list[float], paired: bool) -> FigureMeans:
+        by_round = {"A": _by_round(a), "B": _by_round(b)} if paired else {}
+        return FigureMeans(f, {"A": sum(a) / 4, "B": sum(b) / 4}, {"A": a, "B": b}, by_round)
+
+    def weighed(paired: bool) -> tuple[float, float, str]:
+        figures = [
+            figure(LOG_RATE, log_a, log_b, paired),
+            figure(DATA_P99, p99_a, p99_b, paired),
+            figure(DATA_WRITE_P99, p99_a, p99_b, paired),
+        ]
+        found = weigh(figures, "A", "B", 0.05)
+        assert found is not None
+        return found[0].low, found[0].high, found[1]
+
+    low, high, says = weighed(paired=False)
+    assert says == "open" and low < 1 < high
+    low, high, says = weighed(paired=True)
+    assert says == "separated" and 1.25 < low < 1.34 < high < 1.45, (low, high)

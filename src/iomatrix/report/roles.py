@@ -4,13 +4,15 @@ decision.
 A role's first figure decides: the answer (or the tie-break's pick, or the leading cell) of the job
 it belongs to, decided by stats/decision.py through the workload's verdict, is the candidate. A
 candidate shown worse than the best cell by more than the role's margin on another deciding figure
-(its mean, and the 95% interval of the ratio over their runs) is not chosen, and the answer says so;
+(its mean, and the 95% interval of the ratio over the rounds both ran, or over their runs where the
+rounds are not known) is not chosen, and the answer says so;
 the next cell of the deciding job's ranking is tried. `combine` is that rule, pure; `role_answers`
 gathers its inputs from a sweep's verdicts and cells, and every output (recommend, the end of run,
 the report, JSON) shows what it returns, first."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +23,9 @@ from iomatrix.report.query import CellWorkload
 from iomatrix.report.recommend.verdict import Verdict, answer_of
 from iomatrix.roles import Figure, Role, plan_roles
 from iomatrix.stats.compare import ratio_ci
+from iomatrix.stats.paired import PairedComparison, paired_comparison
 from iomatrix.stats.weighed import Part, WeighedRatio, weighed_ratio
+from iomatrix.stats.weighed_paired import PairedPart, paired_weighed_ratio
 
 STATUS_WORDS = {
     "answer": "settled",
@@ -62,11 +66,23 @@ def shortfall(value: float, best: float, higher_is_better: bool) -> float:
 class FigureMeans:
     """One deciding figure and each candidate cell's mean on it (cells without a figure are left
     out); `samples`: their runs' values, when known (then a veto needs the interval of the ratio,
-    not only the means: _veto)."""
+    not only the means: _veto); `by_round`: the same runs by their round, when the rounds are known
+    (then two cells are compared over the rounds both ran, as the race does: `paired`)."""
 
     figure: Figure
     means: Mapping[str, float]
     samples: Mapping[str, Sequence[float]] = field(default_factory=dict)
+    by_round: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
+
+    def paired(self, a: str, b: str, confidence: float) -> PairedComparison | None:
+        """a against b over the rounds both ran (stats/paired.py), when both have runs in at least
+        2 of the same rounds and every value is above 0 (a log scale); else None (the unpaired
+        comparison of their runs serves)."""
+        ra, rb = self.by_round.get(a), self.by_round.get(b)
+        if not ra or not rb or min(ra.values()) <= 0 or min(rb.values()) <= 0:
+            return None
+        pc = paired_comparison(ra, rb, confidence)
+        return pc if pc.rounds >= 2 and pc.ratio_low is not None else None
 
     def best(self) -> tuple[str, float] | None:
         if not self.means:
@@ -125,11 +141,12 @@ def combine(candidates: Sequence[str], others: Sequence[FigureMeans], margin: fl
 
 def _veto(cell: str, f: FigureMeans, margin: float) -> Veto | None:
     """`cell` worse than the best on `f` by more than `margin`: by the means, and, where both cells'
-    runs are known, by the whole 95% interval of their ratio (Fieller, stats/compare.py): a mean
-    worse by noise alone (seen: 14% on the log's commits over 3 runs whose own decision was
-    0.98–1.91×) does not pass the deciding figure's pick over. Example, margin 5 %, higher is
-    better: 800 vs 1000 commits/s, interval 0.70–0.90×: vetoed; interval 0.60–1.05×: not (it may be
-    within 5 %)."""
+    runs are known, by the whole 95% interval of their ratio: paired over the rounds both ran where
+    their rounds are known (stats/paired.py, the race's comparison), else Fieller's over their runs
+    (stats/compare.py). A mean worse by noise alone (seen: 14% on the log's commits over 3 runs
+    whose own decision was 0.98–1.91×) does not pass the deciding figure's pick over. Example,
+    margin 5 %, higher is better: 800 vs 1000 commits/s, interval 0.70–0.90×: vetoed; interval
+    0.60–1.05×: not (it may be within 5 %)."""
     best = f.best()
     if best is None or cell not in f.means or cell == best[0]:
         return None
@@ -140,11 +157,16 @@ def _veto(cell: str, f: FigureMeans, margin: float) -> Veto | None:
     if len(a) < 2 or len(b) < 2:
         # no runs to judge the noise by (means given alone)
         return Veto(cell, f.figure, worse, best[0])
-    ci = ratio_ci(a, b)
-    if ci.low is None or ci.high is None:
+    pc = f.paired(cell, best[0], 0.95)
+    if pc is not None:
+        low, high = pc.ratio_low, pc.ratio_high
+    else:
+        ci = ratio_ci(a, b)
+        low, high = ci.low, ci.high
+    if low is None or high is None:
         return None  # no interval: not shown worse
-    shown = ci.high < 1 - margin if f.figure.higher_is_better else ci.low > 1 + margin
-    return Veto(cell, f.figure, worse, best[0], (ci.low, ci.high)) if shown else None
+    shown = high < 1 - margin if f.figure.higher_is_better else low > 1 + margin
+    return Veto(cell, f.figure, worse, best[0], (low, high)) if shown else None
 
 
 @dataclass
@@ -329,9 +351,24 @@ def weigh(
     ratio of b to a and what it decides, "separated" (its 90% interval excludes 1: the better one
     is the answer), "within" (the interval within the margin both ways: neither is better by more,
     and the deciding figure's pick stands, as a tie) or "open" (still a trade-off). None when a
-    figure lacks 2 runs of either cell (nothing to weigh). Example, weights 2:1:1: `a` commits
-    1.27× faster, `b`'s two p99s 1.8× and 1.25× lower: b 1.09× a, 0.90–1.31× over 8 runs each:
-    open."""
+    figure lacks 2 runs of either cell (nothing to weigh). Paired over the rounds both cells ran
+    on every figure when their rounds are known (stats/weighed_paired.py), else over their runs
+    (stats/weighed.py). Example, weights 2:1:1: `a` commits 1.27× faster, `b`'s two p99s 1.8× and
+    1.25× lower: b 1.09× a, 0.90–1.31× over 8 runs each: open."""
+    paired = [f.paired(b, a, confidence) for f in figures]
+    found: WeighedRatio | None
+    if all(pc is not None for pc in paired):
+        found = paired_weighed_ratio(
+            [
+                PairedPart(
+                    f.figure.weight, f.figure.higher_is_better, math.log(pc.ratio), pc.se_log, pc.df
+                )
+                for f, pc in zip(figures, paired, strict=True)
+                if pc is not None and pc.ratio is not None and pc.se_log is not None
+            ],
+            confidence,
+        )
+        return None if found is None else (found, _weighed_says(found, margin))
     parts = []
     for f in figures:
         runs_a, runs_b = f.samples.get(a, ()), f.samples.get(b, ())
@@ -339,9 +376,12 @@ def weigh(
             return None
         parts.append(Part(f.figure.weight, f.figure.higher_is_better, runs_a, runs_b))
     found = weighed_ratio(parts, confidence)
-    if found is None:
-        return None
-    return found, "separated" if found.separated() else "within" if found.within(margin) else "open"
+    return None if found is None else (found, _weighed_says(found, margin))
+
+
+def _weighed_says(found: WeighedRatio, margin: float) -> str:
+    """What a weighed ratio decides: "separated", "within" (the margin, both ways) or "open"."""
+    return "separated" if found.separated() else "within" if found.within(margin) else "open"
 
 
 def interval_text(low: float, high: float) -> str:
@@ -396,18 +436,31 @@ def _number(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
 
 
-def _figure_means(f: Figure, cws: Sequence[CellWorkload], workload: str, tier: str) -> FigureMeans:
+def _figure_means(
+    f: Figure,
+    cws: Sequence[CellWorkload],
+    workload: str,
+    tier: str,
+    rounds: Mapping[int, int] | None = None,
+) -> FigureMeans:
     """The figure's runs per cell of `tier` (ranked runs only: CellWorkload.samples) and their
-    means."""
-    runs = {
-        c.label(): list(c.samples[f.metric])
+    means; with `rounds` (run id → round) also by round, for the cells whose every ranked run has
+    the figure (its values then line up with CellWorkload.runs)."""
+    cells = [
+        c
         for c in cws
         if c.workload == workload
         and c.axes.get("tier") == tier
         and not is_ceiling(c.axes)
         and c.samples.get(f.metric)
+    ]
+    runs = {c.label(): list(c.samples[f.metric]) for c in cells}
+    by_round = {
+        c.label(): {rounds[r]: v for r, v in zip(c.runs, c.samples[f.metric], strict=True)}
+        for c in cells
+        if rounds and len(c.samples[f.metric]) == len(c.runs) and all(r in rounds for r in c.runs)
     }
-    return FigureMeans(f, {cell: sum(v) / len(v) for cell, v in runs.items()}, runs)
+    return FigureMeans(f, {cell: sum(v) / len(v) for cell, v in runs.items()}, runs, by_round)
 
 
 def _candidates(
@@ -464,10 +517,12 @@ def role_answer(
     verdicts: Mapping[str, Verdict],
     cws: Sequence[CellWorkload],
     allowed: set[str] | None = None,
+    rounds: Mapping[int, int] | None = None,
 ) -> RoleAnswer:
     """One role's answer from its deciding job's verdict and the cells' means on each deciding
     figure, in the tier that verdict was made in. `allowed`: the cells meeting the requirements
-    (None: every cell)."""
+    (None: every cell); `rounds`: run id → round (None: unknown; two cells are then compared over
+    their runs, unpaired)."""
     out = RoleAnswer(role.name, role.answer_for, role.margin, role.workload_names(), "none")
     first = role.figures[0]
     v = verdicts.get(role.workload_of(first.job))
@@ -477,7 +532,7 @@ def role_answer(
         )
         return out
     out.tier = v.tier
-    per = [_figure_means(f, cws, role.workload_of(f.job), v.tier) for f in role.figures]
+    per = [_figure_means(f, cws, role.workload_of(f.job), v.tier, rounds) for f in role.figures]
     candidates, status = _candidates(v, per[0], allowed, role.margin)
     if not candidates:
         out.missing = f"{first.says} ({first.key}) is not decided: {v.missing or 'no pick yet'}"
@@ -637,6 +692,7 @@ def role_answers(
     cws: Sequence[CellWorkload],
     allowed: set[str] | None = None,
     margin: float | None = None,
+    rounds: Mapping[int, int] | None = None,
 ) -> list[RoleAnswer]:
     """The answer for every role the sweep's plan ran (its stored definition's `roles` and
     `[role.NAME]`), each at its margin (``margin``, recommend --margin, else the plan's key
@@ -648,4 +704,6 @@ def role_answers(
     for v in verdicts:
         by_workload.setdefault(v.workload, v)
     chosen = plan_definition.get("margin") if margin is None else margin
-    return [role_answer(r, by_workload, cws, allowed) for r in plan_roles(names, custom, chosen)]
+    return [
+        role_answer(r, by_workload, cws, allowed, rounds) for r in plan_roles(names, custom, chosen)
+    ]

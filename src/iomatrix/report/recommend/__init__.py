@@ -191,7 +191,7 @@ def recommend(
     # output.
     allowed = {c.label() for c in cws if all(q.met_by(c.axes) for q in reqs)}
     roles = (
-        role_answers(info["plan_definition"], verdicts, cws, allowed, margin)
+        role_answers(info["plan_definition"], verdicts, cws, allowed, margin, rounds)
         if workload is None
         else []
     )
