@@ -88,6 +88,15 @@ def weighed_ratio(parts: Sequence[Part], confidence: float = 0.90) -> WeighedRat
         log_w += w * sign * (math.log(mb) - math.log(ma))
         for x, m in ((xa, ma), (xb, mb)):
             terms.append((w * w * sample_sd(x) ** 2 / (x.size * m * m), int(x.size) - 1))
+    return weighed_interval(log_w, terms, confidence)
+
+
+def weighed_interval(
+    log_w: float, terms: Sequence[tuple[float, float]], confidence: float
+) -> WeighedRatio:
+    """exp(ln W ∓ t·√Var) from ln W and its variance terms (u_j, df_j): Var = Σ u_j, t at the
+    Welch–Satterthwaite df (Σ u_j)² / Σ (u_j² / df_j); every term 0: the point itself (df ∞).
+    Shared by the unpaired form here and the paired one (stats/weighed_paired.py)."""
     var = sum(u for u, _ in terms)
     if var == 0:
         r = math.exp(log_w)

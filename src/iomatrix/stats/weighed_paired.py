@@ -27,12 +27,11 @@ exp(0.0849 ∓ 0.0984) = 0.987–1.20×: not separated, nor within 5 %."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from iomatrix.stats.summary import check_confidence, t_quantile
-from iomatrix.stats.weighed import WeighedRatio
+from iomatrix.stats.summary import check_confidence
+from iomatrix.stats.weighed import WeighedRatio, weighed_interval
 
 
 @dataclass(frozen=True)
@@ -64,11 +63,4 @@ def paired_weighed_ratio(
         w = p.weight / total
         log_w += w * (1.0 if p.higher_is_better else -1.0) * p.log_ratio
         terms.append((w * w * p.se * p.se, p.df))
-    var = sum(u for u, _ in terms)
-    if var == 0:
-        r = math.exp(log_w)
-        return WeighedRatio(r, r, r, math.inf)
-    den = sum(u * u / dof for u, dof in terms)
-    df = var * var / den if den > 0 else float(min(dof for _, dof in terms))
-    half = t_quantile(confidence, df) * math.sqrt(var)
-    return WeighedRatio(math.exp(log_w), math.exp(log_w - half), math.exp(log_w + half), df)
+    return weighed_interval(log_w, terms, confidence)
