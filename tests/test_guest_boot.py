@@ -65,8 +65,10 @@ def test_fio_randwrite_virtio_blk_qcow2_none(art: GuestArtifacts, tmp_path: Path
     job = out.fio_json["jobs"][0]
     assert job["write"]["iops"] > 0 and job["write"]["total_ios"] > 0
     assert out.disk_info["disk"] == "vda" and out.disk_info["write_cache"] == "write back"
-    for key in ("qemu_start_s", "boot_to_workload_s", "workload_s", "shutdown_s", "wall_s"):
+    for key in ("qemu_start_s", "boot_to_workload_s", "workload_s", "wall_s"):
         assert out.phases[key] >= 0, key
+    # the shutdown is left out when the end's mark was read only after QEMU exited (loaded host)
+    assert out.phases.get("shutdown_s", 1.0) > 0
     assert out.phases["workload_s"] >= 1.0
     assert out.phases["wall_s"] > out.phases["workload_s"]
     assert not live_guest_pids() and not _alive(out.qemu_pid)

@@ -357,3 +357,15 @@ def test_phases_split() -> None:
     assert ph["workload_s"] == pytest.approx(3.0)
     assert ph["shutdown_s"] == pytest.approx(0.1)
     assert ph["wall_s"] == pytest.approx(5.7)
+
+
+def test_a_shutdown_whose_mark_was_read_after_the_exit_is_not_measured() -> None:
+    """On a loaded host the reader thread may stamp the workload's end after QEMU has exited (seen
+    in CI: a whole cell's shutdown_s 0.0): the shutdown's length is then unknown and left out, not
+    recorded as 0; a mark read before the exit still gives it."""
+    host = {"init": 12.4, "workload_start": 12.6, "workload_end": 15.8}
+    guest = {"init": 2.0, "workload_start": 2.2, "workload_end": 5.2}
+    late = run_phases(10.0, 15.7, host, guest)
+    assert "shutdown_s" not in late and late["workload_s"] == pytest.approx(3.0)
+    assert "shutdown_s" not in run_phases(10.0, 15.8, host, guest)  # the same instant
+    assert run_phases(10.0, 15.9, host, guest)["shutdown_s"] == pytest.approx(0.1)

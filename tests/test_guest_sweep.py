@@ -61,10 +61,13 @@ def test_guest_matrix_with_baseline_and_ceiling(tmp_path: Path) -> None:
         assert c["ok_runs"] == 2, c
         assert c["accel"] == ["tcg"]
         # phases are timed separately; the workload is the measured figure
-        for phase in ("qemu_start_s", "boot_to_workload_s", "workload_s", "shutdown_s", "wall_s"):
+        for phase in ("qemu_start_s", "boot_to_workload_s", "workload_s", "wall_s"):
             assert c["phases"][phase]["mean"] > 0, (phase, c["phases"])
+        # left out of a run whose end mark was read after QEMU exited (a loaded host), never 0
+        assert c["phases"].get("shutdown_s", {"mean": 1.0})["mean"] > 0, c["phases"]
         assert c["phases"]["workload_s"]["mean"] < c["phases"]["wall_s"]["mean"]
         assert "proc.cpu_pct" in c["monitor"], "the QEMU process was sampled"
+    assert any("shutdown_s" in c["phases"] for c in guest + null), "no shutdown was timed"
     rows = doc["sweeps"][0]["results"]
     iops = {(r["axes"]["tier"], r["cell"]): r for r in rows if r["metric"] == "write.iops"}
     assert all(r["mean"] > 0 and r["n"] == 2 for r in iops.values())

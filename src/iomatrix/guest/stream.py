@@ -147,9 +147,16 @@ def run_phases(
         ph["boot_to_workload_s"] = round(host["workload_start"] - t_spawn - ph["qemu_start_s"], 3)
     if "workload_start" in guest and "workload_end" in guest:
         ph["workload_s"] = round(guest["workload_end"] - guest["workload_start"], 3)
-    if "workload_end" in host:
-        ph["shutdown_s"] = round(max(0.0, t_exit - host["workload_end"]), 3)
+    if "workload_end" in host and (down := shutdown_s(host["workload_end"], t_exit)) is not None:
+        ph["shutdown_s"] = down
     return ph
+
+
+def shutdown_s(end: float, t_exit: float) -> float | None:
+    """Seconds from the workload's end to QEMU's exit, on the host clock; None when the end's mark
+    was stamped at or after the exit: the reader thread got to the line late (a loaded host; seen
+    in CI), so the shutdown's length is not known, and 0 would be a figure nobody measured."""
+    return round(t_exit - end, 3) if end < t_exit else None
 
 
 def run_outcome(
@@ -233,7 +240,8 @@ def _batch_run_phases(
     stop = end if end is not None else t_exit
     if last and end is not None:
         stop = t_exit
-        ph["shutdown_s"] = round(max(0.0, t_exit - end), 3)
+        if (down := shutdown_s(end, t_exit)) is not None:
+            ph["shutdown_s"] = down
     ph["wall_s"] = round(stop - prev_end, 3)
     if index == 1:
         ph.update(
