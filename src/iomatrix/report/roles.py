@@ -355,33 +355,34 @@ def weigh(
     on every figure when their rounds are known (stats/weighed_paired.py), else over their runs
     (stats/weighed.py). Example, weights 2:1:1: `a` commits 1.27× faster, `b`'s two p99s 1.8× and
     1.25× lower: b 1.09× a, 0.90–1.31× over 8 runs each: open."""
-    paired = [f.paired(b, a, confidence) for f in figures]
+    paired = _paired_parts(figures, a, b)
     found: WeighedRatio | None
-    if all(pc is not None for pc in paired):
-        found = paired_weighed_ratio(
-            [
-                PairedPart(
-                    f.figure.weight, f.figure.higher_is_better, math.log(pc.ratio), pc.se_log, pc.df
-                )
-                for f, pc in zip(figures, paired, strict=True)
-                if pc is not None and pc.ratio is not None and pc.se_log is not None
-            ],
-            confidence,
-        )
-        return None if found is None else (found, _weighed_says(found, margin))
+    if paired is not None:
+        found = paired_weighed_ratio(paired, confidence)
+    else:
+        parts = []
+        for f in figures:
+            runs_a, runs_b = f.samples.get(a, ()), f.samples.get(b, ())
+            if len(runs_a) < 2 or len(runs_b) < 2:
+                return None
+            parts.append(Part(f.figure.weight, f.figure.higher_is_better, runs_a, runs_b))
+        found = weighed_ratio(parts, confidence)
+    if found is None:
+        return None
+    return found, "separated" if found.separated() else "within" if found.within(margin) else "open"
+
+
+def _paired_parts(figures: Sequence[FigureMeans], a: str, b: str) -> list[PairedPart] | None:
+    """b against a on every figure over the rounds both ran (FigureMeans.paired); None when some
+    figure cannot be paired (then the weighing compares their runs, unpaired)."""
     parts = []
     for f in figures:
-        runs_a, runs_b = f.samples.get(a, ()), f.samples.get(b, ())
-        if len(runs_a) < 2 or len(runs_b) < 2:
+        pc = f.paired(b, a, 0.95)  # (its interval is not used: the weighing makes its own)
+        if pc is None or pc.ratio is None or pc.se_log is None:
             return None
-        parts.append(Part(f.figure.weight, f.figure.higher_is_better, runs_a, runs_b))
-    found = weighed_ratio(parts, confidence)
-    return None if found is None else (found, _weighed_says(found, margin))
-
-
-def _weighed_says(found: WeighedRatio, margin: float) -> str:
-    """What a weighed ratio decides: "separated", "within" (the margin, both ways) or "open"."""
-    return "separated" if found.separated() else "within" if found.within(margin) else "open"
+        w, higher = f.figure.weight, f.figure.higher_is_better
+        parts.append(PairedPart(w, higher, math.log(pc.ratio), pc.se_log, pc.df))
+    return parts
 
 
 def interval_text(low: float, high: float) -> str:
