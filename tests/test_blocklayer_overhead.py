@@ -197,15 +197,14 @@ def test_trash_stops_between_slices_and_empties(tmp_path: Path) -> None:
         f = tmp_path / f"img-{i}"
         with open(f, "wb") as out:
             out.write(b"x" * 4096)  # allocated data at the start: the last slice to go
-            out.truncate(8 * blocklayer.TRASH_STEP_BYTES)
+            out.truncate(8 * blocklayer.TRASH_STEP_START_BYTES)
         files.append(f)
     trash = blocklayer.Trash()
     for f in files:
         trash.add(f)
     trash.work(lambda: True)  # told to stop before the first slice
-    assert (
-        all(f.stat().st_size == 8 * blocklayer.TRASH_STEP_BYTES for f in files) and trash.gone == []
-    )
+    size = 8 * blocklayer.TRASH_STEP_START_BYTES
+    assert all(f.stat().st_size == size for f in files) and trash.gone == []
     trash.work(lambda: trash.files == files[1:])  # exactly the first file, then stop
     assert not files[0].exists() and trash.gone == [files[0]] and trash.files == files[1:]
     assert trash.allocated_bytes() > 0
@@ -218,6 +217,70 @@ def test_trash_stops_between_slices_and_empties(tmp_path: Path) -> None:
     trash.empty()
     assert not any(f.exists() for f in files) and trash.files == [] and trash.gone == files
     assert trash.allocated_bytes() == 0
+
+
+def test_the_slice_grows_while_cheap_and_shrinks_when_dear() -> None:
+    """The worked example of Trash.next_step, and its bounds."""
+    mib = 1 << 20
+    nxt = blocklayer.Trash.next_step
+    assert nxt(512 << 10, 0.003) == mib  # 3 ms < 5 ms: doubled
+    assert nxt(4 * mib, 0.280) == 2 * mib  # 280 ms > 20 ms: halved
+    assert nxt(4 * mib, 0.010) == 4 * mib  # between a quarter and the whole of 20 ms: kept
+    assert nxt(blocklayer.TRASH_STEP_MAX_BYTES, 0.0) == blocklayer.TRASH_STEP_MAX_BYTES
+    assert nxt(blocklayer.TRASH_STEP_MIN_BYTES, 1.0) == blocklayer.TRASH_STEP_MIN_BYTES
+
+
+class _SliceClock:
+    """A fake clock whose every truncation lasts `slice_s` (the clock is read before and after
+    each): the trash's slices adapt to it, not to this host's disk."""
+
+    def __init__(self, slice_s: float) -> None:
+        self.now = 0.0
+        self.slice_s = slice_s
+        self.reads = 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        if self.reads % 2 == 1:  # the reading after a slice: it took slice_s
+            self.now += self.slice_s
+        return self.now
+
+
+def _truncations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slice_s: float) -> list[int]:
+    """The sizes a 64 MiB file was truncated to when every slice took `slice_s` (fake clock)."""
+    sizes: list[int] = []
+    real = os.ftruncate
+
+    def spy(fd: int, size: int) -> None:
+        sizes.append(size)
+        real(fd, size)
+
+    f = tmp_path / "img"
+    with open(f, "wb") as out:
+        out.truncate(64 << 20)  # sparse: the sizes are what is checked, not the time
+    trash = blocklayer.Trash(clock=_SliceClock(slice_s))
+    trash.add(f)
+    monkeypatch.setattr(blocklayer.os, "ftruncate", spy)
+    trash.work(lambda: False)
+    assert not f.exists() and trash.gone == [f]
+    return sizes
+
+
+def test_trash_slices_grow_on_a_cheap_backing_and_stay_small_on_a_dear_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cheap slices (1 ms) double from 512 KiB up to the largest; dear ones (100 ms) halve down to
+    the smallest: the stop waits at most about one slice either way."""
+    mib = 1 << 20
+    cheap = _truncations(tmp_path, monkeypatch, 0.001)
+    steps = [a - b for a, b in zip([64 * mib, *cheap], cheap, strict=False)]
+    assert steps[:6] == [mib // 2, mib, 2 * mib, 4 * mib, 8 * mib, 16 * mib]
+    assert max(steps) == blocklayer.TRASH_STEP_MAX_BYTES and cheap[-1] == 0
+    assert len(cheap) < 64 * mib // blocklayer.TRASH_STEP_START_BYTES // 10
+    dear = _truncations(tmp_path, monkeypatch, 0.1)
+    steps = [a - b for a, b in zip([64 * mib, *dear], dear, strict=False)]
+    assert steps[:4] == [mib // 2, mib // 4, mib // 8, blocklayer.TRASH_STEP_MIN_BYTES]
+    assert set(steps[3:]) == {blocklayer.TRASH_STEP_MIN_BYTES}
 
 
 @pytest.mark.slow
