@@ -1147,3 +1147,64 @@ def test_a_roles_margin_is_its_races_threshold() -> None:
     assert all("tied group" in v.reason for v in role.values() if v is not None), role
     # another group keeps the plan's threshold
     assert RacingPolicy(0.05, 3, lambda g: True, threshold_of={"w": 0.1}).threshold_for("x") == 0.05
+
+
+def _tradeoff_sweep(with_role: bool) -> dict[str, list[int]]:
+    """A database-like role: "log" (commits, higher is better, weight 2) decides, "data" (a p99,
+    lower is better, weight 1) may veto. a commits 1.25× faster than b; b's p99 is 1.6× lower
+    than a's, noisily: on each figure alone a vs b is settled early, their weighing is not. c
+    ties b on the data (the data's own deciding pair) and is far behind on the log. Returns each
+    unit's rounds after the race (round > 4)."""
+    from iomatrix.scheduler import RacingPolicy, RoleFigures
+
+    policy = RacingPolicy(threshold=0.05, min_runs=3, higher_is_better=lambda group: group == "log")
+    units = [
+        UnitState(f"{g}-{k}", group=g, precision_max=20) for g in ("log", "data") for k in "abc"
+    ]
+    role = RoleFigures(
+        (
+            ({k: f"log-{k}" for k in "abc"}, "log:write.iops", True, 2.0),
+            ({k: f"data-{k}" for k in "abc"}, "data:read.clat_p99_us", False, 1.0),
+        ),
+        (True, True),
+        0.05,
+    )
+    s = Scheduler(
+        units,
+        min_runs=3,
+        max_runs=4,
+        budget_s=1e9,
+        policy=policy,
+        seed=5,
+        clock=FakeClock(),
+        ci_target=0.05,
+        precision_for="contenders",
+        roles=(role,) if with_role else (),
+    )
+    centre = {"log-a": 1000, "log-b": 800, "log-c": 500, "data-a": 400, "data-b": 250}
+    centre["data-c"] = 255
+    small = (0.0, 0.02, -0.02, 0.01, -0.01)
+    wide = (0.0, 0.1, -0.1, 0.07, -0.06, 0.09, -0.08)
+
+    def value(key: str, n: int) -> float:
+        wobble = wide if key.startswith("data") else small
+        return centre[key] * (1.0 + wobble[(n + len(key) + ord(key[-1])) % len(wobble)])
+
+    log = drive(s, value)
+    return {k: [r for kk, r, _ in log if kk == k and r > 4] for k in s.units}
+
+
+def test_a_roles_open_tradeoff_runs_on_every_job_though_each_figure_is_settled() -> None:
+    """The pair a role's weighed trade-off is open on (stats/tradeoff.py) runs on in the precision
+    rounds in both jobs, in the same rounds: the log's b and the data's a, which their own groups'
+    races settled, included. Without the role they stop at the race (what the quickstarts showed:
+    issue 53, raw · none and raw · writeback at 6-8 rounds while another pair ran 23-24)."""
+    with_role = _tradeoff_sweep(True)
+    pair = with_role["log-b"]
+    assert len(pair) >= 2 and with_role["log-a"] == pair, with_role
+    assert set(pair) <= set(with_role["data-a"]) and set(pair) <= set(with_role["data-b"])
+    # once the weighing is settled (here: within 5 % both ways) the log's pair stops
+    assert max(pair) < max(with_role["data-b"]), with_role
+    without = _tradeoff_sweep(False)
+    assert without["log-b"] == [], without
+    assert len(set(without["data-a"]) & set(pair)) < len(pair), without

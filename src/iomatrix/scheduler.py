@@ -93,6 +93,8 @@ from dataclasses import dataclass
 
 from iomatrix.stats import needs_more_runs
 from iomatrix.stats.deciding import deciding_pairs
+from iomatrix.stats.racing import race_step
+from iomatrix.stats.tradeoff import RoleFigure, open_tradeoff_cells
 from iomatrix.stop_kinds import StopKind
 
 # The stopping policies and the unit state they judge (stop_policy.py), under the names callers
@@ -137,6 +139,7 @@ __all__ = [
     "RACE_STOPS",
     "CiWidthPolicy",
     "RacingPolicy",
+    "RoleFigures",
     "Room",
     "Scheduler",
     "Slot",
@@ -147,6 +150,17 @@ __all__ = [
     "race_over",
     "race_verdict",
 ]
+
+
+@dataclass(frozen=True)
+class RoleFigures:
+    """A role's figures in one tier as the scheduler sees them (stats/tradeoff.py): per figure, the
+    units of its job's group by cell, the metric (the units' primary, or one of their `figures`),
+    which way is better and its weight; the first figure decides. `margin`: the role's."""
+
+    figures: tuple[tuple[Mapping[str, str], str, bool, float], ...]  # (cell → unit, metric, …)
+    primary: tuple[bool, ...]  # per figure: its metric is the units' primary
+    margin: float
 
 
 @dataclass(frozen=True)
@@ -188,6 +202,7 @@ class Scheduler:
         max_retries: int = MAX_RETRIES_PER_UNIT,
         ci_target: float | None = None,
         precision_for: str = "all",
+        roles: Sequence[RoleFigures] = (),
     ) -> None:
         if not 1 <= min_runs <= max_runs:
             raise ValueError(f"need 1 ≤ min ≤ max repetitions, got {min_runs}, {max_runs}")
@@ -196,6 +211,7 @@ class Scheduler:
                 f"precision_for must be one of {', '.join(PRECISION_FOR)}, got {precision_for!r}"
             )
         self.precision_for = precision_for
+        self.roles = tuple(roles)
         self.units: dict[str, UnitState] = {u.key: u for u in units}
         if ci_target is None and any(u.precision_max is not None for u in self.units.values()):
             raise ValueError("units with a precision_max need the sweep's ci_target")
@@ -272,8 +288,46 @@ class Scheduler:
                     margin=policy.margin(group),
                 ):
                     out.update(pair)
+            for role in self.roles:
+                out.update(self._tradeoff_units(role, policy))
         self._deciding = out
         return out
+
+    def _tradeoff_units(self, role: RoleFigures, policy: RacingPolicy) -> set[str]:
+        """The units of a role's open weighed trade-off (stats/tradeoff.py), in every job of the
+        role: the pick of its deciding figure (the race's best there) and the cells the weighing
+        has not settled against the weighed leader. Why: on each figure alone those pairs are
+        settled (commits 1.2× faster, a p99 1.7× lower), so no group's race names them, yet the
+        role's answer waits on their weighed interval."""
+        figures = []
+        for (units, metric, higher, weight), primary in zip(
+            role.figures, role.primary, strict=True
+        ):
+            points = {}
+            for cell, key in units.items():
+                u = self.units.get(key)
+                pts = (u.points if primary else u.figures.get(metric, [])) if u else []
+                if len(pts) >= 2:
+                    points[cell] = pts
+            figures.append(RoleFigure(points, higher, weight))
+        first_units = role.figures[0][0]
+        data = {first_units[c]: p for c, p in figures[0].points.items()}
+        group = self.units[next(iter(data))].group if data else ""
+        if len(data) < 2 or any(min(v for _, v in p) <= 0 for p in data.values()):
+            return set()
+        step = race_step(
+            data,
+            policy.higher_is_better(group),
+            policy.threshold_for(group),
+            policy.alpha,
+            min_rounds=max(2, min(self.min_runs, 3)),
+            margin=policy.margin(group),
+        )
+        if step.best is None:
+            return set()
+        pick = next(c for c, k in first_units.items() if k == step.best)
+        cells = open_tradeoff_cells(figures, pick, role.margin)
+        return {units[c] for units, *_ in role.figures for c in cells if units.get(c) in self.units}
 
     def _refresh(self) -> None:
         """Mark units done: failures, then policy/max/budget for units past their minimum; decided
@@ -632,9 +686,11 @@ class Scheduler:
     def _settle(self, u: UnitState, round_no: int) -> None:
         """The disturbed run of `round_no` counts after all (its retry failed or never ran)."""
         value = u.pending.pop(round_no, None)
+        figures = u.pending_figures.pop(round_no, {})
         if value is not None:
             u.ok += 1
             u.points.append((round_no, value))
+            self._add_figures(u, round_no, figures)
 
     def record(
         self,
@@ -645,13 +701,15 @@ class Scheduler:
         retry_worthy: bool | None = None,
         wall_s: float | None = None,
         load_reached: bool = True,
+        figures: Mapping[str, float] | None = None,
     ) -> Slot | None:
         """Count one finished run. ``disturbed``: the run's interference verdict; ``retry_worthy``
         (default: ``disturbed``): whether the cause lies outside the measured process, so a retry
         can avoid it; ``wall_s``: how long the run took (for :meth:`should_start`'s budget check);
         ``load_reached`` False: an ok run that missed its offered load
         (``metrics.load_not_reached``), counted as a run but its value not (the reports leave it out
-        too). Returns the retry to run at the end of this round, or None."""
+        too); ``figures``: the run's values of the unit's other role figures (UnitState.figures).
+        Returns the retry to run at the end of this round, or None."""
         u = self.units[slot.key]
         if ok and not load_reached:
             u.unreached += 1
@@ -675,16 +733,25 @@ class Scheduler:
         worthy = disturbed if retry_worthy is None else retry_worthy
         if disturbed and worthy and value is not None and self._may_retry(u, slot):
             u.pending[slot.round] = value
+            u.pending_figures[slot.round] = dict(figures or {})
             u.retries += 1
             position = self._next_position.get(slot.round, slot.position + 1)
             self._next_position[slot.round] = position + 1
             return Slot(slot.key, slot.round, position, retry=True)
         # a retry's value replaces the disturbed one (clean or not: the latest)
         u.pending.pop(slot.round, None)
+        u.pending_figures.pop(slot.round, None)
         u.ok += 1
         if value is not None:
             u.points.append((slot.round, value))
+            self._add_figures(u, slot.round, figures or {})
         return None
+
+    @staticmethod
+    def _add_figures(u: UnitState, round_no: int, values: Mapping[str, float]) -> None:
+        for metric, pts in u.figures.items():
+            if (v := values.get(metric)) is not None:
+                pts.append((round_no, v))
 
     # -- reporting ----------------------------------------------------------------
     def pending_estimate(self) -> int:

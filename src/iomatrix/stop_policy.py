@@ -63,6 +63,10 @@ class UnitState:
     group: str = ""
     # (round, primary metric) of the ok runs
     points: list[tuple[int, float]] = field(default_factory=list)
+    # metric → (round, value) of the ok runs, for a role's other figures on this unit's job (the
+    # database's data files: the write p99 beside the read p99, its primary): a role's trade-off is
+    # weighed over all its figures (scheduler.RoleFigures)
+    figures: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     # rounds in which the unit has an ok or failed run
     rounds: set[int] = field(default_factory=set)
     ok: int = 0
@@ -77,8 +81,9 @@ class UnitState:
     # Ok runs that missed their offered load (metrics.load_not_reached): counted as runs (min, max,
     # budget), never as values (racing, the CI), as the reports leave them out too.
     unreached: int = 0
-    # round → value of a disturbed run awaiting its retry
+    # round → value of a disturbed run awaiting its retry (and its other figures' values)
     pending: dict[int, float] = field(default_factory=dict)
+    pending_figures: dict[int, dict[str, float]] = field(default_factory=dict)
     retries: int = 0  # disturbed runs started again
     # Runs up to which the unit keeps running toward ci_target once the policy is done with it
     # (None: it stops).

@@ -124,6 +124,12 @@ class RoundLoop:
             retry_worthy=flags is not None and flags.retry_worthy and self._retries_disturbed(unit),
             wall_s=outcome.phases.get("wall_s"),
             load_reached=not unreached,
+            # a role's other figures on this job: its trade-off is weighed over them all
+            figures={
+                m: v
+                for m in sched.units[item.slot.key].figures
+                if outcome.ok and (v := outcome.metrics.get(m)) is not None
+            },
         )
         if outcome.ok:
             result.disturbed += int(disturbed)

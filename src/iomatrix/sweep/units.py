@@ -15,8 +15,15 @@ from iomatrix.domain import BASELINES, axes, is_ceiling
 from iomatrix.matrix import NA, Cell, Expansion, Unit
 from iomatrix.metrics import load_not_reached
 from iomatrix.plan.model import MAX_REPETITIONS_PER_BOOT, Plan
-from iomatrix.roles import decided_at, plan_margins
-from iomatrix.scheduler import CiWidthPolicy, RacingPolicy, Scheduler, StopPolicy, UnitState
+from iomatrix.roles import decided_at, plan_margins, plan_roles
+from iomatrix.scheduler import (
+    CiWidthPolicy,
+    RacingPolicy,
+    RoleFigures,
+    Scheduler,
+    StopPolicy,
+    UnitState,
+)
 from iomatrix.stats.runs_per_boot import RoundsPerBoot, choose_rounds_per_boot
 from iomatrix.store import Store
 from iomatrix.sweep.boots import BootLedger
@@ -55,6 +62,7 @@ class UnitScheduling:
         units: dict[str, tuple[Unit, int]] = {}
         states: list[UnitState] = []
         twins = compared_with(self.expansion.units)
+        _, other_figures = self._role_figures(compared)
         for unit in self.expansion.units:
             backing_meta = (
                 {} if unit.cell.is_null_ceiling else dict(self.handles[unit.cell.backing].metadata)
@@ -84,9 +92,61 @@ class UnitScheduling:
                     current=unit.cell in self.expansion.current,
                     precision_max=self.plan.repetitions.precision_max.get(unit.cell.tier),
                     compared_with=twins.get(unit.key, ()),
+                    figures={
+                        m: [
+                            p
+                            for p in self.store.metric_points(cid, unit.workload.name, m)
+                            if p[0] not in missed
+                        ]
+                        for m in other_figures.get(unit.key, ())
+                    },
                 )
             )
         return units, states
+
+    def _role_figures(self, compared: bool) -> tuple[list[RoleFigures], dict[str, list[str]]]:
+        """The plan's roles as the scheduler weighs their trade-offs (scheduler.RoleFigures), one
+        per tier (and backing, condition) their deciding job races in, and unit key → the metrics
+        of its role figures other than its primary (recorded with every run)."""
+        roles = plan_roles(self.plan.roles or [], self.plan.role or {}, self.plan.margin)
+        by_context: dict[tuple[str, str], dict[str, str]] = {}  # (context, workload) → cell → unit
+        for u in self.expansion.units:
+            if is_baseline(u, compared):
+                continue
+            group = race_group(u, self._per_backing).split("::")
+            context = "::".join(group[:1] + group[2:])
+            by_context.setdefault((context, u.workload.name), {})[u.cell.key] = u.key
+        out: list[RoleFigures] = []
+        others: dict[str, list[str]] = {}
+        contexts = sorted({c for c, _ in by_context})
+        for role in roles:
+            for context in contexts:
+                per = [by_context.get((context, role.workload_of(f.job)), {}) for f in role.figures]
+                if not per[0] or not all(per):
+                    continue
+                primary = tuple(
+                    self._primary_of(role.workload_of(f.job)) == f.metric for f in role.figures
+                )
+                out.append(
+                    RoleFigures(
+                        tuple(
+                            (units, f.metric, f.higher_is_better, f.weight)
+                            for units, f in zip(per, role.figures, strict=True)
+                        ),
+                        primary,
+                        role.margin,
+                    )
+                )
+                for units, f, is_primary in zip(per, role.figures, primary, strict=True):
+                    for key in units.values():
+                        if not is_primary and f.metric not in others.setdefault(key, []):
+                            others[key].append(f.metric)
+        return out, others
+
+    def _primary_of(self, workload: str) -> str:
+        return next(
+            u.workload.primary_metric for u in self.expansion.units if u.workload.name == workload
+        )
 
     def _rate_reference_cells(self, unit: Unit) -> list[Unit]:
         """The bare-metal units whose IOPS set the rate of `unit` (a rate-of-maximum workload; []
@@ -233,6 +293,8 @@ class UnitScheduling:
         """The scheduler of this session, from the units' state so far (a resumed sweep's runs
         count)."""
         units, states = self._unit_states(sweep_id)
+        compared = any(not is_reference(u.cell.tier) for u in self.expansion.units)
+        roles, _ = self._role_figures(compared)
         reps = self.plan.repetitions
         sched = Scheduler(
             states,
@@ -242,6 +304,7 @@ class UnitScheduling:
             policy=self._policy(),
             ci_target=self.plan.ci_target,
             precision_for=reps.precision_for,
+            roles=roles,
             seed=self.design_seed,
             clock=self.clock,
             # Wall clock of this session (its set-up included: provisioning backings, opening tiers)
