@@ -1197,8 +1197,10 @@ def _tradeoff_sweep(with_role: bool) -> dict[str, list[int]]:
 def test_a_roles_open_tradeoff_runs_on_every_job_though_each_figure_is_settled() -> None:
     """The pair a role's weighed trade-off is open on (stats/tradeoff.py) runs on in the precision
     rounds in both jobs, in the same rounds: the log's b and the data's a, which their own groups'
-    races settled, included. Without the role they stop at the race (what the quickstarts showed:
-    issue 53, raw · none and raw · writeback at 6-8 rounds while another pair ran 23-24)."""
+    races settled, included; a veto job's pair without the role's pick waits (Scheduler.
+    _veto_groups). Without the role the trade-off's pair stops at the race and the veto job's tie
+    runs first (what the quickstarts showed: issue 53, raw · none and raw · writeback at 6-8
+    rounds while the data files' tie ran 23-24)."""
     with_role = _tradeoff_sweep(True)
     pair = with_role["log-b"]
     assert len(pair) >= 2 and with_role["log-a"] == pair, with_role
@@ -1208,3 +1210,7 @@ def test_a_roles_open_tradeoff_runs_on_every_job_though_each_figure_is_settled()
     without = _tradeoff_sweep(False)
     assert without["log-b"] == [], without
     assert len(set(without["data-a"]) & set(pair)) < len(pair), without
+    # The data files' own tie (b and c, neither the log's pick) decides nothing for the role: it
+    # waits until the role's pairs are done; without the role it is a deciding pair from the start.
+    assert min(with_role["data-c"]) > max(pair), with_role
+    assert min(without["data-c"]) == 5, without

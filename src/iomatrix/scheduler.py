@@ -164,6 +164,15 @@ class RoleFigures:
 
 
 @dataclass(frozen=True)
+class RoleView:
+    """A role as the runs so far show it: the pick of its deciding figure (a cell; None before the
+    race names a best) and the units of its open weighed trade-off."""
+
+    pick: str | None
+    tradeoff: set[str]
+
+
+@dataclass(frozen=True)
 class Slot:
     """One run to start: a unit, its round and its position in the round (both stored with the
     run)."""
@@ -271,6 +280,8 @@ class Scheduler:
         out: set[str] = set()
         policy = self.policy
         if isinstance(policy, RacingPolicy):
+            views = [self._role_view(role, policy) for role in self.roles]
+            only_with = self._veto_groups(views)
             groups: dict[str, list[UnitState]] = {}
             for u in self.units.values():
                 if not u.baseline and len(u.points) >= 2:
@@ -287,15 +298,39 @@ class Scheduler:
                     min_rounds=max(2, min(self.min_runs, 3)),
                     margin=policy.margin(group),
                 ):
-                    out.update(pair)
-            for role in self.roles:
-                out.update(self._tradeoff_units(role, policy))
+                    if group not in only_with or only_with[group] & set(pair):
+                        out.update(pair)
+            for view in views:
+                out.update(view.tradeoff)
         self._deciding = out
         return out
 
-    def _tradeoff_units(self, role: RoleFigures, policy: RacingPolicy) -> set[str]:
-        """The units of a role's open weighed trade-off (stats/tradeoff.py), in every job of the
-        role: the pick of its deciding figure (the race's best there) and the cells the weighing
+    def _veto_groups(self, views: Sequence[RoleView]) -> dict[str, set[str]]:
+        """group → the units its deciding pairs must hold one of, for a group that is only ever a
+        role's veto job (the database's data files): its role's pick there. Why: a veto job's
+        pairs decide the role only through the pick (is it worse than the best beyond the margin?)
+        and the weighing (RoleView.tradeoff); a tie of two other cells on a veto figure (the data
+        files' raw · writeback and qcow2 · writeback p99s) changes no answer, yet ran to 23-24
+        rounds in the quickstarts of issue 53 while the file server's pair waited."""
+        deciding = {
+            self.units[key].group
+            for role in self.roles
+            for key in role.figures[0][0].values()
+            if key in self.units
+        }
+        out: dict[str, set[str]] = {}
+        for role, view in zip(self.roles, views, strict=True):
+            if view.pick is None:
+                continue  # a pick not known yet: every pair of its jobs may still matter
+            for units, *_ in role.figures[1:]:
+                key = units.get(view.pick)
+                if key in self.units and self.units[key].group not in deciding:
+                    out.setdefault(self.units[key].group, set()).add(key)
+        return out
+
+    def _role_view(self, role: RoleFigures, policy: RacingPolicy) -> RoleView:
+        """The role's pick (the race's best on its deciding figure) and the units of its open
+        weighed trade-off (stats/tradeoff.py), in every job of the role: the cells the weighing
         has not settled against the weighed leader. Why: on each figure alone those pairs are
         settled (commits 1.2× faster, a p99 1.7× lower), so no group's race names them, yet the
         role's answer waits on their weighed interval."""
@@ -314,7 +349,7 @@ class Scheduler:
         data = {first_units[c]: p for c, p in figures[0].points.items()}
         group = self.units[next(iter(data))].group if data else ""
         if len(data) < 2 or any(min(v for _, v in p) <= 0 for p in data.values()):
-            return set()
+            return RoleView(None, set())
         step = race_step(
             data,
             policy.higher_is_better(group),
@@ -324,10 +359,13 @@ class Scheduler:
             margin=policy.margin(group),
         )
         if step.best is None:
-            return set()
+            return RoleView(None, set())
         pick = next(c for c, k in first_units.items() if k == step.best)
         cells = open_tradeoff_cells(figures, pick, role.margin)
-        return {units[c] for units, *_ in role.figures for c in cells if units.get(c) in self.units}
+        return RoleView(
+            pick,
+            {units[c] for units, *_ in role.figures for c in cells if units.get(c) in self.units},
+        )
 
     def _refresh(self) -> None:
         """Mark units done: failures, then policy/max/budget for units past their minimum; decided

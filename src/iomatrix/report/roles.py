@@ -12,7 +12,6 @@ the report, JSON) shows what it returns, first."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +24,7 @@ from iomatrix.roles import Figure, Role, plan_roles
 from iomatrix.stats.compare import ratio_ci
 from iomatrix.stats.paired import PairedComparison, paired_comparison
 from iomatrix.stats.weighed import Part, WeighedRatio, weighed_ratio
-from iomatrix.stats.weighed_paired import PairedPart, paired_weighed_ratio
+from iomatrix.stats.weighed_paired import PairedPart, paired_part, paired_weighed_ratio
 
 STATUS_WORDS = {
     "answer": "settled",
@@ -373,15 +372,15 @@ def weigh(
 
 
 def _paired_parts(figures: Sequence[FigureMeans], a: str, b: str) -> list[PairedPart] | None:
-    """b against a on every figure over the rounds both ran (FigureMeans.paired); None when some
-    figure cannot be paired (then the weighing compares their runs, unpaired)."""
+    """b against a on every figure over the rounds both ran (stats/weighed_paired.py paired_part);
+    None when some figure cannot be paired (then the weighing compares their runs, unpaired)."""
     parts = []
     for f in figures:
-        pc = f.paired(b, a, 0.95)  # (its interval is not used: the weighing makes its own)
-        if pc is None or pc.ratio is None or pc.se_log is None:
+        ra, rb = f.by_round.get(a, {}), f.by_round.get(b, {})
+        part = paired_part(f.figure.weight, f.figure.higher_is_better, ra, rb)
+        if part is None:
             return None
-        w, higher = f.figure.weight, f.figure.higher_is_better
-        parts.append(PairedPart(w, higher, math.log(pc.ratio), pc.se_log, pc.df))
+        parts.append(part)
     return parts
 
 

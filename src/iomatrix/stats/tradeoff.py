@@ -33,13 +33,11 @@ on in every job of the role (tests/test_stats_tradeoff.py)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from iomatrix.stats.paired import paired_comparison
 from iomatrix.stats.weighed import WeighedRatio
-from iomatrix.stats.weighed_paired import PairedPart, paired_weighed_ratio
+from iomatrix.stats.weighed_paired import paired_part, paired_weighed_ratio
 
 WEIGHED_CONFIDENCE = 0.90  # the report's (report/roles.py): one comparison at 0.90
 
@@ -81,13 +79,10 @@ def weighed(
     when some figure has fewer than 2 shared rounds or a value not above 0."""
     parts = []
     for f in figures:
-        ra, rb = f.rounds_of(a), f.rounds_of(b)
-        if not ra or not rb or min(ra.values()) <= 0 or min(rb.values()) <= 0:
+        part = paired_part(f.weight, f.higher_is_better, f.rounds_of(a), f.rounds_of(b))
+        if part is None:
             return None
-        pc = paired_comparison(rb, ra, 0.95)
-        if pc.rounds < 2 or pc.ratio is None or pc.se_log is None:
-            return None
-        parts.append(PairedPart(f.weight, f.higher_is_better, math.log(pc.ratio), pc.se_log, pc.df))
+        parts.append(part)
     return paired_weighed_ratio(parts, confidence)
 
 

@@ -27,9 +27,11 @@ exp(0.0849 ∓ 0.0984) = 0.987–1.20×: not separated, nor within 5 %."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from iomatrix.stats.paired import paired_comparison
 from iomatrix.stats.summary import check_confidence
 from iomatrix.stats.weighed import WeighedRatio, weighed_interval
 
@@ -45,6 +47,20 @@ class PairedPart:
     log_ratio: float
     se: float
     df: int
+
+
+def paired_part(
+    weight: float, higher_is_better: bool, a: Mapping[int, float], b: Mapping[int, float]
+) -> PairedPart | None:
+    """One figure's part, B (`b`: round → value) against A over the rounds both ran
+    (stats/paired.py); None with fewer than 2 shared rounds or a value not above 0 (no log
+    scale)."""
+    if not a or not b or min(a.values()) <= 0 or min(b.values()) <= 0:
+        return None
+    pc = paired_comparison(b, a, 0.95)  # (its interval is not used: the weighing makes its own)
+    if pc.rounds < 2 or pc.ratio is None or pc.se_log is None:
+        return None
+    return PairedPart(weight, higher_is_better, math.log(pc.ratio), pc.se_log, pc.df)
 
 
 def paired_weighed_ratio(
