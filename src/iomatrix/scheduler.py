@@ -90,6 +90,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from iomatrix.stats import needs_more_runs
 from iomatrix.stats.deciding import deciding_pairs
@@ -290,20 +291,24 @@ class Scheduler:
                 data = {u.key: u.points for u in members}
                 # The current configuration and the default twins are members: paired like every
                 # other.
-                for pair in deciding_pairs(
-                    data,
-                    policy.higher_is_better(group),
-                    policy.threshold_for(group),
-                    policy.alpha,
-                    min_rounds=max(2, min(self.min_runs, 3)),
-                    margin=policy.margin(group),
-                ):
+                for pair in deciding_pairs(data, **self._levels(policy, group)):
                     if group not in only_with or only_with[group] & set(pair):
                         out.update(pair)
             for view in views:
                 out.update(view.tradeoff)
         self._deciding = out
         return out
+
+    def _levels(self, policy: RacingPolicy, group: str) -> dict[str, Any]:
+        """What a group's pairs are judged at after the race (its direction, θ, α, margin), as
+        stats/deciding.py and stats/racing.py take them; no pair before 2 complete rounds."""
+        return {
+            "higher_is_better": policy.higher_is_better(group),
+            "threshold": policy.threshold_for(group),
+            "alpha": policy.alpha,
+            "min_rounds": max(2, min(self.min_runs, 3)),
+            "margin": policy.margin(group),
+        }
 
     def _veto_groups(self, views: Sequence[RoleView]) -> dict[str, set[str]]:
         """group → the units its deciding pairs must hold one of, for a group that is only ever a
@@ -350,14 +355,7 @@ class Scheduler:
         group = self.units[next(iter(data))].group if data else ""
         if len(data) < 2 or any(min(v for _, v in p) <= 0 for p in data.values()):
             return RoleView(None, set())
-        step = race_step(
-            data,
-            policy.higher_is_better(group),
-            policy.threshold_for(group),
-            policy.alpha,
-            min_rounds=max(2, min(self.min_runs, 3)),
-            margin=policy.margin(group),
-        )
+        step = race_step(data, **self._levels(policy, group))
         if step.best is None:
             return RoleView(None, set())
         pick = next(c for c, k in first_units.items() if k == step.best)
