@@ -6,7 +6,15 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from iomatrix.scheduler import CiWidthPolicy, Room, Scheduler, StopKind, StopVerdict, UnitState
+from iomatrix.scheduler import (
+    CiWidthPolicy,
+    RoleFigures,
+    Room,
+    Scheduler,
+    StopKind,
+    StopVerdict,
+    UnitState,
+)
 
 
 class FakeClock:
@@ -926,20 +934,33 @@ def deciding_scheduler(precision_for: str) -> Scheduler:
     """a and b close (3 % apart, each ±8 % in its own rhythm: their race ends at max unsettled), c
     far behind and noisy (eliminated, its CI wide): all of one group, precision_max 24, CI target ±5
     %."""
+    units = [UnitState(k, group="w", precision_max=24) for k in ("a", "b", "c")]
+    return post_race_scheduler(units, precision_for=precision_for)
+
+
+def post_race_scheduler(
+    units: list[UnitState],
+    max_runs: int = 4,
+    precision_for: str = "contenders",
+    higher_is_better: Callable[[str], bool] = lambda group: True,
+    roles: Sequence[RoleFigures] = (),
+) -> Scheduler:
+    """The scheduler of the precision-round tests: racing at θ 5 %, 3 to `max_runs` race runs, no
+    budget limit, a fake clock, CI target ±5 %."""
     from iomatrix.scheduler import RacingPolicy
 
-    policy = RacingPolicy(threshold=0.05, min_runs=3, higher_is_better=lambda group: True)
-    units = [UnitState(k, group="w", precision_max=24) for k in ("a", "b", "c")]
+    policy = RacingPolicy(threshold=0.05, min_runs=3, higher_is_better=higher_is_better)
     return Scheduler(
         units,
         min_runs=3,
-        max_runs=4,
+        max_runs=max_runs,
         budget_s=1e9,
         policy=policy,
         seed=5,
         clock=FakeClock(),
         ci_target=0.05,
         precision_for=precision_for,
+        roles=roles,
     )
 
 
@@ -982,23 +1003,10 @@ def test_a_roles_veto_job_shares_the_precision_rounds_with_its_deciding_job() ->
     comparison decides the answer as much as the log's. Measured (issue 53): with the deciding
     job's pairs first, the data files' cache=none cells stayed at their 3 race runs while the log's
     pair ran to round 8, and the database's answer waited on that veto."""
-    from iomatrix.scheduler import RacingPolicy
-
-    policy = RacingPolicy(threshold=0.05, min_runs=3, higher_is_better=lambda group: True)
     units = [
         UnitState(f"{g}-{k}", group=g, precision_max=24) for g in ("log", "data") for k in "abc"
     ]
-    s = Scheduler(
-        units,
-        min_runs=3,
-        max_runs=4,
-        budget_s=1e9,
-        policy=policy,
-        seed=5,
-        clock=FakeClock(),
-        ci_target=0.05,
-        precision_for="contenders",
-    )
+    s = post_race_scheduler(units)
     log = drive(s, lambda key, n: close_pair(key.split("-")[1], n))
     after = [(k, r) for k, r, _ in log if r > 4]
     rounds_of = {k: [r for kk, r in after if kk == k] for k in s.units}
@@ -1016,21 +1024,8 @@ def test_every_unsettled_contender_shares_the_leaders_precision_rounds() -> None
     the answer's tie-break may pick any cell not settled against the leader. Measured (issue 53):
     with the runner-up alone, such a cell stayed at 3 rounds while the pair ran 9, and was the file
     server's leading configuration on its 3 rounds."""
-    from iomatrix.scheduler import RacingPolicy
-
-    policy = RacingPolicy(threshold=0.05, min_runs=3, higher_is_better=lambda group: True)
     units = [UnitState(k, group="w", precision_max=12) for k in ("a", "b", "d")]
-    s = Scheduler(
-        units,
-        min_runs=3,
-        max_runs=4,
-        budget_s=1e9,
-        policy=policy,
-        seed=5,
-        clock=FakeClock(),
-        ci_target=0.05,
-        precision_for="contenders",
-    )
+    s = post_race_scheduler(units)
     wobble = {
         "a": (0.0, 0.08, -0.08, 0.04),
         "b": (0.06, -0.02, 0.0, -0.07, 0.03),
@@ -1053,25 +1048,12 @@ def test_a_decided_groups_deciding_pair_runs_on_while_another_groups_race_goes_o
     for every race to end. Measured (issue 53, a quickstart sweep): the file server's race ended at
     round 3 and its pair then waited through rounds 4-10 of the database's race, running once more
     in round 11, when the budget ran out."""
-    from iomatrix.scheduler import RacingPolicy
-
-    policy = RacingPolicy(threshold=0.05, min_runs=3, higher_is_better=lambda group: True)
     units = [
         UnitState(f"{g}-{k}", group=g, precision_max=12)
         for g in ("files", "data")
         for k in ("a", "b")
     ]
-    s = Scheduler(
-        units,
-        min_runs=3,
-        max_runs=10,
-        budget_s=1e9,
-        policy=policy,
-        seed=5,
-        clock=FakeClock(),
-        ci_target=0.05,
-        precision_for="contenders",
-    )
+    s = post_race_scheduler(units, max_runs=10)
     files = {"a": (0.0, 0.08, -0.08, 0.04), "b": (0.06, -0.04, -0.06, 0.07)}
     data = {"a": (0.07, -0.05, 0.03, -0.07, 0.01), "b": (-0.05, 0.07, -0.07, 0.03)}
 
@@ -1155,9 +1137,6 @@ def _tradeoff_sweep(with_role: bool) -> dict[str, list[int]]:
     than a's, noisily: on each figure alone a vs b is settled early, their weighing is not. c
     ties b on the data (the data's own deciding pair) and is far behind on the log. Returns each
     unit's rounds after the race (round > 4)."""
-    from iomatrix.scheduler import RacingPolicy, RoleFigures
-
-    policy = RacingPolicy(threshold=0.05, min_runs=3, higher_is_better=lambda group: group == "log")
     units = [
         UnitState(f"{g}-{k}", group=g, precision_max=20) for g in ("log", "data") for k in "abc"
     ]
@@ -1169,17 +1148,8 @@ def _tradeoff_sweep(with_role: bool) -> dict[str, list[int]]:
         (True, True),
         0.05,
     )
-    s = Scheduler(
-        units,
-        min_runs=3,
-        max_runs=4,
-        budget_s=1e9,
-        policy=policy,
-        seed=5,
-        clock=FakeClock(),
-        ci_target=0.05,
-        precision_for="contenders",
-        roles=(role,) if with_role else (),
+    s = post_race_scheduler(
+        units, higher_is_better=lambda group: group == "log", roles=(role,) if with_role else ()
     )
     centre = {"log-a": 1000, "log-b": 800, "log-c": 500, "data-a": 400, "data-b": 250}
     centre["data-c"] = 255

@@ -23,6 +23,7 @@ from iomatrix.report.recommend.verdict import Verdict, answer_of
 from iomatrix.roles import Figure, Role, plan_roles
 from iomatrix.stats.compare import ratio_ci
 from iomatrix.stats.paired import PairedComparison, paired_comparison
+from iomatrix.stats.tradeoff import shortfall, weighed_leader
 from iomatrix.stats.weighed import Part, WeighedRatio, weighed_ratio
 from iomatrix.stats.weighed_paired import PairedPart, paired_part, paired_weighed_ratio
 
@@ -46,19 +47,6 @@ NOT_LEADING_WHY = "the tie-break's pick among the cells not yet separated, not y
 # The statuses that answer a role (bench/quickstart.py counts them): settled, tied or equivalent;
 # "provisional" (only leading) and "none" do not.
 ANSWERED = ("answer", "tied", "equivalent")
-
-
-def shortfall(value: float, best: float, higher_is_better: bool) -> float:
-    """How much worse `value` is than `best`, as a fraction of `best` (0 when it is the best or
-    better).
-
-    Higher is better: 1 − value/best; lower is better (a latency): value/best − 1. Example: a p99 of
-    1.2 ms against the best 1.0 ms is 0.2 worse (20 %); 900 MB/s against 1000 MB/s is 0.1 worse (10
-    %)."""
-    if best <= 0:
-        return 0.0
-    worse = 1 - value / best if higher_is_better else value / best - 1
-    return max(0.0, worse)
 
 
 @dataclass(frozen=True)
@@ -616,9 +604,6 @@ def _weighed(
     return True
 
 
-WEIGHED_CONFIDENCE = 0.90
-
-
 def weigh_cells(
     figures: Sequence[FigureMeans], pick: str, cells: Sequence[str], margin: float
 ) -> tuple[str, str, WeighedRatio, str, float] | None:
@@ -646,9 +631,7 @@ def weigh_cells(
             points[c] = w[0].ratio
     if len(points) < 2:
         return None
-    leader = max(points, key=lambda c: (points[c], c == pick))
-    others = [c for c in points if c != leader]
-    confidence = 1 - (1 - WEIGHED_CONFIDENCE) / len(others)
+    leader, others, confidence = weighed_leader(points, pick)
     versus: dict[str, tuple[WeighedRatio, str]] = {}
     for x in others:
         found = weigh(figures, x, leader, margin, confidence)

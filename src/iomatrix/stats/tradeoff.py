@@ -39,7 +39,32 @@ from dataclasses import dataclass
 from iomatrix.stats.weighed import WeighedRatio
 from iomatrix.stats.weighed_paired import paired_part, paired_weighed_ratio
 
-WEIGHED_CONFIDENCE = 0.90  # the report's (report/roles.py): one comparison at 0.90
+# One weighed comparison's confidence: 0.90, the interval whose inclusion in ±margin is TOST at
+# α = 0.05 (the report's too: report/roles.py weigh_cells).
+WEIGHED_CONFIDENCE = 0.90
+
+
+def shortfall(value: float, best: float, higher_is_better: bool) -> float:
+    """How much worse `value` is than `best`, as a fraction of `best` (0 when it is the best or
+    better).
+
+    Higher is better: 1 − value/best; lower is better (a latency): value/best − 1. Example: a p99 of
+    1.2 ms against the best 1.0 ms is 0.2 worse (20 %); 900 MB/s against 1000 MB/s is 0.1 worse (10
+    %)."""
+    if best <= 0:
+        return 0.0
+    worse = 1 - value / best if higher_is_better else value / best - 1
+    return max(0.0, worse)
+
+
+def weighed_leader(ratio: Mapping[str, float], pick: str) -> tuple[str, list[str], float]:
+    """(the leader L, the other cells, the confidence L is compared with each at) from every cell's
+    weighed ratio to the pick (`ratio`, the pick's own 1; a tie goes to the pick): 1 − 0.10/m for
+    the m others (Bonferroni: naming L better than all of them errs no more often than one
+    comparison at 0.90). The report's weighing and the scheduler's use the same rule."""
+    leader = max(ratio, key=lambda c: (ratio[c], c == pick))
+    others = [c for c in ratio if c != leader]
+    return leader, others, 1 - (1 - WEIGHED_CONFIDENCE) / len(others)
 
 
 @dataclass(frozen=True)
@@ -66,10 +91,8 @@ class RoleFigure:
         a, b = self.points.get(cell, ()), self.points.get(best, ())
         if not a or not b:
             return 0.0
-        ma, mb = sum(v for _, v in a) / len(a), sum(v for _, v in b) / len(b)
-        if mb <= 0:
-            return 0.0
-        return max(0.0, 1 - ma / mb if self.higher_is_better else ma / mb - 1)
+        mean_a, mean_b = sum(v for _, v in a) / len(a), sum(v for _, v in b) / len(b)
+        return shortfall(mean_a, mean_b, self.higher_is_better)
 
 
 def weighed(
@@ -102,9 +125,7 @@ def open_tradeoff_cells(figures: Sequence[RoleFigure], pick: str, margin: float)
             ratio[c] = w.ratio
     if len(ratio) < 2:
         return frozenset()
-    leader = max(ratio, key=lambda c: (ratio[c], c == pick, c))
-    others = [c for c in ratio if c != leader]
-    confidence = 1 - (1 - WEIGHED_CONFIDENCE) / len(others)
+    leader, others, confidence = weighed_leader(ratio, pick)
     opened = set()
     for x in others:
         w = weighed(figures, x, leader, confidence)

@@ -50,19 +50,18 @@ class UnitScheduling:
     rates: dict[tuple[str, str], rates.ResolvedRate]
     rounds_per_boot: RoundsPerBoot
 
-    def _unit_states(self, sweep_id: int) -> tuple[dict[str, tuple[Unit, int]], list[UnitState]]:
+    def _unit_states(
+        self, sweep_id: int, other_figures: dict[str, list[str]], compared: bool
+    ) -> tuple[dict[str, tuple[Unit, int]], list[UnitState]]:
         """Every unit with its cell id, and its scheduling state so far (a resumed sweep's runs
-        count)."""
+        count); `other_figures`: unit key → its role figures other than its primary
+        (`_role_figures`)."""
         counts = self.store.run_counts(sweep_id)
-        # Bare metal is a baseline (its minimum only) when the sweep measures another tier against
-        # it; in a bare-metal-only sweep it is what is being compared, and races like any tier.
-        compared = any(not is_reference(u.cell.tier) for u in self.expansion.units)
         rounds = self.store.run_rounds(sweep_id)
         unreached = self._unreached_rounds(sweep_id)
         units: dict[str, tuple[Unit, int]] = {}
         states: list[UnitState] = []
         twins = compared_with(self.expansion.units)
-        _, other_figures = self._role_figures(compared)
         for unit in self.expansion.units:
             backing_meta = (
                 {} if unit.cell.is_null_ceiling else dict(self.handles[unit.cell.backing].metadata)
@@ -292,9 +291,11 @@ class UnitScheduling:
     def _start_session(self, sweep_id: int, t_session: float) -> Session:
         """The scheduler of this session, from the units' state so far (a resumed sweep's runs
         count)."""
-        units, states = self._unit_states(sweep_id)
+        # Bare metal is a baseline (its minimum only) when the sweep measures another tier against
+        # it; in a bare-metal-only sweep it is what is being compared, and races like any tier.
         compared = any(not is_reference(u.cell.tier) for u in self.expansion.units)
-        roles, _ = self._role_figures(compared)
+        roles, other_figures = self._role_figures(compared)
+        units, states = self._unit_states(sweep_id, other_figures, compared)
         reps = self.plan.repetitions
         sched = Scheduler(
             states,

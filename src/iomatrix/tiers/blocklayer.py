@@ -185,9 +185,6 @@ class Trash:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.busy_s = 0.0  # time spent deleting since the last reset (recorded with a run)
-        # The slice in bytes: each file starts at TRASH_STEP_START_BYTES (an image may be fragmented
-        # where the last one was not: its first slice then costs what a 512 KiB one costs).
-        self.step = TRASH_STEP_START_BYTES
         self._clock = clock  # a fake one in the tests of the slice's adaptation
 
     @staticmethod
@@ -227,12 +224,14 @@ class Trash:
                     continue
                 try:
                     size = os.fstat(fd).st_size
-                    self.step = TRASH_STEP_START_BYTES
+                    # Each file starts at TRASH_STEP_START_BYTES: an image may be fragmented where
+                    # the last one was not, and its first slice then costs what a 512 KiB one does.
+                    step = TRASH_STEP_START_BYTES
                     while size > 0 and not done():
-                        size = max(0, size - self.step)
+                        size = max(0, size - step)
                         t_slice = clock()
                         os.ftruncate(fd, size)
-                        self.step = self.next_step(self.step, clock() - t_slice)
+                        step = self.next_step(step, clock() - t_slice)
                 finally:
                     os.close(fd)
                 if size == 0:
