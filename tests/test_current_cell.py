@@ -427,8 +427,8 @@ def test_a_sweep_measures_the_current_configuration_resumes_it_and_a_new_current
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, out + err
-    # By identity (pid and start time), not pid: CI's pids wrap at 32768, and a CI run once found
-    # pid 2098 alive and stopped here, another test's held process by all appearances.
+    # By identity (pid and start time), not pid: CI's pids wrap at 32768, so a pid read later may
+    # name another process (a CI run found pid 2098 alive and stopped here).
     assert not held.is_running() or held.status() == psutil.STATUS_ZOMBIE
     assert (
         "blocklayer tier: a cell of its own: format=qcow2 preallocation=off cache=none aio=native"
