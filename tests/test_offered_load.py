@@ -153,9 +153,8 @@ def test_racing_counts_no_run_that_missed_its_offered_load(store: Store, tmp_pat
     by_unit = {f"{cw.cell_key}::{cw.workload}": cw for cw in cell_workloads(store, result.sweep_id)}
     assert len(by_unit[never].unreached) == 3 and not by_unit[never].runs
     assert len(by_unit[slower].unreached) == 1 and len(by_unit[slower].runs) == 3
-    # A resumed sweep rebuilds the same counts from the store: the missed rounds are not values (no
-    # role here, so no other figures; the fake tier is compared, not a baseline).
-    _, states = runner._unit_states(result.sweep_id, {}, True)
+    # A resumed sweep rebuilds the same counts from the store: the missed rounds are not values.
+    _, _, states = runner._session_states(result.sweep_id)
     by_key = {s.key: s for s in states}
     assert by_key[slower].unreached == 1 and sorted(r for r, _ in by_key[slower].points) == [
         1,

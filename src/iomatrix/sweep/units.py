@@ -288,14 +288,22 @@ class UnitScheduling:
                 cell_id, unit.workload.name, st.kind, st.reason, st.round, st.ok_runs, against
             )
 
-    def _start_session(self, sweep_id: int, t_session: float) -> Session:
-        """The scheduler of this session, from the units' state so far (a resumed sweep's runs
-        count)."""
+    def _session_states(
+        self, sweep_id: int
+    ) -> tuple[list[RoleFigures], dict[str, tuple[Unit, int]], list[UnitState]]:
+        """What a session's scheduler starts from: the roles' trade-off figures, every unit with its
+        cell id, and the units' state so far (`_unit_states`; a resumed sweep's runs count)."""
         # Bare metal is a baseline (its minimum only) when the sweep measures another tier against
         # it; in a bare-metal-only sweep it is what is being compared, and races like any tier.
         compared = any(not is_reference(u.cell.tier) for u in self.expansion.units)
         roles, other_figures = self._role_figures(compared)
         units, states = self._unit_states(sweep_id, other_figures, compared)
+        return roles, units, states
+
+    def _start_session(self, sweep_id: int, t_session: float) -> Session:
+        """The scheduler of this session, from the units' state so far (a resumed sweep's runs
+        count)."""
+        roles, units, states = self._session_states(sweep_id)
         reps = self.plan.repetitions
         sched = Scheduler(
             states,
