@@ -244,8 +244,11 @@ class Scheduler:
         self._next_position: dict[int, int] = {}
         self._reported: set[str] = set()
         self._active: set[str] = set()  # the units of the round next_round last gave
-        # deciding_units() of the current data (None: to compute)
+        # deciding_units() of the current data (None: to compute), and per group the units of its
+        # unsettled deciding pairs: (leader, the cells paired with it), which order() runs back to
+        # back
         self._deciding: set[str] | None = None
+        self._deciding_in: dict[str, tuple[str, list[str]]] = {}
         self._start = clock()
         # The round in progress: the highest round any unit has a run in (0 = none yet).
         self.round = max((r for u in self.units.values() for r in u.rounds), default=0)
@@ -279,6 +282,7 @@ class Scheduler:
         if self._deciding is not None:
             return self._deciding
         out: set[str] = set()
+        self._deciding_in = {}
         policy = self.policy
         if isinstance(policy, RacingPolicy):
             views = [self._role_view(role, policy) for role in self.roles]
@@ -294,6 +298,8 @@ class Scheduler:
                 for pair in deciding_pairs(data, **self._levels(policy, group)):
                     if group not in only_with or only_with[group] & set(pair):
                         out.update(pair)
+                        leader, other = pair
+                        self._deciding_in.setdefault(group, (leader, []))[1].append(other)
             for view in views:
                 out.update(view.tradeoff)
         self._deciding = out
@@ -504,9 +510,11 @@ class Scheduler:
     def order(self, round_no: int, keys: Sequence[str]) -> list[str]:
         """`keys` in the round's random order: each group's units (the cells compared with each
         other: one workload in one tier) one after another, the groups in a random order, and the
-        cells inside a group in a random order of their own. The permutations are drawn over all
-        units from the sweep's seed and the round number only, so they are reproducible and the
-        same whichever units are still active (a resumed round keeps its order).
+        cells inside a group in a random order of their own, except that a group's unsettled
+        deciding pairs run back to back (:meth:`_pairs_together`). The permutations are drawn over
+        all units from the sweep's seed and the round number only, so they are reproducible and the
+        same whichever units are still active (a resumed round keeps its order while the data name
+        the same deciding pairs).
 
         Why a group's runs sit together: a comparison is paired by round (stats/paired.py), and the
         host's state drifts over seconds. Runs of the log's commits 1.4 s apart on this 2-core host
@@ -515,6 +523,7 @@ class Scheduler:
         in a quickstart). The variance of a paired difference is 2σ²(1 − ρ): run together, a pair
         needs about half the rounds (docs/statistics.md §10c). Randomising inside the group keeps
         every cell's position fair; the groups' order does not enter any comparison."""
+        self.deciding_units()  # fills _deciding_in for the current data
         groups: dict[str, list[str]] = {}
         for k in sorted(self.units):
             groups.setdefault(self.units[k].group, []).append(k)
@@ -523,10 +532,41 @@ class Scheduler:
         everything: list[str] = []
         for g in names:
             members = groups[g]
-            random.Random(f"{self.seed}:{round_no}:{g}").shuffle(members)
-            everything += members
+            rng = random.Random(f"{self.seed}:{round_no}:{g}")
+            rng.shuffle(members)
+            everything += self._pairs_together(members, self._deciding_in.get(g), rng)
         wanted = set(keys)
         return [k for k in everything if k in wanted]
+
+    @staticmethod
+    def _pairs_together(
+        members: list[str], deciding: tuple[str, list[str]] | None, rng: random.Random
+    ) -> list[str]:
+        """A group's shuffled `members` with its deciding pairs' units made one stretch: the
+        leader, and the cells paired with it (stats/deciding.py, the runner-up first) alternately on
+        its two sides, the runner-up's side drawn. The runner-up and the next cell run right next to
+        the leader, the two after them one run away, and so on. The stretch sits where its first
+        unit fell in the shuffle; the other units keep their shuffled order.
+
+        Why: a decision rests on the pair's paired difference, and a run between the two adds the
+        host's drift over it. In ten quickstarts at 62f365f (2026-11-27) the file server's
+        writeback pair deviated from its mean log ratio by 0.15 (rms) when its runs were adjacent,
+        0.19-0.25 with one or two runs between (early rounds; issue 53). E.g. members [n, c, a, b],
+        leader a, partners b (the runner-up) then c: [n, c, a, b] or [n, b, a, c]."""
+        if deciding is None:
+            return members
+        leader, partners = deciding
+        others = [p for p in partners if p in members and p != leader]
+        if leader not in members or not others:
+            return members
+        flip = rng.random() < 0.5
+        left = [p for i, p in enumerate(others) if (i % 2 == 0) == flip]
+        right = [p for i, p in enumerate(others) if (i % 2 == 0) != flip]
+        stretch = [*reversed(left), leader, *right]
+        at = min(members.index(k) for k in stretch)
+        rest = [m for m in members if m not in stretch]
+        at = min(at, len(rest))
+        return [*rest[:at], *stretch, *rest[at:]]
 
     def next_round(self) -> list[Slot]:
         """The runs of the next round (or of the interrupted round of a resumed sweep); [] when
