@@ -549,10 +549,12 @@ class Scheduler:
         unit fell in the shuffle; the other units keep their shuffled order.
 
         Why: a decision rests on the pair's paired difference, and a run between the two adds the
-        host's drift over it. In ten quickstarts at 62f365f (2026-11-27) the file server's
-        writeback pair deviated from its mean log ratio by 0.15 (rms) when its runs were adjacent,
-        0.19-0.25 with one or two runs between (early rounds; issue 53). E.g. members [n, c, a, b],
-        leader a, partners b (the runner-up) then c: [n, c, a, b] or [n, b, a, c]."""
+        host's drift over it. In ten quickstarts at a574cf5 and 62f365f (2026-11-27) the file
+        server's writeback pair deviated from its mean log ratio by 0.15 (rms) when its runs were
+        adjacent, 0.19-0.25 with one or two runs between (early rounds; issue 53).
+
+        E.g. members [n, c, a, b], leader a, partners b (the runner-up) then c: [n, c, a, b] or
+        [n, b, a, c]."""
         if deciding is None:
             return members
         leader, partners = deciding
