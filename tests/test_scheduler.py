@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 
 import pytest
@@ -1137,10 +1138,6 @@ def test_a_deciding_stretch_keeps_the_leader_beside_its_closest_partners() -> No
     """The leader sits inside its partners' stretch, the runner-up (first partner) and the next one
     right beside it, the runner-up on either side; the third one run away from it, next to the
     runner-up's side; the other units keep their shuffled order around the stretch."""
-    import random
-
-    from iomatrix.scheduler import Scheduler
-
     members = ["n1", "z", "x", "n2", "L", "y", "n3"]
     sides = set()
     for seed in range(20):

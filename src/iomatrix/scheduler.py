@@ -185,6 +185,17 @@ class Slot:
 
 
 @dataclass(frozen=True)
+class Deciding:
+    """What the current data leave to decide (Scheduler.deciding_units): the units of the unsettled
+    deciding pairs (stats/deciding.py) and of the roles' open trade-offs, and per group its pairs
+    as (leader, the cells paired with it, the runner-up first), which a round runs back to back
+    (Scheduler.order)."""
+
+    units: set[str]
+    pairs: dict[str, tuple[str, list[str]]]
+
+
+@dataclass(frozen=True)
 class Stop:
     """A unit's stop, as the store keeps it."""
 
@@ -244,11 +255,8 @@ class Scheduler:
         self._next_position: dict[int, int] = {}
         self._reported: set[str] = set()
         self._active: set[str] = set()  # the units of the round next_round last gave
-        # deciding_units() of the current data (None: to compute), and per group the units of its
-        # unsettled deciding pairs: (leader, the cells paired with it), which order() runs back to
-        # back
-        self._deciding: set[str] | None = None
-        self._deciding_in: dict[str, tuple[str, list[str]]] = {}
+        # what the current data leave to decide (None: to compute; _decided())
+        self._deciding: Deciding | None = None
         self._start = clock()
         # The round in progress: the highest round any unit has a run in (0 = none yet).
         self.round = max((r for u in self.units.values() for r in u.rounds), default=0)
@@ -279,10 +287,14 @@ class Scheduler:
         (stats/deciding.py): per group, the leader with every cell not settled against it (the
         runner-up, the current configuration, its default twin among them). Only under racing (its
         threshold and α judge what is settled); computed once per refresh."""
+        return self._decided().units
+
+    def _decided(self) -> Deciding:
+        """deciding_units() with each group's pairs, computed once per refresh."""
         if self._deciding is not None:
             return self._deciding
         out: set[str] = set()
-        self._deciding_in = {}
+        pairs: dict[str, tuple[str, list[str]]] = {}
         policy = self.policy
         if isinstance(policy, RacingPolicy):
             views = [self._role_view(role, policy) for role in self.roles]
@@ -299,11 +311,11 @@ class Scheduler:
                     if group not in only_with or only_with[group] & set(pair):
                         out.update(pair)
                         leader, other = pair
-                        self._deciding_in.setdefault(group, (leader, []))[1].append(other)
+                        pairs.setdefault(group, (leader, []))[1].append(other)
             for view in views:
                 out.update(view.tradeoff)
-        self._deciding = out
-        return out
+        self._deciding = Deciding(out, pairs)
+        return self._deciding
 
     def _levels(self, policy: RacingPolicy, group: str) -> dict[str, Any]:
         """What a group's pairs are judged at after the race (its direction, θ, α, margin), as
@@ -523,7 +535,7 @@ class Scheduler:
         in a quickstart). The variance of a paired difference is 2σ²(1 − ρ): run together, a pair
         needs about half the rounds (docs/statistics.md §10c). Randomising inside the group keeps
         every cell's position fair; the groups' order does not enter any comparison."""
-        self.deciding_units()  # fills _deciding_in for the current data
+        pairs = self._decided().pairs
         groups: dict[str, list[str]] = {}
         for k in sorted(self.units):
             groups.setdefault(self.units[k].group, []).append(k)
@@ -534,7 +546,7 @@ class Scheduler:
             members = groups[g]
             rng = random.Random(f"{self.seed}:{round_no}:{g}")
             rng.shuffle(members)
-            everything += self._pairs_together(members, self._deciding_in.get(g), rng)
+            everything += self._pairs_together(members, pairs.get(g), rng)
         wanted = set(keys)
         return [k for k in everything if k in wanted]
 
@@ -565,9 +577,9 @@ class Scheduler:
         left = [p for i, p in enumerate(others) if (i % 2 == 0) == flip]
         right = [p for i, p in enumerate(others) if (i % 2 == 0) != flip]
         stretch = [*reversed(left), leader, *right]
+        # every unit before the stretch's first is outside it: `at` of them come first
         at = min(members.index(k) for k in stretch)
         rest = [m for m in members if m not in stretch]
-        at = min(at, len(rest))
         return [*rest[:at], *stretch, *rest[at:]]
 
     def next_round(self) -> list[Slot]:
