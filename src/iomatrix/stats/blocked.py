@@ -415,7 +415,6 @@ def variances(prior: Prior) -> str:
     )
 
 
-
 def spent(alpha: float) -> str:
     """How the pairs' significance is judged, for a description (stats/looks.py)."""
     return (

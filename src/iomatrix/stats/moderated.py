@@ -1,61 +1,76 @@
-"""Moderated variances: every pair's variance shrunk toward what all the race's pairs show
-(empirical Bayes; Smyth 2004, limma's ``squeezeVar``/``fitFDist``).
+"""Moderated variances: every pair's variance shrunk toward what the race's other pairs show of it
+(empirical Bayes; Smyth 2004, limma's ``squeezeVar``/``fitFDist`` with a covariate).
 
 A race compares its cells pair by pair over the rounds both ran (stats/paired.py): pair g has a
 sample variance s_g² of its log ratios on d_g = n_g − 1 degrees of freedom. With 3 rounds that is 2
 df, and a t on 2 df needs |t| ≥ 9.9 at the first look's level (0.01, two-sided): a 26 % gap whose
-interval is 0.69–0.80× stays "not separated". The other pairs of the same race are measured on the
-same host, in the same rounds, by the same tool: they say what size a pair's variance usually has.
-Smyth's model takes the true variances σ_g² as drawn from a scaled inverse χ² prior with scale s₀²
-and d₀ degrees of freedom (d₀ s₀²/σ_g² ~ χ²_{d₀}), and estimates both from all the pairs; each
-pair's variance is then its posterior mean
+interval is 0.69–0.80× stays "not separated". The race's other pairs were measured on the same
+host, in the same rounds, by the same tool; they say what size this pair's variance should have.
+Smyth's model takes each pair's true variance σ_g² as drawn from a scaled inverse χ² prior, d₀
+s₀²·h_g/σ_g² ~ χ²_{d₀}, estimates s₀² and d₀ from all the pairs, and judges each pair with its
+posterior variance
 
-    s̃_g² = (d₀ s₀² + d_g s_g²) / (d₀ + d_g)
+    s̃_g² = (d₀ s₀² h_g + d_g s_g²) / (d₀ + d_g)
     t̃_g = d̄_g / (s̃_g / √n_g)  on d₀ + d_g df          (the moderated paired t)
 
-which, when the prior holds, follows a t distribution exactly (Smyth 2004, §3), so the test keeps
-its level while 3 rounds carry d₀ + 2 df. The data decide d₀: pairs with really different spreads
-(the writeback cells swinging ±20 % beside cache=none's ±3 %, the pooled variance that once
-reversed decisions, docs/statistics.md §10b) make the log variances scatter, d₀ comes out small and
-each pair keeps its own variance.
+which follows a t distribution when the prior holds (Smyth 2004, §3): the test keeps its level
+while 3 rounds carry more than 2 df.
 
-**Estimating s₀² and d₀** (limma's fitFDist, method of moments on log s²). With ψ the digamma and
-ψ' the trigamma function, over the G pairs with d_g ≥ 1:
+**The shape h_g: a cell-variance model, not one pooled variance.** The pairs of one race are not
+exchangeable: in quick's race (raw and qcow2 × cache none and writeback) the writeback cells swing
+±20 % per run and the cache=none cells ±3 %, so the pair of the two writeback cells, the one that
+decides the answer, is the noisiest of the six. A prior pooled over all six (h_g = 1) shrinks that
+pair's variance toward the steady pairs', and on the captured quick sweeps
+(tests/data/quick-reversals) it called raw and qcow2 under writeback different in opposite
+directions again (sweep b 1.12×, sweep d 0.76×, each on 3 rounds): the reversals of
+docs/statistics.md §10b. So each pair's prior scale is what a model of the cells predicts for it,
+h_g = v_a + v_b (the variance of a difference of two cells whose run-to-run noise is independent
+after the round), the v_i ≥ 0 fitted to all the race's s_g² by least squares weighted by d_g
+(``cell_variances``). The writeback pair's prior is then the writeback cells' own noise, seen again
+in their pairs with the cache=none cells. Cells that move together within a round (two writeback
+cells under the same page-cache pressure) make v_a + v_b larger than their pair's true variance:
+the test errs toward caution there, never the other way unless cells move against each other.
 
-    e_g = ln s_g² − ψ(d_g/2) + ln(d_g/2)
-    ē = Σ e_g / G,   v = Σ (e_g − ē)² / (G − 1) − Σ ψ'(d_g/2) / G
+**Estimating s₀² and d₀** (fitFDist with the log shape as covariate; ψ digamma, ψ' trigamma), over
+the G pairs with d_g ≥ 1 and h_g > 0, the model having used k parameters (the cells):
+
+    e_g = ln(s_g²/h_g) − ψ(d_g/2) + ln(d_g/2)
+    ē = Σ e_g / G,   v = Σ (e_g − ē)² / (G − k) − Σ ψ'(d_g/2) / G
     v > 0:  d₀ = 2 ψ'⁻¹(v),   s₀² = exp(ē + ψ(d₀/2) − ln(d₀/2))
-    v ≤ 0:  d₀ = ∞ (the variances scatter no more than sampling alone makes them),
-            s₀² = Σ d_g s_g² / Σ d_g (the pooled variance: limma's mean of s_g², the same with equal
-            d_g), and s̃_g² = s₀², the t on ∞ df (normal).
+    v ≤ 0:  d₀ = ∞ (the variances scatter about the model no more than sampling makes them),
+            s₀² = Σ d_g s_g²/h_g / Σ d_g
 
 ψ'⁻¹ by limma's Newton iteration (trigammaInverse). A variance of exactly 0 (every round the same
 ratio) is set to 10⁻⁵ × the median variance first, as limma does, so its logarithm exists.
 
-**Edge cases.** Fewer than ``MIN_PAIRS`` = 3 variances (one pair, or two): no prior, d₀ = 0, each
-pair its own paired t unchanged (two log variances cannot tell sampling scatter from real
-differences). More than half the variances 0: d₀ = 0 (limma warns "eBayes unreliable" there). A
-pair with fewer than 2 shared rounds has no variance of its own: it neither informs the prior nor
-gets one (p = 1, as before).
+**Capped at the race's residual df.** No pair's variance can rest on more information than the race
+holds: the two-way model's residual df (stats/blocked.py: (k − 1)(b − 1) for k cells × b complete
+rounds, 6 for quick's 4 cells × 3 rounds). A pair on d_g df gets d₀ ≤ df_resid − d_g (d₀ = ∞
+included: its own variance then weighs d_g of the df_resid). Quick's first look then has 6 df, not 2: the critical |t| at
+level 0.01 falls from 9.92 to 3.71.
+
+**Edge cases.** Fewer than ``MIN_PAIRS`` = 3 pairs with a variance, or fewer than 2 beyond the k
+the model fits (two or three cells: 1 or 3 pairs), or the cell model undetermined (a cell in no
+pair with a variance): no prior, d₀ = 0, each pair its own paired t unchanged. More than half the
+variances 0: d₀ = 0 (limma warns "eBayes unreliable" there). A pair whose shape is 0 (both cells
+fitted with no variance) keeps its own variance. A pair with fewer than 2 shared rounds has no
+variance of its own: it neither informs the prior nor gets one (p = 1, as before).
 
 Not limma's ``robust=TRUE`` (Phipson et al. 2016): an outlying variance, in either tail, widens the
 scatter v and so lowers d₀ for every pair; the moment estimate errs toward each pair's own
-variance, the safe side here. The robust fit exists to win back power in that case, at the cost of
-a per-pair prior; with 1–6 pairs per race there is too little to fit it from.
+variance, the safe side here. The robust fit wins back power in that case, at the cost of a
+per-pair prior df, which 6 pairs cannot support.
 
-Worked example (four pairs of one race, 3 shared rounds each, d_g = 2): s_g² = 0.0004, 0.0009,
-0.0016, 0.0006. ψ(1) = −0.577216 and ln 1 = 0, so e_g = ln s_g² + 0.577216 = −7.24683, −6.43590,
-−5.86054, −6.84137; ē = −6.59616; the sample variance of the e_g is 0.35011 and ψ'(1) = π²/6 =
-1.64493, so v = 0.35011 − 1.64493 < 0: d₀ = ∞, s₀² = (0.0004 + 0.0009 + 0.0016 + 0.0006)/4 =
-0.000875, and every pair is judged with s̃² = 0.000875 on ∞ df. For the first pair with d̄ = 0.05
-over its 3 rounds: SE = √(0.000875/3) = 0.017078, t = 2.9277 on ∞ df, p = 0.00341, below the first
-look's 0.01 (stats/looks.py); its own paired t (SE = √(0.0004/3) = 0.011547, t = 4.3301 on 2 df)
-gives p = 0.0494, not. With the variances 0.0001, 0.0009, 0.0100, 0.0004 instead (a 100-fold
-spread): the sample variance of the e_g is 3.73118, v = 3.73118 − 1.64493 = 2.08625 > 0, d₀ =
-2 ψ'⁻¹(2.08625) = 1.7051 and s₀² = exp(−6.58595 + ψ(0.85254) − ln 0.85254) = 0.00069169; the first
-pair: s̃² = (1.7051·0.00069169 + 2·0.0001)/3.7051 = 0.00037230 on 3.7051 df; the fourth (the
-widest): (1.7051·0.00069169 + 2·0.0100)/3.7051 = 0.0057163, 57 % of its own. A spread that wide
-keeps each pair near its own variance."""  # noqa: E501
+Worked example (quick's shape: cells a, b steady, c, d noisy; 3 shared rounds, d_g = 2, residual
+df 6). Pair variances s²: (a,b) 0.0004, (a,c) 0.0050, (a,d) 0.0060, (b,c) 0.0045, (b,d) 0.0070,
+(c,d) 0.0030. The cell model: v = 0.0013833, 0.0016333, 0.0019333, 0.0036833, so h = 0.0030167,
+0.0033167, 0.0050667, 0.0035667, 0.0053167, 0.0056167; e_g = ln(s²/h) + 0.577216 = −1.44323,
+0.98769, 0.74629, 0.80966, 0.85228, −0.04991; ē = 0.31713; their scatter Σ(e − ē)²/(6 − 4) =
+2.19819, minus ψ'(1) = 1.64493: v = 0.55326, d₀ = 2 ψ'⁻¹(0.55326) = 4.5270, s₀² = 1.08357. The cap
+is 6 − 2 = 4, so d₀ = 4: the pair (c,d) gets s̃² = (4·1.08357·0.0056167 + 2·0.0030)/6 = 0.0050574
+on 6 df, its own 0.0030 moved up toward what its noisy cells show; (a,b) gets 0.0023125 (its own
+0.0004: the model cannot make a steady pair out of cells each seen beside a noisy one, and errs
+toward caution). Plain pooling (h = 1) would have given (c,d) less than its own."""  # noqa: E501
 
 from __future__ import annotations
 
@@ -85,7 +100,8 @@ class Prior:
         self, s_sq: float, df: float, shape: float = 1.0, df_cap: float = math.inf
     ) -> tuple[float, float]:
         """(s̃², its df) for one pair's s² on ``df``: (d₀ s₀²·shape + df·s²)/(d₀ + df) on d₀ + df,
-        d₀ no more than ``df_cap`` − df (the race's residual df: no pair's variance rests on more)."""
+        d₀ no more than ``df_cap`` − df (the race's residual df: no pair's variance rests on
+        more)."""
         d0 = min(self.d0, max(0.0, df_cap - df))
         if d0 == 0.0 or df <= 0 or shape <= 0:
             return s_sq, df
@@ -141,7 +157,7 @@ def fit_prior(
     xs = sorted(s for s, _, _ in ok)
     median = xs[g // 2] if g % 2 else (xs[g // 2 - 1] + xs[g // 2]) / 2.0
     if median <= 0:
-        return NO_PRIOR  # more than half the pairs without any spread: nothing to learn a scale from
+        return NO_PRIOR  # more than half the pairs without any spread: no scale to learn
     floor = 1e-5 * median
     e = [
         math.log(max(s, floor) / h) - float(special.psi(d / 2.0)) + math.log(d / 2.0)

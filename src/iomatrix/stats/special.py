@@ -8,8 +8,9 @@ The statistics call these of scipy.special's functions: `stdtr` and `stdtrit` (S
 distribution and its inverse: scipy.stats.t's `_cdf`/`_sf` and `_ppf`), `fdtrc` (the F survival
 function, scipy.stats.f's `_sf`), `ndtri` (the normal quantile, scipy.stats.norm's `_ppf`), `psi`
 (the digamma function) and the Hurwitz zeta function behind `trigamma` and `tetragamma` below
-(scipy.special.polygamma(n, x) is (−1)ⁿ⁺¹ n! ζ(n + 1, x); stats/moderated.py). All are NumPy ufuncs of the compiled module `scipy.special._ufuncs`, which needs only NumPy and its
-sibling compiled modules. The package's `__init__` around it is what costs: since SciPy 1.15 it
+(scipy.special.polygamma(n, x) is (−1)ⁿ⁺¹ n! ζ(n + 1, x); stats/moderated.py). All are NumPy
+ufuncs of the compiled module `scipy.special._ufuncs`, which needs only NumPy and its sibling
+compiled modules. The package's `__init__` around it is what costs: since SciPy 1.15 it
 builds an array-API layer that clones NumPy's namespace and so imports numpy.f2py, numpy.testing,
 numpy.random and more: 0.3–0.5 s of CPU, a tenth of `recommend` on a 100-host store (issue 52).
 
