@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
 import sqlite3
 import sys
@@ -114,6 +115,41 @@ def stored_races(db: Path) -> list[StoredRace]:
     return out
 
 
+def races_to_json(races: Sequence[StoredRace]) -> str:
+    """The races as compact JSON (``races_from_json`` reads it back): what a test keeps of a
+    captured sweep, its figures only (tests/data/aa-twins)."""
+    return json.dumps(
+        [
+            {
+                "sweep": r.sweep,
+                "tier": r.tier,
+                "workload": r.workload,
+                "metric": r.metric,
+                "higher_is_better": r.higher_is_better,
+                "axes": r.axes,
+                "data": {u: [[rnd, v] for rnd, v in pts] for u, pts in r.data.items()},
+            }
+            for r in races
+        ],
+        indent=1,
+    )
+
+
+def races_from_json(text: str) -> list[StoredRace]:
+    return [
+        StoredRace(
+            r["sweep"],
+            r["tier"],
+            r["workload"],
+            r["metric"],
+            r["higher_is_better"],
+            r["axes"],
+            {u: [(int(rnd), float(v)) for rnd, v in pts] for u, pts in r["data"].items()},
+        )
+        for r in json.loads(text)
+    ]
+
+
 def rejudge(
     race: StoredRace,
     max_rounds: int,
@@ -128,7 +164,9 @@ def rejudge(
         u: [(r, v * _factor(scale, u, race.higher_is_better)) for r, v in pts]
         for u, pts in race.data.items()
     }
-    rp = replay_race(data, race.higher_is_better, max_rounds, threshold, alpha)
+    rp = replay_race(
+        data, race.higher_is_better, max_rounds, threshold, alpha, deciding_run_on=True
+    )
     groups = {u: [v for _, v in pts] for u, pts in rp.data.items()}
     rounds = {u: [r for r, _ in pts] for u, pts in rp.data.items()}
     ranking = rank(groups, race.higher_is_better, alpha=alpha, rounds=rounds)
@@ -236,42 +274,24 @@ class PairResult:
     rounds: int  # the rounds the race ran
 
 
-def calibrate(dbs: Sequence[Path], max_rounds: int, factors: Sequence[float]) -> list[PairResult]:
-    """Every twin pair of every quick-shaped race of ``dbs``, as stored (factor 1) and with the
+def calibrate(
+    races: Sequence[StoredRace], max_rounds: int, factors: Sequence[float]
+) -> list[PairResult]:
+    """Every twin pair of every quick-shaped race of ``races``, as stored (factor 1) and with the
     second twin scaled by each of ``factors``."""
     out = []
-    for db in dbs:
-        for race in stored_races(db):
-            for sub, pairs in twin_races(race):
-                plain = rejudge(sub, max_rounds)
-                for a, b in pairs:
-                    named = named_over_twin(plain.decision, a, b)
-                    out.append(
-                        PairResult(
-                            db.name,
-                            sub.tier,
-                            sub.workload,
-                            sub.axes[a]["cache"],
-                            1.0,
-                            twin_verdict(plain, a, b),
-                            named,
-                            plain.replay.rounds,
-                        )
-                    )
-                    for f in factors:
-                        j = rejudge(sub, max_rounds, {b: f})
-                        out.append(
-                            PairResult(
-                                db.name,
-                                sub.tier,
-                                sub.workload,
-                                sub.axes[a]["cache"],
-                                f,
-                                twin_verdict(j, a, b),
-                                False,
-                                j.replay.rounds,
-                            )
-                        )
+    for race in races:
+        for sub, pairs in twin_races(race):
+            plain = rejudge(sub, max_rounds)
+            for a, b in pairs:
+                cache = sub.axes[a]["cache"]
+                where = (race.sweep, sub.tier, sub.workload, cache)
+                named = named_over_twin(plain.decision, a, b)
+                verdict = twin_verdict(plain, a, b)
+                out.append(PairResult(*where, 1.0, verdict, named, plain.replay.rounds))
+                for f in factors:
+                    j = rejudge(sub, max_rounds, {b: f})
+                    out.append(PairResult(*where, f, twin_verdict(j, a, b), False, j.replay.rounds))
     return out
 
 
@@ -308,18 +328,41 @@ def _counts(values: object) -> str:
     return ", ".join(f"{k}: {c[k]}" for k in sorted(c))
 
 
+def own_variances() -> None:
+    """Judge every pair by its own variance from now on (the rule before moderation): the race's
+    moderation step made a no-op in stats/blocked.py, for a like-for-like comparison."""
+    from iomatrix.stats import blocked
+    from iomatrix.stats.moderated import NO_PRIOR
+
+    def unmoderated(tests, index, cells, df_cap, confidence=0.95):  # type: ignore[no-untyped-def]
+        return list(tests), NO_PRIOR
+
+    blocked.race_moderation = unmoderated  # type: ignore[assignment]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("db", type=Path, nargs="+", help="stored sweeps with twin backings")
     ap.add_argument("--rounds", type=int, default=9, help="race length (quickstart: 6-9)")
     ap.add_argument("--factor", type=float, action="append", help="A/B: the slower twin's factor")
+    ap.add_argument("--export", type=Path, help="write the races' figures as JSON here and stop")
+    ap.add_argument(
+        "--own-variance",
+        action="store_true",
+        help="the rule before stats/moderated.py (each pair its own variance), for comparison",
+    )
     args = ap.parse_args()
+    if args.own_variance:
+        own_variances()
     for db in args.db:
         if not db.is_file():
             print(f"error: {db} is not a file; give stored sweeps (.sqlite)", file=sys.stderr)
             return 2
+    if args.export:
+        args.export.write_text(races_to_json([r for db in args.db for r in stored_races(db)]))
+        return 0
     factors = args.factor if args.factor is not None else [0.95, 0.90, 0.80, 0.60]
-    results = calibrate(args.db, args.rounds, factors)
+    results = calibrate([r for db in args.db for r in stored_races(db)], args.rounds, factors)
     n, diff, named = summary(results)
     return 0 if n and diff <= n / 40 and named == 0 else 1
 

@@ -358,6 +358,7 @@ def stop_reason(
 
 
 STOPPED = ("eliminated", "equivalent", "futile")
+SETTLED = ("eliminated", "equivalent")  # against the leader: no deciding pair left (deciding.py)
 
 
 @dataclass(frozen=True)
@@ -379,6 +380,7 @@ def replay_race(
     alpha: float = DECISION_ALPHA,
     min_rounds: int = 3,
     margin: float | None = None,
+    deciding_run_on: bool = False,
 ) -> Replay:
     """Race units whose every round is already measured (a fixed-round sweep, captured): after each
     round r (the stored round numbers in order, at most ``max_rounds``), ``race_step`` on the rounds
@@ -386,6 +388,11 @@ def replay_race(
     stopped (eliminated, equivalent or futile) runs no more, and the race ends when ``stop_reason``
     says so. What a sweep of ``max_rounds`` would have decided on this data, without its timing:
     how calibration benches re-judge stored sweeps (bench/rejudge.py) with today's rule.
+
+    ``deciding_run_on``: as a sweep with a precision phase runs it (stats/deciding.py, the
+    scheduler's deciding pairs): a unit stops only once settled against the leader (eliminated or
+    equivalent); a futile or tied one runs on beside the leader, and the replay ends when no more
+    than one unit is unsettled, or at ``max_rounds``.
 
     Example: units a, b with rounds 1–9 and a 30 % gap: race_step after round 3 eliminates b
     against a, a alone is left, ``reason`` "one best left", ``rounds`` 3, ``data["b"]`` rounds 1–3.
@@ -410,10 +417,16 @@ def replay_race(
             margin=margin,
         )
         steps.append(step)
+        ends = SETTLED if deciding_run_on else STOPPED
         for d in step.decisions:
-            if d.status in STOPPED and d.unit not in stopped:
+            if d.status in ends and d.unit not in stopped:
                 stopped[d.unit] = (r, d)
-        reason = stop_reason(steps, done, max_rounds, True, min_rounds)
+        if deciding_run_on:
+            left = [d for d in step.decisions if d.unit not in stopped]
+            reason = "every pair settled" if step.best is not None and len(left) <= 1 else None
+            reason = reason or ("max rounds" if done >= max_rounds else None)
+        else:
+            reason = stop_reason(steps, done, max_rounds, True, min_rounds)
         if reason is not None:
             break
     last = rounds[done - 1] if done else 0
