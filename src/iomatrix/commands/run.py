@@ -98,7 +98,7 @@ def run(
             "measured): a libvirt domain XML file, Proxmox 'qm config VMID' output (a "
             "file), a QEMU "
             "-drive/-blockdev string, or axes "
-            "'cache=none,aio=native,format=qcow2'. Part of the plan: re-run with it to resume."
+            "such as 'cache=none,aio=native'. Part of the plan: re-run with it to resume."
         ),
     ] = None,
     current_disk: Annotated[
