@@ -77,8 +77,20 @@ def _one_paragraph_summaries(typer_app: typer.Typer) -> None:
             _one_paragraph_summaries(group.typer_instance)
             infos.append(group)
     for info in infos:
-        doc = info.help or (info.callback.__doc__ if info.callback else None)
-        if info.short_help is None and doc:
+        own = getattr(info, "typer_instance", None)  # a group's help is its Typer's
+        doc = next(
+            (
+                text
+                for text in (
+                    info.help,
+                    own.info.help if own is not None else None,
+                    info.callback.__doc__ if info.callback else None,
+                )
+                if isinstance(text, str)  # typer's unset fields are DefaultPlaceholder objects
+            ),
+            None,
+        )
+        if not isinstance(info.short_help, str) and doc:
             info.short_help = " ".join(inspect.cleandoc(doc).split("\n\n")[0].split())
 
 
