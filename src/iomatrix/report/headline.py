@@ -145,7 +145,7 @@ class Pick:
         }
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Headline:
     host: str
     sweep_id: int
@@ -167,8 +167,8 @@ class Headline:
     declined: list[str] = field(default_factory=list)
     # what the figures show beyond the answer (Recommendation)
     findings: list[str] = field(default_factory=list)
-    # One answer per role of the plan, first (report/roles.py: RoleAnswer.as_dict with "text" and
-    # "lines").
+    # One answer per role of the plan, first (report/recommend/roles.py: RoleAnswer.as_dict with
+    # "text" and "lines").
     roles: list[dict[str, Any]] = field(default_factory=list)
     # The platform the ratios are quoted against (_baseline): --target's defaults, measured or not.
     baseline: dict[str, Any] = field(default_factory=dict)
@@ -322,33 +322,34 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
         _answer(answered, v, shown, status, target, names.varying)
         _note(v, shown, declined, basis)
     for v, shown, status, cell in joined:
-        _join(answered, v, shown, status, cell, target, names.varying)
+        _join(answered, v, shown, status, cell=cell, target=target, varied=names.varying)
     for p in answered.values():
         p.name = names.of(p.cell)
         p.gains = [_named_gain(wg, names, rec.current, p.cell) for wg in p.gains]
-    has_detail = bool(rec.verdicts)
     return Headline(
-        host,
-        rec.sweep_id,
-        rec.plan,
-        rec.status,
-        target,
-        list(answered.values()),
-        names.constant_text(),
-        basis,
-        unanswered,
-        rec.warnings,
-        has_detail,
-        measured,
-        rec.objective,
-        [f"{', '.join(ws)}: {names.rename(text)}" for text, ws in declined.items()],
-        rec.findings if rec.first_findings is None else rec.first_findings,
-        [_named_role(r, names) for r in rec.roles],
-        _baseline(target, answered.values()),
-        trade_off_lines(list(dict.fromkeys(c for c in configs.values() if c.kind != "one")), names),
-        guest_lines(rec.guests),
-        rec.brief_findings,
-        _brief_roles(rec, names),
+        host=host,
+        sweep_id=rec.sweep_id,
+        plan=rec.plan,
+        status=rec.status,
+        target=target,
+        picks=list(answered.values()),
+        shared=names.constant_text(),
+        basis=basis,
+        unanswered=unanswered,
+        warnings=rec.warnings,
+        has_detail=bool(rec.verdicts),
+        measured=measured,
+        objective=rec.objective,
+        declined=[f"{', '.join(ws)}: {names.rename(text)}" for text, ws in declined.items()],
+        findings=rec.findings if rec.first_findings is None else rec.first_findings,
+        roles=[_named_role(r, names) for r in rec.roles],
+        baseline=_baseline(target, answered.values()),
+        trade_offs=trade_off_lines(
+            list(dict.fromkeys(c for c in configs.values() if c.kind != "one")), names
+        ),
+        guests=guest_lines(rec.guests),
+        brief_findings=rec.brief_findings,
+        brief_roles=_brief_roles(rec, names),
     )
 
 
@@ -424,14 +425,14 @@ def _answer(
     against, gain = _reference_gain(shown, target)
     pick.gains.append(
         WorkloadGain(
-            v.workload,
-            v.metric,
-            status,
-            against,
-            gain,
-            shown.tier,
-            shown.choice.kept,
-            tuple(shown.alternatives),
+            workload=v.workload,
+            metric=v.metric,
+            status=status,
+            against=against,
+            gain=gain,
+            tier=shown.tier,
+            kept=shown.choice.kept,
+            alternatives=tuple(shown.alternatives),
             group=v.group,
         )
     )
@@ -442,6 +443,7 @@ def _join(
     v: Verdict,
     shown: Verdict,
     status: str,
+    *,
     cell: str,
     target: str,
     varied: tuple[str, ...] = (),
@@ -464,12 +466,12 @@ def _join(
     )
     pick.gains.append(
         WorkloadGain(
-            v.workload,
-            v.metric,
-            "joined-provisional" if status == "provisional" else "joined",
-            "",
-            gain,
-            shown.tier,
+            workload=v.workload,
+            metric=v.metric,
+            status="joined-provisional" if status == "provisional" else "joined",
+            against="",
+            gain=gain,
+            tier=shown.tier,
             own=shown.choice.cell,
             group=v.group,
         )
@@ -513,8 +515,8 @@ def _baseline(target: str, picks: Any) -> dict[str, Any]:
 
 
 def _named_role(r: Any, names: CellNames) -> dict[str, Any]:
-    """A role's answer (report/roles.py: RoleAnswer) with its cells named as the headline names
-    them."""
+    """A role's answer (report/recommend/roles.py: RoleAnswer) with its cells named as the headline
+    names them."""
     return {
         **r.as_dict(),
         "text": names.rename(r.headline()),

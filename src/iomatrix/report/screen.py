@@ -232,12 +232,15 @@ def _laid_out(
         - len(out)
         - len(tail)
         - len(gap)
-        - sum(len(_decision_lines(p, h, width, markdown, squeeze, 0, dense)) for p in h.picks)
+        - sum(
+            len(_decision_lines(p, h, width, markdown, squeeze=squeeze, room=0, dense=dense))
+            for p in h.picks
+        )
         - sum(len(part.short) for part in parts)
     ]
     _fit(parts, room, markdown, width, whole)
     for p in h.picks:  # what the alternatives measured gets what is left
-        out += _decision_lines(p, h, width, markdown, squeeze, room, dense)
+        out += _decision_lines(p, h, width, markdown, squeeze=squeeze, room=room, dense=dense)
     out += gap
     for part in parts:
         out += part.whole if part.use_whole else part.short
@@ -332,9 +335,10 @@ def _tail(h: Headline, width: int, squeeze: bool = False, risks: str = "") -> li
 
 
 def role_lines(h: Headline, width: int, markdown: bool, dense: int = 0) -> list[str]:
-    """One block per role, first (report/roles.py): "For a database VM: use …", each deciding figure
-    against the best, and what was not chosen and why; on a crowded screen (`dense`) the decision
-    in one line and the figures in one paragraph (3: the figures left to --detail)."""
+    """One block per role, first (report/recommend/roles.py): "For a database VM: use …", each
+    deciding figure against the best, and what was not chosen and why; on a crowded screen
+    (`dense`) the decision in one line and the figures in one paragraph (3: the figures left to
+    --detail)."""
     out: list[str] = []
     if dense and h.brief_roles:
         out.append("")
@@ -364,6 +368,7 @@ def _decision_lines(
     h: Headline,
     width: int,
     markdown: bool,
+    *,
     squeeze: bool,
     room: list[int] | int | None,
     dense: int = 0,
@@ -435,7 +440,14 @@ def _config_parts(
     for i, p in enumerate(h.picks):
         per_backing = any(q.storage is not None for q in h.picks)
         for key, part in _pick_parts(
-            p, h.target, width, markdown, squeeze, dense, per_backing, notes
+            p,
+            h.target,
+            width,
+            markdown,
+            squeeze=squeeze,
+            dense=dense,
+            per_backing=per_backing,
+            notes=notes,
         ):
             keyed.setdefault(key, ([], part))[0].append(i)
     served: dict[tuple[int, ...], list[_Part]] = {}
@@ -475,6 +487,7 @@ def _pick_parts(
     target: str,
     width: int,
     markdown: bool,
+    *,
     squeeze: bool,
     dense: int = 0,
     per_backing: bool = True,
