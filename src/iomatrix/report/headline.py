@@ -32,6 +32,7 @@ from iomatrix.report.recommend import (
     answer_of,
     verdict_tier,
 )
+from iomatrix.report.recommend.change import keep_reason, measured_against_current, not_decided
 from iomatrix.snippets import Snippet, answer_storage_snippet
 from iomatrix.vmconfig.reading import CurrentConfig
 
@@ -124,9 +125,16 @@ class Pick:
     # points at the copy, and what was kept as the user has it.
     data_step: Snippet | None = None
     kept_line: str = ""
+    # With --current, a change the sweep did not decide better on every workload
+    # (report/recommend/change.py): the candidate's short name, and why what runs is kept; `name`
+    # is then what runs, and nothing is converted or switched (no snippet, no data step).
+    candidate: str = ""
+    keep_why: str = ""
 
     @property
     def verb(self) -> str:
+        if self.candidate:
+            return "Keep what you run"
         if self.kept:
             return "Keep"
         return "Use" if self.settled else "No answer yet, the tie-break's pick"
@@ -137,6 +145,11 @@ class Pick:
             "name": self.name,
             "config": self.config,
             "settled": self.settled,
+            **(
+                {"keep_current": {"candidate": self.candidate, "why": self.keep_why}}
+                if self.candidate
+                else {}
+            ),
             "workloads": [g.as_dict() for g in self.gains],
             "risks": [{"situation": s, "text": t, "basis": b} for s, t, b in self.risks],
             "snippet": None if self.snippet is None else self.snippet.as_dict(),
@@ -326,6 +339,9 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
     for p in answered.values():
         p.name = names.of(p.cell)
         p.gains = [_named_gain(wg, names, rec.current, p.cell) for wg in p.gains]
+    if rec.current is not None:  # one disk: a change is made where every workload decides it
+        for cell in dict.fromkeys(p.cell for p in answered.values()):
+            _keep_unless_decided([p for p in answered.values() if p.cell == cell], names)
     return Headline(
         host=host,
         sweep_id=rec.sweep_id,
@@ -342,7 +358,7 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
         objective=rec.objective,
         declined=[f"{', '.join(ws)}: {names.rename(text)}" for text, ws in declined.items()],
         findings=rec.findings if rec.first_findings is None else rec.first_findings,
-        roles=[_named_role(r, names) for r in rec.roles],
+        roles=[_named_role(r, names, rec) for r in rec.roles],
         baseline=_baseline(target, answered.values()),
         trade_offs=trade_off_lines(
             list(dict.fromkeys(c for c in configs.values() if c.kind != "one")), names
@@ -355,7 +371,11 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
 
 def _brief_roles(rec: Recommendation, names: CellNames) -> list[tuple[str, str]]:
     """Each role's answer in a few words, its cells named as the headline names them."""
-    return [(names.rename(r.brief()), names.rename(r.brief_figures())) for r in rec.roles]
+    out = []
+    for r in rec.roles:
+        keep = _role_keeps(r, names, rec)
+        out.append((keep or names.rename(r.brief()), names.rename(r.brief_figures())))
+    return out
 
 
 def group_configs(ranked: list[Verdict]) -> dict[str, GroupConfig]:
@@ -514,14 +534,60 @@ def _baseline(target: str, picks: Any) -> dict[str, Any]:
     }
 
 
-def _named_role(r: Any, names: CellNames) -> dict[str, Any]:
+def _named_role(r: Any, names: CellNames, rec: Recommendation) -> dict[str, Any]:
     """A role's answer (report/recommend/roles.py: RoleAnswer) with its cells named as the headline
-    names them."""
+    names them; with --current, "keep what you run" unless its pick is decided better."""
+    keep = _role_keeps(r, names, rec)
     return {
         **r.as_dict(),
-        "text": names.rename(r.headline()),
+        "text": keep or names.rename(r.headline()),
+        **({"action": "keep"} if keep else {}),
         "lines": [names.rename(x) for x in r.lines()],
     }
+
+
+def _keep_unless_decided(picks: list[Pick], names: CellNames) -> None:
+    """With --current: the picks of one candidate cell become "keep what you run" unless its change
+    is decided better on every workload they answer (report/recommend/change.py); nothing is then
+    converted or switched."""
+    if any(p.kept for p in picks):  # an equivalent decision already keeps (what runs, when swept)
+        return
+    gains = [wg for p in picks for wg in p.gains]
+    undecided = not_decided([(wg.workload, wg.gain) for wg in gains])
+    current = next(
+        (wg.gain.label for wg in gains if wg.gain and measured_against_current(wg.gain)), None
+    )
+    if not undecided or current is None:
+        return
+    for p in picks:
+        p.candidate, p.name, p.config = p.name, names.of(current), current
+        p.keep_why = keep_reason(p.candidate, undecided)
+        p.snippet = p.storage = p.data_step = None
+        p.kept_line, p.risks = "", []
+        # what else the candidate was compared with is about a change not made: --detail
+        p.gains = [replace(wg, alternatives=()) for wg in p.gains]
+
+
+def _role_keeps(r: Any, names: CellNames, rec: Recommendation) -> str:
+    """With --current: a role's answer as "keep what you run" when its pick is not decided better
+    than the current configuration on every job of the role (the job's own verdict's ratio to it;
+    a job whose pick is another cell has none, and so does not decide the change); "" otherwise."""
+    if rec.current is None or r.cell is None or r.status == "equivalent":
+        return ""
+    gains: list[tuple[str, Gain | None]] = []
+    for job in r.jobs:
+        v = next((v for v in rec.verdicts if v.workload == job), None)
+        found = None if v is None else answer_of(v)
+        shown = None if found is None else found[0]
+        same = shown is not None and shown.choice is not None and shown.choice.cell == r.cell
+        mine = shown.gains if same and shown is not None else []
+        gains.append((job, next((g for g in mine if g.against.startswith("current")), None)))
+    undecided = not_decided(gains)
+    current = next((g.label for _, g in gains if measured_against_current(g)), None)
+    if not undecided or current is None:
+        return ""
+    why = names.rename(keep_reason(r.cell, undecided))
+    return f"For {r.answer_for}: keep what you run, {names.of(current)} ({why})"
 
 
 def _named_current(

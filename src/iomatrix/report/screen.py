@@ -383,6 +383,8 @@ def _decision_lines(
     measured = f" (measured by the {one_tier} tier)" if one_tier and not squeeze else ""
     verb = UNSETTLED_BRIEF if dense >= 4 and not p.settled and not p.kept else p.verb
     out += wrap(f"{'### ' if markdown else ''}{verb}: {p.name}{measured}", width)
+    if p.keep_why:  # kept: the candidate and why it does not change what runs
+        out += wrap(p.keep_why, width, "  ")
     first = next(q for q in h.picks if q.config == p.config)
     if p.name != p.config and not squeeze and first is p:
         out += wrap(f"({p.config})", width, "  ")
@@ -413,7 +415,9 @@ def _workload_line(
     # a crowded screen: "No answer yet" above says "not separated yet" for each line
     said = "" if dense >= 3 and not p.settled and status == "not separated yet" else status
     said = f" · {said}" if said else ""
-    return wrap(f"{name}: {gain_text(wg, p.cell)}{said}{tier}", width, "  ")
+    # kept (--current, not decided): each line is the candidate's, named: "A is N× B"
+    who = f"{p.candidate} is " if p.candidate else ""
+    return wrap(f"{name}: {who}{gain_text(wg, p.cell)}{said}{tier}", width, "  ")
 
 
 @dataclass
