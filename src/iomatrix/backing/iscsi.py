@@ -51,6 +51,7 @@ from iomatrix.backing.leftover_kinds import (
 )
 from iomatrix.backing.network import NetworkDisk
 from iomatrix.backing.ports import refuse_if_held
+from iomatrix.backing.reach import read_capacity
 from iomatrix.backing.spec import IscsiBacking, allowed_iscsi_luns
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import version_of
@@ -487,28 +488,14 @@ def iscsi_options(portal: str, iqn: str, lun: int) -> tuple[tuple[str, str], ...
 # existing targets
 # ---------------------------------------------------------------------------------------------
 
-PROBE_TIMEOUT_S = 15
 
-
-def probe_lun(lun: IscsiLun, timeout_s: float = PROBE_TIMEOUT_S) -> tuple[int | None, str | None]:
+def probe_lun(lun: IscsiLun) -> tuple[int | None, str | None]:
     """(capacity in bytes, None) of a LUN read with libiscsi's iscsi-readcapacity16, or (None, why
-    not)."""
+    not), within reach.CONNECT_BUDGET_S."""
     if shutil.which("iscsi-readcapacity16") is None:
         return None, "'iscsi-readcapacity16' is not installed (apt-get install libiscsi-bin)"
-    try:
-        out = subprocess.run(
-            ["iscsi-readcapacity16", "-s", lun.url],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-        )
-    except subprocess.TimeoutExpired:
-        return None, f"{lun.url} did not answer within {timeout_s:g} s"
-    if out.returncode != 0:
-        err = (out.stderr or out.stdout).strip().splitlines()
-        return None, f"{lun.url} did not answer: {err[-1] if err else f'exit {out.returncode}'}"
-    m = re.search(r"^(\d+)\s*$", out.stdout.strip(), re.M)
-    return (int(m.group(1)) if m else None), None
+    capacity, why = read_capacity(lun)
+    return capacity, None if why is None else f"{lun.url} did not answer: {why}"
 
 
 class ExistingIscsiServer:

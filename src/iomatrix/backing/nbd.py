@@ -30,6 +30,7 @@ from iomatrix import children
 from iomatrix.backing import leftovers
 from iomatrix.backing.leftover_kinds import PathLeftover
 from iomatrix.backing.network import NetworkDisk
+from iomatrix.backing.reach import Budget, greeting_problem
 from iomatrix.backing.spec import BackingSpecBase
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import version_of
@@ -39,7 +40,8 @@ from iomatrix.protocols.nbd import NAME, NBD_PORT
 LOOPBACK = "127.0.0.1"
 READY_TIMEOUT_S = 60.0  # nbdkit listens within milliseconds; generous for a loaded host
 STOP_GRACE_S = 10.0
-QEMU_IMG_TIMEOUT_S = 120
+# What an NBD server sends first, old and new style alike (the protocol's "NBDMAGIC").
+NBD_GREETING = b"NBDMAGIC"
 # nbd://HOST[:PORT]/EXPORT, as qemu-img and QEMU's -drive take it (an export name of plain
 # characters: it becomes a file name on a lab server and a QEMU option value).
 NBD_URL = re.compile(
@@ -125,16 +127,27 @@ class NbdBacking(BackingSpecBase):
 
 
 def _qemu_img_info(url: str) -> int | str:
-    """The export's size in bytes, or why it cannot be read (one line)."""
+    """The export's size in bytes, or why it cannot be read (one line naming the server's host and
+    port and what did not answer), within reach.CONNECT_BUDGET_S: first the server's greeting
+    (an NBD server sends it as soon as it accepts: a server that accepts and stays silent is told
+    within seconds), then qemu-img info."""
+    budget = Budget()
+    host, port, _ = parse_nbd_url(url)
+    if (why := greeting_problem(host, port, "NBD server", NBD_GREETING)) is not None:
+        return f"cannot open {url}: {why}"
+    timeout = budget.left()
     try:
         out = subprocess.run(
             ["qemu-img", "info", "--output=json", "-f", "raw", url],
             capture_output=True,
             text=True,
-            timeout=QEMU_IMG_TIMEOUT_S,
+            timeout=timeout,
         )
     except subprocess.TimeoutExpired:
-        return f"{url} did not answer within {QEMU_IMG_TIMEOUT_S} s"
+        return (
+            f"cannot open {url}: the NBD server at {host}:{port} greeted but did not open the "
+            f"export within {timeout:.0f} s (qemu-img info)"
+        )
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]
         return f"cannot open {url}: {last[-200:]}"

@@ -54,6 +54,13 @@ from iomatrix.backing.leftover_kinds import (
 )
 from iomatrix.backing.network import NetworkDisk
 from iomatrix.backing.ports import PortHolder, port_holders, refuse_if_held
+from iomatrix.backing.reach import (
+    CONNECT_BUDGET_S,
+    PORTAL_CONNECT_TIMEOUT_S,
+    Budget,
+    portal_problem,
+    run_bounded,
+)
 from iomatrix.backing.spec import NfsBacking
 from iomatrix.domain import Format
 from iomatrix.errors import UserError
@@ -71,7 +78,6 @@ NFS_VERSION = 3  # what QEMU 7.2's libnfs client speaks (its nfs driver has no v
 READY_TIMEOUT_S = 120.0  # generous: a loaded 2-core host took 0.4 s; never a fixed sleep
 STOP_GRACE_S = 20.0  # ganesha's clean shutdown took ~1 s here
 QEMU_IMG_TIMEOUT_S = 600.0
-PROBE_TIMEOUT_S = 15.0
 
 
 class Teardown(Protocol):
@@ -506,7 +512,7 @@ class ExistingNfsServer:
         try:
             # exclusively first: a name somebody else holds is an error here, never a file qemu-img
             # truncates
-            with libnfs.mounted(self.server, self.export, PROBE_TIMEOUT_S) as ex:
+            with libnfs.mounted(self.server, self.export, CONNECT_BUDGET_S) as ex:
                 ex.create_exclusive(fname)
             created = True
             out = subprocess.run(argv, capture_output=True, text=True, timeout=QEMU_IMG_TIMEOUT_S)
@@ -577,34 +583,38 @@ class ExistingNfsServer:
 
 
 def existing_server_problem(server: str, export: str) -> str | None:
-    """Why the named server does not serve `export` over NFSv3 (rpcinfo, then a libnfs mount, each
-    bounded), in one line with what to check; None when it does. Read-only: nothing is created on
-    the export."""
-    try:
-        out = subprocess.run(
-            ["rpcinfo", "-t", server, "nfs", str(NFS_VERSION)],
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT_S,
+    """Why the named server does not serve `export` over NFSv3, in one line naming the host, the
+    port and what did not answer, with what to check; None when it does. Three steps within one
+    reach.CONNECT_BUDGET_S: a TCP connect to rpcbind (port 111), `rpcinfo -t` (rpcbind answers
+    where NFS listens, and NFS answers a null call), a libnfs mount. Read-only: nothing is created
+    on the export."""
+    budget = Budget()
+    checks = "check the server name, that it runs rpcbind and NFSv3, and the firewall"
+    why = portal_problem(server, RPCBIND_PORT, budget.left(PORTAL_CONNECT_TIMEOUT_S))
+    if why is not None:
+        return f"NFS server {server}: rpcbind does not answer: {why}; {checks}"
+    timeout = budget.left()
+    out = run_bounded(["rpcinfo", "-t", server, "nfs", str(NFS_VERSION)], timeout)
+    if out is None:
+        return (
+            f"NFS server {server}: rpcbind at {server}:{RPCBIND_PORT} accepted the connection "
+            f"but rpcinfo -t {server} nfs {NFS_VERSION} got no answer within {timeout:.0f} s; "
+            f"{checks}"
         )
-        problem = None if out.returncode == 0 else _last_line(out.stderr or out.stdout)
-    except subprocess.TimeoutExpired:
-        problem = f"no answer within {PROBE_TIMEOUT_S:g} s"
-    if problem is not None:
+    if out.returncode != 0:
         return (
             f"NFS server {server} does not answer NFSv{NFS_VERSION} over TCP (rpcinfo -t "
-            f"{server} nfs "
-            f"{NFS_VERSION}: {problem}); check the server name, that it runs rpcbind and "
-            "NFSv3, and the firewall"
+            f"{server} nfs {NFS_VERSION}: {_last_line(out.stderr or out.stdout)}); {checks}"
         )
+    timeout = budget.left()
     try:
-        with libnfs.mounted(server, export, PROBE_TIMEOUT_S):
+        with libnfs.mounted(server, export, timeout):
             pass
     except libnfs.NfsError as err:
         return (
-            f"cannot mount export {export} of {server}: {err}; check the export path "
-            f"(showmount -e {server}) "
-            "and its client list"
+            f"cannot mount export {export} of {server} within {timeout:.0f} s (NFSv"
+            f"{NFS_VERSION}, found through rpcbind at {server}:{RPCBIND_PORT}): {err}; check "
+            f"the export path (showmount -e {server}) and its client list"
         )
     return None
 

@@ -51,11 +51,13 @@ from iomatrix.backing.leftover_kinds import Leftover, LeftoverError
 from iomatrix.backing.leftover_rbd import RbdImageLeftover, rbd_argv
 from iomatrix.backing.network import NetworkDisk
 from iomatrix.backing.ports import free_ports_in, port_holders, refuse_if_held
+from iomatrix.backing.reach import Budget, greeting_problem
 from iomatrix.backing.spec import RbdBacking
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import version_of
 from iomatrix.images import create_image_argv
 from iomatrix.protocols.ceph import format_reason, object_order
+from iomatrix.protocols.place import CEPH_MON_PORT
 from iomatrix.storage_clients import krbd_missing, module_known
 
 LOOPBACK = "127.0.0.1"
@@ -708,20 +710,73 @@ class ExistingRbdPool(_RbdPool):
         }
 
 
+# A Ceph monitor's first bytes to a client: msgr v1's banner "ceph v027", msgr v2's "ceph v2\n".
+MON_GREETING = b"ceph v"
+MSGR_V2_PORT = 3300  # a monitor's msgr v2 port (IANA), where `v2:` names no port
+# `mon host` (or mon_host, mon-host) in a ceph.conf, and its addresses: v1:/v2: prefixed or bare,
+# bracketed lists, IPv6 in brackets, an optional port and /nonce.
+_MON_HOST = re.compile(r"^\s*mon[ _-]host\s*=\s*(?P<value>[^#;]*)", re.I | re.M)
+_MON_ADDR = re.compile(
+    r"(?:(?P<msgr>v[12]):)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*)"
+    r"(?::(?P<port>\d{1,5}))?(?:/\d+)?"
+)
+
+
+def monitor_addresses(conf_text: str) -> list[tuple[str, int]]:
+    """The (host, port) of each monitor a ceph.conf's `mon host` names, in order, without
+    repeats; empty where it names none (a cluster found through DNS SRV records)."""
+    found: dict[tuple[str, int], None] = {}
+    for line in _MON_HOST.finditer(conf_text):
+        for m in _MON_ADDR.finditer(line["value"].replace("[v", " v").replace("] ", " ")):
+            default = MSGR_V2_PORT if m["msgr"] == "v2" else CEPH_MON_PORT
+            found[(m["host"].strip("[]"), int(m["port"] or default))] = None
+    return list(found)
+
+
+def _monitor_problem(conf: Path, budget: Budget) -> str | None:
+    """Why no monitor the conf names greets a client (each asked in turn until one does, within
+    `budget`), naming each monitor's host and port; None when one greets or none is named."""
+    try:
+        monitors = monitor_addresses(conf.read_text(errors="replace"))
+    except OSError as err:
+        return f"cannot read {conf} ({err.strerror})"
+    problems = []
+    for host, port in monitors:
+        if budget.spent:
+            break
+        why = greeting_problem(host, port, "Ceph monitor", MON_GREETING, budget.left(5.0))
+        if why is None:
+            return None
+        problems.append(why)
+    return "; ".join(problems) or None
+
+
 def existing_pool_problem(spec: RbdBacking) -> str | None:
-    """Why the cluster of the backing's conf does not list its pool (a read-only `rbd ls`, bounded),
-    in one line with what to check; None when it does."""
+    """Why the cluster of the backing's conf does not list its pool, in one line naming what did
+    not answer and what to check; None when it does. Within reach.CONNECT_BUDGET_S: a monitor's
+    greeting (a monitor that accepts and stays silent is told within seconds), then a read-only
+    `rbd ls` whose own mount timeout is what is left."""
     assert spec.conf is not None and spec.pool is not None
+    budget = Budget()
+    checks = "check the conf's mon host, the keyring, the user and the pool name"
+    if (why := _monitor_problem(spec.conf, budget)) is not None:
+        return f"the Ceph cluster of {spec.conf} does not answer: {why}; {checks}"
+    timeout = budget.left()
     argv = rbd_argv(
-        str(spec.conf), str(spec.keyring) if spec.keyring else None, spec.user, "ls", spec.pool
+        str(spec.conf),
+        str(spec.keyring) if spec.keyring else None,
+        spec.user,
+        # librados gives up on the monitors itself, before the process is killed
+        f"--client_mount_timeout={max(1, int(timeout) - 1)}",
+        "ls",
+        spec.pool,
     )
     try:
-        _run(argv, f"rbd ls {spec.pool}", timeout=CONNECT_TIMEOUT_S * 3)
+        _run(argv, f"rbd ls {spec.pool}", timeout=timeout)
     except UserError as err:
         return (
             f"the Ceph cluster of {spec.conf} does not list pool {spec.pool!r}: "
-            f"{err.one_line()}; check the "
-            "conf's mon host, the keyring, the user and the pool name"
+            f"{err.one_line()}; {checks}"
         )
     return None
 
