@@ -31,9 +31,9 @@ from iomatrix.backing.leftover_kinds import (
 )
 from iomatrix.backing.leftovers import clean
 from iomatrix.backing.network import NetworkDisk
-from iomatrix.backing.nfs import LabNfsServer, ganesha_config
+from iomatrix.backing.nfs import LabNfsServer, NfsBacking, ganesha_config
 from iomatrix.backing.provision import provision
-from iomatrix.backing.spec import NfsBacking, parse_backing
+from iomatrix.backing.spec import parse_backing
 from iomatrix.errors import UserError
 from tests.conftest import hold_provisioned, root_only, run_cli
 

@@ -30,6 +30,7 @@ from iomatrix.backing.provision import provision
 from iomatrix.backing.rbd import (
     ExistingRbdPool,
     LabRbdServer,
+    RbdBacking,
     cache_settings,
     client_section,
     connect_existing,
@@ -37,7 +38,7 @@ from iomatrix.backing.rbd import (
     object_size,
     rbd_image_checksum,
 )
-from iomatrix.backing.spec import RbdBacking, parse_backing
+from iomatrix.backing.spec import parse_backing
 from iomatrix.errors import UserError
 from tests.conftest import hold_provisioned, root_only, run_cli
 

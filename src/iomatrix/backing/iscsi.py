@@ -37,8 +37,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import Field, field_validator, model_validator
+
 from iomatrix import children
 from iomatrix.backing import leftovers
+from iomatrix.backing.client_host import SharedServer
 from iomatrix.backing.iscsi_wire import IscsiProbeError, read_write_cache
 from iomatrix.backing.leftover_kinds import (
     TGTD_CONTROL_PORTS,
@@ -51,12 +54,126 @@ from iomatrix.backing.leftover_kinds import (
 )
 from iomatrix.backing.network import NetworkDisk
 from iomatrix.backing.ports import refuse_if_held
-from iomatrix.backing.reach import read_capacity
-from iomatrix.backing.spec import IscsiBacking, allowed_iscsi_luns
+from iomatrix.backing.reach import PORTAL_CONNECT_TIMEOUT_S, Budget, portal_problem, run_bounded
+from iomatrix.backing.spec import BackingSpecBase, missing_module, missing_tools, not_root
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import version_of
-from iomatrix.protocols.iscsi_names import IscsiLun, Portal, target_name
+from iomatrix.protocols.iscsi_names import (
+    MAX_LUN,
+    IscsiLun,
+    Portal,
+    check_iqn,
+    is_iscsi_url,
+    parse_iscsi_url,
+    parse_portal,
+    target_name,
+)
 from iomatrix.storage_clients import iscsi_missing, module_known
+
+# QEMU's iscsi block driver, a module of Debian's qemu-block-extra (not of qemu-system-*).
+QEMU_BLOCK_ISCSI = "qemu/block-iscsi.so"
+
+
+def _missing_qemu_iscsi() -> str | None:
+    return missing_module(QEMU_BLOCK_ISCSI, "qemu-block-extra")
+
+
+def allowed_iscsi_luns(allowed: set[Path]) -> set[str]:
+    """The iSCSI LUNs handed over with --allow-destroy, as canonical iscsi:// URLs (bad ones are
+    skipped here: safety.check_allowed_devices refuses them before anything runs)."""
+    urls = set()
+    for p in allowed:
+        if is_iscsi_url(p):
+            with contextlib.suppress(ValueError):
+                urls.add(parse_iscsi_url(str(p)).url)
+    return urls
+
+
+class IscsiBacking(BackingSpecBase, SharedServer):
+    """iSCSI LUNs: served by a tgtd iomatrix starts on 127.0.0.1 (no keys), or one LUN of an
+    existing target (`portal`, `iqn`, `lun`), written only when handed over with --allow-destroy
+    iscsi://PORTAL/IQN/LUN."""
+
+    type: Literal["iscsi"] = "iscsi"
+    portal: str | None = None
+    iqn: str | None = None
+    # strict: TOML's `true` or "1" is a mistake, not LUN 1
+    lun: int | None = Field(default=None, ge=0, le=MAX_LUN, strict=True)
+
+    @field_validator("portal")
+    @classmethod
+    def _portal_ok(cls, v: str | None) -> str | None:
+        return None if v is None else str(parse_portal(v))
+
+    @field_validator("iqn")
+    @classmethod
+    def _iqn_ok(cls, v: str | None) -> str | None:
+        return None if v is None else check_iqn(v)
+
+    @model_validator(mode="after")
+    def _existing_needs_both(self) -> IscsiBacking:
+        if (self.portal is None) != (self.iqn is None):
+            raise ValueError(
+                "an existing iSCSI target needs both portal and iqn (drop both for a lab-started "
+                "tgtd)"
+            )
+        if self.lun is not None and self.portal is None:
+            raise ValueError(
+                "lun names a LUN of an existing target: give portal and iqn too (a lab-started "
+                "tgtd makes its own LUNs)"
+            )
+        return self
+
+    @property
+    def lab_started(self) -> bool:
+        return self.portal is None
+
+    def existing_lun(self) -> IscsiLun | None:
+        """The LUN of an existing target this backing names (LUN 0 when `lun` is not given, as in
+        QEMU)."""
+        if self.portal is None or self.iqn is None:
+            return None
+        return IscsiLun(parse_portal(self.portal), self.iqn, 0 if self.lun is None else self.lun)
+
+    def _derived_label(self) -> str:
+        lun = self.existing_lun()
+        return "iscsi" if lun is None else f"iscsi:{lun.portal}/{lun.iqn}/{lun.lun}"
+
+    @property
+    def kind(self) -> Literal["dir", "device", "network"]:
+        return "network"
+
+    @property
+    def protocol(self) -> str | None:
+        return "iscsi"
+
+    def availability(self, allowed_devices: set[Path]) -> str | None:
+        if self.existing_lun() is None:
+            return (
+                missing_tools("tgtd", "tgtadm")
+                or _missing_qemu_iscsi()
+                or not_root("starting tgtd (its control socket is in /run/tgtd)")
+            )
+        return _missing_qemu_iscsi() or missing_tools("iscsi-readcapacity16")
+
+    @property
+    def plan_checks_server(self) -> bool:
+        # a connect and a READ CAPACITY: nothing is logged in to stay, mapped or written
+        return True
+
+    def serving_problem(self, allowed_devices: set[Path]) -> str | None:
+        lun = self.existing_lun()
+        if lun is None or self.availability(allowed_devices) is not None:
+            return None
+        if lun.url not in allowed_iscsi_luns(allowed_devices):
+            return (
+                f"LUN {lun.url} was not handed over: pass --allow-destroy {lun.url} if "
+                "its contents may be "
+                "destroyed"
+            )
+        why = iscsi_lun_problem(lun)
+        return None if why is None else f"LUN {lun.url} does not answer: {why}"
+
 
 LOOPBACK = "127.0.0.1"
 LUN_TYPES = ("null", "fileio", "blockio")
@@ -487,6 +604,39 @@ def iscsi_options(portal: str, iqn: str, lun: int) -> tuple[tuple[str, str], ...
 # ---------------------------------------------------------------------------------------------
 # existing targets
 # ---------------------------------------------------------------------------------------------
+
+
+def read_capacity(lun: IscsiLun, budget: Budget | None = None) -> tuple[int | None, str | None]:
+    """(capacity in bytes or None where it was not printed, None) of `lun`, or (None, why not):
+    its portal does not connect, or libiscsi's iscsi-readcapacity16 (a login and a READ CAPACITY,
+    read-only) fails: a wrong IQN, a LUN the target does not have, an ACL that shuts this host
+    out, or a target that accepts and never answers. All within `budget`; the caller has checked
+    that the tool is installed."""
+    budget = budget or Budget()
+    host, port = lun.portal.host.strip("[]"), lun.portal.port
+    why = portal_problem(host, port, budget.left(PORTAL_CONNECT_TIMEOUT_S))
+    if why is not None:
+        return None, why
+    timeout = budget.left()
+    out = run_bounded(["iscsi-readcapacity16", "-s", lun.url], timeout=timeout)
+    if out is None:
+        return None, (
+            f"the iSCSI target at {host}:{port} accepted the connection but did not answer a "
+            f"login and READ CAPACITY within {timeout:.0f} s (iscsi-readcapacity16)"
+        )
+    if out.returncode != 0:
+        err = (out.stderr or out.stdout).strip().splitlines()
+        return None, (
+            f"{err[-1].strip() if err else f'iscsi-readcapacity16 exit {out.returncode}'} "
+            "(check the IQN, the LUN number and the target's ACL)"
+        )
+    m = re.search(r"^(\d+)\s*$", out.stdout.strip(), re.M)
+    return (int(m.group(1)) if m else None), None
+
+
+def iscsi_lun_problem(lun: IscsiLun, budget: Budget | None = None) -> str | None:
+    """Why `lun` cannot serve (see `read_capacity`); None when it answers."""
+    return read_capacity(lun, budget)[1]
 
 
 def probe_lun(lun: IscsiLun) -> tuple[int | None, str | None]:

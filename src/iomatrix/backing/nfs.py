@@ -1,7 +1,7 @@
 """The NFS backing (issue 34): image files on an NFS export, opened by QEMU's own NFS client
 (libnfs, ``driver=nfs``), made fresh for every run.
 
-Two modes (`iomatrix.backing.spec.NfsBacking`):
+Two modes (`NfsBacking`, below):
 
 * *lab-started* — iomatrix runs nfs-ganesha (userspace NFS server, FSAL VFS) on 127.0.0.1, exporting
   a directory under the backing's working directory, and rpcbind when the host has none running:
@@ -40,8 +40,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from pydantic import Field, field_validator, model_validator
+
 from iomatrix import children
 from iomatrix.backing import leftovers, libnfs
+from iomatrix.backing.client_host import SharedServer
 from iomatrix.backing.leftover_kinds import (
     RUNTIME_FILES,
     Leftover,
@@ -61,13 +64,117 @@ from iomatrix.backing.reach import (
     portal_problem,
     run_bounded,
 )
-from iomatrix.backing.spec import NfsBacking
+from iomatrix.backing.spec import BackingSpecBase, missing_module, not_root
 from iomatrix.domain import Format
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import version_of
 from iomatrix.images import create_image, create_image_argv
+from iomatrix.protocols.iscsi_names import address_problem
 from iomatrix.protocols.nfs import Nfs
 from iomatrix.storage_clients import filesystems, module_known, nfs_missing
+
+# What a lab-started NFS server and QEMU's NFS client need (backing.nfs): program or file → Debian
+# package.
+NFS_LAB_PROGRAMS = {
+    "ganesha.nfsd": "nfs-ganesha",
+    "rpcbind": "rpcbind",
+    "rpcinfo": "rpcbind",
+    "qemu-img": "qemu-utils",
+}
+NFS_EXISTING_PROGRAMS = {"rpcinfo": "rpcbind", "qemu-img": "qemu-utils"}
+GANESHA_FSAL_VFS = "ganesha/libfsalvfs.so"
+QEMU_BLOCK_NFS = "qemu/block-nfs.so"
+
+
+# An NFS server name as an nfs:// URL and libnfs take it: a host name, an IPv4 address or a bare
+# IPv6 address.
+NFS_SERVER = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}|[0-9A-Fa-f:]{2,39}")
+# An export path: absolute, printable, none of the characters an nfs:// URL gives a meaning (?, #,
+# %), and no comma (QEMU's option separator: `path=/srv,file.driver=file` would be read as a second
+# option).
+NFS_EXPORT = re.compile(r"/[A-Za-z0-9_.+=@~/-]{0,1023}")
+
+
+class NfsBacking(BackingSpecBase, SharedServer):
+    """Disks as image files on NFS, opened by QEMU's own NFS client (libnfs). Lab-started (no keys):
+    iomatrix runs nfs-ganesha (FSAL VFS) on 127.0.0.1 with an export under the working directory.
+    Existing (`server` + `export`): iomatrix creates its own files on that export and removes them
+    afterwards."""
+
+    type: Literal["nfs"] = "nfs"
+    server: str | None = Field(default=None, max_length=253)
+    export: str | None = Field(default=None, max_length=1024)
+
+    @field_validator("server")
+    @classmethod
+    def _server_is_a_host(cls, v: str | None) -> str | None:
+        if v is not None and not NFS_SERVER.fullmatch(v):
+            raise ValueError(
+                f"server {v[:60]!r} is not a host name or IP address; write it bare, e.g. "
+                'server = "nfs1.example.org" (no nfs://, no port, no path)'
+            )
+        if v is not None and (why := address_problem(v)) is not None:
+            raise ValueError(f"server = {why}")
+        return v
+
+    @field_validator("export")
+    @classmethod
+    def _export_is_a_path(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if "," in v:
+            raise ValueError(
+                f"export {v[:60]!r} holds a ',', which QEMU reads as the start of another option; "
+                "export a path without commas (or a directory of it without one)"
+            )
+        if not NFS_EXPORT.fullmatch(v) or "/../" in f"{v}/" or "//" in v:
+            raise ValueError(
+                f"export {v[:60]!r} is not an absolute export path of plain characters; write the "
+                'path the server exports, e.g. export = "/srv/vmstore"'
+            )
+        return v.rstrip("/") or "/"
+
+    @model_validator(mode="after")
+    def _server_with_export(self) -> NfsBacking:
+        if (self.server is None) != (self.export is None):
+            have, missing = ("server", "export") if self.export is None else ("export", "server")
+            raise ValueError(
+                f"'{have}' without '{missing}': an existing NFS server needs both "
+                '(server = "HOST", '
+                'export = "/path"); leave both out to let iomatrix start its own on 127.0.0.1'
+            )
+        return self
+
+    @property
+    def lab_started(self) -> bool:
+        return self.server is None
+
+    def _derived_label(self) -> str:
+        return "nfs" if self.lab_started else f"nfs:{self.server}:{self.export}"
+
+    @property
+    def kind(self) -> Literal["dir", "device", "network"]:
+        return "network"
+
+    @property
+    def protocol(self) -> str | None:
+        return "nfs"
+
+    def availability(self, allowed_devices: set[Path]) -> str | None:
+        programs = NFS_LAB_PROGRAMS if self.lab_started else NFS_EXISTING_PROGRAMS
+        for prog, package in programs.items():
+            if shutil.which(prog) is None:
+                return f"'{prog}' is not installed (apt-get install {package})"
+        needed = [(QEMU_BLOCK_NFS, "qemu-block-extra")]
+        if self.lab_started:
+            needed.append((GANESHA_FSAL_VFS, "nfs-ganesha-vfs"))
+        for module, package in needed:
+            if (why := missing_module(module, package)) is not None:
+                return why
+        if self.lab_started:
+            return not_root("starting nfs-ganesha and rpcbind")
+        return None
+
 
 LOOPBACK = "127.0.0.1"
 NFS_PROGRAM, MOUNT_PROGRAM = 100003, 100005
@@ -589,22 +696,22 @@ def existing_server_problem(server: str, export: str) -> str | None:
     where NFS listens, and NFS answers a null call), a libnfs mount. Read-only: nothing is created
     on the export."""
     budget = Budget()
+    silent = f"NFS server {server} does not answer NFSv{NFS_VERSION} over TCP"
     checks = "check the server name, that it runs rpcbind and NFSv3, and the firewall"
     why = portal_problem(server, RPCBIND_PORT, budget.left(PORTAL_CONNECT_TIMEOUT_S))
     if why is not None:
-        return f"NFS server {server}: rpcbind does not answer: {why}; {checks}"
+        return f"{silent}: rpcbind: {why}; {checks}"
     timeout = budget.left()
     out = run_bounded(["rpcinfo", "-t", server, "nfs", str(NFS_VERSION)], timeout)
     if out is None:
         return (
-            f"NFS server {server}: rpcbind at {server}:{RPCBIND_PORT} accepted the connection "
-            f"but rpcinfo -t {server} nfs {NFS_VERSION} got no answer within {timeout:.0f} s; "
-            f"{checks}"
+            f"{silent}: rpcbind at {server}:{RPCBIND_PORT} accepted the connection but rpcinfo -t "
+            f"{server} nfs {NFS_VERSION} got no answer within {timeout:.0f} s; {checks}"
         )
     if out.returncode != 0:
         return (
-            f"NFS server {server} does not answer NFSv{NFS_VERSION} over TCP (rpcinfo -t "
-            f"{server} nfs {NFS_VERSION}: {_last_line(out.stderr or out.stdout)}); {checks}"
+            f"{silent} (rpcinfo -t {server} nfs {NFS_VERSION}: "
+            f"{_last_line(out.stderr or out.stdout)}); {checks}"
         )
     timeout = budget.left()
     try:

@@ -1,7 +1,7 @@
 """The Ceph RBD backing (issue 35): disks as RBD images, opened by QEMU's own Ceph client (librbd,
 ``driver=rbd``), made fresh for every run.
 
-Two modes (`iomatrix.backing.spec.RbdBacking`):
+Two modes (`RbdBacking`, below):
 
 * *lab-started* — iomatrix runs a one-node cluster on 127.0.0.1: one ceph-mon and one ceph-osd on
   free ports, every file (fsid, monmap, mon and OSD data, the BlueStore block file, admin sockets,
@@ -45,14 +45,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from pydantic import field_validator, model_validator
+
 from iomatrix import children
 from iomatrix.backing import leftovers
+from iomatrix.backing.client_host import SharedServer
 from iomatrix.backing.leftover_kinds import Leftover, LeftoverError
 from iomatrix.backing.leftover_rbd import RbdImageLeftover, rbd_argv
 from iomatrix.backing.network import NetworkDisk
 from iomatrix.backing.ports import free_ports_in, port_holders, refuse_if_held
 from iomatrix.backing.reach import Budget, greeting_problem
-from iomatrix.backing.spec import RbdBacking
+from iomatrix.backing.spec import BackingSpecBase, missing_module, not_root
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import version_of
 from iomatrix.images import create_image_argv
@@ -95,6 +98,111 @@ LOG_PREFIX = re.compile(r"^\S+ [0-9a-f]+ +-?\d+ ")
 BASELINE_NOTE = (
     "no file holds the image's bytes: the server-side baseline for rbd is fio's ioengine=rbd"
 )
+
+
+# What a lab-started Ceph cluster and QEMU's RBD client need (backing.rbd): program → Debian
+# package.
+RBD_LAB_PROGRAMS = {
+    "ceph-mon": "ceph-mon",
+    "ceph-osd": "ceph-osd",
+    "monmaptool": "ceph-mon",
+    "ceph": "ceph-common",
+    "rbd": "ceph-common",
+}
+RBD_EXISTING_PROGRAMS = {"rbd": "ceph-common"}
+QEMU_BLOCK_RBD = "qemu/block-rbd.so"
+# A pool or client name as Ceph takes it; a conf or keyring path: absolute, plain characters (it
+# goes into QEMU's `conf=` option and an rbd: URL, where ':' and ',' have meanings).
+RBD_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+RBD_PATH = re.compile(r"/[A-Za-z0-9_.+=@~/-]{0,1023}")
+
+
+class RbdBacking(BackingSpecBase, SharedServer):
+    """Disks as Ceph RBD images, opened by QEMU's own Ceph client (librbd). Lab-started (no keys):
+    iomatrix runs one ceph-mon and one ceph-osd on 127.0.0.1, the OSD on BlueStore over a file
+    (`store = "bluestore"`, the default) or in RAM (`store = "memstore"`, for quick tests). Existing
+    (`conf`, `pool`, optional `keyring`, `user`): iomatrix creates its own images in that pool and
+    removes them afterwards."""
+
+    type: Literal["rbd"] = "rbd"
+    store: Literal["bluestore", "memstore"] | None = None
+    conf: Path | None = None
+    keyring: Path | None = None
+    pool: str | None = None
+    user: str | None = None
+
+    @field_validator("conf", "keyring")
+    @classmethod
+    def _plain_path(cls, v: Path | None) -> Path | None:
+        if v is not None and not RBD_PATH.fullmatch(str(v)):
+            raise ValueError(
+                f"{str(v)[:60]!r} is not an absolute path of plain characters (no ':', "
+                "',' or spaces: "
+                'QEMU\'s conf= option cannot carry them); e.g. conf = "/etc/ceph/ceph.conf"'
+            )
+        return v
+
+    @field_validator("pool", "user")
+    @classmethod
+    def _plain_name(cls, v: str | None) -> str | None:
+        if v is not None and not RBD_NAME.fullmatch(v):
+            raise ValueError(
+                f"{v[:60]!r} is not a Ceph name (letters, digits, '_', '.', '-'), e.g. "
+                'pool = "rbd"'
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _mode_keys(self) -> RbdBacking:
+        if (self.conf is None) != (self.pool is None):
+            have, missing = ("conf", "pool") if self.pool is None else ("pool", "conf")
+            raise ValueError(
+                f"'{have}' without '{missing}': an existing Ceph cluster needs both (conf = "
+                '"/etc/ceph/ceph.conf", pool = "rbd"); leave both out to let iomatrix start its own'
+            )
+        if self.conf is None and (self.keyring is not None or self.user is not None):
+            raise ValueError(
+                "keyring and user belong to an existing cluster: give conf and pool too "
+                "(a lab-started "
+                "cluster runs without cephx)"
+            )
+        if self.conf is not None and self.store is not None:
+            raise ValueError(
+                "store chooses the OSD store of a lab-started cluster: drop it for an existing one "
+                "(its OSDs are what they are)"
+            )
+        return self
+
+    @property
+    def lab_started(self) -> bool:
+        return self.conf is None
+
+    def _derived_label(self) -> str:
+        if not self.lab_started:
+            return f"rbd:{self.pool}"
+        return "rbd-memstore" if self.store == "memstore" else "rbd"
+
+    @property
+    def kind(self) -> Literal["dir", "device", "network"]:
+        return "network"
+
+    @property
+    def protocol(self) -> str | None:
+        return "rbd"
+
+    def availability(self, allowed_devices: set[Path]) -> str | None:
+        programs = RBD_LAB_PROGRAMS if self.lab_started else RBD_EXISTING_PROGRAMS
+        for prog, package in programs.items():
+            if shutil.which(prog) is None:
+                return f"'{prog}' is not installed (apt-get install {package})"
+        if (why := missing_module(QEMU_BLOCK_RBD, "qemu-block-extra")) is not None:
+            return why
+        if not self.lab_started:
+            for key, path in (("conf", self.conf), ("keyring", self.keyring)):
+                if path is not None and not path.is_file():
+                    return f"{key} {path} does not exist or is not a file"
+            return None
+        return not_root("starting ceph-mon and ceph-osd")
 
 
 class Teardown(Protocol):
@@ -760,7 +868,10 @@ def existing_pool_problem(spec: RbdBacking) -> str | None:
     budget = Budget()
     checks = "check the conf's mon host, the keyring, the user and the pool name"
     if (why := _monitor_problem(spec.conf, budget)) is not None:
-        return f"the Ceph cluster of {spec.conf} does not answer: {why}; {checks}"
+        return (
+            f"the Ceph cluster of {spec.conf} does not list pool {spec.pool!r}: no monitor "
+            f"answers: {why}; {checks}"
+        )
     timeout = budget.left()
     argv = rbd_argv(
         str(spec.conf),

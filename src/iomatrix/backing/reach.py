@@ -10,12 +10,9 @@ then says nothing is the case a plain connect cannot see (issue 69: an NBD serve
 
 from __future__ import annotations
 
-import re
 import socket
 import subprocess
 import time
-
-from iomatrix.protocols.iscsi_names import IscsiLun
 
 # All the steps of one check of an existing server together (issue 69: ≤ 15 s).
 CONNECT_BUDGET_S = 15.0
@@ -108,36 +105,3 @@ def greeting_problem(
         seen = f"{got[:16]!r}" if got else "nothing before closing"
         return f"{where} sent {seen}, not the {server}'s greeting: check the host and port"
     return None
-
-
-def read_capacity(lun: IscsiLun, budget: Budget | None = None) -> tuple[int | None, str | None]:
-    """(capacity in bytes or None where it was not printed, None) of `lun`, or (None, why not):
-    its portal does not connect, or libiscsi's iscsi-readcapacity16 (a login and a READ CAPACITY,
-    read-only) fails: a wrong IQN, a LUN the target does not have, an ACL that shuts this host
-    out, or a target that accepts and never answers. All within `budget`; the caller has checked
-    that the tool is installed."""
-    budget = budget or Budget()
-    host, port = lun.portal.host.strip("[]"), lun.portal.port
-    why = portal_problem(host, port, budget.left(PORTAL_CONNECT_TIMEOUT_S))
-    if why is not None:
-        return None, why
-    timeout = budget.left()
-    out = run_bounded(["iscsi-readcapacity16", "-s", lun.url], timeout=timeout)
-    if out is None:
-        return None, (
-            f"the iSCSI target at {host}:{port} accepted the connection but did not answer a "
-            f"login and READ CAPACITY within {timeout:.0f} s (iscsi-readcapacity16)"
-        )
-    if out.returncode != 0:
-        err = (out.stderr or out.stdout).strip().splitlines()
-        return None, (
-            f"{err[-1].strip() if err else f'iscsi-readcapacity16 exit {out.returncode}'} "
-            "(check the IQN, the LUN number and the target's ACL)"
-        )
-    m = re.search(r"^(\d+)\s*$", out.stdout.strip(), re.M)
-    return (int(m.group(1)) if m else None), None
-
-
-def iscsi_lun_problem(lun: IscsiLun, budget: Budget | None = None) -> str | None:
-    """Why `lun` cannot serve (see `read_capacity`); None when it answers."""
-    return read_capacity(lun, budget)[1]

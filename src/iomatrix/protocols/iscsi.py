@@ -181,7 +181,7 @@ class Iscsi(NetworkProtocol):
     userspace_library = "libiscsi"
     server_noun = "iSCSI target"
     is_volume = True
-    spec = "iomatrix.backing.spec:IscsiBacking"
+    spec = "iomatrix.backing.iscsi:IscsiBacking"
     extra_snippets: ClassVar[tuple[str, ...]] = (
         "iomatrix.vmconfig.iscsi_target:tgt_snippet",
         "iomatrix.vmconfig.iscsi_target:tgtadm_snippet",

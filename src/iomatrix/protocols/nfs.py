@@ -55,7 +55,7 @@ class Nfs(NetworkProtocol):
     userspace_library = "libnfs"
     server_noun = "NFS server"
     is_volume = False
-    spec = "iomatrix.backing.spec:NfsBacking"
+    spec = "iomatrix.backing.nfs:NfsBacking"
     lab_disks_in_workdir = True
     # nfs-ganesha with its VFS backend (the lab server), rpcbind (libnfs finds the server through
     # the portmapper), libnfs-utils (nfs-ls), QEMU's nfs driver (block-nfs.so)

@@ -52,7 +52,7 @@ class Rbd(NetworkProtocol):
     userspace_library = "librbd"
     server_noun = "Ceph cluster"
     is_volume = True
-    spec = "iomatrix.backing.spec:RbdBacking"
+    spec = "iomatrix.backing.rbd:RbdBacking"
     extra_snippets: ClassVar[tuple[str, ...]] = (
         "iomatrix.vmconfig.ceph_conf:ceph_conf_snippet",
         "iomatrix.vmconfig.ceph_conf:rbd_create_snippet",
