@@ -52,7 +52,7 @@ from iomatrix.backing.leftover_kinds import (
     tgtd_lock_held,
     tgtd_socket_files,
 )
-from iomatrix.backing.network import NetworkDisk
+from iomatrix.backing.network import DiskRequest, NetworkDisk
 from iomatrix.backing.ports import refuse_if_held
 from iomatrix.backing.reach import PORTAL_CONNECT_TIMEOUT_S, Budget, portal_problem, run_bounded
 from iomatrix.backing.spec import BackingSpecBase, missing_module, missing_tools, not_root
@@ -354,15 +354,8 @@ class TgtServer:
             "tgtd_pid": self.proc.pid if self.proc else None,
         }
 
-    def new_disk(
-        self,
-        values: Mapping[str, str],
-        *,
-        size_bytes: int,
-        name: str,
-        create_options: tuple[tuple[str, str], ...] = (),
-    ) -> NetworkDisk:
-        lun_type, write_cache, fmt = _lun_settings(values)
+    def new_disk(self, want: DiskRequest) -> NetworkDisk:
+        lun_type, write_cache, fmt = _lun_settings(want.values)
         if lun_type == "null" and fmt != "raw":
             raise UserError(
                 f"a null LUN holds no data: format {fmt!r} cannot live on it",
@@ -370,8 +363,12 @@ class TgtServer:
             )
         path: Path | None = None
         if lun_type != "null":
-            path = self._make_file(name, fmt, size_bytes, values, create_options)
-        return self._export(name, lun_type, write_cache, fmt, path, size_bytes, owned=True)
+            path = self._make_file(
+                want.name, fmt, want.size_bytes, want.values, want.create_options
+            )
+        return self._export(
+            want.name, lun_type, write_cache, fmt, path, want.size_bytes, owned=True
+        )
 
     def export_file(self, values: Mapping[str, str], path: Path, *, name: str) -> NetworkDisk:
         """A LUN of the cell's type and write cache over a file iomatrix made elsewhere (the
@@ -677,34 +674,27 @@ class ExistingIscsiServer:
             "lun_capacity_bytes": self.capacity,
         }
 
-    def new_disk(
-        self,
-        values: Mapping[str, str],
-        *,
-        size_bytes: int,
-        name: str,
-        create_options: tuple[tuple[str, str], ...] = (),
-    ) -> NetworkDisk:
+    def new_disk(self, want: DiskRequest) -> NetworkDisk:
         for axis, default in (
             ("lun_type", DEFAULT_LUN_TYPE),
             ("lun_write_cache", DEFAULT_WRITE_CACHE),
         ):
-            if values.get(axis, "-") not in ("-", "", None, default):
+            if want.values.get(axis, "-") not in ("-", "", None, default):
                 raise UserError(
-                    f"{axis} = {values[axis]!r} cannot be set on an existing target "
+                    f"{axis} = {want.values[axis]!r} cannot be set on an existing target "
                     f"({self.lun.url}): iomatrix does not administer it",
                     hint=f"drop the {axis} axis for this backing, or use a lab-started one",
                 )
-        if self.capacity is not None and size_bytes > self.capacity:
+        if self.capacity is not None and want.size_bytes > self.capacity:
             raise UserError(
-                f"disk of {size_bytes} bytes does not fit on {self.lun.url} "
+                f"disk of {want.size_bytes} bytes does not fit on {self.lun.url} "
                 f"({self.capacity} bytes)",
                 hint="lower the plan's image size",
             )
-        fmt = values.get("format", "raw") or "raw"
+        fmt = want.values.get("format", "raw") or "raw"
         fmt = "raw" if fmt == "-" else fmt
         if fmt != "raw":  # the LUN was handed over: writing a fresh image header onto it is allowed
-            opts = [f"{k}={v}" for k, v in create_options]
+            opts = [f"{k}={v}" for k, v in want.create_options]
             argv = [
                 "qemu-img",
                 "create",
@@ -714,7 +704,7 @@ class ExistingIscsiServer:
                 *(["-o", ",".join(opts)] if opts else []),
                 # qemu-img create takes the URL, not a json: name
                 self.lun.url,
-                str(size_bytes),
+                str(want.size_bytes),
             ]
             _check(
                 subprocess.run(argv, capture_output=True, text=True, timeout=600),
@@ -743,7 +733,7 @@ class ExistingIscsiServer:
             protocol_options=iscsi_options(str(self.lun.portal), self.lun.iqn, self.lun.lun),
             url=self.lun.url,
             format=fmt,
-            size_bytes=size_bytes,
+            size_bytes=want.size_bytes,
             server_path=None,
             meta=meta,
         )

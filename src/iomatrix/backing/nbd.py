@@ -20,7 +20,6 @@ import re
 import socket
 import subprocess
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,7 +28,7 @@ from pydantic import field_validator
 from iomatrix import children
 from iomatrix.backing import leftovers
 from iomatrix.backing.leftover_kinds import PathLeftover
-from iomatrix.backing.network import NetworkDisk
+from iomatrix.backing.network import DiskRequest, NetworkDisk
 from iomatrix.backing.reach import Budget, greeting_problem
 from iomatrix.backing.spec import BackingSpecBase
 from iomatrix.errors import UserError
@@ -208,28 +207,21 @@ class LabNbdServer:
             )
         return cls(workdir, exports, port, proc)
 
-    def new_disk(
-        self,
-        values: Mapping[str, str],
-        *,
-        size_bytes: int,
-        name: str,
-        create_options: tuple[tuple[str, str], ...] = (),
-    ) -> NetworkDisk:
-        fmt = values.get("format", "raw")
-        prealloc = values.get("preallocation", "off")
+    def new_disk(self, want: DiskRequest) -> NetworkDisk:
+        fmt = want.values.get("format", "raw")
+        prealloc = want.values.get("preallocation", "off")
         prealloc = "off" if prealloc in ("", "-") else prealloc
-        export = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', name)[:100]}.{fmt}"
+        export = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', want.name)[:100]}.{fmt}"
         path = self.exports / export
         leftovers.register_temp_path(self.workdir, path)  # before it exists
         self._disks.add(path)
         try:
-            create_image(path, fmt, prealloc, size_bytes, create_options)
+            create_image(path, fmt, prealloc, want.size_bytes, want.create_options)
             if fmt != "raw":
                 # An NBD export has the size the file has when a client connects, and a qcow2 file
                 # grows as it is written: the file is extended (sparse) to room for the image and
                 # its metadata, as a qcow2 on a fixed-size volume (an LV, a LUN) has.
-                os.truncate(path, max(path.stat().st_size, _qcow2_room(size_bytes)))
+                os.truncate(path, max(path.stat().st_size, _qcow2_room(want.size_bytes)))
         except BaseException:
             self._remove(path)
             raise
@@ -238,7 +230,7 @@ class LabNbdServer:
             protocol_options=_options(LOOPBACK, self.port, export),
             url=f"nbd://{LOOPBACK}:{self.port}/{export}",
             format=fmt,
-            size_bytes=size_bytes,
+            size_bytes=want.size_bytes,
             server_path=path,
             meta={**self.metadata(), "nbd_export": export},
         )
@@ -295,23 +287,17 @@ class ExistingNbdServer:
             raise UserError(size, hint="check the server and the export name, or drop the backing")
         self.size = size
 
-    def new_disk(
-        self,
-        values: Mapping[str, str],
-        *,
-        size_bytes: int,
-        name: str,
-        create_options: tuple[tuple[str, str], ...] = (),
-    ) -> NetworkDisk:
-        if values.get("format", "raw") != "raw":
+    def new_disk(self, want: DiskRequest) -> NetworkDisk:
+        if want.values.get("format", "raw") != "raw":
             raise UserError(
                 f"{self.url} is an existing export: only raw is measured on it (a qcow2 header "
                 "would be written over its bytes)",
                 hint='use format = ["raw"] for this backing',
             )
-        if size_bytes > self.size:
+        if want.size_bytes > self.size:
             raise UserError(
-                f"{self.url} holds {self.size} bytes, fewer than the {size_bytes} the plan needs",
+                f"{self.url} holds {self.size} bytes, fewer than the {want.size_bytes} the plan "
+                "needs",
                 hint="lower the plan's image_size or name a larger export",
             )
         return NetworkDisk(

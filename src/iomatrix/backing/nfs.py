@@ -55,7 +55,7 @@ from iomatrix.backing.leftover_kinds import (
     RuntimeFileLeftover,
     rpc_registrations,
 )
-from iomatrix.backing.network import NetworkDisk
+from iomatrix.backing.network import DiskRequest, NetworkDisk
 from iomatrix.backing.ports import PortHolder, port_holders, refuse_if_held
 from iomatrix.backing.reach import (
     CONNECT_BUDGET_S,
@@ -313,21 +313,16 @@ class LabNfsServer:
     lab_started: bool = True
     _disks: set[Path] = field(default_factory=set)  # made and not yet removed
 
-    def new_disk(
-        self,
-        values: Mapping[str, str],
-        *,
-        size_bytes: int,
-        name: str,
-        create_options: tuple[tuple[str, str], ...] = (),
-    ) -> NetworkDisk:
-        fmt = _format(values)
-        path = self.export_dir / f"{_slug(name)}.{fmt}"
+    def new_disk(self, want: DiskRequest) -> NetworkDisk:
+        fmt = _format(want.values)
+        path = self.export_dir / f"{_slug(want.name)}.{fmt}"
         # before it exists: clean removes it after a kill
         leftovers.register_temp_path(self.workdir, path)
         self._disks.add(path)
         try:
-            create_image(path, fmt, _preallocation(values), size_bytes, create_options)
+            create_image(
+                path, fmt, _preallocation(want.values), want.size_bytes, want.create_options
+            )
         except BaseException:
             self._remove_file(path)
             raise
@@ -336,7 +331,7 @@ class LabNfsServer:
             protocol_options=_protocol_options(LOOPBACK, str(path)),
             url=f"nfs://{LOOPBACK}{path}",
             format=fmt,
-            size_bytes=size_bytes,
+            size_bytes=want.size_bytes,
             server_path=path,
             meta={**self.metadata(), "nfs_file": str(path)},
         )
@@ -586,15 +581,8 @@ class ExistingNfsServer:
     def _url(self, name: str) -> str:
         return f"nfs://{self.server}{self.export.rstrip('/')}/{name}"
 
-    def new_disk(
-        self,
-        values: Mapping[str, str],
-        *,
-        size_bytes: int,
-        name: str,
-        create_options: tuple[tuple[str, str], ...] = (),
-    ) -> NetworkDisk:
-        fmt, prealloc = _format(values), _preallocation(values)
+    def new_disk(self, want: DiskRequest) -> NetworkDisk:
+        fmt, prealloc = _format(want.values), _preallocation(want.values)
         if fmt == "raw" and prealloc != "off":
             raise UserError(
                 f"raw with preallocation={prealloc} cannot be made on an existing NFS "
@@ -602,9 +590,9 @@ class ExistingNfsServer:
                 "nfs driver has no preallocation option",
                 hint="use preallocation off (or qcow2 with metadata) for this backing",
             )
-        fname = f"iomatrix-{os.getpid()}-{secrets.token_hex(3)}-{_slug(name)}.{fmt}"
+        fname = f"iomatrix-{os.getpid()}-{secrets.token_hex(3)}-{_slug(want.name)}.{fmt}"
         url = self._url(fname)
-        argv = create_image_argv(Path(fname), fmt, prealloc, size_bytes, create_options)
+        argv = create_image_argv(Path(fname), fmt, prealloc, want.size_bytes, want.create_options)
         assert argv is not None  # only a raw disk on a block device needs no creation
         # validated as a file name; qemu-img itself takes the URL (a Path would fold its "//")
         argv[-2] = url
@@ -643,7 +631,7 @@ class ExistingNfsServer:
             protocol_options=_protocol_options(self.server, path),
             url=url,
             format=fmt,
-            size_bytes=size_bytes,
+            size_bytes=want.size_bytes,
             server_path=None,
             meta={**self.metadata(), "nfs_file": fname},
         )

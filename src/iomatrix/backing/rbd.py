@@ -52,7 +52,7 @@ from iomatrix.backing import leftovers
 from iomatrix.backing.client_host import SharedServer
 from iomatrix.backing.leftover_kinds import Leftover, LeftoverError
 from iomatrix.backing.leftover_rbd import RbdImageLeftover, rbd_argv
-from iomatrix.backing.network import NetworkDisk
+from iomatrix.backing.network import DiskRequest, NetworkDisk
 from iomatrix.backing.ports import free_ports_in, port_holders, refuse_if_held
 from iomatrix.backing.reach import Budget, greeting_problem
 from iomatrix.backing.spec import BackingSpecBase, missing_module, not_root
@@ -392,18 +392,11 @@ class _RbdPool:
     def metadata(self) -> dict[str, Any]:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def new_disk(
-        self,
-        values: Mapping[str, str],
-        *,
-        size_bytes: int,
-        name: str,
-        create_options: tuple[tuple[str, str], ...] = (),
-    ) -> NetworkDisk:
-        fmt = _image_format(values)
-        settings = cache_settings(values)
-        obj = object_size(values)
-        image = self._image_name(name)
+    def new_disk(self, want: DiskRequest) -> NetworkDisk:
+        fmt = _image_format(want.values)
+        settings = cache_settings(want.values)
+        obj = object_size(want.values)
+        image = self._image_name(want.name)
         run_dir = self.directory / "run"
         run_dir.mkdir(exist_ok=True)
         disk_conf = self.directory / f"{image}.conf"
@@ -423,7 +416,7 @@ class _RbdPool:
                         "create",
                         f"{self.pool}/{image}",
                         "--size",
-                        f"{size_bytes}B",
+                        f"{want.size_bytes}B",
                         "--object-size",
                         obj,
                     ),
@@ -440,9 +433,9 @@ class _RbdPool:
                 argv = create_image_argv(
                     Path(target),
                     fmt,
-                    values.get("preallocation", "off") or "off",
-                    size_bytes,
-                    create_options,
+                    want.values.get("preallocation", "off") or "off",
+                    want.size_bytes,
+                    want.create_options,
                 )
                 assert argv is not None  # never None for a qcow2 image
                 _run(argv, f"qemu-img create -f {fmt} {self.pool}/{image}")
@@ -470,7 +463,7 @@ class _RbdPool:
             protocol_options=rbd_options(self.pool, image, disk_conf, self.user),
             url=rbd_url(self.pool, image, disk_conf, self.user),
             format=fmt,
-            size_bytes=size_bytes,
+            size_bytes=want.size_bytes,
             server_path=None,
             meta=meta,
         )
