@@ -27,7 +27,7 @@ from iomatrix.backing.iscsi import read_capacity
 from iomatrix.backing.rbd import existing_pool_problem
 from iomatrix.backing.reach import CONNECT_BUDGET_S
 from iomatrix.backing.spec import parse_backing
-from iomatrix.protocols.iscsi_names import parse_iscsi_url
+from iomatrix.protocols.iscsi import parse_iscsi_url
 from tests.conftest import needs, run_cli
 
 # The budget, and room for a loaded host to start the tool and the CLI's own start-up.

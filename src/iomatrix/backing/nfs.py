@@ -69,8 +69,8 @@ from iomatrix.domain import Format
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import version_of
 from iomatrix.images import create_image, create_image_argv
-from iomatrix.protocols.iscsi_names import address_problem
 from iomatrix.protocols.nfs import Nfs
+from iomatrix.protocols.place import address_problem
 from iomatrix.storage_clients import filesystems, module_known, nfs_missing
 
 # What a lab-started NFS server and QEMU's NFS client need (backing.nfs): program or file → Debian
