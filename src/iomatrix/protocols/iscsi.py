@@ -308,10 +308,10 @@ class Iscsi(NetworkProtocol):
     is_volume = True
     spec = "iomatrix.backing.iscsi:IscsiBacking"
     extra_snippets: ClassVar[tuple[str, ...]] = (
-        "iomatrix.vmconfig.iscsi_target:tgt_snippet",
-        "iomatrix.vmconfig.iscsi_target:tgtadm_snippet",
-        "iomatrix.vmconfig.iscsi_target:lio_snippet",
-        "iomatrix.vmconfig.iscsi_target:san_snippet",
+        "iomatrix.vmconfig.read_iscsi:tgt_snippet",
+        "iomatrix.vmconfig.read_iscsi:tgtadm_snippet",
+        "iomatrix.vmconfig.read_iscsi:lio_snippet",
+        "iomatrix.vmconfig.read_iscsi:san_snippet",
     )
     snippet_targets: ClassVar[tuple[str, ...]] = ("tgt", "targetcli", "san")
     proxmox_types: ClassVar[tuple[str, ...]] = (PROXMOX_DIRECT, PROXMOX_KERNEL)
