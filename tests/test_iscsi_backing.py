@@ -24,12 +24,14 @@ from iomatrix.backing.delay_relay import delayed
 from iomatrix.backing.iscsi import (
     ExistingIscsiServer,
     IscsiBacking,
+    TgtdLeftover,
     TgtServer,
     caching_page,
     caching_wce,
     read_write_cache,
+    tgtd_socket_files,
 )
-from iomatrix.backing.leftover_kinds import TgtdLeftover, proc_start, tgtd_socket_files
+from iomatrix.backing.leftover_kinds import proc_start
 from iomatrix.backing.network import NetworkDisk
 from iomatrix.backing.provision import provision
 from iomatrix.backing.spec import parse_backing

@@ -20,8 +20,8 @@ import pytest
 
 from iomatrix.backing import leftovers
 from iomatrix.backing.iscsi import TgtServer
-from iomatrix.backing.leftover_kinds import rpc_registrations
 from iomatrix.backing.network import DiskRequest
+from iomatrix.backing.nfs import rpc_registrations
 from iomatrix.backing.provision import cannot_serve, provision
 from iomatrix.backing.reach import portal_problem
 from iomatrix.backing.spec import parse_backing

@@ -21,9 +21,7 @@ OWNERS = (
     "protocols/",
     "backing/iscsi.py",
     "backing/nfs.py",
-    "backing/libnfs.py",
     "backing/rbd.py",
-    "backing/leftover_rbd.py",
     "backing/nbd.py",
 )
 # Branches not moved yet, per module: how many it still has (may only shrink). Empty since issue 48

@@ -23,7 +23,6 @@ import pytest
 from iomatrix.backing import leftovers
 from iomatrix.backing import rbd as rbd_module
 from iomatrix.backing.leftover_kinds import proc_start
-from iomatrix.backing.leftover_rbd import RbdImageLeftover
 from iomatrix.backing.leftovers import clean
 from iomatrix.backing.network import DiskRequest, NetworkDisk
 from iomatrix.backing.provision import provision
@@ -31,6 +30,7 @@ from iomatrix.backing.rbd import (
     ExistingRbdPool,
     LabRbdServer,
     RbdBacking,
+    RbdImageLeftover,
     cache_settings,
     client_section,
     connect_existing,

@@ -14,7 +14,7 @@ directory, made as the cell's axes say:
 
 tgtd ignores SIGTERM: it is stopped through its control port (targets deleted, `--mode system --op
 delete`), then killed if still alive. It is in the leftovers ledger before it starts
-(`leftover_kinds.TgtdLeftover`), and each LUN's file is too, so `iomatrix clean` or the next run
+(`TgtdLeftover`, below), and each LUN's file is too, so `iomatrix clean` or the next run
 removes everything after a SIGKILL.
 
 *Existing* (`portal`, `iqn`, optional `lun`): iomatrix cannot create a LUN on someone else's target;
@@ -42,6 +42,7 @@ measured with NOP pings through it and directly."""  # noqa: E501
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import os
 import random
@@ -54,7 +55,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -63,13 +64,13 @@ from iomatrix.backing import leftovers
 from iomatrix.backing.client_host import SharedServer
 from iomatrix.backing.delay_relay import RELAY_METHOD, start_relay
 from iomatrix.backing.leftover_kinds import (
-    TGTD_CONTROL_PORTS,
+    PROCESS_GONE_S,
+    EntryKind,
     Leftover,
-    TgtdLeftover,
+    LeftoverError,
+    gone_within,
     proc_start,
-    tgtadm,
-    tgtd_lock_held,
-    tgtd_socket_files,
+    run_tool,
 )
 from iomatrix.backing.network import DiskRequest, NetworkDisk
 from iomatrix.backing.ports import refuse_if_held
@@ -267,6 +268,130 @@ def _check(out: subprocess.CompletedProcess[str], what: str) -> str:
         err = (out.stderr or out.stdout).strip().splitlines()
         raise UserError(f"{what} failed: {err[-1] if err else f'exit {out.returncode}'}")
     return out.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# tgtd in the leftovers ledger (a NetworkProtocol.leftover_kinds of iSCSI)
+# ---------------------------------------------------------------------------------------------
+
+# tgtd's control sockets: /run/tgtd/socket.N and socket.N.lock for `tgtd -C N` (N = 0 is a system
+# tgtd's).
+TGTD_SOCKET_DIR = "/run/tgtd"
+# The control ports iomatrix gives its own tgtd: far from 0 (the distribution's service) and small
+# ones.
+TGTD_CONTROL_PORTS = range(20000, 32000)  # tgtd refuses -C above 32767 (a short)
+TGTD_GONE_S = 10.0
+
+
+def tgtd_socket_files(control_port: int) -> list[Path]:
+    base = Path(TGTD_SOCKET_DIR) / f"socket.{control_port}"
+    return [base, base.with_name(base.name + ".lock")]
+
+
+def tgtd_lock_held(control_port: int) -> bool:
+    """Whether a live tgtd holds the lock of control port N (tgtd takes a lockf lock on
+    socket.N.lock)."""
+    lock = tgtd_socket_files(control_port)[1]
+    try:
+        fd = os.open(lock, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    else:
+        fcntl.lockf(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def tgtadm(control_port: int, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """tgtadm against the tgtd of control port N only (never the system's on port 0)."""
+    return run_tool(["tgtadm", "-C", str(control_port), "--lld", "iscsi", *args], timeout=timeout)
+
+
+def tgtd_target_ids(control_port: int) -> list[int]:
+    out = tgtadm(control_port, "--mode", "target", "--op", "show")
+    return (
+        [int(m.group(1)) for m in re.finditer(r"^Target (\d+):", out.stdout, re.M)]
+        if out.returncode == 0
+        else []
+    )
+
+
+@dataclass(frozen=True)
+class TgtdLeftover(Leftover):
+    """A tgtd iomatrix started (`target` its control port; info `pid`/`start` once it runs,
+    `portal`). tgtd ignores SIGTERM: its targets are deleted and it is told to exit through its own
+    control port, then it is killed if still alive (only while the pid is still the process
+    started); its control socket files go with it. Recorded before it is started, so a kill between
+    the two leaves only socket files to remove."""
+
+    kind: ClassVar[EntryKind] = "tgtd"
+    label: ClassVar[str] = "iSCSI target daemon tgtd, control port"
+
+    def _port(self) -> int:
+        if not self.target.isdigit() or int(self.target) not in TGTD_CONTROL_PORTS:
+            raise LeftoverError(f"tgtd control port {self.target!r} is not one iomatrix uses")
+        return int(self.target)
+
+    def _pid_start(self) -> tuple[int, int] | None:
+        pid, start = self.info.get("pid"), self.info.get("start")
+        if (
+            isinstance(pid, int)
+            and isinstance(start, int)
+            and not isinstance(pid, bool)
+            and pid > 1
+        ):
+            return pid, start
+        return None
+
+    def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
+        try:
+            self._port()
+        except LeftoverError as err:
+            return str(err)
+        return None
+
+    def _alive(self) -> bool:
+        ps = self._pid_start()
+        return ps is not None and proc_start(ps[0]) == ps[1]
+
+    def present(self) -> bool:
+        return self._alive() or any(p.exists() for p in tgtd_socket_files(self._port()))
+
+    def remove(self) -> list[str]:
+        port = self._port()
+        done = []
+        if self._alive():
+            ps = self._pid_start()
+            assert ps is not None
+            for tid in tgtd_target_ids(port):
+                tgtadm(port, "--mode", "target", "--op", "delete", "--force", "--tid", str(tid))
+            tgtadm(port, "--mode", "system", "--op", "delete")
+            if not gone_within(ps, TGTD_GONE_S):
+                with contextlib.suppress(ProcessLookupError):
+                    if proc_start(ps[0]) == ps[1]:
+                        os.kill(ps[0], 9)
+                if not gone_within(ps, PROCESS_GONE_S):
+                    raise LeftoverError(
+                        f"tgtd {ps[0]} (control port {port}) did not die within "
+                        f"{PROCESS_GONE_S:g} s of SIGKILL"
+                    )
+            done.append(
+                f"stopped tgtd {ps[0]} (control port {port}, portal {self.info.get('portal')})"
+            )
+        if tgtd_lock_held(port):
+            raise LeftoverError(
+                f"a tgtd still holds control port {port}: its socket files are left alone"
+            )
+        for f in tgtd_socket_files(port):
+            if f.exists() or f.is_symlink():
+                f.unlink()
+                done.append(f"deleted {f}")
+        return done
 
 
 class TgtServer:

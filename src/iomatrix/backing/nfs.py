@@ -26,6 +26,9 @@ SIGKILL (on SIGTERM rpcbind saves its table in /run/rpcbind for a warm start, wh
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
+import errno
 import functools
 import hashlib
 import os
@@ -35,25 +38,23 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
+import psutil
 from pydantic import Field, field_validator, model_validator
 
 from iomatrix import children
-from iomatrix.backing import leftovers, libnfs
+from iomatrix.backing import leftovers
 from iomatrix.backing.client_host import SharedServer
 from iomatrix.backing.leftover_kinds import (
-    RUNTIME_FILES,
+    EntryKind,
     Leftover,
     LeftoverError,
-    NfsFileLeftover,
     PathLeftover,
-    RpcRegistrationLeftover,
-    RuntimeFileLeftover,
-    rpc_registrations,
+    run_tool,
 )
 from iomatrix.backing.network import DiskRequest, NetworkDisk
 from iomatrix.backing.ports import PortHolder, port_holders, refuse_if_held
@@ -185,6 +186,336 @@ NFS_VERSION = 3  # what QEMU 7.2's libnfs client speaks (its nfs driver has no v
 READY_TIMEOUT_S = 120.0  # generous: a loaded 2-core host took 0.4 s; never a fixed sleep
 STOP_GRACE_S = 20.0  # ganesha's clean shutdown took ~1 s here
 QEMU_IMG_TIMEOUT_S = 600.0
+
+
+# ---------------------------------------------------------------------------------------------
+# libnfs: one file on an export, without a kernel mount
+# ---------------------------------------------------------------------------------------------
+
+# Create and remove one file on an NFS export without a kernel mount, through libnfs (the library
+# QEMU's ``nfs`` block driver uses), loaded with ctypes. Why not a command: Debian's libnfs-utils
+# ships only ``nfs-ls``, ``nfs-cat`` and ``nfs-cp`` — nothing removes a file — and the hosts
+# iomatrix runs on often have no kernel NFS client (no ``nfs`` module, no ``mount.nfs``). libnfs
+# itself is always there when QEMU can open an ``nfs://`` disk (``qemu-block-extra`` depends on it),
+# and four of its synchronous calls are all an existing export needs: mount the export, create a
+# file exclusively (``O_EXCL``: a name already taken is an error, never a truncation of someone's
+# file), look a file up, remove it. Every call is bounded by libnfs's own RPC timeout
+# (``nfs_set_timeout``), so an unreachable server is an error after that many seconds, not a hang.
+
+LIBNFS_SONAME = "libnfs.so.13"  # Debian 12's libnfs13 (libnfs 4.0)
+LIBNFS_TIMEOUT_S = 15.0
+
+
+class NfsError(Exception):
+    """A libnfs call failed; `errno` is the (positive) error number libnfs returned."""
+
+    def __init__(self, message: str, err: int) -> None:
+        super().__init__(message)
+        self.errno = err
+
+
+_LIBNFS: ctypes.CDLL | None = None
+
+
+def _libnfs() -> ctypes.CDLL:
+    """libnfs, loaded once; NfsError when it is not installed."""
+    global _LIBNFS
+    if _LIBNFS is None:
+        try:
+            lib = ctypes.CDLL(ctypes.util.find_library("nfs") or LIBNFS_SONAME)
+        except OSError:
+            raise NfsError(
+                "libnfs is not installed (apt-get install libnfs13)", errno.ENOENT
+            ) from None
+        vp, cp, i = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
+        for name, res, args in (
+            ("nfs_init_context", vp, []),
+            ("nfs_destroy_context", None, [vp]),
+            ("nfs_get_error", cp, [vp]),
+            ("nfs_set_timeout", None, [vp, i]),
+            ("nfs_mount", i, [vp, cp, cp]),
+            ("nfs_create", i, [vp, cp, i, i, ctypes.POINTER(vp)]),
+            ("nfs_close", i, [vp, vp]),
+            ("nfs_unlink", i, [vp, cp]),
+            ("nfs_stat64", i, [vp, cp, vp]),
+        ):
+            fn = getattr(lib, name)
+            fn.restype, fn.argtypes = res, args
+        _LIBNFS = lib
+    return _LIBNFS
+
+
+def libnfs_available() -> bool:
+    try:
+        _libnfs()
+    except NfsError:
+        return False
+    return True
+
+
+@dataclass
+class NfsExport:
+    """One mounted export (libnfs context); paths are relative to the export's root ("/name")."""
+
+    server: str
+    export: str
+    _ctx: int
+
+    def _check(self, rc: int, what: str) -> None:
+        if rc < 0:
+            raw = _libnfs().nfs_get_error(self._ctx)
+            detail = raw.decode(errors="replace") if raw else os.strerror(-rc)
+            raise NfsError(f"{what} on nfs://{self.server}{self.export}: {detail}", -rc)
+
+    def create_exclusive(self, name: str) -> None:
+        """Create the empty file `/name`, failing (EEXIST) if anything of that name is there."""
+        fh = ctypes.c_void_p()
+        lib = _libnfs()
+        self._check(
+            lib.nfs_create(
+                self._ctx,
+                f"/{name}".encode(),
+                os.O_CREAT | os.O_EXCL | os.O_WRONLY,
+                0o600,
+                ctypes.byref(fh),
+            ),
+            f"creating {name}",
+        )
+        lib.nfs_close(self._ctx, fh)
+
+    def exists(self, name: str) -> bool:
+        buf = ctypes.create_string_buffer(256)  # struct nfs_stat_64: 16 × 8 bytes; room to spare
+        rc = _libnfs().nfs_stat64(self._ctx, f"/{name}".encode(), buf)
+        if rc == -errno.ENOENT:
+            return False
+        self._check(rc, f"looking up {name}")
+        return True
+
+    def unlink(self, name: str) -> None:
+        self._check(_libnfs().nfs_unlink(self._ctx, f"/{name}".encode()), f"removing {name}")
+
+
+@contextlib.contextmanager
+def nfs_mounted(
+    server: str, export: str, timeout_s: float = LIBNFS_TIMEOUT_S
+) -> Iterator[NfsExport]:
+    """The export mounted by libnfs (MOUNT protocol + NFSv3, no kernel involved), unmounted on
+    exit."""
+    lib = _libnfs()
+    ctx = lib.nfs_init_context()
+    if not ctx:
+        raise NfsError("libnfs could not make a context", errno.ENOMEM)
+    try:
+        lib.nfs_set_timeout(ctx, int(timeout_s * 1000))
+        handle = NfsExport(server, export, ctx)
+        handle._check(lib.nfs_mount(ctx, server.encode(), export.encode()), "mounting the export")
+        yield handle
+    finally:
+        lib.nfs_destroy_context(ctx)
+
+
+# ---------------------------------------------------------------------------------------------
+# the NFS lab's entries in the leftovers ledger (NetworkProtocol.leftover_kinds)
+# ---------------------------------------------------------------------------------------------
+
+# The RPC programs of an NFS server (NFS, MOUNT, NLM, RQUOTA): the only ones an rpc_registration
+# entry may remove.
+NFS_RPC_PROGRAMS = frozenset({100003, 100005, 100021, 100011})
+RPCBIND_HOST = "127.0.0.1"  # a lab-started server registers with the local rpcbind only
+RPCINFO_TIMEOUT_S = 20.0
+
+
+def rpc_registrations(host: str = RPCBIND_HOST) -> list[tuple[int, int, str, int]] | None:
+    """(program, version, protocol, port) of every registration rpcbind on `host` lists (``rpcinfo
+    -p``), or None when no rpcbind answers there."""
+    try:
+        out = run_tool(["rpcinfo", "-p", host], timeout=RPCINFO_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    rows = []
+    for line in out.stdout.splitlines():
+        f = line.split()
+        if len(f) >= 4 and f[0].isdigit() and f[1].isdigit() and f[3].isdigit():
+            rows.append((int(f[0]), int(f[1]), f[2], int(f[3])))
+    return rows
+
+
+@dataclass(frozen=True)
+class RpcRegistrationLeftover(Leftover):
+    """The RPC programs a lab-started NFS server registers with the local rpcbind (info `programs`:
+    [program, version] pairs, `ports`: the ports the server was configured with). ganesha removes
+    them when it stops cleanly; killed hard it leaves them, and a client asking rpcbind would be
+    sent to a dead port. Only a registration that still points at one of our recorded ports is
+    removed (``rpcinfo -d``)."""
+
+    kind: ClassVar[EntryKind] = "rpc_registration"
+    label: ClassVar[str] = "RPC registrations with rpcbind on"
+
+    def _programs(self) -> set[tuple[int, int]]:
+        raw = self.info.get("programs")
+        if not isinstance(raw, list):
+            return set()
+        return {
+            (p[0], p[1])
+            for p in raw
+            if isinstance(p, list)
+            and len(p) == 2
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in p)
+        }
+
+    def _ports(self) -> set[int]:
+        raw = self.info.get("ports")
+        return (
+            {p for p in raw if isinstance(p, int) and not isinstance(p, bool)}
+            if isinstance(raw, list)
+            else set()
+        )
+
+    def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
+        programs, ports = self._programs(), self._ports()
+        if self.target != RPCBIND_HOST or not programs or not ports:
+            return (
+                f"{self.target} with programs {self.info.get('programs')!r} is not a "
+                "registration iomatrix makes"
+            )
+        if any(p not in NFS_RPC_PROGRAMS for p, _ in programs) or any(
+            not 1024 <= p <= 65535 for p in ports
+        ):
+            return (
+                f"programs {sorted(programs)} on ports {sorted(ports)} are not an NFS "
+                "server's iomatrix starts"
+            )
+        return None
+
+    def _ours(self) -> set[tuple[int, int]]:
+        rows = rpc_registrations(self.target)
+        programs, ports = self._programs(), self._ports()
+        return {
+            (prog, vers)
+            for prog, vers, _, port in rows or ()
+            if (prog, vers) in programs and port in ports
+        }
+
+    def present(self) -> bool:
+        return bool(self._ours())
+
+    def remove(self) -> list[str]:
+        done = []
+        for prog, vers in sorted(self._ours()):
+            # every transport of (program, version) at once: rpcbind keeps one mapping per
+            # transport, and this one points at our port, so none of them is another server's
+            out = run_tool(["rpcinfo", "-d", str(prog), str(vers)], timeout=RPCINFO_TIMEOUT_S)
+            if out.returncode != 0:
+                raise LeftoverError(
+                    f"cannot unregister RPC program {prog} version {vers}: "
+                    f"{(out.stderr or out.stdout).strip()}"
+                )
+            done.append(
+                f"unregistered RPC program {prog} version {vers} from rpcbind on {self.target}"
+            )
+        return done
+
+
+# Names iomatrix gives its own files on an existing NFS export (backing.nfs:
+# "iomatrix-<pid>-<hex6>-<name>").
+NFS_FILE_NAME = re.compile(r"iomatrix-[0-9]+-[0-9a-f]{6}(-[A-Za-z0-9_.-]{1,100})?")
+
+
+@dataclass(frozen=True)
+class NfsFileLeftover(Leftover):
+    """iomatrix's own image on an existing NFS export (`target` its nfs:// URL, info `server`,
+    `export`, `name`), removed through libnfs: only a file of a name iomatrix generates, at the top
+    of the recorded export."""
+
+    kind: ClassVar[EntryKind] = "nfs_file"
+    label: ClassVar[str] = "file on NFS export"
+
+    def _where(self) -> tuple[str, str, str]:
+        server, export, name = (self.info.get(k) for k in ("server", "export", "name"))
+        if not (isinstance(server, str) and isinstance(export, str) and isinstance(name, str)):
+            raise LeftoverError(
+                f"NFS file entry {self.target} does not name its server, export and file"
+            )
+        return server, export, name
+
+    def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
+        try:
+            server, export, name = self._where()
+        except LeftoverError as err:
+            return str(err)
+        if (
+            not NFS_FILE_NAME.fullmatch(name)
+            or self.target != f"nfs://{server}{export.rstrip('/')}/{name}"
+        ):
+            return f"{self.target} is not a file name iomatrix gives its images on an NFS export"
+        return None
+
+    def present(self) -> bool:
+        server, export, name = self._where()
+        try:
+            with nfs_mounted(server, export) as ex:
+                return ex.exists(name)
+        except NfsError as err:
+            raise LeftoverError(f"cannot reach {self.target}: {err}") from None
+
+    def remove(self) -> list[str]:
+        server, export, name = self._where()
+        try:
+            with nfs_mounted(server, export) as ex:
+                ex.unlink(name)
+        except NfsError as err:
+            if err.errno == errno.ENOENT:
+                return []
+            raise LeftoverError(f"cannot remove {self.target}: {err}") from None
+        return [f"removed {self.target}"]
+
+
+# Files a daemon iomatrix starts creates in /run and does not remove when it stops (path → the
+# daemon's process name). Recorded only when absent before the daemon started: then they are ours.
+RUNTIME_FILES = {
+    "/run/rpcbind.sock": "rpcbind",
+    "/run/rpcbind.lock": "rpcbind",
+    "/run/ganesha": "ganesha.nfsd",
+}
+
+
+@dataclass(frozen=True)
+class RuntimeFileLeftover(Leftover):
+    """A file (or empty directory) in /run that a daemon iomatrix started left there
+    (RUNTIME_FILES). Removed only while no process of that daemon runs: a host's own rpcbind started
+    since then uses it."""
+
+    kind: ClassVar[EntryKind] = "runtime_file"
+    label: ClassVar[str] = "daemon runtime file"
+
+    def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
+        if self.target not in RUNTIME_FILES:
+            return f"{self.target} is not a runtime file of a daemon iomatrix starts"
+        return None
+
+    def present(self) -> bool:
+        owner = RUNTIME_FILES[self.target]
+        if not os.path.lexists(self.target):
+            return False
+        return not any(
+            p.info["name"] == owner and p.info["status"] != psutil.STATUS_ZOMBIE
+            for p in psutil.process_iter(["name", "status"])
+        )
+
+    def remove(self) -> list[str]:
+        p = Path(self.target)
+        try:
+            if p.is_dir() and not p.is_symlink():
+                p.rmdir()
+            else:
+                p.unlink()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:  # a directory something was put in since: not ours to empty
+            raise LeftoverError(f"cannot remove {p}: {exc.strerror}") from None
+        return [f"removed {p} (left by {RUNTIME_FILES[self.target]})"]
 
 
 class Teardown(Protocol):
@@ -607,7 +938,7 @@ class ExistingNfsServer:
         try:
             # exclusively first: a name somebody else holds is an error here, never a file qemu-img
             # truncates
-            with libnfs.mounted(self.server, self.export, CONNECT_BUDGET_S) as ex:
+            with nfs_mounted(self.server, self.export, CONNECT_BUDGET_S) as ex:
                 ex.create_exclusive(fname)
             created = True
             out = subprocess.run(argv, capture_output=True, text=True, timeout=QEMU_IMG_TIMEOUT_S)
@@ -616,7 +947,7 @@ class ExistingNfsServer:
                     f"qemu-img create {fmt} {url} failed: {_last_line(out.stderr)}",
                     hint="check that the export is writable by this host's root (no_root_squash)",
                 )
-        except libnfs.NfsError as err:
+        except NfsError as err:
             self._abandon(url, leftover, created)
             raise UserError(
                 f"cannot create {url}: {err}",
@@ -703,9 +1034,9 @@ def existing_server_problem(server: str, export: str) -> str | None:
         )
     timeout = budget.left()
     try:
-        with libnfs.mounted(server, export, timeout):
+        with nfs_mounted(server, export, timeout):
             pass
-    except libnfs.NfsError as err:
+    except NfsError as err:
         return (
             f"cannot mount export {export} of {server} within {timeout:.0f} s (NFSv"
             f"{NFS_VERSION}, found through rpcbind at {server}:{RPCBIND_PORT}): {err}; check "
@@ -739,7 +1070,7 @@ def provision_nfs(
 ) -> tuple[LabNfsServer | ExistingNfsServer, dict[str, Any]]:
     """The server of an NFS backing (started or checked) and the metadata every result of it
     carries."""
-    if not libnfs.available():
+    if not libnfs_available():
         raise UserError(
             "libnfs is not installed: QEMU's NFS client needs it", hint="apt-get install libnfs13"
         )

@@ -131,6 +131,9 @@ class NetworkProtocol(ABC):
     # Whether a lab-started server of it keeps each run's disk as a file in the working directory (a
     # LUN file, an export's image): the space check before a sweep counts it there.
     lab_disks_in_workdir: ClassVar[bool] = False
+    # The leftover kinds its lab half records in the leftovers ledger beside the host's own
+    # (backing.leftover_kinds), "module:Class" each, imported when a ledger names one.
+    leftover_kinds: ClassVar[tuple[str, ...]] = ()
     # Its side of the rtt axis's delaying relay, "module:function" imported on use (a client that
     # takes a port): a context manager `(disk, rtt_ms, workdir)` yielding (the disk reached through
     # the relay, the RTT requested and measured), see backing.delay_relay; None where the relay

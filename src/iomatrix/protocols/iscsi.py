@@ -324,6 +324,7 @@ class Iscsi(NetworkProtocol):
         "targetcli-fb",
     )
     lab_server = "iomatrix.backing.iscsi:provision_iscsi"
+    leftover_kinds = ("iomatrix.backing.iscsi:TgtdLeftover",)
     axes: ClassVar[tuple[Axis, ...]] = AXES
     axes_before = "rtt"
     reader = "iomatrix.vmconfig.read_iscsi:READER"

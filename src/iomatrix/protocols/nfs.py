@@ -67,6 +67,11 @@ class Nfs(NetworkProtocol):
         "qemu-block-extra",
     )
     lab_server = "iomatrix.backing.nfs:provision_nfs"
+    leftover_kinds = (
+        "iomatrix.backing.nfs:RpcRegistrationLeftover",
+        "iomatrix.backing.nfs:NfsFileLeftover",
+        "iomatrix.backing.nfs:RuntimeFileLeftover",
+    )
     axes: ClassVar[tuple[Axis, ...]] = (NFS_CLIENT,)
     axes_before = "rtt"
     existing_check = "iomatrix.backing.nfs:existing_problem"

@@ -82,6 +82,7 @@ class Rbd(NetworkProtocol):
         "qemu-block-extra",
     )
     lab_server = "iomatrix.backing.rbd:provision_rbd"
+    leftover_kinds = ("iomatrix.backing.rbd:RbdImageLeftover",)
     # librbd's cache, the client, the object size (protocols/ceph.py), after every other axis
     axes: ClassVar[tuple[Axis, ...]] = ceph.AXES
     existing_check = "iomatrix.backing.rbd:existing_pool_problem"
