@@ -8,6 +8,7 @@ import time
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from iomatrix.commands.common import open_store
 from iomatrix.commands.options import DEFAULT_DB, ReadDbOpt, format_option
@@ -52,7 +53,7 @@ def history(
     last = None
     for s in steps:
         if s.host != last:
-            console.print(f"[bold]{s.host}[/]", highlight=False)
+            console.print(f"[bold]{escape(s.host)}[/]", highlight=False)
             last = s.host
         when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(s.started_at))
         answers = "; ".join(f"{w}: {a[0]} {fmt(a[1])} {a[2]}" for w, a in sorted(s.answers.items()))
