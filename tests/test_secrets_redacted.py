@@ -53,7 +53,7 @@ CASES = [u for p in PASSWORDS for u in urls(p) if libpq_reads(u)]
 
 
 def secrets_of(url: str) -> list[str]:
-    """What libpq reads as the URL's secrets (percent-decoded), and the text they were written as."""
+    """What libpq reads as the URL's secrets (percent-decoded)."""
     parsed = conninfo_to_dict(url)
     found = [v for k, v in parsed.items() if k in ("password", "sslpassword") and v]
     assert found, f"libpq reads no password in {url}"
