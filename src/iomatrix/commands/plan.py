@@ -99,7 +99,7 @@ def plan_cmd(
             f"{unbatched / 60:.1f} min with {p.repetitions.min} runs each[/]"
         )
     for note in exp.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {escape(note)}")
     from iomatrix.metadata import mem_bytes
 
     line = page_cache_line(p, exp, mem_bytes(), plan)
@@ -120,7 +120,7 @@ def plan_cmd(
 
     # as `run` would refuse it with its defaults
     for line in warnings(p, exp, DEFAULT_WORKDIR, DEFAULT_DB):
-        console.print(f"[yellow]warning:[/] {line}")
+        console.print(f"[yellow]warning:[/] {escape(line)}")
     if explain:
         print_explain(exp, per_tier=bool(p.tier_tables))
 

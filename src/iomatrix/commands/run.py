@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from iomatrix import children
 from iomatrix.commands.common import few_runs_hint, load_plan, refuse_system_workdir, warn_tcg
@@ -366,7 +367,6 @@ def _publish(db: Path, url: DatabaseURL, *, failure_is_error: bool) -> None:
         )
         if failure_is_error:
             raise failed from None
-        from rich.markup import escape
 
         err_console.print(
             f"[red]error:[/] {escape(failed.one_line())}",
@@ -450,7 +450,7 @@ def _run_locked(sw: Sweep, store: Store) -> None:
         kernel=args.kernel,
         group=args.group,
         start_at=sw.start_at,
-        log=lambda m: console.print(f"[dim]{m}[/]"),
+        log=lambda m: console.print(f"[dim]{escape(m)}[/]"),
     )
     try:
         runner = SweepRunner(p, sw.base, store, opts, progress=RichProgress(args.verbose))
@@ -487,11 +487,11 @@ def _run_locked(sw: Sweep, store: Store) -> None:
             "ranked (their latency is not at the asked load)"
         )
     for key, why in res.unreached_units:
-        console.print(f"[yellow]load not reached:[/] {key}: {why}")
+        console.print(f"[yellow]load not reached:[/] {escape(f'{key}: {why}')}")
     for key, why in res.not_converged:
-        console.print(f"[yellow]not converged:[/] {key}: {why}")
+        console.print(f"[yellow]not converged:[/] {escape(f'{key}: {why}')}")
     for key, why in res.gave_up:
-        console.print(f"[red]gave up:[/] {key}: {why}")
+        console.print(f"[red]gave up:[/] {escape(f'{key}: {why}')}")
     warn_tcg(accels)
     if res.interrupted:
         console.print(
