@@ -163,6 +163,9 @@ def run(
     p = plan_with_current(p, current, current_disk)
     p = plan_with_roles(p, role, plan)
     p = plan_with_margin(p, margin)
+    from iomatrix.commands.plan import check_guest_image
+
+    check_guest_image(p)  # again: the file may have changed since `plan`
     # Everything is checked before anything is created: a bad --db leaves no workdir behind. A
     # database another sweep holds may be half-created: say who holds it rather than judge its
     # contents.
