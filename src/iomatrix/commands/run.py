@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from iomatrix import children
 from iomatrix.commands.common import few_runs_hint, load_plan, refuse_system_workdir, warn_tcg
@@ -395,7 +396,8 @@ def _run_locked(
         kernel=kernel,
         group=group,
         start_at=start_at,
-        log=lambda m: console.print(f"[dim]{m}[/]"),
+        # escaped: a line may carry what a guest's console printed ('[    0.000000] Linux …')
+        log=lambda m: console.print(f"[dim]{escape(m)}[/]"),
     )
     try:
         runner = SweepRunner(p, base, store, opts, progress=RichProgress(verbose))
