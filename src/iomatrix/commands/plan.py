@@ -61,6 +61,9 @@ def plan_cmd(
     check_allowed_devices(allow_destroy)
     p, base = load_plan(plan)
     p = plan_with_roles(p, role, plan)
+    # a guest image that cannot serve is said here, not after the estimate of a sweep that would
+    # fail (or wait for a boot that never comes)
+    check_guest_image(p)
     allowed = resolve_allowed(allow_destroy)
     exp = plan_expansion(p, base, allowed)
     low, high = estimate_seconds(p, exp)
@@ -123,6 +126,16 @@ def plan_cmd(
         console.print(f"[yellow]warning:[/] {escape(line)}")
     if explain:
         print_explain(exp, per_tier=bool(p.tier_tables))
+
+
+def check_guest_image(p: Plan) -> None:
+    """The plan's `[guest] image` checked as `run` checks it before anything is built or booted
+    (guest/real_image.py: a local, readable, bootable qcow2 or raw file); one line when it is
+    not."""
+    if "guest" in p.tier:
+        from iomatrix.guest.real_image import check_image_setting
+
+        check_image_setting(p.setting("guest_image"))
 
 
 def page_cache_line(p: Plan, exp: Expansion, ram_bytes: int | None, source: str) -> str | None:

@@ -260,7 +260,11 @@ def _plan_of(args: RunArgs) -> tuple[Plan, Path | None]:
     p, base = load_plan(args.plan)
     p = plan_with_current(p, args.current, args.current_disk)
     p = plan_with_roles(p, args.roles, args.plan)
-    return plan_with_margin(p, args.margin), base
+    p = plan_with_margin(p, args.margin)
+    from iomatrix.commands.plan import check_guest_image
+
+    check_guest_image(p)  # again: the file may have changed since `plan`
+    return p, base
 
 
 def _checked_places(args: RunArgs) -> Path:
