@@ -2,7 +2,7 @@
 difference (the power curve, issue 71), with the A/A check in the same runs (not a test).
 
     python bench/power_curve.py [--sweeps 4] [--budget 4.5m] [--keep DIR] [--json]
-    python bench/power_curve.py --rejudge DIR [--json]
+    python bench/power_curve.py --rejudge DIR [--json]    (--analyse DIR: as raced)
 
 Each sweep is one plan run as a user runs it (`iomatrix run PLAN --db …`), the size of the
 quickstart's: 18 units, quick's budget (4.5 minutes), repetitions and precision phase. Its cells
@@ -459,16 +459,21 @@ def main() -> int:
     ap.add_argument("--budget", default="4.5m", help="each sweep's time budget (quick's: 4.5m)")
     ap.add_argument("--keep", type=Path, help="the directory the races are kept in")
     ap.add_argument("--rejudge", type=Path, help="re-judge the races kept in this directory")
+    ap.add_argument(
+        "--analyse", type=Path, help="report the races kept in this directory as they were raced"
+    )
     ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
     args = ap.parse_args()
-    if args.rejudge:
-        manifest_file = args.rejudge / "power.json"
+    kept = args.rejudge or args.analyse
+    if kept:
+        manifest_file = kept / "power.json"
         if not manifest_file.exists():
             print(
-                f"power curve: {manifest_file} not found: give a --keep directory", file=sys.stderr
+                f"power curve: {manifest_file} not found: give a directory a run kept (--keep)",
+                file=sys.stderr,
             )
             return 2
-        return report(args.rejudge, json.loads(manifest_file.read_text()), True, args.json)
+        return report(kept, json.loads(manifest_file.read_text()), bool(args.rejudge), args.json)
     if os.geteuid() != 0:
         print("power curve: run as root (the sweeps drop caches)", file=sys.stderr)
         return 2
