@@ -5,6 +5,7 @@ says it proves.
     python bench/suite_time.py /tmp/suite.xml --fixtures /tmp/fixtures.jsonl [--top 30]
     python bench/suite_time.py --durations-log ci.log          # a CI log's --durations lines
     python bench/suite_time.py /tmp/suite.xml --write-durations tests/durations.json
+    python bench/suite_time.py --coverage-kept old.json new.json   # `coverage json` of each
 
 Reads pytest's JUnit XML (each test's wall seconds, set-up + call + teardown) or the `--durations`
 lines of a log (.ci/run prints the slowest 30), and the fixture set-up times tests/conftest.py's
@@ -16,7 +17,10 @@ to whichever test came first, so --durations alone hides it). Prints:
     wrote it, which is what a faster test must prove before this one is cut.
 --write-durations refreshes the seconds tests/conftest.py orders the suite by (longest first, an
 xdist group by the sum of its tests), keeping the group entries the file already has, refreshed
-from the same run. Prints numbers; not a test.
+from the same run. --coverage-kept compares the branch coverage of src/ by a test before and after
+it was cut or shrunk (each `coverage json` of a run of only those tests, `./scripts/test --cov`):
+the lines and branches each covers, and those the old one covered that the new ones miss. Prints
+numbers; not a test.
 """
 
 from __future__ import annotations
@@ -142,6 +146,29 @@ def write_durations(seconds: dict[str, float], path: Path, at_least: float) -> N
     print(f"wrote {len(ordered)} entries to {path}")
 
 
+def covered(path: Path) -> tuple[set[tuple[str, int]], set[tuple[str, int, int]]]:
+    """The (file, line) and (file, from, to) branch arcs a `coverage json` report says ran."""
+    files = json.loads(path.read_text())["files"]
+    lines = {(f, n) for f, d in files.items() for n in d["executed_lines"]}
+    arcs = {(f, a, b) for f, d in files.items() for a, b in d.get("executed_branches", [])}
+    return lines, arcs
+
+
+def coverage_kept(old: Path, new: Path) -> None:
+    (old_lines, old_arcs), (new_lines, new_arcs) = covered(old), covered(new)
+    lost_lines, lost_arcs = old_lines - new_lines, old_arcs - new_arcs
+    print(f"old: {len(old_lines)} lines, {len(old_arcs)} branches of src/ covered ({old})")
+    print(f"new: {len(new_lines)} lines, {len(new_arcs)} branches of src/ covered ({new})")
+    print(f"covered by the old and not the new: {len(lost_lines)} lines, {len(lost_arcs)} branches")
+    per_file: dict[str, list[int]] = defaultdict(list)
+    for f, n in lost_lines:
+        per_file[f].append(n)
+    for f, ns in sorted(per_file.items(), key=lambda kv: -len(kv[1])):
+        print(
+            f"  {f}: lines {', '.join(map(str, sorted(ns)[:20]))}{' ...' if len(ns) > 20 else ''}"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("junit", nargs="?", type=Path, help="pytest --junitxml file")
@@ -152,7 +179,16 @@ def main() -> None:
     ap.add_argument(
         "--at-least", type=float, default=2.0, help="--write-durations: tests of at least this (s)"
     )
+    ap.add_argument(
+        "--coverage-kept", nargs=2, type=Path, metavar=("OLD", "NEW"), help="see the docstring"
+    )
     args = ap.parse_args()
+    if args.coverage_kept:
+        for given in args.coverage_kept:
+            if not given.exists():
+                sys.exit(f"suite_time: {given} does not exist; make it with `coverage json`")
+        coverage_kept(*args.coverage_kept)
+        return
     if args.junit is None and args.durations_log is None:
         ap.error("give a --junitxml file or --durations-log LOG (see --help)")
     for given in (args.junit, args.durations_log, args.fixtures):
