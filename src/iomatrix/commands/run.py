@@ -454,6 +454,7 @@ def _run_locked(sw: Sweep, store: Store) -> None:
         kernel=args.kernel,
         group=args.group,
         start_at=sw.start_at,
+        # escaped: a line may carry what a guest's console printed ('[    0.000000] Linux …')
         log=lambda m: console.print(f"[dim]{escape(m)}[/]"),
     )
     try:
