@@ -340,17 +340,11 @@ def test_tier_declarations_import_no_tier_code_and_tiers_no_report() -> None:
 # module meanwhile. The lead removes each entry when its fix merges; an entry whose loop is gone
 # fails the tests below, so none outlives its fix.
 KNOWN_CYCLES: dict[frozenset[str], str] = {
-    # the answer engineer: report/recommend/__init__.py imports report.roles, which imports
-    # report.recommend's modules
-    frozenset({"iomatrix.report.recommend", "iomatrix.report.roles"}): "answer engineer",
     # the protocol engineer: the axis registry and the protocol registry ask each other as they load
     frozenset({"iomatrix.domain.axes", "iomatrix.protocols"}): "protocol engineer",
 }
 # Modules that fail to import first in a fresh interpreter because of a loop above.
-KNOWN_FIRST_IMPORT_FAILURES: dict[str, str] = {
-    # report.roles -> report.recommend (its __init__) -> report.roles, partially initialised
-    "iomatrix.report.roles": "answer engineer",
-}
+KNOWN_FIRST_IMPORT_FAILURES: dict[str, str] = {}
 
 
 def test_no_import_cycle_in_the_package() -> None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from iomatrix.commands.common import load_plan
+from iomatrix.commands.common import check_guest_image, load_plan
 from iomatrix.commands.options import RoleOpt
 from iomatrix.commands.run import plan_with_roles
 from iomatrix.ui import console
@@ -126,16 +126,6 @@ def plan_cmd(
         console.print(f"[yellow]warning:[/] {escape(line)}")
     if explain:
         print_explain(exp, per_tier=bool(p.tier_tables))
-
-
-def check_guest_image(p: Plan) -> None:
-    """The plan's `[guest] image` checked as `run` checks it before anything is built or booted
-    (guest/real_image.py: a local, readable, bootable qcow2 or raw file); one line when it is
-    not."""
-    if "guest" in p.tier:
-        from iomatrix.guest.real_image import check_image_setting
-
-        check_image_setting(p.setting("guest_image"))
 
 
 def page_cache_line(p: Plan, exp: Expansion, ram_bytes: int | None, source: str) -> str | None:

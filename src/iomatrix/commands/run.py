@@ -15,7 +15,13 @@ import typer
 from rich.markup import escape
 
 from iomatrix import children
-from iomatrix.commands.common import few_runs_hint, load_plan, refuse_system_workdir, warn_tcg
+from iomatrix.commands.common import (
+    check_guest_image,
+    few_runs_hint,
+    load_plan,
+    refuse_system_workdir,
+    warn_tcg,
+)
 from iomatrix.commands.options import (
     DEFAULT_DB,
     DEFAULT_WORKDIR,
@@ -261,8 +267,6 @@ def _plan_of(args: RunArgs) -> tuple[Plan, Path | None]:
     p = plan_with_current(p, args.current, args.current_disk)
     p = plan_with_roles(p, args.roles, args.plan)
     p = plan_with_margin(p, args.margin)
-    from iomatrix.commands.plan import check_guest_image
-
     check_guest_image(p)  # again: the file may have changed since `plan`
     return p, base
 
