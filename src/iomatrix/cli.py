@@ -6,6 +6,7 @@ Each subcommand is a module of `iomatrix.commands` that registers itself on the 
 
 from __future__ import annotations
 
+import inspect
 import os
 import sqlite3
 import sys
@@ -20,6 +21,7 @@ from rich.markup import escape
 from iomatrix import __version__
 from iomatrix.commands import COMMANDS
 from iomatrix.commands.run import SweepIncomplete
+from iomatrix.dburl import redact_argv, redact_urls
 from iomatrix.errors import UserError
 from iomatrix.ui import console, err_console
 
@@ -63,6 +65,34 @@ def _root(
 def _register_commands() -> None:
     for module in COMMANDS:
         module.register(app)
+    _one_paragraph_summaries(app)
+
+
+def _one_paragraph_summaries(typer_app: typer.Typer) -> None:
+    """Each command's line in the command list is its docstring's first paragraph as one line, for
+    the terminal to wrap: typer's rich help keeps a docstring's own line breaks there, which left
+    orphan words ("estimates" / "it).") at 80 columns. The command's own --help is unchanged."""
+    infos = [*typer_app.registered_commands]
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _one_paragraph_summaries(group.typer_instance)
+            infos.append(group)
+    for info in infos:
+        own = getattr(info, "typer_instance", None)  # a group's help is its Typer's
+        doc = next(
+            (
+                text
+                for text in (
+                    info.help,
+                    own.info.help if own is not None else None,
+                    info.callback.__doc__ if info.callback else None,
+                )
+                if isinstance(text, str)  # typer's unset fields are DefaultPlaceholder objects
+            ),
+            None,
+        )
+        if not isinstance(info.short_help, str) and doc:
+            info.short_help = " ".join(inspect.cleandoc(doc).split("\n\n")[0].split())
 
 
 _register_commands()
@@ -76,8 +106,10 @@ def crash_log_dir() -> Path:
 
 
 def _write_crash_log(err: BaseException) -> Path | None:
-    text = (
-        f"iomatrix {__version__}\nargv: {sys.argv!r}\ntime: "
+    # A password given in a URL (`--db postgresql://u:secret@…`) is in argv and may be in a
+    # message: neither reaches the log.
+    text = redact_urls(
+        f"iomatrix {__version__}\nargv: {redact_argv(sys.argv)!r}\ntime: "
         f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n\n" + "".join(traceback.format_exception(err))
     )
     try:
@@ -91,7 +123,9 @@ def _write_crash_log(err: BaseException) -> Path | None:
 
 
 def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
+    """`text` as one line of at most `limit` characters, the secrets of any URL in it hidden (every
+    error line is made by this)."""
+    line = " ".join(redact_urls(text).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -112,7 +113,7 @@ class RichProgress(runner.Progress):
             self.bar.advance(self.task)
 
     def message(self, text: str) -> None:
-        console.print(f"[dim]{text}[/]")
+        console.print(f"[dim]{escape(text)}[/]")
 
     def stop(self) -> None:
         self.bar.stop()
