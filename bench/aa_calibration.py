@@ -2,13 +2,16 @@
 test).
 
     python bench/aa_calibration.py [--sweeps 4] [--budget 4m] [--tier T ...] [--workload W ...] [--keep DIR]
-                                   [--analyse DB ...]
+                                   [--rounds N] [--twins K] [--analyse DB ...]
 
 Each sweep runs the default plan's workloads (rand-read-4k, rand-write-4k, seq-write-1m) on bare
 metal and QEMU's block layer, raw under cache=none and writeback, on two `dir` backings that differ
 only in their name (twin-a, twin-b): every cell has a twin identical in all but its label. The race
 runs as usual, interleaved in rounds, to its end. `--tier` and `--workload` narrow the plan: fewer
-cells per round give each pair more rounds (more looks) within the budget. Per twin pair (workload ×
+cells per round give each pair more rounds (more looks) within the budget. `--rounds N` runs every
+unit exactly N rounds instead (no race, no retries, set the budget to fit), on `--twins K` backings:
+figures for bench/rejudge.py to replay by today's rule at any race length up to N, and to inject a
+known effect into (issue 71's A/B calibration). Per twin pair (workload ×
 tier × cache) it records whether the sweep:
 
 * called them different: the final ranking's comparison is significant at its look's level, or the
@@ -52,17 +55,17 @@ ci_target = 0.05
 time_budget = "{budget}"
 null_ceiling = false
 
-[repetitions]
-min = 3
-max = 10
-{precision}
-[[backing]]
-type = "dir"
-name = "twin-a"
+retry_disturbed = {retry}
 
+[repetitions]
+min = {min_runs}
+max = {max_runs}
+{precision}{backings}"""
+
+BACKING = """
 [[backing]]
 type = "dir"
-name = "twin-b"
+name = "twin-{letter}"
 """
 
 
@@ -118,6 +121,13 @@ def main() -> int:
     )
     ap.add_argument("--keep", type=Path, help="keep the databases and logs in this directory")
     ap.add_argument(
+        "--rounds",
+        type=int,
+        help="run every unit exactly this many rounds (no race, no retries): a fixed-round capture "
+        "for bench/rejudge.py to replay at any length up to it",
+    )
+    ap.add_argument("--twins", type=int, default=2, choices=range(2, 7), help="twin backings")
+    ap.add_argument(
         "--analyse", type=Path, nargs="*", help="analyse these databases instead of sweeping"
     )
     args = ap.parse_args()
@@ -136,7 +146,7 @@ def main() -> int:
         # quick's precision phase, where the plan has its block layer
         precision = (
             'precision_max = { blocklayer = 30 }\nprecision_for = "contenders"\n'
-            if "blocklayer" in tiers
+            if "blocklayer" in tiers and args.rounds is None
             else ""
         )
         plan.write_text(
@@ -145,6 +155,10 @@ def main() -> int:
                 tiers=json.dumps(tiers),
                 workloads=json.dumps(workloads),
                 precision=precision,
+                retry="true" if args.rounds is None else "false",
+                min_runs=args.rounds or 3,
+                max_runs=args.rounds or 10,
+                backings="".join(BACKING.format(letter="abcdef"[i]) for i in range(args.twins)),
             )
         )
         for i in range(1, args.sweeps + 1):
