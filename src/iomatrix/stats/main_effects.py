@@ -82,44 +82,20 @@ def axis_effect(
     """The main effect of ``axis`` (level ``a`` against ``b``) over every stratum of the other axes
     (module docstring). ``data``: cell → (round, value > 0); ``levels``: cell → axis → value. Cells
     at other levels of ``axis`` are left out."""
-    by: dict[str, dict[str, dict[int, float]]] = {}
-    for cell, pts in data.items():
-        lv = levels[cell]
-        if lv.get(axis) in (a, b):
-            by.setdefault(_stratum(lv, axis), {})[lv[axis]] = {int(r): float(v) for r, v in pts}
-    strata = sorted(s for s, two in by.items() if a in two and b in two)
-    if len(strata) < 2:
-        raise ValueError(f"the {axis} axis has {a} and {b} in {len(strata)} stratum(s): need 2")
-    rounds = sorted(
-        set.intersection(*(set(by[s][a]) & set(by[s][b]) for s in strata))  # type: ignore[arg-type]
-    )
-    if len(rounds) < 2:
-        raise ValueError(f"{len(rounds)} round(s) hold {a} and {b} in every stratum: need 2")
-    if any(by[s][x][r] <= 0 for s in strata for x in (a, b) for r in rounds):
-        raise ValueError("a value ≤ 0 has no logarithm")
-    d = {s: [math.log(by[s][a][r]) - math.log(by[s][b][r]) for r in rounds] for s in strata}
+    d, rounds = _stratum_log_ratios(data, levels, axis, a, b)
+    strata = sorted(d)
     n_s, n_r = len(strata), len(rounds)
     big_d = [sum(d[s][j] for s in strata) / n_s for j in range(n_r)]
     effect = sum(big_d) / n_r
-    sd = math.sqrt(sum((x - effect) ** 2 for x in big_d) / (n_r - 1))
-    se = sd / math.sqrt(n_r)
-    if se <= 1e-12 * max(1.0, abs(effect)):
-        t, p = (0.0, 1.0) if abs(effect) < 1e-12 else (math.copysign(math.inf, effect), 0.0)
-        lo = hi = math.exp(effect)
-    else:
-        t = effect / se
-        p = t_two_sided_p(t, n_r - 1)
-        q = t_quantile(confidence, n_r - 1)
-        lo, hi = math.exp(effect - q * se), math.exp(effect + q * se)
+    se, t, p, lo, hi = _paired_t(big_d, effect, confidence)
     means = {s: sum(d[s]) / n_r for s in strata}
     inter_p = _interaction_p(d, means, big_d, effect, strata, n_r)
-    ratio = math.exp(effect)
     within = all(abs(m - effect) <= -math.log(1.0 - margin) for m in means.values())
     return AxisEffect(
         axis,
         a,
         b,
-        ratio,
+        math.exp(effect),
         lo,
         hi,
         se,
@@ -130,6 +106,55 @@ def axis_effect(
         {s: math.exp(m) for s, m in means.items()},
         inter_p,
         inter_p >= INTERACTION_ALPHA and within,
+    )
+
+
+def _stratum_log_ratios(
+    data: Mapping[str, Sequence[tuple[int, float]]],
+    levels: Mapping[str, Mapping[str, str]],
+    axis: str,
+    a: str,
+    b: str,
+) -> tuple[dict[str, list[float]], list[int]]:
+    """stratum → d_sj over the rounds j every stratum ran at both levels, and those rounds;
+    ValueError with fewer than 2 strata or rounds, or a value ≤ 0."""
+    by: dict[str, dict[str, dict[int, float]]] = {}
+    for cell, pts in data.items():
+        lv = levels[cell]
+        if lv.get(axis) in (a, b):
+            by.setdefault(_stratum(lv, axis), {})[lv[axis]] = {int(r): float(v) for r, v in pts}
+    strata = sorted(s for s, two in by.items() if a in two and b in two)
+    if len(strata) < 2:
+        raise ValueError(f"the {axis} axis has {a} and {b} in {len(strata)} stratum(s): need 2")
+    both = [set(by[s][a]) & set(by[s][b]) for s in strata]
+    rounds = sorted(set.intersection(*both))
+    if len(rounds) < 2:
+        raise ValueError(f"{len(rounds)} round(s) hold {a} and {b} in every stratum: need 2")
+    if any(by[s][x][r] <= 0 for s in strata for x in (a, b) for r in rounds):
+        raise ValueError("a value ≤ 0 has no logarithm")
+    return {
+        s: [math.log(by[s][a][r]) - math.log(by[s][b][r]) for r in rounds] for s in strata
+    }, rounds
+
+
+def _paired_t(
+    big_d: Sequence[float], effect: float, confidence: float
+) -> tuple[float, float, float, float, float]:
+    """(SE, t, p, low, high) of the mean of the D_j; sd(D) = 0 decides exactly."""
+    n_r = len(big_d)
+    sd = math.sqrt(sum((x - effect) ** 2 for x in big_d) / (n_r - 1))
+    se = sd / math.sqrt(n_r)
+    if se <= 1e-12 * max(1.0, abs(effect)):
+        t, p = (0.0, 1.0) if abs(effect) < 1e-12 else (math.copysign(math.inf, effect), 0.0)
+        return se, t, p, math.exp(effect), math.exp(effect)
+    t = effect / se
+    q = t_quantile(confidence, n_r - 1)
+    return (
+        se,
+        t,
+        t_two_sided_p(t, n_r - 1),
+        math.exp(effect - q * se),
+        math.exp(effect + q * se),
     )
 
 

@@ -143,14 +143,7 @@ def fit_prior(
     to the others (the race's cell-variance model, ``race_moderation``), estimated with ``fitted``
     parameters: the log variances are taken about ln shape_g, their scatter over G − fitted, and
     the prior scale of pair g is s₀²·shape_g (limma's fitFDist with a covariate)."""
-    if len(variances) != len(dfs) or (shape is not None and len(shape) != len(dfs)):
-        raise ValueError(f"{len(variances)} variances but {len(dfs)} degrees of freedom")
-    sizes = list(shape) if shape is not None else [1.0] * len(dfs)
-    ok = [
-        (max(0.0, float(s)), float(d), float(h))
-        for s, d, h in zip(variances, dfs, sizes, strict=True)
-        if math.isfinite(s) and s > -1e-15 and math.isfinite(d) and d >= 1 and h > 0
-    ]
+    ok = _usable(variances, dfs, shape)
     g = len(ok)
     if g - fitted < MIN_PAIRS - 1 or g < MIN_PAIRS:
         return NO_PRIOR
@@ -171,6 +164,20 @@ def fit_prior(
         return Prior(pooled, math.inf, g)
     d0 = 2.0 * trigamma_inverse(v)
     return Prior(math.exp(mean + float(special.psi(d0 / 2.0)) - math.log(d0 / 2.0)), d0, g)
+
+
+def _usable(
+    variances: Sequence[float], dfs: Sequence[float], shape: Sequence[float] | None
+) -> list[tuple[float, float, float]]:
+    """(s², df, shape) of the pairs fit_prior can use: df ≥ 1, a finite variance, a shape > 0."""
+    if len(variances) != len(dfs) or (shape is not None and len(shape) != len(dfs)):
+        raise ValueError(f"{len(variances)} variances but {len(dfs)} degrees of freedom")
+    sizes = list(shape) if shape is not None else [1.0] * len(dfs)
+    return [
+        (max(0.0, float(s)), float(d), float(h))
+        for s, d, h in zip(variances, dfs, sizes, strict=True)
+        if math.isfinite(s) and s > -1e-15 and math.isfinite(d) and d >= 1 and h > 0
+    ]
 
 
 def pair_variance(pc: PairedComparison) -> float | None:

@@ -402,13 +402,10 @@ def replay_race(
     steps: list[RaceStep] = []
     reason: str | None = None
     done = 0
+    ends = SETTLED if deciding_run_on else STOPPED
     for done, r in enumerate(rounds, start=1):
-        seen = {
-            u: [(rr, v) for rr, v in pts if rr <= (stopped[u][0] if u in stopped else r)]
-            for u, pts in data.items()
-        }
         step = race_step(
-            seen,
+            _ran(data, stopped, r),
             higher_is_better,
             threshold,
             alpha,
@@ -417,21 +414,37 @@ def replay_race(
             margin=margin,
         )
         steps.append(step)
-        ends = SETTLED if deciding_run_on else STOPPED
         for d in step.decisions:
             if d.status in ends and d.unit not in stopped:
                 stopped[d.unit] = (r, d)
         if deciding_run_on:
-            left = [d for d in step.decisions if d.unit not in stopped]
-            reason = "every pair settled" if step.best is not None and len(left) <= 1 else None
-            reason = reason or ("max rounds" if done >= max_rounds else None)
+            reason = _all_settled(step, stopped, done, max_rounds)
         else:
             reason = stop_reason(steps, done, max_rounds, True, min_rounds)
         if reason is not None:
             break
-    last = rounds[done - 1] if done else 0
-    ran = {
+    ran = _ran(data, stopped, rounds[done - 1] if done else 0)
+    return Replay(tuple(steps), ran, stopped, done, reason)
+
+
+def _ran(
+    data: Mapping[str, Sequence[tuple[int, float]]],
+    stopped: Mapping[str, tuple[int, Elimination]],
+    last: int,
+) -> dict[str, list[tuple[int, float]]]:
+    """Each unit's rounds up to ``last``, or up to the round it stopped at."""
+    return {
         u: [(rr, v) for rr, v in pts if rr <= (stopped[u][0] if u in stopped else last)]
         for u, pts in data.items()
     }
-    return Replay(tuple(steps), ran, stopped, done, reason)
+
+
+def _all_settled(
+    step: RaceStep, stopped: Mapping[str, tuple[int, Elimination]], done: int, max_rounds: int
+) -> str | None:
+    """Why a replay with the deciding pairs running on ends: at most one unit unsettled, or
+    ``max_rounds``; None to go on."""
+    left = [d for d in step.decisions if d.unit not in stopped]
+    if step.best is not None and len(left) <= 1:
+        return "every pair settled"
+    return "max rounds" if done >= max_rounds else None
