@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix.backing.provision import provision
-from iomatrix.backing.rbd import LabRbdServer
-from iomatrix.backing.spec import RbdBacking
+from iomatrix.backing.rbd import LabRbdServer, RbdBacking
 from iomatrix.domain import axes
 from iomatrix.protocols.place import NetworkPlace
 from iomatrix.protocols.rbd import rbd_order

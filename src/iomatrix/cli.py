@@ -21,6 +21,7 @@ from rich.markup import escape
 from iomatrix import __version__
 from iomatrix.commands import COMMANDS
 from iomatrix.commands.run import SweepIncomplete
+from iomatrix.dburl import redact_argv, redact_urls
 from iomatrix.errors import UserError
 from iomatrix.ui import console, err_console
 
@@ -105,8 +106,10 @@ def crash_log_dir() -> Path:
 
 
 def _write_crash_log(err: BaseException) -> Path | None:
-    text = (
-        f"iomatrix {__version__}\nargv: {sys.argv!r}\ntime: "
+    # A password given in a URL (`--db postgresql://u:secret@…`) is in argv and may be in a
+    # message: neither reaches the log.
+    text = redact_urls(
+        f"iomatrix {__version__}\nargv: {redact_argv(sys.argv)!r}\ntime: "
         f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n\n" + "".join(traceback.format_exception(err))
     )
     try:
@@ -120,7 +123,9 @@ def _write_crash_log(err: BaseException) -> Path | None:
 
 
 def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
+    """`text` as one line of at most `limit` characters, the secrets of any URL in it hidden (every
+    error line is made by this)."""
+    line = " ".join(redact_urls(text).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 

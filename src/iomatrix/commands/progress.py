@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -135,7 +136,7 @@ class RichProgress(runner.Progress):
             self.bar.advance(self.task)
 
     def message(self, text: str) -> None:
-        console.print(f"[dim]{text}[/]")
+        console.print(f"[dim]{escape(text)}[/]")
 
     def stop(self) -> None:
         self.bar.stop()

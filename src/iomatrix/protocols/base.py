@@ -131,9 +131,14 @@ class NetworkProtocol(ABC):
     # Whether a lab-started server of it keeps each run's disk as a file in the working directory (a
     # LUN file, an export's image): the space check before a sweep counts it there.
     lab_disks_in_workdir: ClassVar[bool] = False
-    # Whether a run on it goes through the delay relay's round-trip measurement (a client that takes
-    # a port).
-    measures_rtt: ClassVar[bool] = False
+    # The leftover kinds its lab half records in the leftovers ledger beside the host's own
+    # (backing.leftover_kinds), "module:Class" each, imported when a ledger names one.
+    leftover_kinds: ClassVar[tuple[str, ...]] = ()
+    # Its side of the rtt axis's delaying relay, "module:function" imported on use (a client that
+    # takes a port): a context manager `(disk, rtt_ms, workdir)` yielding (the disk reached through
+    # the relay, the RTT requested and measured), see backing.delay_relay; None where the relay
+    # cannot sit between its client and server (`rtt_unavailable` says why).
+    rtt_relay: ClassVar[str | None] = None
     # Why the rtt axis's relay cannot sit between its client and its server (a Ceph client connects
     # to the OSDs the monitor names, past any relay); None where rtt is not refused on it.
     rtt_unavailable: ClassVar[str | None] = None
@@ -194,6 +199,18 @@ class NetworkProtocol(ABC):
     def client_is_kernel(self, values: Mapping[str, str]) -> bool:
         """Whether a cell's values choose the host kernel's client of this protocol."""
         return values.get(self.client_axis) == self.kernel_client
+
+    def handed_over_problem(self, url: str) -> str | None:
+        """Why an ``--allow-destroy`` argument of this protocol's scheme (``nbd://…``) is not a
+        disk of it, in one line naming the fix; None where it reads as one or where the protocol
+        checks it only with its backing (the spec's `availability`). Nothing on the host is that
+        disk: only its spelling is checked, before anything runs."""
+        return None
+
+    @property
+    def measures_rtt(self) -> bool:
+        """Whether a run on it goes through the delay relay's round-trip measurement."""
+        return self.rtt_relay is not None
 
     @property
     def named(self) -> str:

@@ -55,7 +55,7 @@ class Nfs(NetworkProtocol):
     userspace_library = "libnfs"
     server_noun = "NFS server"
     is_volume = False
-    spec = "iomatrix.backing.spec:NfsBacking"
+    spec = "iomatrix.backing.nfs:NfsBacking"
     lab_disks_in_workdir = True
     # nfs-ganesha with its VFS backend (the lab server), rpcbind (libnfs finds the server through
     # the portmapper), libnfs-utils (nfs-ls), QEMU's nfs driver (block-nfs.so)
@@ -67,6 +67,11 @@ class Nfs(NetworkProtocol):
         "qemu-block-extra",
     )
     lab_server = "iomatrix.backing.nfs:provision_nfs"
+    leftover_kinds = (
+        "iomatrix.backing.nfs:RpcRegistrationLeftover",
+        "iomatrix.backing.nfs:NfsFileLeftover",
+        "iomatrix.backing.nfs:RuntimeFileLeftover",
+    )
     axes: ClassVar[tuple[Axis, ...]] = (NFS_CLIENT,)
     axes_before = "rtt"
     existing_check = "iomatrix.backing.nfs:existing_problem"

@@ -52,7 +52,7 @@ class Rbd(NetworkProtocol):
     userspace_library = "librbd"
     server_noun = "Ceph cluster"
     is_volume = True
-    spec = "iomatrix.backing.spec:RbdBacking"
+    spec = "iomatrix.backing.rbd:RbdBacking"
     extra_snippets: ClassVar[tuple[str, ...]] = (
         "iomatrix.vmconfig.ceph_conf:ceph_conf_snippet",
         "iomatrix.vmconfig.ceph_conf:rbd_create_snippet",
@@ -82,6 +82,7 @@ class Rbd(NetworkProtocol):
         "qemu-block-extra",
     )
     lab_server = "iomatrix.backing.rbd:provision_rbd"
+    leftover_kinds = ("iomatrix.backing.rbd:RbdImageLeftover",)
     # librbd's cache, the client, the object size (protocols/ceph.py), after every other axis
     axes: ClassVar[tuple[Axis, ...]] = ceph.AXES
     existing_check = "iomatrix.backing.rbd:existing_pool_problem"

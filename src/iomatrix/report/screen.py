@@ -232,12 +232,15 @@ def _laid_out(
         - len(out)
         - len(tail)
         - len(gap)
-        - sum(len(_decision_lines(p, h, width, markdown, squeeze, 0, dense)) for p in h.picks)
+        - sum(
+            len(_decision_lines(p, h, width, markdown, squeeze=squeeze, room=0, dense=dense))
+            for p in h.picks
+        )
         - sum(len(part.short) for part in parts)
     ]
     _fit(parts, room, markdown, width, whole)
     for p in h.picks:  # what the alternatives measured gets what is left
-        out += _decision_lines(p, h, width, markdown, squeeze, room, dense)
+        out += _decision_lines(p, h, width, markdown, squeeze=squeeze, room=room, dense=dense)
     out += gap
     for part in parts:
         out += part.whole if part.use_whole else part.short
@@ -332,9 +335,10 @@ def _tail(h: Headline, width: int, squeeze: bool = False, risks: str = "") -> li
 
 
 def role_lines(h: Headline, width: int, markdown: bool, dense: int = 0) -> list[str]:
-    """One block per role, first (report/roles.py): "For a database VM: use …", each deciding figure
-    against the best, and what was not chosen and why; on a crowded screen (`dense`) the decision
-    in one line and the figures in one paragraph (3: the figures left to --detail)."""
+    """One block per role, first (report/recommend/roles.py): "For a database VM: use …", each
+    deciding figure against the best, and what was not chosen and why; on a crowded screen
+    (`dense`) the decision in one line and the figures in one paragraph (3: the figures left to
+    --detail)."""
     out: list[str] = []
     if dense and h.brief_roles:
         out.append("")
@@ -364,6 +368,7 @@ def _decision_lines(
     h: Headline,
     width: int,
     markdown: bool,
+    *,
     squeeze: bool,
     room: list[int] | int | None,
     dense: int = 0,
@@ -378,6 +383,8 @@ def _decision_lines(
     measured = f" (measured by the {one_tier} tier)" if one_tier and not squeeze else ""
     verb = UNSETTLED_BRIEF if dense >= 4 and not p.settled and not p.kept else p.verb
     out += wrap(f"{'### ' if markdown else ''}{verb}: {p.name}{measured}", width)
+    if p.keep_why:  # kept: the candidate and why it does not change what runs
+        out += wrap(p.keep_why, width, "  ")
     first = next(q for q in h.picks if q.config == p.config)
     if p.name != p.config and not squeeze and first is p:
         out += wrap(f"({p.config})", width, "  ")
@@ -408,7 +415,9 @@ def _workload_line(
     # a crowded screen: "No answer yet" above says "not separated yet" for each line
     said = "" if dense >= 3 and not p.settled and status == "not separated yet" else status
     said = f" · {said}" if said else ""
-    return wrap(f"{name}: {gain_text(wg, p.cell)}{said}{tier}", width, "  ")
+    # kept (--current, not decided): each line is the candidate's, named: "A is N× B"
+    who = f"{p.candidate} is " if p.candidate else ""
+    return wrap(f"{name}: {who}{gain_text(wg, p.cell)}{said}{tier}", width, "  ")
 
 
 @dataclass
@@ -435,7 +444,14 @@ def _config_parts(
     for i, p in enumerate(h.picks):
         per_backing = any(q.storage is not None for q in h.picks)
         for key, part in _pick_parts(
-            p, h.target, width, markdown, squeeze, dense, per_backing, notes
+            p,
+            h.target,
+            width,
+            markdown,
+            squeeze=squeeze,
+            dense=dense,
+            per_backing=per_backing,
+            notes=notes,
         ):
             keyed.setdefault(key, ([], part))[0].append(i)
     served: dict[tuple[int, ...], list[_Part]] = {}
@@ -475,6 +491,7 @@ def _pick_parts(
     target: str,
     width: int,
     markdown: bool,
+    *,
     squeeze: bool,
     dense: int = 0,
     per_backing: bool = True,

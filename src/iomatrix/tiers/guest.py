@@ -95,6 +95,7 @@ class GuestTier(Guest, Tier):
                 max(self.plan.guest_memory_mb, 512),
                 filesystem=self.plan.setting("guest_filesystem"),
                 fs_workload_fs=self.plan.guest_fs,
+                log=log,
             )
             # the NoCloud seed every boot reads, and iomatrix's static fio for an image without one
             # (no network)
