@@ -388,3 +388,25 @@ def test_a_run_line_names_the_cell_by_what_varies_and_never_cuts_a_word() -> Non
         assert len(line) <= width and line.endswith(f"rand-write-4k: {summary}"), line
         words = line.removeprefix("ok ").split(" · rand-write-4k")[0].split(" · ")
         assert words[0] == "qcow2" and all(w == "…" or w in long.split(" · ") for w in words)
+
+
+def test_guest_info_keeps_each_path_whole_when_not_a_terminal(tmp_path: Path) -> None:
+    """Piped at 30 columns, `guest info` still prints each fact on one line: its cache paths are
+    whole (they were split mid-name), for a log or a script to read."""
+    import json
+
+    proc = _cli("guest", "info", cwd=tmp_path, env={"COLUMNS": "30"})
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(_cli("guest", "info", "--format", "json", cwd=tmp_path).stdout)
+
+    def paths(value: object) -> list[str]:
+        if isinstance(value, dict):
+            return [p for v in value.values() for p in paths(v)]
+        if isinstance(value, list):
+            return [p for v in value for p in paths(v)]
+        return [value] if isinstance(value, str) and value.startswith("/") else []
+
+    found = [p for p in paths(info) if len(p) > 30]
+    assert found, info
+    for path in found:
+        assert any(path in line for line in proc.stdout.splitlines()), (path, proc.stdout)
