@@ -33,6 +33,7 @@ from iomatrix.report.recommend import (
     verdict_tier,
 )
 from iomatrix.report.recommend.change import keep_reason, measured_against_current, not_decided
+from iomatrix.report.recommend.grammar import turned
 from iomatrix.snippets import Snippet, answer_storage_snippet
 from iomatrix.vmconfig.reading import CurrentConfig
 
@@ -478,10 +479,12 @@ def _join(
         _answer(answered, v, shown, status, target, varied)
         return
     alt = next((a for a in shown.alternatives if a.label == cell), None)
+    # the alternative is its own pick over `cell`: turned, `cell` over its own pick
+    over = None if alt is None or alt.ratio is None else turned(alt.ratio)
     gain = Gain(
         f"its own pick ({shown.choice.cell})",
         shown.choice.cell,
-        alt.ratio if alt is not None else None,
+        over if alt is not None else None,
         "" if alt is not None else "not told apart by its decision",
     )
     pick.gains.append(

@@ -13,10 +13,11 @@ import textwrap
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from iomatrix.report.figures import imprecise, ratio_text
+from iomatrix.report.figures import ratio_text
 from iomatrix.report.headline import TARGETS, Headline, Pick, WorkloadGain
 from iomatrix.report.objective import Objective, objective_line
 from iomatrix.report.recommend import DOCUMENTED
+from iomatrix.report.recommend.grammar import versus
 from iomatrix.report.short_forms import (
     _commands,
     _qemu_options,
@@ -24,6 +25,7 @@ from iomatrix.report.short_forms import (
     _settings,
     _short_ini,
 )
+from iomatrix.stats import RatioCI
 
 if TYPE_CHECKING:
     from iomatrix.snippets import Snippet
@@ -694,22 +696,20 @@ def _fitting(lines: list[str], width: int, room: list[int] | int | None) -> list
 
 
 def alternative_lines(p: Pick) -> list[str]:
-    """What the notable alternatives measured against the pick, one line per alternative (at most
-    ALTERNATIVE_LINES), each with its paired ratio and interval per workload: "cache=none: 0.48×
-    (0.44–0.52) on rand-write-4k". An alternative's ratio is alternative/pick: below 1 it is
-    worse."""
-    per: dict[str, list[str]] = {}
+    """What the pick measured against the notable alternatives, one line per alternative (at most
+    ALTERNATIVE_LINES), each with its paired ratio and interval per workload, always the pick
+    against the other (report/recommend/grammar.py): "raw · writeback is 2.18× (1.47–3.21) qcow2 ·
+    cache=none on database:log, 1.41× (1.12–1.76) on file-server:files"."""
+    per: dict[str, list[tuple[str, RatioCI | None, str]]] = {}
+    notes: dict[str, str] = {}
     for wg in p.gains:
         for a in wg.alternatives:
-            r = a.ratio
-            if r is None or r.ratio is None:
-                said = f"– ({a.note or 'no ratio'})"
-            elif r.low is not None and r.high is not None and imprecise(r.low, r.high):
-                # the bounds only: the point ratio is no figure
-                said = f"{r.low:.2g}–{r.high:.3g}× (imprecise)"
-            else:
-                said = ratio_text(*r)
-            per.setdefault(a.against, []).append(f"{said} on {wg.workload}")
-    return [
-        f"vs {name}: {', '.join(parts)}" for name, parts in list(per.items())[:ALTERNATIVE_LINES]
-    ]
+            per.setdefault(a.against, []).append((wg.workload, a.ratio, wg.metric))
+            notes.setdefault(a.against, a.note or "no ratio")
+    out = []
+    for name, parts in list(per.items())[:ALTERNATIVE_LINES]:
+        if all(r is None or r.ratio is None for _, r, _ in parts):
+            out.append(f"{p.name} against {name}: – ({notes[name]})")
+            continue
+        out.append(versus(p.name, name, parts))
+    return out
