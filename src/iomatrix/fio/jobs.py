@@ -369,4 +369,3 @@ def nbd_job(w: Workload, *, uri: str, shape: JobShape, custom_text: str | None =
         lines.append(f"fsync={w.fdatasync}")
         subst.append(SUBST_FDATASYNC)
     return NbdJob("\n".join(lines) + "\n", subst)
-
