@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from iomatrix.fio.shape import IoShape
-from iomatrix.protocols import ceph
+from iomatrix.protocols.rbd import DEFAULTS as RBD_DEFAULTS
 from iomatrix.report.figures import ratio_text
 from iomatrix.report.query import CellWorkload
 from iomatrix.report.rank import primary_metric
@@ -114,8 +114,8 @@ def writeback_gains(
             WritebackGain(
                 c.workload,
                 shape.flushes,
-                c.axes.get(POLICY, ceph.DEFAULTS[POLICY]),
-                c.axes.get(UNTIL_FLUSH, ceph.DEFAULTS[UNTIL_FLUSH]),
+                c.axes.get(POLICY, RBD_DEFAULTS[POLICY]),
+                c.axes.get(UNTIL_FLUSH, RBD_DEFAULTS[UNTIL_FLUSH]),
                 ratio_ci(a, b),
                 tuple((k, v) for k, v in others(c) if k in _CONTEXT_AXES),
                 shape.flush_words(),
@@ -252,7 +252,7 @@ def trap_finding(
     # Ceph's default policy first, then the simplest context (one client before several)
     groups = sorted(
         {(g.context, g.policy) for g in gains},
-        key=lambda cp: (cp[1] != ceph.DEFAULTS[POLICY], cp[0]),
+        key=lambda cp: (cp[1] != RBD_DEFAULTS[POLICY], cp[0]),
     )
     for context, policy in groups:
         mine = [g for g in gains if g.policy == policy and g.context == context]
@@ -266,7 +266,7 @@ def trap_finding(
         if brief:
             return _brief_trap(mine, where)
         if short:
-            named = "" if policy == ceph.DEFAULTS[POLICY] else f"; rbd_cache_policy={policy}"
+            named = "" if policy == RBD_DEFAULTS[POLICY] else f"; rbd_cache_policy={policy}"
             return (
                 (f"with {where}: " if where else "")
                 + "librbd stays writethrough until the guest's first flush "
@@ -314,7 +314,7 @@ def figures_finding(gains: Sequence[WritebackGain], threshold: float) -> str | N
     explained all the same; None otherwise."""
     groups = sorted(
         {(g.context, g.policy) for g in gains},
-        key=lambda cp: (cp[1] != ceph.DEFAULTS[POLICY], cp[0]),
+        key=lambda cp: (cp[1] != RBD_DEFAULTS[POLICY], cp[0]),
     )
     for context, policy in groups:
         mine = [

@@ -21,7 +21,7 @@ from iomatrix.vmconfig.nova import (
     image_property_line,
 )
 
-# The rbd axes (protocols/ceph.py), whose defaults are Ceph's own: what a cell that leaves one out
+# The rbd axes (protocols/rbd.py), whose defaults are Ceph's own: what a cell that leaves one out
 # was measured with, and what a [client] section without the line gives.
 RBD_AXIS_NAMES = (
     "rbd_cache",

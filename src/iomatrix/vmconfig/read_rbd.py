@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from iomatrix.domain import CacheMode, axes
 from iomatrix.protocols import rbd
-from iomatrix.protocols.ceph import KRBD
+from iomatrix.protocols.rbd import KRBD
 from iomatrix.vmconfig.network import DiskReader, NetworkDiskRead
 from iomatrix.vmconfig.reading import _bad, _value
 
