@@ -326,13 +326,13 @@ class Rbd(NetworkProtocol):
     is_volume = True
     spec = "iomatrix.backing.rbd:RbdBacking"
     extra_snippets: ClassVar[tuple[str, ...]] = (
-        "iomatrix.vmconfig.ceph_conf:ceph_conf_snippet",
-        "iomatrix.vmconfig.ceph_conf:rbd_create_snippet",
-        "iomatrix.vmconfig.ceph_conf:rbd_config_snippet",
+        "iomatrix.vmconfig.read_rbd:ceph_conf_snippet",
+        "iomatrix.vmconfig.read_rbd:rbd_create_snippet",
+        "iomatrix.vmconfig.read_rbd:rbd_config_snippet",
     )
     snippet_targets: ClassVar[tuple[str, ...]] = ("ceph", RBD_TOOL)
-    nova_snippet = "iomatrix.vmconfig.ceph_conf:nova_rbd_snippet"
-    answer_snippet = "iomatrix.vmconfig.ceph_conf:answer_ceph_snippet"
+    nova_snippet = "iomatrix.vmconfig.read_rbd:nova_rbd_snippet"
+    answer_snippet = "iomatrix.vmconfig.read_rbd:answer_ceph_snippet"
     findings: ClassVar[tuple[str, ...]] = ("iomatrix.report.rbd_flush:rbd_findings",)
     proxmox_types: ClassVar[tuple[str, ...]] = (NAME,)
     qemu_img_raw_note = (
