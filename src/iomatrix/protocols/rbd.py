@@ -23,7 +23,12 @@ from typing import ClassVar
 from iomatrix.domain import NA, CacheMode, SafetyLevel
 from iomatrix.domain.axis_model import Axis, Layer, Rule, RuleContext, ToolOption
 from iomatrix.domain.network_axes import backing_protocol, kernel_client_rule, only_on
-from iomatrix.protocols.base import CUT_CLIENT_CRASH, LibvirtSource, NetworkProtocol
+from iomatrix.protocols.base import (
+    CUT_CLIENT_CRASH,
+    FlushGatedCache,
+    LibvirtSource,
+    NetworkProtocol,
+)
 from iomatrix.protocols.place import CEPH_MON_PORT, NetworkPlace
 
 # ------------------------------------------------------------------ the axes (librbd, the client)
@@ -333,7 +338,18 @@ class Rbd(NetworkProtocol):
     snippet_targets: ClassVar[tuple[str, ...]] = ("ceph", RBD_TOOL)
     nova_snippet = "iomatrix.vmconfig.read_rbd:nova_rbd_snippet"
     answer_snippet = "iomatrix.vmconfig.read_rbd:answer_ceph_snippet"
-    findings: ClassVar[tuple[str, ...]] = ("iomatrix.report.rbd_flush:rbd_findings",)
+    findings: ClassVar[tuple[str, ...]] = ("iomatrix.report.flush_gate:flush_gate_findings",)
+    flush_gated_cache = FlushGatedCache(
+        client="librbd",
+        where=NAME,
+        until_flush_axis="rbd_cache_writethrough_until_flush",
+        policy_axis="rbd_cache_policy",
+        default_policy=DEFAULTS["rbd_cache_policy"],
+        default_until_flush=DEFAULTS["rbd_cache_writethrough_until_flush"],
+        defaults_of="Ceph",
+        scope="image",
+        context_axes=("rbd_object_size",),
+    )
     proxmox_types: ClassVar[tuple[str, ...]] = (NAME,)
     qemu_img_raw_note = (
         "none needed: a raw disk on Ceph is the RBD image itself, which the rbd create "
@@ -360,7 +376,7 @@ class Rbd(NetworkProtocol):
     existing_check = "iomatrix.backing.rbd:existing_pool_problem"
     reader = "iomatrix.vmconfig.read_rbd:READER"
     kernel_probe = "iomatrix.backing.rbd:probe_kernel_client"
-    # Its cells are read apart for the cache findings (report/rbd_flush.py): librbd keeps its own.
+    # Its cells are read apart for the cache findings (report/flush_gate.py): librbd keeps its own.
     kernel_client_page_cache = False
     # BlueStore keeps an image's objects in its own block file: there is no file of the disk to run
     # fio on.

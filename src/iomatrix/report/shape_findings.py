@@ -1,6 +1,6 @@
 """Findings about the host page cache and an iSCSI LUN's write cache, decided by each workload's
 shape (fio/shape.py, report/shapes.py) rather than its name (issue 53). librbd's is
-report/rbd_flush.py.
+report/flush_gate.py.
 
 Both compare two cells that differ in one axis only (every other axis, the tier and the backing
 equal), as the ratio of the workload's primary metric with its Fieller interval (stats/compare.py),
