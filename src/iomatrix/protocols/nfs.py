@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from iomatrix.domain.axis_model import KERNEL_CLIENT, Axis, Layer, ToolOption
-from iomatrix.domain.network_axes import kernel_client_rule, only_on
+from iomatrix.domain.protocol_rules import kernel_client_rule, only_on
 from iomatrix.protocols.base import LibvirtSource, NetworkProtocol
 from iomatrix.protocols.place import NetworkPlace
 

@@ -22,7 +22,7 @@ from typing import ClassVar
 
 from iomatrix.domain import NA, CacheMode, SafetyLevel
 from iomatrix.domain.axis_model import Axis, Layer, Rule, RuleContext, ToolOption
-from iomatrix.domain.network_axes import backing_protocol, kernel_client_rule, only_on
+from iomatrix.domain.protocol_rules import backing_protocol, kernel_client_rule, only_on
 from iomatrix.protocols.base import (
     CUT_CLIENT_CRASH,
     FlushGatedCache,

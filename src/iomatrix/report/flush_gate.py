@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from iomatrix.fio.shape import IoShape
-from iomatrix.protocols import network_protocol
+from iomatrix.protocol_registry import network_protocol
 from iomatrix.protocols.base import FlushGatedCache
 from iomatrix.report.figures import ratio_text
 from iomatrix.report.query import CellWorkload

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from iomatrix.domain import CACHE, CacheMode
 from iomatrix.domain.axes import size_words
 from iomatrix.fio.shape import IoShape
-from iomatrix.protocols import network_protocol
+from iomatrix.protocol_registry import network_protocol
 from iomatrix.report.figures import ratio_text
 from iomatrix.report.query import CellWorkload
 from iomatrix.report.shapes import load_words

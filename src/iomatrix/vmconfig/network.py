@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from iomatrix.plugins import load_object
-from iomatrix.protocols import network_protocol, protocols
+from iomatrix.protocol_registry import network_protocol, protocols
 from iomatrix.protocols.base import NetworkProtocol
 from iomatrix.vmconfig.reading import _bad
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from iomatrix.domain import Format
 from iomatrix.plugins import load_object
-from iomatrix.protocols import network_protocol, protocol
+from iomatrix.protocol_registry import network_protocol, protocol
 from iomatrix.protocols.base import NetworkProtocol
 from iomatrix.protocols.place import NetworkPlace
 from iomatrix.vmconfig.config import (

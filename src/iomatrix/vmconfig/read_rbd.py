@@ -16,7 +16,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import replace
 
 from iomatrix.domain import CacheMode, Format, axes
-from iomatrix.protocols import protocol, rbd
+from iomatrix.protocol_registry import protocol
+from iomatrix.protocols import rbd
 from iomatrix.protocols.place import NetworkPlace
 from iomatrix.protocols.rbd import KRBD, RBD_TOOL, ceph_value
 from iomatrix.vmconfig.config import DEFAULT_SIZE_GIB, DiskConfig, Snippet, _not_available
