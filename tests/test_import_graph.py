@@ -80,14 +80,6 @@ LAZY_ALLOWED: dict[tuple[str, str], str] = {
         "iomatrix.children",
         "iomatrix.backing.leftovers",
     ): "the leftovers ledger: iomatrix.backing loads pydantic",
-    # the axis registry checks a protocol's spelling keys: it reads the built-in protocols' axes as
-    # it loads (protocols.built_in), and an installed axis it registers then is checked against the
-    # protocols' keys this package offers once loaded, so the protocol registry imports it when it
-    # first registers a protocol.
-    (
-        "iomatrix.protocols",
-        "iomatrix.domain.axes",
-    ): "the axis registry asks this package's writers as it loads",
     ("iomatrix.guest.initramfs", "lzma"): "lzma, only for an xz-compressed initramfs",
     ("iomatrix.guest.kernel", "lzma"): "lzma, only for an xz-compressed kernel module",
     ("iomatrix.guest.kernel", "zlib"): "zlib, only for a gzip-compressed kernel module",

@@ -18,7 +18,7 @@ from iomatrix.domain import BASELINES, PLATFORM_BASELINES, Baseline
 from iomatrix.durability.verdict import TARGET_POWER_LOSS, TARGET_SHORT_NAME
 from iomatrix.errors import UserError
 from iomatrix.plan.current_cell import MeasuredCurrent
-from iomatrix.protocols import snippet_targets
+from iomatrix.protocol_registry import snippet_targets
 from iomatrix.report.guests import guest_lines
 from iomatrix.report.naming import CellNames, cell_names
 from iomatrix.report.one_config import Decision, GroupConfig, one_config

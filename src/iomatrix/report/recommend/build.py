@@ -13,7 +13,7 @@ from iomatrix.guest.tcg import TCG_WARNING
 from iomatrix.plan.current_cell import stored_current
 from iomatrix.plans import builtin_names
 from iomatrix.plugins import load_object
-from iomatrix.protocols import protocols
+from iomatrix.protocol_registry import protocols
 from iomatrix.report.companions import companion
 from iomatrix.report.durability import MeasuredIndex
 from iomatrix.report.guests import guests_used
