@@ -116,20 +116,20 @@ def axis_effect(
     ratio = math.exp(effect)
     within = all(abs(m - effect) <= -math.log(1.0 - margin) for m in means.values())
     return AxisEffect(
-        axis,
-        a,
-        b,
-        ratio,
-        lo,
-        hi,
-        se,
-        n_r - 1,
-        t,
-        p,
-        n_r,
-        {s: math.exp(m) for s, m in means.items()},
-        inter_p,
-        inter_p >= INTERACTION_ALPHA and within,
+        axis=axis,
+        a=a,
+        b=b,
+        ratio=ratio,
+        low=lo,
+        high=hi,
+        se_log=se,
+        df=n_r - 1,
+        statistic=t,
+        p_value=p,
+        rounds=n_r,
+        strata={s: math.exp(m) for s, m in means.items()},
+        interaction_p=inter_p,
+        interaction_small=inter_p >= INTERACTION_ALPHA and within,
     )
 
 
