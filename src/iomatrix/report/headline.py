@@ -138,7 +138,7 @@ class Pick:
             return "Keep what you run"
         if self.kept:
             return "Keep"
-        return "Use" if self.settled else "No answer yet, the tie-break's pick"
+        return "Use" if self.settled else "Use for now, the tie-break's pick"
 
     def as_dict(self) -> dict[str, Any]:
         return {
