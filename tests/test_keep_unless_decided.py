@@ -14,8 +14,7 @@ from pathlib import Path
 
 from tests.conftest import DATA, run_cli
 
-# A quickstart (bench/quickstart.py --keep, 2026-11-27; tests/test_role_margin.py says what it
-# holds)
+# A captured quickstart (bench/quickstart.py --keep; tests/test_role_margin.py says what it holds)
 QUICKSTART = DATA / "quickstart-roles" / "sweep.sqlite"
 
 DB01 = """<domain type='kvm'>

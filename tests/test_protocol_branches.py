@@ -57,18 +57,18 @@ def test_the_scan_finds_comparisons_dict_keys_and_isinstance(tmp_path: Path) -> 
     (tmp_path / "report.py").write_text(
         "from iomatrix.backing.spec import DirBacking\n"
         "from iomatrix.backing.iscsi import IscsiBacking\n"
-        "from iomatrix.protocols import ceph\n"
+        "from iomatrix.protocols import rbd\n"
         "from iomatrix.protocols.iscsi import NAME as ISCSI\n"
-        "MINE = ceph.RBD\n"
+        "MINE = rbd.RBD\n"
         "OTHER = 'file'\n"
         "def f(p, spec):\n"
         "    if p == ISCSI or p is MINE or p == OTHER:\n"
         "        return 1\n"
         "    if isinstance(spec, DirBacking | IscsiBacking):\n"
         "        return 2\n"
-        "    return {ceph.RBD: 3, OTHER: 4}.get(p, p in (ceph.KRBD, 'x'))\n"
+        "    return {rbd.RBD: 3, OTHER: 4}.get(p, p in (rbd.KRBD, 'x'))\n"
     )
-    # (not: OTHER, a constant of no protocol; ceph.KRBD, a client value; the protocol module's own)
+    # (not: OTHER, a constant of no protocol; rbd.KRBD, a client value; the protocol module's own)
     assert _branches(tmp_path) == [
         "src/iomatrix/report.py:8: 'iscsi'",
         "src/iomatrix/report.py:8: 'rbd'",

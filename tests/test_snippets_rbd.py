@@ -17,7 +17,7 @@ from iomatrix.domain import axes
 from iomatrix.protocols.place import NetworkPlace
 from iomatrix.protocols.rbd import rbd_order
 from iomatrix.snippets import DiskConfig, minimal_domain_xml, snippet_backing, snippets_for
-from iomatrix.vmconfig.ceph_conf import WRITETHROUGH_UNTIL_FLUSH
+from iomatrix.vmconfig.read_rbd import WRITETHROUGH_UNTIL_FLUSH
 from tests.conftest import needs
 
 CELL = {

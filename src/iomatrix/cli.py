@@ -6,6 +6,7 @@ Each subcommand is a module of `iomatrix.commands` that registers itself on the 
 
 from __future__ import annotations
 
+import errno
 import inspect
 import os
 import sqlite3
@@ -192,9 +193,32 @@ def _usage_error(err: typer.TyperException) -> NoReturn:
     sys.exit(getattr(err, "exit_code", EXIT_USER))
 
 
+# OSErrors about a path the user gave (a name too long, a missing or read-only directory, no space):
+# the user's to fix, so one line naming the fix and no crash log.
+_PATH_ERRNOS: dict[int, str] = {
+    errno.ENAMETOOLONG: "use a shorter name (a name is at most 255 bytes, a path 4096)",
+    errno.ENOENT: "check the path: a directory in it does not exist",
+    errno.ENOTDIR: "check the path: a part of it is a file, not a directory",
+    errno.EISDIR: "give a file, not a directory",
+    errno.EACCES: "check its permissions, or choose a place you may write",
+    errno.EPERM: "check its permissions, or choose a place you may write",
+    errno.EROFS: "choose a place on a writable filesystem",
+    errno.ENOSPC: "free space on that filesystem, or choose another",
+    errno.EDQUOT: "free space within your quota, or choose another filesystem",
+    errno.ELOOP: "the path's symbolic links go round in a loop: give the real path",
+}
+
+
 def _internal(err: Exception) -> NoReturn:
     """One line for an error the user did not cause (the traceback in a log), or an OSError the host
     raised."""
+    if isinstance(err, OSError) and err.strerror and err.errno in _PATH_ERRNOS:
+        what = f"{err.strerror}" + (f": {err.filename}" if err.filename else "")
+        err_console.print(
+            f"[red]error:[/] {escape(_one_line(what))} — {escape(_PATH_ERRNOS[err.errno])}",
+            soft_wrap=True,
+        )
+        sys.exit(EXIT_USER)
     log = _write_crash_log(err)
     where = f"full traceback in {log}" if log else f"no log could be written in {crash_log_dir()}"
     if isinstance(err, OSError) and err.strerror:

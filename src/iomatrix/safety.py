@@ -20,7 +20,7 @@ from pathlib import Path
 
 from iomatrix.errors import UserError
 from iomatrix.mountinfo import innermost_mount, mounts_of_devnum, parse_mountinfo, unescape
-from iomatrix.protocols import network_protocol
+from iomatrix.protocol_registry import network_protocol
 from iomatrix.protocols.base import NetworkProtocol
 from iomatrix.sysfs import (
     block_sysdir,

@@ -29,7 +29,7 @@ from pydantic import (
 )
 
 from iomatrix.domain.clients import CLIENTS_MAX
-from iomatrix.protocols import network_protocol
+from iomatrix.protocol_registry import network_protocol
 from iomatrix.protocols.place import address_problem
 
 # user@host or host, as ssh takes it: no option (a leading '-'), no space, no shell metacharacter.

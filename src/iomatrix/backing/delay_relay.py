@@ -47,7 +47,7 @@ from iomatrix.backing.network import NetworkDisk
 from iomatrix.domain.rtt import rtt_ms as parse_rtt_ms
 from iomatrix.errors import UserError
 from iomatrix.plugins import load_object
-from iomatrix.protocols import protocol
+from iomatrix.protocol_registry import protocol
 
 LOOPBACK = "127.0.0.1"
 CHUNK = 256 * 1024

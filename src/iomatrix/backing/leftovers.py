@@ -58,7 +58,7 @@ from iomatrix.backing.leftover_kinds import (
 )
 from iomatrix.errors import UserError
 from iomatrix.plugins import load_object
-from iomatrix.protocols import protocols
+from iomatrix.protocol_registry import protocols
 
 
 @functools.cache

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from iomatrix.plugins import load_object
-from iomatrix.protocols import is_network, network_protocol, protocol_names, spec_class
+from iomatrix.protocol_registry import is_network, network_protocol, protocol_names, spec_class
 
 # A registered protocol's name (iomatrix.protocols: the built-in ones and any a package adds).
 Protocol_ = str

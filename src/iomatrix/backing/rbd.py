@@ -58,8 +58,8 @@ from iomatrix.backing.spec import BackingSpecBase, missing_module, not_root
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import version_of
 from iomatrix.images import create_image_argv
-from iomatrix.protocols.ceph import format_reason, object_order
 from iomatrix.protocols.place import CEPH_MON_PORT
+from iomatrix.protocols.rbd import format_reason, object_order
 from iomatrix.storage_clients import krbd_missing, module_known
 
 LOOPBACK = "127.0.0.1"

@@ -471,7 +471,10 @@ def _run_locked(sw: Sweep, store: Store) -> None:
     exp = runner.expansion
     console.print(
         f"[bold]{p.name}[/]: {len(exp.cells)} cells, {len(exp.units)} cell×workload units, "
-        f"{len(exp.pruned)} pruned (see 'iomatrix plan {plan} --explain'); results → {db}"
+        f"{len(exp.pruned)} pruned (see 'iomatrix plan {plan} --explain'); results → {db}",
+        # a terminal wraps it between words; a log kept of it (not a terminal) holds it as one
+        # line, the path whole
+        soft_wrap=not console.is_terminal,
     )
     for line in current_lines(p, exp, console.width):
         console.print(line, markup=False, highlight=False)

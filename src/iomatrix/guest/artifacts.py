@@ -243,7 +243,13 @@ def ensure_artifacts(
                     log("kernel: booting the uncompressed vmlinux through its PVH entry")
             initramfs = tmp / "initramfs.cpio"
             names, module_load, compression = build_initramfs(
-                tree, init_text, initramfs, fio_bin, log, scripts, tools
+                tree=tree,
+                init_text=init_text,
+                out=initramfs,
+                fio=fio_bin,
+                log=log,
+                scripts=scripts,
+                tools=tools,
             )
             final_name = "initramfs.cpio" + (f".{compression}" if compression != "none" else "")
             initramfs.rename(tmp / final_name)

@@ -243,7 +243,7 @@ def boot_problem(head: bytes) -> str | None:
 
     >>> boot_problem(bytes(4096))
     'has no partition table (no MBR or GPT in its first sectors) and so no boot loader'
-    >>> boot_problem(b"\xfa\x31\xc0" + bytes(507) + b"\x55\xaa")
+    >>> boot_problem(bytes([0xFA, 0x31, 0xC0]) + bytes(507) + bytes([0x55, 0xAA]))
     """
     if len(head) < SECTOR:
         return "is smaller than one disk sector (512 bytes)"

@@ -259,7 +259,15 @@ def start(
         socket_dir = Path(tempfile.mkdtemp(prefix="iomx-qga-"))
         sock = socket_dir / "qga.sock"
     argv = real_guest_argv(
-        image, overlay, run_dir, sock, accel, disks, memory_mb, wrapper, extra_args
+        image=image,
+        overlay=overlay,
+        run_dir=run_dir,
+        agent_socket=sock,
+        accel=accel,
+        disks=disks,
+        memory_mb=memory_mb,
+        wrapper=wrapper,
+        extra_args=extra_args,
     )
     (run_dir / "qemu.argv").write_text(" ".join(argv) + "\n")
     (run_dir / "console.log").unlink(missing_ok=True)
@@ -369,7 +377,15 @@ def boot(
         limit, why = boot_limit_s, "the run's time limit"
     t0 = time.monotonic()
     with children.SigtermGuard():
-        guest = start(image, run_dir, disks, accel, memory_mb, wrapper, extra_args)
+        guest = start(
+            image,
+            run_dir,
+            disks,
+            accel=accel,
+            memory_mb=memory_mb,
+            wrapper=wrapper,
+            extra_args=extra_args,
+        )
         try:
 
             def progress(waited: float) -> None:

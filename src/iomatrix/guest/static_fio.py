@@ -21,8 +21,11 @@ from pathlib import Path
 from iomatrix.guest.cache import entry_lock
 from iomatrix.hostcmd import require
 
-FIO_CONFIGURE = [
-    "--build-static",
+# The configure flags both fio builds share (this static one for the guest, and the host build of
+# iomatrix.fio.host_build): --disable-native, since the binary runs on CPUs other than the
+# builder's; every engine with a library a sweep never uses off (numa too: no plan or allowed job
+# option binds fio to NUMA nodes).
+CONFIGURE_DISABLED = [
     "--disable-native",
     "--disable-numa",
     "--disable-rdma",
@@ -37,6 +40,7 @@ FIO_CONFIGURE = [
     "--disable-tcmalloc",
     "--disable-dfs",
 ]
+FIO_CONFIGURE = ["--build-static", *CONFIGURE_DISABLED]
 STATIC_FIO_PACKAGES = "build-essential dpkg-dev libaio-dev zlib1g-dev"
 # fio's job coordinator (backend.c, run_threads) sleeps a fixed 100 ms before it looks whether a job
 # group has started, and again while a `stonewall` group waits for the one before it: ~0.1 s of

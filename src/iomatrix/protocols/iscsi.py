@@ -17,7 +17,7 @@ from typing import ClassVar
 from iomatrix import domain
 from iomatrix.domain import NA, SafetyLevel
 from iomatrix.domain.axis_model import KERNEL_CLIENT, Axis, Layer, Rule, RuleContext, ToolOption
-from iomatrix.domain.network_axes import kernel_client_rule, only_on
+from iomatrix.domain.protocol_rules import kernel_client_rule, only_on
 from iomatrix.protocols.base import CUT_TARGET_POWER, LibvirtSource, NetworkProtocol
 from iomatrix.protocols.place import NetworkPlace, address_problem
 

@@ -18,7 +18,7 @@ from iomatrix.domain import BASELINES, PLATFORM_BASELINES, Baseline
 from iomatrix.durability.verdict import TARGET_POWER_LOSS, TARGET_SHORT_NAME
 from iomatrix.errors import UserError
 from iomatrix.plan.current_cell import MeasuredCurrent
-from iomatrix.protocols import snippet_targets
+from iomatrix.protocol_registry import snippet_targets
 from iomatrix.report.guests import guest_lines
 from iomatrix.report.naming import CellNames, cell_names
 from iomatrix.report.one_config import Decision, GroupConfig, one_config
@@ -33,6 +33,7 @@ from iomatrix.report.recommend import (
     verdict_tier,
 )
 from iomatrix.report.recommend.change import keep_reason, measured_against_current, not_decided
+from iomatrix.report.recommend.grammar import turned
 from iomatrix.snippets import Snippet, answer_storage_snippet
 from iomatrix.vmconfig.reading import CurrentConfig
 
@@ -137,7 +138,7 @@ class Pick:
             return "Keep what you run"
         if self.kept:
             return "Keep"
-        return "Use" if self.settled else "No answer yet, the tie-break's pick"
+        return "Use" if self.settled else "Use for now, the tie-break's pick"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -478,10 +479,12 @@ def _join(
         _answer(answered, v, shown, status, target, varied)
         return
     alt = next((a for a in shown.alternatives if a.label == cell), None)
+    # the alternative is its own pick over `cell`: turned, `cell` over its own pick
+    over = None if alt is None or alt.ratio is None else turned(alt.ratio)
     gain = Gain(
         f"its own pick ({shown.choice.cell})",
         shown.choice.cell,
-        alt.ratio if alt is not None else None,
+        over if alt is not None else None,
         "" if alt is not None else "not told apart by its decision",
     )
     pick.gains.append(

@@ -92,20 +92,20 @@ def axis_effect(
     inter_p = _interaction_p(d, means, big_d, effect, strata, n_r)
     within = all(abs(m - effect) <= -math.log(1.0 - margin) for m in means.values())
     return AxisEffect(
-        axis,
-        a,
-        b,
-        math.exp(effect),
-        lo,
-        hi,
-        se,
-        n_r - 1,
-        t,
-        p,
-        n_r,
-        {s: math.exp(m) for s, m in means.items()},
-        inter_p,
-        inter_p >= INTERACTION_ALPHA and within,
+        axis=axis,
+        a=a,
+        b=b,
+        ratio=math.exp(effect),
+        low=lo,
+        high=hi,
+        se_log=se,
+        df=n_r - 1,
+        statistic=t,
+        p_value=p,
+        rounds=n_r,
+        strata={s: math.exp(m) for s, m in means.items()},
+        interaction_p=inter_p,
+        interaction_small=inter_p >= INTERACTION_ALPHA and within,
     )
 
 

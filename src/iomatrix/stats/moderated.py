@@ -199,14 +199,14 @@ def moderated_comparison(
     t = mean / se
     q = t_quantile(confidence, df)
     return PairedComparison(
-        pc.rounds,
-        pc.ratio,
-        math.exp(mean - q * se),
-        math.exp(mean + q * se),
-        se,
-        df,
-        t,
-        t_two_sided_p(t, df),
+        rounds=pc.rounds,
+        ratio=pc.ratio,
+        ratio_low=math.exp(mean - q * se),
+        ratio_high=math.exp(mean + q * se),
+        se_log=se,
+        df=df,
+        statistic=t,
+        p_value=t_two_sided_p(t, df),
     )
 
 

@@ -189,13 +189,13 @@ class BatchRunning:
             outcomes,
             interrupted,
             BatchHost(
-                cache.result(),
-                notes,
-                samples,
-                started,
-                time.time(),
-                len(reqs) > 1,
-                sampler.followed_processes(),
+                cache=cache.result(),
+                notes=notes,
+                samples=samples,
+                started=started,
+                finished=time.time(),
+                batched=len(reqs) > 1,
+                processes=sampler.followed_processes(),
             ),
         )
 

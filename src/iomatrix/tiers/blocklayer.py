@@ -619,7 +619,16 @@ class BlockLayerTier(BlockLayer, Tier):
                             req.on_load_process(fio.pid)
                     if network is not None and req.target.server is not None:
                         follow_server(req.target.server, req.on_server_process, meta)
-                    outcome = self._wait_fio(req, job, meta, phases, fio, t_fio, daemon, run_dir)
+                    outcome = self._wait_fio(
+                        req=req,
+                        job=job,
+                        meta=meta,
+                        phases=phases,
+                        proc=fio,
+                        t_fio=t_fio,
+                        daemon=daemon,
+                        run_dir=run_dir,
+                    )
                     fio = None
             except BaseException:
                 # Ctrl-C / SIGTERM: no fio or daemon left serving (or flushing) the image we are

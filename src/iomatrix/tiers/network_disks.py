@@ -32,7 +32,7 @@ from iomatrix.backing.delay_relay import delayed
 from iomatrix.backing.network import DiskRequest, NetworkDisk, NetworkServer
 from iomatrix.domain import NA
 from iomatrix.domain.axes import DiskContext, qemu_options
-from iomatrix.protocols import protocol
+from iomatrix.protocol_registry import protocol
 
 # The format a server makes where the cell's tier has no format axis (the bare-metal tier's
 # server-side file).

@@ -13,7 +13,7 @@ from iomatrix.guest.tcg import TCG_WARNING
 from iomatrix.plan.current_cell import stored_current
 from iomatrix.plans import builtin_names
 from iomatrix.plugins import load_object
-from iomatrix.protocols import protocols
+from iomatrix.protocol_registry import protocols
 from iomatrix.report.companions import companion
 from iomatrix.report.durability import MeasuredIndex
 from iomatrix.report.guests import guests_used
@@ -36,6 +36,7 @@ from iomatrix.report.recommend.requirements import (
     Requirement,
     parse_requirements,
 )
+from iomatrix.report.recommend.resolution import run_seconds
 from iomatrix.report.recommend.roles import role_answers
 from iomatrix.report.recommend.scores import SCORES, is_vm_view, score_verdicts, verdict_tier
 from iomatrix.report.recommend.verdict import (
@@ -139,7 +140,16 @@ def recommend(
     # every output.
     allowed = {c.label() for c in cws if all(q.met_by(c.axes) for q in reqs)}
     roles = (
-        role_answers(info["plan_definition"], verdicts, cws, allowed, margin, sweep.rounds)
+        role_answers(
+            info["plan_definition"],
+            verdicts,
+            cws,
+            allowed,
+            margin,
+            sweep.rounds,
+            run_seconds=_run_seconds(store, sweep_id, info),
+            budget=info["plan_definition"].get("time_budget"),
+        )
         if workload is None
         else []
     )
@@ -187,6 +197,14 @@ def _keep_order(current: CurrentConfig | None) -> Callable[..., Any]:
     if current is None:
         return keep_defaults
     return keep_current(lambda cells, best: matching_current(cells, best, current)[0])
+
+
+def _run_seconds(store: Store, sweep_id: int, info: dict[str, Any]) -> dict[str, float]:
+    """Seconds one run of each workload cost in this sweep, its share of set-up included
+    (resolution.run_seconds): what turns a decision's rounds still needed into minutes."""
+    runs = [(r.workload, r.wall_s) for r in store.run_listing(sweep_id) if r.status == "ok"]
+    start, end = info.get("started_at"), info.get("finished_at")
+    return run_seconds(runs, end - start if start and end else None)
 
 
 def plan_command(plan: str) -> str:

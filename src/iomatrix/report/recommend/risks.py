@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from iomatrix.domain import CACHE, CacheMode, CacheSemantics, Modifier
 from iomatrix.durability.verdict import TARGET_POWER_LOSS
-from iomatrix.protocols import network_protocol
+from iomatrix.protocol_registry import network_protocol
 from iomatrix.protocols.base import CUT_CLIENT_CRASH
 from iomatrix.report.durability import MeasuredIndex, measured_statements, storage_of
 from iomatrix.report.query import CellWorkload

@@ -644,10 +644,10 @@ ALTERNATIVES_SHOWN = 3
 def _alternatives(
     wr: WorkloadRanking, r: Ranking, cell: CellWorkload, gains: list[Gain]
 ) -> list[Gain]:
-    """The notable alternatives to the chosen cell, each as alternative/choice (> 1: it is better)
-    over the rounds both ran: the runner-up (the best-ranked other cell), the current or default
-    configuration it was compared with, and the best cell of another cache mode; at most
-    ALTERNATIVES_SHOWN."""
+    """The notable alternatives to the chosen cell, each as the choice over it (> 1: the choice is
+    better, as in every Gain) over the rounds both ran: the runner-up (the best-ranked other cell),
+    the current or default configuration it was compared with, and the best cell of another cache
+    mode; at most ALTERNATIVES_SHOWN."""
     chosen = cell.label()
     ranked = [
         row.name
@@ -667,15 +667,6 @@ def _alternatives(
             missing_note="",
             analysis=wr.ranking.analysis,
         )
-        rc = g.ratio
-        inv = (
-            None
-            if rc is None or rc.ratio is None
-            else RatioCI(
-                1 / rc.ratio,
-                None if rc.high is None else 1 / rc.high,
-                None if rc.low is None else 1 / rc.low,
-            )
-        )
-        out.append(Gain(name, name, inv, g.note))
+        # the pick over it (> 1: the pick is better), as every ratio reads (recommend/grammar.py)
+        out.append(Gain(name, name, g.ratio, g.note))
     return out[:ALTERNATIVES_SHOWN]
