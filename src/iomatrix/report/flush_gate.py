@@ -115,16 +115,16 @@ def writeback_gains(
             continue
         out.append(
             WritebackGain(
-                c.workload,
-                shape.flushes,
-                c.axes.get(gate.policy_axis, gate.default_policy),
-                c.axes.get(gate.until_flush_axis, gate.default_until_flush),
-                ratio_ci(a, b),
-                tuple((k, v) for k, v in others(c) if k in context_axes),
-                shape.flush_words(),
-                load_words([c, partner], interference or {}),
-                shape.mixed,
-                shape.read_share,
+                workload=c.workload,
+                flushes=shape.flushes,
+                policy=c.axes.get(gate.policy_axis, gate.default_policy),
+                until_flush=c.axes.get(gate.until_flush_axis, gate.default_until_flush),
+                ratio=ratio_ci(a, b),
+                context=tuple((k, v) for k, v in others(c) if k in context_axes),
+                how=shape.flush_words(),
+                load=load_words([c, partner], interference or {}),
+                mixed=shape.mixed,
+                read_share=shape.read_share,
             )
         )
     return out

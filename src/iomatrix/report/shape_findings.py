@@ -392,8 +392,24 @@ def shape_findings(
     ``short``: their first-screen forms; ``brief``: one line each (a crowded first screen's)."""
     found = [
         page_cache_finding(
-            cws, threshold, shapes, metric_of, ram_bytes, interference, short, plan, brief
+            cws=cws,
+            threshold=threshold,
+            shapes=shapes,
+            metric_of=metric_of,
+            ram_bytes=ram_bytes,
+            interference=interference,
+            short=short,
+            plan=plan,
+            brief=brief,
         ),
-        lun_write_cache_finding(cws, threshold, shapes, metric_of, interference, short, brief),
+        lun_write_cache_finding(
+            cws=cws,
+            threshold=threshold,
+            shapes=shapes,
+            metric_of=metric_of,
+            interference=interference,
+            short=short,
+            brief=brief,
+        ),
     ]
     return [f for f in found if f is not None]

@@ -61,16 +61,16 @@ class ExistingDisk:
     @classmethod
     def from_dict(cls, raw: dict[str, str]) -> ExistingDisk:
         return cls(
-            raw["tool"],
-            raw.get("path"),
-            raw.get("device"),
-            raw.get("volume"),
-            raw.get("vmid"),
-            raw.get("block") == "True",
-            raw.get("protocol"),
-            raw.get("settings"),
-            raw.get("boot"),
-            raw.get("slots"),
+            tool=raw["tool"],
+            path=raw.get("path"),
+            device=raw.get("device"),
+            volume=raw.get("volume"),
+            vmid=raw.get("vmid"),
+            block=raw.get("block") == "True",
+            protocol=raw.get("protocol"),
+            settings=raw.get("settings"),
+            boot=raw.get("boot"),
+            slots=raw.get("slots"),
         )
 
 
@@ -103,7 +103,9 @@ class CurrentConfig:
 
 
 def _bad(field_name: str, value: str, accepted: str) -> UserError:
-    return UserError(f"--current: cannot read {field_name} '{value}'", hint=f"accepted: {accepted}")
+    # a short excerpt of the field only: the file is the user's, and an error never shows more of it
+    shown = value if len(value) <= 40 else value[:39] + "…"
+    return UserError(f"--current: cannot read {field_name} '{shown}'", hint=f"accepted: {accepted}")
 
 
 def _value(axis: str, field_name: str, value: str) -> str:
