@@ -10,6 +10,7 @@ network namespace of its own (``unshare -n``), gone with the process."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -24,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix.backing.iscsi import read_capacity
-from iomatrix.backing.rbd import existing_pool_problem
+from iomatrix.backing.rbd import existing_pool_problem, monitor_addresses
 from iomatrix.backing.reach import CONNECT_BUDGET_S
 from iomatrix.backing.spec import parse_backing
 from iomatrix.protocols.iscsi import parse_iscsi_url
@@ -46,22 +47,23 @@ type = "nbd"
 """
 
 
-def _hold(listener: socket.socket, held: list[socket.socket]) -> None:
-    """Accept every connection and keep it open, sending nothing, until the listener closes."""
+def _hold(listener: socket.socket, held: list[socket.socket], greeting: bytes) -> None:
+    """Accept every connection, send `greeting` (if any) and keep it open, answering nothing more,
+    until the listener closes."""
     while True:
         try:
             conn, _ = listener.accept()
+            conn.sendall(greeting)
         except OSError:
             return
         held.append(conn)
 
 
-@pytest.fixture
-def silent_port() -> Iterator[int]:
-    """A port on 127.0.0.1 whose listener accepts and never answers."""
+@contextlib.contextmanager
+def _listening(greeting: bytes = b"") -> Iterator[int]:
     listener = socket.create_server((HOST, 0))
     held: list[socket.socket] = []
-    thread = threading.Thread(target=_hold, args=(listener, held), daemon=True)
+    thread = threading.Thread(target=_hold, args=(listener, held, greeting), daemon=True)
     thread.start()
     try:
         yield listener.getsockname()[1]
@@ -71,6 +73,13 @@ def silent_port() -> Iterator[int]:
         thread.join(timeout=5)
         for conn in held:
             conn.close()
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port on 127.0.0.1 whose listener accepts and never answers."""
+    with _listening() as port:
+        yield port
 
 
 @needs("qemu-img")
@@ -95,6 +104,7 @@ def test_a_silent_nbd_server_is_refused_within_the_budget_naming_host_and_port(
     assert not (tmp_path / "r.sqlite").exists()
 
 
+@pytest.mark.slow  # the whole 15 s budget is waited out
 @needs("iscsi-readcapacity16")
 def test_a_silent_iscsi_target_is_refused_within_the_budget(silent_port: int) -> None:
     lun = parse_iscsi_url(f"iscsi://{HOST}:{silent_port}/iqn.2026-11.org.example:silent/1")
@@ -122,6 +132,37 @@ def test_a_silent_ceph_monitor_is_refused_within_the_budget(
     assert took < BOUND_S, f"refused after {took:.0f} s: {why}"
 
 
+@pytest.mark.slow  # the whole 15 s budget is waited out
+@needs("rbd")
+def test_a_ceph_monitor_that_greets_and_then_says_nothing_is_refused_within_the_budget(
+    tmp_path: Path,
+) -> None:
+    """Past the greeting, `rbd ls` is bounded too (librados' own mount timeout, then the process's)
+    and its refusal names the monitors."""
+    with _listening(b"ceph v027") as port:  # msgr v1's banner, then silence
+        conf = tmp_path / "ceph.conf"
+        conf.write_text(f"[global]\nmon host = v1:{HOST}:{port}\nauth client required = none\n")
+        spec = parse_backing({"type": "rbd", "conf": str(conf), "pool": "vms"})
+        t0 = time.monotonic()
+        why = existing_pool_problem(spec)  # type: ignore[arg-type]
+        took = time.monotonic() - t0
+    assert why is not None and f"monitors {HOST}:{port})" in why, why
+    assert took < BOUND_S, f"refused after {took:.0f} s: {why}"
+
+
+def test_monitor_addresses_are_read_from_every_spelling_of_mon_host() -> None:
+    assert monitor_addresses(
+        "[global]\nmon host = [v2:10.0.0.1:3300/0,v1:10.0.0.1:6789/0] [v2:10.0.0.2:3300]\n"
+        "auth client required = none\n"
+    ) == [("10.0.0.1", 3300), ("10.0.0.1", 6789), ("10.0.0.2", 3300)]
+    assert monitor_addresses("mon_host = 10.0.0.1,mon2.example.org:6790 ; two\nfsid = x\n") == [
+        ("10.0.0.1", 6789),
+        ("mon2.example.org", 6790),
+    ]
+    assert monitor_addresses("mon-host = [::1]:6789\n") == [("::1", 6789)]
+    assert monitor_addresses("[global]\nfsid = x\n") == []
+
+
 # Run inside a network namespace of its own: its loopback up, a silent listener on rpcbind's port,
 # and the NFS check of an export there; prints the refusal and the seconds it took.
 _NFS_IN_NAMESPACE = textwrap.dedent(
@@ -143,6 +184,7 @@ _NFS_IN_NAMESPACE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # the whole 15 s budget is waited out
 @needs("rpcinfo")
 @pytest.mark.skipif(os.geteuid() != 0, reason="a network namespace of its own needs root")
 def test_a_silent_rpcbind_is_refused_within_the_budget(tmp_path: Path) -> None:

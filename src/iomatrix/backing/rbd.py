@@ -912,7 +912,7 @@ MON_GREETING = b"ceph v"
 MSGR_V2_PORT = 3300  # a monitor's msgr v2 port (IANA), where `v2:` names no port
 # `mon host` (or mon_host, mon-host) in a ceph.conf, and its addresses: v1:/v2: prefixed or bare,
 # bracketed lists, IPv6 in brackets, an optional port and /nonce.
-_MON_HOST = re.compile(r"^\s*mon[ _-]host\s*=\s*(?P<value>[^#;]*)", re.I | re.M)
+_MON_HOST = re.compile(r"^\s*mon[ _-]host\s*=\s*(?P<value>[^#;\n]*)", re.I | re.M)
 _MON_ADDR = re.compile(
     r"(?:(?P<msgr>v[12]):)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*)"
     r"(?::(?P<port>\d{1,5}))?(?:/\d+)?"
@@ -971,8 +971,13 @@ def existing_pool_problem(spec: RbdBacking) -> str | None:
         "ls",
         spec.pool,
     )
+    # (read: _monitor_problem found the conf readable)
+    monitors = ", ".join(
+        f"{h}:{p}" for h, p in monitor_addresses(spec.conf.read_text("utf-8", "replace"))
+    )
+    what = f"rbd ls {spec.pool}" + (f" (monitors {monitors})" if monitors else "")
     try:
-        _run(argv, f"rbd ls {spec.pool}", timeout=timeout)
+        _run(argv, what, timeout=timeout)
     except UserError as err:
         return (
             f"the Ceph cluster of {spec.conf} does not list pool {spec.pool!r}: "

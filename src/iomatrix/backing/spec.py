@@ -511,8 +511,14 @@ BUILT_IN_SPECS: tuple[type[_Spec], ...] = (
 )
 
 
+def valid_types() -> tuple[str, ...]:
+    """Every type a `[[backing]]` table may name: the local backings' and each registered network
+    protocol's (its spec is its own, not in the union)."""
+    return valid_backing_types(BACKING_TYPES)
+
+
 def _types() -> str:
-    return ", ".join(valid_backing_types(BACKING_TYPES))
+    return ", ".join(valid_types())
 
 
 def _describe(err: ValidationError, where: str, tagged: bool = True) -> str:

@@ -121,6 +121,9 @@ def _describe_one(e: dict[str, Any]) -> tuple[str, str]:
         return key, f"is too long (at most {ctx.get('max_length', '?')} characters)"
     if kind in ("union_tag_invalid", "union_tag_not_found"):
         tags = str(ctx.get("expected_tags", "")).replace("'", "")
+        if set(tags.split(", ")) == set(backing_spec.BACKING_TYPES):
+            # the backing union holds the local types: a network protocol's spec is its own
+            tags = ", ".join(backing_spec.valid_types())
         # type = "directory": the tag given is not one of them
         if kind == "union_tag_invalid" and tags:
             tag = str(ctx.get("tag", ""))
