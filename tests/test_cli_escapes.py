@@ -21,6 +21,9 @@ SEQUENCES = {
     "right-to-left": "\u202e",
     "c1-csi": "\x9b31m",
 }
+# Not controls, but what rich would rewrite: an emoji code (':x:' in a passwd line became ❌) and
+# markup. Every text path below shows them as written.
+REWRITTEN = {"emoji-and-markup": ":x:[bold]b[/]:smile:"}
 RAW = ("\x1b", "\x07", "\u202e", "\x9b")
 
 
@@ -35,7 +38,9 @@ def test_escape_controls_makes_every_sequence_visible(seq: str) -> None:
     assert not any(c in shown for c in RAW) and shown.startswith("a\\") and shown.endswith("b\tc\n")
 
 
-@pytest.mark.parametrize("seq", SEQUENCES.values(), ids=SEQUENCES.keys())
+@pytest.mark.parametrize(
+    "seq", (SEQUENCES | REWRITTEN).values(), ids=(SEQUENCES | REWRITTEN).keys()
+)
 def test_plan_prints_a_hostile_description_and_backing_name_escaped(
     tmp_path: Path, seq: str
 ) -> None:
@@ -54,7 +59,9 @@ def test_plan_prints_a_hostile_description_and_backing_name_escaped(
     assert_escaped(proc.stdout, seq)
 
 
-@pytest.mark.parametrize("seq", SEQUENCES.values(), ids=SEQUENCES.keys())
+@pytest.mark.parametrize(
+    "seq", (SEQUENCES | REWRITTEN).values(), ids=(SEQUENCES | REWRITTEN).keys()
+)
 def test_results_and_rank_print_hostile_database_text_escaped(tmp_path: Path, seq: str) -> None:
     db = tmp_path / "r.sqlite"
     s = Store(db)
@@ -73,7 +80,13 @@ def test_results_and_rank_print_hostile_database_text_escaped(tmp_path: Path, se
             s.record_run(run(cell, "rand-read-4k", 100.0 + c * 10 + i, t0=100.0 + i))
     s.set_sweep_status(sweep, "finished")
     s.close()
-    for command in (("results",), ("rank", "--min-runs", "2")):
+    for command in (
+        ("results",),
+        ("rank", "--min-runs", "2"),
+        ("recommend", "--min-runs", "2"),
+        ("history",),
+        ("results", "--format", "table"),
+    ):
         proc = run_cli(*command, "--db", str(db))
         assert proc.returncode == 0, proc.stderr
         assert_escaped(proc.stdout + proc.stderr, seq)

@@ -81,11 +81,17 @@ def test_directives_expansions_and_bad_values_are_refused(
 
 
 def test_kernel_files_binaries_and_non_utf8_are_refused_cleanly(tmp_path: Path) -> None:
+    shutil.copyfile(shutil.which("ls") or "/bin/ls", tmp_path / "ls")
+    (tmp_path / "leads-to-etc.fio").symlink_to("/etc/passwd")
     for spec, needle in [
         ("file:/proc/self/mem", "kernel interface"),
         ("file:/sys/kernel/notes", "kernel"),
         ("file:/dev/zero", "kernel interface"),
-        (f"file:{shutil.which('ls')}", "binary"),
+        ("file:ls", "binary"),
+        (f"file:{shutil.which('ls')}", "outside the plan's directory"),
+        ("file:../elsewhere.fio", "outside the plan's directory"),
+        ("file:/etc/shadow", "under /etc"),
+        ("file:leads-to-etc.fio", "leads to a file under /etc"),
         (f"file:{tmp_path}", "not a regular file"),
         ("file:", "no path given"),
         ("file:nope.fio", "no such fio job file"),

@@ -80,14 +80,6 @@ LAZY_ALLOWED: dict[tuple[str, str], str] = {
         "iomatrix.children",
         "iomatrix.backing.leftovers",
     ): "the leftovers ledger: iomatrix.backing loads pydantic",
-    # the axis registry checks a protocol's spelling keys: it reads the built-in protocols' axes as
-    # it loads (protocols.built_in), and an installed axis it registers then is checked against the
-    # protocols' keys this package offers once loaded, so the protocol registry imports it when it
-    # first registers a protocol.
-    (
-        "iomatrix.protocols",
-        "iomatrix.domain.axes",
-    ): "the axis registry asks this package's writers as it loads",
     ("iomatrix.guest.initramfs", "lzma"): "lzma, only for an xz-compressed initramfs",
     ("iomatrix.guest.kernel", "lzma"): "lzma, only for an xz-compressed kernel module",
     ("iomatrix.guest.kernel", "zlib"): "zlib, only for a gzip-compressed kernel module",
@@ -336,21 +328,12 @@ def test_tier_declarations_import_no_tier_code_and_tiers_no_report() -> None:
             assert not bad, f"{module} imports {bad}"
 
 
-# Loops other engineers are taking apart (issue 68), known so that this test guards every other
-# module meanwhile. The lead removes each entry when its fix merges; an entry whose loop is gone
-# fails the tests below, so none outlives its fix.
-KNOWN_CYCLES: dict[frozenset[str], str] = {
-    # the answer engineer: report/recommend/__init__.py imports report.roles, which imports
-    # report.recommend's modules
-    frozenset({"iomatrix.report.recommend", "iomatrix.report.roles"}): "answer engineer",
-    # the protocol engineer: the axis registry and the protocol registry ask each other as they load
-    frozenset({"iomatrix.domain.axes", "iomatrix.protocols"}): "protocol engineer",
-}
+# Loops known and being taken apart, each named with why, so that this test guards every other
+# module meanwhile; an entry whose loop is gone fails the tests below, so none outlives its fix.
+# None today.
+KNOWN_CYCLES: dict[frozenset[str], str] = {}
 # Modules that fail to import first in a fresh interpreter because of a loop above.
-KNOWN_FIRST_IMPORT_FAILURES: dict[str, str] = {
-    # report.roles -> report.recommend (its __init__) -> report.roles, partially initialised
-    "iomatrix.report.roles": "answer engineer",
-}
+KNOWN_FIRST_IMPORT_FAILURES: dict[str, str] = {}
 
 
 def test_no_import_cycle_in_the_package() -> None:

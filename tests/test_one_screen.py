@@ -119,7 +119,10 @@ def test_a_ceph_answer_at_cephs_defaults_says_there_is_nothing_to_set(tmp_path: 
     # jobs name writeback themselves, cache=none's figures are quoted against it
     joined = " ".join(text.split())
     assert "file:never.fio on rbd: 1.00×: it is QEMU's default · tied" in joined
-    assert "1.01× (0.78–1.31) on file:never.fio on rbd" in joined
+    # always the pick against the other (issue 70): writeback over cache=none, 1/1.01 of the old
+    # cache=none-over-writeback line's 1.01× (0.78–1.31)
+    assert "writeback is 3.94× (2.72–5.70) cache=none on file:journal.fio on rbd" in joined
+    assert "0.99× (0.77–1.28) on file:never.fio on rbd" in joined
 
 
 def test_one_lun_gets_one_write_cache_setting(tmp_path: Path) -> None:

@@ -6,6 +6,8 @@ Each subcommand is a module of `iomatrix.commands` that registers itself on the 
 
 from __future__ import annotations
 
+import errno
+import inspect
 import os
 import sqlite3
 import sys
@@ -20,6 +22,7 @@ from rich.markup import escape
 from iomatrix import __version__
 from iomatrix.commands import COMMANDS
 from iomatrix.commands.run import SweepIncomplete
+from iomatrix.dburl import redact_argv, redact_urls
 from iomatrix.errors import UserError
 from iomatrix.ui import console, err_console
 
@@ -63,6 +66,34 @@ def _root(
 def _register_commands() -> None:
     for module in COMMANDS:
         module.register(app)
+    _one_paragraph_summaries(app)
+
+
+def _one_paragraph_summaries(typer_app: typer.Typer) -> None:
+    """Each command's line in the command list is its docstring's first paragraph as one line, for
+    the terminal to wrap: typer's rich help keeps a docstring's own line breaks there, which left
+    orphan words ("estimates" / "it).") at 80 columns. The command's own --help is unchanged."""
+    infos = [*typer_app.registered_commands]
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _one_paragraph_summaries(group.typer_instance)
+            infos.append(group)
+    for info in infos:
+        own = getattr(info, "typer_instance", None)  # a group's help is its Typer's
+        doc = next(
+            (
+                text
+                for text in (
+                    info.help,
+                    own.info.help if own is not None else None,
+                    info.callback.__doc__ if info.callback else None,
+                )
+                if isinstance(text, str)  # typer's unset fields are DefaultPlaceholder objects
+            ),
+            None,
+        )
+        if not isinstance(info.short_help, str) and doc:
+            info.short_help = " ".join(inspect.cleandoc(doc).split("\n\n")[0].split())
 
 
 _register_commands()
@@ -76,8 +107,10 @@ def crash_log_dir() -> Path:
 
 
 def _write_crash_log(err: BaseException) -> Path | None:
-    text = (
-        f"iomatrix {__version__}\nargv: {sys.argv!r}\ntime: "
+    # A password given in a URL (`--db postgresql://u:secret@…`) is in argv and may be in a
+    # message: neither reaches the log.
+    text = redact_urls(
+        f"iomatrix {__version__}\nargv: {redact_argv(sys.argv)!r}\ntime: "
         f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n\n" + "".join(traceback.format_exception(err))
     )
     try:
@@ -91,7 +124,9 @@ def _write_crash_log(err: BaseException) -> Path | None:
 
 
 def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
+    """`text` as one line of at most `limit` characters, the secrets of any URL in it hidden (every
+    error line is made by this)."""
+    line = " ".join(redact_urls(text).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
@@ -158,9 +193,32 @@ def _usage_error(err: typer.TyperException) -> NoReturn:
     sys.exit(getattr(err, "exit_code", EXIT_USER))
 
 
+# OSErrors about a path the user gave (a name too long, a missing or read-only directory, no space):
+# the user's to fix, so one line naming the fix and no crash log.
+_PATH_ERRNOS: dict[int, str] = {
+    errno.ENAMETOOLONG: "use a shorter name (a name is at most 255 bytes, a path 4096)",
+    errno.ENOENT: "check the path: a directory in it does not exist",
+    errno.ENOTDIR: "check the path: a part of it is a file, not a directory",
+    errno.EISDIR: "give a file, not a directory",
+    errno.EACCES: "check its permissions, or choose a place you may write",
+    errno.EPERM: "check its permissions, or choose a place you may write",
+    errno.EROFS: "choose a place on a writable filesystem",
+    errno.ENOSPC: "free space on that filesystem, or choose another",
+    errno.EDQUOT: "free space within your quota, or choose another filesystem",
+    errno.ELOOP: "the path's symbolic links go round in a loop: give the real path",
+}
+
+
 def _internal(err: Exception) -> NoReturn:
     """One line for an error the user did not cause (the traceback in a log), or an OSError the host
     raised."""
+    if isinstance(err, OSError) and err.strerror and err.errno in _PATH_ERRNOS:
+        what = f"{err.strerror}" + (f": {err.filename}" if err.filename else "")
+        err_console.print(
+            f"[red]error:[/] {escape(_one_line(what))} — {escape(_PATH_ERRNOS[err.errno])}",
+            soft_wrap=True,
+        )
+        sys.exit(EXIT_USER)
     log = _write_crash_log(err)
     where = f"full traceback in {log}" if log else f"no log could be written in {crash_log_dir()}"
     if isinstance(err, OSError) and err.strerror:

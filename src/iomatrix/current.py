@@ -37,7 +37,7 @@ from iomatrix import domain
 from iomatrix.errors import UserError
 from iomatrix.vmconfig.libvirt import from_libvirt_xml
 from iomatrix.vmconfig.plain import from_axes
-from iomatrix.vmconfig.proxmox import from_proxmox, looks_like_qm_config
+from iomatrix.vmconfig.proxmox import from_proxmox, looks_like_qm_config, qm_config_without_disk
 from iomatrix.vmconfig.qemu import from_qemu
 from iomatrix.vmconfig.reading import FORMS, CurrentConfig, ExistingDisk, cache_from_switches
 
@@ -115,6 +115,13 @@ def parse_current(value: str, disk: str | None = None) -> CurrentConfig:
         if not text.lstrip().startswith("<") and looks_like_qm_config(text):
             return _checked(
                 _with_volume(from_proxmox(text, path.name, disk, _storage_cfg_beside(path)))
+            )
+        if not text.lstrip().startswith("<") and qm_config_without_disk(text):
+            raise UserError(
+                f"--current: {path} is a Proxmox 'qm config' with no disk drive (no scsiN, "
+                "virtioN, sataN or ideN line)",
+                hint="give the config of a VM with a disk, or --current cache=…,aio=… for the "
+                "settings you use",
             )
         if "<!DOCTYPE" in text or "<!ENTITY" in text:
             # virsh dumpxml writes neither; entity declarations are what XML bombs and external-file

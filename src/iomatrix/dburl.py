@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import unquote
 
 SCHEMES = ("postgresql://", "postgres://")
 
@@ -18,11 +19,81 @@ def is_database_url(text: str) -> bool:
     return text.startswith(SCHEMES)
 
 
+# Connection parameters whose value is a secret: the password, and the passphrase of a client key.
+SECRET_KEYS = frozenset({"password", "sslpassword"})
+SHOWN = "***"
+
+_SCHEME = re.compile(r"[A-Za-z][\w+.-]*://")
+# key=value conninfo (libpq's other syntax, as in its own messages): a quoted or a bare value
+_KEYWORD = re.compile(r"\b((?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)", re.IGNORECASE)
+
+
+def _without_credentials(rest: str) -> str:
+    """`rest` (what follows 'scheme://') without the password, split as libpq splits a URL
+    (conninfo_uri_parse_options): the credentials are everything before the first '@' met before
+    any '/', so a password may hold '#', '?', ':' or '%', which a URL parser would stop at."""
+    cut = re.search(r"[@/]", rest)
+    if cut is None or cut.group() != "@":
+        return rest
+    credentials = rest[: cut.start()]
+    if ":" not in credentials:
+        return rest
+    user = credentials.split(":", 1)[0]
+    return (f"{user}@" if user else "") + rest[cut.end() :]
+
+
+def _without_secret_params(url_rest: str) -> str:
+    """The query of a URL with every secret parameter's value shown as ***. libpq splits the query
+    at '&' only ('#' is part of a value) and percent-decodes each key: `pass%77ord=` is a
+    password too."""
+    q = url_rest.find("?")
+    if q < 0:
+        return url_rest
+    params = []
+    for param in url_rest[q + 1 :].split("&"):
+        key, eq, _ = param.partition("=")
+        secret = eq and unquote(key).strip().lower() in SECRET_KEYS
+        params.append(f"{key}={SHOWN}" if secret else param)
+    return url_rest[: q + 1] + "&".join(params)
+
+
 def redact(conninfo: str) -> str:
-    """The URL without its password: postgresql://user:secret@h/db?password=x →
-    postgresql://user@h/db?password=*** (the rest as given, character for character)."""
-    shown = re.sub(r"^([A-Za-z][\w+.-]*://[^:/@?#]*):[^@/?#]*@", r"\1@", conninfo)
-    return re.sub(r"([?&]password=)[^&#]*", r"\1***", shown, flags=re.IGNORECASE)
+    """A database URL without its secrets: postgresql://user:secret@h/db?password=x →
+    postgresql://user@h/db?password=*** (the rest as given, character for character). The whole
+    string is one URL, parsed as libpq parses it: 'postgresql://u:ab#cd?ef@h/x' shows
+    'postgresql://u@h/x'. A string that is no URL has its key=value passwords hidden."""
+    m = _SCHEME.match(conninfo)
+    if m is None:
+        return _KEYWORD.sub(lambda k: k.group(1) + SHOWN, conninfo)
+    return m.group() + _without_secret_params(_without_credentials(conninfo[m.end() :]))
+
+
+def redact_urls(text: str) -> str:
+    """Free text (an error message, a traceback) with the secrets of every URL and key=value
+    password in it hidden. A URL's credentials are cut as libpq cuts them, across spaces if need
+    be (libpq does not stop at one); its query ends at a space or a quote."""
+    return "".join(_redact_line(line) for line in text.splitlines(keepends=True))
+
+
+def _redact_line(line: str) -> str:
+    m = _SCHEME.search(line)
+    if m is None:
+        return _KEYWORD.sub(lambda k: k.group(1) + SHOWN, line)
+    before = _KEYWORD.sub(lambda k: k.group(1) + SHOWN, line[: m.start()])
+    rest = _without_credentials(line[m.end() :])
+    end = re.search(r"[\s'\"]", rest)
+    e = end.start() if end else len(rest)
+    return before + m.group() + _without_secret_params(rest[:e]) + _redact_line(rest[e:])
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """A command line with every argument's URL secrets hidden (`--db URL` and `--db=URL`): the
+    URL runs to the end of its argument, so it is parsed whole."""
+    out = []
+    for arg in argv:
+        m = _SCHEME.search(arg)
+        out.append(arg if m is None else arg[: m.start()] + redact(arg[m.start() :]))
+    return out
 
 
 class DatabaseURL:

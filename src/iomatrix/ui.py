@@ -10,7 +10,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions
 from rich.segment import Segment
 from rich.text import Text
 
@@ -43,7 +43,24 @@ class EscapingConsole(Console):
     table cells
     included): a table column's width is measured on `\x1b` (4 columns), not on an ESC Rich counts as 0, so a
     hostile name cannot push the row past its column. Text objects built elsewhere are still escaped
-    at output."""  # noqa: E501
+    at output.
+
+    No emoji codes (`:x:` in a passwd line or a path is shown as written, not as ❌), and a string
+    nested in another renderable (a table cell) is plain text, not markup: a host, workload or
+    plan name holding '[bold]' is shown as written. Markup stays for what the code prints itself
+    (`console.print("[red]error:[/] …")`, its user text escaped with rich.markup.escape); a
+    styled cell is a `Text` with a style."""  # noqa: E501
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("emoji", False)
+        super().__init__(*args, **kwargs)
+
+    @property
+    def options(self) -> ConsoleOptions:
+        # Console.render reads `options.markup` for a string inside a renderable (None: the
+        # console's own default, markup on); strings printed at the top level are parsed before
+        # this, with `print`'s own markup argument.
+        return super().options.update(markup=False)
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
         return super().render_str(escape_controls(text), **kwargs)

@@ -355,9 +355,11 @@ def load_custom(spec: str, base_dir: Path | None = None) -> Workload:
     path = Path(raw)
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
+    label = f"custom workload '{spec[:200]}': {str(path)[:200]}"
+    refuse_outside(path, base_dir, label)
     text = read_small_text(
         path,
-        label=f"custom workload '{spec}': {path}",
+        label=label,
         noun="fio job file",
         a_noun="an fio job file",
         limit=MAX_JOB_FILE_BYTES,
@@ -374,6 +376,40 @@ def load_custom(spec: str, base_dir: Path | None = None) -> Workload:
         custom_text=job.text,
         primary_metric="total.iops",
     )
+
+
+# Directories whose files are the host's own (accounts, keys, kernel interfaces, devices): a job
+# file is never read from them, whatever the plan's own directory is.
+SYSTEM_ROOTS = {
+    Path("/etc"): "the host's configuration",
+    Path("/proc"): "a kernel interface",
+    Path("/sys"): "a kernel interface",
+    Path("/dev"): "a kernel interface",
+}
+
+
+def refuse_outside(path: Path, base_dir: Path | None, label: str) -> None:
+    """Refuse, by its path and before it is read, a job file under a system directory or outside
+    the plan's directory (`base_dir`; None for a built-in plan or a direct call, which have none).
+
+    A plan is data anyone may hand over; what its errors quote of a job file must never be a line
+    of /etc/shadow, so such a file is not opened at all. Both the path as written and the path its
+    links lead to are checked: `jobs/x.fio` linked to /etc/shadow is refused like /etc/shadow."""
+    hint = "put the fio job file in the plan's directory (or below it) and name it from there"
+    written = Path(os.path.normpath(path))
+    real = Path(os.path.realpath(path))
+    for root, what in SYSTEM_ROOTS.items():
+        if written == root or written.is_relative_to(root):
+            raise UserError(f"{label} is under {root}, {what}, not a job file", hint=hint)
+        if real == root or real.is_relative_to(root):
+            raise UserError(
+                f"{label} leads to a file under {root}, {what}, not a job file", hint=hint
+            )
+    if base_dir is None:
+        return
+    home = Path(os.path.realpath(base_dir))
+    if not (written.is_relative_to(base_dir) and real.is_relative_to(home)):
+        raise UserError(f"{label} is outside the plan's directory {home}", hint=hint)
 
 
 def listed(name: str) -> Workload | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typer
+from rich.markup import escape
 
 from iomatrix.commands.common import refuse_system_workdir
 from iomatrix.commands.options import DEFAULT_WORKDIR, CrashedWorkdirOpt
@@ -36,10 +37,12 @@ def clean(workdir: CrashedWorkdirOpt = DEFAULT_WORKDIR) -> None:
     for line in lines:
         console.print(line)
     if not lines:
-        console.print(f"nothing left behind in {workdir}")
+        console.print(f"nothing left behind in {workdir}", markup=False)
     # refused, failed or still in use: say so in the exit status
     if remaining := pending(workdir.resolve()):
-        err_console.print(f"[red]{len(remaining)} leftover(s) remain[/] in {workdir} (see above)")
+        err_console.print(
+            f"[red]{len(remaining)} leftover(s) remain[/] in {escape(str(workdir))} (see above)"
+        )
         raise typer.Exit(1)
 
 

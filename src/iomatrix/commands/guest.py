@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from iomatrix.commands.options import KernelOpt, check_kernel_option, format_option
 from iomatrix.report.formats import OutputFormat
@@ -38,10 +39,10 @@ def guest_build(
     # before the artifact cache is made: a mistyped path leaves nothing behind
     check_kernel_option(kernel)
     art = ensure_artifacts(
-        kernel=kernel, rebuild=rebuild, log=lambda m: console.print(f"[dim]{m}[/]")
+        kernel=kernel, rebuild=rebuild, log=lambda m: console.print(f"[dim]{escape(m)}[/]")
     )
     for k, v in art.as_metadata().items():
-        console.print(f"{k}: {v}")
+        console.print(f"{k}: {v}", markup=False, highlight=False)
 
 
 def _build_image(what: str, kernel: object, rebuild: bool) -> None:
@@ -58,7 +59,7 @@ def _build_image(what: str, kernel: object, rebuild: bool) -> None:
             "--kernel does not apply to the Debian guest image (it boots its own kernel)",
             hint="leave --kernel out",
         )
-    img = ensure_debian_image(rebuild=rebuild, log=lambda m: console.print(f"[dim]{m}[/]"))
+    img = ensure_debian_image(rebuild=rebuild, log=lambda m: console.print(f"[dim]{escape(m)}[/]"))
     for k, v in img.as_metadata().items():
         console.print(f"{k}: {v}", markup=False, highlight=False)
     console.print(f"kernel: {img.kernel}", markup=False, highlight=False)
@@ -81,7 +82,8 @@ def guest_info(format: FormatOpt = OutputFormat.table) -> None:
         sys.stdout.write(json.dumps(info, indent=2, default=str) + "\n")
         return
     for line in info_lines(info):
-        console.print(line, markup=False, highlight=False)
+        # a terminal wraps between words; a pipe gets each line whole (no path split mid-name)
+        console.print(line, markup=False, highlight=False, soft_wrap=not console.is_terminal)
 
 
 def info_lines(info: dict[str, Any]) -> list[str]:

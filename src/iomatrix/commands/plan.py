@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from iomatrix.commands.common import load_plan
+from iomatrix.commands.common import check_guest_image, load_plan
 from iomatrix.commands.options import RoleOpt
 from iomatrix.commands.run import plan_with_roles
 from iomatrix.ui import console
@@ -61,6 +61,9 @@ def plan_cmd(
     check_allowed_devices(allow_destroy)
     p, base = load_plan(plan)
     p = plan_with_roles(p, role, plan)
+    # a guest image that cannot serve is said here, not after the estimate of a sweep that would
+    # fail (or wait for a boot that never comes)
+    check_guest_image(p)
     allowed = resolve_allowed(allow_destroy)
     exp = plan_expansion(p, base, allowed)
     low, high = estimate_seconds(p, exp)
@@ -99,7 +102,7 @@ def plan_cmd(
             f"{unbatched / 60:.1f} min with {p.repetitions.min} runs each[/]"
         )
     for note in exp.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {escape(note)}")
     from iomatrix.metadata import mem_bytes
 
     line = page_cache_line(p, exp, mem_bytes(), plan)
@@ -120,7 +123,7 @@ def plan_cmd(
 
     # as `run` would refuse it with its defaults
     for line in warnings(p, exp, DEFAULT_WORKDIR, DEFAULT_DB):
-        console.print(f"[yellow]warning:[/] {line}")
+        console.print(f"[yellow]warning:[/] {escape(line)}")
     if explain:
         print_explain(exp, per_tier=bool(p.tier_tables))
 

@@ -12,9 +12,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from iomatrix import children
-from iomatrix.commands.common import few_runs_hint, load_plan, refuse_system_workdir, warn_tcg
+from iomatrix.commands.common import (
+    check_guest_image,
+    few_runs_hint,
+    load_plan,
+    refuse_system_workdir,
+    warn_tcg,
+)
 from iomatrix.commands.options import (
     DEFAULT_DB,
     DEFAULT_WORKDIR,
@@ -100,7 +107,7 @@ def run(
             "measured): a libvirt domain XML file, Proxmox 'qm config VMID' output (a "
             "file), a QEMU "
             "-drive/-blockdev string, or axes "
-            "'cache=none,aio=native,format=qcow2'. Part of the plan: re-run with it to resume."
+            "such as 'cache=none,aio=native'. Part of the plan: re-run with it to resume."
         ),
     ] = None,
     current_disk: Annotated[
@@ -259,7 +266,9 @@ def _plan_of(args: RunArgs) -> tuple[Plan, Path | None]:
     p, base = load_plan(args.plan)
     p = plan_with_current(p, args.current, args.current_disk)
     p = plan_with_roles(p, args.roles, args.plan)
-    return plan_with_margin(p, args.margin), base
+    p = plan_with_margin(p, args.margin)
+    check_guest_image(p)  # again: the file may have changed since `plan`
+    return p, base
 
 
 def _checked_places(args: RunArgs) -> Path:
@@ -366,7 +375,6 @@ def _publish(db: Path, url: DatabaseURL, *, failure_is_error: bool) -> None:
         )
         if failure_is_error:
             raise failed from None
-        from rich.markup import escape
 
         err_console.print(
             f"[red]error:[/] {escape(failed.one_line())}",
@@ -450,7 +458,8 @@ def _run_locked(sw: Sweep, store: Store) -> None:
         kernel=args.kernel,
         group=args.group,
         start_at=sw.start_at,
-        log=lambda m: console.print(f"[dim]{m}[/]"),
+        # escaped: a line may carry what a guest's console printed ('[    0.000000] Linux …')
+        log=lambda m: console.print(f"[dim]{escape(m)}[/]"),
     )
     try:
         runner = SweepRunner(p, sw.base, store, opts, progress=RichProgress(args.verbose))
@@ -462,7 +471,10 @@ def _run_locked(sw: Sweep, store: Store) -> None:
     exp = runner.expansion
     console.print(
         f"[bold]{p.name}[/]: {len(exp.cells)} cells, {len(exp.units)} cell×workload units, "
-        f"{len(exp.pruned)} pruned (see 'iomatrix plan {plan} --explain'); results → {db}"
+        f"{len(exp.pruned)} pruned (see 'iomatrix plan {plan} --explain'); results → {db}",
+        # a terminal wraps it between words; a log kept of it (not a terminal) holds it as one
+        # line, the path whole
+        soft_wrap=not console.is_terminal,
     )
     for line in current_lines(p, exp, console.width):
         console.print(line, markup=False, highlight=False)
@@ -487,11 +499,11 @@ def _run_locked(sw: Sweep, store: Store) -> None:
             "ranked (their latency is not at the asked load)"
         )
     for key, why in res.unreached_units:
-        console.print(f"[yellow]load not reached:[/] {key}: {why}")
+        console.print(f"[yellow]load not reached:[/] {escape(f'{key}: {why}')}")
     for key, why in res.not_converged:
-        console.print(f"[yellow]not converged:[/] {key}: {why}")
+        console.print(f"[yellow]not converged:[/] {escape(f'{key}: {why}')}")
     for key, why in res.gave_up:
-        console.print(f"[red]gave up:[/] {key}: {why}")
+        console.print(f"[red]gave up:[/] {escape(f'{key}: {why}')}")
     warn_tcg(accels)
     if res.interrupted:
         console.print(

@@ -278,7 +278,7 @@ def validate_job_text(text: str, where: str) -> JobFile:
             raise _refuse(
                 where,
                 lineno,
-                f"option '{key}' comes before any [section]",
+                f"option '{key[:40]}' comes before any [section]",
                 "put it under [global] or a [job] section",
             )
         if key in ("rw", "readwrite"):
@@ -320,7 +320,7 @@ def _section_name(line: str, where: str, lineno: int) -> str:
         raise _refuse(
             where,
             lineno,
-            f"bad section header {line[:40]!r}",
+            "bad section header",
             "use [name] with letters, digits, '_', '.', '-'",
         )
     if name.lower() in RESERVED_SECTIONS:
@@ -343,7 +343,7 @@ def _allowed_option(line: str, where: str, lineno: int) -> tuple[str, str, bool]
         raise _refuse(
             where,
             lineno,
-            f"cannot read line {line[:40]!r}",
+            "cannot read this line: it is neither key=value nor a [section]",
             "write one option a line as key=value, or a [section]",
         )
     key, value = m.group(1), (m.group(2) or "").strip()
@@ -359,7 +359,7 @@ def _allowed_option(line: str, where: str, lineno: int) -> tuple[str, str, bool]
         raise _refuse(
             where,
             lineno,
-            f"option '{key}' is not allowed in a custom job file",
+            f"option '{key[:40]}' is not allowed in a custom job file",
             "only workload-shape options are (rw, bs, bssplit, iodepth, numjobs, "
             "rwmix*, rate*, "
             "thinktime*, fsync, …; see docs/backings.md); paths, devices, commands, logs, "
@@ -367,5 +367,5 @@ def _allowed_option(line: str, where: str, lineno: int) -> tuple[str, str, bool]
         )
     problem = check(value)
     if problem is not None:
-        raise _refuse(where, lineno, f"option '{key}' has a bad value {value[:40]!r}", problem)
+        raise _refuse(where, lineno, f"option '{key[:40]}' has a bad value", problem)
     return key, value, m.group(2) is not None

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from iomatrix.guest.cache import entry_lock
 from iomatrix.hostcmd import require
 
 # The configure flags both fio builds share (this static one for the guest, and the host build of
@@ -121,10 +122,21 @@ def static_fio(
         )
     if failed.is_file():  # do not retry a failed build on every run (rebuild=True clears this)
         return None, failed.read_text().strip()
-    path, why = _build_static_fio(root, binary, version, log)
-    if path is None:
-        failed.write_text(why + "\n")
-    return path, why
+    root.mkdir(parents=True, exist_ok=True)
+    # One build per version at a time: a second builder waits and takes the first one's result.
+    with entry_lock(binary, f"the static fio {version}", log):
+        for cached, note in (
+            (binary, START_POLL_NOTE),
+            (root / f"fio_{version}{UNPATCHED_SUFFIX}", UNPATCHED_NOTE),
+        ):
+            if cached.is_file():
+                return cached, f"static fio built from Debian source fio {version} ({note})"
+        if failed.is_file():
+            return None, failed.read_text().strip()
+        path, why = _build_static_fio(root, binary, version, log)
+        if path is None:
+            failed.write_text(why + "\n")
+        return path, why
 
 
 def _build_static_fio(

@@ -28,9 +28,17 @@ class Column:
 # A name column counts at most this wide when choosing which columns fit: beyond it the name wraps.
 NAME_WIDTH = 40
 
+# A cell is plain text (a host, workload or plan name is shown as written, '[bold]' included) or a
+# `Text` carrying its own style.
+Cell = str | Text
 
-def _natural(col: Column, values: Sequence[str]) -> int:
-    longest = max([len(col.heading), *(Text.from_markup(v).cell_len for v in values)])
+
+def _text(value: Cell) -> Text:
+    return value if isinstance(value, Text) else Text(value)
+
+
+def _natural(col: Column, values: Sequence[Cell]) -> int:
+    longest = max([len(col.heading), *(_text(v).cell_len for v in values)])
     return min(longest, 24) if col.wraps else min(longest, NAME_WIDTH) if col.name else longest
 
 
@@ -38,21 +46,21 @@ def _natural(col: Column, values: Sequence[str]) -> int:
 FIGURE_MAX = 24
 
 
-def figure_width(values: Sequence[str]) -> int:
+def figure_width(values: Sequence[Cell]) -> int:
     """The longest word holding a digit ('4,673', '(1.20–3.00)'): a column's narrowest width that
     splits no figure across lines (0 for a column of words)."""
     return max(
         (
             len(w)
             for v in values
-            for w in Text.from_markup(v).plain.split()
+            for w in _text(v).plain.split()
             if any(ch.isdigit() for ch in w) and len(w) <= FIGURE_MAX
         ),
         default=0,
     )
 
 
-def fit_columns(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> list[int]:
+def fit_columns(columns: Sequence[Column], rows: Sequence[Sequence[Cell]], width: int) -> list[int]:
     """Indexes of the columns to show: every column if they fit `width`, else without the least
     needed ones."""
     shown = list(range(len(columns)))
@@ -65,7 +73,7 @@ def fit_columns(columns: Sequence[Column], rows: Sequence[Sequence[str]], width:
 
 
 def fitted_table(
-    columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int
+    columns: Sequence[Column], rows: Sequence[Sequence[Cell]], width: int
 ) -> tuple[Table, str]:
     """A rich table of the columns that fit, and the line naming those left out ('' when none
     was)."""
@@ -83,7 +91,7 @@ def fitted_table(
             min_width=None if wraps else figure_width([r[i] for r in rows]) or None,
         )
     for r in rows:
-        t.add_row(*(r[i] for i in shown))
+        t.add_row(*(_text(r[i]) for i in shown))
     left = [columns[i].heading for i in range(len(columns)) if i not in shown]
     note = (
         f"left out to fit {width} columns: {', '.join(left)} (--format csv or json has them)"

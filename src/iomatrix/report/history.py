@@ -25,6 +25,7 @@ from typing import Any
 
 from iomatrix.errors import UserError
 from iomatrix.metrics import metric_info
+from iomatrix.report.naming import CellNames, cell_names
 from iomatrix.report.rank import compare_series, figure_series
 from iomatrix.stats.gate import regression_gate, worse_by
 from iomatrix.stats.steps import Step, detect_steps, real_steps
@@ -51,6 +52,12 @@ class HistoryStep:
     # lasting steps over the host's series of this plan that start at this sweep: (figure, step,
     # Holm p)
     lasting: list[tuple[str, Step, float]] = field(default_factory=list)
+    # every cell the sweep measured (its full labels): the text names a cell by what differs among
+    # them (report/naming.py), JSON by its full label
+    cells: tuple[str, ...] = ()
+
+    def short_names(self) -> CellNames:
+        return cell_names(self.cells)
 
 
 def _higher(key: str) -> bool:
@@ -87,6 +94,8 @@ def history(
     """Every host's finished or interrupted sweeps in start order, each compared with the one before
     of its plan."""
     rows = store.finished_sweeps_with_versions(VERSION_FACTS)
+    if not rows:
+        _nothing_to_show(store)
     steps: list[HistoryStep] = []
     previous: dict[tuple[str, str], tuple[Any, dict[str, list[float]]]] = {}
     series_of: dict[tuple[str, str], list[tuple[HistoryStep, dict[str, list[float]]]]] = {}
@@ -106,6 +115,7 @@ def history(
             continue
         series = _only(figure_series(store, r["id"], metric), workload)
         step = HistoryStep(name, r["id"], r["plan_name"], r["started_at"], _answers(series))
+        step.cells = tuple(dict.fromkeys(k.rsplit(" · ", 2)[0] for k in series))
         before = previous.get((name, r["plan_fingerprint"]))
         if before is not None:
             _compare(step, before[0], before[1], r, series, threshold)
@@ -119,6 +129,26 @@ def history(
             hint="name a workload the plans ran",
         )
     return sorted(steps, key=lambda s: (s.host, s.started_at))
+
+
+def _nothing_to_show(store: Store) -> None:
+    """Why a database yields no history, as a UserError: its sweeps name hosts it does not hold (a
+    damaged sweeps.host_id), or it holds no finished sweep yet. An empty answer with exit 0 would
+    read as "nothing changed"."""
+    orphans = store.db.execute(
+        "SELECT count(*) FROM sweeps s LEFT JOIN hosts h ON h.id = s.host_id "
+        "WHERE s.status != 'running' AND h.id IS NULL"
+    ).fetchone()[0]
+    if orphans:
+        raise UserError(
+            f"{store.path} is damaged: {orphans} sweep(s) name a host it does not hold "
+            "(sweeps.host_id)",
+            hint="restore the database from a copy, or publish the host's own file again",
+        )
+    raise UserError(
+        f"{store.path} holds no finished sweep it can read: no history to show",
+        hint="let a sweep finish first ('iomatrix run PLAN --db …')",
+    )
 
 
 STEP_ALPHA = 0.05

@@ -13,10 +13,11 @@ import textwrap
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from iomatrix.report.figures import imprecise, ratio_text
+from iomatrix.report.figures import ratio_text
 from iomatrix.report.headline import TARGETS, Headline, Pick, WorkloadGain
 from iomatrix.report.objective import Objective, objective_line
 from iomatrix.report.recommend import DOCUMENTED
+from iomatrix.report.recommend.grammar import versus
 from iomatrix.report.short_forms import (
     _commands,
     _qemu_options,
@@ -24,6 +25,7 @@ from iomatrix.report.short_forms import (
     _settings,
     _short_ini,
 )
+from iomatrix.stats import RatioCI
 
 if TYPE_CHECKING:
     from iomatrix.snippets import Snippet
@@ -232,12 +234,15 @@ def _laid_out(
         - len(out)
         - len(tail)
         - len(gap)
-        - sum(len(_decision_lines(p, h, width, markdown, squeeze, 0, dense)) for p in h.picks)
+        - sum(
+            len(_decision_lines(p, h, width, markdown, squeeze=squeeze, room=0, dense=dense))
+            for p in h.picks
+        )
         - sum(len(part.short) for part in parts)
     ]
     _fit(parts, room, markdown, width, whole)
     for p in h.picks:  # what the alternatives measured gets what is left
-        out += _decision_lines(p, h, width, markdown, squeeze, room, dense)
+        out += _decision_lines(p, h, width, markdown, squeeze=squeeze, room=room, dense=dense)
     out += gap
     for part in parts:
         out += part.whole if part.use_whole else part.short
@@ -332,9 +337,10 @@ def _tail(h: Headline, width: int, squeeze: bool = False, risks: str = "") -> li
 
 
 def role_lines(h: Headline, width: int, markdown: bool, dense: int = 0) -> list[str]:
-    """One block per role, first (report/roles.py): "For a database VM: use …", each deciding figure
-    against the best, and what was not chosen and why; on a crowded screen (`dense`) the decision
-    in one line and the figures in one paragraph (3: the figures left to --detail)."""
+    """One block per role, first (report/recommend/roles.py): "For a database VM: use …", each
+    deciding figure against the best, and what was not chosen and why; on a crowded screen
+    (`dense`) the decision in one line and the figures in one paragraph (3: the figures left to
+    --detail)."""
     out: list[str] = []
     if dense and h.brief_roles:
         out.append("")
@@ -364,6 +370,7 @@ def _decision_lines(
     h: Headline,
     width: int,
     markdown: bool,
+    *,
     squeeze: bool,
     room: list[int] | int | None,
     dense: int = 0,
@@ -378,6 +385,8 @@ def _decision_lines(
     measured = f" (measured by the {one_tier} tier)" if one_tier and not squeeze else ""
     verb = UNSETTLED_BRIEF if dense >= 4 and not p.settled and not p.kept else p.verb
     out += wrap(f"{'### ' if markdown else ''}{verb}: {p.name}{measured}", width)
+    if p.keep_why:  # kept: the candidate and why it does not change what runs
+        out += wrap(p.keep_why, width, "  ")
     first = next(q for q in h.picks if q.config == p.config)
     if p.name != p.config and not squeeze and first is p:
         out += wrap(f"({p.config})", width, "  ")
@@ -408,7 +417,9 @@ def _workload_line(
     # a crowded screen: "No answer yet" above says "not separated yet" for each line
     said = "" if dense >= 3 and not p.settled and status == "not separated yet" else status
     said = f" · {said}" if said else ""
-    return wrap(f"{name}: {gain_text(wg, p.cell)}{said}{tier}", width, "  ")
+    # kept (--current, not decided): each line is the candidate's, named: "A is N× B"
+    who = f"{p.candidate} is " if p.candidate else ""
+    return wrap(f"{name}: {who}{gain_text(wg, p.cell)}{said}{tier}", width, "  ")
 
 
 @dataclass
@@ -435,7 +446,14 @@ def _config_parts(
     for i, p in enumerate(h.picks):
         per_backing = any(q.storage is not None for q in h.picks)
         for key, part in _pick_parts(
-            p, h.target, width, markdown, squeeze, dense, per_backing, notes
+            p,
+            h.target,
+            width,
+            markdown,
+            squeeze=squeeze,
+            dense=dense,
+            per_backing=per_backing,
+            notes=notes,
         ):
             keyed.setdefault(key, ([], part))[0].append(i)
     served: dict[tuple[int, ...], list[_Part]] = {}
@@ -475,6 +493,7 @@ def _pick_parts(
     target: str,
     width: int,
     markdown: bool,
+    *,
     squeeze: bool,
     dense: int = 0,
     per_backing: bool = True,
@@ -677,22 +696,20 @@ def _fitting(lines: list[str], width: int, room: list[int] | int | None) -> list
 
 
 def alternative_lines(p: Pick) -> list[str]:
-    """What the notable alternatives measured against the pick, one line per alternative (at most
-    ALTERNATIVE_LINES), each with its paired ratio and interval per workload: "cache=none: 0.48×
-    (0.44–0.52) on rand-write-4k". An alternative's ratio is alternative/pick: below 1 it is
-    worse."""
-    per: dict[str, list[str]] = {}
+    """What the pick measured against the notable alternatives, one line per alternative (at most
+    ALTERNATIVE_LINES), each with its paired ratio and interval per workload, always the pick
+    against the other (report/recommend/grammar.py): "raw · writeback is 2.18× (1.47–3.21) qcow2 ·
+    cache=none on database:log, 1.41× (1.12–1.76) on file-server:files"."""
+    per: dict[str, list[tuple[str, RatioCI | None, str]]] = {}
+    notes: dict[str, str] = {}
     for wg in p.gains:
         for a in wg.alternatives:
-            r = a.ratio
-            if r is None or r.ratio is None:
-                said = f"– ({a.note or 'no ratio'})"
-            elif r.low is not None and r.high is not None and imprecise(r.low, r.high):
-                # the bounds only: the point ratio is no figure
-                said = f"{r.low:.2g}–{r.high:.3g}× (imprecise)"
-            else:
-                said = ratio_text(*r)
-            per.setdefault(a.against, []).append(f"{said} on {wg.workload}")
-    return [
-        f"vs {name}: {', '.join(parts)}" for name, parts in list(per.items())[:ALTERNATIVE_LINES]
-    ]
+            per.setdefault(a.against, []).append((wg.workload, a.ratio, wg.metric))
+            notes.setdefault(a.against, a.note or "no ratio")
+    out = []
+    for name, parts in list(per.items())[:ALTERNATIVE_LINES]:
+        if all(r is None or r.ratio is None for _, r, _ in parts):
+            out.append(f"{p.name} against {name}: – ({notes[name]})")
+            continue
+        out.append(versus(p.name, name, parts))
+    return out

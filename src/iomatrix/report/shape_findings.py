@@ -1,6 +1,6 @@
 """Findings about the host page cache and an iSCSI LUN's write cache, decided by each workload's
 shape (fio/shape.py, report/shapes.py) rather than its name (issue 53). librbd's is
-report/rbd_flush.py.
+report/flush_gate.py.
 
 Both compare two cells that differ in one axis only (every other axis, the tier and the backing
 equal), as the ratio of the workload's primary metric with its Fieller interval (stats/compare.py),
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from iomatrix.domain import CACHE, CacheMode
 from iomatrix.domain.axes import size_words
 from iomatrix.fio.shape import IoShape
-from iomatrix.protocols import network_protocol
+from iomatrix.protocol_registry import network_protocol
 from iomatrix.report.figures import ratio_text
 from iomatrix.report.query import CellWorkload
 from iomatrix.report.shapes import load_words

@@ -13,7 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from iomatrix.report.figures import IMPRECISE, ci_text, ratio_text
 from iomatrix.report.fit import Column, fitted_table
@@ -115,11 +117,13 @@ def print_results(
     if monitor:
         _print_monitor_headline(out, s, shown, [names.of(label) for label in labels])
     for pr in s["pruned"][:5]:
-        out.print(f"[dim]pruned: {pr['what']}: {pr['reason']}[/]")
+        out.print(f"[dim]pruned: {escape(pr['what'])}: {escape(pr['reason'])}[/]")
     if len(s["pruned"]) > 5:
         out.print(f"[dim]… {len(s['pruned']) - 5} more pruned (iomatrix plan --explain)[/]")
     for f in s["failures"][:5]:
-        out.print(f"[red]failed run {f['id']}[/] {f['key']} · {f['workload']}: {f['error']}")
+        out.print(
+            f"[red]failed run {f['id']}[/] " + escape(f"{f['key']} · {f['workload']}: {f['error']}")
+        )
     return accels
 
 
@@ -142,10 +146,10 @@ def _print_all_metrics(out: Console, shown: Sequence[dict[str, Any]], names: Seq
         notes = [n for n in rest[-1].split("; ") if n]
         groups.setdefault((tier, cell, workload), []).append((rest[:-1], notes))
     for (tier, cell, workload), members in groups.items():
-        out.print(f"\n[bold]{workload}[/] · {cell} · tier {tier}", highlight=False)
+        out.print(f"\n[bold]{escape(workload)}[/] · {escape(cell)} · tier {tier}", highlight=False)
         shared = [n for n in members[0][1] if all(n in notes for _, notes in members)]
         if shared:
-            out.print(f"  [dim]{'; '.join(shared)}[/]", highlight=False)
+            out.print(f"  [dim]{escape('; '.join(shared))}[/]", highlight=False)
         rows = [[*row, "; ".join(n for n in notes if n not in shared)] for row, notes in members]
         t, left_out = fitted_table(cols, rows, out.width)
         out.print(t)
@@ -236,7 +240,10 @@ def print_rankings(
         r = wr.ranking
         accels += wr.accel
         better = "higher" if r.higher_is_better else "lower"
-        out.print(f"\n[bold]{wr.title}[/] · {wr.metric} ({better} is better) · tier {wr.tier}")
+        out.print(
+            f"\n[bold]{escape(wr.title)}[/] · {escape(wr.metric)} ({better} is better) · "
+            f"tier {wr.tier}"
+        )
         cols = [
             Column("rank", 0),
             Column("group", 1),
@@ -282,7 +289,7 @@ def print_rankings(
     return accels
 
 
-def _ranking_row(wr: WorkloadRanking, row: Any, name: str) -> list[str]:
+def _ranking_row(wr: WorkloadRanking, row: Any, name: str) -> list[str | Text]:
     """One ranked cell's columns (`row`: a row of `wr.ranking`)."""
     s = row.summary
     ci = ci_text(s.ci_low, s.ci_high)[0]
@@ -304,7 +311,7 @@ def _ranking_row(wr: WorkloadRanking, row: Any, name: str) -> list[str]:
         ratio_short(row.ratio_to_best),
         ratio_short(wr.to_baremetal.get(row.name)),
         risk.level if risk else "–",
-        f"[yellow]{flags}[/]" if flags else "",
+        Text(flags, style="yellow"),
     ]
 
 
@@ -367,7 +374,7 @@ def print_changes(out: Console, changes: Sequence[Change], show_all: bool) -> No
             f"{c.ratio.ratio:.3f}" if c.ratio.ratio else "–",
             ci,
             "–" if c.p_adjusted is None else f"{c.p_adjusted:.3g}",
-            "[bold]changed[/]" if c.significant else "",
+            Text("changed", style="bold") if c.significant else "",
         )
     if t.row_count:  # no header over nothing: the line above already says that nothing changed
         out.print(t)
@@ -432,7 +439,7 @@ def print_monitor(
         chunks = _fit_columns(fields, widths, time_width, out.width)
         for i, chunk in enumerate(chunks):
             part = f" ({i + 1}/{len(chunks)})" if len(chunks) > 1 else ""
-            out.print(f"\n[bold]{group}[/]{part}")
+            out.print(f"\n[bold]{escape(group)}[/]{part}")
             t = Table(box=None)
             t.add_column("t (s)", no_wrap=True, justify="right")
             for f in chunk:

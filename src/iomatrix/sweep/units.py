@@ -349,6 +349,7 @@ class UnitScheduling:
             already=sum(s.ok for s in states),
             index=stored,
         )
+        self.progress.cells([u.cell.label() for u in self.expansion.units])
         self.progress.start(max(stored, len(states) * reps.min), stored)
         return session
 

@@ -71,7 +71,7 @@ from iomatrix.guest.stream import parse_result_stream
 from iomatrix.hostcmd import require, version_of
 from iomatrix.images import create_image, remove_image
 from iomatrix.plan.model import Plan
-from iomatrix.protocols import protocol
+from iomatrix.protocol_registry import protocol
 from iomatrix.protocols.base import CUT_CLIENT_CRASH
 from iomatrix.qemu_block import DiskSpec, blockdev_args, blockdev_spec_over_nbd, device_args
 from iomatrix.textfile import last_lines

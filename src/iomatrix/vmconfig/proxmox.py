@@ -20,7 +20,7 @@ from iomatrix.domain import (
 )
 from iomatrix.domain.axes import QUEUES_AUTO, IOThread
 from iomatrix.errors import UserError
-from iomatrix.protocols import protocol
+from iomatrix.protocol_registry import protocol
 from iomatrix.vmconfig.config import (
     DEFAULT_SIZE_GIB,
     DiskConfig,
@@ -181,6 +181,28 @@ def looks_like_qm_config(text: str) -> bool:
     ]
     return all(matches) and any(
         PROXMOX_DRIVE.match(m.group(1)) or m.group(1) == "scsihw" for m in matches if m
+    )
+
+
+# Keys every 'qm config' holds one of, whatever its disks: a file of key: value lines with one of
+# them is a Proxmox VM's configuration even when it has no disk drive.
+PROXMOX_COMMON_KEYS = frozenset(
+    {"boot", "bootdisk", "memory", "cores", "sockets", "ostype", "vmgenid", "smbios1", "net0"}
+)
+
+
+def qm_config_without_disk(text: str) -> bool:
+    """Whether `text` reads as 'qm config' output with no disk drive in it (a VM with only a
+    network card, a cdrom or nothing): said as such, not as "not XML"."""
+    lines = list(itertools.takewhile(lambda line: not line.startswith("["), text.splitlines()))
+    matches = [
+        PROXMOX_LINE.match(line) for line in lines if line.strip() and not line.startswith("#")
+    ]
+    return (
+        bool(matches)
+        and all(matches)
+        and any(m.group(1) in PROXMOX_COMMON_KEYS for m in matches if m)
+        and not looks_like_qm_config(text)
     )
 
 

@@ -103,7 +103,9 @@ class CurrentConfig:
 
 
 def _bad(field_name: str, value: str, accepted: str) -> UserError:
-    return UserError(f"--current: cannot read {field_name} '{value}'", hint=f"accepted: {accepted}")
+    # a short excerpt of the field only: the file is the user's, and an error never shows more of it
+    shown = value if len(value) <= 40 else value[:39] + "…"
+    return UserError(f"--current: cannot read {field_name} '{shown}'", hint=f"accepted: {accepted}")
 
 
 def _value(axis: str, field_name: str, value: str) -> str:

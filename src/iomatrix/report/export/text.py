@@ -22,7 +22,16 @@ def table_text(t: DataTable, width: int = WIDTH) -> str:
     const = t.constant_axes()
     cols = t.shown_columns()
     buf = io.StringIO()
-    con = Console(file=buf, width=width, force_terminal=False, color_system=None, highlight=False)
+    # plain text: a cell's '[bold]' or ':x:' is written as it is, not as markup or an emoji
+    con = Console(
+        file=buf,
+        width=width,
+        force_terminal=False,
+        color_system=None,
+        highlight=False,
+        markup=False,
+        emoji=False,
+    )
     if t.title:
         con.print(t.title, markup=False)
     if const:
