@@ -106,34 +106,7 @@ def parse_current(value: str, disk: str | None = None) -> CurrentConfig:
     if value.endswith((".xml", ".conf")) or (
         len(value) < 4096 and "=" not in value and path.is_file()
     ):
-        if not path.is_file():
-            raise UserError(
-                f"--current: no such file {value}",
-                hint="give 'virsh dumpxml VM > vm.xml' or 'qm config VMID > vm.conf' output",
-            )
-        text = _read_text(path)
-        if not text.lstrip().startswith("<") and looks_like_qm_config(text):
-            return _checked(
-                _with_volume(from_proxmox(text, path.name, disk, _storage_cfg_beside(path)))
-            )
-        if not text.lstrip().startswith("<") and qm_config_without_disk(text):
-            raise UserError(
-                f"--current: {path} is a Proxmox 'qm config' with no disk drive (no scsiN, "
-                "virtioN, sataN or ideN line)",
-                hint="give the config of a VM with a disk, or --current cache=…,aio=… for the "
-                "settings you use",
-            )
-        if "<!DOCTYPE" in text or "<!ENTITY" in text:
-            # virsh dumpxml writes neither; entity declarations are what XML bombs and external-file
-            # reads use.
-            raise UserError(
-                f"--current: {path} declares a DOCTYPE or entities, which 'virsh "
-                "dumpxml' never writes",
-                hint="give 'virsh dumpxml VM > vm.xml' output as it is",
-            )
-        # Read as written, even a combination QEMU refuses: the current cell is then pruned with the
-        # rule's reason (plan/current_cell.py), which says what is wrong with today's configuration.
-        return from_libvirt_xml(path, disk)
+        return _from_file(value, disk)
     if disk is not None:
         raise UserError(
             f"--current-disk {disk}: the --current value is not a file with several disks",
@@ -154,6 +127,38 @@ def parse_current(value: str, disk: str | None = None) -> CurrentConfig:
     else:
         cfg = from_axes(value)
     return _checked(cfg)
+
+
+def _from_file(value: str, disk: str | None) -> CurrentConfig:
+    """--current FILE: a Proxmox 'qm config' or a libvirt domain XML, by what the file holds."""
+    path = Path(value)
+    if not path.is_file():
+        raise UserError(
+            f"--current: no such file {value}",
+            hint="give 'virsh dumpxml VM > vm.xml' or 'qm config VMID > vm.conf' output",
+        )
+    text = _read_text(path)
+    if not text.lstrip().startswith("<") and looks_like_qm_config(text):
+        return _checked(
+            _with_volume(from_proxmox(text, path.name, disk, _storage_cfg_beside(path)))
+        )
+    if not text.lstrip().startswith("<") and qm_config_without_disk(text):
+        raise UserError(
+            f"--current: {path} is a Proxmox 'qm config' with no disk drive (no scsiN, "
+            "virtioN, sataN or ideN line)",
+            hint="give the config of a VM with a disk, or --current cache=…,aio=… for the "
+            "settings you use",
+        )
+    if "<!DOCTYPE" in text or "<!ENTITY" in text:
+        # virsh dumpxml writes neither; entity declarations are what XML bombs and external-file
+        # reads use.
+        raise UserError(
+            f"--current: {path} declares a DOCTYPE or entities, which 'virsh dumpxml' never writes",
+            hint="give 'virsh dumpxml VM > vm.xml' output as it is",
+        )
+    # Read as written, even a combination QEMU refuses: the current cell is then pruned with the
+    # rule's reason (plan/current_cell.py), which says what is wrong with today's configuration.
+    return from_libvirt_xml(path, disk)
 
 
 def _storage_cfg_beside(path: Path) -> str | None:

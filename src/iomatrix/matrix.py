@@ -225,50 +225,98 @@ def expand(
     the first it lists), not multiplied by values it cannot tell apart. The user's current
     configuration runs every workload of its tier."""
     host_cpus = os.cpu_count()
-    cells: list[Cell] = []
-    pruned: dict[str, Pruned] = {}
-    seen: set[Cell] = set()
-    pruned_cells: set[Cell] = set()  # the cells of `pruned`, by value: a key is costly to build
-    runs_of: dict[Cell, list[Workload]] = {}  # each running cell's workloads
+
+    def reason_of(c: Cell) -> str | None:
+        return prune_reason(c, backings.get(c.backing), qemu, host_cpus)
+
     tier_runs = {t: list((tier_workloads or {}).get(t, workloads)) for t in plan.tier}
     values = PlanValues(plan)
+    products = _checked_products(values, tier_runs, reason_of)
+    cells, pruned = products.cells, products.pruned
+    current = _add_current(plan, cells, pruned, products.seen, reason_of)
     for tier_name in plan.tier:
+        cells.extend(Cell(extra) for extra in declaration(tier_name).extra_cells(plan))
+    units, unit_pruned = _units(
+        cells,
+        values=values,
+        tier_runs=tier_runs,
+        workloads=workloads,
+        backings=backings,
+        runs_of=products.runs_of,
+        current=set(current),
+    )
+    return Expansion(
+        cells=cells,
+        units=units,
+        pruned=list(pruned.values()) + unit_pruned,
+        collapsed={t: shown for t in plan.tier if (shown := _named_collapsed(plan, t))},
+        notes=axes.notes(cells),
+        current=current,
+    )
+
+
+@dataclass
+class _Products:
+    """The tiers' products checked against the rules: the running cells in order, the pruned ones
+    by key with their reasons, every cell seen, and each running cell's workloads."""
+
+    cells: list[Cell] = field(default_factory=list)
+    pruned: dict[str, Pruned] = field(default_factory=dict)
+    seen: set[Cell] = field(default_factory=set)
+    runs_of: dict[Cell, list[Workload]] = field(default_factory=dict)
+
+
+def _checked_products(
+    values: PlanValues,
+    tier_runs: Mapping[str, list[Workload]],
+    reason_of: Callable[[Cell], str | None],
+) -> _Products:
+    """Every tier's products (_tier_groups), each cell checked once (a cell of several products
+    runs each one's workloads)."""
+    out = _Products()
+    pruned_cells: set[Cell] = set()  # the cells of `pruned`, by value: a key is costly to build
+    for tier_name in values.plan.tier:
         for product, group in _tier_groups(values, tier_name, tier_runs[tier_name]):
             for cell in product:
-                if cell not in seen:
-                    seen.add(cell)
-                    reason = prune_reason(cell, backings.get(cell.backing), qemu, host_cpus)
-                    if reason:
+                if cell not in out.seen:
+                    out.seen.add(cell)
+                    if reason := reason_of(cell):
                         key = cell.key
-                        pruned[key] = Pruned(key, reason)
+                        out.pruned[key] = Pruned(key, reason)
                         pruned_cells.add(cell)
                     else:
-                        cells.append(cell)
+                        out.cells.append(cell)
                 if cell not in pruned_cells:
-                    mine = runs_of.setdefault(cell, [])
+                    mine = out.runs_of.setdefault(cell, [])
                     mine += [w for w in group if w not in mine]
-    current = _add_current(
-        plan,
-        cells,
-        pruned,
-        seen,
-        lambda c: prune_reason(c, backings.get(c.backing), qemu, host_cpus),
-    )
-    for tier_name in plan.tier:
-        cells.extend(Cell(values) for values in declaration(tier_name).extra_cells(plan))
+    return out
+
+
+def _units(
+    cells: list[Cell],
+    *,
+    values: PlanValues,
+    tier_runs: Mapping[str, list[Workload]],
+    workloads: list[Workload],
+    backings: Mapping[str, BackingFacts],
+    runs_of: Mapping[Cell, list[Workload]],
+    current: set[Cell],
+) -> tuple[list[Unit], list[Pruned]]:
+    """(the units that run, the units pruned with their reasons): each cell's workloads in its
+    tier's order, where the tier runs them and the workload can show the axes the cell sets (the
+    current configuration's cells run every workload of their tier)."""
     units: list[Unit] = []
     unit_pruned: list[Pruned] = []
-    image_bytes = plan.image_size_bytes
+    image_bytes = values.plan.image_size_bytes
     shapes = {w.name: w.shape for ws in [workloads, *tier_runs.values()] for w in ws}
-    current_set = set(current)
     for cell in cells:
         everything = tier_runs.get(cell.tier, workloads)
-        mine = everything if cell in current_set or cell not in runs_of else runs_of[cell]
+        mine = everything if cell in current or cell not in runs_of else runs_of[cell]
         for w in (w for w in everything if w in mine):  # in the tier's order of workloads
             reason = workload_prune_reason(cell, w) or _own_image_reason(
                 cell, w, backings.get(cell.backing)
             )
-            if reason is None and cell not in current_set:
+            if reason is None and cell not in current:
                 reason = axes.unshown_reason(
                     cell,
                     shapes[w.name],
@@ -279,15 +327,7 @@ def expand(
                 unit_pruned.append(Pruned(f"{cell.key} × {w.name}", reason))
             else:
                 units.append(Unit(cell, w))
-    notes = axes.notes(cells)
-    return Expansion(
-        cells=cells,
-        units=units,
-        pruned=list(pruned.values()) + unit_pruned,
-        collapsed={t: shown for t in plan.tier if (shown := _named_collapsed(plan, t))},
-        notes=notes,
-        current=current,
-    )
+    return units, unit_pruned
 
 
 def _own_image_reason(cell: Cell, w: Workload, backing: BackingFacts | None) -> str | None:

@@ -170,6 +170,45 @@ def check_destroyable(device: Path, allowed: set[Path]) -> None:
     partition-table signature.
     """
     device = Path(device)
+    real, sysdir, devnum = _handed_over_block_device(device, allowed)
+    name = sysdir.name
+    parts = partitions(sysdir)
+    family = [(real, devnum, sysdir)]
+    for p in parts:
+        num = sysdir_devnum(p)
+        if num:
+            family.append((Path("/dev") / p.name, num, p))
+
+    if read_text(sysdir / "size") in (None, "0"):
+        raise _refuse(
+            device,
+            "it has no medium (size 0; an unattached loop device?)",
+            "attach it first, e.g. losetup --find --show FILE",
+        )
+    _refuse_in_use(device, family)
+    if parts:
+        raise _refuse(
+            device,
+            f"it holds partitions ({', '.join(p.name for p in parts)})",
+            f"wipe the partition table first (wipefs -a /dev/{name}) if it really is scratch",
+        )
+
+    _check_loop_mapping(device, sysdir)
+
+    sigs = _signatures(real)
+    if sigs:
+        raise _refuse(
+            device,
+            f"it carries a {'/'.join(sigs)} signature",
+            f"wipe it first (wipefs -a {device}) if its contents may be destroyed",
+        )
+
+
+def _handed_over_block_device(
+    device: Path, allowed: set[Path]
+) -> tuple[Path, Path, tuple[int, int]]:
+    """(its real path, its /sys/dev/block entry, its device number) once `device` is known to be
+    named with --allow-destroy and to be a block device."""
     real = Path(os.path.realpath(device))
     allowed_real = {Path(os.path.realpath(a)) for a in allowed}
     if real not in allowed_real:
@@ -192,23 +231,15 @@ def check_destroyable(device: Path, allowed: set[Path]) -> None:
     sysdir = block_sysdir(*devnum)
     if sysdir is None:
         raise _refuse(device, "it has no entry in /sys/dev/block", "name an existing block device")
-    name = sysdir.name
-    parts = partitions(sysdir)
-    family = [(real, devnum, sysdir)]
-    for p in parts:
-        num = sysdir_devnum(p)
-        if num:
-            family.append((Path("/dev") / p.name, num, p))
+    return real, sysdir, devnum
+
+
+def _refuse_in_use(device: Path, family: list[tuple[Path, tuple[int, int], Path]]) -> None:
+    """Refuse a device that holds the root filesystem, or whose node or a partition's is mounted,
+    used as swap or held by device-mapper, RAID or LVM. `family`: (node, device number, sysfs dir)
+    of the device and each of its partitions."""
     nums = {f"{n[0]}:{n[1]}" for _, n, _ in family}
     nodes = {str(node) for node, _, _ in family}
-
-    if read_text(sysdir / "size") in (None, "0"):
-        raise _refuse(
-            device,
-            "it has no medium (size 0; an unattached loop device?)",
-            "attach it first, e.g. losetup --find --show FILE",
-        )
-
     rootdevs = root_devices()
     if any(n in rootdevs for _, n, _ in family):
         raise _refuse(
@@ -239,23 +270,6 @@ def check_destroyable(device: Path, allowed: set[Path]) -> None:
                 f"{node} is in use by {', '.join(users)} (device-mapper/RAID/LVM)",
                 "remove those mappings first or choose another device",
             )
-
-    if parts:
-        raise _refuse(
-            device,
-            f"it holds partitions ({', '.join(p.name for p in parts)})",
-            f"wipe the partition table first (wipefs -a /dev/{name}) if it really is scratch",
-        )
-
-    _check_loop_mapping(device, sysdir)
-
-    sigs = _signatures(real)
-    if sigs:
-        raise _refuse(
-            device,
-            f"it carries a {'/'.join(sigs)} signature",
-            f"wipe it first (wipefs -a {device}) if its contents may be destroyed",
-        )
 
 
 def check_allowed_devices(paths: Iterable[Path]) -> None:

@@ -57,17 +57,21 @@ def run_line(
     room = width - len(mark) - 1 - len(tail)
     # 'cache=none aio=native' → ['none', 'native']
     parts = short.split(SEPARATOR) if short else [p.split("=", 1)[-1] for p in cell.split()]
+    return f"{mark} {_fitted_name(parts, room)}{tail}"
+
+
+def _fitted_name(parts: list[str], room: int) -> str:
+    """A cell's settings joined, shortened by whole settings to `room` characters where it can be:
+    the start and the end of the name stay, which is where cells of a sweep differ: the setting
+    nearest the middle goes first, its place said once by '…'; the first setting alone when even
+    that does not fit."""
     name = SEPARATOR.join(parts)
-    # the start and the end of the name stay, which is where cells of a sweep differ: the setting
-    # nearest the middle goes first, its place said once by '…'
     while len(name) > room and sum(p != "…" for p in parts) > 2:
         real = [i for i, p in enumerate(parts) if p != "…"]
         parts[real[len(real) // 2]] = "…"
         parts = [p for i, p in enumerate(parts) if not (p == "…" and i and parts[i - 1] == "…")]
         name = SEPARATOR.join(parts)
-    if len(name) > room:
-        name = parts[0]
-    return f"{mark} {name}{tail}"
+    return parts[0] if len(name) > room else name
 
 
 class RichProgress(runner.Progress):

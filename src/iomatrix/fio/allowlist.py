@@ -266,72 +266,14 @@ def validate_job_text(text: str, where: str) -> JobFile:
         line = raw.strip()
         if not line or line[0] in "#;":
             continue
-        if any((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F for c in line):
-            raise _refuse(
-                where, lineno, "control character in the line", "save the job file as plain text"
-            )
-        if "$" in line:
-            raise _refuse(
-                where,
-                lineno,
-                "'$' expansion (environment variables, $pagesize …) is not allowed "
-                "in a job file iomatrix runs",
-                "write the value itself",
-            )
+        _refuse_unsafe_text(line, where, lineno)
         if line.startswith("["):
-            m = _SECTION.fullmatch(line)
-            name = m.group(1).strip() if m else ""
-            if not m or not _SECTION_NAME.fullmatch(name):
-                raise _refuse(
-                    where,
-                    lineno,
-                    "bad section header",
-                    "use [name] with letters, digits, '_', '.', '-'",
-                )
-            if name.lower() in RESERVED_SECTIONS:
-                raise _refuse(
-                    where,
-                    lineno,
-                    f"section name '{name}' is reserved by iomatrix",
-                    "rename the job",
-                )
-            section = name
-            if name != "global":
-                jobs.append(name)
-            out += ["", f"[{name}]"]
+            section = _section_name(line, where, lineno)
+            if section != "global":
+                jobs.append(section)
+            out += ["", f"[{section}]"]
             continue
-        if line.startswith("include"):  # fio's own test: any line starting with the word
-            raise _refuse(where, lineno, "'include' is not allowed", "put the options in this file")
-        m = _OPTION.fullmatch(line)
-        if m is None:
-            raise _refuse(
-                where,
-                lineno,
-                "cannot read this line: it is neither key=value nor a [section]",
-                "write one option a line as key=value, or a [section]",
-            )
-        key, value = m.group(1), (m.group(2) or "").strip()
-        if key in CELL_OPTIONS:
-            raise _refuse(
-                where,
-                lineno,
-                f"option '{key}' is set by iomatrix from {CELL_OPTIONS[key]}",
-                f"remove '{key}'; the matrix cell decides it",
-            )
-        check = ALLOWED.get(key)
-        if check is None:
-            raise _refuse(
-                where,
-                lineno,
-                f"option '{key[:40]}' is not allowed in a custom job file",
-                "only workload-shape options are (rw, bs, bssplit, iodepth, numjobs, "
-                "rwmix*, rate*, "
-                "thinktime*, fsync, …; see docs/backings.md); paths, devices, commands, logs, "
-                "includes and engines are refused",
-            )
-        problem = check(value)
-        if problem is not None:
-            raise _refuse(where, lineno, f"option '{key[:40]}' has a bad value", problem)
+        key, value, has_value = _allowed_option(line, where, lineno)
         if section is None:
             raise _refuse(
                 where,
@@ -341,7 +283,7 @@ def validate_job_text(text: str, where: str) -> JobFile:
             )
         if key in ("rw", "readwrite"):
             directions.append(value.split(":", 1)[0])
-        out.append(f"{key}={value}" if m.group(2) is not None else key)
+        out.append(f"{key}={value}" if has_value else key)
     if not jobs:
         raise UserError(f"{where}: no fio job section found", hint="add a section such as [myjob]")
     if not directions:
@@ -352,3 +294,78 @@ def validate_job_text(text: str, where: str) -> JobFile:
         reads=any(d in _READS for d in directions),
         writes=any(d in _WRITES for d in directions),
     )
+
+
+def _refuse_unsafe_text(line: str, where: str, lineno: int) -> None:
+    """A control character, or a '$' fio would expand."""
+    if any((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F for c in line):
+        raise _refuse(
+            where, lineno, "control character in the line", "save the job file as plain text"
+        )
+    if "$" in line:
+        raise _refuse(
+            where,
+            lineno,
+            "'$' expansion (environment variables, $pagesize …) is not allowed "
+            "in a job file iomatrix runs",
+            "write the value itself",
+        )
+
+
+def _section_name(line: str, where: str, lineno: int) -> str:
+    """The name of a [section] line, refused when malformed or reserved by iomatrix."""
+    m = _SECTION.fullmatch(line)
+    name = m.group(1).strip() if m else ""
+    if not m or not _SECTION_NAME.fullmatch(name):
+        raise _refuse(
+            where,
+            lineno,
+            "bad section header",
+            "use [name] with letters, digits, '_', '.', '-'",
+        )
+    if name.lower() in RESERVED_SECTIONS:
+        raise _refuse(
+            where,
+            lineno,
+            f"section name '{name}' is reserved by iomatrix",
+            "rename the job",
+        )
+    return name
+
+
+def _allowed_option(line: str, where: str, lineno: int) -> tuple[str, str, bool]:
+    """(key, value, whether a value was written) of an option line the allowlist accepts; refused
+    otherwise, with the reason and the fix."""
+    if line.startswith("include"):  # fio's own test: any line starting with the word
+        raise _refuse(where, lineno, "'include' is not allowed", "put the options in this file")
+    m = _OPTION.fullmatch(line)
+    if m is None:
+        raise _refuse(
+            where,
+            lineno,
+            "cannot read this line: it is neither key=value nor a [section]",
+            "write one option a line as key=value, or a [section]",
+        )
+    key, value = m.group(1), (m.group(2) or "").strip()
+    if key in CELL_OPTIONS:
+        raise _refuse(
+            where,
+            lineno,
+            f"option '{key}' is set by iomatrix from {CELL_OPTIONS[key]}",
+            f"remove '{key}'; the matrix cell decides it",
+        )
+    check = ALLOWED.get(key)
+    if check is None:
+        raise _refuse(
+            where,
+            lineno,
+            f"option '{key[:40]}' is not allowed in a custom job file",
+            "only workload-shape options are (rw, bs, bssplit, iodepth, numjobs, "
+            "rwmix*, rate*, "
+            "thinktime*, fsync, …; see docs/backings.md); paths, devices, commands, logs, "
+            "includes and engines are refused",
+        )
+    problem = check(value)
+    if problem is not None:
+        raise _refuse(where, lineno, f"option '{key[:40]}' has a bad value", problem)
+    return key, value, m.group(2) is not None

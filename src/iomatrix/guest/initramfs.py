@@ -184,6 +184,30 @@ def build_initramfs(
     for name, text in (scripts or {}).items():
         cpio.file(f"usr/lib/iomatrix/{name}", text.encode(), 0o644)
 
+    _add_busybox(cpio)
+    for guest_path, binary in sorted((tools or {}).items()):
+        cpio.file(guest_path, binary.read_bytes(), 0o755)  # static: no libraries
+    _add_programs(cpio, fio)
+    if os.path.exists("/etc/mke2fs.conf"):
+        cpio.file("etc/mke2fs.conf", Path("/etc/mke2fs.conf").read_bytes())
+    cpio.file("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n")
+    cpio.file("etc/group", b"root:x:0:\n")
+    module_load, shipped = _add_modules(cpio, tree)
+
+    config = tree.vmlinuz.parent / f"config-{tree.version}"
+    config_text = config.read_text() if config.is_file() else ""
+    raw = cpio.getvalue()
+    data, compression = _compress(raw, config_text, log)
+    log(f"initramfs: {len(raw) / 1e6:.1f} MB cpio, {len(data) / 1e6:.1f} MB {compression}")
+    tmp = out.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    tmp.rename(out)
+    names = tuple(sorted(module_name(p) for p in shipped))
+    return names, module_load, compression
+
+
+def _add_busybox(cpio: CpioWriter) -> None:
+    """busybox, and a link for each of its applets but those a real program below provides."""
     busybox = require("busybox")
     cpio.file("bin/busybox", Path(busybox).read_bytes(), 0o755)
     applets = subprocess.run(
@@ -197,9 +221,10 @@ def build_initramfs(
         cpio.symlink(applet, "/bin/busybox")
     cpio.symlink("bin/sh", "/bin/busybox")
 
-    for guest_path, binary in sorted((tools or {}).items()):
-        cpio.file(guest_path, binary.read_bytes(), 0o755)  # static: no libraries
 
+def _add_programs(cpio: CpioWriter, fio: Path | None) -> None:
+    """The host's programs the guest runs (PROGRAMS) with their libraries, `fio` (static) in place
+    of the host's where given."""
     libs: set[str] = set()
     for candidates, guest in PROGRAMS:
         if guest == "usr/bin/fio" and fio is not None:
@@ -214,12 +239,12 @@ def build_initramfs(
     for lib in sorted(libs):
         # at the path ldd resolved: the loader searches there
         cpio.file(lib, Path(lib).read_bytes(), 0o755)
-    if os.path.exists("/etc/mke2fs.conf"):
-        cpio.file("etc/mke2fs.conf", Path("/etc/mke2fs.conf").read_bytes())
-    cpio.file("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n")
-    cpio.file("etc/group", b"root:x:0:\n")
 
-    # Kernel modules: the closure of MODULE_ROOTS that exists as .ko (built-ins need nothing).
+
+def _add_modules(cpio: CpioWriter, tree: KernelTree) -> tuple[dict[str, tuple[str, ...]], set[str]]:
+    """Kernel modules: the closure of MODULE_ROOTS that exists as .ko (built-ins need nothing),
+    stored uncompressed with their modules.dep: (each root's load order, the module files
+    shipped)."""
     deps = parse_modules_dep((tree.moddir / "modules.dep").read_text())
     builtin_file = tree.moddir / "modules.builtin"
     builtins = builtin_modules(builtin_file.read_text()) if builtin_file.is_file() else set()
@@ -244,14 +269,4 @@ def build_initramfs(
         for p in sorted(shipped)
     )
     cpio.file(f"{kroot}/modules.dep", kept_dep.encode())
-
-    config = tree.vmlinuz.parent / f"config-{tree.version}"
-    config_text = config.read_text() if config.is_file() else ""
-    raw = cpio.getvalue()
-    data, compression = _compress(raw, config_text, log)
-    log(f"initramfs: {len(raw) / 1e6:.1f} MB cpio, {len(data) / 1e6:.1f} MB {compression}")
-    tmp = out.with_suffix(".tmp")
-    tmp.write_bytes(data)
-    tmp.rename(out)
-    names = tuple(sorted(module_name(p) for p in shipped))
-    return names, module_load, compression
+    return module_load, shipped

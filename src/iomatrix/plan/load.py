@@ -78,34 +78,30 @@ def _describe_one(e: dict[str, Any]) -> tuple[str, str]:
     # Discriminated unions put the chosen type in the path ('backing.0.loopfs.size'): drop it.
     if len(loc) >= 2 and loc[0] == "backing" and loc[1].isdigit():
         loc = [f"backing[{int(loc[1]) + 1}]", *loc[3:]]
-    key = ".".join(loc)
     kind = e["type"]
-    value = e.get("input")
-    ctx = e.get("ctx") or {}
     if kind == "extra_forbidden":
-        bad = str(e["loc"][-1])
-        key = ".".join(loc[:-1])
-        if (
-            loc[:-1]
-            and loc[-2] in setting_keys()
-            and loc[-2] in tier_names()
-            and bad in axes.names()
-        ):
-            # A tier whose settings table bears its name (the consolidation tier's [consolidation])
-            # has no tier table of its own axis values: that table is its settings.
-            return key, (
-                f"unknown key '{bad}': the [{loc[-2]}] table holds the {loc[-2]} tier's "
-                "settings, not axis "
-                f"values; write {bad} at the plan's top level"
-            )
-        close = [
-            k
-            for k in difflib.get_close_matches(bad, sorted(_all_keys()), n=2, cutoff=0.6)
-            if k != bad
-        ]
-        return key, f"unknown key '{bad[:60]}'" + (
-            f" — did you mean '{close[0]}'?" if close else ""
+        return ".".join(loc[:-1]), _unknown_key(loc, str(e["loc"][-1]))
+    return ".".join(loc), _value_message(kind, e.get("input"), e.get("ctx") or {}, e["msg"])
+
+
+def _unknown_key(loc: list[str], bad: str) -> str:
+    """An unknown key's message, with the known key it is closest to."""
+    if loc[:-1] and loc[-2] in setting_keys() and loc[-2] in tier_names() and bad in axes.names():
+        # A tier whose settings table bears its name (the consolidation tier's [consolidation])
+        # has no tier table of its own axis values: that table is its settings.
+        return (
+            f"unknown key '{bad}': the [{loc[-2]}] table holds the {loc[-2]} tier's "
+            "settings, not axis "
+            f"values; write {bad} at the plan's top level"
         )
+    close = [
+        k for k in difflib.get_close_matches(bad, sorted(_all_keys()), n=2, cutoff=0.6) if k != bad
+    ]
+    return f"unknown key '{bad[:60]}'" + (f" — did you mean '{close[0]}'?" if close else "")
+
+
+def _value_message(kind: str, value: object, ctx: dict[str, Any], msg: str) -> str:
+    """A refused value's message by pydantic's error type: the valid values, the bound, the type."""
     if kind in ("literal_error", "enum"):
         expected = str(ctx.get("expected", "")).replace(" or ", ", ")
         hint = (
@@ -113,32 +109,36 @@ def _describe_one(e: dict[str, Any]) -> tuple[str, str]:
             if isinstance(value, str)
             else ""
         )
-        return key, f"{_short(value)} is not valid; valid values: {expected}{hint}"
+        return f"{_short(value)} is not valid; valid values: {expected}{hint}"
     if kind in _BOUNDS:
         limit = next(iter(ctx.values()), "?")
-        return key, f"must be {_BOUNDS[kind]} {limit} (got {_short(value)})"
+        return f"must be {_BOUNDS[kind]} {limit} (got {_short(value)})"
     if kind in ("string_too_long", "too_long"):
-        return key, f"is too long (at most {ctx.get('max_length', '?')} characters)"
+        return f"is too long (at most {ctx.get('max_length', '?')} characters)"
     if kind in ("union_tag_invalid", "union_tag_not_found"):
-        tags = str(ctx.get("expected_tags", "")).replace("'", "")
-        if set(tags.split(", ")) == set(backing_spec.BACKING_TYPES):
-            # the backing union holds the local types: a network protocol's spec is its own
-            tags = ", ".join(backing_spec.valid_types())
-        # type = "directory": the tag given is not one of them
-        if kind == "union_tag_invalid" and tags:
-            tag = str(ctx.get("tag", ""))
-            return (
-                key,
-                f"type = {tag[:40]!r} is not valid; valid values: "
-                f"{tags}{did_you_mean(tag, tags.split(', '))}",
-            )
-        return key, f"needs type = one of {tags}" if tags else "needs a valid type"
+        return _type_tag_message(kind, ctx)
     if kind == "float_type" and isinstance(value, int) and not isinstance(value, bool):
-        return key, f"is too large ({len(str(abs(value)))} digits)"
+        return f"is too large ({len(str(abs(value)))} digits)"
     if kind in _TYPE_MESSAGES:
         got = "" if kind == "missing" else f" (got {_short(value)})"
-        return key, _TYPE_MESSAGES[kind] + got
-    return key, str(e["msg"]).removeprefix("Value error, ")
+        return _TYPE_MESSAGES[kind] + got
+    return str(msg).removeprefix("Value error, ")
+
+
+def _type_tag_message(kind: str, ctx: dict[str, Any]) -> str:
+    """A [[backing]] whose type is missing or not one of the valid ones."""
+    tags = str(ctx.get("expected_tags", "")).replace("'", "")
+    if set(tags.split(", ")) == set(backing_spec.BACKING_TYPES):
+        # the backing union holds the local types: a network protocol's spec is its own
+        tags = ", ".join(backing_spec.valid_types())
+    # type = "directory": the tag given is not one of them
+    if kind == "union_tag_invalid" and tags:
+        tag = str(ctx.get("tag", ""))
+        return (
+            f"type = {tag[:40]!r} is not valid; valid values: "
+            f"{tags}{did_you_mean(tag, tags.split(', '))}"
+        )
+    return f"needs type = one of {tags}" if tags else "needs a valid type"
 
 
 def _describe_validation(err: ValidationError, source: str) -> str:

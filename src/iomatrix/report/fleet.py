@@ -286,25 +286,36 @@ class WorkloadFleet:
     def statement(self) -> str:
         """The group's answer in one or two sentences: the choice, by which rule, the worst host,
         who differs."""
-        a = self.answer
-        n = len(a.hosts)
+        n = len(self.answer.hosts)
         head = (
             f"{self.workload} ({self.tier}, {self.metric}) — {self.group}, {n} "
             f"host{'s' if n != 1 else ''}: "
         )
-        if a.choice is None:
-            lack = "; ".join(f"{h} lacks {', '.join(cs[:3])}" for h, cs in a.missing.items())
-            hint = backing_names_hint(
-                {
-                    h: {cw.axes.get("backing", "") for cw in wr.cells.values()}
-                    for h, wr in self.per_host.items()
-                }
-            )
-            return (
-                head
-                + f"no configuration was ranked on every host ({lack or 'no host ranked any'})."
-                + (f" {hint}" if hint else "")
-            )
+        if self.answer.choice is None:
+            return head + self._nothing_ranked()
+        return (
+            head
+            + self._choice_text(n, self.answer.choice)
+            + self._worst_text()
+            + "."
+            + self._unsettled_text()
+            + self._differing_text()
+        )
+
+    def _nothing_ranked(self) -> str:
+        lack = "; ".join(f"{h} lacks {', '.join(cs[:3])}" for h, cs in self.answer.missing.items())
+        hint = backing_names_hint(
+            {
+                h: {cw.axes.get("backing", "") for cw in wr.cells.values()}
+                for h, wr in self.per_host.items()
+            }
+        )
+        return f"no configuration was ranked on every host ({lack or 'no host ranked any'})." + (
+            f" {hint}" if hint else ""
+        )
+
+    def _choice_text(self, n: int, choice: str) -> str:
+        a = self.answer
         shared = (
             f" (all: {' '.join(self.shared_axes())})"
             if self.shared_axes() and len(a.wins) > 1
@@ -312,51 +323,59 @@ class WorkloadFleet:
         )
         if a.settled:
             out = (
-                head + f"use {self.short(a.choice)}{shared}: best or tied-best on "
-                f"{a.wins[a.choice]} of {n} hosts"
+                f"use {self.short(choice)}{shared}: best or tied-best on {a.wins[choice]} of "
+                f"{n} hosts"
             )
         # as one host's unsettled answer says it: named as leading, never as the configuration to
         # use
         else:
-            out = head + (
-                f"no answer yet, leading: {self.short(a.choice)}{shared} (no host's own ranking "
+            out = (
+                f"no answer yet, leading: {self.short(choice)}{shared} (no host's own ranking "
                 "separates its best yet; it leads or ties the leader on "
-                f"{a.leads[a.choice]} of {n})"
+                f"{a.leads[choice]} of {n})"
             )
         if a.tied_choices:
             out += (
                 f" (as many: {', '.join(map(self.short, a.tied_choices))}; the tie-break "
                 f"{', '.join(a.tie_break)} chose)"
             )
-        w = a.worst
+        return out
+
+    def _worst_text(self) -> str:
+        a, w = self.answer, self.answer.worst
         if w is not None and w.best != a.choice:
-            out += (
+            return (
                 f"; worst host {w.host}: {ratio_text(*w.ratio)} of its own best "
                 f"({self.short(w.best)}), "
                 f"95% CI, {'higher' if self.higher_is_better else 'lower'} is better"
             )
-        elif a.best_everywhere:
-            out += "; it is the best on every host"
-        out += "."
-        if a.unsettled and a.settled:
-            out += (
-                " Not separated on "
-                + "; ".join(f"{h} ({self.leader_text(h)})" for h in a.unsettled)
-                + ": not counted as best there."
-            )
-        if a.differing:
-            own = {
-                h: (self.per_host[h].decision.answer or self.per_host[h].decision.leader)
-                if h in self.per_host and self.per_host[h].decision
-                else None
-                for h in a.differing
-            }
-            out += (
-                " Hosts whose answer differs: "
-                + "; ".join(f"{h} ({self.short(own[h])})" for h in a.differing)
-                + "."
-            )
-        return out
+        return "; it is the best on every host" if a.best_everywhere else ""
+
+    def _unsettled_text(self) -> str:
+        a = self.answer
+        if not (a.unsettled and a.settled):
+            return ""
+        return (
+            " Not separated on "
+            + "; ".join(f"{h} ({self.leader_text(h)})" for h in a.unsettled)
+            + ": not counted as best there."
+        )
+
+    def _differing_text(self) -> str:
+        a = self.answer
+        if not a.differing:
+            return ""
+        own = {
+            h: (self.per_host[h].decision.answer or self.per_host[h].decision.leader)
+            if h in self.per_host and self.per_host[h].decision
+            else None
+            for h in a.differing
+        }
+        return (
+            " Hosts whose answer differs: "
+            + "; ".join(f"{h} ({self.short(own[h])})" for h in a.differing)
+            + "."
+        )
 
 
 def host_result(
@@ -655,44 +674,16 @@ def declined_choice(
 def results_by_host(store: Store, fleet: Fleet, metric: str | None = None) -> list[DataTable]:
     """`results --by-host`: per workload, every configuration's mean and CI on each host, side by
     side."""
-    per: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
-    for s in fleet.sweeps:
-        for c in cell_workloads(store, s.id):
-            m = metric or primary_metric(c.workload)[0]
-            metrics = sorted(c.samples) if m == "all" else [m]
-            for mm in metrics:
-                values = c.samples.get(mm)
-                if not values:
-                    continue
-                sm = summarize(values)
-                per.setdefault((c.workload, c.axes["tier"], mm), {}).setdefault(c.label(), {})[
-                    s.hostname
-                ] = sm
+    per = _summaries_by_host(store, fleet, metric)
     tables = []
     hosts = fleet.hosts
     for (w, tier, m), cells in sorted(
         per.items(), key=lambda kv: (kv[0][0], tier_order(kv[0][1]), kv[0][2])
     ):
-        rows = []
         shared = shared_parts(list(cells))
-        for label, by_host in sorted(cells.items()):
-            row: dict[str, Any] = {
-                "configuration": " ".join(p for p in label.split() if p not in shared) or label,
-                "axes": label,
-            }
-            for h in hosts:
-                sm = by_host.get(h)
-                rel = None if sm is None else sm.rel_half_width
-                row[h] = (
-                    None
-                    if sm is None
-                    else f"{fmt(sm.mean)}" + ("" if rel is None else f" ±{rel:.0%}")
-                )
-                row[f"{h}.mean"] = None if sm is None else sm.mean
-                row[f"{h}.ci95_low"] = None if sm is None else sm.ci_low
-                row[f"{h}.ci95_high"] = None if sm is None else sm.ci_high
-                row[f"{h}.n"] = None if sm is None else sm.n
-            rows.append(row)
+        rows = [
+            _host_row(label, by_host, hosts, shared) for label, by_host in sorted(cells.items())
+        ]
         shown = hosts if len(hosts) <= MAX_HOST_COLUMNS else hosts[:MAX_HOST_COLUMNS]
         notes = [f"all configurations: {' '.join(shared)}"] if shared and len(cells) > 1 else []
         notes += (
@@ -709,6 +700,41 @@ def results_by_host(store: Store, fleet: Fleet, metric: str | None = None) -> li
             )
         )
     return tables
+
+
+def _summaries_by_host(
+    store: Store, fleet: Fleet, metric: str | None
+) -> dict[tuple[str, str, str], dict[str, dict[str, Any]]]:
+    """(workload, tier, metric) → configuration label → hostname → its runs' summary."""
+    per: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
+    for s in fleet.sweeps:
+        for c in cell_workloads(store, s.id):
+            m = metric or primary_metric(c.workload)[0]
+            for mm in sorted(c.samples) if m == "all" else [m]:
+                values = c.samples.get(mm)
+                if values:
+                    by_label = per.setdefault((c.workload, c.axes["tier"], mm), {})
+                    by_label.setdefault(c.label(), {})[s.hostname] = summarize(values)
+    return per
+
+
+def _host_row(
+    label: str, by_host: dict[str, Any], hosts: Sequence[str], shared: Sequence[str]
+) -> dict[str, Any]:
+    """One configuration's row: its mean ±95% CI half-width on each host, and the figures apart."""
+    row: dict[str, Any] = {
+        "configuration": " ".join(p for p in label.split() if p not in shared) or label,
+        "axes": label,
+    }
+    for h in hosts:
+        sm = by_host.get(h)
+        rel = None if sm is None else sm.rel_half_width
+        row[h] = None if sm is None else f"{fmt(sm.mean)}" + ("" if rel is None else f" ±{rel:.0%}")
+        row[f"{h}.mean"] = None if sm is None else sm.mean
+        row[f"{h}.ci95_low"] = None if sm is None else sm.ci_low
+        row[f"{h}.ci95_high"] = None if sm is None else sm.ci_high
+        row[f"{h}.n"] = None if sm is None else sm.n
+    return row
 
 
 def shared_parts(labels: Sequence[str]) -> list[str]:

@@ -326,34 +326,7 @@ def blocksize_sections(cws: list[CellWorkload]) -> list[dict[str, Any]]:
         sizes = [s for s in BLOCK_SIZES if any(c.workload.endswith(f"-{s}") for c in mine)]
         if not mine:
             continue
-        # The configurations charted: a VM's view (the guest tier) when the sweep has it, else the
-        # reference's.
-        ref = reference_tier()
-        tier = next((c.axes["tier"] for c in mine if _is_vm_view(c.axes["tier"])), ref.name)
-        bare = ref.prose_name()
-        series: dict[str, charts.SizeSeries] = {}
-        for c in mine:
-            size = c.workload.rsplit("-", 1)[1]
-            if c.axes["backing"] == "null":
-                name = "ceiling"
-            elif c.axes["tier"] != tier:
-                name = (
-                    bare
-                    if is_reference(c.axes["tier"]) and c.axes["cache"] in ("none", "-")
-                    else ""
-                )
-            else:
-                name = c.label()
-            if not name:
-                continue
-            series.setdefault(name, charts.SizeSeries(name, {})).values.setdefault(
-                size, _summary(c.samples[metric])
-            )
-        configs = [s for n, s in series.items() if n not in (bare, "ceiling")]
-        short, common = short_labels([s.label for s in configs]) if configs else ([], "")
-        for s, lab in zip(configs, short, strict=True):
-            s.label = lab
-        ordered = configs + [series[n] for n in (bare, "ceiling") if n in series]
+        ordered, common = _size_series(mine, metric)
         note = (
             ""
             if len(sizes) > 1
@@ -369,6 +342,34 @@ def blocksize_sections(cws: list[CellWorkload]) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _size_series(mine: list[CellWorkload], metric: str) -> tuple[list[charts.SizeSeries], str]:
+    """(one series per configuration charted, then the references: bare metal and the ceiling; the
+    axes every configuration shares). The configurations charted: a VM's view (the guest tier) when
+    the sweep has it, else the reference's."""
+    ref = reference_tier()
+    tier = next((c.axes["tier"] for c in mine if _is_vm_view(c.axes["tier"])), ref.name)
+    bare = ref.prose_name()
+    series: dict[str, charts.SizeSeries] = {}
+    for c in mine:
+        size = c.workload.rsplit("-", 1)[1]
+        if c.axes["backing"] == "null":
+            name = "ceiling"
+        elif c.axes["tier"] != tier:
+            name = bare if is_reference(c.axes["tier"]) and c.axes["cache"] in ("none", "-") else ""
+        else:
+            name = c.label()
+        if not name:
+            continue
+        series.setdefault(name, charts.SizeSeries(name, {})).values.setdefault(
+            size, _summary(c.samples[metric])
+        )
+    configs = [s for n, s in series.items() if n not in (bare, "ceiling")]
+    short, common = short_labels([s.label for s in configs]) if configs else ([], "")
+    for s, lab in zip(configs, short, strict=True):
+        s.label = lab
+    return configs + [series[n] for n in (bare, "ceiling") if n in series], common
 
 
 def host_section(

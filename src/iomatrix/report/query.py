@@ -132,17 +132,7 @@ def cell_workloads(
     when the caller has read them already: a fleet answer reads 100 hosts' runs once each, issue
     52)."""
     out: dict[tuple[int, str], CellWorkload] = {}
-    # Per run, the stored metrics plus those computed here from the run's raw series: steady state
-    # is a statistic, so it is derived at report time from the per-interval IOPS (a sweep stored
-    # before this carries ss.* samples too; where its run kept the series they are recomputed, with
-    # the same result).
-    series = store.ok_run_series(sweep_id, "iops_series")
-    per_run: dict[int, dict[str, float]] = defaultdict(dict)
-    for s in store.ok_samples(sweep_id):
-        if not (s.run_id in series and s.metric.startswith(STEADY_PREFIX)):
-            per_run[s.run_id][s.metric] = s.value
-    for rid, values in series.items():
-        per_run[rid].update(steady_state_samples(values))
+    per_run = _run_metrics(store, sweep_id)
     for r in store.runs(sweep_id) if runs is None else runs:
         k = (r.cell_id, r.workload)
         cw = out.get(k)
@@ -150,27 +140,7 @@ def cell_workloads(
             cw = out[k] = CellWorkload(
                 r.cell_id, r.cell_key, dict(complete(r.axes)), r.backing, r.workload, []
             )
-        if r.accel not in cw.accel:
-            cw.accel.append(r.accel)
-        if r.status != "ok":
-            cw.failed += 1
-            continue
-        if r.disturbed:
-            cw.disturbed[r.run_id] = r.disturbance
-        if r.replaced:
-            cw.replaced.append(r.run_id)
-            continue
-        if load_not_reached(per_run.get(r.run_id, {})):
-            cw.unreached[r.run_id] = per_run[r.run_id].get("load.achieved_frac", 0.0)
-            continue
-        cw.runs.append(r.run_id)
-        cw.cache_states.append(r.cache_state)
-        cw.page_cache.append(r.page_cache_method)
-        for name, value in r.phases.items():
-            if math.isfinite(value) and value >= 0:
-                cw.phases[name].append(value)
-            else:
-                cw.damaged.append((r.run_id, name, value))
+        _count_run(cw, r, per_run.get(r.run_id, {}))
     if not out:
         return []
     # A later axis is named only where some cell of the sweep sets it (the rest read the same as
@@ -187,6 +157,47 @@ def cell_workloads(
                 else:
                     cw.damaged.append((rid, metric, value))
     return list(out.values())
+
+
+def _run_metrics(store: Store, sweep_id: int) -> dict[int, dict[str, float]]:
+    """Per run, the stored metrics plus those computed here from the run's raw series: steady state
+    is a statistic, so it is derived at report time from the per-interval IOPS (a sweep stored
+    before this carries ss.* samples too; where its run kept the series they are recomputed, with
+    the same result)."""
+    series = store.ok_run_series(sweep_id, "iops_series")
+    per_run: dict[int, dict[str, float]] = defaultdict(dict)
+    for s in store.ok_samples(sweep_id):
+        if not (s.run_id in series and s.metric.startswith(STEADY_PREFIX)):
+            per_run[s.run_id][s.metric] = s.value
+    for rid, values in series.items():
+        per_run[rid].update(steady_state_samples(values))
+    return per_run
+
+
+def _count_run(cw: CellWorkload, r: RunRow, metrics: dict[str, float]) -> None:
+    """One run of the cell × workload: failed, replaced, short of its offered load, or counted
+    (its cache state, page-cache method and phases; a phase that cannot be a time is damage)."""
+    if r.accel not in cw.accel:
+        cw.accel.append(r.accel)
+    if r.status != "ok":
+        cw.failed += 1
+        return
+    if r.disturbed:
+        cw.disturbed[r.run_id] = r.disturbance
+    if r.replaced:
+        cw.replaced.append(r.run_id)
+        return
+    if load_not_reached(metrics):
+        cw.unreached[r.run_id] = metrics.get("load.achieved_frac", 0.0)
+        return
+    cw.runs.append(r.run_id)
+    cw.cache_states.append(r.cache_state)
+    cw.page_cache.append(r.page_cache_method)
+    for name, value in r.phases.items():
+        if math.isfinite(value) and value >= 0:
+            cw.phases[name].append(value)
+        else:
+            cw.damaged.append((r.run_id, name, value))
 
 
 def failures(store: Store, sweep_id: int) -> list[dict[str, Any]]:

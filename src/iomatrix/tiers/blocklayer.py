@@ -507,6 +507,20 @@ class BlockLayerTier(BlockLayer, Tier):
         )
         return run.run()
 
+    def _deletions_before_the_daemon(self, t_fio: float, meta: dict[str, object]) -> None:
+        """Earlier images are deleted until fio is about to connect; nothing is deleted once the
+        daemon runs. A bounded backlog: beyond about two runs' worth of written data, delete down to
+        it now (the rest is deleted by close() at the end of the sweep)."""
+        trash = self._trash
+        trash.wait(t_fio + TRASH_WINDOW_S)
+        trash.stop()
+        cap = min(self.plan.image_size_bytes, 2 * self.plan.size_bytes)
+        if trash.files and trash.allocated_bytes() > cap:
+            trash.work(lambda: trash.allocated_bytes() <= cap)
+        self._forget_gone()
+        meta["deletion_work_s"] = round(trash.busy_s, 4)
+        meta["deletion_backlog_files"] = len(trash.files)
+
     def run(self, req: RunRequest) -> RunOutcome:
         """One run. Order (docs/blocklayer.md "Per-run overhead"): earlier runs' images are deleted
         in a thread; fio starts (its own start-up takes ≥ ~0.2 s before it connects); meanwhile the
@@ -572,18 +586,7 @@ class BlockLayerTier(BlockLayer, Tier):
                     )
                 t_img = time.monotonic()
                 phases["image_s"] = t_img - t_fio
-                # Earlier images are deleted until fio is about to connect; nothing is deleted once
-                # the daemon runs.
-                trash.wait(t_fio + TRASH_WINDOW_S)
-                trash.stop()
-                # A bounded backlog: beyond about two runs' worth of written data, delete down to it
-                # now (the rest is deleted by close() at the end of the sweep).
-                cap = min(self.plan.image_size_bytes, 2 * self.plan.size_bytes)
-                if trash.files and trash.allocated_bytes() > cap:
-                    trash.work(lambda: trash.allocated_bytes() <= cap)
-                self._forget_gone()
-                meta["deletion_work_s"] = round(trash.busy_s, 4)
-                meta["deletion_backlog_files"] = len(trash.files)
+                self._deletions_before_the_daemon(t_fio, meta)
                 t_daemon = time.monotonic()
                 phases["deletion_wait_s"] = t_daemon - t_img
                 if outcome is None:
@@ -608,17 +611,7 @@ class BlockLayerTier(BlockLayer, Tier):
                     listener.close()
                     listener = None
                     phases["daemon_spawn_s"] = time.monotonic() - t_daemon
-                    if req.on_process:
-                        # The host sampler follows the processes doing the I/O on the host: QEMU
-                        # serving it (the I/O path, whose CPU per I/O is the cost) and fio
-                        # generating it (its CPU is the measured work, not another tenant's, but not
-                        # the I/O path's cost either: role "load").
-                        req.on_process(daemon.pid)
-                    if req.on_load_process:
-                        with contextlib.suppress(ProcessLookupError):  # fio may have failed already
-                            req.on_load_process(fio.pid)
-                    if network is not None and req.target.server is not None:
-                        follow_server(req.target.server, req.on_server_process, meta)
+                    _follow_processes(req, daemon, fio, network is not None, meta)
                     outcome = self._wait_fio(
                         req=req,
                         job=job,
@@ -761,3 +754,23 @@ class BlockLayerTier(BlockLayer, Tier):
             console_tail=_tail(stderr),
             meta=meta,
         )
+
+
+def _follow_processes(
+    req: RunRequest,
+    daemon: subprocess.Popen,
+    fio: subprocess.Popen,
+    network: bool,
+    meta: dict[str, object],
+) -> None:
+    """The host sampler follows the processes doing the I/O on the host: QEMU serving it (the I/O
+    path, whose CPU per I/O is the cost) and fio generating it (its CPU is the measured work, not
+    another tenant's, but not the I/O path's cost either: role "load"); and a network disk's
+    server where the lab runs it here."""
+    if req.on_process:
+        req.on_process(daemon.pid)
+    if req.on_load_process:
+        with contextlib.suppress(ProcessLookupError):  # fio may have failed already
+            req.on_load_process(fio.pid)
+    if network and req.target.server is not None:
+        follow_server(req.target.server, req.on_server_process, meta)

@@ -369,31 +369,44 @@ class ConsolidationTier(Consolidation, Tier):
         by_role: dict[str, list[dict[str, float]]] = {}
         try:
             for g in guests:
-                out = outcomes[g.label]
-                m: dict[str, float] = {}
-                if "workload_s" in out.phases:
-                    m["seconds"] = out.phases["workload_s"]
-                if out.fio_json is not None:
-                    m.update(report_metrics(out.fio_json))
-                if "copy" in blocks.get(g.label, {}):
-                    with contextlib.suppress(ValueError):
-                        for k, v in json.loads(blocks[g.label]["copy"]).items():
-                            if isinstance(v, int | float) and not isinstance(v, bool):
-                                m[k] = float(v)
+                m = _guest_metrics(outcomes[g.label], blocks.get(g.label, {}))
                 by_role.setdefault(g.role, []).append(m)
         except FioOutputError as err:
             return RunOutcome(
                 ok=False, phases=phases, job_text=job_text, error=f"guest fio: {err}", meta=meta
             )
-        for role, per_tile in by_role.items():
-            keys = sorted({k for m in per_tile for k in m})
-            for k in keys:
-                vals = [m[k] for m in per_tile if k in m]
-                metrics[f"role.{role}.{k}"] = round(sum(vals) / len(vals), 6)
-            secs = [m["seconds"] for m in per_tile if "seconds" in m]
-            if secs:
-                # The answer asks whether every copy of a role stays within the bound: the slowest
-                # one counts.
-                metrics[f"role.{role}.seconds_max"] = round(max(secs), 6)
+        metrics.update(_role_metrics(by_role))
         metrics.update(host)
         return RunOutcome(ok=True, metrics=metrics, phases=phases, job_text=job_text, meta=meta)
+
+
+def _guest_metrics(out: GuestOutcome, blocks: dict[str, str]) -> dict[str, float]:
+    """One guest's figures: its workload's seconds, its fio figures, and a copy role's own (the
+    `copy` block it reports)."""
+    m: dict[str, float] = {}
+    if "workload_s" in out.phases:
+        m["seconds"] = out.phases["workload_s"]
+    if out.fio_json is not None:
+        m.update(report_metrics(out.fio_json))
+    if "copy" in blocks:
+        with contextlib.suppress(ValueError):
+            for k, v in json.loads(blocks["copy"]).items():
+                if isinstance(v, int | float) and not isinstance(v, bool):
+                    m[k] = float(v)
+    return m
+
+
+def _role_metrics(by_role: dict[str, list[dict[str, float]]]) -> dict[str, float]:
+    """Per role, each figure's mean over the role's tiles, and its slowest copy's seconds."""
+    metrics: dict[str, float] = {}
+    for role, per_tile in by_role.items():
+        keys = sorted({k for m in per_tile for k in m})
+        for k in keys:
+            vals = [m[k] for m in per_tile if k in m]
+            metrics[f"role.{role}.{k}"] = round(sum(vals) / len(vals), 6)
+        secs = [m["seconds"] for m in per_tile if "seconds" in m]
+        if secs:
+            # The answer asks whether every copy of a role stays within the bound: the slowest
+            # one counts.
+            metrics[f"role.{role}.seconds_max"] = round(max(secs), 6)
+    return metrics

@@ -316,6 +316,36 @@ def from_libvirt_xml(path: Path, disk: str | None = None) -> CurrentConfig:
         raise UserError(
             f"--current: {path} is not XML ({e})", hint="give 'virsh dumpxml VM > vm.xml' output"
         ) from e
+    d = _chosen_disk(root, path, disk)
+    drv = d.find("driver")
+    tgt = d.find("target")
+    values, defaulted = _libvirt_driver_axes(dict(drv.attrib) if drv is not None else {})
+    bus = tgt.get("bus") if tgt is not None else None
+    if bus is not None:
+        if bus not in LIBVIRT_BUS:
+            raise _bad("target bus", bus, ", ".join(LIBVIRT_BUS))
+        values["bus"] = LIBVIRT_BUS[bus].value
+    values.update(_libvirt_device_axes(root, d, Bus(values["bus"]) if "bus" in values else None))
+    dev = tgt.get("dev") if tgt is not None else "?"
+    src = d.find("source")
+    existing, network = _existing_disk(d, src, dev)
+    existing = _with_domain(existing, root, d)
+    values.update(network.axes if network else {})
+    cfg = CurrentConfig(values, f"libvirt {path.name}, disk {dev}", defaulted, disk=existing)
+    cfg.notes += [network.note] if network else []
+    max_size = drv.find("metadata_cache/max_size") if drv is not None else None
+    if max_size is not None:
+        _set_l2_cache(
+            cfg,
+            _libvirt_scaled(max_size, "driver metadata_cache max_size"),
+            "metadata_cache max_size",
+        )
+    return cfg
+
+
+def _chosen_disk(root: ET.Element, path: Path, disk: str | None) -> ET.Element:
+    """The <disk> element --current-disk names (its target dev), else the domain's first disk; a
+    one-line error naming the disks there for none, or for a CD-ROM or floppy drive."""
     every = [
         (d, t.get("dev") if (t := d.find("target")) is not None else None)
         for d in root.iter("disk")
@@ -346,31 +376,7 @@ def from_libvirt_xml(path: Path, disk: str | None = None) -> CurrentConfig:
             f"--current: {path.name} has no disk{f' {disk}' if disk else ''}",
             hint=f"disks in it: {listed} (--current-disk DEV)",
         )
-    d = disks[0]
-    drv = d.find("driver")
-    tgt = d.find("target")
-    values, defaulted = _libvirt_driver_axes(dict(drv.attrib) if drv is not None else {})
-    bus = tgt.get("bus") if tgt is not None else None
-    if bus is not None:
-        if bus not in LIBVIRT_BUS:
-            raise _bad("target bus", bus, ", ".join(LIBVIRT_BUS))
-        values["bus"] = LIBVIRT_BUS[bus].value
-    values.update(_libvirt_device_axes(root, d, Bus(values["bus"]) if "bus" in values else None))
-    dev = tgt.get("dev") if tgt is not None else "?"
-    src = d.find("source")
-    existing, network = _existing_disk(d, src, dev)
-    existing = _with_domain(existing, root, d)
-    values.update(network.axes if network else {})
-    cfg = CurrentConfig(values, f"libvirt {path.name}, disk {dev}", defaulted, disk=existing)
-    cfg.notes += [network.note] if network else []
-    max_size = drv.find("metadata_cache/max_size") if drv is not None else None
-    if max_size is not None:
-        _set_l2_cache(
-            cfg,
-            _libvirt_scaled(max_size, "driver metadata_cache max_size"),
-            "metadata_cache max_size",
-        )
-    return cfg
+    return disks[0]
 
 
 def _with_domain(existing: ExistingDisk, root: ET.Element, disk: ET.Element) -> ExistingDisk:
