@@ -789,6 +789,14 @@ def _current_cases() -> Iterator[Case]:
                 plan=plan,
                 files=((file_name, content),),
             )
+            if isinstance(content, str) and len(content) < 100_000:
+                # the same file with the marker line in it: refused without quoting it
+                yield Case(
+                    f"current-file {kind} with a marker line | {cmd}",
+                    (*argv, f"{{case}}/{file_name}"),
+                    plan=plan,
+                    files=((file_name, f"{content}\n{MARKER}\n"),),
+                )
         for kind, value in CURRENT_VALUES.items():
             yield Case(f"current-value {kind} | {cmd}", (*argv, value), plan=plan)
     yield Case(
