@@ -9,6 +9,10 @@ as before. The cases are generated from the tables below and named after their i
 says which input it was. The CLI runs in-process (as tests/test_fuzz.py does for damaged databases):
 ~300 cases in well under a minute.
 
+Issue 69 added roles, job files, network backing fields, guest image values and PostgreSQL URLs,
+and three things no output may hold: a line planted in every file a case points at (MARKER), a line
+of /etc/passwd or /etc/shadow, and a password given in a URL.
+
 Damaged databases have their own campaign in tests/test_fuzz.py.
 """
 
@@ -996,9 +1000,25 @@ def check(case: Case, lab: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> 
     return problems
 
 
+# The nine families of issue 69, by the first word of a case's name.
+FAMILIES = {
+    "plans": ("plan-file", "axis"),
+    "roles": ("role",),
+    "job files": ("job-file",),
+    "network backings": ("network-backing",),
+    "databases": ("database",),
+    "--current": ("current-file", "current-value", "current-disk"),
+    "PostgreSQL URLs": ("postgresql-url",),
+    "guest images": ("guest-image",),
+    "CLI options": ("option", "conflict"),
+}
+
+
 def test_the_campaign_has_enough_cases_and_unique_names() -> None:
-    assert len(CASES) >= 200, len(CASES)
+    assert len(CASES) >= 600, len(CASES)
     assert len({c.name for c in CASES}) == len(CASES), "two cases share a name"
+    for family, firsts in FAMILIES.items():
+        assert any(c.name.split(" ", 1)[0] in firsts for c in CASES), family
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
