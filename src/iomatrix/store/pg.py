@@ -212,13 +212,17 @@ def _grant_hint(role: str, grant: str) -> str:
     return f"as the store's owner: {grant} TO {role}; or publish as the role that made the store"
 
 
-def _lacking(conn: psycopg.Connection[Any], rights: str) -> list[str]:
-    """The store's tables (those that exist) on which the current role lacks one of `rights`."""
+def _lacking(conn: psycopg.Connection[Any], rights: Sequence[str]) -> list[str]:
+    """The store's tables (those that exist) on which the current role lacks one of `rights`.
+    Each right is asked on its own: has_table_privilege with 'SELECT, INSERT' is true when any
+    one of them is held."""
     return [
         table
         for table in COLUMNS[SCHEMA_VERSION]
         if _scalar(conn, "SELECT to_regclass(%s)", (table,)) is not None
-        and not _scalar(conn, "SELECT has_table_privilege(%s, %s)", (table, rights))
+        and not all(
+            _scalar(conn, "SELECT has_table_privilege(%s, %s)", (table, right)) for right in rights
+        )
     ]
 
 
@@ -245,14 +249,13 @@ def _check_writable(conn: psycopg.Connection[Any], url: DatabaseURL) -> None:
                 hint=_grant_hint(role, f"GRANT USAGE, CREATE ON SCHEMA {schema}"),
             )
         return
-    if missing := _lacking(conn, "SELECT, INSERT, UPDATE"):
+    if missing := _lacking(conn, ("SELECT", "INSERT", "UPDATE")):
         raise UserError(
             f"the role {role} may not add rows to table(s) {', '.join(missing)} of the "
             f"PostgreSQL store {url}",
             hint=_grant_hint(
                 role,
-                f"GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA {schema}; "
-                f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema}",
+                f"GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA {schema}",
             ),
         )
 
@@ -584,7 +587,7 @@ def _check_readable(conn: psycopg.Connection[Any], url: DatabaseURL) -> None:
             f"the PostgreSQL store {url} holds no iomatrix results yet",
             hint="publish a host's database first: iomatrix publish host.sqlite URL",
         )
-    if unreadable := _lacking(conn, "SELECT"):
+    if unreadable := _lacking(conn, ("SELECT",)):
         raise UserError(
             f"the role {role} may not read table(s) {', '.join(unreadable)} of the PostgreSQL "
             f"store {url}",
