@@ -893,6 +893,31 @@ def _closed_port() -> int:
 CLOSED_PORT = _closed_port()
 
 
+# A case still running after this is a hang (issue 69: "0 hangs over 60 s").
+HANG_LIMIT_S = 60
+
+
+class CaseHung(BaseException):
+    """Raised in a case that runs past HANG_LIMIT_S: a BaseException, so the CLI's own handlers
+    (which turn an Exception into one line) let it through."""
+
+
+@contextlib.contextmanager
+def hang_limit(seconds: int) -> Iterator[None]:
+    import signal
+
+    def _hung(signum: int, frame: object) -> None:
+        raise CaseHung
+
+    previous = signal.signal(signal.SIGALRM, _hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def run_cli(argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     code: int | str | None = 0
@@ -965,9 +990,14 @@ def check(case: Case, lab: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
     monkeypatch.setenv("COLUMNS", "100")
     before = snapshot(work)
-    code, out, err = run_cli(argv)
-    after = snapshot(work)
     problems = []
+    try:
+        with hang_limit(HANG_LIMIT_S):
+            code, out, err = run_cli(argv)
+    except CaseHung:
+        code, out, err = -1, "", ""
+        problems.append(f"still running after {HANG_LIMIT_S} s")
+    after = snapshot(work)
     lines = [ln for ln in err.splitlines() if ln.strip()]
     if "Traceback" in out + err:
         problems.append("a traceback")
