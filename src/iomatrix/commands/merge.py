@@ -69,10 +69,12 @@ def merge(
             f"{r.path}{older}: {r.sweeps_added} sweep(s) added with {r.runs_added} run(s), "
             f"{r.sweeps_present} already merged",
             soft_wrap=True,
+            markup=False,
         )
     console.print(
         f"{out}: {result.hosts} host(s), {result.sweeps} sweep(s), {result.runs} run(s)",
         soft_wrap=True,
+        markup=False,
     )
 
 
@@ -92,6 +94,7 @@ def _merge_into_store(url: DatabaseURL, inputs: list[Path]) -> None:
             f"{path} → {url}: {r.sweeps_added} sweep(s) added with {r.runs_added} run(s), "
             f"{r.sweeps_present} already there{running}",
             soft_wrap=True,
+            markup=False,
         )
 
 

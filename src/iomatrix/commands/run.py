@@ -312,6 +312,7 @@ def _publish(db: Path, url: DatabaseURL, *, failure_is_error: bool) -> None:
         "already there; "
         f"{r.runs_added} run(s) added, {r.runs_present} already there",
         soft_wrap=True,
+        markup=False,
     )
 
 
@@ -406,8 +407,9 @@ def _run_locked(
         ) from None
     exp = runner.expansion
     console.print(
-        f"[bold]{p.name}[/]: {len(exp.cells)} cells, {len(exp.units)} cell×workload units, "
-        f"{len(exp.pruned)} pruned (see 'iomatrix plan {plan} --explain'); results → {db}"
+        f"[bold]{escape(p.name)}[/]: {len(exp.cells)} cells, {len(exp.units)} cell×workload "
+        f"units, {len(exp.pruned)} pruned "
+        + escape(f"(see 'iomatrix plan {plan} --explain'); results → {db}")
     )
     for line in current_lines(p, exp, console.width):
         console.print(line, markup=False, highlight=False)
@@ -440,8 +442,8 @@ def _run_locked(
     warn_tcg(accels)
     if res.interrupted:
         console.print(
-            f"[yellow]interrupted[/]: completed runs are saved in {db}; run the same "
-            "command to resume"
+            f"[yellow]interrupted[/]: completed runs are saved in {escape(str(db))}; run the "
+            "same command to resume"
         )
         raise typer.Exit(130)
     if res.runs_done:
@@ -456,7 +458,8 @@ def _run_locked(
     console.print(
         f"next: iomatrix recommend --db {db}   ·   iomatrix report --html report.html "
         f"--db {db}   ·   "
-        f"iomatrix rank --db {db}"
+        f"iomatrix rank --db {db}",
+        markup=False,
     )
     if res.runs_done == 0 and res.runs_failed > 0:
         raise SweepIncomplete(
