@@ -39,11 +39,21 @@ class PairOutcome:
     named_together: bool = False
 
 
-def run_plan(plan: Path, db: Path, log: Path) -> int:
-    """`iomatrix run PLAN --db DB` as a user runs it, output to LOG; its exit status."""
-    cmd = [str(HERE / ".venv" / "bin" / "iomatrix"), "run", str(plan), "--db", str(db)]
+def iomatrix_command() -> str:
+    """The `iomatrix` a user of this checkout runs: its own .venv's, else the one beside the Python
+    running this bench (a worktree using a shared venv, with PYTHONPATH naming its src/)."""
+    own = HERE / ".venv" / "bin" / "iomatrix"
+    return str(own if own.exists() else Path(sys.executable).parent / "iomatrix")
+
+
+def run_plan(plan: Path, db: Path, log: Path, env: dict[str, str] | None = None) -> int:
+    """`iomatrix run PLAN --db DB` as a user runs it (in `env`, else this process's environment),
+    output to LOG; its exit status."""
+    cmd = [iomatrix_command(), "run", str(plan), "--db", str(db)]
     with log.open("w") as out:
-        return subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
+        return subprocess.run(
+            cmd, stdout=out, stderr=subprocess.STDOUT, check=False, env=env
+        ).returncode
 
 
 def rankings(db: Path) -> tuple[list[WorkloadRanking], dict[tuple[int, str], str]]:

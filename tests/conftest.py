@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,6 +85,39 @@ WHOLE_MODULES = (
 # by the sum of its tests' seconds (the fleet group's chain of playbook runs is the longest unit of
 # all), and its own tests run longest first within it.
 DURATIONS = Path(__file__).parent / "durations.json"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fixture-times",
+        metavar="PATH",
+        default="",
+        help="append one JSON line per fixture set up (its name, scope, where it is defined, "
+        "the test that asked for it, wall seconds) to PATH; bench/suite_time.py sums them",
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """--fixture-times: the wall time of each fixture's set-up (a module-scoped sweep, a lab Ceph,
+    a booted guest), which --durations folds into the set-up of whichever test came first."""
+    path = request.config.getoption("fixture_times", default="")
+    started = time.monotonic()
+    yield
+    if path:
+        line = {
+            "fixture": fixturedef.argname,
+            "scope": fixturedef.scope,
+            "defined_in": fixturedef.baseid or "(plugin)",
+            "test": request.node.nodeid,
+            "seconds": round(time.monotonic() - started, 3),
+        }
+        # O_APPEND: whole lines from the xdist workers, which share the file, never interleaved
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (json.dumps(line) + "\n").encode())
+        finally:
+            os.close(fd)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -20,10 +20,11 @@ import pytest
 
 from iomatrix.backing import iscsi as iscsi_module
 from iomatrix.backing import leftovers
-from iomatrix.backing.nfs import RPCBIND_PORT
+from iomatrix.backing.iscsi import IscsiBacking
+from iomatrix.backing.nfs import RPCBIND_PORT, NfsBacking
 from iomatrix.backing.ports import free_ports_in, port_holders
 from iomatrix.backing.provision import provision
-from iomatrix.backing.spec import IscsiBacking, NfsBacking, parse_backing
+from iomatrix.backing.spec import parse_backing
 from iomatrix.errors import UserError
 from tests.conftest import root_only
 

@@ -24,7 +24,9 @@ from pydantic import ValidationError
 
 from iomatrix.backing import leftovers
 from iomatrix.backing.client_host import ClientHost
-from iomatrix.backing.spec import IscsiBacking, NfsBacking, RbdBacking
+from iomatrix.backing.iscsi import IscsiBacking
+from iomatrix.backing.nfs import NfsBacking
+from iomatrix.backing.rbd import RbdBacking
 from iomatrix.domain import axes
 from iomatrix.domain.axes import BackingFacts, RuleContext
 from iomatrix.storage_clients import client_hosts_unreachable

@@ -16,8 +16,8 @@ import psutil
 import pytest
 
 from iomatrix.backing import leftovers
+from iomatrix.backing.iscsi import IscsiBacking
 from iomatrix.backing.leftovers import clean
-from iomatrix.backing.spec import IscsiBacking
 from iomatrix.domain import axes
 from iomatrix.domain.axes import BackingFacts, RuleContext
 from iomatrix.fio.parse import report_metrics

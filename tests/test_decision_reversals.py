@@ -1,7 +1,9 @@
 """The four captured `quick` sweeps that decided raw against qcow2 (cache=writeback, rand-read-4k,
 block layer) in opposite directions, each time "significantly"
 (tests/data/quick-reversals/README.md, issue 54), re-analysed by today's decision rule: each pair
-over the rounds both ran with its own variance, α spent over the looks.
+over the rounds both ran, its variance moderated toward the race's cell-variance model
+(stats/moderated.py; a prior pooled over all pairs reversed sweeps b and d again), α spent over the
+looks.
 
 None of them may call the pair different or name one of them the answer over the other; sweeps a, b
 and d (3 shared rounds, ±18–24 % per cell) leave it unresolved, and sweep c (21 shared rounds) names

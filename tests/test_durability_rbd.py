@@ -26,7 +26,7 @@ from iomatrix.durability.verdict import (
 )
 from iomatrix.matrix import Cell
 from iomatrix.plan.load import load_plan
-from iomatrix.protocols.ceph import CLIENT_CRASH as RBD_CLIENT_CRASH
+from iomatrix.protocols.rbd import CLIENT_CRASH as RBD_CLIENT_CRASH
 from iomatrix.report.durability import MeasuredIndex
 from iomatrix.report.query import CellWorkload
 from iomatrix.report.recommend import DOCUMENTED, risk_statements

@@ -8,8 +8,9 @@ import pytest
 from iomatrix import workloads as wl
 from iomatrix.domain import CACHE
 from iomatrix.errors import UserError
-from iomatrix.fio.jobs import JobShape, baremetal_job, guest_job, page_cache_method
+from iomatrix.fio.jobs import JobShape, baremetal_job, guest_job
 from iomatrix.fio.parse import FioOutputError, extract_json, report_metrics
+from iomatrix.tiers import page_cache_method
 
 SHAPE = JobShape(size_bytes=64 << 20, runtime_s=2)
 

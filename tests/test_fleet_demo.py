@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.backing.leftover_kinds import tgtd_socket_files
+from iomatrix.backing.iscsi import tgtd_socket_files
 from iomatrix.hostcmd import version_of
 from iomatrix.store import Store
 from tests import pg_cluster

@@ -108,12 +108,12 @@ def test_recommend_starts_with_the_headline_within_40_lines(db: Path) -> None:
     # rounds per cell: at the first look's level (docs/statistics.md §10b) no workload settles,
     # rand-write-4k included (it was "the answer" when a one-sided "cannot be 5% better" at 3 rounds
     # and α = 0.05 made it one).
-    assert "No answer yet, the tie-break's pick: raw · writeback" in head and "Use:" not in head
+    assert "Use for now, the tie-break's pick: raw · writeback" in head and "Use:" not in head
     assert "where the axis applies: preallocation=off aio=threads" in head
     rest = " ".join(res.stdout.split())
     assert "Use:" not in rest
     # the answer fits 30 lines (issue 49): the line's status short, its verb above says whose pick
-    assert "rand-write-4k: 1.00×: it is QEMU's default · not separated yet" in rest
+    assert "rand-write-4k: 1.00×: it is QEMU's default · not told apart yet" in rest
     assert "QEMU crash:" in head and "power loss:" in head and "live migration:" in head
     assert "QEMU's default" in head and "the tie-break's pick" in head
     # Under TCG the block layer is the basis, and the headline says so in one place.

@@ -10,6 +10,8 @@ import math
 import random
 from pathlib import Path
 
+import pytest
+
 from iomatrix.stats.steps import detect_steps, real_steps
 from iomatrix.store import Store
 from tests.conftest import run_cli
@@ -111,3 +113,25 @@ def test_a_database_of_one_sweep_per_host_has_no_history_section(tmp_path: Path)
         assert 'id="history-' not in render_report(store, sid)
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(
+    "db",
+    ["answers/ceph-flush-trap.sqlite", "answers/quick-roles.sqlite", "golden/quick-sweep.sqlite"],
+)
+def test_history_fits_100_columns_whether_or_not_stdout_is_a_terminal(db: str) -> None:
+    """A sweep's figures one a line, cells named by what differs among the sweep's cells (what all
+    share said once), a cell name too long for the line below its figure, broken only between its
+    parts: no line over 100 characters (a ceph sweep's cells printed 170 before), nothing lost."""
+    path = Path(__file__).parent / "data" / db
+    out = run_cli("history", "--db", str(path))  # at COLUMNS=200, not a terminal
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines and max(map(len, lines)) <= 100, out.stdout
+    answers = json.loads(run_cli("history", "--db", str(path), "--format", "json").stdout)
+    for sweep in answers:
+        for workload, answer in sweep["answers"].items():
+            assert f"    {workload}: " in out.stdout
+            # every part of the cell's full label is said: on its line, or once for every cell
+            for part in answer["cell"].split():
+                assert part in out.stdout or part.split("=", 1)[1] in out.stdout, part

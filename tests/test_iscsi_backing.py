@@ -18,18 +18,26 @@ from pathlib import Path
 
 import pytest
 
+from iomatrix.backing import iscsi as iscsi_module
 from iomatrix.backing import leftovers
-from iomatrix.backing import spec as spec_module
 from iomatrix.backing.delay_relay import delayed
-from iomatrix.backing.iscsi import ExistingIscsiServer, TgtServer, caching_page
-from iomatrix.backing.iscsi_wire import caching_wce, read_write_cache
-from iomatrix.backing.leftover_kinds import TgtdLeftover, proc_start, tgtd_socket_files
+from iomatrix.backing.iscsi import (
+    ExistingIscsiServer,
+    IscsiBacking,
+    TgtdLeftover,
+    TgtServer,
+    caching_page,
+    caching_wce,
+    read_write_cache,
+    tgtd_socket_files,
+)
+from iomatrix.backing.leftover_kinds import proc_start
 from iomatrix.backing.network import NetworkDisk
 from iomatrix.backing.provision import provision
-from iomatrix.backing.spec import IscsiBacking, parse_backing
+from iomatrix.backing.spec import parse_backing
 from iomatrix.domain.rtt import rtt_ms
 from iomatrix.errors import UserError
-from iomatrix.protocols.iscsi_names import check_iqn, parse_iscsi_url, parse_portal
+from iomatrix.protocols.iscsi import check_iqn, parse_iscsi_url, parse_portal
 from iomatrix.safety import check_allowed_devices, resolve_allowed
 from tests.conftest import iomatrix_argv, root_only, run_cli, sigint_default
 
@@ -286,7 +294,7 @@ def test_delayed_refuses_bad_rtt_and_nfs_in_one_line(tmp_path: Path) -> None:
     for disk, rtt, words in (
         (iscsi, "2", "unit"),
         (iscsi, "fast", "bad rtt"),
-        (nfs, "2ms", "iSCSI disks only"),
+        (nfs, "2ms", "no port option"),
     ):
         with pytest.raises(UserError) as err, delayed(disk, rtt, tmp_path):
             pass
@@ -742,7 +750,7 @@ def test_availability_names_the_debian_package_that_is_missing(
     )
     monkeypatch.undo()
     # no qemu-block-extra
-    monkeypatch.setattr(spec_module, "QEMU_BLOCK_ISCSI", "qemu/block-iscsi-not-here.so")
+    monkeypatch.setattr(iscsi_module, "QEMU_BLOCK_ISCSI", "qemu/block-iscsi-not-here.so")
     for spec, allowed in ((lab, set()), (existing, handed)):
         reason = spec.availability(allowed)
         assert reason is not None and "apt-get install qemu-block-extra" in reason

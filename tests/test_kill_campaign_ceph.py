@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from iomatrix.backing import leftovers
-from iomatrix.backing.spec import RbdBacking
+from iomatrix.backing.rbd import RbdBacking
 from tests.conftest import descendants_named, iomatrix_argv, needs, root_only, run_cli
 from tests.kill_campaigns import alive, kill_campaign, listening_now, ok_runs, sweep_processes
 

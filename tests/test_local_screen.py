@@ -55,7 +55,7 @@ def test_a_local_answer_fits_one_screen_and_loses_nothing(
         text = "\n".join(lines)
         joined = " ".join(text.split())
         # the findings first, then one line per role's decision, then the configurations
-        first = next(i for i, x in enumerate(lines) if x.startswith(("Use: ", "No answer yet")))
+        first = next(i for i, x in enumerate(lines) if x.startswith(("Use: ", "Use for now")))
         assert all(i < first for i, x in enumerate(lines) if x.startswith("finding: "))
         for r in h.roles:
             assert any(x.startswith(f"For {r['answer_for']}: ") for x in lines[:first]), r

@@ -79,9 +79,10 @@ def make_sweep(
     cells: int = 2,
     status: str = "finished",
     base: float = 100.0,
+    qemu_version: str | None = None,
 ) -> int:
     """A sweep of `cells` cells × two workloads, with a failed run, a retried run and unit stops."""
-    host_id = store.host_id(host_facts(host))
+    host_id = store.host_id({**host_facts(host), "qemu_version": qemu_version})
     sweep = store.create_sweep(
         host_id,
         plan,
@@ -473,3 +474,24 @@ def test_merge_refuses_a_sample_that_is_not_a_measurement_naming_its_row(
         merge(out, [inputs[1], bad])
     assert shown in err.value.one_line() and "\n" not in err.value.one_line()
     assert not out.exists()
+
+
+def test_one_machine_swept_before_and_after_an_upgrade_is_one_host(tmp_path: Path) -> None:
+    """A host row is a machine with its software: the same machine before and after a QEMU upgrade
+    is two rows in the database (its runs must stay apart) and one host in what merge says."""
+    before, after = tmp_path / "before.sqlite", tmp_path / "after.sqlite"
+    for path, qemu, plan in ((before, "7.2.0", "quick"), (after, "8.0.0", "full")):
+        s = Store(path)
+        make_sweep(s, "host-a", plan, cells=1, qemu_version=qemu)
+        s.close()
+    out = tmp_path / "out.sqlite"
+    merged = merge(out, [before, after])
+    assert (merged.hosts, merged.machines) == (2, 1)
+    done = run_cli("merge", str(tmp_path / "cli.sqlite"), str(before), str(after))
+    assert done.returncode == 0, done.stderr
+    assert "1 host(s) (2 host configurations: software or memory differ)" in done.stdout
+    other = tmp_path / "other.sqlite"
+    s = Store(other)
+    make_sweep(s, "host-b", "quick", cells=1)
+    s.close()
+    assert merge(tmp_path / "two.sqlite", [before, other]).machines == 2

@@ -23,10 +23,11 @@ import psutil
 import pytest
 
 from iomatrix.backing import leftovers
+from iomatrix.backing.iscsi import IscsiBacking
 from iomatrix.backing.leftovers import clean
 from iomatrix.backing.network import NetworkDisk
+from iomatrix.backing.nfs import NfsBacking
 from iomatrix.backing.provision import BackingHandle, provision
-from iomatrix.backing.spec import IscsiBacking, NfsBacking
 from iomatrix.domain.axes import BackingFacts
 from iomatrix.fio.jobs import JobShape
 from iomatrix.guest.process import live_guest_pids

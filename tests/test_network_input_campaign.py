@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix.domain.clients import CLIENTS_MAX
-from iomatrix.protocols.iscsi_names import MAX_LUN
+from iomatrix.protocols.iscsi import MAX_LUN
 from iomatrix.store import Store
 from tests.test_bad_input_campaign import Case, check
 from tests.test_merge import make_sweep

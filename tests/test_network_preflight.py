@@ -20,7 +20,8 @@ import pytest
 
 from iomatrix.backing import leftovers
 from iomatrix.backing.iscsi import TgtServer
-from iomatrix.backing.leftover_kinds import rpc_registrations
+from iomatrix.backing.network import DiskRequest
+from iomatrix.backing.nfs import rpc_registrations
 from iomatrix.backing.provision import cannot_serve, provision
 from iomatrix.backing.reach import portal_problem
 from iomatrix.backing.spec import parse_backing
@@ -128,7 +129,7 @@ def lab_target() -> Iterator[tuple[TgtServer, str, str]]:
         with provision(parse_backing({"type": "iscsi"}), work, set()) as lab:
             server = lab.server
             assert isinstance(server, TgtServer)
-            disk = server.new_disk({}, size_bytes=16 << 20, name="given")
+            disk = server.new_disk(DiskRequest({}, size_bytes=16 << 20, name="given"))
             try:
                 yield server, f"127.0.0.1:{server.port}", dict(disk.protocol_options)["target"]
             finally:

@@ -20,20 +20,22 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.backing import leftovers, libnfs
+from iomatrix.backing import leftovers, nfs
 from iomatrix.backing import nfs as nfs_module
-from iomatrix.backing.leftover_kinds import (
-    RUNTIME_FILES,
-    NfsFileLeftover,
-    RpcRegistrationLeftover,
-    proc_start,
-    rpc_registrations,
-)
+from iomatrix.backing.leftover_kinds import proc_start
 from iomatrix.backing.leftovers import clean
 from iomatrix.backing.network import NetworkDisk
-from iomatrix.backing.nfs import LabNfsServer, ganesha_config
+from iomatrix.backing.nfs import (
+    RUNTIME_FILES,
+    LabNfsServer,
+    NfsBacking,
+    NfsFileLeftover,
+    RpcRegistrationLeftover,
+    ganesha_config,
+    rpc_registrations,
+)
 from iomatrix.backing.provision import provision
-from iomatrix.backing.spec import NfsBacking, parse_backing
+from iomatrix.backing.spec import parse_backing
 from iomatrix.errors import UserError
 from tests.conftest import hold_provisioned, root_only, run_cli
 
@@ -154,7 +156,7 @@ def test_leftover_kinds_refuse_what_iomatrix_does_not_make(tmp_path: Path) -> No
 
 
 def test_unreachable_existing_server_is_one_line(workdir: Path) -> None:
-    if shutil.which("rpcinfo") is None or not libnfs.available():
+    if shutil.which("rpcinfo") is None or not nfs.libnfs_available():
         pytest.skip("rpcbind or libnfs not installed")
     regs = rpc_registrations() or []
     if any(prog == 100003 for prog, *_ in regs):
@@ -527,7 +529,7 @@ def test_existing_mode_writes_only_its_own_file(
                 server.remove_disk(disk)
                 assert [p.name for p in export.iterdir()] == ["precious.qcow2"]
             # a name already taken on the export is an error, never a truncation
-            with libnfs.mounted("127.0.0.1", str(export)) as ex, pytest.raises(libnfs.NfsError):
+            with nfs.nfs_mounted("127.0.0.1", str(export)) as ex, pytest.raises(nfs.NfsError):
                 ex.create_exclusive("precious.qcow2")
             # even a file that has exactly the name iomatrix would give is left as it is, and not
             # recorded

@@ -87,7 +87,7 @@ def test_every_output_says_the_json_answer(
     assert picks, data["headline"]
     outputs = _outputs(db, tmp_path, *extra)
     for p in picks:
-        verb = "Use" if p["settled"] else "No answer yet, the tie-break's pick"
+        verb = "Use" if p["settled"] else "Use for now, the tie-break's pick"
         said = f"{verb}: {p['name']}"
         for where, text in outputs.items():
             assert said in text, (where, said, text[:600])
@@ -152,7 +152,7 @@ def test_allow_data_loss_lifts_the_requirement_and_names_unsafe_as_leading(tmp_p
     )
     text = _flat(run_cli("recommend", "--db", str(db), "--allow-data-loss", "--detail").stdout)
     assert (
-        "No answer yet, the tie-break's pick: cache=none" in text
+        "Use for now, the tie-break's pick: cache=none" in text
         and "unsafe has the best mean" in text
     )
     assert "not chosen" not in text

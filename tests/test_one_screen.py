@@ -52,7 +52,7 @@ def _recommend(db: Path, tmp_path: Path, *args: str, columns: int = 100) -> str:
 
 def _first_configuration(lines: list[str]) -> int:
     return next(
-        i for i, line in enumerate(lines) if line.startswith(("Use: ", "No answer yet", "Keep: "))
+        i for i, line in enumerate(lines) if line.startswith(("Use: ", "Use for now", "Keep: "))
     )
 
 
@@ -70,7 +70,7 @@ def test_a_shared_storage_answer_fits_one_screen_finding_first_each_snippet_once
     # every distinct snippet and risk statement once (they were printed once per workload's block)
     assert text.count("risks (") == 1 and text.count("<driver ") == 1, text
     assert text.count("ceph.conf [client]") + text.count("LUN: ") == 1, text
-    assert sum(line.startswith(("Use: ", "No answer yet", "Keep: ")) for line in lines) == 1, text
+    assert sum(line.startswith(("Use: ", "Use for now", "Keep: ")) for line in lines) == 1, text
     narrow = _recommend(db, tmp_path, columns=80).splitlines()
     assert all(len(line) <= 80 for line in narrow), [line for line in narrow if len(line) > 80]
 
@@ -101,7 +101,7 @@ def test_the_ceph_answer_starts_with_the_finding_and_the_client_lines_it_sets(
     assert (
         "rand-write-4k-flush32 on rbd: 1.09× (0.91–1.31) its own pick "
         "rbd_cache_writethrough_until_flush=on · "
-        "not separated yet: one configuration for the backing" in joined
+        "not told apart yet: one configuration for the backing" in joined
     )
     # the whole [client] section (every option, its notes) stays in --detail
     detail = _recommend(CEPH, tmp_path, "--detail")
@@ -118,8 +118,11 @@ def test_a_ceph_answer_at_cephs_defaults_says_there_is_nothing_to_set(tmp_path: 
     # never.fio's tie within 1 % keeps QEMU's default (the tie-break's key "keeper", issue 53): both
     # jobs name writeback themselves, cache=none's figures are quoted against it
     joined = " ".join(text.split())
-    assert "file:never.fio on rbd: 1.00×: it is QEMU's default · tied" in joined
-    assert "1.01× (0.78–1.31) on file:never.fio on rbd" in joined
+    assert "file:never.fio on rbd: 1.00×: it is QEMU's default · not told apart" in joined
+    # always the pick against the other (issue 70): writeback over cache=none, 1/1.01 of the old
+    # cache=none-over-writeback line's 1.01× (0.78–1.31)
+    assert "writeback is 3.94× (2.72–5.70) cache=none on file:journal.fio on rbd" in joined
+    assert "0.99× (0.77–1.28) on file:never.fio on rbd" in joined
 
 
 def test_one_lun_gets_one_write_cache_setting(tmp_path: Path) -> None:
@@ -135,7 +138,7 @@ def test_one_lun_gets_one_write_cache_setting(tmp_path: Path) -> None:
     ), text
     assert "write cache off" not in text and "write-cache off" not in text
     assert (
-        "file:never.fio on iscsi: 2.31× (1.92–2.79) QEMU's default lun_write_cache=off · the answer"
+        "file:never.fio on iscsi: 2.31× (1.92–2.79) QEMU's default lun_write_cache=off · decided"
         in joined
     )
     assert (

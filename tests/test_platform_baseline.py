@@ -216,7 +216,7 @@ def test_a_captured_quick_sweep_for_nova_is_quoted_against_nova_with_the_page_ca
         assert len(lines) <= 30 and all(len(x) <= 100 for x in lines)
         text = " ".join(" ".join(lines).split())
         assert "baseline: Nova's default, cache=none aio=threads bus=virtio-blk (measured)" in text
-        assert "rand-read-4k: 1.93× (1.81–2.06) Nova's default" in text
+        assert "rand-read-4k: 1.93× (1.85–2.01) Nova's default" in text
         assert (
             "page cache on rand-read-4k, rand-write-4k, seq-write-1m: cache=writeback "
             "measured memory, not the "

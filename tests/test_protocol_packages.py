@@ -28,11 +28,12 @@ def _setup_arrays() -> dict[str, set[str]]:
 
 
 def _local_types() -> set[str]:
-    """The built-in backing types no protocol serves (dir, tmpfs, …)."""
+    """The built-in backing types no protocol serves (dir, tmpfs, …): the union holds only those
+    (a protocol's spec is its own)."""
     union = get_args(get_args(BackingSpec)[0])
     types = {cls.model_fields["type"].default for cls in union}
-    assert {"dir", "tmpfs", "iscsi"} <= types
-    return {t for t in types if not is_network(t)}
+    assert {"dir", "tmpfs"} <= types and not any(is_network(t) for t in types)
+    return types
 
 
 def test_setup_sh_installs_every_protocols_packages_and_no_other() -> None:

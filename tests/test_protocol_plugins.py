@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix import protocols
+from iomatrix import protocol_registry, protocols
 from iomatrix.backing import leftovers
 from iomatrix.domain import axes
 from iomatrix.plugins import PluginError
@@ -238,7 +238,7 @@ def test_every_built_in_protocol_keeps_its_promises() -> None:
     client is QEMU's only), a backing spec of that type, and spellings that name the disk."""
     place = NetworkPlace()
     for network in protocols.protocols():
-        assert protocols._problem(type(network)) is None
+        assert protocol_registry._problem(type(network)) is None
         if network.client_axis in axes.REGISTRY:
             assert network.kernel_client in axes.get(network.client_axis).values
         else:

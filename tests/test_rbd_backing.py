@@ -23,13 +23,14 @@ import pytest
 from iomatrix.backing import leftovers
 from iomatrix.backing import rbd as rbd_module
 from iomatrix.backing.leftover_kinds import proc_start
-from iomatrix.backing.leftover_rbd import RbdImageLeftover
 from iomatrix.backing.leftovers import clean
-from iomatrix.backing.network import NetworkDisk
+from iomatrix.backing.network import DiskRequest, NetworkDisk
 from iomatrix.backing.provision import provision
 from iomatrix.backing.rbd import (
     ExistingRbdPool,
     LabRbdServer,
+    RbdBacking,
+    RbdImageLeftover,
     cache_settings,
     client_section,
     connect_existing,
@@ -37,7 +38,7 @@ from iomatrix.backing.rbd import (
     object_size,
     rbd_image_checksum,
 )
-from iomatrix.backing.spec import RbdBacking, parse_backing
+from iomatrix.backing.spec import parse_backing
 from iomatrix.errors import UserError
 from tests.conftest import hold_provisioned, root_only, run_cli
 
@@ -263,7 +264,7 @@ def test_lab_disk_is_written_and_read_by_qemu_with_the_cells_object_size(
 ) -> None:
     _, server = lab
     disk = server.new_disk(
-        {"format": "raw", "rbd_object_size": "1M"}, size_bytes=64 * MiB, name="rw"
+        DiskRequest({"format": "raw", "rbd_object_size": "1M"}, size_bytes=64 * MiB, name="rw")
     )
     try:
         assert (
@@ -291,7 +292,9 @@ def test_lab_disk_is_written_and_read_by_qemu_with_the_cells_object_size(
         server.remove_disk(disk)
     assert image not in _images(server)
     # qcow2: created by qemu-img through librbd, the cell's object size passed as rbd_default_order
-    q = server.new_disk({"format": "qcow2", "rbd_object_size": "1M"}, size_bytes=64 * MiB, name="q")
+    q = server.new_disk(
+        DiskRequest({"format": "qcow2", "rbd_object_size": "1M"}, size_bytes=64 * MiB, name="q")
+    )
     try:
         assert q.format == "qcow2"
         _qemu_write_read(q, "0x3c")
@@ -309,7 +312,7 @@ def test_lab_disk_is_written_and_read_by_qemu_with_the_cells_object_size(
         server.remove_disk(q)
     assert qimage not in _images(server)
     with pytest.raises(UserError, match="raw or qcow2"):
-        server.new_disk({"format": "qed"}, size_bytes=64 * MiB, name="e")
+        server.new_disk(DiskRequest({"format": "qed"}, size_bytes=64 * MiB, name="e"))
 
 
 def _config_seen_by_qemu(disk: NetworkDisk, cache: str) -> dict[str, str]:
@@ -351,15 +354,17 @@ def _config_seen_by_qemu(disk: NetworkDisk, cache: str) -> dict[str, str]:
 def test_the_cells_cache_settings_are_what_librbd_uses(lab: tuple[Path, LabRbdServer]) -> None:
     _, server = lab
     tuned = server.new_disk(
-        {
-            "format": "raw",
-            "rbd_cache_policy": "writeback",
-            "rbd_cache_writethrough_until_flush": "off",
-        },
-        size_bytes=16 * MiB,
-        name="tuned",
+        DiskRequest(
+            {
+                "format": "raw",
+                "rbd_cache_policy": "writeback",
+                "rbd_cache_writethrough_until_flush": "off",
+            },
+            size_bytes=16 * MiB,
+            name="tuned",
+        )
     )
-    default = server.new_disk({"format": "raw"}, size_bytes=16 * MiB, name="default")
+    default = server.new_disk(DiskRequest({"format": "raw"}, size_bytes=16 * MiB, name="default"))
     try:
         seen = _config_seen_by_qemu(tuned, "writeback")
         assert (
@@ -402,7 +407,7 @@ def test_existing_mode_never_writes_an_image_it_did_not_create(
     scratch = workdir / "scratch"
     scratch.mkdir()
     pool = connect_existing(spec, workdir, scratch)
-    disk = pool.new_disk({"format": "raw"}, size_bytes=16 * MiB, name="mine")
+    disk = pool.new_disk(DiskRequest({"format": "raw"}, size_bytes=16 * MiB, name="mine"))
     image = dict(disk.protocol_options)["image"]
     assert image.startswith(f"iomatrix-{os.getpid()}-") and image.endswith("-mine")
     assert [e.kind for e in leftovers.pending(workdir)] == ["rbd_image"]  # recorded while it exists
@@ -487,7 +492,7 @@ def test_bluestore_cluster_serves_qemu_and_teardown_leaves_nothing(workdir: Path
         assert (h.path / "osd-block").stat().st_size > 0 and not (
             h.path / "osd" / "osd-block"
         ).exists()
-        disk = server.new_disk({"format": "raw"}, size_bytes=32 * MiB, name="blue")
+        disk = server.new_disk(DiskRequest({"format": "raw"}, size_bytes=32 * MiB, name="blue"))
         _qemu_write_read(disk, "0x3c")
         port, scratch = server.port, h.path
     _assert_nothing_left(workdir, pids, starts, port, scratch)
@@ -525,7 +530,7 @@ HOLDER = textwrap.dedent("""
     from iomatrix.backing.provision import provision
     from iomatrix.backing.spec import parse_backing
     with provision(parse_backing(json.loads(sys.argv[2])), Path(sys.argv[1]), set()) as h:
-        disk = h.server.new_disk({"format": "raw"}, size_bytes=16 << 20, name="killed")
+        disk = h.server.new_disk(DiskRequest({"format": "raw"}, size_bytes=16 << 20, name="killed"))
         print(json.dumps({"pids": h.server.server_pids(), "port": getattr(h.server, "port", None),
                           "scratch": str(h.path), "image": dict(disk.protocol_options)["image"]}), flush=True)
         time.sleep(600)

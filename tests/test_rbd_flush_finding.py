@@ -14,10 +14,15 @@ import pytest
 
 from iomatrix.matrix import estimate_seconds
 from iomatrix.plan.load import load_plan
-from iomatrix.report.rbd_flush import WritebackGain, trap_finding
+from iomatrix.protocols.rbd import Rbd
+from iomatrix.report.flush_gate import WritebackGain, trap_finding
 from iomatrix.runner import plan_expansion
 from iomatrix.stats.compare import RatioCI
 from tests.conftest import DATA, needs, run_cli
+
+# librbd's cache, as the protocol describes it to the renderer
+assert Rbd.flush_gated_cache is not None
+GATE = Rbd.flush_gated_cache
 
 DB = DATA / "answers" / "ceph-flush-trap.sqlite"
 
@@ -43,7 +48,7 @@ OFF = _gain("rand-write-4k", False, "off", 6.48, 4.85, 8.84)
 def test_the_trap_is_told_when_the_non_flushing_ratio_holds_1_and_a_flushing_one_is_faster() -> (
     None
 ):
-    text = trap_finding([FLAT, FLUSHING, OFF], 0.05)
+    text = trap_finding([FLAT, FLUSHING, OFF], 0.05, GATE)
     assert text is not None
     assert "no faster than cache=none (1.07× (0.80–1.48))" in text
     # no shape words given
@@ -82,7 +87,7 @@ def test_the_trap_is_told_when_the_non_flushing_ratio_holds_1_and_a_flushing_one
 def test_nothing_is_said_when_the_figures_do_not_show_it(
     gains: list[WritebackGain], why: str
 ) -> None:
-    assert trap_finding(gains, 0.05) is None, why
+    assert trap_finding(gains, 0.05, GATE) is None, why
 
 
 def test_a_slower_non_flushing_workload_is_flat_and_a_gaining_one_is_said_not_hidden() -> None:
@@ -93,7 +98,7 @@ def test_a_slower_non_flushing_workload_is_flat_and_a_gaining_one_is_said_not_hi
     reader = WritebackGain(
         "file:mix.fio", False, "writearound", "on", RatioCI(1.4, 1.2, 1.6), read_share=0.7
     )
-    text = trap_finding([slower, FLUSHING, reader], 0.05)
+    text = trap_finding([slower, FLUSHING, reader], 0.05, GATE)
     assert text is not None
     assert (
         "on file:app.fio, which never flushes, QEMU cache=writeback was slower than "
@@ -105,7 +110,7 @@ def test_a_slower_non_flushing_workload_is_flat_and_a_gaining_one_is_said_not_hi
         "I/O, which librbd's cache serves even while writethrough"
     ) in text
     # no flat workload: nothing shows the trap
-    assert trap_finding([reader, FLUSHING], 0.05) is None
+    assert trap_finding([reader, FLUSHING], 0.05, GATE) is None
 
 
 def test_contexts_are_never_mixed_and_are_named_where_the_sweep_varies_them() -> None:
@@ -114,9 +119,9 @@ def test_contexts_are_never_mixed_and_are_named_where_the_sweep_varies_them() ->
         _gain("rand-write-4k", False, "on", 1.0, 0.9, 1.1, context=one),
         _gain("rand-write-4k-flush32", True, "on", 3.0, 2.5, 3.5, context=two),
     ]
-    assert trap_finding(mixed, 0.05) is None
+    assert trap_finding(mixed, 0.05, GATE) is None
     both = [*mixed, _gain("rand-write-4k-flush32", True, "on", 2.0, 1.5, 2.5, context=one)]
-    text = trap_finding(both, 0.05)
+    text = trap_finding(both, 0.05, GATE)
     assert text is not None and text.startswith("with clients=1: librbd stays writethrough")
 
 

@@ -235,7 +235,11 @@ def test_a_guest_that_does_not_answer_in_time_is_one_line_with_its_console(
     with pytest.raises(AgentTimeout) as err, boot(image.boot_image(), run_dir, boot_limit_s=4):
         pass
     line = err.value.one_line()
-    assert "did not answer guest-ping within 4 s; last console lines:" in line and "\n" not in line
+    # the kernel's first lines, or (a host too loaded for the kernel to start in 4 s) that none came
+    assert (
+        "did not answer guest-ping within 4 s (the run's time limit); last console lines:" in line
+        or line.startswith("no console output in 4 s (the run's time limit)")
+    ) and "\n" not in line
     assert not (run_dir / "root-overlay.qcow2").exists()
     assert not [p for p in children.live_pids() if str(run_dir) in _cmdline(p)]
 

@@ -454,13 +454,17 @@ X86_64_ROOT = "4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709"
 LINUX_DATA = "0FC63DAF-8483-4772-8E79-3D69D8477DE4"
 
 
-def _gpt_image(path: Path, root_type: str | None, fmt: str) -> Path:
-    """A 16 MiB disk with an ESP and (`root_type`) a root partition, in `fmt`."""
+def _gpt_image(path: Path, root_type: str | None, fmt: str, boot_code: bool = False) -> Path:
+    """A 16 MiB disk with an ESP and (`root_type`) a root partition, in `fmt`; `boot_code`: with a
+    few bytes of code in its protective MBR, as a boot loader for BIOS puts there."""
     raw = path.with_suffix(".raw")
     subprocess.run(["truncate", "-s", "16M", str(raw)], check=True)
     if root_type is not None:
         args = ["-n", "1:2048:+4M", "-t", "1:EF00", "-n", "2:0:0", "-t", f"2:{root_type}"]
         subprocess.run(["sgdisk", *args, str(raw)], check=True, capture_output=True)
+    if boot_code:
+        with open(raw, "r+b") as f:
+            f.write(b"\xeb\x63\x90")  # GRUB's boot.img starts with this jump
     if fmt == "raw":
         return raw
     subprocess.run(["qemu-img", "convert", "-O", fmt, str(raw), str(path)], check=True)
@@ -485,7 +489,8 @@ def test_an_image_for_another_architecture_is_refused_in_one_line_before_any_boo
     assert arm.read_bytes() == before  # only read
     # an x86-64 image, one whose partitions do not say (generic Linux data) and one without a
     # partition table are booted: the boot tells
-    assert image_architecture(_gpt_image(tmp_path / "x.qcow2", X86_64_ROOT, fmt), fmt) == {"x86-64"}
+    x86 = _gpt_image(tmp_path / "x.qcow2", X86_64_ROOT, fmt, boot_code=True)
+    assert image_architecture(x86, fmt) == {"x86-64"}
     assert image_architecture(_gpt_image(tmp_path / "g.qcow2", LINUX_DATA, fmt), fmt) == set()
     assert image_architecture(_gpt_image(tmp_path / "n.qcow2", None, fmt), fmt) == set()
     assert resolve_image(str(tmp_path / f"x.{fmt}")).sha256

@@ -1,6 +1,6 @@
-"""One answer per role (report/roles.py): the deciding figure's pick, passed over when it is worse
-than the role's margin on another deciding figure, on constructed data where the right answer is
-known."""
+"""One answer per role (report/recommend/roles.py): the deciding figure's pick, passed over when it
+is worse than the role's margin on another deciding figure, on constructed data where the right
+answer is known."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ import pytest
 
 from iomatrix import roles
 from iomatrix.report.query import CellWorkload
-from iomatrix.report.recommend.verdict import Choice, Verdict
-from iomatrix.report.roles import (
+from iomatrix.report.recommend.roles import (
     FigureMeans,
     combine,
     interval_text,
@@ -22,6 +21,7 @@ from iomatrix.report.roles import (
     rounds_text,
     shortfall,
 )
+from iomatrix.report.recommend.verdict import Choice, Verdict
 
 BUILTIN_DB = roles.builtin("database")
 assert BUILTIN_DB is not None
@@ -393,8 +393,9 @@ def test_a_third_cell_better_with_the_figures_weighed_is_the_answer() -> None:
     weighed against each other give directsync 0.8^½ · 2^¼ = 1.06×. writeback commits 1,150/s (8 %
     behind: no candidate of the commits' own) with a p99 read of 430 µs: with the figures weighed it
     is 1.12× cache=none and 1.05× directsync, shown over each at the Bonferroni confidence
-    1 − 0.10/2 = 0.95, so it is the answer though neither figure alone picked it (report/roles.py
-    weigh_cells); the weighed interval named is against the closest of the two."""
+    1 − 0.10/2 = 0.95, so it is the answer though neither figure alone picked it
+    (report/recommend/roles.py weigh_cells); the weighed interval named is against the closest of
+    the two."""
     spread = [1.0, 1.02, 0.98, 1.01, 0.99, 1.0]
 
     def runs(v: float) -> list[float]:
@@ -460,7 +461,7 @@ def test_a_trade_off_is_weighed_over_the_rounds_both_cells_ran() -> None:
     """A commits 1.11× B's rate and B's p99s are half A's, in every round of a host whose level
     moves 4×: weighed 2 : 1 : 1 over the runs alone the trade-off stays open; paired by round B is
     1.34× A, separated."""
-    from iomatrix.report.roles import weigh
+    from iomatrix.report.recommend.roles import weigh
 
     shift = (1.0, 2.0, 4.0, 1.5)
     jitter = (1.0, 1.02, 0.99, 1.01)

@@ -108,7 +108,7 @@ def test_custom_role_table() -> None:
     assert role.workload_names() == ["file:jobs/oltp.fio", "file:jobs/log.fio"]
     assert [f.key for f in role.figures] == ["data:read.clat_p99_us", "log:write.iops"]
     assert role.figures[1].says == "commits per second" and role.margin == 0.1 and not role.builtin
-    # a trade-off between them is weighed 1 : 3 (report/roles.py, stats/weighed.py)
+    # a trade-off between them is weighed 1 : 3 (report/recommend/roles.py, stats/weighed.py)
     assert [f.weight for f in role.figures] == [1.0, 3.0]
 
 

@@ -364,3 +364,49 @@ def test_recommend_names_the_other_sweeps_of_the_database(tmp_path: Path) -> Non
     ), latest.stdout
     alone = _cli("recommend", "--db", str(_db(tmp_path)), cwd=tmp_path)
     assert alone.returncode == 0 and "other sweeps" not in alone.stdout, alone.stdout
+
+
+def test_a_run_line_names_the_cell_by_what_varies_and_never_cuts_a_word() -> None:
+    """With the sweep's short names a run line names its cell by the settings that vary among the
+    sweep's cells; too long still, it drops whole settings from the middle, never part of one (it
+    printed 'raw …ck threads dir')."""
+    from iomatrix.commands.progress import run_line
+    from iomatrix.report.naming import cell_names
+
+    cells = [
+        f"format={f} preallocation=off cache={c} aio=threads bus=virtio-blk backing=dir"
+        for f in ("raw", "qcow2")
+        for c in ("none", "writeback")
+    ]
+    names = cell_names(cells)
+    summary = "write.iops 12,345 (p99 1,234 µs)"
+    line = run_line("ok", cells[1], "rand-write-4k", summary, 100, False, short=names.of(cells[1]))
+    assert line == f"ok raw · writeback · rand-write-4k: {summary}"
+    long = "qcow2 · metadata · writeback · io_uring · virtio-scsi-single · loopfs-xfs · 64k"
+    for width in (60, 70, 80):
+        line = run_line("ok", "x", "rand-write-4k", summary, width, False, short=long)
+        assert len(line) <= width and line.endswith(f"rand-write-4k: {summary}"), line
+        words = line.removeprefix("ok ").split(" · rand-write-4k")[0].split(" · ")
+        assert words[0] == "qcow2" and all(w == "…" or w in long.split(" · ") for w in words)
+
+
+def test_guest_info_keeps_each_path_whole_when_not_a_terminal(tmp_path: Path) -> None:
+    """Piped at 30 columns, `guest info` still prints each fact on one line: its cache paths are
+    whole (they were split mid-name), for a log or a script to read."""
+    import json
+
+    proc = _cli("guest", "info", cwd=tmp_path, env={"COLUMNS": "30"})
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(_cli("guest", "info", "--format", "json", cwd=tmp_path).stdout)
+
+    def paths(value: object) -> list[str]:
+        if isinstance(value, dict):
+            return [p for v in value.values() for p in paths(v)]
+        if isinstance(value, list):
+            return [p for v in value for p in paths(v)]
+        return [value] if isinstance(value, str) and value.startswith("/") else []
+
+    found = [p for p in paths(info) if len(p) > 30]
+    assert found, info
+    for path in found:
+        assert any(path in line for line in proc.stdout.splitlines()), (path, proc.stdout)

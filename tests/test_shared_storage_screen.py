@@ -226,7 +226,7 @@ def test_the_shared_storage_answer_fits_one_screen_with_room(
         assert "LUN: fileio" in text or "bs-type rdwr" in text
         joined = " ".join(text.split())
         assert "target power loss: with lun_write_cache=" in joined
-        assert sum(line.startswith(("Use: ", "No answer yet")) for line in lines) == 2
+        assert sum(line.startswith(("Use: ", "Use for now")) for line in lines) == 2
         # one line per workload × backing (two at 80 columns where it is long)
         assert sum(" on iscsi: " in line or " on nfs: " in line for line in lines) == 4
 

@@ -15,12 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.backing.iscsi import free_control_port
-from iomatrix.backing.iscsi_wire import read_write_cache
-from iomatrix.backing.leftover_kinds import tgtd_socket_files
+from iomatrix.backing.iscsi import free_control_port, read_write_cache, tgtd_socket_files
 from iomatrix.protocols.place import NetworkPlace
 from iomatrix.snippets import SNIPPET_WIDTH, DiskConfig, Snippet, snippets_for
-from iomatrix.vmconfig.iscsi_target import TGT_WRITE_CACHE_OFF
+from iomatrix.vmconfig.read_iscsi import TGT_WRITE_CACHE_OFF
 from tests.conftest import needs
 
 CELL = {

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.backing.iscsi import free_control_port
-from iomatrix.backing.leftover_kinds import tgtd_socket_files
+from iomatrix.backing.iscsi import free_control_port, tgtd_socket_files
 from iomatrix.protocols.place import NetworkPlace
 from iomatrix.snippets import DiskConfig, minimal_domain_xml, snippet_backing, snippets_for
 from iomatrix.vmconfig.network import parse_storage_cfg

@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 
 from iomatrix.backing.provision import provision
-from iomatrix.backing.rbd import LabRbdServer
-from iomatrix.backing.spec import RbdBacking
+from iomatrix.backing.rbd import LabRbdServer, RbdBacking
 from iomatrix.domain import axes
 from iomatrix.protocols.place import NetworkPlace
 from iomatrix.protocols.rbd import rbd_order
 from iomatrix.snippets import DiskConfig, minimal_domain_xml, snippet_backing, snippets_for
-from iomatrix.vmconfig.ceph_conf import WRITETHROUGH_UNTIL_FLUSH
+from iomatrix.vmconfig.read_rbd import WRITETHROUGH_UNTIL_FLUSH
 from tests.conftest import needs
 
 CELL = {

@@ -70,13 +70,15 @@ def test_a_pair_is_judged_by_its_own_variance_not_the_sweeps() -> None:
     # Twins that swing ±20 % beside two steady cells (±1 %): the residual pooled over all four cells
     # is small, and it called the twins different (docs/statistics.md, "Decisions that reproduce");
     # their own differences say nothing of the kind, however many steady cells stand beside them.
+    # The moderated variance (stats/moderated.py) is shrunk toward what the cell-variance model
+    # expects of this pair (the twins' own swings, seen again in their pairs with the steady
+    # cells), not toward the steady pairs' variance: the SE stays within 15 % of the twins' own.
     twins = {"a": [(1, 100.0), (2, 125.0), (3, 80.0)], "b": [(1, 115.0), (2, 100.0), (3, 92.0)]}
     steady = {"n1": [(1, 20.0), (2, 20.2), (3, 19.9)], "n2": [(1, 21.0), (2, 21.1), (3, 20.8)]}
     alone = blocked_analysis(twins).pair("a", "b")
     beside = blocked_analysis({**twins, **steady}, allow_nonparametric=False).pair("a", "b")
-    assert beside.p_value == pytest.approx(alone.p_value) and beside.se_log == pytest.approx(
-        alone.se_log
-    )
+    assert alone.se_log is not None and beside.se_log is not None
+    assert beside.se_log > 0.85 * alone.se_log
     assert not beside.significant and beside.p_value > 0.5
 
 

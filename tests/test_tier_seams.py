@@ -9,11 +9,10 @@ import json
 import pytest
 
 from iomatrix import workloads as wl
-from iomatrix.fio.jobs import page_cache_method
 from iomatrix.plan.load import plan_from_dict
 from iomatrix.plan.model import Plan
 from iomatrix.report.companions import companion
-from iomatrix.tiers import tier_classes
+from iomatrix.tiers import page_cache_method, tier_classes
 
 # Fingerprints the previous release (cuts and [consolidation] declared as plan-model fields) gave
 # these plans: sweeps it left unfinished must resume.

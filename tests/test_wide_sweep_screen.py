@@ -87,7 +87,7 @@ def test_a_wide_sweeps_answer_has_two_lines_to_spare(
 ) -> None:
     """The same answer laid out for a 28-line screen fits it at 100 and at 80 columns and loses
     nothing (at 80 columns the platform forms took 30 lines however dense, no room for a warning:
-    the most crowded screen now names a configuration not separated yet "No answer yet: …", which
+    the most crowded screen now names a configuration not separated yet "Use for now: …", which
     keeps its long name on one line)."""
     monkeypatch.setattr(screen, "FIRST_SCREEN_LINES", 28)
     h = _headline(wide, target)
@@ -97,4 +97,4 @@ def test_a_wide_sweeps_answer_has_two_lines_to_spare(
         _fits(lines, columns)
         _nothing_lost(lines, h)
         # every configuration still says it is not separated yet
-        assert sum(line.startswith("No answer yet") for line in lines) == 3, lines
+        assert sum(line.startswith("Use for now") for line in lines) == 3, lines

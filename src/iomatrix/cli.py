@@ -7,6 +7,7 @@ Each subcommand is a module of `iomatrix.commands` that registers itself on the 
 from __future__ import annotations
 
 import errno
+import inspect
 import os
 import sqlite3
 import sys
@@ -65,6 +66,34 @@ def _root(
 def _register_commands() -> None:
     for module in COMMANDS:
         module.register(app)
+    _one_paragraph_summaries(app)
+
+
+def _one_paragraph_summaries(typer_app: typer.Typer) -> None:
+    """Each command's line in the command list is its docstring's first paragraph as one line, for
+    the terminal to wrap: typer's rich help keeps a docstring's own line breaks there, which left
+    orphan words ("estimates" / "it).") at 80 columns. The command's own --help is unchanged."""
+    infos = [*typer_app.registered_commands]
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _one_paragraph_summaries(group.typer_instance)
+            infos.append(group)
+    for info in infos:
+        own = getattr(info, "typer_instance", None)  # a group's help is its Typer's
+        doc = next(
+            (
+                text
+                for text in (
+                    info.help,
+                    own.info.help if own is not None else None,
+                    info.callback.__doc__ if info.callback else None,
+                )
+                if isinstance(text, str)  # typer's unset fields are DefaultPlaceholder objects
+            ),
+            None,
+        )
+        if not isinstance(info.short_help, str) and doc:
+            info.short_help = " ".join(inspect.cleandoc(doc).split("\n\n")[0].split())
 
 
 _register_commands()

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from iomatrix.errors import UserError
 from iomatrix.mountinfo import innermost_mount
-from iomatrix.protocols import kernel_fs_types
+from iomatrix.protocol_registry import kernel_fs_types
 
 
 def _holder(fd: int) -> str:

@@ -140,7 +140,42 @@ def _named_collapsed(plan: Plan, tier: str) -> tuple[str, ...]:
     )
 
 
-def tier_product(plan: Plan, tier: str, workload: str | None = None) -> Iterator[Cell]:
+class PlanValues:
+    """What the matrix reads of a plan's axes, read from the plan once per tier (and per workload
+    with a workload table there) rather than per cell or unit: the values each axis sweeps
+    (Plan.axis_values), and the one value a workload that cannot show an axis runs it at. An
+    expansion's work is then linear in its cells and units (issue 68: a 14,040-unit plan)."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self._values: dict[tuple[str, str | None], dict[str, list[str]]] = {}
+        self._kept: dict[tuple[str, str], dict[str, str]] = {}
+
+    def values(self, tier: str, workload: str | None = None) -> dict[str, list[str]]:
+        """Axis → the values `tier` sweeps (for `workload`: its workload table's in their place)."""
+        key = (tier, workload)
+        if key not in self._values:
+            self._values[key] = {
+                a: self.plan.axis_values(a, tier, workload) for a in axes.names() if a != "tier"
+            }
+        return self._values[key]
+
+    def kept(self, tier: str, workload: str) -> dict[str, str]:
+        """Per axis, the one value a workload that cannot show the axis runs with: the axis's
+        default where `tier` sweeps it for the workload, else the first value it lists."""
+        key = (tier, workload)
+        if key not in self._kept:
+            values = self.values(tier, workload)
+            self._kept[key] = {
+                a.name: a.default if a.default in values[a.name] else values[a.name][0]
+                for a in axes.plan_axes()
+            }
+        return self._kept[key]
+
+
+def tier_product(
+    plan: Plan, tier: str, workload: str | None = None, values: PlanValues | None = None
+) -> Iterator[Cell]:
     """The cells of one tier of `plan`: the product of the values the tier sweeps (the plan's, its
     tier table's in their place: Plan.axis_values(axis, tier)), with the axes that do not apply to
     it collapsed to "-" (one value, not multiplied). In the order of the full product with the tier
@@ -148,28 +183,27 @@ def tier_product(plan: Plan, tier: str, workload: str | None = None) -> Iterator
     over every axis. With `workload`: the cells that workload runs in the tier (its workload table's
     values in the tier's place)."""
     collapsed = set(collapsed_axes(tier))
-    values = {
-        a: [tier]
-        if a == "tier"
-        else [NA]
-        if a in collapsed
-        else plan.axis_values(a, tier, workload)
-        for a in axes.names()
+    swept = (values or PlanValues(plan)).values(tier, workload)
+    product = {
+        a: [tier] if a == "tier" else [NA] if a in collapsed else swept[a] for a in axes.names()
     }
-    for combo in itertools.product(*values.values()):
-        yield Cell(dict(zip(values, combo, strict=True)))
+    for combo in itertools.product(*product.values()):
+        yield Cell(dict(zip(product, combo, strict=True)))
 
 
 def _tier_groups(
-    plan: Plan, tier: str, runs: list[Workload]
+    values: PlanValues, tier: str, runs: list[Workload]
 ) -> list[tuple[Iterator[Cell], list[Workload]]]:
     """The tier's cells and the workloads each product of them runs: the tier's product for the
     workloads without a workload table (the tier's product alone when it has no workloads), and each
     tabled workload's own."""
+    plan = values.plan
     tables = plan.workload_tables.get(tier, {})
     shared = [w for w in runs if w.name not in tables]
-    groups = [(tier_product(plan, tier), shared)] if shared or not runs else []
-    return groups + [(tier_product(plan, tier, w.name), [w]) for w in runs if w.name in tables]
+    groups = [(tier_product(plan, tier, values=values), shared)] if shared or not runs else []
+    return groups + [
+        (tier_product(plan, tier, w.name, values), [w]) for w in runs if w.name in tables
+    ]
 
 
 def expand(
@@ -194,19 +228,23 @@ def expand(
     cells: list[Cell] = []
     pruned: dict[str, Pruned] = {}
     seen: set[Cell] = set()
+    pruned_cells: set[Cell] = set()  # the cells of `pruned`, by value: a key is costly to build
     runs_of: dict[Cell, list[Workload]] = {}  # each running cell's workloads
     tier_runs = {t: list((tier_workloads or {}).get(t, workloads)) for t in plan.tier}
+    values = PlanValues(plan)
     for tier_name in plan.tier:
-        for product, group in _tier_groups(plan, tier_name, tier_runs[tier_name]):
+        for product, group in _tier_groups(values, tier_name, tier_runs[tier_name]):
             for cell in product:
                 if cell not in seen:
                     seen.add(cell)
                     reason = prune_reason(cell, backings.get(cell.backing), qemu, host_cpus)
                     if reason:
-                        pruned[cell.key] = Pruned(cell.key, reason)
+                        key = cell.key
+                        pruned[key] = Pruned(key, reason)
+                        pruned_cells.add(cell)
                     else:
                         cells.append(cell)
-                if cell.key not in pruned:
+                if cell not in pruned_cells:
                     mine = runs_of.setdefault(cell, [])
                     mine += [w for w in group if w not in mine]
     current = _add_current(
@@ -220,19 +258,22 @@ def expand(
         cells.extend(Cell(values) for values in declaration(tier_name).extra_cells(plan))
     units: list[Unit] = []
     unit_pruned: list[Pruned] = []
+    image_bytes = plan.image_size_bytes
+    shapes = {w.name: w.shape for ws in [workloads, *tier_runs.values()] for w in ws}
+    current_set = set(current)
     for cell in cells:
         everything = tier_runs.get(cell.tier, workloads)
-        mine = everything if cell in current or cell not in runs_of else runs_of[cell]
+        mine = everything if cell in current_set or cell not in runs_of else runs_of[cell]
         for w in (w for w in everything if w in mine):  # in the tier's order of workloads
             reason = workload_prune_reason(cell, w) or _own_image_reason(
                 cell, w, backings.get(cell.backing)
             )
-            if reason is None and cell not in current:
+            if reason is None and cell not in current_set:
                 reason = axes.unshown_reason(
                     cell,
-                    w.shape,
-                    _kept_values(plan, cell.tier, w.name),
-                    w.image_bytes or plan.image_size_bytes,
+                    shapes[w.name],
+                    values.kept(cell.tier, w.name),
+                    w.image_bytes or image_bytes,
                 )
             if reason:
                 unit_pruned.append(Pruned(f"{cell.key} × {w.name}", reason))
@@ -259,16 +300,6 @@ def _own_image_reason(cell: Cell, w: Workload, backing: BackingFacts | None) -> 
         "a raw block device is "
         "used as it is, not created: run it on a directory backing or with format qcow2"
     )
-
-
-def _kept_values(plan: Plan, tier: str, workload: str) -> dict[str, str]:
-    """Per axis, the one value a workload that cannot show the axis runs with: the axis's default
-    where `tier` sweeps it for the workload, else the first value it lists."""
-    out = {}
-    for axis in axes.plan_axes():
-        values = plan.axis_values(axis.name, tier, workload)
-        out[axis.name] = axis.default if axis.default in values else values[0]
-    return out
 
 
 def current_cells(plan: Plan) -> list[Cell]:

@@ -199,7 +199,15 @@ class SweepRunner(UnitScheduling, RoundLoop, BatchRunning):
     # -- the sweep ------------------------------------------------------------
     def run(self) -> SweepResult:
         sweep_id, resumed = self._sweep()
-        result = SweepResult(sweep_id, 0, 0, [], [], {}, resumed)
+        result = SweepResult(
+            sweep_id=sweep_id,
+            runs_done=0,
+            runs_failed=0,
+            not_converged=[],
+            gave_up=[],
+            accel={},
+            resumed=resumed,
+        )
         session: Session | None = None
         t_session = self.clock()
         with sigterm_as_interrupt(), contextlib.ExitStack() as stack:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from iomatrix.errors import UserError
 from iomatrix.mountinfo import innermost_mount, mounts_of_devnum, parse_mountinfo, unescape
-from iomatrix.protocols import is_network
-from iomatrix.protocols.iscsi_names import is_iscsi_url, parse_iscsi_url
+from iomatrix.protocol_registry import network_protocol
+from iomatrix.protocols.base import NetworkProtocol
 from iomatrix.sysfs import (
     block_sysdir,
     block_sysdir_by_name,
@@ -269,28 +269,25 @@ def check_allowed_devices(paths: Iterable[Path]) -> None:
     """
     allowed = {Path(p) for p in paths}
     for p in sorted(allowed):
-        if _other_protocol_url(p):
-            continue  # an export of another protocol (nbd://…): its backing spec checks it
-        if is_iscsi_url(p):
-            try:
-                parse_iscsi_url(str(p))
-            except ValueError as err:
-                raise UserError(f"--allow-destroy: {err}") from None
+        if (network := _protocol_of(p)) is not None:
+            # a disk of a network protocol (iscsi://…, nbd://…): its backing spec checks it
+            if (why := network.handed_over_problem(str(p))) is not None:
+                raise UserError(f"--allow-destroy: {why}")
             continue
         check_destroyable(p, allowed)
 
 
 def resolve_allowed(paths: Iterable[Path]) -> set[Path]:
-    """The `--allow-destroy` arguments as compared later: devices by real path, iSCSI URLs as
-    written."""
-    return {p if is_iscsi_url(p) or _other_protocol_url(p) else Path(p).resolve() for p in paths}
+    """The `--allow-destroy` arguments as compared later: devices by real path, a network
+    protocol's URLs as written."""
+    return {p if _protocol_of(p) is not None else Path(p).resolve() for p in paths}
 
 
-def _other_protocol_url(p: object) -> bool:
-    """Whether an --allow-destroy argument is a URL of a network protocol other than iSCSI's (its
-    scheme is a registered protocol's name: an NBD export), handed over as written."""
-    scheme, colon, _ = str(p).partition(":")
-    return bool(colon) and not is_iscsi_url(p) and is_network(scheme.lower())
+def _protocol_of(p: object) -> NetworkProtocol | None:
+    """The network protocol whose disk an --allow-destroy argument names (its scheme is a
+    registered protocol's name; a Path folds the URL's "//" into "/"), or None for a device."""
+    scheme, colon, _ = str(p).strip().partition(":")
+    return network_protocol(scheme.lower()) if colon else None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from iomatrix.domain.axes import BackingFacts
 from iomatrix.plugins import load_object
-from iomatrix.protocols import network_protocol
+from iomatrix.protocol_registry import network_protocol
 
 if TYPE_CHECKING:
     from iomatrix.backing.client_host import ClientHost

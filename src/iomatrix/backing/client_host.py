@@ -29,8 +29,8 @@ from pydantic import (
 )
 
 from iomatrix.domain.clients import CLIENTS_MAX
-from iomatrix.protocols import network_protocol
-from iomatrix.protocols.iscsi_names import address_problem
+from iomatrix.protocol_registry import network_protocol
+from iomatrix.protocols.place import address_problem
 
 # user@host or host, as ssh takes it: no option (a leading '-'), no space, no shell metacharacter.
 SSH_DESTINATION = re.compile(

@@ -10,52 +10,190 @@ directory, made as the cell's axes say:
                fileio  → --bstype rdwr (tgtd's page cache; fdatasync after every write when the cache is off)
                blockio → --bstype rdwr --bsoflags direct (O_DIRECT on the file)
     lun_write_cache on|off → the WCE bit of the SCSI caching mode page 8 (tgt's `write-cache` in targets.conf),
-               set with tgtadm and read back over iSCSI (MODE SENSE, `backing.iscsi_wire`).
+               set with tgtadm and read back over iSCSI (MODE SENSE, the wire section below).
 
 tgtd ignores SIGTERM: it is stopped through its control port (targets deleted, `--mode system --op
 delete`), then killed if still alive. It is in the leftovers ledger before it starts
-(`leftover_kinds.TgtdLeftover`), and each LUN's file is too, so `iomatrix clean` or the next run
+(`TgtdLeftover`, below), and each LUN's file is too, so `iomatrix clean` or the next run
 removes everything after a SIGKILL.
 
 *Existing* (`portal`, `iqn`, optional `lun`): iomatrix cannot create a LUN on someone else's target;
 it uses the named LUN, and only when it was handed over with ``--allow-destroy
 iscsi://HOST:PORT/IQN/LUN``. It talks to the portal only as an initiator (QEMU, libiscsi's tools,
-the read-only probes of `iscsi_wire`)."""  # noqa: E501
+the read-only probes of the wire section below).
+
+The wire: Just enough of the iSCSI protocol (RFC 3720) to ask a target two questions an initiator sees the
+answer to.
+
+* Is the LUN's write cache on? (SCSI MODE SENSE(6) of the caching mode page 8, its WCE bit.) tgtadm
+  sets the page but never shows it, and no libiscsi-bin tool reads mode pages: reading it back over
+  the wire is the one check that what was asked for is what an initiator (QEMU) is told.
+* How long is a round trip through this portal? (NOP-Out/NOP-In pings inside a logged-in session.)
+  Used by the delaying relay (`backing.delay_relay`) to measure the RTT it achieved, on the iSCSI
+  path itself.
+
+One session, no authentication (CHAP is not used by lab-started targets), no digests, one command at
+a time. Read-only: MODE SENSE and NOP never change the LUN.
+
+The rtt relay's iSCSI side (`through_relay`, the protocol's `rtt_relay`): the delaying relay
+(`backing.delay_relay`) sits between QEMU's initiator and the portal; the RTT it achieved is
+measured with NOP pings through it and directly."""  # noqa: E501
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import os
 import random
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
 
 from iomatrix import children
 from iomatrix.backing import leftovers
-from iomatrix.backing.iscsi_wire import IscsiProbeError, read_write_cache
+from iomatrix.backing.client_host import SharedServer
+from iomatrix.backing.delay_relay import RELAY_METHOD, start_relay
 from iomatrix.backing.leftover_kinds import (
-    TGTD_CONTROL_PORTS,
+    PROCESS_GONE_S,
+    EntryKind,
     Leftover,
-    TgtdLeftover,
+    LeftoverError,
+    gone_within,
     proc_start,
-    tgtadm,
-    tgtd_lock_held,
-    tgtd_socket_files,
+    run_tool,
 )
-from iomatrix.backing.network import NetworkDisk
+from iomatrix.backing.network import DiskRequest, NetworkDisk
 from iomatrix.backing.ports import refuse_if_held
-from iomatrix.backing.spec import IscsiBacking, allowed_iscsi_luns
+from iomatrix.backing.reach import PORTAL_CONNECT_TIMEOUT_S, Budget, portal_problem, run_bounded
+from iomatrix.backing.spec import BackingSpecBase, missing_module, missing_tools, not_root
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import version_of
-from iomatrix.protocols.iscsi_names import IscsiLun, Portal, target_name
+from iomatrix.protocols.iscsi import (
+    MAX_LUN,
+    IscsiLun,
+    Portal,
+    check_iqn,
+    is_iscsi_url,
+    parse_iscsi_url,
+    parse_portal,
+    target_name,
+)
 from iomatrix.storage_clients import iscsi_missing, module_known
+
+# QEMU's iscsi block driver, a module of Debian's qemu-block-extra (not of qemu-system-*).
+QEMU_BLOCK_ISCSI = "qemu/block-iscsi.so"
+
+
+def _missing_qemu_iscsi() -> str | None:
+    return missing_module(QEMU_BLOCK_ISCSI, "qemu-block-extra")
+
+
+def allowed_iscsi_luns(allowed: set[Path]) -> set[str]:
+    """The iSCSI LUNs handed over with --allow-destroy, as canonical iscsi:// URLs (bad ones are
+    skipped here: safety.check_allowed_devices refuses them before anything runs)."""
+    urls = set()
+    for p in allowed:
+        if is_iscsi_url(p):
+            with contextlib.suppress(ValueError):
+                urls.add(parse_iscsi_url(str(p)).url)
+    return urls
+
+
+class IscsiBacking(BackingSpecBase, SharedServer):
+    """iSCSI LUNs: served by a tgtd iomatrix starts on 127.0.0.1 (no keys), or one LUN of an
+    existing target (`portal`, `iqn`, `lun`), written only when handed over with --allow-destroy
+    iscsi://PORTAL/IQN/LUN."""
+
+    type: Literal["iscsi"] = "iscsi"
+    portal: str | None = None
+    iqn: str | None = None
+    # strict: TOML's `true` or "1" is a mistake, not LUN 1
+    lun: int | None = Field(default=None, ge=0, le=MAX_LUN, strict=True)
+
+    @field_validator("portal")
+    @classmethod
+    def _portal_ok(cls, v: str | None) -> str | None:
+        return None if v is None else str(parse_portal(v))
+
+    @field_validator("iqn")
+    @classmethod
+    def _iqn_ok(cls, v: str | None) -> str | None:
+        return None if v is None else check_iqn(v)
+
+    @model_validator(mode="after")
+    def _existing_needs_both(self) -> IscsiBacking:
+        if (self.portal is None) != (self.iqn is None):
+            raise ValueError(
+                "an existing iSCSI target needs both portal and iqn (drop both for a lab-started "
+                "tgtd)"
+            )
+        if self.lun is not None and self.portal is None:
+            raise ValueError(
+                "lun names a LUN of an existing target: give portal and iqn too (a lab-started "
+                "tgtd makes its own LUNs)"
+            )
+        return self
+
+    @property
+    def lab_started(self) -> bool:
+        return self.portal is None
+
+    def existing_lun(self) -> IscsiLun | None:
+        """The LUN of an existing target this backing names (LUN 0 when `lun` is not given, as in
+        QEMU)."""
+        if self.portal is None or self.iqn is None:
+            return None
+        return IscsiLun(parse_portal(self.portal), self.iqn, 0 if self.lun is None else self.lun)
+
+    def _derived_label(self) -> str:
+        lun = self.existing_lun()
+        return "iscsi" if lun is None else f"iscsi:{lun.portal}/{lun.iqn}/{lun.lun}"
+
+    @property
+    def kind(self) -> Literal["dir", "device", "network"]:
+        return "network"
+
+    @property
+    def protocol(self) -> str | None:
+        return "iscsi"
+
+    def availability(self, allowed_devices: set[Path]) -> str | None:
+        if self.existing_lun() is None:
+            return (
+                missing_tools("tgtd", "tgtadm")
+                or _missing_qemu_iscsi()
+                or not_root("starting tgtd (its control socket is in /run/tgtd)")
+            )
+        return _missing_qemu_iscsi() or missing_tools("iscsi-readcapacity16")
+
+    @property
+    def plan_checks_server(self) -> bool:
+        # a connect and a READ CAPACITY: nothing is logged in to stay, mapped or written
+        return True
+
+    def serving_problem(self, allowed_devices: set[Path]) -> str | None:
+        lun = self.existing_lun()
+        if lun is None or self.availability(allowed_devices) is not None:
+            return None
+        if lun.url not in allowed_iscsi_luns(allowed_devices):
+            return (
+                f"LUN {lun.url} was not handed over: pass --allow-destroy {lun.url} if "
+                "its contents may be "
+                "destroyed"
+            )
+        why = iscsi_lun_problem(lun)
+        return None if why is None else f"LUN {lun.url} does not answer: {why}"
+
 
 LOOPBACK = "127.0.0.1"
 LUN_TYPES = ("null", "fileio", "blockio")
@@ -130,6 +268,130 @@ def _check(out: subprocess.CompletedProcess[str], what: str) -> str:
         err = (out.stderr or out.stdout).strip().splitlines()
         raise UserError(f"{what} failed: {err[-1] if err else f'exit {out.returncode}'}")
     return out.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# tgtd in the leftovers ledger (a NetworkProtocol.leftover_kinds of iSCSI)
+# ---------------------------------------------------------------------------------------------
+
+# tgtd's control sockets: /run/tgtd/socket.N and socket.N.lock for `tgtd -C N` (N = 0 is a system
+# tgtd's).
+TGTD_SOCKET_DIR = "/run/tgtd"
+# The control ports iomatrix gives its own tgtd: far from 0 (the distribution's service) and small
+# ones.
+TGTD_CONTROL_PORTS = range(20000, 32000)  # tgtd refuses -C above 32767 (a short)
+TGTD_GONE_S = 10.0
+
+
+def tgtd_socket_files(control_port: int) -> list[Path]:
+    base = Path(TGTD_SOCKET_DIR) / f"socket.{control_port}"
+    return [base, base.with_name(base.name + ".lock")]
+
+
+def tgtd_lock_held(control_port: int) -> bool:
+    """Whether a live tgtd holds the lock of control port N (tgtd takes a lockf lock on
+    socket.N.lock)."""
+    lock = tgtd_socket_files(control_port)[1]
+    try:
+        fd = os.open(lock, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    else:
+        fcntl.lockf(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def tgtadm(control_port: int, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """tgtadm against the tgtd of control port N only (never the system's on port 0)."""
+    return run_tool(["tgtadm", "-C", str(control_port), "--lld", "iscsi", *args], timeout=timeout)
+
+
+def tgtd_target_ids(control_port: int) -> list[int]:
+    out = tgtadm(control_port, "--mode", "target", "--op", "show")
+    return (
+        [int(m.group(1)) for m in re.finditer(r"^Target (\d+):", out.stdout, re.M)]
+        if out.returncode == 0
+        else []
+    )
+
+
+@dataclass(frozen=True)
+class TgtdLeftover(Leftover):
+    """A tgtd iomatrix started (`target` its control port; info `pid`/`start` once it runs,
+    `portal`). tgtd ignores SIGTERM: its targets are deleted and it is told to exit through its own
+    control port, then it is killed if still alive (only while the pid is still the process
+    started); its control socket files go with it. Recorded before it is started, so a kill between
+    the two leaves only socket files to remove."""
+
+    kind: ClassVar[EntryKind] = "tgtd"
+    label: ClassVar[str] = "iSCSI target daemon tgtd, control port"
+
+    def _port(self) -> int:
+        if not self.target.isdigit() or int(self.target) not in TGTD_CONTROL_PORTS:
+            raise LeftoverError(f"tgtd control port {self.target!r} is not one iomatrix uses")
+        return int(self.target)
+
+    def _pid_start(self) -> tuple[int, int] | None:
+        pid, start = self.info.get("pid"), self.info.get("start")
+        if (
+            isinstance(pid, int)
+            and isinstance(start, int)
+            and not isinstance(pid, bool)
+            and pid > 1
+        ):
+            return pid, start
+        return None
+
+    def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
+        try:
+            self._port()
+        except LeftoverError as err:
+            return str(err)
+        return None
+
+    def _alive(self) -> bool:
+        ps = self._pid_start()
+        return ps is not None and proc_start(ps[0]) == ps[1]
+
+    def present(self) -> bool:
+        return self._alive() or any(p.exists() for p in tgtd_socket_files(self._port()))
+
+    def remove(self) -> list[str]:
+        port = self._port()
+        done = []
+        if self._alive():
+            ps = self._pid_start()
+            assert ps is not None
+            for tid in tgtd_target_ids(port):
+                tgtadm(port, "--mode", "target", "--op", "delete", "--force", "--tid", str(tid))
+            tgtadm(port, "--mode", "system", "--op", "delete")
+            if not gone_within(ps, TGTD_GONE_S):
+                with contextlib.suppress(ProcessLookupError):
+                    if proc_start(ps[0]) == ps[1]:
+                        os.kill(ps[0], 9)
+                if not gone_within(ps, PROCESS_GONE_S):
+                    raise LeftoverError(
+                        f"tgtd {ps[0]} (control port {port}) did not die within "
+                        f"{PROCESS_GONE_S:g} s of SIGKILL"
+                    )
+            done.append(
+                f"stopped tgtd {ps[0]} (control port {port}, portal {self.info.get('portal')})"
+            )
+        if tgtd_lock_held(port):
+            raise LeftoverError(
+                f"a tgtd still holds control port {port}: its socket files are left alone"
+            )
+        for f in tgtd_socket_files(port):
+            if f.exists() or f.is_symlink():
+                f.unlink()
+                done.append(f"deleted {f}")
+        return done
 
 
 class TgtServer:
@@ -236,15 +498,8 @@ class TgtServer:
             "tgtd_pid": self.proc.pid if self.proc else None,
         }
 
-    def new_disk(
-        self,
-        values: Mapping[str, str],
-        *,
-        size_bytes: int,
-        name: str,
-        create_options: tuple[tuple[str, str], ...] = (),
-    ) -> NetworkDisk:
-        lun_type, write_cache, fmt = _lun_settings(values)
+    def new_disk(self, want: DiskRequest) -> NetworkDisk:
+        lun_type, write_cache, fmt = _lun_settings(want.values)
         if lun_type == "null" and fmt != "raw":
             raise UserError(
                 f"a null LUN holds no data: format {fmt!r} cannot live on it",
@@ -252,8 +507,12 @@ class TgtServer:
             )
         path: Path | None = None
         if lun_type != "null":
-            path = self._make_file(name, fmt, size_bytes, values, create_options)
-        return self._export(name, lun_type, write_cache, fmt, path, size_bytes, owned=True)
+            path = self._make_file(
+                want.name, fmt, want.size_bytes, want.values, want.create_options
+            )
+        return self._export(
+            want.name, lun_type, write_cache, fmt, path, want.size_bytes, owned=True
+        )
 
     def export_file(self, values: Mapping[str, str], path: Path, *, name: str) -> NetworkDisk:
         """A LUN of the cell's type and write cache over a file iomatrix made elsewhere (the
@@ -487,28 +746,47 @@ def iscsi_options(portal: str, iqn: str, lun: int) -> tuple[tuple[str, str], ...
 # existing targets
 # ---------------------------------------------------------------------------------------------
 
-PROBE_TIMEOUT_S = 15
 
-
-def probe_lun(lun: IscsiLun, timeout_s: float = PROBE_TIMEOUT_S) -> tuple[int | None, str | None]:
-    """(capacity in bytes, None) of a LUN read with libiscsi's iscsi-readcapacity16, or (None, why
-    not)."""
-    if shutil.which("iscsi-readcapacity16") is None:
-        return None, "'iscsi-readcapacity16' is not installed (apt-get install libiscsi-bin)"
-    try:
-        out = subprocess.run(
-            ["iscsi-readcapacity16", "-s", lun.url],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
+def read_capacity(lun: IscsiLun, budget: Budget | None = None) -> tuple[int | None, str | None]:
+    """(capacity in bytes or None where it was not printed, None) of `lun`, or (None, why not):
+    its portal does not connect, or libiscsi's iscsi-readcapacity16 (a login and a READ CAPACITY,
+    read-only) fails: a wrong IQN, a LUN the target does not have, an ACL that shuts this host
+    out, or a target that accepts and never answers. All within `budget`; the caller has checked
+    that the tool is installed."""
+    budget = budget or Budget()
+    host, port = lun.portal.host.strip("[]"), lun.portal.port
+    why = portal_problem(host, port, budget.left(PORTAL_CONNECT_TIMEOUT_S))
+    if why is not None:
+        return None, why
+    timeout = budget.left()
+    out = run_bounded(["iscsi-readcapacity16", "-s", lun.url], timeout=timeout)
+    if out is None:
+        return None, (
+            f"the iSCSI target at {host}:{port} accepted the connection but did not answer a "
+            f"login and READ CAPACITY within {timeout:.0f} s (iscsi-readcapacity16)"
         )
-    except subprocess.TimeoutExpired:
-        return None, f"{lun.url} did not answer within {timeout_s:g} s"
     if out.returncode != 0:
         err = (out.stderr or out.stdout).strip().splitlines()
-        return None, f"{lun.url} did not answer: {err[-1] if err else f'exit {out.returncode}'}"
+        return None, (
+            f"{err[-1].strip() if err else f'iscsi-readcapacity16 exit {out.returncode}'} "
+            "(check the IQN, the LUN number and the target's ACL)"
+        )
     m = re.search(r"^(\d+)\s*$", out.stdout.strip(), re.M)
     return (int(m.group(1)) if m else None), None
+
+
+def iscsi_lun_problem(lun: IscsiLun, budget: Budget | None = None) -> str | None:
+    """Why `lun` cannot serve (see `read_capacity`); None when it answers."""
+    return read_capacity(lun, budget)[1]
+
+
+def probe_lun(lun: IscsiLun) -> tuple[int | None, str | None]:
+    """(capacity in bytes, None) of a LUN read with libiscsi's iscsi-readcapacity16, or (None, why
+    not), within reach.CONNECT_BUDGET_S."""
+    if shutil.which("iscsi-readcapacity16") is None:
+        return None, "'iscsi-readcapacity16' is not installed (apt-get install libiscsi-bin)"
+    capacity, why = read_capacity(lun)
+    return capacity, None if why is None else f"{lun.url} did not answer: {why}"
 
 
 class ExistingIscsiServer:
@@ -540,34 +818,27 @@ class ExistingIscsiServer:
             "lun_capacity_bytes": self.capacity,
         }
 
-    def new_disk(
-        self,
-        values: Mapping[str, str],
-        *,
-        size_bytes: int,
-        name: str,
-        create_options: tuple[tuple[str, str], ...] = (),
-    ) -> NetworkDisk:
+    def new_disk(self, want: DiskRequest) -> NetworkDisk:
         for axis, default in (
             ("lun_type", DEFAULT_LUN_TYPE),
             ("lun_write_cache", DEFAULT_WRITE_CACHE),
         ):
-            if values.get(axis, "-") not in ("-", "", None, default):
+            if want.values.get(axis, "-") not in ("-", "", None, default):
                 raise UserError(
-                    f"{axis} = {values[axis]!r} cannot be set on an existing target "
+                    f"{axis} = {want.values[axis]!r} cannot be set on an existing target "
                     f"({self.lun.url}): iomatrix does not administer it",
                     hint=f"drop the {axis} axis for this backing, or use a lab-started one",
                 )
-        if self.capacity is not None and size_bytes > self.capacity:
+        if self.capacity is not None and want.size_bytes > self.capacity:
             raise UserError(
-                f"disk of {size_bytes} bytes does not fit on {self.lun.url} "
+                f"disk of {want.size_bytes} bytes does not fit on {self.lun.url} "
                 f"({self.capacity} bytes)",
                 hint="lower the plan's image size",
             )
-        fmt = values.get("format", "raw") or "raw"
+        fmt = want.values.get("format", "raw") or "raw"
         fmt = "raw" if fmt == "-" else fmt
         if fmt != "raw":  # the LUN was handed over: writing a fresh image header onto it is allowed
-            opts = [f"{k}={v}" for k, v in create_options]
+            opts = [f"{k}={v}" for k, v in want.create_options]
             argv = [
                 "qemu-img",
                 "create",
@@ -577,7 +848,7 @@ class ExistingIscsiServer:
                 *(["-o", ",".join(opts)] if opts else []),
                 # qemu-img create takes the URL, not a json: name
                 self.lun.url,
-                str(size_bytes),
+                str(want.size_bytes),
             ]
             _check(
                 subprocess.run(argv, capture_output=True, text=True, timeout=600),
@@ -606,7 +877,7 @@ class ExistingIscsiServer:
             protocol_options=iscsi_options(str(self.lun.portal), self.lun.iqn, self.lun.lun),
             url=self.lun.url,
             format=fmt,
-            size_bytes=size_bytes,
+            size_bytes=want.size_bytes,
             server_path=None,
             meta=meta,
         )
@@ -640,3 +911,347 @@ def provision_iscsi(
     server = TgtServer(workdir, scratch)
     server.start(lambda leftover: td.record(leftover, server.stop))
     return server, server.metadata()
+
+
+# ---------------------------------------------------------------------------------------------
+# the wire: MODE SENSE and NOP pings over one iSCSI session
+# ---------------------------------------------------------------------------------------------
+
+OP_NOP_OUT, OP_SCSI_CMD, OP_LOGIN, OP_LOGOUT = 0x00, 0x01, 0x03, 0x06
+OP_NOP_IN, OP_SCSI_RSP, OP_LOGIN_RSP, OP_DATA_IN, OP_LOGOUT_RSP = 0x20, 0x21, 0x23, 0x25, 0x26
+BHS = 48
+IMMEDIATE = 0x40
+INITIATOR_NAME = "iqn.2026-11.org.iomatrix:probe"
+CACHING_PAGE = 0x08
+WCE = 0x04  # byte 2 of the caching mode page (SBC-3 §6.4.5)
+UNIT_ATTENTION = 0x06
+CHECK_CONDITION = 0x02
+
+
+class IscsiProbeError(Exception):
+    """The target refused the login or a command, or the connection broke."""
+
+
+def _pad(data: bytes) -> bytes:
+    return data + b"\0" * (-len(data) % 4)
+
+
+def _keys(pairs: dict[str, str]) -> bytes:
+    return _pad(b"".join(f"{k}={v}".encode() + b"\0" for k, v in pairs.items()))
+
+
+def lun_field(lun: int) -> bytes:
+    """The 8-byte LUN field: peripheral device addressing below 256, flat space above (SAM-5
+    §4.7)."""
+    if lun < 256:
+        return bytes([0, lun]) + bytes(6)
+    return bytes([0x40 | (lun >> 8), lun & 0xFF]) + bytes(6)
+
+
+def caching_wce(mode_data: bytes) -> bool:
+    """The WCE bit of a MODE SENSE(6) answer holding the caching page (header, block descriptors,
+    page)."""
+    if len(mode_data) < 4:
+        raise IscsiProbeError(f"MODE SENSE answer too short ({len(mode_data)} bytes)")
+    page = mode_data[4 + mode_data[3] :]
+    if len(page) < 3 or page[0] & 0x3F != CACHING_PAGE:
+        raise IscsiProbeError(f"MODE SENSE answer holds no caching page: {mode_data.hex()}")
+    return bool(page[2] & WCE)
+
+
+@dataclass
+class _Pdu:
+    header: bytes
+    data: bytes
+
+    @property
+    def opcode(self) -> int:
+        return self.header[0] & 0x3F
+
+
+class Session:
+    """One logged-in iSCSI session to (host, port, target)."""
+
+    def __init__(self, host: str, port: int, target: str, timeout: float) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.isid = bytes([0x80]) + os.urandom(5)  # "random" ISID format (RFC 3720 §10.12.5)
+        self.itt = 0
+        self.cmdsn = 1
+        self.statsn = 0
+        self.tsih = 0
+        self.target = target
+
+    # -- framing ---------------------------------------------------------------------------------
+    def _recv_exact(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise IscsiProbeError("the target closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    def _recv(self) -> _Pdu:
+        header = self._recv_exact(BHS)
+        ahs = header[4] * 4
+        length = int.from_bytes(header[5:8], "big")
+        rest = self._recv_exact(ahs + length + (-length % 4))
+        return _Pdu(header, rest[ahs : ahs + length])
+
+    def _next_itt(self) -> bytes:
+        self.itt += 1
+        return self.itt.to_bytes(4, "big")
+
+    # -- login -----------------------------------------------------------------------------------
+    def _login_step(self, csg: int, nsg: int, keys: dict[str, str]) -> None:
+        data = _keys(keys)
+        header = (
+            bytes([IMMEDIATE | OP_LOGIN, 0x80 | (csg << 2) | nsg, 0, 0, 0])
+            + len(data).to_bytes(3, "big")
+            + self.isid
+            + self.tsih.to_bytes(2, "big")
+            + self._next_itt()
+            + bytes(4)
+            + self.cmdsn.to_bytes(4, "big")
+            + (self.statsn + 1 if self.statsn else 0).to_bytes(4, "big")
+            + bytes(16)
+        )
+        self.sock.sendall(header + data)
+        rsp = self._recv()
+        if rsp.opcode != OP_LOGIN_RSP:
+            raise IscsiProbeError(f"login: unexpected answer opcode 0x{rsp.opcode:02x}")
+        status = (rsp.header[36], rsp.header[37])
+        if status != (0, 0):
+            what = {
+                (2, 1): "authentication failed",
+                (2, 2): "not authorised (ACL)",
+                (2, 3): f"target {self.target} not found",
+            }.get(status, f"status class {status[0]} detail {status[1]}")
+            raise IscsiProbeError(f"login refused: {what}")
+        self.tsih = int.from_bytes(rsp.header[14:16], "big")
+        self.statsn = int.from_bytes(rsp.header[24:28], "big")
+
+    def login(self) -> None:
+        self._login_step(
+            0,
+            1,
+            {
+                "InitiatorName": INITIATOR_NAME,
+                "TargetName": self.target,
+                "SessionType": "Normal",
+                "AuthMethod": "None",
+            },
+        )
+        self._login_step(
+            1,
+            3,
+            {
+                "HeaderDigest": "None",
+                "DataDigest": "None",
+                "MaxRecvDataSegmentLength": "262144",
+                "InitialR2T": "Yes",
+                "ImmediateData": "No",
+                "ErrorRecoveryLevel": "0",
+            },
+        )
+
+    # -- full feature phase ----------------------------------------------------------------------
+    def _send_cmd(self, lun: int, cdb: bytes, read_len: int) -> tuple[int, bytes]:
+        header = (
+            bytes([OP_SCSI_CMD, 0xC1, 0, 0, 0, 0, 0, 0])
+            + lun_field(lun)
+            + self._next_itt()
+            + read_len.to_bytes(4, "big")
+            + self.cmdsn.to_bytes(4, "big")
+            + (self.statsn + 1).to_bytes(4, "big")
+            + cdb.ljust(16, b"\0")
+        )
+        self.cmdsn += 1
+        self.sock.sendall(header)
+        data = bytearray()
+        while True:
+            rsp = self._recv()
+            if rsp.opcode == OP_DATA_IN:
+                data += rsp.data
+                if rsp.header[1] & 0x01:  # S bit: the status rides on the last Data-In
+                    self.statsn = int.from_bytes(rsp.header[24:28], "big")
+                    return rsp.header[3], bytes(data)
+            elif rsp.opcode == OP_SCSI_RSP:
+                self.statsn = int.from_bytes(rsp.header[24:28], "big")
+                sense = rsp.data[2:] if len(rsp.data) >= 2 else b""
+                return rsp.header[3], bytes(sense) if rsp.header[3] == CHECK_CONDITION else bytes(
+                    data
+                )
+            elif rsp.opcode != OP_NOP_IN:
+                raise IscsiProbeError(f"unexpected answer opcode 0x{rsp.opcode:02x}")
+
+    def command(self, lun: int, cdb: bytes, read_len: int) -> bytes:
+        """Run a read-type SCSI command; retried once after the unit attention a fresh nexus gets
+        first."""
+        for _attempt in range(3):
+            status, data = self._send_cmd(lun, cdb, read_len)
+            if status == 0:
+                return data
+            if not (
+                status == CHECK_CONDITION and len(data) > 2 and data[2] & 0x0F == UNIT_ATTENTION
+            ):
+                raise IscsiProbeError(
+                    f"SCSI command 0x{cdb[0]:02x} on LUN {lun} failed: status {status}, "
+                    f"sense {data[:18].hex()}"
+                )
+        raise IscsiProbeError(
+            f"SCSI command 0x{cdb[0]:02x} on LUN {lun}: unit attention did not clear"
+        )
+
+    def nop(self) -> None:
+        """One NOP-Out answered by a NOP-In (a ping inside the session)."""
+        header = (
+            bytes([IMMEDIATE | OP_NOP_OUT, 0x80, 0, 0, 0, 0, 0, 0])
+            + bytes(8)
+            + self._next_itt()
+            + b"\xff\xff\xff\xff"
+            + self.cmdsn.to_bytes(4, "big")
+            + (self.statsn + 1).to_bytes(4, "big")
+            + bytes(16)
+        )
+        self.sock.sendall(header)
+        while True:
+            rsp = self._recv()
+            if rsp.opcode == OP_NOP_IN and rsp.header[16:20] == self.itt.to_bytes(4, "big"):
+                self.statsn = int.from_bytes(rsp.header[24:28], "big")
+                return
+            if rsp.opcode != OP_NOP_IN:
+                raise IscsiProbeError(f"NOP: unexpected answer opcode 0x{rsp.opcode:02x}")
+
+    def logout(self) -> None:
+        header = (
+            bytes([IMMEDIATE | OP_LOGOUT, 0x80, 0, 0, 0, 0, 0, 0])
+            + bytes(8)
+            + self._next_itt()
+            + bytes(4)
+            + self.cmdsn.to_bytes(4, "big")
+            + (self.statsn + 1).to_bytes(4, "big")
+            + bytes(16)
+        )
+        with contextlib.suppress(OSError, IscsiProbeError):
+            self.sock.sendall(header)
+            self._recv()
+
+
+@contextlib.contextmanager
+def session(host: str, port: int, target: str, timeout: float = 10.0) -> Iterator[Session]:
+    """A logged-in session, logged out and closed afterwards. Raises IscsiProbeError or OSError."""
+    try:
+        s = Session(host, port, target, timeout)
+    except OSError as exc:
+        raise IscsiProbeError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        s.login()
+        yield s
+        s.logout()
+    except (OSError, TimeoutError) as exc:
+        raise IscsiProbeError(f"{host}:{port}: {exc}") from None
+    finally:
+        s.sock.close()
+
+
+def read_write_cache(host: str, port: int, target: str, lun: int, timeout: float = 10.0) -> bool:
+    """Whether the LUN reports its write cache on (WCE of the caching mode page), as an initiator
+    reads it."""
+    cdb = bytes([0x1A, 0x08, CACHING_PAGE, 0, 255, 0])  # MODE SENSE(6), DBD, current values, page 8
+    with session(host, port, target, timeout) as s:
+        return caching_wce(s.command(lun, cdb, 255))
+
+
+def nop_rtts(
+    host: str, port: int, target: str, count: int = 30, timeout: float = 10.0
+) -> list[float]:
+    """Round-trip times in seconds of `count` NOP pings in one session (the first one is not
+    counted: it may pay for a cold path)."""
+    times = []
+    with session(host, port, target, timeout) as s:
+        s.nop()
+        for _ in range(count):
+            t0 = time.perf_counter()
+            s.nop()
+            times.append(time.perf_counter() - t0)
+    return times
+
+
+# ---------------------------------------------------------------------------------------------
+# the rtt relay's iSCSI side (backing.delay_relay is the relay itself)
+# ---------------------------------------------------------------------------------------------
+
+PINGS = 30
+RTT_PROBE = f"median of {PINGS} iSCSI NOP-Out/NOP-In round trips in one session"
+
+
+def _median_rtt_ms(portal: Portal, target: str, meta: dict[str, Any]) -> float | None:
+    """Median NOP round trip in ms; None (and why, in meta["rtt_probe_error"]) when the target
+    refuses the probe's login, e.g. an existing target with CHAP or an initiator ACL: the disk is
+    still usable by QEMU."""
+    try:
+        return round(
+            statistics.median(nop_rtts(portal.host, portal.port, target, count=PINGS)) * 1000, 4
+        )
+    except IscsiProbeError as exc:
+        meta["rtt_probe_error"] = f"{portal}: {exc}"
+        return None
+
+
+def with_portal(disk: NetworkDisk, portal: Portal) -> NetworkDisk:
+    """The same disk reached through another portal (the relay's)."""
+    old = dict(disk.protocol_options)["portal"]
+    options = tuple((k, str(portal) if k == "portal" else v) for k, v in disk.protocol_options)
+    return replace(
+        disk, protocol_options=options, url=disk.url.replace(f"//{old}/", f"//{portal}/", 1)
+    )
+
+
+@contextlib.contextmanager
+def through_relay(
+    disk: NetworkDisk, rtt_ms: float, workdir: Path
+) -> Iterator[tuple[NetworkDisk, dict[str, Any]]]:
+    """`disk` reached through a relay adding `rtt_ms` (0: the disk unchanged, with the direct
+    path's RTT measured), and what was achieved: the protocol's `rtt_relay`. The RTT is measured on
+    the iSCSI path itself (NOP-Out/NOP-In pings in a logged-in session to the disk's target),
+    through the relay and directly; it includes tgtd's time to answer a NOP (small), not the
+    disk's."""
+    options = dict(disk.protocol_options)
+    portal, target = parse_portal(options["portal"]), options["target"]
+    meta: dict[str, Any] = {
+        "rtt_requested_ms": rtt_ms,
+        "rtt_method": RELAY_METHOD if rtt_ms else "direct",
+        "rtt_probe": RTT_PROBE,
+    }
+    direct_ms = meta["rtt_direct_ms"] = _median_rtt_ms(portal, target, meta)
+    if rtt_ms == 0:
+        meta["rtt_measured_ms"] = direct_ms
+        yield disk, meta
+        return
+    # The relay costs time of its own (threads handing chunks over, sleep overshoot: 0.3-0.5 ms on a
+    # loaded 2-core host). A first relay without delay measures it, and the delay asked of the real
+    # one is lowered by it, so the RTT achieved lands near the one asked for instead of always above
+    # it.
+    with start_relay(str(portal), 0.0, workdir) as (bare_at, _):
+        bare = Portal(*bare_at)
+        bare_ms = _median_rtt_ms(bare, target, meta)
+    overhead_ms = None if bare_ms is None or direct_ms is None else max(0.0, bare_ms - direct_ms)
+    one_way_ms = max(0.0, rtt_ms - (overhead_ms or 0.0)) / 2
+    meta.update(
+        relay_overhead_ms=None if overhead_ms is None else round(overhead_ms, 4),
+        relay_one_way_delay_ms=round(one_way_ms, 4),
+    )
+    with start_relay(str(portal), one_way_ms / 1000, workdir) as (relay_at, pid):
+        relay = Portal(*relay_at)
+        measured = _median_rtt_ms(relay, target, meta)
+        meta.update(
+            rtt_measured_ms=measured,
+            relay_portal=str(relay),
+            relay_pid=pid,
+            rtt_added_ms=None
+            if measured is None or direct_ms is None
+            else round(measured - direct_ms, 4),
+        )
+        yield with_portal(disk, relay), meta

@@ -12,20 +12,17 @@ file (`loop`), a mount (`mount`), an LVM logical volume (`lv`), a ZFS dataset or
 host setting changed for a sweep (`ksm`: KSM's run switch, restored to its recorded value), and a
 child process a sweep started (`process`: fio, qemu-storage-daemon, QEMU, nbdkit, by pid and start
 time: killed only while that pid is still the process that was started; ganesha.nfsd and rpcbind
-too), and a lab-started iSCSI target daemon (`tgtd`: by its control port, stopped through it, then
-killed; its targets and LUNs live only in its memory and go with it). For the NFS backing
-(`backing.nfs`): the RPC programs a lab-started NFS server registers with rpcbind
-(`rpc_registration`: a server killed hard leaves them registered), iomatrix's own file on an
-existing export (`nfs_file`, removed through libnfs), and the files in /run a daemon it started
-creates there and leaves behind (`runtime_file`: rpcbind's socket and lock). The RBD backing's image
-in an existing pool (`rbd_image`) is in `backing.leftover_rbd`; a lab-started cluster is its two
-daemons (`process`) and its scratch directory (`path`)."""
+too).
+
+A network protocol's lab half records kinds of its own (`NetworkProtocol.leftover_kinds`, found by
+the ledger through the protocol registry), each in its backing module, built on `Leftover` here:
+iSCSI's tgtd (`tgtd`, backing.iscsi), NFS's RPC registrations, its file on an existing export and
+rpcbind's files in /run (`rpc_registration`, `nfs_file`, `runtime_file`, backing.nfs), and RBD's
+image in an existing pool (`rbd_image`, backing.rbd)."""
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import os
 import re
 import shutil
@@ -39,7 +36,6 @@ from typing import Any, ClassVar, Literal
 
 import psutil
 
-from iomatrix.backing import libnfs
 from iomatrix.mountinfo import parse_mountinfo
 
 EntryKind = Literal[
@@ -99,7 +95,7 @@ def proc_start(pid: int) -> int | None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run_tool(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
 
 
@@ -111,7 +107,7 @@ def loops_backed_by(backing_file: str) -> list[str]:
     """Loop devices attached to `backing_file` (matched by losetup on device+inode)."""
     if not os.path.exists(backing_file):
         return []
-    out = _run(["losetup", "--list", "--noheadings", "--output", "NAME", "-j", backing_file])
+    out = run_tool(["losetup", "--list", "--noheadings", "--output", "NAME", "-j", backing_file])
     return [line.strip() for line in out.stdout.splitlines() if line.strip()]
 
 
@@ -132,7 +128,7 @@ def _remove_with_retries(argv: list[str], done: str, failed: str) -> list[str]:
     """Run a removal command, retrying briefly (udev or a closing fd may hold the volume for a
     moment)."""
     for attempt in range(5):
-        out = _run(argv)
+        out = run_tool(argv)
         if out.returncode == 0:
             return [done]
         if attempt < 4:
@@ -267,7 +263,7 @@ class LoopLeftover(Leftover):
         for dev in loops_backed_by(backing_file):
             if dev in mounted:
                 raise LeftoverError(f"{dev} (over {backing_file}) is still mounted: left attached")
-            out = _run(["losetup", "--detach", dev])
+            out = run_tool(["losetup", "--detach", dev])
             if out.returncode != 0 and dev in loops_backed_by(backing_file):
                 raise LeftoverError(f"cannot detach {dev}: {out.stderr.strip()}")
             deadline = time.monotonic() + LOOP_DETACH_WAIT_S
@@ -322,7 +318,7 @@ class MountLeftover(Leftover):
                     f"{mountpoint} is mounted from {top['source']}, not {source}: left alone"
                 )
             for attempt in range(10):
-                out = _run(["umount", mountpoint])
+                out = run_tool(["umount", mountpoint])
                 if out.returncode == 0:
                     break
                 if attempt == 9:
@@ -365,7 +361,7 @@ class LogicalVolumeLeftover(_VolumeLeftover):
             raise LeftoverError(
                 f"cannot remove logical volume {self.target}: lvm2 is not installed"
             )
-        return _run(["lvs", "--noheadings", "-o", "lv_name", self.target]).returncode == 0
+        return run_tool(["lvs", "--noheadings", "-o", "lv_name", self.target]).returncode == 0
 
     def remove(self) -> list[str]:
         target = self.target
@@ -388,7 +384,7 @@ class ZfsDatasetLeftover(_VolumeLeftover):
             raise LeftoverError(
                 f"cannot destroy ZFS dataset {self.target}: zfsutils-linux is not installed"
             )
-        return _run(["zfs", "list", "-H", "-o", "name", self.target]).returncode == 0
+        return run_tool(["zfs", "list", "-H", "-o", "name", self.target]).returncode == 0
 
     def remove(self) -> list[str]:
         target = self.target
@@ -501,127 +497,7 @@ def _suppress_gone() -> Any:
     return contextlib.suppress(psutil.NoSuchProcess)
 
 
-# tgtd's control sockets: /run/tgtd/socket.N and socket.N.lock for `tgtd -C N` (N = 0 is a system
-# tgtd's).
-TGTD_SOCKET_DIR = "/run/tgtd"
-# The control ports iomatrix gives its own tgtd: far from 0 (the distribution's service) and small
-# ones.
-TGTD_CONTROL_PORTS = range(20000, 32000)  # tgtd refuses -C above 32767 (a short)
-TGTD_GONE_S = 10.0
-
-
-def tgtd_socket_files(control_port: int) -> list[Path]:
-    base = Path(TGTD_SOCKET_DIR) / f"socket.{control_port}"
-    return [base, base.with_name(base.name + ".lock")]
-
-
-def tgtd_lock_held(control_port: int) -> bool:
-    """Whether a live tgtd holds the lock of control port N (tgtd takes a lockf lock on
-    socket.N.lock)."""
-    lock = tgtd_socket_files(control_port)[1]
-    try:
-        fd = os.open(lock, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    else:
-        fcntl.lockf(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
-
-
-def tgtadm(control_port: int, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    """tgtadm against the tgtd of control port N only (never the system's on port 0)."""
-    return _run(["tgtadm", "-C", str(control_port), "--lld", "iscsi", *args], timeout=timeout)
-
-
-def tgtd_target_ids(control_port: int) -> list[int]:
-    out = tgtadm(control_port, "--mode", "target", "--op", "show")
-    return (
-        [int(m.group(1)) for m in re.finditer(r"^Target (\d+):", out.stdout, re.M)]
-        if out.returncode == 0
-        else []
-    )
-
-
-@dataclass(frozen=True)
-class TgtdLeftover(Leftover):
-    """A tgtd iomatrix started (`target` its control port; info `pid`/`start` once it runs,
-    `portal`). tgtd ignores SIGTERM: its targets are deleted and it is told to exit through its own
-    control port, then it is killed if still alive (only while the pid is still the process
-    started); its control socket files go with it. Recorded before it is started, so a kill between
-    the two leaves only socket files to remove."""
-
-    kind: ClassVar[EntryKind] = "tgtd"
-    label: ClassVar[str] = "iSCSI target daemon tgtd, control port"
-
-    def _port(self) -> int:
-        if not self.target.isdigit() or int(self.target) not in TGTD_CONTROL_PORTS:
-            raise LeftoverError(f"tgtd control port {self.target!r} is not one iomatrix uses")
-        return int(self.target)
-
-    def _pid_start(self) -> tuple[int, int] | None:
-        pid, start = self.info.get("pid"), self.info.get("start")
-        if (
-            isinstance(pid, int)
-            and isinstance(start, int)
-            and not isinstance(pid, bool)
-            and pid > 1
-        ):
-            return pid, start
-        return None
-
-    def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
-        try:
-            self._port()
-        except LeftoverError as err:
-            return str(err)
-        return None
-
-    def _alive(self) -> bool:
-        ps = self._pid_start()
-        return ps is not None and proc_start(ps[0]) == ps[1]
-
-    def present(self) -> bool:
-        return self._alive() or any(p.exists() for p in tgtd_socket_files(self._port()))
-
-    def remove(self) -> list[str]:
-        port = self._port()
-        done = []
-        if self._alive():
-            ps = self._pid_start()
-            assert ps is not None
-            for tid in tgtd_target_ids(port):
-                tgtadm(port, "--mode", "target", "--op", "delete", "--force", "--tid", str(tid))
-            tgtadm(port, "--mode", "system", "--op", "delete")
-            if not _gone_within(ps, TGTD_GONE_S):
-                with contextlib.suppress(ProcessLookupError):
-                    if proc_start(ps[0]) == ps[1]:
-                        os.kill(ps[0], 9)
-                if not _gone_within(ps, PROCESS_GONE_S):
-                    raise LeftoverError(
-                        f"tgtd {ps[0]} (control port {port}) did not die within "
-                        f"{PROCESS_GONE_S:g} s of SIGKILL"
-                    )
-            done.append(
-                f"stopped tgtd {ps[0]} (control port {port}, portal {self.info.get('portal')})"
-            )
-        if tgtd_lock_held(port):
-            raise LeftoverError(
-                f"a tgtd still holds control port {port}: its socket files are left alone"
-            )
-        for f in tgtd_socket_files(port):
-            if f.exists() or f.is_symlink():
-                f.unlink()
-                done.append(f"deleted {f}")
-        return done
-
-
-def _gone_within(pid_start: tuple[int, int], seconds: float) -> bool:
+def gone_within(pid_start: tuple[int, int], seconds: float) -> bool:
     """Poll until the process is gone (or a zombie waiting to be reaped by its parent)."""
     deadline = time.monotonic() + seconds
     while proc_start(pid_start[0]) == pid_start[1]:
@@ -629,206 +505,6 @@ def _gone_within(pid_start: tuple[int, int], seconds: float) -> bool:
             return False
         time.sleep(0.05)
     return True
-
-
-# The RPC programs of an NFS server (NFS, MOUNT, NLM, RQUOTA): the only ones an rpc_registration
-# entry may remove.
-NFS_RPC_PROGRAMS = frozenset({100003, 100005, 100021, 100011})
-RPCBIND_HOST = "127.0.0.1"  # a lab-started server registers with the local rpcbind only
-RPCINFO_TIMEOUT_S = 20.0
-
-
-def rpc_registrations(host: str = RPCBIND_HOST) -> list[tuple[int, int, str, int]] | None:
-    """(program, version, protocol, port) of every registration rpcbind on `host` lists (``rpcinfo
-    -p``), or None when no rpcbind answers there."""
-    try:
-        out = _run(["rpcinfo", "-p", host], timeout=RPCINFO_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
-        return None
-    rows = []
-    for line in out.stdout.splitlines():
-        f = line.split()
-        if len(f) >= 4 and f[0].isdigit() and f[1].isdigit() and f[3].isdigit():
-            rows.append((int(f[0]), int(f[1]), f[2], int(f[3])))
-    return rows
-
-
-@dataclass(frozen=True)
-class RpcRegistrationLeftover(Leftover):
-    """The RPC programs a lab-started NFS server registers with the local rpcbind (info `programs`:
-    [program, version] pairs, `ports`: the ports the server was configured with). ganesha removes
-    them when it stops cleanly; killed hard it leaves them, and a client asking rpcbind would be
-    sent to a dead port. Only a registration that still points at one of our recorded ports is
-    removed (``rpcinfo -d``)."""
-
-    kind: ClassVar[EntryKind] = "rpc_registration"
-    label: ClassVar[str] = "RPC registrations with rpcbind on"
-
-    def _programs(self) -> set[tuple[int, int]]:
-        raw = self.info.get("programs")
-        if not isinstance(raw, list):
-            return set()
-        return {
-            (p[0], p[1])
-            for p in raw
-            if isinstance(p, list)
-            and len(p) == 2
-            and all(isinstance(x, int) and not isinstance(x, bool) for x in p)
-        }
-
-    def _ports(self) -> set[int]:
-        raw = self.info.get("ports")
-        return (
-            {p for p in raw if isinstance(p, int) and not isinstance(p, bool)}
-            if isinstance(raw, list)
-            else set()
-        )
-
-    def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
-        programs, ports = self._programs(), self._ports()
-        if self.target != RPCBIND_HOST or not programs or not ports:
-            return (
-                f"{self.target} with programs {self.info.get('programs')!r} is not a "
-                "registration iomatrix makes"
-            )
-        if any(p not in NFS_RPC_PROGRAMS for p, _ in programs) or any(
-            not 1024 <= p <= 65535 for p in ports
-        ):
-            return (
-                f"programs {sorted(programs)} on ports {sorted(ports)} are not an NFS "
-                "server's iomatrix starts"
-            )
-        return None
-
-    def _ours(self) -> set[tuple[int, int]]:
-        rows = rpc_registrations(self.target)
-        programs, ports = self._programs(), self._ports()
-        return {
-            (prog, vers)
-            for prog, vers, _, port in rows or ()
-            if (prog, vers) in programs and port in ports
-        }
-
-    def present(self) -> bool:
-        return bool(self._ours())
-
-    def remove(self) -> list[str]:
-        done = []
-        for prog, vers in sorted(self._ours()):
-            # every transport of (program, version) at once: rpcbind keeps one mapping per
-            # transport, and this one points at our port, so none of them is another server's
-            out = _run(["rpcinfo", "-d", str(prog), str(vers)], timeout=RPCINFO_TIMEOUT_S)
-            if out.returncode != 0:
-                raise LeftoverError(
-                    f"cannot unregister RPC program {prog} version {vers}: "
-                    f"{(out.stderr or out.stdout).strip()}"
-                )
-            done.append(
-                f"unregistered RPC program {prog} version {vers} from rpcbind on {self.target}"
-            )
-        return done
-
-
-# Names iomatrix gives its own files on an existing NFS export (backing.nfs:
-# "iomatrix-<pid>-<hex6>-<name>").
-NFS_FILE_NAME = re.compile(r"iomatrix-[0-9]+-[0-9a-f]{6}(-[A-Za-z0-9_.-]{1,100})?")
-
-
-@dataclass(frozen=True)
-class NfsFileLeftover(Leftover):
-    """iomatrix's own image on an existing NFS export (`target` its nfs:// URL, info `server`,
-    `export`, `name`), removed through libnfs: only a file of a name iomatrix generates, at the top
-    of the recorded export."""
-
-    kind: ClassVar[EntryKind] = "nfs_file"
-    label: ClassVar[str] = "file on NFS export"
-
-    def _where(self) -> tuple[str, str, str]:
-        server, export, name = (self.info.get(k) for k in ("server", "export", "name"))
-        if not (isinstance(server, str) and isinstance(export, str) and isinstance(name, str)):
-            raise LeftoverError(
-                f"NFS file entry {self.target} does not name its server, export and file"
-            )
-        return server, export, name
-
-    def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
-        try:
-            server, export, name = self._where()
-        except LeftoverError as err:
-            return str(err)
-        if (
-            not NFS_FILE_NAME.fullmatch(name)
-            or self.target != f"nfs://{server}{export.rstrip('/')}/{name}"
-        ):
-            return f"{self.target} is not a file name iomatrix gives its images on an NFS export"
-        return None
-
-    def present(self) -> bool:
-        server, export, name = self._where()
-        try:
-            with libnfs.mounted(server, export) as ex:
-                return ex.exists(name)
-        except libnfs.NfsError as err:
-            raise LeftoverError(f"cannot reach {self.target}: {err}") from None
-
-    def remove(self) -> list[str]:
-        server, export, name = self._where()
-        try:
-            with libnfs.mounted(server, export) as ex:
-                ex.unlink(name)
-        except libnfs.NfsError as err:
-            if err.errno == errno.ENOENT:
-                return []
-            raise LeftoverError(f"cannot remove {self.target}: {err}") from None
-        return [f"removed {self.target}"]
-
-
-# Files a daemon iomatrix starts creates in /run and does not remove when it stops (path → the
-# daemon's process name). Recorded only when absent before the daemon started: then they are ours.
-RUNTIME_FILES = {
-    "/run/rpcbind.sock": "rpcbind",
-    "/run/rpcbind.lock": "rpcbind",
-    "/run/ganesha": "ganesha.nfsd",
-}
-
-
-@dataclass(frozen=True)
-class RuntimeFileLeftover(Leftover):
-    """A file (or empty directory) in /run that a daemon iomatrix started left there
-    (RUNTIME_FILES). Removed only while no process of that daemon runs: a host's own rpcbind started
-    since then uses it."""
-
-    kind: ClassVar[EntryKind] = "runtime_file"
-    label: ClassVar[str] = "daemon runtime file"
-
-    def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
-        if self.target not in RUNTIME_FILES:
-            return f"{self.target} is not a runtime file of a daemon iomatrix starts"
-        return None
-
-    def present(self) -> bool:
-        owner = RUNTIME_FILES[self.target]
-        if not os.path.lexists(self.target):
-            return False
-        return not any(
-            p.info["name"] == owner and p.info["status"] != psutil.STATUS_ZOMBIE
-            for p in psutil.process_iter(["name", "status"])
-        )
-
-    def remove(self) -> list[str]:
-        p = Path(self.target)
-        try:
-            if p.is_dir() and not p.is_symlink():
-                p.rmdir()
-            else:
-                p.unlink()
-        except FileNotFoundError:
-            return []
-        except OSError as exc:  # a directory something was put in since: not ours to empty
-            raise LeftoverError(f"cannot remove {p}: {exc.strerror}") from None
-        return [f"removed {p} (left by {RUNTIME_FILES[self.target]})"]
 
 
 LEFTOVER_KINDS: dict[str, type[Leftover]] = {
@@ -841,9 +517,5 @@ LEFTOVER_KINDS: dict[str, type[Leftover]] = {
         ZfsDatasetLeftover,
         KsmSettingLeftover,
         ProcessLeftover,
-        TgtdLeftover,
-        RpcRegistrationLeftover,
-        NfsFileLeftover,
-        RuntimeFileLeftover,
     )
 }

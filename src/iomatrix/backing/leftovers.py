@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import hmac
 import json
@@ -55,12 +56,29 @@ from iomatrix.backing.leftover_kinds import (
     LeftoverError,
     proc_start,
 )
-from iomatrix.backing.leftover_rbd import RbdImageLeftover
 from iomatrix.errors import UserError
+from iomatrix.plugins import load_object
+from iomatrix.protocol_registry import protocols
 
-# Every kind of leftover the ledger may name: leftover_kinds' and the RBD backing's image
-# (leftover_rbd).
-KINDS: dict[str, type[Leftover]] = {**LEFTOVER_KINDS, RbdImageLeftover.kind: RbdImageLeftover}
+
+@functools.cache
+def _protocol_kinds() -> dict[str, type[Leftover]]:
+    """The leftover kinds the network protocols' lab halves record (`NetworkProtocol.
+    leftover_kinds`: a tgtd, an RPC registration, an image in an RBD pool), imported when a ledger
+    first names a kind that is not the host's own."""
+    found: dict[str, type[Leftover]] = {}
+    for network in protocols():
+        for where in network.leftover_kinds:
+            cls = load_object(where)
+            found[cls.kind] = cls
+    return found
+
+
+def kind_class(kind: str) -> type[Leftover] | None:
+    """The class of a leftover kind the ledger may name: the host's own (leftover_kinds) or a
+    network protocol's; None for a kind iomatrix does not know."""
+    return LEFTOVER_KINDS.get(kind) or _protocol_kinds().get(kind)
+
 
 STATE_DIR = ".iomatrix"
 STATE_FILE = "leftovers.json"
@@ -87,11 +105,12 @@ class Entry:
     def leftover(self) -> Leftover | None:
         """The thing this entry records, as its kind's class (None for a kind iomatrix does not
         know)."""
-        kind = KINDS.get(self.kind)
+        kind = kind_class(self.kind)
         return None if kind is None else kind(self.target, self.info)
 
     def describe(self) -> str:
-        return f"{KINDS[self.kind].label} {self.target}"
+        kind = kind_class(self.kind)
+        return f"{kind.label if kind is not None else self.kind} {self.target}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,7 +280,7 @@ def _entry_ok(e: object) -> bool:
     for k, types in _FIELD_TYPES.items():
         if k in e and (not isinstance(e[k], types) or isinstance(e[k], bool)):
             return False
-    return e["kind"] in KINDS
+    return isinstance(e["kind"], str) and kind_class(e["kind"]) is not None
 
 
 def _load(path: Path) -> list[Entry]:

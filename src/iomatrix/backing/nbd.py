@@ -20,7 +20,6 @@ import re
 import socket
 import subprocess
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,7 +28,8 @@ from pydantic import field_validator
 from iomatrix import children
 from iomatrix.backing import leftovers
 from iomatrix.backing.leftover_kinds import PathLeftover
-from iomatrix.backing.network import NetworkDisk
+from iomatrix.backing.network import DiskRequest, NetworkDisk
+from iomatrix.backing.reach import Budget, greeting_problem
 from iomatrix.backing.spec import BackingSpecBase
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import version_of
@@ -39,7 +39,8 @@ from iomatrix.protocols.nbd import NAME, NBD_PORT
 LOOPBACK = "127.0.0.1"
 READY_TIMEOUT_S = 60.0  # nbdkit listens within milliseconds; generous for a loaded host
 STOP_GRACE_S = 10.0
-QEMU_IMG_TIMEOUT_S = 120
+# What an NBD server sends first, old and new style alike (the protocol's "NBDMAGIC").
+NBD_GREETING = b"NBDMAGIC"
 # nbd://HOST[:PORT]/EXPORT, as qemu-img and QEMU's -drive take it (an export name of plain
 # characters: it becomes a file name on a lab server and a QEMU option value).
 NBD_URL = re.compile(
@@ -125,16 +126,27 @@ class NbdBacking(BackingSpecBase):
 
 
 def _qemu_img_info(url: str) -> int | str:
-    """The export's size in bytes, or why it cannot be read (one line)."""
+    """The export's size in bytes, or why it cannot be read (one line naming the server's host and
+    port and what did not answer), within reach.CONNECT_BUDGET_S: first the server's greeting
+    (an NBD server sends it as soon as it accepts: a server that accepts and stays silent is told
+    within seconds), then qemu-img info."""
+    budget = Budget()
+    host, port, _ = parse_nbd_url(url)
+    if (why := greeting_problem(host, port, "NBD server", NBD_GREETING)) is not None:
+        return f"cannot open {url}: {why}"
+    timeout = budget.left()
     try:
         out = subprocess.run(
             ["qemu-img", "info", "--output=json", "-f", "raw", url],
             capture_output=True,
             text=True,
-            timeout=QEMU_IMG_TIMEOUT_S,
+            timeout=timeout,
         )
     except subprocess.TimeoutExpired:
-        return f"{url} did not answer within {QEMU_IMG_TIMEOUT_S} s"
+        return (
+            f"cannot open {url}: the NBD server at {host}:{port} greeted but did not open the "
+            f"export within {timeout:.0f} s (qemu-img info)"
+        )
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]
         return f"cannot open {url}: {last[-200:]}"
@@ -195,28 +207,21 @@ class LabNbdServer:
             )
         return cls(workdir, exports, port, proc)
 
-    def new_disk(
-        self,
-        values: Mapping[str, str],
-        *,
-        size_bytes: int,
-        name: str,
-        create_options: tuple[tuple[str, str], ...] = (),
-    ) -> NetworkDisk:
-        fmt = values.get("format", "raw")
-        prealloc = values.get("preallocation", "off")
+    def new_disk(self, want: DiskRequest) -> NetworkDisk:
+        fmt = want.values.get("format", "raw")
+        prealloc = want.values.get("preallocation", "off")
         prealloc = "off" if prealloc in ("", "-") else prealloc
-        export = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', name)[:100]}.{fmt}"
+        export = f"{re.sub(r'[^A-Za-z0-9_.-]', '-', want.name)[:100]}.{fmt}"
         path = self.exports / export
         leftovers.register_temp_path(self.workdir, path)  # before it exists
         self._disks.add(path)
         try:
-            create_image(path, fmt, prealloc, size_bytes, create_options)
+            create_image(path, fmt, prealloc, want.size_bytes, want.create_options)
             if fmt != "raw":
                 # An NBD export has the size the file has when a client connects, and a qcow2 file
                 # grows as it is written: the file is extended (sparse) to room for the image and
                 # its metadata, as a qcow2 on a fixed-size volume (an LV, a LUN) has.
-                os.truncate(path, max(path.stat().st_size, _qcow2_room(size_bytes)))
+                os.truncate(path, max(path.stat().st_size, _qcow2_room(want.size_bytes)))
         except BaseException:
             self._remove(path)
             raise
@@ -225,7 +230,7 @@ class LabNbdServer:
             protocol_options=_options(LOOPBACK, self.port, export),
             url=f"nbd://{LOOPBACK}:{self.port}/{export}",
             format=fmt,
-            size_bytes=size_bytes,
+            size_bytes=want.size_bytes,
             server_path=path,
             meta={**self.metadata(), "nbd_export": export},
         )
@@ -282,23 +287,17 @@ class ExistingNbdServer:
             raise UserError(size, hint="check the server and the export name, or drop the backing")
         self.size = size
 
-    def new_disk(
-        self,
-        values: Mapping[str, str],
-        *,
-        size_bytes: int,
-        name: str,
-        create_options: tuple[tuple[str, str], ...] = (),
-    ) -> NetworkDisk:
-        if values.get("format", "raw") != "raw":
+    def new_disk(self, want: DiskRequest) -> NetworkDisk:
+        if want.values.get("format", "raw") != "raw":
             raise UserError(
                 f"{self.url} is an existing export: only raw is measured on it (a qcow2 header "
                 "would be written over its bytes)",
                 hint='use format = ["raw"] for this backing',
             )
-        if size_bytes > self.size:
+        if want.size_bytes > self.size:
             raise UserError(
-                f"{self.url} holds {self.size} bytes, fewer than the {size_bytes} the plan needs",
+                f"{self.url} holds {self.size} bytes, fewer than the {want.size_bytes} the plan "
+                "needs",
                 hint="lower the plan's image_size or name a larger export",
             )
         return NetworkDisk(

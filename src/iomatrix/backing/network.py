@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from iomatrix.plugins import load_object
-from iomatrix.protocols import is_network, network_protocol, protocol_names, spec_class
+from iomatrix.protocol_registry import is_network, network_protocol, protocol_names, spec_class
 
 # A registered protocol's name (iomatrix.protocols: the built-in ones and any a package adds).
 Protocol_ = str
@@ -78,24 +78,28 @@ class NetworkDisk:
     meta: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class DiskRequest:
+    """What a run asks of a network server's :meth:`NetworkServer.new_disk`: a disk of
+    `size_bytes` in the cell's format (values["format"], values["preallocation"]) and the other
+    values of the cell's axes, with the qemu-img create options its axes set (`create_options`).
+    `name` is unique in the sweep (a file or target name part)."""
+
+    values: Mapping[str, str]
+    size_bytes: int
+    name: str
+    create_options: tuple[tuple[str, str], ...] = ()
+
+
 class NetworkServer(Protocol):
     """A started (or named) iSCSI target or NFS server that makes and removes disks for runs."""
 
     protocol: Protocol_
     lab_started: bool  # True: iomatrix started it and stops it at teardown
 
-    def new_disk(
-        self,
-        values: Mapping[str, str],
-        *,
-        size_bytes: int,
-        name: str,
-        create_options: tuple[tuple[str, str], ...] = (),
-    ) -> NetworkDisk:
-        """A fresh disk of `size_bytes` in the cell's format (values["format"],
-        values["preallocation"]) made as the cell's axes ask (iSCSI: values["lun_type"],
-        values["lun_write_cache"]); recorded in the leftovers ledger before it is created. `name` is
-        unique in the sweep (a file or target name part)."""
+    def new_disk(self, want: DiskRequest) -> NetworkDisk:
+        """A fresh disk as `want` asks, made as the cell's axes ask (iSCSI: values["lun_type"],
+        values["lun_write_cache"]); recorded in the leftovers ledger before it is created."""
         ...
 
     def remove_disk(self, disk: NetworkDisk) -> None:

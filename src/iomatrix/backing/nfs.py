@@ -1,7 +1,7 @@
 """The NFS backing (issue 34): image files on an NFS export, opened by QEMU's own NFS client
 (libnfs, ``driver=nfs``), made fresh for every run.
 
-Two modes (`iomatrix.backing.spec.NfsBacking`):
+Two modes (`NfsBacking`, below):
 
 * *lab-started* — iomatrix runs nfs-ganesha (userspace NFS server, FSAL VFS) on 127.0.0.1, exporting
   a directory under the backing's working directory, and rpcbind when the host has none running:
@@ -26,6 +26,9 @@ SIGKILL (on SIGTERM rpcbind saves its table in /run/rpcbind for a warm start, wh
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
+import errno
 import functools
 import hashlib
 import os
@@ -35,32 +38,144 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
+
+import psutil
+from pydantic import Field, field_validator, model_validator
 
 from iomatrix import children
-from iomatrix.backing import leftovers, libnfs
+from iomatrix.backing import leftovers
+from iomatrix.backing.client_host import SharedServer
 from iomatrix.backing.leftover_kinds import (
-    RUNTIME_FILES,
+    EntryKind,
     Leftover,
     LeftoverError,
-    NfsFileLeftover,
     PathLeftover,
-    RpcRegistrationLeftover,
-    RuntimeFileLeftover,
-    rpc_registrations,
+    run_tool,
 )
-from iomatrix.backing.network import NetworkDisk
+from iomatrix.backing.network import DiskRequest, NetworkDisk
 from iomatrix.backing.ports import PortHolder, port_holders, refuse_if_held
-from iomatrix.backing.spec import NfsBacking
+from iomatrix.backing.reach import (
+    CONNECT_BUDGET_S,
+    PORTAL_CONNECT_TIMEOUT_S,
+    Budget,
+    portal_problem,
+    run_bounded,
+)
+from iomatrix.backing.spec import BackingSpecBase, missing_module, not_root
 from iomatrix.domain import Format
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import version_of
 from iomatrix.images import create_image, create_image_argv
 from iomatrix.protocols.nfs import Nfs
+from iomatrix.protocols.place import address_problem
 from iomatrix.storage_clients import filesystems, module_known, nfs_missing
+
+# What a lab-started NFS server and QEMU's NFS client need (backing.nfs): program or file → Debian
+# package.
+NFS_LAB_PROGRAMS = {
+    "ganesha.nfsd": "nfs-ganesha",
+    "rpcbind": "rpcbind",
+    "rpcinfo": "rpcbind",
+    "qemu-img": "qemu-utils",
+}
+NFS_EXISTING_PROGRAMS = {"rpcinfo": "rpcbind", "qemu-img": "qemu-utils"}
+GANESHA_FSAL_VFS = "ganesha/libfsalvfs.so"
+QEMU_BLOCK_NFS = "qemu/block-nfs.so"
+
+
+# An NFS server name as an nfs:// URL and libnfs take it: a host name, an IPv4 address or a bare
+# IPv6 address.
+NFS_SERVER = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}|[0-9A-Fa-f:]{2,39}")
+# An export path: absolute, printable, none of the characters an nfs:// URL gives a meaning (?, #,
+# %), and no comma (QEMU's option separator: `path=/srv,file.driver=file` would be read as a second
+# option).
+NFS_EXPORT = re.compile(r"/[A-Za-z0-9_.+=@~/-]{0,1023}")
+
+
+class NfsBacking(BackingSpecBase, SharedServer):
+    """Disks as image files on NFS, opened by QEMU's own NFS client (libnfs). Lab-started (no keys):
+    iomatrix runs nfs-ganesha (FSAL VFS) on 127.0.0.1 with an export under the working directory.
+    Existing (`server` + `export`): iomatrix creates its own files on that export and removes them
+    afterwards."""
+
+    type: Literal["nfs"] = "nfs"
+    server: str | None = Field(default=None, max_length=253)
+    export: str | None = Field(default=None, max_length=1024)
+
+    @field_validator("server")
+    @classmethod
+    def _server_is_a_host(cls, v: str | None) -> str | None:
+        if v is not None and not NFS_SERVER.fullmatch(v):
+            raise ValueError(
+                f"server {v[:60]!r} is not a host name or IP address; write it bare, e.g. "
+                'server = "nfs1.example.org" (no nfs://, no port, no path)'
+            )
+        if v is not None and (why := address_problem(v)) is not None:
+            raise ValueError(f"server = {why}")
+        return v
+
+    @field_validator("export")
+    @classmethod
+    def _export_is_a_path(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if "," in v:
+            raise ValueError(
+                f"export {v[:60]!r} holds a ',', which QEMU reads as the start of another option; "
+                "export a path without commas (or a directory of it without one)"
+            )
+        if not NFS_EXPORT.fullmatch(v) or "/../" in f"{v}/" or "//" in v:
+            raise ValueError(
+                f"export {v[:60]!r} is not an absolute export path of plain characters; write the "
+                'path the server exports, e.g. export = "/srv/vmstore"'
+            )
+        return v.rstrip("/") or "/"
+
+    @model_validator(mode="after")
+    def _server_with_export(self) -> NfsBacking:
+        if (self.server is None) != (self.export is None):
+            have, missing = ("server", "export") if self.export is None else ("export", "server")
+            raise ValueError(
+                f"'{have}' without '{missing}': an existing NFS server needs both "
+                '(server = "HOST", '
+                'export = "/path"); leave both out to let iomatrix start its own on 127.0.0.1'
+            )
+        return self
+
+    @property
+    def lab_started(self) -> bool:
+        return self.server is None
+
+    def _derived_label(self) -> str:
+        return "nfs" if self.lab_started else f"nfs:{self.server}:{self.export}"
+
+    @property
+    def kind(self) -> Literal["dir", "device", "network"]:
+        return "network"
+
+    @property
+    def protocol(self) -> str | None:
+        return "nfs"
+
+    def availability(self, allowed_devices: set[Path]) -> str | None:
+        programs = NFS_LAB_PROGRAMS if self.lab_started else NFS_EXISTING_PROGRAMS
+        for prog, package in programs.items():
+            if shutil.which(prog) is None:
+                return f"'{prog}' is not installed (apt-get install {package})"
+        needed = [(QEMU_BLOCK_NFS, "qemu-block-extra")]
+        if self.lab_started:
+            needed.append((GANESHA_FSAL_VFS, "nfs-ganesha-vfs"))
+        for module, package in needed:
+            if (why := missing_module(module, package)) is not None:
+                return why
+        if self.lab_started:
+            return not_root("starting nfs-ganesha and rpcbind")
+        return None
+
 
 LOOPBACK = "127.0.0.1"
 NFS_PROGRAM, MOUNT_PROGRAM = 100003, 100005
@@ -71,7 +186,336 @@ NFS_VERSION = 3  # what QEMU 7.2's libnfs client speaks (its nfs driver has no v
 READY_TIMEOUT_S = 120.0  # generous: a loaded 2-core host took 0.4 s; never a fixed sleep
 STOP_GRACE_S = 20.0  # ganesha's clean shutdown took ~1 s here
 QEMU_IMG_TIMEOUT_S = 600.0
-PROBE_TIMEOUT_S = 15.0
+
+
+# ---------------------------------------------------------------------------------------------
+# libnfs: one file on an export, without a kernel mount
+# ---------------------------------------------------------------------------------------------
+
+# Create and remove one file on an NFS export without a kernel mount, through libnfs (the library
+# QEMU's ``nfs`` block driver uses), loaded with ctypes. Why not a command: Debian's libnfs-utils
+# ships only ``nfs-ls``, ``nfs-cat`` and ``nfs-cp`` — nothing removes a file — and the hosts
+# iomatrix runs on often have no kernel NFS client (no ``nfs`` module, no ``mount.nfs``). libnfs
+# itself is always there when QEMU can open an ``nfs://`` disk (``qemu-block-extra`` depends on it),
+# and four of its synchronous calls are all an existing export needs: mount the export, create a
+# file exclusively (``O_EXCL``: a name already taken is an error, never a truncation of someone's
+# file), look a file up, remove it. Every call is bounded by libnfs's own RPC timeout
+# (``nfs_set_timeout``), so an unreachable server is an error after that many seconds, not a hang.
+
+LIBNFS_SONAME = "libnfs.so.13"  # Debian 12's libnfs13 (libnfs 4.0)
+LIBNFS_TIMEOUT_S = 15.0
+
+
+class NfsError(Exception):
+    """A libnfs call failed; `errno` is the (positive) error number libnfs returned."""
+
+    def __init__(self, message: str, err: int) -> None:
+        super().__init__(message)
+        self.errno = err
+
+
+_LIBNFS: ctypes.CDLL | None = None
+
+
+def _libnfs() -> ctypes.CDLL:
+    """libnfs, loaded once; NfsError when it is not installed."""
+    global _LIBNFS
+    if _LIBNFS is None:
+        try:
+            lib = ctypes.CDLL(ctypes.util.find_library("nfs") or LIBNFS_SONAME)
+        except OSError:
+            raise NfsError(
+                "libnfs is not installed (apt-get install libnfs13)", errno.ENOENT
+            ) from None
+        vp, cp, i = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
+        for name, res, args in (
+            ("nfs_init_context", vp, []),
+            ("nfs_destroy_context", None, [vp]),
+            ("nfs_get_error", cp, [vp]),
+            ("nfs_set_timeout", None, [vp, i]),
+            ("nfs_mount", i, [vp, cp, cp]),
+            ("nfs_create", i, [vp, cp, i, i, ctypes.POINTER(vp)]),
+            ("nfs_close", i, [vp, vp]),
+            ("nfs_unlink", i, [vp, cp]),
+            ("nfs_stat64", i, [vp, cp, vp]),
+        ):
+            fn = getattr(lib, name)
+            fn.restype, fn.argtypes = res, args
+        _LIBNFS = lib
+    return _LIBNFS
+
+
+def libnfs_available() -> bool:
+    try:
+        _libnfs()
+    except NfsError:
+        return False
+    return True
+
+
+@dataclass
+class NfsExport:
+    """One mounted export (libnfs context); paths are relative to the export's root ("/name")."""
+
+    server: str
+    export: str
+    _ctx: int
+
+    def _check(self, rc: int, what: str) -> None:
+        if rc < 0:
+            raw = _libnfs().nfs_get_error(self._ctx)
+            detail = raw.decode(errors="replace") if raw else os.strerror(-rc)
+            raise NfsError(f"{what} on nfs://{self.server}{self.export}: {detail}", -rc)
+
+    def create_exclusive(self, name: str) -> None:
+        """Create the empty file `/name`, failing (EEXIST) if anything of that name is there."""
+        fh = ctypes.c_void_p()
+        lib = _libnfs()
+        self._check(
+            lib.nfs_create(
+                self._ctx,
+                f"/{name}".encode(),
+                os.O_CREAT | os.O_EXCL | os.O_WRONLY,
+                0o600,
+                ctypes.byref(fh),
+            ),
+            f"creating {name}",
+        )
+        lib.nfs_close(self._ctx, fh)
+
+    def exists(self, name: str) -> bool:
+        buf = ctypes.create_string_buffer(256)  # struct nfs_stat_64: 16 × 8 bytes; room to spare
+        rc = _libnfs().nfs_stat64(self._ctx, f"/{name}".encode(), buf)
+        if rc == -errno.ENOENT:
+            return False
+        self._check(rc, f"looking up {name}")
+        return True
+
+    def unlink(self, name: str) -> None:
+        self._check(_libnfs().nfs_unlink(self._ctx, f"/{name}".encode()), f"removing {name}")
+
+
+@contextlib.contextmanager
+def nfs_mounted(
+    server: str, export: str, timeout_s: float = LIBNFS_TIMEOUT_S
+) -> Iterator[NfsExport]:
+    """The export mounted by libnfs (MOUNT protocol + NFSv3, no kernel involved), unmounted on
+    exit."""
+    lib = _libnfs()
+    ctx = lib.nfs_init_context()
+    if not ctx:
+        raise NfsError("libnfs could not make a context", errno.ENOMEM)
+    try:
+        lib.nfs_set_timeout(ctx, int(timeout_s * 1000))
+        handle = NfsExport(server, export, ctx)
+        handle._check(lib.nfs_mount(ctx, server.encode(), export.encode()), "mounting the export")
+        yield handle
+    finally:
+        lib.nfs_destroy_context(ctx)
+
+
+# ---------------------------------------------------------------------------------------------
+# the NFS lab's entries in the leftovers ledger (NetworkProtocol.leftover_kinds)
+# ---------------------------------------------------------------------------------------------
+
+# The RPC programs of an NFS server (NFS, MOUNT, NLM, RQUOTA): the only ones an rpc_registration
+# entry may remove.
+NFS_RPC_PROGRAMS = frozenset({100003, 100005, 100021, 100011})
+RPCBIND_HOST = "127.0.0.1"  # a lab-started server registers with the local rpcbind only
+RPCINFO_TIMEOUT_S = 20.0
+
+
+def rpc_registrations(host: str = RPCBIND_HOST) -> list[tuple[int, int, str, int]] | None:
+    """(program, version, protocol, port) of every registration rpcbind on `host` lists (``rpcinfo
+    -p``), or None when no rpcbind answers there."""
+    try:
+        out = run_tool(["rpcinfo", "-p", host], timeout=RPCINFO_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    rows = []
+    for line in out.stdout.splitlines():
+        f = line.split()
+        if len(f) >= 4 and f[0].isdigit() and f[1].isdigit() and f[3].isdigit():
+            rows.append((int(f[0]), int(f[1]), f[2], int(f[3])))
+    return rows
+
+
+@dataclass(frozen=True)
+class RpcRegistrationLeftover(Leftover):
+    """The RPC programs a lab-started NFS server registers with the local rpcbind (info `programs`:
+    [program, version] pairs, `ports`: the ports the server was configured with). ganesha removes
+    them when it stops cleanly; killed hard it leaves them, and a client asking rpcbind would be
+    sent to a dead port. Only a registration that still points at one of our recorded ports is
+    removed (``rpcinfo -d``)."""
+
+    kind: ClassVar[EntryKind] = "rpc_registration"
+    label: ClassVar[str] = "RPC registrations with rpcbind on"
+
+    def _programs(self) -> set[tuple[int, int]]:
+        raw = self.info.get("programs")
+        if not isinstance(raw, list):
+            return set()
+        return {
+            (p[0], p[1])
+            for p in raw
+            if isinstance(p, list)
+            and len(p) == 2
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in p)
+        }
+
+    def _ports(self) -> set[int]:
+        raw = self.info.get("ports")
+        return (
+            {p for p in raw if isinstance(p, int) and not isinstance(p, bool)}
+            if isinstance(raw, list)
+            else set()
+        )
+
+    def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
+        programs, ports = self._programs(), self._ports()
+        if self.target != RPCBIND_HOST or not programs or not ports:
+            return (
+                f"{self.target} with programs {self.info.get('programs')!r} is not a "
+                "registration iomatrix makes"
+            )
+        if any(p not in NFS_RPC_PROGRAMS for p, _ in programs) or any(
+            not 1024 <= p <= 65535 for p in ports
+        ):
+            return (
+                f"programs {sorted(programs)} on ports {sorted(ports)} are not an NFS "
+                "server's iomatrix starts"
+            )
+        return None
+
+    def _ours(self) -> set[tuple[int, int]]:
+        rows = rpc_registrations(self.target)
+        programs, ports = self._programs(), self._ports()
+        return {
+            (prog, vers)
+            for prog, vers, _, port in rows or ()
+            if (prog, vers) in programs and port in ports
+        }
+
+    def present(self) -> bool:
+        return bool(self._ours())
+
+    def remove(self) -> list[str]:
+        done = []
+        for prog, vers in sorted(self._ours()):
+            # every transport of (program, version) at once: rpcbind keeps one mapping per
+            # transport, and this one points at our port, so none of them is another server's
+            out = run_tool(["rpcinfo", "-d", str(prog), str(vers)], timeout=RPCINFO_TIMEOUT_S)
+            if out.returncode != 0:
+                raise LeftoverError(
+                    f"cannot unregister RPC program {prog} version {vers}: "
+                    f"{(out.stderr or out.stdout).strip()}"
+                )
+            done.append(
+                f"unregistered RPC program {prog} version {vers} from rpcbind on {self.target}"
+            )
+        return done
+
+
+# Names iomatrix gives its own files on an existing NFS export (backing.nfs:
+# "iomatrix-<pid>-<hex6>-<name>").
+NFS_FILE_NAME = re.compile(r"iomatrix-[0-9]+-[0-9a-f]{6}(-[A-Za-z0-9_.-]{1,100})?")
+
+
+@dataclass(frozen=True)
+class NfsFileLeftover(Leftover):
+    """iomatrix's own image on an existing NFS export (`target` its nfs:// URL, info `server`,
+    `export`, `name`), removed through libnfs: only a file of a name iomatrix generates, at the top
+    of the recorded export."""
+
+    kind: ClassVar[EntryKind] = "nfs_file"
+    label: ClassVar[str] = "file on NFS export"
+
+    def _where(self) -> tuple[str, str, str]:
+        server, export, name = (self.info.get(k) for k in ("server", "export", "name"))
+        if not (isinstance(server, str) and isinstance(export, str) and isinstance(name, str)):
+            raise LeftoverError(
+                f"NFS file entry {self.target} does not name its server, export and file"
+            )
+        return server, export, name
+
+    def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
+        try:
+            server, export, name = self._where()
+        except LeftoverError as err:
+            return str(err)
+        if (
+            not NFS_FILE_NAME.fullmatch(name)
+            or self.target != f"nfs://{server}{export.rstrip('/')}/{name}"
+        ):
+            return f"{self.target} is not a file name iomatrix gives its images on an NFS export"
+        return None
+
+    def present(self) -> bool:
+        server, export, name = self._where()
+        try:
+            with nfs_mounted(server, export) as ex:
+                return ex.exists(name)
+        except NfsError as err:
+            raise LeftoverError(f"cannot reach {self.target}: {err}") from None
+
+    def remove(self) -> list[str]:
+        server, export, name = self._where()
+        try:
+            with nfs_mounted(server, export) as ex:
+                ex.unlink(name)
+        except NfsError as err:
+            if err.errno == errno.ENOENT:
+                return []
+            raise LeftoverError(f"cannot remove {self.target}: {err}") from None
+        return [f"removed {self.target}"]
+
+
+# Files a daemon iomatrix starts creates in /run and does not remove when it stops (path → the
+# daemon's process name). Recorded only when absent before the daemon started: then they are ours.
+RUNTIME_FILES = {
+    "/run/rpcbind.sock": "rpcbind",
+    "/run/rpcbind.lock": "rpcbind",
+    "/run/ganesha": "ganesha.nfsd",
+}
+
+
+@dataclass(frozen=True)
+class RuntimeFileLeftover(Leftover):
+    """A file (or empty directory) in /run that a daemon iomatrix started left there
+    (RUNTIME_FILES). Removed only while no process of that daemon runs: a host's own rpcbind started
+    since then uses it."""
+
+    kind: ClassVar[EntryKind] = "runtime_file"
+    label: ClassVar[str] = "daemon runtime file"
+
+    def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
+        if self.target not in RUNTIME_FILES:
+            return f"{self.target} is not a runtime file of a daemon iomatrix starts"
+        return None
+
+    def present(self) -> bool:
+        owner = RUNTIME_FILES[self.target]
+        if not os.path.lexists(self.target):
+            return False
+        return not any(
+            p.info["name"] == owner and p.info["status"] != psutil.STATUS_ZOMBIE
+            for p in psutil.process_iter(["name", "status"])
+        )
+
+    def remove(self) -> list[str]:
+        p = Path(self.target)
+        try:
+            if p.is_dir() and not p.is_symlink():
+                p.rmdir()
+            else:
+                p.unlink()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:  # a directory something was put in since: not ours to empty
+            raise LeftoverError(f"cannot remove {p}: {exc.strerror}") from None
+        return [f"removed {p} (left by {RUNTIME_FILES[self.target]})"]
 
 
 class Teardown(Protocol):
@@ -200,21 +644,16 @@ class LabNfsServer:
     lab_started: bool = True
     _disks: set[Path] = field(default_factory=set)  # made and not yet removed
 
-    def new_disk(
-        self,
-        values: Mapping[str, str],
-        *,
-        size_bytes: int,
-        name: str,
-        create_options: tuple[tuple[str, str], ...] = (),
-    ) -> NetworkDisk:
-        fmt = _format(values)
-        path = self.export_dir / f"{_slug(name)}.{fmt}"
+    def new_disk(self, want: DiskRequest) -> NetworkDisk:
+        fmt = _format(want.values)
+        path = self.export_dir / f"{_slug(want.name)}.{fmt}"
         # before it exists: clean removes it after a kill
         leftovers.register_temp_path(self.workdir, path)
         self._disks.add(path)
         try:
-            create_image(path, fmt, _preallocation(values), size_bytes, create_options)
+            create_image(
+                path, fmt, _preallocation(want.values), want.size_bytes, want.create_options
+            )
         except BaseException:
             self._remove_file(path)
             raise
@@ -223,7 +662,7 @@ class LabNfsServer:
             protocol_options=_protocol_options(LOOPBACK, str(path)),
             url=f"nfs://{LOOPBACK}{path}",
             format=fmt,
-            size_bytes=size_bytes,
+            size_bytes=want.size_bytes,
             server_path=path,
             meta={**self.metadata(), "nfs_file": str(path)},
         )
@@ -473,15 +912,8 @@ class ExistingNfsServer:
     def _url(self, name: str) -> str:
         return f"nfs://{self.server}{self.export.rstrip('/')}/{name}"
 
-    def new_disk(
-        self,
-        values: Mapping[str, str],
-        *,
-        size_bytes: int,
-        name: str,
-        create_options: tuple[tuple[str, str], ...] = (),
-    ) -> NetworkDisk:
-        fmt, prealloc = _format(values), _preallocation(values)
+    def new_disk(self, want: DiskRequest) -> NetworkDisk:
+        fmt, prealloc = _format(want.values), _preallocation(want.values)
         if fmt == "raw" and prealloc != "off":
             raise UserError(
                 f"raw with preallocation={prealloc} cannot be made on an existing NFS "
@@ -489,9 +921,9 @@ class ExistingNfsServer:
                 "nfs driver has no preallocation option",
                 hint="use preallocation off (or qcow2 with metadata) for this backing",
             )
-        fname = f"iomatrix-{os.getpid()}-{secrets.token_hex(3)}-{_slug(name)}.{fmt}"
+        fname = f"iomatrix-{os.getpid()}-{secrets.token_hex(3)}-{_slug(want.name)}.{fmt}"
         url = self._url(fname)
-        argv = create_image_argv(Path(fname), fmt, prealloc, size_bytes, create_options)
+        argv = create_image_argv(Path(fname), fmt, prealloc, want.size_bytes, want.create_options)
         assert argv is not None  # only a raw disk on a block device needs no creation
         # validated as a file name; qemu-img itself takes the URL (a Path would fold its "//")
         argv[-2] = url
@@ -506,7 +938,7 @@ class ExistingNfsServer:
         try:
             # exclusively first: a name somebody else holds is an error here, never a file qemu-img
             # truncates
-            with libnfs.mounted(self.server, self.export, PROBE_TIMEOUT_S) as ex:
+            with nfs_mounted(self.server, self.export, CONNECT_BUDGET_S) as ex:
                 ex.create_exclusive(fname)
             created = True
             out = subprocess.run(argv, capture_output=True, text=True, timeout=QEMU_IMG_TIMEOUT_S)
@@ -515,7 +947,7 @@ class ExistingNfsServer:
                     f"qemu-img create {fmt} {url} failed: {_last_line(out.stderr)}",
                     hint="check that the export is writable by this host's root (no_root_squash)",
                 )
-        except libnfs.NfsError as err:
+        except NfsError as err:
             self._abandon(url, leftover, created)
             raise UserError(
                 f"cannot create {url}: {err}",
@@ -530,7 +962,7 @@ class ExistingNfsServer:
             protocol_options=_protocol_options(self.server, path),
             url=url,
             format=fmt,
-            size_bytes=size_bytes,
+            size_bytes=want.size_bytes,
             server_path=None,
             meta={**self.metadata(), "nfs_file": fname},
         )
@@ -577,34 +1009,38 @@ class ExistingNfsServer:
 
 
 def existing_server_problem(server: str, export: str) -> str | None:
-    """Why the named server does not serve `export` over NFSv3 (rpcinfo, then a libnfs mount, each
-    bounded), in one line with what to check; None when it does. Read-only: nothing is created on
-    the export."""
-    try:
-        out = subprocess.run(
-            ["rpcinfo", "-t", server, "nfs", str(NFS_VERSION)],
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT_S,
-        )
-        problem = None if out.returncode == 0 else _last_line(out.stderr or out.stdout)
-    except subprocess.TimeoutExpired:
-        problem = f"no answer within {PROBE_TIMEOUT_S:g} s"
-    if problem is not None:
+    """Why the named server does not serve `export` over NFSv3, in one line naming the host, the
+    port and what did not answer, with what to check; None when it does. Three steps within one
+    reach.CONNECT_BUDGET_S: a TCP connect to rpcbind (port 111), `rpcinfo -t` (rpcbind answers
+    where NFS listens, and NFS answers a null call), a libnfs mount. Read-only: nothing is created
+    on the export."""
+    budget = Budget()
+    silent = f"NFS server {server} does not answer NFSv{NFS_VERSION} over TCP"
+    checks = "check the server name, that it runs rpcbind and NFSv3, and the firewall"
+    why = portal_problem(server, RPCBIND_PORT, budget.left(PORTAL_CONNECT_TIMEOUT_S))
+    if why is not None:
+        return f"{silent}: rpcbind: {why}; {checks}"
+    timeout = budget.left()
+    out = run_bounded(["rpcinfo", "-t", server, "nfs", str(NFS_VERSION)], timeout)
+    if out is None:
         return (
-            f"NFS server {server} does not answer NFSv{NFS_VERSION} over TCP (rpcinfo -t "
-            f"{server} nfs "
-            f"{NFS_VERSION}: {problem}); check the server name, that it runs rpcbind and "
-            "NFSv3, and the firewall"
+            f"{silent}: rpcbind at {server}:{RPCBIND_PORT} accepted the connection but rpcinfo -t "
+            f"{server} nfs {NFS_VERSION} got no answer within {timeout:.0f} s; {checks}"
         )
+    if out.returncode != 0:
+        return (
+            f"{silent} (rpcinfo -t {server} nfs {NFS_VERSION}: "
+            f"{_last_line(out.stderr or out.stdout)}); {checks}"
+        )
+    timeout = budget.left()
     try:
-        with libnfs.mounted(server, export, PROBE_TIMEOUT_S):
+        with nfs_mounted(server, export, timeout):
             pass
-    except libnfs.NfsError as err:
+    except NfsError as err:
         return (
-            f"cannot mount export {export} of {server}: {err}; check the export path "
-            f"(showmount -e {server}) "
-            "and its client list"
+            f"cannot mount export {export} of {server} within {timeout:.0f} s (NFSv"
+            f"{NFS_VERSION}, found through rpcbind at {server}:{RPCBIND_PORT}): {err}; check "
+            f"the export path (showmount -e {server}) and its client list"
         )
     return None
 
@@ -634,7 +1070,7 @@ def provision_nfs(
 ) -> tuple[LabNfsServer | ExistingNfsServer, dict[str, Any]]:
     """The server of an NFS backing (started or checked) and the metadata every result of it
     carries."""
-    if not libnfs.available():
+    if not libnfs_available():
         raise UserError(
             "libnfs is not installed: QEMU's NFS client needs it", hint="apt-get install libnfs13"
         )

@@ -27,10 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-# The module, not its names: safety imports backing.iscsi_names, whose package imports this module,
-# so when safety is imported first (iomatrix run) its names do not exist yet here; they are looked
-# up when called.
-from iomatrix import safety
 from iomatrix.backing import leftovers
 from iomatrix.backing.client_host import ClientHost
 from iomatrix.backing.leftover_kinds import (
@@ -55,6 +51,7 @@ from iomatrix.backing.spec import (
 )
 from iomatrix.errors import UserError
 from iomatrix.mountinfo import innermost_mount
+from iomatrix.safety import check_destroyable, path_devices
 from iomatrix.storage_clients import client_host_problem
 from iomatrix.sysfs import block_sysdir, loop_backing_file, read_text, slaves, whole_disk
 
@@ -115,7 +112,7 @@ def device_info(devnum: tuple[int, int], _depth: int = 0) -> dict[str, Any] | No
         info["loop_direct_io"] = read_text(disk / "loop" / "dio") == "1"
         if _depth < 4:
             try:
-                nums = safety.path_devices(backing.removesuffix(" (deleted)"))
+                nums = path_devices(backing.removesuffix(" (deleted)"))
             except OSError:
                 nums = []
             if nums:
@@ -156,7 +153,7 @@ def fs_metadata(path: Path) -> dict[str, Any]:
         mount_options_effective=",".join(x for x in (m["mount_options"], m["super_options"]) if x),
     )
     try:
-        nums = safety.path_devices(path)
+        nums = path_devices(path)
     except OSError:
         nums = []
     if nums:
@@ -392,7 +389,7 @@ def _setup_tmpfs(spec: TmpfsBacking, workdir: Path, td: _Teardown) -> tuple[Path
 def _setup_blockdev(
     spec: BlockdevBacking, workdir: Path, td: _Teardown, allowed: set[Path]
 ) -> tuple[Path, dict[str, Any]]:
-    safety.check_destroyable(spec.device, allowed)
+    check_destroyable(spec.device, allowed)
     return spec.device, device_metadata(spec.device)
 
 

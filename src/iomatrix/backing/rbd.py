@@ -1,7 +1,7 @@
 """The Ceph RBD backing (issue 35): disks as RBD images, opened by QEMU's own Ceph client (librbd,
 ``driver=rbd``), made fresh for every run.
 
-Two modes (`iomatrix.backing.spec.RbdBacking`):
+Two modes (`RbdBacking`, below):
 
 * *lab-started* — iomatrix runs a one-node cluster on 127.0.0.1: one ceph-mon and one ceph-osd on
   free ports, every file (fsid, monmap, mon and OSD data, the BlueStore block file, admin sockets,
@@ -12,7 +12,7 @@ Two modes (`iomatrix.backing.spec.RbdBacking`):
   figures are not a disk's).
 * *existing* — the user names a ceph.conf, a keyring and a pool; iomatrix creates only its own
   images there (``iomatrix-<pid>-<hex6>-<name>``), recorded in the ledger first
-  (`leftover_kinds.RbdImageLeftover`), and removes them afterwards. It never opens any other image.
+  (`RbdImageLeftover`), and removes them afterwards. It never opens any other image.
 
 Each disk gets a ceph.conf of its own: the cluster's (or the user's) with a ``[client.NAME]``
 section holding the cell's librbd cache settings (`rbd_cache`, `rbd_cache_policy`,
@@ -43,19 +43,23 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
+
+from pydantic import field_validator, model_validator
 
 from iomatrix import children
 from iomatrix.backing import leftovers
-from iomatrix.backing.leftover_kinds import Leftover, LeftoverError
-from iomatrix.backing.leftover_rbd import RbdImageLeftover, rbd_argv
-from iomatrix.backing.network import NetworkDisk
+from iomatrix.backing.client_host import SharedServer
+from iomatrix.backing.leftover_kinds import EntryKind, Leftover, LeftoverError
+from iomatrix.backing.network import DiskRequest, NetworkDisk
 from iomatrix.backing.ports import free_ports_in, port_holders, refuse_if_held
-from iomatrix.backing.spec import RbdBacking
+from iomatrix.backing.reach import Budget, greeting_problem
+from iomatrix.backing.spec import BackingSpecBase, missing_module, not_root
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import version_of
 from iomatrix.images import create_image_argv
-from iomatrix.protocols.ceph import format_reason, object_order
+from iomatrix.protocols.place import CEPH_MON_PORT
+from iomatrix.protocols.rbd import format_reason, object_order
 from iomatrix.storage_clients import krbd_missing, module_known
 
 LOOPBACK = "127.0.0.1"
@@ -93,6 +97,208 @@ LOG_PREFIX = re.compile(r"^\S+ [0-9a-f]+ +-?\d+ ")
 BASELINE_NOTE = (
     "no file holds the image's bytes: the server-side baseline for rbd is fio's ioengine=rbd"
 )
+
+
+# What a lab-started Ceph cluster and QEMU's RBD client need (backing.rbd): program → Debian
+# package.
+RBD_LAB_PROGRAMS = {
+    "ceph-mon": "ceph-mon",
+    "ceph-osd": "ceph-osd",
+    "monmaptool": "ceph-mon",
+    "ceph": "ceph-common",
+    "rbd": "ceph-common",
+}
+RBD_EXISTING_PROGRAMS = {"rbd": "ceph-common"}
+QEMU_BLOCK_RBD = "qemu/block-rbd.so"
+# A pool or client name as Ceph takes it; a conf or keyring path: absolute, plain characters (it
+# goes into QEMU's `conf=` option and an rbd: URL, where ':' and ',' have meanings).
+RBD_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+RBD_PATH = re.compile(r"/[A-Za-z0-9_.+=@~/-]{0,1023}")
+
+
+class RbdBacking(BackingSpecBase, SharedServer):
+    """Disks as Ceph RBD images, opened by QEMU's own Ceph client (librbd). Lab-started (no keys):
+    iomatrix runs one ceph-mon and one ceph-osd on 127.0.0.1, the OSD on BlueStore over a file
+    (`store = "bluestore"`, the default) or in RAM (`store = "memstore"`, for quick tests). Existing
+    (`conf`, `pool`, optional `keyring`, `user`): iomatrix creates its own images in that pool and
+    removes them afterwards."""
+
+    type: Literal["rbd"] = "rbd"
+    store: Literal["bluestore", "memstore"] | None = None
+    conf: Path | None = None
+    keyring: Path | None = None
+    pool: str | None = None
+    user: str | None = None
+
+    @field_validator("conf", "keyring")
+    @classmethod
+    def _plain_path(cls, v: Path | None) -> Path | None:
+        if v is not None and not RBD_PATH.fullmatch(str(v)):
+            raise ValueError(
+                f"{str(v)[:60]!r} is not an absolute path of plain characters (no ':', "
+                "',' or spaces: "
+                'QEMU\'s conf= option cannot carry them); e.g. conf = "/etc/ceph/ceph.conf"'
+            )
+        return v
+
+    @field_validator("pool", "user")
+    @classmethod
+    def _plain_name(cls, v: str | None) -> str | None:
+        if v is not None and not RBD_NAME.fullmatch(v):
+            raise ValueError(
+                f"{v[:60]!r} is not a Ceph name (letters, digits, '_', '.', '-'), e.g. "
+                'pool = "rbd"'
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _mode_keys(self) -> RbdBacking:
+        if (self.conf is None) != (self.pool is None):
+            have, missing = ("conf", "pool") if self.pool is None else ("pool", "conf")
+            raise ValueError(
+                f"'{have}' without '{missing}': an existing Ceph cluster needs both (conf = "
+                '"/etc/ceph/ceph.conf", pool = "rbd"); leave both out to let iomatrix start its own'
+            )
+        if self.conf is None and (self.keyring is not None or self.user is not None):
+            raise ValueError(
+                "keyring and user belong to an existing cluster: give conf and pool too "
+                "(a lab-started "
+                "cluster runs without cephx)"
+            )
+        if self.conf is not None and self.store is not None:
+            raise ValueError(
+                "store chooses the OSD store of a lab-started cluster: drop it for an existing one "
+                "(its OSDs are what they are)"
+            )
+        return self
+
+    @property
+    def lab_started(self) -> bool:
+        return self.conf is None
+
+    def _derived_label(self) -> str:
+        if not self.lab_started:
+            return f"rbd:{self.pool}"
+        return "rbd-memstore" if self.store == "memstore" else "rbd"
+
+    @property
+    def kind(self) -> Literal["dir", "device", "network"]:
+        return "network"
+
+    @property
+    def protocol(self) -> str | None:
+        return "rbd"
+
+    def availability(self, allowed_devices: set[Path]) -> str | None:
+        programs = RBD_LAB_PROGRAMS if self.lab_started else RBD_EXISTING_PROGRAMS
+        for prog, package in programs.items():
+            if shutil.which(prog) is None:
+                return f"'{prog}' is not installed (apt-get install {package})"
+        if (why := missing_module(QEMU_BLOCK_RBD, "qemu-block-extra")) is not None:
+            return why
+        if not self.lab_started:
+            for key, path in (("conf", self.conf), ("keyring", self.keyring)):
+                if path is not None and not path.is_file():
+                    return f"{key} {path} does not exist or is not a file"
+            return None
+        return not_root("starting ceph-mon and ceph-osd")
+
+
+# ---------------------------------------------------------------------------------------------
+# the RBD backing's entry in the leftovers ledger (NetworkProtocol.leftover_kinds): iomatrix's own
+# image in an existing pool, removed with `rbd rm`; a lab-started cluster needs no kind of its own
+# (its daemons are `process` entries, its files the scratch directory's `path` entry)
+# ---------------------------------------------------------------------------------------------
+
+# Names iomatrix gives its own images in an existing RBD pool (backing.rbd:
+# "iomatrix-<pid>-<hex6>-<name>").
+RBD_IMAGE_NAME = re.compile(r"iomatrix-[0-9]+-[0-9a-f]{6}(-[A-Za-z0-9_.-]{1,100})?")
+RBD_POOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+RBD_TIMEOUT_S = 60.0
+RBD_WATCH_TIMEOUT_S = 60.0  # twice Ceph's osd_client_watch_timeout (30 s)
+
+
+def rbd_argv(conf: str, keyring: str | None, user: str | None, *args: str) -> list[str]:
+    """The `rbd` command line reaching a cluster through `conf` (and a keyring and client name, when
+    given)."""
+    argv = ["rbd", "-c", conf]
+    if keyring:
+        argv += ["--keyring", keyring]
+    if user:
+        argv += ["--id", user]
+    return [*argv, *args]
+
+
+@dataclass(frozen=True)
+class RbdImageLeftover(Leftover):
+    """iomatrix's own image in an RBD pool (`target` "pool/image", info `conf`, `keyring`, `user`),
+    removed with `rbd rm`: only an image of a name iomatrix generates (an existing pool's other
+    images are never touched)."""
+
+    kind: ClassVar[EntryKind] = "rbd_image"
+    label: ClassVar[str] = "RBD image"
+
+    def _where(self) -> tuple[str, str, str]:
+        pool, _, image = self.target.partition("/")
+        conf = self.info.get("conf")
+        if not isinstance(conf, str) or not RBD_POOL_NAME.fullmatch(pool) or not image:
+            raise LeftoverError(
+                f"RBD image entry {self.target} does not name its pool, image and ceph.conf"
+            )
+        return pool, image, conf
+
+    def _rbd(self, *args: str) -> subprocess.CompletedProcess[str]:
+        _, _, conf = self._where()
+        keyring, user = self.info.get("keyring"), self.info.get("user")
+        argv = rbd_argv(
+            conf,
+            keyring if isinstance(keyring, str) else None,
+            user if isinstance(user, str) else None,
+            *args,
+        )
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, timeout=RBD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise LeftoverError(
+                f"rbd {args[0]} {self.target}: no answer within {RBD_TIMEOUT_S:g} s"
+            ) from None
+
+    def identity_problem(self, workdir: str, scratch_dirs: tuple[str, ...] = ()) -> str | None:
+        try:
+            _, image, _ = self._where()
+        except LeftoverError as err:
+            return str(err)
+        if not RBD_IMAGE_NAME.fullmatch(image):
+            return f"{self.target} is not a name iomatrix gives its images in an RBD pool"
+        return None
+
+    def present(self) -> bool:
+        pool, image, _ = self._where()
+        out = self._rbd("ls", pool)
+        if out.returncode != 0:
+            raise LeftoverError(
+                f"cannot list RBD pool {pool}: {out.stderr.strip()[-200:] or out.returncode}"
+            )
+        return image in out.stdout.split()
+
+    def remove(self) -> list[str]:
+        # A client killed with the image open leaves a watch the cluster drops after 30 s
+        # (osd_client_watch_timeout)
+        deadline = time.monotonic() + RBD_WATCH_TIMEOUT_S
+        while True:
+            out = self._rbd("rm", "--no-progress", self.target)
+            if (
+                out.returncode == 0
+                or "still has watchers" not in out.stderr
+                or time.monotonic() > deadline
+            ):
+                break
+            time.sleep(1)
+        if out.returncode != 0 and "No such file" not in out.stderr:
+            raise LeftoverError(
+                f"cannot remove RBD image {self.target}: {out.stderr.strip()[-200:]}"
+            )
+        return [f"removed RBD image {self.target}"] if out.returncode == 0 else []
 
 
 class Teardown(Protocol):
@@ -282,18 +488,11 @@ class _RbdPool:
     def metadata(self) -> dict[str, Any]:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def new_disk(
-        self,
-        values: Mapping[str, str],
-        *,
-        size_bytes: int,
-        name: str,
-        create_options: tuple[tuple[str, str], ...] = (),
-    ) -> NetworkDisk:
-        fmt = _image_format(values)
-        settings = cache_settings(values)
-        obj = object_size(values)
-        image = self._image_name(name)
+    def new_disk(self, want: DiskRequest) -> NetworkDisk:
+        fmt = _image_format(want.values)
+        settings = cache_settings(want.values)
+        obj = object_size(want.values)
+        image = self._image_name(want.name)
         run_dir = self.directory / "run"
         run_dir.mkdir(exist_ok=True)
         disk_conf = self.directory / f"{image}.conf"
@@ -313,7 +512,7 @@ class _RbdPool:
                         "create",
                         f"{self.pool}/{image}",
                         "--size",
-                        f"{size_bytes}B",
+                        f"{want.size_bytes}B",
                         "--object-size",
                         obj,
                     ),
@@ -330,9 +529,9 @@ class _RbdPool:
                 argv = create_image_argv(
                     Path(target),
                     fmt,
-                    values.get("preallocation", "off") or "off",
-                    size_bytes,
-                    create_options,
+                    want.values.get("preallocation", "off") or "off",
+                    want.size_bytes,
+                    want.create_options,
                 )
                 assert argv is not None  # never None for a qcow2 image
                 _run(argv, f"qemu-img create -f {fmt} {self.pool}/{image}")
@@ -360,7 +559,7 @@ class _RbdPool:
             protocol_options=rbd_options(self.pool, image, disk_conf, self.user),
             url=rbd_url(self.pool, image, disk_conf, self.user),
             format=fmt,
-            size_bytes=size_bytes,
+            size_bytes=want.size_bytes,
             server_path=None,
             meta=meta,
         )
@@ -708,20 +907,76 @@ class ExistingRbdPool(_RbdPool):
         }
 
 
+# A Ceph monitor's first bytes to a client: msgr v1's banner "ceph v027", msgr v2's "ceph v2\n".
+MON_GREETING = b"ceph v"
+MSGR_V2_PORT = 3300  # a monitor's msgr v2 port (IANA), where `v2:` names no port
+# `mon host` (or mon_host, mon-host) in a ceph.conf, and its addresses: v1:/v2: prefixed or bare,
+# bracketed lists, IPv6 in brackets, an optional port and /nonce.
+_MON_HOST = re.compile(r"^\s*mon[ _-]host\s*=\s*(?P<value>[^#;]*)", re.I | re.M)
+_MON_ADDR = re.compile(
+    r"(?:(?P<msgr>v[12]):)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*)"
+    r"(?::(?P<port>\d{1,5}))?(?:/\d+)?"
+)
+
+
+def monitor_addresses(conf_text: str) -> list[tuple[str, int]]:
+    """The (host, port) of each monitor a ceph.conf's `mon host` names, in order, without
+    repeats; empty where it names none (a cluster found through DNS SRV records)."""
+    found: dict[tuple[str, int], None] = {}
+    for line in _MON_HOST.finditer(conf_text):
+        for m in _MON_ADDR.finditer(line["value"].replace("[v", " v").replace("] ", " ")):
+            default = MSGR_V2_PORT if m["msgr"] == "v2" else CEPH_MON_PORT
+            found[(m["host"].strip("[]"), int(m["port"] or default))] = None
+    return list(found)
+
+
+def _monitor_problem(conf: Path, budget: Budget) -> str | None:
+    """Why no monitor the conf names greets a client (each asked in turn until one does, within
+    `budget`), naming each monitor's host and port; None when one greets or none is named."""
+    try:
+        monitors = monitor_addresses(conf.read_text(errors="replace"))
+    except OSError as err:
+        return f"cannot read {conf} ({err.strerror})"
+    problems = []
+    for host, port in monitors:
+        if budget.spent:
+            break
+        why = greeting_problem(host, port, "Ceph monitor", MON_GREETING, budget.left(5.0))
+        if why is None:
+            return None
+        problems.append(why)
+    return "; ".join(problems) or None
+
+
 def existing_pool_problem(spec: RbdBacking) -> str | None:
-    """Why the cluster of the backing's conf does not list its pool (a read-only `rbd ls`, bounded),
-    in one line with what to check; None when it does."""
+    """Why the cluster of the backing's conf does not list its pool, in one line naming what did
+    not answer and what to check; None when it does. Within reach.CONNECT_BUDGET_S: a monitor's
+    greeting (a monitor that accepts and stays silent is told within seconds), then a read-only
+    `rbd ls` whose own mount timeout is what is left."""
     assert spec.conf is not None and spec.pool is not None
+    budget = Budget()
+    checks = "check the conf's mon host, the keyring, the user and the pool name"
+    if (why := _monitor_problem(spec.conf, budget)) is not None:
+        return (
+            f"the Ceph cluster of {spec.conf} does not list pool {spec.pool!r}: no monitor "
+            f"answers: {why}; {checks}"
+        )
+    timeout = budget.left()
     argv = rbd_argv(
-        str(spec.conf), str(spec.keyring) if spec.keyring else None, spec.user, "ls", spec.pool
+        str(spec.conf),
+        str(spec.keyring) if spec.keyring else None,
+        spec.user,
+        # librados gives up on the monitors itself, before the process is killed
+        f"--client_mount_timeout={max(1, int(timeout) - 1)}",
+        "ls",
+        spec.pool,
     )
     try:
-        _run(argv, f"rbd ls {spec.pool}", timeout=CONNECT_TIMEOUT_S * 3)
+        _run(argv, f"rbd ls {spec.pool}", timeout=timeout)
     except UserError as err:
         return (
             f"the Ceph cluster of {spec.conf} does not list pool {spec.pool!r}: "
-            f"{err.one_line()}; check the "
-            "conf's mon host, the keyring, the user and the pool name"
+            f"{err.one_line()}; {checks}"
         )
     return None
 

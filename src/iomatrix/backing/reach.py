@@ -1,27 +1,54 @@
 """Whether a server a network backing names can be reached, asked the way a run would ask it and
-bounded in time (issue 50): `run` refuses a backing that cannot serve before its sweep, and `plan`
-says so. Only connects and reads: nothing is written to the server."""
+bounded in time (issues 50 and 69): `run` refuses a backing that cannot serve before its sweep, and
+`plan` says so. Only connects and reads: nothing is written to the server.
+
+Every check of an existing server fits in one :data:`CONNECT_BUDGET_S` (a :class:`Budget` shared by
+its steps: the TCP connect, the server's greeting, the protocol tool's own question), and its
+refusal names the host, the port and what did not answer: a server that accepts a connection and
+then says nothing is the case a plain connect cannot see (issue 69: an NBD server silent for 120 s).
+"""
 
 from __future__ import annotations
 
 import socket
 import subprocess
+import time
 
-from iomatrix.protocols.iscsi_names import IscsiLun
+# All the steps of one check of an existing server together (issue 69: ≤ 15 s).
+CONNECT_BUDGET_S = 15.0
+# The TCP connect alone: a LAN answers a SYN within milliseconds; a firewall that drops it never.
+PORTAL_CONNECT_TIMEOUT_S = 5.0
+# A greeting a server sends as soon as it accepts (NBD's, a Ceph monitor's banner): milliseconds.
+GREETING_TIMEOUT_S = 5.0
+# The least time a step is given even when the budget is nearly spent (a tool must start at all).
+MIN_STEP_S = 1.0
 
-ISCSI_PROBE_TIMEOUT_S = 15
+
+class Budget:
+    """What is left of :data:`CONNECT_BUDGET_S` (or `total_s`) since it was made."""
+
+    def __init__(self, total_s: float = CONNECT_BUDGET_S) -> None:
+        self.total_s = total_s
+        self._end = time.monotonic() + total_s
+
+    @property
+    def spent(self) -> bool:
+        return time.monotonic() >= self._end
+
+    def left(self, at_most: float | None = None) -> float:
+        """Seconds left (at least MIN_STEP_S, at most `at_most` when given)."""
+        left = max(MIN_STEP_S, self._end - time.monotonic())
+        return left if at_most is None else min(left, at_most)
 
 
-def _run_bounded(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str] | None:
+def run_bounded(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str] | None:
+    """`argv`'s result, or None when it could not start or did not finish within `timeout`."""
     try:
         return subprocess.run(
             argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-
-
-PORTAL_CONNECT_TIMEOUT_S = 5
 
 
 def portal_problem(host: str, port: int, timeout_s: float = PORTAL_CONNECT_TIMEOUT_S) -> str | None:
@@ -39,21 +66,42 @@ def portal_problem(host: str, port: int, timeout_s: float = PORTAL_CONNECT_TIMEO
         return f"cannot connect to {host}:{port} ({err.strerror or err})"
 
 
-def iscsi_lun_problem(lun: IscsiLun, timeout_s: float = ISCSI_PROBE_TIMEOUT_S) -> str | None:
-    """Why `lun` cannot serve: its portal does not connect, or libiscsi's iscsi-readcapacity16 (a
-    login and a READ CAPACITY, read-only) fails: a wrong IQN, a LUN the target does not have, an ACL
-    that shuts this host out. None when it answers; the caller has checked that the tool is
-    installed."""
-    why = portal_problem(lun.portal.host.strip("[]"), lun.portal.port)
-    if why is not None:
-        return why
-    out = _run_bounded(["iscsi-readcapacity16", "-s", lun.url], timeout=timeout_s)
-    if out is None:
-        return f"iscsi-readcapacity16 got no answer within {timeout_s:g} s"
-    if out.returncode != 0:
-        err = (out.stderr or out.stdout).strip().splitlines()
-        return (
-            f"{err[-1].strip() if err else f'iscsi-readcapacity16 exit {out.returncode}'} "
-            "(check the IQN, the LUN number and the target's ACL)"
-        )
+def greeting_problem(
+    host: str, port: int, server: str, greeting: bytes, timeout_s: float = GREETING_TIMEOUT_S
+) -> str | None:
+    """Why `server` (its name: "NBD server", "Ceph monitor") at host:port does not greet a client
+    with `greeting`, the bytes it sends first as soon as it accepts: it cannot be connected to, it
+    accepts and stays silent for `timeout_s`, it closes, or it sends something else (another
+    service on that port). None when it greets. Reads the greeting only: nothing is sent."""
+    host = host.strip("[]")
+    where = f"{host}:{port}"
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout_s)
+    except socket.gaierror as err:
+        return f"the name {host!r} of the {server} does not resolve ({err.strerror})"
+    except TimeoutError:
+        return f"the {server} at {where} did not accept a connection within {timeout_s:g} s"
+    except OSError as err:
+        return f"cannot connect to the {server} at {where} ({err.strerror or err})"
+    got = b""
+    end = time.monotonic() + timeout_s
+    with sock:
+        try:
+            while len(got) < len(greeting):
+                # (the whole greeting within timeout_s, however slowly it trickles in)
+                sock.settimeout(max(0.01, end - time.monotonic()))
+                chunk = sock.recv(len(greeting) - len(got))
+                if not chunk:
+                    break
+                got += chunk
+        except TimeoutError:
+            return (
+                f"the {server} at {where} accepted the connection but sent no greeting within "
+                f"{timeout_s:g} s (a hung server, or another service on that port)"
+            )
+        except OSError as err:
+            return f"the {server} at {where} dropped the connection ({err.strerror or err})"
+    if got != greeting:
+        seen = f"{got[:16]!r}" if got else "nothing before closing"
+        return f"{where} sent {seen}, not the {server}'s greeting: check the host and port"
     return None

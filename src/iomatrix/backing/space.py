@@ -54,7 +54,7 @@ from iomatrix.domain import NA
 from iomatrix.domain.axes import CLUSTER_BYTES, DEFAULT_CLUSTER_BYTES
 from iomatrix.domain.axes import size_words as format_size
 from iomatrix.errors import UserError
-from iomatrix.protocols import network_protocol
+from iomatrix.protocol_registry import network_protocol
 from iomatrix.tiers import declaration
 
 if TYPE_CHECKING:

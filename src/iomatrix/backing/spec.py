@@ -5,11 +5,15 @@ a plain directory, a fresh filesystem on a loop device, a whole block device,
 tmpfs, an LVM logical volume or a ZFS dataset/zvol.  The models here are pure:
 they validate, label and decide availability; `iomatrix.backing.provision`
 creates and tears them down.
+
+The union of these local backings is open: a network protocol's backing (a disk an iSCSI target, an
+NFS or NBD server or a Ceph cluster serves) is a spec of its own, built on `BackingSpecBase` in that
+protocol's backing module and named by the protocol (`NetworkProtocol.spec`); `parse_backing` and
+the plan read a table of that type with it (`backing.network.plugin_spec_class`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -32,7 +36,6 @@ from pydantic import (
     model_validator,
 )
 
-from iomatrix.backing.client_host import SharedServer
 from iomatrix.backing.fsoptions import check_mkfs_options, check_mount_options
 from iomatrix.backing.network import (
     existing_server_problem,
@@ -40,18 +43,8 @@ from iomatrix.backing.network import (
     plugin_spec_class,
     valid_backing_types,
 )
-from iomatrix.backing.reach import iscsi_lun_problem
 from iomatrix.errors import UserError
 from iomatrix.hostcmd import PACKAGE_OF
-from iomatrix.protocols.iscsi_names import (
-    MAX_LUN,
-    IscsiLun,
-    address_problem,
-    check_iqn,
-    is_iscsi_url,
-    parse_iscsi_url,
-    parse_portal,
-)
 from iomatrix.safety import check_destroyable
 
 # The label of the null ceiling (matrix.NULL_BACKING); a user backing of that name would be mistaken
@@ -78,7 +71,9 @@ SYSTEM_ROOTS = (
 # and later deletes its own `dir-…` directories in the backing's path, which must not sit at the top
 # of the host.
 HOST_ROOTS = ("/", "/var", "/home", "/root", "/opt", "/srv")
-BACKING_TYPES = ("dir", "loopfs", "blockdev", "tmpfs", "lvm", "zfs", "iscsi", "nfs", "rbd")
+# The local backings; a network protocol's backing type is its name, its spec its own
+# (`NetworkProtocol.spec`, read by `plugin_spec_class`).
+BACKING_TYPES = ("dir", "loopfs", "blockdev", "tmpfs", "lvm", "zfs")
 LOOP_FILESYSTEMS = ("ext4", "xfs", "btrfs")
 
 # Smallest filesystems mkfs accepts (measured: mkfs.xfs 6.1 refuses < 300 MiB,
@@ -145,14 +140,14 @@ def format_size(size: int) -> str:
 Size = Annotated[int, BeforeValidator(parse_size), PlainSerializer(format_size, return_type=str)]
 
 
-def _missing_tools(*programs: str) -> str | None:
+def missing_tools(*programs: str) -> str | None:
     for prog in programs:
         if shutil.which(prog) is None:
             return f"'{prog}' is not installed (apt-get install {PACKAGE_OF.get(prog, prog)})"
     return None
 
 
-def _not_root(what: str) -> str | None:
+def not_root(what: str) -> str | None:
     if os.geteuid() != 0:
         return f"not root: {what} needs root (run iomatrix as root or drop this backing)"
     return None
@@ -319,8 +314,8 @@ class LoopfsBacking(_Spec):
 
     def availability(self, allowed_devices: set[Path]) -> str | None:
         return (
-            _missing_tools("losetup", f"mkfs.{self.fs}", "mount", "umount")
-            or _not_root("a loop device and mount")
+            missing_tools("losetup", f"mkfs.{self.fs}", "mount", "umount")
+            or not_root("a loop device and mount")
             or (
                 None
                 if Path("/dev/loop-control").exists()
@@ -385,7 +380,7 @@ class TmpfsBacking(_Spec):
         return tmpfs_accepts_o_direct()
 
     def availability(self, allowed_devices: set[Path]) -> str | None:
-        return _missing_tools("mount", "umount") or _not_root("mounting tmpfs")
+        return missing_tools("mount", "umount") or not_root("mounting tmpfs")
 
 
 def _quiet(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str] | None:
@@ -411,8 +406,8 @@ class LvmBacking(_Spec):
 
     def availability(self, allowed_devices: set[Path]) -> str | None:
         reason = (
-            _missing_tools("lvcreate", "lvremove", "vgs")
-            or _not_root("creating a logical volume")
+            missing_tools("lvcreate", "lvremove", "vgs")
+            or not_root("creating a logical volume")
             or (
                 None
                 if Path("/dev/mapper/control").exists()
@@ -466,8 +461,8 @@ class ZfsBacking(_Spec):
 
     def availability(self, allowed_devices: set[Path]) -> str | None:
         reason = (
-            _missing_tools("zfs")
-            or _not_root("creating a ZFS dataset or zvol")
+            missing_tools("zfs")
+            or not_root("creating a ZFS dataset or zvol")
             or (
                 None
                 if Path("/dev/zfs").exists()
@@ -492,336 +487,15 @@ def _library_module(relative: str) -> Path | None:
     return found[0] if found else None
 
 
-def _missing_module(relative: str, package: str) -> str | None:
+def missing_module(relative: str, package: str) -> str | None:
     """One line naming a missing module and the package that has it, or None."""
     if _library_module(relative) is not None:
         return None
     return f"/usr/lib/<arch>/{relative} is missing (apt-get install {package})"
 
 
-# QEMU's iscsi block driver, a module of Debian's qemu-block-extra (not of qemu-system-*).
-QEMU_BLOCK_ISCSI = "qemu/block-iscsi.so"
-
-
-def _missing_qemu_iscsi() -> str | None:
-    return _missing_module(QEMU_BLOCK_ISCSI, "qemu-block-extra")
-
-
-def allowed_iscsi_luns(allowed: set[Path]) -> set[str]:
-    """The iSCSI LUNs handed over with --allow-destroy, as canonical iscsi:// URLs (bad ones are
-    skipped here: safety.check_allowed_devices refuses them before anything runs)."""
-    urls = set()
-    for p in allowed:
-        if is_iscsi_url(p):
-            with contextlib.suppress(ValueError):
-                urls.add(parse_iscsi_url(str(p)).url)
-    return urls
-
-
-class IscsiBacking(_Spec, SharedServer):
-    """iSCSI LUNs: served by a tgtd iomatrix starts on 127.0.0.1 (no keys), or one LUN of an
-    existing target (`portal`, `iqn`, `lun`), written only when handed over with --allow-destroy
-    iscsi://PORTAL/IQN/LUN."""
-
-    type: Literal["iscsi"] = "iscsi"
-    portal: str | None = None
-    iqn: str | None = None
-    # strict: TOML's `true` or "1" is a mistake, not LUN 1
-    lun: int | None = Field(default=None, ge=0, le=MAX_LUN, strict=True)
-
-    @field_validator("portal")
-    @classmethod
-    def _portal_ok(cls, v: str | None) -> str | None:
-        return None if v is None else str(parse_portal(v))
-
-    @field_validator("iqn")
-    @classmethod
-    def _iqn_ok(cls, v: str | None) -> str | None:
-        return None if v is None else check_iqn(v)
-
-    @model_validator(mode="after")
-    def _existing_needs_both(self) -> IscsiBacking:
-        if (self.portal is None) != (self.iqn is None):
-            raise ValueError(
-                "an existing iSCSI target needs both portal and iqn (drop both for a lab-started "
-                "tgtd)"
-            )
-        if self.lun is not None and self.portal is None:
-            raise ValueError(
-                "lun names a LUN of an existing target: give portal and iqn too (a lab-started "
-                "tgtd makes its own LUNs)"
-            )
-        return self
-
-    @property
-    def lab_started(self) -> bool:
-        return self.portal is None
-
-    def existing_lun(self) -> IscsiLun | None:
-        """The LUN of an existing target this backing names (LUN 0 when `lun` is not given, as in
-        QEMU)."""
-        if self.portal is None or self.iqn is None:
-            return None
-        return IscsiLun(parse_portal(self.portal), self.iqn, 0 if self.lun is None else self.lun)
-
-    def _derived_label(self) -> str:
-        lun = self.existing_lun()
-        return "iscsi" if lun is None else f"iscsi:{lun.portal}/{lun.iqn}/{lun.lun}"
-
-    @property
-    def kind(self) -> Literal["dir", "device", "network"]:
-        return "network"
-
-    @property
-    def protocol(self) -> str | None:
-        return "iscsi"
-
-    def availability(self, allowed_devices: set[Path]) -> str | None:
-        if self.existing_lun() is None:
-            return (
-                _missing_tools("tgtd", "tgtadm")
-                or _missing_qemu_iscsi()
-                or _not_root("starting tgtd (its control socket is in /run/tgtd)")
-            )
-        return _missing_qemu_iscsi() or _missing_tools("iscsi-readcapacity16")
-
-    @property
-    def plan_checks_server(self) -> bool:
-        # a connect and a READ CAPACITY: nothing is logged in to stay, mapped or written
-        return True
-
-    def serving_problem(self, allowed_devices: set[Path]) -> str | None:
-        lun = self.existing_lun()
-        if lun is None or self.availability(allowed_devices) is not None:
-            return None
-        if lun.url not in allowed_iscsi_luns(allowed_devices):
-            return (
-                f"LUN {lun.url} was not handed over: pass --allow-destroy {lun.url} if "
-                "its contents may be "
-                "destroyed"
-            )
-        why = iscsi_lun_problem(lun)
-        return None if why is None else f"LUN {lun.url} does not answer: {why}"
-
-
-# What a lab-started NFS server and QEMU's NFS client need (backing.nfs): program or file → Debian
-# package.
-NFS_LAB_PROGRAMS = {
-    "ganesha.nfsd": "nfs-ganesha",
-    "rpcbind": "rpcbind",
-    "rpcinfo": "rpcbind",
-    "qemu-img": "qemu-utils",
-}
-NFS_EXISTING_PROGRAMS = {"rpcinfo": "rpcbind", "qemu-img": "qemu-utils"}
-GANESHA_FSAL_VFS = "ganesha/libfsalvfs.so"
-QEMU_BLOCK_NFS = "qemu/block-nfs.so"
-
-
-# An NFS server name as an nfs:// URL and libnfs take it: a host name, an IPv4 address or a bare
-# IPv6 address.
-NFS_SERVER = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}|[0-9A-Fa-f:]{2,39}")
-# An export path: absolute, printable, none of the characters an nfs:// URL gives a meaning (?, #,
-# %), and no comma (QEMU's option separator: `path=/srv,file.driver=file` would be read as a second
-# option).
-NFS_EXPORT = re.compile(r"/[A-Za-z0-9_.+=@~/-]{0,1023}")
-
-
-class NfsBacking(_Spec, SharedServer):
-    """Disks as image files on NFS, opened by QEMU's own NFS client (libnfs). Lab-started (no keys):
-    iomatrix runs nfs-ganesha (FSAL VFS) on 127.0.0.1 with an export under the working directory.
-    Existing (`server` + `export`): iomatrix creates its own files on that export and removes them
-    afterwards."""
-
-    type: Literal["nfs"] = "nfs"
-    server: str | None = Field(default=None, max_length=253)
-    export: str | None = Field(default=None, max_length=1024)
-
-    @field_validator("server")
-    @classmethod
-    def _server_is_a_host(cls, v: str | None) -> str | None:
-        if v is not None and not NFS_SERVER.fullmatch(v):
-            raise ValueError(
-                f"server {v[:60]!r} is not a host name or IP address; write it bare, e.g. "
-                'server = "nfs1.example.org" (no nfs://, no port, no path)'
-            )
-        if v is not None and (why := address_problem(v)) is not None:
-            raise ValueError(f"server = {why}")
-        return v
-
-    @field_validator("export")
-    @classmethod
-    def _export_is_a_path(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        if "," in v:
-            raise ValueError(
-                f"export {v[:60]!r} holds a ',', which QEMU reads as the start of another option; "
-                "export a path without commas (or a directory of it without one)"
-            )
-        if not NFS_EXPORT.fullmatch(v) or "/../" in f"{v}/" or "//" in v:
-            raise ValueError(
-                f"export {v[:60]!r} is not an absolute export path of plain characters; write the "
-                'path the server exports, e.g. export = "/srv/vmstore"'
-            )
-        return v.rstrip("/") or "/"
-
-    @model_validator(mode="after")
-    def _server_with_export(self) -> NfsBacking:
-        if (self.server is None) != (self.export is None):
-            have, missing = ("server", "export") if self.export is None else ("export", "server")
-            raise ValueError(
-                f"'{have}' without '{missing}': an existing NFS server needs both "
-                '(server = "HOST", '
-                'export = "/path"); leave both out to let iomatrix start its own on 127.0.0.1'
-            )
-        return self
-
-    @property
-    def lab_started(self) -> bool:
-        return self.server is None
-
-    def _derived_label(self) -> str:
-        return "nfs" if self.lab_started else f"nfs:{self.server}:{self.export}"
-
-    @property
-    def kind(self) -> Literal["dir", "device", "network"]:
-        return "network"
-
-    @property
-    def protocol(self) -> str | None:
-        return "nfs"
-
-    def availability(self, allowed_devices: set[Path]) -> str | None:
-        programs = NFS_LAB_PROGRAMS if self.lab_started else NFS_EXISTING_PROGRAMS
-        for prog, package in programs.items():
-            if shutil.which(prog) is None:
-                return f"'{prog}' is not installed (apt-get install {package})"
-        needed = [(QEMU_BLOCK_NFS, "qemu-block-extra")]
-        if self.lab_started:
-            needed.append((GANESHA_FSAL_VFS, "nfs-ganesha-vfs"))
-        for module, package in needed:
-            if (why := _missing_module(module, package)) is not None:
-                return why
-        if self.lab_started:
-            return _not_root("starting nfs-ganesha and rpcbind")
-        return None
-
-
-# What a lab-started Ceph cluster and QEMU's RBD client need (backing.rbd): program → Debian
-# package.
-RBD_LAB_PROGRAMS = {
-    "ceph-mon": "ceph-mon",
-    "ceph-osd": "ceph-osd",
-    "monmaptool": "ceph-mon",
-    "ceph": "ceph-common",
-    "rbd": "ceph-common",
-}
-RBD_EXISTING_PROGRAMS = {"rbd": "ceph-common"}
-QEMU_BLOCK_RBD = "qemu/block-rbd.so"
-# A pool or client name as Ceph takes it; a conf or keyring path: absolute, plain characters (it
-# goes into QEMU's `conf=` option and an rbd: URL, where ':' and ',' have meanings).
-RBD_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
-RBD_PATH = re.compile(r"/[A-Za-z0-9_.+=@~/-]{0,1023}")
-
-
-class RbdBacking(_Spec, SharedServer):
-    """Disks as Ceph RBD images, opened by QEMU's own Ceph client (librbd). Lab-started (no keys):
-    iomatrix runs one ceph-mon and one ceph-osd on 127.0.0.1, the OSD on BlueStore over a file
-    (`store = "bluestore"`, the default) or in RAM (`store = "memstore"`, for quick tests). Existing
-    (`conf`, `pool`, optional `keyring`, `user`): iomatrix creates its own images in that pool and
-    removes them afterwards."""
-
-    type: Literal["rbd"] = "rbd"
-    store: Literal["bluestore", "memstore"] | None = None
-    conf: Path | None = None
-    keyring: Path | None = None
-    pool: str | None = None
-    user: str | None = None
-
-    @field_validator("conf", "keyring")
-    @classmethod
-    def _plain_path(cls, v: Path | None) -> Path | None:
-        if v is not None and not RBD_PATH.fullmatch(str(v)):
-            raise ValueError(
-                f"{str(v)[:60]!r} is not an absolute path of plain characters (no ':', "
-                "',' or spaces: "
-                'QEMU\'s conf= option cannot carry them); e.g. conf = "/etc/ceph/ceph.conf"'
-            )
-        return v
-
-    @field_validator("pool", "user")
-    @classmethod
-    def _plain_name(cls, v: str | None) -> str | None:
-        if v is not None and not RBD_NAME.fullmatch(v):
-            raise ValueError(
-                f"{v[:60]!r} is not a Ceph name (letters, digits, '_', '.', '-'), e.g. "
-                'pool = "rbd"'
-            )
-        return v
-
-    @model_validator(mode="after")
-    def _mode_keys(self) -> RbdBacking:
-        if (self.conf is None) != (self.pool is None):
-            have, missing = ("conf", "pool") if self.pool is None else ("pool", "conf")
-            raise ValueError(
-                f"'{have}' without '{missing}': an existing Ceph cluster needs both (conf = "
-                '"/etc/ceph/ceph.conf", pool = "rbd"); leave both out to let iomatrix start its own'
-            )
-        if self.conf is None and (self.keyring is not None or self.user is not None):
-            raise ValueError(
-                "keyring and user belong to an existing cluster: give conf and pool too "
-                "(a lab-started "
-                "cluster runs without cephx)"
-            )
-        if self.conf is not None and self.store is not None:
-            raise ValueError(
-                "store chooses the OSD store of a lab-started cluster: drop it for an existing one "
-                "(its OSDs are what they are)"
-            )
-        return self
-
-    @property
-    def lab_started(self) -> bool:
-        return self.conf is None
-
-    def _derived_label(self) -> str:
-        if not self.lab_started:
-            return f"rbd:{self.pool}"
-        return "rbd-memstore" if self.store == "memstore" else "rbd"
-
-    @property
-    def kind(self) -> Literal["dir", "device", "network"]:
-        return "network"
-
-    @property
-    def protocol(self) -> str | None:
-        return "rbd"
-
-    def availability(self, allowed_devices: set[Path]) -> str | None:
-        programs = RBD_LAB_PROGRAMS if self.lab_started else RBD_EXISTING_PROGRAMS
-        for prog, package in programs.items():
-            if shutil.which(prog) is None:
-                return f"'{prog}' is not installed (apt-get install {package})"
-        if (why := _missing_module(QEMU_BLOCK_RBD, "qemu-block-extra")) is not None:
-            return why
-        if not self.lab_started:
-            for key, path in (("conf", self.conf), ("keyring", self.keyring)):
-                if path is not None and not path.is_file():
-                    return f"{key} {path} does not exist or is not a file"
-            return None
-        return _not_root("starting ceph-mon and ceph-osd")
-
-
 BackingSpec = Annotated[
-    DirBacking
-    | LoopfsBacking
-    | BlockdevBacking
-    | TmpfsBacking
-    | LvmBacking
-    | ZfsBacking
-    | IscsiBacking
-    | NfsBacking
-    | RbdBacking,
+    DirBacking | LoopfsBacking | BlockdevBacking | TmpfsBacking | LvmBacking | ZfsBacking,
     Field(discriminator="type"),
 ]
 
@@ -834,9 +508,6 @@ BUILT_IN_SPECS: tuple[type[_Spec], ...] = (
     TmpfsBacking,
     LvmBacking,
     ZfsBacking,
-    IscsiBacking,
-    NfsBacking,
-    RbdBacking,
 )
 
 

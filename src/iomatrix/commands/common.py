@@ -123,3 +123,13 @@ def few_runs_hint(answer: str, db: Path, most_runs: int) -> str | None:
         f"raise repetitions.min and repetitions.max, or rank what you have with "
         f"'iomatrix rank --db {db} --min-runs {max(most_runs, 2)}' (fewer runs: a weaker answer)"
     )
+
+
+def check_guest_image(p: Plan) -> None:
+    """The plan's `[guest] image` checked as `run` checks it before anything is built or booted
+    (guest/real_image.py: a local, readable, bootable qcow2 or raw file); one line when it is
+    not."""
+    if "guest" in p.tier:
+        from iomatrix.guest.real_image import check_image_setting
+
+        check_image_setting(p.setting("guest_image"))

@@ -82,7 +82,8 @@ def guest_info(format: FormatOpt = OutputFormat.table) -> None:
         sys.stdout.write(json.dumps(info, indent=2, default=str) + "\n")
         return
     for line in info_lines(info):
-        console.print(line, markup=False, highlight=False)
+        # a terminal wraps between words; a pipe gets each line whole (no path split mid-name)
+        console.print(line, markup=False, highlight=False, soft_wrap=not console.is_terminal)
 
 
 def info_lines(info: dict[str, Any]) -> list[str]:

@@ -71,8 +71,16 @@ def merge(
             soft_wrap=True,
             markup=False,
         )
+    # A host row is a machine with its software: one machine upgraded between two sweeps is two
+    # rows, and still one host to the reader.
+    versions = (
+        f" ({result.hosts} host configurations: software or memory differ)"
+        if result.hosts > result.machines
+        else ""
+    )
     console.print(
-        f"{out}: {result.hosts} host(s), {result.sweeps} sweep(s), {result.runs} run(s)",
+        f"{out}: {result.machines} host(s){versions}, {result.sweeps} sweep(s), "
+        f"{result.runs} run(s)",
         soft_wrap=True,
         markup=False,
     )

@@ -63,7 +63,7 @@ ObjectiveOpt = Annotated[
         help="What to optimise: throughput, p99-latency or cpu-per-io (default: each "
         "workload's primary metric, "
         "a throughput for the speed presets).",
-        metavar="throughput|p99-latency|cpu-per-io",
+        metavar="OBJECTIVE",  # the help names the three: a narrow metavar column leaves room
     ),
 ]
 KernelOpt = Annotated[
@@ -110,7 +110,9 @@ TieBreakOpt = Annotated[
     str,
     typer.Option(
         help="How a tied top group is resolved, in order (comma-separated: "
-        "safety, keeper (what you run, else QEMU's default), simplicity, performance, name)."
+        "safety, keeper (what you run, else QEMU's default), simplicity, performance, name).",
+        # shown with spaces, so that a narrow help column wraps it instead of cutting it
+        show_default="safety, keeper, simplicity",
     ),
 ]
 DEFAULT_MIN_RUNS = 3
@@ -126,7 +128,7 @@ CurrentOpt = Annotated[
     typer.Option(
         help="What you run today: a libvirt domain XML file, Proxmox 'qm config VMID' output "
         "(a file), a QEMU "
-        "-drive/-blockdev string, or axes 'cache=none,aio=threads,format=qcow2,bus=virtio-blk'."
+        "-drive/-blockdev string, or axes such as 'cache=none,aio=threads'."
     ),
 ]
 RequireOpt = Annotated[

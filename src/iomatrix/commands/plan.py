@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from iomatrix.commands.common import load_plan
+from iomatrix.commands.common import check_guest_image, load_plan
 from iomatrix.commands.options import RoleOpt
 from iomatrix.commands.run import plan_with_roles
 from iomatrix.ui import console
@@ -61,6 +61,9 @@ def plan_cmd(
     check_allowed_devices(allow_destroy)
     p, base = load_plan(plan)
     p = plan_with_roles(p, role, plan)
+    # a guest image that cannot serve is said here, not after the estimate of a sweep that would
+    # fail (or wait for a boot that never comes)
+    check_guest_image(p)
     allowed = resolve_allowed(allow_destroy)
     exp = plan_expansion(p, base, allowed)
     low, high = estimate_seconds(p, exp)

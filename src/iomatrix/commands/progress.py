@@ -9,6 +9,7 @@ so the CLI's start-up (`iomatrix --help`) does not import the runner."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
 from rich.markup import escape
 from rich.progress import (
@@ -22,34 +23,51 @@ from rich.progress import (
 
 from iomatrix import runner
 from iomatrix.matrix import Unit
+from iomatrix.report.naming import SEPARATOR, CellNames, cell_names
 from iomatrix.tiers.base import RunOutcome
 from iomatrix.ui import console, report_width
 
 DISTURBED = " — disturbed: "
 
 
-def run_line(mark: str, cell: str, workload: str, summary: str, width: int, verbose: bool) -> str:
+def run_line(
+    mark: str,
+    cell: str,
+    workload: str,
+    summary: str,
+    width: int,
+    verbose: bool,
+    short: str | None = None,
+) -> str:
     """One finished run as one line: the full summary with `verbose`, else at most `width`
-    characters (a disturbed run says so; its reasons are in the database). What is shortened to fit
-    is the cell's name (its axis names first, then its middle), never the measured value: the value
-    is what the line is for."""
+    characters (a disturbed run says so; its reasons are in the database). The cell is named by
+    `short` where the sweep gave one (its settings that vary among the sweep's cells,
+    report/naming.py: 'raw · writeback'), else by the values it sets. What is shortened to fit is
+    the cell's name, never the measured value (the value is what the line is for), and a name is
+    shortened by whole settings from its middle ('qcow2 · … · whole-image'), never mid-word."""
     head, sep, _reasons = summary.partition(DISTURBED)
     # what it sets
     cell = " ".join(p for p in cell.split() if not p.endswith("=-") and p != "modifier=none")
     tail = f" · {workload}: {summary if verbose else head + (' · disturbed' if sep else '')}"
-    line = f"{mark} {cell}{tail}"
-    if verbose or len(line) <= width:
-        return line
+    if verbose:
+        return f"{mark} {cell}{tail}"
+    name = short or cell
+    if len(mark) + 1 + len(name) + len(tail) <= width:
+        return f"{mark} {name}{tail}"
     room = width - len(mark) - 1 - len(tail)
-    # 'cache=none aio=native' → 'none native'
-    values = " ".join(p.split("=", 1)[-1] for p in cell.split())
-    if len(values) <= room:
-        return f"{mark} {values}{tail}"
-    if room >= 9:  # the start and the end of the cell, which is where cells of a sweep differ
-        keep = room - 1
-        return f"{mark} {values[: keep - keep // 2]}…{values[len(values) - keep // 2 :]}{tail}"
-    line = f"{mark} {values[:8]}{tail}"
-    return line if len(line) <= width else line[: max(width - 1, 1)] + "…"
+    # 'cache=none aio=native' → ['none', 'native']
+    parts = short.split(SEPARATOR) if short else [p.split("=", 1)[-1] for p in cell.split()]
+    name = SEPARATOR.join(parts)
+    # the start and the end of the name stay, which is where cells of a sweep differ: the setting
+    # nearest the middle goes first, its place said once by '…'
+    while len(name) > room and sum(p != "…" for p in parts) > 2:
+        real = [i for i, p in enumerate(parts) if p != "…"]
+        parts[real[len(real) // 2]] = "…"
+        parts = [p for i, p in enumerate(parts) if not (p == "…" and i and parts[i - 1] == "…")]
+        name = SEPARATOR.join(parts)
+    if len(name) > room:
+        name = parts[0]
+    return f"{mark} {name}{tail}"
 
 
 class RichProgress(runner.Progress):
@@ -58,6 +76,7 @@ class RichProgress(runner.Progress):
 
     def __init__(self, verbose: bool = False) -> None:
         self.live = sys.stdout.isatty()
+        self.names: CellNames | None = None
         self.verbose = verbose
         self.disturbed = 0
         self.where = "starting"
@@ -75,6 +94,9 @@ class RichProgress(runner.Progress):
             disable=not self.live,
         )
         self.task = None
+
+    def cells(self, labels: Sequence[str]) -> None:
+        self.names = cell_names(labels)
 
     def start(self, total_estimate: int, resumed_runs: int) -> None:
         self.bar.start()
@@ -108,6 +130,7 @@ class RichProgress(runner.Progress):
                 summary,
                 min(report_width(), 100),
                 self.verbose,
+                short=self.names.of(unit.cell.label()) if self.names else None,
             )
             console.print(line, markup=False, highlight=False, soft_wrap=self.verbose)
         self._describe()

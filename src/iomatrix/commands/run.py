@@ -6,6 +6,7 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -14,7 +15,13 @@ import typer
 from rich.markup import escape
 
 from iomatrix import children
-from iomatrix.commands.common import few_runs_hint, load_plan, refuse_system_workdir, warn_tcg
+from iomatrix.commands.common import (
+    check_guest_image,
+    few_runs_hint,
+    load_plan,
+    refuse_system_workdir,
+    warn_tcg,
+)
 from iomatrix.commands.options import (
     DEFAULT_DB,
     DEFAULT_WORKDIR,
@@ -50,6 +57,7 @@ class SweepIncomplete(Exception):
 
 def run(
     plan: Annotated[str, typer.Argument(help="Built-in plan name (e.g. quick) or TOML file.")],
+    *,
     db: Annotated[
         Path,
         typer.Option(
@@ -99,7 +107,7 @@ def run(
             "measured): a libvirt domain XML file, Proxmox 'qm config VMID' output (a "
             "file), a QEMU "
             "-drive/-blockdev string, or axes "
-            "'cache=none,aio=native,format=qcow2'. Part of the plan: re-run with it to resume."
+            "such as 'cache=none,aio=native'. Part of the plan: re-run with it to resume."
         ),
     ] = None,
     current_disk: Annotated[
@@ -137,66 +145,71 @@ def run(
 ) -> None:
     """Run a plan, e.g. 'iomatrix run quick'. Re-running on the same --db resumes and skips
     completed runs."""
-    from iomatrix.locks import (
-        WORKDIR_LOCK,
-        db_lock_path,
-        exclusive,
-        exclusive_identity,
-        refuse_if_held,
-        refuse_if_identity_held,
-    )
-    from iomatrix.store import Store
-
-    check_group_name(group)
-    publish_to = check_publish(db, publish)
-    from iomatrix.sweep.start import parse_start_at
-
-    start = None if start_at is None else parse_start_at(start_at, time.time())
-    if not 0.05 <= monitor_interval <= 60:
-        raise UserError(
-            f"--monitor-interval {monitor_interval} is out of range", hint="use 0.05 to 60 seconds"
+    sweep(
+        RunArgs(
+            plan=plan,
+            db=db,
+            workdir=workdir,
+            allow_destroy=allow_destroy,
+            accel=accel,
+            monitor_interval=monitor_interval,
+            kernel=kernel,
+            verbose=verbose,
+            group=group,
+            current=current,
+            current_disk=current_disk,
+            allow_data_loss=allow_data_loss,
+            roles=role,
+            margin=margin,
+            start_at=start_at,
+            publish=publish,
         )
-    from iomatrix.safety import check_allowed_devices, resolve_allowed
-
-    # every handed-over device, before anything runs, whatever the plan
-    check_allowed_devices(allow_destroy)
-    p, base = load_plan(plan)
-    p = plan_with_current(p, current, current_disk)
-    p = plan_with_roles(p, role, plan)
-    p = plan_with_margin(p, margin)
-    # Everything is checked before anything is created: a bad --db leaves no workdir behind. A
-    # database another sweep holds may be half-created: say who holds it rather than judge its
-    # contents.
-    refuse_kernel_fs_db(db)
-    refuse_if_held(db_lock_path(db.absolute()), f"results database {db}")
-    # The same file under another name (a hard link, a bind mount): the lock beside the name does
-    # not see it.
-    for f in _db_files(db):
-        refuse_if_identity_held(f, f"results database {db}")
-    Store.preflight(db)
-    work = check_workdir(workdir)
-    refuse_if_identity_held(work, f"working directory {work}")
-    check_kernel_option(kernel)
-    from iomatrix.backing.space import refuse_if_short
-    from iomatrix.runner import plan_expansion
-    from iomatrix.sweep.expansion import nothing_measured
-
-    exp = plan_expansion(p, base, resolve_allowed(allow_destroy))
-    # No cell, or only the null ceiling (its backings unavailable here): as the runner would say it,
-    # but before the database and the workdir are made.
-    if (refused := nothing_measured(p, exp)) is not None:
-        raise UserError(
-            refused[0],
-            hint=refused[1].replace(f"plan {p.name} --explain", f"plan {plan} --explain"),
-        )
-    refuse_if_short(p, exp, work, db)  # the whole plan's space, up front
-    from iomatrix.backing.provision import refuse_backings_that_cannot_serve
-
-    used = {c.backing for c in exp.cells if not c.is_null_ceiling}
-    refuse_backings_that_cannot_serve(
-        (s for label, s in p.backing_by_label().items() if label in used),
-        resolve_allowed(allow_destroy),
     )
+
+
+@dataclass(frozen=True)
+class RunArgs:
+    """What `iomatrix run` was given, as its options parsed it (each option's help says what it
+    means)."""
+
+    plan: str  # a built-in plan's name or a TOML file, as the user gave it
+    db: Path
+    workdir: Path
+    allow_destroy: list[Path]
+    accel: Accel
+    monitor_interval: float
+    kernel: Path | None
+    verbose: bool
+    group: str | None
+    current: str | None
+    current_disk: str | None
+    allow_data_loss: bool
+    roles: list[str]
+    margin: float | None
+    start_at: str | None
+    publish: Path | None
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A run's plan once accepted, and where it runs: what the locked part of `run` needs."""
+
+    args: RunArgs
+    plan: Plan
+    base: Path | None  # the directory the plan's relative paths are read from
+    work: Path  # the checked working directory
+    start_at: float | None  # seconds since the epoch, from --start-at
+
+
+def sweep(args: RunArgs) -> None:
+    """Check everything before anything is created (a bad --db leaves no workdir behind), then run
+    the sweep holding the working directory's and the database's locks; publish it when asked."""
+    from iomatrix.locks import WORKDIR_LOCK, db_lock_path, exclusive, exclusive_identity
+
+    publish_to, start = _checked_options(args)
+    p, base = _plan_of(args)
+    work = _checked_places(args)
+    _refuse_what_cannot_run(args, p, base, work)
     if os.geteuid() != 0 and not p.keep_caches_warm:
         err_console.print(
             "[yellow]warning:[/] not running as root: the host page cache cannot be dropped "
@@ -208,8 +221,10 @@ def run(
         work.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise UserError(
-            f"cannot create --workdir {workdir}: {err.strerror}", hint="choose a writable directory"
+            f"cannot create --workdir {args.workdir}: {err.strerror}",
+            hint="choose a writable directory",
         ) from None
+    db = args.db
     with published_after(db, publish_to), contextlib.ExitStack() as held:
         held.enter_context(exclusive(work / WORKDIR_LOCK, f"working directory {work}"))
         held.enter_context(exclusive_identity(work, f"working directory {work}"))
@@ -224,22 +239,84 @@ def run(
         # Closing the last connection checkpoints the WAL: a finished sweep leaves no -wal/-shm
         # beside the file.
         held.callback(store.close)
-        _run_locked(
-            p,
-            base,
-            plan,
-            store,
-            db,
-            work,
-            allow_destroy,
-            accel,
-            monitor_interval,
-            kernel,
-            verbose,
-            group,
-            allow_data_loss,
-            start,
+        _run_locked(Sweep(args, p, base, work, start), store)
+
+
+def _checked_options(args: RunArgs) -> tuple[DatabaseURL | None, float | None]:
+    """(the store to publish to, the start time) once the options that need no plan are checked."""
+    from iomatrix.safety import check_allowed_devices
+    from iomatrix.sweep.start import parse_start_at
+
+    check_group_name(args.group)
+    publish_to = check_publish(args.db, args.publish)
+    start = None if args.start_at is None else parse_start_at(args.start_at, time.time())
+    if not 0.05 <= args.monitor_interval <= 60:
+        raise UserError(
+            f"--monitor-interval {args.monitor_interval} is out of range",
+            hint="use 0.05 to 60 seconds",
         )
+    # every handed-over device, before anything runs, whatever the plan
+    check_allowed_devices(args.allow_destroy)
+    return publish_to, start
+
+
+def _plan_of(args: RunArgs) -> tuple[Plan, Path | None]:
+    """The plan with what the options add to it (--current, --role, --margin), and its base
+    directory."""
+    p, base = load_plan(args.plan)
+    p = plan_with_current(p, args.current, args.current_disk)
+    p = plan_with_roles(p, args.roles, args.plan)
+    p = plan_with_margin(p, args.margin)
+    check_guest_image(p)  # again: the file may have changed since `plan`
+    return p, base
+
+
+def _checked_places(args: RunArgs) -> Path:
+    """The working directory, once it and the database are known usable and held by no other sweep.
+    A database another sweep holds may be half-created: say who holds it rather than judge its
+    contents."""
+    from iomatrix.locks import db_lock_path, refuse_if_held, refuse_if_identity_held
+    from iomatrix.store import Store
+
+    db = args.db
+    refuse_kernel_fs_db(db)
+    refuse_if_held(db_lock_path(db.absolute()), f"results database {db}")
+    # The same file under another name (a hard link, a bind mount): the lock beside the name does
+    # not see it.
+    for f in _db_files(db):
+        refuse_if_identity_held(f, f"results database {db}")
+    Store.preflight(db)
+    work = check_workdir(args.workdir)
+    refuse_if_identity_held(work, f"working directory {work}")
+    check_kernel_option(args.kernel)
+    return work
+
+
+def _refuse_what_cannot_run(args: RunArgs, p: Plan, base: Path | None, work: Path) -> None:
+    """A plan that measures nothing here, does not fit the disk, or names backings that cannot serve
+    is refused before the database and the workdir are made."""
+    from iomatrix.backing.provision import refuse_backings_that_cannot_serve
+    from iomatrix.backing.space import refuse_if_short
+    from iomatrix.runner import plan_expansion
+    from iomatrix.safety import resolve_allowed
+    from iomatrix.sweep.expansion import nothing_measured
+
+    exp = plan_expansion(p, base, resolve_allowed(args.allow_destroy))
+    # No cell, or only the null ceiling (its backings unavailable here): as the runner would say it.
+    if (refused := nothing_measured(p, exp)) is not None:
+        raise UserError(refused[0], hint=_as_given(refused[1], p, args.plan))
+    refuse_if_short(p, exp, work, args.db)  # the whole plan's space, up front
+    used = {c.backing for c in exp.cells if not c.is_null_ceiling}
+    refuse_backings_that_cannot_serve(
+        (s for label, s in p.backing_by_label().items() if label in used),
+        resolve_allowed(args.allow_destroy),
+    )
+
+
+def _as_given(hint: str, p: Plan, plan: str) -> str:
+    """A hint naming the plan as the user gave it (a path, or a plan name) where the runner names
+    it by its name."""
+    return hint.replace(f"plan {p.name} --explain", f"plan {plan} --explain")
 
 
 def check_publish(db: Path | DatabaseURL, publish: Path | DatabaseURL | None) -> DatabaseURL | None:
@@ -298,7 +375,6 @@ def _publish(db: Path, url: DatabaseURL, *, failure_is_error: bool) -> None:
         )
         if failure_is_error:
             raise failed from None
-        from rich.markup import escape
 
         err_console.print(
             f"[red]error:[/] {escape(failed.one_line())}",
@@ -365,51 +441,42 @@ def check_group_name(group: str | None) -> None:
         )
 
 
-def _run_locked(
-    p: Plan,
-    base: Path | None,
-    plan: str,
-    store: Store,
-    db: Path,
-    work: Path,
-    allow_destroy: list[Path],
-    accel: Accel,
-    monitor_interval: float,
-    kernel: Path | None,
-    verbose: bool = False,
-    group: str | None = None,
-    allow_data_loss: bool = False,
-    start_at: float | None = None,
-) -> None:
+def _run_locked(sw: Sweep, store: Store) -> None:
+    """Run the sweep, holding its locks, and print its end: what ran, what was disturbed or gave up,
+    and the answer."""
+    args, p = sw.args, sw.plan
     from iomatrix.commands.progress import RichProgress
     from iomatrix.runner import RunOptions, SweepRunner
     from iomatrix.safety import resolve_allowed
     from iomatrix.stats.interference import disturbance_lines
 
+    db, plan = args.db, args.plan
     opts = RunOptions(
-        workdir=work,
-        allowed_devices=resolve_allowed(allow_destroy),
-        accel=accel.value,
-        monitor_interval=monitor_interval,
-        kernel=kernel,
-        group=group,
-        start_at=start_at,
+        workdir=sw.work,
+        allowed_devices=resolve_allowed(args.allow_destroy),
+        accel=args.accel.value,
+        monitor_interval=args.monitor_interval,
+        kernel=args.kernel,
+        group=args.group,
+        start_at=sw.start_at,
+        # escaped: a line may carry what a guest's console printed ('[    0.000000] Linux …')
         log=lambda m: console.print(f"[dim]{escape(m)}[/]"),
     )
     try:
-        runner = SweepRunner(p, base, store, opts, progress=RichProgress(verbose))
+        runner = SweepRunner(p, sw.base, store, opts, progress=RichProgress(args.verbose))
     # the runner names the plan by its name; the user gave `plan` (a path, or a plan name)
     except UserError as e:
         if e.hint is None or f"plan {p.name} --explain" not in e.hint:
             raise
-        raise UserError(
-            e.message, hint=e.hint.replace(f"plan {p.name} --explain", f"plan {plan} --explain")
-        ) from None
+        raise UserError(e.message, hint=_as_given(e.hint, p, plan)) from None
     exp = runner.expansion
     console.print(
         f"[bold]{escape(p.name)}[/]: {len(exp.cells)} cells, {len(exp.units)} cell×workload "
         f"units, {len(exp.pruned)} pruned "
-        + escape(f"(see 'iomatrix plan {plan} --explain'); results → {db}")
+        + escape(f"(see 'iomatrix plan {plan} --explain'); results → {db}"),
+        # a terminal wraps it between words; a log kept of it (not a terminal) holds it as one
+        # line, the path whole
+        soft_wrap=not console.is_terminal,
     )
     for line in current_lines(p, exp, console.width):
         console.print(line, markup=False, highlight=False)
@@ -450,7 +517,7 @@ def _run_locked(
         from iomatrix.report.render import end_of_run_text
 
         answer = end_of_run_text(
-            store, res.sweep_id, console.width, allow_data_loss=allow_data_loss
+            store, res.sweep_id, console.width, allow_data_loss=args.allow_data_loss
         )
         console.print(answer, markup=False, highlight=False)
         if hint := few_runs_hint(answer, db, p.repetitions.max):

@@ -68,10 +68,12 @@ from iomatrix.domain.local_axes import (
     whole_image_l2_cache_bytes,
 )
 from iomatrix.domain.network_axes import ordered
-from iomatrix.domain.spellings import WRITER_SOURCES, SpellingKey, Writer
+from iomatrix.domain.spellings import NOVA_BACKEND_KEYS, SpellingKey, Writer
 from iomatrix.errors import UserError
 from iomatrix.plugins import PluginError, load_entry_points
+from iomatrix.protocols.base import NetworkProtocol
 from iomatrix.protocols.built_in import protocol_classes
+from iomatrix.protocols.place import NetworkPlace
 
 # Names of the axis modules that code and plug-ins import from here (the registry is the public
 # face).
@@ -143,9 +145,9 @@ def _tool(tool: str, *keys: str) -> frozenset[SpellingKey]:
 # What iomatrix's writers put in a disk statement themselves, whatever the cell (qemu_block's
 # -blockdev, -device and --export; vmconfig's libvirt <driver name='qemu'> and <target dev=>,
 # virt-install's path= and address.*). Each network protocol's writer (its QEMU protocol node, its
-# Nova lines) is read from the protocol itself, by the protocol registry, which offers it through
-# spellings.WRITER_SOURCES (`writers`). tests/test_axis_collision.py checks the writers write no key
-# they do not declare.
+# Nova lines) is read from the protocol itself (`network_writers`): a built-in one's here, from its
+# class, an installed one's as the protocol registry registers it (`add_protocol_writers`).
+# tests/test_axis_collision.py checks the writers write no key they do not declare.
 WRITERS: list[Writer] = [
     Writer(
         "iomatrix's QEMU disk builder (qemu_block)",
@@ -178,10 +180,52 @@ def protocol_writers(
     return out
 
 
+# The formats a protocol's QEMU node is read at for its keys (a raw volume and an image file on it
+# differ).
+_PROBE_FORMATS = ("raw", "qcow2")
+# A client value other than the kernel's: QEMU's own client (NetworkProtocol's promise), where the
+# client axis is not registered.
+_USERSPACE_PROBE = "userspace"
+# The writers of the protocols the protocol registry registered beyond the built-in ones (an
+# installed package's, a test's), by protocol name.
+_ADDED_PROTOCOL_WRITERS: dict[str, list[Writer]] = {}
+
+
+def network_writers(network: NetworkProtocol) -> list[Writer]:
+    """The keys `network` writes in the tools' spellings, read from its spellings themselves: its
+    QEMU protocol node for every client and format, and its Nova snippet's own nova.conf lines
+    (placeholders for its place), but the backend's keys it takes over from the axes."""
+    client = REGISTRY.get(network.client_axis)
+    others = client.values if client is not None else (_USERSPACE_PROBE,)
+    clients = {network.kernel_client, *others}
+    place = NetworkPlace()
+    node = {
+        key
+        for value in sorted(clients)
+        for fmt in _PROBE_FORMATS
+        for key, _ in network.qemu_node({network.client_axis: value}, fmt, place)
+    }
+    # (the Nova backend's own keys it replaces the axes' of: spellings.NOVA_BACKEND_KEYS)
+    nova = [k for k, _ in network.nova_conf(place) if k not in NOVA_BACKEND_KEYS]
+    return protocol_writers(network.name, sorted(node), nova)
+
+
+def add_protocol_writers(network: NetworkProtocol) -> None:
+    """Check every axis registered from now on against the writers of `network`, a protocol the
+    protocol registry registers beyond the built-in ones (it has checked them against the axes)."""
+    _ADDED_PROTOCOL_WRITERS[network.name] = network_writers(network)
+
+
+def drop_protocol_writers(name: str) -> None:
+    """Forget the writers of the protocol named `name` (a test's, leaving the registry)."""
+    _ADDED_PROTOCOL_WRITERS.pop(name, None)
+
+
 def writers() -> list[Writer]:
-    """Every writer an axis's keys are checked against: iomatrix's own (WRITERS) and those other
-    registries offer now (each registered network protocol's, an installed package's included)."""
-    return [*WRITERS, *(w for source in WRITER_SOURCES for w in source())]
+    """Every writer an axis's keys are checked against: iomatrix's own (WRITERS), each built-in
+    network protocol's (read from its class), and those of protocols registered since."""
+    built_in = [w for cls in protocol_classes() for w in network_writers(cls())]
+    return [*WRITERS, *built_in, *(w for ws in _ADDED_PROTOCOL_WRITERS.values() for w in ws)]
 
 
 def qemu_keys(axis: Axis) -> set[tuple[str, str]]:

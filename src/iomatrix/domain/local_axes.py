@@ -22,7 +22,7 @@ from iomatrix.domain.axis_model import (
     onoff,
     version_text,
 )
-from iomatrix.domain.spellings import PROTOCOL_LOOKUP
+from iomatrix.protocols.built_in import known_protocol
 
 # --------------------------------------------------------------------- the axes of the 2013 matrix
 
@@ -79,8 +79,7 @@ def _network_aio_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None
     protocol = ctx.backing.protocol if ctx.backing is not None else None
     if protocol is None or values["aio"] == domain.Aio.THREADS:
         return None
-    # (the protocol registry's lookup: the axes cannot import it)
-    network = PROTOCOL_LOOKUP[0](protocol)
+    network = known_protocol(protocol)
     if network is not None and network.client_is_kernel(values):
         return None
     return (

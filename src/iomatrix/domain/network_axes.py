@@ -1,6 +1,7 @@
 """The axes of a disk served over the network that no protocol owns (issue 34): the round-trip time
-between client and server and the client count; and the rules each protocol's own axes are built
-with (:func:`only_on`, :func:`kernel_client_rule`). Each protocol's axes (the iSCSI LUN's, the NFS
+between client and server and the client count. The rules each protocol's own axes are built with
+are :mod:`iomatrix.domain.protocol_rules` (which the protocols' modules import, and this module's
+rules ask the protocols what they allow). Each protocol's axes (the iSCSI LUN's, the NFS
 and Ceph clients, librbd's cache, …) are in its own module under :mod:`iomatrix.protocols`
 (`NetworkProtocol.axes`); :func:`ordered` places them among these, and the axis registry
 (:mod:`iomatrix.domain.axes`) registers the lot after the local axes. Generic: no protocol is named
@@ -12,59 +13,20 @@ from collections.abc import Iterable, Mapping
 
 from iomatrix.domain import clients, rtt
 from iomatrix.domain.axis_model import (
-    KERNEL_CLIENT,
     Axis,
     Layer,
     Rule,
     RuleContext,
     ToolOption,
 )
-from iomatrix.domain.spellings import PROTOCOL_LOOKUP
+from iomatrix.domain.protocol_rules import backing_protocol
+from iomatrix.protocols.built_in import known_protocol
 
 # ----------------------------------------------------------------------- shared storage (issue 34)
 # What decides a disk served over the network, beside each protocol's own axes: the network's
 # round-trip time and how many clients share the backing. A local backing keeps every one at its
 # default, as _qcow2_only does for another format. docs/shared-storage.md has what each does and
 # what was measured.
-
-
-def backing_protocol(ctx: RuleContext) -> str | None:
-    """The protocol of the cell's backing; None for a local one or where no backing facts are known
-    (a snippet)."""
-    return ctx.backing.protocol if ctx.backing is not None else None
-
-
-def only_on(protocol: str, axis: str, default: str) -> Rule:
-    """An axis of one protocol's server or client: any other backing keeps its default (a local
-    backing runs no server and no network client)."""
-
-    def check(values: Mapping[str, str], ctx: RuleContext) -> str | None:
-        if ctx.backing is None or values[axis] == default:
-            return None  # no backing facts (a snippet): the user's storage is whatever they say
-        mine = backing_protocol(ctx)
-        if mine != protocol:
-            on = f"a {mine} backing" if mine else "a local backing"
-            return f"{axis} applies to {protocol} backings only; {ctx.backing_label} is {on}"
-        return None
-
-    return Rule((axis,), check)
-
-
-def kernel_client_rule(axis: str, kernel_value: str = KERNEL_CLIENT) -> Rule:
-    """A client axis's kernel value where the host has no kernel client of the protocol (probed by
-    iomatrix.storage_clients): pruned with the probe's reason."""
-
-    def check(values: Mapping[str, str], ctx: RuleContext) -> str | None:
-        if (
-            values[axis] != kernel_value
-            or ctx.backing is None
-            or ctx.backing.kernel_client_missing is None
-        ):
-            return None
-        missing = ctx.backing.kernel_client_missing
-        return f"{axis}={kernel_value} needs the host's kernel client: {missing}"
-
-    return Rule((axis,), check)
 
 
 def _rtt_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
@@ -77,8 +39,7 @@ def _rtt_rule(values: Mapping[str, str], ctx: RuleContext) -> str | None:
             f"{ctx.backing_label} is "
             "a local backing"
         )
-    # (the protocol registry's lookup: this module cannot import it)
-    network = PROTOCOL_LOOKUP[0](protocol)
+    network = known_protocol(protocol)
     if network is None or network.measures_rtt:
         return None
     # a protocol without its own sentence is refused too: a cell at rtt ≠ 0 that no relay delayed

@@ -6,17 +6,14 @@ that are no axis: iomatrix's own QEMU and libvirt builders, and each network pro
 protocol node, the nova.conf lines of its Nova snippet). One key belongs to one owner: the axis
 registry (:mod:`iomatrix.domain.axes`) refuses a second at registration.
 
-The network protocols are another registry (:mod:`iomatrix.protocols`), which the axis registry
-cannot import without a loop (its axis_model names the protocols). So that registry offers its
-writers here, as a *source* the axis registry asks whenever it registers an axis
-(:data:`WRITER_SOURCES`); this module imports nothing of iomatrix, so both registries import it.
+The axis registry reads each network protocol's writers from the protocol itself
+(`axes.network_writers`). This module imports nothing of iomatrix: the axis registry and the
+protocols' modules both import it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True, order=True)
@@ -48,13 +45,3 @@ class Writer:
 # images_type = rbd) replaces as a whole, leaving the axes' out (vmconfig.nova). Written by both by
 # design, so no collision.
 NOVA_BACKEND_KEYS = ("images_type", "preallocate_images")
-
-# Registries that own writers (the network protocols), each a function returning its writers as
-# they are now (a protocol an installed package adds included). The axis registry calls them when
-# it registers an axis; never while it is being imported (a source may import the axis registry).
-WRITER_SOURCES: list[Callable[[], Iterable[Writer]]] = []
-# The protocol registry's lookup (a backing's protocol name → its NetworkProtocol, None for a local
-# backing), offered the same way: the axes' rules ask a protocol what it allows (why the rtt relay
-# cannot sit between its client and server) and cannot import that registry. Set as it loads, which
-# is before any rule runs (the axes import the protocol modules, which load the registry first).
-PROTOCOL_LOOKUP: list[Callable[[str | None], Any]] = []

@@ -91,13 +91,13 @@ def check_stream(
         elif seq < written:
             unacked_lost += 1
     return StreamCheck(
-        stream,
-        acked,
-        written,
-        acked_lost,
-        unacked_lost,
-        unacked_kept,
-        torn,
-        lost[0] if lost else None,
-        lost[:EVIDENCE_CAP],
+        stream=stream,
+        acked=acked,
+        written=written,
+        acked_lost=acked_lost,
+        unacked_lost=unacked_lost,
+        unacked_kept=unacked_kept,
+        torn=torn,
+        first_acked_lost=lost[0] if lost else None,
+        lost_seqs=lost[:EVIDENCE_CAP],
     )

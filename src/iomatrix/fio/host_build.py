@@ -31,28 +31,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from iomatrix.guest.cache import cache_root
-from iomatrix.guest.static_fio import build_from_debian_source, host_fio_package_version
+from iomatrix.guest.static_fio import (
+    CONFIGURE_DISABLED,
+    build_from_debian_source,
+    host_fio_package_version,
+)
 
 # --enable-libnbd: fio builds its nbd engine only when asked. Not --build-static: Debian ships
-# libnbd as a shared library only. --disable-native: the hosts' CPUs are not the controller's. Every
-# engine with a library a sweep never uses is off (numa too: no plan or allowed job option binds fio
-# to NUMA nodes).
-HOST_CONFIGURE = [
-    "--enable-libnbd",
-    "--disable-native",
-    "--disable-numa",
-    "--disable-rdma",
-    "--disable-rados",
-    "--disable-rbd",
-    "--disable-http",
-    "--disable-gfapi",
-    "--disable-libnfs",
-    "--disable-pmem",
-    "--disable-xnvme",
-    "--disable-libzbc",
-    "--disable-tcmalloc",
-    "--disable-dfs",
-]
+# libnbd as a shared library only. The rest as the guest's static fio (CONFIGURE_DISABLED).
+HOST_CONFIGURE = ["--enable-libnbd", *CONFIGURE_DISABLED]
 # What the controller needs to build it (the full install has all but pkgconf and libnbd-dev:
 # setup.sh --fleet).
 BUILD_PACKAGES = "build-essential dpkg-dev pkgconf libaio-dev libnbd-dev zlib1g-dev"

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 
 from iomatrix.domain import CACHE, FIO_ENGINE, Aio, CacheMode
 from iomatrix.domain.workload import Workload
-from iomatrix.tiers import declaration
 
 MEASURE_JOB = "measure"
 PREFILL_JOB = "prefill"
@@ -370,12 +369,3 @@ def nbd_job(w: Workload, *, uri: str, shape: JobShape, custom_text: str | None =
         lines.append(f"fsync={w.fdatasync}")
         subst.append(SUBST_FDATASYNC)
     return NbdJob("\n".join(lines) + "\n", subst)
-
-
-def page_cache_method(w: Workload, *, tier: str, cache: str, caches_dropped: bool) -> str:
-    """How the page cache was kept out of a read measurement (recorded per run); the tier words its
-    part (Tier.page_cache_wording)."""
-    if not w.reads:
-        return "n/a (no reads measured)"
-    dropped = "host caches dropped before the run" if caches_dropped else "host caches NOT dropped"
-    return f"{declaration(tier).page_cache_wording(cache)}; {dropped}"

@@ -118,7 +118,8 @@ def choose_accel(
     choice = probe_kvm(artifacts, timeout)
     cached[key] = asdict(choice) | {"when": time.strftime("%Y-%m-%d %H:%M:%S")}
     cache_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cache_file.with_suffix(".tmp")
+    # this process's own: two probes at once must not write one file
+    tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(cached, indent=2) + "\n")
     tmp.replace(cache_file)
     return choice

@@ -244,6 +244,8 @@ def wait_for_agent(
     why_not: Callable[[], str],
     attempt_s: float = 3.0,
     resend_s: float = 30.0,
+    progress: Callable[[float], None] | None = None,
+    progress_s: float = 30.0,
 ) -> float:
     """Wait until the agent answers `guest-ping`; return the seconds waited.
 
@@ -252,12 +254,17 @@ def wait_for_agent(
     it is sent again only every `resend_s` (an agent that restarted may have dropped it), and any of
     them answered means the agent is up. `alive()` returns None while the guest runs, else why it
     stopped (QEMU exited): that ends the wait at once. On the time limit or a stop, one line: what
-    happened and `why_not()` (the last console lines)."""
+    happened and `why_not()` (the last console lines). `progress(seconds waited)` is called every
+    `progress_s` while it waits."""
     t0 = time.monotonic()
     deadline = t0 + limit_s
     sent: set[int] = set()
     next_send = t0
+    next_progress = t0 + progress_s
     while True:
+        if progress is not None and time.monotonic() >= next_progress:
+            progress(time.monotonic() - t0)
+            next_progress += progress_s
         stopped = alive()
         if stopped is not None:
             raise UserError(

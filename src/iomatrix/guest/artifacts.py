@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 
 from iomatrix.errors import MissingTool, UserError
-from iomatrix.guest.cache import default_cache_dir, staged_dir
+from iomatrix.guest.cache import default_cache_dir, entry_lock, staged_dir
 from iomatrix.guest.initramfs import build_initramfs
 from iomatrix.guest.kernel import (
     MODULE_ROOTS,
@@ -225,41 +225,51 @@ def ensure_artifacts(
         art = _from_manifest(build)
         if art is not None:
             return art
-    log(f"building guest initramfs for kernel {tree.version} ({tree.source})")
     (cache_dir / "builds").mkdir(parents=True, exist_ok=True)
-    with staged_dir(build, f".{key}-") as tmp:
-        shutil.copyfile(tree.vmlinuz, tmp / "vmlinuz")
-        config = tree.vmlinuz.parent / f"config-{tree.version}"
-        kernel_file = "vmlinuz"
-        if config.is_file() and "CONFIG_PVH=y" in config.read_text():
-            elf = extract_vmlinux(tree.vmlinuz)
-            if elf is not None:
-                (tmp / "vmlinux").write_bytes(elf)
-                kernel_file = "vmlinux"
-                log("kernel: booting the uncompressed vmlinux through its PVH entry")
-        initramfs = tmp / "initramfs.cpio"
-        names, module_load, compression = build_initramfs(
-            tree, init_text, initramfs, fio_bin, log, scripts, tools
-        )
-        final_name = f"initramfs.cpio.{compression}" if compression != "none" else "initramfs.cpio"
-        initramfs.rename(tmp / final_name)
-        seconds = time.monotonic() - start
-        manifest = {
-            "initramfs": final_name,
-            "kernel": kernel_file,
-            "kernel_version": tree.version,
-            "kernel_source": tree.source,
-            "fio_version": fio_version,
-            "fio_source": fio_why,
-            "modules": list(names),
-            "cache_key": key,
-            "module_load": {k: list(v) for k, v in module_load.items()},
-            "compression": compression,
-            "initramfs_bytes": (tmp / final_name).stat().st_size,
-            "build_seconds": round(seconds, 2),
-            "tools": sorted(tools),
-        }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    with entry_lock(build, f"the guest initramfs {key}", log):
+        # built by another process while this one waited for the lock
+        if not rebuild and (art := _from_manifest(build)) is not None:
+            return art
+        log(f"building guest initramfs for kernel {tree.version} ({tree.source})")
+        with staged_dir(build, f".{key}-") as tmp:
+            shutil.copyfile(tree.vmlinuz, tmp / "vmlinuz")
+            config = tree.vmlinuz.parent / f"config-{tree.version}"
+            kernel_file = "vmlinuz"
+            if config.is_file() and "CONFIG_PVH=y" in config.read_text():
+                elf = extract_vmlinux(tree.vmlinuz)
+                if elf is not None:
+                    (tmp / "vmlinux").write_bytes(elf)
+                    kernel_file = "vmlinux"
+                    log("kernel: booting the uncompressed vmlinux through its PVH entry")
+            initramfs = tmp / "initramfs.cpio"
+            names, module_load, compression = build_initramfs(
+                tree=tree,
+                init_text=init_text,
+                out=initramfs,
+                fio=fio_bin,
+                log=log,
+                scripts=scripts,
+                tools=tools,
+            )
+            final_name = "initramfs.cpio" + (f".{compression}" if compression != "none" else "")
+            initramfs.rename(tmp / final_name)
+            seconds = time.monotonic() - start
+            manifest = {
+                "initramfs": final_name,
+                "kernel": kernel_file,
+                "kernel_version": tree.version,
+                "kernel_source": tree.source,
+                "fio_version": fio_version,
+                "fio_source": fio_why,
+                "modules": list(names),
+                "cache_key": key,
+                "module_load": {k: list(v) for k, v in module_load.items()},
+                "compression": compression,
+                "initramfs_bytes": (tmp / final_name).stat().st_size,
+                "build_seconds": round(seconds, 2),
+                "tools": sorted(tools),
+            }
+            (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     art = _from_manifest(build)
     assert art is not None
     log(f"guest artifacts ready in {time.monotonic() - start:.1f} s: {build}")

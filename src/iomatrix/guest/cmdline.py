@@ -253,13 +253,13 @@ def build_argv(
     (e.g. a further disk a kind script uses) go at the end."""
     run_dir = Path(run_dir)
     argv = _machine_argv(
-        artifacts,
-        accel,
-        run_dir,
-        memory_mb,
-        wrapper,
-        machine,
-        guest_cpus([disk] if disk is not None else []),
+        artifacts=artifacts,
+        accel=accel,
+        run_dir=run_dir,
+        memory_mb=memory_mb,
+        wrapper=wrapper,
+        machine=machine,
+        cpus=guest_cpus([disk] if disk is not None else []),
     )
     if job.kind == "fio":
         argv += ["-fw_cfg", f"name=opt/iomatrix/fio,file={_opt(run_dir / 'job.fio')}"]
@@ -285,7 +285,13 @@ def build_batch_argv(
     """The QEMU command line of a multi-run boot: one disk, serial and job per run."""
     run_dir = Path(run_dir)
     argv = _machine_argv(
-        artifacts, accel, run_dir, memory_mb, wrapper, machine, guest_cpus(r.disk for r in runs)
+        artifacts=artifacts,
+        accel=accel,
+        run_dir=run_dir,
+        memory_mb=memory_mb,
+        wrapper=wrapper,
+        machine=machine,
+        cpus=guest_cpus(r.disk for r in runs),
     )
     argv += controller_args(runs[0].disk.bus, machine, runs[0].disk)
     tarballs = {r.job.tarball for r in runs if r.job.kind in ("fs-read", "fs-write")}

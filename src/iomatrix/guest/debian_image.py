@@ -45,9 +45,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from iomatrix import locks
 from iomatrix.errors import UserError
-from iomatrix.guest.cache import default_cache_dir
+from iomatrix.guest.cache import default_cache_dir, entry_lock
 from iomatrix.guest.realboot import BootImage
 from iomatrix.hostcmd import require
 from iomatrix.mountinfo import parse_mountinfo
@@ -568,9 +567,8 @@ def ensure_debian_image(
     check_preconditions(dest.parent)
     logs = images_dir(cache_dir) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    with locks.exclusive(
-        images_dir(cache_dir) / f".debian-12-{key}.lock", "the Debian guest image build"
-    ):
+    # a second builder waits for the first (saying so), then takes its image
+    with entry_lock(dest, "the Debian guest image", say):
         # built by another process meanwhile
         if not rebuild and (img := load_image(dest)) is not None:
             return img

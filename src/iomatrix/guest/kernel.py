@@ -15,13 +15,14 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from iomatrix.errors import MissingTool, UserError
-from iomatrix.guest.cache import staged_dir
+from iomatrix.guest.cache import entry_lock, staged_dir
 from iomatrix.hostcmd import require
 
 CLOUD_META_PACKAGE = "linux-image-cloud-amd64"
@@ -237,6 +238,15 @@ def _depmod(tree: KernelTree) -> None:
     )
 
 
+def _depmod_unpacked(root: Path) -> None:
+    """modules.dep for each kernel of a package unpacked at `root` (Debian's package leaves it to
+    its postinst), written while `root` is still private: a reader never sees it half-written."""
+    for vmlinuz in (root / "boot").glob("vmlinuz-*"):
+        version = vmlinuz.name[len("vmlinuz-") :]
+        if (root / "lib" / "modules" / version).is_dir():
+            _depmod(KernelTree(vmlinuz, root / "lib" / "modules" / version, version, ""))
+
+
 def host_kernel() -> tuple[KernelTree | None, str]:
     release = os.uname().release
     vmlinuz = Path("/boot") / f"vmlinuz-{release}"
@@ -284,10 +294,14 @@ def _unpack_deb(deb: Path, root: Path, log: Callable[[str], None]) -> None:
     if (root / ".unpacked").is_file():
         return
     require("dpkg-deb")
-    with staged_dir(root, ".unpack-") as tmp:
-        log(f"unpacking {deb.name}")
-        subprocess.run(["dpkg-deb", "-x", str(deb), str(tmp)], check=True, capture_output=True)
-        (tmp / ".unpacked").write_text(str(deb) + "\n")
+    with entry_lock(root, f"the unpacked kernel package {root.name}", log):
+        if (root / ".unpacked").is_file():  # unpacked by another process meanwhile
+            return
+        with staged_dir(root, ".unpack-") as tmp:
+            log(f"unpacking {deb.name}")
+            subprocess.run(["dpkg-deb", "-x", str(deb), str(tmp)], check=True, capture_output=True)
+            _depmod_unpacked(tmp)
+            (tmp / ".unpacked").write_text(str(deb) + "\n")
 
 
 def resolve_cloud_package_cached(cache_dir: Path, max_age: float = 86400.0) -> tuple[str, str]:
@@ -302,22 +316,22 @@ def resolve_cloud_package_cached(cache_dir: Path, max_age: float = 86400.0) -> t
     pkg, version = _resolve_cloud_package()
     # Only a memo: a cache this user cannot write (another user's, or no home) just means asking apt
     # again.
+    # Written whole and renamed: another process reading it at that moment sees the old or the new.
     with contextlib.suppress(OSError):
         memo.parent.mkdir(parents=True, exist_ok=True)
-        memo.write_text(
-            json.dumps({"package": pkg, "version": version, "when": time.time()}) + "\n"
-        )
+        tmp = memo.with_name(f".{memo.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"package": pkg, "version": version, "when": time.time()}) + "\n")
+        tmp.replace(memo)
     return pkg, version
 
 
-def _cloud_kernel(cache_dir: Path, log: Callable[[str], None], why: str) -> KernelTree:
-    pkg, version = resolve_cloud_package_cached(cache_dir)
-    root = cache_dir / "kernels" / f"{pkg}_{version}"
-    if not (root / ".unpacked").is_file():
-        if shutil.which("apt-get") is None:
-            raise MissingTool("apt-get", "apt")
-        dl = cache_dir / "kernels" / "download"
-        dl.mkdir(parents=True, exist_ok=True)
+def _download_and_unpack(
+    kernels: Path, pkg: str, version: str, root: Path, log: Callable[[str], None]
+) -> None:
+    """`apt-get download` the package into a private directory under `kernels`, then unpack it into
+    `root` (the caller holds `root`'s lock)."""
+    with tempfile.TemporaryDirectory(prefix=".download-", dir=kernels) as tmp:
+        dl = Path(tmp)
         log(f"downloading {pkg} {version} with apt-get download")
         res = subprocess.run(
             ["apt-get", "download", f"{pkg}={version}"], cwd=dl, capture_output=True, text=True
@@ -329,9 +343,26 @@ def _cloud_kernel(cache_dir: Path, log: Callable[[str], None], why: str) -> Kern
                 f"apt-get download {pkg} failed: {last}",
                 hint="check network access to the Debian mirror, or pass --kernel",
             )
-        _unpack_deb(debs[-1], root, log)
-        for d in debs:
-            d.unlink()
+        log(f"unpacking {debs[-1].name}")
+        with staged_dir(root, ".unpack-") as stage:
+            subprocess.run(
+                ["dpkg-deb", "-x", str(debs[-1]), str(stage)], check=True, capture_output=True
+            )
+            _depmod_unpacked(stage)
+            (stage / ".unpacked").write_text(str(debs[-1].name) + "\n")
+
+
+def _cloud_kernel(cache_dir: Path, log: Callable[[str], None], why: str) -> KernelTree:
+    pkg, version = resolve_cloud_package_cached(cache_dir)
+    root = cache_dir / "kernels" / f"{pkg}_{version}"
+    if not (root / ".unpacked").is_file():
+        if shutil.which("apt-get") is None:
+            raise MissingTool("apt-get", "apt")
+        # Downloaded and unpacked under the entry's lock, into a directory of this process's own: a
+        # second builder waits, then finds the kernel unpacked.
+        with entry_lock(root, f"the guest kernel {pkg} {version}", log):
+            if not (root / ".unpacked").is_file():
+                _download_and_unpack(cache_dir / "kernels", pkg, version, root, log)
     return _tree_from_root(
         root, f"Debian {pkg} {version} (resolved from {CLOUD_META_PACKAGE}; {why})"
     )

@@ -310,7 +310,9 @@ def _spawn(
         raise
     reader = _Reader(proc.stdout, run_dir / "results.log", on_line)
     reader.start()
-    return GuestHandle(proc, reader, argv, run_dir, job, t_spawn, err)
+    return GuestHandle(
+        proc, reader, argv, run_dir=run_dir, job=job, t_spawn=t_spawn, stderr_file=err
+    )
 
 
 def start_guest(
@@ -348,7 +350,17 @@ def start_guest(
         )
     for name, text in job.files.items():
         (run_dir / f"file-{name}").write_text(text)
-    argv = build_argv(artifacts, accel, disk, job, run_dir, memory_mb, wrapper, extra_args, machine)
+    argv = build_argv(
+        artifacts=artifacts,
+        accel=accel,
+        disk=disk,
+        job=job,
+        run_dir=run_dir,
+        memory_mb=memory_mb,
+        wrapper=wrapper,
+        extra_args=extra_args,
+        machine=machine,
+    )
     return _spawn(argv, run_dir, job, on_line)
 
 
@@ -409,7 +421,15 @@ def start_guest_batch(
         if r.job.kind == "fio":
             text = r.job.fio_job
             (run_dir / f"job{i}.fio").write_text(text if text.endswith("\n") else text + "\n")
-    argv = build_batch_argv(artifacts, accel, runs, run_dir, memory_mb, wrapper, machine)
+    argv = build_batch_argv(
+        artifacts=artifacts,
+        accel=accel,
+        runs=runs,
+        run_dir=run_dir,
+        memory_mb=memory_mb,
+        wrapper=wrapper,
+        machine=machine,
+    )
     handle = _spawn(
         argv,
         run_dir,

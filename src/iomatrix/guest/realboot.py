@@ -19,24 +19,32 @@ output, and kills QEMU when done.
   `iomx-test`, the others `iomx-test1`, `iomx-test2`, … (`disk_serial`: one per run of a shared
   boot); vCPUs from the disks' queues (`qemu_block.guest_cpus`: blk-mq uses at most one queue
   per vCPU).
-- **Bounded**: `boot()` waits for `guest-ping` at most `boot_limit_s`; on the limit or an early QEMU
-  exit, one line with the last console lines.
+- **Bounded**: `boot()` waits for `guest-ping` at most the limit its measured boots set
+  (`boot_limit_s`: BOOT_LIMIT_FACTOR × the longest of this image's last boots on this host under
+  this accelerator, stored in the cache's boot-times.json, never under a floor; without any, a
+  limit per accelerator), and never past the caller's own limit. While it waits a line every 30 s
+  says how long so far and what the console shows; on the limit or an early QEMU exit, one line
+  with the last console lines, or, when the console stayed empty, that the image did not start a
+  kernel (no agent can answer then, so blaming the agent misleads).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from iomatrix import children
 from iomatrix.errors import UserError
-from iomatrix.guest.agent import ExecResult, GuestAgent, wait_for_agent
+from iomatrix.guest.agent import AgentTimeout, ExecResult, GuestAgent, wait_for_agent
+from iomatrix.guest.cache import default_cache_dir
 from iomatrix.guest.cmdline import accel_args
 from iomatrix.guest.process import console_tail
 from iomatrix.hostcmd import require
@@ -48,6 +56,19 @@ ROOT_SERIAL = "iomx-root"
 UNIX_PATH_MAX = 107  # sun_path's 108 bytes, with the terminating NUL
 # a Debian boot under TCG on a loaded 2-core host: ~1 min; ten times that is a hang
 BOOT_LIMIT_S = 600.0
+# The limit a boot gets from this image's measured boots: FACTOR × the longest of the last
+# KEPT_BOOTS, at least the floor. Measured (tests/test_real_guest.py, load ~3 on 2 cores): the
+# Debian image's agent after 83 s under TCG; a loaded host swings a TCG boot about 3-fold, so 4×
+# still passes a slow boot, and the floor keeps a short first measurement from failing the next
+# under load. Under KVM a boot takes seconds: its floor is lower.
+BOOT_LIMIT_FACTOR = 4.0
+BOOT_LIMIT_FLOOR_S = {"tcg": 180.0, "kvm": 60.0}
+# No boot of this image measured yet under this accelerator.
+UNMEASURED_BOOT_LIMIT_S = {"tcg": BOOT_LIMIT_S, "kvm": 180.0}
+KEPT_BOOTS = 10
+BOOT_TIMES_FILE = "boot-times.json"
+# How often a line says the guest is still booting.
+BOOT_PROGRESS_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -181,11 +202,21 @@ class RealGuest:
         err = (self.run_dir / "qemu-stderr.log").read_text(errors="replace").strip().splitlines()
         return f"QEMU exited with status {rc}" + (f": {err[-1]}" if err else "")
 
-    def console_lines(self, n: int = 5) -> str:
+    def console_lines(self, n: int = 5, what: str = "last console lines") -> str:
+        """`what`: the console's last `n` lines joined by ' | ', each without the control
+        characters a terminal would act on (the guest writes them), or '(none)'."""
         tail = console_tail(self.run_dir / "console.log", n).strip().splitlines()
-        return "last console lines: " + (
-            " | ".join(ln.strip() for ln in tail if ln.strip()) or "(none)"
-        )
+        shown = ("".join(c for c in ln if c.isprintable()).strip() for ln in tail)
+        return f"{what}: " + (" | ".join(ln for ln in shown if ln) or "(none)")
+
+    def console_empty(self) -> bool:
+        """Whether the guest has written nothing but blanks (and firmware escapes) to its
+        console."""
+        try:
+            data = (self.run_dir / "console.log").read_bytes()[: 1 << 16]
+        except OSError:
+            return True
+        return not any(chr(b).isalnum() for b in data)
 
     def close(self) -> None:
         self.agent.close()
@@ -228,7 +259,15 @@ def start(
         socket_dir = Path(tempfile.mkdtemp(prefix="iomx-qga-"))
         sock = socket_dir / "qga.sock"
     argv = real_guest_argv(
-        image, overlay, run_dir, sock, accel, disks, memory_mb, wrapper, extra_args
+        image=image,
+        overlay=overlay,
+        run_dir=run_dir,
+        agent_socket=sock,
+        accel=accel,
+        disks=disks,
+        memory_mb=memory_mb,
+        wrapper=wrapper,
+        extra_args=extra_args,
     )
     (run_dir / "qemu.argv").write_text(" ".join(argv) + "\n")
     (run_dir / "console.log").unlink(missing_ok=True)
@@ -245,6 +284,75 @@ def start(
     return RealGuest(proc, GuestAgent(sock), run_dir, overlay, socket_dir, argv)
 
 
+def accel_kind(accel: str) -> str:
+    """'kvm' or 'tcg' (the keys of the boot limits) from an accelerator name."""
+    return "kvm" if accel.startswith("kvm") else "tcg"
+
+
+def measured_boot_limit_s(measured: Sequence[float], accel: str) -> tuple[float, str]:
+    """(seconds, how they were found) a boot may take before it is given up, from this image's
+    measured boots under `accel`: max(floor, BOOT_LIMIT_FACTOR × the longest), or the accelerator's
+    unmeasured limit when there is none.
+
+    >>> measured_boot_limit_s([83.0, 61.5], "tcg")
+    (332.0, '4 × the longest of its 2 boots measured here (83 s)')
+    >>> measured_boot_limit_s([9.0], "kvm")
+    (60.0, 'the floor under kvm (4 × its longest measured boot, 9 s, is less)')
+    >>> measured_boot_limit_s([], "tcg")
+    (600.0, 'no boot of this image measured yet under tcg')
+    """
+    kind = accel_kind(accel)
+    if not measured:
+        return UNMEASURED_BOOT_LIMIT_S[kind], f"no boot of this image measured yet under {kind}"
+    longest = max(measured)
+    limit = BOOT_LIMIT_FACTOR * longest
+    if limit < BOOT_LIMIT_FLOOR_S[kind]:
+        return BOOT_LIMIT_FLOOR_S[kind], (
+            f"the floor under {kind} ({BOOT_LIMIT_FACTOR:g} × its longest measured boot, "
+            f"{longest:.0f} s, is less)"
+        )
+    return limit, (
+        f"{BOOT_LIMIT_FACTOR:g} × the longest of its {len(measured)} boot"
+        f"{'s' if len(measured) > 1 else ''} measured here ({longest:.0f} s)"
+    )
+
+
+def _boot_key(image: BootImage, accel: str) -> str:
+    return f"{image.path.resolve()}|{image.kernel or 'firmware'}|{accel_kind(accel)}"
+
+
+def _boot_times_path() -> Path:
+    return default_cache_dir() / BOOT_TIMES_FILE
+
+
+def stored_boot_times(image: BootImage, accel: str) -> list[float]:
+    """The seconds this image's last boots took on this host under `accel` (newest last)."""
+    try:
+        times = json.loads(_boot_times_path().read_text()).get(_boot_key(image, accel), [])
+        return [float(t) for t in times if isinstance(t, (int, float)) and t > 0]
+    except (OSError, ValueError, AttributeError):
+        return []
+
+
+def store_boot_time(image: BootImage, accel: str, seconds: float) -> None:
+    """Keep `seconds` among this image's last KEPT_BOOTS boots (written whole and renamed; a cache
+    that cannot be written only means the next boot gets the unmeasured limit)."""
+    path = _boot_times_path()
+    with contextlib.suppress(OSError):
+        try:
+            stored = json.loads(path.read_text())
+            if not isinstance(stored, dict):
+                stored = {}
+        except (OSError, ValueError):
+            stored = {}
+        key = _boot_key(image, accel)
+        stored[key] = [*stored.get(key, []), round(seconds, 1)][-KEPT_BOOTS:]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(stored, indent=1) + "\n")
+        tmp.replace(path)
+
+
 @contextlib.contextmanager
 def boot(
     image: BootImage,
@@ -255,15 +363,62 @@ def boot(
     boot_limit_s: float = BOOT_LIMIT_S,
     wrapper: Sequence[str] = (),
     extra_args: Sequence[str] = (),
+    log: Callable[[str], None] | None = None,
+    progress_s: float = BOOT_PROGRESS_S,
 ) -> Iterator[RealGuest]:
     """A booted guest whose agent answers `guest-ping` (`guest.boot_s`: QEMU's start to that
-    answer), closed (QEMU killed, overlay removed) when the block ends, however it ends."""
+    answer), closed (QEMU killed, overlay removed) when the block ends, however it ends.
+
+    The boot may take what this image's measured boots allow (`measured_boot_limit_s`), at most
+    `boot_limit_s` (the caller's: a run's time limit); `log` gets a line every `progress_s` while
+    it waits."""
+    limit, why = measured_boot_limit_s(stored_boot_times(image, accel), accel)
+    if boot_limit_s < limit:
+        limit, why = boot_limit_s, "the run's time limit"
     t0 = time.monotonic()
     with children.SigtermGuard():
-        guest = start(image, run_dir, disks, accel, memory_mb, wrapper, extra_args)
+        guest = start(
+            image,
+            run_dir,
+            disks,
+            accel=accel,
+            memory_mb=memory_mb,
+            wrapper=wrapper,
+            extra_args=extra_args,
+        )
         try:
-            wait_for_agent(guest.agent, boot_limit_s, guest.stopped, guest.console_lines)
+
+            def progress(waited: float) -> None:
+                if log is not None:
+                    log(
+                        f"guest booting: {waited:.0f} s of at most {limit:.0f} s ({why}); "
+                        f"{guest.console_lines(1, what='console')}"
+                    )
+
+            try:
+                wait_for_agent(
+                    guest.agent,
+                    limit,
+                    guest.stopped,
+                    guest.console_lines,
+                    progress=progress,
+                    progress_s=progress_s,
+                )
+            except AgentTimeout as err:
+                if guest.console_empty():
+                    raise AgentTimeout(
+                        f"no console output in {limit:.0f} s ({why}): the image did not start a "
+                        "kernel",
+                        hint="its boot loader found nothing to boot, or its kernel writes its "
+                        "console elsewhere than the first serial port (console=ttyS0); read the "
+                        "run's qemu-stderr.log",
+                    ) from None
+                raise AgentTimeout(
+                    err.message.replace(f"within {limit:g} s", f"within {limit:.0f} s ({why})"),
+                    hint=err.hint,
+                ) from None
             guest.boot_s = round(time.monotonic() - t0, 1)
+            store_boot_time(image, accel, guest.boot_s)
             yield guest
         finally:
             guest.close()

@@ -18,10 +18,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from iomatrix.guest.cache import entry_lock
 from iomatrix.hostcmd import require
 
-FIO_CONFIGURE = [
-    "--build-static",
+# The configure flags both fio builds share (this static one for the guest, and the host build of
+# iomatrix.fio.host_build): --disable-native, since the binary runs on CPUs other than the
+# builder's; every engine with a library a sweep never uses off (numa too: no plan or allowed job
+# option binds fio to NUMA nodes).
+CONFIGURE_DISABLED = [
     "--disable-native",
     "--disable-numa",
     "--disable-rdma",
@@ -36,6 +40,7 @@ FIO_CONFIGURE = [
     "--disable-tcmalloc",
     "--disable-dfs",
 ]
+FIO_CONFIGURE = ["--build-static", *CONFIGURE_DISABLED]
 STATIC_FIO_PACKAGES = "build-essential dpkg-dev libaio-dev zlib1g-dev"
 # fio's job coordinator (backend.c, run_threads) sleeps a fixed 100 ms before it looks whether a job
 # group has started, and again while a `stonewall` group waits for the one before it: ~0.1 s of
@@ -117,10 +122,21 @@ def static_fio(
         )
     if failed.is_file():  # do not retry a failed build on every run (rebuild=True clears this)
         return None, failed.read_text().strip()
-    path, why = _build_static_fio(root, binary, version, log)
-    if path is None:
-        failed.write_text(why + "\n")
-    return path, why
+    root.mkdir(parents=True, exist_ok=True)
+    # One build per version at a time: a second builder waits and takes the first one's result.
+    with entry_lock(binary, f"the static fio {version}", log):
+        for cached, note in (
+            (binary, START_POLL_NOTE),
+            (root / f"fio_{version}{UNPATCHED_SUFFIX}", UNPATCHED_NOTE),
+        ):
+            if cached.is_file():
+                return cached, f"static fio built from Debian source fio {version} ({note})"
+        if failed.is_file():
+            return None, failed.read_text().strip()
+        path, why = _build_static_fio(root, binary, version, log)
+        if path is None:
+            failed.write_text(why + "\n")
+        return path, why
 
 
 def _build_static_fio(

@@ -9,11 +9,14 @@ says so."""
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+
+from iomatrix.guest.cache import entry_lock
 
 # guest path in the initramfs → C source file in the iomatrix.guest package
 TOOLS = {"usr/bin/iomx-durwriter": "durwriter.c"}
@@ -53,19 +56,32 @@ def static_tools(
             notes.append(f"{name} not built (no gcc; apt-get install {TOOL_PACKAGES})")
             continue
         binary.parent.mkdir(parents=True, exist_ok=True)
-        src = binary.with_suffix(".c")
-        tmp = binary.with_suffix(".tmp")
-        src.write_text(text)
+        # one compile per source at a time, in files of this process's own
+        with entry_lock(binary, f"the guest tool {name}", log):
+            if not binary.is_file():
+                note = _compile(gcc, text, binary, name, log)
+                if note:
+                    notes.append(note)
+                    continue
+        out[guest] = binary
+    return out, "; ".join(notes) or "all built"
+
+
+def _compile(gcc: str, text: str, binary: Path, name: str, log: Callable[[str], None]) -> str:
+    """Compile `text` statically into `binary`; '' when built, else why not (one line)."""
+    src = binary.with_name(f".{binary.name}.{os.getpid()}.c")
+    tmp = binary.with_name(f".{binary.name}.{os.getpid()}.tmp")
+    src.write_text(text)
+    try:
         res = subprocess.run(
             [gcc, "-static", "-O2", "-s", "-o", str(tmp), str(src)], capture_output=True, text=True
         )
-        src.unlink(missing_ok=True)
         if res.returncode != 0:
             last = (res.stderr.strip().splitlines() or ["no output"])[-1]
-            notes.append(f"{name} not built ({last}; apt-get install {TOOL_PACKAGES})")
-            tmp.unlink(missing_ok=True)
-            continue
+            return f"{name} not built ({last}; apt-get install {TOOL_PACKAGES})"
         tmp.rename(binary)
-        log(f"built static {name} for the guest")
-        out[guest] = binary
-    return out, "; ".join(notes) or "all built"
+    finally:
+        src.unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
+    log(f"built static {name} for the guest")
+    return ""

@@ -208,7 +208,15 @@ def guest_outcome(capture: GuestCapture, job: GuestJob) -> GuestOutcome:
     error = capture.error
     if error is None and "done" not in stream.marks and "error" not in stream.blocks:
         error = "guest stopped without reporting completion"
-    return run_outcome(stream, job, phases, error, capture.argv, capture.pid, capture.console_tail)
+    return run_outcome(
+        stream=stream,
+        job=job,
+        phases=phases,
+        error=error,
+        argv=capture.argv,
+        pid=capture.pid,
+        tail=capture.console_tail,
+    )
 
 
 def run_view(stream: ResultStream, index: int) -> ResultStream:
@@ -278,11 +286,26 @@ def batch_outcome(capture: GuestCapture, jobs: list[GuestJob], machine: str) -> 
         view = run_view(stream, i)
         end = host.get(f"run_end_r{i}")
         ph = _batch_run_phases(
-            i, i == len(jobs), view, stream.marks, end, prev_end, capture.t_exit, boot
+            index=i,
+            last=i == len(jobs),
+            view=view,
+            marks=stream.marks,
+            end=end,
+            prev_end=prev_end,
+            t_exit=capture.t_exit,
+            boot=boot,
         )
         run_error = None if end is not None else (error or "guest stopped during this run")
         outs.append(
-            run_outcome(view, job, ph, run_error, capture.argv, capture.pid, capture.console_tail)
+            run_outcome(
+                stream=view,
+                job=job,
+                phases=ph,
+                error=run_error,
+                argv=capture.argv,
+                pid=capture.pid,
+                tail=capture.console_tail,
+            )
         )
         if end is not None:
             prev_end = end

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from iomatrix import sysfs
 from iomatrix.mountinfo import mounts_of_devnum
-from iomatrix.protocols import kernel_fs_types
+from iomatrix.protocol_registry import kernel_fs_types
 
 LOOP_GET_STATUS64 = 0x4C05
 # struct loop_info64: lo_device, lo_inode, lo_rdevice, lo_offset, lo_sizelimit (u64),

@@ -131,11 +131,11 @@ def stored_current(
             )
     existing = None if disk.disk is None else ExistingDisk.from_dict(disk.disk)
     return MeasuredCurrent(
-        disk.values(),
-        disk.source or "the sweep's --current",
-        list(disk.defaulted),
-        disk.l2_cache_bytes,
-        list(disk.notes),
-        existing,
-        why,
+        axes=disk.values(),
+        source=disk.source or "the sweep's --current",
+        defaulted=list(disk.defaulted),
+        l2_cache_bytes=disk.l2_cache_bytes,
+        notes=list(disk.notes),
+        disk=existing,
+        pruned=why,
     )

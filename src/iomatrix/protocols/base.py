@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import ClassVar
 
 from iomatrix.domain.axis_model import Axis
@@ -40,6 +41,23 @@ DURABILITY_CUTS = (CUT_TARGET_POWER, CUT_CLIENT_CRASH)
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 # (the <disk type=…>, the <source> attributes, its <host> attributes or None)
 LibvirtSource = tuple[str, dict[str, str], "dict[str, str] | None"]
+
+
+@dataclass(frozen=True)
+class FlushGatedCache:
+    """A client-side write cache that stays writethrough until the guest's first flush, with the
+    axes that set it: what report/flush_gate.py names in its sentence."""
+
+    client: str  # the client library whose cache it is, as a sentence names it ("librbd")
+    where: str  # the backing as the sentence names it ("on rbd")
+    until_flush_axis: str  # the axis of the until-flush switch (on: writethrough until a flush)
+    policy_axis: str  # the axis of the cache's policy
+    default_policy: str
+    default_until_flush: str
+    defaults_of: str  # whose defaults those are ("Ceph": "Ceph's default")
+    scope: str  # what one switch covers ("image": the first flush turns it on for the image)
+    # the protocol's axes that change the figures: a finding is stated per value of them
+    context_axes: tuple[str, ...] = ()
 
 
 class NetworkProtocol(ABC):
@@ -93,8 +111,12 @@ class NetworkProtocol(ABC):
     proxmox_raw_only: ClassVar[str | None] = None
     # What a sweep's figures on it show beyond the answers (librbd's writethrough-until-flush trap),
     # each a "module:function" taking (its cells, threshold, shapes, interference, short, brief)
-    # and returning sentences (report/rbd_flush.py rbd_findings): imported on use.
+    # and returning sentences (report/flush_gate.py flush_gate_findings): imported on use.
     findings: ClassVar[tuple[str, ...]] = ()
+    # Its client's cache, where it stays writethrough until the guest's first flush (librbd's):
+    # the facts report/flush_gate.py tells its trap with (its `flush_gate_findings` is then one of
+    # `findings`); None for a client without one.
+    flush_gated_cache: ClassVar[FlushGatedCache | None] = None
     # Its client-side axes (the LUN's type and write cache, the client, librbd's cache, …), defined
     # in its own module and registered by the axis registry as it loads (domain/axes.py reads every
     # built-in protocol's, issue 48), so adding one touches only the protocol's files. An installed
@@ -131,9 +153,14 @@ class NetworkProtocol(ABC):
     # Whether a lab-started server of it keeps each run's disk as a file in the working directory (a
     # LUN file, an export's image): the space check before a sweep counts it there.
     lab_disks_in_workdir: ClassVar[bool] = False
-    # Whether a run on it goes through the delay relay's round-trip measurement (a client that takes
-    # a port).
-    measures_rtt: ClassVar[bool] = False
+    # The leftover kinds its lab half records in the leftovers ledger beside the host's own
+    # (backing.leftover_kinds), "module:Class" each, imported when a ledger names one.
+    leftover_kinds: ClassVar[tuple[str, ...]] = ()
+    # Its side of the rtt axis's delaying relay, "module:function" imported on use (a client that
+    # takes a port): a context manager `(disk, rtt_ms, workdir)` yielding (the disk reached through
+    # the relay, the RTT requested and measured), see backing.delay_relay; None where the relay
+    # cannot sit between its client and server (`rtt_unavailable` says why).
+    rtt_relay: ClassVar[str | None] = None
     # Why the rtt axis's relay cannot sit between its client and its server (a Ceph client connects
     # to the OSDs the monitor names, past any relay); None where rtt is not refused on it.
     rtt_unavailable: ClassVar[str | None] = None
@@ -148,7 +175,7 @@ class NetworkProtocol(ABC):
     userspace_client_caches: ClassVar[bool] = False
     # Whether a cache mode that keeps the host page cache keeps it for the kernel's client of it (a
     # mount, a SCSI disk); False where the shape findings read none of its cells as the page cache's
-    # (Ceph's: its client-side cache is read apart, report/rbd_flush.py).
+    # (Ceph's: its client-side cache is read apart, report/flush_gate.py).
     kernel_client_page_cache: ClassVar[bool] = True
     # The axis switching a volatile write cache of the server's disk on and off (tgt's LUN
     # write-cache), whose cost and gain a shape finding reads; None where the server has none.
@@ -194,6 +221,18 @@ class NetworkProtocol(ABC):
     def client_is_kernel(self, values: Mapping[str, str]) -> bool:
         """Whether a cell's values choose the host kernel's client of this protocol."""
         return values.get(self.client_axis) == self.kernel_client
+
+    def handed_over_problem(self, url: str) -> str | None:
+        """Why an ``--allow-destroy`` argument of this protocol's scheme (``nbd://…``) is not a
+        disk of it, in one line naming the fix; None where it reads as one or where the protocol
+        checks it only with its backing (the spec's `availability`). Nothing on the host is that
+        disk: only its spelling is checked, before anything runs."""
+        return None
+
+    @property
+    def measures_rtt(self) -> bool:
+        """Whether a run on it goes through the delay relay's round-trip measurement."""
+        return self.rtt_relay is not None
 
     @property
     def named(self) -> str:

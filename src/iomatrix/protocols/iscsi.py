@@ -1,22 +1,147 @@
 """iSCSI: a LUN of a target (tgt, lab-started, or an existing one), reached by QEMU's libiscsi or by
-the host kernel's open-iscsi (the ``initiator`` axis). The lab half (tgtd, the wire, the
-existing-LUN checks) is in :mod:`iomatrix.backing.iscsi`; the spec and its validation in
-:mod:`iomatrix.backing.spec`."""
+the host kernel's open-iscsi (the ``initiator`` axis). Its names and addresses (portals, IQNs and
+``iscsi://`` URLs, parsed and checked: pure, no socket) and its spellings are here; the lab half
+(the backing spec, tgtd, the wire, the existing-LUN checks, the rtt relay's iSCSI side) is
+:mod:`iomatrix.backing.iscsi`; what --current reads and the target snippets are
+:mod:`iomatrix.vmconfig.read_iscsi`."""
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar
 
 from iomatrix import domain
 from iomatrix.domain import NA, SafetyLevel
 from iomatrix.domain.axis_model import KERNEL_CLIENT, Axis, Layer, Rule, RuleContext, ToolOption
-from iomatrix.domain.network_axes import kernel_client_rule, only_on
+from iomatrix.domain.protocol_rules import kernel_client_rule, only_on
 from iomatrix.protocols.base import CUT_TARGET_POWER, LibvirtSource, NetworkProtocol
-from iomatrix.protocols.place import NetworkPlace
+from iomatrix.protocols.place import NetworkPlace, address_problem
 
 NAME = "iscsi"
+
+# ------------------------------------------------------------------ names and addresses
+# RFC 3720 §3.2.6.3: "iqn." + year-month + "." + reversed domain [":" anything], "eui." + 16 hex
+# digits, "naa." + 16 or 32 hex digits. Names are case-insensitive and normalised to lower case
+# (stringprep).
+_IQN = re.compile(
+    r"iqn\.\d{4}-(0[1-9]|1[0-2])\.[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*"
+    r"(:[a-z0-9.:_-]+)?"
+)
+_EUI = re.compile(r"eui\.[0-9a-f]{16}")
+_NAA = re.compile(r"naa\.([0-9a-f]{16}|[0-9a-f]{32})")
+_HOSTNAME = re.compile(
+    r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+)
+IQN_EXAMPLE = (
+    'e.g. "iqn.2003-01.org.example:disk1", "eui.02004567a425678d" or "naa.52004567ba64678d"'
+)
+PORTAL_EXAMPLE = 'write HOST:PORT, e.g. "192.0.2.10:3260" or "[2001:db8::1]:3260"'
+# SAM's LUN space as QEMU's iscsi driver and libiscsi address it (flat space up to 16383; tgt allows
+# 0-255).
+MAX_LUN = 16383
+# How --allow-destroy URLs arrive: typer turns the argument into a Path, which folds "//" into "/".
+_URL = re.compile(
+    r"iscsi:/{1,2}(?P<portal>\[[0-9A-Fa-f:.]+\](:\d+)?|[^/\[\]]+)/(?P<iqn>[^/]+)/(?P<lun>\d+)"
+)
+
+
+def check_iqn(name: str) -> str:
+    """The iSCSI name in its canonical (lower-case) form, or ValueError naming what is wrong."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"empty iSCSI name: {IQN_EXAMPLE}")
+    low = name.strip().lower()
+    if len(low.encode()) > 223:  # RFC 3720 §3.2.6.1: at most 223 bytes
+        raise ValueError(f"iSCSI name {name[:40]!r}… is longer than 223 bytes (RFC 3720)")
+    if _IQN.fullmatch(low) or _EUI.fullmatch(low) or _NAA.fullmatch(low):
+        return low
+    raise ValueError(
+        f"bad iSCSI name {name[:80]!r}: not an iqn./eui./naa. name (RFC 3720); {IQN_EXAMPLE}"
+    )
+
+
+@dataclass(frozen=True)
+class Portal:
+    """An iSCSI portal: host (a name, an IPv4 or an IPv6 address) and TCP port."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def parse_portal(text: str) -> Portal:
+    """ "HOST:PORT" (IPv6 in brackets) → Portal; ValueError naming the problem otherwise."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"empty portal: {PORTAL_EXAMPLE}")
+    t = text.strip()
+    m = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\]:(\d{1,5})", t) or re.fullmatch(
+        r"([^:\[\]/\s]+):(\d{1,5})", t
+    )
+    if m is None:
+        raise ValueError(f"bad portal {text[:80]!r}: {PORTAL_EXAMPLE}")
+    host, port = m.group(1), int(m.group(2))
+    if not 1 <= port <= 65535:
+        raise ValueError(f"bad portal {text[:80]!r}: port {port} is not between 1 and 65535")
+    if t.startswith("["):
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"bad portal {text[:80]!r}: {host!r} is not an IPv6 address") from None
+    elif not _HOSTNAME.fullmatch(host) or len(host) > 253:
+        raise ValueError(
+            f"bad portal {text[:80]!r}: {host!r} is not a host name or address; {PORTAL_EXAMPLE}"
+        )
+    elif (why := address_problem(host)) is not None:
+        raise ValueError(f"bad portal {text[:80]!r}: {why}")
+    return Portal(host, port)
+
+
+@dataclass(frozen=True)
+class IscsiLun:
+    """One LUN of one target behind one portal: what ``--allow-destroy iscsi://HOST:PORT/IQN/LUN``
+    hands over."""
+
+    portal: Portal
+    iqn: str
+    lun: int
+
+    @property
+    def url(self) -> str:
+        return f"iscsi://{self.portal}/{self.iqn}/{self.lun}"
+
+
+def parse_iscsi_url(text: str) -> IscsiLun:
+    """``iscsi://HOST:PORT/IQN/LUN`` (also the ``iscsi:/…`` a Path makes of it) → IscsiLun;
+    ValueError otherwise."""
+    m = _URL.fullmatch(str(text).strip())
+    if m is None:
+        raise ValueError(
+            f"bad iSCSI URL {str(text)[:100]!r}: write iscsi://HOST:PORT/IQN/LUN, "
+            "e.g. iscsi://192.0.2.10:3260/iqn.2003-01.org.example:disk1/1"
+        )
+    lun = int(m.group("lun"))
+    if lun > MAX_LUN:
+        raise ValueError(f"bad iSCSI URL {str(text)[:100]!r}: LUN {lun} is above {MAX_LUN}")
+    return IscsiLun(parse_portal(m.group("portal")), check_iqn(m.group("iqn")), lun)
+
+
+def is_iscsi_url(text: object) -> bool:
+    """Whether an --allow-destroy argument is meant as an iSCSI URL (it starts with the scheme)."""
+    return str(text).strip().lower().startswith("iscsi:")
+
+
+def target_name(name: str, *, prefix: str = "iqn.2026-11.org.iomatrix") -> str:
+    """A valid IQN for a target iomatrix creates, from a free-form disk name."""
+    tail = re.sub(r"[^a-z0-9.-]+", "-", name.lower()).strip(".-")[:120] or "disk"
+    return check_iqn(f"{prefix}:{tail}")
+
+
+# ------------------------------------------------------------------ the protocol
 # Proxmox's two storages of an iSCSI LUN: QEMU's own initiator (libiscsi), and the kernel's
 # (open-iscsi).
 PROXMOX_DIRECT, PROXMOX_KERNEL = "iscsidirect", "iscsi"
@@ -181,12 +306,12 @@ class Iscsi(NetworkProtocol):
     userspace_library = "libiscsi"
     server_noun = "iSCSI target"
     is_volume = True
-    spec = "iomatrix.backing.spec:IscsiBacking"
+    spec = "iomatrix.backing.iscsi:IscsiBacking"
     extra_snippets: ClassVar[tuple[str, ...]] = (
-        "iomatrix.vmconfig.iscsi_target:tgt_snippet",
-        "iomatrix.vmconfig.iscsi_target:tgtadm_snippet",
-        "iomatrix.vmconfig.iscsi_target:lio_snippet",
-        "iomatrix.vmconfig.iscsi_target:san_snippet",
+        "iomatrix.vmconfig.read_iscsi:tgt_snippet",
+        "iomatrix.vmconfig.read_iscsi:tgtadm_snippet",
+        "iomatrix.vmconfig.read_iscsi:lio_snippet",
+        "iomatrix.vmconfig.read_iscsi:san_snippet",
     )
     snippet_targets: ClassVar[tuple[str, ...]] = ("tgt", "targetcli", "san")
     proxmox_types: ClassVar[tuple[str, ...]] = (PROXMOX_DIRECT, PROXMOX_KERNEL)
@@ -199,13 +324,15 @@ class Iscsi(NetworkProtocol):
         "targetcli-fb",
     )
     lab_server = "iomatrix.backing.iscsi:provision_iscsi"
+    leftover_kinds = ("iomatrix.backing.iscsi:TgtdLeftover",)
     axes: ClassVar[tuple[Axis, ...]] = AXES
     axes_before = "rtt"
     reader = "iomatrix.vmconfig.read_iscsi:READER"
     kernel_probe = "iomatrix.backing.iscsi:probe_kernel_client"
     server_write_cache_axis = "lun_write_cache"
     lab_disks_in_workdir = True
-    measures_rtt = True  # libiscsi takes a portal: the relay sits between it and the target
+    # libiscsi takes a portal: the relay sits between it and the target
+    rtt_relay = "iomatrix.backing.iscsi:through_relay"
     durability_cut = CUT_TARGET_POWER
     durability_must_match: ClassVar[tuple[str, ...]] = ("lun_type", "lun_write_cache")
     qemu_img_raw_note = "none needed: a raw disk on a block device is the device itself"
@@ -245,6 +372,14 @@ class Iscsi(NetworkProtocol):
         return (
             None if cache not in LUN_POWER_LOSS else f"{LUN_POWER_LOSS[cache]}; {NOT_MEASURED_HERE}"
         )
+
+    def handed_over_problem(self, url: str) -> str | None:
+        """An ``iscsi://HOST:PORT/IQN/LUN`` hands over one LUN of an existing target."""
+        try:
+            parse_iscsi_url(url)
+        except ValueError as err:
+            return str(err)
+        return None
 
     def url(self, place: NetworkPlace, fmt: str) -> str:
         return f"iscsi://{place.portal}/{place.iqn}/{place.lun}"

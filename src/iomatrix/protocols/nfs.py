@@ -1,7 +1,7 @@
 """NFS: an image file on an export (nfs-ganesha, lab-started, or an existing server), reached by
-QEMU's libnfs or through the host kernel's NFS mount (the ``nfs_client`` axis). The lab half is in
-:mod:`iomatrix.backing.nfs` and :mod:`iomatrix.backing.libnfs`; the spec in
-:mod:`iomatrix.backing.spec`."""
+QEMU's libnfs or through the host kernel's NFS mount (the ``nfs_client`` axis). The lab half (the
+spec, nfs-ganesha and rpcbind, libnfs, the leftover kinds) is :mod:`iomatrix.backing.nfs`; what
+--current reads is :mod:`iomatrix.vmconfig.read_nfs`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from iomatrix.domain.axis_model import KERNEL_CLIENT, Axis, Layer, ToolOption
-from iomatrix.domain.network_axes import kernel_client_rule, only_on
+from iomatrix.domain.protocol_rules import kernel_client_rule, only_on
 from iomatrix.protocols.base import LibvirtSource, NetworkProtocol
 from iomatrix.protocols.place import NetworkPlace
 
@@ -55,7 +55,7 @@ class Nfs(NetworkProtocol):
     userspace_library = "libnfs"
     server_noun = "NFS server"
     is_volume = False
-    spec = "iomatrix.backing.spec:NfsBacking"
+    spec = "iomatrix.backing.nfs:NfsBacking"
     lab_disks_in_workdir = True
     # nfs-ganesha with its VFS backend (the lab server), rpcbind (libnfs finds the server through
     # the portmapper), libnfs-utils (nfs-ls), QEMU's nfs driver (block-nfs.so)
@@ -67,6 +67,11 @@ class Nfs(NetworkProtocol):
         "qemu-block-extra",
     )
     lab_server = "iomatrix.backing.nfs:provision_nfs"
+    leftover_kinds = (
+        "iomatrix.backing.nfs:RpcRegistrationLeftover",
+        "iomatrix.backing.nfs:NfsFileLeftover",
+        "iomatrix.backing.nfs:RuntimeFileLeftover",
+    )
     axes: ClassVar[tuple[Axis, ...]] = (NFS_CLIENT,)
     axes_before = "rtt"
     existing_check = "iomatrix.backing.nfs:existing_problem"

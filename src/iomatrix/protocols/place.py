@@ -5,6 +5,8 @@ no socket is opened."""
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from dataclasses import dataclass
 
 ISCSI_PORT = 3260  # IANA's iSCSI port: libvirt and QEMU assume it where none is given
@@ -62,3 +64,26 @@ class NetworkPlace:
         """The LUN's stable device name once the kernel initiator has logged in (udev's by-path
         link)."""
         return f"/dev/disk/by-path/ip-{self.portal}-iscsi-{self.iqn}-lun-{self.lun}"
+
+
+_NUMERIC_HOST = re.compile(r"[0-9.]+")
+
+
+def address_problem(host: str) -> str | None:
+    """Why `host`, written as an IP address, is not one (``999.1.1.1``, ``10.0.0``, ``1::2::3``);
+    None for a valid address or a host name. All digits and dots is an IPv4 address (no top-level
+    domain is numeric); a colon makes it IPv6."""
+    if _NUMERIC_HOST.fullmatch(host):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            return (
+                f"{host!r} is not an IPv4 address (four numbers 0-255 joined by dots, e.g. "
+                "192.0.2.10)"
+            )
+    elif ":" in host:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return f"{host!r} is not an IPv6 address (e.g. 2001:db8::1)"
+    return None

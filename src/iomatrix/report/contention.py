@@ -212,16 +212,16 @@ def contention_curves(
         )
         out.append(
             ContentionCurve(
-                workload,
-                tier,
-                label,
-                config,
-                metric,
-                latency,
-                points,
-                decided.clients,
-                client_hosts_of(found[0].backing),
-                decided.undecided,
+                workload=workload,
+                tier=tier,
+                label=label,
+                axes=config,
+                metric=metric,
+                latency_metric=latency,
+                points=points,
+                saturation=decided.clients,
+                client_hosts=client_hosts_of(found[0].backing),
+                undecided=decided.undecided,
             )
         )
     return sorted(out, key=lambda c: (c.workload, tier_order(c.tier), c.label))

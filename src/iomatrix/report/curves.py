@@ -86,7 +86,17 @@ def latency_curves(cws: Sequence[CellWorkload]) -> list[LatencyCurve]:
         if len(points) < 2:
             continue
         knee = knee_index([(p.iops.mean, p.p99_us.mean) for p in points])
-        out.append(LatencyCurve(family, tier, label, iops_m, lat_m, points, knee))
+        out.append(
+            LatencyCurve(
+                family=family,
+                tier=tier,
+                label=label,
+                iops_metric=iops_m,
+                latency_metric=lat_m,
+                points=points,
+                knee=knee,
+            )
+        )
     return sorted(out, key=lambda c: (c.family, tier_order(c.tier), c.label))
 
 

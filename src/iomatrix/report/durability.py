@@ -24,7 +24,7 @@ from iomatrix.durability.verdict import (
     LibrbdCache,
     config_verdict,
 )
-from iomatrix.protocols import network_protocol, protocol, protocols
+from iomatrix.protocol_registry import network_protocol, protocol, protocols
 from iomatrix.protocols.base import CUT_CLIENT_CRASH, CUT_TARGET_POWER
 from iomatrix.report.query import CellWorkload, cell_workloads
 from iomatrix.store import Store

@@ -486,7 +486,15 @@ def fleet_answers(
             f"no host of plan {fleet.plan} has ranked results{met} for {what}",
             hint="see what each host has with 'iomatrix results --db DB --sweep N'",
         )
-    return group_answers(store, fleet, per_sweep, free, requirements, tie_break, alpha)
+    return group_answers(
+        store=store,
+        fleet=fleet,
+        per_sweep=per_sweep,
+        free=free,
+        requirements=requirements,
+        tie_break=tie_break,
+        alpha=alpha,
+    )
 
 
 def group_answers(
@@ -509,14 +517,17 @@ def group_answers(
         )
         for key in keys:
             per_host, answer = _group_answer(sweeps, per_sweep, key, requirements, tie_break, alpha)
+            workload, tier, metric = key
             wf = WorkloadFleet(
-                name,
-                *key,
-                per_host,
-                {s.hostname: s.id for s in sweeps},
-                answer,
-                choice_risks(per_host, answer.choice, measured),
-                choice_snippets(per_host, answer.choice),
+                group=name,
+                workload=workload,
+                tier=tier,
+                metric=metric,
+                per_host=per_host,
+                sweeps={s.hostname: s.id for s in sweeps},
+                answer=answer,
+                risks=choice_risks(per_host, answer.choice, measured),
+                snippets=choice_snippets(per_host, answer.choice),
             )
             if free is not None:
                 wf.declined = declined_choice(

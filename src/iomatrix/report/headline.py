@@ -18,7 +18,7 @@ from iomatrix.domain import BASELINES, PLATFORM_BASELINES, Baseline
 from iomatrix.durability.verdict import TARGET_POWER_LOSS, TARGET_SHORT_NAME
 from iomatrix.errors import UserError
 from iomatrix.plan.current_cell import MeasuredCurrent
-from iomatrix.protocols import snippet_targets
+from iomatrix.protocol_registry import snippet_targets
 from iomatrix.report.guests import guest_lines
 from iomatrix.report.naming import CellNames, cell_names
 from iomatrix.report.one_config import Decision, GroupConfig, one_config
@@ -32,6 +32,8 @@ from iomatrix.report.recommend import (
     answer_of,
     verdict_tier,
 )
+from iomatrix.report.recommend.change import keep_reason, measured_against_current, not_decided
+from iomatrix.report.recommend.grammar import turned
 from iomatrix.snippets import Snippet, answer_storage_snippet
 from iomatrix.vmconfig.reading import CurrentConfig
 
@@ -124,12 +126,19 @@ class Pick:
     # points at the copy, and what was kept as the user has it.
     data_step: Snippet | None = None
     kept_line: str = ""
+    # With --current, a change the sweep did not decide better on every workload
+    # (report/recommend/change.py): the candidate's short name, and why what runs is kept; `name`
+    # is then what runs, and nothing is converted or switched (no snippet, no data step).
+    candidate: str = ""
+    keep_why: str = ""
 
     @property
     def verb(self) -> str:
+        if self.candidate:
+            return "Keep what you run"
         if self.kept:
             return "Keep"
-        return "Use" if self.settled else "No answer yet, the tie-break's pick"
+        return "Use" if self.settled else "Use for now, the tie-break's pick"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -137,6 +146,11 @@ class Pick:
             "name": self.name,
             "config": self.config,
             "settled": self.settled,
+            **(
+                {"keep_current": {"candidate": self.candidate, "why": self.keep_why}}
+                if self.candidate
+                else {}
+            ),
             "workloads": [g.as_dict() for g in self.gains],
             "risks": [{"situation": s, "text": t, "basis": b} for s, t, b in self.risks],
             "snippet": None if self.snippet is None else self.snippet.as_dict(),
@@ -145,7 +159,7 @@ class Pick:
         }
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Headline:
     host: str
     sweep_id: int
@@ -167,8 +181,8 @@ class Headline:
     declined: list[str] = field(default_factory=list)
     # what the figures show beyond the answer (Recommendation)
     findings: list[str] = field(default_factory=list)
-    # One answer per role of the plan, first (report/roles.py: RoleAnswer.as_dict with "text" and
-    # "lines").
+    # One answer per role of the plan, first (report/recommend/roles.py: RoleAnswer.as_dict with
+    # "text" and "lines").
     roles: list[dict[str, Any]] = field(default_factory=list)
     # The platform the ratios are quoted against (_baseline): --target's defaults, measured or not.
     baseline: dict[str, Any] = field(default_factory=dict)
@@ -322,39 +336,47 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
         _answer(answered, v, shown, status, target, names.varying)
         _note(v, shown, declined, basis)
     for v, shown, status, cell in joined:
-        _join(answered, v, shown, status, cell, target, names.varying)
+        _join(answered, v, shown, status, cell=cell, target=target, varied=names.varying)
     for p in answered.values():
         p.name = names.of(p.cell)
         p.gains = [_named_gain(wg, names, rec.current, p.cell) for wg in p.gains]
-    has_detail = bool(rec.verdicts)
+    if rec.current is not None:  # one disk: a change is made where every workload decides it
+        for cell in dict.fromkeys(p.cell for p in answered.values()):
+            _keep_unless_decided([p for p in answered.values() if p.cell == cell], names)
     return Headline(
-        host,
-        rec.sweep_id,
-        rec.plan,
-        rec.status,
-        target,
-        list(answered.values()),
-        names.constant_text(),
-        basis,
-        unanswered,
-        rec.warnings,
-        has_detail,
-        measured,
-        rec.objective,
-        [f"{', '.join(ws)}: {names.rename(text)}" for text, ws in declined.items()],
-        rec.findings if rec.first_findings is None else rec.first_findings,
-        [_named_role(r, names) for r in rec.roles],
-        _baseline(target, answered.values()),
-        trade_off_lines(list(dict.fromkeys(c for c in configs.values() if c.kind != "one")), names),
-        guest_lines(rec.guests),
-        rec.brief_findings,
-        _brief_roles(rec, names),
+        host=host,
+        sweep_id=rec.sweep_id,
+        plan=rec.plan,
+        status=rec.status,
+        target=target,
+        picks=list(answered.values()),
+        shared=names.constant_text(),
+        basis=basis,
+        unanswered=unanswered,
+        warnings=rec.warnings,
+        has_detail=bool(rec.verdicts),
+        measured=measured,
+        objective=rec.objective,
+        declined=[f"{', '.join(ws)}: {names.rename(text)}" for text, ws in declined.items()],
+        findings=rec.findings if rec.first_findings is None else rec.first_findings,
+        roles=[_named_role(r, names, rec) for r in rec.roles],
+        baseline=_baseline(target, answered.values()),
+        trade_offs=trade_off_lines(
+            list(dict.fromkeys(c for c in configs.values() if c.kind != "one")), names
+        ),
+        guests=guest_lines(rec.guests),
+        brief_findings=rec.brief_findings,
+        brief_roles=_brief_roles(rec, names),
     )
 
 
 def _brief_roles(rec: Recommendation, names: CellNames) -> list[tuple[str, str]]:
     """Each role's answer in a few words, its cells named as the headline names them."""
-    return [(names.rename(r.brief()), names.rename(r.brief_figures())) for r in rec.roles]
+    out = []
+    for r in rec.roles:
+        keep = _role_keeps(r, names, rec)
+        out.append((keep or names.rename(r.brief()), names.rename(r.brief_figures())))
+    return out
 
 
 def group_configs(ranked: list[Verdict]) -> dict[str, GroupConfig]:
@@ -424,14 +446,14 @@ def _answer(
     against, gain = _reference_gain(shown, target)
     pick.gains.append(
         WorkloadGain(
-            v.workload,
-            v.metric,
-            status,
-            against,
-            gain,
-            shown.tier,
-            shown.choice.kept,
-            tuple(shown.alternatives),
+            workload=v.workload,
+            metric=v.metric,
+            status=status,
+            against=against,
+            gain=gain,
+            tier=shown.tier,
+            kept=shown.choice.kept,
+            alternatives=tuple(shown.alternatives),
             group=v.group,
         )
     )
@@ -442,6 +464,7 @@ def _join(
     v: Verdict,
     shown: Verdict,
     status: str,
+    *,
     cell: str,
     target: str,
     varied: tuple[str, ...] = (),
@@ -456,20 +479,22 @@ def _join(
         _answer(answered, v, shown, status, target, varied)
         return
     alt = next((a for a in shown.alternatives if a.label == cell), None)
+    # the alternative is its own pick over `cell`: turned, `cell` over its own pick
+    over = None if alt is None or alt.ratio is None else turned(alt.ratio)
     gain = Gain(
         f"its own pick ({shown.choice.cell})",
         shown.choice.cell,
-        alt.ratio if alt is not None else None,
+        over if alt is not None else None,
         "" if alt is not None else "not told apart by its decision",
     )
     pick.gains.append(
         WorkloadGain(
-            v.workload,
-            v.metric,
-            "joined-provisional" if status == "provisional" else "joined",
-            "",
-            gain,
-            shown.tier,
+            workload=v.workload,
+            metric=v.metric,
+            status="joined-provisional" if status == "provisional" else "joined",
+            against="",
+            gain=gain,
+            tier=shown.tier,
             own=shown.choice.cell,
             group=v.group,
         )
@@ -512,14 +537,60 @@ def _baseline(target: str, picks: Any) -> dict[str, Any]:
     }
 
 
-def _named_role(r: Any, names: CellNames) -> dict[str, Any]:
-    """A role's answer (report/roles.py: RoleAnswer) with its cells named as the headline names
-    them."""
+def _named_role(r: Any, names: CellNames, rec: Recommendation) -> dict[str, Any]:
+    """A role's answer (report/recommend/roles.py: RoleAnswer) with its cells named as the headline
+    names them; with --current, "keep what you run" unless its pick is decided better."""
+    keep = _role_keeps(r, names, rec)
     return {
         **r.as_dict(),
-        "text": names.rename(r.headline()),
+        "text": keep or names.rename(r.headline()),
+        **({"action": "keep"} if keep else {}),
         "lines": [names.rename(x) for x in r.lines()],
     }
+
+
+def _keep_unless_decided(picks: list[Pick], names: CellNames) -> None:
+    """With --current: the picks of one candidate cell become "keep what you run" unless its change
+    is decided better on every workload they answer (report/recommend/change.py); nothing is then
+    converted or switched."""
+    if any(p.kept for p in picks):  # an equivalent decision already keeps (what runs, when swept)
+        return
+    gains = [wg for p in picks for wg in p.gains]
+    undecided = not_decided([(wg.workload, wg.gain) for wg in gains])
+    current = next(
+        (wg.gain.label for wg in gains if wg.gain and measured_against_current(wg.gain)), None
+    )
+    if not undecided or current is None:
+        return
+    for p in picks:
+        p.candidate, p.name, p.config = p.name, names.of(current), current
+        p.keep_why = keep_reason(p.candidate, undecided)
+        p.snippet = p.storage = p.data_step = None
+        p.kept_line, p.risks = "", []
+        # what else the candidate was compared with is about a change not made: --detail
+        p.gains = [replace(wg, alternatives=()) for wg in p.gains]
+
+
+def _role_keeps(r: Any, names: CellNames, rec: Recommendation) -> str:
+    """With --current: a role's answer as "keep what you run" when its pick is not decided better
+    than the current configuration on every job of the role (the job's own verdict's ratio to it;
+    a job whose pick is another cell has none, and so does not decide the change); "" otherwise."""
+    if rec.current is None or r.cell is None or r.status == "equivalent":
+        return ""
+    gains: list[tuple[str, Gain | None]] = []
+    for job in r.jobs:
+        v = next((v for v in rec.verdicts if v.workload == job), None)
+        found = None if v is None else answer_of(v)
+        shown = None if found is None else found[0]
+        same = shown is not None and shown.choice is not None and shown.choice.cell == r.cell
+        mine = shown.gains if same and shown is not None else []
+        gains.append((job, next((g for g in mine if g.against.startswith("current")), None)))
+    undecided = not_decided(gains)
+    current = next((g.label for _, g in gains if measured_against_current(g)), None)
+    if not undecided or current is None:
+        return ""
+    why = names.rename(keep_reason(r.cell, undecided))
+    return f"For {r.answer_for}: keep what you run, {names.of(current)} ({why})"
 
 
 def _named_current(

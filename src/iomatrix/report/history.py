@@ -25,6 +25,7 @@ from typing import Any
 
 from iomatrix.errors import UserError
 from iomatrix.metrics import metric_info
+from iomatrix.report.naming import CellNames, cell_names
 from iomatrix.report.rank import compare_series, figure_series
 from iomatrix.stats.gate import regression_gate, worse_by
 from iomatrix.stats.steps import Step, detect_steps, real_steps
@@ -51,6 +52,12 @@ class HistoryStep:
     # lasting steps over the host's series of this plan that start at this sweep: (figure, step,
     # Holm p)
     lasting: list[tuple[str, Step, float]] = field(default_factory=list)
+    # every cell the sweep measured (its full labels): the text names a cell by what differs among
+    # them (report/naming.py), JSON by its full label
+    cells: tuple[str, ...] = ()
+
+    def short_names(self) -> CellNames:
+        return cell_names(self.cells)
 
 
 def _higher(key: str) -> bool:
@@ -108,6 +115,7 @@ def history(
             continue
         series = _only(figure_series(store, r["id"], metric), workload)
         step = HistoryStep(name, r["id"], r["plan_name"], r["started_at"], _answers(series))
+        step.cells = tuple(dict.fromkeys(k.rsplit(" · ", 2)[0] for k in series))
         before = previous.get((name, r["plan_fingerprint"]))
         if before is not None:
             _compare(step, before[0], before[1], r, series, threshold)

@@ -410,21 +410,21 @@ def rank_workload(
     )
     units = {label: cs.unit for label, cs in samples if cs.unit is not None}
     return WorkloadRanking(
-        workload,
-        metric,
-        tier,
-        r,
-        {c.label(): c for c in ranked},
-        {} if is_reference(tier) else ratios_to_baremetal(ranked, cws, metric),
-        null_ceiling(mine, tier, metric),
-        accelerators(mine),
-        [label for label, cs in samples if cs.cold_apart],
-        decision,
-        disturbed_runs(ranked, interference),
-        stopped,
-        replaced_runs(ranked),
-        units or None,
-        unreached_runs(cws, workload, tier),
+        workload=workload,
+        metric=metric,
+        tier=tier,
+        ranking=r,
+        cells={c.label(): c for c in ranked},
+        to_baremetal={} if is_reference(tier) else ratios_to_baremetal(ranked, cws, metric),
+        ceiling=null_ceiling(mine, tier, metric),
+        accel=accelerators(mine),
+        cold_apart=[label for label, cs in samples if cs.cold_apart],
+        decision=decision,
+        disturbed=disturbed_runs(ranked, interference),
+        stops=stopped,
+        replaced=replaced_runs(ranked),
+        units=units or None,
+        unreached=unreached_runs(cws, workload, tier),
     )
 
 
@@ -504,15 +504,15 @@ def read_sweep(store: Store, sweep_id: int, blocked: bool = True) -> SweepReadin
     cws = cell_workloads(store, sweep_id, runs)
     all_runs = [rid for c in cws for rid in c.runs]
     return SweepReading(
-        store,
-        sweep_id,
-        cws,
-        blocked,
-        run_rounds(store, all_runs) if blocked else {},
-        run_interference(store, sweep_id, all_runs, runs),
-        unit_stops(store, sweep_id),
-        run_boots(store, all_runs),
-        sweep_info(store, sweep_id)["plan_definition"],
+        store=store,
+        sweep_id=sweep_id,
+        cells=cws,
+        blocked=blocked,
+        rounds=run_rounds(store, all_runs) if blocked else {},
+        interference=run_interference(store, sweep_id, all_runs, runs),
+        stops=unit_stops(store, sweep_id),
+        boots=run_boots(store, all_runs),
+        plan=sweep_info(store, sweep_id)["plan_definition"],
     )
 
 

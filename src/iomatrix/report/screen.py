@@ -13,10 +13,11 @@ import textwrap
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from iomatrix.report.figures import imprecise, ratio_text
+from iomatrix.report.figures import ratio_text
 from iomatrix.report.headline import TARGETS, Headline, Pick, WorkloadGain
 from iomatrix.report.objective import Objective, objective_line
 from iomatrix.report.recommend import DOCUMENTED
+from iomatrix.report.recommend.grammar import versus
 from iomatrix.report.short_forms import (
     _commands,
     _qemu_options,
@@ -24,23 +25,26 @@ from iomatrix.report.short_forms import (
     _settings,
     _short_ini,
 )
+from iomatrix.stats import RatioCI
 from iomatrix.ui import cut_long
 
 if TYPE_CHECKING:
     from iomatrix.snippets import Snippet
 
+# Every answer ends with one of three statuses (report/recommend/resolution.py): decided,
+# equivalent ("kept"), or not told apart at this resolution (then the tie-break's pick, and why).
 STATUS_TEXT = {
-    "answer": "the answer",
-    "tied": "tied: the tie-break's pick",
-    "provisional": "not separated yet: the tie-break's pick",
+    "answer": "decided",
+    "tied": "not told apart here: the tie-break's pick",
+    "provisional": "not told apart yet: the tie-break's pick",
     "equivalent": "kept",
     # answered with another workload's answer on the same backing (report/one_config.py)
-    "joined": "tied: one configuration for the backing",
-    "joined-provisional": "not separated yet: one configuration for the backing",
+    "joined": "not told apart here: one configuration for the backing",
+    "joined-provisional": "not told apart yet: one configuration for the backing",
 }
 # A squeezed screen's statuses (report/headline.py's Pick.verb says the tie-break's pick once, above
 # them).
-SHORT_STATUS = {"tied": "tied", "provisional": "not separated yet"}
+SHORT_STATUS = {"tied": "not told apart", "provisional": "not told apart yet"}
 # Lines a pick gives to what its alternatives measured, at most; all picks together get what is left
 # of the first screen's FIRST_SCREEN_LINES (issue 49).
 ALTERNATIVE_LINES = 3
@@ -189,14 +193,18 @@ def _within(text: str, width: int) -> bool:
 # snippet by the options it sets in one line, said once for every backing it serves (a local
 # sweep's: its <driver>, the <disk> it goes in being the user's); 3, the risks by name only (their
 # whole text: --detail), the roles' figures left to --detail; 4, a configuration not separated yet
-# named "No answer yet: …" without "the tie-break's pick" (--detail says how the tie was broken),
+# named "Use, not told apart yet: …" without "the tie-break's pick" (--detail: how the tie broke),
 # which kept a long name (… · rbd_cache_writethrough_until_flush=off) on its line at 80 columns: two
 # lines of room on the widest sweep, for a warning or a longer host name.
 DENSER = (1, 2, 3, 4)
 # A configuration not separated yet, on the most crowded screen (DENSER's 4).
-UNSETTLED_BRIEF = "No answer yet"
+UNSETTLED_BRIEF = "Use for now"
 # A crowded screen's statuses (the configuration's verb says whose pick it is).
-DENSE_STATUS = {**SHORT_STATUS, "joined": "tied", "joined-provisional": "not separated yet"}
+DENSE_STATUS = {
+    **SHORT_STATUS,
+    "joined": "not told apart",
+    "joined-provisional": "not told apart yet",
+}
 
 
 def _denser(h: Headline) -> Headline:
@@ -234,12 +242,15 @@ def _laid_out(
         - len(out)
         - len(tail)
         - len(gap)
-        - sum(len(_decision_lines(p, h, width, markdown, squeeze, 0, dense)) for p in h.picks)
+        - sum(
+            len(_decision_lines(p, h, width, markdown, squeeze=squeeze, room=0, dense=dense))
+            for p in h.picks
+        )
         - sum(len(part.short) for part in parts)
     ]
     _fit(parts, room, markdown, width, whole)
     for p in h.picks:  # what the alternatives measured gets what is left
-        out += _decision_lines(p, h, width, markdown, squeeze, room, dense)
+        out += _decision_lines(p, h, width, markdown, squeeze=squeeze, room=room, dense=dense)
     out += gap
     for part in parts:
         out += part.whole if part.use_whole else part.short
@@ -334,9 +345,10 @@ def _tail(h: Headline, width: int, squeeze: bool = False, risks: str = "") -> li
 
 
 def role_lines(h: Headline, width: int, markdown: bool, dense: int = 0) -> list[str]:
-    """One block per role, first (report/roles.py): "For a database VM: use …", each deciding figure
-    against the best, and what was not chosen and why; on a crowded screen (`dense`) the decision
-    in one line and the figures in one paragraph (3: the figures left to --detail)."""
+    """One block per role, first (report/recommend/roles.py): "For a database VM: use …", each
+    deciding figure against the best, and what was not chosen and why; on a crowded screen
+    (`dense`) the decision in one line and the figures in one paragraph (3: the figures left to
+    --detail)."""
     out: list[str] = []
     if dense and h.brief_roles:
         out.append("")
@@ -366,6 +378,7 @@ def _decision_lines(
     h: Headline,
     width: int,
     markdown: bool,
+    *,
     squeeze: bool,
     room: list[int] | int | None,
     dense: int = 0,
@@ -380,6 +393,8 @@ def _decision_lines(
     measured = f" (measured by the {one_tier} tier)" if one_tier and not squeeze else ""
     verb = UNSETTLED_BRIEF if dense >= 4 and not p.settled and not p.kept else p.verb
     out += wrap(f"{'### ' if markdown else ''}{verb}: {p.name}{measured}", width)
+    if p.keep_why:  # kept: the candidate and why it does not change what runs
+        out += wrap(p.keep_why, width, "  ")
     first = next(q for q in h.picks if q.config == p.config)
     if p.name != p.config and not squeeze and first is p:
         out += wrap(f"({p.config})", width, "  ")
@@ -407,10 +422,12 @@ def _workload_line(
         else statuses.get(wg.status, STATUS_TEXT[wg.status])
     )
     name = wg.workload.removesuffix(on) if on else wg.workload
-    # a crowded screen: "No answer yet" above says "not separated yet" for each line
-    said = "" if dense >= 3 and not p.settled and status == "not separated yet" else status
+    # a crowded screen: "not told apart yet" above says it for each line
+    said = "" if dense >= 3 and not p.settled and status == SHORT_STATUS["provisional"] else status
     said = f" · {said}" if said else ""
-    return wrap(f"{name}: {gain_text(wg, p.cell)}{said}{tier}", width, "  ")
+    # kept (--current, not decided): each line is the candidate's, named: "A is N× B"
+    who = f"{p.candidate} is " if p.candidate else ""
+    return wrap(f"{name}: {who}{gain_text(wg, p.cell)}{said}{tier}", width, "  ")
 
 
 @dataclass
@@ -437,7 +454,14 @@ def _config_parts(
     for i, p in enumerate(h.picks):
         per_backing = any(q.storage is not None for q in h.picks)
         for key, part in _pick_parts(
-            p, h.target, width, markdown, squeeze, dense, per_backing, notes
+            p,
+            h.target,
+            width,
+            markdown,
+            squeeze=squeeze,
+            dense=dense,
+            per_backing=per_backing,
+            notes=notes,
         ):
             keyed.setdefault(key, ([], part))[0].append(i)
     served: dict[tuple[int, ...], list[_Part]] = {}
@@ -477,6 +501,7 @@ def _pick_parts(
     target: str,
     width: int,
     markdown: bool,
+    *,
     squeeze: bool,
     dense: int = 0,
     per_backing: bool = True,
@@ -679,22 +704,20 @@ def _fitting(lines: list[str], width: int, room: list[int] | int | None) -> list
 
 
 def alternative_lines(p: Pick) -> list[str]:
-    """What the notable alternatives measured against the pick, one line per alternative (at most
-    ALTERNATIVE_LINES), each with its paired ratio and interval per workload: "cache=none: 0.48×
-    (0.44–0.52) on rand-write-4k". An alternative's ratio is alternative/pick: below 1 it is
-    worse."""
-    per: dict[str, list[str]] = {}
+    """What the pick measured against the notable alternatives, one line per alternative (at most
+    ALTERNATIVE_LINES), each with its paired ratio and interval per workload, always the pick
+    against the other (report/recommend/grammar.py): "raw · writeback is 2.18× (1.47–3.21) qcow2 ·
+    cache=none on database:log, 1.41× (1.12–1.76) on file-server:files"."""
+    per: dict[str, list[tuple[str, RatioCI | None, str]]] = {}
+    notes: dict[str, str] = {}
     for wg in p.gains:
         for a in wg.alternatives:
-            r = a.ratio
-            if r is None or r.ratio is None:
-                said = f"– ({a.note or 'no ratio'})"
-            elif r.low is not None and r.high is not None and imprecise(r.low, r.high):
-                # the bounds only: the point ratio is no figure
-                said = f"{r.low:.2g}–{r.high:.3g}× (imprecise)"
-            else:
-                said = ratio_text(*r)
-            per.setdefault(a.against, []).append(f"{said} on {wg.workload}")
-    return [
-        f"vs {name}: {', '.join(parts)}" for name, parts in list(per.items())[:ALTERNATIVE_LINES]
-    ]
+            per.setdefault(a.against, []).append((wg.workload, a.ratio, wg.metric))
+            notes.setdefault(a.against, a.note or "no ratio")
+    out = []
+    for name, parts in list(per.items())[:ALTERNATIVE_LINES]:
+        if all(r is None or r.ratio is None for _, r, _ in parts):
+            out.append(f"{p.name} against {name}: – ({notes[name]})")
+            continue
+        out.append(versus(p.name, name, parts))
+    return out

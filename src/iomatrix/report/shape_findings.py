@@ -1,6 +1,6 @@
 """Findings about the host page cache and an iSCSI LUN's write cache, decided by each workload's
 shape (fio/shape.py, report/shapes.py) rather than its name (issue 53). librbd's is
-report/rbd_flush.py.
+report/flush_gate.py.
 
 Both compare two cells that differ in one axis only (every other axis, the tier and the backing
 equal), as the ratio of the workload's primary metric with its Fieller interval (stats/compare.py),
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from iomatrix.domain import CACHE, CacheMode
 from iomatrix.domain.axes import size_words
 from iomatrix.fio.shape import IoShape
-from iomatrix.protocols import network_protocol
+from iomatrix.protocol_registry import network_protocol
 from iomatrix.report.figures import ratio_text
 from iomatrix.report.query import CellWorkload
 from iomatrix.report.shapes import load_words
@@ -392,8 +392,24 @@ def shape_findings(
     ``short``: their first-screen forms; ``brief``: one line each (a crowded first screen's)."""
     found = [
         page_cache_finding(
-            cws, threshold, shapes, metric_of, ram_bytes, interference, short, plan, brief
+            cws=cws,
+            threshold=threshold,
+            shapes=shapes,
+            metric_of=metric_of,
+            ram_bytes=ram_bytes,
+            interference=interference,
+            short=short,
+            plan=plan,
+            brief=brief,
         ),
-        lun_write_cache_finding(cws, threshold, shapes, metric_of, interference, short, brief),
+        lun_write_cache_finding(
+            cws=cws,
+            threshold=threshold,
+            shapes=shapes,
+            metric_of=metric_of,
+            interference=interference,
+            short=short,
+            brief=brief,
+        ),
     ]
     return [f for f in found if f is not None]

@@ -71,6 +71,7 @@ from iomatrix.stats import special
 from iomatrix.stats.compare import ratio_ci, welch
 from iomatrix.stats.holm_stepdown import holm
 from iomatrix.stats.looks import DECISION_ALPHA, FIRST_LOOK, look_level
+from iomatrix.stats.moderated import NO_PRIOR, Prior, race_moderation
 from iomatrix.stats.paired import paired_comparison
 from iomatrix.stats.shapiro import shapiro_p
 from iomatrix.stats.summary import t_quantile, t_two_sided_p
@@ -117,6 +118,8 @@ class BlockedAnalysis:
     friedman_stat: float | None = None
     friedman_p: float | None = None
     notes: tuple[str, ...] = ()
+    # what moderated the pairs' variances (stats/moderated.py); None in the Welch fallback
+    prior: Prior | None = None
 
     def pair(self, a: str, b: str) -> BlockedPair:
         """The comparison of a and b, oriented as a versus b."""
@@ -363,15 +366,14 @@ def _anova(
     # ratio is exact).
     offset = float(beta[0]) + float(np.mean(np.concatenate([[0.0], beta[k:]])))
     centre = {c: math.exp(offset + fit.effect(i)) for i, c in enumerate(cells)}
-    pairs = _paired_pairs(cells, table, alpha, confidence)
+    pairs, prior = _paired_pairs(cells, table, alpha, confidence, df_resid)
     resid = y - x @ beta
     shape = "balanced" if len(obs) == k * b else f"unbalanced: {len(obs)} of {k}×{b} values"
     desc = (
         f"two-way additive model on log values with the round as block (RCBD, {k} cells "
         f"× {b} rounds, "
         f"{shape}) for the order; {PAIRWISE} paired t on the log ratios of the rounds "
-        "both ran (each pair's own "
-        f"variance), Holm over {len(pairs)} pair(s), {spent(alpha)}"
+        f"both ran ({variances(prior)}), Holm over {len(pairs)} pair(s), {spent(alpha)}"
     )
     ba = BlockedAnalysis(
         "rcbd-anova",
@@ -390,11 +392,27 @@ def _anova(
         p_rounds=p_r,
         round_share=share,
         notes=tuple(notes),
+        prior=prior,
     )
     return ba, resid
 
 
 PAIRWISE = "pairwise: each pair compared like with like, the"
+
+
+def variances(prior: Prior) -> str:
+    """Which variance judged each pair, for a description (stats/moderated.py)."""
+    if prior.d0 == 0.0:
+        return "each pair's own variance"
+    if math.isinf(prior.d0):
+        return (
+            f"the variance pooled over the {prior.pairs} pairs, whose own variances scatter no "
+            "more than sampling makes them"
+        )
+    return (
+        f"each pair's own variance moderated toward the {prior.pairs} pairs' (empirical Bayes, "
+        f"prior df {prior.d0:.3g})"
+    )
 
 
 def spent(alpha: float) -> str:
@@ -406,13 +424,20 @@ def spent(alpha: float) -> str:
 
 
 def _paired_pairs(
-    cells: list[str], table: dict[str, dict[int, float]], alpha: float, confidence: float
-) -> tuple[BlockedPair, ...]:
+    cells: list[str],
+    table: dict[str, dict[int, float]],
+    alpha: float,
+    confidence: float,
+    df_resid: float,
+) -> tuple[tuple[BlockedPair, ...], Prior]:
     """Every pair of cells by its own paired comparison over the rounds both ran (stats/paired.py),
     Holm over the family, each judged at its look's level (stats/looks.py)."""
     k = len(cells)
     ix = [(i, j) for i in range(k) for j in range(i + 1, k)]
-    tests = [paired_comparison(table[cells[i]], table[cells[j]], confidence) for i, j in ix]
+    own = [paired_comparison(table[cells[i]], table[cells[j]], confidence) for i, j in ix]
+    # Each pair's variance moderated toward what all the pairs of this race show
+    # (stats/moderated.py): 3 shared rounds carry d₀ + 2 df, not 2.
+    tests, prior = race_moderation(own, ix, k, df_resid, confidence)
     adj = holm([t.p_value for t in tests])
     out = []
     for (i, j), t, pa in zip(ix, tests, adj, strict=True):
@@ -435,7 +460,7 @@ def _paired_pairs(
                 level,
             )
         )
-    return tuple(out)
+    return tuple(out), prior
 
 
 def friedman_conover(blocks: np.ndarray) -> tuple[float, float, np.ndarray, float, int]:
@@ -484,7 +509,7 @@ def _friedman(
         "(Shapiro–Wilk "
         f"p={normality_p:.2g} < {NORMALITY_ALPHA:g}); {PAIRWISE} paired t on the log "
         "ratios of the rounds "
-        "both ran (each pair's own variance, which a wild round widens), Holm over "
+        f"both ran ({variances(base.prior or NO_PRIOR)}; a wild round widens it), Holm over "
         f"{len(pairs)} pair(s), "
         f"{spent(alpha)}"
     )
@@ -508,6 +533,7 @@ def _friedman(
         friedman_stat=t1,
         friedman_p=p1,
         notes=base.notes,
+        prior=base.prior,
     )
 
 
@@ -599,4 +625,5 @@ def blocked_analysis(
         base.round_share,
         normality_p,
         notes=base.notes,
+        prior=base.prior,
     )

@@ -46,7 +46,8 @@ class PairedComparison:
     ratio_low: float | None  # CI at the confidence asked; None with n < 2
     ratio_high: float | None
     se_log: float | None  # SE of d̄; None with n < 2
-    df: int  # n − 1 (0 with n < 2)
+    # n − 1 (0 with n < 2); d₀ + n − 1, possibly ∞, once moderated (stats/moderated.py)
+    df: float
     statistic: float  # t
     p_value: float  # two-sided
 

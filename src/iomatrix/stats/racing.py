@@ -355,3 +355,83 @@ def stop_reason(
     if not budget_left:
         return "budget"
     return None
+
+
+STOPPED = ("eliminated", "equivalent", "futile")
+SETTLED = ("eliminated", "equivalent")  # against the leader: no deciding pair left (deciding.py)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A race replayed on stored rounds (``replay_race``)."""
+
+    steps: tuple[RaceStep, ...]  # one per round looked at, oldest first
+    data: dict[str, list[tuple[int, float]]]  # each unit's rounds up to its stop: what the race ran
+    stopped: dict[str, tuple[int, Elimination]]  # unit → (the round it stopped at, why)
+    rounds: int  # the rounds the race ran
+    reason: str | None  # stop_reason's, or None when the stored rounds ran out first
+
+
+def replay_race(
+    data: Mapping[str, Sequence[tuple[int, float]]],
+    higher_is_better: bool,
+    max_rounds: int,
+    threshold: float = 0.05,
+    alpha: float = DECISION_ALPHA,
+    min_rounds: int = 3,
+    margin: float | None = None,
+    deciding_run_on: bool = False,
+) -> Replay:
+    """Race units whose every round is already measured (a fixed-round sweep, captured): after each
+    round r (the stored round numbers in order, at most ``max_rounds``), ``race_step`` on the rounds
+    up to r of the units still racing, the stopped units keeping the rounds they ran; a unit
+    stopped (eliminated, equivalent or futile) runs no more, and the race ends when ``stop_reason``
+    says so. What a sweep of ``max_rounds`` would have decided on this data, without its timing:
+    how calibration benches re-judge stored sweeps (bench/rejudge.py) with today's rule.
+
+    ``deciding_run_on``: as a sweep with a precision phase runs it (stats/deciding.py, the
+    scheduler's deciding pairs): a unit stops only once settled against the leader (eliminated or
+    equivalent); a futile or tied one runs on beside the leader, and the replay ends when no more
+    than one unit is unsettled, or at ``max_rounds``.
+
+    Example: units a, b with rounds 1–9 and a 30 % gap: race_step after round 3 eliminates b
+    against a, a alone is left, ``reason`` "one best left", ``rounds`` 3, ``data["b"]`` rounds 1–3.
+    """
+    rounds = sorted({r for pts in data.values() for r, _ in pts})[:max_rounds]
+    stopped: dict[str, tuple[int, Elimination]] = {}
+    steps: list[RaceStep] = []
+    reason: str | None = None
+    done = 0
+    for done, r in enumerate(rounds, start=1):
+        seen = {
+            u: [(rr, v) for rr, v in pts if rr <= (stopped[u][0] if u in stopped else r)]
+            for u, pts in data.items()
+        }
+        step = race_step(
+            seen,
+            higher_is_better,
+            threshold,
+            alpha,
+            min_rounds=min_rounds,
+            rounds_left=max_rounds - done,
+            margin=margin,
+        )
+        steps.append(step)
+        ends = SETTLED if deciding_run_on else STOPPED
+        for d in step.decisions:
+            if d.status in ends and d.unit not in stopped:
+                stopped[d.unit] = (r, d)
+        if deciding_run_on:
+            left = [d for d in step.decisions if d.unit not in stopped]
+            reason = "every pair settled" if step.best is not None and len(left) <= 1 else None
+            reason = reason or ("max rounds" if done >= max_rounds else None)
+        else:
+            reason = stop_reason(steps, done, max_rounds, True, min_rounds)
+        if reason is not None:
+            break
+    last = rounds[done - 1] if done else 0
+    ran = {
+        u: [(rr, v) for rr, v in pts if rr <= (stopped[u][0] if u in stopped else last)]
+        for u, pts in data.items()
+    }
+    return Replay(tuple(steps), ran, stopped, done, reason)

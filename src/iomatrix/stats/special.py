@@ -4,11 +4,13 @@ importing the `scipy.special` package.
     from iomatrix.stats import special
     special.stdtrit(4, 0.975)   # 2.7764451051977934, what scipy.stats.t.ppf(0.975, 4) gives
 
-The statistics call four of scipy.special's functions: `stdtr` and `stdtrit` (Student's t
+The statistics call these of scipy.special's functions: `stdtr` and `stdtrit` (Student's t
 distribution and its inverse: scipy.stats.t's `_cdf`/`_sf` and `_ppf`), `fdtrc` (the F survival
-function, scipy.stats.f's `_sf`) and `ndtri` (the normal quantile, scipy.stats.norm's `_ppf`). All
-four are NumPy ufuncs of the compiled module `scipy.special._ufuncs`, which needs only NumPy and its
-sibling compiled modules. The package's `__init__` around it is what costs: since SciPy 1.15 it
+function, scipy.stats.f's `_sf`), `ndtri` (the normal quantile, scipy.stats.norm's `_ppf`), `psi`
+(the digamma function) and the Hurwitz zeta function behind `trigamma` and `tetragamma` below
+(scipy.special.polygamma(n, x) is (−1)ⁿ⁺¹ n! ζ(n + 1, x); stats/moderated.py). All are NumPy
+ufuncs of the compiled module `scipy.special._ufuncs`, which needs only NumPy and its sibling
+compiled modules. The package's `__init__` around it is what costs: since SciPy 1.15 it
 builds an array-API layer that clones NumPy's namespace and so imports numpy.f2py, numpy.testing,
 numpy.random and more: 0.3–0.5 s of CPU, a tenth of `recommend` on a 100-host store (issue 52).
 
@@ -33,7 +35,7 @@ from typing import Any
 
 _PACKAGE = "scipy.special"
 _MODULE = "scipy.special._ufuncs"  # where scipy.special's names below are defined
-NAMES = ("fdtrc", "ndtri", "stdtr", "stdtrit")
+NAMES = ("fdtrc", "ndtri", "psi", "stdtr", "stdtrit")
 
 
 def _by_file() -> types.ModuleType | None:
@@ -96,3 +98,20 @@ def __getattr__(name: str) -> Any:
     if name not in NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(_ufuncs(), name)
+
+
+def _hurwitz_zeta() -> Any:
+    """ζ(s, q): the compiled module's ufunc, or the package's `zeta` (the same function) where the
+    package is what `_ufuncs` found."""
+    module = _ufuncs()
+    return getattr(module, "_zeta", None) or module.zeta
+
+
+def trigamma(x: float) -> float:
+    """ψ'(x) = ζ(2, x), what scipy.special.polygamma(1, x) computes."""
+    return float(_hurwitz_zeta()(2.0, x))
+
+
+def tetragamma(x: float) -> float:
+    """ψ''(x) = −2 ζ(3, x), what scipy.special.polygamma(2, x) computes."""
+    return float(-2.0 * _hurwitz_zeta()(3.0, x))

@@ -32,6 +32,7 @@ from iomatrix.store.queries import REPLACED_RUNS_SQL, StoreQueries
 from iomatrix.store.schema import (
     CELL_AXIS_COLUMNS,
     COLUMNS,
+    HOST_COLUMNS,
     MIGRATIONS,
     SCHEMA_1,
     SCHEMA_VERSION,
@@ -88,21 +89,6 @@ class RunRecord:
     clients: Sequence[Mapping[str, float]] = ()
 
 
-# The host facts stored in the hosts table's own columns; the identifying ones of
-# `host_fingerprint`.
-HOST_COLUMNS = (
-    "hostname",
-    "kernel",
-    "os",
-    "cpu_model",
-    "cpu_count",
-    "mem_bytes",
-    "fio_version",
-    "qemu_version",
-    "qemu_img_version",
-    "python_version",
-    "iomatrix_version",
-)
 # Facts kept in extra_json that join the identity when recorded: a fleet host's inventory name, and
 # the machine id (/etc/machine-id), so that two machines sharing a hostname and their facts stay two
 # hosts through a merge. Without either, the identity is what it always was.

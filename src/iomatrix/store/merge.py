@@ -31,6 +31,7 @@ run` keeps it before migrating."""
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import sqlite3
@@ -44,7 +45,7 @@ from typing import Any
 
 from iomatrix.errors import UserError
 from iomatrix.locks import db_lock_path, exclusive, refuse_if_held, refuse_if_identity_held
-from iomatrix.store.db import Store, current_host_fingerprint
+from iomatrix.store.db import HOST_IDENTITY_EXTRAS, Store, current_host_fingerprint
 from iomatrix.store.schema import SCHEMA_VERSION
 
 
@@ -118,6 +119,10 @@ class MergeResult:
     hosts: int
     sweeps: int
     runs: int
+    # Machines among the hosts rows: a host row is one machine *with its software* (fio, QEMU,
+    # iomatrix versions), so one machine swept before and after an upgrade has two rows; a user
+    # asking "how many hosts" means machines.
+    machines: int = 0
 
 
 def merge(out: Path, inputs: Sequence[Path]) -> MergeResult:
@@ -158,6 +163,7 @@ def merge(out: Path, inputs: Sequence[Path]) -> MergeResult:
                     db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
                     for t in ("hosts", "sweeps", "runs")
                 ]
+                machines = _machines(db)
                 # one self-contained file, no -wal to carry along
                 db.execute("PRAGMA journal_mode=DELETE")
             finally:
@@ -166,7 +172,25 @@ def merge(out: Path, inputs: Sequence[Path]) -> MergeResult:
                 # as `iomatrix run` does before it migrates a database
                 _keep_backup(real, out_version)
             _publish(staged, real)
-    return MergeResult(out, created, reports, *totals)
+    hosts, sweeps, runs = totals
+    return MergeResult(out, created, reports, hosts, sweeps, runs, machines=machines)
+
+
+def _machines(db: sqlite3.Connection) -> int:
+    """How many machines the hosts rows describe: rows that differ only in software versions or
+    memory size (what an upgrade changes) are one machine, named by its hostname, its fleet
+    inventory name and its machine id where recorded (`HOST_IDENTITY_EXTRAS`)."""
+    rows = db.execute("SELECT fingerprint, hostname, extra_json FROM hosts").fetchall()
+    seen: set[tuple[object, ...]] = set()
+    for row in rows:
+        try:
+            facts = {**json.loads(row["extra_json"] or "{}"), **json.loads(row["fingerprint"])}
+        except (ValueError, TypeError):
+            facts = {}
+        if not isinstance(facts, dict):
+            facts = {}
+        seen.add((row["hostname"], *(facts.get(k) for k in HOST_IDENTITY_EXTRAS)))
+    return len(seen)
 
 
 # -- files -----------------------------------------------------------------------------------------

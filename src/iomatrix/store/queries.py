@@ -14,22 +14,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from iomatrix.stop_kinds import StopKind
-from iomatrix.store.schema import CELL_AXIS_COLUMNS
+from iomatrix.store.schema import CELL_AXIS_COLUMNS, HOST_COLUMNS
 from iomatrix.textfile import escape_controls_in as _shown
-
-HOST_COLUMNS = (
-    "hostname",
-    "kernel",
-    "os",
-    "cpu_model",
-    "cpu_count",
-    "mem_bytes",
-    "fio_version",
-    "qemu_version",
-    "qemu_img_version",
-    "python_version",
-    "iomatrix_version",
-)
 
 
 @dataclass(frozen=True)
@@ -257,14 +243,14 @@ class StoreQueries:
                 names[int(r["id"])] = f"{name} (machine {_shown(machine[:8])})"
         return [
             FleetSweep(
-                int(r["id"]),
-                _shown(r["plan_name"]),
-                r["plan_fingerprint"],
-                _shown(r["status"]),
-                float(r["started_at"]),
-                int(r["host_id"]),
-                names[int(r["id"])],
-                _shown(r["host_group"]),
+                id=int(r["id"]),
+                plan_name=_shown(r["plan_name"]),
+                plan_fingerprint=r["plan_fingerprint"],
+                status=_shown(r["status"]),
+                started_at=float(r["started_at"]),
+                host_id=int(r["host_id"]),
+                hostname=names[int(r["id"])],
+                group=_shown(r["host_group"]),
             )
             for r in rows
         ]
@@ -448,15 +434,15 @@ class StoreQueries:
         )
         return [
             UnitStop(
-                int(r["cell_id"]),
-                _shown(r["key"]),
-                _shown(r["workload"]),
-                StopKind.stored(r["kind"]),
-                _shown(r["reason"]),
-                r["round"],
-                int(r["ok_runs"]),
-                float(r["stopped_at"]),
-                None if r["against"] is None else _shown(r["against"]),
+                cell_id=int(r["cell_id"]),
+                cell_key=_shown(r["key"]),
+                workload=_shown(r["workload"]),
+                kind=StopKind.stored(r["kind"]),
+                reason=_shown(r["reason"]),
+                round=r["round"],
+                ok_runs=int(r["ok_runs"]),
+                stopped_at=float(r["stopped_at"]),
+                against=None if r["against"] is None else _shown(r["against"]),
             )
             for r in rows
         ]

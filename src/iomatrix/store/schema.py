@@ -17,6 +17,22 @@ from pathlib import Path
 
 SCHEMA_VERSION = 8
 
+# The host facts the hosts table keeps as columns, in schema 1's order (its CREATE TABLE below
+# spells them as the first release did); a host's other facts go to its extra_json.
+HOST_COLUMNS = (
+    "hostname",
+    "kernel",
+    "os",
+    "cpu_model",
+    "cpu_count",
+    "mem_bytes",
+    "fio_version",
+    "qemu_version",
+    "qemu_img_version",
+    "python_version",
+    "iomatrix_version",
+)
+
 # Schema 1, exactly as the first release created it. Never edit: new columns go in a migration.
 SCHEMA_1 = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -195,24 +211,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
 # The columns each table has at each version (a subset check: SQLite adds none by itself).
 COLUMNS_1: dict[str, frozenset[str]] = {
     "meta": frozenset({"key", "value"}),
-    "hosts": frozenset(
-        {
-            "id",
-            "fingerprint",
-            "hostname",
-            "kernel",
-            "os",
-            "cpu_model",
-            "cpu_count",
-            "mem_bytes",
-            "fio_version",
-            "qemu_version",
-            "qemu_img_version",
-            "python_version",
-            "iomatrix_version",
-            "extra_json",
-        }
-    ),
+    "hosts": frozenset({"id", "fingerprint", *HOST_COLUMNS, "extra_json"}),
     "sweeps": frozenset(
         {
             "id",

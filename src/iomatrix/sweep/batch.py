@@ -11,7 +11,7 @@ from typing import Any
 
 from iomatrix import workloads as wl
 from iomatrix.backing.provision import BackingHandle
-from iomatrix.fio.jobs import JobShape, page_cache_method
+from iomatrix.fio.jobs import JobShape
 from iomatrix.hygiene import modifier_notes, modifier_wrapper
 from iomatrix.matrix import NA, Cell
 from iomatrix.metrics import io_cost_metrics, offered_load_metrics
@@ -32,7 +32,7 @@ from iomatrix.sweep.host import (
 )
 from iomatrix.sweep.session import RunItem
 from iomatrix.sweep.start import StartTogether
-from iomatrix.tiers import declaration
+from iomatrix.tiers import declaration, page_cache_method
 from iomatrix.tiers.base import RunOptions, RunOutcome, RunRequest, RunsInterrupted, Target, Tier
 
 
@@ -189,13 +189,13 @@ class BatchRunning:
             outcomes,
             interrupted,
             BatchHost(
-                cache.result(),
-                notes,
-                samples,
-                started,
-                time.time(),
-                len(reqs) > 1,
-                sampler.followed_processes(),
+                cache=cache.result(),
+                notes=notes,
+                samples=samples,
+                started=started,
+                finished=time.time(),
+                batched=len(reqs) > 1,
+                processes=sampler.followed_processes(),
             ),
         )
 

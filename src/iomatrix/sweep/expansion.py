@@ -11,7 +11,7 @@ from iomatrix import qemu_caps, rates, storage_clients
 from iomatrix import workloads as wl
 from iomatrix.matrix import BackingFacts, Expansion, expand
 from iomatrix.plan.model import Plan
-from iomatrix.protocols import protocols
+from iomatrix.protocol_registry import protocols
 from iomatrix.tiers import is_reference, reference_tier
 
 

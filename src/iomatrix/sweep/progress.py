@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from iomatrix.matrix import Unit
 from iomatrix.metrics import load_not_reached
 from iomatrix.tiers.base import RunOutcome
@@ -9,6 +11,10 @@ from iomatrix.tiers.base import RunOutcome
 
 class Progress:
     """What the runner tells the user; the CLI gives a rich implementation."""
+
+    def cells(self, labels: Sequence[str]) -> None:
+        """Every cell of the sweep (its labels), before the first run: a display may name each
+        by what differs among them."""
 
     def start(self, total_estimate: int, resumed_runs: int) -> None: ...
     def run_started(

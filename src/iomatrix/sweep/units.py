@@ -285,7 +285,13 @@ class UnitScheduling:
             # an elimination's reference by its cell's key (unique in the sweep, kept by a merge)
             against = units[st.against][0].cell.key if st.against in units else None
             self.store.record_unit_stop(
-                cell_id, unit.workload.name, st.kind, st.reason, st.round, st.ok_runs, against
+                cell_id=cell_id,
+                workload=unit.workload.name,
+                kind=st.kind,
+                reason=st.reason,
+                round_no=st.round,
+                ok_runs=st.ok_runs,
+                against=against,
             )
 
     def _session_states(
@@ -343,6 +349,7 @@ class UnitScheduling:
             already=sum(s.ok for s in states),
             index=stored,
         )
+        self.progress.cells([u.cell.label() for u in self.expansion.units])
         self.progress.start(max(stored, len(states) * reps.min), stored)
         return session
 

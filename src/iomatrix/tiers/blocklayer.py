@@ -53,6 +53,7 @@ from typing import IO
 from iomatrix import children
 from iomatrix.backing.leftovers import forget, register_temp_path
 from iomatrix.backing.network import NetworkDisk
+from iomatrix.calibration_throttle import Throttle, throttles
 from iomatrix.domain import CACHE, CacheMode
 from iomatrix.errors import UserError
 from iomatrix.fio.jobs import FIO_CLOCKSOURCE, IOPS_LOG_FILE, NbdJob, nbd_job, nbd_uri
@@ -75,6 +76,8 @@ from iomatrix.tiers.declared.blocklayer import BlockLayer
 from iomatrix.tiers.network_disks import disk_name, follow_server, network_disk
 
 NODE = "d0"
+# The cell's graph under a calibration throttle (the filter node is NODE then).
+THROTTLED_NODE = "d0-throttled"
 EXPORT_ID = "iomx-export"
 EXPORT_NAME = "iomx"
 # Relative to the run directory (the daemon's and fio's working directory): a UNIX socket path is
@@ -117,11 +120,20 @@ def export_spec(disk: DiskSpec, node: str = NODE, name: str = EXPORT_NAME) -> st
 
 
 def daemon_argv(
-    qsd: str, disk: DiskSpec, listen_fd: int, wrapper: list[str] | None = None
+    qsd: str,
+    disk: DiskSpec,
+    listen_fd: int,
+    wrapper: list[str] | None = None,
+    throttle: Throttle | None = None,
 ) -> list[str]:
     """The qemu-storage-daemon command line serving `disk` (the guest's graph) on the listening UNIX
-    socket `listen_fd` (inherited: see :func:`listening_socket`)."""
-    return [*(wrapper or []), *_daemon_argv(qsd, disk, f"addr.type=fd,addr.str={listen_fd}")]
+    socket `listen_fd` (inherited: see :func:`listening_socket`); under a calibration `throttle`
+    (iomatrix.calibration_throttle), the graph is the throttle filter's child and the filter is
+    exported."""
+    return [
+        *(wrapper or []),
+        *_daemon_argv(qsd, disk, f"addr.type=fd,addr.str={listen_fd}", throttle),
+    ]
 
 
 def remote_daemon_argv(disk: DiskSpec) -> list[str]:
@@ -130,14 +142,25 @@ def remote_daemon_argv(disk: DiskSpec) -> list[str]:
     return _daemon_argv("qemu-storage-daemon", disk, f"addr.type=unix,addr.path={SOCKET_NAME}")
 
 
-def _daemon_argv(qsd: str, disk: DiskSpec, nbd_address: str) -> list[str]:
+def _daemon_argv(
+    qsd: str, disk: DiskSpec, nbd_address: str, throttle: Throttle | None = None
+) -> list[str]:
     # an IOThread for the export
     objects = [arg for spec in object_specs(disk) for arg in ("--object", spec)]
+    graph = ["--blockdev", blockdev_spec(disk, NODE)]
+    if throttle is not None:
+        # The cell's graph unchanged under its own node name, the filter on top as NODE (exported).
+        objects += ["--object", throttle.object_spec()]
+        graph = [
+            "--blockdev",
+            blockdev_spec(disk, THROTTLED_NODE),
+            "--blockdev",
+            throttle.filter_spec(NODE, THROTTLED_NODE),
+        ]
     return [
         qsd,
         *objects,
-        "--blockdev",
-        blockdev_spec(disk, NODE),
+        *graph,
         "--nbd-server",
         nbd_address,
         "--export",
@@ -299,6 +322,7 @@ class BlockLayerTier(BlockLayer, Tier):
         # Earlier runs' images whose deletion waits for later runs' start-ups (_defer_removal).
         self._trash = Trash()
         self._removals = 0
+        self._throttles: dict[tuple[str, str], Throttle] = {}
 
     def open(self) -> None:
         self.qsd = require("qemu-storage-daemon")
@@ -309,6 +333,8 @@ class BlockLayerTier(BlockLayer, Tier):
                 hint="install Debian's fio (built with libnbd): apt-get install fio",
             )
         self.qemu_version = version_of([self.qsd, "--version"]) or "unknown"
+        # bench/power_curve.py's known slowdowns, from its environment only (never a plan)
+        self._throttles = throttles()
 
     def accel(self) -> str:
         return "none (QEMU block layer, no guest)"
@@ -486,8 +512,14 @@ class BlockLayerTier(BlockLayer, Tier):
         in a thread; fio starts (its own start-up takes ≥ ~0.2 s before it connects); meanwhile the
         image is created, the deleting thread stopped and the daemon started on the socket fio
         connects to."""
+        throttle = self._throttles.get((req.cell.backing, req.workload.name))
         # clients on other hosts: one is too
         if client_count(req.cell) > 1 or req.target.client_hosts:
+            if throttle is not None:
+                raise UserError(
+                    "the calibration throttle is for one-client runs on this host only",
+                    hint="unset IOMATRIX_CALIBRATION_THROTTLE for a plan with several clients",
+                )
             return self._run_clients(req)
         t0 = time.monotonic()
         run_dir = req.run_dir
@@ -504,6 +536,8 @@ class BlockLayerTier(BlockLayer, Tier):
             "substitutions": job.substitutions,
             "image_size_bytes": image_bytes,
         }
+        if throttle is not None:
+            meta["calibration_throttle"] = throttle.meta()
         phases: dict[str, float] = {}
         socket = run_dir / SOCKET_NAME
         image: Path | None = None
@@ -554,7 +588,9 @@ class BlockLayerTier(BlockLayer, Tier):
                 phases["deletion_wait_s"] = t_daemon - t_img
                 if outcome is None:
                     disk = disk_for(req.cell, network or image, image_bytes)
-                    argv = daemon_argv(self.qsd, disk, listener.fileno(), req.wrapper or None)
+                    argv = daemon_argv(
+                        self.qsd, disk, listener.fileno(), req.wrapper or None, throttle
+                    )
                     meta["daemon_argv"] = argv
                     meta["export_writethrough"] = not write_cache(disk.cache)
                     log = open(run_dir / DAEMON_LOG, "wb")  # noqa: SIM115 - closed in finally
@@ -583,7 +619,16 @@ class BlockLayerTier(BlockLayer, Tier):
                             req.on_load_process(fio.pid)
                     if network is not None and req.target.server is not None:
                         follow_server(req.target.server, req.on_server_process, meta)
-                    outcome = self._wait_fio(req, job, meta, phases, fio, t_fio, daemon, run_dir)
+                    outcome = self._wait_fio(
+                        req=req,
+                        job=job,
+                        meta=meta,
+                        phases=phases,
+                        proc=fio,
+                        t_fio=t_fio,
+                        daemon=daemon,
+                        run_dir=run_dir,
+                    )
                     fio = None
             except BaseException:
                 # Ctrl-C / SIGTERM: no fio or daemon left serving (or flushing) the image we are

@@ -245,7 +245,16 @@ class ConsolidationTier(Consolidation, Tier):
             shutil.rmtree(sock_dir, ignore_errors=True)
             forget(self.workdir, sock_dir)
         host = probe.finish()
-        result = self._outcome(guests, outcomes, blocks, failure, wall, start_window, host, req)
+        result = self._outcome(
+            guests,
+            outcomes,
+            blocks,
+            failure=failure,
+            wall=wall,
+            start_window=start_window,
+            host=host,
+            req=req,
+        )
         if result.ok:  # a failed point keeps its consoles and QEMU command lines for inspection
             shutil.rmtree(req.run_dir, ignore_errors=True)
         return result

@@ -71,7 +71,7 @@ from iomatrix.guest.stream import parse_result_stream
 from iomatrix.hostcmd import require, version_of
 from iomatrix.images import create_image, remove_image
 from iomatrix.plan.model import Plan
-from iomatrix.protocols import protocol
+from iomatrix.protocol_registry import protocol
 from iomatrix.protocols.base import CUT_CLIENT_CRASH
 from iomatrix.qemu_block import DiskSpec, blockdev_args, blockdev_spec_over_nbd, device_args
 from iomatrix.textfile import last_lines
@@ -542,7 +542,13 @@ class DurabilityTier(Durability, Tier):
                     and protocol(req.target.server.protocol).durability_cut == CUT_CLIENT_CRASH
                 ):
                     outcome = self._trial_on_rbd(
-                        req, layout, trial_dir, nonce, cut_after, delay, meta
+                        req=req,
+                        layout=layout,
+                        trial_dir=trial_dir,
+                        nonce=nonce,
+                        cut_after=cut_after,
+                        delay=delay,
+                        meta=meta,
                     )
                     return self._tidy(req, trial_dir, outcome)
                 if req.target.kind == "network":
@@ -571,7 +577,16 @@ class DurabilityTier(Durability, Tier):
                         f.truncate(max(os.path.getsize(power), layout.image_bytes + NBD_MARGIN))
                 sock, tmp_sock_dir = _short_socket_path(trial_dir, self.workdir)
                 outcome = self._trial(
-                    req, layout, power, crash, sock, trial_dir, nonce, cut_after, delay, meta
+                    req=req,
+                    layout=layout,
+                    power=power,
+                    crash=crash,
+                    sock=sock,
+                    trial_dir=trial_dir,
+                    nonce=nonce,
+                    cut_after=cut_after,
+                    delay=delay,
+                    meta=meta,
                 )
             finally:
                 for img in images:
@@ -692,7 +707,17 @@ class DurabilityTier(Durability, Tier):
                 Evidence(QEMU_CRASH, STREAMS[QEMU_CRASH], crash),
             ]
             return self._cut_and_check(
-                req, layout, handle, cuts, watch, evidence, trial_dir, nonce, delay, meta, t0
+                req=req,
+                layout=layout,
+                handle=handle,
+                cuts=cuts,
+                watch=watch,
+                evidence=evidence,
+                trial_dir=trial_dir,
+                nonce=nonce,
+                delay=delay,
+                meta=meta,
+                t0=t0,
             )
 
     def _start_writer(
@@ -793,17 +818,17 @@ class DurabilityTier(Durability, Tier):
                 )
             ]
             return self._cut_and_check(
-                req,
-                layout,
-                handle,
-                [],
-                watch,
-                evidence,
-                trial_dir,
-                nonce,
-                delay,
-                meta,
-                t0,
+                req=req,
+                layout=layout,
+                handle=handle,
+                cuts=[],
+                watch=watch,
+                evidence=evidence,
+                trial_dir=trial_dir,
+                nonce=nonce,
+                delay=delay,
+                meta=meta,
+                t0=t0,
                 after_crash=lambda: meta["client_crash"].update(
                     fenced=fence([d for d, _ in disks])
                 ),
@@ -946,16 +971,16 @@ class DurabilityTier(Durability, Tier):
             for ev in evidence:
                 checks.setdefault(ev.situation, []).append(
                     inspect_image(
-                        ev.image,
-                        cell.format,
-                        trial_dir,
-                        nonce,
-                        ev.streams,
-                        acked,
-                        written,
-                        layout,
-                        self.workdir,
-                        ev.read_from,
+                        image=ev.image,
+                        fmt=cell.format,
+                        scratch=trial_dir,
+                        nonce=nonce,
+                        streams=ev.streams,
+                        acked=acked,
+                        written=written,
+                        layout=layout,
+                        workdir=self.workdir,
+                        read_from=ev.read_from,
                     )
                 )
         # the host failed, not the configuration: no verdict from this trial

@@ -36,7 +36,7 @@ from iomatrix.guest.cache import default_cache_dir
 from iomatrix.guest.cmdline import machine_for
 from iomatrix.guest.job import BatchRun, GuestJob
 from iomatrix.guest.process import BatchInterrupted, kill_all_guests, run_guest, run_guest_batch
-from iomatrix.guest.real_image import RealImage, resolve_image
+from iomatrix.guest.real_image import RealImage, check_image_setting, resolve_image
 from iomatrix.guest.static_fio import static_fio
 from iomatrix.guest.stream import GuestOutcome
 from iomatrix.guest.tarball import ensure_tarball
@@ -73,6 +73,8 @@ class GuestTier(Guest, Tier):
 
     def open(self) -> None:
         log = self.opts.log
+        # a user's image that cannot serve is refused before the guest's build and the KVM probe
+        check_image_setting(self.plan.setting("guest_image"))
         self.artifacts: GuestArtifacts = ensure_artifacts(kernel=self.opts.kernel, log=log)
         force = self.opts.accel
         if log and force == "auto":
@@ -95,6 +97,7 @@ class GuestTier(Guest, Tier):
                 max(self.plan.guest_memory_mb, 512),
                 filesystem=self.plan.setting("guest_filesystem"),
                 fs_workload_fs=self.plan.guest_fs,
+                log=log,
             )
             # the NoCloud seed every boot reads, and iomatrix's static fio for an image without one
             # (no network)

@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from iomatrix.backing.delay_relay import delayed
-from iomatrix.backing.network import NetworkDisk, NetworkServer
+from iomatrix.backing.network import DiskRequest, NetworkDisk, NetworkServer
 from iomatrix.domain import NA
 from iomatrix.domain.axes import DiskContext, qemu_options
-from iomatrix.protocols import protocol
+from iomatrix.protocol_registry import protocol
 
 # The format a server makes where the cell's tier has no format axis (the bare-metal tier's
 # server-side file).
@@ -95,7 +95,7 @@ def network_disk(
     relay's)."""
     values = disk_values(cell)
     create = qemu_options(values, DiskContext(size_bytes)).create
-    disk = server.new_disk(values, size_bytes=size_bytes, name=name, create_options=create)
+    disk = server.new_disk(DiskRequest(values, size_bytes, name, create))
     try:
         meta = disk_meta(disk, server)
         if not measures_rtt(cell, disk):

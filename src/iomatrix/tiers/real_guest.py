@@ -210,6 +210,8 @@ class RealRunContext:
     # QEMU arguments every boot gets: the NoCloud seed and the tools disk (`attach_media`).
     extra_args: list[str] = field(default_factory=list)
     media_dir: Path | None = None
+    # told a line every 30 s while a guest boots (realboot.boot); None: nothing said
+    log: Callable[[str], None] | None = None
 
     def attach_media(self, fio: Path | None) -> None:
         """Write the seed (and, with iomatrix's static fio, the tools disk) for this sweep's
@@ -642,6 +644,7 @@ class _BootRuns:
             boot_limit_s=first.timeout_s,
             wrapper=first.wrapper,
             extra_args=extra_args,
+            log=self.ctx.log,
         ) as guest:
             if first.on_process is not None:
                 first.on_process(guest.proc.pid)

@@ -44,8 +44,8 @@ from iomatrix.domain.axes import (
     RuleContext,
 )
 from iomatrix.errors import UserError
-from iomatrix.protocols import is_network, network_protocol
-from iomatrix.protocols import protocol as protocol_named
+from iomatrix.protocol_registry import is_network, network_protocol
+from iomatrix.protocol_registry import protocol as protocol_named
 from iomatrix.protocols.place import NetworkPlace
 
 DEFAULT_SIZE_GIB = 32

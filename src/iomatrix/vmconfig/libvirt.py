@@ -27,7 +27,7 @@ from iomatrix.domain.axes import (
     IOThread,
 )
 from iomatrix.errors import UserError
-from iomatrix.protocols import network_protocol
+from iomatrix.protocol_registry import network_protocol
 from iomatrix.protocols.place import NetworkPlace
 from iomatrix.vmconfig.config import (
     CONTINUATION,

@@ -5,7 +5,7 @@ A network disk is one of a registered protocol's (:mod:`iomatrix.protocols`: an 
 file on an NFS export, a Ceph RBD image, an NBD export), reached by QEMU's own client or by the host
 kernel's where the protocol's client axis chooses that. Each protocol's own spellings (its URL,
 libvirt source, -blockdev node, Proxmox storage) are in its house; what a snippet adds beside them
-is the protocol's own too (`extra_snippets`: vmconfig/iscsi_target.py, vmconfig/ceph_conf.py through
+is the protocol's own too (`extra_snippets`: vmconfig/read_iscsi.py, vmconfig/read_rbd.py through
 `network_snippets`). The reading half here reads the places libvirt, QEMU and Proxmox write back:
 the disk's protocol, its address (a URL) and the client axes. Each protocol's own parsing is its
 reader (`DiskReader`: vmconfig/read_iscsi.py, read_nfs.py, read_rbd.py, read_nbd.py, named by the
@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from iomatrix.plugins import load_object
-from iomatrix.protocols import network_protocol, protocols
+from iomatrix.protocol_registry import network_protocol, protocols
 from iomatrix.protocols.base import NetworkProtocol
 from iomatrix.vmconfig.reading import _bad
 

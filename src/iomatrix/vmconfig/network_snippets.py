@@ -2,8 +2,8 @@
 every tool, with the notes a network disk needs (placeholders, the host's login, mount or map for
 the kernel's client, the target's own settings), and the protocol's own snippets beside them, named
 by its house (`extra_snippets`, `nova_snippet`, `answer_snippet`: the iSCSI target's tgt
-targets.conf in vmconfig/iscsi_target.py, Ceph's [client] lines, `rbd config` and `rbd create` in
-vmconfig/ceph_conf.py). Where the disk lives, as each tool names it, is in
+targets.conf in vmconfig/read_iscsi.py, Ceph's [client] lines, `rbd config` and `rbd create` in
+vmconfig/read_rbd.py). Where the disk lives, as each tool names it, is in
 `iomatrix.vmconfig.network`; the tools' shared structure (drivers, buses, controllers) in
 `iomatrix.vmconfig.config` and each tool's module."""
 
@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from iomatrix.domain import Format
 from iomatrix.plugins import load_object
-from iomatrix.protocols import network_protocol, protocol
+from iomatrix.protocol_registry import network_protocol, protocol
 from iomatrix.protocols.base import NetworkProtocol
 from iomatrix.protocols.place import NetworkPlace
 from iomatrix.vmconfig.config import (

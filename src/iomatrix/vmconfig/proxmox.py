@@ -20,7 +20,7 @@ from iomatrix.domain import (
 )
 from iomatrix.domain.axes import QUEUES_AUTO, IOThread
 from iomatrix.errors import UserError
-from iomatrix.protocols import protocol
+from iomatrix.protocol_registry import protocol
 from iomatrix.vmconfig.config import (
     DEFAULT_SIZE_GIB,
     DiskConfig,

@@ -29,7 +29,7 @@ from iomatrix.domain.axes import (
     IOThread,
 )
 from iomatrix.errors import UserError
-from iomatrix.protocols import network_protocol, protocol
+from iomatrix.protocol_registry import network_protocol, protocol
 from iomatrix.protocols.place import NetworkPlace
 from iomatrix.qemu_block import DiskSpec, blockdev_args, device_args
 from iomatrix.vmconfig.config import (

@@ -61,16 +61,16 @@ class ExistingDisk:
     @classmethod
     def from_dict(cls, raw: dict[str, str]) -> ExistingDisk:
         return cls(
-            raw["tool"],
-            raw.get("path"),
-            raw.get("device"),
-            raw.get("volume"),
-            raw.get("vmid"),
-            raw.get("block") == "True",
-            raw.get("protocol"),
-            raw.get("settings"),
-            raw.get("boot"),
-            raw.get("slots"),
+            tool=raw["tool"],
+            path=raw.get("path"),
+            device=raw.get("device"),
+            volume=raw.get("volume"),
+            vmid=raw.get("vmid"),
+            block=raw.get("block") == "True",
+            protocol=raw.get("protocol"),
+            settings=raw.get("settings"),
+            boot=raw.get("boot"),
+            slots=raw.get("slots"),
         )
 
 

@@ -61,7 +61,6 @@ def matching_current(
     compared at that value and said so, with why: the workload cannot show it, or the tier did not
     vary it. An L2 cache bound that holds only part of the workload's image is between the measured
     values: no cell."""
-    workload = listed(like.workload)
     want: dict[str, str] = {}
     notes: list[str] = []
     short: list[str] = []
@@ -77,56 +76,76 @@ def matching_current(
     except KeyError:  # a tier this version does not know (an old database)
         applying = set()
     for k, v in given.items():
-        axis = axes.REGISTRY.get(k)
-        mine = like.axes.get(k)
-        if mine is None and axis is not None and not axis.always_named and k in applying:
-            # an axis the sweep does not name: every cell ran QEMU's default
-            mine = str(axis.default)
-        if mine is None or mine == domain.NA:
+        mine = _swept_value(like, k, applying)
+        if mine is None:
             continue
-        if (
-            axis is not None
-            and not axis.always_named
-            and v != mine
-            and len({c.axes.get(k, mine) for c in cells}) == 1
-        ):
-            why = None
-            if workload is not None and axis.shown_by is not None:
-                why = axis.shown_by(
-                    {**like.axes, k: v},
-                    workload.shape,
-                    workload.image_bytes or _UNKNOWN_IMAGE_BYTES,
-                )
-            notes.append(
-                f"{k}={v} compared at {k}={mine}: "
-                + (
-                    f"{like.workload} {why}"
-                    if why
-                    else f"the {like.axes['tier']} tier ran {like.workload} at {k}={mine} only"
-                )
-            )
-            short.append(f"{k}={v} as {mine} ({'cannot show' if why else 'not varied'})")
-            continue
-        if k in like.axes:
+        held = _held_note(cells, like, k, v, mine)
+        if held is not None:
+            notes.append(held[0])
+            short.append(held[1])
+        elif k in like.axes:
             want[k] = v
-    if (
-        cur.l2_cache_bytes is not None
-        and workload is not None
-        and workload.image_bytes
-        and want.get("l2_cache") == "whole-image"
-        and not axes.l2_cache_holds(cur.l2_cache_bytes, workload.image_bytes, {**like.axes, **want})
-    ):
-        return (
-            None,
-            notes,
-            short,
-            (
-                f"its L2 cache bound ({axes.size_words(cur.l2_cache_bytes)}) holds part of the "
-                f"L2 metadata of {like.workload}'s {axes.size_words(workload.image_bytes)} image: "
-                "between l2_cache=default and whole-image, neither measured"
-            ),
-        )
+    between = _l2_between(cur, like, want)
+    if between:
+        return None, notes, short, between
     return matching_cell(cells, like, **want), notes, short, ""
+
+
+def _swept_value(like: CellWorkload, k: str, applying: set[str]) -> str | None:
+    """`like`'s value of axis `k`, None where it has none to compare (shown as "-", or not named
+    and not applying to its tier); an axis the sweep does not name ran at QEMU's default."""
+    axis = axes.REGISTRY.get(k)
+    mine = like.axes.get(k)
+    if mine is None and axis is not None and not axis.always_named and k in applying:
+        mine = str(axis.default)
+    return None if mine is None or mine == domain.NA else mine
+
+
+def _held_note(
+    cells: Sequence[CellWorkload], like: CellWorkload, k: str, v: str, mine: str
+) -> tuple[str, str] | None:
+    """A later axis the tier ran at one value (`mine`) where the current configuration has `v`:
+    what the comparison assumes, in full and short, with why (the workload cannot show it, or the
+    tier did not vary it); None when the axis is compared as it is."""
+    axis = axes.REGISTRY.get(k)
+    if (
+        axis is None
+        or axis.always_named
+        or v == mine
+        or len({c.axes.get(k, mine) for c in cells}) != 1
+    ):
+        return None
+    workload = listed(like.workload)
+    why = None
+    if workload is not None and axis.shown_by is not None:
+        why = axis.shown_by(
+            {**like.axes, k: v}, workload.shape, workload.image_bytes or _UNKNOWN_IMAGE_BYTES
+        )
+    full = f"{k}={v} compared at {k}={mine}: " + (
+        f"{like.workload} {why}"
+        if why
+        else f"the {like.axes['tier']} tier ran {like.workload} at {k}={mine} only"
+    )
+    return full, f"{k}={v} as {mine} ({'cannot show' if why else 'not varied'})"
+
+
+def _l2_between(cur: CurrentConfig, like: CellWorkload, want: dict[str, str]) -> str:
+    """Why no cell runs the current configuration when its L2 cache bound holds only part of the
+    workload's image metadata (between the measured values); "" otherwise."""
+    workload = listed(like.workload)
+    if (
+        cur.l2_cache_bytes is None
+        or workload is None
+        or not workload.image_bytes
+        or want.get("l2_cache") != "whole-image"
+        or axes.l2_cache_holds(cur.l2_cache_bytes, workload.image_bytes, {**like.axes, **want})
+    ):
+        return ""
+    return (
+        f"its L2 cache bound ({axes.size_words(cur.l2_cache_bytes)}) holds part of the "
+        f"L2 metadata of {like.workload}'s {axes.size_words(workload.image_bytes)} image: "
+        "between l2_cache=default and whole-image, neither measured"
+    )
 
 
 def varied_axes(cells: Sequence[CellWorkload], like: CellWorkload) -> frozenset[str]:

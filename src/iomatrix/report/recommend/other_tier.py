@@ -36,7 +36,14 @@ def verdict_on_its_basis(
     if v.choice is None or emulated:
         v = (
             _answer_from_another_tier(
-                cws, wr.workload, v, reqs, current, measured, kw, emulated=emulated
+                cws,
+                wr.workload,
+                v,
+                reqs=reqs,
+                current=current,
+                measured=measured,
+                kw=kw,
+                emulated=emulated,
             )
             or v
         )
@@ -68,6 +75,7 @@ def _answer_from_another_tier(
     cws: list[CellWorkload],
     workload: str,
     unanswered: Verdict,
+    *,
     reqs: list[Requirement],
     current: CurrentConfig | None,
     measured: MeasuredIndex,
@@ -98,8 +106,8 @@ def _answer_from_another_tier(
             workload,
             emulated,
             named,
-            _held(cws, workload, t, named),
-            _held(cws, workload, unanswered.tier, named),
+            held=_held(cws, workload, t, named),
+            held_closest=_held(cws, workload, unanswered.tier, named),
         )
         return v
     return None
@@ -125,6 +133,7 @@ def _basis(
     workload: str,
     emulated: bool,
     named: set[str],
+    *,
     held: set[str] = frozenset(),
     held_closest: set[str] = frozenset(),
 ) -> str:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from iomatrix.domain import CACHE, CacheMode, Modifier
+from iomatrix.domain import CACHE, CacheMode, CacheSemantics, Modifier
 from iomatrix.durability.verdict import TARGET_POWER_LOSS
-from iomatrix.protocols import network_protocol
+from iomatrix.protocol_registry import network_protocol
 from iomatrix.protocols.base import CUT_CLIENT_CRASH
 from iomatrix.report.durability import MeasuredIndex, measured_statements, storage_of
 from iomatrix.report.query import CellWorkload
@@ -106,34 +106,7 @@ def risk_statements(
     if risk is None:
         return []
     sem = CACHE[CacheMode(cache)]
-    if sem.direct:
-        migration = (
-            "safe on shared storage: the host page cache is bypassed, so the destination "
-            "reads what the "
-            "source wrote"
-        )
-    else:
-        migration = (
-            "unsafe on shared storage: writes may sit in the source host's page cache; "
-            "libvirt refuses "
-            "live migration unless forced with --unsafe"
-        )
-    if sem.no_flush or modifier == Modifier.EATMYDATA:
-        no_flush = "nothing changes: flushes are dropped for every guest anyway"
-    elif not sem.write_cache:
-        no_flush = "safe: QEMU flushes after every write, the guest does not have to"
-    elif sem.direct:
-        no_flush = (
-            "its writes may be lost on power loss from the disk's volatile cache; they "
-            "never wait in host "
-            "RAM"
-        )
-    else:
-        no_flush = (
-            "its writes may wait in host RAM until the kernel writes them back "
-            "(seconds), and are lost on "
-            "a host crash or power loss"
-        )
+    migration, no_flush = _migration_text(sem), _no_flush_text(sem, modifier)
     texts = dict(
         zip(SITUATIONS, (risk.qemu_crash, risk.power_loss, migration, no_flush), strict=True)
     )
@@ -169,3 +142,39 @@ def risk_statements(
     if not client_crash_measured and (crash := network.client_crash_risk(cell.axes)) is not None:
         out.append(RiskStatement(*crash, DOCUMENTED))
     return out
+
+
+def _migration_text(sem: CacheSemantics) -> str:
+    """What live migration on shared storage risks under a cache mode (QEMU's semantics)."""
+    if sem.direct:
+        return (
+            "safe on shared storage: the host page cache is bypassed, so the destination "
+            "reads what the "
+            "source wrote"
+        )
+    else:
+        return (
+            "unsafe on shared storage: writes may sit in the source host's page cache; "
+            "libvirt refuses "
+            "live migration unless forced with --unsafe"
+        )
+
+
+def _no_flush_text(sem: CacheSemantics, modifier: str) -> str:
+    """What a guest that does not flush risks under a cache mode and modifier."""
+    if sem.no_flush or modifier == Modifier.EATMYDATA:
+        return "nothing changes: flushes are dropped for every guest anyway"
+    elif not sem.write_cache:
+        return "safe: QEMU flushes after every write, the guest does not have to"
+    elif sem.direct:
+        return (
+            "its writes may be lost on power loss from the disk's volatile cache; they "
+            "never wait in host "
+            "RAM"
+        )
+    else:
+        return (
+            "its writes may wait in host RAM until the kernel writes them back "
+            "(seconds), and are lost on "
+            "a host crash or power loss"
+        )

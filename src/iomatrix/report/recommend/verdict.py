@@ -43,7 +43,7 @@ class Choice:
     # A provisional pick (not settled yet): the decision's estimates of the rounds still needed, to
     # separate or rule out its contenders and to show the leader and the keeper equivalent
     # (stats/decision.py). Not in JSON: the rule says the first; the role line says both
-    # (report/roles.py).
+    # (report/recommend/roles.py).
     settle_rounds: int | None = None
     equivalence_rounds: int | None = None
     # Of `tied`, the cells behind by more than the threshold that cannot beat the choice by it (a
@@ -247,7 +247,7 @@ class Recommendation:
     # writethrough-until-flush trap: report/rbd_flush.py); only what was measured, never a general
     # remark.
     findings: list[str] = field(default_factory=list)
-    # One answer per role of the plan (report/roles.py: RoleAnswer), first in every output.
+    # One answer per role of the plan (roles.py: RoleAnswer), first in every output.
     roles: list[Any] = field(default_factory=list)
     # The findings the first screen tells (the headline): with roles, only those of their jobs'
     # figures; None: all of `findings`. Not in JSON, which carries every finding.
@@ -305,6 +305,7 @@ def _gain(
     other: CellWorkload | None,
     metric: str,
     higher: bool,
+    *,
     missing_note: str,
     analysis: BlockedAnalysis | None = None,
 ) -> Gain:
@@ -384,13 +385,15 @@ def workload_verdict(
                 cws,
                 wr,
                 chosen_from,
-                requirements,
-                current,
-                measured,
+                requirements=requirements,
+                current=current,
+                measured=measured,
             )
         return v
     v.choice = choice
-    return _chosen_verdict(v, cws, wr, chosen_from, requirements, current, measured)
+    return _chosen_verdict(
+        v, cws, wr, chosen_from, requirements=requirements, current=current, measured=measured
+    )
 
 
 def _chosen_verdict(
@@ -398,6 +401,7 @@ def _chosen_verdict(
     cws: list[CellWorkload],
     wr: WorkloadRanking,
     chosen_from: WorkloadRanking | None,
+    *,
     requirements: list[Requirement],
     current: CurrentConfig | None,
     measured: MeasuredIndex | None,
@@ -423,8 +427,8 @@ def _chosen_verdict(
                 other,
                 wr.metric,
                 r.higher_is_better,
-                "not in this sweep",
-                wr.ranking.analysis,
+                missing_note="not in this sweep",
+                analysis=wr.ranking.analysis,
             )
             for b, other in platform_twins(cell, same_tier)
         ],
@@ -480,8 +484,9 @@ def _gains(
             other,
             wr.metric,
             higher,
-            between or "not measured in this sweep: add its values to the plan to compare",
-            wr.ranking.analysis,
+            missing_note=between
+            or "not measured in this sweep: add its values to the plan to compare",
+            analysis=wr.ranking.analysis,
         )
         g.note = "; ".join(filter(None, [g.note, *assumed]))
         g.assumed = tuple(short) if other is not None else ()
@@ -496,8 +501,8 @@ def _gains(
                 other,
                 wr.metric,
                 higher,
-                "not in this sweep",
-                wr.ranking.analysis,
+                missing_note="not in this sweep",
+                analysis=wr.ranking.analysis,
             )
         )
     # A question asked on one cache × aio cell (a workload table: zero detection at cache=none,
@@ -516,15 +521,17 @@ def _gains(
                         other,
                         wr.metric,
                         higher,
-                        "",
-                        wr.ranking.analysis,
+                        missing_note="",
+                        analysis=wr.ranking.analysis,
                     )
                 )
         elif asked := asked_later_axes(same_tier, cell):
             # The chosen cell holds the question's axes at QEMU's defaults (64k clusters chosen over
             # 1M): it is itself the comparison.
             said = " ".join(f"{a}={cell.axes[a]}" for a in asked)
-            gains.append(_gain(f"{BASELINES[0].name} {said}", cell, cell, wr.metric, higher, ""))
+            gains.append(
+                _gain(f"{BASELINES[0].name} {said}", cell, cell, wr.metric, higher, missing_note="")
+            )
     return _not_ranked_noted(wr, gains)
 
 
@@ -590,8 +597,8 @@ def _requirement_cost(wr: WorkloadRanking, chosen: str, higher: bool) -> Gain | 
         wr.cells[chosen],
         wr.metric,
         higher,
-        "",
-        wr.ranking.analysis,
+        missing_note="",
+        analysis=wr.ranking.analysis,
     )
     return Gain(
         f"{free} (the answer without requirements)",
@@ -637,10 +644,10 @@ ALTERNATIVES_SHOWN = 3
 def _alternatives(
     wr: WorkloadRanking, r: Ranking, cell: CellWorkload, gains: list[Gain]
 ) -> list[Gain]:
-    """The notable alternatives to the chosen cell, each as alternative/choice (> 1: it is better)
-    over the rounds both ran: the runner-up (the best-ranked other cell), the current or default
-    configuration it was compared with, and the best cell of another cache mode; at most
-    ALTERNATIVES_SHOWN."""
+    """The notable alternatives to the chosen cell, each as the choice over it (> 1: the choice is
+    better, as in every Gain) over the rounds both ran: the runner-up (the best-ranked other cell),
+    the current or default configuration it was compared with, and the best cell of another cache
+    mode; at most ALTERNATIVES_SHOWN."""
     chosen = cell.label()
     ranked = [
         row.name
@@ -657,18 +664,9 @@ def _alternatives(
             wr.cells[name],
             wr.metric,
             r.higher_is_better,
-            "",
-            wr.ranking.analysis,
+            missing_note="",
+            analysis=wr.ranking.analysis,
         )
-        rc = g.ratio
-        inv = (
-            None
-            if rc is None or rc.ratio is None
-            else RatioCI(
-                1 / rc.ratio,
-                None if rc.high is None else 1 / rc.high,
-                None if rc.low is None else 1 / rc.low,
-            )
-        )
-        out.append(Gain(name, name, inv, g.note))
+        # the pick over it (> 1: the pick is better), as every ratio reads (recommend/grammar.py)
+        out.append(Gain(name, name, g.ratio, g.note))
     return out[:ALTERNATIVES_SHOWN]

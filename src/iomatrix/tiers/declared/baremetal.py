@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from iomatrix.domain.axes import Layer
-from iomatrix.protocols import network_protocol
+from iomatrix.protocol_registry import network_protocol
 from iomatrix.tiers.declaration import TierDeclaration
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from iomatrix import domain
 from iomatrix.domain import NULL_BACKING
 from iomatrix.domain.axes import Layer
-from iomatrix.protocols import network_protocol
+from iomatrix.protocol_registry import network_protocol
 from iomatrix.qemu_block import NULL_FORMAT
 from iomatrix.tiers.declaration import TierDeclaration, qemu_host_cache_wording
 

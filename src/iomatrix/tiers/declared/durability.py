@@ -10,7 +10,7 @@ from pydantic import Field
 
 from iomatrix.domain.axes import Layer
 from iomatrix.domain.workload import Workload
-from iomatrix.protocols import network_protocol, protocol
+from iomatrix.protocol_registry import network_protocol, protocol
 from iomatrix.tiers.declaration import TierDeclaration
 
 if TYPE_CHECKING:

@@ -19,6 +19,7 @@ from typing import Any
 from iomatrix.domain import is_ceiling
 from iomatrix.metrics import metric_info
 from iomatrix.report.query import CellWorkload
+from iomatrix.report.recommend.resolution import RESOLUTION, pick_reason, settle_text
 from iomatrix.report.recommend.verdict import Verdict, answer_of
 from iomatrix.roles import Figure, Role, plan_roles
 from iomatrix.stats.compare import ratio_ci
@@ -28,14 +29,14 @@ from iomatrix.stats.weighed import Part, WeighedRatio, weighed_ratio
 from iomatrix.stats.weighed_paired import PairedPart, paired_part, paired_weighed_ratio
 
 STATUS_WORDS = {
-    "answer": "settled",
+    "answer": "decided",
     "tied": "tied within the decision's threshold: the tie-break's pick",
     "equivalent": "equivalent within the role's margin on the deciding figure",
     "provisional": "not settled yet: the leading cell, not yet an answer",
 }
 # The same, in a few words (RoleAnswer.brief, a crowded first screen's).
 BRIEF_WORDS = {
-    "answer": "settled",
+    "answer": "decided",
     "tied": "tied: the tie-break's pick",
     "equivalent": "equivalent within the role's margin",
     "provisional": "not settled yet",
@@ -177,13 +178,6 @@ class RoleAnswer:
     # faster by more than 5% (format=qcow2 … 0.97–1.04×)": the deciding job's decision,
     # report/recommend/verdict.py: choose).
     kept: str = ""
-    # Status "provisional": how many more rounds the deciding job's decision needs ("about 4 more
-    # round(s) would settle the deciding figure (…); about 20 would show them equivalent within 5%
-    # (TOST)": rounds_text).
-    pending: str = ""
-    # The same in a few words, for a crowded first screen: "about 4 more round(s) to settle"
-    # (rounds_brief).
-    pending_brief: str = ""
     # Every candidate passed over (a trade-off): what each side of it wins, in a few words, from the
     # first veto: "raw · none leads on log:write.iops; qcow2 · writeback 1.15–2.42× better on
     # data:read.clat_p99_us" (tradeoff_brief). The user's choice is which figure their VM waits on.
@@ -193,6 +187,19 @@ class RoleAnswer:
     # (log:write.iops ×2, …; 90% CI)"); set whenever both sides have runs of every figure.
     weighed: str = ""
     weighed_ratio: dict[str, Any] | None = None
+    # Status "tied" or "provisional": not told apart at this resolution (resolution.py). The
+    # interval reached against the closest cell, the property the pick rests on, and how many
+    # minutes more would settle it: "not told apart from qcow2 · writeback at this resolution:
+    # within 0.96–1.16× here; picked for raw: the simpler format, …; about 5 minutes more would
+    # settle it (time_budget = "9m" in the plan, now "4m")". Never a round count.
+    unresolved: str = ""
+    unresolved_brief: str = ""  # the same in a few words, for a crowded first screen
+
+    @property
+    def resolution(self) -> str:
+        """One of three: "decided", "equivalent" or "not told apart at this resolution" (and
+        "none" without a pick)."""
+        return RESOLUTION.get(self.status, "none") if self.cell is not None else "none"
 
     @property
     def answered(self) -> bool:
@@ -207,8 +214,8 @@ class RoleAnswer:
             verb, why = "keep", f"equivalent: {self.kept or why}"
         if (ahead := self._ahead()) is not None:
             verb, why = NOT_LEADING, f"{NOT_LEADING_WHY}; {ahead}"
-        if self.pending:
-            why = f"{why}; {self.pending}"
+        if self.unresolved:  # one configuration to use, and how far the sweep could tell
+            verb, why = "use", self.unresolved + (f"; {ahead}" if ahead else "")
         if self.weighed:  # a trade-off the weights settled: that is the reason, in full
             why = f"a trade-off, weighed: {self.weighed}"
         elif self.instead_of is not None:
@@ -218,9 +225,9 @@ class RoleAnswer:
 
     def brief(self) -> str:
         """The headline in one line, for a crowded first screen (report/screen.py): the decision and
-        its status in a few words; why not chosen, the rounds' reasons and the bounds: --detail.
-        "For a database VM: leading, not settled yet: raw · none (about 4 more round(s) to
-        settle)"."""
+        its status in a few words; why not chosen and the budget that would settle it: --detail.
+        "For a file server: use raw · writeback (not told apart from qcow2 · writeback, within
+        0.86–1.04× here; raw: the simpler format, …; about 2 minutes more would settle it)"."""
         if self.cell is None and self.vetoes:  # every candidate passed over: said in a few words
             if self.tradeoff:
                 return f"For {self.answer_for}: a trade-off, no one answer: {self.tradeoff}"
@@ -234,10 +241,10 @@ class RoleAnswer:
         why = BRIEF_WORDS.get(self.status, self.status)
         if self.status == "equivalent":
             verb = "keep"
-        if self.pending_brief:
-            why = self.pending_brief
         if (ahead := self._ahead()) is not None:
             verb, why = NOT_LEADING, f"{ahead}; {why}"
+        if self.unresolved_brief:
+            verb, why = "use", self.unresolved_brief
         if self.weighed and self.weighed_ratio is not None:
             w = self.weighed_ratio
             why = f"a trade-off, weighed: {interval_text(w['low'], w['high'])}× {w['against']}"
@@ -297,9 +304,10 @@ class RoleAnswer:
             "answer_for": self.answer_for,
             "text": self.headline(),
             "status": self.status,
+            "resolution": self.resolution,
+            "unresolved": self.unresolved or None,
             "answered": self.answered,
             "kept": self.kept or None,
-            "pending": self.pending or None,
             "cell": self.cell,
             "instead_of": self.instead_of,
             "tier": self.tier or None,
@@ -385,37 +393,6 @@ def interval_text(low: float, high: float) -> str:
 def weights_text(figures: Sequence[Figure]) -> str:
     """The weights in a few words: "log:write.iops ×2, data:read.clat_p99_us ×1, …"."""
     return ", ".join(f"{f.key} ×{f.weight:g}" for f in figures)
-
-
-def rounds_text(settle: int | None, equivalence: int | None, margin: float) -> str:
-    """What an unsettled deciding figure still needs, from its decision's estimates (power 0.8):
-    "about 4 more round(s) would settle the deciding figure (separate the cells or rule one out);
-    about 20 would show them equivalent within 5% (TOST)" (them: the leader and what the answer
-    would keep, stats/decision.py)."""
-    parts = []
-    if settle is not None:
-        parts.append(
-            f"about {settle} more round(s) would settle the deciding figure (separate "
-            "the cells or rule "
-            "one out)"
-        )
-    if equivalence is not None:
-        parts.append(
-            f"about {equivalence} {'' if parts else 'more round(s) '}would show them "
-            "equivalent within "
-            f"{margin:.0%} (TOST)"
-        )
-    return "; ".join(parts) or "no number of rounds can be estimated to settle it"
-
-
-def rounds_brief(settle: int | None, equivalence: int | None) -> str:
-    """rounds_text in a few words: "about 4 more round(s) to settle", else "about 20 more round(s)
-    to show them equivalent", else "not settled yet"."""
-    if settle is not None:
-        return f"about {settle} more round(s) to settle"
-    if equivalence is not None:
-        return f"about {equivalence} more round(s) to show them equivalent"
-    return "not settled yet"
 
 
 def _number(x: float) -> str:
@@ -506,6 +483,9 @@ def role_answer(
     cws: Sequence[CellWorkload],
     allowed: set[str] | None = None,
     rounds: Mapping[int, int] | None = None,
+    *,
+    run_seconds: Mapping[str, float] | None = None,
+    budget: str | None = None,
 ) -> RoleAnswer:
     """One role's answer from its deciding job's verdict and the cells' means on each deciding
     figure, in the tier that verdict was made in. `allowed`: the cells meeting the requirements
@@ -547,11 +527,55 @@ def role_answer(
     found = answer_of(v)
     choice = found[0].choice if found else None
     out.kept = choice.kept if status == "equivalent" and choice else ""
-    if status == "provisional" and choice is not None:
-        out.pending = rounds_text(choice.settle_rounds, choice.equivalence_rounds, role.margin)
-        out.pending_brief = rounds_brief(choice.settle_rounds, choice.equivalence_rounds)
+    if status in ("tied", "provisional") and found is not None and choice is not None:
+        seconds = (run_seconds or {}).get(v.workload)
+        out.unresolved, out.unresolved_brief = _unresolved(
+            found[0], combined.cell, cws, seconds, budget
+        )
     out.figures = [_figure_row(f, combined.cell) for f in per]
     return out
+
+
+def _unresolved(
+    shown: Verdict,
+    cell: str,
+    cws: Sequence[CellWorkload],
+    seconds: float | None,
+    budget: str | None,
+) -> tuple[str, str]:
+    """A pick not told apart from its closest cell, said in full and in a few words
+    (resolution.py): the interval reached against that cell on the deciding job (the pick over
+    it, > 1: the pick is better), the property the pick rests on, and the minutes more that would
+    settle it, from the decision's own estimate of the rounds still needed."""
+    choice = shown.choice
+    assert choice is not None
+    rivals = [c for c in choice.tied if c not in choice.ruled_out and c != cell]
+    rivals += [g.label for g in shown.alternatives if g.label and g.label != cell]
+    rival = rivals[0] if rivals else None
+    gain = next((g for g in shown.alternatives if g.label == rival), None)
+    axes_of = {c.label(): c.axes for c in cws if c.workload == shown.workload}
+    keeper = next(
+        (
+            "what you run" if g.against.startswith("current") else "QEMU's default"
+            for g in shown.gains
+            if g.label == cell and (g.against.startswith(("current", "QEMU default")))
+        ),
+        "",
+    )
+    reason = pick_reason(axes_of.get(cell, {}), axes_of.get(rival) if rival else None, keeper)
+    r = None if gain is None else gain.ratio
+    within = (
+        f"within {interval_text(r.low, r.high)}× here"
+        if r is not None and r.low is not None and r.high is not None
+        else "no interval between them yet"
+    )
+    apart = f"not told apart from {rival}" if rival else "not told apart"
+    more = settle_text(choice.settle_rounds, seconds, budget)
+    full = f"{apart} at this resolution: {within}; picked for {reason}"
+    brief = f"{apart}, {within}; {reason}"
+    if more:  # the minutes on the first screen too; the budget that buys them in full
+        full, brief = f"{full}; {more}", f"{brief}; {more.split(' (')[0]}"
+    return full, brief
 
 
 def _weighed(
@@ -676,6 +700,9 @@ def role_answers(
     allowed: set[str] | None = None,
     margin: float | None = None,
     rounds: Mapping[int, int] | None = None,
+    *,
+    run_seconds: Mapping[str, float] | None = None,
+    budget: str | None = None,
 ) -> list[RoleAnswer]:
     """The answer for every role the sweep's plan ran (its stored definition's `roles` and
     `[role.NAME]`), each at its margin (``margin``, recommend --margin, else the plan's key
@@ -688,5 +715,6 @@ def role_answers(
         by_workload.setdefault(v.workload, v)
     chosen = plan_definition.get("margin") if margin is None else margin
     return [
-        role_answer(r, by_workload, cws, allowed, rounds) for r in plan_roles(names, custom, chosen)
+        role_answer(r, by_workload, cws, allowed, rounds, run_seconds=run_seconds, budget=budget)
+        for r in plan_roles(names, custom, chosen)
     ]

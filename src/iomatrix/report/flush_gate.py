@@ -1,16 +1,16 @@
-"""librbd's writethrough-until-flush trap (issue 35), told in a sentence of its own when a sweep's
-figures show it.
+"""A client cache that stays writethrough until the guest's first flush (issue 35), told in a
+sentence of its own when a sweep's figures show it: the renderer; the facts (the client, its
+until-flush and policy axes, their defaults) are the protocol's `flush_gated_cache`. Ceph RBD's
+librbd is the one: it keeps its cache writethrough until the guest's first flush (ceph.conf `rbd
+cache writethrough until flush`, Ceph's default on), so QEMU `cache=writeback` gives a guest that
+never flushes nothing over `cache=none`; once the workload flushes now and then, or the setting is
+off, the same cache acknowledges writes early and is faster.
 
-librbd keeps its cache writethrough until the guest's first flush (ceph.conf `rbd cache writethrough
-until flush`, Ceph's default on), so QEMU `cache=writeback` gives a guest that never flushes nothing
-over `cache=none`; once the workload flushes now and then, or the setting is off, the same cache
-acknowledges writes early and is faster.
-
-Pure functions over a sweep's cells: each `cache=writeback` cell on an rbd backing is compared with
-the `cache=none` cell of the same workload and the same other axes (librbd's cache is off under
-cache=none, so that cell carries the default policy and until-flush values), as the ratio of the
-workload's primary metric with its Fieller interval (stats/compare.py). The sentence is said only
-when
+Pure functions over a sweep's cells: each `cache=writeback` cell on the protocol's backing is
+compared with the `cache=none` cell of the same workload and the same other axes (the client's
+cache is off under cache=none, so that cell carries the default policy and until-flush values), as
+the ratio of the workload's primary metric with its Fieller interval (stats/compare.py). The
+sentence is said only when
 
 * a workload that never flushes shows writeback **no faster than none** under until-flush on: its
   interval holds 1 or lies below it (low ≤ 1; below 1 on a loaded host, where librbd's writethrough
@@ -40,7 +40,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from iomatrix.fio.shape import IoShape
-from iomatrix.protocols import ceph
+from iomatrix.protocol_registry import network_protocol
+from iomatrix.protocols.base import FlushGatedCache
 from iomatrix.report.figures import ratio_text
 from iomatrix.report.query import CellWorkload
 from iomatrix.report.rank import primary_metric
@@ -48,19 +49,15 @@ from iomatrix.report.shapes import load_words
 from iomatrix.stats.compare import RatioCI, ratio_ci
 from iomatrix.stats.interference import RunInterference
 
-UNTIL_FLUSH = "rbd_cache_writethrough_until_flush"
-POLICY = "rbd_cache_policy"
-# The axes a writeback cell may differ in from its cache=none partner (besides the cell's identity).
-_VARIED = ("cache", POLICY, UNTIL_FLUSH)
-# Axes a sweep on one rbd backing may vary that change the figures too: a finding is stated per
-# value of them.
-_CONTEXT_AXES = ("clients", "format", "rbd_object_size", "backing")
+# Axes a sweep on one backing may vary that change the figures too (beside the protocol's own,
+# FlushGatedCache.context_axes): a finding is stated per value of them.
+_CONTEXT_AXES = ("clients", "format", "backing")
 
 
 @dataclass(frozen=True)
 class WritebackGain:
-    """cache=writeback over cache=none for one workload and one librbd setting of the writeback
-    cell."""
+    """cache=writeback over cache=none for one workload and one setting of the writeback cell's
+    client cache (its policy, its until-flush switch)."""
 
     workload: str
     # the workload sends flushes while it runs (its shape: fsync/fdatasync every N writes, sync
@@ -69,7 +66,7 @@ class WritebackGain:
     policy: str
     until_flush: str
     ratio: RatioCI
-    # The pair's other axes that a sweep may vary besides the librbd ones (e.g. clients=2): gains
+    # The pair's other axes that a sweep may vary besides the client cache's (e.g. clients=2): gains
     # are only ever compared within one context
     context: tuple[tuple[str, str], ...] = ()
     # how it flushes, in words (IoShape.flush_words): "flushes every 32 writes (fdatasync=32)"
@@ -82,25 +79,31 @@ class WritebackGain:
 
 def writeback_gains(
     cws: Sequence[CellWorkload],
+    gate: FlushGatedCache,
     metric_of: Callable[[str], str],
     shape_of: Callable[[str], IoShape | None],
     interference: Mapping[int, RunInterference] | None = None,
 ) -> list[WritebackGain]:
-    """Every cache=writeback cell × workload of `cws` (the sweep's cells on an rbd backing: the
-    protocol's `findings` hook is given those) paired with its cache=none partner;
+    """Every cache=writeback cell × workload of `cws` (the sweep's cells on one protocol's backing,
+    whose client cache `gate` is: the protocol's `findings` hook is given those) paired with its
+    cache=none partner;
     `shape_of` gives a workload's shape (None: not known, as for a guest filesystem job: left out);
     `interference` the runs' load verdicts (report/interference.py)."""
 
+    # the axes a writeback cell may differ in from its cache=none partner (beside its identity)
+    varied = ("cache", gate.policy_axis, gate.until_flush_axis)
+    context_axes = (*_CONTEXT_AXES, *gate.context_axes)
+
     def others(c: CellWorkload) -> tuple[tuple[str, str], ...]:
-        return tuple(sorted((k, v) for k, v in c.axes.items() if k not in _VARIED))
+        return tuple(sorted((k, v) for k, v in c.axes.items() if k not in varied))
 
     def key(c: CellWorkload) -> tuple:
         return (c.workload, others(c))
 
-    rbd = list(cws)
-    none = {key(c): c for c in rbd if c.axes.get("cache") == "none"}
+    cells = list(cws)
+    none = {key(c): c for c in cells if c.axes.get("cache") == "none"}
     out = []
-    for c in rbd:
+    for c in cells:
         partner = none.get(key(c))
         if c.axes.get("cache") != "writeback" or partner is None:
             continue
@@ -112,16 +115,16 @@ def writeback_gains(
             continue
         out.append(
             WritebackGain(
-                c.workload,
-                shape.flushes,
-                c.axes.get(POLICY, ceph.DEFAULTS[POLICY]),
-                c.axes.get(UNTIL_FLUSH, ceph.DEFAULTS[UNTIL_FLUSH]),
-                ratio_ci(a, b),
-                tuple((k, v) for k, v in others(c) if k in _CONTEXT_AXES),
-                shape.flush_words(),
-                load_words([c, partner], interference or {}),
-                shape.mixed,
-                shape.read_share,
+                workload=c.workload,
+                flushes=shape.flushes,
+                policy=c.axes.get(gate.policy_axis, gate.default_policy),
+                until_flush=c.axes.get(gate.until_flush_axis, gate.default_until_flush),
+                ratio=ratio_ci(a, b),
+                context=tuple((k, v) for k, v in others(c) if k in context_axes),
+                how=shape.flush_words(),
+                load=load_words([c, partner], interference or {}),
+                mixed=shape.mixed,
+                read_share=shape.read_share,
             )
         )
     return out
@@ -141,14 +144,14 @@ def _ratio(g: WritebackGain) -> str:
     return ratio_text(*g.ratio) + (f" [{g.load}]" if g.load else "")
 
 
-def _which(g: WritebackGain) -> str:
+def _which(g: WritebackGain, gate: FlushGatedCache) -> str:
     """What the workload does, as a relative clause: "which never flushes", "which flushes every 32
     writes …"."""
     if g.mixed:
         return (
             f"which mixes jobs that flush with jobs that never do ({g.how}; on one disk "
             "the first flush turns "
-            "librbd's cache writeback for all of them)"
+            f"{gate.client}'s cache writeback for all of them)"
         )
     return (
         f"which {g.how}"
@@ -157,43 +160,47 @@ def _which(g: WritebackGain) -> str:
     )
 
 
-def _flat_clause(g: WritebackGain, first: bool) -> str:
+def _flat_clause(g: WritebackGain, first: bool, gate: FlushGatedCache) -> str:
     slower = g.ratio.high is not None and g.ratio.high < 1.0
     how = "slower than" if slower else "no faster than"
     if first:
         return (
-            f"on {g.workload}, {_which(g)}, QEMU cache=writeback was {how} cache=none ({_ratio(g)})"
+            f"on {g.workload}, {_which(g, gate)}, QEMU cache=writeback was {how} cache=none "
+            f"({_ratio(g)})"
         )
-    return f"on {g.workload}, {_which(g)}, it was {how} cache=none ({_ratio(g)})"
+    return f"on {g.workload}, {_which(g, gate)}, it was {how} cache=none ({_ratio(g)})"
 
 
 def _contrasts(
-    mine: Sequence[WritebackGain], flat: Sequence[WritebackGain], threshold: float
+    mine: Sequence[WritebackGain],
+    flat: Sequence[WritebackGain],
+    threshold: float,
+    gate: FlushGatedCache,
 ) -> list[str]:
     """Where writeback is clearly faster than none beside the `flat` workloads: the flushing
     workloads (until-flush on), and a flat workload with until-flush off."""
     names = {g.workload for g in flat}
     out = [
-        f"with {g.workload}, {_which(g)}, it was {_ratio(g)}"
+        f"with {g.workload}, {_which(g, gate)}, it was {_ratio(g)}"
         for g in mine
         if g.flushes and g.until_flush == "on" and _faster(g.ratio, threshold)
     ]
     return out + [
-        f"with {UNTIL_FLUSH}=off, on {g.workload}, it was {_ratio(g)}"
+        f"with {gate.until_flush_axis}=off, on {g.workload}, it was {_ratio(g)}"
         for g in mine
         if g.workload in names and g.until_flush == "off" and _faster(g.ratio, threshold)
     ]
 
 
-def _unexplained(mine: Sequence[WritebackGain]) -> list[str]:
+def _unexplained(mine: Sequence[WritebackGain], gate: FlushGatedCache) -> list[str]:
     """Workloads that never flush yet gained under until-flush on: said, not hidden (reads are what
-    librbd's cache serves while it is writethrough)."""
+    the client's cache serves while it is writethrough)."""
     out = []
     for g in mine:
         if g.flushes or g.until_flush != "on" or _flat(g.ratio) or g.ratio.imprecise:
             continue
         why = (
-            f": it reads {g.read_share:.0%} of its I/O, which librbd's cache serves even "
+            f": it reads {g.read_share:.0%} of its I/O, which {gate.client}'s cache serves even "
             "while writethrough"
             if g.read_share > 0
             else ""
@@ -202,24 +209,32 @@ def _unexplained(mine: Sequence[WritebackGain]) -> list[str]:
     return out
 
 
-def _told(mine: Sequence[WritebackGain], threshold: float) -> list[str] | None:
+def _told(
+    mine: Sequence[WritebackGain], threshold: float, gate: FlushGatedCache
+) -> list[str] | None:
     """The clauses of one context and policy's sentence, or None when its figures do not show the
     trap."""
     flat = [g for g in mine if not g.flushes and g.until_flush == "on" and _flat(g.ratio)]
-    contrasts = _contrasts(mine, flat, threshold) if flat else []
+    contrasts = _contrasts(mine, flat, threshold, gate) if flat else []
     if not contrasts:
         return None
-    return [_flat_clause(g, i == 0) for i, g in enumerate(flat)] + contrasts + _unexplained(mine)
+    return (
+        [_flat_clause(g, i == 0, gate) for i, g in enumerate(flat)]
+        + contrasts
+        + _unexplained(mine, gate)
+    )
 
 
-def _short_told(mine: Sequence[WritebackGain], threshold: float) -> list[str]:
+def _short_told(
+    mine: Sequence[WritebackGain], threshold: float, gate: FlushGatedCache
+) -> list[str]:
     """The first screen's clauses of what `_told` tells: each ratio with its interval and what the
     workload does, the host's load and the shapes' details left to --detail."""
     flat = [g for g in mine if not g.flushes and g.until_flush == "on" and _flat(g.ratio)]
     names = {g.workload for g in flat}
     out = [f"{ratio_text(*g.ratio)} on {g.workload}, which never flushes" for g in flat]
     out += [
-        f"{ratio_text(*g.ratio)} on {g.workload}, {_which(g)}"
+        f"{ratio_text(*g.ratio)} on {g.workload}, {_which(g, gate)}"
         for g in mine
         if g.flushes and g.until_flush == "on" and _faster(g.ratio, threshold)
     ]
@@ -230,7 +245,7 @@ def _short_told(mine: Sequence[WritebackGain], threshold: float) -> list[str]:
     ]
 
 
-def _brief_trap(mine: Sequence[WritebackGain], where: str) -> str:
+def _brief_trap(mine: Sequence[WritebackGain], where: str, gate: FlushGatedCache) -> str:
     """The trap in one line (trap_finding with ``brief``): the workloads that never flush by name,
     the figures in --detail."""
     never = ", ".join(
@@ -238,25 +253,29 @@ def _brief_trap(mine: Sequence[WritebackGain], where: str) -> str:
     )
     return (
         (f"with {where}: " if where else "")
-        + "librbd is writethrough until the first flush: cache=writeback speeds up "
-        f"{never} (never flushes) only with {UNTIL_FLUSH}=off (--detail)"
+        + f"{gate.client} is writethrough until the first flush: cache=writeback speeds up "
+        f"{never} (never flushes) only with {gate.until_flush_axis}=off (--detail)"
     )
 
 
 def trap_finding(
-    gains: Sequence[WritebackGain], threshold: float, short: bool = False, brief: bool = False
+    gains: Sequence[WritebackGain],
+    threshold: float,
+    gate: FlushGatedCache,
+    short: bool = False,
+    brief: bool = False,
 ) -> str | None:
     """The sentence, or None when the figures do not show the trap (module docstring); ``short``:
     the first screen's form (each ratio and what its workload does; the load and the rest:
     --detail); ``brief``: one line, the workloads it concerns by name (a crowded first screen's)."""
-    # Ceph's default policy first, then the simplest context (one client before several)
+    # the default policy first, then the simplest context (one client before several)
     groups = sorted(
         {(g.context, g.policy) for g in gains},
-        key=lambda cp: (cp[1] != ceph.DEFAULTS[POLICY], cp[0]),
+        key=lambda cp: (cp[1] != gate.default_policy, cp[0]),
     )
     for context, policy in groups:
         mine = [g for g in gains if g.policy == policy and g.context == context]
-        clauses = _told(mine, threshold)
+        clauses = _told(mine, threshold, gate)
         if clauses is None:
             continue
         # the context is named only where the sweep varies it
@@ -264,16 +283,16 @@ def trap_finding(
             f"{k}={v}" for k, v in context if len({dict(g.context).get(k) for g in gains}) > 1
         )
         if brief:
-            return _brief_trap(mine, where)
+            return _brief_trap(mine, where, gate)
         if short:
-            named = "" if policy == ceph.DEFAULTS[POLICY] else f"; rbd_cache_policy={policy}"
+            named = "" if policy == gate.default_policy else f"; {gate.policy_axis}={policy}"
             return (
                 (f"with {where}: " if where else "")
-                + "librbd stays writethrough until the guest's first flush "
-                f"({UNTIL_FLUSH}=on, Ceph's default"
+                + f"{gate.client} stays writethrough until the guest's first flush "
+                f"({gate.until_flush_axis}=on, {gate.defaults_of}'s default"
                 f"{named}): cache=writeback over cache=none was "
-                + "; ".join(_short_told(mine, threshold))
-                + ". A guest that never flushes gets librbd's writeback cache only with it "
+                + "; ".join(_short_told(mine, threshold, gate))
+                + f". A guest that never flushes gets {gate.client}'s writeback cache only with it "
                 "off; figures: --detail."
             )
         both = any(
@@ -281,16 +300,17 @@ def trap_finding(
         )
         return (
             (f"with {where}: " if where else "")
-            + f"librbd stays writethrough until the guest's first flush ({UNTIL_FLUSH}=on, Ceph's "
-            f"default; rbd_cache_policy={policy}): "
+            + f"{gate.client} stays writethrough until the guest's first flush "
+            f"({gate.until_flush_axis}=on, {gate.defaults_of}'s "
+            f"default; {gate.policy_axis}={policy}): "
             + "; ".join(clauses)
             + ". A guest that never sends a "
-            "flush never gets librbd's writeback cache: cache=writeback alone does not "
+            f"flush never gets {gate.client}'s writeback cache: cache=writeback alone does not "
             "speed up its writes"
             + (
                 ". On one disk together they would all get it once any of them flushes "
-                "(librbd's switch is "
-                "per image): a VM holding both kinds counts as flushing"
+                f"({gate.client}'s switch is "
+                f"per {gate.scope}): a VM holding both kinds counts as flushing"
                 if both
                 else ""
             )
@@ -307,14 +327,16 @@ def _verb(g: WritebackGain, threshold: float) -> str:
     return "no faster" if _flat(g.ratio) else f"a little faster (not shown above {threshold:.0%})"
 
 
-def figures_finding(gains: Sequence[WritebackGain], threshold: float) -> str | None:
-    """Where workloads that flush and workloads that never do were both measured precisely on rbd
-    under until-flush on, but the figures do not show the trap (trap_finding is None): what
+def figures_finding(
+    gains: Sequence[WritebackGain], threshold: float, gate: FlushGatedCache
+) -> str | None:
+    """Where workloads that flush and workloads that never do were both measured precisely on the
+    protocol under until-flush on, but the figures do not show the trap (trap_finding is None): what
     writeback measured for each, by its shape and the host's load, so that their answers are
     explained all the same; None otherwise."""
     groups = sorted(
         {(g.context, g.policy) for g in gains},
-        key=lambda cp: (cp[1] != ceph.DEFAULTS[POLICY], cp[0]),
+        key=lambda cp: (cp[1] != gate.default_policy, cp[0]),
     )
     for context, policy in groups:
         mine = [
@@ -332,14 +354,16 @@ def figures_finding(gains: Sequence[WritebackGain], threshold: float) -> str | N
             f"{k}={v}" for k, v in context if len({dict(g.context).get(k) for g in gains}) > 1
         )
         told = "; ".join(
-            f"{g.workload}, {_which(g)}: {_ratio(g)}, {_verb(g, threshold)}"
+            f"{g.workload}, {_which(g, gate)}: {_ratio(g)}, {_verb(g, threshold)}"
             for g in sorted(mine, key=lambda g: g.flushes)
         )
         return (
             (f"with {where}: " if where else "")
-            + f"on rbd (librbd, {UNTIL_FLUSH}=on, rbd_cache_policy={policy}) QEMU "
+            + f"on {gate.where} ({gate.client}, {gate.until_flush_axis}=on, "
+            f"{gate.policy_axis}={policy}) QEMU "
             "cache=writeback over "
-            f"cache=none, by what each workload does: {told}. These figures do not show librbd's "
+            f"cache=none, by what each workload does: {told}. These figures do not show "
+            f"{gate.client}'s "
             "writethrough-until-flush as its rule asks (a workload that never flushes no "
             "faster than "
             f"cache=none, one that flushes faster by more than {threshold:.0%})."
@@ -347,7 +371,7 @@ def figures_finding(gains: Sequence[WritebackGain], threshold: float) -> str | N
     return None
 
 
-def rbd_findings(
+def flush_gate_findings(
     cws: Sequence[CellWorkload],
     threshold: float,
     shapes: Mapping[str, IoShape],
@@ -355,15 +379,21 @@ def rbd_findings(
     short: bool = False,
     brief: bool = False,
 ) -> list[str]:
-    """The findings about librbd's cache of a sweep's cells on an rbd backing (zero or one
-    sentence; Ceph RBD's `findings` hook, protocols/rbd.py), by each workload's primary
-    metric and shape (report/shapes.workload_shapes); ``short``: the trap in its first-screen
-    form; ``brief``: in one line (a crowded first screen's; the figures' own finding: --detail)."""
-    gains = writeback_gains(cws, lambda w: primary_metric(w)[0], shapes.get, interference)
+    """The findings about a protocol's flush-gated client cache on a sweep's cells on its backing
+    (zero or one sentence; the `findings` hook of a protocol that sets `flush_gated_cache`: Ceph
+    RBD's librbd), by each workload's primary metric and shape (report/shapes.workload_shapes);
+    ``short``: the trap in its first-screen form; ``brief``: in one line (a crowded first screen's;
+    the figures' own finding: --detail)."""
+    kinds = {c.backing.get("backing_type") for c in cws}
+    network = network_protocol(kinds.pop()) if len(kinds) == 1 else None
+    gate = network.flush_gated_cache if network is not None else None
+    if gate is None:
+        return []
+    gains = writeback_gains(cws, gate, lambda w: primary_metric(w)[0], shapes.get, interference)
     if brief:
-        found = trap_finding(gains, threshold, True, True)
-        if found is None and figures_finding(gains, threshold) is not None:
-            found = "librbd's cache: what cache=writeback measured per workload: --detail"
+        found = trap_finding(gains, threshold, gate, True, True)
+        if found is None and figures_finding(gains, threshold, gate) is not None:
+            found = f"{gate.client}'s cache: what cache=writeback measured per workload: --detail"
         return [] if found is None else [found]
-    found = trap_finding(gains, threshold, short) or figures_finding(gains, threshold)
+    found = trap_finding(gains, threshold, gate, short) or figures_finding(gains, threshold, gate)
     return [] if found is None else [found]
