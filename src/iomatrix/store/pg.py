@@ -95,6 +95,17 @@ def _connect(url: DatabaseURL) -> psycopg.Connection[Any]:
         return psycopg.connect(url.conninfo, connect_timeout=CONNECT_TIMEOUT_S)
     except psycopg.Error as err:
         first = (str(err).strip().splitlines() or ["no answer"])[0]
+        # libpq refusing the URL itself (a parameter, a port, an escape it cannot read) is no
+        # server that did not answer: say the URL is what to fix
+        if isinstance(err, psycopg.ProgrammingError) or re.search(
+            r"invalid (?:URI|port|percent|connection option|\w+ value)|definition of service",
+            first,
+        ):
+            raise UserError(
+                f"the PostgreSQL URL {url} is not one libpq accepts: {redact(first)}",
+                hint="fix the URL: postgresql://[user@]host[:port]/database[?parameter=value&…] "
+                "with libpq's connection parameters (sslmode, connect_timeout, options, service…)",
+            ) from None
         raise UserError(
             f"cannot reach the PostgreSQL store {url}: {redact(first)}",
             hint="check that the server runs and the URL (host, port, database, user); credentials "
