@@ -298,6 +298,55 @@ def test_a_database_that_is_down_is_one_line_and_the_host_file_is_untouched(tmp_
     assert digest(host) == before
 
 
+def as_role(url: str, role: str) -> str:
+    """`url` (postgresql://postgres@host:port/db) for another role of the cluster (trust auth)."""
+    return url.replace("postgresql://postgres@", f"postgresql://{role}@", 1)
+
+
+def one_line_refusal(argv: tuple[str, ...], *needles: str) -> None:
+    out = run_cli(*argv)
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), out.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@needs_postgres
+def test_a_role_without_rights_or_a_missing_schema_is_one_line_and_nothing_is_written(
+    store_url: str, tmp_path: Path
+) -> None:
+    # Issue 69: a read-only role publishing into an empty store (PostgreSQL 15 grants no CREATE on
+    # schema public), or into a filled one, and a search_path naming no schema, were internal
+    # errors with a crash log. Each is one line naming the fix, and the store is as it was.
+    host = tmp_path / "host.sqlite"
+    s = Store(host)
+    make_sweep(s, "host-a", "quick")
+    s.close()
+    role = "reader" + uuid.uuid4().hex[:8]
+    with psycopg.connect(store_url, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+    reader = as_role(store_url, role)
+    one_line_refusal(("publish", str(host), reader), "create", "GRANT USAGE, CREATE ON SCHEMA")
+    with psycopg.connect(store_url) as conn:
+        assert conn.execute("SELECT to_regclass('meta')").fetchone()[0] is None
+    evil = store_url + "?options=-c%20search_path%3Devil"
+    one_line_refusal(("publish", str(host), evil), "no schema", "search_path")
+    one_line_refusal(("results", "--db", evil), "no schema", "search_path")
+    assert run_cli("publish", str(host), store_url).returncode == 0
+    filled = counts(store_url)
+    with psycopg.connect(store_url, autocommit=True) as conn:
+        conn.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
+    one_line_refusal(("publish", str(host), reader), "may not add rows", "GRANT SELECT, INSERT")
+    one_line_refusal(("results", "--db", reader), "may not read", "GRANT SELECT ON ALL TABLES")
+    # read rights only: reading works, publishing is still refused before it writes
+    with psycopg.connect(store_url, autocommit=True) as conn:
+        conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
+    assert run_cli("results", "--db", reader).returncode == 0
+    one_line_refusal(("publish", str(host), reader), "may not add rows", "GRANT SELECT, INSERT")
+    assert counts(store_url) == filled
+
+
 def _wait_for(check, seconds: float) -> bool:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:

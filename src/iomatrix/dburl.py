@@ -70,9 +70,10 @@ def redact(conninfo: str) -> str:
 
 def redact_urls(text: str) -> str:
     """Free text (an error message, a traceback) with the secrets of every URL and key=value
-    password in it hidden. A URL's credentials are cut as libpq cuts them, across spaces if need
-    be (libpq does not stop at one); its query ends at a space or a quote."""
-    return "".join(_redact_line(line) for line in text.splitlines(keepends=True))
+    password in it hidden, and those of every URL this process was given wherever they stand. A
+    URL's credentials are cut as libpq cuts them, across spaces if need be (libpq does not stop at
+    one); its query ends at a space or a quote."""
+    return hide_secrets("".join(_redact_line(line) for line in text.splitlines(keepends=True)))
 
 
 def _redact_line(line: str) -> str:
@@ -96,12 +97,49 @@ def redact_argv(argv: list[str]) -> list[str]:
     return out
 
 
+def secrets_of(conninfo: str) -> set[str]:
+    """The secrets of a URL as written and percent-decoded (libpq's split, as in `redact`): the
+    password of its credentials and the values of its secret parameters."""
+    m = _SCHEME.match(conninfo)
+    if m is None:
+        return {k.group(2).strip("'") for k in _KEYWORD.finditer(conninfo)} - {""}
+    rest = conninfo[m.end() :]
+    found: set[str] = set()
+    cut = re.search(r"[@/]", rest)
+    if cut is not None and cut.group() == "@" and ":" in rest[: cut.start()]:
+        found.add(rest[: cut.start()].split(":", 1)[1])
+    q = rest.find("?")
+    if q >= 0:
+        for param in rest[q + 1 :].split("&"):
+            key, eq, value = param.partition("=")
+            if eq and unquote(key).strip().lower() in SECRET_KEYS:
+                found.add(value)
+    return {v for s in found for v in (s, unquote(s)) if v}
+
+
+# Secrets of every URL this process was given: libpq's own messages quote parts of a URL it cannot
+# parse ('invalid percent-encoded token: "<the password>"'), so every error line hides them too
+# (`hide_secrets`, cli._one_line and the crash log).
+_SEEN_SECRETS: set[str] = set()
+
+
+def hide_secrets(text: str) -> str:
+    """`text` with every secret of a URL given to this process shown as ***, the longest first (a
+    password holding another's text is hidden whole)."""
+    for secret in sorted(_SEEN_SECRETS, key=len, reverse=True):
+        text = text.replace(secret, SHOWN)
+    return text
+
+
 class DatabaseURL:
     """A PostgreSQL store's URL: prints redacted; `conninfo` is the URL as given (for the driver
     only)."""
 
     def __init__(self, conninfo: str) -> None:
         self.conninfo = conninfo
+        # (a secret of one or two characters is not searched for in free text: it would blank out
+        # those letters everywhere; `redact` hides it in the URL itself)
+        _SEEN_SECRETS.update(s for s in secrets_of(conninfo) if len(s) >= 3)
 
     def __str__(self) -> str:
         return redact(self.conninfo)

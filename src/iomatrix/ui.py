@@ -33,6 +33,19 @@ def report_width(stream: object = None) -> int:
     return PIPED_WIDTH
 
 
+# A string from a database (a run's error, a host or plan name, a note) longer than this is cut when
+# printed: a store holding megabyte strings (a damaged or hostile one) printed them whole, for
+# minutes. The JSON and CSV formats keep them whole.
+MAX_SHOWN_CHARS = 2000
+
+
+def cut_long(text: str, limit: int = MAX_SHOWN_CHARS) -> str:
+    """`text`, or its first `limit` characters and a note of how many more were cut."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"… [{len(text) - limit:,} more characters not shown]"
+
+
 class EscapingConsole(Console):
     """A rich Console that prints every piece of text with its terminal control characters escaped
     (textfile.escape_controls): a plan's description or a database's host name holding ESC [2J, an
@@ -63,7 +76,7 @@ class EscapingConsole(Console):
         return super().options.update(markup=False)
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
-        return super().render_str(escape_controls(text), **kwargs)
+        return super().render_str(escape_controls(cut_long(text)), **kwargs)
 
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
         return super()._render_buffer(

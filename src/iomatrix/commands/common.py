@@ -37,7 +37,8 @@ def open_store(
     if store.damage:
         n = store.damage.count
         err_console.print(
-            f"[yellow]warning:[/] results database {db}: {n} damaged row{'s' if n > 1 else ''} "
+            f"[yellow]warning:[/] results database {escape(str(db))}: {n} damaged "
+            f"row{'s' if n > 1 else ''} "
             f"skipped, the figures stand on the rest (first: {escape(str(store.damage.first))})",
             soft_wrap=True,
             markup=True,

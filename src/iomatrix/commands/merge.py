@@ -69,6 +69,7 @@ def merge(
             f"{r.path}{older}: {r.sweeps_added} sweep(s) added with {r.runs_added} run(s), "
             f"{r.sweeps_present} already merged",
             soft_wrap=True,
+            markup=False,
         )
     # A host row is a machine with its software: one machine upgraded between two sweeps is two
     # rows, and still one host to the reader.
@@ -81,6 +82,7 @@ def merge(
         f"{out}: {result.machines} host(s){versions}, {result.sweeps} sweep(s), "
         f"{result.runs} run(s)",
         soft_wrap=True,
+        markup=False,
     )
 
 
@@ -100,6 +102,7 @@ def _merge_into_store(url: DatabaseURL, inputs: list[Path]) -> None:
             f"{path} → {url}: {r.sweeps_added} sweep(s) added with {r.runs_added} run(s), "
             f"{r.sweeps_present} already there{running}",
             soft_wrap=True,
+            markup=False,
         )
 
 

@@ -54,7 +54,8 @@ def monitor(
         return
     if not names:
         console.print(
-            f"run {run_id} has no monitor samples" + (f" matching {fields}" if fields else "")
+            f"run {run_id} has no monitor samples" + (f" matching {fields}" if fields else ""),
+            markup=False,
         )
         return
     from iomatrix.report.terminal import print_monitor

@@ -112,7 +112,7 @@ def plan_cmd(
         if hosts := getattr(b, "client_host", ()):
             console.print(
                 f"backing {escape(b.label())}: client 1, 2, … run on "
-                f"{', '.join(h.label for h in hosts)} "
+                f"{escape(', '.join(h.label for h in hosts))} "
                 "(over SSH; the block layer's runs)",
                 highlight=False,
             )
@@ -318,8 +318,12 @@ def _print_cells(title: str, cells: list[dict[str, str]], shown: list[Any], exp:
     same = [a for a in shown if len(cells) > 1 and len({c[a.name] for c in cells}) == 1]
     varying = [a for a in shown if a not in same]
     console.print(
-        f"[bold]{title}[/]"
-        + (": all " + " ".join(f"{a.name}={cells[0][a.name]}" for a in same) if same else ""),
+        f"[bold]{escape(title)}[/]"
+        + (
+            escape(": all " + " ".join(f"{a.name}={cells[0][a.name]}" for a in same))
+            if same
+            else ""
+        ),
         highlight=False,
     )
     t = Table(box=None)

@@ -85,7 +85,9 @@ class RichProgress(runner.Progress):
         self.disturbed = 0
         self.where = "starting"
         self.bar = Progress(
-            TextColumn("[bold]{task.description}"),
+            # plain text: a workload named 'file:[bold]x.fio' or ':x:' is shown as written (a
+            # markup column parses emoji codes too)
+            TextColumn("{task.description}", style="bold", markup=False),
             BarColumn(bar_width=12),
             MofNCompleteColumn(),
             TimeElapsedColumn(),

@@ -49,6 +49,7 @@ def publish(
         f"{result.sweeps_present} already there; "
         f"{result.runs_added} run(s) added, {result.runs_present} already there{running}",
         soft_wrap=True,
+        markup=False,
     )
 
 

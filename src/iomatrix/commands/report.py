@@ -69,7 +69,8 @@ def report(
         **ranking,
     )
     console.print(
-        f"wrote {html} ({size / 1024:.0f} KiB): open it in a browser, it needs no network"
+        f"wrote {html} ({size / 1024:.0f} KiB): open it in a browser, it needs no network",
+        markup=False,
     )
 
 

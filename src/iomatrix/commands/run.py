@@ -388,6 +388,7 @@ def _publish(db: Path, url: DatabaseURL, *, failure_is_error: bool) -> None:
         "already there; "
         f"{r.runs_added} run(s) added, {r.runs_present} already there",
         soft_wrap=True,
+        markup=False,
     )
 
 
@@ -470,8 +471,9 @@ def _run_locked(sw: Sweep, store: Store) -> None:
         raise UserError(e.message, hint=_as_given(e.hint, p, plan)) from None
     exp = runner.expansion
     console.print(
-        f"[bold]{p.name}[/]: {len(exp.cells)} cells, {len(exp.units)} cell×workload units, "
-        f"{len(exp.pruned)} pruned (see 'iomatrix plan {plan} --explain'); results → {db}",
+        f"[bold]{escape(p.name)}[/]: {len(exp.cells)} cells, {len(exp.units)} cell×workload "
+        f"units, {len(exp.pruned)} pruned "
+        + escape(f"(see 'iomatrix plan {plan} --explain'); results → {db}"),
         # a terminal wraps it between words; a log kept of it (not a terminal) holds it as one
         # line, the path whole
         soft_wrap=not console.is_terminal,
@@ -507,8 +509,8 @@ def _run_locked(sw: Sweep, store: Store) -> None:
     warn_tcg(accels)
     if res.interrupted:
         console.print(
-            f"[yellow]interrupted[/]: completed runs are saved in {db}; run the same "
-            "command to resume"
+            f"[yellow]interrupted[/]: completed runs are saved in {escape(str(db))}; run the "
+            "same command to resume"
         )
         raise typer.Exit(130)
     if res.runs_done:
@@ -523,7 +525,8 @@ def _run_locked(sw: Sweep, store: Store) -> None:
     console.print(
         f"next: iomatrix recommend --db {db}   ·   iomatrix report --html report.html "
         f"--db {db}   ·   "
-        f"iomatrix rank --db {db}"
+        f"iomatrix rank --db {db}",
+        markup=False,
     )
     if res.runs_done == 0 and res.runs_failed > 0:
         raise SweepIncomplete(

@@ -26,6 +26,7 @@ from iomatrix.report.short_forms import (
     _short_ini,
 )
 from iomatrix.stats import RatioCI
+from iomatrix.ui import cut_long
 
 if TYPE_CHECKING:
     from iomatrix.snippets import Snippet
@@ -52,10 +53,11 @@ FIRST_SCREEN_LINES = 30
 
 def wrap(text: str, width: int, indent: str = "", hang: str = "  ") -> list[str]:
     """`text` wrapped to `width` columns (continuation lines indented by `hang` more); never wider,
-    never empty-handed: a width too small for the indentation still gets one word per line."""
+    never empty-handed: a width too small for the indentation still gets one word per line. A
+    megabyte string of a damaged database is cut first (ui.cut_long), not wrapped whole."""
     room = max(width, len(indent) + len(hang) + 10)
     return textwrap.wrap(
-        text,
+        cut_long(text),
         room,
         initial_indent=indent,
         subsequent_indent=indent + hang,

@@ -95,6 +95,17 @@ def _connect(url: DatabaseURL) -> psycopg.Connection[Any]:
         return psycopg.connect(url.conninfo, connect_timeout=CONNECT_TIMEOUT_S)
     except psycopg.Error as err:
         first = (str(err).strip().splitlines() or ["no answer"])[0]
+        # libpq refusing the URL itself (a parameter, a port, an escape it cannot read) is no
+        # server that did not answer: say the URL is what to fix
+        if isinstance(err, psycopg.ProgrammingError) or re.search(
+            r"invalid (?:URI|port|percent|connection option|\w+ value)|definition of service",
+            first,
+        ):
+            raise UserError(
+                f"the PostgreSQL URL {url} is not one libpq accepts: {redact(first)}",
+                hint="fix the URL: postgresql://[user@]host[:port]/database[?parameter=value&…] "
+                "with libpq's connection parameters (sslmode, connect_timeout, options, service…)",
+            ) from None
         raise UserError(
             f"cannot reach the PostgreSQL store {url}: {redact(first)}",
             hint="check that the server runs and the URL (host, port, database, user); credentials "
@@ -190,13 +201,98 @@ def publish_all(sources: Sequence[Path], url: DatabaseURL) -> list[PublishResult
         conn = _connect(url)
         opened.callback(conn.close)
         results = []
-        with conn.transaction():
+        # One transaction: a refusal anywhere in it (a right the role lacks after all) rolls all of
+        # it back, so nothing is written unless all of it could be.
+        with _refusals(url, "publish into"), conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            _check_writable(conn, url)
             created = ensure_schema(conn) == 0
             for src, source in zip(stores, sources, strict=True):
                 results.append(PublishResult(created=created))
                 _Publisher(src, conn, source, results[-1]).run()
         return results
+
+
+def _role_and_schema(conn: psycopg.Connection[Any]) -> tuple[str, str | None]:
+    row = conn.execute("SELECT current_user, current_schema()").fetchone()
+    assert row is not None
+    return str(row[0]), row[1]
+
+
+def _grant_hint(role: str, grant: str) -> str:
+    return f"as the store's owner: {grant} TO {role}; or publish as the role that made the store"
+
+
+def _lacking(conn: psycopg.Connection[Any], rights: Sequence[str]) -> list[str]:
+    """The store's tables (those that exist) on which the current role lacks one of `rights`.
+    Each right is asked on its own: has_table_privilege with 'SELECT, INSERT' is true when any
+    one of them is held."""
+    return [
+        table
+        for table in COLUMNS[SCHEMA_VERSION]
+        if _scalar(conn, "SELECT to_regclass(%s)", (table,)) is not None
+        and not all(
+            _scalar(conn, "SELECT has_table_privilege(%s, %s)", (table, right)) for right in rights
+        )
+    ]
+
+
+def _no_schema(url: DatabaseURL) -> UserError:
+    return UserError(
+        f"the PostgreSQL store {url} has no schema to use: none on the search_path exists",
+        hint="remove 'options=-c search_path=…' from the URL, or create the schema it names "
+        "(CREATE SCHEMA name) as the database's owner",
+    )
+
+
+def _check_writable(conn: psycopg.Connection[Any], url: DatabaseURL) -> None:
+    """Refuse, before anything is written, a publish the role has not the rights for: creating the
+    tables in an empty store (CREATE on its schema), or adding rows to a filled one (INSERT,
+    UPDATE and SELECT on each table; a migration needs the tables' owner, which the transaction
+    finds out, rolling back)."""
+    role, schema = _role_and_schema(conn)
+    if schema is None:
+        raise _no_schema(url)
+    if _scalar(conn, "SELECT to_regclass('meta')") is None:
+        if not _scalar(conn, "SELECT has_schema_privilege(%s, 'CREATE')", (schema,)):
+            raise UserError(
+                f"the role {role} may not create the store's tables in schema {schema} of {url}",
+                hint=_grant_hint(role, f"GRANT USAGE, CREATE ON SCHEMA {schema}"),
+            )
+        return
+    if missing := _lacking(conn, ("SELECT", "INSERT", "UPDATE")):
+        raise UserError(
+            f"the role {role} may not add rows to table(s) {', '.join(missing)} of the "
+            f"PostgreSQL store {url}",
+            hint=_grant_hint(
+                role,
+                f"GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA {schema}",
+            ),
+        )
+
+
+@contextlib.contextmanager
+def _refusals(url: DatabaseURL, doing: str) -> Iterator[None]:
+    """The server's refusals of what the role may do, as one line naming the fix: a right the role
+    lacks (GRANT), a schema that does not exist (the URL's search_path), a connection lost."""
+    try:
+        yield
+    except psycopg.errors.InsufficientPrivilege as err:
+        what = (str(err).strip().splitlines() or ["permission denied"])[0]
+        raise UserError(
+            f"the PostgreSQL store {url} refused to let this role {doing} it: {redact(what)}",
+            hint="as the store's owner, GRANT the role what it names (USAGE, CREATE ON SCHEMA; "
+            "SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA), or use the role that made the store",
+        ) from None
+    except psycopg.errors.InvalidSchemaName:
+        raise _no_schema(url) from None
+    except psycopg.OperationalError as err:
+        first = (str(err).strip().splitlines() or ["no answer"])[0]
+        raise UserError(
+            f"the PostgreSQL store {url} failed while this iomatrix tried to {doing} it: "
+            f"{redact(first)}",
+            hint="check the server and the URL's options; nothing was written, run it again",
+        ) from None
 
 
 class _Publisher:
@@ -467,7 +563,7 @@ def open_central(
     conn = _connect(url)
     try:
         # one snapshot: a publish committing meanwhile is seen whole or not at all
-        with conn.transaction():
+        with _refusals(url, "read"), conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             _check_readable(conn, url)
             mem = Store.in_memory(url)
@@ -494,10 +590,19 @@ def open_central(
 
 
 def _check_readable(conn: psycopg.Connection[Any], url: DatabaseURL) -> None:
+    role, schema = _role_and_schema(conn)
+    if schema is None:
+        raise _no_schema(url)
     if _scalar(conn, "SELECT to_regclass('meta')") is None:
         raise UserError(
             f"the PostgreSQL store {url} holds no iomatrix results yet",
             hint="publish a host's database first: iomatrix publish host.sqlite URL",
+        )
+    if unreadable := _lacking(conn, ("SELECT",)):
+        raise UserError(
+            f"the role {role} may not read table(s) {', '.join(unreadable)} of the PostgreSQL "
+            f"store {url}",
+            hint=f"as the store's owner: GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {role}",
         )
     version = int(_scalar(conn, "SELECT value FROM meta WHERE key='schema_version'") or 0)
     if version != SCHEMA_VERSION:

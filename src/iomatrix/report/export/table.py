@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from iomatrix.ui import fmt
+from iomatrix.ui import cut_long, fmt
 
 
 @dataclass
@@ -54,4 +54,5 @@ def cell_text(v: Any) -> str:
         return "–"
     if isinstance(v, float):
         return fmt(v)
-    return str(v)
+    # a megabyte string of a damaged database is cut here, not laid out (the JSON keeps it)
+    return cut_long(str(v))
