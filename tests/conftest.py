@@ -49,16 +49,15 @@ SERIAL_GROUPS = {
     # One throw-away PostgreSQL cluster for the module (test_pgstore's own xdist group, named here
     # so that its whole time places it: unlisted, its ~4 minutes would be handed out last).
     "postgresql": ("test_pgstore",),
-    # The fleet demo's namespaces and addresses are fixed, and its leftover check scans
-    # /tmp/iomatrix-fleet-*, which the playbook runs of the other fleet tests also make; it makes
-    # and removes /run/sshd, which the namespaced client hosts' sshd needs too
+    # The fleet demo makes and removes /run/sshd, which the namespaced client hosts' sshd needs too
     # (tests/client_hosts.py). test_fleet_host_fio builds the controller's fio into the cache the
-    # demo's playbook builds it into. (test_fleet_answers is not here: it runs no playbook and makes
-    # nothing under /tmp/iomatrix-fleet-*, its three hosts are UTS namespaces of its own; in the
-    # group its ~4 minutes only lengthened the fleet chain.)
+    # demo's playbook builds it into. (Not here: test_fleet_collection, whose playbooks run on local
+    # connections, since the demo's test looks only at what its own demo made (its process id's
+    # namespaces, its directory) and waits while another demo holds the host; test_fleet_answers,
+    # which runs no playbook and whose three hosts are UTS namespaces of its own. In the group their
+    # minutes only lengthened the fleet chain.)
     "fleet": (
         "test_fleet_demo",
-        "test_fleet_collection",
         "test_fleet_host_label",
         "test_client_hosts",
         "test_fleet_host_fio",

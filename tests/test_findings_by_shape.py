@@ -437,6 +437,8 @@ def _ceph_processes(root: Path) -> list[int]:
     ]
 
 
+# One run per cell: the test checks what the sweep records and how each job file's shape reads,
+# not the speeds (the physics, 5 runs: bench/rbd_flush_physics.py --job-files).
 LAB_PLAN = """
 tier = ["blocklayer"]
 format = ["raw"]
@@ -447,8 +449,8 @@ image_size = "64M"
 runtime = 1
 null_ceiling = false
 [repetitions]
-min = 5
-max = 5
+min = 1
+max = 1
 [[backing]]
 type = "rbd"
 """
@@ -457,12 +459,13 @@ type = "rbd"
 @pytest.mark.slow
 @needs("ceph-mon")
 @needs("qemu-storage-daemon")
-def test_two_job_files_on_a_lab_ceph_differ_as_their_flushing_says(tmp_path: Path) -> None:
-    """The physics with a margin, on job files other than the built-in plan's: under Ceph's defaults
-    writeback is not much faster than none for the job file that never flushes and clearly faster
-    for the one that flushes every 16 writes; and each job file's shape reads as it flushes (the
-    finding's sentence is the captured test's: on a loaded 2-core host a 5-run interval may not
-    separate)."""
+def test_two_job_files_on_a_lab_ceph_are_measured_and_read_as_they_flush(tmp_path: Path) -> None:
+    """Job files other than the built-in plan's, swept on a lab-started Ceph under cache none and
+    writeback: each cell stores its IOPS, each job file's shape reads as it flushes (the one that
+    flushes every 16 writes, the one that never does), and nothing is left. The finding's sentence
+    is the captured test's; the physics (writeback clearly faster only for the flushing job file,
+    which a 5-run interval on a loaded 2-core host may not show) is in bench/rbd_flush_physics.py
+    --job-files (issue 67: no speed asserted in a test)."""
     src = DATA / "answers" / "ceph-custom-jobs"
     for name in ("never.fio", "journal.fio"):
         shutil.copy(src / name, tmp_path / name)
@@ -477,9 +480,8 @@ def test_two_job_files_on_a_lab_ceph_differ_as_their_flushing_says(tmp_path: Pat
         for r in rows["sweeps"][0]["results"]
         if r["metric"] == "total.iops"
     }
-    never = iops[("writeback", "file:never.fio")] / iops[("none", "file:never.fio")]
-    journal = iops[("writeback", "file:journal.fio")] / iops[("none", "file:journal.fio")]
-    assert never < 1.6 and journal > 1.5 and journal > never * 1.3, (never, journal)
+    cells = {(c, w) for c in ("none", "writeback") for w in ("file:never.fio", "file:journal.fio")}
+    assert iops.keys() == cells and all(v > 0 for v in iops.values()), iops
     store = Store.open_existing(tmp_path / "r.sqlite")
     try:
         shapes = workload_shapes(store, cell_workloads(store, 1))

@@ -362,3 +362,123 @@ def test_the_role_publishes_each_host_and_the_next_run_catches_up_a_failed_publi
         assert re.search(r"^h1 +: ok=[0-9]+ +changed=0 ", third.stdout, re.MULTILINE), third.stdout[
             -2000:
         ]
+
+
+RACKS_INVENTORY = """\
+all:
+  vars:
+    ansible_connection: local
+    ansible_python_interpreter: {python}
+    iomatrix_plan: {tmp}/plan.toml
+    iomatrix_time_budget: 3m
+    iomatrix_project_dir: {tmp}/project
+    iomatrix_install: false
+    iomatrix_results_dir: {tmp}/results
+    iomatrix_poll_interval: 1
+    iomatrix_start_together: true
+    iomatrix_start_delay: 5
+  children:
+    rack-a:
+      hosts:
+        h1: {{iomatrix_state_dir: {tmp}/h1}}
+        h2: {{iomatrix_state_dir: {tmp}/h2}}
+    rack-b:
+      hosts:
+        h5: {{iomatrix_state_dir: {tmp}/h5, iomatrix_allow_destroy: [/dev/iomatrix-test-missing]}}
+"""
+
+
+@pytest.mark.slow
+def test_check_mode_makes_nothing_hosts_start_together_and_limit_changes_nothing_on_finished_hosts(
+    tmp_path: Path,
+) -> None:
+    """The playbook as an Ansible user runs it (moved here from the fleet demo's --ansible-checks
+    and --shared-backend passes, on this machine's local connection instead of SSH hosts): --check
+    says per host what it would do (the install it would make, the device handed over that is
+    missing) and makes nothing; the real run starts rack-a's two hosts at one time the controller
+    chose (iomatrix_start_together), which the fleet answer says, and fails rack-b's host; then
+    --limit rack-a reports exactly those finished hosts with changed=0 and exits 0, and --limit h5
+    that host alone with a non-zero exit."""
+    if os.geteuid() != 0:
+        pytest.skip("the role refuses a host whose user is not root")
+    local_install(tmp_path)
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(RACKS_INVENTORY.format(python=sys.executable, tmp=tmp_path))
+    env = {"ANSIBLE_CONFIG": str(REPO / "ansible" / "ansible.cfg")}
+    playbook = str(REPO / "ansible" / "sweep.yml")
+    results = tmp_path / "results"
+
+    def playbook_run(*options: str) -> subprocess.CompletedProcess[str]:
+        return ansible(
+            "ansible-playbook", "-i", str(inventory), *options, playbook, cwd=tmp_path, env=env
+        )
+
+    # --check with the install on, into a directory not made yet: it says it would install there
+    fresh = tmp_path / "fresh-install"
+    check = playbook_run(
+        "--check", "-e", "iomatrix_install=true", "-e", f"iomatrix_project_dir={fresh}"
+    )
+    assert check.returncode == 0, check.stdout[-3000:]
+    lines = (results / "summary-check.txt").read_text().splitlines()
+    assert [line.split(":")[0] for line in lines] == ["h1", "h2", "h5"], lines
+    for line in lines[:2]:
+        assert line.startswith(f"{line.split(':')[0]}: check: would sweep as root; "), line
+        assert (
+            "devices handed over: none; plan plan.toml, budget 3m; iomatrix would be installed in "
+            f"{fresh} (measure)" in line
+        ), line
+    assert "/dev/iomatrix-test-missing (missing or not a block device" in lines[2], lines[2]
+    made = [p for p in (fresh, tmp_path / "h1", tmp_path / "h2", tmp_path / "h5") if p.exists()]
+    assert made == [] and [p.name for p in results.iterdir()] == ["summary-check.txt"]
+
+    first = playbook_run()
+    assert first.returncode != 0, first.stdout[-3000:]  # h5 failed
+    h1, h2, h5 = (results / "summary.txt").read_text().splitlines()
+    assert h1.startswith("h1: ok: sweep ") and h2.startswith("h2: ok: sweep "), (h1, h2)
+    # iomatrix's own refusal of the device, in the host's one line
+    assert h5.startswith("h5: failed at 'Wait for the sweep") and "iomatrix-test-missing" in h5
+    assert "refusing to use" in h5, h5
+    merged = tmp_path / "merged.sqlite"
+    merge = subprocess.run(
+        [
+            str(BIN / "iomatrix"),
+            "merge",
+            str(merged),
+            str(results / "h1.sqlite"),
+            str(results / "h2.sqlite"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert merge.returncode == 0, merge.stderr
+    answer = subprocess.run(
+        [str(BIN / "iomatrix"), "recommend", "--db", str(merged), "--min-runs", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    # One start time for both, chosen on the controller (whether their 1 s runs then overlapped
+    # is the host's timing, not the role's)
+    flat = " ".join(answer.stdout.split())
+    assert "h1, h2 started their runs together at " in flat, answer.stdout[-2000:] + answer.stderr
+    with contextlib.closing(sqlite3.connect(f"file:{merged}?mode=ro", uri=True)) as db:
+        starts = db.execute(
+            "SELECT json_extract(meta_json, '$.started_together.at') FROM runs"
+        ).fetchall()
+    assert len(starts) >= 2 and len(set(starts)) == 1 and starts[0][0] is not None, starts
+
+    rack_a = playbook_run("--limit", "rack-a")
+    assert rack_a.returncode == 0, rack_a.stdout[-3000:]
+    assert [line.split(":")[0] for line in (results / "summary.txt").read_text().splitlines()] == [
+        "h1",
+        "h2",
+    ]
+    recap = rack_a.stdout.split("PLAY RECAP")[-1]
+    for host in ("h1", "h2"):
+        assert re.search(rf"^{host} +: ok=[0-9]+ +changed=0 ", recap, re.MULTILINE), recap
+    only_h5 = playbook_run("--limit", "h5")
+    assert only_h5.returncode != 0
+    (line,) = (results / "summary.txt").read_text().splitlines()
+    assert line.startswith("h5: failed at "), line

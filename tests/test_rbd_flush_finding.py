@@ -1,7 +1,8 @@
 """librbd's writethrough-until-flush trap (issue 35): the decision rule on constructed ratios, the
 sentence on a real sweep's database (`tests/data/answers/ceph-flush-trap.sqlite`: the built-in
 `ceph` plan without its clients axis, run 2026-11-24 on a lab-started Ceph here), the librbd risk
-lines, and a real sweep on a lab Ceph that checks the physics with a margin and leaves nothing."""
+lines, and a real sweep on a lab Ceph that records every cell the finding compares and leaves
+nothing (the physics: bench/rbd_flush_physics.py)."""
 
 from __future__ import annotations
 
@@ -191,6 +192,8 @@ def test_librbd_cache_risks_name_librbd_not_the_host_page_cache(tmp_path: Path) 
     assert crash and all("librbd" in t and "page cache" not in t for t in crash), crash
 
 
+# One run per cell: the test checks what the sweep records and leaves, not the speeds (the physics,
+# with more runs: bench/rbd_flush_physics.py).
 CEPH_SWEEP = """
 tier = ["blocklayer"]
 format = ["raw"]
@@ -202,8 +205,8 @@ image_size = "64M"
 runtime = 1
 null_ceiling = false
 [repetitions]
-min = 3
-max = 3
+min = 1
+max = 1
 [[backing]]
 type = "rbd"
 """
@@ -222,15 +225,15 @@ def _ceph_processes(root: Path) -> list[int]:
 @pytest.mark.slow
 @needs("ceph-mon")
 @needs("qemu-storage-daemon")
-def test_a_lab_ceph_sweep_shows_the_physics_and_leaves_nothing(tmp_path: Path) -> None:
-    """The physics with a margin (decisions are the captured database's tests above): under
-    until-flush on, writeback gains much less over none on writes that never flush than once they
-    flush, or than with the option off; those two gains are clear.
-
-    The trap is told against the other two ratios of the same sweep, not against a fixed bound:
-    on a loaded host (CI, 2026-11-27) the never-flushing ratio was 1.76 where a quiet one measures
-    1.1-1.3, while the flushing one was 3.55 and the option off 6.94. Its own bound under load is a
-    timing target, which lives in bench/, not here."""
+def test_a_lab_ceph_sweep_measures_every_cache_and_flush_cell_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    """A real sweep on a lab-started Ceph across cache, rbd_cache_writethrough_until_flush and a
+    flushing and a never-flushing workload stores a write IOPS figure for each of the cells the
+    finding compares, and leaves no Ceph process and nothing in its workdir. The decision (the trap
+    told or not) is tested on a captured lab-Ceph database above; the physics (the ratios
+    themselves, which a loaded CI host bends: the never-flushing one measured 1.76 there, 1.1-1.3
+    on a quiet host) is a measurement, in bench/rbd_flush_physics.py (issue 67)."""
     (tmp_path / "p.toml").write_text(CEPH_SWEEP)
     res = run_cli("run", "p.toml", "--db", "r.sqlite", cwd=tmp_path, timeout=900)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -244,14 +247,15 @@ def test_a_lab_ceph_sweep_shows_the_physics_and_leaves_nothing(tmp_path: Path) -
             iops[(a["cache"], a.get("rbd_cache_writethrough_until_flush", "on"), r["workload"])] = (
                 r["mean"]
             )
-    flat = iops[("writeback", "on", "rand-write-4k")] / iops[("none", "on", "rand-write-4k")]
-    flushing = (
-        iops[("writeback", "on", "rand-write-4k-flush32")]
-        / iops[("none", "on", "rand-write-4k-flush32")]
-    )
-    off = iops[("writeback", "off", "rand-write-4k")] / iops[("none", "on", "rand-write-4k")]
-    assert flushing > 1.5 and off > 2.0, (flat, flushing, off)
-    assert flat * 1.4 < min(flushing, off), (flat, flushing, off)
+    compared = {
+        ("none", "on", "rand-write-4k"),
+        ("none", "on", "rand-write-4k-flush32"),
+        ("writeback", "on", "rand-write-4k"),
+        ("writeback", "on", "rand-write-4k-flush32"),
+        ("writeback", "off", "rand-write-4k"),
+    }
+    assert compared <= iops.keys(), sorted(iops)
+    assert all(iops[k] > 0 for k in compared), iops
     assert _ceph_processes(tmp_path) == []
     assert (
         run_cli("clean", "--workdir", str(tmp_path / "iomatrix-work"), cwd=tmp_path).returncode == 0
