@@ -211,7 +211,7 @@ def one_sweep(work: Path, i: int, budget: str, base_env: dict[str, str]) -> dict
         "load1_before": before["load1"],
         "load1_after": after["load1"],
         "steal": steal_share(before, after),
-        "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "ended": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     }
 
 
@@ -237,7 +237,7 @@ class Twins:
     sweep: str
     tier: str
     workload: str
-    a: str
+    a: str  # backing names
     b: str
     called_different: bool
     named_over: bool
@@ -285,12 +285,13 @@ def judge(db: Path, with_race_stops: bool) -> tuple[list[Race], list[Twins]]:
                     measured = 1.0 - ratio if sign > 0 else 1.0 - 1.0 / ratio
                     races.append(Race(db.name, wr.workload, slower, v, rounds, measured))
         same = TWINS if wr.tier == "blocklayer" else (*TWINS, *SLOWER)
-        labels = [by_backing[n] for n in same if n in by_backing and by_backing[n] in ranked]
-        for i, a in enumerate(labels):
-            for b in labels[i + 1 :]:
+        names = [n for n in same if n in by_backing and by_backing[n] in ranked]
+        for i, x in enumerate(names):
+            for y in names[i + 1 :]:
+                a, b = by_backing[x], by_backing[y]
                 v, _, _ = verdict(wr, stops, with_race_stops, a, b)
                 over = d is not None and d.kind == "single" and d.answer in (a, b)
-                aa.append(Twins(db.name, wr.tier, wr.workload, a, b, v != 0, over))
+                aa.append(Twins(db.name, wr.tier, wr.workload, x, y, v != 0, over))
     return races, aa
 
 
@@ -362,7 +363,7 @@ def print_table(sizes: list[SizeSummary], aa: list[Twins], rule: str) -> None:
     print(f"decision rule: {rule}")
     print(
         f"{'slower':>6}  {'races':>5}  {'decided':>7}  {'share (95% CI)':<17}  {'wrong':>5}  "
-        f"{'rounds if decided':<17}  {'rounds, all':<13}  {'measured':<17}"
+        f"{'rounds, decided':<15}  {'rounds, all':<13}  measured effect"
     )
     for s in sizes:
         share = (
@@ -370,8 +371,8 @@ def print_table(sizes: list[SizeSummary], aa: list[Twins], rule: str) -> None:
         )
         print(
             f"{s.slower:>6.0%}  {s.races:>5}  {s.decided:>7}  {share:<17}  {s.wrong:>5}  "
-            f"{_spread(s.rounds_decided, '.0f'):<17}  {_spread(s.rounds_all, '.0f'):<13}  "
-            f"{_spread(s.measured, '.0%'):<17}"
+            f"{_spread(s.rounds_decided, '.0f'):<15}  {_spread(s.rounds_all, '.0f'):<13}  "
+            f"{_spread(s.measured, '.0%')}"
         )
     for tier in ("blocklayer", "baremetal"):
         mine = [t for t in aa if t.tier == tier]
@@ -395,9 +396,13 @@ def print_table(sizes: list[SizeSummary], aa: list[Twins], rule: str) -> None:
 
 def print_sweeps(sweeps: list[dict]) -> None:
     for s in sweeps:
+        ended = s.get("ended", s.get("started", ""))  # "started": this bench's first runs' name
         print(
-            f"{s['db']}: {s.get('started', '')}, {s['seconds']} s, exit {s['exit']}, load "
-            f"{s['load1_before']:.2f} → {s['load1_after']:.2f}, steal {s['steal']:.1%}; twin-a "
+            f"{s['db']}: ended {ended}, {s['seconds']} s, exit {s['exit']}, load "
+            f"{s['load1_before']:.2f} → {s['load1_after']:.2f}, steal {s['steal']:.1%}"
+        )
+        print(
+            "  twin-a just before it: "
             + ", ".join(f"{w} {r:,.0f} IOPS" for w, r in s["rates"].items())
         )
 
@@ -463,16 +468,17 @@ def replayed(dbs: list[Path]) -> tuple[list[Race], list[Twins]]:
                             )
                         )
             same = TWINS if race.tier == "blocklayer" else (*TWINS, *SLOWER)
-            keys = [by_backing[n] for n in same if n in by_backing]
-            for i, a in enumerate(keys):
-                for b in keys[i + 1 :]:
+            names = [n for n in same if n in by_backing]
+            for i, x in enumerate(names):
+                for y in names[i + 1 :]:
+                    a, b = by_backing[x], by_backing[y]
                     aa.append(
                         Twins(
                             db.name,
                             race.tier,
                             race.workload,
-                            a,
-                            b,
+                            x,
+                            y,
                             rj.twin_verdict(judged, a, b) != 0,
                             rj.named_over_twin(judged.decision, a, b),
                         )
