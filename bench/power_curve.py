@@ -29,11 +29,14 @@ direction, rounds at the decision (median, range), the measured effect; then the
 load average and CPU steal around each sweep. `--json` prints the same as JSON. Every race's runs
 stay in DIR (`--keep`, else a temporary directory that is kept too: the point is to re-judge): one
 SQLite database per sweep and `power.json` (limits, rates, load). `--rejudge DIR` judges those
-races again with the decision rule now in the code: the final ranking only (the race's own
-eliminations were made by the rule of the day they ran and are left out). Exit 0 when the power
-target is met (20 % decided in ≥ 90 % of races, 10 % in ≥ 50 %) and the A/A check passes (at most
-1 in 40 called different over ≥ 80 pairs, no twin named the answer), else 1. Run as root (the
-sweeps drop caches), inside the heavy lock on a shared host."""
+races again, each replayed round by round on its kept runs (bench/rejudge.py, stats/racing.py
+`replay_race`: eliminations, deciding pairs run on, final ranking and decision) by the rule now in
+the code, then by the same rule with each pair's own variance (the rule before stats/moderated.py),
+printed beside the races as they were raced: both rules' curves from the same runs. A replay has
+only the kept rounds: a unit the race stopped early has no later rounds for a rule that would have
+run it on. Exit 0 when the power target is met (20 % decided in ≥ 90 % of races, 10 % in ≥ 50 %)
+and the A/A check passes (at most 1 in 40 called different over ≥ 80 pairs, no twin named the
+answer), else 1. Run as root (the sweeps drop caches), inside the heavy lock on a shared host."""
 
 from __future__ import annotations
 
@@ -54,6 +57,7 @@ from scipy.stats import binomtest
 from decided_pairs import _names_worse, iomatrix_command, rankings, run_plan
 from iomatrix.calibration_throttle import ENV, iops_limit
 from iomatrix.report.rank import WorkloadRanking
+from iomatrix.stats.ranking import Ranking
 
 SLOWER = {"slow-5": 0.05, "slow-10": 0.10, "slow-20": 0.20, "slow-40": 0.40}
 TWINS = ("twin-a", "twin-b")
@@ -207,7 +211,7 @@ def one_sweep(work: Path, i: int, budget: str, base_env: dict[str, str]) -> dict
         "load1_before": before["load1"],
         "load1_after": after["load1"],
         "steal": steal_share(before, after),
-        "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "ended": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     }
 
 
@@ -233,7 +237,7 @@ class Twins:
     sweep: str
     tier: str
     workload: str
-    a: str
+    a: str  # backing names
     b: str
     called_different: bool
     named_over: bool
@@ -281,12 +285,13 @@ def judge(db: Path, with_race_stops: bool) -> tuple[list[Race], list[Twins]]:
                     measured = 1.0 - ratio if sign > 0 else 1.0 - 1.0 / ratio
                     races.append(Race(db.name, wr.workload, slower, v, rounds, measured))
         same = TWINS if wr.tier == "blocklayer" else (*TWINS, *SLOWER)
-        labels = [by_backing[n] for n in same if n in by_backing and by_backing[n] in ranked]
-        for i, a in enumerate(labels):
-            for b in labels[i + 1 :]:
+        names = [n for n in same if n in by_backing and by_backing[n] in ranked]
+        for i, x in enumerate(names):
+            for y in names[i + 1 :]:
+                a, b = by_backing[x], by_backing[y]
                 v, _, _ = verdict(wr, stops, with_race_stops, a, b)
                 over = d is not None and d.kind == "single" and d.answer in (a, b)
-                aa.append(Twins(db.name, wr.tier, wr.workload, a, b, v != 0, over))
+                aa.append(Twins(db.name, wr.tier, wr.workload, x, y, v != 0, over))
     return races, aa
 
 
@@ -354,11 +359,11 @@ def _spread(values: list[float] | list[int], fmt: str) -> str:
     return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}–{max(values):{fmt}})"
 
 
-def print_table(sizes: list[SizeSummary], aa: list[Twins], sweeps: list[dict], rule: str) -> None:
+def print_table(sizes: list[SizeSummary], aa: list[Twins], rule: str) -> None:
     print(f"decision rule: {rule}")
     print(
         f"{'slower':>6}  {'races':>5}  {'decided':>7}  {'share (95% CI)':<17}  {'wrong':>5}  "
-        f"{'rounds if decided':<17}  {'rounds, all':<13}  {'measured':<17}"
+        f"{'rounds, decided':<15}  {'rounds, all':<13}  measured effect"
     )
     for s in sizes:
         share = (
@@ -366,8 +371,8 @@ def print_table(sizes: list[SizeSummary], aa: list[Twins], sweeps: list[dict], r
         )
         print(
             f"{s.slower:>6.0%}  {s.races:>5}  {s.decided:>7}  {share:<17}  {s.wrong:>5}  "
-            f"{_spread(s.rounds_decided, '.0f'):<17}  {_spread(s.rounds_all, '.0f'):<13}  "
-            f"{_spread(s.measured, '.0%'):<17}"
+            f"{_spread(s.rounds_decided, '.0f'):<15}  {_spread(s.rounds_all, '.0f'):<13}  "
+            f"{_spread(s.measured, '.0%')}"
         )
     for tier in ("blocklayer", "baremetal"):
         mine = [t for t in aa if t.tier == tier]
@@ -387,47 +392,137 @@ def print_table(sizes: list[SizeSummary], aa: list[Twins], sweeps: list[dict], r
             print(f"  called different: {t.sweep} {t.tier} {t.workload}: {t.a} vs {t.b}")
     for key, ok in targets_met(sizes).items():
         print(f"target {key}: {'met' if ok else 'MISSED'}")
+
+
+def print_sweeps(sweeps: list[dict]) -> None:
     for s in sweeps:
+        ended = s.get("ended", s.get("started", ""))  # "started": this bench's first runs' name
         print(
-            f"{s['db']}: {s.get('started', '')}, {s['seconds']} s, exit {s['exit']}, load "
-            f"{s['load1_before']:.2f} → {s['load1_after']:.2f}, steal {s['steal']:.1%}; twin-a "
+            f"{s['db']}: ended {ended}, {s['seconds']} s, exit {s['exit']}, load "
+            f"{s['load1_before']:.2f} → {s['load1_after']:.2f}, steal {s['steal']:.1%}"
+        )
+        print(
+            "  twin-a just before it: "
             + ", ".join(f"{w} {r:,.0f} IOPS" for w, r in s["rates"].items())
         )
 
 
-def verdicts(
-    dbs: list[Path], with_race_stops: bool
-) -> tuple[list[Race], list[Twins], list[SizeSummary]]:
+def as_raced(dbs: list[Path]) -> tuple[list[Race], list[Twins]]:
+    """Every sweep judged as it was raced: the final ranking, or the race's own elimination."""
     races: list[Race] = []
     aa: list[Twins] = []
     for db in dbs:
-        r, t = judge(db, with_race_stops)
+        r, t = judge(db, with_race_stops=True)
         races += r
         aa += t
-    return races, aa, summarise(races)
+    return races, aa
+
+
+def _shared_rounds(kept: dict[str, list[tuple[int, float]]], a: str, b: str) -> int:
+    """The rounds both units ran in a replayed race."""
+    return len({r for r, _ in kept.get(a, [])} & {r for r, _ in kept.get(b, [])})
+
+
+def _measured(ranking: Ranking, a: str, b: str) -> float:
+    """How much slower b is than a in the ranking's paired comparison: 1 − b/a on a rate (higher
+    is better), 1 − a/b on a time; nan where they were not compared."""
+    try:
+        cmp = ranking.comparison(a, b)
+    except KeyError:
+        return math.nan
+    ratio_ab = cmp.test.ratio if cmp.a == a else 1.0 / cmp.test.ratio
+    if not (ratio_ab and math.isfinite(ratio_ab)):
+        return math.nan
+    return 1.0 - (1.0 / ratio_ab if ranking.higher_is_better else ratio_ab)
+
+
+def replayed(dbs: list[Path]) -> tuple[list[Race], list[Twins]]:
+    """Every sweep's races replayed round by round on their kept runs by the rule now in the code
+    (bench/rejudge.py: the race's eliminations, the deciding pairs run on, the final ranking and
+    decision), as far as each race's kept rounds go."""
+    import rejudge as rj  # bench/rejudge.py: stats/racing.py's replay of a stored race
+
+    races: list[Race] = []
+    aa: list[Twins] = []
+    for db in dbs:
+        for race in rj.stored_races(db):
+            rounds = len({r for pts in race.data.values() for r, _ in pts})
+            judged = rj.rejudge(race, rounds)
+            by_backing = {ax["backing"]: key for key, ax in race.axes.items()}
+            kept = judged.replay.data
+
+            if race.tier == "blocklayer" and BASE in by_backing:
+                base = by_backing[BASE]
+                for name, slower in SLOWER.items():
+                    if name in by_backing:
+                        slow = by_backing[name]
+                        v = rj.twin_verdict(judged, base, slow)
+                        races.append(
+                            Race(
+                                db.name,
+                                race.workload,
+                                slower,
+                                v,
+                                _shared_rounds(kept, base, slow),
+                                _measured(judged.ranking, base, slow),
+                            )
+                        )
+            same = TWINS if race.tier == "blocklayer" else (*TWINS, *SLOWER)
+            names = [n for n in same if n in by_backing]
+            for i, x in enumerate(names):
+                for y in names[i + 1 :]:
+                    a, b = by_backing[x], by_backing[y]
+                    aa.append(
+                        Twins(
+                            db.name,
+                            race.tier,
+                            race.workload,
+                            x,
+                            y,
+                            rj.twin_verdict(judged, a, b) != 0,
+                            rj.named_over_twin(judged.decision, a, b),
+                        )
+                    )
+    return races, aa
+
+
+def judgements(dbs: list[Path], rejudge: bool) -> list[tuple[str, list[Race], list[Twins]]]:
+    """(the rule, its A/B races, its A/A pairs): as raced; with `rejudge`, first the races replayed
+    by the rule now in the code, then by that rule with each pair's own variance (the rule before
+    stats/moderated.py: bench/rejudge.py's own_variances), all from the same kept runs."""
+    raced = ("as raced (final ranking, or the race's elimination)", *as_raced(dbs))
+    if not rejudge:
+        return [raced]
+    import rejudge as rj
+
+    now = ("replayed by the rule now in the code", *replayed(dbs))
+    rj.own_variances()  # from here on: each pair's own variance, as before the moderation
+    before = ("replayed by that rule with each pair's own variance (no moderation)", *replayed(dbs))
+    return [now, before, raced]
+
+
+def aa_passed(aa: list[Twins]) -> bool:
+    n, diff = len(aa), sum(t.called_different for t in aa)
+    return n >= 80 and diff <= n / 40 and not any(t.named_over for t in aa)
 
 
 def report(work: Path, manifest: dict, rejudge: bool, as_json: bool) -> int:
+    """Print every rule's power curve and A/A check (a table, or JSON); exit status by the first
+    rule's (the one in the code when re-judging, else as raced)."""
     dbs = [work / s["db"] for s in manifest["sweeps"] if s["exit"] == 0]
-    rule = (
-        "re-judged by the rule now in the code (final ranking only)"
-        if rejudge
-        else "as raced (final ranking, or the race's elimination)"
-    )
-    races, aa, sizes = verdicts(dbs, with_race_stops=not rejudge)
-    n, diff = len(aa), sum(t.called_different for t in aa)
-    aa_ok = n >= 80 and diff <= n / 40 and not any(t.named_over for t in aa)
-    met = targets_met(sizes)
+    rules = judgements(dbs, rejudge)
     if as_json:
-        print(
-            json.dumps(
+        doc = {"rules": [], "sweeps": manifest["sweeps"]}
+        for rule, races, aa in rules:
+            sizes = summarise(races)
+            doc["rules"].append(
                 {
                     "rule": rule,
                     "sizes": [asdict(s) for s in sizes],
                     "races": [asdict(r) for r in races],
                     "aa": {
-                        "pairs": n,
-                        "called_different": diff,
+                        "pairs": len(aa),
+                        "called_different": sum(t.called_different for t in aa),
                         "named_the_answer": sum(t.named_over for t in aa),
                         "by_tier": {
                             tier: {
@@ -440,17 +535,19 @@ def report(work: Path, manifest: dict, rejudge: bool, as_json: bool) -> int:
                         },
                         "flagged": [asdict(t) for t in aa if t.called_different or t.named_over],
                     },
-                    "targets": met,
-                    "aa_passed": aa_ok,
-                    "sweeps": manifest["sweeps"],
-                },
-                indent=1,
+                    "targets": targets_met(sizes),
+                    "aa_passed": aa_passed(aa),
+                }
             )
-        )
+        print(json.dumps(doc, indent=1))
     else:
-        print_table(sizes, aa, manifest["sweeps"], rule)
+        for rule, races, aa in rules:
+            print_table(summarise(races), aa, rule)
+            print()
+        print_sweeps(manifest["sweeps"])
         print(f"kept: {work}")
-    return 0 if all(met.values()) and aa_ok else 1
+    _, races, aa = rules[0]
+    return 0 if all(targets_met(summarise(races)).values()) and aa_passed(aa) else 1
 
 
 def main() -> int:
