@@ -143,7 +143,7 @@ def test_one_lun_gets_one_write_cache_setting(tmp_path: Path) -> None:
     )
     assert (
         "file:commit.fio on iscsi: 0.97× (0.53–1.80) its own pick lun_write_cache=off · "
-        "tied: one configuration "
+        "not told apart here: one configuration "
         "for the backing" in joined
     )
     doc = json.loads(_recommend(ISCSI, tmp_path, "--format", "json"))

@@ -18,7 +18,6 @@ from iomatrix.report.recommend.roles import (
     interval_text,
     role_answer,
     role_answers,
-    rounds_text,
     shortfall,
 )
 from iomatrix.report.recommend.verdict import Choice, Verdict
@@ -112,7 +111,7 @@ def test_role_answer_follows_the_deciding_figure() -> None:
     cws, verdicts = _sweep(log_none=990)
     a = role_answer(DB, verdicts, cws)
     assert a.cell == cws[0].label() and a.status == "answer" and not a.vetoes
-    assert a.headline().startswith(f"For a database VM: use {cws[0].label()} (settled)")
+    assert a.headline().startswith(f"For a database VM: use {cws[0].label()} (decided)")
     rows = {f["figure"]: f for f in a.figures}
     assert rows["data:read.clat_p99_us"]["best_cell"] == a.cell
     # On the other figures cache=none is within 5% of writeback, the best there (1% fewer commits, a
@@ -292,7 +291,7 @@ def test_the_answer_says_which_pick_it_replaced() -> None:
     a = role_answer(DB, verdicts, cws)
     assert a.instead_of == cws[0].label()
     assert (
-        f"in place of {cws[0].label()}, the deciding figure's pick (settled): see below"
+        f"in place of {cws[0].label()}, the deciding figure's pick (decided): see below"
         in a.headline()
     )
 
@@ -324,41 +323,45 @@ def test_an_equivalent_deciding_figure_keeps_and_answers_the_role() -> None:
     leading = role_answer(DB, verdicts, cws)
     assert leading.status == "provisional" and not leading.answered
     # the pick for now (the tie-break's, among cells not yet separated) is not the best mean on the
-    # deciding figure: never called "leading", and the cell ahead is named
-    assert f"For a database VM: not settled yet, for now: {cws[1].label()} (" in leading.headline()
+    # deciding figure: one configuration to use, not told apart, and the cell ahead is named
+    assert leading.headline().startswith(
+        f"For a database VM: use {cws[1].label()} (not told apart from {cws[0].label()} at this "
+        "resolution: "
+    ), leading.headline()
     assert f"{cws[0].label()} has the best mean, 1.03×" in leading.headline()
     assert "leading" not in leading.headline() + leading.brief()
     assert leading.brief().startswith(
-        f"For a database VM: not settled yet, for now: {cws[1].label()} ({cws[0].label()} has "
-        "the best mean, 1.03×; "
-    )
+        f"For a database VM: use {cws[1].label()} (not told apart from {cws[0].label()}, "
+    ), leading.brief()
+    assert leading.as_dict()["resolution"] == "not told apart at this resolution"
 
 
-def test_an_unsettled_role_says_how_many_rounds_would_settle_it() -> None:
+def test_an_unsettled_role_says_how_many_minutes_would_settle_it() -> None:
+    """The decision's estimate (40 more rounds of the pair) becomes minutes through the sweep's
+    measured seconds per run of the deciding job (3 s: 40 × 2 × 3 s = 4 minutes) and the budget
+    that buys them; a user cannot act on a round count, so none is printed (issue 71)."""
     cws, verdicts = _sweep(log_none=990)
     pick = Choice(
         cws[0].label(),
         (cws[1].label(),),
         "not separable yet",
-        settle_rounds=4,
-        equivalence_rounds=20,
+        settle_rounds=40,
+        equivalence_rounds=200,
     )
     lead = Verdict("database:data", "read.clat_p99_us", False, "blocklayer", pick)
     verdicts["database:data"] = Verdict(
         "database:data", "read.clat_p99_us", False, "blocklayer", None, provisional=lead
     )
-    a = role_answer(DB, verdicts, cws)
+    a = role_answer(DB, verdicts, cws, run_seconds={"database:data": 3.0}, budget="4m")
     assert a.status == "provisional" and not a.answered
     assert a.headline().endswith(
-        "about 4 more round(s) would settle the deciding figure (separate the cells or "
-        "rule one out); about 20 would show them equivalent within 5% (TOST))"
-    )
-    assert a.as_dict()["pending"] == a.pending
-    assert (
-        rounds_text(None, 20, 0.1)
-        == "about 20 more round(s) would show them equivalent within 10% (TOST)"
-    )
-    assert rounds_text(None, None, 0.05) == "no number of rounds can be estimated to settle it"
+        'about 4 minutes more would settle it (time_budget = "8m" in the plan, now "4m"))'
+    ), a.headline()
+    assert a.brief().endswith("about 4 minutes more would settle it)"), a.brief()
+    assert "round" not in a.headline() + a.brief() + str(a.as_dict())
+    # without the sweep's timings no time is promised, and still no round count
+    b = role_answer(DB, verdicts, cws)
+    assert "would settle" not in b.headline() and "round" not in b.headline()
 
 
 def test_a_veto_needs_the_interval_not_only_the_mean() -> None:

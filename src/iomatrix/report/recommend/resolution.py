@@ -88,7 +88,7 @@ def pick_reason(pick: Mapping[str, str], rival: Mapping[str, str] | None, keeper
     changes the cache or aio; else what the pick's format offers; else the simpler configuration.
 
     >>> pick_reason({"format": "qcow2", "cache": "none"}, {"format": "raw", "cache": "none"})
-    "qcow2: snapshots and thin provisioning"
+    'qcow2: snapshots and thin provisioning'
     """
     if rival is None:
         return keeper or "the tie-break"

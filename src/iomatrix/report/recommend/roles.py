@@ -529,8 +529,9 @@ def role_answer(
     out.kept = choice.kept if status == "equivalent" and choice else ""
     if status in ("tied", "provisional") and found is not None and choice is not None:
         seconds = (run_seconds or {}).get(v.workload)
+        best = per[0].best()  # the closest cell where the decision names none: the best mean
         out.unresolved, out.unresolved_brief = _unresolved(
-            found[0], combined.cell, cws, seconds, budget
+            found[0], combined.cell, cws, seconds, budget, best[0] if best else None
         )
     out.figures = [_figure_row(f, combined.cell) for f in per]
     return out
@@ -542,6 +543,7 @@ def _unresolved(
     cws: Sequence[CellWorkload],
     seconds: float | None,
     budget: str | None,
+    ahead: str | None = None,
 ) -> tuple[str, str]:
     """A pick not told apart from its closest cell, said in full and in a few words
     (resolution.py): the interval reached against that cell on the deciding job (the pick over
@@ -551,6 +553,7 @@ def _unresolved(
     assert choice is not None
     rivals = [c for c in choice.tied if c not in choice.ruled_out and c != cell]
     rivals += [g.label for g in shown.alternatives if g.label and g.label != cell]
+    rivals += [ahead] if ahead and ahead != cell else []
     rival = rivals[0] if rivals else None
     gain = next((g for g in shown.alternatives if g.label == rival), None)
     axes_of = {c.label(): c.axes for c in cws if c.workload == shown.workload}
