@@ -36,8 +36,9 @@ def test_no_function_graded_e_or_f() -> None:
 # refusals, a ranking's notes, the monitor's column fitting); lower this number whenever a change
 # splits one, never raise it. 9 after issue 68's (the matrix's expansion, a fleet answer's
 # statement, results by host, plan errors, the block-size charts, a sweep's cells × workloads, the
-# fio allowlist, a device handed over, a libvirt disk).
-MAX_D_FUNCTIONS = 9
+# fio allowlist, a device handed over, a libvirt disk); 8 once the merged tree's own splits
+# landed (run_line, parse_current, the initramfs, the consolidation outcome, others').
+MAX_D_FUNCTIONS = 8
 
 
 def _functions_graded(rank: str) -> list[str]:
