@@ -26,7 +26,7 @@ OTHER_MEANINGS = {
         "guest",
     ): "the `iomatrix guest` command group (the guest machinery's build and check commands)",
     (
-        "stats/__init__.py",
+        "stats/public_names.py",
         "consolidation",
     ): "the module stats/consolidation.py, imported lazily by name",
     (

@@ -129,7 +129,6 @@ def check_guest_image(p: Plan) -> None:
     """The plan's `[guest] image` checked as `run` checks it before anything is built or booted
     (guest/real_image.py: a local, readable, bootable qcow2 or raw file); one line when it is
     not."""
-    if "guest" in p.tier:
-        from iomatrix.guest.real_image import check_image_setting
+    from iomatrix.guest.real_image import check_plan_image
 
-        check_image_setting(p.setting("guest_image"))
+    check_plan_image(p.tier, p.setting("guest_image"))

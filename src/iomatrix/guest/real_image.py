@@ -34,7 +34,7 @@ import struct
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -368,6 +368,13 @@ def built_beside(path: Path) -> DebianImage | None:
     if built is None or path.resolve() != built.qcow2.resolve():
         return None
     return built
+
+
+def check_plan_image(tiers: Sequence[str], setting: str | None) -> None:
+    """`check_image_setting` for a plan that runs the guest tier (`tiers`: the plan's); a plan
+    without it boots no image."""
+    if "guest" in tiers:
+        check_image_setting(setting)
 
 
 def check_image_setting(setting: str | None) -> None:

@@ -135,10 +135,7 @@ def _nothing_to_show(store: Store) -> None:
     """Why a database yields no history, as a UserError: its sweeps name hosts it does not hold (a
     damaged sweeps.host_id), or it holds no finished sweep yet. An empty answer with exit 0 would
     read as "nothing changed"."""
-    orphans = store.db.execute(
-        "SELECT count(*) FROM sweeps s LEFT JOIN hosts h ON h.id = s.host_id "
-        "WHERE s.status != 'running' AND h.id IS NULL"
-    ).fetchone()[0]
+    orphans = store.sweeps_naming_no_host()
     if orphans:
         raise UserError(
             f"{store.path} is damaged: {orphans} sweep(s) name a host it does not hold "

@@ -255,6 +255,16 @@ class StoreQueries:
             for r in rows
         ]
 
+    def sweeps_naming_no_host(self) -> int:
+        """How many sweeps not running name a host the database does not hold (a damaged
+        sweeps.host_id): such sweeps have no history (report/history.py says why)."""
+        return int(
+            self.db.execute(
+                "SELECT count(*) FROM sweeps s LEFT JOIN hosts h ON h.id = s.host_id "
+                "WHERE s.status != 'running' AND h.id IS NULL"
+            ).fetchone()[0]
+        )
+
     def finished_sweeps_with_versions(self, facts: Sequence[str]) -> list[dict[str, Any]]:
         """Every sweep not running, in start order, with its plan and the host's `facts` (columns of
         `hosts`: kernel, qemu_version, …), for the history of each host's answers
