@@ -43,7 +43,7 @@ def test_the_ceph_answer_sets_librbd_writethrough_until_flush_on_its_first_scree
     # ceph.conf line that sets it, beside the libvirt XML (issue 49: no snippet set it)
     res = _recommend(CEPH, tmp_path)
     assert res.returncode == 0, res.stderr
-    leader = res.stdout.split("No answer yet")[0]
+    leader = res.stdout.split("Use for now")[0]
     assert "rbd cache writethrough until flush = false" in _joined(leader)
     assert "ceph.conf [client]" in leader
     assert all(len(line) <= 100 for line in res.stdout.splitlines())
@@ -65,7 +65,7 @@ def test_the_ceph_detail_shows_every_storage_snippet_with_the_vm_tools(tmp_path:
 def test_target_ceph_shows_the_client_section_as_the_answers_snippet(tmp_path: Path) -> None:
     res = _recommend(CEPH, tmp_path, "--target", "ceph")
     assert res.returncode == 0, res.stderr
-    leader = res.stdout.split("No answer yet")[0]
+    leader = res.stdout.split("Use for now")[0]
     assert "  ceph: ceph.conf [client]" in leader
     assert "    [client]\n    rbd cache = true\n" in leader
     assert "    rbd cache writethrough until flush = false" in leader

@@ -390,7 +390,7 @@ def test_the_headline_quotes_zero_detection_against_it_off_when_qemus_default_ca
     text = headline_text(headline(recommend(store, sid), "h"), 100)
     assert (
         "seq-write-zeroes-1m: 3.00× (" in text
-        and ") QEMU's default detect_zeroes=off · the answer" in text
+        and ") QEMU's default detect_zeroes=off · decided" in text
     ), text
 
 
@@ -408,6 +408,6 @@ def test_a_question_answered_by_qemus_default_value_says_so(tmp_path: Path) -> N
     own = [g for g in v.gains if g.against == "QEMU default detect_zeroes=off"]
     assert len(own) == 1 and own[0].note == "same cell"
     text = headline_text(headline(recommend(store, sid), "h"), 100)
-    assert (
-        "seq-write-zeroes-1m: 1.00×: it is QEMU's default detect_zeroes=off · the answer" in text
-    ), text
+    assert "seq-write-zeroes-1m: 1.00×: it is QEMU's default detect_zeroes=off · decided" in text, (
+        text
+    )

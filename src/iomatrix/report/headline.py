@@ -337,12 +337,7 @@ def headline(rec: Recommendation, host: str, target: str = DEFAULT_TARGET) -> He
         _note(v, shown, declined, basis)
     for v, shown, status, cell in joined:
         _join(answered, v, shown, status, cell=cell, target=target, varied=names.varying)
-    for p in answered.values():
-        p.name = names.of(p.cell)
-        p.gains = [_named_gain(wg, names, rec.current, p.cell) for wg in p.gains]
-    if rec.current is not None:  # one disk: a change is made where every workload decides it
-        for cell in dict.fromkeys(p.cell for p in answered.values()):
-            _keep_unless_decided([p for p in answered.values() if p.cell == cell], names)
+    _name_picks(list(answered.values()), names, rec.current)
     return Headline(
         host=host,
         sweep_id=rec.sweep_id,
@@ -547,6 +542,17 @@ def _named_role(r: Any, names: CellNames, rec: Recommendation) -> dict[str, Any]
         **({"action": "keep"} if keep else {}),
         "lines": [names.rename(x) for x in r.lines()],
     }
+
+
+def _name_picks(picks: list[Pick], names: CellNames, current: CurrentConfig | None) -> None:
+    """Each pick and its gains named as the headline names cells; with --current, a change is
+    made where every workload of its one disk decides it (_keep_unless_decided)."""
+    for p in picks:
+        p.name = names.of(p.cell)
+        p.gains = [_named_gain(wg, names, current, p.cell) for wg in p.gains]
+    if current is not None:
+        for cell in dict.fromkeys(p.cell for p in picks):
+            _keep_unless_decided([p for p in picks if p.cell == cell], names)
 
 
 def _keep_unless_decided(picks: list[Pick], names: CellNames) -> None:

@@ -20,7 +20,7 @@ from iomatrix.domain import is_ceiling
 from iomatrix.metrics import metric_info
 from iomatrix.report.query import CellWorkload
 from iomatrix.report.recommend.resolution import RESOLUTION, pick_reason, settle_text
-from iomatrix.report.recommend.verdict import Verdict, answer_of
+from iomatrix.report.recommend.verdict import Gain, Verdict, answer_of
 from iomatrix.roles import Figure, Role, plan_roles
 from iomatrix.stats.compare import ratio_ci
 from iomatrix.stats.paired import PairedComparison, paired_comparison
@@ -524,17 +524,30 @@ def role_answer(
     out.instead_of = candidates[0] if combined.cell != candidates[0] else None
     # how settled the deciding figure is; the vetoes say why its pick was passed over
     out.status = status
-    found = answer_of(v)
-    choice = found[0].choice if found else None
-    out.kept = choice.kept if status == "equivalent" and choice else ""
-    if status in ("tied", "provisional") and found is not None and choice is not None:
-        seconds = (run_seconds or {}).get(v.workload)
-        best = per[0].best()  # the closest cell where the decision names none: the best mean
-        out.unresolved, out.unresolved_brief = _unresolved(
-            found[0], combined.cell, cws, seconds, budget, best[0] if best else None
-        )
+    _say_status(out, answer_of(v), per[0], cws, (run_seconds or {}).get(v.workload), budget)
     out.figures = [_figure_row(f, combined.cell) for f in per]
     return out
+
+
+def _say_status(
+    out: RoleAnswer,
+    found: tuple[Verdict, str] | None,
+    deciding: FigureMeans,
+    cws: Sequence[CellWorkload],
+    seconds: float | None,
+    budget: str | None,
+) -> None:
+    """What `out`'s status says beside its pick: why an equivalent one is kept, or how far the
+    sweep told a tied or provisional one apart (_unresolved)."""
+    choice = found[0].choice if found else None
+    if found is None or choice is None or out.cell is None:
+        return
+    out.kept = choice.kept if out.status == "equivalent" else ""
+    if out.status in ("tied", "provisional"):
+        best = deciding.best()  # the closest cell where the decision names none: the best mean
+        out.unresolved, out.unresolved_brief = _unresolved(
+            found[0], out.cell, cws, seconds, budget, best[0] if best else None
+        )
 
 
 def _unresolved(
@@ -551,27 +564,13 @@ def _unresolved(
     settle it, from the decision's own estimate of the rounds still needed."""
     choice = shown.choice
     assert choice is not None
-    rivals = [c for c in choice.tied if c not in choice.ruled_out and c != cell]
-    rivals += [g.label for g in shown.alternatives if g.label and g.label != cell]
-    rivals += [ahead] if ahead and ahead != cell else []
-    rival = rivals[0] if rivals else None
-    gain = next((g for g in shown.alternatives if g.label == rival), None)
+    rival = _rival(shown, cell, ahead)
     axes_of = {c.label(): c.axes for c in cws if c.workload == shown.workload}
-    keeper = next(
-        (
-            "what you run" if g.against.startswith("current") else "QEMU's default"
-            for g in shown.gains
-            if g.label == cell and (g.against.startswith(("current", "QEMU default")))
-        ),
-        "",
+    reason = pick_reason(
+        axes_of.get(cell, {}), axes_of.get(rival) if rival else None, _keeper(shown, cell)
     )
-    reason = pick_reason(axes_of.get(cell, {}), axes_of.get(rival) if rival else None, keeper)
-    r = None if gain is None else gain.ratio
-    within = (
-        f"within {interval_text(r.low, r.high)}× here"
-        if r is not None and r.low is not None and r.high is not None
-        else "no interval between them yet"
-    )
+    gain = next((g for g in shown.alternatives if g.label == rival), None)
+    within = _within(gain)
     apart = f"not told apart from {rival}" if rival else "not told apart"
     more = settle_text(choice.settle_rounds, seconds, budget)
     full = f"{apart} at this resolution: {within}; picked for {reason}"
@@ -579,6 +578,36 @@ def _unresolved(
     if more:  # the minutes on the first screen too; the budget that buys them in full
         full, brief = f"{full}; {more}", f"{brief}; {more.split(' (')[0]}"
     return full, brief
+
+
+def _rival(shown: Verdict, cell: str, ahead: str | None) -> str | None:
+    """The cell the pick was not told apart from: the rest of the decision's top group (not ruled
+    out), else its runner-up, else the cell ahead on the deciding figure."""
+    choice = shown.choice
+    assert choice is not None
+    rivals = [c for c in choice.tied if c not in choice.ruled_out]
+    rivals += [g.label for g in shown.alternatives if g.label]
+    rivals += [ahead] if ahead else []
+    return next((r for r in rivals if r != cell), None)
+
+
+def _keeper(shown: Verdict, cell: str) -> str:
+    """What the pick keeps, when it is the configuration a gain names as itself: "what you run"
+    (--current) or "QEMU's default"; "" otherwise."""
+    for g in shown.gains:
+        if g.label == cell and g.against.startswith("current"):
+            return "what you run"
+        if g.label == cell and g.against.startswith("QEMU default"):
+            return "QEMU's default"
+    return ""
+
+
+def _within(gain: Gain | None) -> str:
+    """The interval reached between the pick and its rival, "within 0.86–1.04× here"."""
+    r = None if gain is None else gain.ratio
+    if r is None or r.low is None or r.high is None:
+        return "no interval between them yet"
+    return f"within {interval_text(r.low, r.high)}× here"
 
 
 def _weighed(
