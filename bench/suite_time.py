@@ -126,23 +126,29 @@ def report(seconds: dict[str, float], fixtures: Path | None, top: int) -> None:
 
 
 def write_durations(seconds: dict[str, float], path: Path, at_least: float) -> None:
-    """tests/durations.json from one run: every test of at least `at_least` seconds, and the group
-    entries the file already holds (a group's name, a whole module's) as the sum of their tests in
-    this run, so a group of many short tests is still placed by its whole time."""
+    """tests/durations.json refreshed from one run: every test it ran of at least `at_least`
+    seconds, the others as they were, and the group entries the file already holds (a group's name,
+    a whole module's) as the sum of their tests in this run, so a group of many short tests is still
+    placed by its whole time."""
     sys.path.insert(0, str(ROOT))
     from tests.conftest import SERIAL_GROUPS
 
     old = json.loads(path.read_text()) if path.exists() else {}
-    new = {node: round(s, 1) for node, s in seconds.items() if s >= at_least}
+    # the tests this run did not run keep their seconds (a run of a few files updates those)
+    new = {k: v for k, v in old.items() if k not in seconds}
+    new.update({node: round(s, 1) for node, s in seconds.items() if s >= at_least})
     for key in old:
         if "::" in key:
             continue
+        new[key] = old[key]
         modules = SERIAL_GROUPS.get(key, (key,))
         in_run = sum(s for n, s in seconds.items() if Path(n.split("::")[0]).stem in modules)
         if in_run:
             new[key] = round(in_run, 1)
     ordered = dict(sorted(new.items(), key=lambda kv: -kv[1]))
-    path.write_text(json.dumps(ordered, indent=1) + "\n")
+    # one entry a line, as the file is kept (a refresh's diff shows the tests that moved)
+    body = ",\n".join(f"{json.dumps(k)}: {v}" for k, v in ordered.items())
+    path.write_text("{\n" + body + "\n}\n")
     print(f"wrote {len(ordered)} entries to {path}")
 
 

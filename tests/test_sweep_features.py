@@ -142,13 +142,10 @@ max = 1
         assert steps, f"{w} reported no timed steps"
 
 
-# The block layer, not TCG guests: the scores and the comparison read any tier's cells the same way
-# (the guest tier's own sweeps are test_guest_sweep's and test_verdict's); 8 boots were ~100 s of
-# this test's ~130 s (issue 67).
-@needs("qemu-storage-daemon")
+@needs("qemu-system-x86_64")
 def test_weighted_scores_and_sweep_comparison(tmp_path: Path) -> None:
     plan = """
-tier = ["baremetal", "blocklayer"]
+tier = ["baremetal", "guest"]
 format = ["raw"]
 cache = ["none", "writeback"]
 workloads = ["seq-read-1m", "rand-read-4k", "seq-write-1m", "rand-write-4k"]
@@ -156,16 +153,16 @@ size = "32M"
 image_size = "64M"
 runtime = 0.5  # the scores and the comparison are what is checked, not the figures' precision
 null_ceiling = false
-retry_disturbed = false  # (nor how clean the runs were)
+retry_disturbed = false  # (nor how clean the runs were: a retry of a disturbed guest run is a boot more)
 [repetitions]
 min = 2
 max = 2
-"""
+"""  # noqa: E501
     (tmp_path / "p.toml").write_text(plan)
-    proc = run_cli("run", "p.toml", "--db", "a.sqlite", cwd=tmp_path, timeout=900)
+    proc = run_cli("run", "p.toml", "--db", "a.sqlite", "--accel", "tcg", cwd=tmp_path, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # The second sweep: the first one's runs at 60 % (a copy with its samples scaled), not a second
-    # sweep: what is checked is how compare lists and tests two sweeps' cells, which a
+    # 90 s of TCG guests: what is checked is how compare lists and tests two sweeps' cells, which a
     # re-run adds nothing to.
     shutil.copyfile(tmp_path / "a.sqlite", tmp_path / "b.sqlite")
     con = sqlite3.connect(tmp_path / "b.sqlite")
@@ -180,5 +177,5 @@ max = 2
     cmp = run_cli("compare", "a.sqlite", "b.sqlite", "--all", cwd=tmp_path)
     assert cmp.returncode == 0, cmp.stderr
     assert "changed significantly" in cmp.stdout and "Holm" in cmp.stdout
-    # every cell × workload is listed with --all (2 block-layer + 2 bare)
+    # every cell × workload is listed with --all (2 guest + 2 bare)
     assert cmp.stdout.count("rand-read-4k") == 4
